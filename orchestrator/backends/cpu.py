@@ -1,0 +1,12 @@
+"""CPU: always buildable and runnable."""
+from __future__ import annotations
+
+from . import BackendModule
+
+
+class Cpu(BackendModule):
+    name = "cpu"
+    cmake_flags = ("-DGGML_CPU=ON",)
+
+
+MODULE = Cpu()

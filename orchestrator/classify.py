@@ -1,0 +1,107 @@
+"""Result classification: test outcomes, per-device rows, the control's verdict, cell status.
+
+Pure: takes exit codes and output text, returns names and reasons.
+"""
+from __future__ import annotations
+
+import re
+import signal as _signal
+from dataclasses import dataclass
+from typing import Optional
+
+PASSED, FAILED, CRASHED, TIMEOUT, NOT_BUILT = "passed", "failed", "crashed", "timeout", "not-built"
+KILLED, SURVIVED, INVALID = "killed", "survived", "invalid"
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+GATE_ROW = re.compile(
+    r"^device=(?P<device>\S+) opt_period=(?P<opt_period>\d+): (?P<status>OK|FAIL|SKIPPED)"
+    r"(?: at step (?P<step>\d+): w=(?P<actual>\S+) expected (?P<expected>\S+))?.*$", re.M)
+TEST_OPT_ROW = re.compile(r"^\s*Backend (?P<device>\S+) (?P<optimizer>\S+): (?P<status>OK|FAIL|SKIPPED)\s*$", re.M)
+
+
+def outcome(exit_code: Optional[int], timed_out: bool = False) -> str:
+    if timed_out or exit_code is None:
+        return TIMEOUT
+    if exit_code == 0:
+        return PASSED
+    if exit_code < 0:
+        return CRASHED
+    if exit_code == 127:
+        return NOT_BUILT
+    return FAILED
+
+
+def signal_name(exit_code: Optional[int]) -> Optional[str]:
+    if exit_code is None or exit_code >= 0:
+        return None
+    try:
+        return _signal.Signals(-exit_code).name
+    except ValueError:
+        return f"signal {-exit_code}"
+
+
+def gate_rows(output: str) -> list[dict]:
+    """test-opt-dynamic-accum's lines -> one row per device x opt_period."""
+    rows = []
+    for m in GATE_ROW.finditer(_ANSI.sub("", output)):
+        row = {"device": m["device"], "opt_period": int(m["opt_period"]), "status": m["status"]}
+        if m["status"] == "FAIL":
+            row.update(step=int(m["step"]), actual=float(m["actual"]), expected=float(m["expected"]),
+                       line=m.group(0).strip())
+        rows.append(row)
+    return rows
+
+
+def gate_failure_line(output: str) -> Optional[str]:
+    for row in gate_rows(output):
+        if row["status"] == "FAIL":
+            return row["line"]
+    return None
+
+
+def test_opt_rows(output: str) -> list[dict]:
+    """test-opt's "Backend CPU adamw: OK" lines -> one row per device x optimizer."""
+    return [{"device": m["device"], "optimizer": m["optimizer"], "status": m["status"]}
+            for m in TEST_OPT_ROW.finditer(_ANSI.sub("", output))]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str  # killed | survived | invalid
+    reason: str
+
+
+def control_verdict(build_ok: bool, gate_outcome: Optional[str], gate_exit: Optional[int],
+                    gate_output: str, test_opt_outcome: Optional[str]) -> Verdict:
+    """Killed only if the control built, the gate failed by its own check (non-zero exit, not a
+    signal or timeout) and printed its failure line, and test-opt still passed."""
+    if not build_ok:
+        return Verdict(INVALID, "the control variant did not build")
+    if gate_outcome == PASSED:
+        return Verdict(SURVIVED, "the gate test passed without the fix: it is not a gate")
+    if gate_outcome == CRASHED:
+        return Verdict(INVALID, f"the gate test crashed ({signal_name(gate_exit)}) instead of failing its check")
+    if gate_outcome == TIMEOUT:
+        return Verdict(INVALID, "the gate test timed out")
+    if gate_outcome != FAILED:
+        return Verdict(INVALID, f"the gate test did not run ({gate_outcome})")
+    line = gate_failure_line(gate_output)
+    if not line:
+        return Verdict(INVALID, f"the gate test exited {gate_exit} without printing its failure line")
+    if test_opt_outcome != PASSED:
+        return Verdict(INVALID, f"test-opt {test_opt_outcome} without the fix, so the control changed more than the fix")
+    return Verdict(KILLED, f"the gate test failed by its own check: {line}")
+
+
+def cell_status(patched_build_ok: bool, patched: dict[str, str], verdict: Optional[Verdict]) -> tuple[str, str]:
+    """(status, reason) for a cell: passed only when every patched test passed and the control was killed."""
+    if not patched_build_ok:
+        return FAILED, "the patched variant did not build"
+    bad = [f"{name} {o}" for name, o in patched.items() if o != PASSED]
+    if bad:
+        return FAILED, "with the fix: " + ", ".join(bad)
+    if verdict is None:
+        return FAILED, "the negative control did not run"
+    if verdict.verdict != KILLED:
+        return FAILED, f"negative control {verdict.verdict}: {verdict.reason}"
+    return PASSED, "all tests pass with the fix; the gate fails without it"

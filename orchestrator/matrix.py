@@ -1,0 +1,237 @@
+"""The matrix run: for each target x backend cell, fetch, apply, build, test, then the
+negative control on the same build tree. Errors in one cell are recorded; the others go on."""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from . import backends, classify, cmake, sources
+from .cache import Cache, slug
+from .config import Backend, Matrix, Target
+from .errors import BuildFailed, ExitCode, GgmlPatchError
+from .layout import GATE_TEST, TESTS, UPSTREAM_TEST, build_plan, get_layout
+from .progress import Reporter
+from .series import Series, render
+from .series_files import load_series
+from .snapshots import SnapshotRepo, Worktree
+from .testrun import TestRun, run_test
+
+
+@dataclass
+class RunOptions:
+    matrix: Matrix
+    cache: Cache
+    results_dir: Path
+    profile: str = "default"
+    targets: list[str] = field(default_factory=list)
+    backends: list[str] = field(default_factory=list)
+
+
+def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None) -> dict:
+    series = load_series(opts.matrix)
+    cells = opts.matrix.cells(opts.profile, opts.targets, opts.backends)
+    reporter = reporter or Reporter(len(cells))
+    repo = SnapshotRepo(opts.cache.snapshots_git)
+    started = time.time()
+    cell_results, records = [], []
+    for target, backend in cells:
+        cell, recs = run_cell(opts, series, repo, target, backend, reporter)
+        cell_results.append(cell)
+        records.extend(recs)
+    return {
+        "schema_version": 1,
+        "tool": "ggml-patch",
+        "matrix": str(opts.matrix.path),
+        "profile": opts.profile,
+        "series": series_info(series),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "duration_s": round(time.time() - started, 2),
+        "exit_code": int(overall_exit_code(cell_results)),
+        "cells": cell_results,
+        "records": records,
+    }
+
+
+def series_info(series: Series) -> dict:
+    return {"layout": series.layout, "sha256": series.sha256,
+            "patches": [{"name": p.name, "subject": p.subject, "author": p.author} for p in series.patches]}
+
+
+def overall_exit_code(cells: list[dict]) -> ExitCode:
+    codes = [c["exit_code"] for c in cells if c["exit_code"]]
+    return ExitCode(min(codes)) if codes else ExitCode.OK
+
+
+def run_cell(opts: RunOptions, series: Series, repo: SnapshotRepo, target: Target, backend: Backend,
+             reporter: Reporter) -> tuple[dict, list[dict]]:
+    cell_id = f"{target.name}/{backend.name}"
+    reporter.start_cell(cell_id)
+    cell = {"cell": cell_id, "target": target.name, "backend": backend.name, "layout": target.layout,
+            "status": "error", "reason": "", "exit_code": int(ExitCode.TOOL_ERROR), "timings": {}}
+    records: list[dict] = []
+    module = backends.get(backend.name)
+    missing = module.missing_toolchain(backend) or module.missing_device(backend)
+    if missing:
+        reporter.skip(missing)
+        cell.update(status="skipped", reason=missing, exit_code=0)
+        return cell, records
+    logs = opts.results_dir / "logs" / slug(cell_id)
+    try:
+        with opts.cache.lock(f"cell-{cell_id}"):
+            _run_cell_locked(opts, series, repo, target, backend, module, reporter, cell, records, logs)
+    except GgmlPatchError as e:
+        cell.update(status="error", reason=str(e), exit_code=int(e.exit_code))
+    reporter.cell_result(cell["status"], cell["reason"])
+    return cell, records
+
+
+def _timed(cell: dict, name: str, t0: float) -> None:
+    cell["timings"][name] = round(time.monotonic() - t0, 2)
+
+
+def _run_cell_locked(opts, series, repo, target, backend, module, reporter, cell, records, logs) -> None:
+    layout = get_layout(target.layout, target.prefix)
+    src_layout = get_layout(series.layout)
+
+    reporter.step("fetch", f"{target.source.kind} {target.source.key}")
+    t0 = time.monotonic()
+    snap = sources.snapshot(target.source, opts.cache, repo)
+    cell["source"] = {"kind": target.source.kind, "description": snap.description, **snap.provenance,
+                      "base_commit": snap.commit}
+    _timed(cell, "fetch", t0)
+    reporter.done(snap.description)
+
+    reporter.step("apply", f"{len(series.patches)} patches, layout {layout.name}")
+    t0 = time.monotonic()
+    rendered = render(series, src_layout, layout, lambda p: repo.read_blob(snap.commit, p))
+    cell_dir = opts.cache.cell_dir(cell["cell"])
+    worktree = Worktree(repo, cell_dir / "src")
+    head = apply_series(worktree, snap.commit, rendered, cell_dir)
+    cell["patched_commit"] = head
+    _timed(cell, "apply", t0)
+    reporter.done(f"patched commit {head[:12]}")
+
+    plan = build_plan(layout, str(worktree.path), str(opts.matrix.native_tests_dir.resolve()))
+    build_dir = cell_dir / "build"
+    env = dict(backend.env)
+    reporter.step("configure", f"cmake {module.name}")
+    t0 = time.monotonic()
+    step = cmake.configure(plan, build_dir, module.configure_flags(backend), logs / "configure.log", env)
+    _timed(cell, "configure", t0)
+    cmake.require(step, "cmake configure")
+    reporter.done("reused" if step.skipped else "configured")
+
+    fix_paths = rendered.fix_paths()
+    patched = _variant(cell, "patched", plan.targets, build_dir, backend, env, logs, reporter)
+    records.append(patched)
+
+    reporter.step("control", f"revert {', '.join(fix_paths)}, keep the test")
+    diff = worktree.diff(snap.commit, fix_paths)
+    worktree.apply_reverse(diff)
+    try:
+        control = _variant(cell, "control", plan.targets, build_dir, backend, env, logs, reporter)
+    finally:
+        worktree.restore(fix_paths)  # the tree is left patched whatever happened
+    control["reverted"] = fix_paths
+    v = classify.control_verdict(
+        control["build"]["ok"], _outcome(control, GATE_TEST), _exit(control, GATE_TEST),
+        control["tests"].get(GATE_TEST, {}).get("output", ""), _outcome(control, UPSTREAM_TEST))
+    control.update(status=v.verdict, verdict=v.verdict, verdict_reason=v.reason,
+                   failure_line=classify.gate_failure_line(control["tests"].get(GATE_TEST, {}).get("output", "")))
+    records.append(control)
+
+    patched_outcomes = {n: t["outcome"] for n, t in patched["tests"].items()}
+    status, reason = classify.cell_status(patched["build"]["ok"], patched_outcomes, v)
+    code = ExitCode.OK
+    if status != classify.PASSED:
+        if not patched["build"]["ok"]:
+            code = ExitCode.BUILD_FAILED
+        elif any(o != classify.PASSED for o in patched_outcomes.values()):
+            code = ExitCode.EXPECTATIONS_NOT_MET
+        else:
+            code = ExitCode.CONTROL_NOT_KILLED
+    cell.update(status=status, reason=reason, exit_code=int(code))
+    for rec in records:
+        for t in rec["tests"].values():
+            t.pop("output", None)
+
+
+def _outcome(rec: dict, test: str) -> Optional[str]:
+    return rec["tests"].get(test, {}).get("outcome")
+
+
+def _exit(rec: dict, test: str) -> Optional[int]:
+    return rec["tests"].get(test, {}).get("exit_code")
+
+
+def apply_series(worktree: Worktree, base: str, rendered: Series, cell_dir: Path) -> str:
+    """Put the worktree on base + series. A tree already there is left untouched (no file
+    times change, so nothing recompiles)."""
+    state_file = cell_dir / "state.json"
+    state = json.loads(state_file.read_text()) if state_file.exists() else {}
+    if state.get("base") == base and state.get("series") == rendered.sha256 and state.get("head"):
+        if worktree.path.exists() and worktree.head() == state["head"] and worktree.is_clean():
+            return state["head"]
+    patch_dir = cell_dir / "series"
+    patch_dir.mkdir(parents=True, exist_ok=True)
+    for old in patch_dir.glob("*.patch"):
+        old.unlink()
+    files = []
+    for p in rendered.patches:
+        f = patch_dir / p.name
+        f.write_text(p.text(), encoding="utf-8")
+        files.append(f)
+    state_file.unlink(missing_ok=True)
+    worktree.ensure(base)
+    head = worktree.am(files)
+    state_file.write_text(json.dumps({"base": base, "series": rendered.sha256, "head": head}))
+    return head
+
+
+def _variant(cell: dict, variant: str, targets: tuple[str, ...], build_dir: Path, backend: Backend,
+             env: dict[str, str], logs: Path, reporter: Reporter) -> dict:
+    rec = {"cell": cell["cell"], "target": cell["target"], "backend": cell["backend"], "variant": variant,
+           "status": "", "build": {}, "tests": {}}
+    reporter.step(f"build {variant}", f"targets {' '.join(targets)}")
+    step = cmake.build(build_dir, targets, logs / f"build-{variant}.log", env, reporter.build_progress)
+    rec["build"] = {"ok": step.ok, "duration_s": round(step.duration_s, 2), "log": step.log, "error": step.error}
+    cell["timings"][f"build_{variant}"] = round(step.duration_s, 2)
+    if not step.ok:
+        rec["status"] = "build-failed"
+        reporter.done(f"build failed: {step.error}")
+        if variant == "patched":
+            raise BuildFailed(f"{cell['cell']}: build failed: {step.error} (log: {step.log})")
+        return rec
+    reporter.done("built")
+    for test in TESTS:
+        reporter.step(f"test {variant}", test)
+        run = run_test(test, [str(build_dir / "bin" / test)], backend.timeout, env,
+                       logs / f"{variant}-{test}.log")
+        rec["tests"][test] = _test_record(run)
+        reporter.done(rec["tests"][test]["outcome"])
+    outcomes = [t["outcome"] for t in rec["tests"].values()]
+    rec["status"] = classify.PASSED if all(o == classify.PASSED for o in outcomes) else classify.FAILED
+    return rec
+
+
+def _test_record(run: TestRun) -> dict:
+    outcome = classify.outcome(run.exit_code, run.timed_out)
+    rec = {"outcome": outcome, "exit_code": run.exit_code, "signal": run.signal,
+           "duration_s": round(run.duration_s, 3), "log": run.log, "output": run.output}
+    if run.name == GATE_TEST:
+        rec["rows"] = classify.gate_rows(run.output)
+        rec["failure_line"] = classify.gate_failure_line(run.output)
+    else:
+        rec["rows"] = classify.test_opt_rows(run.output)
+    rec["summary_line"] = _summary_line(run.output)
+    return rec
+
+
+def _summary_line(output: str) -> Optional[str]:
+    for line in reversed(output.splitlines()):
+        if "passed" in line:
+            return line.strip()
+    return None

@@ -1,0 +1,201 @@
+"""The patch series and its hunks: parse, validate, re-target to another layout, write back.
+
+Pure: callers pass file contents in and get text out. Parsing then writing gives the
+same bytes; rendering into the series' own layout is the identity.
+"""
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+from dataclasses import dataclass, replace
+from pathlib import PurePosixPath
+from typing import Callable, Optional
+
+import unidiff
+
+from .errors import ConfigError
+from .layout import GATE_TEST, REGISTRATION_FILE, Layout, register_gate_test
+
+_DIFF_START = re.compile(r"^diff --git ", re.M)
+_HEADER_PATH = re.compile(r"^(diff --git a/)(\S+)( b/)(\S+)$|^(--- a/|\+\+\+ b/|rename from |rename to |copy from |copy to )(.+)$")
+
+
+@dataclass(frozen=True)
+class FileDiff:
+    """One file's part of a patch: its git header, and the hunks."""
+
+    path: str  # the path after the change (before it, for a deletion)
+    text: str
+
+    @property
+    def added_content(self) -> Optional[str]:
+        """The whole file, when the diff creates it; else None."""
+        pf = _parse_one(self.text, self.path)
+        if not pf.is_added_file:
+            return None
+        return "".join(line.value for hunk in pf for line in hunk if line.is_added)
+
+
+@dataclass(frozen=True)
+class Patch:
+    name: str  # file name in patches/, e.g. 0001-ggml-opt-....patch
+    header: str  # mail header and commit message, up to the first "diff --git"
+    files: tuple[FileDiff, ...]
+    trailer: str = ""  # a "-- \n2.x" signature, if any
+
+    @property
+    def subject(self) -> str:
+        m = re.search(r"^Subject: (?:\[PATCH[^\]]*\] )?(.*(?:\n .*)*)", self.header, re.M)
+        return re.sub(r"\n ", " ", m.group(1)).strip() if m else self.name
+
+    @property
+    def author(self) -> str:
+        m = re.search(r"^From: (.*)$", self.header, re.M)
+        return m.group(1).strip() if m else ""
+
+    def text(self) -> str:
+        return self.header + "".join(f.text for f in self.files) + self.trailer
+
+
+@dataclass(frozen=True)
+class Series:
+    layout: str
+    patches: tuple[Patch, ...]
+
+    @property
+    def sha256(self) -> str:
+        h = hashlib.sha256()
+        for p in self.patches:
+            h.update(p.name.encode() + b"\0" + p.text().encode() + b"\0")
+        return h.hexdigest()
+
+    def paths(self) -> list[str]:
+        return sorted({f.path for p in self.patches for f in p.files})
+
+    def fix_paths(self) -> list[str]:
+        """Files of the fix itself: everything outside tests/ (what the negative control reverts)."""
+        return [p for p in self.paths() if not p.startswith("tests/") and "/tests/" not in p]
+
+    def gate_test_source(self) -> Optional[str]:
+        for p in self.patches:
+            for f in p.files:
+                if PurePosixPath(f.path).name == f"{GATE_TEST}.cpp":
+                    return f.added_content
+        return None
+
+
+def parse_patch(name: str, text: str) -> Patch:
+    starts = [m.start() for m in _DIFF_START.finditer(text)]
+    if not starts:
+        raise ConfigError(f"{name}: no 'diff --git' section; not a git patch")
+    trailer_at = text.find("\n-- \n", starts[-1])
+    body_end = trailer_at + 1 if trailer_at >= 0 else len(text)
+    files = []
+    for i, start in enumerate(starts):
+        end = starts[i + 1] if i + 1 < len(starts) else body_end
+        chunk = text[start:end]
+        files.append(FileDiff(_validated_path(name, chunk), chunk))
+    return Patch(name, text[: starts[0]], tuple(files), text[body_end:])
+
+
+def _validated_path(name: str, chunk: str) -> str:
+    first = chunk.split("\n", 1)[0]
+    if "GIT binary patch" in chunk or re.search(r"^Binary files .* differ$", chunk, re.M):
+        raise ConfigError(f"{name}: binary diff in '{first}'; the series must be text")
+    paths = []
+    for line in chunk.split("\n"):
+        if line.startswith("@@"):
+            break
+        m = _HEADER_PATH.match(line)
+        if m:
+            paths += [m.group(2), m.group(4)] if m.group(1) else [m.group(6)]
+    for p in paths:
+        if p == "/dev/null":
+            continue
+        pp = PurePosixPath(p)
+        if pp.is_absolute() or ".." in pp.parts or p.startswith("/"):
+            raise ConfigError(f"{name}: path '{p}' escapes the source tree")
+    pf = _parse_one(chunk, name)
+    path = pf.path
+    if not path or len(pf) == 0 and not pf.is_removed_file:
+        raise ConfigError(f"{name}: no hunks in '{first}'; corrupt patch")
+    return path
+
+
+def _parse_one(chunk: str, where: str) -> unidiff.PatchedFile:
+    try:
+        ps = unidiff.PatchSet(chunk)
+    except unidiff.UnidiffParseError as e:
+        raise ConfigError(f"{where}: corrupt diff: {e}") from None
+    if len(ps) != 1:
+        raise ConfigError(f"{where}: expected one file in '{chunk.splitlines()[0]}', found {len(ps)}")
+    return ps[0]
+
+
+def parse_series(layout: str, patches: list[tuple[str, str]]) -> Series:
+    if not patches:
+        raise ConfigError("the series is empty: no *.patch files")
+    return Series(layout, tuple(parse_patch(n, t) for n, t in patches))
+
+
+# ---- re-targeting ----
+
+def render(series: Series, src: Layout, dst: Layout, base_file: Callable[[str], Optional[str]]) -> Series:
+    """The series as it applies in layout `dst`: paths mapped, the gate test registered in
+    dst's own tests/CMakeLists.txt convention. `base_file(path)` reads a file of dst's base."""
+    if src == dst:
+        return series
+    patches = []
+    for p in series.patches:
+        files = []
+        for f in p.files:
+            if f.path == src.prefix + REGISTRATION_FILE and src.name != dst.name:
+                files.append(_registration_diff(dst, base_file))
+            else:
+                files.append(_retarget(f, src, dst))
+        patches.append(replace(p, files=tuple(files)))
+    return Series(dst.name, tuple(patches))
+
+
+def _retarget(f: FileDiff, src: Layout, dst: Layout) -> FileDiff:
+    out, in_header = [], True
+    for line in f.text.split("\n"):
+        if line.startswith("@@"):
+            in_header = False
+        m = _HEADER_PATH.match(line) if in_header else None
+        if m and m.group(1):
+            line = f"{m.group(1)}{_map(m.group(2), src, dst)}{m.group(3)}{_map(m.group(4), src, dst)}"
+        elif m and m.group(6) != "/dev/null":
+            line = m.group(5) + _map(m.group(6), src, dst)
+        out.append(line)
+    return FileDiff(_map(f.path, src, dst), "\n".join(out))
+
+
+def _map(path: str, src: Layout, dst: Layout) -> str:
+    return dst.from_ggml(src.to_ggml(path))
+
+
+def _registration_diff(dst: Layout, base_file: Callable[[str], Optional[str]]) -> FileDiff:
+    path = dst.prefix + REGISTRATION_FILE
+    old = base_file(path)
+    if old is None:
+        raise ConfigError(f"{path}: missing in the {dst.name} base; cannot register {GATE_TEST}")
+    return FileDiff(path, unified_file_diff(path, old, register_gate_test(dst, old)))
+
+
+def git_blob_id(text: str) -> str:
+    data = text.encode()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def unified_file_diff(path: str, old: str, new: str) -> str:
+    """A git-style diff of one modified text file (index line included, for 3-way merges)."""
+    head = (f"diff --git a/{path} b/{path}\nindex {git_blob_id(old)}..{git_blob_id(new)} 100644\n"
+            f"--- a/{path}\n+++ b/{path}\n")
+    body = []
+    for line in difflib.unified_diff(old.splitlines(True), new.splitlines(True), n=3):
+        if line.startswith(("---", "+++")):
+            continue
+        body.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return head + "".join(body)

@@ -1,0 +1,37 @@
+"""Reading the series from patches/ (the one place the series touches the file system)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .config import Matrix
+from .errors import ConfigError
+from .layout import GATE_TEST
+from .series import Series, parse_series
+
+
+def read_series(directory: Path, layout: str) -> Series:
+    if not directory.is_dir():
+        raise ConfigError(f"{directory}: the series directory does not exist")
+    files = sorted(directory.glob("*.patch"))
+    patches = []
+    for f in files:
+        try:
+            patches.append((f.name, f.read_text(encoding="utf-8")))
+        except UnicodeDecodeError:
+            raise ConfigError(f"{f}: not UTF-8 text; a binary or corrupt patch") from None
+    try:
+        return parse_series(layout, patches)
+    except ConfigError as e:
+        raise ConfigError(f"{directory}/{e}" if str(e).split(":")[0].endswith(".patch") else f"{directory}: {e}") from None
+
+
+def load_series(matrix: Matrix) -> Series:
+    """The series named by matrix.yaml, checked against native_tests/: the test the series
+    adds must be the gate test's source, byte for byte."""
+    series = read_series(matrix.series_dir, matrix.series_layout)
+    native = matrix.native_tests_dir / f"{GATE_TEST}.cpp"
+    in_series = series.gate_test_source()
+    if native.exists() and in_series is not None and native.read_text(encoding="utf-8") != in_series:
+        raise ConfigError(f"{matrix.series_dir}: the series' {GATE_TEST}.cpp differs from {native}; "
+                          "regenerate the series from native_tests/")
+    return series

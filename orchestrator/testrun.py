@@ -1,0 +1,62 @@
+"""Running one test binary: a timeout, and the whole process group killed when it hangs."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+
+@dataclass
+class TestRun:
+    name: str
+    exit_code: Optional[int]  # None when killed for the timeout
+    duration_s: float
+    output: str
+    timed_out: bool = False
+    log: str = ""
+
+    @property
+    def signal(self) -> Optional[str]:
+        if self.exit_code is not None and self.exit_code < 0:
+            try:
+                return signal.Signals(-self.exit_code).name
+            except ValueError:
+                return f"signal {-self.exit_code}"
+        return None
+
+
+def run_test(name: str, argv: list[str], timeout: float, env: dict[str, str], log: Path,
+             cwd: Optional[Path] = None) -> TestRun:
+    t0 = time.monotonic()
+    if not Path(argv[0]).exists():
+        return TestRun(name, 127, 0.0, f"{argv[0]}: not built\n", log=str(log))
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                            env={**os.environ, **env}, cwd=str(cwd) if cwd else None, start_new_session=True)
+    timed_out = False
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(proc)
+        out, _ = proc.communicate()
+    except BaseException:
+        _kill_group(proc)
+        proc.wait()
+        raise
+    run = TestRun(name, None if timed_out else proc.returncode, time.monotonic() - t0, out or "", timed_out, str(log))
+    log.parent.mkdir(parents=True, exist_ok=True)
+    status = "timed out" if timed_out else f"exit {proc.returncode}"
+    log.write_text(f"$ {' '.join(argv)}\n{run.output}\n[{status} after {run.duration_s:.2f} s]\n",
+                   encoding="utf-8")
+    return run
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the test and anything it started
+    except ProcessLookupError:
+        pass
