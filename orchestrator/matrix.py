@@ -11,7 +11,7 @@ from typing import Optional
 from . import backends, classify, cmake, sources
 from .cache import Cache, slug
 from .config import Backend, Matrix, Target
-from .errors import BuildFailed, ExitCode, GgmlPatchError
+from .errors import BuildFailed, ExitCode, GgmlPatchError, SeriesDoesNotApply
 from .layout import GATE_TEST, TESTS, UPSTREAM_TEST, build_plan, get_layout
 from .progress import Reporter
 from .series import Series, render
@@ -82,6 +82,8 @@ def run_cell(opts: RunOptions, series: Series, repo: SnapshotRepo, target: Targe
     try:
         with opts.cache.lock(f"cell-{cell_id}"):
             _run_cell_locked(opts, series, repo, target, backend, module, reporter, cell, records, logs)
+    except BuildFailed as e:
+        cell.update(status="failed", reason=str(e), exit_code=int(e.exit_code))
     except GgmlPatchError as e:
         cell.update(status="error", reason=str(e), exit_code=int(e.exit_code))
     reporter.cell_result(cell["status"], cell["reason"])
@@ -109,7 +111,10 @@ def _run_cell_locked(opts, series, repo, target, backend, module, reporter, cell
     rendered = render(series, src_layout, layout, lambda p: repo.read_blob(snap.commit, p))
     cell_dir = opts.cache.cell_dir(cell["cell"])
     worktree = Worktree(repo, cell_dir / "src")
-    head = apply_series(worktree, snap.commit, rendered, cell_dir)
+    try:
+        head = apply_series(worktree, snap.commit, rendered, cell_dir)
+    except SeriesDoesNotApply as e:
+        raise SeriesDoesNotApply(f"the series does not apply to {snap.description}: {e}") from None
     cell["patched_commit"] = head
     _timed(cell, "apply", t0)
     reporter.done(f"patched commit {head[:12]}")

@@ -21,7 +21,9 @@ FIXED_IDENTITY = {
     "GIT_AUTHOR_DATE": "@946684800 +0000", "GIT_COMMITTER_DATE": "@946684800 +0000",
 }
 # No user or system git configuration leaks in (hooks, autocrlf, signing...).
-_ISOLATED = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0"}
+# git am, its --abort and checkout write reflogs, which need a committer identity.
+_ISOLATED = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
+             "GIT_COMMITTER_NAME": "ggml-patch", "GIT_COMMITTER_EMAIL": "ggml-patch@localhost"}
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -109,12 +111,12 @@ class Worktree:
 
     def am(self, patch_files: list[Path]) -> str:
         """Apply the series as commits; deterministic, so the same inputs give the same HEAD."""
-        env = dict(FIXED_IDENTITY)
-        del env["GIT_AUTHOR_NAME"], env["GIT_AUTHOR_EMAIL"], env["GIT_AUTHOR_DATE"], env["GIT_COMMITTER_DATE"]
         try:
-            self.git("am", "--committer-date-is-author-date", "--keep-cr", *map(str, patch_files), env=env)
+            self.git("am", "--committer-date-is-author-date", "--keep-cr", *map(str, patch_files))
         except git.GitCommandError as e:
-            detail = _first_error(e)
+            text = (e.stderr or "") + "\n" + (e.stdout or "")
+            which = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("Patch failed at")]
+            detail = _first_error(e) + (f" ({which[0]})" if which else "")
             try:
                 self.git("am", "--abort")
             except git.GitCommandError:
