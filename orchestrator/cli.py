@@ -2,32 +2,31 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import signal
 import sys
 from pathlib import Path
 from typing import Optional
 
+from .commands import COMMANDS
 from .errors import ExitCode, GgmlPatchError
+
+
+def _command(name: str):
+    return importlib.import_module(f".commands.{name.replace('-', '_')}", __package__)
 
 
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--matrix", default="matrix.yaml", metavar="PATH", help="matrix file (default: matrix.yaml)")
-    common.add_argument("--cache", metavar="DIR", help="cache directory (default: $GGML_PATCH_CACHE or ~/.cache/ggml-patch)")
-
-    p = argparse.ArgumentParser(prog="ggml-patch", description=__doc__, parents=[common])
+    common.add_argument("--cache", metavar="DIR",
+                        help="cache directory (default: $GGML_PATCH_CACHE or ~/.cache/ggml-patch)")
+    p = argparse.ArgumentParser(prog="ggml-patch", description="Carry the ggml-opt per-step accumulator fix into ggml, llama.cpp and forks, and prove it on every backend.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    m = sub.add_parser("matrix", parents=[common], help="apply, build, test and control every cell")
-    m.add_argument("--results", default="results", metavar="DIR", help="where results go (default: results/)")
-    m.add_argument("--profile", default="default", help="matrix.yaml profile (default: default)")
-    m.add_argument("--target", action="append", default=[], metavar="NAME", help="only this target (repeatable)")
-    m.add_argument("--backend", action="append", default=[], metavar="NAME", help="only this backend (repeatable)")
-
-    e = sub.add_parser("export", parents=[common], help="write the series as it applies to one target")
-    e.add_argument("--target", required=True, metavar="NAME")
-    e.add_argument("--out", required=True, metavar="DIR")
+    for name in COMMANDS:
+        mod = _command(name)
+        mod.add_arguments(sub.add_parser(name, parents=[common], help=mod.HELP, description=mod.HELP))
     return p
 
 
@@ -60,45 +59,4 @@ def _dispatch(args: argparse.Namespace) -> ExitCode:
 
     matrix = load_matrix(args.matrix)
     cache = Cache(Path(args.cache) if args.cache else default_cache_dir())
-    if args.command == "matrix":
-        return _cmd_matrix(args, matrix, cache)
-    if args.command == "export":
-        return _cmd_export(args, matrix, cache)
-    raise AssertionError(args.command)
-
-
-def _cmd_matrix(args, matrix, cache) -> ExitCode:
-    from .matrix import RunOptions, run_matrix
-    from .results import write_results
-
-    results_dir = Path(args.results)
-    opts = RunOptions(matrix, cache, results_dir, args.profile, args.target, args.backend)
-    results = run_matrix(opts)
-    paths = write_results(results, results_dir)
-    cells = results["cells"]
-    passed = sum(1 for c in cells if c["status"] == "passed")
-    skipped = sum(1 for c in cells if c["status"] == "skipped")
-    print(f"{passed} passed, {len(cells) - passed - skipped} failed, {skipped} skipped: results in "
-          + ", ".join(str(p) for p in paths))
-    return ExitCode(results["exit_code"])
-
-
-def _cmd_export(args, matrix, cache) -> ExitCode:
-    from . import sources
-    from .layout import get_layout
-    from .series import render
-    from .series_files import load_series
-    from .snapshots import SnapshotRepo
-
-    (target, _), = matrix.cells(targets=[args.target], backends=[next(iter(matrix.backends))])
-    series = load_series(matrix)
-    repo = SnapshotRepo(cache.snapshots_git)
-    snap = sources.snapshot(target.source, cache, repo)
-    rendered = render(series, get_layout(series.layout), get_layout(target.layout, target.prefix),
-                      lambda p: repo.read_blob(snap.commit, p))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    for p in rendered.patches:
-        (out / p.name).write_text(p.text(), encoding="utf-8")
-    print(f"{len(rendered.patches)} patches for {target.name} ({target.layout} layout, base {snap.description}) in {out}")
-    return ExitCode.OK
+    return _command(args.command).run(args, matrix, cache)

@@ -69,8 +69,11 @@ def configure(plan: BuildPlan, build_dir: Path, flags: list[str], log: Path, env
     stamp = build_dir / ".ggml-patch-configure.json"
     if (build_dir / "build.ninja").exists() and stamp.exists() and json.loads(stamp.read_text()) == args:
         return BuildStep(True, 0.0, str(log), skipped=True)
+    if build_dir.exists():
+        # configured differently (another checkout, cmake, flags): CMake refuses to switch
+        # source directories in place, and stale cache entries would leak into this build
+        shutil.rmtree(build_dir)
     build_dir.mkdir(parents=True, exist_ok=True)
-    stamp.unlink(missing_ok=True)
     t0 = time.monotonic()
     rc = _run_logged(args, log, env, None)
     step = BuildStep(rc == 0, time.monotonic() - t0, str(log))

@@ -138,23 +138,27 @@ class Matrix:
     profiles: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
     lines: dict[tuple, int] = field(default_factory=dict, repr=False)
 
+    def target(self, name: str) -> Target:
+        if name not in self.targets:
+            raise ConfigError(f"{self.path}: unknown target {name!r}{_did_you_mean(name, self.targets)}"
+                              f" (targets: {', '.join(self.targets)})")
+        return self.targets[name]
+
+    def backend(self, name: str) -> Backend:
+        if name not in self.backends:
+            raise ConfigError(f"{self.path}: unknown backend {name!r}{_did_you_mean(name, self.backends)}"
+                              f" (backends: {', '.join(self.backends)})")
+        return self.backends[name]
+
     def cells(self, profile: str = "default", targets: Optional[list[str]] = None,
               backends: Optional[list[str]] = None) -> list[tuple[Target, Backend]]:
         """The (target, backend) cells of a profile, narrowed by --target/--backend."""
         if profile not in self.profiles:
             raise ConfigError(f"{self.path}: unknown profile {profile!r}{_did_you_mean(profile, self.profiles)}")
         p_targets, p_backends = self.profiles[profile]
-        for name in targets or []:
-            if name not in self.targets:
-                raise ConfigError(f"{self.path}: unknown target {name!r}{_did_you_mean(name, self.targets)}"
-                                  f" (targets: {', '.join(self.targets)})")
-        for name in backends or []:
-            if name not in self.backends:
-                raise ConfigError(f"{self.path}: unknown backend {name!r}{_did_you_mean(name, self.backends)}"
-                                  f" (backends: {', '.join(self.backends)})")
         t_names = list(targets) if targets else list(p_targets)
         b_names = list(backends) if backends else list(p_backends)
-        return [(self.targets[t], self.backends[b]) for t in t_names for b in b_names]
+        return [(self.target(t), self.backend(b)) for t in t_names for b in b_names]
 
 
 # ---- YAML with line numbers ----

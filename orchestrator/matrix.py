@@ -119,7 +119,7 @@ def _run_cell_locked(opts, series, repo, target, backend, module, reporter, cell
     _timed(cell, "apply", t0)
     reporter.done(f"patched commit {head[:12]}")
 
-    plan = build_plan(layout, str(worktree.path), str(opts.matrix.native_tests_dir.resolve()))
+    plan = build_plan(layout, str(worktree.path), str(_harness(opts.matrix.native_tests_dir, cell_dir)))
     build_dir = cell_dir / "build"
     env = dict(backend.env)
     reporter.step("configure", f"cmake {module.name}")
@@ -162,6 +162,18 @@ def _run_cell_locked(opts, series, repo, target, backend, module, reporter, cell
     for rec in records:
         for t in rec["tests"].values():
             t.pop("output", None)
+
+
+def _harness(native_tests: Path, cell_dir: Path) -> Path:
+    """The CMake harness, copied into the cell so the build tree does not depend on where
+    this checkout lives (a second clone reuses the same build tree)."""
+    src = native_tests / "CMakeLists.txt"
+    dst = cell_dir / "harness" / "CMakeLists.txt"
+    text = src.read_text(encoding="utf-8")
+    if not dst.exists() or dst.read_text(encoding="utf-8") != text:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_text(text, encoding="utf-8")
+    return dst.parent
 
 
 def _outcome(rec: dict, test: str) -> Optional[str]:

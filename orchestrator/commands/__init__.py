@@ -1,0 +1,11 @@
+"""One module per `ggml-patch` command, each with the same shape:
+
+    HELP = "one line for --help"
+    def add_arguments(parser: argparse.ArgumentParser) -> None
+    def run(args: argparse.Namespace, matrix: Matrix, cache: Cache) -> ExitCode
+
+`--matrix` and `--cache` are added to every command by cli.py. Register a new command by
+adding its module name to COMMANDS.
+"""
+
+COMMANDS = ["matrix", "export"]

@@ -1,0 +1,31 @@
+"""ggml-patch matrix: apply, build, test and control every cell."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ExitCode
+
+HELP = "apply, build, test and control every cell of the matrix"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--results", default="results", metavar="DIR", help="where results go (default: results/)")
+    p.add_argument("--profile", default="default", help="matrix.yaml profile (default: default)")
+    p.add_argument("--target", action="append", default=[], metavar="NAME", help="only this target (repeatable)")
+    p.add_argument("--backend", action="append", default=[], metavar="NAME", help="only this backend (repeatable)")
+
+
+def run(args, matrix, cache) -> ExitCode:
+    from ..matrix import RunOptions, run_matrix
+    from ..results import write_results
+
+    results_dir = Path(args.results)
+    opts = RunOptions(matrix, cache, results_dir, args.profile, args.target, args.backend)
+    results = run_matrix(opts)
+    paths = write_results(results, results_dir)
+    cells = results["cells"]
+    passed = sum(1 for c in cells if c["status"] == "passed")
+    skipped = sum(1 for c in cells if c["status"] == "skipped")
+    print(f"{passed} passed, {len(cells) - passed - skipped} failed, {skipped} skipped: results in "
+          + ", ".join(str(p) for p in paths))
+    return ExitCode(results["exit_code"])
