@@ -46,8 +46,9 @@ def gate_rows(output: str) -> list[dict]:
     for m in GATE_ROW.finditer(_ANSI.sub("", output)):
         row = {"device": m["device"], "opt_period": int(m["opt_period"]), "status": m["status"]}
         if m["status"] == "FAIL":
-            row.update(step=int(m["step"]), actual=float(m["actual"]), expected=float(m["expected"]),
-                       line=m.group(0).strip())
+            row["line"] = m.group(0).strip()
+            if m["step"]:  # absent when the device failed before any step ran
+                row.update(step=int(m["step"]), actual=float(m["actual"]), expected=float(m["expected"]))
         rows.append(row)
     return rows
 

@@ -107,8 +107,10 @@ def register_gate_test(layout: Layout, cmakelists: str) -> str:
             raise RegistrationError(
                 f"{REGISTRATION_FILE}: no 'llama_build_and_test(test-opt.cpp)' line to register {GATE_TEST} after")
         line = f"{m.group('indent')}llama_build_and_test({GATE_TEST}.cpp)\n"
-        end = m.end() + 1
-        return cmakelists[:end] + line + cmakelists[end:]
+        end = m.end()
+        if end == len(cmakelists):  # the anchor is the last line, with no newline of its own
+            return cmakelists + "\n" + line
+        return cmakelists[: end + 1] + line + cmakelists[end + 1:]
     m = _GGML_ANCHOR.search(cmakelists)
     if not m:
         raise RegistrationError(f"{REGISTRATION_FILE}: no 'set(TEST_TARGET test-opt)' block to register {GATE_TEST} after")
