@@ -18,8 +18,9 @@ from .layout import LAYOUTS
 BACKEND_NAMES = ("cpu", "vulkan", "cuda", "metal")
 SOURCE_KINDS = ("pypi-sdist", "git", "local", "tarball")
 
-_SHA256 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
-_NAME = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*$"}
+# \Z, not $: jsonschema uses re.search, where $ also matches before a final newline
+_SHA256 = {"type": "string", "pattern": r"^[0-9a-f]{64}\Z"}
+_NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z"}
 _STR = {"type": "string", "minLength": 1}
 _RELPATH = {"type": "string", "minLength": 1, "not": {"pattern": r"(^/|(^|/)\.\.(/|$))"}}
 
@@ -73,7 +74,7 @@ SCHEMA: dict[str, Any] = {
             "additionalProperties": {
                 "type": "object", "additionalProperties": False,
                 "properties": {
-                    "cmake_flags": {"type": "array", "items": {"type": "string", "pattern": "^-D[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?="}},
+                    "cmake_flags": {"type": "array", "items": {"type": "string", "pattern": r"^-D[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?=[^\n]*\Z"}},
                     "env": {"type": "object", "additionalProperties": {"type": "string"}},
                     "tools": {"type": "array", "items": _STR},
                     "timeout": {"type": "number", "exclusiveMinimum": 0},
@@ -209,6 +210,12 @@ def _did_you_mean(word: str, choices) -> str:
 def _schema_message(err: jsonschema.ValidationError) -> tuple[tuple, str]:
     path = tuple(err.absolute_path)
     v = err.validator
+    if "propertyNames" in err.schema_path:  # a bad mapping key: report it at its own line
+        bad = err.instance
+        if v == "enum":
+            allowed = [str(a) for a in err.validator_value]
+            return path + (bad,), f"unknown name {bad!r}{_did_you_mean(bad, allowed)} (expected one of {', '.join(allowed)})"
+        return path + (bad,), f"{bad!r} is not a valid name (letters, digits, '.', '_', '-')"
     if v == "additionalProperties":
         allowed = list(err.schema.get("properties", {}))
         extra = [k for k in err.instance if k not in allowed]
@@ -232,7 +239,8 @@ def _schema_message(err: jsonschema.ValidationError) -> tuple[tuple, str]:
         return path, f"{err.instance!r} must be a relative path inside the tree (no '..', not absolute)"
     if v == "type":
         want = err.validator_value
-        return path, f"expected {'a ' + want if isinstance(want, str) else ' or '.join(want)}, got {type(err.instance).__name__} {err.instance!r}"
+        article = "an" if isinstance(want, str) and want[0] in "aeiou" else "a"
+        return path, f"expected {article + ' ' + want if isinstance(want, str) else ' or '.join(want)}, got {type(err.instance).__name__} {err.instance!r}"
     if v == "minProperties" or v == "minItems":
         return path, "must not be empty"
     if v == "exclusiveMinimum":

@@ -85,7 +85,7 @@ def get_layout(name: str, prefix: str = "") -> Layout:
 
 # ---- registering the gate test in tests/CMakeLists.txt, in each layout's convention ----
 
-_LLAMA_ANCHOR = re.compile(r"^(?P<indent>[ \t]*)llama_build_and_test\(test-opt\.cpp\)[ \t]*$", re.M)
+_LLAMA_ANCHOR = re.compile(r"^(?P<indent>[ \t]*)llama_build_and_test\(test-opt\.cpp\)[ \t]*\r?$", re.M)
 _GGML_ANCHOR = re.compile(
     r"^(?P<indent>[ \t]*)set\(TEST_TARGET test-opt\)\n(?:(?P=indent)\S.*\n)*?"
     r"(?P=indent)set_property\(TEST \$\{TEST_TARGET\}[^\n]*\n",

@@ -6,6 +6,7 @@ same bytes; rendering into the series' own layout is the identity.
 from __future__ import annotations
 
 import difflib
+import itertools
 import hashlib
 import re
 from dataclasses import dataclass, replace
@@ -18,6 +19,8 @@ from .errors import ConfigError
 from .layout import GATE_TEST, REGISTRATION_FILE, Layout, register_gate_test
 
 _DIFF_START = re.compile(r"^diff --git ", re.M)
+_SIGNATURE = re.compile(r"\n-- \n[0-9][^\n]*\n\s*\Z")
+_GIT_HEADER = re.compile(r"^diff --git a/\S+ b/\S+$")
 _HEADER_PATH = re.compile(r"^(diff --git a/)(\S+)( b/)(\S+)$|^(--- a/|\+\+\+ b/|rename from |rename to |copy from |copy to )(.+)$")
 
 
@@ -89,8 +92,10 @@ def parse_patch(name: str, text: str) -> Patch:
     starts = [m.start() for m in _DIFF_START.finditer(text)]
     if not starts:
         raise ConfigError(f"{name}: no 'diff --git' section; not a git patch")
-    trailer_at = text.find("\n-- \n", starts[-1])
-    body_end = trailer_at + 1 if trailer_at >= 0 else len(text)
+    # format-patch's signature: "-- " and a version line at the very end (a removed "- " line
+    # inside a hunk also reads "-- ", so only a final one counts)
+    sig = _SIGNATURE.search(text, starts[-1])
+    body_end = sig.start() + 1 if sig else len(text)
     files = []
     for i, start in enumerate(starts):
         end = starts[i + 1] if i + 1 < len(starts) else body_end
@@ -101,6 +106,8 @@ def parse_patch(name: str, text: str) -> Patch:
 
 def _validated_path(name: str, chunk: str) -> str:
     first = chunk.split("\n", 1)[0]
+    if not _GIT_HEADER.match(first):
+        raise ConfigError(f"{name}: '{first}' lacks git's a/ and b/ prefixes; make the series with git format-patch")
     if "GIT binary patch" in chunk or re.search(r"^Binary files .* differ$", chunk, re.M):
         raise ConfigError(f"{name}: binary diff in '{first}'; the series must be text")
     paths = []
@@ -117,9 +124,12 @@ def _validated_path(name: str, chunk: str) -> str:
         if pp.is_absolute() or ".." in pp.parts or p.startswith("/"):
             raise ConfigError(f"{name}: path '{p}' escapes the source tree")
     pf = _parse_one(chunk, name)
-    path = pf.path
-    if not path or len(pf) == 0 and not pf.is_removed_file:
+    path = pf.path or first.split(" b/", 1)[-1]
+    header_only = re.search(r"^(new file mode|deleted file mode|rename from|copy from|old mode) ", chunk, re.M)
+    if len(pf) == 0 and not header_only:
         raise ConfigError(f"{name}: no hunks in '{first}'; corrupt patch")
+    if PurePosixPath(path).is_absolute() or ".." in PurePosixPath(path).parts:
+        raise ConfigError(f"{name}: path '{path}' escapes the source tree")
     return path
 
 
@@ -127,7 +137,7 @@ def _parse_one(chunk: str, where: str) -> unidiff.PatchedFile:
     try:
         ps = unidiff.PatchSet(chunk)
     except unidiff.UnidiffParseError as e:
-        raise ConfigError(f"{where}: corrupt diff: {e}") from None
+        raise ConfigError(f"{where}: corrupt diff: {str(e).strip().splitlines()[0]}") from None
     if len(ps) != 1:
         raise ConfigError(f"{where}: expected one file in '{chunk.splitlines()[0]}', found {len(ps)}")
     return ps[0]
@@ -194,8 +204,7 @@ def unified_file_diff(path: str, old: str, new: str) -> str:
     head = (f"diff --git a/{path} b/{path}\nindex {git_blob_id(old)}..{git_blob_id(new)} 100644\n"
             f"--- a/{path}\n+++ b/{path}\n")
     body = []
-    for line in difflib.unified_diff(old.splitlines(True), new.splitlines(True), n=3):
-        if line.startswith(("---", "+++")):
-            continue
+    lines = difflib.unified_diff(old.splitlines(True), new.splitlines(True), n=3)
+    for line in itertools.islice(lines, 2, None):  # past difflib's own ---/+++ file lines
         body.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     return head + "".join(body)

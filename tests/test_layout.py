@@ -251,13 +251,12 @@ def test_register_llama_trailing_whitespace_on_anchor():
         "llama_build_and_test(test-opt.cpp)  \nllama_build_and_test(test-opt-dynamic-accum.cpp)\nx\n")
 
 
-@pytest.mark.xfail(reason="BUG: layout.register_gate_test (llama.cpp convention): when the anchor line is the "
-                          "last line and has no trailing newline, end = m.end() + 1 runs past the text and the "
-                          "new call is glued onto the anchor line", strict=True)
 def test_register_llama_anchor_on_last_line_without_newline():
     out = register_gate_test(LLAMA, "if (X)\n  llama_build_and_test(test-opt.cpp)")
     assert out.splitlines() == ["if (X)", "  llama_build_and_test(test-opt.cpp)",
                                 "  llama_build_and_test(test-opt-dynamic-accum.cpp)"]
+    assert register_gate_test(LLAMA, "llama_build_and_test(test-opt.cpp)\n") == (
+        "llama_build_and_test(test-opt.cpp)\nllama_build_and_test(test-opt-dynamic-accum.cpp)\n")
 
 
 def test_register_ggml_convention():
