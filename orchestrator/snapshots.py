@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
+import filelock
 import git
 
 from .errors import SeriesDoesNotApply, ToolError
@@ -36,9 +37,13 @@ def _env(**extra: str) -> dict[str, str]:
 class SnapshotRepo:
     def __init__(self, path: Path):
         self.path = Path(path)
-        if not (self.path / "HEAD").exists():
-            self.path.mkdir(parents=True, exist_ok=True)
-            git.Repo.init(self.path, bare=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # one lock for repository-wide changes (init, worktree add/prune): concurrent runs share it
+        self.lock = filelock.FileLock(str(self.path) + ".lock")
+        with self.lock:
+            if not (self.path / "HEAD").exists():
+                self.path.mkdir(parents=True, exist_ok=True)
+                git.Repo.init(self.path, bare=True)
         self.repo = git.Repo(self.path)
 
     def git(self, *args: str, env: Optional[dict] = None, cwd: Optional[Path] = None) -> str:
@@ -105,9 +110,10 @@ class Worktree:
             return
         if self.path.exists():
             shutil.rmtree(self.path)
-        self.repo.git("worktree", "prune")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.repo.git("worktree", "add", "--force", "--detach", str(self.path), commit)
+        with self.repo.lock:  # prune must not race another run's add
+            self.repo.git("worktree", "prune")
+            self.repo.git("worktree", "add", "--force", "--detach", str(self.path), commit)
 
     def am(self, patch_files: list[Path]) -> str:
         """Apply the series as commits; deterministic, so the same inputs give the same HEAD."""

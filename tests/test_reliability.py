@@ -1,0 +1,172 @@
+"""Interrupts, concurrent runs and crashing tests, on the real ggml target (CPU).
+
+Each test uses its own cache seeded with the pinned ggml-python sdist (fetched once into the
+tool's default cache), so builds are real but cheap with ccache.
+"""
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import filelock
+import pytest
+
+from orchestrator.cache import Cache, default_cache_dir
+from orchestrator.config import load_matrix
+from orchestrator.matrix import RunOptions, run_matrix
+from orchestrator.progress import Reporter
+from orchestrator.snapshots import SnapshotRepo, Worktree
+from orchestrator.sources import pypi_sdist
+
+from .conftest import ROOT, run_tool
+
+pytestmark = pytest.mark.e2e
+
+GGML = {"package": "ggml-python", "version": "0.0.45",
+        "sha256": "10aac52075cf3c7ef2b00d6c35b1c23f7b018dbeff8ae8df67339b4be1166f05"}
+
+
+@pytest.fixture(scope="module")
+def ggml_sdist() -> Path:
+    return pypi_sdist.download(GGML["package"], GGML["version"], GGML["sha256"], Cache(default_cache_dir()), "test")
+
+
+@pytest.fixture
+def setup(tmp_path, ggml_sdist):
+    cache = tmp_path / "cache"
+    d = cache / "downloads" / "pypi-ggml-python-0.0.45"
+    d.mkdir(parents=True)
+    shutil.copy(ggml_sdist, d / ggml_sdist.name)
+    m = tmp_path / "matrix.yaml"
+    m.write_text(f"""series: {{path: {ROOT / 'patches'}, layout: llama.cpp}}
+native_tests: {ROOT / 'native_tests'}
+targets:
+  ggml:
+    layout: ggml
+    source: {{kind: pypi-sdist, package: ggml-python, version: "0.0.45", sha256: {GGML['sha256']}, subdirectory: vendor/ggml}}
+backends:
+  cpu: {{cmake_flags: ["-DGGML_CPU=ON"], timeout: 120}}
+profiles:
+  default: {{targets: [ggml], backends: [cpu]}}
+""")
+    return m, cache
+
+
+class InterruptAt(Reporter):
+    """Raises KeyboardInterrupt (what SIGINT and SIGTERM become) at a chosen point."""
+
+    def __init__(self, step: str, during_build: bool = False):
+        super().__init__(1)
+        self.at, self.during_build, self.armed = step, during_build, False
+
+    def step(self, name, detail=""):
+        super().step(name, detail)
+        if name == self.at:
+            if not self.during_build:
+                raise KeyboardInterrupt
+            self.armed = True
+
+    def build_progress(self, done, total):
+        if self.armed and done >= 2:  # a compiler is running on the tree right now
+            raise KeyboardInterrupt
+
+
+def _run(m, cache, results, reporter=None):
+    return run_matrix(RunOptions(load_matrix(m), Cache(cache), results), reporter)
+
+
+def _assert_no_lock_held(cache: Path):
+    for lock in list((cache / "locks").glob("*.lock")) + list(cache.glob("*.lock")):
+        filelock.FileLock(str(lock), timeout=0).acquire()  # raises Timeout if a lock were still held
+
+
+def _assert_passes(m, cache, tmp_path):
+    results = _run(m, cache, tmp_path / "again")
+    cell = results["cells"][0]
+    assert cell["status"] == "passed", cell
+    control = next(r for r in results["records"] if r["variant"] == "control")
+    assert control["verdict"] == "killed"
+    return results
+
+
+@pytest.mark.parametrize("where", ["fetch", "apply", "build patched", "build control"])
+def test_interrupt_then_rerun_succeeds(setup, tmp_path, monkeypatch, where):
+    m, cache = setup
+    if where == "fetch":  # inside the snapshot import, after files were staged
+        real = SnapshotRepo.import_tree
+
+        def import_then_interrupt(self, *a, **kw):
+            real(self, *a, **kw)
+            raise KeyboardInterrupt
+        monkeypatch.setattr(SnapshotRepo, "import_tree", import_then_interrupt)
+        reporter = Reporter(1)
+    elif where == "apply":  # between the two patches of git am
+        real_git = Worktree.git
+
+        def git_then_interrupt(self, *args, **kw):
+            out = real_git(self, *args, **kw)
+            if args and args[0] == "am" and "--abort" not in args:
+                raise KeyboardInterrupt
+            return out
+        monkeypatch.setattr(Worktree, "git", git_then_interrupt)
+        reporter = Reporter(1)
+    else:
+        reporter = InterruptAt(where, during_build=True)
+    with pytest.raises(KeyboardInterrupt):
+        _run(m, cache, tmp_path / "r", reporter)
+    monkeypatch.undo()
+    _assert_no_lock_held(cache)
+    wt = cache / "cells" / "ggml-cpu" / "src"
+    if where == "build control":
+        # the reverted file was put back on the way out: the tree is the patched commit, clean
+        state = json.loads((cache / "cells" / "ggml-cpu" / "state.json").read_text())
+        w = Worktree(SnapshotRepo(cache / "snapshots.git"), wt)
+        assert w.head() == state["head"] and w.is_clean()
+    _assert_passes(m, cache, tmp_path)
+
+
+def _wait_for(proc, text, timeout=300):
+    seen = []
+    t0 = time.monotonic()
+    for line in proc.stderr:
+        seen.append(line)
+        if text in line:
+            return "".join(seen)
+        assert time.monotonic() - t0 < timeout, "".join(seen)
+    raise AssertionError(f"{text!r} never printed:\n" + "".join(seen))
+
+
+@pytest.mark.parametrize("sig,marker", [(signal.SIGTERM, "build patched"), (signal.SIGINT, "build control")])
+def test_signal_during_a_real_run(setup, tmp_path, sig, marker):
+    m, cache = setup
+    env_cmd = [sys.executable, "-m", "orchestrator", "matrix", "--matrix", str(m), "--cache", str(cache),
+               "--results", str(tmp_path / "r")]
+    proc = subprocess.Popen(env_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    _wait_for(proc, marker)
+    time.sleep(0.3)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    _assert_no_lock_held(cache)
+    again = run_tool("matrix", "--matrix", str(m), "--cache", str(cache), "--results", str(tmp_path / "r2"))
+    assert again.returncode == 0, again.stderr[-2000:]
+
+
+def test_two_concurrent_runs_on_one_cache(setup, tmp_path):
+    m, cache = setup
+    procs = [subprocess.Popen([sys.executable, "-m", "orchestrator", "matrix", "--matrix", str(m), "--cache", str(cache),
+                               "--results", str(tmp_path / f"r{i}")], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-2000:]
+    for i in range(2):
+        data = json.loads((tmp_path / f"r{i}" / "results.json").read_text())
+        assert data["cells"][0]["status"] == "passed"
+        control = next(r for r in data["records"] if r["variant"] == "control")
+        assert control["failure_line"] == "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
