@@ -1,0 +1,229 @@
+"""Speed benchmark: the tool against the by-hand route, on the same machine, in one run.
+
+(a) by hand: each upstream project's own test build, configured the standard way (llama.cpp with
+    LLAMA_BUILD_TESTS, so test-opt links libllama; ggml with GGML_BUILD_TESTS), built and run once
+    for the patched tree and once for the control tree, each in its own build directory, no ccache;
+(b) the tool's cold run, empty cache, no ccache;
+(c) the control's marginal cost in the tool, against a one-file recompile + relink + test run by
+    hand in the same build tree;
+(d) a re-run with nothing changed;
+(e) the orchestrator's own CPU time (everything but cmake, the compiler, git and the tests).
+Plus: one byte changed in the series re-runs every cell; one backend's flags changed re-runs only
+that backend's cells. Writes bench.json and bench.md with the ratios and the goals.
+
+Usage: python benchmarks/bench.py [--out DIR] [--skip-by-hand-llama]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from orchestrator.cache import Cache, default_cache_dir  # noqa: E402
+from orchestrator.cmake import cmake_exe, jobs, ninja_exe  # noqa: E402
+from orchestrator.config import load_matrix  # noqa: E402
+from orchestrator.render import rendered_for_target  # noqa: E402
+
+GOALS = {"cold_vs_by_hand": 0.3, "control_vs_one_file": 1.5, "rerun_s": 5.0, "own_time_share": 0.05}
+NO_CCACHE = {"CCACHE_DISABLE": "1"}
+
+
+def sh(argv, cwd=None, env=None, log=None) -> float:
+    t0 = time.monotonic()
+    out = subprocess.run(argv, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True)
+    if log:
+        Path(log).write_text(out.stdout + out.stderr)
+    if out.returncode != 0:
+        raise SystemExit(f"bench: {' '.join(map(str, argv[:4]))}... exited {out.returncode}: "
+                         f"{(out.stderr or out.stdout).strip().splitlines()[-1:]}")
+    return time.monotonic() - t0
+
+
+def tool(*args, env=None) -> tuple[float, subprocess.CompletedProcess]:
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=ROOT, capture_output=True, text=True,
+                       env={**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)})
+    return time.monotonic() - t0, p
+
+
+def by_hand(work: Path, matrix, cache: Cache, target_name: str) -> dict:
+    """Clone the base, git am the series, configure/build/run the standard way; then the same
+    again for a control tree with the fix reverted by hand, in its own build directory."""
+    target = matrix.target(target_name)
+    rendered, snap = rendered_for_target(matrix, cache, target)
+    series_dir = work / f"{target_name}-series"
+    series_dir.mkdir(parents=True)
+    files = []
+    for p in rendered.patches:
+        (series_dir / p.name).write_text(p.text())
+        files.append(str(series_dir / p.name))
+    result = {}
+    for variant in ("patched", "control"):
+        tree = work / f"{target_name}-{variant}"
+        sh(["git", "clone", "-q", "--no-checkout", str(cache.snapshots_git), str(tree)])
+        sh(["git", "-C", str(tree), "checkout", "-q", "--detach", snap.commit])
+        env = {"GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@localhost"}
+        sh(["git", "-C", str(tree), "am", "-q", *files], env=env)
+        if variant == "control":
+            diff = subprocess.run(["git", "-C", str(tree), "diff", snap.commit, "HEAD", "--", *rendered.fix_paths()],
+                                  capture_output=True, text=True, check=True).stdout
+            subprocess.run(["git", "-C", str(tree), "apply", "-R"], input=diff, text=True, check=True)
+        build = work / f"{target_name}-{variant}-build"
+        if target.layout == "llama.cpp":
+            flags = ["-DLLAMA_BUILD_TESTS=ON", "-DLLAMA_CURL=OFF"]
+        else:
+            flags = ["-DGGML_BUILD_TESTS=ON"]
+        t_cfg = sh([cmake_exe(), "-G", "Ninja", "-S", str(tree), "-B", str(build), f"-DCMAKE_MAKE_PROGRAM={ninja_exe()}",
+                    "-DCMAKE_BUILD_TYPE=Release", "-DGGML_CCACHE=OFF", *flags], env=NO_CCACHE,
+                   log=work / f"{target_name}-{variant}-configure.log")
+        t_build = sh([cmake_exe(), "--build", str(build), "-j", str(jobs()), "--target", "test-opt",
+                      "test-opt-dynamic-accum"], env=NO_CCACHE, log=work / f"{target_name}-{variant}-build.log")
+        t_run = 0.0
+        for test in ("test-opt", "test-opt-dynamic-accum"):
+            t0 = time.monotonic()
+            subprocess.run([str(build / "bin" / test)], capture_output=True, timeout=600)
+            t_run += time.monotonic() - t0
+        result[variant] = {"configure_s": round(t_cfg, 2), "build_s": round(t_build, 2), "tests_s": round(t_run, 2)}
+    result["total_s"] = round(sum(sum(v.values()) for v in result.values()), 2)
+    return result
+
+
+def one_file_recompile(cache_dir: Path, cell: dict) -> float:
+    """The floor for a control: touch the fix file, rebuild the same tree, run both tests."""
+    cell_dir = cache_dir / "cells" / cell["cell"].replace("/", "-")
+    src, build = cell_dir / "src", cell_dir / "build"
+    fix = "ggml/src/ggml-opt.cpp" if cell["layout"] != "ggml" else "src/ggml-opt.cpp"
+    (src / fix).touch()
+    t = sh([cmake_exe(), "--build", str(build), "-j", str(jobs()), "--target", "test-opt", "test-opt-dynamic-accum"],
+           env=NO_CCACHE)
+    for test in ("test-opt", "test-opt-dynamic-accum"):
+        t0 = time.monotonic()
+        subprocess.run([str(build / "bin" / test)], capture_output=True, timeout=600)
+        t += time.monotonic() - t0
+    return t
+
+
+def reruns_after_change(base_cache: Path, work: Path, backends: list[str]) -> dict:
+    """Copies of matrix.yaml + patches/: one byte in the series, then one backend's flags."""
+    out = {}
+    tmp = work / "edit"
+    shutil.copytree(ROOT / "patches", tmp / "patches")
+    text = (ROOT / "matrix.yaml").read_text().replace("path: patches", f"path: {tmp / 'patches'}").replace(
+        "native_tests: native_tests", f"native_tests: {ROOT / 'native_tests'}")
+    (tmp / "matrix.yaml").write_text(text)
+    args = ["matrix", "--matrix", str(tmp / "matrix.yaml"), "--cache", str(base_cache), "--results", str(work / "r-edit")]
+    args += [a for b in backends for a in ("--backend", b)]
+
+    def fresh_cells(p):
+        data = json.loads((work / "r-edit" / "results.json").read_text())
+        return sorted(c["cell"] for c in data["cells"] if not c.get("cached") and c["status"] != "skipped")
+
+    tool(*args)  # settle: everything cached for this matrix copy
+    p0 = sorted((tmp / "patches").glob("*.patch"))[0]
+    p0.write_text(p0.read_text().replace("In per-step mode", "In per-step  mode", 1))  # one byte
+    tool(*args)
+    out["series_byte_changed_reran"] = fresh_cells(None)
+    if backends:
+        b = backends[0]
+        (tmp / "matrix.yaml").write_text((tmp / "matrix.yaml").read_text().replace(
+            f"  {b}:\n    cmake_flags: [", f"  {b}:\n    cmake_flags: [\"-DGGML_BENCH_FLAG=1\", ", 1))
+        tool(*args)
+        out[f"{b}_flags_changed_reran"] = fresh_cells(None)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(ROOT / "results" / "bench"))
+    ap.add_argument("--skip-by-hand-llama", action="store_true", help="skip the 3-4 minute libllama build")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    matrix = load_matrix(ROOT / "matrix.yaml")
+    report: dict = {"machine": {"cores": jobs()}, "goals": GOALS}
+
+    with tempfile.TemporaryDirectory(prefix="ggml-patch-bench-") as tmpdir:
+        work = Path(tmpdir)
+        warm = Cache(default_cache_dir())  # the by-hand route starts from sources already on disk
+        targets = [t for t in ("llama.cpp", "ggml") if not (args.skip_by_hand_llama and t == "llama.cpp")]
+        print("bench: (a) by-hand builds:", ", ".join(targets), flush=True)
+        report["by_hand"] = {t: by_hand(work / "byhand", matrix, warm, t) for t in targets}
+        by_hand_total = sum(v["total_s"] for v in report["by_hand"].values())
+
+        cold_cache = work / "cold-cache"
+        print("bench: (b) tool cold run", flush=True)
+        cold_args = ["matrix", "--cache", str(cold_cache), "--results", str(work / "r-cold"), "--backend", "cpu"]
+        for t in targets:
+            cold_args += ["--target", t]
+        t_cold, p = tool(*cold_args, env=NO_CCACHE)
+        if p.returncode != 0:
+            raise SystemExit(f"bench: cold run failed ({p.returncode}): {p.stderr[-800:]}")
+        cold = json.loads((work / "r-cold" / "results.json").read_text())
+        report["tool_cold"] = {"wall_s": round(t_cold, 2), "orchestrator_cpu_s": cold.get("orchestrator_cpu_s"),
+                               "cells": {c["cell"]: c["timings"] for c in cold["cells"]}}
+
+        print("bench: (c) control marginal cost", flush=True)
+        control = {}
+        for c in cold["cells"]:
+            recs = [r for r in cold["records"] if r["cell"] == c["cell"] and r["variant"] == "control"]
+            tool_s = c["timings"].get("control", 0.0)
+            floor = one_file_recompile(cold_cache, c)
+            control[c["cell"]] = {"tool_s": tool_s, "one_file_by_hand_s": round(floor, 2),
+                                  "ratio": round(tool_s / floor, 2) if floor else None, "records": len(recs)}
+        report["control"] = control
+
+        print("bench: (d) re-run with nothing changed", flush=True)
+        t_rerun, p = tool(*cold_args)
+        report["rerun_s"] = round(t_rerun, 2)
+
+        print("bench: re-runs after a change", flush=True)
+        report["invalidation"] = reruns_after_change(cold_cache, work, ["cpu"])
+
+    own = report["tool_cold"]["orchestrator_cpu_s"] or 0.0
+    report["ratios"] = {
+        "cold_vs_by_hand": round(t_cold / by_hand_total, 3),
+        "control_vs_one_file": max((v["ratio"] or 0) for v in control.values()),
+        "rerun_s": report["rerun_s"],
+        "own_time_share": round(own / t_cold, 4),
+    }
+    report["met"] = {k: report["ratios"][k] <= GOALS[k] for k in GOALS}
+    (out / "bench.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "bench.md").write_text(markdown(report))
+    print((out / "bench.md").read_text())
+    return 0 if all(report["met"].values()) else 1
+
+
+def markdown(r: dict) -> str:
+    lines = ["# ggml-patch speed benchmark", "", f"Machine: {r['machine']['cores']} cores.", "",
+             "| measure | value | goal | met |", "|---|---|---|---|"]
+    names = {"cold_vs_by_hand": "cold tool run / by-hand route", "control_vs_one_file": "control / one-file rebuild by hand",
+             "rerun_s": "re-run with nothing changed (s)", "own_time_share": "orchestrator's own time / cold run"}
+    for k, goal in r["goals"].items():
+        lines.append(f"| {names[k]} | {r['ratios'][k]} | <= {goal} | {'yes' if r['met'][k] else 'NO'} |")
+    lines += ["", "## By hand (s)", "", "| target | variant | configure | build | tests |", "|---|---|---|---|---|"]
+    for t, v in r["by_hand"].items():
+        for variant in ("patched", "control"):
+            x = v[variant]
+            lines.append(f"| {t} | {variant} | {x['configure_s']} | {x['build_s']} | {x['tests_s']} |")
+    lines += ["", f"Tool cold run: {r['tool_cold']['wall_s']} s wall, orchestrator CPU "
+              f"{r['tool_cold']['orchestrator_cpu_s']} s.", "", "## Control (s)", "",
+              "| cell | tool | one-file rebuild by hand | ratio |", "|---|---|---|---|"]
+    for c, v in r["control"].items():
+        lines.append(f"| {c} | {v['tool_s']} | {v['one_file_by_hand_s']} | {v['ratio']} |")
+    lines += ["", "## Re-runs after a change", ""]
+    for k, v in r["invalidation"].items():
+        lines.append(f"- {k.replace('_', ' ')}: {', '.join(v) or 'none'}")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
