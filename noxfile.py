@@ -17,6 +17,14 @@ def matrix(session: nox.Session) -> None:
     session.run("ggml-patch", "matrix", *session.posargs)
 
 
+@nox.session
+def status(session: nox.Session) -> None:
+    """Where the series applies on every target, building nothing (args go to `ggml-patch status`,
+    e.g. `nox -s status -- --profile live --json`)."""
+    session.install(".")
+    session.run("ggml-patch", "status", *session.posargs)
+
+
 def _cells() -> list[tuple[str, str]]:
     """(target, backend) of every cell of matrix.yaml's profiles: one `cell` session each, one
     CI leg each (.github/workflows/ggml-patch-matrix.yml). Empty where ggml-patch's own
@@ -42,6 +50,13 @@ def cell(session: nox.Session, target: str, backend: str) -> None:
     session.install(".")
     session.run("ggml-patch", "matrix", "--target", target, "--backend", backend,
                 "--results", cell_results_dir(target, backend), *session.posargs)
+
+
+@nox.session
+def bundle(session: nox.Session) -> None:
+    """The upstream pull-request bundle from results/ (args go to `ggml-patch bundle`)."""
+    session.install(".")
+    session.run("ggml-patch", "bundle", *session.posargs)
 
 
 @nox.session

@@ -73,9 +73,14 @@ class Verdict:
 
 
 def control_verdict(build_ok: bool, gate_outcome: Optional[str], gate_exit: Optional[int],
-                    gate_output: str, test_opt_outcome: Optional[str]) -> Verdict:
+                    gate_output: str, test_opt_outcome: Optional[str],
+                    test_opt_pre_existing: Optional[str] = None) -> Verdict:
     """Killed only if the control built, the gate failed by its own check (non-zero exit, not a
-    signal or timeout) and printed its failure line, and test-opt still passed."""
+    signal or timeout) and printed its failure line, and test-opt still passed.
+
+    `test_opt_pre_existing` describes a test-opt failure seen with the fix too (e.g. a driver
+    crash on one device): test-opt then cannot show that the control changed only the fix, so
+    the verdict rests on the gate alone, and the reason says so."""
     if not build_ok:
         return Verdict(INVALID, "the control variant did not build")
     if gate_outcome == PASSED:
@@ -89,18 +94,28 @@ def control_verdict(build_ok: bool, gate_outcome: Optional[str], gate_exit: Opti
     line = gate_failure_line(gate_output)
     if not line:
         return Verdict(INVALID, f"the gate test exited {gate_exit} without printing its failure line")
+    if test_opt_outcome != PASSED and test_opt_pre_existing:
+        return Verdict(KILLED, f"the gate test failed by its own check: {line} (verdict on the gate alone: "
+                               f"test-opt {test_opt_outcome} with and without the fix, pre-existing: {test_opt_pre_existing})")
     if test_opt_outcome != PASSED:
         return Verdict(INVALID, f"test-opt {test_opt_outcome} without the fix, so the control changed more than the fix")
     return Verdict(KILLED, f"the gate test failed by its own check: {line}")
 
 
-def cell_status(patched_build_ok: bool, patched: dict[str, str], verdict: Optional[Verdict]) -> tuple[str, str]:
-    """(status, reason) for a cell: passed only when every patched test passed and the control was killed."""
+def cell_status(patched_build_ok: bool, patched: dict[str, str], verdict: Optional[Verdict],
+                attribution: str = "") -> tuple[str, str]:
+    """(status, reason) for a cell: passed only when every patched test passed and the control was killed.
+    `attribution` says, for failing tests, whether they fail without the fix too."""
     if not patched_build_ok:
         return FAILED, "the patched variant did not build"
     bad = [f"{name} {o}" for name, o in patched.items() if o != PASSED]
     if bad:
-        return FAILED, "with the fix: " + ", ".join(bad)
+        reason = "with the fix: " + ", ".join(bad)
+        if attribution:
+            reason += f" ({attribution})"
+            if verdict is not None:
+                reason += f"; negative control {verdict.verdict}: {verdict.reason}"
+        return FAILED, reason
     if verdict is None:
         return FAILED, "the negative control did not run"
     if verdict.verdict != KILLED:

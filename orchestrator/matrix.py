@@ -3,12 +3,14 @@ negative control on the same build tree. Errors in one cell are recorded; the ot
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from . import backends, classify, cmake, sources
+from . import attribution, backends, classify, cmake, sources
 from .cache import Cache, slug
 from .config import Backend, Matrix, Target
 from .errors import BuildFailed, ExitCode, GgmlPatchError, SeriesDoesNotApply
@@ -28,6 +30,7 @@ class RunOptions:
     profile: str = "default"
     targets: list[str] = field(default_factory=list)
     backends: list[str] = field(default_factory=list)
+    build_only: bool = False  # build (not skip) cells whose toolchain is here but whose device is not
 
 
 def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None) -> dict:
@@ -72,16 +75,19 @@ def run_cell(opts: RunOptions, series: Series, repo: SnapshotRepo, target: Targe
     cell = {"cell": cell_id, "target": target.name, "backend": backend.name, "layout": target.layout,
             "status": "error", "reason": "", "exit_code": int(ExitCode.TOOL_ERROR), "timings": {}}
     records: list[dict] = []
-    module = backends.get(backend.name)
-    missing = module.missing_toolchain(backend) or module.missing_device(backend)
-    if missing:
-        reporter.skip(missing)
-        cell.update(status="skipped", reason=missing, exit_code=0)
+    module = backends.get(backend.name, opts.cache.root)
+    action, why = cell_action(module.missing_toolchain(backend), module.missing_device(backend),
+                              module.build_only_ok, opts.build_only)
+    if action == "skip":
+        reporter.skip(why)
+        cell.update(status="skipped", reason=why, exit_code=0)
         return cell, records
+    cell["device"] = module.device_info(backend)
     logs = opts.results_dir / "logs" / slug(cell_id)
     try:
         with opts.cache.lock(f"cell-{cell_id}"):
-            _run_cell_locked(opts, series, repo, target, backend, module, reporter, cell, records, logs)
+            _run_cell_locked(opts, series, repo, target, backend, module, reporter, cell, records, logs,
+                             build_only_reason=why if action == "build-only" else None)
     except BuildFailed as e:
         cell.update(status="failed", reason=str(e), exit_code=int(e.exit_code))
     except GgmlPatchError as e:
@@ -90,11 +96,27 @@ def run_cell(opts: RunOptions, series: Series, repo: SnapshotRepo, target: Targe
     return cell, records
 
 
+def cell_action(no_toolchain: Optional[str], no_device: Optional[str], build_only_ok: bool,
+                build_only: bool) -> tuple[str, str]:
+    """("run" | "build-only" | "skip", why). A skip's reason names everything missing; a cell whose
+    toolchain is here but whose device is not is built on request (--build-only) where that means
+    something (CUDA), and never counts as passed."""
+    if no_toolchain:
+        also = f"; {no_device}" if no_device and no_device not in no_toolchain else ""
+        return "skip", no_toolchain + also
+    if no_device:
+        if build_only and build_only_ok:
+            return "build-only", no_device
+        return "skip", no_device
+    return "run", ""
+
+
 def _timed(cell: dict, name: str, t0: float) -> None:
     cell["timings"][name] = round(time.monotonic() - t0, 2)
 
 
-def _run_cell_locked(opts, series, repo, target, backend, module, reporter, cell, records, logs) -> None:
+def _run_cell_locked(opts, series, repo, target, backend, module, reporter, cell, records, logs,
+                     build_only_reason: Optional[str] = None) -> None:
     layout = get_layout(target.layout, target.prefix)
     src_layout = get_layout(series.layout)
 
@@ -121,7 +143,7 @@ def _run_cell_locked(opts, series, repo, target, backend, module, reporter, cell
 
     plan = build_plan(layout, str(worktree.path), str(_harness(opts.matrix.native_tests_dir, cell_dir)))
     build_dir = cell_dir / "build"
-    env = dict(backend.env)
+    env = module.test_env(backend)
     reporter.step("configure", f"cmake {module.name}")
     t0 = time.monotonic()
     step = cmake.configure(plan, build_dir, module.configure_flags(backend), logs / "configure.log", env)
@@ -130,26 +152,40 @@ def _run_cell_locked(opts, series, repo, target, backend, module, reporter, cell
     reporter.done("reused" if step.skipped else "configured")
 
     fix_paths = rendered.fix_paths()
-    patched = _variant(cell, "patched", plan.targets, build_dir, backend, env, logs, reporter)
+    run_tests = build_only_reason is None
+    patched = _variant(cell, "patched", plan.targets, build_dir, backend, env, logs, reporter, run_tests)
     records.append(patched)
 
     reporter.step("control", f"revert {', '.join(fix_paths)}, keep the test")
     diff = worktree.diff(snap.commit, fix_paths)
     worktree.apply_reverse(diff)
     try:
-        control = _variant(cell, "control", plan.targets, build_dir, backend, env, logs, reporter)
+        control = _variant(cell, "control", plan.targets, build_dir, backend, env, logs, reporter, run_tests)
     finally:
         worktree.restore(fix_paths)  # the tree is left patched whatever happened
     control["reverted"] = fix_paths
+    if not run_tests:
+        records.append(control)
+        _finish_build_only(cell, control, build_only_reason, records)
+        return
+
+    # each test failing with the fix, against the same test (and device) without it
+    entries = attribution.attribute(patched["tests"], control["tests"], control["build"]["ok"])
+    cell["attribution"] = entries
+    opt_pre = attribution.pre_existing_only(entries, UPSTREAM_TEST)
     v = classify.control_verdict(
         control["build"]["ok"], _outcome(control, GATE_TEST), _exit(control, GATE_TEST),
-        control["tests"].get(GATE_TEST, {}).get("output", ""), _outcome(control, UPSTREAM_TEST))
+        control["tests"].get(GATE_TEST, {}).get("output", ""), _outcome(control, UPSTREAM_TEST),
+        attribution.describe([e for e in entries if e["test"] == UPSTREAM_TEST], labels=False) if opt_pre else None)
     control.update(status=v.verdict, verdict=v.verdict, verdict_reason=v.reason,
                    failure_line=classify.gate_failure_line(control["tests"].get(GATE_TEST, {}).get("output", "")))
     records.append(control)
 
     patched_outcomes = {n: t["outcome"] for n, t in patched["tests"].items()}
-    status, reason = classify.cell_status(patched["build"]["ok"], patched_outcomes, v)
+    kind = attribution.failure_kind(entries)
+    if kind:
+        cell["failure_kind"] = kind
+    status, reason = classify.cell_status(patched["build"]["ok"], patched_outcomes, v, attribution.summary(entries))
     code = ExitCode.OK
     if status != classify.PASSED:
         if not patched["build"]["ok"]:
@@ -159,6 +195,18 @@ def _run_cell_locked(opts, series, repo, target, backend, module, reporter, cell
         else:
             code = ExitCode.CONTROL_NOT_KILLED
     cell.update(status=status, reason=reason, exit_code=int(code))
+    for rec in records:
+        for t in rec["tests"].values():
+            t.pop("output", None)
+
+
+def _finish_build_only(cell: dict, control: dict, no_device: str, records: list[dict]) -> None:
+    if not control["build"]["ok"]:
+        cell.update(status="failed", exit_code=int(ExitCode.BUILD_FAILED),
+                    reason=f"built with the fix, but the control (fix reverted) did not build: {control['build']['error']}")
+    else:
+        cell.update(status="build-only", exit_code=0,
+                    reason=f"built with and without the fix; tests not run: {no_device}")
     for rec in records:
         for t in rec["tests"].values():
             t.pop("output", None)
@@ -209,7 +257,7 @@ def apply_series(worktree: Worktree, base: str, rendered: Series, cell_dir: Path
 
 
 def _variant(cell: dict, variant: str, targets: tuple[str, ...], build_dir: Path, backend: Backend,
-             env: dict[str, str], logs: Path, reporter: Reporter) -> dict:
+             env: dict[str, str], logs: Path, reporter: Reporter, run_tests: bool = True) -> dict:
     rec = {"cell": cell["cell"], "target": cell["target"], "backend": cell["backend"], "variant": variant,
            "status": "", "build": {}, "tests": {}}
     reporter.step(f"build {variant}", f"targets {' '.join(targets)}")
@@ -223,15 +271,28 @@ def _variant(cell: dict, variant: str, targets: tuple[str, ...], build_dir: Path
             raise BuildFailed(f"{cell['cell']}: build failed: {step.error} (log: {step.log})")
         return rec
     reporter.done("built")
+    if not run_tests:
+        rec["status"] = "built"
+        return rec
     for test in TESTS:
         reporter.step(f"test {variant}", test)
-        run = run_test(test, [str(build_dir / "bin" / test)], backend.timeout, env,
+        run = run_test(test, test_argv(build_dir / "bin" / test), backend.timeout, env,
                        logs / f"{variant}-{test}.log")
         rec["tests"][test] = _test_record(run)
         reporter.done(rec["tests"][test]["outcome"])
     outcomes = [t["outcome"] for t in rec["tests"].values()]
     rec["status"] = classify.PASSED if all(o == classify.PASSED for o in outcomes) else classify.FAILED
     return rec
+
+
+def test_argv(binary: Path) -> list[str]:
+    """The test's command line. Line-buffered through stdbuf where there is one: a test that
+    crashes (abort in a driver) would otherwise lose its buffered stdout, and with it the
+    per-device rows that say where it crashed."""
+    stdbuf = shutil.which("stdbuf")
+    if stdbuf and sys.platform.startswith("linux") and binary.exists():
+        return [stdbuf, "-oL", "-eL", str(binary)]
+    return [str(binary)]
 
 
 def _test_record(run: TestRun) -> dict:
@@ -243,6 +304,8 @@ def _test_record(run: TestRun) -> dict:
         rec["failure_line"] = classify.gate_failure_line(run.output)
     else:
         rec["rows"] = classify.test_opt_rows(run.output)
+    if outcome != classify.PASSED:
+        rec["stopped_on"] = attribution.crash_device(rec)  # the device it was on when it died, if any
     rec["summary_line"] = _summary_line(run.output)
     return rec
 

@@ -92,10 +92,12 @@ def _write(tmp_path: Path, text: str, name: str = "matrix.yaml") -> Path:
 def test_real_matrix_loads():
     m = load_matrix(ROOT / "matrix.yaml")
     assert isinstance(m, Matrix)
-    assert list(m.targets) == ["llama.cpp", "ggml"]
-    assert list(m.backends) == ["cpu"]
+    assert list(m.targets)[:2] == ["llama.cpp", "ggml"]
+    assert list(m.backends) == ["cpu", "vulkan", "cuda", "metal"]
     assert "default" in m.profiles
-    assert m.profiles["default"] == (("llama.cpp", "ggml"), ("cpu",))
+    assert m.profiles["default"] == (("llama.cpp", "ggml"), ("cpu", "vulkan", "cuda", "metal"))
+    # the default profile needs nothing but package registries
+    assert all(m.targets[t].source.kind == "pypi-sdist" for t in m.profiles["default"][0])
     assert m.series_dir == ROOT / "patches" and m.series_layout == "llama.cpp"
     assert m.native_tests_dir == ROOT / "native_tests"
     llama, ggml = m.targets["llama.cpp"], m.targets["ggml"]
@@ -115,8 +117,9 @@ def test_real_matrix_loads():
 def test_real_matrix_cells():
     m = load_matrix(ROOT / "matrix.yaml")
     cells = m.cells()
-    assert [(t.name, b.name) for t, b in cells] == [("llama.cpp", "cpu"), ("ggml", "cpu")]
-    assert [(t.name, b.name) for t, b in m.cells(targets=["ggml"])] == [("ggml", "cpu")]
+    assert [(t.name, b.name) for t, b in cells] == [
+        (t, b) for t in ("llama.cpp", "ggml") for b in ("cpu", "vulkan", "cuda", "metal")]
+    assert [(t.name, b.name) for t, b in m.cells(targets=["ggml"], backends=["cpu"])] == [("ggml", "cpu")]
 
 
 def test_base_matrix_resolves(tmp_path):

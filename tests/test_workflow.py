@@ -19,7 +19,7 @@ from orchestrator.workflow import (ACTIONLINT_CONFIG_PATH, DEFAULT_PATH, actionl
 from .conftest import run_tool
 
 LIVE_MATRIX_TAIL = """
-  ggml-master:
+  ggml-tip:
     layout: ggml
     source: {kind: git, url: "https://github.com/ggml-org/ggml", ref: master}
 """
@@ -43,10 +43,10 @@ def wf(matrix) -> dict:
 
 @pytest.fixture
 def live_matrix(repo_root, tmp_path):
-    """A copy of matrix.yaml with a `live` profile of git sources, as scheduled jobs use."""
+    """A copy of matrix.yaml with one more profile of git sources (`tip`), as scheduled jobs use."""
     text = (repo_root / "matrix.yaml").read_text()
     text = text.replace("\ntargets:\n", "\ntargets:" + LIVE_MATRIX_TAIL, 1)
-    text += "  live:\n    targets: [ggml-master, ggml]\n    backends: [cpu]\n"
+    text += "  tip:\n    targets: [ggml-tip, ggml]\n    backends: [cpu]\n"
     path = tmp_path / "matrix.yaml"
     path.write_text(text)
     return load_matrix(path)
@@ -111,16 +111,16 @@ def test_every_matrix_expression_names_a_key_every_leg_has(wf):
 def test_the_live_profile_runs_in_the_workflow(live_matrix):
     wf = _load(workflow_yaml(live_matrix))
     legs = _legs(wf)
-    live = [leg for leg in legs if leg["profile"] == "live"]
-    assert [(leg["target"], leg["backend"]) for leg in live] == [("ggml-master", "cpu"), ("ggml", "cpu")]
-    assert live[0]["name"] == "ggml-master/cpu (live)" and live[0]["artifact"] == "results+live+ggml-master+cpu"
+    live = [leg for leg in legs if leg["profile"] == "tip"]
+    assert [(leg["target"], leg["backend"]) for leg in live] == [("ggml-tip", "cpu"), ("ggml", "cpu")]
+    assert live[0]["name"] == "ggml-tip/cpu (tip)" and live[0]["artifact"] == "results+tip+ggml-tip+cpu"
     # the same cell in two profiles is two legs, each with its own artifact and merge
-    assert [leg["artifact"] for leg in legs].count("results+live+ggml+cpu") == 1
+    assert [leg["artifact"] for leg in legs].count("results+tip+ggml+cpu") == 1
     script = "\n".join(s.get("run", "") for s in wf["jobs"]["aggregate"]["steps"])
-    assert "merge-results --out merged/live cells/results+live+*" in script
+    assert "merge-results --out merged/tip cells/results+tip+*" in script
     # --profile narrows
-    only = _load(workflow_yaml(live_matrix, ["live"]))
-    assert {leg["profile"] for leg in _legs(only)} == {"live"}
+    only = _load(workflow_yaml(live_matrix, ["tip"]))
+    assert {leg["profile"] for leg in _legs(only)} == {"tip"}
 
 
 def test_the_nox_cell_sessions_exist_for_every_leg(repo_root, wf):

@@ -7,6 +7,3 @@ from . import BackendModule
 class Cpu(BackendModule):
     name = "cpu"
     cmake_flags = ("-DGGML_CPU=ON",)
-
-
-MODULE = Cpu()

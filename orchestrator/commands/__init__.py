@@ -8,4 +8,4 @@
 adding its module name to COMMANDS.
 """
 
-COMMANDS = ["matrix", "export"]
+COMMANDS = ["matrix", "export", "ci-workflow", "merge-results", "bundle", "pr", "status", "refresh"]

@@ -13,6 +13,9 @@ def add_arguments(p) -> None:
     p.add_argument("--profile", default="default", help="matrix.yaml profile (default: default)")
     p.add_argument("--target", action="append", default=[], metavar="NAME", help="only this target (repeatable)")
     p.add_argument("--backend", action="append", default=[], metavar="NAME", help="only this backend (repeatable)")
+    p.add_argument("--build-only", action="store_true",
+                   help="build (patched and control, no tests) the cells whose toolchain is here but whose "
+                        "device is not (CUDA without a GPU), instead of skipping them")
 
 
 def run(args, matrix, cache) -> ExitCode:
@@ -20,12 +23,12 @@ def run(args, matrix, cache) -> ExitCode:
     from ..results import write_results
 
     results_dir = Path(args.results)
-    opts = RunOptions(matrix, cache, results_dir, args.profile, args.target, args.backend)
+    opts = RunOptions(matrix, cache, results_dir, args.profile, args.target, args.backend, args.build_only)
     results = run_matrix(opts)
     paths = write_results(results, results_dir)
     cells = results["cells"]
-    passed = sum(1 for c in cells if c["status"] == "passed")
-    skipped = sum(1 for c in cells if c["status"] == "skipped")
-    print(f"{passed} passed, {len(cells) - passed - skipped} failed, {skipped} skipped: results in "
-          + ", ".join(str(p) for p in paths))
+    count = {s: sum(1 for c in cells if c["status"] == s) for s in ("passed", "skipped", "build-only")}
+    built = f", {count['build-only']} build-only" if count["build-only"] else ""
+    print(f"{count['passed']} passed, {len(cells) - sum(count.values())} failed, {count['skipped']} skipped{built}: "
+          "results in " + ", ".join(str(p) for p in paths))
     return ExitCode(results["exit_code"])

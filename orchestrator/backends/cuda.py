@@ -1,0 +1,144 @@
+"""CUDA: built and run where an NVIDIA device is present; built only on request (`--build-only`)
+where just the toolkit is; skipped with the reason otherwise."""
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Optional
+
+from ..config import Backend
+from . import BackendModule, command_output
+
+TOOLKIT_HINT = "install the CUDA toolkit (nvcc and cuBLAS), or pip install nvidia-cuda-nvcc nvidia-cublas"
+
+
+def gpu_names(nvidia_smi_list: str) -> list[str]:
+    """`nvidia-smi -L` lines ("GPU 0: NVIDIA H100 (UUID: ...)") -> device names."""
+    return [m.strip() for m in re.findall(r"^GPU \d+: (.+?)(?: \(UUID: [^)]*\))?$", nvidia_smi_list, re.M)]
+
+
+class Cuda(BackendModule):
+    name = "cuda"
+    cmake_flags = ("-DGGML_CUDA=ON",)
+    build_only_ok = True
+
+    # ---- probes ----
+
+    def nvcc(self) -> Optional[str]:
+        found = shutil.which("nvcc")
+        if found:
+            return found
+        for root in self._env_roots():
+            p = Path(root) / "bin" / "nvcc"
+            if p.is_file():
+                return str(p)
+        return None
+
+    def real_nvcc(self) -> Optional[str]:
+        """nvcc itself, not a wrapper script: CMake finds the toolkit next to it."""
+        nvcc = self.nvcc()
+        if nvcc and _is_script(nvcc):
+            return _wrapped_nvcc(nvcc) or nvcc
+        return os.path.realpath(nvcc) if nvcc else None
+
+    def toolkit_roots(self) -> list[Path]:
+        """Where cuBLAS may be: $CUDA_HOME/$CUDA_PATH, the real nvcc's toolkit, /usr/local/cuda*."""
+        roots = [Path(r) for r in self._env_roots()]
+        nvcc = self.real_nvcc()
+        if nvcc:
+            roots.append(Path(nvcc).parent.parent)
+        roots += [Path(p) for p in sorted(glob.glob("/usr/local/cuda*"))]
+        return list(dict.fromkeys(roots))
+
+    def cublas(self) -> tuple[Optional[str], Optional[str], bool]:
+        """(libcublas, libcublasLt, from_pip): the toolkit's own first, then PyPI's nvidia-cublas."""
+        for root in self.toolkit_roots():
+            for lib in ("lib64", "lib", *(str(p.relative_to(root)) for p in sorted(root.glob("targets/*/lib")))):
+                a, b = root / lib / "libcublas.so", root / lib / "libcublasLt.so"
+                if a.exists() and b.exists():
+                    return str(a), str(b), False
+        for site in sys.path:
+            lib = Path(site) / "nvidia" / "cublas" / "lib"
+            a = sorted(lib.glob("libcublas.so*"))
+            b = sorted(lib.glob("libcublasLt.so*"))
+            if a and b:
+                return str(a[0]), str(b[0]), True
+        return None, None, False
+
+    def devices(self) -> list[str]:
+        if shutil.which("nvidia-smi"):
+            out = command_output(["nvidia-smi", "-L"])
+            if out:
+                return gpu_names(out)
+        return ["/dev/nvidia0"] if Path("/dev/nvidia0").exists() else []
+
+    # ---- the interface ----
+
+    def missing_toolchain(self, backend: Backend) -> Optional[str]:
+        missing = super().missing_toolchain(backend)
+        if missing:
+            return f"{missing}: {TOOLKIT_HINT}"
+        nvcc = self.nvcc()
+        if nvcc is None:
+            return f"nvcc not found (PATH, $CUDA_HOME/bin): {TOOLKIT_HINT}"
+        if self.cublas()[0] is None:
+            return (f"cuBLAS not found next to {nvcc} (no libcublas.so in "
+                    f"{', '.join(str(r) for r in self.toolkit_roots()) or 'any toolkit'}): "
+                    "install the toolkit's cuBLAS, or pip install nvidia-cublas")
+        return None
+
+    def missing_device(self, backend: Backend) -> Optional[str]:
+        if self.devices():
+            return None
+        hint = "; `ggml-patch matrix --build-only` compiles them without one" if not self.missing_toolchain(backend) else ""
+        return ("no CUDA device: nvidia-smi lists no GPU and /dev/nvidia0 does not exist (run the cuda cells on a "
+                f"machine with an NVIDIA GPU and its driver{hint})")
+
+    def configure_flags(self, backend: Backend) -> list[str]:
+        flags = list(self.cmake_flags)
+        nvcc = self.real_nvcc()
+        if nvcc:
+            flags.append(f"-DCMAKE_CUDA_COMPILER={nvcc}")
+        lib, lib_lt, from_pip = self.cublas()
+        if from_pip:
+            flags += [f"-DCUDA_cublas_LIBRARY={lib}", f"-DCUDA_cublasLt_LIBRARY={lib_lt}"]
+        if self.devices():
+            flags.append("-DCMAKE_CUDA_ARCHITECTURES=native")
+        else:
+            # no driver to link against (no libcuda stub) and no GPU to ask: one architecture, no VMM
+            flags += ["-DGGML_CUDA_NO_VMM=ON", "-DCMAKE_CUDA_ARCHITECTURES=90"]
+        return [*flags, *backend.cmake_flags]
+
+    def device_info(self, backend: Backend) -> dict:
+        info: dict = {"devices": self.devices(), "nvcc": self.nvcc()}
+        if shutil.which("nvidia-smi"):
+            out = command_output(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"])
+            if out:
+                info["nvidia_smi"] = out.strip().splitlines()
+        return info
+
+    @staticmethod
+    def _env_roots() -> list[str]:
+        return [v for v in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")) if v]
+
+
+def _is_script(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) == b"#!"
+    except OSError:
+        return False
+
+
+def _wrapped_nvcc(path: str) -> Optional[str]:
+    """A wrapper script's real nvcc (`exec /usr/local/cuda-13.0/bin/nvcc "$@"`)."""
+    try:
+        text = Path(path).read_text(errors="replace")[:4096]
+    except OSError:
+        return None
+    m = re.search(r"(/\S+/bin/nvcc)\b", text)
+    return m[1] if m and Path(m[1]).is_file() else None

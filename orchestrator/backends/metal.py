@@ -1,0 +1,33 @@
+"""Metal: built and run on macOS; skipped elsewhere with the reason."""
+from __future__ import annotations
+
+import platform
+import shutil
+import sys
+from typing import Optional
+
+from ..config import Backend
+from . import BackendModule, command_output
+
+
+class Metal(BackendModule):
+    name = "metal"
+    # the shader library is embedded in the binary: no offline `metal` compiler (full Xcode) needed
+    cmake_flags = ("-DGGML_METAL=ON", "-DGGML_METAL_EMBED_LIBRARY=ON")
+
+    def missing_toolchain(self, backend: Backend) -> Optional[str]:
+        if sys.platform != "darwin":
+            return (f"Metal needs macOS (this machine runs {platform.system() or sys.platform}): run the metal cells "
+                    f"on a Mac with the Xcode command line tools (matrix.yaml runs_on: {backend.runs_on})")
+        missing = super().missing_toolchain(backend)
+        return f"{missing}: install the Xcode command line tools (xcode-select --install)" if missing else None
+
+    def missing_device(self, backend: Backend) -> Optional[str]:
+        if sys.platform != "darwin":
+            return "Metal needs macOS"
+        if shutil.which("system_profiler") is None:
+            return None
+        out = command_output(["system_profiler", "SPDisplaysDataType"], timeout=60)
+        if out is not None and "Metal" not in out:
+            return "no Metal-capable GPU reported by system_profiler SPDisplaysDataType"
+        return None

@@ -1,0 +1,174 @@
+"""Vulkan: ggml-vulkan, run for real on machines without a GPU through Mesa's lavapipe.
+
+scripts/setup-vulkan-lavapipe.sh writes <cache>/vulkan-sdk/env.json: the CMake flags for a
+private prefix (Debian 12: headers 1.4.x from trixie), and the test environment (a private ICD
+json naming Mesa 25's lavapipe by absolute path). Without that file the system's own headers and
+ICDs are used when they are recent enough.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Optional
+
+from ..cache import default_cache_dir
+from ..config import Backend
+from . import BackendModule, command_output
+
+SETUP = "scripts/setup-vulkan-lavapipe.sh"
+MIN_HEADERS = (1, 4)  # 1.3.x lacks vk::LayerSettingEXT, which ggml-vulkan uses
+ICD_DIRS = ("/usr/share/vulkan/icd.d", "/usr/local/share/vulkan/icd.d", "/etc/vulkan/icd.d")
+LOADER_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
+               "/usr/local/lib", "/lib/x86_64-linux-gnu")
+SPIRV_CONFIG_DIRS = ("/usr/share/cmake/SPIRV-Headers", "/usr/lib/cmake/SPIRV-Headers",
+                     "/usr/local/share/cmake/SPIRV-Headers", "/usr/lib/x86_64-linux-gnu/cmake/SPIRV-Headers")
+# GGML_PATCH_VULKAN_ICD=system runs the tests on the system's lavapipe (Debian 12: Mesa 22.3.6,
+# which crashes in test-opt) instead of the private one; any other value is an ICD json path.
+ICD_OVERRIDE = "GGML_PATCH_VULKAN_ICD"
+_HEADER_VERSION = re.compile(r"#define\s+VK_HEADER_VERSION_COMPLETE\s+VK_MAKE_API_VERSION\(\s*\d+\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*VK_HEADER_VERSION\s*\)")
+_HEADER_PATCH = re.compile(r"#define\s+VK_HEADER_VERSION\s+(\d+)")
+
+
+def header_version(vulkan_core_h: str) -> Optional[tuple[int, int, int]]:
+    """(major, minor, patch) from vulkan_core.h's text, or None."""
+    m, p = _HEADER_VERSION.search(vulkan_core_h), _HEADER_PATCH.search(vulkan_core_h)
+    return (int(m[1]), int(m[2]), int(p[1])) if m and p else None
+
+
+def flag_value(flags: list[str] | tuple[str, ...], name: str) -> Optional[str]:
+    """The value of -D<name>=... (or -D<name>:TYPE=...) in a flag list; the last one wins."""
+    value = None
+    for f in flags:
+        m = re.match(rf"^-D{re.escape(name)}(?::[A-Z]+)?=(.*)$", f)
+        if m:
+            value = m[1]
+    return value
+
+
+def device_names(vulkaninfo_summary: str) -> list[str]:
+    return [m.strip() for m in re.findall(r"^\s*deviceName\s*=\s*(.+)$", vulkaninfo_summary, re.M)]
+
+
+def driver_infos(vulkaninfo_summary: str) -> list[str]:
+    return [m.strip() for m in re.findall(r"^\s*driverInfo\s*=\s*(.+)$", vulkaninfo_summary, re.M)]
+
+
+class Vulkan(BackendModule):
+    name = "vulkan"
+    cmake_flags = ("-DGGML_VULKAN=ON",)
+    tool_hints = {"glslc": f"apt-get install glslc, or run {SETUP}",
+                  "vulkaninfo": f"apt-get install vulkan-tools, or run {SETUP}"}
+
+    # ---- the setup script's env file ----
+
+    def env_file(self) -> Optional[Path]:
+        """<cache>/vulkan-sdk/env.json of the cache in use, else of the default cache."""
+        roots = [r for r in (self.cache_root, default_cache_dir()) if r is not None]
+        for root in roots:
+            p = Path(root) / "vulkan-sdk" / "env.json"
+            if p.is_file():
+                return p
+        return None
+
+    def sdk(self) -> dict:
+        p = self.env_file()
+        if p is None:
+            return {}
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    # ---- the interface ----
+
+    def configure_flags(self, backend: Backend) -> list[str]:
+        return [*self.cmake_flags, *self.sdk().get("cmake_flags", []), *backend.cmake_flags]
+
+    def test_env(self, backend: Backend) -> dict[str, str]:
+        # ggml-vulkan hides CPU-type devices (lavapipe is one) unless they are named visible
+        env = {"GGML_VK_VISIBLE_DEVICES": "0", **self.sdk().get("env", {})}
+        icd = self._icd_override()
+        if icd:
+            env["VK_ICD_FILENAMES"] = icd
+        if env.get("LD_LIBRARY_PATH") and os.environ.get("LD_LIBRARY_PATH"):
+            env["LD_LIBRARY_PATH"] += os.pathsep + os.environ["LD_LIBRARY_PATH"]  # the private libdrm first
+        return {**env, **backend.env}
+
+    def missing_toolchain(self, backend: Backend) -> Optional[str]:
+        missing = super().missing_toolchain(backend)
+        if missing:
+            return missing
+        flags = self.configure_flags(backend)
+        include = flag_value(flags, "Vulkan_INCLUDE_DIR") or "/usr/include"
+        core = Path(include) / "vulkan" / "vulkan_core.h"
+        if not core.is_file():
+            return f"Vulkan headers not found ({core} missing): run {SETUP} (Debian 12/13), or install the Vulkan SDK"
+        version = header_version(core.read_text(encoding="utf-8", errors="replace"))
+        if version is None or version[:2] < MIN_HEADERS:
+            shown = ".".join(map(str, version)) if version else "of unknown version"
+            return (f"Vulkan headers {shown} in {include} are too old for ggml-vulkan (need >= 1.4): "
+                    f"run {SETUP} (on Debian 12 it unpacks trixie's 1.4 headers into the tool's cache)")
+        if not self._spirv_headers(flags):
+            return f"SPIRV-Headers (CMake config) not found: run {SETUP}, or apt-get install spirv-headers (Debian 13)"
+        if not self._loader(flags):
+            return f"the Vulkan loader (libvulkan.so) was not found: apt-get install libvulkan1, or run {SETUP}"
+        return None
+
+    def missing_device(self, backend: Backend) -> Optional[str]:
+        env = self.test_env(backend)
+        icds = [p for p in env.get("VK_ICD_FILENAMES", "").split(os.pathsep) if p]
+        absent = [p for p in icds if not Path(p).is_file()]
+        if absent:
+            return f"Vulkan ICD json {absent[0]} does not exist: run {SETUP} again"
+        if not icds and not any(Path(d).is_dir() and any(Path(d).glob("*.json")) for d in ICD_DIRS):
+            return (f"no Vulkan driver (ICD) installed: run {SETUP} for Mesa's lavapipe (a CPU Vulkan "
+                    "device), or install your GPU's Vulkan driver")
+        if shutil.which("vulkaninfo") is None:
+            return None  # no way to ask the loader; the tests will tell
+        summary = command_output(["vulkaninfo", "--summary"], env)
+        if summary is None or not device_names(summary):
+            return (f"the Vulkan loader lists no device (vulkaninfo --summary failed with "
+                    f"VK_ICD_FILENAMES={env.get('VK_ICD_FILENAMES', '(unset)')}): run {SETUP}")
+        return None
+
+    def device_info(self, backend: Backend) -> dict:
+        env = self.test_env(backend)
+        info = {"icd": env.get("VK_ICD_FILENAMES"), "visible_devices": env.get("GGML_VK_VISIBLE_DEVICES")}
+        sdk = self.sdk()
+        if sdk:
+            info["setup"] = {k: sdk.get(k) for k in ("debian", "mode", "mesa", "glslc")}
+        if self._icd_override():
+            info["icd_override"] = f"{ICD_OVERRIDE}={os.environ[ICD_OVERRIDE]}"  # not the setup's lavapipe
+        summary = command_output(["vulkaninfo", "--summary"], env) if shutil.which("vulkaninfo") else None
+        if summary:
+            info["devices"] = device_names(summary)
+            info["drivers"] = driver_infos(summary)
+        return info
+
+    # ---- helpers ----
+
+    def _icd_override(self) -> Optional[str]:
+        value = os.environ.get(ICD_OVERRIDE, "").strip()
+        if not value:
+            return None
+        if value == "system":
+            system = self.sdk().get("system_icd") or next(
+                (str(p) for d in ICD_DIRS for p in sorted(Path(d).glob("lvp_icd*.json"))), None)
+            return system or "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
+        return value
+
+    def _spirv_headers(self, flags: list[str]) -> bool:
+        d = flag_value(flags, "SPIRV-Headers_DIR")
+        candidates = [d] if d else list(SPIRV_CONFIG_DIRS)
+        return any((Path(c) / "SPIRV-HeadersConfig.cmake").is_file() for c in candidates)
+
+    def _loader(self, flags: list[str]) -> bool:
+        lib = flag_value(flags, "Vulkan_LIBRARY")
+        if lib:
+            return Path(lib).is_file()
+        # CMake's FindVulkan looks for the development link, libvulkan.so
+        return any((Path(d) / "libvulkan.so").exists() for d in LOADER_DIRS)
