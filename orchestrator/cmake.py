@@ -85,8 +85,8 @@ def configure(plan: BuildPlan, build_dir: Path, flags: list[str], log: Path, env
 
 
 def build(build_dir: Path, targets: tuple[str, ...], log: Path, env: dict[str, str],
-          progress: Optional[ProgressFn] = None) -> BuildStep:
-    args = [cmake_exe(), "--build", str(build_dir), "-j", str(jobs()), "--target", *targets]
+          progress: Optional[ProgressFn] = None, n_jobs: Optional[int] = None) -> BuildStep:
+    args = [cmake_exe(), "--build", str(build_dir), "-j", str(n_jobs or jobs()), "--target", *targets]
     t0 = time.monotonic()
     rc = _run_logged(args, log, env, progress)
     step = BuildStep(rc == 0, time.monotonic() - t0, str(log))

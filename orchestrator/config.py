@@ -59,7 +59,10 @@ SCHEMA: dict[str, Any] = {
                             {"if": {"properties": {"kind": {"const": "git"}}},
                              "then": {"additionalProperties": False, "required": ["url", "ref"],
                                       "properties": {"kind": {}, "url": _STR, "ref": _STR,
-                                                     "subdirectory": _RELPATH}}},
+                                                     "subdirectory": _RELPATH,
+                                                     # submodules to fill in (a fork vendored in a superproject)
+                                                     "submodules": {"type": "array", "items": _RELPATH,
+                                                                    "uniqueItems": True}}}},
                             {"if": {"properties": {"kind": {"const": "local"}}},
                              "then": {"additionalProperties": False, "required": ["path"],
                                       "properties": {"kind": {}, "path": _STR, "subdirectory": _RELPATH}}},
@@ -101,6 +104,7 @@ class Source:
     kind: str
     options: dict[str, Any]
     key: str  # e.g. targets.ggml.source, for error messages
+    base_dir: Optional[Path] = None  # matrix.yaml's directory: a local source's relative path starts there
 
     def __getitem__(self, name: str) -> Any:
         return self.options[name]
@@ -286,7 +290,7 @@ def _resolve(path: Path, data: dict, lines: dict[tuple, int]) -> Matrix:
     root = path.parent
     targets = {
         name: Target(name, t["layout"], t.get("prefix", ""),
-                     Source(t["source"]["kind"], dict(t["source"]), f"targets.{name}.source"),
+                     Source(t["source"]["kind"], dict(t["source"]), f"targets.{name}.source", root),
                      t.get("description", ""))
         for name, t in data["targets"].items()
     }

@@ -7,7 +7,8 @@ ggml repository's own layout is the neutral one every other layout maps to and f
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Optional
 
 from .errors import ConfigError
 
@@ -26,6 +27,11 @@ class Layout:
     ggml_root: str  # where ggml's own tree starts: "" (ggml) or "ggml/" (llama.cpp, whisper.cpp)
     build: str  # "own-tests": the layout's own test build is cheap; "harness": native_tests/
     prefix: str = ""  # the project's place inside a superproject, e.g. "core/vendor/llama.cpp/"
+    # "required": the project builds ggml's tests itself (llama.cpp, ggml), so the gate test must be
+    # registered next to test-opt. "optional": the project may have no ggml test harness at all
+    # (whisper.cpp ships no tests/test-opt.cpp); there the gate test is added unregistered and built
+    # through native_tests/ only.
+    registration: str = "required"
 
     def to_ggml(self, path: str) -> str:
         """This layout's path -> the ggml layout's path."""
@@ -69,7 +75,7 @@ def translate(path: str, src: Layout, dst: Layout) -> str:
 LAYOUTS = {
     "ggml": Layout("ggml", ggml_root="", build="own-tests"),
     "llama.cpp": Layout("llama.cpp", ggml_root="ggml/", build="harness"),
-    "whisper.cpp": Layout("whisper.cpp", ggml_root="ggml/", build="harness"),
+    "whisper.cpp": Layout("whisper.cpp", ggml_root="ggml/", build="harness", registration="optional"),
 }
 
 
@@ -80,7 +86,7 @@ def get_layout(name: str, prefix: str = "") -> Layout:
         raise ConfigError(f"unknown layout {name!r}; expected one of {', '.join(sorted(LAYOUTS))}") from None
     if prefix and not prefix.endswith("/"):
         prefix += "/"
-    return Layout(base.name, base.ggml_root, base.build, prefix)
+    return replace(base, prefix=prefix)
 
 
 # ---- registering the gate test in tests/CMakeLists.txt, in each layout's convention ----
@@ -124,6 +130,18 @@ def register_gate_test(layout: Layout, cmakelists: str) -> str:
         f"{ind}set_property(TEST ${{TEST_TARGET}} PROPERTY ENVIRONMENT \"LLVM_PROFILE_FILE=${{TEST_TARGET}}.profraw\")\n"
     )
     return cmakelists[: m.end()] + block + cmakelists[m.end():]
+
+
+def registered(layout: Layout, cmakelists: Optional[str]) -> Optional[str]:
+    """tests/CMakeLists.txt text (None: absent) -> the registered text, or None where the layout
+    has no harness to register in (registration "optional": the gate test goes unregistered)."""
+    if layout.registration == "optional":
+        if cmakelists is None or (GATE_TEST not in cmakelists and not _LLAMA_ANCHOR.search(cmakelists)):
+            return None
+    if cmakelists is None:
+        raise RegistrationError(f"{layout.tests_dir()}/CMakeLists.txt: missing in the {layout.name} base; "
+                                f"cannot register {GATE_TEST}")
+    return register_gate_test(layout, cmakelists)
 
 
 # ---- what to configure and build for a layout ----

@@ -2,7 +2,9 @@
 negative control on the same build tree. Errors in one cell are recorded; the others go on."""
 from __future__ import annotations
 
+import concurrent.futures
 import json
+import resource
 import shutil
 import sys
 import time
@@ -10,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from . import attribution, backends, classify, cmake, sources
+from . import __version__, attribution, backends, classify, cmake, resultcache, sources, toolchain
 from .cache import Cache, slug
 from .config import Backend, Matrix, Target
 from .errors import BuildFailed, ExitCode, GgmlPatchError, SeriesDoesNotApply
@@ -31,6 +33,14 @@ class RunOptions:
     targets: list[str] = field(default_factory=list)
     backends: list[str] = field(default_factory=list)
     build_only: bool = False  # build (not skip) cells whose toolchain is here but whose device is not
+    rerun: bool = False  # ignore cached cell results
+    parallel: Optional[int] = None  # cells at once (default: as many as cores, at most the cells)
+
+
+def plan_parallelism(n_cells: int, cores: int, parallel: Optional[int]) -> tuple[int, int]:
+    """(cells at once, compile jobs per cell): never more compile jobs than cores in all."""
+    workers = max(1, min(parallel or cores, n_cells, cores))
+    return workers, max(1, cores // workers)
 
 
 def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None) -> dict:
@@ -39,11 +49,19 @@ def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None) -> dict:
     reporter = reporter or Reporter(len(cells))
     repo = SnapshotRepo(opts.cache.snapshots_git)
     started = time.time()
-    cell_results, records = [], []
-    for target, backend in cells:
-        cell, recs = run_cell(opts, series, repo, target, backend, reporter)
-        cell_results.append(cell)
-        records.extend(recs)
+    cpu0 = _own_cpu_s()
+    workers, n_jobs = plan_parallelism(len(cells), cmake.jobs(), opts.parallel)
+    # independent cells overlap (one fetches or links while another compiles); results keep matrix order
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(run_cell, opts, series, repo, t, b, reporter, n_jobs) for t, b in cells]
+        try:
+            done = [f.result() for f in futures]
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+    cell_results = [c for c, _ in done]
+    records = [r for _, recs in done for r in recs]
     return {
         "schema_version": 1,
         "tool": "ggml-patch",
@@ -52,10 +70,17 @@ def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None) -> dict:
         "series": series_info(series),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "duration_s": round(time.time() - started, 2),
+        "orchestrator_cpu_s": round(_own_cpu_s() - cpu0, 2),  # this process only: not git, cmake, compilers, tests
+        "parallel": {"cells_at_once": workers, "jobs_per_build": n_jobs},
         "exit_code": int(overall_exit_code(cell_results)),
         "cells": cell_results,
         "records": records,
     }
+
+
+def _own_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def series_info(series: Series) -> dict:
@@ -69,7 +94,7 @@ def overall_exit_code(cells: list[dict]) -> ExitCode:
 
 
 def run_cell(opts: RunOptions, series: Series, repo: SnapshotRepo, target: Target, backend: Backend,
-             reporter: Reporter) -> tuple[dict, list[dict]]:
+             reporter: Reporter, n_jobs: Optional[int] = None) -> tuple[dict, list[dict]]:
     cell_id = f"{target.name}/{backend.name}"
     reporter.start_cell(cell_id)
     cell = {"cell": cell_id, "target": target.name, "backend": backend.name, "layout": target.layout,
@@ -87,7 +112,7 @@ def run_cell(opts: RunOptions, series: Series, repo: SnapshotRepo, target: Targe
     try:
         with opts.cache.lock(f"cell-{cell_id}"):
             _run_cell_locked(opts, series, repo, target, backend, module, reporter, cell, records, logs,
-                             build_only_reason=why if action == "build-only" else None)
+                             build_only_reason=why if action == "build-only" else None, n_jobs=n_jobs)
     except BuildFailed as e:
         cell.update(status="failed", reason=str(e), exit_code=int(e.exit_code))
     except GgmlPatchError as e:
@@ -116,7 +141,7 @@ def _timed(cell: dict, name: str, t0: float) -> None:
 
 
 def _run_cell_locked(opts, series, repo, target, backend, module, reporter, cell, records, logs,
-                     build_only_reason: Optional[str] = None) -> None:
+                     build_only_reason: Optional[str] = None, n_jobs: Optional[int] = None) -> None:
     layout = get_layout(target.layout, target.prefix)
     src_layout = get_layout(series.layout)
 
@@ -132,6 +157,17 @@ def _run_cell_locked(opts, series, repo, target, backend, module, reporter, cell
     t0 = time.monotonic()
     rendered = render(series, src_layout, layout, lambda p: repo.read_blob(snap.commit, p))
     cell_dir = opts.cache.cell_dir(cell["cell"])
+    env = module.test_env(backend)
+    key = resultcache.cell_key({
+        "tool": __version__, "base": snap.commit, "series": rendered.sha256, "layout": [layout.name, layout.prefix],
+        "harness": (opts.matrix.native_tests_dir / "CMakeLists.txt").read_text(encoding="utf-8"),
+        "flags": module.configure_flags(backend), "env": env, "timeout": backend.timeout,
+        "build_only": build_only_reason is not None, "toolchain": toolchain.versions()})
+    cell["cache_key"] = key
+    if not opts.rerun and _reuse_cached(opts.cache, key, cell, records, logs):
+        _timed(cell, "apply", t0)
+        reporter.done(f"cached result, nothing changed (key {key[:12]}; --rerun to run it again)")
+        return
     worktree = Worktree(repo, cell_dir / "src")
     try:
         head = apply_series(worktree, snap.commit, rendered, cell_dir)
@@ -143,7 +179,6 @@ def _run_cell_locked(opts, series, repo, target, backend, module, reporter, cell
 
     plan = build_plan(layout, str(worktree.path), str(_harness(opts.matrix.native_tests_dir, cell_dir)))
     build_dir = cell_dir / "build"
-    env = module.test_env(backend)
     reporter.step("configure", f"cmake {module.name}")
     t0 = time.monotonic()
     step = cmake.configure(plan, build_dir, module.configure_flags(backend), logs / "configure.log", env)
@@ -153,20 +188,23 @@ def _run_cell_locked(opts, series, repo, target, backend, module, reporter, cell
 
     fix_paths = rendered.fix_paths()
     run_tests = build_only_reason is None
-    patched = _variant(cell, "patched", plan.targets, build_dir, backend, env, logs, reporter, run_tests)
+    patched = _variant(cell, "patched", plan.targets, build_dir, backend, env, logs, reporter, run_tests, n_jobs)
     records.append(patched)
 
     reporter.step("control", f"revert {', '.join(fix_paths)}, keep the test")
+    t0 = time.monotonic()
     diff = worktree.diff(snap.commit, fix_paths)
     worktree.apply_reverse(diff)
     try:
-        control = _variant(cell, "control", plan.targets, build_dir, backend, env, logs, reporter, run_tests)
+        control = _variant(cell, "control", plan.targets, build_dir, backend, env, logs, reporter, run_tests, n_jobs)
     finally:
         worktree.restore(fix_paths)  # the tree is left patched whatever happened
+    _timed(cell, "control", t0)  # the control's whole marginal cost: revert, rebuild, tests, restore
     control["reverted"] = fix_paths
     if not run_tests:
         records.append(control)
         _finish_build_only(cell, control, build_only_reason, records)
+        _store_cached(opts.cache, key, cell, records, logs)
         return
 
     # each test failing with the fix, against the same test (and device) without it
@@ -198,6 +236,39 @@ def _run_cell_locked(opts, series, repo, target, backend, module, reporter, cell
     for rec in records:
         for t in rec["tests"].values():
             t.pop("output", None)
+    _store_cached(opts.cache, key, cell, records, logs)
+
+
+def _results_dir(cache: Cache) -> Path:
+    return cache.root / "results"
+
+
+def _store_cached(cache: Cache, key: str, cell: dict, records: list[dict], logs: Path) -> None:
+    """Keep a finished cell's result and logs, to be reused while nothing it depends on changes."""
+    entry_logs = _results_dir(cache) / f"{key}-logs"
+    if entry_logs.exists():
+        shutil.rmtree(entry_logs)
+    if logs.exists():
+        shutil.copytree(logs, entry_logs)
+    resultcache.store(_results_dir(cache), key, {"cell": cell, "records": records, "logs": str(logs)})
+
+
+def _reuse_cached(cache: Cache, key: str, cell: dict, records: list[dict], logs: Path) -> bool:
+    entry = resultcache.load(_results_dir(cache), key)
+    if not entry:
+        return False
+    entry_logs = _results_dir(cache) / f"{key}-logs"
+    if entry_logs.exists():
+        shutil.copytree(entry_logs, logs, dirs_exist_ok=True)
+    old = entry.get("logs", "")
+    text = json.dumps({"cell": entry["cell"], "records": entry["records"]})
+    restored = json.loads(text.replace(json.dumps(old)[1:-1], json.dumps(str(logs))[1:-1]) if old else text)
+    timings = dict(cell["timings"])
+    cell.update({k: v for k, v in restored["cell"].items() if k not in ("timings",)})
+    cell["timings"] = timings
+    cell["cached"] = {"key": key, "timings_of_the_run": restored["cell"].get("timings", {})}
+    records.extend(restored["records"])
+    return True
 
 
 def _finish_build_only(cell: dict, control: dict, no_device: str, records: list[dict]) -> None:
@@ -257,11 +328,12 @@ def apply_series(worktree: Worktree, base: str, rendered: Series, cell_dir: Path
 
 
 def _variant(cell: dict, variant: str, targets: tuple[str, ...], build_dir: Path, backend: Backend,
-             env: dict[str, str], logs: Path, reporter: Reporter, run_tests: bool = True) -> dict:
+             env: dict[str, str], logs: Path, reporter: Reporter, run_tests: bool = True,
+             n_jobs: Optional[int] = None) -> dict:
     rec = {"cell": cell["cell"], "target": cell["target"], "backend": cell["backend"], "variant": variant,
            "status": "", "build": {}, "tests": {}}
     reporter.step(f"build {variant}", f"targets {' '.join(targets)}")
-    step = cmake.build(build_dir, targets, logs / f"build-{variant}.log", env, reporter.build_progress)
+    step = cmake.build(build_dir, targets, logs / f"build-{variant}.log", env, reporter.build_progress, n_jobs)
     rec["build"] = {"ok": step.ok, "duration_s": round(step.duration_s, 2), "log": step.log, "error": step.error}
     cell["timings"][f"build_{variant}"] = round(step.duration_s, 2)
     if not step.ok:

@@ -64,6 +64,8 @@ def merge_results(parts: list[tuple[str, dict]], order: Optional[Iterable[str]] 
         "series": first["series"],
         "started_at": _started_at(parts),
         "duration_s": round(sum(res.get("duration_s") or 0 for _, res in parts), 2),
+        "orchestrator_cpu_s": round(sum(res.get("orchestrator_cpu_s") or 0 for _, res in parts), 2),
+        "parallel": {"legs": len(parts)},
         "exit_code": int(overall_exit_code(cells)),
         "cells": cells,
         "records": records,

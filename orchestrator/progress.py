@@ -1,48 +1,93 @@
-"""Progress for long work: which cell, which step, how far the build is. Goes to stderr."""
+"""Progress for long work: which cell, which step, how far the build is. Goes to stderr.
+
+Cells may run in parallel threads: each thread's cell and step live in thread-local state and
+every line names its cell. On a terminal each cell's build is a live progress bar (ninja's
+[done/total]); elsewhere (CI logs) a line every 10%.
+"""
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Optional
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 
 class Reporter:
     def __init__(self, total_cells: int, console: Optional[Console] = None):
         self.console = console or Console(stderr=True, highlight=False)
         self.total = total_cells
-        self.index = 0
-        self.cell = ""
-        self._step_t0 = 0.0
-        self._last_pct = -1
+        self._next = 0
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._bars: Optional[Progress] = None
+        if self.console.is_terminal:
+            self._bars = Progress(TextColumn("    {task.description}"), BarColumn(), MofNCompleteColumn(),
+                                  TimeElapsedColumn(), console=self.console, transient=True)
+
+    # ---- per-thread state: the cell this thread is working on ----
+    @property
+    def index(self) -> int:
+        return getattr(self._local, "index", 0)
+
+    @property
+    def cell(self) -> str:
+        return getattr(self._local, "cell", "")
 
     def start_cell(self, cell_id: str) -> None:
-        self.index += 1
-        self.cell = cell_id
+        with self._lock:
+            self._next += 1
+            self._local.index = self._next
+        self._local.cell = cell_id
+        self._local.task = None
         self.console.print(f"[bold]\\[{self.index}/{self.total}] {cell_id}[/bold]")
 
     def step(self, name: str, detail: str = "") -> None:
-        self._step_t0 = time.monotonic()
-        self._last_pct = -1
-        self.console.print(f"  [{self.index}/{self.total}] {self.cell}: {name}" + (f" [dim]{detail}[/dim]" if detail else ""))
+        self._local.t0 = time.monotonic()
+        self._local.last_pct = -1
+        self.console.print(f"  [{self.index}/{self.total}] {self.cell}: {name}"
+                           + (f" [dim]{detail}[/dim]" if detail else ""))
 
     def done(self, what: str) -> None:
-        self.console.print(f"    {what} [dim]({time.monotonic() - self._step_t0:.1f} s)[/dim]")
+        self._end_bar()
+        t0 = getattr(self._local, "t0", time.monotonic())
+        self.console.print(f"    {self.cell}: {what} [dim]({time.monotonic() - t0:.1f} s)[/dim]")
 
     def build_progress(self, done: int, total: int) -> None:
-        """Ninja's [done/total], shown every 10% (one line each, so logs stay readable)."""
+        """Ninja's [done/total] for this thread's cell."""
+        if self._bars is not None:
+            with self._lock:
+                if not self._bars.live.is_started:
+                    self._bars.start()
+                task = getattr(self._local, "task", None)
+                if task is None:
+                    task = self._local.task = self._bars.add_task(self.cell, total=total)
+                self._bars.update(task, completed=done, total=total)
+            return
         pct = done * 100 // max(total, 1)
-        if pct // 10 != self._last_pct // 10 or done == total:
-            self._last_pct = pct
+        last = getattr(self._local, "last_pct", -1)
+        if pct // 10 != last // 10 or done == total:
+            self._local.last_pct = pct
             bar = "#" * (pct // 5) + "." * (20 - pct // 5)
-            self.console.print(f"    [{bar}] {done}/{total} build steps", markup=False)
+            self.console.print(f"    {self.cell}: [{bar}] {done}/{total} build steps", markup=False)
+
+    def _end_bar(self) -> None:
+        task = getattr(self._local, "task", None)
+        if self._bars is not None and task is not None:
+            with self._lock:
+                self._bars.remove_task(task)
+                if not self._bars.tasks:
+                    self._bars.stop()
+            self._local.task = None
 
     def skip(self, reason: str) -> None:
-        self.console.print(f"  [yellow]skipped:[/yellow] {reason}")
+        self.console.print(f"  [{self.index}/{self.total}] {self.cell}: [yellow]skipped:[/yellow] {reason}")
 
     def cell_result(self, status: str, reason: str) -> None:
-        colour = {"passed": "green", "skipped": "yellow"}.get(status, "red")
+        self._end_bar()
+        colour = {"passed": "green", "skipped": "yellow", "build-only": "cyan"}.get(status, "red")
         self.console.print(f"  [{colour}]{self.cell}: {status}[/{colour}] - {reason}")
 
     def error(self, message: str) -> None:

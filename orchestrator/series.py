@@ -6,7 +6,6 @@ same bytes; rendering into the series' own layout is the identity.
 from __future__ import annotations
 
 import difflib
-import itertools
 import hashlib
 import re
 from dataclasses import dataclass, replace
@@ -16,7 +15,7 @@ from typing import Callable, Optional
 import unidiff
 
 from .errors import ConfigError
-from .layout import GATE_TEST, REGISTRATION_FILE, Layout, register_gate_test
+from .layout import GATE_TEST, REGISTRATION_FILE, Layout, registered
 
 _DIFF_START = re.compile(r"^diff --git ", re.M)
 _SIGNATURE = re.compile(r"\n-- \n[0-9][^\n]*\n\s*\Z")
@@ -153,19 +152,36 @@ def parse_series(layout: str, patches: list[tuple[str, str]]) -> Series:
 
 def render(series: Series, src: Layout, dst: Layout, base_file: Callable[[str], Optional[str]]) -> Series:
     """The series as it applies in layout `dst`: paths mapped, the gate test registered in
-    dst's own tests/CMakeLists.txt convention. `base_file(path)` reads a file of dst's base."""
+    dst's own tests/CMakeLists.txt convention. `base_file(path)` reads a file of dst's base.
+
+    A layout with no test harness (registration "optional", whisper.cpp) gets the gate test
+    unregistered; rendering such a series back into a layout that registers its tests adds the
+    registration again, just before the file that adds the gate test."""
     if src == dst:
         return series
+    other_project = src.name != dst.name
     patches = []
     for p in series.patches:
         files = []
         for f in p.files:
-            if f.path == src.prefix + REGISTRATION_FILE and src.name != dst.name:
-                files.append(_registration_diff(dst, base_file))
+            if f.path == src.prefix + REGISTRATION_FILE and other_project:
+                files += _registration_diff(dst, base_file)
+            elif other_project and _adds_gate_test(f) and not _registers(files, dst):
+                files += _registration_diff(dst, base_file)
+                files.append(_retarget(f, src, dst))
             else:
                 files.append(_retarget(f, src, dst))
-        patches.append(replace(p, files=tuple(files)))
+        if files:  # a patch that only registered the test has nothing left where nothing registers
+            patches.append(replace(p, files=tuple(files)))
     return Series(dst.name, tuple(patches))
+
+
+def _adds_gate_test(f: FileDiff) -> bool:
+    return PurePosixPath(f.path).name == f"{GATE_TEST}.cpp" and "\nnew file mode " in f.text
+
+
+def _registers(files: list[FileDiff], dst: Layout) -> bool:
+    return any(f.path == dst.prefix + REGISTRATION_FILE for f in files)
 
 
 def _retarget(f: FileDiff, src: Layout, dst: Layout) -> FileDiff:
@@ -186,12 +202,14 @@ def _map(path: str, src: Layout, dst: Layout) -> str:
     return dst.from_ggml(src.to_ggml(path))
 
 
-def _registration_diff(dst: Layout, base_file: Callable[[str], Optional[str]]) -> FileDiff:
+def _registration_diff(dst: Layout, base_file: Callable[[str], Optional[str]]) -> list[FileDiff]:
+    """The registration of the gate test in dst's base, as a diff: one, or none where dst has no harness."""
     path = dst.prefix + REGISTRATION_FILE
     old = base_file(path)
-    if old is None:
-        raise ConfigError(f"{path}: missing in the {dst.name} base; cannot register {GATE_TEST}")
-    return FileDiff(path, unified_file_diff(path, old, register_gate_test(dst, old)))
+    new = registered(dst, old)
+    if new is None:
+        return []
+    return [FileDiff(path, unified_file_diff(path, old, new))]
 
 
 def git_blob_id(text: str) -> str:
@@ -200,11 +218,44 @@ def git_blob_id(text: str) -> str:
 
 
 def unified_file_diff(path: str, old: str, new: str) -> str:
-    """A git-style diff of one modified text file (index line included, for 3-way merges)."""
+    """A git-style diff of one modified text file, as `git diff --full-index` writes it: the index
+    line (for 3-way merges), 3 lines of context and git's default function-name hunk headers, so
+    the llama.cpp registration regenerated here is byte-identical to the one git wrote into
+    patches/. (An insertion that could slide over equal lines may be placed differently from git's
+    indent heuristic: it still applies the same.)"""
     head = (f"diff --git a/{path} b/{path}\nindex {git_blob_id(old)}..{git_blob_id(new)} 100644\n"
             f"--- a/{path}\n+++ b/{path}\n")
+    a, b = old.splitlines(True), new.splitlines(True)
     body = []
-    lines = difflib.unified_diff(old.splitlines(True), new.splitlines(True), n=3)
-    for line in itertools.islice(lines, 2, None):  # past difflib's own ---/+++ file lines
-        body.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    for group in difflib.SequenceMatcher(None, a, b, autojunk=False).get_grouped_opcodes(3):
+        i1, i2, j1, j2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
+        body.append(f"@@ -{_hunk_range(i1, i2)} +{_hunk_range(j1, j2)} @@{_funcname(a, i1)}\n")
+        for tag, a1, a2, b1, b2 in group:
+            if tag == "equal":
+                body += [_diff_line(" ", line) for line in a[a1:a2]]
+                continue
+            body += [_diff_line("-", line) for line in a[a1:a2]]
+            body += [_diff_line("+", line) for line in b[b1:b2]]
     return head + "".join(body)
+
+
+def _hunk_range(start: int, stop: int) -> str:
+    length = stop - start
+    if length == 1:
+        return str(start + 1)
+    return f"{start if length == 0 else start + 1},{length}"
+
+
+def _diff_line(mark: str, line: str) -> str:
+    return mark + line if line.endswith("\n") else f"{mark}{line}\n\\ No newline at end of file\n"
+
+
+def _funcname(old_lines: list[str], hunk_start: int) -> str:
+    """git's default hunk-header context: the nearest line above the hunk that starts with a
+    letter, '_' or '$', cut to 80 bytes, trailing whitespace removed (xdiff's def_ff)."""
+    for line in reversed(old_lines[:hunk_start]):
+        raw = line.encode()
+        if raw[:1].isalpha() or raw[:1] in (b"_", b"$"):
+            name = raw[:80].rstrip(b" \t\n\v\f\r").decode("utf-8", "ignore")
+            return f" {name}" if name else ""
+    return ""

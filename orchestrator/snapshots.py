@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Optional
@@ -63,9 +64,88 @@ class SnapshotRepo:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index"), "GIT_WORK_TREE": str(directory)}
             self.git("add", "--all", "--force", "--", ".", env=env, cwd=directory)
             tree = self.git("write-tree", env=env)
+        return self.commit_tree(tree, ref, message)
+
+    def commit_tree(self, tree: str, ref: str, message: str) -> str:
+        """A deterministic parentless commit of `tree` (fixed identity and date), stored as `ref`."""
         commit = self.git("commit-tree", tree, "-m", message, env=FIXED_IDENTITY)
         self.git("update-ref", ref, commit)
         return commit
+
+    def has_commit(self, rev: str) -> bool:
+        return self.ref_commit(rev) is not None
+
+    def has_object(self, sha: str) -> bool:
+        try:
+            self.git("cat-file", "-e", sha)
+        except git.GitCommandError:
+            return False
+        return True
+
+    def object_id(self, rev: str, path: str) -> Optional[str]:
+        """The id of the blob or tree at `path` in a commit or tree (None when absent)."""
+        try:
+            return self.git("rev-parse", "--verify", "--quiet", f"{rev}:{path}")
+        except git.GitCommandError:
+            return None
+
+    def tree_of(self, rev: str, subdir: str = "") -> Optional[str]:
+        """The tree id of a commit, or of one of its directories (None when absent or not a tree)."""
+        if subdir:
+            oid = self.object_id(rev, subdir)
+            return oid if oid and self.git("cat-file", "-t", oid) == "tree" else None
+        try:
+            return self.git("rev-parse", "--verify", "--quiet", f"{rev}^{{tree}}")
+        except git.GitCommandError:
+            return None
+
+    def tree_from_entries(self, entries: list[tuple[str, str, str]]) -> str:
+        """A tree from (mode, blob id, path) entries, built in a temporary index."""
+        data = "".join(f"{mode} {sha}\t{path}\0" for mode, sha, path in entries)
+        with tempfile.TemporaryDirectory(prefix="index-", dir=self.path) as tmp:
+            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            self._with_input(["update-index", "-z", "--add", "--index-info"],
+                             data.encode("utf-8", "surrogateescape"), env=env)
+            return self.git("write-tree", env=env)
+
+    def tree_with_subtree(self, tree: str, path: str, subtree: str) -> str:
+        """`tree` with the entry at `path` (e.g. a submodule's gitlink) replaced by directory `subtree`."""
+        with tempfile.TemporaryDirectory(prefix="index-", dir=self.path) as tmp:
+            # read-tree --prefix insists on a work tree; an empty one, never written (no -u)
+            (Path(tmp) / "empty").mkdir()
+            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index"), "GIT_WORK_TREE": str(Path(tmp) / "empty")}
+            self.git("read-tree", tree, env=env)
+            self._with_input(["update-index", "-z", "--index-info"], f"0 {'0' * 40}\t{path}\0".encode(), env=env)
+            self.git("read-tree", f"--prefix={path.strip('/')}/", subtree, env=env)
+            return self.git("write-tree", env=env)
+
+    def hash_blobs(self, directory: Path, paths: list[str]) -> list[str]:
+        """Blob ids of files under `directory`, written into this repository; the files are only read."""
+        if not paths:
+            return []
+        listing = "\n".join(paths).encode("utf-8", "surrogateescape") + b"\n"
+        return self._with_input(["hash-object", "-w", "--no-filters", "--stdin-paths"], listing, cwd=directory).split()
+
+    def hash_data(self, data: bytes) -> str:
+        return self._with_input(["hash-object", "-w", "--stdin"], data).strip()
+
+    def _with_input(self, args: list[str], data: bytes, env: Optional[dict] = None, cwd: Optional[Path] = None) -> str:
+        proc = subprocess.run(["git", f"--git-dir={self.path}", *args], input=data, capture_output=True,
+                              env=_env(**(env or {})), cwd=cwd)
+        if proc.returncode != 0:
+            raise ToolError(f"git {args[0]} in {self.path}: {proc.stderr.decode(errors='replace').strip()}")
+        return proc.stdout.decode()
+
+    def fetch(self, source: str, refspec: str, timeout: Optional[float] = None) -> None:
+        """Copy a ref and its history from another repository (a mirror in the cache) into this one."""
+        self.repo.git.execute(["git", f"--git-dir={self.path}", "fetch", "--quiet", "--no-tags", source, refspec],
+                              env=_env(), kill_after_timeout=timeout)
+
+    def remove_worktree(self, path: Path) -> None:
+        with self.lock:  # like add and prune: never while another run changes the worktree list
+            if Path(path).exists():
+                self.git("worktree", "remove", "--force", "--force", str(path))
+            self.git("worktree", "prune")
 
     def read_blob(self, commit: str, path: str) -> Optional[str]:
         """A file's exact text at a commit (None when absent)."""
@@ -145,6 +225,80 @@ class Worktree:
 
     def restore(self, paths: list[str]) -> None:
         self.git("checkout", "HEAD", "--", *paths)
+
+    # ---- one patch at a time, for the drift status: clean, 3-way, already there, conflict ----
+
+    def am_one(self, patch_file: Path, three_way: bool = False) -> Optional[str]:
+        """Apply one patch as a commit. None when it applied; else git's output, with the am
+        left in progress (abort it, or leave it for someone to resolve)."""
+        try:
+            self.git("am", "--committer-date-is-author-date", "--keep-cr", *(["-3"] if three_way else []),
+                     str(patch_file))
+        except git.GitCommandError as e:
+            return ((e.stdout or "") + "\n" + (e.stderr or "")).replace("stdout: ", "").replace("stderr: ", "")
+        return None
+
+    def am_start(self, patch_files: list[Path]) -> Optional[str]:
+        """`git am -3` the patches, leaving it stopped at the first one that does not merge (for
+        resolution by hand: fix, `git add`, `git am --continue`). None when all applied."""
+        try:
+            self.git("am", "--committer-date-is-author-date", "--keep-cr", "-3", *map(str, patch_files))
+        except git.GitCommandError as e:
+            return _first_error(e)
+        return None
+
+    def am_abort(self) -> None:
+        try:
+            self.git("am", "--abort")
+        except git.GitCommandError:
+            pass  # no am in progress
+
+    def am_in_progress(self) -> bool:
+        return self._git_path("rebase-apply").exists()
+
+    def applies(self, patch_file: Path, reverse: bool = False) -> bool:
+        """Whether the patch applies to the files as they are (reverse: whether it is already there)."""
+        try:
+            self.git("apply", "--check", *(["-R"] if reverse else []), str(patch_file))
+        except git.GitCommandError:
+            return False
+        return True
+
+    def conflicted_files(self) -> list[str]:
+        out = self.git("diff", "--name-only", "--diff-filter=U")
+        return [line for line in out.splitlines() if line]
+
+    def read_file(self, path: str) -> Optional[str]:
+        f = self.path / path
+        try:
+            return f.read_bytes().decode("utf-8", "surrogateescape")
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+    def commits_since(self, base: str) -> list[str]:
+        out = self.git("rev-list", "--reverse", f"{base}..HEAD")
+        return out.split()
+
+    def tree(self) -> str:
+        return self.git("rev-parse", "HEAD^{tree}")
+
+    def descends_from(self, commit: str) -> bool:
+        try:
+            self.git("merge-base", "--is-ancestor", commit, "HEAD")
+        except git.GitCommandError:
+            return False
+        return True
+
+    def format_patch(self, base: str, out_dir: Path) -> list[Path]:
+        """base..HEAD as patch files, written the way patches/ was: stable bytes, so regenerating
+        an unchanged series changes nothing (no commit ids, dates of the run, diffstat or version)."""
+        out_dir.mkdir(parents=True, exist_ok=True)
+        names = self.git("format-patch", "--zero-commit", "--full-index", "--no-signature", "--no-stat",
+                         "--no-color", "-o", str(out_dir), f"{base}..HEAD")
+        return [Path(n) for n in names.splitlines() if n]
+
+    def _git_path(self, name: str) -> Path:
+        return Path(self.git("rev-parse", "--path-format=absolute", "--git-path", name))
 
 
 def _first_error(e: git.GitCommandError) -> str:

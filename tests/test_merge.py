@@ -33,8 +33,10 @@ def test_merging_the_cells_gives_back_the_whole_run(sample):
     ggml, llama = _split(sample, "ggml/cpu"), _split(sample, "llama.cpp/cpu")
     llama["started_at"], ggml["started_at"] = "2026-11-30T00:40:00Z", "2026-11-30T00:39:51Z"
     llama["duration_s"], ggml["duration_s"] = 20.0, 4.61
+    llama["orchestrator_cpu_s"], ggml["orchestrator_cpu_s"] = 0.5, 0.25
     merged = merge_results([("ggml", ggml), ("llama", llama)], ORDER)  # given out of order
-    assert merged == sample  # cells back in matrix order; earliest start; summed machine time
+    # cells back in matrix order; earliest start; summed machine time; one leg each
+    assert merged == {**sample, "orchestrator_cpu_s": 0.75, "parallel": {"legs": 2}}
 
 
 def test_cells_not_in_the_order_keep_their_input_order(sample):
@@ -114,7 +116,7 @@ def test_cli_refuses_bad_input_in_one_line(sample, tmp_path, repo_root, case):
     assert not out.exists()  # refused before anything was written
 
 
-_VOLATILE = {"started_at", "duration_s", "timings", "log"}
+_VOLATILE = {"started_at", "duration_s", "timings", "log", "orchestrator_cpu_s", "parallel", "cached"}
 
 
 def _comparable(x):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import ExitCode
+from ..errors import ConfigError, ExitCode
 
 HELP = "apply, build, test and control every cell of the matrix"
 
@@ -16,6 +16,10 @@ def add_arguments(p) -> None:
     p.add_argument("--build-only", action="store_true",
                    help="build (patched and control, no tests) the cells whose toolchain is here but whose "
                         "device is not (CUDA without a GPU), instead of skipping them")
+    p.add_argument("--rerun", action="store_true",
+                   help="run every cell again even when a cached result for exactly these inputs exists")
+    p.add_argument("--parallel", type=int, metavar="N",
+                   help="cells at once (default: one per core; compile jobs are split so the cores are never oversubscribed)")
 
 
 def run(args, matrix, cache) -> ExitCode:
@@ -23,7 +27,10 @@ def run(args, matrix, cache) -> ExitCode:
     from ..results import write_results
 
     results_dir = Path(args.results)
-    opts = RunOptions(matrix, cache, results_dir, args.profile, args.target, args.backend, args.build_only)
+    if args.parallel is not None and args.parallel < 1:
+        raise ConfigError(f"--parallel {args.parallel}: expected a positive number of cells")
+    opts = RunOptions(matrix, cache, results_dir, args.profile, args.target, args.backend, args.build_only,
+                      args.rerun, args.parallel)
     results = run_matrix(opts)
     paths = write_results(results, results_dir)
     cells = results["cells"]

@@ -10,8 +10,12 @@ from typing import Callable
 
 from ..cache import Cache
 from ..config import Source
-from ..errors import ConfigError
+from ..errors import ConfigError, SourceUnavailable
 from ..snapshots import SnapshotRepo
+
+
+class SourceUnreachable(SourceUnavailable):
+    """The network (or a remote) could not be reached: a status, not a crash, for `status`."""
 
 
 @dataclass(frozen=True)
@@ -26,9 +30,10 @@ def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
 
 
 def _kind(source: Source) -> Callable[[Source, Cache, SnapshotRepo], Snapshot]:
-    from . import pypi_sdist
+    from . import git, local, pypi_sdist, tarball
 
-    kinds = {"pypi-sdist": pypi_sdist.snapshot}
+    kinds = {"pypi-sdist": pypi_sdist.snapshot, "git": git.snapshot, "local": local.snapshot,
+             "tarball": tarball.snapshot}
     try:
         return kinds[source.kind]
     except KeyError:

@@ -19,7 +19,12 @@ from ..cache import Cache, slug
 from ..config import Source
 from ..errors import SourceUnavailable
 from ..snapshots import SnapshotRepo
-from . import Snapshot
+from . import Snapshot, SourceUnreachable
+
+# pip's words for a network it cannot reach (urllib3/requests messages in its retries and errors)
+_NETWORK_ERRORS = ("Failed to establish a new connection", "NameResolutionError", "Temporary failure in name resolution",
+                   "Network is unreachable", "Connection refused", "Read timed out", "ConnectTimeoutError",
+                   "ProxyError")
 
 
 def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
@@ -69,6 +74,8 @@ def download(package: str, version: str, sha256: str, cache: Cache, key: str) ->
             files = [p for p in Path(tmp).iterdir() if p.name.endswith((".tar.gz", ".zip"))]
             if proc.returncode != 0 or len(files) != 1:
                 last = (proc.stderr.strip().splitlines() or ["no sdist downloaded"])[-1]
+                if any(m in proc.stderr for m in _NETWORK_ERRORS):  # a status for `status`, not a missing package
+                    raise SourceUnreachable(f"{key}: PyPI is unreachable for {package}=={version}: {last}")
                 raise SourceUnavailable(f"{key}: pip could not download {package}=={version}: {last}")
             folder.mkdir(exist_ok=True)
             target = folder / files[0].name

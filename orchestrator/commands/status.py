@@ -1,0 +1,61 @@
+"""ggml-patch status: one table of where the series stands on every target of a profile. Builds nothing."""
+from __future__ import annotations
+
+import json
+import sys
+
+from ..errors import ExitCode
+
+HELP = "where the series applies: cleanly, with a 3-way merge, in conflict, already upstream, not applicable"
+
+_STYLE = {"applies cleanly": "green", "applies with 3-way merge": "yellow", "conflict": "bold red",
+          "already upstream": "cyan", "not applicable": "dim", "source unreachable": "magenta",
+          "source unavailable": "magenta"}
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--profile", default="default", help="matrix.yaml profile (default: default)")
+    p.add_argument("--target", action="append", default=[], metavar="NAME", help="only this target (repeatable)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
+
+
+def run(args, matrix, cache) -> ExitCode:
+    from ..drift import status_of_targets, target_names
+    from ..status import exit_code
+
+    rows = status_of_targets(matrix, cache, target_names(matrix, args.profile, args.target))
+    if args.json:
+        print(json.dumps({"profile": args.profile, "targets": [r.to_json() for r in rows]}, indent=2))
+    else:
+        print_table(rows, args.profile)
+    return exit_code(rows)
+
+
+def print_table(rows, profile: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=None if sys.stdout.isatty() else 160, highlight=False)
+    table = Table(title=f"ggml-patch status (profile {profile})", title_justify="left")
+    for col in ("target", "layout", "source", "base", "status", "detail"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        desc = r.source.get("description") or r.source.get("kind", "")
+        table.add_row(r.target, r.layout, desc, (r.base or "")[:12], f"[{_STYLE.get(r.status, '')}]{r.status}[/]",
+                      _escape(r.detail))
+    console.print(table)
+    for r in rows:
+        c = r.conflict
+        if not c:
+            continue
+        lines = ", ".join(f"{a}-{b}" for a, b in c.lines) or "no conflict markers"
+        console.print(f"{r.target}: conflict in {c.file or '?'} ({_escape(c.hunk)}; lines {lines})"
+                      + (f"; {_escape(c.reason)}" if c.reason else ""), soft_wrap=True)
+        action = "kept from an earlier run" if c.kept else "left for resolution"
+        console.print(f"  worktree {action}: {c.worktree}\n  resolve, `git add`, `git am --continue` there, "
+                      f"then `ggml-patch refresh {r.target}`", soft_wrap=True)
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+    return escape(text or "")

@@ -1,0 +1,153 @@
+"""Source kind `local`: a checkout on this machine (a fork, work in progress), taken as it is now.
+
+The checkout is only ever read. Its files, uncommitted changes and untracked files git does not
+ignore included, are hashed straight into the snapshot repository (`hash-object --stdin-paths`,
+then a tree built in a temporary index there) and committed deterministically. In the checkout,
+git only lists files (`ls-files`, `rev-parse`), with GIT_OPTIONAL_LOCKS=0 so that not even the
+index's stat cache is refreshed: its files, index and HEAD stay byte-identical. A populated
+submodule is read the same way, so a fork vendored in a superproject (a `prefix:` layout) is
+complete. A directory that is not a git checkout is read whole.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import subprocess
+from pathlib import Path
+from typing import Optional
+
+from ..cache import Cache, slug
+from ..config import Source
+from ..errors import ConfigError
+from ..snapshots import SnapshotRepo, _env
+from . import Snapshot
+
+_GITLINK = "160000"
+
+
+def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
+    root = (source.base_dir or Path.cwd()) / Path(os.path.expanduser(str(source["path"])))
+    root = root.absolute()
+    if not root.is_dir():
+        raise ConfigError(f"{source.key}.path: {root} is not a directory")
+    subdir = source.get("subdirectory", "").strip("/")
+    expanded, plain = checkout_tree(repo, root, source.key)
+    head = _in_checkout(root, "rev-parse", "--verify", "--quiet", "HEAD")
+    head_tree = _in_checkout(root, "rev-parse", "--verify", "--quiet", "HEAD:./") if head else None
+    dirty = head_tree != plain
+    tree = repo.tree_of(expanded, subdir) if subdir else expanded
+    if tree is None:
+        raise ConfigError(f"{source.key}.subdirectory: {subdir!r} is not a directory in {root}")
+    provenance = {"path": str(root), "head": head, "uncommitted_changes": dirty}
+    state = f"HEAD {head[:12]}" if head else "no commits"
+    description = f"local {root}{'/' + subdir if subdir else ''} ({state}{', uncommitted changes' if dirty else ''})"
+    message = (f"snapshot of local checkout {root}\n\nhead: {head or '-'}\nuncommitted-changes: {str(dirty).lower()}\n"
+               f"subdirectory: {subdir or '.'}\n")
+    ref = f"refs/snapshots/local/{slug(root.name)}-{hashlib.sha256(str(root).encode()).hexdigest()[:10]}"
+    return Snapshot(repo.commit_tree(tree, ref, message), description, provenance)
+
+
+def checkout_tree(repo: SnapshotRepo, root: Path, key: str) -> tuple[str, str]:
+    """(tree with populated submodules filled in, tree as `git commit -a` plus untracked files
+    would record it, submodules as gitlinks: compared with HEAD's tree to tell a clean checkout)."""
+    if _in_checkout(root, "rev-parse", "--is-inside-work-tree") != "true":
+        tree = repo.tree_from_entries(_entries(repo, root, _walk(root)))
+        return tree, tree
+    files, gitlinks = working_files(root)
+    entries = _entries(repo, root, files)
+    subtrees = []
+    for path, recorded in gitlinks:
+        sub = root / path
+        if (sub / ".git").exists():
+            sub_tree, _ = checkout_tree(repo, sub, key)
+            subtrees.append((path, sub_tree))
+            recorded = _in_checkout(sub, "rev-parse", "--verify", "--quiet", "HEAD") or recorded
+        entries.append((_GITLINK, recorded, path))
+    plain = repo.tree_from_entries(entries)
+    expanded = plain
+    for path, sub_tree in subtrees:
+        expanded = repo.tree_with_subtree(expanded, path, sub_tree)
+    return expanded, plain
+
+
+def working_files(root: Path) -> tuple[list[str], list[tuple[str, str]]]:
+    """(files present in the working tree: tracked and untracked-not-ignored, [(submodule path, its
+    recorded commit)]), relative to `root`, read with `git ls-files` only."""
+    staged = _in_checkout_z(root, "ls-files", "-z", "--stage")
+    tracked, gitlinks = {}, {}
+    for rec in staged:
+        meta, _, path = rec.partition("\t")
+        mode, sha, _stage = meta.split()
+        if mode == _GITLINK:
+            gitlinks[path] = sha
+        else:
+            tracked[path] = None
+    others = [p for p in _in_checkout_z(root, "ls-files", "-z", "--others", "--exclude-standard")
+              if not p.endswith("/")]  # an untracked nested repository: not ours to read
+    files = [p for p in [*tracked, *others] if _is_file_or_link(root / p)]
+    return sorted(set(files)), sorted(gitlinks.items())
+
+
+def _entries(repo: SnapshotRepo, root: Path, paths: list[str]) -> list[tuple[str, str, str]]:
+    regular = [p for p in paths if not (root / p).is_symlink()]
+    for p in regular:
+        if "\n" in p:
+            raise ConfigError(f"{root / p}: a file name with a newline cannot be read into a snapshot")
+    blobs = dict(zip(regular, repo.hash_blobs(root, regular)))
+    out = []
+    for p in paths:
+        if p in blobs:
+            out.append((_file_mode(root / p), blobs[p], p))
+        else:
+            out.append(_entry(repo, root, p))
+    return out
+
+
+def _entry(repo: SnapshotRepo, root: Path, path: str) -> tuple[str, str, str]:
+    full = root / path
+    if full.is_symlink():
+        return "120000", repo.hash_data(os.fsencode(os.readlink(full))), path
+    return _file_mode(full), repo.hash_blobs(root, [path])[0], path
+
+
+def _file_mode(path: Path) -> str:
+    return "100755" if os.lstat(path).st_mode & 0o111 else "100644"
+
+
+def _is_file_or_link(path: Path) -> bool:
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return False  # deleted in the working tree: not part of it
+    return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
+
+
+def _walk(root: Path) -> list[str]:
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+        for f in filenames:
+            if f == ".git":
+                continue
+            full = Path(dirpath) / f
+            if _is_file_or_link(full):
+                out.append(full.relative_to(root).as_posix())
+    return sorted(out)
+
+
+def _checkout_env() -> dict:
+    # Read-only in the user's checkout: no optional locks, so no index refresh is ever written back.
+    return _env(GIT_OPTIONAL_LOCKS="0")
+
+
+def _in_checkout(root: Path, *args: str) -> Optional[str]:
+    proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, env=_checkout_env())
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def _in_checkout_z(root: Path, *args: str) -> list[str]:
+    proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, env=_checkout_env())
+    if proc.returncode != 0:
+        raise ConfigError(f"{root}: git {args[0]} failed: {proc.stderr.decode(errors='replace').strip()}")
+    return [p for p in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if p]

@@ -1,0 +1,126 @@
+"""Source kind `tarball`: a URL and its sha256 (a release archive, a GitHub archive of a commit).
+
+Downloaded once with requests into the cache (streamed into a temporary file there, kept only
+when its sha256 matches the pin), extracted without any git metadata, its single top folder
+dropped, and `subdirectory` of that imported as a base commit. A GitHub archive names its
+commit in the tar's pax header: kept as provenance.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import tarfile
+import tempfile
+from pathlib import Path, PurePosixPath
+from typing import Optional
+from urllib.parse import urlparse
+
+import requests
+
+from ..cache import Cache, slug
+from ..config import Source
+from ..errors import SourceUnavailable
+from ..snapshots import SnapshotRepo
+from . import Snapshot, SourceUnreachable
+from .pypi_sdist import sha256_of
+
+CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 30, 300
+
+
+def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
+    url, sha256 = str(source["url"]), str(source["sha256"])
+    subdir = source.get("subdirectory", "").strip("/")
+    ref = f"refs/snapshots/tarball/{sha256[:16]}-{slug(subdir) or 'root'}"
+    description = f"{_file_name(url)} ({sha256[:12]})" + (f" ({subdir})" if subdir else "")
+    with cache.lock(f"snapshot-{ref}"):
+        commit = repo.ref_commit(ref)
+        if not commit:
+            archive = download(url, sha256, cache, source.key)
+            with tempfile.TemporaryDirectory(prefix="extract-", dir=cache.scratch()) as tmp:
+                tree, upstream = extract(archive, subdir, Path(tmp), source.key)
+                message = (f"snapshot of {url}\n\ntarball-sha256: {sha256}\n"
+                           + (f"upstream-commit: {upstream}\n" if upstream else ""))
+                commit = repo.import_tree(tree, ref, message)
+    return Snapshot(commit, description, {"url": url, "sha256": sha256, **_upstream(repo, commit)})
+
+
+def download(url: str, sha256: str, cache: Cache, key: str) -> Path:
+    """The archive in the cache, fetched on first use; its sha256 must match the pin."""
+    target = cache.downloads / f"tarball-{sha256[:16]}" / _file_name(url)
+    if target.exists() and sha256_of(target) == sha256:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    h = hashlib.sha256()
+    with tempfile.NamedTemporaryFile(prefix="download-", dir=cache.scratch(), delete=False) as tmp:
+        tmp_path = Path(tmp.name)
+        try:
+            with requests.get(url, stream=True, timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S)) as r:
+                if r.status_code != 200:
+                    raise SourceUnavailable(f"{key}.url: {url} answered HTTP {r.status_code} {r.reason}")
+                for block in r.iter_content(1 << 20):
+                    h.update(block)
+                    tmp.write(block)
+        except requests.RequestException as e:
+            tmp_path.unlink(missing_ok=True)
+            raise SourceUnreachable(f"{key}.url: {url} is unreachable: {network_reason(e)}") from None
+        except BaseException:
+            tmp_path.unlink(missing_ok=True)
+            raise
+    if h.hexdigest() != sha256:
+        tmp_path.unlink(missing_ok=True)
+        raise SourceUnavailable(f"{key}.sha256: {url} has sha256 {h.hexdigest()}, the matrix pins {sha256}")
+    tmp_path.replace(target)  # whole file or nothing: the temporary file is in the cache
+    return target
+
+
+def network_reason(e: requests.RequestException) -> str:
+    """requests' long exception text -> the part a person needs."""
+    text = str(e)
+    host = urlparse(e.request.url).hostname if getattr(e, "request", None) is not None and e.request.url else None
+    for needle, reason in (("NameResolutionError", "could not resolve host"), ("Failed to resolve", "could not resolve host"),
+                           ("Name or service not known", "could not resolve host"),
+                           ("Connection refused", "connection refused"), ("timed out", "timed out"),
+                           ("Network is unreachable", "network is unreachable")):
+        if needle in text:
+            return f"{reason} {host}" if host else reason
+    return f"{type(e).__name__}: {text[:200]}"
+
+
+def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Optional[str]]:
+    """Extract the archive (its single top folder dropped) into dest, skipping every .git entry;
+    returns the directory for `subdir` and the commit a GitHub archive names."""
+    try:
+        tar = tarfile.open(archive)
+    except tarfile.TarError as e:
+        raise SourceUnavailable(f"{key}.url: {archive.name} is not a tar archive: {e}") from None
+    with tar:
+        members = [m for m in tar.getmembers() if m.isfile() or m.isdir() or m.issym()]
+        tops = {PurePosixPath(m.name).parts[0] for m in members if PurePosixPath(m.name).parts}
+        top = tops.pop() if len(tops) == 1 and any(len(PurePosixPath(m.name).parts) > 1 for m in members) else ""
+        root = PurePosixPath(top, subdir) if subdir else PurePosixPath(top or ".")
+        wanted = []
+        for m in members:
+            p = PurePosixPath(m.name)
+            if str(root) != "." and p != root and root not in p.parents:
+                continue
+            if ".git" in p.parts:
+                continue
+            wanted.append(m)
+        if not any(m.isfile() for m in wanted):
+            raise SourceUnavailable(f"{key}.subdirectory: {archive.name} has no files under {root}")
+        tar.extractall(dest, members=wanted, filter="data")
+        comment = (tar.pax_headers or {}).get("comment", "")
+    upstream = comment if re.fullmatch(r"[0-9a-f]{40}", comment or "") else None
+    return dest / root, upstream
+
+
+def _upstream(repo: SnapshotRepo, commit: str) -> dict:
+    for line in repo.git("log", "-1", "--format=%B", commit).splitlines():
+        if line.startswith("upstream-commit: "):
+            return {"upstream_commit": line.split(": ", 1)[1].strip()}
+    return {}
+
+
+def _file_name(url: str) -> str:
+    name = PurePosixPath(urlparse(url).path).name
+    return slug(name) or "archive.tar.gz"

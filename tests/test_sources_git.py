@@ -1,0 +1,224 @@
+"""Source kind `git`: refs (branch, tag, commit, HEAD), the mirror cache reused between runs, the
+real upstream commit kept as the base, subdirectories, submodules of a superproject (a fork
+vendored at core/vendor/llama.cpp, status'd and exported in its nested layout), missing refs and
+unreachable remotes. Remotes are repositories in tmp dirs (no network); the live profile of
+matrix.yaml is checked to report "source unreachable" here.
+"""
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from orchestrator import sources
+from orchestrator.cache import Cache
+from orchestrator.config import Source, load_matrix
+from orchestrator.drift import status_of_targets
+from orchestrator.errors import ConfigError, ExitCode
+from orchestrator.snapshots import SnapshotRepo
+from orchestrator.sources.git import mirror_name, resolve_submodule_url
+from orchestrator.status import APPLIES, UNREACHABLE
+
+from .conftest import run_tool
+from .fork_fixtures import OPT, ROOT, commit_change, git, real_snapshot_refs, repo_from_snapshot, seeded_cache, write_matrix
+
+
+def _upstream(path: Path) -> Path:
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    (path / "lib").mkdir()
+    (path / "lib" / "a.c").write_text("int a;\n")
+    (path / "README").write_text("upstream\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", "one")
+    git(path, "tag", "v1")
+    return path
+
+
+def _src(url, ref, **more) -> Source:
+    return Source("git", {"kind": "git", "url": str(url), "ref": ref, **more}, "targets.t.source")
+
+
+def _snap(cache: Cache, url, ref, **more):
+    return sources.snapshot(_src(url, ref, **more), cache, SnapshotRepo(cache.snapshots_git))
+
+
+# ---- refs and the mirror ----
+
+def test_branch_tag_commit_and_head(tmp_path):
+    up = _upstream(tmp_path / "up")
+    first = git(up, "rev-parse", "HEAD").strip()
+    (up / "README").write_text("two\n")
+    git(up, "commit", "-qam", "two")
+    second = git(up, "rev-parse", "HEAD").strip()
+    cache = Cache(tmp_path / "cache")
+    main = _snap(cache, up, "main")
+    assert main.commit == second  # the upstream commit itself: real hash
+    assert main.provenance == {"url": str(up), "ref": "main", "resolved_ref": "refs/heads/main",
+                               "upstream_commit": second}
+    assert _snap(cache, up, "v1").commit == first
+    assert _snap(cache, up, "v1").provenance["resolved_ref"] == "refs/tags/v1"
+    assert _snap(cache, up, first).commit == first
+    assert _snap(cache, up, "HEAD").provenance["resolved_ref"] == "refs/heads/main"
+    assert _snap(cache, up, "refs/heads/main").commit == second
+    repo = SnapshotRepo(cache.snapshots_git)
+    assert repo.read_blob(second, "README") == "two\n"
+    assert repo.git("rev-list", "--count", second) == "2"  # history came along (3-way merges need it)
+
+
+def test_mirror_is_reused_and_a_pinned_commit_needs_no_network(tmp_path):
+    up = _upstream(tmp_path / "up")
+    first = git(up, "rev-parse", "HEAD").strip()
+    cache = Cache(tmp_path / "cache")
+    _snap(cache, up, "main")
+    mirrors = list((cache.root / "mirrors").iterdir())
+    assert [m.name for m in mirrors] == [f"{mirror_name(str(up))}.git"]
+    marker = mirrors[0] / "objects" / "pack"
+    packs = sorted(p.name for p in marker.iterdir()) if marker.exists() else []
+    # the branch moves: the next run fetches only what is new into the same mirror
+    (up / "lib" / "a.c").write_text("int a = 1;\n")
+    git(up, "commit", "-qam", "moved")
+    moved = _snap(cache, up, "main")
+    assert moved.commit == git(up, "rev-parse", "HEAD").strip() != first
+    assert list((cache.root / "mirrors").iterdir()) == mirrors
+    if packs:
+        assert set(packs) <= {p.name for p in marker.iterdir()}
+    # the remote is gone: a full commit already in the mirror still resolves, a branch does not
+    gone = up.rename(tmp_path / "gone")
+    assert _snap(cache, up, first).commit == first
+    with pytest.raises(sources.SourceUnreachable) as e:
+        _snap(cache, up, "main")
+    assert str(e.value).startswith(f"targets.t.source.url: {up} is unreachable: ")
+    assert "\n" not in str(e.value)
+    assert gone.exists()
+
+
+def test_mirror_names_are_distinct_and_file_safe():
+    a, b = mirror_name("https://github.com/ggml-org/llama.cpp"), mirror_name("https://github.com/ggml-org/llama.cpp.git")
+    assert a != b and "/" not in a and a.startswith("github.com-ggml-org-llama.cpp-")
+
+
+@pytest.mark.parametrize("ref, phrase", [
+    ("nope", "'nope' is not a branch, tag or full commit id at "),
+    ("refs/heads/nope", "'refs/heads/nope' is not a branch, tag or full commit id at "),
+    ("0" * 39 + "1", "does not exist at "),
+])
+def test_a_ref_that_does_not_exist_is_a_one_line_config_error(tmp_path, ref, phrase):
+    up = _upstream(tmp_path / "up")
+    with pytest.raises(ConfigError) as e:
+        _snap(Cache(tmp_path / "cache"), up, ref)
+    msg = str(e.value)
+    assert msg.startswith("targets.t.source.ref: ") and phrase in msg and "\n" not in msg
+    assert e.value.exit_code == ExitCode.CONFIG
+
+
+def test_unreachable_remote(tmp_path):
+    with pytest.raises(sources.SourceUnreachable) as e:
+        _snap(Cache(tmp_path / "cache"), "http://127.0.0.1:9/x.git", "main")
+    assert "is unreachable: unable to access 'http://127.0.0.1:9/x.git/': Failed to connect to 127.0.0.1 port 9" in str(e.value)
+    assert e.value.exit_code == ExitCode.SOURCE_UNAVAILABLE
+
+
+def test_subdirectory_is_a_deterministic_commit_recording_upstream(tmp_path):
+    up = _upstream(tmp_path / "up")
+    head = git(up, "rev-parse", "HEAD").strip()
+    a = _snap(Cache(tmp_path / "c1"), up, "main", subdirectory="lib")
+    b = _snap(Cache(tmp_path / "c2"), up, "main", subdirectory="lib")
+    assert a.commit == b.commit != head
+    repo = SnapshotRepo(tmp_path / "c1" / "snapshots.git")
+    assert repo.read_blob(a.commit, "a.c") == "int a;\n" and repo.read_blob(a.commit, "README") is None
+    assert f"upstream-commit: {head}" in repo.git("log", "-1", "--format=%B", a.commit)
+    with pytest.raises(ConfigError, match="targets.t.source.subdirectory: 'nope' is not a directory"):
+        _snap(Cache(tmp_path / "c1"), up, "main", subdirectory="nope")
+
+
+@pytest.mark.parametrize("sup, sub, expected", [
+    ("https://github.com/CambrianTech/continuum", "../llama.cpp", "https://github.com/CambrianTech/llama.cpp"),
+    ("https://github.com/CambrianTech/continuum.git", "../llama.cpp.git", "https://github.com/CambrianTech/llama.cpp.git"),
+    ("https://example.com/a/b", "./c", "https://example.com/a/b/c"),
+    ("/srv/git/super", "../fork", "/srv/git/fork"),
+    ("/srv/git/super", "https://x/y", "https://x/y"),
+])
+def test_submodule_urls_resolve_like_git(sup, sub, expected):
+    assert resolve_submodule_url(sup, sub) == expected
+
+
+# ---- a fork vendored as a submodule of a superproject (the nested layout) ----
+
+@pytest.fixture(scope="module")
+def superproject(tmp_path_factory):
+    """continuum-like: the llama.cpp fork (the real snapshot) as a submodule at core/vendor/llama.cpp."""
+    tmp = tmp_path_factory.mktemp("super")
+    fork = repo_from_snapshot(tmp / "llama.cpp", real_snapshot_refs()["llama.cpp"])
+    commit_change(fork, "master", {"FORK.md": "the fork\n"}, "fork: a commit of its own")
+    fork_head = git(fork, "rev-parse", "master").strip()
+    sup = tmp / "continuum"
+    sup.mkdir()
+    git(sup, "init", "-q", "-b", "main")
+    (sup / "README.md").write_text("superproject\n")
+    (sup / ".gitmodules").write_text('[submodule "llama.cpp"]\n\tpath = core/vendor/llama.cpp\n\turl = ../llama.cpp\n')
+    git(sup, "add", "README.md", ".gitmodules")
+    git(sup, "update-index", "--add", "--cacheinfo", f"160000,{fork_head},core/vendor/llama.cpp")
+    git(sup, "commit", "-qm", "vendor the fork")
+    return tmp, sup, fork, fork_head
+
+
+def test_submodule_is_filled_in_and_the_nested_layout_applies(superproject, tmp_path):
+    tmp, sup, fork, fork_head = superproject
+    target = ("layout: llama.cpp\nprefix: core/vendor/llama.cpp\n"
+              f"source: {{kind: git, url: '{sup}', ref: main, submodules: [core/vendor/llama.cpp]}}\n")
+    m = write_matrix(tmp_path, {"continuum": target})
+    cache = seeded_cache(tmp_path / "cache")
+    matrix = load_matrix(m)
+    snap = sources.snapshot(matrix.target("continuum").source, cache, SnapshotRepo(cache.snapshots_git))
+    assert snap.provenance["submodules"] == {"core/vendor/llama.cpp": {"url": str(fork), "commit": fork_head}}
+    repo = SnapshotRepo(cache.snapshots_git)
+    assert repo.read_blob(snap.commit, "core/vendor/llama.cpp/FORK.md") == "the fork\n"
+    assert repo.read_blob(snap.commit, "README.md") == "superproject\n"
+    row = status_of_targets(matrix, cache, ["continuum"])[0]
+    assert row.status == APPLIES, row
+    assert row.layout == "llama.cpp at core/vendor/llama.cpp/"
+    out = tmp_path / "export"
+    proc = run_tool("export", "--matrix", str(m), "--cache", str(cache.root), "--target", "continuum", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    texts = [p.read_text() for p in sorted(out.glob("*.patch"))]
+    assert f"diff --git a/core/vendor/llama.cpp/{OPT} b/core/vendor/llama.cpp/{OPT}\n" in texts[0]
+    assert "+++ b/core/vendor/llama.cpp/tests/test-opt-dynamic-accum.cpp\n" in texts[1]
+
+
+def test_a_path_that_is_not_a_submodule(superproject, tmp_path):
+    _, sup, _, _ = superproject
+    with pytest.raises(ConfigError, match=r"targets.t.source.submodules: 'README.md' is not a submodule at "):
+        _snap(Cache(tmp_path / "cache"), sup, "main", submodules=["README.md"])
+
+
+# ---- the live profile, where the network is unreachable ----
+
+def _github_resolves() -> bool:
+    try:
+        socket.getaddrinfo("github.com", 443)
+    except OSError:
+        return False
+    return True
+
+
+def test_live_profile_targets_are_git_sources_of_the_real_upstreams():
+    m = load_matrix(ROOT / "matrix.yaml")
+    live = m.profiles["live"][0]
+    urls = {m.target(t).source["url"] for t in live if m.target(t).source.kind == "git"}
+    assert {"https://github.com/ggml-org/llama.cpp", "https://github.com/ggml-org/ggml",
+            "https://github.com/CambrianTech/llama.cpp"} <= urls
+    assert set(m.profiles["default"][0]) == {"llama.cpp", "ggml"}  # the default stays offline-capable
+
+
+@pytest.mark.skipif(_github_resolves(), reason="github.com resolves here: the live profile would fetch the whole "
+                                               "llama.cpp history, which tests must not do")
+def test_live_profile_reports_source_unreachable_not_a_crash(tmp_path):
+    proc = run_tool("status", "--profile", "live", "--json", "--matrix", str(ROOT / "matrix.yaml"),
+                    "--cache", str(tmp_path / "cache"))
+    assert proc.returncode == ExitCode.SOURCE_UNAVAILABLE, proc.stderr
+    assert "Traceback" not in proc.stderr
+    rows = json.loads(proc.stdout)["targets"]
+    git_rows = [r for r in rows if r["source"]["kind"] == "git"]
+    assert git_rows and all(r["status"] == UNREACHABLE for r in git_rows)
+    assert all("Could not resolve host: github.com" in r["detail"] for r in git_rows), [r["detail"] for r in git_rows]
