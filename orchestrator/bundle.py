@@ -15,6 +15,7 @@ import json
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Callable, Optional
 
 from .errors import BundleRefused, BundleVerificationFailed, ConfigError, SeriesDoesNotApply
 from .layout import GATE_TEST, UPSTREAM_TEST
+from .training import plot, table_markdown
 
 NONE = "—"  # an empty table cell
 MANIFEST = "manifest.json"
@@ -284,6 +286,18 @@ def pr_body(results: dict, results_sha256: str, target: str, commits: list[Commi
                                if r.get("failure_line")))
     if lines:
         out += ["", "The gate's own failure line without the fix:", "", "```", *lines, "```"]
+    trained = training_cell(results, target)
+    if trained:
+        t = trained["training"]
+        verdict = {True: "as the bug predicts: with the fix the loss falls; without it the effective step keeps "
+                         "growing and the loss overshoots or diverges",
+                   False: "NOT as the bug predicts", None: "too few epochs to tell"}[t.get("diverges_as_predicted")]
+        out += ["", f"### Training: loss per epoch with and without the fix ({trained['cell']})", "",
+                "`native_tests/train-opt-dynamic.cpp` (not part of the series) trains a linear regression on "
+                "fixed-seed data with per-step graphs, as llama.cpp trains, in both variants of the cell. "
+                f"The curves differ {verdict}.", "",
+                table_markdown(t["with_fix"], t["without_fix"]).rstrip("\n"), "",
+                f"![train and eval loss per epoch, with and without the fix]({TRAINING_PLOT})"]
     others = [c for c in results["cells"] if c.get("target") != target]
     if others:
         out += ["", "### Other targets in the same run", ""]
@@ -310,6 +324,16 @@ def pr_body(results: dict, results_sha256: str, target: str, commits: list[Commi
                 "checkout of the base commit, building, and running "
                 f"`{UPSTREAM_TEST}` and `{GATE_TEST}` there.</sub>", ""]
     return "\n".join(out)
+
+
+TRAINING_PLOT = "training-loss.png"
+
+
+def training_cell(results: dict, target: str) -> Optional[dict]:
+    """The cell whose training run the PR body shows: the CPU cell where there is one."""
+    cells = [c for c in cells_of(results, target) if (c.get("training") or {}).get("with_fix")]
+    cells.sort(key=lambda c: c.get("backend") != "cpu")
+    return cells[0] if cells else None
 
 
 def toolchain_lines(toolchain: dict) -> list[tuple[str, str]]:
@@ -491,8 +515,16 @@ def bundle_target(opts: BundleOptions, results: dict, results_sha: str, target_n
         toolchain = toolchain_info(work / "build")
         toolchain = cell_compilers_that_differ({**toolchain, **cells_toolchain(cache, cells)})
     body = pr_body(results, results_sha, target_name, commits, toolchain, warnings)
-    files_text = {**dict(patches), "PR_TITLE": pr_title(commits) + "\n", "PR_BODY.md": body}
-    files = {name: sha256_text(text) for name, text in files_text.items()}
+    files_text: dict[str, str | bytes] = {**dict(patches), "PR_TITLE": pr_title(commits) + "\n", "PR_BODY.md": body}
+    trained = training_cell(results, target_name)
+    if trained:
+        with tempfile.TemporaryDirectory() as tmp:
+            t = trained["training"]
+            png = plot(t["with_fix"], t["without_fix"], Path(tmp) / TRAINING_PLOT,
+                       f"{trained['cell']}: train-opt-dynamic, per-step graphs, SGD")
+            files_text[TRAINING_PLOT] = png.read_bytes()
+    files = {name: hashlib.sha256(data if isinstance(data, bytes) else data.encode("utf-8")).hexdigest()
+             for name, data in files_text.items()}
     man = manifest(target=target_name, layout=target.layout, results=results, results_sha256=results_sha,
                    results_path=str(Path(opts.results_dir).resolve() / "results.json"), source=source,
                    patched_commit=patched, patches=patches, files=files, verification=verification,
@@ -504,14 +536,17 @@ def bundle_target(opts: BundleOptions, results: dict, results_sha: str, target_n
                         verification["durations_s"]["total"], warnings)
 
 
-def _write_dir(dest: Path, files: dict[str, str]) -> None:
+def _write_dir(dest: Path, files: dict[str, str | bytes]) -> None:
     """Replace `dest` whole: no patch from an earlier bundle is left beside the new ones."""
     staging = dest.parent / f".{dest.name}.partial"
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
-    for name, text in files.items():
-        (staging / name).write_text(text, encoding="utf-8")
+    for name, data in files.items():
+        if isinstance(data, bytes):
+            (staging / name).write_bytes(data)
+        else:
+            (staging / name).write_text(data, encoding="utf-8")
     if dest.exists():
         shutil.rmtree(dest)
     staging.rename(dest)

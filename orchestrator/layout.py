@@ -146,11 +146,15 @@ def registered(layout: Layout, cmakelists: Optional[str]) -> Optional[str]:
 
 # ---- what to configure and build for a layout ----
 
+TRAINING_PROGRAM = "train-opt-dynamic"  # native_tests/: evidence, not part of the series
+
+
 @dataclass(frozen=True)
 class BuildPlan:
     source_dir: str  # CMake source directory, absolute
     definitions: tuple[tuple[str, str], ...]
-    targets: tuple[str, ...]
+    targets: tuple[str, ...]  # the tests
+    programs: tuple[str, ...] = (TRAINING_PROGRAM,)  # built and run beside the tests in each variant
 
 
 def build_plan(layout: Layout, worktree: str, harness_dir: str) -> BuildPlan:
@@ -158,7 +162,8 @@ def build_plan(layout: Layout, worktree: str, harness_dir: str) -> BuildPlan:
     ggml_dir = f"{worktree}/{layout.ggml_dir()}".rstrip("/")
     common = (("CMAKE_BUILD_TYPE", "Release"), ("BUILD_SHARED_LIBS", "OFF"))
     if layout.build == "own-tests":
-        defs = common + (("GGML_BUILD_TESTS", "ON"), ("GGML_BUILD_EXAMPLES", "OFF"))
+        defs = common + (("GGML_BUILD_TESTS", "ON"), ("GGML_BUILD_EXAMPLES", "OFF"),
+                         ("CMAKE_PROJECT_INCLUDE", f"{harness_dir}/extra-programs.cmake"))
         return BuildPlan(ggml_dir, defs, TESTS)
     defs = common + (("GGML_SOURCE_DIR", ggml_dir), ("GGML_TESTS_DIR", f"{worktree}/{layout.tests_dir()}"))
     return BuildPlan(harness_dir, defs, TESTS)

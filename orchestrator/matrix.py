@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from . import __version__, attribution, backends, classify, cmake, resultcache, sources, toolchain
+from . import __version__, attribution, backends, classify, cmake, resultcache, sources, toolchain, training
 from .cache import Cache, slug
 from .config import Backend, Matrix, Target
 from .errors import BuildFailed, ExitCode, GgmlPatchError, SeriesDoesNotApply
-from .layout import GATE_TEST, TESTS, UPSTREAM_TEST, build_plan, get_layout
+from .layout import GATE_TEST, TESTS, UPSTREAM_TEST, BuildPlan, build_plan, get_layout
 from .progress import Reporter
 from .series import Series, render
 from .series_files import load_series
@@ -160,7 +160,7 @@ def _run_cell_locked(opts, series, repo, target, backend, module, reporter, cell
     env = module.test_env(backend)
     key = resultcache.cell_key({
         "tool": __version__, "base": snap.commit, "series": rendered.sha256, "layout": [layout.name, layout.prefix],
-        "harness": (opts.matrix.native_tests_dir / "CMakeLists.txt").read_text(encoding="utf-8"),
+        "harness": _harness_files(opts.matrix.native_tests_dir),
         "flags": module.configure_flags(backend), "env": env, "timeout": backend.timeout,
         "build_only": build_only_reason is not None, "toolchain": toolchain.versions()})
     cell["cache_key"] = key
@@ -188,7 +188,7 @@ def _run_cell_locked(opts, series, repo, target, backend, module, reporter, cell
 
     fix_paths = rendered.fix_paths()
     run_tests = build_only_reason is None
-    patched = _variant(cell, "patched", plan.targets, build_dir, backend, env, logs, reporter, run_tests, n_jobs)
+    patched = _variant(cell, "patched", plan, build_dir, backend, env, logs, reporter, run_tests, n_jobs)
     records.append(patched)
 
     reporter.step("control", f"revert {', '.join(fix_paths)}, keep the test")
@@ -196,7 +196,7 @@ def _run_cell_locked(opts, series, repo, target, backend, module, reporter, cell
     diff = worktree.diff(snap.commit, fix_paths)
     worktree.apply_reverse(diff)
     try:
-        control = _variant(cell, "control", plan.targets, build_dir, backend, env, logs, reporter, run_tests, n_jobs)
+        control = _variant(cell, "control", plan, build_dir, backend, env, logs, reporter, run_tests, n_jobs)
     finally:
         worktree.restore(fix_paths)  # the tree is left patched whatever happened
     _timed(cell, "control", t0)  # the control's whole marginal cost: revert, rebuild, tests, restore
@@ -219,6 +219,10 @@ def _run_cell_locked(opts, series, repo, target, backend, module, reporter, cell
                    failure_line=classify.gate_failure_line(control["tests"].get(GATE_TEST, {}).get("output", "")))
     records.append(control)
 
+    if "training" in patched and "training" in control:
+        p_ep, c_ep = patched["training"]["epochs"], control["training"]["epochs"]
+        cell["training"] = {"with_fix": p_ep, "without_fix": c_ep,
+                            "diverges_as_predicted": training.diverges_as_predicted(p_ep, c_ep)}
     patched_outcomes = {n: t["outcome"] for n, t in patched["tests"].items()}
     kind = attribution.failure_kind(entries)
     if kind:
@@ -283,16 +287,24 @@ def _finish_build_only(cell: dict, control: dict, no_device: str, records: list[
             t.pop("output", None)
 
 
+_HARNESS_FILES = ("CMakeLists.txt", "extra-programs.cmake", "train-opt-dynamic.cpp")
+
+
+def _harness_files(native_tests: Path) -> dict[str, str]:
+    return {name: (native_tests / name).read_text(encoding="utf-8") for name in _HARNESS_FILES}
+
+
 def _harness(native_tests: Path, cell_dir: Path) -> Path:
-    """The CMake harness, copied into the cell so the build tree does not depend on where
-    this checkout lives (a second clone reuses the same build tree)."""
-    src = native_tests / "CMakeLists.txt"
-    dst = cell_dir / "harness" / "CMakeLists.txt"
-    text = src.read_text(encoding="utf-8")
-    if not dst.exists() or dst.read_text(encoding="utf-8") != text:
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        dst.write_text(text, encoding="utf-8")
-    return dst.parent
+    """The CMake harness and the training program, copied into the cell so the build tree does
+    not depend on where this checkout lives (a second clone reuses the same build tree).
+    Unchanged files are not rewritten, so nothing recompiles."""
+    out = cell_dir / "harness"
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in _harness_files(native_tests).items():
+        dst = out / name
+        if not dst.exists() or dst.read_text(encoding="utf-8") != text:
+            dst.write_text(text, encoding="utf-8")
+    return out
 
 
 def _outcome(rec: dict, test: str) -> Optional[str]:
@@ -327,11 +339,12 @@ def apply_series(worktree: Worktree, base: str, rendered: Series, cell_dir: Path
     return head
 
 
-def _variant(cell: dict, variant: str, targets: tuple[str, ...], build_dir: Path, backend: Backend,
+def _variant(cell: dict, variant: str, plan: BuildPlan, build_dir: Path, backend: Backend,
              env: dict[str, str], logs: Path, reporter: Reporter, run_tests: bool = True,
              n_jobs: Optional[int] = None) -> dict:
     rec = {"cell": cell["cell"], "target": cell["target"], "backend": cell["backend"], "variant": variant,
            "status": "", "build": {}, "tests": {}}
+    targets = plan.targets + plan.programs
     reporter.step(f"build {variant}", f"targets {' '.join(targets)}")
     step = cmake.build(build_dir, targets, logs / f"build-{variant}.log", env, reporter.build_progress, n_jobs)
     rec["build"] = {"ok": step.ok, "duration_s": round(step.duration_s, 2), "log": step.log, "error": step.error}
@@ -354,6 +367,14 @@ def _variant(cell: dict, variant: str, targets: tuple[str, ...], build_dir: Path
         reporter.done(rec["tests"][test]["outcome"])
     outcomes = [t["outcome"] for t in rec["tests"].values()]
     rec["status"] = classify.PASSED if all(o == classify.PASSED for o in outcomes) else classify.FAILED
+    for program in plan.programs:
+        reporter.step(f"train {variant}", program)
+        run = run_test(program, test_argv(build_dir / "bin" / program), backend.timeout, env,
+                       logs / f"{variant}-{program}.log")
+        rec["training"] = {"program": program, "outcome": classify.outcome(run.exit_code, run.timed_out),
+                           "duration_s": round(run.duration_s, 3), "log": run.log,
+                           "epochs": training.epochs(run.output)}
+        reporter.done(f"{len(rec['training']['epochs'])} epochs")
     return rec
 
 

@@ -71,6 +71,7 @@ def summary_markdown(results: dict) -> str:
         out.append(f"- **{c['cell']}**: {c['status']} — {c['reason']}")
     out += _device_section(results)
     out += _attribution_section(cells)
+    out += _training_section(cells)
     out += ["", "## Sources", "", "| cell | source | base commit | upstream commit | patched commit |", "|---|---|---|---|---|"]
     for c in cells:
         s = c.get("source") or {}
@@ -82,7 +83,7 @@ def summary_markdown(results: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-_TIMINGS = ("fetch", "apply", "configure", "build_patched", "build_control")
+_TIMINGS = ("fetch", "apply", "configure", "build_patched", "build_control", "control")
 _GATE, _TEST_OPT = "test-opt-dynamic-accum", "test-opt"
 
 
@@ -145,3 +146,18 @@ def _attribution_section(cells: list[dict]) -> list[str]:
         out.append(f"| {c['cell']} | {e['test']} | {e.get('device') or '—'} | {e['with_fix']} | {e['without_fix']} | "
                    f"**{e['label']}** |")
     return out
+
+
+def _training_section(cells: list[dict]) -> list[str]:
+    """Loss per epoch with and without the fix (native_tests/train-opt-dynamic), per cell."""
+    from .training import table_markdown
+
+    out = []
+    for c in cells:
+        t = c.get("training")
+        if not t:
+            continue
+        verdict = {True: "as the bug predicts", False: "NOT as the bug predicts", None: "undecided"}
+        out += ["", f"### {c['cell']}: {verdict[t.get('diverges_as_predicted')]}", "",
+                table_markdown(t["with_fix"], t["without_fix"]).rstrip("\n")]
+    return (["", "## Training: loss per epoch with and without the fix"] + out) if out else []

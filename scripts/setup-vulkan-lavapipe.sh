@@ -33,7 +33,10 @@ CODENAME="${VERSION_CODENAME:-}"
 case "$CODENAME" in
     bookworm) MODE=private ;;
     trixie|forky|sid) MODE=system ;;
-    *) die "Debian '$CODENAME' ($DEBIAN_VERSION) is not supported: Debian 12 (bookworm) or 13 (trixie) expected" ;;
+    # Ubuntu 24.04+ (GitHub's ubuntu-24.04 runners): Vulkan headers 1.3.275+, Mesa 24+ lavapipe,
+    # glslc in the archive. Not measured on this project's machines (Debian), only on CI runners.
+    noble|oracular|plucky|questing) MODE=system ;;
+    *) die "'$CODENAME' ($DEBIAN_VERSION) is not supported: Debian 12 (bookworm), 13 (trixie) or Ubuntu 24.04+ expected" ;;
 esac
 ARCH="$(dpkg --print-architecture)"
 MULTIARCH="$(gcc -print-multiarch 2>/dev/null || true)"

@@ -153,6 +153,24 @@ def check_body_against_results(body: str, results: dict, target: str) -> None:
     assert not stray, f"numbers in PR_BODY.md's evidence that results.json does not hold: {stray}"
     sha = next(c for c in results["cells"] if c["target"] == target)["source"]["base_commit"]
     assert f"`{sha}`" in body
+    check_training_table(body, results, target)
+
+
+def check_training_table(body: str, results: dict, target: str) -> None:
+    """The loss table holds exactly the shown cell's epochs from results.json, both variants."""
+    trained = [c for c in results["cells"] if c["target"] == target and (c.get("training") or {}).get("with_fix")]
+    if not trained:
+        assert "### Training" not in body
+        return
+    cell = sorted(trained, key=lambda c: c["backend"] != "cpu")[0]
+    section = body.split(f"### Training: loss per epoch with and without the fix ({cell['cell']})", 1)[1]
+    rows = [line for line in section.splitlines() if re.match(r"^\| \d+ \|", line)]
+    got = [[float(x) for x in row.strip("| ").split(" | ")] for row in rows]
+    t = cell["training"]
+    want = [[a["epoch"], a["train_loss"], a["eval_loss"], b["train_loss"], b["eval_loss"]]
+            for a, b in zip(t["with_fix"], t["without_fix"])]
+    assert got == want
+    assert "![train and eval loss per epoch, with and without the fix](training-loss.png)" in section
 
 
 # ---------------------------------------------------------------- pure: refusals
@@ -378,7 +396,8 @@ def test_bundle_of_a_real_run(real_run):
         assert sorted(p.name for p in d.iterdir()) == [
             "0001-ggml-opt-zero-gradient-accumulators-each-period-with.patch",
             "0002-tests-add-test-opt-dynamic-accum-for-per-step-gradie.patch",
-            "PR_BODY.md", "PR_TITLE", "manifest.json"]
+            "PR_BODY.md", "PR_TITLE", "manifest.json", "training-loss.png"]
+        assert (d / "training-loss.png").read_bytes().startswith(b"\x89PNG")
         # the verification time, for the record (warm cache: a second or two)
         print(re.search(rf"^{re.escape(target)}: .*verified in [\d.]+ s.*$", proc.stdout, re.M).group(0))
 

@@ -266,3 +266,21 @@ def test_build_only_builds_both_variants_and_runs_nothing(matrix_run, repo_root,
     opts.build_only = False
     (cell,) = matrix.run_matrix(opts)["cells"]
     assert (cell["status"], cell["reason"]) == ("skipped", "no device here (test stand-in)")
+
+
+def test_training_evidence_for_both_variants(matrix_run):
+    """train-opt-dynamic runs in both variants of the CPU cells; without the fix the loss grows."""
+    _, results = matrix_run
+    data = json.loads((results / "results.json").read_text())
+    for target in ("llama.cpp", "ggml"):
+        cell = next(c for c in data["cells"] if c["cell"] == f"{target}/cpu")
+        t = cell["training"]
+        assert len(t["with_fix"]) == len(t["without_fix"]) == 6
+        assert t["diverges_as_predicted"] is True
+        assert t["with_fix"][-1]["train_loss"] < t["with_fix"][0]["train_loss"] / 10
+        assert t["without_fix"][-1]["train_loss"] > t["without_fix"][0]["train_loss"]
+        recs = {r["variant"]: r for r in data["records"] if r["cell"] == cell["cell"]}
+        assert recs["patched"]["training"]["epochs"] == t["with_fix"]
+        assert recs["control"]["training"]["epochs"] == t["without_fix"]
+        assert recs["patched"]["training"]["duration_s"] < 60
+    assert "## Training: loss per epoch" in (results / "summary.md").read_text()
