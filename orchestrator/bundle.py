@@ -557,15 +557,9 @@ def _has_commit(repo, commit: str) -> bool:
 
 
 def _recreate(worktree, base: str, rendered, patched: str, work: Path) -> None:
-    series_dir = work / "series"
-    if series_dir.exists():
-        shutil.rmtree(series_dir)
-    series_dir.mkdir(parents=True)
-    files = []
-    for p in rendered.patches:
-        f = series_dir / p.name
-        f.write_text(p.text(), encoding="utf-8")
-        files.append(f)
+    from .series_files import write_patches
+
+    files = write_patches(rendered, work / "series")
     worktree.ensure(base)
     head = worktree.am(files)
     if head != patched:

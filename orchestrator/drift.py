@@ -22,7 +22,7 @@ from .config import Matrix, Target
 from .errors import ConfigError, SourceUnavailable
 from .layout import get_layout
 from .series import Series, render
-from .series_files import load_series
+from .series_files import load_series, write_patches
 from .snapshots import SnapshotRepo, Worktree
 from .status import (CLEAN, CONFLICTED, MERGED, NOT_APPLICABLE, NOT_TRIED, OPT_HEADER, PRESENT, UNAVAILABLE,
                      UNREACHABLE, Conflict, PatchResult, TargetStatus, conflict_regions, content_present, failed_hunk,
@@ -112,18 +112,6 @@ def check_target(cache: Cache, repo: SnapshotRepo, series: Series, target: Targe
     else:
         drop_captured_resolution(repo, dirs.resolve, trial)
     return row
-
-
-def write_patches(series: Series, directory: Path) -> list[Path]:
-    directory.mkdir(parents=True, exist_ok=True)
-    for old in directory.glob("*.patch"):
-        old.unlink()
-    files = []
-    for p in series.patches:
-        f = directory / p.name
-        f.write_bytes(p.text().encode("utf-8", "surrogateescape"))
-        files.append(f)
-    return files
 
 
 def attempt(wt: Worktree, base: str, rendered: Series, files: list[Path],

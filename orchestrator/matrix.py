@@ -19,7 +19,7 @@ from .errors import BuildFailed, ExitCode, GgmlPatchError, SeriesDoesNotApply
 from .layout import GATE_TEST, TESTS, UPSTREAM_TEST, BuildPlan, build_plan, get_layout
 from .progress import Reporter
 from .series import Series, render
-from .series_files import load_series
+from .series_files import load_series, write_patches
 from .snapshots import SnapshotRepo, Worktree
 from .testrun import TestRun, run_test
 
@@ -323,15 +323,7 @@ def apply_series(worktree: Worktree, base: str, rendered: Series, cell_dir: Path
     if state.get("base") == base and state.get("series") == rendered.sha256 and state.get("head"):
         if worktree.path.exists() and worktree.head() == state["head"] and worktree.is_clean():
             return state["head"]
-    patch_dir = cell_dir / "series"
-    patch_dir.mkdir(parents=True, exist_ok=True)
-    for old in patch_dir.glob("*.patch"):
-        old.unlink()
-    files = []
-    for p in rendered.patches:
-        f = patch_dir / p.name
-        f.write_text(p.text(), encoding="utf-8")
-        files.append(f)
+    files = write_patches(rendered, cell_dir / "series")
     state_file.unlink(missing_ok=True)
     worktree.ensure(base)
     head = worktree.am(files)

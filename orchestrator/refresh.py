@@ -16,7 +16,8 @@ from typing import Optional
 from . import sources
 from .cache import Cache
 from .config import Matrix, Target
-from .drift import attempt, series_base, status_dirs, write_patches
+from .drift import attempt, series_base, status_dirs
+from .series_files import write_patches
 from .errors import ConfigError, SeriesDoesNotApply
 from .layout import GATE_TEST, get_layout
 from .series import Series, parse_series, render

@@ -35,3 +35,16 @@ def load_series(matrix: Matrix) -> Series:
         raise ConfigError(f"{matrix.series_dir}: the series' {GATE_TEST}.cpp differs from {native}; "
                           "regenerate the series from native_tests/")
     return series
+
+
+def write_patches(series: Series, directory: Path) -> list[Path]:
+    """The series as *.patch files in `directory`, replacing any there; the paths, in order."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for old in directory.glob("*.patch"):
+        old.unlink()
+    files = []
+    for p in series.patches:
+        f = directory / p.name
+        f.write_bytes(p.text().encode("utf-8", "surrogateescape"))  # a patch's bytes, whatever they are
+        files.append(f)
+    return files

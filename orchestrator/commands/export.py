@@ -15,12 +15,11 @@ def add_arguments(p) -> None:
 
 def run(args, matrix, cache) -> ExitCode:
     from ..render import rendered_for_target
+    from ..series_files import write_patches
 
     target = matrix.target(args.target)
     rendered, snap = rendered_for_target(matrix, cache, target)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    for p in rendered.patches:
-        (out / p.name).write_text(p.text(), encoding="utf-8")
+    write_patches(rendered, out)
     print(f"{len(rendered.patches)} patches for {target.name} ({target.layout} layout, base {snap.description}) in {out}")
     return ExitCode.OK
