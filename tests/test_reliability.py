@@ -170,3 +170,67 @@ def test_two_concurrent_runs_on_one_cache(setup, tmp_path):
         assert data["cells"][0]["status"] == "passed"
         control = next(r for r in data["records"] if r["variant"] == "control")
         assert control["failure_line"] == "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
+
+
+# ---- a user's checkout as the source: byte-identical after interrupted runs ----
+
+@pytest.fixture
+def user_checkout(tmp_path):
+    from .fork_fixtures import git, real_snapshot_refs, repo_from_snapshot, write_matrix
+
+    co = repo_from_snapshot(tmp_path / "ggml", real_snapshot_refs()["ggml"])
+    opt = co / "src" / "ggml-opt.cpp"
+    opt.write_text(opt.read_text() + "// work in progress\n")  # uncommitted
+    (co / "notes.txt").write_text("untracked\n")
+    git(co, "add", "notes.txt")  # staged
+    m = write_matrix(tmp_path, {"mine": f"layout: ggml\nsource: {{kind: local, path: {co}}}\n"})
+    return co, m, tmp_path / "cache"
+
+
+@pytest.mark.parametrize("where", ["fetch", "build patched", "build control"])
+def test_interrupted_runs_leave_a_users_checkout_byte_identical(user_checkout, tmp_path, where):
+    from .fork_fixtures import tree_state
+
+    co, m, cache = user_checkout
+    before = tree_state(co)
+    reporter = InterruptAt(where, during_build=where.startswith("build"))
+    with pytest.raises(KeyboardInterrupt):
+        _run(m, cache, tmp_path / "r", reporter)
+    assert tree_state(co) == before
+    _assert_no_lock_held(cache)
+    results = _run(m, cache, tmp_path / "again")
+    assert results["cells"][0]["status"] == "passed", results["cells"][0]
+    assert tree_state(co) == before  # files, index, HEAD: bytes, modes and times
+
+
+# ---- the bundle ----
+
+def test_interrupted_bundle_leaves_nothing_half_made(setup, tmp_path, monkeypatch):
+    from orchestrator import bundle
+
+    m, cache = setup
+    from orchestrator.results import write_results
+
+    results_dir = tmp_path / "r"
+    results = _run(m, cache, results_dir)
+    assert results["exit_code"] == 0
+    write_results(results, results_dir)
+    out = tmp_path / "bundle"
+
+    real = bundle.verify
+
+    def verify_then_interrupt(*a, **kw):
+        real(*a, **kw)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(bundle, "verify", verify_then_interrupt)
+    opts = bundle.BundleOptions(load_matrix(m), Cache(cache), results_dir, out)
+    with pytest.raises(KeyboardInterrupt):
+        bundle.make_bundles(opts)
+    monkeypatch.undo()
+    assert not out.exists() or not any(out.iterdir()), "a half-made bundle was left"
+    _assert_no_lock_held(cache)
+    made, _ = bundle.make_bundles(opts)
+    assert [b.target for b in made] == ["ggml"]
+    man = json.loads((out / "ggml" / "manifest.json").read_text())
+    # what went in is the tested patched tree, never the control's reverted one
+    assert man["verification"]["tree_is_patched_tree"] is True
