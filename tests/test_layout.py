@@ -329,8 +329,12 @@ COMMON = (("CMAKE_BUILD_TYPE", "Release"), ("BUILD_SHARED_LIBS", "OFF"))
 
 def test_build_plan_ggml_builds_its_own_tests():
     plan = build_plan(GGML, "/w/src", "/repo/native_tests")
-    assert plan == BuildPlan("/w/src", COMMON + (("GGML_BUILD_TESTS", "ON"), ("GGML_BUILD_EXAMPLES", "OFF")), TESTS)
+    # the training program joins ggml's own build through a project include (not the series)
+    assert plan == BuildPlan("/w/src", COMMON + (("GGML_BUILD_TESTS", "ON"), ("GGML_BUILD_EXAMPLES", "OFF"),
+                                                 ("CMAKE_PROJECT_INCLUDE", "/repo/native_tests/extra-programs.cmake")),
+                             TESTS)
     assert plan.targets == ("test-opt", "test-opt-dynamic-accum")
+    assert plan.programs == ("train-opt-dynamic",)
 
 
 def test_build_plan_ggml_prefixed():
