@@ -79,3 +79,14 @@ def test_sha256_mismatch(tmp_path):
         snapshot(src, cache, SnapshotRepo(cache.snapshots_git))
     msg = str(e.value)
     assert "targets.x.source.sha256" in msg and real in msg and "a" * 64 in msg and "\n" not in msg
+
+
+def test_extract_without_system_tar_gives_the_same_tree(tmp_path, monkeypatch):
+    archive = tmp_path / "s.tar.gz"
+    _tar(archive, FILES)
+    a, up_a = pypi_sdist.extract(archive, "vendor/llama.cpp", tmp_path / "a", "k")
+    monkeypatch.setattr(pypi_sdist.shutil, "which", lambda name: None)
+    b, up_b = pypi_sdist.extract(archive, "vendor/llama.cpp", tmp_path / "b", "k")
+    files = lambda root: sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())  # noqa: E731
+    assert files(a) == files(b) == ["ggml/src/ggml-opt.cpp", "tests/CMakeLists.txt"]
+    assert up_a == up_b == UPSTREAM
