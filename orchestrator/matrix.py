@@ -51,15 +51,10 @@ def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None) -> dict:
     started = time.time()
     cpu0 = _own_cpu_s()
     workers, n_jobs = plan_parallelism(len(cells), cmake.jobs(), opts.parallel)
-    # independent cells overlap (one fetches or links while another compiles); results keep matrix order
-    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(run_cell, opts, series, repo, t, b, reporter, n_jobs) for t, b in cells]
-        try:
-            done = [f.result() for f in futures]
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
+    if workers == 1:
+        done = [run_cell(opts, series, repo, t, b, reporter, n_jobs) for t, b in cells]
+    else:
+        done = _run_parallel(opts, series, repo, cells, reporter, workers, n_jobs)
     cell_results = [c for c, _ in done]
     records = [r for _, recs in done for r in recs]
     return {
@@ -76,6 +71,22 @@ def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None) -> dict:
         "cells": cell_results,
         "records": records,
     }
+
+
+def _run_parallel(opts, series, repo, cells, reporter: Reporter, workers: int, n_jobs: int) -> list:
+    """Independent cells overlap (one fetches or links while another compiles); results keep the
+    matrix's order. On Ctrl-C or SIGTERM (raised in this thread) the other cells stop at their next
+    step or build line: their compilers are killed and a reverted tree is put back."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(run_cell, opts, series, repo, t, b, reporter, n_jobs) for t, b in cells]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            reporter.cancel()
+            for f in futures:
+                f.cancel()
+            concurrent.futures.wait(futures)
+            raise
 
 
 def _own_cpu_s() -> float:

@@ -22,6 +22,7 @@ class Reporter:
         self._next = 0
         self._lock = threading.Lock()
         self._local = threading.local()
+        self._cancelled = threading.Event()
         self._bars: Optional[Progress] = None
         if self.console.is_terminal:
             self._bars = Progress(TextColumn("    {task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -44,7 +45,16 @@ class Reporter:
         self._local.task = None
         self.console.print(f"[bold]\\[{self.index}/{self.total}] {cell_id}[/bold]")
 
+    def cancel(self) -> None:
+        """Make every cell thread stop at its next step or build line (as if interrupted)."""
+        self._cancelled.set()
+
+    def _check_cancelled(self) -> None:
+        if self._cancelled.is_set():
+            raise KeyboardInterrupt
+
     def step(self, name: str, detail: str = "") -> None:
+        self._check_cancelled()
         self._local.t0 = time.monotonic()
         self._local.last_pct = -1
         self.console.print(f"  [{self.index}/{self.total}] {self.cell}: {name}"
@@ -57,6 +67,7 @@ class Reporter:
 
     def build_progress(self, done: int, total: int) -> None:
         """Ninja's [done/total] for this thread's cell."""
+        self._check_cancelled()
         if self._bars is not None:
             with self._lock:
                 if not self._bars.live.is_started:

@@ -234,3 +234,24 @@ def test_interrupted_bundle_leaves_nothing_half_made(setup, tmp_path, monkeypatc
     man = json.loads((out / "ggml" / "manifest.json").read_text())
     # what went in is the tested patched tree, never the control's reverted one
     assert man["verification"]["tree_is_patched_tree"] is True
+
+
+def test_interrupt_stops_parallel_cells_and_rerun_succeeds(setup, tmp_path):
+    """Two cells at once: an interrupt in one stops the other at its next step or build line."""
+    m, cache = setup
+    text = m.read_text()
+    block = text[text.index("  ggml:\n"):text.index("backends:")]
+    m.write_text(text.replace("backends:", block.replace("  ggml:", "  ggml-too:") + "backends:", 1)
+                 .replace("targets: [ggml]", "targets: [ggml, ggml-too]"))
+    matrix = load_matrix(m)
+    reporter = InterruptAt("build patched", during_build=True)
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run_matrix(RunOptions(matrix, Cache(cache), tmp_path / "r", parallel=2), reporter)
+    assert time.monotonic() - t0 < 120
+    _assert_no_lock_held(cache)
+    results = run_matrix(RunOptions(matrix, Cache(cache), tmp_path / "again", parallel=2))
+    assert [c["status"] for c in results["cells"]] == ["passed", "passed"], results["cells"]
+    from orchestrator.cmake import jobs
+    if jobs() >= 2:
+        assert results["parallel"] == {"cells_at_once": 2, "jobs_per_build": jobs() // 2}
