@@ -290,7 +290,18 @@ def test_render_same_layout_is_identity():
     base = BaseFiles({})
     assert render(s, LLAMA, LLAMA, base) is s
     assert render(s, LLAMA, get_layout("llama.cpp"), base) is s
-    assert base.calls == []
+    assert base.calls == ["tests/CMakeLists.txt"] * 2  # only to see it is the file the hunk was made for
+
+
+def test_render_same_layout_regenerates_a_registration_made_for_another_file():
+    """Upstream moved the lines around test-opt: the registration follows the layout's rule
+    instead of failing on stale context; the fix's hunks stay as they are."""
+    s = _real_series()
+    moved = "# tests\nif (NOT LLAMA_SANITIZE_ADDRESS)\n    llama_build_and_test(test-opt.cpp)\nendif()\n"
+    r = render(s, LLAMA, LLAMA, BaseFiles({"tests/CMakeLists.txt": moved}))
+    reg = next(f for f in r.patches[1].files if f.path == "tests/CMakeLists.txt")
+    assert "+    llama_build_and_test(test-opt-dynamic-accum.cpp)\n" in reg.text
+    assert r.patches[0] == s.patches[0]
 
 
 def test_render_same_project_other_prefix_keeps_the_registration_hunk():
@@ -298,7 +309,8 @@ def test_render_same_project_other_prefix_keeps_the_registration_hunk():
     base = BaseFiles({})
     dst = get_layout("llama.cpp", "core/vendor/llama.cpp/")
     r = render(s, LLAMA, dst, base)
-    assert base.calls == []  # same convention: the series' own hunk is mapped, not regenerated
+    # same convention, no other file to compare with: the series' own hunk is mapped, not regenerated
+    assert base.calls == ["core/vendor/llama.cpp/tests/CMakeLists.txt"]
     assert r.paths() == ["core/vendor/llama.cpp/" + p for p in s.paths()]
     reg = r.patches[1].files[0]
     assert reg.text.startswith("diff --git a/core/vendor/llama.cpp/tests/CMakeLists.txt "
