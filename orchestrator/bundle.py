@@ -673,15 +673,6 @@ def _last_passed_line(output: str) -> Optional[str]:
     return None
 
 
-def _first_line(argv: list[str]) -> Optional[str]:
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    lines = (proc.stdout or proc.stderr).strip().splitlines()
-    return lines[0].strip() if proc.returncode == 0 and lines else None
-
-
 _SET = re.compile(r'^set\((CMAKE_(?:C|CXX)_COMPILER(?:_ID|_VERSION)?) "([^"]*)"\)', re.M)
 
 
@@ -705,13 +696,14 @@ def compiler_info(build_dir: Path) -> dict[str, str]:
 
 
 def toolchain_info(build_dir: Path) -> dict[str, str]:
-    from . import cmake
+    """The tools' versions (the same probe as the result-cache keys) and the compilers CMake chose."""
+    from . import toolchain
 
-    info = {"cmake": _first_line([cmake.cmake_exe(), "--version"]),
-            "ninja": _first_line([cmake.ninja_exe(), "--version"]),
-            "git": _first_line(["git", "--version"]),
-            "ccache": _first_line(["ccache", "--version"]) if shutil.which("ccache") else None,
-            **compiler_info(build_dir)}
+    versions = toolchain.versions()
+    info = {k: versions[k] for k in ("cmake", "ninja", "git")}
+    if shutil.which("ccache"):
+        info["ccache"] = versions["ccache"]
+    info.update(compiler_info(build_dir))
     return {k: v for k, v in info.items() if v}
 
 
