@@ -14,7 +14,6 @@ import hashlib
 import json
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
