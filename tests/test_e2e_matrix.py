@@ -221,7 +221,7 @@ def test_rerun_reuses_the_tree_and_the_exported_series_applies_with_plain_git_am
     assert "src/ggml-opt.cpp" in patches[0].read_text() and "ggml/src/" not in patches[0].read_text()
     assert "set(TEST_TARGET test-opt-dynamic-accum)" in patches[1].read_text()
 
-    from orchestrator.snapshots import SnapshotRepo
+    from orchestrator.vcs.snapshots import SnapshotRepo
     repo = SnapshotRepo(tool_cache / "snapshots.git")
     ref = next(r for r in repo.git("for-each-ref", "--format=%(refname)", "refs/snapshots/").split() if "ggml-python" in r)
     clone = tmp_path / "ggml"
@@ -238,11 +238,12 @@ def test_build_only_builds_both_variants_and_runs_nothing(matrix_run, repo_root,
     """`--build-only` on a cell whose device is missing (CUDA without a GPU, stood in for by the CPU
     backend here: a CUDA build takes 17 minutes): built with and without the fix, no test run,
     status build-only, never counted as passed."""
-    from orchestrator import backends, matrix
+    from orchestrator import backends
+    from orchestrator.run import cell, matrix
     from orchestrator.backends.cpu import Cpu
     from orchestrator.cache import Cache
     from orchestrator.config import load_matrix
-    from orchestrator.results import summary_markdown
+    from orchestrator.report.summary import summary_markdown
 
     class NoDevice(Cpu):
         build_only_ok = True
@@ -250,7 +251,7 @@ def test_build_only_builds_both_variants_and_runs_nothing(matrix_run, repo_root,
         def missing_device(self, backend):
             return "no device here (test stand-in)"
 
-    monkeypatch.setattr(matrix.backends, "get", lambda name, cache_root=None: NoDevice(cache_root))
+    monkeypatch.setattr(cell.backends, "get", lambda name, cache_root=None: NoDevice(cache_root))
     opts = matrix.RunOptions(load_matrix(repo_root / "matrix.yaml"), Cache(tool_cache), tmp_path / "results",
                              targets=["ggml"], backends=["cpu"], build_only=True)
     results = matrix.run_matrix(opts)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.merge import merge_results
+from orchestrator.report.merge import merge_results
 
 from .conftest import run_tool
 

@@ -1,7 +1,7 @@
 """results.json and summary.md from a results dict."""
 import json
 
-from orchestrator.results import summary_markdown, write_results
+from orchestrator.report.summary import summary_markdown, write_results
 
 LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
 

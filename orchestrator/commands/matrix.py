@@ -23,8 +23,8 @@ def add_arguments(p) -> None:
 
 
 def run(args, matrix, cache) -> ExitCode:
-    from ..matrix import RunOptions, run_matrix
-    from ..results import write_results
+    from ..run.matrix import RunOptions, run_matrix
+    from ..report.summary import write_results
 
     results_dir = Path(args.results)
     if args.parallel is not None and args.parallel < 1:

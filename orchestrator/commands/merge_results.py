@@ -64,8 +64,8 @@ def _matrix_order(matrix) -> list[str]:
 
 
 def run(args, matrix, cache) -> ExitCode:
-    from ..merge import merge_results
-    from ..results import write_results
+    from ..report.merge import merge_results
+    from ..report.summary import write_results
 
     out = Path(args.out)
     files = [_results_file(a) for a in args.inputs]

@@ -24,7 +24,7 @@ import git
 from ..cache import Cache, slug
 from ..config import Source
 from ..errors import ConfigError
-from ..snapshots import SnapshotRepo, _env
+from ..vcs.snapshots import SnapshotRepo, _env
 from . import Snapshot, SourceUnreachable
 
 NETWORK_TIMEOUT_S = 1800  # a first fetch of llama.cpp's whole history takes minutes

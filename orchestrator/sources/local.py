@@ -20,7 +20,7 @@ from typing import Optional
 from ..cache import Cache, slug
 from ..config import Source
 from ..errors import ConfigError
-from ..snapshots import SnapshotRepo, _env
+from ..vcs.snapshots import SnapshotRepo, _env
 from . import Snapshot
 
 _GITLINK = "160000"

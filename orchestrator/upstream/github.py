@@ -19,7 +19,7 @@ from typing import Callable, Optional
 
 import requests
 
-from .errors import (ConfigError, GitHubAuthFailed, GitHubError, GitHubUnreachable, PullRequestRejected,
+from ..errors import (ConfigError, GitHubAuthFailed, GitHubError, GitHubUnreachable, PullRequestRejected,
                      PushFailed, RateLimited, SeriesDoesNotApply)
 
 REDACTED = "***"
@@ -171,7 +171,7 @@ def _retry_when(headers, now: float) -> str:
 def git_env(askpass: Optional[Path]) -> dict[str, str]:
     """No user or system git configuration (hooks, url rewrites), no prompt; the token only
     through GIT_ASKPASS, which reads it from the environment."""
-    from .snapshots import _env
+    from ..vcs.snapshots import _env
 
     env = _env()
     env.pop("SSH_ASKPASS", None)

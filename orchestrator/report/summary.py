@@ -18,7 +18,7 @@ def write_results(results: dict, directory: Path) -> list[Path]:
 
 
 def _write_junit(results: dict, directory: Path) -> Path:
-    """junit.xml beside results.json, for CI systems' test views (orchestrator/junit.py)."""
+    """junit.xml beside results.json, for CI systems' test views (report/junit.py)."""
     from .junit import junit_xml
 
     path = directory / "junit.xml"
@@ -150,7 +150,7 @@ def _attribution_section(cells: list[dict]) -> list[str]:
 
 def _training_section(cells: list[dict]) -> list[str]:
     """Loss per epoch with and without the fix (native_tests/train-opt-dynamic), per cell."""
-    from .training import table_markdown
+    from ..evidence.training import table_markdown
 
     out = []
     for c in cells:

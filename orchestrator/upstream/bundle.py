@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from .errors import BundleRefused, BundleVerificationFailed, ConfigError, SeriesDoesNotApply
-from .layout import GATE_TEST, UPSTREAM_TEST
-from .training import plot, table_markdown
+from ..errors import BundleRefused, BundleVerificationFailed, ConfigError, SeriesDoesNotApply
+from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
+from ..evidence.training import plot, table_markdown
 
 NONE = "—"  # an empty table cell
 MANIFEST = "manifest.json"
@@ -446,7 +446,7 @@ class BundleResult:
 def make_bundles(opts: BundleOptions) -> tuple[list[BundleResult], list[str]]:
     """Every bundle the results allow, and the targets left out (with why). Refuses, writing
     nothing, when the results do not prove the fix (unless allow_incomplete)."""
-    from .series_files import load_series
+    from ..patchset.files import load_series
 
     results, results_sha = load_results(opts.results_dir)
     chosen = _chosen_targets(results, opts.targets, opts.results_dir)
@@ -483,10 +483,10 @@ def _same(cells: list[dict], what: str, get: Callable[[dict], Optional[str]]) ->
 
 def bundle_target(opts: BundleOptions, results: dict, results_sha: str, target_name: str,
                   warnings: list[str]) -> BundleResult:
-    from .cache import slug
-    from .layout import get_layout
-    from .render import rendered_for_target
-    from .snapshots import SnapshotRepo, Worktree
+    from ..cache import slug
+    from ..patchset.layout import get_layout
+    from ..patchset.render import rendered_for_target
+    from ..vcs.snapshots import SnapshotRepo, Worktree
 
     matrix, cache = opts.matrix, opts.cache
     cells = [c for c in cells_of(results, target_name) if c.get("patched_commit")]
@@ -556,7 +556,7 @@ def _has_commit(repo, commit: str) -> bool:
 
 
 def _recreate(worktree, base: str, rendered, patched: str, work: Path) -> None:
-    from .series_files import write_patches
+    from ..patchset.files import write_patches
 
     files = write_patches(rendered, work / "series")
     worktree.ensure(base)
@@ -596,12 +596,13 @@ def verify(opts: BundleOptions, target_name: str, layout, repo, worktree, work: 
     incremental build make a repeat cost seconds)."""
     import git as gitpython
 
-    from . import backends, cmake
-    from .classify import outcome
-    from .config import Backend
-    from .layout import build_plan
-    from .matrix import _harness, test_argv  # the same harness copy and test command line as the cells
-    from .testrun import run_test
+    from .. import backends
+    from ..run import cmake
+    from ..evidence.classify import outcome
+    from ..config import Backend
+    from ..patchset.layout import build_plan
+    from ..run.cell import _harness, test_argv  # the same harness copy and test command line as the cells
+    from ..run.testrun import run_test
 
     t_all = time.monotonic()
     series_dir = work / "bundle-series"
@@ -696,7 +697,7 @@ def compiler_info(build_dir: Path) -> dict[str, str]:
 
 def toolchain_info(build_dir: Path) -> dict[str, str]:
     """The tools' versions (the same probe as the result-cache keys) and the compilers CMake chose."""
-    from . import toolchain
+    from ..run import toolchain
 
     versions = toolchain.versions()
     info = {k: versions[k] for k in ("cmake", "ninja", "git")}

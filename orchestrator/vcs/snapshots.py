@@ -15,7 +15,7 @@ from typing import Optional
 import filelock
 import git
 
-from .errors import SeriesDoesNotApply, ToolError
+from ..errors import SeriesDoesNotApply, ToolError
 
 FIXED_IDENTITY = {
     "GIT_AUTHOR_NAME": "ggml-patch", "GIT_AUTHOR_EMAIL": "ggml-patch@localhost",
@@ -274,10 +274,6 @@ class Worktree:
             return f.read_bytes().decode("utf-8", "surrogateescape")
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
-
-    def commits_since(self, base: str) -> list[str]:
-        out = self.git("rev-list", "--reverse", f"{base}..HEAD")
-        return out.split()
 
     def tree(self) -> str:
         return self.git("rev-parse", "HEAD^{tree}")

@@ -5,7 +5,7 @@ control variant (the same tree with the fix's hunks reverted, i.e. the upstream 
 gate test): "pre-existing" when it fails without the fix too, "regression" when it passes there,
 "unknown" when the control cannot tell (it did not build, or never reached that device).
 
-Pure: takes the test records matrix.py writes (outcome, signal, rows, output), returns dicts.
+Pure: takes the test records run/cell.py writes (outcome, signal, rows, output), returns dicts.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import re
 from typing import Optional
 
 from .classify import PASSED, _ANSI
-from .layout import GATE_TEST
+from ..patchset.layout import GATE_TEST
 
 PRE_EXISTING, REGRESSION, UNKNOWN = "pre-existing", "regression", "unknown"
 _DEVICE_HEADER = re.compile(r"^Backend \d+/\d+: (?P<device>\S+)\s*$", re.M)  # test-opt, before each device

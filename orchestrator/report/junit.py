@@ -10,7 +10,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Optional
 
-from .layout import GATE_TEST, TESTS
+from ..patchset.layout import GATE_TEST, TESTS
 
 VARIANTS = ("patched", "control")
 CONTROL_GATE_NAME = f"{GATE_TEST} (fix reverted: must fail)"

@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 from typing import Iterable, Optional
 
-from .errors import ConfigError
-from .matrix import overall_exit_code
+from ..errors import ConfigError
+from .model import overall_exit_code
 
 
 def _check_same_series(parts: list[tuple[str, dict]]) -> None:
