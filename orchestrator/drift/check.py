@@ -24,6 +24,7 @@ from ..patchset.layout import get_layout, translate
 from ..patchset.render import render
 from ..patchset.series import Series
 from ..patchset.files import load_series, write_patches
+from ..vcs.runner import error_line
 from ..vcs.snapshots import SnapshotRepo, Worktree
 from .verdicts import (CLEAN, CONFLICTED, MERGED, NOT_APPLICABLE, NOT_TRIED, OPT_HEADER, PRESENT, UNAVAILABLE,
                      UNREACHABLE, Conflict, PatchResult, TargetStatus, conflict_regions, content_present, failed_hunk,
@@ -161,11 +162,8 @@ def _conflict(wt: Worktree, patch, plain_output: str, merged_output: str) -> Con
 
 
 def _git_reason(output: str) -> str:
-    for pattern in (r"^CONFLICT \(.*$", r"^error: sha1 information is lacking.*$", r"^error: .*$", r"^fatal: .*$"):
-        m = re.search(pattern, output, re.M)
-        if m:
-            return m.group(0).strip()
-    return ""
+    """Why a 3-way merge stopped: the conflict, or the blobs it lacked, in git's own words."""
+    return error_line(output, prefer=("CONFLICT (", "error: sha1 information is lacking"))
 
 
 def leave_for_resolution(repo: SnapshotRepo, path: Path, base: str, results: list[PatchResult],

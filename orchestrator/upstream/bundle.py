@@ -570,18 +570,18 @@ def format_patch(repo, base: str, patched: str) -> list[tuple[str, str]]:
     """`git format-patch base..patched`: [(file name, text)], in order."""
     import tempfile
 
-    n = int(repo.git("rev-list", "--count", f"{base}..{patched}"))
-    if n == 0 or repo.git("merge-base", base, patched) != base:
+    n = int(repo.git("rev-list", "--count", "--end-of-options", f"{base}..{patched}"))
+    if n == 0 or repo.git("merge-base", "--end-of-options", base, patched) != base:
         raise BundleRefused(f"the patched commit {patched[:12]} does not descend from the base {base[:12]}")
     with tempfile.TemporaryDirectory(prefix="format-patch-") as tmp:
         # no signature: the bytes do not depend on the git version, so the manifest is reproducible
-        names = repo.git("format-patch", "--no-signature", "-o", tmp, f"{base}..{patched}").splitlines()
+        names = repo.git("format-patch", "--no-signature", "-o", tmp, "--end-of-options", f"{base}..{patched}").splitlines()
         return [(Path(p).name, Path(p).read_text(encoding="utf-8")) for p in names]
 
 
 def commit_list(repo, base: str, patched: str) -> list[Commit]:
     commits = []
-    for sha in repo.git("rev-list", "--reverse", f"{base}..{patched}").split():
+    for sha in repo.git("rev-list", "--reverse", "--end-of-options", f"{base}..{patched}").split():
         subject = repo.git("show", "-s", "--format=%s", sha)
         body = repo.git("show", "-s", "--format=%b", sha)
         files = repo.git("diff-tree", "--no-commit-id", "--name-only", "-r", sha).split()
@@ -594,8 +594,6 @@ def verify(opts: BundleOptions, target_name: str, layout, repo, worktree, work: 
     """git am the bundle's own files on a fresh copy of the base, build the two tests, run them.
     The worktree and build tree are the bundle's own and persist in the cache (ccache and an
     incremental build make a repeat cost seconds)."""
-    import git as gitpython
-
     from .. import backends
     from ..run import cmake
     from ..evidence.classify import outcome
@@ -617,19 +615,14 @@ def verify(opts: BundleOptions, target_name: str, layout, repo, worktree, work: 
     t0 = time.monotonic()
     worktree.ensure(base)  # exactly the base, untracked files cleaned: a fresh copy
     try:
-        # same committer identity and dates as the matrix's own `git am`: the same commit comes out
-        worktree.git("am", "--committer-date-is-author-date", *map(str, files))
-    except gitpython.GitCommandError as e:
-        try:
-            worktree.git("am", "--abort")
-        except gitpython.GitCommandError:
-            pass
-        detail = _one_line((e.stderr or "").replace("stderr:", "")).strip(" '")[:300]
+        # the same `git am` as the matrix's own: the same commit comes out
+        worktree.am(files)
+    except SeriesDoesNotApply as e:
         raise SeriesDoesNotApply(f"{target_name}: the bundle's series does not apply with git am to a fresh copy "
-                                 f"of {base[:12]}: {detail}") from None
+                                 f"of {base[:12]}: {e}") from None
     head = worktree.head()
-    tree = repo.git("rev-parse", f"{head}^{{tree}}")
-    if tree != repo.git("rev-parse", f"{patched}^{{tree}}"):
+    tree = repo.tree_of(head)
+    if tree != repo.tree_of(patched):
         raise BundleVerificationFailed(f"{target_name}: git am of the bundle gives tree {tree[:12]}, not the tree "
                                        f"of the tested commit {patched[:12]}")
     apply_s = time.monotonic() - t0
