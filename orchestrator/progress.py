@@ -14,6 +14,11 @@ from typing import Optional
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from .report.model import CellStatus
+
+
+_COLOUR = {CellStatus.PASSED.value: "green", CellStatus.SKIPPED.value: "yellow", CellStatus.BUILD_ONLY.value: "cyan"}
+
 
 class Reporter:
     def __init__(self, total_cells: int, console: Optional[Console] = None):
@@ -87,5 +92,5 @@ class Reporter:
 
     def cell_result(self, status: str, reason: str) -> None:
         self._end_bar()
-        colour = {"passed": "green", "skipped": "yellow", "build-only": "cyan"}.get(status, "red")
+        colour = _COLOUR.get(str(status), "red")
         self.console.print(f"  [{colour}]{self.cell}: {status}[/{colour}] - {reason}")

@@ -8,25 +8,18 @@ invalid control is the failure.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from typing import Optional
+from typing import Optional, Union
 
 from ..patchset.layout import GATE_TEST, TESTS
+from .model import Cell, CellStatus, Outcome, RecordStatus, Results, TestRecord, VariantRecord, Verdict, as_results
 
 VARIANTS = ("patched", "control")
 CONTROL_GATE_NAME = f"{GATE_TEST} (fix reverted: must fail)"
-KILLED = "killed"
 
 
-def _target_backend(cell: dict) -> tuple[str, str]:
-    """From the cell's own keys, or its id "target/backend" (older or hand-made results)."""
-    target, _, backend = cell["cell"].rpartition("/")
-    return cell.get("target", target), cell.get("backend", backend)
-
-
-def _case(suite: ET.Element, cell: dict, variant: str, test: str, duration: Optional[float] = None) -> ET.Element:
+def _case(suite: ET.Element, cell: Cell, variant: str, test: str, duration: Optional[float] = None) -> ET.Element:
     name = CONTROL_GATE_NAME if (variant == "control" and test == GATE_TEST) else test
-    target, backend = _target_backend(cell)
-    attrs = {"classname": f"ggml-patch.{target}.{backend}.{variant}", "name": name,
+    attrs = {"classname": f"ggml-patch.{cell.target}.{cell.backend}.{variant}", "name": name,
              "time": f"{duration or 0:.3f}"}
     return ET.SubElement(suite, "testcase", attrs)
 
@@ -37,65 +30,65 @@ def _mark(case: ET.Element, kind: str, message: str, kind_type: str = "", text: 
         el.text = text
 
 
-def _detail(t: dict) -> str:
+def _detail(t: TestRecord) -> str:
     """The failure's body: the outcome, the exit code or signal, the failure line and the log."""
-    lines = [f"outcome: {t.get('outcome')}", f"exit code: {t.get('exit_code')}"]
-    if t.get("signal"):
-        lines.append(f"signal: {t['signal']}")
-    for key in ("failure_line", "summary_line", "log"):
-        if t.get(key):
-            lines.append(f"{key.replace('_', ' ')}: {t[key]}")
+    lines = [f"outcome: {t.outcome}", f"exit code: {t.exit_code}"]
+    if t.signal:
+        lines.append(f"signal: {t.signal}")
+    for key, value in (("failure line", t.failure_line), ("summary line", t.summary_line), ("log", t.log)):
+        if value:
+            lines.append(f"{key}: {value}")
     return "\n".join(lines)
 
 
-def _test_case(suite: ET.Element, cell: dict, rec: dict, test: str) -> None:
-    variant = rec["variant"]
-    t = rec.get("tests", {}).get(test)
-    case = _case(suite, cell, variant, test, (t or {}).get("duration_s"))
-    build = rec.get("build") or {}
-    if rec.get("status") == "build-failed" or build.get("ok") is False:
-        _mark(case, "failure", f"the {variant} variant did not build: {build.get('error', '')}".rstrip(": "),
-              "build-failed", f"log: {build.get('log', '')}")
+def _test_case(suite: ET.Element, cell: Cell, rec: VariantRecord, test: str) -> None:
+    variant = rec.variant
+    t = rec.test(test)
+    case = _case(suite, cell, variant, test, t.duration_s if t else None)
+    build = rec.build
+    if rec.status == RecordStatus.BUILD_FAILED or (build is not None and not build.ok):
+        error = build.error if build else ""
+        _mark(case, "failure", f"the {variant} variant did not build: {error}".rstrip(": "),
+              "build-failed", f"log: {build.log if build else ''}")
         return
-    if rec.get("status") == "built":  # --build-only: a device-less machine compiled it, ran nothing
-        _mark(case, "skipped", f"built only, not run: {cell.get('reason', '')}")
+    if rec.status == RecordStatus.BUILT:  # --build-only: a device-less machine compiled it, ran nothing
+        _mark(case, "skipped", f"built only, not run: {cell.reason}")
         return
     if variant == "control" and test == GATE_TEST:
-        verdict = rec.get("verdict")
-        if verdict == KILLED:
-            ET.SubElement(case, "system-out").text = f"killed: {rec.get('failure_line') or ''}"
+        if rec.verdict == Verdict.KILLED:
+            ET.SubElement(case, "system-out").text = f"killed: {rec.failure_line or ''}"
         else:
-            _mark(case, "failure", f"negative control {verdict}: {rec.get('verdict_reason', '')}", str(verdict),
+            _mark(case, "failure", f"negative control {rec.verdict}: {rec.verdict_reason}", str(rec.verdict),
                   _detail(t) if t else "")
         return
     if t is None:
         _mark(case, "error", f"{test} did not run", "not-run")
         return
-    if t.get("outcome") != "passed":
-        line = t.get("failure_line") or t.get("summary_line") or ""
-        what = f"{test} {t.get('outcome')}" + (f" without the fix" if variant == "control" else "")
-        _mark(case, "failure", f"{what}: {line}" if line else what, str(t.get("outcome")), _detail(t))
+    if t.outcome != Outcome.PASSED:
+        line = t.failure_line or t.summary_line or ""
+        what = f"{test} {t.outcome}" + (" without the fix" if variant == "control" else "")
+        _mark(case, "failure", f"{what}: {line}" if line else what, str(t.outcome), _detail(t))
 
 
-def _missing_cases(suite: ET.Element, cell: dict, variant: str) -> None:
+def _missing_cases(suite: ET.Element, cell: Cell, variant: str) -> None:
     """Testcases for a variant that has no record: a skipped cell, or a cell that stopped early."""
     for test in TESTS:
         case = _case(suite, cell, variant, test)
-        reason = cell.get("reason") or cell.get("status", "")
-        if cell.get("status") == "skipped":
+        reason = cell.reason or str(cell.status)
+        if cell.status == CellStatus.SKIPPED:
             _mark(case, "skipped", reason)
         elif variant == "control":
             _mark(case, "skipped", f"the negative control did not run: {reason}")
         else:
-            kind = "error" if cell.get("status") == "error" else "failure"
-            _mark(case, kind, reason, str(cell.get("status")))
+            kind = "error" if cell.status == CellStatus.ERROR else "failure"
+            _mark(case, kind, reason, str(cell.status))
 
 
-def _suite(parent: ET.Element, cell: dict, records: list[dict], timestamp: str) -> ET.Element:
-    suite = ET.SubElement(parent, "testsuite", {"name": "ggml-patch.{}.{}".format(*_target_backend(cell))})
-    if timestamp:
-        suite.set("timestamp", timestamp)
-    by_variant = {r["variant"]: r for r in records if r["cell"] == cell["cell"]}
+def _suite(parent: ET.Element, cell: Cell, results: Results) -> ET.Element:
+    suite = ET.SubElement(parent, "testsuite", {"name": f"ggml-patch.{cell.target}.{cell.backend}"})
+    if results.started_at:
+        suite.set("timestamp", results.started_at)
+    by_variant = results.records_of(cell.cell)
     for variant in VARIANTS:
         rec = by_variant.get(variant)
         if rec is None:
@@ -122,10 +115,11 @@ def _count(el: ET.Element) -> None:
     el.set("time", f"{time:.3f}")
 
 
-def junit_xml(results: dict) -> str:
+def junit_xml(results: Union[Results, dict]) -> str:
+    results = as_results(results)
     root = ET.Element("testsuites", {"name": "ggml-patch"})
-    for cell in results["cells"]:
-        _suite(root, cell, results.get("records", []), results.get("started_at", ""))
+    for cell in results.cells:
+        _suite(root, cell, results)
     _count(root)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

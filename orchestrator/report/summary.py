@@ -1,163 +1,156 @@
-"""Writing a run's results: results.json (the record) and summary.md (for people)."""
+"""Writing a run's results: results.json (the record), summary.md (for people) and junit.xml."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from typing import Optional, Union
 
-_ICON = {"passed": "✅", "failed": "❌", "error": "💥", "skipped": "⏭️", "build-only": "🔨"}
+from ..evidence.training import table_markdown
+from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
+from .model import Cell, CellStatus, RecordStatus, Results, RowStatus, VariantRecord, as_results, dump_results
+
+_ICON = {CellStatus.PASSED: "✅", CellStatus.FAILED: "❌", CellStatus.ERROR: "💥", CellStatus.SKIPPED: "⏭️",
+         CellStatus.BUILD_ONLY: "🔨"}
 
 
-def write_results(results: dict, directory: Path) -> list[Path]:
+def write_results(results: Union[Results, dict], directory: Path) -> list[Path]:
+    from .junit import junit_xml
+
+    results = as_results(results)
     directory.mkdir(parents=True, exist_ok=True)
-    json_path = directory / "results.json"
-    json_path.write_text(json.dumps(results, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    json_path = dump_results(results, directory / "results.json")
     md_path = directory / "summary.md"
     md_path.write_text(summary_markdown(results), encoding="utf-8")
-    _write_junit(results, directory)
+    (directory / "junit.xml").write_text(junit_xml(results), encoding="utf-8")  # for CI systems' test views
     return [json_path, md_path]
 
 
-def _write_junit(results: dict, directory: Path) -> Path:
-    """junit.xml beside results.json, for CI systems' test views (report/junit.py)."""
-    from .junit import junit_xml
-
-    path = directory / "junit.xml"
-    path.write_text(junit_xml(results), encoding="utf-8")
-    return path
-
-
-def _records(results: dict, cell: str) -> dict[str, dict]:
-    return {r["variant"]: r for r in results["records"] if r["cell"] == cell}
-
-
-def _test_cell(rec: dict | None, test: str) -> str:
+def _test_cell(rec: Optional[VariantRecord], test: str) -> str:
     if not rec:
         return "—"
-    if rec.get("status") == "build-failed":
+    if rec.status == RecordStatus.BUILD_FAILED:
         return "build failed"
-    t = rec["tests"].get(test)
+    t = rec.test(test)
     if not t:
         return "—"
-    rows = t.get("rows") or []
-    ok = sum(1 for r in rows if r["status"] in ("OK", "SKIPPED"))
-    counted = f" ({ok}/{len(rows)})" if rows else ""
-    return f"{t['outcome']}{counted}"
+    ok = sum(1 for r in t.rows if r.status in (RowStatus.OK, RowStatus.SKIPPED))
+    counted = f" ({ok}/{len(t.rows)})" if t.rows else ""
+    return f"{t.outcome}{counted}"
 
 
-def summary_markdown(results: dict) -> str:
-    cells = results["cells"]
-    good = sum(1 for c in cells if c["status"] == "passed")
-    others = ", ".join(f"{n} {st}" for st in ("failed", "error", "build-only", "skipped")
-                       if (n := sum(1 for c in cells if c["status"] == st)))
-    series = results["series"]
+def summary_markdown(results: Union[Results, dict]) -> str:
+    results = as_results(results)
+    cells = results.cells
+    good = sum(1 for c in cells if c.status == CellStatus.PASSED)
+    others = ", ".join(f"{n} {st}" for st in (CellStatus.FAILED, CellStatus.ERROR, CellStatus.BUILD_ONLY,
+                                              CellStatus.SKIPPED)
+                       if (n := sum(1 for c in cells if c.status == st)))
+    series = results.series
     out = [
         f"# ggml-patch matrix: {good}/{len(cells)} cells passed" + (f" ({others})" if others else ""),
         "",
         f"Series: {len(series['patches'])} patches in the {series['layout']} layout "
-        f"(sha256 `{series['sha256'][:16]}`), profile `{results['profile']}`, exit code {results['exit_code']}.",
+        f"(sha256 `{series['sha256'][:16]}`), profile `{results.profile}`, exit code {results.exit_code}.",
         "",
-        "| cell | status | with fix: test-opt | with fix: gate | control (fix reverted) | gate failure line without the fix |",
+        "| cell | status | with fix: test-opt | with fix: gate | control (fix reverted) "
+        "| gate failure line without the fix |",
         "|---|---|---|---|---|---|",
     ]
     for c in cells:
-        recs = _records(results, c["cell"])
+        recs = results.records_of(c.cell)
         patched, control = recs.get("patched"), recs.get("control")
-        line = (control or {}).get("failure_line")
-        verdict = (control or {}).get("verdict") or "—"
-        out.append(f"| {c['cell']} | {_ICON.get(c['status'], '')} {c['status']} | {_test_cell(patched, 'test-opt')} | "
-                   f"{_test_cell(patched, 'test-opt-dynamic-accum')} | {verdict} | {f'`{line}`' if line else '—'} |")
+        line = control.failure_line if control else None
+        verdict = (control.verdict if control else None) or "—"
+        out.append(f"| {c.cell} | {_ICON.get(c.status, '')} {c.status} | {_test_cell(patched, UPSTREAM_TEST)} | "
+                   f"{_test_cell(patched, GATE_TEST)} | {verdict} | {f'`{line}`' if line else '—'} |")
     out += ["", "## Why", ""]
     for c in cells:
-        out.append(f"- **{c['cell']}**: {c['status']} — {c['reason']}")
+        out.append(f"- **{c.cell}**: {c.status} — {c.reason}")
     out += _device_section(results)
     out += _attribution_section(cells)
     out += _training_section(cells)
-    out += ["", "## Sources", "", "| cell | source | base commit | upstream commit | patched commit |", "|---|---|---|---|---|"]
+    out += ["", "## Sources", "", "| cell | source | base commit | upstream commit | patched commit |",
+            "|---|---|---|---|---|"]
     for c in cells:
-        s = c.get("source") or {}
-        out.append(f"| {c['cell']} | {s.get('description', '—')} | `{s.get('base_commit', '')[:12]}` | "
-                   f"`{s.get('upstream_commit', '—')[:12]}` | `{c.get('patched_commit', '')[:12]}` |")
+        s = c.source or {}
+        out.append(f"| {c.cell} | {s.get('description', '—')} | `{s.get('base_commit', '')[:12]}` | "
+                   f"`{s.get('upstream_commit', '—')[:12]}` | `{(c.patched_commit or '')[:12]}` |")
     out += ["", "## Timings (s)", "", "| cell | " + " | ".join(_TIMINGS) + " |", "|---|" + "---|" * len(_TIMINGS)]
     for c in cells:
-        out.append(f"| {c['cell']} | " + " | ".join(str(c["timings"].get(k, "—")) for k in _TIMINGS) + " |")
+        out.append(f"| {c.cell} | " + " | ".join(str(c.timings.get(k, "—")) for k in _TIMINGS) + " |")
     return "\n".join(out) + "\n"
 
 
 _TIMINGS = ("fetch", "apply", "configure", "build_patched", "build_control", "control")
-_GATE, _TEST_OPT = "test-opt-dynamic-accum", "test-opt"
 
 
-def _rows_for(rec: dict | None, test: str, device: str) -> str:
+def _rows_for(rec: Optional[VariantRecord], test: str, device: str) -> str:
     """One device's rows of one test: "adamw OK, sgd OK" or "p1 FAIL at step 2 (w=0.25, expected 0.5)"."""
-    t = (rec or {}).get("tests", {}).get(test)
+    t = rec.test(test) if rec else None
     if not t:
         return "—"
     parts = []
-    for r in t.get("rows") or []:
-        if r.get("device") != device:
+    for r in t.rows:
+        if r.device != device:
             continue
-        name = r.get("optimizer") or f"p{r.get('opt_period')}"
+        name = r.optimizer or (f"p{r.opt_period}" if r.case in (None, f"opt_period={r.opt_period}") else r.case)
         detail = ""
-        if r["status"] == "FAIL" and r.get("step") is not None:
-            detail = f" at step {r['step']} (w={r['actual']:g}, expected {r['expected']:g})"
-        parts.append(f"{name} {r['status']}{detail}")
-    if t.get("stopped_on") == device:
-        parts.append(f"**{t['outcome']}{' (' + t['signal'] + ')' if t.get('signal') else ''} here**")
+        if r.status == RowStatus.FAIL and r.step is not None:
+            detail = f" at step {r.step} (w={r.actual:g}, expected {r.expected:g})"
+        parts.append(f"{name} {r.status}{detail}")
+    if t.stopped_on == device:
+        parts.append(f"**{t.outcome}{' (' + t.signal + ')' if t.signal else ''} here**")
     return ", ".join(parts) or "—"
 
 
-def _devices(recs: dict[str, dict]) -> list[str]:
+def _devices(recs: dict[str, VariantRecord]) -> list[str]:
     seen: dict[str, None] = {}
     for rec in recs.values():
-        for t in rec.get("tests", {}).values():
-            for r in t.get("rows") or []:
-                if r.get("device"):
-                    seen.setdefault(r["device"], None)
-            if t.get("stopped_on"):
-                seen.setdefault(t["stopped_on"], None)
+        for t in rec.tests.values():
+            for r in t.rows:
+                if r.device:
+                    seen.setdefault(r.device, None)
+            if t.stopped_on:
+                seen.setdefault(t.stopped_on, None)
     return list(seen)
 
 
-def _device_section(results: dict) -> list[str]:
+def _device_section(results: Results) -> list[str]:
     """Per device, so a Vulkan cell shows the Vulkan device's own rows, not only the CPU's."""
     out = ["", "## Per-device results", "",
            "| cell | device | with fix: test-opt | with fix: gate | without fix: test-opt | without fix: gate |",
            "|---|---|---|---|---|---|"]
     any_rows = False
-    for c in results["cells"]:
-        recs = _records(results, c["cell"])
+    for c in results.cells:
+        recs = results.records_of(c.cell)
         p, k = recs.get("patched"), recs.get("control")
         for dev in _devices(recs):
             any_rows = True
-            out.append(f"| {c['cell']} | {dev} | {_rows_for(p, _TEST_OPT, dev)} | {_rows_for(p, _GATE, dev)} | "
-                       f"{_rows_for(k, _TEST_OPT, dev)} | {_rows_for(k, _GATE, dev)} |")
+            out.append(f"| {c.cell} | {dev} | {_rows_for(p, UPSTREAM_TEST, dev)} | {_rows_for(p, GATE_TEST, dev)} | "
+                       f"{_rows_for(k, UPSTREAM_TEST, dev)} | {_rows_for(k, GATE_TEST, dev)} |")
     return out if any_rows else []
 
 
-def _attribution_section(cells: list[dict]) -> list[str]:
+def _attribution_section(cells: list[Cell]) -> list[str]:
     """Every test failing with the fix: pre-existing (fails without it too) or a regression."""
-    rows = [(c, e) for c in cells for e in c.get("attribution") or []]
+    rows = [(c, e) for c in cells for e in c.attribution or []]
     if not rows:
         return []
     out = ["", "## Failure attribution", "",
            "Each test failing with the fix, compared with the same test and device without it (the control).", "",
            "| cell | test | device | with the fix | without the fix | attribution |", "|---|---|---|---|---|---|"]
     for c, e in rows:
-        out.append(f"| {c['cell']} | {e['test']} | {e.get('device') or '—'} | {e['with_fix']} | {e['without_fix']} | "
-                   f"**{e['label']}** |")
+        out.append(f"| {c.cell} | {e.test} | {e.device or '—'} | {e.with_fix} | {e.without_fix} | **{e.label}** |")
     return out
 
 
-def _training_section(cells: list[dict]) -> list[str]:
+def _training_section(cells: list[Cell]) -> list[str]:
     """Loss per epoch with and without the fix (native_tests/train-opt-dynamic), per cell."""
-    from ..evidence.training import table_markdown
-
     out = []
     for c in cells:
-        t = c.get("training")
+        t = c.training
         if not t:
             continue
         verdict = {True: "as the bug predicts", False: "NOT as the bug predicts", None: "undecided"}
-        out += ["", f"### {c['cell']}: {verdict[t.get('diverges_as_predicted')]}", "",
+        out += ["", f"### {c.cell}: {verdict[t.get('diverges_as_predicted')]}", "",
                 table_markdown(t["with_fix"], t["without_fix"]).rstrip("\n")]
     return (["", "## Training: loss per epoch with and without the fix"] + out) if out else []

@@ -15,7 +15,7 @@ from ..config import Matrix
 from ..patchset.files import load_series
 from ..patchset.series import Series
 from ..progress import Reporter
-from ..report.model import overall_exit_code
+from ..report.model import Cell, Results, VariantRecord, overall_exit_code
 from ..vcs.snapshots import SnapshotRepo
 from . import cmake
 from .cell import run_cell
@@ -40,7 +40,7 @@ def plan_parallelism(n_cells: int, cores: int, parallel: Optional[int]) -> tuple
     return workers, max(1, cores // workers)
 
 
-def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Optional[CancelToken] = None) -> dict:
+def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Optional[CancelToken] = None) -> Results:
     series = load_series(opts.matrix)
     cells = opts.matrix.cells(opts.profile, opts.targets, opts.backends)
     reporter = reporter or Reporter(len(cells))
@@ -53,22 +53,15 @@ def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Op
         done = [run_cell(opts, series, repo, t, b, reporter, n_jobs, cancel) for t, b in cells]
     else:
         done = _run_parallel(opts, series, repo, cells, reporter, cancel, workers, n_jobs)
-    cell_results = [c for c, _ in done]
-    records = [r for _, recs in done for r in recs]
-    return {
-        "schema_version": 1,
-        "tool": "ggml-patch",
-        "matrix": str(opts.matrix.path),
-        "profile": opts.profile,
-        "series": series_info(series),
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-        "duration_s": round(time.time() - started, 2),
-        "orchestrator_cpu_s": round(_own_cpu_s() - cpu0, 2),  # this process only: not git, cmake, compilers, tests
-        "parallel": {"cells_at_once": workers, "jobs_per_build": n_jobs},
-        "exit_code": int(overall_exit_code(cell_results)),
-        "cells": cell_results,
-        "records": records,
-    }
+    cell_results = [Cell.from_dict(c) for c, _ in done]
+    records = [VariantRecord.from_dict(r) for _, recs in done for r in recs]
+    return Results(
+        series_info(series), cell_results, records, matrix=str(opts.matrix.path), profile=opts.profile,
+        started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        duration_s=round(time.time() - started, 2),
+        orchestrator_cpu_s=round(_own_cpu_s() - cpu0, 2),  # this process only: not git, cmake, compilers, tests
+        parallel={"cells_at_once": workers, "jobs_per_build": n_jobs},
+        exit_code=int(overall_exit_code(cell_results)))
 
 
 def _run_parallel(opts, series, repo, cells, reporter: Reporter, cancel: CancelToken, workers: int,
