@@ -61,7 +61,8 @@ def bundle(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The test suite, end-to-end run of the real CPU matrix included (args go to pytest)."""
+    """The test suite, every tier: tests/unit, tests/integration, tests/e2e (the real CPU matrix end to
+    end). Args go to pytest, e.g. `nox -s tests -- -m unit`."""
     session.install(".[test]")
     session.run("pytest", *session.posargs)
 
