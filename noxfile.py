@@ -68,6 +68,15 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check, mypy, then ruff format --check, on orchestrator/ (configured in pyproject.toml)."""
+    session.install(".[lint]")
+    session.run("ruff", "check", "orchestrator")
+    session.run("mypy")
+    session.run("ruff", "format", "--check", "orchestrator")
+
+
+@nox.session
 def bench(session: nox.Session) -> None:
     """Speed benchmark against the by-hand route (about 10 minutes on 2 cores); writes results/bench/."""
     session.install(".")

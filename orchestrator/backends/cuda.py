@@ -64,11 +64,11 @@ class Cuda(BackendModule):
                 if a.exists() and b.exists():
                     return str(a), str(b), False
         for site in sys.path:
-            lib = Path(site) / "nvidia" / "cublas" / "lib"
-            a = sorted(lib.glob("libcublas.so*"))
-            b = sorted(lib.glob("libcublasLt.so*"))
-            if a and b:
-                return str(a[0]), str(b[0]), True
+            pip_lib = Path(site) / "nvidia" / "cublas" / "lib"
+            cublas = sorted(pip_lib.glob("libcublas.so*"))
+            cublas_lt = sorted(pip_lib.glob("libcublasLt.so*"))
+            if cublas and cublas_lt:
+                return str(cublas[0]), str(cublas_lt[0]), True
         return None, None, False
 
     def devices(self) -> list[str]:
