@@ -2,15 +2,13 @@
 scripts/setup-vulkan-lavapipe.sh has run) linked from the user's cache, only read; whatever is
 missing is fetched into the session's own cache."""
 import os
-from pathlib import Path
-
 import pytest
 
 from ..conftest import SHARED_CACHE
 
 
 @pytest.fixture(scope="session")
-def tool_cache(tmp_path_factory, shared_downloads) -> Path:
+def tool_cache(tmp_path_factory, shared_downloads):
     cache = tmp_path_factory.mktemp("tool-cache")
     if shared_downloads.is_dir():
         for folder in shared_downloads.iterdir():
@@ -22,4 +20,7 @@ def tool_cache(tmp_path_factory, shared_downloads) -> Path:
     sdk = SHARED_CACHE / "vulkan-sdk"
     if sdk.is_dir():
         os.symlink(sdk, cache / "vulkan-sdk")
-    return cache
+    with pytest.MonkeyPatch.context() as mp:
+        # a new cache path each session: ccache hashes paths relative to it, so builds still hit
+        mp.setenv("CCACHE_BASEDIR", str(cache))
+        yield cache
