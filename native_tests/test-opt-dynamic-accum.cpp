@@ -1,25 +1,13 @@
-// Gate test for ggml-opt's per-step mode, the mode llama.cpp trains in: the caller builds a new
-// graph every micro-step (ggml_opt_prepare_alloc, ggml_opt_alloc, ggml_opt_eval). The gradient
-// accumulators live in the optimizer's static context and outlive those graphs, so they must be
-// zeroed after every optimizer step; otherwise step k applies the sum of all gradients so far.
+// Gate test for per-step graphs in ggml-opt (a new graph every micro-step, as llama.cpp trains).
+// The gradient accumulators outlive those graphs, so they must be zeroed after every optimizer step.
 //
-// Model: w (4 x F32, starts at 1.0), output = w*x, so the gradient of w is x (loss SUM) or
-// x/(opt_period*4) (loss MEAN) and does not depend on w: every micro-step has one expected w.
+// Model: w (4 x F32, starts at 1.0) and output = w*x, so the gradient of w is x (loss SUM) or x/(opt_period*4) (loss MEAN).
+// Case opt_period=N: SGD with lr 0.5, constant x, loss SUM, 3 optimizer steps; w after each micro-step is exact.
+// Case case=schedule-S: S lists the micro-steps (T = train, E = forward-only eval) and x changes every micro-step.
+// Each schedule runs with per-step graphs and with static graphs: they must match, and static graphs must match a host model.
 //
-// Cases, on every device:
-//   opt_period=N (N = 1..3): SGD, lr 0.5, x = 0.5 constant, loss SUM, 3 optimizer steps; exact w.
-//   case=schedule-S opt_period=N optimizer=O loss=L: S is a schedule of micro-steps, T = train
-//     (backward), E = forward-only eval. x changes every micro-step (x_i = c_i * (-2)^step, so no
-//     two sets of gradients have the same sum). The same schedule runs with per-step graphs and
-//     with static graphs (the oracle); static graphs are also checked against a host model of
-//     ggml-opt (an optimizer step applies the gradients of the backward micro-steps since the
-//     previous step, every eval advances opt_i; AdamW as ggml_opt_step_adamw computes it).
-//
-// Usage: test-opt-dynamic-accum [DEVICE]   (default: every device ggml reports)
-// Output: one line per device and case, "device=<DEV> <CASE>: OK|FAIL ...|SKIPPED (<reason>)",
-// then "<pass>/<total> device*case passed, <skip> skipped". A failure names the first wrong
-// micro-step (1-based, E steps counted): "FAIL at step <N>: w=<actual> expected <expected> (...)".
-// Exit 0 when all pass, 1 when any fails, 2 on a usage or setup error.
+// Usage: test-opt-dynamic-accum [DEVICE] (default: every device).
+// Output: one line per device and case, then a summary line. Exit code: 0 = all pass, 1 = a case fails, 2 = usage or setup error.
 
 #include "ggml.h"
 #include "ggml-alloc.h"
@@ -147,7 +135,7 @@ static constexpr float  sched_sgd_lr   = 1.0f/16;  // a power of 2: SGD values s
 static constexpr float  sched_adamw_lr = 0.1f;
 static constexpr float  x_scale[n_elements] = { 1.0f, -0.5f, 0.75f, -1.5f };
 
-// x_i at micro-step `step` (1-based): c_i * (-2)^(step-1)
+// x_i = c_i * (-2)^(step-1): no two sets of gradients have the same sum
 static std::vector<float> x_at(int step) {
     std::vector<float> x(n_elements);
     const float p = std::ldexp(step % 2 == 1 ? 1.0f : -1.0f, step - 1);
@@ -157,22 +145,20 @@ static std::vector<float> x_at(int step) {
     return x;
 }
 
-static ggml_opt_optimizer_params optimizer_params(ggml_opt_optimizer_type optimizer) {
+static ggml_opt_optimizer_params optimizer_params() {
     ggml_opt_optimizer_params p = ggml_opt_get_default_optimizer_params(nullptr);
     p.sgd.alpha   = sched_sgd_lr;
     p.sgd.wd      = 0.0f;
     p.adamw.alpha = sched_adamw_lr;
     p.adamw.wd    = 0.0f;
-    (void) optimizer;
     return p;
 }
 
 using trajectory = std::vector<std::vector<float>>; // w after each micro-step
 
-// ggml-opt's semantics, in double: gradients of backward micro-steps accumulate, an optimizer step
-// applies their sum and the next period starts from zero, every eval (forward-only too) advances opt_i
+// static graphs on the host: an optimizer step applies the sum of the gradients since the last step, every eval advances opt_i
 static trajectory host_model(const schedule_case & c) {
-    const ggml_opt_optimizer_params p = optimizer_params(c.optimizer);
+    const ggml_opt_optimizer_params p = optimizer_params();
     std::vector<double> w(n_elements, w_start), acc(n_elements, 0.0), m(n_elements, 0.0), v(n_elements, 0.0);
     int     opt_i = 0;
     int64_t iter  = 1;
@@ -227,7 +213,7 @@ static trajectory run_schedule(ggml_backend_t backend, ggml_backend_t backend_cp
     ggml_backend_sched_t sched = ggml_backend_sched_new(
         backends.data(), nullptr, (int) backends.size(), GGML_DEFAULT_GRAPH_SIZE, false, true);
 
-    ggml_opt_optimizer_params opt_pars = optimizer_params(c.optimizer); // outlives opt_ctx
+    ggml_opt_optimizer_params opt_pars = optimizer_params(); // outlives opt_ctx
     ggml_opt_params params = ggml_opt_default_params(sched, c.loss_type);
     params.opt_period      = c.opt_period;
     params.optimizer       = c.optimizer;
@@ -235,7 +221,6 @@ static trajectory run_schedule(ggml_backend_t backend, ggml_backend_t backend_cp
     params.get_opt_pars_ud = &opt_pars;
 
     std::vector<ggml_context *> ctxs_compute;
-    ggml_opt_context_t opt_ctx = nullptr;
     if (static_graphs) {
         ggml_init_params params_compute = {
             GGML_DEFAULT_GRAPH_SIZE*ggml_tensor_overhead() + 3*ggml_graph_overhead(), nullptr, /*no_alloc =*/ true,
@@ -248,7 +233,7 @@ static trajectory run_schedule(ggml_backend_t backend, ggml_backend_t backend_cp
     } else {
         params.ctx_compute = nullptr;
     }
-    opt_ctx = ggml_opt_init(params);
+    ggml_opt_context_t opt_ctx = ggml_opt_init(params);
 
     trajectory out;
     std::vector<float> w_data(n_elements);
@@ -291,8 +276,7 @@ static bool close_to(double actual, double expected, double rtol) {
     return std::fabs(actual - expected) <= rtol * std::fmax(1.0, std::fabs(expected));
 }
 
-// "" when per-step equals static and static equals the host model at every micro-step, else the
-// FAIL text for the first wrong micro-step
+// empty when per-step graphs match static graphs and static graphs match the host model, else the first mismatch
 static std::string check_schedule(ggml_backend_t backend, ggml_backend_t backend_cpu, const schedule_case & c) {
     const trajectory per_step = run_schedule(backend, backend_cpu, c, /*static_graphs =*/ false);
     const trajectory stat     = run_schedule(backend, backend_cpu, c, /*static_graphs =*/ true);
@@ -319,7 +303,7 @@ static std::string check_schedule(ggml_backend_t backend, ggml_backend_t backend
     return "";
 }
 
-// every schedule for every opt_period and optimizer with loss SUM, then loss MEAN (exact: 4*opt_period is a power of 2)
+// loss MEAN uses opt_period 2 and 4 so that 1/(opt_period*4) is exact
 static std::vector<schedule_case> schedule_cases() {
     static const char * schedules[] = { "TTTTTT", "TTETTETT", "TETTTETT", "ETTEETTT" };
     std::vector<schedule_case> cases;

@@ -394,7 +394,7 @@ def test_bundle_of_a_real_run(real_run):
     for target in ("llama.cpp", "ggml"):
         d = results / "bundle" / target
         assert sorted(p.name for p in d.iterdir()) == [
-            "0001-ggml-opt-zero-gradient-accumulators-each-period-with.patch",
+            "0001-ggml-opt-reset-gradient-accumulators-after-each-opti.patch",
             "0002-tests-add-test-opt-dynamic-accum-for-per-step-gradie.patch",
             "PR_BODY.md", "PR_TITLE", "manifest.json", "training-loss.png"]
         assert (d / "training-loss.png").read_bytes().startswith(b"\x89PNG")
