@@ -15,7 +15,7 @@ import yaml
 from .errors import ConfigError
 from .layout import LAYOUTS
 
-BACKEND_NAMES = ("cpu", "vulkan", "cuda", "metal")
+BACKEND_NAMES = ("cpu", "vulkan", "cuda", "metal", "cpu-sanitize")
 SOURCE_KINDS = ("pypi-sdist", "git", "local", "tarball")
 
 # \Z, not $: jsonschema uses re.search, where $ also matches before a final newline
