@@ -4,6 +4,7 @@
 // Model: w (4 x F32, starts at 1.0) and output = w*x, so the gradient of w is x (loss SUM) or x/(opt_period*4) (loss MEAN).
 // Case opt_period=N: SGD with lr 0.5, constant x, loss SUM, 3 optimizer steps; w after each micro-step is exact.
 // Case case=schedule-S: S lists the micro-steps (T = train, E = forward-only eval) and x changes every micro-step.
+// A FAIL names the first wrong micro-step, counted from 1 with E steps included.
 // Each schedule runs with per-step graphs and with static graphs: they must match, and static graphs must match a host model.
 //
 // Usage: test-opt-dynamic-accum [DEVICE] (default: every device).
@@ -305,7 +306,7 @@ static std::string check_schedule(ggml_backend_t backend, ggml_backend_t backend
 
 // loss MEAN uses opt_period 2 and 4 so that 1/(opt_period*4) is exact
 static std::vector<schedule_case> schedule_cases() {
-    static const char * schedules[] = { "TTTTTT", "TTETTETT", "TETTTETT", "ETTEETTT" };
+    static const char * schedules[] = { "TTTTTT", "TTETTTETTT", "TETTTTETTT", "ETTEETTTTT" };
     std::vector<schedule_case> cases;
     for (const char * s : schedules) {
         for (ggml_opt_optimizer_type o : { GGML_OPT_OPTIMIZER_TYPE_SGD, GGML_OPT_OPTIMIZER_TYPE_ADAMW }) {
@@ -314,8 +315,8 @@ static std::vector<schedule_case> schedule_cases() {
             }
         }
     }
-    cases.push_back({ "TETTTETT", 2, GGML_OPT_OPTIMIZER_TYPE_SGD, GGML_OPT_LOSS_TYPE_MEAN });
-    cases.push_back({ "TTETTTTETT", 4, GGML_OPT_OPTIMIZER_TYPE_SGD, GGML_OPT_LOSS_TYPE_MEAN });
+    cases.push_back({ "TTTETTTTETTT", 2, GGML_OPT_OPTIMIZER_TYPE_SGD, GGML_OPT_LOSS_TYPE_MEAN });
+    cases.push_back({ "TTTETTTTETTT", 4, GGML_OPT_OPTIMIZER_TYPE_SGD, GGML_OPT_LOSS_TYPE_MEAN });
     return cases;
 }
 
