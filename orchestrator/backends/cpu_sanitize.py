@@ -10,6 +10,7 @@ failure (exit 1). Tests run through `stdbuf`, an LD_PRELOAD, which ASan refuses 
 
 `skip_tests`: tests the cell must report as skipped, with the reason, instead of running them.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,17 +28,23 @@ UBSAN_OPTIONS = "halt_on_error=1:abort_on_error=1:print_stacktrace=1"
 
 # Measured on ggml 0.15.3 (ggml-python 0.0.45) and llama.cpp 0c1e570 (llama-cpp-python 0.3.36) with this backend's
 # flags: every test-opt row passes and neither sanitizer reports an error, but LeakSanitizer aborts at exit.
-TEST_OPT_SKIP = ("test-opt leaks under LeakSanitizer: test_regression in tests/test-opt.cpp never frees its "
-                 "ctx_compute (2003056 bytes in 4 allocations); llama.cpp does not build test-opt under "
-                 "LLAMA_SANITIZE_ADDRESS for known leaks (tests/CMakeLists.txt)")
+TEST_OPT_SKIP = (
+    "test-opt leaks under LeakSanitizer: test_regression in tests/test-opt.cpp never frees its "
+    "ctx_compute (2003056 bytes in 4 allocations); llama.cpp does not build test-opt under "
+    "LLAMA_SANITIZE_ADDRESS for known leaks (tests/CMakeLists.txt)"
+)
 
 _PROBE = "int main(void) { return 0; }\n"
 
 
 class CpuSanitize(BackendModule):
     name = "cpu-sanitize"
-    cmake_flags = ("-DGGML_CPU=ON", "-DGGML_SANITIZE_ADDRESS=ON", "-DGGML_SANITIZE_UNDEFINED=ON",
-                   "-DCMAKE_BUILD_TYPE=RelWithDebInfo")  # after the plan's Release: the later -D wins
+    cmake_flags = (
+        "-DGGML_CPU=ON",
+        "-DGGML_SANITIZE_ADDRESS=ON",
+        "-DGGML_SANITIZE_UNDEFINED=ON",
+        "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+    )  # after the plan's Release: the later -D wins
     skip_tests = {"test-opt": TEST_OPT_SKIP}
 
     def missing_toolchain(self, backend: Backend) -> Optional[str]:
@@ -51,8 +58,12 @@ class CpuSanitize(BackendModule):
 
     def device_info(self, backend: Backend) -> dict:
         env = self.test_env(backend)
-        return {"sanitizers": ["address", "undefined"], "ASAN_OPTIONS": env["ASAN_OPTIONS"],
-                "UBSAN_OPTIONS": env["UBSAN_OPTIONS"], "skipped_tests": dict(self.skip_tests)}
+        return {
+            "sanitizers": ["address", "undefined"],
+            "ASAN_OPTIONS": env["ASAN_OPTIONS"],
+            "UBSAN_OPTIONS": env["UBSAN_OPTIONS"],
+            "skipped_tests": dict(self.skip_tests),
+        }
 
 
 def sanitizer_link_error(compiler: str) -> Optional[str]:
@@ -64,12 +75,20 @@ def sanitizer_link_error(compiler: str) -> Optional[str]:
         src = Path(tmp) / "probe.c"
         src.write_text(_PROBE)
         try:
-            proc = subprocess.run([exe, "-fsanitize=address,undefined", str(src), "-o", str(Path(tmp) / "probe")],
-                                  capture_output=True, text=True, errors="replace", timeout=60)
+            proc = subprocess.run(
+                [exe, "-fsanitize=address,undefined", str(src), "-o", str(Path(tmp) / "probe")],
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=60,
+            )
         except (OSError, subprocess.TimeoutExpired) as e:
             return f"{compiler} could not be run to probe -fsanitize=address,undefined: {e}"
     if proc.returncode != 0:
-        first = next((l.strip() for l in (proc.stderr + proc.stdout).splitlines() if l.strip()), f"exit {proc.returncode}")
-        return (f"{compiler} cannot link with -fsanitize=address,undefined ({first}): install the sanitizer "
-                "runtimes (Debian/Ubuntu: libasan and libubsan come with gcc; clang needs its compiler-rt)")
+        lines = [line.strip() for line in (proc.stderr + proc.stdout).splitlines() if line.strip()]
+        first = lines[0] if lines else f"exit {proc.returncode}"
+        return (
+            f"{compiler} cannot link with -fsanitize=address,undefined ({first}): install the sanitizer "
+            "runtimes (Debian/Ubuntu: libasan and libubsan come with gcc; clang needs its compiler-rt)"
+        )
     return None
