@@ -1,16 +1,14 @@
-// Gate test for ggml-opt's per-step mode, the mode llama.cpp trains in: the caller builds a new
-// graph every micro-step (ggml_opt_prepare_alloc, ggml_opt_alloc, ggml_opt_eval). The gradient
-// accumulators live in the optimizer's static context and outlive those graphs, so they must be
-// zeroed at the start of every optimizer period; otherwise step k applies the sum of all
-// gradients seen since the start.
+// Gate test for per-step graphs in ggml-opt (a new graph every micro-step, as llama.cpp trains).
+// The gradient accumulators outlive those graphs, so they must be zeroed after every optimizer step.
 //
-// Model: w (4 x F32, starts at 1.0), input x = 0.5, output = w*x, loss = SUM(output), so
-// dloss/dw = x on every micro-step. SGD with a constant lr = 0.5 and no weight decay moves w by
-// lr * x * opt_period = 0.25 * opt_period per optimizer step. Every micro-step therefore has one
-// exact expected value of w, checked for opt_period 1, 2 and 3 over 3 optimizer steps each.
+// Model: w (4 x F32, starts at 1.0) and output = w*x, so the gradient of w is x (loss SUM) or x/(opt_period*4) (loss MEAN).
+// Case opt_period=N: SGD with lr 0.5, constant x, loss SUM, 3 optimizer steps; w after each micro-step is exact.
+// Case case=schedule-S: S lists the micro-steps (T = train, E = forward-only eval) and x changes every micro-step.
+// A FAIL names the first wrong micro-step, counted from 1 with E steps included.
+// Each schedule runs with per-step graphs and with static graphs: they must match, and static graphs must match a host model.
 //
-// Usage: test-opt-dynamic-accum [DEVICE]   (default: every device ggml reports)
-// Output: one line per device and opt_period; exit 0 when all pass, 1 when any fails.
+// Usage: test-opt-dynamic-accum [DEVICE] (default: every device).
+// Output: one line per device and case, then a summary line. Exit code: 0 = all pass, 1 = a case fails, 2 = usage or setup error.
 
 #include "ggml.h"
 #include "ggml-alloc.h"
@@ -29,6 +27,8 @@ static constexpr float   x_value     = 0.5f;
 static constexpr float   lr          = 0.5f;
 static constexpr int     n_opt_steps = 3;
 static constexpr int     graph_size  = 64;
+
+// ---- classic cases: SGD, loss SUM, constant x ----
 
 struct period_outcome {
     bool        ok       = true;
@@ -123,15 +123,225 @@ static period_outcome run_period(ggml_backend_t backend, ggml_backend_t backend_
     return outcome;
 }
 
-// whether the device can run the SGD step at all (as test-opt decides its skips)
-static bool supports_sgd(ggml_backend_t backend) {
-    ggml_init_params params = { 4*ggml_tensor_overhead(), nullptr, /*no_alloc =*/ true };
+// ---- schedule cases: per-step graphs against static graphs and a host model ----
+
+struct schedule_case {
+    const char *            schedule;   // T = train micro-step, E = forward-only eval
+    int                     opt_period;
+    ggml_opt_optimizer_type optimizer;
+    ggml_opt_loss_type      loss_type;
+};
+
+static constexpr float  sched_sgd_lr   = 1.0f/16;  // a power of 2: SGD values stay exact in F32
+static constexpr float  sched_adamw_lr = 0.1f;
+static constexpr float  x_scale[n_elements] = { 1.0f, -0.5f, 0.75f, -1.5f };
+
+// x_i = c_i * (-2)^(step-1): no two sets of gradients have the same sum
+static std::vector<float> x_at(int step) {
+    std::vector<float> x(n_elements);
+    const float p = std::ldexp(step % 2 == 1 ? 1.0f : -1.0f, step - 1);
+    for (int64_t i = 0; i < n_elements; ++i) {
+        x[i] = x_scale[i] * p;
+    }
+    return x;
+}
+
+static ggml_opt_optimizer_params optimizer_params() {
+    ggml_opt_optimizer_params p = ggml_opt_get_default_optimizer_params(nullptr);
+    p.sgd.alpha   = sched_sgd_lr;
+    p.sgd.wd      = 0.0f;
+    p.adamw.alpha = sched_adamw_lr;
+    p.adamw.wd    = 0.0f;
+    return p;
+}
+
+using trajectory = std::vector<std::vector<float>>; // w after each micro-step
+
+// static graphs on the host: an optimizer step applies the sum of the gradients since the last step, every eval advances opt_i
+static trajectory host_model(const schedule_case & c) {
+    const ggml_opt_optimizer_params p = optimizer_params();
+    std::vector<double> w(n_elements, w_start), acc(n_elements, 0.0), m(n_elements, 0.0), v(n_elements, 0.0);
+    int     opt_i = 0;
+    int64_t iter  = 1;
+    trajectory out;
+    const int n_steps = (int) strlen(c.schedule);
+    for (int step = 1; step <= n_steps; ++step) {
+        if (c.schedule[step - 1] == 'T') {
+            const std::vector<float> x = x_at(step);
+            const double scale = c.loss_type == GGML_OPT_LOSS_TYPE_MEAN ? 1.0 / (c.opt_period * n_elements) : 1.0;
+            for (int64_t i = 0; i < n_elements; ++i) {
+                acc[i] += x[i] * scale;
+            }
+            if ((opt_i + 1) % c.opt_period == 0) {
+                const double b1h = 1.0 / (1.0 - std::pow((double) p.adamw.beta1, (double) iter));
+                const double b2h = 1.0 / (1.0 - std::pow((double) p.adamw.beta2, (double) iter));
+                for (int64_t i = 0; i < n_elements; ++i) {
+                    if (c.optimizer == GGML_OPT_OPTIMIZER_TYPE_SGD) {
+                        w[i] -= p.sgd.alpha * acc[i];
+                    } else {
+                        m[i] = m[i] * p.adamw.beta1 + acc[i] * (1.0 - p.adamw.beta1);
+                        v[i] = v[i] * p.adamw.beta2 + acc[i] * acc[i] * (1.0 - p.adamw.beta2);
+                        w[i] -= p.adamw.alpha * (m[i] * b1h) / (std::sqrt(v[i] * b2h) + p.adamw.eps);
+                    }
+                    acc[i] = 0.0;
+                }
+                iter++;
+            }
+        }
+        opt_i = (opt_i + 1) % c.opt_period;
+        out.emplace_back(w.begin(), w.end());
+    }
+    return out;
+}
+
+// the schedule run by ggml-opt, with per-step graphs (static_graphs false) or static graphs
+static trajectory run_schedule(ggml_backend_t backend, ggml_backend_t backend_cpu, const schedule_case & c, bool static_graphs) {
+    ggml_init_params params_static = { 2*ggml_tensor_overhead(), nullptr, /*no_alloc =*/ true };
+    ggml_context * ctx_static = ggml_init(params_static);
+    ggml_tensor * w = ggml_new_tensor_1d(ctx_static, GGML_TYPE_F32, n_elements);
+    ggml_set_name(w, "w");
+    ggml_set_param(w);
+    // static graphs need their input allocated with the parameters
+    ggml_tensor * x_static = static_graphs ? ggml_new_tensor_1d(ctx_static, GGML_TYPE_F32, n_elements) : nullptr;
+    ggml_backend_buffer_t buf_static = ggml_backend_alloc_ctx_tensors(ctx_static, backend);
+    const std::vector<float> w_init(n_elements, w_start);
+    ggml_backend_tensor_set(w, w_init.data(), 0, ggml_nbytes(w));
+
+    std::vector<ggml_backend_t> backends = { backend };
+    if (backend != backend_cpu) {
+        backends.push_back(backend_cpu);
+    }
+    ggml_backend_sched_t sched = ggml_backend_sched_new(
+        backends.data(), nullptr, (int) backends.size(), GGML_DEFAULT_GRAPH_SIZE, false, true);
+
+    ggml_opt_optimizer_params opt_pars = optimizer_params(); // outlives opt_ctx
+    ggml_opt_params params = ggml_opt_default_params(sched, c.loss_type);
+    params.opt_period      = c.opt_period;
+    params.optimizer       = c.optimizer;
+    params.get_opt_pars    = ggml_opt_get_constant_optimizer_params;
+    params.get_opt_pars_ud = &opt_pars;
+
+    std::vector<ggml_context *> ctxs_compute;
+    if (static_graphs) {
+        ggml_init_params params_compute = {
+            GGML_DEFAULT_GRAPH_SIZE*ggml_tensor_overhead() + 3*ggml_graph_overhead(), nullptr, /*no_alloc =*/ true,
+        };
+        ggml_context * ctx_compute = ggml_init(params_compute);
+        ctxs_compute.push_back(ctx_compute);
+        params.ctx_compute = ctx_compute;
+        params.inputs      = x_static;
+        params.outputs     = ggml_mul(ctx_compute, w, x_static);
+    } else {
+        params.ctx_compute = nullptr;
+    }
+    ggml_opt_context_t opt_ctx = ggml_opt_init(params);
+
+    trajectory out;
+    std::vector<float> w_data(n_elements);
+    const int n_steps = (int) strlen(c.schedule);
+    for (int step = 1; step <= n_steps; ++step) {
+        const bool backward = c.schedule[step - 1] == 'T';
+        ggml_tensor * x = x_static;
+        if (!static_graphs) {
+            ggml_init_params params_compute = {
+                4*ggml_graph_overhead_custom(graph_size, /*grads =*/ true) + graph_size*ggml_tensor_overhead(),
+                nullptr, /*no_alloc =*/ true,
+            };
+            ggml_context * ctx_compute = ggml_init(params_compute);
+            ctxs_compute.push_back(ctx_compute);
+            x = ggml_new_tensor_1d(ctx_compute, GGML_TYPE_F32, n_elements);
+            ggml_tensor * o = ggml_mul(ctx_compute, w, x);
+            ggml_cgraph * gf = ggml_new_graph_custom(ctx_compute, graph_size, /*grads =*/ true);
+            ggml_build_forward_expand(gf, o);
+            ggml_opt_prepare_alloc(opt_ctx, ctx_compute, gf, x, o);
+        }
+        ggml_opt_alloc(opt_ctx, backward);
+        const std::vector<float> x_data = x_at(step);
+        ggml_backend_tensor_set(x, x_data.data(), 0, ggml_nbytes(x));
+        ggml_opt_eval(opt_ctx, nullptr);
+        ggml_backend_tensor_get(w, w_data.data(), 0, ggml_nbytes(w));
+        out.push_back(w_data);
+    }
+
+    ggml_opt_free(opt_ctx);
+    for (ggml_context * ctx : ctxs_compute) {
+        ggml_free(ctx);
+    }
+    ggml_backend_sched_free(sched);
+    ggml_backend_buffer_free(buf_static);
+    ggml_free(ctx_static);
+    return out;
+}
+
+static bool close_to(double actual, double expected, double rtol) {
+    return std::fabs(actual - expected) <= rtol * std::fmax(1.0, std::fabs(expected));
+}
+
+// empty when per-step graphs match static graphs and static graphs match the host model, else the first mismatch
+static std::string check_schedule(ggml_backend_t backend, ggml_backend_t backend_cpu, const schedule_case & c) {
+    const trajectory per_step = run_schedule(backend, backend_cpu, c, /*static_graphs =*/ false);
+    const trajectory stat     = run_schedule(backend, backend_cpu, c, /*static_graphs =*/ true);
+    const trajectory host     = host_model(c);
+    // SGD values are exact; AdamW's sqrt and division differ by a few ulp between devices
+    const double rtol_host = c.optimizer == GGML_OPT_OPTIMIZER_TYPE_SGD ? 1e-6 : 1e-4;
+    char buf[256];
+    for (size_t s = 0; s < host.size(); ++s) {
+        for (int64_t i = 0; i < n_elements; ++i) {
+            if (!close_to(per_step[s][i], stat[s][i], 1e-5)) {
+                snprintf(buf, sizeof(buf), "FAIL at step %d: w=%.9g expected %.9g (per-step graphs vs static graphs, w[%d])",
+                    (int) s + 1, per_step[s][i], stat[s][i], (int) i);
+                return buf;
+            }
+        }
+        for (int64_t i = 0; i < n_elements; ++i) {
+            if (!close_to(stat[s][i], host[s][i], rtol_host)) {
+                snprintf(buf, sizeof(buf), "FAIL at step %d: w=%.9g expected %.9g (static graphs vs host model, w[%d])",
+                    (int) s + 1, stat[s][i], host[s][i], (int) i);
+                return buf;
+            }
+        }
+    }
+    return "";
+}
+
+// loss MEAN uses opt_period 2 and 4 so that 1/(opt_period*4) is exact
+static std::vector<schedule_case> schedule_cases() {
+    static const char * schedules[] = { "TTTTTT", "TTETTTETTT", "TETTTTETTT", "ETTEETTTTT" };
+    std::vector<schedule_case> cases;
+    for (const char * s : schedules) {
+        for (ggml_opt_optimizer_type o : { GGML_OPT_OPTIMIZER_TYPE_SGD, GGML_OPT_OPTIMIZER_TYPE_ADAMW }) {
+            for (int p = 1; p <= 3; ++p) {
+                cases.push_back({ s, p, o, GGML_OPT_LOSS_TYPE_SUM });
+            }
+        }
+    }
+    cases.push_back({ "TTTETTTTETTT", 2, GGML_OPT_OPTIMIZER_TYPE_SGD, GGML_OPT_LOSS_TYPE_MEAN });
+    cases.push_back({ "TTTETTTTETTT", 4, GGML_OPT_OPTIMIZER_TYPE_SGD, GGML_OPT_LOSS_TYPE_MEAN });
+    return cases;
+}
+
+static std::string case_name(const schedule_case & c) {
+    return std::string("case=schedule-") + c.schedule + " opt_period=" + std::to_string(c.opt_period) +
+        " optimizer=" + (c.optimizer == GGML_OPT_OPTIMIZER_TYPE_SGD ? "sgd" : "adamw") +
+        " loss=" + (c.loss_type == GGML_OPT_LOSS_TYPE_MEAN ? "mean" : "sum");
+}
+
+// whether the device can run the optimizer step at all (as test-opt decides its skips)
+static bool supports_optimizer(ggml_backend_t backend, ggml_opt_optimizer_type optimizer) {
+    ggml_init_params params = { 8*ggml_tensor_overhead(), nullptr, /*no_alloc =*/ true };
     ggml_context * ctx = ggml_init(params);
     ggml_tensor * a = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n_elements);
     ggml_set_param(a);
     ggml_tensor * g = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n_elements);
-    ggml_tensor * p = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 2);
-    const bool ok = ggml_backend_supports_op(backend, ggml_opt_step_sgd(ctx, a, g, p));
+    ggml_tensor * op = nullptr;
+    if (optimizer == GGML_OPT_OPTIMIZER_TYPE_SGD) {
+        op = ggml_opt_step_sgd(ctx, a, g, ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 2));
+    } else {
+        ggml_tensor * m = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n_elements);
+        ggml_tensor * v = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n_elements);
+        op = ggml_opt_step_adamw(ctx, a, g, m, v, ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 7));
+    }
+    const bool ok = ggml_backend_supports_op(backend, op);
     ggml_free(ctx);
     return ok;
 }
@@ -163,32 +373,64 @@ int main(int argc, char ** argv) {
         return 2;
     }
 
-    printf("test-opt-dynamic-accum: per-step graphs, SGD lr=%g, x=%g, loss SUM, %d optimizer steps per opt_period\n",
-        lr, x_value, n_opt_steps);
+    printf("test-opt-dynamic-accum: per-step graphs; opt_period=N: SGD lr=%g, x=%g, loss SUM, %d optimizer steps; "
+        "case=schedule-*: per-step vs static graphs vs host model\n", lr, x_value, n_opt_steps);
+    const std::vector<schedule_case> cases = schedule_cases();
     int n_pass = 0, n_fail = 0, n_skip = 0;
     for (ggml_backend_dev_t dev : devs) {
         const char * name = ggml_backend_dev_name(dev);
         const bool is_cpu = ggml_backend_dev_type(dev) == GGML_BACKEND_DEVICE_TYPE_CPU;
         ggml_backend_t backend = is_cpu ? backend_cpu : ggml_backend_dev_init(dev, nullptr);
+
+        std::vector<std::string> names;
+        for (int opt_period = 1; opt_period <= 3; ++opt_period) {
+            names.push_back("opt_period=" + std::to_string(opt_period));
+        }
+        for (const schedule_case & c : cases) {
+            names.push_back(case_name(c));
+        }
         if (!backend) {
-            printf("device=%s: FAIL could not initialise the device\n", name);
-            n_fail++;
+            for (const std::string & n : names) {
+                printf("device=%s %s: FAIL could not initialise the device\n", name, n.c_str());
+                n_fail++;
+            }
             continue;
         }
-        const bool skip = !supports_sgd(backend);
+        const bool has_sgd   = supports_optimizer(backend, GGML_OPT_OPTIMIZER_TYPE_SGD);
+        const bool has_adamw = supports_optimizer(backend, GGML_OPT_OPTIMIZER_TYPE_ADAMW);
+
         for (int opt_period = 1; opt_period <= 3; ++opt_period) {
-            if (skip) {
-                printf("device=%s opt_period=%d: SKIPPED (OPT_STEP_SGD not supported)\n", name, opt_period);
+            const char * n = names[opt_period - 1].c_str();
+            if (!has_sgd) {
+                printf("device=%s %s: SKIPPED (OPT_STEP_SGD not supported)\n", name, n);
                 n_skip++;
                 continue;
             }
             const period_outcome r = run_period(backend, backend_cpu, opt_period);
             if (r.ok) {
-                printf("device=%s opt_period=%d: OK (%d micro-steps)\n", name, opt_period, n_opt_steps*opt_period);
+                printf("device=%s %s: OK (%d micro-steps)\n", name, n, n_opt_steps*opt_period);
                 n_pass++;
             } else {
-                printf("device=%s opt_period=%d: FAIL at step %d: w=%g expected %g\n",
-                    name, opt_period, r.step, r.actual, r.expected);
+                printf("device=%s %s: FAIL at step %d: w=%g expected %g\n", name, n, r.step, r.actual, r.expected);
+                n_fail++;
+            }
+            fflush(stdout);
+        }
+        for (size_t k = 0; k < cases.size(); ++k) {
+            const schedule_case & c = cases[k];
+            const char * n = names[3 + k].c_str();
+            const bool sgd = c.optimizer == GGML_OPT_OPTIMIZER_TYPE_SGD;
+            if (!(sgd ? has_sgd : has_adamw)) {
+                printf("device=%s %s: SKIPPED (%s not supported)\n", name, n, sgd ? "OPT_STEP_SGD" : "OPT_STEP_ADAMW");
+                n_skip++;
+                continue;
+            }
+            const std::string failure = check_schedule(backend, backend_cpu, c);
+            if (failure.empty()) {
+                printf("device=%s %s: OK (%d micro-steps)\n", name, n, (int) strlen(c.schedule));
+                n_pass++;
+            } else {
+                printf("device=%s %s: %s\n", name, n, failure.c_str());
                 n_fail++;
             }
             fflush(stdout);
@@ -199,6 +441,6 @@ int main(int argc, char ** argv) {
     }
     ggml_backend_free(backend_cpu);
 
-    printf("%d/%d device*opt_period passed, %d skipped\n", n_pass, n_pass + n_fail + n_skip, n_skip);
+    printf("%d/%d device*case passed, %d skipped\n", n_pass, n_pass + n_fail + n_skip, n_skip);
     return n_fail == 0 ? 0 : 1;
 }

@@ -22,6 +22,7 @@ class BackendModule:
     cmake_flags: tuple[str, ...] = ()  # what the backend always needs, before matrix.yaml's flags
     tool_hints: dict[str, str] = {}  # tool -> how to get it, for skip reasons
     build_only_ok = False  # whether `--build-only` may build it on a machine without its device
+    skip_tests: dict[str, str] = {}  # test -> why this backend does not run it (the cell reports it skipped)
 
     def __init__(self, cache_root: Optional[Path] = None):
         self.cache_root = cache_root
@@ -64,9 +65,10 @@ def command_output(argv: list[str], env: Optional[dict[str, str]] = None, timeou
 
 
 def _modules() -> dict[str, type[BackendModule]]:
-    from . import cpu, cuda, metal, vulkan
+    from . import cpu, cpu_sanitize, cuda, metal, vulkan
 
-    return {"cpu": cpu.Cpu, "vulkan": vulkan.Vulkan, "cuda": cuda.Cuda, "metal": metal.Metal}
+    return {"cpu": cpu.Cpu, "vulkan": vulkan.Vulkan, "cuda": cuda.Cuda, "metal": metal.Metal,
+            "cpu-sanitize": cpu_sanitize.CpuSanitize}
 
 
 def names() -> list[str]:

@@ -52,7 +52,7 @@ def test_bundle_of_a_real_run(real_run):
     for target in ("llama.cpp", "ggml"):
         d = results / "bundle" / target
         assert sorted(p.name for p in d.iterdir()) == [
-            "0001-ggml-opt-zero-gradient-accumulators-each-period-with.patch",
+            "0001-ggml-opt-reset-gradient-accumulators-after-each-opti.patch",
             "0002-tests-add-test-opt-dynamic-accum-for-per-step-gradie.patch",
             "PR_BODY.md", "PR_TITLE", "manifest.json", "training-loss.png"]
         assert (d / "training-loss.png").read_bytes().startswith(b"\x89PNG")
@@ -87,7 +87,7 @@ def test_the_series_applies_with_plain_git_am_to_a_clean_base_and_the_gate_passe
     v = man["verification"]  # the bundle's own git am + build + run on a fresh copy of the base
     assert v["head_is_patched_commit"] and v["tree_is_patched_tree"]
     assert v["tests"][GATE]["outcome"] == "passed" and v["tests"][UPSTREAM]["outcome"] == "passed"
-    assert "3/3 device*opt_period passed" in Path(v["tests"][GATE]["log"]).read_text()
+    assert "29/29 device*case passed" in Path(v["tests"][GATE]["log"]).read_text()
 
 
 @pytest.mark.parametrize("target", ["llama.cpp", "ggml"])
@@ -97,7 +97,7 @@ def test_body_title_and_manifest_come_from_the_run(real_run, target):
     data = json.loads((results / "results.json").read_text())
     body = (d / "PR_BODY.md").read_text()
     check_body_against_results(body, data, target)
-    assert (d / "PR_TITLE").read_text() == "ggml-opt : zero gradient accumulators each period with per-step graphs\n"
+    assert (d / "PR_TITLE").read_text() == "ggml-opt : reset gradient accumulators after each optimizer step\n"
     man = json.loads((d / "manifest.json").read_text())
     assert man["results"]["sha256"] == hashlib.sha256((results / "results.json").read_bytes()).hexdigest()
     assert man["series"]["results_series_sha256"] == data["series"]["sha256"]

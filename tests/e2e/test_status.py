@@ -81,11 +81,11 @@ def test_conflict_names_file_hunk_lines_and_leaves_a_worktree(drift):
     assert row.status == CONFLICT
     c = row.conflict
     assert (c.patch, c.file) == (FIX, OPT)
-    assert c.hunk == "@@ -485,10 +485,23 @@ static void ggml_opt_build(ggml_opt_context_t opt_ctx) {"
+    assert c.hunk == "@@ -485,6 +485,10 @@ static void ggml_opt_build(ggml_opt_context_t opt_ctx) {"
     assert c.reason == f"CONFLICT (content): Merge conflict in {OPT}"
     assert c.lines and all(a < b for a, b in c.lines)
     assert [p.result for p in row.patches] == [CONFLICTED, NOT_TRIED]
-    assert row.detail.startswith(f"0001: {OPT}, @@ -485,10 +485,23 @@")
+    assert row.detail.startswith(f"0001: {OPT}, @@ -485,6 +485,10 @@")
     wt = Worktree(SnapshotRepo(cache.snapshots_git), Path(c.worktree))
     assert Path(c.worktree) == status_dirs(cache, matrix.target("fork-conflict")).resolve
     assert wt.am_in_progress() and wt.conflicted_files() == [OPT]
@@ -160,7 +160,7 @@ def test_command_prints_the_conflict_with_its_worktree(drift):
     proc = run_tool("status", "--matrix", str(matrix.path), "--cache", str(cache.root), "--target", "fork-conflict")
     assert proc.returncode == ExitCode.SERIES_DOES_NOT_APPLY, proc.stderr
     out = proc.stdout
-    assert f"fork-conflict: conflict in {OPT} (@@ -485,10 +485,23 @@" in out
+    assert f"fork-conflict: conflict in {OPT} (@@ -485,6 +485,10 @@" in out
     assert str(status_dirs(cache, matrix.target("fork-conflict")).resolve) in out
     assert "ggml-patch refresh fork-conflict" in out
 

@@ -21,7 +21,7 @@ from ..helpers.patches import read_patch as _read
 from ..helpers.patches import real_series as _real_series
 
 
-FIX_NAME = "0001-ggml-opt-zero-gradient-accumulators-each-period-with.patch"
+FIX_NAME = "0001-ggml-opt-reset-gradient-accumulators-after-each-opti.patch"
 TEST_NAME = "0002-tests-add-test-opt-dynamic-accum-for-per-step-gradie.patch"
 AUTHOR = "ggml-patch maintainers <ggml-patch@users.noreply.github.com>"
 
@@ -52,7 +52,7 @@ def test_real_patch_round_trip(name):
 def test_real_subjects_and_authors():
     s = _real_series()
     assert [p.subject for p in s.patches] == [
-        "ggml-opt : zero gradient accumulators each period with per-step graphs",
+        "ggml-opt : reset gradient accumulators after each optimizer step",
         "tests : add test-opt-dynamic-accum for per-step gradient accumulation",
     ]
     assert [p.author for p in s.patches] == [AUTHOR, AUTHOR]
@@ -120,7 +120,7 @@ def test_render_to_ggml_maps_paths():
     head, _, body = fix.text.partition("\n@@")
     assert head.splitlines() == [
         "diff --git a/src/ggml-opt.cpp b/src/ggml-opt.cpp",
-        "index 53903defa8f419069f3046b960f2f057e06e6263..e1635809ba3645014d0f5bb79ecb4f0d0728a9b8 100644",
+        "index 53903defa8f419069f3046b960f2f057e06e6263..e24cca609a069ba8fc7396960015f79a5fd0980d 100644",
         "--- a/src/ggml-opt.cpp",
         "+++ b/src/ggml-opt.cpp",
     ]

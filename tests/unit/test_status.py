@@ -98,7 +98,7 @@ def test_content_present_needs_every_added_run_and_created_file():
 
 def test_failed_hunk_from_git_messages():
     fix = _series().patches[0]
-    hdr = "@@ -485,10 +485,23 @@ static void ggml_opt_build(ggml_opt_context_t opt_ctx) {"
+    hdr = "@@ -485,6 +485,10 @@ static void ggml_opt_build(ggml_opt_context_t opt_ctx) {"
     assert hunk_header(fix, OPT, 485) == hdr
     assert failed_hunk(fix, f"Applying: x\nerror: patch failed: {OPT}:485\nerror: {OPT}: patch does not apply\n") == (OPT, hdr)
     assert failed_hunk(fix, f"error: patch failed: {OPT}:7\n") == (OPT, "at line 7")
