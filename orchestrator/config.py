@@ -5,6 +5,9 @@ Every error is one line naming the file, the line and the key (from the YAML nod
 from __future__ import annotations
 
 import difflib
+import math
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -14,6 +17,7 @@ import yaml
 
 from .errors import ConfigError
 from .layout import LAYOUTS
+from .urls import git_url_problem, http_url_problem, ref_problem
 
 BACKEND_NAMES = ("cpu", "vulkan", "cuda", "metal")
 SOURCE_KINDS = ("pypi-sdist", "git", "local", "tarball")
@@ -23,6 +27,12 @@ _SHA256 = {"type": "string", "pattern": r"^[0-9a-f]{64}\Z"}
 _NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z"}
 _STR = {"type": "string", "minLength": 1}
 _RELPATH = {"type": "string", "minLength": 1, "not": {"pattern": r"(^/|(^|/)\.\.(/|$))"}}
+# PyPI's project name rule (PEP 508 names); versions are checked with `packaging` (PEP 440) after
+_PACKAGE = re.compile(r"^([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9])\Z")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")  # POSIX: what a shell and execve accept
+MAX_VALUES = 20_000  # YAML nodes after aliases are expanded: a real matrix has a few hundred
+MAX_DEPTH = 32  # nesting levels: a real matrix has 6
+_PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -78,7 +88,7 @@ SCHEMA: dict[str, Any] = {
                 "type": "object", "additionalProperties": False,
                 "properties": {
                     "cmake_flags": {"type": "array", "items": {"type": "string", "pattern": r"^-D[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?=[^\n]*\Z"}},
-                    "env": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "env": {"type": "object", "additionalProperties": {"type": "string"}},  # names: _check_values
                     "tools": {"type": "array", "items": _STR},
                     "timeout": {"type": "number", "exclusiveMinimum": 0},
                     "runs_on": _STR,
@@ -173,21 +183,44 @@ class _Loader(yaml.SafeLoader):
 
 
 def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple, int]]:
+    """The document as plain data, and the line of every key. Bounded: aliases may not expand to
+    more than MAX_VALUES values (an alias bomb is refused at once, not expanded), keys are plain
+    scalars, numbers are finite, nesting is limited by the interpreter's stack (one line if not)."""
     try:
+        _check_depth(text, where)
         node = yaml.compose(text, Loader=_Loader)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"{where}{line}: invalid YAML: {problem}") from None
+        raise ConfigError(_yaml_message(e, where)) from None
+    except RecursionError:
+        raise ConfigError(f"{where}: invalid YAML: nested too deeply") from None
     lines: dict[tuple, int] = {}
+    count = [0]
+    seen: set[int] = set()
+    aliased = [False]
 
     def build(n: yaml.Node, path: tuple) -> Any:
-        lines[path] = n.start_mark.line + 1
+        count[0] += 1
+        if isinstance(n, (yaml.MappingNode, yaml.SequenceNode)):
+            if id(n) in seen:
+                aliased[0] = True  # the same node again: an alias
+            seen.add(id(n))
+        if count[0] > MAX_VALUES:
+            why = ("YAML aliases expand to more than" if aliased[0] else "the file has more than")
+            raise ConfigError(f"{where}:{n.start_mark.line + 1}: {_dotted(path)}: {why} {MAX_VALUES} values "
+                              "(an alias bomb?); refused without expanding it")
+        lines.setdefault(path, n.start_mark.line + 1)
+        if isinstance(n, (yaml.MappingNode, yaml.SequenceNode)) and n.tag not in _PLAIN_TAGS:
+            # PyYAML's SafeLoader would refuse the tag; building collections here must too
+            raise ConfigError(f"{where}:{n.start_mark.line + 1}: invalid YAML: {_dotted(path)}: the tag {n.tag} "
+                              "is not allowed (plain mappings and lists only)")
         if isinstance(n, yaml.MappingNode):
             out: dict[str, Any] = {}
             for k, v in n.value:
-                key = _Loader(k.value).construct_object(k) if not isinstance(k, yaml.ScalarNode) else k.value
+                if not isinstance(k, yaml.ScalarNode):
+                    kind = "sequence" if isinstance(k, yaml.SequenceNode) else "mapping"
+                    raise ConfigError(f"{where}:{k.start_mark.line + 1}: {_dotted(path)}: a YAML {kind} used as a "
+                                      "key; keys are plain names")
+                key = k.value
                 if key in out:
                     raise ConfigError(f"{where}:{k.start_mark.line + 1}: {_dotted(path + (key,))}: duplicate key")
                 lines[path + (key,)] = k.start_mark.line + 1
@@ -196,10 +229,39 @@ def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple, int]]:
             return out
         if isinstance(n, yaml.SequenceNode):
             return [build(v, path + (i,)) for i, v in enumerate(n.value)]
-        loader = _Loader("")
-        return loader.construct_object(n, deep=True)
+        value = _Loader("").construct_object(n, deep=True)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{where}:{n.start_mark.line + 1}: {_dotted(path)}: expected a finite number, "
+                              f"got {n.value!r}")
+        return value
 
-    return (build(node, ()) if node is not None else None), lines
+    try:
+        return (build(node, ()) if node is not None else None), lines
+    except yaml.YAMLError as e:  # a tag SafeLoader does not construct (!!python/..., !custom)
+        raise ConfigError(_yaml_message(e, where)) from None
+    except RecursionError:
+        raise ConfigError(f"{where}: invalid YAML: nested too deeply") from None
+
+
+def _check_depth(text: str, where: str) -> None:
+    """Refuse deep nesting from the event stream, before composing: PyYAML's scanner is quadratic
+    in flow nesting ("[[[[..." takes seconds) and its composer recursive."""
+    depth = 0
+    for ev in yaml.parse(text, Loader=_Loader):
+        if isinstance(ev, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise ConfigError(f"{where}:{ev.start_mark.line + 1}: invalid YAML: nested too deeply "
+                                  f"(more than {MAX_DEPTH} levels)")
+        elif isinstance(ev, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            depth -= 1
+
+
+def _yaml_message(e: yaml.YAMLError, where: str) -> str:
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    line = f":{mark.line + 1}" if mark else ""
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    return f"{where}{line}: invalid YAML: {' '.join(str(problem).split())}"
 
 
 def _dotted(path) -> str:
@@ -259,7 +321,7 @@ def _line_for(lines: dict[tuple, int], path: tuple) -> int:
 
 
 def load_matrix(path: str | Path) -> Matrix:
-    path = Path(path)
+    path = Path(os.path.expanduser(str(path))).absolute()  # every path below is absolute from here on
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -277,7 +339,63 @@ def load_matrix(path: str | Path) -> Matrix:
     if errors:
         key, msg = _schema_message(_deepest(errors[0]))
         raise ConfigError(f"{path}:{_line_for(lines, key)}: {_dotted(key)}: {msg}")
+    problems = sorted(_value_problems(data), key=lambda p: _line_for(lines, p[0]))
+    if problems:
+        key, msg = problems[0]
+        raise ConfigError(f"{path}:{_line_for(lines, key)}: {_dotted(key)}: {msg}")
     return _resolve(path, data, lines)
+
+
+def _value_problems(data: dict) -> list[tuple[tuple, str]]:
+    """What the schema cannot say: package names and PEP 440 versions, URLs and refs that reach
+    git or requests, environment variable names. [(key path, message)]."""
+    from packaging.version import InvalidVersion, Version
+
+    found = []
+    for name, t in data["targets"].items():
+        src, key = t["source"], ("targets", name, "source")
+        kind = src["kind"]
+        if kind == "pypi-sdist":
+            if not _PACKAGE.match(src["package"]):
+                found.append((key + ("package",), f"{src['package']!r} is not a PyPI project name (letters, digits, "
+                                                  "'.', '_', '-'; starting and ending with a letter or digit)"))
+            try:
+                Version(src["version"])
+                ok = src["version"] == src["version"].strip()
+            except InvalidVersion:
+                ok = False
+            if not ok:
+                found.append((key + ("version",), f"{src['version']!r} is not an exact version (PEP 440, "
+                                                  "e.g. \"0.3.36\"; no specifiers)"))
+        elif kind == "git":
+            why = git_url_problem(src["url"])
+            if why:
+                found.append((key + ("url",), f"{src['url']!r} {why}"))
+            why = ref_problem(src["ref"])
+            if why:
+                found.append((key + ("ref",), f"{src['ref']!r} {why}"))
+        elif kind == "tarball":
+            why = http_url_problem(src["url"])
+            if why:
+                found.append((key + ("url",), f"{src['url']!r}: {why}"))
+    for name, b in data["backends"].items():
+        for var in b.get("env", {}):
+            if not _ENV_NAME.match(var):
+                found.append((("backends", name, "env", var), f"{var!r} is not an environment variable name "
+                                                              "(letters, digits and '_', not starting with a digit)"))
+    return found
+
+
+def require_native_tests(matrix: "Matrix") -> None:
+    """The harness every build needs; checked before any cell, so a bad path is one line up front."""
+    from .layout import GATE_TEST
+
+    needed = ("CMakeLists.txt", f"{GATE_TEST}.cpp")
+    missing = [n for n in needed if not (matrix.native_tests_dir / n).is_file()]
+    if missing:
+        what = "does not exist" if not matrix.native_tests_dir.is_dir() else f"has no {', '.join(missing)}"
+        raise ConfigError(f"{matrix.path}:{_line_for(matrix.lines, ('native_tests',))}: native_tests: "
+                          f"{matrix.native_tests_dir} {what} (the gate test and the CMake harness live there)")
 
 
 def _deepest(err: jsonschema.ValidationError) -> jsonschema.ValidationError:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import re
 import stat
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,26 +22,53 @@ from typing import Callable, Optional
 import requests
 
 from .errors import (ConfigError, GitHubAuthFailed, GitHubError, GitHubUnreachable, PullRequestRejected,
-                     PushFailed, RateLimited, SeriesDoesNotApply)
+                     PushFailed, RateLimited, SeriesDoesNotApply, ToolError)
+from .redact import REDACTED, redact  # noqa: F401 (the one redaction function; re-exported for callers)
+from .urls import FULL_SHA, git_url_problem, http_url_problem, login_problem
 
-REDACTED = "***"
 API_VERSION = "2022-11-28"
-_URL_USERINFO = re.compile(r"(?i)\b(https?://)[^/\s@]+@")  # https://user:secret@host -> https://***@host
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
-def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
-    """`text` without any of `secrets` and without credentials embedded in an http(s) URL."""
-    for s in secrets:
-        if s:
-            text = text.replace(s, REDACTED)
-    return _URL_USERINFO.sub(rf"\g<1>{REDACTED}@", text)
-
-
 def check_repo(repo: str) -> str:
-    if not _REPO.match(repo):
+    if not _REPO.match(repo) or repo.startswith("-"):
         raise ConfigError(f"--repo {repo!r}: expected OWNER/NAME, e.g. ggml-org/llama.cpp")
     return repo
+
+
+def check_remote(url: str) -> str:
+    """--head-remote: a git URL or path, never an option or a transport helper."""
+    why = git_url_problem(url)
+    if why:
+        raise ConfigError(f"--head-remote {url!r}: {why}; expected a git URL (https://, ssh://, git@host:path) "
+                          "or a path")
+    return url
+
+
+def check_api_url(url: str) -> str:
+    why = http_url_problem(url)
+    if why:
+        raise ConfigError(f"--api-url {url!r}: {why}, e.g. https://api.github.com")
+    return url
+
+
+def check_commit(commit: str, option: str) -> str:
+    if not FULL_SHA.match(commit):
+        raise ConfigError(f"{option} {commit!r}: expected a full 40-hex commit id")
+    return commit
+
+
+def check_owner(name: str) -> str:
+    why = login_problem(name)
+    if why:
+        raise ConfigError(f"--head-owner {name!r}: {why}")
+    return name
+
+
+def check_seconds(value: float, option: str) -> float:
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{option} {value:g}: expected a number of seconds above 0")
+    return value
 
 
 def owner_from_remote(url: str) -> Optional[str]:
@@ -47,7 +76,7 @@ def owner_from_remote(url: str) -> Optional[str]:
     None for a local path."""
     m = re.match(r"^[a-z][a-z0-9+.-]*://[^/]+/(?P<owner>[^/]+)/[^/]+?/?$", url, re.I) \
         or re.match(r"^[^/@:\s]+@[^/:\s]+:(?P<owner>[^/]+)/[^/]+$", url)
-    return m.group("owner") if m else None
+    return m.group("owner") if m and not login_problem(m.group("owner")) else None
 
 
 # ---------------------------------------------------------------- the REST call
@@ -91,11 +120,12 @@ class _Bearer(requests.auth.AuthBase):
 
 
 def create_pull_request(api_url: str, pr: PullRequest, token: str, timeout: float) -> str:
-    """Open the pull request; its html_url. Each failure is its own error class and exit code."""
+    """Open the pull request; its html_url. Each failure is its own error class and exit code.
+    `timeout` bounds the whole request: connecting, each read, and the total (a server that
+    trickles its answer a byte at a time ends there too)."""
     url = pulls_url(api_url, pr.repo)
     try:
-        resp = requests.post(url, data=request_json(pr).encode("utf-8"), headers=request_headers(),
-                             auth=_Bearer(token), timeout=timeout, allow_redirects=False)
+        resp = _post_within(url, request_json(pr).encode("utf-8"), request_headers(), _Bearer(token), timeout)
     except requests.Timeout:
         raise GitHubUnreachable(redact(f"{api_url}: no answer within {timeout:g} s (timed out); "
                                        "check --api-url and the network, then retry", (token,))) from None
@@ -108,6 +138,32 @@ def create_pull_request(api_url: str, pr: PullRequest, token: str, timeout: floa
     return answer(resp.status_code, resp.headers, resp.text, pr, url, token)
 
 
+def _post_within(url: str, data: bytes, headers: dict, auth, timeout: float) -> requests.Response:
+    """requests.post with a deadline on the whole exchange. requests' own timeout is per socket
+    read, so the request runs in a worker thread and the caller stops waiting at the deadline
+    (the worker is a daemon: it ends with the process, which exits on this error)."""
+    box: dict = {}
+    finished = threading.Event()
+    session = requests.Session()
+
+    def work() -> None:
+        try:
+            box["resp"] = session.post(url, data=data, headers=headers, auth=auth, timeout=(timeout, timeout),
+                                       allow_redirects=False)
+        except BaseException as e:  # handed to the caller's thread
+            box["error"] = e
+        finally:
+            finished.set()
+
+    threading.Thread(target=work, name="github-post", daemon=True).start()
+    if not finished.wait(timeout):
+        raise requests.Timeout(f"no complete answer within {timeout:g} s")
+    session.close()
+    if "error" in box:
+        raise box["error"]
+    return box["resp"]
+
+
 def _message(text: str) -> str:
     """GitHub's own words: "message", then each errors[].message."""
     try:
@@ -117,7 +173,14 @@ def _message(text: str) -> str:
     if not isinstance(data, dict):
         return ""
     parts = [str(data.get("message", ""))]
-    for err in data.get("errors") or []:
+    errors = data.get("errors") or []
+    if isinstance(errors, (str, int, float)):  # some answers give one string, not a list
+        errors = [str(errors)]
+    elif isinstance(errors, dict):
+        errors = [errors]
+    elif not isinstance(errors, list):
+        errors = []
+    for err in errors:
         if isinstance(err, dict) and (err.get("message") or err.get("code")):
             parts.append(str(err.get("message") or f"{err.get('field', '')} {err.get('code')}".strip()))
         elif isinstance(err, str):
@@ -206,9 +269,16 @@ class Branch:
     onto_is_upstream: bool
 
 
+class GitTimedOut(ToolError):
+    """A git subprocess ran past its timeout (the message names the command, never a URL's secret)."""
+
+
 def _git(workdir: Path, args: list[str], env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", "-C", str(workdir), *args], capture_output=True, text=True, env=env,
-                          timeout=timeout)
+    try:
+        return subprocess.run(["git", "-C", str(workdir), *args], capture_output=True, text=True, env=env,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise GitTimedOut(f"git {args[0]} in {workdir} timed out after {timeout:g} s") from None
 
 
 def _last_error(proc: subprocess.CompletedProcess) -> str:
@@ -236,11 +306,20 @@ def work_repo(path: Path, snapshots_git: Path) -> Path:
 
 
 def has_commit(workdir: Path, commit: str) -> bool:
-    return _git(workdir, ["cat-file", "-e", f"{commit}^{{commit}}"], git_env(None)).returncode == 0
+    return _git(workdir, ["cat-file", "-e", "--end-of-options", f"{commit}^{{commit}}"], git_env(None)).returncode == 0
 
 
-def fetch_commit(workdir: Path, remote: str, commit: str, askpass: Optional[Path], secrets: tuple[str, ...]) -> None:
-    proc = _git(workdir, ["fetch", "-q", "--no-tags", "--depth=1", remote, commit], git_env(askpass))
+GIT_NETWORK_TIMEOUT_S = 600.0  # --git-timeout: a fetch or push that takes longer is reported, not waited on
+
+
+def fetch_commit(workdir: Path, remote: str, commit: str, askpass: Optional[Path], secrets: tuple[str, ...],
+                 timeout: float = GIT_NETWORK_TIMEOUT_S) -> None:
+    try:
+        proc = _git(workdir, ["fetch", "-q", "--no-tags", "--depth=1", "--end-of-options", remote, commit],
+                    git_env(askpass), timeout=timeout)
+    except GitTimedOut:
+        raise PushFailed(redact(f"git fetch from {remote} timed out after {timeout:g} s (--git-timeout); check the "
+                                "remote URL and the network, then retry", secrets)) from None
     if proc.returncode:
         raise PushFailed(redact(f"the fork {remote} does not have commit {commit[:12]}, the upstream base of this "
                                 f"bundle ({_last_error(proc)}): sync the fork with upstream, or pass --onto "
@@ -251,7 +330,8 @@ def apply_series(workdir: Path, onto: str, patches: tuple[Path, ...], upstream: 
     """The bundle's series applied with git am on `onto`, in the work repository."""
     env = git_env(None)
     _git(workdir, ["am", "--abort"], env)  # whatever an interrupted run left
-    for args in (["checkout", "-q", "--force", "--detach", onto], ["clean", "-fdxq"]):
+    # switch, not checkout: checkout takes no --end-of-options before a commit (git 2.39)
+    for args in (["switch", "-q", "--force", "--detach", "--end-of-options", onto], ["clean", "-fdxq"]):
         proc = _git(workdir, args, env)
         if proc.returncode:
             raise PushFailed(f"{workdir}: git {args[0]} {onto[:12]} failed: {_last_error(proc)}")
@@ -264,24 +344,28 @@ def apply_series(workdir: Path, onto: str, patches: tuple[Path, ...], upstream: 
 
 
 def push_argv(workdir: Path, remote: str, branch: str) -> list[str]:
-    return ["git", "-C", str(workdir), "push", remote, f"HEAD:refs/heads/{branch}"]
+    return ["git", "-C", str(workdir), "push", "--end-of-options", remote, f"HEAD:refs/heads/{branch}"]
 
 
-def push(workdir: Path, remote: str, branch: str, askpass: Optional[Path], secrets: tuple[str, ...]) -> None:
+def push(workdir: Path, remote: str, branch: str, askpass: Optional[Path], secrets: tuple[str, ...],
+         timeout: float = GIT_NETWORK_TIMEOUT_S) -> None:
     argv = push_argv(workdir, remote, branch)
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, env=git_env(askpass), timeout=600)
+        proc = subprocess.run(argv, capture_output=True, text=True, env=git_env(askpass), timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise PushFailed(redact(f"git push to {remote} timed out after 600 s", secrets)) from None
+        raise PushFailed(redact(f"git push to {remote} timed out after {timeout:g} s (--git-timeout); check the "
+                                "remote URL and the network, then retry", secrets)) from None
     if proc.returncode:
         hint = ("; the branch exists on the fork with other commits: pick another --branch"
                 if "[rejected]" in proc.stderr or "non-fast-forward" in proc.stderr else "")
         raise PushFailed(redact(f"git push to {remote} failed: {_last_error(proc)}{hint}", secrets))
 
 
-def check_branch(name: str) -> str:
+def check_branch(name: str, option: str = "--branch") -> str:
+    if name.startswith("-"):
+        raise ConfigError(f"{option} {name!r}: not a valid git branch name")
     proc = subprocess.run(["git", "check-ref-format", "--branch", name], capture_output=True, text=True,
                           env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull})
-    if proc.returncode or name.startswith("-"):
-        raise ConfigError(f"--branch {name!r}: not a valid git branch name")
+    if proc.returncode:
+        raise ConfigError(f"{option} {name!r}: not a valid git branch name")
     return name

@@ -8,6 +8,9 @@ _ICON = {"passed": "✅", "failed": "❌", "error": "💥", "skipped": "⏭️",
 
 
 def write_results(results: dict, directory: Path) -> list[Path]:
+    from .redact import redact_data
+
+    results = redact_data(results)  # no credential of a source URL, no GITHUB_TOKEN, in any file
     directory.mkdir(parents=True, exist_ok=True)
     json_path = directory / "results.json"
     json_path.write_text(json.dumps(results, indent=2, sort_keys=False) + "\n", encoding="utf-8")

@@ -284,7 +284,7 @@ def test_unreadable_results_are_one_line_errors(tmp_path):
     with pytest.raises(ConfigError, match=r"results.json:2: not valid JSON"):
         B.load_results(tmp_path)
     (tmp_path / "results.json").write_text('{"cells": []}')
-    with pytest.raises(ConfigError, match="key 'series' missing"):
+    with pytest.raises(ConfigError, match="'series' is a required property; not a ggml-patch results.json"):
         B.load_results(tmp_path)
 
 

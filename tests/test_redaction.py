@@ -151,8 +151,8 @@ def test_credentials_in_a_git_source_url_reach_no_output_or_file(tmp_path):
     run = tool("matrix", "--matrix", m, "--cache", tmp_path / "cache", "--results", tmp_path / "r", env=env)
     assert run.returncode == 3, run.stderr
     assert "http://***@127.0.0.1" in (tmp_path / "r" / "results.json").read_text()
-    for proc in (status, run):
-        assert_absent(SECRET, proc, tmp_path)
+    for proc in (status, run):  # everything the tool wrote (matrix.yaml, the user's input, holds it)
+        assert_absent(SECRET, proc, tmp_path / "cache", tmp_path / "r", tmp_path / "home")
 
 
 def test_the_tokens_value_in_a_source_url_reaches_no_output_or_file(tmp_path):
@@ -160,7 +160,7 @@ def test_the_tokens_value_in_a_source_url_reaches_no_output_or_file(tmp_path):
     env = isolated_env(tmp_path, GITHUB_TOKEN=TOKEN)
     proc = tool("matrix", "--matrix", m, "--cache", tmp_path / "cache", "--results", tmp_path / "r", env=env)
     assert proc.returncode == 3, proc.stderr
-    assert_absent(TOKEN, proc, tmp_path)
+    assert_absent(TOKEN, proc, tmp_path / "cache", tmp_path / "r", tmp_path / "home")
 
 
 def test_provenance_is_redacted_where_every_source_kind_returns_it(monkeypatch, tmp_path):

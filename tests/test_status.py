@@ -3,6 +3,7 @@ written here (a commit next to the fix, one over it, the fix merged upstream, th
 gone), through git sources (file paths, so no network), and bad input at the command line.
 """
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -347,23 +348,15 @@ def test_ik_llama_cpp_is_not_applicable(tmp_path, tool_cache):
 
 
 def test_pypi_unreachable_is_a_status_too(tmp_path, monkeypatch):
-    """pip's network errors (not a missing package) make a row "source unreachable", with pip's line."""
-    import subprocess as sp
-
-    from orchestrator.sources import pypi_sdist
-
-    def no_network(cmd, **kw):
-        return sp.CompletedProcess(cmd, 1, "", "WARNING: Retrying (Retry(total=0)) after connection broken by "
-                                   "'NewConnectionError(\"Failed to establish a new connection: [Errno 101] Network is "
-                                   "unreachable\")'\nERROR: No matching distribution found for pkg==1.0\n")
-
-    monkeypatch.setattr(pypi_sdist.subprocess, "run", no_network)
+    """A package index that cannot be reached (not a missing package) makes a row "source unreachable"."""
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")  # nothing listens there
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     m = write_matrix(tmp_path, {"p": "layout: ggml\nsource: {kind: pypi-sdist, package: pkg, version: '1.0', "
                                      f"sha256: '{'0' * 64}'}}\n"})
     row = status_of_targets(load_matrix(m), Cache(tmp_path / "cache"), ["p"])[0]
     assert row.status == UNREACHABLE
-    assert row.detail == ("targets.p.source: PyPI is unreachable for pkg==1.0: ERROR: No matching distribution "
-                          "found for pkg==1.0")
+    assert row.detail.startswith("targets.p.source: the package index is unreachable for pkg==1.0: "
+                                 "http://127.0.0.1:9/simple (connection refused")
     assert row.source["description"] == "pkg==1.0"
 
 

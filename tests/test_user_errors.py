@@ -154,6 +154,10 @@ BAD_RESULTS = {
     "target-escapes": {"series": {"sha256": "a" * 64}, "profile": "p", "records": [],
                        "cells": [{"cell": "../x/cpu", "target": "../x", "backend": "cpu", "status": "passed",
                                   "exit_code": 0, "reason": "", "timings": {}}]},
+    "patched-commit-is-an-option": {"series": {"sha256": "a" * 64}, "profile": "p", "records": [],
+                                    "cells": [{"cell": "x/cpu", "target": "x", "backend": "cpu", "status": "passed",
+                                               "exit_code": 0, "reason": "", "timings": {},
+                                               "patched_commit": "--output=/tmp/x"}]},
     "record-tests-not-a-mapping": {"series": {"sha256": "a" * 64}, "profile": "p", "cells": [],
                                    "records": [{"cell": "x/cpu", "variant": "patched", "build": {}, "tests": []}]},
 }
@@ -315,3 +319,13 @@ def test_temporary_entries_carry_their_pid(tmp_path):
     cache = Cache(tmp_path / "cache")
     prefix = cache.scratch_prefix("extract")
     assert prefix.startswith("extract-") and f"-pid{os.getpid()}-" in prefix
+
+
+@pytest.mark.parametrize("kind", ["folder", "below-a-file"])
+def test_ci_workflow_output_that_cannot_be_a_file(tmp_path, kind):
+    m = tiny_matrix(tmp_path)
+    (tmp_path / "f").write_text("")
+    out = tmp_path if kind == "folder" else tmp_path / "f" / "w.yml"
+    line = tool("ci-workflow", "--matrix", m, "--cache", tmp_path / "c", "--output", out,
+                env=isolated_env(tmp_path)).error_line(2)
+    assert "--output" in line

@@ -1,7 +1,6 @@
 """ggml-patch export: the series as it applies to one target's layout, for plain `git am`."""
 from __future__ import annotations
 
-from pathlib import Path
 
 from ..errors import ExitCode
 
@@ -14,12 +13,13 @@ def add_arguments(p) -> None:
 
 
 def run(args, matrix, cache) -> ExitCode:
+    from .. import outdir
     from ..render import rendered_for_target
     from ..series_files import write_patches
 
     target = matrix.target(args.target)
+    out = outdir.check(args.out, "--out")  # a folder holding a user's files is refused before any work
     rendered, snap = rendered_for_target(matrix, cache, target)
-    out = Path(args.out)
-    write_patches(rendered, out)
+    write_patches(rendered, outdir.claim(out, "--out"))  # replaces only *.patch in the tool's own folder
     print(f"{len(rendered.patches)} patches for {target.name} ({target.layout} layout, base {snap.description}) in {out}")
     return ExitCode.OK

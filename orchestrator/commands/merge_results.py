@@ -26,14 +26,13 @@ def _results_file(arg: str) -> Path:
 
 
 def _load(path: Path) -> dict:
+    from ..report.validate import check_results
+
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise ConfigError(f"{path}: not readable JSON: {e}") from None
-    missing = [k for k in ("series", "profile", "cells", "records") if not isinstance(data, dict) or k not in data]
-    if missing or not isinstance(data["series"], dict) or "sha256" not in data["series"]:
-        raise ConfigError(f"{path}: not a ggml-patch results.json (missing {', '.join(missing) or 'series.sha256'})")
-    return data
+    return check_results(data, path)  # the shape merging relies on, or one line
 
 
 def _copy_logs(results: dict, src_dir: Path, out: Path) -> None:
@@ -67,7 +66,9 @@ def run(args, matrix, cache) -> ExitCode:
     from ..merge import merge_results
     from ..results import write_results
 
-    out = Path(args.out)
+    from ..outdir import writable_dir
+
+    out = writable_dir(args.out, "--out")  # before anything is read or merged
     files = [_results_file(a) for a in args.inputs]
     parts = [(str(f), _load(f)) for f in files]
     merged = merge_results(parts, _matrix_order(matrix))  # refuses before anything is written

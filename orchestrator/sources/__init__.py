@@ -26,7 +26,12 @@ class Snapshot:
 
 
 def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
-    return _kind(source)(source, cache, repo)
+    """The source's base commit. Its description and provenance are redacted here, the one place
+    every kind returns through: they reach results.json, summary.md and the PR body."""
+    from ..redact import redact, redact_data
+
+    snap = _kind(source)(source, cache, repo)
+    return Snapshot(snap.commit, redact(snap.description), redact_data(snap.provenance))
 
 
 def _kind(source: Source) -> Callable[[Source, Cache, SnapshotRepo], Snapshot]:

@@ -24,7 +24,9 @@ import git
 from ..cache import Cache, slug
 from ..config import Source
 from ..errors import ConfigError
+from ..redact import redact
 from ..snapshots import SnapshotRepo, _env
+from ..urls import git_url_problem
 from . import Snapshot, SourceUnreachable
 
 NETWORK_TIMEOUT_S = 1800  # a first fetch of llama.cpp's whole history takes minutes
@@ -55,7 +57,7 @@ def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
         if tree is None:
             raise ConfigError(f"{source.key}.subdirectory: {subdir!r} is not a directory at {commit[:12]} of {url}")
     spec = hashlib.sha256(repr((subdir, submodules)).encode()).hexdigest()[:12]
-    message = f"snapshot of {url} at {commit}\n\nupstream-commit: {commit}\nsubdirectory: {subdir or '.'}\n" + \
+    message = f"snapshot of {redact(url)} at {commit}\n\nupstream-commit: {commit}\nsubdirectory: {subdir or '.'}\n" + \
         "".join(f"submodule: {p} {v['commit']}\n" for p, v in provenance.get("submodules", {}).items())
     base = repo.commit_tree(tree, f"refs/snapshots/git/{mirror_name(url)}/{commit}-{spec}", message)
     return Snapshot(base, description, provenance)
@@ -90,13 +92,15 @@ def resolve(mirror: git.Repo, url: str, ref: str, key: str) -> tuple[str, str]:
     """The commit `ref` names at `url`, present in the mirror under refs/pinned/<commit>."""
     if _FULL_SHA.match(ref):
         if not _has_commit(mirror, ref):
-            _network(mirror, ["fetch", "--quiet", "--no-tags", url, f"+{ref}:refs/pinned/{ref}"], url, ref, key)
+            _network(mirror, ["fetch", "--quiet", "--no-tags", "--end-of-options", url, f"+{ref}:refs/pinned/{ref}"],
+                     url, ref, key)
             if not _has_commit(mirror, ref):
                 raise ConfigError(f"{key}.ref: commit {ref} does not exist at {url}")
         _git(mirror, "update-ref", f"refs/pinned/{ref}", ref)
         return ref, ref
     remote_ref = _remote_ref(mirror, url, ref, key)
-    _network(mirror, ["fetch", "--quiet", "--no-tags", url, f"+{remote_ref}:{remote_ref}"], url, ref, key)
+    _network(mirror, ["fetch", "--quiet", "--no-tags", "--end-of-options", url, f"+{remote_ref}:{remote_ref}"],
+             url, ref, key)
     commit = _git(mirror, "rev-parse", f"{remote_ref}^{{commit}}")
     _git(mirror, "update-ref", f"refs/pinned/{commit}", commit)
     return commit, remote_ref
@@ -105,13 +109,13 @@ def resolve(mirror: git.Repo, url: str, ref: str, key: str) -> tuple[str, str]:
 def _remote_ref(mirror: git.Repo, url: str, ref: str, key: str) -> str:
     """The full name of a branch or tag on the remote (ls-remote: one round trip, nothing fetched)."""
     if ref == "HEAD":
-        out = _network(mirror, ["ls-remote", "--symref", url, "HEAD"], url, ref, key)
+        out = _network(mirror, ["ls-remote", "--symref", "--end-of-options", url, "HEAD"], url, ref, key)
         for line in out.splitlines():
             if line.startswith("ref: ") and line.endswith("\tHEAD"):
                 return line[len("ref: "):-len("\tHEAD")]
         raise ConfigError(f"{key}.ref: {url} has no default branch (HEAD)")
     candidates = [ref] if ref.startswith("refs/") else [f"refs/heads/{ref}", f"refs/tags/{ref}"]
-    out = _network(mirror, ["ls-remote", url, *candidates], url, ref, key)
+    out = _network(mirror, ["ls-remote", "--end-of-options", url, *candidates], url, ref, key)
     found = {line.split("\t", 1)[1] for line in out.splitlines() if "\t" in line}
     for c in candidates:
         if c in found:
@@ -134,8 +138,17 @@ def gitlink(repo: SnapshotRepo, commit: str, path: str, url: str, key: str) -> t
         if value.strip("/") == path:
             sub_url = repo.git("config", "--blob", f"{commit}:.gitmodules",
                                name_key[: -len(".path")] + ".url")
-            return parts[2], resolve_submodule_url(url, sub_url)
+            return parts[2], checked_url(resolve_submodule_url(url, sub_url), f"{key}.submodules ({path})")
     raise ConfigError(f"{key}.submodules: {path!r} has no url in .gitmodules at {commit[:12]} of {url}")
+
+
+def checked_url(url: str, key: str) -> str:
+    """A URL from upstream content (.gitmodules) before it reaches git: a URL or path, never an
+    option or a transport helper."""
+    why = git_url_problem(url)
+    if why:
+        raise ConfigError(f"{key}: {url!r} {why}")
+    return url
 
 
 def resolve_submodule_url(super_url: str, sub_url: str) -> str:

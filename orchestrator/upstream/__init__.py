@@ -1,0 +1,1 @@
+"""The upstream side: bundles, pull requests, and the checks on what comes back from disk."""
