@@ -16,7 +16,7 @@ import jsonschema
 import yaml
 
 from .errors import ConfigError
-from .layout import LAYOUTS
+from .patchset.layout import LAYOUTS
 from .urls import git_url_problem, http_url_problem, ref_problem
 
 BACKEND_NAMES = ("cpu", "vulkan", "cuda", "metal")
@@ -388,7 +388,7 @@ def _value_problems(data: dict) -> list[tuple[tuple, str]]:
 
 def require_native_tests(matrix: "Matrix") -> None:
     """The harness every build needs; checked before any cell, so a bad path is one line up front."""
-    from .layout import GATE_TEST
+    from .patchset.layout import GATE_TEST
 
     needed = ("CMakeLists.txt", f"{GATE_TEST}.cpp")
     missing = [n for n in needed if not (matrix.native_tests_dir / n).is_file()]

@@ -1,4 +1,5 @@
 """Progress for long work: which cell, which step, how far the build is. Goes to stderr.
+Display only: cancelling a run is cancel.py's.
 
 Cells may run in parallel threads: each thread's cell and step live in thread-local state and
 every line names its cell. On a terminal each cell's build is a live progress bar (ninja's
@@ -6,7 +7,6 @@ every line names its cell. On a terminal each cell's build is a live progress ba
 """
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from typing import Optional
@@ -16,6 +16,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .redact import redact
+from .report.model import CellStatus
+
+_COLOUR = {CellStatus.PASSED.value: "green", CellStatus.SKIPPED.value: "yellow", CellStatus.BUILD_ONLY.value: "cyan"}
 
 
 def _safe(text: str) -> str:
@@ -30,7 +33,6 @@ class Reporter:
         self._next = 0
         self._lock = threading.Lock()
         self._local = threading.local()
-        self._cancelled = threading.Event()
         self._bars: Optional[Progress] = None
         if self.console.is_terminal:
             self._bars = Progress(TextColumn("    {task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -53,16 +55,7 @@ class Reporter:
         self._local.task = None
         self.console.print(f"[bold]\\[{self.index}/{self.total}] {_safe(cell_id)}[/bold]")
 
-    def cancel(self) -> None:
-        """Make every cell thread stop at its next step or build line (as if interrupted)."""
-        self._cancelled.set()
-
-    def _check_cancelled(self) -> None:
-        if self._cancelled.is_set():
-            raise KeyboardInterrupt
-
     def step(self, name: str, detail: str = "") -> None:
-        self._check_cancelled()
         self._local.t0 = time.monotonic()
         self._local.last_pct = -1
         self.console.print(f"  [{self.index}/{self.total}] {_safe(self.cell)}: {_safe(name)}"
@@ -75,7 +68,6 @@ class Reporter:
 
     def build_progress(self, done: int, total: int) -> None:
         """Ninja's [done/total] for this thread's cell."""
-        self._check_cancelled()
         if self._bars is not None:
             with self._lock:
                 if not self._bars.live.is_started:
@@ -106,8 +98,5 @@ class Reporter:
 
     def cell_result(self, status: str, reason: str) -> None:
         self._end_bar()
-        colour = {"passed": "green", "skipped": "yellow", "build-only": "cyan"}.get(status, "red")
+        colour = _COLOUR.get(str(status), "red")
         self.console.print(f"  [{colour}]{_safe(self.cell)}: {_safe(status)}[/{colour}] - {_safe(reason)}")
-
-    def error(self, message: str) -> None:
-        print(f"ggml-patch: error: {redact(message)}", file=sys.stderr)

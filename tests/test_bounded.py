@@ -137,7 +137,7 @@ def test_a_trickling_server_ends_within_the_timeout(tmp_path, trickle):
 
 
 def test_the_request_deadline_covers_connect_reads_and_the_total(trickle):
-    from orchestrator import github as G
+    from orchestrator.upstream import github as G
 
     pr = G.PullRequest(REPO, "t", "b", "me:x", "master")
     t0 = time.monotonic()

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from pytest_httpserver import HTTPServer
 
-from orchestrator import bundle as B
-from orchestrator import github as G
-from orchestrator.snapshots import FIXED_IDENTITY, SnapshotRepo, Worktree
+from orchestrator.upstream import bundle as B
+from orchestrator.upstream import github as G
+from orchestrator.vcs.snapshots import FIXED_IDENTITY, SnapshotRepo, Worktree
 
 from .conftest import ROOT, git
 

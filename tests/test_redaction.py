@@ -8,7 +8,7 @@ import socket
 import pytest
 from pytest_httpserver import HTTPServer
 
-from orchestrator import bundle as B
+from orchestrator.upstream import bundle as B
 from orchestrator import sources
 from orchestrator.redact import REDACTED, redact, redact_data
 
@@ -180,7 +180,7 @@ def test_pr_body_and_manifest_carry_no_credentials():
     target = results["cells"][0]["target"]
     body = B.pr_body(results, "0" * 64, target, [B.Commit("s", "b", ("src/x.c",))], {}, [])
     assert SECRET not in body and "https://***@github.com/me/ggml.git" in body
-    man = B.manifest(target=target, layout="ggml", results=results, results_sha256="0" * 64, results_path="/r",
+    man = B.manifest(target=target, layout="ggml", results=B.as_results(results), results_sha256="0" * 64, results_path="/r",
                      source=results["cells"][0]["source"], patched_commit="1" * 40, patches=[], files={},
                      verification={}, toolchain={}, warnings=[])
     assert SECRET not in json.dumps(man)
@@ -205,7 +205,7 @@ def test_progress_lines_are_redacted(monkeypatch):
 
 def test_github_errors_given_as_a_string_are_one_message():
     """Issue 16 point 9: `errors` as a string used to be printed character by character."""
-    from orchestrator import github as G
+    from orchestrator.upstream import github as G
 
     text = json.dumps({"message": "Validation Failed", "errors": "head branch is missing"})
     assert G._message(text) == "Validation Failed: head branch is missing"

@@ -12,7 +12,7 @@ import pytest
 from orchestrator.cache import Cache
 from orchestrator.config import load_matrix
 from orchestrator.errors import ConfigError
-from orchestrator.series_files import read_series
+from orchestrator.patchset.files import read_series
 
 from .security_fixtures import ROOT, isolated_env, tiny_matrix, tiny_tree, tool
 
@@ -148,8 +148,9 @@ def test_a_missing_native_tests_folder_is_refused_before_any_cell(tmp_path):
 
 BAD_RESULTS = {
     "cells-not-objects": {"series": {"sha256": "a" * 64}, "profile": "p", "cells": [1], "records": []},
-    "cell-without-target": {"series": {"sha256": "a" * 64}, "profile": "p",
-                            "cells": [{"cell": "x/cpu", "status": "passed"}], "records": []},
+    "cell-without-status": {"series": {"sha256": "a" * 64}, "profile": "p",
+                            "cells": [{"cell": "x/cpu", "target": "x"}], "records": []},
+    "series-without-patches": {"series": {"sha256": "a" * 64}, "profile": "p", "cells": [], "records": []},
     "records-not-a-list": {"series": {"sha256": "a" * 64}, "profile": "p", "cells": [], "records": {}},
     "target-escapes": {"series": {"sha256": "a" * 64}, "profile": "p", "records": [],
                        "cells": [{"cell": "../x/cpu", "target": "../x", "backend": "cpu", "status": "passed",
@@ -211,7 +212,7 @@ def test_a_checkout_git_refuses_for_ownership_is_named_with_the_fix(tmp_path):
 
 
 def test_the_fix_it_names_works(tmp_path):
-    from orchestrator.snapshots import SnapshotRepo
+    from orchestrator.vcs.snapshots import SnapshotRepo
     from orchestrator.sources import snapshot
 
     co = tmp_path / "co"
@@ -279,7 +280,7 @@ def test_a_series_writing_under_dot_git_is_a_malformed_series(tmp_path):
 
 @pytest.mark.parametrize("path", ["src/.git/config", ".GIT/hooks/x", "a/.Git/x"])
 def test_dot_git_in_any_case_anywhere(tmp_path, path):
-    from orchestrator.series import parse_patch
+    from orchestrator.patchset.series import parse_patch
 
     text = (f"Subject: x\n\ndiff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
             "@@ -0,0 +1 @@\n+x\n")

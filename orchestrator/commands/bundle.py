@@ -21,9 +21,9 @@ def add_arguments(p) -> None:
 
 def run(args, matrix, cache) -> ExitCode:
     from .. import outdir
-    from ..bundle import BundleOptions, make_bundles
     from ..config import require_native_tests
     from ..redact import redact
+    from ..upstream.bundle import BundleOptions, make_bundles
 
     results_dir = Path(args.results).absolute()
     # the folder is checked now (never one holding a user's files), marked when the bundle is written

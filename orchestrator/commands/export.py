@@ -14,8 +14,8 @@ def add_arguments(p) -> None:
 
 def run(args, matrix, cache) -> ExitCode:
     from .. import outdir
-    from ..render import rendered_for_target
-    from ..series_files import write_patches
+    from ..patchset.files import write_patches
+    from ..patchset.render import rendered_for_target
 
     target = matrix.target(args.target)
     out = outdir.check(args.out, "--out")  # a folder holding a user's files is refused before any work

@@ -17,15 +17,18 @@ def add_arguments(p) -> None:
                         "device is not (CUDA without a GPU), instead of skipping them")
     p.add_argument("--rerun", action="store_true",
                    help="run every cell again even when a cached result for exactly these inputs exists")
+    p.add_argument("--no-mutants", action="store_true",
+                   help="skip the known-wrong fixes of native_tests/mutants/ (shown as skipped, with the reason)")
     p.add_argument("--parallel", type=int, metavar="N",
                    help="cells at once (default: one per core; compile jobs are split so the cores are never oversubscribed)")
 
 
 def run(args, matrix, cache) -> ExitCode:
     from ..config import require_native_tests
-    from ..matrix import RunOptions, run_matrix
     from ..outdir import writable_dir
-    from ..results import write_results
+    from ..report.model import CellStatus
+    from ..report.summary import write_results
+    from ..run.matrix import RunOptions, run_matrix
 
     # every user error before the first cell: results.json must not fail to be written at the end
     results_dir = writable_dir(args.results, "--results")
@@ -34,12 +37,13 @@ def run(args, matrix, cache) -> ExitCode:
     require_native_tests(matrix)
     matrix.cells(args.profile, args.target, args.backend)  # unknown names: one line now, not after a build
     opts = RunOptions(matrix, cache, results_dir, args.profile, args.target, args.backend, args.build_only,
-                      args.rerun, args.parallel)
+                      args.rerun, not args.no_mutants, args.parallel)
     results = run_matrix(opts)
     paths = write_results(results, results_dir)
-    cells = results["cells"]
-    count = {s: sum(1 for c in cells if c["status"] == s) for s in ("passed", "skipped", "build-only")}
-    built = f", {count['build-only']} build-only" if count["build-only"] else ""
-    print(f"{count['passed']} passed, {len(cells) - sum(count.values())} failed, {count['skipped']} skipped{built}: "
-          "results in " + ", ".join(str(p) for p in paths))
-    return ExitCode(results["exit_code"])
+    cells = results.cells
+    count = {s: sum(1 for c in cells if c.status == s)
+             for s in (CellStatus.PASSED, CellStatus.SKIPPED, CellStatus.BUILD_ONLY)}
+    built = f", {count[CellStatus.BUILD_ONLY]} build-only" if count[CellStatus.BUILD_ONLY] else ""
+    print(f"{count[CellStatus.PASSED]} passed, {len(cells) - sum(count.values())} failed, "
+          f"{count[CellStatus.SKIPPED]} skipped{built}: results in " + ", ".join(str(p) for p in paths))
+    return ExitCode(results.exit_code)

@@ -1,1 +1,2 @@
-"""Results: what a run records, and the checks on results files read back."""
+"""The run's record: the typed results model (results.json), summary.md, junit.xml, and merging
+per-cell results into one."""

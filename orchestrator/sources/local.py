@@ -20,7 +20,8 @@ from typing import Optional
 from ..cache import Cache, slug
 from ..config import Source
 from ..errors import ConfigError
-from ..snapshots import SnapshotRepo, _env
+from ..vcs.runner import GitError, git, git_bytes
+from ..vcs.snapshots import SnapshotRepo
 from . import Snapshot
 
 _GITLINK = "160000"
@@ -136,52 +137,53 @@ def _walk(root: Path) -> list[str]:
     return sorted(out)
 
 
+# Read-only in the user's checkout: no optional locks, so no index refresh is ever written back.
+_READ_ONLY = {"GIT_OPTIONAL_LOCKS": "0"}
+
+
 def is_git_checkout(root: Path, key: str) -> bool:
     """Whether git sees `root` as (inside) a work tree. A checkout git refuses to read because
     another user owns it is an error naming the fix, never silently read as a plain folder (its
     ignored files would enter the base and its HEAD would be lost)."""
-    proc = subprocess.run(["git", *_safe_directory_args(), "-C", str(root), "rev-parse", "--is-inside-work-tree"],
-                          capture_output=True, text=True, env=_checkout_env())
-    if proc.returncode == 0:
-        return proc.stdout.strip() == "true"
-    if "dubious ownership" in proc.stderr or "unsafe repository" in proc.stderr:
-        raise ConfigError(f"{key}.path: git refuses to read {root}: it is owned by another user (dubious ownership); "
-                          f"if you trust it, run: git config --global --add safe.directory {root}")
-    return False  # not a git checkout at all: read as a plain folder
+    try:
+        return git("rev-parse", "--is-inside-work-tree", cwd=root, env=_READ_ONLY,
+                   config=_safe_directories()).strip() == "true"
+    except GitError as e:
+        if "dubious ownership" in e.output or "unsafe repository" in e.output:
+            raise ConfigError(f"{key}.path: git refuses to read {root}: it is owned by another user (dubious "
+                              f"ownership); if you trust it, run: git config --global --add safe.directory {root}"
+                              ) from None
+        return False  # not a git checkout at all: read as a plain folder
 
 
 _SAFE_DIRS: dict[tuple, tuple[str, ...]] = {}
 
 
-def _safe_directory_args() -> list[str]:
+def _safe_directories() -> list[str]:
     """The user's own safe.directory entries (global and system configuration), passed on with -c:
     the tool's git runs without the user's configuration, which would otherwise drop them."""
     where = tuple(os.environ.get(k) for k in ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
                                               "GIT_CONFIG_NOSYSTEM"))
     if where not in _SAFE_DIRS:
         found: list[str] = []
-        for scope in ("--system", "--global"):
+        for scope in ("--system", "--global"):  # the user's own configuration, read only
             proc = subprocess.run(["git", "config", scope, "--get-all", "safe.directory"], capture_output=True,
                                   text=True)
             found += [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()] if proc.returncode == 0 else []
         _SAFE_DIRS[where] = tuple(dict.fromkeys(found))
-    return [arg for d in _SAFE_DIRS[where] for arg in ("-c", f"safe.directory={d}")]
-
-
-def _checkout_env() -> dict:
-    # Read-only in the user's checkout: no optional locks, so no index refresh is ever written back.
-    return _env(GIT_OPTIONAL_LOCKS="0")
+    return [f"safe.directory={d}" for d in _SAFE_DIRS[where]]
 
 
 def _in_checkout(root: Path, *args: str) -> Optional[str]:
-    proc = subprocess.run(["git", *_safe_directory_args(), "-C", str(root), *args], capture_output=True, text=True,
-                          env=_checkout_env())
-    return proc.stdout.strip() if proc.returncode == 0 else None
+    try:
+        return git(*args, cwd=root, env=_READ_ONLY, config=_safe_directories()).strip()
+    except GitError:
+        return None
 
 
 def _in_checkout_z(root: Path, *args: str) -> list[str]:
-    proc = subprocess.run(["git", *_safe_directory_args(), "-C", str(root), *args], capture_output=True,
-                          env=_checkout_env())
-    if proc.returncode != 0:
-        raise ConfigError(f"{root}: git {args[0]} failed: {proc.stderr.decode(errors='replace').strip()}")
-    return [p for p in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if p]
+    try:
+        out = git_bytes(*args, cwd=root, env=_READ_ONLY, config=_safe_directories(), strip=False)
+    except GitError as e:
+        raise ConfigError(f"{root}: git {args[0]} failed: {e.line}") from None
+    return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]

@@ -28,7 +28,7 @@ import requests
 from ..cache import Cache, slug
 from ..config import Source
 from ..errors import SourceUnavailable
-from ..snapshots import SnapshotRepo
+from ..vcs.snapshots import SnapshotRepo
 from . import Snapshot, SourceUnreachable
 
 PYPI_SIMPLE = "https://pypi.org/simple"

@@ -21,7 +21,7 @@ from ..cache import Cache, slug
 from ..config import Source
 from ..errors import SourceUnavailable
 from ..redact import redact
-from ..snapshots import SnapshotRepo
+from ..vcs.snapshots import SnapshotRepo
 from . import Snapshot, SourceUnreachable
 from .pypi_sdist import sha256_of
 

@@ -1,1 +1,1 @@
-"""The upstream side: bundles, pull requests, and the checks on what comes back from disk."""
+"""What goes upstream: the verified pull-request bundle and the GitHub pull request."""
