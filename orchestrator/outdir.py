@@ -6,6 +6,7 @@ MARKER. Anything else holds a user's files: refused with exit 2 naming the folde
 in it is touched. `--results` and `--cache` are checked the same way for being writable folders
 (not files), up front, so a bad path never surfaces after the cells ran.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,10 @@ from typing import Callable, Optional
 from .errors import ConfigError
 
 MARKER = ".ggml-patch-output"
-_MARKER_TEXT = ("This folder was created by ggml-patch ({what}). ggml-patch replaces what it wrote here on the "
-                "next run; remove this file to keep ggml-patch out of the folder.\n")
+_MARKER_TEXT = (
+    "This folder was created by ggml-patch ({what}). ggml-patch replaces what it wrote here on the "
+    "next run; remove this file to keep ggml-patch out of the folder.\n"
+)
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -61,8 +64,10 @@ def check(path: Path | str, option: str, legacy: Optional[Callable[[Path], bool]
     """Refuse (exit 2) a folder the tool may not write into; writes nothing."""
     path = writable_dir(path, option)
     if path.is_dir() and not _owned(path, legacy):
-        raise ConfigError(f"{option} {path}: the folder holds files ggml-patch did not create; give a new or "
-                          f"empty folder (ggml-patch writes only into folders it made, marked by {MARKER})")
+        raise ConfigError(
+            f"{option} {path}: the folder holds files ggml-patch did not create; give a new or "
+            f"empty folder (ggml-patch writes only into folders it made, marked by {MARKER})"
+        )
     return path
 
 

@@ -6,6 +6,7 @@ What it removes: credentials in a URL of any scheme (`scheme://user:secret@host`
 scheme: http, https, ssh, git, git+https...), secret query parameters (`?access_token=...`),
 the value of GITHUB_TOKEN (and GH_TOKEN) wherever it appears, and any secret a caller names.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,10 @@ _MIN_SECRET = 4  # shorter values are not real tokens; replacing them would garb
 # scheme://USERINFO@ : the userinfo may hold a password or be a token itself; it never holds
 # '/', '@', whitespace, or the quotes and brackets around a URL in a message or a JSON string
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s\"'<>()\[\]{}]+@")
-_QUERY = re.compile(r"(?i)([?&](?:access_token|private_token|token|auth|password|passwd|secret|api_key|apikey|"
-                    r"client_secret|sig|signature)=)[^&#\s\"'<>]+")
+_QUERY = re.compile(
+    r"(?i)([?&](?:access_token|private_token|token|auth|password|passwd|secret|api_key|apikey|"
+    r"client_secret|sig|signature)=)[^&#\s\"'<>]+"
+)
 
 
 def env_secrets(environ=None) -> tuple[str, ...]:

@@ -1,6 +1,7 @@
 """What counts as a URL, a remote, a ref or a commit where they come from input (matrix.yaml, a
 bundle's manifest, .gitmodules, the command line). Pure: each returns why a value is refused,
 or None. Validation comes first; git then still gets them after --end-of-options."""
+
 from __future__ import annotations
 
 import re

@@ -1,7 +1,6 @@
 """ggml-patch export: the series as it applies to one target's layout, for plain `git am`."""
 from __future__ import annotations
 
-
 from ..errors import ExitCode
 
 HELP = "write the series rendered for one target's layout"

@@ -1,7 +1,6 @@
 """ggml-patch matrix: apply, build, test and control every cell."""
 from __future__ import annotations
 
-
 from ..errors import ConfigError, ExitCode
 
 HELP = "apply, build, test and control every cell of the matrix"

@@ -18,13 +18,16 @@ from pathlib import Path
 from typing import Optional
 
 from ..cache import Cache, slug
-from ..config import Source
+from ..config import RELPATH, STR, Source
 from ..errors import ConfigError
 from ..vcs.runner import GitError, git, git_bytes
 from ..vcs.snapshots import SnapshotRepo
 from . import Snapshot
 
 _GITLINK = "160000"
+
+# matrix.yaml's keys for this kind (composed into the matrix schema by config.py)
+OPTIONS = {"required": ["path"], "properties": {"path": STR, "subdirectory": RELPATH}}
 
 
 def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
@@ -76,7 +79,8 @@ def working_files(root: Path) -> tuple[list[str], list[tuple[str, str]]]:
     """(files present in the working tree: tracked and untracked-not-ignored, [(submodule path, its
     recorded commit)]), relative to `root`, read with `git ls-files` only."""
     staged = _in_checkout_z(root, "ls-files", "-z", "--stage")
-    tracked, gitlinks = {}, {}
+    tracked: dict[str, None] = {}
+    gitlinks: dict[str, str] = {}
     for rec in staged:
         meta, _, path = rec.partition("\t")
         mode, sha, _stage = meta.split()
@@ -95,7 +99,7 @@ def _entries(repo: SnapshotRepo, root: Path, paths: list[str]) -> list[tuple[str
     for p in regular:
         if "\n" in p:
             raise ConfigError(f"{root / p}: a file name with a newline cannot be read into a snapshot")
-    blobs = dict(zip(regular, repo.hash_blobs(root, regular)))
+    blobs = dict(zip(regular, repo.hash_blobs(root, regular), strict=True))
     out = []
     for p in paths:
         if p in blobs:

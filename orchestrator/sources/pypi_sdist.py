@@ -12,6 +12,7 @@ import configparser
 import hashlib
 import html.parser
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,7 +27,7 @@ from urllib.request import url2pathname
 import requests
 
 from ..cache import Cache, slug
-from ..config import Source
+from ..config import RELPATH, SHA256, STR, Source
 from ..errors import SourceUnavailable
 from ..vcs.snapshots import SnapshotRepo
 from . import Snapshot, SourceUnreachable
@@ -34,6 +35,32 @@ from . import Snapshot, SourceUnreachable
 PYPI_SIMPLE = "https://pypi.org/simple"
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"  # PEP 691; the HTML form (PEP 503) is the fallback
 CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 30, 300
+
+# matrix.yaml's keys for this kind (composed into the matrix schema by config.py)
+OPTIONS = {"required": ["package", "version", "sha256"],
+           "properties": {"package": STR, "version": STR, "sha256": SHA256, "subdirectory": RELPATH}}
+
+
+# PyPI's project name rule (PEP 508 names); versions are exact PEP 440 versions (packaging)
+_PACKAGE = re.compile(r"^([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9])\Z")
+
+
+def problems(options: dict) -> list[tuple[str, str]]:
+    """`package` by PyPI's name rules (never an option for any tool), `version` an exact PEP 440 version."""
+    from packaging.version import InvalidVersion, Version
+
+    found = []
+    package, version = options["package"], options["version"]
+    if not _PACKAGE.match(package):
+        found.append(("package", f"{package!r} is not a PyPI project name (letters, digits, '.', '_', '-'; "
+                                 "starting and ending with a letter or digit)"))
+    try:
+        exact = Version(version) is not None and version == version.strip()
+    except InvalidVersion:
+        exact = False
+    if not exact:
+        found.append(("version", f"{version!r} is not an exact version (PEP 440, e.g. \"0.3.36\"; no specifiers)"))
+    return found
 
 
 def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
@@ -131,7 +158,7 @@ class IndexFile:
 
 
 class _Links(html.parser.HTMLParser):
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.links: list[tuple[str, str]] = []
         self._href: Optional[str] = None

@@ -18,14 +18,24 @@ from urllib.parse import urlparse
 import requests
 
 from ..cache import Cache, slug
-from ..config import Source
+from ..config import RELPATH, SHA256, STR, Source
 from ..errors import SourceUnavailable
 from ..redact import redact
+from ..urls import http_url_problem
 from ..vcs.snapshots import SnapshotRepo
 from . import Snapshot, SourceUnreachable
 from .pypi_sdist import sha256_of
 
 CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 30, 300
+
+# matrix.yaml's keys for this kind (composed into the matrix schema by config.py)
+OPTIONS = {"required": ["url", "sha256"], "properties": {"url": STR, "sha256": SHA256, "subdirectory": RELPATH}}
+
+
+def problems(options: dict) -> list[tuple[str, str]]:
+    """`url` an http(s) URL (what requests fetches)."""
+    why = http_url_problem(options["url"])
+    return [("url", f"{options['url']!r}: {why}")] if why else []
 
 
 def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
@@ -77,7 +87,8 @@ def download(url: str, sha256: str, cache: Cache, key: str) -> Path:
 def network_reason(e: requests.RequestException) -> str:
     """requests' long exception text -> the part a person needs."""
     text = str(e)
-    host = urlparse(e.request.url).hostname if getattr(e, "request", None) is not None and e.request.url else None
+    request = getattr(e, "request", None)
+    host = urlparse(str(request.url)).hostname if request is not None and request.url else None
     for needle, reason in (("NameResolutionError", "could not resolve host"), ("Failed to resolve", "could not resolve host"),
                            ("Name or service not known", "could not resolve host"),
                            ("Connection refused", "connection refused"), ("timed out", "timed out"),

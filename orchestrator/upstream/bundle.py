@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..cache import Cache
+from ..config import Matrix
 from ..errors import BuildFailed, BundleRefused, BundleVerificationFailed, ConfigError, SeriesDoesNotApply
-from ..evidence.training import plot, table_markdown
+from ..evidence.training import can_plot, plot, table_markdown
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..redact import redact, redact_data
 from ..report import model
@@ -214,8 +216,9 @@ def _how_to_run(layout: str) -> str:
 
 
 def pr_body(results: Results | dict, results_sha256: str, target: str, commits: list[Commit], toolchain: dict,
-            warnings: list[str]) -> str:
-    """PR_BODY.md: the series' own messages, then the run's evidence, every number from results.json."""
+            warnings: list[str], plotted: bool = True) -> str:
+    """PR_BODY.md: the series' own messages, then the run's evidence, every number from results.json.
+    `plotted`: the bundle holds the training-loss plot (matplotlib is installed), so the body shows it."""
     results = as_results(results)
     cells = results.cells_of(target)
     layout = cells[0].layout if cells else ""
@@ -224,14 +227,14 @@ def pr_body(results: Results | dict, results_sha256: str, target: str, commits: 
         out += ["> [!WARNING]", f"> **{WARNING_TITLE}.** The run does not back every claim below:"]
         out += [f"> - {_one_line(w)}" for w in warnings]
         out.append("")
-    fixes = [c for c in commits if not c.is_test]
-    tests = [c for c in commits if c.is_test]
+    fixes = [commit for commit in commits if not commit.is_test]
+    tests = [commit for commit in commits if commit.is_test]
     out += ["## The bug and the fix", ""]
-    for c in fixes:
-        out += [f"**{c.subject}**", "", c.body.strip(), ""]
+    for commit in fixes:
+        out += [f"**{commit.subject}**", "", commit.body.strip(), ""]
     out += ["## The test", ""]
-    for c in tests:
-        out += [f"**{c.subject}**", "", c.body.strip(), ""]
+    for commit in tests:
+        out += [f"**{commit.subject}**", "", commit.body.strip(), ""]
     out += ["To run it:", "", "```sh", _how_to_run(layout), "```", ""]
 
     series = results.series
@@ -272,16 +275,17 @@ def pr_body(results: Results | dict, results_sha256: str, target: str, commits: 
                 "`native_tests/train-opt-dynamic.cpp` (not part of the series) trains a linear regression on "
                 "fixed-seed data with per-step graphs, as llama.cpp trains, in both variants of the cell. "
                 f"The curves differ {verdict}.", "",
-                table_markdown(t["with_fix"], t["without_fix"]).rstrip("\n"), "",
-                f"![train and eval loss per epoch, with and without the fix]({TRAINING_PLOT})"]
+                table_markdown(t["with_fix"], t["without_fix"]).rstrip("\n")]
+        if plotted:
+            out += ["", f"![train and eval loss per epoch, with and without the fix]({TRAINING_PLOT})"]
     others = [c for c in results.cells if c.target != target]
     if others:
         out += ["", "### Other targets in the same run", ""]
         for c in others:
-            control = results.records_of(c.cell).get("control")
-            verdict = control.verdict if control else None
+            other_control = results.records_of(c.cell).get("control")
+            other_verdict = other_control.verdict if other_control else None
             out.append(f"- {c.cell} ({c.layout or NONE} layout): {c.status}"
-                       + (f", control {verdict}" if verdict else ""))
+                       + (f", control {other_verdict}" if other_verdict else ""))
 
     out += ["", "## Base commits", "", "| | commit |", "|---|---|"]
     source = next((c.source for c in cells if c.source), {}) or {}
@@ -403,8 +407,8 @@ def read_bundle(directory: Path) -> Bundle:
 
 @dataclass
 class BundleOptions:
-    matrix: object  # config.Matrix
-    cache: object  # cache.Cache
+    matrix: Matrix
+    cache: Cache
     results_dir: Path
     out_dir: Path
     allow_incomplete: bool = False
@@ -491,10 +495,11 @@ def bundle_target(opts: BundleOptions, results: Results, results_sha: str, targe
         verification = verify(opts, target, repo, worktree, work, base, patched, patches)
         toolchain = toolchain_info(work / "build")
         toolchain = cell_compilers_that_differ({**toolchain, **cells_toolchain(cache, cells)})
-    body = pr_body(results, results_sha, target_name, commits, toolchain, warnings)
-    files_text: dict[str, str | bytes] = {**dict(patches), "PR_TITLE": pr_title(commits) + "\n", "PR_BODY.md": body}
     trained = training_cell(results, target_name)
-    if trained and trained.training:
+    plotted = bool(trained and trained.training) and can_plot()  # the table is in the body either way
+    body = pr_body(results, results_sha, target_name, commits, toolchain, warnings, plotted)
+    files_text: dict[str, str | bytes] = {**dict(patches), "PR_TITLE": pr_title(commits) + "\n", "PR_BODY.md": body}
+    if plotted and trained and trained.training:
         with tempfile.TemporaryDirectory() as tmp:
             t = trained.training
             png = plot(t["with_fix"], t["without_fix"], Path(tmp) / TRAINING_PLOT,

@@ -19,8 +19,16 @@ from typing import Callable, Optional
 
 import requests
 
-from ..errors import (ConfigError, GitHubAuthFailed, GitHubError, GitHubUnreachable, PullRequestRejected,
-                      PushFailed, RateLimited, SeriesDoesNotApply)
+from ..errors import (
+    ConfigError,
+    GitHubAuthFailed,
+    GitHubError,
+    GitHubUnreachable,
+    PullRequestRejected,
+    PushFailed,
+    RateLimited,
+    SeriesDoesNotApply,
+)
 from ..redact import REDACTED, redact  # noqa: F401 (the one redaction function; re-exported for callers)
 from ..urls import FULL_SHA, git_url_problem, http_url_problem, login_problem
 from ..vcs.runner import AM_FLAGS, GitError, git, succeeds

@@ -2,6 +2,7 @@
 every field `pr` uses is validated before use. Commits are 40-hex ids, the target is a target
 name (never '.', '..' or a path), file names stay inside the bundle folder, digests are sha256,
 URLs are URLs. One line on the first problem (exit 2), before anything is touched."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -33,11 +34,19 @@ SCHEMA: dict[str, Any] = {
             },
         },
         "patched_commit": _SHA1,
-        "series": {"type": "object", "properties": {
-            "sha256": _SHA256,
-            "patches": {"type": "array", "items": {"type": "string", "pattern": _FILE}}}},
-        "files": {"type": "object", "minProperties": 1,
-                  "propertyNames": {"pattern": _FILE}, "additionalProperties": _SHA256},
+        "series": {
+            "type": "object",
+            "properties": {
+                "sha256": _SHA256,
+                "patches": {"type": "array", "items": {"type": "string", "pattern": _FILE}},
+            },
+        },
+        "files": {
+            "type": "object",
+            "minProperties": 1,
+            "propertyNames": {"pattern": _FILE},
+            "additionalProperties": _SHA256,
+        },
     },
 }
 
@@ -67,8 +76,10 @@ def validate(man: Any, mpath: Path) -> dict:
         want = _WHAT.get(field, err.message)
         if err.validator == "required":
             raise ConfigError(f"{mpath}: {_where(path)}: {err.message}; not a ggml-patch bundle manifest")
-        raise ConfigError(f"{mpath}: {_where(path)}: {_short(err.instance)} is not {want}; "
-                          "refusing a tampered or foreign bundle (re-run `ggml-patch bundle`)")
+        raise ConfigError(
+            f"{mpath}: {_where(path)}: {_short(err.instance)} is not {want}; "
+            "refusing a tampered or foreign bundle (re-run `ggml-patch bundle`)"
+        )
     source = (man.get("base") or {}).get("source") or {}
     url = source.get("url") if isinstance(source, dict) else None
     if url is not None:
