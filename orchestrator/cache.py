@@ -6,20 +6,27 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import socket
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
 
-import filelock
+from .errors import ConfigError
 
 
 def default_cache_dir() -> Path:
     env = os.environ.get("GGML_PATCH_CACHE")
+    if env is not None and not env.strip():
+        # an empty value is a mistake (an unset CI variable), not a request for the default
+        raise ConfigError("GGML_PATCH_CACHE is set but empty: unset it to use the default "
+                          "(~/.cache/ggml-patch), or name a folder (or pass --cache DIR)")
     if env:
-        return Path(env)
+        return Path(os.path.expanduser(env)).absolute()
     xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "ggml-patch"
+    return Path(xdg).absolute() / "ggml-patch"
 
 
 def slug(text: str) -> str:
@@ -27,9 +34,20 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
 
 
+_HOST = slug(socket.gethostname()) or "host"
+# <what>-<host>-pid<pid>-<random>: whose a temporary entry is, to clean it once that process is gone
+_SCRATCH_ENTRY = re.compile(r"^[a-z]+-(?P<host>.+)-pid(?P<pid>\d+)-")
+_UNOWNED_AFTER_S = 24 * 3600  # entries of older versions (no pid in the name): a day is past any fetch
+
+
 @dataclass(frozen=True)
 class Cache:
     root: Path
+    lock_timeout: Optional[float] = None  # --lock-timeout: None waits as long as it takes
+
+    def __post_init__(self):
+        # absolute once: git runs in other directories (-C), a relative root would point elsewhere
+        object.__setattr__(self, "root", Path(os.path.expanduser(str(self.root))).absolute())
 
     @property
     def downloads(self) -> Path:
@@ -45,14 +63,61 @@ class Cache:
     def scratch(self) -> Path:
         return self._dir("tmp")
 
+    def scratch_prefix(self, what: str) -> str:
+        """A prefix for a temporary entry under scratch(): names this host and process, so a later
+        run can remove what a killed run left (clean_scratch)."""
+        return f"{what}-{_HOST}-pid{os.getpid()}-"
+
+    def clean_scratch(self) -> list[Path]:
+        """Remove temporary entries whose process is gone (a kill -9 left them); the removed paths.
+        Entries of live processes, of other hosts sharing the cache, or of unknown owners younger
+        than a day are kept."""
+        tmp = self.root / "tmp"
+        if not tmp.is_dir():
+            return []
+        removed = []
+        for entry in tmp.iterdir():
+            m = _SCRATCH_ENTRY.match(entry.name)
+            if m:
+                if m.group("host") != _HOST or _alive(int(m.group("pid"))):
+                    continue
+            else:
+                try:
+                    if time.time() - entry.lstat().st_mtime < _UNOWNED_AFTER_S:
+                        continue
+                except OSError:
+                    continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+            removed.append(entry)
+        return removed
+
     def _dir(self, name: str) -> Path:
         d = self.root / name
         d.mkdir(parents=True, exist_ok=True)
         return d
 
     @contextmanager
-    def lock(self, name: str, timeout: float = -1) -> Iterator[None]:
-        """An inter-process lock; released on any exit, so no stale lock survives an interrupt."""
+    def lock(self, name: str, timeout: Optional[float] = None) -> Iterator[None]:
+        """An inter-process lock; released on any exit, so no stale lock survives an interrupt.
+        Waiting for another run says who holds it; --lock-timeout bounds the wait (exit 3)."""
+        from .locking import hold
+
         lock_dir = self._dir("locks")
-        with filelock.FileLock(str(lock_dir / f"{slug(name)}.lock"), timeout=timeout):
+        with hold(lock_dir / f"{slug(name)}.lock", f"the lock {name!r} in {self.root}",
+                  self.lock_timeout if timeout is None else timeout):
             yield
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return True  # not a real pid: not ours to judge
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, another user's
+    return True

@@ -3,14 +3,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import os
 import signal
 import sys
-from pathlib import Path
 from typing import Optional
 
 from .commands import COMMANDS
 from .errors import ExitCode, GgmlPatchError
+from .redact import redact
 
 
 def _command(name: str):
@@ -22,6 +23,9 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--matrix", default="matrix.yaml", metavar="PATH", help="matrix file (default: matrix.yaml)")
     common.add_argument("--cache", metavar="DIR",
                         help="cache directory (default: $GGML_PATCH_CACHE or ~/.cache/ggml-patch)")
+    common.add_argument("--lock-timeout", type=_seconds, metavar="S",
+                        help="give up (exit 3) when another run holds a lock this tool needs for S seconds "
+                             "(default: wait, saying who holds it)")
     p = argparse.ArgumentParser(prog="ggml-patch", description="Carry the ggml-opt per-step accumulator fix into ggml, llama.cpp and forks, and prove it on every backend.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
@@ -36,7 +40,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         args = _parser().parse_args(argv)
         return int(_dispatch(args))
     except GgmlPatchError as e:
-        print(f"ggml-patch: error: {e}", file=sys.stderr)
+        print(f"ggml-patch: error: {_one_line(redact(str(e)))}", file=sys.stderr)
         return int(e.exit_code)
     except KeyboardInterrupt:
         print("ggml-patch: interrupted", file=sys.stderr)
@@ -44,9 +48,21 @@ def main(argv: Optional[list[str]] = None) -> int:
     except Exception as e:  # a bug in the tool: still one line, the traceback on request
         if os.environ.get("GGML_PATCH_DEBUG"):
             raise
-        print(f"ggml-patch: internal error: {type(e).__name__}: {e} (set GGML_PATCH_DEBUG=1 for the traceback)",
-              file=sys.stderr)
+        print(f"ggml-patch: internal error: {type(e).__name__}: {_one_line(redact(str(e)))} "
+              "(set GGML_PATCH_DEBUG=1 for the traceback)", file=sys.stderr)
         return int(ExitCode.TOOL_ERROR)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _seconds(text: str) -> float:
+    """A finite, non-negative number of seconds (argparse turns the ValueError into exit 2)."""
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(text)
+    return value
 
 
 def _raise_interrupt(signum, frame):
@@ -56,7 +72,12 @@ def _raise_interrupt(signum, frame):
 def _dispatch(args: argparse.Namespace) -> ExitCode:
     from .cache import Cache, default_cache_dir
     from .config import load_matrix
+    from .outdir import writable_dir
 
+    # user errors first, before any work: the cache must be a folder we can write (not a file)
+    default = default_cache_dir()  # refuses GGML_PATCH_CACHE='' even with --cache: backends read it too
+    root = writable_dir(args.cache, "--cache") if args.cache else writable_dir(default, "GGML_PATCH_CACHE")
     matrix = load_matrix(args.matrix)
-    cache = Cache(Path(args.cache) if args.cache else default_cache_dir())
+    cache = Cache(root, lock_timeout=args.lock_timeout)
+    cache.clean_scratch()  # what a killed run left in <cache>/tmp/
     return _command(args.command).run(args, matrix, cache)

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import difflib
 import functools
+import math
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -22,6 +25,10 @@ SHA256 = {"type": "string", "pattern": r"^[0-9a-f]{64}\Z"}
 STR = {"type": "string", "minLength": 1}
 RELPATH = {"type": "string", "minLength": 1, "not": {"pattern": r"(^/|(^|/)\.\.(/|$))"}}
 _NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z"}
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")  # POSIX: what a shell and execve accept
+MAX_VALUES = 20_000  # YAML nodes after aliases are expanded: a real matrix has a few hundred
+MAX_DEPTH = 32  # nesting levels: a real matrix has 6
+_PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
 
 
 @functools.lru_cache(maxsize=None)
@@ -68,7 +75,7 @@ def _schema(source_kinds: list[str], source_pieces: list[dict], backend_names: l
                 "type": "object", "additionalProperties": False,
                 "properties": {
                     "cmake_flags": {"type": "array", "items": {"type": "string", "pattern": r"^-D[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?=[^\n]*\Z"}},
-                    "env": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "env": {"type": "object", "additionalProperties": {"type": "string"}},  # names: _value_problems
                     "tools": {"type": "array", "items": STR},
                     "timeout": {"type": "number", "exclusiveMinimum": 0},
                     "runs_on": STR,
@@ -163,21 +170,44 @@ class _Loader(yaml.SafeLoader):
 
 
 def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple, int]]:
+    """The document as plain data, and the line of every key. Bounded: aliases may not expand to
+    more than MAX_VALUES values (an alias bomb is refused at once, not expanded), keys are plain
+    scalars, numbers are finite, nesting is limited by the interpreter's stack (one line if not)."""
     try:
+        _check_depth(text, where)
         node = yaml.compose(text, Loader=_Loader)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"{where}{line}: invalid YAML: {problem}") from None
+        raise ConfigError(_yaml_message(e, where)) from None
+    except RecursionError:
+        raise ConfigError(f"{where}: invalid YAML: nested too deeply") from None
     lines: dict[tuple, int] = {}
+    count = [0]
+    seen: set[int] = set()
+    aliased = [False]
 
     def build(n: yaml.Node, path: tuple) -> Any:
-        lines[path] = n.start_mark.line + 1
+        count[0] += 1
+        if isinstance(n, (yaml.MappingNode, yaml.SequenceNode)):
+            if id(n) in seen:
+                aliased[0] = True  # the same node again: an alias
+            seen.add(id(n))
+        if count[0] > MAX_VALUES:
+            why = ("YAML aliases expand to more than" if aliased[0] else "the file has more than")
+            raise ConfigError(f"{where}:{n.start_mark.line + 1}: {_dotted(path)}: {why} {MAX_VALUES} values "
+                              "(an alias bomb?); refused without expanding it")
+        lines.setdefault(path, n.start_mark.line + 1)
+        if isinstance(n, (yaml.MappingNode, yaml.SequenceNode)) and n.tag not in _PLAIN_TAGS:
+            # PyYAML's SafeLoader would refuse the tag; building collections here must too
+            raise ConfigError(f"{where}:{n.start_mark.line + 1}: invalid YAML: {_dotted(path)}: the tag {n.tag} "
+                              "is not allowed (plain mappings and lists only)")
         if isinstance(n, yaml.MappingNode):
             out: dict[str, Any] = {}
             for k, v in n.value:
-                key = _Loader(k.value).construct_object(k) if not isinstance(k, yaml.ScalarNode) else k.value
+                if not isinstance(k, yaml.ScalarNode):
+                    kind = "sequence" if isinstance(k, yaml.SequenceNode) else "mapping"
+                    raise ConfigError(f"{where}:{k.start_mark.line + 1}: {_dotted(path)}: a YAML {kind} used as a "
+                                      "key; keys are plain names")
+                key = k.value
                 if key in out:
                     raise ConfigError(f"{where}:{k.start_mark.line + 1}: {_dotted(path + (key,))}: duplicate key")
                 lines[path + (key,)] = k.start_mark.line + 1
@@ -186,10 +216,39 @@ def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple, int]]:
             return out
         if isinstance(n, yaml.SequenceNode):
             return [build(v, path + (i,)) for i, v in enumerate(n.value)]
-        loader = _Loader("")
-        return loader.construct_object(n, deep=True)
+        value = _Loader("").construct_object(n, deep=True)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{where}:{n.start_mark.line + 1}: {_dotted(path)}: expected a finite number, "
+                              f"got {n.value!r}")
+        return value
 
-    return (build(node, ()) if node is not None else None), lines
+    try:
+        return (build(node, ()) if node is not None else None), lines
+    except yaml.YAMLError as e:  # a tag SafeLoader does not construct (!!python/..., !custom)
+        raise ConfigError(_yaml_message(e, where)) from None
+    except RecursionError:
+        raise ConfigError(f"{where}: invalid YAML: nested too deeply") from None
+
+
+def _check_depth(text: str, where: str) -> None:
+    """Refuse deep nesting from the event stream, before composing: PyYAML's scanner is quadratic
+    in flow nesting ("[[[[..." takes seconds) and its composer recursive."""
+    depth = 0
+    for ev in yaml.parse(text, Loader=_Loader):
+        if isinstance(ev, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise ConfigError(f"{where}:{ev.start_mark.line + 1}: invalid YAML: nested too deeply "
+                                  f"(more than {MAX_DEPTH} levels)")
+        elif isinstance(ev, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            depth -= 1
+
+
+def _yaml_message(e: yaml.YAMLError, where: str) -> str:
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    line = f":{mark.line + 1}" if mark else ""
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    return f"{where}{line}: invalid YAML: {' '.join(str(problem).split())}"
 
 
 def _dotted(path) -> str:
@@ -249,7 +308,7 @@ def _line_for(lines: dict[tuple, int], path: tuple) -> int:
 
 
 def load_matrix(path: str | Path) -> Matrix:
-    path = Path(path)
+    path = Path(os.path.expanduser(str(path))).absolute()  # every path below is absolute from here on
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -267,7 +326,41 @@ def load_matrix(path: str | Path) -> Matrix:
     if errors:
         key, msg = _schema_message(_deepest(errors[0]))
         raise ConfigError(f"{path}:{_line_for(lines, key)}: {_dotted(key)}: {msg}")
+    problems = sorted(_value_problems(data), key=lambda p: _line_for(lines, p[0]))
+    if problems:
+        key, msg = problems[0]
+        raise ConfigError(f"{path}:{_line_for(lines, key)}: {_dotted(key)}: {msg}")
     return _resolve(path, data, lines)
+
+
+def _value_problems(data: dict) -> list[tuple[tuple, str]]:
+    """What the schema cannot say, [(key path, message)]: each source kind's own checks (package
+    names and PEP 440 versions, URLs and refs that reach git or requests: sources/), and
+    environment variable names."""
+    from . import sources
+
+    found = []
+    for name, t in data["targets"].items():
+        key = ("targets", name, "source")
+        found += [(key + (sub,), msg) for sub, msg in sources.option_problems(t["source"]["kind"], t["source"])]
+    for name, b in data["backends"].items():
+        for var in b.get("env", {}):
+            if not _ENV_NAME.match(var):
+                found.append((("backends", name, "env", var), f"{var!r} is not an environment variable name "
+                                                              "(letters, digits and '_', not starting with a digit)"))
+    return found
+
+
+def require_native_tests(matrix: "Matrix") -> None:
+    """The harness every build needs; checked before any cell, so a bad path is one line up front."""
+    from .patchset.layout import GATE_TEST
+
+    needed = ("CMakeLists.txt", f"{GATE_TEST}.cpp")
+    missing = [n for n in needed if not (matrix.native_tests_dir / n).is_file()]
+    if missing:
+        what = "does not exist" if not matrix.native_tests_dir.is_dir() else f"has no {', '.join(missing)}"
+        raise ConfigError(f"{matrix.path}:{_line_for(matrix.lines, ('native_tests',))}: native_tests: "
+                          f"{matrix.native_tests_dir} {what} (the gate test and the CMake harness live there)")
 
 
 def _deepest(err: jsonschema.ValidationError) -> jsonschema.ValidationError:

@@ -25,9 +25,15 @@ class ExitCode(enum.IntEnum):
 
 
 class GgmlPatchError(Exception):
-    """An error the user can act on: printed as one line, exits with `exit_code`."""
+    """An error the user can act on: printed as one line, exits with `exit_code`. Its message is
+    redacted when it is made (credentials in URLs, GITHUB_TOKEN), so no route can print a secret."""
 
     exit_code = ExitCode.TOOL_ERROR
+
+    def __init__(self, message: object = "", *args: object):
+        from .redact import redact
+
+        super().__init__(redact(str(message)), *args)
 
 
 class ConfigError(GgmlPatchError):
@@ -76,6 +82,12 @@ class GitHubUnreachable(GgmlPatchError):
 
 class GitHubError(GgmlPatchError):
     exit_code = ExitCode.GITHUB_ERROR
+
+
+class LockTimedOut(GgmlPatchError):
+    """Another run held a lock longer than --lock-timeout."""
+
+    exit_code = ExitCode.SOURCE_UNAVAILABLE
 
 
 class BundleVerificationFailed(GgmlPatchError):

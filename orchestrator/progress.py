@@ -12,11 +12,18 @@ import time
 from typing import Optional
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from .redact import redact
 from .report.model import CellStatus
 
 _COLOUR = {CellStatus.PASSED.value: "green", CellStatus.SKIPPED.value: "yellow", CellStatus.BUILD_ONLY.value: "cyan"}
+
+
+def _safe(text: str) -> str:
+    """A value for a progress line: no secret (the one redaction), no rich markup of its own."""
+    return escape(redact(str(text)))
 
 
 class Reporter:
@@ -46,18 +53,18 @@ class Reporter:
             self._local.index = self._next
         self._local.cell = cell_id
         self._local.task = None
-        self.console.print(f"[bold]\\[{self.index}/{self.total}] {cell_id}[/bold]")
+        self.console.print(f"[bold]\\[{self.index}/{self.total}] {_safe(cell_id)}[/bold]")
 
     def step(self, name: str, detail: str = "") -> None:
         self._local.t0 = time.monotonic()
         self._local.last_pct = -1
-        self.console.print(f"  [{self.index}/{self.total}] {self.cell}: {name}"
-                           + (f" [dim]{detail}[/dim]" if detail else ""))
+        self.console.print(f"  [{self.index}/{self.total}] {_safe(self.cell)}: {_safe(name)}"
+                           + (f" [dim]{_safe(detail)}[/dim]" if detail else ""))
 
     def done(self, what: str) -> None:
         self._end_bar()
         t0 = getattr(self._local, "t0", time.monotonic())
-        self.console.print(f"    {self.cell}: {what} [dim]({time.monotonic() - t0:.1f} s)[/dim]")
+        self.console.print(f"    {_safe(self.cell)}: {_safe(what)} [dim]({time.monotonic() - t0:.1f} s)[/dim]")
 
     def build_progress(self, done: int, total: int) -> None:
         """Ninja's [done/total] for this thread's cell."""
@@ -75,7 +82,7 @@ class Reporter:
         if pct // 10 != last // 10 or done == total:
             self._local.last_pct = pct
             bar = "#" * (pct // 5) + "." * (20 - pct // 5)
-            self.console.print(f"    {self.cell}: [{bar}] {done}/{total} build steps", markup=False)
+            self.console.print(f"    {redact(self.cell)}: [{bar}] {done}/{total} build steps", markup=False)
 
     def _end_bar(self) -> None:
         task = getattr(self._local, "task", None)
@@ -87,9 +94,9 @@ class Reporter:
             self._local.task = None
 
     def skip(self, reason: str) -> None:
-        self.console.print(f"  [{self.index}/{self.total}] {self.cell}: [yellow]skipped:[/yellow] {reason}")
+        self.console.print(f"  [{self.index}/{self.total}] {_safe(self.cell)}: [yellow]skipped:[/yellow] {_safe(reason)}")
 
     def cell_result(self, status: str, reason: str) -> None:
         self._end_bar()
         colour = _COLOUR.get(str(status), "red")
-        self.console.print(f"  [{colour}]{self.cell}: {status}[/{colour}] - {reason}")
+        self.console.print(f"  [{colour}]{_safe(self.cell)}: {_safe(status)}[/{colour}] - {_safe(reason)}")

@@ -20,19 +20,24 @@ def add_arguments(p) -> None:
 
 
 def run(args, matrix, cache) -> ExitCode:
+    from .. import outdir
+    from ..config import require_native_tests
+    from ..redact import redact
     from ..upstream.bundle import BundleOptions, make_bundles
 
-    results_dir = Path(args.results)
-    out = Path(args.out) if args.out else results_dir / "bundle"
+    results_dir = Path(args.results).absolute()
+    # the folder is checked now (never one holding a user's files), marked when the bundle is written
+    out = outdir.check(args.out or results_dir / "bundle", "--out", legacy=outdir.made_bundles)
+    require_native_tests(matrix)
     opts = BundleOptions(matrix, cache, results_dir, out, args.allow_incomplete, args.target,
-                         log=lambda msg: print(f"bundle: {msg}", file=sys.stderr, flush=True))
+                         log=lambda msg: print(redact(f"bundle: {msg}"), file=sys.stderr, flush=True))
     t0 = time.monotonic()
     made, left_out = make_bundles(opts)
     for why in left_out:
-        print(f"ggml-patch: warning: not bundled: {why}", file=sys.stderr)
+        print(redact(f"ggml-patch: warning: not bundled: {why}"), file=sys.stderr)
     for b in made:
         for w in b.warnings:
-            print(f"ggml-patch: warning: {b.target}: incomplete evidence: {w}", file=sys.stderr)
+            print(redact(f"ggml-patch: warning: {b.target}: incomplete evidence: {w}"), file=sys.stderr)
         upstream = f", upstream {b.upstream_commit[:12]}" if b.upstream_commit else ""
         print(f"{b.target}: {len(b.patches)} patches against base {b.base_commit[:12]}{upstream}, "
               f"verified in {b.verify_s:.1f} s (git am, build, test-opt, gate) -> {b.path}")

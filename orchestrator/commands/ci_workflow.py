@@ -33,8 +33,9 @@ def _outputs(args, matrix) -> dict[Path, str]:
     """The workflow, and beside it (in a .github/workflows/ folder) the actionlint config that
     declares matrix.yaml's self-hosted runner labels."""
     from ..ci.workflow import DEFAULT_PATH, actionlint_config, workflow_yaml
+    from ..outdir import writable_file
 
-    out = Path(args.output) if args.output else matrix.path.parent / DEFAULT_PATH
+    out = writable_file(args.output, "--output") if args.output else matrix.path.parent / DEFAULT_PATH
     files = {out: workflow_yaml(matrix, args.profile or None)}
     if out.parent.name == "workflows" and out.parent.parent.name == ".github":
         files[out.parent.parent / "actionlint.yaml"] = actionlint_config(matrix)

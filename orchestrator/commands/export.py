@@ -1,8 +1,6 @@
 """ggml-patch export: the series as it applies to one target's layout, for plain `git am`."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..errors import ExitCode
 
 HELP = "write the series rendered for one target's layout"
@@ -14,12 +12,13 @@ def add_arguments(p) -> None:
 
 
 def run(args, matrix, cache) -> ExitCode:
+    from .. import outdir
     from ..patchset.files import write_patches
     from ..patchset.render import rendered_for_target
 
     target = matrix.target(args.target)
+    out = outdir.check(args.out, "--out")  # a folder holding a user's files is refused before any work
     rendered, snap = rendered_for_target(matrix, cache, target)
-    out = Path(args.out)
-    write_patches(rendered, out)
+    write_patches(rendered, outdir.claim(out, "--out"))  # replaces only *.patch in the tool's own folder
     print(f"{len(rendered.patches)} patches for {target.name} ({target.layout} layout, base {snap.description}) in {out}")
     return ExitCode.OK

@@ -1,8 +1,6 @@
 """ggml-patch matrix: apply, build, test and control every cell."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..errors import ConfigError, ExitCode
 
 HELP = "apply, build, test and control every cell of the matrix"
@@ -25,13 +23,18 @@ def add_arguments(p) -> None:
 
 
 def run(args, matrix, cache) -> ExitCode:
+    from ..config import require_native_tests
+    from ..outdir import writable_dir
     from ..report.model import CellStatus
     from ..report.summary import write_results
     from ..run.matrix import RunOptions, run_matrix
 
-    results_dir = Path(args.results)
+    # every user error before the first cell: results.json must not fail to be written at the end
+    results_dir = writable_dir(args.results, "--results")
     if args.parallel is not None and args.parallel < 1:
         raise ConfigError(f"--parallel {args.parallel}: expected a positive number of cells")
+    require_native_tests(matrix)
+    matrix.cells(args.profile, args.target, args.backend)  # unknown names: one line now, not after a build
     opts = RunOptions(matrix, cache, results_dir, args.profile, args.target, args.backend, args.build_only,
                       args.rerun, not args.no_mutants, args.parallel)
     results = run_matrix(opts)

@@ -50,11 +50,12 @@ def _matrix_order(matrix) -> list[str]:
 
 
 def run(args, matrix, cache) -> ExitCode:
+    from ..outdir import writable_dir
     from ..report.merge import merge_results
     from ..report.model import CellStatus, load_results
     from ..report.summary import write_results
 
-    out = Path(args.out)
+    out = writable_dir(args.out, "--out")  # before anything is read or merged
     files = [_results_file(a) for a in args.inputs]
     parts = [(str(f), load_results(f)[0]) for f in files]
     merged = merge_results(parts, _matrix_order(matrix))  # refuses before anything is written

@@ -24,7 +24,10 @@ def add_arguments(p) -> None:
     p.add_argument("--onto", metavar="COMMIT",
                    help="apply the series on this commit of the fork (default: the bundle's upstream commit "
                         "when known, else its snapshot base)")
-    p.add_argument("--timeout", type=float, default=30.0, metavar="S", help="API timeout in seconds (default: 30)")
+    p.add_argument("--timeout", type=float, default=30.0, metavar="S",
+                   help="bound on the whole API request: connect, each read and the total, in seconds (default: 30)")
+    p.add_argument("--git-timeout", type=float, default=600.0, metavar="S",
+                   help="bound on git fetch and git push to the fork, in seconds (default: 600)")
     p.add_argument("--open", action="store_true", help="really push and open the pull request (needs GITHUB_TOKEN)")
 
 
@@ -36,12 +39,18 @@ def run(args, matrix, cache) -> ExitCode:
     if args.open and not token:
         raise ConfigError("--open needs GITHUB_TOKEN in the environment (a token with pull-request write access "
                           f"to {args.repo}); without --open nothing is sent")
-    if args.timeout <= 0:
-        raise ConfigError(f"--timeout {args.timeout:g}: expected a number of seconds above 0")
+    # every argument and the whole bundle are checked before anything is touched (all untrusted)
+    github.check_seconds(args.timeout, "--timeout")
+    github.check_seconds(args.git_timeout, "--git-timeout")
     repo = github.check_repo(args.repo)
     branch = github.check_branch(args.branch)
+    github.check_branch(args.base, "--base")
+    github.check_remote(args.head_remote)
+    github.check_api_url(args.api_url)
+    if args.onto:
+        github.check_commit(args.onto, "--onto")
+    owner = github.check_owner(args.head_owner) if args.head_owner else github.owner_from_remote(args.head_remote)
     bundle = read_bundle(Path(args.bundle))
-    owner = args.head_owner or github.owner_from_remote(args.head_remote)
     pr = github.PullRequest(repo, bundle.title, bundle.body, f"{owner}:{branch}" if owner else branch, args.base)
     with cache.lock(f"pr-{bundle.target}"):  # one pr per target at a time: they share the work repository
         return _push_and_open(args, cache, bundle, pr, token)
@@ -53,6 +62,10 @@ def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
 
     secrets = (token,) if token else ()
     remote, branch = args.head_remote, args.branch
+
+    def say(line: str = "", end: str = "\n") -> None:  # everything printed goes through the one redaction
+        print(github.redact(line, secrets), end=end)
+
     base = bundle.manifest.get("base") or {}
     snapshot, upstream = base.get("snapshot_commit"), base.get("upstream_commit")
     onto = args.onto or upstream or snapshot
@@ -63,35 +76,35 @@ def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
     notes, local_onto = [], onto
     if not github.has_commit(workdir, onto):
         if args.open:
-            github.fetch_commit(workdir, remote, onto, askpass, secrets)
+            github.fetch_commit(workdir, remote, onto, askpass, secrets, timeout=args.git_timeout)
         else:  # a dry run touches no network: check the series on the snapshot, the same tree
             local_onto = snapshot
-            notes.append(f"with --open: git fetch {github.redact(remote, secrets)} {onto} "
+            notes.append(f"with --open: git fetch {remote} {onto} "
                          "(the series then goes on that commit)")
     if not upstream and not args.onto:
         notes.append(f"the branch is based on the ggml-patch snapshot {snapshot[:12]}, not an upstream commit: "
                      "GitHub opens the pull request only if the fork shares that history; pass --onto COMMIT")
     br = github.apply_series(workdir, local_onto, bundle.patch_files, upstream=onto == upstream)
-    push_cmd = github.redact(shlex.join(github.push_argv(workdir, remote, branch)), secrets)
+    push_cmd = shlex.join(github.push_argv(workdir, remote, branch))
     url = github.pulls_url(args.api_url, pr.repo)
     if not args.open:
-        print("dry run: nothing pushed or sent; add --open (with GITHUB_TOKEN set) to do it")
-        print(f"branch: {br.head} = {len(bundle.patch_files)} patches of {bundle.path} applied with git am on "
-              f"{local_onto}")
+        say("dry run: nothing pushed or sent; add --open (with GITHUB_TOKEN set) to do it")
+        say(f"branch: {br.head} = {len(bundle.patch_files)} patches of {bundle.path} applied with git am on "
+            f"{local_onto}")
         for n in notes:
-            print(f"note: {n}")
-        print(f"push: {push_cmd}")
-        print(f"POST {url}")
-        print(f"Authorization: Bearer {github.REDACTED if token else '(GITHUB_TOKEN is not set)'}")
+            say(f"note: {n}")
+        say(f"push: {push_cmd}")
+        say(f"POST {url}")
+        say(f"Authorization: Bearer {github.REDACTED if token else '(GITHUB_TOKEN is not set)'}")
         for k, v in github.request_headers().items():
-            print(f"{k}: {v}")
-        print()
-        print(github.redact(github.request_json(pr), secrets), end="")
+            say(f"{k}: {v}")
+        say()
+        say(github.request_json(pr), end="")
         return ExitCode.OK
     for n in notes:
-        print(f"note: {n}")
-    print(f"push: {push_cmd}")
-    github.push(workdir, remote, branch, askpass, secrets)
-    print(f"POST {url}")
-    print(f"pull request opened: {github.create_pull_request(args.api_url, pr, token, args.timeout)}")
+        say(f"note: {n}")
+    say(f"push: {push_cmd}")
+    github.push(workdir, remote, branch, askpass, secrets, timeout=args.git_timeout)
+    say(f"POST {url}")
+    say(f"pull request opened: {github.create_pull_request(args.api_url, pr, token, args.timeout)}")
     return ExitCode.OK

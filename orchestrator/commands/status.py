@@ -22,10 +22,11 @@ def add_arguments(p) -> None:
 def run(args, matrix, cache) -> ExitCode:
     from ..drift.check import status_of_targets, target_names
     from ..drift.verdicts import exit_code
+    from ..redact import redact_data
 
     rows = status_of_targets(matrix, cache, target_names(matrix, args.profile, args.target))
     if args.json:
-        print(json.dumps({"profile": args.profile, "targets": [r.to_json() for r in rows]}, indent=2))
+        print(json.dumps(redact_data({"profile": args.profile, "targets": [r.to_json() for r in rows]}), indent=2))
     else:
         print_table(rows, args.profile)
     return exit_code(rows)
@@ -41,8 +42,8 @@ def print_table(rows, profile: str) -> None:
         table.add_column(col, overflow="fold")
     for r in rows:
         desc = r.source.get("description") or r.source.get("kind", "")
-        table.add_row(r.target, r.layout, desc, (r.base or "")[:12], f"[{_STYLE.get(r.status, '')}]{r.status}[/]",
-                      _escape(r.detail))
+        table.add_row(r.target, r.layout, _escape(desc), (r.base or "")[:12],
+                      f"[{_STYLE.get(r.status, '')}]{r.status}[/]", _escape(r.detail))
     console.print(table)
     for r in rows:
         c = r.conflict
@@ -58,4 +59,6 @@ def print_table(rows, profile: str) -> None:
 
 def _escape(text: str) -> str:
     from rich.markup import escape
-    return escape(text or "")
+
+    from ..redact import redact
+    return escape(redact(text or ""))

@@ -20,7 +20,9 @@ def read_series(directory: Path, layout: str) -> Series:
     patches = []
     for f in files:
         try:
-            patches.append((f.name, f.read_text(encoding="utf-8")))
+            # the bytes as they are: read_text would turn CRLF into LF silently (parse_patch refuses
+            # a CRLF-converted patch and keeps a CR inside a hunk, which is content)
+            patches.append((f.name, f.read_bytes().decode("utf-8")))
         except UnicodeDecodeError:
             raise ConfigError(f"{f}: not UTF-8 text; a binary or corrupt patch") from None
     try:
@@ -32,6 +34,12 @@ def read_series(directory: Path, layout: str) -> Series:
 def load_series(matrix: Matrix) -> Series:
     """The series named by matrix.yaml, checked against native_tests/: the test the series
     adds must be the gate test's source, byte for byte."""
+    from ..config import _line_for, require_native_tests
+
+    if not matrix.series_dir.is_dir():
+        raise ConfigError(f"{matrix.path}:{_line_for(matrix.lines, ('series', 'path'))}: series.path: "
+                          f"{matrix.series_dir}: the series directory does not exist")
+    require_native_tests(matrix)  # the gate test the series must carry, and the harness every build uses
     series = read_series(matrix.series_dir, matrix.series_layout)
     native = matrix.native_tests_dir / f"{GATE_TEST}.cpp"
     in_series = series.gate_test_source()

@@ -87,7 +87,16 @@ class Series:
         return None
 
 
+_CONVERTED = re.compile(r"^(?:diff --git |From |Subject: |index |new file mode |deleted file mode )[^\n]*\r$", re.M)
+
+
 def parse_patch(name: str, text: str) -> Patch:
+    if _CONVERTED.search(text):
+        # git format-patch writes LF; CRs on its own header lines mean the file was converted
+        # (core.autocrlf, an editor). Refused rather than normalised: a CR inside a hunk is a
+        # CRLF file's content and is kept byte for byte (git am --keep-cr), so no rewrite is safe.
+        raise ConfigError(f"{name}: CRLF line endings on git's own header lines (the patch was converted, e.g. by "
+                          "core.autocrlf or an editor); restore the LF bytes git format-patch wrote (dos2unix)")
     starts = [m.start() for m in _DIFF_START.finditer(text)]
     if not starts:
         raise ConfigError(f"{name}: no 'diff --git' section; not a git patch")
@@ -122,6 +131,8 @@ def _validated_path(name: str, chunk: str) -> str:
         pp = PurePosixPath(p)
         if pp.is_absolute() or ".." in pp.parts or p.startswith("/"):
             raise ConfigError(f"{name}: path '{p}' escapes the source tree")
+        if any(part.lower() == ".git" for part in pp.parts):
+            raise ConfigError(f"{name}: path '{p}' writes under .git (git's own metadata, hooks); a malformed series")
     pf = _parse_one(chunk, name)
     path = pf.path or first.split(" b/", 1)[-1]
     header_only = re.search(r"^(new file mode|deleted file mode|rename from|copy from|old mode) ", chunk, re.M)

@@ -437,16 +437,23 @@ _RECORD = {"type": "object", "required": ["cell", "variant"],
                           "verdict": _enum(Verdict), "reverted": {"type": "array", "items": _STR}}}
 _ENTRY = {"type": "object", "required": ["test", "label"],
           "properties": {"test": _STR, "device": {"type": ["string", "null"]}, "label": _enum(AttributionLabel)}}
+# names become folders (a bundle's out/<target>) and commits reach git: never a path or an option
+_NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z"}
+_COMMIT = {"anyOf": [{"type": "string", "pattern": r"^[0-9a-f]{40}\Z"}, {"type": "null"}]}
 _CELL = {"type": "object", "required": ["cell", "status"],
-         "properties": {"cell": {"type": "string", "pattern": "/"}, "status": _enum(CellStatus),
-                        "target": _STR, "backend": _STR, "exit_code": {"type": "integer"},
+         "properties": {"cell": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*\Z"},
+                        "status": _enum(CellStatus), "target": _NAME, "backend": _NAME, "exit_code": {"type": "integer"},
+                        "patched_commit": _COMMIT,
+                        "source": {"anyOf": [{"type": "null"}, {"type": "object", "properties": {
+                            "base_commit": _COMMIT, "upstream_commit": _COMMIT}}]},
                         "timings": {"type": "object", "additionalProperties": _NUMBER},
                         "attribution": {"type": "array", "items": _ENTRY},
                         "failure_kind": _enum(AttributionLabel)}}
 SCHEMA: dict[str, Any] = {
     "type": "object", "required": ["series", "cells", "records"],
     "properties": {"schema_version": {"type": "integer"},
-                   "series": {"type": "object", "required": ["sha256"], "properties": {"sha256": _STR}},
+                   "series": {"type": "object", "required": ["sha256", "layout", "patches"],
+                              "properties": {"sha256": _STR, "layout": _STR, "patches": {"type": "array"}}},
                    "cells": {"type": "array", "items": _CELL}, "records": {"type": "array", "items": _RECORD},
                    "exit_code": {"type": "integer"}, "duration_s": _NUMBER}}
 

@@ -14,9 +14,11 @@ _ICON = {CellStatus.PASSED: "✅", CellStatus.FAILED: "❌", CellStatus.ERROR: "
 
 
 def write_results(results: Union[Results, dict], directory: Path) -> list[Path]:
+    from ..redact import redact_data
     from .junit import junit_xml
 
-    results = as_results(results)
+    # no credential of a source URL and no GITHUB_TOKEN in any file written (the one redaction)
+    results = as_results(redact_data(as_results(results).to_dict()))
     directory.mkdir(parents=True, exist_ok=True)
     json_path = dump_results(results, directory / "results.json")
     md_path = directory / "summary.md"

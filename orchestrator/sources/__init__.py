@@ -27,7 +27,12 @@ class Snapshot:
 
 
 def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
-    return _kind(source)(source, cache, repo)
+    """The source's base commit. Its description and provenance are redacted here, the one place
+    every kind returns through: they reach results.json, summary.md and the PR body."""
+    from ..redact import redact, redact_data
+
+    snap = _kind(source)(source, cache, repo)
+    return Snapshot(snap.commit, redact(snap.description), redact_data(snap.provenance))
 
 
 def _modules() -> dict[str, ModuleType]:
@@ -47,6 +52,13 @@ def schema_pieces() -> list[dict]:
              "then": {"additionalProperties": False, "required": list(m.OPTIONS["required"]),
                       "properties": {"kind": {}, **m.OPTIONS["properties"]}}}
             for kind, m in _modules().items()]
+
+
+def option_problems(kind: str, options: dict) -> list[tuple[str, str]]:
+    """What a kind's schema cannot say about its options, [(option, message)] (its `problems`,
+    where it has one): checked at load time, so a bad value is one line with its file and line."""
+    check = getattr(_modules().get(kind), "problems", None)
+    return list(check(options)) if check else []
 
 
 def _kind(source: Source) -> Callable[[Source, Cache, SnapshotRepo], Snapshot]:

@@ -23,6 +23,8 @@ from typing import Any
 from ..cache import Cache, slug
 from ..config import RELPATH, STR, Source
 from ..errors import ConfigError, ToolError
+from ..redact import redact
+from ..urls import git_url_problem, ref_problem
 from ..vcs.runner import GitError, git, init_bare, succeeds
 from ..vcs.snapshots import SnapshotRepo
 from . import Snapshot, SourceUnreachable
@@ -39,6 +41,18 @@ _MISSING_REF = ("couldn't find remote ref", "not our ref", "no such remote ref",
 OPTIONS = {"required": ["url", "ref"],
            "properties": {"url": STR, "ref": STR, "subdirectory": RELPATH,
                           "submodules": {"type": "array", "items": RELPATH, "uniqueItems": True}}}
+
+
+def problems(options: dict) -> list[tuple[str, str]]:
+    """`url` a git URL or path (never an option or a transport helper), `ref` a ref name."""
+    found = []
+    why = git_url_problem(options["url"])
+    if why:
+        found.append(("url", f"{options['url']!r} {why}"))
+    why = ref_problem(options["ref"])
+    if why:
+        found.append(("ref", f"{options['ref']!r} {why}"))
+    return found
 
 
 def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
@@ -62,7 +76,7 @@ def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
             raise ConfigError(f"{source.key}.subdirectory: {subdir!r} is not a directory at {commit[:12]} of {url}")
         tree = sub_tree
     spec = hashlib.sha256(repr((subdir, submodules)).encode()).hexdigest()[:12]
-    message = f"snapshot of {url} at {commit}\n\nupstream-commit: {commit}\nsubdirectory: {subdir or '.'}\n" + \
+    message = f"snapshot of {redact(url)} at {commit}\n\nupstream-commit: {commit}\nsubdirectory: {subdir or '.'}\n" + \
         "".join(f"submodule: {p} {v['commit']}\n" for p, v in provenance.get("submodules", {}).items())
     base = repo.commit_tree(tree, f"refs/snapshots/git/{mirror_name(url)}/{commit}-{spec}", message)
     return Snapshot(base, description, provenance)
@@ -149,8 +163,17 @@ def gitlink(repo: SnapshotRepo, commit: str, path: str, url: str, key: str) -> t
         if value.strip("/") == path:
             sub_url = repo.git("config", "--blob", f"{commit}:.gitmodules",
                                name_key[: -len(".path")] + ".url")
-            return parts[2], resolve_submodule_url(url, sub_url)
+            return parts[2], checked_url(resolve_submodule_url(url, sub_url), f"{key}.submodules ({path})")
     raise ConfigError(f"{key}.submodules: {path!r} has no url in .gitmodules at {commit[:12]} of {url}")
+
+
+def checked_url(url: str, key: str) -> str:
+    """A URL from upstream content (.gitmodules) before it reaches git: a URL or path, never an
+    option or a transport helper."""
+    why = git_url_problem(url)
+    if why:
+        raise ConfigError(f"{key}: {url!r} {why}")
+    return url
 
 
 def resolve_submodule_url(super_url: str, sub_url: str) -> str:

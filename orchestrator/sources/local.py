@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import subprocess
 from pathlib import Path
 from typing import Optional
 
@@ -54,7 +55,7 @@ def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
 def checkout_tree(repo: SnapshotRepo, root: Path, key: str) -> tuple[str, str]:
     """(tree with populated submodules filled in, tree as `git commit -a` plus untracked files
     would record it, submodules as gitlinks: compared with HEAD's tree to tell a clean checkout)."""
-    if _in_checkout(root, "rev-parse", "--is-inside-work-tree") != "true":
+    if not is_git_checkout(root, key):
         tree = repo.tree_from_entries(_entries(repo, root, _walk(root)))
         return tree, tree
     files, gitlinks = working_files(root)
@@ -144,16 +145,49 @@ def _walk(root: Path) -> list[str]:
 _READ_ONLY = {"GIT_OPTIONAL_LOCKS": "0"}
 
 
+def is_git_checkout(root: Path, key: str) -> bool:
+    """Whether git sees `root` as (inside) a work tree. A checkout git refuses to read because
+    another user owns it is an error naming the fix, never silently read as a plain folder (its
+    ignored files would enter the base and its HEAD would be lost)."""
+    try:
+        return git("rev-parse", "--is-inside-work-tree", cwd=root, env=_READ_ONLY,
+                   config=_safe_directories()).strip() == "true"
+    except GitError as e:
+        if "dubious ownership" in e.output or "unsafe repository" in e.output:
+            raise ConfigError(f"{key}.path: git refuses to read {root}: it is owned by another user (dubious "
+                              f"ownership); if you trust it, run: git config --global --add safe.directory {root}"
+                              ) from None
+        return False  # not a git checkout at all: read as a plain folder
+
+
+_SAFE_DIRS: dict[tuple, tuple[str, ...]] = {}
+
+
+def _safe_directories() -> list[str]:
+    """The user's own safe.directory entries (global and system configuration), passed on with -c:
+    the tool's git runs without the user's configuration, which would otherwise drop them."""
+    where = tuple(os.environ.get(k) for k in ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
+                                              "GIT_CONFIG_NOSYSTEM"))
+    if where not in _SAFE_DIRS:
+        found: list[str] = []
+        for scope in ("--system", "--global"):  # the user's own configuration, read only
+            proc = subprocess.run(["git", "config", scope, "--get-all", "safe.directory"], capture_output=True,
+                                  text=True)
+            found += [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()] if proc.returncode == 0 else []
+        _SAFE_DIRS[where] = tuple(dict.fromkeys(found))
+    return [f"safe.directory={d}" for d in _SAFE_DIRS[where]]
+
+
 def _in_checkout(root: Path, *args: str) -> Optional[str]:
     try:
-        return git(*args, cwd=root, env=_READ_ONLY).strip()
+        return git(*args, cwd=root, env=_READ_ONLY, config=_safe_directories()).strip()
     except GitError:
         return None
 
 
 def _in_checkout_z(root: Path, *args: str) -> list[str]:
     try:
-        out = git_bytes(*args, cwd=root, env=_READ_ONLY, strip=False)
+        out = git_bytes(*args, cwd=root, env=_READ_ONLY, config=_safe_directories(), strip=False)
     except GitError as e:
         raise ConfigError(f"{root}: git {args[0]} failed: {e.line}") from None
     return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]

@@ -1,19 +1,30 @@
 """Source kind `pypi-sdist`: a pinned sdist from PyPI that vendors llama.cpp or ggml.
 
-Fetched once with pip, checked by sha256, the subdirectory imported as a base commit.
-The sdist's own git metadata (llama-cpp-python ships a .git) is never extracted or run;
-only the upstream commit its submodule points at is read, as provenance.
+The sdist is fetched as a file from the package index (the user's pip configuration: PIP_INDEX_URL
+or index-url, then extra-index-url; PyPI's simple API by default) with requests, never with pip:
+nothing of the sdist (build backend, setup.py, build dependencies) runs, and the file is kept only
+once its sha256 matches the pin. The sdist's own git metadata (llama-cpp-python ships a .git) is
+never extracted or run; only the upstream commit its submodule points at is read, as provenance.
 """
 from __future__ import annotations
 
+import configparser
 import hashlib
+import html.parser
+import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Optional
+from urllib.parse import urljoin, urlsplit
+from urllib.request import url2pathname
+
+import requests
 
 from ..cache import Cache, slug
 from ..config import RELPATH, SHA256, STR, Source
@@ -21,14 +32,35 @@ from ..errors import SourceUnavailable
 from ..vcs.snapshots import SnapshotRepo
 from . import Snapshot, SourceUnreachable
 
-# pip's words for a network it cannot reach (urllib3/requests messages in its retries and errors)
-_NETWORK_ERRORS = ("Failed to establish a new connection", "NameResolutionError", "Temporary failure in name resolution",
-                   "Network is unreachable", "Connection refused", "Read timed out", "ConnectTimeoutError",
-                   "ProxyError")
+PYPI_SIMPLE = "https://pypi.org/simple"
+SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"  # PEP 691; the HTML form (PEP 503) is the fallback
+CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 30, 300
 
 # matrix.yaml's keys for this kind (composed into the matrix schema by config.py)
 OPTIONS = {"required": ["package", "version", "sha256"],
            "properties": {"package": STR, "version": STR, "sha256": SHA256, "subdirectory": RELPATH}}
+
+
+# PyPI's project name rule (PEP 508 names); versions are exact PEP 440 versions (packaging)
+_PACKAGE = re.compile(r"^([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9])\Z")
+
+
+def problems(options: dict) -> list[tuple[str, str]]:
+    """`package` by PyPI's name rules (never an option for any tool), `version` an exact PEP 440 version."""
+    from packaging.version import InvalidVersion, Version
+
+    found = []
+    package, version = options["package"], options["version"]
+    if not _PACKAGE.match(package):
+        found.append(("package", f"{package!r} is not a PyPI project name (letters, digits, '.', '_', '-'; "
+                                 "starting and ending with a letter or digit)"))
+    try:
+        exact = Version(version) is not None and version == version.strip()
+    except InvalidVersion:
+        exact = False
+    if not exact:
+        found.append(("version", f"{version!r} is not an exact version (PEP 440, e.g. \"0.3.36\"; no specifiers)"))
+    return found
 
 
 def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
@@ -41,7 +73,7 @@ def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
         if commit:
             return Snapshot(commit, description, _provenance(repo, commit))
         archive = download(package, version, sha256, cache, source.key)
-        with tempfile.TemporaryDirectory(prefix="extract-", dir=cache.scratch()) as tmp:
+        with tempfile.TemporaryDirectory(prefix=cache.scratch_prefix("extract"), dir=cache.scratch()) as tmp:
             tree, upstream = extract(archive, subdir, Path(tmp), source.key)
             message = (f"snapshot of {description}\n\nsdist-sha256: {sha256}\n"
                        + (f"upstream-commit: {upstream}\n" if upstream else ""))
@@ -67,29 +99,213 @@ def sha256_of(path: Path) -> str:
 
 
 def download(package: str, version: str, sha256: str, cache: Cache, key: str) -> Path:
-    """The sdist in the cache, fetched with pip on first use; its sha256 must match."""
+    """The sdist in the cache, fetched from the index on first use; its sha256 must match."""
     folder = cache.downloads / f"pypi-{slug(package)}-{slug(version)}"
-    cached = sorted(folder.glob("*")) if folder.is_dir() else []
+    cached = sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
     if not cached:
-        with tempfile.TemporaryDirectory(prefix="pip-", dir=cache.scratch()) as tmp:
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", package,  # build deps stay wheels
-                   "--disable-pip-version-check", "--quiet", "-d", tmp, f"{package}=={version}"]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            files = [p for p in Path(tmp).iterdir() if p.name.endswith((".tar.gz", ".zip"))]
-            if proc.returncode != 0 or len(files) != 1:
-                last = (proc.stderr.strip().splitlines() or ["no sdist downloaded"])[-1]
-                if any(m in proc.stderr for m in _NETWORK_ERRORS):  # a status for `status`, not a missing package
-                    raise SourceUnreachable(f"{key}: PyPI is unreachable for {package}=={version}: {last}")
-                raise SourceUnavailable(f"{key}: pip could not download {package}=={version}: {last}")
-            folder.mkdir(exist_ok=True)
-            target = folder / files[0].name
-            shutil.move(str(files[0]), target)  # whole file or nothing: the temp dir is in the cache
-            cached = [target]
+        cached = [fetch_sdist(package, version, sha256, cache, key, folder)]
     archive = cached[0]
     actual = sha256_of(archive)
     if actual != sha256:
         raise SourceUnavailable(f"{key}.sha256: {archive.name} has sha256 {actual}, the matrix pins {sha256}")
     return archive
+
+
+# ---------------------------------------------------------------- the index (pip's configuration)
+
+def _pip_config_files(environ) -> list[Path]:
+    """pip's configuration files, lowest priority first (pip's own order on POSIX)."""
+    if environ.get("PIP_CONFIG_FILE") == os.devnull:
+        return []
+    home = Path(environ.get("HOME") or Path.home())
+    xdg_dirs = (environ.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(os.pathsep)
+    files = [Path(d) / "pip" / "pip.conf" for d in xdg_dirs if d] + [Path("/etc/pip.conf")]
+    files += [home / ".pip" / "pip.conf", Path(environ.get("XDG_CONFIG_HOME") or home / ".config") / "pip" / "pip.conf"]
+    files.append(Path(sys.prefix) / "pip.conf")
+    if environ.get("PIP_CONFIG_FILE"):
+        files.append(Path(environ["PIP_CONFIG_FILE"]))
+    return files
+
+
+def index_urls(environ=None) -> list[str]:
+    """The indexes pip would use here: index-url (PyPI's simple API by default), then any
+    extra-index-url; from PIP_INDEX_URL / PIP_EXTRA_INDEX_URL or pip's configuration files."""
+    environ = os.environ if environ is None else environ
+    index: Optional[str] = None
+    extra: list[str] = []
+    for f in _pip_config_files(environ):
+        parser = configparser.RawConfigParser()
+        try:
+            parser.read(f, encoding="utf-8")
+        except (configparser.Error, OSError, UnicodeDecodeError):
+            continue  # pip would complain about its own file; the default index still works
+        for section in ("global", "download"):
+            if parser.has_option(section, "index-url"):
+                index = parser.get(section, "index-url").strip() or index
+            if parser.has_option(section, "extra-index-url"):
+                extra = parser.get(section, "extra-index-url").split()
+    index = environ.get("PIP_INDEX_URL", "").strip() or index or PYPI_SIMPLE
+    if environ.get("PIP_EXTRA_INDEX_URL", "").strip():
+        extra = environ["PIP_EXTRA_INDEX_URL"].split()
+    return list(dict.fromkeys(u.rstrip("/") for u in [index, *extra] if u))
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    filename: str
+    url: str
+    sha256: Optional[str]  # as the index lists it (None: not listed; the download is checked anyway)
+
+
+class _Links(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[tuple[str, str]] = []
+        self._href: Optional[str] = None
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            self._href, self._text = dict(attrs).get("href"), []
+
+    def handle_data(self, data):
+        if self._href is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag):
+        if tag == "a" and self._href is not None:
+            self.links.append((self._href, "".join(self._text).strip()))
+            self._href = None
+
+
+def parse_listing(text: str, content_type: str, page_url: str) -> list[IndexFile]:
+    """A project page of the simple API (PEP 691 JSON or PEP 503 HTML) -> its files."""
+    import json
+
+    if SIMPLE_JSON in (content_type or ""):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return []
+        out = []
+        for f in data.get("files") or [] if isinstance(data, dict) else []:
+            if isinstance(f, dict) and isinstance(f.get("filename"), str) and isinstance(f.get("url"), str):
+                digest = (f.get("hashes") or {}).get("sha256") if isinstance(f.get("hashes"), dict) else None
+                out.append(IndexFile(f["filename"], urljoin(page_url, f["url"]), digest))
+        return out
+    parser = _Links()
+    parser.feed(text)
+    out = []
+    for href, label in parser.links:
+        if not href:
+            continue
+        url, _, frag = urljoin(page_url, href).partition("#")
+        digest = frag[len("sha256="):] if frag.startswith("sha256=") else None
+        out.append(IndexFile(label or PurePosixPath(urlsplit(url).path).name, url, digest))
+    return out
+
+
+def _is_the_sdist(filename: str, package: str, version: str) -> bool:
+    from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
+    from packaging.version import Version
+
+    if not filename.endswith((".tar.gz", ".zip")):
+        return False
+    try:
+        name, ver = parse_sdist_filename(filename)
+    except InvalidSdistFilename:
+        return False
+    return canonicalize_name(name) == canonicalize_name(package) and ver == Version(version)
+
+
+def _project_page(index: str, package: str) -> tuple[Optional[str], str, str]:
+    """(page text or None when the index has no such project, its content type, its URL)."""
+    from packaging.utils import canonicalize_name
+
+    url = f"{index}/{canonicalize_name(package)}/"
+    if urlsplit(url).scheme == "file":
+        path = Path(url2pathname(urlsplit(url).path))
+        page = path / "index.html"
+        if page.is_file():
+            return page.read_text(encoding="utf-8", errors="replace"), "text/html", page.as_uri()
+        if path.is_dir():  # a plain folder of files serves as its own listing
+            return "".join(f'<a href="{p.name}">{p.name}</a>' for p in sorted(path.iterdir())), "text/html", url
+        return None, "", url
+    r = requests.get(url, headers={"Accept": f"{SIMPLE_JSON}, text/html;q=0.1", "User-Agent": "ggml-patch"},
+                     timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S))
+    if r.status_code == 404:
+        return None, "", url
+    r.raise_for_status()
+    return r.text, r.headers.get("Content-Type", ""), r.url
+
+
+def fetch_sdist(package: str, version: str, sha256: str, cache: Cache, key: str, folder: Path) -> Path:
+    """Find `package==version`'s sdist on the configured indexes, download it into the cache's
+    scratch space, check its sha256, and only then move it into `folder`. Nothing of it runs."""
+    from .tarball import network_reason
+
+    indexes = index_urls()
+    unreachable, refused, seen = [], [], []
+    for index in indexes:
+        try:
+            text, ctype, page = _project_page(index, package)
+        except requests.RequestException as e:
+            unreachable.append(f"{index} ({network_reason(e)})")
+            continue
+        except OSError as e:
+            unreachable.append(f"{index} ({e.strerror or e})")
+            continue
+        if text is None:
+            continue
+        files = [f for f in parse_listing(text, ctype, page) if _is_the_sdist(f.filename, package, version)]
+        seen += [f.filename for f in files]
+        # a file the index lists with the pinned hash first; one listed with another hash is never fetched
+        for f in sorted(files, key=lambda f: f.sha256 != sha256):
+            if f.sha256 and f.sha256 != sha256:
+                refused.append(f"{index} lists {f.filename} with sha256 {f.sha256}")
+                continue
+            try:
+                return _download_checked(f, sha256, cache, key, folder)
+            except requests.RequestException as e:
+                unreachable.append(f"{f.url} ({network_reason(e)})")
+    if refused:
+        raise SourceUnavailable(f"{key}.sha256: {'; '.join(refused)}; the matrix pins {sha256}")
+    if unreachable and not seen:
+        raise SourceUnreachable(f"{key}: the package index is unreachable for {package}=={version}: "
+                                f"{'; '.join(unreachable)}; set PIP_INDEX_URL (or index-url in pip.conf) to a "
+                                "reachable index")
+    raise SourceUnavailable(f"{key}: no sdist of {package}=={version} on {', '.join(indexes)}"
+                            + (f" (unreachable: {'; '.join(unreachable)})" if unreachable else ""))
+
+
+def _download_checked(f: IndexFile, sha256: str, cache: Cache, key: str, folder: Path) -> Path:
+    h = hashlib.sha256()
+    with tempfile.NamedTemporaryFile(prefix=cache.scratch_prefix("sdist"), dir=cache.scratch(), delete=False) as tmp:
+        tmp_path = Path(tmp.name)
+        try:
+            if urlsplit(f.url).scheme == "file":
+                with open(url2pathname(urlsplit(f.url).path), "rb") as src:
+                    for block in iter(lambda: src.read(1 << 20), b""):
+                        h.update(block)
+                        tmp.write(block)
+            else:
+                with requests.get(f.url, stream=True, timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S),
+                                  headers={"User-Agent": "ggml-patch"}) as r:
+                    if r.status_code != 200:
+                        raise SourceUnavailable(f"{key}: {f.url} answered HTTP {r.status_code} {r.reason}")
+                    for block in r.iter_content(1 << 20):
+                        h.update(block)
+                        tmp.write(block)
+        except BaseException:
+            tmp_path.unlink(missing_ok=True)
+            raise
+    if h.hexdigest() != sha256:
+        tmp_path.unlink(missing_ok=True)
+        raise SourceUnavailable(f"{key}.sha256: {f.filename} has sha256 {h.hexdigest()}, the matrix pins {sha256}")
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / (slug(f.filename) or "sdist.tar.gz")
+    tmp_path.replace(target)  # whole file or nothing: the temporary file is in the cache
+    return target
 
 
 def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Optional[str]]:

@@ -20,6 +20,8 @@ import requests
 from ..cache import Cache, slug
 from ..config import RELPATH, SHA256, STR, Source
 from ..errors import SourceUnavailable
+from ..redact import redact
+from ..urls import http_url_problem
 from ..vcs.snapshots import SnapshotRepo
 from . import Snapshot, SourceUnreachable
 from .pypi_sdist import sha256_of
@@ -28,6 +30,12 @@ CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 30, 300
 
 # matrix.yaml's keys for this kind (composed into the matrix schema by config.py)
 OPTIONS = {"required": ["url", "sha256"], "properties": {"url": STR, "sha256": SHA256, "subdirectory": RELPATH}}
+
+
+def problems(options: dict) -> list[tuple[str, str]]:
+    """`url` an http(s) URL (what requests fetches)."""
+    why = http_url_problem(options["url"])
+    return [("url", f"{options['url']!r}: {why}")] if why else []
 
 
 def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
@@ -39,9 +47,9 @@ def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
         commit = repo.ref_commit(ref)
         if not commit:
             archive = download(url, sha256, cache, source.key)
-            with tempfile.TemporaryDirectory(prefix="extract-", dir=cache.scratch()) as tmp:
+            with tempfile.TemporaryDirectory(prefix=cache.scratch_prefix("extract"), dir=cache.scratch()) as tmp:
                 tree, upstream = extract(archive, subdir, Path(tmp), source.key)
-                message = (f"snapshot of {url}\n\ntarball-sha256: {sha256}\n"
+                message = (f"snapshot of {redact(url)}\n\ntarball-sha256: {sha256}\n"
                            + (f"upstream-commit: {upstream}\n" if upstream else ""))
                 commit = repo.import_tree(tree, ref, message)
     return Snapshot(commit, description, {"url": url, "sha256": sha256, **_upstream(repo, commit)})
@@ -54,7 +62,7 @@ def download(url: str, sha256: str, cache: Cache, key: str) -> Path:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     h = hashlib.sha256()
-    with tempfile.NamedTemporaryFile(prefix="download-", dir=cache.scratch(), delete=False) as tmp:
+    with tempfile.NamedTemporaryFile(prefix=cache.scratch_prefix("download"), dir=cache.scratch(), delete=False) as tmp:
         tmp_path = Path(tmp.name)
         try:
             with requests.get(url, stream=True, timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S)) as r:

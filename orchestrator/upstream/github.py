@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import re
 import stat
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,26 +29,53 @@ from ..errors import (
     RateLimited,
     SeriesDoesNotApply,
 )
+from ..redact import REDACTED, redact  # noqa: F401 (the one redaction function; re-exported for callers)
+from ..urls import FULL_SHA, git_url_problem, http_url_problem, login_problem
 from ..vcs.runner import AM_FLAGS, GitError, git, succeeds
 
-REDACTED = "***"
 API_VERSION = "2022-11-28"
-_URL_USERINFO = re.compile(r"(?i)\b(https?://)[^/\s@]+@")  # https://user:secret@host -> https://***@host
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
-def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
-    """`text` without any of `secrets` and without credentials embedded in an http(s) URL."""
-    for s in secrets:
-        if s:
-            text = text.replace(s, REDACTED)
-    return _URL_USERINFO.sub(rf"\g<1>{REDACTED}@", text)
-
-
 def check_repo(repo: str) -> str:
-    if not _REPO.match(repo):
+    if not _REPO.match(repo) or repo.startswith("-"):
         raise ConfigError(f"--repo {repo!r}: expected OWNER/NAME, e.g. ggml-org/llama.cpp")
     return repo
+
+
+def check_remote(url: str) -> str:
+    """--head-remote: a git URL or path, never an option or a transport helper."""
+    why = git_url_problem(url)
+    if why:
+        raise ConfigError(f"--head-remote {url!r}: {why}; expected a git URL (https://, ssh://, git@host:path) "
+                          "or a path")
+    return url
+
+
+def check_api_url(url: str) -> str:
+    why = http_url_problem(url)
+    if why:
+        raise ConfigError(f"--api-url {url!r}: {why}, e.g. https://api.github.com")
+    return url
+
+
+def check_commit(commit: str, option: str) -> str:
+    if not FULL_SHA.match(commit):
+        raise ConfigError(f"{option} {commit!r}: expected a full 40-hex commit id")
+    return commit
+
+
+def check_owner(name: str) -> str:
+    why = login_problem(name)
+    if why:
+        raise ConfigError(f"--head-owner {name!r}: {why}")
+    return name
+
+
+def check_seconds(value: float, option: str) -> float:
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{option} {value:g}: expected a number of seconds above 0")
+    return value
 
 
 def owner_from_remote(url: str) -> Optional[str]:
@@ -54,7 +83,7 @@ def owner_from_remote(url: str) -> Optional[str]:
     None for a local path."""
     m = re.match(r"^[a-z][a-z0-9+.-]*://[^/]+/(?P<owner>[^/]+)/[^/]+?/?$", url, re.I) \
         or re.match(r"^[^/@:\s]+@[^/:\s]+:(?P<owner>[^/]+)/[^/]+$", url)
-    return m.group("owner") if m else None
+    return m.group("owner") if m and not login_problem(m.group("owner")) else None
 
 
 # ---------------------------------------------------------------- the REST call
@@ -98,11 +127,12 @@ class _Bearer(requests.auth.AuthBase):
 
 
 def create_pull_request(api_url: str, pr: PullRequest, token: str, timeout: float) -> str:
-    """Open the pull request; its html_url. Each failure is its own error class and exit code."""
+    """Open the pull request; its html_url. Each failure is its own error class and exit code.
+    `timeout` bounds the whole request: connecting, each read, and the total (a server that
+    trickles its answer a byte at a time ends there too)."""
     url = pulls_url(api_url, pr.repo)
     try:
-        resp = requests.post(url, data=request_json(pr).encode("utf-8"), headers=request_headers(),
-                             auth=_Bearer(token), timeout=timeout, allow_redirects=False)
+        resp = _post_within(url, request_json(pr).encode("utf-8"), request_headers(), _Bearer(token), timeout)
     except requests.Timeout:
         raise GitHubUnreachable(redact(f"{api_url}: no answer within {timeout:g} s (timed out); "
                                        "check --api-url and the network, then retry", (token,))) from None
@@ -115,6 +145,32 @@ def create_pull_request(api_url: str, pr: PullRequest, token: str, timeout: floa
     return answer(resp.status_code, resp.headers, resp.text, pr, url, token)
 
 
+def _post_within(url: str, data: bytes, headers: dict, auth, timeout: float) -> requests.Response:
+    """requests.post with a deadline on the whole exchange. requests' own timeout is per socket
+    read, so the request runs in a worker thread and the caller stops waiting at the deadline
+    (the worker is a daemon: it ends with the process, which exits on this error)."""
+    box: dict = {}
+    finished = threading.Event()
+    session = requests.Session()
+
+    def work() -> None:
+        try:
+            box["resp"] = session.post(url, data=data, headers=headers, auth=auth, timeout=(timeout, timeout),
+                                       allow_redirects=False)
+        except BaseException as e:  # handed to the caller's thread
+            box["error"] = e
+        finally:
+            finished.set()
+
+    threading.Thread(target=work, name="github-post", daemon=True).start()
+    if not finished.wait(timeout):
+        raise requests.Timeout(f"no complete answer within {timeout:g} s")
+    session.close()
+    if "error" in box:
+        raise box["error"]
+    return box["resp"]
+
+
 def _message(text: str) -> str:
     """GitHub's own words: "message", then each errors[].message."""
     try:
@@ -124,7 +180,14 @@ def _message(text: str) -> str:
     if not isinstance(data, dict):
         return ""
     parts = [str(data.get("message", ""))]
-    for err in data.get("errors") or []:
+    errors = data.get("errors") or []
+    if isinstance(errors, (str, int, float)):  # some answers give one string, not a list
+        errors = [str(errors)]
+    elif isinstance(errors, dict):
+        errors = [errors]
+    elif not isinstance(errors, list):
+        errors = []
+    for err in errors:
         if isinstance(err, dict) and (err.get("message") or err.get("code")):
             parts.append(str(err.get("message") or f"{err.get('field', '')} {err.get('code')}".strip()))
         elif isinstance(err, str):
@@ -233,13 +296,15 @@ def has_commit(workdir: Path, commit: str) -> bool:
     return succeeds("cat-file", "-e", "--end-of-options", f"{commit}^{{commit}}", cwd=workdir)
 
 
-def fetch_commit(workdir: Path, remote: str, commit: str, askpass: Optional[Path], secrets: tuple[str, ...]) -> None:
+def fetch_commit(workdir: Path, remote: str, commit: str, askpass: Optional[Path], secrets: tuple[str, ...],
+                 timeout: float = NETWORK_TIMEOUT_S) -> None:
     try:
         git("fetch", "-q", "--no-tags", "--depth=1", "--end-of-options", remote, commit, cwd=workdir,
-            env=git_env(askpass), timeout=NETWORK_TIMEOUT_S)
+            env=git_env(askpass), timeout=timeout)
     except GitError as e:
         if e.timed_out:
-            raise PushFailed(redact(f"git fetch from {remote} {e.line}; check the network and retry", secrets)) from None
+            raise PushFailed(redact(f"git fetch from {remote} {e.line} (--git-timeout); check the remote URL and "
+                                    "the network, then retry", secrets)) from None
         raise PushFailed(redact(f"the fork {remote} does not have commit {commit[:12]}, the upstream base of this "
                                 f"bundle ({e.line}): sync the fork with upstream, or pass --onto "
                                 "a commit of the fork with the same tree", secrets)) from None
@@ -278,18 +343,20 @@ def push_argv(workdir: Path, remote: str, branch: str) -> list[str]:
     return ["git", "-C", str(workdir), *push_args(remote, branch)]
 
 
-def push(workdir: Path, remote: str, branch: str, askpass: Optional[Path], secrets: tuple[str, ...]) -> None:
+def push(workdir: Path, remote: str, branch: str, askpass: Optional[Path], secrets: tuple[str, ...],
+         timeout: float = NETWORK_TIMEOUT_S) -> None:
     try:
-        git(*push_args(remote, branch), cwd=workdir, env=git_env(askpass), timeout=NETWORK_TIMEOUT_S)
+        git(*push_args(remote, branch), cwd=workdir, env=git_env(askpass), timeout=timeout)
     except GitError as e:
         if e.timed_out:
-            raise PushFailed(redact(f"git push to {remote} {e.line}", secrets)) from None
+            raise PushFailed(redact(f"git push to {remote} {e.line} (--git-timeout); check the remote URL and the "
+                                    "network, then retry", secrets)) from None
         hint = ("; the branch exists on the fork with other commits: pick another --branch"
                 if "[rejected]" in e.stderr or "non-fast-forward" in e.stderr else "")
         raise PushFailed(redact(f"git push to {remote} failed: {e.line}{hint}", secrets)) from None
 
 
-def check_branch(name: str) -> str:
+def check_branch(name: str, option: str = "--branch") -> str:
     if name.startswith("-") or not succeeds("check-ref-format", "--branch", name):
-        raise ConfigError(f"--branch {name!r}: not a valid git branch name")
+        raise ConfigError(f"{option} {name!r}: not a valid git branch name")
     return name

@@ -1,0 +1,86 @@
+"""Inter-process locks that say who holds them.
+
+The holder writes its pid, command and start time beside the lock; a run that has to wait prints
+one line naming them, and gives up after --lock-timeout seconds (exit 3) instead of waiting
+silently forever. The lock itself is an OS lock (filelock): released on any exit, kill -9
+included, so a stale holder file never blocks anyone; it only names who held the lock last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator, Optional
+
+import filelock
+
+from .errors import LockTimedOut
+from .redact import redact
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def this_command(argv: Optional[list[str]] = None) -> str:
+    argv = list(sys.argv if argv is None else argv)
+    if argv and (argv[0].endswith(("__main__.py", "ggml-patch")) or argv[0] == "-m"):
+        argv = ["ggml-patch", *argv[1:]]
+    return redact(shlex.join(argv))[:300]
+
+
+def holder_path(lock_path: Path) -> Path:
+    return lock_path.with_name(lock_path.name + ".json")
+
+
+def describe_holder(lock_path: Path) -> str:
+    try:
+        info = json.loads(holder_path(lock_path).read_text(encoding="utf-8"))
+        return (
+            f"pid {int(info['pid'])} ({redact(str(info['command']))}) since "
+            f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(float(info['since'])))}"
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another process (it did not say which)"
+
+
+@contextmanager
+def hold(
+    lock_path: Path, what: str, timeout: Optional[float] = None, notify: Callable[[str], None] = _stderr
+) -> Iterator[None]:
+    """Hold the lock at `lock_path`. If another process holds it: one line saying who and since
+    when, then wait up to `timeout` seconds (None: as long as it takes; exit 3 when it expires)."""
+    lock = filelock.FileLock(str(lock_path))
+    try:
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        who = describe_holder(lock_path)
+        limit = (
+            f"; giving up after {timeout:g} s (--lock-timeout)"
+            if timeout is not None
+            else "; waiting (--lock-timeout S to give up)"
+        )
+        notify(f"ggml-patch: waiting for {what}: held by {who}{limit}")
+        try:
+            lock.acquire(timeout=-1 if timeout is None else timeout)
+        except filelock.Timeout:
+            raise LockTimedOut(
+                f"{what} is still held by {describe_holder(lock_path)} after {timeout:g} s "
+                "(--lock-timeout); let that run finish, or stop it"
+            ) from None
+    info = holder_path(lock_path)
+    try:
+        info.write_text(json.dumps({"pid": os.getpid(), "command": this_command(), "since": time.time()}))
+        yield
+    finally:
+        try:
+            if json.loads(info.read_text()).get("pid") == os.getpid():
+                info.unlink()
+        except (OSError, ValueError):
+            pass
+        lock.release()

@@ -1,0 +1,96 @@
+"""Output folders: checked before any work, and written only when the tool owns them.
+
+`export --out` and `bundle --out` replace what they wrote before (old patches, an old bundle), so
+they write only into a folder that is new, empty, or marked by an earlier run of the tool with
+MARKER. Anything else holds a user's files: refused with exit 2 naming the folder, and nothing
+in it is touched. `--results` and `--cache` are checked the same way for being writable folders
+(not files), up front, so a bad path never surfaces after the cells ran.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Callable, Optional
+
+from .errors import ConfigError
+
+MARKER = ".ggml-patch-output"
+_MARKER_TEXT = (
+    "This folder was created by ggml-patch ({what}). ggml-patch replaces what it wrote here on the "
+    "next run; remove this file to keep ggml-patch out of the folder.\n"
+)
+
+
+def _nearest_existing(path: Path) -> Path:
+    p = path
+    while not p.exists() and not p.is_symlink() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def writable_dir(path: Path | str, option: str) -> Path:
+    """`path` (absolute) if it is a folder, or can be created as one, and can be written; else one
+    line naming the option and the path. Creates nothing."""
+    path = Path(os.path.expanduser(str(path))).absolute()
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{option} {path}: not a folder (a file is there); name a folder")
+    base = _nearest_existing(path)
+    if not base.is_dir():
+        raise ConfigError(f"{option} {path}: not a folder ({base} is a file); name a folder")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise ConfigError(f"{option} {path}: cannot write in {base} (permission denied)")
+    return path
+
+
+def writable_file(path: Path | str, option: str) -> Path:
+    """`path` (absolute) if a file can be written there: not a folder, its folder creatable."""
+    path = Path(os.path.expanduser(str(path))).absolute()
+    if path.is_dir():
+        raise ConfigError(f"{option} {path}: a folder; name a file")
+    writable_dir(path.parent, option)
+    return path
+
+
+def _owned(path: Path, legacy: Optional[Callable[[Path], bool]]) -> bool:
+    if (path / MARKER).is_file():
+        return True
+    entries = list(path.iterdir())
+    return not entries or bool(legacy and legacy(path))
+
+
+def check(path: Path | str, option: str, legacy: Optional[Callable[[Path], bool]] = None) -> Path:
+    """Refuse (exit 2) a folder the tool may not write into; writes nothing."""
+    path = writable_dir(path, option)
+    if path.is_dir() and not _owned(path, legacy):
+        raise ConfigError(
+            f"{option} {path}: the folder holds files ggml-patch did not create; give a new or "
+            f"empty folder (ggml-patch writes only into folders it made, marked by {MARKER})"
+        )
+    return path
+
+
+def claim(path: Path | str, option: str, legacy: Optional[Callable[[Path], bool]] = None) -> Path:
+    """The folder, created if needed and marked as the tool's own; refused like `check` otherwise."""
+    path = check(path, option, legacy)
+    path.mkdir(parents=True, exist_ok=True)
+    marker = path / MARKER
+    if not marker.is_file():
+        marker.write_text(_MARKER_TEXT.format(what=option))
+    return path
+
+
+def made_bundles(path: Path) -> bool:
+    """A bundle folder from before the marker existed: every entry is a target folder holding a
+    manifest.json ggml-patch wrote (or the staging folder of an interrupted bundle)."""
+    for entry in path.iterdir():
+        if entry.name.startswith(".") and entry.name.endswith(".partial") and entry.is_dir():
+            continue
+        try:
+            man = json.loads((entry / "manifest.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        if not (isinstance(man, dict) and man.get("tool") == "ggml-patch" and man.get("target") == entry.name):
+            return False
+    return True

@@ -1,0 +1,72 @@
+"""What counts as a URL, a remote, a ref or a commit where they come from input (matrix.yaml, a
+bundle's manifest, .gitmodules, the command line). Pure: each returns why a value is refused,
+or None. Validation comes first; git then still gets them after --end-of-options."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+from urllib.parse import urlsplit
+
+FULL_SHA = re.compile(r"^[0-9a-f]{40}\Z")
+GIT_SCHEMES = ("http", "https", "ssh", "git", "file", "git+ssh", "ssh+git")
+_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)\Z", re.S)
+_SCP = re.compile(r"^(?:[^@/\s]+@)?(?P<host>[^/:\s]+):(?P<path>.*)\Z")
+_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f]")
+# git check-ref-format's rules, loosely: no option, no space, no "..", none of ~^:?*[\ ; HEAD and ids pass
+_REF = re.compile(r"^(?!-)(?!.*\.\.)(?!.*@\{)[^\s~^:?*\[\\\x00-\x1f\x7f]+\Z")
+_GITHUB_LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})\Z")
+
+
+def git_url_problem(url: object) -> Optional[str]:
+    """Why `url` is not a git remote git should fetch from, or None. Accepted: scheme://... for
+    http(s), ssh, git and file; scp-like [user@]host:path; a local path. Refused: anything that
+    reads as an option, transport helpers (ext::, fd::), other schemes, spaces and control characters."""
+    if not isinstance(url, str) or not url:
+        return "expected a URL or a path"
+    if url.startswith("-"):
+        return "starts with '-' (git would read it as an option)"
+    if _UNSAFE.search(url):
+        return "contains spaces or control characters"
+    m = _SCHEME.match(url)
+    if m:
+        if m.group("scheme").lower() not in GIT_SCHEMES:
+            return f"scheme {m.group('scheme')}:// is not one git fetches with here ({', '.join(GIT_SCHEMES)})"
+        if not m.group("rest") or m.group("rest").startswith("-"):
+            return "has no host or path after the scheme"
+        return None
+    if "::" in url.split("/", 1)[0]:
+        return "is a git transport-helper address (like ext:: or fd::), which runs commands"
+    scp = _SCP.match(url)
+    if scp and scp.group("host").startswith("-"):
+        return "names a host starting with '-'"
+    return None
+
+
+def http_url_problem(url: object) -> Optional[str]:
+    """Why `url` is not an http(s) URL with a host, or None."""
+    if not isinstance(url, str) or not url:
+        return "expected an http(s) URL"
+    if _UNSAFE.search(url):
+        return "contains spaces or control characters"
+    try:
+        parts = urlsplit(url)
+    except ValueError as e:
+        return f"is not a URL ({e})"
+    if parts.scheme.lower() not in ("http", "https"):
+        return "expected an http:// or https:// URL"
+    if not parts.hostname:
+        return "has no host"
+    return None
+
+
+def ref_problem(ref: object) -> Optional[str]:
+    if not isinstance(ref, str) or not _REF.match(ref):
+        return "is not a branch, tag or commit name (no leading '-', spaces, '..' or any of ~^:?*[\\)"
+    return None
+
+
+def login_problem(name: object) -> Optional[str]:
+    if not isinstance(name, str) or not _GITHUB_LOGIN.match(name):
+        return "is not a GitHub user or organisation name (letters, digits and '-')"
+    return None

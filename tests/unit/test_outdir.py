@@ -1,0 +1,46 @@
+"""Issue 16, point 3 (the pure part): which output folders the tool may write into."""
+import json
+
+import pytest
+
+from orchestrator import outdir
+from orchestrator.errors import ConfigError
+
+
+def test_claim_rules(tmp_path):
+    new = tmp_path / "a" / "b"
+    assert outdir.claim(new, "--out") == new and (new / outdir.MARKER).is_file()
+    assert outdir.claim(new, "--out") == new  # its own folder again
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    outdir.claim(empty, "--out")
+    users = tmp_path / "users"
+    users.mkdir()
+    (users / "x").write_text("x")
+    with pytest.raises(ConfigError, match=f"--out {users}: .*ggml-patch did not create"):
+        outdir.claim(users, "--out")
+    assert not (users / outdir.MARKER).exists()
+    f = tmp_path / "f"
+    f.write_text("")
+    with pytest.raises(ConfigError, match="not a folder"):
+        outdir.claim(f, "--out")
+    with pytest.raises(ConfigError, match="not a folder"):
+        outdir.claim(f / "below", "--out")
+
+
+def test_check_writes_nothing(tmp_path):
+    outdir.check(tmp_path / "new", "--out")
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_bundle_folder_an_older_version_made_is_recognised(tmp_path):
+    """Bundles made before the marker existed: every entry a target folder with a ggml-patch manifest."""
+    out = tmp_path / "bundle"
+    (out / "ggml").mkdir(parents=True)
+    (out / "ggml" / "manifest.json").write_text(json.dumps({"tool": "ggml-patch", "target": "ggml"}))
+    outdir.claim(out, "--out", legacy=outdir.made_bundles)
+    assert (out / outdir.MARKER).is_file()
+    (out / "other").mkdir()
+    (out / outdir.MARKER).unlink()
+    with pytest.raises(ConfigError):
+        outdir.claim(out, "--out", legacy=outdir.made_bundles)

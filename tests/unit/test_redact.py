@@ -1,0 +1,97 @@
+"""Issue 16, point 2 (the pure part): the one redaction function, and the places it is applied
+without any subprocess (errors when made, sources' provenance, the PR body and manifest,
+progress lines, GitHub's error text). The routes end to end: tests/integration/test_redaction.py."""
+import io
+import json
+
+import pytest
+
+from orchestrator import sources
+from orchestrator.redact import REDACTED, redact, redact_data
+from orchestrator.upstream import bundle as B
+
+from ..helpers.security import ROOT
+
+SECRET = "s3cr3t-Pa55w0rd-9f8e7d"  # a password in a URL: not GITHUB_TOKEN, still never printed
+TOKEN = "ghp_redactTEST_c0ffee5eed9d4e21b7a3"
+
+
+@pytest.mark.parametrize("text, expected", [
+    (f"https://u:{SECRET}@github.com/a/b.git", "https://***@github.com/a/b.git"),
+    (f"http://{SECRET}@127.0.0.1:8/x", "http://***@127.0.0.1:8/x"),
+    (f"ssh://git:{SECRET}@host:22/a/b.git", "ssh://***@host:22/a/b.git"),
+    (f"git://me:{SECRET}@host/a", "git://***@host/a"),
+    (f"git+https://me:{SECRET}@host/a", "git+https://***@host/a"),
+    (f"fetch 'HTTPS://ME:{SECRET}@HOST/A' failed", "fetch 'HTTPS://***@HOST/A' failed"),
+    (f"https://h/x?access_token={SECRET}&a=1", "https://h/x?access_token=***&a=1"),
+    (f"https://h/x?private_token={SECRET}", "https://h/x?private_token=***"),
+    ("git@github.com:a/b.git", "git@github.com:a/b.git"),  # scp-like: a user name, no secret
+    ("mail me at a@b.org, see https://github.com/a", "mail me at a@b.org, see https://github.com/a"),
+    ('"url": "https://u:p@h/x", "b": "c@d"', '"url": "https://***@h/x", "b": "c@d"'),
+])
+def test_redact_urls_of_every_scheme(text, expected, monkeypatch):
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    assert redact(text) == expected
+
+
+def test_redact_the_tokens_value_wherever_it_appears(monkeypatch):
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    assert redact(f"a {TOKEN} b /x/{TOKEN}/y") == f"a {REDACTED} b /x/{REDACTED}/y"
+    assert redact(f"x {SECRET}", (SECRET,)) == f"x {REDACTED}"
+    data = {"url": f"https://u:{SECRET}@h/x", "list": [TOKEN, 3, None], "n": 1.5}
+    assert redact_data(data) == {"url": "https://***@h/x", "list": [REDACTED, 3, None], "n": 1.5}
+
+
+def test_errors_are_redacted_when_made(monkeypatch):
+    from orchestrator.errors import ConfigError
+
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    assert str(ConfigError(f"https://x:{SECRET}@h/ {TOKEN}")) == "https://***@h/ ***"
+
+
+def test_provenance_is_redacted_where_every_source_kind_returns_it(monkeypatch, tmp_path):
+    def fake_kind(source, cache, repo):
+        return sources.Snapshot("0" * 40, f"https://u:{SECRET}@h/x master",
+                                {"url": f"https://u:{SECRET}@h/x", "submodules": {"a": {"url": f"ssh://u:{SECRET}@h/y"}}})
+    monkeypatch.setattr(sources, "_kind", lambda source: fake_kind)
+    snap = sources.snapshot(None, None, None)
+    assert SECRET not in json.dumps([snap.description, snap.provenance])
+    assert snap.provenance["url"] == "https://***@h/x"
+
+
+def test_pr_body_and_manifest_carry_no_credentials():
+    results = json.loads((ROOT / "tests" / "data" / "results-cpu-sample.json").read_text())
+    for c in results["cells"]:
+        c.setdefault("source", {})["url"] = f"https://me:{SECRET}@github.com/me/ggml.git"
+    target = results["cells"][0]["target"]
+    body = B.pr_body(results, "0" * 64, target, [B.Commit("s", "b", ("src/x.c",))], {}, [])
+    assert SECRET not in body and "https://***@github.com/me/ggml.git" in body
+    man = B.manifest(target=target, layout="ggml", results=B.as_results(results), results_sha256="0" * 64, results_path="/r",
+                     source=results["cells"][0]["source"], patched_commit="1" * 40, patches=[], files={},
+                     verification={}, toolchain={}, warnings=[])
+    assert SECRET not in json.dumps(man)
+
+
+def test_progress_lines_are_redacted(monkeypatch):
+    from rich.console import Console
+
+    from orchestrator.progress import Reporter
+
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    out = io.StringIO()
+    r = Reporter(1, Console(file=out, width=300))
+    r.start_cell(f"t/{TOKEN}")
+    r.step("fetch", f"git https://u:{SECRET}@h/x")
+    r.done(f"ok {TOKEN}")
+    r.skip(f"https://u:{SECRET}@h/x")
+    r.cell_result("failed", f"https://u:{SECRET}@h/x")
+    text = out.getvalue()
+    assert SECRET not in text and TOKEN not in text and "https://***@h/x" in text
+
+
+def test_github_errors_given_as_a_string_are_one_message():
+    """Issue 16 point 9: `errors` as a string used to be printed character by character."""
+    from orchestrator.upstream import github as G
+
+    text = json.dumps({"message": "Validation Failed", "errors": "head branch is missing"})
+    assert G._message(text) == "Validation Failed: head branch is missing"
