@@ -23,6 +23,13 @@ _SHA256 = {"type": "string", "pattern": r"^[0-9a-f]{64}\Z"}
 _NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z"}
 _STR = {"type": "string", "minLength": 1}
 _RELPATH = {"type": "string", "minLength": 1, "not": {"pattern": r"(^/|(^|/)\.\.(/|$))"}}
+_REPO = {"type": "string", "pattern": r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+\Z"}
+SUBMIT_MODES = ("manual", "api", "none")
+# where the change goes and how it is submitted; `api` only for a fork the user owns, so it names it
+_UPSTREAM = {"type": "object", "additionalProperties": False,
+             "properties": {"repo": _REPO, "submit": {"enum": list(SUBMIT_MODES)}},
+             "if": {"properties": {"submit": {"const": "api"}}, "required": ["submit"]},
+             "then": {"required": ["repo"]}}
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -43,6 +50,7 @@ SCHEMA: dict[str, Any] = {
                     "layout": {"enum": sorted(LAYOUTS)},
                     "prefix": _RELPATH,
                     "description": {"type": "string"},
+                    "upstream": _UPSTREAM,
                     "source": {
                         "type": "object", "required": ["kind"],
                         "properties": {"kind": {"enum": list(SOURCE_KINDS)}},
@@ -120,6 +128,14 @@ class Target:
     prefix: str
     source: Source
     description: str = ""
+    upstream: Optional["Upstream"] = None  # matrix.yaml's `upstream:`, when declared
+
+
+@dataclass(frozen=True)
+class Upstream:
+    repo: Optional[str]
+    submit: Optional[str]
+    where: str  # matrix.yaml:LINE of the `upstream:` key
 
 
 @dataclass(frozen=True)
@@ -235,6 +251,8 @@ def _schema_message(err: jsonschema.ValidationError) -> tuple[tuple, str]:
         if allowed:
             return path + (bad,), f"unknown name {bad!r}{_did_you_mean(bad, allowed)} (expected one of {', '.join(allowed)})"
         return path + (bad,), f"{bad!r} is not a valid name (letters, digits, '.', '_', '-')"
+    if v == "pattern" and err.validator_value == _REPO["pattern"]:
+        return path, f"{err.instance!r} is not a GitHub repository (expected OWNER/NAME, e.g. ggml-org/llama.cpp)"
     if v == "pattern" and err.validator_value == _SHA256["pattern"]:
         return path, f"{err.instance!r} is not a sha256 (expected 64 lowercase hex digits)"
     if v == "pattern" and path and path[-2:-1] == ("cmake_flags",):
@@ -286,12 +304,18 @@ def _deepest(err: jsonschema.ValidationError) -> jsonschema.ValidationError:
     return err
 
 
+def _upstream(path: Path, lines: dict[tuple, int], name: str, u: Optional[dict]) -> Optional[Upstream]:
+    if u is None:
+        return None
+    return Upstream(u.get("repo"), u.get("submit"), f"{path}:{_line_for(lines, ('targets', name, 'upstream'))}")
+
+
 def _resolve(path: Path, data: dict, lines: dict[tuple, int]) -> Matrix:
     root = path.parent
     targets = {
         name: Target(name, t["layout"], t.get("prefix", ""),
                      Source(t["source"]["kind"], dict(t["source"]), f"targets.{name}.source", root),
-                     t.get("description", ""))
+                     t.get("description", ""), _upstream(path, lines, name, t.get("upstream")))
         for name, t in data["targets"].items()
     }
     backends = {
