@@ -12,6 +12,9 @@ import pytest
 
 from orchestrator import bundle as B
 from orchestrator.errors import ConfigError, ExitCode
+from orchestrator.upstream import cover as C
+from orchestrator.upstream import policy as P
+from orchestrator.upstream import pr_body as PB
 
 from .conftest import run_tool
 
@@ -72,14 +75,14 @@ def _table(body: str, heading: str) -> list[dict]:
 
 
 def _value(text: str):
-    if text == "—":
+    if text == "-":
         return None
     return text.strip("`")
 
 
 def parsed_outcomes(body: str) -> list[dict]:
     rows = []
-    for r in _table(body, "### Outcomes: backend × device × optimizer"):
+    for r in _table(body, "#### Outcomes: backend x device x optimizer"):
         num = lambda k, f: None if _value(r[k]) is None else f(r[k])  # noqa: E731
         rows.append({"backend": r["backend"], "device": r["device"], "test": _value(r["test"]),
                      "optimizer": _value(r["optimizer"]), "opt_period": num("opt_period", int),
@@ -129,12 +132,13 @@ def numbers_of(results) -> set[float]:
 
 
 def evidence_section(body: str) -> str:
-    return body.split("## Evidence from the run", 1)[1].split("\n## ", 1)[0]
+    """The run's data, up to the base commits (after them: commands and tool versions, not results)."""
+    return body.split("### Evidence (ggml-patch results.json)", 1)[1].split("#### Base commits", 1)[0]
 
 
 def check_body_against_results(body: str, results: dict, target: str) -> None:
     assert parsed_outcomes(body) == expected_outcomes(results, target)
-    cells = {r["cell"]: r for r in _table(body, "### Cells")}
+    cells = {r["cell"]: r for r in _table(body, "#### Cells")}
     for c in (c for c in results["cells"] if c["target"] == target):
         row = cells[c["cell"]]
         recs = {r["variant"]: r for r in results["records"] if r["cell"] == c["cell"]}
@@ -163,14 +167,13 @@ def check_training_table(body: str, results: dict, target: str) -> None:
         assert "### Training" not in body
         return
     cell = sorted(trained, key=lambda c: c["backend"] != "cpu")[0]
-    section = body.split(f"### Training: loss per epoch with and without the fix ({cell['cell']})", 1)[1]
+    section = body.split(f"#### Training: loss per epoch with and without the fix ({cell['cell']})", 1)[1]
     rows = [line for line in section.splitlines() if re.match(r"^\| \d+ \|", line)]
     got = [[float(x) for x in row.strip("| ").split(" | ")] for row in rows]
     t = cell["training"]
     want = [[a["epoch"], a["train_loss"], a["eval_loss"], b["train_loss"], b["eval_loss"]]
             for a, b in zip(t["with_fix"], t["without_fix"])]
     assert got == want
-    assert "![train and eval loss per epoch, with and without the fix](training-loss.png)" in section
 
 
 # ---------------------------------------------------------------- pure: refusals
@@ -214,7 +217,7 @@ def test_build_only_cells_are_shown_but_neither_evidence_nor_failure():
         r["records"].append({"cell": "ggml/cuda", "target": "ggml", "backend": "cuda", "variant": variant,
                              "status": "", "build": {"ok": True}, "tests": {}})
     assert B.problems(r, r["series"]["sha256"]) == []
-    body = B.pr_body(r, "f" * 64, "ggml", COMMITS, TOOLCHAIN, [])
+    body = body_of(r, "ggml")
     check_body_against_results(body, r, "ggml")
     assert "- ggml/cuda build-only: built with and without the fix; tests not run: no GPU" in body
 
@@ -230,7 +233,19 @@ COMMITS = [B.Commit("ggml-opt : zero gradient accumulators each period with per-
                     "The accumulators are never zeroed.", ("ggml/src/ggml-opt.cpp",)),
            B.Commit("tests : add test-opt-dynamic-accum for per-step gradient accumulation",
                     "The new test.", ("tests/CMakeLists.txt", "tests/test-opt-dynamic-accum.cpp"))]
+NAMES = ["0001-ggml-opt.patch", "0002-tests.patch"]
 TOOLCHAIN = {"cmake": "cmake version 4.4.5", "cxx_compiler": "GNU 12.2.0 (/usr/bin/c++)", "git": "git version 2.39.5"}
+TEMPLATE = P.parse_template(".github/pull_request_template.md", (Path(__file__).parent / "data" / "upstream-policy" /
+                                                                 "llama.cpp" / ".github" / "pull_request_template.md").read_text())
+COVER = C.parse_cover("patches/cover.md", "## Overview\n\nThe fix.\n\n## Requirements\n\n- AI usage disclosure: NO\n")
+
+
+def body_of(results: dict, target: str, warnings=()) -> str:
+    """PR_BODY.md as the bundle writes it for a pull-request target (the llama.cpp template)."""
+    repo = "ggml-org/llama.cpp" if target == "llama.cpp" else None
+    data = PB.evidence(results, "f" * 64, target, COMMITS, NAMES, TOOLCHAIN, repo)
+    top = PB.banner([], list(warnings))
+    return "\n".join(top) + ("\n" if top else "") + PB.body(TEMPLATE, COVER, data)
 
 
 def test_title_is_the_fix_subject():
@@ -240,13 +255,15 @@ def test_title_is_the_fix_subject():
 @pytest.mark.parametrize("target", ["llama.cpp", "ggml"])
 def test_every_number_in_the_body_is_the_one_in_results_json(target):
     r = sample()
-    body = B.pr_body(r, "f" * 64, target, COMMITS, TOOLCHAIN, [])
+    body = body_of(r, target)
     check_body_against_results(body, r, target)
     assert not body.startswith("> [!WARNING]")
-    assert "## The bug and the fix" in body and "## The test" in body and "## Toolchain" in body
+    assert [ln for ln in body.splitlines() if ln.startswith("## ")] == ["## Overview", "## Additional information",
+                                                                          "## Requirements"]
     assert "- CMake: cmake version 4.4.5" in body and "- C++ compiler: GNU 12.2.0" in body
+    assert body.isascii()
     if target == "llama.cpp":
-        assert "| upstream | `0c1e57098bba43ac29e6e3b677cdceebdd22334f` |" in body
+        assert "| ggml-org/llama.cpp | `0c1e57098bba43ac29e6e3b677cdceebdd22334f` |" in body
         assert "-DLLAMA_BUILD_TESTS=ON" in body
     else:
         assert "| upstream | unknown" in body and "-DGGML_BUILD_TESTS=ON" in body
@@ -255,7 +272,7 @@ def test_every_number_in_the_body_is_the_one_in_results_json(target):
 def test_the_body_check_catches_a_wrong_number():
     """The comparison itself can fail: change one number in the results and the body disagrees."""
     r = sample()
-    body = B.pr_body(r, "f" * 64, "ggml", COMMITS, TOOLCHAIN, [])
+    body = body_of(r, "ggml")
     wrong = copy.deepcopy(r)
     rec = next(x for x in wrong["records"] if x["cell"] == "ggml/cpu" and x["variant"] == "control")
     rec["tests"][GATE]["rows"][0]["actual"] = 0.125
@@ -268,7 +285,7 @@ def test_the_body_check_catches_a_wrong_number():
 def test_incomplete_evidence_opens_the_body_with_a_visible_warning():
     r = control_survived(sample())
     warnings = [p.text for p in B.problems(r, r["series"]["sha256"])]
-    body = B.pr_body(r, "f" * 64, "ggml", COMMITS, TOOLCHAIN, warnings)
+    body = body_of(r, "ggml", warnings)
     first = body.splitlines()[:3]
     assert first[0] == "> [!WARNING]" and "--allow-incomplete" in first[1]
     assert "not killed (survived" in first[2]
@@ -325,7 +342,7 @@ def test_bundle_refuses_results_that_do_not_prove_the_fix(tmp_path, repo_root, e
     r["series"]["sha256"] = current_series_sha(repo_root)  # only the edit is wrong
     results = _results_dir(tmp_path, r)
     proc = run_tool("bundle", "--matrix", str(repo_root / "matrix.yaml"), "--results", str(results),
-                    "--cache", str(tmp_path / "cache"), cwd=tmp_path)
+                    "--cache", str(tmp_path / "cache"), "--author", AUTHOR, cwd=tmp_path)
     assert proc.returncode == ExitCode.BUNDLE_REFUSED == 20, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("ggml-patch: error: refusing to bundle: "), proc.stderr
@@ -339,7 +356,7 @@ def test_bundle_refuses_results_of_another_series(tmp_path, repo_root):
     r["series"]["sha256"] = "ab" * 32
     results = _results_dir(tmp_path, r)
     proc = run_tool("bundle", "--matrix", str(repo_root / "matrix.yaml"), "--results", str(results),
-                    "--cache", str(tmp_path / "cache"), cwd=tmp_path)
+                    "--cache", str(tmp_path / "cache"), "--author", AUTHOR, cwd=tmp_path)
     assert proc.returncode == 20, proc.stderr
     assert "results.json was made from series ababababab" in proc.stderr
     assert "re-run `ggml-patch matrix`" in proc.stderr
@@ -351,7 +368,7 @@ def test_bundle_names_an_unknown_target(tmp_path, repo_root):
     r["series"]["sha256"] = current_series_sha(repo_root)
     results = _results_dir(tmp_path, r)
     proc = run_tool("bundle", "--matrix", str(repo_root / "matrix.yaml"), "--results", str(results),
-                    "--target", "whisper.cpp", "--cache", str(tmp_path / "cache"), cwd=tmp_path)
+                    "--target", "whisper.cpp", "--cache", str(tmp_path / "cache"), "--author", AUTHOR, cwd=tmp_path)
     assert proc.returncode == 2 and "no cells for target 'whisper.cpp'" in proc.stderr
 
 
@@ -366,9 +383,14 @@ def _scan_for_token(paths: list[Path], texts: list[str]) -> None:
                 assert TOKEN.encode() not in f.read_bytes(), f
 
 
+AUTHOR = "Ada Contributor <ada@example.org>"
+ASSISTANT = "Test Assistant"
+
+
 @pytest.fixture(scope="module")
 def real_run(repo_root, tool_cache, tmp_path_factory):
-    """The real CPU matrix once, then its bundle, with GITHUB_TOKEN set to a value scanned for later."""
+    """The real CPU matrix once, then its bundle (the contributor's identity, an Assisted-by trailer),
+    with GITHUB_TOKEN set to a value scanned for later."""
     results = tmp_path_factory.mktemp("bundle-e2e") / "results"
     matrix = str(repo_root / "matrix.yaml")
     run = run_tool("matrix", "--matrix", matrix, "--results", str(results), "--cache", str(tool_cache),
@@ -377,13 +399,14 @@ def real_run(repo_root, tool_cache, tmp_path_factory):
     os.environ["GITHUB_TOKEN"] = TOKEN
     try:
         proc = run_tool("bundle", "--matrix", matrix, "--results", str(results), "--cache", str(tool_cache),
-                        cwd=results.parent)
+                        "--author", AUTHOR, "--assisted-by", ASSISTANT, cwd=results.parent)
     finally:
         del os.environ["GITHUB_TOKEN"]
     return results, proc
 
 
 e2e = pytest.mark.e2e
+PATCHES = sorted(p.name for p in (Path(__file__).parent.parent / "patches").glob("*.patch"))
 
 
 @e2e
@@ -391,13 +414,15 @@ def test_bundle_of_a_real_run(real_run):
     results, proc = real_run
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "2 bundle(s) in" in proc.stdout
+    llama = results / "bundle" / "llama.cpp"
+    assert sorted(p.name for p in llama.iterdir()) == sorted(PATCHES + [
+        "ISSUE.md", "PR_BODY.md", "PR_TITLE", "READINESS.md", "manifest.json", "training-loss.png"])
+    assert (llama / "training-loss.png").read_bytes().startswith(b"\x89PNG")
+    # ggml is verified through llama.cpp's sync: its series in ggml's layout, no pull request of its own
+    ggml = results / "bundle" / "ggml"
+    assert sorted(p.name for p in ggml.iterdir()) == sorted(PATCHES + ["READINESS.md", "manifest.json"])
+    assert "ggml: verified through ggml-org/llama.cpp's sync" in proc.stdout
     for target in ("llama.cpp", "ggml"):
-        d = results / "bundle" / target
-        assert sorted(p.name for p in d.iterdir()) == [
-            "0001-ggml-opt-zero-gradient-accumulators-each-period-with.patch",
-            "0002-tests-add-test-opt-dynamic-accum-for-per-step-gradie.patch",
-            "PR_BODY.md", "PR_TITLE", "manifest.json", "training-loss.png"]
-        assert (d / "training-loss.png").read_bytes().startswith(b"\x89PNG")
         # the verification time, for the record (warm cache: a second or two)
         print(re.search(rf"^{re.escape(target)}: .*verified in [\d.]+ s.*$", proc.stdout, re.M).group(0))
 
@@ -426,23 +451,45 @@ def test_the_series_applies_with_plain_git_am_to_a_clean_base_and_the_gate_passe
     tree = lambda rev, where: subprocess.run(["git", "-C", str(where), "rev-parse", f"{rev}^{{tree}}"],  # noqa: E731
                                              capture_output=True, text=True, check=True).stdout.strip()
     assert tree("HEAD", clone) == tree(patched, clone)  # exactly the tree the matrix proved
+    # the contributor's commits: their identity, the assistant named with Assisted-by, never Co-authored-by
+    log = subprocess.run(["git", "-C", str(clone), "log", "--format=%an <%ae>%n%B%x00", f"{base}..HEAD"],
+                         capture_output=True, text=True, check=True).stdout
+    commits = [c.strip() for c in log.split("\x00") if c.strip()]
+    assert len(commits) == len(patches)
+    for c in commits:
+        assert c.splitlines()[0] == AUTHOR and c.splitlines()[-1] == f"Assisted-by: {ASSISTANT}"
+    assert "Co-authored-by" not in log
+    assert man["authorship"] == {"author": AUTHOR, "from": "--author", "assisted_by": ASSISTANT,
+                                 "committer": "ggml-patch <ggml-patch@localhost>"}
 
     v = man["verification"]  # the bundle's own git am + build + run on a fresh copy of the base
-    assert v["head_is_patched_commit"] and v["tree_is_patched_tree"]
+    assert v["head_is_bundle_commit"] and v["tree_is_patched_tree"] and v["head"] == man["bundle_commit"]
     assert v["tests"][GATE]["outcome"] == "passed" and v["tests"][UPSTREAM]["outcome"] == "passed"
     assert "3/3 device*opt_period passed" in Path(v["tests"][GATE]["log"]).read_text()
 
 
 @e2e
-@pytest.mark.parametrize("target", ["llama.cpp", "ggml"])
-def test_body_title_and_manifest_come_from_the_run(real_run, target):
+def test_body_title_issue_and_manifest_come_from_the_run_and_the_template(real_run, repo_root):
     results, _ = real_run
-    d = results / "bundle" / target
+    d = results / "bundle" / "llama.cpp"
     data = json.loads((results / "results.json").read_text())
     body = (d / "PR_BODY.md").read_text()
-    check_body_against_results(body, data, target)
-    assert (d / "PR_TITLE").read_text() == "ggml-opt : zero gradient accumulators each period with per-step graphs\n"
+    check_body_against_results(body, data, "llama.cpp")
+    template = (Path(__file__).parent / "data" / "upstream-policy" / "llama.cpp" / ".github" /
+                "pull_request_template.md").read_text()
+    heads = lambda t: [ln for ln in t.splitlines() if ln.startswith("## ")]  # noqa: E731
+    assert heads(body) == heads(template) == ["## Overview", "## Additional information", "## Requirements"]
+    assert body.isascii() and (d / "ISSUE.md").read_text().isascii()
+    # patches/cover.md is still the template's placeholders: a draft, said at the top
+    assert body.startswith("> [!CAUTION]\n> DRAFT (ggml-patch readiness)")
+    from orchestrator.upstream.readiness import message_of
+
+    assert (d / "PR_TITLE").read_text() == message_of(PATCHES[0], (d / PATCHES[0]).read_text()).subject + "\n"
     man = json.loads((d / "manifest.json").read_text())
+    assert man["draft"] is True and any("cover.md" in r for r in man["draft_reasons"])
+    assert man["policy"]["submit"]["value"] == "manual"
+    assert man["policy"]["rules"]["automated_submission_forbidden"]["evidence"][0] == {
+        "file": "AGENTS.md", "line": 49, "text": "- Automated commits or PR submissions (may result in contributor ban)"}
     assert man["results"]["sha256"] == hashlib.sha256((results / "results.json").read_bytes()).hexdigest()
     assert man["series"]["results_series_sha256"] == data["series"]["sha256"]
     assert set(man["files"]) == {p.name for p in d.iterdir()} - {"manifest.json"}
@@ -451,6 +498,26 @@ def test_body_title_and_manifest_come_from_the_run(real_run, target):
     assert man["incomplete"] is False and man["warnings"] == []
     assert re.search(r"^- C\+\+ compiler: \S+ \d+\.\d+", body, re.M)
     assert "- CMake: cmake version" in body and "- git: git version" in body
+    readiness = (d / "READINESS.md").read_text()
+    assert "| cover-written | warn |" in readiness and "| role | pass | pull request to ggml-org/llama.cpp" in readiness
+    ggml = json.loads((results / "bundle" / "ggml" / "manifest.json").read_text())
+    assert ggml["policy"]["role"]["value"]["text"] == "verified through ggml-org/llama.cpp's sync"
+    sync = next(c for c in ggml["readiness"]["checks"] if c["name"] == "sync")
+    assert sync["rule"][0]["file"] == "scripts/sync-llama-am.sh"
+
+
+SERIES_OWN_TEXT = ("ascii-commit-messages", "ascii-added-lines", "comment-length", "comment-wrap", "subject", "trailers")
+
+
+@e2e
+@pytest.mark.xfail(strict=True, reason="today's patches/0001 and 0002 carry 4- and 13-line, hard-wrapped comments; "
+                                       "helper native rewrites them: drop this mark when that lands")
+def test_readiness_has_no_fail_for_the_series_own_text(real_run):
+    results, _ = real_run
+    for target in ("llama.cpp", "ggml"):
+        man = json.loads((results / "bundle" / target / "manifest.json").read_text())
+        got = {c["name"]: c["status"] for c in man["readiness"]["checks"]}
+        assert {k: got[k] for k in SERIES_OWN_TEXT} == {k: "pass" for k in SERIES_OWN_TEXT}, got
 
 
 @e2e
@@ -462,56 +529,56 @@ def test_the_token_appears_nowhere(real_run, tool_cache):
 @e2e
 def test_a_run_whose_control_survived_is_refused_then_bundled_with_a_warning(real_run, repo_root, tool_cache, tmp_path):
     results, _ = real_run
-    r = control_survived(json.loads((results / "results.json").read_text()))
+    r = control_survived(json.loads((results / "results.json").read_text()), "llama.cpp/cpu")
     edited = _results_dir(tmp_path, r)
-    args = ["bundle", "--matrix", str(repo_root / "matrix.yaml"), "--results", str(edited), "--cache", str(tool_cache)]
+    args = ["bundle", "--matrix", str(repo_root / "matrix.yaml"), "--results", str(edited), "--cache", str(tool_cache),
+            "--author", AUTHOR]
     refused = run_tool(*args, cwd=tmp_path)
-    assert refused.returncode == 20 and "ggml/cpu: the negative control was not killed (survived" in refused.stderr
+    assert refused.returncode == 20 and "llama.cpp/cpu: the negative control was not killed (survived" in refused.stderr
     assert not (edited / "bundle").exists()
 
-    made = run_tool(*args, "--allow-incomplete", "--target", "ggml", cwd=tmp_path)
+    made = run_tool(*args, "--allow-incomplete", "--target", "llama.cpp", cwd=tmp_path)
     assert made.returncode == 0, made.stderr[-3000:]
-    assert "warning: ggml: incomplete evidence: ggml/cpu: the negative control was not killed" in made.stderr
-    body = (edited / "bundle" / "ggml" / "PR_BODY.md").read_text()
-    assert body.startswith("> [!WARNING]\n> **Incomplete evidence")
-    check_body_against_results(body, r, "ggml")
-    man = json.loads((edited / "bundle" / "ggml" / "manifest.json").read_text())
+    assert "warning: llama.cpp: incomplete evidence: llama.cpp/cpu: the negative control was not killed" in made.stderr
+    body = (edited / "bundle" / "llama.cpp" / "PR_BODY.md").read_text()
+    assert "> [!WARNING]\n> Incomplete evidence" in body
+    check_body_against_results(body, r, "llama.cpp")
+    man = json.loads((edited / "bundle" / "llama.cpp" / "manifest.json").read_text())
     assert man["incomplete"] is True and "survived" in man["warnings"][0]
-    assert not (edited / "bundle" / "llama.cpp").exists()
+    assert not (edited / "bundle" / "ggml").exists()
 
 
 @e2e
-def test_pr_pushes_the_real_bundle_to_a_fork_and_opens_the_pull_request(real_run, repo_root, tool_cache, tmp_path):
+@pytest.mark.parametrize("target", ["llama.cpp", "ggml"])
+def test_pr_open_on_the_real_bundle_exits_27_sending_and_pushing_nothing(real_run, repo_root, tool_cache, tmp_path,
+                                                                          target):
     from pytest_httpserver import HTTPServer
 
     results, _ = real_run
-    d = results / "bundle" / "ggml"
+    d = results / "bundle" / target
     fork = tmp_path / "fork.git"
     subprocess.run(["git", "init", "-q", "--bare", str(fork)], check=True)
     api = HTTPServer(host="127.0.0.1", port=0)
     api.start()
     try:
-        api.expect_request("/repos/ggml-org/ggml/pulls", method="POST").respond_with_json(
-            {"html_url": "https://github.com/ggml-org/ggml/pull/7"}, status=201)
         os.environ["GITHUB_TOKEN"] = TOKEN
         try:
             proc = run_tool("pr", "--matrix", str(repo_root / "matrix.yaml"), "--cache", str(tool_cache),
-                            "--bundle", str(d), "--repo", "ggml-org/ggml", "--head-remote", str(fork),
+                            "--bundle", str(d), "--repo", "ggml-org/llama.cpp", "--head-remote", str(fork),
                             "--head-owner", "me", "--branch", "ggml-opt-accumulators", "--api-url", api.url_for("/"),
                             "--open", cwd=tmp_path)
         finally:
             del os.environ["GITHUB_TOKEN"]
-        assert proc.returncode == 0, proc.stderr
-        assert proc.stdout.strip().endswith("pull request opened: https://github.com/ggml-org/ggml/pull/7")
-        (request, _), = api.log
-        sent = json.loads(request.get_data(as_text=True))
-        assert sent["body"] == (d / "PR_BODY.md").read_text() and sent["head"] == "me:ggml-opt-accumulators"
+        assert proc.returncode == 27, proc.stderr
+        assert api.log == []  # no request made
     finally:
         api.clear()
         api.stop()
-    man = json.loads((d / "manifest.json").read_text())
-    rev = lambda where, r: subprocess.run(["git", f"--git-dir={where}", "rev-parse", r],  # noqa: E731
-                                          capture_output=True, text=True, check=True).stdout.strip()
-    assert rev(fork, "refs/heads/ggml-opt-accumulators^{tree}") == rev(tool_cache / "snapshots.git",
-                                                                        f"{man['patched_commit']}^{{tree}}")
-    _scan_for_token([tmp_path, tool_cache / "pr" / "ggml"], [proc.stdout, proc.stderr])
+    refs = subprocess.run(["git", f"--git-dir={fork}", "for-each-ref"], capture_output=True, text=True, check=True)
+    assert refs.stdout == ""  # nothing pushed
+    if target == "llama.cpp":
+        assert f"push {fork} HEAD:refs/heads/ggml-opt-accumulators" in proc.stdout
+        assert "/ggml-org/llama.cpp/compare/master...me:ggml-opt-accumulators?expand=1" in proc.stdout
+    else:
+        assert "takes no pull request: verified through ggml-org/llama.cpp's sync" in proc.stdout
+    _scan_for_token([tmp_path], [proc.stdout, proc.stderr])
