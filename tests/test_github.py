@@ -287,9 +287,11 @@ def _fork_refs(tiny: Tiny) -> str:
     return tiny.fork_git("for-each-ref")
 
 
-def test_manual_submit_refuses_open_with_the_steps_and_sends_nothing(tiny, api):
+def test_manual_submit_refuses_open_with_the_steps_and_sends_nothing(tiny, api, monkeypatch):
     tiny.write_bundle(upstream=None, submit="manual", files_md=_real_llama_files())
+    monkeypatch.setattr(tiny, "bundle", tiny.bundle.relative_to(tiny.tmp))  # as typed, relative to the cwd
     proc = run_pr(tiny, "--open", api_url=api.url_for("/"), token=None)  # no token needed to be told no
+    monkeypatch.undo()
     line = one_line_error(proc, 27)
     assert "submit is manual" in line and "nothing was pushed or sent" in line
     assert api.log == [] and _fork_refs(tiny) == ""  # no request made, nothing pushed

@@ -84,8 +84,9 @@ def _manual(args, cache, bundle, policy: dict, repo: str, branch: str, owner) ->
     workdir = github.work_repo(cache.root / "pr" / slug(bundle.target), cache.snapshots_git)
     steps = submission.manual_steps(
         policy=policy, repo=repo, workdir=str(workdir), remote=github.redact(args.head_remote), branch=branch,
-        onto=onto, fetch=not github.has_commit(workdir, onto), patches=[str(p) for p in bundle.patch_files],
-        bundle=str(bundle.path), base=args.base, owner=owner, web=submission.web_url(args.api_url))
+        onto=onto, fetch=not github.has_commit(workdir, onto),
+        patches=[str(p.resolve()) for p in bundle.patch_files],  # `git -C` elsewhere: absolute paths
+        bundle=str(bundle.path.resolve()), base=args.base, owner=owner, web=submission.web_url(args.api_url))
     print("\n".join(steps))
 
 
