@@ -32,7 +32,7 @@ def _cells() -> list[tuple[str, str]]:
     try:
         from orchestrator.config import load_matrix
         from orchestrator.errors import GgmlPatchError
-        from orchestrator.workflow import nox_cells
+        from orchestrator.ci.workflow import nox_cells
     except ImportError:
         return []
     try:
@@ -45,7 +45,7 @@ def _cells() -> list[tuple[str, str]]:
 @nox.parametrize(["target", "backend"], _cells())
 def cell(session: nox.Session, target: str, backend: str) -> None:
     """One matrix cell into results/cells/<target>-<backend> (a CI leg; args go to `ggml-patch matrix`)."""
-    from orchestrator.workflow import cell_results_dir  # where the CI leg uploads from
+    from orchestrator.ci.workflow import cell_results_dir  # where the CI leg uploads from
 
     session.install(".")
     session.run("ggml-patch", "matrix", "--target", target, "--backend", backend,

@@ -1,10 +1,10 @@
 """Failure attribution: each test failing with the fix against the same test (and device) without it."""
 import pytest
 
-from orchestrator import attribution, classify
-from orchestrator.attribution import (ANY_DEVICE, PRE_EXISTING, REGRESSION, UNKNOWN, attribute, crash_device,
+from orchestrator.evidence import attribution, classify
+from orchestrator.evidence.attribution import (ANY_DEVICE, PRE_EXISTING, REGRESSION, UNKNOWN, attribute, crash_device,
                                       describe, failing_devices, failure_kind, pre_existing_only, what_failed)
-from orchestrator.classify import CRASHED, FAILED, INVALID, KILLED, PASSED, control_verdict
+from orchestrator.evidence.classify import CRASHED, FAILED, INVALID, KILLED, PASSED, control_verdict
 
 GATE_FAIL = "device=Vulkan0 opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
 
@@ -207,7 +207,7 @@ def test_real_mesa22_results_render_the_pre_existing_crash():
     import json
     from pathlib import Path
 
-    from orchestrator.results import summary_markdown
+    from orchestrator.report.summary import summary_markdown
 
     data = json.loads((Path(__file__).parent / "data" / "results-vulkan-mesa22-sample.json").read_text())
     for cell in data["cells"]:

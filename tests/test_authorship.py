@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from orchestrator import bundle as B
+from orchestrator.upstream import bundle as B
 from orchestrator.errors import ConfigError
-from orchestrator.snapshots import FIXED_IDENTITY, SnapshotRepo, Worktree
+from orchestrator.vcs.snapshots import FIXED_IDENTITY, SnapshotRepo, Worktree
 from orchestrator.upstream import authorship as A
 
 from .conftest import git, run_tool

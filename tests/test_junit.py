@@ -6,8 +6,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from orchestrator.junit import CONTROL_GATE_NAME, junit_xml
-from orchestrator.results import write_results
+from orchestrator.report.junit import CONTROL_GATE_NAME, junit_xml
+from orchestrator.report.summary import write_results
 
 LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
 GATE = "test-opt-dynamic-accum"

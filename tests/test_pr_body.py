@@ -4,7 +4,7 @@ ASCII; a cover with placeholders makes a draft; ISSUE.md holds the reproduction 
 import json
 from pathlib import Path
 
-from orchestrator import bundle as B
+from orchestrator.upstream import bundle as B
 from orchestrator.upstream import cover as C
 from orchestrator.upstream import documents as D
 from orchestrator.upstream import policy as P

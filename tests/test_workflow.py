@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from orchestrator.config import load_matrix
-from orchestrator.workflow import (ACTIONLINT_CONFIG_PATH, DEFAULT_PATH, actionlint_config, cell_session,
+from orchestrator.ci.workflow import (ACTIONLINT_CONFIG_PATH, DEFAULT_PATH, actionlint_config, cell_session,
                                    workflow, workflow_yaml)
 
 from .conftest import run_tool

@@ -25,8 +25,8 @@ def add_arguments(p) -> None:
 
 
 def run(args, matrix, cache) -> ExitCode:
-    from ..bundle import BundleOptions, make_bundles
     from ..upstream import authorship
+    from ..upstream.bundle import BundleOptions, make_bundles
 
     # whose commits these are, before anything is read or written: refused in one line when unknown
     author = authorship.resolve(args.author, authorship.from_git_config() if args.author is None else (None, None))

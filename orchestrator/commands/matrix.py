@@ -23,8 +23,9 @@ def add_arguments(p) -> None:
 
 
 def run(args, matrix, cache) -> ExitCode:
-    from ..matrix import RunOptions, run_matrix
-    from ..results import write_results
+    from ..report.model import CellStatus
+    from ..run.matrix import RunOptions, run_matrix
+    from ..report.summary import write_results
 
     results_dir = Path(args.results)
     if args.parallel is not None and args.parallel < 1:
@@ -33,9 +34,10 @@ def run(args, matrix, cache) -> ExitCode:
                       args.rerun, args.parallel)
     results = run_matrix(opts)
     paths = write_results(results, results_dir)
-    cells = results["cells"]
-    count = {s: sum(1 for c in cells if c["status"] == s) for s in ("passed", "skipped", "build-only")}
-    built = f", {count['build-only']} build-only" if count["build-only"] else ""
-    print(f"{count['passed']} passed, {len(cells) - sum(count.values())} failed, {count['skipped']} skipped{built}: "
-          "results in " + ", ".join(str(p) for p in paths))
-    return ExitCode(results["exit_code"])
+    cells = results.cells
+    count = {s: sum(1 for c in cells if c.status == s)
+             for s in (CellStatus.PASSED, CellStatus.SKIPPED, CellStatus.BUILD_ONLY)}
+    built = f", {count[CellStatus.BUILD_ONLY]} build-only" if count[CellStatus.BUILD_ONLY] else ""
+    print(f"{count[CellStatus.PASSED]} passed, {len(cells) - sum(count.values())} failed, "
+          f"{count[CellStatus.SKIPPED]} skipped{built}: results in " + ", ".join(str(p) for p in paths))
+    return ExitCode(results.exit_code)

@@ -30,9 +30,8 @@ def add_arguments(p) -> None:
 
 
 def run(args, matrix, cache) -> ExitCode:
-    from .. import github
-    from ..bundle import read_bundle
-    from ..upstream import submission
+    from ..upstream import github, submission
+    from ..upstream.bundle import read_bundle
 
     if args.timeout <= 0:
         raise ConfigError(f"--timeout {args.timeout:g}: expected a number of seconds above 0")
@@ -72,7 +71,7 @@ def run(args, matrix, cache) -> ExitCode:
 
 def _manual(args, cache, bundle, policy: dict, repo: str, branch: str, owner) -> None:
     """The steps a contributor runs to submit by hand; nothing here touches the network."""
-    from .. import github
+    from ..upstream import github
     from ..cache import slug
     from ..upstream import submission
 
@@ -91,7 +90,7 @@ def _manual(args, cache, bundle, policy: dict, repo: str, branch: str, owner) ->
 
 
 def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
-    from .. import github
+    from ..upstream import github
     from ..cache import slug
 
     secrets = (token,) if token else ()

@@ -7,13 +7,14 @@ import os
 import re
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 from ..errors import ConfigError
 
 _IDENTITY = re.compile(r"^(?P<name>[^<>\n]*[^<>\s])\s+<(?P<email>[^<>\s@]+@[^<>\s]+)>$")
 _ASSISTANT = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$")  # one line of printable ASCII
-# the committer `git am` records in the bundle's verification (snapshots._ISOLATED): the same
+# the committer `git am` records in the bundle's verification (vcs.runner.ISOLATED): the same
 # commits come out there, so the verified head is the bundle's own commit
 COMMITTER = ("ggml-patch", "ggml-patch@localhost")
 
@@ -45,7 +46,8 @@ def check_assistant(name: Optional[str]) -> Optional[str]:
 
 
 def from_git_config(cwd: Optional[str] = None) -> tuple[Optional[str], Optional[str]]:
-    """user.name and user.email as git resolves them for the user here (their own configuration)."""
+    """user.name and user.email as git resolves them for the user here. Not through vcs.runner,
+    whose isolation hides exactly this: the user's own global and system configuration."""
     def get(key: str) -> Optional[str]:
         try:
             proc = subprocess.run(["git", "config", "--get", key], capture_output=True, text=True, cwd=cwd,
@@ -73,13 +75,10 @@ def resolve(author: Optional[str], config: tuple[Optional[str], Optional[str]]) 
 # ---------------------------------------------------------------- the commits, re-made
 
 def _git(git_dir: str, args: list[str], data: Optional[bytes] = None, env: Optional[dict] = None) -> bytes:
-    from ..snapshots import _env  # no user or system configuration leaks in
+    """The one git layer, isolated: exact bytes in and out (a message is kept byte for byte)."""
+    from ..vcs.runner import git_bytes
 
-    proc = subprocess.run(["git", f"--git-dir={git_dir}", *args], input=data, capture_output=True,
-                          env=_env(**(env or {})))
-    if proc.returncode:
-        raise ConfigError(f"git {args[0]}: {proc.stderr.decode(errors='replace').strip()}")
-    return proc.stdout
+    return git_bytes(*args, git_dir=Path(git_dir), input=data, env=env, strip=False)
 
 
 def split_commit(raw: bytes) -> tuple[dict[str, bytes], bytes]:

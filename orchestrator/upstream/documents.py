@@ -8,7 +8,7 @@ from typing import Optional
 
 import unidiff
 
-from .. import bundle as B
+from . import bundle as B
 from . import cover as C
 from . import pr_body, readiness
 from .authorship import Identity

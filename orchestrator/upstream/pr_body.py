@@ -10,9 +10,10 @@ import re
 import unicodedata
 from typing import Optional
 
-from .. import bundle as B
-from ..layout import GATE_TEST, UPSTREAM_TEST
-from ..training import table_markdown
+from ..evidence.training import table_markdown
+from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
+from ..report.model import Results, as_results
+from . import bundle as B
 from . import cover as C
 from .policy import Template, _disclosure_prefix
 
@@ -48,21 +49,25 @@ def _code(x) -> str:
     return f"`{ascii_text(str(x))}`" if x else NONE
 
 
-def cell_table(results: dict, target: str) -> list[str]:
+def _summary(rec, test: str) -> Optional[str]:
+    t = rec.test(test) if rec else None
+    return t.summary_line if t else None
+
+
+def cell_table(results: Results, target: str) -> list[str]:
     out = ["| " + " | ".join(B.CELL_COLUMNS) + " |", "|" + "---|" * len(B.CELL_COLUMNS)]
-    for c in B.cells_of(results, target):
-        recs = B.records_of(results, c["cell"])
+    for c in results.cells_of(target):
+        recs = results.records_of(c.cell)
         patched, control = recs.get("patched"), recs.get("control")
-        t = c.get("timings", {})
-        line = lambda rec, test: ((rec or {}).get("tests", {}).get(test) or {}).get("summary_line")  # noqa: E731
-        vals = [_v(c["cell"]), _v(c["backend"]), _v(c["status"]), _v((control or {}).get("verdict")),
-                _code(line(patched, UPSTREAM_TEST)), _code(line(patched, GATE_TEST)), _code(line(control, GATE_TEST)),
-                _v(t.get("build_patched")), _v(t.get("build_control"))]
+        vals = [_v(c.cell), _v(c.backend), _v(str(c.status)), _v(control.verdict if control else None),
+                _code(_summary(patched, UPSTREAM_TEST)), _code(_summary(patched, GATE_TEST)),
+                _code(_summary(control, GATE_TEST)), _v(c.timings.get("build_patched")),
+                _v(c.timings.get("build_control"))]
         out.append("| " + " | ".join(vals) + " |")
     return out
 
 
-def outcome_table(results: dict, target: str) -> list[str]:
+def outcome_table(results: Results, target: str) -> list[str]:
     out = ["| " + " | ".join(B.OUTCOME_COLUMNS) + " |", "|" + "---|" * len(B.OUTCOME_COLUMNS)]
     for r in B.outcome_rows(results, target):
         vals = [_v(r["backend"]), _v(r["device"]), _code(r["test"]), _v(r["optimizer"]), _v(r["opt_period"]),
@@ -71,32 +76,41 @@ def outcome_table(results: dict, target: str) -> list[str]:
     return out
 
 
-def failure_lines(results: dict, target: str) -> list[str]:
+def _controls(results: Results, target: str) -> list:
+    return [(c, results.records_of(c.cell).get("control")) for c in results.cells_of(target)]
+
+
+def failure_lines(results: Results, target: str) -> list[str]:
     """The gate's own failure line with the fix reverted, once per distinct line, verbatim."""
-    recs = [B.records_of(results, c["cell"]).get("control") or {} for c in B.cells_of(results, target)]
-    return list(dict.fromkeys(ascii_text(r["failure_line"]) for r in recs if r.get("failure_line")))
+    return list(dict.fromkeys(ascii_text(r.failure_line) for _, r in _controls(results, target)
+                              if r and r.failure_line))
 
 
-def training_lines(results: dict, target: str, level: str) -> list[str]:
+def training_lines(results: Results, target: str, level: str) -> list[str]:
     trained = B.training_cell(results, target)
-    if not trained:
+    if not trained or not trained.training:
         return []
-    t = trained["training"]
+    t = trained.training
     verdict = {True: "yes", False: "no", None: "too few epochs"}[t.get("diverges_as_predicted")]
-    return [f"{level} Training: loss per epoch with and without the fix ({ascii_text(trained['cell'])})", "",
+    return [f"{level} Training: loss per epoch with and without the fix ({ascii_text(trained.cell)})", "",
             "`native_tests/train-opt-dynamic.cpp`, per-step graphs, SGD; diverges as predicted without the fix: "
             f"{verdict}", "",
             ascii_text(table_markdown(t["with_fix"], t["without_fix"]).rstrip("\n"))]
 
 
-def _source(results: dict, target: str) -> dict:
-    return next((c.get("source") for c in B.cells_of(results, target) if c.get("source")), {}) or {}
+def _source(results: Results, target: str) -> dict:
+    return next((c.source for c in results.cells_of(target) if c.source), {}) or {}
 
 
-def base_rows(results: dict, target: str, repo: Optional[str]) -> list[str]:
+def _base(results: Results, target: str) -> str:
+    source = _source(results, target)
+    return source.get("upstream_commit") or source.get("base_commit", NONE)
+
+
+def base_rows(results: Results, target: str, repo: Optional[str]) -> list[str]:
     source = _source(results, target)
     upstream = source.get("upstream_commit")
-    patched = next((c.get("patched_commit") for c in B.cells_of(results, target) if c.get("patched_commit")), None)
+    patched = next((c.patched_commit for c in results.cells_of(target) if c.patched_commit), None)
     sdist = f", sdist sha256 `{source['sdist_sha256']}`" if source.get("sdist_sha256") else ""
     where = repo or source.get("url") or "upstream"
     return ["| | commit |", "|---|---|",
@@ -113,68 +127,67 @@ def _build_commands(layout: str, targets: tuple[str, ...]) -> list[str]:
             *[f"./build/bin/{t}" for t in targets]]
 
 
-def reproduce_fixed(results: dict, target: str, patch_names: list[str], layout: str) -> list[str]:
+def reproduce_fixed(results: Results, target: str, patch_names: list[str], layout: str) -> list[str]:
     """The series on the base, the two tests built and run: what the cells did with the fix."""
-    base = _source(results, target).get("upstream_commit") or _source(results, target).get("base_commit", NONE)
-    return [f"git checkout --detach {base}", f"git am {' '.join(patch_names)}",
+    return [f"git checkout --detach {_base(results, target)}", f"git am {' '.join(patch_names)}",
             *_build_commands(layout, (UPSTREAM_TEST, GATE_TEST))]
 
 
-def reproduce_bug(results: dict, target: str, commits: list[B.Commit], patch_names: list[str],
+def reproduce_bug(results: Results, target: str, commits: list, patch_names: list[str],
                   layout: str) -> Optional[list[str]]:
     """Only the test commits on the base, the gate built and run: it fails with the line above.
     None when no commit of the series is only tests (the test cannot go in without the fix)."""
     tests = [name for c, name in zip(commits, patch_names) if c.is_test]
     if not tests:
         return None
-    base = _source(results, target).get("upstream_commit") or _source(results, target).get("base_commit", NONE)
-    return [f"git checkout --detach {base}", f"git am {' '.join(tests)}", *_build_commands(layout, (GATE_TEST,))]
+    return [f"git checkout --detach {_base(results, target)}", f"git am {' '.join(tests)}",
+            *_build_commands(layout, (GATE_TEST,))]
 
 
-def evidence(results: dict, results_sha256: str, target: str, commits: list[B.Commit], patch_names: list[str],
+def evidence(results: Results | dict, results_sha256: str, target: str, commits: list, patch_names: list[str],
              toolchain: dict, repo: Optional[str]) -> list[str]:
     """Everything the tool puts under "Additional information": data only, ASCII."""
-    cells = B.cells_of(results, target)
-    layout = cells[0]["layout"] if cells else ""
-    series = results["series"]
+    results = as_results(results)
+    cells = results.cells_of(target)
+    layout = cells[0].layout if cells else ""
     out = ["### Evidence (ggml-patch results.json)", "",
            "| | |", "|---|---|",
            f"| results.json sha256 | `{results_sha256}` |",
-           f"| run started | {_v(results.get('started_at'))} |",
-           f"| profile | {_v(results.get('profile'))} |",
-           f"| series sha256 | `{series['sha256']}` |", "",
+           f"| run started | {_v(results.started_at)} |",
+           f"| profile | {_v(results.profile)} |",
+           f"| series sha256 | `{results.series['sha256']}` |", "",
            "#### Cells", ""]
     out += cell_table(results, target)
-    notes = [f"- {ascii_text(c['cell'])} device: {ascii_text(B._device_text(c['device']))}"
-             for c in cells if B._device_text(c.get("device"))]
-    notes += [f"- {ascii_text(c['cell'])} {c['status']}: {ascii_text(B._one_line(c.get('reason', '')))}"
-              for c in cells if c["status"] in B.NOT_RUN]
+    notes = [f"- {ascii_text(c.cell)} device: {ascii_text(B._device_text(c.device))}"
+             for c in cells if B._device_text(c.device)]
+    notes += [f"- {ascii_text(c.cell)} {c.status}: {ascii_text(B._one_line(c.reason))}"
+              for c in cells if c.status in B.NOT_RUN]
     if notes:
         out += [""] + notes
     out += ["", "#### Outcomes: backend x device x optimizer", ""]
     out += outcome_table(results, target)
     out += ["", "#### Negative control: the gate with the fix reverted", ""]
-    for c in cells:
-        control = B.records_of(results, c["cell"]).get("control")
+    for c, control in _controls(results, target):
         if not control:
             continue
-        gate = control.get("tests", {}).get(GATE_TEST, {})
-        reverted = ", ".join(f"`{ascii_text(p)}`" for p in control.get("reverted", [])) or NONE
-        out.append(f"- {ascii_text(c['cell'])}: reverted {reverted}; verdict {_v(control.get('verdict'))}; "
-                   f"{GATE_TEST} exit code {_v(gate.get('exit_code'))}; "
-                   f"{UPSTREAM_TEST} {_v((control['tests'].get(UPSTREAM_TEST) or {}).get('outcome'))}")
+        gate = control.test(GATE_TEST)
+        reverted = ", ".join(f"`{ascii_text(p)}`" for p in control.reverted or []) or NONE
+        out.append(f"- {ascii_text(c.cell)}: reverted {reverted}; verdict {_v(control.verdict)}; "
+                   f"{GATE_TEST} exit code {_v(gate.exit_code if gate else None)}; "
+                   f"{UPSTREAM_TEST} {_v(control.outcome(UPSTREAM_TEST))}")
     lines = failure_lines(results, target)
     if lines:
         out += ["", "Gate failure line, fix reverted:", "", "```", *lines, "```"]
     training = training_lines(results, target, "####")
     if training:
         out += [""] + training
-    others = [c for c in results["cells"] if c.get("target") != target]
+    others = [c for c in results.cells if c.target != target]
     if others:
         out += ["", "#### Other targets in the same run", ""]
         for c in others:
-            verdict = (B.records_of(results, c["cell"]).get("control") or {}).get("verdict")
-            out.append(f"- {ascii_text(c['cell'])} ({ascii_text(c.get('layout', NONE))} layout): {c['status']}"
+            control = results.records_of(c.cell).get("control")
+            verdict = control.verdict if control else None
+            out.append(f"- {ascii_text(c.cell)} ({ascii_text(c.layout or NONE)} layout): {c.status}"
                        + (f", control {verdict}" if verdict else ""))
     out += ["", "#### Base commits", ""] + base_rows(results, target, repo)
     out += ["", "#### Reproduce", "", "```sh", *reproduce_fixed(results, target, patch_names, layout), "```"]
@@ -245,19 +258,20 @@ def _strip_blank(lines: list[str]) -> list[str]:
     return lines
 
 
-def issue(results: dict, target: str, commits: list[B.Commit], patch_names: list[str], repo: Optional[str]) -> str:
+def issue(results: Results | dict, target: str, commits: list, patch_names: list[str], repo: Optional[str]) -> str:
     """ISSUE.md: the reproduction on the pinned base (commands, the gate's failure line, the
     training table), nothing else."""
-    cells = B.cells_of(results, target)
-    layout = cells[0]["layout"] if cells else ""
+    results = as_results(results)
+    cells = results.cells_of(target)
+    layout = cells[0].layout if cells else ""
     out = ["## Reproduction", ""] + base_rows(results, target, repo)[:-1]
     bug = reproduce_bug(results, target, commits, patch_names, layout)
     if bug:
         out += ["", "```sh", *bug, "```"]
     lines = failure_lines(results, target)
     if lines:
-        codes = sorted({str((B.records_of(results, c["cell"]).get("control") or {}).get("tests", {})
-                            .get(GATE_TEST, {}).get("exit_code")) for c in cells} - {"None"})
+        codes = sorted({str(gate.exit_code) for _, r in _controls(results, target) if r
+                        for gate in [r.test(GATE_TEST)] if gate and gate.exit_code is not None})
         out += ["", f"## {GATE_TEST} output on the base (exit code {', '.join(codes) or NONE})", "",
                 "```", *lines, "```"]
     training = training_lines(results, target, "##")

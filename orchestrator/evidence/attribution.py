@@ -5,17 +5,18 @@ control variant (the same tree with the fix's hunks reverted, i.e. the upstream 
 gate test): "pre-existing" when it fails without the fix too, "regression" when it passes there,
 "unknown" when the control cannot tell (it did not build, or never reached that device).
 
-Pure: takes the test records matrix.py writes (outcome, signal, rows, output), returns dicts.
+Pure: takes the test records run/cell.py writes (outcome, signal, rows, output), returns dicts.
 """
 from __future__ import annotations
 
 import re
 from typing import Optional
 
-from .classify import PASSED, _ANSI
-from .layout import GATE_TEST
+from ..patchset.layout import GATE_TEST
+from ..report.model import AttributionLabel
+from .classify import CRASHED, FAILED, PASSED, strip_ansi
 
-PRE_EXISTING, REGRESSION, UNKNOWN = "pre-existing", "regression", "unknown"
+PRE_EXISTING, REGRESSION, UNKNOWN = AttributionLabel.PRE_EXISTING, AttributionLabel.REGRESSION, AttributionLabel.UNKNOWN
 _DEVICE_HEADER = re.compile(r"^Backend \d+/\d+: (?P<device>\S+)\s*$", re.M)  # test-opt, before each device
 ANY_DEVICE = "(whole test)"  # the failure cannot be pinned to one device
 
@@ -23,6 +24,8 @@ ANY_DEVICE = "(whole test)"  # the failure cannot be pinned to one device
 def _rows_key(row: dict) -> str:
     if "optimizer" in row:
         return f"{row['optimizer']}"
+    if "case" in row:
+        return str(row["case"])
     if "opt_period" in row:
         return f"opt_period={row['opt_period']}"
     return ""
@@ -33,9 +36,9 @@ def what_failed(test: Optional[dict]) -> str:
     if not test:
         return "did not run"
     o = test.get("outcome")
-    if o == "crashed" and test.get("signal"):
+    if o == CRASHED and test.get("signal"):
         return f"crashed ({test['signal']})"
-    if o == "failed" and test.get("exit_code") is not None:
+    if o == FAILED and test.get("exit_code") is not None:
         return f"failed (exit {test['exit_code']})"
     return str(o)
 
@@ -44,7 +47,7 @@ def crash_device(test: dict) -> Optional[str]:
     """The device a test was on when it stopped without finishing: the last "Backend i/n: DEV"
     header (test-opt) with no result row for that device after it. None when it finished every
     device it started (e.g. it died in teardown) or printed no headers."""
-    output = _ANSI.sub("", test.get("output") or "")
+    output = strip_ansi(test.get("output") or "")
     headers = list(_DEVICE_HEADER.finditer(output))
     if not headers:
         return None
@@ -66,7 +69,7 @@ def failing_devices(test: Optional[dict]) -> dict[str, str]:
             if row.get("step") is not None:
                 detail += f" at step {row['step']}: w={row['actual']:g} expected {row['expected']:g}"
             out.setdefault(row["device"], []).append(f"FAIL {detail}".strip())
-    if test.get("outcome") != "failed" or not out:
+    if test.get("outcome") != FAILED or not out:
         # a crash, a timeout, or a non-zero exit no row explains: pin it to the device in progress
         dev = crash_device(test) or ANY_DEVICE
         out.setdefault(dev, []).append(what_failed(test) + (" while testing it" if dev != ANY_DEVICE else ""))

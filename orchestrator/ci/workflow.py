@@ -11,8 +11,8 @@ from typing import Any, Iterable, Optional
 
 import yaml
 
-from .config import Matrix
-from .errors import ConfigError
+from ..config import Matrix
+from ..errors import ConfigError
 
 DEFAULT_PATH = ".github/workflows/ggml-patch-matrix.yml"
 WORKFLOW_NAME = "ggml-patch matrix"

@@ -9,17 +9,29 @@ import signal as _signal
 from dataclasses import dataclass
 from typing import Optional
 
-PASSED, FAILED, CRASHED, TIMEOUT, NOT_BUILT = "passed", "failed", "crashed", "timeout", "not-built"
-KILLED, SURVIVED, INVALID = "killed", "survived", "invalid"
+from ..report.model import CellStatus, Outcome, Verdict
+
+# The words, as the results model spells them.
+PASSED, FAILED, CRASHED, TIMEOUT, NOT_BUILT = (Outcome.PASSED, Outcome.FAILED, Outcome.CRASHED, Outcome.TIMEOUT,
+                                               Outcome.NOT_BUILT)
+KILLED, SURVIVED, INVALID = Verdict.KILLED, Verdict.SURVIVED, Verdict.INVALID
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# The gate's line per device x case (the format shared with native_tests/): CASE is key=value pairs,
+# "opt_period=N" for the classic SGD cases, "case=NAME ..." for the others.
 GATE_ROW = re.compile(
-    r"^device=(?P<device>\S+) opt_period=(?P<opt_period>\d+): (?P<status>OK|FAIL|SKIPPED)"
+    r"^device=(?P<device>\S+) (?P<case>[^:\n]+): (?P<status>OK|FAIL|SKIPPED)"
     r"(?: at step (?P<step>\d+): w=(?P<actual>\S+) expected (?P<expected>\S+))?.*$", re.M)
+_OPT_PERIOD = re.compile(r"(?:^| )opt_period=(\d+)(?: |$)")
 TEST_OPT_ROW = re.compile(r"^\s*Backend (?P<device>\S+) (?P<optimizer>\S+): (?P<status>OK|FAIL|SKIPPED)\s*$", re.M)
 
 
-def outcome(exit_code: Optional[int], timed_out: bool = False) -> str:
+def strip_ansi(text: str) -> str:
+    """Terminal colours out: the lines as a person reads them."""
+    return _ANSI.sub("", text)
+
+
+def outcome(exit_code: Optional[int], timed_out: bool = False) -> Outcome:
     if timed_out or exit_code is None:
         return TIMEOUT
     if exit_code == 0:
@@ -41,10 +53,16 @@ def signal_name(exit_code: Optional[int]) -> Optional[str]:
 
 
 def gate_rows(output: str) -> list[dict]:
-    """test-opt-dynamic-accum's lines -> one row per device x opt_period."""
+    """test-opt-dynamic-accum's lines -> one row per device x case: its `case`, and its
+    `opt_period` when the case has one (older gates print only opt_period cases)."""
     rows = []
-    for m in GATE_ROW.finditer(_ANSI.sub("", output)):
-        row = {"device": m["device"], "opt_period": int(m["opt_period"]), "status": m["status"]}
+    for m in GATE_ROW.finditer(strip_ansi(output)):
+        case = m["case"].strip()
+        row: dict = {"device": m["device"], "case": case}
+        period = _OPT_PERIOD.search(case)
+        if period:
+            row["opt_period"] = int(period.group(1))
+        row["status"] = m["status"]
         if m["status"] == "FAIL":
             row["line"] = m.group(0).strip()
             if m["step"]:  # absent when the device failed before any step ran
@@ -63,18 +81,20 @@ def gate_failure_line(output: str) -> Optional[str]:
 def test_opt_rows(output: str) -> list[dict]:
     """test-opt's "Backend CPU adamw: OK" lines -> one row per device x optimizer."""
     return [{"device": m["device"], "optimizer": m["optimizer"], "status": m["status"]}
-            for m in TEST_OPT_ROW.finditer(_ANSI.sub("", output))]
+            for m in TEST_OPT_ROW.finditer(strip_ansi(output))]
 
 
 @dataclass(frozen=True)
-class Verdict:
-    verdict: str  # killed | survived | invalid
+class GateVerdict:
+    """The verdict on the gate run without the fix (the control, or a mutant), and why."""
+
+    verdict: Verdict
     reason: str
 
 
 def control_verdict(build_ok: bool, gate_outcome: Optional[str], gate_exit: Optional[int],
                     gate_output: str, test_opt_outcome: Optional[str],
-                    test_opt_pre_existing: Optional[str] = None) -> Verdict:
+                    test_opt_pre_existing: Optional[str] = None) -> GateVerdict:
     """Killed only if the control built, the gate failed by its own check (non-zero exit, not a
     signal or timeout) and printed its failure line, and test-opt still passed.
 
@@ -82,32 +102,32 @@ def control_verdict(build_ok: bool, gate_outcome: Optional[str], gate_exit: Opti
     crash on one device): test-opt then cannot show that the control changed only the fix, so
     the verdict rests on the gate alone, and the reason says so."""
     if not build_ok:
-        return Verdict(INVALID, "the control variant did not build")
+        return GateVerdict(INVALID, "the control variant did not build")
     if gate_outcome == PASSED:
-        return Verdict(SURVIVED, "the gate test passed without the fix: it is not a gate")
+        return GateVerdict(SURVIVED, "the gate test passed without the fix: it is not a gate")
     if gate_outcome == CRASHED:
-        return Verdict(INVALID, f"the gate test crashed ({signal_name(gate_exit)}) instead of failing its check")
+        return GateVerdict(INVALID, f"the gate test crashed ({signal_name(gate_exit)}) instead of failing its check")
     if gate_outcome == TIMEOUT:
-        return Verdict(INVALID, "the gate test timed out")
+        return GateVerdict(INVALID, "the gate test timed out")
     if gate_outcome != FAILED:
-        return Verdict(INVALID, f"the gate test did not run ({gate_outcome})")
+        return GateVerdict(INVALID, f"the gate test did not run ({gate_outcome})")
     line = gate_failure_line(gate_output)
     if not line:
-        return Verdict(INVALID, f"the gate test exited {gate_exit} without printing its failure line")
+        return GateVerdict(INVALID, f"the gate test exited {gate_exit} without printing its failure line")
     if test_opt_outcome != PASSED and test_opt_pre_existing:
-        return Verdict(KILLED, f"the gate test failed by its own check: {line} (verdict on the gate alone: "
+        return GateVerdict(KILLED, f"the gate test failed by its own check: {line} (verdict on the gate alone: "
                                f"test-opt {test_opt_outcome} with and without the fix, pre-existing: {test_opt_pre_existing})")
     if test_opt_outcome != PASSED:
-        return Verdict(INVALID, f"test-opt {test_opt_outcome} without the fix, so the control changed more than the fix")
-    return Verdict(KILLED, f"the gate test failed by its own check: {line}")
+        return GateVerdict(INVALID, f"test-opt {test_opt_outcome} without the fix, so the control changed more than the fix")
+    return GateVerdict(KILLED, f"the gate test failed by its own check: {line}")
 
 
-def cell_status(patched_build_ok: bool, patched: dict[str, str], verdict: Optional[Verdict],
-                attribution: str = "") -> tuple[str, str]:
+def cell_status(patched_build_ok: bool, patched: dict[str, str], verdict: Optional[GateVerdict],
+                attribution: str = "") -> tuple[CellStatus, str]:
     """(status, reason) for a cell: passed only when every patched test passed and the control was killed.
     `attribution` says, for failing tests, whether they fail without the fix too."""
     if not patched_build_ok:
-        return FAILED, "the patched variant did not build"
+        return CellStatus.FAILED, "the patched variant did not build"
     bad = [f"{name} {o}" for name, o in patched.items() if o != PASSED]
     if bad:
         reason = "with the fix: " + ", ".join(bad)
@@ -115,9 +135,9 @@ def cell_status(patched_build_ok: bool, patched: dict[str, str], verdict: Option
             reason += f" ({attribution})"
             if verdict is not None:
                 reason += f"; negative control {verdict.verdict}: {verdict.reason}"
-        return FAILED, reason
+        return CellStatus.FAILED, reason
     if verdict is None:
-        return FAILED, "the negative control did not run"
+        return CellStatus.FAILED, "the negative control did not run"
     if verdict.verdict != KILLED:
-        return FAILED, f"negative control {verdict.verdict}: {verdict.reason}"
-    return PASSED, "all tests pass with the fix; the gate fails without it"
+        return CellStatus.FAILED, f"negative control {verdict.verdict}: {verdict.reason}"
+    return CellStatus.PASSED, "all tests pass with the fix; the gate fails without it"

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .config import Matrix
-from .errors import ConfigError
+from ..config import Matrix
+from ..errors import ConfigError
 from .layout import GATE_TEST
 from .series import Series, parse_series
 

@@ -1,111 +1,56 @@
-"""The matrix run: for each target x backend cell, fetch, apply, build, test, then the
-negative control on the same build tree. Errors in one cell are recorded; the others go on."""
+"""One cell of the matrix: fetch, apply, configure, build, test, then the negative control on
+the same build tree; the result stored in the result cache. Errors are recorded in the cell."""
 from __future__ import annotations
 
-import concurrent.futures
 import json
-import resource
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from . import __version__, attribution, backends, classify, cmake, resultcache, sources, toolchain, training
-from .cache import Cache, slug
-from .config import Backend, Matrix, Target
-from .errors import BuildFailed, ExitCode, GgmlPatchError, SeriesDoesNotApply
-from .layout import GATE_TEST, TESTS, UPSTREAM_TEST, BuildPlan, build_plan, get_layout
-from .progress import Reporter
-from .series import Series, render
-from .series_files import load_series, write_patches
-from .snapshots import SnapshotRepo, Worktree
+from .. import __version__, backends, sources
+from ..cache import Cache, slug
+from ..cancel import CancelToken
+from ..config import Backend, Target
+from ..errors import BuildFailed, ExitCode, GgmlPatchError, SeriesDoesNotApply
+from ..evidence import attribution, classify, training
+from ..patchset.files import write_patches
+from ..patchset.layout import GATE_TEST, TESTS, UPSTREAM_TEST, BuildPlan, build_plan, get_layout
+from ..patchset.render import render
+from ..patchset.series import Series
+from ..progress import Reporter
+from ..vcs.snapshots import SnapshotRepo, Worktree
+from . import cmake, resultcache, toolchain
 from .testrun import TestRun, run_test
 
-
-@dataclass
-class RunOptions:
-    matrix: Matrix
-    cache: Cache
-    results_dir: Path
-    profile: str = "default"
-    targets: list[str] = field(default_factory=list)
-    backends: list[str] = field(default_factory=list)
-    build_only: bool = False  # build (not skip) cells whose toolchain is here but whose device is not
-    rerun: bool = False  # ignore cached cell results
-    parallel: Optional[int] = None  # cells at once (default: as many as cores, at most the cells)
+if TYPE_CHECKING:
+    from .matrix import RunOptions
 
 
-def plan_parallelism(n_cells: int, cores: int, parallel: Optional[int]) -> tuple[int, int]:
-    """(cells at once, compile jobs per cell): never more compile jobs than cores in all."""
-    workers = max(1, min(parallel or cores, n_cells, cores))
-    return workers, max(1, cores // workers)
+class _Cancellable:
+    """The reporter's step, done and build-progress calls, each first checking the run's cancel
+    token: a cancelled cell stops at its next step or build line."""
 
+    def __init__(self, reporter: Reporter, cancel: CancelToken):
+        self._reporter, self._cancel = reporter, cancel
 
-def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None) -> dict:
-    series = load_series(opts.matrix)
-    cells = opts.matrix.cells(opts.profile, opts.targets, opts.backends)
-    reporter = reporter or Reporter(len(cells))
-    repo = SnapshotRepo(opts.cache.snapshots_git)
-    started = time.time()
-    cpu0 = _own_cpu_s()
-    workers, n_jobs = plan_parallelism(len(cells), cmake.jobs(), opts.parallel)
-    if workers == 1:
-        done = [run_cell(opts, series, repo, t, b, reporter, n_jobs) for t, b in cells]
-    else:
-        done = _run_parallel(opts, series, repo, cells, reporter, workers, n_jobs)
-    cell_results = [c for c, _ in done]
-    records = [r for _, recs in done for r in recs]
-    return {
-        "schema_version": 1,
-        "tool": "ggml-patch",
-        "matrix": str(opts.matrix.path),
-        "profile": opts.profile,
-        "series": series_info(series),
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-        "duration_s": round(time.time() - started, 2),
-        "orchestrator_cpu_s": round(_own_cpu_s() - cpu0, 2),  # this process only: not git, cmake, compilers, tests
-        "parallel": {"cells_at_once": workers, "jobs_per_build": n_jobs},
-        "exit_code": int(overall_exit_code(cell_results)),
-        "cells": cell_results,
-        "records": records,
-    }
+    def step(self, name: str, detail: str = "") -> None:
+        self._cancel.check()
+        self._reporter.step(name, detail)
 
+    def build_progress(self, done: int, total: int) -> None:
+        self._cancel.check()
+        self._reporter.build_progress(done, total)
 
-def _run_parallel(opts, series, repo, cells, reporter: Reporter, workers: int, n_jobs: int) -> list:
-    """Independent cells overlap (one fetches or links while another compiles); results keep the
-    matrix's order. On Ctrl-C or SIGTERM (raised in this thread) the other cells stop at their next
-    step or build line: their compilers are killed and a reverted tree is put back."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(run_cell, opts, series, repo, t, b, reporter, n_jobs) for t, b in cells]
-        try:
-            return [f.result() for f in futures]
-        except BaseException:
-            reporter.cancel()
-            for f in futures:
-                f.cancel()
-            concurrent.futures.wait(futures)
-            raise
-
-
-def _own_cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-def series_info(series: Series) -> dict:
-    return {"layout": series.layout, "sha256": series.sha256,
-            "patches": [{"name": p.name, "subject": p.subject, "author": p.author} for p in series.patches]}
-
-
-def overall_exit_code(cells: list[dict]) -> ExitCode:
-    codes = [c["exit_code"] for c in cells if c["exit_code"]]
-    return ExitCode(min(codes)) if codes else ExitCode.OK
+    def __getattr__(self, name: str):
+        return getattr(self._reporter, name)
 
 
 def run_cell(opts: RunOptions, series: Series, repo: SnapshotRepo, target: Target, backend: Backend,
-             reporter: Reporter, n_jobs: Optional[int] = None) -> tuple[dict, list[dict]]:
+             reporter: Reporter, n_jobs: Optional[int] = None,
+             cancel: Optional[CancelToken] = None) -> tuple[dict, list[dict]]:
+    reporter = _Cancellable(reporter, cancel or CancelToken())  # type: ignore[assignment]
     cell_id = f"{target.name}/{backend.name}"
     reporter.start_cell(cell_id)
     cell = {"cell": cell_id, "target": target.name, "backend": backend.name, "layout": target.layout,
