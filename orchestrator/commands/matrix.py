@@ -18,6 +18,8 @@ def add_arguments(p) -> None:
                         "device is not (CUDA without a GPU), instead of skipping them")
     p.add_argument("--rerun", action="store_true",
                    help="run every cell again even when a cached result for exactly these inputs exists")
+    p.add_argument("--no-mutants", action="store_true",
+                   help="skip the known-wrong fixes of native_tests/mutants/ (shown as skipped, with the reason)")
     p.add_argument("--parallel", type=int, metavar="N",
                    help="cells at once (default: one per core; compile jobs are split so the cores are never oversubscribed)")
 
@@ -31,7 +33,7 @@ def run(args, matrix, cache) -> ExitCode:
     if args.parallel is not None and args.parallel < 1:
         raise ConfigError(f"--parallel {args.parallel}: expected a positive number of cells")
     opts = RunOptions(matrix, cache, results_dir, args.profile, args.target, args.backend, args.build_only,
-                      args.rerun, args.parallel)
+                      args.rerun, not args.no_mutants, args.parallel)
     results = run_matrix(opts)
     paths = write_results(results, results_dir)
     cells = results.cells

@@ -92,19 +92,16 @@ class GateVerdict:
     reason: str
 
 
-def control_verdict(build_ok: bool, gate_outcome: Optional[str], gate_exit: Optional[int],
-                    gate_output: str, test_opt_outcome: Optional[str],
-                    test_opt_pre_existing: Optional[str] = None) -> GateVerdict:
-    """Killed only if the control built, the gate failed by its own check (non-zero exit, not a
-    signal or timeout) and printed its failure line, and test-opt still passed.
-
-    `test_opt_pre_existing` describes a test-opt failure seen with the fix too (e.g. a driver
-    crash on one device): test-opt then cannot show that the control changed only the fix, so
-    the verdict rests on the gate alone, and the reason says so."""
+def gate_verdict(build_ok: bool, gate_outcome: Optional[str], gate_exit: Optional[int], gate_output: str,
+                 variant: str = "the control variant",
+                 passed: str = "the gate test passed without the fix: it is not a gate") -> GateVerdict:
+    """The gate run on a tree without the (right) fix: killed only if the tree built and the gate
+    failed by its own check (a non-zero exit, not a signal or timeout) and printed its failure
+    line; survived if it passed (`passed` says what that means); else invalid."""
     if not build_ok:
-        return GateVerdict(INVALID, "the control variant did not build")
+        return GateVerdict(INVALID, f"{variant} did not build")
     if gate_outcome == PASSED:
-        return GateVerdict(SURVIVED, "the gate test passed without the fix: it is not a gate")
+        return GateVerdict(SURVIVED, passed)
     if gate_outcome == CRASHED:
         return GateVerdict(INVALID, f"the gate test crashed ({signal_name(gate_exit)}) instead of failing its check")
     if gate_outcome == TIMEOUT:
@@ -114,12 +111,24 @@ def control_verdict(build_ok: bool, gate_outcome: Optional[str], gate_exit: Opti
     line = gate_failure_line(gate_output)
     if not line:
         return GateVerdict(INVALID, f"the gate test exited {gate_exit} without printing its failure line")
-    if test_opt_outcome != PASSED and test_opt_pre_existing:
-        return GateVerdict(KILLED, f"the gate test failed by its own check: {line} (verdict on the gate alone: "
-                               f"test-opt {test_opt_outcome} with and without the fix, pre-existing: {test_opt_pre_existing})")
-    if test_opt_outcome != PASSED:
-        return GateVerdict(INVALID, f"test-opt {test_opt_outcome} without the fix, so the control changed more than the fix")
     return GateVerdict(KILLED, f"the gate test failed by its own check: {line}")
+
+
+def control_verdict(build_ok: bool, gate_outcome: Optional[str], gate_exit: Optional[int],
+                    gate_output: str, test_opt_outcome: Optional[str],
+                    test_opt_pre_existing: Optional[str] = None) -> GateVerdict:
+    """The gate's verdict (gate_verdict), and test-opt still passed: the control changed only the fix.
+
+    `test_opt_pre_existing` describes a test-opt failure seen with the fix too (e.g. a driver
+    crash on one device): test-opt then cannot show that the control changed only the fix, so
+    the verdict rests on the gate alone, and the reason says so."""
+    v = gate_verdict(build_ok, gate_outcome, gate_exit, gate_output)
+    if v.verdict != KILLED or test_opt_outcome == PASSED:
+        return v
+    if test_opt_pre_existing:
+        return GateVerdict(KILLED, f"{v.reason} (verdict on the gate alone: test-opt {test_opt_outcome} with and "
+                                   f"without the fix, pre-existing: {test_opt_pre_existing})")
+    return GateVerdict(INVALID, f"test-opt {test_opt_outcome} without the fix, so the control changed more than the fix")
 
 
 def cell_status(patched_build_ok: bool, patched: dict[str, str], verdict: Optional[GateVerdict],

@@ -42,9 +42,9 @@ def render(series: Series, src: Layout, dst: Layout, base_file: Callable[[str], 
                 files += _registration_diff(dst, base_file)
             elif other_project and _adds_gate_test(f) and not _registers(files, dst):
                 files += _registration_diff(dst, base_file)
-                files.append(_retarget(f, src, dst))
+                files.append(retarget(f, src, dst))
             else:
-                files.append(_retarget(f, src, dst))
+                files.append(retarget(f, src, dst))
         if files:  # a patch that only registered the test has nothing left where nothing registers
             patches.append(replace(p, files=tuple(files)))
     return Series(dst.name, tuple(patches))
@@ -68,7 +68,8 @@ def _registers(files: list[FileDiff], dst: Layout) -> bool:
     return any(f.path == dst.prefix + REGISTRATION_FILE for f in files)
 
 
-def _retarget(f: FileDiff, src: Layout, dst: Layout) -> FileDiff:
+def retarget(f: FileDiff, src: Layout, dst: Layout) -> FileDiff:
+    """One file's diff with its header paths mapped from `src`'s layout to `dst`'s."""
     out, in_header = [], True
     for line in f.text.split("\n"):
         if line.startswith("@@"):

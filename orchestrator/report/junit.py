@@ -17,6 +17,10 @@ VARIANTS = ("patched", "control")
 CONTROL_GATE_NAME = f"{GATE_TEST} (fix reverted: must fail)"
 
 
+def mutant_case_name(name: str) -> str:
+    return f"{GATE_TEST} with mutant {name} (must fail)"
+
+
 def _case(suite: ET.Element, cell: Cell, variant: str, test: str, duration: Optional[float] = None) -> ET.Element:
     name = CONTROL_GATE_NAME if (variant == "control" and test == GATE_TEST) else test
     attrs = {"classname": f"ggml-patch.{cell.target}.{cell.backend}.{variant}", "name": name,
@@ -96,8 +100,27 @@ def _suite(parent: ET.Element, cell: Cell, results: Results) -> ET.Element:
         else:
             for test in TESTS:
                 _test_case(suite, cell, rec, test)
+    for rec in results.mutants_of(cell.cell):
+        _mutant_case(suite, cell, rec)
     _count(suite)
     return suite
+
+
+def _mutant_case(suite: ET.Element, cell: Cell, rec: VariantRecord) -> None:
+    """A known-wrong fix: passes when the gate killed it; survived or invalid is the failure."""
+    info = rec.mutant or {}
+    name = str(info.get("name") or rec.variant)
+    t = rec.test(GATE_TEST)
+    case = ET.SubElement(suite, "testcase", {"classname": f"ggml-patch.{cell.target}.{cell.backend}.mutant",
+                                             "name": mutant_case_name(name),
+                                             "time": f"{t.duration_s if t else 0:.3f}"})
+    if rec.status == RecordStatus.SKIPPED:
+        _mark(case, "skipped", f"mutant not run: {info.get('skipped', '')}")
+    elif rec.verdict == Verdict.KILLED:
+        ET.SubElement(case, "system-out").text = f"killed: {rec.failure_line or ''}"
+    else:
+        _mark(case, "failure", f"mutant {name} {rec.verdict}: {rec.verdict_reason}", str(rec.verdict),
+              f"{info.get('title', '')}\nwhy it is wrong: {info.get('why_wrong', '')}" + (f"\n{_detail(t)}" if t else ""))
 
 
 def _count(el: ET.Element) -> None:

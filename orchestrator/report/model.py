@@ -82,11 +82,15 @@ class RecordStatus(Word):
     KILLED = "killed"
     SURVIVED = "survived"
     INVALID = "invalid"
+    SKIPPED = "skipped"  # a mutant not run (--no-mutants, or nothing to judge it against)
 
 
 class Variant(Word):
     PATCHED = "patched"
     CONTROL = "control"
+
+
+MUTANT_PREFIX = "mutant:"  # a mutant's variant: "mutant:<file name without .patch>"
 
 
 _W = TypeVar("_W", bound=Word)
@@ -222,10 +226,16 @@ class VariantRecord:
     verdict: Optional[Verdict] = None  # the control's verdict (its status too)
     verdict_reason: str = ""
     failure_line: Optional[str] = None  # the control: the gate's own failure line
+    # a mutant: name, title, why_wrong (its header), and `skipped` (why it was not run) when it was not
+    mutant: Optional[dict[str, Any]] = None
     extra: dict[str, Any] = field(default_factory=dict)
 
-    _KEYS = ("cell", "target", "backend", "variant", "status", "build", "tests", "training", "reverted", "verdict",
-             "verdict_reason", "failure_line")
+    _KEYS = ("cell", "target", "backend", "variant", "status", "build", "tests", "training", "reverted", "mutant",
+             "verdict", "verdict_reason", "failure_line")
+
+    @property
+    def is_mutant(self) -> bool:
+        return str(self.variant).startswith(MUTANT_PREFIX)
 
     def test(self, name: str) -> Optional[TestRecord]:
         return self.tests.get(name)
@@ -243,6 +253,8 @@ class VariantRecord:
             d["training"] = self.training
         if self.reverted is not None:
             d["reverted"] = self.reverted
+        if self.mutant is not None:
+            d["mutant"] = self.mutant
         if self.verdict is not None:
             d.update(verdict=self.verdict.value, verdict_reason=self.verdict_reason, failure_line=self.failure_line)
         return {**d, **self.extra}
@@ -254,7 +266,7 @@ class VariantRecord:
                    _word(RecordStatus, d.get("status", "")), Build.from_dict(d["build"]) if d.get("build") else None,
                    {n: TestRecord.from_dict(t) for n, t in (d.get("tests") or {}).items()}, d.get("training"),
                    d.get("reverted"), _word(Verdict, d["verdict"]) if d.get("verdict") else None,
-                   d.get("verdict_reason", ""), d.get("failure_line"), _extra(d, cls._KEYS))
+                   d.get("verdict_reason", ""), d.get("failure_line"), d.get("mutant"), _extra(d, cls._KEYS))
 
 
 @dataclass
@@ -301,10 +313,12 @@ class Cell:
     attribution: Optional[list[AttributionEntry]] = None
     training: Optional[dict[str, Any]] = None  # loss per epoch with and without the fix
     failure_kind: Optional[AttributionLabel] = None
+    # the known-wrong fixes: total, killed, survived and invalid (names), skipped (why none ran)
+    mutants: Optional[dict[str, Any]] = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     _KEYS = ("cell", "target", "backend", "layout", "status", "reason", "exit_code", "timings", "device", "source",
-             "cache_key", "cached", "patched_commit", "attribution", "training", "failure_kind")
+             "cache_key", "cached", "patched_commit", "attribution", "training", "failure_kind", "mutants")
 
     def to_dict(self) -> dict[str, Any]:
         d = {"cell": self.cell, "target": self.target, "backend": self.backend, "layout": self.layout,
@@ -313,7 +327,8 @@ class Cell:
             "device": self.device, "source": self.source, "cache_key": self.cache_key, "cached": self.cached,
             "patched_commit": self.patched_commit,
             "attribution": None if self.attribution is None else [e.to_dict() for e in self.attribution],
-            "training": self.training, "failure_kind": None if self.failure_kind is None else self.failure_kind.value}))
+            "training": self.training, "failure_kind": None if self.failure_kind is None else self.failure_kind.value,
+            "mutants": self.mutants}))
         return {**d, **self.extra}
 
     @classmethod
@@ -326,7 +341,7 @@ class Cell:
                    d.get("patched_commit"),
                    None if attribution is None else [AttributionEntry.from_dict(e) for e in attribution],
                    d.get("training"), _word(AttributionLabel, d["failure_kind"]) if d.get("failure_kind") else None,
-                   _extra(d, cls._KEYS))
+                   d.get("mutants"), _extra(d, cls._KEYS))
 
 
 @dataclass
@@ -353,6 +368,10 @@ class Results:
     def records_of(self, cell_id: str) -> dict[str, VariantRecord]:
         """{variant: record} for one cell."""
         return {r.variant: r for r in self.records if r.cell == cell_id}
+
+    def mutants_of(self, cell_id: str) -> list[VariantRecord]:
+        """One cell's mutant records, in the order they ran."""
+        return [r for r in self.records if r.cell == cell_id and r.is_mutant]
 
     def cells_of(self, target: str) -> list[Cell]:
         return [c for c in self.cells if c.target == target]

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Union
 
+from ..evidence.mutants import kill_line
 from ..evidence.training import table_markdown
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from .model import Cell, CellStatus, RecordStatus, Results, RowStatus, VariantRecord, as_results, dump_results
@@ -67,6 +68,7 @@ def summary_markdown(results: Union[Results, dict]) -> str:
         out.append(f"- **{c.cell}**: {c.status} — {c.reason}")
     out += _device_section(results)
     out += _attribution_section(cells)
+    out += _mutants_section(results)
     out += _training_section(cells)
     out += ["", "## Sources", "", "| cell | source | base commit | upstream commit | patched commit |",
             "|---|---|---|---|---|"]
@@ -140,6 +142,25 @@ def _attribution_section(cells: list[Cell]) -> list[str]:
            "| cell | test | device | with the fix | without the fix | attribution |", "|---|---|---|---|---|---|"]
     for c, e in rows:
         out.append(f"| {c.cell} | {e.test} | {e.device or '—'} | {e.with_fix} | {e.without_fix} | **{e.label}** |")
+    return out
+
+
+def _mutants_section(results: Results) -> list[str]:
+    """Each known-wrong fix (native_tests/mutants/) per cell: the gate must kill every one."""
+    rows = [(c, r) for c in results.cells for r in results.mutants_of(c.cell)]
+    if not rows:
+        return []
+    out = ["", "## Known-wrong fixes (mutants)", ""]
+    for c in results.cells:
+        recs = results.mutants_of(c.cell)
+        if recs:
+            out.append(f"- **{c.cell}**: " + kill_line([r.verdict for r in recs]))
+    out += ["", "| cell | mutant | what it gets wrong | verdict | why |", "|---|---|---|---|---|"]
+    for c, r in rows:
+        info = r.mutant or {}
+        verdict = r.verdict or r.status
+        why = r.verdict_reason or info.get("skipped", "")
+        out.append(f"| {c.cell} | {info.get('name', r.variant)} | {info.get('why_wrong', '')} | **{verdict}** | {why} |")
     return out
 
 

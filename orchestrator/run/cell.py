@@ -1,25 +1,40 @@
-"""One cell of the matrix: fetch, apply, configure, build, test, then the negative control on
-the same build tree; the result stored in the result cache. Errors are recorded in the cell."""
+"""One cell of the matrix as a pipeline of named steps, in one place:
+
+    fetch -> apply -> configure -> build -> test -> control -> mutants -> training -> conclude -> store
+
+(STEPS names them.) Each step is a small function of the cell's context (`CellContext`): what the cell is (target,
+backend and its module, its folders), what the steps found so far (the snapshot, the rendered
+series, the worktree, the build plan) and what it records (a `Cell` and its `VariantRecord`s,
+report/model.py). A step may end the pipeline early (`ctx.done`: a cached result). A BuildFailed
+fails the cell, any other GgmlPatchError is the cell's error; the other cells go on.
+Bundle verification runs configure, build and test on a context of its own (upstream/bundle.py).
+"""
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 import time
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from .. import __version__, backends, sources
+from ..backends import BackendModule
 from ..cache import Cache, slug
 from ..cancel import CancelToken
 from ..config import Backend, Target
 from ..errors import BuildFailed, ExitCode, GgmlPatchError, SeriesDoesNotApply
 from ..evidence import attribution, classify, training
+from ..evidence import mutants as mutant_evidence
+from ..evidence.mutants import Mutant
 from ..patchset.files import write_patches
-from ..patchset.layout import GATE_TEST, TESTS, UPSTREAM_TEST, BuildPlan, build_plan, get_layout
+from ..patchset.layout import GATE_TEST, TESTS, UPSTREAM_TEST, BuildPlan, Layout, build_plan, get_layout
 from ..patchset.render import render
 from ..patchset.series import Series
 from ..progress import Reporter
+from ..report.model import (MUTANT_PREFIX, Build, Cell, CellStatus, DeviceRow, RecordStatus, TestRecord,
+                            VariantRecord, Verdict)
+from ..vcs.runner import GitError
 from ..vcs.snapshots import SnapshotRepo, Worktree
 from . import cmake, resultcache, toolchain
 from .testrun import TestRun, run_test
@@ -27,54 +42,317 @@ from .testrun import TestRun, run_test
 if TYPE_CHECKING:
     from .matrix import RunOptions
 
+_HARNESS_FILES = ("CMakeLists.txt", "extra-programs.cmake", "train-opt-dynamic.cpp")
 
-class _Cancellable:
-    """The reporter's step, done and build-progress calls, each first checking the run's cancel
-    token: a cancelled cell stops at its next step or build line."""
 
-    def __init__(self, reporter: Reporter, cancel: CancelToken):
-        self._reporter, self._cancel = reporter, cancel
+class Steps:
+    """Progress (display, when there is a reporter) and cancellation for one cell's steps: a
+    cancelled cell stops at its next step or build line, as if interrupted there."""
+
+    def __init__(self, reporter: Optional[Reporter] = None, cancel: Optional[CancelToken] = None):
+        self.reporter, self.cancel = reporter, cancel or CancelToken()
 
     def step(self, name: str, detail: str = "") -> None:
-        self._cancel.check()
-        self._reporter.step(name, detail)
+        self.cancel.check()
+        if self.reporter:
+            self.reporter.step(name, detail)
+
+    def done(self, what: str) -> None:
+        if self.reporter:
+            self.reporter.done(what)
 
     def build_progress(self, done: int, total: int) -> None:
-        self._cancel.check()
-        self._reporter.build_progress(done, total)
+        self.cancel.check()
+        if self.reporter:
+            self.reporter.build_progress(done, total)
 
-    def __getattr__(self, name: str):
-        return getattr(self._reporter, name)
+
+@dataclass
+class CellContext:
+    """One cell: what it is, what its steps found, what it records."""
+
+    target: Target
+    backend: Backend
+    module: BackendModule
+    cache: Cache
+    native_tests: Path  # native_tests/: the harness, the training program, mutants/
+    cell_dir: Path  # src/ (the worktree), build/, harness/, series/, state.json
+    logs: Path  # where this run's logs go
+    steps: Steps
+    cell: Cell
+    series: Optional[Series] = None  # the canonical series (None: the worktree is given, e.g. a bundle's)
+    repo: Optional[SnapshotRepo] = None
+    n_jobs: Optional[int] = None  # compile jobs (None: every core)
+    build_only_reason: Optional[str] = None  # --build-only on a machine without the device: build, run nothing
+    rerun: bool = False  # ignore a cached result
+    mutant_files: list[Mutant] = field(default_factory=list)  # native_tests/mutants/*.patch
+    mutants_enabled: bool = True  # False: --no-mutants
+    programs: bool = True  # build and run the training program beside the tests
+    records: list[VariantRecord] = field(default_factory=list)
+    # found by the steps
+    done: bool = False  # the rest of the pipeline has nothing to do (a cached result)
+    snap: Optional[sources.Snapshot] = None
+    rendered: Optional[Series] = None
+    env: dict[str, str] = field(default_factory=dict)
+    key: str = ""
+    worktree: Optional[Worktree] = None
+    plan: Optional[BuildPlan] = None
+    configure_reused: bool = False
+    patched: Optional[VariantRecord] = None
+    control: Optional[VariantRecord] = None
+    verdict: Optional[classify.GateVerdict] = None
+
+    @property
+    def layout(self) -> Layout:
+        return get_layout(self.target.layout, self.target.prefix)
+
+    @property
+    def build_dir(self) -> Path:
+        return self.cell_dir / "build"
+
+    @property
+    def run_tests(self) -> bool:
+        return self.build_only_reason is None
+
+    def timed(self, name: str, t0: float) -> None:
+        self.cell.timings[name] = round(time.monotonic() - t0, 2)
+
+
+# ---------------------------------------------------------------- the steps
+
+
+def fetch(ctx: CellContext) -> None:
+    ctx.steps.step("fetch", f"{ctx.target.source.kind} {ctx.target.source.key}")
+    t0 = time.monotonic()
+    assert ctx.repo is not None
+    snap = ctx.snap = sources.snapshot(ctx.target.source, ctx.cache, ctx.repo)
+    ctx.cell.source = {"kind": ctx.target.source.kind, "description": snap.description, **snap.provenance,
+                       "base_commit": snap.commit}
+    ctx.timed("fetch", t0)
+    ctx.steps.done(snap.description)
+
+
+def apply(ctx: CellContext) -> None:
+    """The series rendered into the target's layout, on the base: or the cached result of exactly
+    these inputs, which ends the pipeline."""
+    assert ctx.series is not None and ctx.snap is not None and ctx.repo is not None
+    repo, snap = ctx.repo, ctx.snap
+    ctx.steps.step("apply", f"{len(ctx.series.patches)} patches, layout {ctx.layout.name}")
+    t0 = time.monotonic()
+    ctx.rendered = render(ctx.series, get_layout(ctx.series.layout), ctx.layout, lambda p: repo.read_blob(snap.commit, p))
+    ctx.env = ctx.module.test_env(ctx.backend)
+    ctx.key = ctx.cell.cache_key = resultcache.cell_key(cache_inputs(ctx))
+    if not ctx.rerun and reuse_cached(ctx):
+        ctx.timed("apply", t0)
+        ctx.steps.done(f"cached result, nothing changed (key {ctx.key[:12]}; --rerun to run it again)")
+        ctx.done = True
+        return
+    ctx.worktree = Worktree(repo, ctx.cell_dir / "src")
+    try:
+        head = apply_series(ctx.worktree, snap.commit, ctx.rendered, ctx.cell_dir)
+    except SeriesDoesNotApply as e:
+        raise SeriesDoesNotApply(f"the series does not apply to {snap.description}: {e}") from None
+    ctx.cell.patched_commit = head
+    ctx.timed("apply", t0)
+    ctx.steps.done(f"patched commit {head[:12]}")
+
+
+def configure(ctx: CellContext) -> None:
+    assert ctx.worktree is not None
+    plan = build_plan(ctx.layout, str(ctx.worktree.path), str(harness(ctx.native_tests, ctx.cell_dir)))
+    ctx.plan = plan if ctx.programs else replace(plan, programs=())
+    ctx.steps.step("configure", f"cmake {ctx.module.name}")
+    t0 = time.monotonic()
+    step = cmake.configure(ctx.plan, ctx.build_dir, ctx.module.configure_flags(ctx.backend), ctx.logs / "configure.log",
+                           ctx.env)
+    ctx.timed("configure", t0)
+    cmake.require(step, "cmake configure")
+    ctx.configure_reused = step.skipped
+    ctx.steps.done("reused" if step.skipped else "configured")
+
+
+def build(ctx: CellContext) -> None:
+    """The patched variant built; a build failure fails the cell."""
+    rec = ctx.patched = _build_variant(ctx, "patched")
+    if rec.status == RecordStatus.BUILD_FAILED:
+        assert rec.build is not None
+        raise BuildFailed(f"{ctx.cell.cell}: build failed: {rec.build.error} (log: {rec.build.log})")
+
+
+def run_tests(ctx: CellContext) -> None:
+    """The tests (and the training program) on the patched variant."""
+    assert ctx.patched is not None
+    if ctx.run_tests:
+        _run_variant(ctx, ctx.patched)
+    ctx.records.append(ctx.patched)
+
+
+def control(ctx: CellContext) -> None:
+    """The negative control: only the fix reverted (the test kept) in the same tree, rebuilt
+    (one translation unit and the relinks), the tests run again; the tree is put back after,
+    whatever happens. Its verdict: killed, survived or invalid."""
+    assert ctx.rendered is not None and ctx.snap is not None and ctx.worktree is not None
+    fix_paths = ctx.rendered.fix_paths()
+    ctx.steps.step("control", f"revert {', '.join(fix_paths)}, keep the test")
+    t0 = time.monotonic()
+    ctx.worktree.apply_reverse(ctx.worktree.diff(ctx.snap.commit, fix_paths))
+    try:
+        rec = ctx.control = _build_variant(ctx, "control")
+        if ctx.run_tests and rec.status != RecordStatus.BUILD_FAILED:
+            _run_variant(ctx, rec)
+    finally:
+        ctx.worktree.restore(fix_paths)  # the tree is left patched whatever happened
+    ctx.timed("control", t0)  # the control's whole marginal cost: revert, rebuild, tests, restore
+    rec.reverted = fix_paths
+    if ctx.run_tests:
+        _judge_control(ctx, rec)
+    ctx.records.append(rec)
+
+
+def _judge_control(ctx: CellContext, rec: VariantRecord) -> None:
+    assert ctx.patched is not None
+    built = bool(rec.build and rec.build.ok)
+    # each test failing with the fix, against the same test (and device) without it
+    entries = ctx.cell.attribution = attribution.attribute(ctx.patched.tests, rec.tests, built)
+    opt_pre = attribution.pre_existing_only(entries, UPSTREAM_TEST)
+    gate = rec.test(GATE_TEST)
+    gate_output = (gate.output or "") if gate else ""
+    v = ctx.verdict = classify.control_verdict(
+        built, rec.outcome(GATE_TEST), gate.exit_code if gate else None, gate_output, rec.outcome(UPSTREAM_TEST),
+        attribution.describe([e for e in entries if e.test == UPSTREAM_TEST], labels=False) if opt_pre else None)
+    rec.status, rec.verdict, rec.verdict_reason = RecordStatus(v.verdict.value), v.verdict, v.reason
+    rec.failure_line = classify.gate_failure_line(gate_output)
+    ctx.cell.failure_kind = attribution.failure_kind(entries)
+
+
+def run_mutants(ctx: CellContext) -> None:
+    """Each known-wrong fix (native_tests/mutants/) on the patched tree: rendered into the
+    target's layout, applied, rebuilt (one translation unit and the relinks), the gate run, the
+    files put back (whatever happens). No mutants: nothing to do, nothing recorded."""
+    if not ctx.mutant_files:
+        return
+    skipped = _why_mutants_are_skipped(ctx)
+    if skipped:
+        for m in ctx.mutant_files:
+            ctx.records.append(_mutant_record(ctx, m, RecordStatus.SKIPPED, skipped=skipped))
+        ctx.cell.mutants = {"total": len(ctx.mutant_files), "killed": 0, "survived": [], "invalid": [],
+                            "skipped": skipped}
+        return
+    t0 = time.monotonic()
+    recs = [_run_mutant(ctx, m) for m in ctx.mutant_files]
+    ctx.timed("mutants", t0)
+    ctx.records += recs
+    ctx.cell.mutants = {"total": len(recs), "killed": sum(1 for r in recs if r.verdict == Verdict.KILLED),
+                        "survived": [r.mutant["name"] for r in recs if r.verdict == Verdict.SURVIVED and r.mutant],
+                        "invalid": [r.mutant["name"] for r in recs if r.verdict == Verdict.INVALID and r.mutant],
+                        "skipped": None}
+
+
+def training_evidence(ctx: CellContext) -> None:
+    """The training program's loss per epoch with and without the fix, side by side."""
+    p, c = ctx.patched, ctx.control
+    if p is None or c is None or p.training is None or c.training is None:
+        return
+    p_ep, c_ep = p.training["epochs"], c.training["epochs"]
+    ctx.cell.training = {"with_fix": p_ep, "without_fix": c_ep,
+                         "diverges_as_predicted": training.diverges_as_predicted(p_ep, c_ep)}
+
+
+def conclude(ctx: CellContext) -> None:
+    """The cell's status, reason and exit code from what the steps recorded."""
+    assert ctx.patched is not None and ctx.control is not None
+    cell, control = ctx.cell, ctx.control
+    if not ctx.run_tests:
+        if control.status == RecordStatus.BUILD_FAILED:
+            error = control.build.error if control.build else ""
+            cell.status, cell.exit_code = CellStatus.FAILED, int(ExitCode.BUILD_FAILED)
+            cell.reason = f"built with the fix, but the control (fix reverted) did not build: {error}"
+        else:
+            cell.status, cell.exit_code = CellStatus.BUILD_ONLY, 0
+            cell.reason = f"built with and without the fix; tests not run: {ctx.build_only_reason}"
+        return
+    outcomes = {n: t.outcome for n, t in ctx.patched.tests.items()}
+    built = bool(ctx.patched.build and ctx.patched.build.ok)
+    status, reason = classify.cell_status(built, outcomes, ctx.verdict, attribution.summary(cell.attribution or []))
+    code = ExitCode.OK
+    if status != CellStatus.PASSED:
+        if not built:
+            code = ExitCode.BUILD_FAILED
+        elif any(o != classify.PASSED for o in outcomes.values()):
+            code = ExitCode.EXPECTATIONS_NOT_MET
+        else:
+            code = ExitCode.CONTROL_NOT_KILLED
+    survived = (cell.mutants or {}).get("survived") or []
+    if survived:  # the gate passes a known-wrong fix: it is not gate enough
+        reason += f"; {len(survived)} known-wrong fix(es) survived the gate: {', '.join(survived)}"
+        if status == CellStatus.PASSED:
+            status, code = CellStatus.FAILED, ExitCode.CONTROL_NOT_KILLED
+    cell.status, cell.reason, cell.exit_code = status, reason, int(code)
+
+
+def store(ctx: CellContext) -> None:
+    """The finished cell kept in the result cache (its logs too), reused while nothing it
+    depends on changes. Log paths are kept relative to the logs directory."""
+    for rec in ctx.records:
+        for t in rec.tests.values():
+            t.output = None  # the tests' output is in their logs
+    entry_logs = results_cache_dir(ctx.cache) / f"{ctx.key}-logs"
+    if entry_logs.exists():
+        shutil.rmtree(entry_logs)
+    if ctx.logs.exists():
+        shutil.copytree(ctx.logs, entry_logs)
+    records = [VariantRecord.from_dict(r.to_dict()) for r in ctx.records]  # copies: paths made relative below
+    _map_logs(records, lambda p: _relative(p, ctx.logs))
+    resultcache.store(results_cache_dir(ctx.cache), ctx.key,
+                      {"cell": ctx.cell.to_dict(), "records": [r.to_dict() for r in records]})
+
+
+Step = Callable[[CellContext], None]
+STEPS: tuple[tuple[str, Step], ...] = (
+    ("fetch", fetch), ("apply", apply), ("configure", configure), ("build", build), ("test", run_tests),
+    ("control", control), ("mutants", run_mutants), ("training", training_evidence), ("conclude", conclude),
+    ("store", store))
+
+
+def run_steps(ctx: CellContext, names: Optional[tuple[str, ...]] = None) -> None:
+    """The steps in order (or only those `names`), until one says the rest has nothing to do."""
+    for name, step in STEPS:
+        if ctx.done:
+            return
+        if names is None or name in names:
+            step(ctx)
+
+
+# ---------------------------------------------------------------- one cell, start to end
 
 
 def run_cell(opts: RunOptions, series: Series, repo: SnapshotRepo, target: Target, backend: Backend,
-             reporter: Reporter, n_jobs: Optional[int] = None,
-             cancel: Optional[CancelToken] = None) -> tuple[dict, list[dict]]:
-    reporter = _Cancellable(reporter, cancel or CancelToken())  # type: ignore[assignment]
+             reporter: Reporter, n_jobs: Optional[int] = None, cancel: Optional[CancelToken] = None,
+             mutant_files: Optional[list[Mutant]] = None) -> tuple[Cell, list[VariantRecord]]:
     cell_id = f"{target.name}/{backend.name}"
     reporter.start_cell(cell_id)
-    cell = {"cell": cell_id, "target": target.name, "backend": backend.name, "layout": target.layout,
-            "status": "error", "reason": "", "exit_code": int(ExitCode.TOOL_ERROR), "timings": {}}
-    records: list[dict] = []
+    cell = Cell(cell_id, target.name, backend.name, target.layout)
     module = backends.get(backend.name, opts.cache.root)
     action, why = cell_action(module.missing_toolchain(backend), module.missing_device(backend),
                               module.build_only_ok, opts.build_only)
     if action == "skip":
         reporter.skip(why)
-        cell.update(status="skipped", reason=why, exit_code=0)
-        return cell, records
-    cell["device"] = module.device_info(backend)
-    logs = opts.results_dir / "logs" / slug(cell_id)
+        cell.status, cell.reason, cell.exit_code = CellStatus.SKIPPED, why, 0
+        return cell, []
+    cell.device = module.device_info(backend)
+    ctx = CellContext(target, backend, module, opts.cache, opts.matrix.native_tests_dir, opts.cache.cell_dir(cell_id),
+                      opts.results_dir / "logs" / slug(cell_id), Steps(reporter, cancel), cell, series, repo, n_jobs,
+                      build_only_reason=why if action == "build-only" else None, rerun=opts.rerun,
+                      mutant_files=list(mutant_files or []), mutants_enabled=opts.mutants)
     try:
         with opts.cache.lock(f"cell-{cell_id}"):
-            _run_cell_locked(opts, series, repo, target, backend, module, reporter, cell, records, logs,
-                             build_only_reason=why if action == "build-only" else None, n_jobs=n_jobs)
+            run_steps(ctx)
     except BuildFailed as e:
-        cell.update(status="failed", reason=str(e), exit_code=int(e.exit_code))
+        cell.status, cell.reason, cell.exit_code = CellStatus.FAILED, str(e), int(e.exit_code)
     except GgmlPatchError as e:
-        cell.update(status="error", reason=str(e), exit_code=int(e.exit_code))
-    reporter.cell_result(cell["status"], cell["reason"])
-    return cell, records
+        cell.status, cell.reason, cell.exit_code = CellStatus.ERROR, str(e), int(e.exit_code)
+    reporter.cell_result(cell.status, cell.reason)
+    return cell, ctx.records
 
 
 def cell_action(no_toolchain: Optional[str], no_device: Optional[str], build_only_ok: bool,
@@ -92,188 +370,72 @@ def cell_action(no_toolchain: Optional[str], no_device: Optional[str], build_onl
     return "run", ""
 
 
-def _timed(cell: dict, name: str, t0: float) -> None:
-    cell["timings"][name] = round(time.monotonic() - t0, 2)
+# ---------------------------------------------------------------- the result cache
 
 
-def _run_cell_locked(opts, series, repo, target, backend, module, reporter, cell, records, logs,
-                     build_only_reason: Optional[str] = None, n_jobs: Optional[int] = None) -> None:
-    layout = get_layout(target.layout, target.prefix)
-    src_layout = get_layout(series.layout)
-
-    reporter.step("fetch", f"{target.source.kind} {target.source.key}")
-    t0 = time.monotonic()
-    snap = sources.snapshot(target.source, opts.cache, repo)
-    cell["source"] = {"kind": target.source.kind, "description": snap.description, **snap.provenance,
-                      "base_commit": snap.commit}
-    _timed(cell, "fetch", t0)
-    reporter.done(snap.description)
-
-    reporter.step("apply", f"{len(series.patches)} patches, layout {layout.name}")
-    t0 = time.monotonic()
-    rendered = render(series, src_layout, layout, lambda p: repo.read_blob(snap.commit, p))
-    cell_dir = opts.cache.cell_dir(cell["cell"])
-    env = module.test_env(backend)
-    key = resultcache.cell_key({
-        "tool": __version__, "base": snap.commit, "series": rendered.sha256, "layout": [layout.name, layout.prefix],
-        "harness": _harness_files(opts.matrix.native_tests_dir),
-        "flags": module.configure_flags(backend), "env": env, "timeout": backend.timeout,
-        "build_only": build_only_reason is not None, "toolchain": toolchain.versions()})
-    cell["cache_key"] = key
-    if not opts.rerun and _reuse_cached(opts.cache, key, cell, records, logs):
-        _timed(cell, "apply", t0)
-        reporter.done(f"cached result, nothing changed (key {key[:12]}; --rerun to run it again)")
-        return
-    worktree = Worktree(repo, cell_dir / "src")
-    try:
-        head = apply_series(worktree, snap.commit, rendered, cell_dir)
-    except SeriesDoesNotApply as e:
-        raise SeriesDoesNotApply(f"the series does not apply to {snap.description}: {e}") from None
-    cell["patched_commit"] = head
-    _timed(cell, "apply", t0)
-    reporter.done(f"patched commit {head[:12]}")
-
-    plan = build_plan(layout, str(worktree.path), str(_harness(opts.matrix.native_tests_dir, cell_dir)))
-    build_dir = cell_dir / "build"
-    reporter.step("configure", f"cmake {module.name}")
-    t0 = time.monotonic()
-    step = cmake.configure(plan, build_dir, module.configure_flags(backend), logs / "configure.log", env)
-    _timed(cell, "configure", t0)
-    cmake.require(step, "cmake configure")
-    reporter.done("reused" if step.skipped else "configured")
-
-    fix_paths = rendered.fix_paths()
-    run_tests = build_only_reason is None
-    patched = _variant(cell, "patched", plan, build_dir, backend, env, logs, reporter, run_tests, n_jobs)
-    records.append(patched)
-
-    reporter.step("control", f"revert {', '.join(fix_paths)}, keep the test")
-    t0 = time.monotonic()
-    diff = worktree.diff(snap.commit, fix_paths)
-    worktree.apply_reverse(diff)
-    try:
-        control = _variant(cell, "control", plan, build_dir, backend, env, logs, reporter, run_tests, n_jobs)
-    finally:
-        worktree.restore(fix_paths)  # the tree is left patched whatever happened
-    _timed(cell, "control", t0)  # the control's whole marginal cost: revert, rebuild, tests, restore
-    control["reverted"] = fix_paths
-    if not run_tests:
-        records.append(control)
-        _finish_build_only(cell, control, build_only_reason, records)
-        _store_cached(opts.cache, key, cell, records, logs)
-        return
-
-    # each test failing with the fix, against the same test (and device) without it
-    entries = attribution.attribute(patched["tests"], control["tests"], control["build"]["ok"])
-    cell["attribution"] = entries
-    opt_pre = attribution.pre_existing_only(entries, UPSTREAM_TEST)
-    v = classify.control_verdict(
-        control["build"]["ok"], _outcome(control, GATE_TEST), _exit(control, GATE_TEST),
-        control["tests"].get(GATE_TEST, {}).get("output", ""), _outcome(control, UPSTREAM_TEST),
-        attribution.describe([e for e in entries if e["test"] == UPSTREAM_TEST], labels=False) if opt_pre else None)
-    control.update(status=v.verdict, verdict=v.verdict, verdict_reason=v.reason,
-                   failure_line=classify.gate_failure_line(control["tests"].get(GATE_TEST, {}).get("output", "")))
-    records.append(control)
-
-    if "training" in patched and "training" in control:
-        p_ep, c_ep = patched["training"]["epochs"], control["training"]["epochs"]
-        cell["training"] = {"with_fix": p_ep, "without_fix": c_ep,
-                            "diverges_as_predicted": training.diverges_as_predicted(p_ep, c_ep)}
-    patched_outcomes = {n: t["outcome"] for n, t in patched["tests"].items()}
-    kind = attribution.failure_kind(entries)
-    if kind:
-        cell["failure_kind"] = kind
-    status, reason = classify.cell_status(patched["build"]["ok"], patched_outcomes, v, attribution.summary(entries))
-    code = ExitCode.OK
-    if status != classify.PASSED:
-        if not patched["build"]["ok"]:
-            code = ExitCode.BUILD_FAILED
-        elif any(o != classify.PASSED for o in patched_outcomes.values()):
-            code = ExitCode.EXPECTATIONS_NOT_MET
-        else:
-            code = ExitCode.CONTROL_NOT_KILLED
-    cell.update(status=status, reason=reason, exit_code=int(code))
-    for rec in records:
-        for t in rec["tests"].values():
-            t.pop("output", None)
-    _store_cached(opts.cache, key, cell, records, logs)
+def cache_inputs(ctx: CellContext) -> dict:
+    """Everything that decides the cell's result (its result-cache key hashes these)."""
+    assert ctx.snap is not None and ctx.rendered is not None
+    return {"tool": __version__, "base": ctx.snap.commit, "series": ctx.rendered.sha256,
+            "layout": [ctx.layout.name, ctx.layout.prefix], "harness": harness_files(ctx.native_tests),
+            "flags": ctx.module.configure_flags(ctx.backend), "env": ctx.env, "timeout": ctx.backend.timeout,
+            "build_only": ctx.build_only_reason is not None, "toolchain": toolchain.versions(),
+            "mutants": {m.name: [f.text for f in m.files] for m in ctx.mutant_files},
+            "mutants_enabled": ctx.mutants_enabled}
 
 
-def _results_dir(cache: Cache) -> Path:
+def results_cache_dir(cache: Cache) -> Path:
     return cache.root / "results"
 
 
-def _store_cached(cache: Cache, key: str, cell: dict, records: list[dict], logs: Path) -> None:
-    """Keep a finished cell's result and logs, to be reused while nothing it depends on changes."""
-    entry_logs = _results_dir(cache) / f"{key}-logs"
-    if entry_logs.exists():
-        shutil.rmtree(entry_logs)
-    if logs.exists():
-        shutil.copytree(logs, entry_logs)
-    resultcache.store(_results_dir(cache), key, {"cell": cell, "records": records, "logs": str(logs)})
-
-
-def _reuse_cached(cache: Cache, key: str, cell: dict, records: list[dict], logs: Path) -> bool:
-    entry = resultcache.load(_results_dir(cache), key)
-    if not entry:
+def reuse_cached(ctx: CellContext) -> bool:
+    """The cached result of exactly these inputs, its logs copied into this run's, if there is one."""
+    entry = resultcache.load(results_cache_dir(ctx.cache), ctx.key)
+    if not entry or "cell" not in entry or "records" not in entry:
         return False
-    entry_logs = _results_dir(cache) / f"{key}-logs"
+    entry_logs = results_cache_dir(ctx.cache) / f"{ctx.key}-logs"
     if entry_logs.exists():
-        shutil.copytree(entry_logs, logs, dirs_exist_ok=True)
-    old = entry.get("logs", "")
-    text = json.dumps({"cell": entry["cell"], "records": entry["records"]})
-    restored = json.loads(text.replace(json.dumps(old)[1:-1], json.dumps(str(logs))[1:-1]) if old else text)
-    timings = dict(cell["timings"])
-    cell.update({k: v for k, v in restored["cell"].items() if k not in ("timings",)})
-    cell["timings"] = timings
-    cell["cached"] = {"key": key, "timings_of_the_run": restored["cell"].get("timings", {})}
-    records.extend(restored["records"])
+        shutil.copytree(entry_logs, ctx.logs, dirs_exist_ok=True)
+    try:
+        cached = Cell.from_dict(entry["cell"])
+        records = [VariantRecord.from_dict(r) for r in entry["records"]]
+    except (KeyError, TypeError, ValueError):
+        return False  # an entry this version cannot read: not a hit
+    _map_logs(records, lambda p: str(ctx.logs / p) if p else p)
+    timings = ctx.cell.timings  # this run's: the cached run's are kept apart
+    for f in fields(Cell):
+        setattr(ctx.cell, f.name, getattr(cached, f.name))
+    ctx.cell.timings, ctx.cell.cached = timings, {"key": ctx.key, "timings_of_the_run": cached.timings}
+    ctx.records += records
     return True
 
 
-def _finish_build_only(cell: dict, control: dict, no_device: str, records: list[dict]) -> None:
-    if not control["build"]["ok"]:
-        cell.update(status="failed", exit_code=int(ExitCode.BUILD_FAILED),
-                    reason=f"built with the fix, but the control (fix reverted) did not build: {control['build']['error']}")
-    else:
-        cell.update(status="build-only", exit_code=0,
-                    reason=f"built with and without the fix; tests not run: {no_device}")
+def _relative(path: str, logs: Path) -> str:
+    try:
+        return str(Path(path).relative_to(logs))
+    except ValueError:
+        return path  # not under this run's logs (never so today): kept as it is
+
+
+def _map_logs(records: list[VariantRecord], fn: Callable[[str], str]) -> None:
     for rec in records:
-        for t in rec["tests"].values():
-            t.pop("output", None)
+        if rec.build and rec.build.log:
+            rec.build.log = fn(rec.build.log)
+        for t in rec.tests.values():
+            if t.log:
+                t.log = fn(t.log)
+        if rec.training and rec.training.get("log"):
+            rec.training["log"] = fn(rec.training["log"])
 
 
-_HARNESS_FILES = ("CMakeLists.txt", "extra-programs.cmake", "train-opt-dynamic.cpp")
-
-
-def _harness_files(native_tests: Path) -> dict[str, str]:
-    return {name: (native_tests / name).read_text(encoding="utf-8") for name in _HARNESS_FILES}
-
-
-def _harness(native_tests: Path, cell_dir: Path) -> Path:
-    """The CMake harness and the training program, copied into the cell so the build tree does
-    not depend on where this checkout lives (a second clone reuses the same build tree).
-    Unchanged files are not rewritten, so nothing recompiles."""
-    out = cell_dir / "harness"
-    out.mkdir(parents=True, exist_ok=True)
-    for name, text in _harness_files(native_tests).items():
-        dst = out / name
-        if not dst.exists() or dst.read_text(encoding="utf-8") != text:
-            dst.write_text(text, encoding="utf-8")
-    return out
-
-
-def _outcome(rec: dict, test: str) -> Optional[str]:
-    return rec["tests"].get(test, {}).get("outcome")
-
-
-def _exit(rec: dict, test: str) -> Optional[int]:
-    return rec["tests"].get(test, {}).get("exit_code")
+# ---------------------------------------------------------------- the tree, the harness
 
 
 def apply_series(worktree: Worktree, base: str, rendered: Series, cell_dir: Path) -> str:
     """Put the worktree on base + series. A tree already there is left untouched (no file
     times change, so nothing recompiles)."""
+    import json
+
     state_file = cell_dir / "state.json"
     state = json.loads(state_file.read_text()) if state_file.exists() else {}
     if state.get("base") == base and state.get("series") == rendered.sha256 and state.get("head"):
@@ -287,42 +449,70 @@ def apply_series(worktree: Worktree, base: str, rendered: Series, cell_dir: Path
     return head
 
 
-def _variant(cell: dict, variant: str, plan: BuildPlan, build_dir: Path, backend: Backend,
-             env: dict[str, str], logs: Path, reporter: Reporter, run_tests: bool = True,
-             n_jobs: Optional[int] = None) -> dict:
-    rec = {"cell": cell["cell"], "target": cell["target"], "backend": cell["backend"], "variant": variant,
-           "status": "", "build": {}, "tests": {}}
-    targets = plan.targets + plan.programs
-    reporter.step(f"build {variant}", f"targets {' '.join(targets)}")
-    step = cmake.build(build_dir, targets, logs / f"build-{variant}.log", env, reporter.build_progress, n_jobs)
-    rec["build"] = {"ok": step.ok, "duration_s": round(step.duration_s, 2), "log": step.log, "error": step.error}
-    cell["timings"][f"build_{variant}"] = round(step.duration_s, 2)
+def harness_files(native_tests: Path) -> dict[str, str]:
+    return {name: (native_tests / name).read_text(encoding="utf-8") for name in _HARNESS_FILES}
+
+
+def harness(native_tests: Path, cell_dir: Path) -> Path:
+    """The CMake harness and the training program, copied into the cell so the build tree does
+    not depend on where this checkout lives (a second clone reuses the same build tree).
+    Unchanged files are not rewritten, so nothing recompiles."""
+    out = cell_dir / "harness"
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in harness_files(native_tests).items():
+        dst = out / name
+        if not dst.exists() or dst.read_text(encoding="utf-8") != text:
+            dst.write_text(text, encoding="utf-8")
+    return out
+
+
+# ---------------------------------------------------------------- variants: build, tests, program
+
+
+def _build_variant(ctx: CellContext, variant: str, targets: Optional[tuple[str, ...]] = None,
+                   log_name: str = "") -> VariantRecord:
+    assert ctx.plan is not None
+    cell = ctx.cell
+    rec = VariantRecord(cell.cell, cell.target, cell.backend, variant)
+    targets = targets or ctx.plan.targets + ctx.plan.programs
+    ctx.steps.step(f"build {variant}", f"targets {' '.join(targets)}")
+    step = cmake.build(ctx.build_dir, targets, ctx.logs / f"build-{log_name or variant}.log", ctx.env,
+                       ctx.steps.build_progress, ctx.n_jobs)
+    rec.build = Build(step.ok, round(step.duration_s, 2), step.log, step.error)
+    if not variant.startswith(MUTANT_PREFIX):
+        cell.timings[f"build_{variant}"] = round(step.duration_s, 2)
     if not step.ok:
-        rec["status"] = "build-failed"
-        reporter.done(f"build failed: {step.error}")
-        if variant == "patched":
-            raise BuildFailed(f"{cell['cell']}: build failed: {step.error} (log: {step.log})")
+        rec.status = RecordStatus.BUILD_FAILED
+        ctx.steps.done(f"build failed: {step.error}")
         return rec
-    reporter.done("built")
-    if not run_tests:
-        rec["status"] = "built"
-        return rec
-    for test in TESTS:
-        reporter.step(f"test {variant}", test)
-        run = run_test(test, test_argv(build_dir / "bin" / test), backend.timeout, env,
-                       logs / f"{variant}-{test}.log")
-        rec["tests"][test] = _test_record(run)
-        reporter.done(rec["tests"][test]["outcome"])
-    outcomes = [t["outcome"] for t in rec["tests"].values()]
-    rec["status"] = classify.PASSED if all(o == classify.PASSED for o in outcomes) else classify.FAILED
-    for program in plan.programs:
-        reporter.step(f"train {variant}", program)
-        run = run_test(program, test_argv(build_dir / "bin" / program), backend.timeout, env,
-                       logs / f"{variant}-{program}.log")
-        rec["training"] = {"program": program, "outcome": classify.outcome(run.exit_code, run.timed_out),
-                           "duration_s": round(run.duration_s, 3), "log": run.log,
-                           "epochs": training.epochs(run.output)}
-        reporter.done(f"{len(rec['training']['epochs'])} epochs")
+    ctx.steps.done("built")
+    rec.status = RecordStatus.BUILT
+    return rec
+
+
+def _run_variant(ctx: CellContext, rec: VariantRecord) -> None:
+    """Both tests, then the training program, on a built variant."""
+    assert ctx.plan is not None
+    for test_name in TESTS:
+        rec.tests[test_name] = _run_test(ctx, rec.variant, test_name)
+    outcomes = [t.outcome for t in rec.tests.values()]
+    rec.status = RecordStatus.PASSED if all(o == classify.PASSED for o in outcomes) else RecordStatus.FAILED
+    for program in ctx.plan.programs:
+        ctx.steps.step(f"train {rec.variant}", program)
+        run = run_test(program, test_argv(ctx.build_dir / "bin" / program), ctx.backend.timeout, ctx.env,
+                       ctx.logs / f"{rec.variant}-{program}.log")
+        rec.training = {"program": program, "outcome": classify.outcome(run.exit_code, run.timed_out).value,
+                        "duration_s": round(run.duration_s, 3), "log": run.log,
+                        "epochs": training.epochs(run.output)}
+        ctx.steps.done(f"{len(rec.training['epochs'])} epochs")
+
+
+def _run_test(ctx: CellContext, variant: str, test_name: str, log_name: str = "") -> TestRecord:
+    ctx.steps.step(f"test {variant}", test_name)
+    run = run_test(test_name, test_argv(ctx.build_dir / "bin" / test_name), ctx.backend.timeout, ctx.env,
+                   ctx.logs / f"{log_name or variant}-{test_name}.log")
+    rec = record_of_run(run)
+    ctx.steps.done(str(rec.outcome))
     return rec
 
 
@@ -336,19 +526,17 @@ def test_argv(binary: Path) -> list[str]:
     return [str(binary)]
 
 
-def _test_record(run: TestRun) -> dict:
+def record_of_run(run: TestRun) -> TestRecord:
+    """One test run as the results model records it (its output kept while the cell runs)."""
+    gate = run.name == GATE_TEST
+    rows = classify.gate_rows(run.output) if gate else classify.test_opt_rows(run.output)
     outcome = classify.outcome(run.exit_code, run.timed_out)
-    rec = {"outcome": outcome, "exit_code": run.exit_code, "signal": run.signal,
-           "duration_s": round(run.duration_s, 3), "log": run.log, "output": run.output}
-    if run.name == GATE_TEST:
-        rec["rows"] = classify.gate_rows(run.output)
-        rec["failure_line"] = classify.gate_failure_line(run.output)
-    else:
-        rec["rows"] = classify.test_opt_rows(run.output)
-    if outcome != classify.PASSED:
-        rec["stopped_on"] = attribution.crash_device(rec)  # the device it was on when it died, if any
-    rec["summary_line"] = _summary_line(run.output)
-    return rec
+    return TestRecord(outcome, run.exit_code, run.signal, round(run.duration_s, 3), run.log,
+                      [DeviceRow.from_dict(r) for r in rows], _summary_line(run.output), gate,
+                      classify.gate_failure_line(run.output) if gate else None,
+                      # the device it was on when it died, if any
+                      attribution.crash_device(run.output) if outcome != classify.PASSED else None,
+                      run.output)
 
 
 def _summary_line(output: str) -> Optional[str]:
@@ -356,3 +544,54 @@ def _summary_line(output: str) -> Optional[str]:
         if "passed" in line:
             return line.strip()
     return None
+
+
+# ---------------------------------------------------------------- mutants
+
+
+def _why_mutants_are_skipped(ctx: CellContext) -> Optional[str]:
+    if not ctx.mutants_enabled:
+        return "--no-mutants"
+    if not ctx.run_tests:
+        return f"tests not run: {ctx.build_only_reason}"
+    if not ctx.patched or ctx.patched.outcome(GATE_TEST) != classify.PASSED:
+        return "the gate does not pass with the fix, so a known-wrong fix proves nothing"
+    return None
+
+
+def _mutant_record(ctx: CellContext, m: Mutant, status: RecordStatus, skipped: Optional[str] = None) -> VariantRecord:
+    cell = ctx.cell
+    info = {"name": m.name, "title": m.title, "why_wrong": m.why, **({"skipped": skipped} if skipped else {})}
+    return VariantRecord(cell.cell, cell.target, cell.backend, f"{MUTANT_PREFIX}{m.name}", status, mutant=info)
+
+
+def _run_mutant(ctx: CellContext, m: Mutant) -> VariantRecord:
+    """One mutant on the patched tree: applied, rebuilt, the gate run, judged; the files it
+    changed restored on the way out, whatever happened."""
+    assert ctx.worktree is not None and ctx.series is not None and ctx.plan is not None
+    variant = f"{MUTANT_PREFIX}{m.name}"
+    src = get_layout(ctx.series.layout)
+    patch = ctx.cell_dir / "mutants" / f"{m.name}.patch"
+    patch.parent.mkdir(parents=True, exist_ok=True)
+    patch.write_text(m.rendered(src, ctx.layout), encoding="utf-8")
+    paths = m.paths(src, ctx.layout)
+    rec = _mutant_record(ctx, m, RecordStatus.PENDING)
+    apply_error, gate = None, None
+    ctx.steps.step(f"mutant {m.name}", m.title)
+    try:
+        try:
+            ctx.worktree.apply(patch)
+        except GitError as e:
+            apply_error = e.line
+        ctx.steps.done("applied" if apply_error is None else f"did not apply: {apply_error}")
+        if apply_error is None:
+            built = _build_variant(ctx, variant, ctx.plan.targets, f"mutant-{m.name}")
+            rec.build = built.build
+            if built.status == RecordStatus.BUILT:
+                gate = rec.tests[GATE_TEST] = _run_test(ctx, variant, GATE_TEST, f"mutant-{m.name}")
+    finally:
+        ctx.worktree.restore_files(paths)  # the patched tree again, whatever happened
+    v = mutant_evidence.verdict(apply_error, bool(rec.build and rec.build.ok), gate)
+    rec.status, rec.verdict, rec.verdict_reason = RecordStatus(v.verdict.value), v.verdict, v.reason
+    rec.failure_line = classify.gate_failure_line(gate.output or "") if gate else None
+    return rec

@@ -12,10 +12,10 @@ from typing import Optional
 from ..cache import Cache
 from ..cancel import CancelToken
 from ..config import Matrix
-from ..patchset.files import load_series
+from ..patchset.files import load_mutants, load_series
 from ..patchset.series import Series
 from ..progress import Reporter
-from ..report.model import Cell, Results, VariantRecord, overall_exit_code
+from ..report.model import Results, overall_exit_code
 from ..vcs.snapshots import SnapshotRepo
 from . import cmake
 from .cell import run_cell
@@ -31,6 +31,7 @@ class RunOptions:
     backends: list[str] = field(default_factory=list)
     build_only: bool = False  # build (not skip) cells whose toolchain is here but whose device is not
     rerun: bool = False  # ignore cached cell results
+    mutants: bool = True  # run the known-wrong fixes of native_tests/mutants/ (False: --no-mutants)
     parallel: Optional[int] = None  # cells at once (default: as many as cores, at most the cells)
 
 
@@ -42,6 +43,7 @@ def plan_parallelism(n_cells: int, cores: int, parallel: Optional[int]) -> tuple
 
 def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Optional[CancelToken] = None) -> Results:
     series = load_series(opts.matrix)
+    mutant_files = load_mutants(opts.matrix)  # a malformed one is refused here, before any cell runs
     cells = opts.matrix.cells(opts.profile, opts.targets, opts.backends)
     reporter = reporter or Reporter(len(cells))
     cancel = cancel or CancelToken()
@@ -50,11 +52,11 @@ def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Op
     cpu0 = _own_cpu_s()
     workers, n_jobs = plan_parallelism(len(cells), cmake.jobs(), opts.parallel)
     if workers == 1:
-        done = [run_cell(opts, series, repo, t, b, reporter, n_jobs, cancel) for t, b in cells]
+        done = [run_cell(opts, series, repo, t, b, reporter, n_jobs, cancel, mutant_files) for t, b in cells]
     else:
-        done = _run_parallel(opts, series, repo, cells, reporter, cancel, workers, n_jobs)
-    cell_results = [Cell.from_dict(c) for c, _ in done]
-    records = [VariantRecord.from_dict(r) for _, recs in done for r in recs]
+        done = _run_parallel(opts, series, repo, cells, reporter, cancel, workers, n_jobs, mutant_files)
+    cell_results = [c for c, _ in done]
+    records = [r for _, recs in done for r in recs]
     return Results(
         series_info(series), cell_results, records, matrix=str(opts.matrix.path), profile=opts.profile,
         started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
@@ -65,12 +67,13 @@ def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Op
 
 
 def _run_parallel(opts, series, repo, cells, reporter: Reporter, cancel: CancelToken, workers: int,
-                  n_jobs: int) -> list:
+                  n_jobs: int, mutant_files: list) -> list:
     """Independent cells overlap (one fetches or links while another compiles); results keep the
     matrix's order. On Ctrl-C or SIGTERM (raised in this thread) the other cells stop at their next
     step or build line: their compilers are killed and a reverted tree is put back."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(run_cell, opts, series, repo, t, b, reporter, n_jobs, cancel) for t, b in cells]
+        futures = [pool.submit(run_cell, opts, series, repo, t, b, reporter, n_jobs, cancel, mutant_files)
+                   for t, b in cells]
         try:
             return [f.result() for f in futures]
         except BaseException:

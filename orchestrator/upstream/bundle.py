@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..errors import BundleRefused, BundleVerificationFailed, ConfigError, SeriesDoesNotApply
+from ..errors import BuildFailed, BundleRefused, BundleVerificationFailed, ConfigError, SeriesDoesNotApply
 from ..evidence.training import plot
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..report import model
@@ -343,7 +343,6 @@ def bundle_target(opts: BundleOptions, results: Results, results_sha: str, targe
                   warnings: list[str]) -> BundleResult:
     from ..cache import slug
     from ..patchset.files import load_series
-    from ..patchset.layout import get_layout
     from ..patchset.render import rendered_for_target
     from ..vcs.snapshots import SnapshotRepo, Worktree
     from . import authorship, cover, documents, policy
@@ -356,7 +355,6 @@ def bundle_target(opts: BundleOptions, results: Results, results_sha: str, targe
     patched = _same(cells, "patched commit", lambda c: c.patched_commit)
     source = dict(cells[0].source or {})
     target = matrix.target(target_name)
-    layout = get_layout(target.layout, target.prefix)
     work = cache.root / "bundle" / slug(target_name)
     with cache.lock(f"bundle-{target_name}"):
         rendered, snap = rendered_for_target(matrix, cache, target)
@@ -374,7 +372,7 @@ def bundle_target(opts: BundleOptions, results: Results, results_sha: str, targe
         commits = commit_list(repo, base, head)
         opts.log(f"{target_name}: verifying {len(patches)} patches on a fresh copy of {base[:12]} "
                  "(git am, build, test-opt, gate)")
-        verification = verify(opts, target_name, layout, repo, worktree, work, base, head, patches)
+        verification = verify(opts, target, repo, worktree, work, base, head, patches)
         toolchain = toolchain_info(work / "build")
         toolchain = cell_compilers_that_differ({**toolchain, **cells_toolchain(cache, cells)})
         rules = policy.derive(target_name, base, policy.read_policy_files(repo.read_blob, base),
@@ -470,19 +468,15 @@ def commit_list(repo, base: str, patched: str) -> list[Commit]:
     return commits
 
 
-def verify(opts: BundleOptions, target_name: str, layout, repo, worktree, work: Path, base: str,
-           patched: str, patches: list[tuple[str, str]]) -> dict:
-    """git am the bundle's own files on a fresh copy of the base, build the two tests, run them.
-    `patched` is the bundle's head: the tested tree, the contributor's commits.
-    The worktree and build tree are the bundle's own and persist in the cache (ccache and an
-    incremental build make a repeat cost seconds)."""
+def verify(opts: BundleOptions, target, repo, worktree, work: Path, base: str, patched: str,
+           patches: list[tuple[str, str]]) -> dict:
+    """git am the bundle's own files on a fresh copy of the base, then the cell pipeline's
+    configure, build and test steps there (CPU, the two tests). `patched` is the bundle's head:
+    the tested tree, the contributor's commits. The worktree and build tree are the bundle's own
+    and persist in the cache (ccache and an incremental build make a repeat cost seconds)."""
     from .. import backends
-    from ..run import cmake
-    from ..evidence.classify import outcome
     from ..config import Backend
-    from ..patchset.layout import build_plan
-    from ..run.cell import _harness, test_argv  # the same harness copy and test command line as the cells
-    from ..run.testrun import run_test
+    from ..run.cell import CellContext, Steps, run_steps
 
     t_all = time.monotonic()
     series_dir = work / "bundle-series"
@@ -500,52 +494,46 @@ def verify(opts: BundleOptions, target_name: str, layout, repo, worktree, work: 
         # the same `git am` as the matrix's own: the same commit comes out
         worktree.am(files)
     except SeriesDoesNotApply as e:
-        raise SeriesDoesNotApply(f"{target_name}: the bundle's series does not apply with git am to a fresh copy "
+        raise SeriesDoesNotApply(f"{target.name}: the bundle's series does not apply with git am to a fresh copy "
                                  f"of {base[:12]}: {e}") from None
     head = worktree.head()
     tree = repo.tree_of(head)
     if tree != repo.tree_of(patched):
-        raise BundleVerificationFailed(f"{target_name}: git am of the bundle gives tree {tree[:12]}, not the tree "
+        raise BundleVerificationFailed(f"{target.name}: git am of the bundle gives tree {tree[:12]}, not the tree "
                                        f"of the tested commit {patched[:12]}")
     apply_s = time.monotonic() - t0
 
     backend = opts.matrix.backends.get("cpu") or Backend("cpu")
     module = backends.get("cpu", opts.cache.root)
-    plan = build_plan(layout, str(worktree.path), str(_harness(opts.matrix.native_tests_dir, work)))
-    build_dir, logs, env = work / "build", work / "logs", module.test_env(backend)
-    step = cmake.configure(plan, build_dir, module.configure_flags(backend), logs / "configure.log", env)
-    cmake.require(step, f"{target_name}: bundle verification: cmake configure")
-    built = cmake.build(build_dir, plan.targets, logs / "build.log", env)
-    cmake.require(built, f"{target_name}: bundle verification: build")
-    tests, t0 = {}, time.monotonic()
-    for test in plan.targets:
-        run = run_test(test, test_argv(build_dir / "bin" / test), backend.timeout, env, logs / f"{test}.log")
-        tests[test] = {"outcome": outcome(run.exit_code, run.timed_out), "exit_code": run.exit_code,
-                       "summary_line": _last_passed_line(run.output), "log": run.log}
-    failed = [f"{n} {t['outcome']}" for n, t in tests.items() if t["outcome"] != "passed"]
+    ctx = CellContext(target, backend, module, opts.cache, opts.matrix.native_tests_dir, work, work / "logs", Steps(),
+                      Cell(f"{target.name}/cpu", target.name, "cpu", target.layout), worktree=worktree,
+                      programs=False, env=module.test_env(backend))
+    try:
+        run_steps(ctx, ("configure", "build"))
+        t0 = time.monotonic()
+        run_steps(ctx, ("test",))
+    except BuildFailed as e:
+        raise BuildFailed(f"{target.name}: bundle verification: {e}") from None
+    assert ctx.patched is not None and ctx.patched.build is not None
+    tests = {name: {"outcome": str(t.outcome), "exit_code": t.exit_code, "summary_line": t.summary_line,
+                    "log": t.log} for name, t in ctx.patched.tests.items()}
+    failed = [f"{n} {t['outcome']}" for n, t in tests.items() if t["outcome"] != Outcome.PASSED]
     if failed:
-        raise BundleVerificationFailed(f"{target_name}: with the bundle applied to a fresh copy of the base: "
-                                       f"{', '.join(failed)} (logs: {logs})")
+        raise BundleVerificationFailed(f"{target.name}: with the bundle applied to a fresh copy of the base: "
+                                       f"{', '.join(failed)} (logs: {ctx.logs})")
     return {
         "applied_with": "git am",
         "worktree": str(worktree.path),
         "head": head,
         "head_is_bundle_commit": head == patched,  # the contributor's commits, exactly
         "tree_is_patched_tree": True,
-        "configure_reused": step.skipped,
-        "build_log": built.log,
+        "configure_reused": ctx.configure_reused,
+        "build_log": ctx.patched.build.log,
         "tests": tests,
-        "durations_s": {"apply": round(apply_s, 2), "configure": round(step.duration_s, 2),
-                        "build": round(built.duration_s, 2), "tests": round(time.monotonic() - t0, 2),
+        "durations_s": {"apply": round(apply_s, 2), "configure": ctx.cell.timings.get("configure", 0.0),
+                        "build": ctx.patched.build.duration_s, "tests": round(time.monotonic() - t0, 2),
                         "total": round(time.monotonic() - t_all, 2)},
     }
-
-
-def _last_passed_line(output: str) -> Optional[str]:
-    for line in reversed(output.splitlines()):
-        if "passed" in line:
-            return line.strip()
-    return None
 
 
 _SET = re.compile(r'^set\((CMAKE_(?:C|CXX)_COMPILER(?:_ID|_VERSION)?) "([^"]*)"\)', re.M)

@@ -190,6 +190,19 @@ class Worktree:
     def restore(self, paths: list[str]) -> None:
         self.git("checkout", "HEAD", "--", *paths)
 
+    def apply(self, patch_file: Path) -> None:
+        """`git apply` a diff to the files (no commit); GitError with git's line when it does not apply."""
+        self.git("apply", "--", str(patch_file))
+
+    def restore_files(self, paths: list[str]) -> None:
+        """The files back as HEAD has them: changed ones checked out, ones HEAD lacks removed."""
+        tracked = [p for p in paths if succeeds("cat-file", "-e", "--end-of-options", f"HEAD:{p}", cwd=self.path)]
+        if tracked:
+            self.restore(tracked)
+        for p in paths:
+            if p not in tracked and (self.path / p).is_file():
+                (self.path / p).unlink()
+
     # ---- one patch at a time, for the drift status: clean, 3-way, already there, conflict ----
 
     def am_one(self, patch_file: Path, three_way: bool = False) -> Optional[str]:
