@@ -145,6 +145,15 @@ def test_a_prohibition_under_a_prohibited_heading_and_in_code_is_told_apart():
     assert lines(p, "automated_submission_forbidden") == ["AGENTS.md:3"]  # the fenced line is an example
 
 
+def test_look_alike_sentences_are_not_rules():
+    contributing = ("- There is no problem with unicode file names in the docs.\n"
+                    "- We disclose security issues after 90 days.\n"
+                    "- Automated PR submissions from our bot keep dependencies fresh.\n")
+    p = P.derive("x", "a" * 40, {"CONTRIBUTING.md": contributing})
+    for rule in ("ascii_only", "disclosure_required", "automated_submission_forbidden"):
+        assert p.rule(rule).value is None, rule
+
+
 def test_the_policy_goes_into_the_manifest_as_json():
     import json
 

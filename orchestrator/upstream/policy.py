@@ -208,7 +208,8 @@ _RULES: dict[str, tuple[_Phrase, ...]] = {
     ),
     "ascii_only": (
         _Phrase(r"\bascii (only|equivalents)\b"),
-        _Phrase(r"\b(avoid|no|do not use)\b[^.]*\bunicode\b"),
+        _Phrase(r"\b(avoid|do not use|don't use)\s+(?:\S+\s+){0,4}unicode\b"),
+        _Phrase(r"\bno (non-ascii|unicode) (characters|chars)\b"),
     ),
     "max_comment_lines": (
         _Phrase(r"\bcomments?\b.*?\b\d+\s*-\s*(\d+)\s+lines?\b", value=lambda m: int(m.group(1))),
@@ -229,8 +230,9 @@ _RULES: dict[str, tuple[_Phrase, ...]] = {
     "regression_test_required": (
         _Phrase(r"\bregression test\b[^.]*\bfails before\b"),
     ),
-    "disclosure_required": (
-        _Phrase(r"\bdisclose\b"),
+    "disclosure_required": (  # disclosing AI use, not any disclosure (security reports...)
+        _Phrase(r"\bdisclose\b.*\bAI\b"),
+        _Phrase(r"\bAI\b.*\bdisclose\b"),
     ),
     "assisted_by_trailer": (
         _Phrase(r"(Assisted-by):[^.]*\bnot\b[^.]*Co-authored-by", value=lambda m: m.group(1)),
