@@ -61,9 +61,19 @@ def bundle(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The test suite, end-to-end run of the real CPU matrix included (args go to pytest)."""
+    """The test suite, every tier: tests/unit, tests/integration, tests/e2e (the real CPU matrix end to
+    end). Args go to pytest, e.g. `nox -s tests -- -m unit`."""
     session.install(".[test]")
     session.run("pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check, mypy, then ruff format --check, on orchestrator/ (configured in pyproject.toml)."""
+    session.install(".[lint]")
+    session.run("ruff", "check", "orchestrator")
+    session.run("mypy")
+    session.run("ruff", "format", "--check", "orchestrator")
 
 
 @nox.session

@@ -71,9 +71,8 @@ def run(args, matrix, cache) -> ExitCode:
 
 def _manual(args, cache, bundle, policy: dict, repo: str, branch: str, owner) -> None:
     """The steps a contributor runs to submit by hand; nothing here touches the network."""
-    from ..upstream import github
     from ..cache import slug
-    from ..upstream import submission
+    from ..upstream import github, submission
 
     base = bundle.manifest.get("base") or {}
     snapshot, upstream = base.get("snapshot_commit"), base.get("upstream_commit")
@@ -90,8 +89,8 @@ def _manual(args, cache, bundle, policy: dict, repo: str, branch: str, owner) ->
 
 
 def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
-    from ..upstream import github
     from ..cache import slug
+    from ..upstream import github
 
     secrets = (token,) if token else ()
     remote, branch = args.head_remote, args.branch

@@ -20,13 +20,18 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
+from ..cache import Cache
+from ..config import Matrix
 from ..errors import BuildFailed, BundleRefused, BundleVerificationFailed, ConfigError, SeriesDoesNotApply
 from ..evidence.training import plot
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..report import model
 from ..report.model import Cell, CellStatus, Outcome, Results, Verdict, as_results
+
+if TYPE_CHECKING:
+    from .authorship import Identity
 
 NONE = "-"  # an empty table cell (ASCII: the text goes upstream)
 MANIFEST = "manifest.json"
@@ -277,14 +282,14 @@ def takes_pull_request(man: dict) -> bool:
 
 @dataclass
 class BundleOptions:
-    matrix: object  # config.Matrix
-    cache: object  # cache.Cache
+    matrix: Matrix
+    cache: Cache
     results_dir: Path
     out_dir: Path
     allow_incomplete: bool = False
     targets: list[str] = field(default_factory=list)
     log: Callable[[str], None] = lambda msg: None  # progress, one line each
-    author: object = None  # upstream.authorship.Identity: the contributor the commits carry
+    author: Optional["Identity"] = None  # the contributor the commits carry
     assisted_by: Optional[str] = None  # the assistant named in an Assisted-by: trailer
 
 

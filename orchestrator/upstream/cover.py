@@ -1,6 +1,7 @@
 """patches/cover.md: the contributor's own words for the pull request, one section per heading
 of the target's template. The tool never writes them; it only reads them, and says what is
 still missing (then the bundle is a draft). Pure."""
+
 from __future__ import annotations
 
 import re
@@ -12,8 +13,7 @@ from .policy import Evidence, Template, _disclosure_prefix
 COVER_FILE = "cover.md"
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
 _PLACEHOLDER = re.compile(r"^\s*(?:[-*]\s+)?(TODO|TBD|FIXME|XXX)\b", re.I)
-_ISSUE = re.compile(r"\b(Fixes|Refs|Closes|Resolves)\s+(#\d+|https://github\.com/[\w.-]+/[\w.-]+/issues/\d+)\b",
-                    re.I)
+_ISSUE = re.compile(r"\b(Fixes|Refs|Closes|Resolves)\s+(#\d+|https://github\.com/[\w.-]+/[\w.-]+/issues/\d+)\b", re.I)
 _YES_NO = re.compile(r"^(?P<answer>yes|no)\b[\s,:;.-]*(?P<how>.*)$", re.I)
 
 
@@ -39,8 +39,11 @@ class CoverSection:
 
     def placeholders(self) -> list[int]:
         """Lines (in cover.md) that still hold a TODO/TBD marker."""
-        return [self.line + 1 + i for i, ln in enumerate(visible("\n".join(self.lines)).splitlines())
-                if _PLACEHOLDER.match(ln)]
+        return [
+            self.line + 1 + i
+            for i, ln in enumerate(visible("\n".join(self.lines)).splitlines())
+            if _PLACEHOLDER.match(ln)
+        ]
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ def parse_cover(path: str, text: Optional[str]) -> Cover:
 
 # ---------------------------------------------------------------- what the contributor still owes
 
+
 @dataclass(frozen=True)
 class Disclosure:
     status: str  # answered | unanswered | undescribed (YES without saying how) | no-line (the template has none)
@@ -89,7 +93,7 @@ def disclosure(cover: Cover, template: Optional[Template]) -> Disclosure:
     for n, line in enumerate((cover.text or "").splitlines(), 1):
         mine = _disclosure_prefix(line)
         if mine and _norm(mine) == key:
-            answer = " ".join(visible(line[len(mine):]).split())
+            answer = " ".join(visible(line[len(mine) :]).split())
             m = _YES_NO.match(answer)
             if not m:
                 return Disclosure("unanswered", answer, f"{cover.path}:{n}")
@@ -110,22 +114,25 @@ def problems(cover: Cover, template: Optional[Template]) -> list[str]:
     if not visible(cover.text).strip():
         return [f"{cover.path}: empty (only placeholders)"]
     found = []
-    wanted = [s for s in template.sections if not s.fixed and not s.optional] if template else []
-    for s in wanted:
+    for s in template.sections if template else ():
         mine = cover.section(s.heading)
+        if s.fixed or s.optional:
+            continue
         if mine is None:
-            found.append(f"{cover.path}: no section '## {s.heading}' ({template.file}:{s.line})")
+            found.append(f"{cover.path}: no section '## {s.heading}' ({template.file if template else ''}:{s.line})")
         elif not visible(mine.text).strip():
             found.append(f"{cover.path}:{mine.line}: '## {s.heading}' not written (placeholders only)")
-    for s in cover.sections:
-        for n in s.placeholders():
-            found.append(f"{cover.path}:{n}: placeholder left in '## {s.heading}'")
+    for written in cover.sections:
+        for n in written.placeholders():
+            found.append(f"{cover.path}:{n}: placeholder left in '## {written.heading}'")
     d = disclosure(cover, template)
-    if d.status == "unanswered":
-        found.append(f"{d.where}: '{_disclosure_prefix(template.disclosure.text).strip()}' not answered "
-                     f"(YES or NO; {template.file}:{template.disclosure.line})")
-    elif d.status == "undescribed":
-        found.append(f"{d.where}: disclosure YES without how AI was used ({template.file}:{template.disclosure.line})")
+    line = template.disclosure if template else None
+    if line and d.status == "unanswered":
+        found.append(
+            f"{d.where}: '{(_disclosure_prefix(line.text) or '').strip()}' not answered (YES or NO; {line.where})"
+        )
+    elif line and d.status == "undescribed":
+        found.append(f"{d.where}: disclosure YES without how AI was used ({line.where})")
     return found
 
 

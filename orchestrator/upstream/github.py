@@ -17,9 +17,17 @@ from typing import Callable, Optional
 
 import requests
 
+from ..errors import (
+    ConfigError,
+    GitHubAuthFailed,
+    GitHubError,
+    GitHubUnreachable,
+    PullRequestRejected,
+    PushFailed,
+    RateLimited,
+    SeriesDoesNotApply,
+)
 from ..vcs.runner import AM_FLAGS, GitError, git, succeeds
-from ..errors import (ConfigError, GitHubAuthFailed, GitHubError, GitHubUnreachable, PullRequestRejected,
-                     PushFailed, RateLimited, SeriesDoesNotApply)
 
 REDACTED = "***"
 API_VERSION = "2022-11-28"

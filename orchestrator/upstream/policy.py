@@ -6,17 +6,23 @@ Every rule comes from one explicit phrase on one line, and it keeps that line as
 assumed. matrix.yaml's `upstream:` (repo, submit) may declare or override where the change goes
 and how it is submitted. Everything here is pure except `read_policy_files`.
 """
+
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 POLICY_FILES = ("AGENTS.md", "CONTRIBUTING.md")
 # where GitHub looks for a single pull request template, in its order
-TEMPLATE_FILES = (".github/pull_request_template.md", ".github/PULL_REQUEST_TEMPLATE.md",
-                  "pull_request_template.md", "PULL_REQUEST_TEMPLATE.md",
-                  "docs/pull_request_template.md", "docs/PULL_REQUEST_TEMPLATE.md")
+TEMPLATE_FILES = (
+    ".github/pull_request_template.md",
+    ".github/PULL_REQUEST_TEMPLATE.md",
+    "pull_request_template.md",
+    "PULL_REQUEST_TEMPLATE.md",
+    "docs/pull_request_template.md",
+    "docs/PULL_REQUEST_TEMPLATE.md",
+)
 SUBMIT_MODES = ("manual", "api", "none")
 PULL_REQUEST, VERIFY_ONLY = "pull-request", "verify-only"
 DEFAULT_MAX_COMMENT_LINES = 2  # ggml-patch's own standard where the target states none
@@ -29,6 +35,7 @@ _GITHUB_REPO = r"https://github\.com/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)"
 
 
 # ---------------------------------------------------------------- data
+
 
 @dataclass(frozen=True)
 class Evidence:
@@ -84,9 +91,12 @@ class Template:
         return [s.heading for s in self.sections]
 
     def to_json(self) -> dict:
-        return {"file": self.file, "headings": [{"text": s.heading, "line": s.line} for s in self.sections],
-                "fixed_sections": [s.heading for s in self.sections if s.fixed],
-                "disclosure": self.disclosure.to_json() if self.disclosure else None}
+        return {
+            "file": self.file,
+            "headings": [{"text": s.heading, "line": s.line} for s in self.sections],
+            "fixed_sections": [s.heading for s in self.sections if s.fixed],
+            "disclosure": self.disclosure.to_json() if self.disclosure else None,
+        }
 
 
 @dataclass(frozen=True)
@@ -121,13 +131,20 @@ class Policy:
         return self.rule("max_comment_lines").value or DEFAULT_MAX_COMMENT_LINES
 
     def to_json(self) -> dict:
-        return {"target": self.target, "base_commit": self.base_commit, "files": self.files,
-                "template": self.template.to_json() if self.template else None,
-                "repo": self.repo.to_json(), "submit": self.submit.to_json(), "role": self.role.to_json(),
-                "rules": {k: v.to_json() for k, v in self.rules.items()}}
+        return {
+            "target": self.target,
+            "base_commit": self.base_commit,
+            "files": self.files,
+            "template": self.template.to_json() if self.template else None,
+            "repo": self.repo.to_json(),
+            "submit": self.submit.to_json(),
+            "role": self.role.to_json(),
+            "rules": {k: v.to_json() for k, v in self.rules.items()},
+        }
 
 
 # ---------------------------------------------------------------- reading markdown
+
 
 def strip_comments(text: str) -> str:
     return _COMMENT.sub("", text)
@@ -186,6 +203,7 @@ def _disclosure_prefix(line: str) -> Optional[str]:
 
 # ---------------------------------------------------------------- the rules
 
+
 @dataclass(frozen=True)
 class _Phrase:
     pattern: str
@@ -219,34 +237,29 @@ _RULES: dict[str, tuple[_Phrase, ...]] = {
         _Phrase(r"\b(avoid|do not|don't)\b[^.]*\bhard-?wrap", needs_prohibition=False),
         _Phrase(r"\b(do not|don't)\b[^.]*\bsplit a line into multiple lines mid-sentence\b"),
     ),
-    "new_test_files_need_approval": (
-        _Phrase(r"\bnew file\b[^.]*\btests\b[^.]*\bapproval\b"),
-    ),
+    "new_test_files_need_approval": (_Phrase(r"\bnew file\b[^.]*\btests\b[^.]*\bapproval\b"),),
     "issue_first": (
         _Phrase(r"\bmust (begin|start) with an issue\b"),
         _Phrase(r"\bmust include a reproducible issue\b"),
         _Phrase(r"\bopen an issue\b[^.]*\bbefore\b"),
     ),
-    "regression_test_required": (
-        _Phrase(r"\bregression test\b[^.]*\bfails before\b"),
-    ),
+    "regression_test_required": (_Phrase(r"\bregression test\b[^.]*\bfails before\b"),),
     "disclosure_required": (  # disclosing AI use, not any disclosure (security reports...)
         _Phrase(r"\bdisclose\b.*\bAI\b"),
         _Phrase(r"\bAI\b.*\bdisclose\b"),
     ),
-    "assisted_by_trailer": (
-        _Phrase(r"(Assisted-by):[^.]*\bnot\b[^.]*Co-authored-by", value=lambda m: m.group(1)),
-    ),
-    "subject_format": (
-        _Phrase(r"`(<module>\s*:\s*<[^>`]+>)", value=lambda m: m.group(1)),
-    ),
+    "assisted_by_trailer": (_Phrase(r"(Assisted-by):[^.]*\bnot\b[^.]*Co-authored-by", value=lambda m: m.group(1)),),
+    "subject_format": (_Phrase(r"`(<module>\s*:\s*<[^>`]+>)", value=lambda m: m.group(1)),),
     "changes_go_to": (
-        _Phrase(r"\bopen a (?:pr|pull request) (?:in|at|on|against|to) <?" + _GITHUB_REPO,
-                value=lambda m: m.group(1).rstrip(".")),
+        _Phrase(
+            r"\bopen a (?:pr|pull request) (?:in|at|on|against|to) <?" + _GITHUB_REPO,
+            value=lambda m: m.group(1).rstrip("."),
+        ),
     ),
     "guidelines_from": (
-        _Phrase(r"\buse \[[^\]]*contribution guidelines\]\(" + _GITHUB_REPO + r"/",
-                value=lambda m: m.group(1).rstrip(".")),
+        _Phrase(
+            r"\buse \[[^\]]*contribution guidelines\]\(" + _GITHUB_REPO + r"/", value=lambda m: m.group(1).rstrip(".")
+        ),
     ),
 }
 
@@ -283,24 +296,30 @@ def _own_repo(template: Optional[Template], text: Optional[str]) -> Rule:
     if template is None or text is None:
         return Rule(None)
     for n, line in enumerate(text.splitlines(), 1):
-        m = re.search(r"\[[^\]]*contributing guidelines\]\(" + _GITHUB_REPO + r"/blob/[^/)]+/CONTRIBUTING\.md\)",
-                      line, re.I)
+        m = re.search(
+            r"\[[^\]]*contributing guidelines\]\(" + _GITHUB_REPO + r"/blob/[^/)]+/CONTRIBUTING\.md\)", line, re.I
+        )
         if m:
             return Rule(m.group(1), (Evidence(template.file, n, line.strip()),))
     return Rule(None)
 
 
-def derive(target: str, base_commit: str, files: dict[str, Optional[str]],
-           declared: Optional[Declared] = None) -> Policy:
+def derive(
+    target: str, base_commit: str, files: dict[str, Optional[str]], declared: Optional[Declared] = None
+) -> Policy:
     """The policy from the files read at the base commit (None: absent) and matrix.yaml's declaration."""
     declared = declared or Declared()
     template_file = next((f for f in TEMPLATE_FILES if files.get(f) is not None), None)
-    template = parse_template(template_file, files[template_file]) if template_file else None
+    template_text = files.get(template_file) if template_file else None
+    template = parse_template(template_file, template_text) if template_file and template_text is not None else None
     rules = derive_rules({f: files.get(f) for f in (*POLICY_FILES, *([template_file] if template_file else []))})
     derived_repo = _own_repo(template, files.get(template_file) if template_file else None)
     rules["own_repo"] = derived_repo
-    repo = Rule(declared.repo, (_declared_evidence(declared, f"upstream.repo: {declared.repo}"),)) \
-        if declared.repo else derived_repo
+    repo = (
+        Rule(declared.repo, (_declared_evidence(declared, f"upstream.repo: {declared.repo}"),))
+        if declared.repo
+        else derived_repo
+    )
     goes_to = rules["changes_go_to"]
     elsewhere = bool(goes_to.value) and goes_to.value != repo.value
     if declared.submit:
@@ -311,14 +330,20 @@ def derive(target: str, base_commit: str, files: dict[str, Optional[str]],
         submit = Rule("manual", rules["automated_submission_forbidden"].evidence)
     if submit.value == "none":
         text = f"verified through {goes_to.value}'s sync" if goes_to.value else "verify only (submit: none)"
-        role = Rule({"kind": VERIFY_ONLY, "text": text, "changes_go_to": goes_to.value},
-                    tuple(dict.fromkeys(goes_to.evidence + submit.evidence)))
+        role = Rule(
+            {"kind": VERIFY_ONLY, "text": text, "changes_go_to": goes_to.value},
+            tuple(dict.fromkeys(goes_to.evidence + submit.evidence)),
+        )
     else:
         how = "by hand" if submit.value == "manual" else "through the GitHub API (the user's own fork)"
-        text = f"pull request to {repo.value or 'the repository given to `pr --repo`'}, submitted {how}" \
-               f" (submit: {submit.value})"
-        role = Rule({"kind": PULL_REQUEST, "text": text, "changes_go_to": goes_to.value},
-                    tuple(dict.fromkeys(repo.evidence + submit.evidence)))
+        text = (
+            f"pull request to {repo.value or 'the repository given to `pr --repo`'}, submitted {how}"
+            f" (submit: {submit.value})"
+        )
+        role = Rule(
+            {"kind": PULL_REQUEST, "text": text, "changes_go_to": goes_to.value},
+            tuple(dict.fromkeys(repo.evidence + submit.evidence)),
+        )
     present = {f: files.get(f) is not None for f in (*POLICY_FILES, template_file or TEMPLATE_FILES[0])}
     return Policy(target, base_commit, present, template, rules, repo, submit, role)
 
@@ -329,6 +354,7 @@ def _declared_evidence(declared: Declared, text: str) -> Evidence:
 
 
 # ---------------------------------------------------------------- effects
+
 
 def read_policy_files(read_blob: Callable[[str, str], Optional[str]], commit: str) -> dict[str, Optional[str]]:
     """The policy files' text at `commit` (None where absent), through `read_blob(commit, path)`."""

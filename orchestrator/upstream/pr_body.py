@@ -4,6 +4,7 @@ they are with the disclosure line answered from cover.md, and, under "Additional
 only data: the run's evidence tables, the gate's failure line, the base commits, the commands
 that reproduce it, the toolchain. ISSUE.md is the data for the issue opened first: the
 reproduction on the pinned base. The tool writes no prose; everything it writes is ASCII. Pure."""
+
 from __future__ import annotations
 
 import re
@@ -18,9 +19,24 @@ from . import cover as C
 from .policy import Template, _disclosure_prefix
 
 DATA_HEADING = re.compile(r"^additional information$", re.I)
-_ASCII = {"\u2014": "-", "\u2013": "-", "\u2212": "-", "\u2192": "->", "\u2190": "<-", "\u00d7": "x",
-          "\u2026": "...", "\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2264": "<=",
-          "\u2265": ">=", "\u2248": "~", "\u00a0": " ", "\u00b5": "u"}
+_ASCII = {
+    "\u2014": "-",
+    "\u2013": "-",
+    "\u2212": "-",
+    "\u2192": "->",
+    "\u2190": "<-",
+    "\u00d7": "x",
+    "\u2026": "...",
+    "\u2018": "'",
+    "\u2019": "'",
+    "\u201c": '"',
+    "\u201d": '"',
+    "\u2264": "<=",
+    "\u2265": ">=",
+    "\u2248": "~",
+    "\u00a0": " ",
+    "\u00b5": "u",
+}
 NONE = "-"
 
 
@@ -41,6 +57,7 @@ def ascii_text(text: str) -> str:
 
 # ---------------------------------------------------------------- data from results.json
 
+
 def _v(x) -> str:
     return NONE if x is None or x == "" else ascii_text(B._num(x) if isinstance(x, (int, float)) else str(x))
 
@@ -59,10 +76,17 @@ def cell_table(results: Results, target: str) -> list[str]:
     for c in results.cells_of(target):
         recs = results.records_of(c.cell)
         patched, control = recs.get("patched"), recs.get("control")
-        vals = [_v(c.cell), _v(c.backend), _v(str(c.status)), _v(control.verdict if control else None),
-                _code(_summary(patched, UPSTREAM_TEST)), _code(_summary(patched, GATE_TEST)),
-                _code(_summary(control, GATE_TEST)), _v(c.timings.get("build_patched")),
-                _v(c.timings.get("build_control"))]
+        vals = [
+            _v(c.cell),
+            _v(c.backend),
+            _v(str(c.status)),
+            _v(control.verdict if control else None),
+            _code(_summary(patched, UPSTREAM_TEST)),
+            _code(_summary(patched, GATE_TEST)),
+            _code(_summary(control, GATE_TEST)),
+            _v(c.timings.get("build_patched")),
+            _v(c.timings.get("build_control")),
+        ]
         out.append("| " + " | ".join(vals) + " |")
     return out
 
@@ -70,8 +94,18 @@ def cell_table(results: Results, target: str) -> list[str]:
 def outcome_table(results: Results, target: str) -> list[str]:
     out = ["| " + " | ".join(B.OUTCOME_COLUMNS) + " |", "|" + "---|" * len(B.OUTCOME_COLUMNS)]
     for r in B.outcome_rows(results, target):
-        vals = [_v(r["backend"]), _v(r["device"]), _code(r["test"]), _v(r["optimizer"]), _v(r["opt_period"]),
-                _v(r["with_fix"]), _v(r["reverted"]), _v(r["step"]), _v(r["w"]), _v(r["expected"])]
+        vals = [
+            _v(r["backend"]),
+            _v(r["device"]),
+            _code(r["test"]),
+            _v(r["optimizer"]),
+            _v(r["opt_period"]),
+            _v(r["with_fix"]),
+            _v(r["reverted"]),
+            _v(r["step"]),
+            _v(r["w"]),
+            _v(r["expected"]),
+        ]
         out.append("| " + " | ".join(vals) + " |")
     return out
 
@@ -82,8 +116,9 @@ def _controls(results: Results, target: str) -> list:
 
 def failure_lines(results: Results, target: str) -> list[str]:
     """The gate's own failure line with the fix reverted, once per distinct line, verbatim."""
-    return list(dict.fromkeys(ascii_text(r.failure_line) for _, r in _controls(results, target)
-                              if r and r.failure_line))
+    return list(
+        dict.fromkeys(ascii_text(r.failure_line) for _, r in _controls(results, target) if r and r.failure_line)
+    )
 
 
 def training_lines(results: Results, target: str, level: str) -> list[str]:
@@ -92,10 +127,13 @@ def training_lines(results: Results, target: str, level: str) -> list[str]:
         return []
     t = trained.training
     verdict = {True: "yes", False: "no", None: "too few epochs"}[t.get("diverges_as_predicted")]
-    return [f"{level} Training: loss per epoch with and without the fix ({ascii_text(trained.cell)})", "",
-            "`native_tests/train-opt-dynamic.cpp`, per-step graphs, SGD; diverges as predicted without the fix: "
-            f"{verdict}", "",
-            ascii_text(table_markdown(t["with_fix"], t["without_fix"]).rstrip("\n"))]
+    return [
+        f"{level} Training: loss per epoch with and without the fix ({ascii_text(trained.cell)})",
+        "",
+        f"`native_tests/train-opt-dynamic.cpp`, per-step graphs, SGD; diverges as predicted without the fix: {verdict}",
+        "",
+        ascii_text(table_markdown(t["with_fix"], t["without_fix"]).rstrip("\n")),
+    ]
 
 
 def _source(results: Results, target: str) -> dict:
@@ -113,55 +151,88 @@ def base_rows(results: Results, target: str, repo: Optional[str]) -> list[str]:
     patched = next((c.patched_commit for c in results.cells_of(target) if c.patched_commit), None)
     sdist = f", sdist sha256 `{source['sdist_sha256']}`" if source.get("sdist_sha256") else ""
     where = repo or source.get("url") or "upstream"
-    return ["| | commit |", "|---|---|",
-            f"| {ascii_text(where)} | `{upstream}` |" if upstream else
-            f"| {ascii_text(where)} | unknown: the source carries no git metadata |",
-            f"| ggml-patch snapshot of {ascii_text(source.get('description', NONE))}{sdist} | "
-            f"`{source.get('base_commit', NONE)}` |",
-            f"| the snapshot with this series applied | `{patched or NONE}` |"]
+    return [
+        "| | commit |",
+        "|---|---|",
+        f"| {ascii_text(where)} | `{upstream}` |"
+        if upstream
+        else f"| {ascii_text(where)} | unknown: the source carries no git metadata |",
+        f"| ggml-patch snapshot of {ascii_text(source.get('description', NONE))}{sdist} | "
+        f"`{source.get('base_commit', NONE)}` |",
+        f"| the snapshot with this series applied | `{patched or NONE}` |",
+    ]
 
 
 def _build_commands(layout: str, targets: tuple[str, ...]) -> list[str]:
     option = "GGML_BUILD_TESTS" if layout == "ggml" else "LLAMA_BUILD_TESTS"
-    return [f"cmake -B build -D{option}=ON", f"cmake --build build --target {' '.join(targets)}",
-            *[f"./build/bin/{t}" for t in targets]]
+    return [
+        f"cmake -B build -D{option}=ON",
+        f"cmake --build build --target {' '.join(targets)}",
+        *[f"./build/bin/{t}" for t in targets],
+    ]
 
 
 def reproduce_fixed(results: Results, target: str, patch_names: list[str], layout: str) -> list[str]:
     """The series on the base, the two tests built and run: what the cells did with the fix."""
-    return [f"git checkout --detach {_base(results, target)}", f"git am {' '.join(patch_names)}",
-            *_build_commands(layout, (UPSTREAM_TEST, GATE_TEST))]
+    return [
+        f"git checkout --detach {_base(results, target)}",
+        f"git am {' '.join(patch_names)}",
+        *_build_commands(layout, (UPSTREAM_TEST, GATE_TEST)),
+    ]
 
 
-def reproduce_bug(results: Results, target: str, commits: list, patch_names: list[str],
-                  layout: str) -> Optional[list[str]]:
+def reproduce_bug(
+    results: Results, target: str, commits: list, patch_names: list[str], layout: str
+) -> Optional[list[str]]:
     """Only the test commits on the base, the gate built and run: it fails with the line above.
     None when no commit of the series is only tests (the test cannot go in without the fix)."""
-    tests = [name for c, name in zip(commits, patch_names) if c.is_test]
+    tests = [name for c, name in zip(commits, patch_names, strict=True) if c.is_test]
     if not tests:
         return None
-    return [f"git checkout --detach {_base(results, target)}", f"git am {' '.join(tests)}",
-            *_build_commands(layout, (GATE_TEST,))]
+    return [
+        f"git checkout --detach {_base(results, target)}",
+        f"git am {' '.join(tests)}",
+        *_build_commands(layout, (GATE_TEST,)),
+    ]
 
 
-def evidence(results: Results | dict, results_sha256: str, target: str, commits: list, patch_names: list[str],
-             toolchain: dict, repo: Optional[str]) -> list[str]:
+def evidence(
+    results: Results | dict,
+    results_sha256: str,
+    target: str,
+    commits: list,
+    patch_names: list[str],
+    toolchain: dict,
+    repo: Optional[str],
+) -> list[str]:
     """Everything the tool puts under "Additional information": data only, ASCII."""
     results = as_results(results)
     cells = results.cells_of(target)
     layout = cells[0].layout if cells else ""
-    out = ["### Evidence (ggml-patch results.json)", "",
-           "| | |", "|---|---|",
-           f"| results.json sha256 | `{results_sha256}` |",
-           f"| run started | {_v(results.started_at)} |",
-           f"| profile | {_v(results.profile)} |",
-           f"| series sha256 | `{results.series['sha256']}` |", "",
-           "#### Cells", ""]
+    out = [
+        "### Evidence (ggml-patch results.json)",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| results.json sha256 | `{results_sha256}` |",
+        f"| run started | {_v(results.started_at)} |",
+        f"| profile | {_v(results.profile)} |",
+        f"| series sha256 | `{results.series['sha256']}` |",
+        "",
+        "#### Cells",
+        "",
+    ]
     out += cell_table(results, target)
-    notes = [f"- {ascii_text(c.cell)} device: {ascii_text(B._device_text(c.device))}"
-             for c in cells if B._device_text(c.device)]
-    notes += [f"- {ascii_text(c.cell)} {c.status}: {ascii_text(B._one_line(c.reason))}"
-              for c in cells if c.status in B.NOT_RUN]
+    notes = [
+        f"- {ascii_text(c.cell)} device: {ascii_text(B._device_text(c.device))}"
+        for c in cells
+        if B._device_text(c.device)
+    ]
+    notes += [
+        f"- {ascii_text(c.cell)} {c.status}: {ascii_text(B._one_line(c.reason))}"
+        for c in cells
+        if c.status in B.NOT_RUN
+    ]
     if notes:
         out += [""] + notes
     out += ["", "#### Outcomes: backend x device x optimizer", ""]
@@ -172,9 +243,11 @@ def evidence(results: Results | dict, results_sha256: str, target: str, commits:
             continue
         gate = control.test(GATE_TEST)
         reverted = ", ".join(f"`{ascii_text(p)}`" for p in control.reverted or []) or NONE
-        out.append(f"- {ascii_text(c.cell)}: reverted {reverted}; verdict {_v(control.verdict)}; "
-                   f"{GATE_TEST} exit code {_v(gate.exit_code if gate else None)}; "
-                   f"{UPSTREAM_TEST} {_v(control.outcome(UPSTREAM_TEST))}")
+        out.append(
+            f"- {ascii_text(c.cell)}: reverted {reverted}; verdict {_v(control.verdict)}; "
+            f"{GATE_TEST} exit code {_v(gate.exit_code if gate else None)}; "
+            f"{UPSTREAM_TEST} {_v(control.outcome(UPSTREAM_TEST))}"
+        )
     lines = failure_lines(results, target)
     if lines:
         out += ["", "Gate failure line, fix reverted:", "", "```", *lines, "```"]
@@ -187,20 +260,22 @@ def evidence(results: Results | dict, results_sha256: str, target: str, commits:
         for c in others:
             control = results.records_of(c.cell).get("control")
             verdict = control.verdict if control else None
-            out.append(f"- {ascii_text(c.cell)} ({ascii_text(c.layout or NONE)} layout): {c.status}"
-                       + (f", control {verdict}" if verdict else ""))
+            out.append(
+                f"- {ascii_text(c.cell)} ({ascii_text(c.layout or NONE)} layout): {c.status}"
+                + (f", control {verdict}" if verdict else "")
+            )
     out += ["", "#### Base commits", ""] + base_rows(results, target, repo)
     out += ["", "#### Reproduce", "", "```sh", *reproduce_fixed(results, target, patch_names, layout), "```"]
     bug = reproduce_bug(results, target, commits, patch_names, layout)
     if bug:
-        out += ["", "Without the fix (the gate fails with the line above, exit code 1):", "",
-                "```sh", *bug, "```"]
+        out += ["", "Without the fix (the gate fails with the line above, exit code 1):", "", "```sh", *bug, "```"]
     out += ["", "#### Toolchain", ""]
     out += [f"- {ascii_text(name)}: {ascii_text(str(value))}" for name, value in B.toolchain_lines(toolchain)]
     return out
 
 
 # ---------------------------------------------------------------- the two documents
+
 
 def banner(draft_reasons: list[str], warnings: list[str]) -> list[str]:
     out = []
@@ -234,8 +309,10 @@ def body(template: Optional[Template], cov: C.Cover, data: list[str]) -> str:
         out += [f"## {s.heading}", ""]
         mine = cov.section(s.heading)
         if s.fixed:
-            lines = [(_answered(ln, cov, template) if template.disclosure and ln == template.disclosure.text else ln)
-                     for ln in s.lines]
+            lines = [
+                (_answered(ln, cov, template) if template.disclosure and ln == template.disclosure.text else ln)
+                for ln in s.lines
+            ]
             out += _strip_blank(lines)
         elif mine is not None and C.visible(mine.text).strip():
             out += [mine.text]
@@ -270,10 +347,23 @@ def issue(results: Results | dict, target: str, commits: list, patch_names: list
         out += ["", "```sh", *bug, "```"]
     lines = failure_lines(results, target)
     if lines:
-        codes = sorted({str(gate.exit_code) for _, r in _controls(results, target) if r
-                        for gate in [r.test(GATE_TEST)] if gate and gate.exit_code is not None})
-        out += ["", f"## {GATE_TEST} output on the base (exit code {', '.join(codes) or NONE})", "",
-                "```", *lines, "```"]
+        codes = sorted(
+            {
+                str(gate.exit_code)
+                for _, r in _controls(results, target)
+                if r
+                for gate in [r.test(GATE_TEST)]
+                if gate and gate.exit_code is not None
+            }
+        )
+        out += [
+            "",
+            f"## {GATE_TEST} output on the base (exit code {', '.join(codes) or NONE})",
+            "",
+            "```",
+            *lines,
+            "```",
+        ]
     training = training_lines(results, target, "##")
     if training:
         out += [""] + training

@@ -3,6 +3,7 @@ commits into ggml. It formats each llama.cpp commit limited to a list of paths (
 ... -- PATHS`), renames those paths with sed, and `git am`s the result. Parsing that script from the
 target's own tree tells which files of the canonical (llama.cpp-layout) series the sync carries,
 and where to: the ggml-layout series the matrix proved must be exactly that. Pure."""
+
 from __future__ import annotations
 
 import fnmatch
@@ -29,7 +30,7 @@ class SyncMap:
         line = f" a/{path}"  # as the path stands in a `diff --git a/... b/...` line
         for pattern, repl, _ in self.renames:
             line = re.sub(pattern, repl, line)
-        return line[len(" a/"):] if line.startswith(" a/") else line.strip()
+        return line[len(" a/") :] if line.startswith(" a/") else line.strip()
 
 
 def sync_script_for(changes_go_to: Optional[str]) -> Optional[str]:
@@ -70,8 +71,12 @@ def parse_sync_script(path: str, text: str) -> Optional[SyncMap]:
             break
     if not specs:
         return None
-    renames = [(*_sed(m.group(1)), n) for n, line in enumerate(lines, 1)
-               for m in [re.search(r"-e\s+'(s/.*/[a-z]*)'\s*\\?\s*$", line)] if m and _sed(m.group(1))]
+    renames = []
+    for n, line in enumerate(lines, 1):
+        m = re.search(r"-e\s+'(s/.*/[a-z]*)'\s*\\?\s*$", line)
+        rule = _sed(m.group(1)) if m else None
+        if rule:
+            renames.append((rule[0], rule[1], n))
     return SyncMap(path, tuple(specs), tuple(renames))
 
 
@@ -83,7 +88,7 @@ def _sed(expr: str) -> Optional[tuple[str, str]]:
     while i < len(expr):
         c = expr[i]
         if c == "\\" and i + 1 < len(expr):
-            cur += expr[i:i + 2]
+            cur += expr[i : i + 2]
             i += 2
             continue
         if c == "/":
@@ -118,5 +123,6 @@ def compare(sync: SyncMap, canonical_paths: list[str], target_paths: list[str]) 
             if to not in target_paths:
                 mismatched.append((p, to))
     produced = {to for _, to in carried}
-    return SyncReport(tuple(carried), tuple(missing), tuple(p for p in target_paths if p not in produced),
-                      tuple(mismatched))
+    return SyncReport(
+        tuple(carried), tuple(missing), tuple(p for p in target_paths if p not in produced), tuple(mismatched)
+    )

@@ -1,0 +1,219 @@
+"""The bundle end to end: a real run bundled with the contributor's identity, its series applied
+with plain `git am` to a clean base, PR_BODY.md checked against results.json and the template,
+`pr --open` refused (exit 27) for llama.cpp (submit manual) and ggml (none), nothing sent or pushed."""
+import hashlib
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ..helpers.bundle_checks import check_body_against_results
+from ..helpers.samples import GATE, UPSTREAM, control_survived, results_dir
+from ..helpers.tools import DATA, ROOT, run_tool
+
+
+TOKEN = "ghp_bundleTEST_7f3c9a1e5b2d4f60"  # unique: scanned for in every output
+
+
+def _scan_for_token(paths: list[Path], texts: list[str]) -> None:
+    for t in texts:
+        assert TOKEN not in t
+    for root in paths:
+        for f in [root] if root.is_file() else root.rglob("*"):
+            if f.is_file() and not f.is_symlink():
+                assert TOKEN.encode() not in f.read_bytes(), f
+
+
+AUTHOR = "Ada Contributor <ada@example.org>"
+ASSISTANT = "Test Assistant"
+
+
+@pytest.fixture(scope="module")
+def real_run(repo_root, tool_cache, tmp_path_factory):
+    """The real CPU matrix once, then its bundle (the contributor's identity, an Assisted-by trailer),
+    with GITHUB_TOKEN set to a value scanned for later."""
+    results = tmp_path_factory.mktemp("bundle-e2e") / "results"
+    matrix = str(repo_root / "matrix.yaml")
+    run = run_tool("matrix", "--matrix", matrix, "--results", str(results), "--cache", str(tool_cache),
+                   "--backend", "cpu", cwd=results.parent)
+    assert run.returncode == 0, run.stderr[-3000:]
+    os.environ["GITHUB_TOKEN"] = TOKEN
+    try:
+        proc = run_tool("bundle", "--matrix", matrix, "--results", str(results), "--cache", str(tool_cache),
+                        "--author", AUTHOR, "--assisted-by", ASSISTANT, cwd=results.parent)
+    finally:
+        del os.environ["GITHUB_TOKEN"]
+    return results, proc
+
+
+PATCHES = sorted(p.name for p in (ROOT / "patches").glob("*.patch"))
+
+
+def test_bundle_of_a_real_run(real_run):
+    results, proc = real_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "2 bundle(s) in" in proc.stdout
+    llama = results / "bundle" / "llama.cpp"
+    assert sorted(p.name for p in llama.iterdir()) == sorted(PATCHES + [
+        "ISSUE.md", "PR_BODY.md", "PR_TITLE", "READINESS.md", "manifest.json", "training-loss.png"])
+    assert (llama / "training-loss.png").read_bytes().startswith(b"\x89PNG")
+    # ggml is verified through llama.cpp's sync: its series in ggml's layout, no pull request of its own
+    ggml = results / "bundle" / "ggml"
+    assert sorted(p.name for p in ggml.iterdir()) == sorted(PATCHES + ["READINESS.md", "manifest.json"])
+    assert "ggml: verified through ggml-org/llama.cpp's sync" in proc.stdout
+    for target in ("llama.cpp", "ggml"):
+        # the verification time, for the record (warm cache: a second or two)
+        print(re.search(rf"^{re.escape(target)}: .*verified in [\d.]+ s.*$", proc.stdout, re.M).group(0))
+
+
+@pytest.mark.parametrize("target", ["llama.cpp", "ggml"])
+def test_the_series_applies_with_plain_git_am_to_a_clean_base_and_the_gate_passed_there(real_run, tool_cache, tmp_path, target):
+    results, _ = real_run
+    d = results / "bundle" / target
+    man = json.loads((d / "manifest.json").read_text())
+    data = json.loads((results / "results.json").read_text())
+    cell = next(c for c in data["cells"] if c["target"] == target)
+    base, patched = cell["source"]["base_commit"], cell["patched_commit"]
+    assert man["base"]["snapshot_commit"] == base and man["patched_commit"] == patched
+    assert man["base"]["upstream_commit"] == cell["source"].get("upstream_commit")
+
+    clone = tmp_path / "clean"
+    subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(tool_cache / "snapshots.git"), str(clone)],
+                   check=True, capture_output=True)  # the snapshot repository has no HEAD: "empty" is expected
+    subprocess.run(["git", "-C", str(clone), "checkout", "-q", "--detach", base], check=True)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_COMMITTER_NAME": "maintainer", "GIT_COMMITTER_EMAIL": "m@example.org"}
+    patches = sorted(str(p) for p in d.glob("*.patch"))
+    am = subprocess.run(["git", "-C", str(clone), "am", *patches], capture_output=True, text=True, env=env)
+    assert am.returncode == 0, am.stderr
+    tree = lambda rev, where: subprocess.run(["git", "-C", str(where), "rev-parse", f"{rev}^{{tree}}"],  # noqa: E731
+                                             capture_output=True, text=True, check=True).stdout.strip()
+    assert tree("HEAD", clone) == tree(patched, clone)  # exactly the tree the matrix proved
+    # the contributor's commits: their identity, the assistant named with Assisted-by, never Co-authored-by
+    log = subprocess.run(["git", "-C", str(clone), "log", "--format=%an <%ae>%n%B%x00", f"{base}..HEAD"],
+                         capture_output=True, text=True, check=True).stdout
+    commits = [c.strip() for c in log.split("\x00") if c.strip()]
+    assert len(commits) == len(patches)
+    for c in commits:
+        assert c.splitlines()[0] == AUTHOR and c.splitlines()[-1] == f"Assisted-by: {ASSISTANT}"
+    assert "Co-authored-by" not in log
+    assert man["authorship"] == {"author": AUTHOR, "from": "--author", "assisted_by": ASSISTANT,
+                                 "committer": "ggml-patch <ggml-patch@localhost>"}
+
+    v = man["verification"]  # the bundle's own git am + build + run on a fresh copy of the base
+    assert v["head_is_bundle_commit"] and v["tree_is_patched_tree"] and v["head"] == man["bundle_commit"]
+    assert v["tests"][GATE]["outcome"] == "passed" and v["tests"][UPSTREAM]["outcome"] == "passed"
+    assert "3/3 device*opt_period passed" in Path(v["tests"][GATE]["log"]).read_text()
+
+
+def test_body_title_issue_and_manifest_come_from_the_run_and_the_template(real_run, repo_root):
+    results, _ = real_run
+    d = results / "bundle" / "llama.cpp"
+    data = json.loads((results / "results.json").read_text())
+    body = (d / "PR_BODY.md").read_text()
+    check_body_against_results(body, data, "llama.cpp")
+    template = (DATA / "upstream-policy" / "llama.cpp" / ".github" / "pull_request_template.md").read_text()
+    heads = lambda t: [ln for ln in t.splitlines() if ln.startswith("## ")]  # noqa: E731
+    assert heads(body) == heads(template) == ["## Overview", "## Additional information", "## Requirements"]
+    assert body.isascii() and (d / "ISSUE.md").read_text().isascii()
+    # patches/cover.md is still the template's placeholders: a draft, said at the top
+    assert body.startswith("> [!CAUTION]\n> DRAFT (ggml-patch readiness)")
+    from orchestrator.upstream.readiness import message_of
+
+    assert (d / "PR_TITLE").read_text() == message_of(PATCHES[0], (d / PATCHES[0]).read_text()).subject + "\n"
+    man = json.loads((d / "manifest.json").read_text())
+    assert man["draft"] is True and any("cover.md" in r for r in man["draft_reasons"])
+    assert man["policy"]["submit"]["value"] == "manual"
+    assert man["policy"]["rules"]["automated_submission_forbidden"]["evidence"][0] == {
+        "file": "AGENTS.md", "line": 49, "text": "- Automated commits or PR submissions (may result in contributor ban)"}
+    assert man["results"]["sha256"] == hashlib.sha256((results / "results.json").read_bytes()).hexdigest()
+    assert man["series"]["results_series_sha256"] == data["series"]["sha256"]
+    assert set(man["files"]) == {p.name for p in d.iterdir()} - {"manifest.json"}
+    for name, digest in man["files"].items():
+        assert hashlib.sha256((d / name).read_bytes()).hexdigest() == digest
+    assert man["incomplete"] is False and man["warnings"] == []
+    assert re.search(r"^- C\+\+ compiler: \S+ \d+\.\d+", body, re.M)
+    assert "- CMake: cmake version" in body and "- git: git version" in body
+    readiness = (d / "READINESS.md").read_text()
+    assert "| cover-written | warn |" in readiness and "| role | pass | pull request to ggml-org/llama.cpp" in readiness
+    ggml = json.loads((results / "bundle" / "ggml" / "manifest.json").read_text())
+    assert ggml["policy"]["role"]["value"]["text"] == "verified through ggml-org/llama.cpp's sync"
+    sync = next(c for c in ggml["readiness"]["checks"] if c["name"] == "sync")
+    assert sync["rule"][0]["file"] == "scripts/sync-llama-am.sh"
+
+
+SERIES_OWN_TEXT = ("ascii-commit-messages", "ascii-added-lines", "comment-length", "comment-wrap", "subject", "trailers")
+
+
+@pytest.mark.xfail(strict=True, reason="today's patches/0001 and 0002 carry 4- and 13-line, hard-wrapped comments; "
+                                       "helper native rewrites them: drop this mark when that lands")
+def test_readiness_has_no_fail_for_the_series_own_text(real_run):
+    results, _ = real_run
+    for target in ("llama.cpp", "ggml"):
+        man = json.loads((results / "bundle" / target / "manifest.json").read_text())
+        got = {c["name"]: c["status"] for c in man["readiness"]["checks"]}
+        assert {k: got[k] for k in SERIES_OWN_TEXT} == {k: "pass" for k in SERIES_OWN_TEXT}, got
+
+
+def test_the_token_appears_nowhere(real_run, tool_cache):
+    results, proc = real_run
+    _scan_for_token([results, tool_cache / "bundle"], [proc.stdout, proc.stderr])
+
+
+def test_a_run_whose_control_survived_is_refused_then_bundled_with_a_warning(real_run, repo_root, tool_cache, tmp_path):
+    results, _ = real_run
+    r = control_survived(json.loads((results / "results.json").read_text()), "llama.cpp/cpu")
+    edited = results_dir(tmp_path, r)
+    args = ["bundle", "--matrix", str(repo_root / "matrix.yaml"), "--results", str(edited), "--cache", str(tool_cache),
+            "--author", AUTHOR]
+    refused = run_tool(*args, cwd=tmp_path)
+    assert refused.returncode == 20 and "llama.cpp/cpu: the negative control was not killed (survived" in refused.stderr
+    assert not (edited / "bundle").exists()
+
+    made = run_tool(*args, "--allow-incomplete", "--target", "llama.cpp", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr[-3000:]
+    assert "warning: llama.cpp: incomplete evidence: llama.cpp/cpu: the negative control was not killed" in made.stderr
+    body = (edited / "bundle" / "llama.cpp" / "PR_BODY.md").read_text()
+    assert "> [!WARNING]\n> Incomplete evidence" in body
+    check_body_against_results(body, r, "llama.cpp")
+    man = json.loads((edited / "bundle" / "llama.cpp" / "manifest.json").read_text())
+    assert man["incomplete"] is True and "survived" in man["warnings"][0]
+    assert not (edited / "bundle" / "ggml").exists()
+
+
+@pytest.mark.parametrize("target", ["llama.cpp", "ggml"])
+def test_pr_open_on_the_real_bundle_exits_27_sending_and_pushing_nothing(real_run, repo_root, tool_cache, tmp_path,
+                                                                          target):
+    from pytest_httpserver import HTTPServer
+
+    results, _ = real_run
+    d = results / "bundle" / target
+    fork = tmp_path / "fork.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(fork)], check=True)
+    api = HTTPServer(host="127.0.0.1", port=0)
+    api.start()
+    try:
+        os.environ["GITHUB_TOKEN"] = TOKEN
+        try:
+            proc = run_tool("pr", "--matrix", str(repo_root / "matrix.yaml"), "--cache", str(tool_cache),
+                            "--bundle", str(d), "--repo", "ggml-org/llama.cpp", "--head-remote", str(fork),
+                            "--head-owner", "me", "--branch", "ggml-opt-accumulators", "--api-url", api.url_for("/"),
+                            "--open", cwd=tmp_path)
+        finally:
+            del os.environ["GITHUB_TOKEN"]
+        assert proc.returncode == 27, proc.stderr
+        assert api.log == []  # no request made
+    finally:
+        api.clear()
+        api.stop()
+    refs = subprocess.run(["git", f"--git-dir={fork}", "for-each-ref"], capture_output=True, text=True, check=True)
+    assert refs.stdout == ""  # nothing pushed
+    if target == "llama.cpp":
+        assert f"push {fork} HEAD:refs/heads/ggml-opt-accumulators" in proc.stdout
+        assert "/ggml-org/llama.cpp/compare/master...me:ggml-opt-accumulators?expand=1" in proc.stdout
+    else:
+        assert "takes no pull request: verified through ggml-org/llama.cpp's sync" in proc.stdout
+    _scan_for_token([tmp_path], [proc.stdout, proc.stderr])
