@@ -8,12 +8,18 @@ sys.path.insert(0, str(Path(__file__).parent))  # orchestrator/, for the cells o
 
 nox.options.sessions = ["matrix"]
 nox.options.reuse_existing_virtualenvs = True
+CONSTRAINTS = str(Path(__file__).parent / "constraints.txt")  # the versions CI tested
+
+
+def _install(session: nox.Session, extras: str = "") -> None:
+    """ggml-patch (with `extras`) into the session, at the versions of constraints.txt."""
+    session.install("-c", CONSTRAINTS, f".[{extras}]" if extras else ".")
 
 
 @nox.session
 def matrix(session: nox.Session) -> None:
     """Apply, build, test and control every cell of matrix.yaml (args go to `ggml-patch matrix`)."""
-    session.install(".")
+    _install(session)
     session.run("ggml-patch", "matrix", *session.posargs)
 
 
@@ -21,7 +27,7 @@ def matrix(session: nox.Session) -> None:
 def status(session: nox.Session) -> None:
     """Where the series applies on every target, building nothing (args go to `ggml-patch status`,
     e.g. `nox -s status -- --profile live --json`)."""
-    session.install(".")
+    _install(session)
     session.run("ggml-patch", "status", *session.posargs)
 
 
@@ -47,7 +53,7 @@ def cell(session: nox.Session, target: str, backend: str) -> None:
     """One matrix cell into results/cells/<target>-<backend> (a CI leg; args go to `ggml-patch matrix`)."""
     from orchestrator.ci.workflow import cell_results_dir  # where the CI leg uploads from
 
-    session.install(".")
+    _install(session)
     session.run("ggml-patch", "matrix", "--target", target, "--backend", backend,
                 "--results", cell_results_dir(target, backend), *session.posargs)
 
@@ -55,7 +61,7 @@ def cell(session: nox.Session, target: str, backend: str) -> None:
 @nox.session
 def bundle(session: nox.Session) -> None:
     """The upstream pull-request bundle from results/ (args go to `ggml-patch bundle`)."""
-    session.install(".")
+    _install(session)
     session.run("ggml-patch", "bundle", *session.posargs)
 
 
@@ -63,14 +69,14 @@ def bundle(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The test suite, every tier: tests/unit, tests/integration, tests/e2e (the real CPU matrix end to
     end). Args go to pytest, e.g. `nox -s tests -- -m unit`."""
-    session.install(".[test]")
+    _install(session, "test,plot")
     session.run("pytest", *session.posargs)
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff check, mypy, then ruff format --check, on orchestrator/ (configured in pyproject.toml)."""
-    session.install(".[lint]")
+    _install(session, "lint")
     session.run("ruff", "check", "orchestrator")
     session.run("mypy")
     session.run("ruff", "format", "--check", "orchestrator")
@@ -79,5 +85,5 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Speed benchmark against the by-hand route (about 10 minutes on 2 cores); writes results/bench/."""
-    session.install(".")
+    _install(session)
     session.run("python", "benchmarks/bench.py", *session.posargs)

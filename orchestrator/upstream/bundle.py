@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 from ..cache import Cache
 from ..config import Matrix
 from ..errors import BuildFailed, BundleRefused, BundleVerificationFailed, ConfigError, SeriesDoesNotApply
-from ..evidence.training import plot
+from ..evidence.training import can_plot, plot
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..report import model
 from ..report.model import Cell, CellStatus, Outcome, Results, Verdict, as_results
@@ -391,7 +391,7 @@ def bundle_target(opts: BundleOptions, results: Results, results_sha: str, targe
                                    read_file=lambda path: repo.read_blob(base, path))
     files_text: dict[str, str | bytes] = {**dict(patches), **docs.files}
     trained = training_cell(results, target_name)
-    if trained and trained.training and rules.takes_pull_request:
+    if trained and trained.training and rules.takes_pull_request and can_plot():  # the table is in the body anyway
         with tempfile.TemporaryDirectory() as tmp:
             t = trained.training
             png = plot(t["with_fix"], t["without_fix"], Path(tmp) / TRAINING_PLOT,

@@ -165,3 +165,15 @@ def test_a_bundle_changed_after_it_was_made_is_rejected(tmp_path):
         B.read_bundle(tmp_path / "b")
 
 
+def test_the_body_keeps_the_loss_table_and_names_no_plot():
+    """The plot (when matplotlib is installed) lies beside PR_BODY.md; the body holds the numbers only."""
+    r = sample()
+    r["cells"][1]["training"] = {"with_fix": [{"epoch": 0, "train_loss": 2.5, "eval_loss": 2.25},
+                                              {"epoch": 1, "train_loss": 0.5, "eval_loss": 0.25}],
+                                 "without_fix": [{"epoch": 0, "train_loss": 2.5, "eval_loss": 2.25},
+                                                 {"epoch": 1, "train_loss": 9.5, "eval_loss": 8.5}],
+                                 "diverges_as_predicted": True}
+    target = r["cells"][1]["target"]
+    body = body_of(r, target)
+    check_body_against_results(body, r, target)
+    assert "training-loss.png" not in body
