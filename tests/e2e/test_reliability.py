@@ -176,7 +176,7 @@ def test_two_concurrent_runs_on_one_cache(setup, tmp_path):
 def user_checkout(tool_cache, tmp_path):
     from ..helpers.forks import git, real_snapshot_refs, repo_from_snapshot, write_matrix
 
-    co = repo_from_snapshot(tmp_path / "ggml", real_snapshot_refs(tool_cache)["ggml"])
+    co = repo_from_snapshot(tmp_path / "ggml", real_snapshot_refs(tool_cache)["ggml"], tool_cache)
     opt = co / "src" / "ggml-opt.cpp"
     opt.write_text(opt.read_text() + "// work in progress\n")  # uncommitted
     (co / "notes.txt").write_text("untracked\n")

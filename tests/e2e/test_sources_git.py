@@ -16,7 +16,7 @@ from ..helpers.forks import (OPT, commit_change, git, git_snapshot, real_snapsho
 def superproject(tool_cache, tmp_path_factory):
     """continuum-like: the llama.cpp fork (the real snapshot) as a submodule at core/vendor/llama.cpp."""
     tmp = tmp_path_factory.mktemp("super")
-    fork = repo_from_snapshot(tmp / "llama.cpp", real_snapshot_refs(tool_cache)["llama.cpp"])
+    fork = repo_from_snapshot(tmp / "llama.cpp", real_snapshot_refs(tool_cache)["llama.cpp"], tool_cache)
     commit_change(fork, "master", {"FORK.md": "the fork\n"}, "fork: a commit of its own")
     fork_head = git(fork, "rev-parse", "master").strip()
     sup = tmp / "continuum"

@@ -12,7 +12,7 @@ from ..helpers.forks import (CONTEXT_LINE, OPT, git, real_snapshot_refs, repo_fr
 @pytest.fixture(scope="module")
 def user_checkout(tool_cache, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("user")
-    co = repo_from_snapshot(tmp / "llama.cpp", real_snapshot_refs(tool_cache)["llama.cpp"])
+    co = repo_from_snapshot(tmp / "llama.cpp", real_snapshot_refs(tool_cache)["llama.cpp"], tool_cache)
     (co / OPT).write_text((co / OPT).read_text().replace(CONTEXT_LINE, CONTEXT_LINE.rstrip("\n") + " // mine\n"))
     (co / "README.md").write_text((co / "README.md").read_text() + "\nlocal notes\n")
     git(co, "add", "README.md")
