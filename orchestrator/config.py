@@ -29,6 +29,13 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")  # POSIX: what a shell and 
 MAX_VALUES = 20_000  # YAML nodes after aliases are expanded: a real matrix has a few hundred
 MAX_DEPTH = 32  # nesting levels: a real matrix has 6
 _PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
+_REPO = {"type": "string", "pattern": r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+\Z"}
+SUBMIT_MODES = ("manual", "api", "none")
+# where the change goes and how it is submitted; `api` only for a fork the user owns, so it names it
+_UPSTREAM = {"type": "object", "additionalProperties": False,
+             "properties": {"repo": _REPO, "submit": {"enum": list(SUBMIT_MODES)}},
+             "if": {"properties": {"submit": {"const": "api"}}, "required": ["submit"]},
+             "then": {"required": ["repo"]}}
 
 
 @functools.lru_cache(maxsize=None)
@@ -60,6 +67,7 @@ def _schema(source_kinds: list[str], source_pieces: list[dict], backend_names: l
                     "layout": {"enum": sorted(LAYOUTS)},
                     "prefix": RELPATH,
                     "description": {"type": "string"},
+                    "upstream": _UPSTREAM,
                     "source": {
                         "type": "object", "required": ["kind"],
                         "properties": {"kind": {"enum": source_kinds}},
@@ -117,6 +125,14 @@ class Target:
     prefix: str
     source: Source
     description: str = ""
+    upstream: Optional["Upstream"] = None  # matrix.yaml's `upstream:`, when declared
+
+
+@dataclass(frozen=True)
+class Upstream:
+    repo: Optional[str]
+    submit: Optional[str]
+    where: str  # matrix.yaml:LINE of the `upstream:` key
 
 
 @dataclass(frozen=True)
@@ -284,6 +300,8 @@ def _schema_message(err: jsonschema.ValidationError) -> tuple[tuple, str]:
         if allowed:
             return path + (bad,), f"unknown name {bad!r}{_did_you_mean(bad, allowed)} (expected one of {', '.join(allowed)})"
         return path + (bad,), f"{bad!r} is not a valid name (letters, digits, '.', '_', '-')"
+    if v == "pattern" and err.validator_value == _REPO["pattern"]:
+        return path, f"{err.instance!r} is not a GitHub repository (expected OWNER/NAME, e.g. ggml-org/llama.cpp)"
     if v == "pattern" and err.validator_value == SHA256["pattern"]:
         return path, f"{err.instance!r} is not a sha256 (expected 64 lowercase hex digits)"
     if v == "pattern" and path and path[-2:-1] == ("cmake_flags",):
@@ -369,12 +387,18 @@ def _deepest(err: jsonschema.ValidationError) -> jsonschema.ValidationError:
     return err
 
 
+def _upstream(path: Path, lines: dict[tuple, int], name: str, u: Optional[dict]) -> Optional[Upstream]:
+    if u is None:
+        return None
+    return Upstream(u.get("repo"), u.get("submit"), f"{path}:{_line_for(lines, ('targets', name, 'upstream'))}")
+
+
 def _resolve(path: Path, data: dict, lines: dict[tuple, int]) -> Matrix:
     root = path.parent
     targets = {
         name: Target(name, t["layout"], t.get("prefix", ""),
                      Source(t["source"]["kind"], dict(t["source"]), f"targets.{name}.source", root),
-                     t.get("description", ""))
+                     t.get("description", ""), _upstream(path, lines, name, t.get("upstream")))
         for name, t in data["targets"].items()
     }
     backends = {

@@ -21,6 +21,7 @@ class ExitCode(enum.IntEnum):
     RATE_LIMITED = 24  # 403/429 with the rate limit exhausted
     GITHUB_UNREACHABLE = 25  # connection refused, DNS failure or timeout
     GITHUB_ERROR = 26  # any other unexpected answer from the GitHub API
+    SUBMIT_MANUAL = 27  # `pr --open` on a target whose submit is manual or none: the steps are printed instead
     INTERRUPTED = 130
 
 
@@ -88,6 +89,12 @@ class LockTimedOut(GgmlPatchError):
     """Another run held a lock longer than --lock-timeout."""
 
     exit_code = ExitCode.SOURCE_UNAVAILABLE
+
+
+class SubmissionNotAutomated(GgmlPatchError):
+    """The target's policy (or matrix.yaml) says the pull request is submitted by hand, or not at all."""
+
+    exit_code = ExitCode.SUBMIT_MANUAL
 
 
 class BundleVerificationFailed(GgmlPatchError):

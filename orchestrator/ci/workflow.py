@@ -161,8 +161,10 @@ def _aggregate_job(profiles: list[str]) -> dict:
     ) + "exit $status\n"
     summary = "".join(f"if [ -f merged/{p}/summary.md ]; then cat merged/{p}/summary.md >> \"$GITHUB_STEP_SUMMARY\"; fi\n"
                       for p in profiles)
+    # the bundle's commits carry an identity: the user who started the run (GitHub's no-reply address)
+    author = '--author "$GITHUB_ACTOR <$GITHUB_ACTOR_ID+$GITHUB_ACTOR@users.noreply.github.com>"'
     bundle = "status=0\n" + "".join(
-        f"ggml-patch bundle --results merged/{p} --out bundle/{p} || status=1\n" for p in profiles
+        f"ggml-patch bundle --results merged/{p} --out bundle/{p} {author} || status=1\n" for p in profiles
     ) + "exit $status\n"
     return {
         "name": "Merge results, summary and bundle",

@@ -5,9 +5,10 @@ import os
 import shlex
 from pathlib import Path
 
-from ..errors import ConfigError, ExitCode
+from ..errors import BundleRefused, ConfigError, ExitCode, SubmissionNotAutomated
 
-HELP = "push a bundle's series to a fork branch and open the pull request (dry run unless --open)"
+HELP = ("push a bundle's series to a fork branch and open the pull request (dry run unless --open); where the "
+        "target's policy says submit manual or none, --open prints the steps instead (exit 27)")
 
 
 def add_arguments(p) -> None:
@@ -32,13 +33,9 @@ def add_arguments(p) -> None:
 
 
 def run(args, matrix, cache) -> ExitCode:
-    from ..upstream import github
+    from ..upstream import github, submission
     from ..upstream.bundle import read_bundle
 
-    token = os.environ.get("GITHUB_TOKEN", "")
-    if args.open and not token:
-        raise ConfigError("--open needs GITHUB_TOKEN in the environment (a token with pull-request write access "
-                          f"to {args.repo}); without --open nothing is sent")
     # every argument and the whole bundle are checked before anything is touched (all untrusted)
     github.check_seconds(args.timeout, "--timeout")
     github.check_seconds(args.git_timeout, "--git-timeout")
@@ -51,9 +48,53 @@ def run(args, matrix, cache) -> ExitCode:
         github.check_commit(args.onto, "--onto")
     owner = github.check_owner(args.head_owner) if args.head_owner else github.owner_from_remote(args.head_remote)
     bundle = read_bundle(Path(args.bundle))
+    policy = submission.policy_of(bundle.manifest, f"{bundle.path}/manifest.json")
+    mode = submission.submit_mode(policy)
+    # the target's own rules first: nothing is pushed or sent where they say a person submits, or nobody
+    if mode == "none":
+        print("\n".join(submission.no_pull_request(policy, bundle.target)))
+        raise SubmissionNotAutomated(f"{bundle.target}: submit is none ({policy['role']['value']['text']}): "
+                                     "no pull request from this bundle")
+    if args.open and mode == "manual":
+        with cache.lock(f"pr-{bundle.target}"):
+            _manual(args, cache, bundle, policy, repo, branch, owner)
+        raise SubmissionNotAutomated(f"{bundle.target}: submit is manual: open the pull request yourself "
+                                     "(the steps are above); nothing was pushed or sent")
+    if bundle.manifest.get("draft"):
+        reasons = bundle.manifest.get("draft_reasons") or []
+        raise BundleRefused(f"{bundle.path} is a draft ({'; '.join(reasons[:3])}"
+                            + (f"; {len(reasons) - 3} more" if len(reasons) > 3 else "")
+                            + "): write patches/cover.md, fix what READINESS.md fails, re-run `ggml-patch bundle`")
+    declared = (policy.get("repo") or {}).get("value")
+    if mode == "api" and declared and declared != repo:
+        raise ConfigError(f"--repo {repo}: this target is submitted through the API only to {declared}, "
+                          "the fork matrix.yaml declares as upstream.repo")
+    token = os.environ.get("GITHUB_TOKEN", "")
+    if args.open and not token:
+        raise ConfigError("--open needs GITHUB_TOKEN in the environment (a token with pull-request write access "
+                          f"to {args.repo}); without --open nothing is sent")
     pr = github.PullRequest(repo, bundle.title, bundle.body, f"{owner}:{branch}" if owner else branch, args.base)
     with cache.lock(f"pr-{bundle.target}"):  # one pr per target at a time: they share the work repository
         return _push_and_open(args, cache, bundle, pr, token)
+
+
+def _manual(args, cache, bundle, policy: dict, repo: str, branch: str, owner) -> None:
+    """The steps a contributor runs to submit by hand; nothing here touches the network."""
+    from ..cache import slug
+    from ..upstream import github, submission
+
+    base = bundle.manifest.get("base") or {}
+    snapshot, upstream = base.get("snapshot_commit"), base.get("upstream_commit")
+    onto = args.onto or upstream or snapshot
+    if not onto:
+        raise ConfigError(f"{bundle.path}/manifest.json: no base commit recorded; re-run `ggml-patch bundle`")
+    workdir = github.work_repo(cache.root / "pr" / slug(bundle.target), cache.snapshots_git)
+    steps = submission.manual_steps(
+        policy=policy, repo=repo, workdir=str(workdir), remote=github.redact(args.head_remote), branch=branch,
+        onto=onto, fetch=not github.has_commit(workdir, onto),
+        patches=[str(p.resolve()) for p in bundle.patch_files],  # `git -C` elsewhere: absolute paths
+        bundle=str(bundle.path.resolve()), base=args.base, owner=owner, web=submission.web_url(args.api_url))
+    print("\n".join(steps))
 
 
 def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:

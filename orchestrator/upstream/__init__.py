@@ -1,1 +1,2 @@
-"""What goes upstream: the verified pull-request bundle and the GitHub pull request."""
+"""What goes upstream: the bundle, the target's own contribution policy, the readiness checks,
+the pull request's text and the GitHub calls."""

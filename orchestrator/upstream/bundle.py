@@ -1,9 +1,11 @@
 """The upstream bundle: what a maintainer receives for one target.
 
 For each target whose run proves the fix: a `git format-patch` series against the target's
-exact base commit, verified by `git am` on a fresh copy of that base and a build and run of
-the two tests there; PR_TITLE; PR_BODY.md drawn from results.json; manifest.json with the
-sha256 of every file, the base commits and the results it was made from.
+exact base commit, authored by the contributor, verified by `git am` on a fresh copy of that
+base and a build and run of the two tests there; by the target's own policy (upstream/policy.py)
+PR_TITLE, PR_BODY.md and ISSUE.md (upstream/documents.py) or, for a target verified through
+another's sync, none; READINESS.md; manifest.json with the sha256 of every file, the policy,
+the readiness checks, the base commits and the results it was made from.
 
 The first half is pure (refusals, title, body, manifest: dicts in, text out); the second half
 runs git and CMake, only under the tool's cache and the output directory.
@@ -18,18 +20,21 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..cache import Cache
 from ..config import Matrix
 from ..errors import BuildFailed, BundleRefused, BundleVerificationFailed, ConfigError, SeriesDoesNotApply
-from ..evidence.training import can_plot, plot, table_markdown
+from ..evidence.training import can_plot, plot
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..redact import redact, redact_data
 from ..report import model
-from ..report.model import Cell, CellStatus, Outcome, Results, VariantRecord, Verdict, as_results
+from ..report.model import Cell, CellStatus, Outcome, Results, Verdict, as_results
 
-NONE = "—"  # an empty table cell
+if TYPE_CHECKING:
+    from .authorship import Identity
+
+NONE = "-"  # an empty table cell (ASCII: the text goes upstream)
 MANIFEST = "manifest.json"
 NOT_RUN = (CellStatus.SKIPPED, CellStatus.BUILD_ONLY)  # cells that prove nothing either way: shown, never counted
 WARNING_TITLE = "Incomplete evidence: this bundle was made with `--allow-incomplete`"
@@ -129,10 +134,6 @@ def _num(x) -> str:
     return str(x)
 
 
-def _cellv(v) -> str:
-    return NONE if v is None or v == "" else str(v)
-
-
 def outcome_rows(results: Results | dict, target: str) -> list[dict]:
     """backend x device x test case, with the fix and with the fix reverted (the table's rows)."""
     results = as_results(results)
@@ -160,40 +161,8 @@ OUTCOME_COLUMNS = ("backend", "device", "test", "optimizer", "opt_period", "with
                    "first wrong step", "w", "expected w")
 
 
-def _outcome_table(rows: list[dict]) -> list[str]:
-    out = ["| " + " | ".join(OUTCOME_COLUMNS) + " |", "|" + "---|" * len(OUTCOME_COLUMNS)]
-    for r in rows:
-        vals = [r["backend"], r["device"], f"`{r['test']}`", _cellv(r["optimizer"]),
-                _cellv(None if r["opt_period"] is None else _num(r["opt_period"])), r["with_fix"],
-                _cellv(r["reverted"]), _cellv(None if r["step"] is None else _num(r["step"])),
-                _cellv(None if r["w"] is None else _num(r["w"])),
-                _cellv(None if r["expected"] is None else _num(r["expected"]))]
-        out.append("| " + " | ".join(vals) + " |")
-    return out
-
-
 CELL_COLUMNS = ("cell", "backend", "status", "negative control", "test-opt with the fix", "gate with the fix",
                 "gate with the fix reverted", "build with the fix (s)", "control rebuild (s)")
-
-
-def _summary(rec: Optional[VariantRecord], test: str) -> str:
-    t = rec.test(test) if rec else None
-    line = t.summary_line if t else None
-    return f"`{line}`" if line else NONE
-
-
-def _cell_table(results: Results, target: str) -> list[str]:
-    out = ["| " + " | ".join(CELL_COLUMNS) + " |", "|" + "---|" * len(CELL_COLUMNS)]
-    for c in results.cells_of(target):
-        recs = results.records_of(c.cell)
-        patched, control = recs.get("patched"), recs.get("control")
-        t = c.timings
-        vals = [c.cell, c.backend, str(c.status), _cellv(control.verdict if control else None),
-                _summary(patched, UPSTREAM_TEST), _summary(patched, GATE_TEST), _summary(control, GATE_TEST),
-                _cellv(None if "build_patched" not in t else _num(t["build_patched"])),
-                _cellv(None if "build_control" not in t else _num(t["build_control"]))]
-        out.append("| " + " | ".join(vals) + " |")
-    return out
 
 
 def _device_text(device: Optional[dict]) -> str:
@@ -206,105 +175,6 @@ def _device_text(device: Optional[dict]) -> str:
     if device.get("drivers"):
         parts.append("driver " + ", ".join(map(str, device["drivers"])))
     return "; ".join(parts)
-
-
-def _how_to_run(layout: str) -> str:
-    option = "GGML_BUILD_TESTS" if layout == "ggml" else "LLAMA_BUILD_TESTS"
-    return (f"cmake -B build -D{option}=ON\n"
-            f"cmake --build build --target {UPSTREAM_TEST} {GATE_TEST}\n"
-            f"./build/bin/{GATE_TEST}     # one line per device and opt_period; exit 1 on a wrong step")
-
-
-def pr_body(results: Results | dict, results_sha256: str, target: str, commits: list[Commit], toolchain: dict,
-            warnings: list[str], plotted: bool = True) -> str:
-    """PR_BODY.md: the series' own messages, then the run's evidence, every number from results.json.
-    `plotted`: the bundle holds the training-loss plot (matplotlib is installed), so the body shows it."""
-    results = as_results(results)
-    cells = results.cells_of(target)
-    layout = cells[0].layout if cells else ""
-    out: list[str] = []
-    if warnings:
-        out += ["> [!WARNING]", f"> **{WARNING_TITLE}.** The run does not back every claim below:"]
-        out += [f"> - {_one_line(w)}" for w in warnings]
-        out.append("")
-    fixes = [commit for commit in commits if not commit.is_test]
-    tests = [commit for commit in commits if commit.is_test]
-    out += ["## The bug and the fix", ""]
-    for commit in fixes:
-        out += [f"**{commit.subject}**", "", commit.body.strip(), ""]
-    out += ["## The test", ""]
-    for commit in tests:
-        out += [f"**{commit.subject}**", "", commit.body.strip(), ""]
-    out += ["To run it:", "", "```sh", _how_to_run(layout), "```", ""]
-
-    series = results.series
-    out += ["## Evidence from the run", "",
-            f"Generated by ggml-patch from its `results.json` (sha256 `{results_sha256}`): run started "
-            f"{results.started_at or NONE}, profile `{results.profile or NONE}`, series sha256 "
-            f"`{series['sha256']}`. Each cell applies the series to the base commit below, builds ggml and the two "
-            "tests with CMake, runs them, then reverts only the fix (the test stays), rebuilds the same tree "
-            "and runs both tests again: the negative control.", "",
-            "### Cells", ""]
-    out += _cell_table(results, target)
-    notes = [f"- {c.cell} device: {_device_text(c.device)}" for c in cells if _device_text(c.device)]
-    notes += [f"- {c.cell} {c.status}: {_one_line(c.reason)}" for c in cells if c.status in NOT_RUN]
-    if notes:
-        out += [""] + notes
-    out += ["", "### Outcomes: backend × device × optimizer", ""]
-    out += _outcome_table(outcome_rows(results, target))
-    out += ["", "### Negative control: the gate with the fix reverted", ""]
-    controls = [(c, results.records_of(c.cell).get("control")) for c in cells]
-    for c, control in controls:
-        if not control:
-            continue
-        gate = control.test(GATE_TEST)
-        reverted = ", ".join(f"`{p}`" for p in control.reverted or []) or NONE
-        out.append(f"- **{c.cell}**: reverted {reverted}; verdict **{control.verdict}**; "
-                   f"{GATE_TEST} exit code {_cellv(gate.exit_code if gate else None)}; "
-                   f"{UPSTREAM_TEST} {_cellv(control.outcome(UPSTREAM_TEST))}.")
-    lines = list(dict.fromkeys(r.failure_line for _, r in controls if r and r.failure_line))
-    if lines:
-        out += ["", "The gate's own failure line without the fix:", "", "```", *lines, "```"]
-    trained = training_cell(results, target)
-    if trained and trained.training:
-        t = trained.training
-        verdict = {True: "as the bug predicts: with the fix the loss falls; without it the effective step keeps "
-                         "growing and the loss overshoots or diverges",
-                   False: "NOT as the bug predicts", None: "too few epochs to tell"}[t.get("diverges_as_predicted")]
-        out += ["", f"### Training: loss per epoch with and without the fix ({trained.cell})", "",
-                "`native_tests/train-opt-dynamic.cpp` (not part of the series) trains a linear regression on "
-                "fixed-seed data with per-step graphs, as llama.cpp trains, in both variants of the cell. "
-                f"The curves differ {verdict}.", "",
-                table_markdown(t["with_fix"], t["without_fix"]).rstrip("\n")]
-        if plotted:
-            out += ["", f"![train and eval loss per epoch, with and without the fix]({TRAINING_PLOT})"]
-    others = [c for c in results.cells if c.target != target]
-    if others:
-        out += ["", "### Other targets in the same run", ""]
-        for c in others:
-            other_control = results.records_of(c.cell).get("control")
-            other_verdict = other_control.verdict if other_control else None
-            out.append(f"- {c.cell} ({c.layout or NONE} layout): {c.status}"
-                       + (f", control {other_verdict}" if other_verdict else ""))
-
-    out += ["", "## Base commits", "", "| | commit |", "|---|---|"]
-    source = next((c.source for c in cells if c.source), {}) or {}
-    upstream = source.get("upstream_commit")
-    where = f" ({source['url']})" if source.get("url") else ""
-    out.append(f"| upstream{where} | `{upstream}` |" if upstream else
-               "| upstream | unknown: the source carries no git metadata |")
-    desc = source.get("description", NONE)
-    sdist = f", sdist sha256 `{source['sdist_sha256']}`" if source.get("sdist_sha256") else ""
-    out.append(f"| ggml-patch snapshot of {desc}{sdist} | `{source.get('base_commit', NONE)}` |")
-    patched = next((c.patched_commit for c in cells if c.patched_commit), None)
-    out.append(f"| the snapshot with this series applied | `{patched or NONE}` |")
-
-    out += ["", "## Toolchain", ""]
-    out += [f"- {name}: {value}" for name, value in toolchain_lines(toolchain)]
-    out += ["", "<sub>Generated by ggml-patch. The series was checked by applying it with `git am` to a fresh "
-                "checkout of the base commit, building, and running "
-                f"`{UPSTREAM_TEST}` and `{GATE_TEST}` there.</sub>", ""]
-    return redact("\n".join(out))  # the run's records may name URLs: never their credentials
 
 
 TRAINING_PLOT = "training-loss.png"
@@ -397,10 +267,18 @@ def read_bundle(directory: Path) -> Bundle:
             raise ConfigError(f"{f}: changed since the bundle was made (sha256 differs from {MANIFEST}); "
                               "re-run `ggml-patch bundle`")
     patches = tuple(sorted(directory / n for n in files if n.endswith(".patch")))
-    if not patches or "PR_TITLE" not in files or "PR_BODY.md" not in files:
-        raise ConfigError(f"{mpath}: the bundle lacks patches, PR_TITLE or PR_BODY.md")
-    return Bundle(directory, man, (directory / "PR_TITLE").read_text(encoding="utf-8").strip(),
-                  (directory / "PR_BODY.md").read_text(encoding="utf-8"), patches)
+    if not patches:
+        raise ConfigError(f"{mpath}: the bundle lacks patches")
+    if takes_pull_request(man) and ("PR_TITLE" not in files or "PR_BODY.md" not in files):
+        raise ConfigError(f"{mpath}: the bundle lacks PR_TITLE or PR_BODY.md")
+    read = lambda n: (directory / n).read_text(encoding="utf-8") if n in files else ""  # noqa: E731
+    return Bundle(directory, man, read("PR_TITLE").strip(), read("PR_BODY.md"), patches)
+
+
+def takes_pull_request(man: dict) -> bool:
+    """The bundle's target gets a pull request (a target verified through another's sync does not)."""
+    role = ((man.get("policy") or {}).get("role") or {}).get("value") or {}
+    return role.get("kind", "pull-request") == "pull-request"
 
 
 # ---------------------------------------------------------------- making the bundle (git, CMake)
@@ -414,6 +292,8 @@ class BundleOptions:
     allow_incomplete: bool = False
     targets: list[str] = field(default_factory=list)
     log: Callable[[str], None] = lambda msg: None  # progress, one line each
+    author: Optional["Identity"] = None  # the contributor the commits carry
+    assisted_by: Optional[str] = None  # the assistant named in an Assisted-by: trailer
 
 
 @dataclass
@@ -425,6 +305,8 @@ class BundleResult:
     upstream_commit: Optional[str]
     verify_s: float
     warnings: list[str]
+    role: str = ""
+    draft_reasons: list[str] = field(default_factory=list)
 
 
 def make_bundles(opts: BundleOptions) -> tuple[list[BundleResult], list[str]]:
@@ -468,10 +350,14 @@ def _same(cells: list[Cell], what: str, get: Callable[[Cell], Optional[str]]) ->
 def bundle_target(opts: BundleOptions, results: Results, results_sha: str, target_name: str,
                   warnings: list[str]) -> BundleResult:
     from ..cache import slug
+    from ..patchset.files import load_series
     from ..patchset.render import rendered_for_target
     from ..vcs.snapshots import SnapshotRepo, Worktree
+    from . import authorship, cover, documents, policy
 
     matrix, cache = opts.matrix, opts.cache
+    if opts.author is None:
+        raise ConfigError("bundle: no author for the bundle's commits (pass --author \"Name <email>\")")
     cells = [c for c in results.cells_of(target_name) if c.patched_commit]
     base = _same(cells, "base commit", lambda c: (c.source or {}).get("base_commit"))
     patched = _same(cells, "patched commit", lambda c: c.patched_commit)
@@ -488,18 +374,27 @@ def bundle_target(opts: BundleOptions, results: Results, results_sha: str, targe
         if not _has_commit(repo, patched):  # a pruned cache: the series recreates it exactly
             opts.log(f"{target_name}: recreating the tested commit {patched[:12]} from the series")
             _recreate(worktree, base, rendered, patched, work)
-        patches = format_patch(repo, base, patched)
-        commits = commit_list(repo, base, patched)
+        # the contributor's commits: the tested trees and messages, their identity (and Assisted-by)
+        head = authorship.reauthor(str(repo.path), base, patched, opts.author, opts.assisted_by)
+        patches = format_patch(repo, base, head)
+        commits = commit_list(repo, base, head)
         opts.log(f"{target_name}: verifying {len(patches)} patches on a fresh copy of {base[:12]} "
                  "(git am, build, test-opt, gate)")
-        verification = verify(opts, target, repo, worktree, work, base, patched, patches)
+        verification = verify(opts, target, repo, worktree, work, base, head, patches)
         toolchain = toolchain_info(work / "build")
         toolchain = cell_compilers_that_differ({**toolchain, **cells_toolchain(cache, cells)})
+        rules = policy.derive(target_name, base, policy.read_policy_files(repo.read_blob, base),
+                              _declared(target))
+        cover_path = Path(matrix.series_dir) / cover.COVER_FILE
+        cov = cover.parse_cover(f"{Path(matrix.series_dir).name}/{cover.COVER_FILE}",
+                                cover_path.read_text(encoding="utf-8") if cover_path.is_file() else None)
+        docs = documents.documents(policy=rules, cover=cov, results=results, results_sha256=results_sha,
+                                   target=target_name, commits=commits, patches=patches, toolchain=toolchain,
+                                   warnings=warnings, canonical_paths=load_series(matrix).paths(),
+                                   read_file=lambda path: repo.read_blob(base, path))
+    files_text: dict[str, str | bytes] = {**dict(patches), **docs.files}
     trained = training_cell(results, target_name)
-    plotted = bool(trained and trained.training) and can_plot()  # the table is in the body either way
-    body = pr_body(results, results_sha, target_name, commits, toolchain, warnings, plotted)
-    files_text: dict[str, str | bytes] = {**dict(patches), "PR_TITLE": pr_title(commits) + "\n", "PR_BODY.md": body}
-    if plotted and trained and trained.training:
+    if trained and trained.training and rules.takes_pull_request and can_plot():  # the table is in the body anyway
         with tempfile.TemporaryDirectory() as tmp:
             t = trained.training
             png = plot(t["with_fix"], t["without_fix"], Path(tmp) / TRAINING_PLOT,
@@ -511,6 +406,7 @@ def bundle_target(opts: BundleOptions, results: Results, results_sha: str, targe
                    results_path=str(Path(opts.results_dir).resolve() / "results.json"), source=source,
                    patched_commit=patched, patches=patches, files=files, verification=verification,
                    toolchain=toolchain, warnings=warnings)
+    man.update(docs.manifest_fields(opts.author, opts.assisted_by, head))
     files_text[MANIFEST] = json.dumps(man, indent=2) + "\n"
     from .. import outdir
 
@@ -518,7 +414,15 @@ def bundle_target(opts: BundleOptions, results: Results, results_sha: str, targe
     dest = outdir.claim(opts.out_dir, "--out", legacy=outdir.made_bundles) / target_name
     _write_dir(dest, files_text)
     return BundleResult(target_name, dest, [n for n, _ in patches], base, source.get("upstream_commit"),
-                        verification["durations_s"]["total"], warnings)
+                        verification["durations_s"]["total"], warnings, rules.role.value["text"],
+                        docs.draft_reasons)
+
+
+def _declared(target):
+    from .policy import Declared
+
+    u = getattr(target, "upstream", None)
+    return Declared(u.repo, u.submit, u.where) if u else None
 
 
 def _write_dir(dest: Path, files: dict[str, str | bytes]) -> None:
@@ -578,9 +482,9 @@ def commit_list(repo, base: str, patched: str) -> list[Commit]:
 def verify(opts: BundleOptions, target, repo, worktree, work: Path, base: str, patched: str,
            patches: list[tuple[str, str]]) -> dict:
     """git am the bundle's own files on a fresh copy of the base, then the cell pipeline's
-    configure, build and test steps there (CPU, the two tests). The worktree and build tree are
-    the bundle's own and persist in the cache (ccache and an incremental build make a repeat
-    cost seconds)."""
+    configure, build and test steps there (CPU, the two tests). `patched` is the bundle's head:
+    the tested tree, the contributor's commits. The worktree and build tree are the bundle's own
+    and persist in the cache (ccache and an incremental build make a repeat cost seconds)."""
     from .. import backends
     from ..config import Backend
     from ..run.cell import CellContext, Steps, run_steps
@@ -632,7 +536,7 @@ def verify(opts: BundleOptions, target, repo, worktree, work: Path, base: str, p
         "applied_with": "git am",
         "worktree": str(worktree.path),
         "head": head,
-        "head_is_patched_commit": head == patched,
+        "head_is_bundle_commit": head == patched,  # the contributor's commits, exactly
         "tree_is_patched_tree": True,
         "configure_reused": ctx.configure_reused,
         "build_log": ctx.patched.build.log,

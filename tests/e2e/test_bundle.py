@@ -1,5 +1,6 @@
-"""The bundle end to end: a real run bundled, its series applied with plain `git am` to a clean
-base, the PR_BODY.md checked against results.json, the pull request pushed to a local fork."""
+"""The bundle end to end: a real run bundled with the contributor's identity, its series applied
+with plain `git am` to a clean base, PR_BODY.md checked against results.json and the template,
+`pr --open` refused (exit 27) for llama.cpp (submit manual) and ggml (none), nothing sent or pushed."""
 import hashlib
 import json
 import os
@@ -11,7 +12,7 @@ import pytest
 
 from ..helpers.bundle_checks import check_body_against_results
 from ..helpers.samples import GATE, UPSTREAM, control_survived, results_dir
-from ..helpers.tools import run_tool
+from ..helpers.tools import DATA, ROOT, run_tool
 
 
 TOKEN = "ghp_bundleTEST_7f3c9a1e5b2d4f60"  # unique: scanned for in every output
@@ -26,9 +27,14 @@ def _scan_for_token(paths: list[Path], texts: list[str]) -> None:
                 assert TOKEN.encode() not in f.read_bytes(), f
 
 
+AUTHOR = "Ada Contributor <ada@example.org>"
+ASSISTANT = "Test Assistant"
+
+
 @pytest.fixture(scope="module")
 def real_run(repo_root, tool_cache, tmp_path_factory):
-    """The real CPU matrix once, then its bundle, with GITHUB_TOKEN set to a value scanned for later."""
+    """The real CPU matrix once, then its bundle (the contributor's identity, an Assisted-by trailer),
+    with GITHUB_TOKEN set to a value scanned for later."""
     results = tmp_path_factory.mktemp("bundle-e2e") / "results"
     matrix = str(repo_root / "matrix.yaml")
     run = run_tool("matrix", "--matrix", matrix, "--results", str(results), "--cache", str(tool_cache),
@@ -37,25 +43,32 @@ def real_run(repo_root, tool_cache, tmp_path_factory):
     os.environ["GITHUB_TOKEN"] = TOKEN
     try:
         proc = run_tool("bundle", "--matrix", matrix, "--results", str(results), "--cache", str(tool_cache),
-                        cwd=results.parent)
+                        "--author", AUTHOR, "--assisted-by", ASSISTANT, cwd=results.parent)
     finally:
         del os.environ["GITHUB_TOKEN"]
     return results, proc
 
 
+PATCHES = sorted(p.name for p in (ROOT / "patches").glob("*.patch"))
 
 
 def test_bundle_of_a_real_run(real_run):
     results, proc = real_run
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "2 bundle(s) in" in proc.stdout
+    llama = results / "bundle" / "llama.cpp"
+    from orchestrator.evidence.training import can_plot
+
+    plot = ["training-loss.png"] if can_plot() else []  # matplotlib is the `plot` extra
+    assert sorted(p.name for p in llama.iterdir()) == sorted(PATCHES + [
+        "ISSUE.md", "PR_BODY.md", "PR_TITLE", "READINESS.md", "manifest.json", *plot])
+    if plot:
+        assert (llama / "training-loss.png").read_bytes().startswith(b"\x89PNG")
+    # ggml is verified through llama.cpp's sync: its series in ggml's layout, no pull request of its own
+    ggml = results / "bundle" / "ggml"
+    assert sorted(p.name for p in ggml.iterdir()) == sorted(PATCHES + ["READINESS.md", "manifest.json"])
+    assert "ggml: verified through ggml-org/llama.cpp's sync" in proc.stdout
     for target in ("llama.cpp", "ggml"):
-        d = results / "bundle" / target
-        assert sorted(p.name for p in d.iterdir()) == [
-            "0001-ggml-opt-reset-gradient-accumulators-after-each-opti.patch",
-            "0002-tests-add-test-opt-dynamic-accum-for-per-step-gradie.patch",
-            "PR_BODY.md", "PR_TITLE", "manifest.json", "training-loss.png"]
-        assert (d / "training-loss.png").read_bytes().startswith(b"\x89PNG")
         # the verification time, for the record (warm cache: a second or two)
         print(re.search(rf"^{re.escape(target)}: .*verified in [\d.]+ s.*$", proc.stdout, re.M).group(0))
 
@@ -83,22 +96,43 @@ def test_the_series_applies_with_plain_git_am_to_a_clean_base_and_the_gate_passe
     tree = lambda rev, where: subprocess.run(["git", "-C", str(where), "rev-parse", f"{rev}^{{tree}}"],  # noqa: E731
                                              capture_output=True, text=True, check=True).stdout.strip()
     assert tree("HEAD", clone) == tree(patched, clone)  # exactly the tree the matrix proved
+    # the contributor's commits: their identity, the assistant named with Assisted-by, never Co-authored-by
+    log = subprocess.run(["git", "-C", str(clone), "log", "--format=%an <%ae>%n%B%x00", f"{base}..HEAD"],
+                         capture_output=True, text=True, check=True).stdout
+    commits = [c.strip() for c in log.split("\x00") if c.strip()]
+    assert len(commits) == len(patches)
+    for c in commits:
+        assert c.splitlines()[0] == AUTHOR and c.splitlines()[-1] == f"Assisted-by: {ASSISTANT}"
+    assert "Co-authored-by" not in log
+    assert man["authorship"] == {"author": AUTHOR, "from": "--author", "assisted_by": ASSISTANT,
+                                 "committer": "ggml-patch <ggml-patch@localhost>"}
 
     v = man["verification"]  # the bundle's own git am + build + run on a fresh copy of the base
-    assert v["head_is_patched_commit"] and v["tree_is_patched_tree"]
+    assert v["head_is_bundle_commit"] and v["tree_is_patched_tree"] and v["head"] == man["bundle_commit"]
     assert v["tests"][GATE]["outcome"] == "passed" and v["tests"][UPSTREAM]["outcome"] == "passed"
     assert "29/29 device*case passed" in Path(v["tests"][GATE]["log"]).read_text()
 
 
-@pytest.mark.parametrize("target", ["llama.cpp", "ggml"])
-def test_body_title_and_manifest_come_from_the_run(real_run, target):
+def test_body_title_issue_and_manifest_come_from_the_run_and_the_template(real_run, repo_root):
     results, _ = real_run
-    d = results / "bundle" / target
+    d = results / "bundle" / "llama.cpp"
     data = json.loads((results / "results.json").read_text())
     body = (d / "PR_BODY.md").read_text()
-    check_body_against_results(body, data, target)
-    assert (d / "PR_TITLE").read_text() == "ggml-opt : reset gradient accumulators after each optimizer step\n"
+    check_body_against_results(body, data, "llama.cpp")
+    template = (DATA / "upstream-policy" / "llama.cpp" / ".github" / "pull_request_template.md").read_text()
+    heads = lambda t: [ln for ln in t.splitlines() if ln.startswith("## ")]  # noqa: E731
+    assert heads(body) == heads(template) == ["## Overview", "## Additional information", "## Requirements"]
+    assert body.isascii() and (d / "ISSUE.md").read_text().isascii()
+    # patches/cover.md is still the template's placeholders: a draft, said at the top
+    assert body.startswith("> [!CAUTION]\n> DRAFT (ggml-patch readiness)")
+    from orchestrator.upstream.readiness import message_of
+
+    assert (d / "PR_TITLE").read_text() == message_of(PATCHES[0], (d / PATCHES[0]).read_text()).subject + "\n"
     man = json.loads((d / "manifest.json").read_text())
+    assert man["draft"] is True and any("cover.md" in r for r in man["draft_reasons"])
+    assert man["policy"]["submit"]["value"] == "manual"
+    assert man["policy"]["rules"]["automated_submission_forbidden"]["evidence"][0] == {
+        "file": "AGENTS.md", "line": 49, "text": "- Automated commits or PR submissions (may result in contributor ban)"}
     assert man["results"]["sha256"] == hashlib.sha256((results / "results.json").read_bytes()).hexdigest()
     assert man["series"]["results_series_sha256"] == data["series"]["sha256"]
     assert set(man["files"]) == {p.name for p in d.iterdir()} - {"manifest.json"}
@@ -107,6 +141,25 @@ def test_body_title_and_manifest_come_from_the_run(real_run, target):
     assert man["incomplete"] is False and man["warnings"] == []
     assert re.search(r"^- C\+\+ compiler: \S+ \d+\.\d+", body, re.M)
     assert "- CMake: cmake version" in body and "- git: git version" in body
+    readiness = (d / "READINESS.md").read_text()
+    assert "| cover-written | warn |" in readiness and "| role | pass | pull request to ggml-org/llama.cpp" in readiness
+    ggml = json.loads((results / "bundle" / "ggml" / "manifest.json").read_text())
+    assert ggml["policy"]["role"]["value"]["text"] == "verified through ggml-org/llama.cpp's sync"
+    sync = next(c for c in ggml["readiness"]["checks"] if c["name"] == "sync")
+    assert sync["rule"][0]["file"] == "scripts/sync-llama-am.sh"
+
+
+SERIES_OWN_TEXT = ("ascii-commit-messages", "ascii-added-lines", "comment-length", "comment-wrap", "subject", "trailers")
+
+
+@pytest.mark.xfail(strict=True, reason="today's patches/0001 and 0002 carry 4- and 13-line, hard-wrapped comments; "
+                                       "helper native rewrites them: drop this mark when that lands")
+def test_readiness_has_no_fail_for_the_series_own_text(real_run):
+    results, _ = real_run
+    for target in ("llama.cpp", "ggml"):
+        man = json.loads((results / "bundle" / target / "manifest.json").read_text())
+        got = {c["name"]: c["status"] for c in man["readiness"]["checks"]}
+        assert {k: got[k] for k in SERIES_OWN_TEXT} == {k: "pass" for k in SERIES_OWN_TEXT}, got
 
 
 def test_the_token_appears_nowhere(real_run, tool_cache):
@@ -116,55 +169,55 @@ def test_the_token_appears_nowhere(real_run, tool_cache):
 
 def test_a_run_whose_control_survived_is_refused_then_bundled_with_a_warning(real_run, repo_root, tool_cache, tmp_path):
     results, _ = real_run
-    r = control_survived(json.loads((results / "results.json").read_text()))
+    r = control_survived(json.loads((results / "results.json").read_text()), "llama.cpp/cpu")
     edited = results_dir(tmp_path, r)
-    args = ["bundle", "--matrix", str(repo_root / "matrix.yaml"), "--results", str(edited), "--cache", str(tool_cache)]
+    args = ["bundle", "--matrix", str(repo_root / "matrix.yaml"), "--results", str(edited), "--cache", str(tool_cache),
+            "--author", AUTHOR]
     refused = run_tool(*args, cwd=tmp_path)
-    assert refused.returncode == 20 and "ggml/cpu: the negative control was not killed (survived" in refused.stderr
+    assert refused.returncode == 20 and "llama.cpp/cpu: the negative control was not killed (survived" in refused.stderr
     assert not (edited / "bundle").exists()
 
-    made = run_tool(*args, "--allow-incomplete", "--target", "ggml", cwd=tmp_path)
+    made = run_tool(*args, "--allow-incomplete", "--target", "llama.cpp", cwd=tmp_path)
     assert made.returncode == 0, made.stderr[-3000:]
-    assert "warning: ggml: incomplete evidence: ggml/cpu: the negative control was not killed" in made.stderr
-    body = (edited / "bundle" / "ggml" / "PR_BODY.md").read_text()
-    assert body.startswith("> [!WARNING]\n> **Incomplete evidence")
-    check_body_against_results(body, r, "ggml")
-    man = json.loads((edited / "bundle" / "ggml" / "manifest.json").read_text())
+    assert "warning: llama.cpp: incomplete evidence: llama.cpp/cpu: the negative control was not killed" in made.stderr
+    body = (edited / "bundle" / "llama.cpp" / "PR_BODY.md").read_text()
+    assert "> [!WARNING]\n> Incomplete evidence" in body
+    check_body_against_results(body, r, "llama.cpp")
+    man = json.loads((edited / "bundle" / "llama.cpp" / "manifest.json").read_text())
     assert man["incomplete"] is True and "survived" in man["warnings"][0]
-    assert not (edited / "bundle" / "llama.cpp").exists()
+    assert not (edited / "bundle" / "ggml").exists()
 
 
-def test_pr_pushes_the_real_bundle_to_a_fork_and_opens_the_pull_request(real_run, repo_root, tool_cache, tmp_path):
+@pytest.mark.parametrize("target", ["llama.cpp", "ggml"])
+def test_pr_open_on_the_real_bundle_exits_27_sending_and_pushing_nothing(real_run, repo_root, tool_cache, tmp_path,
+                                                                          target):
     from pytest_httpserver import HTTPServer
 
     results, _ = real_run
-    d = results / "bundle" / "ggml"
+    d = results / "bundle" / target
     fork = tmp_path / "fork.git"
     subprocess.run(["git", "init", "-q", "--bare", str(fork)], check=True)
     api = HTTPServer(host="127.0.0.1", port=0)
     api.start()
     try:
-        api.expect_request("/repos/ggml-org/ggml/pulls", method="POST").respond_with_json(
-            {"html_url": "https://github.com/ggml-org/ggml/pull/7"}, status=201)
         os.environ["GITHUB_TOKEN"] = TOKEN
         try:
             proc = run_tool("pr", "--matrix", str(repo_root / "matrix.yaml"), "--cache", str(tool_cache),
-                            "--bundle", str(d), "--repo", "ggml-org/ggml", "--head-remote", str(fork),
+                            "--bundle", str(d), "--repo", "ggml-org/llama.cpp", "--head-remote", str(fork),
                             "--head-owner", "me", "--branch", "ggml-opt-accumulators", "--api-url", api.url_for("/"),
                             "--open", cwd=tmp_path)
         finally:
             del os.environ["GITHUB_TOKEN"]
-        assert proc.returncode == 0, proc.stderr
-        assert proc.stdout.strip().endswith("pull request opened: https://github.com/ggml-org/ggml/pull/7")
-        (request, _), = api.log
-        sent = json.loads(request.get_data(as_text=True))
-        assert sent["body"] == (d / "PR_BODY.md").read_text() and sent["head"] == "me:ggml-opt-accumulators"
+        assert proc.returncode == 27, proc.stderr
+        assert api.log == []  # no request made
     finally:
         api.clear()
         api.stop()
-    man = json.loads((d / "manifest.json").read_text())
-    rev = lambda where, r: subprocess.run(["git", f"--git-dir={where}", "rev-parse", r],  # noqa: E731
-                                          capture_output=True, text=True, check=True).stdout.strip()
-    assert rev(fork, "refs/heads/ggml-opt-accumulators^{tree}") == rev(tool_cache / "snapshots.git",
-                                                                        f"{man['patched_commit']}^{{tree}}")
-    _scan_for_token([tmp_path, tool_cache / "pr" / "ggml"], [proc.stdout, proc.stderr])
+    refs = subprocess.run(["git", f"--git-dir={fork}", "for-each-ref"], capture_output=True, text=True, check=True)
+    assert refs.stdout == ""  # nothing pushed
+    if target == "llama.cpp":
+        assert f"push {fork} HEAD:refs/heads/ggml-opt-accumulators" in proc.stdout
+        assert "/ggml-org/llama.cpp/compare/master...me:ggml-opt-accumulators?expand=1" in proc.stdout
+    else:
+        assert "takes no pull request: verified through ggml-org/llama.cpp's sync" in proc.stdout
+    _scan_for_token([tmp_path], [proc.stdout, proc.stderr])

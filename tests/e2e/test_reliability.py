@@ -221,7 +221,10 @@ def test_interrupted_bundle_leaves_nothing_half_made(setup, tmp_path, monkeypatc
         real(*a, **kw)
         raise KeyboardInterrupt
     monkeypatch.setattr(bundle, "verify", verify_then_interrupt)
-    opts = bundle.BundleOptions(load_matrix(m), Cache(cache), results_dir, out)
+    from orchestrator.upstream.authorship import parse_author
+
+    opts = bundle.BundleOptions(load_matrix(m), Cache(cache), results_dir, out,
+                                author=parse_author("Ada Contributor <ada@example.org>"))
     with pytest.raises(KeyboardInterrupt):
         bundle.make_bundles(opts)
     monkeypatch.undo()

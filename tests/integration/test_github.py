@@ -13,9 +13,10 @@ from pytest_httpserver import HTTPServer
 
 from orchestrator.upstream import bundle as B
 from orchestrator.upstream import github as G
+from orchestrator.upstream import policy as P
 from orchestrator.vcs.snapshots import FIXED_IDENTITY, SnapshotRepo, Worktree
 
-from ..helpers.tools import ROOT, git
+from ..helpers.tools import DATA, ROOT, git
 
 TOKEN = "ghp_prTEST_c0ffee5eed9d4e21b7a3"  # unique: must appear nowhere but the Authorization header
 REPO = "ggml-org/ggml"
@@ -59,14 +60,22 @@ class Tiny:
         git(tmp, "init", "-q", "--bare", str(self.fork))
         self.repo = repo
 
-    def write_bundle(self, upstream):
+    def write_bundle(self, upstream, submit="api", files_md=None, draft_reasons=()):
+        """A bundle as `bundle` writes it; by default for a fork the user owns (submit: api, repo REPO)."""
         patches = B.format_patch(SnapshotRepo(self.cache / "snapshots.git"), self.base, self.patched)
-        files = {**dict(patches), "PR_TITLE": "ggml-opt : zero the accumulators\n", "PR_BODY.md": "## The bug\n\nbody\n"}
+        policy = P.derive("tiny", self.base, files_md or {}, P.Declared(REPO, submit, "matrix.yaml:3"))
+        docs = {"PR_TITLE": "ggml-opt : zero the accumulators\n", "PR_BODY.md": "## The bug\n\nbody\n"} \
+            if policy.takes_pull_request else {}
+        files = {**dict(patches), **docs}
+        if self.bundle.exists():
+            for old in self.bundle.iterdir():
+                old.unlink()
         self.bundle.mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
             (self.bundle / name).write_text(text)
         man = {"target": "tiny", "base": {"snapshot_commit": self.base, "upstream_commit": upstream},
-               "patched_commit": self.patched, "files": {n: B.sha256_text(t) for n, t in files.items()}}
+               "patched_commit": self.patched, "files": {n: B.sha256_text(t) for n, t in files.items()},
+               "policy": policy.to_json(), "draft": bool(draft_reasons), "draft_reasons": list(draft_reasons)}
         (self.bundle / "manifest.json").write_text(json.dumps(man, indent=2))
 
     def fork_git(self, *args) -> str:
@@ -262,6 +271,94 @@ def test_an_upstream_commit_missing_from_the_fork_is_named(tiny, api):
     line = one_line_error(run_pr(tiny, "--open", api_url=api.url_for("/")), 21)
     assert "does not have commit 0c1e57098bba, the upstream base of this bundle" in line
     assert "--onto" in line and api.log == []
+
+
+# ---------------------------------------------------------------- the target's policy decides who submits
+
+LLAMA_POLICY = DATA / "upstream-policy" / "llama.cpp"
+
+
+def _real_llama_files() -> dict:
+    return {f: (LLAMA_POLICY / f).read_text(encoding="utf-8") for f in
+            ("AGENTS.md", "CONTRIBUTING.md", ".github/pull_request_template.md")}
+
+
+def _fork_refs(tiny: Tiny) -> str:
+    return tiny.fork_git("for-each-ref")
+
+
+def test_manual_submit_refuses_open_with_the_steps_and_sends_nothing(tiny, api, monkeypatch):
+    tiny.write_bundle(upstream=None, submit="manual", files_md=_real_llama_files())
+    monkeypatch.setattr(tiny, "bundle", tiny.bundle.relative_to(tiny.tmp))  # as typed, relative to the cwd
+    proc = run_pr(tiny, "--open", api_url=api.url_for("/"), token=None)  # no token needed to be told no
+    monkeypatch.undo()
+    line = one_line_error(proc, 27)
+    assert "submit is manual" in line and "nothing was pushed or sent" in line
+    assert api.log == [] and _fork_refs(tiny) == ""  # no request made, nothing pushed
+    out = proc.stdout
+    assert "AGENTS.md:49, AGENTS.md:95" in out  # the policy's own lines, as evidence
+    work = tiny.cache / "pr" / "tiny"
+    assert f"  git -C {work} push {tiny.fork} HEAD:refs/heads/fix-accum\n" in out
+    assert f"  git -C {work} am {tiny.bundle / '0001-ggml-opt-zero-the-accumulators.patch'} " in out
+    assert "  https://github.com/ggml-org/ggml/compare/master...me:fix-accum?expand=1\n" in out
+    assert f"title: {tiny.bundle}/PR_TITLE" in out
+
+
+def test_the_manual_steps_work_when_a_person_runs_them(tiny, api):
+    """The printed commands, run as printed, put the tested tree on the fork's branch."""
+    import shlex
+
+    tiny.write_bundle(upstream=None, submit="manual", files_md=_real_llama_files())
+    proc = run_pr(tiny, "--open", api_url=api.url_for("/"), token=None)
+    assert proc.returncode == 27
+    cmds = [ln.strip() for ln in proc.stdout.splitlines() if ln.startswith("  git -C ")]
+    assert [shlex.split(c)[3] for c in cmds] == ["checkout", "am", "push"]
+    for c in cmds:
+        git(tiny.tmp, *shlex.split(c)[1:])
+    assert tiny.fork_git("rev-parse", "refs/heads/fix-accum^{tree}") == tiny.tree
+    assert api.log == []
+
+
+def test_manual_submit_keeps_the_dry_run(tiny, api):
+    tiny.write_bundle(upstream=None, submit="manual", files_md=_real_llama_files())
+    proc = run_pr(tiny, api_url=api.url_for("/").rstrip("/"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("dry run: nothing pushed or sent")
+    assert api.log == [] and _fork_refs(tiny) == ""
+
+
+def test_submit_none_takes_no_pull_request(tiny, api):
+    ggml = DATA / "upstream-policy" / "ggml"
+    files = {f: (ggml / f).read_text() for f in ("CONTRIBUTING.md", ".github/pull_request_template.md")}
+    tiny.write_bundle(upstream=None, submit="none", files_md=files)
+    assert not (tiny.bundle / "PR_BODY.md").exists()
+    for extra in ((), ("--open",)):
+        proc = run_pr(tiny, *extra, api_url=api.url_for("/"))
+        assert "submit is none" in one_line_error(proc, 27)
+        assert "verified through ggml-org/llama.cpp's sync (CONTRIBUTING.md:3" in proc.stdout
+        assert "Its changes go to ggml-org/llama.cpp" in proc.stdout
+    assert api.log == [] and _fork_refs(tiny) == ""
+
+
+def test_a_draft_is_refused_before_anything_is_sent(tiny, api):
+    tiny.write_bundle(upstream=None, draft_reasons=["patches/cover.md:1: '## Overview' not written"])
+    for extra in ((), ("--open",)):
+        line = one_line_error(run_pr(tiny, *extra, api_url=api.url_for("/")), 20)
+        assert "is a draft (patches/cover.md:1: '## Overview' not written)" in line
+    assert api.log == [] and _fork_refs(tiny) == ""
+
+
+def test_api_goes_only_to_the_declared_fork(tiny, api):
+    line = one_line_error(run_pr(tiny, "--open", "--repo", "ggml-org/llama.cpp", api_url=api.url_for("/")), 2)
+    assert "submitted through the API only to ggml-org/ggml" in line
+    assert api.log == []
+
+
+def test_a_bundle_without_a_policy_is_refused(tiny):
+    man = json.loads((tiny.bundle / "manifest.json").read_text())
+    del man["policy"]
+    (tiny.bundle / "manifest.json").write_text(json.dumps(man))
+    assert "no policy recorded" in one_line_error(run_pr(tiny), 2)
 
 
 # ---------------------------------------------------------------- pure helpers

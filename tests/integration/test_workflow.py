@@ -95,7 +95,8 @@ def test_the_aggregate_job(matrix, wf):
     for p in matrix.profiles:
         assert f"ggml-patch merge-results --out merged/{p} cells/results+{p}+*" in script
         assert f'cat merged/{p}/summary.md >> "$GITHUB_STEP_SUMMARY"' in script
-        assert f"ggml-patch bundle --results merged/{p} --out bundle/{p} || status=1" in script
+        assert (f"ggml-patch bundle --results merged/{p} --out bundle/{p} --author "
+                '"$GITHUB_ACTOR <$GITHUB_ACTOR_ID+$GITHUB_ACTOR@users.noreply.github.com>" || status=1') in script
     uploads = [s["with"]["name"] for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")]
     assert uploads == ["ggml-patch-results", "ggml-patch-bundle"]
 

@@ -8,9 +8,13 @@ import pytest
 
 from orchestrator.errors import ConfigError
 from orchestrator.upstream import bundle as B
+from orchestrator.upstream import cover as C
+from orchestrator.upstream import policy as P
+from orchestrator.upstream import pr_body as PB
 
 from ..helpers.bundle_checks import check_body_against_results
 from ..helpers.samples import GATE, control_survived, gate_regressed, sample
+from ..helpers.tools import DATA
 
 
 # ---------------------------------------------------------------- pure: refusals
@@ -54,7 +58,7 @@ def test_build_only_cells_are_shown_but_neither_evidence_nor_failure():
         r["records"].append({"cell": "ggml/cuda", "target": "ggml", "backend": "cuda", "variant": variant,
                              "status": "", "build": {"ok": True}, "tests": {}})
     assert B.problems(r, r["series"]["sha256"]) == []
-    body = B.pr_body(r, "f" * 64, "ggml", COMMITS, TOOLCHAIN, [])
+    body = body_of(r, "ggml")
     check_body_against_results(body, r, "ggml")
     assert "- ggml/cuda build-only: built with and without the fix; tests not run: no GPU" in body
 
@@ -70,7 +74,19 @@ COMMITS = [B.Commit("ggml-opt : zero gradient accumulators each period with per-
                     "The accumulators are never zeroed.", ("ggml/src/ggml-opt.cpp",)),
            B.Commit("tests : add test-opt-dynamic-accum for per-step gradient accumulation",
                     "The new test.", ("tests/CMakeLists.txt", "tests/test-opt-dynamic-accum.cpp"))]
+NAMES = ["0001-ggml-opt.patch", "0002-tests.patch"]
 TOOLCHAIN = {"cmake": "cmake version 4.4.5", "cxx_compiler": "GNU 12.2.0 (/usr/bin/c++)", "git": "git version 2.39.5"}
+TEMPLATE = P.parse_template(".github/pull_request_template.md",
+                            (DATA / "upstream-policy" / "llama.cpp" / ".github" / "pull_request_template.md").read_text())
+COVER = C.parse_cover("patches/cover.md", "## Overview\n\nThe fix.\n\n## Requirements\n\n- AI usage disclosure: NO\n")
+
+
+def body_of(results: dict, target: str, warnings=()) -> str:
+    """PR_BODY.md as the bundle writes it for a pull-request target (the llama.cpp template)."""
+    repo = "ggml-org/llama.cpp" if target == "llama.cpp" else None
+    data = PB.evidence(results, "f" * 64, target, COMMITS, NAMES, TOOLCHAIN, repo)
+    top = PB.banner([], list(warnings))
+    return "\n".join(top) + ("\n" if top else "") + PB.body(TEMPLATE, COVER, data)
 
 
 def test_title_is_the_fix_subject():
@@ -80,13 +96,15 @@ def test_title_is_the_fix_subject():
 @pytest.mark.parametrize("target", ["llama.cpp", "ggml"])
 def test_every_number_in_the_body_is_the_one_in_results_json(target):
     r = sample()
-    body = B.pr_body(r, "f" * 64, target, COMMITS, TOOLCHAIN, [])
+    body = body_of(r, target)
     check_body_against_results(body, r, target)
     assert not body.startswith("> [!WARNING]")
-    assert "## The bug and the fix" in body and "## The test" in body and "## Toolchain" in body
+    assert [ln for ln in body.splitlines() if ln.startswith("## ")] == ["## Overview", "## Additional information",
+                                                                          "## Requirements"]
     assert "- CMake: cmake version 4.4.5" in body and "- C++ compiler: GNU 12.2.0" in body
+    assert body.isascii()
     if target == "llama.cpp":
-        assert "| upstream | `0c1e57098bba43ac29e6e3b677cdceebdd22334f` |" in body
+        assert "| ggml-org/llama.cpp | `0c1e57098bba43ac29e6e3b677cdceebdd22334f` |" in body
         assert "-DLLAMA_BUILD_TESTS=ON" in body
     else:
         assert "| upstream | unknown" in body and "-DGGML_BUILD_TESTS=ON" in body
@@ -95,7 +113,7 @@ def test_every_number_in_the_body_is_the_one_in_results_json(target):
 def test_the_body_check_catches_a_wrong_number():
     """The comparison itself can fail: change one number in the results and the body disagrees."""
     r = sample()
-    body = B.pr_body(r, "f" * 64, "ggml", COMMITS, TOOLCHAIN, [])
+    body = body_of(r, "ggml")
     wrong = copy.deepcopy(r)
     rec = next(x for x in wrong["records"] if x["cell"] == "ggml/cpu" and x["variant"] == "control")
     rec["tests"][GATE]["rows"][0]["actual"] = 0.125
@@ -108,7 +126,7 @@ def test_the_body_check_catches_a_wrong_number():
 def test_incomplete_evidence_opens_the_body_with_a_visible_warning():
     r = control_survived(sample())
     warnings = [p.text for p in B.problems(r, r["series"]["sha256"])]
-    body = B.pr_body(r, "f" * 64, "ggml", COMMITS, TOOLCHAIN, warnings)
+    body = body_of(r, "ggml", warnings)
     first = body.splitlines()[:3]
     assert first[0] == "> [!WARNING]" and "--allow-incomplete" in first[1]
     assert "not killed (survived" in first[2]
@@ -147,15 +165,8 @@ def test_a_bundle_changed_after_it_was_made_is_rejected(tmp_path):
         B.read_bundle(tmp_path / "b")
 
 
-# ---------------------------------------------------------------- the command refuses, writing nothing
-
-
-# ---------------------------------------------------------------- end to end: a real run, bundled
-
-
-
-
-def test_without_matplotlib_the_body_keeps_the_loss_table_and_shows_no_plot():
+def test_the_body_keeps_the_loss_table_and_names_no_plot():
+    """The plot (when matplotlib is installed) lies beside PR_BODY.md; the body holds the numbers only."""
     r = sample()
     r["cells"][1]["training"] = {"with_fix": [{"epoch": 0, "train_loss": 2.5, "eval_loss": 2.25},
                                               {"epoch": 1, "train_loss": 0.5, "eval_loss": 0.25}],
@@ -163,8 +174,6 @@ def test_without_matplotlib_the_body_keeps_the_loss_table_and_shows_no_plot():
                                                  {"epoch": 1, "train_loss": 9.5, "eval_loss": 8.5}],
                                  "diverges_as_predicted": True}
     target = r["cells"][1]["target"]
-    body = B.pr_body(r, "f" * 64, target, COMMITS, TOOLCHAIN, [], plotted=False)
-    check_body_against_results(body, r, target, plotted=False)
+    body = body_of(r, target)
+    check_body_against_results(body, r, target)
     assert "training-loss.png" not in body
-    with pytest.raises(AssertionError):  # the check itself tells the two apart
-        check_body_against_results(B.pr_body(r, "f" * 64, target, COMMITS, TOOLCHAIN, []), r, target, plotted=False)

@@ -1,0 +1,153 @@
+"""patches/cover.md: the contributor's own words for the pull request, one section per heading
+of the target's template. The tool never writes them; it only reads them, and says what is
+still missing (then the bundle is a draft). Pure."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from .policy import Evidence, Template, _disclosure_prefix
+
+COVER_FILE = "cover.md"
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_PLACEHOLDER = re.compile(r"^\s*(?:[-*]\s+)?(TODO|TBD|FIXME|XXX)\b", re.I)
+_ISSUE = re.compile(r"\b(Fixes|Refs|Closes|Resolves)\s+(#\d+|https://github\.com/[\w.-]+/[\w.-]+/issues/\d+)\b", re.I)
+_YES_NO = re.compile(r"^(?P<answer>yes|no)\b[\s,:;.-]*(?P<how>.*)$", re.I)
+
+
+@dataclass(frozen=True)
+class CoverSection:
+    heading: str
+    line: int  # the heading's line in cover.md
+    lines: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        """The section as the contributor wrote it, blank lines around it dropped."""
+        lines = list(self.lines)
+        while lines and not lines[0].strip():
+            lines.pop(0)
+        while lines and not lines[-1].strip():
+            lines.pop()
+        return "\n".join(lines)
+
+    @property
+    def written(self) -> bool:
+        return bool(visible(self.text).strip()) and not self.placeholders()
+
+    def placeholders(self) -> list[int]:
+        """Lines (in cover.md) that still hold a TODO/TBD marker."""
+        return [
+            self.line + 1 + i
+            for i, ln in enumerate(visible("\n".join(self.lines)).splitlines())
+            if _PLACEHOLDER.match(ln)
+        ]
+
+
+@dataclass(frozen=True)
+class Cover:
+    path: str  # as shown in messages, e.g. patches/cover.md
+    text: Optional[str]  # None: no such file
+    sections: tuple[CoverSection, ...]
+
+    def section(self, heading: str) -> Optional[CoverSection]:
+        return next((s for s in self.sections if s.heading.lower() == heading.lower()), None)
+
+
+def visible(text: str) -> str:
+    """`text` without HTML comments (what GitHub shows), keeping the line count."""
+    return _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+
+
+def parse_cover(path: str, text: Optional[str]) -> Cover:
+    sections: list[tuple[str, int, list[str]]] = []
+    fenced = False
+    for n, line in enumerate((text or "").splitlines(), 1):
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+        if not fenced and line.startswith("## "):
+            sections.append((line[3:].strip(), n, []))
+        elif sections:
+            sections[-1][2].append(line)
+    return Cover(path, text, tuple(CoverSection(h, n, tuple(ls)) for h, n, ls in sections))
+
+
+# ---------------------------------------------------------------- what the contributor still owes
+
+
+@dataclass(frozen=True)
+class Disclosure:
+    status: str  # answered | unanswered | undescribed (YES without saying how) | no-line (the template has none)
+    answer: str  # the contributor's words after the prefix, comments removed
+    where: str  # cover.md:LINE, or the cover's path when there is no such line
+
+
+def disclosure(cover: Cover, template: Optional[Template]) -> Disclosure:
+    """The answer to the template's disclosure line, from the cover line with the same prefix."""
+    if template is None or template.disclosure is None:
+        return Disclosure("no-line", "", "")
+    prefix = _disclosure_prefix(template.disclosure.text) or ""
+    key = _norm(prefix)
+    for n, line in enumerate((cover.text or "").splitlines(), 1):
+        mine = _disclosure_prefix(line)
+        if mine and _norm(mine) == key:
+            answer = " ".join(visible(line[len(mine) :]).split())
+            m = _YES_NO.match(answer)
+            if not m:
+                return Disclosure("unanswered", answer, f"{cover.path}:{n}")
+            if m["answer"].lower() == "yes" and not m["how"].strip():
+                return Disclosure("undescribed", answer, f"{cover.path}:{n}")
+            return Disclosure("answered", answer, f"{cover.path}:{n}")
+    return Disclosure("unanswered", "", cover.path)
+
+
+def _norm(prefix: str) -> str:
+    return " ".join(prefix.strip(" -*").lower().split())
+
+
+def problems(cover: Cover, template: Optional[Template]) -> list[str]:
+    """Why the cover keeps the bundle a draft ('' when the contributor has written it all)."""
+    if cover.text is None:
+        return [f"{cover.path}: missing (write one section per heading of the target's pull request template)"]
+    if not visible(cover.text).strip():
+        return [f"{cover.path}: empty (only placeholders)"]
+    found = []
+    for s in template.sections if template else ():
+        mine = cover.section(s.heading)
+        if s.fixed or s.optional:
+            continue
+        if mine is None:
+            found.append(f"{cover.path}: no section '## {s.heading}' ({template.file if template else ''}:{s.line})")
+        elif not visible(mine.text).strip():
+            found.append(f"{cover.path}:{mine.line}: '## {s.heading}' not written (placeholders only)")
+    for written in cover.sections:
+        for n in written.placeholders():
+            found.append(f"{cover.path}:{n}: placeholder left in '## {written.heading}'")
+    d = disclosure(cover, template)
+    line = template.disclosure if template else None
+    if line and d.status == "unanswered":
+        found.append(
+            f"{d.where}: '{(_disclosure_prefix(line.text) or '').strip()}' not answered (YES or NO; {line.where})"
+        )
+    elif line and d.status == "undescribed":
+        found.append(f"{d.where}: disclosure YES without how AI was used ({line.where})")
+    return found
+
+
+def issue_reference(cover: Cover) -> Optional[Evidence]:
+    """The first `Fixes #N` / `Refs #N` (or an issue URL) the contributor wrote."""
+    for n, line in enumerate(visible(cover.text or "").splitlines(), 1):
+        m = _ISSUE.search(line)
+        if m:
+            return Evidence(cover.path, n, m.group(0))
+    return None
+
+
+def blank_cover(template: Template) -> str:
+    """The cover.md to ship: the template's headings and its placeholders, nothing else."""
+    out = []
+    for s in template.sections:
+        out += [f"## {s.heading}", *s.lines, ""]
+    return "\n".join(out).rstrip("\n") + "\n"

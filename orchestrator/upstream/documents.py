@@ -1,0 +1,103 @@
+"""The bundle's documents for one target, by its policy: PR_TITLE, PR_BODY.md and ISSUE.md for a
+target that takes a pull request, READINESS.md for every target, and the manifest's policy,
+readiness and draft fields. Pure: the bundle (bundle.py) reads the inputs and writes the files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import unidiff
+
+from ..redact import redact
+from ..report.model import Results
+from . import bundle as B
+from . import cover as C
+from . import pr_body, readiness
+from .authorship import Identity
+from .policy import Policy
+from .sync import SyncMap, SyncReport, compare, parse_sync_script, sync_script_for
+
+
+@dataclass(frozen=True)
+class Documents:
+    files: dict[str, str]
+    policy: Policy
+    readiness: readiness.Readiness
+    draft_reasons: list[str]
+    cover: C.Cover
+
+    @property
+    def draft(self) -> bool:
+        return bool(self.draft_reasons)
+
+    def manifest_fields(self, author: Identity, assistant: Optional[str], bundle_commit: str) -> dict:
+        cover: Optional[dict] = {"path": self.cover.path, "present": self.cover.text is not None}
+        if not self.policy.takes_pull_request:
+            cover = None
+        return {
+            "policy": self.policy.to_json(),
+            "readiness": self.readiness.to_json(),
+            "draft": self.draft,
+            "draft_reasons": self.draft_reasons,
+            "cover": cover,
+            "authorship": {
+                "author": str(author),
+                "from": author.source,
+                "assisted_by": assistant,
+                "committer": "ggml-patch <ggml-patch@localhost>",
+            },
+            "bundle_commit": bundle_commit,
+        }
+
+
+def series_paths(patches: list[tuple[str, str]]) -> list[str]:
+    return list(dict.fromkeys(f.path for _, text in patches for f in unidiff.PatchSet(text)))
+
+
+def documents(
+    *,
+    policy: Policy,
+    cover: C.Cover,
+    results: Results | dict,
+    results_sha256: str,
+    target: str,
+    commits: list,
+    patches: list[tuple[str, str]],
+    toolchain: dict,
+    warnings: list[str],
+    canonical_paths: list[str],
+    read_file,
+) -> Documents:
+    """read_file(path) -> the target's file at its base commit (None when absent): the sync script."""
+    names = [n for n, _ in patches]
+    texts: dict[str, str] = {}
+    cover_problems: list[str] = []
+    if policy.takes_pull_request:
+        data = pr_body.evidence(results, results_sha256, target, commits, names, toolchain, policy.repo.value)
+        texts = {
+            "PR_TITLE": B.pr_title(commits) + "\n",
+            "PR_BODY.md": pr_body.body(policy.template, cover, data),
+            "ISSUE.md": pr_body.issue(results, target, commits, names, policy.repo.value),
+        }
+        cover_problems = C.problems(cover, policy.template)
+    sync: Optional[SyncMap] = None
+    report: Optional[SyncReport] = None
+    script: Optional[str] = None
+    goes_to = policy.role.value.get("changes_go_to")
+    if not policy.takes_pull_request and goes_to:
+        script = sync_script_for(goes_to)
+        text = read_file(script) if script else None
+        sync = parse_sync_script(script, text) if script and text else None
+        report = compare(sync, canonical_paths, series_paths(patches)) if sync else None
+    ready = readiness.run(
+        policy, patches, texts, cover if policy.takes_pull_request else None, cover_problems, sync, report, script
+    )
+    reasons = cover_problems + [f"{c.name}: {c.detail}" + (f" ({c.where[0]})" if c.where else "") for c in ready.failed]
+    if policy.takes_pull_request:
+        texts["PR_BODY.md"] = (
+            "\n".join(pr_body.banner(reasons, warnings)) + ("\n" if reasons or warnings else "") + texts["PR_BODY.md"]
+        )
+    texts["READINESS.md"] = readiness.markdown(target, ready, reasons, policy)
+    texts = {name: redact(text) for name, text in texts.items()}  # the run's records may name URLs: never their credentials
+    return Documents(texts, policy, ready, reasons, cover)

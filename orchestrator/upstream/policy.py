@@ -1,0 +1,361 @@
+"""A target's contribution policy, read from its own tree at the base commit.
+
+The files are the target's AGENTS.md, CONTRIBUTING.md and pull request template, where present.
+Every rule comes from one explicit phrase on one line, and it keeps that line as evidence
+(file, line number, text). A rule without a matching line is recorded as absent; nothing is
+assumed. matrix.yaml's `upstream:` (repo, submit) may declare or override where the change goes
+and how it is submitted. Everything here is pure except `read_policy_files`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+POLICY_FILES = ("AGENTS.md", "CONTRIBUTING.md")
+# where GitHub looks for a single pull request template, in its order
+TEMPLATE_FILES = (
+    ".github/pull_request_template.md",
+    ".github/PULL_REQUEST_TEMPLATE.md",
+    "pull_request_template.md",
+    "PULL_REQUEST_TEMPLATE.md",
+    "docs/pull_request_template.md",
+    "docs/PULL_REQUEST_TEMPLATE.md",
+)
+SUBMIT_MODES = ("manual", "api", "none")
+PULL_REQUEST, VERIFY_ONLY = "pull-request", "verify-only"
+DEFAULT_MAX_COMMENT_LINES = 2  # ggml-patch's own standard where the target states none
+
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_PROHIBITION = re.compile(r"\b(prohibit\w*|forbid\w*|not allowed|do not|don't|never|must not|refuse|ban)\b", re.I)
+_GITHUB_REPO = r"https://github\.com/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)"
+
+
+# ---------------------------------------------------------------- data
+
+
+@dataclass(frozen=True)
+class Evidence:
+    file: str
+    line: int
+    text: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    def to_json(self) -> dict:
+        return {"file": self.file, "line": self.line, "text": self.text}
+
+
+@dataclass(frozen=True)
+class Rule:
+    value: Any  # None or False: the files state no such rule
+    evidence: tuple[Evidence, ...] = ()
+
+    def to_json(self) -> dict:
+        return {"value": self.value, "evidence": [e.to_json() for e in self.evidence]}
+
+
+@dataclass(frozen=True)
+class Section:
+    """One `## ` heading of the template and the lines under it."""
+
+    heading: str
+    line: int
+    lines: tuple[str, ...]  # every line below the heading (trailing blank lines dropped)
+
+    @property
+    def fixed(self) -> bool:
+        """The template gives its lines (e.g. Requirements): the body copies them as they are."""
+        return bool(strip_comments("\n".join(self.lines)).strip())
+
+    @property
+    def optional(self) -> bool:
+        """Its placeholder says the section may be left out."""
+        return bool(re.search(r"\b(if not applicable|optional)\b", "\n".join(self.lines), re.I))
+
+
+@dataclass(frozen=True)
+class Template:
+    file: str
+    preamble: tuple[str, ...]  # lines before the first heading
+    sections: tuple[Section, ...]
+    disclosure: Optional[Evidence]  # the line the contributor answers (e.g. "- AI usage disclosure: ...")
+
+    @property
+    def headings(self) -> list[str]:
+        return [s.heading for s in self.sections]
+
+    def to_json(self) -> dict:
+        return {
+            "file": self.file,
+            "headings": [{"text": s.heading, "line": s.line} for s in self.sections],
+            "fixed_sections": [s.heading for s in self.sections if s.fixed],
+            "disclosure": self.disclosure.to_json() if self.disclosure else None,
+        }
+
+
+@dataclass(frozen=True)
+class Declared:
+    """matrix.yaml's `upstream:` for one target."""
+
+    repo: Optional[str] = None
+    submit: Optional[str] = None
+    where: str = "matrix.yaml"  # file:line of the `upstream:` key
+
+
+@dataclass(frozen=True)
+class Policy:
+    target: str
+    base_commit: str
+    files: dict[str, bool]  # each policy file looked for: present or not
+    template: Optional[Template]
+    rules: dict[str, Rule]
+    repo: Rule  # OWNER/NAME the pull request goes to
+    submit: Rule  # manual | api | none
+    role: Rule  # {"kind": pull-request | verify-only, "text": ...}
+
+    @property
+    def takes_pull_request(self) -> bool:
+        return self.role.value["kind"] == PULL_REQUEST
+
+    def rule(self, name: str) -> Rule:
+        return self.rules.get(name, Rule(None))
+
+    @property
+    def max_comment_lines(self) -> int:
+        return self.rule("max_comment_lines").value or DEFAULT_MAX_COMMENT_LINES
+
+    def to_json(self) -> dict:
+        return {
+            "target": self.target,
+            "base_commit": self.base_commit,
+            "files": self.files,
+            "template": self.template.to_json() if self.template else None,
+            "repo": self.repo.to_json(),
+            "submit": self.submit.to_json(),
+            "role": self.role.to_json(),
+            "rules": {k: v.to_json() for k, v in self.rules.items()},
+        }
+
+
+# ---------------------------------------------------------------- reading markdown
+
+
+def strip_comments(text: str) -> str:
+    return _COMMENT.sub("", text)
+
+
+def prose_lines(text: str) -> list[tuple[int, str, str]]:
+    """(line number, line, the heading it sits under) for each line outside code fences."""
+    out, heading, fenced = [], "", False
+    for n, line in enumerate(text.splitlines(), 1):
+        if _FENCE.match(line):
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        m = _HEADING.match(line)
+        if m:
+            heading = m.group(2)
+        out.append((n, line, heading))
+    return out
+
+
+def parse_template(file: str, text: str) -> Template:
+    """Headings from the template's `## ` lines (outside code fences), each with the lines below it."""
+    preamble: list[str] = []
+    sections: list[tuple[str, int, list[str]]] = []
+    fenced = False
+    for n, line in enumerate(text.splitlines(), 1):
+        if _FENCE.match(line):
+            fenced = not fenced
+        if not fenced and line.startswith("## "):
+            sections.append((line[3:].strip(), n, []))
+        elif sections:
+            sections[-1][2].append(line)
+        else:
+            preamble.append(line)
+    secs = tuple(Section(h, n, tuple(_trim(lines))) for h, n, lines in sections)
+    disclosure = None
+    for s in secs:
+        for i, line in enumerate(s.lines):
+            if disclosure is None and _disclosure_prefix(line):
+                disclosure = Evidence(file, s.line + 1 + i, line)  # lines[i] is i+1 lines below the heading
+    return Template(file, tuple(_trim(preamble)), secs, disclosure)
+
+
+def _trim(lines: list[str]) -> list[str]:
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return lines
+
+
+def _disclosure_prefix(line: str) -> Optional[str]:
+    """'- AI usage disclosure:' for the template's disclosure line (None for any other line)."""
+    m = re.match(r"^(\s*(?:[-*]\s+)?[^:<]*\bdisclosure\b[^:<]*:)", line, re.I)
+    return m.group(1) if m else None
+
+
+# ---------------------------------------------------------------- the rules
+
+
+@dataclass(frozen=True)
+class _Phrase:
+    pattern: str
+    needs_prohibition: bool = False  # the line, or the heading it sits under, must prohibit
+    value: Callable[[re.Match], Any] = lambda m: True
+
+
+_RULES: dict[str, tuple[_Phrase, ...]] = {
+    "automated_submission_forbidden": (
+        _Phrase(r"\bautomated\b[^.]*\b(pr|pull[- ]requests?)\b[^.]*\bsubmissions?\b", needs_prohibition=True),
+        _Phrase(r"\bforbids automated submissions\b"),
+        _Phrase(r"\b(do not|don't|never|must not)\b[^.]*\b(git push|create (a )?(pr|pull[- ]request))\b"),
+        _Phrase(r"\brefuse\b[^.]*\bcreating a pull[- ]request\b"),
+    ),
+    "private_forks_exempt": (_Phrase(r"\bprivate forks are exempt\b"),),
+    "ai_written_text_forbidden": (
+        _Phrase(r"\bai[- ]written\b[^.]*\b(pr|pull request) descriptions?\b", needs_prohibition=True),
+        _Phrase(r"\b(do not|don't|never) write\b[^.]*\b(pr|pull request) descriptions?\b"),
+        _Phrase(r"\bprohibited to use ai to write\b"),
+    ),
+    "ascii_only": (
+        _Phrase(r"\bascii (only|equivalents)\b"),
+        _Phrase(r"\b(avoid|do not use|don't use)\s+(?:\S+\s+){0,4}unicode\b"),
+        _Phrase(r"\bno (non-ascii|unicode) (characters|chars)\b"),
+    ),
+    "max_comment_lines": (
+        _Phrase(r"\bcomments?\b.*?\b\d+\s*-\s*(\d+)\s+lines?\b", value=lambda m: int(m.group(1))),
+        _Phrase(r"\bcomments?\b.*?\bat most (\d+)\s+lines?\b", value=lambda m: int(m.group(1))),
+    ),
+    "no_hard_wrap": (
+        _Phrase(r"\b(avoid|do not|don't)\b[^.]*\bhard-?wrap", needs_prohibition=False),
+        _Phrase(r"\b(do not|don't)\b[^.]*\bsplit a line into multiple lines mid-sentence\b"),
+    ),
+    "new_test_files_need_approval": (_Phrase(r"\bnew file\b[^.]*\btests\b[^.]*\bapproval\b"),),
+    "issue_first": (
+        _Phrase(r"\bmust (begin|start) with an issue\b"),
+        _Phrase(r"\bmust include a reproducible issue\b"),
+        _Phrase(r"\bopen an issue\b[^.]*\bbefore\b"),
+    ),
+    "regression_test_required": (_Phrase(r"\bregression test\b[^.]*\bfails before\b"),),
+    "disclosure_required": (  # disclosing AI use, not any disclosure (security reports...)
+        _Phrase(r"\bdisclose\b.*\bAI\b"),
+        _Phrase(r"\bAI\b.*\bdisclose\b"),
+    ),
+    "assisted_by_trailer": (_Phrase(r"(Assisted-by):[^.]*\bnot\b[^.]*Co-authored-by", value=lambda m: m.group(1)),),
+    "subject_format": (_Phrase(r"`(<module>\s*:\s*<[^>`]+>)", value=lambda m: m.group(1)),),
+    "changes_go_to": (
+        _Phrase(
+            r"\bopen a (?:pr|pull request) (?:in|at|on|against|to) <?" + _GITHUB_REPO,
+            value=lambda m: m.group(1).rstrip("."),
+        ),
+    ),
+    "guidelines_from": (
+        _Phrase(
+            r"\buse \[[^\]]*contribution guidelines\]\(" + _GITHUB_REPO + r"/", value=lambda m: m.group(1).rstrip(".")
+        ),
+    ),
+}
+
+
+def derive_rules(files: dict[str, Optional[str]]) -> dict[str, Rule]:
+    """Every rule, from the lines of the files present (code fences skipped)."""
+    found: dict[str, list[tuple[Any, Evidence]]] = {k: [] for k in _RULES}
+    for name, text in files.items():
+        if text is None:
+            continue
+        for n, line, heading in prose_lines(text):
+            for rule, phrases in _RULES.items():
+                for p in phrases:
+                    m = re.search(p.pattern, line, re.I)
+                    if not m:
+                        continue
+                    if p.needs_prohibition and not (_PROHIBITION.search(line) or _PROHIBITION.search(heading)):
+                        continue
+                    found[rule].append((p.value(m), Evidence(name, n, line.strip())))
+                    break
+    rules = {}
+    for rule, hits in found.items():
+        if not hits:
+            rules[rule] = Rule(None)
+            continue
+        values = [v for v, _ in hits]
+        value = max(values) if rule == "max_comment_lines" else values[0]
+        rules[rule] = Rule(value, tuple(e for _, e in hits))
+    return rules
+
+
+def _own_repo(template: Optional[Template], text: Optional[str]) -> Rule:
+    """The repository whose template this is: its link to its own contributing guidelines."""
+    if template is None or text is None:
+        return Rule(None)
+    for n, line in enumerate(text.splitlines(), 1):
+        m = re.search(
+            r"\[[^\]]*contributing guidelines\]\(" + _GITHUB_REPO + r"/blob/[^/)]+/CONTRIBUTING\.md\)", line, re.I
+        )
+        if m:
+            return Rule(m.group(1), (Evidence(template.file, n, line.strip()),))
+    return Rule(None)
+
+
+def derive(
+    target: str, base_commit: str, files: dict[str, Optional[str]], declared: Optional[Declared] = None
+) -> Policy:
+    """The policy from the files read at the base commit (None: absent) and matrix.yaml's declaration."""
+    declared = declared or Declared()
+    template_file = next((f for f in TEMPLATE_FILES if files.get(f) is not None), None)
+    template_text = files.get(template_file) if template_file else None
+    template = parse_template(template_file, template_text) if template_file and template_text is not None else None
+    rules = derive_rules({f: files.get(f) for f in (*POLICY_FILES, *([template_file] if template_file else []))})
+    derived_repo = _own_repo(template, files.get(template_file) if template_file else None)
+    rules["own_repo"] = derived_repo
+    repo = (
+        Rule(declared.repo, (_declared_evidence(declared, f"upstream.repo: {declared.repo}"),))
+        if declared.repo
+        else derived_repo
+    )
+    goes_to = rules["changes_go_to"]
+    elsewhere = bool(goes_to.value) and goes_to.value != repo.value
+    if declared.submit:
+        submit = Rule(declared.submit, (_declared_evidence(declared, f"upstream.submit: {declared.submit}"),))
+    elif elsewhere:
+        submit = Rule("none", goes_to.evidence)
+    else:  # never api by default: that is only for a fork the user declares
+        submit = Rule("manual", rules["automated_submission_forbidden"].evidence)
+    if submit.value == "none":
+        text = f"verified through {goes_to.value}'s sync" if goes_to.value else "verify only (submit: none)"
+        role = Rule(
+            {"kind": VERIFY_ONLY, "text": text, "changes_go_to": goes_to.value},
+            tuple(dict.fromkeys(goes_to.evidence + submit.evidence)),
+        )
+    else:
+        how = "by hand" if submit.value == "manual" else "through the GitHub API (the user's own fork)"
+        text = (
+            f"pull request to {repo.value or 'the repository given to `pr --repo`'}, submitted {how}"
+            f" (submit: {submit.value})"
+        )
+        role = Rule(
+            {"kind": PULL_REQUEST, "text": text, "changes_go_to": goes_to.value},
+            tuple(dict.fromkeys(repo.evidence + submit.evidence)),
+        )
+    present = {f: files.get(f) is not None for f in (*POLICY_FILES, template_file or TEMPLATE_FILES[0])}
+    return Policy(target, base_commit, present, template, rules, repo, submit, role)
+
+
+def _declared_evidence(declared: Declared, text: str) -> Evidence:
+    file, _, line = declared.where.rpartition(":")
+    return Evidence(file, int(line), text) if line.isdigit() else Evidence(declared.where, 0, text)
+
+
+# ---------------------------------------------------------------- effects
+
+
+def read_policy_files(read_blob: Callable[[str, str], Optional[str]], commit: str) -> dict[str, Optional[str]]:
+    """The policy files' text at `commit` (None where absent), through `read_blob(commit, path)`."""
+    return {f: read_blob(commit, f) for f in (*POLICY_FILES, *TEMPLATE_FILES)}

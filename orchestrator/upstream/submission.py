@@ -1,0 +1,105 @@
+"""How a bundle may be submitted, from the policy its manifest records: through the API (`api`,
+the user's own fork), by the contributor's own hands (`manual`: the tool prints the exact steps),
+or not at all (`none`: a target verified through another's sync). Pure."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Optional
+from urllib.parse import quote, urlsplit
+
+from ..errors import ConfigError
+
+
+def policy_of(manifest: dict, where: str) -> dict:
+    policy = manifest.get("policy")
+    if not isinstance(policy, dict) or not isinstance(policy.get("submit"), dict):
+        raise ConfigError(f"{where}: no policy recorded (made by an older ggml-patch); re-run `ggml-patch bundle`")
+    return policy
+
+
+def submit_mode(policy: dict) -> str:
+    return policy["submit"].get("value") or "manual"
+
+
+def cited(rule: dict, n: int = 2) -> str:
+    ev = (rule or {}).get("evidence") or []
+    return ", ".join(f"{e['file']}:{e['line']}" for e in ev[:n])
+
+
+def web_url(api_url: str) -> str:
+    """https://api.github.com -> https://github.com; https://HOST/api/v3 (Enterprise) -> https://HOST."""
+    parts = urlsplit(api_url.rstrip("/"))
+    if parts.netloc == "api.github.com":
+        return "https://github.com"
+    if parts.path.endswith("/api/v3"):
+        return f"{parts.scheme}://{parts.netloc}{parts.path[: -len('/api/v3')]}"
+    return "https://github.com"
+
+
+def compare_url(web: str, repo: str, base: str, owner: Optional[str], branch: str) -> str:
+    head = f"{owner or 'OWNER'}:{branch}"
+    return f"{web}/{repo}/compare/{quote(base, safe='')}...{quote(head, safe=':/')}?expand=1"
+
+
+def manual_steps(
+    *,
+    policy: dict,
+    repo: str,
+    workdir: str,
+    remote: str,
+    branch: str,
+    onto: str,
+    fetch: bool,
+    patches: list[str],
+    bundle: str,
+    base: str,
+    owner: Optional[str],
+    web: str,
+) -> list[str]:
+    """What the contributor runs, in order: the branch made from the bundle, pushed to their fork,
+    and the compare page where they open the pull request themselves."""
+    g = ["git", "-C", workdir]
+    steps = []
+    if fetch:
+        steps.append(shlex.join([*g, "fetch", "--no-tags", "--depth=1", remote, onto]))
+    steps += [
+        shlex.join([*g, "checkout", "--force", "--detach", onto]),
+        shlex.join([*g, "am", *patches]),
+        shlex.join([*g, "push", remote, f"HEAD:refs/heads/{branch}"]),
+    ]
+    why = cited(policy.get("rules", {}).get("automated_submission_forbidden", {})) or cited(policy["submit"])
+    out = [
+        f"manual submission: {repo} takes its pull requests from people, not tools (submit: manual"
+        + (f"; {why}" if why else "")
+        + "): nothing was pushed or sent.",
+        "Run these yourself:",
+        "",
+    ]
+    out += [f"  {s}" for s in steps]
+    out += [
+        "",
+        "then open the pull request in your browser:",
+        "",
+        f"  {compare_url(web, repo, base, owner, branch)}",
+        "",
+        f"title: {bundle}/PR_TITLE",
+        f"description: {bundle}/PR_BODY.md",
+        f"the issue to open first: {bundle}/ISSUE.md",
+    ]
+    if not owner:
+        out.append("(OWNER: your GitHub user; --head-owner fills it in)")
+    return out
+
+
+def no_pull_request(policy: dict, target: str) -> list[str]:
+    role = policy.get("role", {}).get("value") or {}
+    goes = role.get("changes_go_to")
+    out = [
+        f"{target} takes no pull request: {role.get('text', 'submit: none')}"
+        + (f" ({cited(policy.get('role', {}))})" if cited(policy.get("role", {})) else "")
+        + "."
+    ]
+    if goes:
+        out.append(f"Its changes go to {goes}: submit the bundle of the target whose upstream.repo is {goes}.")
+    return out
