@@ -6,7 +6,6 @@ list, a file or a message. Every message that could carry a URL goes through `re
 """
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
 import re
@@ -17,23 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-import requests
+from .errors import (ConfigError, GitHubAuthFailed, GitHubError, GitHubUnreachable,  # noqa: F401 (re-exported)
+                     PullRequestRejected, PushFailed, RateLimited, SeriesDoesNotApply)
+from .upstream.github_api import (API_VERSION, REDACTED, Answer, Wording, body_json,  # noqa: F401 (re-exported)
+                                  raise_for_answer, redact, request_headers, send)
 
-from .errors import (ConfigError, GitHubAuthFailed, GitHubError, GitHubUnreachable, PullRequestRejected,
-                     PushFailed, RateLimited, SeriesDoesNotApply)
-
-REDACTED = "***"
-API_VERSION = "2022-11-28"
-_URL_USERINFO = re.compile(r"(?i)\b(https?://)[^/\s@]+@")  # https://user:secret@host -> https://***@host
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
-
-
-def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
-    """`text` without any of `secrets` and without credentials embedded in an http(s) URL."""
-    for s in secrets:
-        if s:
-            text = text.replace(s, REDACTED)
-    return _URL_USERINFO.sub(rf"\g<1>{REDACTED}@", text)
 
 
 def check_repo(repo: str) -> str:
@@ -70,65 +58,25 @@ def pulls_url(api_url: str, repo: str) -> str:
 
 def request_json(pr: PullRequest) -> str:
     """The exact bytes POSTed (and shown by a dry run)."""
-    return json.dumps(pr.payload(), indent=2, ensure_ascii=False) + "\n"
-
-
-def request_headers() -> dict[str, str]:
-    """Every header but Authorization, which `_Bearer` adds."""
-    return {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": API_VERSION,
-            "Content-Type": "application/json; charset=utf-8", "User-Agent": "ggml-patch"}
-
-
-class _Bearer(requests.auth.AuthBase):
-    """Explicit auth, so requests never replaces the header with ~/.netrc credentials."""
-
-    def __init__(self, token: str):
-        self.token = token
-
-    def __call__(self, r):
-        r.headers["Authorization"] = f"Bearer {self.token}"
-        return r
+    return body_json(pr.payload())
 
 
 def create_pull_request(api_url: str, pr: PullRequest, token: str, timeout: float) -> str:
     """Open the pull request; its html_url. Each failure is its own error class and exit code."""
     url = pulls_url(api_url, pr.repo)
-    try:
-        resp = requests.post(url, data=request_json(pr).encode("utf-8"), headers=request_headers(),
-                             auth=_Bearer(token), timeout=timeout, allow_redirects=False)
-    except requests.Timeout:
-        raise GitHubUnreachable(redact(f"{api_url}: no answer within {timeout:g} s (timed out); "
-                                       "check --api-url and the network, then retry", (token,))) from None
-    except requests.ConnectionError as e:
-        why = "connection refused" if "refused" in str(e).lower() else "cannot connect"
-        raise GitHubUnreachable(redact(f"{api_url}: {why}; check --api-url and the network, then retry",
-                                       (token,))) from None
-    except requests.RequestException as e:
-        raise GitHubUnreachable(redact(f"{api_url}: {type(e).__name__}; check --api-url", (token,))) from None
-    return answer(resp.status_code, resp.headers, resp.text, pr, url, token)
+    got = send("POST", api_url, url, token, timeout, pr.payload())
+    return answer(got.status, got.headers, got.text, pr, url, token)
 
 
-def _message(text: str) -> str:
-    """GitHub's own words: "message", then each errors[].message."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return " ".join(text.split())[:200]
-    if not isinstance(data, dict):
-        return ""
-    parts = [str(data.get("message", ""))]
-    for err in data.get("errors") or []:
-        if isinstance(err, dict) and (err.get("message") or err.get("code")):
-            parts.append(str(err.get("message") or f"{err.get('field', '')} {err.get('code')}".strip()))
-        elif isinstance(err, str):
-            parts.append(err)
-    return ": ".join(" ".join(p.split()) for p in parts if p)[:400]
+def _wording(pr: PullRequest) -> Wording:
+    return Wording(access=f"pull-request write access to {pr.repo}",
+                   forbidden=f"permission to open pull requests on {pr.repo}",
+                   rejected=f"GitHub refused the pull request {pr.head} -> {pr.repo}:{pr.base}", repo=pr.repo)
 
 
 def answer(status: int, headers, text: str, pr: PullRequest, url: str, token: str,
            now: Callable[[], float] = time.time) -> str:
     """An API answer -> the pull request's URL, or the error the user can act on."""
-    msg = redact(_message(text), (token,))
     if status == 201:
         try:
             html = json.loads(text).get("html_url")
@@ -137,33 +85,8 @@ def answer(status: int, headers, text: str, pr: PullRequest, url: str, token: st
         if not html:
             raise GitHubError(f"{url}: 201 Created but no html_url in the answer")
         return redact(html, (token,))
-    if status == 401:
-        raise GitHubAuthFailed(f"GitHub rejected GITHUB_TOKEN (401 {msg or 'Unauthorized'}): use a valid token "
-                               f"with pull-request write access to {pr.repo}")
-    if status in (403, 429) and (headers.get("X-RateLimit-Remaining") == "0" or headers.get("Retry-After")):
-        raise RateLimited(f"GitHub API rate limit exceeded ({status} {msg or 'rate limited'}): "
-                          f"{_retry_when(headers, now())}")
-    if status == 403:
-        raise GitHubAuthFailed(f"GitHub refused the request (403 {msg or 'Forbidden'}): the token lacks "
-                               f"permission to open pull requests on {pr.repo}")
-    if status == 422:
-        raise PullRequestRejected(f"GitHub refused the pull request {pr.head} -> {pr.repo}:{pr.base} "
-                                  f"(422 {msg or 'Unprocessable Entity'})")
-    if status == 404:
-        raise GitHubError(f"{url}: 404 {msg or 'Not Found'}: {pr.repo} does not exist or the token cannot see it")
-    raise GitHubError(f"{url}: unexpected answer {status} {msg}".rstrip())
-
-
-def _retry_when(headers, now: float) -> str:
-    reset = headers.get("X-RateLimit-Reset")
-    if reset and reset.strip().isdigit():
-        at = int(reset)
-        when = _dt.datetime.fromtimestamp(at, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-        return f"retry after {when} (in {max(0, at - int(now))} s; X-RateLimit-Reset {at})"
-    after = headers.get("Retry-After")
-    if after and after.strip().isdigit():
-        return f"retry in {int(after)} s (Retry-After)"
-    return "retry later"
+    raise_for_answer(Answer(status, headers, text), url, token, _wording(pr), now)
+    raise GitHubError(f"{url}: unexpected answer {status}")  # a 2xx other than 201
 
 
 # ---------------------------------------------------------------- the branch on the fork

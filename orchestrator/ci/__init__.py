@@ -1,0 +1,1 @@
+"""GitHub Actions: the generated workflows, the action pins they use, the drift issue."""
