@@ -22,6 +22,10 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--matrix", default="matrix.yaml", metavar="PATH", help="matrix file (default: matrix.yaml)")
     common.add_argument("--cache", metavar="DIR",
                         help="cache directory (default: $GGML_PATCH_CACHE or ~/.cache/ggml-patch)")
+    common.add_argument("--pins", metavar="FILE",
+                        help="git targets pinned to commits (`ggml-patch resolve-refs --out FILE`): one commit per CI run")
+    common.add_argument("--pin", action="append", default=[], metavar="TARGET=COMMIT",
+                        help="pin one git target to a commit (repeatable; wins over --pins)")
     p = argparse.ArgumentParser(prog="ggml-patch", description="Carry the ggml-opt per-step accumulator fix into ggml, llama.cpp and forks, and prove it on every backend.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
@@ -56,7 +60,8 @@ def _raise_interrupt(signum, frame):
 def _dispatch(args: argparse.Namespace) -> ExitCode:
     from .cache import Cache, default_cache_dir
     from .config import load_matrix
+    from .sources.pins import collect, pinned
 
-    matrix = load_matrix(args.matrix)
+    matrix = pinned(load_matrix(args.matrix), collect(args.pins, args.pin))
     cache = Cache(Path(args.cache) if args.cache else default_cache_dir())
     return _command(args.command).run(args, matrix, cache)
