@@ -35,6 +35,7 @@ class RunOptions:
     build_only: bool = False  # build (not skip) cells whose toolchain is here but whose device is not
     rerun: bool = False  # ignore cached cell results
     parallel: Optional[int] = None  # cells at once (default: as many as cores, at most the cells)
+    require_backends: tuple[str, ...] = ()  # a skip of these is a failure (a CI runner meant to have them)
 
 
 def plan_parallelism(n_cells: int, cores: int, parallel: Optional[int]) -> tuple[int, int]:
@@ -114,6 +115,11 @@ def run_cell(opts: RunOptions, series: Series, repo: SnapshotRepo, target: Targe
     module = backends.get(backend.name, opts.cache.root)
     action, why = cell_action(module.missing_toolchain(backend), module.missing_device(backend),
                               module.build_only_ok, opts.build_only)
+    if action == "skip" and backend.name in opts.require_backends:
+        why = f"{backend.name} is required here (--require-backend {backend.name}) but cannot run: {why}"
+        reporter.cell_result("failed", why)
+        cell.update(status="failed", reason=why, exit_code=int(ExitCode.BACKEND_MISSING))
+        return cell, records
     if action == "skip":
         reporter.skip(why)
         cell.update(status="skipped", reason=why, exit_code=0)

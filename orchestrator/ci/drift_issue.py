@@ -214,7 +214,7 @@ def render(state: State, now: _dt.datetime, clean: bool = False) -> str:
         shown = r["status"] + (" (last known)" if r.get("kept") else "")
         detail = r.get("detail", "") + (f" [{r['kept']}]" if r.get("kept") else "")
         lines.append(f"| {_cell(t)} | {_cell(shown)} | {_cell(r.get('base', ''))} | {_cell(detail)} |")
-    lines += ["", f"### Failing cells" + (f" (profile `{state.cells_profile}`)" if state.cells_profile else ""), ""]
+    lines += ["", "### Failing cells" + (f" (profile `{state.cells_profile}`)" if state.cells_profile else ""), ""]
     if state.failing:
         lines += ["| cell | status | reason |", "|---|---|---|"]
         lines += [f"| {_cell(c)} | {_cell(r['status'])} | {_cell(r.get('reason', ''))} |" for c, r in state.failing.items()]

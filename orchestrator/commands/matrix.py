@@ -1,11 +1,13 @@
 """ggml-patch matrix: apply, build, test and control every cell."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..errors import ConfigError, ExitCode
 
 HELP = "apply, build, test and control every cell of the matrix"
+REQUIRE_ENV = "GGML_PATCH_REQUIRE_BACKEND"
 
 
 def add_arguments(p) -> None:
@@ -16,6 +18,9 @@ def add_arguments(p) -> None:
     p.add_argument("--build-only", action="store_true",
                    help="build (patched and control, no tests) the cells whose toolchain is here but whose "
                         "device is not (CUDA without a GPU), instead of skipping them")
+    p.add_argument("--require-backend", action="append", default=[], metavar="NAME",
+                   help="this machine is meant to run NAME: a skip of its cells is a failure (exit 9) instead "
+                        f"(repeatable; also ${REQUIRE_ENV}, comma-separated)")
     p.add_argument("--rerun", action="store_true",
                    help="run every cell again even when a cached result for exactly these inputs exists")
     p.add_argument("--parallel", type=int, metavar="N",
@@ -30,7 +35,7 @@ def run(args, matrix, cache) -> ExitCode:
     if args.parallel is not None and args.parallel < 1:
         raise ConfigError(f"--parallel {args.parallel}: expected a positive number of cells")
     opts = RunOptions(matrix, cache, results_dir, args.profile, args.target, args.backend, args.build_only,
-                      args.rerun, args.parallel)
+                      args.rerun, args.parallel, required_backends(matrix, args.require_backend))
     results = run_matrix(opts)
     paths = write_results(results, results_dir)
     cells = results["cells"]
@@ -39,3 +44,9 @@ def run(args, matrix, cache) -> ExitCode:
     print(f"{count['passed']} passed, {len(cells) - sum(count.values())} failed, {count['skipped']} skipped{built}: "
           "results in " + ", ".join(str(p) for p in paths))
     return ExitCode(results["exit_code"])
+
+
+def required_backends(matrix, names: list[str], env=os.environ) -> tuple[str, ...]:
+    """--require-backend, then $GGML_PATCH_REQUIRE_BACKEND (comma-separated): each a backend of matrix.yaml."""
+    listed = [*names, *(n.strip() for n in env.get(REQUIRE_ENV, "").split(",") if n.strip())]
+    return tuple(dict.fromkeys(matrix.backend(n).name for n in listed))
