@@ -22,8 +22,20 @@ def _write_junit(results: dict, directory: Path) -> Path:
     from .junit import junit_xml
 
     path = directory / "junit.xml"
-    path.write_text(junit_xml(results), encoding="utf-8")
+    path.write_text(junit_xml(results, log_tail), encoding="utf-8")
     return path
+
+
+def log_tail(path: str, lines: int = 30) -> str | None:
+    """The last lines of a log (a failure's evidence in junit.xml), or None when it is not there."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 64 * 1024))  # a build log can be megabytes: only its end is read
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    return "\n".join(text.splitlines()[-lines:]) or None
 
 
 def _records(results: dict, cell: str) -> dict[str, dict]:
