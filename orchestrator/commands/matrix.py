@@ -38,6 +38,11 @@ def run(args, matrix, cache) -> ExitCode:
                       args.rerun, args.parallel, required_backends(matrix, args.require_backend))
     results = run_matrix(opts)
     paths = write_results(results, results_dir)
+    if os.environ.get("GITHUB_ACTIONS") == "true":  # failed and skipped cells on the run's page
+        from ..ci.annotations import cell_annotations
+
+        for line in cell_annotations(results, matrix):
+            print(line)
     cells = results["cells"]
     count = {s: sum(1 for c in cells if c["status"] == s) for s in ("passed", "skipped", "build-only")}
     built = f", {count['build-only']} build-only" if count["build-only"] else ""
