@@ -331,6 +331,7 @@ def _report_job(matrix: Matrix, pins: Pins) -> Optional[dict]:
         "runs-on": C.RUNNER,
         "timeout-minutes": 30,
         "permissions": {"contents": "read", "issues": "write"},  # the only job that writes
+        "concurrency": C.ISSUE_CONCURRENCY,
         "env": C.CACHE_ENV,
         "steps": steps,
     }

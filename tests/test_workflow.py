@@ -251,6 +251,9 @@ def test_the_aggregate_keeps_profiles_apart(matrix, wf, tmp_path):
 def test_the_report_job_writes_the_drift_issue(wf, tmp_path):
     report = wf["jobs"]["report"]
     assert report["needs"] == ["plan", "aggregate"]
+    # the two jobs that write the issue take turns (never two "no issue open, open one" at once)
+    assert report["concurrency"] == _load(drift_workflow.workflow_yaml(load_matrix(ROOT / "matrix.yaml")))[
+        "jobs"]["drift"]["concurrency"] == {"group": "ggml-patch-drift-issue", "cancel-in-progress": False}
     assert report["if"] == "${{ !cancelled() && needs.plan.result == 'success' && github.repository == 'ggml-patch/ggml-patch' }}"
     status = _step(report, "Status of the live profile at the plan's commits")
     for code, ok in ((0, True), (3, True), (4, True), (2, False), (8, False)):

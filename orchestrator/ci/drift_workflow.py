@@ -50,6 +50,7 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
         "runs-on": C.RUNNER,
         "timeout-minutes": 60,
         "permissions": {"contents": "read", "issues": "write"},
+        "concurrency": C.ISSUE_CONCURRENCY,
         "env": C.CACHE_ENV,
         "steps": [
             *C.first_steps(pins),
