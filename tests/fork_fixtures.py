@@ -16,7 +16,7 @@ from pathlib import Path
 from orchestrator import sources
 from orchestrator.cache import Cache, default_cache_dir
 from orchestrator.config import load_matrix
-from orchestrator.snapshots import SnapshotRepo
+from orchestrator.vcs.snapshots import SnapshotRepo
 
 ROOT = Path(__file__).resolve().parent.parent
 OPT = "ggml/src/ggml-opt.cpp"

@@ -1,10 +1,11 @@
 """Failure attribution: each test failing with the fix against the same test (and device) without it."""
 import pytest
 
-from orchestrator import attribution, classify
-from orchestrator.attribution import (ANY_DEVICE, PRE_EXISTING, REGRESSION, UNKNOWN, attribute, crash_device,
+from orchestrator.evidence import attribution, classify
+from orchestrator.evidence.attribution import (ANY_DEVICE, PRE_EXISTING, REGRESSION, UNKNOWN, attribute, crash_device,
                                       describe, failing_devices, failure_kind, pre_existing_only, what_failed)
-from orchestrator.classify import CRASHED, FAILED, INVALID, KILLED, PASSED, control_verdict
+from orchestrator.evidence.classify import CRASHED, FAILED, INVALID, KILLED, PASSED, TIMEOUT, control_verdict
+from orchestrator.report.model import AttributionEntry, DeviceRow, TestRecord
 
 GATE_FAIL = "device=Vulkan0 opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
 
@@ -35,7 +36,7 @@ TEST_OPT_ALL_OK = (
 def _test(outcome, output="", rows=None, signal=None, exit_code=None):
     if rows is None:
         rows = classify.test_opt_rows(output) + classify.gate_rows(output)
-    return {"outcome": outcome, "output": output, "rows": rows, "signal": signal, "exit_code": exit_code}
+    return TestRecord(outcome, exit_code, signal, rows=[DeviceRow.from_dict(r) for r in rows], output=output)
 
 
 def _crash(signal="SIGABRT"):
@@ -49,29 +50,29 @@ def _ok_opt():
 # ---- where a test stopped ----
 
 def test_crash_device_is_the_device_under_test_without_a_result_row():
-    assert crash_device({"output": LAVAPIPE_CRASH}) == "Vulkan0"
+    assert crash_device(LAVAPIPE_CRASH) == "Vulkan0"
 
 
 def test_crash_device_on_the_second_device():
     out = TEST_OPT_ALL_OK.split("Backend 1/2: Vulkan0\n  Backend Vulkan0 sgd")[0] + "Backend 1/2: Vulkan0\nSegfault\n"
-    assert crash_device({"output": out}) == "Vulkan0"
+    assert crash_device(out) == "Vulkan0"
     out = TEST_OPT_ALL_OK.rsplit("  Backend CPU sgd", 1)[0]
-    assert crash_device({"output": out}) == "CPU"
+    assert crash_device(out) == "CPU"
 
 
 def test_no_crash_device_when_every_started_device_has_its_row():
     # died in teardown, after the last row: no device to blame
-    assert crash_device({"output": TEST_OPT_ALL_OK.replace("4/4 backend*optimizer passed\n", "")}) is None
-    assert crash_device({"output": "no headers at all\n"}) is None
-    assert crash_device({"output": ""}) is None
-    assert crash_device({}) is None
+    assert crash_device(TEST_OPT_ALL_OK.replace("4/4 backend*optimizer passed\n", "")) is None
+    assert crash_device("no headers at all\n") is None
+    assert crash_device("") is None
+    assert crash_device("") is None
 
 
 @pytest.mark.parametrize("test, expected", [
     (None, "did not run"),
-    ({"outcome": CRASHED, "signal": "SIGSEGV"}, "crashed (SIGSEGV)"),
-    ({"outcome": FAILED, "exit_code": 1}, "failed (exit 1)"),
-    ({"outcome": "timeout"}, "timeout"),
+    (TestRecord(CRASHED, signal="SIGSEGV"), "crashed (SIGSEGV)"),
+    (TestRecord(FAILED, exit_code=1), "failed (exit 1)"),
+    (TestRecord(TIMEOUT), "timeout"),
 ])
 def test_what_failed(test, expected):
     assert what_failed(test) == expected
@@ -94,10 +95,10 @@ def test_the_lavapipe_crash_in_both_variants_is_pre_existing():
                         {"test-opt": _crash("SIGSEGV"), "test-opt-dynamic-accum": _test(FAILED, GATE_FAIL, exit_code=1)})
     assert len(entries) == 1  # the gate passed with the fix: nothing to attribute
     e = entries[0]
-    assert (e["test"], e["device"], e["label"]) == ("test-opt", "Vulkan0", PRE_EXISTING)
-    assert e["with_fix"] == "crashed (SIGABRT) while testing it"
-    assert e["without_fix"] == "crashed (SIGSEGV) while testing it"
-    assert "fails without the fix too" in e["reason"]
+    assert (e.test, e.device, e.label) == ("test-opt", "Vulkan0", PRE_EXISTING)
+    assert e.with_fix == "crashed (SIGABRT) while testing it"
+    assert e.without_fix == "crashed (SIGSEGV) while testing it"
+    assert "fails without the fix too" in e.reason
     assert pre_existing_only(entries, "test-opt") and failure_kind(entries) == PRE_EXISTING
 
 
@@ -105,9 +106,9 @@ def test_a_failure_that_passes_without_the_fix_is_a_regression():
     failing = _test(FAILED, TEST_OPT_ALL_OK.replace("Backend Vulkan0 sgd: \x1b[1;32mOK", "Backend Vulkan0 sgd: \x1b[1;31mFAIL"),
                     exit_code=1)
     entries = attribute({"test-opt": failing}, {"test-opt": _ok_opt()})
-    assert [(e["device"], e["label"], e["with_fix"], e["without_fix"]) for e in entries] == [
+    assert [(e.device, e.label, e.with_fix, e.without_fix) for e in entries] == [
         ("Vulkan0", REGRESSION, "FAIL sgd", "passed")]
-    assert "the fix breaks it" in entries[0]["reason"]
+    assert "the fix breaks it" in entries[0].reason
     assert failure_kind(entries) == REGRESSION and not pre_existing_only(entries, "test-opt")
 
 
@@ -115,34 +116,34 @@ def test_a_crash_on_another_device_without_the_fix_is_not_pre_existing_here():
     # with the fix: crash on CPU (after Vulkan0 passed); without it: Vulkan0 passes, CPU passes
     out = TEST_OPT_ALL_OK.rsplit("  Backend CPU sgd", 1)[0]
     entries = attribute({"test-opt": _test(CRASHED, out, signal="SIGSEGV", exit_code=-11)}, {"test-opt": _ok_opt()})
-    assert [(e["device"], e["label"]) for e in entries] == [("CPU", REGRESSION)]
+    assert [(e.device, e.label) for e in entries] == [("CPU", REGRESSION)]
 
 
 def test_a_device_the_control_never_reached_is_unknown():
     out = TEST_OPT_ALL_OK.rsplit("  Backend CPU sgd", 1)[0]
     patched = _test(CRASHED, out, signal="SIGSEGV", exit_code=-11)
     entries = attribute({"test-opt": patched}, {"test-opt": _crash()})  # control died on Vulkan0, first
-    assert [(e["device"], e["label"]) for e in entries] == [("CPU", UNKNOWN)]
-    assert "before reaching CPU" in entries[0]["reason"]
+    assert [(e.device, e.label) for e in entries] == [("CPU", UNKNOWN)]
+    assert "before reaching CPU" in entries[0].reason
 
 
 def test_no_control_build_is_unknown():
     entries = attribute({"test-opt": _crash()}, {}, control_built=False)
-    assert [e["label"] for e in entries] == [UNKNOWN]
-    assert "did not build" in entries[0]["reason"] and entries[0]["without_fix"] == "did not run"
+    assert [e.label for e in entries] == [UNKNOWN]
+    assert "did not build" in entries[0].reason and entries[0].without_fix == "did not run"
 
 
 def test_the_same_device_less_failure_in_both_is_pre_existing():
     entries = attribute({"test-opt": _test(CRASHED, "", signal="SIGSEGV", exit_code=-11)},
                         {"test-opt": _test(CRASHED, "", signal="SIGSEGV", exit_code=-11)})
-    assert [(e["device"], e["label"]) for e in entries] == [(None, PRE_EXISTING)]
+    assert [(e.device, e.label) for e in entries] == [(None, PRE_EXISTING)]
 
 
 def test_a_gate_failing_with_and_without_the_fix_is_pre_existing():
     gate = _test(FAILED, GATE_FAIL + "\n", exit_code=1)
     entries = attribute({"test-opt-dynamic-accum": gate}, {"test-opt-dynamic-accum": gate})
-    assert [(e["test"], e["device"], e["label"]) for e in entries] == [("test-opt-dynamic-accum", "Vulkan0", PRE_EXISTING)]
-    assert "the fix does not take effect there" in entries[0]["reason"]
+    assert [(e.test, e.device, e.label) for e in entries] == [("test-opt-dynamic-accum", "Vulkan0", PRE_EXISTING)]
+    assert "the fix does not take effect there" in entries[0].reason
 
 
 def test_nothing_failing_means_nothing_to_attribute():
@@ -193,8 +194,8 @@ def test_module_constants():
 
 
 def test_summary_of_mixed_and_uniform_labels():
-    pre = {"test": "test-opt", "device": "Vulkan0", "with_fix": "crashed (SIGABRT)", "label": PRE_EXISTING}
-    reg = {"test": "test-opt-dynamic-accum", "device": "CPU", "with_fix": "FAIL opt_period=1", "label": REGRESSION}
+    pre = AttributionEntry("test-opt", "Vulkan0", "crashed (SIGABRT)", "", PRE_EXISTING, "")
+    reg = AttributionEntry("test-opt-dynamic-accum", "CPU", "FAIL opt_period=1", "", REGRESSION, "")
     assert attribution.summary([reg]) == "regression, passes without the fix: test-opt-dynamic-accum on CPU FAIL opt_period=1"
     assert attribution.summary([pre, reg]) == ("test-opt on Vulkan0 crashed (SIGABRT): pre-existing; "
                                                "test-opt-dynamic-accum on CPU FAIL opt_period=1: regression")
@@ -207,7 +208,7 @@ def test_real_mesa22_results_render_the_pre_existing_crash():
     import json
     from pathlib import Path
 
-    from orchestrator.results import summary_markdown
+    from orchestrator.report.summary import summary_markdown
 
     data = json.loads((Path(__file__).parent / "data" / "results-vulkan-mesa22-sample.json").read_text())
     for cell in data["cells"]:

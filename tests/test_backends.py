@@ -15,8 +15,9 @@ from orchestrator.backends import vulkan as vk
 from orchestrator.cache import Cache
 from orchestrator.config import Backend, load_matrix
 from orchestrator.errors import ConfigError
-from orchestrator.matrix import RunOptions, cell_action, run_matrix
-from orchestrator.results import summary_markdown
+from orchestrator.run.cell import cell_action
+from orchestrator.run.matrix import RunOptions, run_matrix
+from orchestrator.report.summary import summary_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -362,7 +363,7 @@ def test_skipped_cells_carry_their_reason_and_never_count_as_passed(tmp_path, mo
     monkeypatch.setattr(metal_mod.sys, "platform", "linux")
     path = _matrix(tmp_path, "  cpu:\n    tools: [no-such-compiler-x]\n  metal: {}\n", "cpu, metal")
     opts = RunOptions(load_matrix(path), Cache(tmp_path / "cache"), tmp_path / "results")
-    results = run_matrix(opts)
+    results = run_matrix(opts).to_dict()
     cells = {c["cell"]: c for c in results["cells"]}
     assert cells["ggml/cpu"]["status"] == "skipped"
     assert cells["ggml/cpu"]["reason"] == "required tool(s) not found on PATH: no-such-compiler-x"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import bundle as B
+from orchestrator.upstream import bundle as B
 from orchestrator.errors import ConfigError, ExitCode
 
 from .conftest import run_tool
@@ -26,7 +26,7 @@ def sample() -> dict:
 
 def current_series_sha(repo_root) -> str:
     from orchestrator.config import load_matrix
-    from orchestrator.series_files import load_series
+    from orchestrator.patchset.files import load_series
 
     return load_series(load_matrix(repo_root / "matrix.yaml")).sha256
 

@@ -3,9 +3,9 @@ import math
 
 import pytest
 
-from orchestrator import classify
-from orchestrator.classify import (CRASHED, FAILED, INVALID, KILLED, NOT_BUILT, PASSED, SURVIVED, TIMEOUT,
-                                   Verdict, cell_status, control_verdict, gate_failure_line, gate_rows,
+from orchestrator.evidence import classify
+from orchestrator.evidence.classify import (CRASHED, FAILED, INVALID, KILLED, NOT_BUILT, PASSED, SURVIVED, TIMEOUT,
+                                   GateVerdict, cell_status, control_verdict, gate_failure_line, gate_rows,
                                    outcome, signal_name)
 
 FAIL_LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
@@ -85,15 +85,31 @@ def test_signal_name(code, expected):
 def test_gate_rows_real_output():
     rows = gate_rows(GATE_OUTPUT_UNFIXED)
     assert rows == [
-        {"device": "CPU", "opt_period": 1, "status": "FAIL", "step": 2, "actual": 0.25, "expected": 0.5,
-         "line": FAIL_LINE},
-        {"device": "CPU", "opt_period": 2, "status": "OK"},
-        {"device": "CPU", "opt_period": 3, "status": "FAIL", "step": 6, "actual": -0.5, "expected": 0.25,
-         "line": "device=CPU opt_period=3: FAIL at step 6: w=-0.5 expected 0.25"},
-        {"device": "Vulkan0", "opt_period": 1, "status": "SKIPPED"},
-        {"device": "Vulkan0", "opt_period": 2, "status": "SKIPPED"},
-        {"device": "Vulkan0", "opt_period": 3, "status": "SKIPPED"},
+        {"device": "CPU", "case": "opt_period=1", "opt_period": 1, "status": "FAIL", "step": 2, "actual": 0.25,
+         "expected": 0.5, "line": FAIL_LINE},
+        {"device": "CPU", "case": "opt_period=2", "opt_period": 2, "status": "OK"},
+        {"device": "CPU", "case": "opt_period=3", "opt_period": 3, "status": "FAIL", "step": 6, "actual": -0.5,
+         "expected": 0.25, "line": "device=CPU opt_period=3: FAIL at step 6: w=-0.5 expected 0.25"},
+        {"device": "Vulkan0", "case": "opt_period=1", "opt_period": 1, "status": "SKIPPED"},
+        {"device": "Vulkan0", "case": "opt_period=2", "opt_period": 2, "status": "SKIPPED"},
+        {"device": "Vulkan0", "case": "opt_period=3", "opt_period": 3, "status": "SKIPPED"},
     ]
+
+
+def test_gate_rows_named_cases():
+    """The shared gate format: CASE is key=value pairs; opt_period is kept when the case has it."""
+    out = ("device=CPU case=schedule-TTETT opt_period=2 optimizer=adamw: FAIL at step 3: w=1.5 expected 2 (x)\n"
+           "device=CPU case=eval-only: OK\n"
+           "device=Vulkan0 case=schedule-TTETT opt_period=2 optimizer=adamw: SKIPPED (no adamw here)\n"
+           "device=CUDA0 opt_period=1: FAIL could not initialise the device\n")
+    rows = gate_rows(out)
+    assert rows[0] == {"device": "CPU", "case": "case=schedule-TTETT opt_period=2 optimizer=adamw", "opt_period": 2,
+                       "status": "FAIL", "line": out.splitlines()[0], "step": 3, "actual": 1.5, "expected": 2.0}
+    assert rows[1] == {"device": "CPU", "case": "case=eval-only", "status": "OK"}
+    assert rows[2]["status"] == "SKIPPED" and rows[2]["opt_period"] == 2
+    assert rows[3] == {"device": "CUDA0", "case": "opt_period=1", "opt_period": 1, "status": "FAIL",
+                       "line": "device=CUDA0 opt_period=1: FAIL could not initialise the device"}
+    assert gate_failure_line(out) == out.splitlines()[0]
 
 
 def test_gate_rows_all_ok():
@@ -163,7 +179,7 @@ def test_test_opt_rows_ignore_headers():
 # ---- the control's verdict ----
 
 def _verdict(build_ok=True, gate_outcome=FAILED, gate_exit=1, gate_output=GATE_OUTPUT_UNFIXED,
-             test_opt_outcome=PASSED) -> Verdict:
+             test_opt_outcome=PASSED) -> GateVerdict:
     return control_verdict(build_ok, gate_outcome, gate_exit, gate_output, test_opt_outcome)
 
 
@@ -175,7 +191,7 @@ def test_control_killed():
 
 def test_control_survived():
     v = _verdict(gate_outcome=PASSED, gate_exit=0, gate_output=GATE_OUTPUT_FIXED)
-    assert v == Verdict(SURVIVED, "the gate test passed without the fix: it is not a gate")
+    assert v == GateVerdict(SURVIVED, "the gate test passed without the fix: it is not a gate")
 
 
 def test_control_build_failed_is_invalid():
@@ -197,7 +213,7 @@ def test_control_crash_is_invalid(code, name):
 
 def test_control_timeout_is_invalid():
     v = _verdict(gate_outcome=outcome(None, timed_out=True), gate_exit=None)
-    assert v == Verdict(INVALID, "the gate test timed out")
+    assert v == GateVerdict(INVALID, "the gate test timed out")
 
 
 def test_control_not_built_is_invalid():
@@ -237,7 +253,7 @@ def test_control_verdict_reasons_are_one_line():
 
 # ---- the cell's status ----
 
-KILLED_V = Verdict(KILLED, "the gate test failed by its own check: " + FAIL_LINE)
+KILLED_V = GateVerdict(KILLED, "the gate test failed by its own check: " + FAIL_LINE)
 ALL_PASS = {"test-opt": PASSED, "test-opt-dynamic-accum": PASSED}
 
 
@@ -261,8 +277,8 @@ def test_cell_control_did_not_run():
     assert cell_status(True, ALL_PASS, None) == (FAILED, "the negative control did not run")
 
 
-@pytest.mark.parametrize("verdict", [Verdict(SURVIVED, "the gate test passed without the fix: it is not a gate"),
-                                     Verdict(INVALID, "the gate test timed out")])
+@pytest.mark.parametrize("verdict", [GateVerdict(SURVIVED, "the gate test passed without the fix: it is not a gate"),
+                                     GateVerdict(INVALID, "the gate test timed out")])
 def test_cell_control_not_killed(verdict):
     status, reason = cell_status(True, ALL_PASS, verdict)
     assert status == FAILED

@@ -5,8 +5,8 @@ import subprocess
 
 import pytest
 
-from orchestrator import classify
-from orchestrator.testrun import run_test
+from orchestrator.evidence import classify
+from orchestrator.run.testrun import run_test
 
 LINE = 'puts("device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"); fflush(stdout);'
 PROGRAMS = {

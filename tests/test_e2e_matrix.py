@@ -100,6 +100,19 @@ def test_each_target_patched_passes_and_control_is_killed(matrix_run, target):
     assert steps and int(steps[-1][1]) <= 6, steps
 
 
+def test_results_json_keeps_every_key_of_the_committed_sample(matrix_run):
+    """A fresh results.json has every key path the committed sample has (keys added since are
+    additions); schema_version changes only when a key changes meaning or goes away."""
+    from .test_results_model import CPU, key_paths
+
+    _, results = matrix_run
+    fresh = json.loads((results / "results.json").read_text())
+    sample = json.loads(CPU.read_text())
+    assert fresh["schema_version"] == sample["schema_version"]
+    missing = key_paths(sample) - key_paths(fresh)
+    assert not missing, f"keys of the committed sample gone from a fresh results.json: {sorted(missing)}"
+
+
 def test_summary_names_the_failure_line(matrix_run, vulkan_missing):
     _, results = matrix_run
     summary = (results / "summary.md").read_text()
@@ -220,7 +233,7 @@ def test_rerun_reuses_the_tree_and_the_exported_series_applies_with_plain_git_am
     assert "src/ggml-opt.cpp" in patches[0].read_text() and "ggml/src/" not in patches[0].read_text()
     assert "set(TEST_TARGET test-opt-dynamic-accum)" in patches[1].read_text()
 
-    from orchestrator.snapshots import SnapshotRepo
+    from orchestrator.vcs.snapshots import SnapshotRepo
     repo = SnapshotRepo(tool_cache / "snapshots.git")
     ref = next(r for r in repo.git("for-each-ref", "--format=%(refname)", "refs/snapshots/").split() if "ggml-python" in r)
     clone = tmp_path / "ggml"
@@ -237,11 +250,12 @@ def test_build_only_builds_both_variants_and_runs_nothing(matrix_run, repo_root,
     """`--build-only` on a cell whose device is missing (CUDA without a GPU, stood in for by the CPU
     backend here: a CUDA build takes 17 minutes): built with and without the fix, no test run,
     status build-only, never counted as passed."""
-    from orchestrator import backends, matrix
+    from orchestrator import backends
+    from orchestrator.run import cell, matrix
     from orchestrator.backends.cpu import Cpu
     from orchestrator.cache import Cache
     from orchestrator.config import load_matrix
-    from orchestrator.results import summary_markdown
+    from orchestrator.report.summary import summary_markdown
 
     class NoDevice(Cpu):
         build_only_ok = True
@@ -249,10 +263,10 @@ def test_build_only_builds_both_variants_and_runs_nothing(matrix_run, repo_root,
         def missing_device(self, backend):
             return "no device here (test stand-in)"
 
-    monkeypatch.setattr(matrix.backends, "get", lambda name, cache_root=None: NoDevice(cache_root))
+    monkeypatch.setattr(cell.backends, "get", lambda name, cache_root=None: NoDevice(cache_root))
     opts = matrix.RunOptions(load_matrix(repo_root / "matrix.yaml"), Cache(tool_cache), tmp_path / "results",
                              targets=["ggml"], backends=["cpu"], build_only=True)
-    results = matrix.run_matrix(opts)
+    results = matrix.run_matrix(opts).to_dict()
     (cell,) = results["cells"]
     assert cell["status"] == "build-only", cell
     assert cell["reason"] == "built with and without the fix; tests not run: no device here (test stand-in)"
@@ -263,7 +277,7 @@ def test_build_only_builds_both_variants_and_runs_nothing(matrix_run, repo_root,
     assert "0/1 cells passed (1 build-only)" in summary_markdown(results)
     # without --build-only the same cell is a skip with the reason
     opts.build_only = False
-    (cell,) = matrix.run_matrix(opts)["cells"]
+    (cell,) = matrix.run_matrix(opts).to_dict()["cells"]
     assert (cell["status"], cell["reason"]) == ("skipped", "no device here (test stand-in)")
 
 

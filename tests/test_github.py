@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from pytest_httpserver import HTTPServer
 
-from orchestrator import bundle as B
-from orchestrator import github as G
-from orchestrator.snapshots import FIXED_IDENTITY, SnapshotRepo, Worktree
+from orchestrator.upstream import bundle as B
+from orchestrator.upstream import github as G
+from orchestrator.vcs.snapshots import FIXED_IDENTITY, SnapshotRepo, Worktree
 
 from .conftest import ROOT, git
 
@@ -124,7 +124,7 @@ def test_dry_run_prints_the_exact_push_and_json_and_sends_nothing(tiny, api):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert out.startswith("dry run: nothing pushed or sent")
-    assert f"push: git -C {tiny.cache / 'pr' / 'tiny'} push {tiny.fork} HEAD:refs/heads/fix-accum\n" in out
+    assert f"push: git -C {tiny.cache / 'pr' / 'tiny'} push --end-of-options {tiny.fork} HEAD:refs/heads/fix-accum\n" in out
     assert f"POST {api.url_for(PULLS)}\n" in out
     assert "Authorization: Bearer ***\n" in out
     assert json.loads(printed_json(out)) == {"title": "ggml-opt : zero the accumulators",
@@ -223,7 +223,7 @@ def test_a_failed_push_stops_before_the_api(tiny, api):
 def test_a_token_in_the_remote_url_is_redacted(tiny, api):
     remote = f"http://x-access-token:{TOKEN}@127.0.0.1:{_closed_port()}/me/ggml.git"
     dry = run_pr(tiny, remote=remote, api_url=api.url_for("/"))
-    assert dry.returncode == 0 and "push http://***@127.0.0.1:" in dry.stdout
+    assert dry.returncode == 0 and "push --end-of-options http://***@127.0.0.1:" in dry.stdout
     line = one_line_error(run_pr(tiny, "--open", remote=remote, api_url=api.url_for("/")), 21)
     assert "git push to http://***@127.0.0.1:" in line
     assert api.log == []

@@ -6,8 +6,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from orchestrator.junit import CONTROL_GATE_NAME, junit_xml
-from orchestrator.results import write_results
+from orchestrator.report.junit import CONTROL_GATE_NAME, junit_xml
+from orchestrator.report.summary import write_results
 
 LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
 GATE = "test-opt-dynamic-accum"
@@ -154,7 +154,7 @@ def test_a_failure_carries_its_attribution_and_the_last_lines_of_its_log(sample,
     sample["cells"][0]["attribution"] = [
         {"test": GATE, "device": "CPU", "label": "regression", "reason": "the gate on CPU passes without the fix"},
         {"test": "test-opt", "device": "CPU", "label": "pre-existing", "reason": "not this test"}]
-    from orchestrator.results import log_tail
+    from orchestrator.report.summary import log_tail
     root = ET.fromstring(junit_xml(sample, log_tail))
     case = next(c for c in root.iter("testcase") if (c.get("classname"), c.get("name")) ==
                 ("ggml-patch/llama.cpp/cpu/patched", GATE))

@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from orchestrator.errors import ConfigError, ExitCode
-from orchestrator.layout import (GATE_TEST, LAYOUTS, TESTS, BuildPlan, Layout, RegistrationError, build_plan,
+from orchestrator.patchset.layout import (GATE_TEST, LAYOUTS, TESTS, BuildPlan, Layout, RegistrationError, build_plan,
                                  get_layout, register_gate_test, translate)
 
 GGML = LAYOUTS["ggml"]

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.layout import GATE_TEST, LAYOUTS, build_plan, get_layout, register_gate_test, registered
+from orchestrator.patchset.layout import GATE_TEST, LAYOUTS, build_plan, get_layout, register_gate_test, registered
 from orchestrator.errors import ConfigError
-from orchestrator.series import parse_series, render
-from orchestrator.snapshots import SnapshotRepo, Worktree
+from orchestrator.patchset.render import render
+from orchestrator.patchset.series import parse_series
+from orchestrator.vcs.snapshots import SnapshotRepo, Worktree
 from orchestrator.cache import default_cache_dir
 
 from .fork_fixtures import ROOT, real_snapshot_refs

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.merge import merge_results
+from orchestrator.report.merge import merge_results
+from orchestrator.report.model import Results
 
 from .conftest import run_tool
 
@@ -17,7 +18,8 @@ ORDER = ["llama.cpp/cpu", "ggml/cpu"]
 
 @pytest.fixture
 def sample(repo_root) -> dict:
-    return json.loads((repo_root / "tests/data/results-cpu-sample.json").read_text())
+    """The committed sample as the results model writes it."""
+    return Results.from_dict(json.loads((repo_root / "tests/data/results-cpu-sample.json").read_text())).to_dict()
 
 
 def _split(results: dict, cell: str) -> dict:
@@ -34,7 +36,7 @@ def test_merging_the_cells_gives_back_the_whole_run(sample):
     llama["started_at"], ggml["started_at"] = "2026-11-30T00:40:00Z", "2026-11-30T00:39:51Z"
     llama["duration_s"], ggml["duration_s"] = 20.0, 4.61
     llama["orchestrator_cpu_s"], ggml["orchestrator_cpu_s"] = 0.5, 0.25
-    merged = merge_results([("ggml", ggml), ("llama", llama)], ORDER)  # given out of order
+    merged = merge_results([("ggml", ggml), ("llama", llama)], ORDER).to_dict()  # given out of order
     # cells back in matrix order; earliest start; summed machine time; one leg each
     assert merged == {**sample, "orchestrator_cpu_s": 0.75, "parallel": {"legs": 2}}
 
@@ -44,15 +46,15 @@ def test_cells_not_in_the_order_keep_their_input_order(sample):
     for c in extra["cells"] + extra["records"]:
         c["cell"] = "ggml-master/cpu"
     merged = merge_results([("x", extra), ("a", _split(sample, "ggml/cpu"))], ["ggml/cpu"])
-    assert [c["cell"] for c in merged["cells"]] == ["ggml/cpu", "ggml-master/cpu"]
-    assert [r["cell"] for r in merged["records"]] == ["ggml/cpu"] * 2 + ["ggml-master/cpu"] * 2
+    assert [c.cell for c in merged.cells] == ["ggml/cpu", "ggml-master/cpu"]
+    assert [r.cell for r in merged.records] == ["ggml/cpu"] * 2 + ["ggml-master/cpu"] * 2
 
 
 def test_the_worst_exit_code_wins(sample):
     bad = _split(sample, "ggml/cpu")
     bad["cells"][0].update(status="failed", exit_code=7)
     merged = merge_results([("a", _split(sample, "llama.cpp/cpu")), ("b", bad)], ORDER)
-    assert merged["exit_code"] == 7
+    assert merged.exit_code == 7
 
 
 def test_different_series_are_refused(sample):

@@ -11,7 +11,7 @@ from orchestrator import sources
 from orchestrator.cache import Cache
 from orchestrator.config import load_matrix
 from orchestrator.errors import ConfigError
-from orchestrator.snapshots import SnapshotRepo
+from orchestrator.vcs.snapshots import SnapshotRepo
 from orchestrator.sources import pins as P
 
 from .conftest import run_tool

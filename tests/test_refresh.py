@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from orchestrator.config import load_matrix
-from orchestrator.drift import status_dirs, status_of_targets
+from orchestrator.drift.check import status_dirs, status_of_targets
 from orchestrator.errors import ExitCode
-from orchestrator.refresh import write_series
-from orchestrator.series import parse_series
-from orchestrator.status import APPLIES, CONFLICT
+from orchestrator.patchset.refresh import write_series
+from orchestrator.patchset.series import parse_series
+from orchestrator.drift.verdicts import APPLIES, CONFLICT
 
 from .conftest import run_tool
 from .fork_fixtures import (INSERT_AFTER, OPT, ROOT, apply_series, commit_change, git, pinned_targets,

@@ -17,9 +17,9 @@ import pytest
 
 from orchestrator.cache import Cache, default_cache_dir
 from orchestrator.config import load_matrix
-from orchestrator.matrix import RunOptions, run_matrix
+from orchestrator.run.matrix import RunOptions, run_matrix
 from orchestrator.progress import Reporter
-from orchestrator.snapshots import SnapshotRepo, Worktree
+from orchestrator.vcs.snapshots import SnapshotRepo, Worktree
 from orchestrator.sources import pypi_sdist
 
 from .conftest import ROOT, run_tool
@@ -76,7 +76,7 @@ class InterruptAt(Reporter):
 
 
 def _run(m, cache, results, reporter=None):
-    return run_matrix(RunOptions(load_matrix(m), Cache(cache), results), reporter)
+    return run_matrix(RunOptions(load_matrix(m), Cache(cache), results), reporter).to_dict()
 
 
 def _assert_no_lock_held(cache: Path):
@@ -206,10 +206,10 @@ def test_interrupted_runs_leave_a_users_checkout_byte_identical(user_checkout, t
 # ---- the bundle ----
 
 def test_interrupted_bundle_leaves_nothing_half_made(setup, tmp_path, monkeypatch):
-    from orchestrator import bundle
+    from orchestrator.upstream import bundle
 
     m, cache = setup
-    from orchestrator.results import write_results
+    from orchestrator.report.summary import write_results
 
     results_dir = tmp_path / "r"
     results = _run(m, cache, results_dir)
@@ -250,8 +250,8 @@ def test_interrupt_stops_parallel_cells_and_rerun_succeeds(setup, tmp_path):
         run_matrix(RunOptions(matrix, Cache(cache), tmp_path / "r", parallel=2), reporter)
     assert time.monotonic() - t0 < 120
     _assert_no_lock_held(cache)
-    results = run_matrix(RunOptions(matrix, Cache(cache), tmp_path / "again", parallel=2))
+    results = run_matrix(RunOptions(matrix, Cache(cache), tmp_path / "again", parallel=2)).to_dict()
     assert [c["status"] for c in results["cells"]] == ["passed", "passed"], results["cells"]
-    from orchestrator.cmake import jobs
+    from orchestrator.run.cmake import jobs
     if jobs() >= 2:
         assert results["parallel"] == {"cells_at_once": 2, "jobs_per_build": jobs() // 2}

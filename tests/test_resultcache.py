@@ -1,7 +1,7 @@
 """Result-cache keys: any input change changes the key; storage is atomic."""
 from hypothesis import given, strategies as st
 
-from orchestrator.resultcache import cell_key, load, store
+from orchestrator.run.resultcache import cell_key, load, store
 
 BASE = {"base": "a" * 40, "series": "b" * 64, "flags": ["-DGGML_CPU=ON"], "env": {}, "toolchain": {"cmake": "4.4.5"}}
 

@@ -1,7 +1,7 @@
 """results.json and summary.md from a results dict."""
 import json
 
-from orchestrator.results import summary_markdown, write_results
+from orchestrator.report.summary import summary_markdown, write_results
 
 LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
 
@@ -15,8 +15,8 @@ def _results(control_verdict="killed"):
                   {"cell": "ggml/metal", "status": "skipped", "reason": "Metal needs macOS", "timings": {}}],
         "records": [
             {"cell": "ggml/cpu", "variant": "patched", "status": "passed",
-             "tests": {"test-opt": {"outcome": "passed", "rows": [{"status": "OK"}, {"status": "OK"}]},
-                       "test-opt-dynamic-accum": {"outcome": "passed", "rows": [{"status": "OK"}] * 3}}},
+             "tests": {"test-opt": {"outcome": "passed", "rows": [{"device": "CPU", "optimizer": "adamw", "status": "OK"}, {"device": "CPU", "optimizer": "sgd", "status": "OK"}]},
+                       "test-opt-dynamic-accum": {"outcome": "passed", "rows": [{"device": "CPU", "opt_period": p, "status": "OK"} for p in (1, 2, 3)]}}},
             {"cell": "ggml/cpu", "variant": "control", "status": control_verdict, "verdict": control_verdict,
              "failure_line": LINE, "tests": {}},
         ],

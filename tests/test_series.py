@@ -13,9 +13,10 @@ import unidiff
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from orchestrator.errors import ConfigError, ExitCode
-from orchestrator.layout import LAYOUTS, RegistrationError, get_layout, register_gate_test
-from orchestrator.series import (FileDiff, Patch, Series, git_blob_id, parse_patch, parse_series, render,
-                                 unified_file_diff)
+from orchestrator.patchset.layout import LAYOUTS, RegistrationError, get_layout, register_gate_test
+from orchestrator.patchset.render import render
+from orchestrator.patchset.series import (FileDiff, Patch, Series, git_blob_id, parse_patch, parse_series,
+                                         unified_file_diff)
 
 ROOT = Path(__file__).resolve().parent.parent
 PATCH_DIR = ROOT / "patches"

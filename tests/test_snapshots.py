@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import SeriesDoesNotApply
-from orchestrator.snapshots import SnapshotRepo, Worktree
+from orchestrator.vcs.snapshots import SnapshotRepo, Worktree
 
 from .conftest import git
 

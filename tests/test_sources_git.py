@@ -13,11 +13,11 @@ import pytest
 from orchestrator import sources
 from orchestrator.cache import Cache
 from orchestrator.config import Source, load_matrix
-from orchestrator.drift import status_of_targets
+from orchestrator.drift.check import status_of_targets
 from orchestrator.errors import ConfigError, ExitCode
-from orchestrator.snapshots import SnapshotRepo
+from orchestrator.vcs.snapshots import SnapshotRepo
 from orchestrator.sources.git import mirror_name, resolve_submodule_url
-from orchestrator.status import APPLIES, UNREACHABLE
+from orchestrator.drift.verdicts import APPLIES, UNREACHABLE
 
 from .conftest import run_tool
 from .fork_fixtures import OPT, ROOT, commit_change, git, real_snapshot_refs, repo_from_snapshot, seeded_cache, write_matrix

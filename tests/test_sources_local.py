@@ -11,10 +11,10 @@ import pytest
 from orchestrator import sources
 from orchestrator.cache import Cache
 from orchestrator.config import Source, load_matrix
-from orchestrator.drift import status_of_targets
+from orchestrator.drift.check import status_of_targets
 from orchestrator.errors import ConfigError
-from orchestrator.snapshots import SnapshotRepo
-from orchestrator.status import APPLIES, THREE_WAY
+from orchestrator.vcs.snapshots import SnapshotRepo
+from orchestrator.drift.verdicts import APPLIES, THREE_WAY
 
 from .conftest import run_tool
 from .fork_fixtures import (CONTEXT_LINE, OPT, git, real_snapshot_refs, repo_from_snapshot, seeded_cache, tree_state,

@@ -13,10 +13,10 @@ import pytest
 from orchestrator import sources
 from orchestrator.cache import Cache, default_cache_dir
 from orchestrator.config import Source, load_matrix
-from orchestrator.drift import status_of_targets
+from orchestrator.drift.check import status_of_targets
 from orchestrator.errors import ExitCode, SourceUnavailable
-from orchestrator.snapshots import SnapshotRepo
-from orchestrator.status import APPLIES
+from orchestrator.vcs.snapshots import SnapshotRepo
+from orchestrator.drift.verdicts import APPLIES
 
 from .fork_fixtures import real_snapshot_refs, seeded_cache, write_matrix
 

@@ -9,11 +9,11 @@ import pytest
 
 from orchestrator.cache import Cache
 from orchestrator.config import load_matrix
-from orchestrator.drift import status_dirs, status_of_targets
+from orchestrator.drift.check import status_dirs, status_of_targets
 from orchestrator.errors import ExitCode
-from orchestrator.series import parse_series
-from orchestrator.snapshots import SnapshotRepo, Worktree
-from orchestrator.status import (APPLIES, CLEAN, CONFLICT, CONFLICTED, MERGED, NOT_APPLICABLE, NOT_TRIED, PRESENT,
+from orchestrator.patchset.series import parse_series
+from orchestrator.vcs.snapshots import SnapshotRepo, Worktree
+from orchestrator.drift.verdicts import (APPLIES, CLEAN, CONFLICT, CONFLICTED, MERGED, NOT_APPLICABLE, NOT_TRIED, PRESENT,
                                  THREE_WAY, UNAVAILABLE, UNREACHABLE, UPSTREAM, PatchResult, TargetStatus,
                                  conflict_regions, content_present, exit_code, failed_hunk, hunk_header,
                                  modified_fix_files, not_applicable_reason, short_name, verdict)

@@ -2,8 +2,8 @@
 import sys
 import time
 
-from orchestrator import classify
-from orchestrator.testrun import run_test
+from orchestrator.evidence import classify
+from orchestrator.run.testrun import run_test
 
 
 def _py(code: str) -> list[str]:

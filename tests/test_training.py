@@ -1,7 +1,7 @@
 """Training evidence: parsing, the bug's signature, the table, the plot."""
 import math
 
-from orchestrator.training import diverges_as_predicted, epochs, figure, plot, table_markdown
+from orchestrator.evidence.training import diverges_as_predicted, epochs, figure, plot, table_markdown
 
 FIXED = """train-opt-dynamic: linear regression, 8 inputs
 epoch=1 train_loss=2.63242 eval_loss=1.5473

@@ -21,8 +21,8 @@ import yaml
 from orchestrator.ci import actions as A
 from orchestrator.ci import drift_workflow, project_workflow
 from orchestrator.config import load_matrix
-from orchestrator.workflow import (ACTIONLINT_CONFIG_PATH, CRON, DEFAULT_PATH, actionlint_config, cell_session,
-                                   workflow, workflow_yaml)
+from orchestrator.ci.workflow import (ACTIONLINT_CONFIG_PATH, CRON, DEFAULT_PATH, actionlint_config, cell_session,
+                                      workflow, workflow_yaml)
 
 from .conftest import ROOT, run_tool
 

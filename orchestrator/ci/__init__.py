@@ -1,1 +1,2 @@
-"""GitHub Actions: the generated workflows, the action pins they use, the drift issue."""
+"""GitHub Actions: the generated workflows (matrix, drift, the project's own CI), the action pins
+they use, annotations, and the drift issue."""

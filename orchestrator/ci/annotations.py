@@ -32,7 +32,10 @@ def repo_path(path: Path, workspace: Optional[str]) -> str:
     return p.as_posix()
 
 
-def cell_annotations(results: dict, matrix, workspace: Optional[str] = None) -> list[str]:
+def cell_annotations(results, matrix, workspace: Optional[str] = None) -> list[str]:
+    """`results`: the run's Results (report/model.py) or its results.json dict."""
+    if hasattr(results, "to_dict"):
+        results = results.to_dict()
     out = []
     file = repo_path(matrix.path, workspace if workspace is not None else os.environ.get("GITHUB_WORKSPACE"))
     for cell in results.get("cells", []):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..errors import ConfigError, GitHubError
-from ..status import APPLIES, CONFLICT, NOT_APPLICABLE, STATUSES, THREE_WAY, UNAVAILABLE, UNREACHABLE, UPSTREAM
+from ..drift.verdicts import APPLIES, CONFLICT, NOT_APPLICABLE, THREE_WAY, UNAVAILABLE, UNREACHABLE, UPSTREAM
 
 TITLE = "ggml-patch: the series drifted or a cell failed"
 LABEL = "ggml-patch-drift"
@@ -34,6 +34,7 @@ MARKER = "<!-- ggml-patch drift-issue: written by the tool, rewritten on every r
 _STATE = re.compile(r"<!-- ggml-patch-state: (?P<json>\{.*?\}) -->", re.S)
 RANK = {APPLIES: 0, UPSTREAM: 0, THREE_WAY: 1, NOT_APPLICABLE: 2, CONFLICT: 3}
 NOT_KNOWN = (UNREACHABLE, UNAVAILABLE)  # the source could not be had: nothing learnt about the series
+STATUSES = (*RANK, *NOT_KNOWN)  # every status `ggml-patch status` writes
 FAILING_CELLS = ("failed", "error")
 _DETAIL_MAX = 300
 _TODO = {

@@ -32,7 +32,7 @@ ggml-patch drift-issue "${args[@]}"
 
 
 def workflow(matrix, pins: Optional[Pins] = None) -> dict:
-    from ..workflow import drift_profile
+    from .workflow import drift_profile
 
     pins = pins or default_pins()
     profile = drift_profile(matrix)

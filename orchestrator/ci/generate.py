@@ -24,7 +24,7 @@ def _read(path: Path) -> str:
 
 
 def generated(matrix, output: Optional[Path] = None, profiles: Optional[Iterable[str]] = None) -> dict[Path, str]:
-    from ..workflow import DEFAULT_PATH, actionlint_config, nox_cells_json, workflow_yaml
+    from .workflow import DEFAULT_PATH, actionlint_config, nox_cells_json, workflow_yaml
 
     profiles = list(profiles) if profiles else None
     main = Path(output) if output else matrix.path.parent / DEFAULT_PATH

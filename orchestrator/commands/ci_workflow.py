@@ -34,7 +34,7 @@ def regenerate_command(args) -> str:
 
 def run(args, matrix, cache) -> ExitCode:
     from ..ci.generate import generated
-    from ..workflow import legs
+    from ..ci.workflow import legs
 
     files = generated(matrix, Path(args.output) if args.output else None, args.profile or None)
     out = next(iter(files))

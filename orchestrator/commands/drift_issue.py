@@ -42,7 +42,7 @@ def run_url(env=os.environ) -> str:
 
 
 def run(args, matrix, cache) -> ExitCode:
-    from .. import github
+    from ..upstream import github
     from ..ci import drift_issue as D
 
     repo = github.check_repo(args.repo)

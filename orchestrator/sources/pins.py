@@ -17,8 +17,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Optional
 
-import git
-
 from ..config import Matrix, Source
 from ..errors import ConfigError
 from . import SourceUnreachable
@@ -134,15 +132,14 @@ def ls_remote(url: str, ref: str, key: str) -> tuple[str, str]:
 
 
 def _ls_remote(options: list[str], args: list[str], url: str, key: str) -> list[str]:
-    from .git import _NETWORK_CONFIG, _reason
-    from ..snapshots import _env
+    from ..vcs.runner import GitError, git
+    from .git import _NETWORK_CONFIG
 
-    try:
-        out = git.Git().execute(["git", *_NETWORK_CONFIG, "ls-remote", *options, "--end-of-options", *args], env=_env(),
-                                kill_after_timeout=300)
-    except git.GitCommandError as e:
-        raise SourceUnreachable(f"{key.rsplit('.', 1)[0]}.url: {url} is unreachable: {_reason(e)}") from None
-    return [ln for ln in str(out).splitlines() if ln.strip()]
+    try:  # no repository needed: git ls-remote talks to the remote only
+        out = git("ls-remote", *options, "--end-of-options", *args, config=_NETWORK_CONFIG, timeout=300)
+    except GitError as e:
+        raise SourceUnreachable(f"{key.rsplit('.', 1)[0]}.url: {url} is unreachable: {e.reason}") from None
+    return [ln for ln in out.splitlines() if ln.strip()]
 
 
 def pins_json(pins: dict[str, dict]) -> dict:

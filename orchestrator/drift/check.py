@@ -1,5 +1,5 @@
 """The drift check's effects: fetch every target's base, render the series into its layout and
-try it patch by patch in a worktree of the tool's cache. Nothing is built. Verdicts: status.py.
+try it patch by patch in a worktree of the tool's cache. Nothing is built. Verdicts: verdicts.py.
 
 Per target, under <cache>/status/<target>/:
   try/      scratch worktree: every attempt starts from the base, whatever was left there
@@ -16,15 +16,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional
 
-from . import sources
-from .cache import Cache, slug
-from .config import Matrix, Target
-from .errors import ConfigError, SourceUnavailable
-from .layout import get_layout
-from .series import Series, render
-from .series_files import load_series, write_patches
-from .snapshots import SnapshotRepo, Worktree
-from .status import (CLEAN, CONFLICTED, MERGED, NOT_APPLICABLE, NOT_TRIED, OPT_HEADER, PRESENT, UNAVAILABLE,
+from .. import sources
+from ..cache import Cache, slug
+from ..config import Matrix, Target
+from ..errors import ConfigError, SourceUnavailable
+from ..patchset.layout import get_layout, translate
+from ..patchset.render import render
+from ..patchset.series import Series
+from ..patchset.files import load_series, write_patches
+from ..vcs.runner import error_line
+from ..vcs.snapshots import SnapshotRepo, Worktree
+from .verdicts import (CLEAN, CONFLICTED, MERGED, NOT_APPLICABLE, NOT_TRIED, OPT_HEADER, PRESENT, UNAVAILABLE,
                      UNREACHABLE, Conflict, PatchResult, TargetStatus, conflict_regions, content_present, failed_hunk,
                      modified_fix_files, not_applicable_reason, verdict)
 
@@ -91,7 +93,7 @@ def check_target(cache: Cache, repo: SnapshotRepo, series: Series, target: Targe
     src, layout = get_layout(series.layout), get_layout(target.layout, target.prefix)
     row = TargetStatus(target.name, _layout_name(target), _source_info(target, snap), NOT_APPLICABLE, base=snap.commit)
     read_base = lambda p: repo.read_blob(snap.commit, p)  # noqa: E731
-    fix_files = [layout.from_ggml(src.to_ggml(p)) for p in modified_fix_files(series)]
+    fix_files = [translate(p, src, layout) for p in modified_fix_files(series)]
     reason = not_applicable_reason(fix_files, layout.from_ggml(OPT_HEADER), read_base)
     if reason:
         row.detail = reason
@@ -160,11 +162,8 @@ def _conflict(wt: Worktree, patch, plain_output: str, merged_output: str) -> Con
 
 
 def _git_reason(output: str) -> str:
-    for pattern in (r"^CONFLICT \(.*$", r"^error: sha1 information is lacking.*$", r"^error: .*$", r"^fatal: .*$"):
-        m = re.search(pattern, output, re.M)
-        if m:
-            return m.group(0).strip()
-    return ""
+    """Why a 3-way merge stopped: the conflict, or the blobs it lacked, in git's own words."""
+    return error_line(output, prefer=("CONFLICT (", "error: sha1 information is lacking"))
 
 
 def leave_for_resolution(repo: SnapshotRepo, path: Path, base: str, results: list[PatchResult],

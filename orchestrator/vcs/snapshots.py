@@ -7,32 +7,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Optional
 
 import filelock
-import git
 
-from .errors import SeriesDoesNotApply, ToolError
+from ..errors import SeriesDoesNotApply, ToolError
+from .runner import AM_FLAGS, FIXED_IDENTITY, GitError, error_line, git, init_bare, succeeds
 
-FIXED_IDENTITY = {
-    "GIT_AUTHOR_NAME": "ggml-patch", "GIT_AUTHOR_EMAIL": "ggml-patch@localhost",
-    "GIT_COMMITTER_NAME": "ggml-patch", "GIT_COMMITTER_EMAIL": "ggml-patch@localhost",
-    "GIT_AUTHOR_DATE": "@946684800 +0000", "GIT_COMMITTER_DATE": "@946684800 +0000",
-}
-# No user or system git configuration leaks in (hooks, autocrlf, signing...).
-# git am, its --abort and checkout write reflogs, which need a committer identity.
-_ISOLATED = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
-             "GIT_COMMITTER_NAME": "ggml-patch", "GIT_COMMITTER_EMAIL": "ggml-patch@localhost"}
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(_ISOLATED)
-    env.update(extra)
-    return env
+__all__ = ["FIXED_IDENTITY", "SnapshotRepo", "Worktree"]
 
 
 class SnapshotRepo:
@@ -42,20 +26,17 @@ class SnapshotRepo:
         # one lock for repository-wide changes (init, worktree add/prune): concurrent runs share it
         self.lock = filelock.FileLock(str(self.path) + ".lock")
         with self.lock:
-            if not (self.path / "HEAD").exists():
-                self.path.mkdir(parents=True, exist_ok=True)
-                git.Repo.init(self.path, bare=True)
-        self.repo = git.Repo(self.path)
+            init_bare(self.path)
 
-    def git(self, *args: str, env: Optional[dict] = None, cwd: Optional[Path] = None) -> str:
-        where = ["-C", str(cwd)] if cwd else []
-        cmd = ["git", *where, f"--git-dir={self.path}", *args]
-        return self.repo.git.execute(cmd, env=_env(**(env or {})))
+    def git(self, *args: str, env: Optional[dict] = None, cwd: Optional[Path] = None,
+            input: Optional[bytes] = None, timeout: Optional[float] = None) -> str:
+        return git(*args, cwd=cwd, git_dir=self.path, env=env, input=input, timeout=timeout)
 
     def ref_commit(self, ref: str) -> Optional[str]:
+        """The commit `ref` names (a ref, a commit id, any revision), or None."""
         try:
-            return self.git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
-        except git.GitCommandError:
+            return self.git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
+        except GitError:
             return None
 
     def import_tree(self, directory: Path, ref: str, message: str) -> str:
@@ -68,25 +49,21 @@ class SnapshotRepo:
 
     def commit_tree(self, tree: str, ref: str, message: str) -> str:
         """A deterministic parentless commit of `tree` (fixed identity and date), stored as `ref`."""
-        commit = self.git("commit-tree", tree, "-m", message, env=FIXED_IDENTITY)
-        self.git("update-ref", ref, commit)
+        commit = self.git("commit-tree", "-m", message, "--end-of-options", tree, env=FIXED_IDENTITY)
+        self.git("update-ref", "--end-of-options", ref, commit)
         return commit
 
     def has_commit(self, rev: str) -> bool:
         return self.ref_commit(rev) is not None
 
     def has_object(self, sha: str) -> bool:
-        try:
-            self.git("cat-file", "-e", sha)
-        except git.GitCommandError:
-            return False
-        return True
+        return succeeds("cat-file", "-e", "--end-of-options", sha, git_dir=self.path)
 
     def object_id(self, rev: str, path: str) -> Optional[str]:
         """The id of the blob or tree at `path` in a commit or tree (None when absent)."""
         try:
-            return self.git("rev-parse", "--verify", "--quiet", f"{rev}:{path}")
-        except git.GitCommandError:
+            return self.git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}:{path}")
+        except GitError:
             return None
 
     def tree_of(self, rev: str, subdir: str = "") -> Optional[str]:
@@ -95,8 +72,8 @@ class SnapshotRepo:
             oid = self.object_id(rev, subdir)
             return oid if oid and self.git("cat-file", "-t", oid) == "tree" else None
         try:
-            return self.git("rev-parse", "--verify", "--quiet", f"{rev}^{{tree}}")
-        except git.GitCommandError:
+            return self.git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{tree}}")
+        except GitError:
             return None
 
     def tree_from_entries(self, entries: list[tuple[str, str, str]]) -> str:
@@ -104,8 +81,8 @@ class SnapshotRepo:
         data = "".join(f"{mode} {sha}\t{path}\0" for mode, sha, path in entries)
         with tempfile.TemporaryDirectory(prefix="index-", dir=self.path) as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-            self._with_input(["update-index", "-z", "--add", "--index-info"],
-                             data.encode("utf-8", "surrogateescape"), env=env)
+            self.git("update-index", "-z", "--add", "--index-info", input=data.encode("utf-8", "surrogateescape"),
+                     env=env)
             return self.git("write-tree", env=env)
 
     def tree_with_subtree(self, tree: str, path: str, subtree: str) -> str:
@@ -114,9 +91,9 @@ class SnapshotRepo:
             # read-tree --prefix insists on a work tree; an empty one, never written (no -u)
             (Path(tmp) / "empty").mkdir()
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index"), "GIT_WORK_TREE": str(Path(tmp) / "empty")}
-            self.git("read-tree", tree, env=env)
-            self._with_input(["update-index", "-z", "--index-info"], f"0 {'0' * 40}\t{path}\0".encode(), env=env)
-            self.git("read-tree", f"--prefix={path.strip('/')}/", subtree, env=env)
+            self.git("read-tree", "--end-of-options", tree, env=env)
+            self.git("update-index", "-z", "--index-info", input=f"0 {'0' * 40}\t{path}\0".encode(), env=env)
+            self.git("read-tree", f"--prefix={path.strip('/')}/", "--end-of-options", subtree, env=env)
             return self.git("write-tree", env=env)
 
     def hash_blobs(self, directory: Path, paths: list[str]) -> list[str]:
@@ -124,37 +101,30 @@ class SnapshotRepo:
         if not paths:
             return []
         listing = "\n".join(paths).encode("utf-8", "surrogateescape") + b"\n"
-        return self._with_input(["hash-object", "-w", "--no-filters", "--stdin-paths"], listing, cwd=directory).split()
+        try:
+            return self.git("hash-object", "-w", "--no-filters", "--stdin-paths", input=listing, cwd=directory).split()
+        except GitError as e:
+            raise ToolError(f"git hash-object in {self.path}: {e.line}") from None
 
     def hash_data(self, data: bytes) -> str:
-        return self._with_input(["hash-object", "-w", "--stdin"], data).strip()
-
-    def _with_input(self, args: list[str], data: bytes, env: Optional[dict] = None, cwd: Optional[Path] = None) -> str:
-        proc = subprocess.run(["git", f"--git-dir={self.path}", *args], input=data, capture_output=True,
-                              env=_env(**(env or {})), cwd=cwd)
-        if proc.returncode != 0:
-            raise ToolError(f"git {args[0]} in {self.path}: {proc.stderr.decode(errors='replace').strip()}")
-        return proc.stdout.decode()
+        return self.git("hash-object", "-w", "--stdin", input=data).strip()
 
     def fetch(self, source: str, refspec: str, timeout: Optional[float] = None) -> None:
         """Copy a ref and its history from another repository (a mirror in the cache) into this one."""
-        self.repo.git.execute(["git", f"--git-dir={self.path}", "fetch", "--quiet", "--no-tags", source, refspec],
-                              env=_env(), kill_after_timeout=timeout)
+        self.git("fetch", "--quiet", "--no-tags", "--end-of-options", source, refspec, timeout=timeout)
 
     def remove_worktree(self, path: Path) -> None:
         with self.lock:  # like add and prune: never while another run changes the worktree list
             if Path(path).exists():
-                self.git("worktree", "remove", "--force", "--force", str(path))
+                self.git("worktree", "remove", "--force", "--force", "--end-of-options", str(path))
             self.git("worktree", "prune")
 
     def read_blob(self, commit: str, path: str) -> Optional[str]:
         """A file's exact text at a commit (None when absent)."""
         try:
-            data = self.repo.git.execute(["git", f"--git-dir={self.path}", "cat-file", "blob", f"{commit}:{path}"],
-                                         env=_env(), strip_newline_in_stdout=False)
-        except git.GitCommandError:
+            return git("cat-file", "blob", "--end-of-options", f"{commit}:{path}", git_dir=self.path, strip=False)
+        except GitError:
             return None
-        return data
 
 
 class Worktree:
@@ -165,12 +135,12 @@ class Worktree:
         self.path = Path(path)
 
     def git(self, *args: str, env: Optional[dict] = None) -> str:
-        return self.repo.repo.git.execute(["git", "-C", str(self.path), *args], env=_env(**(env or {})))
+        return git(*args, cwd=self.path, env=env)
 
     def head(self) -> Optional[str]:
         try:
             return self.git("rev-parse", "HEAD")
-        except git.GitCommandError:
+        except GitError:
             return None
 
     def is_clean(self) -> bool:
@@ -178,14 +148,12 @@ class Worktree:
 
     def ensure(self, commit: str) -> None:
         """Exist and sit on `commit` exactly, whatever an interrupted run left behind."""
+        commit = self.repo.ref_commit(commit) or commit  # a commit id: `git checkout` has no --end-of-options
         if (self.path / ".git").exists():
-            try:
-                self.git("am", "--abort")
-            except git.GitCommandError:
-                pass  # no am in progress: the normal case
+            self.am_abort()  # whatever an interrupted run left; none in progress is the normal case
             if self.head() == commit and self.is_clean():
                 return  # nothing to do: keeps file times, so nothing is recompiled
-            self.git("checkout", "--force", "--detach", commit)
+            self.git("checkout", "--force", "--detach", commit, "--")
             self.git("clean", "-fdxq")
             return
         if self.path.exists():
@@ -193,38 +161,47 @@ class Worktree:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.repo.lock:  # prune must not race another run's add
             self.repo.git("worktree", "prune")
-            self.repo.git("worktree", "add", "--force", "--detach", str(self.path), commit)
+            self.repo.git("worktree", "add", "--force", "--detach", "--end-of-options", str(self.path), commit)
 
     def am(self, patch_files: list[Path]) -> str:
         """Apply the series as commits; deterministic, so the same inputs give the same HEAD."""
         try:
-            self.git("am", "--committer-date-is-author-date", "--keep-cr", *map(str, patch_files))
-        except git.GitCommandError as e:
-            text = (e.stderr or "") + "\n" + (e.stdout or "")
-            which = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("Patch failed at")]
-            detail = _first_error(e) + (f" ({which[0]})" if which else "")
-            try:
-                self.git("am", "--abort")
-            except git.GitCommandError:
-                pass  # am may have stopped before creating its state
+            self.git("am", *AM_FLAGS, "--", *map(str, patch_files))
+        except GitError as e:
+            where = error_line(e.output, prefer=("Patch failed at",))
+            detail = e.line + (f" ({where})" if where.startswith("Patch failed at") and where != e.line else "")
+            self.am_abort()  # am may have stopped before creating its state
             raise SeriesDoesNotApply(detail) from None
         return self.head() or ""
 
     def diff(self, base: str, paths: list[str]) -> str:
-        return self.git("diff", "--full-index", base, "HEAD", "--", *paths) + "\n"
+        return self.git("diff", "--full-index", "--end-of-options", base, "HEAD", "--", *paths) + "\n"
 
     def apply_reverse(self, diff_text: str) -> None:
         with tempfile.NamedTemporaryFile("w", suffix=".diff", delete=False) as f:
             f.write(diff_text)
         try:
             self.git("apply", "-R", f.name)
-        except git.GitCommandError as e:
-            raise ToolError(f"reverting the fix in {self.path}: {_first_error(e)}") from None
+        except GitError as e:
+            raise ToolError(f"reverting the fix in {self.path}: {e.line}") from None
         finally:
             os.unlink(f.name)
 
     def restore(self, paths: list[str]) -> None:
         self.git("checkout", "HEAD", "--", *paths)
+
+    def apply(self, patch_file: Path) -> None:
+        """`git apply` a diff to the files (no commit); GitError with git's line when it does not apply."""
+        self.git("apply", "--", str(patch_file))
+
+    def restore_files(self, paths: list[str]) -> None:
+        """The files back as HEAD has them: changed ones checked out, ones HEAD lacks removed."""
+        tracked = [p for p in paths if succeeds("cat-file", "-e", "--end-of-options", f"HEAD:{p}", cwd=self.path)]
+        if tracked:
+            self.restore(tracked)
+        for p in paths:
+            if p not in tracked and (self.path / p).is_file():
+                (self.path / p).unlink()
 
     # ---- one patch at a time, for the drift status: clean, 3-way, already there, conflict ----
 
@@ -232,25 +209,24 @@ class Worktree:
         """Apply one patch as a commit. None when it applied; else git's output, with the am
         left in progress (abort it, or leave it for someone to resolve)."""
         try:
-            self.git("am", "--committer-date-is-author-date", "--keep-cr", *(["-3"] if three_way else []),
-                     str(patch_file))
-        except git.GitCommandError as e:
-            return ((e.stdout or "") + "\n" + (e.stderr or "")).replace("stdout: ", "").replace("stderr: ", "")
+            self.git("am", *AM_FLAGS, *(["-3"] if three_way else []), "--", str(patch_file))
+        except GitError as e:
+            return f"{e.stdout}\n{e.stderr}"
         return None
 
     def am_start(self, patch_files: list[Path]) -> Optional[str]:
         """`git am -3` the patches, leaving it stopped at the first one that does not merge (for
         resolution by hand: fix, `git add`, `git am --continue`). None when all applied."""
         try:
-            self.git("am", "--committer-date-is-author-date", "--keep-cr", "-3", *map(str, patch_files))
-        except git.GitCommandError as e:
-            return _first_error(e)
+            self.git("am", *AM_FLAGS, "-3", "--", *map(str, patch_files))
+        except GitError as e:
+            return e.line
         return None
 
     def am_abort(self) -> None:
         try:
             self.git("am", "--abort")
-        except git.GitCommandError:
+        except GitError:
             pass  # no am in progress
 
     def am_in_progress(self) -> bool:
@@ -258,11 +234,7 @@ class Worktree:
 
     def applies(self, patch_file: Path, reverse: bool = False) -> bool:
         """Whether the patch applies to the files as they are (reverse: whether it is already there)."""
-        try:
-            self.git("apply", "--check", *(["-R"] if reverse else []), str(patch_file))
-        except git.GitCommandError:
-            return False
-        return True
+        return succeeds("apply", "--check", *(["-R"] if reverse else []), str(patch_file), cwd=self.path)
 
     def conflicted_files(self) -> list[str]:
         out = self.git("diff", "--name-only", "--diff-filter=U")
@@ -275,38 +247,19 @@ class Worktree:
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
 
-    def commits_since(self, base: str) -> list[str]:
-        out = self.git("rev-list", "--reverse", f"{base}..HEAD")
-        return out.split()
-
     def tree(self) -> str:
         return self.git("rev-parse", "HEAD^{tree}")
 
     def descends_from(self, commit: str) -> bool:
-        try:
-            self.git("merge-base", "--is-ancestor", commit, "HEAD")
-        except git.GitCommandError:
-            return False
-        return True
+        return succeeds("merge-base", "--is-ancestor", "--end-of-options", commit, "HEAD", cwd=self.path)
 
     def format_patch(self, base: str, out_dir: Path) -> list[Path]:
         """base..HEAD as patch files, written the way patches/ was: stable bytes, so regenerating
         an unchanged series changes nothing (no commit ids, dates of the run, diffstat or version)."""
         out_dir.mkdir(parents=True, exist_ok=True)
         names = self.git("format-patch", "--zero-commit", "--full-index", "--no-signature", "--no-stat",
-                         "--no-color", "-o", str(out_dir), f"{base}..HEAD")
+                         "--no-color", "-o", str(out_dir), "--end-of-options", f"{base}..HEAD")
         return [Path(n) for n in names.splitlines() if n]
 
     def _git_path(self, name: str) -> Path:
         return Path(self.git("rev-parse", "--path-format=absolute", "--git-path", name))
-
-
-def _first_error(e: git.GitCommandError) -> str:
-    text = (e.stderr or "") + "\n" + (e.stdout or "")
-    lines = [ln.strip().strip("'") for ln in text.splitlines() if ln.strip()]
-    for prefix in ("error: patch failed:", "error:", "Patch failed at", "fatal:"):
-        for ln in lines:
-            ln = ln.removeprefix("stderr: ").removeprefix("stdout: ").strip("'").strip()
-            if ln.startswith(prefix):
-                return ln
-    return lines[-1] if lines else str(e)

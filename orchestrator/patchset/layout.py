@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Optional
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 GATE_TEST = "test-opt-dynamic-accum"
 UPSTREAM_TEST = "test-opt"

@@ -20,13 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from .errors import BundleRefused, BundleVerificationFailed, ConfigError, SeriesDoesNotApply
-from .layout import GATE_TEST, UPSTREAM_TEST
-from .training import plot, table_markdown
+from ..errors import BuildFailed, BundleRefused, BundleVerificationFailed, ConfigError, SeriesDoesNotApply
+from ..evidence.training import plot, table_markdown
+from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
+from ..report import model
+from ..report.model import Cell, CellStatus, Outcome, Results, VariantRecord, Verdict, as_results
 
 NONE = "—"  # an empty table cell
 MANIFEST = "manifest.json"
-NOT_RUN = ("skipped", "build-only")  # cells that prove nothing either way: shown, never counted
+NOT_RUN = (CellStatus.SKIPPED, CellStatus.BUILD_ONLY)  # cells that prove nothing either way: shown, never counted
 WARNING_TITLE = "Incomplete evidence: this bundle was made with `--allow-incomplete`"
 
 
@@ -38,80 +40,52 @@ class Problem:
     text: str
 
 
-def load_results(results_dir: Path) -> tuple[dict, str]:
-    """results.json and the sha256 of its bytes (what the manifest names)."""
+def load_results(results_dir: Path) -> tuple[Results, str]:
+    """results.json (validated) and the sha256 of its bytes (what the manifest names)."""
     path = Path(results_dir) / "results.json"
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no results; run `ggml-patch matrix --results {results_dir}` first") from None
-    try:
-        results = json.loads(data)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text; not a ggml-patch results.json") from None
-    if not isinstance(results, dict):
-        raise ConfigError(f"{path}: expected a JSON object; not a ggml-patch results.json")
-    for key in ("series", "cells", "records"):
-        if key not in results:
-            raise ConfigError(f"{path}: key {key!r} missing; not a ggml-patch results.json")
-    if not isinstance(results["series"], dict) or "sha256" not in results["series"]:
-        raise ConfigError(f"{path}: series.sha256 missing; not a ggml-patch results.json")
-    return results, hashlib.sha256(data).hexdigest()
+    if not path.exists():
+        raise ConfigError(f"{path}: no results; run `ggml-patch matrix --results {results_dir}` first")
+    return model.load_results(path)
 
 
-def records_of(results: dict, cell_id: str) -> dict[str, dict]:
-    """{variant: record} for one cell."""
-    return {r["variant"]: r for r in results["records"] if r.get("cell") == cell_id}
-
-
-def cells_of(results: dict, target: str) -> list[dict]:
-    return [c for c in results["cells"] if c.get("target") == target]
-
-
-def targets_in(results: dict) -> list[str]:
-    """Targets in the order the run met them."""
-    return list(dict.fromkeys(c["target"] for c in results["cells"]))
-
-
-def problems(results: dict, current_series_sha256: str) -> list[Problem]:
+def problems(results: Results | dict, current_series_sha256: str) -> list[Problem]:
     """Everything that stops these results from backing a pull request; empty when they do."""
+    results = as_results(results)
     found = []
-    ran = results["series"]["sha256"]
+    ran = results.series["sha256"]
     if ran != current_series_sha256:
         found.append(Problem(None, f"results.json was made from series {ran[:12]}, the series in patches/ "
                                    f"is now {current_series_sha256[:12]}: re-run `ggml-patch matrix`"))
-    for target in targets_in(results):
-        cells = cells_of(results, target)
-        if all(c["status"] in NOT_RUN for c in cells):
+    for target in results.targets():
+        cells = results.cells_of(target)
+        if all(c.status in NOT_RUN for c in cells):
             found.append(Problem(target, f"{target}: no cell ran its tests (skipped or build-only), so nothing was proven"))
         for c in cells:
-            if c["status"] not in NOT_RUN:
+            if c.status not in NOT_RUN:
                 found += [Problem(target, t) for t in _cell_problems(results, c)]
     return found
 
 
-def _cell_problems(results: dict, cell: dict) -> list[str]:
-    cid = cell["cell"]
-    recs = records_of(results, cid)
+def _cell_problems(results: Results, cell: Cell) -> list[str]:
+    cid = cell.cell
+    recs = results.records_of(cid)
     patched, control = recs.get("patched"), recs.get("control")
     found = []
     if patched is None:
-        found.append(f"{cid}: nothing was tested ({cell['status']}: {_one_line(cell.get('reason', ''))})")
-    elif not patched["build"].get("ok"):
+        found.append(f"{cid}: nothing was tested ({cell.status}: {_one_line(cell.reason)})")
+    elif not (patched.build and patched.build.ok):
         found.append(f"{cid}: the patched variant did not build")
     else:
-        bad = [f"{name} {t['outcome']}" for name, t in patched["tests"].items() if t["outcome"] != "passed"]
+        bad = [f"{name} {t.outcome}" for name, t in patched.tests.items() if t.outcome != Outcome.PASSED]
         if bad:
             found.append(f"{cid}: with the fix {', '.join(bad)}")
     if patched is not None and control is None:
         found.append(f"{cid}: the negative control did not run")
-    elif control is not None and control.get("verdict") != "killed":
-        found.append(f"{cid}: the negative control was not killed ({control.get('verdict')}: "
-                     f"{_one_line(control.get('verdict_reason', ''))})")
-    if not found and cell["status"] != "passed":
-        found.append(f"{cid}: {cell['status']}: {_one_line(cell.get('reason', ''))}")
+    elif control is not None and control.verdict != Verdict.KILLED:
+        found.append(f"{cid}: the negative control was not killed ({control.verdict}: "
+                     f"{_one_line(control.verdict_reason)})")
+    if not found and cell.status != CellStatus.PASSED:
+        found.append(f"{cid}: {cell.status}: {_one_line(cell.reason)}")
     return found
 
 
@@ -156,24 +130,26 @@ def _cellv(v) -> str:
     return NONE if v is None or v == "" else str(v)
 
 
-def outcome_rows(results: dict, target: str) -> list[dict]:
+def outcome_rows(results: Results | dict, target: str) -> list[dict]:
     """backend x device x test case, with the fix and with the fix reverted (the table's rows)."""
+    results = as_results(results)
     rows = []
-    for c in cells_of(results, target):
-        recs = records_of(results, c["cell"])
+    for c in results.cells_of(target):
+        recs = results.records_of(c.cell)
         patched, control = recs.get("patched"), recs.get("control")
         if not patched:
             continue
         for test in (UPSTREAM_TEST, GATE_TEST):
-            key = "optimizer" if test == UPSTREAM_TEST else "opt_period"
-            reverted = {(r["device"], r[key]): r
-                        for r in ((control or {}).get("tests", {}).get(test, {}).get("rows") or [])}
-            for r in patched["tests"].get(test, {}).get("rows") or []:
-                ctl = reverted.get((r["device"], r[key]), {})
-                rows.append({"backend": c["backend"], "device": r["device"], "test": test,
-                             "optimizer": r.get("optimizer"), "opt_period": r.get("opt_period"),
-                             "with_fix": r["status"], "reverted": ctl.get("status"),
-                             "step": ctl.get("step"), "w": ctl.get("actual"), "expected": ctl.get("expected")})
+            control_test = control.test(test) if control else None
+            reverted = {(r.device, r.key): r for r in (control_test.rows if control_test else [])}
+            patched_test = patched.test(test)
+            for r in patched_test.rows if patched_test else []:
+                ctl = reverted.get((r.device, r.key))
+                rows.append({"backend": c.backend, "device": r.device, "test": test,
+                             "optimizer": r.optimizer, "opt_period": r.opt_period,
+                             "with_fix": str(r.status), "reverted": str(ctl.status) if ctl else None,
+                             "step": ctl.step if ctl else None, "w": ctl.actual if ctl else None,
+                             "expected": ctl.expected if ctl else None})
     return rows
 
 
@@ -197,18 +173,19 @@ CELL_COLUMNS = ("cell", "backend", "status", "negative control", "test-opt with 
                 "gate with the fix reverted", "build with the fix (s)", "control rebuild (s)")
 
 
-def _summary(rec: Optional[dict], test: str) -> str:
-    line = ((rec or {}).get("tests", {}).get(test) or {}).get("summary_line")
+def _summary(rec: Optional[VariantRecord], test: str) -> str:
+    t = rec.test(test) if rec else None
+    line = t.summary_line if t else None
     return f"`{line}`" if line else NONE
 
 
-def _cell_table(results: dict, target: str) -> list[str]:
+def _cell_table(results: Results, target: str) -> list[str]:
     out = ["| " + " | ".join(CELL_COLUMNS) + " |", "|" + "---|" * len(CELL_COLUMNS)]
-    for c in cells_of(results, target):
-        recs = records_of(results, c["cell"])
+    for c in results.cells_of(target):
+        recs = results.records_of(c.cell)
         patched, control = recs.get("patched"), recs.get("control")
-        t = c.get("timings", {})
-        vals = [c["cell"], c["backend"], c["status"], _cellv((control or {}).get("verdict")),
+        t = c.timings
+        vals = [c.cell, c.backend, str(c.status), _cellv(control.verdict if control else None),
                 _summary(patched, UPSTREAM_TEST), _summary(patched, GATE_TEST), _summary(control, GATE_TEST),
                 _cellv(None if "build_patched" not in t else _num(t["build_patched"])),
                 _cellv(None if "build_control" not in t else _num(t["build_control"]))]
@@ -235,11 +212,12 @@ def _how_to_run(layout: str) -> str:
             f"./build/bin/{GATE_TEST}     # one line per device and opt_period; exit 1 on a wrong step")
 
 
-def pr_body(results: dict, results_sha256: str, target: str, commits: list[Commit], toolchain: dict,
+def pr_body(results: Results | dict, results_sha256: str, target: str, commits: list[Commit], toolchain: dict,
             warnings: list[str]) -> str:
     """PR_BODY.md: the series' own messages, then the run's evidence, every number from results.json."""
-    cells = cells_of(results, target)
-    layout = cells[0]["layout"] if cells else ""
+    results = as_results(results)
+    cells = results.cells_of(target)
+    layout = cells[0].layout if cells else ""
     out: list[str] = []
     if warnings:
         out += ["> [!WARNING]", f"> **{WARNING_TITLE}.** The run does not back every claim below:"]
@@ -255,58 +233,57 @@ def pr_body(results: dict, results_sha256: str, target: str, commits: list[Commi
         out += [f"**{c.subject}**", "", c.body.strip(), ""]
     out += ["To run it:", "", "```sh", _how_to_run(layout), "```", ""]
 
-    series = results["series"]
+    series = results.series
     out += ["## Evidence from the run", "",
             f"Generated by ggml-patch from its `results.json` (sha256 `{results_sha256}`): run started "
-            f"{results.get('started_at', NONE)}, profile `{results.get('profile', NONE)}`, series sha256 "
+            f"{results.started_at or NONE}, profile `{results.profile or NONE}`, series sha256 "
             f"`{series['sha256']}`. Each cell applies the series to the base commit below, builds ggml and the two "
             "tests with CMake, runs them, then reverts only the fix (the test stays), rebuilds the same tree "
             "and runs both tests again: the negative control.", "",
             "### Cells", ""]
     out += _cell_table(results, target)
-    notes = [f"- {c['cell']} device: {_device_text(c['device'])}" for c in cells if _device_text(c.get("device"))]
-    notes += [f"- {c['cell']} {c['status']}: {_one_line(c.get('reason', ''))}" for c in cells if c["status"] in NOT_RUN]
+    notes = [f"- {c.cell} device: {_device_text(c.device)}" for c in cells if _device_text(c.device)]
+    notes += [f"- {c.cell} {c.status}: {_one_line(c.reason)}" for c in cells if c.status in NOT_RUN]
     if notes:
         out += [""] + notes
     out += ["", "### Outcomes: backend × device × optimizer", ""]
     out += _outcome_table(outcome_rows(results, target))
     out += ["", "### Negative control: the gate with the fix reverted", ""]
-    for c in cells:
-        control = records_of(results, c["cell"]).get("control")
+    controls = [(c, results.records_of(c.cell).get("control")) for c in cells]
+    for c, control in controls:
         if not control:
             continue
-        gate = control.get("tests", {}).get(GATE_TEST, {})
-        reverted = ", ".join(f"`{p}`" for p in control.get("reverted", [])) or NONE
-        out.append(f"- **{c['cell']}**: reverted {reverted}; verdict **{control.get('verdict')}**; "
-                   f"{GATE_TEST} exit code {_cellv(gate.get('exit_code'))}; "
-                   f"{UPSTREAM_TEST} {_cellv((control['tests'].get(UPSTREAM_TEST) or {}).get('outcome'))}.")
-    lines = list(dict.fromkeys(r["failure_line"] for r in
-                               (records_of(results, c["cell"]).get("control") or {} for c in cells)
-                               if r.get("failure_line")))
+        gate = control.test(GATE_TEST)
+        reverted = ", ".join(f"`{p}`" for p in control.reverted or []) or NONE
+        out.append(f"- **{c.cell}**: reverted {reverted}; verdict **{control.verdict}**; "
+                   f"{GATE_TEST} exit code {_cellv(gate.exit_code if gate else None)}; "
+                   f"{UPSTREAM_TEST} {_cellv(control.outcome(UPSTREAM_TEST))}.")
+    lines = list(dict.fromkeys(r.failure_line for _, r in controls if r and r.failure_line))
     if lines:
         out += ["", "The gate's own failure line without the fix:", "", "```", *lines, "```"]
     trained = training_cell(results, target)
-    if trained:
-        t = trained["training"]
+    if trained and trained.training:
+        t = trained.training
         verdict = {True: "as the bug predicts: with the fix the loss falls; without it the effective step keeps "
                          "growing and the loss overshoots or diverges",
                    False: "NOT as the bug predicts", None: "too few epochs to tell"}[t.get("diverges_as_predicted")]
-        out += ["", f"### Training: loss per epoch with and without the fix ({trained['cell']})", "",
+        out += ["", f"### Training: loss per epoch with and without the fix ({trained.cell})", "",
                 "`native_tests/train-opt-dynamic.cpp` (not part of the series) trains a linear regression on "
                 "fixed-seed data with per-step graphs, as llama.cpp trains, in both variants of the cell. "
                 f"The curves differ {verdict}.", "",
                 table_markdown(t["with_fix"], t["without_fix"]).rstrip("\n"), "",
                 f"![train and eval loss per epoch, with and without the fix]({TRAINING_PLOT})"]
-    others = [c for c in results["cells"] if c.get("target") != target]
+    others = [c for c in results.cells if c.target != target]
     if others:
         out += ["", "### Other targets in the same run", ""]
         for c in others:
-            verdict = (records_of(results, c["cell"]).get("control") or {}).get("verdict")
-            out.append(f"- {c['cell']} ({c.get('layout', NONE)} layout): {c['status']}"
+            control = results.records_of(c.cell).get("control")
+            verdict = control.verdict if control else None
+            out.append(f"- {c.cell} ({c.layout or NONE} layout): {c.status}"
                        + (f", control {verdict}" if verdict else ""))
 
     out += ["", "## Base commits", "", "| | commit |", "|---|---|"]
-    source = next((c.get("source") for c in cells if c.get("source")), {}) or {}
+    source = next((c.source for c in cells if c.source), {}) or {}
     upstream = source.get("upstream_commit")
     where = f" ({source['url']})" if source.get("url") else ""
     out.append(f"| upstream{where} | `{upstream}` |" if upstream else
@@ -314,7 +291,7 @@ def pr_body(results: dict, results_sha256: str, target: str, commits: list[Commi
     desc = source.get("description", NONE)
     sdist = f", sdist sha256 `{source['sdist_sha256']}`" if source.get("sdist_sha256") else ""
     out.append(f"| ggml-patch snapshot of {desc}{sdist} | `{source.get('base_commit', NONE)}` |")
-    patched = next((c.get("patched_commit") for c in cells if c.get("patched_commit")), None)
+    patched = next((c.patched_commit for c in cells if c.patched_commit), None)
     out.append(f"| the snapshot with this series applied | `{patched or NONE}` |")
 
     out += ["", "## Toolchain", ""]
@@ -328,10 +305,10 @@ def pr_body(results: dict, results_sha256: str, target: str, commits: list[Commi
 TRAINING_PLOT = "training-loss.png"
 
 
-def training_cell(results: dict, target: str) -> Optional[dict]:
+def training_cell(results: Results | dict, target: str) -> Optional[Cell]:
     """The cell whose training run the PR body shows: the CPU cell where there is one."""
-    cells = [c for c in cells_of(results, target) if (c.get("training") or {}).get("with_fix")]
-    cells.sort(key=lambda c: c.get("backend") != "cpu")
+    cells = [c for c in as_results(results).cells_of(target) if (c.training or {}).get("with_fix")]
+    cells.sort(key=lambda c: c.backend != "cpu")
     return cells[0] if cells else None
 
 
@@ -354,7 +331,7 @@ def series_sha256(patches: list[tuple[str, str]]) -> str:
     return h.hexdigest()
 
 
-def manifest(*, target: str, layout: str, results: dict, results_sha256: str, results_path: str,
+def manifest(*, target: str, layout: str, results: Results, results_sha256: str, results_path: str,
              source: dict, patched_commit: str, patches: list[tuple[str, str]], files: dict[str, str],
              verification: dict, toolchain: dict, warnings: list[str]) -> dict:
     return {
@@ -365,10 +342,10 @@ def manifest(*, target: str, layout: str, results: dict, results_sha256: str, re
         "base": {"snapshot_commit": source.get("base_commit"), "upstream_commit": source.get("upstream_commit"),
                  "description": source.get("description"), "source": source},
         "patched_commit": patched_commit,
-        "series": {"sha256": series_sha256(patches), "results_series_sha256": results["series"]["sha256"],
+        "series": {"sha256": series_sha256(patches), "results_series_sha256": results.series["sha256"],
                    "patches": [name for name, _ in patches]},
-        "results": {"path": results_path, "sha256": results_sha256, "started_at": results.get("started_at"),
-                    "exit_code": results.get("exit_code")},
+        "results": {"path": results_path, "sha256": results_sha256, "started_at": results.started_at,
+                    "exit_code": results.exit_code},
         "incomplete": bool(warnings),
         "warnings": warnings,
         "verification": verification,
@@ -446,7 +423,7 @@ class BundleResult:
 def make_bundles(opts: BundleOptions) -> tuple[list[BundleResult], list[str]]:
     """Every bundle the results allow, and the targets left out (with why). Refuses, writing
     nothing, when the results do not prove the fix (unless allow_incomplete)."""
-    from .series_files import load_series
+    from ..patchset.files import load_series
 
     results, results_sha = load_results(opts.results_dir)
     chosen = _chosen_targets(results, opts.targets, opts.results_dir)
@@ -455,7 +432,7 @@ def make_bundles(opts: BundleOptions) -> tuple[list[BundleResult], list[str]]:
         raise BundleRefused(refusal_message(found))
     made, left_out = [], []
     for target in chosen:
-        if not any(c.get("patched_commit") for c in cells_of(results, target)):
+        if not any(c.patched_commit for c in results.cells_of(target)):
             left_out.append(f"{target}: the series was never applied in this run, so there is nothing to send")
             continue
         warnings = [p.text for p in found if p.target in (None, target)]
@@ -465,8 +442,8 @@ def make_bundles(opts: BundleOptions) -> tuple[list[BundleResult], list[str]]:
     return made, left_out
 
 
-def _chosen_targets(results: dict, wanted: list[str], results_dir: Path) -> list[str]:
-    present = targets_in(results)
+def _chosen_targets(results: Results, wanted: list[str], results_dir: Path) -> list[str]:
+    present = results.targets()
     for t in wanted:
         if t not in present:
             raise ConfigError(f"{Path(results_dir) / 'results.json'}: no cells for target {t!r} "
@@ -474,27 +451,25 @@ def _chosen_targets(results: dict, wanted: list[str], results_dir: Path) -> list
     return [t for t in present if not wanted or t in wanted]
 
 
-def _same(cells: list[dict], what: str, get: Callable[[dict], Optional[str]]) -> str:
+def _same(cells: list[Cell], what: str, get: Callable[[Cell], Optional[str]]) -> str:
     values = {get(c) for c in cells} - {None}
     if len(values) != 1:
-        raise BundleRefused(f"{cells[0]['target']}: the cells of this target record {len(values)} different {what}s")
-    return values.pop()
+        raise BundleRefused(f"{cells[0].target}: the cells of this target record {len(values)} different {what}s")
+    return str(values.pop())
 
 
-def bundle_target(opts: BundleOptions, results: dict, results_sha: str, target_name: str,
+def bundle_target(opts: BundleOptions, results: Results, results_sha: str, target_name: str,
                   warnings: list[str]) -> BundleResult:
-    from .cache import slug
-    from .layout import get_layout
-    from .render import rendered_for_target
-    from .snapshots import SnapshotRepo, Worktree
+    from ..cache import slug
+    from ..patchset.render import rendered_for_target
+    from ..vcs.snapshots import SnapshotRepo, Worktree
 
     matrix, cache = opts.matrix, opts.cache
-    cells = [c for c in cells_of(results, target_name) if c.get("patched_commit")]
-    base = _same(cells, "base commit", lambda c: (c.get("source") or {}).get("base_commit"))
-    patched = _same(cells, "patched commit", lambda c: c.get("patched_commit"))
-    source = dict(cells[0]["source"])
+    cells = [c for c in results.cells_of(target_name) if c.patched_commit]
+    base = _same(cells, "base commit", lambda c: (c.source or {}).get("base_commit"))
+    patched = _same(cells, "patched commit", lambda c: c.patched_commit)
+    source = dict(cells[0].source or {})
     target = matrix.target(target_name)
-    layout = get_layout(target.layout, target.prefix)
     work = cache.root / "bundle" / slug(target_name)
     with cache.lock(f"bundle-{target_name}"):
         rendered, snap = rendered_for_target(matrix, cache, target)
@@ -510,17 +485,17 @@ def bundle_target(opts: BundleOptions, results: dict, results_sha: str, target_n
         commits = commit_list(repo, base, patched)
         opts.log(f"{target_name}: verifying {len(patches)} patches on a fresh copy of {base[:12]} "
                  "(git am, build, test-opt, gate)")
-        verification = verify(opts, target_name, layout, repo, worktree, work, base, patched, patches)
+        verification = verify(opts, target, repo, worktree, work, base, patched, patches)
         toolchain = toolchain_info(work / "build")
         toolchain = cell_compilers_that_differ({**toolchain, **cells_toolchain(cache, cells)})
     body = pr_body(results, results_sha, target_name, commits, toolchain, warnings)
     files_text: dict[str, str | bytes] = {**dict(patches), "PR_TITLE": pr_title(commits) + "\n", "PR_BODY.md": body}
     trained = training_cell(results, target_name)
-    if trained:
+    if trained and trained.training:
         with tempfile.TemporaryDirectory() as tmp:
-            t = trained["training"]
+            t = trained.training
             png = plot(t["with_fix"], t["without_fix"], Path(tmp) / TRAINING_PLOT,
-                       f"{trained['cell']}: train-opt-dynamic, per-step graphs, SGD")
+                       f"{trained.cell}: train-opt-dynamic, per-step graphs, SGD")
             files_text[TRAINING_PLOT] = png.read_bytes()
     files = {name: hashlib.sha256(data if isinstance(data, bytes) else data.encode("utf-8")).hexdigest()
              for name, data in files_text.items()}
@@ -556,7 +531,7 @@ def _has_commit(repo, commit: str) -> bool:
 
 
 def _recreate(worktree, base: str, rendered, patched: str, work: Path) -> None:
-    from .series_files import write_patches
+    from ..patchset.files import write_patches
 
     files = write_patches(rendered, work / "series")
     worktree.ensure(base)
@@ -570,18 +545,18 @@ def format_patch(repo, base: str, patched: str) -> list[tuple[str, str]]:
     """`git format-patch base..patched`: [(file name, text)], in order."""
     import tempfile
 
-    n = int(repo.git("rev-list", "--count", f"{base}..{patched}"))
-    if n == 0 or repo.git("merge-base", base, patched) != base:
+    n = int(repo.git("rev-list", "--count", "--end-of-options", f"{base}..{patched}"))
+    if n == 0 or repo.git("merge-base", "--end-of-options", base, patched) != base:
         raise BundleRefused(f"the patched commit {patched[:12]} does not descend from the base {base[:12]}")
     with tempfile.TemporaryDirectory(prefix="format-patch-") as tmp:
         # no signature: the bytes do not depend on the git version, so the manifest is reproducible
-        names = repo.git("format-patch", "--no-signature", "-o", tmp, f"{base}..{patched}").splitlines()
+        names = repo.git("format-patch", "--no-signature", "-o", tmp, "--end-of-options", f"{base}..{patched}").splitlines()
         return [(Path(p).name, Path(p).read_text(encoding="utf-8")) for p in names]
 
 
 def commit_list(repo, base: str, patched: str) -> list[Commit]:
     commits = []
-    for sha in repo.git("rev-list", "--reverse", f"{base}..{patched}").split():
+    for sha in repo.git("rev-list", "--reverse", "--end-of-options", f"{base}..{patched}").split():
         subject = repo.git("show", "-s", "--format=%s", sha)
         body = repo.git("show", "-s", "--format=%b", sha)
         files = repo.git("diff-tree", "--no-commit-id", "--name-only", "-r", sha).split()
@@ -589,19 +564,15 @@ def commit_list(repo, base: str, patched: str) -> list[Commit]:
     return commits
 
 
-def verify(opts: BundleOptions, target_name: str, layout, repo, worktree, work: Path, base: str,
-           patched: str, patches: list[tuple[str, str]]) -> dict:
-    """git am the bundle's own files on a fresh copy of the base, build the two tests, run them.
-    The worktree and build tree are the bundle's own and persist in the cache (ccache and an
-    incremental build make a repeat cost seconds)."""
-    import git as gitpython
-
-    from . import backends, cmake
-    from .classify import outcome
-    from .config import Backend
-    from .layout import build_plan
-    from .matrix import _harness, test_argv  # the same harness copy and test command line as the cells
-    from .testrun import run_test
+def verify(opts: BundleOptions, target, repo, worktree, work: Path, base: str, patched: str,
+           patches: list[tuple[str, str]]) -> dict:
+    """git am the bundle's own files on a fresh copy of the base, then the cell pipeline's
+    configure, build and test steps there (CPU, the two tests). The worktree and build tree are
+    the bundle's own and persist in the cache (ccache and an incremental build make a repeat
+    cost seconds)."""
+    from .. import backends
+    from ..config import Backend
+    from ..run.cell import CellContext, Steps, run_steps
 
     t_all = time.monotonic()
     series_dir = work / "bundle-series"
@@ -616,60 +587,49 @@ def verify(opts: BundleOptions, target_name: str, layout, repo, worktree, work: 
     t0 = time.monotonic()
     worktree.ensure(base)  # exactly the base, untracked files cleaned: a fresh copy
     try:
-        # same committer identity and dates as the matrix's own `git am`: the same commit comes out
-        worktree.git("am", "--committer-date-is-author-date", *map(str, files))
-    except gitpython.GitCommandError as e:
-        try:
-            worktree.git("am", "--abort")
-        except gitpython.GitCommandError:
-            pass
-        detail = _one_line((e.stderr or "").replace("stderr:", "")).strip(" '")[:300]
-        raise SeriesDoesNotApply(f"{target_name}: the bundle's series does not apply with git am to a fresh copy "
-                                 f"of {base[:12]}: {detail}") from None
+        # the same `git am` as the matrix's own: the same commit comes out
+        worktree.am(files)
+    except SeriesDoesNotApply as e:
+        raise SeriesDoesNotApply(f"{target.name}: the bundle's series does not apply with git am to a fresh copy "
+                                 f"of {base[:12]}: {e}") from None
     head = worktree.head()
-    tree = repo.git("rev-parse", f"{head}^{{tree}}")
-    if tree != repo.git("rev-parse", f"{patched}^{{tree}}"):
-        raise BundleVerificationFailed(f"{target_name}: git am of the bundle gives tree {tree[:12]}, not the tree "
+    tree = repo.tree_of(head)
+    if tree != repo.tree_of(patched):
+        raise BundleVerificationFailed(f"{target.name}: git am of the bundle gives tree {tree[:12]}, not the tree "
                                        f"of the tested commit {patched[:12]}")
     apply_s = time.monotonic() - t0
 
     backend = opts.matrix.backends.get("cpu") or Backend("cpu")
     module = backends.get("cpu", opts.cache.root)
-    plan = build_plan(layout, str(worktree.path), str(_harness(opts.matrix.native_tests_dir, work)))
-    build_dir, logs, env = work / "build", work / "logs", module.test_env(backend)
-    step = cmake.configure(plan, build_dir, module.configure_flags(backend), logs / "configure.log", env)
-    cmake.require(step, f"{target_name}: bundle verification: cmake configure")
-    built = cmake.build(build_dir, plan.targets, logs / "build.log", env)
-    cmake.require(built, f"{target_name}: bundle verification: build")
-    tests, t0 = {}, time.monotonic()
-    for test in plan.targets:
-        run = run_test(test, test_argv(build_dir / "bin" / test), backend.timeout, env, logs / f"{test}.log")
-        tests[test] = {"outcome": outcome(run.exit_code, run.timed_out), "exit_code": run.exit_code,
-                       "summary_line": _last_passed_line(run.output), "log": run.log}
-    failed = [f"{n} {t['outcome']}" for n, t in tests.items() if t["outcome"] != "passed"]
+    ctx = CellContext(target, backend, module, opts.cache, opts.matrix.native_tests_dir, work, work / "logs", Steps(),
+                      Cell(f"{target.name}/cpu", target.name, "cpu", target.layout), worktree=worktree,
+                      programs=False, env=module.test_env(backend))
+    try:
+        run_steps(ctx, ("configure", "build"))
+        t0 = time.monotonic()
+        run_steps(ctx, ("test",))
+    except BuildFailed as e:
+        raise BuildFailed(f"{target.name}: bundle verification: {e}") from None
+    assert ctx.patched is not None and ctx.patched.build is not None
+    tests = {name: {"outcome": str(t.outcome), "exit_code": t.exit_code, "summary_line": t.summary_line,
+                    "log": t.log} for name, t in ctx.patched.tests.items()}
+    failed = [f"{n} {t['outcome']}" for n, t in tests.items() if t["outcome"] != Outcome.PASSED]
     if failed:
-        raise BundleVerificationFailed(f"{target_name}: with the bundle applied to a fresh copy of the base: "
-                                       f"{', '.join(failed)} (logs: {logs})")
+        raise BundleVerificationFailed(f"{target.name}: with the bundle applied to a fresh copy of the base: "
+                                       f"{', '.join(failed)} (logs: {ctx.logs})")
     return {
         "applied_with": "git am",
         "worktree": str(worktree.path),
         "head": head,
         "head_is_patched_commit": head == patched,
         "tree_is_patched_tree": True,
-        "configure_reused": step.skipped,
-        "build_log": built.log,
+        "configure_reused": ctx.configure_reused,
+        "build_log": ctx.patched.build.log,
         "tests": tests,
-        "durations_s": {"apply": round(apply_s, 2), "configure": round(step.duration_s, 2),
-                        "build": round(built.duration_s, 2), "tests": round(time.monotonic() - t0, 2),
+        "durations_s": {"apply": round(apply_s, 2), "configure": ctx.cell.timings.get("configure", 0.0),
+                        "build": ctx.patched.build.duration_s, "tests": round(time.monotonic() - t0, 2),
                         "total": round(time.monotonic() - t_all, 2)},
     }
-
-
-def _last_passed_line(output: str) -> Optional[str]:
-    for line in reversed(output.splitlines()):
-        if "passed" in line:
-            return line.strip()
-    return None
 
 
 _SET = re.compile(r'^set\((CMAKE_(?:C|CXX)_COMPILER(?:_ID|_VERSION)?) "([^"]*)"\)', re.M)
@@ -696,7 +656,7 @@ def compiler_info(build_dir: Path) -> dict[str, str]:
 
 def toolchain_info(build_dir: Path) -> dict[str, str]:
     """The tools' versions (the same probe as the result-cache keys) and the compilers CMake chose."""
-    from . import toolchain
+    from ..run import toolchain
 
     versions = toolchain.versions()
     info = {k: versions[k] for k in ("cmake", "ninja", "git")}
@@ -706,13 +666,13 @@ def toolchain_info(build_dir: Path) -> dict[str, str]:
     return {k: v for k, v in info.items() if v}
 
 
-def cells_toolchain(cache, cells: list[dict]) -> dict[str, str]:
+def cells_toolchain(cache, cells: list[Cell]) -> dict[str, str]:
     """The compiler each matrix cell built with, when its build tree is still in the cache."""
     out = {}
     for c in cells:
-        info = compiler_info(cache.cell_dir(c["cell"]) / "build")
+        info = compiler_info(cache.cell_dir(c.cell) / "build")
         if info.get("cxx_compiler"):
-            out[f"cell {c['cell']} C++ compiler"] = info["cxx_compiler"]
+            out[f"cell {c.cell} C++ compiler"] = info["cxx_compiler"]
     return out
 
 

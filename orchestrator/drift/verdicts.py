@@ -1,5 +1,5 @@
 """The drift status: how the series stands against each target. Pure: facts in, verdicts out
-(drift.py gathers the facts with git; commands/status.py prints them).
+(check.py gathers the facts with git; commands/status.py prints them).
 
 A target's status, by precedence:
   source unreachable / unavailable  the source could not be fetched (the reason is kept)
@@ -18,8 +18,8 @@ from typing import Callable, Optional
 
 import unidiff
 
-from .errors import ExitCode
-from .series import FileDiff, Patch, Series
+from ..errors import ExitCode
+from ..patchset.series import FileDiff, Patch, Series
 
 APPLIES = "applies cleanly"
 THREE_WAY = "applies with 3-way merge"
@@ -28,7 +28,6 @@ UPSTREAM = "already upstream"
 NOT_APPLICABLE = "not applicable"
 UNREACHABLE = "source unreachable"
 UNAVAILABLE = "source unavailable"
-STATUSES = (APPLIES, THREE_WAY, CONFLICT, UPSTREAM, NOT_APPLICABLE, UNREACHABLE, UNAVAILABLE)
 
 # one patch's result
 CLEAN, MERGED, PRESENT, CONFLICTED, NOT_TRIED = "clean", "3-way", "already upstream", "conflict", "not tried"

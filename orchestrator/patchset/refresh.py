@@ -13,17 +13,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from . import sources
-from .cache import Cache
-from .config import Matrix, Target
-from .drift import attempt, series_base, status_dirs
-from .series_files import write_patches
-from .errors import ConfigError, SeriesDoesNotApply
+from .. import sources
+from ..cache import Cache
+from ..config import Matrix, Target
+from ..drift.check import attempt, series_base, status_dirs
+from .files import write_patches
+from ..errors import ConfigError, SeriesDoesNotApply
 from .layout import GATE_TEST, get_layout
-from .series import Series, parse_series, render
-from .series_files import read_series
-from .snapshots import SnapshotRepo, Worktree
-from .status import CONFLICTED, PRESENT
+from .render import render
+from .series import Series, parse_series
+from .files import read_series
+from ..vcs.snapshots import SnapshotRepo, Worktree
+from ..drift.verdicts import CONFLICTED, PRESENT
 
 
 @dataclass

@@ -7,19 +7,18 @@ list, a file or a message. Every message that could carry a URL goes through `re
 from __future__ import annotations
 
 import json
-import os
 import re
 import stat
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from .errors import (ConfigError, GitHubAuthFailed, GitHubError, GitHubUnreachable,  # noqa: F401 (re-exported)
-                     PullRequestRejected, PushFailed, RateLimited, SeriesDoesNotApply)
-from .upstream.github_api import (API_VERSION, REDACTED, Answer, Wording, body_json,  # noqa: F401 (re-exported)
-                                  raise_for_answer, redact, request_headers, send)
+from ..errors import (ConfigError, GitHubAuthFailed, GitHubError, GitHubUnreachable,  # noqa: F401 (re-exported)
+                      PullRequestRejected, PushFailed, RateLimited, SeriesDoesNotApply)
+from ..vcs.runner import AM_FLAGS, GitError, git, succeeds
+from .github_api import (API_VERSION, REDACTED, Answer, Wording, body_json,  # noqa: F401 (re-exported)
+                         raise_for_answer, redact, request_headers, send)
 
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
@@ -91,13 +90,14 @@ def answer(status: int, headers, text: str, pr: PullRequest, url: str, token: st
 
 # ---------------------------------------------------------------- the branch on the fork
 
-def git_env(askpass: Optional[Path]) -> dict[str, str]:
-    """No user or system git configuration (hooks, url rewrites), no prompt; the token only
-    through GIT_ASKPASS, which reads it from the environment."""
-    from .snapshots import _env
+NETWORK_TIMEOUT_S = 600  # a push or fetch that takes longer has stalled
 
-    env = _env()
-    env.pop("SSH_ASKPASS", None)
+
+def git_env(askpass: Optional[Path]) -> dict[str, str]:
+    """Added to the runner's isolated environment (no user or system git configuration, no
+    prompt): no SSH_ASKPASS (git falls back to it for credentials); the token only through
+    GIT_ASKPASS, which reads it from the environment."""
+    env = {"SSH_ASKPASS": ""}
     if askpass:
         env["GIT_ASKPASS"] = str(askpass)
     return env
@@ -129,29 +129,15 @@ class Branch:
     onto_is_upstream: bool
 
 
-def _git(workdir: Path, args: list[str], env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", "-C", str(workdir), *args], capture_output=True, text=True, env=env,
-                          timeout=timeout)
-
-
-def _last_error(proc: subprocess.CompletedProcess) -> str:
-    lines = [ln.strip() for ln in (proc.stderr + "\n" + proc.stdout).splitlines() if ln.strip()]
-    for prefix in ("fatal:", "error:", "! ["):
-        for ln in lines:
-            if ln.startswith(prefix):
-                return ln[:300]
-    return (lines[-1] if lines else f"exit {proc.returncode}")[:300]
-
-
 def work_repo(path: Path, snapshots_git: Path) -> Path:
     """A repository of its own (so a shallow fetch never touches the snapshot repository) that
     borrows the snapshots' objects through alternates: no copy of the source tree's history."""
-    env = git_env(None)
     if not (path / ".git").exists():
         path.mkdir(parents=True, exist_ok=True)
-        proc = _git(path, ["init", "-q"], env)
-        if proc.returncode:
-            raise PushFailed(f"{path}: git init failed: {_last_error(proc)}")
+        try:
+            git("init", "-q", cwd=path)
+        except GitError as e:
+            raise PushFailed(f"{path}: git init failed: {e.line}") from None
     alternates = path / ".git" / "objects" / "info" / "alternates"
     alternates.parent.mkdir(parents=True, exist_ok=True)
     alternates.write_text(str(Path(snapshots_git).resolve() / "objects") + "\n")
@@ -159,52 +145,66 @@ def work_repo(path: Path, snapshots_git: Path) -> Path:
 
 
 def has_commit(workdir: Path, commit: str) -> bool:
-    return _git(workdir, ["cat-file", "-e", f"{commit}^{{commit}}"], git_env(None)).returncode == 0
+    return succeeds("cat-file", "-e", "--end-of-options", f"{commit}^{{commit}}", cwd=workdir)
 
 
 def fetch_commit(workdir: Path, remote: str, commit: str, askpass: Optional[Path], secrets: tuple[str, ...]) -> None:
-    proc = _git(workdir, ["fetch", "-q", "--no-tags", "--depth=1", remote, commit], git_env(askpass))
-    if proc.returncode:
+    try:
+        git("fetch", "-q", "--no-tags", "--depth=1", "--end-of-options", remote, commit, cwd=workdir,
+            env=git_env(askpass), timeout=NETWORK_TIMEOUT_S)
+    except GitError as e:
+        if e.timed_out:
+            raise PushFailed(redact(f"git fetch from {remote} {e.line}; check the network and retry", secrets)) from None
         raise PushFailed(redact(f"the fork {remote} does not have commit {commit[:12]}, the upstream base of this "
-                                f"bundle ({_last_error(proc)}): sync the fork with upstream, or pass --onto "
-                                "a commit of the fork with the same tree", secrets))
+                                f"bundle ({e.line}): sync the fork with upstream, or pass --onto "
+                                "a commit of the fork with the same tree", secrets)) from None
 
 
 def apply_series(workdir: Path, onto: str, patches: tuple[Path, ...], upstream: bool) -> Branch:
     """The bundle's series applied with git am on `onto`, in the work repository."""
-    env = git_env(None)
-    _git(workdir, ["am", "--abort"], env)  # whatever an interrupted run left
-    for args in (["checkout", "-q", "--force", "--detach", onto], ["clean", "-fdxq"]):
-        proc = _git(workdir, args, env)
-        if proc.returncode:
-            raise PushFailed(f"{workdir}: git {args[0]} {onto[:12]} failed: {_last_error(proc)}")
-    proc = _git(workdir, ["am", "-q", "--committer-date-is-author-date", *map(str, patches)], env)
-    if proc.returncode:
-        _git(workdir, ["am", "--abort"], env)
-        raise SeriesDoesNotApply(f"the bundle's series does not apply with git am on {onto[:12]}: {_last_error(proc)}")
-    head = _git(workdir, ["rev-parse", "HEAD"], env).stdout.strip()
-    return Branch(workdir, head, onto, upstream)
+    try:
+        git("am", "--abort", cwd=workdir)  # whatever an interrupted run left
+    except GitError:
+        pass  # none in progress: the normal case
+    try:
+        # a commit id first: `git checkout` has no --end-of-options, and `onto` may come from --onto
+        commit = git("rev-parse", "--verify", "--end-of-options", f"{onto}^{{commit}}", cwd=workdir)
+        git("checkout", "-q", "--force", "--detach", commit, "--", cwd=workdir)
+        git("clean", "-fdxq", cwd=workdir)
+    except GitError as e:
+        raise PushFailed(f"{workdir}: git {e.command} {onto[:12]} failed: {e.line}") from None
+    try:
+        git("am", "-q", *AM_FLAGS, "--", *map(str, patches), cwd=workdir)
+    except GitError as e:
+        try:
+            git("am", "--abort", cwd=workdir)
+        except GitError:
+            pass  # am stopped before creating its state
+        raise SeriesDoesNotApply(f"the bundle's series does not apply with git am on {onto[:12]}: {e.line}") from None
+    return Branch(workdir, git("rev-parse", "HEAD", cwd=workdir), onto, upstream)
+
+
+def push_args(remote: str, branch: str) -> list[str]:
+    return ["push", "--end-of-options", remote, f"HEAD:refs/heads/{branch}"]
 
 
 def push_argv(workdir: Path, remote: str, branch: str) -> list[str]:
-    return ["git", "-C", str(workdir), "push", remote, f"HEAD:refs/heads/{branch}"]
+    """The push as a command line a person can run (what `pr` prints)."""
+    return ["git", "-C", str(workdir), *push_args(remote, branch)]
 
 
 def push(workdir: Path, remote: str, branch: str, askpass: Optional[Path], secrets: tuple[str, ...]) -> None:
-    argv = push_argv(workdir, remote, branch)
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, env=git_env(askpass), timeout=600)
-    except subprocess.TimeoutExpired:
-        raise PushFailed(redact(f"git push to {remote} timed out after 600 s", secrets)) from None
-    if proc.returncode:
+        git(*push_args(remote, branch), cwd=workdir, env=git_env(askpass), timeout=NETWORK_TIMEOUT_S)
+    except GitError as e:
+        if e.timed_out:
+            raise PushFailed(redact(f"git push to {remote} {e.line}", secrets)) from None
         hint = ("; the branch exists on the fork with other commits: pick another --branch"
-                if "[rejected]" in proc.stderr or "non-fast-forward" in proc.stderr else "")
-        raise PushFailed(redact(f"git push to {remote} failed: {_last_error(proc)}{hint}", secrets))
+                if "[rejected]" in e.stderr or "non-fast-forward" in e.stderr else "")
+        raise PushFailed(redact(f"git push to {remote} failed: {e.line}{hint}", secrets)) from None
 
 
 def check_branch(name: str) -> str:
-    proc = subprocess.run(["git", "check-ref-format", "--branch", name], capture_output=True, text=True,
-                          env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull})
-    if proc.returncode or name.startswith("-"):
+    if name.startswith("-") or not succeeds("check-ref-format", "--branch", name):
         raise ConfigError(f"--branch {name!r}: not a valid git branch name")
     return name

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from .errors import BuildFailed
-from .layout import BuildPlan
+from ..errors import BuildFailed
+from ..patchset.layout import BuildPlan
 
 _NINJA_PROGRESS = re.compile(r"^\[(\d+)/(\d+)\] ")
 ProgressFn = Callable[[int, int], None]

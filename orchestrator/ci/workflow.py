@@ -21,10 +21,10 @@ from typing import Any, Iterable, Optional
 
 import yaml
 
-from .ci import common as C
-from .ci.actions import Pins, default_pins, uses
-from .config import Matrix
-from .errors import ConfigError
+from . import common as C
+from .actions import Pins, default_pins, uses
+from ..config import Matrix
+from ..errors import ConfigError
 
 DEFAULT_PATH = ".github/workflows/ggml-patch-matrix.yml"
 WORKFLOW_NAME = "ggml-patch matrix"
