@@ -67,14 +67,23 @@ def bundle(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The test suite, end-to-end run of the real CPU matrix included (args go to pytest;
-    `-- -m "not e2e"` for the fast tiers, as the project's CI runs them)."""
+    """The test suite, every tier: tests/unit, tests/integration, tests/e2e (the real CPU matrix end to
+    end). Args go to pytest, e.g. `nox -s tests -- -m unit`."""
     session.install(".[test]")
     session.run("pytest", *session.posargs)
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
+    """ruff check, mypy, then ruff format --check, on orchestrator/ (configured in pyproject.toml)."""
+    session.install(".[lint]")
+    session.run("ruff", "check", "orchestrator")
+    session.run("mypy")
+    session.run("ruff", "format", "--check", "orchestrator")
+
+
+@nox.session
+def workflows(session: nox.Session) -> None:
     """The generated workflows current, actionlint (with shellcheck) and zizmor on .github/."""
     session.install(".[test]")
     session.run("ggml-patch", "ci-workflow", "--check")

@@ -20,6 +20,8 @@ def gpu_names(nvidia_smi_list: str) -> list[str]:
     """`nvidia-smi -L` lines ("GPU 0: NVIDIA H100 (UUID: ...)") -> device names."""
     return [m.strip() for m in re.findall(r"^GPU \d+: (.+?)(?: \(UUID: [^)]*\))?$", nvidia_smi_list, re.M)]
 
+DEVICE_NODE = Path("/dev/nvidia0")  # the first GPU's device file, where the driver is loaded
+
 
 class Cuda(BackendModule):
     name = "cuda"
@@ -62,11 +64,11 @@ class Cuda(BackendModule):
                 if a.exists() and b.exists():
                     return str(a), str(b), False
         for site in sys.path:
-            lib = Path(site) / "nvidia" / "cublas" / "lib"
-            a = sorted(lib.glob("libcublas.so*"))
-            b = sorted(lib.glob("libcublasLt.so*"))
-            if a and b:
-                return str(a[0]), str(b[0]), True
+            pip_lib = Path(site) / "nvidia" / "cublas" / "lib"
+            cublas = sorted(pip_lib.glob("libcublas.so*"))
+            cublas_lt = sorted(pip_lib.glob("libcublasLt.so*"))
+            if cublas and cublas_lt:
+                return str(cublas[0]), str(cublas_lt[0]), True
         return None, None, False
 
     def devices(self) -> list[str]:
@@ -74,7 +76,7 @@ class Cuda(BackendModule):
             out = command_output(["nvidia-smi", "-L"])
             if out:
                 return gpu_names(out)
-        return ["/dev/nvidia0"] if Path("/dev/nvidia0").exists() else []
+        return [str(DEVICE_NODE)] if DEVICE_NODE.exists() else []
 
     # ---- the interface ----
 

@@ -12,7 +12,7 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ..cache import default_cache_dir
 from ..config import Backend
@@ -137,7 +137,7 @@ class Vulkan(BackendModule):
 
     def device_info(self, backend: Backend) -> dict:
         env = self.test_env(backend)
-        info = {"icd": env.get("VK_ICD_FILENAMES"), "visible_devices": env.get("GGML_VK_VISIBLE_DEVICES")}
+        info: dict[str, Any] = {"icd": env.get("VK_ICD_FILENAMES"), "visible_devices": env.get("GGML_VK_VISIBLE_DEVICES")}
         sdk = self.sdk()
         if sdk:
             info["setup"] = {k: sdk.get(k) for k in ("debian", "mode", "mesa", "glslc")}

@@ -6,6 +6,7 @@ pins in the committed workflows; the generator reads them back from there (`pins
 them, so a bump never makes `ggml-patch ci-workflow --check` fail and regenerating never undoes it.
 Where the committed files disagree on an action, the highest version wins everywhere.
 """
+
 from __future__ import annotations
 
 import re
@@ -32,8 +33,11 @@ ACTIONS = {
     "download": "actions/download-artifact",
     "junit-report": "mikepenz/action-junit-report",
 }
-_USES = re.compile(r"^\s*(?:-\s+)?uses:\s*['\"]?(?P<path>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_./-]+)?)"
-                   r"@(?P<sha>[0-9a-f]{40})['\"]?\s+#\s*(?P<version>v?\d+(?:\.\d+)*\S*)\s*$", re.M)
+_USES = re.compile(
+    r"^\s*(?:-\s+)?uses:\s*['\"]?(?P<path>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_./-]+)?)"
+    r"@(?P<sha>[0-9a-f]{40})['\"]?\s+#\s*(?P<version>v?\d+(?:\.\d+)*\S*)\s*$",
+    re.M,
+)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ did not pass, so a failed or skipped cell shows on the run's page, not only in i
 Pure: results and the matrix in, workflow-command lines out; `commands/matrix.py` prints them when
 GITHUB_ACTIONS is set. Each points at the target's line in matrix.yaml.
 """
+
 from __future__ import annotations
 
 import os
@@ -45,6 +46,8 @@ def cell_annotations(results, matrix, workspace: Optional[str] = None) -> list[s
         target = cell.get("target") or cell["cell"].rpartition("/")[0]
         line = matrix.lines.get(("targets", target))
         title = f"ggml-patch {cell['cell']}: {cell['status']}"
-        props = [f"file={escape_property(file)}"] + ([f"line={line}"] if line else []) + [f"title={escape_property(title)}"]
+        props = (
+            [f"file={escape_property(file)}"] + ([f"line={line}"] if line else []) + [f"title={escape_property(title)}"]
+        )
         out.append(f"::{level} {','.join(props)}::{escape_data(cell.get('reason') or cell['status'])}")
     return out

@@ -4,6 +4,7 @@ the YAML writer (literal blocks for scripts, a version comment after every pinne
 
 Pure: data in, dicts and text out.
 """
+
 from __future__ import annotations
 
 import re
@@ -18,7 +19,9 @@ RUNNER = "ubuntu-24.04"
 WORKSPACE_CACHE = "${{ github.workspace }}/.ggml-patch-cache"
 CACHE_ENV = {"GGML_PATCH_CACHE": WORKSPACE_CACHE}
 MIRRORS_PATH = f"{WORKSPACE_CACHE}/mirrors"
-MIRRORS_KEY = "ggml-patch-mirrors-"  # + the ISO week: saved by the daily drift job, restored by every job that fetches git
+MIRRORS_KEY = (
+    "ggml-patch-mirrors-"  # + the ISO week: saved by the daily drift job, restored by every job that fetches git
+)
 PINS_FILE = "$RUNNER_TEMP/pins.json"
 # the jobs that write the drift issue (the matrix's report, the daily drift job) take turns, so two
 # never both find no issue open and both open one
@@ -53,16 +56,21 @@ def checkout(pins: Pins) -> dict:
 
 
 def setup_python(pins: Pins) -> dict:
-    return {"name": "Python", "uses": uses("setup-python", pins),
-            "with": {"python-version": PYTHON, "cache": "pip", "cache-dependency-path": "pyproject.toml"}}
+    return {
+        "name": "Python",
+        "uses": uses("setup-python", pins),
+        "with": {"python-version": PYTHON, "cache": "pip", "cache-dependency-path": "pyproject.toml"},
+    }
 
 
 def install(extra: str = "") -> dict:
     """The tool installed once into the runner's Python, then called directly (no nox: a second
     virtual environment and install per job for nothing)."""
     target = f"'.[{extra}]'" if extra else "."
-    return {"name": "Install ggml-patch" + (f" with the {extra} extra" if extra else ""),
-            "run": f"python -m pip install --disable-pip-version-check {target}"}
+    return {
+        "name": "Install ggml-patch" + (f" with the {extra} extra" if extra else ""),
+        "run": f"python -m pip install --disable-pip-version-check {target}",
+    }
 
 
 def first_steps(pins: Pins, extra: str = "") -> list[dict]:
@@ -71,15 +79,21 @@ def first_steps(pins: Pins, extra: str = "") -> list[dict]:
 
 def restore_mirrors(pins: Pins, when: str = "") -> dict:
     """The git mirrors the daily drift job keeps (an incremental fetch instead of whole histories)."""
-    return {"name": "Git mirrors (the drift job's, restored)", **({"if": when} if when else {}),
-            "uses": uses("cache-restore", pins), "with": {
-                "path": MIRRORS_PATH, "key": MIRRORS_KEY + "${{ github.run_id }}", "restore-keys": MIRRORS_KEY}}
+    return {
+        "name": "Git mirrors (the drift job's, restored)",
+        **({"if": when} if when else {}),
+        "uses": uses("cache-restore", pins),
+        "with": {"path": MIRRORS_PATH, "key": MIRRORS_KEY + "${{ github.run_id }}", "restore-keys": MIRRORS_KEY},
+    }
 
 
 def pins_file_step() -> dict:
     # Through env, not ${{ }} inside the script: the value stays data, never shell code.
-    return {"name": "The plan's commits", "env": {"PINS": "${{ needs.plan.outputs.pins }}"},
-            "run": f'printf \'%s\\n\' "$PINS" > "{PINS_FILE}"\n'}
+    return {
+        "name": "The plan's commits",
+        "env": {"PINS": "${{ needs.plan.outputs.pins }}"},
+        "run": f'printf \'%s\\n\' "$PINS" > "{PINS_FILE}"\n',
+    }
 
 
 def step_id(prefix: str, name: str) -> str:
@@ -120,6 +134,6 @@ def dump(data: Any, pins: Optional[Pins] = None, header: str = HEADER) -> str:
     # PyYAML quotes the key `on` (a YAML 1.1 boolean); GitHub and people write it bare.
     body = body.replace("\n'on':\n", "\non:\n", 1)
     if body.startswith("'on':\n"):
-        body = "on:\n" + body[len("'on':\n"):]
+        body = "on:\n" + body[len("'on':\n") :]
     body = _permission_comments(body)
     return header + "\n" + (add_version_comments(body, pins) if pins else body)

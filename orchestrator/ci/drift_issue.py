@@ -15,6 +15,7 @@ gets a comment (an edited body notifies nobody). A source that could not be fetc
 about the series: its last known status is kept, marked as such. Without --results the failing
 cells are the ones the issue last recorded (the daily drift job runs no cells).
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -23,8 +24,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ..errors import ConfigError, GitHubError
 from ..drift.verdicts import APPLIES, CONFLICT, NOT_APPLICABLE, THREE_WAY, UNAVAILABLE, UNREACHABLE, UPSTREAM
+from ..errors import ConfigError, GitHubError
 
 TITLE = "ggml-patch: the series drifted or a cell failed"
 LABEL = "ggml-patch-drift"
@@ -39,39 +40,44 @@ FAILING_CELLS = ("failed", "error")
 _DETAIL_MAX = 300
 _TODO = {
     CONFLICT: "a patch does not merge: `ggml-patch status --profile {profile} --target {target}` leaves "
-              "`<cache>/status/{target}/resolve/` stopped at it; resolve, `git am --continue`, then "
-              "`ggml-patch refresh {target}`",
+    "`<cache>/status/{target}/resolve/` stopped at it; resolve, `git am --continue`, then "
+    "`ggml-patch refresh {target}`",
     THREE_WAY: "the series applies only with a 3-way merge (the code moved near the fix): "
-               "`ggml-patch refresh {target}` so it applies as it is",
+    "`ggml-patch refresh {target}` so it applies as it is",
     NOT_APPLICABLE: "a file the fix changes, or the per-step API it fixes, is gone: look at {target} by hand",
 }
 
 
 # ---------------------------------------------------------------- inputs
 
+
 def read_status(data: Any, where: str) -> tuple[str, dict[str, dict]]:
     """(profile, target -> {status, detail, base}) from `ggml-patch status --json`."""
     if not isinstance(data, dict) or not isinstance(data.get("targets"), list) or not data["targets"]:
-        raise ConfigError(f"{where}: not the output of `ggml-patch status --json` "
-                          "(expected an object with a non-empty \"targets\" list)")
+        raise ConfigError(
+            f"{where}: not the output of `ggml-patch status --json` "
+            '(expected an object with a non-empty "targets" list)'
+        )
     out = {}
     for i, row in enumerate(data["targets"]):
         if not isinstance(row, dict) or not isinstance(row.get("target"), str) or row.get("status") not in STATUSES:
-            raise ConfigError(f"{where}: targets[{i}]: expected \"target\" and a \"status\" among "
-                              f"{', '.join(STATUSES)}")
-        out[row["target"]] = {"status": row["status"], "detail": _short(row.get("detail") or ""),
-                              "base": (row.get("base") or "")[:12]}
+            raise ConfigError(f'{where}: targets[{i}]: expected "target" and a "status" among {", ".join(STATUSES)}')
+        out[row["target"]] = {
+            "status": row["status"],
+            "detail": _short(row.get("detail") or ""),
+            "base": (row.get("base") or "")[:12],
+        }
     return str(data.get("profile") or "?"), out
 
 
 def read_results(data: Any, where: str) -> tuple[str, dict[str, dict]]:
     """(profile, cell -> {status, reason}) of the failing cells of a results.json."""
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
-        raise ConfigError(f"{where}: not a ggml-patch results.json (expected a \"cells\" list)")
+        raise ConfigError(f'{where}: not a ggml-patch results.json (expected a "cells" list)')
     failing = {}
     for i, c in enumerate(data["cells"]):
         if not isinstance(c, dict) or not isinstance(c.get("cell"), str):
-            raise ConfigError(f"{where}: cells[{i}]: expected a \"cell\" name")
+            raise ConfigError(f'{where}: cells[{i}]: expected a "cell" name')
         if c.get("status") in FAILING_CELLS:
             failing[c["cell"]] = {"status": c["status"], "reason": _short(str(c.get("reason") or ""))}
     return str(data.get("profile") or "?"), failing
@@ -79,10 +85,11 @@ def read_results(data: Any, where: str) -> tuple[str, dict[str, dict]]:
 
 def _short(text: str) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= _DETAIL_MAX else text[:_DETAIL_MAX - 3] + "..."
+    return text if len(text) <= _DETAIL_MAX else text[: _DETAIL_MAX - 3] + "..."
 
 
 # ---------------------------------------------------------------- the state and the decision
+
 
 @dataclass
 class State:
@@ -96,27 +103,46 @@ class State:
     run: str = ""  # the run that wrote this state
 
     def to_json(self) -> dict:
-        return {"version": 1, "profile": self.profile, "targets": self.targets, "failing": self.failing,
-                "cells_profile": self.cells_profile, "cells_run": self.cells_run, "run": self.run}
+        return {
+            "version": 1,
+            "profile": self.profile,
+            "targets": self.targets,
+            "failing": self.failing,
+            "cells_profile": self.cells_profile,
+            "cells_run": self.cells_run,
+            "run": self.run,
+        }
 
     @classmethod
     def from_json(cls, d: Any) -> Optional["State"]:
         if not isinstance(d, dict) or d.get("version") != 1 or not isinstance(d.get("targets"), dict):
             return None
-        return cls(str(d.get("profile", "")), d["targets"], d.get("failing") or {}, str(d.get("cells_profile", "")),
-                   str(d.get("cells_run", "")), str(d.get("run", "")))
+        return cls(
+            str(d.get("profile", "")),
+            d["targets"],
+            d.get("failing") or {},
+            str(d.get("cells_profile", "")),
+            str(d.get("cells_run", "")),
+            str(d.get("run", "")),
+        )
 
 
-def current_state(status: tuple[str, dict[str, dict]], results: Optional[tuple[str, dict[str, dict]]],
-                  previous: Optional[State], run: str) -> State:
+def current_state(
+    status: tuple[str, dict[str, dict]],
+    results: Optional[tuple[str, dict[str, dict]]],
+    previous: Optional[State],
+    run: str,
+) -> State:
     profile, targets = status
     rows = {}
     for name, row in targets.items():
         before = (previous.targets.get(name) if previous else None) or {}
         if row["status"] in NOT_KNOWN and before.get("status") in RANK:
             # the source could not be had today: the series' standing there is what it last was
-            rows[name] = {**{k: before[k] for k in ("status", "detail", "base") if k in before},
-                          "kept": f"{row['status']} now: {row['detail']}".strip(": ")}
+            rows[name] = {
+                **{k: before[k] for k in ("status", "detail", "base") if k in before},
+                "kept": f"{row['status']} now: {row['detail']}".strip(": "),
+            }
         else:
             rows[name] = dict(row)
     if results is not None:
@@ -128,7 +154,7 @@ def current_state(status: tuple[str, dict[str, dict]], results: Optional[tuple[s
 
 
 def rank(row: Optional[dict]) -> int:
-    return RANK.get((row or {}).get("status"), 0)
+    return RANK.get(str((row or {}).get("status")), 0)
 
 
 def problems(state: State) -> list[str]:
@@ -142,8 +168,11 @@ def worsened(previous: Optional[State], state: State) -> list[str]:
     """What got worse since `previous` (no previous: everything that is a problem now)."""
     before_t = previous.targets if previous else {}
     before_c = previous.failing if previous else {}
-    out = [f"{t}: {(before_t.get(t) or {}).get('status', APPLIES)} -> {r['status']}"
-           for t, r in state.targets.items() if rank(r) > rank(before_t.get(t))]
+    out = [
+        f"{t}: {(before_t.get(t) or {}).get('status', APPLIES)} -> {r['status']}"
+        for t, r in state.targets.items()
+        if rank(r) > rank(before_t.get(t))
+    ]
     out += [f"{c}: {r['status']}" for c, r in state.failing.items() if c not in before_c]
     return out
 
@@ -176,8 +205,13 @@ class Action:
     comment: str = ""
 
 
-def decide(found: Optional[Found], status: tuple[str, dict[str, dict]],
-           results: Optional[tuple[str, dict[str, dict]]], run: str, now: _dt.datetime) -> tuple[Action, State]:
+def decide(
+    found: Optional[Found],
+    status: tuple[str, dict[str, dict]],
+    results: Optional[tuple[str, dict[str, dict]]],
+    run: str,
+    now: _dt.datetime,
+) -> tuple[Action, State]:
     previous = found.state if found else None
     state = current_state(status, results, previous, run)
     now_problems = problems(state)
@@ -185,9 +219,14 @@ def decide(found: Optional[Found], status: tuple[str, dict[str, dict]],
         if found is None:
             return Action("none", "all clean and no issue open"), state
         body = render(state, now, clean=True)
-        return Action("close", "all clean again", found.number, body,
-                      comment=f"All clean again{_at(run)}: every target's series applies as it is and no "
-                              "default cell fails. Closing."), state
+        return Action(
+            "close",
+            "all clean again",
+            found.number,
+            body,
+            comment=f"All clean again{_at(run)}: every target's series applies as it is and no "
+            "default cell fails. Closing.",
+        ), state
     body = render(state, now)
     if found is None:
         return Action("open", "; ".join(now_problems), None, body), state
@@ -204,13 +243,23 @@ def _at(run: str) -> str:
 
 # ---------------------------------------------------------------- the issue body
 
+
 def render(state: State, now: _dt.datetime, clean: bool = False) -> str:
     when = now.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    lines = [MARKER, "", "**All clean again.**" if clean else
-             "The series no longer applies as it is on some target, or a default cell fails.", "",
-             f"Last checked {when}" + (f" by {state.run}" if state.run else "") + ".", "",
-             f"### Targets (profile `{state.profile}`)", "",
-             "| target | status | base | detail |", "|---|---|---|---|"]
+    lines = [
+        MARKER,
+        "",
+        "**All clean again.**"
+        if clean
+        else "The series no longer applies as it is on some target, or a default cell fails.",
+        "",
+        f"Last checked {when}" + (f" by {state.run}" if state.run else "") + ".",
+        "",
+        f"### Targets (profile `{state.profile}`)",
+        "",
+        "| target | status | base | detail |",
+        "|---|---|---|---|",
+    ]
     for t, r in state.targets.items():
         shown = r["status"] + (" (last known)" if r.get("kept") else "")
         detail = r.get("detail", "") + (f" [{r['kept']}]" if r.get("kept") else "")
@@ -218,14 +267,20 @@ def render(state: State, now: _dt.datetime, clean: bool = False) -> str:
     lines += ["", "### Failing cells" + (f" (profile `{state.cells_profile}`)" if state.cells_profile else ""), ""]
     if state.failing:
         lines += ["| cell | status | reason |", "|---|---|---|"]
-        lines += [f"| {_cell(c)} | {_cell(r['status'])} | {_cell(r.get('reason', ''))} |" for c, r in state.failing.items()]
+        lines += [
+            f"| {_cell(c)} | {_cell(r['status'])} | {_cell(r.get('reason', ''))} |" for c, r in state.failing.items()
+        ]
         if state.cells_run:
             lines += ["", f"From {state.cells_run} (its summary and junit annotations have the details)."]
     else:
-        lines.append("None" + (f" in {state.cells_run}." if state.cells_run else
-                               " known (no matrix results given yet)."))
-    todo = [_TODO[r["status"]].format(profile=state.profile, target=t)
-            for t, r in state.targets.items() if r["status"] in _TODO]
+        lines.append(
+            "None" + (f" in {state.cells_run}." if state.cells_run else " known (no matrix results given yet).")
+        )
+    todo = [
+        _TODO[r["status"]].format(profile=state.profile, target=t)
+        for t, r in state.targets.items()
+        if r["status"] in _TODO
+    ]
     if todo:
         lines += ["", "### What to do", ""] + [f"- {x}" for x in todo]
     state_json = json.dumps(state.to_json(), sort_keys=True, ensure_ascii=True).replace("--", "-\\u002d")
@@ -239,6 +294,7 @@ def _cell(text: str) -> str:
 
 
 # ---------------------------------------------------------------- the requests
+
 
 @dataclass(frozen=True)
 class Request:
@@ -256,15 +312,20 @@ def requests_for(action: Action) -> list[Request]:
     """The requests that carry out `action`, in order."""
     issue = f"/issues/{action.number}"
     if action.kind == "open":
-        return [Request("POST", "/labels", {"name": LABEL, "color": LABEL_COLOR, "description": LABEL_DESCRIPTION},
-                        ok_if=(422,)),
-                Request("POST", "/issues", {"title": TITLE, "body": action.body, "labels": [LABEL]})]
+        return [
+            Request(
+                "POST", "/labels", {"name": LABEL, "color": LABEL_COLOR, "description": LABEL_DESCRIPTION}, ok_if=(422,)
+            ),
+            Request("POST", "/issues", {"title": TITLE, "body": action.body, "labels": [LABEL]}),
+        ]
     if action.kind == "update":
         out = [Request("PATCH", issue, {"body": action.body})]
         return out + ([Request("POST", f"{issue}/comments", {"body": action.comment})] if action.comment else [])
     if action.kind == "close":
-        return [Request("POST", f"{issue}/comments", {"body": action.comment}),
-                Request("PATCH", issue, {"body": action.body, "state": "closed", "state_reason": "completed"})]
+        return [
+            Request("POST", f"{issue}/comments", {"body": action.comment}),
+            Request("PATCH", issue, {"body": action.body, "state": "closed", "state_reason": "completed"}),
+        ]
     return []
 
 
@@ -272,13 +333,19 @@ def ours(items: Any) -> list[Found]:
     """Our open issues among a list-issues answer, oldest first: the label, our marker, not a pull request."""
     if not isinstance(items, list):
         raise GitHubError("the issues list is not a JSON list")
-    found = [Found(int(i["number"]), i.get("body") or "", i.get("html_url") or "") for i in items
-             if isinstance(i, dict) and "pull_request" not in i and MARKER in (i.get("body") or "")
-             and isinstance(i.get("number"), int)]
+    found = [
+        Found(int(i["number"]), i.get("body") or "", i.get("html_url") or "")
+        for i in items
+        if isinstance(i, dict)
+        and "pull_request" not in i
+        and MARKER in (i.get("body") or "")
+        and isinstance(i.get("number"), int)
+    ]
     return sorted(found, key=lambda f: f.number)
 
 
 # ---------------------------------------------------------------- the effects
+
 
 class IssuesClient:
     """The REST calls for one repository (token in the Authorization header only)."""
@@ -296,10 +363,17 @@ class IssuesClient:
         got = send(req.method, self.api_url, url, self.token, self.timeout, req.payload)
         if got.status in req.ok_if:
             return got
-        raise_for_answer(got, url, self.token, Wording(
-            access=f"issues write access to {self.repo} (the job needs `permissions: issues: write`)",
-            forbidden=f"permission to write issues on {self.repo} (the job needs `permissions: issues: write`)",
-            rejected=f"GitHub refused {req.method} {url}", repo=self.repo))
+        raise_for_answer(
+            got,
+            url,
+            self.token,
+            Wording(
+                access=f"issues write access to {self.repo} (the job needs `permissions: issues: write`)",
+                forbidden=f"permission to write issues on {self.repo} (the job needs `permissions: issues: write`)",
+                rejected=f"GitHub refused {req.method} {url}",
+                repo=self.repo,
+            ),
+        )
         return got
 
     def find_open(self) -> Optional[Found]:

@@ -6,6 +6,7 @@ Cheap (no build), so it runs every day; it also keeps the git mirrors cache fres
 happen only in the repository matrix.yaml's `ci.repository` names; without one the workflow
 runs on demand only.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -37,14 +38,28 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
     pins = pins or default_pins()
     profile = drift_profile(matrix)
     on: dict = {"schedule": [{"cron": CRON}]} if matrix.ci_repository else {}
-    on["workflow_dispatch"] = {"inputs": {
-        "profile": {"description": "the matrix.yaml profile whose targets are checked", "type": "string",
-                    "required": False, "default": profile},
-        "targets": {"description": "only these targets (space-separated; default: every target of the profile)",
-                    "type": "string", "required": False, "default": ""},
-        "dry-run": {"description": "print the issue requests instead of sending them", "type": "boolean",
-                    "required": False, "default": False},
-    }}
+    on["workflow_dispatch"] = {
+        "inputs": {
+            "profile": {
+                "description": "the matrix.yaml profile whose targets are checked",
+                "type": "string",
+                "required": False,
+                "default": profile,
+            },
+            "targets": {
+                "description": "only these targets (space-separated; default: every target of the profile)",
+                "type": "string",
+                "required": False,
+                "default": "",
+            },
+            "dry-run": {
+                "description": "print the issue requests instead of sending them",
+                "type": "boolean",
+                "required": False,
+                "default": False,
+            },
+        }
+    }
     job = {
         "name": "Drift of the series",
         "runs-on": C.RUNNER,
@@ -56,21 +71,49 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
             *C.first_steps(pins),
             {"name": "This week", "id": "week", "run": 'echo "week=$(date -u +%G-W%V)" >> "$GITHUB_OUTPUT"\n'},
             # one entry a week, restored and used every day: an incremental fetch, never evicted
-            {"name": "Git mirrors", "uses": uses("cache", pins), "with": {
-                "path": C.MIRRORS_PATH, "key": C.MIRRORS_KEY + "${{ steps.week.outputs.week }}",
-                "restore-keys": C.MIRRORS_KEY}},
-            {"name": "Status", "env": {"PROFILE": f"${{{{ inputs.profile || '{profile}' }}}}",
-                                       "TARGETS": "${{ inputs.targets }}"}, "run": _STATUS},
-            {"name": "Upload the status", "if": "${{ !cancelled() }}", "uses": uses("upload", pins), "with": {
-                "name": "ggml-patch-status", "path": "status.json", "if-no-files-found": "warn", "retention-days": 14}},
-            {"name": "Open, update or close the drift issue",
-             "env": {"GITHUB_TOKEN": "${{ github.token }}", "REPO": "${{ github.repository }}",
-                     "DRY_RUN": "${{ inputs.dry-run }}"}, "run": _ISSUE},
+            {
+                "name": "Git mirrors",
+                "uses": uses("cache", pins),
+                "with": {
+                    "path": C.MIRRORS_PATH,
+                    "key": C.MIRRORS_KEY + "${{ steps.week.outputs.week }}",
+                    "restore-keys": C.MIRRORS_KEY,
+                },
+            },
+            {
+                "name": "Status",
+                "env": {"PROFILE": f"${{{{ inputs.profile || '{profile}' }}}}", "TARGETS": "${{ inputs.targets }}"},
+                "run": _STATUS,
+            },
+            {
+                "name": "Upload the status",
+                "if": "${{ !cancelled() }}",
+                "uses": uses("upload", pins),
+                "with": {
+                    "name": "ggml-patch-status",
+                    "path": "status.json",
+                    "if-no-files-found": "warn",
+                    "retention-days": 14,
+                },
+            },
+            {
+                "name": "Open, update or close the drift issue",
+                "env": {
+                    "GITHUB_TOKEN": "${{ github.token }}",
+                    "REPO": "${{ github.repository }}",
+                    "DRY_RUN": "${{ inputs.dry-run }}",
+                },
+                "run": _ISSUE,
+            },
         ],
     }
-    return {"name": NAME, "on": on, "permissions": {},
-            "concurrency": {"group": "ggml-patch-drift", "cancel-in-progress": False},
-            "jobs": {"drift": C.with_if(job, C.owner_only(matrix))}}
+    return {
+        "name": NAME,
+        "on": on,
+        "permissions": {},
+        "concurrency": {"group": "ggml-patch-drift", "cancel-in-progress": False},
+        "jobs": {"drift": C.with_if(job, C.owner_only(matrix))},
+    }
 
 
 def workflow_yaml(matrix, pins: Optional[Pins] = None) -> str:

@@ -5,6 +5,7 @@ workflows, `.github/actionlint.yaml` (matrix.yaml's self-hosted runner labels) a
 `.github/ggml-patch-cells.json` (the noxfile's cell sessions). A workflow written elsewhere
 (--output) stands alone.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,8 +32,12 @@ def generated(matrix, output: Optional[Path] = None, profiles: Optional[Iterable
     workflows: dict[Path, Callable[[Pins], str]] = {main: lambda pins: workflow_yaml(matrix, profiles, pins)}
     beside = main.parent.name == "workflows" and main.parent.parent.name == ".github"
     if beside:
-        workflows[main.parent / Path(drift_workflow.PATH).name] = lambda pins: drift_workflow.workflow_yaml(matrix, pins)
-        workflows[main.parent / Path(project_workflow.PATH).name] = lambda pins: project_workflow.workflow_yaml(matrix, pins)
+        workflows[main.parent / Path(drift_workflow.PATH).name] = lambda pins: drift_workflow.workflow_yaml(
+            matrix, pins
+        )
+        workflows[main.parent / Path(project_workflow.PATH).name] = lambda pins: project_workflow.workflow_yaml(
+            matrix, pins
+        )
     pins = current_pins(_read(p) for p in workflows)  # what Dependabot bumped stays
     files = {path: make(pins) for path, make in workflows.items()}
     if beside:

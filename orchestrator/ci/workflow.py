@@ -13,6 +13,7 @@ Pure: a Matrix in, a workflow dict and its YAML text out. Jobs:
   report     the drift issue (ci/drift_issue.py) from the live profile's status and the default
              profile's cells: the one job with `issues: write`
 """
+
 from __future__ import annotations
 
 import json
@@ -21,10 +22,10 @@ from typing import Any, Iterable, Optional
 
 import yaml
 
-from . import common as C
-from .actions import Pins, default_pins, uses
 from ..config import Matrix
 from ..errors import ConfigError
+from . import common as C
+from .actions import Pins, default_pins, uses
 
 DEFAULT_PATH = ".github/workflows/ggml-patch-matrix.yml"
 WORKFLOW_NAME = "ggml-patch matrix"
@@ -136,27 +137,31 @@ def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[
     for profile, target, backend in all_cells(matrix, profiles):
         runs_on = matrix.backend(backend).runs_on
         artifact = artifact_name(profile, target, backend)
-        out.append({
-            "name": f"{target}/{backend} ({profile})",
-            "profile": profile,
-            "target": target,
-            "backend": backend,
-            "runs-on": runs_on_labels(runs_on),
-            "required": profile == DEFAULT_PROFILE,
-            **honesty(backend, runs_on),
-            "downloads-key": downloads_key(matrix, target),
-            "git": matrix.target(target).source.kind == "git",
-            "results": f"{LEG_RESULTS}/{artifact}",
-            "artifact": artifact,
-        })
+        out.append(
+            {
+                "name": f"{target}/{backend} ({profile})",
+                "profile": profile,
+                "target": target,
+                "backend": backend,
+                "runs-on": runs_on_labels(runs_on),
+                "required": profile == DEFAULT_PROFILE,
+                **honesty(backend, runs_on),
+                "downloads-key": downloads_key(matrix, target),
+                "git": matrix.target(target).source.kind == "git",
+                "results": f"{LEG_RESULTS}/{artifact}",
+                "artifact": artifact,
+            }
+        )
     return out
 
 
 def _plan_job(matrix: Matrix, pins: Pins) -> dict:
-    script = ("pins=$(ggml-patch resolve-refs --out pins.json)\n"
-              'echo "pins=$pins" >> "$GITHUB_OUTPUT"\n'
-              "{ echo '### The commits this run builds'; echo; echo '```json'; cat pins.json; echo '```'; } "
-              '>> "$GITHUB_STEP_SUMMARY"\n')
+    script = (
+        "pins=$(ggml-patch resolve-refs --out pins.json)\n"
+        'echo "pins=$pins" >> "$GITHUB_OUTPUT"\n'
+        "{ echo '### The commits this run builds'; echo; echo '```json'; cat pins.json; echo '```'; } "
+        '>> "$GITHUB_STEP_SUMMARY"\n'
+    )
     job = {
         "name": "Plan: one commit per git ref",
         "runs-on": C.RUNNER,
@@ -197,44 +202,85 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
         },
         "steps": [
             *C.first_steps(pins),
-            {"name": "Install ccache", "run": (
-                "if command -v ccache >/dev/null; then exit 0; fi\n"
-                "if [ \"$RUNNER_OS\" = macOS ]; then brew install ccache\n"
-                "else sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends ccache\n"
-                "fi\n")},
+            {
+                "name": "Install ccache",
+                "run": (
+                    "if command -v ccache >/dev/null; then exit 0; fi\n"
+                    'if [ "$RUNNER_OS" = macOS ]; then brew install ccache\n'
+                    "else sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends ccache\n"
+                    "fi\n"
+                ),
+            },
             # Per leg: each cell compiles a different tree; a new key each run, the latest restored.
-            {"name": "ccache", "uses": uses("cache", pins), "with": {
-                "path": "${{ github.workspace }}/.ccache",
-                "key": "ccache-${{ matrix.profile }}-${{ matrix.target }}-${{ matrix.backend }}-${{ runner.os }}-${{ github.run_id }}",
-                "restore-keys": "ccache-${{ matrix.profile }}-${{ matrix.target }}-${{ matrix.backend }}-${{ runner.os }}-",
-            }},
-            {"name": "Source downloads", "if": "matrix.downloads-key != ''", "uses": uses("cache", pins), "with": {
-                "path": f"{C.WORKSPACE_CACHE}/downloads", "key": "${{ matrix.downloads-key }}"}},
+            {
+                "name": "ccache",
+                "uses": uses("cache", pins),
+                "with": {
+                    "path": "${{ github.workspace }}/.ccache",
+                    "key": "ccache-${{ matrix.profile }}-${{ matrix.target }}-${{ matrix.backend }}-${{ runner.os }}-${{ github.run_id }}",
+                    "restore-keys": "ccache-${{ matrix.profile }}-${{ matrix.target }}-${{ matrix.backend }}-${{ runner.os }}-",
+                },
+            },
+            {
+                "name": "Source downloads",
+                "if": "matrix.downloads-key != ''",
+                "uses": uses("cache", pins),
+                "with": {"path": f"{C.WORKSPACE_CACHE}/downloads", "key": "${{ matrix.downloads-key }}"},
+            },
             C.restore_mirrors(pins, when="matrix.git"),
-            {"name": "Vulkan (Mesa lavapipe)", "if": "matrix.setup == 'vulkan-lavapipe'", "run": f"bash {VULKAN_SETUP}"},
-            {"name": "CUDA toolkit from PyPI (nvcc, cuBLAS; no GPU: build only)", "if": "matrix.setup == 'cuda-pypi'",
-             "run": _CUDA_SETUP},
+            {
+                "name": "Vulkan (Mesa lavapipe)",
+                "if": "matrix.setup == 'vulkan-lavapipe'",
+                "run": f"bash {VULKAN_SETUP}",
+            },
+            {
+                "name": "CUDA toolkit from PyPI (nvcc, cuBLAS; no GPU: build only)",
+                "if": "matrix.setup == 'cuda-pypi'",
+                "run": _CUDA_SETUP,
+            },
             C.pins_file_step(),
             # Through env, not ${{ }} inside the script: the values stay data, never shell code.
-            {"name": "Run the cell", "env": {
-                "PROFILE": "${{ matrix.profile }}", "TARGET": "${{ matrix.target }}", "BACKEND": "${{ matrix.backend }}",
-                "RESULTS": "${{ matrix.results }}", "REQUIRE_BACKEND": "${{ matrix.require-backend }}",
-                "BUILD_ONLY": "${{ matrix.build-only }}"}, "run": _RUN_CELL},
-            {"name": "Job summary", "if": "${{ !cancelled() }}", "env": {"RESULTS": "${{ matrix.results }}"},
-             "run": 'if [ -f "$RESULTS/summary.md" ]; then cat "$RESULTS/summary.md" >> "$GITHUB_STEP_SUMMARY"; fi\n'},
+            {
+                "name": "Run the cell",
+                "env": {
+                    "PROFILE": "${{ matrix.profile }}",
+                    "TARGET": "${{ matrix.target }}",
+                    "BACKEND": "${{ matrix.backend }}",
+                    "RESULTS": "${{ matrix.results }}",
+                    "REQUIRE_BACKEND": "${{ matrix.require-backend }}",
+                    "BUILD_ONLY": "${{ matrix.build-only }}",
+                },
+                "run": _RUN_CELL,
+            },
+            {
+                "name": "Job summary",
+                "if": "${{ !cancelled() }}",
+                "env": {"RESULTS": "${{ matrix.results }}"},
+                "run": 'if [ -f "$RESULTS/summary.md" ]; then cat "$RESULTS/summary.md" >> "$GITHUB_STEP_SUMMARY"; fi\n',
+            },
             # junit.xml as annotations; classnames keep "llama.cpp" whole, `file` names the matrix
-            {"name": "Test annotations", "if": "${{ !cancelled() }}", "uses": uses("junit-report", pins), "with": {
-                "report_paths": "${{ matrix.results }}/junit.xml",
-                "annotate_only": True,
-                "job_summary": False,  # summary.md above is the summary
-                "check_title_template": "{{SUITE_NAME}}: {{TEST_NAME}}",
-            }},
-            {"name": "Upload the cell's results", "if": "${{ !cancelled() }}", "uses": uses("upload", pins), "with": {
-                "name": "${{ matrix.artifact }}",
-                "path": LEG_RESULTS,  # holds one folder, named as the artifact: downloads never collide
-                "if-no-files-found": "error",
-                "retention-days": 30,
-            }},
+            {
+                "name": "Test annotations",
+                "if": "${{ !cancelled() }}",
+                "uses": uses("junit-report", pins),
+                "with": {
+                    "report_paths": "${{ matrix.results }}/junit.xml",
+                    "annotate_only": True,
+                    "job_summary": False,  # summary.md above is the summary
+                    "check_title_template": "{{SUITE_NAME}}: {{TEST_NAME}}",
+                },
+            },
+            {
+                "name": "Upload the cell's results",
+                "if": "${{ !cancelled() }}",
+                "uses": uses("upload", pins),
+                "with": {
+                    "name": "${{ matrix.artifact }}",
+                    "path": LEG_RESULTS,  # holds one folder, named as the artifact: downloads never collide
+                    "if-no-files-found": "error",
+                    "retention-days": 30,
+                },
+            },
         ],
     }
 
@@ -242,41 +288,74 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
 def _aggregate_job(matrix: Matrix, profiles: list[str], pins: Pins) -> dict:
     steps: list[dict] = [*C.first_steps(pins)]
     keys = list(dict.fromkeys(k for p in profiles for t, _ in matrix.cells(p) if (k := downloads_key(matrix, t.name))))
-    steps += [{"name": "Source downloads", "uses": uses("cache-restore", pins),
-               "with": {"path": f"{C.WORKSPACE_CACHE}/downloads", "key": k}} for k in keys]
+    steps += [
+        {
+            "name": "Source downloads",
+            "uses": uses("cache-restore", pins),
+            "with": {"path": f"{C.WORKSPACE_CACHE}/downloads", "key": k},
+        }
+        for k in keys
+    ]
     if any(t.source.kind == "git" for p in profiles for t, _ in matrix.cells(p)):
         steps.append(C.restore_mirrors(pins))
-    steps += [C.pins_file_step(),
-              # every artifact holds one folder named as itself: merged into cells/ they never collide
-              {"name": "Download every cell's results", "uses": uses("download", pins), "with": {
-                  "pattern": f"{ARTIFACT_PREFIX}{ARTIFACT_SEP}*", "path": "cells", "merge-multiple": True}}]
+    steps += [
+        C.pins_file_step(),
+        # every artifact holds one folder named as itself: merged into cells/ they never collide
+        {
+            "name": "Download every cell's results",
+            "uses": uses("download", pins),
+            "with": {"pattern": f"{ARTIFACT_PREFIX}{ARTIFACT_SEP}*", "path": "cells", "merge-multiple": True},
+        },
+    ]
     for p in profiles:
         merge, bundle = C.step_id("merge", p), C.step_id("bundle", p)
         fatal = p == DEFAULT_PROFILE
         merged = f"${{{{ !cancelled() && steps.{merge}.outcome == 'success' }}}}"
         steps += [
-            {"name": f"Merge ({p})", "id": merge, "if": "${{ !cancelled() }}", **({} if fatal else {"continue-on-error": True}),
-             "run": f"ggml-patch merge-results --out merged/{p} cells/{artifact_glob(p)}\n"},
+            {
+                "name": f"Merge ({p})",
+                "id": merge,
+                "if": "${{ !cancelled() }}",
+                **({} if fatal else {"continue-on-error": True}),
+                "run": f"ggml-patch merge-results --out merged/{p} cells/{artifact_glob(p)}\n",
+            },
             {"name": f"Summary ({p})", "if": merged, "run": f'cat merged/{p}/summary.md >> "$GITHUB_STEP_SUMMARY"\n'},
-            {"name": f"Upload the merged results ({p})", "if": merged, "uses": uses("upload", pins), "with": {
-                "name": f"ggml-patch-results-{p}", "path": f"merged/{p}", "if-no-files-found": "error"}},
+            {
+                "name": f"Upload the merged results ({p})",
+                "if": merged,
+                "uses": uses("upload", pins),
+                "with": {"name": f"ggml-patch-results-{p}", "path": f"merged/{p}", "if-no-files-found": "error"},
+            },
             # the default profile's bundle also needs every leg done: a leg that uploaded nothing
             # (a timeout) is missing from the merge, not failed in it
-            {"name": f"Bundle ({p})", "id": bundle,
-             "if": merged.replace(" }}", " && needs.cell.result == 'success' }}") if fatal else merged,
-             **({} if fatal else {"continue-on-error": True}),
-             "run": f'ggml-patch bundle --pins "{C.PINS_FILE}" --results merged/{p} --out bundle/{p}\n'},
-            {"name": f"Upload the bundle ({p})", "if": f"${{{{ !cancelled() && steps.{bundle}.outcome == 'success' }}}}",
-             "uses": uses("upload", pins), "with": {"name": f"ggml-patch-bundle-{p}", "path": f"bundle/{p}",
-                                                    "if-no-files-found": "error"}},
+            {
+                "name": f"Bundle ({p})",
+                "id": bundle,
+                "if": merged.replace(" }}", " && needs.cell.result == 'success' }}") if fatal else merged,
+                **({} if fatal else {"continue-on-error": True}),
+                "run": f'ggml-patch bundle --pins "{C.PINS_FILE}" --results merged/{p} --out bundle/{p}\n',
+            },
+            {
+                "name": f"Upload the bundle ({p})",
+                "if": f"${{{{ !cancelled() && steps.{bundle}.outcome == 'success' }}}}",
+                "uses": uses("upload", pins),
+                "with": {"name": f"ggml-patch-bundle-{p}", "path": f"bundle/{p}", "if-no-files-found": "error"},
+            },
         ]
     others = [p for p in profiles if p != DEFAULT_PROFILE]
     if others:
-        failed = " || ".join(f"steps.{C.step_id(k, p)}.outcome == 'failure'" for p in others for k in ("merge", "bundle"))
-        steps.append({"name": "Report the other profiles' failures (not fatal)", "if": f"${{{{ !cancelled() && ({failed}) }}}}",
-                      "run": "echo \"::warning title=ggml-patch::a merge or bundle of a profile other than "
-                             f"{DEFAULT_PROFILE} failed: see its step above (the {DEFAULT_PROFILE} profile's "
-                             "artifacts are unaffected)\"\n"})
+        failed = " || ".join(
+            f"steps.{C.step_id(k, p)}.outcome == 'failure'" for p in others for k in ("merge", "bundle")
+        )
+        steps.append(
+            {
+                "name": "Report the other profiles' failures (not fatal)",
+                "if": f"${{{{ !cancelled() && ({failed}) }}}}",
+                "run": 'echo "::warning title=ggml-patch::a merge or bundle of a profile other than '
+                f"{DEFAULT_PROFILE} failed: see its step above (the {DEFAULT_PROFILE} profile's "
+                'artifacts are unaffected)"\n',
+            }
+        )
     return {
         "name": "Merge, summary and bundle per profile",
         "needs": ["plan", "cell"],
@@ -316,13 +395,21 @@ def _report_job(matrix: Matrix, pins: Pins) -> Optional[dict]:
         steps.append(C.restore_mirrors(pins))
     steps += [
         C.pins_file_step(),
-        {"name": f"The merged results ({DEFAULT_PROFILE})", "continue-on-error": True, "uses": uses("download", pins),
-         "with": {"name": f"ggml-patch-results-{DEFAULT_PROFILE}", "path": f"merged/{DEFAULT_PROFILE}"}},
-        {"name": f"Status of the {profile} profile at the plan's commits",
-         "run": _REPORT_STATUS.format(pins=C.PINS_FILE, profile=profile)},
-        {"name": "Open, update or close the drift issue",
-         "env": {"GITHUB_TOKEN": "${{ github.token }}", "REPO": "${{ github.repository }}"},
-         "run": _REPORT_ISSUE.format(default=DEFAULT_PROFILE)},
+        {
+            "name": f"The merged results ({DEFAULT_PROFILE})",
+            "continue-on-error": True,
+            "uses": uses("download", pins),
+            "with": {"name": f"ggml-patch-results-{DEFAULT_PROFILE}", "path": f"merged/{DEFAULT_PROFILE}"},
+        },
+        {
+            "name": f"Status of the {profile} profile at the plan's commits",
+            "run": _REPORT_STATUS.format(pins=C.PINS_FILE, profile=profile),
+        },
+        {
+            "name": "Open, update or close the drift issue",
+            "env": {"GITHUB_TOKEN": "${{ github.token }}", "REPO": "${{ github.repository }}"},
+            "run": _REPORT_ISSUE.format(default=DEFAULT_PROFILE),
+        },
     ]
     return {
         "name": "Drift issue",
@@ -343,8 +430,11 @@ def workflow(matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Opt
     used = list(dict.fromkeys(leg["profile"] for leg in leg_list))
     if not leg_list:
         raise ConfigError(f"{matrix.path}: no cells to put in the workflow")
-    jobs = {"plan": _plan_job(matrix, pins), "cell": _cell_job(leg_list, pins),
-            "aggregate": _aggregate_job(matrix, used, pins)}
+    jobs = {
+        "plan": _plan_job(matrix, pins),
+        "cell": _cell_job(leg_list, pins),
+        "aggregate": _aggregate_job(matrix, used, pins),
+    }
     report = _report_job(matrix, pins)
     if report:
         jobs["report"] = report
@@ -378,10 +468,16 @@ def actionlint_config(matrix: Matrix) -> str:
 def nox_cells_json(matrix: Matrix) -> str:
     """.github/ggml-patch-cells.json: the noxfile's `cell` sessions, readable with the standard
     library alone (nox lists them right after `pip install nox`)."""
-    cells = [{"target": t, "backend": b, "session": cell_session(t, b), "results": cell_results_dir(t, b)}
-             for t, b in nox_cells(matrix)]
-    return json.dumps({"generated_by": "ggml-patch ci-workflow, from matrix.yaml: do not edit by hand",
-                       "cells": cells}, indent=2) + "\n"
+    cells = [
+        {"target": t, "backend": b, "session": cell_session(t, b), "results": cell_results_dir(t, b)}
+        for t, b in nox_cells(matrix)
+    ]
+    return (
+        json.dumps(
+            {"generated_by": "ggml-patch ci-workflow, from matrix.yaml: do not edit by hand", "cells": cells}, indent=2
+        )
+        + "\n"
+    )
 
 
 def workflow_yaml(matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Optional[Pins] = None) -> str:

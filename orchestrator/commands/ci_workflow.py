@@ -1,4 +1,5 @@
 """ggml-patch ci-workflow: write (or --check) the GitHub Actions workflows generated from matrix.yaml."""
+
 from __future__ import annotations
 
 import shlex
@@ -6,16 +7,26 @@ from pathlib import Path
 
 from ..errors import ConfigError, ExitCode
 
-HELP = ("write the GitHub Actions workflows generated from matrix.yaml (matrix, drift, the project's CI; "
-        "--check: fail if the committed ones are stale)")
+HELP = (
+    "write the GitHub Actions workflows generated from matrix.yaml (matrix, drift, the project's CI; "
+    "--check: fail if the committed ones are stale)"
+)
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--output", metavar="PATH",
-                   help="where the matrix workflow goes (default: .github/workflows/ggml-patch-matrix.yml beside "
-                        "matrix.yaml; the other files go beside it when it is in a .github/workflows/ folder)")
-    p.add_argument("--profile", action="append", default=[], metavar="NAME",
-                   help="only this profile's cells (repeatable; default: every profile)")
+    p.add_argument(
+        "--output",
+        metavar="PATH",
+        help="where the matrix workflow goes (default: .github/workflows/ggml-patch-matrix.yml beside "
+        "matrix.yaml; the other files go beside it when it is in a .github/workflows/ folder)",
+    )
+    p.add_argument(
+        "--profile",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only this profile's cells (repeatable; default: every profile)",
+    )
     p.add_argument("--check", action="store_true", help="write nothing; exit non-zero if a file differs")
 
 
@@ -46,8 +57,9 @@ def run(args, matrix, cache) -> ExitCode:
             except FileNotFoundError:
                 raise ConfigError(f"{path}: missing; generate it with `{regenerate_command(args)}`") from None
             if current != text:
-                raise ConfigError(f"{path}: stale (does not match {matrix.path}); regenerate it with "
-                                  f"`{regenerate_command(args)}`")
+                raise ConfigError(
+                    f"{path}: stale (does not match {matrix.path}); regenerate it with `{regenerate_command(args)}`"
+                )
         print(f"{out}: up to date ({n} legs)" + "".join(f"; {p}" for p in list(files)[1:]))
         return ExitCode.OK
     for path, text in files.items():

@@ -1,5 +1,6 @@
 """ggml-patch drift-issue: open, update or close the one GitHub issue that reports drift
 (`ggml-patch status --json`) and failing default cells (results.json)."""
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -9,21 +10,33 @@ from pathlib import Path
 
 from ..errors import ConfigError, ExitCode
 
-HELP = ("open one GitHub issue when a target's series stops applying as it is or a default cell fails, "
-        "update it while that lasts, close it when all is clean")
+HELP = (
+    "open one GitHub issue when a target's series stops applying as it is or a default cell fails, "
+    "update it while that lasts, close it when all is clean"
+)
 
 
 def add_arguments(p) -> None:
     p.add_argument("--status", required=True, metavar="FILE", help="the output of `ggml-patch status --json`")
-    p.add_argument("--results", metavar="DIR",
-                   help="a matrix run's results (directory or results.json): its failed cells are reported "
-                        "(default: the failing cells the open issue last recorded)")
+    p.add_argument(
+        "--results",
+        metavar="DIR",
+        help="a matrix run's results (directory or results.json): its failed cells are reported "
+        "(default: the failing cells the open issue last recorded)",
+    )
     p.add_argument("--repo", required=True, metavar="OWNER/NAME", help="the repository the issue lives in")
-    p.add_argument("--api-url", default="https://api.github.com", metavar="URL",
-                   help="GitHub REST API base URL (default: https://api.github.com)")
+    p.add_argument(
+        "--api-url",
+        default="https://api.github.com",
+        metavar="URL",
+        help="GitHub REST API base URL (default: https://api.github.com)",
+    )
     p.add_argument("--timeout", type=float, default=30.0, metavar="S", help="API timeout in seconds (default: 30)")
-    p.add_argument("--dry-run", action="store_true",
-                   help="print the requests and send nothing (reads nothing either: assumes no issue is open)")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the requests and send nothing (reads nothing either: assumes no issue is open)",
+    )
 
 
 def _json_file(path: Path, what: str):
@@ -42,16 +55,18 @@ def run_url(env=os.environ) -> str:
 
 
 def run(args, matrix, cache) -> ExitCode:
-    from ..upstream import github
     from ..ci import drift_issue as D
+    from ..upstream import github
 
     repo = github.check_repo(args.repo)
     if args.timeout <= 0:
         raise ConfigError(f"--timeout {args.timeout:g}: expected a number of seconds above 0")
     token = os.environ.get("GITHUB_TOKEN", "")
     if not args.dry_run and not token:
-        raise ConfigError(f"drift-issue needs GITHUB_TOKEN in the environment (a token that may write issues on {repo}); "
-                          "--dry-run sends nothing and needs none")
+        raise ConfigError(
+            f"drift-issue needs GITHUB_TOKEN in the environment (a token that may write issues on {repo}); "
+            "--dry-run sends nothing and needs none"
+        )
     status = D.read_status(_json_file(Path(args.status), "the output of `ggml-patch status --json`"), args.status)
     results = None
     if args.results:
@@ -66,9 +81,12 @@ def run(args, matrix, cache) -> ExitCode:
     action, state = D.decide(found, status, results, run_url(), now)
     url = client.carry_out(action) or (found.html_url if found else "")
     where = f"#{action.number}" if action.number else ""
-    said = {"open": f"opened {url}", "update": f"updated {where} {url}".rstrip(),
-            "close": f"closed {where} {url}: all clean again".rstrip(),
-            "none": f"nothing to send: {action.why}"}[action.kind]
+    said = {
+        "open": f"opened {url}",
+        "update": f"updated {where} {url}".rstrip(),
+        "close": f"closed {where} {url}: all clean again".rstrip(),
+        "none": f"nothing to send: {action.why}",
+    }[action.kind]
     print(f"drift-issue: {said}" + (f" ({action.why})" if action.kind in ("open", "update") else ""))
     return ExitCode.OK
 

@@ -31,8 +31,8 @@ def add_arguments(p) -> None:
 
 def run(args, matrix, cache) -> ExitCode:
     from ..report.model import CellStatus
-    from ..run.matrix import RunOptions, run_matrix
     from ..report.summary import write_results
+    from ..run.matrix import RunOptions, run_matrix
 
     results_dir = Path(args.results)
     if args.parallel is not None and args.parallel < 1:

@@ -58,7 +58,7 @@ def run(args, matrix, cache) -> ExitCode:
     files = [_results_file(a) for a in args.inputs]
     parts = [(str(f), load_results(f)[0]) for f in files]
     merged = merge_results(parts, _matrix_order(matrix))  # refuses before anything is written
-    for f, (_, res) in zip(files, parts):
+    for f, (_, res) in zip(files, parts, strict=True):
         _copy_logs(res, f.parent, out)  # the merged records are these same objects
     paths = write_results(merged, out)
     if (out / "junit.xml").is_file() and out / "junit.xml" not in paths:

@@ -48,8 +48,8 @@ def run(args, matrix, cache) -> ExitCode:
 
 
 def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
-    from ..upstream import github
     from ..cache import slug
+    from ..upstream import github
 
     secrets = (token,) if token else ()
     remote, branch = args.head_remote, args.branch

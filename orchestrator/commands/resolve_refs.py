@@ -1,4 +1,5 @@
 """ggml-patch resolve-refs: every git target's ref resolved to one commit, for a CI run's plan job."""
+
 from __future__ import annotations
 
 import json
@@ -7,13 +8,20 @@ from pathlib import Path
 
 from ..errors import ExitCode
 
-HELP = ("resolve the branch, tag or HEAD of every git target to a commit (git ls-remote; nothing fetched) "
-        "and print the pins as JSON, for --pins")
+HELP = (
+    "resolve the branch, tag or HEAD of every git target to a commit (git ls-remote; nothing fetched) "
+    "and print the pins as JSON, for --pins"
+)
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--profile", action="append", default=[], metavar="NAME",
-                   help="the git targets of this profile (repeatable; default: every profile)")
+    p.add_argument(
+        "--profile",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="the git targets of this profile (repeatable; default: every profile)",
+    )
     p.add_argument("--target", action="append", default=[], metavar="NAME", help="only this target (repeatable)")
     p.add_argument("--out", metavar="FILE", help="also write the pins file here (indented JSON)")
 

@@ -20,15 +20,32 @@ from .. import sources
 from ..cache import Cache, slug
 from ..config import Matrix, Target
 from ..errors import ConfigError, SourceUnavailable
+from ..patchset.files import load_series, write_patches
 from ..patchset.layout import get_layout, translate
 from ..patchset.render import render
 from ..patchset.series import Series
-from ..patchset.files import load_series, write_patches
 from ..vcs.runner import error_line
 from ..vcs.snapshots import SnapshotRepo, Worktree
-from .verdicts import (CLEAN, CONFLICTED, MERGED, NOT_APPLICABLE, NOT_TRIED, OPT_HEADER, PRESENT, UNAVAILABLE,
-                     UNREACHABLE, Conflict, PatchResult, TargetStatus, conflict_regions, content_present, failed_hunk,
-                     modified_fix_files, not_applicable_reason, verdict)
+from .verdicts import (
+    CLEAN,
+    CONFLICTED,
+    MERGED,
+    NOT_APPLICABLE,
+    NOT_TRIED,
+    OPT_HEADER,
+    PRESENT,
+    UNAVAILABLE,
+    UNREACHABLE,
+    Conflict,
+    PatchResult,
+    TargetStatus,
+    conflict_regions,
+    content_present,
+    failed_hunk,
+    modified_fix_files,
+    not_applicable_reason,
+    verdict,
+)
 
 
 @dataclass(frozen=True)
@@ -62,7 +79,7 @@ def status_of_targets(matrix: Matrix, cache: Cache, names: list[str]) -> list[Ta
     repo = SnapshotRepo(cache.snapshots_git)
     resolved = [(t, *_snapshot_or_reason(t, cache, repo)) for t in map(matrix.target, names)]
     # Every source is resolved before any worktree is touched: a ref that does not exist stops the run above.
-    done = []
+    done: list[bool] = []
 
     def before_merge() -> None:  # once, and only if some patch needs a 3-way merge
         if not done:
@@ -122,7 +139,7 @@ def attempt(wt: Worktree, base: str, rendered: Series, files: list[Path],
     `before_merge` runs before a 3-way merge (to make the blobs it needs available)."""
     wt.ensure(base)
     results: list[PatchResult] = []
-    for i, (patch, f) in enumerate(zip(rendered.patches, files)):
+    for i, (patch, f) in enumerate(zip(rendered.patches, files, strict=True)):
         plain = wt.am_one(f)
         if plain is None:
             results.append(PatchResult(patch.name, CLEAN))
@@ -174,7 +191,7 @@ def leave_for_resolution(repo: SnapshotRepo, path: Path, base: str, results: lis
         return replace(conflict, worktree=str(path), kept=True)
     wt.ensure(base)
     k = next(i for i, r in enumerate(results) if r.result == CONFLICTED)
-    for r, f in zip(results[:k], files[:k]):
+    for r, f in zip(results[:k], files[:k], strict=True):
         if r.result in (CLEAN, MERGED) and wt.am_one(f, three_way=r.result == MERGED) is not None:
             wt.am_abort()  # it applied in the trial worktree a moment ago; leave a clean stop
     wt.am_start(files[k:])

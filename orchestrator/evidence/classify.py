@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import signal as _signal
 from dataclasses import dataclass
-from typing import Optional
+from typing import Mapping, Optional
 
 from ..report.model import CellStatus, Outcome, Verdict
 
@@ -131,7 +131,7 @@ def control_verdict(build_ok: bool, gate_outcome: Optional[str], gate_exit: Opti
     return GateVerdict(INVALID, f"test-opt {test_opt_outcome} without the fix, so the control changed more than the fix")
 
 
-def cell_status(patched_build_ok: bool, patched: dict[str, str], verdict: Optional[GateVerdict],
+def cell_status(patched_build_ok: bool, patched: Mapping[str, str], verdict: Optional[GateVerdict],
                 attribution: str = "") -> tuple[CellStatus, str]:
     """(status, reason) for a cell: passed only when every patched test passed and the control was killed.
     `attribution` says, for failing tests, whether they fail without the fix too."""

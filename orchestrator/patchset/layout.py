@@ -161,6 +161,7 @@ def build_plan(layout: Layout, worktree: str, harness_dir: str) -> BuildPlan:
     """Only the ggml libraries and the two tests: never libllama or the examples."""
     ggml_dir = f"{worktree}/{layout.ggml_dir()}".rstrip("/")
     common = (("CMAKE_BUILD_TYPE", "Release"), ("BUILD_SHARED_LIBS", "OFF"))
+    defs: tuple[tuple[str, str], ...]
     if layout.build == "own-tests":
         defs = common + (("GGML_BUILD_TESTS", "ON"), ("GGML_BUILD_EXAMPLES", "OFF"),
                          ("CMAKE_PROJECT_INCLUDE", f"{harness_dir}/extra-programs.cmake"))

@@ -17,14 +17,13 @@ from .. import sources
 from ..cache import Cache
 from ..config import Matrix, Target
 from ..drift.check import attempt, series_base, status_dirs
-from .files import write_patches
+from ..drift.verdicts import CONFLICTED, PRESENT
 from ..errors import ConfigError, SeriesDoesNotApply
+from ..vcs.snapshots import SnapshotRepo, Worktree
+from .files import read_series, write_patches
 from .layout import GATE_TEST, get_layout
 from .render import render
 from .series import Series, parse_series
-from .files import read_series
-from ..vcs.snapshots import SnapshotRepo, Worktree
-from ..drift.verdicts import CONFLICTED, PRESENT
 
 
 @dataclass

@@ -12,10 +12,21 @@ its devices (pre-existing, regression, unknown) and the last lines of its log.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, Sequence, Union
 
 from ..patchset.layout import GATE_TEST, TESTS
-from .model import Cell, CellStatus, Outcome, RecordStatus, Results, TestRecord, VariantRecord, Verdict, as_results
+from .model import (
+    AttributionEntry,
+    Cell,
+    CellStatus,
+    Outcome,
+    RecordStatus,
+    Results,
+    TestRecord,
+    VariantRecord,
+    Verdict,
+    as_results,
+)
 
 VARIANTS = ("patched", "control")
 CONTROL_GATE_NAME = f"{GATE_TEST} (fix reverted: must fail)"
@@ -39,8 +50,9 @@ def _case(suite: ET.Element, cell: Cell, variant: str, test: str, duration: Opti
     name = CONTROL_GATE_NAME if (variant == "control" and test == GATE_TEST) else test
     attrs = {"classname": classname(cell.target, cell.backend, variant), "name": name,
              "time": f"{duration or 0:.3f}"}
-    if suite.get("file"):
-        attrs["file"] = suite.get("file")
+    file = suite.get("file")
+    if file:
+        attrs["file"] = file
     return ET.SubElement(suite, "testcase", attrs)
 
 
@@ -50,7 +62,7 @@ def _mark(case: ET.Element, kind: str, message: str, kind_type: str = "", text: 
         el.text = text
 
 
-def _detail(t: TestRecord, attribution: list = (), log_tail: LogTail = no_logs) -> str:
+def _detail(t: TestRecord, attribution: Sequence[AttributionEntry] = (), log_tail: LogTail = no_logs) -> str:
     """The failure's body: the outcome, the exit code or signal, the failure line, the attribution
     of each failing device, the log and its last lines."""
     lines = [f"outcome: {t.outcome}", f"exit code: {t.exit_code}"]
@@ -70,7 +82,7 @@ def _log_lines(log: Optional[str], log_tail: LogTail) -> list[str]:
     return [f"log: {log}"] + ([f"last lines of the log:\n{tail.rstrip()}"] if tail else [])
 
 
-def _labels(entries: list) -> str:
+def _labels(entries: Sequence[AttributionEntry]) -> str:
     """' [regression]', ' [pre-existing, unknown]' or ''."""
     labels = list(dict.fromkeys(str(e.label) for e in entries))
     return f" [{', '.join(labels)}]" if labels else ""
@@ -149,7 +161,7 @@ def _mutant_case(suite: ET.Element, cell: Cell, rec: VariantRecord, log_tail: Lo
     case = ET.SubElement(suite, "testcase", {"classname": classname(cell.target, cell.backend, "mutant"),
                                              "name": mutant_case_name(name),
                                              "time": f"{t.duration_s if t else 0:.3f}",
-                                             **({"file": suite.get("file")} if suite.get("file") else {})})
+                                             **({"file": file} if (file := suite.get("file")) else {})})
     if rec.status == RecordStatus.SKIPPED:
         _mark(case, "skipped", f"mutant not run: {info.get('skipped', '')}")
     elif rec.verdict == Verdict.KILLED:

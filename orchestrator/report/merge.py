@@ -6,7 +6,7 @@ appear twice (two legs for the same cell, or the same input given twice).
 from __future__ import annotations
 
 import time
-from typing import Iterable, Optional, Union
+from typing import Iterable, Optional, Sequence, Union
 
 from ..errors import ConfigError
 from .model import Results, as_results, overall_exit_code
@@ -40,7 +40,7 @@ def _started_at(parts: list[tuple[str, Results]]) -> str:
     return stamps[0] if stamps else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def merge_results(parts: list[tuple[str, Union[Results, dict]]], order: Optional[Iterable[str]] = None) -> Results:
+def merge_results(parts: Sequence[tuple[str, Union[Results, dict]]], order: Optional[Iterable[str]] = None) -> Results:
     """parts: (where it came from, for messages; results). Cells follow `order` (cell ids,
     e.g. the matrix's own order), then any others in the order given. duration_s is the sum of
     the parts' (machine time, not wall time: legs run in parallel)."""

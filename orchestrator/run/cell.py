@@ -32,8 +32,17 @@ from ..patchset.layout import GATE_TEST, TESTS, UPSTREAM_TEST, BuildPlan, Layout
 from ..patchset.render import render
 from ..patchset.series import Series
 from ..progress import Reporter
-from ..report.model import (MUTANT_PREFIX, Build, Cell, CellStatus, DeviceRow, RecordStatus, TestRecord,
-                            VariantRecord, Verdict)
+from ..report.model import (
+    MUTANT_PREFIX,
+    Build,
+    Cell,
+    CellStatus,
+    DeviceRow,
+    RecordStatus,
+    TestRecord,
+    VariantRecord,
+    Verdict,
+)
 from ..vcs.runner import GitError
 from ..vcs.snapshots import SnapshotRepo, Worktree
 from . import cmake, resultcache, toolchain

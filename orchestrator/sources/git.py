@@ -18,10 +18,11 @@ import hashlib
 import posixpath
 import re
 from pathlib import Path
+from typing import Any
 
 from ..cache import Cache, slug
 from ..config import Source
-from ..errors import ConfigError
+from ..errors import ConfigError, ToolError
 from ..vcs.runner import GitError, git, init_bare, succeeds
 from ..vcs.snapshots import SnapshotRepo
 from . import Snapshot, SourceUnreachable
@@ -42,25 +43,33 @@ def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
     commit, resolved = import_commit(cache, repo, url, ref, source.key)
     if source.get("pinned_from"):
         resolved = str(source.get("pinned_ref") or resolved)
-    provenance = {"url": url, "ref": asked, "resolved_ref": resolved, "upstream_commit": commit}
+    provenance: dict[str, Any] = {"url": url, "ref": asked, "resolved_ref": resolved, "upstream_commit": commit}
     description = f"{_short_url(url)} {asked} ({commit[:12]})" + (f" ({subdir})" if subdir else "")
     if not subdir and not submodules:
         return Snapshot(commit, description, provenance)
-    tree = repo.tree_of(commit)
+    tree = _tree(repo, commit)
     for path in submodules:
         sub_commit, sub_url = gitlink(repo, commit, path, url, source.key)
         import_commit(cache, repo, sub_url, sub_commit, f"{source.key}.submodules")
-        tree = repo.tree_with_subtree(tree, path, repo.tree_of(sub_commit))
+        tree = repo.tree_with_subtree(tree, path, _tree(repo, sub_commit))
         provenance.setdefault("submodules", {})[path] = {"url": sub_url, "commit": sub_commit}
     if subdir:
-        tree = repo.tree_of(tree, subdir)
-        if tree is None:
+        sub_tree = repo.tree_of(tree, subdir)
+        if sub_tree is None:
             raise ConfigError(f"{source.key}.subdirectory: {subdir!r} is not a directory at {commit[:12]} of {url}")
+        tree = sub_tree
     spec = hashlib.sha256(repr((subdir, submodules)).encode()).hexdigest()[:12]
     message = f"snapshot of {url} at {commit}\n\nupstream-commit: {commit}\nsubdirectory: {subdir or '.'}\n" + \
         "".join(f"submodule: {p} {v['commit']}\n" for p, v in provenance.get("submodules", {}).items())
     base = repo.commit_tree(tree, f"refs/snapshots/git/{mirror_name(url)}/{commit}-{spec}", message)
     return Snapshot(base, description, provenance)
+
+
+def _tree(repo: SnapshotRepo, commit: str) -> str:
+    tree = repo.tree_of(commit)
+    if tree is None:  # the commit was fetched into the repository a moment ago
+        raise ToolError(f"{repo.path}: commit {commit[:12]} has no tree")
+    return tree
 
 
 def import_commit(cache: Cache, repo: SnapshotRepo, url: str, ref: str, key: str) -> tuple[str, str]:

@@ -75,7 +75,8 @@ def working_files(root: Path) -> tuple[list[str], list[tuple[str, str]]]:
     """(files present in the working tree: tracked and untracked-not-ignored, [(submodule path, its
     recorded commit)]), relative to `root`, read with `git ls-files` only."""
     staged = _in_checkout_z(root, "ls-files", "-z", "--stage")
-    tracked, gitlinks = {}, {}
+    tracked: dict[str, None] = {}
+    gitlinks: dict[str, str] = {}
     for rec in staged:
         meta, _, path = rec.partition("\t")
         mode, sha, _stage = meta.split()
@@ -94,7 +95,7 @@ def _entries(repo: SnapshotRepo, root: Path, paths: list[str]) -> list[tuple[str
     for p in regular:
         if "\n" in p:
             raise ConfigError(f"{root / p}: a file name with a newline cannot be read into a snapshot")
-    blobs = dict(zip(regular, repo.hash_blobs(root, regular)))
+    blobs = dict(zip(regular, repo.hash_blobs(root, regular), strict=True))
     out = []
     for p in paths:
         if p in blobs:

@@ -9,6 +9,7 @@ what `ggml-patch resolve-refs` writes:
 (a bare SHA is accepted for a pin too); `--pin TARGET=COMMIT` gives one by hand. Every command
 takes `--pins FILE` and `--pin`.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,6 +28,7 @@ VERSION = 1
 
 # ---------------------------------------------------------------- reading pins
 
+
 def parse_pin(text: str) -> tuple[str, dict]:
     """--pin TARGET=COMMIT."""
     target, sep, commit = text.partition("=")
@@ -44,12 +46,12 @@ def read_pins_file(path: Path) -> dict[str, dict]:
         raise ConfigError(f"{path}: not a pins file (JSON): {e}") from None
     pins = data.get("pins") if isinstance(data, dict) else None
     if not isinstance(pins, dict):
-        raise ConfigError(f"{path}: not a pins file: expected {{\"pins\": {{TARGET: {{\"commit\": SHA}}}}}}")
+        raise ConfigError(f'{path}: not a pins file: expected {{"pins": {{TARGET: {{"commit": SHA}}}}}}')
     out = {}
     for target, pin in pins.items():
         pin = {"commit": pin} if isinstance(pin, str) else pin
         if not isinstance(pin, dict) or not _FULL_SHA.match(str(pin.get("commit", ""))):
-            raise ConfigError(f"{path}: pins.{target}: expected a full 40-hex commit id (\"commit\")")
+            raise ConfigError(f'{path}: pins.{target}: expected a full 40-hex commit id ("commit")')
         out[str(target)] = pin
     return out
 
@@ -72,8 +74,10 @@ def pinned(matrix: Matrix, pins: dict[str, dict]) -> Matrix:
     for name, pin in pins.items():
         t = matrix.target(name)  # one-line error for an unknown target
         if t.source.kind != "git":
-            raise ConfigError(f"pin for {name!r}: its source is {t.source.kind}, already pinned by matrix.yaml; "
-                              "only git sources take a pin")
+            raise ConfigError(
+                f"pin for {name!r}: its source is {t.source.kind}, already pinned by matrix.yaml; "
+                "only git sources take a pin"
+            )
         options = {**t.source.options, "ref": pin["commit"], "pinned_from": t.source.options["ref"]}
         if pin.get("remote_ref"):
             options["pinned_ref"] = str(pin["remote_ref"])
@@ -82,6 +86,7 @@ def pinned(matrix: Matrix, pins: dict[str, dict]) -> Matrix:
 
 
 # ---------------------------------------------------------------- resolving refs
+
 
 def git_targets(matrix: Matrix, profiles: Iterable[str], names: Iterable[str] = ()) -> list[str]:
     """The git targets of the given profiles (or just `names`), each once, in matrix.yaml's order."""
@@ -113,8 +118,10 @@ def ls_remote(url: str, ref: str, key: str) -> tuple[str, str]:
         return ref, ref
     if ref == "HEAD":
         lines = _ls_remote(["--symref"], [url, "HEAD"], url, key)
-        target = next((ln[len("ref: "):-len("\tHEAD")] for ln in lines
-                       if ln.startswith("ref: ") and ln.endswith("\tHEAD")), None)
+        target = next(
+            (ln[len("ref: ") : -len("\tHEAD")] for ln in lines if ln.startswith("ref: ") and ln.endswith("\tHEAD")),
+            None,
+        )
         sha = next((ln.split("\t")[0] for ln in lines if ln.endswith("\tHEAD") and not ln.startswith("ref: ")), None)
         if not sha:
             raise ConfigError(f"{key}: {url} has no default branch (HEAD)")

@@ -76,7 +76,8 @@ def download(url: str, sha256: str, cache: Cache, key: str) -> Path:
 def network_reason(e: requests.RequestException) -> str:
     """requests' long exception text -> the part a person needs."""
     text = str(e)
-    host = urlparse(e.request.url).hostname if getattr(e, "request", None) is not None and e.request.url else None
+    request = getattr(e, "request", None)
+    host = urlparse(str(request.url)).hostname if request is not None and request.url else None
     for needle, reason in (("NameResolutionError", "could not resolve host"), ("Failed to resolve", "could not resolve host"),
                            ("Name or service not known", "could not resolve host"),
                            ("Connection refused", "connection refused"), ("timed out", "timed out"),

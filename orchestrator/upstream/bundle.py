@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..cache import Cache
+from ..config import Matrix
 from ..errors import BuildFailed, BundleRefused, BundleVerificationFailed, ConfigError, SeriesDoesNotApply
 from ..evidence.training import plot, table_markdown
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
@@ -223,14 +225,14 @@ def pr_body(results: Results | dict, results_sha256: str, target: str, commits: 
         out += ["> [!WARNING]", f"> **{WARNING_TITLE}.** The run does not back every claim below:"]
         out += [f"> - {_one_line(w)}" for w in warnings]
         out.append("")
-    fixes = [c for c in commits if not c.is_test]
-    tests = [c for c in commits if c.is_test]
+    fixes = [commit for commit in commits if not commit.is_test]
+    tests = [commit for commit in commits if commit.is_test]
     out += ["## The bug and the fix", ""]
-    for c in fixes:
-        out += [f"**{c.subject}**", "", c.body.strip(), ""]
+    for commit in fixes:
+        out += [f"**{commit.subject}**", "", commit.body.strip(), ""]
     out += ["## The test", ""]
-    for c in tests:
-        out += [f"**{c.subject}**", "", c.body.strip(), ""]
+    for commit in tests:
+        out += [f"**{commit.subject}**", "", commit.body.strip(), ""]
     out += ["To run it:", "", "```sh", _how_to_run(layout), "```", ""]
 
     series = results.series
@@ -277,10 +279,10 @@ def pr_body(results: Results | dict, results_sha256: str, target: str, commits: 
     if others:
         out += ["", "### Other targets in the same run", ""]
         for c in others:
-            control = results.records_of(c.cell).get("control")
-            verdict = control.verdict if control else None
+            other_control = results.records_of(c.cell).get("control")
+            other_verdict = other_control.verdict if other_control else None
             out.append(f"- {c.cell} ({c.layout or NONE} layout): {c.status}"
-                       + (f", control {verdict}" if verdict else ""))
+                       + (f", control {other_verdict}" if other_verdict else ""))
 
     out += ["", "## Base commits", "", "| | commit |", "|---|---|"]
     source = next((c.source for c in cells if c.source), {}) or {}
@@ -400,8 +402,8 @@ def read_bundle(directory: Path) -> Bundle:
 
 @dataclass
 class BundleOptions:
-    matrix: object  # config.Matrix
-    cache: object  # cache.Cache
+    matrix: Matrix
+    cache: Cache
     results_dir: Path
     out_dir: Path
     allow_incomplete: bool = False

@@ -14,11 +14,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..errors import (ConfigError, GitHubAuthFailed, GitHubError, GitHubUnreachable,  # noqa: F401 (re-exported)
-                      PullRequestRejected, PushFailed, RateLimited, SeriesDoesNotApply)
+from ..errors import (
+    ConfigError,
+    GitHubAuthFailed,  # noqa: F401 (re-exported: pr's callers and tests name them here)
+    GitHubError,
+    GitHubUnreachable,  # noqa: F401 (re-exported: pr's callers and tests name them here)
+    PullRequestRejected,  # noqa: F401 (re-exported: pr's callers and tests name them here)
+    PushFailed,
+    RateLimited,  # noqa: F401 (re-exported: pr's callers and tests name them here)
+    SeriesDoesNotApply,
+)
 from ..vcs.runner import AM_FLAGS, GitError, git, succeeds
-from .github_api import (API_VERSION, REDACTED, Answer, Wording, body_json,  # noqa: F401 (re-exported)
-                         raise_for_answer, redact, request_headers, send)
+from .github_api import (
+    API_VERSION,  # noqa: F401 (re-exported)
+    REDACTED,  # noqa: F401 (re-exported)
+    Answer,
+    Wording,
+    body_json,
+    raise_for_answer,
+    redact,
+    request_headers,  # noqa: F401 (re-exported)
+    send,
+)
 
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 

@@ -6,6 +6,7 @@ act on is its own error class and exit code (README, 22-26): 401 and 403 without
 (the token), 403/429 with the rate limit exhausted (when to retry), 422 (GitHub refused the
 request), an unreachable server, anything else.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -35,8 +36,12 @@ def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
 
 def request_headers() -> dict[str, str]:
     """Every header but Authorization, which `_Bearer` adds."""
-    return {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": API_VERSION,
-            "Content-Type": "application/json; charset=utf-8", "User-Agent": "ggml-patch"}
+    return {
+        "Accept": "application/vnd.github+json",
+        "X-GitHub-Api-Version": API_VERSION,
+        "Content-Type": "application/json; charset=utf-8",
+        "User-Agent": "ggml-patch",
+    }
 
 
 def body_json(payload: Any) -> str:
@@ -68,20 +73,34 @@ class Answer:
             return None
 
 
-def send(method: str, api_url: str, url: str, token: str, timeout: float, payload: Any = None,
-         params: Optional[dict] = None) -> Answer:
+def send(
+    method: str, api_url: str, url: str, token: str, timeout: float, payload: Any = None, params: Optional[dict] = None
+) -> Answer:
     """One request; a server that cannot be reached is GitHubUnreachable (exit 25)."""
     data = body_json(payload).encode("utf-8") if payload is not None else None
     try:
-        resp = requests.request(method, url, data=data, params=params, headers=request_headers(),
-                                auth=_Bearer(token), timeout=timeout, allow_redirects=False)
+        resp = requests.request(
+            method,
+            url,
+            data=data,
+            params=params,
+            headers=request_headers(),
+            auth=_Bearer(token),
+            timeout=timeout,
+            allow_redirects=False,
+        )
     except requests.Timeout:
-        raise GitHubUnreachable(redact(f"{api_url}: no answer within {timeout:g} s (timed out); "
-                                       "check --api-url and the network, then retry", (token,))) from None
+        raise GitHubUnreachable(
+            redact(
+                f"{api_url}: no answer within {timeout:g} s (timed out); check --api-url and the network, then retry",
+                (token,),
+            )
+        ) from None
     except requests.ConnectionError as e:
         why = "connection refused" if "refused" in str(e).lower() else "cannot connect"
-        raise GitHubUnreachable(redact(f"{api_url}: {why}; check --api-url and the network, then retry",
-                                       (token,))) from None
+        raise GitHubUnreachable(
+            redact(f"{api_url}: {why}; check --api-url and the network, then retry", (token,))
+        ) from None
     except requests.RequestException as e:
         raise GitHubUnreachable(redact(f"{api_url}: {type(e).__name__}; check --api-url", (token,))) from None
     return Answer(resp.status_code, resp.headers, resp.text)
@@ -114,27 +133,33 @@ class Wording:
     repo: str
 
 
-def raise_for_answer(answer: Answer, url: str, token: str, wording: Wording,
-                     now: Callable[[], float] = time.time) -> None:
+def raise_for_answer(
+    answer: Answer, url: str, token: str, wording: Wording, now: Callable[[], float] = time.time
+) -> None:
     """Nothing for a 2xx answer; else the error the user can act on."""
     status, headers = answer.status, answer.headers
     if 200 <= status < 300:
         return
     msg = redact(github_message(answer.text), (token,))
     if status == 401:
-        raise GitHubAuthFailed(f"GitHub rejected GITHUB_TOKEN (401 {msg or 'Unauthorized'}): use a valid token "
-                               f"with {wording.access}")
+        raise GitHubAuthFailed(
+            f"GitHub rejected GITHUB_TOKEN (401 {msg or 'Unauthorized'}): use a valid token with {wording.access}"
+        )
     if status in (403, 429) and (headers.get("X-RateLimit-Remaining") == "0" or headers.get("Retry-After")):
-        raise RateLimited(f"GitHub API rate limit exceeded ({status} {msg or 'rate limited'}): "
-                          f"{retry_when(headers, now())}")
+        raise RateLimited(
+            f"GitHub API rate limit exceeded ({status} {msg or 'rate limited'}): {retry_when(headers, now())}"
+        )
     if status == 403:
-        raise GitHubAuthFailed(f"GitHub refused the request (403 {msg or 'Forbidden'}): the token lacks "
-                               f"{wording.forbidden}")
+        raise GitHubAuthFailed(
+            f"GitHub refused the request (403 {msg or 'Forbidden'}): the token lacks {wording.forbidden}"
+        )
     if status == 422:
         raise GitHubRejected(f"{wording.rejected} (422 {msg or 'Unprocessable Entity'})")
     if status == 404:
-        raise GitHubError(f"{redact(url, (token,))}: 404 {msg or 'Not Found'}: {wording.repo} does not exist "
-                          "or the token cannot see it")
+        raise GitHubError(
+            f"{redact(url, (token,))}: 404 {msg or 'Not Found'}: {wording.repo} does not exist "
+            "or the token cannot see it"
+        )
     raise GitHubError(f"{redact(url, (token,))}: unexpected answer {status} {msg}".rstrip())
 
 
