@@ -17,12 +17,18 @@ CELLS = HERE / ".github" / "ggml-patch-cells.json"
 
 nox.options.sessions = ["matrix"]
 nox.options.reuse_existing_virtualenvs = True
+CONSTRAINTS = str(Path(__file__).parent / "constraints.txt")  # the versions CI tested
+
+
+def _install(session: nox.Session, extras: str = "") -> None:
+    """ggml-patch (with `extras`) into the session, at the versions of constraints.txt."""
+    session.install("-c", CONSTRAINTS, f".[{extras}]" if extras else ".")
 
 
 @nox.session
 def matrix(session: nox.Session) -> None:
     """Apply, build, test and control every cell of matrix.yaml (args go to `ggml-patch matrix`)."""
-    session.install(".")
+    _install(session)
     session.run("ggml-patch", "matrix", *session.posargs)
 
 
@@ -30,7 +36,7 @@ def matrix(session: nox.Session) -> None:
 def status(session: nox.Session) -> None:
     """Where the series applies on every target, building nothing (args go to `ggml-patch status`,
     e.g. `nox -s status -- --profile live --json`)."""
-    session.install(".")
+    _install(session)
     session.run("ggml-patch", "status", *session.posargs)
 
 
@@ -53,7 +59,7 @@ _CELLS = _cells()
 def cell(session: nox.Session, target: str, backend: str) -> None:
     """One matrix cell into results/cells/<target>-<backend> (args go to `ggml-patch matrix`)."""
     results = next(c["results"] for c in _CELLS if (c["target"], c["backend"]) == (target, backend))
-    session.install(".")
+    _install(session)
     session.run("ggml-patch", "matrix", "--target", target, "--backend", backend, "--results", results,
                 *session.posargs)
 
@@ -61,7 +67,7 @@ def cell(session: nox.Session, target: str, backend: str) -> None:
 @nox.session
 def bundle(session: nox.Session) -> None:
     """The upstream pull-request bundle from results/ (args go to `ggml-patch bundle`)."""
-    session.install(".")
+    _install(session)
     session.run("ggml-patch", "bundle", *session.posargs)
 
 
@@ -69,14 +75,14 @@ def bundle(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The test suite, every tier: tests/unit, tests/integration, tests/e2e (the real CPU matrix end to
     end). Args go to pytest, e.g. `nox -s tests -- -m unit`."""
-    session.install(".[test]")
+    _install(session, "test,plot")
     session.run("pytest", *session.posargs)
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff check, mypy, then ruff format --check, on orchestrator/ (configured in pyproject.toml)."""
-    session.install(".[lint]")
+    _install(session, "lint")
     session.run("ruff", "check", "orchestrator")
     session.run("mypy")
     session.run("ruff", "format", "--check", "orchestrator")
@@ -85,7 +91,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def workflows(session: nox.Session) -> None:
     """The generated workflows current, actionlint (with shellcheck) and zizmor on .github/."""
-    session.install(".[test]")
+    _install(session, "test")
     session.run("ggml-patch", "ci-workflow", "--check")
     session.run("actionlint")
     session.run("zizmor", "--offline", ".github", *session.posargs)
@@ -94,5 +100,5 @@ def workflows(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Speed benchmark against the by-hand route (about 10 minutes on 2 cores); writes results/bench/."""
-    session.install(".")
+    _install(session)
     session.run("python", "benchmarks/bench.py", *session.posargs)

@@ -5,6 +5,7 @@ Every error is one line naming the file, the line and the key (from the YAML nod
 from __future__ import annotations
 
 import difflib
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -15,25 +16,34 @@ import yaml
 from .errors import ConfigError
 from .patchset.layout import LAYOUTS
 
-BACKEND_NAMES = ("cpu", "vulkan", "cuda", "metal")
-SOURCE_KINDS = ("pypi-sdist", "git", "local", "tarball")
-
+# Schema pieces the registries' own schemas use (sources/: each kind's options).
 # \Z, not $: jsonschema uses re.search, where $ also matches before a final newline
-_SHA256 = {"type": "string", "pattern": r"^[0-9a-f]{64}\Z"}
+SHA256 = {"type": "string", "pattern": r"^[0-9a-f]{64}\Z"}
+STR = {"type": "string", "minLength": 1}
+RELPATH = {"type": "string", "minLength": 1, "not": {"pattern": r"(^/|(^|/)\.\.(/|$))"}}
 _NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z"}
-_STR = {"type": "string", "minLength": 1}
-_RELPATH = {"type": "string", "minLength": 1, "not": {"pattern": r"(^/|(^|/)\.\.(/|$))"}}
 
-SCHEMA: dict[str, Any] = {
+
+@functools.lru_cache(maxsize=None)
+def schema() -> dict[str, Any]:
+    """matrix.yaml's JSON Schema, composed here from what each registry owns: the source kinds
+    and their options (sources/), the backend names (backends/)."""
+    from . import backends, sources
+
+    return _schema(sources.names(), sources.schema_pieces(), backends.names())
+
+
+def _schema(source_kinds: list[str], source_pieces: list[dict], backend_names: list[str]) -> dict[str, Any]:
+    return {
     "type": "object",
     "additionalProperties": False,
     "required": ["series", "targets", "backends", "profiles"],
     "properties": {
         "series": {
             "type": "object", "additionalProperties": False, "required": ["path", "layout"],
-            "properties": {"path": _STR, "layout": {"enum": sorted(LAYOUTS)}},
+            "properties": {"path": STR, "layout": {"enum": sorted(LAYOUTS)}},
         },
-        "native_tests": _STR,
+        "native_tests": STR,
         # the repository that owns the scheduled workflows: they run there only, never in forks
         "ci": {"type": "object", "additionalProperties": False,
                "properties": {"repository": {"type": "string", "pattern": r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+\Z"}}},
@@ -44,47 +54,27 @@ SCHEMA: dict[str, Any] = {
                 "type": "object", "additionalProperties": False, "required": ["layout", "source"],
                 "properties": {
                     "layout": {"enum": sorted(LAYOUTS)},
-                    "prefix": _RELPATH,
+                    "prefix": RELPATH,
                     "description": {"type": "string"},
                     "source": {
                         "type": "object", "required": ["kind"],
-                        "properties": {"kind": {"enum": list(SOURCE_KINDS)}},
-                        "allOf": [
-                            {"if": {"properties": {"kind": {"const": "pypi-sdist"}}},
-                             "then": {"additionalProperties": False,
-                                      "required": ["package", "version", "sha256"],
-                                      "properties": {"kind": {}, "package": _STR, "version": _STR,
-                                                     "sha256": _SHA256, "subdirectory": _RELPATH}}},
-                            {"if": {"properties": {"kind": {"const": "tarball"}}},
-                             "then": {"additionalProperties": False, "required": ["url", "sha256"],
-                                      "properties": {"kind": {}, "url": _STR, "sha256": _SHA256,
-                                                     "subdirectory": _RELPATH}}},
-                            {"if": {"properties": {"kind": {"const": "git"}}},
-                             "then": {"additionalProperties": False, "required": ["url", "ref"],
-                                      "properties": {"kind": {}, "url": _STR, "ref": _STR,
-                                                     "subdirectory": _RELPATH,
-                                                     # submodules to fill in (a fork vendored in a superproject)
-                                                     "submodules": {"type": "array", "items": _RELPATH,
-                                                                    "uniqueItems": True}}}},
-                            {"if": {"properties": {"kind": {"const": "local"}}},
-                             "then": {"additionalProperties": False, "required": ["path"],
-                                      "properties": {"kind": {}, "path": _STR, "subdirectory": _RELPATH}}},
-                        ],
+                        "properties": {"kind": {"enum": source_kinds}},
+                        "allOf": source_pieces,
                     },
                 },
             },
         },
         "backends": {
             "type": "object", "minProperties": 1,
-            "propertyNames": {"enum": list(BACKEND_NAMES)},
+            "propertyNames": {"enum": backend_names},
             "additionalProperties": {
                 "type": "object", "additionalProperties": False,
                 "properties": {
                     "cmake_flags": {"type": "array", "items": {"type": "string", "pattern": r"^-D[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?=[^\n]*\Z"}},
                     "env": {"type": "object", "additionalProperties": {"type": "string"}},
-                    "tools": {"type": "array", "items": _STR},
+                    "tools": {"type": "array", "items": STR},
                     "timeout": {"type": "number", "exclusiveMinimum": 0},
-                    "runs_on": _STR,
+                    "runs_on": STR,
                 },
             },
         },
@@ -239,7 +229,7 @@ def _schema_message(err: jsonschema.ValidationError) -> tuple[tuple, str]:
         if allowed:
             return path + (bad,), f"unknown name {bad!r}{_did_you_mean(bad, allowed)} (expected one of {', '.join(allowed)})"
         return path + (bad,), f"{bad!r} is not a valid name (letters, digits, '.', '_', '-')"
-    if v == "pattern" and err.validator_value == _SHA256["pattern"]:
+    if v == "pattern" and err.validator_value == SHA256["pattern"]:
         return path, f"{err.instance!r} is not a sha256 (expected 64 lowercase hex digits)"
     if v == "pattern" and path == ("ci", "repository"):
         return path, f"{err.instance!r} is not a repository (expected OWNER/NAME)"
@@ -277,7 +267,7 @@ def load_matrix(path: str | Path) -> Matrix:
         raise ConfigError(f"{path}:1: the matrix is empty; expected keys series, targets, backends, profiles")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}:1: expected a mapping at the top level, got {type(data).__name__}")
-    errors = sorted(jsonschema.Draft202012Validator(SCHEMA).iter_errors(data),
+    errors = sorted(jsonschema.Draft202012Validator(schema()).iter_errors(data),
                     key=lambda e: (_line_for(lines, tuple(e.absolute_path)), len(e.absolute_path)))
     errors = [e for e in errors if e.validator not in ("if", "allOf")] or errors
     if errors:

@@ -59,17 +59,17 @@ def setup_python(pins: Pins) -> dict:
     return {
         "name": "Python",
         "uses": uses("setup-python", pins),
-        "with": {"python-version": PYTHON, "cache": "pip", "cache-dependency-path": "pyproject.toml"},
+        "with": {"python-version": PYTHON, "cache": "pip", "cache-dependency-path": "constraints.txt"},
     }
 
 
 def install(extra: str = "") -> dict:
-    """The tool installed once into the runner's Python, then called directly (no nox: a second
-    virtual environment and install per job for nothing)."""
+    """The tool installed once into the runner's Python, at the versions constraints.txt pins,
+    then called directly (no nox: a second virtual environment and install per job for nothing)."""
     target = f"'.[{extra}]'" if extra else "."
     return {
-        "name": "Install ggml-patch" + (f" with the {extra} extra" if extra else ""),
-        "run": f"python -m pip install --disable-pip-version-check {target}",
+        "name": "Install ggml-patch" + (f" with its {extra} extras" if extra else ""),
+        "run": f"python -m pip install --disable-pip-version-check -c constraints.txt {target}",
     }
 
 

@@ -286,7 +286,7 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
 
 
 def _aggregate_job(matrix: Matrix, profiles: list[str], pins: Pins) -> dict:
-    steps: list[dict] = [*C.first_steps(pins)]
+    steps: list[dict] = [*C.first_steps(pins, extra="plot")]  # the bundle's training-loss plot
     keys = list(dict.fromkeys(k for p in profiles for t, _ in matrix.cells(p) if (k := downloads_key(matrix, t.name))))
     steps += [
         {

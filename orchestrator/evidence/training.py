@@ -1,9 +1,11 @@
 """Training evidence: loss per epoch with and without the fix (native_tests/train-opt-dynamic).
 
-Parsing and the table are pure; the plot (matplotlib, no display) is the one effect.
+Parsing and the table are pure; the plot (matplotlib, no display) is the one effect, made only
+where matplotlib is installed (the `plot` extra: pip install 'ggml-patch[plot]').
 """
 from __future__ import annotations
 
+import importlib.util
 import math
 import re
 from pathlib import Path
@@ -47,6 +49,11 @@ def table_markdown(patched: list[dict], control: list[dict]) -> str:
                 _fmt(c["train_loss"]) if c else "—", _fmt(c["eval_loss"]) if c else "—"]
         lines.append(f"| {n} | " + " | ".join(cols) + " |")
     return "\n".join(lines) + "\n"
+
+
+def can_plot() -> bool:
+    """Whether matplotlib is importable here (the `plot` extra)."""
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def figure(patched: list[dict], control: list[dict], title: str):

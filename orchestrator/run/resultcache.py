@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
-KEY_VERSION = 1  # bump when the meaning of a cached result changes
+KEY_VERSION = 2  # bump when the meaning of a cached result changes (2: log paths relative to the logs dir)
 
 
 def cell_key(parts: dict[str, Any]) -> str:

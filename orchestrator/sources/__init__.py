@@ -6,6 +6,7 @@ fetched once and reused between runs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Callable
 
 from ..cache import Cache
@@ -29,13 +30,29 @@ def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
     return _kind(source)(source, cache, repo)
 
 
-def _kind(source: Source) -> Callable[[Source, Cache, SnapshotRepo], Snapshot]:
+def _modules() -> dict[str, ModuleType]:
+    """Each kind's module: its `snapshot` and its `OPTIONS` (the JSON Schema of its keys)."""
     from . import git, local, pypi_sdist, tarball
 
-    kinds = {"pypi-sdist": pypi_sdist.snapshot, "git": git.snapshot, "local": local.snapshot,
-             "tarball": tarball.snapshot}
+    return {"pypi-sdist": pypi_sdist, "git": git, "local": local, "tarball": tarball}
+
+
+def names() -> list[str]:
+    return list(_modules())
+
+
+def schema_pieces() -> list[dict]:
+    """matrix.yaml's `source` schema, one if/then per kind: its required keys and its options."""
+    return [{"if": {"properties": {"kind": {"const": kind}}},
+             "then": {"additionalProperties": False, "required": list(m.OPTIONS["required"]),
+                      "properties": {"kind": {}, **m.OPTIONS["properties"]}}}
+            for kind, m in _modules().items()]
+
+
+def _kind(source: Source) -> Callable[[Source, Cache, SnapshotRepo], Snapshot]:
+    kinds = _modules()
     try:
-        return kinds[source.kind]
+        return kinds[source.kind].snapshot
     except KeyError:
         raise ConfigError(f"{source.key}.kind: source kind {source.kind!r} is not supported yet "
                           f"(supported: {', '.join(kinds)})") from None

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cache import Cache, slug
-from ..config import Source
+from ..config import RELPATH, STR, Source
 from ..errors import ConfigError, ToolError
 from ..vcs.runner import GitError, git, init_bare, succeeds
 from ..vcs.snapshots import SnapshotRepo
@@ -33,6 +33,12 @@ _NETWORK_CONFIG = ("http.lowSpeedLimit=1000", "http.lowSpeedTime=60", "protocol.
 _FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 _MISSING_REF = ("couldn't find remote ref", "not our ref", "no such remote ref", "unadvertised object",
                 "remote did not send all necessary objects")
+
+# matrix.yaml's keys for this kind (composed into the matrix schema by config.py): `submodules`
+# are the superproject's submodules to fill in (a fork vendored in a superproject)
+OPTIONS = {"required": ["url", "ref"],
+           "properties": {"url": STR, "ref": STR, "subdirectory": RELPATH,
+                          "submodules": {"type": "array", "items": RELPATH, "uniqueItems": True}}}
 
 
 def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:

@@ -17,13 +17,16 @@ from pathlib import Path
 from typing import Optional
 
 from ..cache import Cache, slug
-from ..config import Source
+from ..config import RELPATH, STR, Source
 from ..errors import ConfigError
 from ..vcs.runner import GitError, git, git_bytes
 from ..vcs.snapshots import SnapshotRepo
 from . import Snapshot
 
 _GITLINK = "160000"
+
+# matrix.yaml's keys for this kind (composed into the matrix schema by config.py)
+OPTIONS = {"required": ["path"], "properties": {"path": STR, "subdirectory": RELPATH}}
 
 
 def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:

@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import Optional
 
 from ..cache import Cache, slug
-from ..config import Source
+from ..config import RELPATH, SHA256, STR, Source
 from ..errors import SourceUnavailable
 from ..vcs.snapshots import SnapshotRepo
 from . import Snapshot, SourceUnreachable
@@ -25,6 +25,10 @@ from . import Snapshot, SourceUnreachable
 _NETWORK_ERRORS = ("Failed to establish a new connection", "NameResolutionError", "Temporary failure in name resolution",
                    "Network is unreachable", "Connection refused", "Read timed out", "ConnectTimeoutError",
                    "ProxyError")
+
+# matrix.yaml's keys for this kind (composed into the matrix schema by config.py)
+OPTIONS = {"required": ["package", "version", "sha256"],
+           "properties": {"package": STR, "version": STR, "sha256": SHA256, "subdirectory": RELPATH}}
 
 
 def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:

@@ -18,13 +18,16 @@ from urllib.parse import urlparse
 import requests
 
 from ..cache import Cache, slug
-from ..config import Source
+from ..config import RELPATH, SHA256, STR, Source
 from ..errors import SourceUnavailable
 from ..vcs.snapshots import SnapshotRepo
 from . import Snapshot, SourceUnreachable
 from .pypi_sdist import sha256_of
 
 CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 30, 300
+
+# matrix.yaml's keys for this kind (composed into the matrix schema by config.py)
+OPTIONS = {"required": ["url", "sha256"], "properties": {"url": STR, "sha256": SHA256, "subdirectory": RELPATH}}
 
 
 def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:

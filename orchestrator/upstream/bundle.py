@@ -23,7 +23,7 @@ from typing import Callable, Optional
 from ..cache import Cache
 from ..config import Matrix
 from ..errors import BuildFailed, BundleRefused, BundleVerificationFailed, ConfigError, SeriesDoesNotApply
-from ..evidence.training import plot, table_markdown
+from ..evidence.training import can_plot, plot, table_markdown
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..report import model
 from ..report.model import Cell, CellStatus, Outcome, Results, VariantRecord, Verdict, as_results
@@ -215,8 +215,9 @@ def _how_to_run(layout: str) -> str:
 
 
 def pr_body(results: Results | dict, results_sha256: str, target: str, commits: list[Commit], toolchain: dict,
-            warnings: list[str]) -> str:
-    """PR_BODY.md: the series' own messages, then the run's evidence, every number from results.json."""
+            warnings: list[str], plotted: bool = True) -> str:
+    """PR_BODY.md: the series' own messages, then the run's evidence, every number from results.json.
+    `plotted`: the bundle holds the training-loss plot (matplotlib is installed), so the body shows it."""
     results = as_results(results)
     cells = results.cells_of(target)
     layout = cells[0].layout if cells else ""
@@ -273,8 +274,9 @@ def pr_body(results: Results | dict, results_sha256: str, target: str, commits: 
                 "`native_tests/train-opt-dynamic.cpp` (not part of the series) trains a linear regression on "
                 "fixed-seed data with per-step graphs, as llama.cpp trains, in both variants of the cell. "
                 f"The curves differ {verdict}.", "",
-                table_markdown(t["with_fix"], t["without_fix"]).rstrip("\n"), "",
-                f"![train and eval loss per epoch, with and without the fix]({TRAINING_PLOT})"]
+                table_markdown(t["with_fix"], t["without_fix"]).rstrip("\n")]
+        if plotted:
+            out += ["", f"![train and eval loss per epoch, with and without the fix]({TRAINING_PLOT})"]
     others = [c for c in results.cells if c.target != target]
     if others:
         out += ["", "### Other targets in the same run", ""]
@@ -490,10 +492,11 @@ def bundle_target(opts: BundleOptions, results: Results, results_sha: str, targe
         verification = verify(opts, target, repo, worktree, work, base, patched, patches)
         toolchain = toolchain_info(work / "build")
         toolchain = cell_compilers_that_differ({**toolchain, **cells_toolchain(cache, cells)})
-    body = pr_body(results, results_sha, target_name, commits, toolchain, warnings)
-    files_text: dict[str, str | bytes] = {**dict(patches), "PR_TITLE": pr_title(commits) + "\n", "PR_BODY.md": body}
     trained = training_cell(results, target_name)
-    if trained and trained.training:
+    plotted = bool(trained and trained.training) and can_plot()  # the table is in the body either way
+    body = pr_body(results, results_sha, target_name, commits, toolchain, warnings, plotted)
+    files_text: dict[str, str | bytes] = {**dict(patches), "PR_TITLE": pr_title(commits) + "\n", "PR_BODY.md": body}
+    if plotted and trained and trained.training:
         with tempfile.TemporaryDirectory() as tmp:
             t = trained.training
             png = plot(t["with_fix"], t["without_fix"], Path(tmp) / TRAINING_PLOT,

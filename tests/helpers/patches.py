@@ -3,7 +3,7 @@
 import unidiff
 
 from orchestrator.patchset.layout import LAYOUTS, register_gate_test
-from orchestrator.patchset.series import FileDiff, Series, parse_series
+from orchestrator.patchset.series import FileDiff, Series, parse_series, unified_file_diff
 
 from .tools import ROOT
 
@@ -108,3 +108,11 @@ DIFF_CASES = {
     "to-empty": ("only\n", ""),
     "registration": (GGML_CMAKE, register_gate_test(GGML, GGML_CMAKE)),
 }
+
+
+OPT = "ggml/src/ggml-opt.cpp"  # in the series' (llama.cpp) layout
+
+
+def mutant_text(name: str, old: str, new: str, title: str = "no reset", path: str = OPT) -> str:
+    """A mutant file (native_tests/mutants/ format) turning `old` into `new` at `path`."""
+    return f"Mutant: {title}\nWhy it is wrong: {name} is wrong on purpose\n\n" + unified_file_diff(path, old, new)

@@ -48,11 +48,12 @@ def bare_path(tmp_path, monkeypatch):
 
 # ---- registry ----
 
-def test_every_config_backend_has_a_module():
-    from orchestrator.config import BACKEND_NAMES
+def test_the_matrix_schema_takes_its_backend_names_from_the_registry():
+    from orchestrator.config import schema
 
-    assert backends.names() == list(BACKEND_NAMES)
-    for name in BACKEND_NAMES:
+    assert backends.names() == ["cpu", "vulkan", "cuda", "metal"]
+    assert schema()["properties"]["backends"]["propertyNames"]["enum"] == backends.names()
+    for name in backends.names():
         assert backends.get(name).name == name
 
 

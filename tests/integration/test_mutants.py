@@ -11,75 +11,26 @@ from orchestrator import backends
 from orchestrator.cache import Cache
 from orchestrator.config import Backend, Source, Target
 from orchestrator.errors import ConfigError, ExitCode
-from orchestrator.evidence.classify import CRASHED, FAILED, PASSED, TIMEOUT
-from orchestrator.evidence.mutants import kill_line, parse_mutant, verdict
-from orchestrator.patchset.layout import GATE_TEST, BuildPlan, get_layout
+from orchestrator.evidence.classify import FAILED, PASSED
+from orchestrator.evidence.mutants import parse_mutant
+from orchestrator.patchset.layout import GATE_TEST, BuildPlan
 from orchestrator.patchset.series import Series, unified_file_diff
 from orchestrator.report.junit import junit_xml, mutant_case_name
-from orchestrator.report.model import (Build, Cell, CellStatus, RecordStatus, Results, TestRecord, VariantRecord,
-                                       Verdict)
+from orchestrator.report.model import Build, Cell, CellStatus, RecordStatus, Results, TestRecord, VariantRecord, Verdict
 from orchestrator.report.summary import summary_markdown
 from orchestrator.run import cmake
 from orchestrator.run.cell import CellContext, Steps, conclude, run_mutants
 from orchestrator.vcs.snapshots import SnapshotRepo, Worktree
 
+from ..helpers.patches import OPT, mutant_text
 from ..helpers.tools import ROOT
 
 FAIL_LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
-OPT = "ggml/src/ggml-opt.cpp"  # the series' (llama.cpp) layout; the fake target is in the ggml layout
 
 # ---- the file format ----
 
 
-def mutant_text(name: str, old: str, new: str, title: str = "no reset", path: str = OPT) -> str:
-    return f"Mutant: {title}\nWhy it is wrong: {name} is wrong on purpose\n\n" + unified_file_diff(path, old, new)
-
-
-def test_a_mutant_file_is_a_header_and_a_git_diff():
-    m = parse_mutant("01-no-reset.patch", mutant_text("01", "a\nb\n", "a\nB\n"))
-    assert (m.name, m.title, m.why) == ("01-no-reset", "no reset", "01 is wrong on purpose")
-    ggml, llama = get_layout("ggml"), get_layout("llama.cpp")
-    assert m.paths(llama, ggml) == ["src/ggml-opt.cpp"]
-    assert m.rendered(llama, ggml).startswith("diff --git a/src/ggml-opt.cpp b/src/ggml-opt.cpp\n")
-    assert m.rendered(llama, get_layout("llama.cpp", "vendor/llama.cpp")).startswith(
-        "diff --git a/vendor/llama.cpp/ggml/src/ggml-opt.cpp b/vendor/llama.cpp/ggml/src/ggml-opt.cpp\n")
-
-
-@pytest.mark.parametrize("text, phrase", [
-    ("Mutant: x\nWhy it is wrong: y\n\nno diff here\n", "no 'diff --git' section"),
-    (unified_file_diff(OPT, "a\n", "b\n"), "no 'Mutant: ...' line"),
-    ("Mutant: x\n\n" + unified_file_diff(OPT, "a\n", "b\n"), "no 'Why it is wrong: ...' line"),
-    ("Mutant: x\nWhy it is wrong: y\n\n" + unified_file_diff("../etc/passwd", "a\n", "b\n"), "escapes the source tree"),
-])
-def test_a_malformed_mutant_is_one_line_naming_the_file(text, phrase):
-    with pytest.raises(ConfigError) as e:
-        parse_mutant("02-bad.patch", text)
-    assert str(e.value).startswith("02-bad.patch: ") and phrase in str(e.value) and "\n" not in str(e.value)
-
-
 # ---- the verdicts (pure) ----
-
-def _gate(outcome, exit_code, output="", signal=None):
-    return TestRecord(outcome, exit_code, signal, gate=True, output=output)
-
-
-@pytest.mark.parametrize("apply_error, built, gate, expected, phrase", [
-    ("error: patch failed: src/ggml-opt.cpp:3", True, None, Verdict.INVALID, "did not apply: error: patch failed"),
-    (None, False, None, Verdict.INVALID, "the tree with the mutant did not build"),
-    (None, True, _gate(CRASHED, -11, signal="SIGSEGV"), Verdict.INVALID, "crashed (SIGSEGV)"),
-    (None, True, _gate(TIMEOUT, None), Verdict.INVALID, "timed out"),
-    (None, True, _gate(PASSED, 0), Verdict.SURVIVED, "passed with this known-wrong fix"),
-    (None, True, _gate(FAILED, 1, "x\n"), Verdict.INVALID, "without printing its failure line"),
-    (None, True, _gate(FAILED, 1, FAIL_LINE + "\n"), Verdict.KILLED, FAIL_LINE),
-])
-def test_verdicts(apply_error, built, gate, expected, phrase):
-    v = verdict(apply_error, built, gate)
-    assert v.verdict == expected and phrase in v.reason
-
-
-def test_kill_line_counts_the_mutants_that_ran():
-    assert kill_line([Verdict.KILLED, Verdict.SURVIVED, None, Verdict.KILLED]) == \
-        "the gate kills 2/3 known-wrong fixes"
 
 
 # ---- the mutants step, on a fake project ----

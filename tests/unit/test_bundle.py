@@ -153,3 +153,18 @@ def test_a_bundle_changed_after_it_was_made_is_rejected(tmp_path):
 # ---------------------------------------------------------------- end to end: a real run, bundled
 
 
+
+
+def test_without_matplotlib_the_body_keeps_the_loss_table_and_shows_no_plot():
+    r = sample()
+    r["cells"][1]["training"] = {"with_fix": [{"epoch": 0, "train_loss": 2.5, "eval_loss": 2.25},
+                                              {"epoch": 1, "train_loss": 0.5, "eval_loss": 0.25}],
+                                 "without_fix": [{"epoch": 0, "train_loss": 2.5, "eval_loss": 2.25},
+                                                 {"epoch": 1, "train_loss": 9.5, "eval_loss": 8.5}],
+                                 "diverges_as_predicted": True}
+    target = r["cells"][1]["target"]
+    body = B.pr_body(r, "f" * 64, target, COMMITS, TOOLCHAIN, [], plotted=False)
+    check_body_against_results(body, r, target, plotted=False)
+    assert "training-loss.png" not in body
+    with pytest.raises(AssertionError):  # the check itself tells the two apart
+        check_body_against_results(B.pr_body(r, "f" * 64, target, COMMITS, TOOLCHAIN, []), r, target, plotted=False)

@@ -464,3 +464,15 @@ def test_target_and_backend_lookup(matrix):
         matrix.target("ggm")
     with pytest.raises(ConfigError, match=r"unknown backend 'cpuu'; did you mean 'cpu'\?"):
         matrix.backend("cpuu")
+
+
+def test_each_source_kind_owns_its_keys_and_the_matrix_schema_composes_them():
+    from orchestrator import sources
+    from orchestrator.config import schema
+
+    source = schema()["properties"]["targets"]["additionalProperties"]["properties"]["source"]
+    assert source["properties"]["kind"]["enum"] == sources.names() == ["pypi-sdist", "git", "local", "tarball"]
+    pieces = {p["if"]["properties"]["kind"]["const"]: p["then"] for p in source["allOf"]}
+    for kind, module in sources._modules().items():
+        assert pieces[kind]["required"] == module.OPTIONS["required"]
+        assert set(pieces[kind]["properties"]) == {"kind", *module.OPTIONS["properties"]}

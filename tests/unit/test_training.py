@@ -1,6 +1,8 @@
 """Training evidence: parsing, the bug's signature, the table, the plot."""
 import math
 
+import pytest
+
 from orchestrator.evidence.training import diverges_as_predicted, epochs, figure, plot, table_markdown
 
 FIXED = """train-opt-dynamic: linear regression, 8 inputs
@@ -37,6 +39,7 @@ def test_table_numbers_are_the_results_numbers():
 
 
 def test_plot_has_both_curves_and_labelled_axes(tmp_path):
+    pytest.importorskip("matplotlib", reason="the plot needs the plot extra: pip install 'ggml-patch[plot]'")
     fig = figure(epochs(FIXED), epochs(BUGGY), "t")
     ax = fig.axes[0]
     assert ax.get_xlabel() == "epoch" and "loss" in ax.get_ylabel()
