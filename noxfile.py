@@ -1,10 +1,19 @@
-"""nox sessions: thin wrappers over `ggml-patch` (all logic lives in orchestrator/)."""
+"""nox sessions: thin wrappers over `ggml-patch` (all logic lives in orchestrator/).
+
+Only the standard library and nox here: right after `pip install nox` every session is listed
+and runnable (each installs the tool into its own environment).
+"""
+import json
 import sys
 from pathlib import Path
 
 import nox
 
-sys.path.insert(0, str(Path(__file__).parent))  # orchestrator/, for the cells of matrix.yaml
+HERE = Path(__file__).parent
+# The cells of matrix.yaml, written beside the workflow by `ggml-patch ci-workflow` (the CI legs
+# are the same cells): JSON, because nox brings no YAML parser and the tool's own dependencies
+# are not installed where nox runs.
+CELLS = HERE / ".github" / "ggml-patch-cells.json"
 
 nox.options.sessions = ["matrix"]
 nox.options.reuse_existing_virtualenvs = True
@@ -31,31 +40,28 @@ def status(session: nox.Session) -> None:
     session.run("ggml-patch", "status", *session.posargs)
 
 
-def _cells() -> list[tuple[str, str]]:
-    """(target, backend) of every cell of matrix.yaml's profiles: one `cell` session each, one
-    CI leg each (.github/workflows/ggml-patch-matrix.yml). Empty where ggml-patch's own
-    dependencies are not importable by nox's Python: the other sessions still work."""
+def _cells() -> list[dict]:
+    """One `cell` session per cell of matrix.yaml's profiles (one CI leg each)."""
     try:
-        from orchestrator.config import load_matrix
-        from orchestrator.errors import GgmlPatchError
-        from orchestrator.ci.workflow import nox_cells
-    except ImportError:
+        cells = json.loads(CELLS.read_text(encoding="utf-8"))["cells"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"noxfile: no cell sessions: {CELLS} is unreadable ({type(e).__name__}); "
+              "regenerate it with `ggml-patch ci-workflow`", file=sys.stderr)
         return []
-    try:
-        return nox_cells(load_matrix(Path(__file__).parent / "matrix.yaml"))
-    except GgmlPatchError:  # `nox -s matrix` reports a broken matrix.yaml in one line
-        return []
+    return cells
+
+
+_CELLS = _cells()
 
 
 @nox.session
-@nox.parametrize(["target", "backend"], _cells())
+@nox.parametrize(["target", "backend"], [(c["target"], c["backend"]) for c in _CELLS])
 def cell(session: nox.Session, target: str, backend: str) -> None:
-    """One matrix cell into results/cells/<target>-<backend> (a CI leg; args go to `ggml-patch matrix`)."""
-    from orchestrator.ci.workflow import cell_results_dir  # where the CI leg uploads from
-
+    """One matrix cell into results/cells/<target>-<backend> (args go to `ggml-patch matrix`)."""
+    results = next(c["results"] for c in _CELLS if (c["target"], c["backend"]) == (target, backend))
     _install(session)
-    session.run("ggml-patch", "matrix", "--target", target, "--backend", backend,
-                "--results", cell_results_dir(target, backend), *session.posargs)
+    session.run("ggml-patch", "matrix", "--target", target, "--backend", backend, "--results", results,
+                *session.posargs)
 
 
 @nox.session
@@ -80,6 +86,15 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", "orchestrator")
     session.run("mypy")
     session.run("ruff", "format", "--check", "orchestrator")
+
+
+@nox.session
+def workflows(session: nox.Session) -> None:
+    """The generated workflows current, actionlint (with shellcheck) and zizmor on .github/."""
+    _install(session, "test")
+    session.run("ggml-patch", "ci-workflow", "--check")
+    session.run("actionlint")
+    session.run("zizmor", "--offline", ".github", *session.posargs)
 
 
 @nox.session

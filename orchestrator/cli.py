@@ -26,6 +26,10 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--lock-timeout", type=_seconds, metavar="S",
                         help="give up (exit 3) when another run holds a lock this tool needs for S seconds "
                              "(default: wait, saying who holds it)")
+    common.add_argument("--pins", metavar="FILE",
+                        help="git targets pinned to commits (`ggml-patch resolve-refs --out FILE`): one commit per CI run")
+    common.add_argument("--pin", action="append", default=[], metavar="TARGET=COMMIT",
+                        help="pin one git target to a commit (repeatable; wins over --pins)")
     p = argparse.ArgumentParser(prog="ggml-patch", description="Carry the ggml-opt per-step accumulator fix into ggml, llama.cpp and forks, and prove it on every backend.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
@@ -73,11 +77,12 @@ def _dispatch(args: argparse.Namespace) -> ExitCode:
     from .cache import Cache, default_cache_dir
     from .config import load_matrix
     from .outdir import writable_dir
+    from .sources.pins import collect, pinned
 
     # user errors first, before any work: the cache must be a folder we can write (not a file)
     default = default_cache_dir()  # refuses GGML_PATCH_CACHE='' even with --cache: backends read it too
     root = writable_dir(args.cache, "--cache") if args.cache else writable_dir(default, "GGML_PATCH_CACHE")
-    matrix = load_matrix(args.matrix)
+    matrix = pinned(load_matrix(args.matrix), collect(args.pins, args.pin))
     cache = Cache(root, lock_timeout=args.lock_timeout)
     cache.clean_scratch()  # what a killed run left in <cache>/tmp/
     return _command(args.command).run(args, matrix, cache)

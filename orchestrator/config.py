@@ -58,6 +58,9 @@ def _schema(source_kinds: list[str], source_pieces: list[dict], backend_names: l
             "properties": {"path": STR, "layout": {"enum": sorted(LAYOUTS)}},
         },
         "native_tests": STR,
+        # the repository that owns the scheduled workflows: they run there only, never in forks
+        "ci": {"type": "object", "additionalProperties": False,
+               "properties": {"repository": {"type": "string", "pattern": r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+\Z"}}},
         "targets": {
             "type": "object", "minProperties": 1,
             "propertyNames": _NAME,
@@ -155,6 +158,7 @@ class Matrix:
     backends: dict[str, Backend]
     profiles: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
     lines: dict[tuple, int] = field(default_factory=dict, repr=False)
+    ci_repository: str = ""  # OWNER/NAME whose schedules run the workflows (matrix.yaml ci.repository)
 
     def target(self, name: str) -> Target:
         if name not in self.targets:
@@ -304,6 +308,8 @@ def _schema_message(err: jsonschema.ValidationError) -> tuple[tuple, str]:
         return path, f"{err.instance!r} is not a GitHub repository (expected OWNER/NAME, e.g. ggml-org/llama.cpp)"
     if v == "pattern" and err.validator_value == SHA256["pattern"]:
         return path, f"{err.instance!r} is not a sha256 (expected 64 lowercase hex digits)"
+    if v == "pattern" and path == ("ci", "repository"):
+        return path, f"{err.instance!r} is not a repository (expected OWNER/NAME)"
     if v == "pattern" and path and path[-2:-1] == ("cmake_flags",):
         return path, f"{err.instance!r} is not a CMake definition (expected -DNAME=VALUE)"
     if v == "not":
@@ -420,4 +426,5 @@ def _resolve(path: Path, data: dict, lines: dict[tuple, int]) -> Matrix:
     if "default" not in profiles:
         raise ConfigError(f"{path}:{_line_for(lines, ('profiles',))}: profiles: missing required profile 'default'")
     return Matrix(path, root / data["series"]["path"], data["series"]["layout"],
-                  root / data.get("native_tests", "native_tests"), targets, backends, profiles, lines)
+                  root / data.get("native_tests", "native_tests"), targets, backends, profiles, lines,
+                  (data.get("ci") or {}).get("repository", ""))

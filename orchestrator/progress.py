@@ -29,6 +29,8 @@ def _safe(text: str) -> str:
 class Reporter:
     def __init__(self, total_cells: int, console: Optional[Console] = None):
         self.console = console or Console(stderr=True, highlight=False)
+        if not self.console.is_terminal:
+            self.console.soft_wrap = True  # a CI log: one line per message, never wrapped at 80 columns
         self.total = total_cells
         self._next = 0
         self._lock = threading.Lock()

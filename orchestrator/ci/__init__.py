@@ -1,1 +1,2 @@
-"""The project's own CI: the GitHub Actions workflow generated from matrix.yaml."""
+"""GitHub Actions: the generated workflows (matrix, drift, the project's own CI), the action pins
+they use, annotations, and the drift issue."""

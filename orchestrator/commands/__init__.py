@@ -8,4 +8,5 @@
 adding its module name to COMMANDS.
 """
 
-COMMANDS = ["matrix", "export", "ci-workflow", "merge-results", "bundle", "pr", "status", "refresh"]
+COMMANDS = ["matrix", "export", "ci-workflow", "merge-results", "bundle", "pr", "status", "refresh", "drift-issue",
+            "resolve-refs"]

@@ -1,9 +1,12 @@
 """ggml-patch matrix: apply, build, test and control every cell."""
 from __future__ import annotations
 
+import os
+
 from ..errors import ConfigError, ExitCode
 
 HELP = "apply, build, test and control every cell of the matrix"
+REQUIRE_ENV = "GGML_PATCH_REQUIRE_BACKEND"
 
 
 def add_arguments(p) -> None:
@@ -14,6 +17,9 @@ def add_arguments(p) -> None:
     p.add_argument("--build-only", action="store_true",
                    help="build (patched and control, no tests) the cells whose toolchain is here but whose "
                         "device is not (CUDA without a GPU), instead of skipping them")
+    p.add_argument("--require-backend", action="append", default=[], metavar="NAME",
+                   help="this machine is meant to run NAME: a skip of its cells is a failure (exit 9) instead "
+                        f"(repeatable; also ${REQUIRE_ENV}, comma-separated)")
     p.add_argument("--rerun", action="store_true",
                    help="run every cell again even when a cached result for exactly these inputs exists")
     p.add_argument("--no-mutants", action="store_true",
@@ -36,9 +42,14 @@ def run(args, matrix, cache) -> ExitCode:
     require_native_tests(matrix)
     matrix.cells(args.profile, args.target, args.backend)  # unknown names: one line now, not after a build
     opts = RunOptions(matrix, cache, results_dir, args.profile, args.target, args.backend, args.build_only,
-                      args.rerun, not args.no_mutants, args.parallel)
+                      args.rerun, not args.no_mutants, args.parallel, required_backends(matrix, args.require_backend))
     results = run_matrix(opts)
     paths = write_results(results, results_dir)
+    if os.environ.get("GITHUB_ACTIONS") == "true":  # failed and skipped cells on the run's page
+        from ..ci.annotations import cell_annotations
+
+        for line in cell_annotations(results, matrix):
+            print(line)
     cells = results.cells
     count = {s: sum(1 for c in cells if c.status == s)
              for s in (CellStatus.PASSED, CellStatus.SKIPPED, CellStatus.BUILD_ONLY)}
@@ -46,3 +57,9 @@ def run(args, matrix, cache) -> ExitCode:
     print(f"{count[CellStatus.PASSED]} passed, {len(cells) - sum(count.values())} failed, "
           f"{count[CellStatus.SKIPPED]} skipped{built}: results in " + ", ".join(str(p) for p in paths))
     return ExitCode(results.exit_code)
+
+
+def required_backends(matrix, names: list[str], env=os.environ) -> tuple[str, ...]:
+    """--require-backend, then $GGML_PATCH_REQUIRE_BACKEND (comma-separated): each a backend of matrix.yaml."""
+    listed = [*names, *(n.strip() for n in env.get(REQUIRE_ENV, "").split(",") if n.strip())]
+    return tuple(dict.fromkeys(matrix.backend(n).name for n in listed))

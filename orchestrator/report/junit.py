@@ -1,20 +1,45 @@
 """JUnit XML from a results dict, for CI systems' test views.
 
-Pure. One testcase per cell x variant x test: classname "ggml-patch.<target>.<backend>.<variant>",
-name the test. The negative control's gate test is expected to fail: its testcase is named
-"<gate> (fix reverted: must fail)" and passes when the control was killed; a survived or
-invalid control is the failure.
+Pure (the log reader is passed in). One testsuite per cell, named "<target>/<backend>"; one
+testcase per cell x variant x test: classname "ggml-patch/<target>/<backend>/<variant>" (slashes:
+reporters split a classname on dots, and "llama.cpp" must stay whole), name the test, and
+`file` the matrix file (so a reporter's annotation points at a file of the repository instead of
+guessing one from the classname). The negative control's gate test is expected to fail: its
+testcase is named "<gate> (fix reverted: must fail)" and passes when the control was killed; a
+survived or invalid control is the failure. A failure carries the attribution label of each of
+its devices (pre-existing, regression, unknown) and the last lines of its log.
 """
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from typing import Optional, Union
+from typing import Callable, Optional, Sequence, Union
 
 from ..patchset.layout import GATE_TEST, TESTS
-from .model import Cell, CellStatus, Outcome, RecordStatus, Results, TestRecord, VariantRecord, Verdict, as_results
+from .model import (
+    AttributionEntry,
+    Cell,
+    CellStatus,
+    Outcome,
+    RecordStatus,
+    Results,
+    TestRecord,
+    VariantRecord,
+    Verdict,
+    as_results,
+)
 
 VARIANTS = ("patched", "control")
 CONTROL_GATE_NAME = f"{GATE_TEST} (fix reverted: must fail)"
+CLASS_SEP = "/"
+LogTail = Callable[[str], Optional[str]]  # a log's path -> its last lines, or None
+
+
+def no_logs(path: str) -> Optional[str]:
+    return None
+
+
+def classname(target: str, backend: str, variant: str) -> str:
+    return CLASS_SEP.join(("ggml-patch", target, backend, variant))
 
 
 def mutant_case_name(name: str) -> str:
@@ -23,8 +48,11 @@ def mutant_case_name(name: str) -> str:
 
 def _case(suite: ET.Element, cell: Cell, variant: str, test: str, duration: Optional[float] = None) -> ET.Element:
     name = CONTROL_GATE_NAME if (variant == "control" and test == GATE_TEST) else test
-    attrs = {"classname": f"ggml-patch.{cell.target}.{cell.backend}.{variant}", "name": name,
+    attrs = {"classname": classname(cell.target, cell.backend, variant), "name": name,
              "time": f"{duration or 0:.3f}"}
+    file = suite.get("file")
+    if file:
+        attrs["file"] = file
     return ET.SubElement(suite, "testcase", attrs)
 
 
@@ -34,18 +62,33 @@ def _mark(case: ET.Element, kind: str, message: str, kind_type: str = "", text: 
         el.text = text
 
 
-def _detail(t: TestRecord) -> str:
-    """The failure's body: the outcome, the exit code or signal, the failure line and the log."""
+def _detail(t: TestRecord, attribution: Sequence[AttributionEntry] = (), log_tail: LogTail = no_logs) -> str:
+    """The failure's body: the outcome, the exit code or signal, the failure line, the attribution
+    of each failing device, the log and its last lines."""
     lines = [f"outcome: {t.outcome}", f"exit code: {t.exit_code}"]
     if t.signal:
         lines.append(f"signal: {t.signal}")
-    for key, value in (("failure line", t.failure_line), ("summary line", t.summary_line), ("log", t.log)):
+    for key, value in (("failure line", t.failure_line), ("summary line", t.summary_line)):
         if value:
             lines.append(f"{key}: {value}")
-    return "\n".join(lines)
+    lines += [f"attribution: {e.label}: {e.reason}".rstrip(": ") for e in attribution]
+    return "\n".join(lines + _log_lines(t.log, log_tail))
 
 
-def _test_case(suite: ET.Element, cell: Cell, rec: VariantRecord, test: str) -> None:
+def _log_lines(log: Optional[str], log_tail: LogTail) -> list[str]:
+    if not log:
+        return []
+    tail = log_tail(log)
+    return [f"log: {log}"] + ([f"last lines of the log:\n{tail.rstrip()}"] if tail else [])
+
+
+def _labels(entries: Sequence[AttributionEntry]) -> str:
+    """' [regression]', ' [pre-existing, unknown]' or ''."""
+    labels = list(dict.fromkeys(str(e.label) for e in entries))
+    return f" [{', '.join(labels)}]" if labels else ""
+
+
+def _test_case(suite: ET.Element, cell: Cell, rec: VariantRecord, test: str, log_tail: LogTail = no_logs) -> None:
     variant = rec.variant
     t = rec.test(test)
     case = _case(suite, cell, variant, test, t.duration_s if t else None)
@@ -53,7 +96,7 @@ def _test_case(suite: ET.Element, cell: Cell, rec: VariantRecord, test: str) -> 
     if rec.status == RecordStatus.BUILD_FAILED or (build is not None and not build.ok):
         error = build.error if build else ""
         _mark(case, "failure", f"the {variant} variant did not build: {error}".rstrip(": "),
-              "build-failed", f"log: {build.log if build else ''}")
+              "build-failed", "\n".join(_log_lines(build.log if build else None, log_tail)) or "log: ")
         return
     if rec.status == RecordStatus.BUILT:  # --build-only: a device-less machine compiled it, ran nothing
         _mark(case, "skipped", f"built only, not run: {cell.reason}")
@@ -63,7 +106,7 @@ def _test_case(suite: ET.Element, cell: Cell, rec: VariantRecord, test: str) -> 
             ET.SubElement(case, "system-out").text = f"killed: {rec.failure_line or ''}"
         else:
             _mark(case, "failure", f"negative control {rec.verdict}: {rec.verdict_reason}", str(rec.verdict),
-                  _detail(t) if t else "")
+                  _detail(t, log_tail=log_tail) if t else "")
         return
     if t is None:
         _mark(case, "error", f"{test} did not run", "not-run")
@@ -71,7 +114,9 @@ def _test_case(suite: ET.Element, cell: Cell, rec: VariantRecord, test: str) -> 
     if t.outcome != Outcome.PASSED:
         line = t.failure_line or t.summary_line or ""
         what = f"{test} {t.outcome}" + (" without the fix" if variant == "control" else "")
-        _mark(case, "failure", f"{what}: {line}" if line else what, str(t.outcome), _detail(t))
+        entries = [e for e in cell.attribution or [] if e.test == test] if variant == "patched" else []
+        message = (f"{what}: {line}" if line else what) + _labels(entries)
+        _mark(case, "failure", message, str(t.outcome), _detail(t, entries, log_tail))
 
 
 def _missing_cases(suite: ET.Element, cell: Cell, variant: str) -> None:
@@ -88,10 +133,12 @@ def _missing_cases(suite: ET.Element, cell: Cell, variant: str) -> None:
             _mark(case, kind, reason, str(cell.status))
 
 
-def _suite(parent: ET.Element, cell: Cell, results: Results) -> ET.Element:
-    suite = ET.SubElement(parent, "testsuite", {"name": f"ggml-patch.{cell.target}.{cell.backend}"})
+def _suite(parent: ET.Element, cell: Cell, results: Results, log_tail: LogTail = no_logs) -> ET.Element:
+    suite = ET.SubElement(parent, "testsuite", {"name": f"{cell.target}/{cell.backend}"})
     if results.started_at:
         suite.set("timestamp", results.started_at)
+    if results.matrix:
+        suite.set("file", results.matrix)
     by_variant = results.records_of(cell.cell)
     for variant in VARIANTS:
         rec = by_variant.get(variant)
@@ -99,28 +146,30 @@ def _suite(parent: ET.Element, cell: Cell, results: Results) -> ET.Element:
             _missing_cases(suite, cell, variant)
         else:
             for test in TESTS:
-                _test_case(suite, cell, rec, test)
+                _test_case(suite, cell, rec, test, log_tail)
     for rec in results.mutants_of(cell.cell):
-        _mutant_case(suite, cell, rec)
+        _mutant_case(suite, cell, rec, log_tail)
     _count(suite)
     return suite
 
 
-def _mutant_case(suite: ET.Element, cell: Cell, rec: VariantRecord) -> None:
+def _mutant_case(suite: ET.Element, cell: Cell, rec: VariantRecord, log_tail: LogTail = no_logs) -> None:
     """A known-wrong fix: passes when the gate killed it; survived or invalid is the failure."""
     info = rec.mutant or {}
     name = str(info.get("name") or rec.variant)
     t = rec.test(GATE_TEST)
-    case = ET.SubElement(suite, "testcase", {"classname": f"ggml-patch.{cell.target}.{cell.backend}.mutant",
+    case = ET.SubElement(suite, "testcase", {"classname": classname(cell.target, cell.backend, "mutant"),
                                              "name": mutant_case_name(name),
-                                             "time": f"{t.duration_s if t else 0:.3f}"})
+                                             "time": f"{t.duration_s if t else 0:.3f}",
+                                             **({"file": file} if (file := suite.get("file")) else {})})
     if rec.status == RecordStatus.SKIPPED:
         _mark(case, "skipped", f"mutant not run: {info.get('skipped', '')}")
     elif rec.verdict == Verdict.KILLED:
         ET.SubElement(case, "system-out").text = f"killed: {rec.failure_line or ''}"
     else:
         _mark(case, "failure", f"mutant {name} {rec.verdict}: {rec.verdict_reason}", str(rec.verdict),
-              f"{info.get('title', '')}\nwhy it is wrong: {info.get('why_wrong', '')}" + (f"\n{_detail(t)}" if t else ""))
+              f"{info.get('title', '')}\nwhy it is wrong: {info.get('why_wrong', '')}"
+              + (f"\n{_detail(t, log_tail=log_tail)}" if t else ""))
 
 
 def _count(el: ET.Element) -> None:
@@ -138,11 +187,11 @@ def _count(el: ET.Element) -> None:
     el.set("time", f"{time:.3f}")
 
 
-def junit_xml(results: Union[Results, dict]) -> str:
+def junit_xml(results: Union[Results, dict], log_tail: LogTail = no_logs) -> str:
     results = as_results(results)
     root = ET.Element("testsuites", {"name": "ggml-patch"})
     for cell in results.cells:
-        _suite(root, cell, results)
+        _suite(root, cell, results, log_tail)
     _count(root)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

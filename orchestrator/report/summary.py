@@ -23,8 +23,20 @@ def write_results(results: Union[Results, dict], directory: Path) -> list[Path]:
     json_path = dump_results(results, directory / "results.json")
     md_path = directory / "summary.md"
     md_path.write_text(summary_markdown(results), encoding="utf-8")
-    (directory / "junit.xml").write_text(junit_xml(results), encoding="utf-8")  # for CI systems' test views
+    (directory / "junit.xml").write_text(junit_xml(results, log_tail), encoding="utf-8")  # for CI systems' test views
     return [json_path, md_path]
+
+
+def log_tail(path: str, lines: int = 30) -> Optional[str]:
+    """The last lines of a log (a failure's evidence in junit.xml), or None when it is not there."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 64 * 1024))  # a build log can be megabytes: only its end is read
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    return "\n".join(text.splitlines()[-lines:]) or None
 
 
 def _test_cell(rec: Optional[VariantRecord], test: str) -> str:

@@ -344,6 +344,11 @@ def run_cell(opts: RunOptions, series: Series, repo: SnapshotRepo, target: Targe
     module = backends.get(backend.name, opts.cache.root)
     action, why = cell_action(module.missing_toolchain(backend), module.missing_device(backend),
                               module.build_only_ok, opts.build_only)
+    if action == "skip" and backend.name in opts.require_backends:
+        why = f"{backend.name} is required here (--require-backend {backend.name}) but cannot run: {why}"
+        reporter.cell_result(CellStatus.FAILED, why)
+        cell.status, cell.reason, cell.exit_code = CellStatus.FAILED, why, int(ExitCode.BACKEND_MISSING)
+        return cell, []
     if action == "skip":
         reporter.skip(why)
         cell.status, cell.reason, cell.exit_code = CellStatus.SKIPPED, why, 0

@@ -33,6 +33,7 @@ class RunOptions:
     rerun: bool = False  # ignore cached cell results
     mutants: bool = True  # run the known-wrong fixes of native_tests/mutants/ (False: --no-mutants)
     parallel: Optional[int] = None  # cells at once (default: as many as cores, at most the cells)
+    require_backends: tuple[str, ...] = ()  # a skip of these is a failure (a CI runner meant to have them)
 
 
 def plan_parallelism(n_cells: int, cores: int, parallel: Optional[int]) -> tuple[int, int]:

@@ -57,11 +57,14 @@ def problems(options: dict) -> list[tuple[str, str]]:
 
 def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
     url, ref = str(source["url"]), str(source["ref"])
+    asked = str(source.get("pinned_from") or ref)  # pinned by a run's plan (sources/pins.py): the ref matrix.yaml names
     subdir = source.get("subdirectory", "").strip("/")
     submodules = [str(s).strip("/") for s in source.get("submodules", [])]
     commit, resolved = import_commit(cache, repo, url, ref, source.key)
-    provenance: dict[str, Any] = {"url": url, "ref": ref, "resolved_ref": resolved, "upstream_commit": commit}
-    description = f"{_short_url(url)} {ref} ({commit[:12]})" + (f" ({subdir})" if subdir else "")
+    if source.get("pinned_from"):
+        resolved = str(source.get("pinned_ref") or resolved)
+    provenance: dict[str, Any] = {"url": url, "ref": asked, "resolved_ref": resolved, "upstream_commit": commit}
+    description = f"{_short_url(url)} {asked} ({commit[:12]})" + (f" ({subdir})" if subdir else "")
     if not subdir and not submodules:
         return Snapshot(commit, description, provenance)
     tree = _tree(repo, commit)

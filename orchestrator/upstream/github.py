@@ -6,34 +6,39 @@ list, a file or a message. Every message that could carry a URL goes through `re
 """
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import math
 import re
 import stat
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-import requests
-
 from ..errors import (
     ConfigError,
-    GitHubAuthFailed,
+    GitHubAuthFailed,  # noqa: F401 (re-exported: pr's callers and tests name them here)
     GitHubError,
-    GitHubUnreachable,
-    PullRequestRejected,
+    GitHubUnreachable,  # noqa: F401 (re-exported: pr's callers and tests name them here)
+    PullRequestRejected,  # noqa: F401 (re-exported: pr's callers and tests name them here)
     PushFailed,
-    RateLimited,
+    RateLimited,  # noqa: F401 (re-exported: pr's callers and tests name them here)
     SeriesDoesNotApply,
 )
-from ..redact import REDACTED, redact  # noqa: F401 (the one redaction function; re-exported for callers)
 from ..urls import FULL_SHA, git_url_problem, http_url_problem, login_problem
 from ..vcs.runner import AM_FLAGS, GitError, git, succeeds
+from .github_api import (
+    API_VERSION,  # noqa: F401 (re-exported)
+    REDACTED,  # noqa: F401 (re-exported)
+    Answer,
+    Wording,
+    body_json,
+    raise_for_answer,
+    redact,
+    request_headers,  # noqa: F401 (re-exported)
+    send,
+)
 
-API_VERSION = "2022-11-28"
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
@@ -106,99 +111,25 @@ def pulls_url(api_url: str, repo: str) -> str:
 
 def request_json(pr: PullRequest) -> str:
     """The exact bytes POSTed (and shown by a dry run)."""
-    return json.dumps(pr.payload(), indent=2, ensure_ascii=False) + "\n"
-
-
-def request_headers() -> dict[str, str]:
-    """Every header but Authorization, which `_Bearer` adds."""
-    return {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": API_VERSION,
-            "Content-Type": "application/json; charset=utf-8", "User-Agent": "ggml-patch"}
-
-
-class _Bearer(requests.auth.AuthBase):
-    """Explicit auth, so requests never replaces the header with ~/.netrc credentials."""
-
-    def __init__(self, token: str):
-        self.token = token
-
-    def __call__(self, r):
-        r.headers["Authorization"] = f"Bearer {self.token}"
-        return r
+    return body_json(pr.payload())
 
 
 def create_pull_request(api_url: str, pr: PullRequest, token: str, timeout: float) -> str:
-    """Open the pull request; its html_url. Each failure is its own error class and exit code.
-    `timeout` bounds the whole request: connecting, each read, and the total (a server that
-    trickles its answer a byte at a time ends there too)."""
+    """Open the pull request; its html_url. Each failure is its own error class and exit code."""
     url = pulls_url(api_url, pr.repo)
-    try:
-        resp = _post_within(url, request_json(pr).encode("utf-8"), request_headers(), _Bearer(token), timeout)
-    except requests.Timeout:
-        raise GitHubUnreachable(redact(f"{api_url}: no answer within {timeout:g} s (timed out); "
-                                       "check --api-url and the network, then retry", (token,))) from None
-    except requests.ConnectionError as e:
-        why = "connection refused" if "refused" in str(e).lower() else "cannot connect"
-        raise GitHubUnreachable(redact(f"{api_url}: {why}; check --api-url and the network, then retry",
-                                       (token,))) from None
-    except requests.RequestException as e:
-        raise GitHubUnreachable(redact(f"{api_url}: {type(e).__name__}; check --api-url", (token,))) from None
-    return answer(resp.status_code, resp.headers, resp.text, pr, url, token)
+    got = send("POST", api_url, url, token, timeout, pr.payload())
+    return answer(got.status, got.headers, got.text, pr, url, token)
 
 
-def _post_within(url: str, data: bytes, headers: dict, auth, timeout: float) -> requests.Response:
-    """requests.post with a deadline on the whole exchange. requests' own timeout is per socket
-    read, so the request runs in a worker thread and the caller stops waiting at the deadline
-    (the worker is a daemon: it ends with the process, which exits on this error)."""
-    box: dict = {}
-    finished = threading.Event()
-    session = requests.Session()
-
-    def work() -> None:
-        try:
-            box["resp"] = session.post(url, data=data, headers=headers, auth=auth, timeout=(timeout, timeout),
-                                       allow_redirects=False)
-        except BaseException as e:  # handed to the caller's thread
-            box["error"] = e
-        finally:
-            finished.set()
-
-    threading.Thread(target=work, name="github-post", daemon=True).start()
-    if not finished.wait(timeout):
-        raise requests.Timeout(f"no complete answer within {timeout:g} s")
-    session.close()
-    if "error" in box:
-        raise box["error"]
-    return box["resp"]
-
-
-def _message(text: str) -> str:
-    """GitHub's own words: "message", then each errors[].message."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return " ".join(text.split())[:200]
-    if not isinstance(data, dict):
-        return ""
-    parts = [str(data.get("message", ""))]
-    errors = data.get("errors") or []
-    if isinstance(errors, (str, int, float)):  # some answers give one string, not a list
-        errors = [str(errors)]
-    elif isinstance(errors, dict):
-        errors = [errors]
-    elif not isinstance(errors, list):
-        errors = []
-    for err in errors:
-        if isinstance(err, dict) and (err.get("message") or err.get("code")):
-            parts.append(str(err.get("message") or f"{err.get('field', '')} {err.get('code')}".strip()))
-        elif isinstance(err, str):
-            parts.append(err)
-    return ": ".join(" ".join(p.split()) for p in parts if p)[:400]
+def _wording(pr: PullRequest) -> Wording:
+    return Wording(access=f"pull-request write access to {pr.repo}",
+                   forbidden=f"permission to open pull requests on {pr.repo}",
+                   rejected=f"GitHub refused the pull request {pr.head} -> {pr.repo}:{pr.base}", repo=pr.repo)
 
 
 def answer(status: int, headers, text: str, pr: PullRequest, url: str, token: str,
            now: Callable[[], float] = time.time) -> str:
     """An API answer -> the pull request's URL, or the error the user can act on."""
-    msg = redact(_message(text), (token,))
     if status == 201:
         try:
             html = json.loads(text).get("html_url")
@@ -207,33 +138,8 @@ def answer(status: int, headers, text: str, pr: PullRequest, url: str, token: st
         if not html:
             raise GitHubError(f"{url}: 201 Created but no html_url in the answer")
         return redact(html, (token,))
-    if status == 401:
-        raise GitHubAuthFailed(f"GitHub rejected GITHUB_TOKEN (401 {msg or 'Unauthorized'}): use a valid token "
-                               f"with pull-request write access to {pr.repo}")
-    if status in (403, 429) and (headers.get("X-RateLimit-Remaining") == "0" or headers.get("Retry-After")):
-        raise RateLimited(f"GitHub API rate limit exceeded ({status} {msg or 'rate limited'}): "
-                          f"{_retry_when(headers, now())}")
-    if status == 403:
-        raise GitHubAuthFailed(f"GitHub refused the request (403 {msg or 'Forbidden'}): the token lacks "
-                               f"permission to open pull requests on {pr.repo}")
-    if status == 422:
-        raise PullRequestRejected(f"GitHub refused the pull request {pr.head} -> {pr.repo}:{pr.base} "
-                                  f"(422 {msg or 'Unprocessable Entity'})")
-    if status == 404:
-        raise GitHubError(f"{url}: 404 {msg or 'Not Found'}: {pr.repo} does not exist or the token cannot see it")
-    raise GitHubError(f"{url}: unexpected answer {status} {msg}".rstrip())
-
-
-def _retry_when(headers, now: float) -> str:
-    reset = headers.get("X-RateLimit-Reset")
-    if reset and reset.strip().isdigit():
-        at = int(reset)
-        when = _dt.datetime.fromtimestamp(at, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-        return f"retry after {when} (in {max(0, at - int(now))} s; X-RateLimit-Reset {at})"
-    after = headers.get("Retry-After")
-    if after and after.strip().isdigit():
-        return f"retry in {int(after)} s (Retry-After)"
-    return "retry later"
+    raise_for_answer(Answer(status, headers, text), url, token, _wording(pr), now)
+    raise GitHubError(f"{url}: unexpected answer {status}")  # a 2xx other than 201
 
 
 # ---------------------------------------------------------------- the branch on the fork

@@ -36,10 +36,9 @@ def _vulkan_missing(matrix_path: Path, cache: Path):
 
 @pytest.fixture(scope="module")
 def vulkan_missing(repo_root, tool_cache):
-    missing = _vulkan_missing(repo_root / "matrix.yaml", tool_cache)
-    if missing and os.environ.get("GGML_PATCH_REQUIRE_VULKAN"):
-        pytest.fail(f"GGML_PATCH_REQUIRE_VULKAN is set (CI ran the setup) but: {missing}")
-    return missing
+    # A machine meant to run Vulkan sets GGML_PATCH_REQUIRE_BACKEND=vulkan (the tool's own
+    # --require-backend): the matrix run below then fails (exit 9) instead of skipping it.
+    return _vulkan_missing(repo_root / "matrix.yaml", tool_cache)
 
 
 def _cell(data, target, backend):

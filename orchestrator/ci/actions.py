@@ -1,0 +1,102 @@
+"""The actions the generated workflows use, each pinned by a full commit id with its version in a
+comment (`uses: actions/checkout@<sha> # v7.0.1`).
+
+The pins below are where a fresh generation starts. Dependabot (.github/dependabot.yml) bumps the
+pins in the committed workflows; the generator reads them back from there (`pins_in`) and keeps
+them, so a bump never makes `ggml-patch ci-workflow --check` fail and regenerating never undoes it.
+Where the committed files disagree on an action, the highest version wins everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable
+
+# owner/repo -> (commit, version): each the newest release tag of the action's repository when
+# written (the commit the tag points to, peeled), all on the node24 runtime.
+DEFAULT_PINS = {
+    "actions/checkout": ("3d3c42e5aac5ba805825da76410c181273ba90b1", "v7.0.1"),
+    "actions/setup-python": ("5fda3b95a4ea91299a34e894583c3862153e4b97", "v7.0.0"),
+    "actions/cache": ("27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
+    "actions/upload-artifact": ("bbbca2ddaa5d8feaa63e36b76fdaad77386f024f", "v7.0.0"),
+    "actions/download-artifact": ("3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c", "v8.0.1"),
+    "mikepenz/action-junit-report": ("d9f48fc87bc235f7e214acf696ca5abc0a986f16", "v6.4.2"),
+}
+# what a workflow step names -> the action's path (a repository, or a folder of one)
+ACTIONS = {
+    "checkout": "actions/checkout",
+    "setup-python": "actions/setup-python",
+    "cache": "actions/cache",
+    "cache-restore": "actions/cache/restore",
+    "upload": "actions/upload-artifact",
+    "download": "actions/download-artifact",
+    "junit-report": "mikepenz/action-junit-report",
+}
+_USES = re.compile(
+    r"^\s*(?:-\s+)?uses:\s*['\"]?(?P<path>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_./-]+)?)"
+    r"@(?P<sha>[0-9a-f]{40})['\"]?\s+#\s*(?P<version>v?\d+(?:\.\d+)*\S*)\s*$",
+    re.M,
+)
+
+
+@dataclass(frozen=True)
+class Pin:
+    sha: str
+    version: str
+
+
+Pins = dict[str, Pin]  # owner/repo -> pin
+
+
+def repo_of(path: str) -> str:
+    """actions/cache/restore -> actions/cache: one pin per repository."""
+    return "/".join(path.split("/")[:2])
+
+
+def default_pins() -> Pins:
+    return {repo: Pin(sha, version) for repo, (sha, version) in DEFAULT_PINS.items()}
+
+
+def pins_in(text: str) -> Pins:
+    """Every `uses: OWNER/REPO[/PATH]@<40 hex> # vX.Y.Z` of a workflow's text (a pin without its
+    version comment is not taken: the generator would have to invent one)."""
+    found: Pins = {}
+    for m in _USES.finditer(text):
+        repo = repo_of(m["path"])
+        pin = Pin(m["sha"], m["version"])
+        if repo not in found or _version_key(pin.version) > _version_key(found[repo].version):
+            found[repo] = pin
+    return found
+
+
+def current_pins(texts: Iterable[str]) -> Pins:
+    """The defaults, overridden by the pins the committed workflows carry (the highest version
+    where they differ) for the actions the generator uses."""
+    pins = default_pins()
+    seen: Pins = {}
+    for text in texts:
+        for repo, pin in pins_in(text).items():
+            if repo not in seen or _version_key(pin.version) > _version_key(seen[repo].version):
+                seen[repo] = pin
+    pins.update({repo: pin for repo, pin in seen.items() if repo in pins})
+    return pins
+
+
+def _version_key(version: str) -> tuple:
+    return tuple(int(x) for x in re.findall(r"\d+", version)[:4])
+
+
+def uses(step: str, pins: Pins) -> str:
+    path = ACTIONS[step]
+    return f"{path}@{pins[repo_of(path)].sha}"
+
+
+def add_version_comments(text: str, pins: Pins) -> str:
+    """`uses: X@<sha>` -> `uses: X@<sha> # vX.Y.Z` (YAML dumpers write no comments)."""
+    by_sha = {p.sha: p.version for p in pins.values()}
+
+    def comment(m: re.Match) -> str:
+        return f"{m[0]} # {by_sha[m['sha']]}" if m["sha"] in by_sha else m[0]
+
+    return re.sub(r"uses: [^\s@]+@(?P<sha>[0-9a-f]{40})$", comment, text, flags=re.M)

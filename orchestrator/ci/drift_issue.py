@@ -1,0 +1,390 @@
+"""The drift issue: ONE GitHub issue that tells people when the series stopped applying as it is
+on a target (`ggml-patch status`), or a cell of the default profile failed (results.json); kept
+up to date while that lasts and closed when all is clean again.
+
+Pure core first: the statuses and failing cells in, the issue already open (its last state is
+kept in its own body, in an HTML comment) in, one `Action` out (open, update, close, or nothing)
+and the exact requests that carry it out. Then the effects: `IssuesClient`, REST through
+upstream/github_api.py (the token only in the Authorization header; 401/403/422/rate limit as
+`pr` reports them).
+
+How far a target's status is from "the series applies as it is" (RANK): applies cleanly and
+already upstream 0, a 3-way merge 1, not applicable 2, conflict 3. A target above 0 is a
+problem; one that rose since the issue last recorded it is a change for the worse, which also
+gets a comment (an edited body notifies nobody). A source that could not be fetched says nothing
+about the series: its last known status is kept, marked as such. Without --results the failing
+cells are the ones the issue last recorded (the daily drift job runs no cells).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ..drift.verdicts import APPLIES, CONFLICT, NOT_APPLICABLE, THREE_WAY, UNAVAILABLE, UNREACHABLE, UPSTREAM
+from ..errors import ConfigError, GitHubError
+
+TITLE = "ggml-patch: the series drifted or a cell failed"
+LABEL = "ggml-patch-drift"
+LABEL_COLOR = "d93f0b"
+LABEL_DESCRIPTION = "Opened, updated and closed by ggml-patch drift-issue"
+MARKER = "<!-- ggml-patch drift-issue: written by the tool, rewritten on every run -->"
+_STATE = re.compile(r"<!-- ggml-patch-state: (?P<json>\{.*?\}) -->", re.S)
+RANK = {APPLIES: 0, UPSTREAM: 0, THREE_WAY: 1, NOT_APPLICABLE: 2, CONFLICT: 3}
+NOT_KNOWN = (UNREACHABLE, UNAVAILABLE)  # the source could not be had: nothing learnt about the series
+STATUSES = (*RANK, *NOT_KNOWN)  # every status `ggml-patch status` writes
+FAILING_CELLS = ("failed", "error")
+_DETAIL_MAX = 300
+_TODO = {
+    CONFLICT: "a patch does not merge: `ggml-patch status --profile {profile} --target {target}` leaves "
+    "`<cache>/status/{target}/resolve/` stopped at it; resolve, `git am --continue`, then "
+    "`ggml-patch refresh {target}`",
+    THREE_WAY: "the series applies only with a 3-way merge (the code moved near the fix): "
+    "`ggml-patch refresh {target}` so it applies as it is",
+    NOT_APPLICABLE: "a file the fix changes, or the per-step API it fixes, is gone: look at {target} by hand",
+}
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def read_status(data: Any, where: str) -> tuple[str, dict[str, dict]]:
+    """(profile, target -> {status, detail, base}) from `ggml-patch status --json`."""
+    if not isinstance(data, dict) or not isinstance(data.get("targets"), list) or not data["targets"]:
+        raise ConfigError(
+            f"{where}: not the output of `ggml-patch status --json` "
+            '(expected an object with a non-empty "targets" list)'
+        )
+    out = {}
+    for i, row in enumerate(data["targets"]):
+        if not isinstance(row, dict) or not isinstance(row.get("target"), str) or row.get("status") not in STATUSES:
+            raise ConfigError(f'{where}: targets[{i}]: expected "target" and a "status" among {", ".join(STATUSES)}')
+        out[row["target"]] = {
+            "status": row["status"],
+            "detail": _short(row.get("detail") or ""),
+            "base": (row.get("base") or "")[:12],
+        }
+    return str(data.get("profile") or "?"), out
+
+
+def read_results(data: Any, where: str) -> tuple[str, dict[str, dict]]:
+    """(profile, cell -> {status, reason}) of the failing cells of a results.json."""
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        raise ConfigError(f'{where}: not a ggml-patch results.json (expected a "cells" list)')
+    failing = {}
+    for i, c in enumerate(data["cells"]):
+        if not isinstance(c, dict) or not isinstance(c.get("cell"), str):
+            raise ConfigError(f'{where}: cells[{i}]: expected a "cell" name')
+        if c.get("status") in FAILING_CELLS:
+            failing[c["cell"]] = {"status": c["status"], "reason": _short(str(c.get("reason") or ""))}
+    return str(data.get("profile") or "?"), failing
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _DETAIL_MAX else text[: _DETAIL_MAX - 3] + "..."
+
+
+# ---------------------------------------------------------------- the state and the decision
+
+
+@dataclass
+class State:
+    """What the issue records: every target's status, the failing cells, where each came from."""
+
+    profile: str
+    targets: dict[str, dict]  # target -> {status, detail, base[, kept: why the last known status is shown]}
+    failing: dict[str, dict] = field(default_factory=dict)  # cell -> {status, reason}
+    cells_profile: str = ""
+    cells_run: str = ""  # the run whose results gave `failing`
+    run: str = ""  # the run that wrote this state
+
+    def to_json(self) -> dict:
+        return {
+            "version": 1,
+            "profile": self.profile,
+            "targets": self.targets,
+            "failing": self.failing,
+            "cells_profile": self.cells_profile,
+            "cells_run": self.cells_run,
+            "run": self.run,
+        }
+
+    @classmethod
+    def from_json(cls, d: Any) -> Optional["State"]:
+        if not isinstance(d, dict) or d.get("version") != 1 or not isinstance(d.get("targets"), dict):
+            return None
+        return cls(
+            str(d.get("profile", "")),
+            d["targets"],
+            d.get("failing") or {},
+            str(d.get("cells_profile", "")),
+            str(d.get("cells_run", "")),
+            str(d.get("run", "")),
+        )
+
+
+def current_state(
+    status: tuple[str, dict[str, dict]],
+    results: Optional[tuple[str, dict[str, dict]]],
+    previous: Optional[State],
+    run: str,
+) -> State:
+    profile, targets = status
+    rows = {}
+    for name, row in targets.items():
+        before = (previous.targets.get(name) if previous else None) or {}
+        if row["status"] in NOT_KNOWN and before.get("status") in RANK:
+            # the source could not be had today: the series' standing there is what it last was
+            rows[name] = {
+                **{k: before[k] for k in ("status", "detail", "base") if k in before},
+                "kept": f"{row['status']} now: {row['detail']}".strip(": "),
+            }
+        else:
+            rows[name] = dict(row)
+    if results is not None:
+        cells_profile, failing = results
+        return State(profile, rows, failing, cells_profile, run, run)
+    if previous:
+        return State(profile, rows, previous.failing, previous.cells_profile, previous.cells_run, run)
+    return State(profile, rows, run=run)
+
+
+def rank(row: Optional[dict]) -> int:
+    return RANK.get(str((row or {}).get("status")), 0)
+
+
+def problems(state: State) -> list[str]:
+    """One line per problem: a target whose series does not apply as it is, a failing cell."""
+    out = [f"{t}: {r['status']}" for t, r in state.targets.items() if rank(r) > 0]
+    out += [f"{c}: {r['status']}" for c, r in state.failing.items()]
+    return out
+
+
+def worsened(previous: Optional[State], state: State) -> list[str]:
+    """What got worse since `previous` (no previous: everything that is a problem now)."""
+    before_t = previous.targets if previous else {}
+    before_c = previous.failing if previous else {}
+    out = [
+        f"{t}: {(before_t.get(t) or {}).get('status', APPLIES)} -> {r['status']}"
+        for t, r in state.targets.items()
+        if rank(r) > rank(before_t.get(t))
+    ]
+    out += [f"{c}: {r['status']}" for c, r in state.failing.items() if c not in before_c]
+    return out
+
+
+@dataclass(frozen=True)
+class Found:
+    """An open issue of ours."""
+
+    number: int
+    body: str
+    html_url: str = ""
+
+    @property
+    def state(self) -> Optional[State]:
+        m = _STATE.search(self.body or "")
+        if not m:
+            return None
+        try:
+            return State.from_json(json.loads(m["json"]))
+        except ValueError:
+            return None
+
+
+@dataclass(frozen=True)
+class Action:
+    kind: str  # "open", "update", "close", "none"
+    why: str
+    number: Optional[int] = None
+    body: str = ""
+    comment: str = ""
+
+
+def decide(
+    found: Optional[Found],
+    status: tuple[str, dict[str, dict]],
+    results: Optional[tuple[str, dict[str, dict]]],
+    run: str,
+    now: _dt.datetime,
+) -> tuple[Action, State]:
+    previous = found.state if found else None
+    state = current_state(status, results, previous, run)
+    now_problems = problems(state)
+    if not now_problems:
+        if found is None:
+            return Action("none", "all clean and no issue open"), state
+        body = render(state, now, clean=True)
+        return Action(
+            "close",
+            "all clean again",
+            found.number,
+            body,
+            comment=f"All clean again{_at(run)}: every target's series applies as it is and no "
+            "default cell fails. Closing.",
+        ), state
+    body = render(state, now)
+    if found is None:
+        return Action("open", "; ".join(now_problems), None, body), state
+    worse = worsened(previous, state)
+    comment = ("Worse since the last update" + _at(run) + ":\n\n" + "".join(f"- {w}\n" for w in worse)) if worse else ""
+    if body == found.body:
+        return Action("none", "the open issue already says this", found.number), state
+    return Action("update", "; ".join(now_problems), found.number, body, comment), state
+
+
+def _at(run: str) -> str:
+    return f" ({run})" if run else ""
+
+
+# ---------------------------------------------------------------- the issue body
+
+
+def render(state: State, now: _dt.datetime, clean: bool = False) -> str:
+    when = now.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        MARKER,
+        "",
+        "**All clean again.**"
+        if clean
+        else "The series no longer applies as it is on some target, or a default cell fails.",
+        "",
+        f"Last checked {when}" + (f" by {state.run}" if state.run else "") + ".",
+        "",
+        f"### Targets (profile `{state.profile}`)",
+        "",
+        "| target | status | base | detail |",
+        "|---|---|---|---|",
+    ]
+    for t, r in state.targets.items():
+        shown = r["status"] + (" (last known)" if r.get("kept") else "")
+        detail = r.get("detail", "") + (f" [{r['kept']}]" if r.get("kept") else "")
+        lines.append(f"| {_cell(t)} | {_cell(shown)} | {_cell(r.get('base', ''))} | {_cell(detail)} |")
+    lines += ["", "### Failing cells" + (f" (profile `{state.cells_profile}`)" if state.cells_profile else ""), ""]
+    if state.failing:
+        lines += ["| cell | status | reason |", "|---|---|---|"]
+        lines += [
+            f"| {_cell(c)} | {_cell(r['status'])} | {_cell(r.get('reason', ''))} |" for c, r in state.failing.items()
+        ]
+        if state.cells_run:
+            lines += ["", f"From {state.cells_run} (its summary and junit annotations have the details)."]
+    else:
+        lines.append(
+            "None" + (f" in {state.cells_run}." if state.cells_run else " known (no matrix results given yet).")
+        )
+    todo = [
+        _TODO[r["status"]].format(profile=state.profile, target=t)
+        for t, r in state.targets.items()
+        if r["status"] in _TODO
+    ]
+    if todo:
+        lines += ["", "### What to do", ""] + [f"- {x}" for x in todo]
+    state_json = json.dumps(state.to_json(), sort_keys=True, ensure_ascii=True).replace("--", "-\\u002d")
+    lines += ["", f"<!-- ggml-patch-state: {state_json} -->", ""]
+    return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    """Safe in a Markdown table cell."""
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+# ---------------------------------------------------------------- the requests
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str  # after /repos/OWNER/NAME
+    payload: Optional[dict] = None
+    ok_if: tuple[int, ...] = ()  # answers that are fine though not 2xx (e.g. the label exists: 422)
+
+
+def find_request() -> Request:
+    return Request("GET", f"/issues?state=open&labels={LABEL}&per_page=100")
+
+
+def requests_for(action: Action) -> list[Request]:
+    """The requests that carry out `action`, in order."""
+    issue = f"/issues/{action.number}"
+    if action.kind == "open":
+        return [
+            Request(
+                "POST", "/labels", {"name": LABEL, "color": LABEL_COLOR, "description": LABEL_DESCRIPTION}, ok_if=(422,)
+            ),
+            Request("POST", "/issues", {"title": TITLE, "body": action.body, "labels": [LABEL]}),
+        ]
+    if action.kind == "update":
+        out = [Request("PATCH", issue, {"body": action.body})]
+        return out + ([Request("POST", f"{issue}/comments", {"body": action.comment})] if action.comment else [])
+    if action.kind == "close":
+        return [
+            Request("POST", f"{issue}/comments", {"body": action.comment}),
+            Request("PATCH", issue, {"body": action.body, "state": "closed", "state_reason": "completed"}),
+        ]
+    return []
+
+
+def ours(items: Any) -> list[Found]:
+    """Our open issues among a list-issues answer, oldest first: the label, our marker, not a pull request."""
+    if not isinstance(items, list):
+        raise GitHubError("the issues list is not a JSON list")
+    found = [
+        Found(int(i["number"]), i.get("body") or "", i.get("html_url") or "")
+        for i in items
+        if isinstance(i, dict)
+        and "pull_request" not in i
+        and MARKER in (i.get("body") or "")
+        and isinstance(i.get("number"), int)
+    ]
+    return sorted(found, key=lambda f: f.number)
+
+
+# ---------------------------------------------------------------- the effects
+
+
+class IssuesClient:
+    """The REST calls for one repository (token in the Authorization header only)."""
+
+    def __init__(self, api_url: str, repo: str, token: str, timeout: float):
+        self.api_url, self.repo, self.token, self.timeout = api_url.rstrip("/"), repo, token, timeout
+
+    def url(self, path: str) -> str:
+        return f"{self.api_url}/repos/{self.repo}{path}"
+
+    def send(self, req: Request):
+        from ..upstream.github_api import Wording, raise_for_answer, send
+
+        url = self.url(req.path)
+        got = send(req.method, self.api_url, url, self.token, self.timeout, req.payload)
+        if got.status in req.ok_if:
+            return got
+        raise_for_answer(
+            got,
+            url,
+            self.token,
+            Wording(
+                access=f"issues write access to {self.repo} (the job needs `permissions: issues: write`)",
+                forbidden=f"permission to write issues on {self.repo} (the job needs `permissions: issues: write`)",
+                rejected=f"GitHub refused {req.method} {url}",
+                repo=self.repo,
+            ),
+        )
+        return got
+
+    def find_open(self) -> Optional[Found]:
+        found = ours(self.send(find_request()).json())
+        return found[0] if found else None
+
+    def carry_out(self, action: Action) -> Optional[str]:
+        """Send the action's requests; the issue's URL."""
+        url = None
+        for req in requests_for(action):
+            data = self.send(req).json()
+            if isinstance(data, dict) and req.path in ("/issues", f"/issues/{action.number}"):
+                url = data.get("html_url") or url
+        return url

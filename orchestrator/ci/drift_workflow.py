@@ -1,0 +1,121 @@
+"""The daily drift workflow (.github/workflows/ggml-patch-drift.yml): `ggml-patch status` of the
+live profile, then `ggml-patch drift-issue`, which opens, updates or closes the one issue.
+
+Cheap (no build), so it runs every day; it also keeps the git mirrors cache fresh and in use
+(GitHub evicts a cache unused for 7 days), which every job fetching git restores. Scheduled runs
+happen only in the repository matrix.yaml's `ci.repository` names; without one the workflow
+runs on demand only.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from . import common as C
+from .actions import Pins, default_pins, uses
+
+PATH = ".github/workflows/ggml-patch-drift.yml"
+NAME = "ggml-patch drift"
+CRON = "43 5 * * *"  # daily, off the hour, after the matrix's 04:17 start
+
+_STATUS = """args=(--profile "$PROFILE" --json)
+read -r -a targets <<< "$TARGETS"
+for t in "${targets[@]}"; do args+=(--target "$t"); done
+code=0
+ggml-patch status "${args[@]}" > status.json || code=$?
+# 3 (a source unreachable) and 4 (a conflict) are what the issue reports; anything else is a failure
+case $code in 0|3|4) ;; *) exit "$code" ;; esac
+"""
+_ISSUE = """args=(--status status.json --repo "$REPO")
+if [ "$DRY_RUN" = true ]; then args+=(--dry-run); fi
+ggml-patch drift-issue "${args[@]}"
+"""
+
+
+def workflow(matrix, pins: Optional[Pins] = None) -> dict:
+    from .workflow import drift_profile
+
+    pins = pins or default_pins()
+    profile = drift_profile(matrix)
+    on: dict = {"schedule": [{"cron": CRON}]} if matrix.ci_repository else {}
+    on["workflow_dispatch"] = {
+        "inputs": {
+            "profile": {
+                "description": "the matrix.yaml profile whose targets are checked",
+                "type": "string",
+                "required": False,
+                "default": profile,
+            },
+            "targets": {
+                "description": "only these targets (space-separated; default: every target of the profile)",
+                "type": "string",
+                "required": False,
+                "default": "",
+            },
+            "dry-run": {
+                "description": "print the issue requests instead of sending them",
+                "type": "boolean",
+                "required": False,
+                "default": False,
+            },
+        }
+    }
+    job = {
+        "name": "Drift of the series",
+        "runs-on": C.RUNNER,
+        "timeout-minutes": 60,
+        "permissions": {"contents": "read", "issues": "write"},
+        "concurrency": C.ISSUE_CONCURRENCY,
+        "env": C.CACHE_ENV,
+        "steps": [
+            *C.first_steps(pins),
+            {"name": "This week", "id": "week", "run": 'echo "week=$(date -u +%G-W%V)" >> "$GITHUB_OUTPUT"\n'},
+            # one entry a week, restored and used every day: an incremental fetch, never evicted
+            {
+                "name": "Git mirrors",
+                "uses": uses("cache", pins),
+                "with": {
+                    "path": C.MIRRORS_PATH,
+                    "key": C.MIRRORS_KEY + "${{ steps.week.outputs.week }}",
+                    "restore-keys": C.MIRRORS_KEY,
+                },
+            },
+            {
+                "name": "Status",
+                "env": {"PROFILE": f"${{{{ inputs.profile || '{profile}' }}}}", "TARGETS": "${{ inputs.targets }}"},
+                "run": _STATUS,
+            },
+            {
+                "name": "Upload the status",
+                "if": "${{ !cancelled() }}",
+                "uses": uses("upload", pins),
+                "with": {
+                    "name": "ggml-patch-status",
+                    "path": "status.json",
+                    "if-no-files-found": "warn",
+                    "retention-days": 14,
+                },
+            },
+            {
+                "name": "Open, update or close the drift issue",
+                "env": {
+                    "GITHUB_TOKEN": "${{ github.token }}",
+                    "REPO": "${{ github.repository }}",
+                    "DRY_RUN": "${{ inputs.dry-run }}",
+                },
+                "run": _ISSUE,
+            },
+        ],
+    }
+    return {
+        "name": NAME,
+        "on": on,
+        "permissions": {},
+        "concurrency": {"group": "ggml-patch-drift", "cancel-in-progress": False},
+        "jobs": {"drift": C.with_if(job, C.owner_only(matrix))},
+    }
+
+
+def workflow_yaml(matrix, pins: Optional[Pins] = None) -> str:
+    pins = pins or default_pins()
+    return C.dump(workflow(matrix, pins), pins)

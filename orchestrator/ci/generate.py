@@ -1,0 +1,47 @@
+"""Every file `ggml-patch ci-workflow` writes, with the action pins the committed workflows carry.
+
+Beside a workflow in a `.github/workflows/` folder (the default): the drift and project-CI
+workflows, `.github/actionlint.yaml` (matrix.yaml's self-hosted runner labels) and
+`.github/ggml-patch-cells.json` (the noxfile's cell sessions). A workflow written elsewhere
+(--output) stands alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Iterable, Optional
+
+from . import drift_workflow, project_workflow
+from .actions import Pins, current_pins
+
+CELLS_JSON = ".github/ggml-patch-cells.json"
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (FileNotFoundError, IsADirectoryError, UnicodeDecodeError):
+        return ""
+
+
+def generated(matrix, output: Optional[Path] = None, profiles: Optional[Iterable[str]] = None) -> dict[Path, str]:
+    from .workflow import DEFAULT_PATH, actionlint_config, nox_cells_json, workflow_yaml
+
+    profiles = list(profiles) if profiles else None
+    main = Path(output) if output else matrix.path.parent / DEFAULT_PATH
+    workflows: dict[Path, Callable[[Pins], str]] = {main: lambda pins: workflow_yaml(matrix, profiles, pins)}
+    beside = main.parent.name == "workflows" and main.parent.parent.name == ".github"
+    if beside:
+        workflows[main.parent / Path(drift_workflow.PATH).name] = lambda pins: drift_workflow.workflow_yaml(
+            matrix, pins
+        )
+        workflows[main.parent / Path(project_workflow.PATH).name] = lambda pins: project_workflow.workflow_yaml(
+            matrix, pins
+        )
+    pins = current_pins(_read(p) for p in workflows)  # what Dependabot bumped stays
+    files = {path: make(pins) for path, make in workflows.items()}
+    if beside:
+        github = main.parent.parent
+        files[github / "actionlint.yaml"] = actionlint_config(matrix)
+        files[github / Path(CELLS_JSON).name] = nox_cells_json(matrix)
+    return files

@@ -1,0 +1,67 @@
+"""The project's own CI (.github/workflows/ggml-patch-ci.yml), on every push and pull request that
+touches the tool: the fast tests, the generated workflows current (`ci-workflow --check`),
+actionlint with shellcheck, zizmor, ruff and mypy. Everything comes from the `test` and `lint`
+extras, installed once.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from . import common as C
+from .actions import Pins, default_pins
+
+PATH = ".github/workflows/ggml-patch-ci.yml"
+NAME = "ggml-patch CI"
+PATHS = [
+    "orchestrator/**",
+    "patches/**",
+    "native_tests/**",
+    "matrix.yaml",
+    "tests/**",
+    "noxfile.py",
+    "pyproject.toml",
+    "scripts/**",
+    ".github/**",
+]
+# the fast tiers (tests/unit, tests/integration: offline); tests/e2e builds real ggml for minutes
+FAST_TESTS = 'python -m pytest -m "unit or integration" -ra\n'
+
+
+def workflow(matrix, pins: Optional[Pins] = None) -> dict:
+    pins = pins or default_pins()
+    always = "${{ !cancelled() }}"  # each check reports, whatever the one before it did
+    steps = [
+        *C.first_steps(pins, extra="test,lint"),
+        {"name": "Fast tests", "run": FAST_TESTS},
+        {"name": "ruff and mypy", "if": always, "run": "ruff check orchestrator\nmypy\n"},
+        {"name": "The generated workflows are current", "if": always, "run": "ggml-patch ci-workflow --check\n"},
+        {"name": "actionlint (with shellcheck)", "if": always, "run": "actionlint\n"},
+        # online audits too (impostor commits, the version comment of each pin), with the job's own token
+        {
+            "name": "zizmor",
+            "if": always,
+            "env": {"GH_TOKEN": "${{ github.token }}"},
+            "run": "zizmor --format github .github\n",
+        },
+    ]
+    return {
+        "name": NAME,
+        "on": {"push": {"paths": PATHS}, "pull_request": {"paths": PATHS}},
+        "permissions": {},
+        "concurrency": {"group": "ggml-patch-ci-${{ github.ref }}", "cancel-in-progress": True},
+        "jobs": {
+            "checks": {
+                "name": "Tests and workflow checks",
+                "runs-on": C.RUNNER,
+                "timeout-minutes": 30,
+                "permissions": {"contents": "read"},
+                "steps": steps,
+            }
+        },
+    }
+
+
+def workflow_yaml(matrix, pins: Optional[Pins] = None) -> str:
+    pins = pins or default_pins()
+    return C.dump(workflow(matrix, pins), pins)

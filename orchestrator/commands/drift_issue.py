@@ -1,0 +1,109 @@
+"""ggml-patch drift-issue: open, update or close the one GitHub issue that reports drift
+(`ggml-patch status --json`) and failing default cells (results.json)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from pathlib import Path
+
+from ..errors import ConfigError, ExitCode
+
+HELP = (
+    "open one GitHub issue when a target's series stops applying as it is or a default cell fails, "
+    "update it while that lasts, close it when all is clean"
+)
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--status", required=True, metavar="FILE", help="the output of `ggml-patch status --json`")
+    p.add_argument(
+        "--results",
+        metavar="DIR",
+        help="a matrix run's results (directory or results.json): its failed cells are reported "
+        "(default: the failing cells the open issue last recorded)",
+    )
+    p.add_argument("--repo", required=True, metavar="OWNER/NAME", help="the repository the issue lives in")
+    p.add_argument(
+        "--api-url",
+        default="https://api.github.com",
+        metavar="URL",
+        help="GitHub REST API base URL (default: https://api.github.com)",
+    )
+    p.add_argument("--timeout", type=float, default=30.0, metavar="S", help="API timeout in seconds (default: 30)")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the requests and send nothing (reads nothing either: assumes no issue is open)",
+    )
+
+
+def _json_file(path: Path, what: str):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file ({what})") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ConfigError(f"{path}: not readable JSON ({what}): {e}") from None
+
+
+def run_url(env=os.environ) -> str:
+    """This GitHub Actions run's page, when running in one."""
+    server, repo, run_id = env.get("GITHUB_SERVER_URL"), env.get("GITHUB_REPOSITORY"), env.get("GITHUB_RUN_ID")
+    return f"{server.rstrip('/')}/{repo}/actions/runs/{run_id}" if server and repo and run_id else ""
+
+
+def run(args, matrix, cache) -> ExitCode:
+    from ..ci import drift_issue as D
+    from ..upstream import github
+
+    repo = github.check_repo(args.repo)
+    if args.timeout <= 0:
+        raise ConfigError(f"--timeout {args.timeout:g}: expected a number of seconds above 0")
+    token = os.environ.get("GITHUB_TOKEN", "")
+    if not args.dry_run and not token:
+        raise ConfigError(
+            f"drift-issue needs GITHUB_TOKEN in the environment (a token that may write issues on {repo}); "
+            "--dry-run sends nothing and needs none"
+        )
+    status = D.read_status(_json_file(Path(args.status), "the output of `ggml-patch status --json`"), args.status)
+    results = None
+    if args.results:
+        p = Path(args.results)
+        p = p / "results.json" if p.is_dir() else p
+        results = D.read_results(_json_file(p, "a ggml-patch results.json"), str(p))
+    client = D.IssuesClient(args.api_url, repo, token, args.timeout)
+    now = _dt.datetime.now(_dt.timezone.utc)
+    if args.dry_run:
+        return _dry_run(client, D, status, results, now)
+    found = client.find_open()
+    action, state = D.decide(found, status, results, run_url(), now)
+    url = client.carry_out(action) or (found.html_url if found else "")
+    where = f"#{action.number}" if action.number else ""
+    said = {
+        "open": f"opened {url}",
+        "update": f"updated {where} {url}".rstrip(),
+        "close": f"closed {where} {url}: all clean again".rstrip(),
+        "none": f"nothing to send: {action.why}",
+    }[action.kind]
+    print(f"drift-issue: {said}" + (f" ({action.why})" if action.kind in ("open", "update") else ""))
+    return ExitCode.OK
+
+
+def _dry_run(client, D, status, results, now) -> ExitCode:
+    from ..upstream.github_api import REDACTED, body_json, request_headers
+
+    print("dry run: nothing sent; without --dry-run (and with GITHUB_TOKEN set) these requests are made")
+    print(f"GET {client.url(D.find_request().path)}  (finds the open issue; assumed none here)")
+    action, _ = D.decide(None, status, results, run_url(), now)
+    print(f"decision: {action.kind}: {action.why}")
+    for req in D.requests_for(action):
+        print()
+        print(f"{req.method} {client.url(req.path)}")
+        print(f"Authorization: Bearer {REDACTED if client.token else '(GITHUB_TOKEN is not set)'}")
+        for k, v in request_headers().items():
+            print(f"{k}: {v}")
+        print()
+        print(body_json(req.payload), end="")
+    return ExitCode.OK

@@ -1,0 +1,44 @@
+"""ggml-patch resolve-refs: every git target's ref resolved to one commit, for a CI run's plan job."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ..errors import ExitCode
+
+HELP = (
+    "resolve the branch, tag or HEAD of every git target to a commit (git ls-remote; nothing fetched) "
+    "and print the pins as JSON, for --pins"
+)
+
+
+def add_arguments(p) -> None:
+    p.add_argument(
+        "--profile",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="the git targets of this profile (repeatable; default: every profile)",
+    )
+    p.add_argument("--target", action="append", default=[], metavar="NAME", help="only this target (repeatable)")
+    p.add_argument("--out", metavar="FILE", help="also write the pins file here (indented JSON)")
+
+
+def run(args, matrix, cache) -> ExitCode:
+    from ..sources import pins as P
+
+    names = P.git_targets(matrix, args.profile or list(matrix.profiles), args.target)
+    resolved = P.resolve(matrix, names)
+    for name, pin in resolved.items():
+        print(f"{name}: {pin['ref']} -> {pin['commit']} ({pin['remote_ref']})", file=sys.stderr)
+    if not resolved:
+        print("no git targets: nothing to pin", file=sys.stderr)
+    data = P.pins_json(resolved)
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(data, separators=(",", ":")))  # one line: fits a job output ($GITHUB_OUTPUT)
+    return ExitCode.OK

@@ -1,0 +1,153 @@
+"""Pins: a git target's branch, tag or HEAD replaced by one commit, so every job of a CI run (each
+leg, the aggregate's bundle, the drift report) works on the same upstream commit even when the
+branch moves during the run.
+
+`resolve(matrix, names)` asks each git remote once what its ref names now (`git ls-remote`:
+nothing is fetched); `pinned(matrix, pins)` is the matrix with those refs replaced. A pins file is
+what `ggml-patch resolve-refs` writes:
+    {"version": 1, "pins": {TARGET: {"commit": SHA, "ref": "master", "remote_ref": "refs/heads/master", "url": URL}}}
+(a bare SHA is accepted for a pin too); `--pin TARGET=COMMIT` gives one by hand. Every command
+takes `--pins FILE` and `--pin`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Iterable, Optional
+
+from ..config import Matrix, Source
+from ..errors import ConfigError
+from . import SourceUnreachable
+
+_FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
+VERSION = 1
+
+
+# ---------------------------------------------------------------- reading pins
+
+
+def parse_pin(text: str) -> tuple[str, dict]:
+    """--pin TARGET=COMMIT."""
+    target, sep, commit = text.partition("=")
+    if not sep or not target or not _FULL_SHA.match(commit):
+        raise ConfigError(f"--pin {text!r}: expected TARGET=COMMIT with a full 40-hex commit id")
+    return target, {"commit": commit}
+
+
+def read_pins_file(path: Path) -> dict[str, dict]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such pins file (write one with `ggml-patch resolve-refs --out FILE`)") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ConfigError(f"{path}: not a pins file (JSON): {e}") from None
+    pins = data.get("pins") if isinstance(data, dict) else None
+    if not isinstance(pins, dict):
+        raise ConfigError(f'{path}: not a pins file: expected {{"pins": {{TARGET: {{"commit": SHA}}}}}}')
+    out = {}
+    for target, pin in pins.items():
+        pin = {"commit": pin} if isinstance(pin, str) else pin
+        if not isinstance(pin, dict) or not _FULL_SHA.match(str(pin.get("commit", ""))):
+            raise ConfigError(f'{path}: pins.{target}: expected a full 40-hex commit id ("commit")')
+        out[str(target)] = pin
+    return out
+
+
+def collect(pins_file: Optional[str], pin_args: Iterable[str]) -> dict[str, dict]:
+    """--pins FILE, then each --pin (which wins)."""
+    pins = read_pins_file(Path(pins_file)) if pins_file else {}
+    for text in pin_args:
+        target, pin = parse_pin(text)
+        pins[target] = pin
+    return pins
+
+
+def pinned(matrix: Matrix, pins: dict[str, dict]) -> Matrix:
+    """The matrix with each pinned git target's ref replaced by its commit (the ref matrix.yaml
+    names is kept for descriptions and provenance)."""
+    if not pins:
+        return matrix
+    targets = dict(matrix.targets)
+    for name, pin in pins.items():
+        t = matrix.target(name)  # one-line error for an unknown target
+        if t.source.kind != "git":
+            raise ConfigError(
+                f"pin for {name!r}: its source is {t.source.kind}, already pinned by matrix.yaml; "
+                "only git sources take a pin"
+            )
+        options = {**t.source.options, "ref": pin["commit"], "pinned_from": t.source.options["ref"]}
+        if pin.get("remote_ref"):
+            options["pinned_ref"] = str(pin["remote_ref"])
+        targets[name] = replace(t, source=Source("git", options, t.source.key, t.source.base_dir))
+    return replace(matrix, targets=targets)
+
+
+# ---------------------------------------------------------------- resolving refs
+
+
+def git_targets(matrix: Matrix, profiles: Iterable[str], names: Iterable[str] = ()) -> list[str]:
+    """The git targets of the given profiles (or just `names`), each once, in matrix.yaml's order."""
+    wanted = list(names)
+    for n in wanted:
+        matrix.target(n)
+    chosen: dict[str, None] = {}
+    for p in profiles:
+        for t, _ in matrix.cells(p):
+            chosen.setdefault(t.name, None)
+    order = [t for t in matrix.targets if (t in wanted if wanted else t in chosen)]
+    return [t for t in order if matrix.targets[t].source.kind == "git"]
+
+
+def resolve(matrix: Matrix, names: list[str]) -> dict[str, dict]:
+    """target -> {commit, ref, remote_ref, url}: what each git ref names now."""
+    out = {}
+    for name in names:
+        src = matrix.target(name).source
+        url, ref = str(src["url"]), str(src["ref"])
+        commit, remote_ref = ls_remote(url, ref, f"{src.key}.ref")
+        out[name] = {"commit": commit, "ref": ref, "remote_ref": remote_ref, "url": url}
+    return out
+
+
+def ls_remote(url: str, ref: str, key: str) -> tuple[str, str]:
+    """(commit, full remote ref) that `ref` names at `url`; a full commit id is itself."""
+    if _FULL_SHA.match(ref):
+        return ref, ref
+    if ref == "HEAD":
+        lines = _ls_remote(["--symref"], [url, "HEAD"], url, key)
+        target = next(
+            (ln[len("ref: ") : -len("\tHEAD")] for ln in lines if ln.startswith("ref: ") and ln.endswith("\tHEAD")),
+            None,
+        )
+        sha = next((ln.split("\t")[0] for ln in lines if ln.endswith("\tHEAD") and not ln.startswith("ref: ")), None)
+        if not sha:
+            raise ConfigError(f"{key}: {url} has no default branch (HEAD)")
+        return sha, target or "HEAD"
+    candidates = [ref] if ref.startswith("refs/") else [f"refs/heads/{ref}", f"refs/tags/{ref}"]
+    found = {}
+    peeled = [f"{c}^{{}}" for c in candidates if c.startswith("refs/tags/")]  # an annotated tag's commit
+    for ln in _ls_remote([], [url, *candidates, *peeled], url, key):
+        sha, _, name = ln.partition("\t")
+        found[name] = sha
+    for c in candidates:
+        if c in found:
+            return found.get(c + "^{}", found[c]), c
+    raise ConfigError(f"{key}: {ref!r} is not a branch, tag or full commit id at {url}")
+
+
+def _ls_remote(options: list[str], args: list[str], url: str, key: str) -> list[str]:
+    from ..vcs.runner import GitError, git
+    from .git import _NETWORK_CONFIG
+
+    try:  # no repository needed: git ls-remote talks to the remote only
+        out = git("ls-remote", *options, "--end-of-options", *args, config=_NETWORK_CONFIG, timeout=300)
+    except GitError as e:
+        raise SourceUnreachable(f"{key.rsplit('.', 1)[0]}.url: {url} is unreachable: {e.reason}") from None
+    return [ln for ln in out.splitlines() if ln.strip()]
+
+
+def pins_json(pins: dict[str, dict]) -> dict:
+    return {"version": VERSION, "pins": pins}

@@ -1,0 +1,348 @@
+"""`ggml-patch drift-issue` against a recording stand-in for GitHub's issues API on 127.0.0.1
+(pytest-httpserver): it opens one issue, updates that same one on the next runs (never a
+second), comments when things get worse, closes it when all is clean; 401/403/422/rate limit and
+an unreachable server as `pr` reports them; the token nowhere but the Authorization header."""
+import datetime as dt
+import itertools
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import parse_qs
+
+import pytest
+from pytest_httpserver import HTTPServer
+from werkzeug import Response
+
+from orchestrator.ci import drift_issue as D
+
+from ..helpers.tools import ROOT
+
+TOKEN = "ghs_driftTEST_5eed9d4e21b7a3c0ffee"  # unique: must appear nowhere but the Authorization header
+REPO = "owner/proj"
+RUN = {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": REPO, "GITHUB_RUN_ID": "777"}
+
+
+class FakeGitHub:
+    """Just enough of the issues API, with state: issues, labels, comments; every request recorded."""
+
+    def __init__(self, server: HTTPServer):
+        self.server, self.issues, self.labels, self.comments, self.requests = server, {}, set(), [], []
+        server.expect_request(re.compile(r"^/repos/owner/proj/.*")).respond_with_handler(self.handle)
+
+    def add(self, number: int, body: str, labels=(D.LABEL,), state="open", **more) -> None:
+        self.issues[number] = {"number": number, "title": D.TITLE, "body": body, "state": state,
+                               "labels": [{"name": n} for n in labels], "html_url": f"https://github.com/{REPO}/issues/{number}",
+                               **more}
+
+    def handle(self, request):
+        path = request.path[len(f"/repos/{REPO}"):]
+        body = json.loads(request.get_data(as_text=True) or "null")
+        self.requests.append((request.method, path, body, dict(request.headers)))
+        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+            return _json({"message": "Bad credentials"}, 401)
+        if (request.method, path) == ("GET", "/issues"):
+            q = parse_qs(request.query_string.decode())
+            label = q.get("labels", [""])[0]
+            return _json([i for i in self.issues.values() if i["state"] == q.get("state", ["open"])[0]
+                          and label in {x["name"] for x in i["labels"]}])
+        if (request.method, path) == ("POST", "/labels"):
+            if body["name"] in self.labels:
+                return _json({"message": "Validation Failed", "errors": [{"code": "already_exists"}]}, 422)
+            self.labels.add(body["name"])
+            return _json(body, 201)
+        if (request.method, path) == ("POST", "/issues"):
+            n = max(self.issues, default=0) + 1
+            self.add(n, body["body"], labels=body.get("labels", ()))
+            return _json(self.issues[n], 201)
+        m = re.fullmatch(r"/issues/(\d+)(/comments)?", path)
+        if m and int(m[1]) in self.issues:
+            issue = self.issues[int(m[1])]
+            if m[2] and request.method == "POST":
+                self.comments.append((issue["number"], body["body"]))
+                return _json({"body": body["body"]}, 201)
+            if request.method == "PATCH":
+                issue.update({k: v for k, v in body.items() if k in ("body", "state")})
+                return _json(issue)
+        return _json({"message": "Not Found"}, 404)
+
+    def sent(self) -> list[tuple[str, str]]:
+        return [(m, p) for m, p, _, _ in self.requests]
+
+
+def _json(data, status=200, headers=None):
+    return Response(json.dumps(data), status=status, headers=headers or {}, content_type="application/json")
+
+
+@pytest.fixture
+def api():
+    server = HTTPServer(host="127.0.0.1", port=0)
+    server.start()
+    yield server
+    server.clear()
+    server.stop()
+
+
+@pytest.fixture
+def gh(api):
+    return FakeGitHub(api)
+
+
+_n = itertools.count()
+
+
+def status_json(tmp: Path, **statuses) -> Path:
+    rows = [{"target": t, "layout": "llama.cpp", "source": {"kind": "git"}, "status": s.replace("_", " "),
+             "detail": f"{t} detail -- with dashes" if s != "applies cleanly" else "", "base": "ab" * 20}
+            for t, s in statuses.items()]
+    p = tmp / f"status-{next(_n)}.json"  # each its own file: a test keeps several
+    p.write_text(json.dumps({"profile": "live", "targets": rows}))
+    return p
+
+
+def results_dir(tmp: Path, **cells) -> Path:
+    d = tmp / "merged"
+    d.mkdir(exist_ok=True)
+    (d / "results.json").write_text(json.dumps({"profile": "default", "cells": [
+        {"cell": c, "status": s, "reason": f"{c}: {s} here"} for c, s in cells.items()]}))
+    return d
+
+
+CLEAN = {"llama.cpp-master": "applies cleanly", "ggml-master": "applies cleanly"}
+
+
+def drift(tmp: Path, api_url: str, *extra: str, token=TOKEN, env_extra=None):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **RUN, **(env_extra or {})}
+    env.pop("GITHUB_TOKEN", None)
+    if token:
+        env["GITHUB_TOKEN"] = token
+    proc = subprocess.run([sys.executable, "-m", "orchestrator", "drift-issue", "--matrix", str(ROOT / "matrix.yaml"),
+                           "--repo", REPO, "--api-url", api_url, "--timeout", "5", *extra],
+                          capture_output=True, text=True, env=env, cwd=tmp)
+    assert TOKEN not in proc.stdout and TOKEN not in proc.stderr
+    assert "Traceback" not in proc.stderr
+    return proc
+
+
+def one_line_error(proc, code: int) -> str:
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ggml-patch: error: "), proc.stderr
+    return lines[0]
+
+
+def _no_token_in_bodies(gh: FakeGitHub) -> None:
+    for _, _, body, headers in gh.requests:
+        assert TOKEN not in json.dumps(body)
+        assert headers.get("Authorization") == f"Bearer {TOKEN}"
+
+
+# ---------------------------------------------------------------- open, update, close
+
+def test_opens_one_issue_then_updates_the_same_one(tmp_path, api, gh):
+    st = status_json(tmp_path, **{**CLEAN, "cambriantech-llama.cpp": "conflict"})
+    url = api.url_for("/").rstrip("/")
+    first = drift(tmp_path, url, "--status", str(st))
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith(f"drift-issue: opened https://github.com/{REPO}/issues/1 (cambriantech-llama.cpp: conflict)")
+    assert gh.sent() == [("GET", "/issues"), ("POST", "/labels"), ("POST", "/issues")]
+    issue = gh.issues[1]
+    assert issue["title"] == D.TITLE and [x["name"] for x in issue["labels"]] == [D.LABEL]
+    body = issue["body"]
+    assert "| cambriantech-llama.cpp | conflict | abababababab | cambriantech-llama.cpp detail -- with dashes |" in body
+    assert "| llama.cpp-master | applies cleanly |" in body
+    assert f"by https://github.com/{REPO}/actions/runs/777" in body
+    assert "ggml-patch refresh cambriantech-llama.cpp" in body  # what to do
+    assert body.isascii()
+    # the same state again: the same issue is updated, no second issue, no label request, no comment
+    gh.requests.clear()
+    second = drift(tmp_path, url, "--status", str(st), env_extra={"GITHUB_RUN_ID": "778"})
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.startswith("drift-issue: updated #1 ")
+    assert gh.sent() == [("GET", "/issues"), ("PATCH", "/issues/1")]
+    assert len(gh.issues) == 1 and gh.comments == []
+    assert "actions/runs/778" in gh.issues[1]["body"]
+    _no_token_in_bodies(gh)
+
+
+def test_worse_gets_a_comment_and_clean_closes(tmp_path, api, gh):
+    url = api.url_for("/").rstrip("/")
+    assert drift(tmp_path, url, "--status", str(status_json(tmp_path, **{**CLEAN, "ggml-master": "applies with 3-way merge"}))).returncode == 0
+    worse = status_json(tmp_path, **{**CLEAN, "ggml-master": "conflict", "llama.cpp-master": "applies with 3-way merge"})
+    gh.requests.clear()
+    proc = drift(tmp_path, url, "--status", str(worse))
+    assert proc.returncode == 0, proc.stderr
+    assert gh.sent() == [("GET", "/issues"), ("PATCH", "/issues/1"), ("POST", "/issues/1/comments")]
+    (number, comment), = gh.comments
+    assert number == 1 and "ggml-master: applies with 3-way merge -> conflict" in comment
+    assert "llama.cpp-master: applies cleanly -> applies with 3-way merge" in comment
+    # all clean again: a comment, then closed; then nothing more to do
+    gh.requests.clear()
+    proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **CLEAN)), "--results",
+                 str(results_dir(tmp_path, **{"llama.cpp/cpu": "passed", "ggml/metal": "skipped"})))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("drift-issue: closed #1 ")
+    assert gh.sent() == [("GET", "/issues"), ("POST", "/issues/1/comments"), ("PATCH", "/issues/1")]
+    assert gh.issues[1]["state"] == "closed" and "All clean again" in gh.comments[-1][1]
+    gh.requests.clear()
+    proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **CLEAN)))
+    assert proc.returncode == 0 and "nothing to send: all clean and no issue open" in proc.stdout
+    assert gh.sent() == [("GET", "/issues")]
+    # drift again after the close: a new issue (the closed one stays closed)
+    drift(tmp_path, url, "--status", str(worse))
+    assert sorted(gh.issues) == [1, 2] and gh.issues[2]["state"] == "open"
+
+
+def test_a_failing_default_cell_opens_it_and_is_remembered_without_results(tmp_path, api, gh):
+    url = api.url_for("/").rstrip("/")
+    st = status_json(tmp_path, **CLEAN)
+    res = results_dir(tmp_path, **{"llama.cpp/cpu": "passed", "ggml/vulkan": "failed", "ggml/cuda": "error"})
+    proc = drift(tmp_path, url, "--status", str(st), "--results", str(res))
+    assert proc.returncode == 0, proc.stderr
+    body = gh.issues[1]["body"]
+    assert "### Failing cells (profile `default`)" in body
+    assert "| ggml/vulkan | failed | ggml/vulkan: failed here |" in body and "| ggml/cuda | error |" in body
+    assert "llama.cpp/cpu" not in body.split("### Failing cells")[1].split("<!--")[0]
+    # the daily drift job runs no cells: the failing cells the issue recorded stay (and keep it open)
+    proc = drift(tmp_path, url, "--status", str(st))
+    assert proc.stdout.startswith("drift-issue: updated #1"), proc.stdout
+    assert "| ggml/vulkan | failed |" in gh.issues[1]["body"] and gh.issues[1]["state"] == "open"
+    assert f"From https://github.com/{REPO}/actions/runs/777" in gh.issues[1]["body"]
+
+
+def test_an_unreachable_source_keeps_its_last_known_status(tmp_path, api, gh):
+    url = api.url_for("/").rstrip("/")
+    drift(tmp_path, url, "--status", str(status_json(tmp_path, **{**CLEAN, "continuum": "conflict"})))
+    proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **{**CLEAN, "continuum": "source_unreachable"})))
+    assert proc.returncode == 0 and proc.stdout.startswith("drift-issue: updated #1")
+    body = gh.issues[1]["body"]
+    assert "| continuum | conflict (last known) |" in body and "[source unreachable now: continuum detail" in body
+    assert gh.issues[1]["state"] == "open"
+    # never seen before and unreachable: nothing known, not a problem
+    gh.issues.clear()
+    proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **{**CLEAN, "new": "source_unreachable"})))
+    assert "nothing to send" in proc.stdout and not gh.issues
+
+
+def test_issues_that_are_not_ours_are_left_alone(tmp_path, api, gh):
+    gh.add(5, "a person's issue with our label", labels=(D.LABEL,))
+    gh.add(6, D.MARKER + " but a pull request", labels=(D.LABEL,), pull_request={"url": "x"})
+    url = api.url_for("/").rstrip("/")
+    proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **{**CLEAN, "ggml-master": "conflict"})))
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(gh.issues) == [5, 6, 7] and gh.issues[5]["body"] == "a person's issue with our label"
+    assert ("PATCH", "/issues/5") not in gh.sent()
+
+
+# ---------------------------------------------------------------- dry run and bad input
+
+def test_dry_run_prints_the_requests_and_sends_nothing(tmp_path, api, gh):
+    st = status_json(tmp_path, **{**CLEAN, "ggml-master": "conflict"})
+    proc = drift(tmp_path, api.url_for("/").rstrip("/"), "--status", str(st), "--dry-run", token=None)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.startswith("dry run: nothing sent")
+    assert f"GET {api.url_for('/repos/owner/proj/issues')}?state=open&labels={D.LABEL}&per_page=100" in out
+    assert "decision: open: ggml-master: conflict" in out
+    assert f"POST {api.url_for('/repos/owner/proj/issues')}\nAuthorization: Bearer (GITHUB_TOKEN is not set)" in out
+    assert '"title": "ggml-patch: the series drifted or a cell failed"' in out
+    assert gh.requests == []
+    with_token = drift(tmp_path, api.url_for("/").rstrip("/"), "--status", str(st), "--dry-run")
+    assert "Authorization: Bearer ***" in with_token.stdout and gh.requests == []
+
+
+def test_needs_the_token_without_dry_run(tmp_path, api):
+    st = status_json(tmp_path, **CLEAN)
+    assert "drift-issue needs GITHUB_TOKEN" in one_line_error(drift(tmp_path, api.url_for("/"), "--status", str(st), token=None), 2)
+
+
+@pytest.mark.parametrize("content, expected", [
+    (None, "status.json: no such file"),
+    ("{", "status.json: not readable JSON"),
+    ('{"targets": []}', "not the output of `ggml-patch status --json`"),
+    ('{"targets": [{"target": "x", "status": "fine"}]}', "targets[0]: expected \"target\" and a \"status\" among"),
+])
+def test_a_bad_status_file_is_one_line(tmp_path, api, content, expected):
+    if content is not None:
+        (tmp_path / "status.json").write_text(content)
+    line = one_line_error(drift(tmp_path, api.url_for("/"), "--status", "status.json"), 2)
+    assert expected in line
+
+
+def test_a_bad_repo_is_one_line(tmp_path, api):
+    line = one_line_error(drift(tmp_path, api.url_for("/"), "--status", "x", "--repo", "no slash"), 2)
+    assert "--repo 'no slash': expected OWNER/NAME" in line
+
+
+# ---------------------------------------------------------------- API errors, as `pr` reports them
+
+ERRORS = {
+    "401": (401, {}, {"message": "Bad credentials"}, 22, "GitHub rejected GITHUB_TOKEN (401 Bad credentials)"),
+    "403": (403, {"X-RateLimit-Remaining": "4999"}, {"message": "Resource not accessible by integration"}, 22,
+            "the token lacks permission to write issues on owner/proj (the job needs `permissions: issues: write`)"),
+    "rate-limit": (403, {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "4102444800"},
+                   {"message": "API rate limit exceeded"}, 24, "retry after 2100-01-01 00:00:00 UTC"),
+    "429": (429, {"Retry-After": "30"}, {"message": "slow down"}, 24, "retry in 30 s (Retry-After)"),
+    "422": (422, {}, {"message": "Validation Failed", "errors": [{"message": "body is too long"}]}, 23,
+            "(422 Validation Failed: body is too long)"),
+    "502": (502, {}, {"message": "Server Error"}, 26, "unexpected answer 502 Server Error"),
+}
+
+
+@pytest.mark.parametrize("case", ERRORS)
+def test_each_api_error_has_its_message_and_exit_code(tmp_path, api, case):
+    status, headers, payload, code, expected = ERRORS[case]
+    api.expect_request("/repos/owner/proj/issues", method="GET").respond_with_json([])
+    api.expect_request("/repos/owner/proj/labels", method="POST").respond_with_json({}, status=201)
+    api.expect_request("/repos/owner/proj/issues", method="POST").respond_with_json(payload, status=status,
+                                                                                   headers=headers)
+    st = status_json(tmp_path, **{**CLEAN, "ggml-master": "conflict"})
+    line = one_line_error(drift(tmp_path, api.url_for("/").rstrip("/"), "--status", str(st)), code)
+    assert expected in line, line
+
+
+def test_an_unreachable_server(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    st = status_json(tmp_path, **CLEAN)
+    line = one_line_error(drift(tmp_path, f"http://127.0.0.1:{port}", "--status", str(st)), 25)
+    assert f"http://127.0.0.1:{port}: connection refused" in line
+
+
+def test_the_token_never_leaks_into_an_error(tmp_path, api):
+    api.expect_request("/repos/owner/proj/issues", method="GET").respond_with_json(
+        {"message": f"token {TOKEN} is bad"}, status=401)
+    line = one_line_error(drift(tmp_path, api.url_for("/").rstrip("/"), "--status", str(status_json(tmp_path, **CLEAN))), 22)
+    assert "token *** is bad" in line
+
+
+# ---------------------------------------------------------------- the pure core
+
+NOW = dt.datetime(2026, 11, 30, 4, 17, tzinfo=dt.timezone.utc)
+
+
+def test_the_state_survives_its_own_body():
+    status = D.read_status({"profile": "live", "targets": [
+        {"target": "t", "status": "conflict", "detail": "--> a tricky -- detail | with a pipe", "base": "c" * 40}]}, "s")
+    action, state = D.decide(None, status, None, "", NOW)
+    assert action.kind == "open"
+    found = D.Found(1, action.body)
+    assert found.state.to_json() == state.to_json()
+    assert "| --> a tricky -- detail \\| with a pipe |" in action.body  # the table cell, escaped
+    comment = action.body[action.body.index("<!-- ggml-patch-state: "):]
+    assert comment.count("-->") == 1  # "--" inside the state is escaped: the comment ends where it should
+    again, _ = D.decide(found, status, None, "", NOW)
+    assert again.kind == "none"  # the same body: nothing to send
+
+
+def test_rank_and_worse():
+    before = D.State("live", {"a": {"status": "applies with 3-way merge"}, "b": {"status": "conflict"}})
+    now = D.State("live", {"a": {"status": "conflict"}, "b": {"status": "applies with 3-way merge"},
+                           "c": {"status": "not applicable"}}, {"x/cpu": {"status": "failed"}})
+    assert D.worsened(before, now) == ["a: applies with 3-way merge -> conflict", "c: applies cleanly -> not applicable",
+                                       "x/cpu: failed"]
+    assert D.problems(D.State("live", {"u": {"status": "already upstream"}, "v": {"status": "applies cleanly"}})) == []
