@@ -18,8 +18,15 @@ def _command(name: str):
     return importlib.import_module(f".commands.{name.replace('-', '_')}", __package__)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: the usage block is what --help is for."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(int(ExitCode.CONFIG), f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--matrix", default="matrix.yaml", metavar="PATH", help="matrix file (default: matrix.yaml)")
     common.add_argument("--cache", metavar="DIR",
                         help="cache directory (default: $GGML_PATCH_CACHE or ~/.cache/ggml-patch)")
@@ -30,8 +37,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="git targets pinned to commits (`ggml-patch resolve-refs --out FILE`): one commit per CI run")
     common.add_argument("--pin", action="append", default=[], metavar="TARGET=COMMIT",
                         help="pin one git target to a commit (repeatable; wins over --pins)")
-    p = argparse.ArgumentParser(prog="ggml-patch", description="Carry the ggml-opt per-step accumulator fix into ggml, llama.cpp and forks, and prove it on every backend.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = _Parser(prog="ggml-patch", description="Carry the ggml-opt per-step accumulator fix into ggml, llama.cpp and forks, and prove it on every backend.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
         mod = _command(name)
         mod.add_arguments(sub.add_parser(name, parents=[common], help=mod.HELP, description=mod.HELP))
@@ -62,10 +69,13 @@ def _one_line(text: str) -> str:
 
 
 def _seconds(text: str) -> float:
-    """A finite, non-negative number of seconds (argparse turns the ValueError into exit 2)."""
-    value = float(text)
+    """A finite, non-negative number of seconds (argparse turns the error into exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
     if not math.isfinite(value) or value < 0:
-        raise ValueError(text)
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (expected a finite number >= 0)")
     return value
 
 

@@ -13,6 +13,7 @@ from typing import Optional
 
 from ..evidence.training import table_markdown
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
+from ..redact import redact
 from ..report.model import Results, as_results
 from . import bundle as B
 from . import cover as C
@@ -271,7 +272,7 @@ def evidence(
         out += ["", "Without the fix (the gate fails with the line above, exit code 1):", "", "```sh", *bug, "```"]
     out += ["", "#### Toolchain", ""]
     out += [f"- {ascii_text(name)}: {ascii_text(str(value))}" for name, value in B.toolchain_lines(toolchain)]
-    return out
+    return [redact(line) for line in out]  # the run's records may name URLs: never their credentials
 
 
 # ---------------------------------------------------------------- the two documents

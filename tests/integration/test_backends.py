@@ -51,7 +51,7 @@ def bare_path(tmp_path, monkeypatch):
 def test_the_matrix_schema_takes_its_backend_names_from_the_registry():
     from orchestrator.config import schema
 
-    assert backends.names() == ["cpu", "vulkan", "cuda", "metal"]
+    assert backends.names() == ["cpu", "vulkan", "cuda", "metal", "cpu-sanitize"]
     assert schema()["properties"]["backends"]["propertyNames"]["enum"] == backends.names()
     for name in backends.names():
         assert backends.get(name).name == name

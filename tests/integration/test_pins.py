@@ -35,6 +35,7 @@ def _head(path: Path) -> str:
 def _matrix(tmp: Path, up: Path) -> Path:
     if not (tmp / "patches").exists():
         shutil.copytree(ROOT / "patches", tmp / "patches")
+        shutil.copytree(ROOT / "native_tests", tmp / "native_tests")
     m = tmp / "matrix.yaml"
     m.write_text(f"""series: {{path: patches, layout: llama.cpp}}
 targets:
@@ -93,6 +94,7 @@ def test_a_pinned_target_stays_on_its_commit_after_the_branch_moves(tmp_path):
     for extra in (["--pins", str(tmp_path / "pins.json")], ["--pin", f"tip={first}"]):
         proc = run_tool("status", "--matrix", str(m), "--cache", str(tmp_path / "cache"), "--profile", "live",
                         "--target", "tip", "--json", *extra)
+        assert proc.stdout, proc.stderr
         row = json.loads(proc.stdout)["targets"][0]
         assert row["base"] == first and row["source"]["ref"] == "main", proc.stderr
     proc = run_tool("status", "--matrix", str(m), "--cache", str(tmp_path / "cache"), "--profile", "live",

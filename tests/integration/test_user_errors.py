@@ -135,7 +135,7 @@ def test_malformed_results_files_are_one_line(tmp_path, case, command):
     r.mkdir()
     (r / "results.json").write_text(json.dumps(BAD_RESULTS[case]))
     common = ["--matrix", ROOT / "matrix.yaml", "--cache", tmp_path / "c"]
-    args = (["bundle", "--results", r, "--out", tmp_path / "b"] if command == "bundle"
+    args = (["bundle", "--results", r, "--out", tmp_path / "b", "--author", "T <t@example.com>"] if command == "bundle"
             else ["merge-results", "--out", tmp_path / "m", r])
     line = tool(*args[:1], *common, *args[1:], env=isolated_env(tmp_path)).error_line(2)
     assert "results.json" in line

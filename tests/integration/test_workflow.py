@@ -128,6 +128,7 @@ HONEST = {  # backend -> (setup, --require-backend, --build-only) on its matrix.
     "vulkan": ("vulkan-lavapipe", "vulkan", False),  # lavapipe on a hosted runner
     "cuda": ("cuda-pypi", "cuda", True),  # a hosted runner: no GPU, PyPI's toolkit, build only
     "metal": ("", "metal", False),
+    "cpu-sanitize": ("", "", False),  # ASan and UBSan need no device
 }
 
 
@@ -336,7 +337,7 @@ def test_without_an_owning_repository_nothing_is_scheduled(live_matrix):
 def test_a_bad_repository_is_a_one_line_error(live_matrix):
     live_matrix.path.write_text(live_matrix.path.read_text().replace("repository: ggml-patch/ggml-patch", "repository: nope"))
     proc = run_tool("ci-workflow", "--matrix", str(live_matrix.path), "--check")
-    assert proc.returncode == 2 and "ci.repository: 'nope' is not a repository (expected OWNER/NAME)" in proc.stderr
+    assert proc.returncode == 2 and "ci.repository: 'nope' is not a GitHub repository (expected OWNER/NAME" in proc.stderr
 
 
 def test_the_drift_job(drift_wf, tmp_path):

@@ -64,7 +64,10 @@ def test_pr_body_and_manifest_carry_no_credentials():
     for c in results["cells"]:
         c.setdefault("source", {})["url"] = f"https://me:{SECRET}@github.com/me/ggml.git"
     target = results["cells"][0]["target"]
-    body = B.pr_body(results, "0" * 64, target, [B.Commit("s", "b", ("src/x.c",))], {}, [])
+    from orchestrator.upstream import pr_body
+
+    commits = [B.Commit("s", "b", ("src/x.c",))]
+    body = "\n".join(pr_body.evidence(results, "0" * 64, target, commits, ["0001-s.patch"], {}, None))
     assert SECRET not in body and "https://***@github.com/me/ggml.git" in body
     man = B.manifest(target=target, layout="ggml", results=B.as_results(results), results_sha256="0" * 64, results_path="/r",
                      source=results["cells"][0]["source"], patched_commit="1" * 40, patches=[], files={},
@@ -91,7 +94,7 @@ def test_progress_lines_are_redacted(monkeypatch):
 
 def test_github_errors_given_as_a_string_are_one_message():
     """Issue 16 point 9: `errors` as a string used to be printed character by character."""
-    from orchestrator.upstream import github as G
+    from orchestrator.upstream import github_api as G
 
     text = json.dumps({"message": "Validation Failed", "errors": "head branch is missing"})
-    assert G._message(text) == "Validation Failed: head branch is missing"
+    assert G.github_message(text) == "Validation Failed: head branch is missing"
