@@ -1,0 +1,1 @@
+"""Evidence that the fix matters: failure classification, attribution, mutants, training curves."""
