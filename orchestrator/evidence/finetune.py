@@ -118,8 +118,8 @@ class Run:
     outcome: str = "ok"  # ok | failed | timed out | crashed: as the runner classified it
 
     @property
-    def case(self) -> tuple[str, int]:
-        return (self.optimizer, self.opt_period)
+    def case(self) -> tuple[str, int, float]:
+        return (self.optimizer, self.opt_period, self.lr)
 
 
 @dataclass
@@ -144,16 +144,17 @@ class FinetuneResults:
         runs = [Run(**{**r, "epochs": [Epoch(**e) for e in r["epochs"]]}) for r in d.pop("runs")]
         return cls(**d, runs=runs)
 
-    def cases(self) -> list[tuple[str, int]]:
-        """(optimizer, opt_period) in first-seen order."""
-        seen: dict[tuple[str, int], None] = {}
+    def cases(self) -> list[tuple[str, int, float]]:
+        """(optimizer, opt_period, lr) in first-seen order."""
+        seen: dict[tuple[str, int, float], None] = {}
         for r in self.runs:
             seen.setdefault(r.case, None)
         return list(seen)
 
-    def run(self, variant: str, optimizer: str, opt_period: int) -> Optional[Run]:
+    def run(self, variant: str, optimizer: str, opt_period: int, lr: Optional[float] = None) -> Optional[Run]:
+        """The run of a variant and case (lr None: the first with any lr)."""
         for r in self.runs:
-            if r.variant == variant and r.case == (optimizer, opt_period):
+            if r.variant == variant and r.case[:2] == (optimizer, opt_period) and lr in (None, r.lr):
                 return r
         return None
 
@@ -208,6 +209,7 @@ def direction_changes(steps: list[int]) -> int:
 class Verdict:
     optimizer: str
     opt_period: int
+    lr: float
     epochs: int
     differ: bool                       # the curves differ between variants
     max_rel_diff: float
@@ -222,7 +224,7 @@ class Verdict:
         return asdict(self)
 
 
-def verdict(optimizer: str, opt_period: int, fixed: list[Epoch], unfixed: list[Epoch]) -> Verdict:
+def verdict(optimizer: str, opt_period: int, lr: float, fixed: list[Epoch], unfixed: list[Epoch]) -> Verdict:
     """The rules, on the epochs both runs reported:
     - "no difference": the curves do not differ (the fix changed nothing on this path: suspicious);
     - "undecided": fewer than 2 common epochs, or the fixed run's eval loss does not fall overall
@@ -254,17 +256,17 @@ def verdict(optimizer: str, opt_period: int, fixed: list[Epoch], unfixed: list[E
         label = "bug visible"
     else:
         label = "differs, no harm shown"
-    return Verdict(optimizer, opt_period, n, differ, max_diff, fixed_falls, rises, oscillates, diverged,
+    return Verdict(optimizer, opt_period, lr, n, differ, max_diff, fixed_falls, rises, oscillates, diverged,
                    ends_worse, label)
 
 
 def verdicts(results: FinetuneResults) -> list[Verdict]:
     """One verdict per case that has both variants."""
     out = []
-    for opt, period in results.cases():
-        f, u = results.run("with_fix", opt, period), results.run("without_fix", opt, period)
+    for opt, period, lr in results.cases():
+        f, u = results.run("with_fix", opt, period, lr), results.run("without_fix", opt, period, lr)
         if f and u:
-            out.append(verdict(opt, period, f.epochs, u.epochs))
+            out.append(verdict(opt, period, lr, f.epochs, u.epochs))
     return out
 
 
@@ -308,20 +310,19 @@ def _fmt(x: Optional[float]) -> str:
 def table_markdown(results: FinetuneResults) -> str:
     """A verdict table, then per case: epoch | train/eval loss with the fix | train/eval without."""
     vs = verdicts(results)
-    lines = ["| optimizer | opt_period | epochs | verdict | max rel. diff | eval rises without the fix (epochs) | oscillates | diverged | ends worse |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| optimizer | lr | opt_period | epochs | verdict | max rel. diff | eval rises without the fix (epochs) | oscillates | diverged | ends worse |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for v in vs:
-        lines.append(f"| {v.optimizer} | {v.opt_period} | {v.epochs} | **{v.label}** | {v.max_rel_diff:.3g} | "
+        lines.append(f"| {v.optimizer} | {v.lr:g} | {v.opt_period} | {v.epochs} | **{v.label}** | {v.max_rel_diff:.3g} | "
                      f"{', '.join(map(str, v.rises_where_fixed_falls)) or 'none'} | {'yes' if v.oscillates else 'no'} | "
                      f"{'yes' if v.diverged else 'no'} | {'yes' if v.ends_worse else 'no'} |")
-    for opt, period in results.cases():
-        f, u = results.run("with_fix", opt, period), results.run("without_fix", opt, period)
+    for opt, period, lr in results.cases():
+        f, u = results.run("with_fix", opt, period, lr), results.run("without_fix", opt, period, lr)
         rows: dict[int, list[Optional[Epoch]]] = {}
         for i, run in enumerate((f, u)):
             for e in (run.epochs if run else []):
                 rows.setdefault(e.epoch, [None, None])[i] = e
-        lr = (f or u).lr
-        lines += ["", f"**{opt}, opt_period {period}** (lr {lr:g}, n_batch {(f or u).n_batch}, n_ubatch {(f or u).n_ubatch})", "",
+        lines += ["", f"**{opt}, lr {lr:g}, opt_period {period}** (n_batch {(f or u).n_batch}, n_ubatch {(f or u).n_ubatch})", "",
                   "| epoch | train loss, with the fix | eval loss, with the fix | train loss, without | eval loss, without |",
                   "|---|---|---|---|---|"]
         for n in sorted(rows):
@@ -332,8 +333,8 @@ def table_markdown(results: FinetuneResults) -> str:
 
 
 def figure(results: FinetuneResults):
-    """A grid of small panels, rows = optimizer, columns = opt_period: train (solid) and eval
-    (dashed) loss per epoch, with the fix (blue) and without (red)."""
+    """A grid of small panels, rows = optimizer and learning rate, columns = opt_period: train
+    (solid) and eval (dashed) loss per epoch, with the fix (blue) and without (red)."""
     try:
         import matplotlib
     except ImportError as e:  # the [plot] extra
@@ -342,23 +343,23 @@ def figure(results: FinetuneResults):
     import matplotlib.pyplot as plt
 
     cases = results.cases()
-    opts = list(dict.fromkeys(o for o, _ in cases))
-    periods = sorted(dict.fromkeys(p for _, p in cases))
+    opts = list(dict.fromkeys((o, lr) for o, _, lr in cases))
+    periods = sorted(dict.fromkeys(p for _, p, _ in cases))
     fig, axes = plt.subplots(len(opts), len(periods), figsize=(3.6 * len(periods), 2.8 * len(opts)),
                              dpi=110, squeeze=False)
-    for i, opt in enumerate(opts):
+    for i, (opt, lr) in enumerate(opts):
         for j, period in enumerate(periods):
             ax = axes[i][j]
             for variant, colour, label in (("with_fix", "tab:blue", "with the fix"),
                                            ("without_fix", "tab:red", "without")):
-                run = results.run(variant, opt, period)
+                run = results.run(variant, opt, period, lr)
                 if not run:
                     continue
                 xs = [e.epoch for e in run.epochs]
                 ax.plot(xs, [e.train_loss for e in run.epochs], "-o", ms=3, color=colour, label=f"train, {label}")
                 ax.plot(xs, [e.eval_loss for e in run.epochs], "--s", ms=3, color=colour, alpha=0.7,
                         label=f"eval, {label}")
-            ax.set_title(f"{opt}, opt_period {period}", fontsize=9)
+            ax.set_title(f"{opt} lr {lr:g}, opt_period {period}", fontsize=9)
             ax.set_xlabel("epoch", fontsize=8)
             ax.set_ylabel("cross-entropy loss", fontsize=8)
             ax.tick_params(labelsize=7)

@@ -61,7 +61,7 @@ def test_moves_and_direction_changes():
 def test_overshoot_is_bug_visible_with_the_epoch_it_rose():
     # the original report's shape: learned faster early, then eval loss rises in epoch 3
     u = ep([9.0, 6.0, 5.5, 6.5, 8.0], [8.0, 6.9, 7.4, 8.5, 9.9])
-    v = ft.verdict("adamw", 1, FIXED, u)
+    v = ft.verdict("adamw", 1, 1e-3, FIXED, u)
     assert v.label == "bug visible"
     assert v.differ and v.fixed_falls and not v.diverged and v.ends_worse
     assert v.rises_where_fixed_falls == (3, 4, 5)
@@ -70,40 +70,40 @@ def test_overshoot_is_bug_visible_with_the_epoch_it_rose():
 
 def test_divergence_is_bug_visible():
     u = ep([10.0, 30.0, math.inf, math.nan, math.nan], [9.0, 40.0, math.nan, math.nan, math.nan])
-    v = ft.verdict("sgd", 2, FIXED, u)
+    v = ft.verdict("sgd", 2, 1e-3, FIXED, u)
     assert v.label == "bug visible" and v.diverged and v.ends_worse
 
 
 def test_oscillation_is_bug_visible():
     u = ep([10.0, 7.0, 7.9, 6.9, 7.8], [9.0, 7.2, 7.1, 6.9, 6.6])  # train loss down-up-down-up
-    v = ft.verdict("sgd", 1, FIXED, u)
+    v = ft.verdict("sgd", 1, 1e-3, FIXED, u)
     assert v.oscillates and v.rises_where_fixed_falls == () and v.label == "bug visible"
     assert not v.ends_worse
 
 
 def test_only_faster_learning_is_no_harm_shown():
     u = ep([9.0, 7.0, 6.0, 5.5, 5.2], [8.5, 7.0, 6.5, 6.3, 6.2])
-    v = ft.verdict("adamw", 2, FIXED, u)
+    v = ft.verdict("adamw", 2, 1e-3, FIXED, u)
     assert v.label == "differs, no harm shown" and v.differ and not v.ends_worse
 
 
 def test_identical_curves_are_no_difference():
     u = ep([10.0, 8.0, 7.0, 6.5, 6.2000001], [9.0, 7.5, 7.0, 6.8, 6.7])
-    v = ft.verdict("adamw", 1, FIXED, u)
+    v = ft.verdict("adamw", 1, 1e-3, FIXED, u)
     assert v.label == "no difference" and not v.differ
 
 
 def test_a_fixed_run_that_does_not_learn_is_undecided():
     flat = ep([10.0, 10.0, 10.0], [9.0, 9.0, 9.0])
     rising = ep([10.0, 10.5, 11.0], [9.0, 9.5, 10.0])
-    assert ft.verdict("sgd", 1, flat, ep([10, 12, 14], [9, 11, 13])).label == "undecided"
-    assert ft.verdict("sgd", 1, rising, ep([10, 12, 14], [9, 11, 13])).label == "undecided"
-    assert ft.verdict("sgd", 1, FIXED[:1], ep([11], [12])).label == "undecided"  # one epoch: no curve
+    assert ft.verdict("sgd", 1, 1e-3, flat, ep([10, 12, 14], [9, 11, 13])).label == "undecided"
+    assert ft.verdict("sgd", 1, 1e-3, rising, ep([10, 12, 14], [9, 11, 13])).label == "undecided"
+    assert ft.verdict("sgd", 1, 1e-3, FIXED[:1], ep([11], [12])).label == "undecided"  # one epoch: no curve
 
 
 def test_verdict_compares_the_common_epochs_only():
     u = ep([9.0, 6.0, 5.5], [8.0, 6.9, 7.4])  # the run without the fix stopped after 3 epochs
-    v = ft.verdict("adamw", 1, FIXED, u)
+    v = ft.verdict("adamw", 1, 1e-3, FIXED, u)
     assert v.epochs == 3 and v.rises_where_fixed_falls == (3,)
 
 
@@ -124,9 +124,10 @@ def test_results_round_trip_through_json_with_nan_and_inf():
     back = ft.FinetuneResults.from_json(r.to_json())
     assert back.to_json() == r.to_json()
     assert math.isnan(back.runs[1].epochs[4].train_loss) and back.runs[1].epochs[4].eval_loss == math.inf
-    assert back.cases() == [("sgd", 1), ("adamw", 2)]
+    assert back.cases() == [("sgd", 1, 1e-4), ("adamw", 2, 1e-4)]
     assert back.run("without_fix", "adamw", 2).epochs == FIXED
     assert back.run("without_fix", "adamw", 3) is None
+    assert back.run("without_fix", "adamw", 2, 1e-3) is None
 
 
 def test_results_of_another_schema_are_refused():
@@ -137,12 +138,12 @@ def test_results_of_another_schema_are_refused():
 
 def test_verdicts_per_case_and_the_table():
     r = results()
-    assert [(v.optimizer, v.opt_period, v.label) for v in ft.verdicts(r)] == [
-        ("sgd", 1, "bug visible"), ("adamw", 2, "no difference")]
+    assert [(v.optimizer, v.opt_period, v.lr, v.label) for v in ft.verdicts(r)] == [
+        ("sgd", 1, 1e-4, "bug visible"), ("adamw", 2, 1e-4, "no difference")]
     md = ft.table_markdown(r)
-    assert "| sgd | 1 | 5 | **bug visible** |" in md
-    assert "| adamw | 2 | 5 | **no difference** | 0 | none | no | no | no |" in md
-    assert "**sgd, opt_period 1** (lr 0.0001, n_batch 128, n_ubatch 128)" in md
+    assert "| sgd | 0.0001 | 1 | 5 | **bug visible** |" in md
+    assert "| adamw | 0.0001 | 2 | 5 | **no difference** | 0 | none | no | no | no |" in md
+    assert "**sgd, lr 0.0001, opt_period 1** (n_batch 128, n_ubatch 128)" in md
     assert "| 5 | 6.2000 | 6.7000 | nan | inf |" in md
 
 
@@ -178,5 +179,5 @@ def test_plot_writes_a_png_with_one_panel_per_case_and_same_bytes_twice(tmp_path
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and data == p2.read_bytes()
     fig = ft.figure(r)
     assert len(fig.axes) == 4  # 2 optimizers x 2 periods, the missing panels empty
-    assert fig.axes[0].get_title() == "sgd, opt_period 1"
+    assert fig.axes[0].get_title() == "sgd lr 0.0001, opt_period 1"
     assert len(fig.axes[0].lines) == 4 and len(fig.axes[1].lines) == 0
