@@ -24,6 +24,7 @@ import argparse
 import hashlib
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -51,6 +52,7 @@ DEFAULT_CASES = [
 ]
 VAL_SPLIT = 0.1
 THREADS = 2
+cpu_seconds: dict[str, float] = {}  # per run: user + system CPU seconds of the program
 GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_AUTHOR_NAME": "evidence",
            "GIT_AUTHOR_EMAIL": "evidence@localhost", "GIT_COMMITTER_NAME": "evidence",
            "GIT_COMMITTER_EMAIL": "evidence@localhost", "GIT_AUTHOR_DATE": "2026-11-30T00:00:00Z",
@@ -59,8 +61,11 @@ GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_AUT
 
 def sh(argv: list[str], cwd: Path | None = None, log: Path | None = None, env: dict | None = None) -> float:
     """Run, fail loudly with the log's tail, return the wall seconds."""
-    t0 = time.monotonic()
+    t0, r0 = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_seconds[log.stem if log else Path(argv[0]).name] = round(
+        (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime), 2)
     if log:
         log.write_text(out.stdout + out.stderr)
     if out.returncode != 0:
@@ -109,9 +114,11 @@ def run_cases(variant: str, binary: Path, model: Path, data: list[Path], cases: 
     runs = []
     for c in cases:
         argv = command(binary, model, data, c)
-        t0 = time.monotonic()
+        t0, r0 = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
         p = subprocess.run(argv, capture_output=True, text=True)
-        secs = time.monotonic() - t0
+        secs, r1 = time.monotonic() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)  # wall time is at the mercy of other load
+        cpu_seconds[f"{variant} {c['optimizer']} lr {c['lr']:g} p{c['n_batch'] // c['n_ubatch']}"] = round(cpu, 2)
         period = c["n_batch"] // c["n_ubatch"]
         name = f"{variant}-{c['optimizer']}-lr{c['lr']:g}-p{period}"
         (out / f"{name}.out").write_text(p.stdout)
@@ -121,7 +128,7 @@ def run_cases(variant: str, binary: Path, model: Path, data: list[Path], cases: 
                            n_ubatch=c["n_ubatch"], lr=c["lr"], command=argv, epochs=list(parsed.epochs),
                            exit_code=p.returncode, seconds=round(secs, 2),
                            outcome="ok" if p.returncode == 0 and parsed.complete else "failed"))
-        print(f"  {name}: exit {p.returncode}, {secs:.1f} s, eval " +
+        print(f"  {name}: exit {p.returncode}, {secs:.1f} s wall, {cpu:.1f} s CPU, eval " +
               " ".join(f"{e.eval_loss:.3f}" for e in parsed.epochs), flush=True)
     return runs
 
@@ -192,7 +199,8 @@ def main() -> int:
                                program_sha256=program_sha, flags=flags, cases=case_params, toolchain=tools))
     (out / "finetune.json").write_text(results.to_json())
     (out / "timings.json").write_text(json.dumps({**timings, "runs": {f"{r.variant} {r.optimizer} lr {r.lr:g} p{r.opt_period}": r.seconds for r in runs},
-                                                  "loadavg_end": os.getloadavg(), "toolchain": tools}, indent=2) + "\n")
+                                                  "runs_cpu_s": cpu_seconds, "loadavg_end": os.getloadavg(),
+                                                  "toolchain": tools}, indent=2) + "\n")
     (out / "finetune.md").write_text(ft.table_markdown(results))
     try:
         ft.plot(results, out / "finetune-loss.png")

@@ -341,6 +341,7 @@ def figure(results: FinetuneResults):
         raise RuntimeError("the finetune plot needs matplotlib (pip install 'ggml-patch[plot]')") from e
     matplotlib.use("Agg")  # no display on CI machines
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     cases = results.cases()
     opts = list(dict.fromkeys((o, lr) for o, _, lr in cases))
@@ -359,15 +360,23 @@ def figure(results: FinetuneResults):
                 ax.plot(xs, [e.train_loss for e in run.epochs], "-o", ms=3, color=colour, label=f"train, {label}")
                 ax.plot(xs, [e.eval_loss for e in run.epochs], "--s", ms=3, color=colour, alpha=0.7,
                         label=f"eval, {label}")
+            if _spans_decades(ax):
+                ax.set_yscale("log")  # a diverging run would flatten the other curves
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_title(f"{opt} lr {lr:g}, opt_period {period}", fontsize=9)
             ax.set_xlabel("epoch", fontsize=8)
             ax.set_ylabel("cross-entropy loss", fontsize=8)
             ax.tick_params(labelsize=7)
             ax.grid(True, alpha=0.3)
     axes[0][0].legend(fontsize=6)
-    fig.suptitle(f"llama_opt_epoch on a tiny llama model ({results.target}), with and without the fix", fontsize=10)
+    fig.suptitle(f"llama_opt_epoch, tiny llama model, with and without the fix\n{results.target}", fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def _spans_decades(ax) -> bool:
+    ys = [y for line in ax.lines for y in line.get_ydata() if math.isfinite(y) and y > 0]
+    return bool(ys) and max(ys) / min(ys) > 10
 
 
 def plot(results: FinetuneResults, path: Path) -> Path:

@@ -181,3 +181,40 @@ def test_plot_writes_a_png_with_one_panel_per_case_and_same_bytes_twice(tmp_path
     assert len(fig.axes) == 4  # 2 optimizers x 2 periods, the missing panels empty
     assert fig.axes[0].get_title() == "sgd lr 0.0001, opt_period 1"
     assert len(fig.axes[0].lines) == 4 and len(fig.axes[1].lines) == 0
+
+
+RECORDED = __import__("pathlib").Path(__file__).parent / "data" / "finetune-llama-0.3.36"
+
+
+def recorded_results() -> ft.FinetuneResults:
+    """finetune-opt-dynamic's real output on llama.cpp 0c1e5709 (llama-cpp-python 0.3.36), with patches/0001
+    and with its hunks reverted (benchmarks/records/2026-11-30-finetune-evidence)."""
+    runs = []
+    for path in sorted(RECORDED.glob("*.out")):
+        out = ft.parse_output(path.read_text())
+        c = out.config
+        assert out.complete and c["threads"] == 2, path.name
+        runs.append(ft.Run(variant=path.name.split("-")[0], optimizer=c["optimizer"], opt_period=c["opt_period"],
+                           n_batch=c["n_batch"], n_ubatch=c["n_ubatch"], lr=c["lr"], command=[],
+                           epochs=list(out.epochs), exit_code=0))
+    return ft.FinetuneResults(target="llama-cpp-python-0.3.36", base="0c1e5709", model={}, data={}, program={}, runs=runs)
+
+
+def test_verdicts_on_the_recorded_runs():
+    r = recorded_results()
+    assert len(r.runs) == 12
+    got = {(v.optimizer, v.lr, v.opt_period): (v.label, v.rises_where_fixed_falls) for v in ft.verdicts(r)}
+    assert got == {
+        # at ggml-opt's default AdamW step the run without the fix is ahead after epoch 1, then its eval loss rises
+        ("adamw", 1e-3, 1): ("bug visible", (2, 3, 4, 5, 6)),
+        ("adamw", 1e-3, 2): ("bug visible", (3, 4, 5)),
+        ("sgd", 0.1, 1): ("bug visible", (2, 3, 4, 5, 6)),
+        ("sgd", 0.1, 2): ("bug visible", (3, 5, 6)),
+        # finetune.cpp's default lr 1e-5: the run without the fix only learns faster in 4 epochs
+        ("adamw", 1e-5, 1): ("differs, no harm shown", ()),
+        ("adamw", 1e-5, 2): ("differs, no harm shown", ()),
+    }
+    first = r.run("without_fix", "adamw", 1, 1e-3).epochs
+    fixed = r.run("with_fix", "adamw", 1, 1e-3).epochs
+    assert first[0].eval_loss < fixed[0].eval_loss  # "learned faster early"
+    assert first[-1].eval_loss > first[0].eval_loss  # "then overshot"
