@@ -32,7 +32,7 @@ def _cells() -> list[tuple[str, str]]:
     try:
         from orchestrator.config import load_matrix
         from orchestrator.errors import GgmlPatchError
-        from orchestrator.workflow import nox_cells
+        from orchestrator.ci.workflow import nox_cells
     except ImportError:
         return []
     try:
@@ -45,7 +45,7 @@ def _cells() -> list[tuple[str, str]]:
 @nox.parametrize(["target", "backend"], _cells())
 def cell(session: nox.Session, target: str, backend: str) -> None:
     """One matrix cell into results/cells/<target>-<backend> (a CI leg; args go to `ggml-patch matrix`)."""
-    from orchestrator.workflow import cell_results_dir  # where the CI leg uploads from
+    from orchestrator.ci.workflow import cell_results_dir  # where the CI leg uploads from
 
     session.install(".")
     session.run("ggml-patch", "matrix", "--target", target, "--backend", backend,
@@ -61,7 +61,8 @@ def bundle(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The test suite, end-to-end run of the real CPU matrix included (args go to pytest)."""
+    """The test suite, every tier: tests/unit, tests/integration, tests/e2e (the real CPU matrix end to
+    end). Args go to pytest, e.g. `nox -s tests -- -m unit`."""
     session.install(".[test]")
     session.run("pytest", *session.posargs)
 

@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from orchestrator.cache import Cache, default_cache_dir  # noqa: E402
-from orchestrator.cmake import cmake_exe, jobs, ninja_exe  # noqa: E402
+from orchestrator.run.cmake import cmake_exe, jobs, ninja_exe  # noqa: E402
 from orchestrator.config import load_matrix  # noqa: E402
-from orchestrator.render import rendered_for_target  # noqa: E402
+from orchestrator.patchset.render import rendered_for_target  # noqa: E402
 
 GOALS = {"cold_vs_by_hand": 0.3, "control_vs_one_file": 1.5, "rerun_s": 5.0, "own_time_share": 0.05}
 NO_CCACHE = {"CCACHE_DISABLE": "1"}

@@ -13,7 +13,7 @@ import jsonschema
 import yaml
 
 from .errors import ConfigError
-from .layout import LAYOUTS
+from .patchset.layout import LAYOUTS
 
 BACKEND_NAMES = ("cpu", "vulkan", "cuda", "metal")
 SOURCE_KINDS = ("pypi-sdist", "git", "local", "tarball")

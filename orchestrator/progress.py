@@ -1,4 +1,5 @@
 """Progress for long work: which cell, which step, how far the build is. Goes to stderr.
+Display only: cancelling a run is cancel.py's.
 
 Cells may run in parallel threads: each thread's cell and step live in thread-local state and
 every line names its cell. On a terminal each cell's build is a live progress bar (ninja's
@@ -6,13 +7,17 @@ every line names its cell. On a terminal each cell's build is a live progress ba
 """
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from typing import Optional
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from .report.model import CellStatus
+
+
+_COLOUR = {CellStatus.PASSED.value: "green", CellStatus.SKIPPED.value: "yellow", CellStatus.BUILD_ONLY.value: "cyan"}
 
 
 class Reporter:
@@ -22,7 +27,6 @@ class Reporter:
         self._next = 0
         self._lock = threading.Lock()
         self._local = threading.local()
-        self._cancelled = threading.Event()
         self._bars: Optional[Progress] = None
         if self.console.is_terminal:
             self._bars = Progress(TextColumn("    {task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -45,16 +49,7 @@ class Reporter:
         self._local.task = None
         self.console.print(f"[bold]\\[{self.index}/{self.total}] {cell_id}[/bold]")
 
-    def cancel(self) -> None:
-        """Make every cell thread stop at its next step or build line (as if interrupted)."""
-        self._cancelled.set()
-
-    def _check_cancelled(self) -> None:
-        if self._cancelled.is_set():
-            raise KeyboardInterrupt
-
     def step(self, name: str, detail: str = "") -> None:
-        self._check_cancelled()
         self._local.t0 = time.monotonic()
         self._local.last_pct = -1
         self.console.print(f"  [{self.index}/{self.total}] {self.cell}: {name}"
@@ -67,7 +62,6 @@ class Reporter:
 
     def build_progress(self, done: int, total: int) -> None:
         """Ninja's [done/total] for this thread's cell."""
-        self._check_cancelled()
         if self._bars is not None:
             with self._lock:
                 if not self._bars.live.is_started:
@@ -98,8 +92,5 @@ class Reporter:
 
     def cell_result(self, status: str, reason: str) -> None:
         self._end_bar()
-        colour = {"passed": "green", "skipped": "yellow", "build-only": "cyan"}.get(status, "red")
+        colour = _COLOUR.get(str(status), "red")
         self.console.print(f"  [{colour}]{self.cell}: {status}[/{colour}] - {reason}")
-
-    def error(self, message: str) -> None:
-        print(f"ggml-patch: error: {message}", file=sys.stderr)

@@ -37,10 +37,7 @@ sys.path.insert(0, str(ROOT))
 from orchestrator.evidence import finetune as ft  # noqa: E402
 from orchestrator.evidence import tiny_model as tm  # noqa: E402
 
-try:
-    from orchestrator.toolchain import versions as toolchain_versions  # the flat tree
-except ImportError:  # the package tree of issue 15
-    from orchestrator.run.toolchain import versions as toolchain_versions  # type: ignore
+from orchestrator.run.toolchain import versions as toolchain_versions  # noqa: E402
 
 DEFAULT_CASES = [
     # ggml-opt's own default AdamW step (alpha 1e-3); SGD at 0.1, where the fixed run learns at a

@@ -1,11 +1,59 @@
+"""The test tiers and the isolation every test runs in.
+
+Tiers are folders; each test gets its folder's marker (so `-m unit`, `-m "not e2e"` select):
+  unit/         pure, offline, no git or compilers
+  integration/  git, fake servers, small fixtures (a fake CMake project, tarballs made here); offline
+  e2e/          the pinned PyPI sdists and real builds of ggml (the only tier that may use the network)
+
+HOME and GGML_PATCH_CACHE point at temporary folders for the whole session and again for each
+test: no test reads or writes the user's cache. A test that needs the pinned sdists asks for
+`shared_downloads` (the user's download cache, only read); ccache keeps the user's cache dir.
+Helpers live in tests/helpers/ (imported by the tests, not from here).
+"""
 import os
-import sys
-import subprocess
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from orchestrator.cache import default_cache_dir
+
+from .helpers.tools import ROOT
+
+TIERS = ("unit", "integration", "e2e")
+# the user's environment as it is before any test runs: read, never written
+SHARED_CACHE = default_cache_dir()
+CCACHE_DIR = os.environ.get("CCACHE_DIR") or str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+                                                 / "ccache")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        parts = Path(str(item.fspath)).relative_to(ROOT / "tests").parts
+        if parts[0] not in TIERS:
+            raise pytest.UsageError(f"{item.nodeid}: every test lives in one of tests/{{{','.join(TIERS)}}}/")
+        item.add_marker(getattr(pytest.mark, parts[0]))
+
+
+def _isolate(mp: pytest.MonkeyPatch, home: Path) -> None:
+    mp.setenv("HOME", str(home))
+    mp.setenv("GGML_PATCH_CACHE", str(home / "ggml-patch-cache"))
+    mp.setenv("CCACHE_DIR", CCACHE_DIR)  # builds (e2e) stay cheap: ccache is only a compiler cache
+    for var in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "GITHUB_TOKEN"):
+        mp.delenv(var, raising=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_session(tmp_path_factory):
+    """Session- and module-scoped fixtures run in a temporary HOME and tool cache too."""
+    with pytest.MonkeyPatch.context() as mp:
+        _isolate(mp, tmp_path_factory.mktemp("session-home"))
+        yield
+
+
+@pytest.fixture(autouse=True)
+def isolated_test(tmp_path_factory, monkeypatch):
+    """Each test: a HOME and a tool cache of its own."""
+    _isolate(monkeypatch, tmp_path_factory.mktemp("home"))
 
 
 @pytest.fixture(scope="session")
@@ -14,21 +62,6 @@ def repo_root() -> Path:
 
 
 @pytest.fixture(scope="session")
-def tool_cache() -> Path:
-    """The tool's own cache, shared across runs so sdists are fetched once (as users get)."""
-    from orchestrator.cache import default_cache_dir
-
-    return default_cache_dir()
-
-
-def git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout
-
-
-def run_tool(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    """`python -m orchestrator ARGS` as a user runs it (from any directory)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env)
+def shared_downloads() -> Path:
+    """The user's download cache (the pinned sdists, checked by sha256 when used): only read."""
+    return SHARED_CACHE / "downloads"

@@ -20,6 +20,8 @@ def gpu_names(nvidia_smi_list: str) -> list[str]:
     """`nvidia-smi -L` lines ("GPU 0: NVIDIA H100 (UUID: ...)") -> device names."""
     return [m.strip() for m in re.findall(r"^GPU \d+: (.+?)(?: \(UUID: [^)]*\))?$", nvidia_smi_list, re.M)]
 
+DEVICE_NODE = Path("/dev/nvidia0")  # the first GPU's device file, where the driver is loaded
+
 
 class Cuda(BackendModule):
     name = "cuda"
@@ -74,7 +76,7 @@ class Cuda(BackendModule):
             out = command_output(["nvidia-smi", "-L"])
             if out:
                 return gpu_names(out)
-        return ["/dev/nvidia0"] if Path("/dev/nvidia0").exists() else []
+        return [str(DEVICE_NODE)] if DEVICE_NODE.exists() else []
 
     # ---- the interface ----
 

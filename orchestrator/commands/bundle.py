@@ -20,7 +20,7 @@ def add_arguments(p) -> None:
 
 
 def run(args, matrix, cache) -> ExitCode:
-    from ..bundle import BundleOptions, make_bundles
+    from ..upstream.bundle import BundleOptions, make_bundles
 
     results_dir = Path(args.results)
     out = Path(args.out) if args.out else results_dir / "bundle"

@@ -32,7 +32,7 @@ def _regenerate_command(args) -> str:
 def _outputs(args, matrix) -> dict[Path, str]:
     """The workflow, and beside it (in a .github/workflows/ folder) the actionlint config that
     declares matrix.yaml's self-hosted runner labels."""
-    from ..workflow import DEFAULT_PATH, actionlint_config, workflow_yaml
+    from ..ci.workflow import DEFAULT_PATH, actionlint_config, workflow_yaml
 
     out = Path(args.output) if args.output else matrix.path.parent / DEFAULT_PATH
     files = {out: workflow_yaml(matrix, args.profile or None)}
@@ -42,7 +42,7 @@ def _outputs(args, matrix) -> dict[Path, str]:
 
 
 def run(args, matrix, cache) -> ExitCode:
-    from ..workflow import legs
+    from ..ci.workflow import legs
 
     files = _outputs(args, matrix)
     out = next(iter(files))

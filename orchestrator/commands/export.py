@@ -14,8 +14,8 @@ def add_arguments(p) -> None:
 
 
 def run(args, matrix, cache) -> ExitCode:
-    from ..render import rendered_for_target
-    from ..series_files import write_patches
+    from ..patchset.render import rendered_for_target
+    from ..patchset.files import write_patches
 
     target = matrix.target(args.target)
     rendered, snap = rendered_for_target(matrix, cache, target)

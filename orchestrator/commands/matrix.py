@@ -18,24 +18,28 @@ def add_arguments(p) -> None:
                         "device is not (CUDA without a GPU), instead of skipping them")
     p.add_argument("--rerun", action="store_true",
                    help="run every cell again even when a cached result for exactly these inputs exists")
+    p.add_argument("--no-mutants", action="store_true",
+                   help="skip the known-wrong fixes of native_tests/mutants/ (shown as skipped, with the reason)")
     p.add_argument("--parallel", type=int, metavar="N",
                    help="cells at once (default: one per core; compile jobs are split so the cores are never oversubscribed)")
 
 
 def run(args, matrix, cache) -> ExitCode:
-    from ..matrix import RunOptions, run_matrix
-    from ..results import write_results
+    from ..report.model import CellStatus
+    from ..run.matrix import RunOptions, run_matrix
+    from ..report.summary import write_results
 
     results_dir = Path(args.results)
     if args.parallel is not None and args.parallel < 1:
         raise ConfigError(f"--parallel {args.parallel}: expected a positive number of cells")
     opts = RunOptions(matrix, cache, results_dir, args.profile, args.target, args.backend, args.build_only,
-                      args.rerun, args.parallel)
+                      args.rerun, not args.no_mutants, args.parallel)
     results = run_matrix(opts)
     paths = write_results(results, results_dir)
-    cells = results["cells"]
-    count = {s: sum(1 for c in cells if c["status"] == s) for s in ("passed", "skipped", "build-only")}
-    built = f", {count['build-only']} build-only" if count["build-only"] else ""
-    print(f"{count['passed']} passed, {len(cells) - sum(count.values())} failed, {count['skipped']} skipped{built}: "
-          "results in " + ", ".join(str(p) for p in paths))
-    return ExitCode(results["exit_code"])
+    cells = results.cells
+    count = {s: sum(1 for c in cells if c.status == s)
+             for s in (CellStatus.PASSED, CellStatus.SKIPPED, CellStatus.BUILD_ONLY)}
+    built = f", {count[CellStatus.BUILD_ONLY]} build-only" if count[CellStatus.BUILD_ONLY] else ""
+    print(f"{count[CellStatus.PASSED]} passed, {len(cells) - sum(count.values())} failed, "
+          f"{count[CellStatus.SKIPPED]} skipped{built}: results in " + ", ".join(str(p) for p in paths))
+    return ExitCode(results.exit_code)

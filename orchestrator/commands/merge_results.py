@@ -2,7 +2,6 @@
 summary.md and junit.xml."""
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -25,37 +24,24 @@ def _results_file(arg: str) -> Path:
     return p
 
 
-def _load(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{path}: not readable JSON: {e}") from None
-    missing = [k for k in ("series", "profile", "cells", "records") if not isinstance(data, dict) or k not in data]
-    if missing or not isinstance(data["series"], dict) or "sha256" not in data["series"]:
-        raise ConfigError(f"{path}: not a ggml-patch results.json (missing {', '.join(missing) or 'series.sha256'})")
-    return data
-
-
-def _copy_logs(results: dict, src_dir: Path, out: Path) -> None:
+def _copy_logs(results, src_dir: Path, out: Path) -> None:
     """Bring each record's logs along and point the record at the copy, so the merged results
     stand alone (a CI leg's absolute paths mean nothing once its artifact is downloaded)."""
     from ..cache import slug
 
-    for rec in results["records"]:
-        entries = [rec.get("build") or {}, *rec.get("tests", {}).values()]
-        for entry in entries:
-            log = entry.get("log")
-            if not log:
+    for rec in results.records:
+        for entry in [rec.build, *rec.tests.values()]:
+            if entry is None or not entry.log:
                 continue
-            parts = Path(log).parts
-            starts = [i for i in range(len(parts) - 1) if parts[i] == "logs" and parts[i + 1] == slug(rec["cell"])]
+            parts = Path(entry.log).parts
+            starts = [i for i in range(len(parts) - 1) if parts[i] == "logs" and parts[i + 1] == slug(rec.cell)]
             if not starts:
                 continue
             rel = Path(*parts[starts[-1]:])
             if (src_dir / rel).is_file():
                 (out / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src_dir / rel, out / rel)
-                entry["log"] = str(out / rel)
+                entry.log = str(out / rel)
 
 
 def _matrix_order(matrix) -> list[str]:
@@ -64,21 +50,22 @@ def _matrix_order(matrix) -> list[str]:
 
 
 def run(args, matrix, cache) -> ExitCode:
-    from ..merge import merge_results
-    from ..results import write_results
+    from ..report.merge import merge_results
+    from ..report.model import CellStatus, load_results
+    from ..report.summary import write_results
 
     out = Path(args.out)
     files = [_results_file(a) for a in args.inputs]
-    parts = [(str(f), _load(f)) for f in files]
+    parts = [(str(f), load_results(f)[0]) for f in files]
     merged = merge_results(parts, _matrix_order(matrix))  # refuses before anything is written
     for f, (_, res) in zip(files, parts):
-        _copy_logs(res, f.parent, out)  # the merged records are these same dicts
+        _copy_logs(res, f.parent, out)  # the merged records are these same objects
     paths = write_results(merged, out)
     if (out / "junit.xml").is_file() and out / "junit.xml" not in paths:
         paths.append(out / "junit.xml")
-    cells = merged["cells"]
-    passed = sum(1 for c in cells if c["status"] == "passed")
-    skipped = sum(1 for c in cells if c["status"] == "skipped")
+    cells = merged.cells
+    passed = sum(1 for c in cells if c.status == CellStatus.PASSED)
+    skipped = sum(1 for c in cells if c.status == CellStatus.SKIPPED)
     print(f"merged {len(cells)} cells from {len(parts)} results: {passed} passed, "
           f"{len(cells) - passed - skipped} failed, {skipped} skipped: "
           + ", ".join(str(p) for p in paths))

@@ -29,8 +29,8 @@ def add_arguments(p) -> None:
 
 
 def run(args, matrix, cache) -> ExitCode:
-    from .. import github
-    from ..bundle import read_bundle
+    from ..upstream import github
+    from ..upstream.bundle import read_bundle
 
     token = os.environ.get("GITHUB_TOKEN", "")
     if args.open and not token:
@@ -48,7 +48,7 @@ def run(args, matrix, cache) -> ExitCode:
 
 
 def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
-    from .. import github
+    from ..upstream import github
     from ..cache import slug
 
     secrets = (token,) if token else ()

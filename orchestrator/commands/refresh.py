@@ -11,7 +11,7 @@ def add_arguments(p) -> None:
 
 
 def run(args, matrix, cache) -> ExitCode:
-    from ..refresh import refresh
+    from ..patchset.refresh import refresh
 
     r = refresh(matrix, cache, matrix.target(args.target))
     changed = r.written + r.removed

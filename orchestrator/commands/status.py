@@ -20,8 +20,8 @@ def add_arguments(p) -> None:
 
 
 def run(args, matrix, cache) -> ExitCode:
-    from ..drift import status_of_targets, target_names
-    from ..status import exit_code
+    from ..drift.check import status_of_targets, target_names
+    from ..drift.verdicts import exit_code
 
     rows = status_of_targets(matrix, cache, target_names(matrix, args.profile, args.target))
     if args.json:

@@ -11,7 +11,7 @@ from typing import Callable
 from ..cache import Cache
 from ..config import Source
 from ..errors import ConfigError, SourceUnavailable
-from ..snapshots import SnapshotRepo
+from ..vcs.snapshots import SnapshotRepo
 
 
 class SourceUnreachable(SourceUnavailable):

@@ -19,17 +19,16 @@ import posixpath
 import re
 from pathlib import Path
 
-import git
-
 from ..cache import Cache, slug
 from ..config import Source
 from ..errors import ConfigError
-from ..snapshots import SnapshotRepo, _env
+from ..vcs.runner import GitError, git, init_bare, succeeds
+from ..vcs.snapshots import SnapshotRepo
 from . import Snapshot, SourceUnreachable
 
 NETWORK_TIMEOUT_S = 1800  # a first fetch of llama.cpp's whole history takes minutes
 # Give up on a stalled transfer instead of hanging a scheduled job (bytes/s over seconds).
-_NETWORK_CONFIG = ["-c", "http.lowSpeedLimit=1000", "-c", "http.lowSpeedTime=60", "-c", "protocol.version=2"]
+_NETWORK_CONFIG = ("http.lowSpeedLimit=1000", "http.lowSpeedTime=60", "protocol.version=2")
 _FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 _MISSING_REF = ("couldn't find remote ref", "not our ref", "no such remote ref", "unadvertised object",
                 "remote did not send all necessary objects")
@@ -69,7 +68,7 @@ def import_commit(cache: Cache, repo: SnapshotRepo, url: str, ref: str, key: str
         commit, resolved = resolve(mirror, url, ref, key)
         snap_ref = f"refs/snapshots/git/{name}/{commit}"
         if not repo.has_commit(snap_ref):
-            repo.fetch(str(Path(mirror.git_dir)), f"+refs/pinned/{commit}:{snap_ref}")
+            repo.fetch(str(mirror), f"+refs/pinned/{commit}:{snap_ref}")
     return commit, resolved
 
 
@@ -78,40 +77,41 @@ def mirror_name(url: str) -> str:
     return f"{slug(_short_url(url))[-60:]}-{hashlib.sha256(url.encode()).hexdigest()[:10]}"
 
 
-def open_mirror(cache: Cache, url: str) -> git.Repo:
+def open_mirror(cache: Cache, url: str) -> Path:
+    """The bare mirror of `url` in the cache (its git directory), made on first use."""
     path = cache.root / "mirrors" / f"{mirror_name(url)}.git"
-    if not (path / "HEAD").exists():
-        path.mkdir(parents=True, exist_ok=True)
-        git.Repo.init(path, bare=True)
-    return git.Repo(path)
+    init_bare(path)
+    return path
 
 
-def resolve(mirror: git.Repo, url: str, ref: str, key: str) -> tuple[str, str]:
+def resolve(mirror: Path, url: str, ref: str, key: str) -> tuple[str, str]:
     """The commit `ref` names at `url`, present in the mirror under refs/pinned/<commit>."""
     if _FULL_SHA.match(ref):
         if not _has_commit(mirror, ref):
-            _network(mirror, ["fetch", "--quiet", "--no-tags", url, f"+{ref}:refs/pinned/{ref}"], url, ref, key)
+            _network(mirror, ["fetch", "--quiet", "--no-tags", "--end-of-options", url, f"+{ref}:refs/pinned/{ref}"],
+                     url, ref, key)
             if not _has_commit(mirror, ref):
                 raise ConfigError(f"{key}.ref: commit {ref} does not exist at {url}")
-        _git(mirror, "update-ref", f"refs/pinned/{ref}", ref)
+        _git(mirror, "update-ref", "--end-of-options", f"refs/pinned/{ref}", ref)
         return ref, ref
     remote_ref = _remote_ref(mirror, url, ref, key)
-    _network(mirror, ["fetch", "--quiet", "--no-tags", url, f"+{remote_ref}:{remote_ref}"], url, ref, key)
-    commit = _git(mirror, "rev-parse", f"{remote_ref}^{{commit}}")
-    _git(mirror, "update-ref", f"refs/pinned/{commit}", commit)
+    _network(mirror, ["fetch", "--quiet", "--no-tags", "--end-of-options", url, f"+{remote_ref}:{remote_ref}"],
+             url, ref, key)
+    commit = _git(mirror, "rev-parse", "--verify", "--end-of-options", f"{remote_ref}^{{commit}}")
+    _git(mirror, "update-ref", "--end-of-options", f"refs/pinned/{commit}", commit)
     return commit, remote_ref
 
 
-def _remote_ref(mirror: git.Repo, url: str, ref: str, key: str) -> str:
+def _remote_ref(mirror: Path, url: str, ref: str, key: str) -> str:
     """The full name of a branch or tag on the remote (ls-remote: one round trip, nothing fetched)."""
     if ref == "HEAD":
-        out = _network(mirror, ["ls-remote", "--symref", url, "HEAD"], url, ref, key)
+        out = _network(mirror, ["ls-remote", "--symref", "--end-of-options", url, "HEAD"], url, ref, key)
         for line in out.splitlines():
             if line.startswith("ref: ") and line.endswith("\tHEAD"):
                 return line[len("ref: "):-len("\tHEAD")]
         raise ConfigError(f"{key}.ref: {url} has no default branch (HEAD)")
     candidates = [ref] if ref.startswith("refs/") else [f"refs/heads/{ref}", f"refs/tags/{ref}"]
-    out = _network(mirror, ["ls-remote", url, *candidates], url, ref, key)
+    out = _network(mirror, ["ls-remote", "--end-of-options", url, *candidates], url, ref, key)
     found = {line.split("\t", 1)[1] for line in out.splitlines() if "\t" in line}
     for c in candidates:
         if c in found:
@@ -121,13 +121,13 @@ def _remote_ref(mirror: git.Repo, url: str, ref: str, key: str) -> str:
 
 def gitlink(repo: SnapshotRepo, commit: str, path: str, url: str, key: str) -> tuple[str, str]:
     """(commit, url) of the submodule at `path` of a superproject commit, from its tree and .gitmodules."""
-    entry = repo.git("ls-tree", commit, "--", path)
+    entry = repo.git("ls-tree", "--end-of-options", commit, "--", path)
     parts = entry.split(None, 3)
     if len(parts) != 4 or parts[0] != "160000":
         raise ConfigError(f"{key}.submodules: {path!r} is not a submodule at {commit[:12]} of {url}")
     try:
         names = repo.git("config", "--blob", f"{commit}:.gitmodules", "--get-regexp", r"^submodule\..*\.path$")
-    except git.GitCommandError:
+    except GitError:
         names = ""
     for line in names.splitlines():
         name_key, _, value = line.partition(" ")
@@ -155,36 +155,21 @@ def resolve_submodule_url(super_url: str, sub_url: str) -> str:
     return posixpath.join(base, rel) if "://" not in base else f"{base}/{rel}"
 
 
-def _network(mirror: git.Repo, args: list[str], url: str, ref: str, key: str) -> str:
+def _network(mirror: Path, args: list[str], url: str, ref: str, key: str) -> str:
     try:
-        return mirror.git.execute(["git", *_NETWORK_CONFIG, *args], env=_env(),
-                                  kill_after_timeout=NETWORK_TIMEOUT_S)
-    except git.GitCommandError as e:
-        text = f"{e.stderr or ''}\n{e.stdout or ''}"
-        if any(m in text for m in _MISSING_REF):
+        return git(*args, git_dir=mirror, config=_NETWORK_CONFIG, timeout=NETWORK_TIMEOUT_S)
+    except GitError as e:
+        if any(m in e.output for m in _MISSING_REF):
             raise ConfigError(f"{key}.ref: {ref!r} does not exist at {url}") from None
-        raise SourceUnreachable(f"{key}.url: {url} is unreachable: {_reason(e)}") from None
+        raise SourceUnreachable(f"{key}.url: {url} is unreachable: {e.reason}") from None
 
 
-def _reason(e: git.GitCommandError) -> str:
-    text = f"{e.stderr or ''}\n{e.stdout or ''}".replace("stderr: ", "").replace("stdout: ", "")
-    lines = [ln.strip().strip("'").strip() for ln in text.splitlines() if ln.strip().strip("'").strip()]
-    for ln in lines:
-        if ln.startswith("fatal: "):
-            return ln[len("fatal: "):]
-    return lines[-1] if lines else f"git exited with {e.status}"
+def _git(mirror: Path, *args: str) -> str:
+    return git(*args, git_dir=mirror)
 
 
-def _git(mirror: git.Repo, *args: str) -> str:
-    return mirror.git.execute(["git", *args], env=_env())
-
-
-def _has_commit(mirror: git.Repo, sha: str) -> bool:
-    try:
-        _git(mirror, "cat-file", "-e", f"{sha}^{{commit}}")
-    except git.GitCommandError:
-        return False
-    return True
+def _has_commit(mirror: Path, sha: str) -> bool:
+    return succeeds("cat-file", "-e", "--end-of-options", f"{sha}^{{commit}}", git_dir=mirror)
 
 
 def _short_url(url: str) -> str:

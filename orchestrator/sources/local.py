@@ -13,14 +13,14 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import subprocess
 from pathlib import Path
 from typing import Optional
 
 from ..cache import Cache, slug
 from ..config import Source
 from ..errors import ConfigError
-from ..snapshots import SnapshotRepo, _env
+from ..vcs.runner import GitError, git, git_bytes
+from ..vcs.snapshots import SnapshotRepo
 from . import Snapshot
 
 _GITLINK = "160000"
@@ -136,18 +136,20 @@ def _walk(root: Path) -> list[str]:
     return sorted(out)
 
 
-def _checkout_env() -> dict:
-    # Read-only in the user's checkout: no optional locks, so no index refresh is ever written back.
-    return _env(GIT_OPTIONAL_LOCKS="0")
+# Read-only in the user's checkout: no optional locks, so no index refresh is ever written back.
+_READ_ONLY = {"GIT_OPTIONAL_LOCKS": "0"}
 
 
 def _in_checkout(root: Path, *args: str) -> Optional[str]:
-    proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, env=_checkout_env())
-    return proc.stdout.strip() if proc.returncode == 0 else None
+    try:
+        return git(*args, cwd=root, env=_READ_ONLY).strip()
+    except GitError:
+        return None
 
 
 def _in_checkout_z(root: Path, *args: str) -> list[str]:
-    proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, env=_checkout_env())
-    if proc.returncode != 0:
-        raise ConfigError(f"{root}: git {args[0]} failed: {proc.stderr.decode(errors='replace').strip()}")
-    return [p for p in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if p]
+    try:
+        out = git_bytes(*args, cwd=root, env=_READ_ONLY, strip=False)
+    except GitError as e:
+        raise ConfigError(f"{root}: git {args[0]} failed: {e.line}") from None
+    return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]

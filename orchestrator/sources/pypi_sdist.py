@@ -18,7 +18,7 @@ from typing import Optional
 from ..cache import Cache, slug
 from ..config import Source
 from ..errors import SourceUnavailable
-from ..snapshots import SnapshotRepo
+from ..vcs.snapshots import SnapshotRepo
 from . import Snapshot, SourceUnreachable
 
 # pip's words for a network it cannot reach (urllib3/requests messages in its retries and errors)

@@ -20,7 +20,7 @@ import requests
 from ..cache import Cache, slug
 from ..config import Source
 from ..errors import SourceUnavailable
-from ..snapshots import SnapshotRepo
+from ..vcs.snapshots import SnapshotRepo
 from . import Snapshot, SourceUnreachable
 from .pypi_sdist import sha256_of
 

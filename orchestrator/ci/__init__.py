@@ -1,0 +1,1 @@
+"""The project's own CI: the GitHub Actions workflow generated from matrix.yaml."""

@@ -1,0 +1,250 @@
+"""The drift check's effects: fetch every target's base, render the series into its layout and
+try it patch by patch in a worktree of the tool's cache. Nothing is built. Verdicts: verdicts.py.
+
+Per target, under <cache>/status/<target>/:
+  try/      scratch worktree: every attempt starts from the base, whatever was left there
+  resolve/  made only on a conflict: `git am -3` stopped at the conflicting patch, for a person
+            to resolve (`git add`, `git am --continue`), then `ggml-patch refresh TARGET`. Never
+            reset by the tool: a later run keeps it as it is (unless everything in it is in the
+            series again, after a refresh).
+  series/   the rendered patch files that were tried
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Optional
+
+from .. import sources
+from ..cache import Cache, slug
+from ..config import Matrix, Target
+from ..errors import ConfigError, SourceUnavailable
+from ..patchset.layout import get_layout, translate
+from ..patchset.render import render
+from ..patchset.series import Series
+from ..patchset.files import load_series, write_patches
+from ..vcs.runner import error_line
+from ..vcs.snapshots import SnapshotRepo, Worktree
+from .verdicts import (CLEAN, CONFLICTED, MERGED, NOT_APPLICABLE, NOT_TRIED, OPT_HEADER, PRESENT, UNAVAILABLE,
+                     UNREACHABLE, Conflict, PatchResult, TargetStatus, conflict_regions, content_present, failed_hunk,
+                     modified_fix_files, not_applicable_reason, verdict)
+
+
+@dataclass(frozen=True)
+class StatusDirs:
+    root: Path
+
+    @property
+    def trial(self) -> Path:
+        return self.root / "try"
+
+    @property
+    def resolve(self) -> Path:
+        return self.root / "resolve"
+
+    @property
+    def series(self) -> Path:
+        return self.root / "series"
+
+
+def status_dirs(cache: Cache, target: Target) -> StatusDirs:
+    return StatusDirs(cache.root / "status" / slug(target.name))
+
+
+def target_names(matrix: Matrix, profile: str, names: list[str]) -> list[str]:
+    matrix.cells(profile, names or None)  # one-line errors for an unknown profile or target
+    return list(names) if names else list(matrix.profiles[profile][0])
+
+
+def status_of_targets(matrix: Matrix, cache: Cache, names: list[str]) -> list[TargetStatus]:
+    series = load_series(matrix)  # a bad series is refused here, before anything is fetched or touched
+    repo = SnapshotRepo(cache.snapshots_git)
+    resolved = [(t, *_snapshot_or_reason(t, cache, repo)) for t in map(matrix.target, names)]
+    # Every source is resolved before any worktree is touched: a ref that does not exist stops the run above.
+    done = []
+
+    def before_merge() -> None:  # once, and only if some patch needs a 3-way merge
+        if not done:
+            ensure_preimages(matrix, cache, repo, series)
+            done.append(True)
+
+    rows = []
+    for target, snap, status, reason in resolved:
+        if snap is None:
+            rows.append(TargetStatus(target.name, _layout_name(target), _source_info(target, None), status, reason))
+        else:
+            with cache.lock(f"status-{target.name}"):  # one run at a time in a target's worktrees
+                rows.append(check_target(cache, repo, series, target, snap, before_merge))
+    return rows
+
+
+def _snapshot_or_reason(target: Target, cache: Cache, repo: SnapshotRepo):
+    try:
+        return sources.snapshot(target.source, cache, repo), None, None
+    except sources.SourceUnreachable as e:
+        return None, UNREACHABLE, str(e)
+    except SourceUnavailable as e:
+        return None, UNAVAILABLE, str(e)
+
+
+def check_target(cache: Cache, repo: SnapshotRepo, series: Series, target: Target,
+                 snap: sources.Snapshot, before_merge: Callable[[], None] = lambda: None) -> TargetStatus:
+    src, layout = get_layout(series.layout), get_layout(target.layout, target.prefix)
+    row = TargetStatus(target.name, _layout_name(target), _source_info(target, snap), NOT_APPLICABLE, base=snap.commit)
+    read_base = lambda p: repo.read_blob(snap.commit, p)  # noqa: E731
+    fix_files = [translate(p, src, layout) for p in modified_fix_files(series)]
+    reason = not_applicable_reason(fix_files, layout.from_ggml(OPT_HEADER), read_base)
+    if reason:
+        row.detail = reason
+        return row
+    try:
+        rendered = render(series, src, layout, read_base)
+    except ConfigError as e:  # e.g. a tests/CMakeLists.txt with no test-opt to register the gate test after
+        row.detail = str(e)
+        return row
+    dirs = status_dirs(cache, target)
+    files = write_patches(rendered, dirs.series)
+    trial = Worktree(repo, dirs.trial)
+    results, conflict = attempt(trial, snap.commit, rendered, files, before_merge)
+    row.patches = results
+    row.status, row.detail = verdict(results)
+    if conflict:
+        row.conflict = leave_for_resolution(repo, dirs.resolve, snap.commit, results, files, conflict)
+    else:
+        drop_captured_resolution(repo, dirs.resolve, trial)
+    return row
+
+
+def attempt(wt: Worktree, base: str, rendered: Series, files: list[Path],
+            before_merge: Callable[[], None] = lambda: None) -> tuple[list[PatchResult], Optional[Conflict]]:
+    """Each patch in turn on base: as is, already there, or with a 3-way merge; stops at a conflict.
+    `before_merge` runs before a 3-way merge (to make the blobs it needs available)."""
+    wt.ensure(base)
+    results: list[PatchResult] = []
+    for i, (patch, f) in enumerate(zip(rendered.patches, files)):
+        plain = wt.am_one(f)
+        if plain is None:
+            results.append(PatchResult(patch.name, CLEAN))
+            continue
+        wt.am_abort()
+        if wt.applies(f, reverse=True):
+            results.append(PatchResult(patch.name, PRESENT, "the patch reverse-applies"))
+            continue
+        if content_present(patch, wt.read_file):
+            results.append(PatchResult(patch.name, PRESENT, "its content is already there"))
+            continue
+        before_merge()
+        merged = wt.am_one(f, three_way=True)
+        if merged is None:
+            results.append(PatchResult(patch.name, MERGED))
+            continue
+        if "No changes -- Patch already applied" in merged:
+            wt.am_abort()
+            results.append(PatchResult(patch.name, PRESENT, "a 3-way merge leaves nothing to change"))
+            continue
+        conflict = _conflict(wt, patch, plain, merged)
+        wt.am_abort()
+        where = f"{conflict.file}, {conflict.hunk}" if conflict.file else conflict.reason
+        results.append(PatchResult(patch.name, CONFLICTED, where))
+        results += [PatchResult(p.name, NOT_TRIED) for p in rendered.patches[i + 1:]]
+        return results, conflict
+    return results, None
+
+
+def _conflict(wt: Worktree, patch, plain_output: str, merged_output: str) -> Conflict:
+    path, hunk = failed_hunk(patch, plain_output)
+    conflicted = wt.conflicted_files()
+    if conflicted and path not in conflicted:  # the merge stopped elsewhere than the plain apply
+        path, hunk = conflicted[0], "3-way merge conflict"
+    text = wt.read_file(path) if path else None
+    return Conflict(patch.name, path or "", hunk, conflict_regions(text or ""), "", _git_reason(merged_output))
+
+
+def _git_reason(output: str) -> str:
+    """Why a 3-way merge stopped: the conflict, or the blobs it lacked, in git's own words."""
+    return error_line(output, prefer=("CONFLICT (", "error: sha1 information is lacking"))
+
+
+def leave_for_resolution(repo: SnapshotRepo, path: Path, base: str, results: list[PatchResult],
+                         files: list[Path], conflict: Conflict) -> Conflict:
+    """A worktree with the patches before the conflict applied and `git am -3` stopped at it."""
+    wt = Worktree(repo, path)
+    if path.exists():  # someone may be resolving there: never reset it
+        return replace(conflict, worktree=str(path), kept=True)
+    wt.ensure(base)
+    k = next(i for i, r in enumerate(results) if r.result == CONFLICTED)
+    for r, f in zip(results[:k], files[:k]):
+        if r.result in (CLEAN, MERGED) and wt.am_one(f, three_way=r.result == MERGED) is not None:
+            wt.am_abort()  # it applied in the trial worktree a moment ago; leave a clean stop
+    wt.am_start(files[k:])
+    text = wt.read_file(conflict.file) if conflict.file else None
+    return replace(conflict, worktree=str(path), lines=conflict_regions(text or "") or conflict.lines)
+
+
+def drop_captured_resolution(repo: SnapshotRepo, path: Path, trial: Worktree) -> None:
+    """Remove a resolution worktree whose every change the series now reproduces (after a refresh):
+    finished (no am in progress), clean, and the same tree as the series applied."""
+    if not path.exists():
+        return
+    wt = Worktree(repo, path)
+    if wt.am_in_progress() or not wt.is_clean() or wt.tree() != trial.tree():
+        return
+    repo.remove_worktree(path)
+
+
+def ensure_preimages(matrix: Matrix, cache: Cache, repo: SnapshotRepo, series: Series) -> None:
+    """`git am -3` needs the blobs the series' index lines name. They are the files of the base the
+    series was made on: if they are not in the snapshot repository yet, import that base."""
+    if all(repo.has_object(blob) for blob in preimage_blobs(series).values()):
+        return
+    series_base(matrix, cache, repo, series)
+
+
+def series_base(matrix: Matrix, cache: Cache, repo: SnapshotRepo, series: Series) -> Optional[sources.Snapshot]:
+    """The snapshot the canonical series was made on: a pinned target in the series' own layout whose
+    files are the series' pre-images (index lines). None when the matrix has none."""
+    wanted = preimage_blobs(series)
+    for t in matrix.targets.values():
+        if t.layout != series.layout or t.prefix or not _pinned(t):
+            continue
+        try:
+            snap = sources.snapshot(t.source, cache, repo)
+        except (SourceUnavailable, ConfigError):
+            continue
+        if all((repo.object_id(snap.commit, p) or "").startswith(b) for p, b in wanted.items()):
+            return snap
+    return None
+
+
+def preimage_blobs(series: Series) -> dict[str, str]:
+    """path -> blob id before the series, for each file the series changes (first touch)."""
+    out: dict[str, str] = {}
+    for p in series.patches:
+        for f in p.files:
+            m = re.search(r"^index ([0-9a-f]+)\.\.[0-9a-f]+", f.text, re.M)
+            if m and f.path not in out and set(m.group(1)) != {"0"}:
+                out[f.path] = m.group(1)
+    return out
+
+
+def _pinned(t: Target) -> bool:
+    if t.source.kind == "git":
+        return bool(re.fullmatch(r"[0-9a-f]{40}", str(t.source.get("ref", ""))))
+    return t.source.kind in ("pypi-sdist", "tarball")
+
+
+def _layout_name(target: Target) -> str:
+    return target.layout + (f" at {target.prefix.rstrip('/')}/" if target.prefix else "")
+
+
+def _source_info(target: Target, snap: Optional[sources.Snapshot]) -> dict:
+    info = {"kind": target.source.kind}
+    if snap:
+        info.update(description=snap.description, **snap.provenance)
+    else:  # not fetched: what the matrix asks for
+        o = target.source.options
+        info["description"] = {"git": f"{o.get('url')} {o.get('ref')}", "tarball": str(o.get("url")),
+                               "local": str(o.get("path")),
+                               "pypi-sdist": f"{o.get('package')}=={o.get('version')}"}.get(target.source.kind, "")
+    return info

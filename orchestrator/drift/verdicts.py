@@ -1,0 +1,232 @@
+"""The drift status: how the series stands against each target. Pure: facts in, verdicts out
+(check.py gathers the facts with git; commands/status.py prints them).
+
+A target's status, by precedence:
+  source unreachable / unavailable  the source could not be fetched (the reason is kept)
+  not applicable    a file the fix changes, or the per-step API it fixes, is absent
+  conflict          a patch applies neither as is nor with a 3-way merge: the file, the hunk,
+                    and a worktree left for resolution
+  already upstream  every patch is already there (it reverse-applies, or its content is present)
+  applies with 3-way merge / applies cleanly
+Each patch is tried in order: as is (`git am`), already there, then `git am -3`.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Optional
+
+import unidiff
+
+from ..errors import ExitCode
+from ..patchset.series import FileDiff, Patch, Series
+
+APPLIES = "applies cleanly"
+THREE_WAY = "applies with 3-way merge"
+CONFLICT = "conflict"
+UPSTREAM = "already upstream"
+NOT_APPLICABLE = "not applicable"
+UNREACHABLE = "source unreachable"
+UNAVAILABLE = "source unavailable"
+
+# one patch's result
+CLEAN, MERGED, PRESENT, CONFLICTED, NOT_TRIED = "clean", "3-way", "already upstream", "conflict", "not tried"
+
+PER_STEP_API = "ggml_opt_prepare_alloc"  # the per-step mode the fix is about (ggml-opt.h)
+OPT_HEADER = "include/ggml-opt.h"  # ggml layout path
+
+_PATCH_FAILED = re.compile(r"error: patch failed: (?P<path>.+):(?P<line>\d+)$", re.M)
+_EXISTS = re.compile(r"error: (?P<path>.+): already exists in (?:working directory|index)$", re.M)
+_NO_FILE = re.compile(r"error: (?P<path>.+): does not exist in (?:index|working tree)$", re.M)
+
+
+@dataclass(frozen=True)
+class PatchResult:
+    name: str
+    result: str  # CLEAN, MERGED, PRESENT, CONFLICTED or NOT_TRIED
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Conflict:
+    patch: str
+    file: str  # the file (target layout) where it stopped
+    hunk: str  # the patch's hunk header there, or what failed ("new file", ...)
+    lines: tuple[tuple[int, int], ...] = ()  # conflict-marker line ranges in the worktree's file
+    worktree: str = ""  # left with `git am -3` stopped at this patch
+    reason: str = ""  # git's own line (e.g. no blobs for a 3-way merge)
+    kept: bool = False  # an earlier run's resolution worktree, left as it was
+
+
+@dataclass
+class TargetStatus:
+    target: str
+    layout: str
+    source: dict  # kind, description, provenance
+    status: str
+    detail: str = ""
+    base: Optional[str] = None
+    patches: list[PatchResult] = field(default_factory=list)
+    conflict: Optional[Conflict] = None
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        if self.conflict:
+            d["conflict"]["lines"] = [list(r) for r in self.conflict.lines]
+        return d
+
+
+def verdict(results: list[PatchResult]) -> tuple[str, str]:
+    """(status, detail) of a target from its patches' results."""
+    for r in results:
+        if r.result == CONFLICTED:
+            return CONFLICT, f"{short_name(r.name)}: {r.detail}"
+    present = [short_name(r.name) for r in results if r.result == PRESENT]
+    if results and len(present) == len(results):
+        return UPSTREAM, "; ".join(f"{short_name(r.name)}: {r.detail}" for r in results if r.detail)
+    status = THREE_WAY if any(r.result == MERGED for r in results) else APPLIES
+    return status, (f"already upstream: {', '.join(present)}" if present else "")
+
+
+def short_name(patch_name: str) -> str:
+    """0001-ggml-opt-zero-....patch -> 0001 (the table's width; JSON keeps the whole name)."""
+    m = re.match(r"^(\d+)-", patch_name)
+    return m.group(1) if m else patch_name
+
+
+def exit_code(rows: list[TargetStatus]) -> ExitCode:
+    """0 unless a target conflicts (4) or its source could not be had (3); the lowest wins."""
+    codes = []
+    for r in rows:
+        if r.status in (UNREACHABLE, UNAVAILABLE):
+            codes.append(ExitCode.SOURCE_UNAVAILABLE)
+        elif r.status == CONFLICT:
+            codes.append(ExitCode.SERIES_DOES_NOT_APPLY)
+    return min(codes) if codes else ExitCode.OK
+
+
+# ---- not applicable ----
+
+def modified_fix_files(series: Series) -> list[str]:
+    """Files the fix changes (outside tests/) that must exist before it: not the ones it creates."""
+    out = []
+    for p in series.patches:
+        for f in p.files:
+            if _is_test(f.path) or is_new_file(f) or f.path in out:
+                continue
+            out.append(f.path)
+    return out
+
+
+def not_applicable_reason(fix_files: list[str], header_path: str,
+                          read: Callable[[str], Optional[str]]) -> Optional[str]:
+    """Why the fix cannot apply at all, or None: a file it changes is absent, or the header has no
+    per-step API (ggml_opt_prepare_alloc), so there is no per-step mode to fix."""
+    for path in fix_files:
+        if read(path) is None:
+            return f"{path} is absent"
+    header = read(header_path)
+    if header is None:
+        return f"{header_path} is absent: no per-step API ({PER_STEP_API})"
+    if PER_STEP_API not in header:
+        return f"{header_path} has no per-step API ({PER_STEP_API})"
+    return None
+
+
+# ---- already upstream ----
+
+def content_present(patch: Patch, read: Callable[[str], Optional[str]]) -> bool:
+    """Whether the patch's change is already in the files though the patch does not reverse-apply
+    (upstream merged it with other changes around): every file it creates exists with exactly its
+    content, and every run of lines it adds is there, consecutive, in the file it changes."""
+    for f in patch.files:
+        current = read(f.path)
+        if current is None:
+            return False
+        if is_new_file(f):
+            if current != f.added_content:
+                return False
+            continue
+        lines = current.splitlines()
+        for run in added_runs(f):
+            if not _contains(lines, run):
+                return False
+    return True
+
+
+def added_runs(f: FileDiff) -> list[list[str]]:
+    """Each maximal run of added lines of a file diff, without the newlines."""
+    runs: list[list[str]] = []
+    for hunk in unidiff.PatchSet(f.text)[0]:
+        current: list[str] = []
+        for line in hunk:
+            if line.is_added:
+                current.append(line.value.rstrip("\n"))
+            elif current:
+                runs.append(current)
+                current = []
+        if current:
+            runs.append(current)
+    return [r for r in runs if any(x.strip() for x in r)]
+
+
+def _contains(lines: list[str], run: list[str]) -> bool:
+    n = len(run)
+    return any(lines[i:i + n] == run for i in range(len(lines) - n + 1))
+
+
+# ---- conflict details ----
+
+def failed_hunk(patch: Patch, git_output: str) -> tuple[Optional[str], str]:
+    """(file, hunk) where a plain `git am` stopped, from git's own error lines."""
+    m = _PATCH_FAILED.search(git_output)
+    if m:
+        path, line = m.group("path"), int(m.group("line"))
+        return path, hunk_header(patch, path, line) or f"at line {line}"
+    m = _EXISTS.search(git_output)
+    if m:
+        return m.group("path"), "new file: already exists"
+    m = _NO_FILE.search(git_output)
+    if m:
+        return m.group("path"), "file does not exist"
+    return None, ""
+
+
+def hunk_header(patch: Patch, path: str, old_line: int) -> Optional[str]:
+    """The '@@ ... @@' line of the hunk of `path` starting at `old_line` (git apply's report)."""
+    for f in patch.files:
+        if f.path != path:
+            continue
+        for hunk in unidiff.PatchSet(f.text)[0]:
+            if hunk.source_start == old_line:
+                return _header_line(f.text, hunk)
+        return None
+    return None
+
+
+def _header_line(text: str, hunk: unidiff.Hunk) -> str:
+    prefix = f"@@ -{hunk.source_start}"
+    for line in text.splitlines():
+        if line.startswith(prefix) and line.count("@@") >= 2:
+            return line
+    return f"@@ -{hunk.source_start},{hunk.source_length} +{hunk.target_start},{hunk.target_length} @@"
+
+
+def conflict_regions(text: str) -> tuple[tuple[int, int], ...]:
+    """1-based (first, last) line of each <<<<<<< ... >>>>>>> block."""
+    out, start = [], None
+    for i, line in enumerate(text.splitlines(), 1):
+        if line.startswith("<<<<<<< "):
+            start = i
+        elif line.startswith(">>>>>>> ") and start is not None:
+            out.append((start, i))
+            start = None
+    return tuple(out)
+
+
+def is_new_file(f: FileDiff) -> bool:
+    return "\nnew file mode " in f.text.split("\n@@", 1)[0]
+
+
+def _is_test(path: str) -> bool:
+    return path.startswith("tests/") or "/tests/" in path

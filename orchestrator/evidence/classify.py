@@ -1,0 +1,152 @@
+"""Result classification: test outcomes, per-device rows, the control's verdict, cell status.
+
+Pure: takes exit codes and output text, returns names and reasons.
+"""
+from __future__ import annotations
+
+import re
+import signal as _signal
+from dataclasses import dataclass
+from typing import Optional
+
+from ..report.model import CellStatus, Outcome, Verdict
+
+# The words, as the results model spells them.
+PASSED, FAILED, CRASHED, TIMEOUT, NOT_BUILT = (Outcome.PASSED, Outcome.FAILED, Outcome.CRASHED, Outcome.TIMEOUT,
+                                               Outcome.NOT_BUILT)
+KILLED, SURVIVED, INVALID = Verdict.KILLED, Verdict.SURVIVED, Verdict.INVALID
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# The gate's line per device x case (the format shared with native_tests/): CASE is key=value pairs,
+# "opt_period=N" for the classic SGD cases, "case=NAME ..." for the others.
+GATE_ROW = re.compile(
+    r"^device=(?P<device>\S+) (?P<case>[^:\n]+): (?P<status>OK|FAIL|SKIPPED)"
+    r"(?: at step (?P<step>\d+): w=(?P<actual>\S+) expected (?P<expected>\S+))?.*$", re.M)
+_OPT_PERIOD = re.compile(r"(?:^| )opt_period=(\d+)(?: |$)")
+TEST_OPT_ROW = re.compile(r"^\s*Backend (?P<device>\S+) (?P<optimizer>\S+): (?P<status>OK|FAIL|SKIPPED)\s*$", re.M)
+
+
+def strip_ansi(text: str) -> str:
+    """Terminal colours out: the lines as a person reads them."""
+    return _ANSI.sub("", text)
+
+
+def outcome(exit_code: Optional[int], timed_out: bool = False) -> Outcome:
+    if timed_out or exit_code is None:
+        return TIMEOUT
+    if exit_code == 0:
+        return PASSED
+    if exit_code < 0:
+        return CRASHED
+    if exit_code == 127:
+        return NOT_BUILT
+    return FAILED
+
+
+def signal_name(exit_code: Optional[int]) -> Optional[str]:
+    if exit_code is None or exit_code >= 0:
+        return None
+    try:
+        return _signal.Signals(-exit_code).name
+    except ValueError:
+        return f"signal {-exit_code}"
+
+
+def gate_rows(output: str) -> list[dict]:
+    """test-opt-dynamic-accum's lines -> one row per device x case: its `case`, and its
+    `opt_period` when the case has one (older gates print only opt_period cases)."""
+    rows = []
+    for m in GATE_ROW.finditer(strip_ansi(output)):
+        case = m["case"].strip()
+        row: dict = {"device": m["device"], "case": case}
+        period = _OPT_PERIOD.search(case)
+        if period:
+            row["opt_period"] = int(period.group(1))
+        row["status"] = m["status"]
+        if m["status"] == "FAIL":
+            row["line"] = m.group(0).strip()
+            if m["step"]:  # absent when the device failed before any step ran
+                row.update(step=int(m["step"]), actual=float(m["actual"]), expected=float(m["expected"]))
+        rows.append(row)
+    return rows
+
+
+def gate_failure_line(output: str) -> Optional[str]:
+    for row in gate_rows(output):
+        if row["status"] == "FAIL":
+            return row["line"]
+    return None
+
+
+def test_opt_rows(output: str) -> list[dict]:
+    """test-opt's "Backend CPU adamw: OK" lines -> one row per device x optimizer."""
+    return [{"device": m["device"], "optimizer": m["optimizer"], "status": m["status"]}
+            for m in TEST_OPT_ROW.finditer(strip_ansi(output))]
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    """The verdict on the gate run without the fix (the control, or a mutant), and why."""
+
+    verdict: Verdict
+    reason: str
+
+
+def gate_verdict(build_ok: bool, gate_outcome: Optional[str], gate_exit: Optional[int], gate_output: str,
+                 variant: str = "the control variant",
+                 passed: str = "the gate test passed without the fix: it is not a gate") -> GateVerdict:
+    """The gate run on a tree without the (right) fix: killed only if the tree built and the gate
+    failed by its own check (a non-zero exit, not a signal or timeout) and printed its failure
+    line; survived if it passed (`passed` says what that means); else invalid."""
+    if not build_ok:
+        return GateVerdict(INVALID, f"{variant} did not build")
+    if gate_outcome == PASSED:
+        return GateVerdict(SURVIVED, passed)
+    if gate_outcome == CRASHED:
+        return GateVerdict(INVALID, f"the gate test crashed ({signal_name(gate_exit)}) instead of failing its check")
+    if gate_outcome == TIMEOUT:
+        return GateVerdict(INVALID, "the gate test timed out")
+    if gate_outcome != FAILED:
+        return GateVerdict(INVALID, f"the gate test did not run ({gate_outcome})")
+    line = gate_failure_line(gate_output)
+    if not line:
+        return GateVerdict(INVALID, f"the gate test exited {gate_exit} without printing its failure line")
+    return GateVerdict(KILLED, f"the gate test failed by its own check: {line}")
+
+
+def control_verdict(build_ok: bool, gate_outcome: Optional[str], gate_exit: Optional[int],
+                    gate_output: str, test_opt_outcome: Optional[str],
+                    test_opt_pre_existing: Optional[str] = None) -> GateVerdict:
+    """The gate's verdict (gate_verdict), and test-opt still passed: the control changed only the fix.
+
+    `test_opt_pre_existing` describes a test-opt failure seen with the fix too (e.g. a driver
+    crash on one device): test-opt then cannot show that the control changed only the fix, so
+    the verdict rests on the gate alone, and the reason says so."""
+    v = gate_verdict(build_ok, gate_outcome, gate_exit, gate_output)
+    if v.verdict != KILLED or test_opt_outcome == PASSED:
+        return v
+    if test_opt_pre_existing:
+        return GateVerdict(KILLED, f"{v.reason} (verdict on the gate alone: test-opt {test_opt_outcome} with and "
+                                   f"without the fix, pre-existing: {test_opt_pre_existing})")
+    return GateVerdict(INVALID, f"test-opt {test_opt_outcome} without the fix, so the control changed more than the fix")
+
+
+def cell_status(patched_build_ok: bool, patched: dict[str, str], verdict: Optional[GateVerdict],
+                attribution: str = "") -> tuple[CellStatus, str]:
+    """(status, reason) for a cell: passed only when every patched test passed and the control was killed.
+    `attribution` says, for failing tests, whether they fail without the fix too."""
+    if not patched_build_ok:
+        return CellStatus.FAILED, "the patched variant did not build"
+    bad = [f"{name} {o}" for name, o in patched.items() if o != PASSED]
+    if bad:
+        reason = "with the fix: " + ", ".join(bad)
+        if attribution:
+            reason += f" ({attribution})"
+            if verdict is not None:
+                reason += f"; negative control {verdict.verdict}: {verdict.reason}"
+        return CellStatus.FAILED, reason
+    if verdict is None:
+        return CellStatus.FAILED, "the negative control did not run"
+    if verdict.verdict != KILLED:
+        return CellStatus.FAILED, f"negative control {verdict.verdict}: {verdict.reason}"
+    return CellStatus.PASSED, "all tests pass with the fix; the gate fails without it"

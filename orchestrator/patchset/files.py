@@ -1,0 +1,71 @@
+"""Reading the series from patches/ (the one place the series touches the file system)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..config import Matrix
+from ..errors import ConfigError
+from .layout import GATE_TEST
+from .series import Series, parse_series
+
+if TYPE_CHECKING:
+    from ..evidence.mutants import Mutant
+
+
+def read_series(directory: Path, layout: str) -> Series:
+    if not directory.is_dir():
+        raise ConfigError(f"{directory}: the series directory does not exist")
+    files = sorted(directory.glob("*.patch"))
+    patches = []
+    for f in files:
+        try:
+            patches.append((f.name, f.read_text(encoding="utf-8")))
+        except UnicodeDecodeError:
+            raise ConfigError(f"{f}: not UTF-8 text; a binary or corrupt patch") from None
+    try:
+        return parse_series(layout, patches)
+    except ConfigError as e:
+        raise ConfigError(f"{directory}/{e}" if str(e).split(":")[0].endswith(".patch") else f"{directory}: {e}") from None
+
+
+def load_series(matrix: Matrix) -> Series:
+    """The series named by matrix.yaml, checked against native_tests/: the test the series
+    adds must be the gate test's source, byte for byte."""
+    series = read_series(matrix.series_dir, matrix.series_layout)
+    native = matrix.native_tests_dir / f"{GATE_TEST}.cpp"
+    in_series = series.gate_test_source()
+    if native.exists() and in_series is not None and native.read_text(encoding="utf-8") != in_series:
+        raise ConfigError(f"{matrix.series_dir}: the series' {GATE_TEST}.cpp differs from {native}; "
+                          "regenerate the series from native_tests/")
+    return series
+
+
+def write_patches(series: Series, directory: Path) -> list[Path]:
+    """The series as *.patch files in `directory`, replacing any there; the paths, in order."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for old in directory.glob("*.patch"):
+        old.unlink()
+    files = []
+    for p in series.patches:
+        f = directory / p.name
+        f.write_bytes(p.text().encode("utf-8", "surrogateescape"))  # a patch's bytes, whatever they are
+        files.append(f)
+    return files
+
+
+def load_mutants(matrix: Matrix) -> list[Mutant]:
+    """native_tests/mutants/*.patch (the known-wrong fixes the gate must catch), in name order;
+    none when the folder is absent. A malformed one is one ConfigError line naming the file."""
+    from ..evidence.mutants import parse_mutant
+
+    folder = matrix.native_tests_dir / "mutants"
+    out = []
+    for f in sorted(folder.glob("*.patch")) if folder.is_dir() else []:
+        try:
+            out.append(parse_mutant(f.name, f.read_text(encoding="utf-8")))
+        except UnicodeDecodeError:
+            raise ConfigError(f"{f}: not UTF-8 text; a binary or corrupt patch") from None
+        except ConfigError as e:
+            raise ConfigError(f"{folder}/{e}") from None
+    return out

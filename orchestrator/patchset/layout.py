@@ -1,0 +1,169 @@
+"""Layouts: where ggml's files live in each project, and how a test is registered there.
+
+Pure: no file system, no git. Paths are POSIX and relative to the project root. The
+ggml repository's own layout is the neutral one every other layout maps to and from
+(the same map ggml's scripts/sync-llama-am.sh applies).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Optional
+
+from ..errors import ConfigError
+
+GATE_TEST = "test-opt-dynamic-accum"
+UPSTREAM_TEST = "test-opt"
+TESTS = (UPSTREAM_TEST, GATE_TEST)
+REGISTRATION_FILE = "tests/CMakeLists.txt"
+
+# Paths under these ggml-layout prefixes belong to the ggml library itself.
+_GGML_OWNED = ("src/", "include/", "cmake/", "CMakeLists.txt")
+
+
+@dataclass(frozen=True)
+class Layout:
+    name: str
+    ggml_root: str  # where ggml's own tree starts: "" (ggml) or "ggml/" (llama.cpp, whisper.cpp)
+    build: str  # "own-tests": the layout's own test build is cheap; "harness": native_tests/
+    prefix: str = ""  # the project's place inside a superproject, e.g. "core/vendor/llama.cpp/"
+    # "required": the project builds ggml's tests itself (llama.cpp, ggml), so the gate test must be
+    # registered next to test-opt. "optional": the project may have no ggml test harness at all
+    # (whisper.cpp ships no tests/test-opt.cpp); there the gate test is added unregistered and built
+    # through native_tests/ only.
+    registration: str = "required"
+
+    def to_ggml(self, path: str) -> str:
+        """This layout's path -> the ggml layout's path."""
+        rel = _strip(path, self.prefix, self)
+        if rel.startswith("tests/"):
+            return rel
+        if self.ggml_root:
+            if not rel.startswith(self.ggml_root):
+                raise ConfigError(f"{path}: outside ggml/ and tests/, no counterpart in the ggml layout")
+            rel = rel[len(self.ggml_root):]
+        if not rel.startswith(_GGML_OWNED):
+            raise ConfigError(f"{path}: not a ggml source, header, cmake or test path in layout {self.name}")
+        return rel
+
+    def from_ggml(self, path: str) -> str:
+        """The ggml layout's path -> this layout's path."""
+        if path.startswith("tests/"):
+            return self.prefix + path
+        if not path.startswith(_GGML_OWNED):
+            raise ConfigError(f"{path}: not a ggml source, header, cmake or test path")
+        return self.prefix + self.ggml_root + path
+
+    def ggml_dir(self) -> str:
+        """Directory (relative, no trailing slash; "" for the root) holding ggml's CMakeLists.txt."""
+        return (self.prefix + self.ggml_root).rstrip("/")
+
+    def tests_dir(self) -> str:
+        return self.prefix + "tests"
+
+
+def _strip(path: str, prefix: str, layout: Layout) -> str:
+    if not path.startswith(prefix):
+        raise ConfigError(f"{path}: outside {prefix!r}, the place of layout {layout.name}")
+    return path[len(prefix):]
+
+
+def translate(path: str, src: Layout, dst: Layout) -> str:
+    return dst.from_ggml(src.to_ggml(path))
+
+
+LAYOUTS = {
+    "ggml": Layout("ggml", ggml_root="", build="own-tests"),
+    "llama.cpp": Layout("llama.cpp", ggml_root="ggml/", build="harness"),
+    "whisper.cpp": Layout("whisper.cpp", ggml_root="ggml/", build="harness", registration="optional"),
+}
+
+
+def get_layout(name: str, prefix: str = "") -> Layout:
+    try:
+        base = LAYOUTS[name]
+    except KeyError:
+        raise ConfigError(f"unknown layout {name!r}; expected one of {', '.join(sorted(LAYOUTS))}") from None
+    if prefix and not prefix.endswith("/"):
+        prefix += "/"
+    return replace(base, prefix=prefix)
+
+
+# ---- registering the gate test in tests/CMakeLists.txt, in each layout's convention ----
+
+_LLAMA_ANCHOR = re.compile(r"^(?P<indent>[ \t]*)llama_build_and_test\(test-opt\.cpp\)[ \t]*\r?$", re.M)
+_GGML_ANCHOR = re.compile(
+    r"^(?P<indent>[ \t]*)set\(TEST_TARGET test-opt\)\n(?:(?P=indent)\S.*\n)*?"
+    r"(?P=indent)set_property\(TEST \$\{TEST_TARGET\}[^\n]*\n",
+    re.M,
+)
+
+
+class RegistrationError(ConfigError):
+    pass
+
+
+def register_gate_test(layout: Layout, cmakelists: str) -> str:
+    """tests/CMakeLists.txt text -> the same text with the gate test registered after test-opt."""
+    if f"{GATE_TEST}" in cmakelists:
+        return cmakelists
+    if layout.name in ("llama.cpp", "whisper.cpp"):
+        m = _LLAMA_ANCHOR.search(cmakelists)
+        if not m:
+            raise RegistrationError(
+                f"{REGISTRATION_FILE}: no 'llama_build_and_test(test-opt.cpp)' line to register {GATE_TEST} after")
+        line = f"{m.group('indent')}llama_build_and_test({GATE_TEST}.cpp)\n"
+        end = m.end()
+        if end == len(cmakelists):  # the anchor is the last line, with no newline of its own
+            return cmakelists + "\n" + line
+        return cmakelists[: end + 1] + line + cmakelists[end + 1:]
+    m = _GGML_ANCHOR.search(cmakelists)
+    if not m:
+        raise RegistrationError(f"{REGISTRATION_FILE}: no 'set(TEST_TARGET test-opt)' block to register {GATE_TEST} after")
+    ind = m.group("indent")
+    block = (
+        f"\n{ind}#\n{ind}# {GATE_TEST}\n\n"
+        f"{ind}set(TEST_TARGET {GATE_TEST})\n"
+        f"{ind}add_executable(${{TEST_TARGET}} ${{TEST_TARGET}}.cpp)\n"
+        f"{ind}target_link_libraries(${{TEST_TARGET}} PRIVATE ggml)\n"
+        f"{ind}add_test(NAME ${{TEST_TARGET}} COMMAND $<TARGET_FILE:${{TEST_TARGET}}>)\n"
+        f"{ind}set_property(TEST ${{TEST_TARGET}} PROPERTY ENVIRONMENT \"LLVM_PROFILE_FILE=${{TEST_TARGET}}.profraw\")\n"
+    )
+    return cmakelists[: m.end()] + block + cmakelists[m.end():]
+
+
+def registered(layout: Layout, cmakelists: Optional[str]) -> Optional[str]:
+    """tests/CMakeLists.txt text (None: absent) -> the registered text, or None where the layout
+    has no harness to register in (registration "optional": the gate test goes unregistered)."""
+    if layout.registration == "optional":
+        if cmakelists is None or (GATE_TEST not in cmakelists and not _LLAMA_ANCHOR.search(cmakelists)):
+            return None
+    if cmakelists is None:
+        raise RegistrationError(f"{layout.tests_dir()}/CMakeLists.txt: missing in the {layout.name} base; "
+                                f"cannot register {GATE_TEST}")
+    return register_gate_test(layout, cmakelists)
+
+
+# ---- what to configure and build for a layout ----
+
+TRAINING_PROGRAM = "train-opt-dynamic"  # native_tests/: evidence, not part of the series
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    source_dir: str  # CMake source directory, absolute
+    definitions: tuple[tuple[str, str], ...]
+    targets: tuple[str, ...]  # the tests
+    programs: tuple[str, ...] = (TRAINING_PROGRAM,)  # built and run beside the tests in each variant
+
+
+def build_plan(layout: Layout, worktree: str, harness_dir: str) -> BuildPlan:
+    """Only the ggml libraries and the two tests: never libllama or the examples."""
+    ggml_dir = f"{worktree}/{layout.ggml_dir()}".rstrip("/")
+    common = (("CMAKE_BUILD_TYPE", "Release"), ("BUILD_SHARED_LIBS", "OFF"))
+    if layout.build == "own-tests":
+        defs = common + (("GGML_BUILD_TESTS", "ON"), ("GGML_BUILD_EXAMPLES", "OFF"),
+                         ("CMAKE_PROJECT_INCLUDE", f"{harness_dir}/extra-programs.cmake"))
+        return BuildPlan(ggml_dir, defs, TESTS)
+    defs = common + (("GGML_SOURCE_DIR", ggml_dir), ("GGML_TESTS_DIR", f"{worktree}/{layout.tests_dir()}"))
+    return BuildPlan(harness_dir, defs, TESTS)

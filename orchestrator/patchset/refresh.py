@@ -1,0 +1,138 @@
+"""Regenerate the canonical series from a target's worktree: base..HEAD through `git format-patch`
+with fixed options (as patches/ was made), mapped back into the series' layout. Stable bytes: a
+refresh with nothing changed changes no byte of patches/.
+
+The worktree is the target's resolution worktree (status left it at a conflict; someone resolved
+it and ran `git am --continue`), or, where there is none, the series applied afresh (cleanly or
+with a 3-way merge) to the target's current base.
+"""
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from .. import sources
+from ..cache import Cache
+from ..config import Matrix, Target
+from ..drift.check import attempt, series_base, status_dirs
+from .files import write_patches
+from ..errors import ConfigError, SeriesDoesNotApply
+from .layout import GATE_TEST, get_layout
+from .render import render
+from .series import Series, parse_series
+from .files import read_series
+from ..vcs.snapshots import SnapshotRepo, Worktree
+from ..drift.verdicts import CONFLICTED, PRESENT
+
+
+@dataclass
+class Refreshed:
+    worktree: str
+    layout: str
+    written: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    native_test: Optional[str] = None  # native_tests/ gate test rewritten to the series' own
+
+
+def refresh(matrix: Matrix, cache: Cache, target: Target) -> Refreshed:
+    old = read_series(matrix.series_dir, matrix.series_layout)
+    repo = SnapshotRepo(cache.snapshots_git)
+    snap = sources.snapshot(target.source, cache, repo)
+    layout = get_layout(target.layout, target.prefix)
+    with cache.lock(f"status-{target.name}"):  # status must not reset the worktree under us
+        wt = resolved_worktree(repo, cache, target, snap.commit, old)
+        new = regenerated_series(repo, wt, snap.commit, layout, old.layout,
+                                 lambda: _canonical_base_reader(matrix, cache, repo, old))
+    if len(new.patches) < len(old.patches):  # e.g. a patch skipped as already upstream there
+        raise ConfigError(f"{wt.path}: {len(new.patches)} commits on the base for {len(old.patches)} patches; refreshing "
+                          f"from {target.name} would drop a patch from the series (already upstream there?)")
+    out = Refreshed(str(wt.path), layout.name)
+    out.written, out.removed = write_series(matrix.series_dir, new)
+    out.native_test = _sync_native_test(matrix.native_tests_dir, new)
+    return out
+
+
+def resolved_worktree(repo: SnapshotRepo, cache: Cache, target: Target, base: str, series: Series) -> Worktree:
+    """The resolution worktree if there is one (it must be finished and committed), else the series
+    applied afresh in the trial worktree."""
+    dirs = status_dirs(cache, target)
+    if dirs.resolve.exists():
+        wt = Worktree(repo, dirs.resolve)
+        if wt.am_in_progress():
+            raise ConfigError(f"{wt.path}: git am is still in progress; resolve the conflict, `git add` the files, "
+                              "`git am --continue`, then refresh")
+        if not wt.is_clean():
+            raise ConfigError(f"{wt.path}: uncommitted changes; commit them (e.g. `git commit --amend`) before refresh")
+        if not wt.descends_from(base):
+            raise ConfigError(f"{wt.path}: not based on {target.name}'s current base {base[:12]} (the source moved); "
+                              "remove the worktree and run status again")
+        return wt
+    layout, src = get_layout(target.layout, target.prefix), get_layout(series.layout)
+    rendered = render(series, src, layout, lambda p: repo.read_blob(base, p))
+    trial = Worktree(repo, dirs.trial)
+    results, conflict = attempt(trial, base, rendered, write_patches(rendered, dirs.series))
+    if conflict:
+        raise SeriesDoesNotApply(f"{target.name}: {conflict.patch} conflicts in {conflict.file}; run "
+                                 f"`ggml-patch status --target {target.name}` and resolve it in the worktree it leaves")
+    present = [r.name for r in results if r.result == PRESENT]
+    if present:
+        raise ConfigError(f"{target.name}: {present[0]} is already upstream there; refreshing from it would drop it")
+    assert not any(r.result == CONFLICTED for r in results)
+    return trial
+
+
+def regenerated_series(repo: SnapshotRepo, wt: Worktree, base: str, layout, canonical_layout: str,
+                       canonical_reader) -> Series:
+    """base..HEAD of the worktree, written by git format-patch, in the canonical layout."""
+    with tempfile.TemporaryDirectory(prefix="refresh-") as tmp:
+        files = wt.format_patch(base, Path(tmp))
+        if not files:
+            raise ConfigError(f"{wt.path}: no commits on top of the base {base[:12]}; nothing to refresh from")
+        texts = [(f.name, f.read_bytes().decode("utf-8", "surrogateescape")) for f in files]
+    series = parse_series(layout.name, texts)
+    dst = get_layout(canonical_layout)
+    if layout == dst:
+        return series
+    read = canonical_reader() if layout.name != dst.name else (lambda p: None)
+    return render(series, layout, dst, read)
+
+
+def _canonical_base_reader(matrix: Matrix, cache: Cache, repo: SnapshotRepo, series: Series):
+    """Files of the base the canonical series was made on (to register the gate test in its convention)."""
+    snap = series_base(matrix, cache, repo, series)
+    if snap is None:
+        raise ConfigError(f"{matrix.path}: no pinned {series.layout} target whose files match the series' index lines; "
+                          f"refresh from a {series.layout} target, or add the series' base to the matrix")
+    return lambda p: repo.read_blob(snap.commit, p)
+
+
+def write_series(directory: Path, series: Series) -> tuple[list[str], list[str]]:
+    """Write the patches whose bytes differ, remove *.patch files the series no longer has."""
+    written, removed = [], []
+    names = {p.name for p in series.patches}
+    for p in series.patches:
+        data = p.text().encode("utf-8", "surrogateescape")
+        f = directory / p.name
+        if f.exists() and f.read_bytes() == data:
+            continue
+        tmp = f.with_name(f".{f.name}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(f)
+        written.append(p.name)
+    for f in sorted(directory.glob("*.patch")):
+        if f.name not in names:
+            f.unlink()
+            removed.append(f.name)
+    return written, removed
+
+
+def _sync_native_test(native_dir: Path, series: Series) -> Optional[str]:
+    """Keep native_tests/ (what the harness builds) equal to the gate test the series adds."""
+    source = series.gate_test_source()
+    target = native_dir / f"{GATE_TEST}.cpp"
+    if source is None or not target.exists() or target.read_bytes() == source.encode():
+        return None
+    target.write_bytes(source.encode())
+    return str(target)

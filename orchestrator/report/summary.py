@@ -1,0 +1,177 @@
+"""Writing a run's results: results.json (the record), summary.md (for people) and junit.xml."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Union
+
+from ..evidence.mutants import kill_line
+from ..evidence.training import table_markdown
+from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
+from .model import Cell, CellStatus, RecordStatus, Results, RowStatus, VariantRecord, as_results, dump_results
+
+_ICON = {CellStatus.PASSED: "✅", CellStatus.FAILED: "❌", CellStatus.ERROR: "💥", CellStatus.SKIPPED: "⏭️",
+         CellStatus.BUILD_ONLY: "🔨"}
+
+
+def write_results(results: Union[Results, dict], directory: Path) -> list[Path]:
+    from .junit import junit_xml
+
+    results = as_results(results)
+    directory.mkdir(parents=True, exist_ok=True)
+    json_path = dump_results(results, directory / "results.json")
+    md_path = directory / "summary.md"
+    md_path.write_text(summary_markdown(results), encoding="utf-8")
+    (directory / "junit.xml").write_text(junit_xml(results), encoding="utf-8")  # for CI systems' test views
+    return [json_path, md_path]
+
+
+def _test_cell(rec: Optional[VariantRecord], test: str) -> str:
+    if not rec:
+        return "—"
+    if rec.status == RecordStatus.BUILD_FAILED:
+        return "build failed"
+    t = rec.test(test)
+    if not t:
+        return "—"
+    ok = sum(1 for r in t.rows if r.status in (RowStatus.OK, RowStatus.SKIPPED))
+    counted = f" ({ok}/{len(t.rows)})" if t.rows else ""
+    return f"{t.outcome}{counted}"
+
+
+def summary_markdown(results: Union[Results, dict]) -> str:
+    results = as_results(results)
+    cells = results.cells
+    good = sum(1 for c in cells if c.status == CellStatus.PASSED)
+    others = ", ".join(f"{n} {st}" for st in (CellStatus.FAILED, CellStatus.ERROR, CellStatus.BUILD_ONLY,
+                                              CellStatus.SKIPPED)
+                       if (n := sum(1 for c in cells if c.status == st)))
+    series = results.series
+    out = [
+        f"# ggml-patch matrix: {good}/{len(cells)} cells passed" + (f" ({others})" if others else ""),
+        "",
+        f"Series: {len(series['patches'])} patches in the {series['layout']} layout "
+        f"(sha256 `{series['sha256'][:16]}`), profile `{results.profile}`, exit code {results.exit_code}.",
+        "",
+        "| cell | status | with fix: test-opt | with fix: gate | control (fix reverted) "
+        "| gate failure line without the fix |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in cells:
+        recs = results.records_of(c.cell)
+        patched, control = recs.get("patched"), recs.get("control")
+        line = control.failure_line if control else None
+        verdict = (control.verdict if control else None) or "—"
+        out.append(f"| {c.cell} | {_ICON.get(c.status, '')} {c.status} | {_test_cell(patched, UPSTREAM_TEST)} | "
+                   f"{_test_cell(patched, GATE_TEST)} | {verdict} | {f'`{line}`' if line else '—'} |")
+    out += ["", "## Why", ""]
+    for c in cells:
+        out.append(f"- **{c.cell}**: {c.status} — {c.reason}")
+    out += _device_section(results)
+    out += _attribution_section(cells)
+    out += _mutants_section(results)
+    out += _training_section(cells)
+    out += ["", "## Sources", "", "| cell | source | base commit | upstream commit | patched commit |",
+            "|---|---|---|---|---|"]
+    for c in cells:
+        s = c.source or {}
+        out.append(f"| {c.cell} | {s.get('description', '—')} | `{s.get('base_commit', '')[:12]}` | "
+                   f"`{s.get('upstream_commit', '—')[:12]}` | `{(c.patched_commit or '')[:12]}` |")
+    out += ["", "## Timings (s)", "", "| cell | " + " | ".join(_TIMINGS) + " |", "|---|" + "---|" * len(_TIMINGS)]
+    for c in cells:
+        out.append(f"| {c.cell} | " + " | ".join(str(c.timings.get(k, "—")) for k in _TIMINGS) + " |")
+    return "\n".join(out) + "\n"
+
+
+_TIMINGS = ("fetch", "apply", "configure", "build_patched", "build_control", "control")
+
+
+def _rows_for(rec: Optional[VariantRecord], test: str, device: str) -> str:
+    """One device's rows of one test: "adamw OK, sgd OK" or "p1 FAIL at step 2 (w=0.25, expected 0.5)"."""
+    t = rec.test(test) if rec else None
+    if not t:
+        return "—"
+    parts = []
+    for r in t.rows:
+        if r.device != device:
+            continue
+        name = r.optimizer or (f"p{r.opt_period}" if r.case in (None, f"opt_period={r.opt_period}") else r.case)
+        detail = ""
+        if r.status == RowStatus.FAIL and r.step is not None:
+            detail = f" at step {r.step} (w={r.actual:g}, expected {r.expected:g})"
+        parts.append(f"{name} {r.status}{detail}")
+    if t.stopped_on == device:
+        parts.append(f"**{t.outcome}{' (' + t.signal + ')' if t.signal else ''} here**")
+    return ", ".join(parts) or "—"
+
+
+def _devices(recs: dict[str, VariantRecord]) -> list[str]:
+    seen: dict[str, None] = {}
+    for rec in recs.values():
+        for t in rec.tests.values():
+            for r in t.rows:
+                if r.device:
+                    seen.setdefault(r.device, None)
+            if t.stopped_on:
+                seen.setdefault(t.stopped_on, None)
+    return list(seen)
+
+
+def _device_section(results: Results) -> list[str]:
+    """Per device, so a Vulkan cell shows the Vulkan device's own rows, not only the CPU's."""
+    out = ["", "## Per-device results", "",
+           "| cell | device | with fix: test-opt | with fix: gate | without fix: test-opt | without fix: gate |",
+           "|---|---|---|---|---|---|"]
+    any_rows = False
+    for c in results.cells:
+        recs = results.records_of(c.cell)
+        p, k = recs.get("patched"), recs.get("control")
+        for dev in _devices(recs):
+            any_rows = True
+            out.append(f"| {c.cell} | {dev} | {_rows_for(p, UPSTREAM_TEST, dev)} | {_rows_for(p, GATE_TEST, dev)} | "
+                       f"{_rows_for(k, UPSTREAM_TEST, dev)} | {_rows_for(k, GATE_TEST, dev)} |")
+    return out if any_rows else []
+
+
+def _attribution_section(cells: list[Cell]) -> list[str]:
+    """Every test failing with the fix: pre-existing (fails without it too) or a regression."""
+    rows = [(c, e) for c in cells for e in c.attribution or []]
+    if not rows:
+        return []
+    out = ["", "## Failure attribution", "",
+           "Each test failing with the fix, compared with the same test and device without it (the control).", "",
+           "| cell | test | device | with the fix | without the fix | attribution |", "|---|---|---|---|---|---|"]
+    for c, e in rows:
+        out.append(f"| {c.cell} | {e.test} | {e.device or '—'} | {e.with_fix} | {e.without_fix} | **{e.label}** |")
+    return out
+
+
+def _mutants_section(results: Results) -> list[str]:
+    """Each known-wrong fix (native_tests/mutants/) per cell: the gate must kill every one."""
+    rows = [(c, r) for c in results.cells for r in results.mutants_of(c.cell)]
+    if not rows:
+        return []
+    out = ["", "## Known-wrong fixes (mutants)", ""]
+    for c in results.cells:
+        recs = results.mutants_of(c.cell)
+        if recs:
+            out.append(f"- **{c.cell}**: " + kill_line([r.verdict for r in recs]))
+    out += ["", "| cell | mutant | what it gets wrong | verdict | why |", "|---|---|---|---|---|"]
+    for c, r in rows:
+        info = r.mutant or {}
+        verdict = r.verdict or r.status
+        why = r.verdict_reason or info.get("skipped", "")
+        out.append(f"| {c.cell} | {info.get('name', r.variant)} | {info.get('why_wrong', '')} | **{verdict}** | {why} |")
+    return out
+
+
+def _training_section(cells: list[Cell]) -> list[str]:
+    """Loss per epoch with and without the fix (native_tests/train-opt-dynamic), per cell."""
+    out = []
+    for c in cells:
+        t = c.training
+        if not t:
+            continue
+        verdict = {True: "as the bug predicts", False: "NOT as the bug predicts", None: "undecided"}
+        out += ["", f"### {c.cell}: {verdict[t.get('diverges_as_predicted')]}", "",
+                table_markdown(t["with_fix"], t["without_fix"]).rstrip("\n")]
+    return (["", "## Training: loss per epoch with and without the fix"] + out) if out else []

@@ -1,0 +1,597 @@
+"""One cell of the matrix as a pipeline of named steps, in one place:
+
+    fetch -> apply -> configure -> build -> test -> control -> mutants -> training -> conclude -> store
+
+(STEPS names them.) Each step is a small function of the cell's context (`CellContext`): what the cell is (target,
+backend and its module, its folders), what the steps found so far (the snapshot, the rendered
+series, the worktree, the build plan) and what it records (a `Cell` and its `VariantRecord`s,
+report/model.py). A step may end the pipeline early (`ctx.done`: a cached result). A BuildFailed
+fails the cell, any other GgmlPatchError is the cell's error; the other cells go on.
+Bundle verification runs configure, build and test on a context of its own (upstream/bundle.py).
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Optional
+
+from .. import __version__, backends, sources
+from ..backends import BackendModule
+from ..cache import Cache, slug
+from ..cancel import CancelToken
+from ..config import Backend, Target
+from ..errors import BuildFailed, ExitCode, GgmlPatchError, SeriesDoesNotApply
+from ..evidence import attribution, classify, training
+from ..evidence import mutants as mutant_evidence
+from ..evidence.mutants import Mutant
+from ..patchset.files import write_patches
+from ..patchset.layout import GATE_TEST, TESTS, UPSTREAM_TEST, BuildPlan, Layout, build_plan, get_layout
+from ..patchset.render import render
+from ..patchset.series import Series
+from ..progress import Reporter
+from ..report.model import (MUTANT_PREFIX, Build, Cell, CellStatus, DeviceRow, RecordStatus, TestRecord,
+                            VariantRecord, Verdict)
+from ..vcs.runner import GitError
+from ..vcs.snapshots import SnapshotRepo, Worktree
+from . import cmake, resultcache, toolchain
+from .testrun import TestRun, run_test
+
+if TYPE_CHECKING:
+    from .matrix import RunOptions
+
+_HARNESS_FILES = ("CMakeLists.txt", "extra-programs.cmake", "train-opt-dynamic.cpp")
+
+
+class Steps:
+    """Progress (display, when there is a reporter) and cancellation for one cell's steps: a
+    cancelled cell stops at its next step or build line, as if interrupted there."""
+
+    def __init__(self, reporter: Optional[Reporter] = None, cancel: Optional[CancelToken] = None):
+        self.reporter, self.cancel = reporter, cancel or CancelToken()
+
+    def step(self, name: str, detail: str = "") -> None:
+        self.cancel.check()
+        if self.reporter:
+            self.reporter.step(name, detail)
+
+    def done(self, what: str) -> None:
+        if self.reporter:
+            self.reporter.done(what)
+
+    def build_progress(self, done: int, total: int) -> None:
+        self.cancel.check()
+        if self.reporter:
+            self.reporter.build_progress(done, total)
+
+
+@dataclass
+class CellContext:
+    """One cell: what it is, what its steps found, what it records."""
+
+    target: Target
+    backend: Backend
+    module: BackendModule
+    cache: Cache
+    native_tests: Path  # native_tests/: the harness, the training program, mutants/
+    cell_dir: Path  # src/ (the worktree), build/, harness/, series/, state.json
+    logs: Path  # where this run's logs go
+    steps: Steps
+    cell: Cell
+    series: Optional[Series] = None  # the canonical series (None: the worktree is given, e.g. a bundle's)
+    repo: Optional[SnapshotRepo] = None
+    n_jobs: Optional[int] = None  # compile jobs (None: every core)
+    build_only_reason: Optional[str] = None  # --build-only on a machine without the device: build, run nothing
+    rerun: bool = False  # ignore a cached result
+    mutant_files: list[Mutant] = field(default_factory=list)  # native_tests/mutants/*.patch
+    mutants_enabled: bool = True  # False: --no-mutants
+    programs: bool = True  # build and run the training program beside the tests
+    records: list[VariantRecord] = field(default_factory=list)
+    # found by the steps
+    done: bool = False  # the rest of the pipeline has nothing to do (a cached result)
+    snap: Optional[sources.Snapshot] = None
+    rendered: Optional[Series] = None
+    env: dict[str, str] = field(default_factory=dict)
+    key: str = ""
+    worktree: Optional[Worktree] = None
+    plan: Optional[BuildPlan] = None
+    configure_reused: bool = False
+    patched: Optional[VariantRecord] = None
+    control: Optional[VariantRecord] = None
+    verdict: Optional[classify.GateVerdict] = None
+
+    @property
+    def layout(self) -> Layout:
+        return get_layout(self.target.layout, self.target.prefix)
+
+    @property
+    def build_dir(self) -> Path:
+        return self.cell_dir / "build"
+
+    @property
+    def run_tests(self) -> bool:
+        return self.build_only_reason is None
+
+    def timed(self, name: str, t0: float) -> None:
+        self.cell.timings[name] = round(time.monotonic() - t0, 2)
+
+
+# ---------------------------------------------------------------- the steps
+
+
+def fetch(ctx: CellContext) -> None:
+    ctx.steps.step("fetch", f"{ctx.target.source.kind} {ctx.target.source.key}")
+    t0 = time.monotonic()
+    assert ctx.repo is not None
+    snap = ctx.snap = sources.snapshot(ctx.target.source, ctx.cache, ctx.repo)
+    ctx.cell.source = {"kind": ctx.target.source.kind, "description": snap.description, **snap.provenance,
+                       "base_commit": snap.commit}
+    ctx.timed("fetch", t0)
+    ctx.steps.done(snap.description)
+
+
+def apply(ctx: CellContext) -> None:
+    """The series rendered into the target's layout, on the base: or the cached result of exactly
+    these inputs, which ends the pipeline."""
+    assert ctx.series is not None and ctx.snap is not None and ctx.repo is not None
+    repo, snap = ctx.repo, ctx.snap
+    ctx.steps.step("apply", f"{len(ctx.series.patches)} patches, layout {ctx.layout.name}")
+    t0 = time.monotonic()
+    ctx.rendered = render(ctx.series, get_layout(ctx.series.layout), ctx.layout, lambda p: repo.read_blob(snap.commit, p))
+    ctx.env = ctx.module.test_env(ctx.backend)
+    ctx.key = ctx.cell.cache_key = resultcache.cell_key(cache_inputs(ctx))
+    if not ctx.rerun and reuse_cached(ctx):
+        ctx.timed("apply", t0)
+        ctx.steps.done(f"cached result, nothing changed (key {ctx.key[:12]}; --rerun to run it again)")
+        ctx.done = True
+        return
+    ctx.worktree = Worktree(repo, ctx.cell_dir / "src")
+    try:
+        head = apply_series(ctx.worktree, snap.commit, ctx.rendered, ctx.cell_dir)
+    except SeriesDoesNotApply as e:
+        raise SeriesDoesNotApply(f"the series does not apply to {snap.description}: {e}") from None
+    ctx.cell.patched_commit = head
+    ctx.timed("apply", t0)
+    ctx.steps.done(f"patched commit {head[:12]}")
+
+
+def configure(ctx: CellContext) -> None:
+    assert ctx.worktree is not None
+    plan = build_plan(ctx.layout, str(ctx.worktree.path), str(harness(ctx.native_tests, ctx.cell_dir)))
+    ctx.plan = plan if ctx.programs else replace(plan, programs=())
+    ctx.steps.step("configure", f"cmake {ctx.module.name}")
+    t0 = time.monotonic()
+    step = cmake.configure(ctx.plan, ctx.build_dir, ctx.module.configure_flags(ctx.backend), ctx.logs / "configure.log",
+                           ctx.env)
+    ctx.timed("configure", t0)
+    cmake.require(step, "cmake configure")
+    ctx.configure_reused = step.skipped
+    ctx.steps.done("reused" if step.skipped else "configured")
+
+
+def build(ctx: CellContext) -> None:
+    """The patched variant built; a build failure fails the cell."""
+    rec = ctx.patched = _build_variant(ctx, "patched")
+    if rec.status == RecordStatus.BUILD_FAILED:
+        assert rec.build is not None
+        raise BuildFailed(f"{ctx.cell.cell}: build failed: {rec.build.error} (log: {rec.build.log})")
+
+
+def run_tests(ctx: CellContext) -> None:
+    """The tests (and the training program) on the patched variant."""
+    assert ctx.patched is not None
+    if ctx.run_tests:
+        _run_variant(ctx, ctx.patched)
+    ctx.records.append(ctx.patched)
+
+
+def control(ctx: CellContext) -> None:
+    """The negative control: only the fix reverted (the test kept) in the same tree, rebuilt
+    (one translation unit and the relinks), the tests run again; the tree is put back after,
+    whatever happens. Its verdict: killed, survived or invalid."""
+    assert ctx.rendered is not None and ctx.snap is not None and ctx.worktree is not None
+    fix_paths = ctx.rendered.fix_paths()
+    ctx.steps.step("control", f"revert {', '.join(fix_paths)}, keep the test")
+    t0 = time.monotonic()
+    ctx.worktree.apply_reverse(ctx.worktree.diff(ctx.snap.commit, fix_paths))
+    try:
+        rec = ctx.control = _build_variant(ctx, "control")
+        if ctx.run_tests and rec.status != RecordStatus.BUILD_FAILED:
+            _run_variant(ctx, rec)
+    finally:
+        ctx.worktree.restore(fix_paths)  # the tree is left patched whatever happened
+    ctx.timed("control", t0)  # the control's whole marginal cost: revert, rebuild, tests, restore
+    rec.reverted = fix_paths
+    if ctx.run_tests:
+        _judge_control(ctx, rec)
+    ctx.records.append(rec)
+
+
+def _judge_control(ctx: CellContext, rec: VariantRecord) -> None:
+    assert ctx.patched is not None
+    built = bool(rec.build and rec.build.ok)
+    # each test failing with the fix, against the same test (and device) without it
+    entries = ctx.cell.attribution = attribution.attribute(ctx.patched.tests, rec.tests, built)
+    opt_pre = attribution.pre_existing_only(entries, UPSTREAM_TEST)
+    gate = rec.test(GATE_TEST)
+    gate_output = (gate.output or "") if gate else ""
+    v = ctx.verdict = classify.control_verdict(
+        built, rec.outcome(GATE_TEST), gate.exit_code if gate else None, gate_output, rec.outcome(UPSTREAM_TEST),
+        attribution.describe([e for e in entries if e.test == UPSTREAM_TEST], labels=False) if opt_pre else None)
+    rec.status, rec.verdict, rec.verdict_reason = RecordStatus(v.verdict.value), v.verdict, v.reason
+    rec.failure_line = classify.gate_failure_line(gate_output)
+    ctx.cell.failure_kind = attribution.failure_kind(entries)
+
+
+def run_mutants(ctx: CellContext) -> None:
+    """Each known-wrong fix (native_tests/mutants/) on the patched tree: rendered into the
+    target's layout, applied, rebuilt (one translation unit and the relinks), the gate run, the
+    files put back (whatever happens). No mutants: nothing to do, nothing recorded."""
+    if not ctx.mutant_files:
+        return
+    skipped = _why_mutants_are_skipped(ctx)
+    if skipped:
+        for m in ctx.mutant_files:
+            ctx.records.append(_mutant_record(ctx, m, RecordStatus.SKIPPED, skipped=skipped))
+        ctx.cell.mutants = {"total": len(ctx.mutant_files), "killed": 0, "survived": [], "invalid": [],
+                            "skipped": skipped}
+        return
+    t0 = time.monotonic()
+    recs = [_run_mutant(ctx, m) for m in ctx.mutant_files]
+    ctx.timed("mutants", t0)
+    ctx.records += recs
+    ctx.cell.mutants = {"total": len(recs), "killed": sum(1 for r in recs if r.verdict == Verdict.KILLED),
+                        "survived": [r.mutant["name"] for r in recs if r.verdict == Verdict.SURVIVED and r.mutant],
+                        "invalid": [r.mutant["name"] for r in recs if r.verdict == Verdict.INVALID and r.mutant],
+                        "skipped": None}
+
+
+def training_evidence(ctx: CellContext) -> None:
+    """The training program's loss per epoch with and without the fix, side by side."""
+    p, c = ctx.patched, ctx.control
+    if p is None or c is None or p.training is None or c.training is None:
+        return
+    p_ep, c_ep = p.training["epochs"], c.training["epochs"]
+    ctx.cell.training = {"with_fix": p_ep, "without_fix": c_ep,
+                         "diverges_as_predicted": training.diverges_as_predicted(p_ep, c_ep)}
+
+
+def conclude(ctx: CellContext) -> None:
+    """The cell's status, reason and exit code from what the steps recorded."""
+    assert ctx.patched is not None and ctx.control is not None
+    cell, control = ctx.cell, ctx.control
+    if not ctx.run_tests:
+        if control.status == RecordStatus.BUILD_FAILED:
+            error = control.build.error if control.build else ""
+            cell.status, cell.exit_code = CellStatus.FAILED, int(ExitCode.BUILD_FAILED)
+            cell.reason = f"built with the fix, but the control (fix reverted) did not build: {error}"
+        else:
+            cell.status, cell.exit_code = CellStatus.BUILD_ONLY, 0
+            cell.reason = f"built with and without the fix; tests not run: {ctx.build_only_reason}"
+        return
+    outcomes = {n: t.outcome for n, t in ctx.patched.tests.items()}
+    built = bool(ctx.patched.build and ctx.patched.build.ok)
+    status, reason = classify.cell_status(built, outcomes, ctx.verdict, attribution.summary(cell.attribution or []))
+    code = ExitCode.OK
+    if status != CellStatus.PASSED:
+        if not built:
+            code = ExitCode.BUILD_FAILED
+        elif any(o != classify.PASSED for o in outcomes.values()):
+            code = ExitCode.EXPECTATIONS_NOT_MET
+        else:
+            code = ExitCode.CONTROL_NOT_KILLED
+    survived = (cell.mutants or {}).get("survived") or []
+    if survived:  # the gate passes a known-wrong fix: it is not gate enough
+        reason += f"; {len(survived)} known-wrong fix(es) survived the gate: {', '.join(survived)}"
+        if status == CellStatus.PASSED:
+            status, code = CellStatus.FAILED, ExitCode.CONTROL_NOT_KILLED
+    cell.status, cell.reason, cell.exit_code = status, reason, int(code)
+
+
+def store(ctx: CellContext) -> None:
+    """The finished cell kept in the result cache (its logs too), reused while nothing it
+    depends on changes. Log paths are kept relative to the logs directory."""
+    for rec in ctx.records:
+        for t in rec.tests.values():
+            t.output = None  # the tests' output is in their logs
+    entry_logs = results_cache_dir(ctx.cache) / f"{ctx.key}-logs"
+    if entry_logs.exists():
+        shutil.rmtree(entry_logs)
+    if ctx.logs.exists():
+        shutil.copytree(ctx.logs, entry_logs)
+    records = [VariantRecord.from_dict(r.to_dict()) for r in ctx.records]  # copies: paths made relative below
+    _map_logs(records, lambda p: _relative(p, ctx.logs))
+    resultcache.store(results_cache_dir(ctx.cache), ctx.key,
+                      {"cell": ctx.cell.to_dict(), "records": [r.to_dict() for r in records]})
+
+
+Step = Callable[[CellContext], None]
+STEPS: tuple[tuple[str, Step], ...] = (
+    ("fetch", fetch), ("apply", apply), ("configure", configure), ("build", build), ("test", run_tests),
+    ("control", control), ("mutants", run_mutants), ("training", training_evidence), ("conclude", conclude),
+    ("store", store))
+
+
+def run_steps(ctx: CellContext, names: Optional[tuple[str, ...]] = None) -> None:
+    """The steps in order (or only those `names`), until one says the rest has nothing to do."""
+    for name, step in STEPS:
+        if ctx.done:
+            return
+        if names is None or name in names:
+            step(ctx)
+
+
+# ---------------------------------------------------------------- one cell, start to end
+
+
+def run_cell(opts: RunOptions, series: Series, repo: SnapshotRepo, target: Target, backend: Backend,
+             reporter: Reporter, n_jobs: Optional[int] = None, cancel: Optional[CancelToken] = None,
+             mutant_files: Optional[list[Mutant]] = None) -> tuple[Cell, list[VariantRecord]]:
+    cell_id = f"{target.name}/{backend.name}"
+    reporter.start_cell(cell_id)
+    cell = Cell(cell_id, target.name, backend.name, target.layout)
+    module = backends.get(backend.name, opts.cache.root)
+    action, why = cell_action(module.missing_toolchain(backend), module.missing_device(backend),
+                              module.build_only_ok, opts.build_only)
+    if action == "skip":
+        reporter.skip(why)
+        cell.status, cell.reason, cell.exit_code = CellStatus.SKIPPED, why, 0
+        return cell, []
+    cell.device = module.device_info(backend)
+    ctx = CellContext(target, backend, module, opts.cache, opts.matrix.native_tests_dir, opts.cache.cell_dir(cell_id),
+                      opts.results_dir / "logs" / slug(cell_id), Steps(reporter, cancel), cell, series, repo, n_jobs,
+                      build_only_reason=why if action == "build-only" else None, rerun=opts.rerun,
+                      mutant_files=list(mutant_files or []), mutants_enabled=opts.mutants)
+    try:
+        with opts.cache.lock(f"cell-{cell_id}"):
+            run_steps(ctx)
+    except BuildFailed as e:
+        cell.status, cell.reason, cell.exit_code = CellStatus.FAILED, str(e), int(e.exit_code)
+    except GgmlPatchError as e:
+        cell.status, cell.reason, cell.exit_code = CellStatus.ERROR, str(e), int(e.exit_code)
+    reporter.cell_result(cell.status, cell.reason)
+    return cell, ctx.records
+
+
+def cell_action(no_toolchain: Optional[str], no_device: Optional[str], build_only_ok: bool,
+                build_only: bool) -> tuple[str, str]:
+    """("run" | "build-only" | "skip", why). A skip's reason names everything missing; a cell whose
+    toolchain is here but whose device is not is built on request (--build-only) where that means
+    something (CUDA), and never counts as passed."""
+    if no_toolchain:
+        also = f"; {no_device}" if no_device and no_device not in no_toolchain else ""
+        return "skip", no_toolchain + also
+    if no_device:
+        if build_only and build_only_ok:
+            return "build-only", no_device
+        return "skip", no_device
+    return "run", ""
+
+
+# ---------------------------------------------------------------- the result cache
+
+
+def cache_inputs(ctx: CellContext) -> dict:
+    """Everything that decides the cell's result (its result-cache key hashes these)."""
+    assert ctx.snap is not None and ctx.rendered is not None
+    return {"tool": __version__, "base": ctx.snap.commit, "series": ctx.rendered.sha256,
+            "layout": [ctx.layout.name, ctx.layout.prefix], "harness": harness_files(ctx.native_tests),
+            "flags": ctx.module.configure_flags(ctx.backend), "env": ctx.env, "timeout": ctx.backend.timeout,
+            "build_only": ctx.build_only_reason is not None, "toolchain": toolchain.versions(),
+            "mutants": {m.name: [f.text for f in m.files] for m in ctx.mutant_files},
+            "mutants_enabled": ctx.mutants_enabled}
+
+
+def results_cache_dir(cache: Cache) -> Path:
+    return cache.root / "results"
+
+
+def reuse_cached(ctx: CellContext) -> bool:
+    """The cached result of exactly these inputs, its logs copied into this run's, if there is one."""
+    entry = resultcache.load(results_cache_dir(ctx.cache), ctx.key)
+    if not entry or "cell" not in entry or "records" not in entry:
+        return False
+    entry_logs = results_cache_dir(ctx.cache) / f"{ctx.key}-logs"
+    if entry_logs.exists():
+        shutil.copytree(entry_logs, ctx.logs, dirs_exist_ok=True)
+    try:
+        cached = Cell.from_dict(entry["cell"])
+        records = [VariantRecord.from_dict(r) for r in entry["records"]]
+    except (KeyError, TypeError, ValueError):
+        return False  # an entry this version cannot read: not a hit
+    _map_logs(records, lambda p: str(ctx.logs / p) if p else p)
+    timings = ctx.cell.timings  # this run's: the cached run's are kept apart
+    for f in fields(Cell):
+        setattr(ctx.cell, f.name, getattr(cached, f.name))
+    ctx.cell.timings, ctx.cell.cached = timings, {"key": ctx.key, "timings_of_the_run": cached.timings}
+    ctx.records += records
+    return True
+
+
+def _relative(path: str, logs: Path) -> str:
+    try:
+        return str(Path(path).relative_to(logs))
+    except ValueError:
+        return path  # not under this run's logs (never so today): kept as it is
+
+
+def _map_logs(records: list[VariantRecord], fn: Callable[[str], str]) -> None:
+    for rec in records:
+        if rec.build and rec.build.log:
+            rec.build.log = fn(rec.build.log)
+        for t in rec.tests.values():
+            if t.log:
+                t.log = fn(t.log)
+        if rec.training and rec.training.get("log"):
+            rec.training["log"] = fn(rec.training["log"])
+
+
+# ---------------------------------------------------------------- the tree, the harness
+
+
+def apply_series(worktree: Worktree, base: str, rendered: Series, cell_dir: Path) -> str:
+    """Put the worktree on base + series. A tree already there is left untouched (no file
+    times change, so nothing recompiles)."""
+    import json
+
+    state_file = cell_dir / "state.json"
+    state = json.loads(state_file.read_text()) if state_file.exists() else {}
+    if state.get("base") == base and state.get("series") == rendered.sha256 and state.get("head"):
+        if worktree.path.exists() and worktree.head() == state["head"] and worktree.is_clean():
+            return state["head"]
+    files = write_patches(rendered, cell_dir / "series")
+    state_file.unlink(missing_ok=True)
+    worktree.ensure(base)
+    head = worktree.am(files)
+    state_file.write_text(json.dumps({"base": base, "series": rendered.sha256, "head": head}))
+    return head
+
+
+def harness_files(native_tests: Path) -> dict[str, str]:
+    return {name: (native_tests / name).read_text(encoding="utf-8") for name in _HARNESS_FILES}
+
+
+def harness(native_tests: Path, cell_dir: Path) -> Path:
+    """The CMake harness and the training program, copied into the cell so the build tree does
+    not depend on where this checkout lives (a second clone reuses the same build tree).
+    Unchanged files are not rewritten, so nothing recompiles."""
+    out = cell_dir / "harness"
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in harness_files(native_tests).items():
+        dst = out / name
+        if not dst.exists() or dst.read_text(encoding="utf-8") != text:
+            dst.write_text(text, encoding="utf-8")
+    return out
+
+
+# ---------------------------------------------------------------- variants: build, tests, program
+
+
+def _build_variant(ctx: CellContext, variant: str, targets: Optional[tuple[str, ...]] = None,
+                   log_name: str = "") -> VariantRecord:
+    assert ctx.plan is not None
+    cell = ctx.cell
+    rec = VariantRecord(cell.cell, cell.target, cell.backend, variant)
+    targets = targets or ctx.plan.targets + ctx.plan.programs
+    ctx.steps.step(f"build {variant}", f"targets {' '.join(targets)}")
+    step = cmake.build(ctx.build_dir, targets, ctx.logs / f"build-{log_name or variant}.log", ctx.env,
+                       ctx.steps.build_progress, ctx.n_jobs)
+    rec.build = Build(step.ok, round(step.duration_s, 2), step.log, step.error)
+    if not variant.startswith(MUTANT_PREFIX):
+        cell.timings[f"build_{variant}"] = round(step.duration_s, 2)
+    if not step.ok:
+        rec.status = RecordStatus.BUILD_FAILED
+        ctx.steps.done(f"build failed: {step.error}")
+        return rec
+    ctx.steps.done("built")
+    rec.status = RecordStatus.BUILT
+    return rec
+
+
+def _run_variant(ctx: CellContext, rec: VariantRecord) -> None:
+    """Both tests, then the training program, on a built variant."""
+    assert ctx.plan is not None
+    for test_name in TESTS:
+        rec.tests[test_name] = _run_test(ctx, rec.variant, test_name)
+    outcomes = [t.outcome for t in rec.tests.values()]
+    rec.status = RecordStatus.PASSED if all(o == classify.PASSED for o in outcomes) else RecordStatus.FAILED
+    for program in ctx.plan.programs:
+        ctx.steps.step(f"train {rec.variant}", program)
+        run = run_test(program, test_argv(ctx.build_dir / "bin" / program), ctx.backend.timeout, ctx.env,
+                       ctx.logs / f"{rec.variant}-{program}.log")
+        rec.training = {"program": program, "outcome": classify.outcome(run.exit_code, run.timed_out).value,
+                        "duration_s": round(run.duration_s, 3), "log": run.log,
+                        "epochs": training.epochs(run.output)}
+        ctx.steps.done(f"{len(rec.training['epochs'])} epochs")
+
+
+def _run_test(ctx: CellContext, variant: str, test_name: str, log_name: str = "") -> TestRecord:
+    ctx.steps.step(f"test {variant}", test_name)
+    run = run_test(test_name, test_argv(ctx.build_dir / "bin" / test_name), ctx.backend.timeout, ctx.env,
+                   ctx.logs / f"{log_name or variant}-{test_name}.log")
+    rec = record_of_run(run)
+    ctx.steps.done(str(rec.outcome))
+    return rec
+
+
+def test_argv(binary: Path) -> list[str]:
+    """The test's command line. Line-buffered through stdbuf where there is one: a test that
+    crashes (abort in a driver) would otherwise lose its buffered stdout, and with it the
+    per-device rows that say where it crashed."""
+    stdbuf = shutil.which("stdbuf")
+    if stdbuf and sys.platform.startswith("linux") and binary.exists():
+        return [stdbuf, "-oL", "-eL", str(binary)]
+    return [str(binary)]
+
+
+def record_of_run(run: TestRun) -> TestRecord:
+    """One test run as the results model records it (its output kept while the cell runs)."""
+    gate = run.name == GATE_TEST
+    rows = classify.gate_rows(run.output) if gate else classify.test_opt_rows(run.output)
+    outcome = classify.outcome(run.exit_code, run.timed_out)
+    return TestRecord(outcome, run.exit_code, run.signal, round(run.duration_s, 3), run.log,
+                      [DeviceRow.from_dict(r) for r in rows], _summary_line(run.output), gate,
+                      classify.gate_failure_line(run.output) if gate else None,
+                      # the device it was on when it died, if any
+                      attribution.crash_device(run.output) if outcome != classify.PASSED else None,
+                      run.output)
+
+
+def _summary_line(output: str) -> Optional[str]:
+    for line in reversed(output.splitlines()):
+        if "passed" in line:
+            return line.strip()
+    return None
+
+
+# ---------------------------------------------------------------- mutants
+
+
+def _why_mutants_are_skipped(ctx: CellContext) -> Optional[str]:
+    if not ctx.mutants_enabled:
+        return "--no-mutants"
+    if not ctx.run_tests:
+        return f"tests not run: {ctx.build_only_reason}"
+    if not ctx.patched or ctx.patched.outcome(GATE_TEST) != classify.PASSED:
+        return "the gate does not pass with the fix, so a known-wrong fix proves nothing"
+    return None
+
+
+def _mutant_record(ctx: CellContext, m: Mutant, status: RecordStatus, skipped: Optional[str] = None) -> VariantRecord:
+    cell = ctx.cell
+    info = {"name": m.name, "title": m.title, "why_wrong": m.why, **({"skipped": skipped} if skipped else {})}
+    return VariantRecord(cell.cell, cell.target, cell.backend, f"{MUTANT_PREFIX}{m.name}", status, mutant=info)
+
+
+def _run_mutant(ctx: CellContext, m: Mutant) -> VariantRecord:
+    """One mutant on the patched tree: applied, rebuilt, the gate run, judged; the files it
+    changed restored on the way out, whatever happened."""
+    assert ctx.worktree is not None and ctx.series is not None and ctx.plan is not None
+    variant = f"{MUTANT_PREFIX}{m.name}"
+    src = get_layout(ctx.series.layout)
+    patch = ctx.cell_dir / "mutants" / f"{m.name}.patch"
+    patch.parent.mkdir(parents=True, exist_ok=True)
+    patch.write_text(m.rendered(src, ctx.layout), encoding="utf-8")
+    paths = m.paths(src, ctx.layout)
+    rec = _mutant_record(ctx, m, RecordStatus.PENDING)
+    apply_error, gate = None, None
+    ctx.steps.step(f"mutant {m.name}", m.title)
+    try:
+        try:
+            ctx.worktree.apply(patch)
+        except GitError as e:
+            apply_error = e.line
+        ctx.steps.done("applied" if apply_error is None else f"did not apply: {apply_error}")
+        if apply_error is None:
+            built = _build_variant(ctx, variant, ctx.plan.targets, f"mutant-{m.name}")
+            rec.build = built.build
+            if built.status == RecordStatus.BUILT:
+                gate = rec.tests[GATE_TEST] = _run_test(ctx, variant, GATE_TEST, f"mutant-{m.name}")
+    finally:
+        ctx.worktree.restore_files(paths)  # the patched tree again, whatever happened
+    v = mutant_evidence.verdict(apply_error, bool(rec.build and rec.build.ok), gate)
+    rec.status, rec.verdict, rec.verdict_reason = RecordStatus(v.verdict.value), v.verdict, v.reason
+    rec.failure_line = classify.gate_failure_line(gate.output or "") if gate else None
+    return rec

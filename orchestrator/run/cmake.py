@@ -1,0 +1,133 @@
+"""CMake configure and Ninja builds, with PyPI's cmake and ninja; full output goes to a log."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from ..errors import BuildFailed
+from ..patchset.layout import BuildPlan
+
+_NINJA_PROGRESS = re.compile(r"^\[(\d+)/(\d+)\] ")
+ProgressFn = Callable[[int, int], None]
+
+
+def cmake_exe() -> str:
+    try:
+        import cmake  # PyPI cmake: a known version rather than whatever the system has
+
+        return str(Path(cmake.CMAKE_BIN_DIR) / "cmake")
+    except ImportError:
+        return shutil.which("cmake") or "cmake"
+
+
+def ninja_exe() -> str:
+    try:
+        import ninja
+
+        return str(Path(ninja.BIN_DIR) / "ninja")
+    except ImportError:
+        return shutil.which("ninja") or "ninja"
+
+
+def jobs() -> int:
+    """Never more compile jobs than the cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass
+class BuildStep:
+    ok: bool
+    duration_s: float
+    log: str
+    skipped: bool = False  # configure: the existing build tree was reused as is
+    error: str = ""
+
+
+def configure_args(plan: BuildPlan, build_dir: Path, flags: list[str]) -> list[str]:
+    args = [cmake_exe(), "-G", "Ninja", "-S", plan.source_dir, "-B", str(build_dir),
+            f"-DCMAKE_MAKE_PROGRAM={ninja_exe()}"]
+    args += [f"-D{k}={v}" for k, v in plan.definitions]
+    ccache = shutil.which("ccache")
+    args.append(f"-DGGML_CCACHE={'ON' if ccache else 'OFF'}")
+    return args + list(flags)
+
+
+def configure(plan: BuildPlan, build_dir: Path, flags: list[str], log: Path, env: dict[str, str]) -> BuildStep:
+    """Configure once per build tree; later runs reuse it (ninja re-runs CMake itself if a
+    CMakeLists.txt changed), which keeps the patched and control variants in one tree."""
+    args = configure_args(plan, build_dir, flags)
+    stamp = build_dir / ".ggml-patch-configure.json"
+    if (build_dir / "build.ninja").exists() and stamp.exists() and json.loads(stamp.read_text()) == args:
+        return BuildStep(True, 0.0, str(log), skipped=True)
+    if build_dir.exists():
+        # configured differently (another checkout, cmake, flags): CMake refuses to switch
+        # source directories in place, and stale cache entries would leak into this build
+        shutil.rmtree(build_dir)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    rc = _run_logged(args, log, env, None)
+    step = BuildStep(rc == 0, time.monotonic() - t0, str(log))
+    if rc == 0:
+        stamp.write_text(json.dumps(args))
+    else:
+        step.error = _first_error(log) or f"cmake exited {rc}"
+    return step
+
+
+def build(build_dir: Path, targets: tuple[str, ...], log: Path, env: dict[str, str],
+          progress: Optional[ProgressFn] = None, n_jobs: Optional[int] = None) -> BuildStep:
+    args = [cmake_exe(), "--build", str(build_dir), "-j", str(n_jobs or jobs()), "--target", *targets]
+    t0 = time.monotonic()
+    rc = _run_logged(args, log, env, progress)
+    step = BuildStep(rc == 0, time.monotonic() - t0, str(log))
+    if rc != 0:
+        step.error = _first_error(log) or f"build exited {rc}"
+    return step
+
+
+def require(step: BuildStep, what: str) -> None:
+    if not step.ok:
+        raise BuildFailed(f"{what} failed: {step.error} (log: {step.log})")
+
+
+def _run_logged(args: list[str], log: Path, env: dict[str, str], progress: Optional[ProgressFn]) -> int:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w", encoding="utf-8", errors="replace") as out:
+        out.write("$ " + " ".join(args) + "\n")
+        out.flush()
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                errors="replace", env={**os.environ, **env})
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                out.write(line)
+                m = _NINJA_PROGRESS.match(line)
+                if m and progress:
+                    progress(int(m.group(1)), int(m.group(2)))
+            return proc.wait()
+        except BaseException:
+            proc.kill()  # an interrupt must not leave a compiler running on the tree
+            proc.wait()
+            raise
+
+
+def _first_error(log: Path) -> str:
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    for pattern in (r"\berror\b:", r"CMake Error", r"FAILED:"):
+        for ln in lines:
+            if re.search(pattern, ln):
+                return ln.strip()[:300]
+    return ""

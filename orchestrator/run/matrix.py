@@ -1,0 +1,94 @@
+"""The matrix run: every target x backend cell of a profile, one after another or in parallel
+(cell.py runs one). Errors in one cell are recorded; the others go on."""
+from __future__ import annotations
+
+import concurrent.futures
+import resource
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from ..cache import Cache
+from ..cancel import CancelToken
+from ..config import Matrix
+from ..patchset.files import load_mutants, load_series
+from ..patchset.series import Series
+from ..progress import Reporter
+from ..report.model import Results, overall_exit_code
+from ..vcs.snapshots import SnapshotRepo
+from . import cmake
+from .cell import run_cell
+
+
+@dataclass
+class RunOptions:
+    matrix: Matrix
+    cache: Cache
+    results_dir: Path
+    profile: str = "default"
+    targets: list[str] = field(default_factory=list)
+    backends: list[str] = field(default_factory=list)
+    build_only: bool = False  # build (not skip) cells whose toolchain is here but whose device is not
+    rerun: bool = False  # ignore cached cell results
+    mutants: bool = True  # run the known-wrong fixes of native_tests/mutants/ (False: --no-mutants)
+    parallel: Optional[int] = None  # cells at once (default: as many as cores, at most the cells)
+
+
+def plan_parallelism(n_cells: int, cores: int, parallel: Optional[int]) -> tuple[int, int]:
+    """(cells at once, compile jobs per cell): never more compile jobs than cores in all."""
+    workers = max(1, min(parallel or cores, n_cells, cores))
+    return workers, max(1, cores // workers)
+
+
+def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Optional[CancelToken] = None) -> Results:
+    series = load_series(opts.matrix)
+    mutant_files = load_mutants(opts.matrix)  # a malformed one is refused here, before any cell runs
+    cells = opts.matrix.cells(opts.profile, opts.targets, opts.backends)
+    reporter = reporter or Reporter(len(cells))
+    cancel = cancel or CancelToken()
+    repo = SnapshotRepo(opts.cache.snapshots_git)
+    started = time.time()
+    cpu0 = _own_cpu_s()
+    workers, n_jobs = plan_parallelism(len(cells), cmake.jobs(), opts.parallel)
+    if workers == 1:
+        done = [run_cell(opts, series, repo, t, b, reporter, n_jobs, cancel, mutant_files) for t, b in cells]
+    else:
+        done = _run_parallel(opts, series, repo, cells, reporter, cancel, workers, n_jobs, mutant_files)
+    cell_results = [c for c, _ in done]
+    records = [r for _, recs in done for r in recs]
+    return Results(
+        series_info(series), cell_results, records, matrix=str(opts.matrix.path), profile=opts.profile,
+        started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        duration_s=round(time.time() - started, 2),
+        orchestrator_cpu_s=round(_own_cpu_s() - cpu0, 2),  # this process only: not git, cmake, compilers, tests
+        parallel={"cells_at_once": workers, "jobs_per_build": n_jobs},
+        exit_code=int(overall_exit_code(cell_results)))
+
+
+def _run_parallel(opts, series, repo, cells, reporter: Reporter, cancel: CancelToken, workers: int,
+                  n_jobs: int, mutant_files: list) -> list:
+    """Independent cells overlap (one fetches or links while another compiles); results keep the
+    matrix's order. On Ctrl-C or SIGTERM (raised in this thread) the other cells stop at their next
+    step or build line: their compilers are killed and a reverted tree is put back."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(run_cell, opts, series, repo, t, b, reporter, n_jobs, cancel, mutant_files)
+                   for t, b in cells]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            cancel.cancel()
+            for f in futures:
+                f.cancel()
+            concurrent.futures.wait(futures)
+            raise
+
+
+def _own_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def series_info(series: Series) -> dict:
+    return {"layout": series.layout, "sha256": series.sha256,
+            "patches": [{"name": p.name, "subject": p.subject, "author": p.author} for p in series.patches]}

@@ -1,0 +1,682 @@
+"""The upstream bundle: what a maintainer receives for one target.
+
+For each target whose run proves the fix: a `git format-patch` series against the target's
+exact base commit, verified by `git am` on a fresh copy of that base and a build and run of
+the two tests there; PR_TITLE; PR_BODY.md drawn from results.json; manifest.json with the
+sha256 of every file, the base commits and the results it was made from.
+
+The first half is pure (refusals, title, body, manifest: dicts in, text out); the second half
+runs git and CMake, only under the tool's cache and the output directory.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from ..errors import BuildFailed, BundleRefused, BundleVerificationFailed, ConfigError, SeriesDoesNotApply
+from ..evidence.training import plot, table_markdown
+from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
+from ..report import model
+from ..report.model import Cell, CellStatus, Outcome, Results, VariantRecord, Verdict, as_results
+
+NONE = "—"  # an empty table cell
+MANIFEST = "manifest.json"
+NOT_RUN = (CellStatus.SKIPPED, CellStatus.BUILD_ONLY)  # cells that prove nothing either way: shown, never counted
+WARNING_TITLE = "Incomplete evidence: this bundle was made with `--allow-incomplete`"
+
+
+# ---------------------------------------------------------------- results.json: what it proves
+
+@dataclass(frozen=True)
+class Problem:
+    target: Optional[str]  # None: the whole run (e.g. a stale series)
+    text: str
+
+
+def load_results(results_dir: Path) -> tuple[Results, str]:
+    """results.json (validated) and the sha256 of its bytes (what the manifest names)."""
+    path = Path(results_dir) / "results.json"
+    if not path.exists():
+        raise ConfigError(f"{path}: no results; run `ggml-patch matrix --results {results_dir}` first")
+    return model.load_results(path)
+
+
+def problems(results: Results | dict, current_series_sha256: str) -> list[Problem]:
+    """Everything that stops these results from backing a pull request; empty when they do."""
+    results = as_results(results)
+    found = []
+    ran = results.series["sha256"]
+    if ran != current_series_sha256:
+        found.append(Problem(None, f"results.json was made from series {ran[:12]}, the series in patches/ "
+                                   f"is now {current_series_sha256[:12]}: re-run `ggml-patch matrix`"))
+    for target in results.targets():
+        cells = results.cells_of(target)
+        if all(c.status in NOT_RUN for c in cells):
+            found.append(Problem(target, f"{target}: no cell ran its tests (skipped or build-only), so nothing was proven"))
+        for c in cells:
+            if c.status not in NOT_RUN:
+                found += [Problem(target, t) for t in _cell_problems(results, c)]
+    return found
+
+
+def _cell_problems(results: Results, cell: Cell) -> list[str]:
+    cid = cell.cell
+    recs = results.records_of(cid)
+    patched, control = recs.get("patched"), recs.get("control")
+    found = []
+    if patched is None:
+        found.append(f"{cid}: nothing was tested ({cell.status}: {_one_line(cell.reason)})")
+    elif not (patched.build and patched.build.ok):
+        found.append(f"{cid}: the patched variant did not build")
+    else:
+        bad = [f"{name} {t.outcome}" for name, t in patched.tests.items() if t.outcome != Outcome.PASSED]
+        if bad:
+            found.append(f"{cid}: with the fix {', '.join(bad)}")
+    if patched is not None and control is None:
+        found.append(f"{cid}: the negative control did not run")
+    elif control is not None and control.verdict != Verdict.KILLED:
+        found.append(f"{cid}: the negative control was not killed ({control.verdict}: "
+                     f"{_one_line(control.verdict_reason)})")
+    if not found and cell.status != CellStatus.PASSED:
+        found.append(f"{cid}: {cell.status}: {_one_line(cell.reason)}")
+    return found
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def refusal_message(found: list[Problem]) -> str:
+    return ("refusing to bundle: " + "; ".join(p.text for p in found)
+            + " (--allow-incomplete bundles anyway, with a warning at the top of PR_BODY.md)")
+
+
+# ---------------------------------------------------------------- PR_TITLE, PR_BODY.md, manifest
+
+@dataclass(frozen=True)
+class Commit:
+    """One commit of the series, as git records it."""
+
+    subject: str
+    body: str
+    files: tuple[str, ...]
+
+    @property
+    def is_test(self) -> bool:
+        return bool(self.files) and all(f.startswith("tests/") or "/tests/" in f for f in self.files)
+
+
+def pr_title(commits: list[Commit]) -> str:
+    """The fix's own subject line (the first commit that is not only tests)."""
+    fixes = [c for c in commits if not c.is_test] or commits
+    return fixes[0].subject
+
+
+def _num(x) -> str:
+    """A number exactly as results.json holds it, without a float's trailing ".0"."""
+    if isinstance(x, float) and x.is_integer():
+        return str(int(x))
+    return str(x)
+
+
+def _cellv(v) -> str:
+    return NONE if v is None or v == "" else str(v)
+
+
+def outcome_rows(results: Results | dict, target: str) -> list[dict]:
+    """backend x device x test case, with the fix and with the fix reverted (the table's rows)."""
+    results = as_results(results)
+    rows = []
+    for c in results.cells_of(target):
+        recs = results.records_of(c.cell)
+        patched, control = recs.get("patched"), recs.get("control")
+        if not patched:
+            continue
+        for test in (UPSTREAM_TEST, GATE_TEST):
+            control_test = control.test(test) if control else None
+            reverted = {(r.device, r.key): r for r in (control_test.rows if control_test else [])}
+            patched_test = patched.test(test)
+            for r in patched_test.rows if patched_test else []:
+                ctl = reverted.get((r.device, r.key))
+                rows.append({"backend": c.backend, "device": r.device, "test": test,
+                             "optimizer": r.optimizer, "opt_period": r.opt_period,
+                             "with_fix": str(r.status), "reverted": str(ctl.status) if ctl else None,
+                             "step": ctl.step if ctl else None, "w": ctl.actual if ctl else None,
+                             "expected": ctl.expected if ctl else None})
+    return rows
+
+
+OUTCOME_COLUMNS = ("backend", "device", "test", "optimizer", "opt_period", "with the fix", "fix reverted",
+                   "first wrong step", "w", "expected w")
+
+
+def _outcome_table(rows: list[dict]) -> list[str]:
+    out = ["| " + " | ".join(OUTCOME_COLUMNS) + " |", "|" + "---|" * len(OUTCOME_COLUMNS)]
+    for r in rows:
+        vals = [r["backend"], r["device"], f"`{r['test']}`", _cellv(r["optimizer"]),
+                _cellv(None if r["opt_period"] is None else _num(r["opt_period"])), r["with_fix"],
+                _cellv(r["reverted"]), _cellv(None if r["step"] is None else _num(r["step"])),
+                _cellv(None if r["w"] is None else _num(r["w"])),
+                _cellv(None if r["expected"] is None else _num(r["expected"]))]
+        out.append("| " + " | ".join(vals) + " |")
+    return out
+
+
+CELL_COLUMNS = ("cell", "backend", "status", "negative control", "test-opt with the fix", "gate with the fix",
+                "gate with the fix reverted", "build with the fix (s)", "control rebuild (s)")
+
+
+def _summary(rec: Optional[VariantRecord], test: str) -> str:
+    t = rec.test(test) if rec else None
+    line = t.summary_line if t else None
+    return f"`{line}`" if line else NONE
+
+
+def _cell_table(results: Results, target: str) -> list[str]:
+    out = ["| " + " | ".join(CELL_COLUMNS) + " |", "|" + "---|" * len(CELL_COLUMNS)]
+    for c in results.cells_of(target):
+        recs = results.records_of(c.cell)
+        patched, control = recs.get("patched"), recs.get("control")
+        t = c.timings
+        vals = [c.cell, c.backend, str(c.status), _cellv(control.verdict if control else None),
+                _summary(patched, UPSTREAM_TEST), _summary(patched, GATE_TEST), _summary(control, GATE_TEST),
+                _cellv(None if "build_patched" not in t else _num(t["build_patched"])),
+                _cellv(None if "build_control" not in t else _num(t["build_control"]))]
+        out.append("| " + " | ".join(vals) + " |")
+    return out
+
+
+def _device_text(device: Optional[dict]) -> str:
+    """What a cell ran on, as its backend module recorded it (e.g. Vulkan's device and driver)."""
+    if not isinstance(device, dict):
+        return ""
+    parts = []
+    if device.get("devices"):
+        parts.append(", ".join(map(str, device["devices"])))
+    if device.get("drivers"):
+        parts.append("driver " + ", ".join(map(str, device["drivers"])))
+    return "; ".join(parts)
+
+
+def _how_to_run(layout: str) -> str:
+    option = "GGML_BUILD_TESTS" if layout == "ggml" else "LLAMA_BUILD_TESTS"
+    return (f"cmake -B build -D{option}=ON\n"
+            f"cmake --build build --target {UPSTREAM_TEST} {GATE_TEST}\n"
+            f"./build/bin/{GATE_TEST}     # one line per device and opt_period; exit 1 on a wrong step")
+
+
+def pr_body(results: Results | dict, results_sha256: str, target: str, commits: list[Commit], toolchain: dict,
+            warnings: list[str]) -> str:
+    """PR_BODY.md: the series' own messages, then the run's evidence, every number from results.json."""
+    results = as_results(results)
+    cells = results.cells_of(target)
+    layout = cells[0].layout if cells else ""
+    out: list[str] = []
+    if warnings:
+        out += ["> [!WARNING]", f"> **{WARNING_TITLE}.** The run does not back every claim below:"]
+        out += [f"> - {_one_line(w)}" for w in warnings]
+        out.append("")
+    fixes = [c for c in commits if not c.is_test]
+    tests = [c for c in commits if c.is_test]
+    out += ["## The bug and the fix", ""]
+    for c in fixes:
+        out += [f"**{c.subject}**", "", c.body.strip(), ""]
+    out += ["## The test", ""]
+    for c in tests:
+        out += [f"**{c.subject}**", "", c.body.strip(), ""]
+    out += ["To run it:", "", "```sh", _how_to_run(layout), "```", ""]
+
+    series = results.series
+    out += ["## Evidence from the run", "",
+            f"Generated by ggml-patch from its `results.json` (sha256 `{results_sha256}`): run started "
+            f"{results.started_at or NONE}, profile `{results.profile or NONE}`, series sha256 "
+            f"`{series['sha256']}`. Each cell applies the series to the base commit below, builds ggml and the two "
+            "tests with CMake, runs them, then reverts only the fix (the test stays), rebuilds the same tree "
+            "and runs both tests again: the negative control.", "",
+            "### Cells", ""]
+    out += _cell_table(results, target)
+    notes = [f"- {c.cell} device: {_device_text(c.device)}" for c in cells if _device_text(c.device)]
+    notes += [f"- {c.cell} {c.status}: {_one_line(c.reason)}" for c in cells if c.status in NOT_RUN]
+    if notes:
+        out += [""] + notes
+    out += ["", "### Outcomes: backend × device × optimizer", ""]
+    out += _outcome_table(outcome_rows(results, target))
+    out += ["", "### Negative control: the gate with the fix reverted", ""]
+    controls = [(c, results.records_of(c.cell).get("control")) for c in cells]
+    for c, control in controls:
+        if not control:
+            continue
+        gate = control.test(GATE_TEST)
+        reverted = ", ".join(f"`{p}`" for p in control.reverted or []) or NONE
+        out.append(f"- **{c.cell}**: reverted {reverted}; verdict **{control.verdict}**; "
+                   f"{GATE_TEST} exit code {_cellv(gate.exit_code if gate else None)}; "
+                   f"{UPSTREAM_TEST} {_cellv(control.outcome(UPSTREAM_TEST))}.")
+    lines = list(dict.fromkeys(r.failure_line for _, r in controls if r and r.failure_line))
+    if lines:
+        out += ["", "The gate's own failure line without the fix:", "", "```", *lines, "```"]
+    trained = training_cell(results, target)
+    if trained and trained.training:
+        t = trained.training
+        verdict = {True: "as the bug predicts: with the fix the loss falls; without it the effective step keeps "
+                         "growing and the loss overshoots or diverges",
+                   False: "NOT as the bug predicts", None: "too few epochs to tell"}[t.get("diverges_as_predicted")]
+        out += ["", f"### Training: loss per epoch with and without the fix ({trained.cell})", "",
+                "`native_tests/train-opt-dynamic.cpp` (not part of the series) trains a linear regression on "
+                "fixed-seed data with per-step graphs, as llama.cpp trains, in both variants of the cell. "
+                f"The curves differ {verdict}.", "",
+                table_markdown(t["with_fix"], t["without_fix"]).rstrip("\n"), "",
+                f"![train and eval loss per epoch, with and without the fix]({TRAINING_PLOT})"]
+    others = [c for c in results.cells if c.target != target]
+    if others:
+        out += ["", "### Other targets in the same run", ""]
+        for c in others:
+            control = results.records_of(c.cell).get("control")
+            verdict = control.verdict if control else None
+            out.append(f"- {c.cell} ({c.layout or NONE} layout): {c.status}"
+                       + (f", control {verdict}" if verdict else ""))
+
+    out += ["", "## Base commits", "", "| | commit |", "|---|---|"]
+    source = next((c.source for c in cells if c.source), {}) or {}
+    upstream = source.get("upstream_commit")
+    where = f" ({source['url']})" if source.get("url") else ""
+    out.append(f"| upstream{where} | `{upstream}` |" if upstream else
+               "| upstream | unknown: the source carries no git metadata |")
+    desc = source.get("description", NONE)
+    sdist = f", sdist sha256 `{source['sdist_sha256']}`" if source.get("sdist_sha256") else ""
+    out.append(f"| ggml-patch snapshot of {desc}{sdist} | `{source.get('base_commit', NONE)}` |")
+    patched = next((c.patched_commit for c in cells if c.patched_commit), None)
+    out.append(f"| the snapshot with this series applied | `{patched or NONE}` |")
+
+    out += ["", "## Toolchain", ""]
+    out += [f"- {name}: {value}" for name, value in toolchain_lines(toolchain)]
+    out += ["", "<sub>Generated by ggml-patch. The series was checked by applying it with `git am` to a fresh "
+                "checkout of the base commit, building, and running "
+                f"`{UPSTREAM_TEST}` and `{GATE_TEST}` there.</sub>", ""]
+    return "\n".join(out)
+
+
+TRAINING_PLOT = "training-loss.png"
+
+
+def training_cell(results: Results | dict, target: str) -> Optional[Cell]:
+    """The cell whose training run the PR body shows: the CPU cell where there is one."""
+    cells = [c for c in as_results(results).cells_of(target) if (c.training or {}).get("with_fix")]
+    cells.sort(key=lambda c: c.backend != "cpu")
+    return cells[0] if cells else None
+
+
+def toolchain_lines(toolchain: dict) -> list[tuple[str, str]]:
+    names = {"cmake": "CMake", "ninja": "Ninja", "c_compiler": "C compiler", "cxx_compiler": "C++ compiler",
+             "git": "git", "ccache": "ccache"}
+    known = [(label, toolchain[key]) for key, label in names.items() if toolchain.get(key)]
+    return known + [(key, value) for key, value in toolchain.items() if key not in names and value]
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def series_sha256(patches: list[tuple[str, str]]) -> str:
+    """The same digest as Series.sha256: each patch's name and text."""
+    h = hashlib.sha256()
+    for name, text in patches:
+        h.update(name.encode() + b"\0" + text.encode() + b"\0")
+    return h.hexdigest()
+
+
+def manifest(*, target: str, layout: str, results: Results, results_sha256: str, results_path: str,
+             source: dict, patched_commit: str, patches: list[tuple[str, str]], files: dict[str, str],
+             verification: dict, toolchain: dict, warnings: list[str]) -> dict:
+    return {
+        "schema_version": 1,
+        "tool": "ggml-patch",
+        "target": target,
+        "layout": layout,
+        "base": {"snapshot_commit": source.get("base_commit"), "upstream_commit": source.get("upstream_commit"),
+                 "description": source.get("description"), "source": source},
+        "patched_commit": patched_commit,
+        "series": {"sha256": series_sha256(patches), "results_series_sha256": results.series["sha256"],
+                   "patches": [name for name, _ in patches]},
+        "results": {"path": results_path, "sha256": results_sha256, "started_at": results.started_at,
+                    "exit_code": results.exit_code},
+        "incomplete": bool(warnings),
+        "warnings": warnings,
+        "verification": verification,
+        "toolchain": toolchain,
+        "files": files,
+    }
+
+
+# ---------------------------------------------------------------- reading a bundle back
+
+@dataclass(frozen=True)
+class Bundle:
+    path: Path
+    manifest: dict
+    title: str
+    body: str
+    patch_files: tuple[Path, ...]
+
+    @property
+    def target(self) -> str:
+        return self.manifest["target"]
+
+
+def read_bundle(directory: Path) -> Bundle:
+    """A bundle directory, checked against its manifest: every file present, unchanged."""
+    directory = Path(directory)
+    mpath = directory / MANIFEST
+    try:
+        man = json.loads(mpath.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{mpath}: missing; --bundle must name one target's directory made by `ggml-patch bundle`") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ConfigError(f"{mpath}: not valid JSON; re-run `ggml-patch bundle`") from None
+    files = man.get("files") if isinstance(man, dict) else None
+    if not isinstance(files, dict) or not files or "target" not in man:
+        raise ConfigError(f"{mpath}: no 'files' or 'target'; not a ggml-patch bundle manifest")
+    for name, digest in files.items():
+        f = directory / name
+        if Path(name).name != name or not f.is_file():
+            raise ConfigError(f"{f}: listed in {MANIFEST} but missing; re-run `ggml-patch bundle`")
+        if hashlib.sha256(f.read_bytes()).hexdigest() != digest:
+            raise ConfigError(f"{f}: changed since the bundle was made (sha256 differs from {MANIFEST}); "
+                              "re-run `ggml-patch bundle`")
+    patches = tuple(sorted(directory / n for n in files if n.endswith(".patch")))
+    if not patches or "PR_TITLE" not in files or "PR_BODY.md" not in files:
+        raise ConfigError(f"{mpath}: the bundle lacks patches, PR_TITLE or PR_BODY.md")
+    return Bundle(directory, man, (directory / "PR_TITLE").read_text(encoding="utf-8").strip(),
+                  (directory / "PR_BODY.md").read_text(encoding="utf-8"), patches)
+
+
+# ---------------------------------------------------------------- making the bundle (git, CMake)
+
+@dataclass
+class BundleOptions:
+    matrix: object  # config.Matrix
+    cache: object  # cache.Cache
+    results_dir: Path
+    out_dir: Path
+    allow_incomplete: bool = False
+    targets: list[str] = field(default_factory=list)
+    log: Callable[[str], None] = lambda msg: None  # progress, one line each
+
+
+@dataclass
+class BundleResult:
+    target: str
+    path: Path
+    patches: list[str]
+    base_commit: str
+    upstream_commit: Optional[str]
+    verify_s: float
+    warnings: list[str]
+
+
+def make_bundles(opts: BundleOptions) -> tuple[list[BundleResult], list[str]]:
+    """Every bundle the results allow, and the targets left out (with why). Refuses, writing
+    nothing, when the results do not prove the fix (unless allow_incomplete)."""
+    from ..patchset.files import load_series
+
+    results, results_sha = load_results(opts.results_dir)
+    chosen = _chosen_targets(results, opts.targets, opts.results_dir)
+    found = [p for p in problems(results, load_series(opts.matrix).sha256) if p.target in (None, *chosen)]
+    if found and not opts.allow_incomplete:
+        raise BundleRefused(refusal_message(found))
+    made, left_out = [], []
+    for target in chosen:
+        if not any(c.patched_commit for c in results.cells_of(target)):
+            left_out.append(f"{target}: the series was never applied in this run, so there is nothing to send")
+            continue
+        warnings = [p.text for p in found if p.target in (None, target)]
+        made.append(bundle_target(opts, results, results_sha, target, warnings))
+    if not made:
+        raise BundleRefused("nothing to bundle: " + "; ".join(left_out))
+    return made, left_out
+
+
+def _chosen_targets(results: Results, wanted: list[str], results_dir: Path) -> list[str]:
+    present = results.targets()
+    for t in wanted:
+        if t not in present:
+            raise ConfigError(f"{Path(results_dir) / 'results.json'}: no cells for target {t!r} "
+                              f"(targets in this run: {', '.join(present) or 'none'})")
+    return [t for t in present if not wanted or t in wanted]
+
+
+def _same(cells: list[Cell], what: str, get: Callable[[Cell], Optional[str]]) -> str:
+    values = {get(c) for c in cells} - {None}
+    if len(values) != 1:
+        raise BundleRefused(f"{cells[0].target}: the cells of this target record {len(values)} different {what}s")
+    return str(values.pop())
+
+
+def bundle_target(opts: BundleOptions, results: Results, results_sha: str, target_name: str,
+                  warnings: list[str]) -> BundleResult:
+    from ..cache import slug
+    from ..patchset.render import rendered_for_target
+    from ..vcs.snapshots import SnapshotRepo, Worktree
+
+    matrix, cache = opts.matrix, opts.cache
+    cells = [c for c in results.cells_of(target_name) if c.patched_commit]
+    base = _same(cells, "base commit", lambda c: (c.source or {}).get("base_commit"))
+    patched = _same(cells, "patched commit", lambda c: c.patched_commit)
+    source = dict(cells[0].source or {})
+    target = matrix.target(target_name)
+    work = cache.root / "bundle" / slug(target_name)
+    with cache.lock(f"bundle-{target_name}"):
+        rendered, snap = rendered_for_target(matrix, cache, target)
+        if snap.commit != base:
+            raise BundleRefused(f"{target_name}: results.json's base commit {base[:12]} is not the base "
+                                f"{opts.matrix.path} gives now ({snap.commit[:12]}); re-run `ggml-patch matrix`")
+        repo = SnapshotRepo(cache.snapshots_git)
+        worktree = Worktree(repo, work / "src")
+        if not _has_commit(repo, patched):  # a pruned cache: the series recreates it exactly
+            opts.log(f"{target_name}: recreating the tested commit {patched[:12]} from the series")
+            _recreate(worktree, base, rendered, patched, work)
+        patches = format_patch(repo, base, patched)
+        commits = commit_list(repo, base, patched)
+        opts.log(f"{target_name}: verifying {len(patches)} patches on a fresh copy of {base[:12]} "
+                 "(git am, build, test-opt, gate)")
+        verification = verify(opts, target, repo, worktree, work, base, patched, patches)
+        toolchain = toolchain_info(work / "build")
+        toolchain = cell_compilers_that_differ({**toolchain, **cells_toolchain(cache, cells)})
+    body = pr_body(results, results_sha, target_name, commits, toolchain, warnings)
+    files_text: dict[str, str | bytes] = {**dict(patches), "PR_TITLE": pr_title(commits) + "\n", "PR_BODY.md": body}
+    trained = training_cell(results, target_name)
+    if trained and trained.training:
+        with tempfile.TemporaryDirectory() as tmp:
+            t = trained.training
+            png = plot(t["with_fix"], t["without_fix"], Path(tmp) / TRAINING_PLOT,
+                       f"{trained.cell}: train-opt-dynamic, per-step graphs, SGD")
+            files_text[TRAINING_PLOT] = png.read_bytes()
+    files = {name: hashlib.sha256(data if isinstance(data, bytes) else data.encode("utf-8")).hexdigest()
+             for name, data in files_text.items()}
+    man = manifest(target=target_name, layout=target.layout, results=results, results_sha256=results_sha,
+                   results_path=str(Path(opts.results_dir).resolve() / "results.json"), source=source,
+                   patched_commit=patched, patches=patches, files=files, verification=verification,
+                   toolchain=toolchain, warnings=warnings)
+    files_text[MANIFEST] = json.dumps(man, indent=2) + "\n"
+    dest = Path(opts.out_dir) / target_name
+    _write_dir(dest, files_text)
+    return BundleResult(target_name, dest, [n for n, _ in patches], base, source.get("upstream_commit"),
+                        verification["durations_s"]["total"], warnings)
+
+
+def _write_dir(dest: Path, files: dict[str, str | bytes]) -> None:
+    """Replace `dest` whole: no patch from an earlier bundle is left beside the new ones."""
+    staging = dest.parent / f".{dest.name}.partial"
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    for name, data in files.items():
+        if isinstance(data, bytes):
+            (staging / name).write_bytes(data)
+        else:
+            (staging / name).write_text(data, encoding="utf-8")
+    if dest.exists():
+        shutil.rmtree(dest)
+    staging.rename(dest)
+
+
+def _has_commit(repo, commit: str) -> bool:
+    return repo.ref_commit(commit) == commit
+
+
+def _recreate(worktree, base: str, rendered, patched: str, work: Path) -> None:
+    from ..patchset.files import write_patches
+
+    files = write_patches(rendered, work / "series")
+    worktree.ensure(base)
+    head = worktree.am(files)
+    if head != patched:
+        raise BundleRefused(f"the commit results.json records ({patched[:12]}) is gone from the cache and the "
+                            f"series in patches/ now gives {head[:12]}: re-run `ggml-patch matrix`")
+
+
+def format_patch(repo, base: str, patched: str) -> list[tuple[str, str]]:
+    """`git format-patch base..patched`: [(file name, text)], in order."""
+    import tempfile
+
+    n = int(repo.git("rev-list", "--count", "--end-of-options", f"{base}..{patched}"))
+    if n == 0 or repo.git("merge-base", "--end-of-options", base, patched) != base:
+        raise BundleRefused(f"the patched commit {patched[:12]} does not descend from the base {base[:12]}")
+    with tempfile.TemporaryDirectory(prefix="format-patch-") as tmp:
+        # no signature: the bytes do not depend on the git version, so the manifest is reproducible
+        names = repo.git("format-patch", "--no-signature", "-o", tmp, "--end-of-options", f"{base}..{patched}").splitlines()
+        return [(Path(p).name, Path(p).read_text(encoding="utf-8")) for p in names]
+
+
+def commit_list(repo, base: str, patched: str) -> list[Commit]:
+    commits = []
+    for sha in repo.git("rev-list", "--reverse", "--end-of-options", f"{base}..{patched}").split():
+        subject = repo.git("show", "-s", "--format=%s", sha)
+        body = repo.git("show", "-s", "--format=%b", sha)
+        files = repo.git("diff-tree", "--no-commit-id", "--name-only", "-r", sha).split()
+        commits.append(Commit(subject, body, tuple(files)))
+    return commits
+
+
+def verify(opts: BundleOptions, target, repo, worktree, work: Path, base: str, patched: str,
+           patches: list[tuple[str, str]]) -> dict:
+    """git am the bundle's own files on a fresh copy of the base, then the cell pipeline's
+    configure, build and test steps there (CPU, the two tests). The worktree and build tree are
+    the bundle's own and persist in the cache (ccache and an incremental build make a repeat
+    cost seconds)."""
+    from .. import backends
+    from ..config import Backend
+    from ..run.cell import CellContext, Steps, run_steps
+
+    t_all = time.monotonic()
+    series_dir = work / "bundle-series"
+    if series_dir.exists():
+        shutil.rmtree(series_dir)
+    series_dir.mkdir(parents=True)
+    files = []
+    for name, text in patches:
+        (series_dir / name).write_text(text, encoding="utf-8")
+        files.append(series_dir / name)
+
+    t0 = time.monotonic()
+    worktree.ensure(base)  # exactly the base, untracked files cleaned: a fresh copy
+    try:
+        # the same `git am` as the matrix's own: the same commit comes out
+        worktree.am(files)
+    except SeriesDoesNotApply as e:
+        raise SeriesDoesNotApply(f"{target.name}: the bundle's series does not apply with git am to a fresh copy "
+                                 f"of {base[:12]}: {e}") from None
+    head = worktree.head()
+    tree = repo.tree_of(head)
+    if tree != repo.tree_of(patched):
+        raise BundleVerificationFailed(f"{target.name}: git am of the bundle gives tree {tree[:12]}, not the tree "
+                                       f"of the tested commit {patched[:12]}")
+    apply_s = time.monotonic() - t0
+
+    backend = opts.matrix.backends.get("cpu") or Backend("cpu")
+    module = backends.get("cpu", opts.cache.root)
+    ctx = CellContext(target, backend, module, opts.cache, opts.matrix.native_tests_dir, work, work / "logs", Steps(),
+                      Cell(f"{target.name}/cpu", target.name, "cpu", target.layout), worktree=worktree,
+                      programs=False, env=module.test_env(backend))
+    try:
+        run_steps(ctx, ("configure", "build"))
+        t0 = time.monotonic()
+        run_steps(ctx, ("test",))
+    except BuildFailed as e:
+        raise BuildFailed(f"{target.name}: bundle verification: {e}") from None
+    assert ctx.patched is not None and ctx.patched.build is not None
+    tests = {name: {"outcome": str(t.outcome), "exit_code": t.exit_code, "summary_line": t.summary_line,
+                    "log": t.log} for name, t in ctx.patched.tests.items()}
+    failed = [f"{n} {t['outcome']}" for n, t in tests.items() if t["outcome"] != Outcome.PASSED]
+    if failed:
+        raise BundleVerificationFailed(f"{target.name}: with the bundle applied to a fresh copy of the base: "
+                                       f"{', '.join(failed)} (logs: {ctx.logs})")
+    return {
+        "applied_with": "git am",
+        "worktree": str(worktree.path),
+        "head": head,
+        "head_is_patched_commit": head == patched,
+        "tree_is_patched_tree": True,
+        "configure_reused": ctx.configure_reused,
+        "build_log": ctx.patched.build.log,
+        "tests": tests,
+        "durations_s": {"apply": round(apply_s, 2), "configure": ctx.cell.timings.get("configure", 0.0),
+                        "build": ctx.patched.build.duration_s, "tests": round(time.monotonic() - t0, 2),
+                        "total": round(time.monotonic() - t_all, 2)},
+    }
+
+
+_SET = re.compile(r'^set\((CMAKE_(?:C|CXX)_COMPILER(?:_ID|_VERSION)?) "([^"]*)"\)', re.M)
+
+
+def compiler_info(build_dir: Path) -> dict[str, str]:
+    """{"c_compiler": "GNU 12.2.0 (/usr/bin/cc)", ...} from what CMake detected in a build tree."""
+    found: dict[str, str] = {}
+    for lang, key in (("C", "c_compiler"), ("CXX", "cxx_compiler")):
+        for f in sorted(Path(build_dir).glob(f"CMakeFiles/*/CMake{lang}Compiler.cmake")):
+            sets = dict(_SET.findall(f.read_text(errors="replace")))
+            path = sets.get(f"CMAKE_{lang}_COMPILER")
+            if path:
+                found[key] = (f"{sets.get(f'CMAKE_{lang}_COMPILER_ID', '?')} "
+                              f"{sets.get(f'CMAKE_{lang}_COMPILER_VERSION', '?')} ({path})")
+        if key not in found:  # older trees: the cache has the path at least
+            cache = Path(build_dir) / "CMakeCache.txt"
+            m = re.search(rf"^CMAKE_{lang}_COMPILER:\w+=(.+)$", cache.read_text(errors="replace"), re.M) \
+                if cache.exists() else None
+            if m:
+                found[key] = m.group(1).strip()
+    return found
+
+
+def toolchain_info(build_dir: Path) -> dict[str, str]:
+    """The tools' versions (the same probe as the result-cache keys) and the compilers CMake chose."""
+    from ..run import toolchain
+
+    versions = toolchain.versions()
+    info = {k: versions[k] for k in ("cmake", "ninja", "git")}
+    if shutil.which("ccache"):
+        info["ccache"] = versions["ccache"]
+    info.update(compiler_info(build_dir))
+    return {k: v for k, v in info.items() if v}
+
+
+def cells_toolchain(cache, cells: list[Cell]) -> dict[str, str]:
+    """The compiler each matrix cell built with, when its build tree is still in the cache."""
+    out = {}
+    for c in cells:
+        info = compiler_info(cache.cell_dir(c.cell) / "build")
+        if info.get("cxx_compiler"):
+            out[f"cell {c.cell} C++ compiler"] = info["cxx_compiler"]
+    return out
+
+
+def cell_compilers_that_differ(toolchain: dict) -> dict:
+    """Only the cells whose compiler is not the verification build's: the rest is noise."""
+    same = toolchain.get("cxx_compiler")
+    return {k: v for k, v in toolchain.items() if not (k.startswith("cell ") and v == same)}

@@ -1,0 +1,142 @@
+"""The one way the tool runs git: GitPython's runner, an isolated environment, one error type.
+
+Every git command of the tool goes through `git()` (or `git_bytes()`): no user or system git
+configuration leaks in (hooks, url rewrites, autocrlf, signing), git never prompts, and a failure
+is a GitError carrying git's own line. Refs and URLs that came from input are passed after
+`--end-of-options` by the callers (or resolved to a commit id first: `git checkout` has no
+`--end-of-options`).
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Optional, Sequence
+
+import git as gitpython
+
+from ..errors import ToolError
+
+# `git am` everywhere (matrix, bundle verification, status, pr): the committer date is the
+# author's, so the same series on the same base gives the same commit; CRs in the patch are kept.
+AM_FLAGS = ("--committer-date-is-author-date", "--keep-cr")
+
+FIXED_IDENTITY = {
+    "GIT_AUTHOR_NAME": "ggml-patch", "GIT_AUTHOR_EMAIL": "ggml-patch@localhost",
+    "GIT_COMMITTER_NAME": "ggml-patch", "GIT_COMMITTER_EMAIL": "ggml-patch@localhost",
+    "GIT_AUTHOR_DATE": "@946684800 +0000", "GIT_COMMITTER_DATE": "@946684800 +0000",
+}
+# No user or system git configuration (hooks, autocrlf, signing...); no prompt.
+# git am, its --abort and checkout write reflogs, which need a committer identity.
+ISOLATED = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
+            "GIT_COMMITTER_NAME": "ggml-patch", "GIT_COMMITTER_EMAIL": "ggml-patch@localhost"}
+
+_TIMEOUT_MARK = "Timeout: the command"  # what GitPython puts in stderr when it killed git for the timeout
+# git's own line, by precedence: what stopped it (fatal), what went wrong (error), a refused ref
+# (push), where `git am` stopped
+_LINE_PREFIXES = ("fatal:", "error:", "! [", "Patch failed at")
+
+
+def isolated_env(**extra: str) -> dict[str, str]:
+    """The environment every git command runs in: this process's, isolated, plus `extra`."""
+    return {**os.environ, **ISOLATED, **extra}
+
+
+def error_line(text: str, prefer: Sequence[str] = ()) -> str:
+    """git's own line from its output: the first line starting with one of `prefer`, else
+    "fatal:", "error:", "! [" (a refused push) or "Patch failed at"; else the last line."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for prefix in (*prefer, *_LINE_PREFIXES):
+        for ln in lines:
+            if ln.startswith(prefix):
+                return ln[:300]
+    return lines[-1][:300] if lines else ""
+
+
+class GitError(ToolError):
+    """A git command failed (or was killed for its timeout). `line` is git's own line, `output`
+    all it printed (stderr, then stdout); the message never holds the command line (it may hold
+    a URL with credentials)."""
+
+    def __init__(self, args: Sequence[str], status: Optional[int], stderr: str, stdout: str = "",
+                 timeout: Optional[float] = None):
+        self.args_ = list(args)
+        self.status = status
+        self.stderr, self.stdout = stderr, stdout
+        self.timed_out = timeout is not None
+        self.line = (f"timed out after {timeout:g} s" if self.timed_out
+                     else error_line(f"{stderr}\n{stdout}") or f"exit {status}")
+        super().__init__(f"git {self.command}: {self.line}")
+
+    @property
+    def command(self) -> str:
+        """The git subcommand ("am", "fetch", ...)."""
+        return next((a for a in self.args_ if not a.startswith("-")), "")
+
+    @property
+    def output(self) -> str:
+        return f"{self.stderr}\n{self.stdout}"
+
+    @property
+    def reason(self) -> str:
+        """git's line without its "fatal: " or "error: " prefix."""
+        for prefix in ("fatal: ", "error: "):
+            if self.line.startswith(prefix):
+                return self.line[len(prefix):]
+        return self.line
+
+
+def git_bytes(*args: str, cwd: Optional[Path] = None, git_dir: Optional[Path] = None,
+              env: Optional[dict[str, str]] = None, input: Optional[bytes] = None,
+              timeout: Optional[float] = None, config: Sequence[str] = (), strip: bool = True) -> bytes:
+    """Run `git [-C cwd] [--git-dir=…] [-c config]... ARGS` isolated; its stdout as bytes.
+    `env` adds to the isolated environment; `input` goes to its stdin; `strip` drops one final
+    newline. Raises GitError (timed_out when killed after `timeout` seconds)."""
+    argv = ["git"]
+    if cwd is not None:
+        argv += ["-C", str(cwd)]
+    if git_dir is not None:
+        argv.append(f"--git-dir={git_dir}")
+    for c in config:
+        argv += ["-c", c]
+    argv += args
+    runner = gitpython.Git()
+    inline_env = {**ISOLATED, **(env or {})}
+    with tempfile.TemporaryFile() as stdin:
+        if input is not None:
+            stdin.write(input)
+            stdin.seek(0)
+        status, out, err = runner.execute(
+            argv, istream=stdin if input is not None else None, env=inline_env, with_extended_output=True,
+            with_exceptions=False, stdout_as_string=False, strip_newline_in_stdout=strip,
+            kill_after_timeout=timeout)
+    if status != 0:
+        stderr = err if isinstance(err, str) else err.decode(errors="replace")
+        stdout = out.decode(errors="replace") if isinstance(out, bytes) else str(out)
+        timed_out = timeout is not None and stderr.startswith(_TIMEOUT_MARK)
+        raise GitError(args, status, "" if timed_out else stderr, stdout, timeout if timed_out else None)
+    return out if isinstance(out, bytes) else str(out).encode()
+
+
+def git(*args: str, cwd: Optional[Path] = None, git_dir: Optional[Path] = None,
+        env: Optional[dict[str, str]] = None, input: Optional[bytes] = None, timeout: Optional[float] = None,
+        config: Sequence[str] = (), strip: bool = True) -> str:
+    """`git_bytes`, decoded (undecodable bytes kept as surrogates, so paths round-trip)."""
+    return git_bytes(*args, cwd=cwd, git_dir=git_dir, env=env, input=input, timeout=timeout, config=config,
+                     strip=strip).decode("utf-8", "surrogateescape")
+
+
+def succeeds(*args: str, **kwargs) -> bool:
+    """Whether the git command exits 0 (a question, e.g. `cat-file -e`, `apply --check`)."""
+    try:
+        git_bytes(*args, **kwargs)
+    except GitError:
+        return False
+    return True
+
+
+def init_bare(path: Path) -> None:
+    """A bare repository at `path` (made once; an existing one is left as it is)."""
+    if not (Path(path) / "HEAD").exists():
+        Path(path).mkdir(parents=True, exist_ok=True)
+        git("init", "-q", "--bare", str(path))

@@ -1,0 +1,265 @@
+"""The snapshot repository: every fetched source as a base commit, and worktrees on them.
+
+Base commits are deterministic (fixed identity and dates), so the same source gives the
+same commit on every machine, and so does the series applied on top of it.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+import filelock
+
+from ..errors import SeriesDoesNotApply, ToolError
+from .runner import AM_FLAGS, FIXED_IDENTITY, GitError, error_line, git, init_bare, succeeds
+
+__all__ = ["FIXED_IDENTITY", "SnapshotRepo", "Worktree"]
+
+
+class SnapshotRepo:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # one lock for repository-wide changes (init, worktree add/prune): concurrent runs share it
+        self.lock = filelock.FileLock(str(self.path) + ".lock")
+        with self.lock:
+            init_bare(self.path)
+
+    def git(self, *args: str, env: Optional[dict] = None, cwd: Optional[Path] = None,
+            input: Optional[bytes] = None, timeout: Optional[float] = None) -> str:
+        return git(*args, cwd=cwd, git_dir=self.path, env=env, input=input, timeout=timeout)
+
+    def ref_commit(self, ref: str) -> Optional[str]:
+        """The commit `ref` names (a ref, a commit id, any revision), or None."""
+        try:
+            return self.git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
+        except GitError:
+            return None
+
+    def import_tree(self, directory: Path, ref: str, message: str) -> str:
+        """Commit the files under `directory` (none of its own git metadata) as `ref`."""
+        with tempfile.TemporaryDirectory(prefix="index-", dir=self.path) as tmp:
+            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index"), "GIT_WORK_TREE": str(directory)}
+            self.git("add", "--all", "--force", "--", ".", env=env, cwd=directory)
+            tree = self.git("write-tree", env=env)
+        return self.commit_tree(tree, ref, message)
+
+    def commit_tree(self, tree: str, ref: str, message: str) -> str:
+        """A deterministic parentless commit of `tree` (fixed identity and date), stored as `ref`."""
+        commit = self.git("commit-tree", "-m", message, "--end-of-options", tree, env=FIXED_IDENTITY)
+        self.git("update-ref", "--end-of-options", ref, commit)
+        return commit
+
+    def has_commit(self, rev: str) -> bool:
+        return self.ref_commit(rev) is not None
+
+    def has_object(self, sha: str) -> bool:
+        return succeeds("cat-file", "-e", "--end-of-options", sha, git_dir=self.path)
+
+    def object_id(self, rev: str, path: str) -> Optional[str]:
+        """The id of the blob or tree at `path` in a commit or tree (None when absent)."""
+        try:
+            return self.git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}:{path}")
+        except GitError:
+            return None
+
+    def tree_of(self, rev: str, subdir: str = "") -> Optional[str]:
+        """The tree id of a commit, or of one of its directories (None when absent or not a tree)."""
+        if subdir:
+            oid = self.object_id(rev, subdir)
+            return oid if oid and self.git("cat-file", "-t", oid) == "tree" else None
+        try:
+            return self.git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{tree}}")
+        except GitError:
+            return None
+
+    def tree_from_entries(self, entries: list[tuple[str, str, str]]) -> str:
+        """A tree from (mode, blob id, path) entries, built in a temporary index."""
+        data = "".join(f"{mode} {sha}\t{path}\0" for mode, sha, path in entries)
+        with tempfile.TemporaryDirectory(prefix="index-", dir=self.path) as tmp:
+            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            self.git("update-index", "-z", "--add", "--index-info", input=data.encode("utf-8", "surrogateescape"),
+                     env=env)
+            return self.git("write-tree", env=env)
+
+    def tree_with_subtree(self, tree: str, path: str, subtree: str) -> str:
+        """`tree` with the entry at `path` (e.g. a submodule's gitlink) replaced by directory `subtree`."""
+        with tempfile.TemporaryDirectory(prefix="index-", dir=self.path) as tmp:
+            # read-tree --prefix insists on a work tree; an empty one, never written (no -u)
+            (Path(tmp) / "empty").mkdir()
+            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index"), "GIT_WORK_TREE": str(Path(tmp) / "empty")}
+            self.git("read-tree", "--end-of-options", tree, env=env)
+            self.git("update-index", "-z", "--index-info", input=f"0 {'0' * 40}\t{path}\0".encode(), env=env)
+            self.git("read-tree", f"--prefix={path.strip('/')}/", "--end-of-options", subtree, env=env)
+            return self.git("write-tree", env=env)
+
+    def hash_blobs(self, directory: Path, paths: list[str]) -> list[str]:
+        """Blob ids of files under `directory`, written into this repository; the files are only read."""
+        if not paths:
+            return []
+        listing = "\n".join(paths).encode("utf-8", "surrogateescape") + b"\n"
+        try:
+            return self.git("hash-object", "-w", "--no-filters", "--stdin-paths", input=listing, cwd=directory).split()
+        except GitError as e:
+            raise ToolError(f"git hash-object in {self.path}: {e.line}") from None
+
+    def hash_data(self, data: bytes) -> str:
+        return self.git("hash-object", "-w", "--stdin", input=data).strip()
+
+    def fetch(self, source: str, refspec: str, timeout: Optional[float] = None) -> None:
+        """Copy a ref and its history from another repository (a mirror in the cache) into this one."""
+        self.git("fetch", "--quiet", "--no-tags", "--end-of-options", source, refspec, timeout=timeout)
+
+    def remove_worktree(self, path: Path) -> None:
+        with self.lock:  # like add and prune: never while another run changes the worktree list
+            if Path(path).exists():
+                self.git("worktree", "remove", "--force", "--force", "--end-of-options", str(path))
+            self.git("worktree", "prune")
+
+    def read_blob(self, commit: str, path: str) -> Optional[str]:
+        """A file's exact text at a commit (None when absent)."""
+        try:
+            return git("cat-file", "blob", "--end-of-options", f"{commit}:{path}", git_dir=self.path, strip=False)
+        except GitError:
+            return None
+
+
+class Worktree:
+    """A worktree of the snapshot repository, owned by one cell."""
+
+    def __init__(self, repo: SnapshotRepo, path: Path):
+        self.repo = repo
+        self.path = Path(path)
+
+    def git(self, *args: str, env: Optional[dict] = None) -> str:
+        return git(*args, cwd=self.path, env=env)
+
+    def head(self) -> Optional[str]:
+        try:
+            return self.git("rev-parse", "HEAD")
+        except GitError:
+            return None
+
+    def is_clean(self) -> bool:
+        return self.git("status", "--porcelain", "--untracked-files=all") == ""
+
+    def ensure(self, commit: str) -> None:
+        """Exist and sit on `commit` exactly, whatever an interrupted run left behind."""
+        commit = self.repo.ref_commit(commit) or commit  # a commit id: `git checkout` has no --end-of-options
+        if (self.path / ".git").exists():
+            self.am_abort()  # whatever an interrupted run left; none in progress is the normal case
+            if self.head() == commit and self.is_clean():
+                return  # nothing to do: keeps file times, so nothing is recompiled
+            self.git("checkout", "--force", "--detach", commit, "--")
+            self.git("clean", "-fdxq")
+            return
+        if self.path.exists():
+            shutil.rmtree(self.path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.repo.lock:  # prune must not race another run's add
+            self.repo.git("worktree", "prune")
+            self.repo.git("worktree", "add", "--force", "--detach", "--end-of-options", str(self.path), commit)
+
+    def am(self, patch_files: list[Path]) -> str:
+        """Apply the series as commits; deterministic, so the same inputs give the same HEAD."""
+        try:
+            self.git("am", *AM_FLAGS, "--", *map(str, patch_files))
+        except GitError as e:
+            where = error_line(e.output, prefer=("Patch failed at",))
+            detail = e.line + (f" ({where})" if where.startswith("Patch failed at") and where != e.line else "")
+            self.am_abort()  # am may have stopped before creating its state
+            raise SeriesDoesNotApply(detail) from None
+        return self.head() or ""
+
+    def diff(self, base: str, paths: list[str]) -> str:
+        return self.git("diff", "--full-index", "--end-of-options", base, "HEAD", "--", *paths) + "\n"
+
+    def apply_reverse(self, diff_text: str) -> None:
+        with tempfile.NamedTemporaryFile("w", suffix=".diff", delete=False) as f:
+            f.write(diff_text)
+        try:
+            self.git("apply", "-R", f.name)
+        except GitError as e:
+            raise ToolError(f"reverting the fix in {self.path}: {e.line}") from None
+        finally:
+            os.unlink(f.name)
+
+    def restore(self, paths: list[str]) -> None:
+        self.git("checkout", "HEAD", "--", *paths)
+
+    def apply(self, patch_file: Path) -> None:
+        """`git apply` a diff to the files (no commit); GitError with git's line when it does not apply."""
+        self.git("apply", "--", str(patch_file))
+
+    def restore_files(self, paths: list[str]) -> None:
+        """The files back as HEAD has them: changed ones checked out, ones HEAD lacks removed."""
+        tracked = [p for p in paths if succeeds("cat-file", "-e", "--end-of-options", f"HEAD:{p}", cwd=self.path)]
+        if tracked:
+            self.restore(tracked)
+        for p in paths:
+            if p not in tracked and (self.path / p).is_file():
+                (self.path / p).unlink()
+
+    # ---- one patch at a time, for the drift status: clean, 3-way, already there, conflict ----
+
+    def am_one(self, patch_file: Path, three_way: bool = False) -> Optional[str]:
+        """Apply one patch as a commit. None when it applied; else git's output, with the am
+        left in progress (abort it, or leave it for someone to resolve)."""
+        try:
+            self.git("am", *AM_FLAGS, *(["-3"] if three_way else []), "--", str(patch_file))
+        except GitError as e:
+            return f"{e.stdout}\n{e.stderr}"
+        return None
+
+    def am_start(self, patch_files: list[Path]) -> Optional[str]:
+        """`git am -3` the patches, leaving it stopped at the first one that does not merge (for
+        resolution by hand: fix, `git add`, `git am --continue`). None when all applied."""
+        try:
+            self.git("am", *AM_FLAGS, "-3", "--", *map(str, patch_files))
+        except GitError as e:
+            return e.line
+        return None
+
+    def am_abort(self) -> None:
+        try:
+            self.git("am", "--abort")
+        except GitError:
+            pass  # no am in progress
+
+    def am_in_progress(self) -> bool:
+        return self._git_path("rebase-apply").exists()
+
+    def applies(self, patch_file: Path, reverse: bool = False) -> bool:
+        """Whether the patch applies to the files as they are (reverse: whether it is already there)."""
+        return succeeds("apply", "--check", *(["-R"] if reverse else []), str(patch_file), cwd=self.path)
+
+    def conflicted_files(self) -> list[str]:
+        out = self.git("diff", "--name-only", "--diff-filter=U")
+        return [line for line in out.splitlines() if line]
+
+    def read_file(self, path: str) -> Optional[str]:
+        f = self.path / path
+        try:
+            return f.read_bytes().decode("utf-8", "surrogateescape")
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+    def tree(self) -> str:
+        return self.git("rev-parse", "HEAD^{tree}")
+
+    def descends_from(self, commit: str) -> bool:
+        return succeeds("merge-base", "--is-ancestor", "--end-of-options", commit, "HEAD", cwd=self.path)
+
+    def format_patch(self, base: str, out_dir: Path) -> list[Path]:
+        """base..HEAD as patch files, written the way patches/ was: stable bytes, so regenerating
+        an unchanged series changes nothing (no commit ids, dates of the run, diffstat or version)."""
+        out_dir.mkdir(parents=True, exist_ok=True)
+        names = self.git("format-patch", "--zero-commit", "--full-index", "--no-signature", "--no-stat",
+                         "--no-color", "-o", str(out_dir), "--end-of-options", f"{base}..HEAD")
+        return [Path(n) for n in names.splitlines() if n]
+
+    def _git_path(self, name: str) -> Path:
+        return Path(self.git("rev-parse", "--path-format=absolute", "--git-path", name))

@@ -1,0 +1,25 @@
+"""The e2e tier's tool cache: one per session, its downloads (and the Vulkan SDK, when
+scripts/setup-vulkan-lavapipe.sh has run) linked from the user's cache, only read; whatever is
+missing is fetched into the session's own cache."""
+import os
+from pathlib import Path
+
+import pytest
+
+from ..conftest import SHARED_CACHE
+
+
+@pytest.fixture(scope="session")
+def tool_cache(tmp_path_factory, shared_downloads) -> Path:
+    cache = tmp_path_factory.mktemp("tool-cache")
+    if shared_downloads.is_dir():
+        for folder in shared_downloads.iterdir():
+            if not folder.is_dir():
+                continue
+            (cache / "downloads" / folder.name).mkdir(parents=True)
+            for f in folder.iterdir():
+                os.symlink(f, cache / "downloads" / folder.name / f.name)
+    sdk = SHARED_CACHE / "vulkan-sdk"
+    if sdk.is_dir():
+        os.symlink(sdk, cache / "vulkan-sdk")
+    return cache

@@ -1,0 +1,110 @@
+"""The real series in patches/ and small texts the series tests share."""
+
+import unidiff
+
+from orchestrator.patchset.layout import LAYOUTS, register_gate_test
+from orchestrator.patchset.series import FileDiff, Series, parse_series
+
+from .tools import ROOT
+
+
+PATCH_DIR = ROOT / "patches"
+
+
+NATIVE_TEST = ROOT / "native_tests" / "test-opt-dynamic-accum.cpp"
+
+
+GGML = LAYOUTS["ggml"]
+
+
+LLAMA = LAYOUTS["llama.cpp"]
+
+
+WHISPER = LAYOUTS["whisper.cpp"]
+
+
+def read_patch(name: str) -> str:
+    return (PATCH_DIR / name).read_bytes().decode("utf-8")  # no newline translation
+
+
+def real_series(layout: str = "llama.cpp") -> Series:
+    names = sorted(p.name for p in PATCH_DIR.glob("*.patch"))
+    return parse_series(layout, [(n, read_patch(n)) for n in names])
+
+
+def pre_image(fd: FileDiff) -> str:
+    """A file the diff applies to exactly: the hunks' old side at their line numbers, filler between."""
+    pf = unidiff.PatchSet(fd.text)[0]
+    out = []
+    for hunk in pf:
+        while len(out) < hunk.source_start - 1:
+            out.append(f"// filler {len(out) + 1}\n")
+        out += [line.value for line in hunk if line.is_context or line.is_removed]
+    return "".join(out + ["// end of file\n"])
+
+
+GGML_CMAKE = """\
+add_definitions(-UNDEBUG)
+
+#
+# test-backend-ops
+
+set(TEST_TARGET test-backend-ops)
+add_executable(${TEST_TARGET} ${TEST_TARGET}.cpp)
+target_link_libraries(${TEST_TARGET} PRIVATE ggml Threads::Threads)
+add_test(NAME ${TEST_TARGET} COMMAND $<TARGET_FILE:${TEST_TARGET}>)
+set_property(TEST ${TEST_TARGET} PROPERTY ENVIRONMENT "LLVM_PROFILE_FILE=${TEST_TARGET}.profraw")
+
+
+if (NOT GGML_BACKEND_DL)
+    #
+    # test-opt
+    set(TEST_TARGET test-opt)
+    add_executable(${TEST_TARGET} ${TEST_TARGET}.cpp)
+    target_link_libraries(${TEST_TARGET} PRIVATE ggml)
+    add_test(NAME ${TEST_TARGET} COMMAND $<TARGET_FILE:${TEST_TARGET}>)
+    set_property(TEST ${TEST_TARGET} PROPERTY ENVIRONMENT "LLVM_PROFILE_FILE=${TEST_TARGET}.profraw")
+
+    #
+    # test-quantize-fns
+
+    set(TEST_TARGET test-quantize-fns)
+    add_executable(${TEST_TARGET} ${TEST_TARGET}.cpp)
+    target_link_libraries(${TEST_TARGET} PRIVATE ggml)
+    add_test(NAME ${TEST_TARGET} COMMAND $<TARGET_FILE:${TEST_TARGET}>)
+    set_property(TEST ${TEST_TARGET} PROPERTY ENVIRONMENT "LLVM_PROFILE_FILE=${TEST_TARGET}.profraw")
+endif()
+"""
+
+
+class BaseFiles:
+    """base_file callback that records what it was asked for."""
+
+    def __init__(self, files: dict):
+        self.files = files
+        self.calls = []
+
+    def __call__(self, path: str):
+        self.calls.append(path)
+        return self.files.get(path)
+
+
+HDR = "From: A <a@example.com>\nSubject: [PATCH] x\n\nbody\n\n"
+
+
+LINES = "".join(f"line {i}\n" for i in range(1, 31))
+
+
+DIFF_CASES = {
+    "insert-middle": (LINES, LINES.replace("line 10\n", "line 10\ninserted\n")),
+    "delete-middle": (LINES, LINES.replace("line 15\n", "")),
+    "change-first": (LINES, LINES.replace("line 1\n", "LINE ONE\n", 1)),
+    "append": (LINES, LINES + "appended\n"),
+    "two-hunks": (LINES, LINES.replace("line 2\n", "two\n").replace("line 28\n", "twenty-eight\n")),
+    "old-no-newline-at-eof": ("a\nb", "a\nb\n"),
+    "new-no-newline-at-eof": ("a\nb\n", "a\nb\nc"),
+    "both-no-newline-at-eof": ("a\nb", "a\nc"),
+    "from-empty": ("", "first\n"),
+    "to-empty": ("only\n", ""),
+    "registration": (GGML_CMAKE, register_gate_test(GGML, GGML_CMAKE)),
+}

@@ -1,0 +1,288 @@
+"""`ggml-patch pr`: the branch pushed to a local bare "fork", the pull request created against a
+GitHub API stand-in on 127.0.0.1 (pytest-httpserver): success, 401, 422, rate limit, 403, an
+unreachable or silent server, a failed push; the token scanned for in every output and file."""
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pytest_httpserver import HTTPServer
+
+from orchestrator.upstream import bundle as B
+from orchestrator.upstream import github as G
+from orchestrator.vcs.snapshots import FIXED_IDENTITY, SnapshotRepo, Worktree
+
+from ..helpers.tools import ROOT, git
+
+TOKEN = "ghp_prTEST_c0ffee5eed9d4e21b7a3"  # unique: must appear nowhere but the Authorization header
+REPO = "ggml-org/ggml"
+PULLS = f"/repos/{REPO}/pulls"
+
+
+@pytest.fixture
+def api():
+    server = HTTPServer(host="127.0.0.1", port=0)
+    server.start()
+    yield server
+    server.clear()
+    server.stop()
+
+
+class Tiny:
+    """A one-file "ggml" snapshot, a two-patch series on it as a bundle, and an empty bare fork."""
+
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
+        self.cache = tmp / "cache"
+        repo = SnapshotRepo(self.cache / "snapshots.git")
+        tree = tmp / "tree"
+        (tree / "src").mkdir(parents=True)
+        (tree / "tests").mkdir()
+        (tree / "src" / "ggml-opt.cpp").write_text("int accumulators_zeroed = 0;\n")
+        (tree / "tests" / "CMakeLists.txt").write_text("# tests\n")
+        self.base = repo.import_tree(tree, "refs/snapshots/test/tiny", "snapshot of tiny")
+        wt = Worktree(repo, tmp / "wt")
+        wt.ensure(self.base)
+        (wt.path / "src" / "ggml-opt.cpp").write_text("int accumulators_zeroed = 1;\n")
+        wt.git("commit", "-qam", "ggml-opt : zero the accumulators\n\nThe fix.", env=FIXED_IDENTITY)
+        (wt.path / "tests" / "test-x.cpp").write_text("int main() { return 0; }\n")
+        wt.git("add", "tests/test-x.cpp")
+        wt.git("commit", "-qm", "tests : add test-x\n\nThe test.", env=FIXED_IDENTITY)
+        self.patched = wt.head()
+        self.tree = repo.git("rev-parse", f"{self.patched}^{{tree}}")
+        self.bundle = tmp / "bundle" / "tiny"
+        self.write_bundle(upstream=None)
+        self.fork = tmp / "fork.git"
+        git(tmp, "init", "-q", "--bare", str(self.fork))
+        self.repo = repo
+
+    def write_bundle(self, upstream):
+        patches = B.format_patch(SnapshotRepo(self.cache / "snapshots.git"), self.base, self.patched)
+        files = {**dict(patches), "PR_TITLE": "ggml-opt : zero the accumulators\n", "PR_BODY.md": "## The bug\n\nbody\n"}
+        self.bundle.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (self.bundle / name).write_text(text)
+        man = {"target": "tiny", "base": {"snapshot_commit": self.base, "upstream_commit": upstream},
+               "patched_commit": self.patched, "files": {n: B.sha256_text(t) for n, t in files.items()}}
+        (self.bundle / "manifest.json").write_text(json.dumps(man, indent=2))
+
+    def fork_git(self, *args) -> str:
+        return git(self.tmp, f"--git-dir={self.fork}", *args).strip()
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    t = Tiny(tmp_path)
+    yield t
+    _scan_tree_for_token(tmp_path)
+    for d in (t.fork, t.cache / "pr" / "tiny"):
+        if d.exists():  # git objects are compressed: read the history as text too
+            log = subprocess.run(["git", f"--git-dir={d if d.name.endswith('.git') else d / '.git'}", "log", "--all",
+                                  "-p", "--format=%H%n%an%n%cn%n%B"], capture_output=True, text=True).stdout
+            assert TOKEN not in log
+
+
+def _scan_tree_for_token(root: Path) -> None:
+    for f in root.rglob("*"):
+        if f.is_file() and not f.is_symlink():
+            assert TOKEN.encode() not in f.read_bytes(), f
+
+
+def run_pr(tiny: Tiny, *extra: str, token=TOKEN, api_url="http://127.0.0.1:9", remote=None, branch="fix-accum"):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("GITHUB_TOKEN", None)
+    if token:
+        env["GITHUB_TOKEN"] = token
+    args = ["pr", "--matrix", str(ROOT / "matrix.yaml"), "--cache", str(tiny.cache), "--bundle", str(tiny.bundle),
+            "--repo", REPO, "--head-remote", str(remote or tiny.fork), "--head-owner", "me", "--branch", branch,
+            "--api-url", api_url, *extra]
+    proc = subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True,
+                          env=env, cwd=tiny.tmp)
+    assert TOKEN not in proc.stdout and TOKEN not in proc.stderr
+    assert "Traceback" not in proc.stderr
+    return proc
+
+
+def one_line_error(proc, code: int) -> str:
+    assert proc.returncode == code, (proc.returncode, proc.stdout[-2000:], proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ggml-patch: error: "), proc.stderr
+    return lines[0]
+
+
+def printed_json(stdout: str) -> str:
+    return stdout.split("\n\n", 1)[1]
+
+
+# ---------------------------------------------------------------- dry run
+
+def test_dry_run_prints_the_exact_push_and_json_and_sends_nothing(tiny, api):
+    proc = run_pr(tiny, api_url=api.url_for("/").rstrip("/"))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.startswith("dry run: nothing pushed or sent")
+    assert f"push: git -C {tiny.cache / 'pr' / 'tiny'} push --end-of-options {tiny.fork} HEAD:refs/heads/fix-accum\n" in out
+    assert f"POST {api.url_for(PULLS)}\n" in out
+    assert "Authorization: Bearer ***\n" in out
+    assert json.loads(printed_json(out)) == {"title": "ggml-opt : zero the accumulators",
+                                             "body": "## The bug\n\nbody\n", "head": "me:fix-accum", "base": "master"}
+    assert f"branch: {tiny.patched} = 2 patches" in out  # the series, applied on the base, is the tested commit
+    assert api.log == [] and tiny.fork_git("for-each-ref") == ""
+
+
+def test_open_needs_the_token(tiny):
+    line = one_line_error(run_pr(tiny, "--open", token=None), 2)
+    assert "--open needs GITHUB_TOKEN" in line
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--repo", "not a repo"], "--repo 'not a repo': expected OWNER/NAME"),
+    (["--branch", "bad..name"], "--branch 'bad..name': not a valid git branch name"),
+])
+def test_bad_arguments(tiny, args, expected):
+    assert expected in one_line_error(run_pr(tiny, *args), 2)
+
+
+def test_a_tampered_bundle_is_refused(tiny):
+    (tiny.bundle / "PR_BODY.md").write_text("hand-edited\n")
+    assert "PR_BODY.md: changed since the bundle was made" in one_line_error(run_pr(tiny), 2)
+
+
+# ---------------------------------------------------------------- --open
+
+def test_open_pushes_the_branch_then_creates_the_pull_request(tiny, api):
+    dry = run_pr(tiny, api_url=api.url_for("/"))
+    api.expect_request(PULLS, method="POST").respond_with_json(
+        {"number": 42, "html_url": "https://github.com/ggml-org/ggml/pull/42"}, status=201)
+    proc = run_pr(tiny, "--open", api_url=api.url_for("/"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().endswith("pull request opened: https://github.com/ggml-org/ggml/pull/42")
+    (request, _), = api.log
+    assert request.headers["Authorization"] == f"Bearer {TOKEN}"  # the one place the token goes
+    assert request.headers["X-GitHub-Api-Version"] == "2022-11-28"
+    assert request.get_data(as_text=True) == printed_json(dry.stdout)  # exactly what the dry run showed
+    # the fork has the branch: the series on the base, the very tree the run proved
+    assert tiny.fork_git("rev-parse", "refs/heads/fix-accum^{tree}") == tiny.tree
+    assert tiny.fork_git("rev-parse", "refs/heads/fix-accum~2") == tiny.base
+
+
+ERRORS = {
+    "401": (401, {}, {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"}, 22,
+            "GitHub rejected GITHUB_TOKEN (401 Bad credentials)"),
+    "422": (422, {}, {"message": "Validation Failed", "errors": [{"resource": "PullRequest", "code": "custom",
+                                                                 "message": "A pull request already exists for me:fix-accum."}]},
+            23, "(422 Validation Failed: A pull request already exists for me:fix-accum.)"),
+    "rate-limit": (403, {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "4102444800"},
+                   {"message": "API rate limit exceeded for user ID 1."}, 24,
+                   "rate limit exceeded (403 API rate limit exceeded for user ID 1.): retry after 2100-01-01 00:00:00 UTC"),
+    "forbidden": (403, {"X-RateLimit-Remaining": "4999"}, {"message": "Resource not accessible by personal access token"},
+                  22, "(403 Resource not accessible by personal access token): the token lacks permission"),
+    "server-error": (502, {}, {"message": "Server Error"}, 26, "unexpected answer 502 Server Error"),
+}
+
+
+@pytest.mark.parametrize("case", ERRORS)
+def test_each_api_error_has_its_message_and_exit_code(tiny, api, case):
+    status, headers, payload, code, expected = ERRORS[case]
+    api.expect_request(PULLS, method="POST").respond_with_json(payload, status=status, headers=headers)
+    line = one_line_error(run_pr(tiny, "--open", api_url=api.url_for("/")), code)
+    assert expected in line, line
+    assert len(api.log) == 1
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_unreachable_server(tiny):
+    port = _closed_port()
+    line = one_line_error(run_pr(tiny, "--open", api_url=f"http://127.0.0.1:{port}"), 25)
+    assert f"http://127.0.0.1:{port}: connection refused" in line
+
+
+def test_a_server_that_never_answers_times_out(tiny):
+    with socket.socket() as s:  # accepts connections (the kernel's backlog) and never answers
+        s.bind(("127.0.0.1", 0))
+        s.listen(4)
+        port = s.getsockname()[1]
+        line = one_line_error(run_pr(tiny, "--open", "--timeout", "1", api_url=f"http://127.0.0.1:{port}"), 25)
+    assert "no answer within 1 s (timed out)" in line
+
+
+def test_a_failed_push_stops_before_the_api(tiny, api):
+    line = one_line_error(run_pr(tiny, "--open", api_url=api.url_for("/"), remote=tiny.tmp / "no-such-fork.git"), 21)
+    assert "git push to" in line and "no-such-fork.git failed" in line
+    assert api.log == []
+
+
+def test_a_token_in_the_remote_url_is_redacted(tiny, api):
+    remote = f"http://x-access-token:{TOKEN}@127.0.0.1:{_closed_port()}/me/ggml.git"
+    dry = run_pr(tiny, remote=remote, api_url=api.url_for("/"))
+    assert dry.returncode == 0 and "push --end-of-options http://***@127.0.0.1:" in dry.stdout
+    line = one_line_error(run_pr(tiny, "--open", remote=remote, api_url=api.url_for("/")), 21)
+    assert "git push to http://***@127.0.0.1:" in line
+    assert api.log == []
+
+
+# ---------------------------------------------------------------- the branch goes on the upstream commit
+
+def _fork_with_upstream(tiny: Tiny) -> str:
+    """The fork holds "upstream": the base's tree under upstream's own history."""
+    up = tiny.tmp / "upstream"
+    git(tiny.tmp, "init", "-q", str(up))
+    (up / "src").mkdir()
+    (up / "tests").mkdir()
+    (up / "src" / "ggml-opt.cpp").write_text("int accumulators_zeroed = 0;\n")
+    (up / "tests" / "CMakeLists.txt").write_text("# tests\n")
+    git(up, "add", ".")
+    git(up, "commit", "-qm", "upstream: sync")
+    git(up, "push", "-q", str(tiny.fork), "HEAD:refs/heads/master")
+    return git(up, "rev-parse", "HEAD").strip()
+
+
+def test_the_branch_is_based_on_the_upstream_commit_when_the_fork_has_it(tiny, api):
+    upstream = _fork_with_upstream(tiny)
+    tiny.write_bundle(upstream=upstream)
+    dry = run_pr(tiny, api_url=api.url_for("/"))
+    assert f"note: with --open: git fetch {tiny.fork} {upstream}" in dry.stdout
+    api.expect_request(PULLS, method="POST").respond_with_json({"html_url": "https://x/pull/1"}, status=201)
+    proc = run_pr(tiny, "--open", api_url=api.url_for("/"))
+    assert proc.returncode == 0, proc.stderr
+    assert tiny.fork_git("rev-parse", "refs/heads/fix-accum~2") == upstream
+    assert tiny.fork_git("rev-parse", "refs/heads/fix-accum^{tree}") == tiny.tree
+
+
+def test_an_upstream_commit_missing_from_the_fork_is_named(tiny, api):
+    tiny.write_bundle(upstream="0c1e57098bba43ac29e6e3b677cdceebdd22334f")
+    line = one_line_error(run_pr(tiny, "--open", api_url=api.url_for("/")), 21)
+    assert "does not have commit 0c1e57098bba, the upstream base of this bundle" in line
+    assert "--onto" in line and api.log == []
+
+
+# ---------------------------------------------------------------- pure helpers
+
+def test_redact():
+    assert G.redact(f"https://u:{TOKEN}@github.com/a/b.git x {TOKEN}", (TOKEN,)) == "https://***@github.com/a/b.git x ***"
+    assert G.redact(f"https://{TOKEN}@github.com/a/b") == "https://***@github.com/a/b"
+    assert G.redact("git@github.com:a/b.git") == "git@github.com:a/b.git"
+
+
+@pytest.mark.parametrize("url, owner", [
+    ("https://github.com/me/llama.cpp.git", "me"), ("https://github.com/me/ggml", "me"),
+    ("git@github.com:me/ggml.git", "me"), ("ssh://git@github.com/me/ggml.git", "me"), ("/tmp/fork.git", None),
+])
+def test_owner_from_remote(url, owner):
+    assert G.owner_from_remote(url) == owner
+
+
+def test_retry_after_and_reset_headers():
+    pr = G.PullRequest(REPO, "t", "b", "me:x", "master")
+    with pytest.raises(G.RateLimited, match=r"retry in 60 s \(Retry-After\)"):
+        G.answer(429, {"Retry-After": "60"}, "{}", pr, "u", TOKEN)
+    with pytest.raises(G.RateLimited, match=r"retry after 1970-01-01 00:01:40 UTC \(in 40 s"):
+        G.answer(403, {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "100"}, "{}", pr, "u", TOKEN, now=lambda: 60)

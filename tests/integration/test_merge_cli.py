@@ -1,0 +1,64 @@
+"""ggml-patch merge-results: directories and files merged with their logs; bad input refused in one line."""
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from ..helpers.samples import sample as committed_sample
+from ..helpers.samples import split as _split
+from ..helpers.tools import run_tool
+
+ORDER = ["llama.cpp/cpu", "ggml/cpu"]
+
+
+@pytest.fixture
+def sample() -> dict:
+    return committed_sample()
+
+
+def _write(d: Path, results: dict) -> Path:
+    d.mkdir(parents=True)
+    (d / "results.json").write_text(json.dumps(results))
+    return d
+
+
+def test_cli_merges_directories_and_files_and_brings_the_logs(sample, tmp_path, repo_root):
+    llama = _split(sample, "llama.cpp/cpu")
+    a = _write(tmp_path / "cells/results+default+llama.cpp+cpu", llama)
+    b = _write(tmp_path / "cells/results+default+ggml+cpu", _split(sample, "ggml/cpu"))
+    # a leg's log, under the absolute path it had on its runner
+    (a / "logs/llama.cpp-cpu").mkdir(parents=True)
+    (a / "logs/llama.cpp-cpu/build-patched.log").write_text("[1/1] Linking test-opt\n")
+    out = tmp_path / "merged"
+    proc = run_tool("merge-results", "--matrix", str(repo_root / "matrix.yaml"), "--out", str(out),
+                    str(b / "results.json"), str(a))
+    assert proc.returncode == 0, proc.stderr
+    assert "merged 2 cells from 2 results: 2 passed, 0 failed, 0 skipped" in proc.stdout
+    merged = json.loads((out / "results.json").read_text())
+    assert [c["cell"] for c in merged["cells"]] == ORDER
+    assert "2/2 cells passed" in (out / "summary.md").read_text()
+    assert ET.parse(out / "junit.xml").getroot().get("tests") == "8"
+    log = merged["records"][0]["build"]["log"]
+    assert log == str(out / "logs/llama.cpp-cpu/build-patched.log") and Path(log).read_text().startswith("[1/1]")
+
+
+@pytest.mark.parametrize("case", ["other-series", "duplicate", "missing", "not-json", "not-results"])
+def test_cli_refuses_bad_input_in_one_line(sample, tmp_path, repo_root, case):
+    a = _write(tmp_path / "a", _split(sample, "ggml/cpu"))
+    b = tmp_path / "b"
+    if case == "other-series":
+        _write(b, dict(_split(sample, "llama.cpp/cpu"), series=dict(sample["series"], sha256="1" * 64)))
+    elif case == "duplicate":
+        _write(b, _split(sample, "ggml/cpu"))
+    elif case == "not-json":
+        _write(b, {}).joinpath("results.json").write_text("{not json")
+    elif case == "not-results":
+        _write(b, {"cells": []})
+    out = tmp_path / "out"
+    proc = run_tool("merge-results", "--matrix", str(repo_root / "matrix.yaml"), "--out", str(out), str(a), str(b))
+    assert proc.returncode == 2, proc.stderr
+    err = proc.stderr.strip()
+    assert err.startswith("ggml-patch: error: ") and "\n" not in err and "Traceback" not in err
+    assert str(b) in err
+    assert not out.exists()  # refused before anything was written

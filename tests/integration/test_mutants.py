@@ -1,0 +1,267 @@
+"""Mutants (known-wrong fixes): the file format, the verdicts, and the pipeline's mutants step on a
+fake project (CMake and Ninja, no compiler: the "build" turns the source into a shell script
+that plays the gate), so each verdict is reached for real: does not apply, does not build,
+crashes, times out, survives, is killed. The files are put back after each one."""
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from orchestrator import backends
+from orchestrator.cache import Cache
+from orchestrator.config import Backend, Source, Target
+from orchestrator.errors import ConfigError, ExitCode
+from orchestrator.evidence.classify import CRASHED, FAILED, PASSED, TIMEOUT
+from orchestrator.evidence.mutants import kill_line, parse_mutant, verdict
+from orchestrator.patchset.layout import GATE_TEST, BuildPlan, get_layout
+from orchestrator.patchset.series import Series, unified_file_diff
+from orchestrator.report.junit import junit_xml, mutant_case_name
+from orchestrator.report.model import (Build, Cell, CellStatus, RecordStatus, Results, TestRecord, VariantRecord,
+                                       Verdict)
+from orchestrator.report.summary import summary_markdown
+from orchestrator.run import cmake
+from orchestrator.run.cell import CellContext, Steps, conclude, run_mutants
+from orchestrator.vcs.snapshots import SnapshotRepo, Worktree
+
+from ..helpers.tools import ROOT
+
+FAIL_LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
+OPT = "ggml/src/ggml-opt.cpp"  # the series' (llama.cpp) layout; the fake target is in the ggml layout
+
+# ---- the file format ----
+
+
+def mutant_text(name: str, old: str, new: str, title: str = "no reset", path: str = OPT) -> str:
+    return f"Mutant: {title}\nWhy it is wrong: {name} is wrong on purpose\n\n" + unified_file_diff(path, old, new)
+
+
+def test_a_mutant_file_is_a_header_and_a_git_diff():
+    m = parse_mutant("01-no-reset.patch", mutant_text("01", "a\nb\n", "a\nB\n"))
+    assert (m.name, m.title, m.why) == ("01-no-reset", "no reset", "01 is wrong on purpose")
+    ggml, llama = get_layout("ggml"), get_layout("llama.cpp")
+    assert m.paths(llama, ggml) == ["src/ggml-opt.cpp"]
+    assert m.rendered(llama, ggml).startswith("diff --git a/src/ggml-opt.cpp b/src/ggml-opt.cpp\n")
+    assert m.rendered(llama, get_layout("llama.cpp", "vendor/llama.cpp")).startswith(
+        "diff --git a/vendor/llama.cpp/ggml/src/ggml-opt.cpp b/vendor/llama.cpp/ggml/src/ggml-opt.cpp\n")
+
+
+@pytest.mark.parametrize("text, phrase", [
+    ("Mutant: x\nWhy it is wrong: y\n\nno diff here\n", "no 'diff --git' section"),
+    (unified_file_diff(OPT, "a\n", "b\n"), "no 'Mutant: ...' line"),
+    ("Mutant: x\n\n" + unified_file_diff(OPT, "a\n", "b\n"), "no 'Why it is wrong: ...' line"),
+    ("Mutant: x\nWhy it is wrong: y\n\n" + unified_file_diff("../etc/passwd", "a\n", "b\n"), "escapes the source tree"),
+])
+def test_a_malformed_mutant_is_one_line_naming_the_file(text, phrase):
+    with pytest.raises(ConfigError) as e:
+        parse_mutant("02-bad.patch", text)
+    assert str(e.value).startswith("02-bad.patch: ") and phrase in str(e.value) and "\n" not in str(e.value)
+
+
+# ---- the verdicts (pure) ----
+
+def _gate(outcome, exit_code, output="", signal=None):
+    return TestRecord(outcome, exit_code, signal, gate=True, output=output)
+
+
+@pytest.mark.parametrize("apply_error, built, gate, expected, phrase", [
+    ("error: patch failed: src/ggml-opt.cpp:3", True, None, Verdict.INVALID, "did not apply: error: patch failed"),
+    (None, False, None, Verdict.INVALID, "the tree with the mutant did not build"),
+    (None, True, _gate(CRASHED, -11, signal="SIGSEGV"), Verdict.INVALID, "crashed (SIGSEGV)"),
+    (None, True, _gate(TIMEOUT, None), Verdict.INVALID, "timed out"),
+    (None, True, _gate(PASSED, 0), Verdict.SURVIVED, "passed with this known-wrong fix"),
+    (None, True, _gate(FAILED, 1, "x\n"), Verdict.INVALID, "without printing its failure line"),
+    (None, True, _gate(FAILED, 1, FAIL_LINE + "\n"), Verdict.KILLED, FAIL_LINE),
+])
+def test_verdicts(apply_error, built, gate, expected, phrase):
+    v = verdict(apply_error, built, gate)
+    assert v.verdict == expected and phrase in v.reason
+
+
+def test_kill_line_counts_the_mutants_that_ran():
+    assert kill_line([Verdict.KILLED, Verdict.SURVIVED, None, Verdict.KILLED]) == \
+        "the gate kills 2/3 known-wrong fixes"
+
+
+# ---- the mutants step, on a fake project ----
+
+FIXED = "#!/bin/sh\necho 'device=CPU opt_period=1: OK'\necho '1/1 device*opt_period passed, 0 skipped'\nexit 0\n"
+FAKE_CMAKE = """cmake_minimum_required(VERSION 3.16)
+project(fake NONE)
+foreach(t test-opt test-opt-dynamic-accum)
+  add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/bin/${t}
+    COMMAND ${CMAKE_COMMAND} -DSRC=${CMAKE_SOURCE_DIR}/src/ggml-opt.cpp -DOUT=${CMAKE_BINARY_DIR}/bin/${t}
+            -P ${CMAKE_SOURCE_DIR}/make.cmake
+    DEPENDS ${CMAKE_SOURCE_DIR}/src/ggml-opt.cpp ${CMAKE_SOURCE_DIR}/make.cmake)
+  add_custom_target(${t} DEPENDS ${CMAKE_BINARY_DIR}/bin/${t})
+endforeach()
+"""
+# "compiling": a source with BROKEN in it does not build; any other becomes the test program
+MAKE = """file(READ ${SRC} text)
+if(text MATCHES "BROKEN")
+  message(FATAL_ERROR "error: ggml-opt.cpp does not compile")
+endif()
+file(WRITE ${OUT} "${text}")
+file(CHMOD ${OUT} PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE)
+"""
+WRONG = {
+    "01-killed": FIXED.replace("echo 'device=CPU opt_period=1: OK'", f"echo '{FAIL_LINE}'").replace("exit 0", "exit 1"),
+    "02-survives": FIXED.replace("exit 0\n", "# the accumulators are not reset here either\nexit 0\n"),
+    "03-crashes": FIXED.replace("exit 0\n", "kill -SEGV $$\n"),
+    "04-hangs": FIXED.replace("exit 0\n", "sleep 30\n"),
+    "05-does-not-build": FIXED.replace("exit 0\n", "BROKEN\n"),
+}
+EXPECTED = {"01-killed": Verdict.KILLED, "02-survives": Verdict.SURVIVED, "03-crashes": Verdict.INVALID,
+            "04-hangs": Verdict.INVALID, "05-does-not-build": Verdict.INVALID, "06-does-not-apply": Verdict.INVALID}
+
+
+def _mutants() -> list:
+    files = [parse_mutant(f"{n}.patch", mutant_text(n, FIXED, w, title=n)) for n, w in WRONG.items()]
+    files.append(parse_mutant("06-does-not-apply.patch", mutant_text("06", "other\ntext\n", "other\nTEXT\n")))
+    return files
+
+
+@pytest.fixture
+def fake_cell(tmp_path):
+    """A cell context on the fake project, configured, its patched variant passed."""
+    src = tmp_path / "tree"
+    (src / "src").mkdir(parents=True)
+    (src / "src" / "ggml-opt.cpp").write_text(FIXED)
+    (src / "CMakeLists.txt").write_text(FAKE_CMAKE)
+    (src / "make.cmake").write_text(MAKE)
+    repo = SnapshotRepo(tmp_path / "s.git")
+    base = repo.import_tree(src, "refs/snapshots/fake", "fake")
+    cell_dir = tmp_path / "cell"
+    wt = Worktree(repo, cell_dir / "src")
+    wt.ensure(base)
+    target = Target("fake", "ggml", "", Source("local", {"path": str(src)}, "targets.fake.source"))
+    backend = Backend("cpu", timeout=2)
+    cell = Cell("fake/cpu", "fake", "cpu", "ggml", CellStatus.ERROR)
+    ctx = CellContext(target, backend, backends.get("cpu"), Cache(tmp_path / "cache"), tmp_path, cell_dir,
+                      tmp_path / "logs", Steps(), cell, series=Series("llama.cpp", ()), repo=repo, worktree=wt,
+                      mutant_files=_mutants())
+    ctx.plan = BuildPlan(str(wt.path), (), ("test-opt", GATE_TEST), ())
+    assert cmake.configure(ctx.plan, ctx.build_dir, [], ctx.logs / "configure.log", {}).ok
+    assert cmake.build(ctx.build_dir, ctx.plan.targets, ctx.logs / "build.log", {}).ok
+    ctx.patched = VariantRecord(cell.cell, "fake", "cpu", "patched", RecordStatus.PASSED, Build(True),
+                                {GATE_TEST: TestRecord(PASSED, 0, gate=True)})
+    ctx.control = VariantRecord(cell.cell, "fake", "cpu", "control", RecordStatus.KILLED, Build(True),
+                                verdict=Verdict.KILLED, verdict_reason="killed")
+    return ctx
+
+
+def test_each_mutant_gets_its_verdict_and_the_tree_is_put_back(fake_cell):
+    ctx = fake_cell
+    run_mutants(ctx)
+    got = {r.mutant["name"]: r for r in ctx.records}
+    assert {n: r.verdict for n, r in got.items()} == EXPECTED
+    assert "did not apply" in got["06-does-not-apply"].verdict_reason
+    assert "did not build" in got["05-does-not-build"].verdict_reason and not got["05-does-not-build"].build.ok
+    assert "crashed (SIGSEGV)" in got["03-crashes"].verdict_reason
+    assert got["04-hangs"].verdict_reason == "the gate test timed out"
+    assert got["01-killed"].failure_line == FAIL_LINE
+    assert all(r.variant == f"mutant:{n}" for n, r in got.items())
+    assert ctx.cell.mutants == {"total": 6, "killed": 1, "survived": ["02-survives"],
+                                "invalid": ["03-crashes", "04-hangs", "05-does-not-build", "06-does-not-apply"],
+                                "skipped": None}
+    assert ctx.worktree.is_clean() and (ctx.worktree.path / "src/ggml-opt.cpp").read_text() == FIXED
+    # a surviving mutant fails a cell that otherwise passed: exit 7
+    ctx.verdict = None
+    from orchestrator.evidence.classify import GateVerdict
+    ctx.verdict = GateVerdict(Verdict.KILLED, "the gate test failed by its own check")
+    ctx.cell.attribution = []
+    conclude(ctx)
+    assert ctx.cell.status == CellStatus.FAILED and ctx.cell.exit_code == ExitCode.CONTROL_NOT_KILLED == 7
+    assert "1 known-wrong fix(es) survived the gate: 02-survives" in ctx.cell.reason
+
+
+def test_the_tree_is_put_back_on_an_interrupt(fake_cell, monkeypatch):
+    ctx = fake_cell
+    ctx.mutant_files = ctx.mutant_files[:1]
+
+    def interrupted(*a, **kw):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cmake, "build", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_mutants(ctx)
+    assert ctx.worktree.is_clean() and (ctx.worktree.path / "src/ggml-opt.cpp").read_text() == FIXED
+
+
+def test_no_mutants_are_skipped_with_the_reason_and_reported(fake_cell):
+    ctx = fake_cell
+    ctx.mutants_enabled = False
+    run_mutants(ctx)
+    assert {r.status for r in ctx.records} == {RecordStatus.SKIPPED}
+    assert ctx.cell.mutants["skipped"] == "--no-mutants" and not list((ctx.logs).glob("build-mutant-*"))
+    results = Results({"layout": "llama.cpp", "sha256": "0" * 64, "patches": []}, [ctx.cell],
+                      [ctx.patched, ctx.control, *ctx.records])
+    cases = [c for c in ET.fromstring(junit_xml(results)).iter("testcase") if c.get("classname").endswith(".mutant")]
+    assert len(cases) == 6 and all(c.find("skipped").get("message") == "mutant not run: --no-mutants" for c in cases)
+
+
+def test_results_summary_and_junit_show_every_mutant(fake_cell):
+    ctx = fake_cell
+    run_mutants(ctx)
+    results = Results({"layout": "llama.cpp", "sha256": "0" * 64, "patches": []}, [ctx.cell],
+                      [ctx.patched, ctx.control, *ctx.records])
+    again = Results.from_dict(json.loads(json.dumps(results.to_dict())))
+    assert [r.verdict for r in again.mutants_of("fake/cpu")] == list(EXPECTED.values())
+    md = summary_markdown(again)
+    assert "- **fake/cpu**: the gate kills 1/6 known-wrong fixes" in md
+    assert "| fake/cpu | 02-survives | 02-survives is wrong on purpose | **survived** |" in md
+    root = ET.fromstring(junit_xml(again))
+    cases = {c.get("name"): c for c in root.iter("testcase") if c.get("classname") == "ggml-patch.fake.cpu.mutant"}
+    assert cases[mutant_case_name("01-killed")].find("failure") is None
+    for name in ("02-survives", "03-crashes", "04-hangs", "05-does-not-build", "06-does-not-apply"):
+        assert cases[mutant_case_name(name)].find("failure") is not None, name
+
+
+def test_mutants_need_a_passing_gate_and_tests_that_run(fake_cell):
+    ctx = fake_cell
+    ctx.patched.tests[GATE_TEST] = TestRecord(FAILED, 1, gate=True)
+    run_mutants(ctx)
+    assert ctx.cell.mutants["skipped"].startswith("the gate does not pass with the fix")
+
+
+def test_no_mutant_files_records_nothing(fake_cell):
+    ctx = fake_cell
+    ctx.mutant_files = []
+    run_mutants(ctx)
+    assert ctx.records == [] and ctx.cell.mutants is None
+
+
+def test_mutant_files_come_from_native_tests_mutants(tmp_path):
+    from orchestrator.config import load_matrix
+    from orchestrator.patchset.files import load_mutants
+
+    from ..helpers.tools import ROOT as root
+    native = tmp_path / "native"
+    native.mkdir()
+    m = tmp_path / "matrix.yaml"
+    m.write_text(f"series: {{path: {root / 'patches'}, layout: llama.cpp}}\nnative_tests: {native}\n"
+                 + (root / "matrix.yaml").read_text().split("targets:", 1)[1].join(["targets:", ""]))
+    assert load_mutants(load_matrix(m)) == []  # no mutants/ folder: none
+    (native / "mutants").mkdir()
+    (native / "mutants" / "02-b.patch").write_text(mutant_text("02", "a\n", "b\n"))
+    (native / "mutants" / "01-a.patch").write_text(mutant_text("01", "a\n", "c\n"))
+    (native / "mutants" / "notes.txt").write_text("not a mutant")
+    assert [x.name for x in load_mutants(load_matrix(m))] == ["01-a", "02-b"]
+    (native / "mutants" / "03-c.patch").write_text("Mutant: c\n\n" + unified_file_diff(OPT, "a\n", "b\n"))
+    with pytest.raises(ConfigError, match=r"mutants/03-c.patch: no 'Why it is wrong: ...' line"):
+        load_mutants(load_matrix(m))
+
+
+def test_the_result_cache_key_covers_the_mutant_files_and_the_flag(fake_cell):
+    from orchestrator.run.cell import cache_inputs
+    from orchestrator.run.resultcache import cell_key
+    from orchestrator.sources import Snapshot
+
+    ctx = fake_cell
+    ctx.native_tests = ROOT / "native_tests"  # the harness is hashed too
+    ctx.snap, ctx.rendered = Snapshot("c" * 40, "fake"), Series("ggml", ())
+    key = cell_key(cache_inputs(ctx))
+    ctx.mutants_enabled = False
+    assert cell_key(cache_inputs(ctx)) != key
+    ctx.mutants_enabled = True
+    ctx.mutant_files = ctx.mutant_files[:-1] + [parse_mutant("06-does-not-apply.patch",
+                                                             mutant_text("06", "other\n", "OTHER\n"))]
+    assert cell_key(cache_inputs(ctx)) != key

@@ -1,0 +1,155 @@
+"""The upstream bundle, pure: refusals, PR_BODY.md's numbers against results.json, reading a
+bundle back (the command: tests/integration; a real run bundled: tests/e2e)."""
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import ConfigError
+from orchestrator.upstream import bundle as B
+
+from ..helpers.bundle_checks import check_body_against_results
+from ..helpers.samples import GATE, control_survived, gate_regressed, sample
+
+
+# ---------------------------------------------------------------- pure: refusals
+
+def test_sample_results_back_a_pull_request():
+    r = sample()
+    assert B.problems(r, r["series"]["sha256"]) == []
+
+
+def test_a_control_that_survived_is_a_problem():
+    r = control_survived(sample())
+    found = B.problems(r, r["series"]["sha256"])
+    assert [p.target for p in found] == ["ggml"]
+    assert "ggml/cpu: the negative control was not killed (survived" in found[0].text
+
+
+def test_a_regressed_cell_and_a_stale_series_are_problems():
+    r = gate_regressed(sample())
+    texts = [p.text for p in B.problems(r, "0" * 64)]
+    assert texts[0].startswith("results.json was made from series 870f45871ade, the series in patches/ is now 000000000000")
+    assert f"llama.cpp/cpu: with the fix {GATE} failed" in texts
+
+
+def test_a_target_whose_cells_were_all_skipped_proves_nothing():
+    r = sample()
+    for c in r["cells"]:
+        if c["target"] == "ggml":
+            c.update(status="skipped", reason="no device")
+    r["records"] = [x for x in r["records"] if x["target"] != "ggml"]
+    assert [p.text for p in B.problems(r, r["series"]["sha256"])] == [
+        "ggml: no cell ran its tests (skipped or build-only), so nothing was proven"]
+
+
+def test_build_only_cells_are_shown_but_neither_evidence_nor_failure():
+    r = sample()
+    r["cells"].append({"cell": "ggml/cuda", "target": "ggml", "backend": "cuda", "layout": "ggml",
+                       "status": "build-only", "reason": "built with and without the fix; tests not run: no GPU",
+                       "exit_code": 0, "timings": {"build_patched": 1000.5, "build_control": 2.25},
+                       "source": r["cells"][1]["source"], "patched_commit": r["cells"][1]["patched_commit"]})
+    for variant in ("patched", "control"):
+        r["records"].append({"cell": "ggml/cuda", "target": "ggml", "backend": "cuda", "variant": variant,
+                             "status": "", "build": {"ok": True}, "tests": {}})
+    assert B.problems(r, r["series"]["sha256"]) == []
+    body = B.pr_body(r, "f" * 64, "ggml", COMMITS, TOOLCHAIN, [])
+    check_body_against_results(body, r, "ggml")
+    assert "- ggml/cuda build-only: built with and without the fix; tests not run: no GPU" in body
+
+
+def test_the_refusal_is_one_line_naming_the_way_out():
+    msg = B.refusal_message(B.problems(control_survived(sample()), sample()["series"]["sha256"]))
+    assert "\n" not in msg and "--allow-incomplete" in msg
+
+
+# ---------------------------------------------------------------- pure: PR_TITLE and PR_BODY.md
+
+COMMITS = [B.Commit("ggml-opt : zero gradient accumulators each period with per-step graphs",
+                    "The accumulators are never zeroed.", ("ggml/src/ggml-opt.cpp",)),
+           B.Commit("tests : add test-opt-dynamic-accum for per-step gradient accumulation",
+                    "The new test.", ("tests/CMakeLists.txt", "tests/test-opt-dynamic-accum.cpp"))]
+TOOLCHAIN = {"cmake": "cmake version 4.4.5", "cxx_compiler": "GNU 12.2.0 (/usr/bin/c++)", "git": "git version 2.39.5"}
+
+
+def test_title_is_the_fix_subject():
+    assert B.pr_title(list(reversed(COMMITS))) == COMMITS[0].subject
+
+
+@pytest.mark.parametrize("target", ["llama.cpp", "ggml"])
+def test_every_number_in_the_body_is_the_one_in_results_json(target):
+    r = sample()
+    body = B.pr_body(r, "f" * 64, target, COMMITS, TOOLCHAIN, [])
+    check_body_against_results(body, r, target)
+    assert not body.startswith("> [!WARNING]")
+    assert "## The bug and the fix" in body and "## The test" in body and "## Toolchain" in body
+    assert "- CMake: cmake version 4.4.5" in body and "- C++ compiler: GNU 12.2.0" in body
+    if target == "llama.cpp":
+        assert "| upstream | `0c1e57098bba43ac29e6e3b677cdceebdd22334f` |" in body
+        assert "-DLLAMA_BUILD_TESTS=ON" in body
+    else:
+        assert "| upstream | unknown" in body and "-DGGML_BUILD_TESTS=ON" in body
+
+
+def test_the_body_check_catches_a_wrong_number():
+    """The comparison itself can fail: change one number in the results and the body disagrees."""
+    r = sample()
+    body = B.pr_body(r, "f" * 64, "ggml", COMMITS, TOOLCHAIN, [])
+    wrong = copy.deepcopy(r)
+    rec = next(x for x in wrong["records"] if x["cell"] == "ggml/cpu" and x["variant"] == "control")
+    rec["tests"][GATE]["rows"][0]["actual"] = 0.125
+    with pytest.raises(AssertionError):
+        check_body_against_results(body, wrong, "ggml")
+    with pytest.raises(AssertionError, match="numbers in PR_BODY.md"):  # a number outside the tables too
+        check_body_against_results(body.replace("exit code 1;", "exit code 41;"), r, "ggml")
+
+
+def test_incomplete_evidence_opens_the_body_with_a_visible_warning():
+    r = control_survived(sample())
+    warnings = [p.text for p in B.problems(r, r["series"]["sha256"])]
+    body = B.pr_body(r, "f" * 64, "ggml", COMMITS, TOOLCHAIN, warnings)
+    first = body.splitlines()[:3]
+    assert first[0] == "> [!WARNING]" and "--allow-incomplete" in first[1]
+    assert "not killed (survived" in first[2]
+    check_body_against_results(body, r, "ggml")
+
+
+# ---------------------------------------------------------------- results.json and bundle files
+
+def test_unreadable_results_are_one_line_errors(tmp_path):
+    with pytest.raises(ConfigError, match="no results; run `ggml-patch matrix"):
+        B.load_results(tmp_path)
+    (tmp_path / "results.json").write_text("{\n  nope")
+    with pytest.raises(ConfigError, match=r"results.json:2: not valid JSON"):
+        B.load_results(tmp_path)
+    (tmp_path / "results.json").write_text('{"cells": []}')
+    with pytest.raises(ConfigError, match="key 'series' missing"):
+        B.load_results(tmp_path)
+
+
+def _fake_bundle(d: Path) -> None:
+    d.mkdir()
+    files = {"0001-x.patch": "From x\n", "PR_TITLE": "t\n", "PR_BODY.md": "b\n"}
+    for n, t in files.items():
+        (d / n).write_text(t)
+    (d / "manifest.json").write_text(json.dumps({"target": "ggml", "files": {n: B.sha256_text(t) for n, t in files.items()}}))
+
+
+def test_a_bundle_changed_after_it_was_made_is_rejected(tmp_path):
+    _fake_bundle(tmp_path / "b")
+    assert B.read_bundle(tmp_path / "b").title == "t"
+    (tmp_path / "b" / "PR_BODY.md").write_text("edited\n")
+    with pytest.raises(ConfigError, match="PR_BODY.md: changed since the bundle was made"):
+        B.read_bundle(tmp_path / "b")
+    (tmp_path / "b" / "0001-x.patch").unlink()
+    with pytest.raises(ConfigError, match="0001-x.patch: listed in manifest.json but missing"):
+        B.read_bundle(tmp_path / "b")
+
+
+# ---------------------------------------------------------------- the command refuses, writing nothing
+
+
+# ---------------------------------------------------------------- end to end: a real run, bundled
+
+

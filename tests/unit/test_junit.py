@@ -1,0 +1,135 @@
+"""junit.xml from results: one testcase per cell x variant x test; the control's expected gate
+failure passes when killed; skips, build failures and survived controls as CI systems show them."""
+import copy
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from orchestrator.report.junit import CONTROL_GATE_NAME, junit_xml
+from orchestrator.report.summary import write_results
+
+LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
+GATE = "test-opt-dynamic-accum"
+
+
+@pytest.fixture
+def sample(repo_root) -> dict:
+    return json.loads((repo_root / "tests/data/results-cpu-sample.json").read_text())
+
+
+def _cases(results: dict) -> dict[tuple[str, str], ET.Element]:
+    root = ET.fromstring(junit_xml(results))
+    return {(c.get("classname"), c.get("name")): c for c in root.iter("testcase")}
+
+
+def _record(results: dict, cell: str, variant: str) -> dict:
+    return next(r for r in results["records"] if r["cell"] == cell and r["variant"] == variant)
+
+
+def test_one_testcase_per_cell_variant_test_and_all_pass(sample):
+    root = ET.fromstring(junit_xml(sample))
+    cases = _cases(sample)
+    assert len(cases) == 2 * 2 * 2
+    for target in ("llama.cpp", "ggml"):
+        for variant in ("patched", "control"):
+            cls = f"ggml-patch.{target}.cpu.{variant}"
+            assert (cls, "test-opt") in cases
+            assert (cls, CONTROL_GATE_NAME if variant == "control" else GATE) in cases
+    assert CONTROL_GATE_NAME == "test-opt-dynamic-accum (fix reverted: must fail)"
+    assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) == ("8", "0", "0", "0")
+    assert [s.get("name") for s in root.iter("testsuite")] == ["ggml-patch.llama.cpp.cpu", "ggml-patch.ggml.cpu"]
+    # the killed control is a pass that still shows its evidence
+    killed = cases[("ggml-patch.ggml.cpu.control", CONTROL_GATE_NAME)]
+    assert killed.find("failure") is None and LINE in killed.find("system-out").text
+    assert float(cases[("ggml-patch.ggml.cpu.patched", "test-opt")].get("time")) == pytest.approx(0.023)
+
+
+def test_a_survived_control_is_a_failure(sample):
+    control = _record(sample, "ggml/cpu", "control")
+    control.update(status="survived", verdict="survived", failure_line=None,
+                   verdict_reason="the gate test passed without the fix: it is not a gate")
+    control["tests"][GATE].update(outcome="passed", exit_code=0, failure_line=None)
+    case = _cases(sample)[("ggml-patch.ggml.cpu.control", CONTROL_GATE_NAME)]
+    failure = case.find("failure")
+    assert failure is not None and failure.get("type") == "survived"
+    assert "not a gate" in failure.get("message")
+    assert ET.fromstring(junit_xml(sample)).get("failures") == "1"
+
+
+def test_a_patched_failure_carries_the_failure_line_and_outcome(sample):
+    gate = _record(sample, "llama.cpp/cpu", "patched")["tests"][GATE]
+    gate.update(outcome="failed", exit_code=1, failure_line=LINE)
+    failure = _cases(sample)[("ggml-patch.llama.cpp.cpu.patched", GATE)].find("failure")
+    assert failure.get("type") == "failed"
+    assert LINE in failure.get("message")
+    assert "outcome: failed" in failure.text and f"failure line: {LINE}" in failure.text
+    assert "patched-test-opt-dynamic-accum.log" in failure.text
+
+
+def test_a_crash_names_its_signal(sample):
+    t = _record(sample, "ggml/cpu", "patched")["tests"]["test-opt"]
+    t.update(outcome="crashed", exit_code=-6, signal="SIGABRT")
+    failure = _cases(sample)[("ggml-patch.ggml.cpu.patched", "test-opt")].find("failure")
+    assert failure.get("type") == "crashed" and "signal: SIGABRT" in failure.text
+
+
+def test_a_skipped_cell_is_skipped_with_its_reason(sample):
+    sample["cells"].append({"cell": "ggml/metal", "target": "ggml", "backend": "metal", "status": "skipped",
+                            "reason": "Metal needs macOS (this is Linux)", "exit_code": 0, "timings": {}})
+    root = ET.fromstring(junit_xml(sample))
+    metal = [c for c in root.iter("testcase") if c.get("classname").startswith("ggml-patch.ggml.metal.")]
+    assert len(metal) == 4
+    assert all(c.find("skipped").get("message") == "Metal needs macOS (this is Linux)" for c in metal)
+    assert (root.get("tests"), root.get("skipped"), root.get("failures")) == ("12", "4", "0")
+
+
+def test_a_cell_that_did_not_build_fails_and_its_control_is_not_run(sample):
+    sample["records"] = [r for r in sample["records"] if r["cell"] != "ggml/cpu"]
+    cell = sample["cells"][1]
+    cell.update(status="failed", reason="ggml/cpu: build failed: ninja exited 1", exit_code=5)
+    cases = _cases(sample)
+    patched = cases[("ggml-patch.ggml.cpu.patched", GATE)].find("failure")
+    assert patched is not None and "ninja exited 1" in patched.get("message")
+    assert "did not run" in cases[("ggml-patch.ggml.cpu.control", "test-opt")].find("skipped").get("message")
+
+
+def test_a_control_that_did_not_build_is_a_failure(sample):
+    control = _record(sample, "ggml/cpu", "control")
+    control.update(status="invalid", verdict="invalid", tests={},
+                   build={"ok": False, "error": "ninja exited 1", "log": "/x/build-control.log", "duration_s": 1.0})
+    cases = _cases(sample)
+    for name in ("test-opt", CONTROL_GATE_NAME):
+        failure = cases[("ggml-patch.ggml.cpu.control", name)].find("failure")
+        assert failure.get("type") == "build-failed" and "ninja exited 1" in failure.get("message")
+
+
+def test_build_only_cells_are_skipped_not_passed(sample):
+    for r in sample["records"]:
+        if r["cell"] == "ggml/cpu":
+            r.update(status="built", tests={})
+            r.pop("verdict", None)
+    sample["cells"][1].update(status="build-only", reason="built with and without the fix; tests not run: no GPU")
+    root = ET.fromstring(junit_xml(sample))
+    ggml = [c for c in root.iter("testcase") if ".ggml.cpu." in c.get("classname")]
+    assert len(ggml) == 4 and all("no GPU" in c.find("skipped").get("message") for c in ggml)
+
+
+def test_messages_are_escaped(sample):
+    sample["cells"].append({"cell": "ggml/cuda", "target": "ggml", "backend": "cuda", "status": "skipped",
+                            "reason": 'no <GPU> & "no driver"', "exit_code": 0, "timings": {}})
+    text = junit_xml(sample)
+    assert "&lt;GPU&gt; &amp;" in text
+    assert ET.fromstring(text).find(".//skipped").get("message") == 'no <GPU> & "no driver"'
+
+
+def test_every_run_writes_junit_xml(sample, tmp_path):
+    write_results(copy.deepcopy(sample), tmp_path)
+    assert (tmp_path / "junit.xml").read_text() == junit_xml(sample)
+    assert ET.parse(tmp_path / "junit.xml").getroot().get("tests") == "8"
+
+
+def test_cells_without_target_keys_are_named_from_their_id(sample):
+    for c in sample["cells"]:
+        del c["target"], c["backend"]
+    assert ("ggml-patch.llama.cpp.cpu.patched", "test-opt") in _cases(sample)

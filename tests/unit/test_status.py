@@ -1,0 +1,125 @@
+"""The drift status: pure verdicts, then the real llama.cpp snapshot and forks of it with history
+written here (a commit next to the fix, one over it, the fix merged upstream, the file or the API
+gone), through git sources (file paths, so no network), and bad input at the command line.
+"""
+
+import pytest
+
+from orchestrator.errors import ExitCode
+from orchestrator.patchset.series import parse_series
+from orchestrator.drift.verdicts import (APPLIES, CLEAN, CONFLICT, CONFLICTED, MERGED, NOT_APPLICABLE, NOT_TRIED, PRESENT,
+                                 THREE_WAY, UNAVAILABLE, UNREACHABLE, UPSTREAM, PatchResult, TargetStatus,
+                                 conflict_regions, content_present, exit_code, failed_hunk, hunk_header,
+                                 modified_fix_files, not_applicable_reason, short_name, verdict)
+
+from ..helpers.forks import (OPT, OPT_HEADER, ROOT)
+
+PATCHES = sorted((ROOT / "patches").glob("*.patch"))
+FIX, TEST = (p.name for p in PATCHES)
+
+
+def _series():
+    return parse_series("llama.cpp", [(p.name, p.read_text()) for p in PATCHES])
+
+
+# ---- pure: verdicts ----
+
+@pytest.mark.parametrize("results, status", [
+    ([CLEAN, CLEAN], APPLIES),
+    ([MERGED, CLEAN], THREE_WAY),
+    ([CLEAN, MERGED], THREE_WAY),
+    ([PRESENT, PRESENT], UPSTREAM),
+    ([PRESENT, CLEAN], APPLIES),  # partly upstream: the rest still applies
+    ([PRESENT, MERGED], THREE_WAY),
+    ([CLEAN, CONFLICTED], CONFLICT),
+    ([CONFLICTED, NOT_TRIED], CONFLICT),
+])
+def test_verdict_precedence(results, status):
+    got, detail = verdict([PatchResult(f"000{i}", r, "x") for i, r in enumerate(results)])
+    assert got == status
+    if status == APPLIES and PRESENT in results:
+        assert detail == "already upstream: 0000"
+
+
+def test_short_name():
+    assert short_name(FIX) == "0001" and short_name("x.patch") == "x.patch"
+
+
+def test_verdict_conflict_names_the_patch_and_where():
+    assert verdict([PatchResult("0001-a.patch", CONFLICTED, "ggml/src/ggml-opt.cpp, @@ -1 +1 @@")]) == (
+        CONFLICT, "0001: ggml/src/ggml-opt.cpp, @@ -1 +1 @@")
+    assert verdict([PatchResult("0001-a.patch", PRESENT, "x"), PatchResult("0002-b.patch", PRESENT, "y")]) == (
+        UPSTREAM, "0001: x; 0002: y")
+
+
+def test_exit_code():
+    row = lambda s: TargetStatus("t", "llama.cpp", {}, s)  # noqa: E731
+    assert exit_code([row(APPLIES), row(THREE_WAY), row(UPSTREAM), row(NOT_APPLICABLE)]) == ExitCode.OK
+    assert exit_code([row(APPLIES), row(CONFLICT)]) == ExitCode.SERIES_DOES_NOT_APPLY
+    assert exit_code([row(CONFLICT), row(UNREACHABLE)]) == ExitCode.SOURCE_UNAVAILABLE
+    assert exit_code([row(UNAVAILABLE)]) == ExitCode.SOURCE_UNAVAILABLE
+    assert exit_code([]) == ExitCode.OK
+
+
+# ---- pure: not applicable ----
+
+def test_modified_fix_files_skip_tests_and_new_files():
+    assert modified_fix_files(_series()) == [OPT]
+
+
+@pytest.mark.parametrize("files, reason", [
+    ({}, f"{OPT} is absent"),
+    ({OPT: "x"}, f"{OPT_HEADER} is absent: no per-step API (ggml_opt_prepare_alloc)"),
+    ({OPT: "x", OPT_HEADER: "void ggml_opt_alloc(void);"}, f"{OPT_HEADER} has no per-step API (ggml_opt_prepare_alloc)"),
+    ({OPT: "x", OPT_HEADER: "GGML_API void ggml_opt_prepare_alloc("}, None),
+])
+def test_not_applicable_reason(files, reason):
+    assert not_applicable_reason([OPT], OPT_HEADER, files.get) == reason
+
+
+# ---- pure: already upstream, conflict details ----
+
+def test_content_present_needs_every_added_run_and_created_file():
+    fix, test = _series().patches
+    added = "".join(line[1:] + "\n" for line in fix.files[0].text.splitlines() if line.startswith("+") and
+                    not line.startswith("+++"))
+    assert not content_present(fix, {OPT: "int x;\n"}.get)
+    assert not content_present(fix, {}.get)
+    assert content_present(fix, {OPT: "// moved around\n" + added + "// more\n"}.get)
+    # one run missing: not there
+    first_run_only = added.split("\n\n")[0] + "\n"
+    assert not content_present(fix, {OPT: first_run_only}.get)
+    new_test = test.files[1]
+    files = {"tests/CMakeLists.txt": "llama_build_and_test(test-opt.cpp)\n  llama_build_and_test(test-opt-dynamic-accum.cpp)\n",
+             new_test.path: new_test.added_content}
+    assert content_present(test, files.get)
+    assert not content_present(test, {**files, new_test.path: new_test.added_content + "// edited\n"}.get)
+
+
+def test_failed_hunk_from_git_messages():
+    fix = _series().patches[0]
+    hdr = "@@ -485,10 +485,23 @@ static void ggml_opt_build(ggml_opt_context_t opt_ctx) {"
+    assert hunk_header(fix, OPT, 485) == hdr
+    assert failed_hunk(fix, f"Applying: x\nerror: patch failed: {OPT}:485\nerror: {OPT}: patch does not apply\n") == (OPT, hdr)
+    assert failed_hunk(fix, f"error: patch failed: {OPT}:7\n") == (OPT, "at line 7")
+    assert failed_hunk(fix, "error: tests/x.cpp: already exists in working directory\n") == (
+        "tests/x.cpp", "new file: already exists")
+    assert failed_hunk(fix, "error: ggml/src/a.c: does not exist in index\n") == ("ggml/src/a.c", "file does not exist")
+    assert failed_hunk(fix, "fatal: something else\n") == (None, "")
+
+
+def test_conflict_regions():
+    text = "a\n<<<<<<< HEAD\nb\n=======\nc\n>>>>>>> x\nd\n<<<<<<< HEAD\n>>>>>>> y\n"
+    assert conflict_regions(text) == ((2, 6), (8, 9))
+    assert conflict_regions("no markers\n") == ()
+
+
+# ---- the real snapshot and forks of it ----
+
+
+# ---- bad input: refused in one line before anything is touched ----
+
+
+# ---- a real fork without ggml-opt: ik_llama.cpp as vendored by ik-llama-cpp-python 0.1.5 ----
+
+
