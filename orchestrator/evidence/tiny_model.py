@@ -1,0 +1,263 @@
+"""A tiny llama-architecture model made from scratch, deterministically, for the fine-tuning evidence.
+
+The vocabulary and tokenizer metadata are copied byte for byte from one of the snapshot's vocab-only
+GGUF files (`models/ggml-vocab-*.gguf`); the weights are F32 from a seeded generator. The content
+(metadata and tensors for a seed) is computed by pure functions; reading the vocab file and writing
+the model are the only effects.
+
+Determinism: the weights come from numpy's legacy `RandomState`, whose stream is frozen by numpy's
+compatibility policy (NEP 19), and the file is written by the pinned gguf-py, which writes the
+metadata and tensors in the order given with fixed alignment and no timestamps. Same seed, same
+vocab file and same gguf-py: same bytes.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+ARCH = "llama"
+# the snapshot's llama-spm vocab: 32,000 tokens, the smallest llama-architecture vocab file there
+DEFAULT_VOCAB = "models/ggml-vocab-llama-spm.gguf"
+DEFAULT_SEED = 20261130
+
+
+@dataclass(frozen=True)
+class Dims:
+    """Model dimensions. n_ctx 256 is the smallest context llama_context accepts (it pads to 256)."""
+    n_layer: int = 2
+    n_embd: int = 64
+    n_head: int = 4
+    n_head_kv: int = 4
+    n_ff: int = 128
+    n_ctx: int = 256
+    rms_eps: float = 1e-5
+    rope_freq_base: float = 10000.0
+    init_std: float = 0.02
+
+    def problems(self) -> list[str]:
+        """What makes these dimensions unusable by llama.cpp's llama architecture (empty: fine)."""
+        out = []
+        for name in ("n_layer", "n_embd", "n_head", "n_head_kv", "n_ff", "n_ctx"):
+            if getattr(self, name) < 1:
+                out.append(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not out:
+            if self.n_embd % self.n_head:
+                out.append(f"n_embd {self.n_embd} is not a multiple of n_head {self.n_head}")
+            elif (self.n_embd // self.n_head) % 2:
+                out.append(f"head size {self.n_embd // self.n_head} must be even (rope)")
+            if self.n_head % self.n_head_kv:
+                out.append(f"n_head {self.n_head} is not a multiple of n_head_kv {self.n_head_kv}")
+        if not self.init_std > 0:
+            out.append(f"init_std must be > 0, got {self.init_std}")
+        return out
+
+
+@dataclass(frozen=True)
+class KV:
+    """One GGUF metadata entry: key, value, value type and (for arrays) element type (gguf enums)."""
+    key: str
+    value: Any
+    vtype: Any
+    sub_type: Any = None
+
+
+@dataclass(frozen=True)
+class Vocab:
+    """The tokenizer metadata of a vocab GGUF (every `tokenizer.*` entry, in file order)."""
+    n_vocab: int
+    entries: tuple[KV, ...]
+    source_sha256: str = ""
+
+
+@dataclass(frozen=True)
+class TinyModel:
+    """The content of a model: metadata in write order and (name, F32 array) tensors in write order."""
+    kv: tuple[KV, ...]
+    tensors: tuple[tuple[str, np.ndarray], ...] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class WrittenModel:
+    path: Path
+    sha256: str
+    seed: int
+    dims: Dims
+    n_vocab: int
+    vocab_file: str
+    vocab_sha256: str
+    n_params: int
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_vocab(path: Path) -> Vocab:
+    """The `tokenizer.*` metadata of a GGUF file, values as raw as gguf-py gives them (strings as bytes)."""
+    import gguf
+
+    reader = gguf.GGUFReader(path)
+    entries = []
+    for key, f in reader.fields.items():
+        if not key.startswith("tokenizer."):
+            continue
+        vtype = gguf.GGUFValueType(f.types[0])
+        if vtype == gguf.GGUFValueType.ARRAY:
+            sub = gguf.GGUFValueType(f.types[-1])
+            if sub == gguf.GGUFValueType.STRING:
+                value = tuple(bytes(f.parts[i]) for i in f.data)  # bytes: copied exactly, no decode
+            else:
+                value = tuple(f.contents())
+            entries.append(KV(key, value, vtype, sub))
+        elif vtype == gguf.GGUFValueType.STRING:
+            entries.append(KV(key, bytes(f.parts[f.data[0]]), vtype))
+        else:
+            entries.append(KV(key, f.contents(), vtype))
+    tokens = [e for e in entries if e.key == "tokenizer.ggml.tokens"]
+    if not tokens:
+        raise ValueError(f"{path}: no tokenizer.ggml.tokens: not a vocab GGUF")
+    return Vocab(n_vocab=len(tokens[0].value), entries=tuple(entries), source_sha256=sha256_file(path))
+
+
+def model_kv(dims: Dims, vocab: Vocab, seed: int) -> tuple[KV, ...]:
+    """The model's metadata: llama hyper-parameters, then the vocab's tokenizer entries unchanged.
+    `general.architecture` is not here: the gguf writer adds it first by itself."""
+    from gguf import GGUFValueType as T
+
+    u32, f32 = T.UINT32, T.FLOAT32
+    head = [
+        KV("general.name", f"ggml-patch tiny llama seed {seed}", T.STRING),
+        KV("general.file_type", 0, u32),  # LLAMA_FTYPE_ALL_F32
+        KV(f"{ARCH}.vocab_size", vocab.n_vocab, u32),
+        KV(f"{ARCH}.context_length", dims.n_ctx, u32),
+        KV(f"{ARCH}.embedding_length", dims.n_embd, u32),
+        KV(f"{ARCH}.block_count", dims.n_layer, u32),
+        KV(f"{ARCH}.feed_forward_length", dims.n_ff, u32),
+        KV(f"{ARCH}.attention.head_count", dims.n_head, u32),
+        KV(f"{ARCH}.attention.head_count_kv", dims.n_head_kv, u32),
+        KV(f"{ARCH}.attention.layer_norm_rms_epsilon", dims.rms_eps, f32),
+        KV(f"{ARCH}.rope.dimension_count", dims.n_embd // dims.n_head, u32),
+        KV(f"{ARCH}.rope.freq_base", dims.rope_freq_base, f32),
+    ]
+    return tuple(head) + vocab.entries
+
+
+def tensor_shapes(dims: Dims, n_vocab: int) -> list[tuple[str, tuple[int, ...]]]:
+    """(GGUF tensor name, numpy shape) in write order. numpy shapes are ggml's ne reversed."""
+    e, ff = dims.n_embd, dims.n_ff
+    e_kv = dims.n_head_kv * (e // dims.n_head)
+    out = [("token_embd.weight", (n_vocab, e))]
+    for i in range(dims.n_layer):
+        b = f"blk.{i}"
+        out += [
+            (f"{b}.attn_norm.weight", (e,)),
+            (f"{b}.attn_q.weight", (e, e)),
+            (f"{b}.attn_k.weight", (e_kv, e)),
+            (f"{b}.attn_v.weight", (e_kv, e)),
+            (f"{b}.attn_output.weight", (e, e)),
+            (f"{b}.ffn_norm.weight", (e,)),
+            (f"{b}.ffn_gate.weight", (ff, e)),
+            (f"{b}.ffn_down.weight", (e, ff)),
+            (f"{b}.ffn_up.weight", (ff, e)),
+        ]
+    out += [("output_norm.weight", (e,)), ("output.weight", (n_vocab, e))]
+    return out
+
+
+def model_tensors(dims: Dims, n_vocab: int, seed: int) -> tuple[tuple[str, np.ndarray], ...]:
+    """F32 weights for a seed: norms are ones, every matrix is N(0, init_std) drawn in write order."""
+    rng = np.random.RandomState(seed)  # legacy generator: its stream is frozen across numpy versions
+    out = []
+    for name, shape in tensor_shapes(dims, n_vocab):
+        if len(shape) == 1:
+            t = np.ones(shape, dtype=np.float32)
+        else:
+            t = (rng.standard_normal(shape) * dims.init_std).astype(np.float32)
+        out.append((name, t))
+    return tuple(out)
+
+
+def tiny_model(vocab: Vocab, dims: Dims = Dims(), seed: int = DEFAULT_SEED) -> TinyModel:
+    """The metadata and tensors of the tiny model for a seed (pure)."""
+    bad = dims.problems()
+    if bad:
+        raise ValueError("tiny model dimensions: " + "; ".join(bad))
+    return TinyModel(kv=model_kv(dims, vocab, seed), tensors=model_tensors(dims, vocab.n_vocab, seed))
+
+
+def write_gguf(model: TinyModel, path: Path) -> str:
+    """Write the model to `path` (atomically: a temporary file in the same folder, then a rename)
+    and return the file's sha256."""
+    import gguf
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600; the model is an ordinary file
+    try:
+        w = gguf.GGUFWriter(tmp, ARCH)
+        for kv in model.kv:
+            w.add_key_value(kv.key, list(kv.value) if isinstance(kv.value, tuple) else kv.value, kv.vtype, kv.sub_type)
+        for name, t in model.tensors:
+            w.add_tensor(name, t)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        digest = sha256_file(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return digest
+
+
+def make(vocab_file: Path, out: Path, seed: int = DEFAULT_SEED, dims: Dims = Dims()) -> WrittenModel:
+    """Read the vocab, compute the model for `seed`, write it to `out`."""
+    vocab = read_vocab(vocab_file)
+    model = tiny_model(vocab, dims, seed)
+    digest = write_gguf(model, out)
+    return WrittenModel(path=out, sha256=digest, seed=seed, dims=dims, n_vocab=vocab.n_vocab,
+                        vocab_file=str(vocab_file), vocab_sha256=vocab.source_sha256,
+                        n_params=sum(int(t.size) for _, t in model.tensors))
+
+
+def cli(argv: Optional[list[str]] = None) -> int:
+    """`python -m orchestrator.evidence.tiny_model VOCAB.gguf OUT.gguf [--seed N]`: prints the sha256."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m orchestrator.evidence.tiny_model", description=cli.__doc__)
+    p.add_argument("vocab", type=Path)
+    p.add_argument("out", type=Path)
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    p.add_argument("--n-embd", type=int, default=Dims.n_embd)
+    p.add_argument("--n-layer", type=int, default=Dims.n_layer)
+    p.add_argument("--n-ff", type=int, default=Dims.n_ff)
+    a = p.parse_args(argv)
+    if not a.vocab.is_file():
+        print(f"error: {a.vocab}: no such vocab file")
+        return 2
+    try:
+        m = make(a.vocab, a.out, a.seed, Dims(n_embd=a.n_embd, n_layer=a.n_layer, n_ff=a.n_ff))
+    except ValueError as e:
+        print(f"error: {e}")
+        return 2
+    print(f"sha256={m.sha256} path={m.path} seed={m.seed} n_vocab={m.n_vocab} n_params={m.n_params} "
+          f"vocab_sha256={m.vocab_sha256}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(cli())
