@@ -102,3 +102,13 @@ def bench(session: nox.Session) -> None:
     """Speed benchmark against the by-hand route (about 10 minutes on 2 cores); writes results/bench/."""
     _install(session)
     session.run("python", "benchmarks/bench.py", *session.posargs)
+
+
+@nox.session
+def evidence(session: nox.Session) -> None:
+    """Fine-tune a tiny llama model through llama.cpp's own training path (llama_opt_epoch) with and
+    without the fix: results/evidence/ (finetune.json, the plot) and a section of results/summary.md.
+    Builds libllama (minutes the first time; a re-run with nothing changed is cached). Not part of
+    the default sessions. Args go to `ggml-patch evidence`, e.g. `nox -s evidence -- --case sgd:0.1:2:6`."""
+    _install(session, "plot")
+    session.run("ggml-patch", "evidence", *session.posargs)

@@ -9,4 +9,4 @@ adding its module name to COMMANDS.
 """
 
 COMMANDS = ["matrix", "export", "ci-workflow", "merge-results", "bundle", "pr", "status", "refresh", "drift-issue",
-            "resolve-refs"]
+            "resolve-refs", "evidence"]

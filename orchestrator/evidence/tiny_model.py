@@ -17,9 +17,10 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where the weights are made: a cached evidence run never needs it
+    import numpy as np
 
 ARCH = "llama"
 # the snapshot's llama-spm vocab: 32,000 tokens, the smallest llama-architecture vocab file there
@@ -156,7 +157,7 @@ def tensor_shapes(dims: Dims, n_vocab: int) -> list[tuple[str, tuple[int, ...]]]
     """(GGUF tensor name, numpy shape) in write order. numpy shapes are ggml's ne reversed."""
     e, ff = dims.n_embd, dims.n_ff
     e_kv = dims.n_head_kv * (e // dims.n_head)
-    out = [("token_embd.weight", (n_vocab, e))]
+    out: list[tuple[str, tuple[int, ...]]] = [("token_embd.weight", (n_vocab, e))]
     for i in range(dims.n_layer):
         b = f"blk.{i}"
         out += [
@@ -176,6 +177,8 @@ def tensor_shapes(dims: Dims, n_vocab: int) -> list[tuple[str, tuple[int, ...]]]
 
 def model_tensors(dims: Dims, n_vocab: int, seed: int) -> tuple[tuple[str, np.ndarray], ...]:
     """F32 weights for a seed: norms are ones, every matrix is N(0, init_std) drawn in write order."""
+    import numpy as np
+
     rng = np.random.RandomState(seed)  # legacy generator: its stream is frozen across numpy versions
     out = []
     for name, shape in tensor_shapes(dims, n_vocab):

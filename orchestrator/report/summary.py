@@ -7,6 +7,7 @@ from typing import Optional, Union
 from ..evidence.mutants import kill_line
 from ..evidence.training import table_markdown
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
+from . import evidence_section
 from .model import Cell, CellStatus, RecordStatus, Results, RowStatus, VariantRecord, as_results, dump_results
 
 _ICON = {CellStatus.PASSED: "✅", CellStatus.FAILED: "❌", CellStatus.ERROR: "💥", CellStatus.SKIPPED: "⏭️",
@@ -22,7 +23,9 @@ def write_results(results: Union[Results, dict], directory: Path) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     json_path = dump_results(results, directory / "results.json")
     md_path = directory / "summary.md"
-    md_path.write_text(summary_markdown(results), encoding="utf-8")
+    # the fine-tuning evidence's section (`ggml-patch evidence`) survives a matrix run
+    old = md_path.read_text(encoding="utf-8", errors="replace") if md_path.is_file() else None
+    md_path.write_text(evidence_section.keep(old, summary_markdown(results)), encoding="utf-8")
     (directory / "junit.xml").write_text(junit_xml(results, log_tail), encoding="utf-8")  # for CI systems' test views
     return [json_path, md_path]
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 import shutil
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 from .. import __version__, backends, sources
 from ..backends import BackendModule
@@ -97,6 +98,7 @@ class CellContext:
     mutant_files: list[Mutant] = field(default_factory=list)  # native_tests/mutants/*.patch
     mutants_enabled: bool = True  # False: --no-mutants
     programs: bool = True  # build and run the training program beside the tests
+    build_subdir: str = "build"  # the build tree under cell_dir (the fine-tuning evidence has its own)
     records: list[VariantRecord] = field(default_factory=list)
     # found by the steps
     done: bool = False  # the rest of the pipeline has nothing to do (a cached result)
@@ -117,7 +119,7 @@ class CellContext:
 
     @property
     def build_dir(self) -> Path:
-        return self.cell_dir / "build"
+        return self.cell_dir / self.build_subdir
 
     @property
     def run_tests(self) -> bool:
@@ -204,18 +206,28 @@ def control(ctx: CellContext) -> None:
     fix_paths = ctx.rendered.fix_paths()
     ctx.steps.step("control", f"revert {', '.join(fix_paths)}, keep the test")
     t0 = time.monotonic()
-    ctx.worktree.apply_reverse(ctx.worktree.diff(ctx.snap.commit, fix_paths))
-    try:
+    with fix_reverted(ctx):
         rec = ctx.control = _build_variant(ctx, "control")
         if ctx.run_tests and rec.status != RecordStatus.BUILD_FAILED:
             _run_variant(ctx, rec)
-    finally:
-        ctx.worktree.restore(fix_paths)  # the tree is left patched whatever happened
     ctx.timed("control", t0)  # the control's whole marginal cost: revert, rebuild, tests, restore
     rec.reverted = fix_paths
     if ctx.run_tests:
         _judge_control(ctx, rec)
     ctx.records.append(rec)
+
+
+@contextmanager
+def fix_reverted(ctx: CellContext) -> Iterator[list[str]]:
+    """The worktree with only the fix's hunks reverted (the series' files outside tests/), put
+    back on the way out whatever happens: the control's tree (the fine-tuning evidence uses it too)."""
+    assert ctx.rendered is not None and ctx.snap is not None and ctx.worktree is not None
+    fix_paths = ctx.rendered.fix_paths()
+    ctx.worktree.apply_reverse(ctx.worktree.diff(ctx.snap.commit, fix_paths))
+    try:
+        yield fix_paths
+    finally:
+        ctx.worktree.restore(fix_paths)  # the tree is left patched whatever happened
 
 
 def _judge_control(ctx: CellContext, rec: VariantRecord) -> None:

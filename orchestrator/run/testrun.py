@@ -4,10 +4,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 
 @dataclass
@@ -60,3 +61,45 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)  # the test and anything it started
     except ProcessLookupError:
         pass
+
+
+def run_program(name: str, argv: list[str], timeout: float, env: dict[str, str], log: Path,
+                on_line: Optional[Callable[[str], None]] = None) -> TestRun:
+    """`run_test` for a long program whose lines are wanted as they come (progress): stdout read
+    line by line, each given to `on_line`; the whole process group killed after `timeout` seconds
+    or on an interrupt. The log has the command, the output and how it ended, like run_test's."""
+    t0 = time.monotonic()
+    if not Path(argv[0]).exists():
+        return TestRun(name, 127, 0.0, f"{argv[0]}: not built\n", log=str(log))
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                            env={**os.environ, **env}, start_new_session=True)
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        _kill_group(proc)
+
+    timer = threading.Timer(timeout, expire)
+    timer.daemon = True
+    timer.start()
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if on_line:
+                on_line(line.rstrip("\n"))
+        proc.wait()
+    except BaseException:
+        _kill_group(proc)
+        proc.wait()
+        raise
+    finally:
+        timer.cancel()
+    timed_out = expired.is_set()
+    run = TestRun(name, None if timed_out else proc.returncode, time.monotonic() - t0, "".join(lines), timed_out,
+                  str(log))
+    log.parent.mkdir(parents=True, exist_ok=True)
+    status = "timed out" if timed_out else f"exit {proc.returncode}"
+    log.write_text(f"$ {' '.join(argv)}\n{run.output}\n[{status} after {run.duration_s:.2f} s]\n", encoding="utf-8")
+    return run

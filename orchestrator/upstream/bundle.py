@@ -27,7 +27,7 @@ from ..config import Matrix
 from ..errors import BuildFailed, BundleRefused, BundleVerificationFailed, ConfigError, SeriesDoesNotApply
 from ..evidence.training import can_plot, plot
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
-from ..redact import redact, redact_data
+from ..redact import redact_data
 from ..report import model
 from ..report.model import Cell, CellStatus, Outcome, Results, Verdict, as_results
 
@@ -354,6 +354,7 @@ def bundle_target(opts: BundleOptions, results: Results, results_sha: str, targe
     from ..patchset.render import rendered_for_target
     from ..vcs.snapshots import SnapshotRepo, Worktree
     from . import authorship, cover, documents, policy
+    from . import finetune as tuned
 
     matrix, cache = opts.matrix, opts.cache
     if opts.author is None:
@@ -362,6 +363,7 @@ def bundle_target(opts: BundleOptions, results: Results, results_sha: str, targe
     base = _same(cells, "base commit", lambda c: (c.source or {}).get("base_commit"))
     patched = _same(cells, "patched commit", lambda c: c.patched_commit)
     source = dict(cells[0].source or {})
+    finetune = tuned.for_target(tuned.load(opts.results_dir), target_name, base, results.series["sha256"], opts.log)
     target = matrix.target(target_name)
     work = cache.root / "bundle" / slug(target_name)
     with cache.lock(f"bundle-{target_name}"):
@@ -391,7 +393,7 @@ def bundle_target(opts: BundleOptions, results: Results, results_sha: str, targe
         docs = documents.documents(policy=rules, cover=cov, results=results, results_sha256=results_sha,
                                    target=target_name, commits=commits, patches=patches, toolchain=toolchain,
                                    warnings=warnings, canonical_paths=load_series(matrix).paths(),
-                                   read_file=lambda path: repo.read_blob(base, path))
+                                   read_file=lambda path: repo.read_blob(base, path), finetune=finetune)
     files_text: dict[str, str | bytes] = {**dict(patches), **docs.files}
     trained = training_cell(results, target_name)
     if trained and trained.training and rules.takes_pull_request and can_plot():  # the table is in the body anyway
@@ -400,6 +402,8 @@ def bundle_target(opts: BundleOptions, results: Results, results_sha: str, targe
             png = plot(t["with_fix"], t["without_fix"], Path(tmp) / TRAINING_PLOT,
                        f"{trained.cell}: train-opt-dynamic, per-step graphs, SGD")
             files_text[TRAINING_PLOT] = png.read_bytes()
+    if finetune and rules.takes_pull_request and can_plot():  # the tables are in the body anyway
+        files_text[tuned.PLOT] = tuned.plot_png(finetune)
     files = {name: hashlib.sha256(data if isinstance(data, bytes) else data.encode("utf-8")).hexdigest()
              for name, data in files_text.items()}
     man = manifest(target=target_name, layout=target.layout, results=results, results_sha256=results_sha,

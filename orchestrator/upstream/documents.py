@@ -68,17 +68,20 @@ def documents(
     warnings: list[str],
     canonical_paths: list[str],
     read_file,
+    finetune=None,
 ) -> Documents:
-    """read_file(path) -> the target's file at its base commit (None when absent): the sync script."""
+    """read_file(path) -> the target's file at its base commit (None when absent): the sync script.
+    finetune: the fine-tuning evidence of this target (results/evidence/finetune.json, validated), or None."""
     names = [n for n, _ in patches]
     texts: dict[str, str] = {}
     cover_problems: list[str] = []
     if policy.takes_pull_request:
-        data = pr_body.evidence(results, results_sha256, target, commits, names, toolchain, policy.repo.value)
+        data = pr_body.evidence(results, results_sha256, target, commits, names, toolchain, policy.repo.value,
+                                finetune=finetune)
         texts = {
             "PR_TITLE": B.pr_title(commits) + "\n",
             "PR_BODY.md": pr_body.body(policy.template, cover, data),
-            "ISSUE.md": pr_body.issue(results, target, commits, names, policy.repo.value),
+            "ISSUE.md": pr_body.issue(results, target, commits, names, policy.repo.value, finetune=finetune),
         }
         cover_problems = C.problems(cover, policy.template)
     sync: Optional[SyncMap] = None

@@ -11,6 +11,8 @@ import re
 import unicodedata
 from typing import Optional
 
+from ..evidence import finetune as ft
+from ..evidence.finetune import FinetuneResults
 from ..evidence.training import table_markdown
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..redact import redact
@@ -205,6 +207,7 @@ def evidence(
     patch_names: list[str],
     toolchain: dict,
     repo: Optional[str],
+    finetune: Optional[FinetuneResults] = None,
 ) -> list[str]:
     """Everything the tool puts under "Additional information": data only, ASCII."""
     results = as_results(results)
@@ -255,6 +258,9 @@ def evidence(
     training = training_lines(results, target, "####")
     if training:
         out += [""] + training
+    tuned = finetune_lines(finetune, "####")
+    if tuned:
+        out += [""] + tuned
     others = [c for c in results.cells if c.target != target]
     if others:
         out += ["", "#### Other targets in the same run", ""]
@@ -336,7 +342,8 @@ def _strip_blank(lines: list[str]) -> list[str]:
     return lines
 
 
-def issue(results: Results | dict, target: str, commits: list, patch_names: list[str], repo: Optional[str]) -> str:
+def issue(results: Results | dict, target: str, commits: list, patch_names: list[str], repo: Optional[str],
+          finetune: Optional[FinetuneResults] = None) -> str:
     """ISSUE.md: the reproduction on the pinned base (commands, the gate's failure line, the
     training table), nothing else."""
     results = as_results(results)
@@ -368,4 +375,36 @@ def issue(results: Results | dict, target: str, commits: list, patch_names: list
     training = training_lines(results, target, "##")
     if training:
         out += [""] + training
+    tuned = finetune_lines(finetune, "##")
+    if tuned:
+        out += [""] + tuned
     return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------- the fine-tuning evidence (ggml-patch evidence)
+
+
+def _cell_text(value: str) -> str:
+    """A value for one table cell: ASCII, one line, no column separator."""
+    return ascii_text(" ".join(str(value).split())).replace("|", "/")
+
+
+def finetune_lines(results: Optional[FinetuneResults], level: str) -> list[str]:
+    """results/evidence/finetune.json (validated) as data: provenance, the verdicts computed from the
+    losses, the loss per epoch of both variants per case, and the commands; ASCII."""
+    if results is None or not results.runs:
+        return []
+    out = [f"{level} Fine-tuning through llama_opt_epoch: loss per epoch with and without the fix", "",
+           "| | |", "|---|---|"]
+    out += [f"| {_cell_text(k)} | {_cell_text(v)} |" for k, v in ft.provenance_rows(results)]
+    out += ["", *[ascii_text(line) for line in ft.table_markdown(results).rstrip("\n").split("\n")]]
+    commands = []
+    for opt, period, lr in results.cases():
+        runs = [r for r in results.runs if r.case == (opt, period, lr)]
+        longest = max(runs, key=lambda r: len(r.epochs))
+        commands.append(ft.display_command(longest, results.data.get("files") or [], results.model.get("seed")))
+    seed = results.model.get("seed")
+    vocab = results.model.get("vocab_file") or ""
+    out += ["", "```sh", f"python -m orchestrator.evidence.tiny_model {vocab} {ft.model_name(seed)} --seed {seed}",
+            *commands, "```"]
+    return out

@@ -25,6 +25,11 @@ def test_cells_listed_and_runnable_after_a_bare_pip_install_nox(tmp_path):
     sessions = {s["session"] for s in json.loads(listed.stdout)}
     cells = json.loads((ROOT / ".github" / "ggml-patch-cells.json").read_text())["cells"]
     assert sessions == {c["session"] for c in cells} and len(sessions) >= 8
+    # the fine-tuning evidence is a session of its own, not part of the default `nox` (it builds libllama)
+    default = subprocess.run([*nox, "--list", "--json"], capture_output=True, text=True, cwd=tmp_path)
+    evidence = subprocess.run([*nox, "--list", "--json", "-s", "evidence"], capture_output=True, text=True, cwd=tmp_path)
+    assert [s["session"] for s in json.loads(default.stdout)] == ["matrix"]
+    assert [s["session"] for s in json.loads(evidence.stdout)] == ["evidence"], evidence.stderr
     run = subprocess.run([*nox, "-s", "cell(target='ggml', backend='metal')", "--", "--cache", str(tmp_path / "cache"),
                           "--results", str(tmp_path / "results")], capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]

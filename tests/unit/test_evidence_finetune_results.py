@@ -1,0 +1,285 @@
+"""`ggml-patch evidence`'s pure parts: the cases, the command line, the cache key of a run's inputs,
+finetune.json validated as untrusted input, summary.md's section (added, replaced, kept by a matrix
+run), and the data the bundle puts in PR_BODY.md and ISSUE.md."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import ConfigError
+from orchestrator.evidence import finetune as ft
+from orchestrator.evidence.finetune import Epoch
+from orchestrator.report import evidence_section as S
+from orchestrator.run.evidence import Inputs
+from orchestrator.upstream import finetune as UF
+from orchestrator.upstream import pr_body as PB
+
+BASE = "4f2c5210becd5d7cc7bbb1b66faedb92498fef98"
+SERIES = "6a" * 32
+
+
+# ---------------------------------------------------------------- cases
+
+
+def test_a_case_names_optimizer_lr_opt_period_and_epochs():
+    c = ft.parse_case("adamw:1e-3:2:4")
+    assert (c.optimizer, c.lr, c.opt_period, c.epochs, c.n_batch) == ("adamw", 1e-3, 2, 4, 256)
+    assert ft.parse_case("sgd:0.1:1").epochs == 6  # the default
+    assert c.key() == {"optimizer": "adamw", "lr": 1e-3, "n_batch": 256, "n_ubatch": 128, "epochs": 4}
+
+
+@pytest.mark.parametrize("text, says", [
+    ("adamw:1e-3", "expected OPTIMIZER:LR:OPT_PERIOD[:EPOCHS]"),
+    ("adam:1e-3:1", "optimizer 'adam': expected one of sgd, adamw"),
+    ("sgd:x:1", "learning rate 'x'"), ("sgd:-1:1", "learning rate '-1'"), ("sgd:nan:1", "learning rate 'nan'"),
+    ("sgd:inf:1", "learning rate 'inf'"),
+    ("sgd:0.1:3", "opt_period '3': expected one of 1, 2"), ("sgd:0.1:0", "opt_period '0'"),
+    ("sgd:0.1:1:0", "epochs '0'"), ("sgd:0.1:1:101", "epochs '101'"), ("sgd:0.1:1:2.5", "epochs '2.5'"),
+])
+def test_a_bad_case_is_one_line_naming_what_is_wrong(text, says):
+    with pytest.raises(ValueError) as e:
+        ft.parse_case(text)
+    assert says in str(e.value) and text in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_default_cases_and_repeats():
+    assert [c.name for c in ft.parse_cases([])] == ["adamw:0.001:1:6", "adamw:0.001:2:6", "sgd:0.1:1:6", "sgd:0.1:2:6"]
+    assert [c.name for c in ft.parse_cases(["sgd:0.1:1:2", "sgd:1e-1:1:2"])] == ["sgd:0.1:1:2"]
+    with pytest.raises(ValueError, match="the same case with two epoch counts"):
+        ft.parse_cases(["sgd:0.1:1:2", "sgd:0.1:1:3"])
+
+
+def test_the_program_s_command_line():
+    argv = ft.command("/b/finetune-opt-dynamic", "/c/m.gguf", ["/d/LICENSE", "/d/CONTRIBUTING.md"],
+                      ft.parse_case("sgd:0.1:2:3"))
+    assert argv == ["/b/finetune-opt-dynamic", "-m", "/c/m.gguf", "-f", "/d/LICENSE", "-f", "/d/CONTRIBUTING.md",
+                    "--optimizer", "sgd", "--lr", "0.1", "-c", "256", "-b", "256", "-ub", "128", "--epochs", "3",
+                    "--val-split", "0.1", "-t", "2"]
+
+
+# ---------------------------------------------------------------- the cache key of a run's inputs
+
+
+def inputs(**changed) -> Inputs:
+    parts = dict(base=BASE, series_sha256=SERIES, rendered_sha256="r" * 64, model={"sha256": "m" * 64},
+                 model_path=Path("/c/m.gguf"), data={"sha256": "d" * 64}, data_paths=(Path("/d/LICENSE"),),
+                 program_sha256="p" * 64, flags={"cmake": ["-DGGML_CPU=ON"], "program": ft.program_options()},
+                 toolchain={"cxx": "c++ 12.2.0"})
+    return Inputs(**{**parts, **changed})
+
+
+def test_the_key_covers_base_series_model_data_program_flags_cases_and_toolchain():
+    cases = tuple(ft.parse_cases([]))
+    k = inputs().key(cases)
+    assert k == inputs().key(cases) and len(k) == 64
+    # where the files lie is not an input: a cache moved elsewhere gives the same key
+    assert k == inputs(model_path=Path("/elsewhere/m.gguf"), data_paths=(Path("/x/LICENSE"),)).key(cases)
+    changed = [inputs(base="0" * 40), inputs(rendered_sha256="s" * 64), inputs(model={"sha256": "n" * 64}),
+               inputs(data={"sha256": "e" * 64}), inputs(program_sha256="q" * 64),
+               inputs(flags={"cmake": ["-DGGML_CPU=ON", "-DX=1"], "program": ft.program_options()}),
+               inputs(toolchain={"cxx": "c++ 13.1.0"})]
+    keys = {i.key(cases) for i in changed}
+    keys |= {inputs().key(cases[:1]), inputs().key(tuple(ft.parse_cases(["adamw:1e-3:1:5"])))}
+    assert len(keys) == len(changed) + 2 and k not in keys
+
+
+# ---------------------------------------------------------------- finetune.json: written, read back, validated
+
+
+def run(variant, opt, period, epochs, lr=1e-3) -> ft.Run:
+    return ft.Run(variant=variant, optimizer=opt, opt_period=period, n_batch=128 * period, n_ubatch=128, lr=lr,
+                  command=["/c/bin/finetune-opt-dynamic", "-m", "/c/m.gguf"], epochs=epochs, exit_code=0,
+                  seconds=12.5, cpu_seconds=12.2)
+
+
+def ep(train, evals):
+    return [Epoch(i + 1, t, e, 0.1, 0.2) for i, (t, e) in enumerate(zip(train, evals, strict=True))]
+
+
+FIXED = ep([9.35, 6.57, 6.12], [7.70, 6.97, 6.85])
+UNFIXED = ep([9.20, 6.20, 6.52], [7.45, 8.00, 8.35])
+
+
+def sample(**changed) -> ft.FinetuneResults:
+    parts = dict(
+        target="llama.cpp", base=BASE, cache_key="ab" * 32,
+        model={"sha256": "3b" * 32, "seed": 20261130, "n_vocab": 32000, "n_params": 4178240,
+               "dims": {"n_layer": 2, "n_embd": 64, "n_head": 4, "n_ff": 128, "n_ctx": 256},
+               "vocab_file": "models/ggml-vocab-llama-spm.gguf", "vocab_sha256": "16" * 32},
+        data={"files": ["LICENSE", "CONTRIBUTING.md"], "sha256": "7e" * 32, "tokens": 4040},
+        program={"name": ft.PROGRAM, "sha256": "eb" * 32},
+        source={"description": "llama-cpp-python==0.3.36 (vendor/llama.cpp)",
+                "upstream_commit": "0c1e57098bba43ac29e6e3b677cdceebdd22334f"},
+        series={"sha256": SERIES, "rendered_sha256": "aa" * 32, "patches": ["0001-a.patch", "0002-b.patch"]},
+        toolchain={"cxx": "c++ (Debian 12.2.0-14) 12.2.0"}, timings={"total_s": 60.5},
+        runs=[run("with_fix", "adamw", 1, FIXED), run("without_fix", "adamw", 1, UNFIXED),
+              run("with_fix", "sgd", 2, FIXED, 0.1),
+              run("without_fix", "sgd", 2, ep([9, 30, math.inf], [8, 40, math.nan]), 0.1)])
+    return ft.FinetuneResults(**{**parts, **changed})
+
+
+def test_finetune_json_round_trips_with_the_verdicts_computed():
+    r = sample()
+    text = r.to_json()
+    back = ft.FinetuneResults.from_json(text)
+    assert back.to_json() == text
+    d = json.loads(text)
+    assert [v["label"] for v in d["verdicts"]] == ["bug visible", "bug visible"]
+    assert back.runs[3].epochs[2].train_loss == math.inf and math.isnan(back.runs[3].epochs[2].eval_loss)
+
+
+def test_stored_verdicts_are_never_trusted():
+    d = json.loads(sample().to_json())
+    d["verdicts"] = [{"label": "no difference"}]
+    back = ft.FinetuneResults.from_json(json.dumps(d))
+    assert [v.label for v in ft.verdicts(back)] == ["bug visible", "bug visible"]
+
+
+def test_unknown_keys_are_ignored_and_an_older_file_without_the_new_fields_reads():
+    d = json.loads(sample().to_json())
+    d["written_by"] = "a later version"
+    d["runs"][0]["gpu"] = "none"
+    for k in ("source", "series", "toolchain", "timings"):
+        d.pop(k)
+    back = ft.FinetuneResults.from_json(json.dumps(d))
+    assert back.series == {} and back.runs[0].epochs == FIXED
+
+
+def edited(fn) -> str:
+    d = json.loads(sample().to_json())
+    fn(d)
+    return json.dumps(d)
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda d: d.pop("runs"), "'runs' is a required property"),
+    (lambda d: d.update(base="main; rm -rf /"), "base: 'main; rm -rf /' is not valid here"),
+    (lambda d: d.update(target="../x"), "target: '../x' is not valid here"),
+    (lambda d: d["runs"][0].update(variant="maybe"), "runs.0.variant: 'maybe'"),
+    (lambda d: d["runs"][0].update(optimizer="lion"), "runs.0.optimizer: 'lion'"),
+    (lambda d: d["runs"][0].update(lr=-1), "runs.0.lr: -1"),
+    (lambda d: d["runs"][0].update(opt_period="2"), "runs.0.opt_period: '2'"),
+    (lambda d: d["runs"][0]["epochs"][1].update(train_loss="low"), "runs.0.epochs.1.train_loss: 'low'"),
+    (lambda d: d["runs"][0]["epochs"][1].update(note="x"), "runs.0.epochs.1: "),
+    (lambda d: d["runs"][0]["epochs"].reverse(), "runs.0.epochs: epochs [3, 2, 1] are not numbered 1, 2, ..."),
+    (lambda d: d["runs"].append(dict(d["runs"][0])), "runs.4: a second with_fix run of adamw lr 0.001 opt_period 1"),
+    (lambda d: d["data"].update(files=["../../etc/passwd"]), "data.files.0: '../../etc/passwd'"),
+    (lambda d: d["model"].update(sha256="x"), "model.sha256: 'x'"),
+    (lambda d: d["runs"][0].update(command=["x"] * 65), "runs.0.command: "),
+    (lambda d: d.update(schema_version=2), "schema_version 2, expected 1"),
+])
+def test_a_tampered_file_is_refused_naming_the_field(edit, says):
+    with pytest.raises(ValueError) as e:
+        ft.FinetuneResults.from_json(edited(edit))
+    assert says in str(e.value), str(e.value)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("text", ["", "[]", "{", '{"schema_version": 1}', "1e999999"])
+def test_what_is_not_a_finetune_json_is_refused(text):
+    with pytest.raises(ValueError):
+        ft.FinetuneResults.from_json(text)
+
+
+def test_the_bundle_reads_the_file_as_untrusted_input(tmp_path):
+    assert UF.load(tmp_path) is None  # no evidence run: nothing, no error
+    (tmp_path / "evidence").mkdir()
+    path = tmp_path / "evidence" / "finetune.json"
+    path.write_text(sample().to_json())
+    assert UF.load(tmp_path).runs[0].epochs == FIXED
+    path.write_text(edited(lambda d: d["runs"][0].update(optimizer="lion")))
+    with pytest.raises(ConfigError, match=r"finetune.json: runs.0.optimizer: 'lion' .*re-run `ggml-patch evidence`"):
+        UF.load(tmp_path)
+    path.write_bytes(b"\xff\xfe")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        UF.load(tmp_path)
+
+
+def test_the_bundle_uses_the_evidence_only_for_its_target_base_and_series():
+    said: list[str] = []
+    r = sample()
+    assert UF.for_target(r, "llama.cpp", BASE, SERIES, said.append) is r and not said
+    assert UF.for_target(r, "ggml", BASE, SERIES, said.append) is None and not said  # another target's: silent
+    assert UF.for_target(r, "llama.cpp", "0" * 40, SERIES, said.append) is None
+    assert UF.for_target(r, "llama.cpp", BASE, "5" * 64, said.append) is None
+    assert len(said) == 2 and "left out: made on base 4f2c5210becd" in said[0] and "re-run `ggml-patch evidence`" in said[1]
+    assert UF.for_target(None, "llama.cpp", BASE, SERIES, said.append) is None
+
+
+# ---------------------------------------------------------------- summary.md's section
+
+
+def test_the_section_is_added_replaced_and_kept_by_a_matrix_run():
+    one = S.marked(ft.summary_section(sample(), "Plot: evidence/finetune-loss.png."))
+    assert one.startswith(S.BEGIN) and one.endswith(S.END)
+    assert "| adamw | 0.001 | 1 | 3 | **bug visible** |" in one and "| model | tiny llama, seed 20261130" in one
+    assert S.splice(None, one) == one + "\n"  # no summary yet: the section alone
+    matrix = "# ggml-patch matrix: 2/2 cells passed\n\n| cell |\n"
+    both = S.splice(matrix, one)
+    assert both.startswith(matrix) and both.endswith(one + "\n")
+    two = S.marked("## other numbers")
+    again = S.splice(both, two)
+    assert again == both.replace(one, two) and one not in again  # replaced, the rest untouched
+    rewritten = "# ggml-patch matrix: 1/2 cells passed\n"
+    assert S.keep(again, rewritten) == S.splice(rewritten, two)  # a matrix run keeps the evidence section
+    assert S.keep(matrix, rewritten) == rewritten and S.keep(None, rewritten) == rewritten
+    assert S.extract(f"{S.BEGIN} no end") is None
+
+
+def test_a_matrix_run_keeps_the_evidence_section_in_summary_md(tmp_path):
+    from orchestrator.report.summary import write_results
+
+    results = json.loads((Path(__file__).parents[1] / "data" / "results-cpu-sample.json").read_text())
+    section = S.marked(ft.summary_section(sample(), "no plot"))
+    (tmp_path / "summary.md").write_text(S.splice("# an older matrix summary\n", section))
+    write_results(results, tmp_path)
+    text = (tmp_path / "summary.md").read_text()
+    assert text.startswith("# ggml-patch matrix:") and text.count(S.BEGIN) == 1 and section in text
+    assert "an older matrix summary" not in text
+
+
+# ---------------------------------------------------------------- PR_BODY.md and ISSUE.md
+
+
+def test_the_pr_data_are_ascii_tables_and_commands_from_validated_numbers():
+    d = json.loads(sample().to_json())
+    d["source"]["description"] = "llama.cpp \u2014 vendored | twice\nnew line"
+    lines = PB.finetune_lines(ft.FinetuneResults.from_json(json.dumps(d)), "####")
+    text = "\n".join(lines)
+    assert text.isascii()
+    assert lines[0] == "#### Fine-tuning through llama_opt_epoch: loss per epoch with and without the fix"
+    assert "| target | llama.cpp: llama.cpp - vendored / twice new line |" in text  # one cell, one line
+    assert "| adamw | 0.001 | 1 | 3 | **bug visible** |" in text
+    assert "| 3 | 6.1200 | 6.8500 | 6.5200 | 8.3500 |" in text
+    assert ("./build/bin/finetune-opt-dynamic -m tiny-llama-20261130.gguf -f LICENSE -f CONTRIBUTING.md --optimizer "
+            "sgd --lr 0.1 -c 256 -b 256 -ub 128 --epochs 3 --val-split 0.1 -t 2") in text
+    assert ("python -m orchestrator.evidence.tiny_model models/ggml-vocab-llama-spm.gguf tiny-llama-20261130.gguf "
+            "--seed 20261130") in text
+    assert "/c/bin" not in text and "/c/m.gguf" not in text  # no path of the machine that ran it
+    assert PB.finetune_lines(None, "##") == []
+
+
+def test_pr_body_and_issue_carry_the_evidence_when_given():
+    from orchestrator.upstream import cover as C
+    from orchestrator.upstream import documents as D
+
+    from .test_pr_body import CLEAN, COMMITS, TOOLCHAIN, WRITTEN, llama_policy
+    from .test_pr_body import sample as results_sample  # the real llama.cpp template, a sample results.json
+
+    def docs(finetune):
+        return D.documents(policy=llama_policy(), cover=C.parse_cover("patches/cover.md", WRITTEN),
+                           results=results_sample(), results_sha256="f" * 64, target="llama.cpp", commits=COMMITS,
+                           patches=CLEAN, toolchain=TOOLCHAIN, warnings=[], canonical_paths=[],
+                           read_file=lambda p: None, finetune=finetune)
+
+    plain = docs(None)
+    assert "llama_opt_epoch" not in plain.files["PR_BODY.md"] + plain.files["ISSUE.md"]
+    d = docs(sample())
+    body, issue = d.files["PR_BODY.md"], d.files["ISSUE.md"]
+    info = body.split("## Additional information\n", 1)[1].split("\n## ", 1)[0]
+    assert "#### Fine-tuning through llama_opt_epoch" in info and "**bug visible**" in info
+    assert "## Fine-tuning through llama_opt_epoch: loss per epoch with and without the fix" in issue
+    assert body.isascii() and issue.isascii()
