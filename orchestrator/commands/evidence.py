@@ -78,7 +78,7 @@ def run(args, matrix, cache) -> ExitCode:
             + ", ".join(str(p) for p in done.files)
         )
     )
-    failed = [r for r in res.runs if r.outcome != "ok"]
+    failed = ft.unfinished(res)
     if failed:
         print(
             redact(
@@ -93,8 +93,7 @@ def run(args, matrix, cache) -> ExitCode:
             file=sys.stderr,
         )
         return ExitCode.EXPECTATIONS_NOT_MET
-    verdicts = ft.verdicts(res)
-    if verdicts and all(v.label == "no difference" for v in verdicts):
+    if ft.no_case_differs(res):
         print(
             "ggml-patch: evidence: the curves with and without the fix do not differ in any case: "
             "reverting the fix changed nothing on llama.cpp's training path",

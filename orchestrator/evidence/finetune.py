@@ -122,10 +122,19 @@ def model_name(seed: Any) -> str:
     return f"tiny-llama-{seed}.gguf"
 
 
+TREE = "$LLAMA_CPP"  # the llama.cpp tree, in the commands a reader runs (from a ggml-patch checkout)
+
+
+def build_commands() -> list[str]:
+    """The program built against a llama.cpp tree, as the evidence builds it."""
+    return [f"cmake -S native_tests/llama-harness -B build -DLLAMA_SOURCE_DIR={TREE} -DCMAKE_BUILD_TYPE=Release "
+            "-DBUILD_SHARED_LIBS=OFF", f"cmake --build build --target {PROGRAM}"]
+
+
 def display_command(run: Run, data: Sequence[str], seed: Any) -> str:
-    """A run's command as someone reproduces it from a build folder and the tree (paths relative,
-    from the run's own numbers; the same for both variants: the tree decides which)."""
-    argv = ["./build/bin/" + PROGRAM, "-m", model_name(seed)] + [a for f in data for a in ("-f", f)]
+    """A run's command as someone reproduces it from a ggml-patch checkout (paths relative, from the
+    run's own numbers; the same for both variants: the llama.cpp tree decides which)."""
+    argv = ["./build/bin/" + PROGRAM, "-m", model_name(seed)] + [a for f in data for a in ("-f", f"{TREE}/{f}")]
     argv += ["--optimizer", run.optimizer, "--lr", f"{run.lr:g}", "-c", str(N_CTX), "-b", str(run.n_batch),
              "-ub", str(run.n_ubatch), "--epochs", str(len(run.epochs)), "--val-split", f"{VAL_SPLIT:g}",
              "-t", str(THREADS)]
@@ -490,6 +499,25 @@ def verdict(optimizer: str, opt_period: int, lr: float, fixed: list[Epoch], unfi
         label = "differs, no harm shown"
     return Verdict(optimizer, opt_period, lr, n, differ, max_diff, fixed_falls, rises, oscillates, diverged,
                    ends_worse, label)
+
+
+def run_outcome(exit_code: Optional[int], timed_out: bool, complete: bool) -> str:
+    """How a run ended: ok (exit 0 and its last line), timed out, crashed (a signal), or failed."""
+    if timed_out:
+        return "timed out"
+    if exit_code is not None and exit_code < 0:
+        return "crashed"
+    return "ok" if exit_code == 0 and complete else "failed"
+
+
+def unfinished(results: FinetuneResults) -> list[Run]:
+    return [r for r in results.runs if r.outcome != "ok"]
+
+
+def no_case_differs(results: FinetuneResults) -> bool:
+    """Reverting the fix changed no case's curves (the evidence's negative control survived)."""
+    vs = verdicts(results)
+    return bool(vs) and all(v.label == "no difference" for v in vs)
 
 
 def verdicts(results: FinetuneResults) -> list[Verdict]:

@@ -362,14 +362,7 @@ def run_case(ctx: CellContext, binary: Path, inputs: Inputs, case: ft.Case, vari
     )
     cpu = _children_cpu() - c0
     out = ft.parse_output(run.output)
-    if run.timed_out:
-        outcome = "timed out"
-    elif run.exit_code is not None and run.exit_code < 0:
-        outcome = "crashed"
-    elif run.exit_code != 0 or not out.complete:
-        outcome = "failed"
-    else:
-        outcome = "ok"
+    outcome = ft.run_outcome(run.exit_code, run.timed_out, out.complete)
     if outcome != "ok":
         ctx.steps.done(f"{outcome} (exit {run.exit_code}; log {run.log})")
     if out.config.get("tokens") is not None:

@@ -405,6 +405,7 @@ def finetune_lines(results: Optional[FinetuneResults], level: str) -> list[str]:
         commands.append(ft.display_command(longest, results.data.get("files") or [], results.model.get("seed")))
     seed = results.model.get("seed")
     vocab = results.model.get("vocab_file") or ""
-    out += ["", "```sh", f"python -m orchestrator.evidence.tiny_model {vocab} {ft.model_name(seed)} --seed {seed}",
+    out += ["", "```sh", *ft.build_commands(),
+            f"python -m orchestrator.evidence.tiny_model {ft.TREE}/{vocab} {ft.model_name(seed)} --seed {seed}",
             *commands, "```"]
     return out

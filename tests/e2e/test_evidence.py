@@ -4,8 +4,9 @@ apply, a build tree of its own), the smallest case (AdamW lr 1e-3, opt_period 1 
 the fix and with its hunks reverted; then again with nothing changed: the cached result.
 
 It shares the session's tool cache (the sdist, the cell's worktree when the matrix test ran first) and
-ccache. Cost on 2 cores: about 4 minutes with a cold ccache (libllama), about 70 s warm (49 CPU s of
-build, about 12 CPU s per 2-epoch run); the re-run is well under a second of the tool's time.
+ccache. Measured on 2 shared cores: 173 s with a mostly cold ccache (libllama: 127 s wall, 167 CPU s;
+the runs 35 s), 60 s with a warm one (build 18 s, the four 2-epoch runs 30 s wall, 54 CPU s); a fully
+cold ccache adds about a minute. The re-run: 0.55 s for the process, 0.11 s in the tool.
 """
 from __future__ import annotations
 

@@ -254,10 +254,13 @@ def test_the_pr_data_are_ascii_tables_and_commands_from_validated_numbers():
     assert "| target | llama.cpp: llama.cpp - vendored / twice new line |" in text  # one cell, one line
     assert "| adamw | 0.001 | 1 | 3 | **bug visible** |" in text
     assert "| 3 | 6.1200 | 6.8500 | 6.5200 | 8.3500 |" in text
-    assert ("./build/bin/finetune-opt-dynamic -m tiny-llama-20261130.gguf -f LICENSE -f CONTRIBUTING.md --optimizer "
-            "sgd --lr 0.1 -c 256 -b 256 -ub 128 --epochs 3 --val-split 0.1 -t 2") in text
-    assert ("python -m orchestrator.evidence.tiny_model models/ggml-vocab-llama-spm.gguf tiny-llama-20261130.gguf "
-            "--seed 20261130") in text
+    assert ("\n./build/bin/finetune-opt-dynamic -m tiny-llama-20261130.gguf -f $LLAMA_CPP/LICENSE "
+            "-f $LLAMA_CPP/CONTRIBUTING.md --optimizer sgd --lr 0.1 -c 256 -b 256 -ub 128 --epochs 3 --val-split 0.1 "
+            "-t 2\n") in text
+    assert ("```sh\ncmake -S native_tests/llama-harness -B build -DLLAMA_SOURCE_DIR=$LLAMA_CPP "
+            "-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF\ncmake --build build --target finetune-opt-dynamic\n"
+            "python -m orchestrator.evidence.tiny_model $LLAMA_CPP/models/ggml-vocab-llama-spm.gguf "
+            "tiny-llama-20261130.gguf --seed 20261130\n") in text
     assert "/c/bin" not in text and "/c/m.gguf" not in text  # no path of the machine that ran it
     assert PB.finetune_lines(None, "##") == []
 
@@ -283,3 +286,24 @@ def test_pr_body_and_issue_carry_the_evidence_when_given():
     assert "#### Fine-tuning through llama_opt_epoch" in info and "**bug visible**" in info
     assert "## Fine-tuning through llama_opt_epoch: loss per epoch with and without the fix" in issue
     assert body.isascii() and issue.isascii()
+
+
+# ---------------------------------------------------------------- how a run ended, what the command exits with
+
+
+def test_a_run_s_outcome():
+    assert ft.run_outcome(0, False, True) == "ok"
+    assert ft.run_outcome(0, False, False) == "failed"  # exit 0 without its last line: not a whole run
+    assert ft.run_outcome(2, False, False) == "failed"
+    assert ft.run_outcome(-6, False, False) == "crashed"  # SIGABRT: a GGML_ASSERT
+    assert ft.run_outcome(None, True, False) == "timed out"
+
+
+def test_unfinished_runs_and_a_control_that_changed_nothing():
+    r = sample()
+    assert ft.unfinished(r) == [] and not ft.no_case_differs(r)
+    r.runs[1].outcome = "crashed"
+    assert ft.unfinished(r) == [r.runs[1]]
+    same = sample(runs=[run("with_fix", "adamw", 1, FIXED), run("without_fix", "adamw", 1, list(FIXED))])
+    assert ft.no_case_differs(same)
+    assert not ft.no_case_differs(sample(runs=[run("with_fix", "adamw", 1, FIXED)]))  # no pair: no verdict
