@@ -7,7 +7,7 @@ from typing import Optional, Union
 from ..evidence.mutants import kill_line
 from ..evidence.training import table_markdown
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
-from .model import Cell, CellStatus, RecordStatus, Results, RowStatus, VariantRecord, as_results, dump_results
+from .model import Cell, CellStatus, Outcome, RecordStatus, Results, RowStatus, VariantRecord, as_results, dump_results
 
 _ICON = {CellStatus.PASSED: "✅", CellStatus.FAILED: "❌", CellStatus.ERROR: "💥", CellStatus.SKIPPED: "⏭️",
          CellStatus.BUILD_ONLY: "🔨"}
@@ -47,6 +47,8 @@ def _test_cell(rec: Optional[VariantRecord], test: str) -> str:
     t = rec.test(test)
     if not t:
         return "—"
+    if t.outcome == Outcome.SKIPPED:
+        return "skipped (see Tests not run)"
     ok = sum(1 for r in t.rows if r.status in (RowStatus.OK, RowStatus.SKIPPED))
     counted = f" ({ok}/{len(t.rows)})" if t.rows else ""
     return f"{t.outcome}{counted}"
@@ -80,6 +82,7 @@ def summary_markdown(results: Union[Results, dict]) -> str:
     out += ["", "## Why", ""]
     for c in cells:
         out.append(f"- **{c.cell}**: {c.status} — {c.reason}")
+    out += _not_run_section(results)
     out += _device_section(results)
     out += _attribution_section(cells)
     out += _mutants_section(results)
@@ -144,6 +147,20 @@ def _device_section(results: Results) -> list[str]:
             out.append(f"| {c.cell} | {dev} | {_rows_for(p, UPSTREAM_TEST, dev)} | {_rows_for(p, GATE_TEST, dev)} | "
                        f"{_rows_for(k, UPSTREAM_TEST, dev)} | {_rows_for(k, GATE_TEST, dev)} |")
     return out if any_rows else []
+
+
+def _not_run_section(results: Results) -> list[str]:
+    """Tests a backend does not run (its module's skip_tests), with the reason: never counted as passed."""
+    rows = [(c.cell, name, t.skipped or "") for c in results.cells
+            for rec in results.records_of(c.cell).values() if rec.variant == "patched"
+            for name, t in rec.tests.items() if t.outcome == Outcome.SKIPPED]
+    if not rows:
+        return []
+    out = ["", "## Tests not run", "",
+           "Not run in any variant (with the fix, without it, with a mutant), and not built. Without test-opt the "
+           "control's verdict rests on the gate alone, and its reason says so.", "", "| cell | test | why |", "|---|---|---|"]
+    out += [f"| {cell} | {test} | {why} |" for cell, test, why in rows]
+    return out
 
 
 def _attribution_section(cells: list[Cell]) -> list[str]:

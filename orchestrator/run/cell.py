@@ -123,6 +123,11 @@ class CellContext:
     def run_tests(self) -> bool:
         return self.build_only_reason is None
 
+    @property
+    def skipped_tests(self) -> dict[str, str]:
+        """test -> why this backend does not run it (its module's skip_tests): never built, never run."""
+        return dict(self.module.skip_tests)
+
     def timed(self, name: str, t0: float) -> None:
         self.cell.timings[name] = round(time.monotonic() - t0, 2)
 
@@ -169,6 +174,7 @@ def apply(ctx: CellContext) -> None:
 def configure(ctx: CellContext) -> None:
     assert ctx.worktree is not None
     plan = build_plan(ctx.layout, str(ctx.worktree.path), str(harness(ctx.native_tests, ctx.cell_dir)))
+    plan = replace(plan, targets=tuple(t for t in plan.targets if t not in ctx.skipped_tests))
     ctx.plan = plan if ctx.programs else replace(plan, programs=())
     ctx.steps.step("configure", f"cmake {ctx.module.name}")
     t0 = time.monotonic()
@@ -228,7 +234,8 @@ def _judge_control(ctx: CellContext, rec: VariantRecord) -> None:
     gate_output = (gate.output or "") if gate else ""
     v = ctx.verdict = classify.control_verdict(
         built, rec.outcome(GATE_TEST), gate.exit_code if gate else None, gate_output, rec.outcome(UPSTREAM_TEST),
-        attribution.describe([e for e in entries if e.test == UPSTREAM_TEST], labels=False) if opt_pre else None)
+        attribution.describe([e for e in entries if e.test == UPSTREAM_TEST], labels=False) if opt_pre else None,
+        ctx.skipped_tests.get(UPSTREAM_TEST))
     rec.status, rec.verdict, rec.verdict_reason = RecordStatus(v.verdict.value), v.verdict, v.reason
     rec.failure_line = classify.gate_failure_line(gate_output)
     ctx.cell.failure_kind = attribution.failure_kind(entries)
@@ -287,7 +294,7 @@ def conclude(ctx: CellContext) -> None:
     if status != CellStatus.PASSED:
         if not built:
             code = ExitCode.BUILD_FAILED
-        elif any(o != classify.PASSED for o in outcomes.values()):
+        elif any(o not in (classify.PASSED, classify.SKIPPED) for o in outcomes.values()):
             code = ExitCode.EXPECTATIONS_NOT_MET
         else:
             code = ExitCode.CONTROL_NOT_KILLED
@@ -395,7 +402,9 @@ def cache_inputs(ctx: CellContext) -> dict:
             "flags": ctx.module.configure_flags(ctx.backend), "env": ctx.env, "timeout": ctx.backend.timeout,
             "build_only": ctx.build_only_reason is not None, "toolchain": toolchain.versions(),
             "mutants": {m.name: [f.text for f in m.files] for m in ctx.mutant_files},
-            "mutants_enabled": ctx.mutants_enabled}
+            "mutants_enabled": ctx.mutants_enabled,
+            # only where a backend skips tests, so every other cell keeps its key
+            **({"skip_tests": ctx.skipped_tests} if ctx.skipped_tests else {})}
 
 
 def results_cache_dir(cache: Cache) -> Path:
@@ -505,12 +514,15 @@ def _build_variant(ctx: CellContext, variant: str, targets: Optional[tuple[str, 
 
 
 def _run_variant(ctx: CellContext, rec: VariantRecord) -> None:
-    """Both tests, then the training program, on a built variant."""
+    """Both tests (those the backend skips recorded with the reason, not run), then the training
+    program, on a built variant."""
     assert ctx.plan is not None
     for test_name in TESTS:
-        rec.tests[test_name] = _run_test(ctx, rec.variant, test_name)
-    outcomes = [t.outcome for t in rec.tests.values()]
-    rec.status = RecordStatus.PASSED if all(o == classify.PASSED for o in outcomes) else RecordStatus.FAILED
+        why = ctx.skipped_tests.get(test_name)
+        rec.tests[test_name] = (TestRecord.not_run(why, gate=test_name == GATE_TEST) if why is not None
+                                else _run_test(ctx, rec.variant, test_name))
+    outcomes = [t.outcome for t in rec.tests.values() if t.outcome != classify.SKIPPED]
+    rec.status = RecordStatus.PASSED if outcomes and all(o == classify.PASSED for o in outcomes) else RecordStatus.FAILED
     for program in ctx.plan.programs:
         ctx.steps.step(f"train {rec.variant}", program)
         run = run_test(program, test_argv(ctx.build_dir / "bin" / program), ctx.backend.timeout, ctx.env,

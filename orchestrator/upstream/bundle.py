@@ -84,7 +84,8 @@ def _cell_problems(results: Results, cell: Cell) -> list[str]:
     elif not (patched.build and patched.build.ok):
         found.append(f"{cid}: the patched variant did not build")
     else:
-        bad = [f"{name} {t.outcome}" for name, t in patched.tests.items() if t.outcome != Outcome.PASSED]
+        bad = [f"{name} {t.outcome}" for name, t in patched.tests.items()
+               if t.outcome not in (Outcome.PASSED, Outcome.SKIPPED)]  # skipped: the backend's, with its reason
         if bad:
             found.append(f"{cid}: with the fix {', '.join(bad)}")
     if patched is not None and control is None:
@@ -163,6 +164,18 @@ OUTCOME_COLUMNS = ("backend", "device", "test", "optimizer", "opt_period", "with
 
 CELL_COLUMNS = ("cell", "backend", "status", "negative control", "test-opt with the fix", "gate with the fix",
                 "gate with the fix reverted", "build with the fix (s)", "control rebuild (s)")
+
+
+def skipped_tests(results: Results | dict, target: str) -> list[tuple[str, str, str]]:
+    """(cell, test, why) for every test a cell's backend does not run (its patched variant's record)."""
+    results = as_results(results)
+    out = []
+    for c in results.cells_of(target):
+        patched = results.records_of(c.cell).get("patched")
+        for name, t in (patched.tests.items() if patched else ()):
+            if t.outcome == Outcome.SKIPPED:
+                out.append((c.cell, name, t.skipped or ""))
+    return out
 
 
 def _device_text(device: Optional[dict]) -> str:
@@ -528,7 +541,7 @@ def verify(opts: BundleOptions, target, repo, worktree, work: Path, base: str, p
     assert ctx.patched is not None and ctx.patched.build is not None
     tests = {name: {"outcome": str(t.outcome), "exit_code": t.exit_code, "summary_line": t.summary_line,
                     "log": t.log} for name, t in ctx.patched.tests.items()}
-    failed = [f"{n} {t['outcome']}" for n, t in tests.items() if t["outcome"] != Outcome.PASSED]
+    failed = [f"{n} {t['outcome']}" for n, t in tests.items() if t["outcome"] not in (Outcome.PASSED, Outcome.SKIPPED)]
     if failed:
         raise BundleVerificationFailed(f"{target.name}: with the bundle applied to a fresh copy of the base: "
                                        f"{', '.join(failed)} (logs: {ctx.logs})")

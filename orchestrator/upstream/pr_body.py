@@ -69,6 +69,8 @@ def _code(x) -> str:
 
 def _summary(rec, test: str) -> Optional[str]:
     t = rec.test(test) if rec else None
+    if t and t.skipped is not None:
+        return "skipped"  # the backend does not run it: the reason is in the notes below the table
     return t.summary_line if t else None
 
 
@@ -233,6 +235,10 @@ def evidence(
         f"- {ascii_text(c.cell)} {c.status}: {ascii_text(B._one_line(c.reason))}"
         for c in cells
         if c.status in B.NOT_RUN
+    ]
+    notes += [
+        f"- {ascii_text(cell)}: {ascii_text(test)} not run on this backend: {ascii_text(B._one_line(why))}"
+        for cell, test, why in B.skipped_tests(results, target)
     ]
     if notes:
         out += [""] + notes
