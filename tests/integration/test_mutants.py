@@ -158,7 +158,8 @@ def test_results_summary_and_junit_show_every_mutant(fake_cell):
     assert [r.verdict for r in again.mutants_of("fake/cpu")] == list(EXPECTED.values())
     md = summary_markdown(again)
     assert "- **fake/cpu**: the gate kills 1/6 known-wrong fixes" in md
-    assert "| fake/cpu | 02-survives | 02-survives is wrong on purpose | **survived** |" in md
+    assert "| fake/cpu | 02-survives | **survived** | the gate test passed with this known-wrong fix" in md
+    assert f"| fake/cpu | 01-killed | **killed** | `{FAIL_LINE}` |" in md
     root = ET.fromstring(junit_xml(again))
     cases = {c.get("name"): c for c in root.iter("testcase") if c.get("classname") == "ggml-patch/fake/cpu/mutant"}
     assert cases[mutant_case_name("01-killed")].find("failure") is None
