@@ -325,10 +325,12 @@ class BundleResult:
 def make_bundles(opts: BundleOptions) -> tuple[list[BundleResult], list[str]]:
     """Every bundle the results allow, and the targets left out (with why). Refuses, writing
     nothing, when the results do not prove the fix (unless allow_incomplete)."""
+    from ..evidence.known_limits import load_known_limits
     from ..patchset.files import load_series
 
     results, results_sha = load_results(opts.results_dir)
     chosen = _chosen_targets(results, opts.targets, opts.results_dir)
+    limits = load_known_limits(Path(opts.matrix.series_dir))  # malformed: one line, exit 2, before any work
     found = [p for p in problems(results, load_series(opts.matrix).sha256) if p.target in (None, *chosen)]
     if found and not opts.allow_incomplete:
         raise BundleRefused(refusal_message(found))
@@ -338,7 +340,7 @@ def make_bundles(opts: BundleOptions) -> tuple[list[BundleResult], list[str]]:
             left_out.append(f"{target}: the series was never applied in this run, so there is nothing to send")
             continue
         warnings = [p.text for p in found if p.target in (None, target)]
-        made.append(bundle_target(opts, results, results_sha, target, warnings))
+        made.append(bundle_target(opts, results, results_sha, target, warnings, limits))
     if not made:
         raise BundleRefused("nothing to bundle: " + "; ".join(left_out))
     return made, left_out
@@ -361,7 +363,7 @@ def _same(cells: list[Cell], what: str, get: Callable[[Cell], Optional[str]]) ->
 
 
 def bundle_target(opts: BundleOptions, results: Results, results_sha: str, target_name: str,
-                  warnings: list[str]) -> BundleResult:
+                  warnings: list[str], known_limits: tuple = ()) -> BundleResult:
     from ..cache import slug
     from ..patchset.files import load_series
     from ..patchset.render import rendered_for_target
@@ -404,7 +406,7 @@ def bundle_target(opts: BundleOptions, results: Results, results_sha: str, targe
         docs = documents.documents(policy=rules, cover=cov, results=results, results_sha256=results_sha,
                                    target=target_name, commits=commits, patches=patches, toolchain=toolchain,
                                    warnings=warnings, canonical_paths=load_series(matrix).paths(),
-                                   read_file=lambda path: repo.read_blob(base, path))
+                                   read_file=lambda path: repo.read_blob(base, path), known_limits=known_limits)
     files_text: dict[str, str | bytes] = {**dict(patches), **docs.files}
     trained = training_cell(results, target_name)
     if trained and trained.training and rules.takes_pull_request and can_plot():  # the table is in the body anyway
@@ -420,6 +422,9 @@ def bundle_target(opts: BundleOptions, results: Results, results_sha: str, targe
                    patched_commit=patched, patches=patches, files=files, verification=verification,
                    toolchain=toolchain, warnings=warnings)
     man.update(docs.manifest_fields(opts.author, opts.assisted_by, head))
+    from ..evidence.known_limits import as_json
+
+    man["known_limits"] = as_json(known_limits)  # patches/known-limits.yaml: what the series leaves as it is
     files_text[MANIFEST] = json.dumps(man, indent=2) + "\n"
     from .. import outdir
 

@@ -68,13 +68,15 @@ def documents(
     warnings: list[str],
     canonical_paths: list[str],
     read_file,
+    known_limits: tuple = (),
 ) -> Documents:
     """read_file(path) -> the target's file at its base commit (None when absent): the sync script."""
     names = [n for n, _ in patches]
     texts: dict[str, str] = {}
     cover_problems: list[str] = []
     if policy.takes_pull_request:
-        data = pr_body.evidence(results, results_sha256, target, commits, names, toolchain, policy.repo.value)
+        data = pr_body.evidence(results, results_sha256, target, commits, names, toolchain, policy.repo.value,
+                                known_limits)
         texts = {
             "PR_TITLE": B.pr_title(commits) + "\n",
             "PR_BODY.md": pr_body.body(policy.template, cover, data),

@@ -11,6 +11,9 @@ import re
 import unicodedata
 from typing import Optional
 
+from ..evidence.known_limits import FILE as _LIMITS_FILE
+from ..evidence.known_limits import KnownLimit
+from ..evidence.known_limits import table as limits_table
 from ..evidence.training import table_markdown
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..redact import redact
@@ -39,6 +42,7 @@ _ASCII = {
     "\u00b5": "u",
 }
 NONE = "-"
+KNOWN_LIMITS_PATH = f"patches/{_LIMITS_FILE}"
 
 
 def ascii_text(text: str) -> str:
@@ -207,8 +211,10 @@ def evidence(
     patch_names: list[str],
     toolchain: dict,
     repo: Optional[str],
+    known_limits: tuple[KnownLimit, ...] = (),
 ) -> list[str]:
-    """Everything the tool puts under "Additional information": data only, ASCII."""
+    """Everything the tool puts under "Additional information": data only, ASCII. `known_limits`:
+    the contributor's patches/known-limits.yaml (what the series leaves as it is), as a table."""
     results = as_results(results)
     cells = results.cells_of(target)
     layout = cells[0].layout if cells else ""
@@ -271,6 +277,9 @@ def evidence(
                 f"- {ascii_text(c.cell)} ({ascii_text(c.layout or NONE)} layout): {c.status}"
                 + (f", control {verdict}" if verdict else "")
             )
+    if known_limits:
+        out += ["", f"#### Known limits, not changed by this series ({KNOWN_LIMITS_PATH})", ""]
+        out += [ascii_text(line) for line in limits_table(known_limits)]
     out += ["", "#### Base commits", ""] + base_rows(results, target, repo)
     out += ["", "#### Reproduce", "", "```sh", *reproduce_fixed(results, target, patch_names, layout), "```"]
     bug = reproduce_bug(results, target, commits, patch_names, layout)
