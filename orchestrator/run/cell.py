@@ -243,8 +243,10 @@ def _judge_control(ctx: CellContext, rec: VariantRecord) -> None:
 
 def run_mutants(ctx: CellContext) -> None:
     """Each known-wrong fix (native_tests/mutants/) on the patched tree: rendered into the
-    target's layout, applied, rebuilt (one translation unit and the relinks), the gate run, the
-    files put back (whatever happens). No mutants: nothing to do, nothing recorded."""
+    target's layout, applied, the gate target alone rebuilt (one translation unit and the relinks),
+    the gate run, the files put back (whatever happens). Nothing is rebuilt after a restore: the
+    next mutant's build recompiles the file once, and no later step runs a binary (the next run's
+    build sees the restored file newer than its object). No mutants: nothing to do, nothing recorded."""
     if not ctx.mutant_files:
         return
     skipped = _why_mutants_are_skipped(ctx)
@@ -611,7 +613,8 @@ def _run_mutant(ctx: CellContext, m: Mutant) -> VariantRecord:
             apply_error = e.line
         ctx.steps.done("applied" if apply_error is None else f"did not apply: {apply_error}")
         if apply_error is None:
-            built = _build_variant(ctx, variant, ctx.plan.targets, f"mutant-{m.name}")
+            # the gate alone: test-opt and the training program are not run on a mutant, so never relinked
+            built = _build_variant(ctx, variant, (GATE_TEST,), f"mutant-{m.name}")
             rec.build = built.build
             if built.status == RecordStatus.BUILT:
                 gate = rec.tests[GATE_TEST] = _run_test(ctx, variant, GATE_TEST, f"mutant-{m.name}")
