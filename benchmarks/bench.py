@@ -175,7 +175,11 @@ def reruns_after_change(base_cache: Path, work: Path, backends: list[str]) -> di
 
     tool(*args)  # settle: everything cached for this matrix copy
     p0 = sorted((tmp / "patches").glob("*.patch"))[0]
-    p0.write_text(p0.read_text().replace("In per-step mode", "In per-step  mode", 1))  # one byte
+    text = p0.read_text()
+    edited = text.replace("gradient accumulators", "gradient  accumulators", 1)  # one byte, in the subject
+    if edited == text:
+        raise SystemExit(f"bench: {p0.name} has no 'gradient accumulators' to change one byte of")
+    p0.write_text(edited)
     tool(*args)
     out["series_byte_changed_reran"] = fresh_cells(None)
     if backends:

@@ -42,8 +42,11 @@ SCHEMA: dict[str, Any] = {
                 "additionalProperties": False,
                 "properties": {
                     "id": {"type": "string", "pattern": r"^[a-z0-9][a-z0-9-]*\Z"},
-                    "file": {"type": "string", "pattern": r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*\Z", "not": {
-                        "pattern": r"(^|/)\.\.(/|$)"}},
+                    "file": {
+                        "type": "string",
+                        "pattern": r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*\Z",
+                        "not": {"pattern": r"(^|/)\.\.(/|$)"},
+                    },
                     "function": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*\Z"},
                     "what": _LINE,
                     "status": {"enum": [STATUS]},
@@ -87,8 +90,11 @@ def _message(err: jsonschema.ValidationError) -> tuple[tuple, str]:
     key = path[-1] if path else ""
     if v == "pattern" and err.validator_value == _LINE["pattern"]:
         return path, "must be one line of printable ASCII (llama.cpp's AGENTS.md: ASCII only)"
-    expected = {"id": "a slug (lowercase letters, digits, '-')", "file": "a relative path in the series' layout",
-                "function": "a C identifier"}.get(str(key), "a valid value")
+    expected = {
+        "id": "a slug (lowercase letters, digits, '-')",
+        "file": "a relative path in the series' layout",
+        "function": "a C identifier",
+    }.get(str(key), "a valid value")
     return path, f"{err.instance!r} is not {expected}"
 
 
@@ -105,8 +111,10 @@ def parse_known_limits(where: str, text: str) -> tuple[KnownLimit, ...]:
     seen: dict[str, int] = {}
     for i, item in enumerate(data["limits"]):
         if item["id"] in seen:
-            raise ConfigError(f"{where}:{_line_for(lines, ('limits', i, 'id'))}: limits[{i}].id: {item['id']!r} "
-                              f"is also limits[{seen[item['id']]}]'s id")
+            raise ConfigError(
+                f"{where}:{_line_for(lines, ('limits', i, 'id'))}: limits[{i}].id: {item['id']!r} "
+                f"is also limits[{seen[item['id']]}]'s id"
+            )
         seen[item["id"]] = i
     return tuple(KnownLimit(**{k: item[k] for k in _KEYS}) for item in data["limits"])
 
