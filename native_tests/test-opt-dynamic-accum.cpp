@@ -1,14 +1,5 @@
 // Gate test for per-step graphs in ggml-opt (a new graph every micro-step, as llama.cpp trains).
 // The gradient accumulators outlive those graphs, so they must be zeroed after every optimizer step.
-//
-// Model: w (4 x F32, starts at 1.0) and output = w*x, so the gradient of w is x (loss SUM) or x/(opt_period*4) (loss MEAN).
-// Case opt_period=N: SGD with lr 0.5, constant x, loss SUM, 3 optimizer steps; w after each micro-step is exact.
-// Case case=schedule-S: S lists the micro-steps (T = train, E = forward-only eval) and x changes every micro-step.
-// A FAIL names the first wrong micro-step, counted from 1 with E steps included.
-// Each schedule runs with per-step graphs and with static graphs: they must match, and static graphs must match a host model.
-//
-// Usage: test-opt-dynamic-accum [DEVICE] (default: every device).
-// Output: one line per device and case, then a summary line. Exit code: 0 = all pass, 1 = a case fails, 2 = usage or setup error.
 
 #include "ggml.h"
 #include "ggml-alloc.h"
@@ -21,6 +12,7 @@
 #include <string>
 #include <vector>
 
+// model: w (4 x F32, starts at 1.0) and output w*x, so the gradient of w is x (loss SUM) or x/(opt_period*4) (loss MEAN)
 static constexpr int64_t n_elements  = 4;
 static constexpr float   w_start     = 1.0f;
 static constexpr float   x_value     = 0.5f;
@@ -28,7 +20,7 @@ static constexpr float   lr          = 0.5f;
 static constexpr int     n_opt_steps = 3;
 static constexpr int     graph_size  = 64;
 
-// ---- classic cases: SGD, loss SUM, constant x ----
+// ---- case opt_period=N: SGD with lr 0.5, constant x, loss SUM, 3 optimizer steps; w after each micro-step is exact ----
 
 struct period_outcome {
     bool        ok       = true;
@@ -123,7 +115,7 @@ static period_outcome run_period(ggml_backend_t backend, ggml_backend_t backend_
     return outcome;
 }
 
-// ---- schedule cases: per-step graphs against static graphs and a host model ----
+// ---- case=schedule-S: S lists the micro-steps (T = train, E = forward-only eval), x changes every micro-step ----
 
 struct schedule_case {
     const char *            schedule;   // T = train micro-step, E = forward-only eval
@@ -277,7 +269,7 @@ static bool close_to(double actual, double expected, double rtol) {
     return std::fabs(actual - expected) <= rtol * std::fmax(1.0, std::fabs(expected));
 }
 
-// empty when per-step graphs match static graphs and static graphs match the host model, else the first mismatch
+// empty when per-step graphs match static graphs and static graphs match the host model, else the first mismatch (micro-steps counted from 1, E steps included)
 static std::string check_schedule(ggml_backend_t backend, ggml_backend_t backend_cpu, const schedule_case & c) {
     const trajectory per_step = run_schedule(backend, backend_cpu, c, /*static_graphs =*/ false);
     const trajectory stat     = run_schedule(backend, backend_cpu, c, /*static_graphs =*/ true);
@@ -346,6 +338,8 @@ static bool supports_optimizer(ggml_backend_t backend, ggml_opt_optimizer_type o
     return ok;
 }
 
+// Usage: test-opt-dynamic-accum [DEVICE] (default: every device). Output: one line per device and case, then a summary line.
+// Exit code: 0 = all pass, 1 = a case fails, 2 = usage or setup error.
 int main(int argc, char ** argv) {
     ggml_log_set(nullptr, nullptr);
     ggml_backend_load_all();

@@ -60,6 +60,13 @@ def run(args, matrix, cache) -> ExitCode:
 
 
 def required_backends(matrix, names: list[str], env=os.environ) -> tuple[str, ...]:
-    """--require-backend, then $GGML_PATCH_REQUIRE_BACKEND (comma-separated): each a backend of matrix.yaml."""
-    listed = [*names, *(n.strip() for n in env.get(REQUIRE_ENV, "").split(",") if n.strip())]
+    """--require-backend (each a backend of matrix.yaml), then $GGML_PATCH_REQUIRE_BACKEND (comma-separated).
+    The variable describes the machine, not one matrix: a backend this matrix does not have is not asked of it."""
+    from .. import backends
+
+    from_env = [n.strip() for n in env.get(REQUIRE_ENV, "").split(",") if n.strip()]
+    for n in from_env:
+        if n not in backends.names():
+            raise ConfigError(f"${REQUIRE_ENV}: unknown backend {n!r} (backends: {', '.join(backends.names())})")
+    listed = [*names, *(n for n in from_env if n in matrix.backends)]
     return tuple(dict.fromkeys(matrix.backend(n).name for n in listed))

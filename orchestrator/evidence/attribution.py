@@ -14,7 +14,7 @@ from typing import Mapping, Optional
 
 from ..patchset.layout import GATE_TEST
 from ..report.model import AttributionEntry, AttributionLabel, DeviceRow, RowStatus, TestRecord
-from .classify import CRASHED, FAILED, PASSED, strip_ansi
+from .classify import CRASHED, FAILED, PASSED, SKIPPED, strip_ansi
 
 PRE_EXISTING, REGRESSION, UNKNOWN = AttributionLabel.PRE_EXISTING, AttributionLabel.REGRESSION, AttributionLabel.UNKNOWN
 _DEVICE_HEADER = re.compile(r"^Backend \d+/\d+: (?P<device>\S+)\s*$", re.M)  # test-opt, before each device
@@ -52,8 +52,8 @@ def crash_device(output: str) -> Optional[str]:
 
 
 def failing_devices(test: Optional[TestRecord]) -> dict[str, str]:
-    """device -> what failed there, for one test record (empty when it passed)."""
-    if not test or test.outcome == PASSED:
+    """device -> what failed there, for one test record (empty when it passed or was not run)."""
+    if not test or test.outcome in (PASSED, SKIPPED):
         return {}
     out: dict[str, list[str]] = {}
     for row in test.rows:

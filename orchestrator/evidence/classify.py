@@ -14,6 +14,7 @@ from ..report.model import CellStatus, Outcome, Verdict
 # The words, as the results model spells them.
 PASSED, FAILED, CRASHED, TIMEOUT, NOT_BUILT = (Outcome.PASSED, Outcome.FAILED, Outcome.CRASHED, Outcome.TIMEOUT,
                                                Outcome.NOT_BUILT)
+SKIPPED = Outcome.SKIPPED  # a test the backend does not run (its module's skip_tests): neither passed nor failed
 KILLED, SURVIVED, INVALID = Verdict.KILLED, Verdict.SURVIVED, Verdict.INVALID
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -116,15 +117,19 @@ def gate_verdict(build_ok: bool, gate_outcome: Optional[str], gate_exit: Optiona
 
 def control_verdict(build_ok: bool, gate_outcome: Optional[str], gate_exit: Optional[int],
                     gate_output: str, test_opt_outcome: Optional[str],
-                    test_opt_pre_existing: Optional[str] = None) -> GateVerdict:
+                    test_opt_pre_existing: Optional[str] = None, test_opt_skipped: Optional[str] = None) -> GateVerdict:
     """The gate's verdict (gate_verdict), and test-opt still passed: the control changed only the fix.
 
     `test_opt_pre_existing` describes a test-opt failure seen with the fix too (e.g. a driver
     crash on one device): test-opt then cannot show that the control changed only the fix, so
-    the verdict rests on the gate alone, and the reason says so."""
+    the verdict rests on the gate alone, and the reason says so. So it does when the backend
+    does not run test-opt at all (`test_opt_skipped`: why)."""
     v = gate_verdict(build_ok, gate_outcome, gate_exit, gate_output)
     if v.verdict != KILLED or test_opt_outcome == PASSED:
         return v
+    if test_opt_outcome == SKIPPED:
+        return GateVerdict(KILLED, f"{v.reason} (verdict on the gate alone: test-opt is not run on this backend: "
+                                   f"{test_opt_skipped or 'no reason recorded'})")
     if test_opt_pre_existing:
         return GateVerdict(KILLED, f"{v.reason} (verdict on the gate alone: test-opt {test_opt_outcome} with and "
                                    f"without the fix, pre-existing: {test_opt_pre_existing})")
@@ -133,11 +138,15 @@ def control_verdict(build_ok: bool, gate_outcome: Optional[str], gate_exit: Opti
 
 def cell_status(patched_build_ok: bool, patched: Mapping[str, str], verdict: Optional[GateVerdict],
                 attribution: str = "") -> tuple[CellStatus, str]:
-    """(status, reason) for a cell: passed only when every patched test passed and the control was killed.
+    """(status, reason) for a cell: passed only when every patched test that ran passed and the control
+    was killed; a test the backend does not run (skipped) is named, never counted as passed.
     `attribution` says, for failing tests, whether they fail without the fix too."""
     if not patched_build_ok:
         return CellStatus.FAILED, "the patched variant did not build"
-    bad = [f"{name} {o}" for name, o in patched.items() if o != PASSED]
+    skipped = [name for name, o in patched.items() if o == SKIPPED]
+    if skipped and len(skipped) == len(patched):
+        return CellStatus.FAILED, f"no test ran with the fix ({', '.join(skipped)} not run on this backend)"
+    bad = [f"{name} {o}" for name, o in patched.items() if o not in (PASSED, SKIPPED)]
     if bad:
         reason = "with the fix: " + ", ".join(bad)
         if attribution:
@@ -149,4 +158,7 @@ def cell_status(patched_build_ok: bool, patched: Mapping[str, str], verdict: Opt
         return CellStatus.FAILED, "the negative control did not run"
     if verdict.verdict != KILLED:
         return CellStatus.FAILED, f"negative control {verdict.verdict}: {verdict.reason}"
+    if skipped:
+        return CellStatus.PASSED, (f"every test run passes with the fix ({', '.join(skipped)} not run on this "
+                                   "backend); the gate fails without it")
     return CellStatus.PASSED, "all tests pass with the fix; the gate fails without it"

@@ -7,7 +7,8 @@ reporters split a classname on dots, and "llama.cpp" must stay whole), name the 
 guessing one from the classname). The negative control's gate test is expected to fail: its
 testcase is named "<gate> (fix reverted: must fail)" and passes when the control was killed; a
 survived or invalid control is the failure. A failure carries the attribution label of each of
-its devices (pre-existing, regression, unknown) and the last lines of its log.
+its devices (pre-existing, regression, unknown) and the last lines of its log. A test the
+backend does not run is <skipped> with the reason.
 """
 from __future__ import annotations
 
@@ -110,6 +111,9 @@ def _test_case(suite: ET.Element, cell: Cell, rec: VariantRecord, test: str, log
         return
     if t is None:
         _mark(case, "error", f"{test} did not run", "not-run")
+        return
+    if t.outcome == Outcome.SKIPPED:  # the backend does not run it (its module's skip_tests)
+        _mark(case, "skipped", f"{test} not run on {cell.backend}: {t.skipped or 'no reason recorded'}")
         return
     if t.outcome != Outcome.PASSED:
         line = t.failure_line or t.summary_line or ""

@@ -49,6 +49,7 @@ class Outcome(Word):
     CRASHED = "crashed"  # a signal
     TIMEOUT = "timeout"
     NOT_BUILT = "not-built"
+    SKIPPED = "skipped"  # not run on this backend (its module's skip_tests): the record's `skipped` says why
 
 
 class Verdict(Word):
@@ -167,10 +168,16 @@ class TestRecord:
     failure_line: Optional[str] = None
     stopped_on: Optional[str] = None  # not passed: the device it was on when it stopped, if known
     output: Optional[str] = None  # the test's output while the cell runs; never stored
+    skipped: Optional[str] = None  # outcome skipped: why this backend does not run it
     extra: dict[str, Any] = field(default_factory=dict)
 
     _KEYS = ("outcome", "exit_code", "signal", "duration_s", "log", "output", "rows", "failure_line", "stopped_on",
-             "summary_line")
+             "summary_line", "skipped")
+
+    @classmethod
+    def not_run(cls, reason: str, gate: bool = False) -> TestRecord:
+        """A test this backend does not run, with the reason (never counted as passed or failed)."""
+        return cls(Outcome.SKIPPED, gate=gate, skipped=reason)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"outcome": self.outcome.value, "exit_code": self.exit_code, "signal": self.signal,
@@ -180,9 +187,11 @@ class TestRecord:
         d["rows"] = [r.to_dict() for r in self.rows]
         if self.gate:
             d["failure_line"] = self.failure_line
-        if self.outcome != Outcome.PASSED or self.stopped_on is not None:
+        if self.outcome not in (Outcome.PASSED, Outcome.SKIPPED) or self.stopped_on is not None:
             d["stopped_on"] = self.stopped_on
         d["summary_line"] = self.summary_line
+        if self.skipped is not None:
+            d["skipped"] = self.skipped
         return {**d, **self.extra}
 
     @classmethod
@@ -190,7 +199,7 @@ class TestRecord:
         return cls(_word(Outcome, d["outcome"]), d.get("exit_code"), d.get("signal"), d.get("duration_s", 0.0),
                    d.get("log", ""), [DeviceRow.from_dict(r) for r in d.get("rows") or []], d.get("summary_line"),
                    "failure_line" in d, d.get("failure_line"), d.get("stopped_on"), d.get("output"),
-                   _extra(d, cls._KEYS))
+                   d.get("skipped"), _extra(d, cls._KEYS))
 
 
 @dataclass

@@ -8,7 +8,18 @@ from ..evidence.mutants import kill_line
 from ..evidence.training import table_markdown
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from . import evidence_section
-from .model import Cell, CellStatus, RecordStatus, Results, RowStatus, VariantRecord, as_results, dump_results
+from .model import (
+    Cell,
+    CellStatus,
+    Outcome,
+    RecordStatus,
+    Results,
+    RowStatus,
+    VariantRecord,
+    Verdict,
+    as_results,
+    dump_results,
+)
 
 _ICON = {CellStatus.PASSED: "✅", CellStatus.FAILED: "❌", CellStatus.ERROR: "💥", CellStatus.SKIPPED: "⏭️",
          CellStatus.BUILD_ONLY: "🔨"}
@@ -50,6 +61,8 @@ def _test_cell(rec: Optional[VariantRecord], test: str) -> str:
     t = rec.test(test)
     if not t:
         return "—"
+    if t.outcome == Outcome.SKIPPED:
+        return "skipped (see Tests not run)"
     ok = sum(1 for r in t.rows if r.status in (RowStatus.OK, RowStatus.SKIPPED))
     counted = f" ({ok}/{len(t.rows)})" if t.rows else ""
     return f"{t.outcome}{counted}"
@@ -83,6 +96,7 @@ def summary_markdown(results: Union[Results, dict]) -> str:
     out += ["", "## Why", ""]
     for c in cells:
         out.append(f"- **{c.cell}**: {c.status} — {c.reason}")
+    out += _not_run_section(results)
     out += _device_section(results)
     out += _attribution_section(cells)
     out += _mutants_section(results)
@@ -99,26 +113,39 @@ def summary_markdown(results: Union[Results, dict]) -> str:
     return "\n".join(out) + "\n"
 
 
-_TIMINGS = ("fetch", "apply", "configure", "build_patched", "build_control", "control")
+_TIMINGS = ("fetch", "apply", "configure", "build_patched", "build_control", "control", "mutants")
 
 
-def _rows_for(rec: Optional[VariantRecord], test: str, device: str) -> str:
-    """One device's rows of one test: "adamw OK, sgd OK" or "p1 FAIL at step 2 (w=0.25, expected 0.5)"."""
+def _device_rows(t, device: str) -> list:
+    return [r for r in t.rows if r.device == device]
+
+
+def _tally(rec: Optional[VariantRecord], test: str, device: str) -> str:
+    """One test on one device in one variant: passed/total of its rows ("29/29", "1/29",
+    "27/27 (2 skipped)"), "not run" for a test the backend skips, what stopped it on that device."""
     t = rec.test(test) if rec else None
+    if rec is not None and rec.status == RecordStatus.BUILD_FAILED:
+        return "build failed"
     if not t:
         return "—"
-    parts = []
-    for r in t.rows:
-        if r.device != device:
-            continue
-        name = r.optimizer or (f"p{r.opt_period}" if r.case in (None, f"opt_period={r.opt_period}") else r.case)
-        detail = ""
-        if r.status == RowStatus.FAIL and r.step is not None:
-            detail = f" at step {r.step} (w={r.actual:g}, expected {r.expected:g})"
-        parts.append(f"{name} {r.status}{detail}")
+    if t.outcome == Outcome.SKIPPED:
+        return "not run"
+    rows = _device_rows(t, device)
+    ok = sum(1 for r in rows if r.status == RowStatus.OK)
+    skipped = sum(1 for r in rows if r.status == RowStatus.SKIPPED)
+    text = f"{ok}/{len(rows) - skipped}" + (f" ({skipped} skipped)" if skipped else "") if rows else ""
     if t.stopped_on == device:
-        parts.append(f"**{t.outcome}{' (' + t.signal + ')' if t.signal else ''} here**")
-    return ", ".join(parts) or "—"
+        text = (text + ", " if text else "") + f"**{t.outcome}{' (' + t.signal + ')' if t.signal else ''} here**"
+    return text or "—"
+
+
+def _first_fail(rec: Optional[VariantRecord], test: str, device: str) -> Optional[str]:
+    """The test's first FAIL line on that device (the gate's own line; test-opt's as "test-opt: sgd FAIL")."""
+    t = rec.test(test) if rec else None
+    for r in _device_rows(t, device) if t else []:
+        if r.status == RowStatus.FAIL:
+            return r.line or f"{test}: {r.key} FAIL"
+    return None
 
 
 def _devices(recs: dict[str, VariantRecord]) -> list[str]:
@@ -133,20 +160,45 @@ def _devices(recs: dict[str, VariantRecord]) -> list[str]:
     return list(seen)
 
 
+_VARIANTS = (("patched", "with fix"), ("control", "without fix"))
+
+
 def _device_section(results: Results) -> list[str]:
-    """Per device, so a Vulkan cell shows the Vulkan device's own rows, not only the CPU's."""
+    """Per device and variant, so a Vulkan cell shows the Vulkan device's own results: each test's
+    passed/total and the first FAIL line(s). Every row is in results.json."""
     out = ["", "## Per-device results", "",
-           "| cell | device | with fix: test-opt | with fix: gate | without fix: test-opt | without fix: gate |",
+           "Rows passed/total per device (skipped rows apart); the first FAIL line of each test. "
+           "Every row: results.json.", "",
+           f"| cell | device | variant | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line |",
            "|---|---|---|---|---|---|"]
     any_rows = False
     for c in results.cells:
         recs = results.records_of(c.cell)
-        p, k = recs.get("patched"), recs.get("control")
-        for dev in _devices(recs):
-            any_rows = True
-            out.append(f"| {c.cell} | {dev} | {_rows_for(p, UPSTREAM_TEST, dev)} | {_rows_for(p, GATE_TEST, dev)} | "
-                       f"{_rows_for(k, UPSTREAM_TEST, dev)} | {_rows_for(k, GATE_TEST, dev)} |")
+        for dev in _devices({k: v for k, v in recs.items() if not v.is_mutant}):
+            for variant, label in _VARIANTS:
+                rec = recs.get(variant)
+                if rec is None:
+                    continue
+                any_rows = True
+                fails = [f for f in (_first_fail(rec, t, dev) for t in (UPSTREAM_TEST, GATE_TEST)) if f]
+                out.append(f"| {c.cell} | {dev} | {label} | {_tally(rec, UPSTREAM_TEST, dev)} | "
+                           f"{_tally(rec, GATE_TEST, dev)} | {'; '.join(f'`{f}`' for f in fails) or '—'} |")
     return out if any_rows else []
+
+
+def _not_run_section(results: Results) -> list[str]:
+    """Tests a backend does not run (its module's skip_tests), with the reason: never counted as passed."""
+    rows = [(c.cell, name, t.skipped or "") for c in results.cells
+            for rec in results.records_of(c.cell).values() if rec.variant == "patched"
+            for name, t in rec.tests.items() if t.outcome == Outcome.SKIPPED]
+    if not rows:
+        return []
+    out = ["", "## Tests not run", "",
+           "Not run in any variant (with the fix, without it, with a mutant), and not built. Without test-opt the "
+           "control's verdict rests on the gate alone, and its reason says so.", "", "| cell | test | why |",
+           "|---|---|---|"]
+    out += [f"| {cell} | {test} | {why} |" for cell, test, why in rows]
+    return out
 
 
 def _attribution_section(cells: list[Cell]) -> list[str]:
@@ -163,7 +215,8 @@ def _attribution_section(cells: list[Cell]) -> list[str]:
 
 
 def _mutants_section(results: Results) -> list[str]:
-    """Each known-wrong fix (native_tests/mutants/) per cell: the gate must kill every one."""
+    """Each known-wrong fix (native_tests/mutants/) per cell: the gate must kill every one. Its
+    verdict and the gate's first FAIL line (or, when it was not killed, why)."""
     rows = [(c, r) for c in results.cells for r in results.mutants_of(c.cell)]
     if not rows:
         return []
@@ -172,12 +225,13 @@ def _mutants_section(results: Results) -> list[str]:
         recs = results.mutants_of(c.cell)
         if recs:
             out.append(f"- **{c.cell}**: " + kill_line([r.verdict for r in recs]))
-    out += ["", "| cell | mutant | what it gets wrong | verdict | why |", "|---|---|---|---|---|"]
+    out += ["", "| cell | mutant | verdict | first FAIL line (or why) |", "|---|---|---|---|"]
     for c, r in rows:
         info = r.mutant or {}
         verdict = r.verdict or r.status
-        why = r.verdict_reason or info.get("skipped", "")
-        out.append(f"| {c.cell} | {info.get('name', r.variant)} | {info.get('why_wrong', '')} | **{verdict}** | {why} |")
+        why = f"`{r.failure_line}`" if r.verdict == Verdict.KILLED and r.failure_line else (
+            r.verdict_reason or info.get("skipped", ""))
+        out.append(f"| {c.cell} | {info.get('name', r.variant)} | **{verdict}** | {why} |")
     return out
 
 

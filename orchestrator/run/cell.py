@@ -125,6 +125,11 @@ class CellContext:
     def run_tests(self) -> bool:
         return self.build_only_reason is None
 
+    @property
+    def skipped_tests(self) -> dict[str, str]:
+        """test -> why this backend does not run it (its module's skip_tests): never built, never run."""
+        return dict(self.module.skip_tests)
+
     def timed(self, name: str, t0: float) -> None:
         self.cell.timings[name] = round(time.monotonic() - t0, 2)
 
@@ -171,6 +176,7 @@ def apply(ctx: CellContext) -> None:
 def configure(ctx: CellContext) -> None:
     assert ctx.worktree is not None
     plan = build_plan(ctx.layout, str(ctx.worktree.path), str(harness(ctx.native_tests, ctx.cell_dir)))
+    plan = replace(plan, targets=tuple(t for t in plan.targets if t not in ctx.skipped_tests))
     ctx.plan = plan if ctx.programs else replace(plan, programs=())
     ctx.steps.step("configure", f"cmake {ctx.module.name}")
     t0 = time.monotonic()
@@ -240,7 +246,8 @@ def _judge_control(ctx: CellContext, rec: VariantRecord) -> None:
     gate_output = (gate.output or "") if gate else ""
     v = ctx.verdict = classify.control_verdict(
         built, rec.outcome(GATE_TEST), gate.exit_code if gate else None, gate_output, rec.outcome(UPSTREAM_TEST),
-        attribution.describe([e for e in entries if e.test == UPSTREAM_TEST], labels=False) if opt_pre else None)
+        attribution.describe([e for e in entries if e.test == UPSTREAM_TEST], labels=False) if opt_pre else None,
+        ctx.skipped_tests.get(UPSTREAM_TEST))
     rec.status, rec.verdict, rec.verdict_reason = RecordStatus(v.verdict.value), v.verdict, v.reason
     rec.failure_line = classify.gate_failure_line(gate_output)
     ctx.cell.failure_kind = attribution.failure_kind(entries)
@@ -248,8 +255,10 @@ def _judge_control(ctx: CellContext, rec: VariantRecord) -> None:
 
 def run_mutants(ctx: CellContext) -> None:
     """Each known-wrong fix (native_tests/mutants/) on the patched tree: rendered into the
-    target's layout, applied, rebuilt (one translation unit and the relinks), the gate run, the
-    files put back (whatever happens). No mutants: nothing to do, nothing recorded."""
+    target's layout, applied, the gate target alone rebuilt (one translation unit and the relinks),
+    the gate run, the files put back (whatever happens). Nothing is rebuilt after a restore: the
+    next mutant's build recompiles the file once, and no later step runs a binary (the next run's
+    build sees the restored file newer than its object). No mutants: nothing to do, nothing recorded."""
     if not ctx.mutant_files:
         return
     skipped = _why_mutants_are_skipped(ctx)
@@ -299,7 +308,7 @@ def conclude(ctx: CellContext) -> None:
     if status != CellStatus.PASSED:
         if not built:
             code = ExitCode.BUILD_FAILED
-        elif any(o != classify.PASSED for o in outcomes.values()):
+        elif any(o not in (classify.PASSED, classify.SKIPPED) for o in outcomes.values()):
             code = ExitCode.EXPECTATIONS_NOT_MET
         else:
             code = ExitCode.CONTROL_NOT_KILLED
@@ -407,7 +416,9 @@ def cache_inputs(ctx: CellContext) -> dict:
             "flags": ctx.module.configure_flags(ctx.backend), "env": ctx.env, "timeout": ctx.backend.timeout,
             "build_only": ctx.build_only_reason is not None, "toolchain": toolchain.versions(),
             "mutants": {m.name: [f.text for f in m.files] for m in ctx.mutant_files},
-            "mutants_enabled": ctx.mutants_enabled}
+            "mutants_enabled": ctx.mutants_enabled,
+            # only where a backend skips tests, so every other cell keeps its key
+            **({"skip_tests": ctx.skipped_tests} if ctx.skipped_tests else {})}
 
 
 def results_cache_dir(cache: Cache) -> Path:
@@ -517,12 +528,15 @@ def _build_variant(ctx: CellContext, variant: str, targets: Optional[tuple[str, 
 
 
 def _run_variant(ctx: CellContext, rec: VariantRecord) -> None:
-    """Both tests, then the training program, on a built variant."""
+    """Both tests (those the backend skips recorded with the reason, not run), then the training
+    program, on a built variant."""
     assert ctx.plan is not None
     for test_name in TESTS:
-        rec.tests[test_name] = _run_test(ctx, rec.variant, test_name)
-    outcomes = [t.outcome for t in rec.tests.values()]
-    rec.status = RecordStatus.PASSED if all(o == classify.PASSED for o in outcomes) else RecordStatus.FAILED
+        why = ctx.skipped_tests.get(test_name)
+        rec.tests[test_name] = (TestRecord.not_run(why, gate=test_name == GATE_TEST) if why is not None
+                                else _run_test(ctx, rec.variant, test_name))
+    outcomes = [t.outcome for t in rec.tests.values() if t.outcome != classify.SKIPPED]
+    rec.status = RecordStatus.PASSED if outcomes and all(o == classify.PASSED for o in outcomes) else RecordStatus.FAILED
     for program in ctx.plan.programs:
         ctx.steps.step(f"train {rec.variant}", program)
         run = run_test(program, test_argv(ctx.build_dir / "bin" / program), ctx.backend.timeout, ctx.env,
@@ -611,7 +625,8 @@ def _run_mutant(ctx: CellContext, m: Mutant) -> VariantRecord:
             apply_error = e.line
         ctx.steps.done("applied" if apply_error is None else f"did not apply: {apply_error}")
         if apply_error is None:
-            built = _build_variant(ctx, variant, ctx.plan.targets, f"mutant-{m.name}")
+            # the gate alone: test-opt and the training program are not run on a mutant, so never relinked
+            built = _build_variant(ctx, variant, (GATE_TEST,), f"mutant-{m.name}")
             rec.build = built.build
             if built.status == RecordStatus.BUILT:
                 gate = rec.tests[GATE_TEST] = _run_test(ctx, variant, GATE_TEST, f"mutant-{m.name}")

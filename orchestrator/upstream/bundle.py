@@ -84,7 +84,8 @@ def _cell_problems(results: Results, cell: Cell) -> list[str]:
     elif not (patched.build and patched.build.ok):
         found.append(f"{cid}: the patched variant did not build")
     else:
-        bad = [f"{name} {t.outcome}" for name, t in patched.tests.items() if t.outcome != Outcome.PASSED]
+        bad = [f"{name} {t.outcome}" for name, t in patched.tests.items()
+               if t.outcome not in (Outcome.PASSED, Outcome.SKIPPED)]  # skipped: the backend's, with its reason
         if bad:
             found.append(f"{cid}: with the fix {', '.join(bad)}")
     if patched is not None and control is None:
@@ -163,6 +164,18 @@ OUTCOME_COLUMNS = ("backend", "device", "test", "optimizer", "opt_period", "with
 
 CELL_COLUMNS = ("cell", "backend", "status", "negative control", "test-opt with the fix", "gate with the fix",
                 "gate with the fix reverted", "build with the fix (s)", "control rebuild (s)")
+
+
+def skipped_tests(results: Results | dict, target: str) -> list[tuple[str, str, str]]:
+    """(cell, test, why) for every test a cell's backend does not run (its patched variant's record)."""
+    results = as_results(results)
+    out = []
+    for c in results.cells_of(target):
+        patched = results.records_of(c.cell).get("patched")
+        for name, t in (patched.tests.items() if patched else ()):
+            if t.outcome == Outcome.SKIPPED:
+                out.append((c.cell, name, t.skipped or ""))
+    return out
 
 
 def _device_text(device: Optional[dict]) -> str:
@@ -312,10 +325,12 @@ class BundleResult:
 def make_bundles(opts: BundleOptions) -> tuple[list[BundleResult], list[str]]:
     """Every bundle the results allow, and the targets left out (with why). Refuses, writing
     nothing, when the results do not prove the fix (unless allow_incomplete)."""
+    from ..evidence.known_limits import load_known_limits
     from ..patchset.files import load_series
 
     results, results_sha = load_results(opts.results_dir)
     chosen = _chosen_targets(results, opts.targets, opts.results_dir)
+    limits = load_known_limits(Path(opts.matrix.series_dir))  # malformed: one line, exit 2, before any work
     found = [p for p in problems(results, load_series(opts.matrix).sha256) if p.target in (None, *chosen)]
     if found and not opts.allow_incomplete:
         raise BundleRefused(refusal_message(found))
@@ -325,7 +340,7 @@ def make_bundles(opts: BundleOptions) -> tuple[list[BundleResult], list[str]]:
             left_out.append(f"{target}: the series was never applied in this run, so there is nothing to send")
             continue
         warnings = [p.text for p in found if p.target in (None, target)]
-        made.append(bundle_target(opts, results, results_sha, target, warnings))
+        made.append(bundle_target(opts, results, results_sha, target, warnings, limits))
     if not made:
         raise BundleRefused("nothing to bundle: " + "; ".join(left_out))
     return made, left_out
@@ -348,7 +363,7 @@ def _same(cells: list[Cell], what: str, get: Callable[[Cell], Optional[str]]) ->
 
 
 def bundle_target(opts: BundleOptions, results: Results, results_sha: str, target_name: str,
-                  warnings: list[str]) -> BundleResult:
+                  warnings: list[str], known_limits: tuple = ()) -> BundleResult:
     from ..cache import slug
     from ..patchset.files import load_series
     from ..patchset.render import rendered_for_target
@@ -393,7 +408,8 @@ def bundle_target(opts: BundleOptions, results: Results, results_sha: str, targe
         docs = documents.documents(policy=rules, cover=cov, results=results, results_sha256=results_sha,
                                    target=target_name, commits=commits, patches=patches, toolchain=toolchain,
                                    warnings=warnings, canonical_paths=load_series(matrix).paths(),
-                                   read_file=lambda path: repo.read_blob(base, path), finetune=finetune)
+                                   read_file=lambda path: repo.read_blob(base, path), known_limits=known_limits,
+                                   finetune=finetune)
     files_text: dict[str, str | bytes] = {**dict(patches), **docs.files}
     trained = training_cell(results, target_name)
     if trained and trained.training and rules.takes_pull_request and can_plot():  # the table is in the body anyway
@@ -411,6 +427,9 @@ def bundle_target(opts: BundleOptions, results: Results, results_sha: str, targe
                    patched_commit=patched, patches=patches, files=files, verification=verification,
                    toolchain=toolchain, warnings=warnings)
     man.update(docs.manifest_fields(opts.author, opts.assisted_by, head))
+    from ..evidence.known_limits import as_json
+
+    man["known_limits"] = as_json(known_limits)  # patches/known-limits.yaml: what the series leaves as it is
     files_text[MANIFEST] = json.dumps(man, indent=2) + "\n"
     from .. import outdir
 
@@ -532,7 +551,7 @@ def verify(opts: BundleOptions, target, repo, worktree, work: Path, base: str, p
     assert ctx.patched is not None and ctx.patched.build is not None
     tests = {name: {"outcome": str(t.outcome), "exit_code": t.exit_code, "summary_line": t.summary_line,
                     "log": t.log} for name, t in ctx.patched.tests.items()}
-    failed = [f"{n} {t['outcome']}" for n, t in tests.items() if t["outcome"] != Outcome.PASSED]
+    failed = [f"{n} {t['outcome']}" for n, t in tests.items() if t["outcome"] not in (Outcome.PASSED, Outcome.SKIPPED)]
     if failed:
         raise BundleVerificationFailed(f"{target.name}: with the bundle applied to a fresh copy of the base: "
                                        f"{', '.join(failed)} (logs: {ctx.logs})")

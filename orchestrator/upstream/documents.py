@@ -68,6 +68,7 @@ def documents(
     warnings: list[str],
     canonical_paths: list[str],
     read_file,
+    known_limits: tuple = (),
     finetune=None,
 ) -> Documents:
     """read_file(path) -> the target's file at its base commit (None when absent): the sync script.
@@ -77,7 +78,7 @@ def documents(
     cover_problems: list[str] = []
     if policy.takes_pull_request:
         data = pr_body.evidence(results, results_sha256, target, commits, names, toolchain, policy.repo.value,
-                                finetune=finetune)
+                                known_limits, finetune=finetune)
         texts = {
             "PR_TITLE": B.pr_title(commits) + "\n",
             "PR_BODY.md": pr_body.body(policy.template, cover, data),

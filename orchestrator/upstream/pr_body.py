@@ -13,6 +13,9 @@ from typing import Optional
 
 from ..evidence import finetune as ft
 from ..evidence.finetune import FinetuneResults
+from ..evidence.known_limits import FILE as _LIMITS_FILE
+from ..evidence.known_limits import KnownLimit
+from ..evidence.known_limits import table as limits_table
 from ..evidence.training import table_markdown
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..redact import redact
@@ -41,6 +44,7 @@ _ASCII = {
     "\u00b5": "u",
 }
 NONE = "-"
+KNOWN_LIMITS_PATH = f"patches/{_LIMITS_FILE}"
 
 
 def ascii_text(text: str) -> str:
@@ -71,6 +75,8 @@ def _code(x) -> str:
 
 def _summary(rec, test: str) -> Optional[str]:
     t = rec.test(test) if rec else None
+    if t and t.skipped is not None:
+        return "skipped"  # the backend does not run it: the reason is in the notes below the table
     return t.summary_line if t else None
 
 
@@ -207,9 +213,11 @@ def evidence(
     patch_names: list[str],
     toolchain: dict,
     repo: Optional[str],
+    known_limits: tuple[KnownLimit, ...] = (),
     finetune: Optional[FinetuneResults] = None,
 ) -> list[str]:
-    """Everything the tool puts under "Additional information": data only, ASCII."""
+    """Everything the tool puts under "Additional information": data only, ASCII. `known_limits`:
+    the contributor's patches/known-limits.yaml (what the series leaves as it is), as a table."""
     results = as_results(results)
     cells = results.cells_of(target)
     layout = cells[0].layout if cells else ""
@@ -236,6 +244,10 @@ def evidence(
         f"- {ascii_text(c.cell)} {c.status}: {ascii_text(B._one_line(c.reason))}"
         for c in cells
         if c.status in B.NOT_RUN
+    ]
+    notes += [
+        f"- {ascii_text(cell)}: {ascii_text(test)} not run on this backend: {ascii_text(B._one_line(why))}"
+        for cell, test, why in B.skipped_tests(results, target)
     ]
     if notes:
         out += [""] + notes
@@ -271,6 +283,9 @@ def evidence(
                 f"- {ascii_text(c.cell)} ({ascii_text(c.layout or NONE)} layout): {c.status}"
                 + (f", control {verdict}" if verdict else "")
             )
+    if known_limits:
+        out += ["", f"#### Known limits, not changed by this series ({KNOWN_LIMITS_PATH})", ""]
+        out += [ascii_text(line) for line in limits_table(known_limits)]
     out += ["", "#### Base commits", ""] + base_rows(results, target, repo)
     out += ["", "#### Reproduce", "", "```sh", *reproduce_fixed(results, target, patch_names, layout), "```"]
     bug = reproduce_bug(results, target, commits, patch_names, layout)

@@ -152,8 +152,6 @@ def test_body_title_issue_and_manifest_come_from_the_run_and_the_template(real_r
 SERIES_OWN_TEXT = ("ascii-commit-messages", "ascii-added-lines", "comment-length", "comment-wrap", "subject", "trailers")
 
 
-@pytest.mark.xfail(strict=True, reason="today's patches/0001 and 0002 carry 4- and 13-line, hard-wrapped comments; "
-                                       "helper native rewrites them: drop this mark when that lands")
 def test_readiness_has_no_fail_for_the_series_own_text(real_run):
     results, _ = real_run
     for target in ("llama.cpp", "ggml"):

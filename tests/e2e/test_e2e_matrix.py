@@ -1,9 +1,15 @@
 """End to end: the real default matrix on both pinned upstream targets (real sdists, CMake, tests):
-CPU always, Vulkan through lavapipe where scripts/setup-vulkan-lavapipe.sh has run, CUDA and
-Metal skipped with their reasons on a machine without them.
+CPU and cpu-sanitize always, Vulkan through lavapipe where scripts/setup-vulkan-lavapipe.sh has run,
+CUDA and Metal skipped with their reasons on a machine without them. Every known-wrong fix
+(native_tests/mutants/) is killed on both layouts.
 
 Slow (about a minute cold on 2 cores for CPU, about 200 s more per target for Vulkan; the sdists
-are fetched once into the tool's cache).
+are fetched once into the tool's cache). cpu-sanitize runs on both layouts, as the default profile
+has it: a cell with an empty ccache cost 347 s (ggml) and 322 s (llama.cpp) on 2 cores shared with
+another build (load average about 4), with a warm ccache and a fresh tool cache 33 s and 41 s (12
+mutants included). About 11 minutes more on a cold CI machine keeps .ci/run (about 30 minutes cold,
+90 allowed) affordable, and one layout alone would leave the other's sanitizer build unchecked (the
+native_tests harness for llama.cpp, ggml's own test build for ggml).
 """
 import json
 import os
@@ -21,7 +27,9 @@ from ..helpers.tools import run_tool
 FAILURE_LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
 VK_FAILURE_LINE = "device=Vulkan0 opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
 TARGETS = ["llama.cpp", "ggml"]
-BACKENDS = ["cpu", "vulkan", "cuda", "metal"]  # the default profile, in order
+BACKENDS = ["cpu", "vulkan", "cuda", "metal", "cpu-sanitize"]  # the default profile, in order
+N_CELLS = len(TARGETS) * len(BACKENDS)
+N_MUTANTS = len(list((Path(__file__).resolve().parents[2] / "native_tests" / "mutants").glob("*.patch")))
 
 
 def _vulkan_missing(matrix_path: Path, cache: Path):
@@ -63,11 +71,11 @@ def test_matrix_exits_zero_and_writes_results(matrix_run, vulkan_missing):
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
     assert (results / "results.json").exists() and (results / "summary.md").exists()
     # CUDA and Metal are skipped here (no GPU, not macOS); Vulkan runs wherever its setup ran
-    expected = "2 passed, 0 failed, 6 skipped" if vulkan_missing else "4 passed, 0 failed, 4 skipped"
+    expected = "4 passed, 0 failed, 6 skipped" if vulkan_missing else "6 passed, 0 failed, 4 skipped"
     assert expected in proc.stdout
     # progress names the cell and the step
-    assert re.search(r"\[\d/8\] llama.cpp/cpu: build patched", proc.stderr)
-    assert "[5/8] ggml/cpu: control" in proc.stderr
+    assert re.search(rf"\[\d+/{N_CELLS}\] llama.cpp/cpu: build patched", proc.stderr)
+    assert f"[6/{N_CELLS}] ggml/cpu: control" in proc.stderr
 
 
 @pytest.mark.parametrize("target", ["llama.cpp", "ggml"])
@@ -86,7 +94,8 @@ def test_each_target_patched_passes_and_control_is_killed(matrix_run, target):
         ("CPU", "adamw", "OK"), ("CPU", "sgd", "OK")}
     gate = patched["tests"]["test-opt-dynamic-accum"]
     assert gate["outcome"] == "passed"
-    assert [(r["opt_period"], r["status"]) for r in gate["rows"]] == [(1, "OK"), (2, "OK"), (3, "OK")]
+    assert [r["case"] for r in gate["rows"][:3]] == ["opt_period=1", "opt_period=2", "opt_period=3"]
+    assert len(gate["rows"]) == 29 and {r["status"] for r in gate["rows"]} == {"OK"}
 
     control = recs["control"]
     assert control["verdict"] == "killed"
@@ -115,8 +124,12 @@ def test_results_json_keeps_every_key_of_the_committed_sample(matrix_run):
 def test_summary_names_the_failure_line(matrix_run, vulkan_missing):
     _, results = matrix_run
     summary = (results / "summary.md").read_text()
-    assert ("2/8 cells passed (6 skipped)" if vulkan_missing else "4/8 cells passed (4 skipped)") in summary
-    assert summary.count(FAILURE_LINE) == 2
+    assert (f"4/{N_CELLS} cells passed (6 skipped)" if vulkan_missing else f"6/{N_CELLS} cells passed (4 skipped)") \
+        in summary
+    for cell in ("llama.cpp/cpu", "ggml/cpu", "llama.cpp/cpu-sanitize", "ggml/cpu-sanitize"):
+        row = next(line for line in summary.splitlines() if line.startswith(f"| {cell} | "))
+        assert f"| killed | `{FAILURE_LINE}` |" in row, row
+        assert f"| {cell} | CPU | without fix | " in summary and f"| {cell} | CPU | with fix | " in summary
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -153,21 +166,22 @@ def test_vulkan_cell_passes_with_rows_for_both_devices(matrix_run, vulkan_missin
     assert {(r["device"], r["optimizer"], r["status"]) for r in patched["tests"]["test-opt"]["rows"]} == {
         ("Vulkan0", "adamw", "OK"), ("Vulkan0", "sgd", "OK"), ("CPU", "adamw", "OK"), ("CPU", "sgd", "OK")}
     gate = patched["tests"]["test-opt-dynamic-accum"]
-    assert {(r["device"], r["opt_period"], r["status"]) for r in gate["rows"]} == {
-        (d, p, "OK") for d in ("Vulkan0", "CPU") for p in (1, 2, 3)}
+    assert {r["device"] for r in gate["rows"]} == {"Vulkan0", "CPU"} and {r["status"] for r in gate["rows"]} == {"OK"}
+    assert len(gate["rows"]) == 2 * 29
 
     control = recs["control"]
     assert control["verdict"] == "killed", control["verdict_reason"]
     assert control["failure_line"] == VK_FAILURE_LINE  # the Vulkan device's own failure, not only the CPU's
     vk_rows = [r for r in control["tests"]["test-opt-dynamic-accum"]["rows"] if r["device"] == "Vulkan0"]
-    assert [(r["opt_period"], r["status"]) for r in vk_rows] == [(1, "FAIL"), (2, "FAIL"), (3, "FAIL")]
+    assert [(r["opt_period"], r["status"]) for r in vk_rows[:3]] == [(1, "FAIL"), (2, "FAIL"), (3, "FAIL")]
     assert vk_rows[0]["actual"] == 0.25 and vk_rows[0]["expected"] == 0.5
     assert control["tests"]["test-opt"]["outcome"] == "passed"
 
     summary = (results / "summary.md").read_text()
-    row = next(l for l in summary.splitlines() if l.startswith(f"| {target}/vulkan | Vulkan0 |"))
-    assert "adamw OK, sgd OK" in row and "p1 OK, p2 OK, p3 OK" in row and "p1 FAIL at step 2 (w=0.25, expected 0.5)" in row
-    assert f"| {target}/vulkan | CPU |" in summary
+    assert f"| {target}/vulkan | Vulkan0 | with fix | 2/2 | 29/29 | — |" in summary
+    row = next(l for l in summary.splitlines() if l.startswith(f"| {target}/vulkan | Vulkan0 | without fix |"))
+    assert row.startswith(f"| {target}/vulkan | Vulkan0 | without fix | 2/2 | ") and f"`{VK_FAILURE_LINE}`" in row
+    assert f"| {target}/vulkan | CPU | with fix | 2/2 | 29/29 | — |" in summary
 
 
 def _system_lavapipe_is_mesa_22(tool_cache):
@@ -295,3 +309,50 @@ def test_training_evidence_for_both_variants(matrix_run):
         assert recs["control"]["training"]["epochs"] == t["without_fix"]
         assert recs["patched"]["training"]["duration_s"] < 60
     assert "## Training: loss per epoch" in (results / "summary.md").read_text()
+
+
+# ---- cpu-sanitize (ASan + UBSan): the gate alone, test-opt skipped with its reason ----
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_cpu_sanitize_passes_with_test_opt_skipped_and_the_verdict_on_the_gate_alone(matrix_run, target):
+    from orchestrator.backends.cpu_sanitize import TEST_OPT_SKIP
+
+    _, results = matrix_run
+    data = json.loads((results / "results.json").read_text())
+    cell = _cell(data, target, "cpu-sanitize")
+    assert cell["status"] == "passed" and cell["exit_code"] == 0, cell
+    assert "test-opt not run on this backend" in cell["reason"]
+    assert cell["device"]["sanitizers"] == ["address", "undefined"]
+    recs = _recs(data, target, "cpu-sanitize")
+    for variant in ("patched", "control"):
+        t = recs[variant]["tests"]["test-opt"]
+        assert (t["outcome"], t["skipped"], t["exit_code"]) == ("skipped", TEST_OPT_SKIP, None)
+    assert recs["patched"]["tests"]["test-opt-dynamic-accum"]["outcome"] == "passed"
+    control = recs["control"]
+    assert control["verdict"] == "killed" and control["failure_line"] == FAILURE_LINE
+    assert control["verdict_reason"].endswith(f"(verdict on the gate alone: test-opt is not run on this backend: "
+                                              f"{TEST_OPT_SKIP})")
+    # test-opt is never built there
+    build_log = Path(recs["patched"]["build"]["log"]).read_text()
+    assert "--target test-opt-dynamic-accum" in build_log and "--target test-opt " not in build_log
+    summary = (results / "summary.md").read_text()
+    assert f"| {target}/cpu-sanitize | test-opt | {TEST_OPT_SKIP} |" in summary
+    import xml.etree.ElementTree as ET
+
+    cases = [c for c in ET.parse(results / "junit.xml").iter("testcase")
+             if c.get("classname", "").startswith(f"ggml-patch/{target}/cpu-sanitize/") and c.get("name") == "test-opt"]
+    assert len(cases) == 2 and all(c.find("skipped") is not None for c in cases)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cpu-sanitize"])
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_known_wrong_fix_is_killed(matrix_run, target, backend):
+    _, results = matrix_run
+    data = json.loads((results / "results.json").read_text())
+    cell = _cell(data, target, backend)
+    assert cell["mutants"] == {"total": N_MUTANTS, "killed": N_MUTANTS, "survived": [], "invalid": [],
+                               "skipped": None}, cell["mutants"]
+    mutants = [r for r in _recs(data, target, backend).values() if r["variant"].startswith("mutant:")]
+    assert len(mutants) == N_MUTANTS and all(r["verdict"] == "killed" and r["failure_line"] for r in mutants)
+    assert f"- **{target}/{backend}**: the gate kills {N_MUTANTS}/{N_MUTANTS} known-wrong fixes" in \
+        (results / "summary.md").read_text()

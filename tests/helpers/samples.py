@@ -46,7 +46,8 @@ def control_survived(results: dict, cell: str = "ggml/cpu") -> dict:
     n = len(gate["rows"])
     gate.update(outcome="passed", exit_code=0, failure_line=None,
                 summary_line=f"{n}/{n} device*opt_period passed, 0 skipped",
-                rows=[{"device": x["device"], "opt_period": x["opt_period"], "status": "OK"} for x in gate["rows"]])
+                rows=[{**{k: x[k] for k in ("device", "case", "opt_period") if k in x}, "status": "OK"}
+                      for x in gate["rows"]])
     rec.update(status="survived", verdict="survived", failure_line=None,
                verdict_reason="the gate test passed without the fix: it is not a gate")
     c = next(x for x in r["cells"] if x["cell"] == cell)
@@ -86,3 +87,26 @@ def edited(edit, path=CPU_SAMPLE) -> dict:
     data = sample(path)
     edit(data)
     return data
+
+
+SANITIZE_SKIP = "test-opt leaks under LeakSanitizer (test stand-in)"
+
+
+def with_sanitize_cell(results: dict, of: str = "ggml/cpu", skip: str = SANITIZE_SKIP) -> dict:
+    """`results` plus a copy of cell `of` as `<target>/cpu-sanitize`, whose backend does not run
+    test-opt: recorded skipped, with `skip` as the reason, in both variants."""
+    r = copy.deepcopy(results)
+    target = of.split("/")[0]
+    cid = f"{target}/cpu-sanitize"
+    cell = copy.deepcopy(next(c for c in r["cells"] if c["cell"] == of))
+    cell.update(cell=cid, backend="cpu-sanitize",
+                reason="every test run passes with the fix (test-opt not run on this backend); "
+                       "the gate fails without it")
+    r["cells"].append(cell)
+    for rec in [x for x in r["records"] if x["cell"] == of]:
+        rec = copy.deepcopy(rec)
+        rec.update(cell=cid, backend="cpu-sanitize")
+        rec["tests"][UPSTREAM] = {"outcome": "skipped", "exit_code": None, "signal": None, "duration_s": 0.0,
+                                  "log": "", "rows": [], "summary_line": None, "skipped": skip}
+        r["records"].append(rec)
+    return r

@@ -158,7 +158,8 @@ def test_results_summary_and_junit_show_every_mutant(fake_cell):
     assert [r.verdict for r in again.mutants_of("fake/cpu")] == list(EXPECTED.values())
     md = summary_markdown(again)
     assert "- **fake/cpu**: the gate kills 1/6 known-wrong fixes" in md
-    assert "| fake/cpu | 02-survives | 02-survives is wrong on purpose | **survived** |" in md
+    assert "| fake/cpu | 02-survives | **survived** | the gate test passed with this known-wrong fix" in md
+    assert f"| fake/cpu | 01-killed | **killed** | `{FAIL_LINE}` |" in md
     root = ET.fromstring(junit_xml(again))
     cases = {c.get("name"): c for c in root.iter("testcase") if c.get("classname") == "ggml-patch/fake/cpu/mutant"}
     assert cases[mutant_case_name("01-killed")].find("failure") is None
@@ -216,3 +217,15 @@ def test_the_result_cache_key_covers_the_mutant_files_and_the_flag(fake_cell):
     ctx.mutant_files = ctx.mutant_files[:-1] + [parse_mutant("06-does-not-apply.patch",
                                                              mutant_text("06", "other\n", "OTHER\n"))]
     assert cell_key(cache_inputs(ctx)) != key
+
+
+def test_mutants_rebuild_the_gate_alone(fake_cell):
+    """test-opt is not run on a mutant, so it is never relinked with one: only the gate target is built."""
+    ctx = fake_cell
+    ctx.mutant_files = [m for m in ctx.mutant_files if m.name in ("01-killed", "02-survives")]
+    run_mutants(ctx)
+    assert (ctx.build_dir / "bin" / "test-opt").read_text() == FIXED  # as the patched build left it
+    assert (ctx.build_dir / "bin" / GATE_TEST).read_text() == WRONG["02-survives"]  # the last mutant's
+    for name in ("01-killed", "02-survives"):
+        log = (ctx.logs / f"build-mutant-{name}.log").read_text()
+        assert "bin/test-opt-dynamic-accum" in log and "bin/test-opt\n" not in log and "bin/test-opt " not in log

@@ -3,6 +3,7 @@ that would be skipped there fails instead (exit 9), saying why; never a silent g
 Metal on Linux is the skip here: it is decided before anything is fetched or built."""
 import json
 import os
+import re
 import sys
 
 import pytest
@@ -49,3 +50,27 @@ def test_a_required_backend_that_cannot_run_fails_with_exit_9(tmp_path, how):
 def test_an_unknown_required_backend_is_a_config_error(tmp_path):
     proc = _matrix(tmp_path, "--require-backend", "metl")
     assert proc.returncode == 2 and "unknown backend 'metl'; did you mean 'metal'?" in proc.stderr
+
+
+def test_the_variable_names_the_machine_so_a_backend_the_matrix_lacks_is_not_asked(tmp_path):
+    m = tmp_path / "no-vulkan.yaml"
+    text = (ROOT / "matrix.yaml").read_text().replace("path: patches", f"path: '{ROOT / 'patches'}'")
+    text = text.replace("native_tests: native_tests", f"native_tests: '{ROOT / 'native_tests'}'")
+    m.write_text(re.sub(r"\n  vulkan:\n(    .*\n)+", "\n", text).replace(", vulkan,", ","))
+    old = os.environ.copy()
+    os.environ["GGML_PATCH_REQUIRE_BACKEND"] = "vulkan"
+    try:
+        proc = run_tool("matrix", "--matrix", str(m), "--cache", str(tmp_path / "cache"), "--results",
+                        str(tmp_path / "results"), "--target", "ggml", "--backend", "metal")
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    assert proc.returncode == 0, proc.stderr
+    assert _cell(tmp_path)["status"] == "skipped"
+
+
+def test_an_unknown_backend_in_the_variable_is_a_config_error(tmp_path):
+    proc = _matrix(tmp_path, env={"GGML_PATCH_REQUIRE_BACKEND": "vulkn"})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == ("ggml-patch: error: $GGML_PATCH_REQUIRE_BACKEND: unknown backend 'vulkn' "
+                                   "(backends: cpu, vulkan, cuda, metal, cpu-sanitize)")

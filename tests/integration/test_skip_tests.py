@@ -1,0 +1,90 @@
+"""A backend's skip_tests through the real pipeline steps (configure, build, test, control,
+mutants, conclude) on the fake project of test_mutants.py (CMake and Ninja, no compiler): the
+skipped test is never built and never run in any variant, recorded skipped with its reason in
+each; the control's verdict rests on the gate alone and says so; the cell passes."""
+import pytest
+
+from orchestrator import backends
+from orchestrator.backends.cpu import Cpu
+from orchestrator.cache import Cache
+from orchestrator.config import Backend, Source, Target
+from orchestrator.patchset.layout import GATE_TEST, UPSTREAM_TEST
+from orchestrator.patchset.series import Series, parse_patch, unified_file_diff
+from orchestrator.report.model import Cell, CellStatus, Outcome, RecordStatus, Verdict
+from orchestrator.run import cell as cell_mod
+from orchestrator.run.cell import CellContext, Steps, run_steps
+from orchestrator.sources import Snapshot
+from orchestrator.vcs.snapshots import SnapshotRepo, Worktree
+
+from ..helpers.tools import ROOT
+from .test_mutants import FAIL_LINE, FAKE_CMAKE, FIXED, MAKE, _mutants
+
+WHY = "test-opt leaks under LeakSanitizer (test stand-in)"
+UNFIXED = FIXED.replace("echo 'device=CPU opt_period=1: OK'", f"echo '{FAIL_LINE}'").replace("exit 0", "exit 1")
+
+
+class SkipsTestOpt(Cpu):
+    name = "cpu-sanitize"
+    skip_tests = {UPSTREAM_TEST: WHY}
+
+
+@pytest.fixture
+def skipping_cell(tmp_path, monkeypatch):
+    src = tmp_path / "tree"
+    (src / "src").mkdir(parents=True)
+    (src / "src" / "ggml-opt.cpp").write_text(UNFIXED)
+    (src / "CMakeLists.txt").write_text(FAKE_CMAKE)
+    (src / "make.cmake").write_text(MAKE)
+    repo = SnapshotRepo(tmp_path / "s.git")
+    base = repo.import_tree(src, "refs/snapshots/fake", "fake")
+    cell_dir = tmp_path / "cell"
+    wt = Worktree(repo, cell_dir / "src")
+    wt.ensure(base)
+    (wt.path / "src" / "ggml-opt.cpp").write_text(FIXED)
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    wt.git("commit", "-q", "-am", "fix", env=env)
+    fix = parse_patch("0001-fix.patch", unified_file_diff("src/ggml-opt.cpp", UNFIXED, FIXED))
+    target = Target("fake", "ggml", "", Source("local", {"path": str(src)}, "targets.fake.source"))
+    backend = Backend("cpu-sanitize", timeout=5)
+    c = Cell("fake/cpu-sanitize", "fake", "cpu-sanitize", "ggml", CellStatus.ERROR)
+    ctx = CellContext(target, backend, SkipsTestOpt(), Cache(tmp_path / "cache"), ROOT / "native_tests", cell_dir,
+                      tmp_path / "logs", Steps(), c, series=Series("llama.cpp", ()), repo=repo, worktree=wt,
+                      mutant_files=_mutants()[:1], programs=False)
+    ctx.snap = Snapshot(base, "fake base")
+    ctx.rendered = Series("ggml", (fix,))
+    # the fake project is its own CMake source dir: the layout's plan pointed at it
+    monkeypatch.setattr(cell_mod, "build_plan", lambda layout, worktree, harness: cell_mod.BuildPlan(
+        worktree, (), (UPSTREAM_TEST, GATE_TEST), ()))
+    return ctx
+
+
+def test_a_skipped_test_is_never_built_or_run_and_the_cell_passes(skipping_cell):
+    ctx = skipping_cell
+    run_steps(ctx, ("configure", "build", "test", "control", "mutants", "conclude"))
+    assert ctx.plan.targets == (GATE_TEST,)
+    assert not (ctx.build_dir / "bin" / UPSTREAM_TEST).exists()  # never built
+    assert not list(ctx.logs.glob(f"*-{UPSTREAM_TEST}.log"))  # never run
+    recs = {r.variant: r for r in ctx.records}
+    for variant in ("patched", "control"):
+        t = recs[variant].tests[UPSTREAM_TEST]
+        assert t.outcome is Outcome.SKIPPED and t.skipped == WHY and t.exit_code is None
+    assert recs["patched"].status == RecordStatus.PASSED
+    assert recs["patched"].tests[GATE_TEST].outcome is Outcome.PASSED
+    control = recs["control"]
+    assert control.verdict is Verdict.KILLED and control.failure_line == FAIL_LINE
+    assert control.verdict_reason.endswith(f"(verdict on the gate alone: test-opt is not run on this backend: {WHY})")
+    mutant = recs["mutant:01-killed"]
+    assert mutant.verdict is Verdict.KILLED and set(mutant.tests) == {GATE_TEST}
+    assert ctx.cell.status == CellStatus.PASSED and ctx.cell.exit_code == 0, ctx.cell.reason
+    assert "test-opt not run on this backend" in ctx.cell.reason
+    assert ctx.worktree.is_clean()
+
+
+def test_the_result_cache_key_names_the_skips_only_where_there_are_some(skipping_cell):
+    from orchestrator.run.cell import cache_inputs
+
+    ctx = skipping_cell
+    ctx.env = {}
+    assert cache_inputs(ctx)["skip_tests"] == {UPSTREAM_TEST: WHY}
+    ctx.module = backends.get("cpu")
+    assert "skip_tests" not in cache_inputs(ctx)  # every other backend keeps its key
