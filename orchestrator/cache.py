@@ -2,6 +2,7 @@
 
 Nothing outside it (and the results directory) is ever written.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,10 @@ def default_cache_dir() -> Path:
     env = os.environ.get("GGML_PATCH_CACHE")
     if env is not None and not env.strip():
         # an empty value is a mistake (an unset CI variable), not a request for the default
-        raise ConfigError("GGML_PATCH_CACHE is set but empty: unset it to use the default "
-                          "(~/.cache/ggml-patch), or name a folder (or pass --cache DIR)")
+        raise ConfigError(
+            "GGML_PATCH_CACHE is set but empty: unset it to use the default "
+            "(~/.cache/ggml-patch), or name a folder (or pass --cache DIR)"
+        )
     if env:
         return Path(os.path.expanduser(env)).absolute()
     xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -106,8 +109,11 @@ class Cache:
         from .locking import hold
 
         lock_dir = self._dir("locks")
-        with hold(lock_dir / f"{slug(name)}.lock", f"the lock {name!r} in {self.root}",
-                  self.lock_timeout if timeout is None else timeout):
+        with hold(
+            lock_dir / f"{slug(name)}.lock",
+            f"the lock {name!r} in {self.root}",
+            self.lock_timeout if timeout is None else timeout,
+        ):
             yield
 
 

@@ -1,6 +1,7 @@
 """Cancellation: one token shared by the cells of a run. Ctrl-C or SIGTERM arrive in the main
 thread; the other cells stop at their next step or build line, as if interrupted there (their
 compilers are killed and a reverted tree is put back on the way out)."""
+
 from __future__ import annotations
 
 import threading

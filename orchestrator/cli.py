@@ -1,4 +1,5 @@
 """The `ggml-patch` command line. Every user-facing error is one line and a distinct exit code."""
+
 from __future__ import annotations
 
 import argparse
@@ -7,7 +8,7 @@ import math
 import os
 import signal
 import sys
-from typing import Optional
+from typing import NoReturn, Optional
 
 from .commands import COMMANDS
 from .errors import ExitCode, GgmlPatchError
@@ -21,23 +22,39 @@ def _command(name: str):
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors: the usage block is what --help is for."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(int(ExitCode.CONFIG), f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     common.add_argument("--matrix", default="matrix.yaml", metavar="PATH", help="matrix file (default: matrix.yaml)")
-    common.add_argument("--cache", metavar="DIR",
-                        help="cache directory (default: $GGML_PATCH_CACHE or ~/.cache/ggml-patch)")
-    common.add_argument("--lock-timeout", type=_seconds, metavar="S",
-                        help="give up (exit 3) when another run holds a lock this tool needs for S seconds "
-                             "(default: wait, saying who holds it)")
-    common.add_argument("--pins", metavar="FILE",
-                        help="git targets pinned to commits (`ggml-patch resolve-refs --out FILE`): one commit per CI run")
-    common.add_argument("--pin", action="append", default=[], metavar="TARGET=COMMIT",
-                        help="pin one git target to a commit (repeatable; wins over --pins)")
-    p = _Parser(prog="ggml-patch", description="Carry the ggml-opt per-step accumulator fix into ggml, llama.cpp and forks, and prove it on every backend.")
+    common.add_argument(
+        "--cache", metavar="DIR", help="cache directory (default: $GGML_PATCH_CACHE or ~/.cache/ggml-patch)"
+    )
+    common.add_argument(
+        "--lock-timeout",
+        type=_seconds,
+        metavar="S",
+        help="give up (exit 3) when another run holds a lock this tool needs for S seconds "
+        "(default: wait, saying who holds it)",
+    )
+    common.add_argument(
+        "--pins",
+        metavar="FILE",
+        help="git targets pinned to commits (`ggml-patch resolve-refs --out FILE`): one commit per CI run",
+    )
+    common.add_argument(
+        "--pin",
+        action="append",
+        default=[],
+        metavar="TARGET=COMMIT",
+        help="pin one git target to a commit (repeatable; wins over --pins)",
+    )
+    p = _Parser(
+        prog="ggml-patch",
+        description="Carry the ggml-opt per-step accumulator fix into ggml, llama.cpp and forks, and prove it on every backend.",
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
         mod = _command(name)
@@ -59,8 +76,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     except Exception as e:  # a bug in the tool: still one line, the traceback on request
         if os.environ.get("GGML_PATCH_DEBUG"):
             raise
-        print(f"ggml-patch: internal error: {type(e).__name__}: {_one_line(redact(str(e)))} "
-              "(set GGML_PATCH_DEBUG=1 for the traceback)", file=sys.stderr)
+        print(
+            f"ggml-patch: internal error: {type(e).__name__}: {_one_line(redact(str(e)))} "
+            "(set GGML_PATCH_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
         return int(ExitCode.TOOL_ERROR)
 
 

@@ -2,6 +2,7 @@
 
 Every error is one line naming the file, the line and the key (from the YAML node marks).
 """
+
 from __future__ import annotations
 
 import difflib
@@ -32,10 +33,13 @@ _PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
 _REPO = {"type": "string", "pattern": r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+\Z"}
 SUBMIT_MODES = ("manual", "api", "none")
 # where the change goes and how it is submitted; `api` only for a fork the user owns, so it names it
-_UPSTREAM = {"type": "object", "additionalProperties": False,
-             "properties": {"repo": _REPO, "submit": {"enum": list(SUBMIT_MODES)}},
-             "if": {"properties": {"submit": {"const": "api"}}, "required": ["submit"]},
-             "then": {"required": ["repo"]}}
+_UPSTREAM = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {"repo": _REPO, "submit": {"enum": list(SUBMIT_MODES)}},
+    "if": {"properties": {"submit": {"const": "api"}}, "required": ["submit"]},
+    "then": {"required": ["repo"]},
+}
 
 
 @functools.lru_cache(maxsize=None)
@@ -49,62 +53,80 @@ def schema() -> dict[str, Any]:
 
 def _schema(source_kinds: list[str], source_pieces: list[dict], backend_names: list[str]) -> dict[str, Any]:
     return {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["series", "targets", "backends", "profiles"],
-    "properties": {
-        "series": {
-            "type": "object", "additionalProperties": False, "required": ["path", "layout"],
-            "properties": {"path": STR, "layout": {"enum": sorted(LAYOUTS)}},
-        },
-        "native_tests": STR,
-        # the repository that owns the scheduled workflows: they run there only, never in forks
-        "ci": {"type": "object", "additionalProperties": False,
-               "properties": {"repository": {"type": "string", "pattern": r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+\Z"}}},
-        "targets": {
-            "type": "object", "minProperties": 1,
-            "propertyNames": _NAME,
-            "additionalProperties": {
-                "type": "object", "additionalProperties": False, "required": ["layout", "source"],
-                "properties": {
-                    "layout": {"enum": sorted(LAYOUTS)},
-                    "prefix": RELPATH,
-                    "description": {"type": "string"},
-                    "upstream": _UPSTREAM,
-                    "source": {
-                        "type": "object", "required": ["kind"],
-                        "properties": {"kind": {"enum": source_kinds}},
-                        "allOf": source_pieces,
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["series", "targets", "backends", "profiles"],
+        "properties": {
+            "series": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["path", "layout"],
+                "properties": {"path": STR, "layout": {"enum": sorted(LAYOUTS)}},
+            },
+            "native_tests": STR,
+            # the repository that owns the scheduled workflows: they run there only, never in forks
+            "ci": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {"repository": {"type": "string", "pattern": r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+\Z"}},
+            },
+            "targets": {
+                "type": "object",
+                "minProperties": 1,
+                "propertyNames": _NAME,
+                "additionalProperties": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["layout", "source"],
+                    "properties": {
+                        "layout": {"enum": sorted(LAYOUTS)},
+                        "prefix": RELPATH,
+                        "description": {"type": "string"},
+                        "upstream": _UPSTREAM,
+                        "source": {
+                            "type": "object",
+                            "required": ["kind"],
+                            "properties": {"kind": {"enum": source_kinds}},
+                            "allOf": source_pieces,
+                        },
+                    },
+                },
+            },
+            "backends": {
+                "type": "object",
+                "minProperties": 1,
+                "propertyNames": {"enum": backend_names},
+                "additionalProperties": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "cmake_flags": {
+                            "type": "array",
+                            "items": {"type": "string", "pattern": r"^-D[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?=[^\n]*\Z"},
+                        },
+                        "env": {"type": "object", "additionalProperties": {"type": "string"}},  # names: _value_problems
+                        "tools": {"type": "array", "items": STR},
+                        "timeout": {"type": "number", "exclusiveMinimum": 0},
+                        "runs_on": STR,
+                    },
+                },
+            },
+            "profiles": {
+                "type": "object",
+                "minProperties": 1,
+                "propertyNames": _NAME,
+                "additionalProperties": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["targets", "backends"],
+                    "properties": {
+                        "targets": {"type": "array", "minItems": 1, "items": _NAME, "uniqueItems": True},
+                        "backends": {"type": "array", "minItems": 1, "items": {"type": "string"}, "uniqueItems": True},
                     },
                 },
             },
         },
-        "backends": {
-            "type": "object", "minProperties": 1,
-            "propertyNames": {"enum": backend_names},
-            "additionalProperties": {
-                "type": "object", "additionalProperties": False,
-                "properties": {
-                    "cmake_flags": {"type": "array", "items": {"type": "string", "pattern": r"^-D[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?=[^\n]*\Z"}},
-                    "env": {"type": "object", "additionalProperties": {"type": "string"}},  # names: _value_problems
-                    "tools": {"type": "array", "items": STR},
-                    "timeout": {"type": "number", "exclusiveMinimum": 0},
-                    "runs_on": STR,
-                },
-            },
-        },
-        "profiles": {
-            "type": "object", "minProperties": 1, "propertyNames": _NAME,
-            "additionalProperties": {
-                "type": "object", "additionalProperties": False, "required": ["targets", "backends"],
-                "properties": {
-                    "targets": {"type": "array", "minItems": 1, "items": _NAME, "uniqueItems": True},
-                    "backends": {"type": "array", "minItems": 1, "items": {"type": "string"}, "uniqueItems": True},
-                },
-            },
-        },
-    },
-}
+    }
 
 
 @dataclass(frozen=True)
@@ -162,18 +184,23 @@ class Matrix:
 
     def target(self, name: str) -> Target:
         if name not in self.targets:
-            raise ConfigError(f"{self.path}: unknown target {name!r}{_did_you_mean(name, self.targets)}"
-                              f" (targets: {', '.join(self.targets)})")
+            raise ConfigError(
+                f"{self.path}: unknown target {name!r}{_did_you_mean(name, self.targets)}"
+                f" (targets: {', '.join(self.targets)})"
+            )
         return self.targets[name]
 
     def backend(self, name: str) -> Backend:
         if name not in self.backends:
-            raise ConfigError(f"{self.path}: unknown backend {name!r}{_did_you_mean(name, self.backends)}"
-                              f" (backends: {', '.join(self.backends)})")
+            raise ConfigError(
+                f"{self.path}: unknown backend {name!r}{_did_you_mean(name, self.backends)}"
+                f" (backends: {', '.join(self.backends)})"
+            )
         return self.backends[name]
 
-    def cells(self, profile: str = "default", targets: Optional[list[str]] = None,
-              backends: Optional[list[str]] = None) -> list[tuple[Target, Backend]]:
+    def cells(
+        self, profile: str = "default", targets: Optional[list[str]] = None, backends: Optional[list[str]] = None
+    ) -> list[tuple[Target, Backend]]:
         """The (target, backend) cells of a profile, narrowed by --target/--backend."""
         if profile not in self.profiles:
             raise ConfigError(f"{self.path}: unknown profile {profile!r}{_did_you_mean(profile, self.profiles)}")
@@ -184,6 +211,7 @@ class Matrix:
 
 
 # ---- YAML with line numbers ----
+
 
 class _Loader(yaml.SafeLoader):
     pass
@@ -212,21 +240,27 @@ def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple, int]]:
                 aliased[0] = True  # the same node again: an alias
             seen.add(id(n))
         if count[0] > MAX_VALUES:
-            why = ("YAML aliases expand to more than" if aliased[0] else "the file has more than")
-            raise ConfigError(f"{where}:{n.start_mark.line + 1}: {_dotted(path)}: {why} {MAX_VALUES} values "
-                              "(an alias bomb?); refused without expanding it")
+            why = "YAML aliases expand to more than" if aliased[0] else "the file has more than"
+            raise ConfigError(
+                f"{where}:{n.start_mark.line + 1}: {_dotted(path)}: {why} {MAX_VALUES} values "
+                "(an alias bomb?); refused without expanding it"
+            )
         lines.setdefault(path, n.start_mark.line + 1)
         if isinstance(n, (yaml.MappingNode, yaml.SequenceNode)) and n.tag not in _PLAIN_TAGS:
             # PyYAML's SafeLoader would refuse the tag; building collections here must too
-            raise ConfigError(f"{where}:{n.start_mark.line + 1}: invalid YAML: {_dotted(path)}: the tag {n.tag} "
-                              "is not allowed (plain mappings and lists only)")
+            raise ConfigError(
+                f"{where}:{n.start_mark.line + 1}: invalid YAML: {_dotted(path)}: the tag {n.tag} "
+                "is not allowed (plain mappings and lists only)"
+            )
         if isinstance(n, yaml.MappingNode):
             out: dict[str, Any] = {}
             for k, v in n.value:
                 if not isinstance(k, yaml.ScalarNode):
                     kind = "sequence" if isinstance(k, yaml.SequenceNode) else "mapping"
-                    raise ConfigError(f"{where}:{k.start_mark.line + 1}: {_dotted(path)}: a YAML {kind} used as a "
-                                      "key; keys are plain names")
+                    raise ConfigError(
+                        f"{where}:{k.start_mark.line + 1}: {_dotted(path)}: a YAML {kind} used as a "
+                        "key; keys are plain names"
+                    )
                 key = k.value
                 if key in out:
                     raise ConfigError(f"{where}:{k.start_mark.line + 1}: {_dotted(path + (key,))}: duplicate key")
@@ -238,8 +272,9 @@ def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple, int]]:
             return [build(v, path + (i,)) for i, v in enumerate(n.value)]
         value = _Loader("").construct_object(n, deep=True)
         if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"{where}:{n.start_mark.line + 1}: {_dotted(path)}: expected a finite number, "
-                              f"got {n.value!r}")
+            raise ConfigError(
+                f"{where}:{n.start_mark.line + 1}: {_dotted(path)}: expected a finite number, got {n.value!r}"
+            )
         return value
 
     try:
@@ -258,8 +293,9 @@ def _check_depth(text: str, where: str) -> None:
         if isinstance(ev, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
             depth += 1
             if depth > MAX_DEPTH:
-                raise ConfigError(f"{where}:{ev.start_mark.line + 1}: invalid YAML: nested too deeply "
-                                  f"(more than {MAX_DEPTH} levels)")
+                raise ConfigError(
+                    f"{where}:{ev.start_mark.line + 1}: invalid YAML: nested too deeply (more than {MAX_DEPTH} levels)"
+                )
         elif isinstance(ev, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
             depth -= 1
 
@@ -287,7 +323,9 @@ def _schema_message(err: jsonschema.ValidationError) -> tuple[tuple, str]:
         bad = err.instance
         if v == "enum":
             allowed = [str(a) for a in err.validator_value]
-            return path + (bad,), f"unknown name {bad!r}{_did_you_mean(bad, allowed)} (expected one of {', '.join(allowed)})"
+            return path + (
+                bad,
+            ), f"unknown name {bad!r}{_did_you_mean(bad, allowed)} (expected one of {', '.join(allowed)})"
         return path + (bad,), f"{bad!r} is not a valid name (letters, digits, '.', '_', '-')"
     if v == "additionalProperties":
         allowed = list(err.schema.get("properties", {}))
@@ -302,7 +340,9 @@ def _schema_message(err: jsonschema.ValidationError) -> tuple[tuple, str]:
         bad = err.instance
         allowed = err.schema["propertyNames"].get("enum")
         if allowed:
-            return path + (bad,), f"unknown name {bad!r}{_did_you_mean(bad, allowed)} (expected one of {', '.join(allowed)})"
+            return path + (
+                bad,
+            ), f"unknown name {bad!r}{_did_you_mean(bad, allowed)} (expected one of {', '.join(allowed)})"
         return path + (bad,), f"{bad!r} is not a valid name (letters, digits, '.', '_', '-')"
     if v == "pattern" and err.validator_value == _REPO["pattern"]:
         return path, f"{err.instance!r} is not a GitHub repository (expected OWNER/NAME, e.g. ggml-org/llama.cpp)"
@@ -317,7 +357,10 @@ def _schema_message(err: jsonschema.ValidationError) -> tuple[tuple, str]:
     if v == "type":
         want = err.validator_value
         article = "an" if isinstance(want, str) and want[0] in "aeiou" else "a"
-        return path, f"expected {article + ' ' + want if isinstance(want, str) else ' or '.join(want)}, got {type(err.instance).__name__} {err.instance!r}"
+        return (
+            path,
+            f"expected {article + ' ' + want if isinstance(want, str) else ' or '.join(want)}, got {type(err.instance).__name__} {err.instance!r}",
+        )
     if v == "minProperties" or v == "minItems":
         return path, "must not be empty"
     if v == "exclusiveMinimum":
@@ -344,8 +387,10 @@ def load_matrix(path: str | Path) -> Matrix:
         raise ConfigError(f"{path}:1: the matrix is empty; expected keys series, targets, backends, profiles")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}:1: expected a mapping at the top level, got {type(data).__name__}")
-    errors = sorted(jsonschema.Draft202012Validator(schema()).iter_errors(data),
-                    key=lambda e: (_line_for(lines, tuple(e.absolute_path)), len(e.absolute_path)))
+    errors = sorted(
+        jsonschema.Draft202012Validator(schema()).iter_errors(data),
+        key=lambda e: (_line_for(lines, tuple(e.absolute_path)), len(e.absolute_path)),
+    )
     errors = [e for e in errors if e.validator not in ("if", "allOf")] or errors
     if errors:
         key, msg = _schema_message(_deepest(errors[0]))
@@ -370,8 +415,13 @@ def _value_problems(data: dict) -> list[tuple[tuple, str]]:
     for name, b in data["backends"].items():
         for var in b.get("env", {}):
             if not _ENV_NAME.match(var):
-                found.append((("backends", name, "env", var), f"{var!r} is not an environment variable name "
-                                                              "(letters, digits and '_', not starting with a digit)"))
+                found.append(
+                    (
+                        ("backends", name, "env", var),
+                        f"{var!r} is not an environment variable name "
+                        "(letters, digits and '_', not starting with a digit)",
+                    )
+                )
     return found
 
 
@@ -383,8 +433,10 @@ def require_native_tests(matrix: "Matrix") -> None:
     missing = [n for n in needed if not (matrix.native_tests_dir / n).is_file()]
     if missing:
         what = "does not exist" if not matrix.native_tests_dir.is_dir() else f"has no {', '.join(missing)}"
-        raise ConfigError(f"{matrix.path}:{_line_for(matrix.lines, ('native_tests',))}: native_tests: "
-                          f"{matrix.native_tests_dir} {what} (the gate test and the CMake harness live there)")
+        raise ConfigError(
+            f"{matrix.path}:{_line_for(matrix.lines, ('native_tests',))}: native_tests: "
+            f"{matrix.native_tests_dir} {what} (the gate test and the CMake harness live there)"
+        )
 
 
 def _deepest(err: jsonschema.ValidationError) -> jsonschema.ValidationError:
@@ -402,29 +454,52 @@ def _upstream(path: Path, lines: dict[tuple, int], name: str, u: Optional[dict])
 def _resolve(path: Path, data: dict, lines: dict[tuple, int]) -> Matrix:
     root = path.parent
     targets = {
-        name: Target(name, t["layout"], t.get("prefix", ""),
-                     Source(t["source"]["kind"], dict(t["source"]), f"targets.{name}.source", root),
-                     t.get("description", ""), _upstream(path, lines, name, t.get("upstream")))
+        name: Target(
+            name,
+            t["layout"],
+            t.get("prefix", ""),
+            Source(t["source"]["kind"], dict(t["source"]), f"targets.{name}.source", root),
+            t.get("description", ""),
+            _upstream(path, lines, name, t.get("upstream")),
+        )
         for name, t in data["targets"].items()
     }
     backends = {
-        name: Backend(name, tuple(b.get("cmake_flags", ())), dict(b.get("env", {})), tuple(b.get("tools", ())),
-                      float(b.get("timeout", 600)), b.get("runs_on", "ubuntu-24.04"))
+        name: Backend(
+            name,
+            tuple(b.get("cmake_flags", ())),
+            dict(b.get("env", {})),
+            tuple(b.get("tools", ())),
+            float(b.get("timeout", 600)),
+            b.get("runs_on", "ubuntu-24.04"),
+        )
         for name, b in data["backends"].items()
     }
     profiles = {}
     for pname, p in data["profiles"].items():
         for i, t in enumerate(p["targets"]):
             if t not in targets:
-                raise ConfigError(f"{path}:{_line_for(lines, ('profiles', pname, 'targets', i))}: "
-                                  f"profiles.{pname}.targets: unknown target {t!r}{_did_you_mean(t, targets)}")
+                raise ConfigError(
+                    f"{path}:{_line_for(lines, ('profiles', pname, 'targets', i))}: "
+                    f"profiles.{pname}.targets: unknown target {t!r}{_did_you_mean(t, targets)}"
+                )
         for i, b in enumerate(p["backends"]):
             if b not in backends:
-                raise ConfigError(f"{path}:{_line_for(lines, ('profiles', pname, 'backends', i))}: "
-                                  f"profiles.{pname}.backends: unknown backend {b!r}{_did_you_mean(b, backends)}")
+                raise ConfigError(
+                    f"{path}:{_line_for(lines, ('profiles', pname, 'backends', i))}: "
+                    f"profiles.{pname}.backends: unknown backend {b!r}{_did_you_mean(b, backends)}"
+                )
         profiles[pname] = (tuple(p["targets"]), tuple(p["backends"]))
     if "default" not in profiles:
         raise ConfigError(f"{path}:{_line_for(lines, ('profiles',))}: profiles: missing required profile 'default'")
-    return Matrix(path, root / data["series"]["path"], data["series"]["layout"],
-                  root / data.get("native_tests", "native_tests"), targets, backends, profiles, lines,
-                  (data.get("ci") or {}).get("repository", ""))
+    return Matrix(
+        path,
+        root / data["series"]["path"],
+        data["series"]["layout"],
+        root / data.get("native_tests", "native_tests"),
+        targets,
+        backends,
+        profiles,
+        lines,
+        (data.get("ci") or {}).get("repository", ""),
+    )

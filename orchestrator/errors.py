@@ -1,4 +1,5 @@
 """Fatal error classes, one exit code each (listed in the README)."""
+
 from __future__ import annotations
 
 import enum

@@ -5,6 +5,7 @@ Cells may run in parallel threads: each thread's cell and step live in thread-lo
 every line names its cell. On a terminal each cell's build is a live progress bar (ninja's
 [done/total]); elsewhere (CI logs) a line every 10%.
 """
+
 from __future__ import annotations
 
 import threading
@@ -37,8 +38,14 @@ class Reporter:
         self._local = threading.local()
         self._bars: Optional[Progress] = None
         if self.console.is_terminal:
-            self._bars = Progress(TextColumn("    {task.description}"), BarColumn(), MofNCompleteColumn(),
-                                  TimeElapsedColumn(), console=self.console, transient=True)
+            self._bars = Progress(
+                TextColumn("    {task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=True,
+            )
 
     # ---- per-thread state: the cell this thread is working on ----
     @property
@@ -60,8 +67,10 @@ class Reporter:
     def step(self, name: str, detail: str = "") -> None:
         self._local.t0 = time.monotonic()
         self._local.last_pct = -1
-        self.console.print(f"  [{self.index}/{self.total}] {_safe(self.cell)}: {_safe(name)}"
-                           + (f" [dim]{_safe(detail)}[/dim]" if detail else ""))
+        self.console.print(
+            f"  [{self.index}/{self.total}] {_safe(self.cell)}: {_safe(name)}"
+            + (f" [dim]{_safe(detail)}[/dim]" if detail else "")
+        )
 
     def done(self, what: str) -> None:
         self._end_bar()
@@ -96,7 +105,9 @@ class Reporter:
             self._local.task = None
 
     def skip(self, reason: str) -> None:
-        self.console.print(f"  [{self.index}/{self.total}] {_safe(self.cell)}: [yellow]skipped:[/yellow] {_safe(reason)}")
+        self.console.print(
+            f"  [{self.index}/{self.total}] {_safe(self.cell)}: [yellow]skipped:[/yellow] {_safe(reason)}"
+        )
 
     def cell_result(self, status: str, reason: str) -> None:
         self._end_bar()

@@ -4,6 +4,7 @@ environment the build and the tests run in.
 One module per backend; `get(name, cache_root)` returns an instance bound to the tool's cache (the
 Vulkan module finds the private SDK the setup script put there).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -32,8 +33,9 @@ class BackendModule:
         missing = [t for t in backend.tools if shutil.which(t) is None]
         if missing:
             hints = [f"{t}: {self.tool_hints[t]}" for t in missing if t in self.tool_hints]
-            return (f"required tool(s) not found on PATH: {', '.join(missing)}"
-                    + (f" ({'; '.join(hints)})" if hints else ""))
+            return f"required tool(s) not found on PATH: {', '.join(missing)}" + (
+                f" ({'; '.join(hints)})" if hints else ""
+            )
         return None
 
     def missing_device(self, backend: Backend) -> Optional[str]:
@@ -57,8 +59,9 @@ def command_output(argv: list[str], env: Optional[dict[str, str]] = None, timeou
     import os
 
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout,
-                              env={**os.environ, **(env or {})})
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, errors="replace", timeout=timeout, env={**os.environ, **(env or {})}
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout + proc.stderr if proc.returncode == 0 else None
@@ -67,8 +70,13 @@ def command_output(argv: list[str], env: Optional[dict[str, str]] = None, timeou
 def _modules() -> dict[str, type[BackendModule]]:
     from . import cpu, cpu_sanitize, cuda, metal, vulkan
 
-    return {"cpu": cpu.Cpu, "vulkan": vulkan.Vulkan, "cuda": cuda.Cuda, "metal": metal.Metal,
-            "cpu-sanitize": cpu_sanitize.CpuSanitize}
+    return {
+        "cpu": cpu.Cpu,
+        "vulkan": vulkan.Vulkan,
+        "cuda": cuda.Cuda,
+        "metal": metal.Metal,
+        "cpu-sanitize": cpu_sanitize.CpuSanitize,
+    }
 
 
 def names() -> list[str]:

@@ -1,4 +1,5 @@
 """CPU: always buildable and runnable."""
+
 from __future__ import annotations
 
 from . import BackendModule

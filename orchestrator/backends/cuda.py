@@ -1,5 +1,6 @@
 """CUDA: built and run where an NVIDIA device is present; built only on request (`--build-only`)
 where just the toolkit is; skipped with the reason otherwise."""
+
 from __future__ import annotations
 
 import glob
@@ -19,6 +20,7 @@ TOOLKIT_HINT = "install the CUDA toolkit (nvcc and cuBLAS), or pip install nvidi
 def gpu_names(nvidia_smi_list: str) -> list[str]:
     """`nvidia-smi -L` lines ("GPU 0: NVIDIA H100 (UUID: ...)") -> device names."""
     return [m.strip() for m in re.findall(r"^GPU \d+: (.+?)(?: \(UUID: [^)]*\))?$", nvidia_smi_list, re.M)]
+
 
 DEVICE_NODE = Path("/dev/nvidia0")  # the first GPU's device file, where the driver is loaded
 
@@ -88,17 +90,25 @@ class Cuda(BackendModule):
         if nvcc is None:
             return f"nvcc not found (PATH, $CUDA_HOME/bin): {TOOLKIT_HINT}"
         if self.cublas()[0] is None:
-            return (f"cuBLAS not found next to {nvcc} (no libcublas.so in "
-                    f"{', '.join(str(r) for r in self.toolkit_roots()) or 'any toolkit'}): "
-                    "install the toolkit's cuBLAS, or pip install nvidia-cublas")
+            return (
+                f"cuBLAS not found next to {nvcc} (no libcublas.so in "
+                f"{', '.join(str(r) for r in self.toolkit_roots()) or 'any toolkit'}): "
+                "install the toolkit's cuBLAS, or pip install nvidia-cublas"
+            )
         return None
 
     def missing_device(self, backend: Backend) -> Optional[str]:
         if self.devices():
             return None
-        hint = "; `ggml-patch matrix --build-only` compiles them without one" if not self.missing_toolchain(backend) else ""
-        return ("no CUDA device: nvidia-smi lists no GPU and /dev/nvidia0 does not exist (run the cuda cells on a "
-                f"machine with an NVIDIA GPU and its driver{hint})")
+        hint = (
+            "; `ggml-patch matrix --build-only` compiles them without one"
+            if not self.missing_toolchain(backend)
+            else ""
+        )
+        return (
+            "no CUDA device: nvidia-smi lists no GPU and /dev/nvidia0 does not exist (run the cuda cells on a "
+            f"machine with an NVIDIA GPU and its driver{hint})"
+        )
 
     def configure_flags(self, backend: Backend) -> list[str]:
         flags = list(self.cmake_flags)
@@ -118,7 +128,9 @@ class Cuda(BackendModule):
     def device_info(self, backend: Backend) -> dict:
         info: dict = {"devices": self.devices(), "nvcc": self.nvcc()}
         if shutil.which("nvidia-smi"):
-            out = command_output(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"])
+            out = command_output(
+                ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]
+            )
             if out:
                 info["nvidia_smi"] = out.strip().splitlines()
         return info

@@ -1,4 +1,5 @@
 """Metal: built and run on macOS; skipped elsewhere with the reason."""
+
 from __future__ import annotations
 
 import platform
@@ -17,8 +18,10 @@ class Metal(BackendModule):
 
     def missing_toolchain(self, backend: Backend) -> Optional[str]:
         if sys.platform != "darwin":
-            return (f"Metal needs macOS (this machine runs {platform.system() or sys.platform}): run the metal cells "
-                    f"on a Mac with the Xcode command line tools (matrix.yaml runs_on: {backend.runs_on})")
+            return (
+                f"Metal needs macOS (this machine runs {platform.system() or sys.platform}): run the metal cells "
+                f"on a Mac with the Xcode command line tools (matrix.yaml runs_on: {backend.runs_on})"
+            )
         missing = super().missing_toolchain(backend)
         return f"{missing}: install the Xcode command line tools (xcode-select --install)" if missing else None
 

@@ -5,6 +5,7 @@ private prefix (Debian 12: headers 1.4.x from trixie), and the test environment 
 json naming Mesa 25's lavapipe by absolute path). Without that file the system's own headers and
 ICDs are used when they are recent enough.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,14 +22,26 @@ from . import BackendModule, command_output
 SETUP = "scripts/setup-vulkan-lavapipe.sh"
 MIN_HEADERS = (1, 4)  # 1.3.x lacks vk::LayerSettingEXT, which ggml-vulkan uses
 ICD_DIRS = ("/usr/share/vulkan/icd.d", "/usr/local/share/vulkan/icd.d", "/etc/vulkan/icd.d")
-LOADER_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
-               "/usr/local/lib", "/lib/x86_64-linux-gnu")
-SPIRV_CONFIG_DIRS = ("/usr/share/cmake/SPIRV-Headers", "/usr/lib/cmake/SPIRV-Headers",
-                     "/usr/local/share/cmake/SPIRV-Headers", "/usr/lib/x86_64-linux-gnu/cmake/SPIRV-Headers")
+LOADER_DIRS = (
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+    "/usr/local/lib",
+    "/lib/x86_64-linux-gnu",
+)
+SPIRV_CONFIG_DIRS = (
+    "/usr/share/cmake/SPIRV-Headers",
+    "/usr/lib/cmake/SPIRV-Headers",
+    "/usr/local/share/cmake/SPIRV-Headers",
+    "/usr/lib/x86_64-linux-gnu/cmake/SPIRV-Headers",
+)
 # GGML_PATCH_VULKAN_ICD=system runs the tests on the system's lavapipe (Debian 12: Mesa 22.3.6,
 # which crashes in test-opt) instead of the private one; any other value is an ICD json path.
 ICD_OVERRIDE = "GGML_PATCH_VULKAN_ICD"
-_HEADER_VERSION = re.compile(r"#define\s+VK_HEADER_VERSION_COMPLETE\s+VK_MAKE_API_VERSION\(\s*\d+\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*VK_HEADER_VERSION\s*\)")
+_HEADER_VERSION = re.compile(
+    r"#define\s+VK_HEADER_VERSION_COMPLETE\s+VK_MAKE_API_VERSION\(\s*\d+\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*VK_HEADER_VERSION\s*\)"
+)
 _HEADER_PATCH = re.compile(r"#define\s+VK_HEADER_VERSION\s+(\d+)")
 
 
@@ -59,8 +72,10 @@ def driver_infos(vulkaninfo_summary: str) -> list[str]:
 class Vulkan(BackendModule):
     name = "vulkan"
     cmake_flags = ("-DGGML_VULKAN=ON",)
-    tool_hints = {"glslc": f"apt-get install glslc, or run {SETUP}",
-                  "vulkaninfo": f"apt-get install vulkan-tools, or run {SETUP}"}
+    tool_hints = {
+        "glslc": f"apt-get install glslc, or run {SETUP}",
+        "vulkaninfo": f"apt-get install vulkan-tools, or run {SETUP}",
+    }
 
     # ---- the setup script's env file ----
 
@@ -110,8 +125,10 @@ class Vulkan(BackendModule):
         version = header_version(core.read_text(encoding="utf-8", errors="replace"))
         if version is None or version[:2] < MIN_HEADERS:
             shown = ".".join(map(str, version)) if version else "of unknown version"
-            return (f"Vulkan headers {shown} in {include} are too old for ggml-vulkan (need >= 1.4): "
-                    f"run {SETUP} (on Debian 12 it unpacks trixie's 1.4 headers into the tool's cache)")
+            return (
+                f"Vulkan headers {shown} in {include} are too old for ggml-vulkan (need >= 1.4): "
+                f"run {SETUP} (on Debian 12 it unpacks trixie's 1.4 headers into the tool's cache)"
+            )
         if not self._spirv_headers(flags):
             return f"SPIRV-Headers (CMake config) not found: run {SETUP}, or apt-get install spirv-headers (Debian 13)"
         if not self._loader(flags):
@@ -125,19 +142,26 @@ class Vulkan(BackendModule):
         if absent:
             return f"Vulkan ICD json {absent[0]} does not exist: run {SETUP} again"
         if not icds and not any(Path(d).is_dir() and any(Path(d).glob("*.json")) for d in ICD_DIRS):
-            return (f"no Vulkan driver (ICD) installed: run {SETUP} for Mesa's lavapipe (a CPU Vulkan "
-                    "device), or install your GPU's Vulkan driver")
+            return (
+                f"no Vulkan driver (ICD) installed: run {SETUP} for Mesa's lavapipe (a CPU Vulkan "
+                "device), or install your GPU's Vulkan driver"
+            )
         if shutil.which("vulkaninfo") is None:
             return None  # no way to ask the loader; the tests will tell
         summary = command_output(["vulkaninfo", "--summary"], env)
         if summary is None or not device_names(summary):
-            return (f"the Vulkan loader lists no device (vulkaninfo --summary failed with "
-                    f"VK_ICD_FILENAMES={env.get('VK_ICD_FILENAMES', '(unset)')}): run {SETUP}")
+            return (
+                f"the Vulkan loader lists no device (vulkaninfo --summary failed with "
+                f"VK_ICD_FILENAMES={env.get('VK_ICD_FILENAMES', '(unset)')}): run {SETUP}"
+            )
         return None
 
     def device_info(self, backend: Backend) -> dict:
         env = self.test_env(backend)
-        info: dict[str, Any] = {"icd": env.get("VK_ICD_FILENAMES"), "visible_devices": env.get("GGML_VK_VISIBLE_DEVICES")}
+        info: dict[str, Any] = {
+            "icd": env.get("VK_ICD_FILENAMES"),
+            "visible_devices": env.get("GGML_VK_VISIBLE_DEVICES"),
+        }
         sdk = self.sdk()
         if sdk:
             info["setup"] = {k: sdk.get(k) for k in ("debian", "mode", "mesa", "glslc")}
@@ -157,7 +181,8 @@ class Vulkan(BackendModule):
             return None
         if value == "system":
             system = self.sdk().get("system_icd") or next(
-                (str(p) for d in ICD_DIRS for p in sorted(Path(d).glob("lvp_icd*.json"))), None)
+                (str(p) for d in ICD_DIRS for p in sorted(Path(d).glob("lvp_icd*.json"))), None
+            )
             return system or "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
         return value
 

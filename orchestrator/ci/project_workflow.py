@@ -26,6 +26,7 @@ PATHS = [
 ]
 # the fast tiers (tests/unit, tests/integration: offline); tests/e2e builds real ggml for minutes
 FAST_TESTS = 'python -m pytest -m "unit or integration" -ra\n'
+LINT = "ruff check orchestrator\nmypy\nruff format --check orchestrator\n"  # as in noxfile.py's lint session
 
 
 def workflow(matrix, pins: Optional[Pins] = None) -> dict:
@@ -34,7 +35,7 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
     steps = [
         *C.first_steps(pins, extra="test,lint"),
         {"name": "Fast tests", "run": FAST_TESTS},
-        {"name": "ruff and mypy", "if": always, "run": "ruff check orchestrator\nmypy\n"},
+        {"name": "Lint (nox -s lint's commands)", "if": always, "run": LINT},
         {"name": "The generated workflows are current", "if": always, "run": "ggml-patch ci-workflow --check\n"},
         {"name": "actionlint (with shellcheck)", "if": always, "run": "actionlint\n"},
         # online audits too (impostor commits, the version comment of each pin), with the job's own token

@@ -8,5 +8,16 @@
 adding its module name to COMMANDS.
 """
 
-COMMANDS = ["matrix", "export", "ci-workflow", "merge-results", "bundle", "pr", "status", "refresh", "drift-issue",
-            "resolve-refs", "evidence"]
+COMMANDS = [
+    "matrix",
+    "export",
+    "ci-workflow",
+    "merge-results",
+    "bundle",
+    "pr",
+    "status",
+    "refresh",
+    "drift-issue",
+    "resolve-refs",
+    "evidence",
+]

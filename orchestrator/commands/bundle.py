@@ -1,4 +1,5 @@
 """ggml-patch bundle: the upstream pull-request bundle for each target the results prove."""
+
 from __future__ import annotations
 
 import sys
@@ -7,21 +8,36 @@ from pathlib import Path
 
 from ..errors import ExitCode
 
-HELP = ("write a verified git format-patch series per target, authored by you, with PR_TITLE, PR_BODY.md and "
-        "ISSUE.md by the target's own policy, READINESS.md and manifest.json")
+HELP = (
+    "write a verified git format-patch series per target, authored by you, with PR_TITLE, PR_BODY.md and "
+    "ISSUE.md by the target's own policy, READINESS.md and manifest.json"
+)
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--results", default="results", metavar="DIR",
-                   help="the matrix run to draw the evidence from (default: results/)")
+    p.add_argument(
+        "--results",
+        default="results",
+        metavar="DIR",
+        help="the matrix run to draw the evidence from (default: results/)",
+    )
     p.add_argument("--out", metavar="DIR", help="where the bundles go (default: RESULTS/bundle)")
     p.add_argument("--target", action="append", default=[], metavar="NAME", help="only this target (repeatable)")
-    p.add_argument("--allow-incomplete", action="store_true",
-                   help="bundle even when the results do not prove the fix; PR_BODY.md then opens with a warning")
-    p.add_argument("--author", metavar='"NAME <EMAIL>"',
-                   help="the identity the bundle's commits carry (default: git config user.name and user.email)")
-    p.add_argument("--assisted-by", metavar="NAME",
-                   help="add an `Assisted-by: NAME` trailer to each commit (an assistant helped; never Co-authored-by)")
+    p.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help="bundle even when the results do not prove the fix; PR_BODY.md then opens with a warning",
+    )
+    p.add_argument(
+        "--author",
+        metavar='"NAME <EMAIL>"',
+        help="the identity the bundle's commits carry (default: git config user.name and user.email)",
+    )
+    p.add_argument(
+        "--assisted-by",
+        metavar="NAME",
+        help="add an `Assisted-by: NAME` trailer to each commit (an assistant helped; never Co-authored-by)",
+    )
 
 
 def run(args, matrix, cache) -> ExitCode:
@@ -38,9 +54,17 @@ def run(args, matrix, cache) -> ExitCode:
     author = authorship.resolve(args.author, authorship.from_git_config() if args.author is None else (None, None))
     assistant = authorship.check_assistant(args.assisted_by)
     require_native_tests(matrix)
-    opts = BundleOptions(matrix, cache, results_dir, out, args.allow_incomplete, args.target,
-                         log=lambda msg: print(redact(f"bundle: {msg}"), file=sys.stderr, flush=True),
-                         author=author, assisted_by=assistant)
+    opts = BundleOptions(
+        matrix,
+        cache,
+        results_dir,
+        out,
+        args.allow_incomplete,
+        args.target,
+        log=lambda msg: print(redact(f"bundle: {msg}"), file=sys.stderr, flush=True),
+        author=author,
+        assisted_by=assistant,
+    )
     t0 = time.monotonic()
     made, left_out = make_bundles(opts)
     for why in left_out:
@@ -49,9 +73,17 @@ def run(args, matrix, cache) -> ExitCode:
         for w in b.warnings:
             print(redact(f"ggml-patch: warning: {b.target}: incomplete evidence: {w}"), file=sys.stderr)
         upstream = f", upstream {b.upstream_commit[:12]}" if b.upstream_commit else ""
-        print(f"{b.target}: {len(b.patches)} patches against base {b.base_commit[:12]}{upstream}, "
-              f"verified in {b.verify_s:.1f} s (git am, build, test-opt, gate) -> {b.path}")
-        print(f"{b.target}: {b.role}; " + (f"DRAFT ({len(b.draft_reasons)} reason(s), see {b.path}/READINESS.md)"
-                                           if b.draft_reasons else "ready (READINESS.md)"))
+        print(
+            f"{b.target}: {len(b.patches)} patches against base {b.base_commit[:12]}{upstream}, "
+            f"verified in {b.verify_s:.1f} s (git am, build, test-opt, gate) -> {b.path}"
+        )
+        print(
+            f"{b.target}: {b.role}; "
+            + (
+                f"DRAFT ({len(b.draft_reasons)} reason(s), see {b.path}/READINESS.md)"
+                if b.draft_reasons
+                else "ready (READINESS.md)"
+            )
+        )
     print(f"{len(made)} bundle(s) in {out} ({time.monotonic() - t0:.1f} s)")
     return ExitCode.OK

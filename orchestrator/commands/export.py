@@ -1,4 +1,5 @@
 """ggml-patch export: the series as it applies to one target's layout, for plain `git am`."""
+
 from __future__ import annotations
 
 from ..errors import ExitCode
@@ -20,5 +21,7 @@ def run(args, matrix, cache) -> ExitCode:
     out = outdir.check(args.out, "--out")  # a folder holding a user's files is refused before any work
     rendered, snap = rendered_for_target(matrix, cache, target)
     write_patches(rendered, outdir.claim(out, "--out"))  # replaces only *.patch in the tool's own folder
-    print(f"{len(rendered.patches)} patches for {target.name} ({target.layout} layout, base {snap.description}) in {out}")
+    print(
+        f"{len(rendered.patches)} patches for {target.name} ({target.layout} layout, base {snap.description}) in {out}"
+    )
     return ExitCode.OK

@@ -1,5 +1,6 @@
 """ggml-patch merge-results: combine per-cell results (one CI leg each) into one results.json,
 summary.md and junit.xml."""
+
 from __future__ import annotations
 
 import shutil
@@ -37,7 +38,7 @@ def _copy_logs(results, src_dir: Path, out: Path) -> None:
             starts = [i for i in range(len(parts) - 1) if parts[i] == "logs" and parts[i + 1] == slug(rec.cell)]
             if not starts:
                 continue
-            rel = Path(*parts[starts[-1]:])
+            rel = Path(*parts[starts[-1] :])
             if (src_dir / rel).is_file():
                 (out / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src_dir / rel, out / rel)
@@ -67,7 +68,8 @@ def run(args, matrix, cache) -> ExitCode:
     cells = merged.cells
     passed = sum(1 for c in cells if c.status == CellStatus.PASSED)
     skipped = sum(1 for c in cells if c.status == CellStatus.SKIPPED)
-    print(f"merged {len(cells)} cells from {len(parts)} results: {passed} passed, "
-          f"{len(cells) - passed - skipped} failed, {skipped} skipped: "
-          + ", ".join(str(p) for p in paths))
+    print(
+        f"merged {len(cells)} cells from {len(parts)} results: {passed} passed, "
+        f"{len(cells) - passed - skipped} failed, {skipped} skipped: " + ", ".join(str(p) for p in paths)
+    )
     return ExitCode.OK

@@ -1,4 +1,5 @@
 """ggml-patch pr: push a bundle's branch to a fork and open the pull request (a dry run by default)."""
+
 from __future__ import annotations
 
 import os
@@ -7,28 +8,54 @@ from pathlib import Path
 
 from ..errors import BundleRefused, ConfigError, ExitCode, SubmissionNotAutomated
 
-HELP = ("push a bundle's series to a fork branch and open the pull request (dry run unless --open); where the "
-        "target's policy says submit manual or none, --open prints the steps instead (exit 27)")
+HELP = (
+    "push a bundle's series to a fork branch and open the pull request (dry run unless --open); where the "
+    "target's policy says submit manual or none, --open prints the steps instead (exit 27)"
+)
 
 
 def add_arguments(p) -> None:
     p.add_argument("--bundle", required=True, metavar="DIR", help="one target's bundle, e.g. results/bundle/ggml")
     p.add_argument("--repo", required=True, metavar="OWNER/NAME", help="the repository to open the pull request on")
-    p.add_argument("--head-remote", required=True, metavar="URL",
-                   help="your fork's git URL (https uses GITHUB_TOKEN, ssh your ssh keys)")
+    p.add_argument(
+        "--head-remote",
+        required=True,
+        metavar="URL",
+        help="your fork's git URL (https uses GITHUB_TOKEN, ssh your ssh keys)",
+    )
     p.add_argument("--branch", required=True, metavar="NAME", help="the branch to push to the fork")
     p.add_argument("--base", default="master", metavar="BRANCH", help="the branch to merge into (default: master)")
-    p.add_argument("--api-url", default="https://api.github.com", metavar="URL",
-                   help="GitHub REST API base URL (default: https://api.github.com)")
-    p.add_argument("--head-owner", metavar="NAME",
-                   help="the fork's owner for the pull request's head (default: from --head-remote)")
-    p.add_argument("--onto", metavar="COMMIT",
-                   help="apply the series on this commit of the fork (default: the bundle's upstream commit "
-                        "when known, else its snapshot base)")
-    p.add_argument("--timeout", type=float, default=30.0, metavar="S",
-                   help="bound on the whole API request: connect, each read and the total, in seconds (default: 30)")
-    p.add_argument("--git-timeout", type=float, default=600.0, metavar="S",
-                   help="bound on git fetch and git push to the fork, in seconds (default: 600)")
+    p.add_argument(
+        "--api-url",
+        default="https://api.github.com",
+        metavar="URL",
+        help="GitHub REST API base URL (default: https://api.github.com)",
+    )
+    p.add_argument(
+        "--head-owner",
+        metavar="NAME",
+        help="the fork's owner for the pull request's head (default: from --head-remote)",
+    )
+    p.add_argument(
+        "--onto",
+        metavar="COMMIT",
+        help="apply the series on this commit of the fork (default: the bundle's upstream commit "
+        "when known, else its snapshot base)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="bound on the whole API request: connect, each read and the total, in seconds (default: 30)",
+    )
+    p.add_argument(
+        "--git-timeout",
+        type=float,
+        default=600.0,
+        metavar="S",
+        help="bound on git fetch and git push to the fork, in seconds (default: 600)",
+    )
     p.add_argument("--open", action="store_true", help="really push and open the pull request (needs GITHUB_TOKEN)")
 
 
@@ -53,26 +80,35 @@ def run(args, matrix, cache) -> ExitCode:
     # the target's own rules first: nothing is pushed or sent where they say a person submits, or nobody
     if mode == "none":
         print("\n".join(submission.no_pull_request(policy, bundle.target)))
-        raise SubmissionNotAutomated(f"{bundle.target}: submit is none ({policy['role']['value']['text']}): "
-                                     "no pull request from this bundle")
+        raise SubmissionNotAutomated(
+            f"{bundle.target}: submit is none ({policy['role']['value']['text']}): no pull request from this bundle"
+        )
     if args.open and mode == "manual":
         with cache.lock(f"pr-{bundle.target}"):
             _manual(args, cache, bundle, policy, repo, branch, owner)
-        raise SubmissionNotAutomated(f"{bundle.target}: submit is manual: open the pull request yourself "
-                                     "(the steps are above); nothing was pushed or sent")
+        raise SubmissionNotAutomated(
+            f"{bundle.target}: submit is manual: open the pull request yourself "
+            "(the steps are above); nothing was pushed or sent"
+        )
     if bundle.manifest.get("draft"):
         reasons = bundle.manifest.get("draft_reasons") or []
-        raise BundleRefused(f"{bundle.path} is a draft ({'; '.join(reasons[:3])}"
-                            + (f"; {len(reasons) - 3} more" if len(reasons) > 3 else "")
-                            + "): write patches/cover.md, fix what READINESS.md fails, re-run `ggml-patch bundle`")
+        raise BundleRefused(
+            f"{bundle.path} is a draft ({'; '.join(reasons[:3])}"
+            + (f"; {len(reasons) - 3} more" if len(reasons) > 3 else "")
+            + "): write patches/cover.md, fix what READINESS.md fails, re-run `ggml-patch bundle`"
+        )
     declared = (policy.get("repo") or {}).get("value")
     if mode == "api" and declared and declared != repo:
-        raise ConfigError(f"--repo {repo}: this target is submitted through the API only to {declared}, "
-                          "the fork matrix.yaml declares as upstream.repo")
+        raise ConfigError(
+            f"--repo {repo}: this target is submitted through the API only to {declared}, "
+            "the fork matrix.yaml declares as upstream.repo"
+        )
     token = os.environ.get("GITHUB_TOKEN", "")
     if args.open and not token:
-        raise ConfigError("--open needs GITHUB_TOKEN in the environment (a token with pull-request write access "
-                          f"to {args.repo}); without --open nothing is sent")
+        raise ConfigError(
+            "--open needs GITHUB_TOKEN in the environment (a token with pull-request write access "
+            f"to {args.repo}); without --open nothing is sent"
+        )
     pr = github.PullRequest(repo, bundle.title, bundle.body, f"{owner}:{branch}" if owner else branch, args.base)
     with cache.lock(f"pr-{bundle.target}"):  # one pr per target at a time: they share the work repository
         return _push_and_open(args, cache, bundle, pr, token)
@@ -90,10 +126,19 @@ def _manual(args, cache, bundle, policy: dict, repo: str, branch: str, owner) ->
         raise ConfigError(f"{bundle.path}/manifest.json: no base commit recorded; re-run `ggml-patch bundle`")
     workdir = github.work_repo(cache.root / "pr" / slug(bundle.target), cache.snapshots_git)
     steps = submission.manual_steps(
-        policy=policy, repo=repo, workdir=str(workdir), remote=github.redact(args.head_remote), branch=branch,
-        onto=onto, fetch=not github.has_commit(workdir, onto),
+        policy=policy,
+        repo=repo,
+        workdir=str(workdir),
+        remote=github.redact(args.head_remote),
+        branch=branch,
+        onto=onto,
+        fetch=not github.has_commit(workdir, onto),
         patches=[str(p.resolve()) for p in bundle.patch_files],  # `git -C` elsewhere: absolute paths
-        bundle=str(bundle.path.resolve()), base=args.base, owner=owner, web=submission.web_url(args.api_url))
+        bundle=str(bundle.path.resolve()),
+        base=args.base,
+        owner=owner,
+        web=submission.web_url(args.api_url),
+    )
     print("\n".join(steps))
 
 
@@ -120,18 +165,21 @@ def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
             github.fetch_commit(workdir, remote, onto, askpass, secrets, timeout=args.git_timeout)
         else:  # a dry run touches no network: check the series on the snapshot, the same tree
             local_onto = snapshot
-            notes.append(f"with --open: git fetch {remote} {onto} "
-                         "(the series then goes on that commit)")
+            notes.append(f"with --open: git fetch {remote} {onto} (the series then goes on that commit)")
     if not upstream and not args.onto:
-        notes.append(f"the branch is based on the ggml-patch snapshot {snapshot[:12]}, not an upstream commit: "
-                     "GitHub opens the pull request only if the fork shares that history; pass --onto COMMIT")
+        notes.append(
+            f"the branch is based on the ggml-patch snapshot {snapshot[:12]}, not an upstream commit: "
+            "GitHub opens the pull request only if the fork shares that history; pass --onto COMMIT"
+        )
     br = github.apply_series(workdir, local_onto, bundle.patch_files, upstream=onto == upstream)
     push_cmd = shlex.join(github.push_argv(workdir, remote, branch))
     url = github.pulls_url(args.api_url, pr.repo)
     if not args.open:
         say("dry run: nothing pushed or sent; add --open (with GITHUB_TOKEN set) to do it")
-        say(f"branch: {br.head} = {len(bundle.patch_files)} patches of {bundle.path} applied with git am on "
-            f"{local_onto}")
+        say(
+            f"branch: {br.head} = {len(bundle.patch_files)} patches of {bundle.path} applied with git am on "
+            f"{local_onto}"
+        )
         for n in notes:
             say(f"note: {n}")
         say(f"push: {push_cmd}")

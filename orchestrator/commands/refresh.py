@@ -1,4 +1,5 @@
 """ggml-patch refresh TARGET: regenerate patches/ from the target's resolved worktree."""
+
 from __future__ import annotations
 
 from ..errors import ExitCode
@@ -15,9 +16,11 @@ def run(args, matrix, cache) -> ExitCode:
 
     r = refresh(matrix, cache, matrix.target(args.target))
     changed = r.written + r.removed
-    print(f"refreshed {matrix.series_dir} from {r.worktree} ({r.layout} layout): "
-          + (f"{len(r.written)} written, {len(r.removed)} removed" if changed else "no byte changed")
-          + (f"; {r.native_test} updated to the series' gate test" if r.native_test else ""))
+    print(
+        f"refreshed {matrix.series_dir} from {r.worktree} ({r.layout} layout): "
+        + (f"{len(r.written)} written, {len(r.removed)} removed" if changed else "no byte changed")
+        + (f"; {r.native_test} updated to the series' gate test" if r.native_test else "")
+    )
     for name in r.written:
         print(f"  wrote {name}")
     for name in r.removed:

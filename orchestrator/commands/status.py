@@ -1,4 +1,5 @@
 """ggml-patch status: one table of where the series stands on every target of a profile. Builds nothing."""
+
 from __future__ import annotations
 
 import json
@@ -8,9 +9,15 @@ from ..errors import ExitCode
 
 HELP = "where the series applies: cleanly, with a 3-way merge, in conflict, already upstream, not applicable"
 
-_STYLE = {"applies cleanly": "green", "applies with 3-way merge": "yellow", "conflict": "bold red",
-          "already upstream": "cyan", "not applicable": "dim", "source unreachable": "magenta",
-          "source unavailable": "magenta"}
+_STYLE = {
+    "applies cleanly": "green",
+    "applies with 3-way merge": "yellow",
+    "conflict": "bold red",
+    "already upstream": "cyan",
+    "not applicable": "dim",
+    "source unreachable": "magenta",
+    "source unavailable": "magenta",
+}
 
 
 def add_arguments(p) -> None:
@@ -42,23 +49,36 @@ def print_table(rows, profile: str) -> None:
         table.add_column(col, overflow="fold")
     for r in rows:
         desc = r.source.get("description") or r.source.get("kind", "")
-        table.add_row(r.target, r.layout, _escape(desc), (r.base or "")[:12],
-                      f"[{_STYLE.get(r.status, '')}]{r.status}[/]", _escape(r.detail))
+        table.add_row(
+            r.target,
+            r.layout,
+            _escape(desc),
+            (r.base or "")[:12],
+            f"[{_STYLE.get(r.status, '')}]{r.status}[/]",
+            _escape(r.detail),
+        )
     console.print(table)
     for r in rows:
         c = r.conflict
         if not c:
             continue
         lines = ", ".join(f"{a}-{b}" for a, b in c.lines) or "no conflict markers"
-        console.print(f"{r.target}: conflict in {c.file or '?'} ({_escape(c.hunk)}; lines {lines})"
-                      + (f"; {_escape(c.reason)}" if c.reason else ""), soft_wrap=True)
+        console.print(
+            f"{r.target}: conflict in {c.file or '?'} ({_escape(c.hunk)}; lines {lines})"
+            + (f"; {_escape(c.reason)}" if c.reason else ""),
+            soft_wrap=True,
+        )
         action = "kept from an earlier run" if c.kept else "left for resolution"
-        console.print(f"  worktree {action}: {c.worktree}\n  resolve, `git add`, `git am --continue` there, "
-                      f"then `ggml-patch refresh {r.target}`", soft_wrap=True)
+        console.print(
+            f"  worktree {action}: {c.worktree}\n  resolve, `git add`, `git am --continue` there, "
+            f"then `ggml-patch refresh {r.target}`",
+            soft_wrap=True,
+        )
 
 
 def _escape(text: str) -> str:
     from rich.markup import escape
 
     from ..redact import redact
+
     return escape(redact(text or ""))

@@ -9,6 +9,7 @@ Per target, under <cache>/status/<target>/:
             series again, after a refresh).
   series/   the rendered patch files that were tried
 """
+
 from __future__ import annotations
 
 import re
@@ -105,8 +106,14 @@ def _snapshot_or_reason(target: Target, cache: Cache, repo: SnapshotRepo):
         return None, UNAVAILABLE, str(e)
 
 
-def check_target(cache: Cache, repo: SnapshotRepo, series: Series, target: Target,
-                 snap: sources.Snapshot, before_merge: Callable[[], None] = lambda: None) -> TargetStatus:
+def check_target(
+    cache: Cache,
+    repo: SnapshotRepo,
+    series: Series,
+    target: Target,
+    snap: sources.Snapshot,
+    before_merge: Callable[[], None] = lambda: None,
+) -> TargetStatus:
     src, layout = get_layout(series.layout), get_layout(target.layout, target.prefix)
     row = TargetStatus(target.name, _layout_name(target), _source_info(target, snap), NOT_APPLICABLE, base=snap.commit)
     read_base = lambda p: repo.read_blob(snap.commit, p)  # noqa: E731
@@ -133,8 +140,9 @@ def check_target(cache: Cache, repo: SnapshotRepo, series: Series, target: Targe
     return row
 
 
-def attempt(wt: Worktree, base: str, rendered: Series, files: list[Path],
-            before_merge: Callable[[], None] = lambda: None) -> tuple[list[PatchResult], Optional[Conflict]]:
+def attempt(
+    wt: Worktree, base: str, rendered: Series, files: list[Path], before_merge: Callable[[], None] = lambda: None
+) -> tuple[list[PatchResult], Optional[Conflict]]:
     """Each patch in turn on base: as is, already there, or with a 3-way merge; stops at a conflict.
     `before_merge` runs before a 3-way merge (to make the blobs it needs available)."""
     wt.ensure(base)
@@ -164,7 +172,7 @@ def attempt(wt: Worktree, base: str, rendered: Series, files: list[Path],
         wt.am_abort()
         where = f"{conflict.file}, {conflict.hunk}" if conflict.file else conflict.reason
         results.append(PatchResult(patch.name, CONFLICTED, where))
-        results += [PatchResult(p.name, NOT_TRIED) for p in rendered.patches[i + 1:]]
+        results += [PatchResult(p.name, NOT_TRIED) for p in rendered.patches[i + 1 :]]
         return results, conflict
     return results, None
 
@@ -183,8 +191,9 @@ def _git_reason(output: str) -> str:
     return error_line(output, prefer=("CONFLICT (", "error: sha1 information is lacking"))
 
 
-def leave_for_resolution(repo: SnapshotRepo, path: Path, base: str, results: list[PatchResult],
-                         files: list[Path], conflict: Conflict) -> Conflict:
+def leave_for_resolution(
+    repo: SnapshotRepo, path: Path, base: str, results: list[PatchResult], files: list[Path], conflict: Conflict
+) -> Conflict:
     """A worktree with the patches before the conflict applied and `git am -3` stopped at it."""
     wt = Worktree(repo, path)
     if path.exists():  # someone may be resolving there: never reset it
@@ -261,7 +270,10 @@ def _source_info(target: Target, snap: Optional[sources.Snapshot]) -> dict:
         info.update(description=snap.description, **snap.provenance)
     else:  # not fetched: what the matrix asks for
         o = target.source.options
-        info["description"] = {"git": f"{o.get('url')} {o.get('ref')}", "tarball": str(o.get("url")),
-                               "local": str(o.get("path")),
-                               "pypi-sdist": f"{o.get('package')}=={o.get('version')}"}.get(target.source.kind, "")
+        info["description"] = {
+            "git": f"{o.get('url')} {o.get('ref')}",
+            "tarball": str(o.get("url")),
+            "local": str(o.get("path")),
+            "pypi-sdist": f"{o.get('package')}=={o.get('version')}",
+        }.get(target.source.kind, "")
     return info

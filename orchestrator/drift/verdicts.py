@@ -10,6 +10,7 @@ A target's status, by precedence:
   applies with 3-way merge / applies cleanly
 Each patch is tried in order: as is (`git am`), already there, then `git am -3`.
 """
+
 from __future__ import annotations
 
 import re
@@ -107,6 +108,7 @@ def exit_code(rows: list[TargetStatus]) -> ExitCode:
 
 # ---- not applicable ----
 
+
 def modified_fix_files(series: Series) -> list[str]:
     """Files the fix changes (outside tests/) that must exist before it: not the ones it creates."""
     out = []
@@ -118,8 +120,9 @@ def modified_fix_files(series: Series) -> list[str]:
     return out
 
 
-def not_applicable_reason(fix_files: list[str], header_path: str,
-                          read: Callable[[str], Optional[str]]) -> Optional[str]:
+def not_applicable_reason(
+    fix_files: list[str], header_path: str, read: Callable[[str], Optional[str]]
+) -> Optional[str]:
     """Why the fix cannot apply at all, or None: a file it changes is absent, or the header has no
     per-step API (ggml_opt_prepare_alloc), so there is no per-step mode to fix."""
     for path in fix_files:
@@ -134,6 +137,7 @@ def not_applicable_reason(fix_files: list[str], header_path: str,
 
 
 # ---- already upstream ----
+
 
 def content_present(patch: Patch, read: Callable[[str], Optional[str]]) -> bool:
     """Whether the patch's change is already in the files though the patch does not reverse-apply
@@ -172,10 +176,11 @@ def added_runs(f: FileDiff) -> list[list[str]]:
 
 def _contains(lines: list[str], run: list[str]) -> bool:
     n = len(run)
-    return any(lines[i:i + n] == run for i in range(len(lines) - n + 1))
+    return any(lines[i : i + n] == run for i in range(len(lines) - n + 1))
 
 
 # ---- conflict details ----
+
 
 def failed_hunk(patch: Patch, git_output: str) -> tuple[Optional[str], str]:
     """(file, hunk) where a plain `git am` stopped, from git's own error lines."""

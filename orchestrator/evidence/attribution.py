@@ -7,6 +7,7 @@ gate test): "pre-existing" when it fails without the fix too, "regression" when 
 
 Pure: takes the test records run/cell.py writes (outcome, signal, rows, output), returns entries.
 """
+
 from __future__ import annotations
 
 import re
@@ -45,7 +46,7 @@ def crash_device(output: str) -> Optional[str]:
     if not headers:
         return None
     last = headers[-1]
-    after = output[last.end():]
+    after = output[last.end() :]
     if re.search(rf"^\s*Backend {re.escape(last['device'])} \S+: (OK|FAIL|SKIPPED)\s*$", after, re.M):
         return None
     return last["device"]
@@ -74,8 +75,11 @@ def devices_seen(test: Optional[TestRecord]) -> set[str]:
     return {r.device for r in test.rows} if test else set()
 
 
-def attribute(patched_tests: Mapping[str, TestRecord], control_tests: Optional[Mapping[str, TestRecord]],
-              control_built: bool = True) -> list[AttributionEntry]:
+def attribute(
+    patched_tests: Mapping[str, TestRecord],
+    control_tests: Optional[Mapping[str, TestRecord]],
+    control_built: bool = True,
+) -> list[AttributionEntry]:
     """One entry per (test, device) failing with the fix, labelled against the control."""
     entries = []
     for name, test in patched_tests.items():
@@ -83,8 +87,16 @@ def attribute(patched_tests: Mapping[str, TestRecord], control_tests: Optional[M
         c_fail = failing_devices(control)
         for device, detail in failing_devices(test).items():
             label, why = _label(name, device, test, control, c_fail, control_built)
-            entries.append(AttributionEntry(name, None if device == ANY_DEVICE else device, detail,
-                                            _without(device, control, c_fail), label, why))
+            entries.append(
+                AttributionEntry(
+                    name,
+                    None if device == ANY_DEVICE else device,
+                    detail,
+                    _without(device, control, c_fail),
+                    label,
+                    why,
+                )
+            )
     return entries
 
 
@@ -100,8 +112,14 @@ def _without(device: str, control: Optional[TestRecord], c_fail: dict[str, str])
     return what_failed(control) if control.outcome != PASSED else "passed"
 
 
-def _label(name: str, device: str, patched: TestRecord, control: Optional[TestRecord], c_fail: dict[str, str],
-           control_built: bool) -> tuple[AttributionLabel, str]:
+def _label(
+    name: str,
+    device: str,
+    patched: TestRecord,
+    control: Optional[TestRecord],
+    c_fail: dict[str, str],
+    control_built: bool,
+) -> tuple[AttributionLabel, str]:
     where = f"{name} on {device}" if device != ANY_DEVICE else name
     if not control_built:
         return UNKNOWN, f"{where}: the control variant did not build, so there is nothing to compare with"
@@ -136,8 +154,10 @@ def failure_kind(entries: list[AttributionEntry]) -> Optional[AttributionLabel]:
 
 def describe(entries: list[AttributionEntry], labels: bool = True) -> str:
     """'test-opt on Vulkan0 crashed (SIGABRT) while testing it: pre-existing' joined by '; '."""
-    return "; ".join(f"{e.test}{' on ' + e.device if e.device else ''} {e.with_fix}"
-                     + (f": {e.label}" if labels else "") for e in entries)
+    return "; ".join(
+        f"{e.test}{' on ' + e.device if e.device else ''} {e.with_fix}" + (f": {e.label}" if labels else "")
+        for e in entries
+    )
 
 
 _KIND_MEANS = {PRE_EXISTING: "fails without the fix too", REGRESSION: "passes without the fix"}

@@ -2,6 +2,7 @@
 
 Pure: takes exit codes and output text, returns names and reasons.
 """
+
 from __future__ import annotations
 
 import re
@@ -12,8 +13,13 @@ from typing import Mapping, Optional
 from ..report.model import CellStatus, Outcome, Verdict
 
 # The words, as the results model spells them.
-PASSED, FAILED, CRASHED, TIMEOUT, NOT_BUILT = (Outcome.PASSED, Outcome.FAILED, Outcome.CRASHED, Outcome.TIMEOUT,
-                                               Outcome.NOT_BUILT)
+PASSED, FAILED, CRASHED, TIMEOUT, NOT_BUILT = (
+    Outcome.PASSED,
+    Outcome.FAILED,
+    Outcome.CRASHED,
+    Outcome.TIMEOUT,
+    Outcome.NOT_BUILT,
+)
 SKIPPED = Outcome.SKIPPED  # a test the backend does not run (its module's skip_tests): neither passed nor failed
 KILLED, SURVIVED, INVALID = Verdict.KILLED, Verdict.SURVIVED, Verdict.INVALID
 
@@ -22,7 +28,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # "opt_period=N" for the classic SGD cases, "case=NAME ..." for the others.
 GATE_ROW = re.compile(
     r"^device=(?P<device>\S+) (?P<case>[^:\n]+): (?P<status>OK|FAIL|SKIPPED)"
-    r"(?: at step (?P<step>\d+): w=(?P<actual>\S+) expected (?P<expected>\S+))?.*$", re.M)
+    r"(?: at step (?P<step>\d+): w=(?P<actual>\S+) expected (?P<expected>\S+))?.*$",
+    re.M,
+)
 _OPT_PERIOD = re.compile(r"(?:^| )opt_period=(\d+)(?: |$)")
 TEST_OPT_ROW = re.compile(r"^\s*Backend (?P<device>\S+) (?P<optimizer>\S+): (?P<status>OK|FAIL|SKIPPED)\s*$", re.M)
 
@@ -81,8 +89,10 @@ def gate_failure_line(output: str) -> Optional[str]:
 
 def test_opt_rows(output: str) -> list[dict]:
     """test-opt's "Backend CPU adamw: OK" lines -> one row per device x optimizer."""
-    return [{"device": m["device"], "optimizer": m["optimizer"], "status": m["status"]}
-            for m in TEST_OPT_ROW.finditer(strip_ansi(output))]
+    return [
+        {"device": m["device"], "optimizer": m["optimizer"], "status": m["status"]}
+        for m in TEST_OPT_ROW.finditer(strip_ansi(output))
+    ]
 
 
 @dataclass(frozen=True)
@@ -93,9 +103,14 @@ class GateVerdict:
     reason: str
 
 
-def gate_verdict(build_ok: bool, gate_outcome: Optional[str], gate_exit: Optional[int], gate_output: str,
-                 variant: str = "the control variant",
-                 passed: str = "the gate test passed without the fix: it is not a gate") -> GateVerdict:
+def gate_verdict(
+    build_ok: bool,
+    gate_outcome: Optional[str],
+    gate_exit: Optional[int],
+    gate_output: str,
+    variant: str = "the control variant",
+    passed: str = "the gate test passed without the fix: it is not a gate",
+) -> GateVerdict:
     """The gate run on a tree without the (right) fix: killed only if the tree built and the gate
     failed by its own check (a non-zero exit, not a signal or timeout) and printed its failure
     line; survived if it passed (`passed` says what that means); else invalid."""
@@ -115,9 +130,15 @@ def gate_verdict(build_ok: bool, gate_outcome: Optional[str], gate_exit: Optiona
     return GateVerdict(KILLED, f"the gate test failed by its own check: {line}")
 
 
-def control_verdict(build_ok: bool, gate_outcome: Optional[str], gate_exit: Optional[int],
-                    gate_output: str, test_opt_outcome: Optional[str],
-                    test_opt_pre_existing: Optional[str] = None, test_opt_skipped: Optional[str] = None) -> GateVerdict:
+def control_verdict(
+    build_ok: bool,
+    gate_outcome: Optional[str],
+    gate_exit: Optional[int],
+    gate_output: str,
+    test_opt_outcome: Optional[str],
+    test_opt_pre_existing: Optional[str] = None,
+    test_opt_skipped: Optional[str] = None,
+) -> GateVerdict:
     """The gate's verdict (gate_verdict), and test-opt still passed: the control changed only the fix.
 
     `test_opt_pre_existing` describes a test-opt failure seen with the fix too (e.g. a driver
@@ -128,16 +149,25 @@ def control_verdict(build_ok: bool, gate_outcome: Optional[str], gate_exit: Opti
     if v.verdict != KILLED or test_opt_outcome == PASSED:
         return v
     if test_opt_outcome == SKIPPED:
-        return GateVerdict(KILLED, f"{v.reason} (verdict on the gate alone: test-opt is not run on this backend: "
-                                   f"{test_opt_skipped or 'no reason recorded'})")
+        return GateVerdict(
+            KILLED,
+            f"{v.reason} (verdict on the gate alone: test-opt is not run on this backend: "
+            f"{test_opt_skipped or 'no reason recorded'})",
+        )
     if test_opt_pre_existing:
-        return GateVerdict(KILLED, f"{v.reason} (verdict on the gate alone: test-opt {test_opt_outcome} with and "
-                                   f"without the fix, pre-existing: {test_opt_pre_existing})")
-    return GateVerdict(INVALID, f"test-opt {test_opt_outcome} without the fix, so the control changed more than the fix")
+        return GateVerdict(
+            KILLED,
+            f"{v.reason} (verdict on the gate alone: test-opt {test_opt_outcome} with and "
+            f"without the fix, pre-existing: {test_opt_pre_existing})",
+        )
+    return GateVerdict(
+        INVALID, f"test-opt {test_opt_outcome} without the fix, so the control changed more than the fix"
+    )
 
 
-def cell_status(patched_build_ok: bool, patched: Mapping[str, str], verdict: Optional[GateVerdict],
-                attribution: str = "") -> tuple[CellStatus, str]:
+def cell_status(
+    patched_build_ok: bool, patched: Mapping[str, str], verdict: Optional[GateVerdict], attribution: str = ""
+) -> tuple[CellStatus, str]:
     """(status, reason) for a cell: passed only when every patched test that ran passed and the control
     was killed; a test the backend does not run (skipped) is named, never counted as passed.
     `attribution` says, for failing tests, whether they fail without the fix too."""
@@ -159,6 +189,8 @@ def cell_status(patched_build_ok: bool, patched: Mapping[str, str], verdict: Opt
     if verdict.verdict != KILLED:
         return CellStatus.FAILED, f"negative control {verdict.verdict}: {verdict.reason}"
     if skipped:
-        return CellStatus.PASSED, (f"every test run passes with the fix ({', '.join(skipped)} not run on this "
-                                   "backend); the gate fails without it")
+        return CellStatus.PASSED, (
+            f"every test run passes with the fix ({', '.join(skipped)} not run on this "
+            "backend); the gate fails without it"
+        )
     return CellStatus.PASSED, "all tests pass with the fix; the gate fails without it"

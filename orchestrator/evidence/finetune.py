@@ -6,6 +6,7 @@ command line, the results' data model (to and from JSON, validated as untrusted 
 of the program's output, the verdict rules, the cache key, the markdown tables and the plot.
 Everything but the plot's file write is pure; run/evidence.py does the work.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -45,6 +46,7 @@ MAX_EPOCHS = 100
 @dataclass(frozen=True)
 class Case:
     """One configuration run in both variants: optimizer, learning rate, opt_period, epochs."""
+
     optimizer: str
     lr: float
     opt_period: int
@@ -63,8 +65,13 @@ class Case:
 
     def key(self) -> dict[str, Any]:
         """What the cache key holds of the case: everything the program is given for it."""
-        return {"optimizer": self.optimizer, "lr": self.lr, "n_batch": self.n_batch, "n_ubatch": N_UBATCH,
-                "epochs": self.epochs}
+        return {
+            "optimizer": self.optimizer,
+            "lr": self.lr,
+            "n_batch": self.n_batch,
+            "n_ubatch": N_UBATCH,
+            "epochs": self.epochs,
+        }
 
 
 # ggml-opt's own default AdamW step (alpha 1e-3) and SGD at 0.1 (where the fixed run learns at a
@@ -90,8 +97,10 @@ def parse_case(text: str, default_epochs: int = 6) -> Case:
         raise ValueError(f"--case {text!r}: learning rate {lr_text!r}: expected a number in (0, 10]")
     period = _int(period_text)
     if period not in PERIODS:
-        raise ValueError(f"--case {text!r}: opt_period {period_text!r}: expected one of "
-                         f"{', '.join(map(str, PERIODS))} (n_batch = opt_period x {N_UBATCH} must divide n_ctx {N_CTX})")
+        raise ValueError(
+            f"--case {text!r}: opt_period {period_text!r}: expected one of "
+            f"{', '.join(map(str, PERIODS))} (n_batch = opt_period x {N_UBATCH} must divide n_ctx {N_CTX})"
+        )
     epochs = _int(parts[3]) if len(parts) == 4 else default_epochs
     if epochs is None or not 1 <= epochs <= MAX_EPOCHS:
         raise ValueError(f"--case {text!r}: epochs {parts[3]!r}: expected a whole number from 1 to {MAX_EPOCHS}")
@@ -127,17 +136,35 @@ TREE = "$LLAMA_CPP"  # the llama.cpp tree, in the commands a reader runs (from a
 
 def build_commands() -> list[str]:
     """The program built against a llama.cpp tree, as the evidence builds it."""
-    return [f"cmake -S native_tests/llama-harness -B build -DLLAMA_SOURCE_DIR={TREE} -DCMAKE_BUILD_TYPE=Release "
-            "-DBUILD_SHARED_LIBS=OFF", f"cmake --build build --target {PROGRAM}"]
+    return [
+        f"cmake -S native_tests/llama-harness -B build -DLLAMA_SOURCE_DIR={TREE} -DCMAKE_BUILD_TYPE=Release "
+        "-DBUILD_SHARED_LIBS=OFF",
+        f"cmake --build build --target {PROGRAM}",
+    ]
 
 
 def display_command(run: Run, data: Sequence[str], seed: Any) -> str:
     """A run's command as someone reproduces it from a ggml-patch checkout (paths relative, from the
     run's own numbers; the same for both variants: the llama.cpp tree decides which)."""
     argv = ["./build/bin/" + PROGRAM, "-m", model_name(seed)] + [a for f in data for a in ("-f", f"{TREE}/{f}")]
-    argv += ["--optimizer", run.optimizer, "--lr", f"{run.lr:g}", "-c", str(N_CTX), "-b", str(run.n_batch),
-             "-ub", str(run.n_ubatch), "--epochs", str(len(run.epochs)), "--val-split", f"{VAL_SPLIT:g}",
-             "-t", str(THREADS)]
+    argv += [
+        "--optimizer",
+        run.optimizer,
+        "--lr",
+        f"{run.lr:g}",
+        "-c",
+        str(N_CTX),
+        "-b",
+        str(run.n_batch),
+        "-ub",
+        str(run.n_ubatch),
+        "--epochs",
+        str(len(run.epochs)),
+        "--val-split",
+        f"{VAL_SPLIT:g}",
+        "-t",
+        str(THREADS),
+    ]
     return " ".join(argv)
 
 
@@ -146,9 +173,24 @@ def command(binary: str, model: str, data: Sequence[str], case: Case) -> list[st
     argv = [binary, "-m", model]
     for f in data:
         argv += ["-f", f]
-    return argv + ["--optimizer", case.optimizer, "--lr", f"{case.lr:g}", "-c", str(N_CTX), "-b", str(case.n_batch),
-                   "-ub", str(N_UBATCH), "--epochs", str(case.epochs), "--val-split", f"{VAL_SPLIT:g}",
-                   "-t", str(THREADS)]
+    return argv + [
+        "--optimizer",
+        case.optimizer,
+        "--lr",
+        f"{case.lr:g}",
+        "-c",
+        str(N_CTX),
+        "-b",
+        str(case.n_batch),
+        "-ub",
+        str(N_UBATCH),
+        "--epochs",
+        str(case.epochs),
+        "--val-split",
+        f"{VAL_SPLIT:g}",
+        "-t",
+        str(THREADS),
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -217,7 +259,8 @@ def parse_output(text: str) -> ProgramOutput:
         elif head.startswith("epoch="):
             p = parse_pairs(line)
             if not isinstance(p.get("epoch"), int) or not all(
-                    isinstance(p.get(k), (int, float)) for k in ("train_loss", "eval_loss")):
+                isinstance(p.get(k), (int, float)) for k in ("train_loss", "eval_loss")
+            ):
                 continue
             acc = {k: float(p[k]) for k in ("train_acc", "eval_acc") if isinstance(p.get(k), (int, float))}
             epochs.append(Epoch(p["epoch"], float(p["train_loss"]), float(p["eval_loss"]), **acc))
@@ -231,6 +274,7 @@ def parse_output(text: str) -> ProgramOutput:
 @dataclass
 class Run:
     """One run of the program: a variant (with or without the fix) of one case."""
+
     variant: str
     optimizer: str
     opt_period: int
@@ -252,17 +296,19 @@ class Run:
 @dataclass
 class FinetuneResults:
     target: str
-    base: str                 # the upstream commit (or source digest) the llama.cpp tree is at
-    model: dict[str, Any]     # sha256, seed, dims, n_vocab, vocab_file, vocab_sha256
-    data: dict[str, Any]      # files, sha256, tokens (from the program's config line)
-    program: dict[str, Any]   # name, sha256 of its source and of the harness
+    base: str  # the upstream commit (or source digest) the llama.cpp tree is at
+    model: dict[str, Any]  # sha256, seed, dims, n_vocab, vocab_file, vocab_sha256
+    data: dict[str, Any]  # files, sha256, tokens (from the program's config line)
+    program: dict[str, Any]  # name, sha256 of its source and of the harness
     runs: list[Run] = field(default_factory=list)
     cache_key: str = ""
     schema_version: int = SCHEMA_VERSION
-    source: dict[str, Any] = field(default_factory=dict)     # the target's source: description, upstream commit
-    series: dict[str, Any] = field(default_factory=dict)     # sha256 (canonical, as results.json), rendered_sha256, patches
+    source: dict[str, Any] = field(default_factory=dict)  # the target's source: description, upstream commit
+    series: dict[str, Any] = field(
+        default_factory=dict
+    )  # sha256 (canonical, as results.json), rendered_sha256, patches
     toolchain: dict[str, Any] = field(default_factory=dict)  # compiler, CMake, ... (run/toolchain.py)
-    timings: dict[str, Any] = field(default_factory=dict)    # seconds of the run that made these results
+    timings: dict[str, Any] = field(default_factory=dict)  # seconds of the run that made these results
 
     def to_json(self) -> str:
         """The results with the verdicts computed from them (a reader recomputes them, never trusts them)."""
@@ -284,8 +330,15 @@ class FinetuneResults:
             raise ValueError(f"finetune results: schema_version {d.get('schema_version')!r}, expected {SCHEMA_VERSION}")
         validate(d)
         known = {f for f in cls.__dataclass_fields__ if f != "runs"}
-        runs = [Run(**{**{k: v for k, v in r.items() if k in Run.__dataclass_fields__},
-                       "epochs": [Epoch(**e) for e in r["epochs"]]}) for r in d["runs"]]
+        runs = [
+            Run(
+                **{
+                    **{k: v for k, v in r.items() if k in Run.__dataclass_fields__},
+                    "epochs": [Epoch(**e) for e in r["epochs"]],
+                }
+            )
+            for r in d["runs"]
+        ]
         return cls(**{k: v for k, v in d.items() if k in known}, runs=runs)
 
     def cases(self) -> list[tuple[str, int, float]]:
@@ -309,11 +362,18 @@ class FinetuneResults:
 _HEX = {"type": "string", "pattern": r"^[0-9a-f]{7,64}\Z"}
 _SHA256 = {"type": "string", "pattern": r"^[0-9a-f]{64}\Z"}
 _TEXT = {"type": "string", "maxLength": 4096}
-_PATH = {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*\Z", "maxLength": 200}
+_PATH = {
+    "type": "string",
+    "pattern": r"^[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*\Z",
+    "maxLength": 200,
+}
 _NUMBER = {"type": "number"}  # nan and inf included: a diverged run's loss
 _MAYBE_NUMBER = {"type": ["number", "null"]}
-_INFO = {"type": "object", "maxProperties": 64,
-         "additionalProperties": {"type": ["string", "number", "boolean", "null", "object", "array"]}}
+_INFO = {
+    "type": "object",
+    "maxProperties": 64,
+    "additionalProperties": {"type": ["string", "number", "boolean", "null", "object", "array"]},
+}
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["schema_version", "target", "base", "model", "data", "program", "runs"],
@@ -322,22 +382,41 @@ SCHEMA: dict[str, Any] = {
         "target": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._ /-]{0,199}\Z"},
         "base": _HEX,
         "cache_key": {"anyOf": [_SHA256, {"const": ""}]},
-        "model": {**_INFO, "properties": {"sha256": _SHA256, "vocab_sha256": _SHA256,
-                                          "seed": {"type": "integer", "minimum": 0, "maximum": 2**32 - 1},
-                                          "n_vocab": {"type": "integer", "minimum": 1},
-                                          "n_params": {"type": "integer", "minimum": 1},
-                                          "vocab_file": _PATH}},
-        "data": {**_INFO, "properties": {"sha256": _SHA256, "files": {"type": "array", "maxItems": 16, "items": _PATH},
-                                         "tokens": {"type": ["integer", "null"], "minimum": 0}}},
+        "model": {
+            **_INFO,
+            "properties": {
+                "sha256": _SHA256,
+                "vocab_sha256": _SHA256,
+                "seed": {"type": "integer", "minimum": 0, "maximum": 2**32 - 1},
+                "n_vocab": {"type": "integer", "minimum": 1},
+                "n_params": {"type": "integer", "minimum": 1},
+                "vocab_file": _PATH,
+            },
+        },
+        "data": {
+            **_INFO,
+            "properties": {
+                "sha256": _SHA256,
+                "files": {"type": "array", "maxItems": 16, "items": _PATH},
+                "tokens": {"type": ["integer", "null"], "minimum": 0},
+            },
+        },
         "program": {**_INFO, "properties": {"name": _TEXT, "sha256": _SHA256}},
         "source": _INFO,
-        "series": {**_INFO, "properties": {"sha256": _SHA256, "rendered_sha256": _SHA256,
-                                           "patches": {"type": "array", "maxItems": 64, "items": _TEXT}}},
+        "series": {
+            **_INFO,
+            "properties": {
+                "sha256": _SHA256,
+                "rendered_sha256": _SHA256,
+                "patches": {"type": "array", "maxItems": 64, "items": _TEXT},
+            },
+        },
         "toolchain": {"type": "object", "maxProperties": 32, "additionalProperties": _TEXT},
         "timings": _INFO,
         "verdicts": {"type": "array"},  # recomputed on reading, never used as read
         "runs": {
-            "type": "array", "maxItems": 64,
+            "type": "array",
+            "maxItems": 64,
             "items": {
                 "type": "object",
                 "required": ["variant", "optimizer", "opt_period", "n_batch", "n_ubatch", "lr", "command", "epochs"],
@@ -354,13 +433,19 @@ SCHEMA: dict[str, Any] = {
                     "cpu_seconds": _MAYBE_NUMBER,
                     "outcome": {"enum": ["ok", "failed", "timed out", "crashed"]},
                     "epochs": {
-                        "type": "array", "maxItems": MAX_EPOCHS,
+                        "type": "array",
+                        "maxItems": MAX_EPOCHS,
                         "items": {
-                            "type": "object", "required": ["epoch", "train_loss", "eval_loss"],
+                            "type": "object",
+                            "required": ["epoch", "train_loss", "eval_loss"],
                             "additionalProperties": False,
-                            "properties": {"epoch": {"type": "integer", "minimum": 1, "maximum": MAX_EPOCHS},
-                                           "train_loss": _NUMBER, "eval_loss": _NUMBER,
-                                           "train_acc": _MAYBE_NUMBER, "eval_acc": _MAYBE_NUMBER},
+                            "properties": {
+                                "epoch": {"type": "integer", "minimum": 1, "maximum": MAX_EPOCHS},
+                                "train_loss": _NUMBER,
+                                "eval_loss": _NUMBER,
+                                "train_acc": _MAYBE_NUMBER,
+                                "eval_acc": _MAYBE_NUMBER,
+                            },
                         },
                     },
                 },
@@ -387,8 +472,9 @@ def validate(d: Any) -> None:
     for i, r in enumerate(d["runs"]):
         key = (r["variant"], r["optimizer"], r["opt_period"], r["lr"])
         if key in seen:
-            raise ValueError(f"runs.{i}: a second {r['variant']} run of {r['optimizer']} lr {r['lr']:g} "
-                             f"opt_period {r['opt_period']}")
+            raise ValueError(
+                f"runs.{i}: a second {r['variant']} run of {r['optimizer']} lr {r['lr']:g} opt_period {r['opt_period']}"
+            )
         seen.add(key)
         numbers = [e["epoch"] for e in r["epochs"]]
         if numbers != list(range(1, len(numbers) + 1)):
@@ -452,13 +538,13 @@ class Verdict:
     opt_period: int
     lr: float
     epochs: int
-    differ: bool                       # the curves differ between variants
+    differ: bool  # the curves differ between variants
     max_rel_diff: float
-    fixed_falls: bool                  # with the fix, the eval loss ends lower than it started and never rises
+    fixed_falls: bool  # with the fix, the eval loss ends lower than it started and never rises
     rises_where_fixed_falls: tuple[int, ...]  # epochs where the eval loss rose without the fix and fell with it
-    oscillates: bool                   # without the fix, the eval (or train) loss changes direction at least twice
-    diverged: bool                     # without the fix, a loss became nan or inf
-    ends_worse: bool                   # without the fix, the last eval loss is higher than with it (beyond DIFFER_REL)
+    oscillates: bool  # without the fix, the eval (or train) loss changes direction at least twice
+    diverged: bool  # without the fix, a loss became nan or inf
+    ends_worse: bool  # without the fix, the last eval loss is higher than with it (beyond DIFFER_REL)
     label: str
 
     def as_dict(self) -> dict:
@@ -476,8 +562,9 @@ def verdict(optimizer: str, opt_period: int, lr: float, fixed: list[Epoch], unfi
       (e.g. it only learned faster)."""
     n = min(len(fixed), len(unfixed))
     f, u = list(fixed[:n]), list(unfixed[:n])
-    diffs = [_rel(a.train_loss, b.train_loss) for a, b in zip(f, u, strict=True)] + \
-            [_rel(a.eval_loss, b.eval_loss) for a, b in zip(f, u, strict=True)]
+    diffs = [_rel(a.train_loss, b.train_loss) for a, b in zip(f, u, strict=True)] + [
+        _rel(a.eval_loss, b.eval_loss) for a, b in zip(f, u, strict=True)
+    ]
     max_diff = max(diffs, default=0.0)
     differ = max_diff > DIFFER_REL
     f_eval, u_eval = [e.eval_loss for e in f], [e.eval_loss for e in u]
@@ -487,8 +574,9 @@ def verdict(optimizer: str, opt_period: int, lr: float, fixed: list[Epoch], unfi
     rises = tuple(f[i + 1].epoch for i, (a, b) in enumerate(zip(f_moves, u_moves, strict=True)) if a == -1 and b == 1)
     oscillates = max(direction_changes(u_moves), direction_changes(moves(u_train))) >= 2
     diverged = any(not math.isfinite(x) for x in u_eval + u_train)
-    ends_worse = n >= 1 and (not math.isfinite(u_eval[-1]) or
-                             (u_eval[-1] > f_eval[-1] and _rel(u_eval[-1], f_eval[-1]) > DIFFER_REL))
+    ends_worse = n >= 1 and (
+        not math.isfinite(u_eval[-1]) or (u_eval[-1] > f_eval[-1] and _rel(u_eval[-1], f_eval[-1]) > DIFFER_REL)
+    )
     if n >= 1 and not differ:
         label = "no difference"
     elif n < 2 or not fixed_falls:
@@ -497,8 +585,9 @@ def verdict(optimizer: str, opt_period: int, lr: float, fixed: list[Epoch], unfi
         label = "bug visible"
     else:
         label = "differs, no harm shown"
-    return Verdict(optimizer, opt_period, lr, n, differ, max_diff, fixed_falls, rises, oscillates, diverged,
-                   ends_worse, label)
+    return Verdict(
+        optimizer, opt_period, lr, n, differ, max_diff, fixed_falls, rises, oscillates, diverged, ends_worse, label
+    )
 
 
 def run_outcome(exit_code: Optional[int], timed_out: bool, complete: bool) -> str:
@@ -543,16 +632,34 @@ def data_digest(files: Iterable[tuple[str, bytes]]) -> str:
     return h.hexdigest()
 
 
-def cache_key(*, base: str, series: str, model_sha256: str, data_sha256: str, program_sha256: str,
-              flags: dict[str, Any], cases: list[dict[str, Any]], toolchain: dict[str, Any]) -> str:
+def cache_key(
+    *,
+    base: str,
+    series: str,
+    model_sha256: str,
+    data_sha256: str,
+    program_sha256: str,
+    flags: dict[str, Any],
+    cases: list[dict[str, Any]],
+    toolchain: dict[str, Any],
+) -> str:
     """A stable sha256 of everything that decides the finetune results (pure):
     base: the upstream tree (commit or source digest); series: digest of the rendered series;
     model/data: the model file's and the text's sha256; program: the driver source and harness;
     flags: CMake flags and the program's fixed options; cases: the runs (optimizer, n_batch,
     n_ubatch, lr, epochs); toolchain: compiler and CMake versions."""
-    parts = {"v": KEY_VERSION, "kind": "finetune", "base": base, "series": series, "model": model_sha256,
-             "data": data_sha256, "program": program_sha256, "flags": flags, "cases": cases,
-             "toolchain": toolchain}
+    parts = {
+        "v": KEY_VERSION,
+        "kind": "finetune",
+        "base": base,
+        "series": series,
+        "model": model_sha256,
+        "data": data_sha256,
+        "program": program_sha256,
+        "flags": flags,
+        "cases": cases,
+        "toolchain": toolchain,
+    }
     blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -570,27 +677,37 @@ def _fmt(x: Optional[float]) -> str:
 def table_markdown(results: FinetuneResults) -> str:
     """A verdict table, then per case: epoch | train/eval loss with the fix | train/eval without."""
     vs = verdicts(results)
-    lines = ["| optimizer | lr | opt_period | epochs | verdict | max rel. diff | eval rises without the fix (epochs) | oscillates | diverged | ends worse |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| optimizer | lr | opt_period | epochs | verdict | max rel. diff | eval rises without the fix (epochs) | oscillates | diverged | ends worse |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for v in vs:
-        lines.append(f"| {v.optimizer} | {v.lr:g} | {v.opt_period} | {v.epochs} | **{v.label}** | {v.max_rel_diff:.3g} | "
-                     f"{', '.join(map(str, v.rises_where_fixed_falls)) or 'none'} | {'yes' if v.oscillates else 'no'} | "
-                     f"{'yes' if v.diverged else 'no'} | {'yes' if v.ends_worse else 'no'} |")
+        lines.append(
+            f"| {v.optimizer} | {v.lr:g} | {v.opt_period} | {v.epochs} | **{v.label}** | {v.max_rel_diff:.3g} | "
+            f"{', '.join(map(str, v.rises_where_fixed_falls)) or 'none'} | {'yes' if v.oscillates else 'no'} | "
+            f"{'yes' if v.diverged else 'no'} | {'yes' if v.ends_worse else 'no'} |"
+        )
     for opt, period, lr in results.cases():
         f, u = results.run("with_fix", opt, period, lr), results.run("without_fix", opt, period, lr)
         rows: dict[int, list[Optional[Epoch]]] = {}
         first = f or u
         assert first is not None  # a case exists because one of its runs does
         for i, run in enumerate((f, u)):
-            for e in (run.epochs if run else []):
+            for e in run.epochs if run else []:
                 rows.setdefault(e.epoch, [None, None])[i] = e
-        lines += ["", f"**{opt}, lr {lr:g}, opt_period {period}** (n_batch {first.n_batch}, n_ubatch {first.n_ubatch})", "",
-                  "| epoch | train loss, with the fix | eval loss, with the fix | train loss, without | eval loss, without |",
-                  "|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"**{opt}, lr {lr:g}, opt_period {period}** (n_batch {first.n_batch}, n_ubatch {first.n_ubatch})",
+            "",
+            "| epoch | train loss, with the fix | eval loss, with the fix | train loss, without | eval loss, without |",
+            "|---|---|---|---|---|",
+        ]
         for n in sorted(rows):
             a, b = rows[n]
-            lines.append(f"| {n} | {_fmt(a.train_loss if a else None)} | {_fmt(a.eval_loss if a else None)} | "
-                         f"{_fmt(b.train_loss if b else None)} | {_fmt(b.eval_loss if b else None)} |")
+            lines.append(
+                f"| {n} | {_fmt(a.train_loss if a else None)} | {_fmt(a.eval_loss if a else None)} | "
+                f"{_fmt(b.train_loss if b else None)} | {_fmt(b.eval_loss if b else None)} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -608,20 +725,24 @@ def figure(results: FinetuneResults):
     cases = results.cases()
     opts = list(dict.fromkeys((o, lr) for o, _, lr in cases))
     periods = sorted(dict.fromkeys(p for _, p, _ in cases))
-    fig, axes = plt.subplots(len(opts), len(periods), figsize=(3.6 * len(periods), 2.8 * len(opts)),
-                             dpi=110, squeeze=False)
+    fig, axes = plt.subplots(
+        len(opts), len(periods), figsize=(3.6 * len(periods), 2.8 * len(opts)), dpi=110, squeeze=False
+    )
     for i, (opt, lr) in enumerate(opts):
         for j, period in enumerate(periods):
             ax = axes[i][j]
-            for variant, colour, label in (("with_fix", "tab:blue", "with the fix"),
-                                           ("without_fix", "tab:red", "without")):
+            for variant, colour, label in (
+                ("with_fix", "tab:blue", "with the fix"),
+                ("without_fix", "tab:red", "without"),
+            ):
                 run = results.run(variant, opt, period, lr)
                 if not run:
                     continue
                 xs = [e.epoch for e in run.epochs]
                 ax.plot(xs, [e.train_loss for e in run.epochs], "-o", ms=3, color=colour, label=f"train, {label}")
-                ax.plot(xs, [e.eval_loss for e in run.epochs], "--s", ms=3, color=colour, alpha=0.7,
-                        label=f"eval, {label}")
+                ax.plot(
+                    xs, [e.eval_loss for e in run.epochs], "--s", ms=3, color=colour, alpha=0.7, label=f"eval, {label}"
+                )
             if _spans_decades(ax):
                 ax.set_yscale("log")  # a diverging run would flatten the other curves
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -631,8 +752,11 @@ def figure(results: FinetuneResults):
             ax.tick_params(labelsize=7)
             ax.grid(True, alpha=0.3)
     axes[0][0].legend(fontsize=6)
-    where = results.target + (f", upstream {results.source['upstream_commit'][:12]}"
-                               if isinstance(results.source.get("upstream_commit"), str) else "")
+    where = results.target + (
+        f", upstream {results.source['upstream_commit'][:12]}"
+        if isinstance(results.source.get("upstream_commit"), str)
+        else ""
+    )
     fig.suptitle(f"llama_opt_epoch, tiny llama model, with and without the fix\n{where}", fontsize=9)
     fig.tight_layout()
     return fig
@@ -673,13 +797,21 @@ def provenance_rows(results: FinetuneResults) -> list[tuple[str, str]]:
         ("base commit", f"`{results.base}`"),
         ("upstream commit", f"`{results.source['upstream_commit']}`" if results.source.get("upstream_commit") else "—"),
         ("series sha256", f"`{results.series['sha256']}`" if results.series.get("sha256") else "—"),
-        ("program", f"`native_tests/{results.program.get('name', PROGRAM)}.cpp` (llama_opt_init, llama_opt_epoch), "
-                    f"CPU, {THREADS} threads, n_ctx {N_CTX}, n_ubatch {N_UBATCH}, val-split {VAL_SPLIT:g}"),
-        ("model", f"tiny llama, seed {m.get('seed', '—')}, {model}, n_vocab {m.get('n_vocab', '—')}, F32, "
-                  f"{m.get('n_params', '—')} parameters, sha256 `{m.get('sha256', '—')}`"),
+        (
+            "program",
+            f"`native_tests/{results.program.get('name', PROGRAM)}.cpp` (llama_opt_init, llama_opt_epoch), "
+            f"CPU, {THREADS} threads, n_ctx {N_CTX}, n_ubatch {N_UBATCH}, val-split {VAL_SPLIT:g}",
+        ),
+        (
+            "model",
+            f"tiny llama, seed {m.get('seed', '—')}, {model}, n_vocab {m.get('n_vocab', '—')}, F32, "
+            f"{m.get('n_params', '—')} parameters, sha256 `{m.get('sha256', '—')}`",
+        ),
         ("data", f"{' + '.join(d.get('files') or [])} of the tree{tokens}, sha256 `{d.get('sha256', '—')}`"),
-        ("CPU seconds per epoch", f"{sum(r.cpu_seconds or 0 for r in runs) / max(1, sum(len(r.epochs) for r in runs)):.1f}"
-                                  if runs else "—"),
+        (
+            "CPU seconds per epoch",
+            f"{sum(r.cpu_seconds or 0 for r in runs) / max(1, sum(len(r.epochs) for r in runs)):.1f}" if runs else "—",
+        ),
     ]
 
 

@@ -9,6 +9,7 @@ did not build, crashed, timed out).
 
 Pure: text in, a Mutant out; a gate run in, a verdict out.
 """
+
 from __future__ import annotations
 
 import re
@@ -59,12 +60,17 @@ def verdict(apply_error: Optional[str], build_ok: bool, gate: Optional[TestRecor
     """The gate's verdict on one mutant (the control's own rules, classify.gate_verdict)."""
     if apply_error is not None:
         return GateVerdict(INVALID, f"the mutant did not apply: {apply_error}")
-    return gate_verdict(build_ok, gate.outcome if gate else None, gate.exit_code if gate else None,
-                        (gate.output or "") if gate else "", variant="the tree with the mutant",
-                        passed="the gate test passed with this known-wrong fix: it does not catch it")
+    return gate_verdict(
+        build_ok,
+        gate.outcome if gate else None,
+        gate.exit_code if gate else None,
+        (gate.output or "") if gate else "",
+        variant="the tree with the mutant",
+        passed="the gate test passed with this known-wrong fix: it does not catch it",
+    )
 
 
 def kill_line(verdicts: list[Optional[Verdict]]) -> str:
-    """"the gate kills N/M known-wrong fixes" (skipped mutants are not counted)."""
+    """ "the gate kills N/M known-wrong fixes" (skipped mutants are not counted)."""
     ran = [v for v in verdicts if v is not None]
     return f"the gate kills {sum(1 for v in ran if v == Verdict.KILLED)}/{len(ran)} known-wrong fixes"

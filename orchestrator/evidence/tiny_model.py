@@ -10,6 +10,7 @@ compatibility policy (NEP 19), and the file is written by the pinned gguf-py, wh
 metadata and tensors in the order given with fixed alignment and no timestamps. Same seed, same
 vocab file and same gguf-py: same bytes.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -31,6 +32,7 @@ DEFAULT_SEED = 20261130
 @dataclass(frozen=True)
 class Dims:
     """Model dimensions. n_ctx 256 is the smallest context llama_context accepts (it pads to 256)."""
+
     n_layer: int = 2
     n_embd: int = 64
     n_head: int = 4
@@ -62,6 +64,7 @@ class Dims:
 @dataclass(frozen=True)
 class KV:
     """One GGUF metadata entry: key, value, value type and (for arrays) element type (gguf enums)."""
+
     key: str
     value: Any
     vtype: Any
@@ -71,6 +74,7 @@ class KV:
 @dataclass(frozen=True)
 class Vocab:
     """The tokenizer metadata of a vocab GGUF (every `tokenizer.*` entry, in file order)."""
+
     n_vocab: int
     entries: tuple[KV, ...]
     source_sha256: str = ""
@@ -79,6 +83,7 @@ class Vocab:
 @dataclass(frozen=True)
 class TinyModel:
     """The content of a model: metadata in write order and (name, F32 array) tensors in write order."""
+
     kv: tuple[KV, ...]
     tensors: tuple[tuple[str, np.ndarray], ...] = field(repr=False)
 
@@ -232,9 +237,16 @@ def make(vocab_file: Path, out: Path, seed: int = DEFAULT_SEED, dims: Dims = Dim
     vocab = read_vocab(vocab_file)
     model = tiny_model(vocab, dims, seed)
     digest = write_gguf(model, out)
-    return WrittenModel(path=out, sha256=digest, seed=seed, dims=dims, n_vocab=vocab.n_vocab,
-                        vocab_file=str(vocab_file), vocab_sha256=vocab.source_sha256,
-                        n_params=sum(int(t.size) for _, t in model.tensors))
+    return WrittenModel(
+        path=out,
+        sha256=digest,
+        seed=seed,
+        dims=dims,
+        n_vocab=vocab.n_vocab,
+        vocab_file=str(vocab_file),
+        vocab_sha256=vocab.source_sha256,
+        n_params=sum(int(t.size) for _, t in model.tensors),
+    )
 
 
 def cli(argv: Optional[list[str]] = None) -> int:
@@ -257,8 +269,10 @@ def cli(argv: Optional[list[str]] = None) -> int:
     except ValueError as e:
         print(f"error: {e}")
         return 2
-    print(f"sha256={m.sha256} path={m.path} seed={m.seed} n_vocab={m.n_vocab} n_params={m.n_params} "
-          f"vocab_sha256={m.vocab_sha256}")
+    print(
+        f"sha256={m.sha256} path={m.path} seed={m.seed} n_vocab={m.n_vocab} n_params={m.n_params} "
+        f"vocab_sha256={m.vocab_sha256}"
+    )
     return 0
 
 

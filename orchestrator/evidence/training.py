@@ -3,6 +3,7 @@
 Parsing and the table are pure; the plot (matplotlib, no display) is the one effect, made only
 where matplotlib is installed (the `plot` extra: pip install 'ggml-patch[plot]').
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -16,8 +17,10 @@ _EPOCH = re.compile(r"^epoch=(?P<epoch>\d+) train_loss=(?P<train>\S+) eval_loss=
 
 def epochs(output: str) -> list[dict]:
     """train-opt-dynamic's output -> [{"epoch", "train_loss", "eval_loss"}] (nan/inf kept as floats)."""
-    return [{"epoch": int(m["epoch"]), "train_loss": float(m["train"]), "eval_loss": float(m["eval"])}
-            for m in _EPOCH.finditer(output)]
+    return [
+        {"epoch": int(m["epoch"]), "train_loss": float(m["train"]), "eval_loss": float(m["eval"])}
+        for m in _EPOCH.finditer(output)
+    ]
 
 
 def diverges_as_predicted(patched: list[dict], control: list[dict]) -> Optional[bool]:
@@ -41,12 +44,18 @@ def table_markdown(patched: list[dict], control: list[dict]) -> str:
     by_epoch = {e["epoch"]: [e, None] for e in patched}
     for e in control:
         by_epoch.setdefault(e["epoch"], [None, None])[1] = e
-    lines = ["| epoch | train loss, with the fix | eval loss, with the fix | train loss, without | eval loss, without |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| epoch | train loss, with the fix | eval loss, with the fix | train loss, without | eval loss, without |",
+        "|---|---|---|---|---|",
+    ]
     for n in sorted(by_epoch):
         p, c = by_epoch[n]
-        cols = [_fmt(p["train_loss"]) if p else "—", _fmt(p["eval_loss"]) if p else "—",
-                _fmt(c["train_loss"]) if c else "—", _fmt(c["eval_loss"]) if c else "—"]
+        cols = [
+            _fmt(p["train_loss"]) if p else "—",
+            _fmt(p["eval_loss"]) if p else "—",
+            _fmt(c["train_loss"]) if c else "—",
+            _fmt(c["eval_loss"]) if c else "—",
+        ]
         lines.append(f"| {n} | " + " | ".join(cols) + " |")
     return "\n".join(lines) + "\n"
 

@@ -1,4 +1,5 @@
 """Reading the series from patches/ (the one place the series touches the file system)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,7 +29,9 @@ def read_series(directory: Path, layout: str) -> Series:
     try:
         return parse_series(layout, patches)
     except ConfigError as e:
-        raise ConfigError(f"{directory}/{e}" if str(e).split(":")[0].endswith(".patch") else f"{directory}: {e}") from None
+        raise ConfigError(
+            f"{directory}/{e}" if str(e).split(":")[0].endswith(".patch") else f"{directory}: {e}"
+        ) from None
 
 
 def load_series(matrix: Matrix) -> Series:
@@ -37,15 +40,19 @@ def load_series(matrix: Matrix) -> Series:
     from ..config import _line_for, require_native_tests
 
     if not matrix.series_dir.is_dir():
-        raise ConfigError(f"{matrix.path}:{_line_for(matrix.lines, ('series', 'path'))}: series.path: "
-                          f"{matrix.series_dir}: the series directory does not exist")
+        raise ConfigError(
+            f"{matrix.path}:{_line_for(matrix.lines, ('series', 'path'))}: series.path: "
+            f"{matrix.series_dir}: the series directory does not exist"
+        )
     require_native_tests(matrix)  # the gate test the series must carry, and the harness every build uses
     series = read_series(matrix.series_dir, matrix.series_layout)
     native = matrix.native_tests_dir / f"{GATE_TEST}.cpp"
     in_series = series.gate_test_source()
     if native.exists() and in_series is not None and native.read_text(encoding="utf-8") != in_series:
-        raise ConfigError(f"{matrix.series_dir}: the series' {GATE_TEST}.cpp differs from {native}; "
-                          "regenerate the series from native_tests/")
+        raise ConfigError(
+            f"{matrix.series_dir}: the series' {GATE_TEST}.cpp differs from {native}; "
+            "regenerate the series from native_tests/"
+        )
     return series
 
 

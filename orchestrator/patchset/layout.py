@@ -4,6 +4,7 @@ Pure: no file system, no git. Paths are POSIX and relative to the project root. 
 ggml repository's own layout is the neutral one every other layout maps to and from
 (the same map ggml's scripts/sync-llama-am.sh applies).
 """
+
 from __future__ import annotations
 
 import re
@@ -41,7 +42,7 @@ class Layout:
         if self.ggml_root:
             if not rel.startswith(self.ggml_root):
                 raise ConfigError(f"{path}: outside ggml/ and tests/, no counterpart in the ggml layout")
-            rel = rel[len(self.ggml_root):]
+            rel = rel[len(self.ggml_root) :]
         if not rel.startswith(_GGML_OWNED):
             raise ConfigError(f"{path}: not a ggml source, header, cmake or test path in layout {self.name}")
         return rel
@@ -65,7 +66,7 @@ class Layout:
 def _strip(path: str, prefix: str, layout: Layout) -> str:
     if not path.startswith(prefix):
         raise ConfigError(f"{path}: outside {prefix!r}, the place of layout {layout.name}")
-    return path[len(prefix):]
+    return path[len(prefix) :]
 
 
 def translate(path: str, src: Layout, dst: Layout) -> str:
@@ -111,15 +112,18 @@ def register_gate_test(layout: Layout, cmakelists: str) -> str:
         m = _LLAMA_ANCHOR.search(cmakelists)
         if not m:
             raise RegistrationError(
-                f"{REGISTRATION_FILE}: no 'llama_build_and_test(test-opt.cpp)' line to register {GATE_TEST} after")
+                f"{REGISTRATION_FILE}: no 'llama_build_and_test(test-opt.cpp)' line to register {GATE_TEST} after"
+            )
         line = f"{m.group('indent')}llama_build_and_test({GATE_TEST}.cpp)\n"
         end = m.end()
         if end == len(cmakelists):  # the anchor is the last line, with no newline of its own
             return cmakelists + "\n" + line
-        return cmakelists[: end + 1] + line + cmakelists[end + 1:]
+        return cmakelists[: end + 1] + line + cmakelists[end + 1 :]
     m = _GGML_ANCHOR.search(cmakelists)
     if not m:
-        raise RegistrationError(f"{REGISTRATION_FILE}: no 'set(TEST_TARGET test-opt)' block to register {GATE_TEST} after")
+        raise RegistrationError(
+            f"{REGISTRATION_FILE}: no 'set(TEST_TARGET test-opt)' block to register {GATE_TEST} after"
+        )
     ind = m.group("indent")
     block = (
         f"\n{ind}#\n{ind}# {GATE_TEST}\n\n"
@@ -127,9 +131,9 @@ def register_gate_test(layout: Layout, cmakelists: str) -> str:
         f"{ind}add_executable(${{TEST_TARGET}} ${{TEST_TARGET}}.cpp)\n"
         f"{ind}target_link_libraries(${{TEST_TARGET}} PRIVATE ggml)\n"
         f"{ind}add_test(NAME ${{TEST_TARGET}} COMMAND $<TARGET_FILE:${{TEST_TARGET}}>)\n"
-        f"{ind}set_property(TEST ${{TEST_TARGET}} PROPERTY ENVIRONMENT \"LLVM_PROFILE_FILE=${{TEST_TARGET}}.profraw\")\n"
+        f'{ind}set_property(TEST ${{TEST_TARGET}} PROPERTY ENVIRONMENT "LLVM_PROFILE_FILE=${{TEST_TARGET}}.profraw")\n'
     )
-    return cmakelists[: m.end()] + block + cmakelists[m.end():]
+    return cmakelists[: m.end()] + block + cmakelists[m.end() :]
 
 
 def registered(layout: Layout, cmakelists: Optional[str]) -> Optional[str]:
@@ -139,8 +143,9 @@ def registered(layout: Layout, cmakelists: Optional[str]) -> Optional[str]:
         if cmakelists is None or (GATE_TEST not in cmakelists and not _LLAMA_ANCHOR.search(cmakelists)):
             return None
     if cmakelists is None:
-        raise RegistrationError(f"{layout.tests_dir()}/CMakeLists.txt: missing in the {layout.name} base; "
-                                f"cannot register {GATE_TEST}")
+        raise RegistrationError(
+            f"{layout.tests_dir()}/CMakeLists.txt: missing in the {layout.name} base; cannot register {GATE_TEST}"
+        )
     return register_gate_test(layout, cmakelists)
 
 
@@ -163,8 +168,11 @@ def build_plan(layout: Layout, worktree: str, harness_dir: str) -> BuildPlan:
     common = (("CMAKE_BUILD_TYPE", "Release"), ("BUILD_SHARED_LIBS", "OFF"))
     defs: tuple[tuple[str, str], ...]
     if layout.build == "own-tests":
-        defs = common + (("GGML_BUILD_TESTS", "ON"), ("GGML_BUILD_EXAMPLES", "OFF"),
-                         ("CMAKE_PROJECT_INCLUDE", f"{harness_dir}/extra-programs.cmake"))
+        defs = common + (
+            ("GGML_BUILD_TESTS", "ON"),
+            ("GGML_BUILD_EXAMPLES", "OFF"),
+            ("CMAKE_PROJECT_INCLUDE", f"{harness_dir}/extra-programs.cmake"),
+        )
         return BuildPlan(ggml_dir, defs, TESTS)
     defs = common + (("GGML_SOURCE_DIR", ggml_dir), ("GGML_TESTS_DIR", f"{worktree}/{layout.tests_dir()}"))
     return BuildPlan(harness_dir, defs, TESTS)

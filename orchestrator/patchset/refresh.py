@@ -6,6 +6,7 @@ The worktree is the target's resolution worktree (status left it at a conflict; 
 it and ran `git am --continue`), or, where there is none, the series applied afresh (cleanly or
 with a 3-way merge) to the target's current base.
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -42,11 +43,14 @@ def refresh(matrix: Matrix, cache: Cache, target: Target) -> Refreshed:
     layout = get_layout(target.layout, target.prefix)
     with cache.lock(f"status-{target.name}"):  # status must not reset the worktree under us
         wt = resolved_worktree(repo, cache, target, snap.commit, old)
-        new = regenerated_series(repo, wt, snap.commit, layout, old.layout,
-                                 lambda: _canonical_base_reader(matrix, cache, repo, old))
+        new = regenerated_series(
+            repo, wt, snap.commit, layout, old.layout, lambda: _canonical_base_reader(matrix, cache, repo, old)
+        )
     if len(new.patches) < len(old.patches):  # e.g. a patch skipped as already upstream there
-        raise ConfigError(f"{wt.path}: {len(new.patches)} commits on the base for {len(old.patches)} patches; refreshing "
-                          f"from {target.name} would drop a patch from the series (already upstream there?)")
+        raise ConfigError(
+            f"{wt.path}: {len(new.patches)} commits on the base for {len(old.patches)} patches; refreshing "
+            f"from {target.name} would drop a patch from the series (already upstream there?)"
+        )
     out = Refreshed(str(wt.path), layout.name)
     out.written, out.removed = write_series(matrix.series_dir, new)
     out.native_test = _sync_native_test(matrix.native_tests_dir, new)
@@ -60,21 +64,27 @@ def resolved_worktree(repo: SnapshotRepo, cache: Cache, target: Target, base: st
     if dirs.resolve.exists():
         wt = Worktree(repo, dirs.resolve)
         if wt.am_in_progress():
-            raise ConfigError(f"{wt.path}: git am is still in progress; resolve the conflict, `git add` the files, "
-                              "`git am --continue`, then refresh")
+            raise ConfigError(
+                f"{wt.path}: git am is still in progress; resolve the conflict, `git add` the files, "
+                "`git am --continue`, then refresh"
+            )
         if not wt.is_clean():
             raise ConfigError(f"{wt.path}: uncommitted changes; commit them (e.g. `git commit --amend`) before refresh")
         if not wt.descends_from(base):
-            raise ConfigError(f"{wt.path}: not based on {target.name}'s current base {base[:12]} (the source moved); "
-                              "remove the worktree and run status again")
+            raise ConfigError(
+                f"{wt.path}: not based on {target.name}'s current base {base[:12]} (the source moved); "
+                "remove the worktree and run status again"
+            )
         return wt
     layout, src = get_layout(target.layout, target.prefix), get_layout(series.layout)
     rendered = render(series, src, layout, lambda p: repo.read_blob(base, p))
     trial = Worktree(repo, dirs.trial)
     results, conflict = attempt(trial, base, rendered, write_patches(rendered, dirs.series))
     if conflict:
-        raise SeriesDoesNotApply(f"{target.name}: {conflict.patch} conflicts in {conflict.file}; run "
-                                 f"`ggml-patch status --target {target.name}` and resolve it in the worktree it leaves")
+        raise SeriesDoesNotApply(
+            f"{target.name}: {conflict.patch} conflicts in {conflict.file}; run "
+            f"`ggml-patch status --target {target.name}` and resolve it in the worktree it leaves"
+        )
     present = [r.name for r in results if r.result == PRESENT]
     if present:
         raise ConfigError(f"{target.name}: {present[0]} is already upstream there; refreshing from it would drop it")
@@ -82,8 +92,9 @@ def resolved_worktree(repo: SnapshotRepo, cache: Cache, target: Target, base: st
     return trial
 
 
-def regenerated_series(repo: SnapshotRepo, wt: Worktree, base: str, layout, canonical_layout: str,
-                       canonical_reader) -> Series:
+def regenerated_series(
+    repo: SnapshotRepo, wt: Worktree, base: str, layout, canonical_layout: str, canonical_reader
+) -> Series:
     """base..HEAD of the worktree, written by git format-patch, in the canonical layout."""
     with tempfile.TemporaryDirectory(prefix="refresh-") as tmp:
         files = wt.format_patch(base, Path(tmp))
@@ -102,8 +113,10 @@ def _canonical_base_reader(matrix: Matrix, cache: Cache, repo: SnapshotRepo, ser
     """Files of the base the canonical series was made on (to register the gate test in its convention)."""
     snap = series_base(matrix, cache, repo, series)
     if snap is None:
-        raise ConfigError(f"{matrix.path}: no pinned {series.layout} target whose files match the series' index lines; "
-                          f"refresh from a {series.layout} target, or add the series' base to the matrix")
+        raise ConfigError(
+            f"{matrix.path}: no pinned {series.layout} target whose files match the series' index lines; "
+            f"refresh from a {series.layout} target, or add the series' base to the matrix"
+        )
     return lambda p: repo.read_blob(snap.commit, p)
 
 

@@ -4,6 +4,7 @@ registered in the target's own tests/CMakeLists.txt convention.
 `render` is pure: a reader of the target base's files goes in, a Series comes out.
 `rendered_for_target` is the one effect: it fetches the target's base to read from.
 """
+
 from __future__ import annotations
 
 import re
@@ -29,9 +30,16 @@ def render(series: Series, src: Layout, dst: Layout, base_file: Callable[[str], 
     registration again, just before the file that adds the gate test."""
     registration = src.prefix + REGISTRATION_FILE
     other_project = src.name != dst.name
-    stale = set() if other_project else {
-        f.path for p in series.patches for f in p.files
-        if f.path == registration and _made_for_another_file(f, base_file(dst.prefix + REGISTRATION_FILE))}
+    stale = (
+        set()
+        if other_project
+        else {
+            f.path
+            for p in series.patches
+            for f in p.files
+            if f.path == registration and _made_for_another_file(f, base_file(dst.prefix + REGISTRATION_FILE))
+        }
+    )
     if src == dst and not stale:
         return series
     patches = []
@@ -93,11 +101,16 @@ def _registration_diff(dst: Layout, base_file: Callable[[str], Optional[str]]) -
     return [FileDiff(path, unified_file_diff(path, old, new))]
 
 
-def rendered_for_target(matrix: Matrix, cache: Cache, target: Target,
-                        series: Series | None = None) -> tuple[Series, sources.Snapshot]:
+def rendered_for_target(
+    matrix: Matrix, cache: Cache, target: Target, series: Series | None = None
+) -> tuple[Series, sources.Snapshot]:
     series = series or load_series(matrix)
     repo = SnapshotRepo(cache.snapshots_git)
     snap = sources.snapshot(target.source, cache, repo)
-    rendered = render(series, get_layout(series.layout), get_layout(target.layout, target.prefix),
-                      lambda p: repo.read_blob(snap.commit, p))
+    rendered = render(
+        series,
+        get_layout(series.layout),
+        get_layout(target.layout, target.prefix),
+        lambda p: repo.read_blob(snap.commit, p),
+    )
     return rendered, snap

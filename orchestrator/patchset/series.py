@@ -3,6 +3,7 @@
 Pure: callers pass file contents in and get text out. Parsing then writing gives the
 same bytes. Re-targeting to another layout: render.py.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -20,7 +21,9 @@ from .layout import GATE_TEST
 _DIFF_START = re.compile(r"^diff --git ", re.M)
 _SIGNATURE = re.compile(r"\n-- \n[0-9][^\n]*\n\s*\Z")
 _GIT_HEADER = re.compile(r"^diff --git a/\S+ b/\S+$")
-HEADER_PATH = re.compile(r"^(diff --git a/)(\S+)( b/)(\S+)$|^(--- a/|\+\+\+ b/|rename from |rename to |copy from |copy to )(.+)$")
+HEADER_PATH = re.compile(
+    r"^(diff --git a/)(\S+)( b/)(\S+)$|^(--- a/|\+\+\+ b/|rename from |rename to |copy from |copy to )(.+)$"
+)
 
 
 @dataclass(frozen=True)
@@ -95,8 +98,10 @@ def parse_patch(name: str, text: str) -> Patch:
         # git format-patch writes LF; CRs on its own header lines mean the file was converted
         # (core.autocrlf, an editor). Refused rather than normalised: a CR inside a hunk is a
         # CRLF file's content and is kept byte for byte (git am --keep-cr), so no rewrite is safe.
-        raise ConfigError(f"{name}: CRLF line endings on git's own header lines (the patch was converted, e.g. by "
-                          "core.autocrlf or an editor); restore the LF bytes git format-patch wrote (dos2unix)")
+        raise ConfigError(
+            f"{name}: CRLF line endings on git's own header lines (the patch was converted, e.g. by "
+            "core.autocrlf or an editor); restore the LF bytes git format-patch wrote (dos2unix)"
+        )
     starts = [m.start() for m in _DIFF_START.finditer(text)]
     if not starts:
         raise ConfigError(f"{name}: no 'diff --git' section; not a git patch")
@@ -170,8 +175,10 @@ def unified_file_diff(path: str, old: str, new: str) -> str:
     the llama.cpp registration regenerated here is byte-identical to the one git wrote into
     patches/. (An insertion that could slide over equal lines may be placed differently from git's
     indent heuristic: it still applies the same.)"""
-    head = (f"diff --git a/{path} b/{path}\nindex {git_blob_id(old)}..{git_blob_id(new)} 100644\n"
-            f"--- a/{path}\n+++ b/{path}\n")
+    head = (
+        f"diff --git a/{path} b/{path}\nindex {git_blob_id(old)}..{git_blob_id(new)} 100644\n"
+        f"--- a/{path}\n+++ b/{path}\n"
+    )
     a, b = old.splitlines(True), new.splitlines(True)
     body = []
     for group in difflib.SequenceMatcher(None, a, b, autojunk=False).get_grouped_opcodes(3):

@@ -10,6 +10,7 @@ survived or invalid control is the failure. A failure carries the attribution la
 its devices (pre-existing, regression, unknown) and the last lines of its log. A test the
 backend does not run is <skipped> with the reason.
 """
+
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
@@ -49,8 +50,7 @@ def mutant_case_name(name: str) -> str:
 
 def _case(suite: ET.Element, cell: Cell, variant: str, test: str, duration: Optional[float] = None) -> ET.Element:
     name = CONTROL_GATE_NAME if (variant == "control" and test == GATE_TEST) else test
-    attrs = {"classname": classname(cell.target, cell.backend, variant), "name": name,
-             "time": f"{duration or 0:.3f}"}
+    attrs = {"classname": classname(cell.target, cell.backend, variant), "name": name, "time": f"{duration or 0:.3f}"}
     file = suite.get("file")
     if file:
         attrs["file"] = file
@@ -96,8 +96,13 @@ def _test_case(suite: ET.Element, cell: Cell, rec: VariantRecord, test: str, log
     build = rec.build
     if rec.status == RecordStatus.BUILD_FAILED or (build is not None and not build.ok):
         error = build.error if build else ""
-        _mark(case, "failure", f"the {variant} variant did not build: {error}".rstrip(": "),
-              "build-failed", "\n".join(_log_lines(build.log if build else None, log_tail)) or "log: ")
+        _mark(
+            case,
+            "failure",
+            f"the {variant} variant did not build: {error}".rstrip(": "),
+            "build-failed",
+            "\n".join(_log_lines(build.log if build else None, log_tail)) or "log: ",
+        )
         return
     if rec.status == RecordStatus.BUILT:  # --build-only: a device-less machine compiled it, ran nothing
         _mark(case, "skipped", f"built only, not run: {cell.reason}")
@@ -106,8 +111,13 @@ def _test_case(suite: ET.Element, cell: Cell, rec: VariantRecord, test: str, log
         if rec.verdict == Verdict.KILLED:
             ET.SubElement(case, "system-out").text = f"killed: {rec.failure_line or ''}"
         else:
-            _mark(case, "failure", f"negative control {rec.verdict}: {rec.verdict_reason}", str(rec.verdict),
-                  _detail(t, log_tail=log_tail) if t else "")
+            _mark(
+                case,
+                "failure",
+                f"negative control {rec.verdict}: {rec.verdict_reason}",
+                str(rec.verdict),
+                _detail(t, log_tail=log_tail) if t else "",
+            )
         return
     if t is None:
         _mark(case, "error", f"{test} did not run", "not-run")
@@ -162,18 +172,29 @@ def _mutant_case(suite: ET.Element, cell: Cell, rec: VariantRecord, log_tail: Lo
     info = rec.mutant or {}
     name = str(info.get("name") or rec.variant)
     t = rec.test(GATE_TEST)
-    case = ET.SubElement(suite, "testcase", {"classname": classname(cell.target, cell.backend, "mutant"),
-                                             "name": mutant_case_name(name),
-                                             "time": f"{t.duration_s if t else 0:.3f}",
-                                             **({"file": file} if (file := suite.get("file")) else {})})
+    case = ET.SubElement(
+        suite,
+        "testcase",
+        {
+            "classname": classname(cell.target, cell.backend, "mutant"),
+            "name": mutant_case_name(name),
+            "time": f"{t.duration_s if t else 0:.3f}",
+            **({"file": file} if (file := suite.get("file")) else {}),
+        },
+    )
     if rec.status == RecordStatus.SKIPPED:
         _mark(case, "skipped", f"mutant not run: {info.get('skipped', '')}")
     elif rec.verdict == Verdict.KILLED:
         ET.SubElement(case, "system-out").text = f"killed: {rec.failure_line or ''}"
     else:
-        _mark(case, "failure", f"mutant {name} {rec.verdict}: {rec.verdict_reason}", str(rec.verdict),
-              f"{info.get('title', '')}\nwhy it is wrong: {info.get('why_wrong', '')}"
-              + (f"\n{_detail(t, log_tail=log_tail)}" if t else ""))
+        _mark(
+            case,
+            "failure",
+            f"mutant {name} {rec.verdict}: {rec.verdict_reason}",
+            str(rec.verdict),
+            f"{info.get('title', '')}\nwhy it is wrong: {info.get('why_wrong', '')}"
+            + (f"\n{_detail(t, log_tail=log_tail)}" if t else ""),
+        )
 
 
 def _count(el: ET.Element) -> None:

@@ -3,6 +3,7 @@
 Pure. Refuses results of different series (a leg that ran other patches) and cells that
 appear twice (two legs for the same cell, or the same input given twice).
 """
+
 from __future__ import annotations
 
 import time
@@ -18,8 +19,10 @@ def _check_same_series(parts: list[tuple[str, Results]]) -> None:
     for name, res in parts[1:]:
         got = res.series["sha256"]
         if got != want:
-            raise ConfigError(f"{name}: made from series sha256 {got[:16]}, but {first_name} from {want[:16]}:"
-                              " results of different series cannot be merged")
+            raise ConfigError(
+                f"{name}: made from series sha256 {got[:16]}, but {first_name} from {want[:16]}:"
+                " results of different series cannot be merged"
+            )
 
 
 def _check_no_duplicate_cells(parts: list[tuple[str, Results]]) -> None:
@@ -57,8 +60,16 @@ def merge_results(parts: Sequence[tuple[str, Union[Results, dict]]], order: Opti
     records.sort(key=lambda r: cell_rank.get(r.cell, len(cell_rank)))
     first = typed[0][1]
     return Results(
-        first.series, cells, records, schema_version=first.schema_version, tool=first.tool, matrix=first.matrix,
-        profile=_profile(typed), started_at=_started_at(typed),
+        first.series,
+        cells,
+        records,
+        schema_version=first.schema_version,
+        tool=first.tool,
+        matrix=first.matrix,
+        profile=_profile(typed),
+        started_at=_started_at(typed),
         duration_s=round(sum(res.duration_s or 0 for _, res in typed), 2),
         orchestrator_cpu_s=round(sum(res.orchestrator_cpu_s or 0 for _, res in typed), 2),
-        parallel={"legs": len(typed)}, exit_code=int(overall_exit_code(cells)))
+        parallel={"legs": len(typed)},
+        exit_code=int(overall_exit_code(cells)),
+    )

@@ -10,6 +10,7 @@ one is a one-line ConfigError naming the file and the key.
 results.json's `schema_version` changes only when a key changes meaning or goes away; keys added
 are additions.
 """
+
 from __future__ import annotations
 
 import enum
@@ -140,15 +141,35 @@ class DeviceRow:
         return f"opt_period={self.opt_period}" if self.opt_period is not None else ""
 
     def to_dict(self) -> dict[str, Any]:
-        d = _drop_none({"device": self.device, "case": self.case, "optimizer": self.optimizer,
-                        "opt_period": self.opt_period, "status": self.status.value, "line": self.line,
-                        "step": self.step, "actual": self.actual, "expected": self.expected})
+        d = _drop_none(
+            {
+                "device": self.device,
+                "case": self.case,
+                "optimizer": self.optimizer,
+                "opt_period": self.opt_period,
+                "status": self.status.value,
+                "line": self.line,
+                "step": self.step,
+                "actual": self.actual,
+                "expected": self.expected,
+            }
+        )
         return {**d, **self.extra}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> DeviceRow:
-        return cls(d["device"], _word(RowStatus, d["status"]), d.get("optimizer"), d.get("case"), d.get("opt_period"),
-                   d.get("line"), d.get("step"), d.get("actual"), d.get("expected"), _extra(d, cls._KEYS))
+        return cls(
+            d["device"],
+            _word(RowStatus, d["status"]),
+            d.get("optimizer"),
+            d.get("case"),
+            d.get("opt_period"),
+            d.get("line"),
+            d.get("step"),
+            d.get("actual"),
+            d.get("expected"),
+            _extra(d, cls._KEYS),
+        )
 
 
 @dataclass
@@ -171,8 +192,19 @@ class TestRecord:
     skipped: Optional[str] = None  # outcome skipped: why this backend does not run it
     extra: dict[str, Any] = field(default_factory=dict)
 
-    _KEYS = ("outcome", "exit_code", "signal", "duration_s", "log", "output", "rows", "failure_line", "stopped_on",
-             "summary_line", "skipped")
+    _KEYS = (
+        "outcome",
+        "exit_code",
+        "signal",
+        "duration_s",
+        "log",
+        "output",
+        "rows",
+        "failure_line",
+        "stopped_on",
+        "summary_line",
+        "skipped",
+    )
 
     @classmethod
     def not_run(cls, reason: str, gate: bool = False) -> TestRecord:
@@ -180,8 +212,13 @@ class TestRecord:
         return cls(Outcome.SKIPPED, gate=gate, skipped=reason)
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"outcome": self.outcome.value, "exit_code": self.exit_code, "signal": self.signal,
-                             "duration_s": self.duration_s, "log": self.log}
+        d: dict[str, Any] = {
+            "outcome": self.outcome.value,
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "duration_s": self.duration_s,
+            "log": self.log,
+        }
         if self.output is not None:
             d["output"] = self.output
         d["rows"] = [r.to_dict() for r in self.rows]
@@ -196,10 +233,21 @@ class TestRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TestRecord:
-        return cls(_word(Outcome, d["outcome"]), d.get("exit_code"), d.get("signal"), d.get("duration_s", 0.0),
-                   d.get("log", ""), [DeviceRow.from_dict(r) for r in d.get("rows") or []], d.get("summary_line"),
-                   "failure_line" in d, d.get("failure_line"), d.get("stopped_on"), d.get("output"),
-                   d.get("skipped"), _extra(d, cls._KEYS))
+        return cls(
+            _word(Outcome, d["outcome"]),
+            d.get("exit_code"),
+            d.get("signal"),
+            d.get("duration_s", 0.0),
+            d.get("log", ""),
+            [DeviceRow.from_dict(r) for r in d.get("rows") or []],
+            d.get("summary_line"),
+            "failure_line" in d,
+            d.get("failure_line"),
+            d.get("stopped_on"),
+            d.get("output"),
+            d.get("skipped"),
+            _extra(d, cls._KEYS),
+        )
 
 
 @dataclass
@@ -215,8 +263,13 @@ class Build:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Build:
-        return cls(bool(d.get("ok")), d.get("duration_s", 0.0), d.get("log", ""), d.get("error", ""),
-                   _extra(d, ("ok", "duration_s", "log", "error")))
+        return cls(
+            bool(d.get("ok")),
+            d.get("duration_s", 0.0),
+            d.get("log", ""),
+            d.get("error", ""),
+            _extra(d, ("ok", "duration_s", "log", "error")),
+        )
 
 
 @dataclass
@@ -239,8 +292,21 @@ class VariantRecord:
     mutant: Optional[dict[str, Any]] = None
     extra: dict[str, Any] = field(default_factory=dict)
 
-    _KEYS = ("cell", "target", "backend", "variant", "status", "build", "tests", "training", "reverted", "mutant",
-             "verdict", "verdict_reason", "failure_line")
+    _KEYS = (
+        "cell",
+        "target",
+        "backend",
+        "variant",
+        "status",
+        "build",
+        "tests",
+        "training",
+        "reverted",
+        "mutant",
+        "verdict",
+        "verdict_reason",
+        "failure_line",
+    )
 
     @property
     def is_mutant(self) -> bool:
@@ -254,10 +320,15 @@ class VariantRecord:
         return t.outcome if t else None
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"cell": self.cell, "target": self.target, "backend": self.backend,
-                             "variant": str(self.variant), "status": self.status.value,
-                             "build": self.build.to_dict() if self.build else {},
-                             "tests": {n: t.to_dict() for n, t in self.tests.items()}}
+        d: dict[str, Any] = {
+            "cell": self.cell,
+            "target": self.target,
+            "backend": self.backend,
+            "variant": str(self.variant),
+            "status": self.status.value,
+            "build": self.build.to_dict() if self.build else {},
+            "tests": {n: t.to_dict() for n, t in self.tests.items()},
+        }
         if self.training is not None:
             d["training"] = self.training
         if self.reverted is not None:
@@ -271,11 +342,22 @@ class VariantRecord:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> VariantRecord:
         target, _, backend = d["cell"].rpartition("/")
-        return cls(d["cell"], d.get("target", target), d.get("backend", backend), d["variant"],
-                   _word(RecordStatus, d.get("status", "")), Build.from_dict(d["build"]) if d.get("build") else None,
-                   {n: TestRecord.from_dict(t) for n, t in (d.get("tests") or {}).items()}, d.get("training"),
-                   d.get("reverted"), _word(Verdict, d["verdict"]) if d.get("verdict") else None,
-                   d.get("verdict_reason", ""), d.get("failure_line"), d.get("mutant"), _extra(d, cls._KEYS))
+        return cls(
+            d["cell"],
+            d.get("target", target),
+            d.get("backend", backend),
+            d["variant"],
+            _word(RecordStatus, d.get("status", "")),
+            Build.from_dict(d["build"]) if d.get("build") else None,
+            {n: TestRecord.from_dict(t) for n, t in (d.get("tests") or {}).items()},
+            d.get("training"),
+            d.get("reverted"),
+            _word(Verdict, d["verdict"]) if d.get("verdict") else None,
+            d.get("verdict_reason", ""),
+            d.get("failure_line"),
+            d.get("mutant"),
+            _extra(d, cls._KEYS),
+        )
 
 
 @dataclass
@@ -293,13 +375,27 @@ class AttributionEntry:
     _KEYS = ("test", "device", "with_fix", "without_fix", "label", "reason")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"test": self.test, "device": self.device, "with_fix": self.with_fix, "without_fix": self.without_fix,
-                "label": self.label.value, "reason": self.reason, **self.extra}
+        return {
+            "test": self.test,
+            "device": self.device,
+            "with_fix": self.with_fix,
+            "without_fix": self.without_fix,
+            "label": self.label.value,
+            "reason": self.reason,
+            **self.extra,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AttributionEntry:
-        return cls(d["test"], d.get("device"), d.get("with_fix", ""), d.get("without_fix", ""),
-                   _word(AttributionLabel, d["label"]), d.get("reason", ""), _extra(d, cls._KEYS))
+        return cls(
+            d["test"],
+            d.get("device"),
+            d.get("with_fix", ""),
+            d.get("without_fix", ""),
+            _word(AttributionLabel, d["label"]),
+            d.get("reason", ""),
+            _extra(d, cls._KEYS),
+        )
 
 
 @dataclass
@@ -326,31 +422,78 @@ class Cell:
     mutants: Optional[dict[str, Any]] = None
     extra: dict[str, Any] = field(default_factory=dict)
 
-    _KEYS = ("cell", "target", "backend", "layout", "status", "reason", "exit_code", "timings", "device", "source",
-             "cache_key", "cached", "patched_commit", "attribution", "training", "failure_kind", "mutants")
+    _KEYS = (
+        "cell",
+        "target",
+        "backend",
+        "layout",
+        "status",
+        "reason",
+        "exit_code",
+        "timings",
+        "device",
+        "source",
+        "cache_key",
+        "cached",
+        "patched_commit",
+        "attribution",
+        "training",
+        "failure_kind",
+        "mutants",
+    )
 
     def to_dict(self) -> dict[str, Any]:
-        d = {"cell": self.cell, "target": self.target, "backend": self.backend, "layout": self.layout,
-             "status": self.status.value, "reason": self.reason, "exit_code": self.exit_code, "timings": self.timings}
-        d.update(_drop_none({
-            "device": self.device, "source": self.source, "cache_key": self.cache_key, "cached": self.cached,
-            "patched_commit": self.patched_commit,
-            "attribution": None if self.attribution is None else [e.to_dict() for e in self.attribution],
-            "training": self.training, "failure_kind": None if self.failure_kind is None else self.failure_kind.value,
-            "mutants": self.mutants}))
+        d = {
+            "cell": self.cell,
+            "target": self.target,
+            "backend": self.backend,
+            "layout": self.layout,
+            "status": self.status.value,
+            "reason": self.reason,
+            "exit_code": self.exit_code,
+            "timings": self.timings,
+        }
+        d.update(
+            _drop_none(
+                {
+                    "device": self.device,
+                    "source": self.source,
+                    "cache_key": self.cache_key,
+                    "cached": self.cached,
+                    "patched_commit": self.patched_commit,
+                    "attribution": None if self.attribution is None else [e.to_dict() for e in self.attribution],
+                    "training": self.training,
+                    "failure_kind": None if self.failure_kind is None else self.failure_kind.value,
+                    "mutants": self.mutants,
+                }
+            )
+        )
         return {**d, **self.extra}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Cell:
         target, _, backend = d["cell"].rpartition("/")
         attribution = d.get("attribution")
-        return cls(d["cell"], d.get("target", target), d.get("backend", backend), d.get("layout", ""),
-                   _word(CellStatus, d["status"]), d.get("reason", ""), int(d.get("exit_code", 0)),
-                   dict(d.get("timings") or {}), d.get("device"), d.get("source"), d.get("cache_key"), d.get("cached"),
-                   d.get("patched_commit"),
-                   None if attribution is None else [AttributionEntry.from_dict(e) for e in attribution],
-                   d.get("training"), _word(AttributionLabel, d["failure_kind"]) if d.get("failure_kind") else None,
-                   d.get("mutants"), _extra(d, cls._KEYS))
+        return cls(
+            d["cell"],
+            d.get("target", target),
+            d.get("backend", backend),
+            d.get("layout", ""),
+            _word(CellStatus, d["status"]),
+            d.get("reason", ""),
+            int(d.get("exit_code", 0)),
+            dict(d.get("timings") or {}),
+            d.get("device"),
+            d.get("source"),
+            d.get("cache_key"),
+            d.get("cached"),
+            d.get("patched_commit"),
+            None if attribution is None else [AttributionEntry.from_dict(e) for e in attribution],
+            d.get("training"),
+            _word(AttributionLabel, d["failure_kind"]) if d.get("failure_kind") else None,
+            d.get("mutants"),
+            _extra(d, cls._KEYS),
+        )
 
 
 @dataclass
@@ -371,8 +514,20 @@ class Results:
     exit_code: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
-    _KEYS = ("schema_version", "tool", "matrix", "profile", "series", "started_at", "duration_s",
-             "orchestrator_cpu_s", "parallel", "exit_code", "cells", "records")
+    _KEYS = (
+        "schema_version",
+        "tool",
+        "matrix",
+        "profile",
+        "series",
+        "started_at",
+        "duration_s",
+        "orchestrator_cpu_s",
+        "parallel",
+        "exit_code",
+        "cells",
+        "records",
+    )
 
     def records_of(self, cell_id: str) -> dict[str, VariantRecord]:
         """{variant: record} for one cell."""
@@ -390,26 +545,45 @@ class Results:
         return list(dict.fromkeys(c.target for c in self.cells))
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"schema_version": self.schema_version, "tool": self.tool, "matrix": self.matrix,
-                             "profile": self.profile, "series": self.series, "started_at": self.started_at,
-                             "duration_s": self.duration_s}
+        d: dict[str, Any] = {
+            "schema_version": self.schema_version,
+            "tool": self.tool,
+            "matrix": self.matrix,
+            "profile": self.profile,
+            "series": self.series,
+            "started_at": self.started_at,
+            "duration_s": self.duration_s,
+        }
         if self.orchestrator_cpu_s is not None:
             d["orchestrator_cpu_s"] = self.orchestrator_cpu_s
         if self.parallel is not None:
             d["parallel"] = self.parallel
-        d.update(exit_code=self.exit_code, cells=[c.to_dict() for c in self.cells],
-                 records=[r.to_dict() for r in self.records])
+        d.update(
+            exit_code=self.exit_code,
+            cells=[c.to_dict() for c in self.cells],
+            records=[r.to_dict() for r in self.records],
+        )
         return {**d, **self.extra}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], where: str = "results") -> Results:
         """results.json's data, validated (a one-line ConfigError naming `where` and the key)."""
         validate(d, where)
-        return cls(d["series"], [Cell.from_dict(c) for c in d["cells"]],
-                   [VariantRecord.from_dict(r) for r in d["records"]], d.get("schema_version", SCHEMA_VERSION),
-                   d.get("tool", "ggml-patch"), d.get("matrix"), d.get("profile", ""), d.get("started_at", ""),
-                   d.get("duration_s", 0.0), d.get("orchestrator_cpu_s"), d.get("parallel"), int(d.get("exit_code", 0)),
-                   _extra(d, cls._KEYS))
+        return cls(
+            d["series"],
+            [Cell.from_dict(c) for c in d["cells"]],
+            [VariantRecord.from_dict(r) for r in d["records"]],
+            d.get("schema_version", SCHEMA_VERSION),
+            d.get("tool", "ggml-patch"),
+            d.get("matrix"),
+            d.get("profile", ""),
+            d.get("started_at", ""),
+            d.get("duration_s", 0.0),
+            d.get("orchestrator_cpu_s"),
+            d.get("parallel"),
+            int(d.get("exit_code", 0)),
+            _extra(d, cls._KEYS),
+        )
 
 
 def as_results(results: Union[Results, dict[str, Any]], where: str = "results") -> Results:
@@ -432,39 +606,88 @@ def _enum(kind: type[Word]) -> dict[str, Any]:
 
 _NUMBER = {"type": "number"}
 _STR = {"type": "string"}
-_ROW = {"type": "object", "required": ["device", "status"],
-        "properties": {"device": _STR, "status": _enum(RowStatus), "optimizer": _STR, "case": _STR,
-                       "opt_period": {"type": "integer"}, "step": {"type": "integer"}, "actual": _NUMBER,
-                       "expected": _NUMBER}}
-_TEST = {"type": "object", "required": ["outcome"],
-         "properties": {"outcome": _enum(Outcome), "exit_code": {"type": ["integer", "null"]},
-                        "duration_s": _NUMBER, "rows": {"type": "array", "items": _ROW}}}
-_RECORD = {"type": "object", "required": ["cell", "variant"],
-           "properties": {"cell": _STR, "variant": _STR, "status": _enum(RecordStatus),
-                          "build": {"type": "object", "properties": {"ok": {"type": "boolean"}}},
-                          "tests": {"type": "object", "additionalProperties": _TEST},
-                          "verdict": _enum(Verdict), "reverted": {"type": "array", "items": _STR}}}
-_ENTRY = {"type": "object", "required": ["test", "label"],
-          "properties": {"test": _STR, "device": {"type": ["string", "null"]}, "label": _enum(AttributionLabel)}}
+_ROW = {
+    "type": "object",
+    "required": ["device", "status"],
+    "properties": {
+        "device": _STR,
+        "status": _enum(RowStatus),
+        "optimizer": _STR,
+        "case": _STR,
+        "opt_period": {"type": "integer"},
+        "step": {"type": "integer"},
+        "actual": _NUMBER,
+        "expected": _NUMBER,
+    },
+}
+_TEST = {
+    "type": "object",
+    "required": ["outcome"],
+    "properties": {
+        "outcome": _enum(Outcome),
+        "exit_code": {"type": ["integer", "null"]},
+        "duration_s": _NUMBER,
+        "rows": {"type": "array", "items": _ROW},
+    },
+}
+_RECORD = {
+    "type": "object",
+    "required": ["cell", "variant"],
+    "properties": {
+        "cell": _STR,
+        "variant": _STR,
+        "status": _enum(RecordStatus),
+        "build": {"type": "object", "properties": {"ok": {"type": "boolean"}}},
+        "tests": {"type": "object", "additionalProperties": _TEST},
+        "verdict": _enum(Verdict),
+        "reverted": {"type": "array", "items": _STR},
+    },
+}
+_ENTRY = {
+    "type": "object",
+    "required": ["test", "label"],
+    "properties": {"test": _STR, "device": {"type": ["string", "null"]}, "label": _enum(AttributionLabel)},
+}
 # names become folders (a bundle's out/<target>) and commits reach git: never a path or an option
 _NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z"}
 _COMMIT = {"anyOf": [{"type": "string", "pattern": r"^[0-9a-f]{40}\Z"}, {"type": "null"}]}
-_CELL = {"type": "object", "required": ["cell", "status"],
-         "properties": {"cell": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*\Z"},
-                        "status": _enum(CellStatus), "target": _NAME, "backend": _NAME, "exit_code": {"type": "integer"},
-                        "patched_commit": _COMMIT,
-                        "source": {"anyOf": [{"type": "null"}, {"type": "object", "properties": {
-                            "base_commit": _COMMIT, "upstream_commit": _COMMIT}}]},
-                        "timings": {"type": "object", "additionalProperties": _NUMBER},
-                        "attribution": {"type": "array", "items": _ENTRY},
-                        "failure_kind": _enum(AttributionLabel)}}
+_CELL = {
+    "type": "object",
+    "required": ["cell", "status"],
+    "properties": {
+        "cell": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*\Z"},
+        "status": _enum(CellStatus),
+        "target": _NAME,
+        "backend": _NAME,
+        "exit_code": {"type": "integer"},
+        "patched_commit": _COMMIT,
+        "source": {
+            "anyOf": [
+                {"type": "null"},
+                {"type": "object", "properties": {"base_commit": _COMMIT, "upstream_commit": _COMMIT}},
+            ]
+        },
+        "timings": {"type": "object", "additionalProperties": _NUMBER},
+        "attribution": {"type": "array", "items": _ENTRY},
+        "failure_kind": _enum(AttributionLabel),
+    },
+}
 SCHEMA: dict[str, Any] = {
-    "type": "object", "required": ["series", "cells", "records"],
-    "properties": {"schema_version": {"type": "integer"},
-                   "series": {"type": "object", "required": ["sha256", "layout", "patches"],
-                              "properties": {"sha256": _STR, "layout": _STR, "patches": {"type": "array"}}},
-                   "cells": {"type": "array", "items": _CELL}, "records": {"type": "array", "items": _RECORD},
-                   "exit_code": {"type": "integer"}, "duration_s": _NUMBER}}
+    "type": "object",
+    "required": ["series", "cells", "records"],
+    "properties": {
+        "schema_version": {"type": "integer"},
+        "series": {
+            "type": "object",
+            "required": ["sha256", "layout", "patches"],
+            "properties": {"sha256": _STR, "layout": _STR, "patches": {"type": "array"}},
+        },
+        "cells": {"type": "array", "items": _CELL},
+        "records": {"type": "array", "items": _RECORD},
+        "exit_code": {"type": "integer"},
+        "duration_s": _NUMBER,
+    },
+}
 
 
 def _where(path: Iterable[Any]) -> str:

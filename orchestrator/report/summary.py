@@ -1,4 +1,5 @@
 """Writing a run's results: results.json (the record), summary.md (for people) and junit.xml."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,8 +22,13 @@ from .model import (
     dump_results,
 )
 
-_ICON = {CellStatus.PASSED: "✅", CellStatus.FAILED: "❌", CellStatus.ERROR: "💥", CellStatus.SKIPPED: "⏭️",
-         CellStatus.BUILD_ONLY: "🔨"}
+_ICON = {
+    CellStatus.PASSED: "✅",
+    CellStatus.FAILED: "❌",
+    CellStatus.ERROR: "💥",
+    CellStatus.SKIPPED: "⏭️",
+    CellStatus.BUILD_ONLY: "🔨",
+}
 
 
 def write_results(results: Union[Results, dict], directory: Path) -> list[Path]:
@@ -72,9 +78,11 @@ def summary_markdown(results: Union[Results, dict]) -> str:
     results = as_results(results)
     cells = results.cells
     good = sum(1 for c in cells if c.status == CellStatus.PASSED)
-    others = ", ".join(f"{n} {st}" for st in (CellStatus.FAILED, CellStatus.ERROR, CellStatus.BUILD_ONLY,
-                                              CellStatus.SKIPPED)
-                       if (n := sum(1 for c in cells if c.status == st)))
+    others = ", ".join(
+        f"{n} {st}"
+        for st in (CellStatus.FAILED, CellStatus.ERROR, CellStatus.BUILD_ONLY, CellStatus.SKIPPED)
+        if (n := sum(1 for c in cells if c.status == st))
+    )
     series = results.series
     out = [
         f"# ggml-patch matrix: {good}/{len(cells)} cells passed" + (f" ({others})" if others else ""),
@@ -91,8 +99,10 @@ def summary_markdown(results: Union[Results, dict]) -> str:
         patched, control = recs.get("patched"), recs.get("control")
         line = control.failure_line if control else None
         verdict = (control.verdict if control else None) or "—"
-        out.append(f"| {c.cell} | {_ICON.get(c.status, '')} {c.status} | {_test_cell(patched, UPSTREAM_TEST)} | "
-                   f"{_test_cell(patched, GATE_TEST)} | {verdict} | {f'`{line}`' if line else '—'} |")
+        out.append(
+            f"| {c.cell} | {_ICON.get(c.status, '')} {c.status} | {_test_cell(patched, UPSTREAM_TEST)} | "
+            f"{_test_cell(patched, GATE_TEST)} | {verdict} | {f'`{line}`' if line else '—'} |"
+        )
     out += ["", "## Why", ""]
     for c in cells:
         out.append(f"- **{c.cell}**: {c.status} — {c.reason}")
@@ -101,12 +111,19 @@ def summary_markdown(results: Union[Results, dict]) -> str:
     out += _attribution_section(cells)
     out += _mutants_section(results)
     out += _training_section(cells)
-    out += ["", "## Sources", "", "| cell | source | base commit | upstream commit | patched commit |",
-            "|---|---|---|---|---|"]
+    out += [
+        "",
+        "## Sources",
+        "",
+        "| cell | source | base commit | upstream commit | patched commit |",
+        "|---|---|---|---|---|",
+    ]
     for c in cells:
         s = c.source or {}
-        out.append(f"| {c.cell} | {s.get('description', '—')} | `{s.get('base_commit', '')[:12]}` | "
-                   f"`{s.get('upstream_commit', '—')[:12]}` | `{(c.patched_commit or '')[:12]}` |")
+        out.append(
+            f"| {c.cell} | {s.get('description', '—')} | `{s.get('base_commit', '')[:12]}` | "
+            f"`{s.get('upstream_commit', '—')[:12]}` | `{(c.patched_commit or '')[:12]}` |"
+        )
     out += ["", "## Timings (s)", "", "| cell | " + " | ".join(_TIMINGS) + " |", "|---|" + "---|" * len(_TIMINGS)]
     for c in cells:
         out.append(f"| {c.cell} | " + " | ".join(str(c.timings.get(k, "—")) for k in _TIMINGS) + " |")
@@ -166,11 +183,15 @@ _VARIANTS = (("patched", "with fix"), ("control", "without fix"))
 def _device_section(results: Results) -> list[str]:
     """Per device and variant, so a Vulkan cell shows the Vulkan device's own results: each test's
     passed/total and the first FAIL line(s). Every row is in results.json."""
-    out = ["", "## Per-device results", "",
-           "Rows passed/total per device (skipped rows apart); the first FAIL line of each test. "
-           "Every row: results.json.", "",
-           f"| cell | device | variant | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line |",
-           "|---|---|---|---|---|---|"]
+    out = [
+        "",
+        "## Per-device results",
+        "",
+        "Rows passed/total per device (skipped rows apart); the first FAIL line of each test. Every row: results.json.",
+        "",
+        f"| cell | device | variant | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line |",
+        "|---|---|---|---|---|---|",
+    ]
     any_rows = False
     for c in results.cells:
         recs = results.records_of(c.cell)
@@ -181,22 +202,35 @@ def _device_section(results: Results) -> list[str]:
                     continue
                 any_rows = True
                 fails = [f for f in (_first_fail(rec, t, dev) for t in (UPSTREAM_TEST, GATE_TEST)) if f]
-                out.append(f"| {c.cell} | {dev} | {label} | {_tally(rec, UPSTREAM_TEST, dev)} | "
-                           f"{_tally(rec, GATE_TEST, dev)} | {'; '.join(f'`{f}`' for f in fails) or '—'} |")
+                out.append(
+                    f"| {c.cell} | {dev} | {label} | {_tally(rec, UPSTREAM_TEST, dev)} | "
+                    f"{_tally(rec, GATE_TEST, dev)} | {'; '.join(f'`{f}`' for f in fails) or '—'} |"
+                )
     return out if any_rows else []
 
 
 def _not_run_section(results: Results) -> list[str]:
     """Tests a backend does not run (its module's skip_tests), with the reason: never counted as passed."""
-    rows = [(c.cell, name, t.skipped or "") for c in results.cells
-            for rec in results.records_of(c.cell).values() if rec.variant == "patched"
-            for name, t in rec.tests.items() if t.outcome == Outcome.SKIPPED]
+    rows = [
+        (c.cell, name, t.skipped or "")
+        for c in results.cells
+        for rec in results.records_of(c.cell).values()
+        if rec.variant == "patched"
+        for name, t in rec.tests.items()
+        if t.outcome == Outcome.SKIPPED
+    ]
     if not rows:
         return []
-    out = ["", "## Tests not run", "",
-           "Not run in any variant (with the fix, without it, with a mutant), and not built. Without test-opt the "
-           "control's verdict rests on the gate alone, and its reason says so.", "", "| cell | test | why |",
-           "|---|---|---|"]
+    out = [
+        "",
+        "## Tests not run",
+        "",
+        "Not run in any variant (with the fix, without it, with a mutant), and not built. Without test-opt the "
+        "control's verdict rests on the gate alone, and its reason says so.",
+        "",
+        "| cell | test | why |",
+        "|---|---|---|",
+    ]
     out += [f"| {cell} | {test} | {why} |" for cell, test, why in rows]
     return out
 
@@ -206,9 +240,15 @@ def _attribution_section(cells: list[Cell]) -> list[str]:
     rows = [(c, e) for c in cells for e in c.attribution or []]
     if not rows:
         return []
-    out = ["", "## Failure attribution", "",
-           "Each test failing with the fix, compared with the same test and device without it (the control).", "",
-           "| cell | test | device | with the fix | without the fix | attribution |", "|---|---|---|---|---|---|"]
+    out = [
+        "",
+        "## Failure attribution",
+        "",
+        "Each test failing with the fix, compared with the same test and device without it (the control).",
+        "",
+        "| cell | test | device | with the fix | without the fix | attribution |",
+        "|---|---|---|---|---|---|",
+    ]
     for c, e in rows:
         out.append(f"| {c.cell} | {e.test} | {e.device or '—'} | {e.with_fix} | {e.without_fix} | **{e.label}** |")
     return out
@@ -229,8 +269,11 @@ def _mutants_section(results: Results) -> list[str]:
     for c, r in rows:
         info = r.mutant or {}
         verdict = r.verdict or r.status
-        why = f"`{r.failure_line}`" if r.verdict == Verdict.KILLED and r.failure_line else (
-            r.verdict_reason or info.get("skipped", ""))
+        why = (
+            f"`{r.failure_line}`"
+            if r.verdict == Verdict.KILLED and r.failure_line
+            else (r.verdict_reason or info.get("skipped", ""))
+        )
         out.append(f"| {c.cell} | {info.get('name', r.variant)} | **{verdict}** | {why} |")
     return out
 
@@ -243,6 +286,10 @@ def _training_section(cells: list[Cell]) -> list[str]:
         if not t:
             continue
         verdict = {True: "as the bug predicts", False: "NOT as the bug predicts", None: "undecided"}
-        out += ["", f"### {c.cell}: {verdict[t.get('diverges_as_predicted')]}", "",
-                table_markdown(t["with_fix"], t["without_fix"]).rstrip("\n")]
+        out += [
+            "",
+            f"### {c.cell}: {verdict[t.get('diverges_as_predicted')]}",
+            "",
+            table_markdown(t["with_fix"], t["without_fix"]).rstrip("\n"),
+        ]
     return (["", "## Training: loss per epoch with and without the fix"] + out) if out else []

@@ -9,6 +9,7 @@ report/model.py). A step may end the pipeline early (`ctx.done`: a cached result
 fails the cell, any other GgmlPatchError is the cell's error; the other cells go on.
 Bundle verification runs configure, build and test on a context of its own (upstream/bundle.py).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -142,8 +143,12 @@ def fetch(ctx: CellContext) -> None:
     t0 = time.monotonic()
     assert ctx.repo is not None
     snap = ctx.snap = sources.snapshot(ctx.target.source, ctx.cache, ctx.repo)
-    ctx.cell.source = {"kind": ctx.target.source.kind, "description": snap.description, **snap.provenance,
-                       "base_commit": snap.commit}
+    ctx.cell.source = {
+        "kind": ctx.target.source.kind,
+        "description": snap.description,
+        **snap.provenance,
+        "base_commit": snap.commit,
+    }
     ctx.timed("fetch", t0)
     ctx.steps.done(snap.description)
 
@@ -155,7 +160,9 @@ def apply(ctx: CellContext) -> None:
     repo, snap = ctx.repo, ctx.snap
     ctx.steps.step("apply", f"{len(ctx.series.patches)} patches, layout {ctx.layout.name}")
     t0 = time.monotonic()
-    ctx.rendered = render(ctx.series, get_layout(ctx.series.layout), ctx.layout, lambda p: repo.read_blob(snap.commit, p))
+    ctx.rendered = render(
+        ctx.series, get_layout(ctx.series.layout), ctx.layout, lambda p: repo.read_blob(snap.commit, p)
+    )
     ctx.env = ctx.module.test_env(ctx.backend)
     ctx.key = ctx.cell.cache_key = resultcache.cell_key(cache_inputs(ctx))
     if not ctx.rerun and reuse_cached(ctx):
@@ -180,8 +187,9 @@ def configure(ctx: CellContext) -> None:
     ctx.plan = plan if ctx.programs else replace(plan, programs=())
     ctx.steps.step("configure", f"cmake {ctx.module.name}")
     t0 = time.monotonic()
-    step = cmake.configure(ctx.plan, ctx.build_dir, ctx.module.configure_flags(ctx.backend), ctx.logs / "configure.log",
-                           ctx.env)
+    step = cmake.configure(
+        ctx.plan, ctx.build_dir, ctx.module.configure_flags(ctx.backend), ctx.logs / "configure.log", ctx.env
+    )
     ctx.timed("configure", t0)
     cmake.require(step, "cmake configure")
     ctx.configure_reused = step.skipped
@@ -245,9 +253,14 @@ def _judge_control(ctx: CellContext, rec: VariantRecord) -> None:
     gate = rec.test(GATE_TEST)
     gate_output = (gate.output or "") if gate else ""
     v = ctx.verdict = classify.control_verdict(
-        built, rec.outcome(GATE_TEST), gate.exit_code if gate else None, gate_output, rec.outcome(UPSTREAM_TEST),
+        built,
+        rec.outcome(GATE_TEST),
+        gate.exit_code if gate else None,
+        gate_output,
+        rec.outcome(UPSTREAM_TEST),
         attribution.describe([e for e in entries if e.test == UPSTREAM_TEST], labels=False) if opt_pre else None,
-        ctx.skipped_tests.get(UPSTREAM_TEST))
+        ctx.skipped_tests.get(UPSTREAM_TEST),
+    )
     rec.status, rec.verdict, rec.verdict_reason = RecordStatus(v.verdict.value), v.verdict, v.reason
     rec.failure_line = classify.gate_failure_line(gate_output)
     ctx.cell.failure_kind = attribution.failure_kind(entries)
@@ -265,17 +278,25 @@ def run_mutants(ctx: CellContext) -> None:
     if skipped:
         for m in ctx.mutant_files:
             ctx.records.append(_mutant_record(ctx, m, RecordStatus.SKIPPED, skipped=skipped))
-        ctx.cell.mutants = {"total": len(ctx.mutant_files), "killed": 0, "survived": [], "invalid": [],
-                            "skipped": skipped}
+        ctx.cell.mutants = {
+            "total": len(ctx.mutant_files),
+            "killed": 0,
+            "survived": [],
+            "invalid": [],
+            "skipped": skipped,
+        }
         return
     t0 = time.monotonic()
     recs = [_run_mutant(ctx, m) for m in ctx.mutant_files]
     ctx.timed("mutants", t0)
     ctx.records += recs
-    ctx.cell.mutants = {"total": len(recs), "killed": sum(1 for r in recs if r.verdict == Verdict.KILLED),
-                        "survived": [r.mutant["name"] for r in recs if r.verdict == Verdict.SURVIVED and r.mutant],
-                        "invalid": [r.mutant["name"] for r in recs if r.verdict == Verdict.INVALID and r.mutant],
-                        "skipped": None}
+    ctx.cell.mutants = {
+        "total": len(recs),
+        "killed": sum(1 for r in recs if r.verdict == Verdict.KILLED),
+        "survived": [r.mutant["name"] for r in recs if r.verdict == Verdict.SURVIVED and r.mutant],
+        "invalid": [r.mutant["name"] for r in recs if r.verdict == Verdict.INVALID and r.mutant],
+        "skipped": None,
+    }
 
 
 def training_evidence(ctx: CellContext) -> None:
@@ -284,8 +305,11 @@ def training_evidence(ctx: CellContext) -> None:
     if p is None or c is None or p.training is None or c.training is None:
         return
     p_ep, c_ep = p.training["epochs"], c.training["epochs"]
-    ctx.cell.training = {"with_fix": p_ep, "without_fix": c_ep,
-                         "diverges_as_predicted": training.diverges_as_predicted(p_ep, c_ep)}
+    ctx.cell.training = {
+        "with_fix": p_ep,
+        "without_fix": c_ep,
+        "diverges_as_predicted": training.diverges_as_predicted(p_ep, c_ep),
+    }
 
 
 def conclude(ctx: CellContext) -> None:
@@ -333,15 +357,24 @@ def store(ctx: CellContext) -> None:
         shutil.copytree(ctx.logs, entry_logs)
     records = [VariantRecord.from_dict(r.to_dict()) for r in ctx.records]  # copies: paths made relative below
     _map_logs(records, lambda p: _relative(p, ctx.logs))
-    resultcache.store(results_cache_dir(ctx.cache), ctx.key,
-                      {"cell": ctx.cell.to_dict(), "records": [r.to_dict() for r in records]})
+    resultcache.store(
+        results_cache_dir(ctx.cache), ctx.key, {"cell": ctx.cell.to_dict(), "records": [r.to_dict() for r in records]}
+    )
 
 
 Step = Callable[[CellContext], None]
 STEPS: tuple[tuple[str, Step], ...] = (
-    ("fetch", fetch), ("apply", apply), ("configure", configure), ("build", build), ("test", run_tests),
-    ("control", control), ("mutants", run_mutants), ("training", training_evidence), ("conclude", conclude),
-    ("store", store))
+    ("fetch", fetch),
+    ("apply", apply),
+    ("configure", configure),
+    ("build", build),
+    ("test", run_tests),
+    ("control", control),
+    ("mutants", run_mutants),
+    ("training", training_evidence),
+    ("conclude", conclude),
+    ("store", store),
+)
 
 
 def run_steps(ctx: CellContext, names: Optional[tuple[str, ...]] = None) -> None:
@@ -356,15 +389,24 @@ def run_steps(ctx: CellContext, names: Optional[tuple[str, ...]] = None) -> None
 # ---------------------------------------------------------------- one cell, start to end
 
 
-def run_cell(opts: RunOptions, series: Series, repo: SnapshotRepo, target: Target, backend: Backend,
-             reporter: Reporter, n_jobs: Optional[int] = None, cancel: Optional[CancelToken] = None,
-             mutant_files: Optional[list[Mutant]] = None) -> tuple[Cell, list[VariantRecord]]:
+def run_cell(
+    opts: RunOptions,
+    series: Series,
+    repo: SnapshotRepo,
+    target: Target,
+    backend: Backend,
+    reporter: Reporter,
+    n_jobs: Optional[int] = None,
+    cancel: Optional[CancelToken] = None,
+    mutant_files: Optional[list[Mutant]] = None,
+) -> tuple[Cell, list[VariantRecord]]:
     cell_id = f"{target.name}/{backend.name}"
     reporter.start_cell(cell_id)
     cell = Cell(cell_id, target.name, backend.name, target.layout)
     module = backends.get(backend.name, opts.cache.root)
-    action, why = cell_action(module.missing_toolchain(backend), module.missing_device(backend),
-                              module.build_only_ok, opts.build_only)
+    action, why = cell_action(
+        module.missing_toolchain(backend), module.missing_device(backend), module.build_only_ok, opts.build_only
+    )
     if action == "skip" and backend.name in opts.require_backends:
         why = f"{backend.name} is required here (--require-backend {backend.name}) but cannot run: {why}"
         reporter.cell_result(CellStatus.FAILED, why)
@@ -375,10 +417,24 @@ def run_cell(opts: RunOptions, series: Series, repo: SnapshotRepo, target: Targe
         cell.status, cell.reason, cell.exit_code = CellStatus.SKIPPED, why, 0
         return cell, []
     cell.device = module.device_info(backend)
-    ctx = CellContext(target, backend, module, opts.cache, opts.matrix.native_tests_dir, opts.cache.cell_dir(cell_id),
-                      opts.results_dir / "logs" / slug(cell_id), Steps(reporter, cancel), cell, series, repo, n_jobs,
-                      build_only_reason=why if action == "build-only" else None, rerun=opts.rerun,
-                      mutant_files=list(mutant_files or []), mutants_enabled=opts.mutants)
+    ctx = CellContext(
+        target,
+        backend,
+        module,
+        opts.cache,
+        opts.matrix.native_tests_dir,
+        opts.cache.cell_dir(cell_id),
+        opts.results_dir / "logs" / slug(cell_id),
+        Steps(reporter, cancel),
+        cell,
+        series,
+        repo,
+        n_jobs,
+        build_only_reason=why if action == "build-only" else None,
+        rerun=opts.rerun,
+        mutant_files=list(mutant_files or []),
+        mutants_enabled=opts.mutants,
+    )
     try:
         with opts.cache.lock(f"cell-{cell_id}"):
             run_steps(ctx)
@@ -390,8 +446,9 @@ def run_cell(opts: RunOptions, series: Series, repo: SnapshotRepo, target: Targe
     return cell, ctx.records
 
 
-def cell_action(no_toolchain: Optional[str], no_device: Optional[str], build_only_ok: bool,
-                build_only: bool) -> tuple[str, str]:
+def cell_action(
+    no_toolchain: Optional[str], no_device: Optional[str], build_only_ok: bool, build_only: bool
+) -> tuple[str, str]:
     """("run" | "build-only" | "skip", why). A skip's reason names everything missing; a cell whose
     toolchain is here but whose device is not is built on request (--build-only) where that means
     something (CUDA), and never counts as passed."""
@@ -411,14 +468,22 @@ def cell_action(no_toolchain: Optional[str], no_device: Optional[str], build_onl
 def cache_inputs(ctx: CellContext) -> dict:
     """Everything that decides the cell's result (its result-cache key hashes these)."""
     assert ctx.snap is not None and ctx.rendered is not None
-    return {"tool": __version__, "base": ctx.snap.commit, "series": ctx.rendered.sha256,
-            "layout": [ctx.layout.name, ctx.layout.prefix], "harness": harness_files(ctx.native_tests),
-            "flags": ctx.module.configure_flags(ctx.backend), "env": ctx.env, "timeout": ctx.backend.timeout,
-            "build_only": ctx.build_only_reason is not None, "toolchain": toolchain.versions(),
-            "mutants": {m.name: [f.text for f in m.files] for m in ctx.mutant_files},
-            "mutants_enabled": ctx.mutants_enabled,
-            # only where a backend skips tests, so every other cell keeps its key
-            **({"skip_tests": ctx.skipped_tests} if ctx.skipped_tests else {})}
+    return {
+        "tool": __version__,
+        "base": ctx.snap.commit,
+        "series": ctx.rendered.sha256,
+        "layout": [ctx.layout.name, ctx.layout.prefix],
+        "harness": harness_files(ctx.native_tests),
+        "flags": ctx.module.configure_flags(ctx.backend),
+        "env": ctx.env,
+        "timeout": ctx.backend.timeout,
+        "build_only": ctx.build_only_reason is not None,
+        "toolchain": toolchain.versions(),
+        "mutants": {m.name: [f.text for f in m.files] for m in ctx.mutant_files},
+        "mutants_enabled": ctx.mutants_enabled,
+        # only where a backend skips tests, so every other cell keeps its key
+        **({"skip_tests": ctx.skipped_tests} if ctx.skipped_tests else {}),
+    }
 
 
 def results_cache_dir(cache: Cache) -> Path:
@@ -506,15 +571,22 @@ def harness(native_tests: Path, cell_dir: Path) -> Path:
 # ---------------------------------------------------------------- variants: build, tests, program
 
 
-def _build_variant(ctx: CellContext, variant: str, targets: Optional[tuple[str, ...]] = None,
-                   log_name: str = "") -> VariantRecord:
+def _build_variant(
+    ctx: CellContext, variant: str, targets: Optional[tuple[str, ...]] = None, log_name: str = ""
+) -> VariantRecord:
     assert ctx.plan is not None
     cell = ctx.cell
     rec = VariantRecord(cell.cell, cell.target, cell.backend, variant)
     targets = targets or ctx.plan.targets + ctx.plan.programs
     ctx.steps.step(f"build {variant}", f"targets {' '.join(targets)}")
-    step = cmake.build(ctx.build_dir, targets, ctx.logs / f"build-{log_name or variant}.log", ctx.env,
-                       ctx.steps.build_progress, ctx.n_jobs)
+    step = cmake.build(
+        ctx.build_dir,
+        targets,
+        ctx.logs / f"build-{log_name or variant}.log",
+        ctx.env,
+        ctx.steps.build_progress,
+        ctx.n_jobs,
+    )
     rec.build = Build(step.ok, round(step.duration_s, 2), step.log, step.error)
     if not variant.startswith(MUTANT_PREFIX):
         cell.timings[f"build_{variant}"] = round(step.duration_s, 2)
@@ -533,24 +605,43 @@ def _run_variant(ctx: CellContext, rec: VariantRecord) -> None:
     assert ctx.plan is not None
     for test_name in TESTS:
         why = ctx.skipped_tests.get(test_name)
-        rec.tests[test_name] = (TestRecord.not_run(why, gate=test_name == GATE_TEST) if why is not None
-                                else _run_test(ctx, rec.variant, test_name))
+        rec.tests[test_name] = (
+            TestRecord.not_run(why, gate=test_name == GATE_TEST)
+            if why is not None
+            else _run_test(ctx, rec.variant, test_name)
+        )
     outcomes = [t.outcome for t in rec.tests.values() if t.outcome != classify.SKIPPED]
-    rec.status = RecordStatus.PASSED if outcomes and all(o == classify.PASSED for o in outcomes) else RecordStatus.FAILED
+    rec.status = (
+        RecordStatus.PASSED if outcomes and all(o == classify.PASSED for o in outcomes) else RecordStatus.FAILED
+    )
     for program in ctx.plan.programs:
         ctx.steps.step(f"train {rec.variant}", program)
-        run = run_test(program, test_argv(ctx.build_dir / "bin" / program), ctx.backend.timeout, ctx.env,
-                       ctx.logs / f"{rec.variant}-{program}.log")
-        rec.training = {"program": program, "outcome": classify.outcome(run.exit_code, run.timed_out).value,
-                        "duration_s": round(run.duration_s, 3), "log": run.log,
-                        "epochs": training.epochs(run.output)}
+        run = run_test(
+            program,
+            test_argv(ctx.build_dir / "bin" / program),
+            ctx.backend.timeout,
+            ctx.env,
+            ctx.logs / f"{rec.variant}-{program}.log",
+        )
+        rec.training = {
+            "program": program,
+            "outcome": classify.outcome(run.exit_code, run.timed_out).value,
+            "duration_s": round(run.duration_s, 3),
+            "log": run.log,
+            "epochs": training.epochs(run.output),
+        }
         ctx.steps.done(f"{len(rec.training['epochs'])} epochs")
 
 
 def _run_test(ctx: CellContext, variant: str, test_name: str, log_name: str = "") -> TestRecord:
     ctx.steps.step(f"test {variant}", test_name)
-    run = run_test(test_name, test_argv(ctx.build_dir / "bin" / test_name), ctx.backend.timeout, ctx.env,
-                   ctx.logs / f"{log_name or variant}-{test_name}.log")
+    run = run_test(
+        test_name,
+        test_argv(ctx.build_dir / "bin" / test_name),
+        ctx.backend.timeout,
+        ctx.env,
+        ctx.logs / f"{log_name or variant}-{test_name}.log",
+    )
     rec = record_of_run(run)
     ctx.steps.done(str(rec.outcome))
     return rec
@@ -571,12 +662,20 @@ def record_of_run(run: TestRun) -> TestRecord:
     gate = run.name == GATE_TEST
     rows = classify.gate_rows(run.output) if gate else classify.test_opt_rows(run.output)
     outcome = classify.outcome(run.exit_code, run.timed_out)
-    return TestRecord(outcome, run.exit_code, run.signal, round(run.duration_s, 3), run.log,
-                      [DeviceRow.from_dict(r) for r in rows], _summary_line(run.output), gate,
-                      classify.gate_failure_line(run.output) if gate else None,
-                      # the device it was on when it died, if any
-                      attribution.crash_device(run.output) if outcome != classify.PASSED else None,
-                      run.output)
+    return TestRecord(
+        outcome,
+        run.exit_code,
+        run.signal,
+        round(run.duration_s, 3),
+        run.log,
+        [DeviceRow.from_dict(r) for r in rows],
+        _summary_line(run.output),
+        gate,
+        classify.gate_failure_line(run.output) if gate else None,
+        # the device it was on when it died, if any
+        attribution.crash_device(run.output) if outcome != classify.PASSED else None,
+        run.output,
+    )
 
 
 def _summary_line(output: str) -> Optional[str]:

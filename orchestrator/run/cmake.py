@@ -1,4 +1,5 @@
 """CMake configure and Ninja builds, with PyPI's cmake and ninja; full output goes to a log."""
+
 from __future__ import annotations
 
 import json
@@ -54,8 +55,16 @@ class BuildStep:
 
 
 def configure_args(plan: BuildPlan, build_dir: Path, flags: list[str]) -> list[str]:
-    args = [cmake_exe(), "-G", "Ninja", "-S", plan.source_dir, "-B", str(build_dir),
-            f"-DCMAKE_MAKE_PROGRAM={ninja_exe()}"]
+    args = [
+        cmake_exe(),
+        "-G",
+        "Ninja",
+        "-S",
+        plan.source_dir,
+        "-B",
+        str(build_dir),
+        f"-DCMAKE_MAKE_PROGRAM={ninja_exe()}",
+    ]
     args += [f"-D{k}={v}" for k, v in plan.definitions]
     ccache = shutil.which("ccache")
     args.append(f"-DGGML_CCACHE={'ON' if ccache else 'OFF'}")
@@ -84,8 +93,14 @@ def configure(plan: BuildPlan, build_dir: Path, flags: list[str], log: Path, env
     return step
 
 
-def build(build_dir: Path, targets: tuple[str, ...], log: Path, env: dict[str, str],
-          progress: Optional[ProgressFn] = None, n_jobs: Optional[int] = None) -> BuildStep:
+def build(
+    build_dir: Path,
+    targets: tuple[str, ...],
+    log: Path,
+    env: dict[str, str],
+    progress: Optional[ProgressFn] = None,
+    n_jobs: Optional[int] = None,
+) -> BuildStep:
     args = [cmake_exe(), "--build", str(build_dir), "-j", str(n_jobs or jobs()), "--target", *targets]
     t0 = time.monotonic()
     rc = _run_logged(args, log, env, progress)
@@ -105,8 +120,14 @@ def _run_logged(args: list[str], log: Path, env: dict[str, str], progress: Optio
     with open(log, "w", encoding="utf-8", errors="replace") as out:
         out.write("$ " + " ".join(args) + "\n")
         out.flush()
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                errors="replace", env={**os.environ, **env})
+        proc = subprocess.Popen(
+            args,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            env={**os.environ, **env},
+        )
         try:
             assert proc.stdout is not None
             for line in proc.stdout:

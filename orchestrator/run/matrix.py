@@ -1,5 +1,6 @@
 """The matrix run: every target x backend cell of a profile, one after another or in parallel
 (cell.py runs one). Errors in one cell are recorded; the others go on."""
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -59,22 +60,29 @@ def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Op
     cell_results = [c for c, _ in done]
     records = [r for _, recs in done for r in recs]
     return Results(
-        series_info(series), cell_results, records, matrix=str(opts.matrix.path), profile=opts.profile,
+        series_info(series),
+        cell_results,
+        records,
+        matrix=str(opts.matrix.path),
+        profile=opts.profile,
         started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         duration_s=round(time.time() - started, 2),
         orchestrator_cpu_s=round(_own_cpu_s() - cpu0, 2),  # this process only: not git, cmake, compilers, tests
         parallel={"cells_at_once": workers, "jobs_per_build": n_jobs},
-        exit_code=int(overall_exit_code(cell_results)))
+        exit_code=int(overall_exit_code(cell_results)),
+    )
 
 
-def _run_parallel(opts, series, repo, cells, reporter: Reporter, cancel: CancelToken, workers: int,
-                  n_jobs: int, mutant_files: list) -> list:
+def _run_parallel(
+    opts, series, repo, cells, reporter: Reporter, cancel: CancelToken, workers: int, n_jobs: int, mutant_files: list
+) -> list:
     """Independent cells overlap (one fetches or links while another compiles); results keep the
     matrix's order. On Ctrl-C or SIGTERM (raised in this thread) the other cells stop at their next
     step or build line: their compilers are killed and a reverted tree is put back."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(run_cell, opts, series, repo, t, b, reporter, n_jobs, cancel, mutant_files)
-                   for t, b in cells]
+        futures = [
+            pool.submit(run_cell, opts, series, repo, t, b, reporter, n_jobs, cancel, mutant_files) for t, b in cells
+        ]
         try:
             return [f.result() for f in futures]
         except BaseException:
@@ -91,5 +99,8 @@ def _own_cpu_s() -> float:
 
 
 def series_info(series: Series) -> dict:
-    return {"layout": series.layout, "sha256": series.sha256,
-            "patches": [{"name": p.name, "subject": p.subject, "author": p.author} for p in series.patches]}
+    return {
+        "layout": series.layout,
+        "sha256": series.sha256,
+        "patches": [{"name": p.name, "subject": p.subject, "author": p.author} for p in series.patches],
+    }

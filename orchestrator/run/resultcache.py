@@ -4,6 +4,7 @@ The key covers the base commit, the rendered series, the build plan and harness,
 backend's flags, environment and timeout, and the toolchain; so a changed byte in the series
 re-runs every cell, and a changed backend flag re-runs only that backend's cells.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -1,4 +1,5 @@
 """Running one test binary: a timeout, and the whole process group killed when it hangs."""
+
 from __future__ import annotations
 
 import os
@@ -30,13 +31,22 @@ class TestRun:
         return None
 
 
-def run_test(name: str, argv: list[str], timeout: float, env: dict[str, str], log: Path,
-             cwd: Optional[Path] = None) -> TestRun:
+def run_test(
+    name: str, argv: list[str], timeout: float, env: dict[str, str], log: Path, cwd: Optional[Path] = None
+) -> TestRun:
     t0 = time.monotonic()
     if not Path(argv[0]).exists():
         return TestRun(name, 127, 0.0, f"{argv[0]}: not built\n", log=str(log))
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                            env={**os.environ, **env}, cwd=str(cwd) if cwd else None, start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        env={**os.environ, **env},
+        cwd=str(cwd) if cwd else None,
+        start_new_session=True,
+    )
     timed_out = False
     try:
         out, _ = proc.communicate(timeout=timeout)
@@ -51,8 +61,7 @@ def run_test(name: str, argv: list[str], timeout: float, env: dict[str, str], lo
     run = TestRun(name, None if timed_out else proc.returncode, time.monotonic() - t0, out or "", timed_out, str(log))
     log.parent.mkdir(parents=True, exist_ok=True)
     status = "timed out" if timed_out else f"exit {proc.returncode}"
-    log.write_text(f"$ {' '.join(argv)}\n{run.output}\n[{status} after {run.duration_s:.2f} s]\n",
-                   encoding="utf-8")
+    log.write_text(f"$ {' '.join(argv)}\n{run.output}\n[{status} after {run.duration_s:.2f} s]\n", encoding="utf-8")
     return run
 
 
@@ -63,16 +72,29 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def run_program(name: str, argv: list[str], timeout: float, env: dict[str, str], log: Path,
-                on_line: Optional[Callable[[str], None]] = None) -> TestRun:
+def run_program(
+    name: str,
+    argv: list[str],
+    timeout: float,
+    env: dict[str, str],
+    log: Path,
+    on_line: Optional[Callable[[str], None]] = None,
+) -> TestRun:
     """`run_test` for a long program whose lines are wanted as they come (progress): stdout read
     line by line, each given to `on_line`; the whole process group killed after `timeout` seconds
     or on an interrupt. The log has the command, the output and how it ended, like run_test's."""
     t0 = time.monotonic()
     if not Path(argv[0]).exists():
         return TestRun(name, 127, 0.0, f"{argv[0]}: not built\n", log=str(log))
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                            env={**os.environ, **env}, start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        env={**os.environ, **env},
+        start_new_session=True,
+    )
     expired = threading.Event()
 
     def expire() -> None:
@@ -97,8 +119,9 @@ def run_program(name: str, argv: list[str], timeout: float, env: dict[str, str],
     finally:
         timer.cancel()
     timed_out = expired.is_set()
-    run = TestRun(name, None if timed_out else proc.returncode, time.monotonic() - t0, "".join(lines), timed_out,
-                  str(log))
+    run = TestRun(
+        name, None if timed_out else proc.returncode, time.monotonic() - t0, "".join(lines), timed_out, str(log)
+    )
     log.parent.mkdir(parents=True, exist_ok=True)
     status = "timed out" if timed_out else f"exit {proc.returncode}"
     log.write_text(f"$ {' '.join(argv)}\n{run.output}\n[{status} after {run.duration_s:.2f} s]\n", encoding="utf-8")

@@ -1,4 +1,5 @@
 """The toolchain a cell is built with: versions that go into result-cache keys and PR bodies."""
+
 from __future__ import annotations
 
 import functools

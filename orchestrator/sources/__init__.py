@@ -3,6 +3,7 @@
 Each kind turns a matrix.yaml source into a base commit in the tool's snapshot repository,
 fetched once and reused between runs.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -48,10 +49,17 @@ def names() -> list[str]:
 
 def schema_pieces() -> list[dict]:
     """matrix.yaml's `source` schema, one if/then per kind: its required keys and its options."""
-    return [{"if": {"properties": {"kind": {"const": kind}}},
-             "then": {"additionalProperties": False, "required": list(m.OPTIONS["required"]),
-                      "properties": {"kind": {}, **m.OPTIONS["properties"]}}}
-            for kind, m in _modules().items()]
+    return [
+        {
+            "if": {"properties": {"kind": {"const": kind}}},
+            "then": {
+                "additionalProperties": False,
+                "required": list(m.OPTIONS["required"]),
+                "properties": {"kind": {}, **m.OPTIONS["properties"]},
+            },
+        }
+        for kind, m in _modules().items()
+    ]
 
 
 def option_problems(kind: str, options: dict) -> list[tuple[str, str]]:
@@ -66,5 +74,6 @@ def _kind(source: Source) -> Callable[[Source, Cache, SnapshotRepo], Snapshot]:
     try:
         return kinds[source.kind].snapshot
     except KeyError:
-        raise ConfigError(f"{source.key}.kind: source kind {source.kind!r} is not supported yet "
-                          f"(supported: {', '.join(kinds)})") from None
+        raise ConfigError(
+            f"{source.key}.kind: source kind {source.kind!r} is not supported yet (supported: {', '.join(kinds)})"
+        ) from None

@@ -12,6 +12,7 @@ give a deterministic commit of the resulting tree instead, recording the upstrea
 A ref that does not exist is a one-line configuration error; a remote that cannot be reached
 is SourceUnreachable, with git's reason.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -33,14 +34,25 @@ NETWORK_TIMEOUT_S = 1800  # a first fetch of llama.cpp's whole history takes min
 # Give up on a stalled transfer instead of hanging a scheduled job (bytes/s over seconds).
 _NETWORK_CONFIG = ("http.lowSpeedLimit=1000", "http.lowSpeedTime=60", "protocol.version=2")
 _FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
-_MISSING_REF = ("couldn't find remote ref", "not our ref", "no such remote ref", "unadvertised object",
-                "remote did not send all necessary objects")
+_MISSING_REF = (
+    "couldn't find remote ref",
+    "not our ref",
+    "no such remote ref",
+    "unadvertised object",
+    "remote did not send all necessary objects",
+)
 
 # matrix.yaml's keys for this kind (composed into the matrix schema by config.py): `submodules`
 # are the superproject's submodules to fill in (a fork vendored in a superproject)
-OPTIONS = {"required": ["url", "ref"],
-           "properties": {"url": STR, "ref": STR, "subdirectory": RELPATH,
-                          "submodules": {"type": "array", "items": RELPATH, "uniqueItems": True}}}
+OPTIONS = {
+    "required": ["url", "ref"],
+    "properties": {
+        "url": STR,
+        "ref": STR,
+        "subdirectory": RELPATH,
+        "submodules": {"type": "array", "items": RELPATH, "uniqueItems": True},
+    },
+}
 
 
 def problems(options: dict) -> list[tuple[str, str]]:
@@ -79,8 +91,10 @@ def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
             raise ConfigError(f"{source.key}.subdirectory: {subdir!r} is not a directory at {commit[:12]} of {url}")
         tree = sub_tree
     spec = hashlib.sha256(repr((subdir, submodules)).encode()).hexdigest()[:12]
-    message = f"snapshot of {redact(url)} at {commit}\n\nupstream-commit: {commit}\nsubdirectory: {subdir or '.'}\n" + \
-        "".join(f"submodule: {p} {v['commit']}\n" for p, v in provenance.get("submodules", {}).items())
+    message = (
+        f"snapshot of {redact(url)} at {commit}\n\nupstream-commit: {commit}\nsubdirectory: {subdir or '.'}\n"
+        + "".join(f"submodule: {p} {v['commit']}\n" for p, v in provenance.get("submodules", {}).items())
+    )
     base = repo.commit_tree(tree, f"refs/snapshots/git/{mirror_name(url)}/{commit}-{spec}", message)
     return Snapshot(base, description, provenance)
 
@@ -120,15 +134,21 @@ def resolve(mirror: Path, url: str, ref: str, key: str) -> tuple[str, str]:
     """The commit `ref` names at `url`, present in the mirror under refs/pinned/<commit>."""
     if _FULL_SHA.match(ref):
         if not _has_commit(mirror, ref):
-            _network(mirror, ["fetch", "--quiet", "--no-tags", "--end-of-options", url, f"+{ref}:refs/pinned/{ref}"],
-                     url, ref, key)
+            _network(
+                mirror,
+                ["fetch", "--quiet", "--no-tags", "--end-of-options", url, f"+{ref}:refs/pinned/{ref}"],
+                url,
+                ref,
+                key,
+            )
             if not _has_commit(mirror, ref):
                 raise ConfigError(f"{key}.ref: commit {ref} does not exist at {url}")
         _git(mirror, "update-ref", "--end-of-options", f"refs/pinned/{ref}", ref)
         return ref, ref
     remote_ref = _remote_ref(mirror, url, ref, key)
-    _network(mirror, ["fetch", "--quiet", "--no-tags", "--end-of-options", url, f"+{remote_ref}:{remote_ref}"],
-             url, ref, key)
+    _network(
+        mirror, ["fetch", "--quiet", "--no-tags", "--end-of-options", url, f"+{remote_ref}:{remote_ref}"], url, ref, key
+    )
     commit = _git(mirror, "rev-parse", "--verify", "--end-of-options", f"{remote_ref}^{{commit}}")
     _git(mirror, "update-ref", "--end-of-options", f"refs/pinned/{commit}", commit)
     return commit, remote_ref
@@ -140,7 +160,7 @@ def _remote_ref(mirror: Path, url: str, ref: str, key: str) -> str:
         out = _network(mirror, ["ls-remote", "--symref", "--end-of-options", url, "HEAD"], url, ref, key)
         for line in out.splitlines():
             if line.startswith("ref: ") and line.endswith("\tHEAD"):
-                return line[len("ref: "):-len("\tHEAD")]
+                return line[len("ref: ") : -len("\tHEAD")]
         raise ConfigError(f"{key}.ref: {url} has no default branch (HEAD)")
     candidates = [ref] if ref.startswith("refs/") else [f"refs/heads/{ref}", f"refs/tags/{ref}"]
     out = _network(mirror, ["ls-remote", "--end-of-options", url, *candidates], url, ref, key)
@@ -164,8 +184,7 @@ def gitlink(repo: SnapshotRepo, commit: str, path: str, url: str, key: str) -> t
     for line in names.splitlines():
         name_key, _, value = line.partition(" ")
         if value.strip("/") == path:
-            sub_url = repo.git("config", "--blob", f"{commit}:.gitmodules",
-                               name_key[: -len(".path")] + ".url")
+            sub_url = repo.git("config", "--blob", f"{commit}:.gitmodules", name_key[: -len(".path")] + ".url")
             return parts[2], checked_url(resolve_submodule_url(url, sub_url), f"{key}.submodules ({path})")
     raise ConfigError(f"{key}.submodules: {path!r} has no url in .gitmodules at {commit[:12]} of {url}")
 

@@ -8,6 +8,7 @@ index's stat cache is refreshed: its files, index and HEAD stay byte-identical. 
 submodule is read the same way, so a fork vendored in a superproject (a `prefix:` layout) is
 complete. A directory that is not a git checkout is read whole.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -46,8 +47,10 @@ def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
     provenance = {"path": str(root), "head": head, "uncommitted_changes": dirty}
     state = f"HEAD {head[:12]}" if head else "no commits"
     description = f"local {root}{'/' + subdir if subdir else ''} ({state}{', uncommitted changes' if dirty else ''})"
-    message = (f"snapshot of local checkout {root}\n\nhead: {head or '-'}\nuncommitted-changes: {str(dirty).lower()}\n"
-               f"subdirectory: {subdir or '.'}\n")
+    message = (
+        f"snapshot of local checkout {root}\n\nhead: {head or '-'}\nuncommitted-changes: {str(dirty).lower()}\n"
+        f"subdirectory: {subdir or '.'}\n"
+    )
     ref = f"refs/snapshots/local/{slug(root.name)}-{hashlib.sha256(str(root).encode()).hexdigest()[:10]}"
     return Snapshot(repo.commit_tree(tree, ref, message), description, provenance)
 
@@ -88,8 +91,9 @@ def working_files(root: Path) -> tuple[list[str], list[tuple[str, str]]]:
             gitlinks[path] = sha
         else:
             tracked[path] = None
-    others = [p for p in _in_checkout_z(root, "ls-files", "-z", "--others", "--exclude-standard")
-              if not p.endswith("/")]  # an untracked nested repository: not ours to read
+    others = [
+        p for p in _in_checkout_z(root, "ls-files", "-z", "--others", "--exclude-standard") if not p.endswith("/")
+    ]  # an untracked nested repository: not ours to read
     files = [p for p in [*tracked, *others] if _is_file_or_link(root / p)]
     return sorted(set(files)), sorted(gitlinks.items())
 
@@ -150,13 +154,16 @@ def is_git_checkout(root: Path, key: str) -> bool:
     another user owns it is an error naming the fix, never silently read as a plain folder (its
     ignored files would enter the base and its HEAD would be lost)."""
     try:
-        return git("rev-parse", "--is-inside-work-tree", cwd=root, env=_READ_ONLY,
-                   config=_safe_directories()).strip() == "true"
+        return (
+            git("rev-parse", "--is-inside-work-tree", cwd=root, env=_READ_ONLY, config=_safe_directories()).strip()
+            == "true"
+        )
     except GitError as e:
         if "dubious ownership" in e.output or "unsafe repository" in e.output:
-            raise ConfigError(f"{key}.path: git refuses to read {root}: it is owned by another user (dubious "
-                              f"ownership); if you trust it, run: git config --global --add safe.directory {root}"
-                              ) from None
+            raise ConfigError(
+                f"{key}.path: git refuses to read {root}: it is owned by another user (dubious "
+                f"ownership); if you trust it, run: git config --global --add safe.directory {root}"
+            ) from None
         return False  # not a git checkout at all: read as a plain folder
 
 
@@ -166,13 +173,16 @@ _SAFE_DIRS: dict[tuple, tuple[str, ...]] = {}
 def _safe_directories() -> list[str]:
     """The user's own safe.directory entries (global and system configuration), passed on with -c:
     the tool's git runs without the user's configuration, which would otherwise drop them."""
-    where = tuple(os.environ.get(k) for k in ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
-                                              "GIT_CONFIG_NOSYSTEM"))
+    where = tuple(
+        os.environ.get(k)
+        for k in ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM")
+    )
     if where not in _SAFE_DIRS:
         found: list[str] = []
         for scope in ("--system", "--global"):  # the user's own configuration, read only
-            proc = subprocess.run(["git", "config", scope, "--get-all", "safe.directory"], capture_output=True,
-                                  text=True)
+            proc = subprocess.run(
+                ["git", "config", scope, "--get-all", "safe.directory"], capture_output=True, text=True
+            )
             found += [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()] if proc.returncode == 0 else []
         _SAFE_DIRS[where] = tuple(dict.fromkeys(found))
     return [f"safe.directory={d}" for d in _SAFE_DIRS[where]]

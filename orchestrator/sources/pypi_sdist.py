@@ -6,6 +6,7 @@ nothing of the sdist (build backend, setup.py, build dependencies) runs, and the
 once its sha256 matches the pin. The sdist's own git metadata (llama-cpp-python ships a .git) is
 never extracted or run; only the upstream commit its submodule points at is read, as provenance.
 """
+
 from __future__ import annotations
 
 import configparser
@@ -37,8 +38,10 @@ SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"  # PEP 691; the HTML form (P
 CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 30, 300
 
 # matrix.yaml's keys for this kind (composed into the matrix schema by config.py)
-OPTIONS = {"required": ["package", "version", "sha256"],
-           "properties": {"package": STR, "version": STR, "sha256": SHA256, "subdirectory": RELPATH}}
+OPTIONS = {
+    "required": ["package", "version", "sha256"],
+    "properties": {"package": STR, "version": STR, "sha256": SHA256, "subdirectory": RELPATH},
+}
 
 
 # PyPI's project name rule (PEP 508 names); versions are exact PEP 440 versions (packaging)
@@ -52,14 +55,19 @@ def problems(options: dict) -> list[tuple[str, str]]:
     found = []
     package, version = options["package"], options["version"]
     if not _PACKAGE.match(package):
-        found.append(("package", f"{package!r} is not a PyPI project name (letters, digits, '.', '_', '-'; "
-                                 "starting and ending with a letter or digit)"))
+        found.append(
+            (
+                "package",
+                f"{package!r} is not a PyPI project name (letters, digits, '.', '_', '-'; "
+                "starting and ending with a letter or digit)",
+            )
+        )
     try:
         exact = Version(version) is not None and version == version.strip()
     except InvalidVersion:
         exact = False
     if not exact:
-        found.append(("version", f"{version!r} is not an exact version (PEP 440, e.g. \"0.3.36\"; no specifiers)"))
+        found.append(("version", f'{version!r} is not an exact version (PEP 440, e.g. "0.3.36"; no specifiers)'))
     return found
 
 
@@ -75,8 +83,9 @@ def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
         archive = download(package, version, sha256, cache, source.key)
         with tempfile.TemporaryDirectory(prefix=cache.scratch_prefix("extract"), dir=cache.scratch()) as tmp:
             tree, upstream = extract(archive, subdir, Path(tmp), source.key)
-            message = (f"snapshot of {description}\n\nsdist-sha256: {sha256}\n"
-                       + (f"upstream-commit: {upstream}\n" if upstream else ""))
+            message = f"snapshot of {description}\n\nsdist-sha256: {sha256}\n" + (
+                f"upstream-commit: {upstream}\n" if upstream else ""
+            )
             commit = repo.import_tree(tree, ref, message)
     return Snapshot(commit, description, _provenance(repo, commit))
 
@@ -112,6 +121,7 @@ def download(package: str, version: str, sha256: str, cache: Cache, key: str) ->
 
 
 # ---------------------------------------------------------------- the index (pip's configuration)
+
 
 def _pip_config_files(environ) -> list[Path]:
     """pip's configuration files, lowest priority first (pip's own order on POSIX)."""
@@ -200,7 +210,7 @@ def parse_listing(text: str, content_type: str, page_url: str) -> list[IndexFile
         if not href:
             continue
         url, _, frag = urljoin(page_url, href).partition("#")
-        digest = frag[len("sha256="):] if frag.startswith("sha256=") else None
+        digest = frag[len("sha256=") :] if frag.startswith("sha256=") else None
         out.append(IndexFile(label or PurePosixPath(urlsplit(url).path).name, url, digest))
     return out
 
@@ -231,8 +241,11 @@ def _project_page(index: str, package: str) -> tuple[Optional[str], str, str]:
         if path.is_dir():  # a plain folder of files serves as its own listing
             return "".join(f'<a href="{p.name}">{p.name}</a>' for p in sorted(path.iterdir())), "text/html", url
         return None, "", url
-    r = requests.get(url, headers={"Accept": f"{SIMPLE_JSON}, text/html;q=0.1", "User-Agent": "ggml-patch"},
-                     timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S))
+    r = requests.get(
+        url,
+        headers={"Accept": f"{SIMPLE_JSON}, text/html;q=0.1", "User-Agent": "ggml-patch"},
+        timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S),
+    )
     if r.status_code == 404:
         return None, "", url
     r.raise_for_status()
@@ -271,11 +284,15 @@ def fetch_sdist(package: str, version: str, sha256: str, cache: Cache, key: str,
     if refused:
         raise SourceUnavailable(f"{key}.sha256: {'; '.join(refused)}; the matrix pins {sha256}")
     if unreachable and not seen:
-        raise SourceUnreachable(f"{key}: the package index is unreachable for {package}=={version}: "
-                                f"{'; '.join(unreachable)}; set PIP_INDEX_URL (or index-url in pip.conf) to a "
-                                "reachable index")
-    raise SourceUnavailable(f"{key}: no sdist of {package}=={version} on {', '.join(indexes)}"
-                            + (f" (unreachable: {'; '.join(unreachable)})" if unreachable else ""))
+        raise SourceUnreachable(
+            f"{key}: the package index is unreachable for {package}=={version}: "
+            f"{'; '.join(unreachable)}; set PIP_INDEX_URL (or index-url in pip.conf) to a "
+            "reachable index"
+        )
+    raise SourceUnavailable(
+        f"{key}: no sdist of {package}=={version} on {', '.join(indexes)}"
+        + (f" (unreachable: {'; '.join(unreachable)})" if unreachable else "")
+    )
 
 
 def _download_checked(f: IndexFile, sha256: str, cache: Cache, key: str, folder: Path) -> Path:
@@ -289,8 +306,12 @@ def _download_checked(f: IndexFile, sha256: str, cache: Cache, key: str, folder:
                         h.update(block)
                         tmp.write(block)
             else:
-                with requests.get(f.url, stream=True, timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S),
-                                  headers={"User-Agent": "ggml-patch"}) as r:
+                with requests.get(
+                    f.url,
+                    stream=True,
+                    timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S),
+                    headers={"User-Agent": "ggml-patch"},
+                ) as r:
                     if r.status_code != 200:
                         raise SourceUnavailable(f"{key}: {f.url} answered HTTP {r.status_code} {r.reason}")
                     for block in r.iter_content(1 << 20):
@@ -329,11 +350,15 @@ def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Opt
     return dest / root, upstream
 
 
-def _extract_with_tar(tar_exe: str, archive: Path, top: str, root: PurePosixPath, subdir: str, dest: Path,
-                      key: str) -> Optional[str]:
+def _extract_with_tar(
+    tar_exe: str, archive: Path, top: str, root: PurePosixPath, subdir: str, dest: Path, key: str
+) -> Optional[str]:
     # GNU tar refuses members with '..' or absolute names; the archive's sha256 was checked already
-    proc = subprocess.run([tar_exe, "-xzf", str(archive), "-C", str(dest), "--no-same-owner", "--exclude=.git",
-                           str(root)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [tar_exe, "-xzf", str(archive), "-C", str(dest), "--no-same-owner", "--exclude=.git", str(root)],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         if "Not found in archive" in proc.stderr:
             raise SourceUnavailable(f"{key}.subdirectory: {archive.name} has no files under {root}")
@@ -347,15 +372,16 @@ def _extract_with_tar(tar_exe: str, archive: Path, top: str, root: PurePosixPath
     return _commit_id((meta / head).read_text(errors="replace") if (meta / head).is_file() else "")
 
 
-def _extract_in_python(archive: Path, top: str, root: PurePosixPath, subdir: str, dest: Path,
-                       key: str) -> Optional[str]:
+def _extract_in_python(
+    archive: Path, top: str, root: PurePosixPath, subdir: str, dest: Path, key: str
+) -> Optional[str]:
     with tarfile.open(archive) as tar:
         wanted = []
         for m in tar.getmembers():
             p = PurePosixPath(m.name)
             if p != root and root not in p.parents:
                 continue
-            if ".git" in p.parts[len(root.parts):]:
+            if ".git" in p.parts[len(root.parts) :]:
                 continue
             if not (m.isfile() or m.isdir() or m.issym()):
                 continue

@@ -5,6 +5,7 @@ when its sha256 matches the pin), extracted without any git metadata, its single
 dropped, and `subdirectory` of that imported as a base commit. A GitHub archive names its
 commit in the tar's pax header: kept as provenance.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -49,8 +50,9 @@ def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
             archive = download(url, sha256, cache, source.key)
             with tempfile.TemporaryDirectory(prefix=cache.scratch_prefix("extract"), dir=cache.scratch()) as tmp:
                 tree, upstream = extract(archive, subdir, Path(tmp), source.key)
-                message = (f"snapshot of {redact(url)}\n\ntarball-sha256: {sha256}\n"
-                           + (f"upstream-commit: {upstream}\n" if upstream else ""))
+                message = f"snapshot of {redact(url)}\n\ntarball-sha256: {sha256}\n" + (
+                    f"upstream-commit: {upstream}\n" if upstream else ""
+                )
                 commit = repo.import_tree(tree, ref, message)
     return Snapshot(commit, description, {"url": url, "sha256": sha256, **_upstream(repo, commit)})
 
@@ -89,10 +91,14 @@ def network_reason(e: requests.RequestException) -> str:
     text = str(e)
     request = getattr(e, "request", None)
     host = urlparse(str(request.url)).hostname if request is not None and request.url else None
-    for needle, reason in (("NameResolutionError", "could not resolve host"), ("Failed to resolve", "could not resolve host"),
-                           ("Name or service not known", "could not resolve host"),
-                           ("Connection refused", "connection refused"), ("timed out", "timed out"),
-                           ("Network is unreachable", "network is unreachable")):
+    for needle, reason in (
+        ("NameResolutionError", "could not resolve host"),
+        ("Failed to resolve", "could not resolve host"),
+        ("Name or service not known", "could not resolve host"),
+        ("Connection refused", "connection refused"),
+        ("timed out", "timed out"),
+        ("Network is unreachable", "network is unreachable"),
+    ):
         if needle in text:
             return f"{reason} {host}" if host else reason
     return f"{type(e).__name__}: {text[:200]}"

@@ -10,6 +10,7 @@ the readiness checks, the base commits and the results it was made from.
 The first half is pure (refusals, title, body, manifest: dicts in, text out); the second half
 runs git and CMake, only under the tool's cache and the output directory.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -42,6 +43,7 @@ WARNING_TITLE = "Incomplete evidence: this bundle was made with `--allow-incompl
 
 # ---------------------------------------------------------------- results.json: what it proves
 
+
 @dataclass(frozen=True)
 class Problem:
     target: Optional[str]  # None: the whole run (e.g. a stale series)
@@ -62,12 +64,19 @@ def problems(results: Results | dict, current_series_sha256: str) -> list[Proble
     found = []
     ran = results.series["sha256"]
     if ran != current_series_sha256:
-        found.append(Problem(None, f"results.json was made from series {ran[:12]}, the series in patches/ "
-                                   f"is now {current_series_sha256[:12]}: re-run `ggml-patch matrix`"))
+        found.append(
+            Problem(
+                None,
+                f"results.json was made from series {ran[:12]}, the series in patches/ "
+                f"is now {current_series_sha256[:12]}: re-run `ggml-patch matrix`",
+            )
+        )
     for target in results.targets():
         cells = results.cells_of(target)
         if all(c.status in NOT_RUN for c in cells):
-            found.append(Problem(target, f"{target}: no cell ran its tests (skipped or build-only), so nothing was proven"))
+            found.append(
+                Problem(target, f"{target}: no cell ran its tests (skipped or build-only), so nothing was proven")
+            )
         for c in cells:
             if c.status not in NOT_RUN:
                 found += [Problem(target, t) for t in _cell_problems(results, c)]
@@ -84,15 +93,19 @@ def _cell_problems(results: Results, cell: Cell) -> list[str]:
     elif not (patched.build and patched.build.ok):
         found.append(f"{cid}: the patched variant did not build")
     else:
-        bad = [f"{name} {t.outcome}" for name, t in patched.tests.items()
-               if t.outcome not in (Outcome.PASSED, Outcome.SKIPPED)]  # skipped: the backend's, with its reason
+        bad = [
+            f"{name} {t.outcome}"
+            for name, t in patched.tests.items()
+            if t.outcome not in (Outcome.PASSED, Outcome.SKIPPED)
+        ]  # skipped: the backend's, with its reason
         if bad:
             found.append(f"{cid}: with the fix {', '.join(bad)}")
     if patched is not None and control is None:
         found.append(f"{cid}: the negative control did not run")
     elif control is not None and control.verdict != Verdict.KILLED:
-        found.append(f"{cid}: the negative control was not killed ({control.verdict}: "
-                     f"{_one_line(control.verdict_reason)})")
+        found.append(
+            f"{cid}: the negative control was not killed ({control.verdict}: {_one_line(control.verdict_reason)})"
+        )
     if not found and cell.status != CellStatus.PASSED:
         found.append(f"{cid}: {cell.status}: {_one_line(cell.reason)}")
     return found
@@ -103,11 +116,15 @@ def _one_line(text: str) -> str:
 
 
 def refusal_message(found: list[Problem]) -> str:
-    return ("refusing to bundle: " + "; ".join(p.text for p in found)
-            + " (--allow-incomplete bundles anyway, with a warning at the top of PR_BODY.md)")
+    return (
+        "refusing to bundle: "
+        + "; ".join(p.text for p in found)
+        + " (--allow-incomplete bundles anyway, with a warning at the top of PR_BODY.md)"
+    )
 
 
 # ---------------------------------------------------------------- PR_TITLE, PR_BODY.md, manifest
+
 
 @dataclass(frozen=True)
 class Commit:
@@ -150,20 +167,48 @@ def outcome_rows(results: Results | dict, target: str) -> list[dict]:
             patched_test = patched.test(test)
             for r in patched_test.rows if patched_test else []:
                 ctl = reverted.get((r.device, r.key))
-                rows.append({"backend": c.backend, "device": r.device, "test": test,
-                             "optimizer": r.optimizer, "opt_period": r.opt_period,
-                             "with_fix": str(r.status), "reverted": str(ctl.status) if ctl else None,
-                             "step": ctl.step if ctl else None, "w": ctl.actual if ctl else None,
-                             "expected": ctl.expected if ctl else None})
+                rows.append(
+                    {
+                        "backend": c.backend,
+                        "device": r.device,
+                        "test": test,
+                        "optimizer": r.optimizer,
+                        "opt_period": r.opt_period,
+                        "with_fix": str(r.status),
+                        "reverted": str(ctl.status) if ctl else None,
+                        "step": ctl.step if ctl else None,
+                        "w": ctl.actual if ctl else None,
+                        "expected": ctl.expected if ctl else None,
+                    }
+                )
     return rows
 
 
-OUTCOME_COLUMNS = ("backend", "device", "test", "optimizer", "opt_period", "with the fix", "fix reverted",
-                   "first wrong step", "w", "expected w")
+OUTCOME_COLUMNS = (
+    "backend",
+    "device",
+    "test",
+    "optimizer",
+    "opt_period",
+    "with the fix",
+    "fix reverted",
+    "first wrong step",
+    "w",
+    "expected w",
+)
 
 
-CELL_COLUMNS = ("cell", "backend", "status", "negative control", "test-opt with the fix", "gate with the fix",
-                "gate with the fix reverted", "build with the fix (s)", "control rebuild (s)")
+CELL_COLUMNS = (
+    "cell",
+    "backend",
+    "status",
+    "negative control",
+    "test-opt with the fix",
+    "gate with the fix",
+    "gate with the fix reverted",
+    "build with the fix (s)",
+    "control rebuild (s)",
+)
 
 
 def skipped_tests(results: Results | dict, target: str) -> list[tuple[str, str, str]]:
@@ -172,7 +217,7 @@ def skipped_tests(results: Results | dict, target: str) -> list[tuple[str, str, 
     out = []
     for c in results.cells_of(target):
         patched = results.records_of(c.cell).get("patched")
-        for name, t in (patched.tests.items() if patched else ()):
+        for name, t in patched.tests.items() if patched else ():
             if t.outcome == Outcome.SKIPPED:
                 out.append((c.cell, name, t.skipped or ""))
     return out
@@ -201,8 +246,14 @@ def training_cell(results: Results | dict, target: str) -> Optional[Cell]:
 
 
 def toolchain_lines(toolchain: dict) -> list[tuple[str, str]]:
-    names = {"cmake": "CMake", "ninja": "Ninja", "c_compiler": "C compiler", "cxx_compiler": "C++ compiler",
-             "git": "git", "ccache": "ccache"}
+    names = {
+        "cmake": "CMake",
+        "ninja": "Ninja",
+        "c_compiler": "C compiler",
+        "cxx_compiler": "C++ compiler",
+        "git": "git",
+        "ccache": "ccache",
+    }
     known = [(label, toolchain[key]) for key, label in names.items() if toolchain.get(key)]
     return known + [(key, value) for key, value in toolchain.items() if key not in names and value]
 
@@ -219,30 +270,56 @@ def series_sha256(patches: list[tuple[str, str]]) -> str:
     return h.hexdigest()
 
 
-def manifest(*, target: str, layout: str, results: Results, results_sha256: str, results_path: str,
-             source: dict, patched_commit: str, patches: list[tuple[str, str]], files: dict[str, str],
-             verification: dict, toolchain: dict, warnings: list[str]) -> dict:
-    return redact_data({
-        "schema_version": 1,
-        "tool": "ggml-patch",
-        "target": target,
-        "layout": layout,
-        "base": {"snapshot_commit": source.get("base_commit"), "upstream_commit": source.get("upstream_commit"),
-                 "description": source.get("description"), "source": source},
-        "patched_commit": patched_commit,
-        "series": {"sha256": series_sha256(patches), "results_series_sha256": results.series["sha256"],
-                   "patches": [name for name, _ in patches]},
-        "results": {"path": results_path, "sha256": results_sha256, "started_at": results.started_at,
-                    "exit_code": results.exit_code},
-        "incomplete": bool(warnings),
-        "warnings": warnings,
-        "verification": verification,
-        "toolchain": toolchain,
-        "files": files,
-    })
+def manifest(
+    *,
+    target: str,
+    layout: str,
+    results: Results,
+    results_sha256: str,
+    results_path: str,
+    source: dict,
+    patched_commit: str,
+    patches: list[tuple[str, str]],
+    files: dict[str, str],
+    verification: dict,
+    toolchain: dict,
+    warnings: list[str],
+) -> dict:
+    return redact_data(
+        {
+            "schema_version": 1,
+            "tool": "ggml-patch",
+            "target": target,
+            "layout": layout,
+            "base": {
+                "snapshot_commit": source.get("base_commit"),
+                "upstream_commit": source.get("upstream_commit"),
+                "description": source.get("description"),
+                "source": source,
+            },
+            "patched_commit": patched_commit,
+            "series": {
+                "sha256": series_sha256(patches),
+                "results_series_sha256": results.series["sha256"],
+                "patches": [name for name, _ in patches],
+            },
+            "results": {
+                "path": results_path,
+                "sha256": results_sha256,
+                "started_at": results.started_at,
+                "exit_code": results.exit_code,
+            },
+            "incomplete": bool(warnings),
+            "warnings": warnings,
+            "verification": verification,
+            "toolchain": toolchain,
+            "files": files,
+        }
+    )
 
 
 # ---------------------------------------------------------------- reading a bundle back
+
 
 @dataclass(frozen=True)
 class Bundle:
@@ -264,7 +341,9 @@ def read_bundle(directory: Path) -> Bundle:
     try:
         man = json.loads(mpath.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"{mpath}: missing; --bundle must name one target's directory made by `ggml-patch bundle`") from None
+        raise ConfigError(
+            f"{mpath}: missing; --bundle must name one target's directory made by `ggml-patch bundle`"
+        ) from None
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         raise ConfigError(f"{mpath}: not valid JSON; re-run `ggml-patch bundle`") from None
     except OSError as e:
@@ -277,8 +356,9 @@ def read_bundle(directory: Path) -> Bundle:
         if Path(name).name != name or not f.is_file():
             raise ConfigError(f"{f}: listed in {MANIFEST} but missing; re-run `ggml-patch bundle`")
         if hashlib.sha256(f.read_bytes()).hexdigest() != digest:
-            raise ConfigError(f"{f}: changed since the bundle was made (sha256 differs from {MANIFEST}); "
-                              "re-run `ggml-patch bundle`")
+            raise ConfigError(
+                f"{f}: changed since the bundle was made (sha256 differs from {MANIFEST}); re-run `ggml-patch bundle`"
+            )
     patches = tuple(sorted(directory / n for n in files if n.endswith(".patch")))
     if not patches:
         raise ConfigError(f"{mpath}: the bundle lacks patches")
@@ -295,6 +375,7 @@ def takes_pull_request(man: dict) -> bool:
 
 
 # ---------------------------------------------------------------- making the bundle (git, CMake)
+
 
 @dataclass
 class BundleOptions:
@@ -350,8 +431,10 @@ def _chosen_targets(results: Results, wanted: list[str], results_dir: Path) -> l
     present = results.targets()
     for t in wanted:
         if t not in present:
-            raise ConfigError(f"{Path(results_dir) / 'results.json'}: no cells for target {t!r} "
-                              f"(targets in this run: {', '.join(present) or 'none'})")
+            raise ConfigError(
+                f"{Path(results_dir) / 'results.json'}: no cells for target {t!r} "
+                f"(targets in this run: {', '.join(present) or 'none'})"
+            )
     return [t for t in present if not wanted or t in wanted]
 
 
@@ -362,8 +445,14 @@ def _same(cells: list[Cell], what: str, get: Callable[[Cell], Optional[str]]) ->
     return str(values.pop())
 
 
-def bundle_target(opts: BundleOptions, results: Results, results_sha: str, target_name: str,
-                  warnings: list[str], known_limits: tuple = ()) -> BundleResult:
+def bundle_target(
+    opts: BundleOptions,
+    results: Results,
+    results_sha: str,
+    target_name: str,
+    warnings: list[str],
+    known_limits: tuple = (),
+) -> BundleResult:
     from ..cache import slug
     from ..patchset.files import load_series
     from ..patchset.render import rendered_for_target
@@ -373,7 +462,7 @@ def bundle_target(opts: BundleOptions, results: Results, results_sha: str, targe
 
     matrix, cache = opts.matrix, opts.cache
     if opts.author is None:
-        raise ConfigError("bundle: no author for the bundle's commits (pass --author \"Name <email>\")")
+        raise ConfigError('bundle: no author for the bundle\'s commits (pass --author "Name <email>")')
     cells = [c for c in results.cells_of(target_name) if c.patched_commit]
     base = _same(cells, "base commit", lambda c: (c.source or {}).get("base_commit"))
     patched = _same(cells, "patched commit", lambda c: c.patched_commit)
@@ -384,8 +473,10 @@ def bundle_target(opts: BundleOptions, results: Results, results_sha: str, targe
     with cache.lock(f"bundle-{target_name}"):
         rendered, snap = rendered_for_target(matrix, cache, target)
         if snap.commit != base:
-            raise BundleRefused(f"{target_name}: results.json's base commit {base[:12]} is not the base "
-                                f"{opts.matrix.path} gives now ({snap.commit[:12]}); re-run `ggml-patch matrix`")
+            raise BundleRefused(
+                f"{target_name}: results.json's base commit {base[:12]} is not the base "
+                f"{opts.matrix.path} gives now ({snap.commit[:12]}); re-run `ggml-patch matrix`"
+            )
         repo = SnapshotRepo(cache.snapshots_git)
         worktree = Worktree(repo, work / "src")
         if not _has_commit(repo, patched):  # a pruned cache: the series recreates it exactly
@@ -395,37 +486,66 @@ def bundle_target(opts: BundleOptions, results: Results, results_sha: str, targe
         head = authorship.reauthor(str(repo.path), base, patched, opts.author, opts.assisted_by)
         patches = format_patch(repo, base, head)
         commits = commit_list(repo, base, head)
-        opts.log(f"{target_name}: verifying {len(patches)} patches on a fresh copy of {base[:12]} "
-                 "(git am, build, test-opt, gate)")
+        opts.log(
+            f"{target_name}: verifying {len(patches)} patches on a fresh copy of {base[:12]} "
+            "(git am, build, test-opt, gate)"
+        )
         verification = verify(opts, target, repo, worktree, work, base, head, patches)
         toolchain = toolchain_info(work / "build")
         toolchain = cell_compilers_that_differ({**toolchain, **cells_toolchain(cache, cells)})
-        rules = policy.derive(target_name, base, policy.read_policy_files(repo.read_blob, base),
-                              _declared(target))
+        rules = policy.derive(target_name, base, policy.read_policy_files(repo.read_blob, base), _declared(target))
         cover_path = Path(matrix.series_dir) / cover.COVER_FILE
-        cov = cover.parse_cover(f"{Path(matrix.series_dir).name}/{cover.COVER_FILE}",
-                                cover_path.read_text(encoding="utf-8") if cover_path.is_file() else None)
-        docs = documents.documents(policy=rules, cover=cov, results=results, results_sha256=results_sha,
-                                   target=target_name, commits=commits, patches=patches, toolchain=toolchain,
-                                   warnings=warnings, canonical_paths=load_series(matrix).paths(),
-                                   read_file=lambda path: repo.read_blob(base, path), known_limits=known_limits,
-                                   finetune=finetune)
+        cov = cover.parse_cover(
+            f"{Path(matrix.series_dir).name}/{cover.COVER_FILE}",
+            cover_path.read_text(encoding="utf-8") if cover_path.is_file() else None,
+        )
+        docs = documents.documents(
+            policy=rules,
+            cover=cov,
+            results=results,
+            results_sha256=results_sha,
+            target=target_name,
+            commits=commits,
+            patches=patches,
+            toolchain=toolchain,
+            warnings=warnings,
+            canonical_paths=load_series(matrix).paths(),
+            read_file=lambda path: repo.read_blob(base, path),
+            known_limits=known_limits,
+            finetune=finetune,
+        )
     files_text: dict[str, str | bytes] = {**dict(patches), **docs.files}
     trained = training_cell(results, target_name)
     if trained and trained.training and rules.takes_pull_request and can_plot():  # the table is in the body anyway
         with tempfile.TemporaryDirectory() as tmp:
             t = trained.training
-            png = plot(t["with_fix"], t["without_fix"], Path(tmp) / TRAINING_PLOT,
-                       f"{trained.cell}: train-opt-dynamic, per-step graphs, SGD")
+            png = plot(
+                t["with_fix"],
+                t["without_fix"],
+                Path(tmp) / TRAINING_PLOT,
+                f"{trained.cell}: train-opt-dynamic, per-step graphs, SGD",
+            )
             files_text[TRAINING_PLOT] = png.read_bytes()
     if finetune and rules.takes_pull_request and can_plot():  # the tables are in the body anyway
         files_text[tuned.PLOT] = tuned.plot_png(finetune)
-    files = {name: hashlib.sha256(data if isinstance(data, bytes) else data.encode("utf-8")).hexdigest()
-             for name, data in files_text.items()}
-    man = manifest(target=target_name, layout=target.layout, results=results, results_sha256=results_sha,
-                   results_path=str(Path(opts.results_dir).resolve() / "results.json"), source=source,
-                   patched_commit=patched, patches=patches, files=files, verification=verification,
-                   toolchain=toolchain, warnings=warnings)
+    files = {
+        name: hashlib.sha256(data if isinstance(data, bytes) else data.encode("utf-8")).hexdigest()
+        for name, data in files_text.items()
+    }
+    man = manifest(
+        target=target_name,
+        layout=target.layout,
+        results=results,
+        results_sha256=results_sha,
+        results_path=str(Path(opts.results_dir).resolve() / "results.json"),
+        source=source,
+        patched_commit=patched,
+        patches=patches,
+        files=files,
+        verification=verification,
+        toolchain=toolchain,
+        warnings=warnings,
+    )
     man.update(docs.manifest_fields(opts.author, opts.assisted_by, head))
     from ..evidence.known_limits import as_json
 
@@ -436,9 +556,17 @@ def bundle_target(opts: BundleOptions, results: Results, results_sha: str, targe
     # only into a folder the tool made (or a new or empty one): _write_dir replaces dest whole
     dest = outdir.claim(opts.out_dir, "--out", legacy=outdir.made_bundles) / target_name
     _write_dir(dest, files_text)
-    return BundleResult(target_name, dest, [n for n, _ in patches], base, source.get("upstream_commit"),
-                        verification["durations_s"]["total"], warnings, rules.role.value["text"],
-                        docs.draft_reasons)
+    return BundleResult(
+        target_name,
+        dest,
+        [n for n, _ in patches],
+        base,
+        source.get("upstream_commit"),
+        verification["durations_s"]["total"],
+        warnings,
+        rules.role.value["text"],
+        docs.draft_reasons,
+    )
 
 
 def _declared(target):
@@ -475,8 +603,10 @@ def _recreate(worktree, base: str, rendered, patched: str, work: Path) -> None:
     worktree.ensure(base)
     head = worktree.am(files)
     if head != patched:
-        raise BundleRefused(f"the commit results.json records ({patched[:12]}) is gone from the cache and the "
-                            f"series in patches/ now gives {head[:12]}: re-run `ggml-patch matrix`")
+        raise BundleRefused(
+            f"the commit results.json records ({patched[:12]}) is gone from the cache and the "
+            f"series in patches/ now gives {head[:12]}: re-run `ggml-patch matrix`"
+        )
 
 
 def format_patch(repo, base: str, patched: str) -> list[tuple[str, str]]:
@@ -488,7 +618,9 @@ def format_patch(repo, base: str, patched: str) -> list[tuple[str, str]]:
         raise BundleRefused(f"the patched commit {patched[:12]} does not descend from the base {base[:12]}")
     with tempfile.TemporaryDirectory(prefix="format-patch-") as tmp:
         # no signature: the bytes do not depend on the git version, so the manifest is reproducible
-        names = repo.git("format-patch", "--no-signature", "-o", tmp, "--end-of-options", f"{base}..{patched}").splitlines()
+        names = repo.git(
+            "format-patch", "--no-signature", "-o", tmp, "--end-of-options", f"{base}..{patched}"
+        ).splitlines()
         return [(Path(p).name, Path(p).read_text(encoding="utf-8")) for p in names]
 
 
@@ -502,8 +634,9 @@ def commit_list(repo, base: str, patched: str) -> list[Commit]:
     return commits
 
 
-def verify(opts: BundleOptions, target, repo, worktree, work: Path, base: str, patched: str,
-           patches: list[tuple[str, str]]) -> dict:
+def verify(
+    opts: BundleOptions, target, repo, worktree, work: Path, base: str, patched: str, patches: list[tuple[str, str]]
+) -> dict:
     """git am the bundle's own files on a fresh copy of the base, then the cell pipeline's
     configure, build and test steps there (CPU, the two tests). `patched` is the bundle's head:
     the tested tree, the contributor's commits. The worktree and build tree are the bundle's own
@@ -528,20 +661,34 @@ def verify(opts: BundleOptions, target, repo, worktree, work: Path, base: str, p
         # the same `git am` as the matrix's own: the same commit comes out
         worktree.am(files)
     except SeriesDoesNotApply as e:
-        raise SeriesDoesNotApply(f"{target.name}: the bundle's series does not apply with git am to a fresh copy "
-                                 f"of {base[:12]}: {e}") from None
+        raise SeriesDoesNotApply(
+            f"{target.name}: the bundle's series does not apply with git am to a fresh copy of {base[:12]}: {e}"
+        ) from None
     head = worktree.head()
     tree = repo.tree_of(head)
     if tree != repo.tree_of(patched):
-        raise BundleVerificationFailed(f"{target.name}: git am of the bundle gives tree {tree[:12]}, not the tree "
-                                       f"of the tested commit {patched[:12]}")
+        raise BundleVerificationFailed(
+            f"{target.name}: git am of the bundle gives tree {tree[:12]}, not the tree "
+            f"of the tested commit {patched[:12]}"
+        )
     apply_s = time.monotonic() - t0
 
     backend = opts.matrix.backends.get("cpu") or Backend("cpu")
     module = backends.get("cpu", opts.cache.root)
-    ctx = CellContext(target, backend, module, opts.cache, opts.matrix.native_tests_dir, work, work / "logs", Steps(),
-                      Cell(f"{target.name}/cpu", target.name, "cpu", target.layout), worktree=worktree,
-                      programs=False, env=module.test_env(backend))
+    ctx = CellContext(
+        target,
+        backend,
+        module,
+        opts.cache,
+        opts.matrix.native_tests_dir,
+        work,
+        work / "logs",
+        Steps(),
+        Cell(f"{target.name}/cpu", target.name, "cpu", target.layout),
+        worktree=worktree,
+        programs=False,
+        env=module.test_env(backend),
+    )
     try:
         run_steps(ctx, ("configure", "build"))
         t0 = time.monotonic()
@@ -549,12 +696,16 @@ def verify(opts: BundleOptions, target, repo, worktree, work: Path, base: str, p
     except BuildFailed as e:
         raise BuildFailed(f"{target.name}: bundle verification: {e}") from None
     assert ctx.patched is not None and ctx.patched.build is not None
-    tests = {name: {"outcome": str(t.outcome), "exit_code": t.exit_code, "summary_line": t.summary_line,
-                    "log": t.log} for name, t in ctx.patched.tests.items()}
+    tests = {
+        name: {"outcome": str(t.outcome), "exit_code": t.exit_code, "summary_line": t.summary_line, "log": t.log}
+        for name, t in ctx.patched.tests.items()
+    }
     failed = [f"{n} {t['outcome']}" for n, t in tests.items() if t["outcome"] not in (Outcome.PASSED, Outcome.SKIPPED)]
     if failed:
-        raise BundleVerificationFailed(f"{target.name}: with the bundle applied to a fresh copy of the base: "
-                                       f"{', '.join(failed)} (logs: {ctx.logs})")
+        raise BundleVerificationFailed(
+            f"{target.name}: with the bundle applied to a fresh copy of the base: "
+            f"{', '.join(failed)} (logs: {ctx.logs})"
+        )
     return {
         "applied_with": "git am",
         "worktree": str(worktree.path),
@@ -564,9 +715,13 @@ def verify(opts: BundleOptions, target, repo, worktree, work: Path, base: str, p
         "configure_reused": ctx.configure_reused,
         "build_log": ctx.patched.build.log,
         "tests": tests,
-        "durations_s": {"apply": round(apply_s, 2), "configure": ctx.cell.timings.get("configure", 0.0),
-                        "build": ctx.patched.build.duration_s, "tests": round(time.monotonic() - t0, 2),
-                        "total": round(time.monotonic() - t_all, 2)},
+        "durations_s": {
+            "apply": round(apply_s, 2),
+            "configure": ctx.cell.timings.get("configure", 0.0),
+            "build": ctx.patched.build.duration_s,
+            "tests": round(time.monotonic() - t0, 2),
+            "total": round(time.monotonic() - t_all, 2),
+        },
     }
 
 
@@ -581,12 +736,17 @@ def compiler_info(build_dir: Path) -> dict[str, str]:
             sets = dict(_SET.findall(f.read_text(errors="replace")))
             path = sets.get(f"CMAKE_{lang}_COMPILER")
             if path:
-                found[key] = (f"{sets.get(f'CMAKE_{lang}_COMPILER_ID', '?')} "
-                              f"{sets.get(f'CMAKE_{lang}_COMPILER_VERSION', '?')} ({path})")
+                found[key] = (
+                    f"{sets.get(f'CMAKE_{lang}_COMPILER_ID', '?')} "
+                    f"{sets.get(f'CMAKE_{lang}_COMPILER_VERSION', '?')} ({path})"
+                )
         if key not in found:  # older trees: the cache has the path at least
             cache = Path(build_dir) / "CMakeCache.txt"
-            m = re.search(rf"^CMAKE_{lang}_COMPILER:\w+=(.+)$", cache.read_text(errors="replace"), re.M) \
-                if cache.exists() else None
+            m = (
+                re.search(rf"^CMAKE_{lang}_COMPILER:\w+=(.+)$", cache.read_text(errors="replace"), re.M)
+                if cache.exists()
+                else None
+            )
             if m:
                 found[key] = m.group(1).strip()
     return found

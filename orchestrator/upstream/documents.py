@@ -77,8 +77,17 @@ def documents(
     texts: dict[str, str] = {}
     cover_problems: list[str] = []
     if policy.takes_pull_request:
-        data = pr_body.evidence(results, results_sha256, target, commits, names, toolchain, policy.repo.value,
-                                known_limits, finetune=finetune)
+        data = pr_body.evidence(
+            results,
+            results_sha256,
+            target,
+            commits,
+            names,
+            toolchain,
+            policy.repo.value,
+            known_limits,
+            finetune=finetune,
+        )
         texts = {
             "PR_TITLE": B.pr_title(commits) + "\n",
             "PR_BODY.md": pr_body.body(policy.template, cover, data),
@@ -103,5 +112,7 @@ def documents(
             "\n".join(pr_body.banner(reasons, warnings)) + ("\n" if reasons or warnings else "") + texts["PR_BODY.md"]
         )
     texts["READINESS.md"] = readiness.markdown(target, ready, reasons, policy)
-    texts = {name: redact(text) for name, text in texts.items()}  # the run's records may name URLs: never their credentials
+    texts = {
+        name: redact(text) for name, text in texts.items()
+    }  # the run's records may name URLs: never their credentials
     return Documents(texts, policy, ready, reasons, cover)

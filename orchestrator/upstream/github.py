@@ -4,6 +4,7 @@ The token is read from the environment by the caller and only ever travels in th
 Authorization header (the API) or through GIT_ASKPASS (git): never in a URL, an argument
 list, a file or a message. Every message that could carry a URL goes through `redact`.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,9 @@ def check_remote(url: str) -> str:
     """--head-remote: a git URL or path, never an option or a transport helper."""
     why = git_url_problem(url)
     if why:
-        raise ConfigError(f"--head-remote {url!r}: {why}; expected a git URL (https://, ssh://, git@host:path) "
-                          "or a path")
+        raise ConfigError(
+            f"--head-remote {url!r}: {why}; expected a git URL (https://, ssh://, git@host:path) or a path"
+        )
     return url
 
 
@@ -86,12 +88,14 @@ def check_seconds(value: float, option: str) -> float:
 def owner_from_remote(url: str) -> Optional[str]:
     """The fork's owner from its remote URL (https://host/OWNER/NAME(.git), git@host:OWNER/NAME.git);
     None for a local path."""
-    m = re.match(r"^[a-z][a-z0-9+.-]*://[^/]+/(?P<owner>[^/]+)/[^/]+?/?$", url, re.I) \
-        or re.match(r"^[^/@:\s]+@[^/:\s]+:(?P<owner>[^/]+)/[^/]+$", url)
+    m = re.match(r"^[a-z][a-z0-9+.-]*://[^/]+/(?P<owner>[^/]+)/[^/]+?/?$", url, re.I) or re.match(
+        r"^[^/@:\s]+@[^/:\s]+:(?P<owner>[^/]+)/[^/]+$", url
+    )
     return m.group("owner") if m and not login_problem(m.group("owner")) else None
 
 
 # ---------------------------------------------------------------- the REST call
+
 
 @dataclass(frozen=True)
 class PullRequest:
@@ -122,13 +126,17 @@ def create_pull_request(api_url: str, pr: PullRequest, token: str, timeout: floa
 
 
 def _wording(pr: PullRequest) -> Wording:
-    return Wording(access=f"pull-request write access to {pr.repo}",
-                   forbidden=f"permission to open pull requests on {pr.repo}",
-                   rejected=f"GitHub refused the pull request {pr.head} -> {pr.repo}:{pr.base}", repo=pr.repo)
+    return Wording(
+        access=f"pull-request write access to {pr.repo}",
+        forbidden=f"permission to open pull requests on {pr.repo}",
+        rejected=f"GitHub refused the pull request {pr.head} -> {pr.repo}:{pr.base}",
+        repo=pr.repo,
+    )
 
 
-def answer(status: int, headers, text: str, pr: PullRequest, url: str, token: str,
-           now: Callable[[], float] = time.time) -> str:
+def answer(
+    status: int, headers, text: str, pr: PullRequest, url: str, token: str, now: Callable[[], float] = time.time
+) -> str:
     """An API answer -> the pull request's URL, or the error the user can act on."""
     if status == 201:
         try:
@@ -202,18 +210,44 @@ def has_commit(workdir: Path, commit: str) -> bool:
     return succeeds("cat-file", "-e", "--end-of-options", f"{commit}^{{commit}}", cwd=workdir)
 
 
-def fetch_commit(workdir: Path, remote: str, commit: str, askpass: Optional[Path], secrets: tuple[str, ...],
-                 timeout: float = NETWORK_TIMEOUT_S) -> None:
+def fetch_commit(
+    workdir: Path,
+    remote: str,
+    commit: str,
+    askpass: Optional[Path],
+    secrets: tuple[str, ...],
+    timeout: float = NETWORK_TIMEOUT_S,
+) -> None:
     try:
-        git("fetch", "-q", "--no-tags", "--depth=1", "--end-of-options", remote, commit, cwd=workdir,
-            env=git_env(askpass), timeout=timeout)
+        git(
+            "fetch",
+            "-q",
+            "--no-tags",
+            "--depth=1",
+            "--end-of-options",
+            remote,
+            commit,
+            cwd=workdir,
+            env=git_env(askpass),
+            timeout=timeout,
+        )
     except GitError as e:
         if e.timed_out:
-            raise PushFailed(redact(f"git fetch from {remote} {e.line} (--git-timeout); check the remote URL and "
-                                    "the network, then retry", secrets)) from None
-        raise PushFailed(redact(f"the fork {remote} does not have commit {commit[:12]}, the upstream base of this "
-                                f"bundle ({e.line}): sync the fork with upstream, or pass --onto "
-                                "a commit of the fork with the same tree", secrets)) from None
+            raise PushFailed(
+                redact(
+                    f"git fetch from {remote} {e.line} (--git-timeout); check the remote URL and "
+                    "the network, then retry",
+                    secrets,
+                )
+            ) from None
+        raise PushFailed(
+            redact(
+                f"the fork {remote} does not have commit {commit[:12]}, the upstream base of this "
+                f"bundle ({e.line}): sync the fork with upstream, or pass --onto "
+                "a commit of the fork with the same tree",
+                secrets,
+            )
+        ) from None
 
 
 def apply_series(workdir: Path, onto: str, patches: tuple[Path, ...], upstream: bool) -> Branch:
@@ -249,16 +283,29 @@ def push_argv(workdir: Path, remote: str, branch: str) -> list[str]:
     return ["git", "-C", str(workdir), *push_args(remote, branch)]
 
 
-def push(workdir: Path, remote: str, branch: str, askpass: Optional[Path], secrets: tuple[str, ...],
-         timeout: float = NETWORK_TIMEOUT_S) -> None:
+def push(
+    workdir: Path,
+    remote: str,
+    branch: str,
+    askpass: Optional[Path],
+    secrets: tuple[str, ...],
+    timeout: float = NETWORK_TIMEOUT_S,
+) -> None:
     try:
         git(*push_args(remote, branch), cwd=workdir, env=git_env(askpass), timeout=timeout)
     except GitError as e:
         if e.timed_out:
-            raise PushFailed(redact(f"git push to {remote} {e.line} (--git-timeout); check the remote URL and the "
-                                    "network, then retry", secrets)) from None
-        hint = ("; the branch exists on the fork with other commits: pick another --branch"
-                if "[rejected]" in e.stderr or "non-fast-forward" in e.stderr else "")
+            raise PushFailed(
+                redact(
+                    f"git push to {remote} {e.line} (--git-timeout); check the remote URL and the network, then retry",
+                    secrets,
+                )
+            ) from None
+        hint = (
+            "; the branch exists on the fork with other commits: pick another --branch"
+            if "[rejected]" in e.stderr or "non-fast-forward" in e.stderr
+            else ""
+        )
         raise PushFailed(redact(f"git push to {remote} failed: {e.line}{hint}", secrets)) from None
 
 

@@ -70,9 +70,19 @@ def send(
     """One request; a server that cannot be reached is GitHubUnreachable (exit 25)."""
     data = body_json(payload).encode("utf-8") if payload is not None else None
     try:
-        resp = _within(timeout, lambda session: session.request(
-            method, url, data=data, params=params, headers=request_headers(), auth=_Bearer(token),
-            timeout=(timeout, timeout), allow_redirects=False))
+        resp = _within(
+            timeout,
+            lambda session: session.request(
+                method,
+                url,
+                data=data,
+                params=params,
+                headers=request_headers(),
+                auth=_Bearer(token),
+                timeout=(timeout, timeout),
+                allow_redirects=False,
+            ),
+        )
     except requests.Timeout:
         raise GitHubUnreachable(
             redact(

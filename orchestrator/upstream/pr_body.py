@@ -357,8 +357,14 @@ def _strip_blank(lines: list[str]) -> list[str]:
     return lines
 
 
-def issue(results: Results | dict, target: str, commits: list, patch_names: list[str], repo: Optional[str],
-          finetune: Optional[FinetuneResults] = None) -> str:
+def issue(
+    results: Results | dict,
+    target: str,
+    commits: list,
+    patch_names: list[str],
+    repo: Optional[str],
+    finetune: Optional[FinetuneResults] = None,
+) -> str:
     """ISSUE.md: the reproduction on the pinned base (commands, the gate's failure line, the
     training table), nothing else."""
     results = as_results(results)
@@ -409,8 +415,12 @@ def finetune_lines(results: Optional[FinetuneResults], level: str) -> list[str]:
     losses, the loss per epoch of both variants per case, and the commands; ASCII."""
     if results is None or not results.runs:
         return []
-    out = [f"{level} Fine-tuning through llama_opt_epoch: loss per epoch with and without the fix", "",
-           "| | |", "|---|---|"]
+    out = [
+        f"{level} Fine-tuning through llama_opt_epoch: loss per epoch with and without the fix",
+        "",
+        "| | |",
+        "|---|---|",
+    ]
     out += [f"| {_cell_text(k)} | {_cell_text(v)} |" for k, v in ft.provenance_rows(results)]
     out += ["", *[ascii_text(line) for line in ft.table_markdown(results).rstrip("\n").split("\n")]]
     commands = []
@@ -420,7 +430,12 @@ def finetune_lines(results: Optional[FinetuneResults], level: str) -> list[str]:
         commands.append(ft.display_command(longest, results.data.get("files") or [], results.model.get("seed")))
     seed = results.model.get("seed")
     vocab = results.model.get("vocab_file") or ""
-    out += ["", "```sh", *ft.build_commands(),
-            f"python -m orchestrator.evidence.tiny_model {ft.TREE}/{vocab} {ft.model_name(seed)} --seed {seed}",
-            *commands, "```"]
+    out += [
+        "",
+        "```sh",
+        *ft.build_commands(),
+        f"python -m orchestrator.evidence.tiny_model {ft.TREE}/{vocab} {ft.model_name(seed)} --seed {seed}",
+        *commands,
+        "```",
+    ]
     return out

@@ -6,6 +6,7 @@ is a GitError carrying git's own line. Refs and URLs that came from input are pa
 `--end-of-options` by the callers (or resolved to a commit id first: `git checkout` has no
 `--end-of-options`).
 """
+
 from __future__ import annotations
 
 import os
@@ -22,14 +23,22 @@ from ..errors import ToolError
 AM_FLAGS = ("--committer-date-is-author-date", "--keep-cr")
 
 FIXED_IDENTITY = {
-    "GIT_AUTHOR_NAME": "ggml-patch", "GIT_AUTHOR_EMAIL": "ggml-patch@localhost",
-    "GIT_COMMITTER_NAME": "ggml-patch", "GIT_COMMITTER_EMAIL": "ggml-patch@localhost",
-    "GIT_AUTHOR_DATE": "@946684800 +0000", "GIT_COMMITTER_DATE": "@946684800 +0000",
+    "GIT_AUTHOR_NAME": "ggml-patch",
+    "GIT_AUTHOR_EMAIL": "ggml-patch@localhost",
+    "GIT_COMMITTER_NAME": "ggml-patch",
+    "GIT_COMMITTER_EMAIL": "ggml-patch@localhost",
+    "GIT_AUTHOR_DATE": "@946684800 +0000",
+    "GIT_COMMITTER_DATE": "@946684800 +0000",
 }
 # No user or system git configuration (hooks, autocrlf, signing...); no prompt.
 # git am, its --abort and checkout write reflogs, which need a committer identity.
-ISOLATED = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
-            "GIT_COMMITTER_NAME": "ggml-patch", "GIT_COMMITTER_EMAIL": "ggml-patch@localhost"}
+ISOLATED = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_COMMITTER_NAME": "ggml-patch",
+    "GIT_COMMITTER_EMAIL": "ggml-patch@localhost",
+}
 
 _TIMEOUT_MARK = "Timeout: the command"  # what GitPython puts in stderr when it killed git for the timeout
 # git's own line, by precedence: what stopped it (fatal), what went wrong (error), a refused ref
@@ -58,14 +67,18 @@ class GitError(ToolError):
     all it printed (stderr, then stdout); the message never holds the command line (it may hold
     a URL with credentials)."""
 
-    def __init__(self, args: Sequence[str], status: Optional[int], stderr: str, stdout: str = "",
-                 timeout: Optional[float] = None):
+    def __init__(
+        self, args: Sequence[str], status: Optional[int], stderr: str, stdout: str = "", timeout: Optional[float] = None
+    ):
         self.args_ = list(args)
         self.status = status
         self.stderr, self.stdout = stderr, stdout
         self.timed_out = timeout is not None
-        self.line = (f"timed out after {timeout:g} s" if self.timed_out
-                     else error_line(f"{stderr}\n{stdout}") or f"exit {status}")
+        self.line = (
+            f"timed out after {timeout:g} s"
+            if self.timed_out
+            else error_line(f"{stderr}\n{stdout}") or f"exit {status}"
+        )
         super().__init__(f"git {self.command}: {self.line}")
 
     @property
@@ -82,13 +95,20 @@ class GitError(ToolError):
         """git's line without its "fatal: " or "error: " prefix."""
         for prefix in ("fatal: ", "error: "):
             if self.line.startswith(prefix):
-                return self.line[len(prefix):]
+                return self.line[len(prefix) :]
         return self.line
 
 
-def git_bytes(*args: str, cwd: Optional[Path] = None, git_dir: Optional[Path] = None,
-              env: Optional[dict[str, str]] = None, input: Optional[bytes] = None,
-              timeout: Optional[float] = None, config: Sequence[str] = (), strip: bool = True) -> bytes:
+def git_bytes(
+    *args: str,
+    cwd: Optional[Path] = None,
+    git_dir: Optional[Path] = None,
+    env: Optional[dict[str, str]] = None,
+    input: Optional[bytes] = None,
+    timeout: Optional[float] = None,
+    config: Sequence[str] = (),
+    strip: bool = True,
+) -> bytes:
     """Run `git [-C cwd] [--git-dir=…] [-c config]... ARGS` isolated; its stdout as bytes.
     `env` adds to the isolated environment; `input` goes to its stdin; `strip` drops one final
     newline. Raises GitError (timed_out when killed after `timeout` seconds)."""
@@ -107,9 +127,15 @@ def git_bytes(*args: str, cwd: Optional[Path] = None, git_dir: Optional[Path] = 
             stdin.write(input)
             stdin.seek(0)
         status, out, err = runner.execute(
-            argv, istream=stdin if input is not None else None, env=inline_env, with_extended_output=True,
-            with_exceptions=False, stdout_as_string=False, strip_newline_in_stdout=strip,
-            kill_after_timeout=timeout)
+            argv,
+            istream=stdin if input is not None else None,
+            env=inline_env,
+            with_extended_output=True,
+            with_exceptions=False,
+            stdout_as_string=False,
+            strip_newline_in_stdout=strip,
+            kill_after_timeout=timeout,
+        )
     if status != 0:
         stderr = err if isinstance(err, str) else err.decode(errors="replace")
         stdout = out.decode(errors="replace") if isinstance(out, bytes) else str(out)
@@ -118,12 +144,20 @@ def git_bytes(*args: str, cwd: Optional[Path] = None, git_dir: Optional[Path] = 
     return out if isinstance(out, bytes) else str(out).encode()
 
 
-def git(*args: str, cwd: Optional[Path] = None, git_dir: Optional[Path] = None,
-        env: Optional[dict[str, str]] = None, input: Optional[bytes] = None, timeout: Optional[float] = None,
-        config: Sequence[str] = (), strip: bool = True) -> str:
+def git(
+    *args: str,
+    cwd: Optional[Path] = None,
+    git_dir: Optional[Path] = None,
+    env: Optional[dict[str, str]] = None,
+    input: Optional[bytes] = None,
+    timeout: Optional[float] = None,
+    config: Sequence[str] = (),
+    strip: bool = True,
+) -> str:
     """`git_bytes`, decoded (undecodable bytes kept as surrogates, so paths round-trip)."""
-    return git_bytes(*args, cwd=cwd, git_dir=git_dir, env=env, input=input, timeout=timeout, config=config,
-                     strip=strip).decode("utf-8", "surrogateescape")
+    return git_bytes(
+        *args, cwd=cwd, git_dir=git_dir, env=env, input=input, timeout=timeout, config=config, strip=strip
+    ).decode("utf-8", "surrogateescape")
 
 
 def succeeds(*args: str, **kwargs) -> bool:

@@ -3,6 +3,7 @@
 Base commits are deterministic (fixed identity and dates), so the same source gives the
 same commit on every machine, and so does the series applied on top of it.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,14 @@ class SnapshotRepo:
         with self.lock:
             init_bare(self.path)
 
-    def git(self, *args: str, env: Optional[dict] = None, cwd: Optional[Path] = None,
-            input: Optional[bytes] = None, timeout: Optional[float] = None) -> str:
+    def git(
+        self,
+        *args: str,
+        env: Optional[dict] = None,
+        cwd: Optional[Path] = None,
+        input: Optional[bytes] = None,
+        timeout: Optional[float] = None,
+    ) -> str:
         return git(*args, cwd=cwd, git_dir=self.path, env=env, input=input, timeout=timeout)
 
     def ref_commit(self, ref: str) -> Optional[str]:
@@ -81,8 +88,9 @@ class SnapshotRepo:
         data = "".join(f"{mode} {sha}\t{path}\0" for mode, sha, path in entries)
         with tempfile.TemporaryDirectory(prefix="index-", dir=self.path) as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-            self.git("update-index", "-z", "--add", "--index-info", input=data.encode("utf-8", "surrogateescape"),
-                     env=env)
+            self.git(
+                "update-index", "-z", "--add", "--index-info", input=data.encode("utf-8", "surrogateescape"), env=env
+            )
             return self.git("write-tree", env=env)
 
     def tree_with_subtree(self, tree: str, path: str, subtree: str) -> str:
@@ -257,8 +265,18 @@ class Worktree:
         """base..HEAD as patch files, written the way patches/ was: stable bytes, so regenerating
         an unchanged series changes nothing (no commit ids, dates of the run, diffstat or version)."""
         out_dir.mkdir(parents=True, exist_ok=True)
-        names = self.git("format-patch", "--zero-commit", "--full-index", "--no-signature", "--no-stat",
-                         "--no-color", "-o", str(out_dir), "--end-of-options", f"{base}..HEAD")
+        names = self.git(
+            "format-patch",
+            "--zero-commit",
+            "--full-index",
+            "--no-signature",
+            "--no-stat",
+            "--no-color",
+            "-o",
+            str(out_dir),
+            "--end-of-options",
+            f"{base}..HEAD",
+        )
         return [Path(n) for n in names.splitlines() if n]
 
     def _git_path(self, name: str) -> Path:

@@ -362,7 +362,7 @@ def test_the_projects_own_ci(ci_wf, tmp_path):
     steps = ci_wf["jobs"]["checks"]["steps"]
     runs = [s.get("run", "").strip() for s in steps]
     assert "python -m pip install --disable-pip-version-check -c constraints.txt '.[test,lint]'" in runs
-    assert "ruff check orchestrator\nmypy" in runs
+    assert "ruff check orchestrator\nmypy\nruff format --check orchestrator" in runs
     assert 'python -m pytest -m "unit or integration" -ra' in runs
     assert "ggml-patch ci-workflow --check" in runs and "actionlint" in runs
     assert "zizmor --format github .github" in runs
