@@ -37,16 +37,7 @@ def run_test(
     t0 = time.monotonic()
     if not Path(argv[0]).exists():
         return TestRun(name, 127, 0.0, f"{argv[0]}: not built\n", log=str(log))
-    proc = subprocess.Popen(
-        argv,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-        env={**os.environ, **env},
-        cwd=str(cwd) if cwd else None,
-        start_new_session=True,
-    )
+    proc = _spawn(argv, env, cwd)
     timed_out = False
     try:
         out, _ = proc.communicate(timeout=timeout)
@@ -58,11 +49,7 @@ def run_test(
         _kill_group(proc)
         proc.wait()
         raise
-    run = TestRun(name, None if timed_out else proc.returncode, time.monotonic() - t0, out or "", timed_out, str(log))
-    log.parent.mkdir(parents=True, exist_ok=True)
-    status = "timed out" if timed_out else f"exit {proc.returncode}"
-    log.write_text(f"$ {' '.join(argv)}\n{run.output}\n[{status} after {run.duration_s:.2f} s]\n", encoding="utf-8")
-    return run
+    return _logged(name, argv, proc.returncode, timed_out, time.monotonic() - t0, out or "", log)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -86,15 +73,7 @@ def run_program(
     t0 = time.monotonic()
     if not Path(argv[0]).exists():
         return TestRun(name, 127, 0.0, f"{argv[0]}: not built\n", log=str(log))
-    proc = subprocess.Popen(
-        argv,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-        env={**os.environ, **env},
-        start_new_session=True,
-    )
+    proc = _spawn(argv, env)
     expired = threading.Event()
 
     def expire() -> None:
@@ -118,11 +97,27 @@ def run_program(
         raise
     finally:
         timer.cancel()
-    timed_out = expired.is_set()
-    run = TestRun(
-        name, None if timed_out else proc.returncode, time.monotonic() - t0, "".join(lines), timed_out, str(log)
+    return _logged(name, argv, proc.returncode, expired.is_set(), time.monotonic() - t0, "".join(lines), log)
+
+
+def _spawn(argv: list[str], env: dict[str, str], cwd: Optional[Path] = None) -> subprocess.Popen:
+    """The program in a session of its own (its group is what a timeout kills), output merged."""
+    return subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        env={**os.environ, **env},
+        cwd=str(cwd) if cwd else None,
+        start_new_session=True,
     )
+
+
+def _logged(name: str, argv: list[str], code: int, timed_out: bool, seconds: float, output: str, log: Path) -> TestRun:
+    """The run, its log written: the command, the output and how it ended."""
+    run = TestRun(name, None if timed_out else code, seconds, output, timed_out, str(log))
     log.parent.mkdir(parents=True, exist_ok=True)
-    status = "timed out" if timed_out else f"exit {proc.returncode}"
-    log.write_text(f"$ {' '.join(argv)}\n{run.output}\n[{status} after {run.duration_s:.2f} s]\n", encoding="utf-8")
+    status = "timed out" if timed_out else f"exit {code}"
+    log.write_text(f"$ {' '.join(argv)}\n{output}\n[{status} after {seconds:.2f} s]\n", encoding="utf-8")
     return run

@@ -71,12 +71,12 @@ def _mutants() -> list:
     return files
 
 
-@pytest.fixture
-def fake_cell(tmp_path):
-    """A cell context on the fake project, configured, its patched variant passed."""
+def fake_project(tmp_path, ggml_opt: str):
+    """The fake project with `ggml_opt` as its src/ggml-opt.cpp, imported as a snapshot, checked out
+    in a cell's worktree: (its source dir, the snapshot repo, the base commit, the cell dir, the worktree)."""
     src = tmp_path / "tree"
     (src / "src").mkdir(parents=True)
-    (src / "src" / "ggml-opt.cpp").write_text(FIXED)
+    (src / "src" / "ggml-opt.cpp").write_text(ggml_opt)
     (src / "CMakeLists.txt").write_text(FAKE_CMAKE)
     (src / "make.cmake").write_text(MAKE)
     repo = SnapshotRepo(tmp_path / "s.git")
@@ -84,6 +84,13 @@ def fake_cell(tmp_path):
     cell_dir = tmp_path / "cell"
     wt = Worktree(repo, cell_dir / "src")
     wt.ensure(base)
+    return src, repo, base, cell_dir, wt
+
+
+@pytest.fixture
+def fake_cell(tmp_path):
+    """A cell context on the fake project, configured, its patched variant passed."""
+    src, repo, base, cell_dir, wt = fake_project(tmp_path, FIXED)
     target = Target("fake", "ggml", "", Source("local", {"path": str(src)}, "targets.fake.source"))
     backend = Backend("cpu", timeout=2)
     cell = Cell("fake/cpu", "fake", "cpu", "ggml", CellStatus.ERROR)

@@ -14,10 +14,9 @@ from orchestrator.report.model import Cell, CellStatus, Outcome, RecordStatus, V
 from orchestrator.run import cell as cell_mod
 from orchestrator.run.cell import CellContext, Steps, run_steps
 from orchestrator.sources import Snapshot
-from orchestrator.vcs.snapshots import SnapshotRepo, Worktree
 
 from ..helpers.tools import ROOT
-from .test_mutants import FAIL_LINE, FAKE_CMAKE, FIXED, MAKE, _mutants
+from .test_mutants import FAIL_LINE, FIXED, _mutants, fake_project
 
 WHY = "test-opt leaks under LeakSanitizer (test stand-in)"
 UNFIXED = FIXED.replace("echo 'device=CPU opt_period=1: OK'", f"echo '{FAIL_LINE}'").replace("exit 0", "exit 1")
@@ -30,16 +29,7 @@ class SkipsTestOpt(Cpu):
 
 @pytest.fixture
 def skipping_cell(tmp_path, monkeypatch):
-    src = tmp_path / "tree"
-    (src / "src").mkdir(parents=True)
-    (src / "src" / "ggml-opt.cpp").write_text(UNFIXED)
-    (src / "CMakeLists.txt").write_text(FAKE_CMAKE)
-    (src / "make.cmake").write_text(MAKE)
-    repo = SnapshotRepo(tmp_path / "s.git")
-    base = repo.import_tree(src, "refs/snapshots/fake", "fake")
-    cell_dir = tmp_path / "cell"
-    wt = Worktree(repo, cell_dir / "src")
-    wt.ensure(base)
+    src, repo, base, cell_dir, wt = fake_project(tmp_path, UNFIXED)
     (wt.path / "src" / "ggml-opt.cpp").write_text(FIXED)
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
     wt.git("commit", "-q", "-am", "fix", env=env)
