@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from orchestrator.upstream import bundle as B
 from orchestrator.errors import ConfigError
-from orchestrator.vcs.snapshots import FIXED_IDENTITY, SnapshotRepo, Worktree
 from orchestrator.upstream import authorship as A
+from orchestrator.upstream import bundle as B
+from orchestrator.vcs.snapshots import FIXED_IDENTITY, SnapshotRepo, Worktree
 
 from ..helpers.tools import git, run_tool
 

@@ -15,9 +15,9 @@ from orchestrator.backends import vulkan as vk
 from orchestrator.cache import Cache
 from orchestrator.config import Backend, load_matrix
 from orchestrator.errors import ConfigError
+from orchestrator.report.summary import summary_markdown
 from orchestrator.run.cell import cell_action
 from orchestrator.run.matrix import RunOptions, run_matrix
-from orchestrator.report.summary import summary_markdown
 
 from ..helpers.tools import ROOT  # noqa: E402
 

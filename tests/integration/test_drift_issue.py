@@ -78,15 +78,6 @@ def _json(data, status=200, headers=None):
 
 
 @pytest.fixture
-def api():
-    server = HTTPServer(host="127.0.0.1", port=0)
-    server.start()
-    yield server
-    server.clear()
-    server.stop()
-
-
-@pytest.fixture
 def gh(api):
     return FakeGitHub(api)
 

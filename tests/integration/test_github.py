@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from pytest_httpserver import HTTPServer
 
 from orchestrator.upstream import bundle as B
 from orchestrator.upstream import github as G
@@ -21,15 +20,6 @@ from ..helpers.tools import DATA, ROOT, git
 TOKEN = "ghp_prTEST_c0ffee5eed9d4e21b7a3"  # unique: must appear nowhere but the Authorization header
 REPO = "ggml-org/ggml"
 PULLS = f"/repos/{REPO}/pulls"
-
-
-@pytest.fixture
-def api():
-    server = HTTPServer(host="127.0.0.1", port=0)
-    server.start()
-    yield server
-    server.clear()
-    server.stop()
 
 
 class Tiny:

@@ -11,11 +11,11 @@ from orchestrator import sources
 from orchestrator.cache import Cache
 from orchestrator.config import load_matrix
 from orchestrator.errors import ConfigError
-from orchestrator.vcs.snapshots import SnapshotRepo
 from orchestrator.sources import pins as P
+from orchestrator.vcs.snapshots import SnapshotRepo
 
-from ..helpers.tools import run_tool
 from ..helpers.forks import ROOT, git
+from ..helpers.tools import run_tool
 
 
 def _upstream(path: Path) -> Path:

@@ -8,8 +8,8 @@ import pytest
 from orchestrator.cache import Cache
 from orchestrator.config import Source
 from orchestrator.errors import SourceUnavailable
-from orchestrator.vcs.snapshots import SnapshotRepo
 from orchestrator.sources import pypi_sdist, snapshot
+from orchestrator.vcs.snapshots import SnapshotRepo
 
 UPSTREAM = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
 

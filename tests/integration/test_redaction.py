@@ -4,7 +4,6 @@ stdout, stderr and every file the run wrote."""
 import socket
 
 import pytest
-from pytest_httpserver import HTTPServer
 
 from ..helpers.security import ROOT, files_containing, isolated_env, tiny_matrix, tool
 from .test_github import PULLS, REPO, TOKEN, Tiny
@@ -19,15 +18,6 @@ SECRET = "s3cr3t-Pa55w0rd-9f8e7d"  # a password in a URL: not GITHUB_TOKEN, stil
 @pytest.fixture
 def tiny(tmp_path):
     return Tiny(tmp_path)
-
-
-@pytest.fixture
-def api():
-    server = HTTPServer(host="127.0.0.1", port=0)
-    server.start()
-    yield server
-    server.clear()
-    server.stop()
 
 
 def pr(tiny, *extra, remote=None, api_url="http://127.0.0.1:9", token=TOKEN):

@@ -9,7 +9,7 @@ from orchestrator.patchset.layout import register_gate_test
 from orchestrator.patchset.render import render
 from orchestrator.patchset.series import git_blob_id, parse_patch, unified_file_diff
 
-from ..helpers.patches import (DIFF_CASES, GGML, GGML_CMAKE, HDR, LLAMA, NATIVE_TEST, BaseFiles)
+from ..helpers.patches import DIFF_CASES, GGML, GGML_CMAKE, HDR, LLAMA, NATIVE_TEST, BaseFiles
 from ..helpers.patches import pre_image as _pre_image
 from ..helpers.patches import real_series as _real_series
 

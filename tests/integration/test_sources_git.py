@@ -13,13 +13,13 @@ import pytest
 from orchestrator import sources
 from orchestrator.cache import Cache
 from orchestrator.config import load_matrix
-from orchestrator.errors import ConfigError, ExitCode
-from orchestrator.vcs.snapshots import SnapshotRepo
-from orchestrator.sources.git import mirror_name, resolve_submodule_url
 from orchestrator.drift.verdicts import UNREACHABLE
+from orchestrator.errors import ConfigError, ExitCode
+from orchestrator.sources.git import mirror_name, resolve_submodule_url
+from orchestrator.vcs.snapshots import SnapshotRepo
 
+from ..helpers.forks import ROOT, git, git_snapshot
 from ..helpers.tools import run_tool
-from ..helpers.forks import (ROOT, git, git_snapshot)
 
 
 def _upstream(path: Path) -> Path:

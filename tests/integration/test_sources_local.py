@@ -14,7 +14,7 @@ from orchestrator.config import Source, load_matrix
 from orchestrator.errors import ConfigError
 from orchestrator.vcs.snapshots import SnapshotRepo
 
-from ..helpers.forks import (git)
+from ..helpers.forks import git
 
 
 def _src(path, **more) -> Source:

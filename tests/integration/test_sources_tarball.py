@@ -16,7 +16,6 @@ from orchestrator.errors import ExitCode, SourceUnavailable
 from orchestrator.vcs.snapshots import SnapshotRepo
 
 
-
 def _tar(files: dict[str, str], top: str = "proj-1.0/") -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:

@@ -20,9 +20,16 @@ import yaml
 
 from orchestrator.ci import actions as A
 from orchestrator.ci import drift_workflow, project_workflow
+from orchestrator.ci.workflow import (
+    ACTIONLINT_CONFIG_PATH,
+    CRON,
+    DEFAULT_PATH,
+    actionlint_config,
+    cell_session,
+    workflow,
+    workflow_yaml,
+)
 from orchestrator.config import load_matrix
-from orchestrator.ci.workflow import (ACTIONLINT_CONFIG_PATH, CRON, DEFAULT_PATH, actionlint_config, cell_session,
-                                      workflow, workflow_yaml)
 
 from ..helpers.tools import ROOT, run_tool
 
