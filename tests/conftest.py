@@ -22,8 +22,9 @@ from .helpers.tools import ROOT
 TIERS = ("unit", "integration", "e2e")
 # the user's environment as it is before any test runs: read, never written
 SHARED_CACHE = default_cache_dir()
-CCACHE_DIR = os.environ.get("CCACHE_DIR") or str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-                                                 / "ccache")
+# ccache's store for the builds of one session (patched, control and mutants share it); a developer
+# may name a store to keep between sessions, but no test writes to the user's own by default
+CCACHE_ENV = "GGML_PATCH_TEST_CCACHE_DIR"
 
 
 def pytest_collection_modifyitems(config, items):
@@ -34,26 +35,32 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(getattr(pytest.mark, parts[0]))
 
 
-def _isolate(mp: pytest.MonkeyPatch, home: Path) -> None:
+def _isolate(mp: pytest.MonkeyPatch, home: Path, ccache_dir: Path) -> None:
     mp.setenv("HOME", str(home))
     mp.setenv("GGML_PATCH_CACHE", str(home / "ggml-patch-cache"))
-    mp.setenv("CCACHE_DIR", CCACHE_DIR)  # builds (e2e) stay cheap: ccache is only a compiler cache
+    mp.setenv("CCACHE_DIR", str(ccache_dir))
     for var in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "GITHUB_TOKEN"):
         mp.delenv(var, raising=False)
 
 
+@pytest.fixture(scope="session")
+def ccache_dir(tmp_path_factory) -> Path:
+    named = os.environ.get(CCACHE_ENV)
+    return Path(named) if named else tmp_path_factory.mktemp("ccache")
+
+
 @pytest.fixture(scope="session", autouse=True)
-def isolated_session(tmp_path_factory):
+def isolated_session(tmp_path_factory, ccache_dir):
     """Session- and module-scoped fixtures run in a temporary HOME and tool cache too."""
     with pytest.MonkeyPatch.context() as mp:
-        _isolate(mp, tmp_path_factory.mktemp("session-home"))
+        _isolate(mp, tmp_path_factory.mktemp("session-home"), ccache_dir)
         yield
 
 
 @pytest.fixture(autouse=True)
-def isolated_test(tmp_path_factory, monkeypatch):
+def isolated_test(tmp_path_factory, monkeypatch, ccache_dir):
     """Each test: a HOME and a tool cache of its own."""
-    _isolate(monkeypatch, tmp_path_factory.mktemp("home"))
+    _isolate(monkeypatch, tmp_path_factory.mktemp("home"), ccache_dir)
 
 
 @pytest.fixture(scope="session")
