@@ -143,7 +143,10 @@ def test_signal_during_a_real_run(setup, tmp_path, sig, marker):
     m, cache = setup
     env_cmd = [sys.executable, "-m", "orchestrator", "matrix", "--matrix", str(m), "--cache", str(cache),
                "--results", str(tmp_path / "r")]
-    proc = subprocess.Popen(env_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    # as from a terminal: a shell's background job (nohup, `&`) starts it with SIGINT ignored,
+    # and Python then keeps ignoring it
+    proc = subprocess.Popen(env_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     _wait_for(proc, marker)
     time.sleep(0.3)
     proc.send_signal(sig)
