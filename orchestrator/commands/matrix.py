@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from .. import backends
 from ..errors import ConfigError, ExitCode
 
 HELP = "apply, build, test and control every cell of the matrix"
@@ -96,8 +97,6 @@ def run(args, matrix, cache) -> ExitCode:
 def required_backends(matrix, names: list[str], env=os.environ) -> tuple[str, ...]:
     """--require-backend (each a backend of matrix.yaml), then $GGML_PATCH_REQUIRE_BACKEND (comma-separated).
     The variable describes the machine, not one matrix: a backend this matrix does not have is not asked of it."""
-    from .. import backends
-
     from_env = [n.strip() for n in env.get(REQUIRE_ENV, "").split(",") if n.strip()]
     for n in from_env:
         if n not in backends.names():
