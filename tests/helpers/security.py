@@ -117,3 +117,15 @@ def tree_snapshot(root: Path) -> dict[str, bytes]:
         rel = str(p.relative_to(root))
         out[rel] = p.read_bytes() if p.is_file() and not p.is_symlink() else b"<dir>"
     return out
+
+
+def alias_bomb(levels: int) -> str:
+    """The billion-laughs shape: each level a list of 9 aliases of the one before."""
+    lines = ["a0: &a0 [lol,lol,lol,lol,lol,lol,lol,lol,lol]"]
+    for i in range(1, levels):
+        lines.append(f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
+
+
+BOMB_276 = alias_bomb(6)  # 9^6 = 531441 strings from 276 bytes: took 121 s and 2.4 GB
+BOMB_1K = alias_bomb(19)  # 9^19 from 1 KB: never ended

@@ -15,20 +15,8 @@ import pytest
 from orchestrator.config import load_matrix
 from orchestrator.errors import ConfigError
 
-from ..helpers.security import ROOT, isolated_env, tiny_matrix, tool
+from ..helpers.security import BOMB_1K, BOMB_276, ROOT, isolated_env, tiny_matrix, tool
 from .test_github import REPO, TOKEN, Tiny
-
-
-def alias_bomb(levels: int) -> str:
-    """The billion-laughs shape: each level a list of 9 aliases of the one before."""
-    lines = ["a0: &a0 [lol,lol,lol,lol,lol,lol,lol,lol,lol]"]
-    for i in range(1, levels):
-        lines.append(f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]")
-    return "\n".join(lines) + "\n"
-
-
-BOMB_276 = alias_bomb(6)  # 9^6 = 531441 strings from 276 bytes: took 121 s and 2.4 GB
-BOMB_1K = alias_bomb(19)  # 9^19 from 1 KB: never ended
 
 
 @pytest.mark.parametrize("bomb", [BOMB_276, BOMB_1K], ids=["276-bytes", "1KB"])

@@ -15,21 +15,9 @@ from orchestrator.errors import ConfigError
 from orchestrator.patchset.files import read_series
 from orchestrator.sources import pypi_sdist
 
-from ..helpers.security import ROOT, tiny_matrix
+from ..helpers.security import BOMB_1K, BOMB_276, ROOT, tiny_matrix
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
-
-
-def alias_bomb(levels: int) -> str:
-    """The billion-laughs shape: each level a list of 9 aliases of the one before."""
-    lines = ["a0: &a0 [lol,lol,lol,lol,lol,lol,lol,lol,lol]"]
-    for i in range(1, levels):
-        lines.append(f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]")
-    return "\n".join(lines) + "\n"
-
-
-BOMB_276 = alias_bomb(6)  # 9^6 = 531441 strings from 276 bytes: took 121 s and 2.4 GB
-BOMB_1K = alias_bomb(19)  # 9^19 from 1 KB: never ended
 
 
 def series_copy(tmp_path):
