@@ -14,6 +14,7 @@ from typing import Optional
 
 from ..config import Backend
 from ..errors import ConfigError
+from ..report.model import DeviceInfo
 
 
 class BackendModule:
@@ -49,9 +50,9 @@ class BackendModule:
         """Environment for configure, build and tests: matrix.yaml's `env` wins over the module's."""
         return dict(backend.env)
 
-    def device_info(self, backend: Backend) -> dict:
+    def device_info(self, backend: Backend) -> DeviceInfo:
         """What the tests will run on (driver, ICD, ...), recorded in results.json."""
-        return {}
+        return DeviceInfo()
 
 
 def command_output(argv: list[str], env: Optional[dict[str, str]] = None, timeout: float = 30) -> Optional[str]:

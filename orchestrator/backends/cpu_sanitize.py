@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..config import Backend
+from ..report.model import DeviceInfo
 from . import BackendModule
 
 ASAN_OPTIONS = "detect_leaks=1:abort_on_error=1:verify_asan_link_order=0"
@@ -56,14 +57,14 @@ class CpuSanitize(BackendModule):
     def test_env(self, backend: Backend) -> dict[str, str]:
         return {"ASAN_OPTIONS": ASAN_OPTIONS, "UBSAN_OPTIONS": UBSAN_OPTIONS, **backend.env}
 
-    def device_info(self, backend: Backend) -> dict:
+    def device_info(self, backend: Backend) -> DeviceInfo:
         env = self.test_env(backend)
-        return {
-            "sanitizers": ["address", "undefined"],
-            "ASAN_OPTIONS": env["ASAN_OPTIONS"],
-            "UBSAN_OPTIONS": env["UBSAN_OPTIONS"],
-            "skipped_tests": dict(self.skip_tests),
-        }
+        return DeviceInfo(
+            sanitizers=["address", "undefined"],
+            ASAN_OPTIONS=env["ASAN_OPTIONS"],
+            UBSAN_OPTIONS=env["UBSAN_OPTIONS"],
+            skipped_tests=dict(self.skip_tests),
+        )
 
 
 def sanitizer_link_error(compiler: str) -> Optional[str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..config import Backend
+from ..report.model import DeviceInfo
 from . import BackendModule, command_output
 
 TOOLKIT_HINT = "install the CUDA toolkit (nvcc and cuBLAS), or pip install nvidia-cuda-nvcc nvidia-cublas"
@@ -125,14 +126,14 @@ class Cuda(BackendModule):
             flags += ["-DGGML_CUDA_NO_VMM=ON", "-DCMAKE_CUDA_ARCHITECTURES=90"]
         return [*flags, *backend.cmake_flags]
 
-    def device_info(self, backend: Backend) -> dict:
-        info: dict = {"devices": self.devices(), "nvcc": self.nvcc()}
+    def device_info(self, backend: Backend) -> DeviceInfo:
+        info = DeviceInfo(devices=self.devices(), nvcc=self.nvcc())
         if shutil.which("nvidia-smi"):
             out = command_output(
                 ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]
             )
             if out:
-                info["nvidia_smi"] = out.strip().splitlines()
+                info.nvidia_smi = out.strip().splitlines()
         return info
 
     @staticmethod

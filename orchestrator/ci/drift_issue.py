@@ -26,6 +26,7 @@ from typing import Any, Optional
 
 from ..drift.verdicts import APPLIES, CONFLICT, NOT_APPLICABLE, THREE_WAY, UNAVAILABLE, UNREACHABLE, UPSTREAM
 from ..errors import ConfigError, GitHubError
+from ..report.model import Results
 
 TITLE = "ggml-patch: the series drifted or a cell failed"
 LABEL = "ggml-patch-drift"
@@ -70,17 +71,14 @@ def read_status(data: Any, where: str) -> tuple[str, dict[str, dict]]:
     return str(data.get("profile") or "?"), out
 
 
-def read_results(data: Any, where: str) -> tuple[str, dict[str, dict]]:
+def read_results(results: Results) -> tuple[str, dict[str, dict]]:
     """(profile, cell -> {status, reason}) of the failing cells of a results.json."""
-    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
-        raise ConfigError(f'{where}: not a ggml-patch results.json (expected a "cells" list)')
-    failing = {}
-    for i, c in enumerate(data["cells"]):
-        if not isinstance(c, dict) or not isinstance(c.get("cell"), str):
-            raise ConfigError(f'{where}: cells[{i}]: expected a "cell" name')
-        if c.get("status") in FAILING_CELLS:
-            failing[c["cell"]] = {"status": c["status"], "reason": _short(str(c.get("reason") or ""))}
-    return str(data.get("profile") or "?"), failing
+    failing = {
+        c.cell: {"status": str(c.status), "reason": _short(c.reason)}
+        for c in results.cells
+        if c.status in FAILING_CELLS
+    }
+    return results.profile or "?", failing
 
 
 def _short(text: str) -> str:

@@ -16,7 +16,7 @@ import shutil
 import sys
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
@@ -37,11 +37,17 @@ from ..progress import Reporter
 from ..report.model import (
     MUTANT_PREFIX,
     Build,
+    CachedFrom,
     Cell,
     CellStatus,
     DeviceRow,
+    MutantInfo,
+    MutantTally,
+    Provenance,
     RecordStatus,
     TestRecord,
+    TrainingComparison,
+    TrainingRun,
     VariantRecord,
     Verdict,
 )
@@ -143,12 +149,9 @@ def fetch(ctx: CellContext) -> None:
     t0 = time.monotonic()
     assert ctx.repo is not None
     snap = ctx.snap = sources.snapshot(ctx.target.source, ctx.cache, ctx.repo)
-    ctx.cell.source = {
-        "kind": ctx.target.source.kind,
-        "description": snap.description,
-        **snap.provenance,
-        "base_commit": snap.commit,
-    }
+    ctx.cell.source = Provenance(
+        kind=ctx.target.source.kind, description=snap.description, **snap.provenance, base_commit=snap.commit
+    )
     ctx.timed("fetch", t0)
     ctx.steps.done(snap.description)
 
@@ -278,25 +281,18 @@ def run_mutants(ctx: CellContext) -> None:
     if skipped:
         for m in ctx.mutant_files:
             ctx.records.append(_mutant_record(ctx, m, RecordStatus.SKIPPED, skipped=skipped))
-        ctx.cell.mutants = {
-            "total": len(ctx.mutant_files),
-            "killed": 0,
-            "survived": [],
-            "invalid": [],
-            "skipped": skipped,
-        }
+        ctx.cell.mutants = MutantTally(total=len(ctx.mutant_files), killed=0, skipped=skipped)
         return
     t0 = time.monotonic()
     recs = [_run_mutant(ctx, m) for m in ctx.mutant_files]
     ctx.timed("mutants", t0)
     ctx.records += recs
-    ctx.cell.mutants = {
-        "total": len(recs),
-        "killed": sum(1 for r in recs if r.verdict == Verdict.KILLED),
-        "survived": [r.mutant["name"] for r in recs if r.verdict == Verdict.SURVIVED and r.mutant],
-        "invalid": [r.mutant["name"] for r in recs if r.verdict == Verdict.INVALID and r.mutant],
-        "skipped": None,
-    }
+    ctx.cell.mutants = MutantTally(
+        total=len(recs),
+        killed=sum(1 for r in recs if r.verdict == Verdict.KILLED),
+        survived=[r.mutant.name for r in recs if r.verdict == Verdict.SURVIVED and r.mutant],
+        invalid=[r.mutant.name for r in recs if r.verdict == Verdict.INVALID and r.mutant],
+    )
 
 
 def training_evidence(ctx: CellContext) -> None:
@@ -304,12 +300,10 @@ def training_evidence(ctx: CellContext) -> None:
     p, c = ctx.patched, ctx.control
     if p is None or c is None or p.training is None or c.training is None:
         return
-    p_ep, c_ep = p.training["epochs"], c.training["epochs"]
-    ctx.cell.training = {
-        "with_fix": p_ep,
-        "without_fix": c_ep,
-        "diverges_as_predicted": training.diverges_as_predicted(p_ep, c_ep),
-    }
+    p_ep, c_ep = p.training.epochs, c.training.epochs
+    ctx.cell.training = TrainingComparison(
+        with_fix=p_ep, without_fix=c_ep, diverges_as_predicted=training.diverges_as_predicted(p_ep, c_ep)
+    )
 
 
 def conclude(ctx: CellContext) -> None:
@@ -336,7 +330,7 @@ def conclude(ctx: CellContext) -> None:
             code = ExitCode.EXPECTATIONS_NOT_MET
         else:
             code = ExitCode.CONTROL_NOT_KILLED
-    survived = (cell.mutants or {}).get("survived") or []
+    survived = cell.mutants.survived if cell.mutants else []
     if survived:  # the gate passes a known-wrong fix: it is not gate enough
         reason += f"; {len(survived)} known-wrong fix(es) survived the gate: {', '.join(survived)}"
         if status == CellStatus.PASSED:
@@ -355,10 +349,10 @@ def store(ctx: CellContext) -> None:
         shutil.rmtree(entry_logs)
     if ctx.logs.exists():
         shutil.copytree(ctx.logs, entry_logs)
-    records = [VariantRecord.from_dict(r.to_dict()) for r in ctx.records]  # copies: paths made relative below
+    records = [r.model_copy(deep=True) for r in ctx.records]  # copies: paths made relative below
     _map_logs(records, lambda p: _relative(p, ctx.logs))
     resultcache.store(
-        results_cache_dir(ctx.cache), ctx.key, {"cell": ctx.cell.to_dict(), "records": [r.to_dict() for r in records]}
+        results_cache_dir(ctx.cache), ctx.key, {"cell": ctx.cell.to_json(), "records": [r.to_json() for r in records]}
     )
 
 
@@ -402,7 +396,7 @@ def run_cell(
 ) -> tuple[Cell, list[VariantRecord]]:
     cell_id = f"{target.name}/{backend.name}"
     reporter.start_cell(cell_id)
-    cell = Cell(cell_id, target.name, backend.name, target.layout)
+    cell = Cell(cell=cell_id, target=target.name, backend=backend.name, layout=target.layout)
     module = backends.get(backend.name, opts.cache.root)
     action, why = cell_action(
         module.missing_toolchain(backend), module.missing_device(backend), module.build_only_ok, opts.build_only
@@ -499,15 +493,15 @@ def reuse_cached(ctx: CellContext) -> bool:
     if entry_logs.exists():
         shutil.copytree(entry_logs, ctx.logs, dirs_exist_ok=True)
     try:
-        cached = Cell.from_dict(entry["cell"])
-        records = [VariantRecord.from_dict(r) for r in entry["records"]]
-    except (KeyError, TypeError, ValueError):
+        cached = Cell.model_validate(entry["cell"])
+        records = [VariantRecord.model_validate(r) for r in entry["records"]]
+    except (KeyError, TypeError, ValueError):  # pydantic's ValidationError is a ValueError
         return False  # an entry this version cannot read: not a hit
     _map_logs(records, lambda p: str(ctx.logs / p) if p else p)
     timings = ctx.cell.timings  # this run's: the cached run's are kept apart
-    for f in fields(Cell):
-        setattr(ctx.cell, f.name, getattr(cached, f.name))
-    ctx.cell.timings, ctx.cell.cached = timings, {"key": ctx.key, "timings_of_the_run": cached.timings}
+    for name in Cell.model_fields:
+        setattr(ctx.cell, name, getattr(cached, name))
+    ctx.cell.timings, ctx.cell.cached = timings, CachedFrom(key=ctx.key, timings_of_the_run=cached.timings)
     ctx.records += records
     return True
 
@@ -526,8 +520,8 @@ def _map_logs(records: list[VariantRecord], fn: Callable[[str], str]) -> None:
         for t in rec.tests.values():
             if t.log:
                 t.log = fn(t.log)
-        if rec.training and rec.training.get("log"):
-            rec.training["log"] = fn(rec.training["log"])
+        if rec.training and rec.training.log:
+            rec.training.log = fn(rec.training.log)
 
 
 # ---------------------------------------------------------------- the tree, the harness
@@ -576,7 +570,7 @@ def _build_variant(
 ) -> VariantRecord:
     assert ctx.plan is not None
     cell = ctx.cell
-    rec = VariantRecord(cell.cell, cell.target, cell.backend, variant)
+    rec = VariantRecord(cell=cell.cell, target=cell.target, backend=cell.backend, variant=variant)
     targets = targets or ctx.plan.targets + ctx.plan.programs
     ctx.steps.step(f"build {variant}", f"targets {' '.join(targets)}")
     step = cmake.build(
@@ -587,7 +581,7 @@ def _build_variant(
         ctx.steps.build_progress,
         ctx.n_jobs,
     )
-    rec.build = Build(step.ok, round(step.duration_s, 2), step.log, step.error)
+    rec.build = Build(ok=step.ok, duration_s=round(step.duration_s, 2), log=step.log, error=step.error)
     if not variant.startswith(MUTANT_PREFIX):
         cell.timings[f"build_{variant}"] = round(step.duration_s, 2)
     if not step.ok:
@@ -623,14 +617,14 @@ def _run_variant(ctx: CellContext, rec: VariantRecord) -> None:
             ctx.env,
             ctx.logs / f"{rec.variant}-{program}.log",
         )
-        rec.training = {
-            "program": program,
-            "outcome": classify.outcome(run.exit_code, run.timed_out).value,
-            "duration_s": round(run.duration_s, 3),
-            "log": run.log,
-            "epochs": training.epochs(run.output),
-        }
-        ctx.steps.done(f"{len(rec.training['epochs'])} epochs")
+        rec.training = TrainingRun(
+            program=program,
+            outcome=classify.outcome(run.exit_code, run.timed_out),
+            duration_s=round(run.duration_s, 3),
+            log=run.log,
+            epochs=training.epochs(run.output),
+        )
+        ctx.steps.done(f"{len(rec.training.epochs)} epochs")
 
 
 def _run_test(ctx: CellContext, variant: str, test_name: str, log_name: str = "") -> TestRecord:
@@ -663,18 +657,18 @@ def record_of_run(run: TestRun) -> TestRecord:
     rows = classify.gate_rows(run.output) if gate else classify.test_opt_rows(run.output)
     outcome = classify.outcome(run.exit_code, run.timed_out)
     return TestRecord(
-        outcome,
-        run.exit_code,
-        run.signal,
-        round(run.duration_s, 3),
-        run.log,
-        [DeviceRow.from_dict(r) for r in rows],
-        _summary_line(run.output),
-        gate,
-        classify.gate_failure_line(run.output) if gate else None,
+        outcome=outcome,
+        exit_code=run.exit_code,
+        signal=run.signal,
+        duration_s=round(run.duration_s, 3),
+        log=run.log,
+        rows=[DeviceRow.model_validate(r) for r in rows],
+        summary_line=_summary_line(run.output),
+        gate=gate,
+        failure_line=classify.gate_failure_line(run.output) if gate else None,
         # the device it was on when it died, if any
-        attribution.crash_device(run.output) if outcome != classify.PASSED else None,
-        run.output,
+        stopped_on=attribution.crash_device(run.output) if outcome != classify.PASSED else None,
+        output=run.output,
     )
 
 
@@ -700,8 +694,15 @@ def _why_mutants_are_skipped(ctx: CellContext) -> Optional[str]:
 
 def _mutant_record(ctx: CellContext, m: Mutant, status: RecordStatus, skipped: Optional[str] = None) -> VariantRecord:
     cell = ctx.cell
-    info = {"name": m.name, "title": m.title, "why_wrong": m.why, **({"skipped": skipped} if skipped else {})}
-    return VariantRecord(cell.cell, cell.target, cell.backend, f"{MUTANT_PREFIX}{m.name}", status, mutant=info)
+    info = MutantInfo(name=m.name, title=m.title, why_wrong=m.why, skipped=skipped)
+    return VariantRecord(
+        cell=cell.cell,
+        target=cell.target,
+        backend=cell.backend,
+        variant=f"{MUTANT_PREFIX}{m.name}",
+        status=status,
+        mutant=info,
+    )
 
 
 def _run_mutant(ctx: CellContext, m: Mutant) -> VariantRecord:

@@ -16,7 +16,7 @@ from ..config import Matrix
 from ..patchset.files import load_mutants, load_series
 from ..patchset.series import Series
 from ..progress import Reporter
-from ..report.model import Results, overall_exit_code
+from ..report.model import Parallel, Results, SeriesInfo, SeriesPatch, overall_exit_code
 from ..vcs.snapshots import SnapshotRepo
 from . import cmake
 from .cell import run_cell
@@ -60,15 +60,15 @@ def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Op
     cell_results = [c for c, _ in done]
     records = [r for _, recs in done for r in recs]
     return Results(
-        series_info(series),
-        cell_results,
-        records,
+        series=series_info(series),
+        cells=cell_results,
+        records=records,
         matrix=str(opts.matrix.path),
         profile=opts.profile,
         started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         duration_s=round(time.time() - started, 2),
         orchestrator_cpu_s=round(_own_cpu_s() - cpu0, 2),  # this process only: not git, cmake, compilers, tests
-        parallel={"cells_at_once": workers, "jobs_per_build": n_jobs},
+        parallel=Parallel(cells_at_once=workers, jobs_per_build=n_jobs),
         exit_code=int(overall_exit_code(cell_results)),
     )
 
@@ -98,9 +98,9 @@ def _own_cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def series_info(series: Series) -> dict:
-    return {
-        "layout": series.layout,
-        "sha256": series.sha256,
-        "patches": [{"name": p.name, "subject": p.subject, "author": p.author} for p in series.patches],
-    }
+def series_info(series: Series) -> SeriesInfo:
+    return SeriesInfo(
+        layout=series.layout,
+        sha256=series.sha256,
+        patches=[SeriesPatch(name=p.name, subject=p.subject, author=p.author) for p in series.patches],
+    )

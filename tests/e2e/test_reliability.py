@@ -74,7 +74,7 @@ class InterruptAt(Reporter):
 
 
 def _run(m, cache, results, reporter=None):
-    return run_matrix(RunOptions(load_matrix(m), Cache(cache), results), reporter).to_dict()
+    return run_matrix(RunOptions(load_matrix(m), Cache(cache), results), reporter).to_json()
 
 
 def _assert_no_lock_held(cache: Path):

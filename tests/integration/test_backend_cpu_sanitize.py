@@ -60,8 +60,8 @@ def test_test_opt_is_skipped_with_the_measured_reason():
 
 def test_device_info_records_the_options_and_skips():
     info = backends.get("cpu-sanitize").device_info(Backend("cpu-sanitize"))
-    assert info["sanitizers"] == ["address", "undefined"]
-    assert info["skipped_tests"] == {"test-opt": cpu_sanitize.TEST_OPT_SKIP}
+    assert info.sanitizers == ["address", "undefined"]
+    assert info.skipped_tests == {"test-opt": cpu_sanitize.TEST_OPT_SKIP}
 
 
 def test_no_compiler_is_a_one_line_reason(tmp_path, monkeypatch):

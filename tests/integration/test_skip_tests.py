@@ -36,7 +36,7 @@ def skipping_cell(tmp_path, monkeypatch):
     fix = parse_patch("0001-fix.patch", unified_file_diff("src/ggml-opt.cpp", UNFIXED, FIXED))
     target = Target("fake", "ggml", "", Source("local", {"path": str(src)}, "targets.fake.source"))
     backend = Backend("cpu-sanitize", timeout=5)
-    c = Cell("fake/cpu-sanitize", "fake", "cpu-sanitize", "ggml", CellStatus.ERROR)
+    c = Cell(cell="fake/cpu-sanitize", target="fake", backend="cpu-sanitize", layout="ggml", status=CellStatus.ERROR)
     ctx = CellContext(target, backend, SkipsTestOpt(), Cache(tmp_path / "cache"), ROOT / "native_tests", cell_dir,
                       tmp_path / "logs", Steps(), c, series=Series("llama.cpp", ()), repo=repo, worktree=wt,
                       mutant_files=_mutants()[:1], programs=False)
