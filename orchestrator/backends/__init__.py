@@ -24,6 +24,7 @@ class BackendModule:
     tool_hints: dict[str, str] = {}  # tool -> how to get it, for skip reasons
     build_only_ok = False  # whether `--build-only` may build it on a machine without its device
     skip_tests: dict[str, str] = {}  # test -> why this backend does not run it (the cell reports it skipped)
+    no_mutants: Optional[str] = None  # why this backend does not run the known-wrong fixes (None: it runs them)
 
     def __init__(self, cache_root: Optional[Path] = None):
         self.cache_root = cache_root

@@ -274,6 +274,9 @@ def run_mutants(ctx: CellContext) -> None:
     build sees the restored file newer than its object). No mutants: nothing to do, nothing recorded."""
     if not ctx.mutant_files:
         return
+    if ctx.module.no_mutants:  # none run, none recorded: the plain backend's cell has them
+        ctx.cell.mutants = {"total": 0, "killed": 0, "survived": [], "invalid": [], "skipped": ctx.module.no_mutants}
+        return
     skipped = _why_mutants_are_skipped(ctx)
     if skipped:
         for m in ctx.mutant_files:
@@ -479,7 +482,8 @@ def cache_inputs(ctx: CellContext) -> dict:
         "timeout": ctx.backend.timeout,
         "build_only": ctx.build_only_reason is not None,
         "toolchain": toolchain.versions(),
-        "mutants": {m.name: [f.text for f in m.files] for m in ctx.mutant_files},
+        # a backend that runs no mutant keeps its key when they change
+        "mutants": {} if ctx.module.no_mutants else {m.name: [f.text for f in m.files] for m in ctx.mutant_files},
         "mutants_enabled": ctx.mutants_enabled,
         # only where a backend skips tests, so every other cell keeps its key
         **({"skip_tests": ctx.skipped_tests} if ctx.skipped_tests else {}),
