@@ -43,6 +43,7 @@ _PROBE = "int main(void) { return 0; }\n"
 
 class CpuSanitize(BackendModule):
     name = "cpu-sanitize"
+    relative_cost = 3.0  # instrumented build, RelWithDebInfo: 110-130 s cold against about 40
     cmake_flags = (
         "-DGGML_CPU=ON",
         "-DGGML_SANITIZE_ADDRESS=ON",

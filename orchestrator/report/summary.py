@@ -130,7 +130,7 @@ def summary_markdown(results: Union[Results, dict]) -> str:
     return "\n".join(out) + "\n"
 
 
-_TIMINGS = ("fetch", "apply", "configure", "build_patched", "build_control", "control", "mutants")
+_TIMINGS = ("fetch", "apply", "configure", "build_patched", "build_control", "control", "mutants", "total")
 
 
 def _device_rows(t, device: str) -> list:

@@ -72,6 +72,10 @@ class Steps:
         if self.reporter:
             self.reporter.done(what)
 
+    def verdict(self, text: str) -> None:
+        if self.reporter:
+            self.reporter.verdict(text)
+
     def build_progress(self, done: int, total: int) -> None:
         self.cancel.check()
         if self.reporter:
@@ -228,7 +232,14 @@ def control(ctx: CellContext) -> None:
     rec.reverted = fix_paths
     if ctx.run_tests:
         _judge_control(ctx, rec)
+        ctx.steps.verdict(verdict_line(ctx.patched, rec))
     ctx.records.append(rec)
+
+
+def verdict_line(patched: Optional[VariantRecord], control: VariantRecord) -> str:
+    """The cell's answer once its control is judged: the fix's tests, the control's verdict."""
+    with_fix = "every test passes" if patched and patched.status == RecordStatus.PASSED else "a test fails"
+    return f"with the fix {with_fix}; the control (fix reverted): {control.verdict or control.status}"
 
 
 @contextmanager
@@ -404,6 +415,7 @@ def run_cell(
     mutant_files: Optional[list[Mutant]] = None,
 ) -> tuple[Cell, list[VariantRecord]]:
     cell_id = f"{target.name}/{backend.name}"
+    t0 = time.monotonic()
     reporter.start_cell(cell_id)
     cell = Cell(cell_id, target.name, backend.name, target.layout)
     module = backends.get(backend.name, opts.cache.root)
@@ -412,12 +424,14 @@ def run_cell(
     )
     if action == "skip" and backend.name in opts.require_backends:
         why = f"{backend.name} is required here (--require-backend {backend.name}) but cannot run: {why}"
-        reporter.cell_result(CellStatus.FAILED, why)
         cell.status, cell.reason, cell.exit_code = CellStatus.FAILED, why, int(ExitCode.BACKEND_MISSING)
+        _timed_total(cell, t0)
+        reporter.cell_result(CellStatus.FAILED, why, cell.timings["total"])
         return cell, []
     if action == "skip":
         reporter.skip(why)
         cell.status, cell.reason, cell.exit_code = CellStatus.SKIPPED, why, 0
+        _timed_total(cell, t0)
         return cell, []
     cell.device = module.device_info(backend)
     ctx = CellContext(
@@ -445,8 +459,14 @@ def run_cell(
         cell.status, cell.reason, cell.exit_code = CellStatus.FAILED, str(e), int(e.exit_code)
     except GgmlPatchError as e:
         cell.status, cell.reason, cell.exit_code = CellStatus.ERROR, str(e), int(e.exit_code)
-    reporter.cell_result(cell.status, cell.reason)
+    _timed_total(cell, t0)
+    reporter.cell_result(cell.status, cell.reason, cell.timings["total"])
     return cell, ctx.records
+
+
+def _timed_total(cell: Cell, t0: float) -> None:
+    """The cell's whole wall time, skip probes and waiting for its lock included."""
+    cell.timings["total"] = round(time.monotonic() - t0, 2)
 
 
 def cell_action(

@@ -86,7 +86,28 @@ def test_matrix_exits_zero_and_writes_results(matrix_run, vulkan_missing):
     assert expected in proc.stdout
     # progress names the cell and the step
     assert re.search(rf"\[\d+/{N_CELLS}\] llama.cpp/cpu: build patched", proc.stderr)
-    assert f"[6/{N_CELLS}] ggml/cpu: control" in proc.stderr
+    assert f"[1/{N_CELLS}] ggml/cpu: control" in proc.stderr  # the cheapest cell first
+
+
+def test_each_cell_prints_its_verdict_and_time_as_it_ends_and_the_run_its_times(matrix_run):
+    """The verdict as soon as a cell's control is judged, the cell's result with its time when it
+    ends (before the next cell starts: one cell at a time), and the time per cell at the end."""
+    proc, _ = matrix_run
+    err = proc.stderr
+    ends = {}
+    for cell in ("ggml/cpu", "llama.cpp/cpu"):
+        verdict = err.index(f"  {cell}: verdict: with the fix every test passes; the control (fix reverted): killed")
+        m = re.search(rf"^  {re.escape(cell)}: passed - .* \((\d+\.\d) s\)$", err, re.M)
+        assert m and verdict < m.start(), err[-3000:]
+        assert err.index(f"{cell}: mutant ") < m.start()  # the verdict came before the mutants, the result after
+        ends[cell] = m.start()
+    assert ends["ggml/cpu"] < err.index("llama.cpp/cpu: fetch") < ends["llama.cpp/cpu"]
+    times = err[err.index("time per cell:"):]
+    assert err.index("time per cell:") > max(ends.values())
+    rows = re.findall(r"^  (\S+)\s+(\d+\.\d) s  (\w[\w-]*)$", times, re.M)
+    assert [r[0] for r in rows][:2] == ["ggml/cpu", "llama.cpp/cpu"] and len(rows) == N_CELLS, times
+    assert {r[2] for r in rows} <= {"passed", "skipped"}
+    assert re.search(r"^  all cells\s+\d+\.\d s$", times, re.M)
 
 
 @pytest.mark.parametrize("target", ["llama.cpp", "ggml"])
