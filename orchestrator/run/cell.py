@@ -248,11 +248,25 @@ def fix_reverted(ctx: CellContext) -> Iterator[list[str]]:
     back on the way out whatever happens: the control's tree (the fine-tuning evidence uses it too)."""
     assert ctx.rendered is not None and ctx.snap is not None and ctx.worktree is not None
     fix_paths = ctx.rendered.fix_paths()
-    ctx.worktree.apply_reverse(ctx.worktree.diff(ctx.snap.commit, fix_paths))
-    try:
+    with files_kept(ctx.worktree.path, fix_paths):  # the tree is left patched whatever happened
+        ctx.worktree.restore_from(ctx.snap.commit, fix_paths)
         yield fix_paths
+
+
+@contextmanager
+def files_kept(root: Path, paths: list[str]) -> Iterator[None]:
+    """The files' bytes kept and written back on the way out, whatever happens (one that did not
+    exist removed again): no git process, the index untouched, an unchanged file not touched."""
+    kept = {p: (root / p).read_bytes() if (root / p).is_file() else None for p in paths}
+    try:
+        yield
     finally:
-        ctx.worktree.restore(fix_paths)  # the tree is left patched whatever happened
+        for p, data in kept.items():
+            f = root / p
+            if data is None:
+                f.unlink(missing_ok=True)
+            elif not f.is_file() or f.read_bytes() != data:
+                f.write_bytes(data)
 
 
 def _judge_control(ctx: CellContext, rec: VariantRecord) -> None:
@@ -741,7 +755,7 @@ def _run_mutant(ctx: CellContext, m: Mutant) -> VariantRecord:
     rec = _mutant_record(ctx, m, RecordStatus.PENDING)
     apply_error, gate = None, None
     ctx.steps.step(f"mutant {m.name}", m.title)
-    try:
+    with files_kept(ctx.worktree.path, paths):  # the patched tree again, whatever happened
         try:
             ctx.worktree.apply(patch)
         except GitError as e:
@@ -753,8 +767,6 @@ def _run_mutant(ctx: CellContext, m: Mutant) -> VariantRecord:
             rec.build = built.build
             if built.status == RecordStatus.BUILT:
                 gate = rec.tests[GATE_TEST] = _run_test(ctx, variant, GATE_TEST, f"mutant-{m.name}")
-    finally:
-        ctx.worktree.restore_files(paths)  # the patched tree again, whatever happened
     v = mutant_evidence.verdict(apply_error, bool(rec.build and rec.build.ok), gate)
     rec.status, rec.verdict, rec.verdict_reason = RecordStatus(v.verdict.value), v.verdict, v.reason
     rec.failure_line = classify.gate_failure_line(gate.output or "") if gate else None
