@@ -94,6 +94,7 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
                     "path": "status.json",
                     "if-no-files-found": "warn",
                     "retention-days": 14,
+                    "overwrite": True,  # a re-run replaces it
                 },
             },
             {
