@@ -231,7 +231,8 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
             "CCACHE_MAXSIZE": "2G",
         },
         "steps": [
-            *C.first_steps(pins),
+            # a leg that builds a fork's code (git) neither restores nor saves the shared pip cache
+            *C.first_steps(pins, cache="${{ !matrix.git && 'pip' || '' }}"),
             {
                 "name": "Install ccache",
                 "run": (
@@ -463,7 +464,7 @@ def _report_job(matrix: Matrix, pins: Pins) -> Optional[dict]:
     if not guard:
         return None  # no owning repository named: no issue is ever written
     profile = drift_profile(matrix)
-    steps = [*C.first_steps(pins)]
+    steps = [*C.first_steps(pins, cache="")]  # issues: write: restores no cache a leg could have saved
     if any(t.source.kind == "git" for t, _ in matrix.cells(profile)):
         steps.append(C.restore_mirrors(pins))
     steps += [

@@ -292,7 +292,7 @@ def test_no_always_anywhere_and_least_privilege(wf, drift_wf, ci_wf):
         ("matrix", "aggregate"): {"contents": "read"},
         ("matrix", "report"): {"contents": "read", "issues": "write"},
         ("drift", "drift"): {"contents": "read", "issues": "write"},
-        ("ci", "checks"): {"contents": "read"},
+        ("ci", "checks"): {"contents": "read"}, ("ci", "oldest-python"): {"contents": "read"},
     }
 
 
@@ -702,3 +702,20 @@ def test_targets_a_runner_cannot_fetch_are_named(live_matrix, tmp_path):
     assert proc.returncode == 0
     warn = [ln for ln in proc.stderr.splitlines() if "warning" in ln]
     assert len(warn) == 1 and "targets.ggml-tip: a git source on this machine; a GitHub runner cannot fetch it" in warn[0]
+
+
+def test_the_jobs_that_write_issues_restore_no_pip_cache_and_fork_legs_share_none(wf, drift_wf):
+    for job in (wf["jobs"]["report"], drift_wf["jobs"]["drift"]):
+        py = _step(job, "Python")
+        assert "cache" not in py["with"], job["name"]
+    cell_py = _step(wf["jobs"]["cell"], "Python")
+    assert cell_py["with"]["cache"] == "${{ !matrix.git && 'pip' || '' }}"
+
+
+def test_project_ci_covers_constraints_and_the_oldest_python(ci_wf, repo_root):
+    for event in ("push", "pull_request"):
+        assert "constraints.txt" in ci_wf["on"][event]["paths"]
+    oldest = ci_wf["jobs"]["oldest-python"]
+    claimed = re.search(r'requires-python = ">=([0-9.]+)"', (repo_root / "pyproject.toml").read_text())[1]
+    assert _step(oldest, "Python")["with"]["python-version"] == claimed
+    assert any("-c constraints.txt" in s.get("run", "") for s in oldest["steps"])
