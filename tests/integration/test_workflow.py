@@ -239,7 +239,7 @@ def test_the_aggregate_keeps_profiles_apart(matrix, wf, tmp_path):
     by_id = {s["id"]: s for s in agg["steps"] if "id" in s}
     for p in matrix.profiles:
         merge, bundle = by_id[f"merge-{p}"], by_id[f"bundle-{p}"]
-        assert merge["run"] == f"ggml-patch merge-results --out merged/{p} cells/results+{p}+*\n"
+        assert merge["run"] == f"ggml-patch merge-results --expect-profile {p} --out merged/{p} cells/results+{p}+*\n"
         assert merge["if"] == "${{ !cancelled() }}"  # every profile is merged whatever another did
         assert bundle["run"] == (f'ggml-patch bundle --pins "$RUNNER_TEMP/pins.json" --results merged/{p} --out bundle/{p} '
                                  '--author "$GITHUB_ACTOR <$GITHUB_ACTOR_ID+$GITHUB_ACTOR@users.noreply.github.com>"\n')
@@ -397,7 +397,7 @@ def test_the_live_profile_runs_in_the_workflow(live_matrix):
     assert live[0]["required"] is False
     assert [leg["artifact"] for leg in legs].count("results+tip+ggml+cpu") == 1
     script = "\n".join(s.get("run", "") for s in wf["jobs"]["aggregate"]["steps"])
-    assert "merge-results --out merged/tip cells/results+tip+*" in script
+    assert "merge-results --expect-profile tip --out merged/tip cells/results+tip+*" in script
     only = _load(workflow_yaml(live_matrix, ["tip"]))
     assert {leg["profile"] for leg in _legs(only)} == {"tip"}
 
