@@ -70,16 +70,17 @@ def _matrix_order(matrix) -> list[str]:
 
 
 def run(args, matrix, cache) -> ExitCode:
-    from ..outdir import writable_dir
+    from ..outdir import check, claim, made_results
     from ..report.merge import merge_results
     from ..report.model import CellStatus, load_results
     from ..report.summary import write_results
 
-    out = writable_dir(args.out, "--out")  # before anything is read or merged
+    out = check(args.out, "--out", legacy=made_results)  # before anything is read or merged: no user's files
     files = [_results_file(a) for a in args.inputs]
     parts = [(str(f), load_results(f)[0]) for f in files]
     logs = [_log_names(res, f) for f, (_, res) in zip(files, parts, strict=True)]  # refused before any write
     merged = merge_results(parts, _matrix_order(matrix))  # refuses before anything is written
+    claim(out, "--out", legacy=made_results)
     for f, names in zip(files, logs, strict=True):
         _copy_logs(names, f.parent, out)  # the merged records are these same objects
     paths = write_results(merged, out)

@@ -597,19 +597,38 @@ def _declared(target):
 
 
 def _write_dir(dest: Path, files: dict[str, str | bytes]) -> None:
-    """Replace `dest` whole: no patch from an earlier bundle is left beside the new ones."""
-    staging = dest.parent / f".{dest.name}.partial"
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
-    for name, data in files.items():
-        if isinstance(data, bytes):
-            (staging / name).write_bytes(data)
-        else:
-            (staging / name).write_text(data, encoding="utf-8")
-    if dest.exists():
-        shutil.rmtree(dest)
-    staging.rename(dest)
+    """Replace `dest` whole: no patch from an earlier bundle is left beside the new ones. The
+    staging folder is a new one of its own (a user's `.NAME.partial/` is never touched), and
+    `dest` is replaced only when it is an earlier bundle of this target (or empty)."""
+    if dest.is_symlink() or (dest.exists() and not _earlier_bundle(dest)):
+        raise ConfigError(f"{dest}: holds files ggml-patch did not write; move them away or name another --out")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=dest.parent))
+    try:
+        for name, data in files.items():
+            f = untrusted.name_under(staging, name, "bundle file")
+            if isinstance(data, bytes):
+                f.write_bytes(data)
+            else:
+                f.write_text(data, encoding="utf-8")
+        if dest.exists():
+            shutil.rmtree(dest)
+        staging.rename(dest)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _earlier_bundle(dest: Path) -> bool:
+    if not dest.is_dir():
+        return False
+    if not any(dest.iterdir()):
+        return True
+    try:
+        man = untrusted.load_json(dest / MANIFEST, "manifest", root=dest)
+    except ConfigError:
+        return False
+    return isinstance(man, dict) and man.get("tool") == "ggml-patch" and man.get("target") == dest.name
 
 
 def _has_commit(repo, commit: str) -> bool:
