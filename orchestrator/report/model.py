@@ -720,18 +720,12 @@ def validate(data: Any, where: str) -> None:
 def load_results(path: Path) -> tuple[Results, str]:
     """A results.json file, validated, and the sha256 of its bytes (what a bundle names)."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such results file") from None
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
-    try:
-        parsed = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text; not a ggml-patch results.json") from None
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    from .. import untrusted
+
+    if not path.exists():
+        raise ConfigError(f"{path}: no such results file")
+    data = untrusted.read_bytes(path, "results")
+    parsed = untrusted.parse_json(untrusted.decode(data, path, "results"), path, "results")
     return Results.from_dict(parsed, str(path)), hashlib.sha256(data).hexdigest()
 
 

@@ -393,13 +393,13 @@ def test_not_utf8(tmp_path):
     with pytest.raises(ConfigError) as e:
         load_matrix(path)
     msg = str(e.value)
-    assert msg.startswith(f"{path}: cannot read: ") and "\n" not in msg
+    assert msg.startswith(f"{path}:18: not UTF-8 text") and "\n" not in msg
 
 
 def test_a_directory(tmp_path):
     with pytest.raises(ConfigError) as e:
         load_matrix(tmp_path)
-    assert str(e.value).startswith(f"{tmp_path}: cannot read: ")
+    assert str(e.value).startswith(f"{tmp_path}: a folder, not a regular matrix file")
 
 
 def test_str_path_accepted(tmp_path):
