@@ -5,7 +5,7 @@ From a pristine llama.cpp tree (e.g. vendor/llama.cpp of the llama-cpp-python 0.
 the fix as a patch file, in WORK (default /work/tmp-evidence; nothing outside it is written):
   1. WORK/llama.cpp: a git copy of the tree (branch `base`), a branch `fix-<patch sha8>` with the
      patch applied (made once per patch, so a reworked patch gets its own branch);
-  2. WORK/models/tiny-llama-<seed>.gguf: the tiny llama model (orchestrator.evidence.tiny_model);
+  2. WORK/models/tiny-llama-<seed>.gguf: the tiny llama model (orchestrator.finetune.tiny_model);
   3. WORK/build: native_tests/llama-harness configured once (Ninja, Release, ccache), target
      finetune-opt-dynamic built with the fix (timed);
   4. every case run with the fix; then the fix's hunks reverted in the working tree
@@ -34,8 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.evidence import finetune as ft  # noqa: E402
-from orchestrator.evidence import tiny_model as tm  # noqa: E402
+from orchestrator.finetune import results as ft  # noqa: E402
+from orchestrator.finetune import tiny_model as tm  # noqa: E402
 
 from orchestrator.run.toolchain import versions as toolchain_versions  # noqa: E402
 

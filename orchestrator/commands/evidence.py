@@ -14,7 +14,7 @@ HELP = (
 
 
 def add_arguments(p) -> None:
-    from ..evidence import finetune as ft
+    from ..finetune import results as ft
 
     p.add_argument(
         "--target",
@@ -44,11 +44,11 @@ def add_arguments(p) -> None:
 
 
 def run(args, matrix, cache) -> ExitCode:
-    from ..evidence import finetune as ft
+    from ..finetune import results as ft
+    from ..finetune.runner import EvidenceOptions, llama_target, run_evidence
     from ..outdir import check, writable_dir
     from ..progress import Reporter
     from ..redact import redact
-    from ..run.evidence import EvidenceOptions, llama_target, run_evidence
 
     # every user error before any work
     results_dir = writable_dir(args.results, "--results")

@@ -11,12 +11,12 @@ import re
 import unicodedata
 from typing import Optional
 
-from ..evidence import finetune as ft
-from ..evidence.finetune import FinetuneResults
 from ..evidence.known_limits import FILE as _LIMITS_FILE
 from ..evidence.known_limits import KnownLimit
 from ..evidence.known_limits import table as limits_table
 from ..evidence.training import table_markdown
+from ..finetune import results as ft
+from ..finetune.results import FinetuneResults
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..redact import redact
 from ..report.model import Results, as_results
@@ -434,7 +434,7 @@ def finetune_lines(results: Optional[FinetuneResults], level: str) -> list[str]:
         "",
         "```sh",
         *ft.build_commands(),
-        f"python -m orchestrator.evidence.tiny_model {ft.TREE}/{vocab} {ft.model_name(seed)} --seed {seed}",
+        f"python -m orchestrator.finetune.tiny_model {ft.TREE}/{vocab} {ft.model_name(seed)} --seed {seed}",
         *commands,
         "```",
     ]

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from orchestrator.evidence import finetune as ft
-from orchestrator.evidence.finetune import Epoch
+from orchestrator.finetune import results as ft
+from orchestrator.finetune.results import Epoch
 
 OUTPUT = """\
 config model=/c/tiny.gguf n_vocab=32000 n_ctx=256 n_batch=256 n_ubatch=128 opt_period=2 optimizer=adamw lr=0.0001 wd=0 tokens=3620 ndata=26 ndata_train=23 ndata_eval=3 threads=2

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.evidence import finetune as ft
-from orchestrator.evidence.finetune import Epoch
-from orchestrator.report import evidence_section as S
-from orchestrator.run.evidence import Inputs
-from orchestrator.upstream import finetune as UF
+from orchestrator.finetune import bundle as UF
+from orchestrator.finetune import results as ft
+from orchestrator.finetune import section as S
+from orchestrator.finetune.results import Epoch
+from orchestrator.finetune.runner import Inputs
 from orchestrator.upstream import pr_body as PB
 
 BASE = "4f2c5210becd5d7cc7bbb1b66faedb92498fef98"
@@ -259,7 +259,7 @@ def test_the_pr_data_are_ascii_tables_and_commands_from_validated_numbers():
             "-t 2\n") in text
     assert ("```sh\ncmake -S native_tests/llama-harness -B build -DLLAMA_SOURCE_DIR=$LLAMA_CPP "
             "-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF\ncmake --build build --target finetune-opt-dynamic\n"
-            "python -m orchestrator.evidence.tiny_model $LLAMA_CPP/models/ggml-vocab-llama-spm.gguf "
+            "python -m orchestrator.finetune.tiny_model $LLAMA_CPP/models/ggml-vocab-llama-spm.gguf "
             "tiny-llama-20261130.gguf --seed 20261130\n") in text
     assert "/c/bin" not in text and "/c/m.gguf" not in text  # no path of the machine that ran it
     assert PB.finetune_lines(None, "##") == []

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import ConfigError
-from ..evidence import finetune as ft
+from . import results as ft
 
 FILE = Path("evidence") / "finetune.json"
 PLOT = "finetune-loss.png"

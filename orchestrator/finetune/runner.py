@@ -32,21 +32,21 @@ from .. import backends, outdir
 from ..cache import Cache, slug
 from ..config import Backend, Matrix, Target
 from ..errors import BuildFailed, ConfigError
-from ..evidence import finetune as ft
-from ..evidence import tiny_model as tm
 from ..evidence.training import can_plot
 from ..patchset.files import load_series
 from ..patchset.layout import BuildPlan, get_layout
 from ..patchset.render import render
 from ..progress import Reporter
 from ..redact import redact
-from ..report import evidence_section
 from ..report.model import Cell
+from ..run import cmake, toolchain
+from ..run.cell import CellContext, Steps, apply, fix_reverted, run_steps
+from ..run.testrun import run_program
 from ..vcs.runner import GitError, git_bytes
 from ..vcs.snapshots import SnapshotRepo
-from . import cmake, toolchain
-from .cell import CellContext, Steps, apply, fix_reverted, run_steps
-from .testrun import run_program
+from . import results as ft
+from . import section as evidence_section
+from . import tiny_model as tm
 
 HARNESS = "llama-harness"  # native_tests/llama-harness/CMakeLists.txt
 PROGRAM_FILES = (f"{HARNESS}/CMakeLists.txt", f"{ft.PROGRAM}.cpp")
@@ -313,9 +313,9 @@ def build_variants(ctx: CellContext, timings: dict) -> dict[str, Path]:
 
 
 def _built(ctx: CellContext, variant: str) -> Path:
-    from .cell import _build_variant
+    from ..run.cell import build_variant
 
-    rec = _build_variant(ctx, variant)
+    rec = build_variant(ctx, variant)
     if not (rec.build and rec.build.ok):
         error = rec.build.error if rec.build else ""
         raise BuildFailed(

@@ -4,7 +4,7 @@ A tiny llama model is fine-tuned with llama_opt_init / llama_opt_epoch, with the
 reverted, for each optimizer and opt_period; this module holds the cases (`--case`), the program's
 command line, the results' data model (to and from JSON, validated as untrusted input), the parser
 of the program's output, the verdict rules, the cache key, the markdown tables and the plot.
-Everything but the plot's file write is pure; run/evidence.py does the work.
+Everything but the plot's file write is pure; finetune/runner.py does the work.
 """
 
 from __future__ import annotations
