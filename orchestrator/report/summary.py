@@ -7,8 +7,8 @@ from typing import Optional, Union
 
 from ..evidence.mutants import kill_line
 from ..evidence.training import table_markdown
+from ..finetune import section as evidence_section
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
-from . import evidence_section
 from .model import (
     Cell,
     CellStatus,

@@ -202,7 +202,7 @@ def configure(ctx: CellContext) -> None:
 
 def build(ctx: CellContext) -> None:
     """The patched variant built; a build failure fails the cell."""
-    rec = ctx.patched = _build_variant(ctx, "patched")
+    rec = ctx.patched = build_variant(ctx, "patched")
     if rec.status == RecordStatus.BUILD_FAILED:
         assert rec.build is not None
         raise BuildFailed(f"{ctx.cell.cell}: build failed: {rec.build.error} (log: {rec.build.log})")
@@ -225,7 +225,7 @@ def control(ctx: CellContext) -> None:
     ctx.steps.step("control", f"revert {', '.join(fix_paths)}, keep the test")
     t0 = time.monotonic()
     with fix_reverted(ctx):
-        rec = ctx.control = _build_variant(ctx, "control")
+        rec = ctx.control = build_variant(ctx, "control")
         if ctx.run_tests and rec.status != RecordStatus.BUILD_FAILED:
             _run_variant(ctx, rec)
     ctx.timed("control", t0)  # the control's whole marginal cost: revert, rebuild, tests, restore
@@ -609,7 +609,7 @@ def harness(native_tests: Path, cell_dir: Path) -> Path:
 # ---------------------------------------------------------------- variants: build, tests, program
 
 
-def _build_variant(
+def build_variant(
     ctx: CellContext, variant: str, targets: Optional[tuple[str, ...]] = None, log_name: str = ""
 ) -> VariantRecord:
     assert ctx.plan is not None
@@ -763,7 +763,7 @@ def _run_mutant(ctx: CellContext, m: Mutant) -> VariantRecord:
         ctx.steps.done("applied" if apply_error is None else f"did not apply: {apply_error}")
         if apply_error is None:
             # the gate alone: test-opt and the training program are not run on a mutant, so never relinked
-            built = _build_variant(ctx, variant, (GATE_TEST,), f"mutant-{m.name}")
+            built = build_variant(ctx, variant, (GATE_TEST,), f"mutant-{m.name}")
             rec.build = built.build
             if built.status == RecordStatus.BUILT:
                 gate = rec.tests[GATE_TEST] = _run_test(ctx, variant, GATE_TEST, f"mutant-{m.name}")

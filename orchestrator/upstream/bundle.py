@@ -471,11 +471,11 @@ def bundle_target(
     known_limits: tuple = (),
 ) -> BundleResult:
     from ..cache import slug
+    from ..finetune import bundle as tuned
     from ..patchset.files import load_series
     from ..patchset.render import rendered_for_target
     from ..vcs.snapshots import SnapshotRepo, Worktree
     from . import authorship, cover, documents, policy
-    from . import finetune as tuned
 
     matrix, cache = opts.matrix, opts.cache
     if opts.author is None:
