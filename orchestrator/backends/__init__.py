@@ -25,6 +25,9 @@ class BackendModule:
     tool_hints: dict[str, str] = {}  # tool -> how to get it, for skip reasons
     build_only_ok = False  # whether `--build-only` may build it on a machine without its device
     skip_tests: dict[str, str] = {}  # test -> why this backend does not run it (the cell reports it skipped)
+    no_mutants: Optional[str] = None  # why this backend does not run the known-wrong fixes (None: it runs them)
+    # how much a cell costs against a CPU cell (cold build and tests): the run starts with the cheapest
+    relative_cost = 1.0
 
     def __init__(self, cache_root: Optional[Path] = None):
         self.cache_root = cache_root

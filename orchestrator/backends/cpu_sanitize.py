@@ -9,6 +9,7 @@ failure (exit 1). Tests run through `stdbuf`, an LD_PRELOAD, which ASan refuses 
 ("ASan runtime does not come first in initial library list"): verify_asan_link_order=0.
 
 `skip_tests`: tests the cell must report as skipped, with the reason, instead of running them.
+`no_mutants`: the known-wrong fixes are not run here (the cpu cell of the same target runs them).
 """
 
 from __future__ import annotations
@@ -35,11 +36,15 @@ TEST_OPT_SKIP = (
     "LLAMA_SANITIZE_ADDRESS for known leaks (tests/CMakeLists.txt)"
 )
 
+# a mutant is a semantic check of the gate: the sanitizers add nothing to it, and each one costs a sanitized rebuild
+MUTANTS_SKIP = "the known-wrong fixes run under the plain cpu backend: a mutant checks the gate, not memory safety"
+
 _PROBE = "int main(void) { return 0; }\n"
 
 
 class CpuSanitize(BackendModule):
     name = "cpu-sanitize"
+    relative_cost = 3.0  # instrumented build, RelWithDebInfo: 110-130 s cold against about 40
     cmake_flags = (
         "-DGGML_CPU=ON",
         "-DGGML_SANITIZE_ADDRESS=ON",
@@ -47,6 +52,7 @@ class CpuSanitize(BackendModule):
         "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
     )  # after the plan's Release: the later -D wins
     skip_tests = {"test-opt": TEST_OPT_SKIP}
+    no_mutants = MUTANTS_SKIP
 
     def missing_toolchain(self, backend: Backend) -> Optional[str]:
         missing = super().missing_toolchain(backend)

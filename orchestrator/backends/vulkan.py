@@ -72,6 +72,7 @@ def driver_infos(vulkaninfo_summary: str) -> list[str]:
 
 class Vulkan(BackendModule):
     name = "vulkan"
+    relative_cost = 6.0  # ggml-vulkan.cpp alone about 82 s, shaders not cached by ccache
     cmake_flags = ("-DGGML_VULKAN=ON",)
     tool_hints = {
         "glslc": f"apt-get install glslc, or run {SETUP}",

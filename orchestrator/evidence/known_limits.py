@@ -122,14 +122,11 @@ def parse_known_limits(where: str, text: str) -> tuple[KnownLimit, ...]:
 def load_known_limits(series_dir: Path) -> tuple[KnownLimit, ...]:
     """patches/known-limits.yaml beside the series; none when the file is not there."""
     path = Path(series_dir) / FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    from .. import untrusted
+
+    text = untrusted.read_optional(path, "known-limits", root=series_dir)
+    if text is None:
         return ()
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text") from None
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
     return parse_known_limits(f"{Path(series_dir).name}/{FILE}", text)
 
 

@@ -13,6 +13,7 @@ backend does not run is <skipped> with the reason.
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from typing import Callable, Optional, Sequence
 
@@ -33,6 +34,17 @@ VARIANTS = ("patched", "control")
 CONTROL_GATE_NAME = f"{GATE_TEST} (fix reverted: must fail)"
 CLASS_SEP = "/"
 LogTail = Callable[[str], Optional[str]]  # a log's path -> its last lines, or None
+
+
+# ANSI escape sequences (colours, cursor moves) and what XML 1.0 cannot hold: a log is anyone's bytes
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]{0,4096}(?:\x07|\x1b\\)?|[@-Z\\-_])")
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(text: str) -> str:
+    """`text` as XML 1.0 can carry it: ANSI codes removed, other control characters and lone
+    surrogates replaced by U+FFFD."""
+    return _NOT_XML.sub("\ufffd", _ANSI.sub("", text))
 
 
 def no_logs(path: str) -> Optional[str]:
@@ -216,5 +228,9 @@ def junit_xml(results: Results, log_tail: LogTail = no_logs) -> str:
     for cell in results.cells:
         _suite(root, cell, results, log_tail)
     _count(root)
+    for el in root.iter():
+        el.text = xml_text(el.text) if el.text else el.text
+        for k, v in el.attrib.items():
+            el.set(k, xml_text(v))
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

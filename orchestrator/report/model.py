@@ -22,6 +22,7 @@ from typing import Annotated, Any, ClassVar, Iterable, Optional, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
 from pydantic import StringConstraints as Pattern
 
+from .. import untrusted
 from ..errors import ConfigError, ExitCode
 
 SCHEMA_VERSION = 1
@@ -514,23 +515,6 @@ def parse(kind: type[R], data: Any, where: str, what: str) -> R:
         raise ConfigError(f"{where}: {error_line(e)}; not {what}") from None
 
 
-def read_json(path: Path, name: str, what: str) -> tuple[bytes, Any]:
-    """A JSON file's bytes and data: a one-line ConfigError when it cannot be read or parsed
-    (`name`: the kind of file, `what`: the document it should be)."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such {name}") from None
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
-    try:
-        return data, json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text; not {what}") from None
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
-
-
 RESULTS = "a ggml-patch results.json"
 
 
@@ -542,8 +526,11 @@ def results_of(data: Any, where: str = "results") -> Results:
 def load_results(path: Path) -> tuple[Results, str]:
     """A results.json file, validated, and the sha256 of its bytes (what a bundle names)."""
     path = Path(path)
-    raw, data = read_json(path, "results file", RESULTS)
-    return results_of(data, str(path)), hashlib.sha256(raw).hexdigest()
+    if not path.exists():
+        raise ConfigError(f"{path}: no such results file")
+    data = untrusted.read_bytes(path, "results")
+    parsed = untrusted.parse_json(untrusted.decode(data, path, "results"), path, "results")
+    return results_of(parsed, str(path)), hashlib.sha256(data).hexdigest()
 
 
 def results_json(results: Results) -> str:

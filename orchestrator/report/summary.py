@@ -7,8 +7,8 @@ from typing import Optional
 
 from ..evidence.mutants import kill_line
 from ..evidence.training import table_markdown
+from ..finetune import section as evidence_section
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
-from . import evidence_section
 from .model import (
     Cell,
     CellStatus,
@@ -32,7 +32,7 @@ _ICON = {
 
 
 def write_results(results: Results, directory: Path) -> list[Path]:
-    from ..redact import redact_data
+    from ..redact import redact, redact_data
     from .junit import junit_xml
 
     # no credential of a source URL and no GITHUB_TOKEN in any file written (the one redaction)
@@ -43,18 +43,19 @@ def write_results(results: Results, directory: Path) -> list[Path]:
     # the fine-tuning evidence's section (`ggml-patch evidence`) survives a matrix run
     old = md_path.read_text(encoding="utf-8", errors="replace") if md_path.is_file() else None
     md_path.write_text(evidence_section.keep(old, summary_markdown(results)), encoding="utf-8")
-    (directory / "junit.xml").write_text(junit_xml(results, log_tail), encoding="utf-8")  # for CI systems' test views
+    # logs are read only inside the results folder, and redacted like everything else written
+    xml = junit_xml(results, lambda p: log_tail(p, root=directory))
+    (directory / "junit.xml").write_text(redact(xml), encoding="utf-8")  # for CI systems' test views
     return [json_path, md_path]
 
 
-def log_tail(path: str, lines: int = 30) -> Optional[str]:
-    """The last lines of a log (a failure's evidence in junit.xml), or None when it is not there."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - 64 * 1024))  # a build log can be megabytes: only its end is read
-            text = f.read().decode("utf-8", errors="replace")
-    except OSError:
+def log_tail(path: str, lines: int = 30, root: Optional[Path] = None) -> Optional[str]:
+    """The last lines of a log (a failure's evidence in junit.xml), or None when it is not a
+    regular file inside `root` (a results folder names only its own logs)."""
+    from .. import untrusted
+
+    text = untrusted.tail_text(path, root)  # a build log can be megabytes: only its end is read
+    if text is None:
         return None
     return "\n".join(text.splitlines()[-lines:]) or None
 
@@ -129,7 +130,7 @@ def summary_markdown(results: Results) -> str:
     return "\n".join(out) + "\n"
 
 
-_TIMINGS = ("fetch", "apply", "configure", "build_patched", "build_control", "control", "mutants")
+_TIMINGS = ("fetch", "apply", "configure", "build_patched", "build_control", "control", "mutants", "total")
 
 
 def _device_rows(t, device: str) -> list:

@@ -78,6 +78,10 @@ class Steps:
         if self.reporter:
             self.reporter.done(what)
 
+    def verdict(self, text: str) -> None:
+        if self.reporter:
+            self.reporter.verdict(text)
+
     def build_progress(self, done: int, total: int) -> None:
         self.cancel.check()
         if self.reporter:
@@ -201,7 +205,7 @@ def configure(ctx: CellContext) -> None:
 
 def build(ctx: CellContext) -> None:
     """The patched variant built; a build failure fails the cell."""
-    rec = ctx.patched = _build_variant(ctx, "patched")
+    rec = ctx.patched = build_variant(ctx, "patched")
     if rec.status == RecordStatus.BUILD_FAILED:
         assert rec.build is not None
         raise BuildFailed(f"{ctx.cell.cell}: build failed: {rec.build.error} (log: {rec.build.log})")
@@ -224,14 +228,21 @@ def control(ctx: CellContext) -> None:
     ctx.steps.step("control", f"revert {', '.join(fix_paths)}, keep the test")
     t0 = time.monotonic()
     with fix_reverted(ctx):
-        rec = ctx.control = _build_variant(ctx, "control")
+        rec = ctx.control = build_variant(ctx, "control")
         if ctx.run_tests and rec.status != RecordStatus.BUILD_FAILED:
             _run_variant(ctx, rec)
     ctx.timed("control", t0)  # the control's whole marginal cost: revert, rebuild, tests, restore
     rec.reverted = fix_paths
     if ctx.run_tests:
         _judge_control(ctx, rec)
+        ctx.steps.verdict(verdict_line(ctx.patched, rec))
     ctx.records.append(rec)
+
+
+def verdict_line(patched: Optional[VariantRecord], control: VariantRecord) -> str:
+    """The cell's answer once its control is judged: the fix's tests, the control's verdict."""
+    with_fix = "every test passes" if patched and patched.status == RecordStatus.PASSED else "a test fails"
+    return f"with the fix {with_fix}; the control (fix reverted): {control.verdict or control.status}"
 
 
 @contextmanager
@@ -240,11 +251,25 @@ def fix_reverted(ctx: CellContext) -> Iterator[list[str]]:
     back on the way out whatever happens: the control's tree (the fine-tuning evidence uses it too)."""
     assert ctx.rendered is not None and ctx.snap is not None and ctx.worktree is not None
     fix_paths = ctx.rendered.fix_paths()
-    ctx.worktree.apply_reverse(ctx.worktree.diff(ctx.snap.commit, fix_paths))
-    try:
+    with files_kept(ctx.worktree.path, fix_paths):  # the tree is left patched whatever happened
+        ctx.worktree.restore_from(ctx.snap.commit, fix_paths)
         yield fix_paths
+
+
+@contextmanager
+def files_kept(root: Path, paths: list[str]) -> Iterator[None]:
+    """The files' bytes kept and written back on the way out, whatever happens (one that did not
+    exist removed again): no git process, the index untouched, an unchanged file not touched."""
+    kept = {p: (root / p).read_bytes() if (root / p).is_file() else None for p in paths}
+    try:
+        yield
     finally:
-        ctx.worktree.restore(fix_paths)  # the tree is left patched whatever happened
+        for p, data in kept.items():
+            f = root / p
+            if data is None:
+                f.unlink(missing_ok=True)
+            elif not f.is_file() or f.read_bytes() != data:
+                f.write_bytes(data)
 
 
 def _judge_control(ctx: CellContext, rec: VariantRecord) -> None:
@@ -276,6 +301,9 @@ def run_mutants(ctx: CellContext) -> None:
     next mutant's build recompiles the file once, and no later step runs a binary (the next run's
     build sees the restored file newer than its object). No mutants: nothing to do, nothing recorded."""
     if not ctx.mutant_files:
+        return
+    if ctx.module.no_mutants:  # none run, none recorded: the plain backend's cell has them
+        ctx.cell.mutants = MutantTally(total=0, killed=0, skipped=ctx.module.no_mutants)
         return
     skipped = _why_mutants_are_skipped(ctx)
     if skipped:
@@ -395,6 +423,7 @@ def run_cell(
     mutant_files: Optional[list[Mutant]] = None,
 ) -> tuple[Cell, list[VariantRecord]]:
     cell_id = f"{target.name}/{backend.name}"
+    t0 = time.monotonic()
     reporter.start_cell(cell_id)
     cell = Cell(cell=cell_id, target=target.name, backend=backend.name, layout=target.layout)
     module = backends.get(backend.name, opts.cache.root)
@@ -403,12 +432,14 @@ def run_cell(
     )
     if action == "skip" and backend.name in opts.require_backends:
         why = f"{backend.name} is required here (--require-backend {backend.name}) but cannot run: {why}"
-        reporter.cell_result(CellStatus.FAILED, why)
         cell.status, cell.reason, cell.exit_code = CellStatus.FAILED, why, int(ExitCode.BACKEND_MISSING)
+        _timed_total(cell, t0)
+        reporter.cell_result(CellStatus.FAILED, why, cell.timings["total"])
         return cell, []
     if action == "skip":
         reporter.skip(why)
         cell.status, cell.reason, cell.exit_code = CellStatus.SKIPPED, why, 0
+        _timed_total(cell, t0)
         return cell, []
     cell.device = module.device_info(backend)
     ctx = CellContext(
@@ -436,8 +467,14 @@ def run_cell(
         cell.status, cell.reason, cell.exit_code = CellStatus.FAILED, str(e), int(e.exit_code)
     except GgmlPatchError as e:
         cell.status, cell.reason, cell.exit_code = CellStatus.ERROR, str(e), int(e.exit_code)
-    reporter.cell_result(cell.status, cell.reason)
+    _timed_total(cell, t0)
+    reporter.cell_result(cell.status, cell.reason, cell.timings["total"])
     return cell, ctx.records
+
+
+def _timed_total(cell: Cell, t0: float) -> None:
+    """The cell's whole wall time, skip probes and waiting for its lock included."""
+    cell.timings["total"] = round(time.monotonic() - t0, 2)
 
 
 def cell_action(
@@ -473,7 +510,8 @@ def cache_inputs(ctx: CellContext) -> dict:
         "timeout": ctx.backend.timeout,
         "build_only": ctx.build_only_reason is not None,
         "toolchain": toolchain.versions(),
-        "mutants": {m.name: [f.text for f in m.files] for m in ctx.mutant_files},
+        # a backend that runs no mutant keeps its key when they change
+        "mutants": {} if ctx.module.no_mutants else {m.name: [f.text for f in m.files] for m in ctx.mutant_files},
         "mutants_enabled": ctx.mutants_enabled,
         # only where a backend skips tests, so every other cell keeps its key
         **({"skip_tests": ctx.skipped_tests} if ctx.skipped_tests else {}),
@@ -565,7 +603,7 @@ def harness(native_tests: Path, cell_dir: Path) -> Path:
 # ---------------------------------------------------------------- variants: build, tests, program
 
 
-def _build_variant(
+def build_variant(
     ctx: CellContext, variant: str, targets: Optional[tuple[str, ...]] = None, log_name: str = ""
 ) -> VariantRecord:
     assert ctx.plan is not None
@@ -718,7 +756,7 @@ def _run_mutant(ctx: CellContext, m: Mutant) -> VariantRecord:
     rec = _mutant_record(ctx, m, RecordStatus.PENDING)
     apply_error, gate = None, None
     ctx.steps.step(f"mutant {m.name}", m.title)
-    try:
+    with files_kept(ctx.worktree.path, paths):  # the patched tree again, whatever happened
         try:
             ctx.worktree.apply(patch)
         except GitError as e:
@@ -726,12 +764,10 @@ def _run_mutant(ctx: CellContext, m: Mutant) -> VariantRecord:
         ctx.steps.done("applied" if apply_error is None else f"did not apply: {apply_error}")
         if apply_error is None:
             # the gate alone: test-opt and the training program are not run on a mutant, so never relinked
-            built = _build_variant(ctx, variant, (GATE_TEST,), f"mutant-{m.name}")
+            built = build_variant(ctx, variant, (GATE_TEST,), f"mutant-{m.name}")
             rec.build = built.build
             if built.status == RecordStatus.BUILT:
                 gate = rec.tests[GATE_TEST] = _run_test(ctx, variant, GATE_TEST, f"mutant-{m.name}")
-    finally:
-        ctx.worktree.restore_files(paths)  # the patched tree again, whatever happened
     v = mutant_evidence.verdict(apply_error, bool(rec.build and rec.build.ok), gate)
     rec.status, rec.verdict, rec.verdict_reason = RecordStatus(v.verdict.value), v.verdict, v.reason
     rec.failure_line = classify.gate_failure_line(gate.output or "") if gate else None

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
+from .. import untrusted
 from ..cache import Cache
 from ..config import Matrix
 from ..errors import BuildFailed, BundleRefused, BundleVerificationFailed, ConfigError, SeriesDoesNotApply
@@ -335,24 +336,20 @@ def read_bundle(directory: Path) -> Bundle:
     """A bundle directory, checked against its manifest: every file present, unchanged."""
     directory = Path(directory)
     mpath = directory / MANIFEST
-    try:
-        man = json.loads(mpath.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(
-            f"{mpath}: missing; --bundle must name one target's directory made by `ggml-patch bundle`"
-        ) from None
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-        raise ConfigError(f"{mpath}: not valid JSON; re-run `ggml-patch bundle`") from None
-    except OSError as e:
-        raise ConfigError(f"{mpath}: cannot read: {e.strerror or e}") from None
+    from .. import untrusted
     from .manifest import validate
+
+    if not mpath.exists() and not mpath.is_symlink():
+        raise ConfigError(f"{mpath}: missing; --bundle must name one target's directory made by `ggml-patch bundle`")
+    man = untrusted.load_json(mpath, "manifest", root=directory)
 
     files = validate(man, mpath)["files"]  # untrusted: every field checked before any is used
     for name, digest in files.items():
-        f = directory / name
+        f = untrusted.name_under(directory, name, f"{mpath}: files")
         if Path(name).name != name or not f.is_file():
             raise ConfigError(f"{f}: listed in {MANIFEST} but missing; re-run `ggml-patch bundle`")
-        if hashlib.sha256(f.read_bytes()).hexdigest() != digest:
+        kind = "patch" if name.endswith(".patch") else "document"
+        if hashlib.sha256(untrusted.read_bytes(f, kind, root=directory)).hexdigest() != digest:
             raise ConfigError(
                 f"{f}: changed since the bundle was made (sha256 differs from {MANIFEST}); re-run `ggml-patch bundle`"
             )
@@ -442,6 +439,26 @@ def _same(cells: list[Cell], what: str, get: Callable[[Cell], Optional[str]]) ->
     return str(values.pop())
 
 
+def _policy_reader(repo):
+    """read_blob for the target's policy files: at most the policy cap, UTF-8 or one line."""
+
+    def read(commit: str, path: str) -> Optional[str]:
+        size = repo.blob_size(commit, path)
+        if size is None:
+            return None
+        where = f"{path} at {commit[:12]}"
+        if size > untrusted.cap_of("policy"):
+            raise ConfigError(
+                f"{where}: {size} bytes, more than the {untrusted.cap_of('policy')} a policy file may hold"
+            )
+        text = repo.read_blob(commit, path)
+        if text is None:
+            return None
+        return untrusted.decode(text.encode("utf-8", "surrogateescape"), where, "policy")
+
+    return read
+
+
 def bundle_target(
     opts: BundleOptions,
     results: Results,
@@ -451,11 +468,11 @@ def bundle_target(
     known_limits: tuple = (),
 ) -> BundleResult:
     from ..cache import slug
+    from ..finetune import bundle as tuned
     from ..patchset.files import load_series
     from ..patchset.render import rendered_for_target
     from ..vcs.snapshots import SnapshotRepo, Worktree
     from . import authorship, cover, documents, policy
-    from . import finetune as tuned
 
     matrix, cache = opts.matrix, opts.cache
     if opts.author is None:
@@ -475,6 +492,15 @@ def bundle_target(
                 f"{opts.matrix.path} gives now ({snap.commit[:12]}); re-run `ggml-patch matrix`"
             )
         repo = SnapshotRepo(cache.snapshots_git)
+        # the target's own text and the contributor's: checked (size, UTF-8) before any build
+        rules = policy.derive(
+            target_name, base, policy.read_policy_files(_policy_reader(repo), base), _declared(target)
+        )
+        cover_path = Path(matrix.series_dir) / cover.COVER_FILE
+        cov = cover.parse_cover(
+            f"{Path(matrix.series_dir).name}/{cover.COVER_FILE}",
+            untrusted.read_optional(cover_path, "cover", root=matrix.series_dir),
+        )
         worktree = Worktree(repo, work / "src")
         if not _has_commit(repo, patched):  # a pruned cache: the series recreates it exactly
             opts.log(f"{target_name}: recreating the tested commit {patched[:12]} from the series")
@@ -490,12 +516,6 @@ def bundle_target(
         verification = verify(opts, target, repo, worktree, work, base, head, patches)
         toolchain = toolchain_info(work / "build")
         toolchain = cell_compilers_that_differ({**toolchain, **cells_toolchain(cache, cells)})
-        rules = policy.derive(target_name, base, policy.read_policy_files(repo.read_blob, base), _declared(target))
-        cover_path = Path(matrix.series_dir) / cover.COVER_FILE
-        cov = cover.parse_cover(
-            f"{Path(matrix.series_dir).name}/{cover.COVER_FILE}",
-            cover_path.read_text(encoding="utf-8") if cover_path.is_file() else None,
-        )
         docs = documents.documents(
             policy=rules,
             cover=cov,
@@ -574,19 +594,38 @@ def _declared(target):
 
 
 def _write_dir(dest: Path, files: dict[str, str | bytes]) -> None:
-    """Replace `dest` whole: no patch from an earlier bundle is left beside the new ones."""
-    staging = dest.parent / f".{dest.name}.partial"
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
-    for name, data in files.items():
-        if isinstance(data, bytes):
-            (staging / name).write_bytes(data)
-        else:
-            (staging / name).write_text(data, encoding="utf-8")
-    if dest.exists():
-        shutil.rmtree(dest)
-    staging.rename(dest)
+    """Replace `dest` whole: no patch from an earlier bundle is left beside the new ones. The
+    staging folder is a new one of its own (a user's `.NAME.partial/` is never touched), and
+    `dest` is replaced only when it is an earlier bundle of this target (or empty)."""
+    if dest.is_symlink() or (dest.exists() and not _earlier_bundle(dest)):
+        raise ConfigError(f"{dest}: holds files ggml-patch did not write; move them away or name another --out")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=dest.parent))
+    try:
+        for name, data in files.items():
+            f = untrusted.name_under(staging, name, "bundle file")
+            if isinstance(data, bytes):
+                f.write_bytes(data)
+            else:
+                f.write_text(data, encoding="utf-8")
+        if dest.exists():
+            shutil.rmtree(dest)
+        staging.rename(dest)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _earlier_bundle(dest: Path) -> bool:
+    if not dest.is_dir():
+        return False
+    if not any(dest.iterdir()):
+        return True
+    try:
+        man = untrusted.load_json(dest / MANIFEST, "manifest", root=dest)
+    except ConfigError:
+        return False
+    return isinstance(man, dict) and man.get("tool") == "ggml-patch" and man.get("target") == dest.name
 
 
 def _has_commit(repo, commit: str) -> bool:

@@ -11,12 +11,12 @@ import re
 import unicodedata
 from typing import Optional
 
-from ..evidence import finetune as ft
-from ..evidence.finetune import FinetuneResults
 from ..evidence.known_limits import FILE as _LIMITS_FILE
 from ..evidence.known_limits import KnownLimit
 from ..evidence.known_limits import table as limits_table
 from ..evidence.training import table_markdown
+from ..finetune import results as ft
+from ..finetune.results import FinetuneResults
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..redact import redact
 from ..report.model import Provenance, Results
@@ -408,31 +408,5 @@ def _cell_text(value: str) -> str:
 
 
 def finetune_lines(results: Optional[FinetuneResults], level: str) -> list[str]:
-    """results/evidence/finetune.json (validated) as data: provenance, the verdicts computed from the
-    losses, the loss per epoch of both variants per case, and the commands; ASCII."""
-    if results is None or not results.runs:
-        return []
-    out = [
-        f"{level} Fine-tuning through llama_opt_epoch: loss per epoch with and without the fix",
-        "",
-        "| | |",
-        "|---|---|",
-    ]
-    out += [f"| {_cell_text(k)} | {_cell_text(v)} |" for k, v in ft.provenance_rows(results)]
-    out += ["", *[ascii_text(line) for line in ft.table_markdown(results).rstrip("\n").split("\n")]]
-    commands = []
-    for opt, period, lr in results.cases():
-        runs = [r for r in results.runs if r.case == (opt, period, lr)]
-        longest = max(runs, key=lambda r: len(r.epochs))
-        commands.append(ft.display_command(longest, results.data.get("files") or [], results.model.get("seed")))
-    seed = results.model.get("seed")
-    vocab = results.model.get("vocab_file") or ""
-    out += [
-        "",
-        "```sh",
-        *ft.build_commands(),
-        f"python -m orchestrator.evidence.tiny_model {ft.TREE}/{vocab} {ft.model_name(seed)} --seed {seed}",
-        *commands,
-        "```",
-    ]
-    return out
+    """results/evidence/finetune.json (validated) as data (finetune/results.py writes it), ASCII."""
+    return [ascii_text(line) for line in ft.pr_lines(results, level, _cell_text)]

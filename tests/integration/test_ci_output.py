@@ -34,7 +34,7 @@ def test_annotations_under_github_actions_and_no_wrapping(tmp_path):
                            "Metal needs macOS")
     # the skip's reason (well over 80 characters) is one line of the log
     skip = next(ln for ln in proc.stderr.splitlines() if "skipped:" in ln)
-    assert len(skip) > 100 and "runs_on: macos-14)" in skip
+    assert len(skip) > 100 and "runs_on: macos-15)" in skip
     plain = _metal(tmp_path, {"GITHUB_ACTIONS": ""})
     assert "::" not in plain.stdout
 

@@ -254,7 +254,7 @@ def test_needs_the_token_without_dry_run(tmp_path, api):
 
 @pytest.mark.parametrize("content, expected", [
     (None, "status.json: no such file"),
-    ("{", "status.json: not readable JSON"),
+    ("{", "status.json:1: not valid JSON"),
     ('{"targets": []}', "not the output of `ggml-patch status --json`"),
     ('{"targets": [{"target": "x", "status": "fine"}]}', "targets[0]: expected \"target\" and a \"status\" among"),
 ])

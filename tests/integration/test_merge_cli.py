@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.report.model import Results, results_json
+from orchestrator.report.model import Results, results_json, results_of
 
 from ..helpers.samples import sample as committed_sample
 from ..helpers.samples import split as _split
@@ -67,3 +67,24 @@ def test_cli_refuses_bad_input_in_one_line(sample, tmp_path, repo_root, case):
     assert err.startswith("ggml-patch: error: ") and "\n" not in err and "Traceback" not in err
     assert str(b) in err
     assert not out.exists()  # refused before anything was written
+
+
+def test_a_leg_that_never_reported_is_an_error_in_the_merge_and_the_drift_issue(sample, tmp_path, repo_root):
+    from orchestrator.ci import drift_issue as D
+    from orchestrator.config import load_matrix
+
+    a = _write(tmp_path / "cells/results+default+llama.cpp+cpu", _split(sample, "llama.cpp/cpu"))
+    out = tmp_path / "merged"
+    proc = run_tool("merge-results", "--matrix", str(repo_root / "matrix.yaml"), "--expect-profile", "default",
+                    "--out", str(out), str(a), str(tmp_path / "cells/results+nothing+*"))
+    assert proc.returncode == 0, proc.stderr
+    merged = json.loads((out / "results.json").read_text())
+    expected = [f"{t.name}/{b.name}" for t, b in load_matrix(repo_root / "matrix.yaml").cells("default")]
+    assert sorted(c["cell"] for c in merged["cells"]) == sorted(expected)
+    never = {c["cell"]: c for c in merged["cells"] if c["cell"] != "llama.cpp/cpu"}
+    assert never and all(c["status"] == "error" and "never reported" in c["reason"] for c in never.values())
+    assert merged["exit_code"] != 0
+    _, failing = D.read_results(results_of(merged, "merged"))
+    assert set(failing) == set(never)
+    assert run_tool("merge-results", "--matrix", str(repo_root / "matrix.yaml"), "--expect-profile", "nope",
+                    "--out", str(tmp_path / "o2"), str(a)).returncode == 2
