@@ -17,13 +17,14 @@ import enum
 import hashlib
 import json
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Iterable, Optional, TypeVar
+from typing import Annotated, Any, Iterable, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
+from pydantic import Field, model_serializer, model_validator
 from pydantic import StringConstraints as Pattern
 
 from .. import untrusted
 from ..errors import ConfigError, ExitCode
+from ..records import Record, parse
 
 SCHEMA_VERSION = 1
 
@@ -100,30 +101,6 @@ Name = Annotated[str, Pattern(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
 CellId = Annotated[str, Pattern(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")]
 Commit = Annotated[str, Pattern(pattern=r"^[0-9a-f]{40}$")]
 Seconds = Annotated[float, Field(ge=0)]
-
-
-class Record(BaseModel):
-    """A record of a JSON document: unknown keys refused; `None` left out of the JSON unless the
-    key is in `NULLS` (or `kept_nulls()` says so)."""
-
-    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants", validate_assignment=False)
-
-    NULLS: ClassVar[frozenset[str]] = frozenset()
-
-    def kept_nulls(self) -> frozenset[str]:
-        return self.NULLS
-
-    @model_serializer(mode="wrap")
-    def _without_none(self, handler: Any) -> dict[str, Any]:
-        keep = self.kept_nulls()
-        return {k: v for k, v in handler(self).items() if v is not None or k in keep}
-
-    def to_json(self) -> dict[str, Any]:
-        """The record as JSON data (what the document holds)."""
-        return self.model_dump(mode="json")
-
-
-R = TypeVar("R", bound=BaseModel)
 
 
 # ---------------------------------------------------------------- the records
@@ -323,7 +300,7 @@ class Provenance(Record):
     recorded (sha256, URL, ref, upstream commit, ...) and the base commit the series applied to."""
 
     kind: str
-    description: str
+    description: str = ""
     sdist_sha256: Optional[str] = None  # pypi-sdist
     url: Optional[str] = None  # git, tarball
     sha256: Optional[str] = None  # tarball
@@ -464,55 +441,6 @@ def overall_exit_code(cells: Iterable[Cell]) -> ExitCode:
 
 
 # ---------------------------------------------------------------- documents: validation, files
-
-
-def _where(loc: Iterable[Any]) -> str:
-    out = ""
-    for p in loc:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out
-
-
-_KINDS = {"int": "integer", "float": "number", "bool": "boolean", "str": "string", "dict": "object", "list": "array"}
-
-
-def _json_type(value: Any) -> str:
-    return {"NoneType": "null", "dict": "object", "list": "array", "int": "integer", "float": "number"}.get(
-        type(value).__name__, type(value).__name__
-    )
-
-
-def error_line(e: ValidationError) -> str:
-    """A pydantic error as one line: the key path, then what was expected and what was there."""
-    err = e.errors(include_url=False)[0]
-    loc, kind, value = err["loc"], err["type"], err.get("input")
-    at = _where(loc[:-1] if kind in ("missing", "extra_forbidden") else loc)
-    if kind == "missing":
-        what = f"key {loc[-1]!r} missing"
-    elif kind == "extra_forbidden":
-        what = f"unknown key {loc[-1]!r}"
-    elif kind == "enum":
-        what = f"{value!r} is not one of {err.get('ctx', {}).get('expected', '')}"
-    elif kind in ("model_type", "model_attributes_type", "dict_type"):
-        what = f"expected object, got {_json_type(value)}"
-    elif kind.endswith("_type") and kind.split("_")[0] in _KINDS:
-        what = f"expected {_KINDS[kind.split('_')[0]]}, got {_json_type(value)}"
-    else:
-        what = f"{err['msg'][:1].lower()}{err['msg'][1:]} (got {value!r})"
-    return f"{at}: {what}" if at else what
-
-
-def parse(kind: type[R], data: Any, where: str, what: str) -> R:
-    """A document's JSON data (or text) as `kind`, validated strictly as JSON: a one-line
-    ConfigError naming `where` and the key otherwise. `what` names the document in the error."""
-    if not isinstance(data, (str, bytes)):
-        if not isinstance(data, dict):
-            raise ConfigError(f"{where}: expected a JSON object; not {what}")
-        data = json.dumps(data)
-    try:
-        return kind.model_validate_json(data, strict=True)
-    except ValidationError as e:
-        raise ConfigError(f"{where}: {error_line(e)}; not {what}") from None
 
 
 RESULTS = "a ggml-patch results.json"

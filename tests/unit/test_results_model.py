@@ -139,3 +139,22 @@ def test_unreadable_results_are_one_line(tmp_path, text, phrase):
         load_results(tmp_path / "absent.json")
 
 
+
+
+def test_status_json_and_known_limits_go_through_json_and_their_schemas():
+    """`status --json` and patches/known-limits.yaml are records too: declared once, schema from them."""
+    jsonschema = pytest.importorskip("jsonschema")
+    from orchestrator.drift.verdicts import Conflict, PatchResult, StatusReport, TargetStatus
+    from orchestrator.evidence.known_limits import KnownLimit, KnownLimits
+
+    report = StatusReport(profile="live", targets=[TargetStatus(
+        target="t", layout="ggml", source=M.Provenance(kind="git", description="u main"), status="conflict",
+        base="c" * 40, patches=[PatchResult(name="0001-a.patch", result="conflict", detail="d")],
+        conflict=Conflict(patch="0001-a.patch", file="f", hunk="@@", lines=((1, 5),)))])
+    limits = KnownLimits(limits=[KnownLimit(id="a-b", file="src/x.c", function="f", what="w",
+                                            status="not changed by this series", confirmed="c")])
+    for doc in (report, limits):
+        text = json.dumps(doc.to_json())
+        assert json.dumps(type(doc).model_validate_json(text, strict=True).to_json()) == text
+        jsonschema.validate(json.loads(text), type(doc).model_json_schema())
+    assert report.to_json()["targets"][0]["conflict"]["lines"] == [[1, 5]]
