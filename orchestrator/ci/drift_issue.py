@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ..drift.verdicts import (
+from ..drift.status import (
     APPLIES,
     CONFLICT,
     NOT_APPLICABLE,

@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-SCHEMA_VERSION = 2
-KEY_VERSION = 2  # bump when the meaning of a cached finetune result changes
+FINETUNE_SCHEMA_VERSION = 2
+FINETUNE_KEY_VERSION = 2  # bump when the meaning of a cached finetune result changes
 VARIANTS = ("with_fix", "without_fix")
 PROGRAM = "llama-finetune"  # the target's own examples/training/finetune.cpp, unmodified
 PROGRAM_SOURCE = "examples/training/finetune.cpp"
@@ -355,7 +355,7 @@ class FinetuneResults:
     program: dict[str, Any]  # name, source path, sha256 of that source in the tree
     runs: list[Run] = field(default_factory=list)
     cache_key: str = ""
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = FINETUNE_SCHEMA_VERSION
     source: dict[str, Any] = field(default_factory=dict)  # the target's source: description, upstream commit
     series: dict[str, Any] = field(
         default_factory=dict
@@ -383,8 +383,10 @@ class FinetuneResults:
             raise ValueError(f"not valid JSON ({str(e).splitlines()[0][:80]})") from None
         if not isinstance(d, dict):
             raise ValueError("expected a JSON object")
-        if d.get("schema_version") != SCHEMA_VERSION:
-            raise ValueError(f"finetune results: schema_version {d.get('schema_version')!r}, expected {SCHEMA_VERSION}")
+        if d.get("schema_version") != FINETUNE_SCHEMA_VERSION:
+            raise ValueError(
+                f"finetune results: schema_version {d.get('schema_version')!r}, expected {FINETUNE_SCHEMA_VERSION}"
+            )
         validate(d)
         known = {f for f in cls.__dataclass_fields__ if f != "runs"}
         runs = [
@@ -435,7 +437,7 @@ SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["schema_version", "target", "base", "model", "data", "program", "runs"],
     "properties": {
-        "schema_version": {"const": SCHEMA_VERSION},
+        "schema_version": {"const": FINETUNE_SCHEMA_VERSION},
         "target": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._ /-]{0,199}\Z"},
         "base": _HEX,
         "cache_key": {"anyOf": [_SHA256, {"const": ""}]},
@@ -623,7 +625,7 @@ def noise_floor(results: FinetuneResults) -> Noise:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class FinetuneVerdict:
     optimizer: str
     opt_period: int
     lr: float
@@ -641,7 +643,7 @@ class Verdict:
         return asdict(self)
 
 
-def verdict(
+def finetune_verdict(
     optimizer: str,
     opt_period: int,
     lr: float,
@@ -649,7 +651,7 @@ def verdict(
     unfixed: Sequence[Epoch],
     floor: float,
     min_effect: float = MIN_EFFECT,
-) -> Verdict:
+) -> FinetuneVerdict:
     """The rule above, on the epochs both runs reported (pure)."""
     n = min(len(fixed), len(unfixed))
     f, u = list(fixed[:n]), list(unfixed[:n])
@@ -676,7 +678,7 @@ def verdict(
         label = "differs, no harm shown"
     else:
         label = "no difference"
-    return Verdict(optimizer, opt_period, lr, n, max_diff, end, end_rel, floor, better, worse, diverged, label)
+    return FinetuneVerdict(optimizer, opt_period, lr, n, max_diff, end, end_rel, floor, better, worse, diverged, label)
 
 
 def run_outcome(exit_code: Optional[int], timed_out: bool, complete: bool) -> str:
@@ -698,14 +700,14 @@ def no_case_differs(results: FinetuneResults) -> bool:
     return bool(vs) and all(v.label == "no difference" for v in vs)
 
 
-def verdicts(results: FinetuneResults) -> list[Verdict]:
+def verdicts(results: FinetuneResults) -> list[FinetuneVerdict]:
     """One verdict per case that has both variants, against the results' own noise floor."""
     floor = noise_floor(results).floor
     out = []
     for opt, period, lr in results.cases():
         f, u = results.run("with_fix", opt, period, lr), results.run("without_fix", opt, period, lr)
         if f and u:
-            out.append(verdict(opt, period, lr, f.epochs, u.epochs, floor))
+            out.append(finetune_verdict(opt, period, lr, f.epochs, u.epochs, floor))
     return out
 
 
@@ -741,7 +743,7 @@ def cache_key(
     flags: CMake flags and the program's fixed options; cases: the runs (optimizer, n_batch,
     n_ubatch, lr, epochs); toolchain: compiler and CMake versions."""
     parts = {
-        "v": KEY_VERSION,
+        "v": FINETUNE_KEY_VERSION,
         "kind": "finetune",
         "base": base,
         "series": series,

@@ -35,7 +35,6 @@ from .. import backends, outdir
 from ..cache import Cache, slug
 from ..config import Backend, Matrix, Target
 from ..errors import BuildFailed, ConfigError
-from ..evidence.training import can_plot
 from ..patchset.files import load_series
 from ..patchset.layout import BuildPlan, get_layout
 from ..patchset.render import render
@@ -43,10 +42,11 @@ from ..progress import Reporter
 from ..redact import redact
 from ..report.model import Cell
 from ..run import cmake, toolchain
-from ..run.cell import CellContext, Steps, apply, build_variant, fix_reverted, run_steps
+from ..run.cell import CellContext, CellProgress, apply, build_variant, fix_reverted, run_steps
 from ..run.testrun import TestRun, run_program
 from ..vcs.runner import GitError, git_bytes
 from ..vcs.snapshots import SnapshotRepo
+from ..verdicts.training import can_plot
 from . import results as ft
 from . import section as evidence_section
 from . import tiny_model as tm
@@ -117,7 +117,7 @@ class Inputs:
     def pretrain_key(self) -> str:
         """The pre-trained model's cache key: the random model, the text, how, and the fixed build."""
         parts = {
-            "v": ft.KEY_VERSION,
+            "v": ft.FINETUNE_KEY_VERSION,
             "random": self.model["sha256"],
             "data": self.pretrain_data["sha256"],
             "how": ft.pretrain_options(),
@@ -484,7 +484,7 @@ def run_evidence(opts: EvidenceOptions, reporter: Reporter) -> EvidenceRun:
         opts.matrix.native_tests_dir,
         opts.cache.cell_dir(cell_id),
         out_dir / "logs",
-        Steps(reporter),
+        CellProgress(reporter),
         Cell(cell=cell_id, target=target.name, backend="cpu", layout=target.layout),
         series,
         SnapshotRepo(opts.cache.snapshots_git),

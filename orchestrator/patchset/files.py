@@ -12,7 +12,7 @@ from .layout import GATE_TEST
 from .series import Series, parse_series
 
 if TYPE_CHECKING:
-    from ..evidence.mutants import Mutant
+    from ..verdicts.mutants import Mutant
 
 
 def read_series(directory: Path, layout: str) -> Series:
@@ -70,7 +70,7 @@ def write_patches(series: Series, directory: Path) -> list[Path]:
 def load_mutants(matrix: Matrix) -> list[Mutant]:
     """native_tests/mutants/*.patch (the known-wrong fixes the gate must catch), in name order;
     none when the folder is absent. A malformed one is one ConfigError line naming the file."""
-    from ..evidence.mutants import parse_mutant
+    from ..verdicts.mutants import parse_mutant
 
     folder = matrix.native_tests_dir / "mutants"
     out = []

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from ..evidence.mutants import kill_line
-from ..evidence.training import table_markdown
 from ..finetune import section as evidence_section
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
+from ..verdicts.mutants import kill_line
+from ..verdicts.training import table_markdown
 from .model import (
     Cell,
     CellStatus,

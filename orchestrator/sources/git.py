@@ -30,7 +30,7 @@ from ..vcs.runner import GitError, git, init_bare, succeeds
 from ..vcs.snapshots import SnapshotRepo
 from . import Snapshot, SourceUnreachable
 
-NETWORK_TIMEOUT_S = 1800  # a first fetch of llama.cpp's whole history takes minutes
+FETCH_TIMEOUT_S = 1800  # a first fetch of llama.cpp's whole history takes minutes
 # Give up on a stalled transfer instead of hanging a scheduled job (bytes/s over seconds).
 _NETWORK_CONFIG = ("http.lowSpeedLimit=1000", "http.lowSpeedTime=60", "protocol.version=2")
 _FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -219,7 +219,7 @@ def resolve_submodule_url(super_url: str, sub_url: str) -> str:
 
 def _network(mirror: Path, args: list[str], url: str, ref: str, key: str) -> str:
     try:
-        return git(*args, git_dir=mirror, config=_NETWORK_CONFIG, timeout=NETWORK_TIMEOUT_S)
+        return git(*args, git_dir=mirror, config=_NETWORK_CONFIG, timeout=FETCH_TIMEOUT_S)
     except GitError as e:
         if any(m in e.output for m in _MISSING_REF):
             raise ConfigError(f"{key}.ref: {ref!r} does not exist at {url}") from None

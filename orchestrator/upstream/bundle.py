@@ -27,11 +27,11 @@ from .. import untrusted
 from ..cache import Cache
 from ..config import Matrix
 from ..errors import BuildFailed, BundleRefused, BundleVerificationFailed, ConfigError, SeriesDoesNotApply
-from ..evidence.training import can_plot, plot
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..redact import redact_data
 from ..report import model
 from ..report.model import Cell, CellStatus, DeviceInfo, Outcome, Results, Verdict
+from ..verdicts.training import can_plot, plot
 
 if TYPE_CHECKING:
     from .authorship import Identity
@@ -51,7 +51,7 @@ class Problem:
     text: str
 
 
-def load_results(results_dir: Path) -> tuple[Results, str]:
+def load_results_dir(results_dir: Path) -> tuple[Results, str]:
     """results.json (validated) and the sha256 of its bytes (what the manifest names)."""
     path = Path(results_dir) / "results.json"
     if not path.exists():
@@ -400,10 +400,10 @@ class BundleResult:
 def make_bundles(opts: BundleOptions) -> tuple[list[BundleResult], list[str]]:
     """Every bundle the results allow, and the targets left out (with why). Refuses, writing
     nothing, when the results do not prove the fix (unless allow_incomplete)."""
-    from ..evidence.known_limits import load_known_limits
     from ..patchset.files import load_series
+    from ..verdicts.known_limits import load_known_limits
 
-    results, results_sha = load_results(opts.results_dir)
+    results, results_sha = load_results_dir(opts.results_dir)
     chosen = _chosen_targets(results, opts.targets, opts.results_dir)
     limits = load_known_limits(Path(opts.matrix.series_dir))  # malformed: one line, exit 2, before any work
     found = [p for p in problems(results, load_series(opts.matrix).sha256) if p.target in (None, *chosen)]
@@ -564,7 +564,7 @@ def bundle_target(
         warnings=warnings,
     )
     man.update(docs.manifest_fields(opts.author, opts.assisted_by, head))
-    from ..evidence.known_limits import as_json
+    from ..verdicts.known_limits import as_json
 
     man["known_limits"] = as_json(known_limits)  # patches/known-limits.yaml: what the series leaves as it is
     files_text[MANIFEST] = json.dumps(man, indent=2) + "\n"
@@ -679,7 +679,7 @@ def verify(
     and persist in the cache (ccache and an incremental build make a repeat cost seconds)."""
     from .. import backends
     from ..config import Backend
-    from ..run.cell import CellContext, Steps, run_steps
+    from ..run.cell import CellContext, CellProgress, run_steps
 
     t_all = time.monotonic()
     series_dir = work / "bundle-series"
@@ -719,7 +719,7 @@ def verify(
         opts.matrix.native_tests_dir,
         work,
         work / "logs",
-        Steps(),
+        CellProgress(),
         Cell(cell=f"{target.name}/cpu", target=target.name, backend="cpu", layout=target.layout),
         worktree=worktree,
         programs=False,

@@ -152,7 +152,7 @@ def answer(
 
 # ---------------------------------------------------------------- the branch on the fork
 
-NETWORK_TIMEOUT_S = 600  # a push or fetch that takes longer has stalled
+PUSH_TIMEOUT_S = 600  # a push or fetch that takes longer has stalled
 
 
 def git_env(askpass: Optional[Path]) -> dict[str, str]:
@@ -216,7 +216,7 @@ def fetch_commit(
     commit: str,
     askpass: Optional[Path],
     secrets: tuple[str, ...],
-    timeout: float = NETWORK_TIMEOUT_S,
+    timeout: float = PUSH_TIMEOUT_S,
 ) -> None:
     try:
         git(
@@ -250,7 +250,7 @@ def fetch_commit(
         ) from None
 
 
-def apply_series(workdir: Path, onto: str, patches: tuple[Path, ...], upstream: bool) -> Branch:
+def series_branch(workdir: Path, onto: str, patches: tuple[Path, ...], upstream: bool) -> Branch:
     """The bundle's series applied with git am on `onto`, in the work repository."""
     try:
         git("am", "--abort", cwd=workdir)  # whatever an interrupted run left
@@ -289,7 +289,7 @@ def push(
     branch: str,
     askpass: Optional[Path],
     secrets: tuple[str, ...],
-    timeout: float = NETWORK_TIMEOUT_S,
+    timeout: float = PUSH_TIMEOUT_S,
 ) -> None:
     try:
         git(*push_args(remote, branch), cwd=workdir, env=git_env(askpass), timeout=timeout)

@@ -11,15 +11,15 @@ import re
 import unicodedata
 from typing import Optional
 
-from ..evidence.known_limits import FILE as _LIMITS_FILE
-from ..evidence.known_limits import KnownLimit
-from ..evidence.known_limits import table as limits_table
-from ..evidence.training import table_markdown
 from ..finetune import results as ft
 from ..finetune.results import FinetuneResults
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..redact import redact
 from ..report.model import Provenance, Results
+from ..verdicts.known_limits import FILE as _LIMITS_FILE
+from ..verdicts.known_limits import KnownLimit
+from ..verdicts.known_limits import table as limits_table
+from ..verdicts.training import table_markdown
 from . import bundle as B
 from . import cover as C
 from .policy import Template, _disclosure_prefix
