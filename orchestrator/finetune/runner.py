@@ -44,7 +44,6 @@ from ..report.model import Cell
 from ..run import cmake, toolchain
 from ..run.cell import CellContext, CellProgress, apply, build_variant, fix_reverted, run_steps
 from ..run.testrun import TestRun, run_program
-from ..vcs.runner import GitError, git_bytes
 from ..vcs.snapshots import SnapshotRepo
 from ..verdicts.training import can_plot
 from . import results as ft
@@ -173,12 +172,12 @@ def require_training_api(read_blob: Callable[[str], Optional[str]], target: Targ
 
 
 def _blob(repo: SnapshotRepo, commit: str, path: str, target: Target) -> bytes:
-    try:
-        return git_bytes("cat-file", "blob", "--end-of-options", f"{commit}:{path}", git_dir=repo.path, strip=False)
-    except GitError:
+    data = repo.read_blob_bytes(commit, path)
+    if data is None:
         raise ConfigError(
             f"--target {target.name}: {path} is not in the tree at {commit[:12]}; the fine-tuning evidence needs it"
-        ) from None
+        )
+    return data
 
 
 def evidence_dir(cache: Cache) -> Path:

@@ -162,11 +162,11 @@ def ls_remote(url: str, ref: str, key: str) -> tuple[str, str]:
 
 
 def _ls_remote(options: list[str], args: list[str], url: str, key: str) -> list[str]:
-    from ..vcs.runner import GitError, git
-    from .git import _NETWORK_CONFIG
+    from ..vcs import mirror
+    from ..vcs.runner import GitError
 
     try:  # no repository needed: git ls-remote talks to the remote only
-        out = git("ls-remote", *options, "--end-of-options", *args, config=_NETWORK_CONFIG, timeout=300)
+        out = mirror.ls_remote(args[0], args[1:], symref="--symref" in options)
     except GitError as e:
         raise SourceUnreachable(f"{key.rsplit('.', 1)[0]}.url: {url} is unreachable: {e.reason}") from None
     return [ln for ln in out.splitlines() if ln.strip()]

@@ -34,6 +34,7 @@ from ..report.model import Cell, CellStatus, DeviceInfo, Outcome, Results, Verdi
 from ..verdicts.training import can_plot, plot
 
 if TYPE_CHECKING:
+    from ..vcs.snapshots import SnapshotRepo
     from .authorship import Identity
 
 NONE = "-"  # an empty table cell (ASCII: the text goes upstream)
@@ -645,29 +646,18 @@ def _recreate(worktree, base: str, rendered, patched: str, work: Path) -> None:
         )
 
 
-def format_patch(repo, base: str, patched: str) -> list[tuple[str, str]]:
+def format_patch(repo: SnapshotRepo, base: str, patched: str) -> list[tuple[str, str]]:
     """`git format-patch base..patched`: [(file name, text)], in order."""
     import tempfile
 
-    n = int(repo.git("rev-list", "--count", "--end-of-options", f"{base}..{patched}"))
-    if n == 0 or repo.git("merge-base", "--end-of-options", base, patched) != base:
+    if not repo.descends(base, patched):
         raise BundleRefused(f"the patched commit {patched[:12]} does not descend from the base {base[:12]}")
     with tempfile.TemporaryDirectory(prefix="format-patch-") as tmp:
-        # no signature: the bytes do not depend on the git version, so the manifest is reproducible
-        names = repo.git(
-            "format-patch", "--no-signature", "-o", tmp, "--end-of-options", f"{base}..{patched}"
-        ).splitlines()
-        return [(Path(p).name, Path(p).read_text(encoding="utf-8")) for p in names]
+        return [(p.name, p.read_text(encoding="utf-8")) for p in repo.format_patches(base, patched, Path(tmp))]
 
 
-def commit_list(repo, base: str, patched: str) -> list[Commit]:
-    commits = []
-    for sha in repo.git("rev-list", "--reverse", "--end-of-options", f"{base}..{patched}").split():
-        subject = repo.git("show", "-s", "--format=%s", sha)
-        body = repo.git("show", "-s", "--format=%b", sha)
-        files = repo.git("diff-tree", "--no-commit-id", "--name-only", "-r", sha).split()
-        commits.append(Commit(subject, body, tuple(files)))
-    return commits
+def commit_list(repo: SnapshotRepo, base: str, patched: str) -> list[Commit]:
+    return [Commit(subject, body, files) for _, subject, body, files in repo.commits(base, patched)]
 
 
 def verify(
