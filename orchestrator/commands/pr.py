@@ -27,9 +27,10 @@ def add_arguments(p) -> None:
     p.add_argument("--base", default="master", metavar="BRANCH", help="the branch to merge into (default: master)")
     p.add_argument(
         "--api-url",
-        default="https://api.github.com",
+        default=os.environ.get("GITHUB_API_URL") or "https://api.github.com",
         metavar="URL",
-        help="GitHub REST API base URL (default: https://api.github.com)",
+        help="GitHub REST API base URL (default: $GITHUB_API_URL, which every Actions runner sets, "
+        "GitHub Enterprise Server included; else https://api.github.com)",
     )
     p.add_argument(
         "--head-owner",
