@@ -158,7 +158,7 @@ def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
     if not onto or not snapshot:
         raise ConfigError(f"{bundle.path}/manifest.json: no base commit recorded; re-run `ggml-patch bundle`")
     workdir = github.work_repo(cache.root / "pr" / slug(bundle.target), cache.snapshots_git)
-    askpass = github.askpass_script(workdir / ".git") if token else None
+    askpass = github.askpass_script(workdir / ".git", github.token_host(args.api_url)) if token else None
     notes, local_onto = [], onto
     if not github.has_commit(workdir, onto):
         if args.open:
