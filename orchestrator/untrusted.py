@@ -35,6 +35,7 @@ CAPS: dict[str, int] = {
     "lock": 64 * KiB,
     "log": 256 * MiB,  # logs are copied in blocks, never held whole
     "document": 4 * MiB,
+    "sdist": 2048 * MiB,  # from a local (file://) package index
 }
 _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
