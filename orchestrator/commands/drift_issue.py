@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from ..errors import ConfigError, ExitCode
+from ..untrusted import positive_seconds
 
 HELP = (
     "open one GitHub issue when a target's series stops applying as it is or a default cell fails, "
@@ -30,7 +31,9 @@ def add_arguments(p) -> None:
         metavar="URL",
         help="GitHub REST API base URL (default: https://api.github.com)",
     )
-    p.add_argument("--timeout", type=float, default=30.0, metavar="S", help="API timeout in seconds (default: 30)")
+    p.add_argument(
+        "--timeout", type=positive_seconds, default=30.0, metavar="S", help="API timeout in seconds (default: 30)"
+    )
     p.add_argument(
         "--dry-run",
         action="store_true",

@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 
 from ..errors import BundleRefused, ConfigError, ExitCode, SubmissionNotAutomated
+from ..untrusted import positive_seconds
 
 HELP = (
     "push a bundle's series to a fork branch and open the pull request (dry run unless --open); where the "
@@ -44,14 +45,14 @@ def add_arguments(p) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=float,
+        type=positive_seconds,
         default=30.0,
         metavar="S",
         help="bound on the whole API request: connect, each read and the total, in seconds (default: 30)",
     )
     p.add_argument(
         "--git-timeout",
-        type=float,
+        type=positive_seconds,
         default=600.0,
         metavar="S",
         help="bound on git fetch and git push to the fork, in seconds (default: 600)",
