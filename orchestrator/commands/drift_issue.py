@@ -57,6 +57,7 @@ def run_url(env=os.environ) -> str:
 
 def run(args, matrix, cache) -> ExitCode:
     from ..ci import drift_issue as D
+    from ..report.model import load_results
     from ..upstream import github
 
     repo = github.check_repo(args.repo)
@@ -73,7 +74,7 @@ def run(args, matrix, cache) -> ExitCode:
     if args.results:
         p = Path(args.results)
         p = p / "results.json" if p.is_dir() else p
-        results = D.read_results(_json_file(p, "a ggml-patch results.json"), str(p))
+        results = D.read_results(load_results(p)[0])
     client = D.IssuesClient(args.api_url, repo, token, args.timeout)
     now = _dt.datetime.now(_dt.timezone.utc)
     if args.dry_run:

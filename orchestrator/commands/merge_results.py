@@ -12,6 +12,12 @@ HELP = "combine per-cell results directories (or results.json files) into one re
 
 def add_arguments(p) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="where the merged results go")
+    p.add_argument(
+        "--expect-profile",
+        metavar="NAME",
+        help="every cell of this profile must be there: one that is not (its leg timed out or died before "
+        "uploading) is added as an error, and an input that is an unmatched glob (no leg reported) is skipped",
+    )
     p.add_argument("inputs", nargs="+", metavar="RESULTS_DIR_OR_JSON")
 
 
@@ -72,14 +78,22 @@ def _matrix_order(matrix) -> list[str]:
 def run(args, matrix, cache) -> ExitCode:
     from ..outdir import check, claim, made_results
     from ..report.merge import merge_results
-    from ..report.model import CellStatus, load_results
+    from ..report.model import CellStatus, load_results, overall_exit_code
     from ..report.summary import write_results
 
     out = check(args.out, "--out", legacy=made_results)  # before anything is read or merged: no user's files
-    files = [_results_file(a) for a in args.inputs]
+    inputs = args.inputs
+    if args.expect_profile:
+        matrix.cells(args.expect_profile)  # an unknown profile: one line, before anything is read
+        inputs = [a for a in inputs if not ("*" in a and not Path(a).exists())]
+    files = [_results_file(a) for a in inputs]
     parts = [(str(f), load_results(f)[0]) for f in files]
     logs = [_log_names(res, f) for f, (_, res) in zip(files, parts, strict=True)]  # refused before any write
     merged = merge_results(parts, _matrix_order(matrix))  # refuses before anything is written
+    if args.expect_profile:
+        never = never_reported(matrix, args.expect_profile, {c.cell for c in merged.cells})
+        merged.cells.extend(never)
+        merged.exit_code = int(overall_exit_code(merged.cells))
     claim(out, "--out", legacy=made_results)
     for f, names in zip(files, logs, strict=True):
         _copy_logs(names, f.parent, out)  # the merged records are these same objects
@@ -94,3 +108,24 @@ def run(args, matrix, cache) -> ExitCode:
         f"{len(cells) - passed - skipped} failed, {skipped} skipped: " + ", ".join(str(p) for p in paths)
     )
     return ExitCode.OK
+
+
+def never_reported(matrix, profile: str, present: set[str]) -> list:
+    """An error cell for each cell of `profile` without results: its leg timed out, was cancelled
+    or died before uploading. Absent from a merge it would pass unnoticed."""
+    from ..errors import ExitCode
+    from ..report.model import Cell, CellStatus
+
+    return [
+        Cell(
+            cell=f"{t.name}/{b.name}",
+            target=t.name,
+            backend=b.name,
+            layout=t.layout,
+            status=CellStatus.ERROR,
+            reason="no results: its CI leg never reported (timed out, cancelled or died before uploading)",
+            exit_code=int(ExitCode.TOOL_ERROR),
+        )
+        for t, b in matrix.cells(profile)
+        if f"{t.name}/{b.name}" not in present
+    ]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from typing import Callable, Optional, Sequence, Union
+from typing import Callable, Optional, Sequence
 
 from ..patchset.layout import GATE_TEST, TESTS
 from .model import (
@@ -28,7 +28,6 @@ from .model import (
     TestRecord,
     VariantRecord,
     Verdict,
-    as_results,
 )
 
 VARIANTS = ("patched", "control")
@@ -181,8 +180,8 @@ def _suite(parent: ET.Element, cell: Cell, results: Results, log_tail: LogTail =
 
 def _mutant_case(suite: ET.Element, cell: Cell, rec: VariantRecord, log_tail: LogTail = no_logs) -> None:
     """A known-wrong fix: passes when the gate killed it; survived or invalid is the failure."""
-    info = rec.mutant or {}
-    name = str(info.get("name") or rec.variant)
+    info = rec.mutant
+    name = info.name if info else rec.variant
     t = rec.test(GATE_TEST)
     case = ET.SubElement(
         suite,
@@ -195,7 +194,7 @@ def _mutant_case(suite: ET.Element, cell: Cell, rec: VariantRecord, log_tail: Lo
         },
     )
     if rec.status == RecordStatus.SKIPPED:
-        _mark(case, "skipped", f"mutant not run: {info.get('skipped', '')}")
+        _mark(case, "skipped", f"mutant not run: {info.skipped if info and info.skipped else ''}")
     elif rec.verdict == Verdict.KILLED:
         ET.SubElement(case, "system-out").text = f"killed: {rec.failure_line or ''}"
     else:
@@ -204,7 +203,7 @@ def _mutant_case(suite: ET.Element, cell: Cell, rec: VariantRecord, log_tail: Lo
             "failure",
             f"mutant {name} {rec.verdict}: {rec.verdict_reason}",
             str(rec.verdict),
-            f"{info.get('title', '')}\nwhy it is wrong: {info.get('why_wrong', '')}"
+            f"{info.title if info else ''}\nwhy it is wrong: {info.why_wrong if info else ''}"
             + (f"\n{_detail(t, log_tail=log_tail)}" if t else ""),
         )
 
@@ -224,8 +223,7 @@ def _count(el: ET.Element) -> None:
     el.set("time", f"{time:.3f}")
 
 
-def junit_xml(results: Union[Results, dict], log_tail: LogTail = no_logs) -> str:
-    results = as_results(results)
+def junit_xml(results: Results, log_tail: LogTail = no_logs) -> str:
     root = ET.Element("testsuites", {"name": "ggml-patch"})
     for cell in results.cells:
         _suite(root, cell, results, log_tail)

@@ -31,7 +31,7 @@ from ..evidence.training import can_plot, plot
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..redact import redact_data
 from ..report import model
-from ..report.model import Cell, CellStatus, Outcome, Results, Verdict, as_results
+from ..report.model import Cell, CellStatus, DeviceInfo, Outcome, Results, Verdict
 
 if TYPE_CHECKING:
     from .authorship import Identity
@@ -59,11 +59,10 @@ def load_results(results_dir: Path) -> tuple[Results, str]:
     return model.load_results(path)
 
 
-def problems(results: Results | dict, current_series_sha256: str) -> list[Problem]:
+def problems(results: Results, current_series_sha256: str) -> list[Problem]:
     """Everything that stops these results from backing a pull request; empty when they do."""
-    results = as_results(results)
     found = []
-    ran = results.series["sha256"]
+    ran = results.series.sha256
     if ran != current_series_sha256:
         found.append(
             Problem(
@@ -153,9 +152,8 @@ def _num(x) -> str:
     return str(x)
 
 
-def outcome_rows(results: Results | dict, target: str) -> list[dict]:
+def outcome_rows(results: Results, target: str) -> list[dict]:
     """backend x device x test case, with the fix and with the fix reverted (the table's rows)."""
-    results = as_results(results)
     rows = []
     for c in results.cells_of(target):
         recs = results.records_of(c.cell)
@@ -212,9 +210,8 @@ CELL_COLUMNS = (
 )
 
 
-def skipped_tests(results: Results | dict, target: str) -> list[tuple[str, str, str]]:
+def skipped_tests(results: Results, target: str) -> list[tuple[str, str, str]]:
     """(cell, test, why) for every test a cell's backend does not run (its patched variant's record)."""
-    results = as_results(results)
     out = []
     for c in results.cells_of(target):
         patched = results.records_of(c.cell).get("patched")
@@ -224,24 +221,24 @@ def skipped_tests(results: Results | dict, target: str) -> list[tuple[str, str, 
     return out
 
 
-def _device_text(device: Optional[dict]) -> str:
+def _device_text(device: Optional[DeviceInfo]) -> str:
     """What a cell ran on, as its backend module recorded it (e.g. Vulkan's device and driver)."""
-    if not isinstance(device, dict):
+    if device is None:
         return ""
     parts = []
-    if device.get("devices"):
-        parts.append(", ".join(map(str, device["devices"])))
-    if device.get("drivers"):
-        parts.append("driver " + ", ".join(map(str, device["drivers"])))
+    if device.devices:
+        parts.append(", ".join(device.devices))
+    if device.drivers:
+        parts.append("driver " + ", ".join(device.drivers))
     return "; ".join(parts)
 
 
 TRAINING_PLOT = "training-loss.png"
 
 
-def training_cell(results: Results | dict, target: str) -> Optional[Cell]:
+def training_cell(results: Results, target: str) -> Optional[Cell]:
     """The cell whose training run the PR body shows: the CPU cell where there is one."""
-    cells = [c for c in as_results(results).cells_of(target) if (c.training or {}).get("with_fix")]
+    cells = [c for c in results.cells_of(target) if c.training and c.training.with_fix]
     cells.sort(key=lambda c: c.backend != "cpu")
     return cells[0] if cells else None
 
@@ -301,7 +298,7 @@ def manifest(
             "patched_commit": patched_commit,
             "series": {
                 "sha256": series_sha256(patches),
-                "results_series_sha256": results.series["sha256"],
+                "results_series_sha256": results.series.sha256,
                 "patches": [name for name, _ in patches],
             },
             "results": {
@@ -471,20 +468,20 @@ def bundle_target(
     known_limits: tuple = (),
 ) -> BundleResult:
     from ..cache import slug
+    from ..finetune import bundle as tuned
     from ..patchset.files import load_series
     from ..patchset.render import rendered_for_target
     from ..vcs.snapshots import SnapshotRepo, Worktree
     from . import authorship, cover, documents, policy
-    from . import finetune as tuned
 
     matrix, cache = opts.matrix, opts.cache
     if opts.author is None:
         raise ConfigError('bundle: no author for the bundle\'s commits (pass --author "Name <email>")')
     cells = [c for c in results.cells_of(target_name) if c.patched_commit]
-    base = _same(cells, "base commit", lambda c: (c.source or {}).get("base_commit"))
+    base = _same(cells, "base commit", lambda c: c.source.base_commit if c.source else None)
     patched = _same(cells, "patched commit", lambda c: c.patched_commit)
-    source = dict(cells[0].source or {})
-    finetune = tuned.for_target(tuned.load(opts.results_dir), target_name, base, results.series["sha256"], opts.log)
+    source = cells[0].source.to_json() if cells[0].source else {}
+    finetune = tuned.for_target(tuned.load(opts.results_dir), target_name, base, results.series.sha256, opts.log)
     target = matrix.target(target_name)
     work = cache.root / "bundle" / slug(target_name)
     with cache.lock(f"bundle-{target_name}"):
@@ -540,8 +537,8 @@ def bundle_target(
         with tempfile.TemporaryDirectory() as tmp:
             t = trained.training
             png = plot(
-                t["with_fix"],
-                t["without_fix"],
+                t.with_fix,
+                t.without_fix,
                 Path(tmp) / TRAINING_PLOT,
                 f"{trained.cell}: train-opt-dynamic, per-step graphs, SGD",
             )
@@ -723,7 +720,7 @@ def verify(
         work,
         work / "logs",
         Steps(),
-        Cell(f"{target.name}/cpu", target.name, "cpu", target.layout),
+        Cell(cell=f"{target.name}/cpu", target=target.name, backend="cpu", layout=target.layout),
         worktree=worktree,
         programs=False,
         env=module.test_env(backend),

@@ -207,6 +207,11 @@ class Worktree:
     def restore(self, paths: list[str]) -> None:
         self.git("checkout", "HEAD", "--", *paths)
 
+    def restore_from(self, commit: str, paths: list[str]) -> None:
+        """The files as `commit` has them, in the work tree only (the index keeps HEAD's), in one
+        process; a file `commit` lacks is removed."""
+        self.git("restore", f"--source={commit}", "--worktree", "--", *paths)
+
     def apply(self, patch_file: Path) -> None:
         """`git apply` a diff to the files (no commit); GitError with git's line when it does not apply."""
         self.git("apply", "--", str(patch_file))

@@ -1,16 +1,17 @@
-"""Fine-tuning evidence on llama.cpp's own training path (native_tests/finetune-opt-dynamic.cpp).
+"""Fine-tuning evidence on llama.cpp's own training path: upstream's unmodified `llama-finetune`
+(examples/training/finetune.cpp of the target's tree), built with the fix and with it reverted.
 
-A tiny llama model is fine-tuned with llama_opt_init / llama_opt_epoch, with the fix and with the fix
-reverted, for each optimizer and opt_period; this module holds the cases (`--case`), the program's
-command line, the results' data model (to and from JSON, validated as untrusted input), the parser
-of the program's output, the verdict rules, the cache key, the markdown tables and the plot.
-Everything but the plot's file write is pure; run/evidence.py does the work.
+A tiny llama model (tiny_model.py, random weights) is pre-trained once with the fixed build on one
+text of the tree (PRETRAIN_FILES), then each case fine-tunes that checkpoint on another text
+(DATA_FILES) in both variants; llama-finetune's own validation split is the held-out eval set.
+This module holds the cases (`--case`), the command lines, the results' data model (to and from
+JSON, validated as untrusted input), the noise floor, the verdict rule, the cache key, the tables
+and the plot. Everything but the plot's file write is pure; finetune/runner.py does the work.
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import math
 import re
@@ -18,25 +19,37 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-SCHEMA_VERSION = 1
-KEY_VERSION = 1  # bump when the meaning of a cached finetune result changes
+SCHEMA_VERSION = 2
+KEY_VERSION = 2  # bump when the meaning of a cached finetune result changes
 VARIANTS = ("with_fix", "without_fix")
-PROGRAM = "finetune-opt-dynamic"
+PROGRAM = "llama-finetune"  # the target's own examples/training/finetune.cpp, unmodified
+PROGRAM_SOURCE = "examples/training/finetune.cpp"
 
-# The data: text shipped in the llama.cpp snapshot, paths relative to its root, concatenated in
-# this order with one newline between files (as the program reads them).
-DATA_FILES = ("LICENSE", "CONTRIBUTING.md")
+# The texts, shipped in the llama.cpp tree (paths relative to its root): the model is pre-trained on
+# one and fine-tuned on the other, so fine-tuning starts from a model that has learned something.
+PRETRAIN_FILES = ("CONTRIBUTING.md",)
+DATA_FILES = ("docs/docker.md",)
 
-# The program's fixed options (every run): n_ctx 256 is the smallest context llama_context takes;
-# one datapoint is n_ctx tokens, cut into ubatches of N_UBATCH, so opt_period = n_batch / n_ubatch
-# can be 1 or 2. Two threads, always: the losses are reproducible to the last digit for a thread count.
+# finetune.cpp's defaults, as its README runs it: -c = -b = -ub (opt_period 1, cparams.training on),
+# AdamW, lr 1e-5, wd 0, val-split 0.05. n_ctx 256 is the smallest context llama_context takes;
+# opt_period = n_batch / n_ubatch, so a case's opt_period sets -ub = N_CTX / opt_period.
 N_CTX = 256
-N_UBATCH = 128
-VAL_SPLIT = 0.1
+VAL_SPLIT = 0.05
 THREADS = 2
+DEFAULT_LR = 1e-5
 OPTIMIZERS = ("sgd", "adamw")
-PERIODS = tuple(p for p in range(1, N_CTX // N_UBATCH + 1) if (N_CTX // N_UBATCH) % p == 0)
+PERIODS = (1, 2, 4)
 MAX_EPOCHS = 100
+
+# Pre-training (once per model, data and build, cached by a content hash): the fixed build, AdamW at
+# ggml-opt's own default step 1e-3, -c = -b = -ub.
+PRETRAIN_OPTIMIZER = "adamw"
+PRETRAIN_LR = 1e-3
+PRETRAIN_EPOCHS = 8
+
+# The noise floor: the same fixed build and case run again (run to run) and at other thread counts
+# (summation order); the first case is measured so, before any verdict is drawn.
+NOISE_THREADS = (1, 2)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -54,7 +67,11 @@ class Case:
 
     @property
     def n_batch(self) -> int:
-        return N_UBATCH * self.opt_period
+        return N_CTX
+
+    @property
+    def n_ubatch(self) -> int:
+        return N_CTX // self.opt_period
 
     @property
     def name(self) -> str:
@@ -69,23 +86,22 @@ class Case:
             "optimizer": self.optimizer,
             "lr": self.lr,
             "n_batch": self.n_batch,
-            "n_ubatch": N_UBATCH,
+            "n_ubatch": self.n_ubatch,
             "epochs": self.epochs,
         }
 
 
-# ggml-opt's own default AdamW step (alpha 1e-3) and SGD at 0.1 (where the fixed run learns at a
-# similar pace; at 1e-3 it barely moves), opt_period 1 and 2: the curves separate within 6 epochs
-# (benchmarks/records/2026-11-30-finetune-evidence)
-DEFAULT_CASES = ("adamw:1e-3:1:6", "adamw:1e-3:2:6", "sgd:0.1:1:6", "sgd:0.1:2:6")
+# Fixed before any result (issue 25): finetune.cpp's defaults (AdamW lr 1e-5, opt_period 1), the
+# same with n_ubatch < n_batch (opt_period 2), and SGD at the ~10x lr its help text recommends.
+DEFAULT_CASES = ("adamw:1e-5:1:8", "adamw:1e-5:2:8", "sgd:1e-4:1:8")
 CASE_FORMAT = "OPTIMIZER:LR:OPT_PERIOD[:EPOCHS]"
 
 
-def parse_case(text: str, default_epochs: int = 6) -> Case:
-    """'adamw:1e-3:2:6' -> Case; a ValueError naming what is wrong otherwise."""
+def parse_case(text: str, default_epochs: int = 8) -> Case:
+    """'adamw:1e-5:2:8' -> Case; a ValueError naming what is wrong otherwise."""
     parts = text.split(":")
     if len(parts) not in (3, 4):
-        raise ValueError(f"--case {text!r}: expected {CASE_FORMAT}, e.g. adamw:1e-3:2:6")
+        raise ValueError(f"--case {text!r}: expected {CASE_FORMAT}, e.g. adamw:1e-5:2:8")
     opt, lr_text, period_text = parts[:3]
     if opt not in OPTIMIZERS:
         raise ValueError(f"--case {text!r}: optimizer {opt!r}: expected one of {', '.join(OPTIMIZERS)}")
@@ -99,7 +115,7 @@ def parse_case(text: str, default_epochs: int = 6) -> Case:
     if period not in PERIODS:
         raise ValueError(
             f"--case {text!r}: opt_period {period_text!r}: expected one of "
-            f"{', '.join(map(str, PERIODS))} (n_batch = opt_period x {N_UBATCH} must divide n_ctx {N_CTX})"
+            f"{', '.join(map(str, PERIODS))} (-ub = {N_CTX} / opt_period, -c = -b = {N_CTX})"
         )
     epochs = _int(parts[3]) if len(parts) == 4 else default_epochs
     if epochs is None or not 1 <= epochs <= MAX_EPOCHS:
@@ -124,104 +140,126 @@ def _int(text: str) -> Optional[int]:
 
 def program_options() -> dict[str, Any]:
     """The program's options that are the same for every case (part of the cache key)."""
-    return {"n_ctx": N_CTX, "n_ubatch": N_UBATCH, "val_split": VAL_SPLIT, "threads": THREADS, "wd": 0.0}
+    return {
+        "n_ctx": N_CTX,
+        "val_split": VAL_SPLIT,
+        "threads": THREADS,
+        "noise_threads": list(NOISE_THREADS),
+        "pretrain": pretrain_options(),
+    }
+
+
+def pretrain_options() -> dict[str, Any]:
+    return {
+        "optimizer": PRETRAIN_OPTIMIZER,
+        "lr": PRETRAIN_LR,
+        "epochs": PRETRAIN_EPOCHS,
+        "n_ctx": N_CTX,
+        "files": list(PRETRAIN_FILES),
+    }
 
 
 def model_name(seed: Any) -> str:
     return f"tiny-llama-{seed}.gguf"
 
 
-TREE = "$LLAMA_CPP"  # the llama.cpp tree, in the commands a reader runs (from a ggml-patch checkout)
+PRETRAINED = "pretrained.gguf"
+TREE = "$LLAMA_CPP"  # the llama.cpp tree, in the commands a reader runs
 
 
 def build_commands() -> list[str]:
-    """The program built against a llama.cpp tree, as the evidence builds it."""
+    """llama-finetune built from a llama.cpp tree as the evidence builds it (only that target)."""
     return [
-        f"cmake -S native_tests/llama-harness -B build -DLLAMA_SOURCE_DIR={TREE} -DCMAKE_BUILD_TYPE=Release "
-        "-DBUILD_SHARED_LIBS=OFF",
+        f"cmake -S {TREE} -B build -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_EXAMPLES=ON "
+        "-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_OPENSSL=OFF",
         f"cmake --build build --target {PROGRAM}",
     ]
 
 
-def display_command(run: Run, data: Sequence[str], seed: Any) -> str:
-    """A run's command as someone reproduces it from a ggml-patch checkout (paths relative, from the
-    run's own numbers; the same for both variants: the llama.cpp tree decides which)."""
-    argv = ["./build/bin/" + PROGRAM, "-m", model_name(seed)] + [a for f in data for a in ("-f", f"{TREE}/{f}")]
-    argv += [
-        "--optimizer",
-        run.optimizer,
-        "--lr",
-        f"{run.lr:g}",
+def argv(
+    binary: str,
+    model: str,
+    data: Sequence[str],
+    optimizer: str,
+    lr: float,
+    opt_period: int,
+    epochs: int,
+    threads: int,
+    out: str,
+) -> list[str]:
+    """llama-finetune's command line: -c = -b = 256, -ub = 256 / opt_period; -f takes one file."""
+    assert len(data) == 1, "llama-finetune reads one -f file"
+    return [
+        binary,
+        "-m",
+        model,
+        "-f",
+        data[0],
         "-c",
         str(N_CTX),
         "-b",
-        str(run.n_batch),
+        str(N_CTX),
         "-ub",
-        str(run.n_ubatch),
-        "--epochs",
-        str(len(run.epochs)),
-        "--val-split",
+        str(N_CTX // opt_period),
+        "-opt",
+        optimizer,
+        "-lr",
+        f"{lr:g}",
+        "-epochs",
+        str(epochs),
+        "-val-split",
         f"{VAL_SPLIT:g}",
         "-t",
-        str(THREADS),
+        str(threads),
+        "-o",
+        out,
     ]
-    return " ".join(argv)
 
 
-def command(binary: str, model: str, data: Sequence[str], case: Case) -> list[str]:
+def command(
+    binary: str, model: str, data: Sequence[str], case: Case, threads: int = THREADS, out: str = ""
+) -> list[str]:
     """The program's command line for a case."""
-    argv = [binary, "-m", model]
-    for f in data:
-        argv += ["-f", f]
-    return argv + [
-        "--optimizer",
-        case.optimizer,
-        "--lr",
-        f"{case.lr:g}",
-        "-c",
-        str(N_CTX),
-        "-b",
-        str(case.n_batch),
-        "-ub",
-        str(N_UBATCH),
-        "--epochs",
-        str(case.epochs),
-        "--val-split",
-        f"{VAL_SPLIT:g}",
-        "-t",
-        str(THREADS),
-    ]
+    return argv(binary, model, data, case.optimizer, case.lr, case.opt_period, case.epochs, threads, out or "/dev/null")
+
+
+def pretrain_command(binary: str, model: str, data: Sequence[str], out: str) -> list[str]:
+    return argv(binary, model, data, PRETRAIN_OPTIMIZER, PRETRAIN_LR, 1, PRETRAIN_EPOCHS, THREADS, out)
+
+
+def display_command(run: "Run", data: Sequence[str]) -> str:
+    """A run's command as someone reproduces it (paths relative; the same for both variants: the
+    llama.cpp tree decides which)."""
+    return " ".join(
+        argv(
+            "./build/bin/" + PROGRAM,
+            PRETRAINED,
+            [f"{TREE}/{f}" for f in data],
+            run.optimizer,
+            run.lr,
+            run.opt_period,
+            len(run.epochs),
+            run.threads,
+            "finetuned.gguf",
+        )
+    )
+
+
+def display_pretrain_command(seed: Any, data: Sequence[str]) -> str:
+    return " ".join(
+        pretrain_command("./build/bin/" + PROGRAM, model_name(seed), [f"{TREE}/{f}" for f in data], PRETRAINED)
+    )
 
 
 # ---------------------------------------------------------------------------------------------
-# the program's output
+# llama-finetune's output: ggml_opt_epoch_callback_progress_bar on stderr, redrawn with \r; the
+# line that reaches data=N/N is an epoch's final (train, then val), its loss the mean over the epoch.
 
-
-_PAIR = re.compile(r"(?P<key>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>\S*)")
-
-
-def _value(text: str) -> Any:
-    """'12' -> 12, '1.5e-05' / 'nan' / '-inf' -> float, anything else stays a string."""
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)  # accepts nan, inf, -inf as printf writes them
-    except ValueError:
-        return text
-
-
-def parse_pairs(line: str) -> dict[str, Any]:
-    """'a=1 b=x' -> {'a': 1, 'b': 'x'}; a token that is not key=value makes it not a data line ({})."""
-    tokens = line.split()
-    pairs = {}
-    for tok in tokens:
-        m = _PAIR.fullmatch(tok)
-        if not m:
-            return {}
-        pairs[m["key"]] = _value(m["value"])
-    return pairs
+_BAR = re.compile(
+    r"^(?P<kind>train|val):\s*\[[^\]]*\]\s*data=(?P<i>\d+)/(?P<n>\d+)\s+loss=(?P<loss>[^±\s]+)±\S+"
+    r"\s+acc=(?P<acc>[^±\s]+)±"
+)
+WARNING = re.compile(r"(?i)\bwarn|will not receive gradients")
 
 
 @dataclass(frozen=True)
@@ -235,36 +273,42 @@ class Epoch:
 
 @dataclass(frozen=True)
 class ProgramOutput:
-    config: dict[str, Any]
     epochs: tuple[Epoch, ...]
-    done: dict[str, Any]  # empty when the program did not reach its last line
+    warnings: tuple[str, ...]  # libllama's and finetune.cpp's warnings, shown in the record
 
-    @property
-    def complete(self) -> bool:
-        return bool(self.done) and self.done.get("epochs") == len(self.epochs)
+    def complete(self, epochs: int) -> bool:
+        return len(self.epochs) == epochs
+
+
+def _num(text: str) -> float:
+    try:
+        return float(text)  # nan, -nan, inf as printf writes them
+    except ValueError:
+        return math.nan
 
 
 def parse_output(text: str) -> ProgramOutput:
-    """The program's stdout -> config, epochs in order, summary. Lines of anything else are ignored;
-    an epoch line lacking a loss is ignored too (it is not a measurement)."""
-    config: dict[str, Any] = {}
-    done: dict[str, Any] = {}
+    """llama-finetune's output -> one Epoch per (train, val) pair of final progress lines; the
+    warnings it printed (at most 20). Anything else is ignored."""
     epochs: list[Epoch] = []
-    for line in text.splitlines():
-        head, _, rest = line.strip().partition(" ")
-        if head == "config":
-            config = parse_pairs(rest)
-        elif head == "done":
-            done = parse_pairs(rest)
-        elif head.startswith("epoch="):
-            p = parse_pairs(line)
-            if not isinstance(p.get("epoch"), int) or not all(
-                isinstance(p.get(k), (int, float)) for k in ("train_loss", "eval_loss")
-            ):
-                continue
-            acc = {k: float(p[k]) for k in ("train_acc", "eval_acc") if isinstance(p.get(k), (int, float))}
-            epochs.append(Epoch(p["epoch"], float(p["train_loss"]), float(p["eval_loss"]), **acc))
-    return ProgramOutput(config=config, epochs=tuple(epochs), done=done)
+    train: Optional[tuple[float, float]] = None
+    warnings: list[str] = []
+    for seg in re.split(r"[\r\n]+", text):
+        seg = seg.strip()
+        m = _BAR.match(seg)
+        if m is None:
+            if seg and WARNING.search(seg) and len(warnings) < 20 and seg[:300] not in warnings:
+                warnings.append(seg[:300])
+            continue
+        if m["i"] != m["n"]:
+            continue
+        loss, acc = _num(m["loss"]), _num(m["acc"]) / 100
+        if m["kind"] == "train":
+            train = (loss, acc)
+        elif train is not None:
+            epochs.append(Epoch(len(epochs) + 1, train[0], loss, train[1], acc))
+            train = None
+    return ProgramOutput(tuple(epochs), tuple(warnings))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,7 +317,8 @@ def parse_output(text: str) -> ProgramOutput:
 
 @dataclass
 class Run:
-    """One run of the program: a variant (with or without the fix) of one case."""
+    """One run of llama-finetune: a variant (with or without the fix) of one case, at a thread count;
+    repeat 1 is the same run again (the noise floor's run-to-run measure)."""
 
     variant: str
     optimizer: str
@@ -287,19 +332,27 @@ class Run:
     seconds: Optional[float] = None
     outcome: str = "ok"  # ok | failed | timed out | crashed: as the runner classified it
     cpu_seconds: Optional[float] = None  # user + system CPU of the program (wall time depends on the load)
+    threads: int = THREADS
+    repeat: int = 0
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def case(self) -> tuple[str, int, float]:
         return (self.optimizer, self.opt_period, self.lr)
+
+    @property
+    def primary(self) -> bool:
+        """A run the verdict compares (the others measure the noise floor)."""
+        return self.threads == THREADS and self.repeat == 0
 
 
 @dataclass
 class FinetuneResults:
     target: str
     base: str  # the upstream commit (or source digest) the llama.cpp tree is at
-    model: dict[str, Any]  # sha256, seed, dims, n_vocab, vocab_file, vocab_sha256
-    data: dict[str, Any]  # files, sha256, tokens (from the program's config line)
-    program: dict[str, Any]  # name, sha256 of its source and of the harness
+    model: dict[str, Any]  # the pre-trained checkpoint: sha256, pretrain (how), random (the model it started from)
+    data: dict[str, Any]  # the fine-tuning text: files, sha256
+    program: dict[str, Any]  # name, source path, sha256 of that source in the tree
     runs: list[Run] = field(default_factory=list)
     cache_key: str = ""
     schema_version: int = SCHEMA_VERSION
@@ -307,12 +360,16 @@ class FinetuneResults:
     series: dict[str, Any] = field(
         default_factory=dict
     )  # sha256 (canonical, as results.json), rendered_sha256, patches
+    provenance: dict[str, Any] = field(default_factory=dict)  # per variant: binary sha256, fix markers found
     toolchain: dict[str, Any] = field(default_factory=dict)  # compiler, CMake, ... (run/toolchain.py)
     timings: dict[str, Any] = field(default_factory=dict)  # seconds of the run that made these results
 
     def to_json(self) -> str:
-        """The results with the verdicts computed from them (a reader recomputes them, never trusts them)."""
+        """The results with the noise floor, thresholds and verdicts computed from them (a reader
+        recomputes them, never trusts them)."""
         plain = _to_plain(self)
+        plain["noise"] = noise_floor(self).as_dict()
+        plain["thresholds"] = thresholds()
         plain["verdicts"] = [v.as_dict() for v in verdicts(self)]
         return json.dumps(plain, indent=2, sort_keys=True, allow_nan=True) + "\n"
 
@@ -349,9 +406,9 @@ class FinetuneResults:
         return list(seen)
 
     def run(self, variant: str, optimizer: str, opt_period: int, lr: Optional[float] = None) -> Optional[Run]:
-        """The run of a variant and case (lr None: the first with any lr)."""
+        """The primary run of a variant and case (lr None: the first with any lr)."""
         for r in self.runs:
-            if r.variant == variant and r.case[:2] == (optimizer, opt_period) and lr in (None, r.lr):
+            if r.primary and r.variant == variant and r.case[:2] == (optimizer, opt_period) and lr in (None, r.lr):
                 return r
         return None
 
@@ -386,6 +443,8 @@ SCHEMA: dict[str, Any] = {
             **_INFO,
             "properties": {
                 "sha256": _SHA256,
+                "random_sha256": _SHA256,
+                "pretrain": _INFO,
                 "vocab_sha256": _SHA256,
                 "seed": {"type": "integer", "minimum": 0, "maximum": 2**32 - 1},
                 "n_vocab": {"type": "integer", "minimum": 1},
@@ -413,7 +472,10 @@ SCHEMA: dict[str, Any] = {
         },
         "toolchain": {"type": "object", "maxProperties": 32, "additionalProperties": _TEXT},
         "timings": _INFO,
+        "provenance": _INFO,
         "verdicts": {"type": "array"},  # recomputed on reading, never used as read
+        "noise": {"type": "object"},  # recomputed on reading, never used as read
+        "thresholds": {"type": "object"},  # the code's own, never used as read
         "runs": {
             "type": "array",
             "maxItems": 64,
@@ -432,6 +494,9 @@ SCHEMA: dict[str, Any] = {
                     "seconds": _MAYBE_NUMBER,
                     "cpu_seconds": _MAYBE_NUMBER,
                     "outcome": {"enum": ["ok", "failed", "timed out", "crashed"]},
+                    "threads": {"type": "integer", "minimum": 1, "maximum": 256},
+                    "repeat": {"type": "integer", "minimum": 0, "maximum": 16},
+                    "warnings": {"type": "array", "maxItems": 20, "items": _TEXT},
                     "epochs": {
                         "type": "array",
                         "maxItems": MAX_EPOCHS,
@@ -470,10 +535,11 @@ def validate(d: Any) -> None:
         raise ValueError(f"{where}: {value} is not valid here ({err.validator} {_short(err.validator_value)})")
     seen = set()
     for i, r in enumerate(d["runs"]):
-        key = (r["variant"], r["optimizer"], r["opt_period"], r["lr"])
+        key = (r["variant"], r["optimizer"], r["opt_period"], r["lr"], r.get("threads", THREADS), r.get("repeat", 0))
         if key in seen:
             raise ValueError(
-                f"runs.{i}: a second {r['variant']} run of {r['optimizer']} lr {r['lr']:g} opt_period {r['opt_period']}"
+                f"runs.{i}: a second {r['variant']} run of {r['optimizer']} lr {r['lr']:g} opt_period {r['opt_period']} "
+                f"at {key[4]} threads (repeat {key[5]})"
             )
         seen.add(key)
         numbers = [e["epoch"] for e in r["epochs"]]
@@ -493,43 +559,67 @@ def _to_plain(obj: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------
-# verdict rules
+# the noise floor and the verdict rule
 #
-# Thresholds, relative to the loss (cross-entropy, about 10.4 at the start for 32,000 tokens):
-# DIFFER_REL: two runs "differ" when some epoch's train or eval loss differs by more than 0.1%.
-#   The program is deterministic for a thread count (no shuffling, fixed model), so identical code
-#   gives identical numbers; 0.1% is far above the 8-digit printing and far below the bug's effect.
-# STEP_REL: one epoch "falls" or "rises" against the previous one by more than 0.1%: smaller moves
-#   are flat (they say nothing about learning or overshooting).
+# Losses are llama-finetune's mean cross-entropy per epoch, printed with 5 decimals (PRINT_RESOLUTION).
+# The noise floor is the largest difference in any epoch's train or eval loss between runs of the
+# same build and case that differ only in run (repeat) or thread count, never below the print
+# resolution. A difference between the variants is:
+# - "bug visible": the unfixed run's last eval loss is higher than the fixed one's by more than the
+#   floor AND by at least MIN_EFFECT of the fixed one (or it is not finite while the fixed one is);
+# - "differs, no harm shown": some epoch differs by more than the floor, but not that;
+# - "no difference": every epoch within the floor;
+# - "undecided": the runs have no epoch in common.
 
-DIFFER_REL = 1e-3
-STEP_REL = 1e-3
-
-
-def _rel(a: float, b: float) -> float:
-    if not (math.isfinite(a) and math.isfinite(b)):
-        return math.inf if a != b else 0.0
-    return abs(a - b) / max(abs(a), abs(b), 1e-12)
+PRINT_RESOLUTION = 1e-5
+MIN_EFFECT = 0.01  # relative to the fixed run's last eval loss: 1 %
 
 
-def moves(losses: list[float], rel: float = STEP_REL) -> list[int]:
-    """Per epoch after the first: -1 fell, +1 rose, 0 flat (within `rel`); a non-finite loss counts
-    as a rise (the run diverged)."""
-    out = []
-    for prev, cur in itertools.pairwise(losses):
-        if not math.isfinite(cur) and math.isfinite(prev):
-            out.append(1)
-        elif _rel(prev, cur) <= rel:
-            out.append(0)
-        else:
-            out.append(1 if cur > prev else -1)
+def thresholds() -> dict[str, Any]:
+    return {
+        "print_resolution": PRINT_RESOLUTION,
+        "min_effect_rel": MIN_EFFECT,
+        "rule": "bug visible: unfixed last eval loss - fixed > noise floor and >= min_effect_rel x fixed",
+    }
+
+
+@dataclass(frozen=True)
+class Noise:
+    floor: float  # absolute, in loss units
+    measured: Optional[float]  # the largest same-build difference seen (None: no pair measured)
+    pairs: tuple[str, ...]  # which runs were compared, e.g. "with_fix adamw lr 1e-05 opt_period 1: t2 vs t1"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _max_abs_diff(a: Sequence[Epoch], b: Sequence[Epoch]) -> float:
+    out = 0.0
+    for x, y in zip(a, b, strict=False):
+        for u, v in ((x.train_loss, y.train_loss), (x.eval_loss, y.eval_loss)):
+            d = abs(u - v) if math.isfinite(u) and math.isfinite(v) else (0.0 if u == v else math.inf)
+            out = max(out, d)
     return out
 
 
-def direction_changes(steps: list[int]) -> int:
-    """How often the non-flat moves change sign (down-up-down is 2)."""
-    signs = [s for s in steps if s]
-    return sum(1 for a, b in itertools.pairwise(signs) if a != b)
+def noise_floor(results: FinetuneResults) -> Noise:
+    """The floor from every pair (primary run, other run of the same variant and case) in the results."""
+    measured: Optional[float] = None
+    pairs = []
+    for r in results.runs:
+        if r.primary or r.outcome != "ok":
+            continue
+        p = next((q for q in results.runs if q.primary and q.variant == r.variant and q.case == r.case), None)
+        if p is None or p.outcome != "ok":
+            continue
+        d = _max_abs_diff(p.epochs, r.epochs)
+        measured = d if measured is None else max(measured, d)
+        what = f"t{r.threads}" + (f" repeat {r.repeat}" if r.repeat else "")
+        pairs.append(
+            f"{r.variant} {r.optimizer} lr {r.lr:g} opt_period {r.opt_period}: t{p.threads} vs {what}: {d:.5g}"
+        )
+    floor = max(PRINT_RESOLUTION, measured or 0.0)
+    return Noise(floor, measured, tuple(pairs))
 
 
 @dataclass(frozen=True)
@@ -538,56 +628,55 @@ class Verdict:
     opt_period: int
     lr: float
     epochs: int
-    differ: bool  # the curves differ between variants
-    max_rel_diff: float
-    fixed_falls: bool  # with the fix, the eval loss ends lower than it started and never rises
-    rises_where_fixed_falls: tuple[int, ...]  # epochs where the eval loss rose without the fix and fell with it
-    oscillates: bool  # without the fix, the eval (or train) loss changes direction at least twice
-    diverged: bool  # without the fix, a loss became nan or inf
-    ends_worse: bool  # without the fix, the last eval loss is higher than with it (beyond DIFFER_REL)
+    max_abs_diff: float  # largest |unfixed - fixed| of any epoch's train or eval loss
+    end_diff: float  # unfixed - fixed last eval loss (positive: the unfixed run ends worse)
+    end_diff_rel: float  # end_diff / fixed last eval loss
+    floor: float
+    better_epochs: int  # epochs where the unfixed eval loss is lower than the fixed one by more than the floor
+    worse_epochs: int  # ... higher
+    diverged: bool  # without the fix, a loss became nan or inf (with the fix it did not)
     label: str
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def verdict(optimizer: str, opt_period: int, lr: float, fixed: list[Epoch], unfixed: list[Epoch]) -> Verdict:
-    """The rules, on the epochs both runs reported:
-    - "no difference": the curves do not differ (the fix changed nothing on this path: suspicious);
-    - "undecided": fewer than 2 common epochs, or the fixed run's eval loss does not fall overall
-      (it did not learn, so a rise without the fix says nothing);
-    - "bug visible": they differ and, without the fix, the run diverges, or its eval loss rises in
-      an epoch where the fixed run's falls, or it oscillates while the fixed run falls throughout;
-    - "differs, no harm shown": they differ but none of those happened in the epochs measured
-      (e.g. it only learned faster)."""
+def verdict(
+    optimizer: str,
+    opt_period: int,
+    lr: float,
+    fixed: Sequence[Epoch],
+    unfixed: Sequence[Epoch],
+    floor: float,
+    min_effect: float = MIN_EFFECT,
+) -> Verdict:
+    """The rule above, on the epochs both runs reported (pure)."""
     n = min(len(fixed), len(unfixed))
     f, u = list(fixed[:n]), list(unfixed[:n])
-    diffs = [_rel(a.train_loss, b.train_loss) for a, b in zip(f, u, strict=True)] + [
-        _rel(a.eval_loss, b.eval_loss) for a, b in zip(f, u, strict=True)
-    ]
-    max_diff = max(diffs, default=0.0)
-    differ = max_diff > DIFFER_REL
-    f_eval, u_eval = [e.eval_loss for e in f], [e.eval_loss for e in u]
-    u_train = [e.train_loss for e in u]
-    f_moves, u_moves = moves(f_eval), moves(u_eval)
-    fixed_falls = n >= 2 and math.isfinite(f_eval[-1]) and f_eval[-1] < f_eval[0] and 1 not in f_moves
-    rises = tuple(f[i + 1].epoch for i, (a, b) in enumerate(zip(f_moves, u_moves, strict=True)) if a == -1 and b == 1)
-    oscillates = max(direction_changes(u_moves), direction_changes(moves(u_train))) >= 2
-    diverged = any(not math.isfinite(x) for x in u_eval + u_train)
-    ends_worse = n >= 1 and (
-        not math.isfinite(u_eval[-1]) or (u_eval[-1] > f_eval[-1] and _rel(u_eval[-1], f_eval[-1]) > DIFFER_REL)
+    max_diff = _max_abs_diff(f, u)
+    diverged = any(not math.isfinite(e.train_loss) or not math.isfinite(e.eval_loss) for e in u) and all(
+        math.isfinite(e.train_loss) and math.isfinite(e.eval_loss) for e in f
     )
-    if n >= 1 and not differ:
-        label = "no difference"
-    elif n < 2 or not fixed_falls:
-        label = "undecided"
-    elif diverged or rises or oscillates:
-        label = "bug visible"
+    if n:
+        fe, ue = f[-1].eval_loss, u[-1].eval_loss
+        if math.isfinite(fe) and math.isfinite(ue):
+            end = ue - fe
+        else:
+            end = math.inf if math.isfinite(fe) else (0.0 if fe == ue else -math.inf)
+        end_rel = end / abs(fe) if math.isfinite(fe) and fe != 0 else (math.inf if end > 0 else 0.0)
     else:
+        end, end_rel = 0.0, 0.0
+    better = sum(1 for a, b in zip(f, u, strict=True) if b.eval_loss < a.eval_loss - floor)
+    worse = sum(1 for a, b in zip(f, u, strict=True) if not b.eval_loss <= a.eval_loss + floor)
+    if n == 0:
+        label = "undecided"
+    elif end > floor and end_rel >= min_effect:
+        label = "bug visible"
+    elif max_diff > floor:
         label = "differs, no harm shown"
-    return Verdict(
-        optimizer, opt_period, lr, n, differ, max_diff, fixed_falls, rises, oscillates, diverged, ends_worse, label
-    )
+    else:
+        label = "no difference"
+    return Verdict(optimizer, opt_period, lr, n, max_diff, end, end_rel, floor, better, worse, diverged, label)
 
 
 def run_outcome(exit_code: Optional[int], timed_out: bool, complete: bool) -> str:
@@ -610,12 +699,13 @@ def no_case_differs(results: FinetuneResults) -> bool:
 
 
 def verdicts(results: FinetuneResults) -> list[Verdict]:
-    """One verdict per case that has both variants."""
+    """One verdict per case that has both variants, against the results' own noise floor."""
+    floor = noise_floor(results).floor
     out = []
     for opt, period, lr in results.cases():
         f, u = results.run("with_fix", opt, period, lr), results.run("without_fix", opt, period, lr)
         if f and u:
-            out.append(verdict(opt, period, lr, f.epochs, u.epochs))
+            out.append(verdict(opt, period, lr, f.epochs, u.epochs, floor))
     return out
 
 
@@ -642,10 +732,12 @@ def cache_key(
     flags: dict[str, Any],
     cases: list[dict[str, Any]],
     toolchain: dict[str, Any],
+    pretrain: str = "",
 ) -> str:
     """A stable sha256 of everything that decides the finetune results (pure):
     base: the upstream tree (commit or source digest); series: digest of the rendered series;
-    model/data: the model file's and the text's sha256; program: the driver source and harness;
+    model/data: the random model file's and the text's sha256; pretrain: the pre-training's key;
+    program: finetune.cpp's sha256 in the tree;
     flags: CMake flags and the program's fixed options; cases: the runs (optimizer, n_batch,
     n_ubatch, lr, epochs); toolchain: compiler and CMake versions."""
     parts = {
@@ -659,6 +751,7 @@ def cache_key(
         "flags": flags,
         "cases": cases,
         "toolchain": toolchain,
+        "pretrain": pretrain,
     }
     blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -671,22 +764,34 @@ def cache_key(
 def _fmt(x: Optional[float]) -> str:
     if x is None:
         return "—"
-    return f"{x:.4f}" if math.isfinite(x) else str(x)
+    return f"{x:.5f}" if math.isfinite(x) else str(x)  # llama-finetune prints 5 decimals
 
 
 def table_markdown(results: FinetuneResults) -> str:
     """A verdict table, then per case: epoch | train/eval loss with the fix | train/eval without."""
     vs = verdicts(results)
+    noise = noise_floor(results)
     lines = [
-        "| optimizer | lr | opt_period | epochs | verdict | max rel. diff | eval rises without the fix (epochs) | oscillates | diverged | ends worse |",
+        f"Noise floor {noise.floor:.5g} (largest same-build difference measured: "
+        f"{'none measured' if noise.measured is None else f'{noise.measured:.5g}'}; print resolution "
+        f"{PRINT_RESOLUTION:g}); minimum effect {MIN_EFFECT:.0%} of the fixed run's last eval loss. "
+        '"bug visible" = the unfixed run\'s last eval loss is higher by more than the floor and by at '
+        "least the minimum effect.",
+        "",
+        "| optimizer | lr | opt_period | epochs | verdict | last eval loss, without - with | relative | "
+        "max abs. diff | epochs better / worse without (eval, beyond the floor) | non-finite loss without |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for v in vs:
         lines.append(
-            f"| {v.optimizer} | {v.lr:g} | {v.opt_period} | {v.epochs} | **{v.label}** | {v.max_rel_diff:.3g} | "
-            f"{', '.join(map(str, v.rises_where_fixed_falls)) or 'none'} | {'yes' if v.oscillates else 'no'} | "
-            f"{'yes' if v.diverged else 'no'} | {'yes' if v.ends_worse else 'no'} |"
+            f"| {v.optimizer} | {v.lr:g} | {v.opt_period} | {v.epochs} | **{v.label}** | {v.end_diff:+.5f} | "
+            f"{v.end_diff_rel:+.3%} | {v.max_abs_diff:.5f} | {v.better_epochs} / {v.worse_epochs} | "
+            f"{'yes' if v.diverged else 'no'} |"
         )
+    others = [r for r in results.runs if not r.primary]
+    if others:
+        lines += ["", "Noise-floor runs (same build and case, another thread count or run):", ""]
+        lines += [f"- {p}" for p in noise.pairs] or ["- none finished"]
     for opt, period, lr in results.cases():
         f, u = results.run("with_fix", opt, period, lr), results.run("without_fix", opt, period, lr)
         rows: dict[int, list[Optional[Epoch]]] = {}
@@ -757,7 +862,9 @@ def figure(results: FinetuneResults):
         if isinstance(results.source.get("upstream_commit"), str)
         else ""
     )
-    fig.suptitle(f"llama_opt_epoch, tiny llama model, with and without the fix\n{where}", fontsize=9)
+    fig.suptitle(
+        f"upstream llama-finetune, pre-trained tiny llama model, with and without the fix\n{where}", fontsize=9
+    )
     fig.tight_layout()
     return fig
 
@@ -782,16 +889,29 @@ def plot(results: FinetuneResults, path: Path) -> Path:
 # summary.md's section
 
 
-SECTION_TITLE = "Fine-tuning evidence: llama_opt_epoch with and without the fix"
+SECTION_TITLE = "Fine-tuning evidence: upstream's llama-finetune with and without the fix"
 
 
 def provenance_rows(results: FinetuneResults) -> list[tuple[str, str]]:
     """(what, value) rows: where the numbers come from (data only)."""
-    m, d = results.model, results.data
+    m, d, pre = results.model, results.data, results.model.get("pretrain") or {}
     dims = m.get("dims") or {}
     model = ", ".join(f"{k} {dims[k]}" for k in ("n_layer", "n_embd", "n_head", "n_ff", "n_ctx") if k in dims)
-    tokens = f", {d['tokens']} tokens" if d.get("tokens") is not None else ""
     runs = [r for r in results.runs if r.cpu_seconds is not None]
+    curve = pre.get("eval_loss") or []
+    learned = (
+        f", eval loss {curve[0]:.4f} after epoch 1, {curve[-1]:.4f} after epoch {len(curve)}"
+        if curve and all(isinstance(x, (int, float)) for x in curve)
+        else ""
+    )
+    prov = results.provenance or {}
+    checks = "; ".join(
+        f"{v.replace('_', ' ')}: {'holds' if (prov.get(v) or {}).get('holds_fix') else 'lacks'} the fix "
+        f"(binary sha256 `{str((prov.get(v) or {}).get('sha256', '—'))[:16]}`)"
+        for v in VARIANTS
+        if v in prov
+    )
+    warnings = sorted({w for r in results.runs for w in r.warnings})
     return [
         ("target", f"{results.target}: {results.source.get('description', '')}".rstrip(": ")),
         ("base commit", f"`{results.base}`"),
@@ -799,15 +919,27 @@ def provenance_rows(results: FinetuneResults) -> list[tuple[str, str]]:
         ("series sha256", f"`{results.series['sha256']}`" if results.series.get("sha256") else "—"),
         (
             "program",
-            f"`native_tests/{results.program.get('name', PROGRAM)}.cpp` (llama_opt_init, llama_opt_epoch), "
-            f"CPU, {THREADS} threads, n_ctx {N_CTX}, n_ubatch {N_UBATCH}, val-split {VAL_SPLIT:g}",
+            f"upstream's `{PROGRAM}` ({results.program.get('source', PROGRAM_SOURCE)} of the tree, unmodified, sha256 "
+            f"`{str(results.program.get('sha256', '—'))[:16]}`), CPU, {THREADS} threads, -c = -b = {N_CTX}, "
+            f"-ub = {N_CTX} / opt_period, val-split {VAL_SPLIT:g}, wd 0",
         ),
+        ("fix in each binary", checks or "not checked"),
         (
             "model",
-            f"tiny llama, seed {m.get('seed', '—')}, {model}, n_vocab {m.get('n_vocab', '—')}, F32, "
-            f"{m.get('n_params', '—')} parameters, sha256 `{m.get('sha256', '—')}`",
+            f"tiny llama PRE-TRAINED here, sha256 `{m.get('sha256', '—')}`: random F32 weights (seed "
+            f"{m.get('seed', '—')}, {model}, n_vocab {m.get('n_vocab', '—')}, {m.get('n_params', '—')} parameters, "
+            f"sha256 `{m.get('random_sha256', '—')}`) trained with the fixed build on "
+            f"{' + '.join(pre.get('files') or [])} ({pre.get('optimizer', '—')} lr {pre.get('lr', '—')}, "
+            f"{pre.get('epochs', '—')} epochs{learned}). Upstream keeps token embeddings frozen (tok_embd is "
+            "never a parameter), so most of what trains is the output matrix.",
         ),
-        ("data", f"{' + '.join(d.get('files') or [])} of the tree{tokens}, sha256 `{d.get('sha256', '—')}`"),
+        (
+            "fine-tuning data",
+            f"{' + '.join(d.get('files') or [])} of the tree (not the pre-training text), sha256 "
+            f"`{d.get('sha256', '—')}`; eval = llama-finetune's own validation split (its last "
+            f"{VAL_SPLIT:.0%} of datapoints, held out of training)",
+        ),
+        ("warnings printed", "; ".join(warnings) if warnings else "none"),
         (
             "CPU seconds per epoch",
             f"{sum(r.cpu_seconds or 0 for r in runs) / max(1, sum(len(r.epochs) for r in runs)):.1f}" if runs else "—",
@@ -820,3 +952,66 @@ def summary_section(results: FinetuneResults, plot_note: str) -> str:
     lines = [f"## {SECTION_TITLE}", "", plot_note, "", "| | |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in provenance_rows(results)]
     return "\n".join(lines) + "\n\n" + table_markdown(results)
+
+
+# ---------------------------------------------------------------------------------------------
+# provenance: which binary holds the fix, and whether a record is of the current series
+
+
+def fix_markers(fix_diff: str) -> list[str]:
+    """String literals the fix adds (on '+' lines, not on any '-' line): text its binary must hold
+    and the unfixed one must not (GGML_ASSERT keeps its condition's text)."""
+    lit = re.compile(r'"((?:[^"\\\n]|\\.){12,})"')
+    added, removed = [], set()
+    for line in fix_diff.splitlines():
+        if line.startswith("+") and not line.startswith("+++"):
+            added += lit.findall(line)
+        elif line.startswith("-") and not line.startswith("---"):
+            removed.update(lit.findall(line))
+    return list(dict.fromkeys(s for s in added if s not in removed and "\\" not in s))
+
+
+def holds_fix(binary: bytes, markers: Sequence[str]) -> Optional[bool]:
+    """True: every marker is in the binary; False: none is; None: no marker, or only some (unknown)."""
+    if not markers:
+        return None
+    found = [m.encode() in binary for m in markers]
+    return True if all(found) else (False if not any(found) else None)
+
+
+def staleness(found: FinetuneResults, base: str, series_sha256: str) -> Optional[str]:
+    """Why this record is not evidence for (base, series), or None when it is (pure)."""
+    made = str(found.series.get("sha256") or "")
+    if found.base != base:
+        return f"made on base {found.base[:12]}, these results are of {base[:12]}"
+    if made != series_sha256:
+        return f"STALE: made with series {made[:12] or '(none recorded)'}, the current series is {series_sha256[:12]}"
+    return None
+
+
+def pr_lines(results: Optional[FinetuneResults], level: str, cell: Any = str) -> list[str]:
+    """The evidence as data for PR_BODY.md / ISSUE.md: provenance, thresholds, verdicts and losses,
+    and the commands that reproduce it. `cell` makes one table cell's text safe."""
+    if results is None or not results.runs:
+        return []
+    out = [
+        f"{level} Fine-tuning with upstream's llama-finetune: held-out eval loss per epoch with and without the fix",
+        "",
+        "| | |",
+        "|---|---|",
+    ]
+    out += [f"| {cell(k)} | {cell(v)} |" for k, v in provenance_rows(results)]
+    out += ["", *table_markdown(results).rstrip("\n").split("\n")]
+    pre = results.model.get("pretrain") or {}
+    commands = [display_command(r, results.data.get("files") or []) for r in results.runs if r.primary]
+    seed, vocab = results.model.get("seed"), results.model.get("vocab_file") or ""
+    out += [
+        "",
+        "```sh",
+        *build_commands(),
+        f"python -m orchestrator.finetune.tiny_model {TREE}/{vocab} {model_name(seed)} --seed {seed}",
+        display_pretrain_command(seed, pre.get("files") or []),
+        *list(dict.fromkeys(commands)),
+        "```",
+    ]
+    return out
