@@ -35,6 +35,8 @@ CAPS: dict[str, int] = {
     "lock": 64 * KiB,
     "log": 256 * MiB,  # logs are copied in blocks, never held whole
     "document": 4 * MiB,
+    "summary": 16 * MiB,
+    "index": 32 * MiB,  # a package index page of a local (file://) index
     "sdist": 2048 * MiB,  # from a local (file://) package index
 }
 _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -158,6 +160,15 @@ def read_optional(path: PathLike, kind: str, root: Optional[PathLike] = None) ->
     if not p.exists() and not p.is_symlink():
         return None
     return read_text(p, kind, root)
+
+
+def read_lenient(path: PathLike, kind: str, root: Optional[PathLike] = None) -> Optional[str]:
+    """A file the tool wrote and reads back (summary.md): its text (bad bytes replaced), or None
+    when it is absent or not a small regular file inside `root`."""
+    try:
+        return read_bytes(path, kind, root).decode("utf-8", errors="replace")
+    except ConfigError:
+        return None
 
 
 def tail_text(path: PathLike, root: Optional[PathLike], max_bytes: int = 64 * KiB) -> Optional[str]:

@@ -236,7 +236,9 @@ def _project_page(index: str, package: str) -> tuple[Optional[str], str, str]:
         path = Path(url2pathname(urlsplit(url).path))
         page = path / "index.html"
         if page.is_file():
-            return page.read_text(encoding="utf-8", errors="replace"), "text/html", page.as_uri()
+            from .. import untrusted
+
+            return untrusted.read_lenient(page, "index") or "", "text/html", page.as_uri()
         if path.is_dir():  # a plain folder of files serves as its own listing
             return "".join(f'<a href="{p.name}">{p.name}</a>' for p in sorted(path.iterdir())), "text/html", url
         return None, "", url
