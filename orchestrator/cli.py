@@ -12,7 +12,7 @@ from typing import NoReturn, Optional
 
 from .commands import COMMANDS
 from .errors import ExitCode, GgmlPatchError
-from .redact import redact
+from .redact import RedactingStream, redact
 
 
 def _command(name: str):
@@ -64,6 +64,21 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    # redaction at the edge: every line printed on stdout and stderr, by any route, is redacted
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
+    try:
+        return _main(argv)
+    finally:
+        for s in (sys.stdout, sys.stderr):
+            try:
+                s.flush()
+            except (OSError, ValueError):
+                pass
+        sys.stdout, sys.stderr = streams
+
+
+def _main(argv: Optional[list[str]]) -> int:
     signal.signal(signal.SIGTERM, _raise_interrupt)  # SIGTERM unwinds like Ctrl-C: locks released, tree restored
     try:
         args = _parser().parse_args(argv)

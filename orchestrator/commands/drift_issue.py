@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from ..errors import ConfigError, ExitCode
+from ..untrusted import positive_seconds
 
 NEEDS_MATRIX = False  # its inputs are status.json and results.json, never matrix.yaml or the cache
 HELP = (
@@ -32,7 +33,9 @@ def add_arguments(p) -> None:
         help="GitHub REST API base URL (default: $GITHUB_API_URL, which every Actions runner sets, "
         "GitHub Enterprise Server included; else https://api.github.com)",
     )
-    p.add_argument("--timeout", type=float, default=30.0, metavar="S", help="API timeout in seconds (default: 30)")
+    p.add_argument(
+        "--timeout", type=positive_seconds, default=30.0, metavar="S", help="API timeout in seconds (default: 30)"
+    )
     p.add_argument(
         "--partial",
         action="store_true",

@@ -122,9 +122,14 @@ def request_headers() -> dict[str, str]:
     }
 
 
+MAX_ANSWER_BYTES = 8 * 1024 * 1024  # an API answer larger than this is not GitHub's
+
+
 def body_json(payload: Any) -> str:
-    """The exact bytes sent (and shown by a dry run)."""
-    return json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
+    """The exact bytes sent (and shown by a dry run): redacted, so no token or URL password is sent."""
+    from ..redact import redact_data
+
+    return json.dumps(redact_data(payload), indent=2, ensure_ascii=False) + "\n"
 
 
 class _Bearer(requests.auth.AuthBase):
@@ -168,6 +173,7 @@ def send(
                 auth=_Bearer(token),
                 timeout=(timeout, timeout),
                 allow_redirects=False,
+                stream=True,
             ),
         )
     except requests.Timeout:
@@ -200,7 +206,7 @@ def _within(timeout: float, call: Callable[[requests.Session], requests.Response
     def work() -> None:
         try:
             box["resp"] = call(session)
-            box["resp"].content  # noqa: B018 (the whole body, inside the deadline)
+            _read_capped(box["resp"])  # the whole body, inside the deadline, at most MAX_ANSWER_BYTES
         except BaseException as e:  # handed to the caller's thread
             box["error"] = e
         finally:
@@ -214,6 +220,19 @@ def _within(timeout: float, call: Callable[[requests.Session], requests.Response
     if "error" in box:
         raise box["error"]
     return box["resp"]
+
+
+def _read_capped(resp: requests.Response, cap: int = MAX_ANSWER_BYTES) -> None:
+    """Read a streamed answer's body into resp._content, refusing one over `cap` bytes."""
+    chunks, total = [], 0
+    for block in resp.iter_content(64 * 1024):
+        total += len(block)
+        if total > cap:
+            resp.close()
+            raise requests.exceptions.ContentDecodingError(f"the answer is larger than {cap} bytes")
+        chunks.append(block)
+    resp._content = b"".join(chunks)  # what .text and .json() read
+    resp._content_consumed = True
 
 
 def github_message(text: str) -> str:
