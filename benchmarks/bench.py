@@ -390,6 +390,7 @@ def main() -> int:
             for loops in loads:  # 0 before any other: the machine as it is, before the bench's own load
                 print(f"bench: (h) newcomer: fresh clone, empty HOME, nox -s matrix ({loops} busy loops)", flush=True)
                 report["newcomer"]["loaded" if loops else "quiet"] = newcomer(work / f"newcomer-{loops}", loops)
+                shutil.copy(work / f"newcomer-{loops}" / "newcomer.log", out / f"newcomer-{loops}-busy-loops.log")
 
     report["machine"]["loadavg_end"] = list(os.getloadavg())  # another process's builds skew every number
     report["ratios"] = ratios(report)
