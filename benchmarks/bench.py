@@ -11,9 +11,10 @@
 (f) the mutants' cost per mutant in the tool (its mutants step over the mutants it ran), against
     `git apply` of the same mutant + a ninja one-file rebuild of the gate target + a gate run by
     hand in the same build tree, no ccache in either.
-(g) the fine-tuning evidence (`ggml-patch evidence`, issue 17) in the cold run's cache: cold (libllama
-    and the program built in a new build tree without ccache, the model made, every case run in both
-    variants), then again with nothing changed (the cached result).
+(g) the fine-tuning evidence (`ggml-patch evidence`, issues 17 and 25) in the cold run's cache: cold
+    (upstream's llama-finetune built in a new build tree without ccache, the model made and pre-trained,
+    every case run in both variants, the noise runs), then again with nothing changed (the cached result);
+    goals: cold under 15 minutes, the re-run under 1 s.
 Plus: the series' text changed (a nonce in a subject) re-runs every cell; one backend's flags changed re-runs only
 that backend's cells. Writes bench.json and bench.md with the ratios and the goals.
 
@@ -41,7 +42,7 @@ from orchestrator.config import load_matrix  # noqa: E402
 from orchestrator.patchset.render import rendered_for_target  # noqa: E402
 
 GOALS = {"cold_vs_by_hand": 0.3, "control_vs_one_file": 1.5, "mutant_vs_by_hand": 1.5, "rerun_s": 5.0,
-         "own_time_share": 0.05, "evidence_rerun_s": 1.0}
+         "own_time_share": 0.05, "evidence_rerun_s": 1.0, "evidence_cold_s": 900.0}
 NO_CCACHE = {"CCACHE_DISABLE": "1"}
 
 
@@ -289,6 +290,7 @@ def main() -> int:
     }
     if "evidence" in report:
         report["ratios"]["evidence_rerun_s"] = report["evidence"]["cached"]["wall_s"]
+        report["ratios"]["evidence_cold_s"] = report["evidence"]["cold"]["wall_s"]
     report["met"] = {k: report["ratios"][k] is not None and report["ratios"][k] <= GOALS[k]
                      for k in GOALS if k in report["ratios"]}
     (out / "bench.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -306,7 +308,8 @@ def markdown(r: dict) -> str:
     names = {"cold_vs_by_hand": "cold tool run, mutants excluded / by-hand route", "control_vs_one_file": "control / one-file rebuild by hand",
              "mutant_vs_by_hand": "per mutant / git apply + gate rebuild + gate run by hand",
              "rerun_s": "re-run with nothing changed (s)", "own_time_share": "orchestrator's own time / cold run",
-             "evidence_rerun_s": "evidence re-run with nothing changed (s)"}
+             "evidence_rerun_s": "evidence re-run with nothing changed (s)",
+             "evidence_cold_s": "evidence cold, default cases (s)"}
     for k, goal in r["goals"].items():
         if k not in r["ratios"]:
             continue
@@ -346,7 +349,8 @@ def only_evidence(report: dict, out: Path, cases: list[str]) -> int:
                 os.symlink(f, cache / "downloads" / folder.name / f.name)
         print("bench: (g) fine-tuning evidence, cold then cached", flush=True)
         report["evidence"] = evidence(cache, work, cases)
-    report["ratios"] = {"evidence_rerun_s": report["evidence"]["cached"]["wall_s"]}
+    report["ratios"] = {"evidence_rerun_s": report["evidence"]["cached"]["wall_s"],
+                        "evidence_cold_s": report["evidence"]["cold"]["wall_s"]}
     report["met"] = {k: report["ratios"][k] <= GOALS[k] for k in report["ratios"]}
     (out / "bench.json").write_text(json.dumps(report, indent=2) + "\n")
     text = "\n".join(["# ggml-patch speed benchmark: the fine-tuning evidence only", "",
@@ -361,7 +365,8 @@ def evidence(cache: Path, work: Path, cases: list[str]) -> dict:
     the cell's worktree are there), then with nothing changed. Its own timings come from finetune.json."""
     results = work / "r-evidence"
     args = ["evidence", "--cache", str(cache), "--results", str(results)] + [a for c in cases for a in ("--case", c)]
-    shutil.rmtree(cache / "cells" / "llama.cpp-cpu" / "build-evidence", ignore_errors=True)
+    shutil.rmtree(cache / "cells" / "llama.cpp-cpu" / "build-finetune", ignore_errors=True)
+    shutil.rmtree(cache / "evidence" / "models", ignore_errors=True)  # the model made and pre-trained again
     r0 = _children_cpu()
     t_cold, p = tool(*args, env=NO_CCACHE)
     cpu_cold = _children_cpu() - r0
@@ -395,8 +400,9 @@ def evidence_markdown(e: dict) -> list[str]:
             f"Cases: {', '.join(e['cases'])}; {c['runs']} runs, {c['epochs']} epochs in all.", "",
             "| | wall (s) | CPU (s) |", "|---|---|---|",
             f"| cold: everything (no ccache, new build tree) | {c['wall_s']} | {c['cpu_s']} |",
-            f"| cold: libllama + the program, with the fix | {t.get('build_with_fix_s')} | {t.get('build_with_fix_cpu_s')} |",
+            f"| cold: llama-finetune (libllama, llama-common, the example), with the fix | {t.get('build_with_fix_s')} | {t.get('build_with_fix_cpu_s')} |",
             f"| cold: the fix reverted, rebuilt | {t.get('build_without_fix_s')} | {t.get('build_without_fix_cpu_s')} |",
+            f"| cold: pre-training the tiny model (fixed build) | {t.get('pretrain_s')} | |",
             f"| cold: the runs | {t.get('runs_s')} | {t.get('runs_cpu_s')} |",
             f"| one epoch (CPU) | | {c['cpu_s_per_epoch']} |",
             f"| re-run with nothing changed (cached) | {e['cached']['wall_s']} | |",
