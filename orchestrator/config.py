@@ -107,7 +107,10 @@ def _schema(source_kinds: list[str], source_pieces: list[dict], backend_names: l
                         "env": {"type": "object", "additionalProperties": {"type": "string"}},  # names: _value_problems
                         "tools": {"type": "array", "items": STR},
                         "timeout": {"type": "number", "exclusiveMinimum": 0},
-                        "runs_on": STR,
+                        # one runner (a label, or "self-hosted, linux, gpu"), or several: a leg each
+                        "runs_on": {
+                            "oneOf": [STR, {"type": "array", "minItems": 1, "items": STR, "uniqueItems": True}]
+                        },
                     },
                 },
             },
@@ -167,7 +170,11 @@ class Backend:
     env: dict[str, str] = field(default_factory=dict)
     tools: tuple[str, ...] = ()
     timeout: float = 600.0
-    runs_on: str = "ubuntu-24.04"
+    runs_on: str = "ubuntu-24.04"  # the first of `runners`
+    runners: tuple[str, ...] = ()  # every runner matrix.yaml names for it (CI: one leg each)
+
+    def all_runners(self) -> tuple[str, ...]:
+        return self.runners or (self.runs_on,)
 
 
 @dataclass(frozen=True)
@@ -376,12 +383,11 @@ def _line_for(lines: dict[tuple, int], path: tuple) -> int:
 
 def load_matrix(path: str | Path) -> Matrix:
     path = Path(os.path.expanduser(str(path))).absolute()  # every path below is absolute from here on
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file (pass --matrix PATH)") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: cannot read: {e}") from None
+    from . import untrusted
+
+    if not path.exists():
+        raise ConfigError(f"{path}: no such file (pass --matrix PATH)")
+    text = untrusted.read_text(path, "matrix")
     data, lines = _load_with_lines(text, str(path))
     if data is None:
         raise ConfigError(f"{path}:1: the matrix is empty; expected keys series, targets, backends, profiles")
@@ -451,6 +457,11 @@ def _upstream(path: Path, lines: dict[tuple, int], name: str, u: Optional[dict])
     return Upstream(u.get("repo"), u.get("submit"), f"{path}:{_line_for(lines, ('targets', name, 'upstream'))}")
 
 
+def _runners(b: dict) -> tuple[str, ...]:
+    got = b.get("runs_on", "ubuntu-24.04")
+    return (got,) if isinstance(got, str) else tuple(got)
+
+
 def _resolve(path: Path, data: dict, lines: dict[tuple, int]) -> Matrix:
     root = path.parent
     targets = {
@@ -471,7 +482,8 @@ def _resolve(path: Path, data: dict, lines: dict[tuple, int]) -> Matrix:
             dict(b.get("env", {})),
             tuple(b.get("tools", ())),
             float(b.get("timeout", 600)),
-            b.get("runs_on", "ubuntu-24.04"),
+            _runners(b)[0],
+            _runners(b) if len(_runners(b)) > 1 else (),
         )
         for name, b in data["backends"].items()
     }

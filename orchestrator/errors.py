@@ -15,6 +15,7 @@ class ExitCode(enum.IntEnum):
     CONTROL_NOT_KILLED = 7  # the gate test did not fail without the fix
     TOOL_ERROR = 8  # the tool itself failed (a bug, or the environment)
     BACKEND_MISSING = 9  # a backend named by --require-backend could not run here (it would have been a skip)
+    LOCK_TIMED_OUT = 10  # another run held a lock past --lock-timeout (not a source problem: CI fails on it)
     # 20-29: the upstream bundle and the pull request (a block of their own: other commands add codes too)
     BUNDLE_REFUSED = 20  # the results do not support a pull request (control survived, a cell failed, stale series)
     PUSH_FAILED = 21  # git push (or fetching the base) from/to the fork failed
@@ -96,7 +97,7 @@ class GitHubError(GgmlPatchError):
 class LockTimedOut(GgmlPatchError):
     """Another run held a lock longer than --lock-timeout."""
 
-    exit_code = ExitCode.SOURCE_UNAVAILABLE
+    exit_code = ExitCode.LOCK_TIMED_OUT
 
 
 class SubmissionNotAutomated(GgmlPatchError):

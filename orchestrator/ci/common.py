@@ -55,12 +55,13 @@ def checkout(pins: Pins) -> dict:
     return {"name": "Check out", "uses": uses("checkout", pins), "with": {"persist-credentials": False}}
 
 
-def setup_python(pins: Pins) -> dict:
-    return {
-        "name": "Python",
-        "uses": uses("setup-python", pins),
-        "with": {"python-version": PYTHON, "cache": "pip", "cache-dependency-path": "constraints.txt"},
-    }
+def setup_python(pins: Pins, version: str = PYTHON, cache: str = "pip") -> dict:
+    """cache '' for a job that must not restore what another job saved (one with a write
+    permission), or must not save one (a leg that builds a fork's code)."""
+    with_: dict[str, str] = {"python-version": version}
+    if cache:
+        with_.update({"cache": cache, "cache-dependency-path": "constraints.txt"})
+    return {"name": "Python", "uses": uses("setup-python", pins), "with": with_}
 
 
 def install(extra: str = "") -> dict:
@@ -73,8 +74,8 @@ def install(extra: str = "") -> dict:
     }
 
 
-def first_steps(pins: Pins, extra: str = "") -> list[dict]:
-    return [checkout(pins), setup_python(pins), install(extra)]
+def first_steps(pins: Pins, extra: str = "", cache: str = "pip") -> list[dict]:
+    return [checkout(pins), setup_python(pins, cache=cache), install(extra)]
 
 
 def restore_mirrors(pins: Pins, when: str = "") -> dict:

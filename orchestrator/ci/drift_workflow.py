@@ -68,7 +68,7 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
         "concurrency": C.ISSUE_CONCURRENCY,
         "env": C.CACHE_ENV,
         "steps": [
-            *C.first_steps(pins),
+            *C.first_steps(pins, cache=""),  # issues: write: restores no pip cache another job saved
             {"name": "This week", "id": "week", "run": 'echo "week=$(date -u +%G-W%V)" >> "$GITHUB_OUTPUT"\n'},
             # one entry a week, restored and used every day: an incremental fetch, never evicted
             {
@@ -94,6 +94,7 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
                     "path": "status.json",
                     "if-no-files-found": "warn",
                     "retention-days": 14,
+                    "overwrite": True,  # a re-run replaces it
                 },
             },
             {

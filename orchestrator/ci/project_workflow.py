@@ -21,11 +21,15 @@ PATHS = [
     "tests/**",
     "noxfile.py",
     "pyproject.toml",
+    "constraints.txt",  # the exact tree CI installs: a bump of it alone must be tested
     "scripts/**",
     ".github/**",
 ]
 # the fast tiers (tests/unit, tests/integration: offline); tests/e2e builds real ggml for minutes
 FAST_TESTS = 'python -m pytest -m "unit or integration" -ra\n'
+# requires-python's lowest version: constraints.txt must install there too (its markers), and the
+# unit tier pass
+OLDEST_PYTHON = "3.10"
 LINT = "ruff check orchestrator\nmypy\nruff format --check orchestrator\n"  # as in noxfile.py's lint session
 
 
@@ -58,7 +62,19 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
                 "timeout-minutes": 30,
                 "permissions": {"contents": "read"},
                 "steps": steps,
-            }
+            },
+            "oldest-python": {
+                "name": f"Install and unit tests on Python {OLDEST_PYTHON}",
+                "runs-on": C.RUNNER,
+                "timeout-minutes": 15,
+                "permissions": {"contents": "read"},
+                "steps": [
+                    C.checkout(pins),
+                    C.setup_python(pins, OLDEST_PYTHON),
+                    C.install("test,plot,lint"),
+                    {"name": "Unit tests", "run": "python -m pytest -m unit -q\n"},
+                ],
+            },
         },
     }
 

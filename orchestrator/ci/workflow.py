@@ -42,6 +42,9 @@ DEFAULT_PROFILE = "default"  # its legs must pass; other profiles' legs report, 
 # name splits back into its cell unambiguously and one profile's glob never matches another's.
 ARTIFACT_PREFIX = "results"
 ARTIFACT_SEP = "+"
+# a backend's further runners' legs: results+<profile>@<runner>+<target>+<backend>, which the
+# profile's glob (results+<profile>+*) never matches
+GROUP_SEP = "@"
 LEG_RESULTS = "ci-results"  # a leg writes ci-results/<artifact>/ and uploads ci-results/
 # GitHub-hosted runner labels (and the preset labels of every self-hosted runner); any other
 # `runs_on` label in matrix.yaml is a custom self-hosted one, declared to actionlint.
@@ -131,27 +134,54 @@ def downloads_key(matrix: Matrix, target: str) -> str:
     return f"ggml-patch-downloads-{src['sha256'][:32]}"
 
 
+def runner_slug(runs_on: str) -> str:
+    """A runner's labels as one name-safe word ("self-hosted, linux, gpu" -> self-hosted-linux-gpu)."""
+    return "-".join(re.sub(r"[^A-Za-z0-9._-]", "_", lab) for lab in _labels(runs_on))
+
+
+def check_runners(matrix: Matrix) -> None:
+    """Refuse a runner label GitHub has retired: every run on it would fail (one line, exit 2)."""
+    from ..config import _line_for
+    from .runners import retired_message
+
+    for b in matrix.backends.values():
+        for runs_on in b.all_runners():
+            for label in _labels(runs_on):
+                line = _line_for(matrix.lines, ("backends", b.name, "runs_on"))
+                msg = retired_message(f"{matrix.path}:{line}: backends.{b.name}.runs_on", label)
+                if msg:
+                    raise ConfigError(msg)
+
+
 def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[str, Any]]:
-    """One strategy.matrix.include entry per cell."""
+    """One strategy.matrix.include entry per cell and runner: a backend with several runners
+    (a hosted build-only one and a self-hosted GPU one) gets a leg on each. A backend's first
+    runner's legs form the profile's results; each further runner's legs are merged apart
+    (`group`), since a cell may appear once in a merge."""
+    check_runners(matrix)
     out = []
     for profile, target, backend in all_cells(matrix, profiles):
-        runs_on = matrix.backend(backend).runs_on
-        artifact = artifact_name(profile, target, backend)
-        out.append(
-            {
-                "name": f"{target}/{backend} ({profile})",
-                "profile": profile,
-                "target": target,
-                "backend": backend,
-                "runs-on": runs_on_labels(runs_on),
-                "required": profile == DEFAULT_PROFILE,
-                **honesty(backend, runs_on),
-                "downloads-key": downloads_key(matrix, target),
-                "git": matrix.target(target).source.kind == "git",
-                "results": f"{LEG_RESULTS}/{artifact}",
-                "artifact": artifact,
-            }
-        )
+        runners = matrix.backend(backend).all_runners()
+        for i, runs_on in enumerate(runners):
+            group = profile if i == 0 else f"{profile}{GROUP_SEP}{runner_slug(runs_on)}"
+            artifact = artifact_name(group, target, backend)
+            on = f" on {runner_slug(runs_on)}" if len(runners) > 1 else ""
+            out.append(
+                {
+                    "name": f"{target}/{backend}{on} ({profile})",
+                    "profile": profile,
+                    "target": target,
+                    "backend": backend,
+                    "runs-on": runs_on_labels(runs_on),
+                    "required": profile == DEFAULT_PROFILE,
+                    **honesty(backend, runs_on),
+                    "downloads-key": downloads_key(matrix, target),
+                    "git": matrix.target(target).source.kind == "git",
+                    "results": f"{LEG_RESULTS}/{artifact}",
+                    "artifact": artifact,
+                    "group": group,
+                }
+            )
     return out
 
 
@@ -201,7 +231,8 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
             "CCACHE_MAXSIZE": "2G",
         },
         "steps": [
-            *C.first_steps(pins),
+            # a leg that builds a fork's code (git) neither restores nor saves the shared pip cache
+            *C.first_steps(pins, cache="${{ !matrix.git && 'pip' || '' }}"),
             {
                 "name": "Install ccache",
                 "run": (
@@ -279,6 +310,7 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
                     "path": LEG_RESULTS,  # holds one folder, named as the artifact: downloads never collide
                     "if-no-files-found": "error",
                     "retention-days": 30,
+                    "overwrite": True,  # "Re-run failed jobs" replaces the failed attempt's artifact (409 otherwise)
                 },
             },
         ],
@@ -289,7 +321,8 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
 BUNDLE_AUTHOR = '--author "$GITHUB_ACTOR <$GITHUB_ACTOR_ID+$GITHUB_ACTOR@users.noreply.github.com>"'
 
 
-def _aggregate_job(matrix: Matrix, profiles: list[str], pins: Pins) -> dict:
+def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
+    profiles = list(dict.fromkeys(g.split(GROUP_SEP)[0] for g in groups))
     steps: list[dict] = [*C.first_steps(pins, extra="plot")]  # the bundle's training-loss plot
     keys = list(dict.fromkeys(k for p in profiles for t, _ in matrix.cells(p) if (k := downloads_key(matrix, t.name))))
     steps += [
@@ -311,9 +344,12 @@ def _aggregate_job(matrix: Matrix, profiles: list[str], pins: Pins) -> dict:
             "with": {"pattern": f"{ARTIFACT_PREFIX}{ARTIFACT_SEP}*", "path": "cells", "merge-multiple": True},
         },
     ]
-    for p in profiles:
+    for p in groups:
         merge, bundle = C.step_id("merge", p), C.step_id("bundle", p)
         fatal = p == DEFAULT_PROFILE
+        if GROUP_SEP in p:  # a further runner's legs: merged and uploaded apart, no bundle
+            steps += _extra_group_steps(p, pins)
+            continue
         merged = f"${{{{ !cancelled() && steps.{merge}.outcome == 'success' }}}}"
         steps += [
             {
@@ -321,14 +357,20 @@ def _aggregate_job(matrix: Matrix, profiles: list[str], pins: Pins) -> dict:
                 "id": merge,
                 "if": "${{ !cancelled() }}",
                 **({} if fatal else {"continue-on-error": True}),
-                "run": f"ggml-patch merge-results --out merged/{p} cells/{artifact_glob(p)}\n",
+                # a leg that never uploaded (timed out, died) is listed as an error, not left out
+                "run": f"ggml-patch merge-results --expect-profile {p} --out merged/{p} cells/{artifact_glob(p)}\n",
             },
             {"name": f"Summary ({p})", "if": merged, "run": f'cat merged/{p}/summary.md >> "$GITHUB_STEP_SUMMARY"\n'},
             {
                 "name": f"Upload the merged results ({p})",
                 "if": merged,
                 "uses": uses("upload", pins),
-                "with": {"name": f"ggml-patch-results-{p}", "path": f"merged/{p}", "if-no-files-found": "error"},
+                "with": {
+                    "name": f"ggml-patch-results-{p}",
+                    "path": f"merged/{p}",
+                    "if-no-files-found": "error",
+                    "overwrite": True,
+                },
             },
             # the default profile's bundle also needs every leg done: a leg that uploaded nothing
             # (a timeout) is missing from the merge, not failed in it
@@ -343,10 +385,15 @@ def _aggregate_job(matrix: Matrix, profiles: list[str], pins: Pins) -> dict:
                 "name": f"Upload the bundle ({p})",
                 "if": f"${{{{ !cancelled() && steps.{bundle}.outcome == 'success' }}}}",
                 "uses": uses("upload", pins),
-                "with": {"name": f"ggml-patch-bundle-{p}", "path": f"bundle/{p}", "if-no-files-found": "error"},
+                "with": {
+                    "name": f"ggml-patch-bundle-{p}",
+                    "path": f"bundle/{p}",
+                    "if-no-files-found": "error",
+                    "overwrite": True,
+                },
             },
         ]
-    others = [p for p in profiles if p != DEFAULT_PROFILE]
+    others = [p for p in groups if p != DEFAULT_PROFILE and GROUP_SEP not in p]
     if others:
         failed = " || ".join(
             f"steps.{C.step_id(k, p)}.outcome == 'failure'" for p in others for k in ("merge", "bundle")
@@ -373,6 +420,30 @@ def _aggregate_job(matrix: Matrix, profiles: list[str], pins: Pins) -> dict:
     }
 
 
+def _extra_group_steps(group: str, pins: Pins) -> list[dict]:
+    merge = C.step_id("merge", group)
+    return [
+        {
+            "name": f"Merge ({group})",
+            "id": merge,
+            "if": "${{ !cancelled() }}",
+            "continue-on-error": True,  # its legs' own jobs already fail the run when they must
+            "run": f"ggml-patch merge-results --out merged/{group} cells/{artifact_glob(group)}\n",
+        },
+        {
+            "name": f"Upload the merged results ({group})",
+            "if": f"${{{{ !cancelled() && steps.{merge}.outcome == 'success' }}}}",
+            "uses": uses("upload", pins),
+            "with": {
+                "name": f"ggml-patch-results-{group}",
+                "path": f"merged/{group}",
+                "if-no-files-found": "error",
+                "overwrite": True,
+            },
+        },
+    ]
+
+
 def drift_profile(matrix: Matrix) -> str:
     """The profile whose targets the drift issue reports: `live` when there is one."""
     return "live" if "live" in matrix.profiles else DEFAULT_PROFILE
@@ -394,7 +465,7 @@ def _report_job(matrix: Matrix, pins: Pins) -> Optional[dict]:
     if not guard:
         return None  # no owning repository named: no issue is ever written
     profile = drift_profile(matrix)
-    steps = [*C.first_steps(pins)]
+    steps = [*C.first_steps(pins, cache="")]  # issues: write: restores no cache a leg could have saved
     if any(t.source.kind == "git" for t, _ in matrix.cells(profile)):
         steps.append(C.restore_mirrors(pins))
     steps += [
@@ -431,12 +502,12 @@ def _report_job(matrix: Matrix, pins: Pins) -> Optional[dict]:
 def workflow(matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Optional[Pins] = None) -> dict:
     pins = pins or default_pins()
     leg_list = legs(matrix, profiles)
-    used = list(dict.fromkeys(leg["profile"] for leg in leg_list))
+    used = list(dict.fromkeys(leg["group"] for leg in leg_list))
     if not leg_list:
         raise ConfigError(f"{matrix.path}: no cells to put in the workflow")
     jobs = {
         "plan": _plan_job(matrix, pins),
-        "cell": _cell_job(leg_list, pins),
+        "cell": _cell_job([{k: v for k, v in leg.items() if k != "group"} for leg in leg_list], pins),
         "aggregate": _aggregate_job(matrix, used, pins),
     }
     report = _report_job(matrix, pins)
@@ -458,7 +529,8 @@ def self_hosted_labels(matrix: Matrix) -> list[str]:
     """The custom runner labels of matrix.yaml's backends, sorted."""
     labels: set[str] = set()
     for b in matrix.backends.values():
-        labels.update(lab for lab in _labels(b.runs_on) if not _HOSTED.match(lab))
+        for runs_on in b.all_runners():
+            labels.update(lab for lab in _labels(runs_on) if not _HOSTED.match(lab))
     return sorted(labels)
 
 

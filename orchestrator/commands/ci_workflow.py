@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import shlex
+import sys
 
 from ..errors import ConfigError, ExitCode
 
@@ -51,16 +53,13 @@ def run(args, matrix, cache) -> ExitCode:
     files = generated(matrix, output, args.profile or None)
     out = next(iter(files))
     n = len(legs(matrix, args.profile or None))
+    for warning in unschedulable_targets(matrix, args.profile or None):
+        print(f"ggml-patch: warning: {warning}", file=sys.stderr)
     if args.check:
-        for path, text in files.items():
-            try:
-                current = path.read_text(encoding="utf-8")
-            except FileNotFoundError:
-                raise ConfigError(f"{path}: missing; generate it with `{regenerate_command(args)}`") from None
-            if current != text:
-                raise ConfigError(
-                    f"{path}: stale (does not match {matrix.path}); regenerate it with `{regenerate_command(args)}`"
-                )
+        stale = [problem for path, text in files.items() if (problem := _stale(path, text, matrix.path))]
+        if stale:
+            verb = "generate" if all(p.endswith(": missing") for p in stale) else "regenerate"
+            raise ConfigError("; ".join(stale) + f"; {verb} it with `{regenerate_command(args)}`")
         print(f"{out}: up to date ({n} legs)" + "".join(f"; {p}" for p in list(files)[1:]))
         return ExitCode.OK
     for path, text in files.items():
@@ -68,3 +67,34 @@ def run(args, matrix, cache) -> ExitCode:
         path.write_text(text, encoding="utf-8")
     print(f"{out}: {n} legs written from {matrix.path}" + "".join(f"; {p}" for p in list(files)[1:]))
     return ExitCode.OK
+
+
+_PIN = re.compile(r"@[0-9a-f]{40}(?: # [^\n]*)?")
+
+
+def _stale(path, text: str, matrix_path) -> str:
+    """Why a committed file differs from what would be written ('' when it does not)."""
+    try:
+        current = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return f"{path}: missing"
+    if current == text:
+        return ""
+    if _PIN.sub("@PIN", current) == _PIN.sub("@PIN", text):
+        return f"{path}: its action pins differ from the other workflows' (a partial Dependabot bump?)"
+    return f"{path}: stale (does not match {matrix_path})"
+
+
+def unschedulable_targets(matrix, profiles=None) -> list[str]:
+    """Targets that a GitHub runner can never fetch (a `local` folder, a file:// git URL): their
+    legs would report `source unavailable` on every scheduled run."""
+    from ..ci.workflow import all_cells
+
+    out = []
+    for name in dict.fromkeys(t for _, t, _ in all_cells(matrix, profiles)):
+        src = matrix.target(name).source
+        url = str(src.get("url", "")) if src.kind == "git" else ""
+        if src.kind == "local" or url.startswith("file:") or (url and "://" not in url):
+            where = f"{matrix.path}:{matrix.lines.get(('targets', name, 'source'), 1)}"
+            out.append(f"{where}: targets.{name}: a {src.kind} source on this machine; a GitHub runner cannot fetch it")
+    return out

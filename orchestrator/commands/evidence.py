@@ -47,12 +47,12 @@ def add_arguments(p) -> None:
 def run(args, matrix, cache) -> ExitCode:
     from ..finetune import results as ft
     from ..finetune.runner import EvidenceOptions, llama_target, run_evidence
-    from ..outdir import check, writable_dir
+    from ..outdir import check, made_results
     from ..progress import Reporter
     from ..redact import redact
 
     # every user error before any work
-    results_dir = writable_dir(args.results, "--results")
+    results_dir = check(args.results, "--results", legacy=made_results)  # never over a user's files
     check(results_dir / "evidence", "--results")  # never a folder holding a user's files
     try:
         cases = tuple(ft.parse_cases(args.case))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from ..errors import ExitCode
 
@@ -27,17 +26,22 @@ def add_arguments(p) -> None:
 
 
 def run(args, matrix, cache) -> ExitCode:
+    from ..outdir import made_pins, replaceable_file
     from ..sources import pins as P
 
+    # before any network: never over a file the tool did not write
+    out = replaceable_file(args.out, "--out", made_pins) if args.out else None
+
     names = P.git_targets(matrix, args.profile or list(matrix.profiles), args.target)
-    resolved = P.resolve(matrix, names)
+    resolved, gone = P.resolve_reachable(matrix, names)
     for name, pin in resolved.items():
         print(f"{name}: {pin['ref']} -> {pin['commit']} ({pin['remote_ref']})", file=sys.stderr)
-    if not resolved:
+    for name, why in gone.items():  # recorded, not fatal: its legs report `source unavailable`
+        print(f"ggml-patch: warning: {name}: unreachable, its cells will report it: {why['reason']}", file=sys.stderr)
+    if not names:
         print("no git targets: nothing to pin", file=sys.stderr)
-    data = P.pins_json(resolved)
-    if args.out:
-        out = Path(args.out)
+    data = P.pins_json(resolved, gone)
+    if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(data, separators=(",", ":")))  # one line: fits a job output ($GITHUB_OUTPUT)

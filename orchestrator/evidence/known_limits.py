@@ -16,86 +16,61 @@ Pure apart from reading the file.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Literal, Optional
 
-import jsonschema
+from pydantic import AfterValidator, Field, StringConstraints, ValidationError
 
 from ..errors import ConfigError
+from ..records import Record, dotted, located
 
 FILE = "known-limits.yaml"
 STATUS = "not changed by this series"
-_LINE = {"type": "string", "pattern": r"^[\x20-\x7e]+\Z"}  # one line of printable ASCII
-_KEYS = ("id", "file", "function", "what", "status", "confirmed")
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["limits"],
-    "additionalProperties": False,
-    "properties": {
-        "limits": {
-            "type": "array",
-            "minItems": 1,
-            "items": {
-                "type": "object",
-                "required": list(_KEYS),
-                "additionalProperties": False,
-                "properties": {
-                    "id": {"type": "string", "pattern": r"^[a-z0-9][a-z0-9-]*\Z"},
-                    "file": {
-                        "type": "string",
-                        "pattern": r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*\Z",
-                        "not": {"pattern": r"(^|/)\.\.(/|$)"},
-                    },
-                    "function": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*\Z"},
-                    "what": _LINE,
-                    "status": {"enum": [STATUS]},
-                    "confirmed": _LINE,
-                },
-            },
-        }
-    },
+
+
+def _no_parent(path: str) -> str:
+    if ".." in path.split("/"):
+        raise ValueError("a path out of the series' layout")
+    return path
+
+
+Line = Annotated[str, StringConstraints(pattern=r"^[\x20-\x7e]+$")]  # one line of printable ASCII
+_EXPECTED = {
+    "id": "a slug (lowercase letters, digits, '-')",
+    "file": "a relative path in the series' layout",
+    "function": "a C identifier",
 }
 
 
-@dataclass(frozen=True)
-class KnownLimit:
-    id: str
-    file: str
-    function: str
-    what: str
-    status: str
-    confirmed: str
-
-    def to_json(self) -> dict[str, str]:
-        return asdict(self)
+class KnownLimit(Record):
+    id: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]*$")]
+    file: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$"), AfterValidator(_no_parent)]
+    function: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+    what: Line
+    status: Literal["not changed by this series"]
+    confirmed: Line
 
 
-def _message(err: jsonschema.ValidationError) -> tuple[tuple, str]:
-    path = tuple(err.absolute_path)
-    v = err.validator
-    if v == "additionalProperties":
-        allowed = list(err.schema.get("properties", {}))
-        extra = [k for k in err.instance if k not in allowed]
-        return path + (extra[0] if extra else "?",), f"unknown key (allowed: {', '.join(allowed)})"
-    if v == "required":
-        missing = next((k for k in err.validator_value if k not in err.instance), "?")
-        return path, f"key {missing!r} missing"
-    if v == "enum":
-        return path, f"{err.instance!r} is not {STATUS!r} (a limit this series changes is not a known limit)"
-    if v == "type":
-        return path, f"expected {err.validator_value}, got {type(err.instance).__name__}"
-    if v == "minItems":
-        return path, "must not be empty (delete the file when there is no known limit)"
-    key = path[-1] if path else ""
-    if v == "pattern" and err.validator_value == _LINE["pattern"]:
-        return path, "must be one line of printable ASCII (llama.cpp's AGENTS.md: ASCII only)"
-    expected = {
-        "id": "a slug (lowercase letters, digits, '-')",
-        "file": "a relative path in the series' layout",
-        "function": "a C identifier",
-    }.get(str(key), "a valid value")
-    return path, f"{err.instance!r} is not {expected}"
+class KnownLimits(Record):
+    """patches/known-limits.yaml."""
+
+    limits: list[KnownLimit] = Field(min_length=1)
+
+
+def _hint(loc: tuple[Any, ...], kind: str, value: Any) -> Optional[str]:
+    key = loc[-1] if loc else ""
+    if kind == "extra_forbidden":
+        fields = KnownLimits.model_fields if len(loc) == 1 else KnownLimit.model_fields
+        return f"unknown key (allowed: {', '.join(fields)})"
+    if kind == "literal_error":
+        return f"{value!r} is not {STATUS!r} (a limit this series changes is not a known limit)"
+    if kind == "too_short":
+        return "must not be empty (delete the file when there is no known limit)"
+    if kind in ("string_pattern_mismatch", "value_error") and key in ("what", "confirmed"):
+        return "must be one line of printable ASCII (llama.cpp's AGENTS.md: ASCII only)"
+    if kind in ("string_pattern_mismatch", "value_error"):
+        return f"{value!r} is not {_EXPECTED.get(str(key), 'a valid value')}"
+    return None
 
 
 def parse_known_limits(where: str, text: str) -> tuple[KnownLimit, ...]:
@@ -103,33 +78,30 @@ def parse_known_limits(where: str, text: str) -> tuple[KnownLimit, ...]:
     from ..config import _line_for, _load_with_lines
 
     data, lines = _load_with_lines(text, where)
-    err = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(SCHEMA).iter_errors(data))
-    if err is not None:
-        path, what = _message(err)
-        dotted = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in path).replace(".[", "[")
-        raise ConfigError(f"{where}:{_line_for(lines, path)}: {dotted or '(top level)'}: {what}")
+    try:
+        doc = KnownLimits.model_validate(data, strict=True)
+    except ValidationError as e:
+        path, what = located(e, _hint)
+        raise ConfigError(f"{where}:{_line_for(lines, path)}: {dotted(path) or '(top level)'}: {what}") from None
     seen: dict[str, int] = {}
-    for i, item in enumerate(data["limits"]):
-        if item["id"] in seen:
+    for i, item in enumerate(doc.limits):
+        if item.id in seen:
             raise ConfigError(
-                f"{where}:{_line_for(lines, ('limits', i, 'id'))}: limits[{i}].id: {item['id']!r} "
-                f"is also limits[{seen[item['id']]}]'s id"
+                f"{where}:{_line_for(lines, ('limits', i, 'id'))}: limits[{i}].id: {item.id!r} "
+                f"is also limits[{seen[item.id]}]'s id"
             )
-        seen[item["id"]] = i
-    return tuple(KnownLimit(**{k: item[k] for k in _KEYS}) for item in data["limits"])
+        seen[item.id] = i
+    return tuple(doc.limits)
 
 
 def load_known_limits(series_dir: Path) -> tuple[KnownLimit, ...]:
     """patches/known-limits.yaml beside the series; none when the file is not there."""
     path = Path(series_dir) / FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    from .. import untrusted
+
+    text = untrusted.read_optional(path, "known-limits", root=series_dir)
+    if text is None:
         return ()
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text") from None
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
     return parse_known_limits(f"{Path(series_dir).name}/{FILE}", text)
 
 
@@ -144,5 +116,5 @@ def table(limits: tuple[KnownLimit, ...]) -> list[str]:
     return out
 
 
-def as_json(limits: Optional[tuple[KnownLimit, ...]]) -> list[dict[str, str]]:
+def as_json(limits: Optional[tuple[KnownLimit, ...]]) -> list[dict[str, Any]]:
     return [k.to_json() for k in limits or ()]

@@ -485,7 +485,7 @@ def run_evidence(opts: EvidenceOptions, reporter: Reporter) -> EvidenceRun:
         opts.cache.cell_dir(cell_id),
         out_dir / "logs",
         Steps(reporter),
-        Cell(cell_id, target.name, "cpu", target.layout),
+        Cell(cell=cell_id, target=target.name, backend="cpu", layout=target.layout),
         series,
         SnapshotRepo(opts.cache.snapshots_git),
         rerun=True,  # apply never stops at the matrix's cached cell result: the tree is needed

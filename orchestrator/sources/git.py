@@ -69,6 +69,8 @@ def problems(options: dict) -> list[tuple[str, str]]:
 
 def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
     url, ref = str(source["url"]), str(source["ref"])
+    if source.get("unreachable"):  # the run's plan found it unreachable (sources/pins.py): no second try
+        raise SourceUnreachable(f"source unavailable: {source['unreachable']} (found by the run's plan)")
     asked = str(source.get("pinned_from") or ref)  # pinned by a run's plan (sources/pins.py): the ref matrix.yaml names
     subdir = source.get("subdirectory", "").strip("/")
     submodules = [str(s).strip("/") for s in source.get("submodules", [])]

@@ -5,14 +5,15 @@ branch moves during the run.
 `resolve(matrix, names)` asks each git remote once what its ref names now (`git ls-remote`:
 nothing is fetched); `pinned(matrix, pins)` is the matrix with those refs replaced. A pins file is
 what `ggml-patch resolve-refs` writes:
-    {"version": 1, "pins": {TARGET: {"commit": SHA, "ref": "master", "remote_ref": "refs/heads/master", "url": URL}}}
+    {"version": 1, "pins": {TARGET: {"commit": SHA, "ref": "master", "remote_ref": "refs/heads/master", "url": URL}},
+     "unreachable": {TARGET: {"url": URL, "ref": "master", "reason": "..."}}}
 (a bare SHA is accepted for a pin too); `--pin TARGET=COMMIT` gives one by hand. Every command
-takes `--pins FILE` and `--pin`.
+takes `--pins FILE` and `--pin`. A target the plan could not reach is recorded, not fatal: its
+legs report `source unavailable` at once (no second try), the rest of the run goes on.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -38,12 +39,11 @@ def parse_pin(text: str) -> tuple[str, dict]:
 
 
 def read_pins_file(path: Path) -> dict[str, dict]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such pins file (write one with `ggml-patch resolve-refs --out FILE`)") from None
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise ConfigError(f"{path}: not a pins file (JSON): {e}") from None
+    from .. import untrusted
+
+    if not Path(path).exists():
+        raise ConfigError(f"{path}: no such pins file (write one with `ggml-patch resolve-refs --out FILE`)")
+    data = untrusted.load_json(path, "pins")
     pins = data.get("pins") if isinstance(data, dict) else None
     if not isinstance(pins, dict):
         raise ConfigError(f'{path}: not a pins file: expected {{"pins": {{TARGET: {{"commit": SHA}}}}}}')
@@ -53,6 +53,11 @@ def read_pins_file(path: Path) -> dict[str, dict]:
         if not isinstance(pin, dict) or not _FULL_SHA.match(str(pin.get("commit", ""))):
             raise ConfigError(f'{path}: pins.{target}: expected a full 40-hex commit id ("commit")')
         out[str(target)] = pin
+    gone = data.get("unreachable", {})
+    if not isinstance(gone, dict) or not all(isinstance(v, dict) and "reason" in v for v in gone.values()):
+        raise ConfigError(f'{path}: unreachable: expected {{TARGET: {{"reason": TEXT}}}}')
+    for target, why in gone.items():
+        out.setdefault(str(target), {"unreachable": str(why["reason"])})
     return out
 
 
@@ -78,6 +83,10 @@ def pinned(matrix: Matrix, pins: dict[str, dict]) -> Matrix:
                 f"pin for {name!r}: its source is {t.source.kind}, already pinned by matrix.yaml; "
                 "only git sources take a pin"
             )
+        if "unreachable" in pin:  # the plan could not reach it: its cells report that, without a retry
+            options = {**t.source.options, "unreachable": pin["unreachable"]}
+            targets[name] = replace(t, source=Source("git", options, t.source.key, t.source.base_dir))
+            continue
         options = {**t.source.options, "ref": pin["commit"], "pinned_from": t.source.options["ref"]}
         if pin.get("remote_ref"):
             options["pinned_ref"] = str(pin["remote_ref"])
@@ -102,14 +111,28 @@ def git_targets(matrix: Matrix, profiles: Iterable[str], names: Iterable[str] = 
 
 
 def resolve(matrix: Matrix, names: list[str]) -> dict[str, dict]:
-    """target -> {commit, ref, remote_ref, url}: what each git ref names now."""
-    out = {}
+    """target -> {commit, ref, remote_ref, url}: what each git ref names now. Raises for the
+    first target that cannot be resolved (resolve_reachable records them instead)."""
+    pins, gone = resolve_reachable(matrix, names)
+    if gone:
+        raise SourceUnreachable(next(iter(gone.values()))["reason"])
+    return pins
+
+
+def resolve_reachable(matrix: Matrix, names: list[str]) -> tuple[dict[str, dict], dict[str, dict]]:
+    """(pins of the targets that resolved, {target: {url, ref, reason}} of those that did not: a
+    remote down, gone or private, or a ref it no longer has)."""
+    out, gone = {}, {}
     for name in names:
         src = matrix.target(name).source
         url, ref = str(src["url"]), str(src["ref"])
-        commit, remote_ref = ls_remote(url, ref, f"{src.key}.ref")
+        try:
+            commit, remote_ref = ls_remote(url, ref, f"{src.key}.ref")
+        except (SourceUnreachable, ConfigError) as e:
+            gone[name] = {"url": url, "ref": ref, "reason": str(e)}
+            continue
         out[name] = {"commit": commit, "ref": ref, "remote_ref": remote_ref, "url": url}
-    return out
+    return out, gone
 
 
 def ls_remote(url: str, ref: str, key: str) -> tuple[str, str]:
@@ -149,5 +172,5 @@ def _ls_remote(options: list[str], args: list[str], url: str, key: str) -> list[
     return [ln for ln in out.splitlines() if ln.strip()]
 
 
-def pins_json(pins: dict[str, dict]) -> dict:
-    return {"version": VERSION, "pins": pins}
+def pins_json(pins: dict[str, dict], unreachable: Optional[dict[str, dict]] = None) -> dict:
+    return {"version": VERSION, "pins": pins, **({"unreachable": unreachable} if unreachable else {})}

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
+from .. import untrusted
 from ..cache import Cache
 from ..config import Matrix
 from ..errors import BuildFailed, BundleRefused, BundleVerificationFailed, ConfigError, SeriesDoesNotApply
@@ -30,7 +31,7 @@ from ..evidence.training import can_plot, plot
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..redact import redact_data
 from ..report import model
-from ..report.model import Cell, CellStatus, Outcome, Results, Verdict, as_results
+from ..report.model import Cell, CellStatus, DeviceInfo, Outcome, Results, Verdict
 
 if TYPE_CHECKING:
     from .authorship import Identity
@@ -58,11 +59,10 @@ def load_results(results_dir: Path) -> tuple[Results, str]:
     return model.load_results(path)
 
 
-def problems(results: Results | dict, current_series_sha256: str) -> list[Problem]:
+def problems(results: Results, current_series_sha256: str) -> list[Problem]:
     """Everything that stops these results from backing a pull request; empty when they do."""
-    results = as_results(results)
     found = []
-    ran = results.series["sha256"]
+    ran = results.series.sha256
     if ran != current_series_sha256:
         found.append(
             Problem(
@@ -152,9 +152,8 @@ def _num(x) -> str:
     return str(x)
 
 
-def outcome_rows(results: Results | dict, target: str) -> list[dict]:
+def outcome_rows(results: Results, target: str) -> list[dict]:
     """backend x device x test case, with the fix and with the fix reverted (the table's rows)."""
-    results = as_results(results)
     rows = []
     for c in results.cells_of(target):
         recs = results.records_of(c.cell)
@@ -211,9 +210,8 @@ CELL_COLUMNS = (
 )
 
 
-def skipped_tests(results: Results | dict, target: str) -> list[tuple[str, str, str]]:
+def skipped_tests(results: Results, target: str) -> list[tuple[str, str, str]]:
     """(cell, test, why) for every test a cell's backend does not run (its patched variant's record)."""
-    results = as_results(results)
     out = []
     for c in results.cells_of(target):
         patched = results.records_of(c.cell).get("patched")
@@ -223,24 +221,24 @@ def skipped_tests(results: Results | dict, target: str) -> list[tuple[str, str, 
     return out
 
 
-def _device_text(device: Optional[dict]) -> str:
+def _device_text(device: Optional[DeviceInfo]) -> str:
     """What a cell ran on, as its backend module recorded it (e.g. Vulkan's device and driver)."""
-    if not isinstance(device, dict):
+    if device is None:
         return ""
     parts = []
-    if device.get("devices"):
-        parts.append(", ".join(map(str, device["devices"])))
-    if device.get("drivers"):
-        parts.append("driver " + ", ".join(map(str, device["drivers"])))
+    if device.devices:
+        parts.append(", ".join(device.devices))
+    if device.drivers:
+        parts.append("driver " + ", ".join(device.drivers))
     return "; ".join(parts)
 
 
 TRAINING_PLOT = "training-loss.png"
 
 
-def training_cell(results: Results | dict, target: str) -> Optional[Cell]:
+def training_cell(results: Results, target: str) -> Optional[Cell]:
     """The cell whose training run the PR body shows: the CPU cell where there is one."""
-    cells = [c for c in as_results(results).cells_of(target) if (c.training or {}).get("with_fix")]
+    cells = [c for c in results.cells_of(target) if c.training and c.training.with_fix]
     cells.sort(key=lambda c: c.backend != "cpu")
     return cells[0] if cells else None
 
@@ -300,7 +298,7 @@ def manifest(
             "patched_commit": patched_commit,
             "series": {
                 "sha256": series_sha256(patches),
-                "results_series_sha256": results.series["sha256"],
+                "results_series_sha256": results.series.sha256,
                 "patches": [name for name, _ in patches],
             },
             "results": {
@@ -338,24 +336,20 @@ def read_bundle(directory: Path) -> Bundle:
     """A bundle directory, checked against its manifest: every file present, unchanged."""
     directory = Path(directory)
     mpath = directory / MANIFEST
-    try:
-        man = json.loads(mpath.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(
-            f"{mpath}: missing; --bundle must name one target's directory made by `ggml-patch bundle`"
-        ) from None
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-        raise ConfigError(f"{mpath}: not valid JSON; re-run `ggml-patch bundle`") from None
-    except OSError as e:
-        raise ConfigError(f"{mpath}: cannot read: {e.strerror or e}") from None
+    from .. import untrusted
     from .manifest import validate
+
+    if not mpath.exists() and not mpath.is_symlink():
+        raise ConfigError(f"{mpath}: missing; --bundle must name one target's directory made by `ggml-patch bundle`")
+    man = untrusted.load_json(mpath, "manifest", root=directory)
 
     files = validate(man, mpath)["files"]  # untrusted: every field checked before any is used
     for name, digest in files.items():
-        f = directory / name
+        f = untrusted.name_under(directory, name, f"{mpath}: files")
         if Path(name).name != name or not f.is_file():
             raise ConfigError(f"{f}: listed in {MANIFEST} but missing; re-run `ggml-patch bundle`")
-        if hashlib.sha256(f.read_bytes()).hexdigest() != digest:
+        kind = "patch" if name.endswith(".patch") else "document"
+        if hashlib.sha256(untrusted.read_bytes(f, kind, root=directory)).hexdigest() != digest:
             raise ConfigError(
                 f"{f}: changed since the bundle was made (sha256 differs from {MANIFEST}); re-run `ggml-patch bundle`"
             )
@@ -445,6 +439,26 @@ def _same(cells: list[Cell], what: str, get: Callable[[Cell], Optional[str]]) ->
     return str(values.pop())
 
 
+def _policy_reader(repo):
+    """read_blob for the target's policy files: at most the policy cap, UTF-8 or one line."""
+
+    def read(commit: str, path: str) -> Optional[str]:
+        size = repo.blob_size(commit, path)
+        if size is None:
+            return None
+        where = f"{path} at {commit[:12]}"
+        if size > untrusted.cap_of("policy"):
+            raise ConfigError(
+                f"{where}: {size} bytes, more than the {untrusted.cap_of('policy')} a policy file may hold"
+            )
+        text = repo.read_blob(commit, path)
+        if text is None:
+            return None
+        return untrusted.decode(text.encode("utf-8", "surrogateescape"), where, "policy")
+
+    return read
+
+
 def bundle_target(
     opts: BundleOptions,
     results: Results,
@@ -464,10 +478,10 @@ def bundle_target(
     if opts.author is None:
         raise ConfigError('bundle: no author for the bundle\'s commits (pass --author "Name <email>")')
     cells = [c for c in results.cells_of(target_name) if c.patched_commit]
-    base = _same(cells, "base commit", lambda c: (c.source or {}).get("base_commit"))
+    base = _same(cells, "base commit", lambda c: c.source.base_commit if c.source else None)
     patched = _same(cells, "patched commit", lambda c: c.patched_commit)
-    source = dict(cells[0].source or {})
-    finetune = tuned.for_target(tuned.load(opts.results_dir), target_name, base, results.series["sha256"], opts.log)
+    source = cells[0].source.to_json() if cells[0].source else {}
+    finetune = tuned.for_target(tuned.load(opts.results_dir), target_name, base, results.series.sha256, opts.log)
     target = matrix.target(target_name)
     work = cache.root / "bundle" / slug(target_name)
     with cache.lock(f"bundle-{target_name}"):
@@ -478,6 +492,15 @@ def bundle_target(
                 f"{opts.matrix.path} gives now ({snap.commit[:12]}); re-run `ggml-patch matrix`"
             )
         repo = SnapshotRepo(cache.snapshots_git)
+        # the target's own text and the contributor's: checked (size, UTF-8) before any build
+        rules = policy.derive(
+            target_name, base, policy.read_policy_files(_policy_reader(repo), base), _declared(target)
+        )
+        cover_path = Path(matrix.series_dir) / cover.COVER_FILE
+        cov = cover.parse_cover(
+            f"{Path(matrix.series_dir).name}/{cover.COVER_FILE}",
+            untrusted.read_optional(cover_path, "cover", root=matrix.series_dir),
+        )
         worktree = Worktree(repo, work / "src")
         if not _has_commit(repo, patched):  # a pruned cache: the series recreates it exactly
             opts.log(f"{target_name}: recreating the tested commit {patched[:12]} from the series")
@@ -493,12 +516,6 @@ def bundle_target(
         verification = verify(opts, target, repo, worktree, work, base, head, patches)
         toolchain = toolchain_info(work / "build")
         toolchain = cell_compilers_that_differ({**toolchain, **cells_toolchain(cache, cells)})
-        rules = policy.derive(target_name, base, policy.read_policy_files(repo.read_blob, base), _declared(target))
-        cover_path = Path(matrix.series_dir) / cover.COVER_FILE
-        cov = cover.parse_cover(
-            f"{Path(matrix.series_dir).name}/{cover.COVER_FILE}",
-            cover_path.read_text(encoding="utf-8") if cover_path.is_file() else None,
-        )
         docs = documents.documents(
             policy=rules,
             cover=cov,
@@ -520,8 +537,8 @@ def bundle_target(
         with tempfile.TemporaryDirectory() as tmp:
             t = trained.training
             png = plot(
-                t["with_fix"],
-                t["without_fix"],
+                t.with_fix,
+                t.without_fix,
                 Path(tmp) / TRAINING_PLOT,
                 f"{trained.cell}: train-opt-dynamic, per-step graphs, SGD",
             )
@@ -577,19 +594,38 @@ def _declared(target):
 
 
 def _write_dir(dest: Path, files: dict[str, str | bytes]) -> None:
-    """Replace `dest` whole: no patch from an earlier bundle is left beside the new ones."""
-    staging = dest.parent / f".{dest.name}.partial"
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
-    for name, data in files.items():
-        if isinstance(data, bytes):
-            (staging / name).write_bytes(data)
-        else:
-            (staging / name).write_text(data, encoding="utf-8")
-    if dest.exists():
-        shutil.rmtree(dest)
-    staging.rename(dest)
+    """Replace `dest` whole: no patch from an earlier bundle is left beside the new ones. The
+    staging folder is a new one of its own (a user's `.NAME.partial/` is never touched), and
+    `dest` is replaced only when it is an earlier bundle of this target (or empty)."""
+    if dest.is_symlink() or (dest.exists() and not _earlier_bundle(dest)):
+        raise ConfigError(f"{dest}: holds files ggml-patch did not write; move them away or name another --out")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=dest.parent))
+    try:
+        for name, data in files.items():
+            f = untrusted.name_under(staging, name, "bundle file")
+            if isinstance(data, bytes):
+                f.write_bytes(data)
+            else:
+                f.write_text(data, encoding="utf-8")
+        if dest.exists():
+            shutil.rmtree(dest)
+        staging.rename(dest)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _earlier_bundle(dest: Path) -> bool:
+    if not dest.is_dir():
+        return False
+    if not any(dest.iterdir()):
+        return True
+    try:
+        man = untrusted.load_json(dest / MANIFEST, "manifest", root=dest)
+    except ConfigError:
+        return False
+    return isinstance(man, dict) and man.get("tool") == "ggml-patch" and man.get("target") == dest.name
 
 
 def _has_commit(repo, commit: str) -> bool:
@@ -684,7 +720,7 @@ def verify(
         work,
         work / "logs",
         Steps(),
-        Cell(f"{target.name}/cpu", target.name, "cpu", target.layout),
+        Cell(cell=f"{target.name}/cpu", target=target.name, backend="cpu", layout=target.layout),
         worktree=worktree,
         programs=False,
         env=module.test_env(backend),

@@ -127,6 +127,15 @@ class SnapshotRepo:
                 self.git("worktree", "remove", "--force", "--force", "--end-of-options", str(path))
             self.git("worktree", "prune")
 
+    def blob_size(self, commit: str, path: str) -> Optional[int]:
+        """A file's size in bytes at a commit (None when absent or not a file)."""
+        try:
+            if git("cat-file", "-t", "--end-of-options", f"{commit}:{path}", git_dir=self.path) != "blob":
+                return None
+            return int(git("cat-file", "-s", "--end-of-options", f"{commit}:{path}", git_dir=self.path))
+        except (GitError, ValueError):
+            return None
+
     def read_blob(self, commit: str, path: str) -> Optional[str]:
         """A file's exact text at a commit (None when absent)."""
         try:
@@ -197,6 +206,11 @@ class Worktree:
 
     def restore(self, paths: list[str]) -> None:
         self.git("checkout", "HEAD", "--", *paths)
+
+    def restore_from(self, commit: str, paths: list[str]) -> None:
+        """The files as `commit` has them, in the work tree only (the index keeps HEAD's), in one
+        process; a file `commit` lacks is removed."""
+        self.git("restore", f"--source={commit}", "--worktree", "--", *paths)
 
     def apply(self, patch_file: Path) -> None:
         """`git apply` a diff to the files (no commit); GitError with git's line when it does not apply."""

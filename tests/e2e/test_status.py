@@ -63,9 +63,9 @@ def test_real_pinned_targets_apply_cleanly(drift):
 def test_git_source_keeps_the_real_commit(drift):
     rows, _, _, fork = drift
     assert rows["fork-near"].base == git(fork, "rev-parse", "near").strip()
-    assert rows["fork-near"].source["upstream_commit"] == rows["fork-near"].base
+    assert rows["fork-near"].source.upstream_commit == rows["fork-near"].base
     assert rows["fork-tag"].base == rows["fork-near"].base
-    assert rows["fork-tag"].source["resolved_ref"] == "refs/tags/v-near"
+    assert rows["fork-tag"].source.resolved_ref == "refs/tags/v-near"
 
 
 def test_commit_next_to_the_fix_needs_a_3way_merge(drift):

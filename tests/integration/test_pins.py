@@ -127,3 +127,40 @@ def test_missing_ref_and_unreachable_remote(tmp_path):
         P.ls_remote(str(tmp_path / "absent"), "main", "targets.t.source.ref")
     sha = "1" * 40
     assert P.ls_remote("https://unreachable.invalid/x", sha, "k") == (sha, sha)  # a full commit needs no network
+
+
+def test_an_unreachable_target_is_recorded_and_its_cells_report_it(tmp_path):
+    """One remote gone (as a deleted or private fork is): the others are pinned, exit 0; the gone
+    one's status and cells say `source unavailable` (exit 3) at once, from the pins file."""
+    up = _upstream(tmp_path / "up")
+    first = _head(up)
+    m = _matrix(tmp_path, up)
+    gone_url = tmp_path / "deleted-fork"
+    m.write_text(m.read_text().replace("  tag: {layout: ggml", f'  gone: {{layout: ggml, source: {{kind: git, url: "{gone_url}", ref: main}}}}\n  tag: {{layout: ggml')
+                 .replace("targets: [tip, dflt, tag]", "targets: [tip, gone]"))
+    proc = run_tool("resolve-refs", "--matrix", str(m), "--out", str(tmp_path / "pins.json"))
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["pins"]["tip"]["commit"] == first and "gone" not in data["pins"]
+    assert data["unreachable"]["gone"]["url"] == str(gone_url) and "unreachable" in data["unreachable"]["gone"]["reason"]
+    assert "gone: unreachable, its cells will report it" in proc.stderr
+    pins = str(tmp_path / "pins.json")
+    st = run_tool("status", "--matrix", str(m), "--cache", str(tmp_path / "cache"), "--profile", "live",
+                  "--pins", pins, "--json")
+    assert st.returncode == 3, st.stderr
+    rows = {r["target"]: r for r in json.loads(st.stdout)["targets"]}
+    assert rows["tip"]["status"] != "source unreachable" and rows["gone"]["status"] == "source unreachable"
+    assert "found by the run's plan" in rows["gone"]["detail"]
+    res = tmp_path / "results"
+    cell = run_tool("matrix", "--matrix", str(m), "--cache", str(tmp_path / "cache"), "--profile", "live",
+                    "--target", "gone", "--pins", pins, "--results", str(res))
+    assert cell.returncode == 3, cell.stderr
+    got = json.loads((res / "results.json").read_text())["cells"]
+    assert [(c["cell"], c["status"]) for c in got] == [("gone/cpu", "error")]
+    assert got[0]["reason"].startswith("source unavailable: ")
+
+
+def test_a_pins_file_with_a_malformed_unreachable_entry_is_refused(tmp_path):
+    (tmp_path / "p.json").write_text(json.dumps({"pins": {}, "unreachable": {"x": "no reason"}}))
+    with pytest.raises(ConfigError, match="unreachable: expected"):
+        P.read_pins_file(tmp_path / "p.json")

@@ -81,7 +81,7 @@ def test_pypi_unreachable_is_a_status_too(tmp_path, monkeypatch):
     assert row.status == UNREACHABLE
     assert row.detail.startswith("targets.p.source: the package index is unreachable for pkg==1.0: "
                                  "http://127.0.0.1:9/simple (connection refused")
-    assert row.source["description"] == "pkg==1.0"
+    assert row.source.description == "pkg==1.0"
 
 
 @pytest.mark.parametrize("argv", [["status", "--help"], ["refresh", "--help"]])

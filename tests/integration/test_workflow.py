@@ -183,7 +183,7 @@ def test_the_leg_steps_report_where_people_look(wf):
     upload = cell["steps"][-1]
     assert upload["uses"].startswith("actions/upload-artifact@") and upload["if"] == "${{ !cancelled() }}"
     assert upload["with"] == {"name": "${{ matrix.artifact }}", "path": "ci-results", "if-no-files-found": "error",
-                              "retention-days": 30}
+                              "retention-days": 30, "overwrite": True}
     ccache = _step(cell, "ccache")
     for key in ("matrix.profile", "matrix.target", "matrix.backend"):  # one cache per leg
         assert key in ccache["with"]["key"] and key in ccache["with"]["restore-keys"]
@@ -239,7 +239,7 @@ def test_the_aggregate_keeps_profiles_apart(matrix, wf, tmp_path):
     by_id = {s["id"]: s for s in agg["steps"] if "id" in s}
     for p in matrix.profiles:
         merge, bundle = by_id[f"merge-{p}"], by_id[f"bundle-{p}"]
-        assert merge["run"] == f"ggml-patch merge-results --out merged/{p} cells/results+{p}+*\n"
+        assert merge["run"] == f"ggml-patch merge-results --expect-profile {p} --out merged/{p} cells/results+{p}+*\n"
         assert merge["if"] == "${{ !cancelled() }}"  # every profile is merged whatever another did
         assert bundle["run"] == (f'ggml-patch bundle --pins "$RUNNER_TEMP/pins.json" --results merged/{p} --out bundle/{p} '
                                  '--author "$GITHUB_ACTOR <$GITHUB_ACTOR_ID+$GITHUB_ACTOR@users.noreply.github.com>"\n')
@@ -292,7 +292,7 @@ def test_no_always_anywhere_and_least_privilege(wf, drift_wf, ci_wf):
         ("matrix", "aggregate"): {"contents": "read"},
         ("matrix", "report"): {"contents": "read", "issues": "write"},
         ("drift", "drift"): {"contents": "read", "issues": "write"},
-        ("ci", "checks"): {"contents": "read"},
+        ("ci", "checks"): {"contents": "read"}, ("ci", "oldest-python"): {"contents": "read"},
     }
 
 
@@ -397,7 +397,7 @@ def test_the_live_profile_runs_in_the_workflow(live_matrix):
     assert live[0]["required"] is False
     assert [leg["artifact"] for leg in legs].count("results+tip+ggml+cpu") == 1
     script = "\n".join(s.get("run", "") for s in wf["jobs"]["aggregate"]["steps"])
-    assert "merge-results --out merged/tip cells/results+tip+*" in script
+    assert "merge-results --expect-profile tip --out merged/tip cells/results+tip+*" in script
     only = _load(workflow_yaml(live_matrix, ["tip"]))
     assert {leg["profile"] for leg in _legs(only)} == {"tip"}
 
@@ -511,7 +511,7 @@ def test_a_dependabot_bump_survives_check_and_regeneration(repo_root, tmp_path):
     newer = "89abcdef0123456789abcdef0123456789abcdef"
     (repo / DEFAULT_PATH).write_text(_bump((repo / DEFAULT_PATH).read_text(), "actions/checkout", newer, "v7.1.0"))
     proc = run_tool("ci-workflow", "--matrix", str(m), "--check")
-    assert proc.returncode == 2 and "stale" in proc.stderr
+    assert proc.returncode == 2 and "action pins differ" in proc.stderr and "does not match" not in proc.stderr
     assert run_tool("ci-workflow", "--matrix", str(m)).returncode == 0
     assert all(f"actions/checkout@{newer} # v7.1.0" in (repo / p).read_text() for p in WORKFLOWS)
     # a pin without its version comment is not taken (the generator does not invent versions)
@@ -629,3 +629,93 @@ def test_the_linters_can_fail(repo_root, tmp_path):
 
 def test_cell_session_names_match_nox():
     assert cell_session("llama.cpp", "cpu") == "cell(target='llama.cpp', backend='cpu')"
+
+
+# ---------------------------------------------------------------- runners (issue 21)
+
+
+def test_metal_runs_on_a_current_macos(wf):
+    metal = [leg for leg in _legs(wf) if leg["backend"] == "metal"]
+    assert metal and {leg["runs-on"] for leg in metal} == {"macos-15"}
+
+
+def test_ci_workflow_refuses_a_retired_runner(live_matrix, tmp_path):
+    text = live_matrix.path.read_text()
+    assert "runs_on: macos-15" in text
+    live_matrix.path.write_text(text.replace("runs_on: macos-15", "runs_on: macos-14", 1))
+    line = next(i for i, ln in enumerate(live_matrix.path.read_text().splitlines(), 1) if "runs_on: macos-14" in ln)
+    for extra in ([], ["--check"]):
+        proc = run_tool("ci-workflow", "--matrix", str(live_matrix.path), "--output", str(tmp_path / "wf.yml"), *extra)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        err = proc.stderr.strip().splitlines()
+        assert len(err) == 1 and f"matrix.yaml:{line}: backends.metal.runs_on: runner 'macos-14' was retired" in err[0]
+        assert "use 'macos-15' instead" in err[0] and "actions/runner-images#13518" in err[0]
+    assert not (tmp_path / "wf.yml").exists()
+
+
+def test_a_backend_with_two_runners_gets_a_leg_on_each(live_matrix):
+    text = live_matrix.path.read_text().replace("timeout: 900\n    runs_on: ubuntu-24.04",
+                                                'timeout: 900\n    runs_on: [ubuntu-24.04, "self-hosted, linux, gpu"]')
+    live_matrix.path.write_text(text)
+    m = load_matrix(live_matrix.path)
+    wf = workflow(m)
+    cuda = [leg for leg in _legs(wf) if leg["backend"] == "cuda" and leg["target"] == "llama.cpp"]
+    assert [leg["runs-on"] for leg in cuda] == ["ubuntu-24.04", ["self-hosted", "linux", "gpu"]]
+    assert [leg["build-only"] for leg in cuda] == [True, False]
+    assert cuda[0]["artifact"] == "results+default+llama.cpp+cuda"
+    assert cuda[1]["artifact"] == "results+default@self-hosted-linux-gpu+llama.cpp+cuda"
+    assert len({leg["artifact"] for leg in _legs(wf)}) == len(_legs(wf))
+    assert len({leg["name"] for leg in _legs(wf)}) == len(_legs(wf))
+    # the GPU leg is merged apart (a cell may appear once in a merge), never in the default's glob
+    agg = wf["jobs"]["aggregate"]
+    merges = {s["name"]: s["run"] for s in agg["steps"] if s.get("name", "").startswith("Merge (")}
+    assert "cells/results+default+*" in merges["Merge (default)"]
+    assert "cells/results+default@self-hosted-linux-gpu+*" in merges["Merge (default@self-hosted-linux-gpu)"]
+    assert "gpu" in yaml.safe_load(actionlint_config(m))["self-hosted-runner"]["labels"]
+
+
+def test_every_upload_overwrites_so_a_rerun_can_go_green(wf, drift_wf):
+    uploads = [s for w in (wf, drift_wf) for job in w["jobs"].values() for s in job["steps"]
+               if "upload-artifact@" in s.get("uses", "")]
+    assert len(uploads) >= 4 and all(s["with"].get("overwrite") is True for s in uploads)
+
+
+def test_check_names_every_stale_file_and_a_pin_only_difference(repo_root, tmp_path):
+    repo = _copy_repo(repo_root, tmp_path / "repo")
+    m = repo / "matrix.yaml"
+    (repo / drift_workflow.PATH).write_text(_bump((repo / drift_workflow.PATH).read_text(), "actions/checkout",
+                                                  "0123456789abcdef0123456789abcdef01234567", "v7.0.2"))
+    (repo / project_workflow.PATH).write_text((repo / project_workflow.PATH).read_text() + "# edited\n")
+    proc = run_tool("ci-workflow", "--matrix", str(m), "--check")
+    err = proc.stderr.strip()
+    assert proc.returncode == 2 and "\n" not in err
+    assert f"{repo / project_workflow.PATH}: stale (does not match {m})" in err
+    # the newer pin in one file is taken for all: the others are named for their pins, not matrix.yaml
+    assert f"{repo / DEFAULT_PATH}: its action pins differ" in err and f"{repo / drift_workflow.PATH}:" not in err
+
+
+def test_targets_a_runner_cannot_fetch_are_named(live_matrix, tmp_path):
+    text = live_matrix.path.read_text().replace(
+        'url: "https://github.com/ggml-org/ggml", ref: master}', 'url: "file:///srv/ggml", ref: master}')
+    live_matrix.path.write_text(text)
+    proc = run_tool("ci-workflow", "--matrix", str(live_matrix.path), "--output", str(tmp_path / "wf.yml"))
+    assert proc.returncode == 0
+    warn = [ln for ln in proc.stderr.splitlines() if "warning" in ln]
+    assert len(warn) == 1 and "targets.ggml-tip: a git source on this machine; a GitHub runner cannot fetch it" in warn[0]
+
+
+def test_the_jobs_that_write_issues_restore_no_pip_cache_and_fork_legs_share_none(wf, drift_wf):
+    for job in (wf["jobs"]["report"], drift_wf["jobs"]["drift"]):
+        py = _step(job, "Python")
+        assert "cache" not in py["with"], job["name"]
+    cell_py = _step(wf["jobs"]["cell"], "Python")
+    assert cell_py["with"]["cache"] == "${{ !matrix.git && 'pip' || '' }}"
+
+
+def test_project_ci_covers_constraints_and_the_oldest_python(ci_wf, repo_root):
+    for event in ("push", "pull_request"):
+        assert "constraints.txt" in ci_wf["on"][event]["paths"]
+    oldest = ci_wf["jobs"]["oldest-python"]
+    claimed = re.search(r'requires-python = ">=([0-9.]+)"', (repo_root / "pyproject.toml").read_text())[1]
+    assert _step(oldest, "Python")["with"]["python-version"] == claimed
+    assert any("-c constraints.txt" in s.get("run", "") for s in oldest["steps"])

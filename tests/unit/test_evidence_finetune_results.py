@@ -242,9 +242,10 @@ def test_the_section_is_added_replaced_and_kept_by_a_matrix_run():
 
 
 def test_a_matrix_run_keeps_the_evidence_section_in_summary_md(tmp_path):
+    from orchestrator.report.model import load_results
     from orchestrator.report.summary import write_results
 
-    results = json.loads((Path(__file__).parents[1] / "data" / "results-cpu-sample.json").read_text())
+    results, _ = load_results(Path(__file__).parents[1] / "data" / "results-cpu-sample.json")
     section = S.marked(ft.summary_section(sample(), "no plot"))
     (tmp_path / "summary.md").write_text(S.splice("# an older matrix summary\n", section))
     write_results(results, tmp_path)

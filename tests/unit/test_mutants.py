@@ -36,7 +36,7 @@ def test_a_malformed_mutant_is_one_line_naming_the_file(text, phrase):
 
 
 def _gate(outcome, exit_code, output="", signal=None):
-    return TestRecord(outcome, exit_code, signal, gate=True, output=output)
+    return TestRecord(outcome=outcome, exit_code=exit_code, signal=signal, gate=True, output=output)
 
 
 @pytest.mark.parametrize("apply_error, built, gate, expected, phrase", [
