@@ -11,9 +11,10 @@
 (f) the mutants' cost per mutant in the tool (its mutants step over the mutants it ran), against
     `git apply` of the same mutant + a ninja one-file rebuild of the gate target + a gate run by
     hand in the same build tree, no ccache in either.
-(g) the fine-tuning evidence (`ggml-patch evidence`, issue 17) in the cold run's cache: cold (libllama
-    and the program built in a new build tree without ccache, the model made, every case run in both
-    variants), then again with nothing changed (the cached result).
+(g) the fine-tuning evidence (`ggml-patch evidence`, issues 17 and 25) in the cold run's cache: cold
+    (upstream's llama-finetune built in a new build tree without ccache, the model made and pre-trained,
+    every case run in both variants, the noise runs), then again with nothing changed (the cached result);
+    goals: cold under 15 minutes, the re-run under 1 s.
 (h) the newcomer (issue 24): a fresh `git clone` of this repository into a temporary folder, an empty
     HOME (no tool cache, no ccache, no pip cache, no pip config: wheels and sdists from the package
     index), a new virtual environment, `pip install nox && nox -s matrix` as the README says; wall time
@@ -50,7 +51,7 @@ from orchestrator.config import load_matrix  # noqa: E402
 from orchestrator.patchset.render import rendered_for_target  # noqa: E402
 
 GOALS = {"cold_vs_by_hand": 0.3, "control_vs_one_file": 1.2, "mutant_vs_by_hand": 1.2, "rerun_s": 1.0,
-         "own_time_share": 0.05, "evidence_rerun_s": 1.0,
+         "own_time_share": 0.05, "evidence_rerun_s": 1.0, "evidence_cold_s": 900.0,
          # issue 24: the newcomer's run (2 cores) and the ratios under two busy loops of the bench's own
          "newcomer_first_verdict_s": 75.0, "newcomer_total_s": 240.0, "newcomer_rerun_s": 1.0,
          "newcomer_loaded_first_verdict_s": 150.0, "newcomer_loaded_total_s": 480.0,
@@ -456,6 +457,7 @@ def ratios(report: dict) -> dict:
         r["loaded_mutant_vs_by_hand"] = _max_ratio(report["loaded"]["mutants"])
     if "evidence" in report:
         r["evidence_rerun_s"] = report["evidence"]["cached"]["wall_s"]
+        r["evidence_cold_s"] = report["evidence"]["cold"]["wall_s"]
     for name, n in report.get("newcomer", {}).items():
         prefix = "newcomer_" if name == "quiet" else "newcomer_loaded_"
         r[f"{prefix}first_verdict_s"] = n["first_verdict_s"]
@@ -470,6 +472,7 @@ NAMES = {"cold_vs_by_hand": "cold tool run, mutants excluded / by-hand route",
          "mutant_vs_by_hand": "per mutant / git apply + gate rebuild + gate run by hand",
          "rerun_s": "re-run with nothing changed (s)", "own_time_share": "orchestrator's own time / cold run",
          "evidence_rerun_s": "evidence re-run with nothing changed (s)",
+         "evidence_cold_s": "evidence cold, default cases (s)",
          "newcomer_first_verdict_s": "newcomer, quiet: first verdict (s)",
          "newcomer_total_s": "newcomer, quiet: whole `pip install nox && nox -s matrix` (s)",
          "newcomer_rerun_s": "newcomer: `ggml-patch matrix` again, nothing changed (s)",
@@ -553,7 +556,8 @@ def only_evidence(report: dict, out: Path, cases: list[str]) -> int:
                 os.symlink(f, cache / "downloads" / folder.name / f.name)
         print("bench: (g) fine-tuning evidence, cold then cached", flush=True)
         report["evidence"] = evidence(cache, work, cases)
-    report["ratios"] = {"evidence_rerun_s": report["evidence"]["cached"]["wall_s"]}
+    report["ratios"] = {"evidence_rerun_s": report["evidence"]["cached"]["wall_s"],
+                        "evidence_cold_s": report["evidence"]["cold"]["wall_s"]}
     report["met"] = {k: report["ratios"][k] <= GOALS[k] for k in report["ratios"]}
     (out / "bench.json").write_text(json.dumps(report, indent=2) + "\n")
     text = "\n".join(["# ggml-patch speed benchmark: the fine-tuning evidence only", "",
@@ -568,7 +572,8 @@ def evidence(cache: Path, work: Path, cases: list[str]) -> dict:
     the cell's worktree are there), then with nothing changed. Its own timings come from finetune.json."""
     results = work / "r-evidence"
     args = ["evidence", "--cache", str(cache), "--results", str(results)] + [a for c in cases for a in ("--case", c)]
-    shutil.rmtree(cache / "cells" / "llama.cpp-cpu" / "build-evidence", ignore_errors=True)
+    shutil.rmtree(cache / "cells" / "llama.cpp-cpu" / "build-finetune", ignore_errors=True)
+    shutil.rmtree(cache / "evidence" / "models", ignore_errors=True)  # the model made and pre-trained again
     r0 = _children_cpu()
     t_cold, p = tool(*args, env=NO_CCACHE)
     cpu_cold = _children_cpu() - r0
@@ -602,8 +607,9 @@ def evidence_markdown(e: dict) -> list[str]:
             f"Cases: {', '.join(e['cases'])}; {c['runs']} runs, {c['epochs']} epochs in all.", "",
             "| | wall (s) | CPU (s) |", "|---|---|---|",
             f"| cold: everything (no ccache, new build tree) | {c['wall_s']} | {c['cpu_s']} |",
-            f"| cold: libllama + the program, with the fix | {t.get('build_with_fix_s')} | {t.get('build_with_fix_cpu_s')} |",
+            f"| cold: llama-finetune (libllama, llama-common, the example), with the fix | {t.get('build_with_fix_s')} | {t.get('build_with_fix_cpu_s')} |",
             f"| cold: the fix reverted, rebuilt | {t.get('build_without_fix_s')} | {t.get('build_without_fix_cpu_s')} |",
+            f"| cold: pre-training the tiny model (fixed build) | {t.get('pretrain_s')} | |",
             f"| cold: the runs | {t.get('runs_s')} | {t.get('runs_cpu_s')} |",
             f"| one epoch (CPU) | | {c['cpu_s_per_epoch']} |",
             f"| re-run with nothing changed (cached) | {e['cached']['wall_s']} | |",
