@@ -451,7 +451,9 @@ class FinetuneResults(Record):
         if not isinstance(d, dict):
             raise ValueError("expected a JSON object")
         if d.get("schema_version") != FINETUNE_SCHEMA_VERSION:
-            raise ValueError(f"finetune results: schema_version {d.get('schema_version')!r}, expected {FINETUNE_SCHEMA_VERSION}")
+            raise ValueError(
+                f"finetune results: schema_version {d.get('schema_version')!r}, expected {FINETUNE_SCHEMA_VERSION}"
+            )
         for k in COMPUTED:
             d.pop(k, None)
         try:
