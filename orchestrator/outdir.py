@@ -9,7 +9,6 @@ in it is touched. `--results` and `--cache` are checked the same way for being w
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Callable, Optional
@@ -154,9 +153,11 @@ def made_bundles(path: Path) -> bool:
     for entry in path.iterdir():
         if entry.name.startswith(".") and entry.name.endswith(".partial") and entry.is_dir():
             continue
+        from . import untrusted
+
         try:
-            man = json.loads((entry / "manifest.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            man = untrusted.load_json(entry / "manifest.json", "manifest", root=entry)
+        except ConfigError:
             return False
         if not (isinstance(man, dict) and man.get("tool") == "ggml-patch" and man.get("target") == entry.name):
             return False

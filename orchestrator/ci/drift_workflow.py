@@ -28,6 +28,8 @@ case $code in 0|3|4) ;; *) exit "$code" ;; esac
 """
 _ISSUE = """args=(--status status.json --repo "$REPO")
 if [ "$DRY_RUN" = true ]; then args+=(--dry-run); fi
+# a dispatch for some targets or another profile adds to the issue's state, never replaces it
+if [ "$PARTIAL" = true ]; then args+=(--partial); fi
 ggml-patch drift-issue "${args[@]}"
 """
 
@@ -103,6 +105,7 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
                     "GITHUB_TOKEN": "${{ github.token }}",
                     "REPO": "${{ github.repository }}",
                     "DRY_RUN": "${{ inputs.dry-run }}",
+                    "PARTIAL": f"${{{{ inputs.targets != '' || (inputs.profile != '' && inputs.profile != '{profile}') }}}}",
                 },
                 "run": _ISSUE,
             },

@@ -32,6 +32,7 @@ _ICON = {
 
 
 def write_results(results: Results, directory: Path) -> list[Path]:
+    from .. import untrusted
     from ..redact import redact, redact_data
     from .junit import junit_xml
 
@@ -41,7 +42,7 @@ def write_results(results: Results, directory: Path) -> list[Path]:
     json_path = dump_results(results, directory / "results.json")
     md_path = directory / "summary.md"
     # the fine-tuning evidence's section (`ggml-patch evidence`) survives a matrix run
-    old = md_path.read_text(encoding="utf-8", errors="replace") if md_path.is_file() else None
+    old = untrusted.read_lenient(md_path, "summary", root=directory)  # only a regular file of ours is kept from
     md_path.write_text(evidence_section.keep(old, summary_markdown(results)), encoding="utf-8")
     # logs are read only inside the results folder, and redacted like everything else written
     xml = junit_xml(results, lambda p: log_tail(p, root=directory))

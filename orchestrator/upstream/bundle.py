@@ -444,7 +444,7 @@ def bundle_target(
     from ..verdicts.known_limits import as_json
 
     man["known_limits"] = as_json(known_limits)  # patches/known-limits.yaml: what the series leaves as it is
-    files_text[MANIFEST] = json.dumps(man, indent=2) + "\n"
+    files_text[MANIFEST] = json.dumps(redact_data(man), indent=2) + "\n"  # the whole manifest, redacted last
     from .. import outdir
 
     # only into a folder the tool made (or a new or empty one): _write_dir replaces dest whole

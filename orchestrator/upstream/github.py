@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
+from urllib.parse import urlsplit
 
 from ..errors import (
     ConfigError,
@@ -167,19 +168,42 @@ def git_env(askpass: Optional[Path]) -> dict[str, str]:
 
 
 _ASKPASS = """#!/bin/sh
-# git asks for a user name, then a password: GitHub takes any user name with the token as password
+# The token only for https://HOST, the configured GitHub host: git names the URL in its prompt,
+# so another host, plain http, or a redirect elsewhere gets nothing (git then fails to log in).
 case "$1" in
-  Username*) echo x-access-token ;;
-  *) printf '%s\\n' "$GITHUB_TOKEN" ;;
+  "Username for 'https://HOST': ") echo x-access-token ;;
+  "Password for 'https://"*"@HOST': ")
+    user=${1#"Password for 'https://"}; user=${user%"@HOST': "}
+    case "$user" in *[@/:\\ ]*|"") exit 1 ;; esac
+    printf '%s\\n' "$GITHUB_TOKEN" ;;
+  *) exit 1 ;;
 esac
 """
+# git never follows a redirect for a push or fetch that may carry the token
+NO_REDIRECTS = ("http.followRedirects=false",)
+_HOST = re.compile(r"^[A-Za-z0-9.-]+(?::[0-9]{1,5})?\Z")
 
 
-def askpass_script(directory: Path) -> Path:
-    """A GIT_ASKPASS helper holding no secret: it prints $GITHUB_TOKEN when git asks."""
+def token_host(api_url: str) -> str:
+    """The host git may give the token to: the web host of --api-url (github.com by default)."""
+    from .submission import web_url
+
+    parts = urlsplit(web_url(api_url))
+    host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+    if not _HOST.match(host):
+        raise ConfigError(f"--api-url {redact(api_url)!r}: no usable host for git's credentials")
+    return host
+
+
+def askpass_script(directory: Path, host: str = "github.com") -> Path:
+    """A GIT_ASKPASS helper holding no secret: it prints $GITHUB_TOKEN when git asks for the
+    password of https://`host`, and nothing for any other URL."""
+    if not _HOST.match(host):
+        raise ConfigError(f"{host!r}: not a host name")
+    text = _ASKPASS.replace("HOST", host)
     path = directory / "askpass.sh"
-    if not path.exists() or path.read_text() != _ASKPASS:
-        path.write_text(_ASKPASS)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return path
 
@@ -215,7 +239,7 @@ def fetch_commit(
     timeout: float = PUSH_TIMEOUT_S,
 ) -> None:
     try:
-        workrepo.fetch_commit(workdir, remote, commit, git_env(askpass), timeout)
+        workrepo.fetch_commit(workdir, remote, commit, git_env(askpass), timeout, config=NO_REDIRECTS)
     except GitError as e:
         if e.timed_out:
             raise PushFailed(
@@ -257,7 +281,7 @@ def push(
     timeout: float = PUSH_TIMEOUT_S,
 ) -> None:
     try:
-        workrepo.push(workdir, remote, branch, git_env(askpass), timeout)
+        workrepo.push(workdir, remote, branch, git_env(askpass), timeout, config=NO_REDIRECTS)
     except GitError as e:
         if e.timed_out:
             raise PushFailed(

@@ -5,7 +5,7 @@ command line of `ggml-patch pr` is here; upstream/github.py words the errors."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from .runner import AM_FLAGS, GitError, git, succeeds
 
@@ -24,10 +24,12 @@ def has_commit(workdir: Path, commit: str) -> bool:
     return succeeds("cat-file", "-e", "--end-of-options", f"{commit}^{{commit}}", cwd=workdir)
 
 
-def fetch_commit(workdir: Path, remote: str, commit: str, env: dict[str, str], timeout: float) -> None:
+def fetch_commit(
+    workdir: Path, remote: str, commit: str, env: dict[str, str], timeout: float, config: Sequence[str] = ()
+) -> None:
     """One commit of `remote`, shallow, no tags."""
     git("fetch", "-q", "--no-tags", "--depth=1", "--end-of-options", remote, commit, cwd=workdir, env=env,
-        timeout=timeout)  # fmt: skip
+        timeout=timeout, config=config)  # fmt: skip
 
 
 def abort_am(workdir: Path) -> None:
@@ -68,8 +70,10 @@ def push_argv(workdir: Path, remote: str, branch: str) -> list[str]:
     return ["git", "-C", str(workdir), *push_args(remote, branch)]
 
 
-def push(workdir: Path, remote: str, branch: str, env: dict[str, str], timeout: Optional[float]) -> None:
-    git(*push_args(remote, branch), cwd=workdir, env=env, timeout=timeout)
+def push(
+    workdir: Path, remote: str, branch: str, env: dict[str, str], timeout: Optional[float], config: Sequence[str] = ()
+) -> None:
+    git(*push_args(remote, branch), cwd=workdir, env=env, timeout=timeout, config=config)
 
 
 def is_branch_name(name: str) -> bool:

@@ -28,28 +28,33 @@ RUN = {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": REPO, "GI
 
 
 class FakeGitHub:
-    """Just enough of the issues API, with state: issues, labels, comments; every request recorded."""
+    """Just enough of the issues API, with state: issues (open and closed, state_reason), labels,
+    comments; list issues as GitHub does (state, optional labels, per_page capped at 100, pages
+    with a Link header, newest first); faults to inject (answered once each, in order); every
+    request recorded."""
 
     def __init__(self, server: HTTPServer):
         self.server, self.issues, self.labels, self.comments, self.requests = server, {}, set(), [], []
+        self.faults: list[tuple[str, str, Response]] = []  # (method, path, answer), each used once
         server.expect_request(re.compile(r"^/repos/owner/proj/.*")).respond_with_handler(self.handle)
 
     def add(self, number: int, body: str, labels=(D.LABEL,), state="open", **more) -> None:
         self.issues[number] = {"number": number, "title": D.TITLE, "body": body, "state": state,
-                               "labels": [{"name": n} for n in labels], "html_url": f"https://github.com/{REPO}/issues/{number}",
-                               **more}
+                               "state_reason": None, "labels": [{"name": n} for n in labels],
+                               "html_url": f"https://github.com/{REPO}/issues/{number}", **more}
 
     def handle(self, request):
         path = request.path[len(f"/repos/{REPO}"):]
         body = json.loads(request.get_data(as_text=True) or "null")
         self.requests.append((request.method, path, body, dict(request.headers)))
+        for i, (method, where, answer) in enumerate(self.faults):
+            if method == request.method and where == path:
+                del self.faults[i]
+                return answer
         if request.headers.get("Authorization") != f"Bearer {TOKEN}":
             return _json({"message": "Bad credentials"}, 401)
         if (request.method, path) == ("GET", "/issues"):
-            q = parse_qs(request.query_string.decode())
-            label = q.get("labels", [""])[0]
-            return _json([i for i in self.issues.values() if i["state"] == q.get("state", ["open"])[0]
-                          and label in {x["name"] for x in i["labels"]}])
+            return self.list_issues(request)
         if (request.method, path) == ("POST", "/labels"):
             if body["name"] in self.labels:
                 return _json({"message": "Validation Failed", "errors": [{"code": "already_exists"}]}, 422)
@@ -66,9 +71,25 @@ class FakeGitHub:
                 self.comments.append((issue["number"], body["body"]))
                 return _json({"body": body["body"]}, 201)
             if request.method == "PATCH":
-                issue.update({k: v for k, v in body.items() if k in ("body", "state")})
+                issue.update({k: v for k, v in body.items() if k in ("body", "state", "state_reason")})
+                if body.get("state") == "open":
+                    issue["state_reason"] = "reopened"
                 return _json(issue)
         return _json({"message": "Not Found"}, 404)
+
+    def list_issues(self, request):
+        q = parse_qs(request.query_string.decode())
+        state, label = q.get("state", ["open"])[0], q.get("labels", [""])[0]
+        per_page, page = min(int(q.get("per_page", ["30"])[0]), 100), int(q.get("page", ["1"])[0])
+        hits = [i for n, i in sorted(self.issues.items(), reverse=True)
+                if state in ("all", i["state"]) and (not label or label in {x["name"] for x in i["labels"]})]
+        chunk = hits[(page - 1) * per_page: page * per_page]
+        headers = {}
+        if page * per_page < len(hits):
+            nxt = dict(q, page=[str(page + 1)])
+            query = "&".join(f"{k}={v[0]}" for k, v in nxt.items())
+            headers["Link"] = f'<{self.server.url_for("/repos/" + REPO + "/issues")}?{query}>; rel="next"'
+        return _json(chunk, headers=headers)
 
     def sent(self) -> list[tuple[str, str]]:
         return [(m, p) for m, p, _, _ in self.requests]
@@ -108,7 +129,7 @@ CLEAN = {"llama.cpp-master": "applies cleanly", "ggml-master": "applies cleanly"
 
 
 def drift(tmp: Path, api_url: str, *extra: str, token=TOKEN, env_extra=None):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **RUN, **(env_extra or {})}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GGML_PATCH_HTTP_BACKOFF": "0", **RUN, **(env_extra or {})}
     env.pop("GITHUB_TOKEN", None)
     if token:
         env["GITHUB_TOKEN"] = token
@@ -141,7 +162,8 @@ def test_opens_one_issue_then_updates_the_same_one(tmp_path, api, gh):
     first = drift(tmp_path, url, "--status", str(st))
     assert first.returncode == 0, first.stderr
     assert first.stdout.startswith(f"drift-issue: opened https://github.com/{REPO}/issues/1 (cambriantech-llama.cpp: conflict)")
-    assert gh.sent() == [("GET", "/issues"), ("POST", "/labels"), ("POST", "/issues")]
+    # looked for among the labelled issues, then all issues (the label may have been removed)
+    assert gh.sent() == [("GET", "/issues"), ("GET", "/issues"), ("POST", "/labels"), ("POST", "/issues")]
     issue = gh.issues[1]
     assert issue["title"] == D.TITLE and [x["name"] for x in issue["labels"]] == [D.LABEL]
     body = issue["body"]
@@ -150,14 +172,18 @@ def test_opens_one_issue_then_updates_the_same_one(tmp_path, api, gh):
     assert f"by https://github.com/{REPO}/actions/runs/777" in body
     assert "ggml-patch refresh cambriantech-llama.cpp" in body  # what to do
     assert body.isascii()
-    # the same state again: the same issue is updated, no second issue, no label request, no comment
+    # the same state again, a later run: only the time and the run's link would change: no edit
     gh.requests.clear()
     second = drift(tmp_path, url, "--status", str(st), env_extra={"GITHUB_RUN_ID": "778"})
     assert second.returncode == 0, second.stderr
-    assert second.stdout.startswith("drift-issue: updated #1 ")
-    assert gh.sent() == [("GET", "/issues"), ("PATCH", "/issues/1")]
+    assert second.stdout.startswith("drift-issue: nothing to send: the open issue already says this")
+    assert gh.sent() == [("GET", "/issues")]
+    assert len(gh.issues) == 1 and gh.comments == [] and gh.issues[1]["body"] == body
+    # something besides the time changed (a detail): the same issue is edited, no comment (not worse)
+    changed = status_json(tmp_path, **{**CLEAN, "cambriantech-llama.cpp": "conflict", "continuum": "applies cleanly"})
+    third = drift(tmp_path, url, "--status", str(changed), env_extra={"GITHUB_RUN_ID": "779"})
+    assert third.stdout.startswith("drift-issue: updated #1 ") and "actions/runs/779" in gh.issues[1]["body"]
     assert len(gh.issues) == 1 and gh.comments == []
-    assert "actions/runs/778" in gh.issues[1]["body"]
     _no_token_in_bodies(gh)
 
 
@@ -178,15 +204,20 @@ def test_worse_gets_a_comment_and_clean_closes(tmp_path, api, gh):
                  str(results_dir(tmp_path, **{"llama.cpp/cpu": "passed", "ggml/metal": "skipped"})))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("drift-issue: closed #1 ")
-    assert gh.sent() == [("GET", "/issues"), ("POST", "/issues/1/comments"), ("PATCH", "/issues/1")]
-    assert gh.issues[1]["state"] == "closed" and "All clean again" in gh.comments[-1][1]
+    # closed first, then the comment: a failed close never leaves a second "Closing." comment
+    assert gh.sent() == [("GET", "/issues"), ("PATCH", "/issues/1"), ("POST", "/issues/1/comments")]
+    assert gh.issues[1]["state"] == "closed" and gh.issues[1]["state_reason"] == "completed"
+    assert "All clean again" in gh.comments[-1][1]
     gh.requests.clear()
     proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **CLEAN)))
-    assert proc.returncode == 0 and "nothing to send: all clean and no issue open" in proc.stdout
+    assert proc.returncode == 0 and "nothing to send: all clean; #1 stays closed" in proc.stdout
     assert gh.sent() == [("GET", "/issues")]
-    # drift again after the close: a new issue (the closed one stays closed)
-    drift(tmp_path, url, "--status", str(worse))
-    assert sorted(gh.issues) == [1, 2] and gh.issues[2]["state"] == "open"
+    # drift again after the close: the same issue reopened, never a second one
+    proc = drift(tmp_path, url, "--status", str(worse))
+    assert proc.stdout.startswith("drift-issue: reopened #1"), proc.stdout
+    assert sorted(gh.issues) == [1] and gh.issues[1]["state"] == "open"
+    assert gh.comments[-1][1].startswith("Reopened (https://github.com/owner/proj/actions/runs/777): worse than when "
+                                         "it was closed:\n\n- llama.cpp-master: applies cleanly -> applies with 3-way merge")
 
 
 def test_a_failing_default_cell_opens_it_and_is_remembered_without_results(tmp_path, api, gh):
@@ -200,8 +231,8 @@ def test_a_failing_default_cell_opens_it_and_is_remembered_without_results(tmp_p
     assert "| ggml/vulkan | failed | ggml/vulkan: failed here |" in body and "| ggml/cuda | error |" in body
     assert "llama.cpp/cpu" not in body.split("### Failing cells")[1].split("<!--")[0]
     # the daily drift job runs no cells: the failing cells the issue recorded stay (and keep it open)
-    proc = drift(tmp_path, url, "--status", str(st))
-    assert proc.stdout.startswith("drift-issue: updated #1"), proc.stdout
+    proc = drift(tmp_path, url, "--status", str(st), env_extra={"GITHUB_RUN_ID": "780"})
+    assert proc.stdout.startswith("drift-issue: nothing to send: the open issue already says this"), proc.stdout
     assert "| ggml/vulkan | failed |" in gh.issues[1]["body"] and gh.issues[1]["state"] == "open"
     assert f"From https://github.com/{REPO}/actions/runs/777" in gh.issues[1]["body"]
 
@@ -238,13 +269,16 @@ def test_dry_run_prints_the_requests_and_sends_nothing(tmp_path, api, gh):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert out.startswith("dry run: nothing sent")
-    assert f"GET {api.url_for('/repos/owner/proj/issues')}?state=open&labels={D.LABEL}&per_page=100" in out
+    assert f"GET {api.url_for('/repos/owner/proj/issues')}?state=all&labels={D.LABEL}&per_page=100" in out
+    assert "found: none" in out
     assert "decision: open: ggml-master: conflict" in out
     assert f"POST {api.url_for('/repos/owner/proj/issues')}\nAuthorization: Bearer (GITHUB_TOKEN is not set)" in out
     assert '"title": "ggml-patch: the series drifted or a cell failed"' in out
     assert gh.requests == []
+    gh.add(3, D.render(D.State("live", {"ggml-master": {"status": "conflict"}}), NOW))
     with_token = drift(tmp_path, api.url_for("/").rstrip("/"), "--status", str(st), "--dry-run")
-    assert "Authorization: Bearer ***" in with_token.stdout and gh.requests == []
+    assert "Authorization: Bearer ***" in with_token.stdout and "found: #3 (open)" in with_token.stdout
+    assert "decision: update" in with_token.stdout and {m for m, _ in gh.sent()} == {"GET"}  # read, never written
 
 
 def test_needs_the_token_without_dry_run(tmp_path, api):
@@ -278,10 +312,17 @@ ERRORS = {
             "the token lacks permission to write issues on owner/proj (the job needs `permissions: issues: write`)"),
     "rate-limit": (403, {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "4102444800"},
                    {"message": "API rate limit exceeded"}, 24, "retry after 2100-01-01 00:00:00 UTC"),
-    "429": (429, {"Retry-After": "30"}, {"message": "slow down"}, 24, "retry in 30 s (Retry-After)"),
+    # longer than RETRY_AFTER_MAX: not waited out, reported with when to retry
+    "429": (429, {"Retry-After": "120"}, {"message": "slow down"}, 24, "retry in 120 s (Retry-After)"),
+    "secondary": (403, {}, {"message": "You have exceeded a secondary rate limit. Please wait a few minutes."}, 24,
+                  "GitHub API secondary rate limit exceeded (403 You have exceeded a secondary rate limit"),
+    "410": (410, {}, {"message": "Issues are disabled for this repo"}, 26,
+            "410 Issues are disabled for this repo: enable Issues on owner/proj (Settings > General > Features > Issues"),
+    "301": (301, {"Location": "https://api.github.com/repositories/42/labels"}, {"message": "Moved Permanently"}, 26,
+            "301 moved to https://api.github.com/repositories/42/labels: owner/proj was renamed or transferred"),
     "422": (422, {}, {"message": "Validation Failed", "errors": [{"message": "body is too long"}]}, 23,
             "(422 Validation Failed: body is too long)"),
-    "502": (502, {}, {"message": "Server Error"}, 26, "unexpected answer 502 Server Error"),
+    "502": (502, {}, {"message": "Server Error"}, 26, "unexpected answer 502 Server Error"),  # after 3 retries
 }
 
 

@@ -55,7 +55,7 @@ def test_the_parser_on_a_real_llama_finetune_output():
 
 def ep(evals, train=None):
     train = train or [e + 0.1 for e in evals]
-    return [Epoch(i + 1, t, e) for i, (t, e) in enumerate(zip(train, evals, strict=True))]
+    return [Epoch(epoch=i + 1, train_loss=t, eval_loss=e) for i, (t, e) in enumerate(zip(train, evals, strict=True))]
 
 
 FIXED = ep([6.00, 5.90, 5.80, 5.70, 5.60, 5.50])
