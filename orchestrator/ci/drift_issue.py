@@ -28,8 +28,10 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
+
+import requests
 
 from ..drift.status import (
     APPLIES,
@@ -44,6 +46,7 @@ from ..drift.status import (
 from ..errors import ConfigError, GitHubError
 from ..records import parse
 from ..report.model import Results
+from ..upstream.github_api import Wording, raise_for_answer, send
 
 TITLE = "ggml-patch: the series drifted or a cell failed"
 LABEL = "ggml-patch-drift"
@@ -288,7 +291,6 @@ _EPOCH = _dt.datetime(2000, 1, 1, tzinfo=_dt.timezone.utc)
 
 def same_but_for_time(a: State, b: State) -> bool:
     """The two states' bodies differ at most in the time and the runs' links (what every run changes)."""
-    from dataclasses import replace
 
     def plain(x: State) -> str:  # the recorded state comes back with its keys sorted: order is not news
         return render(
@@ -440,7 +442,6 @@ def the_one(found: list[Found]) -> Optional[Found]:
 
 def next_page(headers: Any, api_url: str) -> Optional[str]:
     """The Link header's rel="next", only on the API server itself (the token goes with it)."""
-    import requests
 
     for link in requests.utils.parse_header_links(str(headers.get("Link") or "")):
         url = link.get("url", "")
@@ -462,7 +463,6 @@ class IssuesClient:
         return f"{self.api_url}/repos/{self.repo}{path}"
 
     def send(self, req: Request, url: str = ""):
-        from ..upstream.github_api import Wording, raise_for_answer, send
 
         url = url or self.url(req.path)
         got = send(req.method, self.api_url, url, self.token, self.timeout, req.payload)
