@@ -17,14 +17,10 @@ from typing import Any, Optional
 import jsonschema
 import yaml
 
+from .config_records import RELPATH, SHA256, STR, Backend, Source
 from .errors import ConfigError
 from .patchset.layout import LAYOUTS
 
-# Schema pieces the registries' own schemas use (sources/: each kind's options).
-# \Z, not $: jsonschema uses re.search, where $ also matches before a final newline
-SHA256 = {"type": "string", "pattern": r"^[0-9a-f]{64}\Z"}
-STR = {"type": "string", "minLength": 1}
-RELPATH = {"type": "string", "minLength": 1, "not": {"pattern": r"(^/|(^|/)\.\.(/|$))"}}
 _NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z"}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")  # POSIX: what a shell and execve accept
 MAX_VALUES = 20_000  # YAML nodes after aliases are expanded: a real matrix has a few hundred
@@ -133,20 +129,6 @@ def _schema(source_kinds: list[str], source_pieces: list[dict], backend_names: l
 
 
 @dataclass(frozen=True)
-class Source:
-    kind: str
-    options: dict[str, Any]
-    key: str  # e.g. targets.ggml.source, for error messages
-    base_dir: Optional[Path] = None  # matrix.yaml's directory: a local source's relative path starts there
-
-    def __getitem__(self, name: str) -> Any:
-        return self.options[name]
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return self.options.get(name, default)
-
-
-@dataclass(frozen=True)
 class Target:
     name: str
     layout: str
@@ -161,20 +143,6 @@ class Upstream:
     repo: Optional[str]
     submit: Optional[str]
     where: str  # matrix.yaml:LINE of the `upstream:` key
-
-
-@dataclass(frozen=True)
-class Backend:
-    name: str
-    cmake_flags: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
-    tools: tuple[str, ...] = ()
-    timeout: float = 600.0
-    runs_on: str = "ubuntu-24.04"  # the first of `runners`
-    runners: tuple[str, ...] = ()  # every runner matrix.yaml names for it (CI: one leg each)
-
-    def all_runners(self) -> tuple[str, ...]:
-        return self.runners or (self.runs_on,)
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,9 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from ..config import Backend
+from ..config_records import Backend
 from ..report.model import DeviceInfo
-from . import BackendModule
+from .base import BackendModule
 
 ASAN_OPTIONS = "detect_leaks=1:abort_on_error=1:verify_asan_link_order=0"
 UBSAN_OPTIONS = "halt_on_error=1:abort_on_error=1:print_stacktrace=1"

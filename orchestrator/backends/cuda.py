@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from ..config import Backend
+from ..config_records import Backend
 from ..report.model import DeviceInfo
-from . import BackendModule, command_output
+from .base import BackendModule, command_output
 
 TOOLKIT_HINT = "install the CUDA toolkit (nvcc and cuBLAS), or pip install nvidia-cuda-nvcc nvidia-cublas"
 

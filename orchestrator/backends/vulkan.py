@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Optional
 
 from ..cache import default_cache_dir
-from ..config import Backend
+from ..config_records import Backend
 from ..report.model import DeviceInfo, VulkanSetup
-from . import BackendModule, command_output
+from .base import BackendModule, command_output
 
 SETUP = "scripts/setup-vulkan-lavapipe.sh"
 MIN_HEADERS = (1, 4)  # 1.3.x lacks vk::LayerSettingEXT, which ggml-vulkan uses

@@ -6,25 +6,16 @@ fetched once and reused between runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Callable
 
 from ..cache import Cache
-from ..config import Source
-from ..errors import ConfigError, SourceUnavailable
+from ..config_records import Source
+from ..errors import ConfigError
 from ..vcs.snapshots import SnapshotRepo
+from .base import Snapshot, SourceUnreachable
 
-
-class SourceUnreachable(SourceUnavailable):
-    """The network (or a remote) could not be reached: a status, not a crash, for `status`."""
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    commit: str  # base commit in the snapshot repository
-    description: str  # e.g. "llama-cpp-python==0.3.36 (vendor/llama.cpp)"
-    provenance: dict = field(default_factory=dict)  # sha256, upstream commit, url, ...
+__all__ = ["Snapshot", "SourceUnreachable", "snapshot"]
 
 
 def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:

@@ -18,7 +18,7 @@ import requests
 from ..errors import SourceUnavailable
 from ..redact import redact
 from ..urls import http_url_problem
-from . import SourceUnreachable
+from .base import SourceUnreachable
 
 CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 30, 120
 MAX_ARCHIVE_BYTES = 2 * 1024**3  # the largest pinned sdist is 77 MB

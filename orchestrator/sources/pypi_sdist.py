@@ -28,10 +28,10 @@ from urllib.request import url2pathname
 import requests
 
 from ..cache import Cache, slug
-from ..config import RELPATH, SHA256, STR, Source
+from ..config_records import RELPATH, SHA256, STR, Source
 from ..errors import SourceUnavailable
 from ..vcs.snapshots import SnapshotRepo
-from . import Snapshot, SourceUnreachable
+from .base import Snapshot, SourceUnreachable, network_reason, sha256_of
 
 PYPI_SIMPLE = "https://pypi.org/simple"
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"  # PEP 691; the HTML form (PEP 503) is the fallback
@@ -96,14 +96,6 @@ def _provenance(repo: SnapshotRepo, commit: str) -> dict:
         if sep and key in ("sdist-sha256", "upstream-commit"):
             prov[key.replace("-", "_")] = value.strip()
     return prov
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def download(package: str, version: str, sha256: str, cache: Cache, key: str) -> Path:
@@ -251,7 +243,6 @@ def _project_page(index: str, package: str) -> tuple[Optional[str], str, str]:
 def fetch_sdist(package: str, version: str, sha256: str, cache: Cache, key: str, folder: Path) -> Path:
     """Find `package==version`'s sdist on the configured indexes, download it into the cache's
     scratch space, check its sha256, and only then move it into `folder`. Nothing of it runs."""
-    from .tarball import network_reason
 
     indexes = index_urls()
     unreachable, refused, seen = [], [], []
