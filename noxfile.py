@@ -99,7 +99,8 @@ def workflows(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Speed benchmark against the by-hand route (about 10 minutes on 2 cores); writes results/bench/."""
+    """Speed benchmark against the by-hand route and the newcomer's fresh clone, quiet and under two busy loops
+    (about 35 minutes on 2 cores; `-- --only-newcomer`, `--only-ratios`, `--loads 0` split it); writes results/bench/."""
     _install(session)
     session.run("python", "benchmarks/bench.py", *session.posargs)
 

@@ -14,11 +14,20 @@
 (g) the fine-tuning evidence (`ggml-patch evidence`, issue 17) in the cold run's cache: cold (libllama
     and the program built in a new build tree without ccache, the model made, every case run in both
     variants), then again with nothing changed (the cached result).
+(h) the newcomer (issue 24): a fresh `git clone` of this repository into a temporary folder, an empty
+    HOME (no tool cache, no ccache, no pip cache, no pip config: wheels and sdists from the package
+    index), a new virtual environment, `pip install nox && nox -s matrix` as the README says; wall time
+    to the first printed verdict (a cell's result with its control) and to the end, each cell's time,
+    then a re-run of `ggml-patch matrix` with nothing changed; once on the machine as it is and once
+    under a load of two busy loops of the bench's own, the load average recorded for each.
+(c) and (f) are measured twice: as the machine is, then again (the tool re-run with --rerun in the same
+    trees, the by-hand floors after it) under two busy loops of the bench's own.
 Plus: the series' text changed (a nonce in a subject) re-runs every cell; one backend's flags changed re-runs only
 that backend's cells. Writes bench.json and bench.md with the ratios and the goals.
 
 Usage: python benchmarks/bench.py [--out DIR] [--skip-by-hand-llama] [--skip-evidence] [--evidence-case CASE]...
-                                  [--only-evidence]
+                                  [--only-evidence] [--skip-newcomer] [--only-newcomer] [--only-ratios]
+                                  [--no-loaded]
 """
 from __future__ import annotations
 
@@ -40,9 +49,98 @@ from orchestrator.run.cmake import cmake_exe, jobs, ninja_exe  # noqa: E402
 from orchestrator.config import load_matrix  # noqa: E402
 from orchestrator.patchset.render import rendered_for_target  # noqa: E402
 
-GOALS = {"cold_vs_by_hand": 0.3, "control_vs_one_file": 1.5, "mutant_vs_by_hand": 1.5, "rerun_s": 5.0,
-         "own_time_share": 0.05, "evidence_rerun_s": 1.0}
+GOALS = {"cold_vs_by_hand": 0.3, "control_vs_one_file": 1.2, "mutant_vs_by_hand": 1.2, "rerun_s": 1.0,
+         "own_time_share": 0.05, "evidence_rerun_s": 1.0,
+         # issue 24: the newcomer's run (2 cores) and the ratios under two busy loops of the bench's own
+         "newcomer_first_verdict_s": 75.0, "newcomer_total_s": 240.0, "newcomer_rerun_s": 1.0,
+         "newcomer_loaded_first_verdict_s": 150.0, "newcomer_loaded_total_s": 480.0,
+         "loaded_control_vs_one_file": 1.5, "loaded_mutant_vs_by_hand": 1.5}
 NO_CCACHE = {"CCACHE_DISABLE": "1"}
+BUSY_LOOPS = 2  # the load of the loaded measures: one busy loop per core of a 2-core machine
+VERDICT = ": verdict: "  # the line a cell prints once its control is judged (progress.Reporter.verdict)
+
+
+class BusyLoops:
+    """`n` processes spinning on a core each, for as long as the `with` lasts (the bench's own load)."""
+
+    def __init__(self, n: int):
+        self.n, self.procs = n, []
+
+    def __enter__(self):
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(self.n)]
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+            p.wait()
+
+
+def load_note(n_loops: int) -> dict:
+    return {"busy_loops": n_loops, "loadavg": [round(x, 2) for x in os.getloadavg()]}
+
+
+def newcomer_env(home: Path, venv: Path) -> dict:
+    """The environment of a new user: an empty HOME (no tool cache, ccache, pip cache or pip config),
+    nothing of this machine's tool settings, the new virtual environment first on PATH."""
+    drop = ("GGML_PATCH_", "CCACHE_", "PIP_FIND_LINKS", "PIP_CACHE_DIR", "PIP_CONFIG_FILE", "VIRTUAL_ENV",
+            "PYTHONPATH", "NOX", "XDG_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    return {**env, "HOME": str(home), "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"}
+
+
+def timed_lines(argv, cwd, env) -> tuple[float, int, list[tuple[float, str]]]:
+    """Run `argv` with stdout and stderr merged; every line with the seconds since the start."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            errors="replace")
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append((round(time.monotonic() - t0, 2), line.rstrip("\n")))
+    rc = proc.wait()
+    return time.monotonic() - t0, rc, lines
+
+
+def newcomer(work: Path, loops: int) -> dict:
+    """(h): a fresh clone, an empty HOME, `pip install nox && nox -s matrix`; times from the start of
+    `pip install nox`, then the tool's re-run with nothing changed."""
+    clone, home, venv = work / "clone", work / "home", work / "venv"
+    home.mkdir(parents=True)
+    sh(["git", "clone", "-q", str(ROOT), str(clone)])
+    commit = subprocess.run(["git", "-C", str(clone), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    sh([sys.executable, "-m", "venv", str(venv)])
+    env = newcomer_env(home, venv)
+    out: dict = {"commit": commit, "load_start": load_note(loops)}
+    with BusyLoops(loops):
+        t_pip, rc, lines = timed_lines([str(venv / "bin" / "pip"), "install", "-q", "nox"], clone, env)
+        if rc != 0:
+            raise SystemExit(f"bench: newcomer: pip install nox failed: {lines[-3:]}")
+        t_nox, rc, lines = timed_lines([str(venv / "bin" / "nox"), "-s", "matrix"], clone, env)
+        out["load_end"] = load_note(loops)
+    (work / "newcomer.log").write_text("\n".join(f"{s:8.2f} {line}" for s, line in lines) + "\n")
+    if rc != 0:
+        raise SystemExit(f"bench: newcomer: nox -s matrix failed ({rc}): {[x for _, x in lines[-15:]]}")
+    verdicts = [(s, line.strip()) for s, line in lines if VERDICT in line]
+    installed = next((s for s, line in lines if "ggml-patch matrix" in line), None)  # nox prints the command
+    data = json.loads((clone / "results" / "results.json").read_text())
+    ran = sorted(data["cells"], key=lambda c: c.get("timings", {}).get("total", 0.0))
+    out.update({
+        "pip_install_nox_s": round(t_pip, 2),
+        "nox_install_s": round(installed, 2) if installed is not None else None,
+        "first_verdict_s": round(t_pip + verdicts[0][0], 2) if verdicts else None,
+        "first_verdict": verdicts[0][1] if verdicts else None,
+        "total_s": round(t_pip + t_nox, 2),
+        "verdicts_s": [round(t_pip + s, 2) for s, _ in verdicts],
+        "cells": {c["cell"]: {"status": c["status"], "total_s": c.get("timings", {}).get("total")} for c in ran},
+    })
+    tool_exe = clone / ".nox" / "matrix" / "bin" / "ggml-patch"
+    with BusyLoops(loops):
+        t_rerun, rc, lines = timed_lines([str(tool_exe), "matrix"], clone, env)
+    if rc != 0 or "cached result" not in "\n".join(x for _, x in lines):
+        raise SystemExit(f"bench: newcomer: the re-run was not the cached result ({rc}): {lines[-5:]}")
+    out["rerun_s"] = round(t_rerun, 2)
+    return out
 
 
 def sh(argv, cwd=None, env=None, log=None) -> float:
@@ -202,6 +300,63 @@ def reruns_after_change(base_cache: Path, work: Path, backends: list[str]) -> di
     return out
 
 
+def variant_ratios(cold_cache: Path, cold: dict, matrix) -> tuple[dict, dict]:
+    """(c) the control against a one-file rebuild by hand and (f) each mutant against git apply + gate
+    rebuild + gate run by hand, per cell of a tool run (`cold`: its results.json) in `cold_cache`."""
+    control = {}
+    for c in cold["cells"]:
+        recs = [r for r in cold["records"] if r["cell"] == c["cell"] and r["variant"] == "control"]
+        tool_s = c["timings"].get("control", 0.0)
+        floor = one_file_recompile(cold_cache, c)
+        control[c["cell"]] = {"tool_s": tool_s, "one_file_by_hand_s": round(floor, 2),
+                              "ratio": round(tool_s / floor, 2) if floor else None, "records": len(recs)}
+    mutants = {}
+    for c in cold["cells"]:
+        ran = [r for r in cold["records"] if r["cell"] == c["cell"] and r["variant"].startswith("mutant:")
+               and r.get("status") != "skipped"]
+        if not ran or not c["timings"].get("mutants"):
+            continue
+        tool_each = c["timings"]["mutants"] / len(ran)
+        hand = mutants_by_hand(cold_cache, c, matrix)
+        mutants[c["cell"]] = {"mutants": len(ran), "tool_s": c["timings"]["mutants"],
+                              "tool_per_mutant_s": round(tool_each, 3), "by_hand": hand,
+                              "ratio": round(tool_each / hand["per_mutant_s"], 2) if hand["per_mutant_s"] else None,
+                              "tool_builds_s": [r["build"].get("duration_s") for r in ran]}
+    return control, mutants
+
+
+def _max_ratio(d: dict):
+    return max((v["ratio"] or 0) for v in d.values()) if d else None
+
+
+def cold_run(work: Path, targets: list[str]) -> tuple[float, list[str], dict]:
+    """(b): the tool in an empty cache, no ccache, the cpu cells of `targets`."""
+    cold_cache = work / "cold-cache"
+    cold_args = ["matrix", "--cache", str(cold_cache), "--results", str(work / "r-cold"), "--backend", "cpu"]
+    for t in targets:
+        cold_args += ["--target", t]
+    t_cold, p = tool(*cold_args, env=NO_CCACHE)
+    if p.returncode != 0:
+        raise SystemExit(f"bench: cold run failed ({p.returncode}): {p.stderr[-800:]}")
+    return t_cold, cold_args, json.loads((work / "r-cold" / "results.json").read_text())
+
+
+def loaded_ratios(work: Path, cold_args: list[str], matrix, loops: int) -> dict:
+    """(c) and (f) again under `loops` busy loops: the tool re-run (--rerun) in the same trees, then the
+    by-hand floors, all under the same load."""
+    cache = Path(cold_args[cold_args.index("--cache") + 1])
+    args = [a if a != str(work / "r-cold") else str(work / "r-loaded") for a in cold_args] + ["--rerun"]
+    with BusyLoops(loops):
+        start = load_note(loops)
+        t, p = tool(*args, env=NO_CCACHE)
+        if p.returncode != 0:
+            raise SystemExit(f"bench: loaded re-run failed ({p.returncode}): {p.stderr[-800:]}")
+        run = json.loads((work / "r-loaded" / "results.json").read_text())
+        control, mutants = variant_ratios(cache, run, matrix)
+        end = load_note(loops)
+    return {"load_start": start, "load_end": end, "tool_wall_s": round(t, 2), "control": control, "mutants": mutants}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "results" / "bench"))
@@ -211,6 +366,12 @@ def main() -> int:
                     help="only (g), in a new cache whose downloads are linked from yours (a cold fetch, apply and build)")
     ap.add_argument("--evidence-case", action="append", default=[], metavar="CASE",
                     help="the evidence's cases (`ggml-patch evidence --case`; default: its default cases)")
+    ap.add_argument("--skip-newcomer", action="store_true", help="skip (h), the newcomer's fresh clone (about 10 minutes)")
+    ap.add_argument("--only-newcomer", action="store_true", help="only (h), quiet then loaded")
+    ap.add_argument("--only-ratios", action="store_true",
+                    help="only (b) without the by-hand builds, (c) and (f) quiet and loaded, and (d)")
+    ap.add_argument("--loads", default=f"0,{BUSY_LOOPS}", metavar="N,...",
+                    help=f"busy loops of the measures, comma-separated (default 0,{BUSY_LOOPS}: quiet, then loaded)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -218,77 +379,20 @@ def main() -> int:
     report: dict = {"machine": {"cores": jobs(), "loadavg_start": list(os.getloadavg())}, "goals": GOALS}
     if args.only_evidence:
         return only_evidence(report, out, args.evidence_case)
+    loads = sorted({int(x) for x in args.loads.split(",") if x.strip()})
 
     with tempfile.TemporaryDirectory(prefix="ggml-patch-bench-") as tmpdir:
         work = Path(tmpdir)
-        warm = Cache(default_cache_dir())  # the by-hand route starts from sources already on disk
-        targets = [t for t in ("llama.cpp", "ggml") if not (args.skip_by_hand_llama and t == "llama.cpp")]
-        print("bench: (a) by-hand builds:", ", ".join(targets), flush=True)
-        report["by_hand"] = {t: by_hand(work / "byhand", matrix, warm, t) for t in targets}
-        by_hand_total = sum(v["total_s"] for v in report["by_hand"].values())
-
-        cold_cache = work / "cold-cache"
-        print("bench: (b) tool cold run", flush=True)
-        cold_args = ["matrix", "--cache", str(cold_cache), "--results", str(work / "r-cold"), "--backend", "cpu"]
-        for t in targets:
-            cold_args += ["--target", t]
-        t_cold, p = tool(*cold_args, env=NO_CCACHE)
-        if p.returncode != 0:
-            raise SystemExit(f"bench: cold run failed ({p.returncode}): {p.stderr[-800:]}")
-        cold = json.loads((work / "r-cold" / "results.json").read_text())
-        # the by-hand route has no mutants: they are measured on their own in (f)
-        t_mutants = sum(c["timings"].get("mutants", 0.0) for c in cold["cells"])
-        report["tool_cold"] = {"wall_s": round(t_cold, 2), "mutants_s": round(t_mutants, 2),
-                               "orchestrator_cpu_s": cold.get("orchestrator_cpu_s"),
-                               "cells": {c["cell"]: c["timings"] for c in cold["cells"]}}
-
-        print("bench: (c) control marginal cost", flush=True)
-        control = {}
-        for c in cold["cells"]:
-            recs = [r for r in cold["records"] if r["cell"] == c["cell"] and r["variant"] == "control"]
-            tool_s = c["timings"].get("control", 0.0)
-            floor = one_file_recompile(cold_cache, c)
-            control[c["cell"]] = {"tool_s": tool_s, "one_file_by_hand_s": round(floor, 2),
-                                  "ratio": round(tool_s / floor, 2) if floor else None, "records": len(recs)}
-        report["control"] = control
-
-        print("bench: (f) mutants: per mutant in the tool and by hand", flush=True)
-        mutants = {}
-        for c in cold["cells"]:
-            ran = [r for r in cold["records"] if r["cell"] == c["cell"] and r["variant"].startswith("mutant:")
-                   and r.get("status") != "skipped"]
-            if not ran or not c["timings"].get("mutants"):
-                continue
-            tool_each = c["timings"]["mutants"] / len(ran)
-            hand = mutants_by_hand(cold_cache, c, matrix)
-            mutants[c["cell"]] = {"mutants": len(ran), "tool_s": c["timings"]["mutants"],
-                                  "tool_per_mutant_s": round(tool_each, 3), "by_hand": hand,
-                                  "ratio": round(tool_each / hand["per_mutant_s"], 2) if hand["per_mutant_s"] else None,
-                                  "tool_builds_s": [r["build"].get("duration_s") for r in ran]}
-        report["mutants"] = mutants
-
-        print("bench: (d) re-run with nothing changed", flush=True)
-        t_rerun, p = tool(*cold_args)
-        report["rerun_s"] = round(t_rerun, 2)
-
-        print("bench: re-runs after a change", flush=True)
-        report["invalidation"] = reruns_after_change(warm.root, work, usable_backends(matrix, warm))
-
-        if not args.skip_evidence:
-            print("bench: (g) fine-tuning evidence, cold then cached", flush=True)
-            report["evidence"] = evidence(cold_cache, work, args.evidence_case)
+        if not args.only_newcomer:
+            measure_tool(report, work, matrix, args, loads)
+        if not args.skip_newcomer and not args.only_ratios:
+            report["newcomer"] = {}
+            for loops in loads:  # 0 before any other: the machine as it is, before the bench's own load
+                print(f"bench: (h) newcomer: fresh clone, empty HOME, nox -s matrix ({loops} busy loops)", flush=True)
+                report["newcomer"]["loaded" if loops else "quiet"] = newcomer(work / f"newcomer-{loops}", loops)
 
     report["machine"]["loadavg_end"] = list(os.getloadavg())  # another process's builds skew every number
-    own = report["tool_cold"]["orchestrator_cpu_s"] or 0.0
-    report["ratios"] = {
-        "cold_vs_by_hand": round((t_cold - t_mutants) / by_hand_total, 3),
-        "control_vs_one_file": max((v["ratio"] or 0) for v in control.values()),
-        "mutant_vs_by_hand": max((v["ratio"] or 0) for v in mutants.values()) if mutants else None,
-        "rerun_s": report["rerun_s"],
-        "own_time_share": round(own / t_cold, 4),
-    }
-    if "evidence" in report:
-        report["ratios"]["evidence_rerun_s"] = report["evidence"]["cached"]["wall_s"]
+    report["ratios"] = ratios(report)
     report["met"] = {k: report["ratios"][k] is not None and report["ratios"][k] <= GOALS[k]
                      for k in GOALS if k in report["ratios"]}
     (out / "bench.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -297,41 +401,140 @@ def main() -> int:
     return 0 if all(report["met"].values()) else 1
 
 
+def measure_tool(report: dict, work: Path, matrix, args, loads: list[int]) -> None:
+    """(a) to (g): the tool against the by-hand route, in the bench's own caches."""
+    warm = Cache(default_cache_dir())  # the by-hand route starts from sources already on disk
+    targets = [t for t in ("llama.cpp", "ggml") if not (args.skip_by_hand_llama and t == "llama.cpp")]
+    if not args.only_ratios:
+        print("bench: (a) by-hand builds:", ", ".join(targets), flush=True)
+        report["by_hand"] = {t: by_hand(work / "byhand", matrix, warm, t) for t in targets}
+    print("bench: (b) tool cold run", flush=True)
+    t_cold, cold_args, cold = cold_run(work, targets)
+    # the by-hand route has no mutants: they are measured on their own in (f)
+    t_mutants = sum(c["timings"].get("mutants", 0.0) for c in cold["cells"])
+    report["tool_cold"] = {"wall_s": round(t_cold, 2), "mutants_s": round(t_mutants, 2),
+                           "orchestrator_cpu_s": cold.get("orchestrator_cpu_s"),
+                           "cells": {c["cell"]: c["timings"] for c in cold["cells"]}}
+    print("bench: (c) control marginal cost, (f) mutants: per mutant in the tool and by hand", flush=True)
+    report["control"], report["mutants"] = variant_ratios(work / "cold-cache", cold, matrix)
+    if BUSY_LOOPS in loads:
+        print(f"bench: (c) and (f) again under {BUSY_LOOPS} busy loops", flush=True)
+        report["loaded"] = loaded_ratios(work, cold_args, matrix, BUSY_LOOPS)
+    if 0 not in loads:  # only the loaded measures were asked for: the quiet ones are not reported
+        del report["control"], report["mutants"]
+    print("bench: (d) re-run with nothing changed", flush=True)
+    t_rerun, p = tool(*cold_args)
+    report["rerun_s"] = round(t_rerun, 2)
+    if args.only_ratios:
+        return
+    print("bench: re-runs after a change", flush=True)
+    report["invalidation"] = reruns_after_change(warm.root, work, usable_backends(matrix, warm))
+    if not args.skip_evidence:
+        print("bench: (g) fine-tuning evidence, cold then cached", flush=True)
+        report["evidence"] = evidence(work / "cold-cache", work, args.evidence_case)
+
+
+def ratios(report: dict) -> dict:
+    """Each measured number against its goal's key (absent: not measured in this run)."""
+    r: dict = {}
+    if "tool_cold" in report:
+        t_cold, t_mutants = report["tool_cold"]["wall_s"], report["tool_cold"]["mutants_s"]
+        if "by_hand" in report and "control" in report:
+            by_hand_total = sum(v["total_s"] for v in report["by_hand"].values())
+            r["cold_vs_by_hand"] = round((t_cold - t_mutants) / by_hand_total, 3)
+        if "control" in report:
+            r["control_vs_one_file"] = _max_ratio(report["control"])
+            r["mutant_vs_by_hand"] = _max_ratio(report["mutants"])
+        r["rerun_s"] = report["rerun_s"]
+        r["own_time_share"] = round((report["tool_cold"]["orchestrator_cpu_s"] or 0.0) / t_cold, 4)
+    if "loaded" in report:
+        r["loaded_control_vs_one_file"] = _max_ratio(report["loaded"]["control"])
+        r["loaded_mutant_vs_by_hand"] = _max_ratio(report["loaded"]["mutants"])
+    if "evidence" in report:
+        r["evidence_rerun_s"] = report["evidence"]["cached"]["wall_s"]
+    for name, n in report.get("newcomer", {}).items():
+        prefix = "newcomer_" if name == "quiet" else "newcomer_loaded_"
+        r[f"{prefix}first_verdict_s"] = n["first_verdict_s"]
+        r[f"{prefix}total_s"] = n["total_s"]
+        if name == "quiet":
+            r["newcomer_rerun_s"] = n["rerun_s"]
+    return r
+
+
+NAMES = {"cold_vs_by_hand": "cold tool run, mutants excluded / by-hand route",
+         "control_vs_one_file": "control / one-file rebuild by hand",
+         "mutant_vs_by_hand": "per mutant / git apply + gate rebuild + gate run by hand",
+         "rerun_s": "re-run with nothing changed (s)", "own_time_share": "orchestrator's own time / cold run",
+         "evidence_rerun_s": "evidence re-run with nothing changed (s)",
+         "newcomer_first_verdict_s": "newcomer, quiet: first verdict (s)",
+         "newcomer_total_s": "newcomer, quiet: whole `pip install nox && nox -s matrix` (s)",
+         "newcomer_rerun_s": "newcomer: `ggml-patch matrix` again, nothing changed (s)",
+         "newcomer_loaded_first_verdict_s": "newcomer, 2 busy loops: first verdict (s)",
+         "newcomer_loaded_total_s": "newcomer, 2 busy loops: whole run (s)",
+         "loaded_control_vs_one_file": "2 busy loops: control / one-file rebuild by hand",
+         "loaded_mutant_vs_by_hand": "2 busy loops: per mutant / by hand"}
+
+
 def markdown(r: dict) -> str:
     load = " ".join(f"{k.split('_')[1]} {' '.join(f'{x:.2f}' for x in v)}" for k, v in r["machine"].items()
                     if k.startswith("loadavg"))
     lines = ["# ggml-patch speed benchmark", "", f"Machine: {r['machine']['cores']} cores; load average (1, 5, 15 min): "
              f"{load or 'not recorded'}.", "",
              "| measure | value | goal | met |", "|---|---|---|---|"]
-    names = {"cold_vs_by_hand": "cold tool run, mutants excluded / by-hand route", "control_vs_one_file": "control / one-file rebuild by hand",
-             "mutant_vs_by_hand": "per mutant / git apply + gate rebuild + gate run by hand",
-             "rerun_s": "re-run with nothing changed (s)", "own_time_share": "orchestrator's own time / cold run",
-             "evidence_rerun_s": "evidence re-run with nothing changed (s)"}
     for k, goal in r["goals"].items():
         if k not in r["ratios"]:
             continue
-        lines.append(f"| {names[k]} | {r['ratios'][k]} | <= {goal} | {'yes' if r['met'][k] else 'NO'} |")
-    lines += ["", "## By hand (s)", "", "| target | variant | configure | build | tests |", "|---|---|---|---|---|"]
-    for t, v in r["by_hand"].items():
-        for variant in ("patched", "control"):
-            x = v[variant]
-            lines.append(f"| {t} | {variant} | {x['configure_s']} | {x['build_s']} | {x['tests_s']} |")
-    lines += ["", f"Tool cold run: {r['tool_cold']['wall_s']} s wall, of which mutants "
-              f"{r['tool_cold'].get('mutants_s', 0.0)} s; orchestrator CPU {r['tool_cold']['orchestrator_cpu_s']} s.", "", "## Control (s)", "",
-              "| cell | tool | one-file rebuild by hand | ratio |", "|---|---|---|---|"]
-    for c, v in r["control"].items():
-        lines.append(f"| {c} | {v['tool_s']} | {v['one_file_by_hand_s']} | {v['ratio']} |")
-    lines += ["", "## Known-wrong fixes (s per mutant, no ccache)", "",
-              "| cell | mutants | tool, per mutant | by hand: apply + gate rebuild + gate run | ratio |",
-              "|---|---|---|---|---|"]
-    for c, v in r.get("mutants", {}).items():
-        lines.append(f"| {c} | {v['mutants']} | {v['tool_per_mutant_s']} | {v['by_hand']['per_mutant_s']} | {v['ratio']} |")
-    lines += ["", "## Re-runs after a change", ""]
-    for k, v in r["invalidation"].items():
-        lines.append(f"- {k.replace('_', ' ')}: {', '.join(v) or 'none'}")
+        lines.append(f"| {NAMES[k]} | {r['ratios'][k]} | <= {goal} | {'yes' if r['met'][k] else 'NO'} |")
+    if "newcomer" in r:
+        lines += newcomer_markdown(r["newcomer"])
+    if "by_hand" in r:
+        lines += ["", "## By hand (s)", "", "| target | variant | configure | build | tests |", "|---|---|---|---|---|"]
+        for t, v in r["by_hand"].items():
+            for variant in ("patched", "control"):
+                x = v[variant]
+                lines.append(f"| {t} | {variant} | {x['configure_s']} | {x['build_s']} | {x['tests_s']} |")
+    if "tool_cold" in r:
+        lines += ["", f"Tool cold run: {r['tool_cold']['wall_s']} s wall, of which mutants "
+                  f"{r['tool_cold'].get('mutants_s', 0.0)} s; orchestrator CPU {r['tool_cold']['orchestrator_cpu_s']} s."]
+        if "control" in r:
+            lines += ratio_tables(r["control"], r["mutants"], "")
+    if "loaded" in r:
+        ld = r["loaded"]
+        lines += ratio_tables(ld["control"], ld["mutants"], f", under {ld['load_start']['busy_loops']} busy loops "
+                              f"(load average {ld['load_start']['loadavg']} -> {ld['load_end']['loadavg']})")
+    if "invalidation" in r:
+        lines += ["", "## Re-runs after a change", ""]
+        for k, v in r["invalidation"].items():
+            lines.append(f"- {k.replace('_', ' ')}: {', '.join(v) or 'none'}")
     if "evidence" in r:
         lines += evidence_markdown(r["evidence"])
     return "\n".join(lines) + "\n"
+
+
+def ratio_tables(control: dict, mutants: dict, how: str) -> list[str]:
+    lines = ["", f"## Control (s){how}", "", "| cell | tool | one-file rebuild by hand | ratio |", "|---|---|---|---|"]
+    for c, v in control.items():
+        lines.append(f"| {c} | {v['tool_s']} | {v['one_file_by_hand_s']} | {v['ratio']} |")
+    lines += ["", f"## Known-wrong fixes (s per mutant, no ccache){how}", "",
+              "| cell | mutants | tool, per mutant | by hand: apply + gate rebuild + gate run | ratio |",
+              "|---|---|---|---|---|"]
+    for c, v in mutants.items():
+        lines.append(f"| {c} | {v['mutants']} | {v['tool_per_mutant_s']} | {v['by_hand']['per_mutant_s']} | {v['ratio']} |")
+    return lines
+
+
+def newcomer_markdown(n: dict) -> list[str]:
+    lines = ["", "## Newcomer: fresh clone, empty HOME, `pip install nox && nox -s matrix` (s from the start)", "",
+             "| run | load average start -> end | pip install nox | nox's own install done | first verdict | end "
+             "| re-run, nothing changed |", "|---|---|---|---|---|---|---|"]
+    for name, x in n.items():
+        lines.append(f"| {name} ({x['load_start']['busy_loops']} busy loops) | {x['load_start']['loadavg']} -> "
+                     f"{x['load_end']['loadavg']} | {x['pip_install_nox_s']} | {x['nox_install_s']} | "
+                     f"{x['first_verdict_s']} | {x['total_s']} | {x['rerun_s']} |")
+    for name, x in n.items():
+        cells = ", ".join(f"{c} {v['total_s']} s ({v['status']})" for c, v in x["cells"].items())
+        lines += ["", f"{name}: commit {x['commit'][:12]}; first verdict: `{x['first_verdict']}`; cells: {cells}."]
+    return lines
 
 
 def only_evidence(report: dict, out: Path, cases: list[str]) -> int:

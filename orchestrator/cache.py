@@ -9,13 +9,15 @@ import os
 import re
 import shutil
 import socket
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from .errors import ConfigError
+from .redact import redact
 
 
 def default_cache_dir() -> Path:
@@ -41,6 +43,10 @@ _HOST = slug(socket.gethostname()) or "host"
 # <what>-<host>-pid<pid>-<random>: whose a temporary entry is, to clean it once that process is gone
 _SCRATCH_ENTRY = re.compile(r"^[a-z]+-(?P<host>.+)-pid(?P<pid>\d+)-")
 _UNOWNED_AFTER_S = 24 * 3600  # entries of older versions (no pid in the name): a day is past any fetch
+
+
+def _warn(line: str) -> None:
+    print(redact(line), file=sys.stderr)
 
 
 @dataclass(frozen=True)
@@ -71,35 +77,45 @@ class Cache:
         run can remove what a killed run left (clean_scratch)."""
         return f"{what}-{_HOST}-pid{os.getpid()}-"
 
-    def clean_scratch(self) -> list[Path]:
+    @property
+    def marked(self) -> bool:
+        """Whether the folder carries the tool's marker (only then is anything in it cleaned)."""
+        from .outdir import CACHE_MARKER
+
+        return (self.root / CACHE_MARKER).is_file()
+
+    def clean_scratch(self, warn: Callable[[str], None] = _warn) -> list[Path]:
         """Remove temporary entries whose process is gone (a kill -9 left them); the removed paths.
         Entries of live processes, of other hosts sharing the cache, or of unknown owners younger
-        than a day are kept."""
+        than a day are kept. Only in a marked cache; an entry that cannot be judged or removed
+        is left there with a warning (it never stops a command)."""
         tmp = self.root / "tmp"
-        if not tmp.is_dir():
+        if not self.marked or tmp.is_symlink() or not tmp.is_dir():
             return []
         removed = []
         for entry in tmp.iterdir():
-            m = _SCRATCH_ENTRY.match(entry.name)
-            if m:
-                if m.group("host") != _HOST or _alive(int(m.group("pid"))):
+            try:
+                if not _stale(entry):
                     continue
-            else:
-                try:
-                    if time.time() - entry.lstat().st_mtime < _UNOWNED_AFTER_S:
-                        continue
-                except OSError:
-                    continue
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry, ignore_errors=True)
-            else:
-                entry.unlink(missing_ok=True)
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink(missing_ok=True)
+            except (OSError, ValueError, OverflowError) as e:
+                warn(f"ggml-patch: warning: left {entry} in the cache's tmp/ ({getattr(e, 'strerror', None) or e})")
+                continue
             removed.append(entry)
         return removed
 
     def _dir(self, name: str) -> Path:
         d = self.root / name
         d.mkdir(parents=True, exist_ok=True)
+        if not self.marked:
+            from .outdir import CACHE_MARKER
+
+            (self.root / CACHE_MARKER).write_text(
+                "This folder is ggml-patch's cache (downloads, snapshots, builds); it may be deleted whole.\n"
+            )
         return d
 
     @contextmanager
@@ -117,8 +133,16 @@ class Cache:
             yield
 
 
+def _stale(entry: Path) -> bool:
+    """Whether a tmp/ entry belongs to a process that is gone (or to no one, for a day)."""
+    m = _SCRATCH_ENTRY.match(entry.name)
+    if m:
+        return m.group("host") == _HOST and not _alive(int(m.group("pid")))
+    return time.time() - entry.lstat().st_mtime >= _UNOWNED_AFTER_S
+
+
 def _alive(pid: int) -> bool:
-    if pid <= 0:
+    if pid <= 0 or pid >= 2**31:
         return True  # not a real pid: not ours to judge
     try:
         os.kill(pid, 0)

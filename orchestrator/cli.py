@@ -116,7 +116,8 @@ def _raise_interrupt(signum, frame):
 def _dispatch(args: argparse.Namespace) -> ExitCode:
     from .cache import Cache, default_cache_dir
     from .config import load_matrix
-    from .outdir import writable_dir
+    from .errors import ConfigError
+    from .outdir import cache_problem, writable_dir
     from .sources.pins import collect, pinned
 
     command = _command(args.command)
@@ -124,7 +125,11 @@ def _dispatch(args: argparse.Namespace) -> ExitCode:
         return command.run(args, None, None)
     # user errors first, before any work: the cache must be a folder we can write (not a file)
     default = default_cache_dir()  # refuses GGML_PATCH_CACHE='' even with --cache: backends read it too
-    root = writable_dir(args.cache, "--cache") if args.cache else writable_dir(default, "GGML_PATCH_CACHE")
+    option = "--cache" if args.cache else "GGML_PATCH_CACHE"
+    root = writable_dir(args.cache or default, option)
+    why = cache_problem(root)  # never a folder of the user's: the cache's tmp/ is cleaned below
+    if why:
+        raise ConfigError(f"{option} {why}")
     matrix = pinned(load_matrix(args.matrix), collect(args.pins, args.pin))
     cache = Cache(root, lock_timeout=args.lock_timeout)
     cache.clean_scratch()  # what a killed run left in <cache>/tmp/

@@ -383,12 +383,11 @@ def _line_for(lines: dict[tuple, int], path: tuple) -> int:
 
 def load_matrix(path: str | Path) -> Matrix:
     path = Path(os.path.expanduser(str(path))).absolute()  # every path below is absolute from here on
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file (pass --matrix PATH)") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: cannot read: {e}") from None
+    from . import untrusted
+
+    if not path.exists():
+        raise ConfigError(f"{path}: no such file (pass --matrix PATH)")
+    text = untrusted.read_text(path, "matrix")
     data, lines = _load_with_lines(text, str(path))
     if data is None:
         raise ConfigError(f"{path}:1: the matrix is empty; expected keys series, targets, backends, profiles")

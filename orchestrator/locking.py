@@ -39,14 +39,29 @@ def holder_path(lock_path: Path) -> Path:
 
 
 def describe_holder(lock_path: Path) -> str:
+    """'pid N (command) since TIME' from the holder file, when it holds exactly that: a pid, a
+    command of at most 300 characters and a time between 2000 and now (+1 day); else a plain phrase."""
+    from . import untrusted
+    from .errors import ConfigError
+
+    unknown = "another process (it did not say which)"
     try:
-        info = json.loads(holder_path(lock_path).read_text(encoding="utf-8"))
-        return (
-            f"pid {int(info['pid'])} ({redact(str(info['command']))}) since "
-            f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(float(info['since'])))}"
-        )
-    except (OSError, ValueError, KeyError, TypeError):
-        return "another process (it did not say which)"
+        info = untrusted.load_json(holder_path(lock_path), "lock")
+    except ConfigError:
+        return unknown
+    if not isinstance(info, dict):
+        return unknown
+    pid, command, since = info.get("pid"), info.get("command"), info.get("since")
+    if not (isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid < 2**31):
+        return unknown
+    if not (isinstance(command, str) and len(command) <= 300):
+        return unknown
+    if not (isinstance(since, (int, float)) and not isinstance(since, bool)):
+        return unknown
+    if not (946684800 <= since <= time.time() + 86400):  # finite, and a time this lock could have
+        return unknown
+    line = " ".join(redact(command).split())
+    return f"pid {pid} ({line}) since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))}"
 
 
 @contextmanager

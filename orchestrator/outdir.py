@@ -81,6 +81,73 @@ def claim(path: Path | str, option: str, legacy: Optional[Callable[[Path], bool]
     return path
 
 
+RESULTS_ENTRIES = frozenset({"results.json", "summary.md", "junit.xml", "logs", "evidence", "bundle", MARKER})
+
+
+def made_results(path: Path) -> bool:
+    """A results folder from before the marker existed: only what `matrix`/`merge-results`/
+    `evidence` write (results.json, summary.md, junit.xml, logs/, evidence/, bundle/), and its
+    results.json, when there, is ggml-patch's."""
+    if not all(e.name in RESULTS_ENTRIES for e in path.iterdir()):
+        return False
+    res = path / "results.json"
+    if not res.exists():
+        return True
+    from . import untrusted
+
+    try:
+        data = untrusted.load_json(res, "results")
+    except ConfigError:
+        return False
+    return isinstance(data, dict) and str(data.get("tool", "ggml-patch")).startswith("ggml-patch")
+
+
+def made_pins(path: Path) -> bool:
+    """An existing --out file `resolve-refs` may replace: a pins file it wrote ({"version", "pins"})."""
+    from . import untrusted
+
+    try:
+        data = untrusted.load_json(path, "pins")
+    except ConfigError:
+        return False
+    return isinstance(data, dict) and set(data) == {"version", "pins"} and isinstance(data["pins"], dict)
+
+
+def replaceable_file(path: Path | str, option: str, made: Callable[[Path], bool]) -> Path:
+    """`path` (absolute) if a file can be written there without losing a user's file: absent, or
+    one the tool wrote (`made`). Refused (exit 2) otherwise; writes nothing."""
+    path = writable_file(path, option)
+    if (path.exists() or path.is_symlink()) and not (path.is_file() and not path.is_symlink() and made(path)):
+        raise ConfigError(
+            f"{option} {path}: a file ggml-patch did not write is there; name a new file (nothing is overwritten)"
+        )
+    return path
+
+
+CACHE_MARKER = ".ggml-patch-cache"
+# what a cache of an earlier version holds (no marker yet): claimed as the tool's own
+CACHE_ENTRIES = frozenset(
+    {"downloads", "snapshots.git", "cells", "tmp", "locks", "bundle", "status", "mirrors", "evidence", "results", "pr"}
+    | {"snapshots.git.lock"}
+)
+
+
+def cache_problem(path: Path) -> Optional[str]:
+    """Why `path` cannot be the tool's cache (it holds a user's files), or None: absent, empty,
+    marked with CACHE_MARKER, or holding only what a cache holds."""
+    if not path.is_dir():
+        return None
+    if (path / CACHE_MARKER).is_file():
+        return None
+    names = {e.name for e in path.iterdir()}
+    if names <= CACHE_ENTRIES:
+        return None
+    return (
+        f"{path}: the folder holds files that are not ggml-patch's cache ({sorted(names - CACHE_ENTRIES)[0]!r}); "
+        f"give a new or empty folder (a cache is marked by {CACHE_MARKER})"
+    )
+
+
 def made_bundles(path: Path) -> bool:
     """A bundle folder from before the marker existed: every entry is a target folder holding a
     manifest.json ggml-patch wrote (or the staging folder of an interrupted bundle)."""

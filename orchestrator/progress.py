@@ -109,7 +109,27 @@ class Reporter:
             f"  [{self.index}/{self.total}] {_safe(self.cell)}: [yellow]skipped:[/yellow] {_safe(reason)}"
         )
 
-    def cell_result(self, status: str, reason: str) -> None:
+    def verdict(self, text: str) -> None:
+        """The cell's answer as soon as its control is judged (the mutants come after)."""
+        self.console.print(f"  [bold]{_safe(self.cell)}: verdict:[/bold] {_safe(text)}")
+
+    def cell_result(self, status: str, reason: str, seconds: Optional[float] = None) -> None:
         self._end_bar()
         colour = _COLOUR.get(str(status), "red")
-        self.console.print(f"  [{colour}]{_safe(self.cell)}: {_safe(status)}[/{colour}] - {_safe(reason)}")
+        took = f" [dim]({seconds:.1f} s)[/dim]" if seconds is not None else ""
+        self.console.print(f"  [{colour}]{_safe(self.cell)}: {_safe(status)}[/{colour}] - {_safe(reason)}{took}")
+
+    def cell_times(self, rows: list[tuple[str, str, float]]) -> None:
+        """The end of the run: how long each cell took, in the order they ran."""
+        for line in cell_time_lines(rows):
+            self.console.print(_safe(line))
+
+
+def cell_time_lines(rows: list[tuple[str, str, float]]) -> list[str]:
+    """(cell, status, seconds) in the order the cells ran -> the run's closing lines: one per cell,
+    aligned, and the total."""
+    if not rows:
+        return []
+    width = max(len("all cells"), *(len(c) for c, _, _ in rows))
+    lines = ["time per cell:"] + [f"  {c:<{width}}  {s:>7.1f} s  {status}" for c, status, s in rows]
+    return lines + [f"  {'all cells':<{width}}  {sum(s for _, _, s in rows):>7.1f} s"]

@@ -14,6 +14,7 @@ from typing import Optional
 
 from ..config import Backend
 from ..errors import ConfigError
+from ..report.model import DeviceInfo
 
 
 class BackendModule:
@@ -24,6 +25,9 @@ class BackendModule:
     tool_hints: dict[str, str] = {}  # tool -> how to get it, for skip reasons
     build_only_ok = False  # whether `--build-only` may build it on a machine without its device
     skip_tests: dict[str, str] = {}  # test -> why this backend does not run it (the cell reports it skipped)
+    no_mutants: Optional[str] = None  # why this backend does not run the known-wrong fixes (None: it runs them)
+    # how much a cell costs against a CPU cell (cold build and tests): the run starts with the cheapest
+    relative_cost = 1.0
 
     def __init__(self, cache_root: Optional[Path] = None):
         self.cache_root = cache_root
@@ -49,9 +53,9 @@ class BackendModule:
         """Environment for configure, build and tests: matrix.yaml's `env` wins over the module's."""
         return dict(backend.env)
 
-    def device_info(self, backend: Backend) -> dict:
+    def device_info(self, backend: Backend) -> DeviceInfo:
         """What the tests will run on (driver, ICD, ...), recorded in results.json."""
-        return {}
+        return DeviceInfo()
 
 
 def command_output(argv: list[str], env: Optional[dict[str, str]] = None, timeout: float = 30) -> Optional[str]:

@@ -9,6 +9,7 @@ failure (exit 1). Tests run through `stdbuf`, an LD_PRELOAD, which ASan refuses 
 ("ASan runtime does not come first in initial library list"): verify_asan_link_order=0.
 
 `skip_tests`: tests the cell must report as skipped, with the reason, instead of running them.
+`no_mutants`: the known-wrong fixes are not run here (the cpu cell of the same target runs them).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..config import Backend
+from ..report.model import DeviceInfo
 from . import BackendModule
 
 ASAN_OPTIONS = "detect_leaks=1:abort_on_error=1:verify_asan_link_order=0"
@@ -34,11 +36,15 @@ TEST_OPT_SKIP = (
     "LLAMA_SANITIZE_ADDRESS for known leaks (tests/CMakeLists.txt)"
 )
 
+# a mutant is a semantic check of the gate: the sanitizers add nothing to it, and each one costs a sanitized rebuild
+MUTANTS_SKIP = "the known-wrong fixes run under the plain cpu backend: a mutant checks the gate, not memory safety"
+
 _PROBE = "int main(void) { return 0; }\n"
 
 
 class CpuSanitize(BackendModule):
     name = "cpu-sanitize"
+    relative_cost = 3.0  # instrumented build, RelWithDebInfo: 110-130 s cold against about 40
     cmake_flags = (
         "-DGGML_CPU=ON",
         "-DGGML_SANITIZE_ADDRESS=ON",
@@ -46,6 +52,7 @@ class CpuSanitize(BackendModule):
         "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
     )  # after the plan's Release: the later -D wins
     skip_tests = {"test-opt": TEST_OPT_SKIP}
+    no_mutants = MUTANTS_SKIP
 
     def missing_toolchain(self, backend: Backend) -> Optional[str]:
         missing = super().missing_toolchain(backend)
@@ -56,14 +63,14 @@ class CpuSanitize(BackendModule):
     def test_env(self, backend: Backend) -> dict[str, str]:
         return {"ASAN_OPTIONS": ASAN_OPTIONS, "UBSAN_OPTIONS": UBSAN_OPTIONS, **backend.env}
 
-    def device_info(self, backend: Backend) -> dict:
+    def device_info(self, backend: Backend) -> DeviceInfo:
         env = self.test_env(backend)
-        return {
-            "sanitizers": ["address", "undefined"],
-            "ASAN_OPTIONS": env["ASAN_OPTIONS"],
-            "UBSAN_OPTIONS": env["UBSAN_OPTIONS"],
-            "skipped_tests": dict(self.skip_tests),
-        }
+        return DeviceInfo(
+            sanitizers=["address", "undefined"],
+            ASAN_OPTIONS=env["ASAN_OPTIONS"],
+            UBSAN_OPTIONS=env["UBSAN_OPTIONS"],
+            skipped_tests=dict(self.skip_tests),
+        )
 
 
 def sanitizer_link_error(compiler: str) -> Optional[str]:

@@ -13,6 +13,7 @@ from . import BackendModule, command_output
 
 class Metal(BackendModule):
     name = "metal"
+    relative_cost = 4.0
     # the shader library is embedded in the binary: no offline `metal` compiler (full Xcode) needed
     cmake_flags = ("-DGGML_METAL=ON", "-DGGML_METAL_EMBED_LIBRARY=ON")
 

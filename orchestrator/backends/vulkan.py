@@ -13,10 +13,11 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from ..cache import default_cache_dir
 from ..config import Backend
+from ..report.model import DeviceInfo, VulkanSetup
 from . import BackendModule, command_output
 
 SETUP = "scripts/setup-vulkan-lavapipe.sh"
@@ -71,6 +72,7 @@ def driver_infos(vulkaninfo_summary: str) -> list[str]:
 
 class Vulkan(BackendModule):
     name = "vulkan"
+    relative_cost = 6.0  # ggml-vulkan.cpp alone about 82 s, shaders not cached by ccache
     cmake_flags = ("-DGGML_VULKAN=ON",)
     tool_hints = {
         "glslc": f"apt-get install glslc, or run {SETUP}",
@@ -156,21 +158,19 @@ class Vulkan(BackendModule):
             )
         return None
 
-    def device_info(self, backend: Backend) -> dict:
+    def device_info(self, backend: Backend) -> DeviceInfo:
         env = self.test_env(backend)
-        info: dict[str, Any] = {
-            "icd": env.get("VK_ICD_FILENAMES"),
-            "visible_devices": env.get("GGML_VK_VISIBLE_DEVICES"),
-        }
+        info = DeviceInfo(icd=env.get("VK_ICD_FILENAMES"), visible_devices=env.get("GGML_VK_VISIBLE_DEVICES"))
         sdk = self.sdk()
         if sdk:
-            info["setup"] = {k: sdk.get(k) for k in ("debian", "mode", "mesa", "glslc")}
+            info.setup = VulkanSetup(
+                **{k: None if sdk.get(k) is None else str(sdk[k]) for k in VulkanSetup.model_fields}
+            )
         if self._icd_override():
-            info["icd_override"] = f"{ICD_OVERRIDE}={os.environ[ICD_OVERRIDE]}"  # not the setup's lavapipe
+            info.icd_override = f"{ICD_OVERRIDE}={os.environ[ICD_OVERRIDE]}"  # not the setup's lavapipe
         summary = command_output(["vulkaninfo", "--summary"], env) if shutil.which("vulkaninfo") else None
         if summary:
-            info["devices"] = device_names(summary)
-            info["drivers"] = driver_infos(summary)
+            info.devices, info.drivers = device_names(summary), driver_infos(summary)
         return info
 
     # ---- helpers ----

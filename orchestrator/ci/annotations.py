@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from ..config import Matrix
+    from ..report.model import Results
 
 LEVELS = {"failed": "error", "error": "error", "skipped": "warning", "build-only": "notice"}
 
@@ -33,21 +37,18 @@ def repo_path(path: Path, workspace: Optional[str]) -> str:
     return p.as_posix()
 
 
-def cell_annotations(results, matrix, workspace: Optional[str] = None) -> list[str]:
-    """`results`: the run's Results (report/model.py) or its results.json dict."""
-    if hasattr(results, "to_dict"):
-        results = results.to_dict()
+def cell_annotations(results: Results, matrix: Matrix, workspace: Optional[str] = None) -> list[str]:
+    """One workflow command per cell that did not pass, on the matrix file's line of its target."""
     out = []
     file = repo_path(matrix.path, workspace if workspace is not None else os.environ.get("GITHUB_WORKSPACE"))
-    for cell in results.get("cells", []):
-        level = LEVELS.get(cell.get("status"))
+    for cell in results.cells:
+        level = LEVELS.get(cell.status.value)
         if not level:
             continue
-        target = cell.get("target") or cell["cell"].rpartition("/")[0]
-        line = matrix.lines.get(("targets", target))
-        title = f"ggml-patch {cell['cell']}: {cell['status']}"
+        line = matrix.lines.get(("targets", cell.target))
+        title = f"ggml-patch {cell.cell}: {cell.status}"
         props = (
             [f"file={escape_property(file)}"] + ([f"line={line}"] if line else []) + [f"title={escape_property(title)}"]
         )
-        out.append(f"::{level} {','.join(props)}::{escape_data(cell.get('reason') or cell['status'])}")
+        out.append(f"::{level} {','.join(props)}::{escape_data(cell.reason or str(cell.status))}")
     return out

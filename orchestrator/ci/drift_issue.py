@@ -31,8 +31,19 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ..drift.verdicts import APPLIES, CONFLICT, NOT_APPLICABLE, THREE_WAY, UNAVAILABLE, UNREACHABLE, UPSTREAM
+from ..drift.status import (
+    APPLIES,
+    CONFLICT,
+    NOT_APPLICABLE,
+    THREE_WAY,
+    UNAVAILABLE,
+    UNREACHABLE,
+    UPSTREAM,
+    StatusReport,
+)
 from ..errors import ConfigError, GitHubError
+from ..records import parse
+from ..report.model import Results
 
 TITLE = "ggml-patch: the series drifted or a cell failed"
 LABEL = "ggml-patch-drift"
@@ -58,36 +69,30 @@ _TODO = {
 # ---------------------------------------------------------------- inputs
 
 
+STATUS_JSON = "the output of `ggml-patch status --json`"
+
+
 def read_status(data: Any, where: str) -> tuple[str, dict[str, dict]]:
-    """(profile, target -> {status, detail, base}) from `ggml-patch status --json`."""
+    """(profile, target -> {status, detail, base}) from `ggml-patch status --json` (its data)."""
     if not isinstance(data, dict) or not isinstance(data.get("targets"), list) or not data["targets"]:
-        raise ConfigError(
-            f"{where}: not the output of `ggml-patch status --json` "
-            '(expected an object with a non-empty "targets" list)'
-        )
+        raise ConfigError(f'{where}: not {STATUS_JSON} (expected an object with a non-empty "targets" list)')
+    report = parse(StatusReport, data, where, STATUS_JSON)
     out = {}
-    for i, row in enumerate(data["targets"]):
-        if not isinstance(row, dict) or not isinstance(row.get("target"), str) or row.get("status") not in STATUSES:
+    for i, row in enumerate(report.targets):
+        if row.status not in STATUSES:
             raise ConfigError(f'{where}: targets[{i}]: expected "target" and a "status" among {", ".join(STATUSES)}')
-        out[row["target"]] = {
-            "status": row["status"],
-            "detail": _short(row.get("detail") or ""),
-            "base": (row.get("base") or "")[:12],
-        }
-    return str(data.get("profile") or "?"), out
+        out[row.target] = {"status": row.status, "detail": _short(row.detail), "base": (row.base or "")[:12]}
+    return report.profile or "?", out
 
 
-def read_results(data: Any, where: str) -> tuple[str, dict[str, dict]]:
+def read_results(results: Results) -> tuple[str, dict[str, dict]]:
     """(profile, cell -> {status, reason}) of the failing cells of a results.json."""
-    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
-        raise ConfigError(f'{where}: not a ggml-patch results.json (expected a "cells" list)')
-    failing = {}
-    for i, c in enumerate(data["cells"]):
-        if not isinstance(c, dict) or not isinstance(c.get("cell"), str):
-            raise ConfigError(f'{where}: cells[{i}]: expected a "cell" name')
-        if c.get("status") in FAILING_CELLS:
-            failing[c["cell"]] = {"status": c["status"], "reason": _short(str(c.get("reason") or ""))}
-    return str(data.get("profile") or "?"), failing
+    failing = {
+        c.cell: {"status": str(c.status), "reason": _short(c.reason)}
+        for c in results.cells
+        if c.status in FAILING_CELLS
+    }
+    return results.profile or "?", failing
 
 
 def _short(text: str) -> str:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 from pathlib import Path
 
@@ -49,12 +48,11 @@ def add_arguments(p) -> None:
 
 
 def _json_file(path: Path, what: str):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file ({what})") from None
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise ConfigError(f"{path}: not readable JSON ({what}): {e}") from None
+    from .. import untrusted
+
+    if not Path(path).exists():
+        raise ConfigError(f"{path}: no such file ({what})")
+    return untrusted.load_json(path, "status")
 
 
 def run_url(env=os.environ) -> str:
@@ -65,6 +63,7 @@ def run_url(env=os.environ) -> str:
 
 def run(args, matrix, cache) -> ExitCode:
     from ..ci import drift_issue as D
+    from ..report.model import load_results
     from ..upstream import github
 
     repo = github.check_repo(args.repo)
@@ -81,7 +80,7 @@ def run(args, matrix, cache) -> ExitCode:
     if args.results:
         p = Path(args.results)
         p = p / "results.json" if p.is_dir() else p
-        results = D.read_results(_json_file(p, "a ggml-patch results.json"), str(p))
+        results = D.read_results(load_results(p)[0])
     client = D.IssuesClient(args.api_url, repo, token, args.timeout)
     now = _dt.datetime.now(_dt.timezone.utc)
     if args.dry_run:

@@ -50,13 +50,13 @@ def add_arguments(p) -> None:
 
 def run(args, matrix, cache) -> ExitCode:
     from ..config import require_native_tests
-    from ..outdir import writable_dir
+    from ..outdir import check, claim, made_results
     from ..report.model import CellStatus
     from ..report.summary import write_results
     from ..run.matrix import RunOptions, run_matrix
 
     # every user error before the first cell: results.json must not fail to be written at the end
-    results_dir = writable_dir(args.results, "--results")
+    results_dir = check(args.results, "--results", legacy=made_results)  # never over a user's files
     if args.parallel is not None and args.parallel < 1:
         raise ConfigError(f"--parallel {args.parallel}: expected a positive number of cells")
     require_native_tests(matrix)
@@ -74,6 +74,7 @@ def run(args, matrix, cache) -> ExitCode:
         args.parallel,
         required_backends(matrix, args.require_backend),
     )
+    claim(results_dir, "--results", legacy=made_results)  # marked as the tool's before the first log
     results = run_matrix(opts)
     paths = write_results(results, results_dir)
     if os.environ.get("GITHUB_ACTIONS") == "true":  # failed and skipped cells on the run's page

@@ -3,7 +3,6 @@ summary.md and junit.xml."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from ..errors import ConfigError, ExitCode
@@ -31,24 +30,44 @@ def _results_file(arg: str) -> Path:
     return p
 
 
-def _copy_logs(results, src_dir: Path, out: Path) -> None:
-    """Bring each record's logs along and point the record at the copy, so the merged results
-    stand alone (a CI leg's absolute paths mean nothing once its artifact is downloaded)."""
+def _log_names(results, where: Path) -> list[tuple[object, str]]:
+    """(record entry, its log's name inside the results folder: logs/<cell>/NAME) for every log a
+    record names. A log anywhere else (another folder, '..', /proc/...) refuses the whole input:
+    a results file names its own logs, nothing more."""
     from ..cache import slug
 
+    out = []
     for rec in results.records:
         for entry in [rec.build, *rec.tests.values()]:
             if entry is None or not entry.log:
                 continue
             parts = Path(entry.log).parts
             starts = [i for i in range(len(parts) - 1) if parts[i] == "logs" and parts[i + 1] == slug(rec.cell)]
-            if not starts:
-                continue
-            rel = Path(*parts[starts[-1] :])
-            if (src_dir / rel).is_file():
-                (out / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src_dir / rel, out / rel)
-                entry.log = str(out / rel)
+            rel = parts[starts[-1] :] if starts else ()
+            if len(rel) < 3 or ".." in rel:
+                raise ConfigError(
+                    f"{where}: {rec.cell} names the log {entry.log!r}, which is not inside its results folder "
+                    f"(expected .../logs/{slug(rec.cell)}/NAME)"
+                )
+            out.append((entry, "/".join(rel)))
+    return out
+
+
+def _copy_logs(names: list[tuple[object, str]], src_dir: Path, out: Path) -> None:
+    """Bring each record's logs along and point the record at the copy, so the merged results
+    stand alone (a CI leg's absolute paths mean nothing once its artifact is downloaded). Only
+    regular files inside the leg's folder are read (no symlink out of it, no FIFO or device)."""
+    from .. import untrusted
+
+    for entry, rel in names:
+        src = untrusted.name_under(src_dir, rel, f"{src_dir}: log")
+        dst = untrusted.name_under(out, rel, f"{out}: log")
+        if untrusted.is_regular(src):
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            untrusted.copy_file(src, dst, root=src_dir)
+            entry.log = str(dst)  # type: ignore[attr-defined]
+        else:
+            entry.log = None  # type: ignore[attr-defined]  # absent here: named nowhere
 
 
 def _matrix_order(matrix) -> list[str]:
@@ -57,25 +76,27 @@ def _matrix_order(matrix) -> list[str]:
 
 
 def run(args, matrix, cache) -> ExitCode:
-    from ..outdir import writable_dir
+    from ..outdir import check, claim, made_results
     from ..report.merge import merge_results
     from ..report.model import CellStatus, load_results, overall_exit_code
     from ..report.summary import write_results
 
-    out = writable_dir(args.out, "--out")  # before anything is read or merged
+    out = check(args.out, "--out", legacy=made_results)  # before anything is read or merged: no user's files
     inputs = args.inputs
     if args.expect_profile:
         matrix.cells(args.expect_profile)  # an unknown profile: one line, before anything is read
         inputs = [a for a in inputs if not ("*" in a and not Path(a).exists())]
     files = [_results_file(a) for a in inputs]
     parts = [(str(f), load_results(f)[0]) for f in files]
+    logs = [_log_names(res, f) for f, (_, res) in zip(files, parts, strict=True)]  # refused before any write
     merged = merge_results(parts, _matrix_order(matrix))  # refuses before anything is written
     if args.expect_profile:
         never = never_reported(matrix, args.expect_profile, {c.cell for c in merged.cells})
         merged.cells.extend(never)
         merged.exit_code = int(overall_exit_code(merged.cells))
-    for f, (_, res) in zip(files, parts, strict=True):
-        _copy_logs(res, f.parent, out)  # the merged records are these same objects
+    claim(out, "--out", legacy=made_results)
+    for f, names in zip(files, logs, strict=True):
+        _copy_logs(names, f.parent, out)  # the merged records are these same objects
     paths = write_results(merged, out)
     if (out / "junit.xml").is_file() and out / "junit.xml" not in paths:
         paths.append(out / "junit.xml")
@@ -97,13 +118,13 @@ def never_reported(matrix, profile: str, present: set[str]) -> list:
 
     return [
         Cell(
-            f"{t.name}/{b.name}",
-            t.name,
-            b.name,
-            t.layout,
-            CellStatus.ERROR,
-            "no results: its CI leg never reported (timed out, cancelled or died before uploading)",
-            int(ExitCode.TOOL_ERROR),
+            cell=f"{t.name}/{b.name}",
+            target=t.name,
+            backend=b.name,
+            layout=t.layout,
+            status=CellStatus.ERROR,
+            reason="no results: its CI leg never reported (timed out, cancelled or died before uploading)",
+            exit_code=int(ExitCode.TOOL_ERROR),
         )
         for t, b in matrix.cells(profile)
         if f"{t.name}/{b.name}" not in present

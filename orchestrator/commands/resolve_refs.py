@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from ..errors import ExitCode
 
@@ -27,7 +26,11 @@ def add_arguments(p) -> None:
 
 
 def run(args, matrix, cache) -> ExitCode:
+    from ..outdir import made_pins, replaceable_file
     from ..sources import pins as P
+
+    # before any network: never over a file the tool did not write
+    out = replaceable_file(args.out, "--out", made_pins) if args.out else None
 
     names = P.git_targets(matrix, args.profile or list(matrix.profiles), args.target)
     resolved, gone = P.resolve_reachable(matrix, names)
@@ -38,8 +41,7 @@ def run(args, matrix, cache) -> ExitCode:
     if not names:
         print("no git targets: nothing to pin", file=sys.stderr)
     data = P.pins_json(resolved, gone)
-    if args.out:
-        out = Path(args.out)
+    if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(data, separators=(",", ":")))  # one line: fits a job output ($GITHUB_OUTPUT)

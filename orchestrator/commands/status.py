@@ -28,12 +28,13 @@ def add_arguments(p) -> None:
 
 def run(args, matrix, cache) -> ExitCode:
     from ..drift.check import status_of_targets, target_names
-    from ..drift.verdicts import exit_code
+    from ..drift.status import StatusReport, exit_code
     from ..redact import redact_data
 
     rows = status_of_targets(matrix, cache, target_names(matrix, args.profile, args.target))
     if args.json:
-        print(json.dumps(redact_data({"profile": args.profile, "targets": [r.to_json() for r in rows]}), indent=2))
+        report = StatusReport.model_construct(profile=args.profile, targets=rows)  # what was found, as found
+        print(json.dumps(redact_data(report.to_json()), indent=2))
     else:
         print_table(rows, args.profile)
     return exit_code(rows)
@@ -48,7 +49,7 @@ def print_table(rows, profile: str) -> None:
     for col in ("target", "layout", "source", "base", "status", "detail"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        desc = r.source.get("description") or r.source.get("kind", "")
+        desc = r.source.description or r.source.kind
         table.add_row(
             r.target,
             r.layout,

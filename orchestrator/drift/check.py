@@ -1,5 +1,5 @@
 """The drift check's effects: fetch every target's base, render the series into its layout and
-try it patch by patch in a worktree of the tool's cache. Nothing is built. Verdicts: verdicts.py.
+try it patch by patch in a worktree of the tool's cache. Nothing is built. Statuses: status.py.
 
 Per target, under <cache>/status/<target>/:
   try/      scratch worktree: every attempt starts from the base, whatever was left there
@@ -13,7 +13,7 @@ Per target, under <cache>/status/<target>/:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -25,9 +25,10 @@ from ..patchset.files import load_series, write_patches
 from ..patchset.layout import get_layout, translate
 from ..patchset.render import render
 from ..patchset.series import Series
+from ..report.model import Provenance
 from ..vcs.runner import error_line
 from ..vcs.snapshots import SnapshotRepo, Worktree
-from .verdicts import (
+from .status import (
     CLEAN,
     CONFLICTED,
     MERGED,
@@ -45,7 +46,7 @@ from .verdicts import (
     failed_hunk,
     modified_fix_files,
     not_applicable_reason,
-    verdict,
+    target_status,
 )
 
 
@@ -90,7 +91,15 @@ def status_of_targets(matrix: Matrix, cache: Cache, names: list[str]) -> list[Ta
     rows = []
     for target, snap, status, reason in resolved:
         if snap is None:
-            rows.append(TargetStatus(target.name, _layout_name(target), _source_info(target, None), status, reason))
+            rows.append(
+                TargetStatus(
+                    target=target.name,
+                    layout=_layout_name(target),
+                    source=_source_info(target, None),
+                    status=status,
+                    detail=reason,
+                )
+            )
         else:
             with cache.lock(f"status-{target.name}"):  # one run at a time in a target's worktrees
                 rows.append(check_target(cache, repo, series, target, snap, before_merge))
@@ -115,7 +124,13 @@ def check_target(
     before_merge: Callable[[], None] = lambda: None,
 ) -> TargetStatus:
     src, layout = get_layout(series.layout), get_layout(target.layout, target.prefix)
-    row = TargetStatus(target.name, _layout_name(target), _source_info(target, snap), NOT_APPLICABLE, base=snap.commit)
+    row = TargetStatus(
+        target=target.name,
+        layout=_layout_name(target),
+        source=_source_info(target, snap),
+        status=NOT_APPLICABLE,
+        base=snap.commit,
+    )
     read_base = lambda p: repo.read_blob(snap.commit, p)  # noqa: E731
     fix_files = [translate(p, src, layout) for p in modified_fix_files(series)]
     reason = not_applicable_reason(fix_files, layout.from_ggml(OPT_HEADER), read_base)
@@ -132,7 +147,7 @@ def check_target(
     trial = Worktree(repo, dirs.trial)
     results, conflict = attempt(trial, snap.commit, rendered, files, before_merge)
     row.patches = results
-    row.status, row.detail = verdict(results)
+    row.status, row.detail = target_status(results)
     if conflict:
         row.conflict = leave_for_resolution(repo, dirs.resolve, snap.commit, results, files, conflict)
     else:
@@ -150,29 +165,31 @@ def attempt(
     for i, (patch, f) in enumerate(zip(rendered.patches, files, strict=True)):
         plain = wt.am_one(f)
         if plain is None:
-            results.append(PatchResult(patch.name, CLEAN))
+            results.append(PatchResult(name=patch.name, result=CLEAN))
             continue
         wt.am_abort()
         if wt.applies(f, reverse=True):
-            results.append(PatchResult(patch.name, PRESENT, "the patch reverse-applies"))
+            results.append(PatchResult(name=patch.name, result=PRESENT, detail="the patch reverse-applies"))
             continue
         if content_present(patch, wt.read_file):
-            results.append(PatchResult(patch.name, PRESENT, "its content is already there"))
+            results.append(PatchResult(name=patch.name, result=PRESENT, detail="its content is already there"))
             continue
         before_merge()
         merged = wt.am_one(f, three_way=True)
         if merged is None:
-            results.append(PatchResult(patch.name, MERGED))
+            results.append(PatchResult(name=patch.name, result=MERGED))
             continue
         if "No changes -- Patch already applied" in merged:
             wt.am_abort()
-            results.append(PatchResult(patch.name, PRESENT, "a 3-way merge leaves nothing to change"))
+            results.append(
+                PatchResult(name=patch.name, result=PRESENT, detail="a 3-way merge leaves nothing to change")
+            )
             continue
         conflict = _conflict(wt, patch, plain, merged)
         wt.am_abort()
         where = f"{conflict.file}, {conflict.hunk}" if conflict.file else conflict.reason
-        results.append(PatchResult(patch.name, CONFLICTED, where))
-        results += [PatchResult(p.name, NOT_TRIED) for p in rendered.patches[i + 1 :]]
+        results.append(PatchResult(name=patch.name, result=CONFLICTED, detail=where))
+        results += [PatchResult(name=p.name, result=NOT_TRIED) for p in rendered.patches[i + 1 :]]
         return results, conflict
     return results, None
 
@@ -183,7 +200,13 @@ def _conflict(wt: Worktree, patch, plain_output: str, merged_output: str) -> Con
     if conflicted and path not in conflicted:  # the merge stopped elsewhere than the plain apply
         path, hunk = conflicted[0], "3-way merge conflict"
     text = wt.read_file(path) if path else None
-    return Conflict(patch.name, path or "", hunk, conflict_regions(text or ""), "", _git_reason(merged_output))
+    return Conflict(
+        patch=patch.name,
+        file=path or "",
+        hunk=hunk,
+        lines=tuple(conflict_regions(text or "")),
+        reason=_git_reason(merged_output),
+    )
 
 
 def _git_reason(output: str) -> str:
@@ -197,7 +220,7 @@ def leave_for_resolution(
     """A worktree with the patches before the conflict applied and `git am -3` stopped at it."""
     wt = Worktree(repo, path)
     if path.exists():  # someone may be resolving there: never reset it
-        return replace(conflict, worktree=str(path), kept=True)
+        return conflict.model_copy(update={"worktree": str(path), "kept": True})
     wt.ensure(base)
     k = next(i for i, r in enumerate(results) if r.result == CONFLICTED)
     for r, f in zip(results[:k], files[:k], strict=True):
@@ -205,7 +228,8 @@ def leave_for_resolution(
             wt.am_abort()  # it applied in the trial worktree a moment ago; leave a clean stop
     wt.am_start(files[k:])
     text = wt.read_file(conflict.file) if conflict.file else None
-    return replace(conflict, worktree=str(path), lines=conflict_regions(text or "") or conflict.lines)
+    lines = tuple(conflict_regions(text or "")) or conflict.lines
+    return conflict.model_copy(update={"worktree": str(path), "lines": lines})
 
 
 def drop_captured_resolution(repo: SnapshotRepo, path: Path, trial: Worktree) -> None:
@@ -264,16 +288,14 @@ def _layout_name(target: Target) -> str:
     return target.layout + (f" at {target.prefix.rstrip('/')}/" if target.prefix else "")
 
 
-def _source_info(target: Target, snap: Optional[sources.Snapshot]) -> dict:
-    info = {"kind": target.source.kind}
+def _source_info(target: Target, snap: Optional[sources.Snapshot]) -> Provenance:
     if snap:
-        info.update(description=snap.description, **snap.provenance)
-    else:  # not fetched: what the matrix asks for
-        o = target.source.options
-        info["description"] = {
-            "git": f"{o.get('url')} {o.get('ref')}",
-            "tarball": str(o.get("url")),
-            "local": str(o.get("path")),
-            "pypi-sdist": f"{o.get('package')}=={o.get('version')}",
-        }.get(target.source.kind, "")
-    return info
+        return Provenance(kind=target.source.kind, description=snap.description, **snap.provenance)
+    o = target.source.options  # not fetched: what the matrix asks for
+    description = {
+        "git": f"{o.get('url')} {o.get('ref')}",
+        "tarball": str(o.get("url")),
+        "local": str(o.get("path")),
+        "pypi-sdist": f"{o.get('package')}=={o.get('version')}",
+    }.get(target.source.kind, "")
+    return Provenance(kind=target.source.kind, description=description)

@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import untrusted
 from ..config import Matrix
 from ..errors import ConfigError
 from .layout import GATE_TEST
 from .series import Series, parse_series
 
 if TYPE_CHECKING:
-    from ..evidence.mutants import Mutant
+    from ..verdicts.mutants import Mutant
 
 
 def read_series(directory: Path, layout: str) -> Series:
@@ -20,12 +21,9 @@ def read_series(directory: Path, layout: str) -> Series:
     files = sorted(directory.glob("*.patch"))
     patches = []
     for f in files:
-        try:
-            # the bytes as they are: read_text would turn CRLF into LF silently (parse_patch refuses
-            # a CRLF-converted patch and keeps a CR inside a hunk, which is content)
-            patches.append((f.name, f.read_bytes().decode("utf-8")))
-        except UnicodeDecodeError:
-            raise ConfigError(f"{f}: not UTF-8 text; a binary or corrupt patch") from None
+        # the bytes as they are: read_text would turn CRLF into LF silently (parse_patch refuses
+        # a CRLF-converted patch and keeps a CR inside a hunk, which is content)
+        patches.append((f.name, untrusted.read_text(f, "patch", root=directory)))
     try:
         return parse_series(layout, patches)
     except ConfigError as e:
@@ -72,15 +70,14 @@ def write_patches(series: Series, directory: Path) -> list[Path]:
 def load_mutants(matrix: Matrix) -> list[Mutant]:
     """native_tests/mutants/*.patch (the known-wrong fixes the gate must catch), in name order;
     none when the folder is absent. A malformed one is one ConfigError line naming the file."""
-    from ..evidence.mutants import parse_mutant
+    from ..verdicts.mutants import parse_mutant
 
     folder = matrix.native_tests_dir / "mutants"
     out = []
     for f in sorted(folder.glob("*.patch")) if folder.is_dir() else []:
+        text = untrusted.read_text(f, "mutant", root=folder)
         try:
-            out.append(parse_mutant(f.name, f.read_text(encoding="utf-8")))
-        except UnicodeDecodeError:
-            raise ConfigError(f"{f}: not UTF-8 text; a binary or corrupt patch") from None
+            out.append(parse_mutant(f.name, text))
         except ConfigError as e:
             raise ConfigError(f"{folder}/{e}") from None
     return out

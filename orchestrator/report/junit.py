@@ -13,8 +13,9 @@ backend does not run is <skipped> with the reason.
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
-from typing import Callable, Optional, Sequence, Union
+from typing import Callable, Optional, Sequence
 
 from ..patchset.layout import GATE_TEST, TESTS
 from .model import (
@@ -27,13 +28,23 @@ from .model import (
     TestRecord,
     VariantRecord,
     Verdict,
-    as_results,
 )
 
 VARIANTS = ("patched", "control")
 CONTROL_GATE_NAME = f"{GATE_TEST} (fix reverted: must fail)"
 CLASS_SEP = "/"
 LogTail = Callable[[str], Optional[str]]  # a log's path -> its last lines, or None
+
+
+# ANSI escape sequences (colours, cursor moves) and what XML 1.0 cannot hold: a log is anyone's bytes
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]{0,4096}(?:\x07|\x1b\\)?|[@-Z\\-_])")
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(text: str) -> str:
+    """`text` as XML 1.0 can carry it: ANSI codes removed, other control characters and lone
+    surrogates replaced by U+FFFD."""
+    return _NOT_XML.sub("\ufffd", _ANSI.sub("", text))
 
 
 def no_logs(path: str) -> Optional[str]:
@@ -169,8 +180,8 @@ def _suite(parent: ET.Element, cell: Cell, results: Results, log_tail: LogTail =
 
 def _mutant_case(suite: ET.Element, cell: Cell, rec: VariantRecord, log_tail: LogTail = no_logs) -> None:
     """A known-wrong fix: passes when the gate killed it; survived or invalid is the failure."""
-    info = rec.mutant or {}
-    name = str(info.get("name") or rec.variant)
+    info = rec.mutant
+    name = info.name if info else rec.variant
     t = rec.test(GATE_TEST)
     case = ET.SubElement(
         suite,
@@ -183,7 +194,7 @@ def _mutant_case(suite: ET.Element, cell: Cell, rec: VariantRecord, log_tail: Lo
         },
     )
     if rec.status == RecordStatus.SKIPPED:
-        _mark(case, "skipped", f"mutant not run: {info.get('skipped', '')}")
+        _mark(case, "skipped", f"mutant not run: {info.skipped if info and info.skipped else ''}")
     elif rec.verdict == Verdict.KILLED:
         ET.SubElement(case, "system-out").text = f"killed: {rec.failure_line or ''}"
     else:
@@ -192,7 +203,7 @@ def _mutant_case(suite: ET.Element, cell: Cell, rec: VariantRecord, log_tail: Lo
             "failure",
             f"mutant {name} {rec.verdict}: {rec.verdict_reason}",
             str(rec.verdict),
-            f"{info.get('title', '')}\nwhy it is wrong: {info.get('why_wrong', '')}"
+            f"{info.title if info else ''}\nwhy it is wrong: {info.why_wrong if info else ''}"
             + (f"\n{_detail(t, log_tail=log_tail)}" if t else ""),
         )
 
@@ -212,11 +223,14 @@ def _count(el: ET.Element) -> None:
     el.set("time", f"{time:.3f}")
 
 
-def junit_xml(results: Union[Results, dict], log_tail: LogTail = no_logs) -> str:
-    results = as_results(results)
+def junit_xml(results: Results, log_tail: LogTail = no_logs) -> str:
     root = ET.Element("testsuites", {"name": "ggml-patch"})
     for cell in results.cells:
         _suite(root, cell, results, log_tail)
     _count(root)
+    for el in root.iter():
+        el.text = xml_text(el.text) if el.text else el.text
+        for k, v in el.attrib.items():
+            el.set(k, xml_text(v))
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -7,17 +7,17 @@ appear twice (two legs for the same cell, or the same input given twice).
 from __future__ import annotations
 
 import time
-from typing import Iterable, Optional, Sequence, Union
+from typing import Iterable, Optional, Sequence
 
 from ..errors import ConfigError
-from .model import Results, as_results, overall_exit_code
+from .model import Parallel, Results, overall_exit_code
 
 
 def _check_same_series(parts: list[tuple[str, Results]]) -> None:
     first_name, first = parts[0]
-    want = first.series["sha256"]
+    want = first.series.sha256
     for name, res in parts[1:]:
-        got = res.series["sha256"]
+        got = res.series.sha256
         if got != want:
             raise ConfigError(
                 f"{name}: made from series sha256 {got[:16]}, but {first_name} from {want[:16]}:"
@@ -43,13 +43,13 @@ def _started_at(parts: list[tuple[str, Results]]) -> str:
     return stamps[0] if stamps else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def merge_results(parts: Sequence[tuple[str, Union[Results, dict]]], order: Optional[Iterable[str]] = None) -> Results:
+def merge_results(parts: Sequence[tuple[str, Results]], order: Optional[Iterable[str]] = None) -> Results:
     """parts: (where it came from, for messages; results). Cells follow `order` (cell ids,
     e.g. the matrix's own order), then any others in the order given. duration_s is the sum of
     the parts' (machine time, not wall time: legs run in parallel)."""
     if not parts:
         raise ConfigError("merge-results: no results to merge")
-    typed = [(name, as_results(res, name)) for name, res in parts]
+    typed = list(parts)
     _check_same_series(typed)
     _check_no_duplicate_cells(typed)
     cells = [c for _, res in typed for c in res.cells]
@@ -60,9 +60,9 @@ def merge_results(parts: Sequence[tuple[str, Union[Results, dict]]], order: Opti
     records.sort(key=lambda r: cell_rank.get(r.cell, len(cell_rank)))
     first = typed[0][1]
     return Results(
-        first.series,
-        cells,
-        records,
+        series=first.series,
+        cells=cells,
+        records=records,
         schema_version=first.schema_version,
         tool=first.tool,
         matrix=first.matrix,
@@ -70,6 +70,6 @@ def merge_results(parts: Sequence[tuple[str, Union[Results, dict]]], order: Opti
         started_at=_started_at(typed),
         duration_s=round(sum(res.duration_s or 0 for _, res in typed), 2),
         orchestrator_cpu_s=round(sum(res.orchestrator_cpu_s or 0 for _, res in typed), 2),
-        parallel={"legs": len(typed)},
+        parallel=Parallel(legs=len(typed)),
         exit_code=int(overall_exit_code(cells)),
     )

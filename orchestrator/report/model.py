@@ -1,14 +1,14 @@
 """The results model: what a run records, and results.json, its one serialised form.
 
-Pure apart from `load_results`/`dump_results`. The words (cell status, test outcome, control and
-mutant verdict, attribution label, row status) are enums whose values are exactly the strings
-results.json holds; the records are dataclasses whose `to_dict()` writes today's keys in today's
-order, and whose `from_dict()` reads them back, keeping keys it does not know (`extra`: what
-newer work adds survives a merge by older code). A results file is untrusted input: a malformed
-one is a one-line ConfigError naming the file and the key.
+Each record is a pydantic model declared once: serialisation, validation of untrusted input and
+the JSON Schema (`results_schema()`) come from the declaration. The words (cell status, test
+outcome, control and mutant verdict, attribution label, row status) are enums whose values are
+exactly the strings results.json holds. A results file is untrusted input: unknown keys, wrong
+types and out-of-range values are a one-line ConfigError naming the file and the key.
 
 results.json's `schema_version` changes only when a key changes meaning or goes away; keys added
-are additions.
+are additions. Keys are written in declaration order; `None` is left out unless a record says
+the key is written as null (today's files hold them so).
 """
 
 from __future__ import annotations
@@ -16,13 +16,15 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional, TypeVar, Union
+from typing import Annotated, Any, Iterable, Optional
 
-import jsonschema
+from pydantic import Field, model_serializer, model_validator
+from pydantic import StringConstraints as Pattern
 
+from .. import untrusted
 from ..errors import ConfigError, ExitCode
+from ..records import Record, parse
 
 SCHEMA_VERSION = 1
 
@@ -94,42 +96,28 @@ class Variant(Word):
 
 MUTANT_PREFIX = "mutant:"  # a mutant's variant: "mutant:<file name without .patch>"
 
-
-_W = TypeVar("_W", bound=Word)
-
-
-def _word(kind: type[_W], value: Any) -> _W:
-    return kind(value)
-
-
-def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in d.items() if v is not None}
-
-
-def _extra(d: dict, known: Iterable[str]) -> dict[str, Any]:
-    known = set(known)
-    return {k: v for k, v in d.items() if k not in known}
+# names become folders (a bundle's out/<target>) and commits reach git: never a path or an option
+Name = Annotated[str, Pattern(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
+CellId = Annotated[str, Pattern(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")]
+Commit = Annotated[str, Pattern(pattern=r"^[0-9a-f]{40}$")]
+Seconds = Annotated[float, Field(ge=0)]
 
 
 # ---------------------------------------------------------------- the records
 
 
-@dataclass
-class DeviceRow:
+class DeviceRow(Record):
     """One device x case row of a test's output (test-opt: x optimizer; the gate: x case)."""
 
     device: str
-    status: RowStatus
-    optimizer: Optional[str] = None  # test-opt
     case: Optional[str] = None  # the gate: "opt_period=1", "case=schedule-TTETT opt_period=2 ..."
+    optimizer: Optional[str] = None  # test-opt
     opt_period: Optional[int] = None  # the gate, when the case has one
+    status: RowStatus
     line: Optional[str] = None  # a FAIL row: the test's own line
     step: Optional[int] = None  # a FAIL row at a step: the first wrong step, w and the expected w
     actual: Optional[float] = None
     expected: Optional[float] = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    _KEYS = ("device", "case", "optimizer", "opt_period", "status", "line", "step", "actual", "expected")
 
     @property
     def key(self) -> str:
@@ -140,40 +128,8 @@ class DeviceRow:
             return self.case
         return f"opt_period={self.opt_period}" if self.opt_period is not None else ""
 
-    def to_dict(self) -> dict[str, Any]:
-        d = _drop_none(
-            {
-                "device": self.device,
-                "case": self.case,
-                "optimizer": self.optimizer,
-                "opt_period": self.opt_period,
-                "status": self.status.value,
-                "line": self.line,
-                "step": self.step,
-                "actual": self.actual,
-                "expected": self.expected,
-            }
-        )
-        return {**d, **self.extra}
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> DeviceRow:
-        return cls(
-            d["device"],
-            _word(RowStatus, d["status"]),
-            d.get("optimizer"),
-            d.get("case"),
-            d.get("opt_period"),
-            d.get("line"),
-            d.get("step"),
-            d.get("actual"),
-            d.get("expected"),
-            _extra(d, cls._KEYS),
-        )
-
-
-@dataclass
-class TestRecord:
+class TestRecord(Record):
     """One test binary's run in one variant."""
 
     __test__ = False  # not a pytest class
@@ -181,132 +137,122 @@ class TestRecord:
     outcome: Outcome
     exit_code: Optional[int] = None  # None: killed for the timeout
     signal: Optional[str] = None
-    duration_s: float = 0.0
+    duration_s: Seconds = 0.0
     log: str = ""
-    rows: list[DeviceRow] = field(default_factory=list)
-    summary_line: Optional[str] = None
-    gate: bool = False  # the gate test: it has a failure line (None when it printed none)
-    failure_line: Optional[str] = None
-    stopped_on: Optional[str] = None  # not passed: the device it was on when it stopped, if known
     output: Optional[str] = None  # the test's output while the cell runs; never stored
+    rows: list[DeviceRow] = Field(default_factory=list)
+    failure_line: Optional[str] = None  # the gate: its failure line (None when it printed none)
+    stopped_on: Optional[str] = None  # not passed: the device it was on when it stopped, if known
+    summary_line: Optional[str] = None
     skipped: Optional[str] = None  # outcome skipped: why this backend does not run it
-    extra: dict[str, Any] = field(default_factory=dict)
+    gate: bool = Field(default=False, exclude=True)  # the gate test: results.json holds its failure_line
 
-    _KEYS = (
-        "outcome",
-        "exit_code",
-        "signal",
-        "duration_s",
-        "log",
-        "output",
-        "rows",
-        "failure_line",
-        "stopped_on",
-        "summary_line",
-        "skipped",
-    )
+    @model_validator(mode="before")
+    @classmethod
+    def _gate_from_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "failure_line" in data and "gate" not in data:
+            return {**data, "gate": True}
+        return data
+
+    def kept_nulls(self) -> frozenset[str]:
+        keep = {"exit_code", "signal", "summary_line"}
+        if self.gate:
+            keep.add("failure_line")
+        if self.outcome not in (Outcome.PASSED, Outcome.SKIPPED):
+            keep.add("stopped_on")
+        return frozenset(keep)
 
     @classmethod
     def not_run(cls, reason: str, gate: bool = False) -> TestRecord:
         """A test this backend does not run, with the reason (never counted as passed or failed)."""
-        return cls(Outcome.SKIPPED, gate=gate, skipped=reason)
-
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {
-            "outcome": self.outcome.value,
-            "exit_code": self.exit_code,
-            "signal": self.signal,
-            "duration_s": self.duration_s,
-            "log": self.log,
-        }
-        if self.output is not None:
-            d["output"] = self.output
-        d["rows"] = [r.to_dict() for r in self.rows]
-        if self.gate:
-            d["failure_line"] = self.failure_line
-        if self.outcome not in (Outcome.PASSED, Outcome.SKIPPED) or self.stopped_on is not None:
-            d["stopped_on"] = self.stopped_on
-        d["summary_line"] = self.summary_line
-        if self.skipped is not None:
-            d["skipped"] = self.skipped
-        return {**d, **self.extra}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TestRecord:
-        return cls(
-            _word(Outcome, d["outcome"]),
-            d.get("exit_code"),
-            d.get("signal"),
-            d.get("duration_s", 0.0),
-            d.get("log", ""),
-            [DeviceRow.from_dict(r) for r in d.get("rows") or []],
-            d.get("summary_line"),
-            "failure_line" in d,
-            d.get("failure_line"),
-            d.get("stopped_on"),
-            d.get("output"),
-            d.get("skipped"),
-            _extra(d, cls._KEYS),
-        )
+        return cls(outcome=Outcome.SKIPPED, gate=gate, skipped=reason)
 
 
-@dataclass
-class Build:
+class Build(Record):
     ok: bool
-    duration_s: float = 0.0
+    duration_s: Seconds = 0.0
     log: str = ""
     error: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "duration_s": self.duration_s, "log": self.log, "error": self.error, **self.extra}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Build:
-        return cls(
-            bool(d.get("ok")),
-            d.get("duration_s", 0.0),
-            d.get("log", ""),
-            d.get("error", ""),
-            _extra(d, ("ok", "duration_s", "log", "error")),
-        )
 
 
-@dataclass
-class VariantRecord:
+class EpochLoss(Record):
+    """One epoch of the training program: its train and eval loss (nan/inf kept)."""
+
+    epoch: int
+    train_loss: float
+    eval_loss: float
+
+
+class TrainingRun(Record):
+    """The training program's run in one variant: loss per epoch."""
+
+    program: str
+    outcome: Outcome
+    duration_s: Seconds = 0.0
+    log: str = ""
+    epochs: list[EpochLoss] = Field(default_factory=list)
+
+
+class TrainingComparison(Record):
+    """A cell's training evidence: loss per epoch with and without the fix."""
+
+    NULLS = frozenset({"diverges_as_predicted"})
+
+    with_fix: list[EpochLoss]
+    without_fix: list[EpochLoss]
+    diverges_as_predicted: Optional[bool] = None  # None: too few epochs to tell
+
+
+class MutantInfo(Record):
+    """A mutant's header, and why it was not run when it was not."""
+
+    name: str
+    title: str
+    why_wrong: str
+    skipped: Optional[str] = None
+
+
+class MutantTally(Record):
+    """The known-wrong fixes of one cell: how many, killed, and the names of the others."""
+
+    NULLS = frozenset({"skipped"})
+
+    total: int = Field(ge=0)
+    killed: int = Field(ge=0)
+    survived: list[str] = Field(default_factory=list)
+    invalid: list[str] = Field(default_factory=list)
+    skipped: Optional[str] = None  # why none ran
+
+
+class VariantRecord(Record):
     """One variant of one cell: the patched tree, or the control (the fix reverted, the test kept)."""
 
-    cell: str
-    target: str
-    backend: str
-    variant: str  # Variant.PATCHED or Variant.CONTROL (other work may add variants)
+    cell: CellId
+    target: Name
+    backend: Name
+    variant: str  # Variant.PATCHED or Variant.CONTROL or MUTANT_PREFIX + name
     status: RecordStatus = RecordStatus.PENDING
-    build: Optional[Build] = None
-    tests: dict[str, TestRecord] = field(default_factory=dict)
-    training: Optional[dict[str, Any]] = None  # the training program's run: loss per epoch
+    build: Optional[Build] = None  # results.json: {} when not built
+    tests: dict[str, TestRecord] = Field(default_factory=dict)
+    training: Optional[TrainingRun] = None
     reverted: Optional[list[str]] = None  # the control: the files reverted
-    verdict: Optional[Verdict] = None  # the control's verdict (its status too)
+    mutant: Optional[MutantInfo] = None
+    verdict: Optional[Verdict] = None  # the control's (or a mutant's) verdict (its status too)
     verdict_reason: str = ""
-    failure_line: Optional[str] = None  # the control: the gate's own failure line
-    # a mutant: name, title, why_wrong (its header), and `skipped` (why it was not run) when it was not
-    mutant: Optional[dict[str, Any]] = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    failure_line: Optional[str] = None  # the gate's own failure line
 
-    _KEYS = (
-        "cell",
-        "target",
-        "backend",
-        "variant",
-        "status",
-        "build",
-        "tests",
-        "training",
-        "reverted",
-        "mutant",
-        "verdict",
-        "verdict_reason",
-        "failure_line",
-    )
+    @model_validator(mode="before")
+    @classmethod
+    def _names_from_cell(cls, data: Any) -> Any:
+        return _names_from_cell(data, empty_build=True)
+
+    @model_serializer(mode="wrap")
+    def _without_none(self, handler: Any) -> dict[str, Any]:
+        d = handler(self)
+        d["build"] = d["build"] or {}
+        if self.verdict is None:
+            del d["verdict_reason"], d["failure_line"]
+        return {k: v for k, v in d.items() if v is not None or (k == "failure_line" and self.verdict is not None)}
 
     @property
     def is_mutant(self) -> bool:
@@ -319,215 +265,158 @@ class VariantRecord:
         t = self.tests.get(name)
         return t.outcome if t else None
 
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {
-            "cell": self.cell,
-            "target": self.target,
-            "backend": self.backend,
-            "variant": str(self.variant),
-            "status": self.status.value,
-            "build": self.build.to_dict() if self.build else {},
-            "tests": {n: t.to_dict() for n, t in self.tests.items()},
-        }
-        if self.training is not None:
-            d["training"] = self.training
-        if self.reverted is not None:
-            d["reverted"] = self.reverted
-        if self.mutant is not None:
-            d["mutant"] = self.mutant
-        if self.verdict is not None:
-            d.update(verdict=self.verdict.value, verdict_reason=self.verdict_reason, failure_line=self.failure_line)
-        return {**d, **self.extra}
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> VariantRecord:
-        target, _, backend = d["cell"].rpartition("/")
-        return cls(
-            d["cell"],
-            d.get("target", target),
-            d.get("backend", backend),
-            d["variant"],
-            _word(RecordStatus, d.get("status", "")),
-            Build.from_dict(d["build"]) if d.get("build") else None,
-            {n: TestRecord.from_dict(t) for n, t in (d.get("tests") or {}).items()},
-            d.get("training"),
-            d.get("reverted"),
-            _word(Verdict, d["verdict"]) if d.get("verdict") else None,
-            d.get("verdict_reason", ""),
-            d.get("failure_line"),
-            d.get("mutant"),
-            _extra(d, cls._KEYS),
-        )
+def _names_from_cell(data: Any, empty_build: bool = False) -> Any:
+    """target and backend from "target/backend" when a record leaves them out (older files)."""
+    if not isinstance(data, dict) or not isinstance(data.get("cell"), str):
+        return data
+    target, _, backend = data["cell"].rpartition("/")
+    out = {"target": target, "backend": backend, **data}
+    if empty_build and out.get("build") == {}:
+        out["build"] = None
+    return out
 
 
-@dataclass
-class AttributionEntry:
+class AttributionEntry(Record):
     """One test failing with the fix on one device, against the same test without it."""
 
+    NULLS = frozenset({"device"})
+
     test: str
-    device: Optional[str]  # None: the failure cannot be pinned to one device
-    with_fix: str
-    without_fix: str
+    device: Optional[str] = None  # None: the failure cannot be pinned to one device
+    with_fix: str = ""
+    without_fix: str = ""
     label: AttributionLabel
-    reason: str
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    _KEYS = ("test", "device", "with_fix", "without_fix", "label", "reason")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "test": self.test,
-            "device": self.device,
-            "with_fix": self.with_fix,
-            "without_fix": self.without_fix,
-            "label": self.label.value,
-            "reason": self.reason,
-            **self.extra,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> AttributionEntry:
-        return cls(
-            d["test"],
-            d.get("device"),
-            d.get("with_fix", ""),
-            d.get("without_fix", ""),
-            _word(AttributionLabel, d["label"]),
-            d.get("reason", ""),
-            _extra(d, cls._KEYS),
-        )
+    reason: str = ""
 
 
-@dataclass
-class Cell:
+class Submodule(Record):
+    url: str
+    commit: str
+
+
+class Provenance(Record):
+    """Where a cell's base came from: the source's kind and description, what the source
+    recorded (sha256, URL, ref, upstream commit, ...) and the base commit the series applied to."""
+
+    kind: str
+    description: str = ""
+    sdist_sha256: Optional[str] = None  # pypi-sdist
+    url: Optional[str] = None  # git, tarball
+    sha256: Optional[str] = None  # tarball
+    ref: Optional[str] = None  # git: the ref asked for, and what it resolved to
+    resolved_ref: Optional[str] = None
+    path: Optional[str] = None  # local: the checkout, its HEAD, whether it had uncommitted changes
+    head: Optional[str] = None
+    uncommitted_changes: Optional[bool] = None
+    upstream_commit: Optional[Commit] = None
+    submodules: Optional[dict[str, Submodule]] = None  # git: path -> the submodule's URL and commit
+    base_commit: Optional[Commit] = None
+
+
+class VulkanSetup(Record):
+    NULLS = frozenset({"debian", "mode", "mesa", "glslc"})
+
+    debian: Optional[str] = None
+    mode: Optional[str] = None
+    mesa: Optional[str] = None
+    glslc: Optional[str] = None
+
+
+class DeviceInfo(Record):
+    """What a backend module recorded about the device the tests run on (driver, ICD, ...).
+    Keys are written when the module set them, null or not."""
+
+    icd: Optional[str] = None  # vulkan
+    visible_devices: Optional[str] = None
+    setup: Optional[VulkanSetup] = None
+    icd_override: Optional[str] = None
+    devices: Optional[list[str]] = None  # vulkan, cuda
+    drivers: Optional[list[str]] = None
+    nvcc: Optional[str] = None  # cuda
+    nvidia_smi: Optional[list[str]] = None
+    sanitizers: Optional[list[str]] = None  # cpu-sanitize
+    ASAN_OPTIONS: Optional[str] = None
+    UBSAN_OPTIONS: Optional[str] = None
+    skipped_tests: Optional[dict[str, str]] = None
+
+    def kept_nulls(self) -> frozenset[str]:
+        return frozenset(self.model_fields_set)
+
+
+class CachedFrom(Record):
+    """A result reused from the result cache: its key and the timings of the run that made it."""
+
+    key: str
+    timings_of_the_run: dict[str, float] = Field(default_factory=dict)
+
+
+class Cell(Record):
     """One target x backend cell: what happened, and why."""
 
-    cell: str  # "target/backend"
-    target: str
-    backend: str
+    cell: CellId  # "target/backend"
+    target: Name
+    backend: Name
     layout: str = ""
     status: CellStatus = CellStatus.ERROR
     reason: str = ""
     exit_code: int = int(ExitCode.TOOL_ERROR)
-    timings: dict[str, float] = field(default_factory=dict)
-    device: Optional[dict[str, Any]] = None  # what the backend module recorded (devices, drivers)
-    source: Optional[dict[str, Any]] = None  # kind, description, provenance, base_commit
+    timings: dict[str, float] = Field(default_factory=dict)
+    device: Optional[DeviceInfo] = None
+    source: Optional[Provenance] = None
     cache_key: Optional[str] = None
-    cached: Optional[dict[str, Any]] = None  # a result reused from the cache: its key and first timings
-    patched_commit: Optional[str] = None
+    cached: Optional[CachedFrom] = None
+    patched_commit: Optional[Commit] = None
     attribution: Optional[list[AttributionEntry]] = None
-    training: Optional[dict[str, Any]] = None  # loss per epoch with and without the fix
+    training: Optional[TrainingComparison] = None
     failure_kind: Optional[AttributionLabel] = None
-    # the known-wrong fixes: total, killed, survived and invalid (names), skipped (why none ran)
-    mutants: Optional[dict[str, Any]] = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    mutants: Optional[MutantTally] = None
 
-    _KEYS = (
-        "cell",
-        "target",
-        "backend",
-        "layout",
-        "status",
-        "reason",
-        "exit_code",
-        "timings",
-        "device",
-        "source",
-        "cache_key",
-        "cached",
-        "patched_commit",
-        "attribution",
-        "training",
-        "failure_kind",
-        "mutants",
-    )
-
-    def to_dict(self) -> dict[str, Any]:
-        d = {
-            "cell": self.cell,
-            "target": self.target,
-            "backend": self.backend,
-            "layout": self.layout,
-            "status": self.status.value,
-            "reason": self.reason,
-            "exit_code": self.exit_code,
-            "timings": self.timings,
-        }
-        d.update(
-            _drop_none(
-                {
-                    "device": self.device,
-                    "source": self.source,
-                    "cache_key": self.cache_key,
-                    "cached": self.cached,
-                    "patched_commit": self.patched_commit,
-                    "attribution": None if self.attribution is None else [e.to_dict() for e in self.attribution],
-                    "training": self.training,
-                    "failure_kind": None if self.failure_kind is None else self.failure_kind.value,
-                    "mutants": self.mutants,
-                }
-            )
-        )
-        return {**d, **self.extra}
-
+    @model_validator(mode="before")
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Cell:
-        target, _, backend = d["cell"].rpartition("/")
-        attribution = d.get("attribution")
-        return cls(
-            d["cell"],
-            d.get("target", target),
-            d.get("backend", backend),
-            d.get("layout", ""),
-            _word(CellStatus, d["status"]),
-            d.get("reason", ""),
-            int(d.get("exit_code", 0)),
-            dict(d.get("timings") or {}),
-            d.get("device"),
-            d.get("source"),
-            d.get("cache_key"),
-            d.get("cached"),
-            d.get("patched_commit"),
-            None if attribution is None else [AttributionEntry.from_dict(e) for e in attribution],
-            d.get("training"),
-            _word(AttributionLabel, d["failure_kind"]) if d.get("failure_kind") else None,
-            d.get("mutants"),
-            _extra(d, cls._KEYS),
-        )
+    def _names_from_cell(cls, data: Any) -> Any:
+        return _names_from_cell(data)
 
 
-@dataclass
-class Results:
+class SeriesPatch(Record):
+    name: str
+    subject: str
+    author: str
+
+
+class SeriesInfo(Record):
+    """The series a run applied: its layout, sha256 and patches."""
+
+    layout: str
+    sha256: str
+    patches: list[SeriesPatch]
+
+
+class Parallel(Record):
+    """How a run was spread: cells at once and jobs per build, or the CI legs merged."""
+
+    cells_at_once: Optional[int] = Field(default=None, ge=1)
+    jobs_per_build: Optional[int] = Field(default=None, ge=1)
+    legs: Optional[int] = Field(default=None, ge=1)
+
+
+class Results(Record):
     """One run (or several CI legs merged): its cells and their variant records."""
 
-    series: dict[str, Any]  # layout, sha256, patches [{name, subject, author}]
-    cells: list[Cell] = field(default_factory=list)
-    records: list[VariantRecord] = field(default_factory=list)
+    NULLS = frozenset({"matrix"})
+
     schema_version: int = SCHEMA_VERSION
     tool: str = "ggml-patch"
     matrix: Optional[str] = None
     profile: str = ""
+    series: SeriesInfo
     started_at: str = ""
-    duration_s: float = 0.0
+    duration_s: Seconds = 0.0
     orchestrator_cpu_s: Optional[float] = None  # this process only: not git, cmake, compilers, tests
-    parallel: Optional[dict[str, Any]] = None
+    parallel: Optional[Parallel] = None
     exit_code: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    _KEYS = (
-        "schema_version",
-        "tool",
-        "matrix",
-        "profile",
-        "series",
-        "started_at",
-        "duration_s",
-        "orchestrator_cpu_s",
-        "parallel",
-        "exit_code",
-        "cells",
-        "records",
-    )
+    cells: list[Cell] = Field(default_factory=list)
+    records: list[VariantRecord] = Field(default_factory=list)
 
     def records_of(self, cell_id: str) -> dict[str, VariantRecord]:
         """{variant: record} for one cell."""
@@ -544,52 +433,6 @@ class Results:
         """Targets in the order the run met them."""
         return list(dict.fromkeys(c.target for c in self.cells))
 
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {
-            "schema_version": self.schema_version,
-            "tool": self.tool,
-            "matrix": self.matrix,
-            "profile": self.profile,
-            "series": self.series,
-            "started_at": self.started_at,
-            "duration_s": self.duration_s,
-        }
-        if self.orchestrator_cpu_s is not None:
-            d["orchestrator_cpu_s"] = self.orchestrator_cpu_s
-        if self.parallel is not None:
-            d["parallel"] = self.parallel
-        d.update(
-            exit_code=self.exit_code,
-            cells=[c.to_dict() for c in self.cells],
-            records=[r.to_dict() for r in self.records],
-        )
-        return {**d, **self.extra}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any], where: str = "results") -> Results:
-        """results.json's data, validated (a one-line ConfigError naming `where` and the key)."""
-        validate(d, where)
-        return cls(
-            d["series"],
-            [Cell.from_dict(c) for c in d["cells"]],
-            [VariantRecord.from_dict(r) for r in d["records"]],
-            d.get("schema_version", SCHEMA_VERSION),
-            d.get("tool", "ggml-patch"),
-            d.get("matrix"),
-            d.get("profile", ""),
-            d.get("started_at", ""),
-            d.get("duration_s", 0.0),
-            d.get("orchestrator_cpu_s"),
-            d.get("parallel"),
-            int(d.get("exit_code", 0)),
-            _extra(d, cls._KEYS),
-        )
-
-
-def as_results(results: Union[Results, dict[str, Any]], where: str = "results") -> Results:
-    """A Results, from itself or from results.json's data (validated)."""
-    return results if isinstance(results, Results) else Results.from_dict(results, where)
-
 
 def overall_exit_code(cells: Iterable[Cell]) -> ExitCode:
     """The run's exit code: the lowest non-zero cell exit code (0 when every cell is fine)."""
@@ -597,146 +440,34 @@ def overall_exit_code(cells: Iterable[Cell]) -> ExitCode:
     return ExitCode(min(codes)) if codes else ExitCode.OK
 
 
-# ---------------------------------------------------------------- results.json: validation, files
+# ---------------------------------------------------------------- documents: validation, files
 
 
-def _enum(kind: type[Word]) -> dict[str, Any]:
-    return {"enum": [w.value for w in kind]}
+RESULTS = "a ggml-patch results.json"
 
 
-_NUMBER = {"type": "number"}
-_STR = {"type": "string"}
-_ROW = {
-    "type": "object",
-    "required": ["device", "status"],
-    "properties": {
-        "device": _STR,
-        "status": _enum(RowStatus),
-        "optimizer": _STR,
-        "case": _STR,
-        "opt_period": {"type": "integer"},
-        "step": {"type": "integer"},
-        "actual": _NUMBER,
-        "expected": _NUMBER,
-    },
-}
-_TEST = {
-    "type": "object",
-    "required": ["outcome"],
-    "properties": {
-        "outcome": _enum(Outcome),
-        "exit_code": {"type": ["integer", "null"]},
-        "duration_s": _NUMBER,
-        "rows": {"type": "array", "items": _ROW},
-    },
-}
-_RECORD = {
-    "type": "object",
-    "required": ["cell", "variant"],
-    "properties": {
-        "cell": _STR,
-        "variant": _STR,
-        "status": _enum(RecordStatus),
-        "build": {"type": "object", "properties": {"ok": {"type": "boolean"}}},
-        "tests": {"type": "object", "additionalProperties": _TEST},
-        "verdict": _enum(Verdict),
-        "reverted": {"type": "array", "items": _STR},
-    },
-}
-_ENTRY = {
-    "type": "object",
-    "required": ["test", "label"],
-    "properties": {"test": _STR, "device": {"type": ["string", "null"]}, "label": _enum(AttributionLabel)},
-}
-# names become folders (a bundle's out/<target>) and commits reach git: never a path or an option
-_NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z"}
-_COMMIT = {"anyOf": [{"type": "string", "pattern": r"^[0-9a-f]{40}\Z"}, {"type": "null"}]}
-_CELL = {
-    "type": "object",
-    "required": ["cell", "status"],
-    "properties": {
-        "cell": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*\Z"},
-        "status": _enum(CellStatus),
-        "target": _NAME,
-        "backend": _NAME,
-        "exit_code": {"type": "integer"},
-        "patched_commit": _COMMIT,
-        "source": {
-            "anyOf": [
-                {"type": "null"},
-                {"type": "object", "properties": {"base_commit": _COMMIT, "upstream_commit": _COMMIT}},
-            ]
-        },
-        "timings": {"type": "object", "additionalProperties": _NUMBER},
-        "attribution": {"type": "array", "items": _ENTRY},
-        "failure_kind": _enum(AttributionLabel),
-    },
-}
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["series", "cells", "records"],
-    "properties": {
-        "schema_version": {"type": "integer"},
-        "series": {
-            "type": "object",
-            "required": ["sha256", "layout", "patches"],
-            "properties": {"sha256": _STR, "layout": _STR, "patches": {"type": "array"}},
-        },
-        "cells": {"type": "array", "items": _CELL},
-        "records": {"type": "array", "items": _RECORD},
-        "exit_code": {"type": "integer"},
-        "duration_s": _NUMBER,
-    },
-}
-
-
-def _where(path: Iterable[Any]) -> str:
-    out = ""
-    for p in path:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out
-
-
-def validate(data: Any, where: str) -> None:
-    """One line naming the file and the key when `data` is not results.json's shape."""
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where}: expected a JSON object; not a ggml-patch results.json")
-    err = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(SCHEMA).iter_errors(data))
-    if err is None:
-        return
-    at = _where(err.absolute_path)
-    if err.validator == "required":
-        missing = next((k for k in err.validator_value if k not in err.instance), "?")
-        what = f"key {missing!r} missing" if not at else f"{at}: key {missing!r} missing"
-    elif err.validator == "enum":
-        what = f"{at}: {err.instance!r} is not one of {', '.join(repr(v) for v in err.validator_value)}"
-    elif err.validator == "type":
-        what = f"{at or '(top level)'}: expected {err.validator_value}, got {type(err.instance).__name__}"
-    else:
-        what = f"{at or '(top level)'}: {err.message}"
-    raise ConfigError(f"{where}: {what}; not a ggml-patch results.json")
+def results_of(data: Any, where: str = "results") -> Results:
+    """results.json's data (or text), validated."""
+    return parse(Results, data, where, RESULTS)
 
 
 def load_results(path: Path) -> tuple[Results, str]:
     """A results.json file, validated, and the sha256 of its bytes (what a bundle names)."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such results file") from None
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
-    try:
-        parsed = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text; not a ggml-patch results.json") from None
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
-    return Results.from_dict(parsed, str(path)), hashlib.sha256(data).hexdigest()
+    if not path.exists():
+        raise ConfigError(f"{path}: no such results file")
+    data = untrusted.read_bytes(path, "results")
+    parsed = untrusted.parse_json(untrusted.decode(data, path, "results"), path, "results")
+    return results_of(parsed, str(path)), hashlib.sha256(data).hexdigest()
 
 
 def results_json(results: Results) -> str:
-    return json.dumps(results.to_dict(), indent=2, sort_keys=False) + "\n"
+    return json.dumps(results.to_json(), indent=2, sort_keys=False) + "\n"
+
+
+def results_schema() -> dict[str, Any]:
+    """results.json's published JSON Schema, from the models."""
+    return Results.model_json_schema()
 
 
 def dump_results(results: Results, path: Path) -> Path:

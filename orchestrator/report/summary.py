@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional, Union
+from typing import Optional
 
-from ..evidence.mutants import kill_line
-from ..evidence.training import table_markdown
+from ..finetune import section as evidence_section
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
-from . import evidence_section
+from ..verdicts.mutants import kill_line
+from ..verdicts.training import table_markdown
 from .model import (
     Cell,
     CellStatus,
@@ -18,8 +18,8 @@ from .model import (
     RowStatus,
     VariantRecord,
     Verdict,
-    as_results,
     dump_results,
+    results_of,
 )
 
 _ICON = {
@@ -31,30 +31,31 @@ _ICON = {
 }
 
 
-def write_results(results: Union[Results, dict], directory: Path) -> list[Path]:
-    from ..redact import redact_data
+def write_results(results: Results, directory: Path) -> list[Path]:
+    from ..redact import redact, redact_data
     from .junit import junit_xml
 
     # no credential of a source URL and no GITHUB_TOKEN in any file written (the one redaction)
-    results = as_results(redact_data(as_results(results).to_dict()))
+    results = results_of(redact_data(results.to_json()))
     directory.mkdir(parents=True, exist_ok=True)
     json_path = dump_results(results, directory / "results.json")
     md_path = directory / "summary.md"
     # the fine-tuning evidence's section (`ggml-patch evidence`) survives a matrix run
     old = md_path.read_text(encoding="utf-8", errors="replace") if md_path.is_file() else None
     md_path.write_text(evidence_section.keep(old, summary_markdown(results)), encoding="utf-8")
-    (directory / "junit.xml").write_text(junit_xml(results, log_tail), encoding="utf-8")  # for CI systems' test views
+    # logs are read only inside the results folder, and redacted like everything else written
+    xml = junit_xml(results, lambda p: log_tail(p, root=directory))
+    (directory / "junit.xml").write_text(redact(xml), encoding="utf-8")  # for CI systems' test views
     return [json_path, md_path]
 
 
-def log_tail(path: str, lines: int = 30) -> Optional[str]:
-    """The last lines of a log (a failure's evidence in junit.xml), or None when it is not there."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - 64 * 1024))  # a build log can be megabytes: only its end is read
-            text = f.read().decode("utf-8", errors="replace")
-    except OSError:
+def log_tail(path: str, lines: int = 30, root: Optional[Path] = None) -> Optional[str]:
+    """The last lines of a log (a failure's evidence in junit.xml), or None when it is not a
+    regular file inside `root` (a results folder names only its own logs)."""
+    from .. import untrusted
+
+    text = untrusted.tail_text(path, root)  # a build log can be megabytes: only its end is read
+    if text is None:
         return None
     return "\n".join(text.splitlines()[-lines:]) or None
 
@@ -74,8 +75,7 @@ def _test_cell(rec: Optional[VariantRecord], test: str) -> str:
     return f"{t.outcome}{counted}"
 
 
-def summary_markdown(results: Union[Results, dict]) -> str:
-    results = as_results(results)
+def summary_markdown(results: Results) -> str:
     cells = results.cells
     good = sum(1 for c in cells if c.status == CellStatus.PASSED)
     others = ", ".join(
@@ -87,8 +87,8 @@ def summary_markdown(results: Union[Results, dict]) -> str:
     out = [
         f"# ggml-patch matrix: {good}/{len(cells)} cells passed" + (f" ({others})" if others else ""),
         "",
-        f"Series: {len(series['patches'])} patches in the {series['layout']} layout "
-        f"(sha256 `{series['sha256'][:16]}`), profile `{results.profile}`, exit code {results.exit_code}.",
+        f"Series: {len(series.patches)} patches in the {series.layout} layout "
+        f"(sha256 `{series.sha256[:16]}`), profile `{results.profile}`, exit code {results.exit_code}.",
         "",
         "| cell | status | with fix: test-opt | with fix: gate | control (fix reverted) "
         "| gate failure line without the fix |",
@@ -119,10 +119,10 @@ def summary_markdown(results: Union[Results, dict]) -> str:
         "|---|---|---|---|---|",
     ]
     for c in cells:
-        s = c.source or {}
+        s = c.source
         out.append(
-            f"| {c.cell} | {s.get('description', '—')} | `{s.get('base_commit', '')[:12]}` | "
-            f"`{s.get('upstream_commit', '—')[:12]}` | `{(c.patched_commit or '')[:12]}` |"
+            f"| {c.cell} | {s.description if s else '—'} | `{(s and s.base_commit or '')[:12]}` | "
+            f"`{(s and s.upstream_commit or '—')[:12]}` | `{(c.patched_commit or '')[:12]}` |"
         )
     out += ["", "## Timings (s)", "", "| cell | " + " | ".join(_TIMINGS) + " |", "|---|" + "---|" * len(_TIMINGS)]
     for c in cells:
@@ -130,7 +130,7 @@ def summary_markdown(results: Union[Results, dict]) -> str:
     return "\n".join(out) + "\n"
 
 
-_TIMINGS = ("fetch", "apply", "configure", "build_patched", "build_control", "control", "mutants")
+_TIMINGS = ("fetch", "apply", "configure", "build_patched", "build_control", "control", "mutants", "total")
 
 
 def _device_rows(t, device: str) -> list:
@@ -267,14 +267,14 @@ def _mutants_section(results: Results) -> list[str]:
             out.append(f"- **{c.cell}**: " + kill_line([r.verdict for r in recs]))
     out += ["", "| cell | mutant | verdict | first FAIL line (or why) |", "|---|---|---|---|"]
     for c, r in rows:
-        info = r.mutant or {}
+        info = r.mutant
         verdict = r.verdict or r.status
         why = (
             f"`{r.failure_line}`"
             if r.verdict == Verdict.KILLED and r.failure_line
-            else (r.verdict_reason or info.get("skipped", ""))
+            else (r.verdict_reason or (info and info.skipped) or "")
         )
-        out.append(f"| {c.cell} | {info.get('name', r.variant)} | **{verdict}** | {why} |")
+        out.append(f"| {c.cell} | {info.name if info else r.variant} | **{verdict}** | {why} |")
     return out
 
 
@@ -288,8 +288,8 @@ def _training_section(cells: list[Cell]) -> list[str]:
         verdict = {True: "as the bug predicts", False: "NOT as the bug predicts", None: "undecided"}
         out += [
             "",
-            f"### {c.cell}: {verdict[t.get('diverges_as_predicted')]}",
+            f"### {c.cell}: {verdict[t.diverges_as_predicted]}",
             "",
-            table_markdown(t["with_fix"], t["without_fix"]).rstrip("\n"),
+            table_markdown(t.with_fix, t.without_fix).rstrip("\n"),
         ]
     return (["", "## Training: loss per epoch with and without the fix"] + out) if out else []

@@ -16,7 +16,7 @@ import shutil
 import sys
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
@@ -26,9 +26,6 @@ from ..cache import Cache, slug
 from ..cancel import CancelToken
 from ..config import Backend, Target
 from ..errors import BuildFailed, ExitCode, GgmlPatchError, SeriesDoesNotApply
-from ..evidence import attribution, classify, training
-from ..evidence import mutants as mutant_evidence
-from ..evidence.mutants import Mutant
 from ..patchset.files import write_patches
 from ..patchset.layout import GATE_TEST, TESTS, UPSTREAM_TEST, BuildPlan, Layout, build_plan, get_layout
 from ..patchset.render import render
@@ -37,16 +34,24 @@ from ..progress import Reporter
 from ..report.model import (
     MUTANT_PREFIX,
     Build,
+    CachedFrom,
     Cell,
     CellStatus,
     DeviceRow,
+    MutantInfo,
+    MutantTally,
+    Provenance,
     RecordStatus,
     TestRecord,
+    TrainingComparison,
+    TrainingRun,
     VariantRecord,
     Verdict,
 )
 from ..vcs.runner import GitError
 from ..vcs.snapshots import SnapshotRepo, Worktree
+from ..verdicts import attribution, classify, training
+from ..verdicts.mutants import Mutant, mutant_verdict
 from . import cmake, resultcache, toolchain
 from .testrun import TestRun, run_test
 
@@ -56,7 +61,7 @@ if TYPE_CHECKING:
 _HARNESS_FILES = ("CMakeLists.txt", "extra-programs.cmake", "train-opt-dynamic.cpp")
 
 
-class Steps:
+class CellProgress:
     """Progress (display, when there is a reporter) and cancellation for one cell's steps: a
     cancelled cell stops at its next step or build line, as if interrupted there."""
 
@@ -71,6 +76,10 @@ class Steps:
     def done(self, what: str) -> None:
         if self.reporter:
             self.reporter.done(what)
+
+    def verdict(self, text: str) -> None:
+        if self.reporter:
+            self.reporter.verdict(text)
 
     def build_progress(self, done: int, total: int) -> None:
         self.cancel.check()
@@ -89,7 +98,7 @@ class CellContext:
     native_tests: Path  # native_tests/: the harness, the training program, mutants/
     cell_dir: Path  # src/ (the worktree), build/, harness/, series/, state.json
     logs: Path  # where this run's logs go
-    steps: Steps
+    steps: CellProgress
     cell: Cell
     series: Optional[Series] = None  # the canonical series (None: the worktree is given, e.g. a bundle's)
     repo: Optional[SnapshotRepo] = None
@@ -123,7 +132,7 @@ class CellContext:
         return self.cell_dir / self.build_subdir
 
     @property
-    def run_tests(self) -> bool:
+    def runs_tests(self) -> bool:
         return self.build_only_reason is None
 
     @property
@@ -143,12 +152,9 @@ def fetch(ctx: CellContext) -> None:
     t0 = time.monotonic()
     assert ctx.repo is not None
     snap = ctx.snap = sources.snapshot(ctx.target.source, ctx.cache, ctx.repo)
-    ctx.cell.source = {
-        "kind": ctx.target.source.kind,
-        "description": snap.description,
-        **snap.provenance,
-        "base_commit": snap.commit,
-    }
+    ctx.cell.source = Provenance(
+        kind=ctx.target.source.kind, description=snap.description, **snap.provenance, base_commit=snap.commit
+    )
     ctx.timed("fetch", t0)
     ctx.steps.done(snap.description)
 
@@ -198,7 +204,7 @@ def configure(ctx: CellContext) -> None:
 
 def build(ctx: CellContext) -> None:
     """The patched variant built; a build failure fails the cell."""
-    rec = ctx.patched = _build_variant(ctx, "patched")
+    rec = ctx.patched = build_variant(ctx, "patched")
     if rec.status == RecordStatus.BUILD_FAILED:
         assert rec.build is not None
         raise BuildFailed(f"{ctx.cell.cell}: build failed: {rec.build.error} (log: {rec.build.log})")
@@ -207,7 +213,7 @@ def build(ctx: CellContext) -> None:
 def run_tests(ctx: CellContext) -> None:
     """The tests (and the training program) on the patched variant."""
     assert ctx.patched is not None
-    if ctx.run_tests:
+    if ctx.runs_tests:
         _run_variant(ctx, ctx.patched)
     ctx.records.append(ctx.patched)
 
@@ -221,14 +227,21 @@ def control(ctx: CellContext) -> None:
     ctx.steps.step("control", f"revert {', '.join(fix_paths)}, keep the test")
     t0 = time.monotonic()
     with fix_reverted(ctx):
-        rec = ctx.control = _build_variant(ctx, "control")
-        if ctx.run_tests and rec.status != RecordStatus.BUILD_FAILED:
+        rec = ctx.control = build_variant(ctx, "control")
+        if ctx.runs_tests and rec.status != RecordStatus.BUILD_FAILED:
             _run_variant(ctx, rec)
     ctx.timed("control", t0)  # the control's whole marginal cost: revert, rebuild, tests, restore
     rec.reverted = fix_paths
-    if ctx.run_tests:
+    if ctx.runs_tests:
         _judge_control(ctx, rec)
+        ctx.steps.verdict(verdict_line(ctx.patched, rec))
     ctx.records.append(rec)
+
+
+def verdict_line(patched: Optional[VariantRecord], control: VariantRecord) -> str:
+    """The cell's answer once its control is judged: the fix's tests, the control's verdict."""
+    with_fix = "every test passes" if patched and patched.status == RecordStatus.PASSED else "a test fails"
+    return f"with the fix {with_fix}; the control (fix reverted): {control.verdict or control.status}"
 
 
 @contextmanager
@@ -237,11 +250,25 @@ def fix_reverted(ctx: CellContext) -> Iterator[list[str]]:
     back on the way out whatever happens: the control's tree (the fine-tuning evidence uses it too)."""
     assert ctx.rendered is not None and ctx.snap is not None and ctx.worktree is not None
     fix_paths = ctx.rendered.fix_paths()
-    ctx.worktree.apply_reverse(ctx.worktree.diff(ctx.snap.commit, fix_paths))
-    try:
+    with files_kept(ctx.worktree.path, fix_paths):  # the tree is left patched whatever happened
+        ctx.worktree.restore_from(ctx.snap.commit, fix_paths)
         yield fix_paths
+
+
+@contextmanager
+def files_kept(root: Path, paths: list[str]) -> Iterator[None]:
+    """The files' bytes kept and written back on the way out, whatever happens (one that did not
+    exist removed again): no git process, the index untouched, an unchanged file not touched."""
+    kept = {p: (root / p).read_bytes() if (root / p).is_file() else None for p in paths}
+    try:
+        yield
     finally:
-        ctx.worktree.restore(fix_paths)  # the tree is left patched whatever happened
+        for p, data in kept.items():
+            f = root / p
+            if data is None:
+                f.unlink(missing_ok=True)
+            elif not f.is_file() or f.read_bytes() != data:
+                f.write_bytes(data)
 
 
 def _judge_control(ctx: CellContext, rec: VariantRecord) -> None:
@@ -274,49 +301,43 @@ def run_mutants(ctx: CellContext) -> None:
     build sees the restored file newer than its object). No mutants: nothing to do, nothing recorded."""
     if not ctx.mutant_files:
         return
+    if ctx.module.no_mutants:  # none run, none recorded: the plain backend's cell has them
+        ctx.cell.mutants = MutantTally(total=0, killed=0, skipped=ctx.module.no_mutants)
+        return
     skipped = _why_mutants_are_skipped(ctx)
     if skipped:
         for m in ctx.mutant_files:
             ctx.records.append(_mutant_record(ctx, m, RecordStatus.SKIPPED, skipped=skipped))
-        ctx.cell.mutants = {
-            "total": len(ctx.mutant_files),
-            "killed": 0,
-            "survived": [],
-            "invalid": [],
-            "skipped": skipped,
-        }
+        ctx.cell.mutants = MutantTally(total=len(ctx.mutant_files), killed=0, skipped=skipped)
         return
     t0 = time.monotonic()
     recs = [_run_mutant(ctx, m) for m in ctx.mutant_files]
     ctx.timed("mutants", t0)
     ctx.records += recs
-    ctx.cell.mutants = {
-        "total": len(recs),
-        "killed": sum(1 for r in recs if r.verdict == Verdict.KILLED),
-        "survived": [r.mutant["name"] for r in recs if r.verdict == Verdict.SURVIVED and r.mutant],
-        "invalid": [r.mutant["name"] for r in recs if r.verdict == Verdict.INVALID and r.mutant],
-        "skipped": None,
-    }
+    ctx.cell.mutants = MutantTally(
+        total=len(recs),
+        killed=sum(1 for r in recs if r.verdict == Verdict.KILLED),
+        survived=[r.mutant.name for r in recs if r.verdict == Verdict.SURVIVED and r.mutant],
+        invalid=[r.mutant.name for r in recs if r.verdict == Verdict.INVALID and r.mutant],
+    )
 
 
-def training_evidence(ctx: CellContext) -> None:
+def compare_training(ctx: CellContext) -> None:
     """The training program's loss per epoch with and without the fix, side by side."""
     p, c = ctx.patched, ctx.control
     if p is None or c is None or p.training is None or c.training is None:
         return
-    p_ep, c_ep = p.training["epochs"], c.training["epochs"]
-    ctx.cell.training = {
-        "with_fix": p_ep,
-        "without_fix": c_ep,
-        "diverges_as_predicted": training.diverges_as_predicted(p_ep, c_ep),
-    }
+    p_ep, c_ep = p.training.epochs, c.training.epochs
+    ctx.cell.training = TrainingComparison(
+        with_fix=p_ep, without_fix=c_ep, diverges_as_predicted=training.diverges_as_predicted(p_ep, c_ep)
+    )
 
 
 def conclude(ctx: CellContext) -> None:
     """The cell's status, reason and exit code from what the steps recorded."""
     assert ctx.patched is not None and ctx.control is not None
     cell, control = ctx.cell, ctx.control
-    if not ctx.run_tests:
+    if not ctx.runs_tests:
         if control.status == RecordStatus.BUILD_FAILED:
             error = control.build.error if control.build else ""
             cell.status, cell.exit_code = CellStatus.FAILED, int(ExitCode.BUILD_FAILED)
@@ -336,7 +357,7 @@ def conclude(ctx: CellContext) -> None:
             code = ExitCode.EXPECTATIONS_NOT_MET
         else:
             code = ExitCode.CONTROL_NOT_KILLED
-    survived = (cell.mutants or {}).get("survived") or []
+    survived = cell.mutants.survived if cell.mutants else []
     if survived:  # the gate passes a known-wrong fix: it is not gate enough
         reason += f"; {len(survived)} known-wrong fix(es) survived the gate: {', '.join(survived)}"
         if status == CellStatus.PASSED:
@@ -355,10 +376,10 @@ def store(ctx: CellContext) -> None:
         shutil.rmtree(entry_logs)
     if ctx.logs.exists():
         shutil.copytree(ctx.logs, entry_logs)
-    records = [VariantRecord.from_dict(r.to_dict()) for r in ctx.records]  # copies: paths made relative below
+    records = [r.model_copy(deep=True) for r in ctx.records]  # copies: paths made relative below
     _map_logs(records, lambda p: _relative(p, ctx.logs))
     resultcache.store(
-        results_cache_dir(ctx.cache), ctx.key, {"cell": ctx.cell.to_dict(), "records": [r.to_dict() for r in records]}
+        results_cache_dir(ctx.cache), ctx.key, {"cell": ctx.cell.to_json(), "records": [r.to_json() for r in records]}
     )
 
 
@@ -371,7 +392,7 @@ STEPS: tuple[tuple[str, Step], ...] = (
     ("test", run_tests),
     ("control", control),
     ("mutants", run_mutants),
-    ("training", training_evidence),
+    ("training", compare_training),
     ("conclude", conclude),
     ("store", store),
 )
@@ -401,20 +422,23 @@ def run_cell(
     mutant_files: Optional[list[Mutant]] = None,
 ) -> tuple[Cell, list[VariantRecord]]:
     cell_id = f"{target.name}/{backend.name}"
+    t0 = time.monotonic()
     reporter.start_cell(cell_id)
-    cell = Cell(cell_id, target.name, backend.name, target.layout)
+    cell = Cell(cell=cell_id, target=target.name, backend=backend.name, layout=target.layout)
     module = backends.get(backend.name, opts.cache.root)
     action, why = cell_action(
         module.missing_toolchain(backend), module.missing_device(backend), module.build_only_ok, opts.build_only
     )
     if action == "skip" and backend.name in opts.require_backends:
         why = f"{backend.name} is required here (--require-backend {backend.name}) but cannot run: {why}"
-        reporter.cell_result(CellStatus.FAILED, why)
         cell.status, cell.reason, cell.exit_code = CellStatus.FAILED, why, int(ExitCode.BACKEND_MISSING)
+        _timed_total(cell, t0)
+        reporter.cell_result(CellStatus.FAILED, why, cell.timings["total"])
         return cell, []
     if action == "skip":
         reporter.skip(why)
         cell.status, cell.reason, cell.exit_code = CellStatus.SKIPPED, why, 0
+        _timed_total(cell, t0)
         return cell, []
     cell.device = module.device_info(backend)
     ctx = CellContext(
@@ -425,7 +449,7 @@ def run_cell(
         opts.matrix.native_tests_dir,
         opts.cache.cell_dir(cell_id),
         opts.results_dir / "logs" / slug(cell_id),
-        Steps(reporter, cancel),
+        CellProgress(reporter, cancel),
         cell,
         series,
         repo,
@@ -442,8 +466,14 @@ def run_cell(
         cell.status, cell.reason, cell.exit_code = CellStatus.FAILED, str(e), int(e.exit_code)
     except GgmlPatchError as e:
         cell.status, cell.reason, cell.exit_code = CellStatus.ERROR, str(e), int(e.exit_code)
-    reporter.cell_result(cell.status, cell.reason)
+    _timed_total(cell, t0)
+    reporter.cell_result(cell.status, cell.reason, cell.timings["total"])
     return cell, ctx.records
+
+
+def _timed_total(cell: Cell, t0: float) -> None:
+    """The cell's whole wall time, skip probes and waiting for its lock included."""
+    cell.timings["total"] = round(time.monotonic() - t0, 2)
 
 
 def cell_action(
@@ -479,7 +509,8 @@ def cache_inputs(ctx: CellContext) -> dict:
         "timeout": ctx.backend.timeout,
         "build_only": ctx.build_only_reason is not None,
         "toolchain": toolchain.versions(),
-        "mutants": {m.name: [f.text for f in m.files] for m in ctx.mutant_files},
+        # a backend that runs no mutant keeps its key when they change
+        "mutants": {} if ctx.module.no_mutants else {m.name: [f.text for f in m.files] for m in ctx.mutant_files},
         "mutants_enabled": ctx.mutants_enabled,
         # only where a backend skips tests, so every other cell keeps its key
         **({"skip_tests": ctx.skipped_tests} if ctx.skipped_tests else {}),
@@ -499,15 +530,15 @@ def reuse_cached(ctx: CellContext) -> bool:
     if entry_logs.exists():
         shutil.copytree(entry_logs, ctx.logs, dirs_exist_ok=True)
     try:
-        cached = Cell.from_dict(entry["cell"])
-        records = [VariantRecord.from_dict(r) for r in entry["records"]]
-    except (KeyError, TypeError, ValueError):
+        cached = Cell.model_validate(entry["cell"])
+        records = [VariantRecord.model_validate(r) for r in entry["records"]]
+    except (KeyError, TypeError, ValueError):  # pydantic's ValidationError is a ValueError
         return False  # an entry this version cannot read: not a hit
     _map_logs(records, lambda p: str(ctx.logs / p) if p else p)
     timings = ctx.cell.timings  # this run's: the cached run's are kept apart
-    for f in fields(Cell):
-        setattr(ctx.cell, f.name, getattr(cached, f.name))
-    ctx.cell.timings, ctx.cell.cached = timings, {"key": ctx.key, "timings_of_the_run": cached.timings}
+    for name in Cell.model_fields:
+        setattr(ctx.cell, name, getattr(cached, name))
+    ctx.cell.timings, ctx.cell.cached = timings, CachedFrom(key=ctx.key, timings_of_the_run=cached.timings)
     ctx.records += records
     return True
 
@@ -526,8 +557,8 @@ def _map_logs(records: list[VariantRecord], fn: Callable[[str], str]) -> None:
         for t in rec.tests.values():
             if t.log:
                 t.log = fn(t.log)
-        if rec.training and rec.training.get("log"):
-            rec.training["log"] = fn(rec.training["log"])
+        if rec.training and rec.training.log:
+            rec.training.log = fn(rec.training.log)
 
 
 # ---------------------------------------------------------------- the tree, the harness
@@ -571,12 +602,12 @@ def harness(native_tests: Path, cell_dir: Path) -> Path:
 # ---------------------------------------------------------------- variants: build, tests, program
 
 
-def _build_variant(
+def build_variant(
     ctx: CellContext, variant: str, targets: Optional[tuple[str, ...]] = None, log_name: str = ""
 ) -> VariantRecord:
     assert ctx.plan is not None
     cell = ctx.cell
-    rec = VariantRecord(cell.cell, cell.target, cell.backend, variant)
+    rec = VariantRecord(cell=cell.cell, target=cell.target, backend=cell.backend, variant=variant)
     targets = targets or ctx.plan.targets + ctx.plan.programs
     ctx.steps.step(f"build {variant}", f"targets {' '.join(targets)}")
     step = cmake.build(
@@ -587,7 +618,7 @@ def _build_variant(
         ctx.steps.build_progress,
         ctx.n_jobs,
     )
-    rec.build = Build(step.ok, round(step.duration_s, 2), step.log, step.error)
+    rec.build = Build(ok=step.ok, duration_s=round(step.duration_s, 2), log=step.log, error=step.error)
     if not variant.startswith(MUTANT_PREFIX):
         cell.timings[f"build_{variant}"] = round(step.duration_s, 2)
     if not step.ok:
@@ -623,14 +654,14 @@ def _run_variant(ctx: CellContext, rec: VariantRecord) -> None:
             ctx.env,
             ctx.logs / f"{rec.variant}-{program}.log",
         )
-        rec.training = {
-            "program": program,
-            "outcome": classify.outcome(run.exit_code, run.timed_out).value,
-            "duration_s": round(run.duration_s, 3),
-            "log": run.log,
-            "epochs": training.epochs(run.output),
-        }
-        ctx.steps.done(f"{len(rec.training['epochs'])} epochs")
+        rec.training = TrainingRun(
+            program=program,
+            outcome=classify.outcome(run.exit_code, run.timed_out),
+            duration_s=round(run.duration_s, 3),
+            log=run.log,
+            epochs=training.epochs(run.output),
+        )
+        ctx.steps.done(f"{len(rec.training.epochs)} epochs")
 
 
 def _run_test(ctx: CellContext, variant: str, test_name: str, log_name: str = "") -> TestRecord:
@@ -663,18 +694,18 @@ def record_of_run(run: TestRun) -> TestRecord:
     rows = classify.gate_rows(run.output) if gate else classify.test_opt_rows(run.output)
     outcome = classify.outcome(run.exit_code, run.timed_out)
     return TestRecord(
-        outcome,
-        run.exit_code,
-        run.signal,
-        round(run.duration_s, 3),
-        run.log,
-        [DeviceRow.from_dict(r) for r in rows],
-        _summary_line(run.output),
-        gate,
-        classify.gate_failure_line(run.output) if gate else None,
+        outcome=outcome,
+        exit_code=run.exit_code,
+        signal=run.signal,
+        duration_s=round(run.duration_s, 3),
+        log=run.log,
+        rows=[DeviceRow.model_validate(r) for r in rows],
+        summary_line=_summary_line(run.output),
+        gate=gate,
+        failure_line=classify.gate_failure_line(run.output) if gate else None,
         # the device it was on when it died, if any
-        attribution.crash_device(run.output) if outcome != classify.PASSED else None,
-        run.output,
+        stopped_on=attribution.crash_device(run.output) if outcome != classify.PASSED else None,
+        output=run.output,
     )
 
 
@@ -691,7 +722,7 @@ def _summary_line(output: str) -> Optional[str]:
 def _why_mutants_are_skipped(ctx: CellContext) -> Optional[str]:
     if not ctx.mutants_enabled:
         return "--no-mutants"
-    if not ctx.run_tests:
+    if not ctx.runs_tests:
         return f"tests not run: {ctx.build_only_reason}"
     if not ctx.patched or ctx.patched.outcome(GATE_TEST) != classify.PASSED:
         return "the gate does not pass with the fix, so a known-wrong fix proves nothing"
@@ -700,8 +731,15 @@ def _why_mutants_are_skipped(ctx: CellContext) -> Optional[str]:
 
 def _mutant_record(ctx: CellContext, m: Mutant, status: RecordStatus, skipped: Optional[str] = None) -> VariantRecord:
     cell = ctx.cell
-    info = {"name": m.name, "title": m.title, "why_wrong": m.why, **({"skipped": skipped} if skipped else {})}
-    return VariantRecord(cell.cell, cell.target, cell.backend, f"{MUTANT_PREFIX}{m.name}", status, mutant=info)
+    info = MutantInfo(name=m.name, title=m.title, why_wrong=m.why, skipped=skipped)
+    return VariantRecord(
+        cell=cell.cell,
+        target=cell.target,
+        backend=cell.backend,
+        variant=f"{MUTANT_PREFIX}{m.name}",
+        status=status,
+        mutant=info,
+    )
 
 
 def _run_mutant(ctx: CellContext, m: Mutant) -> VariantRecord:
@@ -717,7 +755,7 @@ def _run_mutant(ctx: CellContext, m: Mutant) -> VariantRecord:
     rec = _mutant_record(ctx, m, RecordStatus.PENDING)
     apply_error, gate = None, None
     ctx.steps.step(f"mutant {m.name}", m.title)
-    try:
+    with files_kept(ctx.worktree.path, paths):  # the patched tree again, whatever happened
         try:
             ctx.worktree.apply(patch)
         except GitError as e:
@@ -725,13 +763,11 @@ def _run_mutant(ctx: CellContext, m: Mutant) -> VariantRecord:
         ctx.steps.done("applied" if apply_error is None else f"did not apply: {apply_error}")
         if apply_error is None:
             # the gate alone: test-opt and the training program are not run on a mutant, so never relinked
-            built = _build_variant(ctx, variant, (GATE_TEST,), f"mutant-{m.name}")
+            built = build_variant(ctx, variant, (GATE_TEST,), f"mutant-{m.name}")
             rec.build = built.build
             if built.status == RecordStatus.BUILT:
                 gate = rec.tests[GATE_TEST] = _run_test(ctx, variant, GATE_TEST, f"mutant-{m.name}")
-    finally:
-        ctx.worktree.restore_files(paths)  # the patched tree again, whatever happened
-    v = mutant_evidence.verdict(apply_error, bool(rec.build and rec.build.ok), gate)
+    v = mutant_verdict(apply_error, bool(rec.build and rec.build.ok), gate)
     rec.status, rec.verdict, rec.verdict_reason = RecordStatus(v.verdict.value), v.verdict, v.reason
     rec.failure_line = classify.gate_failure_line(gate.output or "") if gate else None
     return rec

@@ -101,7 +101,8 @@ def build(
     progress: Optional[ProgressFn] = None,
     n_jobs: Optional[int] = None,
 ) -> BuildStep:
-    args = [cmake_exe(), "--build", str(build_dir), "-j", str(n_jobs or jobs()), "--target", *targets]
+    # ninja itself, as configured (CMAKE_MAKE_PROGRAM): `cmake --build` would add a process that only starts it
+    args = [ninja_exe(), "-C", str(build_dir), "-j", str(n_jobs or jobs()), *targets]
     t0 = time.monotonic()
     rc = _run_logged(args, log, env, progress)
     step = BuildStep(rc == 0, time.monotonic() - t0, str(log))

@@ -8,15 +8,16 @@ import resource
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Mapping, Optional, Sequence
 
+from .. import backends
 from ..cache import Cache
 from ..cancel import CancelToken
-from ..config import Matrix
+from ..config import Backend, Matrix, Target
 from ..patchset.files import load_mutants, load_series
 from ..patchset.series import Series
 from ..progress import Reporter
-from ..report.model import Results, overall_exit_code
+from ..report.model import Parallel, Results, SeriesInfo, SeriesPatch, overall_exit_code
 from ..vcs.snapshots import SnapshotRepo
 from . import cmake
 from .cell import run_cell
@@ -38,15 +39,32 @@ class RunOptions:
 
 
 def plan_parallelism(n_cells: int, cores: int, parallel: Optional[int]) -> tuple[int, int]:
-    """(cells at once, compile jobs per cell): never more compile jobs than cores in all."""
-    workers = max(1, min(parallel or cores, n_cells, cores))
+    """(cells at once, compile jobs per cell): never more compile jobs than cores in all. By default
+    one cell at a time with every core, cheapest first: the first verdict comes soonest (two cells
+    at -j1 each finish together, later), and the whole run takes about as long (builds dominate)."""
+    workers = max(1, min(parallel or 1, n_cells, cores))
     return workers, max(1, cores // workers)
+
+
+# ggml's tree is a part of llama.cpp's: less to fetch, import and check out
+_LAYOUT_COST = {"ggml": 0, "llama.cpp": 1}
+
+
+def cheapest_first(cells: Sequence[tuple[Target, Backend]], backend_cost: Mapping[str, float]) -> list[int]:
+    """Indexes of `cells` in the order that gives the cheapest complete verdict first: by the
+    backend's relative cost (its module's), then the target's layout, then the matrix's order."""
+    return sorted(
+        range(len(cells)),
+        key=lambda i: (backend_cost.get(cells[i][1].name, 1.0), _LAYOUT_COST.get(cells[i][0].layout, 1), i),
+    )
 
 
 def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Optional[CancelToken] = None) -> Results:
     series = load_series(opts.matrix)
     mutant_files = load_mutants(opts.matrix)  # a malformed one is refused here, before any cell runs
-    cells = opts.matrix.cells(opts.profile, opts.targets, opts.backends)
+    matrix_cells = opts.matrix.cells(opts.profile, opts.targets, opts.backends)
+    order = cheapest_first(matrix_cells, {b.name: backends.get(b.name).relative_cost for _, b in matrix_cells})
+    cells = [matrix_cells[i] for i in order]
     reporter = reporter or Reporter(len(cells))
     cancel = cancel or CancelToken()
     repo = SnapshotRepo(opts.cache.snapshots_git)
@@ -54,21 +72,23 @@ def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Op
     cpu0 = _own_cpu_s()
     workers, n_jobs = plan_parallelism(len(cells), cmake.jobs(), opts.parallel)
     if workers == 1:
-        done = [run_cell(opts, series, repo, t, b, reporter, n_jobs, cancel, mutant_files) for t, b in cells]
+        ran = [run_cell(opts, series, repo, t, b, reporter, n_jobs, cancel, mutant_files) for t, b in cells]
     else:
-        done = _run_parallel(opts, series, repo, cells, reporter, cancel, workers, n_jobs, mutant_files)
+        ran = _run_parallel(opts, series, repo, cells, reporter, cancel, workers, n_jobs, mutant_files)
+    reporter.cell_times([(c.cell, str(c.status), c.timings.get("total", 0.0)) for c, _ in ran])
+    done = [ran[order.index(i)] for i in range(len(ran))]  # results in the matrix's order
     cell_results = [c for c, _ in done]
     records = [r for _, recs in done for r in recs]
     return Results(
-        series_info(series),
-        cell_results,
-        records,
+        series=series_info(series),
+        cells=cell_results,
+        records=records,
         matrix=str(opts.matrix.path),
         profile=opts.profile,
         started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         duration_s=round(time.time() - started, 2),
         orchestrator_cpu_s=round(_own_cpu_s() - cpu0, 2),  # this process only: not git, cmake, compilers, tests
-        parallel={"cells_at_once": workers, "jobs_per_build": n_jobs},
+        parallel=Parallel(cells_at_once=workers, jobs_per_build=n_jobs),
         exit_code=int(overall_exit_code(cell_results)),
     )
 
@@ -98,9 +118,9 @@ def _own_cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def series_info(series: Series) -> dict:
-    return {
-        "layout": series.layout,
-        "sha256": series.sha256,
-        "patches": [{"name": p.name, "subject": p.subject, "author": p.author} for p in series.patches],
-    }
+def series_info(series: Series) -> SeriesInfo:
+    return SeriesInfo(
+        layout=series.layout,
+        sha256=series.sha256,
+        patches=[SeriesPatch(name=p.name, subject=p.subject, author=p.author) for p in series.patches],
+    )

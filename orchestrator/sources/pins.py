@@ -14,7 +14,6 @@ legs report `source unavailable` at once (no second try), the rest of the run go
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -40,12 +39,11 @@ def parse_pin(text: str) -> tuple[str, dict]:
 
 
 def read_pins_file(path: Path) -> dict[str, dict]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such pins file (write one with `ggml-patch resolve-refs --out FILE`)") from None
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise ConfigError(f"{path}: not a pins file (JSON): {e}") from None
+    from .. import untrusted
+
+    if not Path(path).exists():
+        raise ConfigError(f"{path}: no such pins file (write one with `ggml-patch resolve-refs --out FILE`)")
+    data = untrusted.load_json(path, "pins")
     pins = data.get("pins") if isinstance(data, dict) else None
     if not isinstance(pins, dict):
         raise ConfigError(f'{path}: not a pins file: expected {{"pins": {{TARGET: {{"commit": SHA}}}}}}')
@@ -164,11 +162,11 @@ def ls_remote(url: str, ref: str, key: str) -> tuple[str, str]:
 
 
 def _ls_remote(options: list[str], args: list[str], url: str, key: str) -> list[str]:
-    from ..vcs.runner import GitError, git
-    from .git import _NETWORK_CONFIG
+    from ..vcs import mirror
+    from ..vcs.runner import GitError
 
     try:  # no repository needed: git ls-remote talks to the remote only
-        out = git("ls-remote", *options, "--end-of-options", *args, config=_NETWORK_CONFIG, timeout=300)
+        out = mirror.ls_remote(args[0], args[1:], symref="--symref" in options)
     except GitError as e:
         raise SourceUnreachable(f"{key.rsplit('.', 1)[0]}.url: {url} is unreachable: {e.reason}") from None
     return [ln for ln in out.splitlines() if ln.strip()]

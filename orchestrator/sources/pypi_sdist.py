@@ -92,7 +92,7 @@ def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
 
 def _provenance(repo: SnapshotRepo, commit: str) -> dict:
     prov = {}
-    for line in repo.git("log", "-1", "--format=%B", commit).splitlines():
+    for line in repo.message(commit).splitlines():
         key, sep, value = line.partition(": ")
         if sep and key in ("sdist-sha256", "upstream-commit"):
             prov[key.replace("-", "_")] = value.strip()

@@ -133,7 +133,7 @@ def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Opt
 
 
 def _upstream(repo: SnapshotRepo, commit: str) -> dict:
-    for line in repo.git("log", "-1", "--format=%B", commit).splitlines():
+    for line in repo.message(commit).splitlines():
         if line.startswith("upstream-commit: "):
             return {"upstream_commit": line.split(": ", 1)[1].strip()}
     return {}

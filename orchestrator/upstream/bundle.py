@@ -23,16 +23,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
+from .. import untrusted
 from ..cache import Cache
 from ..config import Matrix
 from ..errors import BuildFailed, BundleRefused, BundleVerificationFailed, ConfigError, SeriesDoesNotApply
-from ..evidence.training import can_plot, plot
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..redact import redact_data
 from ..report import model
-from ..report.model import Cell, CellStatus, Outcome, Results, Verdict, as_results
+from ..report.model import Cell, CellStatus, DeviceInfo, Outcome, Results, Verdict
+from ..verdicts.training import can_plot, plot
 
 if TYPE_CHECKING:
+    from ..vcs.snapshots import SnapshotRepo
     from .authorship import Identity
 
 NONE = "-"  # an empty table cell (ASCII: the text goes upstream)
@@ -50,7 +52,7 @@ class Problem:
     text: str
 
 
-def load_results(results_dir: Path) -> tuple[Results, str]:
+def load_results_dir(results_dir: Path) -> tuple[Results, str]:
     """results.json (validated) and the sha256 of its bytes (what the manifest names)."""
     path = Path(results_dir) / "results.json"
     if not path.exists():
@@ -58,11 +60,10 @@ def load_results(results_dir: Path) -> tuple[Results, str]:
     return model.load_results(path)
 
 
-def problems(results: Results | dict, current_series_sha256: str) -> list[Problem]:
+def problems(results: Results, current_series_sha256: str) -> list[Problem]:
     """Everything that stops these results from backing a pull request; empty when they do."""
-    results = as_results(results)
     found = []
-    ran = results.series["sha256"]
+    ran = results.series.sha256
     if ran != current_series_sha256:
         found.append(
             Problem(
@@ -152,9 +153,8 @@ def _num(x) -> str:
     return str(x)
 
 
-def outcome_rows(results: Results | dict, target: str) -> list[dict]:
+def outcome_rows(results: Results, target: str) -> list[dict]:
     """backend x device x test case, with the fix and with the fix reverted (the table's rows)."""
-    results = as_results(results)
     rows = []
     for c in results.cells_of(target):
         recs = results.records_of(c.cell)
@@ -211,9 +211,8 @@ CELL_COLUMNS = (
 )
 
 
-def skipped_tests(results: Results | dict, target: str) -> list[tuple[str, str, str]]:
+def skipped_tests(results: Results, target: str) -> list[tuple[str, str, str]]:
     """(cell, test, why) for every test a cell's backend does not run (its patched variant's record)."""
-    results = as_results(results)
     out = []
     for c in results.cells_of(target):
         patched = results.records_of(c.cell).get("patched")
@@ -223,24 +222,24 @@ def skipped_tests(results: Results | dict, target: str) -> list[tuple[str, str, 
     return out
 
 
-def _device_text(device: Optional[dict]) -> str:
+def _device_text(device: Optional[DeviceInfo]) -> str:
     """What a cell ran on, as its backend module recorded it (e.g. Vulkan's device and driver)."""
-    if not isinstance(device, dict):
+    if device is None:
         return ""
     parts = []
-    if device.get("devices"):
-        parts.append(", ".join(map(str, device["devices"])))
-    if device.get("drivers"):
-        parts.append("driver " + ", ".join(map(str, device["drivers"])))
+    if device.devices:
+        parts.append(", ".join(device.devices))
+    if device.drivers:
+        parts.append("driver " + ", ".join(device.drivers))
     return "; ".join(parts)
 
 
 TRAINING_PLOT = "training-loss.png"
 
 
-def training_cell(results: Results | dict, target: str) -> Optional[Cell]:
+def training_cell(results: Results, target: str) -> Optional[Cell]:
     """The cell whose training run the PR body shows: the CPU cell where there is one."""
-    cells = [c for c in as_results(results).cells_of(target) if (c.training or {}).get("with_fix")]
+    cells = [c for c in results.cells_of(target) if c.training and c.training.with_fix]
     cells.sort(key=lambda c: c.backend != "cpu")
     return cells[0] if cells else None
 
@@ -300,7 +299,7 @@ def manifest(
             "patched_commit": patched_commit,
             "series": {
                 "sha256": series_sha256(patches),
-                "results_series_sha256": results.series["sha256"],
+                "results_series_sha256": results.series.sha256,
                 "patches": [name for name, _ in patches],
             },
             "results": {
@@ -338,24 +337,20 @@ def read_bundle(directory: Path) -> Bundle:
     """A bundle directory, checked against its manifest: every file present, unchanged."""
     directory = Path(directory)
     mpath = directory / MANIFEST
-    try:
-        man = json.loads(mpath.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(
-            f"{mpath}: missing; --bundle must name one target's directory made by `ggml-patch bundle`"
-        ) from None
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-        raise ConfigError(f"{mpath}: not valid JSON; re-run `ggml-patch bundle`") from None
-    except OSError as e:
-        raise ConfigError(f"{mpath}: cannot read: {e.strerror or e}") from None
+    from .. import untrusted
     from .manifest import validate
+
+    if not mpath.exists() and not mpath.is_symlink():
+        raise ConfigError(f"{mpath}: missing; --bundle must name one target's directory made by `ggml-patch bundle`")
+    man = untrusted.load_json(mpath, "manifest", root=directory)
 
     files = validate(man, mpath)["files"]  # untrusted: every field checked before any is used
     for name, digest in files.items():
-        f = directory / name
+        f = untrusted.name_under(directory, name, f"{mpath}: files")
         if Path(name).name != name or not f.is_file():
             raise ConfigError(f"{f}: listed in {MANIFEST} but missing; re-run `ggml-patch bundle`")
-        if hashlib.sha256(f.read_bytes()).hexdigest() != digest:
+        kind = "patch" if name.endswith(".patch") else "document"
+        if hashlib.sha256(untrusted.read_bytes(f, kind, root=directory)).hexdigest() != digest:
             raise ConfigError(
                 f"{f}: changed since the bundle was made (sha256 differs from {MANIFEST}); re-run `ggml-patch bundle`"
             )
@@ -406,10 +401,10 @@ class BundleResult:
 def make_bundles(opts: BundleOptions) -> tuple[list[BundleResult], list[str]]:
     """Every bundle the results allow, and the targets left out (with why). Refuses, writing
     nothing, when the results do not prove the fix (unless allow_incomplete)."""
-    from ..evidence.known_limits import load_known_limits
     from ..patchset.files import load_series
+    from ..verdicts.known_limits import load_known_limits
 
-    results, results_sha = load_results(opts.results_dir)
+    results, results_sha = load_results_dir(opts.results_dir)
     chosen = _chosen_targets(results, opts.targets, opts.results_dir)
     limits = load_known_limits(Path(opts.matrix.series_dir))  # malformed: one line, exit 2, before any work
     found = [p for p in problems(results, load_series(opts.matrix).sha256) if p.target in (None, *chosen)]
@@ -445,6 +440,26 @@ def _same(cells: list[Cell], what: str, get: Callable[[Cell], Optional[str]]) ->
     return str(values.pop())
 
 
+def _policy_reader(repo):
+    """read_blob for the target's policy files: at most the policy cap, UTF-8 or one line."""
+
+    def read(commit: str, path: str) -> Optional[str]:
+        size = repo.blob_size(commit, path)
+        if size is None:
+            return None
+        where = f"{path} at {commit[:12]}"
+        if size > untrusted.cap_of("policy"):
+            raise ConfigError(
+                f"{where}: {size} bytes, more than the {untrusted.cap_of('policy')} a policy file may hold"
+            )
+        text = repo.read_blob(commit, path)
+        if text is None:
+            return None
+        return untrusted.decode(text.encode("utf-8", "surrogateescape"), where, "policy")
+
+    return read
+
+
 def bundle_target(
     opts: BundleOptions,
     results: Results,
@@ -454,20 +469,20 @@ def bundle_target(
     known_limits: tuple = (),
 ) -> BundleResult:
     from ..cache import slug
+    from ..finetune import bundle as tuned
     from ..patchset.files import load_series
     from ..patchset.render import rendered_for_target
     from ..vcs.snapshots import SnapshotRepo, Worktree
     from . import authorship, cover, documents, policy
-    from . import finetune as tuned
 
     matrix, cache = opts.matrix, opts.cache
     if opts.author is None:
         raise ConfigError('bundle: no author for the bundle\'s commits (pass --author "Name <email>")')
     cells = [c for c in results.cells_of(target_name) if c.patched_commit]
-    base = _same(cells, "base commit", lambda c: (c.source or {}).get("base_commit"))
+    base = _same(cells, "base commit", lambda c: c.source.base_commit if c.source else None)
     patched = _same(cells, "patched commit", lambda c: c.patched_commit)
-    source = dict(cells[0].source or {})
-    finetune = tuned.for_target(tuned.load(opts.results_dir), target_name, base, results.series["sha256"], opts.log)
+    source = cells[0].source.to_json() if cells[0].source else {}
+    finetune = tuned.for_target(tuned.load(opts.results_dir), target_name, base, results.series.sha256, opts.log)
     target = matrix.target(target_name)
     work = cache.root / "bundle" / slug(target_name)
     with cache.lock(f"bundle-{target_name}"):
@@ -478,6 +493,15 @@ def bundle_target(
                 f"{opts.matrix.path} gives now ({snap.commit[:12]}); re-run `ggml-patch matrix`"
             )
         repo = SnapshotRepo(cache.snapshots_git)
+        # the target's own text and the contributor's: checked (size, UTF-8) before any build
+        rules = policy.derive(
+            target_name, base, policy.read_policy_files(_policy_reader(repo), base), _declared(target)
+        )
+        cover_path = Path(matrix.series_dir) / cover.COVER_FILE
+        cov = cover.parse_cover(
+            f"{Path(matrix.series_dir).name}/{cover.COVER_FILE}",
+            untrusted.read_optional(cover_path, "cover", root=matrix.series_dir),
+        )
         worktree = Worktree(repo, work / "src")
         if not _has_commit(repo, patched):  # a pruned cache: the series recreates it exactly
             opts.log(f"{target_name}: recreating the tested commit {patched[:12]} from the series")
@@ -493,12 +517,6 @@ def bundle_target(
         verification = verify(opts, target, repo, worktree, work, base, head, patches)
         toolchain = toolchain_info(work / "build")
         toolchain = cell_compilers_that_differ({**toolchain, **cells_toolchain(cache, cells)})
-        rules = policy.derive(target_name, base, policy.read_policy_files(repo.read_blob, base), _declared(target))
-        cover_path = Path(matrix.series_dir) / cover.COVER_FILE
-        cov = cover.parse_cover(
-            f"{Path(matrix.series_dir).name}/{cover.COVER_FILE}",
-            cover_path.read_text(encoding="utf-8") if cover_path.is_file() else None,
-        )
         docs = documents.documents(
             policy=rules,
             cover=cov,
@@ -520,8 +538,8 @@ def bundle_target(
         with tempfile.TemporaryDirectory() as tmp:
             t = trained.training
             png = plot(
-                t["with_fix"],
-                t["without_fix"],
+                t.with_fix,
+                t.without_fix,
                 Path(tmp) / TRAINING_PLOT,
                 f"{trained.cell}: train-opt-dynamic, per-step graphs, SGD",
             )
@@ -547,7 +565,7 @@ def bundle_target(
         warnings=warnings,
     )
     man.update(docs.manifest_fields(opts.author, opts.assisted_by, head))
-    from ..evidence.known_limits import as_json
+    from ..verdicts.known_limits import as_json
 
     man["known_limits"] = as_json(known_limits)  # patches/known-limits.yaml: what the series leaves as it is
     files_text[MANIFEST] = json.dumps(man, indent=2) + "\n"
@@ -577,19 +595,38 @@ def _declared(target):
 
 
 def _write_dir(dest: Path, files: dict[str, str | bytes]) -> None:
-    """Replace `dest` whole: no patch from an earlier bundle is left beside the new ones."""
-    staging = dest.parent / f".{dest.name}.partial"
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
-    for name, data in files.items():
-        if isinstance(data, bytes):
-            (staging / name).write_bytes(data)
-        else:
-            (staging / name).write_text(data, encoding="utf-8")
-    if dest.exists():
-        shutil.rmtree(dest)
-    staging.rename(dest)
+    """Replace `dest` whole: no patch from an earlier bundle is left beside the new ones. The
+    staging folder is a new one of its own (a user's `.NAME.partial/` is never touched), and
+    `dest` is replaced only when it is an earlier bundle of this target (or empty)."""
+    if dest.is_symlink() or (dest.exists() and not _earlier_bundle(dest)):
+        raise ConfigError(f"{dest}: holds files ggml-patch did not write; move them away or name another --out")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=dest.parent))
+    try:
+        for name, data in files.items():
+            f = untrusted.name_under(staging, name, "bundle file")
+            if isinstance(data, bytes):
+                f.write_bytes(data)
+            else:
+                f.write_text(data, encoding="utf-8")
+        if dest.exists():
+            shutil.rmtree(dest)
+        staging.rename(dest)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _earlier_bundle(dest: Path) -> bool:
+    if not dest.is_dir():
+        return False
+    if not any(dest.iterdir()):
+        return True
+    try:
+        man = untrusted.load_json(dest / MANIFEST, "manifest", root=dest)
+    except ConfigError:
+        return False
+    return isinstance(man, dict) and man.get("tool") == "ggml-patch" and man.get("target") == dest.name
 
 
 def _has_commit(repo, commit: str) -> bool:
@@ -609,29 +646,18 @@ def _recreate(worktree, base: str, rendered, patched: str, work: Path) -> None:
         )
 
 
-def format_patch(repo, base: str, patched: str) -> list[tuple[str, str]]:
+def format_patch(repo: SnapshotRepo, base: str, patched: str) -> list[tuple[str, str]]:
     """`git format-patch base..patched`: [(file name, text)], in order."""
     import tempfile
 
-    n = int(repo.git("rev-list", "--count", "--end-of-options", f"{base}..{patched}"))
-    if n == 0 or repo.git("merge-base", "--end-of-options", base, patched) != base:
+    if not repo.descends(base, patched):
         raise BundleRefused(f"the patched commit {patched[:12]} does not descend from the base {base[:12]}")
     with tempfile.TemporaryDirectory(prefix="format-patch-") as tmp:
-        # no signature: the bytes do not depend on the git version, so the manifest is reproducible
-        names = repo.git(
-            "format-patch", "--no-signature", "-o", tmp, "--end-of-options", f"{base}..{patched}"
-        ).splitlines()
-        return [(Path(p).name, Path(p).read_text(encoding="utf-8")) for p in names]
+        return [(p.name, p.read_text(encoding="utf-8")) for p in repo.format_patches(base, patched, Path(tmp))]
 
 
-def commit_list(repo, base: str, patched: str) -> list[Commit]:
-    commits = []
-    for sha in repo.git("rev-list", "--reverse", "--end-of-options", f"{base}..{patched}").split():
-        subject = repo.git("show", "-s", "--format=%s", sha)
-        body = repo.git("show", "-s", "--format=%b", sha)
-        files = repo.git("diff-tree", "--no-commit-id", "--name-only", "-r", sha).split()
-        commits.append(Commit(subject, body, tuple(files)))
-    return commits
+def commit_list(repo: SnapshotRepo, base: str, patched: str) -> list[Commit]:
+    return [Commit(subject, body, files) for _, subject, body, files in repo.commits(base, patched)]
 
 
 def verify(
@@ -643,7 +669,7 @@ def verify(
     and persist in the cache (ccache and an incremental build make a repeat cost seconds)."""
     from .. import backends
     from ..config import Backend
-    from ..run.cell import CellContext, Steps, run_steps
+    from ..run.cell import CellContext, CellProgress, run_steps
 
     t_all = time.monotonic()
     series_dir = work / "bundle-series"
@@ -683,8 +709,8 @@ def verify(
         opts.matrix.native_tests_dir,
         work,
         work / "logs",
-        Steps(),
-        Cell(f"{target.name}/cpu", target.name, "cpu", target.layout),
+        CellProgress(),
+        Cell(cell=f"{target.name}/cpu", target=target.name, backend="cpu", layout=target.layout),
         worktree=worktree,
         programs=False,
         env=module.test_env(backend),

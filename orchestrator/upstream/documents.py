@@ -59,7 +59,7 @@ def documents(
     *,
     policy: Policy,
     cover: C.Cover,
-    results: Results | dict,
+    results: Results,
     results_sha256: str,
     target: str,
     commits: list,

@@ -11,15 +11,15 @@ import re
 import unicodedata
 from typing import Optional
 
-from ..evidence import finetune as ft
-from ..evidence.finetune import FinetuneResults
-from ..evidence.known_limits import FILE as _LIMITS_FILE
-from ..evidence.known_limits import KnownLimit
-from ..evidence.known_limits import table as limits_table
-from ..evidence.training import table_markdown
+from ..finetune import results as ft
+from ..finetune.results import FinetuneResults
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..redact import redact
-from ..report.model import Results, as_results
+from ..report.model import Provenance, Results
+from ..verdicts.known_limits import FILE as _LIMITS_FILE
+from ..verdicts.known_limits import KnownLimit
+from ..verdicts.known_limits import table as limits_table
+from ..verdicts.training import table_markdown
 from . import bundle as B
 from . import cover as C
 from .policy import Template, _disclosure_prefix
@@ -135,39 +135,38 @@ def training_lines(results: Results, target: str, level: str) -> list[str]:
     if not trained or not trained.training:
         return []
     t = trained.training
-    verdict = {True: "yes", False: "no", None: "too few epochs"}[t.get("diverges_as_predicted")]
+    verdict = {True: "yes", False: "no", None: "too few epochs"}[t.diverges_as_predicted]
     return [
         f"{level} Training: loss per epoch with and without the fix ({ascii_text(trained.cell)})",
         "",
         f"`native_tests/train-opt-dynamic.cpp`, per-step graphs, SGD; diverges as predicted without the fix: {verdict}",
         "",
-        ascii_text(table_markdown(t["with_fix"], t["without_fix"]).rstrip("\n")),
+        ascii_text(table_markdown(t.with_fix, t.without_fix).rstrip("\n")),
     ]
 
 
-def _source(results: Results, target: str) -> dict:
-    return next((c.source for c in results.cells_of(target) if c.source), {}) or {}
+def _source(results: Results, target: str) -> Provenance:
+    return next((c.source for c in results.cells_of(target) if c.source), None) or Provenance(kind="", description=NONE)
 
 
 def _base(results: Results, target: str) -> str:
     source = _source(results, target)
-    return source.get("upstream_commit") or source.get("base_commit", NONE)
+    return source.upstream_commit or source.base_commit or NONE
 
 
 def base_rows(results: Results, target: str, repo: Optional[str]) -> list[str]:
     source = _source(results, target)
-    upstream = source.get("upstream_commit")
+    upstream = source.upstream_commit
     patched = next((c.patched_commit for c in results.cells_of(target) if c.patched_commit), None)
-    sdist = f", sdist sha256 `{source['sdist_sha256']}`" if source.get("sdist_sha256") else ""
-    where = repo or source.get("url") or "upstream"
+    sdist = f", sdist sha256 `{source.sdist_sha256}`" if source.sdist_sha256 else ""
+    where = repo or source.url or "upstream"
     return [
         "| | commit |",
         "|---|---|",
         f"| {ascii_text(where)} | `{upstream}` |"
         if upstream
         else f"| {ascii_text(where)} | unknown: the source carries no git metadata |",
-        f"| ggml-patch snapshot of {ascii_text(source.get('description', NONE))}{sdist} | "
-        f"`{source.get('base_commit', NONE)}` |",
+        f"| ggml-patch snapshot of {ascii_text(source.description)}{sdist} | `{source.base_commit or NONE}` |",
         f"| the snapshot with this series applied | `{patched or NONE}` |",
     ]
 
@@ -206,7 +205,7 @@ def reproduce_bug(
 
 
 def evidence(
-    results: Results | dict,
+    results: Results,
     results_sha256: str,
     target: str,
     commits: list,
@@ -218,7 +217,6 @@ def evidence(
 ) -> list[str]:
     """Everything the tool puts under "Additional information": data only, ASCII. `known_limits`:
     the contributor's patches/known-limits.yaml (what the series leaves as it is), as a table."""
-    results = as_results(results)
     cells = results.cells_of(target)
     layout = cells[0].layout if cells else ""
     out = [
@@ -229,7 +227,7 @@ def evidence(
         f"| results.json sha256 | `{results_sha256}` |",
         f"| run started | {_v(results.started_at)} |",
         f"| profile | {_v(results.profile)} |",
-        f"| series sha256 | `{results.series['sha256']}` |",
+        f"| series sha256 | `{results.series.sha256}` |",
         "",
         "#### Cells",
         "",
@@ -358,7 +356,7 @@ def _strip_blank(lines: list[str]) -> list[str]:
 
 
 def issue(
-    results: Results | dict,
+    results: Results,
     target: str,
     commits: list,
     patch_names: list[str],
@@ -367,7 +365,6 @@ def issue(
 ) -> str:
     """ISSUE.md: the reproduction on the pinned base (commands, the gate's failure line, the
     training table), nothing else."""
-    results = as_results(results)
     cells = results.cells_of(target)
     layout = cells[0].layout if cells else ""
     out = ["## Reproduction", ""] + base_rows(results, target, repo)[:-1]
@@ -411,31 +408,5 @@ def _cell_text(value: str) -> str:
 
 
 def finetune_lines(results: Optional[FinetuneResults], level: str) -> list[str]:
-    """results/evidence/finetune.json (validated) as data: provenance, the verdicts computed from the
-    losses, the loss per epoch of both variants per case, and the commands; ASCII."""
-    if results is None or not results.runs:
-        return []
-    out = [
-        f"{level} Fine-tuning through llama_opt_epoch: loss per epoch with and without the fix",
-        "",
-        "| | |",
-        "|---|---|",
-    ]
-    out += [f"| {_cell_text(k)} | {_cell_text(v)} |" for k, v in ft.provenance_rows(results)]
-    out += ["", *[ascii_text(line) for line in ft.table_markdown(results).rstrip("\n").split("\n")]]
-    commands = []
-    for opt, period, lr in results.cases():
-        runs = [r for r in results.runs if r.case == (opt, period, lr)]
-        longest = max(runs, key=lambda r: len(r.epochs))
-        commands.append(ft.display_command(longest, results.data.get("files") or [], results.model.get("seed")))
-    seed = results.model.get("seed")
-    vocab = results.model.get("vocab_file") or ""
-    out += [
-        "",
-        "```sh",
-        *ft.build_commands(),
-        f"python -m orchestrator.evidence.tiny_model {ft.TREE}/{vocab} {ft.model_name(seed)} --seed {seed}",
-        *commands,
-        "```",
-    ]
-    return out
+    """results/evidence/finetune.json (validated) as data (finetune/results.py writes it), ASCII."""
+    return [ascii_text(line) for line in ft.pr_lines(results, level, _cell_text)]

@@ -40,6 +40,7 @@ ISOLATED = {
     "GIT_COMMITTER_EMAIL": "ggml-patch@localhost",
 }
 
+LOCAL_TIMEOUT_S = 1800.0  # any git command without its own limit: a local one that takes longer has hung
 _TIMEOUT_MARK = "Timeout: the command"  # what GitPython puts in stderr when it killed git for the timeout
 # git's own line, by precedence: what stopped it (fatal), what went wrong (error), a refused ref
 # (push), where `git am` stopped
@@ -111,7 +112,9 @@ def git_bytes(
 ) -> bytes:
     """Run `git [-C cwd] [--git-dir=…] [-c config]... ARGS` isolated; its stdout as bytes.
     `env` adds to the isolated environment; `input` goes to its stdin; `strip` drops one final
-    newline. Raises GitError (timed_out when killed after `timeout` seconds)."""
+    newline. Raises GitError (timed_out when killed after `timeout` seconds; LOCAL_TIMEOUT_S when
+    None: every git command has a limit)."""
+    timeout = LOCAL_TIMEOUT_S if timeout is None else timeout
     argv = ["git"]
     if cwd is not None:
         argv += ["-C", str(cwd)]
@@ -139,7 +142,7 @@ def git_bytes(
     if status != 0:
         stderr = err if isinstance(err, str) else err.decode(errors="replace")
         stdout = out.decode(errors="replace") if isinstance(out, bytes) else str(out)
-        timed_out = timeout is not None and stderr.startswith(_TIMEOUT_MARK)
+        timed_out = stderr.startswith(_TIMEOUT_MARK)
         raise GitError(args, status, "" if timed_out else stderr, stdout, timeout if timed_out else None)
     return out if isinstance(out, bytes) else str(out).encode()
 

@@ -15,7 +15,7 @@ from typing import Optional
 import filelock
 
 from ..errors import SeriesDoesNotApply, ToolError
-from .runner import AM_FLAGS, FIXED_IDENTITY, GitError, error_line, git, init_bare, succeeds
+from .runner import AM_FLAGS, FIXED_IDENTITY, GitError, error_line, git, git_bytes, init_bare, succeeds
 
 __all__ = ["FIXED_IDENTITY", "SnapshotRepo", "Worktree"]
 
@@ -127,12 +127,71 @@ class SnapshotRepo:
                 self.git("worktree", "remove", "--force", "--force", "--end-of-options", str(path))
             self.git("worktree", "prune")
 
+    def blob_size(self, commit: str, path: str) -> Optional[int]:
+        """A file's size in bytes at a commit (None when absent or not a file)."""
+        try:
+            if git("cat-file", "-t", "--end-of-options", f"{commit}:{path}", git_dir=self.path) != "blob":
+                return None
+            return int(git("cat-file", "-s", "--end-of-options", f"{commit}:{path}", git_dir=self.path))
+        except (GitError, ValueError):
+            return None
+
     def read_blob(self, commit: str, path: str) -> Optional[str]:
         """A file's exact text at a commit (None when absent)."""
         try:
             return git("cat-file", "blob", "--end-of-options", f"{commit}:{path}", git_dir=self.path, strip=False)
         except GitError:
             return None
+
+    def read_blob_bytes(self, commit: str, path: str) -> Optional[bytes]:
+        """A file's exact bytes at a commit (None when absent)."""
+        try:
+            return git_bytes("cat-file", "blob", "--end-of-options", f"{commit}:{path}", git_dir=self.path, strip=False)
+        except GitError:
+            return None
+
+    def message(self, commit: str) -> str:
+        """A commit's message."""
+        return self.git("log", "-1", "--format=%B", "--end-of-options", commit)
+
+    def tree_entry(self, commit: str, path: str) -> Optional[tuple[str, str, str]]:
+        """(mode, type, object id) of `path` in a commit's tree, or None."""
+        parts = self.git("ls-tree", "--end-of-options", commit, "--", path).split(None, 3)
+        return (parts[0], parts[1], parts[2]) if len(parts) == 4 else None
+
+    def gitmodules(self, commit: str) -> dict[str, dict[str, str]]:
+        """A commit's .gitmodules: submodule name -> its keys (path, url, ...); empty when none."""
+        try:
+            lines = self.git("config", "--blob", f"{commit}:.gitmodules", "--get-regexp", r"^submodule\.")
+        except GitError:
+            return {}
+        out: dict[str, dict[str, str]] = {}
+        for line in lines.splitlines():
+            key, _, value = line.partition(" ")
+            name, _, field = key[len("submodule.") :].rpartition(".")
+            out.setdefault(name, {})[field] = value
+        return out
+
+    def descends(self, base: str, head: str) -> bool:
+        """Whether `head` is `base` plus at least one commit."""
+        n = int(self.git("rev-list", "--count", "--end-of-options", f"{base}..{head}"))
+        return n > 0 and self.git("merge-base", "--end-of-options", base, head) == base
+
+    def format_patches(self, base: str, head: str, out_dir: Path) -> list[Path]:
+        """`git format-patch base..head` into out_dir, with no signature (the bytes do not depend on
+        the git version, so a bundle's manifest is reproducible)."""
+        names = self.git("format-patch", "--no-signature", "-o", str(out_dir), "--end-of-options", f"{base}..{head}")
+        return [Path(p) for p in names.splitlines()]
+
+    def commits(self, base: str, head: str) -> list[tuple[str, str, str, tuple[str, ...]]]:
+        """(id, subject, body, files changed) of each commit in base..head, oldest first."""
+        out = []
+        for sha in self.git("rev-list", "--reverse", "--end-of-options", f"{base}..{head}").split():
+            subject = self.git("show", "-s", "--format=%s", "--end-of-options", sha)
+            body = self.git("show", "-s", "--format=%b", "--end-of-options", sha)
+            files = self.git("diff-tree", "--no-commit-id", "--name-only", "-r", "--end-of-options", sha).split()
+            out.append((sha, subject, body, tuple(files)))
+        return out
 
 
 class Worktree:
@@ -197,6 +256,11 @@ class Worktree:
 
     def restore(self, paths: list[str]) -> None:
         self.git("checkout", "HEAD", "--", *paths)
+
+    def restore_from(self, commit: str, paths: list[str]) -> None:
+        """The files as `commit` has them, in the work tree only (the index keeps HEAD's), in one
+        process; a file `commit` lacks is removed."""
+        self.git("restore", f"--source={commit}", "--worktree", "--", *paths)
 
     def apply(self, patch_file: Path) -> None:
         """`git apply` a diff to the files (no commit); GitError with git's line when it does not apply."""

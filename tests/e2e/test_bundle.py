@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.report.model import load_results
+
 from ..helpers.bundle_checks import check_body_against_results
 from ..helpers.samples import GATE, UPSTREAM, control_survived, results_dir
 from ..helpers.tools import DATA, ROOT, run_tool
@@ -57,7 +59,7 @@ def test_bundle_of_a_real_run(real_run):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "2 bundle(s) in" in proc.stdout
     llama = results / "bundle" / "llama.cpp"
-    from orchestrator.evidence.training import can_plot
+    from orchestrator.verdicts.training import can_plot
 
     plot = ["training-loss.png"] if can_plot() else []  # matplotlib is the `plot` extra
     assert sorted(p.name for p in llama.iterdir()) == sorted(PATCHES + [
@@ -118,7 +120,7 @@ def test_body_title_issue_and_manifest_come_from_the_run_and_the_template(real_r
     d = results / "bundle" / "llama.cpp"
     data = json.loads((results / "results.json").read_text())
     body = (d / "PR_BODY.md").read_text()
-    check_body_against_results(body, data, "llama.cpp")
+    check_body_against_results(body, load_results(results / "results.json")[0], "llama.cpp")
     template = (DATA / "upstream-policy" / "llama.cpp" / ".github" / "pull_request_template.md").read_text()
     heads = lambda t: [ln for ln in t.splitlines() if ln.startswith("## ")]  # noqa: E731
     assert heads(body) == heads(template) == ["## Overview", "## Additional information", "## Requirements"]
@@ -167,7 +169,7 @@ def test_the_token_appears_nowhere(real_run, tool_cache):
 
 def test_a_run_whose_control_survived_is_refused_then_bundled_with_a_warning(real_run, repo_root, tool_cache, tmp_path):
     results, _ = real_run
-    r = control_survived(json.loads((results / "results.json").read_text()), "llama.cpp/cpu")
+    r = control_survived(load_results(results / "results.json")[0], "llama.cpp/cpu")
     edited = results_dir(tmp_path, r)
     args = ["bundle", "--matrix", str(repo_root / "matrix.yaml"), "--results", str(edited), "--cache", str(tool_cache),
             "--author", AUTHOR]

@@ -1,15 +1,16 @@
 """End to end: the real default matrix on both pinned upstream targets (real sdists, CMake, tests):
-CPU and cpu-sanitize always, Vulkan through lavapipe where scripts/setup-vulkan-lavapipe.sh has run,
-CUDA and Metal skipped with their reasons on a machine without them. Every known-wrong fix
-(native_tests/mutants/) is killed on both layouts.
+CPU always, Vulkan through lavapipe where scripts/setup-vulkan-lavapipe.sh has run, CUDA and Metal
+skipped with their reasons on a machine without them. Every known-wrong fix (native_tests/mutants/)
+is killed on both layouts. Then the `sanitize` profile (cpu-sanitize on both layouts), named as a
+user names it.
 
 Slow (about a minute cold on 2 cores for CPU, about 200 s more per target for Vulkan; the sdists
-are fetched once into the tool's cache). cpu-sanitize runs on both layouts, as the default profile
-has it: a cell with an empty ccache cost 347 s (ggml) and 322 s (llama.cpp) on 2 cores shared with
-another build (load average about 4), with a warm ccache and a fresh tool cache 33 s and 41 s (12
-mutants included). About 11 minutes more on a cold CI machine keeps .ci/run (about 30 minutes cold,
-90 allowed) affordable, and one layout alone would leave the other's sanitizer build unchecked (the
-native_tests harness for llama.cpp, ggml's own test build for ggml).
+are fetched once into the tool's cache). cpu-sanitize runs on both layouts: a cell with an empty
+ccache cost 347 s (ggml) and 322 s (llama.cpp) on 2 cores shared with another build (load average
+about 4), 130 s and 110 s quiet; it no longer runs the 12 mutants (each a sanitized rebuild), so
+it costs less than before in .ci/run (about 30 minutes cold, 90 allowed). One layout alone would
+leave the other's sanitizer build unchecked (the native_tests harness for llama.cpp, ggml's own
+test build for ggml).
 """
 import json
 import os
@@ -27,7 +28,7 @@ from ..helpers.tools import run_tool
 FAILURE_LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
 VK_FAILURE_LINE = "device=Vulkan0 opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
 TARGETS = ["llama.cpp", "ggml"]
-BACKENDS = ["cpu", "vulkan", "cuda", "metal", "cpu-sanitize"]  # the default profile, in order
+BACKENDS = ["cpu", "vulkan", "cuda", "metal"]  # the default profile, in order
 N_CELLS = len(TARGETS) * len(BACKENDS)
 N_MUTANTS = len(list((Path(__file__).resolve().parents[2] / "native_tests" / "mutants").glob("*.patch")))
 
@@ -66,16 +67,47 @@ def matrix_run(repo_root, tool_cache, tmp_path_factory):
     return proc, results
 
 
+@pytest.fixture(scope="module")
+def sanitize_run(repo_root, tool_cache, tmp_path_factory):
+    """The sanitize profile, as the README names it (cpu-sanitize on both targets)."""
+    results = tmp_path_factory.mktemp("results-sanitize")
+    proc = run_tool("matrix", "--matrix", str(repo_root / "matrix.yaml"), "--profile", "sanitize", "--rerun",
+                    "--results", str(results), "--cache", str(tool_cache), cwd=results)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
+    return proc, results
+
+
 def test_matrix_exits_zero_and_writes_results(matrix_run, vulkan_missing):
     proc, results = matrix_run
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
     assert (results / "results.json").exists() and (results / "summary.md").exists()
     # CUDA and Metal are skipped here (no GPU, not macOS); Vulkan runs wherever its setup ran
-    expected = "4 passed, 0 failed, 6 skipped" if vulkan_missing else "6 passed, 0 failed, 4 skipped"
+    expected = "2 passed, 0 failed, 6 skipped" if vulkan_missing else "4 passed, 0 failed, 4 skipped"
     assert expected in proc.stdout
     # progress names the cell and the step
     assert re.search(rf"\[\d+/{N_CELLS}\] llama.cpp/cpu: build patched", proc.stderr)
-    assert f"[6/{N_CELLS}] ggml/cpu: control" in proc.stderr
+    assert f"[1/{N_CELLS}] ggml/cpu: control" in proc.stderr  # the cheapest cell first
+
+
+def test_each_cell_prints_its_verdict_and_time_as_it_ends_and_the_run_its_times(matrix_run):
+    """The verdict as soon as a cell's control is judged, the cell's result with its time when it
+    ends (before the next cell starts: one cell at a time), and the time per cell at the end."""
+    proc, _ = matrix_run
+    err = proc.stderr
+    ends = {}
+    for cell in ("ggml/cpu", "llama.cpp/cpu"):
+        verdict = err.index(f"  {cell}: verdict: with the fix every test passes; the control (fix reverted): killed")
+        m = re.search(rf"^  {re.escape(cell)}: passed - .* \((\d+\.\d) s\)$", err, re.M)
+        assert m and verdict < m.start(), err[-3000:]
+        assert err.index(f"{cell}: mutant ") < m.start()  # the verdict came before the mutants, the result after
+        ends[cell] = m.start()
+    assert ends["ggml/cpu"] < err.index("llama.cpp/cpu: fetch") < ends["llama.cpp/cpu"]
+    times = err[err.index("time per cell:"):]
+    assert err.index("time per cell:") > max(ends.values())
+    rows = re.findall(r"^  (\S+)\s+(\d+\.\d) s  (\w[\w-]*)$", times, re.M)
+    assert [r[0] for r in rows][:2] == ["ggml/cpu", "llama.cpp/cpu"] and len(rows) == N_CELLS, times
+    assert {r[2] for r in rows} <= {"passed", "skipped"}
+    assert re.search(r"^  all cells\s+\d+\.\d s$", times, re.M)
 
 
 @pytest.mark.parametrize("target", ["llama.cpp", "ggml"])
@@ -124,9 +156,9 @@ def test_results_json_keeps_every_key_of_the_committed_sample(matrix_run):
 def test_summary_names_the_failure_line(matrix_run, vulkan_missing):
     _, results = matrix_run
     summary = (results / "summary.md").read_text()
-    assert (f"4/{N_CELLS} cells passed (6 skipped)" if vulkan_missing else f"6/{N_CELLS} cells passed (4 skipped)") \
+    assert (f"2/{N_CELLS} cells passed (6 skipped)" if vulkan_missing else f"4/{N_CELLS} cells passed (4 skipped)") \
         in summary
-    for cell in ("llama.cpp/cpu", "ggml/cpu", "llama.cpp/cpu-sanitize", "ggml/cpu-sanitize"):
+    for cell in ("llama.cpp/cpu", "ggml/cpu"):
         row = next(line for line in summary.splitlines() if line.startswith(f"| {cell} | "))
         assert f"| killed | `{FAILURE_LINE}` |" in row, row
         assert f"| {cell} | CPU | without fix | " in summary and f"| {cell} | CPU | with fix | " in summary
@@ -283,7 +315,7 @@ def test_build_only_builds_both_variants_and_runs_nothing(matrix_run, repo_root,
     monkeypatch.setattr(cell.backends, "get", lambda name, cache_root=None: NoDevice(cache_root))
     opts = matrix.RunOptions(load_matrix(repo_root / "matrix.yaml"), Cache(tool_cache), tmp_path / "results",
                              targets=["ggml"], backends=["cpu"], build_only=True)
-    results = matrix.run_matrix(opts).to_dict()
+    results = matrix.run_matrix(opts).to_json()
     (cell,) = results["cells"]
     assert cell["status"] == "build-only", cell
     assert cell["reason"] == "built with and without the fix; tests not run: no device here (test stand-in)"
@@ -294,7 +326,7 @@ def test_build_only_builds_both_variants_and_runs_nothing(matrix_run, repo_root,
     assert "0/1 cells passed (1 build-only)" in summary_markdown(results)
     # without --build-only the same cell is a skip with the reason
     opts.build_only = False
-    (cell,) = matrix.run_matrix(opts).to_dict()["cells"]
+    (cell,) = matrix.run_matrix(opts).to_json()["cells"]
     assert (cell["status"], cell["reason"]) == ("skipped", "no device here (test stand-in)")
 
 
@@ -319,10 +351,10 @@ def test_training_evidence_for_both_variants(matrix_run):
 # ---- cpu-sanitize (ASan + UBSan): the gate alone, test-opt skipped with its reason ----
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_cpu_sanitize_passes_with_test_opt_skipped_and_the_verdict_on_the_gate_alone(matrix_run, target):
-    from orchestrator.backends.cpu_sanitize import TEST_OPT_SKIP
+def test_cpu_sanitize_passes_with_test_opt_skipped_and_the_verdict_on_the_gate_alone(sanitize_run, target):
+    from orchestrator.backends.cpu_sanitize import MUTANTS_SKIP, TEST_OPT_SKIP
 
-    _, results = matrix_run
+    _, results = sanitize_run
     data = json.loads((results / "results.json").read_text())
     cell = _cell(data, target, "cpu-sanitize")
     assert cell["status"] == "passed" and cell["exit_code"] == 0, cell
@@ -339,8 +371,14 @@ def test_cpu_sanitize_passes_with_test_opt_skipped_and_the_verdict_on_the_gate_a
                                               f"{TEST_OPT_SKIP})")
     # test-opt is never built there
     build_log = Path(recs["patched"]["build"]["log"]).read_text()
-    assert "--target test-opt-dynamic-accum" in build_log and "--target test-opt " not in build_log
+    cmd = build_log.splitlines()[0].split()  # `$ ninja -C BUILD -j N TARGET...`
+    assert cmd[-1] == "test-opt-dynamic-accum" and "test-opt" not in cmd, cmd
+    # the known-wrong fixes run under the plain cpu cell only
+    assert cell["mutants"]["skipped"] == MUTANTS_SKIP and cell["mutants"]["total"] == 0
+    assert not [r for r in recs.values() if r["variant"].startswith("mutant:")]
     summary = (results / "summary.md").read_text()
+    row = next(line for line in summary.splitlines() if line.startswith(f"| {target}/cpu-sanitize | "))
+    assert f"| killed | `{FAILURE_LINE}` |" in row, row
     assert f"| {target}/cpu-sanitize | test-opt | {TEST_OPT_SKIP} |" in summary
     import xml.etree.ElementTree as ET
 
@@ -349,7 +387,7 @@ def test_cpu_sanitize_passes_with_test_opt_skipped_and_the_verdict_on_the_gate_a
     assert len(cases) == 2 and all(c.find("skipped") is not None for c in cases)
 
 
-@pytest.mark.parametrize("backend", ["cpu", "cpu-sanitize"])
+@pytest.mark.parametrize("backend", ["cpu"])
 @pytest.mark.parametrize("target", TARGETS)
 def test_every_known_wrong_fix_is_killed(matrix_run, target, backend):
     _, results = matrix_run

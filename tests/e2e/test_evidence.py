@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from orchestrator.evidence import finetune as ft
-from orchestrator.report import evidence_section
+from orchestrator.finetune import results as ft
+from orchestrator.finetune import section as evidence_section
 
 from ..helpers.tools import git, run_tool
 

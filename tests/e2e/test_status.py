@@ -8,7 +8,7 @@ from orchestrator.config import load_matrix
 from orchestrator.drift.check import status_dirs, status_of_targets
 from orchestrator.errors import ExitCode
 from orchestrator.vcs.snapshots import SnapshotRepo, Worktree
-from orchestrator.drift.verdicts import (APPLIES, CLEAN, CONFLICT, CONFLICTED, MERGED, NOT_APPLICABLE, NOT_TRIED, PRESENT,
+from orchestrator.drift.status import (APPLIES, CLEAN, CONFLICT, CONFLICTED, MERGED, NOT_APPLICABLE, NOT_TRIED, PRESENT,
                                  THREE_WAY, UNREACHABLE, UPSTREAM)
 from ..helpers.tools import run_tool
 from ..helpers.forks import (CONTEXT_LINE, INSERT_AFTER, OPT, OPT_HEADER, ROOT, apply_series, commit_change, git,
@@ -63,9 +63,9 @@ def test_real_pinned_targets_apply_cleanly(drift):
 def test_git_source_keeps_the_real_commit(drift):
     rows, _, _, fork = drift
     assert rows["fork-near"].base == git(fork, "rev-parse", "near").strip()
-    assert rows["fork-near"].source["upstream_commit"] == rows["fork-near"].base
+    assert rows["fork-near"].source.upstream_commit == rows["fork-near"].base
     assert rows["fork-tag"].base == rows["fork-near"].base
-    assert rows["fork-tag"].source["resolved_ref"] == "refs/tags/v-near"
+    assert rows["fork-tag"].source.resolved_ref == "refs/tags/v-near"
 
 
 def test_commit_next_to_the_fix_needs_a_3way_merge(drift):

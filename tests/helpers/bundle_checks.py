@@ -1,5 +1,8 @@
-"""PR_BODY.md parsed back and checked against results.json, independently of the code under test."""
+"""PR_BODY.md parsed back and checked against results.json, independently of the code under test:
+the checks read the results as results.json holds them (JSON data), not through the model's readers."""
 import re
+
+from orchestrator.report.model import Results
 
 from .samples import GATE, UPSTREAM
 
@@ -39,8 +42,9 @@ def _row_key(row: dict) -> str:
     return row.get("optimizer") or row.get("case") or f"opt_period={row.get('opt_period')}"
 
 
-def expected_outcomes(results: dict, target: str) -> list[dict]:
+def expected_outcomes(results: Results, target: str) -> list[dict]:
     """Straight from results.json, independently of the code under test."""
+    results = results.to_json()
     rows = []
     for cell in (c for c in results["cells"] if c["target"] == target):
         recs = {r["variant"]: r for r in results["records"] if r["cell"] == cell["cell"]}
@@ -86,8 +90,9 @@ def evidence_section(body: str) -> str:
     return data.split("#### Known limits", 1)[0]
 
 
-def check_body_against_results(body: str, results: dict, target: str) -> None:
-    assert parsed_outcomes(body) == expected_outcomes(results, target)
+def check_body_against_results(body: str, model: Results, target: str) -> None:
+    assert parsed_outcomes(body) == expected_outcomes(model, target)
+    results = model.to_json()
     cells = {r["cell"]: r for r in _table(body, "#### Cells")}
     for c in (c for c in results["cells"] if c["target"] == target):
         row = cells[c["cell"]]
@@ -107,11 +112,12 @@ def check_body_against_results(body: str, results: dict, target: str) -> None:
     assert not stray, f"numbers in PR_BODY.md's evidence that results.json does not hold: {stray}"
     sha = next(c for c in results["cells"] if c["target"] == target)["source"]["base_commit"]
     assert f"`{sha}`" in body
-    check_training_table(body, results, target)
+    check_training_table(body, model, target)
 
 
-def check_training_table(body: str, results: dict, target: str) -> None:
+def check_training_table(body: str, model: Results, target: str) -> None:
     """The loss table holds exactly the shown cell's epochs from results.json, both variants."""
+    results = model.to_json()
     trained = [c for c in results["cells"] if c["target"] == target and (c.get("training") or {}).get("with_fix")]
     if not trained:
         assert "### Training" not in body

@@ -60,8 +60,8 @@ def test_test_opt_is_skipped_with_the_measured_reason():
 
 def test_device_info_records_the_options_and_skips():
     info = backends.get("cpu-sanitize").device_info(Backend("cpu-sanitize"))
-    assert info["sanitizers"] == ["address", "undefined"]
-    assert info["skipped_tests"] == {"test-opt": cpu_sanitize.TEST_OPT_SKIP}
+    assert info.sanitizers == ["address", "undefined"]
+    assert info.skipped_tests == {"test-opt": cpu_sanitize.TEST_OPT_SKIP}
 
 
 def test_no_compiler_is_a_one_line_reason(tmp_path, monkeypatch):
@@ -86,7 +86,8 @@ def test_the_real_compiler_links_with_sanitizers(monkeypatch):
     assert cpu_sanitize.sanitizer_link_error("cc") is None
 
 
-def test_default_profile_runs_it():
+def test_the_sanitize_profile_runs_it_and_the_default_does_not():
     m = load_matrix(ROOT / "matrix.yaml")
-    assert "cpu-sanitize" in m.profiles["default"][1]
+    assert m.profiles["sanitize"][1] == ("cpu-sanitize",)
+    assert "cpu-sanitize" not in m.profiles["default"][1]
     assert m.backend("cpu-sanitize").cmake_flags == ("-DGGML_CPU=ON",)

@@ -195,8 +195,8 @@ def test_vulkan_device_probe(tmp_path, bare_path):
                                    "echo '\tdriverInfo = Mesa 25.0.7'\n")
     assert m.missing_device(b) is None
     info = m.device_info(b)
-    assert info["devices"] == ["llvmpipe (LLVM 15.0.6, 256 bits)"] and info["drivers"] == ["Mesa 25.0.7"]
-    assert info["setup"]["mesa"] == "25.0.7-2~bpo12+1"
+    assert info.devices == ["llvmpipe (LLVM 15.0.6, 256 bits)"] and info.drivers == ["Mesa 25.0.7"]
+    assert info.setup.mesa == "25.0.7-2~bpo12+1"
     _exe(bare_path / "vulkaninfo", "echo 'ERROR: no devices'\nexit 1\n")
     assert "lists no device" in m.missing_device(b)
 
@@ -262,7 +262,7 @@ def test_cuda_toolkit_with_and_without_a_device(tmp_path, bare_path, monkeypatch
                                    'else echo "NVIDIA H200, 570.1, 143771 MiB"; fi\n')
     assert m.missing_device(b) is None
     assert "-DCMAKE_CUDA_ARCHITECTURES=native" in m.configure_flags(Backend("cuda"))
-    assert m.device_info(b)["devices"] == ["NVIDIA H200"]
+    assert m.device_info(b).devices == ["NVIDIA H200"]
 
 
 def test_cuda_nvcc_wrapper_script_resolves_to_the_real_compiler(tmp_path, bare_path):
@@ -364,12 +364,12 @@ def test_skipped_cells_carry_their_reason_and_never_count_as_passed(tmp_path, mo
     monkeypatch.setattr(metal_mod.sys, "platform", "linux")
     path = _matrix(tmp_path, "  cpu:\n    tools: [no-such-compiler-x]\n  metal: {}\n", "cpu, metal")
     opts = RunOptions(load_matrix(path), Cache(tmp_path / "cache"), tmp_path / "results")
-    results = run_matrix(opts).to_dict()
-    cells = {c["cell"]: c for c in results["cells"]}
-    assert cells["ggml/cpu"]["status"] == "skipped"
-    assert cells["ggml/cpu"]["reason"] == "required tool(s) not found on PATH: no-such-compiler-x"
-    assert cells["ggml/metal"]["status"] == "skipped" and cells["ggml/metal"]["reason"].startswith("Metal needs macOS")
-    assert results["exit_code"] == 0 and results["records"] == []
+    results = run_matrix(opts)
+    cells = {c.cell: c for c in results.cells}
+    assert cells["ggml/cpu"].status == "skipped"
+    assert cells["ggml/cpu"].reason == "required tool(s) not found on PATH: no-such-compiler-x"
+    assert cells["ggml/metal"].status == "skipped" and cells["ggml/metal"].reason.startswith("Metal needs macOS")
+    assert results.exit_code == 0 and results.records == []
     md = summary_markdown(results)
     assert "0/2 cells passed (2 skipped)" in md
     assert "no-such-compiler-x" in md and "Metal needs macOS" in md

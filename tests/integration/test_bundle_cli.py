@@ -15,7 +15,7 @@ AUTHOR = "Ada Contributor <ada@example.org>"  # HOME is the test's own: no git i
 ])
 def test_bundle_refuses_results_that_do_not_prove_the_fix(tmp_path, repo_root, edit, expected):
     r = edit(sample())
-    r["series"]["sha256"] = current_series_sha()  # only the edit is wrong
+    r.series.sha256 = current_series_sha()  # only the edit is wrong
     results = results_dir(tmp_path, r)
     proc = run_tool("bundle", "--matrix", str(repo_root / "matrix.yaml"), "--results", str(results),
                     "--cache", str(tmp_path / "cache"), "--author", AUTHOR, cwd=tmp_path)
@@ -29,7 +29,7 @@ def test_bundle_refuses_results_that_do_not_prove_the_fix(tmp_path, repo_root, e
 
 def test_bundle_refuses_results_of_another_series(tmp_path, repo_root):
     r = sample()
-    r["series"]["sha256"] = "ab" * 32
+    r.series.sha256 = "ab" * 32
     results = results_dir(tmp_path, r)
     proc = run_tool("bundle", "--matrix", str(repo_root / "matrix.yaml"), "--results", str(results),
                     "--cache", str(tmp_path / "cache"), "--author", AUTHOR, cwd=tmp_path)
@@ -41,7 +41,7 @@ def test_bundle_refuses_results_of_another_series(tmp_path, repo_root):
 
 def test_bundle_names_an_unknown_target(tmp_path, repo_root):
     r = sample()
-    r["series"]["sha256"] = current_series_sha()
+    r.series.sha256 = current_series_sha()
     results = results_dir(tmp_path, r)
     proc = run_tool("bundle", "--matrix", str(repo_root / "matrix.yaml"), "--results", str(results),
                     "--target", "whisper.cpp", "--cache", str(tmp_path / "cache"), "--author", AUTHOR, cwd=tmp_path)

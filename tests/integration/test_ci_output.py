@@ -8,6 +8,7 @@ import pytest
 
 from orchestrator.ci.annotations import cell_annotations, escape_data, repo_path
 from orchestrator.config import load_matrix
+from orchestrator.report.model import Cell, Results, SeriesInfo
 
 from ..helpers.tools import ROOT, run_tool
 
@@ -40,11 +41,11 @@ def test_annotations_under_github_actions_and_no_wrapping(tmp_path):
 
 def test_annotation_lines_escape_and_levels():
     m = load_matrix(ROOT / "matrix.yaml")
-    results = {"cells": [
-        {"cell": "ggml/cpu", "target": "ggml", "status": "failed", "reason": "50% broke:\nline two"},
-        {"cell": "ggml/vulkan", "target": "ggml", "status": "passed", "reason": ""},
-        {"cell": "ggml/cuda", "status": "build-only", "reason": "no GPU"},
-        {"cell": "llama.cpp/cuda", "status": "error", "reason": ""}]}
+    results = Results(series=SeriesInfo(layout="llama.cpp", sha256="0" * 64, patches=[]), cells=[
+        Cell(cell="ggml/cpu", target="ggml", backend="cpu", status="failed", reason="50% broke:\nline two"),
+        Cell(cell="ggml/vulkan", target="ggml", backend="vulkan", status="passed", reason=""),
+        Cell.model_validate({"cell": "ggml/cuda", "status": "build-only", "reason": "no GPU"}),
+        Cell.model_validate({"cell": "llama.cpp/cuda", "status": "error", "reason": ""})])
     lines = cell_annotations(results, m, workspace=str(ROOT))
     assert lines[0] == f"::error file=matrix.yaml,line={m.lines[('targets', 'ggml')]},title=ggml-patch ggml/cpu%3A failed::50%25 broke:%0Aline two"
     assert lines[1].startswith("::notice ") and lines[1].endswith("::no GPU")

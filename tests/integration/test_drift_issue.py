@@ -18,6 +18,7 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Response
 
 from orchestrator.ci import drift_issue as D
+from orchestrator.report.model import Cell, Results, SeriesInfo, dump_results
 
 from ..helpers.tools import ROOT
 
@@ -120,8 +121,9 @@ def status_json(tmp: Path, **statuses) -> Path:
 def results_dir(tmp: Path, **cells) -> Path:
     d = tmp / "merged"
     d.mkdir(exist_ok=True)
-    (d / "results.json").write_text(json.dumps({"profile": "default", "cells": [
-        {"cell": c, "status": s, "reason": f"{c}: {s} here"} for c, s in cells.items()]}))
+    results = Results(profile="default", series=SeriesInfo(layout="llama.cpp", sha256="0" * 64, patches=[]), cells=[
+        Cell.model_validate({"cell": c, "status": s, "reason": f"{c}: {s} here"}) for c, s in cells.items()])
+    dump_results(results, d / "results.json")
     return d
 
 
@@ -288,7 +290,7 @@ def test_needs_the_token_without_dry_run(tmp_path, api):
 
 @pytest.mark.parametrize("content, expected", [
     (None, "status.json: no such file"),
-    ("{", "status.json: not readable JSON"),
+    ("{", "status.json:1: not valid JSON"),
     ('{"targets": []}', "not the output of `ggml-patch status --json`"),
     ('{"targets": [{"target": "x", "status": "fine"}]}', "targets[0]: expected \"target\" and a \"status\" among"),
 ])

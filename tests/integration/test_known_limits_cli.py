@@ -18,7 +18,7 @@ def test_a_malformed_known_limits_file_stops_bundle_before_any_work(tmp_path, re
                       .replace("path: patches", f"path: {patches}", 1)
                       .replace("native_tests: native_tests", f"native_tests: {repo_root / 'native_tests'}", 1))
     r = sample()
-    r["series"]["sha256"] = current_series_sha()
+    r.series.sha256 = current_series_sha()
     results = results_dir(tmp_path, r)
     proc = run_tool("bundle", "--matrix", str(matrix), "--results", str(results), "--cache", str(tmp_path / "cache"),
                     "--author", AUTHOR, cwd=tmp_path)

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.report.model import Results, results_json, results_of
+
 from ..helpers.samples import sample as committed_sample
 from ..helpers.samples import split as _split
 from ..helpers.tools import run_tool
@@ -13,13 +15,14 @@ ORDER = ["llama.cpp/cpu", "ggml/cpu"]
 
 
 @pytest.fixture
-def sample() -> dict:
+def sample() -> Results:
     return committed_sample()
 
 
-def _write(d: Path, results: dict) -> Path:
+def _write(d: Path, results) -> Path:
+    """A results.json (a Results, or JSON data that is not one) in a new folder."""
     d.mkdir(parents=True)
-    (d / "results.json").write_text(json.dumps(results))
+    (d / "results.json").write_text(results_json(results) if isinstance(results, Results) else json.dumps(results))
     return d
 
 
@@ -48,7 +51,9 @@ def test_cli_refuses_bad_input_in_one_line(sample, tmp_path, repo_root, case):
     a = _write(tmp_path / "a", _split(sample, "ggml/cpu"))
     b = tmp_path / "b"
     if case == "other-series":
-        _write(b, dict(_split(sample, "llama.cpp/cpu"), series=dict(sample["series"], sha256="1" * 64)))
+        other = _split(sample, "llama.cpp/cpu")
+        other.series = other.series.model_copy(update={"sha256": "1" * 64})
+        _write(b, other)
     elif case == "duplicate":
         _write(b, _split(sample, "ggml/cpu"))
     elif case == "not-json":
@@ -79,7 +84,7 @@ def test_a_leg_that_never_reported_is_an_error_in_the_merge_and_the_drift_issue(
     never = {c["cell"]: c for c in merged["cells"] if c["cell"] != "llama.cpp/cpu"}
     assert never and all(c["status"] == "error" and "never reported" in c["reason"] for c in never.values())
     assert merged["exit_code"] != 0
-    _, failing = D.read_results(merged, "merged")
+    _, failing = D.read_results(results_of(merged, "merged"))
     assert set(failing) == set(never)
     assert run_tool("merge-results", "--matrix", str(repo_root / "matrix.yaml"), "--expect-profile", "nope",
                     "--out", str(tmp_path / "o2"), str(a)).returncode == 2

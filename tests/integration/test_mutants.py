@@ -11,15 +11,16 @@ from orchestrator import backends
 from orchestrator.cache import Cache
 from orchestrator.config import Backend, Source, Target
 from orchestrator.errors import ConfigError, ExitCode
-from orchestrator.evidence.classify import FAILED, PASSED
-from orchestrator.evidence.mutants import parse_mutant
+from orchestrator.verdicts.classify import FAILED, PASSED
+from orchestrator.verdicts.mutants import parse_mutant
 from orchestrator.patchset.layout import GATE_TEST, BuildPlan
 from orchestrator.patchset.series import Series, unified_file_diff
 from orchestrator.report.junit import junit_xml, mutant_case_name
-from orchestrator.report.model import Build, Cell, CellStatus, RecordStatus, Results, TestRecord, VariantRecord, Verdict
+from orchestrator.report.model import (Build, Cell, CellStatus, RecordStatus, Results, SeriesInfo, TestRecord,
+                                       VariantRecord, Verdict, results_of)
 from orchestrator.report.summary import summary_markdown
 from orchestrator.run import cmake
-from orchestrator.run.cell import CellContext, Steps, conclude, run_mutants
+from orchestrator.run.cell import CellContext, CellProgress, conclude, run_mutants
 from orchestrator.vcs.snapshots import SnapshotRepo, Worktree
 
 from ..helpers.patches import OPT, mutant_text
@@ -93,16 +94,18 @@ def fake_cell(tmp_path):
     src, repo, base, cell_dir, wt = fake_project(tmp_path, FIXED)
     target = Target("fake", "ggml", "", Source("local", {"path": str(src)}, "targets.fake.source"))
     backend = Backend("cpu", timeout=2)
-    cell = Cell("fake/cpu", "fake", "cpu", "ggml", CellStatus.ERROR)
+    cell = Cell(cell="fake/cpu", target="fake", backend="cpu", layout="ggml", status=CellStatus.ERROR)
     ctx = CellContext(target, backend, backends.get("cpu"), Cache(tmp_path / "cache"), tmp_path, cell_dir,
-                      tmp_path / "logs", Steps(), cell, series=Series("llama.cpp", ()), repo=repo, worktree=wt,
+                      tmp_path / "logs", CellProgress(), cell, series=Series("llama.cpp", ()), repo=repo, worktree=wt,
                       mutant_files=_mutants())
     ctx.plan = BuildPlan(str(wt.path), (), ("test-opt", GATE_TEST), ())
     assert cmake.configure(ctx.plan, ctx.build_dir, [], ctx.logs / "configure.log", {}).ok
     assert cmake.build(ctx.build_dir, ctx.plan.targets, ctx.logs / "build.log", {}).ok
-    ctx.patched = VariantRecord(cell.cell, "fake", "cpu", "patched", RecordStatus.PASSED, Build(True),
-                                {GATE_TEST: TestRecord(PASSED, 0, gate=True)})
-    ctx.control = VariantRecord(cell.cell, "fake", "cpu", "control", RecordStatus.KILLED, Build(True),
+    ctx.patched = VariantRecord(cell=cell.cell, target="fake", backend="cpu", variant="patched",
+                                status=RecordStatus.PASSED, build=Build(ok=True),
+                                tests={GATE_TEST: TestRecord(outcome=PASSED, exit_code=0, gate=True)})
+    ctx.control = VariantRecord(cell=cell.cell, target="fake", backend="cpu", variant="control",
+                                status=RecordStatus.KILLED, build=Build(ok=True),
                                 verdict=Verdict.KILLED, verdict_reason="killed")
     return ctx
 
@@ -110,7 +113,7 @@ def fake_cell(tmp_path):
 def test_each_mutant_gets_its_verdict_and_the_tree_is_put_back(fake_cell):
     ctx = fake_cell
     run_mutants(ctx)
-    got = {r.mutant["name"]: r for r in ctx.records}
+    got = {r.mutant.name: r for r in ctx.records}
     assert {n: r.verdict for n, r in got.items()} == EXPECTED
     assert "did not apply" in got["06-does-not-apply"].verdict_reason
     assert "did not build" in got["05-does-not-build"].verdict_reason and not got["05-does-not-build"].build.ok
@@ -118,13 +121,13 @@ def test_each_mutant_gets_its_verdict_and_the_tree_is_put_back(fake_cell):
     assert got["04-hangs"].verdict_reason == "the gate test timed out"
     assert got["01-killed"].failure_line == FAIL_LINE
     assert all(r.variant == f"mutant:{n}" for n, r in got.items())
-    assert ctx.cell.mutants == {"total": 6, "killed": 1, "survived": ["02-survives"],
+    assert ctx.cell.mutants.to_json() == {"total": 6, "killed": 1, "survived": ["02-survives"],
                                 "invalid": ["03-crashes", "04-hangs", "05-does-not-build", "06-does-not-apply"],
                                 "skipped": None}
     assert ctx.worktree.is_clean() and (ctx.worktree.path / "src/ggml-opt.cpp").read_text() == FIXED
     # a surviving mutant fails a cell that otherwise passed: exit 7
     ctx.verdict = None
-    from orchestrator.evidence.classify import GateVerdict
+    from orchestrator.verdicts.classify import GateVerdict
     ctx.verdict = GateVerdict(Verdict.KILLED, "the gate test failed by its own check")
     ctx.cell.attribution = []
     conclude(ctx)
@@ -149,9 +152,9 @@ def test_no_mutants_are_skipped_with_the_reason_and_reported(fake_cell):
     ctx.mutants_enabled = False
     run_mutants(ctx)
     assert {r.status for r in ctx.records} == {RecordStatus.SKIPPED}
-    assert ctx.cell.mutants["skipped"] == "--no-mutants" and not list((ctx.logs).glob("build-mutant-*"))
-    results = Results({"layout": "llama.cpp", "sha256": "0" * 64, "patches": []}, [ctx.cell],
-                      [ctx.patched, ctx.control, *ctx.records])
+    assert ctx.cell.mutants.skipped == "--no-mutants" and not list((ctx.logs).glob("build-mutant-*"))
+    results = Results(series=SeriesInfo(layout="llama.cpp", sha256="0" * 64, patches=[]), cells=[ctx.cell],
+                      records=[ctx.patched, ctx.control, *ctx.records])
     cases = [c for c in ET.fromstring(junit_xml(results)).iter("testcase") if c.get("classname").endswith("/mutant")]
     assert len(cases) == 6 and all(c.find("skipped").get("message") == "mutant not run: --no-mutants" for c in cases)
 
@@ -159,9 +162,9 @@ def test_no_mutants_are_skipped_with_the_reason_and_reported(fake_cell):
 def test_results_summary_and_junit_show_every_mutant(fake_cell):
     ctx = fake_cell
     run_mutants(ctx)
-    results = Results({"layout": "llama.cpp", "sha256": "0" * 64, "patches": []}, [ctx.cell],
-                      [ctx.patched, ctx.control, *ctx.records])
-    again = Results.from_dict(json.loads(json.dumps(results.to_dict())))
+    results = Results(series=SeriesInfo(layout="llama.cpp", sha256="0" * 64, patches=[]), cells=[ctx.cell],
+                      records=[ctx.patched, ctx.control, *ctx.records])
+    again = results_of(json.dumps(results.to_json()))
     assert [r.verdict for r in again.mutants_of("fake/cpu")] == list(EXPECTED.values())
     md = summary_markdown(again)
     assert "- **fake/cpu**: the gate kills 1/6 known-wrong fixes" in md
@@ -176,9 +179,9 @@ def test_results_summary_and_junit_show_every_mutant(fake_cell):
 
 def test_mutants_need_a_passing_gate_and_tests_that_run(fake_cell):
     ctx = fake_cell
-    ctx.patched.tests[GATE_TEST] = TestRecord(FAILED, 1, gate=True)
+    ctx.patched.tests[GATE_TEST] = TestRecord(outcome=FAILED, exit_code=1, gate=True)
     run_mutants(ctx)
-    assert ctx.cell.mutants["skipped"].startswith("the gate does not pass with the fix")
+    assert ctx.cell.mutants.skipped.startswith("the gate does not pass with the fix")
 
 
 def test_no_mutant_files_records_nothing(fake_cell):

@@ -12,7 +12,7 @@ from orchestrator.patchset.layout import GATE_TEST, UPSTREAM_TEST
 from orchestrator.patchset.series import Series, parse_patch, unified_file_diff
 from orchestrator.report.model import Cell, CellStatus, Outcome, RecordStatus, Verdict
 from orchestrator.run import cell as cell_mod
-from orchestrator.run.cell import CellContext, Steps, run_steps
+from orchestrator.run.cell import CellContext, CellProgress, run_steps
 from orchestrator.sources import Snapshot
 
 from ..helpers.tools import ROOT
@@ -36,9 +36,9 @@ def skipping_cell(tmp_path, monkeypatch):
     fix = parse_patch("0001-fix.patch", unified_file_diff("src/ggml-opt.cpp", UNFIXED, FIXED))
     target = Target("fake", "ggml", "", Source("local", {"path": str(src)}, "targets.fake.source"))
     backend = Backend("cpu-sanitize", timeout=5)
-    c = Cell("fake/cpu-sanitize", "fake", "cpu-sanitize", "ggml", CellStatus.ERROR)
+    c = Cell(cell="fake/cpu-sanitize", target="fake", backend="cpu-sanitize", layout="ggml", status=CellStatus.ERROR)
     ctx = CellContext(target, backend, SkipsTestOpt(), Cache(tmp_path / "cache"), ROOT / "native_tests", cell_dir,
-                      tmp_path / "logs", Steps(), c, series=Series("llama.cpp", ()), repo=repo, worktree=wt,
+                      tmp_path / "logs", CellProgress(), c, series=Series("llama.cpp", ()), repo=repo, worktree=wt,
                       mutant_files=_mutants()[:1], programs=False)
     ctx.snap = Snapshot(base, "fake base")
     ctx.rendered = Series("ggml", (fix,))
@@ -78,3 +78,27 @@ def test_the_result_cache_key_names_the_skips_only_where_there_are_some(skipping
     assert cache_inputs(ctx)["skip_tests"] == {UPSTREAM_TEST: WHY}
     ctx.module = backends.get("cpu")
     assert "skip_tests" not in cache_inputs(ctx)  # every other backend keeps its key
+
+
+class NoMutants(SkipsTestOpt):
+    no_mutants = "mutants run under the plain backend (test stand-in)"
+
+
+def test_a_backend_without_mutants_runs_and_records_none_and_keeps_its_key(skipping_cell):
+    """cpu-sanitize's no_mutants: no known-wrong fix applied, built or recorded there (the plain
+    cpu cell runs them); the cell passes on its control; the cache key ignores the mutants' text."""
+    from orchestrator.backends.cpu_sanitize import CpuSanitize
+    from orchestrator.run.cell import cache_inputs
+
+    assert CpuSanitize.no_mutants  # the real backend declares it
+    ctx = skipping_cell
+    ctx.module = NoMutants()
+    run_steps(ctx, ("configure", "build", "test", "control", "mutants", "conclude"))
+    assert [r.variant for r in ctx.records] == ["patched", "control"]
+    assert not list(ctx.logs.glob("*mutant*"))
+    assert ctx.cell.mutants.to_json() == {"total": 0, "killed": 0, "survived": [], "invalid": [], "skipped": NoMutants.no_mutants}
+    assert ctx.cell.status == CellStatus.PASSED, ctx.cell.reason
+    ctx.env = {}
+    assert cache_inputs(ctx)["mutants"] == {}
+    ctx.module = SkipsTestOpt()
+    assert cache_inputs(ctx)["mutants"]  # a backend that runs them has them in its key

@@ -7,7 +7,7 @@ import pytest
 from orchestrator.cache import Cache
 from orchestrator.config import load_matrix
 from orchestrator.drift.check import status_of_targets
-from orchestrator.drift.verdicts import UNREACHABLE
+from orchestrator.drift.status import UNREACHABLE
 
 from ..helpers.forks import ROOT, git, write_matrix
 from ..helpers.tools import run_tool
@@ -81,7 +81,7 @@ def test_pypi_unreachable_is_a_status_too(tmp_path, monkeypatch):
     assert row.status == UNREACHABLE
     assert row.detail.startswith("targets.p.source: the package index is unreachable for pkg==1.0: "
                                  "http://127.0.0.1:9/simple (connection refused")
-    assert row.source["description"] == "pkg==1.0"
+    assert row.source.description == "pkg==1.0"
 
 
 @pytest.mark.parametrize("argv", [["status", "--help"], ["refresh", "--help"]])

@@ -1,10 +1,10 @@
 """Failure attribution: each test failing with the fix against the same test (and device) without it."""
 import pytest
 
-from orchestrator.evidence import attribution, classify
-from orchestrator.evidence.attribution import (ANY_DEVICE, PRE_EXISTING, REGRESSION, UNKNOWN, attribute, crash_device,
+from orchestrator.verdicts import attribution, classify
+from orchestrator.verdicts.attribution import (ANY_DEVICE, PRE_EXISTING, REGRESSION, UNKNOWN, attribute, crash_device,
                                       describe, failing_devices, failure_kind, pre_existing_only, what_failed)
-from orchestrator.evidence.classify import CRASHED, FAILED, INVALID, KILLED, PASSED, TIMEOUT, control_verdict
+from orchestrator.verdicts.classify import CRASHED, FAILED, INVALID, KILLED, PASSED, TIMEOUT, control_verdict
 from orchestrator.report.model import AttributionEntry, DeviceRow, TestRecord
 
 GATE_FAIL = "device=Vulkan0 opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
@@ -36,7 +36,8 @@ TEST_OPT_ALL_OK = (
 def _test(outcome, output="", rows=None, signal=None, exit_code=None):
     if rows is None:
         rows = classify.test_opt_rows(output) + classify.gate_rows(output)
-    return TestRecord(outcome, exit_code, signal, rows=[DeviceRow.from_dict(r) for r in rows], output=output)
+    return TestRecord(outcome=outcome, exit_code=exit_code, signal=signal, rows=[DeviceRow.model_validate(r) for r in rows],
+                      output=output)
 
 
 def _crash(signal="SIGABRT"):
@@ -70,9 +71,9 @@ def test_no_crash_device_when_every_started_device_has_its_row():
 
 @pytest.mark.parametrize("test, expected", [
     (None, "did not run"),
-    (TestRecord(CRASHED, signal="SIGSEGV"), "crashed (SIGSEGV)"),
-    (TestRecord(FAILED, exit_code=1), "failed (exit 1)"),
-    (TestRecord(TIMEOUT), "timeout"),
+    (TestRecord(outcome=CRASHED, signal="SIGSEGV"), "crashed (SIGSEGV)"),
+    (TestRecord(outcome=FAILED, exit_code=1), "failed (exit 1)"),
+    (TestRecord(outcome=TIMEOUT), "timeout"),
 ])
 def test_what_failed(test, expected):
     assert what_failed(test) == expected
@@ -194,8 +195,8 @@ def test_module_constants():
 
 
 def test_summary_of_mixed_and_uniform_labels():
-    pre = AttributionEntry("test-opt", "Vulkan0", "crashed (SIGABRT)", "", PRE_EXISTING, "")
-    reg = AttributionEntry("test-opt-dynamic-accum", "CPU", "FAIL opt_period=1", "", REGRESSION, "")
+    pre = AttributionEntry(test="test-opt", device="Vulkan0", with_fix="crashed (SIGABRT)", label=PRE_EXISTING)
+    reg = AttributionEntry(test="test-opt-dynamic-accum", device="CPU", with_fix="FAIL opt_period=1", label=REGRESSION)
     assert attribution.summary([reg]) == "regression, passes without the fix: test-opt-dynamic-accum on CPU FAIL opt_period=1"
     assert attribution.summary([pre, reg]) == ("test-opt on Vulkan0 crashed (SIGABRT): pre-existing; "
                                                "test-opt-dynamic-accum on CPU FAIL opt_period=1: regression")
@@ -205,16 +206,14 @@ def test_summary_of_mixed_and_uniform_labels():
 def test_real_mesa22_results_render_the_pre_existing_crash():
     """tests/data/results-vulkan-mesa22-sample.json: a real run of both vulkan cells on Debian 12's
     own Mesa 22.3.6 lavapipe (GGML_PATCH_VULKAN_ICD=system)."""
-    import json
-
     from orchestrator.report.summary import summary_markdown
 
-    from ..helpers.samples import VULKAN_SAMPLE
+    from ..helpers.samples import VULKAN_SAMPLE, sample
 
-    data = json.loads(VULKAN_SAMPLE.read_text())
-    for cell in data["cells"]:
-        assert cell["status"] == "failed" and cell["failure_kind"] == PRE_EXISTING
-        assert "Mesa 22.3.6" in cell["device"]["drivers"][0]
+    data = sample(VULKAN_SAMPLE)
+    for cell in data.cells:
+        assert cell.status == "failed" and cell.failure_kind == PRE_EXISTING
+        assert "Mesa 22.3.6" in cell.device.drivers[0]
     md = summary_markdown(data)
     assert "0/2 cells passed (2 failed)" in md
     assert md.count("| test-opt | Vulkan0 | crashed (SIGABRT) while testing it | crashed (SIGABRT) while testing it "

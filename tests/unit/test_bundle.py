@@ -1,12 +1,12 @@
 """The upstream bundle, pure: refusals, PR_BODY.md's numbers against results.json, reading a
 bundle back (the command: tests/integration; a real run bundled: tests/e2e)."""
-import copy
 import json
 from pathlib import Path
 
 import pytest
 
 from orchestrator.errors import ConfigError
+from orchestrator.report.model import Build, Cell, CellStatus, Results, TrainingComparison, VariantRecord
 from orchestrator.upstream import bundle as B
 from orchestrator.upstream import cover as C
 from orchestrator.upstream import policy as P
@@ -21,12 +21,12 @@ from ..helpers.tools import DATA
 
 def test_sample_results_back_a_pull_request():
     r = sample()
-    assert B.problems(r, r["series"]["sha256"]) == []
+    assert B.problems(r, r.series.sha256) == []
 
 
 def test_a_control_that_survived_is_a_problem():
     r = control_survived(sample())
-    found = B.problems(r, r["series"]["sha256"])
+    found = B.problems(r, r.series.sha256)
     assert [p.target for p in found] == ["ggml"]
     assert "ggml/cpu: the negative control was not killed (survived" in found[0].text
 
@@ -40,31 +40,31 @@ def test_a_regressed_cell_and_a_stale_series_are_problems():
 
 def test_a_target_whose_cells_were_all_skipped_proves_nothing():
     r = sample()
-    for c in r["cells"]:
-        if c["target"] == "ggml":
-            c.update(status="skipped", reason="no device")
-    r["records"] = [x for x in r["records"] if x["target"] != "ggml"]
-    assert [p.text for p in B.problems(r, r["series"]["sha256"])] == [
+    for c in r.cells:
+        if c.target == "ggml":
+            c.status, c.reason = CellStatus.SKIPPED, "no device"
+    r.records = [x for x in r.records if x.target != "ggml"]
+    assert [p.text for p in B.problems(r, r.series.sha256)] == [
         "ggml: no cell ran its tests (skipped or build-only), so nothing was proven"]
 
 
 def test_build_only_cells_are_shown_but_neither_evidence_nor_failure():
     r = sample()
-    r["cells"].append({"cell": "ggml/cuda", "target": "ggml", "backend": "cuda", "layout": "ggml",
-                       "status": "build-only", "reason": "built with and without the fix; tests not run: no GPU",
-                       "exit_code": 0, "timings": {"build_patched": 1000.5, "build_control": 2.25},
-                       "source": r["cells"][1]["source"], "patched_commit": r["cells"][1]["patched_commit"]})
+    r.cells.append(Cell(cell="ggml/cuda", target="ggml", backend="cuda", layout="ggml",
+                        status=CellStatus.BUILD_ONLY, reason="built with and without the fix; tests not run: no GPU",
+                        exit_code=0, timings={"build_patched": 1000.5, "build_control": 2.25},
+                        source=r.cells[1].source, patched_commit=r.cells[1].patched_commit))
     for variant in ("patched", "control"):
-        r["records"].append({"cell": "ggml/cuda", "target": "ggml", "backend": "cuda", "variant": variant,
-                             "status": "", "build": {"ok": True}, "tests": {}})
-    assert B.problems(r, r["series"]["sha256"]) == []
+        r.records.append(VariantRecord(cell="ggml/cuda", target="ggml", backend="cuda", variant=variant,
+                                       build=Build(ok=True)))
+    assert B.problems(r, r.series.sha256) == []
     body = body_of(r, "ggml")
     check_body_against_results(body, r, "ggml")
     assert "- ggml/cuda build-only: built with and without the fix; tests not run: no GPU" in body
 
 
 def test_the_refusal_is_one_line_naming_the_way_out():
-    msg = B.refusal_message(B.problems(control_survived(sample()), sample()["series"]["sha256"]))
+    msg = B.refusal_message(B.problems(control_survived(sample()), sample().series.sha256))
     assert "\n" not in msg and "--allow-incomplete" in msg
 
 
@@ -81,7 +81,7 @@ TEMPLATE = P.parse_template(".github/pull_request_template.md",
 COVER = C.parse_cover("patches/cover.md", "## Overview\n\nThe fix.\n\n## Requirements\n\n- AI usage disclosure: NO\n")
 
 
-def body_of(results: dict, target: str, warnings=()) -> str:
+def body_of(results: Results, target: str, warnings=()) -> str:
     """PR_BODY.md as the bundle writes it for a pull-request target (the llama.cpp template)."""
     repo = "ggml-org/llama.cpp" if target == "llama.cpp" else None
     data = PB.evidence(results, "f" * 64, target, COMMITS, NAMES, TOOLCHAIN, repo)
@@ -114,9 +114,9 @@ def test_the_body_check_catches_a_wrong_number():
     """The comparison itself can fail: change one number in the results and the body disagrees."""
     r = sample()
     body = body_of(r, "ggml")
-    wrong = copy.deepcopy(r)
-    rec = next(x for x in wrong["records"] if x["cell"] == "ggml/cpu" and x["variant"] == "control")
-    rec["tests"][GATE]["rows"][0]["actual"] = 0.125
+    wrong = r.model_copy(deep=True)
+    rec = wrong.records_of("ggml/cpu")["control"]
+    rec.tests[GATE].rows[0].actual = 0.125
     with pytest.raises(AssertionError):
         check_body_against_results(body, wrong, "ggml")
     with pytest.raises(AssertionError, match="numbers in PR_BODY.md"):  # a number outside the tables too
@@ -125,7 +125,7 @@ def test_the_body_check_catches_a_wrong_number():
 
 def test_incomplete_evidence_opens_the_body_with_a_visible_warning():
     r = control_survived(sample())
-    warnings = [p.text for p in B.problems(r, r["series"]["sha256"])]
+    warnings = [p.text for p in B.problems(r, r.series.sha256)]
     body = body_of(r, "ggml", warnings)
     first = body.splitlines()[:3]
     assert first[0] == "> [!WARNING]" and "--allow-incomplete" in first[1]
@@ -137,13 +137,13 @@ def test_incomplete_evidence_opens_the_body_with_a_visible_warning():
 
 def test_unreadable_results_are_one_line_errors(tmp_path):
     with pytest.raises(ConfigError, match="no results; run `ggml-patch matrix"):
-        B.load_results(tmp_path)
+        B.load_results_dir(tmp_path)
     (tmp_path / "results.json").write_text("{\n  nope")
     with pytest.raises(ConfigError, match=r"results.json:2: not valid JSON"):
-        B.load_results(tmp_path)
+        B.load_results_dir(tmp_path)
     (tmp_path / "results.json").write_text('{"cells": []}')
     with pytest.raises(ConfigError, match="key 'series' missing"):
-        B.load_results(tmp_path)
+        B.load_results_dir(tmp_path)
 
 
 def _fake_bundle(d: Path) -> None:
@@ -168,12 +168,12 @@ def test_a_bundle_changed_after_it_was_made_is_rejected(tmp_path):
 def test_the_body_keeps_the_loss_table_and_names_no_plot():
     """The plot (when matplotlib is installed) lies beside PR_BODY.md; the body holds the numbers only."""
     r = sample()
-    r["cells"][1]["training"] = {"with_fix": [{"epoch": 0, "train_loss": 2.5, "eval_loss": 2.25},
-                                              {"epoch": 1, "train_loss": 0.5, "eval_loss": 0.25}],
-                                 "without_fix": [{"epoch": 0, "train_loss": 2.5, "eval_loss": 2.25},
-                                                 {"epoch": 1, "train_loss": 9.5, "eval_loss": 8.5}],
-                                 "diverges_as_predicted": True}
-    target = r["cells"][1]["target"]
+    r.cells[1].training = TrainingComparison.model_validate(
+        {"with_fix": [{"epoch": 0, "train_loss": 2.5, "eval_loss": 2.25}, {"epoch": 1, "train_loss": 0.5, "eval_loss": 0.25}],
+         "without_fix": [{"epoch": 0, "train_loss": 2.5, "eval_loss": 2.25},
+                         {"epoch": 1, "train_loss": 9.5, "eval_loss": 8.5}],
+         "diverges_as_predicted": True})
+    target = r.cells[1].target
     body = body_of(r, target)
     check_body_against_results(body, r, target)
     assert "training-loss.png" not in body

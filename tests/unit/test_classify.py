@@ -3,8 +3,8 @@ import math
 
 import pytest
 
-from orchestrator.evidence import classify
-from orchestrator.evidence.classify import (CRASHED, FAILED, INVALID, KILLED, NOT_BUILT, PASSED, SURVIVED, TIMEOUT,
+from orchestrator.verdicts import classify
+from orchestrator.verdicts.classify import (CRASHED, FAILED, INVALID, KILLED, NOT_BUILT, PASSED, SURVIVED, TIMEOUT,
                                    GateVerdict, cell_status, control_verdict, gate_failure_line, gate_rows,
                                    outcome, signal_name)
 

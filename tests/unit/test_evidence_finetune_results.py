@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.evidence import finetune as ft
-from orchestrator.evidence.finetune import Epoch
-from orchestrator.report import evidence_section as S
-from orchestrator.run.evidence import Inputs
-from orchestrator.upstream import finetune as UF
+from orchestrator.finetune import bundle as UF
+from orchestrator.finetune import results as ft
+from orchestrator.finetune import section as S
+from orchestrator.finetune.results import Epoch
+from orchestrator.finetune.runner import Inputs
 from orchestrator.upstream import pr_body as PB
 
 BASE = "4f2c5210becd5d7cc7bbb1b66faedb92498fef98"
@@ -26,8 +26,9 @@ SERIES = "6a" * 32
 
 def test_a_case_names_optimizer_lr_opt_period_and_epochs():
     c = ft.parse_case("adamw:1e-3:2:4")
-    assert (c.optimizer, c.lr, c.opt_period, c.epochs, c.n_batch) == ("adamw", 1e-3, 2, 4, 256)
-    assert ft.parse_case("sgd:0.1:1").epochs == 6  # the default
+    assert (c.optimizer, c.lr, c.opt_period, c.epochs, c.n_batch, c.n_ubatch) == ("adamw", 1e-3, 2, 4, 256, 128)
+    assert ft.parse_case("sgd:0.1:1").epochs == 8  # the default
+    assert ft.parse_case("sgd:0.1:4").n_ubatch == 64
     assert c.key() == {"optimizer": "adamw", "lr": 1e-3, "n_batch": 256, "n_ubatch": 128, "epochs": 4}
 
 
@@ -36,7 +37,7 @@ def test_a_case_names_optimizer_lr_opt_period_and_epochs():
     ("adam:1e-3:1", "optimizer 'adam': expected one of sgd, adamw"),
     ("sgd:x:1", "learning rate 'x'"), ("sgd:-1:1", "learning rate '-1'"), ("sgd:nan:1", "learning rate 'nan'"),
     ("sgd:inf:1", "learning rate 'inf'"),
-    ("sgd:0.1:3", "opt_period '3': expected one of 1, 2"), ("sgd:0.1:0", "opt_period '0'"),
+    ("sgd:0.1:3", "opt_period '3': expected one of 1, 2, 4"), ("sgd:0.1:0", "opt_period '0'"),
     ("sgd:0.1:1:0", "epochs '0'"), ("sgd:0.1:1:101", "epochs '101'"), ("sgd:0.1:1:2.5", "epochs '2.5'"),
 ])
 def test_a_bad_case_is_one_line_naming_what_is_wrong(text, says):
@@ -46,18 +47,20 @@ def test_a_bad_case_is_one_line_naming_what_is_wrong(text, says):
 
 
 def test_the_default_cases_and_repeats():
-    assert [c.name for c in ft.parse_cases([])] == ["adamw:0.001:1:6", "adamw:0.001:2:6", "sgd:0.1:1:6", "sgd:0.1:2:6"]
+    # finetune.cpp's defaults (AdamW lr 1e-5, -c = -b = -ub), then n_ubatch < n_batch, then SGD at ~10x
+    assert [c.name for c in ft.parse_cases([])] == ["adamw:1e-05:1:8", "adamw:1e-05:2:8", "sgd:0.0001:1:8"]
     assert [c.name for c in ft.parse_cases(["sgd:0.1:1:2", "sgd:1e-1:1:2"])] == ["sgd:0.1:1:2"]
     with pytest.raises(ValueError, match="the same case with two epoch counts"):
         ft.parse_cases(["sgd:0.1:1:2", "sgd:0.1:1:3"])
 
 
 def test_the_program_s_command_line():
-    argv = ft.command("/b/finetune-opt-dynamic", "/c/m.gguf", ["/d/LICENSE", "/d/CONTRIBUTING.md"],
-                      ft.parse_case("sgd:0.1:2:3"))
-    assert argv == ["/b/finetune-opt-dynamic", "-m", "/c/m.gguf", "-f", "/d/LICENSE", "-f", "/d/CONTRIBUTING.md",
-                    "--optimizer", "sgd", "--lr", "0.1", "-c", "256", "-b", "256", "-ub", "128", "--epochs", "3",
-                    "--val-split", "0.1", "-t", "2"]
+    argv = ft.command("/b/llama-finetune", "/c/m.gguf", ["/d/docker.md"], ft.parse_case("sgd:0.1:2:3"), 1, "/o.gguf")
+    assert argv == ["/b/llama-finetune", "-m", "/c/m.gguf", "-f", "/d/docker.md", "-c", "256", "-b", "256",
+                    "-ub", "128", "-opt", "sgd", "-lr", "0.1", "-epochs", "3", "-val-split", "0.05", "-t", "1",
+                    "-o", "/o.gguf"]
+    pre = ft.pretrain_command("/b/llama-finetune", "/c/r.gguf", ["/d/CONTRIBUTING.md"], "/c/p.gguf")
+    assert pre[pre.index("-ub") + 1] == "256" and pre[pre.index("-lr") + 1] == "0.001" and pre[-1] == "/c/p.gguf"
 
 
 # ---------------------------------------------------------------- the cache key of a run's inputs
@@ -65,8 +68,9 @@ def test_the_program_s_command_line():
 
 def inputs(**changed) -> Inputs:
     parts = dict(base=BASE, series_sha256=SERIES, rendered_sha256="r" * 64, model={"sha256": "m" * 64},
-                 model_path=Path("/c/m.gguf"), data={"sha256": "d" * 64}, data_paths=(Path("/d/LICENSE"),),
-                 program_sha256="p" * 64, flags={"cmake": ["-DGGML_CPU=ON"], "program": ft.program_options()},
+                 model_path=Path("/c/m.gguf"), pretrain_data={"sha256": "c" * 64},
+                 pretrain_paths=(Path("/d/CONTRIBUTING.md"),), data={"sha256": "d" * 64},
+                 data_paths=(Path("/d/LICENSE"),), program_sha256="p" * 64, flags={"cmake": ["-DGGML_CPU=ON"], "program": ft.program_options()},
                  toolchain={"cxx": "c++ 12.2.0"})
     return Inputs(**{**parts, **changed})
 
@@ -79,6 +83,7 @@ def test_the_key_covers_base_series_model_data_program_flags_cases_and_toolchain
     assert k == inputs(model_path=Path("/elsewhere/m.gguf"), data_paths=(Path("/x/LICENSE"),)).key(cases)
     changed = [inputs(base="0" * 40), inputs(rendered_sha256="s" * 64), inputs(model={"sha256": "n" * 64}),
                inputs(data={"sha256": "e" * 64}), inputs(program_sha256="q" * 64),
+               inputs(pretrain_data={"sha256": "f" * 64}),
                inputs(flags={"cmake": ["-DGGML_CPU=ON", "-DX=1"], "program": ft.program_options()}),
                inputs(toolchain={"cxx": "c++ 13.1.0"})]
     keys = {i.key(cases) for i in changed}
@@ -90,8 +95,8 @@ def test_the_key_covers_base_series_model_data_program_flags_cases_and_toolchain
 
 
 def run(variant, opt, period, epochs, lr=1e-3) -> ft.Run:
-    return ft.Run(variant=variant, optimizer=opt, opt_period=period, n_batch=128 * period, n_ubatch=128, lr=lr,
-                  command=["/c/bin/finetune-opt-dynamic", "-m", "/c/m.gguf"], epochs=epochs, exit_code=0,
+    return ft.Run(variant=variant, optimizer=opt, opt_period=period, n_batch=256, n_ubatch=256 // period, lr=lr,
+                  command=["/c/bin/llama-finetune", "-m", "/c/m.gguf"], epochs=epochs, exit_code=0,
                   seconds=12.5, cpu_seconds=12.2)
 
 
@@ -106,11 +111,15 @@ UNFIXED = ep([9.20, 6.20, 6.52], [7.45, 8.00, 8.35])
 def sample(**changed) -> ft.FinetuneResults:
     parts = dict(
         target="llama.cpp", base=BASE, cache_key="ab" * 32,
-        model={"sha256": "3b" * 32, "seed": 20261130, "n_vocab": 32000, "n_params": 4178240,
+        model={"sha256": "3b" * 32, "random_sha256": "3c" * 32, "seed": 20261130, "n_vocab": 32000, "n_params": 4178240,
+               "pretrained": True,
+               "pretrain": {"files": ["CONTRIBUTING.md"], "optimizer": "adamw", "lr": 1e-3, "epochs": 8,
+                            "eval_loss": [9.5, 7.25]},
                "dims": {"n_layer": 2, "n_embd": 64, "n_head": 4, "n_ff": 128, "n_ctx": 256},
                "vocab_file": "models/ggml-vocab-llama-spm.gguf", "vocab_sha256": "16" * 32},
-        data={"files": ["LICENSE", "CONTRIBUTING.md"], "sha256": "7e" * 32, "tokens": 4040},
-        program={"name": ft.PROGRAM, "sha256": "eb" * 32},
+        data={"files": ["docs/docker.md"], "sha256": "7e" * 32},
+        program={"name": ft.PROGRAM, "source": ft.PROGRAM_SOURCE, "sha256": "eb" * 32},
+        provenance={"with_fix": {"sha256": "01" * 32, "holds_fix": True}, "without_fix": {"sha256": "02" * 32, "holds_fix": False}},
         source={"description": "llama-cpp-python==0.3.36 (vendor/llama.cpp)",
                 "upstream_commit": "0c1e57098bba43ac29e6e3b677cdceebdd22334f"},
         series={"sha256": SERIES, "rendered_sha256": "aa" * 32, "patches": ["0001-a.patch", "0002-b.patch"]},
@@ -165,11 +174,12 @@ def edited(fn) -> str:
     (lambda d: d["runs"][0]["epochs"][1].update(train_loss="low"), "runs.0.epochs.1.train_loss: 'low'"),
     (lambda d: d["runs"][0]["epochs"][1].update(note="x"), "runs.0.epochs.1: "),
     (lambda d: d["runs"][0]["epochs"].reverse(), "runs.0.epochs: epochs [3, 2, 1] are not numbered 1, 2, ..."),
-    (lambda d: d["runs"].append(dict(d["runs"][0])), "runs.4: a second with_fix run of adamw lr 0.001 opt_period 1"),
+    (lambda d: d["runs"].append(dict(d["runs"][0])), "runs.4: a second with_fix run of adamw lr 0.001 opt_period 1 at 2"),
+    (lambda d: d["runs"][0].update(threads=0), "runs.0.threads: 0"),
     (lambda d: d["data"].update(files=["../../etc/passwd"]), "data.files.0: '../../etc/passwd'"),
     (lambda d: d["model"].update(sha256="x"), "model.sha256: 'x'"),
     (lambda d: d["runs"][0].update(command=["x"] * 65), "runs.0.command: "),
-    (lambda d: d.update(schema_version=2), "schema_version 2, expected 1"),
+    (lambda d: d.update(schema_version=1), "schema_version 1, expected 2"),
 ])
 def test_a_tampered_file_is_refused_naming_the_field(edit, says):
     with pytest.raises(ValueError) as e:
@@ -178,7 +188,7 @@ def test_a_tampered_file_is_refused_naming_the_field(edit, says):
     assert "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("text", ["", "[]", "{", '{"schema_version": 1}', "1e999999"])
+@pytest.mark.parametrize("text", ["", "[]", "{", '{"schema_version": 2}', "1e999999"])
 def test_what_is_not_a_finetune_json_is_refused(text):
     with pytest.raises(ValueError):
         ft.FinetuneResults.from_json(text)
@@ -205,7 +215,9 @@ def test_the_bundle_uses_the_evidence_only_for_its_target_base_and_series():
     assert UF.for_target(r, "ggml", BASE, SERIES, said.append) is None and not said  # another target's: silent
     assert UF.for_target(r, "llama.cpp", "0" * 40, SERIES, said.append) is None
     assert UF.for_target(r, "llama.cpp", BASE, "5" * 64, said.append) is None
-    assert len(said) == 2 and "left out: made on base 4f2c5210becd" in said[0] and "re-run `ggml-patch evidence`" in said[1]
+    assert len(said) == 2 and "left out of the bundle: made on base 4f2c5210becd" in said[0]
+    assert "left out of the bundle: STALE: made with series 6a6a6a6a6a6a, the current series is 555555555555" in said[1]
+    assert "re-run `ggml-patch evidence`" in said[1]
     assert UF.for_target(None, "llama.cpp", BASE, SERIES, said.append) is None
 
 
@@ -215,7 +227,7 @@ def test_the_bundle_uses_the_evidence_only_for_its_target_base_and_series():
 def test_the_section_is_added_replaced_and_kept_by_a_matrix_run():
     one = S.marked(ft.summary_section(sample(), "Plot: evidence/finetune-loss.png."))
     assert one.startswith(S.BEGIN) and one.endswith(S.END)
-    assert "| adamw | 0.001 | 1 | 3 | **bug visible** |" in one and "| model | tiny llama, seed 20261130" in one
+    assert "| adamw | 0.001 | 1 | 3 | **bug visible** |" in one and "| model | tiny llama PRE-TRAINED here" in one
     assert S.splice(None, one) == one + "\n"  # no summary yet: the section alone
     matrix = "# ggml-patch matrix: 2/2 cells passed\n\n| cell |\n"
     both = S.splice(matrix, one)
@@ -230,9 +242,10 @@ def test_the_section_is_added_replaced_and_kept_by_a_matrix_run():
 
 
 def test_a_matrix_run_keeps_the_evidence_section_in_summary_md(tmp_path):
+    from orchestrator.report.model import load_results
     from orchestrator.report.summary import write_results
 
-    results = json.loads((Path(__file__).parents[1] / "data" / "results-cpu-sample.json").read_text())
+    results, _ = load_results(Path(__file__).parents[1] / "data" / "results-cpu-sample.json")
     section = S.marked(ft.summary_section(sample(), "no plot"))
     (tmp_path / "summary.md").write_text(S.splice("# an older matrix summary\n", section))
     write_results(results, tmp_path)
@@ -250,17 +263,23 @@ def test_the_pr_data_are_ascii_tables_and_commands_from_validated_numbers():
     lines = PB.finetune_lines(ft.FinetuneResults.from_json(json.dumps(d)), "####")
     text = "\n".join(lines)
     assert text.isascii()
-    assert lines[0] == "#### Fine-tuning through llama_opt_epoch: loss per epoch with and without the fix"
+    assert lines[0] == ("#### Fine-tuning with upstream's llama-finetune: held-out eval loss per epoch with and "
+                        "without the fix")
     assert "| target | llama.cpp: llama.cpp - vendored / twice new line |" in text  # one cell, one line
-    assert "| adamw | 0.001 | 1 | 3 | **bug visible** |" in text
-    assert "| 3 | 6.1200 | 6.8500 | 6.5200 | 8.3500 |" in text
-    assert ("\n./build/bin/finetune-opt-dynamic -m tiny-llama-20261130.gguf -f $LLAMA_CPP/LICENSE "
-            "-f $LLAMA_CPP/CONTRIBUTING.md --optimizer sgd --lr 0.1 -c 256 -b 256 -ub 128 --epochs 3 --val-split 0.1 "
-            "-t 2\n") in text
-    assert ("```sh\ncmake -S native_tests/llama-harness -B build -DLLAMA_SOURCE_DIR=$LLAMA_CPP "
-            "-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF\ncmake --build build --target finetune-opt-dynamic\n"
-            "python -m orchestrator.evidence.tiny_model $LLAMA_CPP/models/ggml-vocab-llama-spm.gguf "
-            "tiny-llama-20261130.gguf --seed 20261130\n") in text
+    assert "| adamw | 0.001 | 1 | 3 | **bug visible** | +1.50000 |" in text
+    assert "| 3 | 6.12000 | 6.85000 | 6.52000 | 8.35000 |" in text
+    assert "tiny llama PRE-TRAINED here, sha256 `" + "3b" * 32 + "`" in text and "eval loss 9.5000 after epoch 1" in text
+    assert "Noise floor 1e-05 (largest same-build difference measured: none measured" in text
+    assert "with fix: holds the fix (binary sha256 `0101" in text and "without fix: lacks the fix" in text
+    assert ("\n./build/bin/llama-finetune -m pretrained.gguf -f $LLAMA_CPP/docs/docker.md -c 256 -b 256 -ub 128 "
+            "-opt sgd -lr 0.1 -epochs 3 -val-split 0.05 -t 2 -o finetuned.gguf\n") in text
+    assert ("```sh\ncmake -S $LLAMA_CPP -B build -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF "
+            "-DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF "
+            "-DLLAMA_OPENSSL=OFF\ncmake --build build --target llama-finetune\n"
+            "python -m orchestrator.finetune.tiny_model $LLAMA_CPP/models/ggml-vocab-llama-spm.gguf "
+            "tiny-llama-20261130.gguf --seed 20261130\n"
+            "./build/bin/llama-finetune -m tiny-llama-20261130.gguf -f $LLAMA_CPP/CONTRIBUTING.md -c 256 -b 256 "
+            "-ub 256 -opt adamw -lr 0.001 -epochs 8 -val-split 0.05 -t 2 -o pretrained.gguf\n") in text
     assert "/c/bin" not in text and "/c/m.gguf" not in text  # no path of the machine that ran it
     assert PB.finetune_lines(None, "##") == []
 
@@ -279,12 +298,12 @@ def test_pr_body_and_issue_carry_the_evidence_when_given():
                            read_file=lambda p: None, finetune=finetune)
 
     plain = docs(None)
-    assert "llama_opt_epoch" not in plain.files["PR_BODY.md"] + plain.files["ISSUE.md"]
+    assert "llama-finetune" not in plain.files["PR_BODY.md"] + plain.files["ISSUE.md"]
     d = docs(sample())
     body, issue = d.files["PR_BODY.md"], d.files["ISSUE.md"]
     info = body.split("## Additional information\n", 1)[1].split("\n## ", 1)[0]
-    assert "#### Fine-tuning through llama_opt_epoch" in info and "**bug visible**" in info
-    assert "## Fine-tuning through llama_opt_epoch: loss per epoch with and without the fix" in issue
+    assert "#### Fine-tuning with upstream's llama-finetune" in info and "**bug visible**" in info
+    assert "## Fine-tuning with upstream's llama-finetune: held-out eval loss per epoch" in issue
     assert body.isascii() and issue.isascii()
 
 

@@ -9,7 +9,7 @@ import gguf
 import numpy as np
 import pytest
 
-from orchestrator.evidence import tiny_model as tm
+from orchestrator.finetune import tiny_model as tm
 
 N_VOCAB = 300
 

@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from orchestrator.report.junit import CONTROL_GATE_NAME, junit_xml
+from orchestrator.report.model import results_of
 from orchestrator.report.summary import write_results
 
 LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
@@ -19,7 +20,7 @@ def sample(repo_root) -> dict:
 
 
 def _cases(results: dict) -> dict[tuple[str, str], ET.Element]:
-    root = ET.fromstring(junit_xml(results))
+    root = ET.fromstring(junit_xml(results_of(results)))
     return {(c.get("classname"), c.get("name")): c for c in root.iter("testcase")}
 
 
@@ -28,7 +29,7 @@ def _record(results: dict, cell: str, variant: str) -> dict:
 
 
 def test_one_testcase_per_cell_variant_test_and_all_pass(sample):
-    root = ET.fromstring(junit_xml(sample))
+    root = ET.fromstring(junit_xml(results_of(sample)))
     cases = _cases(sample)
     assert len(cases) == 2 * 2 * 2
     for target in ("llama.cpp", "ggml"):
@@ -54,7 +55,7 @@ def test_a_survived_control_is_a_failure(sample):
     failure = case.find("failure")
     assert failure is not None and failure.get("type") == "survived"
     assert "not a gate" in failure.get("message")
-    assert ET.fromstring(junit_xml(sample)).get("failures") == "1"
+    assert ET.fromstring(junit_xml(results_of(sample))).get("failures") == "1"
 
 
 def test_a_patched_failure_carries_the_failure_line_and_outcome(sample):
@@ -77,7 +78,7 @@ def test_a_crash_names_its_signal(sample):
 def test_a_skipped_cell_is_skipped_with_its_reason(sample):
     sample["cells"].append({"cell": "ggml/metal", "target": "ggml", "backend": "metal", "status": "skipped",
                             "reason": "Metal needs macOS (this is Linux)", "exit_code": 0, "timings": {}})
-    root = ET.fromstring(junit_xml(sample))
+    root = ET.fromstring(junit_xml(results_of(sample)))
     metal = [c for c in root.iter("testcase") if c.get("classname").startswith("ggml-patch/ggml/metal/")]
     assert len(metal) == 4
     assert all(c.find("skipped").get("message") == "Metal needs macOS (this is Linux)" for c in metal)
@@ -110,7 +111,7 @@ def test_build_only_cells_are_skipped_not_passed(sample):
             r.update(status="built", tests={})
             r.pop("verdict", None)
     sample["cells"][1].update(status="build-only", reason="built with and without the fix; tests not run: no GPU")
-    root = ET.fromstring(junit_xml(sample))
+    root = ET.fromstring(junit_xml(results_of(sample)))
     ggml = [c for c in root.iter("testcase") if "/ggml/cpu/" in c.get("classname")]
     assert len(ggml) == 4 and all("no GPU" in c.find("skipped").get("message") for c in ggml)
 
@@ -118,14 +119,14 @@ def test_build_only_cells_are_skipped_not_passed(sample):
 def test_messages_are_escaped(sample):
     sample["cells"].append({"cell": "ggml/cuda", "target": "ggml", "backend": "cuda", "status": "skipped",
                             "reason": 'no <GPU> & "no driver"', "exit_code": 0, "timings": {}})
-    text = junit_xml(sample)
+    text = junit_xml(results_of(sample))
     assert "&lt;GPU&gt; &amp;" in text
     assert ET.fromstring(text).find(".//skipped").get("message") == 'no <GPU> & "no driver"'
 
 
 def test_every_run_writes_junit_xml(sample, tmp_path):
-    write_results(copy.deepcopy(sample), tmp_path)
-    assert (tmp_path / "junit.xml").read_text() == junit_xml(sample)
+    write_results(results_of(sample), tmp_path)
+    assert (tmp_path / "junit.xml").read_text() == junit_xml(results_of(sample))
     assert ET.parse(tmp_path / "junit.xml").getroot().get("tests") == "8"
 
 
@@ -155,7 +156,7 @@ def test_a_failure_carries_its_attribution_and_the_last_lines_of_its_log(sample,
         {"test": GATE, "device": "CPU", "label": "regression", "reason": "the gate on CPU passes without the fix"},
         {"test": "test-opt", "device": "CPU", "label": "pre-existing", "reason": "not this test"}]
     from orchestrator.report.summary import log_tail
-    root = ET.fromstring(junit_xml(sample, log_tail))
+    root = ET.fromstring(junit_xml(results_of(sample), log_tail))
     case = next(c for c in root.iter("testcase") if (c.get("classname"), c.get("name")) ==
                 ("ggml-patch/llama.cpp/cpu/patched", GATE))
     failure = case.find("failure")
@@ -165,6 +166,6 @@ def test_a_failure_carries_its_attribution_and_the_last_lines_of_its_log(sample,
     tail = text.split("last lines of the log:\n", 1)[1].splitlines()
     assert len(tail) == 30 and tail[-1] == LINE and tail[0] == "line 71"
     # without a reader (or with the log gone) the body still names the log
-    assert f"log: {log}" in ET.fromstring(junit_xml(sample)).find(".//failure").text
+    assert f"log: {log}" in ET.fromstring(junit_xml(results_of(sample))).find(".//failure").text
     log.unlink()
-    assert "last lines" not in ET.fromstring(junit_xml(sample, log_tail)).find(".//failure").text
+    assert "last lines" not in ET.fromstring(junit_xml(results_of(sample), log_tail)).find(".//failure").text

@@ -44,3 +44,40 @@ def test_a_bundle_folder_an_older_version_made_is_recognised(tmp_path):
     (out / outdir.MARKER).unlink()
     with pytest.raises(ConfigError):
         outdir.claim(out, "--out", legacy=outdir.made_bundles)
+
+
+# ---------------------------------------------------------------- issue 23: ownership
+
+
+def test_a_cache_holding_a_users_files_is_refused(tmp_path):
+    from orchestrator.outdir import cache_problem
+
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "tmp").mkdir()
+    assert "notes.txt" in cache_problem(tmp_path)
+    assert cache_problem(tmp_path / "new") is None
+
+
+def test_scratch_is_cleaned_only_in_a_marked_cache(tmp_path):
+    import os
+
+    from orchestrator.cache import Cache
+
+    cache = Cache(tmp_path)
+    (tmp_path / "tmp").mkdir()
+    old = tmp_path / "tmp" / "users-file"
+    old.write_text("x")
+    os.utime(old, (0, 0))
+    assert cache.clean_scratch() == [] and old.exists()
+    cache.downloads  # the first folder the tool makes marks the cache
+    assert cache.marked and cache.clean_scratch() == [old]
+
+
+def test_an_odd_scratch_entry_is_a_warning(tmp_path):
+    from orchestrator.cache import Cache
+
+    cache = Cache(tmp_path)
+    cache.scratch()
+    (tmp_path / "tmp" / "extract-host-pid99999999999999999999-x").mkdir()
+    warned = []
+    assert cache.clean_scratch(warned.append) == []

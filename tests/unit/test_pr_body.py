@@ -4,6 +4,7 @@ ASCII; a cover with placeholders makes a draft; ISSUE.md holds the reproduction 
 import json
 from pathlib import Path
 
+from orchestrator.report.model import DeviceInfo, Results, TrainingComparison, load_results
 from orchestrator.upstream import bundle as B
 from orchestrator.upstream import cover as C
 from orchestrator.upstream import documents as D
@@ -78,9 +79,9 @@ index 3333333..4444444 100644
 """)]
 
 
-def sample() -> dict:
-    r = json.loads((DATA / "results-cpu-sample.json").read_text())
-    r["cells"][0]["training"] = TRAINING
+def sample() -> Results:
+    r, _ = load_results(DATA / "results-cpu-sample.json")
+    r.cells[0].training = TrainingComparison.model_validate(TRAINING)
     return r
 
 
@@ -137,7 +138,7 @@ def test_a_written_cover_gives_the_template_in_order_with_the_disclosure_answere
 
 def test_the_tool_s_data_are_ascii_even_when_results_are_not():
     r = sample()
-    r["cells"][0]["device"] = {"devices": ["llvmpipe \u2014 LLVM \u00d7 15"], "drivers": ["Mesa 25.0.7\u2026"]}
+    r.cells[0].device = DeviceInfo(devices=["llvmpipe \u2014 LLVM \u00d7 15"], drivers=["Mesa 25.0.7\u2026"])
     data = PB.evidence(r, "f" * 64, "llama.cpp", COMMITS, NAMES, TOOLCHAIN, None)
     text = "\n".join(data)
     assert text.isascii() and "llvmpipe - LLVM x 15" in text and "Mesa 25.0.7..." in text

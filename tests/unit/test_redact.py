@@ -8,6 +8,7 @@ import pytest
 
 from orchestrator import sources
 from orchestrator.redact import REDACTED, redact, redact_data
+from orchestrator.report.model import load_results
 from orchestrator.upstream import bundle as B
 
 from ..helpers.security import ROOT
@@ -60,17 +61,17 @@ def test_provenance_is_redacted_where_every_source_kind_returns_it(monkeypatch, 
 
 
 def test_pr_body_and_manifest_carry_no_credentials():
-    results = json.loads((ROOT / "tests" / "data" / "results-cpu-sample.json").read_text())
-    for c in results["cells"]:
-        c.setdefault("source", {})["url"] = f"https://me:{SECRET}@github.com/me/ggml.git"
-    target = results["cells"][0]["target"]
+    results, _ = load_results(ROOT / "tests" / "data" / "results-cpu-sample.json")
+    for c in results.cells:
+        c.source.url = f"https://me:{SECRET}@github.com/me/ggml.git"
+    target = results.cells[0].target
     from orchestrator.upstream import pr_body
 
     commits = [B.Commit("s", "b", ("src/x.c",))]
     body = "\n".join(pr_body.evidence(results, "0" * 64, target, commits, ["0001-s.patch"], {}, None))
     assert SECRET not in body and "https://***@github.com/me/ggml.git" in body
-    man = B.manifest(target=target, layout="ggml", results=B.as_results(results), results_sha256="0" * 64, results_path="/r",
-                     source=results["cells"][0]["source"], patched_commit="1" * 40, patches=[], files={},
+    man = B.manifest(target=target, layout="ggml", results=results, results_sha256="0" * 64, results_path="/r",
+                     source=results.cells[0].source.to_json(), patched_commit="1" * 40, patches=[], files={},
                      verification={}, toolchain={}, warnings=[])
     assert SECRET not in json.dumps(man)
 

@@ -1,6 +1,7 @@
-"""results.json and summary.md from a results dict."""
+"""results.json and summary.md from a results.json's data."""
 import json
 
+from orchestrator.report.model import results_of
 from orchestrator.report.summary import summary_markdown, write_results
 
 LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
@@ -9,9 +10,9 @@ LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
 def _results(control_verdict="killed"):
     return {
         "profile": "default", "exit_code": 0,
-        "series": {"layout": "llama.cpp", "sha256": "ab" * 32, "patches": [{"name": "0001.patch"}, {"name": "0002.patch"}]},
+        "series": {"layout": "llama.cpp", "sha256": "ab" * 32, "patches": [{"name": f"000{i}.patch", "subject": "s", "author": "a <a@b>"} for i in (1, 2)]},
         "cells": [{"cell": "ggml/cpu", "status": "passed", "reason": "ok", "timings": {"fetch": 1.0},
-                   "source": {"description": "ggml-python==0.0.45", "base_commit": "c" * 40}, "patched_commit": "d" * 40},
+                   "source": {"kind": "pypi-sdist", "description": "ggml-python==0.0.45", "base_commit": "c" * 40}, "patched_commit": "d" * 40},
                   {"cell": "ggml/metal", "status": "skipped", "reason": "Metal needs macOS", "timings": {}}],
         "records": [
             {"cell": "ggml/cpu", "variant": "patched", "status": "passed",
@@ -24,7 +25,7 @@ def _results(control_verdict="killed"):
 
 
 def test_summary_table(tmp_path):
-    md = summary_markdown(_results())
+    md = summary_markdown(results_of(_results()))
     assert "1/2 cells passed" in md
     row = next(l for l in md.splitlines() if l.startswith("| ggml/cpu |") and "killed" in l)
     assert "passed (2/2)" in row and "passed (3/3)" in row and LINE in row
@@ -32,6 +33,6 @@ def test_summary_table(tmp_path):
 
 
 def test_write_results(tmp_path):
-    paths = write_results(_results(), tmp_path / "r")
+    paths = write_results(results_of(_results()), tmp_path / "r")
     assert [p.name for p in paths] == ["results.json", "summary.md"]
     assert json.loads(paths[0].read_text())["cells"][0]["cell"] == "ggml/cpu"

@@ -1,14 +1,15 @@
 """The results model (report/model.py): results.json read and written with today's keys and
-meanings, unknown keys kept, a malformed file refused in one line."""
-import copy
+meanings, every record through JSON and its published schema, an unknown key or a malformed file
+refused in one line."""
 import hashlib
 import json
 
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.report.model import (AttributionLabel, CellStatus, Outcome, RecordStatus, Results, RowStatus,
-                                       Verdict, dump_results, load_results)
+from orchestrator.report import model as M
+from orchestrator.report.model import (AttributionLabel, CellStatus, Outcome, RecordStatus, RowStatus, Verdict,
+                                       dump_results, load_results, results_of)
 
 from ..helpers.samples import CPU_SAMPLE as CPU
 from ..helpers.samples import VULKAN_SAMPLE as VULKAN
@@ -34,7 +35,7 @@ def test_a_results_json_of_today_is_written_back_byte_for_byte(tmp_path):
 
 def test_the_older_sample_keeps_every_key_and_value():
     data = json.loads(CPU.read_text())
-    again = Results.from_dict(data).to_dict()
+    again = results_of(data).to_json()
     assert key_paths(again) >= key_paths(data)
 
     def without_added(x):  # what the model adds to an older file: a failing test's stopped_on (null)
@@ -44,18 +45,63 @@ def test_the_older_sample_keeps_every_key_and_value():
     assert without_added(again) == data
 
 
-def test_keys_the_model_does_not_know_are_kept():
+@pytest.mark.parametrize("edit, phrase", [
+    (lambda d: d.update(mutants_summary={"killed": 3}), "unknown key 'mutants_summary'"),
+    (lambda d: d["cells"][0].update(readiness="ready"), "cells[0]: unknown key 'readiness'"),
+    (lambda d: d["records"][1]["tests"]["test-opt"].update(sanitizer="asan"),
+     "records[1].tests.test-opt: unknown key 'sanitizer'"),
+    (lambda d: d["records"][1]["tests"]["test-opt"]["rows"][0].update(note="n"),
+     "records[1].tests.test-opt.rows[0]: unknown key 'note'"),
+    (lambda d: d["cells"][0]["source"].update(base_commit="--upload-pack=x"), "cells[0].source.base_commit: "),
+    (lambda d: d["cells"][0].update(target="../x"), "cells[0].target: "),
+    (lambda d: d["records"][0]["build"].update(duration_s=-1), "records[0].build.duration_s: "),
+    (lambda d: d["records"][0]["build"].update(ok="yes"), "records[0].build.ok: expected boolean, got str"),
+])
+def test_an_unknown_key_a_wrong_type_or_a_value_out_of_range_is_refused_in_one_line(edit, phrase):
+    """results.json is untrusted input: nothing the model does not declare is read."""
     data = json.loads(CPU.read_text())
-    data["mutants_summary"] = {"killed": 3}
-    data["cells"][0]["readiness"] = "ready"
-    data["records"][1]["mutants"] = [{"name": "01-x", "verdict": "killed"}]
-    data["records"][1]["tests"]["test-opt"]["sanitizer"] = "asan"
-    data["records"][1]["tests"]["test-opt"]["rows"][0]["note"] = "n"
-    again = Results.from_dict(copy.deepcopy(data)).to_dict()
-    assert again["mutants_summary"] == {"killed": 3} and again["cells"][0]["readiness"] == "ready"
-    assert again["records"][1]["mutants"] == [{"name": "01-x", "verdict": "killed"}]
-    assert again["records"][1]["tests"]["test-opt"]["sanitizer"] == "asan"
-    assert again["records"][1]["tests"]["test-opt"]["rows"][0]["note"] == "n"
+    edit(data)
+    with pytest.raises(ConfigError) as e:
+        results_of(data, "r.json")
+    msg = str(e.value)
+    assert msg.startswith("r.json: ") and phrase in msg and "\n" not in msg, msg
+
+
+def _records():
+    """One of every record, filled (the samples leave the optional ones out)."""
+    epochs = [M.EpochLoss(epoch=1, train_loss=2.5, eval_loss=float("nan"))]
+    return [
+        M.DeviceRow(device="CPU", case="opt_period=1", opt_period=1, status=RowStatus.FAIL, line="l", step=2,
+                    actual=0.25, expected=0.5),
+        M.TestRecord(outcome=Outcome.CRASHED, signal="SIGABRT", duration_s=1.5, stopped_on="Vulkan0", gate=True),
+        M.Build(ok=True, duration_s=1.0, log="b.log"),
+        M.TrainingRun(program="train-opt-dynamic", outcome=Outcome.PASSED, epochs=epochs),
+        M.TrainingComparison(with_fix=epochs, without_fix=epochs),
+        M.MutantInfo(name="01-x", title="t", why_wrong="w", skipped="--no-mutants"),
+        M.MutantTally(total=2, killed=1, survived=["02-y"]),
+        M.AttributionEntry(test="test-opt", label=AttributionLabel.UNKNOWN),
+        M.Provenance(kind="git", description="d", url="https://h/x", submodules={"a": M.Submodule(url="u", commit="c")},
+                     base_commit="a" * 40),
+        M.DeviceInfo(icd=None, devices=["llvmpipe"], setup=M.VulkanSetup(mesa="25")),
+        M.CachedFrom(key="k", timings_of_the_run={"fetch": 1.0}),
+        M.Parallel(cells_at_once=2, jobs_per_build=1),
+        M.SeriesInfo(layout="ggml", sha256="0" * 64, patches=[M.SeriesPatch(name="n", subject="s", author="a")]),
+    ]
+
+
+@pytest.mark.parametrize("record", _records(), ids=lambda r: type(r).__name__)
+def test_every_record_goes_through_json_and_its_schema(record):
+    jsonschema = pytest.importorskip("jsonschema")
+    text = json.dumps(record.to_json())
+    again = type(record).model_validate_json(text, strict=True)
+    assert json.dumps(again.to_json()) == text
+    jsonschema.validate(json.loads(text), type(record).model_json_schema())
+
+
+def test_the_samples_validate_against_the_published_schema():
+    jsonschema = pytest.importorskip("jsonschema")
+    for path in (CPU, VULKAN):
+        jsonschema.validate(json.loads(path.read_text()), M.results_schema())
 
 
 @pytest.mark.parametrize("data, phrase", [
@@ -93,3 +139,22 @@ def test_unreadable_results_are_one_line(tmp_path, text, phrase):
         load_results(tmp_path / "absent.json")
 
 
+
+
+def test_status_json_and_known_limits_go_through_json_and_their_schemas():
+    """`status --json` and patches/known-limits.yaml are records too: declared once, schema from them."""
+    jsonschema = pytest.importorskip("jsonschema")
+    from orchestrator.drift.status import Conflict, PatchResult, StatusReport, TargetStatus
+    from orchestrator.verdicts.known_limits import KnownLimit, KnownLimits
+
+    report = StatusReport(profile="live", targets=[TargetStatus(
+        target="t", layout="ggml", source=M.Provenance(kind="git", description="u main"), status="conflict",
+        base="c" * 40, patches=[PatchResult(name="0001-a.patch", result="conflict", detail="d")],
+        conflict=Conflict(patch="0001-a.patch", file="f", hunk="@@", lines=((1, 5),)))])
+    limits = KnownLimits(limits=[KnownLimit(id="a-b", file="src/x.c", function="f", what="w",
+                                            status="not changed by this series", confirmed="c")])
+    for doc in (report, limits):
+        text = json.dumps(doc.to_json())
+        assert json.dumps(type(doc).model_validate_json(text, strict=True).to_json()) == text
+        jsonschema.validate(json.loads(text), type(doc).model_json_schema())
+    assert report.to_json()["targets"][0]["conflict"]["lines"] == [[1, 5]]

@@ -7,11 +7,11 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from orchestrator.evidence import attribution
-from orchestrator.evidence.classify import (FAILED, INVALID, KILLED, PASSED, SKIPPED, SURVIVED, cell_status,
+from orchestrator.verdicts import attribution
+from orchestrator.verdicts.classify import (FAILED, INVALID, KILLED, PASSED, SKIPPED, SURVIVED, cell_status,
                                             control_verdict)
 from orchestrator.report.junit import CONTROL_GATE_NAME, junit_xml
-from orchestrator.report.model import Outcome, Results, TestRecord
+from orchestrator.report.model import Outcome, TestRecord, results_of
 from orchestrator.report.summary import summary_markdown
 from orchestrator.upstream import bundle as B
 from orchestrator.upstream import pr_body
@@ -24,16 +24,16 @@ WHY = "test-opt leaks its ctx_compute under LeakSanitizer"
 
 def test_a_skipped_record_keeps_its_reason_and_adds_only_keys():
     t = TestRecord.not_run(WHY)
-    d = t.to_dict()
+    d = t.to_json()
     assert d["outcome"] == "skipped" and d["skipped"] == WHY and "stopped_on" not in d
-    again = TestRecord.from_dict(json.loads(json.dumps(d)))
-    assert again.outcome is Outcome.SKIPPED and again.skipped == WHY and again.extra == {}
+    again = TestRecord.model_validate_json(json.dumps(d), strict=True)
+    assert again.outcome is Outcome.SKIPPED and again.skipped == WHY and again == t
     # a record of any other outcome has no `skipped` key: results.json's keys unchanged
-    assert "skipped" not in TestRecord(Outcome.PASSED, 0).to_dict()
+    assert "skipped" not in TestRecord(outcome=Outcome.PASSED, exit_code=0).to_json()
 
 
 def test_results_json_with_a_skipped_test_validates():
-    r = Results.from_dict(with_sanitize_cell(sample()))
+    r = results_of(with_sanitize_cell(sample()).to_json())
     rec = r.records_of("ggml/cpu-sanitize")["patched"]
     assert rec.tests[UPSTREAM].outcome is Outcome.SKIPPED and rec.tests[UPSTREAM].skipped == SANITIZE_SKIP
 
@@ -98,7 +98,7 @@ def test_summary_lists_the_tests_not_run_with_the_reason():
 
 
 def test_a_skipped_test_is_no_bundle_problem_and_the_body_names_the_reason():
-    r = Results.from_dict(with_sanitize_cell(sample()))
+    r = results_of(with_sanitize_cell(sample()).to_json())
     assert B._cell_problems(r, r.cells[-1]) == []
     assert B.skipped_tests(r, "ggml") == [("ggml/cpu-sanitize", UPSTREAM, SANITIZE_SKIP)]
     table = "\n".join(pr_body.cell_table(r, "ggml"))

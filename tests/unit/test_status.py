@@ -7,10 +7,10 @@ import pytest
 
 from orchestrator.errors import ExitCode
 from orchestrator.patchset.series import parse_series
-from orchestrator.drift.verdicts import (APPLIES, CLEAN, CONFLICT, CONFLICTED, MERGED, NOT_APPLICABLE, NOT_TRIED, PRESENT,
+from orchestrator.drift.status import (APPLIES, CLEAN, CONFLICT, CONFLICTED, MERGED, NOT_APPLICABLE, NOT_TRIED, PRESENT,
                                  THREE_WAY, UNAVAILABLE, UNREACHABLE, UPSTREAM, PatchResult, TargetStatus,
                                  conflict_regions, content_present, exit_code, failed_hunk, hunk_header,
-                                 modified_fix_files, not_applicable_reason, short_name, verdict)
+                                 modified_fix_files, not_applicable_reason, short_name, target_status)
 
 from ..helpers.forks import (OPT, OPT_HEADER, ROOT)
 
@@ -35,7 +35,7 @@ def _series():
     ([CONFLICTED, NOT_TRIED], CONFLICT),
 ])
 def test_verdict_precedence(results, status):
-    got, detail = verdict([PatchResult(f"000{i}", r, "x") for i, r in enumerate(results)])
+    got, detail = target_status([PatchResult(name=f"000{i}", result=r, detail="x") for i, r in enumerate(results)])
     assert got == status
     if status == APPLIES and PRESENT in results:
         assert detail == "already upstream: 0000"
@@ -46,14 +46,15 @@ def test_short_name():
 
 
 def test_verdict_conflict_names_the_patch_and_where():
-    assert verdict([PatchResult("0001-a.patch", CONFLICTED, "ggml/src/ggml-opt.cpp, @@ -1 +1 @@")]) == (
+    assert target_status([PatchResult(name="0001-a.patch", result=CONFLICTED, detail="ggml/src/ggml-opt.cpp, @@ -1 +1 @@")]) == (
         CONFLICT, "0001: ggml/src/ggml-opt.cpp, @@ -1 +1 @@")
-    assert verdict([PatchResult("0001-a.patch", PRESENT, "x"), PatchResult("0002-b.patch", PRESENT, "y")]) == (
+    assert target_status([PatchResult(name="0001-a.patch", result=PRESENT, detail="x"),
+                    PatchResult(name="0002-b.patch", result=PRESENT, detail="y")]) == (
         UPSTREAM, "0001: x; 0002: y")
 
 
 def test_exit_code():
-    row = lambda s: TargetStatus("t", "llama.cpp", {}, s)  # noqa: E731
+    row = lambda s: TargetStatus(target="t", layout="llama.cpp", status=s)  # noqa: E731
     assert exit_code([row(APPLIES), row(THREE_WAY), row(UPSTREAM), row(NOT_APPLICABLE)]) == ExitCode.OK
     assert exit_code([row(APPLIES), row(CONFLICT)]) == ExitCode.SERIES_DOES_NOT_APPLY
     assert exit_code([row(CONFLICT), row(UNREACHABLE)]) == ExitCode.SOURCE_UNAVAILABLE

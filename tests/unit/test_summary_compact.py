@@ -3,7 +3,7 @@ per test, the first FAIL line only), every row still in results.json; the mutant
 known-wrong fix, its verdict and the gate's first FAIL line."""
 import copy
 
-from orchestrator.report.model import Results
+from orchestrator.report.model import results_of
 from orchestrator.report.summary import summary_markdown
 
 from ..helpers.samples import GATE, sample, with_sanitize_cell
@@ -24,7 +24,7 @@ def _row(case, status, line=None):
 
 
 def _with_29_cases(data: dict) -> dict:
-    d = copy.deepcopy(data)
+    d = copy.deepcopy(data)  # results.json's data: the sample's, or one made of it
     for rec in d["records"]:
         gate = rec["tests"][GATE]
         if rec["variant"] == "patched":
@@ -37,7 +37,7 @@ def _with_29_cases(data: dict) -> dict:
 
 def test_one_row_per_device_and_variant_with_counts_and_the_first_fail_line():
     assert len(CASES) == 29
-    md = summary_markdown(_with_29_cases(sample()))
+    md = summary_markdown(results_of(_with_29_cases(sample().to_json())))
     section = md.split("## Per-device results", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| ggml/cpu |")]
     assert rows == [
@@ -49,15 +49,15 @@ def test_one_row_per_device_and_variant_with_counts_and_the_first_fail_line():
 
 
 def test_rows_of_skipped_cases_are_counted_apart_and_a_skipped_test_is_not_run():
-    d = _with_29_cases(with_sanitize_cell(sample()))
+    d = _with_29_cases(with_sanitize_cell(sample()).to_json())
     rec = next(r for r in d["records"] if r["cell"] == "ggml/cpu-sanitize" and r["variant"] == "patched")
     rec["tests"][GATE]["rows"][-2:] = [dict(r, status="SKIPPED") for r in rec["tests"][GATE]["rows"][-2:]]
-    md = summary_markdown(d)
+    md = summary_markdown(results_of(d))
     assert "| ggml/cpu-sanitize | CPU | with fix | not run | 27/27 (2 skipped) | — |" in md
 
 
 def test_the_mutants_table_names_verdict_and_first_fail_line():
-    d = sample()
+    d = sample().to_json()
     d["records"].append({"cell": "ggml/cpu", "variant": "mutant:01-no-reset", "status": "killed", "verdict": "killed",
                          "verdict_reason": f"the gate test failed by its own check: {FIRST}", "failure_line": FIRST,
                          "mutant": {"name": "01-no-reset", "title": "no reset", "why_wrong": "never zeroed"},
@@ -66,7 +66,7 @@ def test_the_mutants_table_names_verdict_and_first_fail_line():
                          "verdict_reason": "the gate test passed with this known-wrong fix: it does not catch it",
                          "failure_line": None, "mutant": {"name": "02-x", "title": "x", "why_wrong": "y"},
                          "tests": {}})
-    md = summary_markdown(Results.from_dict(d))
+    md = summary_markdown(results_of(d))
     assert "- **ggml/cpu**: the gate kills 1/2 known-wrong fixes" in md
     assert f"| ggml/cpu | 01-no-reset | **killed** | `{FIRST}` |" in md
     assert "| ggml/cpu | 02-x | **survived** | the gate test passed with this known-wrong fix: it does not catch it |" in md

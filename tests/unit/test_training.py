@@ -3,7 +3,8 @@ import math
 
 import pytest
 
-from orchestrator.evidence.training import diverges_as_predicted, epochs, figure, plot, table_markdown
+from orchestrator.verdicts.training import diverges_as_predicted, epochs, figure, plot, table_markdown
+from orchestrator.report.model import EpochLoss
 
 FIXED = """train-opt-dynamic: linear regression, 8 inputs
 epoch=1 train_loss=2.63242 eval_loss=1.5473
@@ -18,10 +19,10 @@ epoch=3 train_loss=nan eval_loss=inf
 
 def test_epochs_parsed_exactly():
     rows = epochs(FIXED)
-    assert rows[0] == {"epoch": 1, "train_loss": 2.63242, "eval_loss": 1.5473}
-    assert [r["epoch"] for r in rows] == [1, 2, 3]
+    assert rows[0] == EpochLoss(epoch=1, train_loss=2.63242, eval_loss=1.5473)
+    assert [r.epoch for r in rows] == [1, 2, 3]
     buggy = epochs(BUGGY)
-    assert math.isnan(buggy[2]["train_loss"]) and math.isinf(buggy[2]["eval_loss"])
+    assert math.isnan(buggy[2].train_loss) and math.isinf(buggy[2].eval_loss)
 
 
 def test_the_bugs_signature():

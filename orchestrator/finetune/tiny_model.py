@@ -250,10 +250,10 @@ def make(vocab_file: Path, out: Path, seed: int = DEFAULT_SEED, dims: Dims = Dim
 
 
 def cli(argv: Optional[list[str]] = None) -> int:
-    """`python -m orchestrator.evidence.tiny_model VOCAB.gguf OUT.gguf [--seed N]`: prints the sha256."""
+    """`python -m orchestrator.finetune.tiny_model VOCAB.gguf OUT.gguf [--seed N]`: prints the sha256."""
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m orchestrator.evidence.tiny_model", description=cli.__doc__)
+    p = argparse.ArgumentParser(prog="python -m orchestrator.finetune.tiny_model", description=cli.__doc__)
     p.add_argument("vocab", type=Path)
     p.add_argument("out", type=Path)
     p.add_argument("--seed", type=int, default=DEFAULT_SEED)

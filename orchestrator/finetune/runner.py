@@ -1,18 +1,21 @@
-"""The fine-tuning evidence (`ggml-patch evidence`): llama.cpp's own training path, a tiny llama model
-fine-tuned with llama_opt_epoch, with the fix and with the fix reverted.
+"""The fine-tuning evidence (`ggml-patch evidence`): upstream's own llama-finetune
+(examples/training/finetune.cpp, unmodified) built from the target's tree with the fix and with the
+fix reverted, fine-tuning a pre-trained tiny llama model.
 
     fetch -> inputs + key -> (cached: copy, done) -> apply -> configure -> build with the fix
-          -> (fix reverted: build without it; restored) -> run every case in both variants -> store
+          -> (fix reverted: build without it; restored) -> each binary checked to hold (or lack) the
+          fix -> pre-train once (fixed build, cached) -> every case in both variants, noise runs -> store
 
-The cell pipeline does what a cell does: its `fetch` and `apply` steps put the series on the base in
-the CPU cell's own worktree (run/cell.py), and its control's `fix_reverted` reverts only the fix's
-hunks and puts them back. The evidence builds in a build tree of its own beside the cell's
-(`cells/<target>-cpu/build-evidence`: libllama through native_tests/llama-harness, a different
-CMake project; ccache shared), under the cell's lock, so it never interleaves with a matrix run's
-control. Each variant's program is copied out (linked statically), so the long runs happen after
-the lock is released. The model is made once per vocab file into the cache, checked by sha256;
-the data are the tree's own files, copied into the cache. The result is cached by a content hash
-of everything that decides it (finetune.cache_key): a re-run with nothing changed copies it.
+The cell pipeline does what a cell does: its `fetch`, `apply` and `build_variant` steps put the series
+on the base in the CPU cell's own worktree and build a variant (run/cell.py), and its control's
+`fix_reverted` reverts only the fix's hunks and puts them back. The evidence configures the tree's own
+CMake project (target llama-finetune only: libllama, llama-common and the example) in a build tree
+of its own beside the cell's (`cells/<target>-cpu/build-finetune`; ccache shared), under the cell's
+lock, so it never interleaves with a matrix run's control. Each variant's binary is copied out
+(linked statically), so the long runs happen after the lock is released. The random model is made
+once per vocab file, the pre-trained one once per pre-training key, both checked by sha256; the
+texts are the tree's own files. The result is cached by a content hash of everything that decides it
+(results.cache_key): a re-run with nothing changed copies it.
 """
 
 from __future__ import annotations
@@ -32,38 +35,37 @@ from .. import backends, outdir
 from ..cache import Cache, slug
 from ..config import Backend, Matrix, Target
 from ..errors import BuildFailed, ConfigError
-from ..evidence import finetune as ft
-from ..evidence import tiny_model as tm
-from ..evidence.training import can_plot
 from ..patchset.files import load_series
 from ..patchset.layout import BuildPlan, get_layout
 from ..patchset.render import render
 from ..progress import Reporter
 from ..redact import redact
-from ..report import evidence_section
 from ..report.model import Cell
-from ..vcs.runner import GitError, git_bytes
+from ..run import cmake, toolchain
+from ..run.cell import CellContext, CellProgress, apply, build_variant, fix_reverted, run_steps
+from ..run.testrun import TestRun, run_program
 from ..vcs.snapshots import SnapshotRepo
-from . import cmake, toolchain
-from .cell import CellContext, Steps, apply, fix_reverted, run_steps
-from .testrun import run_program
+from ..verdicts.training import can_plot
+from . import results as ft
+from . import section as evidence_section
+from . import tiny_model as tm
 
-HARNESS = "llama-harness"  # native_tests/llama-harness/CMakeLists.txt
-PROGRAM_FILES = (f"{HARNESS}/CMakeLists.txt", f"{ft.PROGRAM}.cpp")
-BUILD_SUBDIR = "build-evidence"
+BUILD_SUBDIR = "build-finetune"
 RESULTS_SUBDIR = "evidence"
 PLOT = "finetune-loss.png"
 NO_PLOT = "no plot: matplotlib is not installed (pip install 'ggml-patch[plot]'); the tables are all there is"
-# libllama and the program only: no common/, tests, tools, examples or server (add_subdirectory makes
-# llama.cpp non-standalone, these say it anyway); static, so each variant's program can be copied out
+# the tree's own CMake project, static, examples on (llama-common comes with them); only the
+# llama-finetune target is built, so the other examples, tests, tools and server never compile
 DEFINITIONS = (
     ("CMAKE_BUILD_TYPE", "Release"),
     ("BUILD_SHARED_LIBS", "OFF"),
-    ("LLAMA_BUILD_COMMON", "OFF"),
+    ("LLAMA_BUILD_COMMON", "ON"),
+    ("LLAMA_BUILD_EXAMPLES", "ON"),
     ("LLAMA_BUILD_TESTS", "OFF"),
-    ("LLAMA_BUILD_EXAMPLES", "OFF"),
-    ("LLAMA_BUILD_SERVER", "OFF"),
     ("LLAMA_BUILD_TOOLS", "OFF"),
+    ("LLAMA_BUILD_SERVER", "OFF"),
+    ("LLAMA_BUILD_APP", "OFF"),
+    ("LLAMA_OPENSSL", "OFF"),
     ("LLAMA_CURL", "OFF"),
 )
 
@@ -100,13 +102,31 @@ class Inputs:
     base: str
     series_sha256: str  # the canonical series (as results.json records it)
     rendered_sha256: str
-    model: dict
+    model: dict  # the random model's metadata
     model_path: Path
+    pretrain_data: dict
+    pretrain_paths: tuple[Path, ...]
     data: dict
     data_paths: tuple[Path, ...]
-    program_sha256: str
+    program_sha256: str  # finetune.cpp in the tree
     flags: dict
     toolchain: dict
+    markers: tuple[str, ...] = ()  # string literals the fix adds (provenance check)
+
+    def pretrain_key(self) -> str:
+        """The pre-trained model's cache key: the random model, the text, how, and the fixed build."""
+        parts = {
+            "v": ft.FINETUNE_KEY_VERSION,
+            "random": self.model["sha256"],
+            "data": self.pretrain_data["sha256"],
+            "how": ft.pretrain_options(),
+            "base": self.base,
+            "series": self.rendered_sha256,
+            "program": self.program_sha256,
+            "flags": self.flags.get("cmake"),
+            "toolchain": self.toolchain,
+        }
+        return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
     def key(self, cases: tuple[ft.Case, ...]) -> str:
         return ft.cache_key(
@@ -118,6 +138,7 @@ class Inputs:
             flags=self.flags,
             cases=[c.key() for c in cases],
             toolchain=self.toolchain,
+            pretrain=self.pretrain_key(),
         )
 
 
@@ -151,12 +172,12 @@ def require_training_api(read_blob: Callable[[str], Optional[str]], target: Targ
 
 
 def _blob(repo: SnapshotRepo, commit: str, path: str, target: Target) -> bytes:
-    try:
-        return git_bytes("cat-file", "blob", "--end-of-options", f"{commit}:{path}", git_dir=repo.path, strip=False)
-    except GitError:
+    data = repo.read_blob_bytes(commit, path)
+    if data is None:
         raise ConfigError(
             f"--target {target.name}: {path} is not in the tree at {commit[:12]}; the fine-tuning evidence needs it"
-        ) from None
+        )
+    return data
 
 
 def evidence_dir(cache: Cache) -> Path:
@@ -219,15 +240,8 @@ def _gguf_version() -> str:
         return "unknown"
 
 
-def program_sha256(native_tests: Path) -> str:
-    h = hashlib.sha256()
-    for name in PROGRAM_FILES:
-        h.update(name.encode() + b"\0" + (native_tests / name).read_bytes() + b"\0")
-    return h.hexdigest()
-
-
 def gather_inputs(ctx: CellContext, opts: EvidenceOptions, log: Callable[[str], None]) -> Inputs:
-    """Model, data, program, flags and toolchain, read from the snapshot repository (not the
+    """Model, texts, program, flags and toolchain, read from the snapshot repository (not the
     worktree: a cached result needs no worktree and no lock)."""
     assert ctx.snap is not None and ctx.series is not None and ctx.repo is not None
     repo, snap, target = ctx.repo, ctx.snap, ctx.target
@@ -236,6 +250,10 @@ def gather_inputs(ctx: CellContext, opts: EvidenceOptions, log: Callable[[str], 
         ctx.series, get_layout(ctx.series.layout), ctx.layout, lambda p: repo.read_blob(snap.commit, p)
     )
     prefix = ctx.layout.prefix
+    program = _blob(repo, snap.commit, prefix + ft.PROGRAM_SOURCE, target)
+    pretrain, pretrain_paths = data_files(
+        opts.cache, [(f, _blob(repo, snap.commit, prefix + f, target)) for f in ft.PRETRAIN_FILES]
+    )
     data, data_paths = data_files(
         opts.cache, [(f, _blob(repo, snap.commit, prefix + f, target)) for f in ft.DATA_FILES]
     )
@@ -249,48 +267,36 @@ def gather_inputs(ctx: CellContext, opts: EvidenceOptions, log: Callable[[str], 
         "program": ft.program_options(),
         "ccache": bool(shutil.which("ccache")),
     }
+    fix_diff = "\n".join(
+        f.text for p in ctx.rendered.patches for f in p.files if f.path in set(ctx.rendered.fix_paths())
+    )
     return Inputs(
         snap.commit,
         ctx.series.sha256,
         ctx.rendered.sha256,
         model,
         model_path,
+        pretrain,
+        pretrain_paths,
         data,
         data_paths,
-        program_sha256(ctx.native_tests),
+        hashlib.sha256(program).hexdigest(),
         flags,
         toolchain.versions(),
+        tuple(ft.fix_markers(fix_diff)),
     )
 
 
 # ---------------------------------------------------------------- build: both variants, under the cell's lock
 
 
-def harness(native_tests: Path, cell_dir: Path) -> Path:
-    """native_tests/llama-harness and the program copied into the cell (as cell.harness does for
-    the matrix's harness), so the build tree does not depend on where this checkout lives.
-    Unchanged files are not rewritten, so nothing recompiles."""
-    out = cell_dir / "harness-evidence"
-    for name in PROGRAM_FILES:
-        dst, text = out / name, (native_tests / name).read_text(encoding="utf-8")
-        if not dst.is_file() or dst.read_text(encoding="utf-8") != text:
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            dst.write_text(text, encoding="utf-8")
-    return out / HARNESS
-
-
 def build_variants(ctx: CellContext, timings: dict) -> dict[str, Path]:
-    """The program built with the fix, then with only the fix reverted (the control's tree), each
+    """llama-finetune built with the fix, then with only the fix reverted (the control's tree), each
     copied out of the build tree: {variant: binary}. The tree is patched again on the way out."""
     assert ctx.worktree is not None
     llama_dir = str(ctx.worktree.path / ctx.layout.prefix).rstrip("/")
-    ctx.plan = BuildPlan(
-        str(harness(ctx.native_tests, ctx.cell_dir)),
-        DEFINITIONS + (("LLAMA_SOURCE_DIR", llama_dir),),
-        (ft.PROGRAM,),
-        programs=(),
-    )
-    ctx.steps.step("configure", f"{HARNESS}: libllama + {ft.PROGRAM}, {ctx.build_subdir}")
+    ctx.plan = BuildPlan(llama_dir, DEFINITIONS, (ft.PROGRAM,), programs=())
+    ctx.steps.step("configure", f"llama.cpp's own CMake project, target {ft.PROGRAM}, {ctx.build_subdir}")
     t0 = time.monotonic()
     step = cmake.configure(
         ctx.plan, ctx.build_dir, ctx.module.configure_flags(ctx.backend), ctx.logs / "configure.log", ctx.env
@@ -313,9 +319,7 @@ def build_variants(ctx: CellContext, timings: dict) -> dict[str, Path]:
 
 
 def _built(ctx: CellContext, variant: str) -> Path:
-    from .cell import _build_variant
-
-    rec = _build_variant(ctx, variant)
+    rec = build_variant(ctx, variant)
     if not (rec.build and rec.build.ok):
         error = rec.build.error if rec.build else ""
         raise BuildFailed(
@@ -330,6 +334,28 @@ def _built(ctx: CellContext, variant: str) -> Path:
     return dst
 
 
+def check_provenance(binaries: dict[str, Path], markers: tuple[str, ...]) -> dict[str, dict]:
+    """Each binary holds the fix's markers (with_fix) or none of them (without_fix), before any run;
+    a BuildFailed naming the binary otherwise. {variant: {sha256, holds_fix, markers}}."""
+    out = {}
+    for variant, path in binaries.items():
+        data = path.read_bytes()
+        holds = ft.holds_fix(data, markers)
+        want = variant == "with_fix"
+        if markers and holds is not want:
+            raise BuildFailed(
+                f"{path}: the {variant.replace('_', ' ')} binary {'lacks' if want else 'holds'} the fix "
+                f"(looked for the fix's string {markers[0][:60]!r}): the builds are not what they claim; not run"
+            )
+        out[variant] = {
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "holds_fix": holds,
+            "markers": list(markers),
+            "checked": bool(markers),
+        }
+    return out
+
+
 def _children_cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
@@ -338,41 +364,43 @@ def _children_cpu() -> float:
 # ---------------------------------------------------------------- the runs
 
 
-def run_case(ctx: CellContext, binary: Path, inputs: Inputs, case: ft.Case, variant: str) -> ft.Run:
-    """One case in one variant, its epochs reported as they come."""
-    argv = ft.command(str(binary), str(inputs.model_path), [str(p) for p in inputs.data_paths], case)
-    ctx.steps.step(f"run {variant.replace('_', ' ')}", f"{case.label()}, {case.epochs} epochs")
-
+def _run(
+    ctx: CellContext, name: str, argv: list[str], epochs: int, log: str
+) -> tuple[TestRun, ft.ProgramOutput, float]:
     def on_line(line: str) -> None:
-        e = ft.parse_output(line).epochs
-        if e:
-            ctx.steps.done(
-                f"epoch {e[0].epoch}/{case.epochs}: train loss {e[0].train_loss:.4f}, eval loss {e[0].eval_loss:.4f}"
-            )
         ctx.steps.cancel.check()
 
     c0 = _children_cpu()
-    run = run_program(
-        ft.PROGRAM,
-        argv,
-        run_timeout_s(case.epochs),
-        ctx.env,
-        ctx.logs / f"{variant}-{case.optimizer}-lr{case.lr:g}-p{case.opt_period}.log",
-        on_line,
+    run = run_program(ft.PROGRAM, argv, run_timeout_s(epochs), ctx.env, ctx.logs / log, on_line)
+    return run, ft.parse_output(run.output), _children_cpu() - c0
+
+
+def run_case(
+    ctx: CellContext, binary: Path, model: Path, inputs: Inputs, case: ft.Case, variant: str, threads: int, repeat: int
+) -> ft.Run:
+    """One case in one variant at a thread count (repeat: the same again, for the noise floor)."""
+    out_model = ctx.cell_dir / "finetune-out" / "finetuned.gguf"  # llama-finetune always saves one; not kept
+    out_model.parent.mkdir(parents=True, exist_ok=True)
+    argv = ft.command(str(binary), str(model), [str(p) for p in inputs.data_paths], case, threads, str(out_model))
+    what = f"t{threads}" + (f"-r{repeat}" if repeat else "")
+    ctx.steps.step(f"run {variant.replace('_', ' ')}", f"{case.label()}, {case.epochs} epochs, {threads} threads")
+    run, out, cpu = _run(
+        ctx, ft.PROGRAM, argv, case.epochs, f"{variant}-{case.optimizer}-lr{case.lr:g}-p{case.opt_period}-{what}.log"
     )
-    cpu = _children_cpu() - c0
-    out = ft.parse_output(run.output)
-    outcome = ft.run_outcome(run.exit_code, run.timed_out, out.complete)
-    if outcome != "ok":
-        ctx.steps.done(f"{outcome} (exit {run.exit_code}; log {run.log})")
-    if out.config.get("tokens") is not None:
-        inputs.data.setdefault("tokens", out.config["tokens"])
+    out_model.unlink(missing_ok=True)
+    outcome = ft.run_outcome(run.exit_code, run.timed_out, out.complete(case.epochs))
+    last = out.epochs[-1] if out.epochs else None
+    ctx.steps.done(
+        f"{outcome}"
+        + (f": eval loss {last.eval_loss:.5f} after epoch {last.epoch}" if last else "")
+        + ("" if outcome == "ok" else f" (exit {run.exit_code}; log {run.log})")
+    )
     return ft.Run(
         variant=variant,
         optimizer=case.optimizer,
         opt_period=case.opt_period,
         n_batch=case.n_batch,
-        n_ubatch=ft.N_UBATCH,
+        n_ubatch=case.n_ubatch,
         lr=case.lr,
         command=argv,
         epochs=list(out.epochs),
@@ -380,7 +408,60 @@ def run_case(ctx: CellContext, binary: Path, inputs: Inputs, case: ft.Case, vari
         seconds=round(run.duration_s, 2),
         outcome=outcome,
         cpu_seconds=round(cpu, 2),
+        threads=threads,
+        repeat=repeat,
+        warnings=list(out.warnings),
     )
+
+
+def pretrained_model(ctx: CellContext, cache: Cache, inputs: Inputs, binary: Path) -> tuple[dict, Path]:
+    """The random model pre-trained with the fixed build on the pre-training text, once per
+    pre-training key, reused while its sha256 matches the one recorded beside it."""
+    key = inputs.pretrain_key()
+    path = evidence_dir(cache) / "models" / f"pretrained-{key[:16]}.gguf"
+    meta_path = path.with_suffix(".json")
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if meta.get("sha256") == tm.sha256_file(path):
+            return meta, path
+    except (OSError, ValueError, AttributeError):
+        pass
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    argv = ft.pretrain_command(str(binary), str(inputs.model_path), [str(p) for p in inputs.pretrain_paths], str(tmp))
+    ctx.steps.step(
+        "pre-train", f"{ft.PRETRAIN_OPTIMIZER} lr {ft.PRETRAIN_LR:g}, {ft.PRETRAIN_EPOCHS} epochs, with the fix"
+    )
+    run, out, cpu = _run(ctx, "pretrain", argv, ft.PRETRAIN_EPOCHS, "pretrain.log")
+    outcome = ft.run_outcome(run.exit_code, run.timed_out, out.complete(ft.PRETRAIN_EPOCHS))
+    if outcome != "ok" or not tmp.is_file():
+        tmp.unlink(missing_ok=True)
+        raise BuildFailed(f"pre-training the tiny model: {outcome} (exit {run.exit_code}; log {run.log})")
+    os.replace(tmp, path)
+    meta = {
+        "sha256": tm.sha256_file(path),
+        "key": key,
+        "random_sha256": inputs.model["sha256"],
+        "data_sha256": inputs.pretrain_data["sha256"],
+        **ft.pretrain_options(),
+        "train_loss": [e.train_loss for e in out.epochs],
+        "eval_loss": [e.eval_loss for e in out.epochs],
+        "seconds": round(run.duration_s, 2),
+        "cpu_seconds": round(cpu, 2),
+    }
+    _write_atomic(meta_path, (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
+    ctx.steps.done(f"eval loss {meta['eval_loss'][0]:.4f} -> {meta['eval_loss'][-1]:.4f}; {path.name}")
+    return meta, path
+
+
+def plan_runs(cases: tuple[ft.Case, ...]) -> list[tuple[ft.Case, str, int, int]]:
+    """(case, variant, threads, repeat) in order, fixed before any result: every case in both
+    variants, then the first case's fixed build again and at the other thread counts (noise floor)."""
+    runs = [(c, v, ft.THREADS, 0) for c in cases for v in ft.VARIANTS]
+    if cases:
+        runs.append((cases[0], "with_fix", ft.THREADS, 1))
+        runs += [(cases[0], "with_fix", t, 0) for t in ft.NOISE_THREADS if t != ft.THREADS]
+    return runs
 
 
 # ---------------------------------------------------------------- the whole run
@@ -402,8 +483,8 @@ def run_evidence(opts: EvidenceOptions, reporter: Reporter) -> EvidenceRun:
         opts.matrix.native_tests_dir,
         opts.cache.cell_dir(cell_id),
         out_dir / "logs",
-        Steps(reporter),
-        Cell(cell_id, target.name, "cpu", target.layout),
+        CellProgress(reporter),
+        Cell(cell=cell_id, target=target.name, backend="cpu", layout=target.layout),
         series,
         SnapshotRepo(opts.cache.snapshots_git),
         rerun=True,  # apply never stops at the matrix's cached cell result: the tree is needed
@@ -430,24 +511,59 @@ def run_evidence(opts: EvidenceOptions, reporter: Reporter) -> EvidenceRun:
             apply(ctx)
             timings["apply_s"] = round(time.monotonic() - t0, 2)
             binaries = build_variants(ctx, timings)
+        ctx.steps.step("provenance", "each binary holds (or lacks) the fix")
+        provenance = check_provenance(binaries, inputs.markers)
+        ctx.steps.done(
+            "checked: "
+            + ", ".join(
+                f"{v.replace('_', ' ')} {'holds' if p['holds_fix'] else 'lacks'} it" for v, p in provenance.items()
+            )
+            if inputs.markers
+            else "not checked: the fix adds no string literal to look for"
+        )
+        t0 = time.monotonic()
+        pre, pre_path = pretrained_model(ctx, opts.cache, inputs, binaries["with_fix"])
+        timings["pretrain_s"] = round(time.monotonic() - t0, 2)
         runs, t0, c0 = [], time.monotonic(), _children_cpu()
-        for case in opts.cases:
-            for variant in ft.VARIANTS:
-                runs.append(run_case(ctx, binaries[variant], inputs, case, variant))
+        for case, variant, threads, repeat in plan_runs(opts.cases):
+            runs.append(run_case(ctx, binaries[variant], pre_path, inputs, case, variant, threads, repeat))
         timings["runs_s"], timings["runs_cpu_s"] = round(time.monotonic() - t0, 2), round(_children_cpu() - c0, 2)
         timings["total_s"] = round(time.monotonic() - t_all, 2)
         assert ctx.snap is not None and ctx.rendered is not None
         snap = ctx.snap
+        random_model = {k: v for k, v in inputs.model.items() if k not in ("sha256", "gguf")}
         results = ft.FinetuneResults(
             target=target.name,
             base=inputs.base,
-            model={**inputs.model, "path": str(inputs.model_path)},
+            model={
+                **random_model,
+                "sha256": pre["sha256"],
+                "random_sha256": inputs.model["sha256"],
+                "pretrained": True,
+                "pretrain": {
+                    k: pre[k]
+                    for k in (
+                        "files",
+                        "optimizer",
+                        "lr",
+                        "epochs",
+                        "n_ctx",
+                        "data_sha256",
+                        "key",
+                        "train_loss",
+                        "eval_loss",
+                    )
+                    if k in pre
+                },
+            },
             data=inputs.data,
             program={
                 "name": ft.PROGRAM,
+                "source": ft.PROGRAM_SOURCE,
                 "sha256": inputs.program_sha256,
-                "files": [f"native_tests/{f}" for f in PROGRAM_FILES],
+                "unmodified": True,
             },
+            provenance=provenance,
             runs=runs,
             cache_key=key,
             source={

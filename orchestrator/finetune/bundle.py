@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import ConfigError
-from ..evidence import finetune as ft
+from . import results as ft
 
 FILE = Path("evidence") / "finetune.json"
 PLOT = "finetune-loss.png"
@@ -39,12 +39,9 @@ def for_target(
     """The evidence when it was made on this target's base with this series; else None, said in one line."""
     if found is None or found.target != target:
         return None
-    if found.base != base or found.series.get("sha256") != series_sha256:
-        log(
-            f"{target}: {FILE} left out: made on base {found.base[:12]} with series "
-            f"{str(found.series.get('sha256', '?'))[:12]}, these results are of {base[:12]} and {series_sha256[:12]} "
-            "(re-run `ggml-patch evidence`)"
-        )
+    why = ft.staleness(found, base, series_sha256)
+    if why:
+        log(f"{target}: {FILE} left out of the bundle: {why} (re-run `ggml-patch evidence`)")
         return None
     return found
 

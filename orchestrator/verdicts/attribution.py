@@ -89,12 +89,12 @@ def attribute(
             label, why = _label(name, device, test, control, c_fail, control_built)
             entries.append(
                 AttributionEntry(
-                    name,
-                    None if device == ANY_DEVICE else device,
-                    detail,
-                    _without(device, control, c_fail),
-                    label,
-                    why,
+                    test=name,
+                    device=None if device == ANY_DEVICE else device,
+                    with_fix=detail,
+                    without_fix=_without(device, control, c_fail),
+                    label=label,
+                    reason=why,
                 )
             )
     return entries

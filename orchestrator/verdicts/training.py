@@ -12,24 +12,26 @@ import re
 from pathlib import Path
 from typing import Optional
 
+from ..report.model import EpochLoss
+
 _EPOCH = re.compile(r"^epoch=(?P<epoch>\d+) train_loss=(?P<train>\S+) eval_loss=(?P<eval>\S+)\s*$", re.M)
 
 
-def epochs(output: str) -> list[dict]:
-    """train-opt-dynamic's output -> [{"epoch", "train_loss", "eval_loss"}] (nan/inf kept as floats)."""
+def epochs(output: str) -> list[EpochLoss]:
+    """train-opt-dynamic's output, one EpochLoss per line (nan/inf kept as floats)."""
     return [
-        {"epoch": int(m["epoch"]), "train_loss": float(m["train"]), "eval_loss": float(m["eval"])}
+        EpochLoss(epoch=int(m["epoch"]), train_loss=float(m["train"]), eval_loss=float(m["eval"]))
         for m in _EPOCH.finditer(output)
     ]
 
 
-def diverges_as_predicted(patched: list[dict], control: list[dict]) -> Optional[bool]:
+def diverges_as_predicted(patched: list[EpochLoss], control: list[EpochLoss]) -> Optional[bool]:
     """The bug's signature: with the fix the training loss falls; without it, it ends higher than
     it started or than the fixed run (growing effective step: overshoot or divergence)."""
     if len(patched) < 2 or len(control) < 2:
         return None
-    p_first, p_last = patched[0]["train_loss"], patched[-1]["train_loss"]
-    c_first, c_last = control[0]["train_loss"], control[-1]["train_loss"]
+    p_first, p_last = patched[0].train_loss, patched[-1].train_loss
+    c_first, c_last = control[0].train_loss, control[-1].train_loss
     fixed_learns = p_last < p_first
     bug_hurts = not math.isfinite(c_last) or c_last > c_first or c_last > 10 * p_last
     return fixed_learns and bug_hurts
@@ -39,11 +41,11 @@ def _fmt(x: float) -> str:
     return f"{x:g}"  # the program prints %.6g: this gives back exactly what results.json holds
 
 
-def table_markdown(patched: list[dict], control: list[dict]) -> str:
+def table_markdown(patched: list[EpochLoss], control: list[EpochLoss]) -> str:
     """| epoch | train (fix) | eval (fix) | train (no fix) | eval (no fix) | — numbers as in results.json."""
-    by_epoch = {e["epoch"]: [e, None] for e in patched}
+    by_epoch: dict[int, list[Optional[EpochLoss]]] = {e.epoch: [e, None] for e in patched}
     for e in control:
-        by_epoch.setdefault(e["epoch"], [None, None])[1] = e
+        by_epoch.setdefault(e.epoch, [None, None])[1] = e
     lines = [
         "| epoch | train loss, with the fix | eval loss, with the fix | train loss, without | eval loss, without |",
         "|---|---|---|---|---|",
@@ -51,10 +53,10 @@ def table_markdown(patched: list[dict], control: list[dict]) -> str:
     for n in sorted(by_epoch):
         p, c = by_epoch[n]
         cols = [
-            _fmt(p["train_loss"]) if p else "—",
-            _fmt(p["eval_loss"]) if p else "—",
-            _fmt(c["train_loss"]) if c else "—",
-            _fmt(c["eval_loss"]) if c else "—",
+            _fmt(p.train_loss) if p else "—",
+            _fmt(p.eval_loss) if p else "—",
+            _fmt(c.train_loss) if c else "—",
+            _fmt(c.eval_loss) if c else "—",
         ]
         lines.append(f"| {n} | " + " | ".join(cols) + " |")
     return "\n".join(lines) + "\n"
@@ -65,7 +67,7 @@ def can_plot() -> bool:
     return importlib.util.find_spec("matplotlib") is not None
 
 
-def figure(patched: list[dict], control: list[dict], title: str):
+def figure(patched: list[EpochLoss], control: list[EpochLoss], title: str):
     """Both variants' train and eval loss per epoch, log scale, labelled axes."""
     import matplotlib
 
@@ -74,9 +76,9 @@ def figure(patched: list[dict], control: list[dict], title: str):
 
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     for rows, label, colour in ((patched, "with the fix", "tab:blue"), (control, "without the fix", "tab:red")):
-        xs = [r["epoch"] for r in rows]
-        ax.plot(xs, [r["train_loss"] for r in rows], "-o", color=colour, label=f"train, {label}")
-        ax.plot(xs, [r["eval_loss"] for r in rows], "--s", color=colour, alpha=0.7, label=f"eval, {label}")
+        xs = [r.epoch for r in rows]
+        ax.plot(xs, [r.train_loss for r in rows], "-o", color=colour, label=f"train, {label}")
+        ax.plot(xs, [r.eval_loss for r in rows], "--s", color=colour, alpha=0.7, label=f"eval, {label}")
     ax.set_yscale("log")
     ax.set_xlabel("epoch")
     ax.set_ylabel("loss (mean squared error, log scale)")
@@ -87,7 +89,7 @@ def figure(patched: list[dict], control: list[dict], title: str):
     return fig
 
 
-def plot(patched: list[dict], control: list[dict], path: Path, title: str) -> Path:
+def plot(patched: list[EpochLoss], control: list[EpochLoss], path: Path, title: str) -> Path:
     import matplotlib.pyplot as plt
 
     fig = figure(patched, control, title)

@@ -56,7 +56,7 @@ def parse_mutant(name: str, text: str) -> Mutant:
     return Mutant(stem, fields["Mutant"], fields["Why it is wrong"], patch.files)
 
 
-def verdict(apply_error: Optional[str], build_ok: bool, gate: Optional[TestRecord]) -> GateVerdict:
+def mutant_verdict(apply_error: Optional[str], build_ok: bool, gate: Optional[TestRecord]) -> GateVerdict:
     """The gate's verdict on one mutant (the control's own rules, classify.gate_verdict)."""
     if apply_error is not None:
         return GateVerdict(INVALID, f"the mutant did not apply: {apply_error}")

@@ -14,13 +14,15 @@ Each patch is tried in order: as is (`git am`), already there, then `git am -3`.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
 
 import unidiff
+from pydantic import ConfigDict, Field
 
 from ..errors import ExitCode
 from ..patchset.series import FileDiff, Patch, Series
+from ..records import Record
+from ..report.model import Provenance
 
 APPLIES = "applies cleanly"
 THREE_WAY = "applies with 3-way merge"
@@ -41,15 +43,17 @@ _EXISTS = re.compile(r"error: (?P<path>.+): already exists in (?:working directo
 _NO_FILE = re.compile(r"error: (?P<path>.+): does not exist in (?:index|working tree)$", re.M)
 
 
-@dataclass(frozen=True)
-class PatchResult:
+class PatchResult(Record):
+    model_config = ConfigDict(frozen=True)
+
     name: str
     result: str  # CLEAN, MERGED, PRESENT, CONFLICTED or NOT_TRIED
     detail: str = ""
 
 
-@dataclass(frozen=True)
-class Conflict:
+class Conflict(Record):
+    model_config = ConfigDict(frozen=True)
+
     patch: str
     file: str  # the file (target layout) where it stopped
     hunk: str  # the patch's hunk header there, or what failed ("new file", ...)
@@ -59,25 +63,29 @@ class Conflict:
     kept: bool = False  # an earlier run's resolution worktree, left as it was
 
 
-@dataclass
-class TargetStatus:
+class TargetStatus(Record):
+    """One target's row of `ggml-patch status --json`."""
+
+    NULLS = frozenset({"base", "conflict"})
+
     target: str
-    layout: str
-    source: dict  # kind, description, provenance
+    layout: str = ""
+    source: Provenance = Field(default_factory=lambda: Provenance(kind=""))  # kind, description, provenance
     status: str
     detail: str = ""
     base: Optional[str] = None
-    patches: list[PatchResult] = field(default_factory=list)
+    patches: list[PatchResult] = Field(default_factory=list)
     conflict: Optional[Conflict] = None
 
-    def to_json(self) -> dict:
-        d = asdict(self)
-        if self.conflict:
-            d["conflict"]["lines"] = [list(r) for r in self.conflict.lines]
-        return d
+
+class StatusReport(Record):
+    """`ggml-patch status --json`: the profile and every target's row."""
+
+    profile: str = "?"
+    targets: list[TargetStatus] = Field(min_length=1)
 
 
-def verdict(results: list[PatchResult]) -> tuple[str, str]:
+def target_status(results: list[PatchResult]) -> tuple[str, str]:
     """(status, detail) of a target from its patches' results."""
     for r in results:
         if r.result == CONFLICTED:

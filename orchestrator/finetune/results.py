@@ -1,0 +1,1019 @@
+"""Fine-tuning evidence on llama.cpp's own training path: upstream's unmodified `llama-finetune`
+(examples/training/finetune.cpp of the target's tree), built with the fix and with it reverted.
+
+A tiny llama model (tiny_model.py, random weights) is pre-trained once with the fixed build on one
+text of the tree (PRETRAIN_FILES), then each case fine-tunes that checkpoint on another text
+(DATA_FILES) in both variants; llama-finetune's own validation split is the held-out eval set.
+This module holds the cases (`--case`), the command lines, the results' data model (to and from
+JSON, validated as untrusted input), the noise floor, the verdict rule, the cache key, the tables
+and the plot. Everything but the plot's file write is pure; finetune/runner.py does the work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence
+
+FINETUNE_SCHEMA_VERSION = 2
+FINETUNE_KEY_VERSION = 2  # bump when the meaning of a cached finetune result changes
+VARIANTS = ("with_fix", "without_fix")
+PROGRAM = "llama-finetune"  # the target's own examples/training/finetune.cpp, unmodified
+PROGRAM_SOURCE = "examples/training/finetune.cpp"
+
+# The texts, shipped in the llama.cpp tree (paths relative to its root): the model is pre-trained on
+# one and fine-tuned on the other, so fine-tuning starts from a model that has learned something.
+PRETRAIN_FILES = ("CONTRIBUTING.md",)
+DATA_FILES = ("docs/docker.md",)
+
+# finetune.cpp's defaults, as its README runs it: -c = -b = -ub (opt_period 1, cparams.training on),
+# AdamW, lr 1e-5, wd 0, val-split 0.05. n_ctx 256 is the smallest context llama_context takes;
+# opt_period = n_batch / n_ubatch, so a case's opt_period sets -ub = N_CTX / opt_period.
+N_CTX = 256
+VAL_SPLIT = 0.05
+THREADS = 2
+DEFAULT_LR = 1e-5
+OPTIMIZERS = ("sgd", "adamw")
+PERIODS = (1, 2, 4)
+MAX_EPOCHS = 100
+
+# Pre-training (once per model, data and build, cached by a content hash): the fixed build, AdamW at
+# ggml-opt's own default step 1e-3, -c = -b = -ub.
+PRETRAIN_OPTIMIZER = "adamw"
+PRETRAIN_LR = 1e-3
+PRETRAIN_EPOCHS = 8
+
+# The noise floor: the same fixed build and case run again (run to run) and at other thread counts
+# (summation order); the first case is measured so, before any verdict is drawn.
+NOISE_THREADS = (1, 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# the cases and the program's command line
+
+
+@dataclass(frozen=True)
+class Case:
+    """One configuration run in both variants: optimizer, learning rate, opt_period, epochs."""
+
+    optimizer: str
+    lr: float
+    opt_period: int
+    epochs: int
+
+    @property
+    def n_batch(self) -> int:
+        return N_CTX
+
+    @property
+    def n_ubatch(self) -> int:
+        return N_CTX // self.opt_period
+
+    @property
+    def name(self) -> str:
+        return f"{self.optimizer}:{self.lr:g}:{self.opt_period}:{self.epochs}"
+
+    def label(self) -> str:
+        return f"{self.optimizer} lr {self.lr:g} opt_period {self.opt_period}"
+
+    def key(self) -> dict[str, Any]:
+        """What the cache key holds of the case: everything the program is given for it."""
+        return {
+            "optimizer": self.optimizer,
+            "lr": self.lr,
+            "n_batch": self.n_batch,
+            "n_ubatch": self.n_ubatch,
+            "epochs": self.epochs,
+        }
+
+
+# Fixed before any result (issue 25): finetune.cpp's defaults (AdamW lr 1e-5, opt_period 1), the
+# same with n_ubatch < n_batch (opt_period 2), and SGD at the ~10x lr its help text recommends.
+DEFAULT_CASES = ("adamw:1e-5:1:8", "adamw:1e-5:2:8", "sgd:1e-4:1:8")
+CASE_FORMAT = "OPTIMIZER:LR:OPT_PERIOD[:EPOCHS]"
+
+
+def parse_case(text: str, default_epochs: int = 8) -> Case:
+    """'adamw:1e-5:2:8' -> Case; a ValueError naming what is wrong otherwise."""
+    parts = text.split(":")
+    if len(parts) not in (3, 4):
+        raise ValueError(f"--case {text!r}: expected {CASE_FORMAT}, e.g. adamw:1e-5:2:8")
+    opt, lr_text, period_text = parts[:3]
+    if opt not in OPTIMIZERS:
+        raise ValueError(f"--case {text!r}: optimizer {opt!r}: expected one of {', '.join(OPTIMIZERS)}")
+    try:
+        lr = float(lr_text)
+    except ValueError:
+        lr = math.nan
+    if not (math.isfinite(lr) and 0 < lr <= 10):
+        raise ValueError(f"--case {text!r}: learning rate {lr_text!r}: expected a number in (0, 10]")
+    period = _int(period_text)
+    if period not in PERIODS:
+        raise ValueError(
+            f"--case {text!r}: opt_period {period_text!r}: expected one of "
+            f"{', '.join(map(str, PERIODS))} (-ub = {N_CTX} / opt_period, -c = -b = {N_CTX})"
+        )
+    epochs = _int(parts[3]) if len(parts) == 4 else default_epochs
+    if epochs is None or not 1 <= epochs <= MAX_EPOCHS:
+        raise ValueError(f"--case {text!r}: epochs {parts[3]!r}: expected a whole number from 1 to {MAX_EPOCHS}")
+    return Case(opt, lr, period, epochs)
+
+
+def parse_cases(texts: Sequence[str]) -> list[Case]:
+    """The cases in order, each once (a repeated case is run once)."""
+    cases = [parse_case(t) for t in (texts or DEFAULT_CASES)]
+    seen: dict[tuple, Case] = {}
+    for c in cases:
+        other = seen.setdefault((c.optimizer, c.lr, c.opt_period), c)
+        if other.epochs != c.epochs:
+            raise ValueError(f"--case {c.name} and --case {other.name}: the same case with two epoch counts")
+    return list(dict.fromkeys(cases))
+
+
+def _int(text: str) -> Optional[int]:
+    return int(text) if text.isdigit() else None
+
+
+def program_options() -> dict[str, Any]:
+    """The program's options that are the same for every case (part of the cache key)."""
+    return {
+        "n_ctx": N_CTX,
+        "val_split": VAL_SPLIT,
+        "threads": THREADS,
+        "noise_threads": list(NOISE_THREADS),
+        "pretrain": pretrain_options(),
+    }
+
+
+def pretrain_options() -> dict[str, Any]:
+    return {
+        "optimizer": PRETRAIN_OPTIMIZER,
+        "lr": PRETRAIN_LR,
+        "epochs": PRETRAIN_EPOCHS,
+        "n_ctx": N_CTX,
+        "files": list(PRETRAIN_FILES),
+    }
+
+
+def model_name(seed: Any) -> str:
+    return f"tiny-llama-{seed}.gguf"
+
+
+PRETRAINED = "pretrained.gguf"
+TREE = "$LLAMA_CPP"  # the llama.cpp tree, in the commands a reader runs
+
+
+def build_commands() -> list[str]:
+    """llama-finetune built from a llama.cpp tree as the evidence builds it (only that target)."""
+    return [
+        f"cmake -S {TREE} -B build -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_EXAMPLES=ON "
+        "-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_OPENSSL=OFF",
+        f"cmake --build build --target {PROGRAM}",
+    ]
+
+
+def argv(
+    binary: str,
+    model: str,
+    data: Sequence[str],
+    optimizer: str,
+    lr: float,
+    opt_period: int,
+    epochs: int,
+    threads: int,
+    out: str,
+) -> list[str]:
+    """llama-finetune's command line: -c = -b = 256, -ub = 256 / opt_period; -f takes one file."""
+    assert len(data) == 1, "llama-finetune reads one -f file"
+    return [
+        binary,
+        "-m",
+        model,
+        "-f",
+        data[0],
+        "-c",
+        str(N_CTX),
+        "-b",
+        str(N_CTX),
+        "-ub",
+        str(N_CTX // opt_period),
+        "-opt",
+        optimizer,
+        "-lr",
+        f"{lr:g}",
+        "-epochs",
+        str(epochs),
+        "-val-split",
+        f"{VAL_SPLIT:g}",
+        "-t",
+        str(threads),
+        "-o",
+        out,
+    ]
+
+
+def command(
+    binary: str, model: str, data: Sequence[str], case: Case, threads: int = THREADS, out: str = ""
+) -> list[str]:
+    """The program's command line for a case."""
+    return argv(binary, model, data, case.optimizer, case.lr, case.opt_period, case.epochs, threads, out or "/dev/null")
+
+
+def pretrain_command(binary: str, model: str, data: Sequence[str], out: str) -> list[str]:
+    return argv(binary, model, data, PRETRAIN_OPTIMIZER, PRETRAIN_LR, 1, PRETRAIN_EPOCHS, THREADS, out)
+
+
+def display_command(run: "Run", data: Sequence[str]) -> str:
+    """A run's command as someone reproduces it (paths relative; the same for both variants: the
+    llama.cpp tree decides which)."""
+    return " ".join(
+        argv(
+            "./build/bin/" + PROGRAM,
+            PRETRAINED,
+            [f"{TREE}/{f}" for f in data],
+            run.optimizer,
+            run.lr,
+            run.opt_period,
+            len(run.epochs),
+            run.threads,
+            "finetuned.gguf",
+        )
+    )
+
+
+def display_pretrain_command(seed: Any, data: Sequence[str]) -> str:
+    return " ".join(
+        pretrain_command("./build/bin/" + PROGRAM, model_name(seed), [f"{TREE}/{f}" for f in data], PRETRAINED)
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# llama-finetune's output: ggml_opt_epoch_callback_progress_bar on stderr, redrawn with \r; the
+# line that reaches data=N/N is an epoch's final (train, then val), its loss the mean over the epoch.
+
+_BAR = re.compile(
+    r"^(?P<kind>train|val):\s*\[[^\]]*\]\s*data=(?P<i>\d+)/(?P<n>\d+)\s+loss=(?P<loss>[^±\s]+)±\S+"
+    r"\s+acc=(?P<acc>[^±\s]+)±"
+)
+WARNING = re.compile(r"(?i)\bwarn|will not receive gradients")
+
+
+@dataclass(frozen=True)
+class Epoch:
+    epoch: int
+    train_loss: float
+    eval_loss: float
+    train_acc: Optional[float] = None
+    eval_acc: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class ProgramOutput:
+    epochs: tuple[Epoch, ...]
+    warnings: tuple[str, ...]  # libllama's and finetune.cpp's warnings, shown in the record
+
+    def complete(self, epochs: int) -> bool:
+        return len(self.epochs) == epochs
+
+
+def _num(text: str) -> float:
+    try:
+        return float(text)  # nan, -nan, inf as printf writes them
+    except ValueError:
+        return math.nan
+
+
+def parse_output(text: str) -> ProgramOutput:
+    """llama-finetune's output -> one Epoch per (train, val) pair of final progress lines; the
+    warnings it printed (at most 20). Anything else is ignored."""
+    epochs: list[Epoch] = []
+    train: Optional[tuple[float, float]] = None
+    warnings: list[str] = []
+    for seg in re.split(r"[\r\n]+", text):
+        seg = seg.strip()
+        m = _BAR.match(seg)
+        if m is None:
+            if seg and WARNING.search(seg) and len(warnings) < 20 and seg[:300] not in warnings:
+                warnings.append(seg[:300])
+            continue
+        if m["i"] != m["n"]:
+            continue
+        loss, acc = _num(m["loss"]), _num(m["acc"]) / 100
+        if m["kind"] == "train":
+            train = (loss, acc)
+        elif train is not None:
+            epochs.append(Epoch(len(epochs) + 1, train[0], loss, train[1], acc))
+            train = None
+    return ProgramOutput(tuple(epochs), tuple(warnings))
+
+
+# ---------------------------------------------------------------------------------------------
+# the results' data model
+
+
+@dataclass
+class Run:
+    """One run of llama-finetune: a variant (with or without the fix) of one case, at a thread count;
+    repeat 1 is the same run again (the noise floor's run-to-run measure)."""
+
+    variant: str
+    optimizer: str
+    opt_period: int
+    n_batch: int
+    n_ubatch: int
+    lr: float
+    command: list[str]
+    epochs: list[Epoch] = field(default_factory=list)
+    exit_code: Optional[int] = None
+    seconds: Optional[float] = None
+    outcome: str = "ok"  # ok | failed | timed out | crashed: as the runner classified it
+    cpu_seconds: Optional[float] = None  # user + system CPU of the program (wall time depends on the load)
+    threads: int = THREADS
+    repeat: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def case(self) -> tuple[str, int, float]:
+        return (self.optimizer, self.opt_period, self.lr)
+
+    @property
+    def primary(self) -> bool:
+        """A run the verdict compares (the others measure the noise floor)."""
+        return self.threads == THREADS and self.repeat == 0
+
+
+@dataclass
+class FinetuneResults:
+    target: str
+    base: str  # the upstream commit (or source digest) the llama.cpp tree is at
+    model: dict[str, Any]  # the pre-trained checkpoint: sha256, pretrain (how), random (the model it started from)
+    data: dict[str, Any]  # the fine-tuning text: files, sha256
+    program: dict[str, Any]  # name, source path, sha256 of that source in the tree
+    runs: list[Run] = field(default_factory=list)
+    cache_key: str = ""
+    schema_version: int = FINETUNE_SCHEMA_VERSION
+    source: dict[str, Any] = field(default_factory=dict)  # the target's source: description, upstream commit
+    series: dict[str, Any] = field(
+        default_factory=dict
+    )  # sha256 (canonical, as results.json), rendered_sha256, patches
+    provenance: dict[str, Any] = field(default_factory=dict)  # per variant: binary sha256, fix markers found
+    toolchain: dict[str, Any] = field(default_factory=dict)  # compiler, CMake, ... (run/toolchain.py)
+    timings: dict[str, Any] = field(default_factory=dict)  # seconds of the run that made these results
+
+    def to_json(self) -> str:
+        """The results with the noise floor, thresholds and verdicts computed from them (a reader
+        recomputes them, never trusts them)."""
+        plain = _to_plain(self)
+        plain["noise"] = noise_floor(self).as_dict()
+        plain["thresholds"] = thresholds()
+        plain["verdicts"] = [v.as_dict() for v in verdicts(self)]
+        return json.dumps(plain, indent=2, sort_keys=True, allow_nan=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> "FinetuneResults":
+        """finetune.json, validated as untrusted input (it may come from anyone's disk): a ValueError
+        naming the first field that is not what `ggml-patch evidence` writes."""
+        try:
+            d = json.loads(text)
+        except (ValueError, RecursionError) as e:
+            raise ValueError(f"not valid JSON ({str(e).splitlines()[0][:80]})") from None
+        if not isinstance(d, dict):
+            raise ValueError("expected a JSON object")
+        if d.get("schema_version") != FINETUNE_SCHEMA_VERSION:
+            raise ValueError(
+                f"finetune results: schema_version {d.get('schema_version')!r}, expected {FINETUNE_SCHEMA_VERSION}"
+            )
+        validate(d)
+        known = {f for f in cls.__dataclass_fields__ if f != "runs"}
+        runs = [
+            Run(
+                **{
+                    **{k: v for k, v in r.items() if k in Run.__dataclass_fields__},
+                    "epochs": [Epoch(**e) for e in r["epochs"]],
+                }
+            )
+            for r in d["runs"]
+        ]
+        return cls(**{k: v for k, v in d.items() if k in known}, runs=runs)
+
+    def cases(self) -> list[tuple[str, int, float]]:
+        """(optimizer, opt_period, lr) in first-seen order."""
+        seen: dict[tuple[str, int, float], None] = {}
+        for r in self.runs:
+            seen.setdefault(r.case, None)
+        return list(seen)
+
+    def run(self, variant: str, optimizer: str, opt_period: int, lr: Optional[float] = None) -> Optional[Run]:
+        """The primary run of a variant and case (lr None: the first with any lr)."""
+        for r in self.runs:
+            if r.primary and r.variant == variant and r.case[:2] == (optimizer, opt_period) and lr in (None, r.lr):
+                return r
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# finetune.json as untrusted input (the bundle reads it from a results folder)
+
+_HEX = {"type": "string", "pattern": r"^[0-9a-f]{7,64}\Z"}
+_SHA256 = {"type": "string", "pattern": r"^[0-9a-f]{64}\Z"}
+_TEXT = {"type": "string", "maxLength": 4096}
+_PATH = {
+    "type": "string",
+    "pattern": r"^[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*\Z",
+    "maxLength": 200,
+}
+_NUMBER = {"type": "number"}  # nan and inf included: a diverged run's loss
+_MAYBE_NUMBER = {"type": ["number", "null"]}
+_INFO = {
+    "type": "object",
+    "maxProperties": 64,
+    "additionalProperties": {"type": ["string", "number", "boolean", "null", "object", "array"]},
+}
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["schema_version", "target", "base", "model", "data", "program", "runs"],
+    "properties": {
+        "schema_version": {"const": FINETUNE_SCHEMA_VERSION},
+        "target": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._ /-]{0,199}\Z"},
+        "base": _HEX,
+        "cache_key": {"anyOf": [_SHA256, {"const": ""}]},
+        "model": {
+            **_INFO,
+            "properties": {
+                "sha256": _SHA256,
+                "random_sha256": _SHA256,
+                "pretrain": _INFO,
+                "vocab_sha256": _SHA256,
+                "seed": {"type": "integer", "minimum": 0, "maximum": 2**32 - 1},
+                "n_vocab": {"type": "integer", "minimum": 1},
+                "n_params": {"type": "integer", "minimum": 1},
+                "vocab_file": _PATH,
+            },
+        },
+        "data": {
+            **_INFO,
+            "properties": {
+                "sha256": _SHA256,
+                "files": {"type": "array", "maxItems": 16, "items": _PATH},
+                "tokens": {"type": ["integer", "null"], "minimum": 0},
+            },
+        },
+        "program": {**_INFO, "properties": {"name": _TEXT, "sha256": _SHA256}},
+        "source": _INFO,
+        "series": {
+            **_INFO,
+            "properties": {
+                "sha256": _SHA256,
+                "rendered_sha256": _SHA256,
+                "patches": {"type": "array", "maxItems": 64, "items": _TEXT},
+            },
+        },
+        "toolchain": {"type": "object", "maxProperties": 32, "additionalProperties": _TEXT},
+        "timings": _INFO,
+        "provenance": _INFO,
+        "verdicts": {"type": "array"},  # recomputed on reading, never used as read
+        "noise": {"type": "object"},  # recomputed on reading, never used as read
+        "thresholds": {"type": "object"},  # the code's own, never used as read
+        "runs": {
+            "type": "array",
+            "maxItems": 64,
+            "items": {
+                "type": "object",
+                "required": ["variant", "optimizer", "opt_period", "n_batch", "n_ubatch", "lr", "command", "epochs"],
+                "properties": {
+                    "variant": {"enum": list(VARIANTS)},
+                    "optimizer": {"enum": list(OPTIMIZERS)},
+                    "opt_period": {"type": "integer", "minimum": 1, "maximum": 64},
+                    "n_batch": {"type": "integer", "minimum": 1},
+                    "n_ubatch": {"type": "integer", "minimum": 1},
+                    "lr": {"type": "number", "exclusiveMinimum": 0, "maximum": 10},
+                    "command": {"type": "array", "maxItems": 64, "items": _TEXT},
+                    "exit_code": {"type": ["integer", "null"]},
+                    "seconds": _MAYBE_NUMBER,
+                    "cpu_seconds": _MAYBE_NUMBER,
+                    "outcome": {"enum": ["ok", "failed", "timed out", "crashed"]},
+                    "threads": {"type": "integer", "minimum": 1, "maximum": 256},
+                    "repeat": {"type": "integer", "minimum": 0, "maximum": 16},
+                    "warnings": {"type": "array", "maxItems": 20, "items": _TEXT},
+                    "epochs": {
+                        "type": "array",
+                        "maxItems": MAX_EPOCHS,
+                        "items": {
+                            "type": "object",
+                            "required": ["epoch", "train_loss", "eval_loss"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "epoch": {"type": "integer", "minimum": 1, "maximum": MAX_EPOCHS},
+                                "train_loss": _NUMBER,
+                                "eval_loss": _NUMBER,
+                                "train_acc": _MAYBE_NUMBER,
+                                "eval_acc": _MAYBE_NUMBER,
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+
+
+def validate(d: Any) -> None:
+    """A ValueError naming the first field of `d` that is not what `ggml-patch evidence` writes
+    (the schema, then: one run per variant and case, epochs numbered 1, 2, ... in order)."""
+    import jsonschema
+
+    err = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(SCHEMA).iter_errors(d))
+    if err is not None:
+        where = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+        value = repr(err.instance)
+        value = value if len(value) <= 60 else value[:57] + "..."
+        if err.validator == "required":
+            raise ValueError(f"{where}: {err.message}")
+        raise ValueError(f"{where}: {value} is not valid here ({err.validator} {_short(err.validator_value)})")
+    seen = set()
+    for i, r in enumerate(d["runs"]):
+        key = (r["variant"], r["optimizer"], r["opt_period"], r["lr"], r.get("threads", THREADS), r.get("repeat", 0))
+        if key in seen:
+            raise ValueError(
+                f"runs.{i}: a second {r['variant']} run of {r['optimizer']} lr {r['lr']:g} opt_period {r['opt_period']} "
+                f"at {key[4]} threads (repeat {key[5]})"
+            )
+        seen.add(key)
+        numbers = [e["epoch"] for e in r["epochs"]]
+        if numbers != list(range(1, len(numbers) + 1)):
+            raise ValueError(f"runs.{i}.epochs: epochs {numbers[:8]} are not numbered 1, 2, ... in order")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _to_plain(obj: Any) -> Any:
+    if hasattr(obj, "__dataclass_fields__"):
+        return {k: _to_plain(v) for k, v in asdict(obj).items()}
+    return obj
+
+
+# ---------------------------------------------------------------------------------------------
+# the noise floor and the verdict rule
+#
+# Losses are llama-finetune's mean cross-entropy per epoch, printed with 5 decimals (PRINT_RESOLUTION).
+# The noise floor is the largest difference in any epoch's train or eval loss between runs of the
+# same build and case that differ only in run (repeat) or thread count, never below the print
+# resolution. A difference between the variants is:
+# - "bug visible": the unfixed run's last eval loss is higher than the fixed one's by more than the
+#   floor AND by at least MIN_EFFECT of the fixed one (or it is not finite while the fixed one is);
+# - "differs, no harm shown": some epoch differs by more than the floor, but not that;
+# - "no difference": every epoch within the floor;
+# - "undecided": the runs have no epoch in common.
+
+PRINT_RESOLUTION = 1e-5
+MIN_EFFECT = 0.01  # relative to the fixed run's last eval loss: 1 %
+
+
+def thresholds() -> dict[str, Any]:
+    return {
+        "print_resolution": PRINT_RESOLUTION,
+        "min_effect_rel": MIN_EFFECT,
+        "rule": "bug visible: unfixed last eval loss - fixed > noise floor and >= min_effect_rel x fixed",
+    }
+
+
+@dataclass(frozen=True)
+class Noise:
+    floor: float  # absolute, in loss units
+    measured: Optional[float]  # the largest same-build difference seen (None: no pair measured)
+    pairs: tuple[str, ...]  # which runs were compared, e.g. "with_fix adamw lr 1e-05 opt_period 1: t2 vs t1"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _max_abs_diff(a: Sequence[Epoch], b: Sequence[Epoch]) -> float:
+    out = 0.0
+    for x, y in zip(a, b, strict=False):
+        for u, v in ((x.train_loss, y.train_loss), (x.eval_loss, y.eval_loss)):
+            d = abs(u - v) if math.isfinite(u) and math.isfinite(v) else (0.0 if u == v else math.inf)
+            out = max(out, d)
+    return out
+
+
+def noise_floor(results: FinetuneResults) -> Noise:
+    """The floor from every pair (primary run, other run of the same variant and case) in the results."""
+    measured: Optional[float] = None
+    pairs = []
+    for r in results.runs:
+        if r.primary or r.outcome != "ok":
+            continue
+        p = next((q for q in results.runs if q.primary and q.variant == r.variant and q.case == r.case), None)
+        if p is None or p.outcome != "ok":
+            continue
+        d = _max_abs_diff(p.epochs, r.epochs)
+        measured = d if measured is None else max(measured, d)
+        what = f"t{r.threads}" + (f" repeat {r.repeat}" if r.repeat else "")
+        pairs.append(
+            f"{r.variant} {r.optimizer} lr {r.lr:g} opt_period {r.opt_period}: t{p.threads} vs {what}: {d:.5g}"
+        )
+    floor = max(PRINT_RESOLUTION, measured or 0.0)
+    return Noise(floor, measured, tuple(pairs))
+
+
+@dataclass(frozen=True)
+class FinetuneVerdict:
+    optimizer: str
+    opt_period: int
+    lr: float
+    epochs: int
+    max_abs_diff: float  # largest |unfixed - fixed| of any epoch's train or eval loss
+    end_diff: float  # unfixed - fixed last eval loss (positive: the unfixed run ends worse)
+    end_diff_rel: float  # end_diff / fixed last eval loss
+    floor: float
+    better_epochs: int  # epochs where the unfixed eval loss is lower than the fixed one by more than the floor
+    worse_epochs: int  # ... higher
+    diverged: bool  # without the fix, a loss became nan or inf (with the fix it did not)
+    label: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def finetune_verdict(
+    optimizer: str,
+    opt_period: int,
+    lr: float,
+    fixed: Sequence[Epoch],
+    unfixed: Sequence[Epoch],
+    floor: float,
+    min_effect: float = MIN_EFFECT,
+) -> FinetuneVerdict:
+    """The rule above, on the epochs both runs reported (pure)."""
+    n = min(len(fixed), len(unfixed))
+    f, u = list(fixed[:n]), list(unfixed[:n])
+    max_diff = _max_abs_diff(f, u)
+    diverged = any(not math.isfinite(e.train_loss) or not math.isfinite(e.eval_loss) for e in u) and all(
+        math.isfinite(e.train_loss) and math.isfinite(e.eval_loss) for e in f
+    )
+    if n:
+        fe, ue = f[-1].eval_loss, u[-1].eval_loss
+        if math.isfinite(fe) and math.isfinite(ue):
+            end = ue - fe
+        else:
+            end = math.inf if math.isfinite(fe) else (0.0 if fe == ue else -math.inf)
+        end_rel = end / abs(fe) if math.isfinite(fe) and fe != 0 else (math.inf if end > 0 else 0.0)
+    else:
+        end, end_rel = 0.0, 0.0
+    better = sum(1 for a, b in zip(f, u, strict=True) if b.eval_loss < a.eval_loss - floor)
+    worse = sum(1 for a, b in zip(f, u, strict=True) if not b.eval_loss <= a.eval_loss + floor)
+    if n == 0:
+        label = "undecided"
+    elif end > floor and end_rel >= min_effect:
+        label = "bug visible"
+    elif max_diff > floor:
+        label = "differs, no harm shown"
+    else:
+        label = "no difference"
+    return FinetuneVerdict(optimizer, opt_period, lr, n, max_diff, end, end_rel, floor, better, worse, diverged, label)
+
+
+def run_outcome(exit_code: Optional[int], timed_out: bool, complete: bool) -> str:
+    """How a run ended: ok (exit 0 and its last line), timed out, crashed (a signal), or failed."""
+    if timed_out:
+        return "timed out"
+    if exit_code is not None and exit_code < 0:
+        return "crashed"
+    return "ok" if exit_code == 0 and complete else "failed"
+
+
+def unfinished(results: FinetuneResults) -> list[Run]:
+    return [r for r in results.runs if r.outcome != "ok"]
+
+
+def no_case_differs(results: FinetuneResults) -> bool:
+    """Reverting the fix changed no case's curves (the evidence's negative control survived)."""
+    vs = verdicts(results)
+    return bool(vs) and all(v.label == "no difference" for v in vs)
+
+
+def verdicts(results: FinetuneResults) -> list[FinetuneVerdict]:
+    """One verdict per case that has both variants, against the results' own noise floor."""
+    floor = noise_floor(results).floor
+    out = []
+    for opt, period, lr in results.cases():
+        f, u = results.run("with_fix", opt, period, lr), results.run("without_fix", opt, period, lr)
+        if f and u:
+            out.append(finetune_verdict(opt, period, lr, f.epochs, u.epochs, floor))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# cache key
+
+
+def data_digest(files: Iterable[tuple[str, bytes]]) -> str:
+    """sha256 of the training text as the program reads it: (relative path, content) in order.
+    The path is part of it so a renamed file is a different input even with equal bytes."""
+    h = hashlib.sha256()
+    for name, content in files:
+        h.update(name.encode() + b"\0" + hashlib.sha256(content).hexdigest().encode() + b"\n")
+    return h.hexdigest()
+
+
+def cache_key(
+    *,
+    base: str,
+    series: str,
+    model_sha256: str,
+    data_sha256: str,
+    program_sha256: str,
+    flags: dict[str, Any],
+    cases: list[dict[str, Any]],
+    toolchain: dict[str, Any],
+    pretrain: str = "",
+) -> str:
+    """A stable sha256 of everything that decides the finetune results (pure):
+    base: the upstream tree (commit or source digest); series: digest of the rendered series;
+    model/data: the random model file's and the text's sha256; pretrain: the pre-training's key;
+    program: finetune.cpp's sha256 in the tree;
+    flags: CMake flags and the program's fixed options; cases: the runs (optimizer, n_batch,
+    n_ubatch, lr, epochs); toolchain: compiler and CMake versions."""
+    parts = {
+        "v": FINETUNE_KEY_VERSION,
+        "kind": "finetune",
+        "base": base,
+        "series": series,
+        "model": model_sha256,
+        "data": data_sha256,
+        "program": program_sha256,
+        "flags": flags,
+        "cases": cases,
+        "toolchain": toolchain,
+        "pretrain": pretrain,
+    }
+    blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# table and plot
+
+
+def _fmt(x: Optional[float]) -> str:
+    if x is None:
+        return "—"
+    return f"{x:.5f}" if math.isfinite(x) else str(x)  # llama-finetune prints 5 decimals
+
+
+def table_markdown(results: FinetuneResults) -> str:
+    """A verdict table, then per case: epoch | train/eval loss with the fix | train/eval without."""
+    vs = verdicts(results)
+    noise = noise_floor(results)
+    lines = [
+        f"Noise floor {noise.floor:.5g} (largest same-build difference measured: "
+        f"{'none measured' if noise.measured is None else f'{noise.measured:.5g}'}; print resolution "
+        f"{PRINT_RESOLUTION:g}); minimum effect {MIN_EFFECT:.0%} of the fixed run's last eval loss. "
+        '"bug visible" = the unfixed run\'s last eval loss is higher by more than the floor and by at '
+        "least the minimum effect.",
+        "",
+        "| optimizer | lr | opt_period | epochs | verdict | last eval loss, without - with | relative | "
+        "max abs. diff | epochs better / worse without (eval, beyond the floor) | non-finite loss without |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for v in vs:
+        lines.append(
+            f"| {v.optimizer} | {v.lr:g} | {v.opt_period} | {v.epochs} | **{v.label}** | {v.end_diff:+.5f} | "
+            f"{v.end_diff_rel:+.3%} | {v.max_abs_diff:.5f} | {v.better_epochs} / {v.worse_epochs} | "
+            f"{'yes' if v.diverged else 'no'} |"
+        )
+    others = [r for r in results.runs if not r.primary]
+    if others:
+        lines += ["", "Noise-floor runs (same build and case, another thread count or run):", ""]
+        lines += [f"- {p}" for p in noise.pairs] or ["- none finished"]
+    for opt, period, lr in results.cases():
+        f, u = results.run("with_fix", opt, period, lr), results.run("without_fix", opt, period, lr)
+        rows: dict[int, list[Optional[Epoch]]] = {}
+        first = f or u
+        assert first is not None  # a case exists because one of its runs does
+        for i, run in enumerate((f, u)):
+            for e in run.epochs if run else []:
+                rows.setdefault(e.epoch, [None, None])[i] = e
+        lines += [
+            "",
+            f"**{opt}, lr {lr:g}, opt_period {period}** (n_batch {first.n_batch}, n_ubatch {first.n_ubatch})",
+            "",
+            "| epoch | train loss, with the fix | eval loss, with the fix | train loss, without | eval loss, without |",
+            "|---|---|---|---|---|",
+        ]
+        for n in sorted(rows):
+            a, b = rows[n]
+            lines.append(
+                f"| {n} | {_fmt(a.train_loss if a else None)} | {_fmt(a.eval_loss if a else None)} | "
+                f"{_fmt(b.train_loss if b else None)} | {_fmt(b.eval_loss if b else None)} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def figure(results: FinetuneResults):
+    """A grid of small panels, rows = optimizer and learning rate, columns = opt_period: train
+    (solid) and eval (dashed) loss per epoch, with the fix (blue) and without (red)."""
+    try:
+        import matplotlib
+    except ImportError as e:  # the [plot] extra
+        raise RuntimeError("the finetune plot needs matplotlib (pip install 'ggml-patch[plot]')") from e
+    matplotlib.use("Agg")  # no display on CI machines
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    cases = results.cases()
+    opts = list(dict.fromkeys((o, lr) for o, _, lr in cases))
+    periods = sorted(dict.fromkeys(p for _, p, _ in cases))
+    fig, axes = plt.subplots(
+        len(opts), len(periods), figsize=(3.6 * len(periods), 2.8 * len(opts)), dpi=110, squeeze=False
+    )
+    for i, (opt, lr) in enumerate(opts):
+        for j, period in enumerate(periods):
+            ax = axes[i][j]
+            for variant, colour, label in (
+                ("with_fix", "tab:blue", "with the fix"),
+                ("without_fix", "tab:red", "without"),
+            ):
+                run = results.run(variant, opt, period, lr)
+                if not run:
+                    continue
+                xs = [e.epoch for e in run.epochs]
+                ax.plot(xs, [e.train_loss for e in run.epochs], "-o", ms=3, color=colour, label=f"train, {label}")
+                ax.plot(
+                    xs, [e.eval_loss for e in run.epochs], "--s", ms=3, color=colour, alpha=0.7, label=f"eval, {label}"
+                )
+            if _spans_decades(ax):
+                ax.set_yscale("log")  # a diverging run would flatten the other curves
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.set_title(f"{opt} lr {lr:g}, opt_period {period}", fontsize=9)
+            ax.set_xlabel("epoch", fontsize=8)
+            ax.set_ylabel("cross-entropy loss", fontsize=8)
+            ax.tick_params(labelsize=7)
+            ax.grid(True, alpha=0.3)
+    axes[0][0].legend(fontsize=6)
+    where = results.target + (
+        f", upstream {results.source['upstream_commit'][:12]}"
+        if isinstance(results.source.get("upstream_commit"), str)
+        else ""
+    )
+    fig.suptitle(
+        f"upstream llama-finetune, pre-trained tiny llama model, with and without the fix\n{where}", fontsize=9
+    )
+    fig.tight_layout()
+    return fig
+
+
+def _spans_decades(ax) -> bool:
+    ys = [y for line in ax.lines for y in line.get_ydata() if math.isfinite(y) and y > 0]
+    return bool(ys) and max(ys) / min(ys) > 10
+
+
+def plot(results: FinetuneResults, path: Path) -> Path:
+    """Write finetune-loss.png (no version stamp in the metadata: same data, same bytes)."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(results)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# summary.md's section
+
+
+SECTION_TITLE = "Fine-tuning evidence: upstream's llama-finetune with and without the fix"
+
+
+def provenance_rows(results: FinetuneResults) -> list[tuple[str, str]]:
+    """(what, value) rows: where the numbers come from (data only)."""
+    m, d, pre = results.model, results.data, results.model.get("pretrain") or {}
+    dims = m.get("dims") or {}
+    model = ", ".join(f"{k} {dims[k]}" for k in ("n_layer", "n_embd", "n_head", "n_ff", "n_ctx") if k in dims)
+    runs = [r for r in results.runs if r.cpu_seconds is not None]
+    curve = pre.get("eval_loss") or []
+    learned = (
+        f", eval loss {curve[0]:.4f} after epoch 1, {curve[-1]:.4f} after epoch {len(curve)}"
+        if curve and all(isinstance(x, (int, float)) for x in curve)
+        else ""
+    )
+    prov = results.provenance or {}
+    checks = "; ".join(
+        f"{v.replace('_', ' ')}: {'holds' if (prov.get(v) or {}).get('holds_fix') else 'lacks'} the fix "
+        f"(binary sha256 `{str((prov.get(v) or {}).get('sha256', '—'))[:16]}`)"
+        for v in VARIANTS
+        if v in prov
+    )
+    warnings = sorted({w for r in results.runs for w in r.warnings})
+    return [
+        ("target", f"{results.target}: {results.source.get('description', '')}".rstrip(": ")),
+        ("base commit", f"`{results.base}`"),
+        ("upstream commit", f"`{results.source['upstream_commit']}`" if results.source.get("upstream_commit") else "—"),
+        ("series sha256", f"`{results.series['sha256']}`" if results.series.get("sha256") else "—"),
+        (
+            "program",
+            f"upstream's `{PROGRAM}` ({results.program.get('source', PROGRAM_SOURCE)} of the tree, unmodified, sha256 "
+            f"`{str(results.program.get('sha256', '—'))[:16]}`), CPU, {THREADS} threads, -c = -b = {N_CTX}, "
+            f"-ub = {N_CTX} / opt_period, val-split {VAL_SPLIT:g}, wd 0",
+        ),
+        ("fix in each binary", checks or "not checked"),
+        (
+            "model",
+            f"tiny llama PRE-TRAINED here, sha256 `{m.get('sha256', '—')}`: random F32 weights (seed "
+            f"{m.get('seed', '—')}, {model}, n_vocab {m.get('n_vocab', '—')}, {m.get('n_params', '—')} parameters, "
+            f"sha256 `{m.get('random_sha256', '—')}`) trained with the fixed build on "
+            f"{' + '.join(pre.get('files') or [])} ({pre.get('optimizer', '—')} lr {pre.get('lr', '—')}, "
+            f"{pre.get('epochs', '—')} epochs{learned}). Upstream keeps token embeddings frozen (tok_embd is "
+            "never a parameter), so most of what trains is the output matrix.",
+        ),
+        (
+            "fine-tuning data",
+            f"{' + '.join(d.get('files') or [])} of the tree (not the pre-training text), sha256 "
+            f"`{d.get('sha256', '—')}`; eval = llama-finetune's own validation split (its last "
+            f"{VAL_SPLIT:.0%} of datapoints, held out of training)",
+        ),
+        ("warnings printed", "; ".join(warnings) if warnings else "none"),
+        (
+            "CPU seconds per epoch",
+            f"{sum(r.cpu_seconds or 0 for r in runs) / max(1, sum(len(r.epochs) for r in runs)):.1f}" if runs else "—",
+        ),
+    ]
+
+
+def summary_section(results: FinetuneResults, plot_note: str) -> str:
+    """The section of summary.md: provenance, then the verdicts and the loss tables."""
+    lines = [f"## {SECTION_TITLE}", "", plot_note, "", "| | |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in provenance_rows(results)]
+    return "\n".join(lines) + "\n\n" + table_markdown(results)
+
+
+# ---------------------------------------------------------------------------------------------
+# provenance: which binary holds the fix, and whether a record is of the current series
+
+
+def fix_markers(fix_diff: str) -> list[str]:
+    """String literals the fix adds (on '+' lines, not on any '-' line): text its binary must hold
+    and the unfixed one must not (GGML_ASSERT keeps its condition's text)."""
+    lit = re.compile(r'"((?:[^"\\\n]|\\.){12,})"')
+    added, removed = [], set()
+    for line in fix_diff.splitlines():
+        if line.startswith("+") and not line.startswith("+++"):
+            added += lit.findall(line)
+        elif line.startswith("-") and not line.startswith("---"):
+            removed.update(lit.findall(line))
+    return list(dict.fromkeys(s for s in added if s not in removed and "\\" not in s))
+
+
+def holds_fix(binary: bytes, markers: Sequence[str]) -> Optional[bool]:
+    """True: every marker is in the binary; False: none is; None: no marker, or only some (unknown)."""
+    if not markers:
+        return None
+    found = [m.encode() in binary for m in markers]
+    return True if all(found) else (False if not any(found) else None)
+
+
+def staleness(found: FinetuneResults, base: str, series_sha256: str) -> Optional[str]:
+    """Why this record is not evidence for (base, series), or None when it is (pure)."""
+    made = str(found.series.get("sha256") or "")
+    if found.base != base:
+        return f"made on base {found.base[:12]}, these results are of {base[:12]}"
+    if made != series_sha256:
+        return f"STALE: made with series {made[:12] or '(none recorded)'}, the current series is {series_sha256[:12]}"
+    return None
+
+
+def pr_lines(results: Optional[FinetuneResults], level: str, cell: Any = str) -> list[str]:
+    """The evidence as data for PR_BODY.md / ISSUE.md: provenance, thresholds, verdicts and losses,
+    and the commands that reproduce it. `cell` makes one table cell's text safe."""
+    if results is None or not results.runs:
+        return []
+    out = [
+        f"{level} Fine-tuning with upstream's llama-finetune: held-out eval loss per epoch with and without the fix",
+        "",
+        "| | |",
+        "|---|---|",
+    ]
+    out += [f"| {cell(k)} | {cell(v)} |" for k, v in provenance_rows(results)]
+    out += ["", *table_markdown(results).rstrip("\n").split("\n")]
+    pre = results.model.get("pretrain") or {}
+    commands = [display_command(r, results.data.get("files") or []) for r in results.runs if r.primary]
+    seed, vocab = results.model.get("seed"), results.model.get("vocab_file") or ""
+    out += [
+        "",
+        "```sh",
+        *build_commands(),
+        f"python -m orchestrator.finetune.tiny_model {TREE}/{vocab} {model_name(seed)} --seed {seed}",
+        display_pretrain_command(seed, pre.get("files") or []),
+        *list(dict.fromkeys(commands)),
+        "```",
+    ]
+    return out

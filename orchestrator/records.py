@@ -1,0 +1,93 @@
+"""The base of every record the tool reads or writes (results.json, the bundle manifest,
+`status --json`, patches/known-limits.yaml, ...): a pydantic v2 model declared once, from which
+serialisation, validation of untrusted input and the JSON Schema come.
+
+Untrusted input is validated strictly (JSON types, no coercion), unknown keys are refused, and an
+error is one line naming the key path (`error_line`); a YAML document's line comes from its marks.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, ClassVar, Iterable, Optional, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_serializer
+
+from .errors import ConfigError
+
+R = TypeVar("R", bound=BaseModel)
+
+
+class Record(BaseModel):
+    """A record of a JSON document: unknown keys refused; `None` left out of the JSON unless the
+    key is in `NULLS` (or `kept_nulls()` says so): today's files hold exactly those nulls."""
+
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
+
+    NULLS: ClassVar[frozenset[str]] = frozenset()
+
+    def kept_nulls(self) -> frozenset[str]:
+        return self.NULLS
+
+    @model_serializer(mode="wrap")
+    def _without_none(self, handler: Any) -> dict[str, Any]:
+        keep = self.kept_nulls()
+        return {k: v for k, v in handler(self).items() if v is not None or k in keep}
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as JSON data (what the document holds)."""
+        out: dict[str, Any] = self.model_dump(mode="json")
+        return out
+
+
+def dotted(loc: Iterable[Any]) -> str:
+    """A key path as the messages write it: cells[1].status."""
+    out = ""
+    for p in loc:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+_KINDS = {"int": "integer", "float": "number", "bool": "boolean", "str": "string", "dict": "object", "list": "array"}
+Hint = Callable[[tuple[Any, ...], str, Any], Optional[str]]  # (key path, error type, value) -> what, or None
+
+
+def located(e: ValidationError, hint: Optional[Hint] = None) -> tuple[tuple[Any, ...], str]:
+    """The first error as (key path, what is wrong): `hint` may word it for a key."""
+    err = e.errors(include_url=False)[0]
+    loc, kind, value = tuple(err["loc"]), err["type"], err.get("input")
+    where = loc[:-1] if kind == "missing" else loc
+    said = hint(loc, kind, value) if hint else None
+    if said is not None:  # at the key itself (an unknown key's own line)
+        return where, said
+    if kind == "missing":
+        return where, f"key {loc[-1]!r} missing"
+    if kind == "extra_forbidden":
+        return loc[:-1], f"unknown key {loc[-1]!r}"
+    if kind in ("enum", "literal_error"):
+        return where, f"{value!r} is not one of {err.get('ctx', {}).get('expected', '')}"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return where, f"expected object, got {type(value).__name__}"
+    if kind.endswith("_type") and kind.split("_")[0] in _KINDS:
+        return where, f"expected {_KINDS[kind.split('_')[0]]}, got {type(value).__name__}"
+    return where, f"{err['msg'][:1].lower()}{err['msg'][1:]} (got {value!r})"
+
+
+def error_line(e: ValidationError, hint: Optional[Hint] = None) -> str:
+    """A pydantic error as one line: the key path, then what was expected and what was there."""
+    loc, what = located(e, hint)
+    at = dotted(loc)
+    return f"{at}: {what}" if at else what
+
+
+def parse(kind: type[R], data: Any, where: str, what: str, hint: Optional[Hint] = None) -> R:
+    """A document's JSON data (or text) as `kind`, validated strictly as JSON: a one-line
+    ConfigError naming `where` and the key otherwise. `what` names the document in the error."""
+    if not isinstance(data, (str, bytes)):
+        if not isinstance(data, dict):
+            raise ConfigError(f"{where}: expected a JSON object; not {what}")
+        data = json.dumps(data)
+    try:
+        return kind.model_validate_json(data, strict=True)
+    except ValidationError as e:
+        raise ConfigError(f"{where}: {error_line(e, hint)}; not {what}") from None

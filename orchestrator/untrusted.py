@@ -1,0 +1,204 @@
+"""The one reader of untrusted files: documents (results.json, manifest.json, pins, status), the
+series (patches, cover.md, known limits, mutants), policy files, and logs named by documents.
+
+Rules, the same for every kind: only a regular file (a FIFO, a device or a folder is refused
+before anything is read: opened non-blocking, checked with fstat); a size cap per kind (read
+no further than the cap, whatever the file claims); UTF-8 text or one line saying where it is
+not; and, where a root is given, nothing outside it (no `..`, no absolute name, no symlink
+resolving elsewhere). Every refusal is a ConfigError: one line naming the file, exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path, PurePath
+from typing import Any, Optional, Union
+
+from .errors import ConfigError
+
+KiB, MiB = 1024, 1024 * 1024
+# The most bytes one file of each kind may hold (far above any real one).
+CAPS: dict[str, int] = {
+    "results": 64 * MiB,  # results.json of a big matrix, mutants included
+    "manifest": 4 * MiB,
+    "pins": 1 * MiB,
+    "status": 1 * MiB,
+    "matrix": 1 * MiB,
+    "patch": 16 * MiB,
+    "cover": 1 * MiB,
+    "known-limits": 1 * MiB,
+    "mutant": 1 * MiB,
+    "policy": 1 * MiB,  # AGENTS.md, CONTRIBUTING.md, the pull request template
+    "finetune": 16 * MiB,
+    "lock": 64 * KiB,
+    "log": 256 * MiB,  # logs are copied in blocks, never held whole
+    "document": 4 * MiB,
+}
+_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _kind_of(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def name_under(root: PathLike, name: object, what: str) -> Path:
+    """`root / name` for a name that came from a document: relative, no `..`, and resolving
+    (symlinks followed) inside `root`. Anything else: one line naming `what`, exit 2."""
+    if not isinstance(name, str) or not name or "\x00" in name:
+        raise ConfigError(f"{what}: {name!r} is not a file name")
+    pure = PurePath(name)
+    if pure.is_absolute() or name.startswith(("/", "\\")) or ".." in pure.parts or ".." in name.split("\\"):
+        raise ConfigError(f"{what}: {name!r} is not a name inside {root} (absolute, or with '..')")
+    base = Path(root).resolve()
+    path = Path(root) / pure
+    if not _inside(path.resolve(), base):
+        raise ConfigError(f"{what}: {name!r} resolves outside {root} (a symlink); refused")
+    return path
+
+
+def _inside(path: Path, base: Path) -> bool:
+    return path == base or base in path.parents
+
+
+def _open(path: Path, kind: str, root: Optional[PathLike]) -> tuple[int, os.stat_result]:
+    flags = _FLAGS
+    if root is not None:
+        base = Path(root).resolve()
+        if not _inside(path.resolve(), base):
+            raise ConfigError(f"{path}: resolves outside {root} (a symlink); refused")
+        flags |= _NOFOLLOW  # checked above; not swapped for a link in between
+        path = path.resolve()
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such {kind} file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: a folder, not a {kind} file") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the {kind} file: {e.strerror or e}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise ConfigError(f"{path}: {_kind_of(st.st_mode)}, not a regular {kind} file; refused")
+    return fd, st
+
+
+def cap_of(kind: str) -> int:
+    return CAPS.get(kind, CAPS["document"])
+
+
+def read_bytes(path: PathLike, kind: str, root: Optional[PathLike] = None, cap: Optional[int] = None) -> bytes:
+    """The bytes of a regular file of `kind`, at most its cap (more: refused, nothing more read)."""
+    path = Path(path)
+    limit = cap_of(kind) if cap is None else cap
+    fd, st = _open(path, kind, root)
+    try:
+        if st.st_size > limit:
+            raise ConfigError(f"{path}: {st.st_size} bytes, more than the {limit} a {kind} file may hold; refused")
+        os.set_blocking(fd, True)
+        chunks, total = [], 0
+        while True:
+            block = os.read(fd, min(1 * MiB, limit + 1 - total))
+            if not block:
+                break
+            chunks.append(block)
+            total += len(block)
+            if total > limit:
+                raise ConfigError(f"{path}: more than the {limit} bytes a {kind} file may hold; refused")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_text(path: PathLike, kind: str, root: Optional[PathLike] = None, cap: Optional[int] = None) -> str:
+    """A regular file of `kind` as UTF-8 text (see read_bytes); not UTF-8: one line saying where."""
+    return decode(read_bytes(path, kind, root, cap), path, kind)
+
+
+def decode(data: bytes, where: object, kind: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise ConfigError(f"{where}:{line}: not UTF-8 text (byte {e.start}); a {kind} file must be UTF-8") from None
+
+
+def parse_json(text: str, where: object, kind: str) -> Any:
+    """JSON text -> data; invalid, or nested past what the parser takes: one line, exit 2."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{where}:{e.lineno}: not valid JSON ({e.msg}); not a {kind} file") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: JSON nested too deeply; not a {kind} file") from None
+
+
+def load_json(path: PathLike, kind: str, root: Optional[PathLike] = None) -> Any:
+    """A JSON document of `kind` (read with read_text's rules)."""
+    return parse_json(read_text(path, kind, root), path, kind)
+
+
+def read_optional(path: PathLike, kind: str, root: Optional[PathLike] = None) -> Optional[str]:
+    """read_text, or None where there is no such file (a symlink to nowhere counts as one)."""
+    p = Path(path)
+    if not p.exists() and not p.is_symlink():
+        return None
+    return read_text(p, kind, root)
+
+
+def tail_text(path: PathLike, root: Optional[PathLike], max_bytes: int = 64 * KiB) -> Optional[str]:
+    """The last `max_bytes` of a log inside `root` as text (bad bytes replaced), or None when it
+    is not a regular file there: a log named by a document is evidence, never a reason to fail."""
+    try:
+        fd, st = _open(Path(path), "log", root)
+    except ConfigError:
+        return None
+    try:
+        os.set_blocking(fd, True)
+        os.lseek(fd, max(0, st.st_size - max_bytes), os.SEEK_SET)
+        data = os.read(fd, max_bytes)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", errors="replace")
+
+
+def copy_file(src: PathLike, dst: PathLike, root: PathLike, kind: str = "log") -> None:
+    """Copy a regular file inside `root` to `dst` in blocks (cap of `kind`); dst is replaced."""
+    fd, st = _open(Path(src), kind, root)
+    limit = cap_of(kind)
+    try:
+        if st.st_size > limit:
+            raise ConfigError(f"{src}: {st.st_size} bytes, more than the {limit} a {kind} file may hold; refused")
+        os.set_blocking(fd, True)
+        total = 0
+        with open(dst, "wb") as out:
+            while block := os.read(fd, 1 * MiB):
+                total += len(block)
+                if total > limit:
+                    raise ConfigError(f"{src}: more than the {limit} bytes a {kind} file may hold; refused")
+                out.write(block)
+    finally:
+        os.close(fd)
+
+
+def is_regular(path: PathLike) -> bool:
+    """Whether `path` is a regular file (symlinks not followed)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False

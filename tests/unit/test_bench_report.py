@@ -1,0 +1,72 @@
+"""benchmarks/bench.py's pure parts (issue 24): the newcomer's environment, each number against its
+goal, the report's tables. No measurement here: the bench itself measures (nox -s bench)."""
+import importlib.util
+from pathlib import Path
+
+from ..helpers.tools import ROOT
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench", ROOT / "benchmarks" / "bench.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_newcomer_has_an_empty_home_and_none_of_this_machines_tool_settings(monkeypatch, tmp_path):
+    bench = _bench()
+    for k, v in {"GGML_PATCH_CACHE": "/c", "CCACHE_DIR": "/cc", "PIP_FIND_LINKS": "/opt/wheels",
+                 "PIP_CACHE_DIR": "/pc", "VIRTUAL_ENV": "/v", "PYTHONPATH": "/p", "XDG_CACHE_HOME": "/x",
+                 "PIP_DEFAULT_TIMEOUT": "180", "PATH": "/usr/bin"}.items():
+        monkeypatch.setenv(k, v)
+    env = bench.newcomer_env(tmp_path / "home", tmp_path / "venv")
+    assert env["HOME"] == str(tmp_path / "home")
+    assert env["PATH"] == f"{tmp_path / 'venv' / 'bin'}:/usr/bin"
+    for gone in ("GGML_PATCH_CACHE", "CCACHE_DIR", "PIP_FIND_LINKS", "PIP_CACHE_DIR", "VIRTUAL_ENV", "PYTHONPATH",
+                 "XDG_CACHE_HOME"):
+        assert gone not in env
+    assert env["PIP_DEFAULT_TIMEOUT"] == "180"  # how to reach the index is kept
+
+
+def _newcomer(first, total, rerun, loops):
+    return {"commit": "a" * 40, "load_start": {"busy_loops": loops, "loadavg": [0.5, 0.4, 0.3]},
+            "load_end": {"busy_loops": loops, "loadavg": [2.1, 1.0, 0.5]}, "pip_install_nox_s": 4.0,
+            "nox_install_s": 30.0, "first_verdict_s": first, "first_verdict": "ggml/cpu: verdict: ...",
+            "total_s": total, "verdicts_s": [first], "rerun_s": rerun,
+            "cells": {"ggml/cpu": {"status": "passed", "total_s": 50.0}}}
+
+
+def test_each_number_meets_or_misses_its_goal_and_the_report_says_which():
+    bench = _bench()
+    report = {"machine": {"cores": 2, "loadavg_start": [0.1, 0.2, 0.3]}, "goals": bench.GOALS,
+              "newcomer": {"quiet": _newcomer(70.0, 250.0, 0.6, 0), "loaded": _newcomer(160.0, 400.0, 0.9, 2)},
+              "loaded": {"load_start": {"busy_loops": 2, "loadavg": [2.0]}, "load_end": {"busy_loops": 2, "loadavg": [2.5]},
+                         "tool_wall_s": 100.0,
+                         "control": {"ggml/cpu": {"tool_s": 3.0, "one_file_by_hand_s": 2.5, "ratio": 1.2}},
+                         "mutants": {"ggml/cpu": {"mutants": 12, "tool_per_mutant_s": 2.0, "ratio": 1.6,
+                                                  "by_hand": {"per_mutant_s": 1.25}}}}}
+    r = bench.ratios(report)
+    assert r == {"loaded_control_vs_one_file": 1.2, "loaded_mutant_vs_by_hand": 1.6,
+                 "newcomer_first_verdict_s": 70.0, "newcomer_total_s": 250.0, "newcomer_rerun_s": 0.6,
+                 "newcomer_loaded_first_verdict_s": 160.0, "newcomer_loaded_total_s": 400.0}
+    report["ratios"] = r
+    report["met"] = {k: r[k] <= bench.GOALS[k] for k in r}
+    assert report["met"] == {"loaded_control_vs_one_file": True, "loaded_mutant_vs_by_hand": False,
+                             "newcomer_first_verdict_s": True, "newcomer_total_s": False, "newcomer_rerun_s": True,
+                             "newcomer_loaded_first_verdict_s": False, "newcomer_loaded_total_s": True}
+    md = bench.markdown(report)
+    assert "| newcomer, quiet: first verdict (s) | 70.0 | <= 75.0 | yes |" in md
+    assert "| newcomer, quiet: whole `pip install nox && nox -s matrix` (s) | 250.0 | <= 240.0 | NO |" in md
+    assert "| 2 busy loops: per mutant / by hand | 1.6 | <= 1.5 | NO |" in md
+    assert "| quiet (0 busy loops) | [0.5, 0.4, 0.3] -> [2.1, 1.0, 0.5] | 4.0 | 30.0 | 70.0 | 250.0 | 0.6 |" in md
+    assert "## Control (s), under 2 busy loops (load average [2.0] -> [2.5])" in md
+    assert "By hand" not in md  # not measured in this run: not reported
+
+
+def test_the_goals_are_the_issues():
+    g = _bench().GOALS
+    assert (g["newcomer_first_verdict_s"], g["newcomer_total_s"], g["newcomer_rerun_s"]) == (75.0, 240.0, 1.0)
+    assert (g["newcomer_loaded_first_verdict_s"], g["newcomer_loaded_total_s"]) == (150.0, 480.0)  # within 2x
+    assert (g["control_vs_one_file"], g["mutant_vs_by_hand"]) == (1.2, 1.2)
+    assert (g["loaded_control_vs_one_file"], g["loaded_mutant_vs_by_hand"]) == (1.5, 1.5)
+    assert Path(ROOT / "benchmarks" / "records").is_dir()
