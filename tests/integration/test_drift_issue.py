@@ -277,7 +277,7 @@ def test_dry_run_prints_the_requests_and_sends_nothing(tmp_path, api, gh):
     assert f"POST {api.url_for('/repos/owner/proj/issues')}\nAuthorization: Bearer (GITHUB_TOKEN is not set)" in out
     assert '"title": "ggml-patch: the series drifted or a cell failed"' in out
     assert gh.requests == []
-    gh.add(3, D.render(D.State("live", {"ggml-master": {"status": "conflict"}}), NOW))
+    gh.add(3, D.render(D.State(profile="live", targets={"ggml-master": {"status": "conflict"}}), NOW))
     with_token = drift(tmp_path, api.url_for("/").rstrip("/"), "--status", str(st), "--dry-run")
     assert "Authorization: Bearer ***" in with_token.stdout and "found: #3 (open)" in with_token.stdout
     assert "decision: update" in with_token.stdout and {m for m, _ in gh.sent()} == {"GET"}  # read, never written
@@ -376,12 +376,12 @@ def test_the_state_survives_its_own_body():
 
 
 def test_rank_and_worse():
-    before = D.State("live", {"a": {"status": "applies with 3-way merge"}, "b": {"status": "conflict"}})
-    now = D.State("live", {"a": {"status": "conflict"}, "b": {"status": "applies with 3-way merge"},
-                           "c": {"status": "not applicable"}}, {"x/cpu": {"status": "failed"}})
+    before = D.State(profile="live", targets={"a": {"status": "applies with 3-way merge"}, "b": {"status": "conflict"}})
+    now = D.State(profile="live", targets={"a": {"status": "conflict"}, "b": {"status": "applies with 3-way merge"},
+                                           "c": {"status": "not applicable"}}, failing={"x/cpu": {"status": "failed"}})
     assert D.worsened(before, now) == ["a: applies with 3-way merge -> conflict", "c: applies cleanly -> not applicable",
                                        "x/cpu: failed"]
-    assert D.problems(D.State("live", {"u": {"status": "already upstream"}, "v": {"status": "applies cleanly"}})) == []
+    assert D.problems(D.State(profile="live", targets={"u": {"status": "already upstream"}, "v": {"status": "applies cleanly"}})) == []
 
 
 # ---------------------------------------------------------------- one issue for life (issue 21 scenarios)

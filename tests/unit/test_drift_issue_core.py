@@ -18,7 +18,8 @@ def _row(status: str) -> dict:
 
 
 def test_a_partial_status_merges_and_a_full_one_replaces():
-    prev = D.State("live", {"a": _row("conflict"), "b": _row("applies cleanly")}, {"x/cpu": {"status": "failed"}})
+    prev = D.State(profile="live", targets={"a": _row("conflict"), "b": _row("applies cleanly")},
+                   failing={"x/cpu": {"status": "failed"}})
     part = D.current_state(("live", {"b": _row("applies with 3-way merge")}), None, prev, "r2", partial=True)
     assert part.targets == {"a": _row("conflict"), "b": _row("applies with 3-way merge")}
     assert part.failing == prev.failing and part.profile == "live"
@@ -80,7 +81,7 @@ def test_only_the_time_changing_is_no_edit():
     changed, _ = D.decide(found, ("live", {"a": {**_row("conflict"), "detail": "moved"}, "b": _row("applies cleanly")}),
                           None, "https://x/runs/3", later)
     assert changed.kind == "update" and changed.comment == ""  # changed but not worse: an edit, no comment
-    assert D.same_but_for_time(state, D.State(state.profile, state.targets, run="other"))
+    assert D.same_but_for_time(state, D.State(profile=state.profile, targets=state.targets, run="other"))
 
 
 def test_not_planned_is_respected_until_worse():
@@ -93,3 +94,10 @@ def test_not_planned_is_respected_until_worse():
     assert act.kind == "reopen" and "b: applies cleanly -> not applicable" in act.comment
     assert [r.method for r in D.requests_for(act)] == ["PATCH", "POST"]
     assert D.requests_for(act)[0].payload["state"] == "open"
+
+
+@pytest.mark.parametrize("bad", [None, [], {"version": 2, "profile": "p", "targets": {}},
+                                 {"version": 1, "profile": "p", "targets": {"a": {"status": 3}}},
+                                 {"version": 1, "profile": "p", "targets": {}, "extra": 1}])
+def test_a_state_edited_by_hand_is_no_state(bad):
+    assert D.State.from_json(bad) is None  # a person may edit the body: untrusted, refused as a whole
