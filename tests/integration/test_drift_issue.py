@@ -33,19 +33,20 @@ class FakeGitHub:
     with a Link header, newest first); faults to inject (answered once each, in order); every
     request recorded."""
 
-    def __init__(self, server: HTTPServer):
+    def __init__(self, server: HTTPServer, repo: str = REPO, token: str = TOKEN):
         self.server, self.issues, self.labels, self.comments, self.requests = server, {}, set(), [], []
+        self.repo, self.token = repo, token
         self.faults: list[tuple[str, str, Response]] = []  # (method, path, answer), each used once
         self.queries: list[str] = []
-        server.expect_request(re.compile(r"^/repos/owner/proj/.*")).respond_with_handler(self.handle)
+        server.expect_request(re.compile(rf"^/repos/{re.escape(repo)}/.*")).respond_with_handler(self.handle)
 
     def add(self, number: int, body: str, labels=(D.LABEL,), state="open", **more) -> None:
         self.issues[number] = {"number": number, "title": D.TITLE, "body": body, "state": state,
                                "state_reason": None, "labels": [{"name": n} for n in labels],
-                               "html_url": f"https://github.com/{REPO}/issues/{number}", **more}
+                               "html_url": f"https://github.com/{self.repo}/issues/{number}", **more}
 
     def handle(self, request):
-        path = request.path[len(f"/repos/{REPO}"):]
+        path = request.path[len(f"/repos/{self.repo}"):]
         body = json.loads(request.get_data(as_text=True) or "null")
         self.requests.append((request.method, path, body, dict(request.headers)))
         self.queries.append(request.query_string.decode())
@@ -53,7 +54,7 @@ class FakeGitHub:
             if method == request.method and where == path:
                 del self.faults[i]
                 return answer
-        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+        if request.headers.get("Authorization") != f"Bearer {self.token}":
             return _json({"message": "Bad credentials"}, 401)
         if (request.method, path) == ("GET", "/issues"):
             return self.list_issues(request)
@@ -90,7 +91,7 @@ class FakeGitHub:
         if page * per_page < len(hits):
             nxt = dict(q, page=[str(page + 1)])
             query = "&".join(f"{k}={v[0]}" for k, v in nxt.items())
-            headers["Link"] = f'<{self.server.url_for("/repos/" + REPO + "/issues")}?{query}>; rel="next"'
+            headers["Link"] = f'<{self.server.url_for("/repos/" + self.repo + "/issues")}?{query}>; rel="next"'
         return _json(chunk, headers=headers)
 
     def sent(self) -> list[tuple[str, str]]:
