@@ -4,6 +4,7 @@ the whole daily drift workflow writing its issue on a fake GitHub API on 127.0.0
 GITHUB_API_URL, as on a runner)."""
 import datetime as dt
 import json
+import re
 
 import pytest
 from pytest_httpserver import HTTPServer
@@ -54,3 +55,11 @@ def test_the_drift_workflow_keeps_its_one_issue(clone, tmp_path, api):
     body = gh.issues[1]["body"]
     assert "| ggml-master | conflict (last known) |" in body and "source unreachable now" in body
     assert [m for m, p in gh.sent() if m != "GET"] == ["PATCH"]  # the second run found nothing new to say
+
+
+def test_the_project_ci_oldest_python_job_runs(clone, tmp_path):
+    """The project CI's own workflow, its quick job (install with constraints.txt, the unit tier):
+    the stand-in Python is this test's, so this proves the job's steps, not Python 3.10 itself."""
+    proc = run_act(clone, ".github/workflows/ggml-patch-ci.yml", tmp_path, "-j", "oldest-python", event="push")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "Job succeeded" in proc.stdout and re.search(r"\d+ passed", proc.stdout)
