@@ -288,18 +288,8 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
                 "env": {"RESULTS": "${{ matrix.results }}"},
                 "run": 'if [ -f "$RESULTS/summary.md" ]; then cat "$RESULTS/summary.md" >> "$GITHUB_STEP_SUMMARY"; fi\n',
             },
-            # junit.xml as annotations; classnames keep "llama.cpp" whole, `file` names the matrix
-            {
-                "name": "Test annotations",
-                "if": "${{ !cancelled() }}",
-                "uses": uses("junit-report", pins),
-                "with": {
-                    "report_paths": "${{ matrix.results }}/junit.xml",
-                    "annotate_only": True,
-                    "job_summary": False,  # summary.md above is the summary
-                    "check_title_template": "{{SUITE_NAME}}: {{TEST_NAME}}",
-                },
-            },
+            # no junit reporter: `ggml-patch matrix` annotates each failed cell itself (::error with
+            # matrix.yaml's line); a second reporter would annotate every failure twice
             {
                 "name": "Upload the cell's results",
                 "if": "${{ !cancelled() }}",

@@ -59,7 +59,8 @@ from .testrun import TestRun, run_test
 if TYPE_CHECKING:
     from .matrix import RunOptions
 
-_HARNESS_FILES = ("CMakeLists.txt", "extra-programs.cmake", "train-opt-dynamic.cpp")
+# the gate test is built from here (extra-programs.cmake) unless the series carries it
+_HARNESS_FILES = ("CMakeLists.txt", "extra-programs.cmake", "train-opt-dynamic.cpp", f"{GATE_TEST}.cpp")
 
 
 class CellProgress:
