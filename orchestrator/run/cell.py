@@ -108,7 +108,7 @@ class CellContext:
     build_only_reason: Optional[str] = None  # --build-only on a machine without the device: build, run nothing
     rerun: bool = False  # ignore a cached result
     mutant_files: list[Mutant] = field(default_factory=list)  # native_tests/mutants/*.patch
-    mutants_enabled: bool = True  # False: --no-mutants
+    no_mutants: bool = False  # --no-mutants
     programs: bool = True  # build and run the training program beside the tests
     build_subdir: str = "build"  # the build tree under cell_dir (the fine-tuning evidence has its own)
     records: list[VariantRecord] = field(default_factory=list)
@@ -459,7 +459,7 @@ def run_cell(
         build_only_reason=why if action == "build-only" else None,
         rerun=opts.rerun,
         mutant_files=list(mutant_files or []),
-        mutants_enabled=opts.mutants,
+        no_mutants=opts.no_mutants,
     )
     try:
         with opts.cache.lock(f"cell-{cell_id}"):
@@ -513,7 +513,7 @@ def cache_inputs(ctx: CellContext) -> dict:
         "toolchain": toolchain.versions(),
         # a backend that runs no mutant keeps its key when they change
         "mutants": {} if ctx.module.no_mutants else {m.name: [f.text for f in m.files] for m in ctx.mutant_files},
-        "mutants_enabled": ctx.mutants_enabled,
+        "mutants_enabled": not ctx.no_mutants,  # the key's name kept: cached results stay valid
         # only where a backend skips tests, so every other cell keeps its key
         **({"skip_tests": ctx.skipped_tests} if ctx.skipped_tests else {}),
     }
@@ -721,7 +721,7 @@ def _summary_line(output: str) -> Optional[str]:
 
 
 def _why_mutants_are_skipped(ctx: CellContext) -> Optional[str]:
-    if not ctx.mutants_enabled:
+    if ctx.no_mutants:
         return "--no-mutants"
     if not ctx.runs_tests:
         return f"tests not run: {ctx.build_only_reason}"
