@@ -5,13 +5,14 @@
 (STEPS names them.) Each step is a small function of the cell's context (`CellContext`): what the cell is (target,
 backend and its module, its folders), what the steps found so far (the snapshot, the rendered
 series, the worktree, the build plan) and what it records (a `Cell` and its `VariantRecord`s,
-report/model.py). A step may end the pipeline early (`ctx.done`: a cached result). A BuildFailed
+report/model.py). A step may end the pipeline early by returning Stop (a cached result). A BuildFailed
 fails the cell, any other GgmlPatchError is the cell's error; the other cells go on.
 Bundle verification runs configure, build and test on a context of its own (upstream/bundle.py).
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import shutil
 import sys
@@ -113,7 +114,6 @@ class CellContext:
     build_subdir: str = "build"  # the build tree under cell_dir (the fine-tuning evidence has its own)
     records: list[VariantRecord] = field(default_factory=list)
     # found by the steps
-    done: bool = False  # the rest of the pipeline has nothing to do (a cached result)
     snap: Optional[sources.Snapshot] = None
     rendered: Optional[Series] = None
     env: dict[str, str] = field(default_factory=dict)
@@ -161,7 +161,13 @@ def fetch(ctx: CellContext) -> None:
     ctx.steps.done(snap.description)
 
 
-def apply(ctx: CellContext) -> None:
+class Stop(enum.Enum):
+    """What a step returns to end the pipeline: the rest has nothing to do."""
+
+    CACHED = "the cached result of exactly these inputs"
+
+
+def apply(ctx: CellContext) -> Optional[Stop]:
     """The series rendered into the target's layout, on the base: or the cached result of exactly
     these inputs, which ends the pipeline."""
     assert ctx.series is not None and ctx.snap is not None and ctx.repo is not None
@@ -176,8 +182,7 @@ def apply(ctx: CellContext) -> None:
     if not ctx.rerun and reuse_cached(ctx):
         ctx.timed("apply", t0)
         ctx.steps.done(f"cached result, nothing changed (key {ctx.key[:12]}; --rerun to run it again)")
-        ctx.done = True
-        return
+        return Stop.CACHED
     ctx.worktree = Worktree(repo, ctx.cell_dir / "src")
     try:
         head = apply_series(ctx.worktree, snap.commit, ctx.rendered, ctx.cell_dir)
@@ -186,6 +191,7 @@ def apply(ctx: CellContext) -> None:
     ctx.cell.patched_commit = head
     ctx.timed("apply", t0)
     ctx.steps.done(f"patched commit {head[:12]}")
+    return None
 
 
 def configure(ctx: CellContext) -> None:
@@ -385,7 +391,7 @@ def store(ctx: CellContext) -> None:
     )
 
 
-Step = Callable[[CellContext], None]
+Step = Callable[[CellContext], Optional[Stop]]
 STEPS: tuple[tuple[str, Step], ...] = (
     ("fetch", fetch),
     ("apply", apply),
@@ -401,12 +407,10 @@ STEPS: tuple[tuple[str, Step], ...] = (
 
 
 def run_steps(ctx: CellContext, names: Optional[tuple[str, ...]] = None) -> None:
-    """The steps in order (or only those `names`), until one says the rest has nothing to do."""
+    """The steps in order (or only those `names`), until one returns Stop."""
     for name, step in STEPS:
-        if ctx.done:
+        if (names is None or name in names) and step(ctx) is not None:
             return
-        if names is None or name in names:
-            step(ctx)
 
 
 # ---------------------------------------------------------------- one cell, start to end
