@@ -17,9 +17,10 @@ from typing import Any, Optional
 import jsonschema
 import yaml
 
+from . import backends, sources, untrusted
 from .config_records import RELPATH, SHA256, STR, Backend, Source
 from .errors import ConfigError
-from .patchset.layout import LAYOUTS
+from .patchset.layout import GATE_TEST, LAYOUTS
 
 _NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z"}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")  # POSIX: what a shell and execve accept
@@ -42,7 +43,6 @@ _UPSTREAM = {
 def schema() -> dict[str, Any]:
     """matrix.yaml's JSON Schema, composed here from what each registry owns: the source kinds
     and their options (sources/), the backend names (backends/)."""
-    from . import backends, sources
 
     return _schema(sources.names(), sources.schema_pieces(), backends.names())
 
@@ -351,7 +351,6 @@ def _line_for(lines: dict[tuple, int], path: tuple) -> int:
 
 def load_matrix(path: str | Path) -> Matrix:
     path = Path(os.path.expanduser(str(path))).absolute()  # every path below is absolute from here on
-    from . import untrusted
 
     if not path.exists():
         raise ConfigError(f"{path}: no such file (pass --matrix PATH)")
@@ -380,7 +379,6 @@ def _value_problems(data: dict) -> list[tuple[tuple, str]]:
     """What the schema cannot say, [(key path, message)]: each source kind's own checks (package
     names and PEP 440 versions, URLs and refs that reach git or requests: sources/), and
     environment variable names."""
-    from . import sources
 
     found = []
     for name, t in data["targets"].items():
@@ -401,7 +399,6 @@ def _value_problems(data: dict) -> list[tuple[tuple, str]]:
 
 def require_native_tests(matrix: "Matrix") -> None:
     """The harness every build needs; checked before any cell, so a bad path is one line up front."""
-    from .patchset.layout import GATE_TEST
 
     needed = ("CMakeLists.txt", f"{GATE_TEST}.cpp")
     missing = [n for n in needed if not (matrix.native_tests_dir / n).is_file()]

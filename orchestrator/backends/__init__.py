@@ -17,6 +17,7 @@ __all__ = ["BackendModule", "command_output", "get", "names"]
 
 
 def _modules() -> dict[str, type[BackendModule]]:
+    # the modules load on first use: `--help` lists the names without the probes' imports (start-up)
     from . import cpu, cpu_sanitize, cuda, metal, vulkan
 
     return {

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ..config_records import Backend
-from ..report.model import DeviceInfo
+
+if TYPE_CHECKING:
+    from ..report.model import DeviceInfo
 
 
 class BackendModule:
@@ -49,12 +52,13 @@ class BackendModule:
 
     def device_info(self, backend: Backend) -> DeviceInfo:
         """What the tests will run on (driver, ICD, ...), recorded in results.json."""
+        from ..report.model import DeviceInfo  # pydantic: not at `--help` (start-up)
+
         return DeviceInfo()
 
 
 def command_output(argv: list[str], env: Optional[dict[str, str]] = None, timeout: float = 30) -> Optional[str]:
     """stdout+stderr of a probe command, or None when it cannot run or fails."""
-    import os
 
     try:
         proc = subprocess.run(

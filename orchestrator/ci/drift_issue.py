@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, Optional
 
+import requests
 from pydantic import ValidationError
 
 from ..drift.status import (
@@ -46,6 +47,7 @@ from ..drift.status import (
 from ..errors import ConfigError, GitHubError
 from ..records import Record, parse
 from ..report.model import Results
+from ..upstream.github_api import Wording, raise_for_answer, send
 
 TITLE = "ggml-patch: the series drifted or a cell failed"
 LABEL = "ggml-patch-drift"
@@ -433,7 +435,6 @@ def the_one(found: list[Found]) -> Optional[Found]:
 
 def next_page(headers: Any, api_url: str) -> Optional[str]:
     """The Link header's rel="next", only on the API server itself (the token goes with it)."""
-    import requests
 
     for link in requests.utils.parse_header_links(str(headers.get("Link") or "")):
         url = link.get("url", "")
@@ -455,7 +456,6 @@ class IssuesClient:
         return f"{self.api_url}/repos/{self.repo}{path}"
 
     def send(self, req: Request, url: str = ""):
-        from ..upstream.github_api import Wording, raise_for_answer, send
 
         url = url or self.url(req.path)
         got = send(req.method, self.api_url, url, self.token, self.timeout, req.payload)

@@ -22,10 +22,11 @@ from typing import Any, Iterable, Optional
 
 import yaml
 
-from ..config import Matrix
+from ..config import Matrix, _line_for
 from ..errors import ConfigError
 from . import common as C
 from .actions import Pins, default_pins, uses
+from .runners import retired_message
 
 DEFAULT_PATH = ".github/workflows/ggml-patch-matrix.yml"
 WORKFLOW_NAME = "ggml-patch matrix"
@@ -141,8 +142,6 @@ def runner_slug(runs_on: str) -> str:
 
 def check_runners(matrix: Matrix) -> None:
     """Refuse a runner label GitHub has retired: every run on it would fail (one line, exit 2)."""
-    from ..config import _line_for
-    from .runners import retired_message
 
     for b in matrix.backends.values():
         for runs_on in b.all_runners():

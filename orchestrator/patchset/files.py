@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import untrusted
-from ..config import Matrix
+from ..config import Matrix, _line_for, require_native_tests
 from ..errors import ConfigError
 from .layout import GATE_TEST
 from .series import Series, parse_series
@@ -31,7 +31,6 @@ def read_series(directory: Path, layout: str) -> Series:
 def load_series(matrix: Matrix) -> Series:
     """The series named by matrix.yaml, checked against native_tests/: the test the series
     adds must be the gate test's source, byte for byte."""
-    from ..config import _line_for, require_native_tests
 
     if not matrix.series_dir.is_dir():
         raise ConfigError(

@@ -12,6 +12,7 @@ from typing import Callable
 from ..cache import Cache
 from ..config_records import Source
 from ..errors import ConfigError
+from ..redact import redact, redact_data
 from ..vcs.snapshots import SnapshotRepo
 from .base import Snapshot, SourceUnreachable
 
@@ -21,7 +22,6 @@ __all__ = ["Snapshot", "SourceUnreachable", "snapshot"]
 def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
     """The source's base commit. Its description and provenance are redacted here, the one place
     every kind returns through: they reach results.json, summary.md and the PR body."""
-    from ..redact import redact, redact_data
 
     snap = _kind(source)(source, cache, repo)
     return Snapshot(snap.commit, redact(snap.description), redact_data(snap.provenance))
@@ -29,7 +29,7 @@ def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
 
 def _modules() -> dict[str, ModuleType]:
     """Each kind's module: its `snapshot` and its `OPTIONS` (the JSON Schema of its keys)."""
-    from . import git, local, pypi_sdist, tarball
+    from . import git, local, pypi_sdist, tarball  # requests and the rest on first use (start-up)
 
     return {"pypi-sdist": pypi_sdist, "git": git, "local": local, "tarball": tarball}
 

@@ -23,14 +23,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
-from .. import untrusted
-from ..cache import Cache
-from ..config import Matrix
+from .. import backends, outdir, untrusted
+from ..cache import Cache, slug
+from ..config import Backend, Matrix
 from ..errors import BuildFailed, BundleRefused, BundleVerificationFailed, ConfigError, SeriesDoesNotApply
+from ..finetune import bundle as tuned
+from ..patchset.files import load_series, write_patches
+from ..patchset.render import rendered_for_target
 from ..redact import redact_data
 from ..report import model
 from ..report.model import Cell, CellStatus, Outcome, Results, Verdict
+from ..run import toolchain
+from ..run.cell import CellContext, CellProgress, run_steps
+from ..vcs.snapshots import SnapshotRepo, Worktree
+from ..verdicts.known_limits import as_json, load_known_limits
 from ..verdicts.training import can_plot, plot
+from . import authorship, cover, documents, policy
+from .manifest import validate
+from .policy import Declared
 from .views import (  # noqa: F401  (PR_TITLE and the PR body's views of results, re-exported)
     CELL_COLUMNS,
     NOT_RUN,
@@ -213,8 +223,6 @@ def read_bundle(directory: Path) -> Bundle:
     """A bundle directory, checked against its manifest: every file present, unchanged."""
     directory = Path(directory)
     mpath = directory / MANIFEST
-    from .. import untrusted
-    from .manifest import validate
 
     if not mpath.exists() and not mpath.is_symlink():
         raise ConfigError(f"{mpath}: missing; --bundle must name one target's directory made by `ggml-patch bundle`")
@@ -277,8 +285,6 @@ class BundleResult:
 def make_bundles(opts: BundleOptions) -> tuple[list[BundleResult], list[str]]:
     """Every bundle the results allow, and the targets left out (with why). Refuses, writing
     nothing, when the results do not prove the fix (unless allow_incomplete)."""
-    from ..patchset.files import load_series
-    from ..verdicts.known_limits import load_known_limits
 
     results, results_sha = load_results_dir(opts.results_dir)
     chosen = _chosen_targets(results, opts.targets, opts.results_dir)
@@ -344,12 +350,6 @@ def bundle_target(
     warnings: list[str],
     known_limits: tuple = (),
 ) -> BundleResult:
-    from ..cache import slug
-    from ..finetune import bundle as tuned
-    from ..patchset.files import load_series
-    from ..patchset.render import rendered_for_target
-    from ..vcs.snapshots import SnapshotRepo, Worktree
-    from . import authorship, cover, documents, policy
 
     matrix, cache = opts.matrix, opts.cache
     if opts.author is None:
@@ -441,11 +441,9 @@ def bundle_target(
         warnings=warnings,
     )
     man.update(docs.manifest_fields(opts.author, opts.assisted_by, head))
-    from ..verdicts.known_limits import as_json
 
     man["known_limits"] = as_json(known_limits)  # patches/known-limits.yaml: what the series leaves as it is
     files_text[MANIFEST] = json.dumps(redact_data(man), indent=2) + "\n"  # the whole manifest, redacted last
-    from .. import outdir
 
     # only into a folder the tool made (or a new or empty one): _write_dir replaces dest whole
     dest = outdir.claim(opts.out_dir, "--out", legacy=outdir.made_bundles) / target_name
@@ -464,7 +462,6 @@ def bundle_target(
 
 
 def _declared(target):
-    from .policy import Declared
 
     u = getattr(target, "upstream", None)
     return Declared(u.repo, u.submit, u.where) if u else None
@@ -510,7 +507,6 @@ def _has_commit(repo, commit: str) -> bool:
 
 
 def _recreate(worktree, base: str, rendered, patched: str, work: Path) -> None:
-    from ..patchset.files import write_patches
 
     files = write_patches(rendered, work / "series")
     worktree.ensure(base)
@@ -524,7 +520,6 @@ def _recreate(worktree, base: str, rendered, patched: str, work: Path) -> None:
 
 def format_patch(repo: SnapshotRepo, base: str, patched: str) -> list[tuple[str, str]]:
     """`git format-patch base..patched`: [(file name, text)], in order."""
-    import tempfile
 
     if not repo.descends(base, patched):
         raise BundleRefused(f"the patched commit {patched[:12]} does not descend from the base {base[:12]}")
@@ -543,9 +538,6 @@ def verify(
     configure, build and test steps there (CPU, the two tests). `patched` is the bundle's head:
     the tested tree, the contributor's commits. The worktree and build tree are the bundle's own
     and persist in the cache (ccache and an incremental build make a repeat cost seconds)."""
-    from .. import backends
-    from ..config import Backend
-    from ..run.cell import CellContext, CellProgress, run_steps
 
     t_all = time.monotonic()
     series_dir = work / "bundle-series"
@@ -656,7 +648,6 @@ def compiler_info(build_dir: Path) -> dict[str, str]:
 
 def toolchain_info(build_dir: Path) -> dict[str, str]:
     """The tools' versions (the same probe as the result-cache keys) and the compilers CMake chose."""
-    from ..run import toolchain
 
     versions = toolchain.versions()
     info = {k: versions[k] for k in ("cmake", "ninja", "git")}

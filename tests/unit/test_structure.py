@@ -140,3 +140,24 @@ def test_no_import_cycles():
 def test_the_cycle_check_finds_one():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def _function_imports(tree: ast.AST) -> list[ast.stmt]:
+    return [n for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))]
+
+
+def test_an_import_inside_a_function_says_why():
+    """Only an optional or heavy dependency, or start-up time, puts an import inside a function,
+    and the line (or the one above) says so. commands/ and cli.py import their work inside
+    run()/main() by rule (commands/__init__.py: `--help` loads every command module)."""
+    silent = []
+    for name, path in _modules().items():
+        if name.startswith("orchestrator.commands") or name == "orchestrator.cli":
+            continue
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for node in _function_imports(ast.parse("\n".join(lines))):
+            here, above = lines[node.lineno - 1], lines[node.lineno - 2].strip()
+            if "#" not in here and not above.startswith("#"):
+                silent.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}")
+    assert not silent, f"imports inside functions without a reason: {silent}"
