@@ -83,7 +83,9 @@ def standin_bin(tmp: Path) -> Path:
 
 
 def run_act(clone: Path, workflow: str, tmp: Path, *extra: str, env: dict | None = None,
-            event: str = "workflow_dispatch", timeout: float = 900) -> subprocess.CompletedProcess:
+            event: str = "workflow_dispatch", timeout: float = 900, cpus: str = "") -> subprocess.CompletedProcess:
+    """act on the clone; `cpus` (e.g. "0"): the cores it and every leg may use (taskset), since
+    act runs a matrix's legs side by side and each leg builds with as many jobs as it has cores."""
     store = tmp / "store"
     store.mkdir(parents=True, exist_ok=True)
     act_home = tmp / "act-home"
@@ -98,7 +100,7 @@ def run_act(clone: Path, workflow: str, tmp: Path, *extra: str, env: dict | None
         "GGML_PATCH_HTTP_BACKOFF": "0",
         **(env or {}),
     }
-    cmd = [act_binary() or "act", event, "-W", workflow, "-P", "ubuntu-24.04=-self-hosted",
+    cmd = [*(["taskset", "-c", cpus] if cpus and shutil.which("taskset") else []), act_binary() or "act", event, "-W", workflow, "-P", "ubuntu-24.04=-self-hosted",
            "--concurrent-jobs", "1", "--action-offline-mode", "--no-recurse",
            *local_repositories((clone / workflow).read_text())]
     for k, v in step_env.items():
