@@ -28,9 +28,10 @@ def add_arguments(p) -> None:
     p.add_argument("--base", default="master", metavar="BRANCH", help="the branch to merge into (default: master)")
     p.add_argument(
         "--api-url",
-        default="https://api.github.com",
+        default=os.environ.get("GITHUB_API_URL") or "https://api.github.com",
         metavar="URL",
-        help="GitHub REST API base URL (default: https://api.github.com)",
+        help="GitHub REST API base URL (default: $GITHUB_API_URL, which every Actions runner sets, "
+        "GitHub Enterprise Server included; else https://api.github.com)",
     )
     p.add_argument(
         "--head-owner",
@@ -172,7 +173,7 @@ def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
             f"the branch is based on the ggml-patch snapshot {snapshot[:12]}, not an upstream commit: "
             "GitHub opens the pull request only if the fork shares that history; pass --onto COMMIT"
         )
-    br = github.apply_series(workdir, local_onto, bundle.patch_files, upstream=onto == upstream)
+    br = github.series_branch(workdir, local_onto, bundle.patch_files, upstream=onto == upstream)
     push_cmd = shlex.join(github.push_argv(workdir, remote, branch))
     url = github.pulls_url(args.api_url, pr.repo)
     if not args.open:

@@ -15,12 +15,16 @@ import hashlib
 import json
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Annotated, Any, Iterable, Literal, Optional, Sequence, Union
 
-SCHEMA_VERSION = 2
-KEY_VERSION = 2  # bump when the meaning of a cached finetune result changes
+from pydantic import ConfigDict, Field, StringConstraints, ValidationError
+
+from ..records import Record, error_line
+
+FINETUNE_SCHEMA_VERSION = 2
+FINETUNE_KEY_VERSION = 2  # bump when the meaning of a cached finetune result changes
 VARIANTS = ("with_fix", "without_fix")
 PROGRAM = "llama-finetune"  # the target's own examples/training/finetune.cpp, unmodified
 PROGRAM_SOURCE = "examples/training/finetune.cpp"
@@ -262,11 +266,17 @@ _BAR = re.compile(
 WARNING = re.compile(r"(?i)\bwarn|will not receive gradients")
 
 
-@dataclass(frozen=True)
-class Epoch:
-    epoch: int
-    train_loss: float
-    eval_loss: float
+Loss = float  # nan and inf included: a diverged run's loss (written as NaN / Infinity)
+
+
+class Epoch(Record):
+    """One epoch of one run: llama-finetune's mean train loss and its eval (validation) loss."""
+
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants", frozen=True)
+
+    epoch: Annotated[int, Field(ge=1, le=MAX_EPOCHS)]
+    train_loss: Loss
+    eval_loss: Loss
     train_acc: Optional[float] = None
     eval_acc: Optional[float] = None
 
@@ -306,7 +316,9 @@ def parse_output(text: str) -> ProgramOutput:
         if m["kind"] == "train":
             train = (loss, acc)
         elif train is not None:
-            epochs.append(Epoch(len(epochs) + 1, train[0], loss, train[1], acc))
+            epochs.append(
+                Epoch(epoch=len(epochs) + 1, train_loss=train[0], eval_loss=loss, train_acc=train[1], eval_acc=acc)
+            )
             train = None
     return ProgramOutput(tuple(epochs), tuple(warnings))
 
@@ -315,26 +327,79 @@ def parse_output(text: str) -> ProgramOutput:
 # the results' data model
 
 
-@dataclass
-class Run:
+Text = Annotated[str, StringConstraints(max_length=4096)]
+Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")]
+# a plain relative path of the tree: never absolute, never "..", no option
+TreePath = Annotated[
+    str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*$", max_length=200)
+]
+Seconds = Annotated[float, Field(ge=0)]
+
+
+class Info(Record):
+    """An open object of finetune.json (model, data, ...): the keys named are checked, others kept;
+    read like a dict (`.get`, `[]`) as the report code reads it."""
+
+    model_config = ConfigDict(extra="allow", ser_json_inf_nan="constants")
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = getattr(self, key, None) if key in type(self).model_fields else (self.model_extra or {}).get(key)
+        return default if value is None else value
+
+    def __getitem__(self, key: str) -> Any:
+        value = self.get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: str) -> bool:
+        return self.get(key) is not None
+
+
+class ModelInfo(Info):
+    sha256: Optional[Sha256] = None  # the pre-trained checkpoint the cases start from
+    random_sha256: Optional[Sha256] = None  # the random model it was pre-trained from
+    vocab_sha256: Optional[Sha256] = None
+    seed: Optional[Annotated[int, Field(ge=0, le=2**32 - 1)]] = None
+    n_vocab: Optional[Annotated[int, Field(ge=1)]] = None
+    n_params: Optional[Annotated[int, Field(ge=1)]] = None
+    vocab_file: Optional[TreePath] = None
+    pretrained: Optional[bool] = None
+    pretrain: Optional[dict[str, Any]] = None  # how: files, optimizer, lr, epochs, its loss curve
+
+
+class DataInfo(Info):
+    sha256: Optional[Sha256] = None
+    files: Optional[Annotated[list[TreePath], Field(max_length=16)]] = None
+    tokens: Optional[Annotated[int, Field(ge=0)]] = None
+
+
+class SeriesInfo(Info):
+    sha256: Optional[Sha256] = None  # canonical, as results.json records it
+    rendered_sha256: Optional[Sha256] = None
+    patches: Optional[Annotated[list[Text], Field(max_length=64)]] = None
+
+
+class Run(Record):
     """One run of llama-finetune: a variant (with or without the fix) of one case, at a thread count;
     repeat 1 is the same run again (the noise floor's run-to-run measure)."""
 
-    variant: str
-    optimizer: str
-    opt_period: int
-    n_batch: int
-    n_ubatch: int
-    lr: float
-    command: list[str]
-    epochs: list[Epoch] = field(default_factory=list)
+    variant: Literal["with_fix", "without_fix"]
+    optimizer: Literal["sgd", "adamw"]
+    opt_period: Annotated[int, Field(ge=1, le=64)]
+    n_batch: Annotated[int, Field(ge=1)]
+    n_ubatch: Annotated[int, Field(ge=1)]
+    lr: Annotated[float, Field(gt=0, le=10)]
+    command: Annotated[list[Text], Field(max_length=64)]
+    epochs: Annotated[list[Epoch], Field(max_length=MAX_EPOCHS)] = []
     exit_code: Optional[int] = None
-    seconds: Optional[float] = None
-    outcome: str = "ok"  # ok | failed | timed out | crashed: as the runner classified it
-    cpu_seconds: Optional[float] = None  # user + system CPU of the program (wall time depends on the load)
-    threads: int = THREADS
-    repeat: int = 0
-    warnings: list[str] = field(default_factory=list)
+    seconds: Optional[Seconds] = None
+    outcome: Literal["ok", "failed", "timed out", "crashed"] = "ok"  # as the runner classified it
+    cpu_seconds: Optional[Seconds] = None  # user + system CPU of the program (wall time depends on the load)
+    threads: Annotated[int, Field(ge=1, le=256)] = THREADS
+    repeat: Annotated[int, Field(ge=0, le=16)] = 0
+    warnings: Annotated[list[Text], Field(max_length=20)] = []
 
     @property
     def case(self) -> tuple[str, int, float]:
@@ -346,28 +411,30 @@ class Run:
         return self.threads == THREADS and self.repeat == 0
 
 
-@dataclass
-class FinetuneResults:
-    target: str
-    base: str  # the upstream commit (or source digest) the llama.cpp tree is at
-    model: dict[str, Any]  # the pre-trained checkpoint: sha256, pretrain (how), random (the model it started from)
-    data: dict[str, Any]  # the fine-tuning text: files, sha256
-    program: dict[str, Any]  # name, source path, sha256 of that source in the tree
-    runs: list[Run] = field(default_factory=list)
-    cache_key: str = ""
-    schema_version: int = SCHEMA_VERSION
-    source: dict[str, Any] = field(default_factory=dict)  # the target's source: description, upstream commit
-    series: dict[str, Any] = field(
-        default_factory=dict
-    )  # sha256 (canonical, as results.json), rendered_sha256, patches
-    provenance: dict[str, Any] = field(default_factory=dict)  # per variant: binary sha256, fix markers found
-    toolchain: dict[str, Any] = field(default_factory=dict)  # compiler, CMake, ... (run/toolchain.py)
-    timings: dict[str, Any] = field(default_factory=dict)  # seconds of the run that made these results
+COMPUTED = ("noise", "thresholds", "verdicts")  # written for the reader, recomputed on reading, never trusted
 
-    def to_json(self) -> str:
-        """The results with the noise floor, thresholds and verdicts computed from them (a reader
-        recomputes them, never trusts them)."""
-        plain = _to_plain(self)
+
+class FinetuneResults(Record):
+    """finetune.json: what `ggml-patch evidence` ran and measured (the floor and verdicts are computed)."""
+
+    schema_version: Literal[2] = 2  # FINETUNE_SCHEMA_VERSION
+    target: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._ /-]{0,199}$")]
+    base: Hex  # the upstream commit (or source digest) the llama.cpp tree is at
+    cache_key: Union[Sha256, Literal[""]] = ""
+    model: ModelInfo
+    data: DataInfo
+    program: Info  # name, source path, sha256 of that source in the tree
+    runs: Annotated[list[Run], Field(max_length=64)]
+    source: Info = Info()  # the target's source: description, upstream commit
+    series: SeriesInfo = SeriesInfo()
+    provenance: Info = Info()  # per variant: binary sha256, whether it holds the fix
+    toolchain: Annotated[dict[str, Text], Field(max_length=32)] = {}
+    timings: Info = Info()  # seconds of the run that made these results
+
+    def to_json(self) -> str:  # type: ignore[override]
+        """finetune.json's text: the results with the noise floor, thresholds and verdicts computed
+        from them (a reader recomputes them, never trusts them)."""
+        plain = self.model_dump(mode="json")
         plain["noise"] = noise_floor(self).as_dict()
         plain["thresholds"] = thresholds()
         plain["verdicts"] = [v.as_dict() for v in verdicts(self)]
@@ -376,27 +443,40 @@ class FinetuneResults:
     @classmethod
     def from_json(cls, text: str) -> "FinetuneResults":
         """finetune.json, validated as untrusted input (it may come from anyone's disk): a ValueError
-        naming the first field that is not what `ggml-patch evidence` writes."""
+        naming the first key that is not what `ggml-patch evidence` writes."""
         try:
             d = json.loads(text)
         except (ValueError, RecursionError) as e:
             raise ValueError(f"not valid JSON ({str(e).splitlines()[0][:80]})") from None
         if not isinstance(d, dict):
             raise ValueError("expected a JSON object")
-        if d.get("schema_version") != SCHEMA_VERSION:
-            raise ValueError(f"finetune results: schema_version {d.get('schema_version')!r}, expected {SCHEMA_VERSION}")
-        validate(d)
-        known = {f for f in cls.__dataclass_fields__ if f != "runs"}
-        runs = [
-            Run(
-                **{
-                    **{k: v for k, v in r.items() if k in Run.__dataclass_fields__},
-                    "epochs": [Epoch(**e) for e in r["epochs"]],
-                }
+        if d.get("schema_version") != FINETUNE_SCHEMA_VERSION:
+            raise ValueError(
+                f"finetune results: schema_version {d.get('schema_version')!r}, expected {FINETUNE_SCHEMA_VERSION}"
             )
-            for r in d["runs"]
-        ]
-        return cls(**{k: v for k, v in d.items() if k in known}, runs=runs)
+        for k in COMPUTED:
+            d.pop(k, None)
+        try:
+            found = cls.model_validate_json(json.dumps(d, allow_nan=True), strict=True)
+        except ValidationError as e:
+            raise ValueError(error_line(e)) from None
+        found.check_runs()
+        return found
+
+    def check_runs(self) -> None:
+        """One run per variant, case, thread count and repeat; epochs numbered 1, 2, ... in order."""
+        seen = set()
+        for i, r in enumerate(self.runs):
+            key = (r.variant, r.optimizer, r.opt_period, r.lr, r.threads, r.repeat)
+            if key in seen:
+                raise ValueError(
+                    f"runs[{i}]: a second {r.variant} run of {r.optimizer} lr {r.lr:g} opt_period {r.opt_period} "
+                    f"at {r.threads} threads (repeat {r.repeat})"
+                )
+            seen.add(key)
+            numbers = [e.epoch for e in r.epochs]
+            if numbers != list(range(1, len(numbers) + 1)):
+                raise ValueError(f"runs[{i}].epochs: epochs {numbers[:8]} are not numbered 1, 2, ... in order")
 
     def cases(self) -> list[tuple[str, int, float]]:
         """(optimizer, opt_period, lr) in first-seen order."""
@@ -411,151 +491,6 @@ class FinetuneResults:
             if r.primary and r.variant == variant and r.case[:2] == (optimizer, opt_period) and lr in (None, r.lr):
                 return r
         return None
-
-
-# ---------------------------------------------------------------------------------------------
-# finetune.json as untrusted input (the bundle reads it from a results folder)
-
-_HEX = {"type": "string", "pattern": r"^[0-9a-f]{7,64}\Z"}
-_SHA256 = {"type": "string", "pattern": r"^[0-9a-f]{64}\Z"}
-_TEXT = {"type": "string", "maxLength": 4096}
-_PATH = {
-    "type": "string",
-    "pattern": r"^[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*\Z",
-    "maxLength": 200,
-}
-_NUMBER = {"type": "number"}  # nan and inf included: a diverged run's loss
-_MAYBE_NUMBER = {"type": ["number", "null"]}
-_INFO = {
-    "type": "object",
-    "maxProperties": 64,
-    "additionalProperties": {"type": ["string", "number", "boolean", "null", "object", "array"]},
-}
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["schema_version", "target", "base", "model", "data", "program", "runs"],
-    "properties": {
-        "schema_version": {"const": SCHEMA_VERSION},
-        "target": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._ /-]{0,199}\Z"},
-        "base": _HEX,
-        "cache_key": {"anyOf": [_SHA256, {"const": ""}]},
-        "model": {
-            **_INFO,
-            "properties": {
-                "sha256": _SHA256,
-                "random_sha256": _SHA256,
-                "pretrain": _INFO,
-                "vocab_sha256": _SHA256,
-                "seed": {"type": "integer", "minimum": 0, "maximum": 2**32 - 1},
-                "n_vocab": {"type": "integer", "minimum": 1},
-                "n_params": {"type": "integer", "minimum": 1},
-                "vocab_file": _PATH,
-            },
-        },
-        "data": {
-            **_INFO,
-            "properties": {
-                "sha256": _SHA256,
-                "files": {"type": "array", "maxItems": 16, "items": _PATH},
-                "tokens": {"type": ["integer", "null"], "minimum": 0},
-            },
-        },
-        "program": {**_INFO, "properties": {"name": _TEXT, "sha256": _SHA256}},
-        "source": _INFO,
-        "series": {
-            **_INFO,
-            "properties": {
-                "sha256": _SHA256,
-                "rendered_sha256": _SHA256,
-                "patches": {"type": "array", "maxItems": 64, "items": _TEXT},
-            },
-        },
-        "toolchain": {"type": "object", "maxProperties": 32, "additionalProperties": _TEXT},
-        "timings": _INFO,
-        "provenance": _INFO,
-        "verdicts": {"type": "array"},  # recomputed on reading, never used as read
-        "noise": {"type": "object"},  # recomputed on reading, never used as read
-        "thresholds": {"type": "object"},  # the code's own, never used as read
-        "runs": {
-            "type": "array",
-            "maxItems": 64,
-            "items": {
-                "type": "object",
-                "required": ["variant", "optimizer", "opt_period", "n_batch", "n_ubatch", "lr", "command", "epochs"],
-                "properties": {
-                    "variant": {"enum": list(VARIANTS)},
-                    "optimizer": {"enum": list(OPTIMIZERS)},
-                    "opt_period": {"type": "integer", "minimum": 1, "maximum": 64},
-                    "n_batch": {"type": "integer", "minimum": 1},
-                    "n_ubatch": {"type": "integer", "minimum": 1},
-                    "lr": {"type": "number", "exclusiveMinimum": 0, "maximum": 10},
-                    "command": {"type": "array", "maxItems": 64, "items": _TEXT},
-                    "exit_code": {"type": ["integer", "null"]},
-                    "seconds": _MAYBE_NUMBER,
-                    "cpu_seconds": _MAYBE_NUMBER,
-                    "outcome": {"enum": ["ok", "failed", "timed out", "crashed"]},
-                    "threads": {"type": "integer", "minimum": 1, "maximum": 256},
-                    "repeat": {"type": "integer", "minimum": 0, "maximum": 16},
-                    "warnings": {"type": "array", "maxItems": 20, "items": _TEXT},
-                    "epochs": {
-                        "type": "array",
-                        "maxItems": MAX_EPOCHS,
-                        "items": {
-                            "type": "object",
-                            "required": ["epoch", "train_loss", "eval_loss"],
-                            "additionalProperties": False,
-                            "properties": {
-                                "epoch": {"type": "integer", "minimum": 1, "maximum": MAX_EPOCHS},
-                                "train_loss": _NUMBER,
-                                "eval_loss": _NUMBER,
-                                "train_acc": _MAYBE_NUMBER,
-                                "eval_acc": _MAYBE_NUMBER,
-                            },
-                        },
-                    },
-                },
-            },
-        },
-    },
-}
-
-
-def validate(d: Any) -> None:
-    """A ValueError naming the first field of `d` that is not what `ggml-patch evidence` writes
-    (the schema, then: one run per variant and case, epochs numbered 1, 2, ... in order)."""
-    import jsonschema
-
-    err = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(SCHEMA).iter_errors(d))
-    if err is not None:
-        where = ".".join(str(p) for p in err.absolute_path) or "(top level)"
-        value = repr(err.instance)
-        value = value if len(value) <= 60 else value[:57] + "..."
-        if err.validator == "required":
-            raise ValueError(f"{where}: {err.message}")
-        raise ValueError(f"{where}: {value} is not valid here ({err.validator} {_short(err.validator_value)})")
-    seen = set()
-    for i, r in enumerate(d["runs"]):
-        key = (r["variant"], r["optimizer"], r["opt_period"], r["lr"], r.get("threads", THREADS), r.get("repeat", 0))
-        if key in seen:
-            raise ValueError(
-                f"runs.{i}: a second {r['variant']} run of {r['optimizer']} lr {r['lr']:g} opt_period {r['opt_period']} "
-                f"at {key[4]} threads (repeat {key[5]})"
-            )
-        seen.add(key)
-        numbers = [e["epoch"] for e in r["epochs"]]
-        if numbers != list(range(1, len(numbers) + 1)):
-            raise ValueError(f"runs.{i}.epochs: epochs {numbers[:8]} are not numbered 1, 2, ... in order")
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _to_plain(obj: Any) -> Any:
-    if hasattr(obj, "__dataclass_fields__"):
-        return {k: _to_plain(v) for k, v in asdict(obj).items()}
-    return obj
 
 
 # ---------------------------------------------------------------------------------------------
@@ -623,7 +558,7 @@ def noise_floor(results: FinetuneResults) -> Noise:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class FinetuneVerdict:
     optimizer: str
     opt_period: int
     lr: float
@@ -641,7 +576,7 @@ class Verdict:
         return asdict(self)
 
 
-def verdict(
+def finetune_verdict(
     optimizer: str,
     opt_period: int,
     lr: float,
@@ -649,7 +584,7 @@ def verdict(
     unfixed: Sequence[Epoch],
     floor: float,
     min_effect: float = MIN_EFFECT,
-) -> Verdict:
+) -> FinetuneVerdict:
     """The rule above, on the epochs both runs reported (pure)."""
     n = min(len(fixed), len(unfixed))
     f, u = list(fixed[:n]), list(unfixed[:n])
@@ -676,7 +611,7 @@ def verdict(
         label = "differs, no harm shown"
     else:
         label = "no difference"
-    return Verdict(optimizer, opt_period, lr, n, max_diff, end, end_rel, floor, better, worse, diverged, label)
+    return FinetuneVerdict(optimizer, opt_period, lr, n, max_diff, end, end_rel, floor, better, worse, diverged, label)
 
 
 def run_outcome(exit_code: Optional[int], timed_out: bool, complete: bool) -> str:
@@ -698,14 +633,14 @@ def no_case_differs(results: FinetuneResults) -> bool:
     return bool(vs) and all(v.label == "no difference" for v in vs)
 
 
-def verdicts(results: FinetuneResults) -> list[Verdict]:
+def verdicts(results: FinetuneResults) -> list[FinetuneVerdict]:
     """One verdict per case that has both variants, against the results' own noise floor."""
     floor = noise_floor(results).floor
     out = []
     for opt, period, lr in results.cases():
         f, u = results.run("with_fix", opt, period, lr), results.run("without_fix", opt, period, lr)
         if f and u:
-            out.append(verdict(opt, period, lr, f.epochs, u.epochs, floor))
+            out.append(finetune_verdict(opt, period, lr, f.epochs, u.epochs, floor))
     return out
 
 
@@ -741,7 +676,7 @@ def cache_key(
     flags: CMake flags and the program's fixed options; cases: the runs (optimizer, n_batch,
     n_ubatch, lr, epochs); toolchain: compiler and CMake versions."""
     parts = {
-        "v": KEY_VERSION,
+        "v": FINETUNE_KEY_VERSION,
         "kind": "finetune",
         "base": base,
         "series": series,
@@ -820,12 +755,14 @@ def figure(results: FinetuneResults):
     """A grid of small panels, rows = optimizer and learning rate, columns = opt_period: train
     (solid) and eval (dashed) loss per epoch, with the fix (blue) and without (red)."""
     try:
+        # matplotlib: the optional plot extra, loaded only to draw
         import matplotlib
     except ImportError as e:  # the [plot] extra
         raise RuntimeError("the finetune plot needs matplotlib (pip install 'ggml-patch[plot]')") from e
     matplotlib.use("Agg")  # no display on CI machines
+    # matplotlib: the optional plot extra, loaded only to draw
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import MaxNLocator  # matplotlib: the optional plot extra
 
     cases = results.cases()
     opts = list(dict.fromkeys((o, lr) for o, _, lr in cases))
@@ -876,6 +813,7 @@ def _spans_decades(ax) -> bool:
 
 def plot(results: FinetuneResults, path: Path) -> Path:
     """Write finetune-loss.png (no version stamp in the metadata: same data, same bytes)."""
+    # matplotlib: the optional plot extra, loaded only to draw
     import matplotlib.pyplot as plt
 
     fig = figure(results)
@@ -904,7 +842,7 @@ def provenance_rows(results: FinetuneResults) -> list[tuple[str, str]]:
         if curve and all(isinstance(x, (int, float)) for x in curve)
         else ""
     )
-    prov = results.provenance or {}
+    prov: Any = results.provenance or {}
     checks = "; ".join(
         f"{v.replace('_', ' ')}: {'holds' if (prov.get(v) or {}).get('holds_fix') else 'lacks'} the fix "
         f"(binary sha256 `{str((prov.get(v) or {}).get('sha256', '—'))[:16]}`)"

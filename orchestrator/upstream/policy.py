@@ -23,7 +23,6 @@ TEMPLATE_FILES = (
     "docs/pull_request_template.md",
     "docs/PULL_REQUEST_TEMPLATE.md",
 )
-SUBMIT_MODES = ("manual", "api", "none")
 PULL_REQUEST, VERIFY_ONLY = "pull-request", "verify-only"
 DEFAULT_MAX_COMMENT_LINES = 2  # ggml-patch's own standard where the target states none
 

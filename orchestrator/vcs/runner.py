@@ -41,6 +41,7 @@ ISOLATED = {
     "GIT_COMMITTER_EMAIL": "ggml-patch@localhost",
 }
 
+LOCAL_TIMEOUT_S = 1800.0  # any git command without its own limit: a local one that takes longer has hung
 # The caller's GIT_* variables kept: how to reach a remote over ssh and which CAs to trust (the
 # user's own transport setup); every other GIT_* variable is dropped.
 KEPT_GIT_ENV = ("GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSL_CAINFO", "GIT_SSL_CAPATH")
@@ -125,7 +126,9 @@ def git_bytes(
 ) -> bytes:
     """Run `git [-C cwd] [--git-dir=…] [-c config]... ARGS` isolated; its stdout as bytes.
     `env` adds to the isolated environment; `input` goes to its stdin; `strip` drops one final
-    newline. Raises GitError (timed_out when killed after `timeout` seconds)."""
+    newline. Raises GitError (timed_out when killed after `timeout` seconds; LOCAL_TIMEOUT_S when
+    None: every git command has a limit)."""
+    timeout = LOCAL_TIMEOUT_S if timeout is None else timeout
     argv = ["git"]
     if cwd is not None:
         argv += ["-C", str(cwd)]
@@ -140,7 +143,7 @@ def git_bytes(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=isolated_env(**(env or {})),
-        start_new_session=timeout is not None,  # a timeout kills git and its helpers (remote-https, ssh)
+        start_new_session=True,  # a timeout kills git and its helpers (remote-https, ssh)
     )
     try:
         out, err = proc.communicate(input, timeout=timeout)

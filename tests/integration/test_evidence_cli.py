@@ -1,6 +1,7 @@
 """`ggml-patch evidence`'s user errors: one line, exit 2, before any build (the real run is in
 tests/e2e/test_evidence.py): a target without llama.cpp's training API (the ggml layout, a llama.cpp
-tree whose llama.h has no llama_opt_epoch, a tree without the vocab file), a bad --case, a --results
+tree whose llama.h has no llama_opt_epoch, a tree without the vocab file or without
+examples/training/finetune.cpp), a bad --case, a --results
 that is a file, an unknown target; and a results folder holding a user's files is never written."""
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def error_after_fetch(proc) -> str:
 
 def no_build(proc, cache: Path) -> None:
     assert "build with_fix" not in proc.stderr, proc.stderr
-    assert not list(cache.glob("cells/*/src")) and not list(cache.glob("cells/*/build-evidence"))
+    assert not list(cache.glob("cells/*/src")) and not list(cache.glob("cells/*/build-finetune"))
 
 
 def test_the_ggml_layout_has_no_training_api(tmp_path):
@@ -39,7 +40,7 @@ def test_a_bad_case_and_an_unknown_target_are_one_line(tmp_path):
     env = isolated_env(tmp_path)
     proc = tool("evidence", "--matrix", MATRIX, "--case", "adamw:1e-3:3:2", "--cache", tmp_path / "cache",
                 "--results", tmp_path / "r", env=env)
-    assert "--case 'adamw:1e-3:3:2': opt_period '3': expected one of 1, 2" in proc.error_line(2)
+    assert "--case 'adamw:1e-3:3:2': opt_period '3': expected one of 1, 2, 4" in proc.error_line(2)
     proc = tool("evidence", "--matrix", MATRIX, "--target", "llama", "--cache", tmp_path / "cache", env=env)
     assert "unknown target 'llama'" in proc.error_line(2)
     no_build(proc, tmp_path / "cache")
@@ -53,7 +54,7 @@ def test_a_results_path_that_is_a_file_is_refused(tmp_path):
     assert (tmp_path / "r").read_text() == "mine"
 
 
-def llama_tree(path: Path, header: str, vocab: bool) -> Path:
+def llama_tree(path: Path, header: str, vocab: bool, finetune: bool = True) -> Path:
     """A llama.cpp-layout `local` tree with what the series and the evidence read first."""
     (path / "ggml" / "src").mkdir(parents=True)
     (path / "include").mkdir()
@@ -64,6 +65,11 @@ def llama_tree(path: Path, header: str, vocab: bool) -> Path:
     (path / "include" / "llama.h").write_text(header)
     (path / "LICENSE").write_text("MIT\n")
     (path / "CONTRIBUTING.md").write_text("contribute\n")
+    (path / "docs").mkdir()
+    (path / "docs" / "docker.md").write_text("docker\n")
+    if finetune:
+        (path / "examples" / "training").mkdir(parents=True)
+        (path / "examples" / "training" / "finetune.cpp").write_text("int main() {}\n")
     if vocab:
         (path / "models" / "ggml-vocab-llama-spm.gguf").write_bytes(b"GGUF")
     return path
@@ -93,6 +99,14 @@ def test_a_tree_without_the_vocab_file_is_one_line(tmp_path):
     proc = tool("evidence", "--matrix", llama_matrix(tmp_path, tree), "--target", "old-llama",
                 "--cache", tmp_path / "cache", "--results", tmp_path / "r", env=isolated_env(tmp_path))
     assert "models/ggml-vocab-llama-spm.gguf is not in the tree" in error_after_fetch(proc)
+    no_build(proc, tmp_path / "cache")
+
+
+def test_a_tree_without_upstream_s_finetune_example_is_one_line(tmp_path):
+    tree = llama_tree(tmp_path / "nofinetune", "LLAMA_API void llama_opt_epoch(void);\n", vocab=True, finetune=False)
+    proc = tool("evidence", "--matrix", llama_matrix(tmp_path, tree), "--target", "old-llama",
+                "--cache", tmp_path / "cache", "--results", tmp_path / "r", env=isolated_env(tmp_path))
+    assert "examples/training/finetune.cpp is not in the tree" in error_after_fetch(proc)
     no_build(proc, tmp_path / "cache")
 
 
