@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 import threading
 import time
 from typing import Callable, Optional
@@ -118,7 +119,6 @@ def fetch(
 def _shutdown(resp: Optional[requests.Response]) -> None:
     """Wake a read blocked in the worker: shut the socket down (closing the response from this
     thread would wait for the worker's buffered-reader lock, as long as the server trickles)."""
-    import socket
 
     try:
         sock = resp.raw._connection.sock  # type: ignore[union-attr]
