@@ -12,6 +12,7 @@ Bundle verification runs configure, build and test on a context of its own (upst
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import time
@@ -58,7 +59,8 @@ from .testrun import TestRun, run_test
 if TYPE_CHECKING:
     from .matrix import RunOptions
 
-_HARNESS_FILES = ("CMakeLists.txt", "extra-programs.cmake", "train-opt-dynamic.cpp")
+# the gate test is built from here (extra-programs.cmake) unless the series carries it
+_HARNESS_FILES = ("CMakeLists.txt", "extra-programs.cmake", "train-opt-dynamic.cpp", f"{GATE_TEST}.cpp")
 
 
 class CellProgress:
@@ -567,7 +569,6 @@ def _map_logs(records: list[VariantRecord], fn: Callable[[str], str]) -> None:
 def apply_series(worktree: Worktree, base: str, rendered: Series, cell_dir: Path) -> str:
     """Put the worktree on base + series. A tree already there is left untouched (no file
     times change, so nothing recompiles)."""
-    import json
 
     state_file = cell_dir / "state.json"
     state = json.loads(state_file.read_text()) if state_file.exists() else {}
