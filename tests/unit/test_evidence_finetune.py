@@ -27,13 +27,13 @@ def epoch_text(train: str, val: str) -> str:
 
 
 def test_the_parser_reads_each_epoch_s_final_train_and_val_lines():
-    text = ("llama_context: n_ctx = 256\nW llama_opt_init: the K and V projections will not receive gradients\n"
+    text = ("llama_context: n_ctx = 256\n0.00.075.783 W opt_init: the K and V projections will not receive gradients\n"
             + epoch_text("6.12345", "6.54321") + epoch_text("5.50000", "nan") + "llama_model_save_to_file: done\n")
     out = ft.parse_output(text)
     assert [(e.epoch, e.train_loss) for e in out.epochs] == [(1, 6.12345), (2, 5.5)]
     assert out.epochs[0].eval_loss == 6.54321 and math.isnan(out.epochs[1].eval_loss)
     assert out.epochs[0].train_acc == pytest.approx(0.0859)
-    assert out.warnings == ("W llama_opt_init: the K and V projections will not receive gradients",)
+    assert out.warnings == ("W opt_init: the K and V projections will not receive gradients",)
     assert out.complete(2) and not out.complete(3)
 
 
