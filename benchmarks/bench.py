@@ -114,11 +114,14 @@ def newcomer(work: Path, loops: int) -> dict:
     env = newcomer_env(home, venv)
     out: dict = {"commit": commit, "load_start": load_note(loops)}
     with BusyLoops(loops):
+        cpu0 = _children_cpu()
         t_pip, rc, lines = timed_lines([str(venv / "bin" / "pip"), "install", "-q", "nox"], clone, env)
         if rc != 0:
             raise SystemExit(f"bench: newcomer: pip install nox failed: {lines[-3:]}")
         t_nox, rc, lines = timed_lines([str(venv / "bin" / "nox"), "-s", "matrix"], clone, env)
         out["load_end"] = load_note(loops)
+        # CPU seconds of the whole run (every process it started, not the busy loops): what a load cannot inflate
+        out["cpu_s"] = round(_children_cpu() - cpu0, 2)
     (work / "newcomer.log").write_text("\n".join(f"{s:8.2f} {line}" for s, line in lines) + "\n")
     if rc != 0:
         raise SystemExit(f"bench: newcomer: nox -s matrix failed ({rc}): {[x for _, x in lines[-15:]]}")
@@ -223,7 +226,7 @@ def mutants_by_hand(cache_dir: Path, cell: dict, matrix) -> dict:
     """Each mutant by hand in the cell's own tree (the bench's cache; a copied CMake tree would still
     build the original's absolute paths): `git apply` it, ninja the gate target, run the gate; the
     file is put back afterwards, not timed. Seconds per mutant, and each mutant's split."""
-    from orchestrator.patchset.files import load_mutants
+    from orchestrator.verdicts.mutants import load_mutants
     from orchestrator.patchset.layout import GATE_TEST, get_layout
 
     cell_dir = cache_dir / "cells" / cell["cell"].replace("/", "-")
@@ -391,6 +394,7 @@ def main() -> int:
             for loops in loads:  # 0 before any other: the machine as it is, before the bench's own load
                 print(f"bench: (h) newcomer: fresh clone, empty HOME, nox -s matrix ({loops} busy loops)", flush=True)
                 report["newcomer"]["loaded" if loops else "quiet"] = newcomer(work / f"newcomer-{loops}", loops)
+                shutil.copy(work / f"newcomer-{loops}" / "newcomer.log", out / f"newcomer-{loops}-busy-loops.log")
 
     report["machine"]["loadavg_end"] = list(os.getloadavg())  # another process's builds skew every number
     report["ratios"] = ratios(report)
@@ -529,11 +533,11 @@ def ratio_tables(control: dict, mutants: dict, how: str) -> list[str]:
 def newcomer_markdown(n: dict) -> list[str]:
     lines = ["", "## Newcomer: fresh clone, empty HOME, `pip install nox && nox -s matrix` (s from the start)", "",
              "| run | load average start -> end | pip install nox | nox's own install done | first verdict | end "
-             "| re-run, nothing changed |", "|---|---|---|---|---|---|---|"]
+             "| CPU of the run | re-run, nothing changed |", "|---|---|---|---|---|---|---|---|"]
     for name, x in n.items():
         lines.append(f"| {name} ({x['load_start']['busy_loops']} busy loops) | {x['load_start']['loadavg']} -> "
                      f"{x['load_end']['loadavg']} | {x['pip_install_nox_s']} | {x['nox_install_s']} | "
-                     f"{x['first_verdict_s']} | {x['total_s']} | {x['rerun_s']} |")
+                     f"{x['first_verdict_s']} | {x['total_s']} | {x.get('cpu_s')} | {x['rerun_s']} |")
     for name, x in n.items():
         cells = ", ".join(f"{c} {v['total_s']} s ({v['status']})" for c, v in x["cells"].items())
         lines += ["", f"{name}: commit {x['commit'][:12]}; first verdict: `{x['first_verdict']}`; cells: {cells}."]

@@ -12,7 +12,7 @@ from typing import NoReturn, Optional
 
 from .commands import COMMANDS
 from .errors import ExitCode, GgmlPatchError
-from .redact import redact
+from .redact import RedactingStream, redact
 
 
 def _command(name: str):
@@ -23,7 +23,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors: the usage block is what --help is for."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(int(ExitCode.CONFIG), f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(int(ExitCode.CONFIG), f"ggml-patch: error: {message} (see {self.prog} --help)\n")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
         "--lock-timeout",
         type=_seconds,
         metavar="S",
-        help="give up (exit 3) when another run holds a lock this tool needs for S seconds "
+        help="give up (exit 10) when another run holds a lock this tool needs for S seconds "
         "(default: wait, saying who holds it)",
     )
     common.add_argument(
@@ -55,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="ggml-patch",
         description="Carry the ggml-opt per-step accumulator fix into ggml, llama.cpp and forks, and prove it on every backend.",
     )
+    p.add_argument("--version", action="version", version=f"ggml-patch {_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
         mod = _command(name)
@@ -63,6 +64,21 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    # redaction at the edge: every line printed on stdout and stderr, by any route, is redacted
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
+    try:
+        return _main(argv)
+    finally:
+        for s in (sys.stdout, sys.stderr):
+            try:
+                s.flush()
+            except (OSError, ValueError):
+                pass
+        sys.stdout, sys.stderr = streams
+
+
+def _main(argv: Optional[list[str]]) -> int:
     signal.signal(signal.SIGTERM, _raise_interrupt)  # SIGTERM unwinds like Ctrl-C: locks released, tree restored
     try:
         args = _parser().parse_args(argv)
@@ -82,6 +98,15 @@ def main(argv: Optional[list[str]] = None) -> int:
             file=sys.stderr,
         )
         return int(ExitCode.TOOL_ERROR)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ggml-patch")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
 
 
 def _one_line(text: str) -> str:
@@ -110,6 +135,9 @@ def _dispatch(args: argparse.Namespace) -> ExitCode:
     from .outdir import cache_problem, writable_dir
     from .sources.pins import collect, pinned
 
+    command = _command(args.command)
+    if not getattr(command, "NEEDS_MATRIX", True):  # drift-issue reads only its own inputs: no matrix, no cache
+        return command.run(args, None, None)
     # user errors first, before any work: the cache must be a folder we can write (not a file)
     default = default_cache_dir()  # refuses GGML_PATCH_CACHE='' even with --cache: backends read it too
     option = "--cache" if args.cache else "GGML_PATCH_CACHE"
@@ -120,4 +148,4 @@ def _dispatch(args: argparse.Namespace) -> ExitCode:
     matrix = pinned(load_matrix(args.matrix), collect(args.pins, args.pin))
     cache = Cache(root, lock_timeout=args.lock_timeout)
     cache.clean_scratch()  # what a killed run left in <cache>/tmp/
-    return _command(args.command).run(args, matrix, cache)
+    return command.run(args, matrix, cache)

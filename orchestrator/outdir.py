@@ -9,11 +9,11 @@ in it is touched. `--results` and `--cache` are checked the same way for being w
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Callable, Optional
 
+from . import untrusted
 from .errors import ConfigError
 
 MARKER = ".ggml-patch-output"
@@ -93,7 +93,6 @@ def made_results(path: Path) -> bool:
     res = path / "results.json"
     if not res.exists():
         return True
-    from . import untrusted
 
     try:
         data = untrusted.load_json(res, "results")
@@ -104,7 +103,6 @@ def made_results(path: Path) -> bool:
 
 def made_pins(path: Path) -> bool:
     """An existing --out file `resolve-refs` may replace: a pins file it wrote ({"version", "pins"})."""
-    from . import untrusted
 
     try:
         data = untrusted.load_json(path, "pins")
@@ -154,9 +152,10 @@ def made_bundles(path: Path) -> bool:
     for entry in path.iterdir():
         if entry.name.startswith(".") and entry.name.endswith(".partial") and entry.is_dir():
             continue
+
         try:
-            man = json.loads((entry / "manifest.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            man = untrusted.load_json(entry / "manifest.json", "manifest", root=entry)
+        except ConfigError:
             return False
         if not (isinstance(man, dict) and man.get("tool") == "ggml-patch" and man.get("target") == entry.name):
             return False

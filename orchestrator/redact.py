@@ -9,20 +9,31 @@ the value of GITHUB_TOKEN (and GH_TOKEN) wherever it appears, and any secret a c
 
 from __future__ import annotations
 
+import io
 import os
 import re
-from typing import Any, Iterable
+from typing import IO, Any, Iterable
+from urllib.parse import unquote
 
 REDACTED = "***"
-SECRET_ENV = ("GITHUB_TOKEN", "GH_TOKEN")
+# the tokens a run may hold: GitHub's, GitHub Actions' own, and the tool's
+SECRET_ENV = (
+    "GITHUB_TOKEN",
+    "GH_TOKEN",
+    "GH_ENTERPRISE_TOKEN",
+    "GITHUB_ENTERPRISE_TOKEN",
+    "ACTIONS_RUNTIME_TOKEN",
+    "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+)
 _MIN_SECRET = 4  # shorter values are not real tokens; replacing them would garble every message
 
-# scheme://USERINFO@ : the userinfo may hold a password or be a token itself; it never holds
-# '/', '@', whitespace, or the quotes and brackets around a URL in a message or a JSON string
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s\"'<>()\[\]{}]+@")
+# scheme://AUTHORITY: the authority ends where RFC 3986 says (/ ? #) or at a character no URL
+# holds unescaped (space, quotes, brackets); the userinfo is everything before its last '@', so a
+# password with ')' or "'" (both legal there) is removed whole. Linear: one pass, no backtracking.
+_AUTHORITY = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/?#\s\"<>{}\[\]\\^`|]*)")
 _QUERY = re.compile(
-    r"(?i)([?&](?:access_token|private_token|token|auth|password|passwd|secret|api_key|apikey|"
-    r"client_secret|sig|signature)=)[^&#\s\"'<>]+"
+    r"(?i)([?&;](?:access_token|private_token|token|auth|password|passwd|pwd|secret|api_key|apikey|key|"
+    r"client_secret|sig|signature|code|jwt|session)=)[^&#\s\"'<>]+"
 )
 
 
@@ -31,15 +42,67 @@ def env_secrets(environ=None) -> tuple[str, ...]:
     return tuple(v for v in (environ.get(k, "") for k in SECRET_ENV) if len(v.strip()) >= _MIN_SECRET)
 
 
+_SEEN: set[str] = set()  # passwords met in URLs: removed wherever they appear later, decoded too
+
+
+def _userinfo(m: re.Match) -> str:
+    authority = m.group(2)
+    at = authority.rfind("@")
+    if at < 0:
+        return m.group(0)
+    password = authority[:at].partition(":")[2]
+    for s in (password, unquote(password)):
+        if len(s) >= _MIN_SECRET and len(_SEEN) < 64:
+            _SEEN.add(s)
+    return f"{m.group(1)}{REDACTED}{authority[at:]}"
+
+
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
     """`text` without credentials in URLs, secret query parameters, GITHUB_TOKEN's value or `secrets`."""
     if not isinstance(text, str):
         text = str(text)
-    for s in sorted({*secrets, *env_secrets()}, key=len, reverse=True):
+    for s in sorted({*secrets, *env_secrets(), *_SEEN}, key=len, reverse=True):
         if s and len(s.strip()) >= _MIN_SECRET:
             text = text.replace(s, REDACTED)
-    text = _USERINFO.sub(rf"\g<1>{REDACTED}@", text)
-    return _QUERY.sub(rf"\g<1>{REDACTED}", text)
+    if "://" in text:
+        text = _AUTHORITY.sub(_userinfo, text)
+    return _QUERY.sub(rf"\g<1>{REDACTED}", text) if "=" in text else text
+
+
+class RedactingStream(io.TextIOBase):
+    """A text stream that redacts each line before it reaches `raw` (stdout, stderr): whatever
+    route printed it, no secret leaves. Lines end at \\n or \\r; flush() sends a partial line."""
+
+    def __init__(self, raw: IO[str]):
+        self.raw = raw
+        self._pending = ""
+
+    def write(self, s: str) -> int:
+        self._pending += s
+        cut = max(self._pending.rfind("\n"), self._pending.rfind("\r"))
+        if cut >= 0:
+            self.raw.write(redact(self._pending[: cut + 1]))
+            self._pending = self._pending[cut + 1 :]
+        return len(s)
+
+    def flush(self) -> None:
+        if self._pending:
+            self.raw.write(redact(self._pending))
+            self._pending = ""
+        self.raw.flush()
+
+    def isatty(self) -> bool:
+        return self.raw.isatty()
+
+    def fileno(self) -> int:
+        return self.raw.fileno()
+
+    @property
+    def encoding(self):
+        return getattr(self.raw, "encoding", "utf-8")
+
+    def writable(self) -> bool:
+        return True
 
 
 def redact_data(data: Any, secrets: Iterable[str] = ()) -> Any:

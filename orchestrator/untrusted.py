@@ -10,7 +10,9 @@ resolving elsewhere). Every refusal is a ConfigError: one line naming the file, 
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import os
 import stat
 from pathlib import Path, PurePath
@@ -35,6 +37,9 @@ CAPS: dict[str, int] = {
     "lock": 64 * KiB,
     "log": 256 * MiB,  # logs are copied in blocks, never held whole
     "document": 4 * MiB,
+    "summary": 16 * MiB,
+    "index": 32 * MiB,  # a package index page of a local (file://) index
+    "sdist": 2048 * MiB,  # from a local (file://) package index
 }
 _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -159,6 +164,15 @@ def read_optional(path: PathLike, kind: str, root: Optional[PathLike] = None) ->
     return read_text(p, kind, root)
 
 
+def read_lenient(path: PathLike, kind: str, root: Optional[PathLike] = None) -> Optional[str]:
+    """A file the tool wrote and reads back (summary.md): its text (bad bytes replaced), or None
+    when it is absent or not a small regular file inside `root`."""
+    try:
+        return read_bytes(path, kind, root).decode("utf-8", errors="replace")
+    except ConfigError:
+        return None
+
+
 def tail_text(path: PathLike, root: Optional[PathLike], max_bytes: int = 64 * KiB) -> Optional[str]:
     """The last `max_bytes` of a log inside `root` as text (bad bytes replaced), or None when it
     is not a regular file there: a log named by a document is evidence, never a reason to fail."""
@@ -202,3 +216,15 @@ def is_regular(path: PathLike) -> bool:
         return stat.S_ISREG(os.lstat(path).st_mode)
     except OSError:
         return False
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds above 0 (`inf`, `nan`, `0` and `-1` refused, exit 2)."""
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (expected a finite number above 0)")
+    return value

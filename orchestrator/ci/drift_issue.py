@@ -14,6 +14,13 @@ problem; one that rose since the issue last recorded it is a change for the wors
 gets a comment (an edited body notifies nobody). A source that could not be fetched says nothing
 about the series: its last known status is kept, marked as such. Without --results the failing
 cells are the ones the issue last recorded (the daily drift job runs no cells).
+
+One issue per repository for its whole life: it is found by the hidden MARKER in its body, among
+open and closed issues (every page), labelled or not; a closed one is reopened rather than a new
+one opened. A close as "not planned" is the maintainers' word: it is left closed until the
+status gets worse than it was then. A partial status (`--partial`: some targets, another
+profile) is merged into the recorded state. The body is edited only when something other than
+the time and the run's link changed.
 """
 
 from __future__ import annotations
@@ -21,10 +28,13 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import re
-from dataclasses import dataclass, field
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import Any, Literal, Optional
 
-from ..drift.verdicts import (
+import requests
+from pydantic import ValidationError
+
+from ..drift.status import (
     APPLIES,
     CONFLICT,
     NOT_APPLICABLE,
@@ -35,8 +45,9 @@ from ..drift.verdicts import (
     StatusReport,
 )
 from ..errors import ConfigError, GitHubError
-from ..records import parse
+from ..records import Record, parse
 from ..report.model import Results
+from ..upstream.github_api import Wording, raise_for_answer, send
 
 TITLE = "ggml-patch: the series drifted or a cell failed"
 LABEL = "ggml-patch-drift"
@@ -96,40 +107,26 @@ def _short(text: str) -> str:
 # ---------------------------------------------------------------- the state and the decision
 
 
-@dataclass
-class State:
-    """What the issue records: every target's status, the failing cells, where each came from."""
+class State(Record):
+    """What the issue records (in its own body, as JSON): every target's status, the failing
+    cells, where each came from. Read back from an issue anyone can edit: untrusted, validated."""
 
+    version: Literal[1] = 1
     profile: str
-    targets: dict[str, dict]  # target -> {status, detail, base[, kept: why the last known status is shown]}
-    failing: dict[str, dict] = field(default_factory=dict)  # cell -> {status, reason}
+    # target -> {status, detail, base[, kept: why the last known status is shown]}
+    targets: dict[str, dict[str, str]]
+    failing: dict[str, dict[str, str]] = {}  # cell -> {status, reason}
     cells_profile: str = ""
     cells_run: str = ""  # the run whose results gave `failing`
     run: str = ""  # the run that wrote this state
 
-    def to_json(self) -> dict:
-        return {
-            "version": 1,
-            "profile": self.profile,
-            "targets": self.targets,
-            "failing": self.failing,
-            "cells_profile": self.cells_profile,
-            "cells_run": self.cells_run,
-            "run": self.run,
-        }
-
     @classmethod
     def from_json(cls, d: Any) -> Optional["State"]:
-        if not isinstance(d, dict) or d.get("version") != 1 or not isinstance(d.get("targets"), dict):
+        """The state an issue body holds; None when it is not one (edited by hand, another version)."""
+        try:
+            return cls.model_validate(d)
+        except ValidationError:
             return None
-        return cls(
-            str(d.get("profile", "")),
-            d["targets"],
-            d.get("failing") or {},
-            str(d.get("cells_profile", "")),
-            str(d.get("cells_run", "")),
-            str(d.get("run", "")),
-        )
 
 
 def current_state(
@@ -137,9 +134,14 @@ def current_state(
     results: Optional[tuple[str, dict[str, dict]]],
     previous: Optional[State],
     run: str,
+    partial: bool = False,
 ) -> State:
     profile, targets = status
-    rows = {}
+    # a partial status (some targets, or another profile) adds to what the issue recorded
+    merge = previous is not None and (partial or (previous.profile and profile != previous.profile))
+    rows = dict(previous.targets) if merge and previous else {}
+    if merge and previous:
+        profile = previous.profile
     for name, row in targets.items():
         before = (previous.targets.get(name) if previous else None) or {}
         if row["status"] in NOT_KNOWN and before.get("status") in RANK:
@@ -152,10 +154,19 @@ def current_state(
             rows[name] = dict(row)
     if results is not None:
         cells_profile, failing = results
-        return State(profile, rows, failing, cells_profile, run, run)
+        return State(
+            profile=profile, targets=rows, failing=failing, cells_profile=cells_profile, cells_run=run, run=run
+        )
     if previous:
-        return State(profile, rows, previous.failing, previous.cells_profile, previous.cells_run, run)
-    return State(profile, rows, run=run)
+        return State(
+            profile=profile,
+            targets=rows,
+            failing=previous.failing,
+            cells_profile=previous.cells_profile,
+            cells_run=previous.cells_run,
+            run=run,
+        )
+    return State(profile=profile, targets=rows, run=run)
 
 
 def rank(row: Optional[dict]) -> int:
@@ -184,11 +195,13 @@ def worsened(previous: Optional[State], state: State) -> list[str]:
 
 @dataclass(frozen=True)
 class Found:
-    """An open issue of ours."""
+    """An issue of ours (found by its marker), open or closed."""
 
     number: int
     body: str
     html_url: str = ""
+    open: bool = True
+    state_reason: str = ""  # for a closed one: "completed", "not_planned"
 
     @property
     def state(self) -> Optional[State]:
@@ -216,10 +229,13 @@ def decide(
     results: Optional[tuple[str, dict[str, dict]]],
     run: str,
     now: _dt.datetime,
+    partial: bool = False,
 ) -> tuple[Action, State]:
     previous = found.state if found else None
-    state = current_state(status, results, previous, run)
+    state = current_state(status, results, previous, run, partial)
     now_problems = problems(state)
+    if found is not None and not found.open:
+        return _closed(found, previous, state, now_problems, run, now), state
     if not now_problems:
         if found is None:
             return Action("none", "all clean and no issue open"), state
@@ -237,9 +253,51 @@ def decide(
         return Action("open", "; ".join(now_problems), None, body), state
     worse = worsened(previous, state)
     comment = ("Worse since the last update" + _at(run) + ":\n\n" + "".join(f"- {w}\n" for w in worse)) if worse else ""
-    if body == found.body:
+    if previous is not None and not worse and same_but_for_time(previous, state):
         return Action("none", "the open issue already says this", found.number), state
     return Action("update", "; ".join(now_problems), found.number, body, comment), state
+
+
+def _closed(
+    found: Found, previous: Optional[State], state: State, now_problems: list[str], run: str, now: _dt.datetime
+) -> Action:
+    """Our issue is closed: reopen it when there are problems, unless the maintainers closed it as
+    not planned and nothing got worse since."""
+    if not now_problems:
+        return Action("none", f"all clean; #{found.number} stays closed", found.number)
+    worse = worsened(previous, state)
+    if found.state_reason == "not_planned" and not worse:
+        return Action(
+            "none",
+            f"#{found.number} was closed as not planned and nothing got worse since: left closed",
+            found.number,
+        )
+    said = "".join(f"- {w}\n" for w in (worse or now_problems))
+    comment = (
+        f"Reopened{_at(run)}: "
+        + ("worse than when it was closed" if worse else "the problems are back")
+        + ":\n\n"
+        + said
+    )
+    return Action("reopen", "; ".join(now_problems), found.number, render(state, now), comment)
+
+
+_EPOCH = _dt.datetime(2000, 1, 1, tzinfo=_dt.timezone.utc)
+
+
+def same_but_for_time(a: State, b: State) -> bool:
+    """The two states' bodies differ at most in the time and the runs' links (what every run changes)."""
+
+    def plain(x: State) -> str:  # the recorded state comes back with its keys sorted: order is not news
+        update = {
+            "run": "",
+            "cells_run": "",
+            "targets": dict(sorted(x.targets.items())),
+            "failing": dict(sorted(x.failing.items())),
+        }
+        return render(x.model_copy(update=update), _EPOCH)
+
+    return plain(a) == plain(b)
 
 
 def _at(run: str) -> str:
@@ -309,8 +367,16 @@ class Request:
     ok_if: tuple[int, ...] = ()  # answers that are fine though not 2xx (e.g. the label exists: 422)
 
 
-def find_request() -> Request:
-    return Request("GET", f"/issues?state=open&labels={LABEL}&per_page=100")
+MAX_PAGES = 20  # of 100 issues each, when the issue lost its label: the newest 2,000 issues are looked at
+
+
+def find_requests() -> list[Request]:
+    """Where our issue is looked for, in order, every page of each: the labelled issues (open and
+    closed), then, if the label was removed, every issue, newest first."""
+    return [
+        Request("GET", f"/issues?state=all&labels={LABEL}&per_page=100"),
+        Request("GET", "/issues?state=all&sort=created&direction=desc&per_page=100"),
+    ]
 
 
 def requests_for(action: Action) -> list[Request]:
@@ -326,20 +392,31 @@ def requests_for(action: Action) -> list[Request]:
     if action.kind == "update":
         out = [Request("PATCH", issue, {"body": action.body})]
         return out + ([Request("POST", f"{issue}/comments", {"body": action.comment})] if action.comment else [])
-    if action.kind == "close":
+    if action.kind == "close":  # closed first: a failed close never leaves a second "Closing." comment
         return [
-            Request("POST", f"{issue}/comments", {"body": action.comment}),
             Request("PATCH", issue, {"body": action.body, "state": "closed", "state_reason": "completed"}),
+            Request("POST", f"{issue}/comments", {"body": action.comment}),
+        ]
+    if action.kind == "reopen":
+        return [
+            Request("PATCH", issue, {"body": action.body, "state": "open"}),
+            Request("POST", f"{issue}/comments", {"body": action.comment}),
         ]
     return []
 
 
 def ours(items: Any) -> list[Found]:
-    """Our open issues among a list-issues answer, oldest first: the label, our marker, not a pull request."""
+    """Our issues among a list-issues answer, oldest first: our marker in the body, not a pull request."""
     if not isinstance(items, list):
         raise GitHubError("the issues list is not a JSON list")
     found = [
-        Found(int(i["number"]), i.get("body") or "", i.get("html_url") or "")
+        Found(
+            int(i["number"]),
+            i.get("body") or "",
+            i.get("html_url") or "",
+            i.get("state") != "closed",
+            str(i.get("state_reason") or ""),
+        )
         for i in items
         if isinstance(i, dict)
         and "pull_request" not in i
@@ -347,6 +424,23 @@ def ours(items: Any) -> list[Found]:
         and isinstance(i.get("number"), int)
     ]
     return sorted(found, key=lambda f: f.number)
+
+
+def the_one(found: list[Found]) -> Optional[Found]:
+    """The issue to keep using: the oldest open one, else the most recently opened closed one."""
+    if not found:
+        return None
+    return min(found, key=lambda f: (not f.open, f.number if f.open else -f.number))
+
+
+def next_page(headers: Any, api_url: str) -> Optional[str]:
+    """The Link header's rel="next", only on the API server itself (the token goes with it)."""
+
+    for link in requests.utils.parse_header_links(str(headers.get("Link") or "")):
+        url = link.get("url", "")
+        if link.get("rel") == "next" and url.startswith(api_url.rstrip("/") + "/"):
+            return url
+    return None
 
 
 # ---------------------------------------------------------------- the effects
@@ -361,10 +455,9 @@ class IssuesClient:
     def url(self, path: str) -> str:
         return f"{self.api_url}/repos/{self.repo}{path}"
 
-    def send(self, req: Request):
-        from ..upstream.github_api import Wording, raise_for_answer, send
+    def send(self, req: Request, url: str = ""):
 
-        url = self.url(req.path)
+        url = url or self.url(req.path)
         got = send(req.method, self.api_url, url, self.token, self.timeout, req.payload)
         if got.status in req.ok_if:
             return got
@@ -381,9 +474,20 @@ class IssuesClient:
         )
         return got
 
-    def find_open(self) -> Optional[Found]:
-        found = ours(self.send(find_request()).json())
-        return found[0] if found else None
+    def find(self) -> Optional[Found]:
+        """Our issue, open or closed, labelled or not (every page, Link headers)."""
+        for req in find_requests():
+            found: list[Found] = []
+            url: Optional[str] = self.url(req.path)
+            for _ in range(MAX_PAGES):
+                if not url:
+                    break
+                got = self.send(req, url)
+                found += ours(got.json())
+                url = next_page(got.headers, self.api_url)
+            if found:
+                return the_one(found)
+        return None
 
     def carry_out(self, action: Action) -> Optional[str]:
         """Send the action's requests; the issue's URL."""

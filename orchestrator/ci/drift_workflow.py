@@ -13,6 +13,7 @@ from typing import Optional
 
 from . import common as C
 from .actions import Pins, default_pins, uses
+from .workflow import drift_profile
 
 PATH = ".github/workflows/ggml-patch-drift.yml"
 NAME = "ggml-patch drift"
@@ -28,12 +29,13 @@ case $code in 0|3|4) ;; *) exit "$code" ;; esac
 """
 _ISSUE = """args=(--status status.json --repo "$REPO")
 if [ "$DRY_RUN" = true ]; then args+=(--dry-run); fi
+# a dispatch for some targets or another profile adds to the issue's state, never replaces it
+if [ "$PARTIAL" = true ]; then args+=(--partial); fi
 ggml-patch drift-issue "${args[@]}"
 """
 
 
 def workflow(matrix, pins: Optional[Pins] = None) -> dict:
-    from .workflow import drift_profile
 
     pins = pins or default_pins()
     profile = drift_profile(matrix)
@@ -103,6 +105,7 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
                     "GITHUB_TOKEN": "${{ github.token }}",
                     "REPO": "${{ github.repository }}",
                     "DRY_RUN": "${{ inputs.dry-run }}",
+                    "PARTIAL": f"${{{{ inputs.targets != '' || (inputs.profile != '' && inputs.profile != '{profile}') }}}}",
                 },
                 "run": _ISSUE,
             },

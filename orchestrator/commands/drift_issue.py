@@ -8,7 +8,9 @@ import os
 from pathlib import Path
 
 from ..errors import ConfigError, ExitCode
+from ..untrusted import positive_seconds
 
+NEEDS_MATRIX = False  # its inputs are status.json and results.json, never matrix.yaml or the cache
 HELP = (
     "open one GitHub issue when a target's series stops applying as it is or a default cell fails, "
     "update it while that lasts, close it when all is clean"
@@ -26,15 +28,25 @@ def add_arguments(p) -> None:
     p.add_argument("--repo", required=True, metavar="OWNER/NAME", help="the repository the issue lives in")
     p.add_argument(
         "--api-url",
-        default="https://api.github.com",
+        default=os.environ.get("GITHUB_API_URL") or "https://api.github.com",
         metavar="URL",
-        help="GitHub REST API base URL (default: https://api.github.com)",
+        help="GitHub REST API base URL (default: $GITHUB_API_URL, which every Actions runner sets, "
+        "GitHub Enterprise Server included; else https://api.github.com)",
     )
-    p.add_argument("--timeout", type=float, default=30.0, metavar="S", help="API timeout in seconds (default: 30)")
+    p.add_argument(
+        "--timeout", type=positive_seconds, default=30.0, metavar="S", help="API timeout in seconds (default: 30)"
+    )
+    p.add_argument(
+        "--partial",
+        action="store_true",
+        help="the status covers only some targets (or another profile): merge it into the issue's recorded "
+        "state instead of replacing it",
+    )
     p.add_argument(
         "--dry-run",
         action="store_true",
-        help="print the requests and send nothing (reads nothing either: assumes no issue is open)",
+        help="print the requests and send none (with GITHUB_TOKEN set it reads the issue first; "
+        "without, it assumes there is none)",
     )
 
 
@@ -75,27 +87,31 @@ def run(args, matrix, cache) -> ExitCode:
     client = D.IssuesClient(args.api_url, repo, token, args.timeout)
     now = _dt.datetime.now(_dt.timezone.utc)
     if args.dry_run:
-        return _dry_run(client, D, status, results, now)
-    found = client.find_open()
-    action, state = D.decide(found, status, results, run_url(), now)
+        return _dry_run(client, D, status, results, now, args.partial)
+    found = client.find()
+    action, state = D.decide(found, status, results, run_url(), now, args.partial)
     url = client.carry_out(action) or (found.html_url if found else "")
     where = f"#{action.number}" if action.number else ""
     said = {
         "open": f"opened {url}",
         "update": f"updated {where} {url}".rstrip(),
         "close": f"closed {where} {url}: all clean again".rstrip(),
+        "reopen": f"reopened {where} {url}".rstrip(),
         "none": f"nothing to send: {action.why}",
     }[action.kind]
-    print(f"drift-issue: {said}" + (f" ({action.why})" if action.kind in ("open", "update") else ""))
+    print(f"drift-issue: {said}" + (f" ({action.why})" if action.kind in ("open", "update", "reopen") else ""))
     return ExitCode.OK
 
 
-def _dry_run(client, D, status, results, now) -> ExitCode:
+def _dry_run(client, D, status, results, now, partial: bool) -> ExitCode:
     from ..upstream.github_api import REDACTED, body_json, request_headers
 
     print("dry run: nothing sent; without --dry-run (and with GITHUB_TOKEN set) these requests are made")
-    print(f"GET {client.url(D.find_request().path)}  (finds the open issue; assumed none here)")
-    action, _ = D.decide(None, status, results, run_url(), now)
+    found = client.find() if client.token else None  # reading changes nothing
+    for req in D.find_requests():
+        print(f"GET {client.url(req.path)}  (finds the issue by its marker, every page)")
+    print(f"found: #{found.number} ({'open' if found.open else 'closed'})" if found else "found: none")
+    action, _ = D.decide(found, status, results, run_url(), now, partial)
     print(f"decision: {action.kind}: {action.why}")
     for req in D.requests_for(action):
         print()

@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 
 from ..errors import BundleRefused, ConfigError, ExitCode, SubmissionNotAutomated
+from ..untrusted import positive_seconds
 
 HELP = (
     "push a bundle's series to a fork branch and open the pull request (dry run unless --open); where the "
@@ -27,9 +28,10 @@ def add_arguments(p) -> None:
     p.add_argument("--base", default="master", metavar="BRANCH", help="the branch to merge into (default: master)")
     p.add_argument(
         "--api-url",
-        default="https://api.github.com",
+        default=os.environ.get("GITHUB_API_URL") or "https://api.github.com",
         metavar="URL",
-        help="GitHub REST API base URL (default: https://api.github.com)",
+        help="GitHub REST API base URL (default: $GITHUB_API_URL, which every Actions runner sets, "
+        "GitHub Enterprise Server included; else https://api.github.com)",
     )
     p.add_argument(
         "--head-owner",
@@ -44,14 +46,14 @@ def add_arguments(p) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=float,
+        type=positive_seconds,
         default=30.0,
         metavar="S",
         help="bound on the whole API request: connect, each read and the total, in seconds (default: 30)",
     )
     p.add_argument(
         "--git-timeout",
-        type=float,
+        type=positive_seconds,
         default=600.0,
         metavar="S",
         help="bound on git fetch and git push to the fork, in seconds (default: 600)",
@@ -158,7 +160,7 @@ def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
     if not onto or not snapshot:
         raise ConfigError(f"{bundle.path}/manifest.json: no base commit recorded; re-run `ggml-patch bundle`")
     workdir = github.work_repo(cache.root / "pr" / slug(bundle.target), cache.snapshots_git)
-    askpass = github.askpass_script(workdir / ".git") if token else None
+    askpass = github.askpass_script(workdir / ".git", github.token_host(args.api_url)) if token else None
     notes, local_onto = [], onto
     if not github.has_commit(workdir, onto):
         if args.open:
@@ -171,7 +173,7 @@ def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
             f"the branch is based on the ggml-patch snapshot {snapshot[:12]}, not an upstream commit: "
             "GitHub opens the pull request only if the fork shares that history; pass --onto COMMIT"
         )
-    br = github.apply_series(workdir, local_onto, bundle.patch_files, upstream=onto == upstream)
+    br = github.series_branch(workdir, local_onto, bundle.patch_files, upstream=onto == upstream)
     push_cmd = shlex.join(github.push_argv(workdir, remote, branch))
     url = github.pulls_url(args.api_url, pr.repo)
     if not args.open:

@@ -28,7 +28,7 @@ def add_arguments(p) -> None:
 
 def run(args, matrix, cache) -> ExitCode:
     from ..drift.check import status_of_targets, target_names
-    from ..drift.verdicts import StatusReport, exit_code
+    from ..drift.status import StatusReport, exit_code
     from ..redact import redact_data
 
     rows = status_of_targets(matrix, cache, target_names(matrix, args.profile, args.target))

@@ -1,2 +1,2 @@
 """Drift: where the series stands on each target (builds nothing). check.py gathers the facts
-with git; verdicts.py turns them into statuses (pure)."""
+with git; status.py turns them into statuses (pure)."""

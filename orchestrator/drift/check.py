@@ -1,5 +1,5 @@
 """The drift check's effects: fetch every target's base, render the series into its layout and
-try it patch by patch in a worktree of the tool's cache. Nothing is built. Verdicts: verdicts.py.
+try it patch by patch in a worktree of the tool's cache. Nothing is built. Statuses: status.py.
 
 Per target, under <cache>/status/<target>/:
   try/      scratch worktree: every attempt starts from the base, whatever was left there
@@ -28,7 +28,7 @@ from ..patchset.series import Series
 from ..report.model import Provenance
 from ..vcs.runner import error_line
 from ..vcs.snapshots import SnapshotRepo, Worktree
-from .verdicts import (
+from .status import (
     CLEAN,
     CONFLICTED,
     MERGED,
@@ -46,7 +46,7 @@ from .verdicts import (
     failed_hunk,
     modified_fix_files,
     not_applicable_reason,
-    verdict,
+    target_status,
 )
 
 
@@ -147,7 +147,7 @@ def check_target(
     trial = Worktree(repo, dirs.trial)
     results, conflict = attempt(trial, snap.commit, rendered, files, before_merge)
     row.patches = results
-    row.status, row.detail = verdict(results)
+    row.status, row.detail = target_status(results)
     if conflict:
         row.conflict = leave_for_resolution(repo, dirs.resolve, snap.commit, results, files, conflict)
     else:

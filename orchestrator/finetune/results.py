@@ -23,8 +23,8 @@ from pydantic import ConfigDict, Field, StringConstraints, ValidationError
 
 from ..records import Record, error_line
 
-SCHEMA_VERSION = 2
-KEY_VERSION = 2  # bump when the meaning of a cached finetune result changes
+FINETUNE_SCHEMA_VERSION = 2
+FINETUNE_KEY_VERSION = 2  # bump when the meaning of a cached finetune result changes
 VARIANTS = ("with_fix", "without_fix")
 PROGRAM = "llama-finetune"  # the target's own examples/training/finetune.cpp, unmodified
 PROGRAM_SOURCE = "examples/training/finetune.cpp"
@@ -419,7 +419,7 @@ COMPUTED = ("noise", "thresholds", "verdicts")  # written for the reader, recomp
 class FinetuneResults(Record):
     """finetune.json: what `ggml-patch evidence` ran and measured (the floor and verdicts are computed)."""
 
-    schema_version: Literal[2] = 2  # SCHEMA_VERSION
+    schema_version: Literal[2] = 2  # FINETUNE_SCHEMA_VERSION
     target: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._ /-]{0,199}$")]
     base: Hex  # the upstream commit (or source digest) the llama.cpp tree is at
     cache_key: Union[Sha256, Literal[""]] = ""
@@ -452,8 +452,10 @@ class FinetuneResults(Record):
             raise ValueError(f"not valid JSON ({str(e).splitlines()[0][:80]})") from None
         if not isinstance(d, dict):
             raise ValueError("expected a JSON object")
-        if d.get("schema_version") != SCHEMA_VERSION:
-            raise ValueError(f"finetune results: schema_version {d.get('schema_version')!r}, expected {SCHEMA_VERSION}")
+        if d.get("schema_version") != FINETUNE_SCHEMA_VERSION:
+            raise ValueError(
+                f"finetune results: schema_version {d.get('schema_version')!r}, expected {FINETUNE_SCHEMA_VERSION}"
+            )
         for k in COMPUTED:
             d.pop(k, None)
         try:
@@ -558,7 +560,7 @@ def noise_floor(results: FinetuneResults) -> Noise:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class FinetuneVerdict:
     optimizer: str
     opt_period: int
     lr: float
@@ -576,7 +578,7 @@ class Verdict:
         return asdict(self)
 
 
-def verdict(
+def finetune_verdict(
     optimizer: str,
     opt_period: int,
     lr: float,
@@ -584,7 +586,7 @@ def verdict(
     unfixed: Sequence[Epoch],
     floor: float,
     min_effect: float = MIN_EFFECT,
-) -> Verdict:
+) -> FinetuneVerdict:
     """The rule above, on the epochs both runs reported (pure)."""
     n = min(len(fixed), len(unfixed))
     f, u = list(fixed[:n]), list(unfixed[:n])
@@ -611,7 +613,7 @@ def verdict(
         label = "differs, no harm shown"
     else:
         label = "no difference"
-    return Verdict(optimizer, opt_period, lr, n, max_diff, end, end_rel, floor, better, worse, diverged, label)
+    return FinetuneVerdict(optimizer, opt_period, lr, n, max_diff, end, end_rel, floor, better, worse, diverged, label)
 
 
 def run_outcome(exit_code: Optional[int], timed_out: bool, complete: bool) -> str:
@@ -633,14 +635,14 @@ def no_case_differs(results: FinetuneResults) -> bool:
     return bool(vs) and all(v.label == "no difference" for v in vs)
 
 
-def verdicts(results: FinetuneResults) -> list[Verdict]:
+def verdicts(results: FinetuneResults) -> list[FinetuneVerdict]:
     """One verdict per case that has both variants, against the results' own noise floor."""
     floor = noise_floor(results).floor
     out = []
     for opt, period, lr in results.cases():
         f, u = results.run("with_fix", opt, period, lr), results.run("without_fix", opt, period, lr)
         if f and u:
-            out.append(verdict(opt, period, lr, f.epochs, u.epochs, floor))
+            out.append(finetune_verdict(opt, period, lr, f.epochs, u.epochs, floor))
     return out
 
 
@@ -676,7 +678,7 @@ def cache_key(
     flags: CMake flags and the program's fixed options; cases: the runs (optimizer, n_batch,
     n_ubatch, lr, epochs); toolchain: compiler and CMake versions."""
     parts = {
-        "v": KEY_VERSION,
+        "v": FINETUNE_KEY_VERSION,
         "kind": "finetune",
         "base": base,
         "series": series,
@@ -755,12 +757,14 @@ def figure(results: FinetuneResults):
     """A grid of small panels, rows = optimizer and learning rate, columns = opt_period: train
     (solid) and eval (dashed) loss per epoch, with the fix (blue) and without (red)."""
     try:
+        # matplotlib: the optional plot extra, loaded only to draw
         import matplotlib
     except ImportError as e:  # the [plot] extra
         raise RuntimeError("the finetune plot needs matplotlib (pip install 'ggml-patch[plot]')") from e
     matplotlib.use("Agg")  # no display on CI machines
+    # matplotlib: the optional plot extra, loaded only to draw
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import MaxNLocator  # matplotlib: the optional plot extra
 
     cases = results.cases()
     opts = list(dict.fromkeys((o, lr) for o, _, lr in cases))
@@ -811,6 +815,7 @@ def _spans_decades(ax) -> bool:
 
 def plot(results: FinetuneResults, path: Path) -> Path:
     """Write finetune-loss.png (no version stamp in the metadata: same data, same bytes)."""
+    # matplotlib: the optional plot extra, loaded only to draw
     import matplotlib.pyplot as plt
 
     fig = figure(results)

@@ -28,6 +28,7 @@ import shutil
 import tempfile
 import time
 from dataclasses import asdict, dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -35,7 +36,6 @@ from .. import backends, outdir
 from ..cache import Cache, slug
 from ..config import Backend, Matrix, Target
 from ..errors import BuildFailed, ConfigError
-from ..evidence.training import can_plot
 from ..patchset.files import load_series
 from ..patchset.layout import BuildPlan, get_layout
 from ..patchset.render import render
@@ -43,10 +43,10 @@ from ..progress import Reporter
 from ..redact import redact
 from ..report.model import Cell
 from ..run import cmake, toolchain
-from ..run.cell import CellContext, Steps, apply, build_variant, fix_reverted, run_steps
+from ..run.cell import CellContext, CellProgress, apply, build_variant, fix_reverted, run_steps
 from ..run.testrun import TestRun, run_program
-from ..vcs.runner import GitError, git_bytes
 from ..vcs.snapshots import SnapshotRepo
+from ..verdicts.training import can_plot
 from . import results as ft
 from . import section as evidence_section
 from . import tiny_model as tm
@@ -117,7 +117,7 @@ class Inputs:
     def pretrain_key(self) -> str:
         """The pre-trained model's cache key: the random model, the text, how, and the fixed build."""
         parts = {
-            "v": ft.KEY_VERSION,
+            "v": ft.FINETUNE_KEY_VERSION,
             "random": self.model["sha256"],
             "data": self.pretrain_data["sha256"],
             "how": ft.pretrain_options(),
@@ -173,12 +173,12 @@ def require_training_api(read_blob: Callable[[str], Optional[str]], target: Targ
 
 
 def _blob(repo: SnapshotRepo, commit: str, path: str, target: Target) -> bytes:
-    try:
-        return git_bytes("cat-file", "blob", "--end-of-options", f"{commit}:{path}", git_dir=repo.path, strip=False)
-    except GitError:
+    data = repo.read_blob_bytes(commit, path)
+    if data is None:
         raise ConfigError(
             f"--target {target.name}: {path} is not in the tree at {commit[:12]}; the fine-tuning evidence needs it"
-        ) from None
+        )
+    return data
 
 
 def evidence_dir(cache: Cache) -> Path:
@@ -233,7 +233,6 @@ def model_file(cache: Cache, vocab_name: str, vocab: bytes, seed: int, log: Call
 
 
 def _gguf_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
 
     try:
         return version("gguf")
@@ -484,7 +483,7 @@ def run_evidence(opts: EvidenceOptions, reporter: Reporter) -> EvidenceRun:
         opts.matrix.native_tests_dir,
         opts.cache.cell_dir(cell_id),
         out_dir / "logs",
-        Steps(reporter),
+        CellProgress(reporter),
         Cell(cell=cell_id, target=target.name, backend="cpu", layout=target.layout),
         series,
         SnapshotRepo(opts.cache.snapshots_git),

@@ -18,7 +18,7 @@ from .. import sources
 from ..cache import Cache
 from ..config import Matrix, Target
 from ..drift.check import attempt, series_base, status_dirs
-from ..drift.verdicts import CONFLICTED, PRESENT
+from ..drift.status import CONFLICTED, PRESENT
 from ..errors import ConfigError, SeriesDoesNotApply
 from ..vcs.snapshots import SnapshotRepo, Worktree
 from .files import read_series, write_patches

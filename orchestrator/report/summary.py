@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from ..evidence.mutants import kill_line
-from ..evidence.training import table_markdown
+from .. import untrusted
 from ..finetune import section as evidence_section
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
+from ..redact import redact, redact_data
+from ..verdicts.mutants import kill_line
+from ..verdicts.training import table_markdown
+from .junit import junit_xml
 from .model import (
     Cell,
     CellStatus,
@@ -32,8 +35,6 @@ _ICON = {
 
 
 def write_results(results: Results, directory: Path) -> list[Path]:
-    from ..redact import redact, redact_data
-    from .junit import junit_xml
 
     # no credential of a source URL and no GITHUB_TOKEN in any file written (the one redaction)
     results = results_of(redact_data(results.to_json()))
@@ -41,7 +42,7 @@ def write_results(results: Results, directory: Path) -> list[Path]:
     json_path = dump_results(results, directory / "results.json")
     md_path = directory / "summary.md"
     # the fine-tuning evidence's section (`ggml-patch evidence`) survives a matrix run
-    old = md_path.read_text(encoding="utf-8", errors="replace") if md_path.is_file() else None
+    old = untrusted.read_lenient(md_path, "summary", root=directory)  # only a regular file of ours is kept from
     md_path.write_text(evidence_section.keep(old, summary_markdown(results)), encoding="utf-8")
     # logs are read only inside the results folder, and redacted like everything else written
     xml = junit_xml(results, lambda p: log_tail(p, root=directory))
@@ -52,7 +53,6 @@ def write_results(results: Results, directory: Path) -> list[Path]:
 def log_tail(path: str, lines: int = 30, root: Optional[Path] = None) -> Optional[str]:
     """The last lines of a log (a failure's evidence in junit.xml), or None when it is not a
     regular file inside `root` (a results folder names only its own logs)."""
-    from .. import untrusted
 
     text = untrusted.tail_text(path, root)  # a build log can be megabytes: only its end is read
     if text is None:

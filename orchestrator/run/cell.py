@@ -12,6 +12,7 @@ Bundle verification runs configure, build and test on a context of its own (upst
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import time
@@ -26,9 +27,6 @@ from ..cache import Cache, slug
 from ..cancel import CancelToken
 from ..config import Backend, Target
 from ..errors import BuildFailed, ExitCode, GgmlPatchError, SeriesDoesNotApply
-from ..evidence import attribution, classify, training
-from ..evidence import mutants as mutant_evidence
-from ..evidence.mutants import Mutant
 from ..patchset.files import write_patches
 from ..patchset.layout import GATE_TEST, TESTS, UPSTREAM_TEST, BuildPlan, Layout, build_plan, get_layout
 from ..patchset.render import render
@@ -53,16 +51,19 @@ from ..report.model import (
 )
 from ..vcs.runner import GitError
 from ..vcs.snapshots import SnapshotRepo, Worktree
+from ..verdicts import attribution, classify, training
+from ..verdicts.mutants import Mutant, mutant_verdict
 from . import cmake, resultcache, toolchain
 from .testrun import TestRun, run_test
 
 if TYPE_CHECKING:
     from .matrix import RunOptions
 
-_HARNESS_FILES = ("CMakeLists.txt", "extra-programs.cmake", "train-opt-dynamic.cpp")
+# the gate test is built from here (extra-programs.cmake) unless the series carries it
+_HARNESS_FILES = ("CMakeLists.txt", "extra-programs.cmake", "train-opt-dynamic.cpp", f"{GATE_TEST}.cpp")
 
 
-class Steps:
+class CellProgress:
     """Progress (display, when there is a reporter) and cancellation for one cell's steps: a
     cancelled cell stops at its next step or build line, as if interrupted there."""
 
@@ -99,7 +100,7 @@ class CellContext:
     native_tests: Path  # native_tests/: the harness, the training program, mutants/
     cell_dir: Path  # src/ (the worktree), build/, harness/, series/, state.json
     logs: Path  # where this run's logs go
-    steps: Steps
+    steps: CellProgress
     cell: Cell
     series: Optional[Series] = None  # the canonical series (None: the worktree is given, e.g. a bundle's)
     repo: Optional[SnapshotRepo] = None
@@ -133,7 +134,7 @@ class CellContext:
         return self.cell_dir / self.build_subdir
 
     @property
-    def run_tests(self) -> bool:
+    def runs_tests(self) -> bool:
         return self.build_only_reason is None
 
     @property
@@ -214,7 +215,7 @@ def build(ctx: CellContext) -> None:
 def run_tests(ctx: CellContext) -> None:
     """The tests (and the training program) on the patched variant."""
     assert ctx.patched is not None
-    if ctx.run_tests:
+    if ctx.runs_tests:
         _run_variant(ctx, ctx.patched)
     ctx.records.append(ctx.patched)
 
@@ -229,11 +230,11 @@ def control(ctx: CellContext) -> None:
     t0 = time.monotonic()
     with fix_reverted(ctx):
         rec = ctx.control = build_variant(ctx, "control")
-        if ctx.run_tests and rec.status != RecordStatus.BUILD_FAILED:
+        if ctx.runs_tests and rec.status != RecordStatus.BUILD_FAILED:
             _run_variant(ctx, rec)
     ctx.timed("control", t0)  # the control's whole marginal cost: revert, rebuild, tests, restore
     rec.reverted = fix_paths
-    if ctx.run_tests:
+    if ctx.runs_tests:
         _judge_control(ctx, rec)
         ctx.steps.verdict(verdict_line(ctx.patched, rec))
     ctx.records.append(rec)
@@ -323,7 +324,7 @@ def run_mutants(ctx: CellContext) -> None:
     )
 
 
-def training_evidence(ctx: CellContext) -> None:
+def compare_training(ctx: CellContext) -> None:
     """The training program's loss per epoch with and without the fix, side by side."""
     p, c = ctx.patched, ctx.control
     if p is None or c is None or p.training is None or c.training is None:
@@ -338,7 +339,7 @@ def conclude(ctx: CellContext) -> None:
     """The cell's status, reason and exit code from what the steps recorded."""
     assert ctx.patched is not None and ctx.control is not None
     cell, control = ctx.cell, ctx.control
-    if not ctx.run_tests:
+    if not ctx.runs_tests:
         if control.status == RecordStatus.BUILD_FAILED:
             error = control.build.error if control.build else ""
             cell.status, cell.exit_code = CellStatus.FAILED, int(ExitCode.BUILD_FAILED)
@@ -393,7 +394,7 @@ STEPS: tuple[tuple[str, Step], ...] = (
     ("test", run_tests),
     ("control", control),
     ("mutants", run_mutants),
-    ("training", training_evidence),
+    ("training", compare_training),
     ("conclude", conclude),
     ("store", store),
 )
@@ -450,7 +451,7 @@ def run_cell(
         opts.matrix.native_tests_dir,
         opts.cache.cell_dir(cell_id),
         opts.results_dir / "logs" / slug(cell_id),
-        Steps(reporter, cancel),
+        CellProgress(reporter, cancel),
         cell,
         series,
         repo,
@@ -568,7 +569,6 @@ def _map_logs(records: list[VariantRecord], fn: Callable[[str], str]) -> None:
 def apply_series(worktree: Worktree, base: str, rendered: Series, cell_dir: Path) -> str:
     """Put the worktree on base + series. A tree already there is left untouched (no file
     times change, so nothing recompiles)."""
-    import json
 
     state_file = cell_dir / "state.json"
     state = json.loads(state_file.read_text()) if state_file.exists() else {}
@@ -723,7 +723,7 @@ def _summary_line(output: str) -> Optional[str]:
 def _why_mutants_are_skipped(ctx: CellContext) -> Optional[str]:
     if not ctx.mutants_enabled:
         return "--no-mutants"
-    if not ctx.run_tests:
+    if not ctx.runs_tests:
         return f"tests not run: {ctx.build_only_reason}"
     if not ctx.patched or ctx.patched.outcome(GATE_TEST) != classify.PASSED:
         return "the gate does not pass with the fix, so a known-wrong fix proves nothing"
@@ -768,7 +768,7 @@ def _run_mutant(ctx: CellContext, m: Mutant) -> VariantRecord:
             rec.build = built.build
             if built.status == RecordStatus.BUILT:
                 gate = rec.tests[GATE_TEST] = _run_test(ctx, variant, GATE_TEST, f"mutant-{m.name}")
-    v = mutant_evidence.verdict(apply_error, bool(rec.build and rec.build.ok), gate)
+    v = mutant_verdict(apply_error, bool(rec.build and rec.build.ok), gate)
     rec.status, rec.verdict, rec.verdict_reason = RecordStatus(v.verdict.value), v.verdict, v.reason
     rec.failure_line = classify.gate_failure_line(gate.output or "") if gate else None
     return rec

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 
+from ..vcs import user as user_git
 from .cmake import cmake_exe, ninja_exe
 
 
@@ -28,7 +29,7 @@ def versions() -> dict[str, str]:
         "ninja": _first_line(ninja_exe(), "--version"),
         "cc": _first_line(cc, "--version"),
         "cxx": _first_line(cxx, "--version"),
-        "git": _first_line("git", "--version"),
+        "git": user_git.version(),
     }
     ccache = shutil.which("ccache")
     info["ccache"] = _first_line(ccache, "--version") if ccache else "not installed"

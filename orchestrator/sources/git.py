@@ -19,20 +19,18 @@ import hashlib
 import posixpath
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Optional
 
 from ..cache import Cache, slug
-from ..config import RELPATH, STR, Source
+from ..config_records import RELPATH, STR, Source
 from ..errors import ConfigError, ToolError
 from ..redact import redact
 from ..urls import git_url_problem, ref_problem
-from ..vcs.runner import GitError, git, init_bare, succeeds
+from ..vcs import mirror as remote
+from ..vcs.runner import GitError
 from ..vcs.snapshots import SnapshotRepo
-from . import Snapshot, SourceUnreachable
+from .base import Snapshot, SourceUnreachable
 
-NETWORK_TIMEOUT_S = 1800  # a first fetch of llama.cpp's whole history takes minutes
-# Give up on a stalled transfer instead of hanging a scheduled job (bytes/s over seconds).
-_NETWORK_CONFIG = ("http.lowSpeedLimit=1000", "http.lowSpeedTime=60", "protocol.version=2")
 _FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 _MISSING_REF = (
     "couldn't find remote ref",
@@ -127,45 +125,32 @@ def mirror_name(url: str) -> str:
 
 def open_mirror(cache: Cache, url: str) -> Path:
     """The bare mirror of `url` in the cache (its git directory), made on first use."""
-    path = cache.root / "mirrors" / f"{mirror_name(url)}.git"
-    init_bare(path)
-    return path
+    return remote.open_bare(cache.root / "mirrors" / f"{mirror_name(url)}.git")
 
 
 def resolve(mirror: Path, url: str, ref: str, key: str) -> tuple[str, str]:
     """The commit `ref` names at `url`, present in the mirror under refs/pinned/<commit>."""
     if _FULL_SHA.match(ref):
-        if not _has_commit(mirror, ref):
-            _network(
-                mirror,
-                ["fetch", "--quiet", "--no-tags", "--end-of-options", url, f"+{ref}:refs/pinned/{ref}"],
-                url,
-                ref,
-                key,
-            )
-            if not _has_commit(mirror, ref):
+        if not remote.has_commit(mirror, ref):
+            _network(lambda: remote.fetch(mirror, url, f"+{ref}:refs/pinned/{ref}"), url, ref, key)
+            if not remote.has_commit(mirror, ref):
                 raise ConfigError(f"{key}.ref: commit {ref} does not exist at {url}")
-        _git(mirror, "update-ref", "--end-of-options", f"refs/pinned/{ref}", ref)
-        return ref, ref
+        return remote.pin(mirror, ref), ref
     remote_ref = _remote_ref(mirror, url, ref, key)
-    _network(
-        mirror, ["fetch", "--quiet", "--no-tags", "--end-of-options", url, f"+{remote_ref}:{remote_ref}"], url, ref, key
-    )
-    commit = _git(mirror, "rev-parse", "--verify", "--end-of-options", f"{remote_ref}^{{commit}}")
-    _git(mirror, "update-ref", "--end-of-options", f"refs/pinned/{commit}", commit)
-    return commit, remote_ref
+    _network(lambda: remote.fetch(mirror, url, f"+{remote_ref}:{remote_ref}"), url, ref, key)
+    return remote.pin(mirror, remote_ref), remote_ref
 
 
 def _remote_ref(mirror: Path, url: str, ref: str, key: str) -> str:
     """The full name of a branch or tag on the remote (ls-remote: one round trip, nothing fetched)."""
     if ref == "HEAD":
-        out = _network(mirror, ["ls-remote", "--symref", "--end-of-options", url, "HEAD"], url, ref, key)
+        out = _network(lambda: remote.ls_remote(url, ["HEAD"], symref=True, mirror=mirror), url, ref, key)
         for line in out.splitlines():
             if line.startswith("ref: ") and line.endswith("\tHEAD"):
                 return line[len("ref: ") : -len("\tHEAD")]
         raise ConfigError(f"{key}.ref: {url} has no default branch (HEAD)")
     candidates = [ref] if ref.startswith("refs/") else [f"refs/heads/{ref}", f"refs/tags/{ref}"]
-    out = _network(mirror, ["ls-remote", "--end-of-options", url, *candidates], url, ref, key)
+    out = _network(lambda: remote.ls_remote(url, candidates, mirror=mirror), url, ref, key)
     found = {line.split("\t", 1)[1] for line in out.splitlines() if "\t" in line}
     for c in candidates:
         if c in found:
@@ -175,19 +160,12 @@ def _remote_ref(mirror: Path, url: str, ref: str, key: str) -> str:
 
 def gitlink(repo: SnapshotRepo, commit: str, path: str, url: str, key: str) -> tuple[str, str]:
     """(commit, url) of the submodule at `path` of a superproject commit, from its tree and .gitmodules."""
-    entry = repo.git("ls-tree", "--end-of-options", commit, "--", path)
-    parts = entry.split(None, 3)
-    if len(parts) != 4 or parts[0] != "160000":
+    entry = repo.tree_entry(commit, path)
+    if entry is None or entry[0] != "160000":
         raise ConfigError(f"{key}.submodules: {path!r} is not a submodule at {commit[:12]} of {url}")
-    try:
-        names = repo.git("config", "--blob", f"{commit}:.gitmodules", "--get-regexp", r"^submodule\..*\.path$")
-    except GitError:
-        names = ""
-    for line in names.splitlines():
-        name_key, _, value = line.partition(" ")
-        if value.strip("/") == path:
-            sub_url = repo.git("config", "--blob", f"{commit}:.gitmodules", name_key[: -len(".path")] + ".url")
-            return parts[2], checked_url(resolve_submodule_url(url, sub_url), f"{key}.submodules ({path})")
+    for sub in repo.gitmodules(commit).values():
+        if sub.get("path", "").strip("/") == path and "url" in sub:
+            return entry[2], checked_url(resolve_submodule_url(url, sub["url"]), f"{key}.submodules ({path})")
     raise ConfigError(f"{key}.submodules: {path!r} has no url in .gitmodules at {commit[:12]} of {url}")
 
 
@@ -217,21 +195,14 @@ def resolve_submodule_url(super_url: str, sub_url: str) -> str:
     return posixpath.join(base, rel) if "://" not in base else f"{base}/{rel}"
 
 
-def _network(mirror: Path, args: list[str], url: str, ref: str, key: str) -> str:
+def _network(call: Callable[[], Optional[str]], url: str, ref: str, key: str) -> str:
+    """A network command's output, its failure worded: the ref is missing, or the remote unreachable."""
     try:
-        return git(*args, git_dir=mirror, config=_NETWORK_CONFIG, timeout=NETWORK_TIMEOUT_S)
+        return call() or ""
     except GitError as e:
         if any(m in e.output for m in _MISSING_REF):
             raise ConfigError(f"{key}.ref: {ref!r} does not exist at {url}") from None
         raise SourceUnreachable(f"{key}.url: {url} is unreachable: {e.reason}") from None
-
-
-def _git(mirror: Path, *args: str) -> str:
-    return git(*args, git_dir=mirror)
-
-
-def _has_commit(mirror: Path, sha: str) -> bool:
-    return succeeds("cat-file", "-e", "--end-of-options", f"{sha}^{{commit}}", git_dir=mirror)
 
 
 def _short_url(url: str) -> str:

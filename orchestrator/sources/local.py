@@ -14,16 +14,16 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import subprocess
 from pathlib import Path
-from typing import Optional
+from typing import Callable
 
 from ..cache import Cache, slug
-from ..config import RELPATH, STR, Source
+from ..config_records import RELPATH, STR, Source
 from ..errors import ConfigError
-from ..vcs.runner import GitError, git, git_bytes
+from ..vcs import user as user_git
+from ..vcs.runner import GitError
 from ..vcs.snapshots import SnapshotRepo
-from . import Snapshot
+from .base import Snapshot
 
 _GITLINK = "160000"
 
@@ -38,8 +38,8 @@ def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
         raise ConfigError(f"{source.key}.path: {root} is not a directory")
     subdir = source.get("subdirectory", "").strip("/")
     expanded, plain = checkout_tree(repo, root, source.key)
-    head = _in_checkout(root, "rev-parse", "--verify", "--quiet", "HEAD")
-    head_tree = _in_checkout(root, "rev-parse", "--verify", "--quiet", "HEAD:./") if head else None
+    head = user_git.head(root)
+    head_tree = user_git.head_tree(root) if head else None
     dirty = head_tree != plain
     tree = repo.tree_of(expanded, subdir) if subdir else expanded
     if tree is None:
@@ -69,7 +69,7 @@ def checkout_tree(repo: SnapshotRepo, root: Path, key: str) -> tuple[str, str]:
         if (sub / ".git").exists():
             sub_tree, _ = checkout_tree(repo, sub, key)
             subtrees.append((path, sub_tree))
-            recorded = _in_checkout(sub, "rev-parse", "--verify", "--quiet", "HEAD") or recorded
+            recorded = user_git.head(sub) or recorded
         entries.append((_GITLINK, recorded, path))
     plain = repo.tree_from_entries(entries)
     expanded = plain
@@ -81,7 +81,7 @@ def checkout_tree(repo: SnapshotRepo, root: Path, key: str) -> tuple[str, str]:
 def working_files(root: Path) -> tuple[list[str], list[tuple[str, str]]]:
     """(files present in the working tree: tracked and untracked-not-ignored, [(submodule path, its
     recorded commit)]), relative to `root`, read with `git ls-files` only."""
-    staged = _in_checkout_z(root, "ls-files", "-z", "--stage")
+    staged = _listed(root, user_git.staged)
     tracked: dict[str, None] = {}
     gitlinks: dict[str, str] = {}
     for rec in staged:
@@ -92,7 +92,7 @@ def working_files(root: Path) -> tuple[list[str], list[tuple[str, str]]]:
         else:
             tracked[path] = None
     others = [
-        p for p in _in_checkout_z(root, "ls-files", "-z", "--others", "--exclude-standard") if not p.endswith("/")
+        p for p in _listed(root, user_git.untracked) if not p.endswith("/")
     ]  # an untracked nested repository: not ours to read
     files = [p for p in [*tracked, *others] if _is_file_or_link(root / p)]
     return sorted(set(files)), sorted(gitlinks.items())
@@ -145,59 +145,21 @@ def _walk(root: Path) -> list[str]:
     return sorted(out)
 
 
-# Read-only in the user's checkout: no optional locks, so no index refresh is ever written back.
-_READ_ONLY = {"GIT_OPTIONAL_LOCKS": "0"}
-
-
 def is_git_checkout(root: Path, key: str) -> bool:
     """Whether git sees `root` as (inside) a work tree. A checkout git refuses to read because
     another user owns it is an error naming the fix, never silently read as a plain folder (its
     ignored files would enter the base and its HEAD would be lost)."""
     try:
-        return (
-            git("rev-parse", "--is-inside-work-tree", cwd=root, env=_READ_ONLY, config=_safe_directories()).strip()
-            == "true"
-        )
-    except GitError as e:
-        if "dubious ownership" in e.output or "unsafe repository" in e.output:
-            raise ConfigError(
-                f"{key}.path: git refuses to read {root}: it is owned by another user (dubious "
-                f"ownership); if you trust it, run: git config --global --add safe.directory {root}"
-            ) from None
-        return False  # not a git checkout at all: read as a plain folder
-
-
-_SAFE_DIRS: dict[tuple, tuple[str, ...]] = {}
-
-
-def _safe_directories() -> list[str]:
-    """The user's own safe.directory entries (global and system configuration), passed on with -c:
-    the tool's git runs without the user's configuration, which would otherwise drop them."""
-    where = tuple(
-        os.environ.get(k)
-        for k in ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM")
-    )
-    if where not in _SAFE_DIRS:
-        found: list[str] = []
-        for scope in ("--system", "--global"):  # the user's own configuration, read only
-            proc = subprocess.run(
-                ["git", "config", scope, "--get-all", "safe.directory"], capture_output=True, text=True
-            )
-            found += [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()] if proc.returncode == 0 else []
-        _SAFE_DIRS[where] = tuple(dict.fromkeys(found))
-    return [f"safe.directory={d}" for d in _SAFE_DIRS[where]]
-
-
-def _in_checkout(root: Path, *args: str) -> Optional[str]:
-    try:
-        return git(*args, cwd=root, env=_READ_ONLY, config=_safe_directories()).strip()
+        return user_git.is_work_tree(root)
     except GitError:
-        return None
+        raise ConfigError(
+            f"{key}.path: git refuses to read {root}: it is owned by another user (dubious "
+            f"ownership); if you trust it, run: git config --global --add safe.directory {root}"
+        ) from None
 
 
-def _in_checkout_z(root: Path, *args: str) -> list[str]:
+def _listed(root: Path, listing: Callable[[Path], list[str]]) -> list[str]:
     try:
-        out = git_bytes(*args, cwd=root, env=_READ_ONLY, config=_safe_directories(), strip=False)
+        return listing(root)
     except GitError as e:
-        raise ConfigError(f"{root}: git {args[0]} failed: {e.line}") from None
-    return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
+        raise ConfigError(f"{root}: git ls-files failed: {e.line}") from None

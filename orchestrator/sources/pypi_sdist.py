@@ -10,8 +10,10 @@ never extracted or run; only the upstream commit its submodule points at is read
 from __future__ import annotations
 
 import configparser
+import gzip
 import hashlib
 import html.parser
+import json
 import os
 import re
 import shutil
@@ -19,6 +21,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Optional
@@ -27,15 +30,17 @@ from urllib.request import url2pathname
 
 import requests
 
+from .. import untrusted
 from ..cache import Cache, slug
-from ..config import RELPATH, SHA256, STR, Source
+from ..config_records import RELPATH, SHA256, STR, Source
 from ..errors import SourceUnavailable
 from ..vcs.snapshots import SnapshotRepo
-from . import Snapshot, SourceUnreachable
+from . import http
+from .base import Snapshot, SourceUnreachable, network_reason, sha256_of
+from .tarball import bounded_members, unpacked_cap
 
 PYPI_SIMPLE = "https://pypi.org/simple"
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"  # PEP 691; the HTML form (PEP 503) is the fallback
-CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 30, 300
 
 # matrix.yaml's keys for this kind (composed into the matrix schema by config.py)
 OPTIONS = {
@@ -50,6 +55,7 @@ _PACKAGE = re.compile(r"^([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9])\Z")
 
 def problems(options: dict) -> list[tuple[str, str]]:
     """`package` by PyPI's name rules (never an option for any tool), `version` an exact PEP 440 version."""
+    # packaging: loaded only for a pypi-sdist source (start-up)
     from packaging.version import InvalidVersion, Version
 
     found = []
@@ -92,19 +98,11 @@ def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
 
 def _provenance(repo: SnapshotRepo, commit: str) -> dict:
     prov = {}
-    for line in repo.git("log", "-1", "--format=%B", commit).splitlines():
+    for line in repo.message(commit).splitlines():
         key, sep, value = line.partition(": ")
         if sep and key in ("sdist-sha256", "upstream-commit"):
             prov[key.replace("-", "_")] = value.strip()
     return prov
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def download(package: str, version: str, sha256: str, cache: Cache, key: str) -> Path:
@@ -190,7 +188,6 @@ class _Links(html.parser.HTMLParser):
 
 def parse_listing(text: str, content_type: str, page_url: str) -> list[IndexFile]:
     """A project page of the simple API (PEP 691 JSON or PEP 503 HTML) -> its files."""
-    import json
 
     if SIMPLE_JSON in (content_type or ""):
         try:
@@ -216,8 +213,9 @@ def parse_listing(text: str, content_type: str, page_url: str) -> list[IndexFile
 
 
 def _is_the_sdist(filename: str, package: str, version: str) -> bool:
+    # packaging: loaded only for a pypi-sdist source (start-up)
     from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
-    from packaging.version import Version
+    from packaging.version import Version  # packaging: loaded only for a pypi-sdist source (start-up)
 
     if not filename.endswith((".tar.gz", ".zip")):
         return False
@@ -230,6 +228,7 @@ def _is_the_sdist(filename: str, package: str, version: str) -> bool:
 
 def _project_page(index: str, package: str) -> tuple[Optional[str], str, str]:
     """(page text or None when the index has no such project, its content type, its URL)."""
+    # packaging: loaded only for a pypi-sdist source (start-up)
     from packaging.utils import canonicalize_name
 
     url = f"{index}/{canonicalize_name(package)}/"
@@ -237,25 +236,18 @@ def _project_page(index: str, package: str) -> tuple[Optional[str], str, str]:
         path = Path(url2pathname(urlsplit(url).path))
         page = path / "index.html"
         if page.is_file():
-            return page.read_text(encoding="utf-8", errors="replace"), "text/html", page.as_uri()
+            return untrusted.read_lenient(page, "index") or "", "text/html", page.as_uri()
         if path.is_dir():  # a plain folder of files serves as its own listing
             return "".join(f'<a href="{p.name}">{p.name}</a>' for p in sorted(path.iterdir())), "text/html", url
         return None, "", url
-    r = requests.get(
-        url,
-        headers={"Accept": f"{SIMPLE_JSON}, text/html;q=0.1", "User-Agent": "ggml-patch"},
-        timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S),
-    )
-    if r.status_code == 404:
-        return None, "", url
-    r.raise_for_status()
-    return r.text, r.headers.get("Content-Type", ""), r.url
+
+    headers = {"Accept": f"{SIMPLE_JSON}, text/html;q=0.1", "User-Agent": "ggml-patch"}
+    return http.get_text(url, f"the package index {index}", headers=headers)  # capped, with a deadline
 
 
 def fetch_sdist(package: str, version: str, sha256: str, cache: Cache, key: str, folder: Path) -> Path:
     """Find `package==version`'s sdist on the configured indexes, download it into the cache's
     scratch space, check its sha256, and only then move it into `folder`. Nothing of it runs."""
-    from .tarball import network_reason
 
     indexes = index_urls()
     unreachable, refused, seen = [], [], []
@@ -270,7 +262,11 @@ def fetch_sdist(package: str, version: str, sha256: str, cache: Cache, key: str,
             continue
         if text is None:
             continue
-        files = [f for f in parse_listing(text, ctype, page) if _is_the_sdist(f.filename, package, version)]
+        files = [
+            f
+            for f in parse_listing(text, ctype, page)
+            if _is_the_sdist(f.filename, package, version) and _followable(page, f.url)
+        ]
         seen += [f.filename for f in files]
         # a file the index lists with the pinned hash first; one listed with another hash is never fetched
         for f in sorted(files, key=lambda f: f.sha256 != sha256):
@@ -295,28 +291,31 @@ def fetch_sdist(package: str, version: str, sha256: str, cache: Cache, key: str,
     )
 
 
+def _followable(page: str, url: str) -> bool:
+    """Links an index page may lead to: http(s) from an http(s) page; from a local (file://)
+    index, files of that index. Never another scheme (file:///dev/zero from a web page)."""
+    page_scheme, scheme = urlsplit(page).scheme.lower(), urlsplit(url).scheme.lower()
+    if page_scheme in ("http", "https"):
+        return scheme in ("http", "https")
+    return scheme == "file" == page_scheme
+
+
 def _download_checked(f: IndexFile, sha256: str, cache: Cache, key: str, folder: Path) -> Path:
     h = hashlib.sha256()
     with tempfile.NamedTemporaryFile(prefix=cache.scratch_prefix("sdist"), dir=cache.scratch(), delete=False) as tmp:
         tmp_path = Path(tmp.name)
         try:
             if urlsplit(f.url).scheme == "file":
-                with open(url2pathname(urlsplit(f.url).path), "rb") as src:
-                    for block in iter(lambda: src.read(1 << 20), b""):
-                        h.update(block)
-                        tmp.write(block)
+                data = untrusted.read_bytes(url2pathname(urlsplit(f.url).path), "sdist")  # a regular file only
+                h.update(data)
+                tmp.write(data)
             else:
-                with requests.get(
-                    f.url,
-                    stream=True,
-                    timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S),
-                    headers={"User-Agent": "ggml-patch"},
-                ) as r:
-                    if r.status_code != 200:
-                        raise SourceUnavailable(f"{key}: {f.url} answered HTTP {r.status_code} {r.reason}")
-                    for block in r.iter_content(1 << 20):
-                        h.update(block)
-                        tmp.write(block)
+
+                def sink(block: bytes) -> None:
+                    h.update(block)
+                    tmp.write(block)
+
+                http.fetch(f.url, sink, key, http.MAX_ARCHIVE_BYTES, headers={"User-Agent": "ggml-patch"})
         except BaseException:
             tmp_path.unlink(missing_ok=True)
             raise
@@ -333,8 +332,11 @@ def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Opt
     """Extract `subdir` of the sdist's top folder into dest, skipping every .git entry; and the
     upstream commit its submodule metadata names. System tar where there is one: unpacking 77 MB
     in Python is most of the tool's own CPU time on a cold run."""
-    with tarfile.open(archive) as tar:
-        first = tar.next()  # the first header only, not a scan of the archive
+    try:
+        with tarfile.open(archive) as tar:
+            first = tar.next()  # the first header only, not a scan of the archive
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise SourceUnavailable(f"{key}: {archive.name} is not a readable tar archive: {e}") from None
     if first is None:
         raise SourceUnavailable(f"{key}: {archive.name} is an empty archive")
     top = PurePosixPath(first.name).parts[0]
@@ -353,11 +355,10 @@ def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Opt
 def _extract_with_tar(
     tar_exe: str, archive: Path, top: str, root: PurePosixPath, subdir: str, dest: Path, key: str
 ) -> Optional[str]:
-    # GNU tar refuses members with '..' or absolute names; the archive's sha256 was checked already
-    proc = subprocess.run(
-        [tar_exe, "-xzf", str(archive), "-C", str(dest), "--no-same-owner", "--exclude=.git", str(root)],
-        capture_output=True,
-        text=True,
+    # GNU tar refuses members with '..' or absolute names; the archive's sha256 was checked already.
+    # It reads the archive decompressed from a pipe, which stops at MAX_UNPACKED_BYTES (a bomb).
+    proc = _tar_capped(
+        [tar_exe, "-xf", "-", "-C", str(dest), "--no-same-owner", "--exclude=.git", str(root)], archive, key
     )
     if proc.returncode != 0:
         if "Not found in archive" in proc.stderr:
@@ -368,16 +369,56 @@ def _extract_with_tar(
     meta = dest / ".git-meta"
     meta.mkdir()
     head = f"{top}/.git/modules/{subdir}/HEAD"
-    subprocess.run([tar_exe, "-xzf", str(archive), "-C", str(meta), head], capture_output=True)
+    _tar_capped([tar_exe, "-xf", "-", "-C", str(meta), head], archive, key)
     return _commit_id((meta / head).read_text(errors="replace") if (meta / head).is_file() else "")
+
+
+def _tar_capped(argv: list[str], archive: Path, key: str) -> subprocess.CompletedProcess:
+    """Run tar on the archive's decompressed bytes, fed through a pipe and cut off (refused, exit
+    3) past MAX_UNPACKED_BYTES: a small archive never fills the disk."""
+
+    cap = unpacked_cap(archive)
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    err: list[bytes] = []
+    reader = threading.Thread(target=lambda: err.append(proc.stderr.read() if proc.stderr else b""), daemon=True)
+    reader.start()
+    total, too_big = 0, False
+    try:
+        with gzip.open(archive, "rb") as src:
+            while block := src.read(1 << 20):
+                total += len(block)
+                if total > cap:
+                    too_big = True
+                    break
+                assert proc.stdin is not None
+                proc.stdin.write(block)
+    except (BrokenPipeError, OSError, EOFError) as e:
+        if not isinstance(e, BrokenPipeError):
+            proc.kill()
+            proc.wait()
+            raise SourceUnavailable(f"{key}: cannot unpack {archive.name}: {e}") from None
+    finally:
+        try:
+            if proc.stdin:
+                proc.stdin.close()
+        except OSError:
+            pass
+    if too_big:
+        proc.kill()
+        proc.wait()
+        raise SourceUnavailable(f"{key}: {archive.name} unpacks to more than {cap} bytes; refused")
+    proc.wait()
+    reader.join(10)
+    return subprocess.CompletedProcess(argv, proc.returncode, "", b"".join(err).decode(errors="replace"))
 
 
 def _extract_in_python(
     archive: Path, top: str, root: PurePosixPath, subdir: str, dest: Path, key: str
 ) -> Optional[str]:
+
     with tarfile.open(archive) as tar:
         wanted = []
-        for m in tar.getmembers():
+        for m in bounded_members(tar, archive.name, key, unpacked_cap(archive)):
             p = PurePosixPath(m.name)
             if p != root and root not in p.parents:
                 continue
@@ -386,7 +427,10 @@ def _extract_in_python(
             if not (m.isfile() or m.isdir() or m.issym()):
                 continue
             wanted.append(m)
-        tar.extractall(dest, members=wanted, filter="data")
+        try:
+            tar.extractall(dest, members=wanted, filter="data")
+        except (tarfile.TarError, OSError) as e:  # an entry leaving the folder, a link out of it
+            raise SourceUnavailable(f"{key}: {archive.name}: refused to unpack: {e}") from None
         return _upstream_commit(tar, top, subdir)
 
 

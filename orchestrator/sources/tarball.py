@@ -19,15 +19,24 @@ from urllib.parse import urlparse
 import requests
 
 from ..cache import Cache, slug
-from ..config import RELPATH, SHA256, STR, Source
+from ..config_records import RELPATH, SHA256, STR, Source
 from ..errors import SourceUnavailable
 from ..redact import redact
 from ..urls import http_url_problem
 from ..vcs.snapshots import SnapshotRepo
-from . import Snapshot, SourceUnreachable
-from .pypi_sdist import sha256_of
+from . import http
+from .base import Snapshot, SourceUnreachable, network_reason, sha256_of
 
-CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 30, 300
+MAX_MEMBERS = 500_000  # llama.cpp's whole tree is ~2000 files
+MAX_UNPACKED_BYTES = 8 * 1024**3
+# what an archive may unpack to: 32 times its size, at least 256 MiB (the pinned sdists: 3-7 times)
+UNPACK_RATIO, UNPACK_FLOOR = 32, 256 * 1024**2
+
+
+def unpacked_cap(archive: Path) -> int:
+    """The most bytes `archive` may unpack to: a 1 MB archive never becomes a gigabyte."""
+    return min(MAX_UNPACKED_BYTES, max(UNPACK_FLOOR, UNPACK_RATIO * archive.stat().st_size))
+
 
 # matrix.yaml's keys for this kind (composed into the matrix schema by config.py)
 OPTIONS = {"required": ["url", "sha256"], "properties": {"url": STR, "sha256": SHA256, "subdirectory": RELPATH}}
@@ -67,12 +76,12 @@ def download(url: str, sha256: str, cache: Cache, key: str) -> Path:
     with tempfile.NamedTemporaryFile(prefix=cache.scratch_prefix("download"), dir=cache.scratch(), delete=False) as tmp:
         tmp_path = Path(tmp.name)
         try:
-            with requests.get(url, stream=True, timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S)) as r:
-                if r.status_code != 200:
-                    raise SourceUnavailable(f"{key}.url: {url} answered HTTP {r.status_code} {r.reason}")
-                for block in r.iter_content(1 << 20):
-                    h.update(block)
-                    tmp.write(block)
+
+            def sink(block: bytes) -> None:
+                h.update(block)
+                tmp.write(block)
+
+            http.fetch(url, sink, f"{key}.url", http.MAX_ARCHIVE_BYTES)  # a byte cap and a deadline
         except requests.RequestException as e:
             tmp_path.unlink(missing_ok=True)
             raise SourceUnreachable(f"{key}.url: {url} is unreachable: {network_reason(e)}") from None
@@ -86,24 +95,6 @@ def download(url: str, sha256: str, cache: Cache, key: str) -> Path:
     return target
 
 
-def network_reason(e: requests.RequestException) -> str:
-    """requests' long exception text -> the part a person needs."""
-    text = str(e)
-    request = getattr(e, "request", None)
-    host = urlparse(str(request.url)).hostname if request is not None and request.url else None
-    for needle, reason in (
-        ("NameResolutionError", "could not resolve host"),
-        ("Failed to resolve", "could not resolve host"),
-        ("Name or service not known", "could not resolve host"),
-        ("Connection refused", "connection refused"),
-        ("timed out", "timed out"),
-        ("Network is unreachable", "network is unreachable"),
-    ):
-        if needle in text:
-            return f"{reason} {host}" if host else reason
-    return f"{type(e).__name__}: {text[:200]}"
-
-
 def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Optional[str]]:
     """Extract the archive (its single top folder dropped) into dest, skipping every .git entry;
     returns the directory for `subdir` and the commit a GitHub archive names."""
@@ -112,7 +103,8 @@ def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Opt
     except tarfile.TarError as e:
         raise SourceUnavailable(f"{key}.url: {archive.name} is not a tar archive: {e}") from None
     with tar:
-        members = [m for m in tar.getmembers() if m.isfile() or m.isdir() or m.issym()]
+        members = bounded_members(tar, archive.name, key, unpacked_cap(archive))
+        members = [m for m in members if m.isfile() or m.isdir() or m.issym()]
         tops = {PurePosixPath(m.name).parts[0] for m in members if PurePosixPath(m.name).parts}
         top = tops.pop() if len(tops) == 1 and any(len(PurePosixPath(m.name).parts) > 1 for m in members) else ""
         root = PurePosixPath(top, subdir) if subdir else PurePosixPath(top or ".")
@@ -126,14 +118,34 @@ def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Opt
             wanted.append(m)
         if not any(m.isfile() for m in wanted):
             raise SourceUnavailable(f"{key}.subdirectory: {archive.name} has no files under {root}")
-        tar.extractall(dest, members=wanted, filter="data")
+        try:
+            tar.extractall(dest, members=wanted, filter="data")
+        except (tarfile.TarError, OSError) as e:  # an entry leaving the folder, a link out of it, a bad header
+            raise SourceUnavailable(f"{key}.url: {archive.name}: refused to unpack: {e}") from None
         comment = (tar.pax_headers or {}).get("comment", "")
     upstream = comment if re.fullmatch(r"[0-9a-f]{40}", comment or "") else None
     return dest / root, upstream
 
 
+def bounded_members(tar: tarfile.TarFile, name: str, key: str, cap: int) -> list[tarfile.TarInfo]:
+    """The archive's members, read one header at a time: at most MAX_MEMBERS of them and `cap`
+    bytes in all, or refused (exit 3) before anything is written."""
+    members, total = [], 0
+    try:
+        for m in tar:
+            members.append(m)
+            total += max(0, m.size)
+            if len(members) > MAX_MEMBERS or total > cap:
+                raise SourceUnavailable(
+                    f"{key}: {name} unpacks to more than {MAX_MEMBERS} entries or {cap} bytes; refused"
+                )
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise SourceUnavailable(f"{key}: {name} is not a readable tar archive: {e}") from None
+    return members
+
+
 def _upstream(repo: SnapshotRepo, commit: str) -> dict:
-    for line in repo.git("log", "-1", "--format=%B", commit).splitlines():
+    for line in repo.message(commit).splitlines():
         if line.startswith("upstream-commit: "):
             return {"upstream_commit": line.split(": ", 1)[1].strip()}
     return {}

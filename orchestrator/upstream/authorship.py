@@ -4,14 +4,14 @@ are otherwise the series' own, byte for byte."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from ..errors import ConfigError
+from ..vcs import commits
+from ..vcs import user as user_git
 
 _IDENTITY = re.compile(r"^(?P<name>[^<>\n]*[^<>\s])\s+<(?P<email>[^<>\s@]+@[^<>\s]+)>$")
 _ASSISTANT = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$")  # one line of printable ASCII
@@ -49,24 +49,9 @@ def check_assistant(name: Optional[str]) -> Optional[str]:
 
 
 def from_git_config(cwd: Optional[str] = None) -> tuple[Optional[str], Optional[str]]:
-    """user.name and user.email as git resolves them for the user here. Not through vcs.runner,
-    whose isolation hides exactly this: the user's own global and system configuration."""
-
-    def get(key: str) -> Optional[str]:
-        try:
-            proc = subprocess.run(
-                ["git", "config", "--get", key],
-                capture_output=True,
-                text=True,
-                cwd=cwd,
-                env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
-                timeout=30,
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return proc.stdout.strip() or None if proc.returncode == 0 else None
-
-    return get("user.name"), get("user.email")
+    """user.name and user.email as git resolves them for the user here (vcs/user.py: not the
+    isolated runner, whose isolation hides exactly this)."""
+    return user_git.config_value("user.name", cwd), user_git.config_value("user.email", cwd)
 
 
 def resolve(author: Optional[str], config: tuple[Optional[str], Optional[str]]) -> Identity:
@@ -87,13 +72,6 @@ def resolve(author: Optional[str], config: tuple[Optional[str], Optional[str]]) 
 # ---------------------------------------------------------------- the commits, re-made
 
 
-def _git(git_dir: str, args: list[str], data: Optional[bytes] = None, env: Optional[dict] = None) -> bytes:
-    """The one git layer, isolated: exact bytes in and out (a message is kept byte for byte)."""
-    from ..vcs.runner import git_bytes
-
-    return git_bytes(*args, git_dir=Path(git_dir), input=data, env=env, strip=False)
-
-
 def split_commit(raw: bytes) -> tuple[dict[str, bytes], bytes]:
     """`git cat-file commit` -> (first value of each header, the message's exact bytes)."""
     head, _, message = raw.partition(b"\n\n")
@@ -105,21 +83,15 @@ def split_commit(raw: bytes) -> tuple[dict[str, bytes], bytes]:
 
 
 def with_trailer(git_dir: str, message: bytes, assistant: Optional[str]) -> bytes:
-    if not assistant:
-        return message
-    return _git(
-        git_dir,
-        ["interpret-trailers", "--if-exists", "addIfDifferent", "--trailer", f"Assisted-by: {assistant}"],
-        message,
-    )
+    return commits.with_trailer(Path(git_dir), message, f"Assisted-by: {assistant}") if assistant else message
 
 
 def reauthor(git_dir: str, base: str, patched: str, who: Identity, assistant: Optional[str]) -> str:
     """base..patched again, each commit with the same tree, author date and message, authored by
     `who` (and the Assisted-by trailer); the new head."""
     parent = base
-    for sha in _git(git_dir, ["rev-list", "--reverse", f"{base}..{patched}"]).decode().split():
-        headers, message = split_commit(_git(git_dir, ["cat-file", "commit", sha]))
+    for sha in commits.ids(Path(git_dir), base, patched):
+        headers, message = split_commit(commits.raw(Path(git_dir), sha))
         date = headers["author"].rsplit(b" ", 2)[-2:]  # "<seconds> <zone>" after "Name <email>"
         when = b" ".join(date).decode()
         env = {
@@ -130,14 +102,6 @@ def reauthor(git_dir: str, base: str, patched: str, who: Identity, assistant: Op
             "GIT_COMMITTER_EMAIL": COMMITTER[1],
             "GIT_COMMITTER_DATE": when,
         }
-        parent = (
-            _git(
-                git_dir,
-                ["commit-tree", headers["tree"].decode(), "-p", parent, "-F", "-"],
-                with_trailer(git_dir, message, assistant),
-                env,
-            )
-            .decode()
-            .strip()
-        )
+        message = with_trailer(git_dir, message, assistant)
+        parent = commits.commit_tree(Path(git_dir), headers["tree"].decode(), parent, message, env)
     return parent

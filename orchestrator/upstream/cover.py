@@ -8,10 +8,9 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from .policy import Evidence, Template, _disclosure_prefix
+from .policy import Evidence, Template, _disclosure_prefix, strip_comments
 
 COVER_FILE = "cover.md"
-_COMMENT = re.compile(r"<!--.*?-->", re.S)
 _PLACEHOLDER = re.compile(r"^\s*(?:[-*]\s+)?(TODO|TBD|FIXME|XXX)\b", re.I)
 _ISSUE = re.compile(r"\b(Fixes|Refs|Closes|Resolves)\s+(#\d+|https://github\.com/[\w.-]+/[\w.-]+/issues/\d+)\b", re.I)
 _YES_NO = re.compile(r"^(?P<answer>yes|no)\b[\s,:;.-]*(?P<how>.*)$", re.I)
@@ -57,8 +56,8 @@ class Cover:
 
 
 def visible(text: str) -> str:
-    """`text` without HTML comments (what GitHub shows), keeping the line count."""
-    return _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    """`text` without HTML comments (what GitHub shows), keeping the line count. Linear."""
+    return strip_comments(text, keep_lines=True)
 
 
 def parse_cover(path: str, text: Optional[str]) -> Cover:

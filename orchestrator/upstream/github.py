@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
+from urllib.parse import urlsplit
 
 from ..errors import (
     ConfigError,
@@ -27,7 +28,8 @@ from ..errors import (
     SeriesDoesNotApply,
 )
 from ..urls import FULL_SHA, git_url_problem, http_url_problem, login_problem
-from ..vcs.runner import AM_FLAGS, GitError, git, succeeds
+from ..vcs import workrepo
+from ..vcs.runner import GitError
 from .github_api import (
     API_VERSION,  # noqa: F401 (re-exported)
     REDACTED,  # noqa: F401 (re-exported)
@@ -39,6 +41,7 @@ from .github_api import (
     request_headers,  # noqa: F401 (re-exported)
     send,
 )
+from .submission import web_url
 
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
@@ -152,7 +155,7 @@ def answer(
 
 # ---------------------------------------------------------------- the branch on the fork
 
-NETWORK_TIMEOUT_S = 600  # a push or fetch that takes longer has stalled
+PUSH_TIMEOUT_S = 600  # a push or fetch that takes longer has stalled
 
 
 def git_env(askpass: Optional[Path]) -> dict[str, str]:
@@ -166,19 +169,41 @@ def git_env(askpass: Optional[Path]) -> dict[str, str]:
 
 
 _ASKPASS = """#!/bin/sh
-# git asks for a user name, then a password: GitHub takes any user name with the token as password
+# The token only for https://HOST, the configured GitHub host: git names the URL in its prompt,
+# so another host, plain http, or a redirect elsewhere gets nothing (git then fails to log in).
 case "$1" in
-  Username*) echo x-access-token ;;
-  *) printf '%s\\n' "$GITHUB_TOKEN" ;;
+  "Username for 'https://HOST': ") echo x-access-token ;;
+  "Password for 'https://"*"@HOST': ")
+    user=${1#"Password for 'https://"}; user=${user%"@HOST': "}
+    case "$user" in *[@/:\\ ]*|"") exit 1 ;; esac
+    printf '%s\\n' "$GITHUB_TOKEN" ;;
+  *) exit 1 ;;
 esac
 """
+# git never follows a redirect for a push or fetch that may carry the token
+NO_REDIRECTS = ("http.followRedirects=false",)
+_HOST = re.compile(r"^[A-Za-z0-9.-]+(?::[0-9]{1,5})?\Z")
 
 
-def askpass_script(directory: Path) -> Path:
-    """A GIT_ASKPASS helper holding no secret: it prints $GITHUB_TOKEN when git asks."""
+def token_host(api_url: str) -> str:
+    """The host git may give the token to: the web host of --api-url (github.com by default)."""
+
+    parts = urlsplit(web_url(api_url))
+    host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+    if not _HOST.match(host):
+        raise ConfigError(f"--api-url {redact(api_url)!r}: no usable host for git's credentials")
+    return host
+
+
+def askpass_script(directory: Path, host: str = "github.com") -> Path:
+    """A GIT_ASKPASS helper holding no secret: it prints $GITHUB_TOKEN when git asks for the
+    password of https://`host`, and nothing for any other URL."""
+    if not _HOST.match(host):
+        raise ConfigError(f"{host!r}: not a host name")
+    text = _ASKPASS.replace("HOST", host)
     path = directory / "askpass.sh"
-    if not path.exists() or path.read_text() != _ASKPASS:
-        path.write_text(_ASKPASS)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return path
 
@@ -194,20 +219,15 @@ class Branch:
 def work_repo(path: Path, snapshots_git: Path) -> Path:
     """A repository of its own (so a shallow fetch never touches the snapshot repository) that
     borrows the snapshots' objects through alternates: no copy of the source tree's history."""
-    if not (path / ".git").exists():
-        path.mkdir(parents=True, exist_ok=True)
-        try:
-            git("init", "-q", cwd=path)
-        except GitError as e:
-            raise PushFailed(f"{path}: git init failed: {e.line}") from None
-    alternates = path / ".git" / "objects" / "info" / "alternates"
-    alternates.parent.mkdir(parents=True, exist_ok=True)
-    alternates.write_text(str(Path(snapshots_git).resolve() / "objects") + "\n")
+    try:
+        workrepo.init(path, snapshots_git)
+    except GitError as e:
+        raise PushFailed(f"{path}: git init failed: {e.line}") from None
     return path
 
 
-def has_commit(workdir: Path, commit: str) -> bool:
-    return succeeds("cat-file", "-e", "--end-of-options", f"{commit}^{{commit}}", cwd=workdir)
+has_commit = workrepo.has_commit
+push_argv = workrepo.push_argv
 
 
 def fetch_commit(
@@ -216,21 +236,10 @@ def fetch_commit(
     commit: str,
     askpass: Optional[Path],
     secrets: tuple[str, ...],
-    timeout: float = NETWORK_TIMEOUT_S,
+    timeout: float = PUSH_TIMEOUT_S,
 ) -> None:
     try:
-        git(
-            "fetch",
-            "-q",
-            "--no-tags",
-            "--depth=1",
-            "--end-of-options",
-            remote,
-            commit,
-            cwd=workdir,
-            env=git_env(askpass),
-            timeout=timeout,
-        )
+        workrepo.fetch_commit(workdir, remote, commit, git_env(askpass), timeout, config=NO_REDIRECTS)
     except GitError as e:
         if e.timed_out:
             raise PushFailed(
@@ -250,37 +259,17 @@ def fetch_commit(
         ) from None
 
 
-def apply_series(workdir: Path, onto: str, patches: tuple[Path, ...], upstream: bool) -> Branch:
+def series_branch(workdir: Path, onto: str, patches: tuple[Path, ...], upstream: bool) -> Branch:
     """The bundle's series applied with git am on `onto`, in the work repository."""
     try:
-        git("am", "--abort", cwd=workdir)  # whatever an interrupted run left
-    except GitError:
-        pass  # none in progress: the normal case
-    try:
-        # a commit id first: `git checkout` has no --end-of-options, and `onto` may come from --onto
-        commit = git("rev-parse", "--verify", "--end-of-options", f"{onto}^{{commit}}", cwd=workdir)
-        git("checkout", "-q", "--force", "--detach", commit, "--", cwd=workdir)
-        git("clean", "-fdxq", cwd=workdir)
+        workrepo.checkout_clean(workdir, onto)
     except GitError as e:
         raise PushFailed(f"{workdir}: git {e.command} {onto[:12]} failed: {e.line}") from None
     try:
-        git("am", "-q", *AM_FLAGS, "--", *map(str, patches), cwd=workdir)
+        head = workrepo.am(workdir, patches)
     except GitError as e:
-        try:
-            git("am", "--abort", cwd=workdir)
-        except GitError:
-            pass  # am stopped before creating its state
         raise SeriesDoesNotApply(f"the bundle's series does not apply with git am on {onto[:12]}: {e.line}") from None
-    return Branch(workdir, git("rev-parse", "HEAD", cwd=workdir), onto, upstream)
-
-
-def push_args(remote: str, branch: str) -> list[str]:
-    return ["push", "--end-of-options", remote, f"HEAD:refs/heads/{branch}"]
-
-
-def push_argv(workdir: Path, remote: str, branch: str) -> list[str]:
-    """The push as a command line a person can run (what `pr` prints)."""
-    return ["git", "-C", str(workdir), *push_args(remote, branch)]
+    return Branch(workdir, head, onto, upstream)
 
 
 def push(
@@ -289,10 +278,10 @@ def push(
     branch: str,
     askpass: Optional[Path],
     secrets: tuple[str, ...],
-    timeout: float = NETWORK_TIMEOUT_S,
+    timeout: float = PUSH_TIMEOUT_S,
 ) -> None:
     try:
-        git(*push_args(remote, branch), cwd=workdir, env=git_env(askpass), timeout=timeout)
+        workrepo.push(workdir, remote, branch, git_env(askpass), timeout, config=NO_REDIRECTS)
     except GitError as e:
         if e.timed_out:
             raise PushFailed(
@@ -310,6 +299,6 @@ def push(
 
 
 def check_branch(name: str, option: str = "--branch") -> str:
-    if name.startswith("-") or not succeeds("check-ref-format", "--branch", name):
+    if not workrepo.is_branch_name(name):
         raise ConfigError(f"{option} {name!r}: not a valid git branch name")
     return name

@@ -11,18 +11,105 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
+import re
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import requests
+from requests.adapters import HTTPAdapter
+from urllib3.exceptions import MaxRetryError, ResponseError
+from urllib3.util.retry import Retry
 
 from ..errors import GitHubAuthFailed, GitHubError, GitHubRejected, GitHubUnreachable, RateLimited
-from ..redact import REDACTED, redact  # noqa: F401 (the one redaction function; re-exported for callers)
+from ..redact import REDACTED, redact, redact_data  # noqa: F401 (the one redaction function; re-exported for callers)
 
 API_VERSION = "2022-11-28"
 DEFAULT_API_URL = "https://api.github.com"
+RETRIES = 3  # after the first try: 4 answers at most
+BACKOFF = 2.0  # urllib3: no wait before the first retry, then 4 s, 8 s (2 * 2**(n-1))
+BACKOFF_ENV = "GGML_PATCH_HTTP_BACKOFF"  # another factor (seconds; 0: retry at once), e.g. for tests
+RETRY_AFTER_MAX = 60.0  # a longer Retry-After is reported, not slept through
+
+
+class _Retry(Retry):
+    """urllib3's Retry, also for 403 with Retry-After (a secondary rate limit), and never sleeping
+    longer than RETRY_AFTER_MAX (beyond it the answer is returned and reported)."""
+
+    RETRY_AFTER_STATUS_CODES = frozenset({403, 413, 429, 503})
+    deadline: Optional["_Deadline"] = None  # each new try gets the whole --timeout again
+
+    def new(self, **kw: Any) -> "_Retry":
+        fresh = super().new(**kw)
+        fresh.deadline = self.deadline
+        return fresh
+
+    def sleep(self, response=None) -> None:
+        if self.deadline is not None:  # the wait itself is not the server's time
+            after = self.get_retry_after(response) if response is not None else None
+            self.deadline.restart(after if after is not None else self.get_backoff_time())
+        super().sleep(response)
+        if self.deadline is not None:
+            self.deadline.restart()
+
+    def increment(self, method=None, url=None, response=None, error=None, _pool=None, _stacktrace=None):
+        after = self.get_retry_after(response) if response is not None else None
+        if after is not None and after > RETRY_AFTER_MAX:
+            # out of retries as far as urlopen knows: with raise_on_status False it returns this answer
+            raise MaxRetryError(_pool, url or "", ResponseError(f"Retry-After {after:g} s is too long to wait"))
+        return super().increment(method, url, response, error, _pool, _stacktrace)
+
+
+def _backoff() -> float:
+
+    try:
+        value = float(os.environ.get(BACKOFF_ENV, BACKOFF))
+    except ValueError:
+        return BACKOFF
+    return value if 0 <= value <= 60 else BACKOFF
+
+
+class _Deadline:
+    """When the caller stops waiting: `timeout` after the start of the current try."""
+
+    def __init__(self, timeout: float):
+        self.timeout = timeout
+        self.restart()
+
+    def restart(self, wait: float = 0.0) -> None:
+        self.until = time.monotonic() + wait + self.timeout
+
+    def left(self) -> float:
+        return self.until - time.monotonic()
+
+
+def retry_policy(deadline: Optional[_Deadline] = None) -> Retry:
+    """What `send` retries, and how long it waits between tries."""
+    policy = _Retry(
+        total=RETRIES,
+        connect=RETRIES,
+        read=RETRIES,
+        status=RETRIES,
+        redirect=0,
+        backoff_factor=_backoff(),
+        status_forcelist=(429, 500, 502, 503, 504),
+        allowed_methods=None,  # POSTs too: a repeated comment is harmless, an issue is found by its marker
+        respect_retry_after_header=True,
+        raise_on_status=False,  # the last answer comes back and is reported as such
+        raise_on_redirect=False,
+    )
+    policy.deadline = deadline
+    return policy
+
+
+def _session(deadline: Optional[_Deadline] = None) -> requests.Session:
+    s = requests.Session()
+    adapter = HTTPAdapter(max_retries=retry_policy(deadline))
+    s.mount("https://", adapter)
+    s.mount("http://", adapter)
+    return s
 
 
 def request_headers() -> dict[str, str]:
@@ -35,9 +122,13 @@ def request_headers() -> dict[str, str]:
     }
 
 
+MAX_ANSWER_BYTES = 8 * 1024 * 1024  # an API answer larger than this is not GitHub's
+
+
 def body_json(payload: Any) -> str:
-    """The exact bytes sent (and shown by a dry run)."""
-    return json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
+    """The exact bytes sent (and shown by a dry run): redacted, so no token or URL password is sent."""
+
+    return json.dumps(redact_data(payload), indent=2, ensure_ascii=False) + "\n"
 
 
 class _Bearer(requests.auth.AuthBase):
@@ -81,6 +172,7 @@ def send(
                 auth=_Bearer(token),
                 timeout=(timeout, timeout),
                 allow_redirects=False,
+                stream=True,
             ),
         )
     except requests.Timeout:
@@ -101,29 +193,45 @@ def send(
 
 
 def _within(timeout: float, call: Callable[[requests.Session], requests.Response]) -> requests.Response:
-    """One request with a deadline on the whole exchange. requests' own timeout is per socket read,
-    so a server that trickles its answer a byte at a time would never end: the request runs in a
-    worker thread and the caller stops waiting at the deadline (the worker is a daemon)."""
+    """One request with a deadline on each try's whole exchange. requests' own timeout is per socket
+    read, so a server that trickles its answer a byte at a time would never end: the request runs in
+    a worker thread and the caller stops waiting at the deadline (the worker is a daemon). A retry
+    (urllib3's, after its wait) starts the deadline again."""
     box: dict = {}
     finished = threading.Event()
-    session = requests.Session()
+    deadline = _Deadline(timeout)
+    session = _session(deadline)
 
     def work() -> None:
         try:
             box["resp"] = call(session)
-            box["resp"].content  # noqa: B018 (the whole body, inside the deadline)
+            _read_capped(box["resp"])  # the whole body, inside the deadline, at most MAX_ANSWER_BYTES
         except BaseException as e:  # handed to the caller's thread
             box["error"] = e
         finally:
             finished.set()
 
     threading.Thread(target=work, name="github-request", daemon=True).start()
-    if not finished.wait(timeout):
-        raise requests.Timeout(f"no complete answer within {timeout:g} s")
+    while not finished.wait(max(0.0, deadline.left())):
+        if deadline.left() <= 0:  # not restarted by a retry meanwhile
+            raise requests.Timeout(f"no complete answer within {timeout:g} s")
     session.close()
     if "error" in box:
         raise box["error"]
     return box["resp"]
+
+
+def _read_capped(resp: requests.Response, cap: int = MAX_ANSWER_BYTES) -> None:
+    """Read a streamed answer's body into resp._content, refusing one over `cap` bytes."""
+    chunks, total = [], 0
+    for block in resp.iter_content(64 * 1024):
+        total += len(block)
+        if total > cap:
+            resp.close()
+            raise requests.exceptions.ContentDecodingError(f"the answer is larger than {cap} bytes")
+        chunks.append(block)
+    resp._content = b"".join(chunks)  # what .text and .json() read
+    resp._content_consumed = True
 
 
 def github_message(text: str) -> str:
@@ -172,9 +280,13 @@ def raise_for_answer(
         raise GitHubAuthFailed(
             f"GitHub rejected GITHUB_TOKEN (401 {msg or 'Unauthorized'}): use a valid token with {wording.access}"
         )
-    if status in (403, 429) and (headers.get("X-RateLimit-Remaining") == "0" or headers.get("Retry-After")):
+    if status == 429 or (
+        status == 403
+        and (headers.get("X-RateLimit-Remaining") == "0" or headers.get("Retry-After") or _SECONDARY.search(msg))
+    ):
+        kind = "secondary rate limit" if _SECONDARY.search(msg) else "rate limit"
         raise RateLimited(
-            f"GitHub API rate limit exceeded ({status} {msg or 'rate limited'}): {retry_when(headers, now())}"
+            f"GitHub API {kind} exceeded ({status} {msg or 'rate limited'}): {retry_when(headers, now())}"
         )
     if status == 403:
         raise GitHubAuthFailed(
@@ -182,12 +294,27 @@ def raise_for_answer(
         )
     if status == 422:
         raise GitHubRejected(f"{wording.rejected} (422 {msg or 'Unprocessable Entity'})")
+    if status == 410:
+        raise GitHubError(
+            f"{redact(url, (token,))}: 410 {msg or 'Gone'}: enable Issues on {wording.repo} "
+            "(Settings > General > Features > Issues; forks have them off)"
+        )
+    if status in (301, 302, 307, 308):
+        moved = redact(str(headers.get("Location") or "?"), (token,))
+        raise GitHubError(
+            f"{redact(url, (token,))}: {status} moved to {moved}: {wording.repo} was renamed or transferred; "
+            "use its new OWNER/NAME (--repo; matrix.yaml ci.repository, then `ggml-patch ci-workflow`)"
+        )
     if status == 404:
         raise GitHubError(
             f"{redact(url, (token,))}: 404 {msg or 'Not Found'}: {wording.repo} does not exist "
             "or the token cannot see it"
         )
     raise GitHubError(f"{redact(url, (token,))}: unexpected answer {status} {msg}".rstrip())
+
+
+# GitHub's words for a secondary rate limit, which it may send as a bare 403 without headers
+_SECONDARY = re.compile(r"secondary rate limit|abuse detection", re.I)
 
 
 def retry_when(headers, now: float) -> str:

@@ -23,13 +23,12 @@ TEMPLATE_FILES = (
     "docs/pull_request_template.md",
     "docs/PULL_REQUEST_TEMPLATE.md",
 )
-SUBMIT_MODES = ("manual", "api", "none")
 PULL_REQUEST, VERIFY_ONLY = "pull-request", "verify-only"
 DEFAULT_MAX_COMMENT_LINES = 2  # ggml-patch's own standard where the target states none
 
-_COMMENT = re.compile(r"<!--.*?-->", re.S)
+MAX_LINE = 2000  # characters of one line the rules look at: a rule is one short line, not a blob
 _FENCE = re.compile(r"^\s*(```|~~~)")
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_HEADING = re.compile(r"^#{1,6}\s")
 _PROHIBITION = re.compile(r"\b(prohibit\w*|forbid\w*|not allowed|do not|don't|never|must not|refuse|ban)\b", re.I)
 _GITHUB_REPO = r"https://github\.com/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)"
 
@@ -146,8 +145,20 @@ class Policy:
 # ---------------------------------------------------------------- reading markdown
 
 
-def strip_comments(text: str) -> str:
-    return _COMMENT.sub("", text)
+def strip_comments(text: str, keep_lines: bool = False) -> str:
+    """`text` without HTML comments (an unclosed `<!--` stays); one pass, linear in the text.
+    keep_lines: each comment leaves its newlines, so line numbers still count."""
+    out, pos = [], 0
+    while True:
+        start = text.find("<!--", pos)
+        end = text.find("-->", start + 4) if start >= 0 else -1
+        if end < 0:
+            out.append(text[pos:])
+            return "".join(out)
+        out.append(text[pos:start])
+        if keep_lines:
+            out.append("\n" * text.count("\n", start, end))
+        pos = end + 3
 
 
 def prose_lines(text: str) -> list[tuple[int, str, str]]:
@@ -159,11 +170,17 @@ def prose_lines(text: str) -> list[tuple[int, str, str]]:
             continue
         if fenced:
             continue
-        m = _HEADING.match(line)
-        if m:
-            heading = m.group(2)
+        heading = (_heading_text(line) if line.startswith("#") else None) or heading
         out.append((n, line, heading))
     return out
+
+
+def _heading_text(line: str) -> Optional[str]:
+    """A markdown heading's text (its closing #s and spaces dropped), else None. Linear: str
+    methods, not a regex that backtracks over a long run of spaces."""
+    if not _HEADING.match(line):
+        return None
+    return line.lstrip("#").strip().rstrip("#").rstrip()
 
 
 def parse_template(file: str, text: str) -> Template:
@@ -196,9 +213,16 @@ def _trim(lines: list[str]) -> list[str]:
 
 
 def _disclosure_prefix(line: str) -> Optional[str]:
-    """'- AI usage disclosure:' for the template's disclosure line (None for any other line)."""
-    m = re.match(r"^(\s*(?:[-*]\s+)?[^:<]*\bdisclosure\b[^:<]*:)", line, re.I)
-    return m.group(1) if m else None
+    """'- AI usage disclosure:' for the template's disclosure line (None for any other line):
+    the line up to its first ':' (no '<' before it) when that part names a disclosure. Linear."""
+    colon, angle = line.find(":"), line.find("<")
+    if colon < 0 or 0 <= angle < colon:
+        return None
+    head = line[: colon + 1]
+    return head if _DISCLOSURE.search(head) else None
+
+
+_DISCLOSURE = re.compile(r"\bdisclosure\b", re.I)
 
 
 # ---------------------------------------------------------------- the rules
@@ -206,22 +230,59 @@ def _disclosure_prefix(line: str) -> Optional[str]:
 
 @dataclass(frozen=True)
 class _Phrase:
-    pattern: str
+    """Parts that must appear in this order: within one sentence (no '.' between them: what
+    `[^.]*` between them meant) or, with `across=True`, anywhere later on the line. Each part is
+    searched once from where the last ended, so the work is linear in the line (never the nested
+    quantifiers that took minutes on one long line)."""
+
+    pattern: str | tuple[str, ...]
     needs_prohibition: bool = False  # the line, or the heading it sits under, must prohibit
-    value: Callable[[re.Match], Any] = lambda m: True
+    value: Callable[[re.Match], Any] = lambda m: True  # of the last part's match
+    across: bool = False
+
+    def search(self, line: str) -> Optional[re.Match]:
+        parts = (self.pattern,) if isinstance(self.pattern, str) else self.pattern
+        for chunk in [line] if self.across or len(parts) == 1 else _sentences(line):
+            m = _ordered(parts, chunk)
+            if m:
+                return m
+        return None
+
+
+def _sentences(line: str) -> list[str]:
+    return line.split(".")
+
+
+def _ordered(parts: tuple[str, ...], text: str) -> Optional[re.Match]:
+    pos, m = 0, None
+    for part in parts:
+        m = _compiled(part).search(text, pos)
+        if m is None:
+            return None
+        pos = m.end()
+    return m
+
+
+_CACHE: dict[str, re.Pattern] = {}
+
+
+def _compiled(part: str) -> re.Pattern:
+    if part not in _CACHE:
+        _CACHE[part] = re.compile(part, re.I)
+    return _CACHE[part]
 
 
 _RULES: dict[str, tuple[_Phrase, ...]] = {
     "automated_submission_forbidden": (
-        _Phrase(r"\bautomated\b[^.]*\b(pr|pull[- ]requests?)\b[^.]*\bsubmissions?\b", needs_prohibition=True),
+        _Phrase((r"\bautomated\b", r"\b(pr|pull[- ]requests?)\b", r"\bsubmissions?\b"), needs_prohibition=True),
         _Phrase(r"\bforbids automated submissions\b"),
-        _Phrase(r"\b(do not|don't|never|must not)\b[^.]*\b(git push|create (a )?(pr|pull[- ]request))\b"),
-        _Phrase(r"\brefuse\b[^.]*\bcreating a pull[- ]request\b"),
+        _Phrase((r"\b(do not|don't|never|must not)\b", r"\b(git push|create (a )?(pr|pull[- ]request))\b")),
+        _Phrase((r"\brefuse\b", r"\bcreating a pull[- ]request\b")),
     ),
     "private_forks_exempt": (_Phrase(r"\bprivate forks are exempt\b"),),
     "ai_written_text_forbidden": (
-        _Phrase(r"\bai[- ]written\b[^.]*\b(pr|pull request) descriptions?\b", needs_prohibition=True),
-        _Phrase(r"\b(do not|don't|never) write\b[^.]*\b(pr|pull request) descriptions?\b"),
+        _Phrase((r"\bai[- ]written\b", r"\b(pr|pull request) descriptions?\b"), needs_prohibition=True),
+        _Phrase((r"\b(do not|don't|never) write\b", r"\b(pr|pull request) descriptions?\b")),
         _Phrase(r"\bprohibited to use ai to write\b"),
     ),
     "ascii_only": (
@@ -230,25 +291,25 @@ _RULES: dict[str, tuple[_Phrase, ...]] = {
         _Phrase(r"\bno (non-ascii|unicode) (characters|chars)\b"),
     ),
     "max_comment_lines": (
-        _Phrase(r"\bcomments?\b.*?\b\d+\s*-\s*(\d+)\s+lines?\b", value=lambda m: int(m.group(1))),
-        _Phrase(r"\bcomments?\b.*?\bat most (\d+)\s+lines?\b", value=lambda m: int(m.group(1))),
+        _Phrase((r"\bcomments?\b", r"\b\d+\s*-\s*(\d+)\s+lines?\b"), value=lambda m: int(m.group(1)), across=True),
+        _Phrase((r"\bcomments?\b", r"\bat most (\d+)\s+lines?\b"), value=lambda m: int(m.group(1)), across=True),
     ),
     "no_hard_wrap": (
-        _Phrase(r"\b(avoid|do not|don't)\b[^.]*\bhard-?wrap", needs_prohibition=False),
-        _Phrase(r"\b(do not|don't)\b[^.]*\bsplit a line into multiple lines mid-sentence\b"),
+        _Phrase((r"\b(avoid|do not|don't)\b", r"\bhard-?wrap"), needs_prohibition=False),
+        _Phrase((r"\b(do not|don't)\b", r"\bsplit a line into multiple lines mid-sentence\b")),
     ),
-    "new_test_files_need_approval": (_Phrase(r"\bnew file\b[^.]*\btests\b[^.]*\bapproval\b"),),
+    "new_test_files_need_approval": (_Phrase((r"\bnew file\b", r"\btests\b", r"\bapproval\b")),),
     "issue_first": (
         _Phrase(r"\bmust (begin|start) with an issue\b"),
         _Phrase(r"\bmust include a reproducible issue\b"),
-        _Phrase(r"\bopen an issue\b[^.]*\bbefore\b"),
+        _Phrase((r"\bopen an issue\b", r"\bbefore\b")),
     ),
-    "regression_test_required": (_Phrase(r"\bregression test\b[^.]*\bfails before\b"),),
+    "regression_test_required": (_Phrase((r"\bregression test\b", r"\bfails before\b")),),
     "disclosure_required": (  # disclosing AI use, not any disclosure (security reports...)
-        _Phrase(r"\bdisclose\b.*\bAI\b"),
-        _Phrase(r"\bAI\b.*\bdisclose\b"),
+        _Phrase((r"\bdisclose\b", r"\bAI\b"), across=True),
+        _Phrase((r"\bAI\b", r"\bdisclose\b"), across=True),
     ),
-    "assisted_by_trailer": (_Phrase(r"(Assisted-by):[^.]*\bnot\b[^.]*Co-authored-by", value=lambda m: m.group(1)),),
+    "assisted_by_trailer": (_Phrase((r"Assisted-by:", r"\bnot\b", r"Co-authored-by"), value=lambda m: "Assisted-by"),),
     "subject_format": (_Phrase(r"`(<module>\s*:\s*<[^>`]+>)", value=lambda m: m.group(1)),),
     "changes_go_to": (
         _Phrase(
@@ -270,15 +331,17 @@ def derive_rules(files: dict[str, Optional[str]]) -> dict[str, Rule]:
     for name, text in files.items():
         if text is None:
             continue
-        for n, line, heading in prose_lines(text):
+        for n, full, heading in prose_lines(text):
+            line = full[:MAX_LINE]  # a longer line is not a rule's sentence: only its start is read
+            heading = heading[:MAX_LINE]
             for rule, phrases in _RULES.items():
                 for p in phrases:
-                    m = re.search(p.pattern, line, re.I)
+                    m = p.search(line)
                     if not m:
                         continue
                     if p.needs_prohibition and not (_PROHIBITION.search(line) or _PROHIBITION.search(heading)):
                         continue
-                    found[rule].append((p.value(m), Evidence(name, n, line.strip())))
+                    found[rule].append((p.value(m), Evidence(name, n, full.strip()[:MAX_LINE])))
                     break
     rules = {}
     for rule, hits in found.items():
@@ -296,8 +359,12 @@ def _own_repo(template: Optional[Template], text: Optional[str]) -> Rule:
     if template is None or text is None:
         return Rule(None)
     for n, line in enumerate(text.splitlines(), 1):
+        if "contributing guidelines](" not in line.lower():  # the regex below only on a line that can match
+            continue
         m = re.search(
-            r"\[[^\]]*contributing guidelines\]\(" + _GITHUB_REPO + r"/blob/[^/)]+/CONTRIBUTING\.md\)", line, re.I
+            r"\[[^\]]*contributing guidelines\]\(" + _GITHUB_REPO + r"/blob/[^/)]+/CONTRIBUTING\.md\)",
+            line[:MAX_LINE],
+            re.I,
         )
         if m:
             return Rule(m.group(1), (Evidence(template.file, n, line.strip()),))

@@ -11,17 +11,17 @@ import re
 import unicodedata
 from typing import Optional
 
-from ..evidence.known_limits import FILE as _LIMITS_FILE
-from ..evidence.known_limits import KnownLimit
-from ..evidence.known_limits import table as limits_table
-from ..evidence.training import table_markdown
 from ..finetune import results as ft
 from ..finetune.results import FinetuneResults
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..redact import redact
 from ..report.model import Provenance, Results
-from . import bundle as B
+from ..verdicts.known_limits import FILE as _LIMITS_FILE
+from ..verdicts.known_limits import KnownLimit
+from ..verdicts.known_limits import table as limits_table
+from ..verdicts.training import table_markdown
 from . import cover as C
+from . import views as B
 from .policy import Template, _disclosure_prefix
 
 DATA_HEADING = re.compile(r"^additional information$", re.I)
@@ -66,7 +66,7 @@ def ascii_text(text: str) -> str:
 
 
 def _v(x) -> str:
-    return NONE if x is None or x == "" else ascii_text(B._num(x) if isinstance(x, (int, float)) else str(x))
+    return NONE if x is None or x == "" else ascii_text(B.number_text(x) if isinstance(x, (int, float)) else str(x))
 
 
 def _code(x) -> str:
@@ -234,17 +234,15 @@ def evidence(
     ]
     out += cell_table(results, target)
     notes = [
-        f"- {ascii_text(c.cell)} device: {ascii_text(B._device_text(c.device))}"
+        f"- {ascii_text(c.cell)} device: {ascii_text(B.device_text(c.device))}"
         for c in cells
-        if B._device_text(c.device)
+        if B.device_text(c.device)
     ]
     notes += [
-        f"- {ascii_text(c.cell)} {c.status}: {ascii_text(B._one_line(c.reason))}"
-        for c in cells
-        if c.status in B.NOT_RUN
+        f"- {ascii_text(c.cell)} {c.status}: {ascii_text(B.one_line(c.reason))}" for c in cells if c.status in B.NOT_RUN
     ]
     notes += [
-        f"- {ascii_text(cell)}: {ascii_text(test)} not run on this backend: {ascii_text(B._one_line(why))}"
+        f"- {ascii_text(cell)}: {ascii_text(test)} not run on this backend: {ascii_text(B.one_line(why))}"
         for cell, test, why in B.skipped_tests(results, target)
     ]
     if notes:
@@ -301,11 +299,11 @@ def banner(draft_reasons: list[str], warnings: list[str]) -> list[str]:
     out = []
     if draft_reasons:
         out += ["> [!CAUTION]", "> DRAFT (ggml-patch readiness): not ready to submit:"]
-        out += [f"> - {ascii_text(B._one_line(r))}" for r in draft_reasons]
+        out += [f"> - {ascii_text(B.one_line(r))}" for r in draft_reasons]
         out.append("")
     if warnings:
         out += ["> [!WARNING]", f"> {B.WARNING_TITLE}:"]
-        out += [f"> - {ascii_text(B._one_line(w))}" for w in warnings]
+        out += [f"> - {ascii_text(B.one_line(w))}" for w in warnings]
         out.append("")
     return out
 

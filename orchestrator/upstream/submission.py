@@ -9,6 +9,7 @@ from typing import Optional
 from urllib.parse import quote, urlsplit
 
 from ..errors import ConfigError
+from ..vcs import workrepo
 
 
 def policy_of(manifest: dict, where: str) -> dict:
@@ -59,15 +60,7 @@ def manual_steps(
 ) -> list[str]:
     """What the contributor runs, in order: the branch made from the bundle, pushed to their fork,
     and the compare page where they open the pull request themselves."""
-    g = ["git", "-C", workdir]
-    steps = []
-    if fetch:
-        steps.append(shlex.join([*g, "fetch", "--no-tags", "--depth=1", remote, onto]))
-    steps += [
-        shlex.join([*g, "checkout", "--force", "--detach", onto]),
-        shlex.join([*g, "am", *patches]),
-        shlex.join([*g, "push", remote, f"HEAD:refs/heads/{branch}"]),
-    ]
+    steps = [shlex.join(argv) for argv in workrepo.by_hand(workdir, remote, onto, patches, branch, fetch)]
     why = cited(policy.get("rules", {}).get("automated_submission_forbidden", {})) or cited(policy["submit"])
     out = [
         f"manual submission: {repo} takes its pull requests from people, not tools (submit: manual"

@@ -1,8 +1,10 @@
-"""The one way the tool runs git: GitPython's runner, an isolated environment, one error type.
+"""The one way the tool runs git: a clean environment, one error type.
 
 Every git command of the tool goes through `git()` (or `git_bytes()`): no user or system git
-configuration leaks in (hooks, url rewrites, autocrlf, signing), git never prompts, and a failure
-is a GitError carrying git's own line. Refs and URLs that came from input are passed after
+configuration leaks in (hooks, url rewrites, autocrlf, signing), no GIT_* variable of the caller
+(GIT_DIR, GIT_WORK_TREE, GIT_CONFIG_COUNT/KEY/VALUE...), no configuration that runs a command
+(hooks, core.fsmonitor, credential helpers, the ext:: transport), even from a repository's own
+.git/config; git never prompts, and a failure is a GitError carrying git's own line. Refs and URLs that came from input are passed after
 `--end-of-options` by the callers (or resolved to a commit id first: `git checkout` has no
 `--end-of-options`).
 """
@@ -10,11 +12,10 @@ is a GitError carrying git's own line. Refs and URLs that came from input are pa
 from __future__ import annotations
 
 import os
-import tempfile
+import signal
+import subprocess
 from pathlib import Path
 from typing import Optional, Sequence
-
-import git as gitpython
 
 from ..errors import ToolError
 
@@ -40,15 +41,29 @@ ISOLATED = {
     "GIT_COMMITTER_EMAIL": "ggml-patch@localhost",
 }
 
-_TIMEOUT_MARK = "Timeout: the command"  # what GitPython puts in stderr when it killed git for the timeout
+LOCAL_TIMEOUT_S = 1800.0  # any git command without its own limit: a local one that takes longer has hung
+# The caller's GIT_* variables kept: how to reach a remote over ssh and which CAs to trust (the
+# user's own transport setup); every other GIT_* variable is dropped.
+KEPT_GIT_ENV = ("GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSL_CAINFO", "GIT_SSL_CAPATH")
+# Configuration that runs a command or changes what git reads, off for every git the tool runs
+# (command-line -c wins over a repository's own .git/config).
+SAFE_CONFIG = (
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "credential.helper=",
+    "protocol.ext.allow=never",
+    "core.pager=cat",
+)
 # git's own line, by precedence: what stopped it (fatal), what went wrong (error), a refused ref
 # (push), where `git am` stopped
 _LINE_PREFIXES = ("fatal:", "error:", "! [", "Patch failed at")
 
 
 def isolated_env(**extra: str) -> dict[str, str]:
-    """The environment every git command runs in: this process's, isolated, plus `extra`."""
-    return {**os.environ, **ISOLATED, **extra}
+    """The environment every git command runs in: this process's without its GIT_* variables
+    (but KEPT_GIT_ENV), isolated, plus `extra`."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in KEPT_GIT_ENV}
+    return {**base, "LC_ALL": "C", "LANGUAGE": "C", **ISOLATED, **extra}
 
 
 def error_line(text: str, prefer: Sequence[str] = ()) -> str:
@@ -111,37 +126,45 @@ def git_bytes(
 ) -> bytes:
     """Run `git [-C cwd] [--git-dir=…] [-c config]... ARGS` isolated; its stdout as bytes.
     `env` adds to the isolated environment; `input` goes to its stdin; `strip` drops one final
-    newline. Raises GitError (timed_out when killed after `timeout` seconds)."""
+    newline. Raises GitError (timed_out when killed after `timeout` seconds; LOCAL_TIMEOUT_S when
+    None: every git command has a limit)."""
+    timeout = LOCAL_TIMEOUT_S if timeout is None else timeout
     argv = ["git"]
     if cwd is not None:
         argv += ["-C", str(cwd)]
     if git_dir is not None:
         argv.append(f"--git-dir={git_dir}")
-    for c in config:
+    for c in (*SAFE_CONFIG, *config):
         argv += ["-c", c]
     argv += args
-    runner = gitpython.Git()
-    inline_env = {**ISOLATED, **(env or {})}
-    with tempfile.TemporaryFile() as stdin:
-        if input is not None:
-            stdin.write(input)
-            stdin.seek(0)
-        status, out, err = runner.execute(
-            argv,
-            istream=stdin if input is not None else None,
-            env=inline_env,
-            with_extended_output=True,
-            with_exceptions=False,
-            stdout_as_string=False,
-            strip_newline_in_stdout=strip,
-            kill_after_timeout=timeout,
-        )
-    if status != 0:
-        stderr = err if isinstance(err, str) else err.decode(errors="replace")
-        stdout = out.decode(errors="replace") if isinstance(out, bytes) else str(out)
-        timed_out = timeout is not None and stderr.startswith(_TIMEOUT_MARK)
-        raise GitError(args, status, "" if timed_out else stderr, stdout, timeout if timed_out else None)
-    return out if isinstance(out, bytes) else str(out).encode()
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=isolated_env(**(env or {})),
+        start_new_session=True,  # a timeout kills git and its helpers (remote-https, ssh)
+    )
+    try:
+        out, err = proc.communicate(input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        out, err = proc.communicate()
+        raise GitError(args, None, "", out.decode(errors="replace"), timeout) from None
+    except BaseException:
+        _kill(proc)
+        raise
+    if proc.returncode != 0:
+        raise GitError(args, proc.returncode, err.decode(errors="replace"), out.decode(errors="replace"))
+    return out[:-1] if strip and out.endswith(b"\n") else out
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL) if proc.pid == os.getpgid(proc.pid) else proc.kill()
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
 
 
 def git(

@@ -15,7 +15,7 @@ from typing import Optional
 import filelock
 
 from ..errors import SeriesDoesNotApply, ToolError
-from .runner import AM_FLAGS, FIXED_IDENTITY, GitError, error_line, git, init_bare, succeeds
+from .runner import AM_FLAGS, FIXED_IDENTITY, GitError, error_line, git, git_bytes, init_bare, succeeds
 
 __all__ = ["FIXED_IDENTITY", "SnapshotRepo", "Worktree"]
 
@@ -142,6 +142,56 @@ class SnapshotRepo:
             return git("cat-file", "blob", "--end-of-options", f"{commit}:{path}", git_dir=self.path, strip=False)
         except GitError:
             return None
+
+    def read_blob_bytes(self, commit: str, path: str) -> Optional[bytes]:
+        """A file's exact bytes at a commit (None when absent)."""
+        try:
+            return git_bytes("cat-file", "blob", "--end-of-options", f"{commit}:{path}", git_dir=self.path, strip=False)
+        except GitError:
+            return None
+
+    def message(self, commit: str) -> str:
+        """A commit's message."""
+        return self.git("log", "-1", "--format=%B", "--end-of-options", commit)
+
+    def tree_entry(self, commit: str, path: str) -> Optional[tuple[str, str, str]]:
+        """(mode, type, object id) of `path` in a commit's tree, or None."""
+        parts = self.git("ls-tree", "--end-of-options", commit, "--", path).split(None, 3)
+        return (parts[0], parts[1], parts[2]) if len(parts) == 4 else None
+
+    def gitmodules(self, commit: str) -> dict[str, dict[str, str]]:
+        """A commit's .gitmodules: submodule name -> its keys (path, url, ...); empty when none."""
+        try:
+            lines = self.git("config", "--blob", f"{commit}:.gitmodules", "--get-regexp", r"^submodule\.")
+        except GitError:
+            return {}
+        out: dict[str, dict[str, str]] = {}
+        for line in lines.splitlines():
+            key, _, value = line.partition(" ")
+            name, _, field = key[len("submodule.") :].rpartition(".")
+            out.setdefault(name, {})[field] = value
+        return out
+
+    def descends(self, base: str, head: str) -> bool:
+        """Whether `head` is `base` plus at least one commit."""
+        n = int(self.git("rev-list", "--count", "--end-of-options", f"{base}..{head}"))
+        return n > 0 and self.git("merge-base", "--end-of-options", base, head) == base
+
+    def format_patches(self, base: str, head: str, out_dir: Path) -> list[Path]:
+        """`git format-patch base..head` into out_dir, with no signature (the bytes do not depend on
+        the git version, so a bundle's manifest is reproducible)."""
+        names = self.git("format-patch", "--no-signature", "-o", str(out_dir), "--end-of-options", f"{base}..{head}")
+        return [Path(p) for p in names.splitlines()]
+
+    def commits(self, base: str, head: str) -> list[tuple[str, str, str, tuple[str, ...]]]:
+        """(id, subject, body, files changed) of each commit in base..head, oldest first."""
+        out = []
+        for sha in self.git("rev-list", "--reverse", "--end-of-options", f"{base}..{head}").split():
+            subject = self.git("show", "-s", "--format=%s", "--end-of-options", sha)
+            body = self.git("show", "-s", "--format=%b", "--end-of-options", sha)
+            files = self.git("diff-tree", "--no-commit-id", "--name-only", "-r", "--end-of-options", sha).split()
+            out.append((sha, subject, body, tuple(files)))
+        return out
 
 
 class Worktree:

@@ -59,7 +59,7 @@ def test_bundle_of_a_real_run(real_run):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "2 bundle(s) in" in proc.stdout
     llama = results / "bundle" / "llama.cpp"
-    from orchestrator.evidence.training import can_plot
+    from orchestrator.verdicts.training import can_plot
 
     plot = ["training-loss.png"] if can_plot() else []  # matplotlib is the `plot` extra
     assert sorted(p.name for p in llama.iterdir()) == sorted(PATCHES + [

@@ -372,7 +372,7 @@ def test_cpu_sanitize_passes_with_test_opt_skipped_and_the_verdict_on_the_gate_a
     # test-opt is never built there
     build_log = Path(recs["patched"]["build"]["log"]).read_text()
     cmd = build_log.splitlines()[0].split()  # `$ ninja -C BUILD -j N TARGET...`
-    assert cmd[-1] == "test-opt-dynamic-accum" and "test-opt" not in cmd, cmd
+    assert "test-opt-dynamic-accum" in cmd[6:] and "test-opt" not in cmd, cmd
     # the known-wrong fixes run under the plain cpu cell only
     assert cell["mutants"]["skipped"] == MUTANTS_SKIP and cell["mutants"]["total"] == 0
     assert not [r for r in recs.values() if r["variant"].startswith("mutant:")]

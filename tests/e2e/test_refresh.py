@@ -11,7 +11,7 @@ import pytest
 from orchestrator.config import load_matrix
 from orchestrator.drift.check import status_dirs, status_of_targets
 from orchestrator.errors import ExitCode
-from orchestrator.drift.verdicts import APPLIES, CONFLICT
+from orchestrator.drift.status import APPLIES, CONFLICT
 
 from ..helpers.tools import run_tool
 from ..helpers.forks import (INSERT_AFTER, OPT, ROOT, apply_series, commit_change, git, pinned_targets,

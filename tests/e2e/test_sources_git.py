@@ -6,7 +6,7 @@ from orchestrator.config import load_matrix
 from orchestrator.drift.check import status_of_targets
 from orchestrator.errors import ConfigError
 from orchestrator.vcs.snapshots import SnapshotRepo
-from orchestrator.drift.verdicts import APPLIES
+from orchestrator.drift.status import APPLIES
 from ..helpers.tools import run_tool
 from ..helpers.forks import (OPT, commit_change, git, git_snapshot, real_snapshot_refs, repo_from_snapshot,
                              seeded_cache, write_matrix)

@@ -3,7 +3,7 @@ import pytest
 from orchestrator.config import load_matrix
 from orchestrator.drift.check import status_of_targets
 from orchestrator.vcs.snapshots import SnapshotRepo
-from orchestrator.drift.verdicts import APPLIES, THREE_WAY
+from orchestrator.drift.status import APPLIES, THREE_WAY
 from ..helpers.tools import run_tool
 from ..helpers.forks import (CONTEXT_LINE, OPT, git, real_snapshot_refs, repo_from_snapshot, seeded_cache, tree_state,
                             write_matrix)

@@ -4,7 +4,7 @@ import subprocess
 from orchestrator.config import load_matrix
 from orchestrator.drift.check import status_of_targets
 from orchestrator.vcs.snapshots import SnapshotRepo
-from orchestrator.drift.verdicts import APPLIES
+from orchestrator.drift.status import APPLIES
 from ..helpers.forks import real_snapshot_refs, seeded_cache, write_matrix
 
 

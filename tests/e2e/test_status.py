@@ -8,7 +8,7 @@ from orchestrator.config import load_matrix
 from orchestrator.drift.check import status_dirs, status_of_targets
 from orchestrator.errors import ExitCode
 from orchestrator.vcs.snapshots import SnapshotRepo, Worktree
-from orchestrator.drift.verdicts import (APPLIES, CLEAN, CONFLICT, CONFLICTED, MERGED, NOT_APPLICABLE, NOT_TRIED, PRESENT,
+from orchestrator.drift.status import (APPLIES, CLEAN, CONFLICT, CONFLICTED, MERGED, NOT_APPLICABLE, NOT_TRIED, PRESENT,
                                  THREE_WAY, UNREACHABLE, UPSTREAM)
 from ..helpers.tools import run_tool
 from ..helpers.forks import (CONTEXT_LINE, INSERT_AFTER, OPT, OPT_HEADER, ROOT, apply_series, commit_change, git,

@@ -27,9 +27,21 @@ def read_patch(name: str) -> str:
     return (PATCH_DIR / name).read_bytes().decode("utf-8")  # no newline translation
 
 
-def real_series(layout: str = "llama.cpp") -> Series:
+GATE_PATCH = ROOT / "native_tests" / "upstream-gate" / "0003-tests-add-test-opt-dynamic-accum-for-per-step-gradie.patch"
+
+
+def upstream_series(layout: str = "llama.cpp") -> Series:
+    """patches/ as it is: the fix and test-opt's new cases."""
     names = sorted(p.name for p in PATCH_DIR.glob("*.patch"))
     return parse_series(layout, [(n, read_patch(n)) for n in names])
+
+
+def real_series(layout: str = "llama.cpp") -> Series:
+    """The fix and the gate test's own patch (registration + new file): the series the rendering
+    of a registration is tested on (the bundle adds that patch once maintainers approve it)."""
+    fix = sorted(PATCH_DIR.glob("0001-*.patch"))[0]
+    return parse_series(layout, [(fix.name, read_patch(fix.name)),
+                                 (GATE_PATCH.name, GATE_PATCH.read_bytes().decode("utf-8"))])
 
 
 def pre_image(fd: FileDiff) -> str:

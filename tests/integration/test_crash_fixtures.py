@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from orchestrator.evidence import classify
+from orchestrator.verdicts import classify
 from orchestrator.run.testrun import run_test
 
 LINE = 'puts("device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"); fflush(stdout);'

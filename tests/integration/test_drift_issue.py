@@ -28,28 +28,36 @@ RUN = {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": REPO, "GI
 
 
 class FakeGitHub:
-    """Just enough of the issues API, with state: issues, labels, comments; every request recorded."""
+    """Just enough of the issues API, with state: issues (open and closed, state_reason), labels,
+    comments; list issues as GitHub does (state, optional labels, per_page capped at 100, pages
+    with a Link header, newest first); faults to inject (answered once each, in order); every
+    request recorded."""
 
-    def __init__(self, server: HTTPServer):
+    def __init__(self, server: HTTPServer, repo: str = REPO, token: str = TOKEN):
         self.server, self.issues, self.labels, self.comments, self.requests = server, {}, set(), [], []
-        server.expect_request(re.compile(r"^/repos/owner/proj/.*")).respond_with_handler(self.handle)
+        self.repo, self.token = repo, token
+        self.faults: list[tuple[str, str, Response]] = []  # (method, path, answer), each used once
+        self.queries: list[str] = []
+        server.expect_request(re.compile(rf"^/repos/{re.escape(repo)}/.*")).respond_with_handler(self.handle)
 
     def add(self, number: int, body: str, labels=(D.LABEL,), state="open", **more) -> None:
         self.issues[number] = {"number": number, "title": D.TITLE, "body": body, "state": state,
-                               "labels": [{"name": n} for n in labels], "html_url": f"https://github.com/{REPO}/issues/{number}",
-                               **more}
+                               "state_reason": None, "labels": [{"name": n} for n in labels],
+                               "html_url": f"https://github.com/{self.repo}/issues/{number}", **more}
 
     def handle(self, request):
-        path = request.path[len(f"/repos/{REPO}"):]
+        path = request.path[len(f"/repos/{self.repo}"):]
         body = json.loads(request.get_data(as_text=True) or "null")
         self.requests.append((request.method, path, body, dict(request.headers)))
-        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+        self.queries.append(request.query_string.decode())
+        for i, (method, where, answer) in enumerate(self.faults):
+            if method == request.method and where == path:
+                del self.faults[i]
+                return answer
+        if request.headers.get("Authorization") != f"Bearer {self.token}":
             return _json({"message": "Bad credentials"}, 401)
         if (request.method, path) == ("GET", "/issues"):
-            q = parse_qs(request.query_string.decode())
-            label = q.get("labels", [""])[0]
-            return _json([i for i in self.issues.values() if i["state"] == q.get("state", ["open"])[0]
-                          and label in {x["name"] for x in i["labels"]}])
+            return self.list_issues(request)
         if (request.method, path) == ("POST", "/labels"):
             if body["name"] in self.labels:
                 return _json({"message": "Validation Failed", "errors": [{"code": "already_exists"}]}, 422)
@@ -66,9 +74,25 @@ class FakeGitHub:
                 self.comments.append((issue["number"], body["body"]))
                 return _json({"body": body["body"]}, 201)
             if request.method == "PATCH":
-                issue.update({k: v for k, v in body.items() if k in ("body", "state")})
+                issue.update({k: v for k, v in body.items() if k in ("body", "state", "state_reason")})
+                if body.get("state") == "open":
+                    issue["state_reason"] = "reopened"
                 return _json(issue)
         return _json({"message": "Not Found"}, 404)
+
+    def list_issues(self, request):
+        q = parse_qs(request.query_string.decode())
+        state, label = q.get("state", ["open"])[0], q.get("labels", [""])[0]
+        per_page, page = min(int(q.get("per_page", ["30"])[0]), 100), int(q.get("page", ["1"])[0])
+        hits = [i for n, i in sorted(self.issues.items(), reverse=True)
+                if state in ("all", i["state"]) and (not label or label in {x["name"] for x in i["labels"]})]
+        chunk = hits[(page - 1) * per_page: page * per_page]
+        headers = {}
+        if page * per_page < len(hits):
+            nxt = dict(q, page=[str(page + 1)])
+            query = "&".join(f"{k}={v[0]}" for k, v in nxt.items())
+            headers["Link"] = f'<{self.server.url_for("/repos/" + self.repo + "/issues")}?{query}>; rel="next"'
+        return _json(chunk, headers=headers)
 
     def sent(self) -> list[tuple[str, str]]:
         return [(m, p) for m, p, _, _ in self.requests]
@@ -108,7 +132,7 @@ CLEAN = {"llama.cpp-master": "applies cleanly", "ggml-master": "applies cleanly"
 
 
 def drift(tmp: Path, api_url: str, *extra: str, token=TOKEN, env_extra=None):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **RUN, **(env_extra or {})}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GGML_PATCH_HTTP_BACKOFF": "0", **RUN, **(env_extra or {})}
     env.pop("GITHUB_TOKEN", None)
     if token:
         env["GITHUB_TOKEN"] = token
@@ -141,7 +165,8 @@ def test_opens_one_issue_then_updates_the_same_one(tmp_path, api, gh):
     first = drift(tmp_path, url, "--status", str(st))
     assert first.returncode == 0, first.stderr
     assert first.stdout.startswith(f"drift-issue: opened https://github.com/{REPO}/issues/1 (cambriantech-llama.cpp: conflict)")
-    assert gh.sent() == [("GET", "/issues"), ("POST", "/labels"), ("POST", "/issues")]
+    # looked for among the labelled issues, then all issues (the label may have been removed)
+    assert gh.sent() == [("GET", "/issues"), ("GET", "/issues"), ("POST", "/labels"), ("POST", "/issues")]
     issue = gh.issues[1]
     assert issue["title"] == D.TITLE and [x["name"] for x in issue["labels"]] == [D.LABEL]
     body = issue["body"]
@@ -150,14 +175,18 @@ def test_opens_one_issue_then_updates_the_same_one(tmp_path, api, gh):
     assert f"by https://github.com/{REPO}/actions/runs/777" in body
     assert "ggml-patch refresh cambriantech-llama.cpp" in body  # what to do
     assert body.isascii()
-    # the same state again: the same issue is updated, no second issue, no label request, no comment
+    # the same state again, a later run: only the time and the run's link would change: no edit
     gh.requests.clear()
     second = drift(tmp_path, url, "--status", str(st), env_extra={"GITHUB_RUN_ID": "778"})
     assert second.returncode == 0, second.stderr
-    assert second.stdout.startswith("drift-issue: updated #1 ")
-    assert gh.sent() == [("GET", "/issues"), ("PATCH", "/issues/1")]
+    assert second.stdout.startswith("drift-issue: nothing to send: the open issue already says this")
+    assert gh.sent() == [("GET", "/issues")]
+    assert len(gh.issues) == 1 and gh.comments == [] and gh.issues[1]["body"] == body
+    # something besides the time changed (a detail): the same issue is edited, no comment (not worse)
+    changed = status_json(tmp_path, **{**CLEAN, "cambriantech-llama.cpp": "conflict", "continuum": "applies cleanly"})
+    third = drift(tmp_path, url, "--status", str(changed), env_extra={"GITHUB_RUN_ID": "779"})
+    assert third.stdout.startswith("drift-issue: updated #1 ") and "actions/runs/779" in gh.issues[1]["body"]
     assert len(gh.issues) == 1 and gh.comments == []
-    assert "actions/runs/778" in gh.issues[1]["body"]
     _no_token_in_bodies(gh)
 
 
@@ -178,15 +207,20 @@ def test_worse_gets_a_comment_and_clean_closes(tmp_path, api, gh):
                  str(results_dir(tmp_path, **{"llama.cpp/cpu": "passed", "ggml/metal": "skipped"})))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("drift-issue: closed #1 ")
-    assert gh.sent() == [("GET", "/issues"), ("POST", "/issues/1/comments"), ("PATCH", "/issues/1")]
-    assert gh.issues[1]["state"] == "closed" and "All clean again" in gh.comments[-1][1]
+    # closed first, then the comment: a failed close never leaves a second "Closing." comment
+    assert gh.sent() == [("GET", "/issues"), ("PATCH", "/issues/1"), ("POST", "/issues/1/comments")]
+    assert gh.issues[1]["state"] == "closed" and gh.issues[1]["state_reason"] == "completed"
+    assert "All clean again" in gh.comments[-1][1]
     gh.requests.clear()
     proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **CLEAN)))
-    assert proc.returncode == 0 and "nothing to send: all clean and no issue open" in proc.stdout
+    assert proc.returncode == 0 and "nothing to send: all clean; #1 stays closed" in proc.stdout
     assert gh.sent() == [("GET", "/issues")]
-    # drift again after the close: a new issue (the closed one stays closed)
-    drift(tmp_path, url, "--status", str(worse))
-    assert sorted(gh.issues) == [1, 2] and gh.issues[2]["state"] == "open"
+    # drift again after the close: the same issue reopened, never a second one
+    proc = drift(tmp_path, url, "--status", str(worse))
+    assert proc.stdout.startswith("drift-issue: reopened #1"), proc.stdout
+    assert sorted(gh.issues) == [1] and gh.issues[1]["state"] == "open"
+    assert gh.comments[-1][1].startswith("Reopened (https://github.com/owner/proj/actions/runs/777): worse than when "
+                                         "it was closed:\n\n- llama.cpp-master: applies cleanly -> applies with 3-way merge")
 
 
 def test_a_failing_default_cell_opens_it_and_is_remembered_without_results(tmp_path, api, gh):
@@ -200,8 +234,8 @@ def test_a_failing_default_cell_opens_it_and_is_remembered_without_results(tmp_p
     assert "| ggml/vulkan | failed | ggml/vulkan: failed here |" in body and "| ggml/cuda | error |" in body
     assert "llama.cpp/cpu" not in body.split("### Failing cells")[1].split("<!--")[0]
     # the daily drift job runs no cells: the failing cells the issue recorded stay (and keep it open)
-    proc = drift(tmp_path, url, "--status", str(st))
-    assert proc.stdout.startswith("drift-issue: updated #1"), proc.stdout
+    proc = drift(tmp_path, url, "--status", str(st), env_extra={"GITHUB_RUN_ID": "780"})
+    assert proc.stdout.startswith("drift-issue: nothing to send: the open issue already says this"), proc.stdout
     assert "| ggml/vulkan | failed |" in gh.issues[1]["body"] and gh.issues[1]["state"] == "open"
     assert f"From https://github.com/{REPO}/actions/runs/777" in gh.issues[1]["body"]
 
@@ -238,13 +272,16 @@ def test_dry_run_prints_the_requests_and_sends_nothing(tmp_path, api, gh):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert out.startswith("dry run: nothing sent")
-    assert f"GET {api.url_for('/repos/owner/proj/issues')}?state=open&labels={D.LABEL}&per_page=100" in out
+    assert f"GET {api.url_for('/repos/owner/proj/issues')}?state=all&labels={D.LABEL}&per_page=100" in out
+    assert "found: none" in out
     assert "decision: open: ggml-master: conflict" in out
     assert f"POST {api.url_for('/repos/owner/proj/issues')}\nAuthorization: Bearer (GITHUB_TOKEN is not set)" in out
     assert '"title": "ggml-patch: the series drifted or a cell failed"' in out
     assert gh.requests == []
+    gh.add(3, D.render(D.State(profile="live", targets={"ggml-master": {"status": "conflict"}}), NOW))
     with_token = drift(tmp_path, api.url_for("/").rstrip("/"), "--status", str(st), "--dry-run")
-    assert "Authorization: Bearer ***" in with_token.stdout and gh.requests == []
+    assert "Authorization: Bearer ***" in with_token.stdout and "found: #3 (open)" in with_token.stdout
+    assert "decision: update" in with_token.stdout and {m for m, _ in gh.sent()} == {"GET"}  # read, never written
 
 
 def test_needs_the_token_without_dry_run(tmp_path, api):
@@ -278,10 +315,17 @@ ERRORS = {
             "the token lacks permission to write issues on owner/proj (the job needs `permissions: issues: write`)"),
     "rate-limit": (403, {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "4102444800"},
                    {"message": "API rate limit exceeded"}, 24, "retry after 2100-01-01 00:00:00 UTC"),
-    "429": (429, {"Retry-After": "30"}, {"message": "slow down"}, 24, "retry in 30 s (Retry-After)"),
+    # longer than RETRY_AFTER_MAX: not waited out, reported with when to retry
+    "429": (429, {"Retry-After": "120"}, {"message": "slow down"}, 24, "retry in 120 s (Retry-After)"),
+    "secondary": (403, {}, {"message": "You have exceeded a secondary rate limit. Please wait a few minutes."}, 24,
+                  "GitHub API secondary rate limit exceeded (403 You have exceeded a secondary rate limit"),
+    "410": (410, {}, {"message": "Issues are disabled for this repo"}, 26,
+            "410 Issues are disabled for this repo: enable Issues on owner/proj (Settings > General > Features > Issues"),
+    "301": (301, {"Location": "https://api.github.com/repositories/42/labels"}, {"message": "Moved Permanently"}, 26,
+            "301 moved to https://api.github.com/repositories/42/labels: owner/proj was renamed or transferred"),
     "422": (422, {}, {"message": "Validation Failed", "errors": [{"message": "body is too long"}]}, 23,
             "(422 Validation Failed: body is too long)"),
-    "502": (502, {}, {"message": "Server Error"}, 26, "unexpected answer 502 Server Error"),
+    "502": (502, {}, {"message": "Server Error"}, 26, "unexpected answer 502 Server Error"),  # after 3 retries
 }
 
 
@@ -333,9 +377,134 @@ def test_the_state_survives_its_own_body():
 
 
 def test_rank_and_worse():
-    before = D.State("live", {"a": {"status": "applies with 3-way merge"}, "b": {"status": "conflict"}})
-    now = D.State("live", {"a": {"status": "conflict"}, "b": {"status": "applies with 3-way merge"},
-                           "c": {"status": "not applicable"}}, {"x/cpu": {"status": "failed"}})
+    before = D.State(profile="live", targets={"a": {"status": "applies with 3-way merge"}, "b": {"status": "conflict"}})
+    now = D.State(profile="live", targets={"a": {"status": "conflict"}, "b": {"status": "applies with 3-way merge"},
+                                           "c": {"status": "not applicable"}}, failing={"x/cpu": {"status": "failed"}})
     assert D.worsened(before, now) == ["a: applies with 3-way merge -> conflict", "c: applies cleanly -> not applicable",
                                        "x/cpu: failed"]
-    assert D.problems(D.State("live", {"u": {"status": "already upstream"}, "v": {"status": "applies cleanly"}})) == []
+    assert D.problems(D.State(profile="live", targets={"u": {"status": "already upstream"}, "v": {"status": "applies cleanly"}})) == []
+
+
+# ---------------------------------------------------------------- one issue for life (issue 21 scenarios)
+
+CONFLICT = {**CLEAN, "ggml-master": "conflict"}
+
+
+def _opened(tmp_path, gh, url) -> int:
+    assert drift(tmp_path, url, "--status", str(status_json(tmp_path, **CONFLICT))).returncode == 0
+    (number,) = [n for n, i in gh.issues.items() if i["state"] == "open" and D.MARKER in i["body"]]
+    return number
+
+
+def test_closed_by_a_person_it_is_reopened_not_duplicated(tmp_path, api, gh):
+    url = api.url_for("/").rstrip("/")
+    n = _opened(tmp_path, gh, url)
+    gh.issues[n].update(state="closed", state_reason="completed")  # closed by hand, still conflicting
+    proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **CONFLICT)))
+    assert proc.stdout.startswith(f"drift-issue: reopened #{n}"), proc.stdout
+    assert list(gh.issues) == [n] and gh.issues[n]["state"] == "open"
+    assert "the problems are back" in gh.comments[-1][1]
+
+
+def test_closed_as_not_planned_is_left_alone_until_it_gets_worse(tmp_path, api, gh):
+    url = api.url_for("/").rstrip("/")
+    n = _opened(tmp_path, gh, url)
+    gh.issues[n].update(state="closed", state_reason="not_planned")
+    gh.requests.clear()
+    for _ in range(2):  # daily runs with the same status: nothing sent
+        proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **CONFLICT)))
+        assert "was closed as not planned and nothing got worse since: left closed" in proc.stdout, proc.stdout
+    assert {m for m, _ in gh.sent()} == {"GET"} and gh.issues[n]["state"] == "closed" and len(gh.issues) == 1
+    worse = status_json(tmp_path, **{**CONFLICT, "llama.cpp-master": "not applicable"})
+    proc = drift(tmp_path, url, "--status", str(worse))
+    assert proc.stdout.startswith(f"drift-issue: reopened #{n}") and gh.issues[n]["state"] == "open"
+    assert "llama.cpp-master: applies cleanly -> not applicable" in gh.comments[-1][1] and len(gh.issues) == 1
+
+
+def test_with_its_label_removed_it_is_still_found_by_its_marker(tmp_path, api, gh):
+    url = api.url_for("/").rstrip("/")
+    n = _opened(tmp_path, gh, url)
+    gh.issues[n]["labels"] = []
+    proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **{**CONFLICT, "continuum": "conflict"})))
+    assert proc.stdout.startswith(f"drift-issue: updated #{n}"), proc.stdout
+    assert len(gh.issues) == 1
+
+
+def test_150_newer_labelled_issues_over_two_pages(tmp_path, api, gh):
+    url = api.url_for("/").rstrip("/")
+    n = _opened(tmp_path, gh, url)
+    for i in range(150):  # newer, labelled, not ours: ours is on the second page (newest first)
+        gh.add(n + 1 + i, f"someone else's report {i}")
+    gh.requests.clear()
+    gh.queries.clear()
+    proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **{**CONFLICT, "continuum": "conflict"})))
+    assert proc.stdout.startswith(f"drift-issue: updated #{n}"), proc.stdout
+    assert gh.sent()[:3] == [("GET", "/issues"), ("GET", "/issues"), ("PATCH", f"/issues/{n}")]
+    assert "page=2" in gh.queries[1] and "labels=ggml-patch-drift" in gh.queries[1]  # the Link header's next page
+    assert len(gh.issues) == 151
+
+
+def test_a_partial_dispatch_merges_into_the_state(tmp_path, api, gh):
+    url = api.url_for("/").rstrip("/")
+    n = _opened(tmp_path, gh, url)  # ggml-master conflicts
+    # a dispatch for one target that is clean: the issue keeps the other's conflict, stays open
+    only = status_json(tmp_path, **{"llama.cpp-master": "applies cleanly"})
+    proc = drift(tmp_path, url, "--status", str(only), "--partial")
+    assert "closed" not in proc.stdout and gh.issues[n]["state"] == "open", proc.stdout
+    assert "| ggml-master | conflict |" in gh.issues[n]["body"]
+    # another profile's status merges too, even without --partial
+    other = tmp_path / "default-status.json"
+    other.write_text(json.dumps({"profile": "default", "targets": [
+        {"target": "ggml", "status": "applies cleanly", "detail": "", "base": "cd" * 20}]}))
+    proc = drift(tmp_path, url, "--status", str(other))
+    assert "closed" not in proc.stdout and gh.issues[n]["state"] == "open"
+    body = gh.issues[n]["body"]
+    assert "| ggml-master | conflict |" in body and "| ggml | applies cleanly |" in body
+    # the full scheduled run: all clean, closed
+    proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **CLEAN)))
+    assert proc.stdout.startswith(f"drift-issue: closed #{n}"), proc.stdout
+
+
+def test_a_502_then_200_is_retried(tmp_path, api, gh):
+    gh.faults.append(("GET", "/issues", _json({"message": "Server Error"}, 502)))
+    proc = drift(tmp_path, api.url_for("/").rstrip("/"), "--status", str(status_json(tmp_path, **CONFLICT)))
+    assert proc.returncode == 0, proc.stderr
+    assert gh.sent()[:2] == [("GET", "/issues"), ("GET", "/issues")] and len(gh.issues) == 1
+
+
+def test_a_429_with_retry_after_is_waited_out(tmp_path, api, gh):
+    import time
+
+    gh.faults.append(("POST", "/issues", _json({"message": "slow down"}, 429, {"Retry-After": "1"})))
+    started = time.monotonic()
+    proc = drift(tmp_path, api.url_for("/").rstrip("/"), "--status", str(status_json(tmp_path, **CONFLICT)))
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - started >= 1.0  # it waited as told
+    assert gh.sent().count(("POST", "/issues")) == 2 and len(gh.issues) == 1
+
+
+def test_a_secondary_limit_with_retry_after_on_403_is_retried(tmp_path, api, gh):
+    gh.faults.append(("GET", "/issues", _json({"message": "You have exceeded a secondary rate limit"}, 403,
+                                              {"Retry-After": "1"})))
+    proc = drift(tmp_path, api.url_for("/").rstrip("/"), "--status", str(status_json(tmp_path, **CONFLICT)))
+    assert proc.returncode == 0, proc.stderr
+    assert len(gh.issues) == 1
+
+
+def test_the_api_base_comes_from_github_api_url(tmp_path, api, gh):
+    """What every runner sets (GitHub Enterprise Server included); --api-url overrides it. No
+    matrix.yaml is needed: drift-issue never reads one."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GGML_PATCH_HTTP_BACKOFF": "0", **RUN, "GITHUB_TOKEN": TOKEN,
+           "GITHUB_API_URL": api.url_for("/").rstrip("/")}
+    st = status_json(tmp_path, **CONFLICT)
+    assert not (tmp_path / "matrix.yaml").exists()
+    proc = subprocess.run([sys.executable, "-m", "orchestrator", "drift-issue", "--repo", REPO, "--status", str(st)],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("drift-issue: opened") and len(gh.issues) == 1
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.run([sys.executable, "-m", "orchestrator", "drift-issue", "--repo", REPO, "--status", str(st),
+                           "--api-url", f"http://127.0.0.1:{port}"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert proc.returncode == 25 and f"127.0.0.1:{port}" in proc.stderr

@@ -11,8 +11,8 @@ from orchestrator import backends
 from orchestrator.cache import Cache
 from orchestrator.config import Backend, Source, Target
 from orchestrator.errors import ConfigError, ExitCode
-from orchestrator.evidence.classify import FAILED, PASSED
-from orchestrator.evidence.mutants import parse_mutant
+from orchestrator.verdicts.classify import FAILED, PASSED
+from orchestrator.verdicts.mutants import parse_mutant
 from orchestrator.patchset.layout import GATE_TEST, BuildPlan
 from orchestrator.patchset.series import Series, unified_file_diff
 from orchestrator.report.junit import junit_xml, mutant_case_name
@@ -20,7 +20,7 @@ from orchestrator.report.model import (Build, Cell, CellStatus, RecordStatus, Re
                                        VariantRecord, Verdict, results_of)
 from orchestrator.report.summary import summary_markdown
 from orchestrator.run import cmake
-from orchestrator.run.cell import CellContext, Steps, conclude, run_mutants
+from orchestrator.run.cell import CellContext, CellProgress, conclude, run_mutants
 from orchestrator.vcs.snapshots import SnapshotRepo, Worktree
 
 from ..helpers.patches import OPT, mutant_text
@@ -96,7 +96,7 @@ def fake_cell(tmp_path):
     backend = Backend("cpu", timeout=2)
     cell = Cell(cell="fake/cpu", target="fake", backend="cpu", layout="ggml", status=CellStatus.ERROR)
     ctx = CellContext(target, backend, backends.get("cpu"), Cache(tmp_path / "cache"), tmp_path, cell_dir,
-                      tmp_path / "logs", Steps(), cell, series=Series("llama.cpp", ()), repo=repo, worktree=wt,
+                      tmp_path / "logs", CellProgress(), cell, series=Series("llama.cpp", ()), repo=repo, worktree=wt,
                       mutant_files=_mutants())
     ctx.plan = BuildPlan(str(wt.path), (), ("test-opt", GATE_TEST), ())
     assert cmake.configure(ctx.plan, ctx.build_dir, [], ctx.logs / "configure.log", {}).ok
@@ -127,7 +127,7 @@ def test_each_mutant_gets_its_verdict_and_the_tree_is_put_back(fake_cell):
     assert ctx.worktree.is_clean() and (ctx.worktree.path / "src/ggml-opt.cpp").read_text() == FIXED
     # a surviving mutant fails a cell that otherwise passed: exit 7
     ctx.verdict = None
-    from orchestrator.evidence.classify import GateVerdict
+    from orchestrator.verdicts.classify import GateVerdict
     ctx.verdict = GateVerdict(Verdict.KILLED, "the gate test failed by its own check")
     ctx.cell.attribution = []
     conclude(ctx)
@@ -193,7 +193,7 @@ def test_no_mutant_files_records_nothing(fake_cell):
 
 def test_mutant_files_come_from_native_tests_mutants(tmp_path):
     from orchestrator.config import load_matrix
-    from orchestrator.patchset.files import load_mutants
+    from orchestrator.verdicts.mutants import load_mutants
 
     from ..helpers.tools import ROOT as root
     native = tmp_path / "native"

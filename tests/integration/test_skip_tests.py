@@ -12,7 +12,7 @@ from orchestrator.patchset.layout import GATE_TEST, UPSTREAM_TEST
 from orchestrator.patchset.series import Series, parse_patch, unified_file_diff
 from orchestrator.report.model import Cell, CellStatus, Outcome, RecordStatus, Verdict
 from orchestrator.run import cell as cell_mod
-from orchestrator.run.cell import CellContext, Steps, run_steps
+from orchestrator.run.cell import CellContext, CellProgress, run_steps
 from orchestrator.sources import Snapshot
 
 from ..helpers.tools import ROOT
@@ -38,7 +38,7 @@ def skipping_cell(tmp_path, monkeypatch):
     backend = Backend("cpu-sanitize", timeout=5)
     c = Cell(cell="fake/cpu-sanitize", target="fake", backend="cpu-sanitize", layout="ggml", status=CellStatus.ERROR)
     ctx = CellContext(target, backend, SkipsTestOpt(), Cache(tmp_path / "cache"), ROOT / "native_tests", cell_dir,
-                      tmp_path / "logs", Steps(), c, series=Series("llama.cpp", ()), repo=repo, worktree=wt,
+                      tmp_path / "logs", CellProgress(), c, series=Series("llama.cpp", ()), repo=repo, worktree=wt,
                       mutant_files=_mutants()[:1], programs=False)
     ctx.snap = Snapshot(base, "fake base")
     ctx.rendered = Series("ggml", (fix,))
@@ -96,7 +96,7 @@ def test_a_backend_without_mutants_runs_and_records_none_and_keeps_its_key(skipp
     run_steps(ctx, ("configure", "build", "test", "control", "mutants", "conclude"))
     assert [r.variant for r in ctx.records] == ["patched", "control"]
     assert not list(ctx.logs.glob("*mutant*"))
-    assert ctx.cell.mutants == {"total": 0, "killed": 0, "survived": [], "invalid": [], "skipped": NoMutants.no_mutants}
+    assert ctx.cell.mutants.to_json() == {"total": 0, "killed": 0, "survived": [], "invalid": [], "skipped": NoMutants.no_mutants}
     assert ctx.cell.status == CellStatus.PASSED, ctx.cell.reason
     ctx.env = {}
     assert cache_inputs(ctx)["mutants"] == {}

@@ -13,7 +13,7 @@ import pytest
 from orchestrator import sources
 from orchestrator.cache import Cache
 from orchestrator.config import load_matrix
-from orchestrator.drift.verdicts import UNREACHABLE
+from orchestrator.drift.status import UNREACHABLE
 from orchestrator.errors import ConfigError, ExitCode
 from orchestrator.sources.git import mirror_name, resolve_submodule_url
 from orchestrator.vcs.snapshots import SnapshotRepo

@@ -7,7 +7,7 @@ import pytest
 from orchestrator.cache import Cache
 from orchestrator.config import load_matrix
 from orchestrator.drift.check import status_of_targets
-from orchestrator.drift.verdicts import UNREACHABLE
+from orchestrator.drift.status import UNREACHABLE
 
 from ..helpers.forks import ROOT, git, write_matrix
 from ..helpers.tools import run_tool

@@ -2,7 +2,7 @@
 import sys
 import time
 
-from orchestrator.evidence import classify
+from orchestrator.verdicts import classify
 from orchestrator.run.testrun import run_test
 
 

@@ -1,10 +1,10 @@
 """Failure attribution: each test failing with the fix against the same test (and device) without it."""
 import pytest
 
-from orchestrator.evidence import attribution, classify
-from orchestrator.evidence.attribution import (ANY_DEVICE, PRE_EXISTING, REGRESSION, UNKNOWN, attribute, crash_device,
+from orchestrator.verdicts import attribution, classify
+from orchestrator.verdicts.attribution import (ANY_DEVICE, PRE_EXISTING, REGRESSION, UNKNOWN, attribute, crash_device,
                                       describe, failing_devices, failure_kind, pre_existing_only, what_failed)
-from orchestrator.evidence.classify import CRASHED, FAILED, INVALID, KILLED, PASSED, TIMEOUT, control_verdict
+from orchestrator.verdicts.classify import CRASHED, FAILED, INVALID, KILLED, PASSED, TIMEOUT, control_verdict
 from orchestrator.report.model import AttributionEntry, DeviceRow, TestRecord
 
 GATE_FAIL = "device=Vulkan0 opt_period=1: FAIL at step 2: w=0.25 expected 0.5"

@@ -32,7 +32,7 @@ def _newcomer(first, total, rerun, loops):
     return {"commit": "a" * 40, "load_start": {"busy_loops": loops, "loadavg": [0.5, 0.4, 0.3]},
             "load_end": {"busy_loops": loops, "loadavg": [2.1, 1.0, 0.5]}, "pip_install_nox_s": 4.0,
             "nox_install_s": 30.0, "first_verdict_s": first, "first_verdict": "ggml/cpu: verdict: ...",
-            "total_s": total, "verdicts_s": [first], "rerun_s": rerun,
+            "total_s": total, "verdicts_s": [first], "rerun_s": rerun, "cpu_s": 300.0,
             "cells": {"ggml/cpu": {"status": "passed", "total_s": 50.0}}}
 
 
@@ -58,7 +58,7 @@ def test_each_number_meets_or_misses_its_goal_and_the_report_says_which():
     assert "| newcomer, quiet: first verdict (s) | 70.0 | <= 75.0 | yes |" in md
     assert "| newcomer, quiet: whole `pip install nox && nox -s matrix` (s) | 250.0 | <= 240.0 | NO |" in md
     assert "| 2 busy loops: per mutant / by hand | 1.6 | <= 1.5 | NO |" in md
-    assert "| quiet (0 busy loops) | [0.5, 0.4, 0.3] -> [2.1, 1.0, 0.5] | 4.0 | 30.0 | 70.0 | 250.0 | 0.6 |" in md
+    assert "| quiet (0 busy loops) | [0.5, 0.4, 0.3] -> [2.1, 1.0, 0.5] | 4.0 | 30.0 | 70.0 | 250.0 | 300.0 | 0.6 |" in md
     assert "## Control (s), under 2 busy loops (load average [2.0] -> [2.5])" in md
     assert "By hand" not in md  # not measured in this run: not reported
 

@@ -137,13 +137,13 @@ def test_incomplete_evidence_opens_the_body_with_a_visible_warning():
 
 def test_unreadable_results_are_one_line_errors(tmp_path):
     with pytest.raises(ConfigError, match="no results; run `ggml-patch matrix"):
-        B.load_results(tmp_path)
+        B.load_results_dir(tmp_path)
     (tmp_path / "results.json").write_text("{\n  nope")
     with pytest.raises(ConfigError, match=r"results.json:2: not valid JSON"):
-        B.load_results(tmp_path)
+        B.load_results_dir(tmp_path)
     (tmp_path / "results.json").write_text('{"cells": []}')
     with pytest.raises(ConfigError, match="key 'series' missing"):
-        B.load_results(tmp_path)
+        B.load_results_dir(tmp_path)
 
 
 def _fake_bundle(d: Path) -> None:

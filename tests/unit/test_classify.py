@@ -3,8 +3,8 @@ import math
 
 import pytest
 
-from orchestrator.evidence import classify
-from orchestrator.evidence.classify import (CRASHED, FAILED, INVALID, KILLED, NOT_BUILT, PASSED, SURVIVED, TIMEOUT,
+from orchestrator.verdicts import classify
+from orchestrator.verdicts.classify import (CRASHED, FAILED, INVALID, KILLED, NOT_BUILT, PASSED, SURVIVED, TIMEOUT,
                                    GateVerdict, cell_status, control_verdict, gate_failure_line, gate_rows,
                                    outcome, signal_name)
 
@@ -237,7 +237,12 @@ def test_control_failed_with_only_ok_rows_is_invalid():
     assert v.verdict == INVALID and "without printing its failure line" in v.reason
 
 
-@pytest.mark.parametrize("test_opt", [FAILED, CRASHED, TIMEOUT, NOT_BUILT, None])
+def test_control_test_opt_failing_by_its_own_check_is_the_regression_test_killing_it():
+    v = _verdict(test_opt_outcome=FAILED)
+    assert v.verdict == KILLED and v.reason.endswith("test-opt fails too (its per-step cases)")
+
+
+@pytest.mark.parametrize("test_opt", [CRASHED, TIMEOUT, NOT_BUILT, None])
 def test_control_test_opt_not_passing_is_invalid(test_opt):
     v = _verdict(test_opt_outcome=test_opt)
     assert v.verdict == INVALID

@@ -63,19 +63,19 @@ FLOOR = 0.002
 
 
 def label(unfixed, fixed=FIXED, floor=FLOOR):
-    return ft.verdict("adamw", 1, 1e-5, fixed, unfixed, floor).label
+    return ft.finetune_verdict("adamw", 1, 1e-5, fixed, unfixed, floor).label
 
 
 def test_better_at_every_epoch_but_one_is_not_bug_visible():
     # the old rule called this "bug visible" (one uptick); it ends better, so no harm is shown
     u = ep([5.90, 5.80, 5.95, 5.60, 5.50, 5.40])
-    v = ft.verdict("adamw", 1, 1e-5, FIXED, u, FLOOR)
+    v = ft.finetune_verdict("adamw", 1, 1e-5, FIXED, u, FLOOR)
     assert v.label == "differs, no harm shown" and v.better_epochs == 5 and v.worse_epochs == 1 and v.end_diff < 0
 
 
 def test_worse_at_the_end_by_more_than_the_floor_and_the_minimum_effect_is_bug_visible():
     u = ep([5.90, 5.80, 5.85, 5.90, 6.00, 6.20])
-    v = ft.verdict("adamw", 1, 1e-5, FIXED, u, FLOOR)
+    v = ft.finetune_verdict("adamw", 1, 1e-5, FIXED, u, FLOOR)
     assert v.label == "bug visible" and v.end_diff == pytest.approx(0.70) and v.end_diff_rel == pytest.approx(0.7 / 5.5)
 
 
@@ -95,14 +95,14 @@ def test_a_difference_within_the_floor_is_no_difference():
 
 def test_a_non_finite_end_without_the_fix_is_bug_visible_and_identical_curves_are_no_difference():
     u = ep([5.9, 5.8, 5.7, 9.0, 50.0, math.inf], [6, 5.9, 5.8, 9, 50, math.nan])
-    v = ft.verdict("sgd", 1, 1e-4, FIXED, u, FLOOR)
+    v = ft.finetune_verdict("sgd", 1, 1e-4, FIXED, u, FLOOR)
     assert v.label == "bug visible" and v.diverged and v.end_diff == math.inf
     assert label(list(FIXED)) == "no difference"
-    assert ft.verdict("sgd", 1, 1e-4, FIXED, [], FLOOR).label == "undecided"
+    assert ft.finetune_verdict("sgd", 1, 1e-4, FIXED, [], FLOOR).label == "undecided"
 
 
 def test_the_verdict_compares_the_common_epochs_only():
-    v = ft.verdict("adamw", 1, 1e-5, FIXED, ep([5.9, 5.8, 6.5]), FLOOR)  # stopped after 3 epochs
+    v = ft.finetune_verdict("adamw", 1, 1e-5, FIXED, ep([5.9, 5.8, 6.5]), FLOOR)  # stopped after 3 epochs
     assert v.epochs == 3 and v.label == "bug visible" and v.end_diff == pytest.approx(0.7)
 
 

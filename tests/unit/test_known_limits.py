@@ -4,7 +4,7 @@ never in ISSUE.md (the reproduction only)."""
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.evidence.known_limits import STATUS, load_known_limits, parse_known_limits
+from orchestrator.verdicts.known_limits import STATUS, load_known_limits, parse_known_limits
 from orchestrator.upstream import cover as C
 from orchestrator.upstream import documents as D
 

@@ -72,7 +72,7 @@ def test_a_crlf_converted_series_is_refused_not_normalised(tmp_path):
 def test_carriage_returns_inside_hunks_are_kept_byte_for_byte(tmp_path):
     d, patches = series_copy(tmp_path)
     text = patches[1].read_bytes()
-    marker = b"+#include"
+    marker = b"+static"
     i = text.index(marker)
     j = text.index(b"\n", i)
     patches[1].write_bytes(text[:j] + b"\r" + text[j:])  # one added line of a CRLF file: content, kept

@@ -2,8 +2,8 @@
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.evidence.classify import CRASHED, FAILED, PASSED, TIMEOUT
-from orchestrator.evidence.mutants import kill_line, parse_mutant, verdict
+from orchestrator.verdicts.classify import CRASHED, FAILED, PASSED, TIMEOUT
+from orchestrator.verdicts.mutants import kill_line, mutant_verdict, parse_mutant
 from orchestrator.patchset.layout import get_layout
 from orchestrator.patchset.series import unified_file_diff
 from orchestrator.report.model import TestRecord, Verdict
@@ -49,7 +49,7 @@ def _gate(outcome, exit_code, output="", signal=None):
     (None, True, _gate(FAILED, 1, FAIL_LINE + "\n"), Verdict.KILLED, FAIL_LINE),
 ])
 def test_verdicts(apply_error, built, gate, expected, phrase):
-    v = verdict(apply_error, built, gate)
+    v = mutant_verdict(apply_error, built, gate)
     assert v.verdict == expected and phrase in v.reason
 
 

@@ -99,3 +99,39 @@ def test_github_errors_given_as_a_string_are_one_message():
 
     text = json.dumps({"message": "Validation Failed", "errors": "head branch is missing"})
     assert G.github_message(text) == "Validation Failed: head branch is missing"
+
+
+# ---------------------------------------------------------------- issue 23: parsed userinfo, the edge
+
+import pytest  # noqa: E402
+
+from orchestrator.redact import RedactingStream, redact  # noqa: E402
+
+
+@pytest.mark.parametrize("text, secret", [
+    ("https://u:pa)ss@host/x", "pa)ss"),
+    ("git clone 'https://u:it'sme@h/x'", "it'sme"),
+    ("https://u:a(b)c@host", "a(b)c"),
+    ("git+ssh://u:p;w=d@host/x", "p;w=d"),
+    ("see https://tok3n-only@github.com/x", "tok3n-only"),
+    ("https://h/x?access_token=abcdef&a=1", "abcdef"),
+])
+def test_userinfo_is_parsed_not_matched(text, secret):
+    assert secret not in redact(text)
+
+
+def test_a_url_without_userinfo_and_a_mail_address_stay(monkeypatch):
+    assert redact('{"u":"https://h/x","e":"a@b.c"}') == '{"u":"https://h/x","e":"a@b.c"}'
+
+
+def test_the_stream_redacts_lines_whatever_prints_them(monkeypatch):
+    import io
+
+    monkeypatch.setenv("GH_TOKEN", "ghp_live_value_123")
+    raw = io.StringIO()
+    s = RedactingStream(raw)
+    s.write("token ghp_live")
+    s.write("_value_123 in two writes\n")
+    s.write("tail ghp_live_value_123")
+    s.flush()
+    assert "ghp_live_value_123" not in raw.getvalue() and raw.getvalue().count("***") == 2

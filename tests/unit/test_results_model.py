@@ -144,8 +144,8 @@ def test_unreadable_results_are_one_line(tmp_path, text, phrase):
 def test_status_json_and_known_limits_go_through_json_and_their_schemas():
     """`status --json` and patches/known-limits.yaml are records too: declared once, schema from them."""
     jsonschema = pytest.importorskip("jsonschema")
-    from orchestrator.drift.verdicts import Conflict, PatchResult, StatusReport, TargetStatus
-    from orchestrator.evidence.known_limits import KnownLimit, KnownLimits
+    from orchestrator.drift.status import Conflict, PatchResult, StatusReport, TargetStatus
+    from orchestrator.verdicts.known_limits import KnownLimit, KnownLimits
 
     report = StatusReport(profile="live", targets=[TargetStatus(
         target="t", layout="ggml", source=M.Provenance(kind="git", description="u main"), status="conflict",

@@ -15,14 +15,16 @@ from orchestrator.patchset.render import render
 from orchestrator.patchset.series import (Series, git_blob_id, parse_patch, parse_series,
                                          unified_file_diff)
 
-from ..helpers.patches import (GGML, GGML_CMAKE, HDR, LLAMA, NATIVE_TEST, PATCH_DIR, WHISPER,
-                               BaseFiles)
+from ..helpers.patches import (GATE_PATCH, GGML, GGML_CMAKE, HDR, LLAMA, NATIVE_TEST, PATCH_DIR,
+                               WHISPER, BaseFiles)
 from ..helpers.patches import read_patch as _read
 from ..helpers.patches import real_series as _real_series
+from ..helpers.patches import upstream_series
 
 
 FIX_NAME = "0001-ggml-opt-reset-gradient-accumulators-after-each-opti.patch"
-TEST_NAME = "0002-tests-add-test-opt-dynamic-accum-for-per-step-gradie.patch"
+TEST_NAME = "0003-tests-add-test-opt-dynamic-accum-for-per-step-gradie.patch"
+OPT_NAME = "0002-tests-add-per-step-graph-cases-to-test-opt.patch"
 AUTHOR = "ggml-patch maintainers <ggml-patch@users.noreply.github.com>"
 
 
@@ -39,7 +41,20 @@ def test_real_series_parses():
         ["ggml/src/ggml-opt.cpp"], ["tests/CMakeLists.txt", "tests/test-opt-dynamic-accum.cpp"]]
 
 
-@pytest.mark.parametrize("name", [FIX_NAME, TEST_NAME])
+def test_upstream_series_is_the_fix_alone_then_test_opt_cases():
+    """No new file under tests/ (AGENTS.md); 0001 touches only the reset."""
+    s = upstream_series()
+    assert [p.name for p in s.patches] == [FIX_NAME, OPT_NAME]
+    assert [[f.path for f in p.files] for p in s.patches] == [["ggml/src/ggml-opt.cpp"], ["tests/test-opt.cpp"]]
+    assert all("new file mode" not in f.text for p in s.patches for f in p.files)
+    fix = s.patches[0].files[0].text
+    assert fix.count("\n+ ") == 5 and "GGML_ASSERT" not in fix and fix.isascii()
+    added = [line for line in s.patches[1].files[0].text.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    assert len(added) <= 150 and all(line.isascii() for line in added)
+    assert "ggml_opt_grad_acc" not in "".join(added)  # NULL gb_opt in per-step mode (a known limit)
+
+
+@pytest.mark.parametrize("name", [FIX_NAME, OPT_NAME])
 def test_real_patch_round_trip(name):
     p = parse_patch(name, _read(name))
     assert p.text().encode("utf-8") == (PATCH_DIR / name).read_bytes()
@@ -47,6 +62,11 @@ def test_real_patch_round_trip(name):
     assert not p.header.count("diff --git")
     assert all(f.text.startswith("diff --git a/") for f in p.files)
     assert p.trailer == ""
+
+
+def test_gate_patch_round_trip():
+    text = GATE_PATCH.read_bytes().decode("utf-8")
+    assert parse_patch(TEST_NAME, text).text() == text
 
 
 def test_real_subjects_and_authors():
@@ -120,7 +140,7 @@ def test_render_to_ggml_maps_paths():
     head, _, body = fix.text.partition("\n@@")
     assert head.splitlines() == [
         "diff --git a/src/ggml-opt.cpp b/src/ggml-opt.cpp",
-        "index 53903defa8f419069f3046b960f2f057e06e6263..e24cca609a069ba8fc7396960015f79a5fd0980d 100644",
+        "index 53903defa8f419069f3046b960f2f057e06e6263..4301e29b7602c796a902f650b4efbd6d82f8f671 100644",
         "--- a/src/ggml-opt.cpp",
         "+++ b/src/ggml-opt.cpp",
     ]

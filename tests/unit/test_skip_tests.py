@@ -7,8 +7,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from orchestrator.evidence import attribution
-from orchestrator.evidence.classify import (FAILED, INVALID, KILLED, PASSED, SKIPPED, SURVIVED, cell_status,
+from orchestrator.verdicts import attribution
+from orchestrator.verdicts.classify import (FAILED, INVALID, KILLED, PASSED, SKIPPED, SURVIVED, cell_status,
                                             control_verdict)
 from orchestrator.report.junit import CONTROL_GATE_NAME, junit_xml
 from orchestrator.report.model import Outcome, TestRecord, results_of

@@ -7,14 +7,16 @@ import pytest
 
 from orchestrator.errors import ExitCode
 from orchestrator.patchset.series import parse_series
-from orchestrator.drift.verdicts import (APPLIES, CLEAN, CONFLICT, CONFLICTED, MERGED, NOT_APPLICABLE, NOT_TRIED, PRESENT,
+from orchestrator.drift.status import (APPLIES, CLEAN, CONFLICT, CONFLICTED, MERGED, NOT_APPLICABLE, NOT_TRIED, PRESENT,
                                  THREE_WAY, UNAVAILABLE, UNREACHABLE, UPSTREAM, PatchResult, TargetStatus,
                                  conflict_regions, content_present, exit_code, failed_hunk, hunk_header,
-                                 modified_fix_files, not_applicable_reason, short_name, verdict)
+                                 modified_fix_files, not_applicable_reason, short_name, target_status)
 
 from ..helpers.forks import (OPT, OPT_HEADER, ROOT)
 
-PATCHES = sorted((ROOT / "patches").glob("*.patch"))
+# the fix and the gate test's own patch (a new file and its registration)
+PATCHES = [*sorted((ROOT / "patches").glob("0001-*.patch")),
+           ROOT / "native_tests" / "upstream-gate" / "0003-tests-add-test-opt-dynamic-accum-for-per-step-gradie.patch"]
 FIX, TEST = (p.name for p in PATCHES)
 
 
@@ -35,7 +37,7 @@ def _series():
     ([CONFLICTED, NOT_TRIED], CONFLICT),
 ])
 def test_verdict_precedence(results, status):
-    got, detail = verdict([PatchResult(name=f"000{i}", result=r, detail="x") for i, r in enumerate(results)])
+    got, detail = target_status([PatchResult(name=f"000{i}", result=r, detail="x") for i, r in enumerate(results)])
     assert got == status
     if status == APPLIES and PRESENT in results:
         assert detail == "already upstream: 0000"
@@ -46,9 +48,9 @@ def test_short_name():
 
 
 def test_verdict_conflict_names_the_patch_and_where():
-    assert verdict([PatchResult(name="0001-a.patch", result=CONFLICTED, detail="ggml/src/ggml-opt.cpp, @@ -1 +1 @@")]) == (
+    assert target_status([PatchResult(name="0001-a.patch", result=CONFLICTED, detail="ggml/src/ggml-opt.cpp, @@ -1 +1 @@")]) == (
         CONFLICT, "0001: ggml/src/ggml-opt.cpp, @@ -1 +1 @@")
-    assert verdict([PatchResult(name="0001-a.patch", result=PRESENT, detail="x"),
+    assert target_status([PatchResult(name="0001-a.patch", result=PRESENT, detail="x"),
                     PatchResult(name="0002-b.patch", result=PRESENT, detail="y")]) == (
         UPSTREAM, "0001: x; 0002: y")
 
@@ -87,9 +89,8 @@ def test_content_present_needs_every_added_run_and_created_file():
     assert not content_present(fix, {OPT: "int x;\n"}.get)
     assert not content_present(fix, {}.get)
     assert content_present(fix, {OPT: "// moved around\n" + added + "// more\n"}.get)
-    # one run missing: not there
-    first_run_only = added.split("\n\n")[0] + "\n"
-    assert not content_present(fix, {OPT: first_run_only}.get)
+    # one line of the run missing: not there
+    assert not content_present(fix, {OPT: added.split("\n", 1)[1]}.get)
     new_test = test.files[1]
     files = {"tests/CMakeLists.txt": "llama_build_and_test(test-opt.cpp)\n  llama_build_and_test(test-opt-dynamic-accum.cpp)\n",
              new_test.path: new_test.added_content}
@@ -99,9 +100,9 @@ def test_content_present_needs_every_added_run_and_created_file():
 
 def test_failed_hunk_from_git_messages():
     fix = _series().patches[0]
-    hdr = "@@ -485,6 +485,10 @@ static void ggml_opt_build(ggml_opt_context_t opt_ctx) {"
-    assert hunk_header(fix, OPT, 485) == hdr
-    assert failed_hunk(fix, f"Applying: x\nerror: patch failed: {OPT}:485\nerror: {OPT}: patch does not apply\n") == (OPT, hdr)
+    hdr = "@@ -826,6 +826,11 @@ void ggml_opt_eval(ggml_opt_context_t opt_ctx, ggml_opt_result_t result) {"
+    assert hunk_header(fix, OPT, 826) == hdr
+    assert failed_hunk(fix, f"Applying: x\nerror: patch failed: {OPT}:826\nerror: {OPT}: patch does not apply\n") == (OPT, hdr)
     assert failed_hunk(fix, f"error: patch failed: {OPT}:7\n") == (OPT, "at line 7")
     assert failed_hunk(fix, "error: tests/x.cpp: already exists in working directory\n") == (
         "tests/x.cpp", "new file: already exists")

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from orchestrator.evidence.training import diverges_as_predicted, epochs, figure, plot, table_markdown
+from orchestrator.verdicts.training import diverges_as_predicted, epochs, figure, plot, table_markdown
 from orchestrator.report.model import EpochLoss
 
 FIXED = """train-opt-dynamic: linear regression, 8 inputs

@@ -139,7 +139,9 @@ def control_verdict(
     test_opt_pre_existing: Optional[str] = None,
     test_opt_skipped: Optional[str] = None,
 ) -> GateVerdict:
-    """The gate's verdict (gate_verdict), and test-opt still passed: the control changed only the fix.
+    """The gate's verdict (gate_verdict), and test-opt's: it passes (an older series) or fails by its
+    own check (its per-step cases, the regression test upstream keeps); a crash or timeout there
+    means the control changed more than the fix.
 
     `test_opt_pre_existing` describes a test-opt failure seen with the fix too (e.g. a driver
     crash on one device): test-opt then cannot show that the control changed only the fix, so
@@ -148,6 +150,8 @@ def control_verdict(
     v = gate_verdict(build_ok, gate_outcome, gate_exit, gate_output)
     if v.verdict != KILLED or test_opt_outcome == PASSED:
         return v
+    if test_opt_outcome == FAILED and not test_opt_pre_existing:
+        return GateVerdict(KILLED, f"{v.reason}; test-opt fails too (its per-step cases)")
     if test_opt_outcome == SKIPPED:
         return GateVerdict(
             KILLED,

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from .. import untrusted
+from ..config import Matrix
 from ..errors import ConfigError
 from ..patchset.layout import Layout
 from ..patchset.render import retarget
@@ -56,7 +58,7 @@ def parse_mutant(name: str, text: str) -> Mutant:
     return Mutant(stem, fields["Mutant"], fields["Why it is wrong"], patch.files)
 
 
-def verdict(apply_error: Optional[str], build_ok: bool, gate: Optional[TestRecord]) -> GateVerdict:
+def mutant_verdict(apply_error: Optional[str], build_ok: bool, gate: Optional[TestRecord]) -> GateVerdict:
     """The gate's verdict on one mutant (the control's own rules, classify.gate_verdict)."""
     if apply_error is not None:
         return GateVerdict(INVALID, f"the mutant did not apply: {apply_error}")
@@ -74,3 +76,17 @@ def kill_line(verdicts: list[Optional[Verdict]]) -> str:
     """ "the gate kills N/M known-wrong fixes" (skipped mutants are not counted)."""
     ran = [v for v in verdicts if v is not None]
     return f"the gate kills {sum(1 for v in ran if v == Verdict.KILLED)}/{len(ran)} known-wrong fixes"
+
+
+def load_mutants(matrix: Matrix) -> list[Mutant]:
+    """native_tests/mutants/*.patch (the known-wrong fixes the gate must catch), in name order;
+    none when the folder is absent. A malformed one is one ConfigError line naming the file."""
+    folder = matrix.native_tests_dir / "mutants"
+    out = []
+    for f in sorted(folder.glob("*.patch")) if folder.is_dir() else []:
+        text = untrusted.read_text(f, "mutant", root=folder)
+        try:
+            out.append(parse_mutant(f.name, text))
+        except ConfigError as e:
+            raise ConfigError(f"{folder}/{e}") from None
+    return out

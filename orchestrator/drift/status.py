@@ -85,7 +85,7 @@ class StatusReport(Record):
     targets: list[TargetStatus] = Field(min_length=1)
 
 
-def verdict(results: list[PatchResult]) -> tuple[str, str]:
+def target_status(results: list[PatchResult]) -> tuple[str, str]:
     """(status, detail) of a target from its patches' results."""
     for r in results:
         if r.result == CONFLICTED:

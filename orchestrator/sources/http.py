@@ -1,0 +1,138 @@
+"""Bounded HTTP for sources: downloads and package index pages.
+
+Every body is streamed, at most a byte cap, and the whole transfer ends by a deadline (requests'
+own timeout is per socket read: a server trickling one byte at a time would never end). The
+transfer runs in a worker thread; at the deadline the caller closes the response and stops
+waiting. Only http(s) is fetched.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from typing import Callable, Optional
+
+import requests
+
+from ..errors import ConfigError, SourceUnavailable
+from ..redact import redact
+from ..urls import http_url_problem
+from .base import SourceUnreachable
+
+CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 30, 120
+MAX_ARCHIVE_BYTES = 2 * 1024**3  # the largest pinned sdist is 77 MB
+MAX_PAGE_BYTES = 32 * 1024**2  # a package index page
+DEFAULT_DEADLINE_S = 3600.0  # a whole download; GGML_PATCH_HTTP_DEADLINE_S overrides it
+_BLOCK = 64 * 1024
+
+
+def deadline_s() -> float:
+    """The whole-transfer deadline: $GGML_PATCH_HTTP_DEADLINE_S (a finite number > 0) or an hour."""
+
+    text = os.environ.get("GGML_PATCH_HTTP_DEADLINE_S", "")
+    if not text.strip():
+        return DEFAULT_DEADLINE_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"GGML_PATCH_HTTP_DEADLINE_S={text!r}: expected a finite number of seconds above 0")
+    return value
+
+
+class TooLarge(SourceUnavailable):
+    pass
+
+
+def fetch(
+    url: str,
+    sink: Callable[[bytes], None],
+    what: str,
+    max_bytes: int,
+    headers: Optional[dict] = None,
+    deadline: Optional[float] = None,
+) -> tuple[requests.structures.CaseInsensitiveDict, str]:
+    """GET `url` and hand its body to `sink` block by block; the response headers. Raises
+    SourceUnavailable for a non-200 answer or a body over `max_bytes`, SourceUnreachable for a
+    network failure or a transfer unfinished at the deadline. Redirects to http(s) only."""
+    why = http_url_problem(url)
+    if why:
+        raise SourceUnavailable(f"{what}: {redact(url)} {why}")
+    limit = deadline_s() if deadline is None else deadline
+    box: dict = {}
+    stop = threading.Event()
+    done = threading.Event()
+    session = requests.Session()
+    session.trust_env = True
+
+    def work() -> None:
+        try:
+            with session.get(
+                url, stream=True, timeout=(CONNECT_TIMEOUT_S, min(READ_TIMEOUT_S, limit)), headers=headers or {}
+            ) as r:
+                box["resp"] = r
+                if http_url_problem(r.url):  # a redirect to another scheme (file://, ftp://)
+                    raise SourceUnavailable(f"{what}: {redact(url)} redirected to a non-http(s) URL")
+                if r.status_code != 200:
+                    box["status"] = (r.status_code, r.reason)
+                    return
+                declared = r.headers.get("Content-Length", "")
+                if declared.isdigit() and int(declared) > max_bytes:
+                    raise TooLarge(f"{what}: {redact(url)} is {declared} bytes, more than the {max_bytes} allowed")
+                total = 0
+                for block in r.iter_content(_BLOCK):
+                    if stop.is_set():
+                        return
+                    total += len(block)
+                    if total > max_bytes:
+                        raise TooLarge(f"{what}: {redact(url)} sent more than the {max_bytes} bytes allowed; stopped")
+                    sink(block)
+                box["headers"], box["url"] = r.headers, r.url
+        except BaseException as e:  # handed to the caller's thread
+            box["error"] = e
+        finally:
+            done.set()
+
+    t0 = time.monotonic()
+    threading.Thread(target=work, name="http-fetch", daemon=True).start()
+    finished = done.wait(limit)
+    if not finished:
+        stop.set()
+        resp = box.get("resp")
+        if resp is not None:
+            resp.close()  # the worker's read fails; it writes nothing more
+        session.close()
+        raise SourceUnreachable(
+            f"{what}: {redact(url)} did not finish within {time.monotonic() - t0:.0f} s "
+            "(GGML_PATCH_HTTP_DEADLINE_S); stopped"
+        )
+    session.close()
+    if "error" in box:
+        raise box["error"]
+    if "status" in box:
+        code, reason = box["status"]
+        raise HttpStatus(code, f"{what}: {redact(url)} answered HTTP {code} {reason}")
+    return box["headers"], box["url"]
+
+
+class HttpStatus(SourceUnavailable):
+    def __init__(self, status: int, message: str):
+        self.status = status
+        super().__init__(message)
+
+
+def get_text(
+    url: str, what: str, headers: Optional[dict] = None, max_bytes: int = MAX_PAGE_BYTES
+) -> tuple[Optional[str], str, str]:
+    """(the page as text, or None for a 404; its content type; its URL)."""
+    chunks: list[bytes] = []
+    try:
+        h, final = fetch(url, chunks.append, what, max_bytes, headers=headers)
+    except HttpStatus as e:
+        if e.status == 404:
+            return None, "", url
+        raise
+    return b"".join(chunks).decode("utf-8", errors="replace"), h.get("Content-Type", ""), final

@@ -1,0 +1,108 @@
+"""git as the user has it: their own configuration (name, email, safe.directory entries) and
+their checkouts, read only. The tool's other git runs isolated (runner.py), which would hide
+exactly these. Every command has a timeout."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Optional
+
+from .runner import GitError, git, git_bytes
+
+USER_TIMEOUT_S = 30  # reading a configuration value or a version
+_READ_ONLY = {"GIT_OPTIONAL_LOCKS": "0"}  # reading a checkout never takes its index lock
+
+
+def _user_git(*args: str, cwd: Optional[str] = None) -> Optional[str]:
+    """stdout of `git ARGS` in the user's own environment, or None when it fails or hangs."""
+    try:
+        proc = subprocess.run(
+            ["git", *args],
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+            env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+            timeout=USER_TIMEOUT_S,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def config_value(key: str, cwd: Optional[str] = None) -> Optional[str]:
+    """A configuration value as git resolves it for the user here (e.g. user.name)."""
+    out = _user_git("config", "--get", key, cwd=cwd)
+    return (out or "").strip() or None
+
+
+def version() -> str:
+    """`git --version`'s line, or why there is none."""
+    out = _user_git("--version")
+    return out.strip().splitlines()[0] if out and out.strip() else "not found"
+
+
+_SAFE_DIRS: dict[tuple[Optional[str], ...], tuple[str, ...]] = {}
+
+
+def safe_directories() -> list[str]:
+    """The user's own safe.directory entries (global and system configuration), as -c values:
+    the tool's git runs without the user's configuration, which would otherwise drop them."""
+    where = tuple(
+        os.environ.get(k)
+        for k in ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM")
+    )
+    if where not in _SAFE_DIRS:
+        found: list[str] = []
+        for scope in ("--system", "--global"):  # the user's own configuration, read only
+            out = _user_git("config", scope, "--get-all", "safe.directory") or ""
+            found += [ln.strip() for ln in out.splitlines() if ln.strip()]
+        _SAFE_DIRS[where] = tuple(dict.fromkeys(found))
+    return [f"safe.directory={d}" for d in _SAFE_DIRS[where]]
+
+
+def _in_checkout(root: Path, *args: str) -> str:
+    return git(*args, cwd=root, env=_READ_ONLY, config=safe_directories()).strip()
+
+
+def is_work_tree(root: Path) -> bool:
+    """Whether git sees `root` as (inside) a work tree. Raises GitError when git refuses to read
+    it (another user's: dubious ownership)."""
+    try:
+        return _in_checkout(root, "rev-parse", "--is-inside-work-tree") == "true"
+    except GitError as e:
+        if "dubious ownership" in e.output or "unsafe repository" in e.output:
+            raise
+        return False
+
+
+def head(root: Path) -> Optional[str]:
+    """The checkout's HEAD commit, or None (no commits, or not a checkout)."""
+    try:
+        return _in_checkout(root, "rev-parse", "--verify", "--quiet", "HEAD") or None
+    except GitError:
+        return None
+
+
+def head_tree(root: Path) -> Optional[str]:
+    """The tree of HEAD at `root` (a subfolder's, inside a checkout), or None."""
+    try:
+        return _in_checkout(root, "rev-parse", "--verify", "--quiet", "HEAD:./") or None
+    except GitError:
+        return None
+
+
+def _listed(root: Path, *args: str) -> list[str]:
+    out = git_bytes("ls-files", "-z", *args, cwd=root, env=_READ_ONLY, config=safe_directories(), strip=False)
+    return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
+
+
+def staged(root: Path) -> list[str]:
+    """`git ls-files --stage` records ("<mode> <sha> <stage>\\t<path>"). Raises GitError."""
+    return _listed(root, "--stage")
+
+
+def untracked(root: Path) -> list[str]:
+    """Files git does not track and does not ignore. Raises GitError."""
+    return _listed(root, "--others", "--exclude-standard")
