@@ -848,6 +848,7 @@ def provenance_rows(results: FinetuneResults) -> list[tuple[str, str]]:
     checks = "; ".join(
         f"{v.replace('_', ' ')}: {'holds' if (prov.get(v) or {}).get('holds_fix') else 'lacks'} the fix "
         f"(binary sha256 `{str((prov.get(v) or {}).get('sha256', '—'))[:16]}`)"
+        + (f", checked by the {' and the '.join(how)}" if (how := (prov.get(v) or {}).get("how")) else "")
         for v in VARIANTS
         if v in prov
     )
