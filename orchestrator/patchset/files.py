@@ -12,6 +12,7 @@ from .layout import GATE_TEST
 from .series import Series, parse_series
 
 if TYPE_CHECKING:
+    from ..verdicts.competing import CompetingFix
     from ..verdicts.mutants import Mutant
 
 
@@ -78,6 +79,23 @@ def load_mutants(matrix: Matrix) -> list[Mutant]:
         text = untrusted.read_text(f, "mutant", root=folder)
         try:
             out.append(parse_mutant(f.name, text))
+        except ConfigError as e:
+            raise ConfigError(f"{folder}/{e}") from None
+    return out
+
+
+def load_competing(matrix: Matrix) -> list[CompetingFix]:
+    """native_tests/competing/*.patch (fixes for the same bug proposed elsewhere, each with its
+    provenance), in name order; none when the folder is absent. A malformed one is one
+    ConfigError line naming the file."""
+    from ..verdicts.competing import parse_competing
+
+    folder = matrix.native_tests_dir / "competing"
+    out = []
+    for f in sorted(folder.glob("*.patch")) if folder.is_dir() else []:
+        text = untrusted.read_text(f, "competing fix", root=folder)
+        try:
+            out.append(parse_competing(f.name, text))
         except ConfigError as e:
             raise ConfigError(f"{folder}/{e}") from None
     return out

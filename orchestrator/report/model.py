@@ -63,6 +63,14 @@ class Verdict(Word):
     INVALID = "invalid"  # did not apply, did not build, crashed, timed out
 
 
+class CompetingVerdict(Word):
+    """A competing fix's verdict (a fix proposed elsewhere, applied to the unfixed tree)."""
+
+    EQUIVALENT = "equivalent"  # passes everything the fix passes
+    WRONG = "wrong"  # a test the fix passes fails
+    INVALID = "invalid"  # does not apply or build
+
+
 class AttributionLabel(Word):
     PRE_EXISTING = "pre-existing"  # fails without the fix too
     REGRESSION = "regression"  # passes without the fix

@@ -28,7 +28,7 @@ _HEADER = re.compile(r"^(?P<key>Mutant|Why it is wrong): (?P<value>\S.*)$", re.M
 
 @dataclass(frozen=True)
 class Mutant:
-    name: str  # the file name without .patch, e.g. "01-no-reset"
+    name: str  # the file name without .patch, e.g. "02-reset-at-build-when-opt-i-zero"
     title: str
     why: str
     files: tuple[FileDiff, ...]  # the diff, in the series' layout
