@@ -403,10 +403,12 @@ def make_bundles(opts: BundleOptions) -> tuple[list[BundleResult], list[str]]:
     nothing, when the results do not prove the fix (unless allow_incomplete)."""
     from ..patchset.files import load_series
     from ..verdicts.known_limits import load_known_limits
+    from ..verdicts.related import load_related
 
     results, results_sha = load_results_dir(opts.results_dir)
     chosen = _chosen_targets(results, opts.targets, opts.results_dir)
     limits = load_known_limits(Path(opts.matrix.series_dir))  # malformed: one line, exit 2, before any work
+    related = load_related(Path(opts.matrix.series_dir))  # likewise
     found = [p for p in problems(results, load_series(opts.matrix).sha256) if p.target in (None, *chosen)]
     if found and not opts.allow_incomplete:
         raise BundleRefused(refusal_message(found))
@@ -416,7 +418,7 @@ def make_bundles(opts: BundleOptions) -> tuple[list[BundleResult], list[str]]:
             left_out.append(f"{target}: the series was never applied in this run, so there is nothing to send")
             continue
         warnings = [p.text for p in found if p.target in (None, target)]
-        made.append(bundle_target(opts, results, results_sha, target, warnings, limits))
+        made.append(bundle_target(opts, results, results_sha, target, warnings, limits, related))
     if not made:
         raise BundleRefused("nothing to bundle: " + "; ".join(left_out))
     return made, left_out
@@ -467,6 +469,7 @@ def bundle_target(
     target_name: str,
     warnings: list[str],
     known_limits: tuple = (),
+    related: tuple = (),
 ) -> BundleResult:
     from ..cache import slug
     from ..finetune import bundle as tuned
@@ -530,6 +533,7 @@ def bundle_target(
             canonical_paths=load_series(matrix).paths(),
             read_file=lambda path: repo.read_blob(base, path),
             known_limits=known_limits,
+            related=related,
             finetune=finetune,
         )
     files_text: dict[str, str | bytes] = {**dict(patches), **docs.files}
