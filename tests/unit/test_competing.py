@@ -125,3 +125,20 @@ def test_first_failing_line_of_test_opt_skips_the_summary_lines():
     out = "\x1b[1;31m  Backend CPU sgd: FAIL\x1b[0m\n1/2 backend*optimizer passed\n"
     assert first_failing_line(UPSTREAM_TEST, out) is None
     assert first_failing_line(UPSTREAM_TEST, f"x\n{OPT_FAIL}\x1b[0m\n") == OPT_FAIL.strip()
+
+
+def test_the_gate_joins_the_series_only_once_maintainers_approval_is_recorded(tmp_path):
+    import shutil
+
+    from orchestrator.patchset.files import load_series
+
+    for d in ("patches", "native_tests"):
+        shutil.copytree(ROOT / d, tmp_path / d)
+    text = (ROOT / "matrix.yaml").read_text()
+    (tmp_path / "matrix.yaml").write_text(text)
+    assert [p.name[:4] for p in load_series(load_matrix(tmp_path / "matrix.yaml")).patches] == ["0001", "0002"]
+    approved = text.replace("  layout: llama.cpp\n", "  layout: llama.cpp\n  gate_approval: https://github.com/ggml-org/llama.cpp/pull/1#c\n", 1)
+    (tmp_path / "matrix.yaml").write_text(approved)
+    series = load_series(load_matrix(tmp_path / "matrix.yaml"))
+    assert [p.name[:4] for p in series.patches] == ["0001", "0002", "0003"]
+    assert series.gate_test_source() == (ROOT / "native_tests" / f"{GATE_TEST}.cpp").read_text()
