@@ -107,9 +107,9 @@ def bench(session: nox.Session) -> None:
 
 @nox.session
 def evidence(session: nox.Session) -> None:
-    """Fine-tune a tiny llama model through llama.cpp's own training path (llama_opt_epoch) with and
-    without the fix: results/evidence/ (finetune.json, the plot) and a section of results/summary.md.
-    Builds libllama (minutes the first time; a re-run with nothing changed is cached). Not part of
-    the default sessions. Args go to `ggml-patch evidence`, e.g. `nox -s evidence -- --case sgd:0.1:2:6`."""
+    """Upstream's own llama-finetune with and without the fix, fine-tuning a pre-trained tiny llama model:
+    results/evidence/ (finetune.json, the plot) and a section of results/summary.md. Builds llama-finetune
+    (minutes the first time; a re-run with nothing changed is cached). Not part of the default sessions.
+    Args go to `ggml-patch evidence`, e.g. `nox -s evidence -- --case adamw:1e-5:2:8`."""
     _install(session, "plot")
     session.run("ggml-patch", "evidence", *session.posargs)

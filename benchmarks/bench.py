@@ -226,7 +226,7 @@ def mutants_by_hand(cache_dir: Path, cell: dict, matrix) -> dict:
     """Each mutant by hand in the cell's own tree (the bench's cache; a copied CMake tree would still
     build the original's absolute paths): `git apply` it, ninja the gate target, run the gate; the
     file is put back afterwards, not timed. Seconds per mutant, and each mutant's split."""
-    from orchestrator.patchset.files import load_mutants
+    from orchestrator.verdicts.mutants import load_mutants
     from orchestrator.patchset.layout import GATE_TEST, get_layout
 
     cell_dir = cache_dir / "cells" / cell["cell"].replace("/", "-")

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 from .errors import ConfigError
+from .locking import hold
+from .outdir import CACHE_MARKER
 from .redact import redact
 
 
@@ -80,7 +82,6 @@ class Cache:
     @property
     def marked(self) -> bool:
         """Whether the folder carries the tool's marker (only then is anything in it cleaned)."""
-        from .outdir import CACHE_MARKER
 
         return (self.root / CACHE_MARKER).is_file()
 
@@ -111,8 +112,6 @@ class Cache:
         d = self.root / name
         d.mkdir(parents=True, exist_ok=True)
         if not self.marked:
-            from .outdir import CACHE_MARKER
-
             (self.root / CACHE_MARKER).write_text(
                 "This folder is ggml-patch's cache (downloads, snapshots, builds); it may be deleted whole.\n"
             )
@@ -122,7 +121,6 @@ class Cache:
     def lock(self, name: str, timeout: Optional[float] = None) -> Iterator[None]:
         """An inter-process lock; released on any exit, so no stale lock survives an interrupt.
         Waiting for another run says who holds it; --lock-timeout bounds the wait (exit 3)."""
-        from .locking import hold
 
         lock_dir = self._dir("locks")
         with hold(

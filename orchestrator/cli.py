@@ -23,7 +23,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors: the usage block is what --help is for."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(int(ExitCode.CONFIG), f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(int(ExitCode.CONFIG), f"ggml-patch: error: {message} (see {self.prog} --help)\n")
 
 
 def _parser() -> argparse.ArgumentParser:

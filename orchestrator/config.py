@@ -17,14 +17,11 @@ from typing import Any, Optional
 import jsonschema
 import yaml
 
+from . import backends, sources, untrusted
+from .config_records import RELPATH, SHA256, STR, Backend, Source
 from .errors import ConfigError
-from .patchset.layout import LAYOUTS
+from .patchset.layout import GATE_TEST, LAYOUTS
 
-# Schema pieces the registries' own schemas use (sources/: each kind's options).
-# \Z, not $: jsonschema uses re.search, where $ also matches before a final newline
-SHA256 = {"type": "string", "pattern": r"^[0-9a-f]{64}\Z"}
-STR = {"type": "string", "minLength": 1}
-RELPATH = {"type": "string", "minLength": 1, "not": {"pattern": r"(^/|(^|/)\.\.(/|$))"}}
 _NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z"}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")  # POSIX: what a shell and execve accept
 MAX_VALUES = 20_000  # YAML nodes after aliases are expanded: a real matrix has a few hundred
@@ -46,7 +43,6 @@ _UPSTREAM = {
 def schema() -> dict[str, Any]:
     """matrix.yaml's JSON Schema, composed here from what each registry owns: the source kinds
     and their options (sources/), the backend names (backends/)."""
-    from . import backends, sources
 
     return _schema(sources.names(), sources.schema_pieces(), backends.names())
 
@@ -138,20 +134,6 @@ def _schema(source_kinds: list[str], source_pieces: list[dict], backend_names: l
 
 
 @dataclass(frozen=True)
-class Source:
-    kind: str
-    options: dict[str, Any]
-    key: str  # e.g. targets.ggml.source, for error messages
-    base_dir: Optional[Path] = None  # matrix.yaml's directory: a local source's relative path starts there
-
-    def __getitem__(self, name: str) -> Any:
-        return self.options[name]
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return self.options.get(name, default)
-
-
-@dataclass(frozen=True)
 class Target:
     name: str
     layout: str
@@ -166,20 +148,6 @@ class Upstream:
     repo: Optional[str]
     submit: Optional[str]
     where: str  # matrix.yaml:LINE of the `upstream:` key
-
-
-@dataclass(frozen=True)
-class Backend:
-    name: str
-    cmake_flags: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
-    tools: tuple[str, ...] = ()
-    timeout: float = 600.0
-    runs_on: str = "ubuntu-24.04"  # the first of `runners`
-    runners: tuple[str, ...] = ()  # every runner matrix.yaml names for it (CI: one leg each)
-
-    def all_runners(self) -> tuple[str, ...]:
-        return self.runners or (self.runs_on,)
 
 
 @dataclass(frozen=True)
@@ -389,7 +357,6 @@ def _line_for(lines: dict[tuple, int], path: tuple) -> int:
 
 def load_matrix(path: str | Path) -> Matrix:
     path = Path(os.path.expanduser(str(path))).absolute()  # every path below is absolute from here on
-    from . import untrusted
 
     if not path.exists():
         raise ConfigError(f"{path}: no such file (pass --matrix PATH)")
@@ -418,7 +385,6 @@ def _value_problems(data: dict) -> list[tuple[tuple, str]]:
     """What the schema cannot say, [(key path, message)]: each source kind's own checks (package
     names and PEP 440 versions, URLs and refs that reach git or requests: sources/), and
     environment variable names."""
-    from . import sources
 
     found = []
     for name, t in data["targets"].items():
@@ -439,7 +405,6 @@ def _value_problems(data: dict) -> list[tuple[tuple, str]]:
 
 def require_native_tests(matrix: "Matrix") -> None:
     """The harness every build needs; checked before any cell, so a bad path is one line up front."""
-    from .patchset.layout import GATE_TEST
 
     needed = ("CMakeLists.txt", f"{GATE_TEST}.cpp")
     missing = [n for n in needed if not (matrix.native_tests_dir / n).is_file()]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import enum
 
+from .redact import redact
+
 
 class ExitCode(enum.IntEnum):
     OK = 0
@@ -35,7 +37,6 @@ class GgmlPatchError(Exception):
     exit_code = ExitCode.TOOL_ERROR
 
     def __init__(self, message: object = "", *args: object):
-        from .redact import redact
 
         super().__init__(redact(str(message)), *args)
 

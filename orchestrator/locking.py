@@ -19,7 +19,8 @@ from typing import Callable, Iterator, Optional
 
 import filelock
 
-from .errors import LockTimedOut
+from . import untrusted
+from .errors import ConfigError, LockTimedOut
 from .redact import redact
 
 
@@ -41,8 +42,6 @@ def holder_path(lock_path: Path) -> Path:
 def describe_holder(lock_path: Path) -> str:
     """'pid N (command) since TIME' from the holder file, when it holds exactly that: a pid, a
     command of at most 300 characters and a time between 2000 and now (+1 day); else a plain phrase."""
-    from . import untrusted
-    from .errors import ConfigError
 
     unknown = "another process (it did not say which)"
     try:

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Callable, Optional
 
+from . import untrusted
 from .errors import ConfigError
 
 MARKER = ".ggml-patch-output"
@@ -92,7 +93,6 @@ def made_results(path: Path) -> bool:
     res = path / "results.json"
     if not res.exists():
         return True
-    from . import untrusted
 
     try:
         data = untrusted.load_json(res, "results")
@@ -103,7 +103,6 @@ def made_results(path: Path) -> bool:
 
 def made_pins(path: Path) -> bool:
     """An existing --out file `resolve-refs` may replace: a pins file it wrote ({"version", "pins"})."""
-    from . import untrusted
 
     try:
         data = untrusted.load_json(path, "pins")
@@ -153,7 +152,6 @@ def made_bundles(path: Path) -> bool:
     for entry in path.iterdir():
         if entry.name.startswith(".") and entry.name.endswith(".partial") and entry.is_dir():
             continue
-        from . import untrusted
 
         try:
             man = untrusted.load_json(entry / "manifest.json", "manifest", root=entry)

@@ -10,7 +10,9 @@ resolving elsewhere). Every refusal is a ConfigError: one line naming the file, 
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import os
 import stat
 from pathlib import Path, PurePath
@@ -218,8 +220,6 @@ def is_regular(path: PathLike) -> bool:
 
 def positive_seconds(text: str) -> float:
     """An argparse type: a finite number of seconds above 0 (`inf`, `nan`, `0` and `-1` refused, exit 2)."""
-    import argparse
-    import math
 
     try:
         value = float(text)

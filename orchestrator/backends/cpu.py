@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import BackendModule
+from .base import BackendModule
 
 
 class Cpu(BackendModule):

@@ -19,11 +19,13 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from ..config import Backend
-from ..report.model import DeviceInfo
-from . import BackendModule
+from ..config_records import Backend
+from .base import BackendModule
+
+if TYPE_CHECKING:
+    from ..report.model import DeviceInfo
 
 ASAN_OPTIONS = "detect_leaks=1:abort_on_error=1:verify_asan_link_order=0"
 UBSAN_OPTIONS = "halt_on_error=1:abort_on_error=1:print_stacktrace=1"
@@ -64,6 +66,8 @@ class CpuSanitize(BackendModule):
         return {"ASAN_OPTIONS": ASAN_OPTIONS, "UBSAN_OPTIONS": UBSAN_OPTIONS, **backend.env}
 
     def device_info(self, backend: Backend) -> DeviceInfo:
+        from ..report.model import DeviceInfo  # pydantic: not at `--help` (start-up)
+
         env = self.test_env(backend)
         return DeviceInfo(
             sanitizers=["address", "undefined"],

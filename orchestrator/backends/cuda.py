@@ -9,11 +9,13 @@ import re
 import shutil
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from ..config import Backend
-from ..report.model import DeviceInfo
-from . import BackendModule, command_output
+from ..config_records import Backend
+from .base import BackendModule, command_output
+
+if TYPE_CHECKING:
+    from ..report.model import DeviceInfo
 
 TOOLKIT_HINT = "install the CUDA toolkit (nvcc and cuBLAS), or pip install nvidia-cuda-nvcc nvidia-cublas"
 
@@ -128,6 +130,8 @@ class Cuda(BackendModule):
         return [*flags, *backend.cmake_flags]
 
     def device_info(self, backend: Backend) -> DeviceInfo:
+        from ..report.model import DeviceInfo  # pydantic: not at `--help` (start-up)
+
         info = DeviceInfo(devices=self.devices(), nvcc=self.nvcc())
         if shutil.which("nvidia-smi"):
             out = command_output(

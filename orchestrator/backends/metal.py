@@ -7,8 +7,8 @@ import shutil
 import sys
 from typing import Optional
 
-from ..config import Backend
-from . import BackendModule, command_output
+from ..config_records import Backend
+from .base import BackendModule, command_output
 
 
 class Metal(BackendModule):

@@ -13,12 +13,14 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ..cache import default_cache_dir
-from ..config import Backend
-from ..report.model import DeviceInfo, VulkanSetup
-from . import BackendModule, command_output
+from ..config_records import Backend
+from .base import BackendModule, command_output
+
+if TYPE_CHECKING:
+    from ..report.model import DeviceInfo
 
 SETUP = "scripts/setup-vulkan-lavapipe.sh"
 MIN_HEADERS = (1, 4)  # 1.3.x lacks vk::LayerSettingEXT, which ggml-vulkan uses
@@ -159,6 +161,8 @@ class Vulkan(BackendModule):
         return None
 
     def device_info(self, backend: Backend) -> DeviceInfo:
+        from ..report.model import DeviceInfo, VulkanSetup  # pydantic: not at `--help` (start-up)
+
         env = self.test_env(backend)
         info = DeviceInfo(icd=env.get("VK_ICD_FILENAMES"), visible_devices=env.get("GGML_VK_VISIBLE_DEVICES"))
         sdk = self.sdk()

@@ -28,8 +28,11 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import re
-from dataclasses import dataclass, field
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import Any, Literal, Optional
+
+import requests
+from pydantic import ValidationError
 
 from ..drift.status import (
     APPLIES,
@@ -42,8 +45,9 @@ from ..drift.status import (
     StatusReport,
 )
 from ..errors import ConfigError, GitHubError
-from ..records import parse
+from ..records import Record, parse
 from ..report.model import Results
+from ..upstream.github_api import Wording, raise_for_answer, send
 
 TITLE = "ggml-patch: the series drifted or a cell failed"
 LABEL = "ggml-patch-drift"
@@ -103,40 +107,26 @@ def _short(text: str) -> str:
 # ---------------------------------------------------------------- the state and the decision
 
 
-@dataclass
-class State:
-    """What the issue records: every target's status, the failing cells, where each came from."""
+class State(Record):
+    """What the issue records (in its own body, as JSON): every target's status, the failing
+    cells, where each came from. Read back from an issue anyone can edit: untrusted, validated."""
 
+    version: Literal[1] = 1
     profile: str
-    targets: dict[str, dict]  # target -> {status, detail, base[, kept: why the last known status is shown]}
-    failing: dict[str, dict] = field(default_factory=dict)  # cell -> {status, reason}
+    # target -> {status, detail, base[, kept: why the last known status is shown]}
+    targets: dict[str, dict[str, str]]
+    failing: dict[str, dict[str, str]] = {}  # cell -> {status, reason}
     cells_profile: str = ""
     cells_run: str = ""  # the run whose results gave `failing`
     run: str = ""  # the run that wrote this state
 
-    def to_json(self) -> dict:
-        return {
-            "version": 1,
-            "profile": self.profile,
-            "targets": self.targets,
-            "failing": self.failing,
-            "cells_profile": self.cells_profile,
-            "cells_run": self.cells_run,
-            "run": self.run,
-        }
-
     @classmethod
     def from_json(cls, d: Any) -> Optional["State"]:
-        if not isinstance(d, dict) or d.get("version") != 1 or not isinstance(d.get("targets"), dict):
+        """The state an issue body holds; None when it is not one (edited by hand, another version)."""
+        try:
+            return cls.model_validate(d)
+        except ValidationError:
             return None
-        return cls(
-            str(d.get("profile", "")),
-            d["targets"],
-            d.get("failing") or {},
-            str(d.get("cells_profile", "")),
-            str(d.get("cells_run", "")),
-            str(d.get("run", "")),
-        )
 
 
 def current_state(
@@ -164,10 +154,19 @@ def current_state(
             rows[name] = dict(row)
     if results is not None:
         cells_profile, failing = results
-        return State(profile, rows, failing, cells_profile, run, run)
+        return State(
+            profile=profile, targets=rows, failing=failing, cells_profile=cells_profile, cells_run=run, run=run
+        )
     if previous:
-        return State(profile, rows, previous.failing, previous.cells_profile, previous.cells_run, run)
-    return State(profile, rows, run=run)
+        return State(
+            profile=profile,
+            targets=rows,
+            failing=previous.failing,
+            cells_profile=previous.cells_profile,
+            cells_run=previous.cells_run,
+            run=run,
+        )
+    return State(profile=profile, targets=rows, run=run)
 
 
 def rank(row: Optional[dict]) -> int:
@@ -288,19 +287,15 @@ _EPOCH = _dt.datetime(2000, 1, 1, tzinfo=_dt.timezone.utc)
 
 def same_but_for_time(a: State, b: State) -> bool:
     """The two states' bodies differ at most in the time and the runs' links (what every run changes)."""
-    from dataclasses import replace
 
     def plain(x: State) -> str:  # the recorded state comes back with its keys sorted: order is not news
-        return render(
-            replace(
-                x,
-                run="",
-                cells_run="",
-                targets=dict(sorted(x.targets.items())),
-                failing=dict(sorted(x.failing.items())),
-            ),
-            _EPOCH,
-        )
+        update = {
+            "run": "",
+            "cells_run": "",
+            "targets": dict(sorted(x.targets.items())),
+            "failing": dict(sorted(x.failing.items())),
+        }
+        return render(x.model_copy(update=update), _EPOCH)
 
     return plain(a) == plain(b)
 
@@ -440,7 +435,6 @@ def the_one(found: list[Found]) -> Optional[Found]:
 
 def next_page(headers: Any, api_url: str) -> Optional[str]:
     """The Link header's rel="next", only on the API server itself (the token goes with it)."""
-    import requests
 
     for link in requests.utils.parse_header_links(str(headers.get("Link") or "")):
         url = link.get("url", "")
@@ -462,7 +456,6 @@ class IssuesClient:
         return f"{self.api_url}/repos/{self.repo}{path}"
 
     def send(self, req: Request, url: str = ""):
-        from ..upstream.github_api import Wording, raise_for_answer, send
 
         url = url or self.url(req.path)
         got = send(req.method, self.api_url, url, self.token, self.timeout, req.payload)

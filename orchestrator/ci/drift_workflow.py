@@ -13,6 +13,7 @@ from typing import Optional
 
 from . import common as C
 from .actions import Pins, default_pins, uses
+from .workflow import drift_profile
 
 PATH = ".github/workflows/ggml-patch-drift.yml"
 NAME = "ggml-patch drift"
@@ -35,7 +36,6 @@ ggml-patch drift-issue "${args[@]}"
 
 
 def workflow(matrix, pins: Optional[Pins] = None) -> dict:
-    from .workflow import drift_profile
 
     pins = pins or default_pins()
     profile = drift_profile(matrix)

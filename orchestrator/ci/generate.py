@@ -13,6 +13,7 @@ from typing import Callable, Iterable, Optional
 
 from . import drift_workflow, project_workflow
 from .actions import Pins, current_pins
+from .workflow import DEFAULT_PATH, actionlint_config, nox_cells_json, workflow_yaml
 
 CELLS_JSON = ".github/ggml-patch-cells.json"
 
@@ -25,7 +26,6 @@ def _read(path: Path) -> str:
 
 
 def generated(matrix, output: Optional[Path] = None, profiles: Optional[Iterable[str]] = None) -> dict[Path, str]:
-    from .workflow import DEFAULT_PATH, actionlint_config, nox_cells_json, workflow_yaml
 
     profiles = list(profiles) if profiles else None
     main = Path(output) if output else matrix.path.parent / DEFAULT_PATH

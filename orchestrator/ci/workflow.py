@@ -22,10 +22,11 @@ from typing import Any, Iterable, Optional
 
 import yaml
 
-from ..config import Matrix
+from ..config import Matrix, _line_for
 from ..errors import ConfigError
 from . import common as C
 from .actions import Pins, default_pins, uses
+from .runners import retired_message
 
 DEFAULT_PATH = ".github/workflows/ggml-patch-matrix.yml"
 WORKFLOW_NAME = "ggml-patch matrix"
@@ -141,8 +142,6 @@ def runner_slug(runs_on: str) -> str:
 
 def check_runners(matrix: Matrix) -> None:
     """Refuse a runner label GitHub has retired: every run on it would fail (one line, exit 2)."""
-    from ..config import _line_for
-    from .runners import retired_message
 
     for b in matrix.backends.values():
         for runs_on in b.all_runners():
@@ -289,18 +288,8 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
                 "env": {"RESULTS": "${{ matrix.results }}"},
                 "run": 'if [ -f "$RESULTS/summary.md" ]; then cat "$RESULTS/summary.md" >> "$GITHUB_STEP_SUMMARY"; fi\n',
             },
-            # junit.xml as annotations; classnames keep "llama.cpp" whole, `file` names the matrix
-            {
-                "name": "Test annotations",
-                "if": "${{ !cancelled() }}",
-                "uses": uses("junit-report", pins),
-                "with": {
-                    "report_paths": "${{ matrix.results }}/junit.xml",
-                    "annotate_only": True,
-                    "job_summary": False,  # summary.md above is the summary
-                    "check_title_template": "{{SUITE_NAME}}: {{TEST_NAME}}",
-                },
-            },
+            # no junit reporter: `ggml-patch matrix` annotates each failed cell itself (::error with
+            # matrix.yaml's line); a second reporter would annotate every failure twice
             {
                 "name": "Upload the cell's results",
                 "if": "${{ !cancelled() }}",

@@ -755,12 +755,14 @@ def figure(results: FinetuneResults):
     """A grid of small panels, rows = optimizer and learning rate, columns = opt_period: train
     (solid) and eval (dashed) loss per epoch, with the fix (blue) and without (red)."""
     try:
+        # matplotlib: the optional plot extra, loaded only to draw
         import matplotlib
     except ImportError as e:  # the [plot] extra
         raise RuntimeError("the finetune plot needs matplotlib (pip install 'ggml-patch[plot]')") from e
     matplotlib.use("Agg")  # no display on CI machines
+    # matplotlib: the optional plot extra, loaded only to draw
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import MaxNLocator  # matplotlib: the optional plot extra
 
     cases = results.cases()
     opts = list(dict.fromkeys((o, lr) for o, _, lr in cases))
@@ -811,6 +813,7 @@ def _spans_decades(ax) -> bool:
 
 def plot(results: FinetuneResults, path: Path) -> Path:
     """Write finetune-loss.png (no version stamp in the metadata: same data, same bytes)."""
+    # matplotlib: the optional plot extra, loaded only to draw
     import matplotlib.pyplot as plt
 
     fig = figure(results)

@@ -28,6 +28,7 @@ import shutil
 import tempfile
 import time
 from dataclasses import asdict, dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -232,7 +233,6 @@ def model_file(cache: Cache, vocab_name: str, vocab: bytes, seed: int, log: Call
 
 
 def _gguf_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
 
     try:
         return version("gguf")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:  # numpy is imported where the weights are made: a cached evidence run never needs it
+    # gguf and numpy: heavy, loaded only when a model is written
     import numpy as np
 
 ARCH = "llama"
@@ -110,6 +111,7 @@ def sha256_file(path: Path) -> str:
 
 def read_vocab(path: Path) -> Vocab:
     """The `tokenizer.*` metadata of a GGUF file, values as raw as gguf-py gives them (strings as bytes)."""
+    # gguf and numpy: heavy, loaded only when a model is written
     import gguf
 
     reader = gguf.GGUFReader(path)
@@ -138,6 +140,7 @@ def read_vocab(path: Path) -> Vocab:
 def model_kv(dims: Dims, vocab: Vocab, seed: int) -> tuple[KV, ...]:
     """The model's metadata: llama hyper-parameters, then the vocab's tokenizer entries unchanged.
     `general.architecture` is not here: the gguf writer adds it first by itself."""
+    # gguf and numpy: heavy, loaded only when a model is written
     from gguf import GGUFValueType as T
 
     u32, f32 = T.UINT32, T.FLOAT32
@@ -182,6 +185,7 @@ def tensor_shapes(dims: Dims, n_vocab: int) -> list[tuple[str, tuple[int, ...]]]
 
 def model_tensors(dims: Dims, n_vocab: int, seed: int) -> tuple[tuple[str, np.ndarray], ...]:
     """F32 weights for a seed: norms are ones, every matrix is N(0, init_std) drawn in write order."""
+    # gguf and numpy: heavy, loaded only when a model is written
     import numpy as np
 
     rng = np.random.RandomState(seed)  # legacy generator: its stream is frozen across numpy versions
@@ -206,6 +210,7 @@ def tiny_model(vocab: Vocab, dims: Dims = Dims(), seed: int = DEFAULT_SEED) -> T
 def write_gguf(model: TinyModel, path: Path) -> str:
     """Write the model to `path` (atomically: a temporary file in the same folder, then a rename)
     and return the file's sha256."""
+    # gguf and numpy: heavy, loaded only when a model is written
     import gguf
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -251,6 +256,7 @@ def make(vocab_file: Path, out: Path, seed: int = DEFAULT_SEED, dims: Dims = Dim
 
 def cli(argv: Optional[list[str]] = None) -> int:
     """`python -m orchestrator.finetune.tiny_model VOCAB.gguf OUT.gguf [--seed N]`: prints the sha256."""
+    # argparse: only when run as a script
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m orchestrator.finetune.tiny_model", description=cli.__doc__)

@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .. import untrusted
-from ..config import Matrix
+from ..config import Matrix, _line_for, require_native_tests
 from ..errors import ConfigError
 from .layout import GATE_TEST
 from .series import Series, parse_series
-
-if TYPE_CHECKING:
-    from ..verdicts.competing import CompetingFix
-    from ..verdicts.mutants import Mutant
 
 
 def read_series(directory: Path, layout: str) -> Series:
@@ -36,7 +31,6 @@ def read_series(directory: Path, layout: str) -> Series:
 def load_series(matrix: Matrix) -> Series:
     """The series named by matrix.yaml, checked against native_tests/: the test the series
     adds must be the gate test's source, byte for byte."""
-    from ..config import _line_for, require_native_tests
 
     if not matrix.series_dir.is_dir():
         raise ConfigError(
@@ -77,36 +71,3 @@ def write_patches(series: Series, directory: Path) -> list[Path]:
         f.write_bytes(p.text().encode("utf-8", "surrogateescape"))  # a patch's bytes, whatever they are
         files.append(f)
     return files
-
-
-def load_mutants(matrix: Matrix) -> list[Mutant]:
-    """native_tests/mutants/*.patch (the known-wrong fixes the gate must catch), in name order;
-    none when the folder is absent. A malformed one is one ConfigError line naming the file."""
-    from ..verdicts.mutants import parse_mutant
-
-    folder = matrix.native_tests_dir / "mutants"
-    out = []
-    for f in sorted(folder.glob("*.patch")) if folder.is_dir() else []:
-        text = untrusted.read_text(f, "mutant", root=folder)
-        try:
-            out.append(parse_mutant(f.name, text))
-        except ConfigError as e:
-            raise ConfigError(f"{folder}/{e}") from None
-    return out
-
-
-def load_competing(matrix: Matrix) -> list[CompetingFix]:
-    """native_tests/competing/*.patch (fixes for the same bug proposed elsewhere, each with its
-    provenance), in name order; none when the folder is absent. A malformed one is one
-    ConfigError line naming the file."""
-    from ..verdicts.competing import parse_competing
-
-    folder = matrix.native_tests_dir / "competing"
-    out = []
-    for f in sorted(folder.glob("*.patch")) if folder.is_dir() else []:
-        text = untrusted.read_text(f, "competing fix", root=folder)
-        try:
-            out.append(parse_competing(f.name, text))
-        except ConfigError as e:
-            raise ConfigError(f"{folder}/{e}") from None
-    return out

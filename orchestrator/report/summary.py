@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+from .. import untrusted
 from ..finetune import section as evidence_section
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
+from ..redact import redact, redact_data
 from ..verdicts.mutants import kill_line, tally_line
 from ..verdicts.training import table_markdown
+from .junit import junit_xml
 from .model import (
     Cell,
     CellStatus,
@@ -32,9 +35,6 @@ _ICON = {
 
 
 def write_results(results: Results, directory: Path) -> list[Path]:
-    from .. import untrusted
-    from ..redact import redact, redact_data
-    from .junit import junit_xml
 
     # no credential of a source URL and no GITHUB_TOKEN in any file written (the one redaction)
     results = results_of(redact_data(results.to_json()))
@@ -53,7 +53,6 @@ def write_results(results: Results, directory: Path) -> list[Path]:
 def log_tail(path: str, lines: int = 30, root: Optional[Path] = None) -> Optional[str]:
     """The last lines of a log (a failure's evidence in junit.xml), or None when it is not a
     regular file inside `root` (a results folder names only its own logs)."""
-    from .. import untrusted
 
     text = untrusted.tail_text(path, root)  # a build log can be megabytes: only its end is read
     if text is None:

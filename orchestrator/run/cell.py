@@ -12,6 +12,7 @@ Bundle verification runs configure, build and test on a context of its own (upst
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import time
@@ -26,7 +27,7 @@ from ..cache import Cache, slug
 from ..cancel import CancelToken
 from ..config import Backend, Target
 from ..errors import BuildFailed, ExitCode, GgmlPatchError, SeriesDoesNotApply
-from ..patchset.files import load_competing, write_patches
+from ..patchset.files import write_patches
 from ..patchset.layout import GATE_TEST, TESTS, UPSTREAM_TEST, BuildPlan, Layout, build_plan, get_layout
 from ..patchset.render import render
 from ..patchset.series import Series
@@ -55,7 +56,7 @@ from ..report.model import (
 from ..vcs.runner import GitError
 from ..vcs.snapshots import SnapshotRepo, Worktree
 from ..verdicts import attribution, classify, training
-from ..verdicts.competing import CompetingFix, first_failing_line
+from ..verdicts.competing import CompetingFix, first_failing_line, load_competing
 from ..verdicts.competing import judge as judge_competing
 from ..verdicts.mutants import Mutant, overall_verdict, per_test_verdicts
 from . import cmake, resultcache, toolchain
@@ -601,7 +602,6 @@ def _map_logs(records: list[VariantRecord], fn: Callable[[str], str]) -> None:
 def apply_series(worktree: Worktree, base: str, rendered: Series, cell_dir: Path) -> str:
     """Put the worktree on base + series. A tree already there is left untouched (no file
     times change, so nothing recompiles)."""
-    import json
 
     state_file = cell_dir / "state.json"
     state = json.loads(state_file.read_text()) if state_file.exists() else {}

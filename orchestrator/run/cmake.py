@@ -30,6 +30,7 @@ def cmake_exe() -> str:
 
 def ninja_exe() -> str:
     try:
+        # PyPI ninja: preferred, optional
         import ninja
 
         return str(Path(ninja.BIN_DIR) / "ninja")

@@ -14,11 +14,13 @@ from .. import backends
 from ..cache import Cache
 from ..cancel import CancelToken
 from ..config import Backend, Matrix, Target
-from ..patchset.files import load_competing, load_mutants, load_series
+from ..patchset.files import load_series
 from ..patchset.series import Series
 from ..progress import Reporter
 from ..report.model import Parallel, Results, SeriesInfo, SeriesPatch, overall_exit_code
 from ..vcs.snapshots import SnapshotRepo
+from ..verdicts.competing import load_competing
+from ..verdicts.mutants import load_mutants
 from . import cmake
 from .cell import run_cell
 

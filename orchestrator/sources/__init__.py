@@ -6,31 +6,22 @@ fetched once and reused between runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Callable
 
 from ..cache import Cache
-from ..config import Source
-from ..errors import ConfigError, SourceUnavailable
+from ..config_records import Source
+from ..errors import ConfigError
+from ..redact import redact, redact_data
 from ..vcs.snapshots import SnapshotRepo
+from .base import Snapshot, SourceUnreachable
 
-
-class SourceUnreachable(SourceUnavailable):
-    """The network (or a remote) could not be reached: a status, not a crash, for `status`."""
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    commit: str  # base commit in the snapshot repository
-    description: str  # e.g. "llama-cpp-python==0.3.36 (vendor/llama.cpp)"
-    provenance: dict = field(default_factory=dict)  # sha256, upstream commit, url, ...
+__all__ = ["Snapshot", "SourceUnreachable", "snapshot"]
 
 
 def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
     """The source's base commit. Its description and provenance are redacted here, the one place
     every kind returns through: they reach results.json, summary.md and the PR body."""
-    from ..redact import redact, redact_data
 
     snap = _kind(source)(source, cache, repo)
     return Snapshot(snap.commit, redact(snap.description), redact_data(snap.provenance))
@@ -38,7 +29,7 @@ def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
 
 def _modules() -> dict[str, ModuleType]:
     """Each kind's module: its `snapshot` and its `OPTIONS` (the JSON Schema of its keys)."""
-    from . import git, local, pypi_sdist, tarball
+    from . import git, local, pypi_sdist, tarball  # requests and the rest on first use (start-up)
 
     return {"pypi-sdist": pypi_sdist, "git": git, "local": local, "tarball": tarball}
 

@@ -22,14 +22,14 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..cache import Cache, slug
-from ..config import RELPATH, STR, Source
+from ..config_records import RELPATH, STR, Source
 from ..errors import ConfigError, ToolError
 from ..redact import redact
 from ..urls import git_url_problem, ref_problem
 from ..vcs import mirror as remote
 from ..vcs.runner import GitError
 from ..vcs.snapshots import SnapshotRepo
-from . import Snapshot, SourceUnreachable
+from .base import Snapshot, SourceUnreachable
 
 _FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 _MISSING_REF = (

@@ -8,6 +8,7 @@ waiting. Only http(s) is fetched.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -15,10 +16,10 @@ from typing import Callable, Optional
 
 import requests
 
-from ..errors import SourceUnavailable
+from ..errors import ConfigError, SourceUnavailable
 from ..redact import redact
 from ..urls import http_url_problem
-from . import SourceUnreachable
+from .base import SourceUnreachable
 
 CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 30, 120
 MAX_ARCHIVE_BYTES = 2 * 1024**3  # the largest pinned sdist is 77 MB
@@ -29,7 +30,6 @@ _BLOCK = 64 * 1024
 
 def deadline_s() -> float:
     """The whole-transfer deadline: $GGML_PATCH_HTTP_DEADLINE_S (a finite number > 0) or an hour."""
-    import math
 
     text = os.environ.get("GGML_PATCH_HTTP_DEADLINE_S", "")
     if not text.strip():
@@ -39,8 +39,6 @@ def deadline_s() -> float:
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value <= 0:
-        from ..errors import ConfigError
-
         raise ConfigError(f"GGML_PATCH_HTTP_DEADLINE_S={text!r}: expected a finite number of seconds above 0")
     return value
 

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Callable
 
 from ..cache import Cache, slug
-from ..config import RELPATH, STR, Source
+from ..config_records import RELPATH, STR, Source
 from ..errors import ConfigError
 from ..vcs import user as user_git
 from ..vcs.runner import GitError
 from ..vcs.snapshots import SnapshotRepo
-from . import Snapshot
+from .base import Snapshot
 
 _GITLINK = "160000"
 

@@ -19,8 +19,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Optional
 
+from .. import untrusted
 from ..config import Matrix, Source
 from ..errors import ConfigError
+from ..vcs import mirror
+from ..vcs.runner import GitError
 from . import SourceUnreachable
 
 _FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -39,7 +42,6 @@ def parse_pin(text: str) -> tuple[str, dict]:
 
 
 def read_pins_file(path: Path) -> dict[str, dict]:
-    from .. import untrusted
 
     if not Path(path).exists():
         raise ConfigError(f"{path}: no such pins file (write one with `ggml-patch resolve-refs --out FILE`)")
@@ -162,8 +164,6 @@ def ls_remote(url: str, ref: str, key: str) -> tuple[str, str]:
 
 
 def _ls_remote(options: list[str], args: list[str], url: str, key: str) -> list[str]:
-    from ..vcs import mirror
-    from ..vcs.runner import GitError
 
     try:  # no repository needed: git ls-remote talks to the remote only
         out = mirror.ls_remote(args[0], args[1:], symref="--symref" in options)

@@ -10,8 +10,10 @@ never extracted or run; only the upstream commit its submodule points at is read
 from __future__ import annotations
 
 import configparser
+import gzip
 import hashlib
 import html.parser
+import json
 import os
 import re
 import shutil
@@ -19,6 +21,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Optional
@@ -27,11 +30,14 @@ from urllib.request import url2pathname
 
 import requests
 
+from .. import untrusted
 from ..cache import Cache, slug
-from ..config import RELPATH, SHA256, STR, Source
+from ..config_records import RELPATH, SHA256, STR, Source
 from ..errors import SourceUnavailable
 from ..vcs.snapshots import SnapshotRepo
-from . import Snapshot, SourceUnreachable
+from . import http
+from .base import Snapshot, SourceUnreachable, network_reason, sha256_of
+from .tarball import bounded_members, unpacked_cap
 
 PYPI_SIMPLE = "https://pypi.org/simple"
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"  # PEP 691; the HTML form (PEP 503) is the fallback
@@ -49,6 +55,7 @@ _PACKAGE = re.compile(r"^([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9])\Z")
 
 def problems(options: dict) -> list[tuple[str, str]]:
     """`package` by PyPI's name rules (never an option for any tool), `version` an exact PEP 440 version."""
+    # packaging: loaded only for a pypi-sdist source (start-up)
     from packaging.version import InvalidVersion, Version
 
     found = []
@@ -96,14 +103,6 @@ def _provenance(repo: SnapshotRepo, commit: str) -> dict:
         if sep and key in ("sdist-sha256", "upstream-commit"):
             prov[key.replace("-", "_")] = value.strip()
     return prov
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def download(package: str, version: str, sha256: str, cache: Cache, key: str) -> Path:
@@ -189,7 +188,6 @@ class _Links(html.parser.HTMLParser):
 
 def parse_listing(text: str, content_type: str, page_url: str) -> list[IndexFile]:
     """A project page of the simple API (PEP 691 JSON or PEP 503 HTML) -> its files."""
-    import json
 
     if SIMPLE_JSON in (content_type or ""):
         try:
@@ -215,8 +213,9 @@ def parse_listing(text: str, content_type: str, page_url: str) -> list[IndexFile
 
 
 def _is_the_sdist(filename: str, package: str, version: str) -> bool:
+    # packaging: loaded only for a pypi-sdist source (start-up)
     from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
-    from packaging.version import Version
+    from packaging.version import Version  # packaging: loaded only for a pypi-sdist source (start-up)
 
     if not filename.endswith((".tar.gz", ".zip")):
         return False
@@ -229,6 +228,7 @@ def _is_the_sdist(filename: str, package: str, version: str) -> bool:
 
 def _project_page(index: str, package: str) -> tuple[Optional[str], str, str]:
     """(page text or None when the index has no such project, its content type, its URL)."""
+    # packaging: loaded only for a pypi-sdist source (start-up)
     from packaging.utils import canonicalize_name
 
     url = f"{index}/{canonicalize_name(package)}/"
@@ -236,13 +236,10 @@ def _project_page(index: str, package: str) -> tuple[Optional[str], str, str]:
         path = Path(url2pathname(urlsplit(url).path))
         page = path / "index.html"
         if page.is_file():
-            from .. import untrusted
-
             return untrusted.read_lenient(page, "index") or "", "text/html", page.as_uri()
         if path.is_dir():  # a plain folder of files serves as its own listing
             return "".join(f'<a href="{p.name}">{p.name}</a>' for p in sorted(path.iterdir())), "text/html", url
         return None, "", url
-    from . import http
 
     headers = {"Accept": f"{SIMPLE_JSON}, text/html;q=0.1", "User-Agent": "ggml-patch"}
     return http.get_text(url, f"the package index {index}", headers=headers)  # capped, with a deadline
@@ -251,7 +248,6 @@ def _project_page(index: str, package: str) -> tuple[Optional[str], str, str]:
 def fetch_sdist(package: str, version: str, sha256: str, cache: Cache, key: str, folder: Path) -> Path:
     """Find `package==version`'s sdist on the configured indexes, download it into the cache's
     scratch space, check its sha256, and only then move it into `folder`. Nothing of it runs."""
-    from .tarball import network_reason
 
     indexes = index_urls()
     unreachable, refused, seen = [], [], []
@@ -310,13 +306,10 @@ def _download_checked(f: IndexFile, sha256: str, cache: Cache, key: str, folder:
         tmp_path = Path(tmp.name)
         try:
             if urlsplit(f.url).scheme == "file":
-                from .. import untrusted
-
                 data = untrusted.read_bytes(url2pathname(urlsplit(f.url).path), "sdist")  # a regular file only
                 h.update(data)
                 tmp.write(data)
             else:
-                from . import http
 
                 def sink(block: bytes) -> None:
                     h.update(block)
@@ -383,10 +376,6 @@ def _extract_with_tar(
 def _tar_capped(argv: list[str], archive: Path, key: str) -> subprocess.CompletedProcess:
     """Run tar on the archive's decompressed bytes, fed through a pipe and cut off (refused, exit
     3) past MAX_UNPACKED_BYTES: a small archive never fills the disk."""
-    import gzip
-    import threading
-
-    from .tarball import unpacked_cap
 
     cap = unpacked_cap(archive)
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -426,7 +415,6 @@ def _tar_capped(argv: list[str], archive: Path, key: str) -> subprocess.Complete
 def _extract_in_python(
     archive: Path, top: str, root: PurePosixPath, subdir: str, dest: Path, key: str
 ) -> Optional[str]:
-    from .tarball import bounded_members, unpacked_cap
 
     with tarfile.open(archive) as tar:
         wanted = []

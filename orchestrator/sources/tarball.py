@@ -19,13 +19,13 @@ from urllib.parse import urlparse
 import requests
 
 from ..cache import Cache, slug
-from ..config import RELPATH, SHA256, STR, Source
+from ..config_records import RELPATH, SHA256, STR, Source
 from ..errors import SourceUnavailable
 from ..redact import redact
 from ..urls import http_url_problem
 from ..vcs.snapshots import SnapshotRepo
-from . import Snapshot, SourceUnreachable, http
-from .pypi_sdist import sha256_of
+from . import http
+from .base import Snapshot, SourceUnreachable, network_reason, sha256_of
 
 MAX_MEMBERS = 500_000  # llama.cpp's whole tree is ~2000 files
 MAX_UNPACKED_BYTES = 8 * 1024**3
@@ -93,24 +93,6 @@ def download(url: str, sha256: str, cache: Cache, key: str) -> Path:
         raise SourceUnavailable(f"{key}.sha256: {url} has sha256 {h.hexdigest()}, the matrix pins {sha256}")
     tmp_path.replace(target)  # whole file or nothing: the temporary file is in the cache
     return target
-
-
-def network_reason(e: requests.RequestException) -> str:
-    """requests' long exception text -> the part a person needs."""
-    text = str(e)
-    request = getattr(e, "request", None)
-    host = urlparse(str(request.url)).hostname if request is not None and request.url else None
-    for needle, reason in (
-        ("NameResolutionError", "could not resolve host"),
-        ("Failed to resolve", "could not resolve host"),
-        ("Name or service not known", "could not resolve host"),
-        ("Connection refused", "connection refused"),
-        ("timed out", "timed out"),
-        ("Network is unreachable", "network is unreachable"),
-    ):
-        if needle in text:
-            return f"{reason} {host}" if host else reason
-    return f"{type(e).__name__}: {text[:200]}"
 
 
 def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Optional[str]]:

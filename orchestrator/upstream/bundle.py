@@ -23,15 +23,38 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
-from .. import untrusted
-from ..cache import Cache
-from ..config import Matrix
+from .. import backends, outdir, untrusted
+from ..cache import Cache, slug
+from ..config import Backend, Matrix
 from ..errors import BuildFailed, BundleRefused, BundleVerificationFailed, ConfigError, SeriesDoesNotApply
-from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
+from ..finetune import bundle as tuned
+from ..patchset.files import load_series, write_patches
+from ..patchset.render import rendered_for_target
 from ..redact import redact_data
 from ..report import model
-from ..report.model import Cell, CellStatus, DeviceInfo, Outcome, Results, Verdict
+from ..report.model import Cell, CellStatus, Outcome, Results, Verdict
+from ..run import toolchain
+from ..run.cell import CellContext, CellProgress, run_steps
+from ..vcs.snapshots import SnapshotRepo, Worktree
+from ..verdicts.known_limits import as_json, load_known_limits
+from ..verdicts.related import load_related
 from ..verdicts.training import can_plot, plot
+from . import authorship, cover, documents, policy
+from .manifest import validate
+from .policy import Declared
+from .views import (  # noqa: F401  (PR_TITLE and the PR body's views of results, re-exported)
+    CELL_COLUMNS,
+    NOT_RUN,
+    OUTCOME_COLUMNS,
+    TRAINING_PLOT,
+    WARNING_TITLE,
+    Commit,
+    one_line,
+    outcome_rows,
+    pr_title,
+    skipped_tests,
+    training_cell,
+)
 
 if TYPE_CHECKING:
     from ..vcs.snapshots import SnapshotRepo
@@ -39,8 +62,6 @@ if TYPE_CHECKING:
 
 NONE = "-"  # an empty table cell (ASCII: the text goes upstream)
 MANIFEST = "manifest.json"
-NOT_RUN = (CellStatus.SKIPPED, CellStatus.BUILD_ONLY)  # cells that prove nothing either way: shown, never counted
-WARNING_TITLE = "Incomplete evidence: this bundle was made with `--allow-incomplete`"
 
 
 # ---------------------------------------------------------------- results.json: what it proves
@@ -90,7 +111,7 @@ def _cell_problems(results: Results, cell: Cell) -> list[str]:
     patched, control = recs.get("patched"), recs.get("control")
     found = []
     if patched is None:
-        found.append(f"{cid}: nothing was tested ({cell.status}: {_one_line(cell.reason)})")
+        found.append(f"{cid}: nothing was tested ({cell.status}: {one_line(cell.reason)})")
     elif not (patched.build and patched.build.ok):
         found.append(f"{cid}: the patched variant did not build")
     else:
@@ -105,15 +126,11 @@ def _cell_problems(results: Results, cell: Cell) -> list[str]:
         found.append(f"{cid}: the negative control did not run")
     elif control is not None and control.verdict != Verdict.KILLED:
         found.append(
-            f"{cid}: the negative control was not killed ({control.verdict}: {_one_line(control.verdict_reason)})"
+            f"{cid}: the negative control was not killed ({control.verdict}: {one_line(control.verdict_reason)})"
         )
     if not found and cell.status != CellStatus.PASSED:
-        found.append(f"{cid}: {cell.status}: {_one_line(cell.reason)}")
+        found.append(f"{cid}: {cell.status}: {one_line(cell.reason)}")
     return found
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
 
 
 def refusal_message(found: list[Problem]) -> str:
@@ -125,137 +142,6 @@ def refusal_message(found: list[Problem]) -> str:
 
 
 # ---------------------------------------------------------------- PR_TITLE, PR_BODY.md, manifest
-
-
-@dataclass(frozen=True)
-class Commit:
-    """One commit of the series, as git records it."""
-
-    subject: str
-    body: str
-    files: tuple[str, ...]
-
-    @property
-    def is_test(self) -> bool:
-        return bool(self.files) and all(f.startswith("tests/") or "/tests/" in f for f in self.files)
-
-
-def pr_title(commits: list[Commit]) -> str:
-    """The fix's own subject line (the first commit that is not only tests)."""
-    fixes = [c for c in commits if not c.is_test] or commits
-    return fixes[0].subject
-
-
-def _num(x) -> str:
-    """A number exactly as results.json holds it, without a float's trailing ".0"."""
-    if isinstance(x, float) and x.is_integer():
-        return str(int(x))
-    return str(x)
-
-
-def outcome_rows(results: Results, target: str) -> list[dict]:
-    """backend x device x test case, with the fix and with the fix reverted (the table's rows)."""
-    rows = []
-    for c in results.cells_of(target):
-        recs = results.records_of(c.cell)
-        patched, control = recs.get("patched"), recs.get("control")
-        if not patched:
-            continue
-        for test in (UPSTREAM_TEST, GATE_TEST):
-            control_test = control.test(test) if control else None
-            reverted = {(r.device, r.key): r for r in (control_test.rows if control_test else [])}
-            patched_test = patched.test(test)
-            for r in patched_test.rows if patched_test else []:
-                ctl = reverted.get((r.device, r.key))
-                rows.append(
-                    {
-                        "backend": c.backend,
-                        "device": r.device,
-                        "test": test,
-                        "optimizer": r.optimizer,
-                        "case": r.case,
-                        "opt_period": r.opt_period,
-                        "with_fix": str(r.status),
-                        "reverted": str(ctl.status) if ctl else None,
-                        "step": ctl.step if ctl else None,
-                        "w": ctl.actual if ctl else None,
-                        "expected": ctl.expected if ctl else None,
-                    }
-                )
-    return rows
-
-
-OUTCOME_COLUMNS = (
-    "backend",
-    "device",
-    "test",
-    "optimizer",
-    "opt_period",
-    "with the fix",
-    "fix reverted",
-    "first wrong step",
-    "w",
-    "expected w",
-)
-
-
-CELL_COLUMNS = (
-    "cell",
-    "backend",
-    "status",
-    "negative control",
-    "test-opt with the fix",
-    "gate with the fix",
-    "gate with the fix reverted",
-    "build with the fix (s)",
-    "control rebuild (s)",
-)
-
-
-def skipped_tests(results: Results, target: str) -> list[tuple[str, str, str]]:
-    """(cell, test, why) for every test a cell's backend does not run (its patched variant's record)."""
-    out = []
-    for c in results.cells_of(target):
-        patched = results.records_of(c.cell).get("patched")
-        for name, t in patched.tests.items() if patched else ():
-            if t.outcome == Outcome.SKIPPED:
-                out.append((c.cell, name, t.skipped or ""))
-    return out
-
-
-def _device_text(device: Optional[DeviceInfo]) -> str:
-    """What a cell ran on, as its backend module recorded it (e.g. Vulkan's device and driver)."""
-    if device is None:
-        return ""
-    parts = []
-    if device.devices:
-        parts.append(", ".join(device.devices))
-    if device.drivers:
-        parts.append("driver " + ", ".join(device.drivers))
-    return "; ".join(parts)
-
-
-TRAINING_PLOT = "training-loss.png"
-
-
-def training_cell(results: Results, target: str) -> Optional[Cell]:
-    """The cell whose training run the PR body shows: the CPU cell where there is one."""
-    cells = [c for c in results.cells_of(target) if c.training and c.training.with_fix]
-    cells.sort(key=lambda c: c.backend != "cpu")
-    return cells[0] if cells else None
-
-
-def toolchain_lines(toolchain: dict) -> list[tuple[str, str]]:
-    names = {
-        "cmake": "CMake",
-        "ninja": "Ninja",
-        "c_compiler": "C compiler",
-        "cxx_compiler": "C++ compiler",
-        "git": "git",
-        "ccache": "ccache",
-    }
-    known = [(label, toolchain[key]) for key, label in names.items() if toolchain.get(key)]
-    return known + [(key, value) for key, value in toolchain.items() if key not in names and value]
 
 
 def sha256_text(text: str) -> str:
@@ -338,8 +224,6 @@ def read_bundle(directory: Path) -> Bundle:
     """A bundle directory, checked against its manifest: every file present, unchanged."""
     directory = Path(directory)
     mpath = directory / MANIFEST
-    from .. import untrusted
-    from .manifest import validate
 
     if not mpath.exists() and not mpath.is_symlink():
         raise ConfigError(f"{mpath}: missing; --bundle must name one target's directory made by `ggml-patch bundle`")
@@ -402,10 +286,6 @@ class BundleResult:
 def make_bundles(opts: BundleOptions) -> tuple[list[BundleResult], list[str]]:
     """Every bundle the results allow, and the targets left out (with why). Refuses, writing
     nothing, when the results do not prove the fix (unless allow_incomplete)."""
-    from ..patchset.files import load_series
-    from ..verdicts.known_limits import load_known_limits
-    from ..verdicts.related import load_related
-
     results, results_sha = load_results_dir(opts.results_dir)
     chosen = _chosen_targets(results, opts.targets, opts.results_dir)
     limits = load_known_limits(Path(opts.matrix.series_dir))  # malformed: one line, exit 2, before any work
@@ -472,12 +352,6 @@ def bundle_target(
     known_limits: tuple = (),
     related: tuple = (),
 ) -> BundleResult:
-    from ..cache import slug
-    from ..finetune import bundle as tuned
-    from ..patchset.files import load_series
-    from ..patchset.render import rendered_for_target
-    from ..vcs.snapshots import SnapshotRepo, Worktree
-    from . import authorship, cover, documents, policy
 
     matrix, cache = opts.matrix, opts.cache
     if opts.author is None:
@@ -570,11 +444,9 @@ def bundle_target(
         warnings=warnings,
     )
     man.update(docs.manifest_fields(opts.author, opts.assisted_by, head))
-    from ..verdicts.known_limits import as_json
 
     man["known_limits"] = as_json(known_limits)  # patches/known-limits.yaml: what the series leaves as it is
     files_text[MANIFEST] = json.dumps(redact_data(man), indent=2) + "\n"  # the whole manifest, redacted last
-    from .. import outdir
 
     # only into a folder the tool made (or a new or empty one): _write_dir replaces dest whole
     dest = outdir.claim(opts.out_dir, "--out", legacy=outdir.made_bundles) / target_name
@@ -593,7 +465,6 @@ def bundle_target(
 
 
 def _declared(target):
-    from .policy import Declared
 
     u = getattr(target, "upstream", None)
     return Declared(u.repo, u.submit, u.where) if u else None
@@ -639,7 +510,6 @@ def _has_commit(repo, commit: str) -> bool:
 
 
 def _recreate(worktree, base: str, rendered, patched: str, work: Path) -> None:
-    from ..patchset.files import write_patches
 
     files = write_patches(rendered, work / "series")
     worktree.ensure(base)
@@ -653,7 +523,6 @@ def _recreate(worktree, base: str, rendered, patched: str, work: Path) -> None:
 
 def format_patch(repo: SnapshotRepo, base: str, patched: str) -> list[tuple[str, str]]:
     """`git format-patch base..patched`: [(file name, text)], in order."""
-    import tempfile
 
     if not repo.descends(base, patched):
         raise BundleRefused(f"the patched commit {patched[:12]} does not descend from the base {base[:12]}")
@@ -672,9 +541,6 @@ def verify(
     configure, build and test steps there (CPU, the two tests). `patched` is the bundle's head:
     the tested tree, the contributor's commits. The worktree and build tree are the bundle's own
     and persist in the cache (ccache and an incremental build make a repeat cost seconds)."""
-    from .. import backends
-    from ..config import Backend
-    from ..run.cell import CellContext, CellProgress, run_steps
 
     t_all = time.monotonic()
     series_dir = work / "bundle-series"
@@ -785,7 +651,6 @@ def compiler_info(build_dir: Path) -> dict[str, str]:
 
 def toolchain_info(build_dir: Path) -> dict[str, str]:
     """The tools' versions (the same probe as the result-cache keys) and the compilers CMake chose."""
-    from ..run import toolchain
 
     versions = toolchain.versions()
     info = {k: versions[k] for k in ("cmake", "ninja", "git")}

@@ -11,9 +11,9 @@ import unidiff
 
 from ..redact import redact
 from ..report.model import Results
-from . import bundle as B
 from . import cover as C
 from . import pr_body, readiness
+from . import views as B
 from .authorship import Identity
 from .policy import Policy
 from .sync import SyncMap, SyncReport, compare, parse_sync_script, sync_script_for

@@ -41,6 +41,7 @@ from .github_api import (
     request_headers,  # noqa: F401 (re-exported)
     send,
 )
+from .submission import web_url
 
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
@@ -186,7 +187,6 @@ _HOST = re.compile(r"^[A-Za-z0-9.-]+(?::[0-9]{1,5})?\Z")
 
 def token_host(api_url: str) -> str:
     """The host git may give the token to: the web host of --api-url (github.com by default)."""
-    from .submission import web_url
 
     parts = urlsplit(web_url(api_url))
     host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")

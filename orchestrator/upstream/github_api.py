@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import re
 import threading
 import time
@@ -23,7 +24,7 @@ from urllib3.exceptions import MaxRetryError, ResponseError
 from urllib3.util.retry import Retry
 
 from ..errors import GitHubAuthFailed, GitHubError, GitHubRejected, GitHubUnreachable, RateLimited
-from ..redact import REDACTED, redact  # noqa: F401 (the one redaction function; re-exported for callers)
+from ..redact import REDACTED, redact, redact_data  # noqa: F401 (the one redaction function; re-exported for callers)
 
 API_VERSION = "2022-11-28"
 DEFAULT_API_URL = "https://api.github.com"
@@ -62,7 +63,6 @@ class _Retry(Retry):
 
 
 def _backoff() -> float:
-    import os
 
     try:
         value = float(os.environ.get(BACKOFF_ENV, BACKOFF))
@@ -127,7 +127,6 @@ MAX_ANSWER_BYTES = 8 * 1024 * 1024  # an API answer larger than this is not GitH
 
 def body_json(payload: Any) -> str:
     """The exact bytes sent (and shown by a dry run): redacted, so no token or URL password is sent."""
-    from ..redact import redact_data
 
     return json.dumps(redact_data(payload), indent=2, ensure_ascii=False) + "\n"
 

@@ -22,8 +22,8 @@ from ..verdicts.known_limits import KnownLimit
 from ..verdicts.known_limits import table as limits_table
 from ..verdicts.mutants import tally_line
 from ..verdicts.training import table_markdown
-from . import bundle as B
 from . import cover as C
+from . import views as B
 from .policy import Template, _disclosure_prefix
 
 DATA_HEADING = re.compile(r"^additional information$", re.I)
@@ -68,7 +68,7 @@ def ascii_text(text: str) -> str:
 
 
 def _v(x) -> str:
-    return NONE if x is None or x == "" else ascii_text(B._num(x) if isinstance(x, (int, float)) else str(x))
+    return NONE if x is None or x == "" else ascii_text(B.number_text(x) if isinstance(x, (int, float)) else str(x))
 
 
 def _code(x) -> str:
@@ -240,13 +240,13 @@ def short_cell_table(results: Results, target: str) -> list[str]:
     for c in results.cells_of(target):
         recs = results.records_of(c.cell)
         patched, control = recs.get("patched"), recs.get("control")
-        device = B._device_text(c.device) or NONE
+        device = B.device_text(c.device) or NONE
         ctl = NONE
         if control and control.verdict:
             failing = [t for t in (UPSTREAM_TEST, GATE_TEST) if control.outcome(t) == "failed"]
             ctl = f"{control.verdict}" + (f" ({', '.join(failing)} fail)" if failing else "")
         elif c.status in B.NOT_RUN:
-            ctl = f"{c.status}: {B._one_line(c.reason)[:80]}"
+            ctl = f"{c.status}: {B.one_line(c.reason)[:80]}"
         out.append(
             f"| {_v(c.cell)} | {_cell_text(device)[:60]} | {_code(_summary(patched, UPSTREAM_TEST))} | "
             f"{_code(_summary(patched, GATE_TEST))} | {_cell_text(ctl)} |"
@@ -343,17 +343,15 @@ def evidence(
         f"| series sha256 | `{results.series.sha256}` |",
     ]
     notes = [
-        f"- {ascii_text(c.cell)} device: {ascii_text(B._device_text(c.device))}"
+        f"- {ascii_text(c.cell)} device: {ascii_text(B.device_text(c.device))}"
         for c in cells
-        if B._device_text(c.device)
+        if B.device_text(c.device)
     ]
     notes += [
-        f"- {ascii_text(c.cell)} {c.status}: {ascii_text(B._one_line(c.reason))}"
-        for c in cells
-        if c.status in B.NOT_RUN
+        f"- {ascii_text(c.cell)} {c.status}: {ascii_text(B.one_line(c.reason))}" for c in cells if c.status in B.NOT_RUN
     ]
     notes += [
-        f"- {ascii_text(cell)}: {ascii_text(test)} not run on this backend: {ascii_text(B._one_line(why))}"
+        f"- {ascii_text(cell)}: {ascii_text(test)} not run on this backend: {ascii_text(B.one_line(why))}"
         for cell, test, why in B.skipped_tests(results, target)
     ]
     for c, control in _controls(results, target):
@@ -398,11 +396,11 @@ def banner(draft_reasons: list[str], warnings: list[str]) -> list[str]:
     out = []
     if draft_reasons:
         out += ["> [!CAUTION]", "> DRAFT (ggml-patch readiness): not ready to submit:"]
-        out += [f"> - {ascii_text(B._one_line(r))}" for r in draft_reasons]
+        out += [f"> - {ascii_text(B.one_line(r))}" for r in draft_reasons]
         out.append("")
     if warnings:
         out += ["> [!WARNING]", f"> {B.WARNING_TITLE}:"]
-        out += [f"> - {ascii_text(B._one_line(w))}" for w in warnings]
+        out += [f"> - {ascii_text(B.one_line(w))}" for w in warnings]
         out.append("")
     return out
 

@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
+from .. import untrusted
+from ..config import Matrix
 from ..errors import ConfigError
 from ..patchset.layout import GATE_TEST, Layout
 from ..patchset.render import retarget
@@ -140,3 +142,18 @@ def judge(
     if missing:
         return CompetingJudgement(CompetingVerdict.INVALID, f"{', '.join(missing)} not run")
     return CompetingJudgement(CompetingVerdict.EQUIVALENT, f"passes everything the fix passes ({', '.join(judged)})")
+
+
+def load_competing(matrix: Matrix) -> list[CompetingFix]:
+    """native_tests/competing/*.patch (fixes for the same bug proposed elsewhere, each with its
+    provenance), in name order; none when the folder is absent. A malformed one is one
+    ConfigError line naming the file."""
+    folder = matrix.native_tests_dir / "competing"
+    out = []
+    for f in sorted(folder.glob("*.patch")) if folder.is_dir() else []:
+        text = untrusted.read_text(f, "competing fix", root=folder)
+        try:
+            out.append(parse_competing(f.name, text))
+        except ConfigError as e:
+            raise ConfigError(f"{folder}/{e}") from None
+    return out

@@ -21,6 +21,8 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import AfterValidator, Field, StringConstraints, ValidationError
 
+from .. import untrusted
+from ..config import _line_for, _load_with_lines
 from ..errors import ConfigError
 from ..records import Record, dotted, located
 
@@ -75,7 +77,6 @@ def _hint(loc: tuple[Any, ...], kind: str, value: Any) -> Optional[str]:
 
 def parse_known_limits(where: str, text: str) -> tuple[KnownLimit, ...]:
     """The file's limits, validated; one ConfigError line (file:line: key: what is wrong) when not."""
-    from ..config import _line_for, _load_with_lines
 
     data, lines = _load_with_lines(text, where)
     try:
@@ -97,7 +98,6 @@ def parse_known_limits(where: str, text: str) -> tuple[KnownLimit, ...]:
 def load_known_limits(series_dir: Path) -> tuple[KnownLimit, ...]:
     """patches/known-limits.yaml beside the series; none when the file is not there."""
     path = Path(series_dir) / FILE
-    from .. import untrusted
 
     text = untrusted.read_optional(path, "known-limits", root=series_dir)
     if text is None:

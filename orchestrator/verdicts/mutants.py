@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
+from .. import untrusted
+from ..config import Matrix
 from ..errors import ConfigError
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST, Layout
 from ..patchset.render import retarget
@@ -124,3 +126,17 @@ def kill_line(verdicts: list[Optional[Verdict]]) -> str:
     """ "the gate kills N/M known-wrong fixes" (skipped mutants are not counted)."""
     ran = [v for v in verdicts if v is not None]
     return f"the gate kills {sum(1 for v in ran if v == Verdict.KILLED)}/{len(ran)} known-wrong fixes"
+
+
+def load_mutants(matrix: Matrix) -> list[Mutant]:
+    """native_tests/mutants/*.patch (the known-wrong fixes the gate must catch), in name order;
+    none when the folder is absent. A malformed one is one ConfigError line naming the file."""
+    folder = matrix.native_tests_dir / "mutants"
+    out = []
+    for f in sorted(folder.glob("*.patch")) if folder.is_dir() else []:
+        text = untrusted.read_text(f, "mutant", root=folder)
+        try:
+            out.append(parse_mutant(f.name, text))
+        except ConfigError as e:
+            raise ConfigError(f"{folder}/{e}") from None
+    return out

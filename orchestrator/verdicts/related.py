@@ -19,6 +19,8 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import Field, StringConstraints, ValidationError
 
+from .. import untrusted
+from ..config import _line_for, _load_with_lines
 from ..errors import ConfigError
 from ..records import Record, dotted, located
 
@@ -63,8 +65,6 @@ def _hint(loc: tuple[Any, ...], kind: str, value: Any) -> Optional[str]:
 
 
 def parse_related(where: str, text: str) -> tuple[RelatedWork, ...]:
-    from ..config import _line_for, _load_with_lines
-
     data, lines = _load_with_lines(text, where)
     try:
         doc = RelatedFile.model_validate(data, strict=True)
@@ -76,8 +76,6 @@ def parse_related(where: str, text: str) -> tuple[RelatedWork, ...]:
 
 def load_related(series_dir: Path) -> tuple[RelatedWork, ...]:
     """patches/related-upstream.yaml beside the series; none when the file is not there."""
-    from .. import untrusted
-
     text = untrusted.read_optional(Path(series_dir) / FILE, "related-upstream", root=series_dir)
     if text is None:
         return ()

@@ -69,9 +69,11 @@ def can_plot() -> bool:
 
 def figure(patched: list[EpochLoss], control: list[EpochLoss], title: str):
     """Both variants' train and eval loss per epoch, log scale, labelled axes."""
+    # matplotlib: the optional plot extra, loaded only to draw
     import matplotlib
 
     matplotlib.use("Agg")  # no display on CI machines
+    # matplotlib: the optional plot extra, loaded only to draw
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
@@ -90,6 +92,7 @@ def figure(patched: list[EpochLoss], control: list[EpochLoss], title: str):
 
 
 def plot(patched: list[EpochLoss], control: list[EpochLoss], path: Path, title: str) -> Path:
+    # matplotlib: the optional plot extra, loaded only to draw
     import matplotlib.pyplot as plt
 
     fig = figure(patched, control, title)

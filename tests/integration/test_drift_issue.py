@@ -33,25 +33,28 @@ class FakeGitHub:
     with a Link header, newest first); faults to inject (answered once each, in order); every
     request recorded."""
 
-    def __init__(self, server: HTTPServer):
+    def __init__(self, server: HTTPServer, repo: str = REPO, token: str = TOKEN):
         self.server, self.issues, self.labels, self.comments, self.requests = server, {}, set(), [], []
+        self.repo, self.token = repo, token
         self.faults: list[tuple[str, str, Response]] = []  # (method, path, answer), each used once
-        server.expect_request(re.compile(r"^/repos/owner/proj/.*")).respond_with_handler(self.handle)
+        self.queries: list[str] = []
+        server.expect_request(re.compile(rf"^/repos/{re.escape(repo)}/.*")).respond_with_handler(self.handle)
 
     def add(self, number: int, body: str, labels=(D.LABEL,), state="open", **more) -> None:
         self.issues[number] = {"number": number, "title": D.TITLE, "body": body, "state": state,
                                "state_reason": None, "labels": [{"name": n} for n in labels],
-                               "html_url": f"https://github.com/{REPO}/issues/{number}", **more}
+                               "html_url": f"https://github.com/{self.repo}/issues/{number}", **more}
 
     def handle(self, request):
-        path = request.path[len(f"/repos/{REPO}"):]
+        path = request.path[len(f"/repos/{self.repo}"):]
         body = json.loads(request.get_data(as_text=True) or "null")
         self.requests.append((request.method, path, body, dict(request.headers)))
+        self.queries.append(request.query_string.decode())
         for i, (method, where, answer) in enumerate(self.faults):
             if method == request.method and where == path:
                 del self.faults[i]
                 return answer
-        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+        if request.headers.get("Authorization") != f"Bearer {self.token}":
             return _json({"message": "Bad credentials"}, 401)
         if (request.method, path) == ("GET", "/issues"):
             return self.list_issues(request)
@@ -88,7 +91,7 @@ class FakeGitHub:
         if page * per_page < len(hits):
             nxt = dict(q, page=[str(page + 1)])
             query = "&".join(f"{k}={v[0]}" for k, v in nxt.items())
-            headers["Link"] = f'<{self.server.url_for("/repos/" + REPO + "/issues")}?{query}>; rel="next"'
+            headers["Link"] = f'<{self.server.url_for("/repos/" + self.repo + "/issues")}?{query}>; rel="next"'
         return _json(chunk, headers=headers)
 
     def sent(self) -> list[tuple[str, str]]:
@@ -275,7 +278,7 @@ def test_dry_run_prints_the_requests_and_sends_nothing(tmp_path, api, gh):
     assert f"POST {api.url_for('/repos/owner/proj/issues')}\nAuthorization: Bearer (GITHUB_TOKEN is not set)" in out
     assert '"title": "ggml-patch: the series drifted or a cell failed"' in out
     assert gh.requests == []
-    gh.add(3, D.render(D.State("live", {"ggml-master": {"status": "conflict"}}), NOW))
+    gh.add(3, D.render(D.State(profile="live", targets={"ggml-master": {"status": "conflict"}}), NOW))
     with_token = drift(tmp_path, api.url_for("/").rstrip("/"), "--status", str(st), "--dry-run")
     assert "Authorization: Bearer ***" in with_token.stdout and "found: #3 (open)" in with_token.stdout
     assert "decision: update" in with_token.stdout and {m for m, _ in gh.sent()} == {"GET"}  # read, never written
@@ -374,9 +377,134 @@ def test_the_state_survives_its_own_body():
 
 
 def test_rank_and_worse():
-    before = D.State("live", {"a": {"status": "applies with 3-way merge"}, "b": {"status": "conflict"}})
-    now = D.State("live", {"a": {"status": "conflict"}, "b": {"status": "applies with 3-way merge"},
-                           "c": {"status": "not applicable"}}, {"x/cpu": {"status": "failed"}})
+    before = D.State(profile="live", targets={"a": {"status": "applies with 3-way merge"}, "b": {"status": "conflict"}})
+    now = D.State(profile="live", targets={"a": {"status": "conflict"}, "b": {"status": "applies with 3-way merge"},
+                                           "c": {"status": "not applicable"}}, failing={"x/cpu": {"status": "failed"}})
     assert D.worsened(before, now) == ["a: applies with 3-way merge -> conflict", "c: applies cleanly -> not applicable",
                                        "x/cpu: failed"]
-    assert D.problems(D.State("live", {"u": {"status": "already upstream"}, "v": {"status": "applies cleanly"}})) == []
+    assert D.problems(D.State(profile="live", targets={"u": {"status": "already upstream"}, "v": {"status": "applies cleanly"}})) == []
+
+
+# ---------------------------------------------------------------- one issue for life (issue 21 scenarios)
+
+CONFLICT = {**CLEAN, "ggml-master": "conflict"}
+
+
+def _opened(tmp_path, gh, url) -> int:
+    assert drift(tmp_path, url, "--status", str(status_json(tmp_path, **CONFLICT))).returncode == 0
+    (number,) = [n for n, i in gh.issues.items() if i["state"] == "open" and D.MARKER in i["body"]]
+    return number
+
+
+def test_closed_by_a_person_it_is_reopened_not_duplicated(tmp_path, api, gh):
+    url = api.url_for("/").rstrip("/")
+    n = _opened(tmp_path, gh, url)
+    gh.issues[n].update(state="closed", state_reason="completed")  # closed by hand, still conflicting
+    proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **CONFLICT)))
+    assert proc.stdout.startswith(f"drift-issue: reopened #{n}"), proc.stdout
+    assert list(gh.issues) == [n] and gh.issues[n]["state"] == "open"
+    assert "the problems are back" in gh.comments[-1][1]
+
+
+def test_closed_as_not_planned_is_left_alone_until_it_gets_worse(tmp_path, api, gh):
+    url = api.url_for("/").rstrip("/")
+    n = _opened(tmp_path, gh, url)
+    gh.issues[n].update(state="closed", state_reason="not_planned")
+    gh.requests.clear()
+    for _ in range(2):  # daily runs with the same status: nothing sent
+        proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **CONFLICT)))
+        assert "was closed as not planned and nothing got worse since: left closed" in proc.stdout, proc.stdout
+    assert {m for m, _ in gh.sent()} == {"GET"} and gh.issues[n]["state"] == "closed" and len(gh.issues) == 1
+    worse = status_json(tmp_path, **{**CONFLICT, "llama.cpp-master": "not applicable"})
+    proc = drift(tmp_path, url, "--status", str(worse))
+    assert proc.stdout.startswith(f"drift-issue: reopened #{n}") and gh.issues[n]["state"] == "open"
+    assert "llama.cpp-master: applies cleanly -> not applicable" in gh.comments[-1][1] and len(gh.issues) == 1
+
+
+def test_with_its_label_removed_it_is_still_found_by_its_marker(tmp_path, api, gh):
+    url = api.url_for("/").rstrip("/")
+    n = _opened(tmp_path, gh, url)
+    gh.issues[n]["labels"] = []
+    proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **{**CONFLICT, "continuum": "conflict"})))
+    assert proc.stdout.startswith(f"drift-issue: updated #{n}"), proc.stdout
+    assert len(gh.issues) == 1
+
+
+def test_150_newer_labelled_issues_over_two_pages(tmp_path, api, gh):
+    url = api.url_for("/").rstrip("/")
+    n = _opened(tmp_path, gh, url)
+    for i in range(150):  # newer, labelled, not ours: ours is on the second page (newest first)
+        gh.add(n + 1 + i, f"someone else's report {i}")
+    gh.requests.clear()
+    gh.queries.clear()
+    proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **{**CONFLICT, "continuum": "conflict"})))
+    assert proc.stdout.startswith(f"drift-issue: updated #{n}"), proc.stdout
+    assert gh.sent()[:3] == [("GET", "/issues"), ("GET", "/issues"), ("PATCH", f"/issues/{n}")]
+    assert "page=2" in gh.queries[1] and "labels=ggml-patch-drift" in gh.queries[1]  # the Link header's next page
+    assert len(gh.issues) == 151
+
+
+def test_a_partial_dispatch_merges_into_the_state(tmp_path, api, gh):
+    url = api.url_for("/").rstrip("/")
+    n = _opened(tmp_path, gh, url)  # ggml-master conflicts
+    # a dispatch for one target that is clean: the issue keeps the other's conflict, stays open
+    only = status_json(tmp_path, **{"llama.cpp-master": "applies cleanly"})
+    proc = drift(tmp_path, url, "--status", str(only), "--partial")
+    assert "closed" not in proc.stdout and gh.issues[n]["state"] == "open", proc.stdout
+    assert "| ggml-master | conflict |" in gh.issues[n]["body"]
+    # another profile's status merges too, even without --partial
+    other = tmp_path / "default-status.json"
+    other.write_text(json.dumps({"profile": "default", "targets": [
+        {"target": "ggml", "status": "applies cleanly", "detail": "", "base": "cd" * 20}]}))
+    proc = drift(tmp_path, url, "--status", str(other))
+    assert "closed" not in proc.stdout and gh.issues[n]["state"] == "open"
+    body = gh.issues[n]["body"]
+    assert "| ggml-master | conflict |" in body and "| ggml | applies cleanly |" in body
+    # the full scheduled run: all clean, closed
+    proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **CLEAN)))
+    assert proc.stdout.startswith(f"drift-issue: closed #{n}"), proc.stdout
+
+
+def test_a_502_then_200_is_retried(tmp_path, api, gh):
+    gh.faults.append(("GET", "/issues", _json({"message": "Server Error"}, 502)))
+    proc = drift(tmp_path, api.url_for("/").rstrip("/"), "--status", str(status_json(tmp_path, **CONFLICT)))
+    assert proc.returncode == 0, proc.stderr
+    assert gh.sent()[:2] == [("GET", "/issues"), ("GET", "/issues")] and len(gh.issues) == 1
+
+
+def test_a_429_with_retry_after_is_waited_out(tmp_path, api, gh):
+    import time
+
+    gh.faults.append(("POST", "/issues", _json({"message": "slow down"}, 429, {"Retry-After": "1"})))
+    started = time.monotonic()
+    proc = drift(tmp_path, api.url_for("/").rstrip("/"), "--status", str(status_json(tmp_path, **CONFLICT)))
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - started >= 1.0  # it waited as told
+    assert gh.sent().count(("POST", "/issues")) == 2 and len(gh.issues) == 1
+
+
+def test_a_secondary_limit_with_retry_after_on_403_is_retried(tmp_path, api, gh):
+    gh.faults.append(("GET", "/issues", _json({"message": "You have exceeded a secondary rate limit"}, 403,
+                                              {"Retry-After": "1"})))
+    proc = drift(tmp_path, api.url_for("/").rstrip("/"), "--status", str(status_json(tmp_path, **CONFLICT)))
+    assert proc.returncode == 0, proc.stderr
+    assert len(gh.issues) == 1
+
+
+def test_the_api_base_comes_from_github_api_url(tmp_path, api, gh):
+    """What every runner sets (GitHub Enterprise Server included); --api-url overrides it. No
+    matrix.yaml is needed: drift-issue never reads one."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GGML_PATCH_HTTP_BACKOFF": "0", **RUN, "GITHUB_TOKEN": TOKEN,
+           "GITHUB_API_URL": api.url_for("/").rstrip("/")}
+    st = status_json(tmp_path, **CONFLICT)
+    assert not (tmp_path / "matrix.yaml").exists()
+    proc = subprocess.run([sys.executable, "-m", "orchestrator", "drift-issue", "--repo", REPO, "--status", str(st)],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("drift-issue: opened") and len(gh.issues) == 1
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.run([sys.executable, "-m", "orchestrator", "drift-issue", "--repo", REPO, "--status", str(st),
+                           "--api-url", f"http://127.0.0.1:{port}"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert proc.returncode == 25 and f"127.0.0.1:{port}" in proc.stderr

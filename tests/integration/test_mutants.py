@@ -193,7 +193,7 @@ def test_no_mutant_files_records_nothing(fake_cell):
 
 def test_mutant_files_come_from_native_tests_mutants(tmp_path):
     from orchestrator.config import load_matrix
-    from orchestrator.patchset.files import load_mutants
+    from orchestrator.verdicts.mutants import load_mutants
 
     from ..helpers.tools import ROOT as root
     native = tmp_path / "native"

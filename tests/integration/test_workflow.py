@@ -176,10 +176,8 @@ def test_the_leg_steps_report_where_people_look(wf):
     summary = _step(cell, "Job summary")
     assert summary["if"] == "${{ !cancelled() }}" and '>> "$GITHUB_STEP_SUMMARY"' in summary["run"]
     assert '"$RESULTS/summary.md"' in summary["run"] and summary["env"]["RESULTS"] == "${{ matrix.results }}"
-    report = _step(cell, "Test annotations")
-    assert report["uses"].startswith("mikepenz/action-junit-report@")
-    assert report["with"]["report_paths"] == "${{ matrix.results }}/junit.xml" and report["with"]["annotate_only"] is True
-    assert report["with"]["check_title_template"] == "{{SUITE_NAME}}: {{TEST_NAME}}"  # no {{CLASS_NAME}}: it splits on dots
+    # each failure annotated once: by `ggml-patch matrix` itself (::error), no junit reporter beside it
+    assert not any("junit" in s.get("uses", "") for w in (cell,) for s in w["steps"])
     upload = cell["steps"][-1]
     assert upload["uses"].startswith("actions/upload-artifact@") and upload["if"] == "${{ !cancelled() }}"
     assert upload["with"] == {"name": "${{ matrix.artifact }}", "path": "ci-results", "if-no-files-found": "error",

@@ -3,11 +3,10 @@ import pytest
 
 from orchestrator.config import load_matrix
 from orchestrator.errors import ConfigError
-from orchestrator.patchset.files import load_competing
 from orchestrator.patchset.layout import GATE_TEST, UPSTREAM_TEST, get_layout
 from orchestrator.patchset.series import unified_file_diff
 from orchestrator.report.model import CompetingVerdict, Outcome, TestRecord
-from orchestrator.verdicts.competing import first_failing_line, judge, parse_competing
+from orchestrator.verdicts.competing import first_failing_line, judge, load_competing, parse_competing
 
 from ..helpers.patches import OPT
 from ..helpers.tools import ROOT

@@ -53,3 +53,111 @@ def test_vcs_runs_every_git_command_with_a_timeout():
     assert re.search(r"timeout = LOCAL_TIMEOUT_S if timeout is None else timeout", runner)
     user = (ROOT / "vcs" / "user.py").read_text()
     assert "timeout=USER_TIMEOUT_S" in user and user.count("subprocess.run(") == 1
+
+
+def _resolve(module: str, is_pkg: bool, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if is_pkg else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """Lines of imports under `if TYPE_CHECKING:` (annotations only: no import at run time)."""
+    lines = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            lines |= {n.lineno for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))}
+    return lines
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the orchestrator modules it imports at run time (at the top or inside a function)."""
+    mods = _modules()
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for name, path in mods.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skip = _type_checking_only(tree)
+        for node in ast.walk(tree):
+            if getattr(node, "lineno", None) in skip:
+                continue
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve(name, path.name == "__init__.py", node)
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+            for t in targets:
+                while t and t not in mods:
+                    t = t.rpartition(".")[0]
+                if t and t != name:
+                    graph[name].add(t)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycles():
+    found = cycles(import_graph())
+    assert not found, "import cycles (including imports inside functions): " + "; ".join(
+        " <-> ".join(c) for c in found)
+
+
+def test_the_cycle_check_finds_one():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def _function_imports(tree: ast.AST) -> list[ast.stmt]:
+    return [n for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))]
+
+
+def test_an_import_inside_a_function_says_why():
+    """Only an optional or heavy dependency, or start-up time, puts an import inside a function,
+    and the line (or the one above) says so. commands/ and cli.py import their work inside
+    run()/main() by rule (commands/__init__.py: `--help` loads every command module)."""
+    silent = []
+    for name, path in _modules().items():
+        if name.startswith("orchestrator.commands") or name == "orchestrator.cli":
+            continue
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for node in _function_imports(ast.parse("\n".join(lines))):
+            here, above = lines[node.lineno - 1], lines[node.lineno - 2].strip()
+            if "#" not in here and not above.startswith("#"):
+                silent.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}")
+    assert not silent, f"imports inside functions without a reason: {silent}"

