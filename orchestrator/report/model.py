@@ -253,7 +253,7 @@ class MutantTally(Record):
     invalid: list[str] = Field(default_factory=list)
     skipped: Optional[str] = None  # why none ran
     # per test, how many mutants it kills on its own (test-opt's new cases: what upstream keeps)
-    killed_by: dict[str, int] = Field(default_factory=dict)
+    killed_by: Optional[dict[str, int]] = None
 
 
 class VariantRecord(Record):

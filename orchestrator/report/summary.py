@@ -267,7 +267,8 @@ def _mutants_section(results: Results) -> list[str]:
         recs = results.mutants_of(c.cell)
         if recs:
             tally = c.mutants
-            line = tally_line(tally.total, tally.killed_by) if tally and tally.killed_by else ""
+            by = (tally.killed_by if tally else None) or {}
+            line = tally_line(tally.total, by) if tally and UPSTREAM_TEST in by else ""
             out.append(f"- **{c.cell}**: " + (line or kill_line([r.verdict for r in recs])))
     out += [
         "",

@@ -801,11 +801,11 @@ def _variant_tests(
         if apply_error is None:
             # the tests alone: the training program is not run here, so never relinked
             tests = tuple(_judged_tests(ctx))
-            built = build_variant(ctx, variant, tests, f"{kind}-{name}")
+            built = build_variant(ctx, variant, tests, f"{kind.removesuffix('s')}-{name}")
             rec.build = built.build
             if built.status == RecordStatus.BUILT:
                 for t in tests:
-                    rec.tests[t] = _run_test(ctx, variant, t, f"{kind}-{name}")
+                    rec.tests[t] = _run_test(ctx, variant, t, f"{kind.removesuffix('s')}-{name}")
     return apply_error
 
 

@@ -258,7 +258,7 @@ def kill_matrix_line(results: Results, target: str) -> Optional[str]:
     """ "N known-wrong fixes: K killed by test-opt alone (...)", from the first cell that ran them."""
     for c in results.cells_of(target):
         t = c.mutants
-        if t and t.total and t.killed_by:
+        if t and t.total and t.killed_by and UPSTREAM_TEST in t.killed_by:
             return tally_line(t.total, t.killed_by)
     return None
 

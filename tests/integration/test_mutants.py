@@ -118,12 +118,14 @@ def test_each_mutant_gets_its_verdict_and_the_tree_is_put_back(fake_cell):
     assert "did not apply" in got["06-does-not-apply"].verdict_reason
     assert "did not build" in got["05-does-not-build"].verdict_reason and not got["05-does-not-build"].build.ok
     assert "crashed (SIGSEGV)" in got["03-crashes"].verdict_reason
-    assert got["04-hangs"].verdict_reason == "the gate test timed out"
+    # each test the fix passes judges it on its own (here the gate alone: the fake test-opt is not run)
+    assert got["04-hangs"].verdict_reason == f"{GATE_TEST}: the gate test timed out"
+    assert got["01-killed"].kills == {GATE_TEST: Verdict.KILLED}
     assert got["01-killed"].failure_line == FAIL_LINE
     assert all(r.variant == f"mutant:{n}" for n, r in got.items())
     assert ctx.cell.mutants.to_json() == {"total": 6, "killed": 1, "survived": ["02-survives"],
                                 "invalid": ["03-crashes", "04-hangs", "05-does-not-build", "06-does-not-apply"],
-                                "skipped": None}
+                                "skipped": None, "killed_by": {GATE_TEST: 1}}
     assert ctx.worktree.is_clean() and (ctx.worktree.path / "src/ggml-opt.cpp").read_text() == FIXED
     # a surviving mutant fails a cell that otherwise passed: exit 7
     ctx.verdict = None
@@ -168,8 +170,9 @@ def test_results_summary_and_junit_show_every_mutant(fake_cell):
     assert [r.verdict for r in again.mutants_of("fake/cpu")] == list(EXPECTED.values())
     md = summary_markdown(again)
     assert "- **fake/cpu**: the gate kills 1/6 known-wrong fixes" in md
-    assert "| fake/cpu | 02-survives | **survived** | the gate test passed with this known-wrong fix" in md
-    assert f"| fake/cpu | 01-killed | **killed** | `{FAIL_LINE}` |" in md
+    assert (f"| fake/cpu | 02-survives | **survived** | — | survived | {GATE_TEST}: the gate test passed with this "
+            "known-wrong fix") in md
+    assert f"| fake/cpu | 01-killed | **killed** | — | killed | `{FAIL_LINE}` |" in md
     root = ET.fromstring(junit_xml(again))
     cases = {c.get("name"): c for c in root.iter("testcase") if c.get("classname") == "ggml-patch/fake/cpu/mutant"}
     assert cases[mutant_case_name("01-killed")].find("failure") is None
@@ -181,7 +184,7 @@ def test_mutants_need_a_passing_gate_and_tests_that_run(fake_cell):
     ctx = fake_cell
     ctx.patched.tests[GATE_TEST] = TestRecord(outcome=FAILED, exit_code=1, gate=True)
     run_mutants(ctx)
-    assert ctx.cell.mutants.skipped.startswith("the gate does not pass with the fix")
+    assert ctx.cell.mutants.skipped.startswith("no test passes with the fix")
 
 
 def test_no_mutant_files_records_nothing(fake_cell):
