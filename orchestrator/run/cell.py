@@ -338,9 +338,9 @@ def run_competing(ctx: CellContext) -> None:
     control's tree: the fix reverted, the tests kept): applied, the tests rebuilt and run, judged
     against what the fix passes (equivalent, wrong with its first failing line, invalid), the
     files put back. No competing fixes: nothing to do, nothing recorded."""
-    if not ctx.competing_files:
+    if not ctx.competing_files or ctx.module.no_mutants:  # as the mutants: the plain backend's cell has them
         return
-    skipped = ctx.module.no_mutants or _why_mutants_are_skipped(ctx)
+    skipped = _why_mutants_are_skipped(ctx)
     if skipped:
         ctx.records += [_competing_record(ctx, c, RecordStatus.SKIPPED, skipped) for c in ctx.competing_files]
         return
