@@ -19,6 +19,7 @@ from ..patchset.series import Series
 from ..progress import Reporter
 from ..report.model import Parallel, Results, SeriesInfo, SeriesPatch, overall_exit_code
 from ..vcs.snapshots import SnapshotRepo
+from ..verdicts.competing import load_competing
 from ..verdicts.mutants import load_mutants
 from . import cmake
 from .cell import run_cell
@@ -63,6 +64,7 @@ def cheapest_first(cells: Sequence[tuple[Target, Backend]], backend_cost: Mappin
 def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Optional[CancelToken] = None) -> Results:
     series = load_series(opts.matrix)
     mutant_files = load_mutants(opts.matrix)  # a malformed one is refused here, before any cell runs
+    load_competing(opts.matrix)  # likewise (each cell reads them again)
     matrix_cells = opts.matrix.cells(opts.profile, opts.targets, opts.backends)
     order = cheapest_first(matrix_cells, {b.name: backends.get(b.name).relative_cost for _, b in matrix_cells})
     cells = [matrix_cells[i] for i in order]
