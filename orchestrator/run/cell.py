@@ -5,13 +5,14 @@
 (STEPS names them.) Each step is a small function of the cell's context (`CellContext`): what the cell is (target,
 backend and its module, its folders), what the steps found so far (the snapshot, the rendered
 series, the worktree, the build plan) and what it records (a `Cell` and its `VariantRecord`s,
-report/model.py). A step may end the pipeline early (`ctx.done`: a cached result). A BuildFailed
+report/model.py). A step may end the pipeline early by returning Stop (a cached result). A BuildFailed
 fails the cell, any other GgmlPatchError is the cell's error; the other cells go on.
 Bundle verification runs configure, build and test on a context of its own (upstream/bundle.py).
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import shutil
 import sys
@@ -114,13 +115,12 @@ class CellContext:
     build_only_reason: Optional[str] = None  # --build-only on a machine without the device: build, run nothing
     rerun: bool = False  # ignore a cached result
     mutant_files: list[Mutant] = field(default_factory=list)  # native_tests/mutants/*.patch
-    mutants_enabled: bool = True  # False: --no-mutants (no competing fixes either)
+    no_mutants: bool = False  # --no-mutants (no competing fixes either)
     competing_files: list[CompetingFix] = field(default_factory=list)  # native_tests/competing/*.patch
     programs: bool = True  # build and run the training program beside the tests
     build_subdir: str = "build"  # the build tree under cell_dir (the fine-tuning evidence has its own)
     records: list[VariantRecord] = field(default_factory=list)
     # found by the steps
-    done: bool = False  # the rest of the pipeline has nothing to do (a cached result)
     snap: Optional[sources.Snapshot] = None
     rendered: Optional[Series] = None
     env: dict[str, str] = field(default_factory=dict)
@@ -168,7 +168,13 @@ def fetch(ctx: CellContext) -> None:
     ctx.steps.done(snap.description)
 
 
-def apply(ctx: CellContext) -> None:
+class Stop(enum.Enum):
+    """What a step returns to end the pipeline: the rest has nothing to do."""
+
+    CACHED = "the cached result of exactly these inputs"
+
+
+def apply(ctx: CellContext) -> Optional[Stop]:
     """The series rendered into the target's layout, on the base: or the cached result of exactly
     these inputs, which ends the pipeline."""
     assert ctx.series is not None and ctx.snap is not None and ctx.repo is not None
@@ -183,8 +189,7 @@ def apply(ctx: CellContext) -> None:
     if not ctx.rerun and reuse_cached(ctx):
         ctx.timed("apply", t0)
         ctx.steps.done(f"cached result, nothing changed (key {ctx.key[:12]}; --rerun to run it again)")
-        ctx.done = True
-        return
+        return Stop.CACHED
     ctx.worktree = Worktree(repo, ctx.cell_dir / "src")
     try:
         head = apply_series(ctx.worktree, snap.commit, ctx.rendered, ctx.cell_dir)
@@ -193,6 +198,7 @@ def apply(ctx: CellContext) -> None:
     ctx.cell.patched_commit = head
     ctx.timed("apply", t0)
     ctx.steps.done(f"patched commit {head[:12]}")
+    return None
 
 
 def configure(ctx: CellContext) -> None:
@@ -411,7 +417,7 @@ def store(ctx: CellContext) -> None:
     )
 
 
-Step = Callable[[CellContext], None]
+Step = Callable[[CellContext], Optional[Stop]]
 STEPS: tuple[tuple[str, Step], ...] = (
     ("fetch", fetch),
     ("apply", apply),
@@ -428,12 +434,10 @@ STEPS: tuple[tuple[str, Step], ...] = (
 
 
 def run_steps(ctx: CellContext, names: Optional[tuple[str, ...]] = None) -> None:
-    """The steps in order (or only those `names`), until one says the rest has nothing to do."""
+    """The steps in order (or only those `names`), until one returns Stop."""
     for name, step in STEPS:
-        if ctx.done:
+        if (names is None or name in names) and step(ctx) is not None:
             return
-        if names is None or name in names:
-            step(ctx)
 
 
 # ---------------------------------------------------------------- one cell, start to end
@@ -486,7 +490,7 @@ def run_cell(
         build_only_reason=why if action == "build-only" else None,
         rerun=opts.rerun,
         mutant_files=list(mutant_files or []),
-        mutants_enabled=opts.mutants,
+        no_mutants=opts.no_mutants,
         competing_files=load_competing(opts.matrix),
     )
     try:
@@ -546,7 +550,7 @@ def cache_inputs(ctx: CellContext) -> dict:
             if ctx.competing_files and not ctx.module.no_mutants
             else {}
         ),
-        "mutants_enabled": ctx.mutants_enabled,
+        "mutants_enabled": not ctx.no_mutants,  # the key's name kept: cached results stay valid
         # only where a backend skips tests, so every other cell keeps its key
         **({"skip_tests": ctx.skipped_tests} if ctx.skipped_tests else {}),
     }
@@ -760,7 +764,7 @@ def _judged_tests(ctx: CellContext) -> list[str]:
 
 
 def _why_mutants_are_skipped(ctx: CellContext) -> Optional[str]:
-    if not ctx.mutants_enabled:
+    if ctx.no_mutants:
         return "--no-mutants"
     if not ctx.runs_tests:
         return f"tests not run: {ctx.build_only_reason}"

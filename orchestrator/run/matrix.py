@@ -25,7 +25,7 @@ from . import cmake
 from .cell import run_cell
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunOptions:
     matrix: Matrix
     cache: Cache
@@ -35,7 +35,7 @@ class RunOptions:
     backends: list[str] = field(default_factory=list)
     build_only: bool = False  # build (not skip) cells whose toolchain is here but whose device is not
     rerun: bool = False  # ignore cached cell results
-    mutants: bool = True  # run the known-wrong fixes of native_tests/mutants/ (False: --no-mutants)
+    no_mutants: bool = False  # --no-mutants: the known-wrong fixes of native_tests/mutants/ not run
     parallel: Optional[int] = None  # cells at once (default: as many as cores, at most the cells)
     require_backends: tuple[str, ...] = ()  # a skip of these is a failure (a CI runner meant to have them)
 

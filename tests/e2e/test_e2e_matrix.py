@@ -317,8 +317,8 @@ def test_build_only_builds_both_variants_and_runs_nothing(matrix_run, repo_root,
             return "no device here (test stand-in)"
 
     monkeypatch.setattr(cell.backends, "get", lambda name, cache_root=None: NoDevice(cache_root))
-    opts = matrix.RunOptions(load_matrix(repo_root / "matrix.yaml"), Cache(tool_cache), tmp_path / "results",
-                             targets=["ggml"], backends=["cpu"], build_only=True)
+    opts = matrix.RunOptions(matrix=load_matrix(repo_root / "matrix.yaml"), cache=Cache(tool_cache),
+                             results_dir=tmp_path / "results", targets=["ggml"], backends=["cpu"], build_only=True)
     results = matrix.run_matrix(opts).to_json()
     (cell,) = results["cells"]
     assert cell["status"] == "build-only", cell

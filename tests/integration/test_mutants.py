@@ -151,7 +151,7 @@ def test_the_tree_is_put_back_on_an_interrupt(fake_cell, monkeypatch):
 
 def test_no_mutants_are_skipped_with_the_reason_and_reported(fake_cell):
     ctx = fake_cell
-    ctx.mutants_enabled = False
+    ctx.no_mutants = True
     run_mutants(ctx)
     assert {r.status for r in ctx.records} == {RecordStatus.SKIPPED}
     assert ctx.cell.mutants.skipped == "--no-mutants" and not list((ctx.logs).glob("build-mutant-*"))
@@ -224,9 +224,9 @@ def test_the_result_cache_key_covers_the_mutant_files_and_the_flag(fake_cell):
     ctx.native_tests = ROOT / "native_tests"  # the harness is hashed too
     ctx.snap, ctx.rendered = Snapshot("c" * 40, "fake"), Series("ggml", ())
     key = cell_key(cache_inputs(ctx))
-    ctx.mutants_enabled = False
+    ctx.no_mutants = True
     assert cell_key(cache_inputs(ctx)) != key
-    ctx.mutants_enabled = True
+    ctx.no_mutants = False
     ctx.mutant_files = ctx.mutant_files[:-1] + [parse_mutant("06-does-not-apply.patch",
                                                              mutant_text("06", "other\n", "OTHER\n"))]
     assert cell_key(cache_inputs(ctx)) != key
