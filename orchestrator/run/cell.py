@@ -1,6 +1,6 @@
 """One cell of the matrix as a pipeline of named steps, in one place:
 
-    fetch -> apply -> configure -> build -> test -> control -> mutants -> training -> conclude -> store
+    fetch -> apply -> configure -> build -> test -> control -> mutants -> competing -> training -> conclude -> store
 
 (STEPS names them.) Each step is a small function of the cell's context (`CellContext`): what the cell is (target,
 backend and its module, its folders), what the steps found so far (the snapshot, the rendered
