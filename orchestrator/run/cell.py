@@ -740,7 +740,8 @@ def record_of_run(run: TestRun) -> TestRecord:
         rows=[DeviceRow.model_validate(r) for r in rows],
         summary_line=_summary_line(run.output),
         gate=gate,
-        failure_line=classify.gate_failure_line(run.output) if gate else None,
+        # the first failing case line: the gate's row, or test-opt's FAIL line of a case
+        failure_line=classify.gate_failure_line(run.output) if gate else first_failing_line(run.name, run.output),
         # the device it was on when it died, if any
         stopped_on=attribution.crash_device(run.output) if outcome != classify.PASSED else None,
         output=run.output,
