@@ -223,8 +223,7 @@ def before_fix_lines(results: Results, target: str) -> list[str]:
         if not control:
             continue
         t = control.test(UPSTREAM_TEST)
-        line = first_failing_line(UPSTREAM_TEST, t.output or "") if t and t.output else None
-        line = line or next((r.line for r in (t.rows if t else []) if r.line), None)
+        line = (t.failure_line or first_failing_line(UPSTREAM_TEST, t.output or "")) if t else None
         for x in (line, control.failure_line):
             if x:
                 out.append(ascii_text(x))
