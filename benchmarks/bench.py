@@ -224,10 +224,11 @@ def one_file_recompile(cache_dir: Path, cell: dict) -> float:
 
 def mutants_by_hand(cache_dir: Path, cell: dict, matrix) -> dict:
     """Each mutant by hand in the cell's own tree (the bench's cache; a copied CMake tree would still
-    build the original's absolute paths): `git apply` it, ninja the gate target, run the gate; the
-    file is put back afterwards, not timed. Seconds per mutant, and each mutant's split."""
+    build the original's absolute paths): `git apply` it, ninja the two tests (the tool judges a
+    mutant by each test separately), run both; the file is put back afterwards, not timed. Seconds
+    per mutant, and each mutant's split."""
     from orchestrator.verdicts.mutants import load_mutants
-    from orchestrator.patchset.layout import GATE_TEST, get_layout
+    from orchestrator.patchset.layout import GATE_TEST, UPSTREAM_TEST, get_layout
 
     cell_dir = cache_dir / "cells" / cell["cell"].replace("/", "-")
     src, build = cell_dir / "src", cell_dir / "build"
@@ -238,9 +239,10 @@ def mutants_by_hand(cache_dir: Path, cell: dict, matrix) -> dict:
         patch.write_text(m.rendered(series_layout, layout))
         t_apply = sh(["git", "-C", str(src), "apply", "--", str(patch)])
         try:
-            t_build = sh([ninja_exe(), "-C", str(build), GATE_TEST], env=NO_CCACHE)
+            t_build = sh([ninja_exe(), "-C", str(build), UPSTREAM_TEST, GATE_TEST], env=NO_CCACHE)
             t0 = time.monotonic()
-            subprocess.run([str(build / "bin" / GATE_TEST)], capture_output=True, timeout=600)
+            for test in (UPSTREAM_TEST, GATE_TEST):
+                subprocess.run([str(build / "bin" / test)], capture_output=True, timeout=600)
             t_gate = time.monotonic() - t0
         finally:
             subprocess.run(["git", "-C", str(src), "checkout", "HEAD", "--", *m.paths(series_layout, layout)],

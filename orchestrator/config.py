@@ -57,7 +57,12 @@ def _schema(source_kinds: list[str], source_pieces: list[dict], backend_names: l
                 "type": "object",
                 "additionalProperties": False,
                 "required": ["path", "layout"],
-                "properties": {"path": STR, "layout": {"enum": sorted(LAYOUTS)}},
+                "properties": {
+                    "path": STR,
+                    "layout": {"enum": sorted(LAYOUTS)},
+                    # the maintainers' approval of a new test file: the gate's own patch joins the series
+                    "gate_approval": {"type": "string", "pattern": r"^https://\S+\Z"},
+                },
             },
             "native_tests": STR,
             # the repository that owns the scheduled workflows: they run there only, never in forks
@@ -156,6 +161,7 @@ class Matrix:
     profiles: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
     lines: dict[tuple, int] = field(default_factory=dict, repr=False)
     ci_repository: str = ""  # OWNER/NAME whose schedules run the workflows (matrix.yaml ci.repository)
+    gate_approval: str = ""  # series.gate_approval: the URL where maintainers approved the gate as a new test file
 
     def target(self, name: str) -> Target:
         if name not in self.targets:
@@ -479,4 +485,5 @@ def _resolve(path: Path, data: dict, lines: dict[tuple, int]) -> Matrix:
         profiles,
         lines,
         (data.get("ci") or {}).get("repository", ""),
+        data["series"].get("gate_approval", ""),
     )

@@ -16,7 +16,7 @@ import math
 import os
 import stat
 from pathlib import Path, PurePath
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from .errors import ConfigError
 
@@ -191,23 +191,26 @@ def tail_text(path: PathLike, root: Optional[PathLike], max_bytes: int = 64 * Ki
     return data.decode("utf-8", errors="replace")
 
 
-def copy_file(src: PathLike, dst: PathLike, root: PathLike, kind: str = "log") -> None:
-    """Copy a regular file inside `root` to `dst` in blocks (cap of `kind`); dst is replaced."""
+def copy_file(
+    src: PathLike, dst: PathLike, root: PathLike, kind: str = "log", line: Optional[Callable[[str], str]] = None
+) -> None:
+    """Copy a regular file inside `root` to `dst` line by line (cap of `kind`), each line through
+    `line` (the redaction) when given; dst is replaced."""
     fd, st = _open(Path(src), kind, root)
     limit = cap_of(kind)
-    try:
-        if st.st_size > limit:
-            raise ConfigError(f"{src}: {st.st_size} bytes, more than the {limit} a {kind} file may hold; refused")
-        os.set_blocking(fd, True)
-        total = 0
-        with open(dst, "wb") as out:
-            while block := os.read(fd, 1 * MiB):
-                total += len(block)
-                if total > limit:
-                    raise ConfigError(f"{src}: more than the {limit} bytes a {kind} file may hold; refused")
-                out.write(block)
-    finally:
+    if st.st_size > limit:
         os.close(fd)
+        raise ConfigError(f"{src}: {st.st_size} bytes, more than the {limit} a {kind} file may hold; refused")
+    os.set_blocking(fd, True)
+    total = 0
+    with os.fdopen(fd, "rb") as f, open(dst, "wb") as out:
+        while chunk := f.readline(1 * MiB):  # a line without end is taken a megabyte at a time
+            total += len(chunk)
+            if total > limit:
+                raise ConfigError(f"{src}: more than the {limit} bytes a {kind} file may hold; refused")
+            if line is not None:
+                chunk = line(chunk.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+            out.write(chunk)
 
 
 def is_regular(path: PathLike) -> bool:

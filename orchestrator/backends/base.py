@@ -43,8 +43,14 @@ class BackendModule:
         """Why this machine cannot run the backend's tests (and where they can run), or None."""
         return None
 
+    def own_flags(self, backend: Backend) -> list[str]:
+        """What this module always configures with (its `cmake_flags`, and what it detects)."""
+        return list(self.cmake_flags)
+
     def configure_flags(self, backend: Backend) -> list[str]:
-        return [*self.cmake_flags, *backend.cmake_flags]
+        """The module's flags, then matrix.yaml's: each once (a flag both give is not repeated;
+        a different value for the same variable comes after, so matrix.yaml's wins)."""
+        return list(dict.fromkeys([*self.own_flags(backend), *backend.cmake_flags]))
 
     def test_env(self, backend: Backend) -> dict[str, str]:
         """Environment for configure, build and tests: matrix.yaml's `env` wins over the module's."""

@@ -114,7 +114,7 @@ class Cuda(BackendModule):
             f"machine with an NVIDIA GPU and its driver{hint})"
         )
 
-    def configure_flags(self, backend: Backend) -> list[str]:
+    def own_flags(self, backend: Backend) -> list[str]:
         flags = list(self.cmake_flags)
         nvcc = self.real_nvcc()
         if nvcc:
@@ -127,7 +127,7 @@ class Cuda(BackendModule):
         else:
             # no driver to link against (no libcuda stub) and no GPU to ask: one architecture, no VMM
             flags += ["-DGGML_CUDA_NO_VMM=ON", "-DCMAKE_CUDA_ARCHITECTURES=90"]
-        return [*flags, *backend.cmake_flags]
+        return flags
 
     def device_info(self, backend: Backend) -> DeviceInfo:
         from ..report.model import DeviceInfo  # pydantic: not at `--help` (start-up)

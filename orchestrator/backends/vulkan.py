@@ -104,8 +104,8 @@ class Vulkan(BackendModule):
 
     # ---- the interface ----
 
-    def configure_flags(self, backend: Backend) -> list[str]:
-        return [*self.cmake_flags, *self.sdk().get("cmake_flags", []), *backend.cmake_flags]
+    def own_flags(self, backend: Backend) -> list[str]:
+        return [*self.cmake_flags, *self.sdk().get("cmake_flags", [])]
 
     def test_env(self, backend: Backend) -> dict[str, str]:
         # ggml-vulkan hides CPU-type devices (lavapipe is one) unless they are named visible

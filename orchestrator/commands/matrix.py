@@ -62,17 +62,17 @@ def run(args, matrix, cache) -> ExitCode:
     require_native_tests(matrix)
     matrix.cells(args.profile, args.target, args.backend)  # unknown names: one line now, not after a build
     opts = RunOptions(
-        matrix,
-        cache,
-        results_dir,
-        args.profile,
-        args.target,
-        args.backend,
-        args.build_only,
-        args.rerun,
-        not args.no_mutants,
-        args.parallel,
-        required_backends(matrix, args.require_backend),
+        matrix=matrix,
+        cache=cache,
+        results_dir=results_dir,
+        profile=args.profile,
+        targets=args.target,
+        backends=args.backend,
+        build_only=args.build_only,
+        rerun=args.rerun,
+        no_mutants=args.no_mutants,
+        parallel=args.parallel,
+        require_backends=required_backends(matrix, args.require_backend),
     )
     claim(results_dir, "--results", legacy=made_results)  # marked as the tool's before the first log
     results = run_matrix(opts)

@@ -264,6 +264,7 @@ _BAR = re.compile(
     r"\s+acc=(?P<acc>[^±\s]+)±"
 )
 WARNING = re.compile(r"(?i)\bwarn|will not receive gradients")
+_LOG_TIME = re.compile(r"^\d+\.\d+\.\d+\.\d+\s+")
 
 
 Loss = float  # nan and inf included: a diverged run's loss (written as NaN / Infinity)
@@ -307,6 +308,7 @@ def parse_output(text: str) -> ProgramOutput:
         seg = seg.strip()
         m = _BAR.match(seg)
         if m is None:
+            seg = _LOG_TIME.sub("", seg)  # common's log prefix: a timestamp differs between runs
             if seg and WARNING.search(seg) and len(warnings) < 20 and seg[:300] not in warnings:
                 warnings.append(seg[:300])
             continue
@@ -846,6 +848,7 @@ def provenance_rows(results: FinetuneResults) -> list[tuple[str, str]]:
     checks = "; ".join(
         f"{v.replace('_', ' ')}: {'holds' if (prov.get(v) or {}).get('holds_fix') else 'lacks'} the fix "
         f"(binary sha256 `{str((prov.get(v) or {}).get('sha256', '—'))[:16]}`)"
+        + (f", checked by the {' and the '.join(how)}" if (how := (prov.get(v) or {}).get("how")) else "")
         for v in VARIANTS
         if v in prov
     )

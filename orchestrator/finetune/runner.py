@@ -290,9 +290,10 @@ def gather_inputs(ctx: CellContext, opts: EvidenceOptions, log: Callable[[str], 
 # ---------------------------------------------------------------- build: both variants, under the cell's lock
 
 
-def build_variants(ctx: CellContext, timings: dict) -> dict[str, Path]:
+def build_variants(ctx: CellContext, timings: dict) -> tuple[dict[str, Path], dict[str, dict]]:
     """llama-finetune built with the fix, then with only the fix reverted (the control's tree), each
-    copied out of the build tree: {variant: binary}. The tree is patched again on the way out."""
+    copied out of the build tree: {variant: binary}, and what each was built from (`_sources`).
+    The tree is patched again on the way out."""
     assert ctx.worktree is not None
     llama_dir = str(ctx.worktree.path / ctx.layout.prefix).rstrip("/")
     ctx.plan = BuildPlan(llama_dir, DEFINITIONS, (ft.PROGRAM,), programs=())
@@ -304,18 +305,38 @@ def build_variants(ctx: CellContext, timings: dict) -> dict[str, Path]:
     cmake.require(step, "cmake configure (fine-tuning evidence)")
     timings["configure_s"] = round(time.monotonic() - t0, 2)
     ctx.steps.done("reused" if step.skipped else "configured")
-    binaries = {}
+    binaries, built_from = {}, {}
     for variant in ft.VARIANTS:
         t0, c0 = time.monotonic(), _children_cpu()
         if variant == "with_fix":
             binaries[variant] = _built(ctx, variant)
+            built_from[variant] = _sources(ctx, variant)
         else:
             with fix_reverted(ctx) as reverted:
                 ctx.steps.done(f"reverted {', '.join(reverted)}")
                 binaries[variant] = _built(ctx, variant)
+                built_from[variant] = _sources(ctx, variant)
         timings[f"build_{variant}_s"] = round(time.monotonic() - t0, 2)
         timings[f"build_{variant}_cpu_s"] = round(_children_cpu() - c0, 2)
-    return binaries
+    return binaries, built_from
+
+
+def _sources(ctx: CellContext, variant: str) -> dict:
+    """What a variant was built from, read right after its build: the fix's files as git blob ids
+    in the tree and as expected (the patched commit's, or the base's), and the sha256 of the
+    object each was compiled into (`<file>.o` in the build tree)."""
+    assert ctx.worktree is not None and ctx.repo is not None and ctx.rendered is not None and ctx.snap is not None
+    paths = ctx.rendered.fix_paths()
+    rev = ctx.cell.patched_commit if variant == "with_fix" else ctx.snap.commit
+    objects = {}
+    for p in paths:
+        found = sorted(ctx.build_dir.glob(f"**/{Path(p).name}.o"))
+        objects[p] = hashlib.sha256(found[0].read_bytes()).hexdigest() if found else None
+    return {
+        "blobs": dict(zip(paths, ctx.repo.hash_blobs(ctx.worktree.path, paths), strict=True)),
+        "expected": {p: (ctx.repo.object_id(rev, p) if rev else None) for p in paths},
+        "objects": objects,
+    }
 
 
 def _built(ctx: CellContext, variant: str) -> Path:
@@ -334,25 +355,51 @@ def _built(ctx: CellContext, variant: str) -> Path:
     return dst
 
 
-def check_provenance(binaries: dict[str, Path], markers: tuple[str, ...]) -> dict[str, dict]:
-    """Each binary holds the fix's markers (with_fix) or none of them (without_fix), before any run;
-    a BuildFailed naming the binary otherwise. {variant: {sha256, holds_fix, markers}}."""
-    out = {}
+def check_provenance(
+    binaries: dict[str, Path], markers: tuple[str, ...], built_from: Optional[dict[str, dict]] = None
+) -> dict[str, dict]:
+    """Before any run, each binary is what it claims: built from the fix's files as the patched
+    commit has them (with_fix) or as the base has them (without_fix), each compiled into an object
+    of its own, the two binaries different; and, when the fix adds string literals, the with-fix
+    binary holds them all and the other none. A BuildFailed naming what is wrong otherwise.
+    {variant: {sha256, holds_fix, how it was checked, ...}}."""
+    built_from = built_from or {}
+    out: dict[str, dict] = {}
     for variant, path in binaries.items():
         data = path.read_bytes()
-        holds = ft.holds_fix(data, markers)
         want = variant == "with_fix"
+        name = variant.replace("_", " ")
+        holds = ft.holds_fix(data, markers)
         if markers and holds is not want:
             raise BuildFailed(
-                f"{path}: the {variant.replace('_', ' ')} binary {'lacks' if want else 'holds'} the fix "
+                f"{path}: the {name} binary {'lacks' if want else 'holds'} the fix "
                 f"(looked for the fix's string {markers[0][:60]!r}): the builds are not what they claim; not run"
             )
+        src = built_from.get(variant) or {}
+        wrong = [p for p, blob in (src.get("blobs") or {}).items() if blob != (src.get("expected") or {}).get(p)]
+        if wrong:
+            raise BuildFailed(
+                f"{path}: the {name} binary was built from {', '.join(wrong)} as neither the "
+                f"{'patched commit' if want else 'base'} has it: the builds are not what they claim; not run"
+            )
+        checks = (["fix's strings in the binary"] if markers else []) + (
+            ["fix's files at build time"] if src.get("blobs") else []
+        )
         out[variant] = {
             "sha256": hashlib.sha256(data).hexdigest(),
-            "holds_fix": holds,
+            "holds_fix": want if checks else holds,
+            "checked": bool(checks),
+            "how": checks,
             "markers": list(markers),
-            "checked": bool(markers),
+            **({"sources": src} if src else {}),
         }
+    if len(out) == 2 and out["with_fix"]["checked"]:
+        objs = [tuple(sorted((out[v].get("sources") or {}).get("objects", {}).items())) for v in ft.VARIANTS]
+        if out["with_fix"]["sha256"] == out["without_fix"]["sha256"] or (objs[0] and objs[0] == objs[1]):
+            raise BuildFailed(
+                "the with-fix and without-fix builds of llama-finetune are the same (binary or the fix's "
+                "objects): reverting the fix changed nothing that was compiled; not run"
+            )
     return out
 
 
@@ -510,16 +557,16 @@ def run_evidence(opts: EvidenceOptions, reporter: Reporter) -> EvidenceRun:
             t0 = time.monotonic()
             apply(ctx)
             timings["apply_s"] = round(time.monotonic() - t0, 2)
-            binaries = build_variants(ctx, timings)
+            binaries, built_from = build_variants(ctx, timings)
         ctx.steps.step("provenance", "each binary holds (or lacks) the fix")
-        provenance = check_provenance(binaries, inputs.markers)
+        provenance = check_provenance(binaries, inputs.markers, built_from)
+        said = ", ".join(
+            f"{v.replace('_', ' ')} {'holds' if p['holds_fix'] else 'lacks'} it" for v, p in provenance.items()
+        )
         ctx.steps.done(
-            "checked: "
-            + ", ".join(
-                f"{v.replace('_', ' ')} {'holds' if p['holds_fix'] else 'lacks'} it" for v, p in provenance.items()
-            )
-            if inputs.markers
-            else "not checked: the fix adds no string literal to look for"
+            f"checked: {said} (by the {' and the '.join(provenance['with_fix']['how'])})"
+            if provenance["with_fix"]["checked"]
+            else "not checked: nothing to check it by"
         )
         t0 = time.monotonic()
         pre, pre_path = pretrained_model(ctx, opts.cache, inputs, binaries["with_fix"])

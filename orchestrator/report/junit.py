@@ -17,7 +17,7 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Callable, Optional, Sequence
 
-from ..patchset.layout import GATE_TEST, TESTS
+from ..patchset.layout import GATE_TEST, TESTS, UPSTREAM_TEST
 from .model import (
     AttributionEntry,
     Cell,
@@ -118,6 +118,16 @@ def _test_case(suite: ET.Element, cell: Cell, rec: VariantRecord, test: str, log
     if rec.status == RecordStatus.BUILT:  # --build-only: a device-less machine compiled it, ran nothing
         _mark(case, "skipped", f"built only, not run: {cell.reason}")
         return
+    if (
+        variant == "control"
+        and test == UPSTREAM_TEST
+        and t
+        and t.outcome == Outcome.FAILED
+        and rec.verdict == Verdict.KILLED
+    ):
+        # test-opt's per-step cases fail without the fix by their own check: what they are for
+        ET.SubElement(case, "system-out").text = f"killed: {t.failure_line or t.summary_line or ''}"
+        return
     if variant == "control" and test == GATE_TEST:
         if rec.verdict == Verdict.KILLED:
             ET.SubElement(case, "system-out").text = f"killed: {rec.failure_line or ''}"
@@ -174,6 +184,8 @@ def _suite(parent: ET.Element, cell: Cell, results: Results, log_tail: LogTail =
                 _test_case(suite, cell, rec, test, log_tail)
     for rec in results.mutants_of(cell.cell):
         _mutant_case(suite, cell, rec, log_tail)
+    for rec in results.competing_of(cell.cell):
+        _competing_case(suite, cell, rec)
     _count(suite)
     return suite
 
@@ -206,6 +218,28 @@ def _mutant_case(suite: ET.Element, cell: Cell, rec: VariantRecord, log_tail: Lo
             f"{info.title if info else ''}\nwhy it is wrong: {info.why_wrong if info else ''}"
             + (f"\n{_detail(t, log_tail=log_tail)}" if t else ""),
         )
+
+
+def _competing_case(suite: ET.Element, cell: Cell, rec: VariantRecord) -> None:
+    """A competing fix on the unfixed tree: its verdict as data (equivalent, wrong, invalid), never a
+    failure of this run; skipped when it was not run."""
+    info, j = rec.competing, rec.judged
+    name = info.name if info else rec.variant
+    case = ET.SubElement(
+        suite,
+        "testcase",
+        {
+            "classname": classname(cell.target, cell.backend, "competing"),
+            "name": f"competing fix {name} (judged against the fix)",
+            "time": f"{sum(t.duration_s for t in rec.tests.values()):.3f}",
+            **({"file": file} if (file := suite.get("file")) else {}),
+        },
+    )
+    if rec.status == RecordStatus.SKIPPED or j is None:
+        _mark(case, "skipped", f"competing fix not run: {info.skipped if info and info.skipped else ''}")
+        return
+    where = f"{info.url} ({info.date})" if info else ""
+    ET.SubElement(case, "system-out").text = f"{j.verdict}: {j.reason}\nsource: {where}"
 
 
 def _count(el: ET.Element) -> None:

@@ -63,6 +63,14 @@ class Verdict(Word):
     INVALID = "invalid"  # did not apply, did not build, crashed, timed out
 
 
+class CompetingVerdict(Word):
+    """A competing fix's verdict (a fix proposed elsewhere, applied to the unfixed tree)."""
+
+    EQUIVALENT = "equivalent"  # passes everything the fix passes
+    WRONG = "wrong"  # a test the fix passes fails
+    INVALID = "invalid"  # does not apply or build
+
+
 class AttributionLabel(Word):
     PRE_EXISTING = "pre-existing"  # fails without the fix too
     REGRESSION = "regression"  # passes without the fix
@@ -95,6 +103,7 @@ class Variant(Word):
 
 
 MUTANT_PREFIX = "mutant:"  # a mutant's variant: "mutant:<file name without .patch>"
+COMPETING_PREFIX = "competing:"  # a competing fix's variant: "competing:<file name without .patch>"
 
 # names become folders (a bundle's out/<target>) and commits reach git: never a path or an option
 Name = Annotated[str, Pattern(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
@@ -141,7 +150,7 @@ class TestRecord(Record):
     log: str = ""
     output: Optional[str] = None  # the test's output while the cell runs; never stored
     rows: list[DeviceRow] = Field(default_factory=list)
-    failure_line: Optional[str] = None  # the gate: its failure line (None when it printed none)
+    failure_line: Optional[str] = None  # its first failing case line (the gate: None when it printed none)
     stopped_on: Optional[str] = None  # not passed: the device it was on when it stopped, if known
     summary_line: Optional[str] = None
     skipped: Optional[str] = None  # outcome skipped: why this backend does not run it
@@ -212,6 +221,27 @@ class MutantInfo(Record):
     skipped: Optional[str] = None
 
 
+class CompetingInfo(Record):
+    """A competing fix's header: where it comes from, and why it was not run when it was not."""
+
+    name: str
+    title: str
+    url: str
+    date: str
+    summary: str
+    provenance: str = ""
+    skipped: Optional[str] = None
+
+
+class CompetingJudged(Record):
+    """A competing fix's verdict against what the fix passes, and the first failing case line."""
+
+    verdict: CompetingVerdict
+    reason: str
+    failing_test: Optional[str] = None
+    failure_line: Optional[str] = None
+
+
 class MutantTally(Record):
     """The known-wrong fixes of one cell: how many, killed, and the names of the others."""
 
@@ -222,6 +252,8 @@ class MutantTally(Record):
     survived: list[str] = Field(default_factory=list)
     invalid: list[str] = Field(default_factory=list)
     skipped: Optional[str] = None  # why none ran
+    # per test, how many mutants it kills on its own (test-opt's new cases: what upstream keeps)
+    killed_by: Optional[dict[str, int]] = None
 
 
 class VariantRecord(Record):
@@ -240,6 +272,9 @@ class VariantRecord(Record):
     verdict: Optional[Verdict] = None  # the control's (or a mutant's) verdict (its status too)
     verdict_reason: str = ""
     failure_line: Optional[str] = None  # the gate's own failure line
+    kills: Optional[dict[str, Verdict]] = None  # a mutant: each test's verdict on it, run separately
+    competing: Optional[CompetingInfo] = None
+    judged: Optional[CompetingJudged] = None  # a competing fix's verdict
 
     @model_validator(mode="before")
     @classmethod
@@ -257,6 +292,10 @@ class VariantRecord(Record):
     @property
     def is_mutant(self) -> bool:
         return str(self.variant).startswith(MUTANT_PREFIX)
+
+    @property
+    def is_competing(self) -> bool:
+        return str(self.variant).startswith(COMPETING_PREFIX)
 
     def test(self, name: str) -> Optional[TestRecord]:
         return self.tests.get(name)
@@ -425,6 +464,10 @@ class Results(Record):
     def mutants_of(self, cell_id: str) -> list[VariantRecord]:
         """One cell's mutant records, in the order they ran."""
         return [r for r in self.records if r.cell == cell_id and r.is_mutant]
+
+    def competing_of(self, cell_id: str) -> list[VariantRecord]:
+        """One cell's competing-fix records, in the order they ran."""
+        return [r for r in self.records if r.cell == cell_id and r.is_competing]
 
     def cells_of(self, target: str) -> list[Cell]:
         return [c for c in self.cells if c.target == target]

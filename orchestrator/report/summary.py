@@ -9,7 +9,7 @@ from .. import untrusted
 from ..finetune import section as evidence_section
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..redact import redact, redact_data
-from ..verdicts.mutants import kill_line
+from ..verdicts.mutants import kill_line, tally_line
 from ..verdicts.training import table_markdown
 from .junit import junit_xml
 from .model import (
@@ -110,6 +110,7 @@ def summary_markdown(results: Results) -> str:
     out += _device_section(results)
     out += _attribution_section(cells)
     out += _mutants_section(results)
+    out += _competing_section(results)
     out += _training_section(cells)
     out += [
         "",
@@ -195,7 +196,7 @@ def _device_section(results: Results) -> list[str]:
     any_rows = False
     for c in results.cells:
         recs = results.records_of(c.cell)
-        for dev in _devices({k: v for k, v in recs.items() if not v.is_mutant}):
+        for dev in _devices({k: v for k, v in recs.items() if not v.is_mutant and not v.is_competing}):
             for variant, label in _VARIANTS:
                 rec = recs.get(variant)
                 if rec is None:
@@ -255,8 +256,9 @@ def _attribution_section(cells: list[Cell]) -> list[str]:
 
 
 def _mutants_section(results: Results) -> list[str]:
-    """Each known-wrong fix (native_tests/mutants/) per cell: the gate must kill every one. Its
-    verdict and the gate's first FAIL line (or, when it was not killed, why)."""
+    """Each known-wrong fix (native_tests/mutants/) per cell, each test judging it separately:
+    which test kills it (test-opt's new cases are what upstream keeps), and the first FAIL line
+    (or, when it was not killed, why)."""
     rows = [(c, r) for c in results.cells for r in results.mutants_of(c.cell)]
     if not rows:
         return []
@@ -264,8 +266,15 @@ def _mutants_section(results: Results) -> list[str]:
     for c in results.cells:
         recs = results.mutants_of(c.cell)
         if recs:
-            out.append(f"- **{c.cell}**: " + kill_line([r.verdict for r in recs]))
-    out += ["", "| cell | mutant | verdict | first FAIL line (or why) |", "|---|---|---|---|"]
+            tally = c.mutants
+            by = (tally.killed_by if tally else None) or {}
+            line = tally_line(tally.total, by) if tally and UPSTREAM_TEST in by else ""
+            out.append(f"- **{c.cell}**: " + (line or kill_line([r.verdict for r in recs])))
+    out += [
+        "",
+        f"| cell | mutant | verdict | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line (or why) |",
+        "|---|---|---|---|---|---|",
+    ]
     for c, r in rows:
         info = r.mutant
         verdict = r.verdict or r.status
@@ -274,7 +283,35 @@ def _mutants_section(results: Results) -> list[str]:
             if r.verdict == Verdict.KILLED and r.failure_line
             else (r.verdict_reason or (info and info.skipped) or "")
         )
-        out.append(f"| {c.cell} | {info.name if info else r.variant} | **{verdict}** | {why} |")
+        kills = r.kills or {}
+        out.append(
+            f"| {c.cell} | {info.name if info else r.variant} | **{verdict}** | "
+            f"{kills.get(UPSTREAM_TEST, '—')} | {kills.get(GATE_TEST, '—')} | {why} |"
+        )
+    return out
+
+
+def _competing_section(results: Results) -> list[str]:
+    """Each competing fix (native_tests/competing/) per cell, applied to the unfixed tree: equivalent,
+    wrong (the first failing case line) or invalid, and where it comes from."""
+    rows = [(c, r) for c in results.cells for r in results.competing_of(c.cell)]
+    if not rows:
+        return []
+    out = [
+        "",
+        "## Competing fixes (proposed elsewhere, applied to the unfixed tree)",
+        "",
+        "| cell | fix | source | verdict | first failing line (or why) |",
+        "|---|---|---|---|---|",
+    ]
+    for c, r in rows:
+        info, j = r.competing, r.judged
+        verdict = j.verdict if j else r.status
+        why = f"{j.failing_test}: `{j.failure_line}`" if j and j.failure_line else (j.reason if j else "")
+        if info and info.skipped:
+            why = info.skipped
+        src = f"[{info.date}]({info.url})" if info else ""
+        out.append(f"| {c.cell} | {info.name if info else r.variant} | {src} | **{verdict}** | {why} |")
     return out
 
 

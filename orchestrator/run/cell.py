@@ -1,17 +1,18 @@
 """One cell of the matrix as a pipeline of named steps, in one place:
 
-    fetch -> apply -> configure -> build -> test -> control -> mutants -> training -> conclude -> store
+    fetch -> apply -> configure -> build -> test -> control -> mutants -> competing -> training -> conclude -> store
 
 (STEPS names them.) Each step is a small function of the cell's context (`CellContext`): what the cell is (target,
 backend and its module, its folders), what the steps found so far (the snapshot, the rendered
 series, the worktree, the build plan) and what it records (a `Cell` and its `VariantRecord`s,
-report/model.py). A step may end the pipeline early (`ctx.done`: a cached result). A BuildFailed
+report/model.py). A step may end the pipeline early by returning Stop (a cached result). A BuildFailed
 fails the cell, any other GgmlPatchError is the cell's error; the other cells go on.
 Bundle verification runs configure, build and test on a context of its own (upstream/bundle.py).
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import shutil
 import sys
@@ -33,11 +34,15 @@ from ..patchset.render import render
 from ..patchset.series import Series
 from ..progress import Reporter
 from ..report.model import (
+    COMPETING_PREFIX,
     MUTANT_PREFIX,
     Build,
     CachedFrom,
     Cell,
     CellStatus,
+    CompetingInfo,
+    CompetingJudged,
+    CompetingVerdict,
     DeviceRow,
     MutantInfo,
     MutantTally,
@@ -52,7 +57,9 @@ from ..report.model import (
 from ..vcs.runner import GitError
 from ..vcs.snapshots import SnapshotRepo, Worktree
 from ..verdicts import attribution, classify, training
-from ..verdicts.mutants import Mutant, mutant_verdict
+from ..verdicts.competing import CompetingFix, first_failing_line, load_competing
+from ..verdicts.competing import judge as judge_competing
+from ..verdicts.mutants import Mutant, overall_verdict, per_test_verdicts
 from . import cmake, resultcache, toolchain
 from .testrun import TestRun, run_test
 
@@ -108,12 +115,12 @@ class CellContext:
     build_only_reason: Optional[str] = None  # --build-only on a machine without the device: build, run nothing
     rerun: bool = False  # ignore a cached result
     mutant_files: list[Mutant] = field(default_factory=list)  # native_tests/mutants/*.patch
-    mutants_enabled: bool = True  # False: --no-mutants
+    no_mutants: bool = False  # --no-mutants (no competing fixes either)
+    competing_files: list[CompetingFix] = field(default_factory=list)  # native_tests/competing/*.patch
     programs: bool = True  # build and run the training program beside the tests
     build_subdir: str = "build"  # the build tree under cell_dir (the fine-tuning evidence has its own)
     records: list[VariantRecord] = field(default_factory=list)
     # found by the steps
-    done: bool = False  # the rest of the pipeline has nothing to do (a cached result)
     snap: Optional[sources.Snapshot] = None
     rendered: Optional[Series] = None
     env: dict[str, str] = field(default_factory=dict)
@@ -161,7 +168,13 @@ def fetch(ctx: CellContext) -> None:
     ctx.steps.done(snap.description)
 
 
-def apply(ctx: CellContext) -> None:
+class Stop(enum.Enum):
+    """What a step returns to end the pipeline: the rest has nothing to do."""
+
+    CACHED = "the cached result of exactly these inputs"
+
+
+def apply(ctx: CellContext) -> Optional[Stop]:
     """The series rendered into the target's layout, on the base: or the cached result of exactly
     these inputs, which ends the pipeline."""
     assert ctx.series is not None and ctx.snap is not None and ctx.repo is not None
@@ -176,8 +189,7 @@ def apply(ctx: CellContext) -> None:
     if not ctx.rerun and reuse_cached(ctx):
         ctx.timed("apply", t0)
         ctx.steps.done(f"cached result, nothing changed (key {ctx.key[:12]}; --rerun to run it again)")
-        ctx.done = True
-        return
+        return Stop.CACHED
     ctx.worktree = Worktree(repo, ctx.cell_dir / "src")
     try:
         head = apply_series(ctx.worktree, snap.commit, ctx.rendered, ctx.cell_dir)
@@ -186,6 +198,7 @@ def apply(ctx: CellContext) -> None:
     ctx.cell.patched_commit = head
     ctx.timed("apply", t0)
     ctx.steps.done(f"patched commit {head[:12]}")
+    return None
 
 
 def configure(ctx: CellContext) -> None:
@@ -297,10 +310,11 @@ def _judge_control(ctx: CellContext, rec: VariantRecord) -> None:
 
 def run_mutants(ctx: CellContext) -> None:
     """Each known-wrong fix (native_tests/mutants/) on the patched tree: rendered into the
-    target's layout, applied, the gate target alone rebuilt (one translation unit and the relinks),
-    the gate run, the files put back (whatever happens). Nothing is rebuilt after a restore: the
-    next mutant's build recompiles the file once, and no later step runs a binary (the next run's
-    build sees the restored file newer than its object). No mutants: nothing to do, nothing recorded."""
+    target's layout, applied, the two tests rebuilt (one translation unit and the relinks), each
+    test run and judged separately (which test kills it), the files put back (whatever happens).
+    Nothing is rebuilt after a restore: the next mutant's build recompiles the file once, and no
+    later step runs a binary (the next run's build sees the restored file newer than its object).
+    No mutants: nothing to do, nothing recorded."""
     if not ctx.mutant_files:
         return
     if ctx.module.no_mutants:  # none run, none recorded: the plain backend's cell has them
@@ -321,7 +335,25 @@ def run_mutants(ctx: CellContext) -> None:
         killed=sum(1 for r in recs if r.verdict == Verdict.KILLED),
         survived=[r.mutant.name for r in recs if r.verdict == Verdict.SURVIVED and r.mutant],
         invalid=[r.mutant.name for r in recs if r.verdict == Verdict.INVALID and r.mutant],
+        killed_by={t: sum(1 for r in recs if (r.kills or {}).get(t) == Verdict.KILLED) for t in _judged_tests(ctx)},
     )
+
+
+def run_competing(ctx: CellContext) -> None:
+    """Each competing fix (native_tests/competing/, proposed elsewhere) on the UNFIXED tree (the
+    control's tree: the fix reverted, the tests kept): applied, the tests rebuilt and run, judged
+    against what the fix passes (equivalent, wrong with its first failing line, invalid), the
+    files put back. No competing fixes: nothing to do, nothing recorded."""
+    if not ctx.competing_files or ctx.module.no_mutants:  # as the mutants: the plain backend's cell has them
+        return
+    skipped = _why_mutants_are_skipped(ctx)
+    if skipped:
+        ctx.records += [_competing_record(ctx, c, RecordStatus.SKIPPED, skipped) for c in ctx.competing_files]
+        return
+    t0 = time.monotonic()
+    with fix_reverted(ctx):
+        ctx.records += [_run_competing(ctx, c) for c in ctx.competing_files]
+    ctx.timed("competing", t0)
 
 
 def compare_training(ctx: CellContext) -> None:
@@ -385,7 +417,7 @@ def store(ctx: CellContext) -> None:
     )
 
 
-Step = Callable[[CellContext], None]
+Step = Callable[[CellContext], Optional[Stop]]
 STEPS: tuple[tuple[str, Step], ...] = (
     ("fetch", fetch),
     ("apply", apply),
@@ -394,6 +426,7 @@ STEPS: tuple[tuple[str, Step], ...] = (
     ("test", run_tests),
     ("control", control),
     ("mutants", run_mutants),
+    ("competing", run_competing),
     ("training", compare_training),
     ("conclude", conclude),
     ("store", store),
@@ -401,12 +434,10 @@ STEPS: tuple[tuple[str, Step], ...] = (
 
 
 def run_steps(ctx: CellContext, names: Optional[tuple[str, ...]] = None) -> None:
-    """The steps in order (or only those `names`), until one says the rest has nothing to do."""
+    """The steps in order (or only those `names`), until one returns Stop."""
     for name, step in STEPS:
-        if ctx.done:
+        if (names is None or name in names) and step(ctx) is not None:
             return
-        if names is None or name in names:
-            step(ctx)
 
 
 # ---------------------------------------------------------------- one cell, start to end
@@ -459,7 +490,8 @@ def run_cell(
         build_only_reason=why if action == "build-only" else None,
         rerun=opts.rerun,
         mutant_files=list(mutant_files or []),
-        mutants_enabled=opts.mutants,
+        no_mutants=opts.no_mutants,
+        competing_files=load_competing(opts.matrix),
     )
     try:
         with opts.cache.lock(f"cell-{cell_id}"):
@@ -513,7 +545,12 @@ def cache_inputs(ctx: CellContext) -> dict:
         "toolchain": toolchain.versions(),
         # a backend that runs no mutant keeps its key when they change
         "mutants": {} if ctx.module.no_mutants else {m.name: [f.text for f in m.files] for m in ctx.mutant_files},
-        "mutants_enabled": ctx.mutants_enabled,
+        **(
+            {"competing": {c.name: [f.text for f in c.files] for c in ctx.competing_files}}
+            if ctx.competing_files and not ctx.module.no_mutants
+            else {}
+        ),
+        "mutants_enabled": not ctx.no_mutants,  # the key's name kept: cached results stay valid
         # only where a backend skips tests, so every other cell keeps its key
         **({"skip_tests": ctx.skipped_tests} if ctx.skipped_tests else {}),
     }
@@ -703,7 +740,8 @@ def record_of_run(run: TestRun) -> TestRecord:
         rows=[DeviceRow.model_validate(r) for r in rows],
         summary_line=_summary_line(run.output),
         gate=gate,
-        failure_line=classify.gate_failure_line(run.output) if gate else None,
+        # the first failing case line: the gate's row, or test-opt's FAIL line of a case
+        failure_line=classify.gate_failure_line(run.output) if gate else first_failing_line(run.name, run.output),
         # the device it was on when it died, if any
         stopped_on=attribution.crash_device(run.output) if outcome != classify.PASSED else None,
         output=run.output,
@@ -720,13 +758,19 @@ def _summary_line(output: str) -> Optional[str]:
 # ---------------------------------------------------------------- mutants
 
 
+def _judged_tests(ctx: CellContext) -> list[str]:
+    """The tests a known-wrong or competing fix is judged by: those that pass with the fix."""
+    assert ctx.patched is not None
+    return [t for t in TESTS if ctx.patched.outcome(t) == classify.PASSED]
+
+
 def _why_mutants_are_skipped(ctx: CellContext) -> Optional[str]:
-    if not ctx.mutants_enabled:
+    if ctx.no_mutants:
         return "--no-mutants"
     if not ctx.runs_tests:
         return f"tests not run: {ctx.build_only_reason}"
-    if not ctx.patched or ctx.patched.outcome(GATE_TEST) != classify.PASSED:
-        return "the gate does not pass with the fix, so a known-wrong fix proves nothing"
+    if not ctx.patched or not _judged_tests(ctx):
+        return "no test passes with the fix, so a known-wrong fix proves nothing"
     return None
 
 
@@ -743,32 +787,91 @@ def _mutant_record(ctx: CellContext, m: Mutant, status: RecordStatus, skipped: O
     )
 
 
-def _run_mutant(ctx: CellContext, m: Mutant) -> VariantRecord:
-    """One mutant on the patched tree: applied, rebuilt, the gate run, judged; the files it
-    changed restored on the way out, whatever happened."""
-    assert ctx.worktree is not None and ctx.series is not None and ctx.plan is not None
-    variant = f"{MUTANT_PREFIX}{m.name}"
-    src = get_layout(ctx.series.layout)
-    patch = ctx.cell_dir / "mutants" / f"{m.name}.patch"
+def _variant_tests(
+    ctx: CellContext, variant: str, name: str, kind: str, patch_text: str, paths: list[str], rec: VariantRecord
+) -> Optional[str]:
+    """One diff applied to the tree as it is, the judged tests rebuilt and run into `rec`, the
+    files put back whatever happened; the apply error, if any."""
+    assert ctx.worktree is not None
+    patch = ctx.cell_dir / kind / f"{name}.patch"
     patch.parent.mkdir(parents=True, exist_ok=True)
-    patch.write_text(m.rendered(src, ctx.layout), encoding="utf-8")
-    paths = m.paths(src, ctx.layout)
-    rec = _mutant_record(ctx, m, RecordStatus.PENDING)
-    apply_error, gate = None, None
-    ctx.steps.step(f"mutant {m.name}", m.title)
-    with files_kept(ctx.worktree.path, paths):  # the patched tree again, whatever happened
+    patch.write_text(patch_text, encoding="utf-8")
+    apply_error = None
+    with files_kept(ctx.worktree.path, paths):  # the tree as it was, whatever happened
         try:
             ctx.worktree.apply(patch)
         except GitError as e:
             apply_error = e.line
         ctx.steps.done("applied" if apply_error is None else f"did not apply: {apply_error}")
         if apply_error is None:
-            # the gate alone: test-opt and the training program are not run on a mutant, so never relinked
-            built = build_variant(ctx, variant, (GATE_TEST,), f"mutant-{m.name}")
+            # the tests alone: the training program is not run here, so never relinked
+            tests = tuple(_judged_tests(ctx))
+            built = build_variant(ctx, variant, tests, f"{kind.removesuffix('s')}-{name}")
             rec.build = built.build
             if built.status == RecordStatus.BUILT:
-                gate = rec.tests[GATE_TEST] = _run_test(ctx, variant, GATE_TEST, f"mutant-{m.name}")
-    v = mutant_verdict(apply_error, bool(rec.build and rec.build.ok), gate)
+                for t in tests:
+                    rec.tests[t] = _run_test(ctx, variant, t, f"{kind.removesuffix('s')}-{name}")
+    return apply_error
+
+
+def _run_mutant(ctx: CellContext, m: Mutant) -> VariantRecord:
+    """One mutant on the patched tree: applied, rebuilt, each test run and judged on its own."""
+    assert ctx.series is not None
+    variant = f"{MUTANT_PREFIX}{m.name}"
+    src = get_layout(ctx.series.layout)
+    rec = _mutant_record(ctx, m, RecordStatus.PENDING)
+    ctx.steps.step(f"mutant {m.name}", m.title)
+    apply_error = _variant_tests(
+        ctx, variant, m.name, "mutants", m.rendered(src, ctx.layout), m.paths(src, ctx.layout), rec
+    )
+    per_test = per_test_verdicts(apply_error, bool(rec.build and rec.build.ok), rec.tests, _judged_tests(ctx))
+    v = overall_verdict(per_test)
     rec.status, rec.verdict, rec.verdict_reason = RecordStatus(v.verdict.value), v.verdict, v.reason
-    rec.failure_line = classify.gate_failure_line(gate.output or "") if gate else None
+    rec.kills = {t: pv.verdict for t, pv in per_test.items()}
+    killer = next((t for t, pv in per_test.items() if pv.verdict == Verdict.KILLED), None)
+    rec.failure_line = first_failing_line(killer, rec.tests[killer].output or "") if killer else None
+    return rec
+
+
+def _competing_record(
+    ctx: CellContext, c: CompetingFix, status: RecordStatus, skipped: Optional[str] = None
+) -> VariantRecord:
+    cell = ctx.cell
+    info = CompetingInfo(
+        name=c.name, title=c.title, url=c.url, date=c.date, summary=c.summary, provenance=c.provenance, skipped=skipped
+    )
+    return VariantRecord(
+        cell=cell.cell,
+        target=cell.target,
+        backend=cell.backend,
+        variant=f"{COMPETING_PREFIX}{c.name}",
+        status=status,
+        competing=info,
+    )
+
+
+def _run_competing(ctx: CellContext, c: CompetingFix) -> VariantRecord:
+    """One competing fix on the unfixed tree: applied, rebuilt, both tests run, judged."""
+    assert ctx.series is not None and ctx.patched is not None
+    src = get_layout(ctx.series.layout)
+    rec = _competing_record(ctx, c, RecordStatus.PENDING)
+    ctx.steps.step(f"competing fix {c.name}", c.title)
+    variant = f"{COMPETING_PREFIX}{c.name}"
+    apply_error = _variant_tests(
+        ctx, variant, c.name, "competing", c.rendered(src, ctx.layout), c.paths(src, ctx.layout), rec
+    )
+    j = judge_competing(
+        apply_error,
+        bool(rec.build and rec.build.ok),
+        rec.tests,
+        {t: ctx.patched.outcome(t) for t in TESTS},
+    )
+    rec.judged = CompetingJudged(
+        verdict=j.verdict, reason=j.reason, failing_test=j.failing_test, failure_line=j.failure_line
+    )
+    rec.status = {
+        CompetingVerdict.EQUIVALENT: RecordStatus.PASSED,
+        CompetingVerdict.WRONG: RecordStatus.FAILED,
+    }.get(j.verdict, RecordStatus.INVALID)
+    ctx.steps.verdict(f"{c.name}: {j.verdict.value}" + (f" ({j.failure_line})" if j.failure_line else ""))
     return rec

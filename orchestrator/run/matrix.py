@@ -19,12 +19,13 @@ from ..patchset.series import Series
 from ..progress import Reporter
 from ..report.model import Parallel, Results, SeriesInfo, SeriesPatch, overall_exit_code
 from ..vcs.snapshots import SnapshotRepo
+from ..verdicts.competing import load_competing
 from ..verdicts.mutants import load_mutants
 from . import cmake
 from .cell import run_cell
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunOptions:
     matrix: Matrix
     cache: Cache
@@ -34,7 +35,7 @@ class RunOptions:
     backends: list[str] = field(default_factory=list)
     build_only: bool = False  # build (not skip) cells whose toolchain is here but whose device is not
     rerun: bool = False  # ignore cached cell results
-    mutants: bool = True  # run the known-wrong fixes of native_tests/mutants/ (False: --no-mutants)
+    no_mutants: bool = False  # --no-mutants: the known-wrong fixes of native_tests/mutants/ not run
     parallel: Optional[int] = None  # cells at once (default: as many as cores, at most the cells)
     require_backends: tuple[str, ...] = ()  # a skip of these is a failure (a CI runner meant to have them)
 
@@ -63,6 +64,7 @@ def cheapest_first(cells: Sequence[tuple[Target, Backend]], backend_cost: Mappin
 def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Optional[CancelToken] = None) -> Results:
     series = load_series(opts.matrix)
     mutant_files = load_mutants(opts.matrix)  # a malformed one is refused here, before any cell runs
+    load_competing(opts.matrix)  # likewise (each cell reads them again)
     matrix_cells = opts.matrix.cells(opts.profile, opts.targets, opts.backends)
     order = cheapest_first(matrix_cells, {b.name: backends.get(b.name).relative_cost for _, b in matrix_cells})
     cells = [matrix_cells[i] for i in order]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 import threading
 import time
 from typing import Callable, Optional
@@ -101,10 +102,7 @@ def fetch(
     finished = done.wait(limit)
     if not finished:
         stop.set()
-        resp = box.get("resp")
-        if resp is not None:
-            resp.close()  # the worker's read fails; it writes nothing more
-        session.close()
+        _shutdown(box.get("resp"))  # the worker's blocked read ends; it writes nothing more
         raise SourceUnreachable(
             f"{what}: {redact(url)} did not finish within {time.monotonic() - t0:.0f} s "
             "(GGML_PATCH_HTTP_DEADLINE_S); stopped"
@@ -116,6 +114,17 @@ def fetch(
         code, reason = box["status"]
         raise HttpStatus(code, f"{what}: {redact(url)} answered HTTP {code} {reason}")
     return box["headers"], box["url"]
+
+
+def _shutdown(resp: Optional[requests.Response]) -> None:
+    """Wake a read blocked in the worker: shut the socket down (closing the response from this
+    thread would wait for the worker's buffered-reader lock, as long as the server trickles)."""
+
+    try:
+        sock = resp.raw._connection.sock  # type: ignore[union-attr]
+        sock.shutdown(socket.SHUT_RDWR)
+    except (AttributeError, OSError):
+        pass
 
 
 class HttpStatus(SourceUnavailable):

@@ -37,6 +37,7 @@ from ..run import toolchain
 from ..run.cell import CellContext, CellProgress, run_steps
 from ..vcs.snapshots import SnapshotRepo, Worktree
 from ..verdicts.known_limits import as_json, load_known_limits
+from ..verdicts.related import load_related
 from ..verdicts.training import can_plot, plot
 from . import authorship, cover, documents, policy
 from .manifest import validate
@@ -285,10 +286,10 @@ class BundleResult:
 def make_bundles(opts: BundleOptions) -> tuple[list[BundleResult], list[str]]:
     """Every bundle the results allow, and the targets left out (with why). Refuses, writing
     nothing, when the results do not prove the fix (unless allow_incomplete)."""
-
     results, results_sha = load_results_dir(opts.results_dir)
     chosen = _chosen_targets(results, opts.targets, opts.results_dir)
     limits = load_known_limits(Path(opts.matrix.series_dir))  # malformed: one line, exit 2, before any work
+    related = load_related(Path(opts.matrix.series_dir))  # likewise
     found = [p for p in problems(results, load_series(opts.matrix).sha256) if p.target in (None, *chosen)]
     if found and not opts.allow_incomplete:
         raise BundleRefused(refusal_message(found))
@@ -298,7 +299,7 @@ def make_bundles(opts: BundleOptions) -> tuple[list[BundleResult], list[str]]:
             left_out.append(f"{target}: the series was never applied in this run, so there is nothing to send")
             continue
         warnings = [p.text for p in found if p.target in (None, target)]
-        made.append(bundle_target(opts, results, results_sha, target, warnings, limits))
+        made.append(bundle_target(opts, results, results_sha, target, warnings, limits, related))
     if not made:
         raise BundleRefused("nothing to bundle: " + "; ".join(left_out))
     return made, left_out
@@ -349,6 +350,7 @@ def bundle_target(
     target_name: str,
     warnings: list[str],
     known_limits: tuple = (),
+    related: tuple = (),
 ) -> BundleResult:
 
     matrix, cache = opts.matrix, opts.cache
@@ -406,6 +408,7 @@ def bundle_target(
             canonical_paths=load_series(matrix).paths(),
             read_file=lambda path: repo.read_blob(base, path),
             known_limits=known_limits,
+            related=related,
             finetune=finetune,
         )
     files_text: dict[str, str | bytes] = {**dict(patches), **docs.files}

@@ -70,6 +70,7 @@ def documents(
     read_file,
     known_limits: tuple = (),
     finetune=None,
+    related: tuple = (),
 ) -> Documents:
     """read_file(path) -> the target's file at its base commit (None when absent): the sync script.
     finetune: the fine-tuning evidence of this target (results/evidence/finetune.json, validated), or None."""
@@ -104,7 +105,15 @@ def documents(
         sync = parse_sync_script(script, text) if script and text else None
         report = compare(sync, canonical_paths, series_paths(patches)) if sync else None
     ready = readiness.run(
-        policy, patches, texts, cover if policy.takes_pull_request else None, cover_problems, sync, report, script
+        policy,
+        patches,
+        texts,
+        cover if policy.takes_pull_request else None,
+        cover_problems,
+        sync,
+        report,
+        script,
+        related=related,
     )
     reasons = cover_problems + [f"{c.name}: {c.detail}" + (f" ({c.where[0]})" if c.where else "") for c in ready.failed]
     if policy.takes_pull_request:

@@ -304,6 +304,7 @@ _RULES: dict[str, tuple[_Phrase, ...]] = {
         _Phrase(r"\bmust include a reproducible issue\b"),
         _Phrase((r"\bopen an issue\b", r"\bbefore\b")),
     ),
+    "existing_pr_first": (_Phrase((r"\bexisting (pr|pull[- ]request)s?\b", r"\bsame change\b")),),
     "regression_test_required": (_Phrase((r"\bregression test\b", r"\bfails before\b")),),
     "disclosure_required": (  # disclosing AI use, not any disclosure (security reports...)
         _Phrase((r"\bdisclose\b", r"\bAI\b"), across=True),

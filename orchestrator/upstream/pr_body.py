@@ -16,9 +16,11 @@ from ..finetune.results import FinetuneResults
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..redact import redact
 from ..report.model import Provenance, Results
+from ..verdicts.competing import first_failing_line
 from ..verdicts.known_limits import FILE as _LIMITS_FILE
 from ..verdicts.known_limits import KnownLimit
 from ..verdicts.known_limits import table as limits_table
+from ..verdicts.mutants import tally_line
 from ..verdicts.training import table_markdown
 from . import cover as C
 from . import views as B
@@ -180,12 +182,17 @@ def _build_commands(layout: str, targets: tuple[str, ...]) -> list[str]:
     ]
 
 
+def _series_tests(patch_names: list[str]) -> tuple[str, ...]:
+    """The tests the series' patches build: test-opt, and the gate only when a patch adds it."""
+    return (UPSTREAM_TEST, GATE_TEST) if any(GATE_TEST in n for n in patch_names) else (UPSTREAM_TEST,)
+
+
 def reproduce_fixed(results: Results, target: str, patch_names: list[str], layout: str) -> list[str]:
     """The series on the base, the two tests built and run: what the cells did with the fix."""
     return [
         f"git checkout --detach {_base(results, target)}",
         f"git am {' '.join(patch_names)}",
-        *_build_commands(layout, (UPSTREAM_TEST, GATE_TEST)),
+        *_build_commands(layout, _series_tests(patch_names)),
     ]
 
 
@@ -200,8 +207,94 @@ def reproduce_bug(
     return [
         f"git checkout --detach {_base(results, target)}",
         f"git am {' '.join(tests)}",
-        *_build_commands(layout, (GATE_TEST,)),
+        *_build_commands(layout, _series_tests(patch_names)),
     ]
+
+
+def _details(summary: str, lines: list[str]) -> list[str]:
+    """A folded block: GitHub shows its summary line only, until opened."""
+    return ["", f"<details><summary>{summary}</summary>", "", *lines, "", "</details>"]
+
+
+def before_fix_lines(results: Results, target: str) -> list[str]:
+    """The first failing line of each test with the fix reverted (test-opt's new cases, then the gate), once each."""
+    out = []
+    for _, control in _controls(results, target):
+        if not control:
+            continue
+        t = control.test(UPSTREAM_TEST)
+        line = (t.failure_line or first_failing_line(UPSTREAM_TEST, t.output or "")) if t else None
+        for x in (line, control.failure_line):
+            if x:
+                out.append(ascii_text(x))
+    return list(dict.fromkeys(out))
+
+
+def short_cell_table(results: Results, target: str) -> list[str]:
+    """One row per cell (backend x device): test-opt with its new cases, the gate, the control."""
+    out = [
+        f"| cell | device | {UPSTREAM_TEST} (with the new cases) | gate ({GATE_TEST}) | control (fix reverted) |",
+        "|---|---|---|---|---|",
+    ]
+    for c in results.cells_of(target):
+        recs = results.records_of(c.cell)
+        patched, control = recs.get("patched"), recs.get("control")
+        device = B.device_text(c.device) or NONE
+        ctl = NONE
+        if control and control.verdict:
+            failing = [t for t in (UPSTREAM_TEST, GATE_TEST) if control.outcome(t) == "failed"]
+            ctl = f"{control.verdict}" + (f" ({', '.join(failing)} fail)" if failing else "")
+        elif c.status in B.NOT_RUN:
+            ctl = f"{c.status}: {B.one_line(c.reason)[:80]}"
+        out.append(
+            f"| {_v(c.cell)} | {_cell_text(device)[:60]} | {_code(_summary(patched, UPSTREAM_TEST))} | "
+            f"{_code(_summary(patched, GATE_TEST))} | {_cell_text(ctl)} |"
+        )
+    return out
+
+
+def kill_matrix_line(results: Results, target: str) -> Optional[str]:
+    """ "N known-wrong fixes: K killed by test-opt alone (...)", from the first cell that ran them."""
+    for c in results.cells_of(target):
+        t = c.mutants
+        if t and t.total and t.killed_by and UPSTREAM_TEST in t.killed_by:
+            return tally_line(t.total, t.killed_by)
+    return None
+
+
+def competing_table(results: Results, target: str) -> list[str]:
+    """Each competing fix (proposed elsewhere) on the unfixed tree, from the first cell that judged it."""
+    seen: dict[str, list[str]] = {}
+    for c in results.cells_of(target):
+        for r in results.competing_of(c.cell):
+            info, j = r.competing, r.judged
+            if not info or not j or info.name in seen:
+                continue
+            line = f"`{ascii_text(j.failure_line)}`" if j.failure_line else _cell_text(j.reason)
+            seen[info.name] = [
+                f"| [{_cell_text(info.title)[:70]}]({info.url}) | {info.date} | **{j.verdict}** | "
+                f"{j.failing_test or NONE} | {line} |"
+            ]
+    if not seen:
+        return []
+    return [
+        "| competing fix | date | verdict | test | first failing line |",
+        "|---|---|---|---|---|",
+        *[row for rows in seen.values() for row in rows],
+    ]
+
+
+def case_table(results: Results, target: str) -> list[str]:
+    """backend x device x test x case (named), with the fix and with it reverted."""
+    out = [
+        "| backend | device | test | case | with the fix | fix reverted | first wrong step | w | expected |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in B.outcome_rows(results, target):
+        case = r.get("case") or r["optimizer"] or (f"opt_period={r['opt_period']}" if r["opt_period"] else None)
+        vals = [r["backend"], r["device"], r["test"], case, r["with_fix"], r["reverted"], r["step"], r["w"]]
+        out.append("| " + " | ".join([*(_v(v) for v in vals), _v(r["expected"])]) + " |")
+    return out
 
 
 def evidence(
@@ -215,24 +308,39 @@ def evidence(
     known_limits: tuple[KnownLimit, ...] = (),
     finetune: Optional[FinetuneResults] = None,
 ) -> list[str]:
-    """Everything the tool puts under "Additional information": data only, ASCII. `known_limits`:
-    the contributor's patches/known-limits.yaml (what the series leaves as it is), as a table."""
+    """Everything the tool puts under "Additional information": data only, ASCII. Visible: the
+    failing lines before the fix, one table of cells, the kill-matrix line, the competing fixes,
+    the reproduce commands; the rest (per-case rows, the run's record, known limits, base commits,
+    toolchain, fine-tuning tables) in <details> blocks. `known_limits`: patches/known-limits.yaml."""
     cells = results.cells_of(target)
     layout = cells[0].layout if cells else ""
-    out = [
-        "### Evidence (ggml-patch results.json)",
-        "",
+    out = []
+    lines = before_fix_lines(results, target)
+    if lines:
+        out += ["Before the fix (the series' tests with the fix reverted):", "", "```", *lines, "```", ""]
+    out += short_cell_table(results, target)
+    kill = kill_matrix_line(results, target)
+    if kill:
+        out += ["", f"Known-wrong fixes (native_tests/mutants/): {ascii_text(kill)}."]
+    comp = competing_table(results, target)
+    if comp:
+        out += ["", "Fixes proposed elsewhere, applied to the unfixed tree:", "", *comp]
+    out += ["", "Reproduce:", "", "```sh", *reproduce_fixed(results, target, patch_names, layout), "```"]
+    bug = reproduce_bug(results, target, commits, patch_names, layout)
+    if bug:
+        out += _details("Without the fix", ["```sh", *bug, "```"])
+    tuned = finetune_lines(finetune, "####")
+    if tuned:
+        out += _details("Fine-tuning with llama-finetune, with and without the fix", tuned)
+    out += _details("Per-case results (backend x device x test x case)", case_table(results, target))
+    record = [
         "| | |",
         "|---|---|",
         f"| results.json sha256 | `{results_sha256}` |",
         f"| run started | {_v(results.started_at)} |",
         f"| profile | {_v(results.profile)} |",
         f"| series sha256 | `{results.series.sha256}` |",
-        "",
-        "#### Cells",
-        "",
     ]
-    out += cell_table(results, target)
     notes = [
         f"- {ascii_text(c.cell)} device: {ascii_text(B.device_text(c.device))}"
         for c in cells
@@ -245,51 +353,39 @@ def evidence(
         f"- {ascii_text(cell)}: {ascii_text(test)} not run on this backend: {ascii_text(B.one_line(why))}"
         for cell, test, why in B.skipped_tests(results, target)
     ]
-    if notes:
-        out += [""] + notes
-    out += ["", "#### Outcomes: backend x device x optimizer", ""]
-    out += outcome_table(results, target)
-    out += ["", "#### Negative control: the gate with the fix reverted", ""]
     for c, control in _controls(results, target):
-        if not control:
-            continue
-        gate = control.test(GATE_TEST)
-        reverted = ", ".join(f"`{ascii_text(p)}`" for p in control.reverted or []) or NONE
-        out.append(
-            f"- {ascii_text(c.cell)}: reverted {reverted}; verdict {_v(control.verdict)}; "
-            f"{GATE_TEST} exit code {_v(gate.exit_code if gate else None)}; "
-            f"{UPSTREAM_TEST} {_v(control.outcome(UPSTREAM_TEST))}"
-        )
-    lines = failure_lines(results, target)
-    if lines:
-        out += ["", "Gate failure line, fix reverted:", "", "```", *lines, "```"]
-    training = training_lines(results, target, "####")
-    if training:
-        out += [""] + training
-    tuned = finetune_lines(finetune, "####")
-    if tuned:
-        out += [""] + tuned
-    others = [c for c in results.cells if c.target != target]
-    if others:
-        out += ["", "#### Other targets in the same run", ""]
-        for c in others:
-            control = results.records_of(c.cell).get("control")
-            verdict = control.verdict if control else None
-            out.append(
-                f"- {ascii_text(c.cell)} ({ascii_text(c.layout or NONE)} layout): {c.status}"
-                + (f", control {verdict}" if verdict else "")
-            )
+        if control:
+            reverted = ", ".join(f"`{ascii_text(p)}`" for p in control.reverted or []) or NONE
+            notes.append(f"- {ascii_text(c.cell)} control: reverted {reverted}; {ascii_text(control.verdict_reason)}")
+    notes += [
+        f"- other target {ascii_text(c.cell)} ({ascii_text(c.layout or NONE)} layout): {c.status}"
+        for c in results.cells
+        if c.target != target
+    ]
+    out += _details("The run (ggml-patch results.json), cells and controls", [*record, "", *notes])
     if known_limits:
-        out += ["", f"#### Known limits, not changed by this series ({KNOWN_LIMITS_PATH})", ""]
-        out += [ascii_text(line) for line in limits_table(known_limits)]
-    out += ["", "#### Base commits", ""] + base_rows(results, target, repo)
-    out += ["", "#### Reproduce", "", "```sh", *reproduce_fixed(results, target, patch_names, layout), "```"]
-    bug = reproduce_bug(results, target, commits, patch_names, layout)
-    if bug:
-        out += ["", "Without the fix (the gate fails with the line above, exit code 1):", "", "```sh", *bug, "```"]
-    out += ["", "#### Toolchain", ""]
-    out += [f"- {ascii_text(name)}: {ascii_text(str(value))}" for name, value in B.toolchain_lines(toolchain)]
+        out += _details(
+            f"Known limits, not changed by this series ({KNOWN_LIMITS_PATH})",
+            [ascii_text(line) for line in limits_table(known_limits)],
+        )
+    out += _details("Base commits", base_rows(results, target, repo))
+    toolchain_lines = [
+        f"- {ascii_text(name)}: {ascii_text(str(value))}" for name, value in B.toolchain_lines(toolchain)
+    ]
+    out += _details("Toolchain", toolchain_lines)
     return [redact(line) for line in out]  # the run's records may name URLs: never their credentials
+
+
+def visible_lines(text: str) -> list[str]:
+    """The lines GitHub shows before anything is opened: outside <details> blocks (their summary
+    line counts), outside HTML comments, blank lines not counted."""
+    out, depth = [], 0
+    for line in C.visible(text).split("\n"):
+        opens, closes = line.count("<details"), line.count("</details>")
+        if depth == 0 and line.strip():
+            out.append(line)
+        depth = max(0, depth + opens - closes)
+    return out
 
 
 # ---------------------------------------------------------------- the two documents
@@ -362,35 +458,16 @@ def issue(
     finetune: Optional[FinetuneResults] = None,
 ) -> str:
     """ISSUE.md: the reproduction on the pinned base (commands, the gate's failure line, the
-    training table), nothing else."""
+    fine-tuning evidence), nothing else; the toy training table stays in results and summary.md."""
     cells = results.cells_of(target)
     layout = cells[0].layout if cells else ""
     out = ["## Reproduction", ""] + base_rows(results, target, repo)[:-1]
     bug = reproduce_bug(results, target, commits, patch_names, layout)
     if bug:
         out += ["", "```sh", *bug, "```"]
-    lines = failure_lines(results, target)
+    lines = before_fix_lines(results, target)
     if lines:
-        codes = sorted(
-            {
-                str(gate.exit_code)
-                for _, r in _controls(results, target)
-                if r
-                for gate in [r.test(GATE_TEST)]
-                if gate and gate.exit_code is not None
-            }
-        )
-        out += [
-            "",
-            f"## {GATE_TEST} output on the base (exit code {', '.join(codes) or NONE})",
-            "",
-            "```",
-            *lines,
-            "```",
-        ]
-    training = training_lines(results, target, "##")
-    if training:
-        out += [""] + training
+        out += ["", "## Output on the base (the series' tests, the fix reverted)", "", "```", *lines, "```"]
     tuned = finetune_lines(finetune, "##")
     if tuned:
         out += [""] + tuned

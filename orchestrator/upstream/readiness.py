@@ -523,9 +523,42 @@ def check_sync(
     return Check("sync", PASS, f"{sync.script} carries the whole series: {carried}", rule=ev)
 
 
+def check_related(policy: Policy, cov: C.Cover, related: tuple) -> Check:
+    """Every open pull request of patches/related-upstream.yaml is referenced in cover.md (its URL
+    or #N): upstream asks a contributor to find an existing PR for the same change and talk there."""
+    rule = _rule(policy, "existing_pr_first")
+    open_prs = [r for r in related if r.kind == "pr" and r.state == "open"]
+    if not open_prs:
+        return Check("related-pr-referenced", PASS, "no open related pull request recorded", rule=rule)
+    text = C.visible(cov.text or "")
+    missing = [r for r in open_prs if not r.referenced_in(text)]
+    if not missing:
+        return Check(
+            "related-pr-referenced",
+            PASS,
+            f"{cov.path} references {', '.join(f'#{r.number}' for r in open_prs)}",
+            rule=rule,
+        )
+    cite = f" ({rule[0].where}: {rule[0].text.strip()[:100]})" if rule else ""
+    return Check(
+        "related-pr-referenced",
+        WARN,
+        f"{cov.path} does not reference the open related PR(s) {', '.join(r.url for r in missing)}{cite}",
+        (cov.path,),
+        rule,
+    )
+
+
 # ---------------------------------------------------------------- all of them
 
-PR_ONLY = ("ascii-pr-text", "pr-body-headings", "cover-written", "disclosure", "issue-referenced")
+PR_ONLY = (
+    "ascii-pr-text",
+    "pr-body-headings",
+    "cover-written",
+    "disclosure",
+    "issue-referenced",
+    "related-pr-referenced",
+)
 
 
 def run(
@@ -537,6 +570,7 @@ def run(
     sync: Optional[SyncMap] = None,
     sync_report: Optional[SyncReport] = None,
     sync_script: Optional[str] = None,
+    related: tuple = (),
 ) -> Readiness:
     """texts: what the tool writes for upstream (PR_TITLE, PR_BODY.md, ISSUE.md); empty for a target
     that takes no pull request."""
@@ -564,6 +598,7 @@ def run(
             check_cover(cov, cover_problems),
             check_disclosure(policy, cov),
             check_issue(policy, cov),
+            check_related(policy, cov, related),
         ]
     else:
         why = f"no pull request on this target: {policy.role.value['text']}"

@@ -63,6 +63,7 @@ def outcome_rows(results: Results, target: str) -> list[dict]:
                         "device": r.device,
                         "test": test,
                         "optimizer": r.optimizer,
+                        "case": r.case,
                         "opt_period": r.opt_period,
                         "with_fix": str(r.status),
                         "reverted": str(ctl.status) if ctl else None,

@@ -14,23 +14,24 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import Mapping, Optional
 
 from .. import untrusted
 from ..config import Matrix
 from ..errors import ConfigError
-from ..patchset.layout import Layout
+from ..patchset.layout import GATE_TEST, UPSTREAM_TEST, Layout
 from ..patchset.render import retarget
 from ..patchset.series import FileDiff, parse_patch
-from ..report.model import TestRecord, Verdict
-from .classify import INVALID, GateVerdict, gate_verdict
+from ..report.model import Outcome, TestRecord, Verdict
+from .classify import INVALID, KILLED, SURVIVED, GateVerdict, gate_verdict
+from .competing import first_failing_line
 
 _HEADER = re.compile(r"^(?P<key>Mutant|Why it is wrong): (?P<value>\S.*)$", re.M)
 
 
 @dataclass(frozen=True)
 class Mutant:
-    name: str  # the file name without .patch, e.g. "01-no-reset"
+    name: str  # the file name without .patch, e.g. "02-reset-at-build-when-opt-i-zero"
     title: str
     why: str
     files: tuple[FileDiff, ...]  # the diff, in the series' layout
@@ -69,6 +70,55 @@ def mutant_verdict(apply_error: Optional[str], build_ok: bool, gate: Optional[Te
         (gate.output or "") if gate else "",
         variant="the tree with the mutant",
         passed="the gate test passed with this known-wrong fix: it does not catch it",
+    )
+
+
+def test_opt_verdict(build_ok: bool, test: Optional[TestRecord]) -> GateVerdict:
+    """test-opt's verdict on one mutant: killed when it fails by its own check (exit 1, a FAIL
+    line of a case), survived when it passes, else invalid."""
+    if not build_ok:
+        return GateVerdict(INVALID, "the tree with the mutant did not build")
+    if test is None:
+        return GateVerdict(INVALID, "test-opt did not run")
+    if test.outcome == Outcome.PASSED:
+        return GateVerdict(SURVIVED, "test-opt passed with this known-wrong fix: its cases do not catch it")
+    line = first_failing_line(UPSTREAM_TEST, test.output or "")
+    if test.outcome != Outcome.FAILED or not line:
+        return GateVerdict(INVALID, f"test-opt {test.outcome} (exit code {test.exit_code}) without a failing case line")
+    return GateVerdict(KILLED, f"test-opt failed by its own check: {line}")
+
+
+def per_test_verdicts(
+    apply_error: Optional[str], build_ok: bool, tests: Mapping[str, TestRecord], judged: list[str]
+) -> dict[str, GateVerdict]:
+    """Each test's verdict on one mutant, run separately (only the tests that pass with the fix)."""
+    out = {}
+    for t in judged:
+        if t == GATE_TEST:
+            out[t] = mutant_verdict(apply_error, build_ok, tests.get(t))
+        elif apply_error is not None:
+            out[t] = GateVerdict(INVALID, f"the mutant did not apply: {apply_error}")
+        else:
+            out[t] = test_opt_verdict(build_ok, tests.get(t))
+    return out
+
+
+def overall_verdict(per_test: Mapping[str, GateVerdict]) -> GateVerdict:
+    """killed when any test kills it (each reason kept), survived when every test passed, else invalid."""
+    reasons = "; ".join(f"{t}: {v.reason}" for t, v in per_test.items())
+    verdicts = {v.verdict for v in per_test.values()}
+    if KILLED in verdicts:
+        return GateVerdict(KILLED, reasons)
+    if verdicts == {SURVIVED}:
+        return GateVerdict(SURVIVED, reasons)
+    return GateVerdict(INVALID, reasons or "no test to judge it")
+
+
+def tally_line(n_total: int, killed_by: Mapping[str, int], alone: str = UPSTREAM_TEST) -> str:
+    """ "12 known-wrong fixes: 12 killed by test-opt alone (the gate: 12)" """
+    others = ", ".join(f"{t}: {n}" for t, n in killed_by.items() if t != alone)
+    return f"{n_total} known-wrong fixes: {killed_by.get(alone, 0)} killed by {alone} alone" + (
+        f" ({others})" if others else ""
     )
 
 

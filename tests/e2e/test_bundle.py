@@ -98,6 +98,10 @@ def test_the_series_applies_with_plain_git_am_to_a_clean_base_and_the_gate_passe
     tree = lambda rev, where: subprocess.run(["git", "-C", str(where), "rev-parse", f"{rev}^{{tree}}"],  # noqa: E731
                                              capture_output=True, text=True, check=True).stdout.strip()
     assert tree("HEAD", clone) == tree(patched, clone)  # exactly the tree the matrix proved
+    # upstream's AGENTS.md: no new file under tests/; 0001 touches only the reset
+    added = subprocess.run(["git", "-C", str(clone), "diff", "--name-status", "--diff-filter=A", base, "HEAD"],
+                           capture_output=True, text=True, check=True).stdout
+    assert added == "", added
     # the contributor's commits: their identity, the assistant named with Assisted-by, never Co-authored-by
     log = subprocess.run(["git", "-C", str(clone), "log", "--format=%an <%ae>%n%B%x00", f"{base}..HEAD"],
                          capture_output=True, text=True, check=True).stdout
@@ -160,6 +164,25 @@ def test_readiness_has_no_fail_for_the_series_own_text(real_run):
         man = json.loads((results / "bundle" / target / "manifest.json").read_text())
         got = {c["name"]: c["status"] for c in man["readiness"]["checks"]}
         assert {k: got[k] for k in SERIES_OWN_TEXT} == {k: "pass" for k in SERIES_OWN_TEXT}, got
+
+
+CONTRIBUTORS_WORDS = {"cover-written", "disclosure", "issue-referenced", "related-pr-referenced"}
+
+
+def test_readiness_lists_only_the_contributor_s_words_as_open(real_run):
+    results, _ = real_run
+    man = json.loads((results / "bundle" / "llama.cpp" / "manifest.json").read_text())
+    got = {c["name"]: c["status"] for c in man["readiness"]["checks"]}
+    assert {n for n, st in got.items() if st != "pass"} <= CONTRIBUTORS_WORDS, got
+    assert got["new-test-files"] == "pass" and got["related-pr-referenced"] == "warn"
+    readiness = (results / "bundle" / "llama.cpp" / "READINESS.md").read_text()
+    assert "https://github.com/ggml-org/llama.cpp/pull/22705" in readiness and "CONTRIBUTING.md:" in readiness
+    body = (results / "bundle" / "llama.cpp" / "PR_BODY.md").read_text()
+    assert "known-wrong fixes:" in body and "killed by test-opt alone" in body
+    # the failing line of test-opt's new cases before the fix, visible
+    assert ("\ntest_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, subtest=weights, optimizer=adamw): "
+            "FAIL\n") in body.split("<details>", 1)[0]
+    assert "| competing fix | date | verdict | test | first failing line |" in body
 
 
 def test_the_token_appears_nowhere(real_run, tool_cache):

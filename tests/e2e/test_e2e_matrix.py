@@ -133,7 +133,9 @@ def test_each_target_patched_passes_and_control_is_killed(matrix_run, target):
     assert control["verdict"] == "killed"
     assert control["failure_line"] == FAILURE_LINE
     assert control["tests"]["test-opt-dynamic-accum"]["exit_code"] == 1
-    assert control["tests"]["test-opt"]["outcome"] == "passed"
+    # test-opt's per-step cases (patch 0002, what upstream keeps) fail without the fix too, by their own check
+    assert control["tests"]["test-opt"]["outcome"] == "failed" and control["tests"]["test-opt"]["exit_code"] == 1
+    assert control["verdict_reason"].endswith("test-opt fails too (its per-step cases)")
     assert control["reverted"] == (["ggml/src/ggml-opt.cpp"] if target == "llama.cpp" else ["src/ggml-opt.cpp"])
     # the control reused the patched build tree: only the reverted file and the relinks were rebuilt
     steps = re.findall(r"^\[(\d+)/(\d+)\]", Path(control["build"]["log"]).read_text(), re.M)
@@ -207,7 +209,9 @@ def test_vulkan_cell_passes_with_rows_for_both_devices(matrix_run, vulkan_missin
     vk_rows = [r for r in control["tests"]["test-opt-dynamic-accum"]["rows"] if r["device"] == "Vulkan0"]
     assert [(r["opt_period"], r["status"]) for r in vk_rows[:3]] == [(1, "FAIL"), (2, "FAIL"), (3, "FAIL")]
     assert vk_rows[0]["actual"] == 0.25 and vk_rows[0]["expected"] == 0.5
-    assert control["tests"]["test-opt"]["outcome"] == "passed"
+    # test-opt's per-step cases (patch 0002, what upstream keeps) fail without the fix too, by their own check
+    assert control["tests"]["test-opt"]["outcome"] == "failed" and control["tests"]["test-opt"]["exit_code"] == 1
+    assert control["verdict_reason"].endswith("test-opt fails too (its per-step cases)")
 
     summary = (results / "summary.md").read_text()
     assert f"| {target}/vulkan | Vulkan0 | with fix | 2/2 | 29/29 | — |" in summary
@@ -313,8 +317,8 @@ def test_build_only_builds_both_variants_and_runs_nothing(matrix_run, repo_root,
             return "no device here (test stand-in)"
 
     monkeypatch.setattr(cell.backends, "get", lambda name, cache_root=None: NoDevice(cache_root))
-    opts = matrix.RunOptions(load_matrix(repo_root / "matrix.yaml"), Cache(tool_cache), tmp_path / "results",
-                             targets=["ggml"], backends=["cpu"], build_only=True)
+    opts = matrix.RunOptions(matrix=load_matrix(repo_root / "matrix.yaml"), cache=Cache(tool_cache),
+                             results_dir=tmp_path / "results", targets=["ggml"], backends=["cpu"], build_only=True)
     run = matrix.run_matrix(opts)
     results = run.to_json()
     (cell,) = results["cells"]
@@ -394,9 +398,34 @@ def test_every_known_wrong_fix_is_killed(matrix_run, target, backend):
     _, results = matrix_run
     data = json.loads((results / "results.json").read_text())
     cell = _cell(data, target, backend)
+    # each test judged on its own: test-opt's new cases alone kill every one (and so does the gate)
     assert cell["mutants"] == {"total": N_MUTANTS, "killed": N_MUTANTS, "survived": [], "invalid": [],
-                               "skipped": None}, cell["mutants"]
+                               "skipped": None,
+                               "killed_by": {"test-opt": N_MUTANTS, "test-opt-dynamic-accum": N_MUTANTS}}, cell["mutants"]
     mutants = [r for r in _recs(data, target, backend).values() if r["variant"].startswith("mutant:")]
     assert len(mutants) == N_MUTANTS and all(r["verdict"] == "killed" and r["failure_line"] for r in mutants)
-    assert f"- **{target}/{backend}**: the gate kills {N_MUTANTS}/{N_MUTANTS} known-wrong fixes" in \
-        (results / "summary.md").read_text()
+    assert all(r["kills"] == {"test-opt": "killed", "test-opt-dynamic-accum": "killed"} for r in mutants)
+    assert all(r["failure_line"].startswith("test_per_step_graphs(") for r in mutants)
+    assert (f"- **{target}/{backend}**: {N_MUTANTS} known-wrong fixes: {N_MUTANTS} killed by test-opt alone "
+            f"(test-opt-dynamic-accum: {N_MUTANTS})") in (results / "summary.md").read_text()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_competing_fixes_are_judged_on_the_unfixed_tree(matrix_run, target):
+    _, results = matrix_run
+    data = json.loads((results / "results.json").read_text())
+    comp = {r["competing"]["name"]: r for r in _recs(data, target, "cpu").values()
+            if r["variant"].startswith("competing:")}
+    assert set(comp) == {"qlora-branch-alloc-zeroing", "fork-build-time-reset"}
+    qlora = comp["qlora-branch-alloc-zeroing"]["judged"]
+    # it zeroes the loss seed too: w freezes after the first optimizer step, test-opt's first case fails
+    assert qlora["verdict"] == "wrong" and qlora["failing_test"] == "test-opt", qlora
+    assert qlora["failure_line"] == ("test_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, "
+                                     "subtest=weights, optimizer=adamw): FAIL")
+    fork = comp["fork-build-time-reset"]["judged"]  # evals shift opt_i: a period starts without a reset
+    assert fork["verdict"] == "wrong" and "schedule=TTETTTETTT, opt_period=2" in fork["failure_line"], fork
+    # the fix was reverted for them and put back: the tree is the patched one again
+    assert comp["qlora-branch-alloc-zeroing"]["tests"]["test-opt-dynamic-accum"]["outcome"] == "failed"
+    summary = (results / "summary.md").read_text()
+    assert "## Competing fixes (proposed elsewhere, applied to the unfixed tree)" in summary
+    assert f"| {target}/cpu | qlora-branch-alloc-zeroing | [2026-05](https://github.com/ggml-org/llama.cpp/pull/22705) | **wrong** |" in summary

@@ -73,12 +73,17 @@ def test_each_binary_was_checked_for_the_fix_before_it_ran(evidence_run, tool_ca
     r = loaded(results)
     p = r.provenance
     assert p["with_fix"]["checked"] and p["with_fix"]["holds_fix"] is True and p["without_fix"]["holds_fix"] is False
-    assert p["with_fix"]["markers"] and p["with_fix"]["sha256"] != p["without_fix"]["sha256"]
+    assert p["with_fix"]["sha256"] != p["without_fix"]["sha256"]
+    fixed, unfixed = p["with_fix"]["sources"], p["without_fix"]["sources"]
+    assert fixed["blobs"] == fixed["expected"] and unfixed["blobs"] == unfixed["expected"]
+    assert fixed["blobs"] != unfixed["blobs"] and fixed["objects"] != unfixed["objects"]
+    assert list(fixed["blobs"]) == ["ggml/src/ggml-opt.cpp"]
     variants = tool_cache / "cells" / "llama.cpp-cpu" / "build-finetune" / "variants"
     for variant in ft.VARIANTS:
         data = (variants / variant / ft.PROGRAM).read_bytes()
         assert hashlib.sha256(data).hexdigest() == p[variant]["sha256"]
-        assert (p["with_fix"]["markers"][0].encode() in data) is (variant == "with_fix")
+        for m in p["with_fix"]["markers"]:  # when the fix adds a string literal, only its binary holds it
+            assert (m.encode() in data) is (variant == "with_fix")
     assert "checked: with fix holds it, without fix lacks it" in first.stderr
     assert first.stderr.index("provenance") < first.stderr.index("run with fix")
 

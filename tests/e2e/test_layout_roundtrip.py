@@ -14,11 +14,13 @@ from orchestrator.patchset.series import parse_series
 from orchestrator.vcs.snapshots import SnapshotRepo, Worktree
 
 from ..helpers.forks import ROOT, real_snapshot_refs
+from ..helpers.patches import real_series
 
 LLAMA, GGML, WHISPER = LAYOUTS["llama.cpp"], LAYOUTS["ggml"], LAYOUTS["whisper.cpp"]
 NESTED = get_layout("llama.cpp", "core/vendor/llama.cpp")
 GGML_NESTED = get_layout("ggml", "third_party/ggml")
-PATCHES = sorted((ROOT / "patches").glob("*.patch"))
+PATCHES = [*sorted((ROOT / "patches").glob("0001-*.patch")),
+           *sorted((ROOT / "native_tests" / "upstream-gate").glob("*.patch"))]
 # whisper.cpp's tests/CMakeLists.txt has its own tests and none of ggml's (no test-opt.cpp)
 WHISPER_TESTS_CMAKE = """\
 set(TEST_TARGET test-whisper-full)
@@ -29,7 +31,8 @@ add_test(NAME ${TEST_TARGET} COMMAND $<TARGET_FILE:${TEST_TARGET}>)
 
 
 def _series():
-    return parse_series("llama.cpp", [(p.name, p.read_bytes().decode()) for p in PATCHES])
+    """The fix and the gate test's own patch (its registration is what the layouts render)."""
+    return real_series()
 
 
 def _text(series) -> list[tuple[str, bytes]]:

@@ -74,7 +74,7 @@ class InterruptAt(Reporter):
 
 
 def _run(m, cache, results, reporter=None):
-    return run_matrix(RunOptions(load_matrix(m), Cache(cache), results), reporter).to_json()
+    return run_matrix(RunOptions(matrix=load_matrix(m), cache=Cache(cache), results_dir=results), reporter).to_json()
 
 
 def _assert_no_lock_held(cache: Path):
@@ -251,10 +251,10 @@ def test_interrupt_stops_parallel_cells_and_rerun_succeeds(setup, tmp_path):
     reporter = InterruptAt("build patched", during_build=True)
     t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
-        run_matrix(RunOptions(matrix, Cache(cache), tmp_path / "r", parallel=2), reporter)
+        run_matrix(RunOptions(matrix=matrix, cache=Cache(cache), results_dir=tmp_path / "r", parallel=2), reporter)
     assert time.monotonic() - t0 < 120
     _assert_no_lock_held(cache)
-    results = run_matrix(RunOptions(matrix, Cache(cache), tmp_path / "again", parallel=2)).to_json()
+    results = run_matrix(RunOptions(matrix=matrix, cache=Cache(cache), results_dir=tmp_path / "again", parallel=2)).to_json()
     assert [c["status"] for c in results["cells"]] == ["passed", "passed"], results["cells"]
     from orchestrator.run.cmake import jobs
     if jobs() >= 2:

@@ -363,7 +363,7 @@ def test_skipped_cells_carry_their_reason_and_never_count_as_passed(tmp_path, mo
     before anything is fetched or built (so this runs offline)."""
     monkeypatch.setattr(metal_mod.sys, "platform", "linux")
     path = _matrix(tmp_path, "  cpu:\n    tools: [no-such-compiler-x]\n  metal: {}\n", "cpu, metal")
-    opts = RunOptions(load_matrix(path), Cache(tmp_path / "cache"), tmp_path / "results")
+    opts = RunOptions(matrix=load_matrix(path), cache=Cache(tmp_path / "cache"), results_dir=tmp_path / "results")
     results = run_matrix(opts)
     cells = {c.cell: c for c in results.cells}
     assert cells["ggml/cpu"].status == "skipped"
@@ -374,3 +374,13 @@ def test_skipped_cells_carry_their_reason_and_never_count_as_passed(tmp_path, mo
     assert "0/2 cells passed (2 skipped)" in md
     assert "no-such-compiler-x" in md and "Metal needs macOS" in md
     assert not (tmp_path / "cache" / "downloads").exists() or not any((tmp_path / "cache" / "downloads").iterdir())
+
+
+def test_each_backend_configures_each_flag_once_with_the_real_matrix():
+    """The module's own flags and matrix.yaml's, merged: -DGGML_CPU=ON (which both give for cpu)
+    once; a flag only matrix.yaml gives is kept."""
+    m = load_matrix(ROOT / "matrix.yaml")
+    cpu = backends.get("cpu").configure_flags(m.backends["cpu"])
+    assert cpu.count("-DGGML_CPU=ON") == 1
+    vk = backends.get("vulkan").configure_flags(m.backends["vulkan"])
+    assert vk.count("-DGGML_VULKAN=ON") == 1 and "-DGGML_CPU=ON" in vk

@@ -118,12 +118,14 @@ def test_each_mutant_gets_its_verdict_and_the_tree_is_put_back(fake_cell):
     assert "did not apply" in got["06-does-not-apply"].verdict_reason
     assert "did not build" in got["05-does-not-build"].verdict_reason and not got["05-does-not-build"].build.ok
     assert "crashed (SIGSEGV)" in got["03-crashes"].verdict_reason
-    assert got["04-hangs"].verdict_reason == "the gate test timed out"
+    # each test the fix passes judges it on its own (here the gate alone: the fake test-opt is not run)
+    assert got["04-hangs"].verdict_reason == f"{GATE_TEST}: the gate test timed out"
+    assert got["01-killed"].kills == {GATE_TEST: Verdict.KILLED}
     assert got["01-killed"].failure_line == FAIL_LINE
     assert all(r.variant == f"mutant:{n}" for n, r in got.items())
     assert ctx.cell.mutants.to_json() == {"total": 6, "killed": 1, "survived": ["02-survives"],
                                 "invalid": ["03-crashes", "04-hangs", "05-does-not-build", "06-does-not-apply"],
-                                "skipped": None}
+                                "skipped": None, "killed_by": {GATE_TEST: 1}}
     assert ctx.worktree.is_clean() and (ctx.worktree.path / "src/ggml-opt.cpp").read_text() == FIXED
     # a surviving mutant fails a cell that otherwise passed: exit 7
     ctx.verdict = None
@@ -149,7 +151,7 @@ def test_the_tree_is_put_back_on_an_interrupt(fake_cell, monkeypatch):
 
 def test_no_mutants_are_skipped_with_the_reason_and_reported(fake_cell):
     ctx = fake_cell
-    ctx.mutants_enabled = False
+    ctx.no_mutants = True
     run_mutants(ctx)
     assert {r.status for r in ctx.records} == {RecordStatus.SKIPPED}
     assert ctx.cell.mutants.skipped == "--no-mutants" and not list((ctx.logs).glob("build-mutant-*"))
@@ -168,8 +170,9 @@ def test_results_summary_and_junit_show_every_mutant(fake_cell):
     assert [r.verdict for r in again.mutants_of("fake/cpu")] == list(EXPECTED.values())
     md = summary_markdown(again)
     assert "- **fake/cpu**: the gate kills 1/6 known-wrong fixes" in md
-    assert "| fake/cpu | 02-survives | **survived** | the gate test passed with this known-wrong fix" in md
-    assert f"| fake/cpu | 01-killed | **killed** | `{FAIL_LINE}` |" in md
+    assert (f"| fake/cpu | 02-survives | **survived** | — | survived | {GATE_TEST}: the gate test passed with this "
+            "known-wrong fix") in md
+    assert f"| fake/cpu | 01-killed | **killed** | — | killed | `{FAIL_LINE}` |" in md
     root = ET.fromstring(junit_xml(again))
     cases = {c.get("name"): c for c in root.iter("testcase") if c.get("classname") == "ggml-patch/fake/cpu/mutant"}
     assert cases[mutant_case_name("01-killed")].find("failure") is None
@@ -181,7 +184,7 @@ def test_mutants_need_a_passing_gate_and_tests_that_run(fake_cell):
     ctx = fake_cell
     ctx.patched.tests[GATE_TEST] = TestRecord(outcome=FAILED, exit_code=1, gate=True)
     run_mutants(ctx)
-    assert ctx.cell.mutants.skipped.startswith("the gate does not pass with the fix")
+    assert ctx.cell.mutants.skipped.startswith("no test passes with the fix")
 
 
 def test_no_mutant_files_records_nothing(fake_cell):
@@ -221,9 +224,9 @@ def test_the_result_cache_key_covers_the_mutant_files_and_the_flag(fake_cell):
     ctx.native_tests = ROOT / "native_tests"  # the harness is hashed too
     ctx.snap, ctx.rendered = Snapshot("c" * 40, "fake"), Series("ggml", ())
     key = cell_key(cache_inputs(ctx))
-    ctx.mutants_enabled = False
+    ctx.no_mutants = True
     assert cell_key(cache_inputs(ctx)) != key
-    ctx.mutants_enabled = True
+    ctx.no_mutants = False
     ctx.mutant_files = ctx.mutant_files[:-1] + [parse_mutant("06-does-not-apply.patch",
                                                              mutant_text("06", "other\n", "OTHER\n"))]
     assert cell_key(cache_inputs(ctx)) != key
@@ -239,3 +242,61 @@ def test_mutants_rebuild_the_gate_alone(fake_cell):
     for name in ("01-killed", "02-survives"):
         log = (ctx.logs / f"build-mutant-{name}.log").read_text()
         assert "bin/test-opt-dynamic-accum" in log and "bin/test-opt\n" not in log and "bin/test-opt " not in log
+
+
+# ---- competing fixes, on the same fake project: applied to the UNFIXED tree ----
+
+UNFIXED = FIXED.replace("echo 'device=CPU opt_period=1: OK'", f"echo '{FAIL_LINE}'").replace("exit 0", "exit 1")
+
+
+def _competing(name: str, old: str, new: str) -> "CompetingFix":  # noqa: F821
+    from orchestrator.verdicts.competing import parse_competing
+
+    header = (f"Competing fix: {name}\nURL: https://github.com/o/r/pull/1\nDate: 2026-05\n"
+              f"Author's summary: {name}\n\n")
+    return parse_competing(f"{name}.patch", header + unified_file_diff(OPT, old, new))
+
+
+def test_competing_fixes_are_judged_on_the_unfixed_tree_and_the_tree_is_put_back(tmp_path):
+    from orchestrator.patchset.series import parse_series
+    from orchestrator.run.cell import run_competing
+    from orchestrator.sources.base import Snapshot
+
+    src, repo, base, cell_dir, wt = fake_project(tmp_path, UNFIXED)
+    fix = parse_series("ggml", [("0001-fix.patch", "From: a <a@b>\nSubject: [PATCH] fix\n\n"
+                                 + unified_file_diff("src/ggml-opt.cpp", UNFIXED, FIXED))])
+    files = [tmp_path / "0001-fix.patch"]
+    files[0].write_text(fix.patches[0].text())
+    wt.am(files)  # the patched tree: base + the fix
+    target = Target("fake", "ggml", "", Source("local", {"path": str(src)}, "targets.fake.source"))
+    cell = Cell(cell="fake/cpu", target="fake", backend="cpu", layout="ggml", status=CellStatus.ERROR)
+    ctx = CellContext(target, Backend("cpu", timeout=5), backends.get("cpu"), Cache(tmp_path / "cache"), tmp_path,
+                      cell_dir, tmp_path / "logs", CellProgress(), cell, series=Series("llama.cpp", ()), repo=repo,
+                      worktree=wt, snap=Snapshot(base, "fake"), rendered=fix,
+                      competing_files=[
+                          _competing("same-as-the-fix", UNFIXED, FIXED),
+                          _competing("still-wrong", UNFIXED, UNFIXED.replace("step 2", "step 3")),
+                          _competing("does-not-apply", "other\n", "OTHER\n"),
+                      ])
+    ctx.plan = BuildPlan(str(wt.path), (), ("test-opt", GATE_TEST), ())
+    assert cmake.configure(ctx.plan, ctx.build_dir, [], ctx.logs / "configure.log", {}).ok
+    ctx.patched = VariantRecord(cell=cell.cell, target="fake", backend="cpu", variant="patched",
+                                status=RecordStatus.PASSED, build=Build(ok=True),
+                                tests={t: TestRecord(outcome=PASSED, exit_code=0) for t in ("test-opt", GATE_TEST)})
+    patched = (wt.path / "src/ggml-opt.cpp").read_text()
+    run_competing(ctx)
+    got = {r.competing.name: r for r in ctx.records}
+    assert {n: str(r.judged.verdict) for n, r in got.items()} == {
+        "same-as-the-fix": "equivalent", "still-wrong": "wrong", "does-not-apply": "invalid"}
+    wrong = got["still-wrong"].judged
+    assert wrong.failing_test == "test-opt" and wrong.failure_line == "test-opt failed (exit code 1)"
+    assert got["still-wrong"].tests[GATE_TEST].failure_line == FAIL_LINE.replace("step 2", "step 3")
+    assert "does not apply to the unfixed tree" in got["does-not-apply"].judged.reason
+    assert all(r.variant == f"competing:{n}" and r.competing.url == "https://github.com/o/r/pull/1"
+               for n, r in got.items())
+    # the patched tree again: the fix back, the competing fix gone
+    assert ctx.worktree.is_clean() and (wt.path / "src/ggml-opt.cpp").read_text() == patched == FIXED
+    again = Results.model_validate(json.loads(json.dumps(Results(
+        series=SeriesInfo(layout="llama.cpp", sha256="0" * 64, patches=[]), cells=[cell],
+        records=ctx.records).to_json())))
+    assert "| fake/cpu | still-wrong | [2026-05](https://github.com/o/r/pull/1) | **wrong** |" in summary_markdown(again)

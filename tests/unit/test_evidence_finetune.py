@@ -27,13 +27,13 @@ def epoch_text(train: str, val: str) -> str:
 
 
 def test_the_parser_reads_each_epoch_s_final_train_and_val_lines():
-    text = ("llama_context: n_ctx = 256\nW llama_opt_init: the K and V projections will not receive gradients\n"
+    text = ("llama_context: n_ctx = 256\n0.00.075.783 W opt_init: the K and V projections will not receive gradients\n"
             + epoch_text("6.12345", "6.54321") + epoch_text("5.50000", "nan") + "llama_model_save_to_file: done\n")
     out = ft.parse_output(text)
     assert [(e.epoch, e.train_loss) for e in out.epochs] == [(1, 6.12345), (2, 5.5)]
     assert out.epochs[0].eval_loss == 6.54321 and math.isnan(out.epochs[1].eval_loss)
     assert out.epochs[0].train_acc == pytest.approx(0.0859)
-    assert out.warnings == ("W llama_opt_init: the K and V projections will not receive gradients",)
+    assert out.warnings == ("W opt_init: the K and V projections will not receive gradients",)
     assert out.complete(2) and not out.complete(3)
 
 
@@ -185,6 +185,35 @@ def test_check_provenance_refuses_swapped_or_unfixed_binaries(tmp_path):
         check_provenance({"with_fix": unfixed, "without_fix": fixed}, (marker,))
     with pytest.raises(BuildFailed, match="the without fix binary holds the fix"):
         check_provenance({"with_fix": fixed, "without_fix": fixed}, (marker,))
+
+
+def built(blob, expected, obj):
+    f = "ggml/src/ggml-opt.cpp"
+    return {"blobs": {f: blob}, "expected": {f: expected}, "objects": {f: obj}}
+
+
+def test_check_provenance_by_the_fix_s_files_when_the_fix_adds_no_string(tmp_path):
+    """patches/0001 adds no string literal: the sources each build was made from are checked."""
+    from orchestrator.errors import BuildFailed
+    from orchestrator.finetune.runner import check_provenance
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_bytes(b"fixed")
+    b.write_bytes(b"unfixed")
+    ok = {"with_fix": built("p1", "p1", "o1"), "without_fix": built("b1", "b1", "o2")}
+    got = check_provenance({"with_fix": a, "without_fix": b}, (), ok)
+    assert got["with_fix"]["holds_fix"] is True and got["without_fix"]["holds_fix"] is False
+    assert got["with_fix"]["how"] == ["fix's files at build time"] and got["without_fix"]["checked"]
+    wrong = {**ok, "without_fix": built("p1", "b1", "o2")}  # the revert did not happen
+    with pytest.raises(BuildFailed, match="the without fix binary was built from ggml/src/ggml-opt.cpp as neither"):
+        check_provenance({"with_fix": a, "without_fix": b}, (), wrong)
+    same = {**ok, "without_fix": built("b1", "b1", "o1")}  # the same object: nothing was recompiled
+    with pytest.raises(BuildFailed, match="reverting the fix changed nothing that was compiled"):
+        check_provenance({"with_fix": a, "without_fix": b}, (), same)
+    with pytest.raises(BuildFailed, match="the same"):
+        check_provenance({"with_fix": a, "without_fix": a}, (), ok)
+    unchecked = check_provenance({"with_fix": a, "without_fix": b}, ())
+    assert not unchecked["with_fix"]["checked"] and unchecked["with_fix"]["holds_fix"] is None
 
 
 def test_stale_series_detection():

@@ -65,7 +65,7 @@ def test_the_body_carries_them_under_additional_information_and_issue_md_does_no
                     toolchain=TOOLCHAIN, warnings=[], canonical_paths=[], read_file=lambda p: None,
                     known_limits=limits)
     extra = section(d.files["PR_BODY.md"], "Additional information")
-    assert "#### Known limits, not changed by this series (patches/known-limits.yaml)" in extra
+    assert "<details><summary>Known limits, not changed by this series (patches/known-limits.yaml)</summary>" in extra
     assert ("| opt-reset-no-op-per-step | `ggml/src/ggml-opt.cpp` | `ggml_opt_reset` | zeroes nothing with per-step "
             "graphs | not changed by this series | a probe |") in extra
     assert "opt-reset-no-op-per-step" not in d.files["ISSUE.md"]

@@ -56,3 +56,24 @@ def test_verdicts(apply_error, built, gate, expected, phrase):
 def test_kill_line_counts_the_mutants_that_ran():
     assert kill_line([Verdict.KILLED, Verdict.SURVIVED, None, Verdict.KILLED]) == \
         "the gate kills 2/3 known-wrong fixes"
+
+
+def test_each_test_judges_a_mutant_on_its_own_and_any_kill_is_a_kill():
+    from orchestrator.verdicts.mutants import overall_verdict, per_test_verdicts, tally_line
+
+    opt_fail = "  test_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, subtest=weights, optimizer=sgd): FAIL"
+    tests = {"test-opt": TestRecord(outcome=FAILED, exit_code=1, output=f"    step 2: x\n{opt_fail}\n"),
+             "test-opt-dynamic-accum": TestRecord(outcome=PASSED, exit_code=0, output="")}
+    per = per_test_verdicts(None, True, tests, ["test-opt", "test-opt-dynamic-accum"])
+    assert per["test-opt"].verdict == Verdict.KILLED and opt_fail.strip() in per["test-opt"].reason
+    assert per["test-opt-dynamic-accum"].verdict == Verdict.SURVIVED
+    assert overall_verdict(per).verdict == Verdict.KILLED
+    crashed = {**tests, "test-opt": TestRecord(outcome=CRASHED, exit_code=-11, output="")}
+    per = per_test_verdicts(None, True, crashed, ["test-opt", "test-opt-dynamic-accum"])
+    assert per["test-opt"].verdict == Verdict.INVALID and overall_verdict(per).verdict == Verdict.INVALID
+    passed = {**tests, "test-opt": TestRecord(outcome=PASSED, exit_code=0, output="")}
+    assert overall_verdict(per_test_verdicts(None, True, passed, ["test-opt"])).verdict == Verdict.SURVIVED
+    per = per_test_verdicts("patch failed", False, {}, ["test-opt", "test-opt-dynamic-accum"])
+    assert {v.verdict for v in per.values()} == {Verdict.INVALID}
+    assert tally_line(11, {"test-opt": 11, "test-opt-dynamic-accum": 10}) == (
+        "11 known-wrong fixes: 11 killed by test-opt alone (test-opt-dynamic-accum: 10)")

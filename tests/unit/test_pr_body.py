@@ -127,7 +127,7 @@ def test_a_written_cover_gives_the_template_in_order_with_the_disclosure_answere
             template_req.strip("\n").splitlines()]
     assert req.strip("\n").splitlines() == want
     extra = section(body, "Additional information")
-    assert extra.startswith("\nFound while fine-tuning.\n\n### Evidence (ggml-patch results.json)")
+    assert extra.startswith("\nFound while fine-tuning.\n\nBefore the fix (the series' tests with the fix reverted):")
     assert "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5" in extra
     assert "| ggml-org/llama.cpp | `0c1e57098bba43ac29e6e3b677cdceebdd22334f` |" in extra
     assert "git am 0001-ggml-opt-zero.patch 0002-tests-add.patch" in extra
@@ -142,7 +142,7 @@ def test_the_tool_s_data_are_ascii_even_when_results_are_not():
     data = PB.evidence(r, "f" * 64, "llama.cpp", COMMITS, NAMES, TOOLCHAIN, None)
     text = "\n".join(data)
     assert text.isascii() and "llvmpipe - LLVM x 15" in text and "Mesa 25.0.7..." in text
-    assert "#### Outcomes: backend x device x optimizer" in text
+    assert "<summary>Per-case results (backend x device x test x case)</summary>" in text
 
 
 def test_the_blank_cover_is_a_draft_with_a_banner():
@@ -191,14 +191,13 @@ def test_a_template_with_other_headings_gets_its_own_headings():
 def test_issue_md_is_the_reproduction_and_nothing_else():
     d = docs(WRITTEN)
     issue = d.files["ISSUE.md"]
-    assert headings(issue) == ["Reproduction", "test-opt-dynamic-accum output on the base (exit code 1)",
-                               "Training: loss per epoch with and without the fix (llama.cpp/cpu)"]
+    assert headings(issue) == ["Reproduction", "Output on the base (the series' tests, the fix reverted)"]
     assert "```sh\ngit checkout --detach 0c1e57098bba43ac29e6e3b677cdceebdd22334f\ngit am 0002-" in issue
-    assert "./build/bin/test-opt-dynamic-accum\n```" in issue
+    assert "./build/bin/test-opt\n```" in issue
     assert "```\ndevice=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5\n```" in issue
     assert "Per-step training" not in issue and "Overview" not in issue  # no prose, not even the cover's
     assert issue.isascii()
-    assert "| 2 | 0.5 | 0.625 | 41.5 | 60.25 |" in issue  # the numbers exactly as results.json holds them
+    assert "| 2 | 0.5 | 0.625 | 41.5 | 60.25 |" not in issue  # the toy table stays in results and summary.md
 
 
 def test_a_verify_only_target_gets_no_pull_request_documents():
@@ -213,3 +212,23 @@ def test_a_verify_only_target_gets_no_pull_request_documents():
     assert "verified through ggml-org/llama.cpp's sync" in d.files["READINESS.md"]
     assert {c.name for c in d.readiness.checks} >= {"sync", "role", "ascii-added-lines"}
     assert "cover-written" in d.readiness.not_applicable
+
+
+def test_the_body_s_visible_part_is_short_and_the_rest_is_folded():
+    d = docs(WRITTEN)
+    body = d.files["PR_BODY.md"]
+    extra = section(body, "Additional information")
+    visible = PB.visible_lines(extra)
+    assert len(visible) <= 40, "\n".join(visible)
+    assert body.count("<details>") == body.count("</details>") >= 4
+    for summary in ("Per-case results (backend x device x test x case)", "Base commits", "Toolchain"):
+        assert f"<details><summary>{summary}</summary>" in extra
+    shown = "\n".join(visible)
+    assert "| cell | device | test-opt (with the new cases) |" in shown and "Reproduce:" in shown
+    assert "Training: loss per epoch" not in body  # the toy linear-regression table is not in the body
+    assert "0c1e57098bba43ac29e6e3b677cdceebdd22334f" not in shown.split("git checkout")[0]
+
+
+def test_visible_lines_skip_details_blocks_comments_and_blanks():
+    text = "a\n\n<details><summary>s</summary>\n\nhidden\n</details>\n<!-- c\nd -->\nb\n"
+    assert PB.visible_lines(text) == ["a", "<details><summary>s</summary>", "b"]

@@ -161,3 +161,18 @@ def test_an_import_inside_a_function_says_why():
             if "#" not in here and not above.startswith("#"):
                 silent.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}")
     assert not silent, f"imports inside functions without a reason: {silent}"
+
+
+def test_a_step_that_returns_stop_ends_the_pipeline(monkeypatch):
+    """A cache hit ends the cell's pipeline by its return value (no flag on the context)."""
+    from orchestrator.run import cell
+
+    ran = []
+    steps = tuple((n, (lambda n: lambda ctx: ran.append(n) or (cell.Stop.CACHED if n == "apply" else None))(n))
+                  for n, _ in cell.STEPS)
+    monkeypatch.setattr(cell, "STEPS", steps)
+    cell.run_steps(None)
+    assert ran == ["fetch", "apply"]
+    ran.clear()
+    cell.run_steps(None, ("configure", "build"))
+    assert ran == ["configure", "build"]

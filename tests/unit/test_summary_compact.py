@@ -61,6 +61,7 @@ def test_the_mutants_table_names_verdict_and_first_fail_line():
     d["records"].append({"cell": "ggml/cpu", "variant": "mutant:01-no-reset", "status": "killed", "verdict": "killed",
                          "verdict_reason": f"the gate test failed by its own check: {FIRST}", "failure_line": FIRST,
                          "mutant": {"name": "01-no-reset", "title": "no reset", "why_wrong": "never zeroed"},
+                         "kills": {"test-opt": "survived", "test-opt-dynamic-accum": "killed"},
                          "tests": {}})
     d["records"].append({"cell": "ggml/cpu", "variant": "mutant:02-x", "status": "survived", "verdict": "survived",
                          "verdict_reason": "the gate test passed with this known-wrong fix: it does not catch it",
@@ -68,7 +69,26 @@ def test_the_mutants_table_names_verdict_and_first_fail_line():
                          "tests": {}})
     md = summary_markdown(results_of(d))
     assert "- **ggml/cpu**: the gate kills 1/2 known-wrong fixes" in md
-    assert f"| ggml/cpu | 01-no-reset | **killed** | `{FIRST}` |" in md
-    assert "| ggml/cpu | 02-x | **survived** | the gate test passed with this known-wrong fix: it does not catch it |" in md
+    assert f"| ggml/cpu | 01-no-reset | **killed** | survived | killed | `{FIRST}` |" in md
+    assert "| ggml/cpu | 02-x | **survived** | — | — | the gate test passed with this known-wrong fix: it does not catch it |" in md
     # mutants have no rows of their own in the per-device table
     assert "mutant:" not in md.split("## Per-device results", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_kill_matrix_line_says_what_test_opt_kills_alone_and_competing_fixes_get_a_table():
+    d = sample().to_json()
+    cell = next(c for c in d["cells"] if c["cell"] == "ggml/cpu")
+    cell["mutants"] = {"total": 11, "killed": 11, "survived": [], "invalid": [], "skipped": None,
+                       "killed_by": {"test-opt": 11, "test-opt-dynamic-accum": 11}}
+    d["records"].append({"cell": "ggml/cpu", "variant": "mutant:02-x", "status": "killed", "verdict": "killed",
+                         "verdict_reason": "r", "failure_line": "L", "kills": {"test-opt": "killed"},
+                         "mutant": {"name": "02-x", "title": "x", "why_wrong": "y"}, "tests": {}})
+    d["records"].append({"cell": "ggml/cpu", "variant": "competing:qlora", "status": "failed", "tests": {},
+                         "competing": {"name": "qlora", "title": "t", "url": "https://github.com/o/r/pull/1",
+                                       "date": "2026-05", "summary": "s"},
+                         "judged": {"verdict": "wrong", "reason": "test-opt fails: L2", "failing_test": "test-opt",
+                                    "failure_line": "L2"}})
+    md = summary_markdown(results_of(d))
+    assert "- **ggml/cpu**: 11 known-wrong fixes: 11 killed by test-opt alone (test-opt-dynamic-accum: 11)" in md
+    assert "| ggml/cpu | qlora | [2026-05](https://github.com/o/r/pull/1) | **wrong** | test-opt: `L2` |" in md
+    assert "competing:" not in md.split("## Per-device results", 1)[1].split("\n## ", 1)[0]

@@ -1,0 +1,159 @@
+"""Competing fixes: fixes for the same bug proposed elsewhere (native_tests/competing/NAME.patch).
+
+A file is a header of one-line fields, a blank line, then a plain git diff in the series'
+(canonical) layout against the UNFIXED tree:
+
+    Competing fix: <one-line title>
+    URL: https://... (the PR, commit or repository it comes from)
+    Date: YYYY-MM or YYYY-MM-DD, or "unknown"
+    Author's summary: <one line>
+    Provenance: <one line, optional: how sure the attribution is, what was ported>
+
+Each cell applies it to the unfixed tree (the series' fix reverted, the tests kept), rebuilds, runs
+both tests and judges it against what the fix passes: equivalent (passes everything the fix
+passes), wrong (a test the fix passes fails: its first failing line), invalid (does not apply or
+build). Pure: text in, a CompetingFix out; test records in, a verdict out.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+from .. import untrusted
+from ..config import Matrix
+from ..errors import ConfigError
+from ..patchset.layout import GATE_TEST, Layout
+from ..patchset.render import retarget
+from ..patchset.series import FileDiff, parse_patch
+from ..report.model import CompetingVerdict, Outcome, TestRecord
+from .classify import gate_failure_line, strip_ansi
+
+REQUIRED = ("Competing fix", "URL", "Date", "Author's summary")
+OPTIONAL = ("Provenance",)
+_FIELD = re.compile(r"^(?P<key>[A-Z][A-Za-z' ]*): (?P<value>\S.*)$")
+_URL = re.compile(r"^https://[A-Za-z0-9.-]+(/[^\s]*)?$")
+_DATE = re.compile(r"^(unknown|\d{4}-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)$")
+
+
+@dataclass(frozen=True)
+class CompetingFix:
+    name: str  # the file name without .patch
+    title: str
+    url: str
+    date: str
+    summary: str
+    provenance: str
+    files: tuple[FileDiff, ...]  # the diff against the unfixed tree, in the series' layout
+
+    def rendered(self, src: Layout, dst: Layout) -> str:
+        return "".join(retarget(f, src, dst).text for f in self.files)
+
+    def paths(self, src: Layout, dst: Layout) -> list[str]:
+        return [retarget(f, src, dst).path for f in self.files]
+
+
+def parse_competing(name: str, text: str) -> CompetingFix:
+    """A competing fix's file; one ConfigError line naming the file (and line) when it is malformed."""
+    stem = name[: -len(".patch")] if name.endswith(".patch") else name
+    if not text.isascii():
+        raise ConfigError(f"{name}: non-ASCII text; a competing fix is data that may go upstream (ASCII only)")
+    if "\ndiff --git " not in "\n" + text:
+        raise ConfigError(f"{name}: no 'diff --git' section; expected a header, a blank line and a git diff")
+    header = ("\n" + text).split("\ndiff --git ", 1)[0].lstrip("\n")
+    fields: dict[str, str] = {}
+    for n, line in enumerate(header.split("\n"), 1):
+        if not line.strip():
+            continue
+        m = _FIELD.match(line)
+        if not m or m["key"] not in REQUIRED + OPTIONAL:
+            raise ConfigError(
+                f"{name}:{n}: '{line[:60]}' is not a header field; expected one of "
+                f"{', '.join(k + ':' for k in REQUIRED + OPTIONAL)}"
+            )
+        if m["key"] in fields:
+            raise ConfigError(f"{name}:{n}: '{m['key']}:' given twice")
+        fields[m["key"]] = m["value"].strip()
+    for key in REQUIRED:
+        if key not in fields:
+            raise ConfigError(f"{name}: no '{key}: ...' line before the diff")
+    if not _URL.match(fields["URL"]):
+        raise ConfigError(f"{name}: URL: {fields['URL']!r} is not an https:// URL of the PR, commit or repository")
+    if not _DATE.match(fields["Date"]):
+        raise ConfigError(f"{name}: Date: {fields['Date']!r}; expected YYYY-MM, YYYY-MM-DD or 'unknown'")
+    patch = parse_patch(name, text)  # paths checked: a/ b/ prefixes, nothing escaping the tree, no binary
+    return CompetingFix(
+        stem,
+        fields["Competing fix"],
+        fields["URL"],
+        fields["Date"],
+        fields["Author's summary"],
+        fields.get("Provenance", ""),
+        patch.files,
+    )
+
+
+@dataclass(frozen=True)
+class CompetingJudgement:
+    verdict: CompetingVerdict
+    reason: str
+    failure_line: Optional[str] = None  # the first failing case line of the first test that fails
+    failing_test: Optional[str] = None
+
+
+def first_failing_line(test: str, output: str) -> Optional[str]:
+    """The first line a test prints for a failing case (the gate's row, or test-opt's FAIL line)."""
+    if test == GATE_TEST:
+        return gate_failure_line(output)
+    for line in strip_ansi(output).splitlines():
+        if (
+            line.rstrip().endswith("FAIL")
+            and "backend*optimizer" not in line
+            and not line.lstrip().startswith("Backend ")
+        ):
+            return line.strip()
+    return None
+
+
+def judge(
+    apply_error: Optional[str],
+    build_ok: bool,
+    tests: Mapping[str, TestRecord],
+    with_fix: Mapping[str, Optional[Outcome]],
+) -> CompetingJudgement:
+    """equivalent / wrong / invalid, against the tests the fix passes (in the order given)."""
+    if apply_error is not None:
+        return CompetingJudgement(CompetingVerdict.INVALID, f"does not apply to the unfixed tree: {apply_error}")
+    if not build_ok:
+        return CompetingJudgement(CompetingVerdict.INVALID, "does not build")
+    judged = [t for t, o in with_fix.items() if o == Outcome.PASSED]
+    if not judged:
+        return CompetingJudgement(
+            CompetingVerdict.INVALID, "no test passes with the fix here, so nothing to judge against"
+        )
+    for t in judged:
+        rec = tests.get(t)
+        if rec is None or rec.outcome == Outcome.PASSED:
+            continue
+        line = first_failing_line(t, rec.output or "") or f"{t} {rec.outcome} (exit code {rec.exit_code})"
+        return CompetingJudgement(CompetingVerdict.WRONG, f"{t} fails: {line}", line, t)
+    missing = [t for t in judged if t not in tests]
+    if missing:
+        return CompetingJudgement(CompetingVerdict.INVALID, f"{', '.join(missing)} not run")
+    return CompetingJudgement(CompetingVerdict.EQUIVALENT, f"passes everything the fix passes ({', '.join(judged)})")
+
+
+def load_competing(matrix: Matrix) -> list[CompetingFix]:
+    """native_tests/competing/*.patch (fixes for the same bug proposed elsewhere, each with its
+    provenance), in name order; none when the folder is absent. A malformed one is one
+    ConfigError line naming the file."""
+    folder = matrix.native_tests_dir / "competing"
+    out = []
+    for f in sorted(folder.glob("*.patch")) if folder.is_dir() else []:
+        text = untrusted.read_text(f, "competing fix", root=folder)
+        try:
+            out.append(parse_competing(f.name, text))
+        except ConfigError as e:
+            raise ConfigError(f"{folder}/{e}") from None
+    return out
