@@ -9,7 +9,9 @@ It shares the session's tool cache (the sdist, the cell's worktree when the matr
 ccache. Measured on 2 shared cores with a cold ccache (2026-12-01): 517 s in all; llama-finetune built
 with the fix 409 s wall (350 CPU s, 132 steps: ggml, libllama, llama-common, the example), the fix
 reverted and rebuilt 1.5 s, pre-training 64 s (8 epochs), the four 2-epoch runs 22 s; the re-run 0.73 s
-for the process, 0.08 s in the tool. It replaces the custom-driver e2e (173 s): +344 s for CI.
+for the process, 0.08 s in the tool. With a warm ccache (main's series, the blob/object provenance):
+101 s (build 27 s, pre-training 29 s, runs 32 s). It replaces the custom-driver e2e (173 s cold, 60 s
+warm): +344 s for CI with a cold ccache.
 """
 from __future__ import annotations
 
