@@ -126,7 +126,7 @@ CACHE_MARKER = ".ggml-patch-cache"
 # what a cache of an earlier version holds (no marker yet): claimed as the tool's own
 CACHE_ENTRIES = frozenset(
     {"downloads", "snapshots.git", "cells", "tmp", "locks", "bundle", "status", "mirrors", "evidence", "results", "pr"}
-    | {"snapshots.git.lock"}
+    | {"snapshots.git.lock", "vulkan-sdk"}  # vulkan-sdk: scripts/setup-vulkan-lavapipe.sh writes it there
 )
 
 

@@ -150,7 +150,7 @@ class TestRecord(Record):
     log: str = ""
     output: Optional[str] = None  # the test's output while the cell runs; never stored
     rows: list[DeviceRow] = Field(default_factory=list)
-    failure_line: Optional[str] = None  # the gate: its failure line (None when it printed none)
+    failure_line: Optional[str] = None  # its first failing case line (the gate: None when it printed none)
     stopped_on: Optional[str] = None  # not passed: the device it was on when it stopped, if known
     summary_line: Optional[str] = None
     skipped: Optional[str] = None  # outcome skipped: why this backend does not run it

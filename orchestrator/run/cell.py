@@ -1,6 +1,6 @@
 """One cell of the matrix as a pipeline of named steps, in one place:
 
-    fetch -> apply -> configure -> build -> test -> control -> mutants -> training -> conclude -> store
+    fetch -> apply -> configure -> build -> test -> control -> mutants -> competing -> training -> conclude -> store
 
 (STEPS names them.) Each step is a small function of the cell's context (`CellContext`): what the cell is (target,
 backend and its module, its folders), what the steps found so far (the snapshot, the rendered
@@ -740,7 +740,8 @@ def record_of_run(run: TestRun) -> TestRecord:
         rows=[DeviceRow.model_validate(r) for r in rows],
         summary_line=_summary_line(run.output),
         gate=gate,
-        failure_line=classify.gate_failure_line(run.output) if gate else None,
+        # the first failing case line: the gate's row, or test-opt's FAIL line of a case
+        failure_line=classify.gate_failure_line(run.output) if gate else first_failing_line(run.name, run.output),
         # the device it was on when it died, if any
         stopped_on=attribution.crash_device(run.output) if outcome != classify.PASSED else None,
         output=run.output,

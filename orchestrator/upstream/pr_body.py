@@ -12,6 +12,7 @@ import unicodedata
 from typing import Optional
 
 from ..finetune import results as ft
+from ..finetune.bundle import PLOT
 from ..finetune.results import FinetuneResults
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..redact import redact
@@ -223,8 +224,7 @@ def before_fix_lines(results: Results, target: str) -> list[str]:
         if not control:
             continue
         t = control.test(UPSTREAM_TEST)
-        line = first_failing_line(UPSTREAM_TEST, t.output or "") if t and t.output else None
-        line = line or next((r.line for r in (t.rows if t else []) if r.line), None)
+        line = (t.failure_line or first_failing_line(UPSTREAM_TEST, t.output or "")) if t else None
         for x in (line, control.failure_line):
             if x:
                 out.append(ascii_text(x))
@@ -332,6 +332,7 @@ def evidence(
         out += _details("Without the fix", ["```sh", *bug, "```"])
     tuned = finetune_lines(finetune, "####")
     if tuned:
+        out += ["", *finetune_summary(finetune)]
         out += _details("Fine-tuning with llama-finetune, with and without the fix", tuned)
     out += _details("Per-case results (backend x device x test x case)", case_table(results, target))
     record = [
@@ -481,6 +482,16 @@ def issue(
 def _cell_text(value: str) -> str:
     """A value for one table cell: ASCII, one line, no column separator."""
     return ascii_text(" ".join(str(value).split())).replace("|", "/")
+
+
+def finetune_summary(results: Optional[FinetuneResults]) -> list[str]:
+    """The fine-tuning verdicts in one visible line, with the plot's file name (tables folded)."""
+    if results is None or not results.runs:
+        return []
+    cases = "; ".join(f"{v.optimizer} lr {v.lr:g} opt_period {v.opt_period}: {v.label}" for v in ft.verdicts(results))
+    floor = ft.noise_floor(results).floor
+    line = f"Fine-tuning (upstream llama-finetune, held-out eval loss, noise floor {floor:.3g}): {cases or 'no case with both builds'}."
+    return [ascii_text(line), f"Plot: `{PLOT}` in the bundle."]
 
 
 def finetune_lines(results: Optional[FinetuneResults], level: str) -> list[str]:

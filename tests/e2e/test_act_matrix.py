@@ -5,8 +5,9 @@ report `source unavailable` without failing the run), aggregate (merged results 
 report (the drift issue on a fake GitHub API on 127.0.0.1 through GITHUB_API_URL).
 
 Run 1 carries a regression (the series no longer applies): the default legs fail, the run fails,
-the report job opens exactly one drift issue listing the failing cells. Run 2, after the fix, is
-green: merged results, a bundle, and the same issue closed. Slow: the two cpu cells build
+the live legs report `source unavailable`, the report job opens exactly one drift issue listing
+the failing cells. Run 2, after the fix, is green (its default legs only: act fails a job whose
+continue-on-error legs failed, GitHub does not): merged results, a bundle, the same issue closed. Slow: the two cpu cells build
 (about 8 minutes cold on 2 cores, much less with a warm ccache: the legs' ccache is the host's).
 """
 import json
@@ -92,12 +93,12 @@ def test_the_matrix_workflow_end_to_end_in_act(tmp_path, api, shared_downloads):
     env = {"GITHUB_API_URL": api.url_for("/").rstrip("/"), "GITHUB_ACTOR_ID": "1"}
     args = ("-s", "GITHUB_TOKEN=act-token", "-a", "adopter")
 
-    def run(n: int):
+    def run(n: int, *more: str):
         work = tmp_path / f"run{n}"
         (work / "store").mkdir(parents=True)
         _seed_caches(work / "store", clone, shared_downloads, tmp_path / "ccache")
         # act runs a matrix's legs side by side on one host: on one core they never oversubscribe
-        return run_act(clone, WF, work, *args, env=env, timeout=1800, cpus="0"), work
+        return run_act(clone, WF, work, *args, *more, env=env, timeout=1800, cpus="0"), work
 
     first, work1 = run(1)
     out = first.stdout
@@ -115,7 +116,9 @@ def test_the_matrix_workflow_end_to_end_in_act(tmp_path, api, shared_downloads):
 
     (sorted((clone / "patches").glob("0001-*.patch"))[0]).write_text(good)
     git(clone, "commit", "-qam", "the fix")
-    second, work2 = run(2)
+    # act (0.2.89) fails the `cell` job when a continue-on-error leg fails, where GitHub counts it
+    # a success: the live legs (checked in run 1) are left out so that the bundle's condition holds
+    second, work2 = run(2, "--matrix", "profile:default")
     assert second.returncode == 0, second.stdout[-5000:] + second.stderr[-2000:]
     merged = json.loads((work2 / "store" / "artifacts" / "ggml-patch-results-default" / "results.json").read_text())
     assert {c["cell"]: c["status"] for c in merged["cells"]} == {"llama.cpp/cpu": "passed", "ggml/cpu": "passed"}

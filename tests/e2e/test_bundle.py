@@ -179,6 +179,9 @@ def test_readiness_lists_only_the_contributor_s_words_as_open(real_run):
     assert "https://github.com/ggml-org/llama.cpp/pull/22705" in readiness and "CONTRIBUTING.md:" in readiness
     body = (results / "bundle" / "llama.cpp" / "PR_BODY.md").read_text()
     assert "known-wrong fixes:" in body and "killed by test-opt alone" in body
+    # the failing line of test-opt's new cases before the fix, visible
+    assert ("\ntest_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, subtest=weights, optimizer=adamw): "
+            "FAIL\n") in body.split("<details>", 1)[0]
     assert "| competing fix | date | verdict | test | first failing line |" in body
 
 

@@ -58,6 +58,14 @@ def test_a_cache_holding_a_users_files_is_refused(tmp_path):
     assert cache_problem(tmp_path / "new") is None
 
 
+def test_a_cache_the_vulkan_setup_script_made_first_is_the_tool_s(tmp_path):
+    from orchestrator.outdir import cache_problem
+
+    (tmp_path / "vulkan-sdk").mkdir()  # scripts/setup-vulkan-lavapipe.sh writes <cache>/vulkan-sdk before any run
+    (tmp_path / "snapshots.git.lock").write_text("")
+    assert cache_problem(tmp_path) is None
+
+
 def test_scratch_is_cleaned_only_in_a_marked_cache(tmp_path):
     import os
 

@@ -232,3 +232,19 @@ def test_the_body_s_visible_part_is_short_and_the_rest_is_folded():
 def test_visible_lines_skip_details_blocks_comments_and_blanks():
     text = "a\n\n<details><summary>s</summary>\n\nhidden\n</details>\n<!-- c\nd -->\nb\n"
     assert PB.visible_lines(text) == ["a", "<details><summary>s</summary>", "b"]
+
+
+def test_the_fine_tuning_verdicts_are_one_visible_line_with_the_plot():
+    from orchestrator.finetune import results as ft
+
+    def run(variant, evals):
+        return ft.Run(variant=variant, optimizer="adamw", opt_period=1, n_batch=256, n_ubatch=256, lr=1e-5,
+                      command=[], epochs=[ft.Epoch(epoch=i + 1, train_loss=e, eval_loss=e) for i, e in enumerate(evals)],
+                      exit_code=0, outcome="ok", threads=ft.THREADS, repeat=0)
+
+    res = ft.FinetuneResults(target="llama.cpp", base="0c1e5709", model={}, data={}, program={},
+                             runs=[run("with_fix", [6.0, 5.5, 5.0]), run("without_fix", [6.0, 5.9, 5.8])])
+    line, plot = PB.finetune_summary(res)
+    assert line.startswith("Fine-tuning (upstream llama-finetune") and "adamw lr 1e-05 opt_period 1: bug visible" in line
+    assert "finetune-loss.png" in plot and line.isascii()
+    assert PB.finetune_summary(None) == []

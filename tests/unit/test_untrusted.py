@@ -53,3 +53,47 @@ def test_deep_json_is_one_line(tmp_path):
 
 def test_xml_text_strips_ansi_and_control_characters():
     assert xml_text("\x1b[31mFAIL\x1b[0m\x00\x07 ok\ud800") == "FAIL\ufffd\ufffd ok\ufffd"
+
+
+class _Blobs:
+    """A stand-in for the snapshot repository: blobs by path."""
+
+    def __init__(self, blobs):
+        self.blobs = blobs
+
+    def blob_size(self, commit, path):
+        b = self.blobs.get(path)
+        return None if b is None else len(b)
+
+    def read_blob(self, commit, path):
+        b = self.blobs.get(path)
+        return None if b is None else b.decode("utf-8", "surrogateescape")
+
+
+@pytest.mark.parametrize("blob, expected", [
+    (b"## Why\n\xe9t\xe9\n", "not UTF-8"),
+    (b"x" * (1024 * 1024 + 1), "more than the"),
+])
+def test_the_targets_policy_files_are_checked_before_the_build(blob, expected):
+    from orchestrator.upstream.bundle import _policy_reader
+
+    read = _policy_reader(_Blobs({".github/pull_request_template.md": blob}))
+    assert read("0" * 40, "AGENTS.md") is None
+    with pytest.raises(ConfigError, match=expected):
+        read("0" * 40, ".github/pull_request_template.md")
+
+
+def test_a_latin1_cover_is_one_line(tmp_path):
+    (tmp_path / "cover.md").write_bytes("## Why\n\xe9\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"cover.md:2: not UTF-8"):
+        untrusted.read_optional(tmp_path / "cover.md", "cover", root=tmp_path)
+
+
+def test_a_bundle_never_replaces_a_folder_of_a_users_files(tmp_path):
+    from orchestrator.upstream.bundle import _write_dir
+
+    (tmp_path / "tiny").mkdir()
+    (tmp_path / "tiny" / "mine.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="did not write"):
+        _write_dir(tmp_path / "tiny", {"manifest.json": "{}"})
+    assert (tmp_path / "tiny" / "mine.txt").read_text() == "mine"
