@@ -91,6 +91,20 @@ def retarget(f: FileDiff, src: Layout, dst: Layout) -> FileDiff:
     return FileDiff(translate(f.path, src, dst), "\n".join(out))
 
 
+class DiffInLayout:
+    """A diff kept in the series' layout (`files`), applied in any target's (mutants, competing fixes)."""
+
+    files: tuple[FileDiff, ...]
+
+    def rendered(self, src: Layout, dst: Layout) -> str:
+        """The diff with its paths in `dst`'s layout, for `git apply` in a target's tree."""
+        return "".join(retarget(f, src, dst).text for f in self.files)
+
+    def paths(self, src: Layout, dst: Layout) -> list[str]:
+        """The files it changes, in `dst`'s layout (what is restored after it)."""
+        return [retarget(f, src, dst).path for f in self.files]
+
+
 def _registration_diff(dst: Layout, base_file: Callable[[str], Optional[str]]) -> list[FileDiff]:
     """The registration of the gate test in dst's base, as a diff: one, or none where dst has no harness."""
     path = dst.prefix + REGISTRATION_FILE

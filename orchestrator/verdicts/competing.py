@@ -24,8 +24,8 @@ from typing import Mapping, Optional
 from .. import untrusted
 from ..config import Matrix
 from ..errors import ConfigError
-from ..patchset.layout import GATE_TEST, Layout
-from ..patchset.render import retarget
+from ..patchset.layout import GATE_TEST
+from ..patchset.render import DiffInLayout
 from ..patchset.series import FileDiff, parse_patch
 from ..report.model import CompetingVerdict, Outcome, TestRecord
 from .classify import gate_failure_line, strip_ansi
@@ -38,7 +38,7 @@ _DATE = re.compile(r"^(unknown|\d{4}-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)$"
 
 
 @dataclass(frozen=True)
-class CompetingFix:
+class CompetingFix(DiffInLayout):
     name: str  # the file name without .patch
     title: str
     url: str
@@ -46,12 +46,6 @@ class CompetingFix:
     summary: str
     provenance: str
     files: tuple[FileDiff, ...]  # the diff against the unfixed tree, in the series' layout
-
-    def rendered(self, src: Layout, dst: Layout) -> str:
-        return "".join(retarget(f, src, dst).text for f in self.files)
-
-    def paths(self, src: Layout, dst: Layout) -> list[str]:
-        return [retarget(f, src, dst).path for f in self.files]
 
 
 def parse_competing(name: str, text: str) -> CompetingFix:

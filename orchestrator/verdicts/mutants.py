@@ -19,8 +19,8 @@ from typing import Mapping, Optional
 from .. import untrusted
 from ..config import Matrix
 from ..errors import ConfigError
-from ..patchset.layout import GATE_TEST, UPSTREAM_TEST, Layout
-from ..patchset.render import retarget
+from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
+from ..patchset.render import DiffInLayout
 from ..patchset.series import FileDiff, parse_patch
 from ..report.model import Outcome, TestRecord, Verdict
 from .classify import INVALID, KILLED, SURVIVED, GateVerdict, gate_verdict
@@ -30,19 +30,11 @@ _HEADER = re.compile(r"^(?P<key>Mutant|Why it is wrong): (?P<value>\S.*)$", re.M
 
 
 @dataclass(frozen=True)
-class Mutant:
+class Mutant(DiffInLayout):
     name: str  # the file name without .patch, e.g. "02-reset-at-build-when-opt-i-zero"
     title: str
     why: str
     files: tuple[FileDiff, ...]  # the diff, in the series' layout
-
-    def rendered(self, src: Layout, dst: Layout) -> str:
-        """The diff with its paths in `dst`'s layout, for `git apply` in a target's tree."""
-        return "".join(retarget(f, src, dst).text for f in self.files)
-
-    def paths(self, src: Layout, dst: Layout) -> list[str]:
-        """The files it changes, in `dst`'s layout (what is restored after it)."""
-        return [retarget(f, src, dst).path for f in self.files]
 
 
 def parse_mutant(name: str, text: str) -> Mutant:
