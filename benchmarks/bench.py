@@ -11,6 +11,8 @@
 (f) the mutants' cost per mutant in the tool (its mutants step over the mutants it ran), against
     `git apply` of the same mutant + a ninja one-file rebuild of the gate target + a gate run by
     hand in the same build tree, no ccache in either.
+(i) each competing fix (native_tests/competing/) in the tool against, by hand in the same tree: the
+    fix's files back to the unfixed commit (not timed), `git apply`, ninja of both tests, both run.
 (g) the fine-tuning evidence (`ggml-patch evidence`, issues 17 and 25) in the cold run's cache: cold
     (upstream's llama-finetune built in a new build tree without ccache, the model made and pre-trained,
     every case run in both variants, the noise runs), then again with nothing changed (the cached result);
@@ -52,6 +54,7 @@ from orchestrator.patchset.render import rendered_for_target  # noqa: E402
 
 GOALS = {"cold_vs_by_hand": 0.3, "control_vs_one_file": 1.2, "mutant_vs_by_hand": 1.2, "rerun_s": 1.0,
          "own_time_share": 0.05, "evidence_rerun_s": 1.0, "evidence_cold_s": 900.0,
+         "competing_vs_by_hand": 1.5,  # issue 20: a competing fix costs about one mutant
          # issue 24: the newcomer's run (2 cores) and the ratios under two busy loops of the bench's own
          "newcomer_first_verdict_s": 75.0, "newcomer_total_s": 240.0, "newcomer_rerun_s": 1.0,
          "newcomer_loaded_first_verdict_s": 150.0, "newcomer_loaded_total_s": 480.0,
@@ -254,6 +257,56 @@ def mutants_by_hand(cache_dir: Path, cell: dict, matrix) -> dict:
     return {"per_mutant_s": round(total / len(each), 3) if each else None, "mutants": each}
 
 
+def competing_by_hand(cache_dir: Path, cell: dict, matrix) -> dict:
+    """Each competing fix by hand in the cell's own tree: the fix's files put back to the unfixed
+    commit (not timed), `git apply` of the competing fix, ninja of both tests, both run (timed); the
+    patched files put back afterwards (not timed). Seconds per competing fix."""
+    from orchestrator.patchset.layout import GATE_TEST, UPSTREAM_TEST, get_layout
+    from orchestrator.verdicts.competing import load_competing
+
+    cell_dir = cache_dir / "cells" / cell["cell"].replace("/", "-")
+    src, build = cell_dir / "src", cell_dir / "build"
+    series_layout, layout = get_layout(matrix.series_layout), get_layout(cell["layout"])
+    each = []
+    for c in load_competing(matrix):
+        paths = c.paths(series_layout, layout)
+        fixed_in = subprocess.run(["git", "-C", str(src), "rev-list", "-1", "HEAD", "--", *paths],
+                                  capture_output=True, text=True, check=True).stdout.strip()
+        subprocess.run(["git", "-C", str(src), "checkout", f"{fixed_in}^", "--", *paths], check=True)
+        patch = cell_dir / f"bench-{c.name}.patch"
+        patch.write_text(c.rendered(series_layout, layout))
+        try:
+            t_apply = sh(["git", "-C", str(src), "apply", "--", str(patch)])
+            t_build = sh([ninja_exe(), "-C", str(build), UPSTREAM_TEST, GATE_TEST], env=NO_CCACHE)
+            t0 = time.monotonic()
+            for test in (UPSTREAM_TEST, GATE_TEST):
+                subprocess.run([str(build / "bin" / test)], capture_output=True, timeout=600)
+            t_tests = time.monotonic() - t0
+        finally:
+            subprocess.run(["git", "-C", str(src), "checkout", "HEAD", "--", *paths], check=True)
+            patch.unlink()
+        each.append({"competing": c.name, "apply_s": round(t_apply, 3), "build_s": round(t_build, 3),
+                     "tests_s": round(t_tests, 3)})
+    total = sum(e["apply_s"] + e["build_s"] + e["tests_s"] for e in each)
+    return {"per_fix_s": round(total / len(each), 3) if each else None, "fixes": each}
+
+
+def competing_ratios(cold_cache: Path, cold: dict, matrix) -> dict:
+    """(i) each competing fix in the tool (its competing step over the fixes it ran) against
+    competing_by_hand, per cell of a tool run (`cold`: its results.json) in `cold_cache`."""
+    out = {}
+    for c in cold["cells"]:
+        ran = [r for r in cold["records"] if r["cell"] == c["cell"] and r["variant"].startswith("competing:")
+               and r.get("status") != "skipped"]
+        if not ran or not c["timings"].get("competing"):
+            continue
+        tool_each = c["timings"]["competing"] / len(ran)
+        hand = competing_by_hand(cold_cache, c, matrix)
+        out[c["cell"]] = {"fixes": len(ran), "tool_per_fix_s": round(tool_each, 3), "by_hand": hand,
+                          "ratio": round(tool_each / hand["per_fix_s"], 2) if hand["per_fix_s"] else None}
+    return out
+
+
 def usable_backends(matrix, cache: Cache) -> list[str]:
     """cpu first (its flags get changed), then the others this machine can run (Vulkan on lavapipe)."""
     from orchestrator import backends
@@ -424,11 +477,13 @@ def measure_tool(report: dict, work: Path, matrix, args, loads: list[int]) -> No
                            "cells": {c["cell"]: c["timings"] for c in cold["cells"]}}
     print("bench: (c) control marginal cost, (f) mutants: per mutant in the tool and by hand", flush=True)
     report["control"], report["mutants"] = variant_ratios(work / "cold-cache", cold, matrix)
+    print("bench: (i) competing fixes: per fix in the tool and by hand", flush=True)
+    report["competing"] = competing_ratios(work / "cold-cache", cold, matrix)
     if BUSY_LOOPS in loads:
         print(f"bench: (c) and (f) again under {BUSY_LOOPS} busy loops", flush=True)
         report["loaded"] = loaded_ratios(work, cold_args, matrix, BUSY_LOOPS)
     if 0 not in loads:  # only the loaded measures were asked for: the quiet ones are not reported
-        del report["control"], report["mutants"]
+        del report["control"], report["mutants"], report["competing"]
     print("bench: (d) re-run with nothing changed", flush=True)
     t_rerun, p = tool(*cold_args)
     report["rerun_s"] = round(t_rerun, 2)
@@ -452,6 +507,8 @@ def ratios(report: dict) -> dict:
         if "control" in report:
             r["control_vs_one_file"] = _max_ratio(report["control"])
             r["mutant_vs_by_hand"] = _max_ratio(report["mutants"])
+            if report.get("competing"):
+                r["competing_vs_by_hand"] = _max_ratio(report["competing"])
         r["rerun_s"] = report["rerun_s"]
         r["own_time_share"] = round((report["tool_cold"]["orchestrator_cpu_s"] or 0.0) / t_cold, 4)
     if "loaded" in report:
@@ -472,6 +529,7 @@ def ratios(report: dict) -> dict:
 NAMES = {"cold_vs_by_hand": "cold tool run, mutants excluded / by-hand route",
          "control_vs_one_file": "control / one-file rebuild by hand",
          "mutant_vs_by_hand": "per mutant / git apply + gate rebuild + gate run by hand",
+         "competing_vs_by_hand": "per competing fix / git apply on the unfixed tree + both tests rebuilt and run by hand",
          "rerun_s": "re-run with nothing changed (s)", "own_time_share": "orchestrator's own time / cold run",
          "evidence_rerun_s": "evidence re-run with nothing changed (s)",
          "evidence_cold_s": "evidence cold, default cases (s)",
@@ -507,6 +565,12 @@ def markdown(r: dict) -> str:
                   f"{r['tool_cold'].get('mutants_s', 0.0)} s; orchestrator CPU {r['tool_cold']['orchestrator_cpu_s']} s."]
         if "control" in r:
             lines += ratio_tables(r["control"], r["mutants"], "")
+        if r.get("competing"):
+            lines += ["", "## Competing fixes (s per fix, no ccache)", "",
+                      "| cell | fixes | tool, per fix | by hand: apply + both tests rebuilt and run | ratio |",
+                      "|---|---|---|---|---|"]
+            for c, v in r["competing"].items():
+                lines.append(f"| {c} | {v['fixes']} | {v['tool_per_fix_s']} | {v['by_hand']['per_fix_s']} | {v['ratio']} |")
     if "loaded" in r:
         ld = r["loaded"]
         lines += ratio_tables(ld["control"], ld["mutants"], f", under {ld['load_start']['busy_loops']} busy loops "
