@@ -13,6 +13,8 @@
     hand in the same build tree, no ccache in either.
 (i) each competing fix (native_tests/competing/) in the tool against, by hand in the same tree: the
     fix's files back to the unfixed commit (not timed), `git apply`, ninja of both tests, both run.
+(j) the untrusted-input checks (untrusted.py, outdir.py, redact.py) in a cached no-change run, from
+    cProfile: every entry into those modules from outside them, cumulative.
 (g) the fine-tuning evidence (`ggml-patch evidence`, issues 17 and 25) in the cold run's cache: cold
     (upstream's llama-finetune built in a new build tree without ccache, the model made and pre-trained,
     every case run in both variants, the noise runs), then again with nothing changed (the cached result);
@@ -55,6 +57,7 @@ from orchestrator.patchset.render import rendered_for_target  # noqa: E402
 GOALS = {"cold_vs_by_hand": 0.3, "control_vs_one_file": 1.2, "mutant_vs_by_hand": 1.2, "rerun_s": 1.0,
          "own_time_share": 0.05, "evidence_rerun_s": 1.0, "evidence_cold_s": 900.0,
          "competing_vs_by_hand": 1.5,  # issue 20: a competing fix costs about one mutant
+         "checks_ms": 50.0,  # issue 23: the untrusted-input checks in a cached no-change run
          # issue 24: the newcomer's run (2 cores) and the ratios under two busy loops of the bench's own
          "newcomer_first_verdict_s": 75.0, "newcomer_total_s": 240.0, "newcomer_rerun_s": 1.0,
          "newcomer_loaded_first_verdict_s": 150.0, "newcomer_loaded_total_s": 480.0,
@@ -307,6 +310,32 @@ def competing_ratios(cold_cache: Path, cold: dict, matrix) -> dict:
     return out
 
 
+CHECK_MODULES = ("orchestrator/untrusted.py", "orchestrator/outdir.py", "orchestrator/redact.py")
+
+
+def checks_cost(cold_args: list[str]) -> dict:
+    """(j) issue 23: the untrusted-input checks in a cached no-change run, from cProfile: the
+    cumulative time of every entry into untrusted.py, outdir.py and redact.py from outside them (an
+    upper bound: it includes the reads and the JSON parsing those checks wrap)."""
+    import pstats
+
+    with tempfile.TemporaryDirectory(prefix="ggml-patch-bench-prof-") as d:
+        prof = Path(d) / "run.prof"
+        t0 = time.monotonic()
+        p = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "orchestrator", *cold_args],
+                           cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        wall = time.monotonic() - t0
+        if p.returncode != 0:
+            raise SystemExit(f"bench: profiled re-run failed ({p.returncode}): {p.stderr[-800:]}")
+        stats = pstats.Stats(str(prof)).stats  # type: ignore[attr-defined]
+    ours = {f for f in stats if f[0].endswith(CHECK_MODULES)}
+    # public functions entered from outside (a private one is reached through them, even via re.sub)
+    entries = [f for f in ours if not f[2].startswith("_") and not any(caller in ours for caller in stats[f][4])]
+    checks_s = sum(stats[f][3] for f in entries)
+    return {"profiled_wall_s": round(wall, 3), "checks_ms": round(checks_s * 1000, 1),
+            "entries": sorted(f"{Path(f[0]).name}:{f[2]}" for f in entries)}
+
+
 def usable_backends(matrix, cache: Cache) -> list[str]:
     """cpu first (its flags get changed), then the others this machine can run (Vulkan on lavapipe)."""
     from orchestrator import backends
@@ -487,6 +516,8 @@ def measure_tool(report: dict, work: Path, matrix, args, loads: list[int]) -> No
     print("bench: (d) re-run with nothing changed", flush=True)
     t_rerun, p = tool(*cold_args)
     report["rerun_s"] = round(t_rerun, 2)
+    print("bench: (j) the untrusted-input checks in that re-run (cProfile)", flush=True)
+    report["checks"] = checks_cost(cold_args)
     if args.only_ratios:
         return
     print("bench: re-runs after a change", flush=True)
@@ -510,6 +541,8 @@ def ratios(report: dict) -> dict:
             if report.get("competing"):
                 r["competing_vs_by_hand"] = _max_ratio(report["competing"])
         r["rerun_s"] = report["rerun_s"]
+        if "checks" in report:
+            r["checks_ms"] = report["checks"]["checks_ms"]
         r["own_time_share"] = round((report["tool_cold"]["orchestrator_cpu_s"] or 0.0) / t_cold, 4)
     if "loaded" in report:
         r["loaded_control_vs_one_file"] = _max_ratio(report["loaded"]["control"])
@@ -530,6 +563,7 @@ NAMES = {"cold_vs_by_hand": "cold tool run, mutants excluded / by-hand route",
          "control_vs_one_file": "control / one-file rebuild by hand",
          "mutant_vs_by_hand": "per mutant / git apply + gate rebuild + gate run by hand",
          "competing_vs_by_hand": "per competing fix / git apply on the unfixed tree + both tests rebuilt and run by hand",
+         "checks_ms": "untrusted-input checks in that re-run (ms, cProfile, upper bound)",
          "rerun_s": "re-run with nothing changed (s)", "own_time_share": "orchestrator's own time / cold run",
          "evidence_rerun_s": "evidence re-run with nothing changed (s)",
          "evidence_cold_s": "evidence cold, default cases (s)",

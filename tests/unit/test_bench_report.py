@@ -89,3 +89,26 @@ def test_a_competing_fix_is_measured_against_the_by_hand_route():
     md = bench.markdown(report)
     assert "| per competing fix / git apply on the unfixed tree + both tests rebuilt and run by hand | 1.6 | <= 1.5 | NO |" in md
     assert "| ggml/cpu | 2 | 1.8 | 1.125 | 1.6 |" in md
+
+
+
+def test_the_checks_cost_is_the_cumulative_time_of_the_entries_into_the_check_modules(monkeypatch):
+    import cProfile
+    import subprocess
+
+    from orchestrator import redact
+
+    bench = _bench()
+
+    def caller():
+        for _ in range(200):
+            redact.redact("x https://u:p@h/ y")
+
+    def fake_run(argv, **kw):  # the profiler on a function of this test instead of a tool run
+        cProfile.runctx("caller()", {}, {"caller": caller}, argv[argv.index("-o") + 1])
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(bench.subprocess, "run", fake_run)
+    got = bench.checks_cost(["matrix"])
+    assert got["entries"] == ["redact.py:redact"]  # the entry from outside; redact's own helpers are inside it
+    assert got["checks_ms"] > 0
