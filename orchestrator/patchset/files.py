@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from .. import untrusted
 from ..config import Matrix, _line_for, require_native_tests
 from ..errors import ConfigError
 from .layout import GATE_TEST
 from .series import Series, parse_series
+
+T = TypeVar("T")
+
+
+def read_diff_files(folder: Path, kind: str, parse: Callable[[str, str], T]) -> list[T]:
+    """folder/*.patch parsed by `parse(name, text)`, in name order (mutants, competing fixes); none
+    when the folder is absent. A malformed one is one ConfigError line naming the file."""
+    out = []
+    for f in sorted(folder.glob("*.patch")) if folder.is_dir() else []:
+        text = untrusted.read_text(f, kind, root=folder)
+        try:
+            out.append(parse(f.name, text))
+        except ConfigError as e:
+            raise ConfigError(f"{folder}/{e}") from None
+    return out
 
 
 def read_series(directory: Path, layout: str) -> Series:

@@ -21,9 +21,9 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from .. import untrusted
 from ..config import Matrix
 from ..errors import ConfigError
+from ..patchset.files import read_diff_files
 from ..patchset.layout import GATE_TEST
 from ..patchset.render import DiffInLayout
 from ..patchset.series import FileDiff, parse_patch
@@ -142,12 +142,4 @@ def load_competing(matrix: Matrix) -> list[CompetingFix]:
     """native_tests/competing/*.patch (fixes for the same bug proposed elsewhere, each with its
     provenance), in name order; none when the folder is absent. A malformed one is one
     ConfigError line naming the file."""
-    folder = matrix.native_tests_dir / "competing"
-    out = []
-    for f in sorted(folder.glob("*.patch")) if folder.is_dir() else []:
-        text = untrusted.read_text(f, "competing fix", root=folder)
-        try:
-            out.append(parse_competing(f.name, text))
-        except ConfigError as e:
-            raise ConfigError(f"{folder}/{e}") from None
-    return out
+    return read_diff_files(matrix.native_tests_dir / "competing", "competing fix", parse_competing)

@@ -16,9 +16,9 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from .. import untrusted
 from ..config import Matrix
 from ..errors import ConfigError
+from ..patchset.files import read_diff_files
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..patchset.render import DiffInLayout
 from ..patchset.series import FileDiff, parse_patch
@@ -123,12 +123,4 @@ def kill_line(verdicts: list[Optional[Verdict]]) -> str:
 def load_mutants(matrix: Matrix) -> list[Mutant]:
     """native_tests/mutants/*.patch (the known-wrong fixes the gate must catch), in name order;
     none when the folder is absent. A malformed one is one ConfigError line naming the file."""
-    folder = matrix.native_tests_dir / "mutants"
-    out = []
-    for f in sorted(folder.glob("*.patch")) if folder.is_dir() else []:
-        text = untrusted.read_text(f, "mutant", root=folder)
-        try:
-            out.append(parse_mutant(f.name, text))
-        except ConfigError as e:
-            raise ConfigError(f"{folder}/{e}") from None
-    return out
+    return read_diff_files(matrix.native_tests_dir / "mutants", "mutant", parse_mutant)
