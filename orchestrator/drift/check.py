@@ -163,14 +163,15 @@ def attempt(
     wt.ensure(base)
     results: list[PatchResult] = []
     for i, (patch, f) in enumerate(zip(rendered.patches, files, strict=True)):
+        # reverse first: a patch that only adds (new test cases) applies a second time on a tree that has it
+        if wt.applies(f, reverse=True):
+            results.append(PatchResult(name=patch.name, result=PRESENT, detail="the patch reverse-applies"))
+            continue
         plain = wt.am_one(f)
         if plain is None:
             results.append(PatchResult(name=patch.name, result=CLEAN))
             continue
         wt.am_abort()
-        if wt.applies(f, reverse=True):
-            results.append(PatchResult(name=patch.name, result=PRESENT, detail="the patch reverse-applies"))
-            continue
         if content_present(patch, wt.read_file):
             results.append(PatchResult(name=patch.name, result=PRESENT, detail="its content is already there"))
             continue

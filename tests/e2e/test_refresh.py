@@ -14,10 +14,9 @@ from orchestrator.errors import ExitCode
 from orchestrator.drift.status import APPLIES, CONFLICT
 
 from ..helpers.tools import run_tool
-from ..helpers.forks import (INSERT_AFTER, OPT, ROOT, apply_series, commit_change, git, pinned_targets,
+from ..helpers.forks import (FORK_LINE, INSERT_AFTER, OPT, ROOT, apply_series, commit_change, git, pinned_targets,
                             real_snapshot_refs, repo_from_snapshot, replace_once, seeded_cache, write_matrix)
 
-FORK_LINE = "    GGML_ASSERT(opt_ctx->gf != nullptr);\n"
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +24,7 @@ def setup(tool_cache, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("refresh")
     refs = real_snapshot_refs(tool_cache)
     fork = repo_from_snapshot(tmp / "fork", refs["llama.cpp"], tool_cache)
-    commit_change(fork, "conflict", {OPT: replace_once("    }\n\n" + INSERT_AFTER, "    }\n\n" + FORK_LINE + INSERT_AFTER)},
+    commit_change(fork, "conflict", {OPT: replace_once(INSERT_AFTER, INSERT_AFTER + FORK_LINE)},
                   "fork: its own assertion where the fix puts one")
     apply_series(fork, "merged")
     targets = dict(pinned_targets(refs))

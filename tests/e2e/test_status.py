@@ -11,7 +11,7 @@ from orchestrator.vcs.snapshots import SnapshotRepo, Worktree
 from orchestrator.drift.status import (APPLIES, CLEAN, CONFLICT, CONFLICTED, MERGED, NOT_APPLICABLE, NOT_TRIED, PRESENT,
                                  THREE_WAY, UNREACHABLE, UPSTREAM)
 from ..helpers.tools import run_tool
-from ..helpers.forks import (CONTEXT_LINE, INSERT_AFTER, OPT, OPT_HEADER, ROOT, apply_series, commit_change, git,
+from ..helpers.forks import (CONTEXT_LINE, FORK_LINE, INSERT_AFTER, OPT, OPT_HEADER, ROOT, apply_series, commit_change, git,
                             pinned_targets, real_snapshot_refs, repo_from_snapshot, replace_once, seeded_cache,
                             write_matrix)
 
@@ -28,13 +28,12 @@ def drift(tool_cache, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("drift")
     refs = real_snapshot_refs(tool_cache)
     fork = repo_from_snapshot(tmp / "fork", refs["llama.cpp"], tool_cache)
-    commit_change(fork, "near", {OPT: replace_once(CONTEXT_LINE, CONTEXT_LINE.rstrip("\n") + "  // fork: dup\n")},
-                  "fork: annotate the graph dup, two lines from the fix")
-    commit_change(fork, "conflict", {OPT: replace_once("    }\n\n" + INSERT_AFTER,
-                                                       "    }\n\n    GGML_ASSERT(opt_ctx->gf != nullptr);\n" + INSERT_AFTER)},
+    commit_change(fork, "near", {OPT: replace_once(CONTEXT_LINE, CONTEXT_LINE.rstrip("\n") + "  // fork: note\n")},
+                  "fork: annotate the opt_i update, two lines from the fix")
+    commit_change(fork, "conflict", {OPT: replace_once(INSERT_AFTER, INSERT_AFTER + FORK_LINE)},
                   "fork: its own assertion where the fix puts one")
     apply_series(fork, "merged")
-    commit_change(fork, "merged-moved", {OPT: replace_once(CONTEXT_LINE, "    // upstream: reworded\n" + CONTEXT_LINE)},
+    commit_change(fork, "merged-moved", {OPT: replace_once(CONTEXT_LINE, CONTEXT_LINE + "    // upstream: reworded\n")},
                   "upstream: merged the fix, then edited around it", start="merged")
     commit_change(fork, "no-opt", {OPT: None}, "fork: drop ggml-opt")
     commit_change(fork, "no-api", {OPT_HEADER: lambda t: t.replace("ggml_opt_prepare_alloc", "ggml_opt_prepare_x")},
@@ -81,11 +80,11 @@ def test_conflict_names_file_hunk_lines_and_leaves_a_worktree(drift):
     assert row.status == CONFLICT
     c = row.conflict
     assert (c.patch, c.file) == (FIX, OPT)
-    assert c.hunk == "@@ -485,6 +485,10 @@ static void ggml_opt_build(ggml_opt_context_t opt_ctx) {"
+    assert c.hunk == "@@ -826,6 +826,11 @@ void ggml_opt_eval(ggml_opt_context_t opt_ctx, ggml_opt_result_t result) {"
     assert c.reason == f"CONFLICT (content): Merge conflict in {OPT}"
     assert c.lines and all(a < b for a, b in c.lines)
     assert [p.result for p in row.patches] == [CONFLICTED, NOT_TRIED]
-    assert row.detail.startswith(f"0001: {OPT}, @@ -485,6 +485,10 @@")
+    assert row.detail.startswith(f"0001: {OPT}, @@ -826,6 +826,11 @@")
     wt = Worktree(SnapshotRepo(cache.snapshots_git), Path(c.worktree))
     assert Path(c.worktree) == status_dirs(cache, matrix.target("fork-conflict")).resolve
     assert wt.am_in_progress() and wt.conflicted_files() == [OPT]
@@ -93,7 +92,7 @@ def test_conflict_names_file_hunk_lines_and_leaves_a_worktree(drift):
     first, last = c.lines[0]
     lines = text.splitlines()
     assert lines[first - 1].startswith("<<<<<<< ") and lines[last - 1].startswith(">>>>>>> ")
-    assert "GGML_ASSERT(opt_ctx->gf != nullptr);" in text and "grad_accs is indexed by forward-graph node" in text
+    assert "GGML_ASSERT(opt_ctx->gf != nullptr);" in text and "the gradient accumulators outlive per-step graphs" in text
 
 
 def test_a_second_run_keeps_the_resolution_worktree_untouched(drift):
@@ -160,7 +159,7 @@ def test_command_prints_the_conflict_with_its_worktree(drift):
     proc = run_tool("status", "--matrix", str(matrix.path), "--cache", str(cache.root), "--target", "fork-conflict")
     assert proc.returncode == ExitCode.SERIES_DOES_NOT_APPLY, proc.stderr
     out = proc.stdout
-    assert f"fork-conflict: conflict in {OPT} (@@ -485,6 +485,10 @@" in out
+    assert f"fork-conflict: conflict in {OPT} (@@ -826,6 +826,11 @@" in out
     assert str(status_dirs(cache, matrix.target("fork-conflict")).resolve) in out
     assert "ggml-patch refresh fork-conflict" in out
 

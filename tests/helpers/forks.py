@@ -22,11 +22,12 @@ from .tools import ROOT
 
 OPT = "ggml/src/ggml-opt.cpp"
 OPT_HEADER = "ggml/include/ggml-opt.h"
-# A context line of the fix's first hunk, two lines from where the fix inserts (a fork editing it
-# needs a 3-way merge), and the blank line where the fix inserts its assertion (a fork inserting
-# there conflicts).
-CONTEXT_LINE = "    opt_ctx->gb_grad = ggml_graph_dup(opt_ctx->ctx_compute, opt_ctx->gf, /*force_grads =*/ true);\n"
-INSERT_AFTER = "    // gb_grad == graph backward gradients, forward pass, then backward pass to calculate gradients.\n"
+# A context line of the fix's hunk, two lines above where the fix inserts its reset (a fork editing
+# it needs a 3-way merge), and the lines after which the fix inserts (a fork inserting there conflicts).
+CONTEXT_LINE = "    opt_ctx->opt_i = (opt_ctx->opt_i + 1) % opt_ctx->opt_period;\n"
+INSERT_AFTER = CONTEXT_LINE + "\n    if (!opt_ctx->static_graphs) {\n"
+# what a fork puts where the fix inserts (the conflict of the status and refresh tests)
+FORK_LINE = "        GGML_ASSERT(opt_ctx->gf != nullptr);\n"
 
 GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_AUTHOR_NAME": "t",
            "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
