@@ -50,7 +50,7 @@ def test_submodule_is_filled_in_and_the_nested_layout_applies(tool_cache, superp
     assert proc.returncode == 0, proc.stderr
     texts = [p.read_text() for p in sorted(out.glob("*.patch"))]
     assert f"diff --git a/core/vendor/llama.cpp/{OPT} b/core/vendor/llama.cpp/{OPT}\n" in texts[0]
-    assert "+++ b/core/vendor/llama.cpp/tests/test-opt-dynamic-accum.cpp\n" in texts[1]
+    assert "+++ b/core/vendor/llama.cpp/tests/test-opt.cpp\n" in texts[1]
 
 
 def test_a_path_that_is_not_a_submodule(superproject, tmp_path):

@@ -49,4 +49,4 @@ def test_dirty_checkout_is_the_snapshot(tool_cache, user_checkout):
     repo = SnapshotRepo(cache.snapshots_git)
     assert "// mine" in repo.read_blob(row.base, OPT)
     assert repo.read_blob(row.base, "scratch.txt") == "untracked\n"
-    assert row.source["uncommitted_changes"] is True
+    assert row.source.uncommitted_changes is True

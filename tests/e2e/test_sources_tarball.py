@@ -21,5 +21,5 @@ def test_real_ggml_as_a_github_style_archive(tool_cache, httpserver, tmp_path):
     cache = seeded_cache(tmp_path / "cache", tool_cache)
     row = status_of_targets(load_matrix(m), cache, ["ggml-tarball"])[0]
     assert row.status == APPLIES, row
-    assert row.source["upstream_commit"] == commit  # git archive's pax comment, as on GitHub
+    assert row.source.upstream_commit == commit  # git archive's pax comment, as on GitHub
     assert SnapshotRepo(cache.snapshots_git).tree_of(row.base) == default.tree_of(commit)
