@@ -213,9 +213,9 @@ def test_interrupted_bundle_leaves_nothing_half_made(setup, tmp_path, monkeypatc
     from orchestrator.report.summary import write_results
 
     results_dir = tmp_path / "r"
-    results = _run(m, cache, results_dir)
-    assert results["exit_code"] == 0
-    write_results(results, results_dir)
+    run = run_matrix(RunOptions(matrix=load_matrix(m), cache=Cache(cache), results_dir=results_dir))
+    assert run.exit_code == 0
+    write_results(run, results_dir)  # the results model, not its JSON
     out = tmp_path / "bundle"
 
     real = bundle.verify
