@@ -262,7 +262,9 @@ def test_debian12_system_lavapipe_crash_is_pre_existing(matrix_run, vulkan_missi
     assert "pre-existing, fails without the fix too: test-opt on Vulkan0 crashed" in cell["reason"]
     gate = {v: recs[v]["tests"]["test-opt-dynamic-accum"] for v in ("patched", "control")}
     assert gate["patched"]["outcome"] == gate["control"]["outcome"] == "crashed"
-    assert [r["status"] for r in gate["patched"]["rows"]] == ["OK", "OK", "OK"]
+    # Where the driver crashes varies from run to run (3 and 7 cases seen): every case before it is OK.
+    statuses = [r["status"] for r in gate["patched"]["rows"]]
+    assert len(statuses) >= 3 and set(statuses) == {"OK"}, statuses
     assert gate["control"]["rows"][0]["line"] == VK_FAILURE_LINE
     assert recs["control"]["verdict"] == "invalid"
     summary = (results / "summary.md").read_text()
