@@ -370,9 +370,26 @@ def test_the_projects_own_ci(ci_wf, tmp_path):
     assert "ruff check orchestrator\nmypy\nruff format --check orchestrator" in runs
     assert 'python -m pytest -m "unit or integration" -ra' in runs
     assert "ggml-patch ci-workflow --check" in runs and "actionlint" in runs
-    assert "zizmor --format github .github" in runs
     for s in steps[4:]:
         assert s["if"] == "${{ !cancelled() }}"  # each check reports whatever the one before did
+    zizmor = _step(ci_wf["jobs"]["checks"], "zizmor")
+    assert zizmor["env"] == {"GH_TOKEN": "${{ github.token }}"}
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "zizmor").write_text('#!/usr/bin/env bash\necho "token=${GH_TOKEN-unset} $*"\n')
+    (fake / "zizmor").chmod(0o755)
+
+    def zizmor_with(token: str) -> str:
+        proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", zizmor["run"]],
+                              env={"PATH": f"{fake}:{os.environ['PATH']}", "GH_TOKEN": token}, capture_output=True,
+                              text=True)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip()
+
+    # on GitHub the job's token: online audits too; without one (act) zizmor would refuse the empty
+    # token ("GitHub token cannot be empty"): offline audits only, the token variable unset
+    assert zizmor_with("ghs_x") == "token=ghs_x --format github .github"
+    assert zizmor_with("") == "token=unset --offline --format github .github"
 
 
 # ---------------------------------------------------------------- generation and --check

@@ -112,3 +112,38 @@ def test_the_checks_cost_is_the_cumulative_time_of_the_entries_into_the_check_mo
     got = bench.checks_cost(["matrix"])
     assert got["entries"] == ["redact.py:redact"]  # the entry from outside; redact's own helpers are inside it
     assert got["checks_ms"] > 0
+
+
+def _act_run(matrix_s, act_s, loops):
+    return {"load_start": {"busy_loops": loops, "loadavg": [0.2]}, "load_end": {"busy_loops": loops, "loadavg": [1.9]},
+            "matrix": {"wall_s": matrix_s, "cells": {"ggml/cpu": "passed"}, "ccache": {"hits": 90, "misses": 0}},
+            "act": {"wall_s": act_s, "cells": {"ggml/cpu": "passed"}, "ccache": {"hits": 88, "misses": 2},
+                    "jobs_s": {"Plan: one commit per git ref": 1.5, "ggml/cpu (default)": 40.0}},
+            "ratio": round(act_s / matrix_s, 3)}
+
+
+def test_the_act_run_is_measured_against_the_same_cells_by_the_tool():
+    bench = _bench()
+    assert (bench.GOALS["act_vs_matrix"], bench.GOALS["loaded_act_vs_matrix"]) == (1.3, 1.3)  # issue 21
+    report = {"machine": {"cores": 2, "loadavg_start": [0.1, 0.2, 0.3]}, "goals": bench.GOALS,
+              "act": {"act_cpus": "0", "warm_up": {"wall_s": 150.0},
+                      "quiet": _act_run(50.0, 60.0, 0), "loaded": _act_run(80.0, 120.0, 2)}}
+    r = bench.ratios(report)
+    assert r == {"act_vs_matrix": 1.2, "loaded_act_vs_matrix": 1.5}
+    report["ratios"] = r
+    report["met"] = {k: r[k] <= bench.GOALS[k] for k in r}
+    md = bench.markdown(report)
+    assert "| the matrix workflow in act / `ggml-patch matrix`, default cpu legs, warm ccache | 1.2 | <= 1.3 | yes |" in md
+    assert "| 2 busy loops: the matrix workflow in act / `ggml-patch matrix` | 1.5 | <= 1.3 | NO |" in md
+    assert ("| loaded (2 busy loops) | [0.2] -> [1.9] | 80.0 | 90/0 | 120.0 | 88/2 "
+            "| Plan: one commit per git ref 1.5, ggml/cpu (default) 40.0 | 1.5 |") in md
+
+
+def test_acts_step_times_add_up_per_job():
+    bench = _bench()
+    assert [bench.go_duration_s(t) for t in ("1m2.5s", "850ms", "1h0m1s", "2µs")] == [62.5, 0.85, 3601.0, 2e-06]
+    log = ("[ggml-patch matrix/Plan: one commit per git ref]   ✅  Success - Main Resolve every git ref [1.5s]\n"
+           "[ggml-patch matrix/llama.cpp/cpu (default)]   | a step's own output [2s]\n"
+           "[ggml-patch matrix/llama.cpp/cpu (default)]   ✅  Success - Main Run the cell [1m2s]\n"
+           "[ggml-patch matrix/llama.cpp/cpu (default)]   ❌  Failure - Main Job summary [300ms]\n")
+    assert bench.act_job_seconds(log) == {"Plan: one commit per git ref": 1.5, "llama.cpp/cpu (default)": 62.3}
