@@ -1,7 +1,7 @@
 """The generated workflows run in a real GitHub Actions engine (nektos/act, host mode, offline;
-tests/helpers/act.py): the matrix workflow's plan job with every live upstream unreachable, and
-the whole daily drift workflow writing its issue on a fake GitHub API on 127.0.0.1 (through
-GITHUB_API_URL, as on a runner)."""
+tests/helpers/act.py): the matrix workflow's plan job with every live upstream unreachable, the
+whole daily drift workflow writing its issue on a fake GitHub API on 127.0.0.1 (through
+GITHUB_API_URL, as on a runner), and the project CI's two jobs."""
 import datetime as dt
 import json
 import re
