@@ -233,7 +233,7 @@ INSTALL_CCACHE = {
 def _bundle_ccache_steps(matrix: Matrix, profiles: list[str], pins: Pins) -> list[dict]:
     """The cpu legs' ccaches restored for the bundles' cpu builds: one per target of a pinned source
     (a git target's leg ran a fork's build scripts: its cache is never shared with another build)."""
-    legs = {}
+    legs: dict[str, str] = {}
     for p in profiles:
         for t, b in matrix.cells(p):
             if b.name == "cpu" and t.source.kind != "git":
