@@ -485,8 +485,15 @@ def matrix_cells(clone: Path, dest: Path, env: dict) -> dict:
     if p.returncode != 0:
         raise SystemExit(f"bench: (k) ggml-patch matrix failed ({p.returncode}): {p.stderr[-800:]}")
     cells = json.loads((dest / "results" / "results.json").read_text())["cells"]
-    return {"wall_s": round(t, 2), "cells": {c["cell"]: c["status"] for c in cells},
-            "ccache": ccache_stats(Path(env["CCACHE_DIR"]))}
+    out = {"wall_s": round(t, 2), "cells": {c["cell"]: c["status"] for c in cells},
+           "ccache": ccache_stats(Path(env["CCACHE_DIR"]))}
+    # not part of the ratio: what the workflow's aggregate does on top (`nox -s bundle`), here in the
+    # run's own cache, where act's aggregate starts from a new one (its imports and checkouts again)
+    t, p = tool("bundle", "--matrix", str(clone / "matrix.yaml"), "--cache", str(dest / "cache"), "--results",
+                str(dest / "results"), "--out", str(dest / "bundle"), "--author", "bench <bench@localhost>", env=env)
+    if p.returncode != 0:
+        raise SystemExit(f"bench: (k) ggml-patch bundle failed ({p.returncode}): {p.stderr[-800:]}")
+    return {**out, "bundle_s": round(t, 2)}
 
 
 def act_cells(clone: Path, dest: Path, env: dict, cpus: str, log: Path) -> dict:
@@ -513,7 +520,8 @@ def act_cells(clone: Path, dest: Path, env: dict, cpus: str, log: Path) -> dict:
                          f"{proc.stdout[-600:]}")
     merged = json.loads((dest / "store" / "artifacts" / "ggml-patch-results-default" / "results.json").read_text())
     return {"wall_s": round(t, 2), "cells": {c["cell"]: c["status"] for c in merged["cells"]},
-            "ccache": ccache_stats(ccache), "jobs_s": act_job_seconds(proc.stdout)}
+            "ccache": ccache_stats(ccache), "jobs_s": act_job_seconds(proc.stdout),
+            "bundle_step_s": act_step_seconds(proc.stdout, "Bundle (default)")}
 
 
 def act_job_seconds(log: str) -> dict:
@@ -525,6 +533,14 @@ def act_job_seconds(log: str) -> dict:
     for m in re.finditer(r"^\[[^/\]]+/(.+?)\]\s+\S+\s+(?:Success|Failure) - .*\[([0-9.hmsµu]+)\]\s*$", log, flags=re.M):
         out[m[1].strip()] = round(out.get(m[1].strip(), 0.0) + go_duration_s(m[2]), 2)
     return out
+
+
+def act_step_seconds(log: str, step: str) -> float | None:
+    """The seconds act printed for the step named `step` (`... Success - Main STEP [2.5s]`)."""
+    import re
+
+    m = re.search(rf"(?:Success|Failure) - Main {re.escape(step)} \[([0-9.hmsµu]+)\]", log)
+    return round(go_duration_s(m[1]), 2) if m else None
 
 
 def go_duration_s(text: str) -> float:
@@ -561,7 +577,8 @@ def act_vs_matrix(work: Path, loads: list[int], act_cpus: str, out_dir: Path) ->
             a = act_cells(clone, base / f"act-{loops}", env, act_cpus, out_dir / f"act-{loops}-busy-loops.log")
             end = load_note(loops)
         out[name] = {"load_start": start, "load_end": end, "matrix": m, "act": a,
-                     "ratio": round(a["wall_s"] / m["wall_s"], 3)}
+                     "ratio": round(a["wall_s"] / m["wall_s"], 3),
+                     "ratio_with_bundle": round(a["wall_s"] / (m["wall_s"] + m["bundle_s"]), 3)}
     return out
 
 
@@ -769,6 +786,11 @@ def act_markdown(a: dict) -> list[str]:
              f"{a['act_cpus']}.", "",
              "| run | load average start -> end | `ggml-patch matrix` (s) | ccache hits/misses | act (s) "
              "| ccache hits/misses | act's jobs (s) | ratio |", "|---|---|---|---|---|---|---|---|"]
+    tail = ["", "Beyond the cells, act's run also bundles (its aggregate job, from a new tool cache: each sdist "
+            "imported and checked out again, the series verified by a build and both tests) and reports; "
+            "`ggml-patch bundle` after `ggml-patch matrix`, in that run's cache, for comparison:", "",
+            "| run | `ggml-patch bundle` (s) | act's Bundle (default) step (s) | act / (matrix + bundle) |",
+            "|---|---|---|---|"]
     for name in ("quiet", "loaded"):
         if name not in a:
             continue
@@ -778,7 +800,8 @@ def act_markdown(a: dict) -> list[str]:
         lines.append(f"| {name} ({x['load_start']['busy_loops']} busy loops) | {x['load_start']['loadavg']} -> "
                      f"{x['load_end']['loadavg']} | {m['wall_s']} | {m['ccache']['hits']}/{m['ccache']['misses']} | "
                      f"{t['wall_s']} | {t['ccache']['hits']}/{t['ccache']['misses']} | {jobs_s} | {x['ratio']} |")
-    return lines
+        tail.append(f"| {name} | {m.get('bundle_s')} | {t.get('bundle_step_s')} | {x.get('ratio_with_bundle')} |")
+    return lines + tail
 
 
 def ratio_tables(control: dict, mutants: dict, how: str) -> list[str]:

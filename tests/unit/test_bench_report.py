@@ -116,10 +116,11 @@ def test_the_checks_cost_is_the_cumulative_time_of_the_entries_into_the_check_mo
 
 def _act_run(matrix_s, act_s, loops):
     return {"load_start": {"busy_loops": loops, "loadavg": [0.2]}, "load_end": {"busy_loops": loops, "loadavg": [1.9]},
-            "matrix": {"wall_s": matrix_s, "cells": {"ggml/cpu": "passed"}, "ccache": {"hits": 90, "misses": 0}},
+            "matrix": {"wall_s": matrix_s, "cells": {"ggml/cpu": "passed"}, "ccache": {"hits": 90, "misses": 0},
+                       "bundle_s": 10.0},
             "act": {"wall_s": act_s, "cells": {"ggml/cpu": "passed"}, "ccache": {"hits": 88, "misses": 2},
-                    "jobs_s": {"Plan: one commit per git ref": 1.5, "ggml/cpu (default)": 40.0}},
-            "ratio": round(act_s / matrix_s, 3)}
+                    "jobs_s": {"Plan: one commit per git ref": 1.5, "ggml/cpu (default)": 40.0}, "bundle_step_s": 20.0},
+            "ratio": round(act_s / matrix_s, 3), "ratio_with_bundle": round(act_s / (matrix_s + 10.0), 3)}
 
 
 def test_the_act_run_is_measured_against_the_same_cells_by_the_tool():
@@ -137,6 +138,7 @@ def test_the_act_run_is_measured_against_the_same_cells_by_the_tool():
     assert "| 2 busy loops: the matrix workflow in act / `ggml-patch matrix` | 1.5 | <= 1.3 | NO |" in md
     assert ("| loaded (2 busy loops) | [0.2] -> [1.9] | 80.0 | 90/0 | 120.0 | 88/2 "
             "| Plan: one commit per git ref 1.5, ggml/cpu (default) 40.0 | 1.5 |") in md
+    assert "| quiet | 10.0 | 20.0 | 1.0 |" in md  # act / (matrix + bundle): 60 / (50 + 10)
 
 
 def test_acts_step_times_add_up_per_job():
@@ -147,3 +149,4 @@ def test_acts_step_times_add_up_per_job():
            "[ggml-patch matrix/llama.cpp/cpu (default)]   ✅  Success - Main Run the cell [1m2s]\n"
            "[ggml-patch matrix/llama.cpp/cpu (default)]   ❌  Failure - Main Job summary [300ms]\n")
     assert bench.act_job_seconds(log) == {"Plan: one commit per git ref": 1.5, "llama.cpp/cpu (default)": 62.3}
+    assert bench.act_step_seconds(log, "Run the cell") == 62.0 and bench.act_step_seconds(log, "Bundle") is None
