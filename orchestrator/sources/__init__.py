@@ -28,7 +28,7 @@ def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
 
 
 def _modules() -> dict[str, ModuleType]:
-    """Each kind's module: its `snapshot` and its `OPTIONS` (the JSON Schema of its keys)."""
+    """Each kind's module: its `snapshot` and the model of its matrix.yaml keys."""
     from . import git, local, pypi_sdist, tarball  # requests and the rest on first use (start-up)
 
     return {"pypi-sdist": pypi_sdist, "git": git, "local": local, "tarball": tarball}
@@ -36,28 +36,6 @@ def _modules() -> dict[str, ModuleType]:
 
 def names() -> list[str]:
     return list(_modules())
-
-
-def schema_pieces() -> list[dict]:
-    """matrix.yaml's `source` schema, one if/then per kind: its required keys and its options."""
-    return [
-        {
-            "if": {"properties": {"kind": {"const": kind}}},
-            "then": {
-                "additionalProperties": False,
-                "required": list(m.OPTIONS["required"]),
-                "properties": {"kind": {}, **m.OPTIONS["properties"]},
-            },
-        }
-        for kind, m in _modules().items()
-    ]
-
-
-def option_problems(kind: str, options: dict) -> list[tuple[str, str]]:
-    """What a kind's schema cannot say about its options, [(option, message)] (its `problems`,
-    where it has one): checked at load time, so a bad value is one line with its file and line."""
-    check = getattr(_modules().get(kind), "problems", None)
-    return list(check(options)) if check else []
 
 
 def _kind(source: Source) -> Callable[[Source, Cache, SnapshotRepo], Snapshot]:

@@ -469,13 +469,19 @@ def test_target_and_backend_lookup(matrix):
         matrix.backend("cpuu")
 
 
-def test_each_source_kind_owns_its_keys_and_the_matrix_schema_composes_them():
+def test_each_source_kind_owns_its_model_and_the_matrix_schema_composes_them():
     from orchestrator import sources
     from orchestrator.config import schema
+    from orchestrator.config_records import Source
 
-    source = schema()["properties"]["targets"]["additionalProperties"]["properties"]["source"]
-    assert source["properties"]["kind"]["enum"] == sources.names() == ["pypi-sdist", "git", "local", "tarball"]
-    pieces = {p["if"]["properties"]["kind"]["const"]: p["then"] for p in source["allOf"]}
-    for kind, module in sources._modules().items():
-        assert pieces[kind]["required"] == module.OPTIONS["required"]
-        assert set(pieces[kind]["properties"]) == {"kind", *module.OPTIONS["properties"]}
+    s = schema()
+    source = s["$defs"]["Target"]["properties"]["source"]
+    assert source["discriminator"]["propertyName"] == "kind"
+    refs = [one["$ref"].rsplit("/", 1)[1] for one in source["oneOf"]]
+    assert sources.names() == ["pypi-sdist", "git", "local", "tarball"]
+    for kind, module, ref in zip(sources.names(), sources._modules().values(), refs):
+        model = getattr(module, ref)  # the kind's model lives in the kind's module
+        assert issubclass(model, Source) and model.__module__ == module.__name__
+        assert source["discriminator"]["mapping"][kind] == f"#/$defs/{ref}"
+        assert s["$defs"][ref]["properties"]["kind"]["const"] == kind
+        assert "kind" in s["$defs"][ref]["required"] and s["$defs"][ref]["additionalProperties"] is False
