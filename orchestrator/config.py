@@ -18,7 +18,19 @@ from pydantic import BeforeValidator, Field, PrivateAttr, Strict, ValidationErro
 from pydantic_core import PydanticCustomError
 
 from . import backends, untrusted
-from .config_records import RELPATH, SCHEMA_ERROR, VALUE_ERROR, Backend, Declared, Matching, Named, Source, Str, Text, Unique, problem
+from .config_records import (
+    RELPATH,
+    SCHEMA_ERROR,
+    VALUE_ERROR,
+    Backend,
+    Declared,
+    Matching,
+    Named,
+    Str,
+    Text,
+    Unique,
+    problem,
+)
 from .errors import ConfigError
 from .patchset.layout import GATE_TEST, LAYOUTS
 from .sources.git import GitSource
@@ -32,9 +44,16 @@ _PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
 _NAME_WORDS = "is not a valid name (letters, digits, '.', '_', '-')"
 _NAMES_ONLY: dict[str, Any] = {"additionalProperties": False}  # a key is a Name (patternProperties)
 Name = Annotated[str, Strict(), Matching(r"[A-Za-z0-9][A-Za-z0-9._-]*", _NAME_WORDS)]
-_REPO = r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+"
+Repo = Annotated[
+    str,
+    Strict(),
+    Matching(
+        r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", "is not a GitHub repository (expected OWNER/NAME, e.g. ggml-org/llama.cpp)"
+    ),
+]
 if TYPE_CHECKING:
-    Layout = BackendName = str
+    Layout = str
+    BackendName = str
 else:
     Layout = Literal[tuple(sorted(LAYOUTS))]
     BackendName = Literal[tuple(backends.names())]  # the registry's names, its modules not loaded
@@ -45,7 +64,7 @@ Options = Annotated[Union[PypiSdist, GitSource, LocalSource, TarballSource], Fie
 class Upstream(Declared):
     """Where the change goes and how it is submitted; `api` only for a fork the user owns, so it names it."""
 
-    repo: Optional[Annotated[str, Strict(), Matching(_REPO, "is not a GitHub repository (expected OWNER/NAME, e.g. ggml-org/llama.cpp)")]] = None
+    repo: Optional[Repo] = None
     submit: Optional[Literal["manual", "api", "none"]] = None
     _where: str = PrivateAttr("")
 
@@ -69,6 +88,7 @@ class Target(Named):
     source: Options
     description: Text = ""
     upstream: Optional[Upstream] = None  # matrix.yaml's `upstream:`, when declared
+    __init__ = Named.__init__  # the name first (mypy's pydantic plugin would make one of the fields alone)
 
 
 def _mapping(value: Any) -> Any:
@@ -100,7 +120,7 @@ class Series(Declared):
 
 class Ci(Declared):
     # the repository that owns the scheduled workflows: they run there only, never in forks
-    repository: Annotated[str, Strict(), Matching(_REPO, "is not a repository (expected OWNER/NAME)")] = ""
+    repository: Repo = ""
 
 
 class Matrix(Declared):

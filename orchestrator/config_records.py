@@ -73,7 +73,9 @@ RELPATH = Annotated[str, Strict(), Field(min_length=1), AfterValidator(_inside)]
 Unique = AfterValidator(_unique)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # POSIX: what a shell and execve accept
 CMAKE_DEFINITION = Annotated[
-    str, Strict(), Matching(r"-D[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?=[^\n]*", "is not a CMake definition (expected -DNAME=VALUE)")
+    str,
+    Strict(),
+    Matching(r"-D[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?=[^\n]*", "is not a CMake definition (expected -DNAME=VALUE)"),
 ]
 
 
@@ -97,7 +99,9 @@ class Declared(Record):
         if isinstance(data, dict):
             extra = [k for k in data if k not in cls.model_fields]
             if extra:
-                raise PydanticCustomError("unknown_key", "unknown key", {"key": extra[0], "allowed": list(cls.model_fields)})
+                raise PydanticCustomError(
+                    "unknown_key", "unknown key", {"key": extra[0], "allowed": list(cls.model_fields)}
+                )
         return data
 
 
@@ -108,7 +112,7 @@ class Named(Declared):
     _name: str = PrivateAttr("")
 
     def __init__(self, name: str = "", /, *values: Any, **fields: Any) -> None:
-        super().__init__(**dict(zip(type(self).model_fields, values)), **fields)
+        super().__init__(**dict(zip(type(self).model_fields, values, strict=False)), **fields)
         self._name = name
 
     @property
@@ -161,5 +165,7 @@ class Backend(Named):
     timeout: Annotated[float, Strict(), Field(gt=0)] = 600.0
     # one runner (a label, or "self-hosted, linux, gpu"), or several: a leg each
     runs_on: Union[Str, Annotated[tuple[Str, ...], Field(min_length=1), Unique]] = "ubuntu-24.04"
+    __init__ = Named.__init__  # the name first (mypy's pydantic plugin would make one of the fields alone)
+
     def all_runners(self) -> tuple[str, ...]:
         return (self.runs_on,) if isinstance(self.runs_on, str) else self.runs_on

@@ -43,7 +43,6 @@ _MISSING_REF = (
 )
 
 
-
 def _checked(problem_of: Callable[[str], Optional[str]]) -> AfterValidator:
     def check(value: str) -> str:
         why = problem_of(value)

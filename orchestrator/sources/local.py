@@ -28,7 +28,6 @@ from .base import Snapshot
 _GITLINK = "160000"
 
 
-
 class LocalSource(Source):
     """matrix.yaml's keys for this kind."""
 

@@ -90,7 +90,12 @@ def pinned(matrix: Matrix, pins: dict[str, dict]) -> Matrix:
             source = Pinned(**{**o, "unreachable": str(pin["unreachable"])})
         else:
             source = Pinned(
-                **{**o, "ref": str(pin["commit"]), "pinned_from": o["ref"], "pinned_ref": str(pin.get("remote_ref") or "")}
+                **{
+                    **o,
+                    "ref": str(pin["commit"]),
+                    "pinned_from": o["ref"],
+                    "pinned_ref": str(pin.get("remote_ref") or ""),
+                }
             )
         targets[name] = t.model_copy(update={"source": source.at(t.source.key, t.source.base_dir)})
     return matrix.model_copy(update={"targets": targets})

@@ -14,11 +14,10 @@ import tarfile
 import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Literal, Optional
-
-from pydantic import AfterValidator
 from urllib.parse import urlparse
 
 import requests
+from pydantic import AfterValidator
 
 from ..cache import Cache, slug
 from ..config_records import RELPATH, SHA256, VALUE_ERROR, Source, Str, problem

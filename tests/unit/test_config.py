@@ -479,7 +479,7 @@ def test_each_source_kind_owns_its_model_and_the_matrix_schema_composes_them():
     assert source["discriminator"]["propertyName"] == "kind"
     refs = [one["$ref"].rsplit("/", 1)[1] for one in source["oneOf"]]
     assert sources.names() == ["pypi-sdist", "git", "local", "tarball"]
-    for kind, module, ref in zip(sources.names(), sources._modules().values(), refs):
+    for kind, module, ref in zip(sources.names(), sources._modules().values(), refs, strict=True):
         model = getattr(module, ref)  # the kind's model lives in the kind's module
         assert issubclass(model, Source) and model.__module__ == module.__name__
         assert source["discriminator"]["mapping"][kind] == f"#/$defs/{ref}"
