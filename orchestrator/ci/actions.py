@@ -21,7 +21,6 @@ DEFAULT_PINS = {
     "actions/cache": ("27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
     "actions/upload-artifact": ("bbbca2ddaa5d8feaa63e36b76fdaad77386f024f", "v7.0.0"),
     "actions/download-artifact": ("3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c", "v8.0.1"),
-    "mikepenz/action-junit-report": ("d9f48fc87bc235f7e214acf696ca5abc0a986f16", "v6.4.2"),
 }
 # what a workflow step names -> the action's path (a repository, or a folder of one)
 ACTIONS = {
@@ -31,7 +30,6 @@ ACTIONS = {
     "cache-restore": "actions/cache/restore",
     "upload": "actions/upload-artifact",
     "download": "actions/download-artifact",
-    "junit-report": "mikepenz/action-junit-report",
 }
 _USES = re.compile(
     r"^\s*(?:-\s+)?uses:\s*['\"]?(?P<path>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_./-]+)?)"

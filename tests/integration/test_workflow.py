@@ -312,7 +312,7 @@ def test_every_action_is_pinned_by_sha_with_its_version_and_checkouts_keep_no_cr
     # the current majors (node24), as fetched from each action's repository
     assert {r: v.split(".")[0] for r, (_, v) in A.DEFAULT_PINS.items()} == {
         "actions/checkout": "v7", "actions/setup-python": "v7", "actions/cache": "v5",
-        "actions/upload-artifact": "v7", "actions/download-artifact": "v8", "mikepenz/action-junit-report": "v6"}
+        "actions/upload-artifact": "v7", "actions/download-artifact": "v8"}
 
 
 def test_triggers_and_schedules(wf, drift_wf, ci_wf):
