@@ -23,7 +23,7 @@ from .config_records import (
     SCHEMA_ERROR,
     VALUE_ERROR,
     Backend,
-    Declared,
+    MatrixRecord,
     Matching,
     Named,
     Str,
@@ -56,12 +56,12 @@ if TYPE_CHECKING:
     BackendName = str
 else:
     Layout = Literal[tuple(sorted(LAYOUTS))]
-    BackendName = Literal[tuple(backends.names())]  # the registry's names, its modules not loaded
+    BackendName = Literal[tuple(backends.names())]  # the registry's names
 # a source's options: the model of its kind, in the registry's order (sources/)
 Options = Annotated[Union[PypiSdist, GitSource, LocalSource, TarballSource], Field(discriminator="kind")]
 
 
-class Upstream(Declared):
+class Upstream(MatrixRecord):
     """Where the change goes and how it is submitted; `api` only for a fork the user owns, so it names it."""
 
     repo: Optional[Repo] = None
@@ -97,7 +97,7 @@ def _mapping(value: Any) -> Any:
     return value
 
 
-class Profile(Declared):
+class Profile(MatrixRecord):
     targets: Annotated[tuple[Name, ...], Field(min_length=1), Unique]
     backends: Annotated[tuple[Str, ...], Field(min_length=1), Unique]
 
@@ -108,22 +108,22 @@ class Profile(Declared):
     def __eq__(self, other: object) -> bool:
         return (self.targets, self.backends) == other if isinstance(other, tuple) else super().__eq__(other)
 
-    __hash__ = Declared.__hash__
+    __hash__ = MatrixRecord.__hash__
 
 
-class Series(Declared):
+class Series(MatrixRecord):
     path: Str
     layout: Layout
     # the maintainers' approval of a new test file: the gate's own patch joins the series
     gate_approval: Annotated[str, Strict(), Matching(r"https://\S+", "is not an https:// URL")] = ""
 
 
-class Ci(Declared):
+class Ci(MatrixRecord):
     # the repository that owns the scheduled workflows: they run there only, never in forks
     repository: Repo = ""
 
 
-class Matrix(Declared):
+class Matrix(MatrixRecord):
     """matrix.yaml. Once loaded (`load_matrix`) it knows its file and the line of every key."""
 
     series: Series
@@ -178,11 +178,6 @@ class Matrix(Declared):
     def ci_repository(self) -> str:
         """OWNER/NAME whose schedules run the workflows (matrix.yaml ci.repository)"""
         return self.ci.repository
-
-    @property
-    def gate_approval(self) -> str:
-        """series.gate_approval: the URL where maintainers approved the gate as a new test file"""
-        return self.series.gate_approval
 
     def target(self, name: str) -> Target:
         if name not in self.targets:
@@ -343,7 +338,7 @@ def load_matrix(path: str | Path) -> Matrix:
     try:
         matrix = Matrix.model_validate(data).located(path, lines)
     except ValidationError as e:
-        key, msg = min(_problems(e, data), key=lambda p: (p[0], _line_for(lines, p[1]), len(p[1])))[2:]
+        key, msg = min(_problems(e, data), key=lambda p: (p[0], _line_for(lines, p[1]), len(p[1]), p[2]))[3:]
         raise ConfigError(f"{path}:{_line_for(lines, key)}: {_dotted(key)}: {msg}") from None
     _check_profiles(matrix)
     return matrix
@@ -353,8 +348,10 @@ _KINDS = {"string": "a string", "float": "a number", "int": "a number", "bool": 
 _KINDS.update(model="an object", model_attributes="an object", list="an array", tuple="an array")
 
 
-def _problems(e: ValidationError, data: dict[str, Any]) -> list[tuple[bool, tuple[Any, ...], tuple[Any, ...], str]]:
-    """Each error as (a value's problem, the key path it sorts by, the key path it names, what is wrong)."""
+def _problems(
+    e: ValidationError, data: dict[str, Any]
+) -> list[tuple[bool, tuple[Any, ...], bool, tuple[Any, ...], str]]:
+    """Each error as (a value's problem, the key path it sorts by, a type's, the key path it names, what is wrong)."""
     out = []
     for err in e.errors(include_url=False):
         kind, value, ctx = err["type"], err.get("input"), err.get("ctx") or {}
@@ -372,7 +369,7 @@ def _problems(e: ValidationError, data: dict[str, Any]) -> list[tuple[bool, tupl
         elif kind == "literal_error":
             msg = f"{value!r} is not one of {', '.join(_choices(ctx['expected']))}"
         elif kind == "union_tag_invalid":
-            at, msg = path + ("kind",), f"{ctx['tag']!r} is not one of {', '.join(_choices(ctx['expected_tags']))}"
+            at, msg = path + ("kind",), f"{value['kind']!r} is not one of {', '.join(_choices(ctx['expected_tags']))}"
         elif kind == "union_tag_not_found":
             msg = "missing required key 'kind'"
         elif kind.removesuffix("_type") in _KINDS:
@@ -384,7 +381,8 @@ def _problems(e: ValidationError, data: dict[str, Any]) -> list[tuple[bool, tupl
         else:  # SCHEMA_ERROR, VALUE_ERROR: the words are the type's
             msg = ctx.get("message", err["msg"])
         container = kind in ("missing", "unknown_key") or err["loc"][-1] == "[key]"
-        out.append((kind == VALUE_ERROR, path[:-1] if container else path, at, msg))
+        # a value's problems after its form's; a type after what the value is (one branch of a union)
+        out.append((kind == VALUE_ERROR, path[:-1] if container else path, kind.endswith("_type"), at, msg))
     return out
 
 
@@ -392,6 +390,8 @@ def _document_path(loc: tuple[Any, ...], data: Any, missing: bool) -> tuple[Any,
     """pydantic's error location as matrix.yaml's key path: without a union's tags and branches."""
     out: list[Any] = []
     for i, p in enumerate(loc):
+        if out[-1:] == ["source"] and isinstance(data, dict) and p == data.get("kind"):
+            continue  # the tag of the kind's model
         if isinstance(data, dict) and p in data or isinstance(data, list) and isinstance(p, int) and p < len(data):
             out.append(p)
             data = data[p]

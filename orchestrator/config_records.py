@@ -88,7 +88,7 @@ def _env_name(name: str) -> str:
     return name
 
 
-class Declared(Record):
+class MatrixRecord(Record):
     """A record of matrix.yaml: frozen once loaded; an unknown key is named with the keys allowed."""
 
     model_config = ConfigDict(frozen=True)
@@ -105,7 +105,7 @@ class Declared(Record):
         return data
 
 
-class Named(Declared):
+class Named(MatrixRecord):
     """A record whose name is its key in matrix.yaml; elsewhere the name comes first, then the
     fields in order or by name: `Backend("cpu", ("-DGGML_NATIVE=OFF",), timeout=5)`."""
 
@@ -120,7 +120,7 @@ class Named(Declared):
         return self._name
 
 
-class Source(Declared):
+class Source(MatrixRecord):
     """The base of each source kind's options (sources/KIND.py declares its own): the options as
     matrix.yaml writes them, and where they came from (`key`, `base_dir`), set once loaded."""
 

@@ -7,11 +7,9 @@ fetched once and reused between runs.
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Callable
 
 from ..cache import Cache
 from ..config_records import Source
-from ..errors import ConfigError
 from ..redact import redact, redact_data
 from ..vcs.snapshots import SnapshotRepo
 from .base import Snapshot, SourceUnreachable
@@ -23,7 +21,7 @@ def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
     """The source's base commit. Its description and provenance are redacted here, the one place
     every kind returns through: they reach results.json, summary.md and the PR body."""
 
-    snap = _kind(source)(source, cache, repo)
+    snap = _modules()[source.kind].snapshot(source, cache, repo)  # its kind: matrix.yaml's models say which
     return Snapshot(snap.commit, redact(snap.description), redact_data(snap.provenance))
 
 
@@ -36,13 +34,3 @@ def _modules() -> dict[str, ModuleType]:
 
 def names() -> list[str]:
     return list(_modules())
-
-
-def _kind(source: Source) -> Callable[[Source, Cache, SnapshotRepo], Snapshot]:
-    kinds = _modules()
-    try:
-        return kinds[source.kind].snapshot
-    except KeyError:
-        raise ConfigError(
-            f"{source.key}.kind: source kind {source.kind!r} is not supported yet (supported: {', '.join(kinds)})"
-        ) from None
