@@ -22,13 +22,14 @@ from .config_records import (
     RELPATH,
     SCHEMA_ERROR,
     VALUE_ERROR,
+    WORDS,
     Backend,
-    Matching,
     MatrixRecord,
     Named,
     Str,
     Text,
     Unique,
+    matching,
     problem,
 )
 from .errors import ConfigError
@@ -41,13 +42,14 @@ from .sources.tarball import TarballSource
 MAX_VALUES = 20_000  # YAML nodes after aliases are expanded: a real matrix has a few hundred
 MAX_DEPTH = 32  # nesting levels: a real matrix has 6
 _PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
-_NAME_WORDS = "is not a valid name (letters, digits, '.', '_', '-')"
 _NAMES_ONLY: dict[str, Any] = {"additionalProperties": False}  # a key is a Name (patternProperties)
-Name = Annotated[str, Strict(), Matching(r"[A-Za-z0-9][A-Za-z0-9._-]*", _NAME_WORDS)]
+Name = Annotated[
+    str, Strict(), matching(r"[A-Za-z0-9][A-Za-z0-9._-]*", "is not a valid name (letters, digits, '.', '_', '-')")
+]
 Repo = Annotated[
     str,
     Strict(),
-    Matching(
+    matching(
         r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", "is not a GitHub repository (expected OWNER/NAME, e.g. ggml-org/llama.cpp)"
     ),
 ]
@@ -115,7 +117,7 @@ class Series(MatrixRecord):
     path: Str
     layout: Layout
     # the maintainers' approval of a new test file: the gate's own patch joins the series
-    gate_approval: Annotated[str, Strict(), Matching(r"https://\S+", "is not an https:// URL")] = ""
+    gate_approval: Annotated[str, Strict(), matching(r"https://\S+", "is not an https:// URL")] = ""
 
 
 class Ci(MatrixRecord):
@@ -137,19 +139,14 @@ class Matrix(MatrixRecord):
     _path: Path = PrivateAttr(Path("matrix.yaml"))
     _lines: dict[tuple[Any, ...], int] = PrivateAttr(default_factory=dict)
 
-    def model_post_init(self, context: Any) -> None:
-        """Each target and backend knows its name (its key), each source its key path."""
-        for name, t in self.targets.items():
-            t._name = name
-            t.source._key = f"targets.{name}.source"
+    def located(self, path: Path, lines: dict[tuple[Any, ...], int]) -> "Matrix":
+        """This matrix as read from `path`, its keys at `lines`: each target and backend named by its
+        key, each source knows its key path and that relative paths start at the file's folder."""
+        self._path, self._lines = path, lines
         for name, b in self.backends.items():
             b._name = name
-
-    def located(self, path: Path, lines: dict[tuple[Any, ...], int]) -> "Matrix":
-        """This matrix as read from `path`, its keys at `lines`: relative paths start at its folder."""
-        self._path, self._lines = path, lines
         for name, t in self.targets.items():
-            t.source._base_dir = path.parent
+            t._name, t.source._key, t.source._base_dir = name, f"targets.{name}.source", path.parent
             if t.upstream:
                 t.upstream._where = f"{path}:{_line_for(lines, ('targets', name, 'upstream'))}"
         return self
@@ -374,6 +371,8 @@ def _problems(
             msg = "missing required key 'kind'"
         elif kind.removesuffix("_type") in _KINDS:
             msg = f"expected {_KINDS[kind.removesuffix('_type')]}, got {type(value).__name__} {value!r}"
+        elif kind == "string_pattern_mismatch":
+            msg = f"{value!r} {WORDS[ctx['pattern']]}"
         elif kind == "too_short":
             msg = "must not be empty"
         elif kind == "greater_than":

@@ -9,7 +9,6 @@ naming the file, the line and the key (the YAML node marks).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Optional, Union
 
@@ -17,13 +16,11 @@ from pydantic import (
     AfterValidator,
     ConfigDict,
     Field,
-    GetCoreSchemaHandler,
-    GetJsonSchemaHandler,
     PrivateAttr,
     Strict,
     model_validator,
 )
-from pydantic_core import CoreSchema, PydanticCustomError, core_schema
+from pydantic_core import PydanticCustomError
 
 from .records import Record
 
@@ -35,23 +32,13 @@ def problem(kind: str, message: str) -> PydanticCustomError:
     return PydanticCustomError(kind, "{message}", {"message": message})
 
 
-@dataclass(frozen=True)
-class Matching:
-    """A string that matches `pattern` whole, or "'VALUE' `what`"; the pattern is in the schema."""
+WORDS: dict[str, str] = {}  # a pattern -> what a string that does not match it is not
 
-    pattern: str
-    what: str
 
-    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
-        return core_schema.no_info_after_validator_function(self._check, handler(source))
-
-    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> dict[str, Any]:
-        return {**handler(schema), "pattern": f"^{self.pattern}$"}
-
-    def _check(self, value: str) -> str:
-        if not re.fullmatch(self.pattern, value):
-            raise problem(SCHEMA_ERROR, f"{value!r} {self.what}")
-        return value
+def matching(pattern: str, what: str) -> Any:
+    """A string matching `pattern` (in the schema too); "'VALUE' `what`" if not."""
+    WORDS[f"^{pattern}$"] = what
+    return Field(pattern=f"^{pattern}$")
 
 
 def _inside(value: str) -> str:
@@ -68,14 +55,14 @@ def _unique(items: tuple[Any, ...]) -> tuple[Any, ...]:
 
 Text = Annotated[str, Strict()]
 Str = Annotated[str, Strict(), Field(min_length=1)]
-SHA256 = Annotated[str, Strict(), Matching(r"[0-9a-f]{64}", "is not a sha256 (expected 64 lowercase hex digits)")]
+SHA256 = Annotated[str, Strict(), matching("[0-9a-f]{64}", "is not a sha256 (expected 64 lowercase hex digits)")]
 RELPATH = Annotated[str, Strict(), Field(min_length=1), AfterValidator(_inside)]
 Unique = AfterValidator(_unique)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # POSIX: what a shell and execve accept
 CMAKE_DEFINITION = Annotated[
     str,
     Strict(),
-    Matching(r"-D[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?=[^\n]*", "is not a CMake definition (expected -DNAME=VALUE)"),
+    matching(r"-D[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?=[^\n]*", "is not a CMake definition (expected -DNAME=VALUE)"),
 ]
 
 

@@ -6,7 +6,7 @@ fetched once and reused between runs.
 
 from __future__ import annotations
 
-from types import ModuleType
+import sys
 
 from ..cache import Cache
 from ..config_records import Source
@@ -21,16 +21,6 @@ def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
     """The source's base commit. Its description and provenance are redacted here, the one place
     every kind returns through: they reach results.json, summary.md and the PR body."""
 
-    snap = _modules()[source.kind].snapshot(source, cache, repo)  # its kind: matrix.yaml's models say which
+    kind = sys.modules[type(source).__module__]  # the module of the kind's model: its `snapshot`
+    snap = kind.snapshot(source, cache, repo)
     return Snapshot(snap.commit, redact(snap.description), redact_data(snap.provenance))
-
-
-def _modules() -> dict[str, ModuleType]:
-    """Each kind's module: its `snapshot` and the model of its matrix.yaml keys."""
-    from . import git, local, pypi_sdist, tarball  # requests and the rest on first use (start-up)
-
-    return {"pypi-sdist": pypi_sdist, "git": git, "local": local, "tarball": tarball}
-
-
-def names() -> list[str]:
-    return list(_modules())

@@ -471,21 +471,24 @@ def test_target_and_backend_lookup(matrix):
 
 
 def test_each_source_kind_owns_its_model_and_the_matrix_schema_composes_them():
-    from orchestrator import sources
-    from orchestrator.config import schema
+    import sys
+
+    from orchestrator.config import Target, schema
     from orchestrator.config_records import Source
 
     s = schema()
     source = s["$defs"]["Target"]["properties"]["source"]
     assert source["discriminator"]["propertyName"] == "kind"
-    refs = [one["$ref"].rsplit("/", 1)[1] for one in source["oneOf"]]
-    assert sources.names() == ["pypi-sdist", "git", "local", "tarball"]
-    for kind, module, ref in zip(sources.names(), sources._modules().values(), refs, strict=True):
-        model = getattr(module, ref)  # the kind's model lives in the kind's module
-        assert issubclass(model, Source) and model.__module__ == module.__name__
-        assert source["discriminator"]["mapping"][kind] == f"#/$defs/{ref}"
-        assert s["$defs"][ref]["properties"]["kind"]["const"] == kind
-        assert "kind" in s["$defs"][ref]["required"] and s["$defs"][ref]["additionalProperties"] is False
+    models = Target.model_fields["source"].annotation.__args__
+    assert [m.model_fields["kind"].annotation.__args__[0] for m in models] == ["pypi-sdist", "git", "local", "tarball"]
+    for model, one in zip(models, source["oneOf"], strict=True):
+        module = sys.modules[model.__module__]  # the kind's model lives with the kind's snapshot
+        assert issubclass(model, Source) and module.__name__.startswith("orchestrator.sources.")
+        assert callable(module.snapshot)
+        assert one["$ref"] == f"#/$defs/{model.__name__}"
+        kind = s["$defs"][model.__name__]
+        assert kind["properties"]["kind"]["const"] == model.model_fields["kind"].annotation.__args__[0]
+        assert "kind" in kind["required"] and kind["additionalProperties"] is False
 
 
 # ---- the records: JSON and the published schema; hostile values ----
