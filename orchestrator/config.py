@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, Union
 
 import yaml
-from pydantic import BeforeValidator, Field, PrivateAttr, Strict, ValidationError, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import Field, PrivateAttr, Strict, ValidationError, model_validator
 
 from . import backends, untrusted
 from .config_records import (
@@ -93,12 +92,6 @@ class Target(Named):
     __init__ = Named.__init__  # the name first (mypy's pydantic plugin would make one of the fields alone)
 
 
-def _mapping(value: Any) -> Any:
-    if not isinstance(value, dict):  # a profile is never a (targets, backends) pair in the file
-        raise PydanticCustomError("dict_type", "expected an object")
-    return value
-
-
 class Profile(MatrixRecord):
     targets: Annotated[tuple[Name, ...], Field(min_length=1), Unique]
     backends: Annotated[tuple[Str, ...], Field(min_length=1), Unique]
@@ -133,9 +126,7 @@ class Matrix(MatrixRecord):
     ci: Ci = Ci()
     targets: Annotated[dict[Name, Target], Field(min_length=1, json_schema_extra=_NAMES_ONLY)]
     backends: Annotated[dict[BackendName, Backend], Field(min_length=1)]
-    profiles: Annotated[
-        dict[Name, Annotated[Profile, BeforeValidator(_mapping)]], Field(min_length=1, json_schema_extra=_NAMES_ONLY)
-    ]
+    profiles: Annotated[dict[Name, Profile], Field(min_length=1, json_schema_extra=_NAMES_ONLY)]
     _path: Path = PrivateAttr(Path("matrix.yaml"))
     _lines: dict[tuple[Any, ...], int] = PrivateAttr(default_factory=dict)
 
