@@ -359,6 +359,20 @@ class Info(Record):
         return self.get(key) is not None
 
 
+class PretrainInfo(Info):
+    """How the checkpoint was pre-trained (once per key, with the fixed build)."""
+
+    files: Optional[Annotated[list[TreePath], Field(max_length=16)]] = None
+    optimizer: Optional[Literal["sgd", "adamw"]] = None
+    lr: Optional[Annotated[float, Field(gt=0, le=10)]] = None
+    epochs: Optional[Annotated[int, Field(ge=1, le=MAX_EPOCHS)]] = None
+    n_ctx: Optional[Annotated[int, Field(ge=1)]] = None
+    data_sha256: Optional[Sha256] = None
+    key: Optional[Sha256] = None
+    train_loss: Optional[Annotated[list[Loss], Field(max_length=MAX_EPOCHS)]] = None
+    eval_loss: Optional[Annotated[list[Loss], Field(max_length=MAX_EPOCHS)]] = None
+
+
 class ModelInfo(Info):
     sha256: Optional[Sha256] = None  # the pre-trained checkpoint the cases start from
     random_sha256: Optional[Sha256] = None  # the random model it was pre-trained from
@@ -368,7 +382,7 @@ class ModelInfo(Info):
     n_params: Optional[Annotated[int, Field(ge=1)]] = None
     vocab_file: Optional[TreePath] = None
     pretrained: Optional[bool] = None
-    pretrain: Optional[dict[str, Any]] = None  # how: files, optimizer, lr, epochs, its loss curve
+    pretrain: Optional[PretrainInfo] = None
 
 
 class DataInfo(Info):
