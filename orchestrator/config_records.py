@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Optional, Union
+from typing import Annotated, Any, Callable, Optional, Union
 
 from pydantic import (
     AfterValidator,
@@ -66,13 +66,22 @@ CMAKE_DEFINITION = Annotated[
 ]
 
 
-def _env_name(name: str) -> str:
-    if not _ENV_NAME.fullmatch(name):
-        raise problem(
-            VALUE_ERROR,
-            f"{name!r} is not an environment variable name (letters, digits and '_', not starting with a digit)",
-        )
-    return name
+def checked(problem_of: Callable[[str], Optional[str]], sep: str = " ") -> AfterValidator:
+    """A string `problem_of` finds nothing wrong with; else "'VALUE'{sep}what is wrong" (a VALUE_ERROR)."""
+
+    def check(value: str) -> str:
+        why = problem_of(value)
+        if why:
+            raise problem(VALUE_ERROR, f"{value!r}{sep}{why}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _env_name(name: str) -> Optional[str]:
+    if _ENV_NAME.fullmatch(name):
+        return None
+    return "is not an environment variable name (letters, digits and '_', not starting with a digit)"
 
 
 class MatrixRecord(Record):
@@ -147,7 +156,7 @@ class Backend(Named):
     """matrix.yaml's `backends.NAME`."""
 
     cmake_flags: tuple[CMAKE_DEFINITION, ...] = ()
-    env: dict[Annotated[str, AfterValidator(_env_name)], Text] = {}
+    env: dict[Annotated[str, checked(_env_name)], Text] = {}
     tools: tuple[Str, ...] = ()
     timeout: Annotated[float, Strict(), Field(gt=0)] = 600.0
     # one runner (a label, or "self-hosted, linux, gpu"), or several: a leg each

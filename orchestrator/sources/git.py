@@ -21,10 +21,8 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Callable, Literal, Optional
 
-from pydantic import AfterValidator
-
 from ..cache import Cache, slug
-from ..config_records import RELPATH, VALUE_ERROR, Source, Str, Unique, problem
+from ..config_records import RELPATH, Source, Str, Unique, checked
 from ..errors import ConfigError, ToolError
 from ..redact import redact
 from ..urls import git_url_problem, ref_problem
@@ -43,23 +41,13 @@ _MISSING_REF = (
 )
 
 
-def _checked(problem_of: Callable[[str], Optional[str]]) -> AfterValidator:
-    def check(value: str) -> str:
-        why = problem_of(value)
-        if why:
-            raise problem(VALUE_ERROR, f"{value!r} {why}")
-        return value
-
-    return AfterValidator(check)
-
-
 class GitSource(Source):
     """matrix.yaml's keys for this kind: `url` a git URL or path (never an option or a transport
     helper), `ref` a ref name; `submodules` of the superproject to fill in (a vendored fork)."""
 
     kind: Literal["git"]
-    url: Annotated[Str, _checked(git_url_problem)]
-    ref: Annotated[Str, _checked(ref_problem)]
+    url: Annotated[Str, checked(git_url_problem)]
+    ref: Annotated[Str, checked(ref_problem)]
     subdirectory: RELPATH = ""
     submodules: Annotated[tuple[RELPATH, ...], Unique] = ()
 

@@ -29,11 +29,10 @@ from urllib.parse import urljoin, urlsplit
 from urllib.request import url2pathname
 
 import requests
-from pydantic import AfterValidator
 
 from .. import untrusted
 from ..cache import Cache, slug
-from ..config_records import RELPATH, SHA256, VALUE_ERROR, Source, Str, problem
+from ..config_records import RELPATH, SHA256, Source, Str, checked
 from ..errors import SourceUnavailable
 from ..vcs.snapshots import SnapshotRepo
 from . import http
@@ -47,17 +46,13 @@ SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"  # PEP 691; the HTML form (P
 _PACKAGE = re.compile(r"^([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9])\Z")
 
 
-def _package(package: str) -> str:
-    if not _PACKAGE.match(package):
-        raise problem(
-            VALUE_ERROR,
-            f"{package!r} is not a PyPI project name (letters, digits, '.', '_', '-'; "
-            "starting and ending with a letter or digit)",
-        )
-    return package
+def _package(package: str) -> Optional[str]:
+    if _PACKAGE.match(package):
+        return None
+    return "is not a PyPI project name (letters, digits, '.', '_', '-'; starting and ending with a letter or digit)"
 
 
-def _version(version: str) -> str:
+def _version(version: str) -> Optional[str]:
     # packaging: loaded only for a pypi-sdist source (start-up)
     from packaging.version import InvalidVersion, Version
 
@@ -65,9 +60,7 @@ def _version(version: str) -> str:
         exact = Version(version) is not None and version == version.strip()
     except InvalidVersion:
         exact = False
-    if not exact:
-        raise problem(VALUE_ERROR, f'{version!r} is not an exact version (PEP 440, e.g. "0.3.36"; no specifiers)')
-    return version
+    return None if exact else 'is not an exact version (PEP 440, e.g. "0.3.36"; no specifiers)'
 
 
 class PypiSdist(Source):
@@ -75,8 +68,8 @@ class PypiSdist(Source):
     tool), `version` an exact PEP 440 version."""
 
     kind: Literal["pypi-sdist"]
-    package: Annotated[Str, AfterValidator(_package)]
-    version: Annotated[Str, AfterValidator(_version)]
+    package: Annotated[Str, checked(_package)]
+    version: Annotated[Str, checked(_version)]
     sha256: SHA256
     subdirectory: RELPATH = ""
 

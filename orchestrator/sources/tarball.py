@@ -17,10 +17,9 @@ from typing import Annotated, Literal, Optional
 from urllib.parse import urlparse
 
 import requests
-from pydantic import AfterValidator
 
 from ..cache import Cache, slug
-from ..config_records import RELPATH, SHA256, VALUE_ERROR, Source, Str, problem
+from ..config_records import RELPATH, SHA256, Source, Str, checked
 from ..errors import SourceUnavailable
 from ..redact import redact
 from ..urls import http_url_problem
@@ -39,18 +38,11 @@ def unpacked_cap(archive: Path) -> int:
     return min(MAX_UNPACKED_BYTES, max(UNPACK_FLOOR, UNPACK_RATIO * archive.stat().st_size))
 
 
-def _http_url(url: str) -> str:
-    why = http_url_problem(url)
-    if why:
-        raise problem(VALUE_ERROR, f"{url!r}: {why}")
-    return url
-
-
 class TarballSource(Source):
     """matrix.yaml's keys for this kind: `url` an http(s) URL (what requests fetches)."""
 
     kind: Literal["tarball"]
-    url: Annotated[Str, AfterValidator(_http_url)]
+    url: Annotated[Str, checked(http_url_problem, ": ")]
     sha256: SHA256
     subdirectory: RELPATH = ""
 
