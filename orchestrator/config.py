@@ -11,7 +11,7 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, TypeVar, Union
 
 import yaml
 from pydantic import Field, PrivateAttr, Strict, ValidationError, model_validator
@@ -38,6 +38,7 @@ from .sources.local import LocalSource
 from .sources.pypi_sdist import PypiSdist
 from .sources.tarball import TarballSource
 
+R = TypeVar("R")
 MAX_VALUES = 20_000  # YAML nodes after aliases are expanded: a real matrix has a few hundred
 MAX_DEPTH = 32  # nesting levels: a real matrix has 6
 _PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
@@ -164,24 +165,13 @@ class Matrix(MatrixRecord):
 
     @property
     def ci_repository(self) -> str:
-        """OWNER/NAME whose schedules run the workflows (matrix.yaml ci.repository)"""
         return self.ci.repository
 
     def target(self, name: str) -> Target:
-        if name not in self.targets:
-            raise ConfigError(
-                f"{self.path}: unknown target {name!r}{_did_you_mean(name, self.targets)}"
-                f" (targets: {', '.join(self.targets)})"
-            )
-        return self.targets[name]
+        return _named(self.path, "target", name, self.targets)
 
     def backend(self, name: str) -> Backend:
-        if name not in self.backends:
-            raise ConfigError(
-                f"{self.path}: unknown backend {name!r}{_did_you_mean(name, self.backends)}"
-                f" (backends: {', '.join(self.backends)})"
-            )
-        return self.backends[name]
+        return _named(self.path, "backend", name, self.backends)
 
     def cells(
         self, profile: str = "default", targets: Optional[list[str]] = None, backends: Optional[list[str]] = None
@@ -193,6 +183,12 @@ class Matrix(MatrixRecord):
         t_names = list(targets) if targets else list(p.targets)
         b_names = list(backends) if backends else list(p.backends)
         return [(self.target(t), self.backend(b)) for t in t_names for b in b_names]
+
+
+def _named(path: Path, what: str, name: str, known: dict[str, R]) -> R:
+    if name not in known:
+        raise ConfigError(f"{path}: unknown {what} {name!r}{_did_you_mean(name, known)} ({what}s: {', '.join(known)})")
+    return known[name]
 
 
 def schema() -> dict[str, Any]:

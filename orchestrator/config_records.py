@@ -12,14 +12,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional, Union
 
-from pydantic import (
-    AfterValidator,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    Strict,
-    model_validator,
-)
+from pydantic import AfterValidator, ConfigDict, Field, PrivateAttr, Strict, model_validator
 from pydantic_core import PydanticCustomError
 
 from .records import Record
