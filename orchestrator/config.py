@@ -11,7 +11,7 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Annotated, Any, Iterable, Literal, Optional, TypeVar, Union
 
 import yaml
 from pydantic import Field, PrivateAttr, Strict, ValidationError, model_validator
@@ -38,6 +38,7 @@ from .sources.local import LocalSource
 from .sources.pypi_sdist import PypiSdist
 from .sources.tarball import TarballSource
 
+__all__ = ["Backend", "Matrix", "Target", "Upstream", "load_matrix", "require_native_tests", "schema"]
 R = TypeVar("R")
 MAX_VALUES = 20_000  # YAML nodes after aliases are expanded: a real matrix has a few hundred
 MAX_DEPTH = 32  # nesting levels: a real matrix has 6
@@ -203,7 +204,7 @@ class _Loader(yaml.SafeLoader):
     pass
 
 
-def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple, int]]:
+def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], int]]:
     """The document as plain data, and the line of every key. Bounded: aliases may not expand to
     more than MAX_VALUES values (an alias bomb is refused at once, not expanded), keys are plain
     scalars, numbers are finite, nesting is limited by the interpreter's stack (one line if not)."""
@@ -214,12 +215,12 @@ def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple, int]]:
         raise ConfigError(_yaml_message(e, where)) from None
     except RecursionError:
         raise ConfigError(f"{where}: invalid YAML: nested too deeply") from None
-    lines: dict[tuple, int] = {}
+    lines: dict[tuple[Any, ...], int] = {}
     count = [0]
     seen: set[int] = set()
     aliased = [False]
 
-    def build(n: yaml.Node, path: tuple) -> Any:
+    def build(n: yaml.Node, path: tuple[Any, ...]) -> Any:
         count[0] += 1
         if isinstance(n, (yaml.MappingNode, yaml.SequenceNode)):
             if id(n) in seen:
@@ -293,16 +294,16 @@ def _yaml_message(e: yaml.YAMLError, where: str) -> str:
     return f"{where}{line}: invalid YAML: {' '.join(str(problem).split())}"
 
 
-def _dotted(path) -> str:
+def _dotted(path: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in path) or "(top level)"
 
 
-def _did_you_mean(word: str, choices) -> str:
+def _did_you_mean(word: str, choices: Iterable[Any]) -> str:
     close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1)
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def _line_for(lines: dict[tuple, int], path: tuple) -> int:
+def _line_for(lines: dict[tuple[Any, ...], int], path: tuple[Any, ...]) -> int:
     while path and path not in lines:
         path = path[:-1]
     return lines.get(path, 1)
