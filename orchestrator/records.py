@@ -20,7 +20,8 @@ R = TypeVar("R", bound=BaseModel)
 
 class Record(BaseModel):
     """A record of a JSON document: unknown keys refused; `None` left out of the JSON unless the
-    key is in `NULLS` (or `kept_nulls()` says so): today's files hold exactly those nulls."""
+    key is in `NULLS` (or `kept_nulls()` says so): today's files hold exactly those nulls. A field
+    whose key is a Python keyword is declared under an alias (`from_` as "from") and written so."""
 
     model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 
@@ -31,8 +32,12 @@ class Record(BaseModel):
 
     @model_serializer(mode="wrap")
     def _without_none(self, handler: Any) -> dict[str, Any]:
-        keep = self.kept_nulls()
-        return {k: v for k, v in handler(self).items() if v is not None or k in keep}
+        keep, fields = self.kept_nulls(), type(self).model_fields
+        return {
+            (fields[k].alias or k) if k in fields else k: v
+            for k, v in handler(self).items()
+            if v is not None or k in keep
+        }
 
     def to_json(self) -> dict[str, Any]:
         """The record as JSON data (what the document holds)."""

@@ -15,7 +15,7 @@ HELP = (
 
 
 def add_arguments(p) -> None:
-    from ..finetune import results as ft
+    from ..finetune import cases as ft  # light: finetune.results (pydantic) would cost every start-up
 
     p.add_argument(
         "--target",

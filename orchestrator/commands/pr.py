@@ -83,7 +83,7 @@ def run(args, matrix, cache) -> ExitCode:
     if mode == "none":
         print("\n".join(submission.no_pull_request(policy, bundle.target)))
         raise SubmissionNotAutomated(
-            f"{bundle.target}: submit is none ({policy['role']['value']['text']}): no pull request from this bundle"
+            f"{bundle.target}: submit is none ({submission.role_of(policy).text}): no pull request from this bundle"
         )
     if args.open and mode == "manual":
         with cache.lock(f"pr-{bundle.target}"):
@@ -92,14 +92,14 @@ def run(args, matrix, cache) -> ExitCode:
             f"{bundle.target}: submit is manual: open the pull request yourself "
             "(the steps are above); nothing was pushed or sent"
         )
-    if bundle.manifest.get("draft"):
-        reasons = bundle.manifest.get("draft_reasons") or []
+    if bundle.manifest.draft:
+        reasons = bundle.manifest.draft_reasons
         raise BundleRefused(
             f"{bundle.path} is a draft ({'; '.join(reasons[:3])}"
             + (f"; {len(reasons) - 3} more" if len(reasons) > 3 else "")
             + "): write patches/cover.md, fix what READINESS.md fails, re-run `ggml-patch bundle`"
         )
-    declared = (policy.get("repo") or {}).get("value")
+    declared = policy.repo.value
     if mode == "api" and declared and declared != repo:
         raise ConfigError(
             f"--repo {repo}: this target is submitted through the API only to {declared}, "
@@ -116,13 +116,12 @@ def run(args, matrix, cache) -> ExitCode:
         return _push_and_open(args, cache, bundle, pr, token)
 
 
-def _manual(args, cache, bundle, policy: dict, repo: str, branch: str, owner) -> None:
+def _manual(args, cache, bundle, policy, repo: str, branch: str, owner) -> None:
     """The steps a contributor runs to submit by hand; nothing here touches the network."""
     from ..cache import slug
     from ..upstream import github, submission
 
-    base = bundle.manifest.get("base") or {}
-    snapshot, upstream = base.get("snapshot_commit"), base.get("upstream_commit")
+    snapshot, upstream = bundle.manifest.base.snapshot_commit, bundle.manifest.base.upstream_commit
     onto = args.onto or upstream or snapshot
     if not onto:
         raise ConfigError(f"{bundle.path}/manifest.json: no base commit recorded; re-run `ggml-patch bundle`")
@@ -154,8 +153,7 @@ def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
     def say(line: str = "", end: str = "\n") -> None:  # everything printed goes through the one redaction
         print(github.redact(line, secrets), end=end)
 
-    base = bundle.manifest.get("base") or {}
-    snapshot, upstream = base.get("snapshot_commit"), base.get("upstream_commit")
+    snapshot, upstream = bundle.manifest.base.snapshot_commit, bundle.manifest.base.upstream_commit
     onto = args.onto or upstream or snapshot
     if not onto or not snapshot:
         raise ConfigError(f"{bundle.path}/manifest.json: no base commit recorded; re-run `ggml-patch bundle`")

@@ -22,6 +22,7 @@ from typing import Annotated, Any, Iterable, Literal, Optional, Sequence, Union
 from pydantic import ConfigDict, Field, StringConstraints, ValidationError
 
 from ..records import Record, error_line
+from .cases import CASE_FORMAT, DEFAULT_CASES, MAX_EPOCHS, N_CTX, OPTIMIZERS, PERIODS, Case, parse_case, parse_cases  # noqa: F401
 
 FINETUNE_SCHEMA_VERSION = 2
 FINETUNE_KEY_VERSION = 2  # bump when the meaning of a cached finetune result changes
@@ -34,16 +35,10 @@ PROGRAM_SOURCE = "examples/training/finetune.cpp"
 PRETRAIN_FILES = ("CONTRIBUTING.md",)
 DATA_FILES = ("docs/docker.md",)
 
-# finetune.cpp's defaults, as its README runs it: -c = -b = -ub (opt_period 1, cparams.training on),
-# AdamW, lr 1e-5, wd 0, val-split 0.05. n_ctx 256 is the smallest context llama_context takes;
-# opt_period = n_batch / n_ubatch, so a case's opt_period sets -ub = N_CTX / opt_period.
-N_CTX = 256
+# finetune.cpp's other defaults (the cases, n_ctx and the limits: finetune/cases.py, light for `--help`).
 VAL_SPLIT = 0.05
 THREADS = 2
 DEFAULT_LR = 1e-5
-OPTIMIZERS = ("sgd", "adamw")
-PERIODS = (1, 2, 4)
-MAX_EPOCHS = 100
 
 # Pre-training (once per model, data and build, cached by a content hash): the fixed build, AdamW at
 # ggml-opt's own default step 1e-3, -c = -b = -ub.
@@ -58,88 +53,6 @@ NOISE_THREADS = (1, 2)
 
 # ---------------------------------------------------------------------------------------------
 # the cases and the program's command line
-
-
-@dataclass(frozen=True)
-class Case:
-    """One configuration run in both variants: optimizer, learning rate, opt_period, epochs."""
-
-    optimizer: str
-    lr: float
-    opt_period: int
-    epochs: int
-
-    @property
-    def n_batch(self) -> int:
-        return N_CTX
-
-    @property
-    def n_ubatch(self) -> int:
-        return N_CTX // self.opt_period
-
-    @property
-    def name(self) -> str:
-        return f"{self.optimizer}:{self.lr:g}:{self.opt_period}:{self.epochs}"
-
-    def label(self) -> str:
-        return f"{self.optimizer} lr {self.lr:g} opt_period {self.opt_period}"
-
-    def key(self) -> dict[str, Any]:
-        """What the cache key holds of the case: everything the program is given for it."""
-        return {
-            "optimizer": self.optimizer,
-            "lr": self.lr,
-            "n_batch": self.n_batch,
-            "n_ubatch": self.n_ubatch,
-            "epochs": self.epochs,
-        }
-
-
-# Fixed before any result (issue 25): finetune.cpp's defaults (AdamW lr 1e-5, opt_period 1), the
-# same with n_ubatch < n_batch (opt_period 2), and SGD at the ~10x lr its help text recommends.
-DEFAULT_CASES = ("adamw:1e-5:1:8", "adamw:1e-5:2:8", "sgd:1e-4:1:8")
-CASE_FORMAT = "OPTIMIZER:LR:OPT_PERIOD[:EPOCHS]"
-
-
-def parse_case(text: str, default_epochs: int = 8) -> Case:
-    """'adamw:1e-5:2:8' -> Case; a ValueError naming what is wrong otherwise."""
-    parts = text.split(":")
-    if len(parts) not in (3, 4):
-        raise ValueError(f"--case {text!r}: expected {CASE_FORMAT}, e.g. adamw:1e-5:2:8")
-    opt, lr_text, period_text = parts[:3]
-    if opt not in OPTIMIZERS:
-        raise ValueError(f"--case {text!r}: optimizer {opt!r}: expected one of {', '.join(OPTIMIZERS)}")
-    try:
-        lr = float(lr_text)
-    except ValueError:
-        lr = math.nan
-    if not (math.isfinite(lr) and 0 < lr <= 10):
-        raise ValueError(f"--case {text!r}: learning rate {lr_text!r}: expected a number in (0, 10]")
-    period = _int(period_text)
-    if period not in PERIODS:
-        raise ValueError(
-            f"--case {text!r}: opt_period {period_text!r}: expected one of "
-            f"{', '.join(map(str, PERIODS))} (-ub = {N_CTX} / opt_period, -c = -b = {N_CTX})"
-        )
-    epochs = _int(parts[3]) if len(parts) == 4 else default_epochs
-    if epochs is None or not 1 <= epochs <= MAX_EPOCHS:
-        raise ValueError(f"--case {text!r}: epochs {parts[3]!r}: expected a whole number from 1 to {MAX_EPOCHS}")
-    return Case(opt, lr, period, epochs)
-
-
-def parse_cases(texts: Sequence[str]) -> list[Case]:
-    """The cases in order, each once (a repeated case is run once)."""
-    cases = [parse_case(t) for t in (texts or DEFAULT_CASES)]
-    seen: dict[tuple, Case] = {}
-    for c in cases:
-        other = seen.setdefault((c.optimizer, c.lr, c.opt_period), c)
-        if other.epochs != c.epochs:
-            raise ValueError(f"--case {c.name} and --case {other.name}: the same case with two epoch counts")
-    return list(dict.fromkeys(cases))
-
-
-def _int(text: str) -> Optional[int]:
-    return int(text) if text.isdigit() else None
 
 
 def program_options() -> dict[str, Any]:

@@ -20,13 +20,13 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from .. import __version__, backends, sources
 from ..backends import BackendModule
 from ..cache import Cache, slug
 from ..cancel import CancelToken
-from ..config import Backend, Target
+from ..config import Backend, Matrix, Target
 from ..errors import BuildFailed, ExitCode, GgmlPatchError, SeriesDoesNotApply
 from ..patchset.files import write_patches
 from ..patchset.layout import GATE_TEST, TESTS, UPSTREAM_TEST, BuildPlan, Layout, build_plan, get_layout
@@ -62,9 +62,6 @@ from ..verdicts.competing import judge as judge_competing
 from ..verdicts.mutants import Mutant, overall_verdict, per_test_verdicts
 from . import cmake, resultcache, toolchain
 from .testrun import TestRun, run_test
-
-if TYPE_CHECKING:
-    from .matrix import RunOptions
 
 # the gate test is built from here (extra-programs.cmake) unless the series carries it
 _HARNESS_FILES = ("CMakeLists.txt", "extra-programs.cmake", "train-opt-dynamic.cpp", f"{GATE_TEST}.cpp")
@@ -441,6 +438,23 @@ def run_steps(ctx: CellContext, names: Optional[tuple[str, ...]] = None) -> None
 
 
 # ---------------------------------------------------------------- one cell, start to end
+
+
+@dataclass(kw_only=True)
+class RunOptions:
+    """A matrix run's options (run/matrix.py); each cell reads its own from them."""
+
+    matrix: Matrix
+    cache: Cache
+    results_dir: Path
+    profile: str = "default"
+    targets: list[str] = field(default_factory=list)
+    backends: list[str] = field(default_factory=list)
+    build_only: bool = False  # build (not skip) cells whose toolchain is here but whose device is not
+    rerun: bool = False  # ignore cached cell results
+    no_mutants: bool = False  # --no-mutants: the known-wrong fixes of native_tests/mutants/ not run
+    parallel: Optional[int] = None  # cells at once (default: as many as cores, at most the cells)
+    require_backends: tuple[str, ...] = ()  # a skip of these is a failure (a CI runner meant to have them)
 
 
 def run_cell(

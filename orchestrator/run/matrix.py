@@ -6,14 +6,11 @@ from __future__ import annotations
 import concurrent.futures
 import resource
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 from .. import backends
-from ..cache import Cache
 from ..cancel import CancelToken
-from ..config import Backend, Matrix, Target
+from ..config import Backend, Target
 from ..patchset.files import load_series
 from ..patchset.series import Series
 from ..progress import Reporter
@@ -22,22 +19,7 @@ from ..vcs.snapshots import SnapshotRepo
 from ..verdicts.competing import load_competing
 from ..verdicts.mutants import load_mutants
 from . import cmake
-from .cell import run_cell
-
-
-@dataclass(kw_only=True)
-class RunOptions:
-    matrix: Matrix
-    cache: Cache
-    results_dir: Path
-    profile: str = "default"
-    targets: list[str] = field(default_factory=list)
-    backends: list[str] = field(default_factory=list)
-    build_only: bool = False  # build (not skip) cells whose toolchain is here but whose device is not
-    rerun: bool = False  # ignore cached cell results
-    no_mutants: bool = False  # --no-mutants: the known-wrong fixes of native_tests/mutants/ not run
-    parallel: Optional[int] = None  # cells at once (default: as many as cores, at most the cells)
-    require_backends: tuple[str, ...] = ()  # a skip of these is a failure (a CI runner meant to have them)
+from .cell import RunOptions, run_cell
 
 
 def plan_parallelism(n_cells: int, cores: int, parallel: Optional[int]) -> tuple[int, int]:

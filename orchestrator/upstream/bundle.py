@@ -7,7 +7,7 @@ PR_TITLE, PR_BODY.md and ISSUE.md (upstream/documents.py) or, for a target verif
 another's sync, none; READINESS.md; manifest.json with the sha256 of every file, the policy,
 the readiness checks, the base commits and the results it was made from.
 
-The first half is pure (refusals, title, body, manifest: dicts in, text out); the second half
+The first half is pure (refusals, title, body, manifest: records in, text out); the second half
 runs git and CMake, only under the tool's cache and the output directory.
 """
 
@@ -21,7 +21,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .. import backends, outdir, untrusted
 from ..cache import Cache, slug
@@ -40,7 +40,7 @@ from ..verdicts.known_limits import as_json, load_known_limits
 from ..verdicts.related import load_related
 from ..verdicts.training import can_plot, plot
 from . import authorship, cover, documents, policy
-from .manifest import validate
+from .manifest import Durations, Manifest, Verification, VerifiedTest, read_manifest
 from .policy import Declared
 from .views import (  # noqa: F401  (PR_TITLE and the PR body's views of results, re-exported)
     CELL_COLUMNS,
@@ -167,41 +167,46 @@ def manifest(
     patched_commit: str,
     patches: list[tuple[str, str]],
     files: dict[str, str],
-    verification: dict,
+    verification: Optional[Verification],
     toolchain: dict,
     warnings: list[str],
-) -> dict:
-    return redact_data(
-        {
-            "schema_version": 1,
-            "tool": "ggml-patch",
-            "target": target,
-            "layout": layout,
-            "base": {
-                "snapshot_commit": source.get("base_commit"),
-                "upstream_commit": source.get("upstream_commit"),
-                "description": source.get("description"),
-                "source": source,
-            },
-            "patched_commit": patched_commit,
-            "series": {
-                "sha256": series_sha256(patches),
-                "results_series_sha256": results.series.sha256,
-                "patches": [name for name, _ in patches],
-            },
-            "results": {
-                "path": results_path,
-                "sha256": results_sha256,
-                "started_at": results.started_at,
-                "exit_code": results.exit_code,
-            },
-            "incomplete": bool(warnings),
-            "warnings": warnings,
-            "verification": verification,
-            "toolchain": toolchain,
-            "files": files,
-        }
-    )
+    **more: Any,
+) -> dict[str, Any]:
+    """manifest.json's data (upstream/manifest.py), redacted; `more`: the policy's keys and the rest."""
+    return Manifest.model_validate(
+        redact_data(
+            {
+                "schema_version": 1,
+                "tool": "ggml-patch",
+                "target": target,
+                "layout": layout,
+                "base": {
+                    "snapshot_commit": source.get("base_commit"),
+                    "upstream_commit": source.get("upstream_commit"),
+                    "description": source.get("description"),
+                    "source": source or None,
+                },
+                "patched_commit": patched_commit,
+                "series": {
+                    "sha256": series_sha256(patches),
+                    "results_series_sha256": results.series.sha256,
+                    "patches": [name for name, _ in patches],
+                },
+                "results": {
+                    "path": results_path,
+                    "sha256": results_sha256,
+                    "started_at": results.started_at,
+                    "exit_code": results.exit_code,
+                },
+                "incomplete": bool(warnings),
+                "warnings": warnings,
+                "verification": verification.to_json() if verification else None,
+                "toolchain": toolchain,
+                "files": files,
+                **more,
+            }
+        )
+    ).to_json()
 
 
 # ---------------------------------------------------------------- reading a bundle back
@@ -210,14 +215,14 @@ def manifest(
 @dataclass(frozen=True)
 class Bundle:
     path: Path
-    manifest: dict
+    manifest: Manifest
     title: str
     body: str
     patch_files: tuple[Path, ...]
 
     @property
     def target(self) -> str:
-        return self.manifest["target"]
+        return self.manifest.target
 
 
 def read_bundle(directory: Path) -> Bundle:
@@ -227,9 +232,9 @@ def read_bundle(directory: Path) -> Bundle:
 
     if not mpath.exists() and not mpath.is_symlink():
         raise ConfigError(f"{mpath}: missing; --bundle must name one target's directory made by `ggml-patch bundle`")
-    man = untrusted.load_json(mpath, "manifest", root=directory)
-
-    files = validate(man, mpath)["files"]  # untrusted: every field checked before any is used
+    # untrusted: every field checked before any is used
+    man = read_manifest(untrusted.load_json(mpath, "manifest", root=directory), mpath)
+    files = man.files
     for name, digest in files.items():
         f = untrusted.name_under(directory, name, f"{mpath}: files")
         if Path(name).name != name or not f.is_file():
@@ -242,16 +247,10 @@ def read_bundle(directory: Path) -> Bundle:
     patches = tuple(sorted(directory / n for n in files if n.endswith(".patch")))
     if not patches:
         raise ConfigError(f"{mpath}: the bundle lacks patches")
-    if takes_pull_request(man) and ("PR_TITLE" not in files or "PR_BODY.md" not in files):
+    if man.takes_pull_request and ("PR_TITLE" not in files or "PR_BODY.md" not in files):
         raise ConfigError(f"{mpath}: the bundle lacks PR_TITLE or PR_BODY.md")
     read = lambda n: (directory / n).read_text(encoding="utf-8") if n in files else ""  # noqa: E731
     return Bundle(directory, man, read("PR_TITLE").strip(), read("PR_BODY.md"), patches)
-
-
-def takes_pull_request(man: dict) -> bool:
-    """The bundle's target gets a pull request (a target verified through another's sync does not)."""
-    role = ((man.get("policy") or {}).get("role") or {}).get("value") or {}
-    return role.get("kind", "pull-request") == "pull-request"
 
 
 # ---------------------------------------------------------------- making the bundle (git, CMake)
@@ -442,11 +441,10 @@ def bundle_target(
         verification=verification,
         toolchain=toolchain,
         warnings=warnings,
+        known_limits=as_json(known_limits),  # patches/known-limits.yaml: what the series leaves as it is
+        **docs.manifest_fields(opts.author, opts.assisted_by, head),
     )
-    man.update(docs.manifest_fields(opts.author, opts.assisted_by, head))
-
-    man["known_limits"] = as_json(known_limits)  # patches/known-limits.yaml: what the series leaves as it is
-    files_text[MANIFEST] = json.dumps(redact_data(man), indent=2) + "\n"  # the whole manifest, redacted last
+    files_text[MANIFEST] = json.dumps(man, indent=2) + "\n"  # the whole manifest, redacted
 
     # only into a folder the tool made (or a new or empty one): _write_dir replaces dest whole
     dest = outdir.claim(opts.out_dir, "--out", legacy=outdir.made_bundles) / target_name
@@ -457,7 +455,7 @@ def bundle_target(
         [n for n, _ in patches],
         base,
         source.get("upstream_commit"),
-        verification["durations_s"]["total"],
+        verification.durations_s.total,
         warnings,
         rules.role.value["text"],
         docs.draft_reasons,
@@ -536,7 +534,7 @@ def commit_list(repo: SnapshotRepo, base: str, patched: str) -> list[Commit]:
 
 def verify(
     opts: BundleOptions, target, repo, worktree, work: Path, base: str, patched: str, patches: list[tuple[str, str]]
-) -> dict:
+) -> Verification:
     """git am the bundle's own files on a fresh copy of the base, then the cell pipeline's
     configure, build and test steps there (CPU, the two tests). `patched` is the bundle's head:
     the tested tree, the contributor's commits. The worktree and build tree are the bundle's own
@@ -594,32 +592,31 @@ def verify(
         raise BuildFailed(f"{target.name}: bundle verification: {e}") from None
     assert ctx.patched is not None and ctx.patched.build is not None
     tests = {
-        name: {"outcome": str(t.outcome), "exit_code": t.exit_code, "summary_line": t.summary_line, "log": t.log}
+        name: VerifiedTest(outcome=str(t.outcome), exit_code=t.exit_code, summary_line=t.summary_line, log=t.log)
         for name, t in ctx.patched.tests.items()
     }
-    failed = [f"{n} {t['outcome']}" for n, t in tests.items() if t["outcome"] not in (Outcome.PASSED, Outcome.SKIPPED)]
+    failed = [f"{n} {t.outcome}" for n, t in tests.items() if t.outcome not in (Outcome.PASSED, Outcome.SKIPPED)]
     if failed:
         raise BundleVerificationFailed(
             f"{target.name}: with the bundle applied to a fresh copy of the base: "
             f"{', '.join(failed)} (logs: {ctx.logs})"
         )
-    return {
-        "applied_with": "git am",
-        "worktree": str(worktree.path),
-        "head": head,
-        "head_is_bundle_commit": head == patched,  # the contributor's commits, exactly
-        "tree_is_patched_tree": True,
-        "configure_reused": ctx.configure_reused,
-        "build_log": ctx.patched.build.log,
-        "tests": tests,
-        "durations_s": {
-            "apply": round(apply_s, 2),
-            "configure": ctx.cell.timings.get("configure", 0.0),
-            "build": ctx.patched.build.duration_s,
-            "tests": round(time.monotonic() - t0, 2),
-            "total": round(time.monotonic() - t_all, 2),
-        },
-    }
+    return Verification(
+        worktree=str(worktree.path),
+        head=head,
+        head_is_bundle_commit=head == patched,
+        tree_is_patched_tree=True,
+        configure_reused=ctx.configure_reused,
+        build_log=ctx.patched.build.log,
+        tests=tests,
+        durations_s=Durations(
+            apply=round(apply_s, 2),
+            configure=ctx.cell.timings.get("configure", 0.0),
+            build=ctx.patched.build.duration_s,
+            tests=round(time.monotonic() - t0, 2),
+            total=round(time.monotonic() - t_all, 2),
+        ),
+    )
 
 
 _SET = re.compile(r'^set\((CMAKE_(?:C|CXX)_COMPILER(?:_ID|_VERSION)?) "([^"]*)"\)', re.M)

@@ -5,13 +5,14 @@ readiness and draft fields. Pure: the bundle (bundle.py) reads the inputs and wr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import unidiff
 
 from ..redact import redact
 from ..report.model import Results
 from . import cover as C
+from . import manifest as M
 from . import pr_body, readiness
 from . import views as B
 from .authorship import Identity
@@ -31,16 +32,15 @@ class Documents:
     def draft(self) -> bool:
         return bool(self.draft_reasons)
 
-    def manifest_fields(self, author: Identity, assistant: Optional[str], bundle_commit: str) -> dict:
-        cover: Optional[dict] = {"path": self.cover.path, "present": self.cover.text is not None}
-        if not self.policy.takes_pull_request:
-            cover = None
+    def manifest_fields(self, author: Identity, assistant: Optional[str], bundle_commit: str) -> dict[str, Any]:
+        """manifest.json's policy, readiness, draft, cover and authorship keys (upstream/manifest.py)."""
+        cover = M.CoverInfo(path=self.cover.path, present=self.cover.text is not None)
         return {
-            "policy": self.policy.to_json(),
-            "readiness": self.readiness.to_json(),
+            "policy": self.policy.record().to_json(),
+            "readiness": self.readiness.record().to_json(),
             "draft": self.draft,
             "draft_reasons": self.draft_reasons,
-            "cover": cover,
+            "cover": cover.to_json() if self.policy.takes_pull_request else None,
             "authorship": {
                 "author": str(author),
                 "from": author.source,

@@ -1,54 +1,209 @@
-"""A bundle's manifest.json is untrusted input (it comes from disk, maybe from someone else):
-every field `pr` uses is validated before use. Commits are 40-hex ids, the target is a target
-name (never '.', '..' or a path), file names stay inside the bundle folder, digests are sha256,
-URLs are URLs. One line on the first problem (exit 2), before anything is touched."""
+"""A bundle's manifest.json, declared once: `bundle` writes it, `pr` reads it back. It is untrusted
+input when read (it comes from disk, maybe from someone else): every field is validated before
+use. Commits are 40-hex ids, the target is a target name (never '.', '..' or a path), file names
+stay inside the bundle folder, digests are sha256, URLs are URLs. One line on the first problem
+(exit 2), before anything is touched."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Optional, Union
 
-import jsonschema
+from pydantic import Field
+from pydantic import StringConstraints as Pattern
 
 from ..errors import ConfigError
+from ..records import Record, parse
+from ..report.model import Commit, Name, Provenance
 from ..urls import git_url_problem
+from ..verdicts.known_limits import KnownLimit
 
-_SHA1 = {"type": "string", "pattern": r"^[0-9a-f]{40}\Z"}
-_SHA256 = {"type": "string", "pattern": r"^[0-9a-f]{64}\Z"}
-_TARGET = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z"}
-_FILE = r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z"  # a plain file name: no '/', no '..', no leading '-' or '.'
+Sha256 = Annotated[str, Pattern(pattern=r"^[0-9a-f]{64}$")]
+FileName = Annotated[str, Pattern(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]  # no '/', '..', leading '-' or '.'
+Layout = Annotated[str, Pattern(pattern=r"^[A-Za-z0-9._-]+$")]
 
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["target", "files"],  # `pr` says itself when the base commits are missing
-    "properties": {
-        "target": _TARGET,
-        "layout": {"type": "string", "pattern": r"^[A-Za-z0-9._-]+\Z"},
-        "base": {
-            "type": "object",
-            "properties": {
-                "snapshot_commit": _SHA1,
-                "upstream_commit": {"anyOf": [_SHA1, {"type": "null"}]},
-                "description": {"type": ["string", "null"]},
-                "source": {"type": ["object", "null"]},
-            },
-        },
-        "patched_commit": _SHA1,
-        "series": {
-            "type": "object",
-            "properties": {
-                "sha256": _SHA256,
-                "patches": {"type": "array", "items": {"type": "string", "pattern": _FILE}},
-            },
-        },
-        "files": {
-            "type": "object",
-            "minProperties": 1,
-            "propertyNames": {"pattern": _FILE},
-            "additionalProperties": _SHA256,
-        },
-    },
-}
+
+# ---------------------------------------------------------------- the target's policy (upstream/policy.py)
+
+
+class Evidence(Record):
+    """A policy file's line a rule cites."""
+
+    file: str
+    line: int
+    text: str
+
+
+class Role(Record):
+    NULLS = frozenset({"changes_go_to"})
+
+    kind: str  # pull-request | verify-only
+    text: str
+    changes_go_to: Optional[str] = None
+
+
+class Rule(Record):
+    NULLS = frozenset({"value"})
+
+    value: Union[None, bool, int, str, Role] = None  # None or False: the files state no such rule
+    evidence: list[Evidence] = Field(default_factory=list)
+
+    def cited(self, n: int = 2) -> str:
+        return ", ".join(f"{e.file}:{e.line}" for e in self.evidence[:n])
+
+
+class Heading(Record):
+    text: str
+    line: int
+
+
+class TemplateInfo(Record):
+    NULLS = frozenset({"disclosure"})
+
+    file: str
+    headings: list[Heading]
+    fixed_sections: list[str]
+    disclosure: Optional[Evidence] = None
+
+
+class PolicyRecord(Record):
+    NULLS = frozenset({"template"})
+
+    target: str
+    base_commit: str
+    files: dict[str, bool]  # each policy file looked for: present or not
+    template: Optional[TemplateInfo] = None
+    repo: Rule  # OWNER/NAME the pull request goes to
+    submit: Rule  # manual | api | none
+    role: Rule  # Role
+    rules: dict[str, Rule]
+
+
+# ---------------------------------------------------------------- readiness (upstream/readiness.py)
+
+
+class CheckRecord(Record):
+    name: str
+    status: str
+    detail: str
+    where: list[str]
+    rule: list[Evidence]
+
+
+class ReadinessRecord(Record):
+    checks: list[CheckRecord]
+    not_applicable: dict[str, str]  # check name -> why it does not apply
+    summary: dict[str, int]  # status -> how many checks have it
+
+
+# ---------------------------------------------------------------- the manifest
+
+
+class Base(Record):
+    NULLS = frozenset({"upstream_commit", "description"})
+
+    snapshot_commit: Optional[Commit] = None
+    upstream_commit: Optional[Commit] = None
+    description: Optional[str] = None
+    source: Optional[Provenance] = None
+
+
+class SeriesDigest(Record):
+    sha256: Optional[Sha256] = None
+    results_series_sha256: Optional[str] = None
+    patches: list[FileName] = Field(default_factory=list)
+
+
+class ResultsRef(Record):
+    path: str
+    sha256: str
+    started_at: str
+    exit_code: int
+
+
+class VerifiedTest(Record):
+    NULLS = frozenset({"exit_code", "summary_line"})
+
+    outcome: str
+    exit_code: Optional[int] = None
+    summary_line: Optional[str] = None
+    log: str = ""
+
+
+class Durations(Record):
+    apply: float
+    configure: float
+    build: float
+    tests: float
+    total: float
+
+
+class Verification(Record):
+    """git am of the bundle on a fresh copy of its base, then configure, build and the tests there."""
+
+    applied_with: str = "git am"
+    worktree: str
+    head: Commit
+    head_is_bundle_commit: bool  # the contributor's commits, exactly
+    tree_is_patched_tree: bool
+    configure_reused: bool
+    build_log: str
+    tests: dict[str, VerifiedTest]
+    durations_s: Durations
+
+
+class CoverInfo(Record):
+    path: str
+    present: bool
+
+
+class Authorship(Record):
+    NULLS = frozenset({"assisted_by"})
+
+    author: str
+    from_: str = Field(alias="from")  # where the identity came from (--author, git config)
+    assisted_by: Optional[str] = None
+    committer: str
+
+
+class Manifest(Record):
+    """manifest.json: the sha256 of every file, the base commits, the results it was made from,
+    the verification, the policy and readiness. A hand-made or older one may hold only some keys:
+    `target` and `files` always."""
+
+    NULLS = frozenset({"cover"})
+
+    schema_version: Optional[int] = Field(default=None, ge=1, le=1)
+    tool: Optional[str] = None
+    target: Name
+    layout: Optional[Layout] = None
+    base: Base = Field(default_factory=Base)
+    patched_commit: Optional[Commit] = None
+    series: Optional[SeriesDigest] = None
+    results: Optional[ResultsRef] = None
+    incomplete: Optional[bool] = None
+    warnings: Optional[list[str]] = None
+    verification: Optional[Verification] = None
+    toolchain: Optional[dict[str, str]] = None
+    files: dict[FileName, Sha256]  # none: read_bundle says the bundle lacks patches
+    policy: Optional[PolicyRecord] = None
+    readiness: Optional[ReadinessRecord] = None
+    draft: bool = False
+    draft_reasons: list[str] = Field(default_factory=list)
+    cover: Optional[CoverInfo] = None  # None: the target takes no pull request
+    authorship: Optional[Authorship] = None
+    bundle_commit: Optional[Commit] = None
+    known_limits: Optional[list[KnownLimit]] = None  # patches/known-limits.yaml
+
+    def kept_nulls(self) -> frozenset[str]:
+        return self.NULLS if "cover" in self.model_fields_set else frozenset()
+
+    @property
+    def takes_pull_request(self) -> bool:
+        """The bundle's target gets a pull request (a target verified through another's sync does not)."""
+        role = self.policy.role.value if self.policy else None
+        return not isinstance(role, Role) or role.kind == "pull-request"
+
 
 _WHAT = {
     "target": "a target name (letters, digits, '.', '_', '-'; not '.' or '..')",
@@ -57,35 +212,23 @@ _WHAT = {
     "patched_commit": "a full 40-hex commit id",
     "files": "file names inside the bundle folder, each with its sha256",
 }
+_REFUSING = "refusing a tampered or foreign bundle (re-run `ggml-patch bundle`)"
 
 
-def _where(path) -> str:
-    return ".".join(str(p) for p in path) or "(top level)"
+def _hint(loc: tuple[Any, ...], kind: str, value: Any) -> Optional[str]:
+    field = next((str(p) for p in reversed(loc) if str(p) in _WHAT), None)
+    if field is None or kind in ("missing", "extra_forbidden"):
+        return None
+    return f"{_short(value)} is not {_WHAT[field]}"
 
 
-def validate(man: Any, mpath: Path) -> dict:
-    """`man` if every field is what `ggml-patch bundle` writes; else one line naming the field."""
-    if not isinstance(man, dict):
-        raise ConfigError(f"{mpath}: expected a JSON object; not a ggml-patch bundle manifest")
-    err = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(SCHEMA).iter_errors(man))
-    if err is not None:
-        path = list(err.absolute_path)
-        if err.validator == "propertyNames":
-            path.append(err.instance)
-        field = next((str(p) for p in reversed(path) if str(p) in _WHAT), None) or (str(path[0]) if path else "")
-        want = _WHAT.get(field, err.message)
-        if err.validator == "required":
-            raise ConfigError(f"{mpath}: {_where(path)}: {err.message}; not a ggml-patch bundle manifest")
-        raise ConfigError(
-            f"{mpath}: {_where(path)}: {_short(err.instance)} is not {want}; "
-            "refusing a tampered or foreign bundle (re-run `ggml-patch bundle`)"
-        )
-    source = (man.get("base") or {}).get("source") or {}
-    url = source.get("url") if isinstance(source, dict) else None
-    if url is not None:
-        why = git_url_problem(url) if isinstance(url, str) else "expected a URL"
-        if why:
-            raise ConfigError(f"{mpath}: base.source.url: {_short(url)} {why}; refusing a tampered or foreign bundle")
+def read_manifest(data: Any, mpath: Path) -> Manifest:
+    """The manifest if every field is what `ggml-patch bundle` writes; else one line naming the field."""
+    man = parse(Manifest, data, str(mpath), f"a ggml-patch bundle manifest; {_REFUSING}", _hint)
+    url = man.base.source.url if man.base.source else None
+    why = git_url_problem(url) if url is not None else None
+    if why:
+        raise ConfigError(f"{mpath}: base.source.url: {_short(url)} {why}; {_REFUSING}")
     return man
 
 

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from . import manifest as M
+
 POLICY_FILES = ("AGENTS.md", "CONTRIBUTING.md")
 # where GitHub looks for a single pull request template, in its order
 TEMPLATE_FILES = (
@@ -46,8 +48,8 @@ class Evidence:
     def where(self) -> str:
         return f"{self.file}:{self.line}"
 
-    def to_json(self) -> dict:
-        return {"file": self.file, "line": self.line, "text": self.text}
+    def record(self) -> M.Evidence:
+        return M.Evidence(file=self.file, line=self.line, text=self.text)
 
 
 @dataclass(frozen=True)
@@ -55,8 +57,8 @@ class Rule:
     value: Any  # None or False: the files state no such rule
     evidence: tuple[Evidence, ...] = ()
 
-    def to_json(self) -> dict:
-        return {"value": self.value, "evidence": [e.to_json() for e in self.evidence]}
+    def record(self) -> M.Rule:
+        return M.Rule(value=self.value, evidence=[e.record() for e in self.evidence])
 
 
 @dataclass(frozen=True)
@@ -89,13 +91,13 @@ class Template:
     def headings(self) -> list[str]:
         return [s.heading for s in self.sections]
 
-    def to_json(self) -> dict:
-        return {
-            "file": self.file,
-            "headings": [{"text": s.heading, "line": s.line} for s in self.sections],
-            "fixed_sections": [s.heading for s in self.sections if s.fixed],
-            "disclosure": self.disclosure.to_json() if self.disclosure else None,
-        }
+    def record(self) -> M.TemplateInfo:
+        return M.TemplateInfo(
+            file=self.file,
+            headings=[M.Heading(text=s.heading, line=s.line) for s in self.sections],
+            fixed_sections=[s.heading for s in self.sections if s.fixed],
+            disclosure=self.disclosure.record() if self.disclosure else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -129,17 +131,18 @@ class Policy:
     def max_comment_lines(self) -> int:
         return self.rule("max_comment_lines").value or DEFAULT_MAX_COMMENT_LINES
 
-    def to_json(self) -> dict:
-        return {
-            "target": self.target,
-            "base_commit": self.base_commit,
-            "files": self.files,
-            "template": self.template.to_json() if self.template else None,
-            "repo": self.repo.to_json(),
-            "submit": self.submit.to_json(),
-            "role": self.role.to_json(),
-            "rules": {k: v.to_json() for k, v in self.rules.items()},
-        }
+    def record(self) -> M.PolicyRecord:
+        """The policy as manifest.json holds it."""
+        return M.PolicyRecord(
+            target=self.target,
+            base_commit=self.base_commit,
+            files=self.files,
+            template=self.template.record() if self.template else None,
+            repo=self.repo.record(),
+            submit=self.submit.record(),
+            role=self.role.record(),
+            rules={k: v.record() for k, v in self.rules.items()},
+        )
 
 
 # ---------------------------------------------------------------- reading markdown

@@ -12,6 +12,7 @@ from typing import Optional
 import unidiff
 
 from . import cover as C
+from . import manifest as M
 from .policy import Evidence, Policy
 from .sync import SyncMap, SyncReport
 
@@ -53,14 +54,9 @@ class Check:
     where: tuple[str, ...] = ()
     rule: tuple[Evidence, ...] = ()
 
-    def to_json(self) -> dict:
-        return {
-            "name": self.name,
-            "status": self.status,
-            "detail": self.detail,
-            "where": list(self.where),
-            "rule": [e.to_json() for e in self.rule],
-        }
+    def record(self) -> M.CheckRecord:
+        rule = [e.record() for e in self.rule]
+        return M.CheckRecord(name=self.name, status=self.status, detail=self.detail, where=list(self.where), rule=rule)
 
 
 @dataclass(frozen=True)
@@ -72,12 +68,12 @@ class Readiness:
     def failed(self) -> list[Check]:
         return [c for c in self.checks if c.status == FAIL]
 
-    def to_json(self) -> dict:
-        return {
-            "checks": [c.to_json() for c in self.checks],
-            "not_applicable": self.not_applicable,
-            "summary": {s: sum(c.status == s for c in self.checks) for s in (PASS, WARN, FAIL)},
-        }
+    def record(self) -> M.ReadinessRecord:
+        return M.ReadinessRecord(
+            checks=[c.record() for c in self.checks],
+            not_applicable=self.not_applicable,
+            summary={s: sum(c.status == s for c in self.checks) for s in (PASS, WARN, FAIL)},
+        )
 
 
 # ---------------------------------------------------------------- the series, read from its patch files

@@ -10,22 +10,22 @@ from urllib.parse import quote, urlsplit
 
 from ..errors import ConfigError
 from ..vcs import workrepo
+from .manifest import Manifest, PolicyRecord, Role
 
 
-def policy_of(manifest: dict, where: str) -> dict:
-    policy = manifest.get("policy")
-    if not isinstance(policy, dict) or not isinstance(policy.get("submit"), dict):
+def policy_of(manifest: Manifest, where: str) -> PolicyRecord:
+    if manifest.policy is None:
         raise ConfigError(f"{where}: no policy recorded (made by an older ggml-patch); re-run `ggml-patch bundle`")
-    return policy
+    return manifest.policy
 
 
-def submit_mode(policy: dict) -> str:
-    return policy["submit"].get("value") or "manual"
+def submit_mode(policy: PolicyRecord) -> str:
+    return str(policy.submit.value or "manual")
 
 
-def cited(rule: dict, n: int = 2) -> str:
-    ev = (rule or {}).get("evidence") or []
-    return ", ".join(f"{e['file']}:{e['line']}" for e in ev[:n])
+def role_of(policy: PolicyRecord) -> Role:
+    role = policy.role.value
+    return role if isinstance(role, Role) else Role(kind="verify-only", text="submit: none")
 
 
 def web_url(api_url: str) -> str:
@@ -45,7 +45,7 @@ def compare_url(web: str, repo: str, base: str, owner: Optional[str], branch: st
 
 def manual_steps(
     *,
-    policy: dict,
+    policy: PolicyRecord,
     repo: str,
     workdir: str,
     remote: str,
@@ -61,7 +61,8 @@ def manual_steps(
     """What the contributor runs, in order: the branch made from the bundle, pushed to their fork,
     and the compare page where they open the pull request themselves."""
     steps = [shlex.join(argv) for argv in workrepo.by_hand(workdir, remote, onto, patches, branch, fetch)]
-    why = cited(policy.get("rules", {}).get("automated_submission_forbidden", {})) or cited(policy["submit"])
+    forbidden = policy.rules.get("automated_submission_forbidden")
+    why = (forbidden.cited() if forbidden else "") or policy.submit.cited()
     out = [
         f"manual submission: {repo} takes its pull requests from people, not tools (submit: manual"
         + (f"; {why}" if why else "")
@@ -85,14 +86,10 @@ def manual_steps(
     return out
 
 
-def no_pull_request(policy: dict, target: str) -> list[str]:
-    role = policy.get("role", {}).get("value") or {}
-    goes = role.get("changes_go_to")
-    out = [
-        f"{target} takes no pull request: {role.get('text', 'submit: none')}"
-        + (f" ({cited(policy.get('role', {}))})" if cited(policy.get("role", {})) else "")
-        + "."
-    ]
+def no_pull_request(policy: PolicyRecord, target: str) -> list[str]:
+    role, cited = role_of(policy), policy.role.cited()
+    goes = role.changes_go_to
+    out = [f"{target} takes no pull request: {role.text}" + (f" ({cited})" if cited else "") + "."]
     if goes:
         out.append(f"Its changes go to {goes}: submit the bundle of the target whose upstream.repo is {goes}.")
     return out

@@ -72,7 +72,7 @@ def test_pr_body_and_manifest_carry_no_credentials():
     assert SECRET not in body and "https://***@github.com/me/ggml.git" in body
     man = B.manifest(target=target, layout="ggml", results=results, results_sha256="0" * 64, results_path="/r",
                      source=results.cells[0].source.to_json(), patched_commit="1" * 40, patches=[], files={},
-                     verification={}, toolchain={}, warnings=[])
+                     verification=None, toolchain={}, warnings=[])
     assert SECRET not in json.dumps(man)
 
 

@@ -176,3 +176,14 @@ def test_a_step_that_returns_stop_ends_the_pipeline(monkeypatch):
     ran.clear()
     cell.run_steps(None, ("configure", "build"))
     assert ran == ["configure", "build"]
+
+
+def test_help_imports_no_record_library():
+    """`ggml-patch --help` builds every command's arguments: none of them may pull in pydantic (the
+    records load where documents are read or written), which doubled the start-up's CPU time."""
+    import subprocess
+    import sys
+
+    code = "import sys; from orchestrator import cli; cli._parser(); print(sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic'))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

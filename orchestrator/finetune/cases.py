@@ -1,0 +1,98 @@
+"""The fine-tuning cases (`ggml-patch evidence --case`): optimizer, learning rate, opt_period and
+epochs, parsed and checked. Light (no pydantic): `--help` shows the format and the defaults."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+# finetune.cpp's defaults, as its README runs it: -c = -b = -ub (opt_period 1, cparams.training on),
+# AdamW, lr 1e-5, wd 0, val-split 0.05. n_ctx 256 is the smallest context llama_context takes;
+# opt_period = n_batch / n_ubatch, so a case's opt_period sets -ub = N_CTX / opt_period.
+N_CTX = 256
+OPTIMIZERS = ("sgd", "adamw")
+PERIODS = (1, 2, 4)
+MAX_EPOCHS = 100
+
+
+@dataclass(frozen=True)
+class Case:
+    """One configuration run in both variants: optimizer, learning rate, opt_period, epochs."""
+
+    optimizer: str
+    lr: float
+    opt_period: int
+    epochs: int
+
+    @property
+    def n_batch(self) -> int:
+        return N_CTX
+
+    @property
+    def n_ubatch(self) -> int:
+        return N_CTX // self.opt_period
+
+    @property
+    def name(self) -> str:
+        return f"{self.optimizer}:{self.lr:g}:{self.opt_period}:{self.epochs}"
+
+    def label(self) -> str:
+        return f"{self.optimizer} lr {self.lr:g} opt_period {self.opt_period}"
+
+    def key(self) -> dict[str, Any]:
+        """What the cache key holds of the case: everything the program is given for it."""
+        return {
+            "optimizer": self.optimizer,
+            "lr": self.lr,
+            "n_batch": self.n_batch,
+            "n_ubatch": self.n_ubatch,
+            "epochs": self.epochs,
+        }
+
+
+# Fixed before any result (issue 25): finetune.cpp's defaults (AdamW lr 1e-5, opt_period 1), the
+# same with n_ubatch < n_batch (opt_period 2), and SGD at the ~10x lr its help text recommends.
+DEFAULT_CASES = ("adamw:1e-5:1:8", "adamw:1e-5:2:8", "sgd:1e-4:1:8")
+CASE_FORMAT = "OPTIMIZER:LR:OPT_PERIOD[:EPOCHS]"
+
+
+def parse_case(text: str, default_epochs: int = 8) -> Case:
+    """'adamw:1e-5:2:8' -> Case; a ValueError naming what is wrong otherwise."""
+    parts = text.split(":")
+    if len(parts) not in (3, 4):
+        raise ValueError(f"--case {text!r}: expected {CASE_FORMAT}, e.g. adamw:1e-5:2:8")
+    opt, lr_text, period_text = parts[:3]
+    if opt not in OPTIMIZERS:
+        raise ValueError(f"--case {text!r}: optimizer {opt!r}: expected one of {', '.join(OPTIMIZERS)}")
+    try:
+        lr = float(lr_text)
+    except ValueError:
+        lr = math.nan
+    if not (math.isfinite(lr) and 0 < lr <= 10):
+        raise ValueError(f"--case {text!r}: learning rate {lr_text!r}: expected a number in (0, 10]")
+    period = _int(period_text)
+    if period not in PERIODS:
+        raise ValueError(
+            f"--case {text!r}: opt_period {period_text!r}: expected one of "
+            f"{', '.join(map(str, PERIODS))} (-ub = {N_CTX} / opt_period, -c = -b = {N_CTX})"
+        )
+    epochs = _int(parts[3]) if len(parts) == 4 else default_epochs
+    if epochs is None or not 1 <= epochs <= MAX_EPOCHS:
+        raise ValueError(f"--case {text!r}: epochs {parts[3]!r}: expected a whole number from 1 to {MAX_EPOCHS}")
+    return Case(opt, lr, period, epochs)
+
+
+def parse_cases(texts: Sequence[str]) -> list[Case]:
+    """The cases in order, each once (a repeated case is run once)."""
+    cases = [parse_case(t) for t in (texts or DEFAULT_CASES)]
+    seen: dict[tuple, Case] = {}
+    for c in cases:
+        other = seen.setdefault((c.optimizer, c.lr, c.opt_period), c)
+        if other.epochs != c.epochs:
+            raise ValueError(f"--case {c.name} and --case {other.name}: the same case with two epoch counts")
+    return list(dict.fromkeys(cases))
+
+
+def _int(text: str) -> Optional[int]:
+    return int(text) if text.isdigit() else None
