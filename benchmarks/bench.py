@@ -38,7 +38,7 @@ that backend's cells. Writes bench.json and bench.md with the ratios and the goa
 
 Usage: python benchmarks/bench.py [--out DIR] [--skip-by-hand-llama] [--skip-evidence] [--evidence-case CASE]...
                                   [--only-evidence] [--skip-newcomer] [--only-newcomer] [--only-ratios]
-                                  [--loads N,...] [--only-act] [--skip-act]
+                                  [--loads N,...] [--only-act] [--skip-act] [--act-cpus LIST]
 """
 from __future__ import annotations
 
