@@ -178,9 +178,7 @@ class Matrix(MatrixRecord):
         self, profile: str = "default", targets: Optional[list[str]] = None, backends: Optional[list[str]] = None
     ) -> list[tuple[Target, Backend]]:
         """The (target, backend) cells of a profile, narrowed by --target/--backend."""
-        if profile not in self.profiles:
-            raise ConfigError(f"{self.path}: unknown profile {profile!r}{_did_you_mean(profile, self.profiles)}")
-        p = self.profiles[profile]
+        p = _named(self.path, "profile", profile, self.profiles)
         t_names = list(targets) if targets else list(p.targets)
         b_names = list(backends) if backends else list(p.backends)
         return [(self.target(t), self.backend(b)) for t in t_names for b in b_names]
@@ -253,7 +251,6 @@ def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], 
                     raise ConfigError(f"{where}:{k.start_mark.line + 1}: {_dotted(path + (key,))}: duplicate key")
                 lines[path + (key,)] = k.start_mark.line + 1
                 out[key] = build(v, path + (key,))
-                lines[path + (key,)] = k.start_mark.line + 1
             return out
         if isinstance(n, yaml.SequenceNode):
             return [build(v, path + (i,)) for i, v in enumerate(n.value)]

@@ -1,10 +1,6 @@
-"""The records matrix.yaml is read into, as far as the registries use them (a backend; the base
-of each source kind's options, whose model lives with its kind in sources/), and the value types
-they share. A leaf: sources/ and backends/ use it without importing config.py, which composes them.
-
-Every value type carries the words of its error; config.py maps pydantic's errors to one line
-naming the file, the line and the key (the YAML node marks).
-"""
+"""matrix.yaml's records the registries use (a backend; the base of each source kind's options,
+declared with its kind in sources/) and the value types they share, each with the words of its
+error. A leaf: sources/ and backends/ use it without importing config.py, which composes them."""
 
 from __future__ import annotations
 
