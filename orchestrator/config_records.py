@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional, Union
+from typing import Annotated, Any, Callable, Optional, TypeVar, Union
 
 from pydantic import AfterValidator, ConfigDict, Field, PrivateAttr, Strict, model_validator
 from pydantic_core import PydanticCustomError
@@ -105,6 +105,9 @@ class Named(MatrixRecord):
         return self._name
 
 
+S = TypeVar("S", bound="Source")
+
+
 class Source(MatrixRecord):
     """The base of each source kind's options (sources/KIND.py declares its own): the options as
     matrix.yaml writes them, and where they came from (`key`, `base_dir`), set once loaded."""
@@ -123,7 +126,7 @@ class Source(MatrixRecord):
         """matrix.yaml's directory: a local source's relative path starts there"""
         return self._base_dir
 
-    def at(self, key: str, base_dir: Optional[Path] = None) -> Any:
+    def at(self: S, key: str, base_dir: Optional[Path] = None) -> S:
         """These options, declared at `key` of a matrix in `base_dir`."""
         out = self.model_copy()
         out._key, out._base_dir = key, base_dir
