@@ -328,6 +328,7 @@ def load_matrix(path: str | Path) -> Matrix:
 
 _KINDS = {"string": "a string", "float": "a number", "int": "a number", "bool": "a boolean", "dict": "an object"}
 _KINDS.update(model="an object", model_attributes="an object", list="an array", tuple="an array")
+_SAID = {"union_tag_not_found": "missing required key 'kind'", "too_short": "must not be empty"}
 
 
 def _problems(
@@ -352,14 +353,12 @@ def _problems(
             msg = f"{value!r} is not one of {', '.join(_choices(ctx['expected']))}"
         elif kind == "union_tag_invalid":
             at, msg = path + ("kind",), f"{value['kind']!r} is not one of {', '.join(_choices(ctx['expected_tags']))}"
-        elif kind == "union_tag_not_found":
-            msg = "missing required key 'kind'"
+        elif kind in _SAID:
+            msg = _SAID[kind]
         elif kind.removesuffix("_type") in _KINDS:
             msg = f"expected {_KINDS[kind.removesuffix('_type')]}, got {type(value).__name__} {value!r}"
         elif kind == "string_pattern_mismatch":
             msg = f"{value!r} {WORDS[ctx['pattern']]}"
-        elif kind == "too_short":
-            msg = "must not be empty"
         elif kind == "greater_than":
             msg = f"expected a positive number, got {value!r}"
         else:  # SCHEMA_ERROR, VALUE_ERROR: the words are the type's

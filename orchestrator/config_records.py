@@ -81,12 +81,9 @@ class MatrixRecord(Record):
     @model_validator(mode="before")
     @classmethod
     def _known_keys(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            extra = [k for k in data if k not in cls.model_fields]
-            if extra:
-                raise PydanticCustomError(
-                    "unknown_key", "unknown key", {"key": extra[0], "allowed": list(cls.model_fields)}
-                )
+        extra = [k for k in data if k not in cls.model_fields] if isinstance(data, dict) else []
+        if extra:
+            raise PydanticCustomError("unknown_key", "unknown key", {"key": extra[0], "allowed": [*cls.model_fields]})
         return data
 
 
