@@ -13,7 +13,6 @@ Bundle verification runs configure, build and test on a context of its own (upst
 from __future__ import annotations
 
 import enum
-import json
 import shutil
 import sys
 import time
@@ -33,6 +32,7 @@ from ..patchset.layout import GATE_TEST, TESTS, UPSTREAM_TEST, BuildPlan, Layout
 from ..patchset.render import render
 from ..patchset.series import Series
 from ..progress import Reporter
+from ..records import Record
 from ..report.model import (
     COMPETING_PREFIX,
     MUTANT_PREFIX,
@@ -409,9 +409,7 @@ def store(ctx: CellContext) -> None:
         shutil.copytree(ctx.logs, entry_logs)
     records = [r.model_copy(deep=True) for r in ctx.records]  # copies: paths made relative below
     _map_logs(records, lambda p: _relative(p, ctx.logs))
-    resultcache.store(
-        results_cache_dir(ctx.cache), ctx.key, {"cell": ctx.cell.to_json(), "records": [r.to_json() for r in records]}
-    )
+    resultcache.store(results_cache_dir(ctx.cache), ctx.key, CachedResult(cell=ctx.cell, records=records).to_json())
 
 
 Step = Callable[[CellContext], Optional[Stop]]
@@ -543,6 +541,14 @@ def cell_action(
 # ---------------------------------------------------------------- the result cache
 
 
+class CachedResult(Record):
+    """A result-cache entry (run/resultcache.py): the finished cell and its records, log paths
+    relative to the entry's logs."""
+
+    cell: Cell
+    records: list[VariantRecord]
+
+
 def cache_inputs(ctx: CellContext) -> dict:
     """Everything that decides the cell's result (its result-cache key hashes these)."""
     assert ctx.snap is not None and ctx.rendered is not None
@@ -577,16 +583,14 @@ def results_cache_dir(cache: Cache) -> Path:
 def reuse_cached(ctx: CellContext) -> bool:
     """The cached result of exactly these inputs, its logs copied into this run's, if there is one."""
     entry = resultcache.load(results_cache_dir(ctx.cache), ctx.key)
-    if not entry or "cell" not in entry or "records" not in entry:
-        return False
+    try:
+        found = CachedResult.model_validate(entry)
+    except ValueError:  # pydantic's ValidationError is one
+        return False  # none, or an entry this version cannot read: not a hit
     entry_logs = results_cache_dir(ctx.cache) / f"{ctx.key}-logs"
     if entry_logs.exists():
         shutil.copytree(entry_logs, ctx.logs, dirs_exist_ok=True)
-    try:
-        cached = Cell.model_validate(entry["cell"])
-        records = [VariantRecord.model_validate(r) for r in entry["records"]]
-    except (KeyError, TypeError, ValueError):  # pydantic's ValidationError is a ValueError
-        return False  # an entry this version cannot read: not a hit
+    cached, records = found.cell, found.records
     _map_logs(records, lambda p: str(ctx.logs / p) if p else p)
     timings = ctx.cell.timings  # this run's: the cached run's are kept apart
     for name in Cell.model_fields:
@@ -617,20 +621,31 @@ def _map_logs(records: list[VariantRecord], fn: Callable[[str], str]) -> None:
 # ---------------------------------------------------------------- the tree, the harness
 
 
+class TreeState(Record):
+    """The cell's state.json: the base and series its worktree holds, and the commit `git am` made."""
+
+    base: str
+    series: str
+    head: str
+
+
 def apply_series(worktree: Worktree, base: str, rendered: Series, cell_dir: Path) -> str:
     """Put the worktree on base + series. A tree already there is left untouched (no file
     times change, so nothing recompiles)."""
 
     state_file = cell_dir / "state.json"
-    state = json.loads(state_file.read_text()) if state_file.exists() else {}
-    if state.get("base") == base and state.get("series") == rendered.sha256 and state.get("head"):
-        if worktree.path.exists() and worktree.head() == state["head"] and worktree.is_clean():
-            return state["head"]
+    try:
+        state: Optional[TreeState] = TreeState.model_validate_json(state_file.read_text())
+    except (OSError, ValueError):
+        state = None  # none, or unreadable: the series is applied again
+    if state and (state.base, state.series) == (base, rendered.sha256) and state.head:
+        if worktree.path.exists() and worktree.head() == state.head and worktree.is_clean():
+            return state.head
     files = write_patches(rendered, cell_dir / "series")
     state_file.unlink(missing_ok=True)
     worktree.ensure(base)
     head = worktree.am(files)
-    state_file.write_text(json.dumps({"base": base, "series": rendered.sha256, "head": head}))
+    state_file.write_text(TreeState(base=base, series=rendered.sha256, head=head).model_dump_json())
     return head
 
 
