@@ -1,4 +1,5 @@
-"""matrix.yaml: load, validate against a JSON Schema, resolve into typed options, in one place.
+"""matrix.yaml: load, validate and resolve into its pydantic records (declared once: here, and
+each source kind's options with its kind in sources/), from which its JSON Schema comes too.
 
 Every error is one line naming the file, the line and the key (from the YAML node marks).
 """
@@ -6,178 +7,172 @@ Every error is one line naming the file, the line and the key (from the YAML nod
 from __future__ import annotations
 
 import difflib
-import functools
 import math
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Iterable, Literal, Optional, TypeVar, Union
 
-import jsonschema
 import yaml
+from pydantic import Field, PrivateAttr, Strict, ValidationError, model_validator
 
-from . import backends, sources, untrusted
-from .config_records import RELPATH, SHA256, STR, Backend, Source
+from . import backends, untrusted
+from .config_records import (
+    RELPATH,
+    SCHEMA_ERROR,
+    VALUE_ERROR,
+    WORDS,
+    Backend,
+    MatrixRecord,
+    Named,
+    Str,
+    Text,
+    Unique,
+    matching,
+    problem,
+)
 from .errors import ConfigError
 from .patchset.layout import GATE_TEST, LAYOUTS
+from .sources.git import GitSource
+from .sources.local import LocalSource
+from .sources.pypi_sdist import PypiSdist
+from .sources.tarball import TarballSource
 
-_NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z"}
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")  # POSIX: what a shell and execve accept
+__all__ = ["Backend", "Matrix", "Target", "Upstream", "load_matrix", "require_native_tests", "schema"]
+R = TypeVar("R")
 MAX_VALUES = 20_000  # YAML nodes after aliases are expanded: a real matrix has a few hundred
 MAX_DEPTH = 32  # nesting levels: a real matrix has 6
 _PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
-_REPO = {"type": "string", "pattern": r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+\Z"}
-SUBMIT_MODES = ("manual", "api", "none")
-# where the change goes and how it is submitted; `api` only for a fork the user owns, so it names it
-_UPSTREAM = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {"repo": _REPO, "submit": {"enum": list(SUBMIT_MODES)}},
-    "if": {"properties": {"submit": {"const": "api"}}, "required": ["submit"]},
-    "then": {"required": ["repo"]},
-}
+_NAMES_ONLY: dict[str, Any] = {"additionalProperties": False}  # a key is a Name (patternProperties)
+Name = Annotated[
+    str, Strict(), matching(r"[A-Za-z0-9][A-Za-z0-9._-]*", "is not a valid name (letters, digits, '.', '_', '-')")
+]
+Repo = Annotated[
+    str,
+    Strict(),
+    matching(
+        r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", "is not a GitHub repository (expected OWNER/NAME, e.g. ggml-org/llama.cpp)"
+    ),
+]
+if TYPE_CHECKING:
+    Layout = str
+    BackendName = str
+else:
+    Layout = Literal[tuple(sorted(LAYOUTS))]
+    BackendName = Literal[tuple(backends.names())]  # the registry's names
+# a source's options: the model of its kind, in the registry's order (sources/)
+Options = Annotated[Union[PypiSdist, GitSource, LocalSource, TarballSource], Field(discriminator="kind")]
 
 
-@functools.lru_cache(maxsize=None)
-def schema() -> dict[str, Any]:
-    """matrix.yaml's JSON Schema, composed here from what each registry owns: the source kinds
-    and their options (sources/), the backend names (backends/)."""
+class Upstream(MatrixRecord):
+    """Where the change goes and how it is submitted; `api` only for a fork the user owns, so it names it."""
 
-    return _schema(sources.names(), sources.schema_pieces(), backends.names())
+    repo: Optional[Repo] = None
+    submit: Optional[Literal["manual", "api", "none"]] = None
+    _where: str = PrivateAttr("")
 
+    @property
+    def where(self) -> str:
+        """matrix.yaml:LINE of the `upstream:` key"""
+        return self._where
 
-def _schema(source_kinds: list[str], source_pieces: list[dict], backend_names: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["series", "targets", "backends", "profiles"],
-        "properties": {
-            "series": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["path", "layout"],
-                "properties": {
-                    "path": STR,
-                    "layout": {"enum": sorted(LAYOUTS)},
-                    # the maintainers' approval of a new test file: the gate's own patch joins the series
-                    "gate_approval": {"type": "string", "pattern": r"^https://\S+\Z"},
-                },
-            },
-            "native_tests": STR,
-            # the repository that owns the scheduled workflows: they run there only, never in forks
-            "ci": {
-                "type": "object",
-                "additionalProperties": False,
-                "properties": {"repository": {"type": "string", "pattern": r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+\Z"}},
-            },
-            "targets": {
-                "type": "object",
-                "minProperties": 1,
-                "propertyNames": _NAME,
-                "additionalProperties": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "required": ["layout", "source"],
-                    "properties": {
-                        "layout": {"enum": sorted(LAYOUTS)},
-                        "prefix": RELPATH,
-                        "description": {"type": "string"},
-                        "upstream": _UPSTREAM,
-                        "source": {
-                            "type": "object",
-                            "required": ["kind"],
-                            "properties": {"kind": {"enum": source_kinds}},
-                            "allOf": source_pieces,
-                        },
-                    },
-                },
-            },
-            "backends": {
-                "type": "object",
-                "minProperties": 1,
-                "propertyNames": {"enum": backend_names},
-                "additionalProperties": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "properties": {
-                        "cmake_flags": {
-                            "type": "array",
-                            "items": {"type": "string", "pattern": r"^-D[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?=[^\n]*\Z"},
-                        },
-                        "env": {"type": "object", "additionalProperties": {"type": "string"}},  # names: _value_problems
-                        "tools": {"type": "array", "items": STR},
-                        "timeout": {"type": "number", "exclusiveMinimum": 0},
-                        # one runner (a label, or "self-hosted, linux, gpu"), or several: a leg each
-                        "runs_on": {
-                            "oneOf": [STR, {"type": "array", "minItems": 1, "items": STR, "uniqueItems": True}]
-                        },
-                    },
-                },
-            },
-            "profiles": {
-                "type": "object",
-                "minProperties": 1,
-                "propertyNames": _NAME,
-                "additionalProperties": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "required": ["targets", "backends"],
-                    "properties": {
-                        "targets": {"type": "array", "minItems": 1, "items": _NAME, "uniqueItems": True},
-                        "backends": {"type": "array", "minItems": 1, "items": {"type": "string"}, "uniqueItems": True},
-                    },
-                },
-            },
-        },
-    }
+    @model_validator(mode="after")
+    def _api_names_the_fork(self) -> "Upstream":
+        if self.submit == "api" and not self.repo:
+            raise problem(SCHEMA_ERROR, "missing required key 'repo'")
+        return self
 
 
-@dataclass(frozen=True)
-class Target:
-    name: str
-    layout: str
-    prefix: str
-    source: Source
-    description: str = ""
-    upstream: Optional["Upstream"] = None  # matrix.yaml's `upstream:`, when declared
+class Target(Named):
+    """matrix.yaml's `targets.NAME`."""
+
+    layout: Layout
+    prefix: RELPATH = ""
+    source: Options
+    description: Text = ""
+    upstream: Optional[Upstream] = None  # matrix.yaml's `upstream:`, when declared
+    __init__ = Named.__init__  # the name first (mypy's pydantic plugin would make one of the fields alone)
 
 
-@dataclass(frozen=True)
-class Upstream:
-    repo: Optional[str]
-    submit: Optional[str]
-    where: str  # matrix.yaml:LINE of the `upstream:` key
+class Profile(MatrixRecord):
+    targets: Annotated[tuple[Name, ...], Field(min_length=1), Unique]
+    backends: Annotated[tuple[Str, ...], Field(min_length=1), Unique]
+
+    # a profile is also its (targets, backends) pair
+    def __getitem__(self, i: int) -> tuple[str, ...]:
+        return (self.targets, self.backends)[i]
+
+    def __eq__(self, other: object) -> bool:
+        return (self.targets, self.backends) == other if isinstance(other, tuple) else super().__eq__(other)
+
+    __hash__ = MatrixRecord.__hash__
 
 
-@dataclass(frozen=True)
-class Matrix:
-    path: Path
-    series_dir: Path
-    series_layout: str
-    native_tests_dir: Path
-    targets: dict[str, Target]
-    backends: dict[str, Backend]
-    profiles: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
-    lines: dict[tuple, int] = field(default_factory=dict, repr=False)
-    ci_repository: str = ""  # OWNER/NAME whose schedules run the workflows (matrix.yaml ci.repository)
-    gate_approval: str = ""  # series.gate_approval: the URL where maintainers approved the gate as a new test file
+class Series(MatrixRecord):
+    path: Str
+    layout: Layout
+    # the maintainers' approval of a new test file: the gate's own patch joins the series
+    gate_approval: Annotated[str, Strict(), matching(r"https://\S+", "is not an https:// URL")] = ""
+
+
+class Ci(MatrixRecord):
+    # the repository that owns the scheduled workflows: they run there only, never in forks
+    repository: Repo = ""
+
+
+class Matrix(MatrixRecord):
+    """matrix.yaml. Once loaded (`load_matrix`) it knows its file and the line of every key."""
+
+    series: Series
+    native_tests: Str = "native_tests"
+    ci: Ci = Ci()
+    targets: Annotated[dict[Name, Target], Field(min_length=1, json_schema_extra=_NAMES_ONLY)]
+    backends: Annotated[dict[BackendName, Backend], Field(min_length=1)]
+    profiles: Annotated[dict[Name, Profile], Field(min_length=1, json_schema_extra=_NAMES_ONLY)]
+    _path: Path = PrivateAttr(Path("matrix.yaml"))
+    _lines: dict[tuple[Any, ...], int] = PrivateAttr(default_factory=dict)
+
+    def located(self, path: Path, lines: dict[tuple[Any, ...], int]) -> "Matrix":
+        """This matrix as read from `path`, its keys at `lines`: each target and backend named by its
+        key, each source knows its key path and that relative paths start at the file's folder."""
+        self._path, self._lines = path, lines
+        for name, b in self.backends.items():
+            b._name = name
+        for name, t in self.targets.items():
+            t._name, t.source._key, t.source._base_dir = name, f"targets.{name}.source", path.parent
+            if t.upstream:
+                t.upstream._where = f"{path}:{_line_for(lines, ('targets', name, 'upstream'))}"
+        return self
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def lines(self) -> dict[tuple[Any, ...], int]:
+        return self._lines
+
+    @property
+    def series_dir(self) -> Path:
+        return self.path.parent / self.series.path
+
+    @property
+    def series_layout(self) -> str:
+        return self.series.layout
+
+    @property
+    def native_tests_dir(self) -> Path:
+        return self.path.parent / self.native_tests
+
+    @property
+    def ci_repository(self) -> str:
+        return self.ci.repository
 
     def target(self, name: str) -> Target:
-        if name not in self.targets:
-            raise ConfigError(
-                f"{self.path}: unknown target {name!r}{_did_you_mean(name, self.targets)}"
-                f" (targets: {', '.join(self.targets)})"
-            )
-        return self.targets[name]
+        return _named(self.path, "target", name, self.targets)
 
     def backend(self, name: str) -> Backend:
-        if name not in self.backends:
-            raise ConfigError(
-                f"{self.path}: unknown backend {name!r}{_did_you_mean(name, self.backends)}"
-                f" (backends: {', '.join(self.backends)})"
-            )
-        return self.backends[name]
+        return _named(self.path, "backend", name, self.backends)
 
     def cells(
         self, profile: str = "default", targets: Optional[list[str]] = None, backends: Optional[list[str]] = None
@@ -185,10 +180,21 @@ class Matrix:
         """The (target, backend) cells of a profile, narrowed by --target/--backend."""
         if profile not in self.profiles:
             raise ConfigError(f"{self.path}: unknown profile {profile!r}{_did_you_mean(profile, self.profiles)}")
-        p_targets, p_backends = self.profiles[profile]
-        t_names = list(targets) if targets else list(p_targets)
-        b_names = list(backends) if backends else list(p_backends)
+        p = self.profiles[profile]
+        t_names = list(targets) if targets else list(p.targets)
+        b_names = list(backends) if backends else list(p.backends)
         return [(self.target(t), self.backend(b)) for t in t_names for b in b_names]
+
+
+def _named(path: Path, what: str, name: str, known: dict[str, R]) -> R:
+    if name not in known:
+        raise ConfigError(f"{path}: unknown {what} {name!r}{_did_you_mean(name, known)} ({what}s: {', '.join(known)})")
+    return known[name]
+
+
+def schema() -> dict[str, Any]:
+    """matrix.yaml's JSON Schema, from the records."""
+    return Matrix.model_json_schema()
 
 
 # ---- YAML with line numbers ----
@@ -198,7 +204,7 @@ class _Loader(yaml.SafeLoader):
     pass
 
 
-def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple, int]]:
+def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], int]]:
     """The document as plain data, and the line of every key. Bounded: aliases may not expand to
     more than MAX_VALUES values (an alias bomb is refused at once, not expanded), keys are plain
     scalars, numbers are finite, nesting is limited by the interpreter's stack (one line if not)."""
@@ -209,12 +215,12 @@ def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple, int]]:
         raise ConfigError(_yaml_message(e, where)) from None
     except RecursionError:
         raise ConfigError(f"{where}: invalid YAML: nested too deeply") from None
-    lines: dict[tuple, int] = {}
+    lines: dict[tuple[Any, ...], int] = {}
     count = [0]
     seen: set[int] = set()
     aliased = [False]
 
-    def build(n: yaml.Node, path: tuple) -> Any:
+    def build(n: yaml.Node, path: tuple[Any, ...]) -> Any:
         count[0] += 1
         if isinstance(n, (yaml.MappingNode, yaml.SequenceNode)):
             if id(n) in seen:
@@ -288,68 +294,16 @@ def _yaml_message(e: yaml.YAMLError, where: str) -> str:
     return f"{where}{line}: invalid YAML: {' '.join(str(problem).split())}"
 
 
-def _dotted(path) -> str:
+def _dotted(path: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in path) or "(top level)"
 
 
-def _did_you_mean(word: str, choices) -> str:
+def _did_you_mean(word: str, choices: Iterable[Any]) -> str:
     close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1)
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def _schema_message(err: jsonschema.ValidationError) -> tuple[tuple, str]:
-    path = tuple(err.absolute_path)
-    v = err.validator
-    if "propertyNames" in err.schema_path:  # a bad mapping key: report it at its own line
-        bad = err.instance
-        if v == "enum":
-            allowed = [str(a) for a in err.validator_value]
-            return path + (
-                bad,
-            ), f"unknown name {bad!r}{_did_you_mean(bad, allowed)} (expected one of {', '.join(allowed)})"
-        return path + (bad,), f"{bad!r} is not a valid name (letters, digits, '.', '_', '-')"
-    if v == "additionalProperties":
-        allowed = list(err.schema.get("properties", {}))
-        extra = [k for k in err.instance if k not in allowed]
-        key = extra[0] if extra else "?"
-        return path + (key,), f"unknown key{_did_you_mean(key, allowed)} (allowed: {', '.join(allowed)})"
-    if v == "required":
-        return path, f"missing required key {err.message.split(' ')[0]}"
-    if v == "enum":
-        return path, f"{err.instance!r} is not one of {', '.join(map(str, err.validator_value))}"
-    if v == "propertyNames":
-        bad = err.instance
-        allowed = err.schema["propertyNames"].get("enum")
-        if allowed:
-            return path + (
-                bad,
-            ), f"unknown name {bad!r}{_did_you_mean(bad, allowed)} (expected one of {', '.join(allowed)})"
-        return path + (bad,), f"{bad!r} is not a valid name (letters, digits, '.', '_', '-')"
-    if v == "pattern" and err.validator_value == _REPO["pattern"]:
-        return path, f"{err.instance!r} is not a GitHub repository (expected OWNER/NAME, e.g. ggml-org/llama.cpp)"
-    if v == "pattern" and err.validator_value == SHA256["pattern"]:
-        return path, f"{err.instance!r} is not a sha256 (expected 64 lowercase hex digits)"
-    if v == "pattern" and path == ("ci", "repository"):
-        return path, f"{err.instance!r} is not a repository (expected OWNER/NAME)"
-    if v == "pattern" and path and path[-2:-1] == ("cmake_flags",):
-        return path, f"{err.instance!r} is not a CMake definition (expected -DNAME=VALUE)"
-    if v == "not":
-        return path, f"{err.instance!r} must be a relative path inside the tree (no '..', not absolute)"
-    if v == "type":
-        want = err.validator_value
-        article = "an" if isinstance(want, str) and want[0] in "aeiou" else "a"
-        return (
-            path,
-            f"expected {article + ' ' + want if isinstance(want, str) else ' or '.join(want)}, got {type(err.instance).__name__} {err.instance!r}",
-        )
-    if v == "minProperties" or v == "minItems":
-        return path, "must not be empty"
-    if v == "exclusiveMinimum":
-        return path, f"expected a positive number, got {err.instance!r}"
-    return path, err.message
-
-
-def _line_for(lines: dict[tuple, int], path: tuple) -> int:
+def _line_for(lines: dict[tuple[Any, ...], int], path: tuple[Any, ...]) -> int:
     while path and path not in lines:
         path = path[:-1]
     return lines.get(path, 1)
@@ -366,41 +320,91 @@ def load_matrix(path: str | Path) -> Matrix:
         raise ConfigError(f"{path}:1: the matrix is empty; expected keys series, targets, backends, profiles")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}:1: expected a mapping at the top level, got {type(data).__name__}")
-    errors = sorted(
-        jsonschema.Draft202012Validator(schema()).iter_errors(data),
-        key=lambda e: (_line_for(lines, tuple(e.absolute_path)), len(e.absolute_path)),
-    )
-    errors = [e for e in errors if e.validator not in ("if", "allOf")] or errors
-    if errors:
-        key, msg = _schema_message(_deepest(errors[0]))
-        raise ConfigError(f"{path}:{_line_for(lines, key)}: {_dotted(key)}: {msg}")
-    problems = sorted(_value_problems(data), key=lambda p: _line_for(lines, p[0]))
-    if problems:
-        key, msg = problems[0]
-        raise ConfigError(f"{path}:{_line_for(lines, key)}: {_dotted(key)}: {msg}")
-    return _resolve(path, data, lines)
+    try:
+        matrix = Matrix.model_validate(data).located(path, lines)
+    except ValidationError as e:
+        key, msg = min(_problems(e, data), key=lambda p: (p[0], _line_for(lines, p[1]), len(p[1]), p[2]))[3:]
+        raise ConfigError(f"{path}:{_line_for(lines, key)}: {_dotted(key)}: {msg}") from None
+    _check_profiles(matrix)
+    return matrix
 
 
-def _value_problems(data: dict) -> list[tuple[tuple, str]]:
-    """What the schema cannot say, [(key path, message)]: each source kind's own checks (package
-    names and PEP 440 versions, URLs and refs that reach git or requests: sources/), and
-    environment variable names."""
+_KINDS = {"string": "a string", "float": "a number", "int": "a number", "bool": "a boolean", "dict": "an object"}
+_KINDS.update(model="an object", model_attributes="an object", list="an array", tuple="an array")
 
-    found = []
-    for name, t in data["targets"].items():
-        key = ("targets", name, "source")
-        found += [(key + (sub,), msg) for sub, msg in sources.option_problems(t["source"]["kind"], t["source"])]
-    for name, b in data["backends"].items():
-        for var in b.get("env", {}):
-            if not _ENV_NAME.match(var):
-                found.append(
-                    (
-                        ("backends", name, "env", var),
-                        f"{var!r} is not an environment variable name "
-                        "(letters, digits and '_', not starting with a digit)",
+
+def _problems(
+    e: ValidationError, data: dict[str, Any]
+) -> list[tuple[bool, tuple[Any, ...], bool, tuple[Any, ...], str]]:
+    """Each error as (a value's problem, the key path it sorts by, a type's, the key path it names, what is wrong)."""
+    out = []
+    for err in e.errors(include_url=False):
+        kind, value, ctx = err["type"], err.get("input"), err.get("ctx") or {}
+        path = _document_path(err["loc"], data, kind == "missing")
+        at = path
+        if kind == "missing":
+            at, msg = path[:-1], f"missing required key {path[-1]!r}"
+        elif kind == "unknown_key":
+            key, allowed = ctx["key"], list(ctx["allowed"])
+            at = path + (key,)
+            msg = f"unknown key{_did_you_mean(key, allowed)} (allowed: {', '.join(allowed)})"
+        elif kind == "literal_error" and err["loc"][-1] == "[key]":  # a backend's name
+            allowed = _choices(ctx["expected"])
+            msg = f"unknown name {value!r}{_did_you_mean(value, allowed)} (expected one of {', '.join(allowed)})"
+        elif kind == "literal_error":
+            msg = f"{value!r} is not one of {', '.join(_choices(ctx['expected']))}"
+        elif kind == "union_tag_invalid":
+            at, msg = path + ("kind",), f"{value['kind']!r} is not one of {', '.join(_choices(ctx['expected_tags']))}"
+        elif kind == "union_tag_not_found":
+            msg = "missing required key 'kind'"
+        elif kind.removesuffix("_type") in _KINDS:
+            msg = f"expected {_KINDS[kind.removesuffix('_type')]}, got {type(value).__name__} {value!r}"
+        elif kind == "string_pattern_mismatch":
+            msg = f"{value!r} {WORDS[ctx['pattern']]}"
+        elif kind == "too_short":
+            msg = "must not be empty"
+        elif kind == "greater_than":
+            msg = f"expected a positive number, got {value!r}"
+        else:  # SCHEMA_ERROR, VALUE_ERROR: the words are the type's
+            msg = ctx.get("message", err["msg"])
+        container = kind in ("missing", "unknown_key") or err["loc"][-1] == "[key]"
+        # a value's problems after its form's; a type after what the value is (one branch of a union)
+        out.append((kind == VALUE_ERROR, path[:-1] if container else path, kind.endswith("_type"), at, msg))
+    return out
+
+
+def _document_path(loc: tuple[Any, ...], data: Any, missing: bool) -> tuple[Any, ...]:
+    """pydantic's error location as matrix.yaml's key path: without a union's tags and branches."""
+    out: list[Any] = []
+    for i, p in enumerate(loc):
+        if out[-1:] == ["source"] and isinstance(data, dict) and p == data.get("kind"):
+            continue  # the tag of the kind's model
+        if isinstance(data, dict) and p in data or isinstance(data, list) and isinstance(p, int) and p < len(data):
+            out.append(p)
+            data = data[p]
+        elif missing and i == len(loc) - 1:
+            out.append(p)
+    return tuple(out)
+
+
+def _choices(expected: str) -> list[str]:
+    """pydantic's "'a', 'b' or 'c'" as [a, b, c]."""
+    return re.findall(r"'([^']*)'", expected)
+
+
+def _check_profiles(matrix: Matrix) -> None:
+    """Every name a profile lists is a target or a backend; the profile `default` exists."""
+    path, lines = matrix.path, matrix.lines
+    for pname, p in matrix.profiles.items():
+        for what, names, known in (("target", p.targets, matrix.targets), ("backend", p.backends, matrix.backends)):
+            for i, name in enumerate(names):
+                if name not in known:
+                    raise ConfigError(
+                        f"{path}:{_line_for(lines, ('profiles', pname, what + 's', i))}: "
+                        f"profiles.{pname}.{what}s: unknown {what} {name!r}{_did_you_mean(name, known)}"
                     )
-                )
-    return found
+    if "default" not in matrix.profiles:
+        raise ConfigError(f"{path}:{_line_for(lines, ('profiles',))}: profiles: missing required profile 'default'")
 
 
 def require_native_tests(matrix: "Matrix") -> None:
@@ -414,76 +418,3 @@ def require_native_tests(matrix: "Matrix") -> None:
             f"{matrix.path}:{_line_for(matrix.lines, ('native_tests',))}: native_tests: "
             f"{matrix.native_tests_dir} {what} (the gate test and the CMake harness live there)"
         )
-
-
-def _deepest(err: jsonschema.ValidationError) -> jsonschema.ValidationError:
-    while err.context:
-        err = max(err.context, key=lambda e: len(e.absolute_path))
-    return err
-
-
-def _upstream(path: Path, lines: dict[tuple, int], name: str, u: Optional[dict]) -> Optional[Upstream]:
-    if u is None:
-        return None
-    return Upstream(u.get("repo"), u.get("submit"), f"{path}:{_line_for(lines, ('targets', name, 'upstream'))}")
-
-
-def _runners(b: dict) -> tuple[str, ...]:
-    got = b.get("runs_on", "ubuntu-24.04")
-    return (got,) if isinstance(got, str) else tuple(got)
-
-
-def _resolve(path: Path, data: dict, lines: dict[tuple, int]) -> Matrix:
-    root = path.parent
-    targets = {
-        name: Target(
-            name,
-            t["layout"],
-            t.get("prefix", ""),
-            Source(t["source"]["kind"], dict(t["source"]), f"targets.{name}.source", root),
-            t.get("description", ""),
-            _upstream(path, lines, name, t.get("upstream")),
-        )
-        for name, t in data["targets"].items()
-    }
-    backends = {
-        name: Backend(
-            name,
-            tuple(b.get("cmake_flags", ())),
-            dict(b.get("env", {})),
-            tuple(b.get("tools", ())),
-            float(b.get("timeout", 600)),
-            _runners(b)[0],
-            _runners(b) if len(_runners(b)) > 1 else (),
-        )
-        for name, b in data["backends"].items()
-    }
-    profiles = {}
-    for pname, p in data["profiles"].items():
-        for i, t in enumerate(p["targets"]):
-            if t not in targets:
-                raise ConfigError(
-                    f"{path}:{_line_for(lines, ('profiles', pname, 'targets', i))}: "
-                    f"profiles.{pname}.targets: unknown target {t!r}{_did_you_mean(t, targets)}"
-                )
-        for i, b in enumerate(p["backends"]):
-            if b not in backends:
-                raise ConfigError(
-                    f"{path}:{_line_for(lines, ('profiles', pname, 'backends', i))}: "
-                    f"profiles.{pname}.backends: unknown backend {b!r}{_did_you_mean(b, backends)}"
-                )
-        profiles[pname] = (tuple(p["targets"]), tuple(p["backends"]))
-    if "default" not in profiles:
-        raise ConfigError(f"{path}:{_line_for(lines, ('profiles',))}: profiles: missing required profile 'default'")
-    return Matrix(
-        path,
-        root / data["series"]["path"],
-        data["series"]["layout"],
-        root / data.get("native_tests", "native_tests"),
-        targets,
-        backends,
-        profiles,
-        lines,
-        (data.get("ci") or {}).get("repository", ""),
-        data["series"].get("gate_approval", ""),
-    )

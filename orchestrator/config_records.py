@@ -1,26 +1,142 @@
-"""The records matrix.yaml's sources and backends are read into, and the JSON Schema pieces the
-registries' own schemas use (sources/: each kind's options). A leaf: sources/ and backends/ use
-it without importing config.py, which composes their schemas."""
+"""The records matrix.yaml is read into, as far as the registries use them (a backend; the base
+of each source kind's options, whose model lives with its kind in sources/), and the value types
+they share. A leaf: sources/ and backends/ use it without importing config.py, which composes them.
+
+Every value type carries the words of its error; config.py maps pydantic's errors to one line
+naming the file, the line and the key (the YAML node marks).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Callable, Optional, Union
 
-# Schema pieces the registries' own schemas use (sources/: each kind's options).
-# \Z, not $: jsonschema uses re.search, where $ also matches before a final newline
-SHA256 = {"type": "string", "pattern": r"^[0-9a-f]{64}\Z"}
-STR = {"type": "string", "minLength": 1}
-RELPATH = {"type": "string", "minLength": 1, "not": {"pattern": r"(^/|(^|/)\.\.(/|$))"}}
+from pydantic import AfterValidator, ConfigDict, Field, PrivateAttr, Strict, model_validator
+from pydantic_core import PydanticCustomError
+
+from .records import Record
+
+SCHEMA_ERROR, VALUE_ERROR = "matrix_schema", "matrix_value"  # a value's form; what only code can say
 
 
-@dataclass(frozen=True)
-class Source:
+def problem(kind: str, message: str) -> PydanticCustomError:
+    """An error whose words are the message (VALUE_ERRORs are reported after every SCHEMA_ERROR)."""
+    return PydanticCustomError(kind, "{message}", {"message": message})
+
+
+WORDS: dict[str, str] = {}  # a pattern -> what a string that does not match it is not
+
+
+def matching(pattern: str, what: str) -> Any:
+    """A string matching `pattern` (in the schema too); "'VALUE' `what`" if not."""
+    WORDS[f"^{pattern}$"] = what
+    return Field(pattern=f"^{pattern}$")
+
+
+def _inside(value: str) -> str:
+    if re.search(r"(^/|(^|/)\.\.(/|$))", value):
+        raise problem(SCHEMA_ERROR, f"{value!r} must be a relative path inside the tree (no '..', not absolute)")
+    return value
+
+
+def _unique(items: tuple[Any, ...]) -> tuple[Any, ...]:
+    if len(set(items)) != len(items):
+        raise problem(SCHEMA_ERROR, f"{list(items)!r} has non-unique elements")
+    return items
+
+
+Text = Annotated[str, Strict()]
+Str = Annotated[str, Strict(), Field(min_length=1)]
+SHA256 = Annotated[str, Strict(), matching("[0-9a-f]{64}", "is not a sha256 (expected 64 lowercase hex digits)")]
+RELPATH = Annotated[str, Strict(), Field(min_length=1), AfterValidator(_inside)]
+Unique = AfterValidator(_unique)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # POSIX: what a shell and execve accept
+CMAKE_DEFINITION = Annotated[
+    str,
+    Strict(),
+    matching(r"-D[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?=[^\n]*", "is not a CMake definition (expected -DNAME=VALUE)"),
+]
+
+
+def checked(problem_of: Callable[[str], Optional[str]], sep: str = " ") -> AfterValidator:
+    """A string `problem_of` finds nothing wrong with; else "'VALUE'{sep}what is wrong" (a VALUE_ERROR)."""
+
+    def check(value: str) -> str:
+        why = problem_of(value)
+        if why:
+            raise problem(VALUE_ERROR, f"{value!r}{sep}{why}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _env_name(name: str) -> Optional[str]:
+    if _ENV_NAME.fullmatch(name):
+        return None
+    return "is not an environment variable name (letters, digits and '_', not starting with a digit)"
+
+
+class MatrixRecord(Record):
+    """A record of matrix.yaml: frozen once loaded; an unknown key is named with the keys allowed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            extra = [k for k in data if k not in cls.model_fields]
+            if extra:
+                raise PydanticCustomError(
+                    "unknown_key", "unknown key", {"key": extra[0], "allowed": list(cls.model_fields)}
+                )
+        return data
+
+
+class Named(MatrixRecord):
+    """A record whose name is its key in matrix.yaml; elsewhere the name comes first, then the
+    fields in order or by name: `Backend("cpu", ("-DGGML_NATIVE=OFF",), timeout=5)`."""
+
+    _name: str = PrivateAttr("")
+
+    def __init__(self, name: str = "", /, *values: Any, **fields: Any) -> None:
+        super().__init__(**dict(zip(type(self).model_fields, values, strict=False)), **fields)
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+
+class Source(MatrixRecord):
+    """The base of each source kind's options (sources/KIND.py declares its own): the options as
+    matrix.yaml writes them, and where they came from (`key`, `base_dir`), set once loaded."""
+
     kind: str
-    options: dict[str, Any]
-    key: str  # e.g. targets.ggml.source, for error messages
-    base_dir: Optional[Path] = None  # matrix.yaml's directory: a local source's relative path starts there
+    _key: str = PrivateAttr("")
+    _base_dir: Optional[Path] = PrivateAttr(None)
+
+    @property
+    def key(self) -> str:
+        """e.g. targets.ggml.source, for error messages"""
+        return self._key
+
+    @property
+    def base_dir(self) -> Optional[Path]:
+        """matrix.yaml's directory: a local source's relative path starts there"""
+        return self._base_dir
+
+    def at(self, key: str, base_dir: Optional[Path] = None) -> Any:
+        """These options, declared at `key` of a matrix in `base_dir`."""
+        out = self.model_copy()
+        out._key, out._base_dir = key, base_dir
+        return out
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The keys matrix.yaml gave, as it gave them."""
+        return {"kind": self.kind, **self.model_dump(mode="json", exclude_unset=True)}
 
     def __getitem__(self, name: str) -> Any:
         return self.options[name]
@@ -29,15 +145,16 @@ class Source:
         return self.options.get(name, default)
 
 
-@dataclass(frozen=True)
-class Backend:
-    name: str
-    cmake_flags: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
-    tools: tuple[str, ...] = ()
-    timeout: float = 600.0
-    runs_on: str = "ubuntu-24.04"  # the first of `runners`
-    runners: tuple[str, ...] = ()  # every runner matrix.yaml names for it (CI: one leg each)
+class Backend(Named):
+    """matrix.yaml's `backends.NAME`."""
+
+    cmake_flags: tuple[CMAKE_DEFINITION, ...] = ()
+    env: dict[Annotated[str, checked(_env_name)], Text] = {}
+    tools: tuple[Str, ...] = ()
+    timeout: Annotated[float, Strict(), Field(gt=0)] = 600.0
+    # one runner (a label, or "self-hosted, linux, gpu"), or several: a leg each
+    runs_on: Union[Str, Annotated[tuple[Str, ...], Field(min_length=1), Unique]] = "ubuntu-24.04"
+    __init__ = Named.__init__  # the name first (mypy's pydantic plugin would make one of the fields alone)
 
     def all_runners(self) -> tuple[str, ...]:
-        return self.runners or (self.runs_on,)
+        return (self.runs_on,) if isinstance(self.runs_on, str) else self.runs_on

@@ -8,9 +8,8 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from ..config_records import Backend
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the record, with pydantic, loads with a matrix: not for `--help` (start-up)
+    from ..config_records import Backend
     from ..report.model import DeviceInfo
 
 

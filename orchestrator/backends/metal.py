@@ -21,7 +21,7 @@ class Metal(BackendModule):
         if sys.platform != "darwin":
             return (
                 f"Metal needs macOS (this machine runs {platform.system() or sys.platform}): run the metal cells "
-                f"on a Mac with the Xcode command line tools (matrix.yaml runs_on: {backend.runs_on})"
+                f"on a Mac with the Xcode command line tools (matrix.yaml runs_on: {', '.join(backend.all_runners())})"
             )
         missing = super().missing_toolchain(backend)
         return f"{missing}: install the Xcode command line tools (xcode-select --install)" if missing else None

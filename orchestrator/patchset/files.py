@@ -55,7 +55,7 @@ def load_series(matrix: Matrix) -> Series:
         )
     require_native_tests(matrix)  # the gate test the series must carry, and the harness every build uses
     series = read_series(matrix.series_dir, matrix.series_layout)
-    if matrix.gate_approval:  # maintainers approved the gate as a new test file: its own patch joins
+    if matrix.series.gate_approval:  # maintainers approved the gate as a new test file: its own patch joins
         series = with_gate_patch(matrix, series)
     native = matrix.native_tests_dir / f"{GATE_TEST}.cpp"
     in_series = series.gate_test_source()

@@ -6,12 +6,11 @@ fetched once and reused between runs.
 
 from __future__ import annotations
 
-from types import ModuleType
+import sys
 from typing import Callable
 
 from ..cache import Cache
 from ..config_records import Source
-from ..errors import ConfigError
 from ..redact import redact, redact_data
 from ..vcs.snapshots import SnapshotRepo
 from .base import Snapshot, SourceUnreachable
@@ -27,44 +26,6 @@ def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
     return Snapshot(snap.commit, redact(snap.description), redact_data(snap.provenance))
 
 
-def _modules() -> dict[str, ModuleType]:
-    """Each kind's module: its `snapshot` and its `OPTIONS` (the JSON Schema of its keys)."""
-    from . import git, local, pypi_sdist, tarball  # requests and the rest on first use (start-up)
-
-    return {"pypi-sdist": pypi_sdist, "git": git, "local": local, "tarball": tarball}
-
-
-def names() -> list[str]:
-    return list(_modules())
-
-
-def schema_pieces() -> list[dict]:
-    """matrix.yaml's `source` schema, one if/then per kind: its required keys and its options."""
-    return [
-        {
-            "if": {"properties": {"kind": {"const": kind}}},
-            "then": {
-                "additionalProperties": False,
-                "required": list(m.OPTIONS["required"]),
-                "properties": {"kind": {}, **m.OPTIONS["properties"]},
-            },
-        }
-        for kind, m in _modules().items()
-    ]
-
-
-def option_problems(kind: str, options: dict) -> list[tuple[str, str]]:
-    """What a kind's schema cannot say about its options, [(option, message)] (its `problems`,
-    where it has one): checked at load time, so a bad value is one line with its file and line."""
-    check = getattr(_modules().get(kind), "problems", None)
-    return list(check(options)) if check else []
-
-
 def _kind(source: Source) -> Callable[[Source, Cache, SnapshotRepo], Snapshot]:
-    kinds = _modules()
-    try:
-        return kinds[source.kind].snapshot
-    except KeyError:
-        raise ConfigError(
-            f"{source.key}.kind: source kind {source.kind!r} is not supported yet (supported: {', '.join(kinds)})"
-        ) from None
+    """The `snapshot` of the source's kind: in the module of the kind's model."""
+    return sys.modules[type(source).__module__].snapshot

@@ -19,10 +19,10 @@ import hashlib
 import posixpath
 import re
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Annotated, Any, Callable, Literal, Optional
 
 from ..cache import Cache, slug
-from ..config_records import RELPATH, STR, Source
+from ..config_records import RELPATH, Source, Str, Unique, checked
 from ..errors import ConfigError, ToolError
 from ..redact import redact
 from ..urls import git_url_problem, ref_problem
@@ -40,41 +40,38 @@ _MISSING_REF = (
     "remote did not send all necessary objects",
 )
 
-# matrix.yaml's keys for this kind (composed into the matrix schema by config.py): `submodules`
-# are the superproject's submodules to fill in (a fork vendored in a superproject)
-OPTIONS = {
-    "required": ["url", "ref"],
-    "properties": {
-        "url": STR,
-        "ref": STR,
-        "subdirectory": RELPATH,
-        "submodules": {"type": "array", "items": RELPATH, "uniqueItems": True},
-    },
-}
+
+class GitSource(Source):
+    """matrix.yaml's keys for this kind: `url` a git URL or path (never an option or a transport
+    helper), `ref` a ref name; `submodules` of the superproject to fill in (a vendored fork)."""
+
+    kind: Literal["git"]
+    url: Annotated[Str, checked(git_url_problem)]
+    ref: Annotated[Str, checked(ref_problem)]
+    subdirectory: RELPATH = ""
+    submodules: Annotated[tuple[RELPATH, ...], Unique] = ()
 
 
-def problems(options: dict) -> list[tuple[str, str]]:
-    """`url` a git URL or path (never an option or a transport helper), `ref` a ref name."""
-    found = []
-    why = git_url_problem(options["url"])
-    if why:
-        found.append(("url", f"{options['url']!r} {why}"))
-    why = ref_problem(options["ref"])
-    if why:
-        found.append(("ref", f"{options['ref']!r} {why}"))
-    return found
+class Pinned(GitSource):
+    """A git source a run's plan pinned (sources/pins.py): `ref` is the commit, `pinned_from` the
+    ref matrix.yaml names; or `unreachable`, why the plan could not reach it. Never in matrix.yaml."""
+
+    pinned_from: str = ""
+    pinned_ref: str = ""
+    unreachable: str = ""
 
 
-def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
-    url, ref = str(source["url"]), str(source["ref"])
-    if source.get("unreachable"):  # the run's plan found it unreachable (sources/pins.py): no second try
-        raise SourceUnreachable(f"source unavailable: {source['unreachable']} (found by the run's plan)")
-    asked = str(source.get("pinned_from") or ref)  # pinned by a run's plan (sources/pins.py): the ref matrix.yaml names
-    subdir = source.get("subdirectory", "").strip("/")
-    submodules = [str(s).strip("/") for s in source.get("submodules", [])]
+def snapshot(source: GitSource, cache: Cache, repo: SnapshotRepo) -> Snapshot:
+    url, ref = source.url, source.ref
+    pin = source if isinstance(source, Pinned) else None
+    if pin and pin.unreachable:  # the run's plan found it unreachable: no second try
+        raise SourceUnreachable(f"source unavailable: {pin.unreachable} (found by the run's plan)")
+    asked = (pin and pin.pinned_from) or ref  # the ref matrix.yaml names
+    subdir = source.subdirectory.strip("/")
+    submodules = [s.strip("/") for s in source.submodules]
     commit, resolved = import_commit(cache, repo, url, ref, source.key)
-    if source.get("pinned_from"):
-        resolved = str(source.get("pinned_ref") or resolved)
+    if pin and pin.pinned_from:
+        resolved = pin.pinned_ref or resolved
     provenance: dict[str, Any] = {"url": url, "ref": asked, "resolved_ref": resolved, "upstream_commit": commit}
     description = f"{_short_url(url)} {asked} ({commit[:12]})" + (f" ({subdir})" if subdir else "")
     if not subdir and not submodules:

@@ -15,10 +15,10 @@ import hashlib
 import os
 import stat
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Literal
 
 from ..cache import Cache, slug
-from ..config_records import RELPATH, STR, Source
+from ..config_records import RELPATH, Source, Str
 from ..errors import ConfigError
 from ..vcs import user as user_git
 from ..vcs.runner import GitError
@@ -27,16 +27,21 @@ from .base import Snapshot
 
 _GITLINK = "160000"
 
-# matrix.yaml's keys for this kind (composed into the matrix schema by config.py)
-OPTIONS = {"required": ["path"], "properties": {"path": STR, "subdirectory": RELPATH}}
+
+class LocalSource(Source):
+    """matrix.yaml's keys for this kind."""
+
+    kind: Literal["local"]
+    path: Str
+    subdirectory: RELPATH = ""
 
 
-def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
-    root = (source.base_dir or Path.cwd()) / Path(os.path.expanduser(str(source["path"])))
+def snapshot(source: LocalSource, cache: Cache, repo: SnapshotRepo) -> Snapshot:
+    root = (source.base_dir or Path.cwd()) / Path(os.path.expanduser(source.path))
     root = root.absolute()
     if not root.is_dir():
         raise ConfigError(f"{source.key}.path: {root} is not a directory")
-    subdir = source.get("subdirectory", "").strip("/")
+    subdir = source.subdirectory.strip("/")
     expanded, plain = checkout_tree(repo, root, source.key)
     head = user_git.head(root)
     head_tree = user_git.head_tree(root) if head else None

@@ -15,16 +15,16 @@ legs report `source unavailable` at once (no second try), the rest of the run go
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Optional
 
 from .. import untrusted
-from ..config import Matrix, Source
+from ..config import Matrix
 from ..errors import ConfigError
 from ..vcs import mirror
 from ..vcs.runner import GitError
 from . import SourceUnreachable
+from .git import Pinned
 
 _FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 VERSION = 1
@@ -85,15 +85,20 @@ def pinned(matrix: Matrix, pins: dict[str, dict]) -> Matrix:
                 f"pin for {name!r}: its source is {t.source.kind}, already pinned by matrix.yaml; "
                 "only git sources take a pin"
             )
+        o = t.source.options
         if "unreachable" in pin:  # the plan could not reach it: its cells report that, without a retry
-            options = {**t.source.options, "unreachable": pin["unreachable"]}
-            targets[name] = replace(t, source=Source("git", options, t.source.key, t.source.base_dir))
-            continue
-        options = {**t.source.options, "ref": pin["commit"], "pinned_from": t.source.options["ref"]}
-        if pin.get("remote_ref"):
-            options["pinned_ref"] = str(pin["remote_ref"])
-        targets[name] = replace(t, source=Source("git", options, t.source.key, t.source.base_dir))
-    return replace(matrix, targets=targets)
+            source = Pinned(**{**o, "unreachable": str(pin["unreachable"])})
+        else:
+            source = Pinned(
+                **{
+                    **o,
+                    "ref": str(pin["commit"]),
+                    "pinned_from": o["ref"],
+                    "pinned_ref": str(pin.get("remote_ref") or ""),
+                }
+            )
+        targets[name] = t.model_copy(update={"source": source.at(t.source.key, t.source.base_dir)})
+    return matrix.model_copy(update={"targets": targets})
 
 
 # ---------------------------------------------------------------- resolving refs

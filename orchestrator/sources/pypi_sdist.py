@@ -24,7 +24,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Optional
+from typing import Annotated, Literal, Optional
 from urllib.parse import urljoin, urlsplit
 from urllib.request import url2pathname
 
@@ -32,7 +32,7 @@ import requests
 
 from .. import untrusted
 from ..cache import Cache, slug
-from ..config_records import RELPATH, SHA256, STR, Source
+from ..config_records import RELPATH, SHA256, Source, Str, checked
 from ..errors import SourceUnavailable
 from ..vcs.snapshots import SnapshotRepo
 from . import http
@@ -42,44 +42,41 @@ from .tarball import bounded_members, unpacked_cap
 PYPI_SIMPLE = "https://pypi.org/simple"
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"  # PEP 691; the HTML form (PEP 503) is the fallback
 
-# matrix.yaml's keys for this kind (composed into the matrix schema by config.py)
-OPTIONS = {
-    "required": ["package", "version", "sha256"],
-    "properties": {"package": STR, "version": STR, "sha256": SHA256, "subdirectory": RELPATH},
-}
-
-
 # PyPI's project name rule (PEP 508 names); versions are exact PEP 440 versions (packaging)
 _PACKAGE = re.compile(r"^([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9])\Z")
 
 
-def problems(options: dict) -> list[tuple[str, str]]:
-    """`package` by PyPI's name rules (never an option for any tool), `version` an exact PEP 440 version."""
+def _package(package: str) -> Optional[str]:
+    if _PACKAGE.match(package):
+        return None
+    return "is not a PyPI project name (letters, digits, '.', '_', '-'; starting and ending with a letter or digit)"
+
+
+def _version(version: str) -> Optional[str]:
     # packaging: loaded only for a pypi-sdist source (start-up)
     from packaging.version import InvalidVersion, Version
 
-    found = []
-    package, version = options["package"], options["version"]
-    if not _PACKAGE.match(package):
-        found.append(
-            (
-                "package",
-                f"{package!r} is not a PyPI project name (letters, digits, '.', '_', '-'; "
-                "starting and ending with a letter or digit)",
-            )
-        )
     try:
         exact = Version(version) is not None and version == version.strip()
     except InvalidVersion:
         exact = False
-    if not exact:
-        found.append(("version", f'{version!r} is not an exact version (PEP 440, e.g. "0.3.36"; no specifiers)'))
-    return found
+    return None if exact else 'is not an exact version (PEP 440, e.g. "0.3.36"; no specifiers)'
 
 
-def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
-    package, version, sha256 = source["package"], source["version"], source["sha256"]
-    subdir = source.get("subdirectory", "").strip("/")
+class PypiSdist(Source):
+    """matrix.yaml's keys for this kind: `package` by PyPI's name rules (never an option for any
+    tool), `version` an exact PEP 440 version."""
+
+    kind: Literal["pypi-sdist"]
+    package: Annotated[Str, checked(_package)]
+    version: Annotated[Str, checked(_version)]
+    sha256: SHA256
+    subdirectory: RELPATH = ""
+
+
+def snapshot(source: PypiSdist, cache: Cache, repo: SnapshotRepo) -> Snapshot:
+    package, version, sha256 = source.package, source.version, source.sha256
+    subdir = source.subdirectory.strip("/")
     description = f"{package}=={version}" + (f" ({subdir})" if subdir else "")
     ref = f"refs/snapshots/pypi/{slug(package)}-{slug(version)}-{sha256[:16]}-{slug(subdir) or 'root'}"
     with cache.lock(f"snapshot-{ref}"):

@@ -13,13 +13,13 @@ import re
 import tarfile
 import tempfile
 from pathlib import Path, PurePosixPath
-from typing import Optional
+from typing import Annotated, Literal, Optional
 from urllib.parse import urlparse
 
 import requests
 
 from ..cache import Cache, slug
-from ..config_records import RELPATH, SHA256, STR, Source
+from ..config_records import RELPATH, SHA256, Source, Str, checked
 from ..errors import SourceUnavailable
 from ..redact import redact
 from ..urls import http_url_problem
@@ -38,19 +38,18 @@ def unpacked_cap(archive: Path) -> int:
     return min(MAX_UNPACKED_BYTES, max(UNPACK_FLOOR, UNPACK_RATIO * archive.stat().st_size))
 
 
-# matrix.yaml's keys for this kind (composed into the matrix schema by config.py)
-OPTIONS = {"required": ["url", "sha256"], "properties": {"url": STR, "sha256": SHA256, "subdirectory": RELPATH}}
+class TarballSource(Source):
+    """matrix.yaml's keys for this kind: `url` an http(s) URL (what requests fetches)."""
+
+    kind: Literal["tarball"]
+    url: Annotated[Str, checked(http_url_problem, ": ")]
+    sha256: SHA256
+    subdirectory: RELPATH = ""
 
 
-def problems(options: dict) -> list[tuple[str, str]]:
-    """`url` an http(s) URL (what requests fetches)."""
-    why = http_url_problem(options["url"])
-    return [("url", f"{options['url']!r}: {why}")] if why else []
-
-
-def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
-    url, sha256 = str(source["url"]), str(source["sha256"])
-    subdir = source.get("subdirectory", "").strip("/")
+def snapshot(source: TarballSource, cache: Cache, repo: SnapshotRepo) -> Snapshot:
+    url, sha256 = source.url, source.sha256
+    subdir = source.subdirectory.strip("/")
     ref = f"refs/snapshots/tarball/{sha256[:16]}-{slug(subdir) or 'root'}"
     description = f"{_file_name(url)} ({sha256[:12]})" + (f" ({subdir})" if subdir else "")
     with cache.lock(f"snapshot-{ref}"):

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from orchestrator import sources
 from orchestrator.cache import Cache
-from orchestrator.config import Source, load_matrix
+from orchestrator.config import load_matrix
+from orchestrator.sources.git import GitSource
 from orchestrator.vcs.snapshots import SnapshotRepo
 
 from .tools import ROOT
@@ -163,8 +164,8 @@ def tree_state(path: Path) -> dict[str, tuple]:
     return out
 
 
-def git_source(url, ref, **more) -> Source:
-    return Source("git", {"kind": "git", "url": str(url), "ref": ref, **more}, "targets.t.source")
+def git_source(url, ref, **more) -> GitSource:
+    return GitSource(kind="git", url=str(url), ref=ref, **more).at("targets.t.source")
 
 
 def git_snapshot(cache: Cache, url, ref, **more):

@@ -9,7 +9,8 @@ import pytest
 
 from orchestrator import backends
 from orchestrator.cache import Cache
-from orchestrator.config import Backend, Source, Target
+from orchestrator.config import Backend, Target
+from orchestrator.sources.local import LocalSource
 from orchestrator.errors import ConfigError, ExitCode
 from orchestrator.verdicts.classify import FAILED, PASSED
 from orchestrator.verdicts.mutants import parse_mutant
@@ -92,7 +93,7 @@ def fake_project(tmp_path, ggml_opt: str):
 def fake_cell(tmp_path):
     """A cell context on the fake project, configured, its patched variant passed."""
     src, repo, base, cell_dir, wt = fake_project(tmp_path, FIXED)
-    target = Target("fake", "ggml", "", Source("local", {"path": str(src)}, "targets.fake.source"))
+    target = Target("fake", "ggml", source=LocalSource(kind="local", path=str(src)).at("targets.fake.source"))
     backend = Backend("cpu", timeout=2)
     cell = Cell(cell="fake/cpu", target="fake", backend="cpu", layout="ggml", status=CellStatus.ERROR)
     ctx = CellContext(target, backend, backends.get("cpu"), Cache(tmp_path / "cache"), tmp_path, cell_dir,
@@ -268,7 +269,7 @@ def test_competing_fixes_are_judged_on_the_unfixed_tree_and_the_tree_is_put_back
     files = [tmp_path / "0001-fix.patch"]
     files[0].write_text(fix.patches[0].text())
     wt.am(files)  # the patched tree: base + the fix
-    target = Target("fake", "ggml", "", Source("local", {"path": str(src)}, "targets.fake.source"))
+    target = Target("fake", "ggml", source=LocalSource(kind="local", path=str(src)).at("targets.fake.source"))
     cell = Cell(cell="fake/cpu", target="fake", backend="cpu", layout="ggml", status=CellStatus.ERROR)
     ctx = CellContext(target, Backend("cpu", timeout=5), backends.get("cpu"), Cache(tmp_path / "cache"), tmp_path,
                       cell_dir, tmp_path / "logs", CellProgress(), cell, series=Series("llama.cpp", ()), repo=repo,

@@ -6,7 +6,7 @@ import tarfile
 import pytest
 
 from orchestrator.cache import Cache
-from orchestrator.config import Source
+from orchestrator.sources.pypi_sdist import PypiSdist
 from orchestrator.errors import SourceUnavailable
 from orchestrator.sources import pypi_sdist, snapshot
 from orchestrator.vcs.snapshots import SnapshotRepo
@@ -55,8 +55,8 @@ def _seeded(tmp_path, sha):
     archive = cache.downloads / "pypi-llama-cpp-python-0.3.36" / "llama_cpp_python-0.3.36.tar.gz"
     archive.parent.mkdir(parents=True)
     real = _tar(archive, FILES)
-    src = Source("pypi-sdist", {"kind": "pypi-sdist", "package": "llama-cpp-python", "version": "0.3.36",
-                                "sha256": sha or real, "subdirectory": "vendor/llama.cpp"}, "targets.x.source")
+    src = PypiSdist(kind="pypi-sdist", package="llama-cpp-python", version="0.3.36", sha256=sha or real,
+                    subdirectory="vendor/llama.cpp").at("targets.x.source")
     return cache, src, real
 
 

@@ -7,7 +7,8 @@ import pytest
 from orchestrator import backends
 from orchestrator.backends.cpu import Cpu
 from orchestrator.cache import Cache
-from orchestrator.config import Backend, Source, Target
+from orchestrator.config import Backend, Target
+from orchestrator.sources.local import LocalSource
 from orchestrator.patchset.layout import GATE_TEST, UPSTREAM_TEST
 from orchestrator.patchset.series import Series, parse_patch, unified_file_diff
 from orchestrator.report.model import Cell, CellStatus, Outcome, RecordStatus, Verdict
@@ -34,7 +35,7 @@ def skipping_cell(tmp_path, monkeypatch):
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
     wt.git("commit", "-q", "-am", "fix", env=env)
     fix = parse_patch("0001-fix.patch", unified_file_diff("src/ggml-opt.cpp", UNFIXED, FIXED))
-    target = Target("fake", "ggml", "", Source("local", {"path": str(src)}, "targets.fake.source"))
+    target = Target("fake", "ggml", source=LocalSource(kind="local", path=str(src)).at("targets.fake.source"))
     backend = Backend("cpu-sanitize", timeout=5)
     c = Cell(cell="fake/cpu-sanitize", target="fake", backend="cpu-sanitize", layout="ggml", status=CellStatus.ERROR)
     ctx = CellContext(target, backend, SkipsTestOpt(), Cache(tmp_path / "cache"), ROOT / "native_tests", cell_dir,

@@ -10,15 +10,16 @@ import pytest
 
 from orchestrator import sources
 from orchestrator.cache import Cache
-from orchestrator.config import Source, load_matrix
+from orchestrator.config import load_matrix
+from orchestrator.sources.local import LocalSource
 from orchestrator.errors import ConfigError
 from orchestrator.vcs.snapshots import SnapshotRepo
 
 from ..helpers.forks import git
 
 
-def _src(path, **more) -> Source:
-    return Source("local", {"kind": "local", "path": str(path), **more}, "targets.t.source")
+def _src(path, **more) -> LocalSource:
+    return LocalSource(kind="local", path=str(path), **more).at("targets.t.source")
 
 
 def _snap(cache: Cache, path, **more):

@@ -11,7 +11,7 @@ import pytest
 
 from orchestrator import sources
 from orchestrator.cache import Cache
-from orchestrator.config import Source
+from orchestrator.sources.tarball import TarballSource
 from orchestrator.errors import ExitCode, SourceUnavailable
 from orchestrator.vcs.snapshots import SnapshotRepo
 
@@ -30,8 +30,8 @@ def _tar(files: dict[str, str], top: str = "proj-1.0/") -> bytes:
     return buf.getvalue()
 
 
-def _src(url, sha, **more) -> Source:
-    return Source("tarball", {"kind": "tarball", "url": url, "sha256": sha, **more}, "targets.t.source")
+def _src(url, sha, **more) -> TarballSource:
+    return TarballSource(kind="tarball", url=url, sha256=sha, **more).at("targets.t.source")
 
 
 def _snap(cache, url, sha, **more):

@@ -2,6 +2,7 @@
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from orchestrator.config import Backend, Matrix, load_matrix
 from orchestrator.errors import ConfigError, ExitCode
@@ -469,13 +470,134 @@ def test_target_and_backend_lookup(matrix):
         matrix.backend("cpuu")
 
 
-def test_each_source_kind_owns_its_keys_and_the_matrix_schema_composes_them():
-    from orchestrator import sources
+def test_each_source_kind_owns_its_model_and_the_matrix_schema_composes_them():
+    import sys
+
+    from orchestrator.config import Target, schema
+    from orchestrator.config_records import Source
+
+    s = schema()
+    source = s["$defs"]["Target"]["properties"]["source"]
+    assert source["discriminator"]["propertyName"] == "kind"
+    models = Target.model_fields["source"].annotation.__args__
+    assert [m.model_fields["kind"].annotation.__args__[0] for m in models] == ["pypi-sdist", "git", "local", "tarball"]
+    for model, one in zip(models, source["oneOf"], strict=True):
+        module = sys.modules[model.__module__]  # the kind's model lives with the kind's snapshot
+        assert issubclass(model, Source) and module.__name__.startswith("orchestrator.sources.")
+        assert callable(module.snapshot)
+        assert one["$ref"] == f"#/$defs/{model.__name__}"
+        kind = s["$defs"][model.__name__]
+        assert kind["properties"]["kind"]["const"] == model.model_fields["kind"].annotation.__args__[0]
+        assert "kind" in kind["required"] and kind["additionalProperties"] is False
+
+
+# ---- the records: JSON and the published schema; hostile values ----
+
+@pytest.mark.parametrize("which", ["real", "base", "every-key"])
+def test_the_matrix_goes_through_json_and_its_schema(tmp_path, which):
+    import json
+
+    import jsonschema
+    import yaml
+
     from orchestrator.config import schema
 
-    source = schema()["properties"]["targets"]["additionalProperties"]["properties"]["source"]
-    assert source["properties"]["kind"]["enum"] == sources.names() == ["pypi-sdist", "git", "local", "tarball"]
-    pieces = {p["if"]["properties"]["kind"]["const"]: p["then"] for p in source["allOf"]}
-    for kind, module in sources._modules().items():
-        assert pieces[kind]["required"] == module.OPTIONS["required"]
-        assert set(pieces[kind]["properties"]) == {"kind", *module.OPTIONS["properties"]}
+    every_key = sub(CPU_BACKEND, CPU_BACKEND + '    env: {GGML_X: "1"}\n    tools: [cc]\n    runs_on: [a, "b, c"]\n')
+    every_key = sub("    layout: ggml\n", "    layout: ggml\n    prefix: vendor/ggml\n    upstream: {repo: a/b, submit: api}\n",
+                    every_key) + "ci: {repository: me/ggml-patch}\n"
+    path = ROOT / "matrix.yaml" if which == "real" else _write(tmp_path, BASE if which == "base" else every_key)
+    m = load_matrix(path)
+    text = m.model_dump_json(exclude_unset=True)
+    assert json.loads(text) == yaml.safe_load(path.read_text())  # what the file says, as the file says it
+    jsonschema.validate(json.loads(text), schema())
+    again = Matrix.model_validate_json(text).located(m.path, m.lines)
+    assert again == m
+    assert [(t.name, t.source.key, t.source.base_dir) for t in again.targets.values()] == \
+        [(t.name, f"targets.{t.name}.source", path.parent) for t in m.targets.values()]
+
+
+@pytest.mark.parametrize("bad", [{"targets": {}}, {"extra": 1}, {"backends": {"opencl": {}}},
+                                 {"targets": {"a b": {}}}, {"profiles": {"default": {"targets": [], "backends": []}}}])
+def test_the_published_schema_refuses_what_the_loader_refuses(bad):
+    import jsonschema
+    import yaml
+
+    from orchestrator.config import schema
+
+    data = {**yaml.safe_load(BASE), **bad}
+    assert list(jsonschema.Draft202012Validator(schema()).iter_errors(data))
+
+
+_HOSTILE = {
+    "a-key-named-like-the-kind": (sub("      subdirectory: vendor/ggml\n", "      subdirectory: vendor/ggml\n"
+                                      "      pypi-sdist: 1\n"), "      pypi-sdist: 1",
+                                  "targets.ggml.source.pypi-sdist: unknown key (allowed: kind, package, version, "
+                                  "sha256, subdirectory)"),
+    "runs-on-empty-list": (sub("    timeout: 300\n", "    timeout: 300\n    runs_on: []\n"), "    runs_on: []",
+                           "backends.cpu.runs_on: must not be empty"),
+    "runs-on-twice": (sub("    timeout: 300\n", "    timeout: 300\n    runs_on: [a, a]\n"), "    runs_on: [a, a]",
+                      "backends.cpu.runs_on: ['a', 'a'] has non-unique elements"),
+    "runs-on-a-number": (sub("    timeout: 300\n", "    timeout: 300\n    runs_on: 5\n"), "    runs_on: 5",
+                         "backends.cpu.runs_on: expected a string, got int 5"),
+    "env-value-a-list": (sub("    timeout: 300\n", "    timeout: 300\n    env: {A: [1]}\n"), "    env: {A: [1]}",
+                         "backends.cpu.env.A: expected a string, got list [1]"),
+    "profile-extra-key": (sub("    backends: [cpu]\n", "    backends: [cpu]\n    nightly: true\n"), "    nightly: true",
+                          "profiles.default.nightly: unknown key (allowed: targets, backends)"),
+    "description-a-date": (sub("description: ggml as vendored by ggml-python 0.0.45", "description: 2024-01-01"),
+                           "    description: 2024-01-01",
+                           "targets.ggml.description: expected a string, got date datetime.date(2024, 1, 1)"),
+    "timeout-huge-int": (sub("timeout: 300", "timeout: " + "9" * 400), "    timeout: " + "9" * 400,
+                         "backends.cpu.timeout: "),
+    "ci-a-list": (BASE + "ci: [me/x]\n", "ci: [me/x]", "ci: expected an object, got list ['me/x']"),
+    "upstream-submit-a-bool": (sub("    layout: ggml\n", "    layout: ggml\n    upstream: {submit: yes}\n"),
+                               "    upstream: {submit: yes}", "targets.ggml.upstream.submit: True is not one of "
+                                                             "manual, api, none"),
+    "source-kind-a-number": (sub("kind: pypi-sdist\n      package: ggml-python", "kind: 7\n      package: ggml-python"),
+                             "      kind: 7", "targets.ggml.source.kind: 7 is not one of pypi-sdist, git, local, "
+                                                "tarball"),
+}
+
+
+@pytest.mark.parametrize("text, line, message", _HOSTILE.values(), ids=list(_HOSTILE))
+def test_hostile_values_are_one_line_with_file_line_and_key(tmp_path, text, line, message):
+    path = _write(tmp_path, text)
+    with pytest.raises(ConfigError) as e:
+        load_matrix(path)
+    assert str(e.value).startswith(f"{path}:{line_of(text, line)}: {message}"), str(e.value)
+    assert "\n" not in str(e.value)
+
+
+_VALUES = [None, True, 0, -1, 1.5, 1e308, "", "x" * 300, "../x", "-Dx", [], [1], {}, {"a": 1}, ["a", "a"]]
+
+
+def _keys(data, path=()):
+    yield path
+    if isinstance(data, dict):
+        for k, v in data.items():
+            yield from _keys(v, path + (k,))
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            yield from _keys(v, path + (i,))
+
+
+def _replaced(data, path, value):
+    if not path:
+        return value
+    out = dict(data) if isinstance(data, dict) else list(data)
+    out[path[0]] = _replaced(data[path[0]], path[1:], value)
+    return out
+
+
+@given(st.data())
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_value_anywhere_loads_or_is_one_line(tmp_path, data):
+    import yaml
+
+    base = yaml.safe_load(BASE)
+    path = data.draw(st.sampled_from(list(_keys(base))[1:]))
+    value = data.draw(st.sampled_from(_VALUES))
+    f = _write(tmp_path, yaml.safe_dump(_replaced(base, path, value), sort_keys=False))
+    try:
+        load_matrix(f)
+    except ConfigError as e:
+        assert str(e).startswith(f"{f}:") and "\n" not in str(e), str(e)
