@@ -5,9 +5,10 @@
 (STEPS names them.) Each step is a small function of the cell's context (`CellContext`): what the cell is (target,
 backend and its module, its folders), what the steps found so far (the snapshot, the rendered
 series, the worktree, the build plan) and what it records (a `Cell` and its `VariantRecord`s,
-report/model.py). A step may end the pipeline early by returning Stop (a cached result). A BuildFailed
-fails the cell, any other GgmlPatchError is the cell's error; the other cells go on.
-Bundle verification runs configure, build and test on a context of its own (upstream/bundle.py).
+report/model.py). A step may return a small typed value (configure its CMake step, build the
+patched record); one that returns Stop (a cached result) ends the pipeline. A BuildFailed fails
+the cell, any other GgmlPatchError is the cell's error; the other cells go on. Bundle verification
+runs the configure, build and test steps on its own tree through `tested_tree`.
 """
 
 from __future__ import annotations
@@ -124,7 +125,6 @@ class CellContext:
     key: str = ""
     worktree: Optional[Worktree] = None
     plan: Optional[BuildPlan] = None
-    configure_reused: bool = False
     patched: Optional[VariantRecord] = None
     control: Optional[VariantRecord] = None
     verdict: Optional[classify.GateVerdict] = None
@@ -198,7 +198,8 @@ def apply(ctx: CellContext) -> Optional[Stop]:
     return None
 
 
-def configure(ctx: CellContext) -> None:
+def configure(ctx: CellContext) -> cmake.BuildStep:
+    """The build tree configured for the plan (reused as it is when nothing changed)."""
     assert ctx.worktree is not None
     plan = build_plan(ctx.layout, str(ctx.worktree.path), str(harness(ctx.native_tests, ctx.cell_dir)))
     plan = replace(plan, targets=tuple(t for t in plan.targets if t not in ctx.skipped_tests))
@@ -210,16 +211,17 @@ def configure(ctx: CellContext) -> None:
     )
     ctx.timed("configure", t0)
     cmake.require(step, "cmake configure")
-    ctx.configure_reused = step.skipped
     ctx.steps.done("reused" if step.skipped else "configured")
+    return step
 
 
-def build(ctx: CellContext) -> None:
+def build(ctx: CellContext) -> VariantRecord:
     """The patched variant built; a build failure fails the cell."""
     rec = ctx.patched = build_variant(ctx, "patched")
     if rec.status == RecordStatus.BUILD_FAILED:
         assert rec.build is not None
         raise BuildFailed(f"{ctx.cell.cell}: build failed: {rec.build.error} (log: {rec.build.log})")
+    return rec
 
 
 def run_tests(ctx: CellContext) -> None:
@@ -412,7 +414,7 @@ def store(ctx: CellContext) -> None:
     resultcache.store(results_cache_dir(ctx.cache), ctx.key, CachedResult(cell=ctx.cell, records=records).to_json())
 
 
-Step = Callable[[CellContext], Optional[Stop]]
+Step = Callable[[CellContext], object]  # Stop ends the pipeline; any other value is the step's own
 STEPS: tuple[tuple[str, Step], ...] = (
     ("fetch", fetch),
     ("apply", apply),
@@ -431,8 +433,48 @@ STEPS: tuple[tuple[str, Step], ...] = (
 def run_steps(ctx: CellContext, names: Optional[tuple[str, ...]] = None) -> None:
     """The steps in order (or only those `names`), until one returns Stop."""
     for name, step in STEPS:
-        if (names is None or name in names) and step(ctx) is not None:
+        if (names is None or name in names) and isinstance(step(ctx), Stop):
             return
+
+
+@dataclass(frozen=True)
+class TreeTested:
+    """A tree given as it is, configured, built and tested (`tested_tree`)."""
+
+    patched: VariantRecord  # built, its tests run
+    configure_reused: bool
+    configure_s: float
+    tests_s: float
+    logs: Path
+
+
+def tested_tree(
+    target: Target, backend: Backend, cache: Cache, native_tests: Path, work: Path, worktree: Worktree
+) -> TreeTested:
+    """The pipeline's configure, build and test steps on a tree given as it is (a bundle's: its
+    patches applied with git am to a fresh copy of the base): the tests only, build and logs in `work`."""
+    module = backends.get(backend.name, cache.root)
+    cell = Cell(cell=f"{target.name}/{backend.name}", target=target.name, backend=backend.name, layout=target.layout)
+    ctx = CellContext(
+        target,
+        backend,
+        module,
+        cache,
+        native_tests,
+        work,
+        work / "logs",
+        CellProgress(),
+        cell,
+        worktree=worktree,
+        programs=False,
+        env=module.test_env(backend),
+    )
+    configured, patched = configure(ctx), build(ctx)
+    t0 = time.monotonic()
+    run_tests(ctx)
+    return TreeTested(
+        patched, configured.skipped, cell.timings.get("configure", 0.0), round(time.monotonic() - t0, 2), ctx.logs
+    )
 
 
 # ---------------------------------------------------------------- one cell, start to end
