@@ -127,7 +127,6 @@ class CellContext:
     plan: Optional[BuildPlan] = None
     patched: Optional[VariantRecord] = None
     control: Optional[VariantRecord] = None
-    verdict: Optional[classify.GateVerdict] = None
 
     @property
     def layout(self) -> Layout:
@@ -293,7 +292,7 @@ def _judge_control(ctx: CellContext, rec: VariantRecord) -> None:
     opt_pre = attribution.pre_existing_only(entries, UPSTREAM_TEST)
     gate = rec.test(GATE_TEST)
     gate_output = (gate.output or "") if gate else ""
-    v = ctx.verdict = classify.control_verdict(
+    v = classify.control_verdict(
         built,
         rec.outcome(GATE_TEST),
         gate.exit_code if gate else None,
@@ -381,7 +380,8 @@ def conclude(ctx: CellContext) -> None:
         return
     outcomes = {n: t.outcome for n, t in ctx.patched.tests.items()}
     built = bool(ctx.patched.build and ctx.patched.build.ok)
-    status, reason = classify.cell_status(built, outcomes, ctx.verdict, attribution.summary(cell.attribution or []))
+    judged = classify.GateVerdict(control.verdict, control.verdict_reason) if control.verdict else None
+    status, reason = classify.cell_status(built, outcomes, judged, attribution.summary(cell.attribution or []))
     code = ExitCode.OK
     if status != CellStatus.PASSED:
         if not built:
