@@ -472,7 +472,8 @@ def _write_dir(dest: Path, files: dict[str, str | bytes]) -> None:
     """Replace `dest` whole: no patch from an earlier bundle is left beside the new ones. The
     staging folder is a new one of its own (a user's `.NAME.partial/` is never touched), and
     `dest` is replaced only when it is an earlier bundle of this target (or empty)."""
-    if dest.is_symlink() or (dest.exists() and not _earlier_bundle(dest)):
+    earlier = dest.is_dir() and (not any(dest.iterdir()) or outdir.made_bundle(dest))  # or an empty folder
+    if dest.is_symlink() or (dest.exists() and not earlier):
         raise ConfigError(f"{dest}: holds files ggml-patch did not write; move them away or name another --out")
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=dest.parent))
@@ -489,18 +490,6 @@ def _write_dir(dest: Path, files: dict[str, str | bytes]) -> None:
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
-
-
-def _earlier_bundle(dest: Path) -> bool:
-    if not dest.is_dir():
-        return False
-    if not any(dest.iterdir()):
-        return True
-    try:
-        man = untrusted.load_json(dest / MANIFEST, "manifest", root=dest)
-    except ConfigError:
-        return False
-    return isinstance(man, dict) and man.get("tool") == "ggml-patch" and man.get("target") == dest.name
 
 
 def _has_commit(repo, commit: str) -> bool:
