@@ -178,9 +178,7 @@ class Matrix(MatrixRecord):
         self, profile: str = "default", targets: Optional[list[str]] = None, backends: Optional[list[str]] = None
     ) -> list[tuple[Target, Backend]]:
         """The (target, backend) cells of a profile, narrowed by --target/--backend."""
-        if profile not in self.profiles:
-            raise ConfigError(f"{self.path}: unknown profile {profile!r}{_did_you_mean(profile, self.profiles)}")
-        p = self.profiles[profile]
+        p = _named(self.path, "profile", profile, self.profiles)
         t_names = list(targets) if targets else list(p.targets)
         b_names = list(backends) if backends else list(p.backends)
         return [(self.target(t), self.backend(b)) for t in t_names for b in b_names]
@@ -253,7 +251,6 @@ def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], 
                     raise ConfigError(f"{where}:{k.start_mark.line + 1}: {_dotted(path + (key,))}: duplicate key")
                 lines[path + (key,)] = k.start_mark.line + 1
                 out[key] = build(v, path + (key,))
-                lines[path + (key,)] = k.start_mark.line + 1
             return out
         if isinstance(n, yaml.SequenceNode):
             return [build(v, path + (i,)) for i, v in enumerate(n.value)]
@@ -331,6 +328,7 @@ def load_matrix(path: str | Path) -> Matrix:
 
 _KINDS = {"string": "a string", "float": "a number", "int": "a number", "bool": "a boolean", "dict": "an object"}
 _KINDS.update(model="an object", model_attributes="an object", list="an array", tuple="an array")
+_SAID = {"union_tag_not_found": "missing required key 'kind'", "too_short": "must not be empty"}
 
 
 def _problems(
@@ -355,14 +353,12 @@ def _problems(
             msg = f"{value!r} is not one of {', '.join(_choices(ctx['expected']))}"
         elif kind == "union_tag_invalid":
             at, msg = path + ("kind",), f"{value['kind']!r} is not one of {', '.join(_choices(ctx['expected_tags']))}"
-        elif kind == "union_tag_not_found":
-            msg = "missing required key 'kind'"
+        elif kind in _SAID:
+            msg = _SAID[kind]
         elif kind.removesuffix("_type") in _KINDS:
             msg = f"expected {_KINDS[kind.removesuffix('_type')]}, got {type(value).__name__} {value!r}"
         elif kind == "string_pattern_mismatch":
             msg = f"{value!r} {WORDS[ctx['pattern']]}"
-        elif kind == "too_short":
-            msg = "must not be empty"
         elif kind == "greater_than":
             msg = f"expected a positive number, got {value!r}"
         else:  # SCHEMA_ERROR, VALUE_ERROR: the words are the type's

@@ -1,16 +1,12 @@
-"""The records matrix.yaml is read into, as far as the registries use them (a backend; the base
-of each source kind's options, whose model lives with its kind in sources/), and the value types
-they share. A leaf: sources/ and backends/ use it without importing config.py, which composes them.
-
-Every value type carries the words of its error; config.py maps pydantic's errors to one line
-naming the file, the line and the key (the YAML node marks).
-"""
+"""matrix.yaml's records the registries use (a backend; the base of each source kind's options,
+declared with its kind in sources/) and the value types they share, each with the words of its
+error. A leaf: sources/ and backends/ use it without importing config.py, which composes them."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional, Union
+from typing import Annotated, Any, Callable, Optional, TypeVar, Union
 
 from pydantic import AfterValidator, ConfigDict, Field, PrivateAttr, Strict, model_validator
 from pydantic_core import PydanticCustomError
@@ -85,12 +81,9 @@ class MatrixRecord(Record):
     @model_validator(mode="before")
     @classmethod
     def _known_keys(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            extra = [k for k in data if k not in cls.model_fields]
-            if extra:
-                raise PydanticCustomError(
-                    "unknown_key", "unknown key", {"key": extra[0], "allowed": list(cls.model_fields)}
-                )
+        extra = [k for k in data if k not in cls.model_fields] if isinstance(data, dict) else []
+        if extra:
+            raise PydanticCustomError("unknown_key", "unknown key", {"key": extra[0], "allowed": [*cls.model_fields]})
         return data
 
 
@@ -107,6 +100,9 @@ class Named(MatrixRecord):
     @property
     def name(self) -> str:
         return self._name
+
+
+S = TypeVar("S", bound="Source")
 
 
 class Source(MatrixRecord):
@@ -127,7 +123,7 @@ class Source(MatrixRecord):
         """matrix.yaml's directory: a local source's relative path starts there"""
         return self._base_dir
 
-    def at(self, key: str, base_dir: Optional[Path] = None) -> Any:
+    def at(self: S, key: str, base_dir: Optional[Path] = None) -> S:
         """These options, declared at `key` of a matrix in `base_dir`."""
         out = self.model_copy()
         out._key, out._base_dir = key, base_dir

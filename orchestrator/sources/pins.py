@@ -87,16 +87,10 @@ def pinned(matrix: Matrix, pins: dict[str, dict]) -> Matrix:
             )
         o = t.source.options
         if "unreachable" in pin:  # the plan could not reach it: its cells report that, without a retry
-            source = Pinned(**{**o, "unreachable": str(pin["unreachable"])})
+            o["unreachable"] = str(pin["unreachable"])
         else:
-            source = Pinned(
-                **{
-                    **o,
-                    "ref": str(pin["commit"]),
-                    "pinned_from": o["ref"],
-                    "pinned_ref": str(pin.get("remote_ref") or ""),
-                }
-            )
+            o.update(ref=str(pin["commit"]), pinned_from=o["ref"], pinned_ref=str(pin.get("remote_ref") or ""))
+        source = Pinned(**o)
         targets[name] = t.model_copy(update={"source": source.at(t.source.key, t.source.base_dir)})
     return matrix.model_copy(update={"targets": targets})
 
