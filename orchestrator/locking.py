@@ -8,7 +8,6 @@ included, so a stale holder file never blocks anyone; it only names who held the
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import sys
@@ -18,9 +17,11 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 import filelock
+from pydantic import Field
 
 from . import untrusted
 from .errors import ConfigError, LockTimedOut
+from .records import Record
 from .redact import redact
 
 
@@ -35,6 +36,14 @@ def this_command(argv: Optional[list[str]] = None) -> str:
     return redact(shlex.join(argv))[:300]
 
 
+class Holder(Record):
+    """The holder file beside a lock: read back untrusted (anything else names no one)."""
+
+    pid: int = Field(gt=0, lt=2**31)
+    command: str = Field(max_length=300)
+    since: float = Field(ge=946684800)  # from 2000 on (and at most a day ahead: describe_holder)
+
+
 def holder_path(lock_path: Path) -> Path:
     return lock_path.with_name(lock_path.name + ".json")
 
@@ -42,25 +51,14 @@ def holder_path(lock_path: Path) -> Path:
 def describe_holder(lock_path: Path) -> str:
     """'pid N (command) since TIME' from the holder file, when it holds exactly that: a pid, a
     command of at most 300 characters and a time between 2000 and now (+1 day); else a plain phrase."""
-
-    unknown = "another process (it did not say which)"
     try:
-        info = untrusted.load_json(holder_path(lock_path), "lock")
-    except ConfigError:
-        return unknown
-    if not isinstance(info, dict):
-        return unknown
-    pid, command, since = info.get("pid"), info.get("command"), info.get("since")
-    if not (isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid < 2**31):
-        return unknown
-    if not (isinstance(command, str) and len(command) <= 300):
-        return unknown
-    if not (isinstance(since, (int, float)) and not isinstance(since, bool)):
-        return unknown
-    if not (946684800 <= since <= time.time() + 86400):  # finite, and a time this lock could have
-        return unknown
-    line = " ".join(redact(command).split())
-    return f"pid {pid} ({line}) since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))}"
+        h = Holder.model_validate(untrusted.load_json(holder_path(lock_path), "lock"), strict=True)
+    except (ConfigError, ValueError):  # pydantic's ValidationError is a ValueError
+        h = None
+    if h is None or h.since > time.time() + 86400:  # a time this lock could have
+        return "another process (it did not say which)"
+    line = " ".join(redact(h.command).split())
+    return f"pid {h.pid} ({line}) since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(h.since))}"
 
 
 @contextmanager
@@ -89,11 +87,11 @@ def hold(
             ) from None
     info = holder_path(lock_path)
     try:
-        info.write_text(json.dumps({"pid": os.getpid(), "command": this_command(), "since": time.time()}))
+        info.write_text(Holder(pid=os.getpid(), command=this_command(), since=time.time()).model_dump_json())
         yield
     finally:
         try:
-            if json.loads(info.read_text()).get("pid") == os.getpid():
+            if Holder.model_validate_json(info.read_text()).pid == os.getpid():
                 info.unlink()
         except (OSError, ValueError):
             pass

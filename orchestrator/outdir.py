@@ -149,14 +149,16 @@ def cache_problem(path: Path) -> Optional[str]:
 def made_bundles(path: Path) -> bool:
     """A bundle folder from before the marker existed: every entry is a target folder holding a
     manifest.json ggml-patch wrote (or the staging folder of an interrupted bundle)."""
-    for entry in path.iterdir():
-        if entry.name.startswith(".") and entry.name.endswith(".partial") and entry.is_dir():
-            continue
+    return all(
+        made_bundle(e) or (e.name.startswith(".") and e.name.endswith(".partial") and e.is_dir())
+        for e in path.iterdir()
+    )
 
-        try:
-            man = untrusted.load_json(entry / "manifest.json", "manifest", root=entry)
-        except ConfigError:
-            return False
-        if not (isinstance(man, dict) and man.get("tool") == "ggml-patch" and man.get("target") == entry.name):
-            return False
-    return True
+
+def made_bundle(folder: Path) -> bool:
+    """`folder` holds a bundle ggml-patch wrote for the target it is named after (its manifest says so)."""
+    try:
+        man = untrusted.load_json(folder / "manifest.json", "manifest", root=folder)
+    except ConfigError:
+        return False
+    return isinstance(man, dict) and man.get("tool") == "ggml-patch" and man.get("target") == folder.name

@@ -5,15 +5,15 @@
 (STEPS names them.) Each step is a small function of the cell's context (`CellContext`): what the cell is (target,
 backend and its module, its folders), what the steps found so far (the snapshot, the rendered
 series, the worktree, the build plan) and what it records (a `Cell` and its `VariantRecord`s,
-report/model.py). A step may end the pipeline early by returning Stop (a cached result). A BuildFailed
-fails the cell, any other GgmlPatchError is the cell's error; the other cells go on.
-Bundle verification runs configure, build and test on a context of its own (upstream/bundle.py).
+report/model.py). A step may return a small typed value (configure its CMake step, build the
+patched record); one that returns Stop (a cached result) ends the pipeline. A BuildFailed fails
+the cell, any other GgmlPatchError is the cell's error; the other cells go on. Bundle verification
+runs the configure, build and test steps on its own tree through `tested_tree`.
 """
 
 from __future__ import annotations
 
 import enum
-import json
 import shutil
 import sys
 import time
@@ -33,6 +33,7 @@ from ..patchset.layout import GATE_TEST, TESTS, UPSTREAM_TEST, BuildPlan, Layout
 from ..patchset.render import render
 from ..patchset.series import Series
 from ..progress import Reporter
+from ..records import Record
 from ..report.model import (
     COMPETING_PREFIX,
     MUTANT_PREFIX,
@@ -124,10 +125,8 @@ class CellContext:
     key: str = ""
     worktree: Optional[Worktree] = None
     plan: Optional[BuildPlan] = None
-    configure_reused: bool = False
     patched: Optional[VariantRecord] = None
     control: Optional[VariantRecord] = None
-    verdict: Optional[classify.GateVerdict] = None
 
     @property
     def layout(self) -> Layout:
@@ -198,7 +197,8 @@ def apply(ctx: CellContext) -> Optional[Stop]:
     return None
 
 
-def configure(ctx: CellContext) -> None:
+def configure(ctx: CellContext) -> cmake.BuildStep:
+    """The build tree configured for the plan (reused as it is when nothing changed)."""
     assert ctx.worktree is not None
     plan = build_plan(ctx.layout, str(ctx.worktree.path), str(harness(ctx.native_tests, ctx.cell_dir)))
     plan = replace(plan, targets=tuple(t for t in plan.targets if t not in ctx.skipped_tests))
@@ -210,16 +210,17 @@ def configure(ctx: CellContext) -> None:
     )
     ctx.timed("configure", t0)
     cmake.require(step, "cmake configure")
-    ctx.configure_reused = step.skipped
     ctx.steps.done("reused" if step.skipped else "configured")
+    return step
 
 
-def build(ctx: CellContext) -> None:
+def build(ctx: CellContext) -> VariantRecord:
     """The patched variant built; a build failure fails the cell."""
     rec = ctx.patched = build_variant(ctx, "patched")
     if rec.status == RecordStatus.BUILD_FAILED:
         assert rec.build is not None
         raise BuildFailed(f"{ctx.cell.cell}: build failed: {rec.build.error} (log: {rec.build.log})")
+    return rec
 
 
 def run_tests(ctx: CellContext) -> None:
@@ -291,7 +292,7 @@ def _judge_control(ctx: CellContext, rec: VariantRecord) -> None:
     opt_pre = attribution.pre_existing_only(entries, UPSTREAM_TEST)
     gate = rec.test(GATE_TEST)
     gate_output = (gate.output or "") if gate else ""
-    v = ctx.verdict = classify.control_verdict(
+    v = classify.control_verdict(
         built,
         rec.outcome(GATE_TEST),
         gate.exit_code if gate else None,
@@ -379,7 +380,8 @@ def conclude(ctx: CellContext) -> None:
         return
     outcomes = {n: t.outcome for n, t in ctx.patched.tests.items()}
     built = bool(ctx.patched.build and ctx.patched.build.ok)
-    status, reason = classify.cell_status(built, outcomes, ctx.verdict, attribution.summary(cell.attribution or []))
+    judged = classify.GateVerdict(control.verdict, control.verdict_reason) if control.verdict else None
+    status, reason = classify.cell_status(built, outcomes, judged, attribution.summary(cell.attribution or []))
     code = ExitCode.OK
     if status != CellStatus.PASSED:
         if not built:
@@ -409,12 +411,10 @@ def store(ctx: CellContext) -> None:
         shutil.copytree(ctx.logs, entry_logs)
     records = [r.model_copy(deep=True) for r in ctx.records]  # copies: paths made relative below
     _map_logs(records, lambda p: _relative(p, ctx.logs))
-    resultcache.store(
-        results_cache_dir(ctx.cache), ctx.key, {"cell": ctx.cell.to_json(), "records": [r.to_json() for r in records]}
-    )
+    resultcache.store(results_cache_dir(ctx.cache), ctx.key, CachedResult(cell=ctx.cell, records=records).to_json())
 
 
-Step = Callable[[CellContext], Optional[Stop]]
+Step = Callable[[CellContext], object]  # Stop ends the pipeline; any other value is the step's own
 STEPS: tuple[tuple[str, Step], ...] = (
     ("fetch", fetch),
     ("apply", apply),
@@ -433,8 +433,48 @@ STEPS: tuple[tuple[str, Step], ...] = (
 def run_steps(ctx: CellContext, names: Optional[tuple[str, ...]] = None) -> None:
     """The steps in order (or only those `names`), until one returns Stop."""
     for name, step in STEPS:
-        if (names is None or name in names) and step(ctx) is not None:
+        if (names is None or name in names) and isinstance(step(ctx), Stop):
             return
+
+
+@dataclass(frozen=True)
+class TreeTested:
+    """A tree given as it is, configured, built and tested (`tested_tree`)."""
+
+    patched: VariantRecord  # built, its tests run
+    configure_reused: bool
+    configure_s: float
+    tests_s: float
+    logs: Path
+
+
+def tested_tree(
+    target: Target, backend: Backend, cache: Cache, native_tests: Path, work: Path, worktree: Worktree
+) -> TreeTested:
+    """The pipeline's configure, build and test steps on a tree given as it is (a bundle's: its
+    patches applied with git am to a fresh copy of the base): the tests only, build and logs in `work`."""
+    module = backends.get(backend.name, cache.root)
+    cell = Cell(cell=f"{target.name}/{backend.name}", target=target.name, backend=backend.name, layout=target.layout)
+    ctx = CellContext(
+        target,
+        backend,
+        module,
+        cache,
+        native_tests,
+        work,
+        work / "logs",
+        CellProgress(),
+        cell,
+        worktree=worktree,
+        programs=False,
+        env=module.test_env(backend),
+    )
+    configured, patched = configure(ctx), build(ctx)
+    t0 = time.monotonic()
+    run_tests(ctx)
+    return TreeTested(
+        patched, configured.skipped, cell.timings.get("configure", 0.0), round(time.monotonic() - t0, 2), ctx.logs
+    )
 
 
 # ---------------------------------------------------------------- one cell, start to end
@@ -543,6 +583,14 @@ def cell_action(
 # ---------------------------------------------------------------- the result cache
 
 
+class CachedResult(Record):
+    """A result-cache entry (run/resultcache.py): the finished cell and its records, log paths
+    relative to the entry's logs."""
+
+    cell: Cell
+    records: list[VariantRecord]
+
+
 def cache_inputs(ctx: CellContext) -> dict:
     """Everything that decides the cell's result (its result-cache key hashes these)."""
     assert ctx.snap is not None and ctx.rendered is not None
@@ -577,16 +625,14 @@ def results_cache_dir(cache: Cache) -> Path:
 def reuse_cached(ctx: CellContext) -> bool:
     """The cached result of exactly these inputs, its logs copied into this run's, if there is one."""
     entry = resultcache.load(results_cache_dir(ctx.cache), ctx.key)
-    if not entry or "cell" not in entry or "records" not in entry:
-        return False
+    try:
+        found = CachedResult.model_validate(entry)
+    except ValueError:  # pydantic's ValidationError is one
+        return False  # none, or an entry this version cannot read: not a hit
     entry_logs = results_cache_dir(ctx.cache) / f"{ctx.key}-logs"
     if entry_logs.exists():
         shutil.copytree(entry_logs, ctx.logs, dirs_exist_ok=True)
-    try:
-        cached = Cell.model_validate(entry["cell"])
-        records = [VariantRecord.model_validate(r) for r in entry["records"]]
-    except (KeyError, TypeError, ValueError):  # pydantic's ValidationError is a ValueError
-        return False  # an entry this version cannot read: not a hit
+    cached, records = found.cell, found.records
     _map_logs(records, lambda p: str(ctx.logs / p) if p else p)
     timings = ctx.cell.timings  # this run's: the cached run's are kept apart
     for name in Cell.model_fields:
@@ -617,20 +663,31 @@ def _map_logs(records: list[VariantRecord], fn: Callable[[str], str]) -> None:
 # ---------------------------------------------------------------- the tree, the harness
 
 
+class TreeState(Record):
+    """The cell's state.json: the base and series its worktree holds, and the commit `git am` made."""
+
+    base: str
+    series: str
+    head: str
+
+
 def apply_series(worktree: Worktree, base: str, rendered: Series, cell_dir: Path) -> str:
     """Put the worktree on base + series. A tree already there is left untouched (no file
     times change, so nothing recompiles)."""
 
     state_file = cell_dir / "state.json"
-    state = json.loads(state_file.read_text()) if state_file.exists() else {}
-    if state.get("base") == base and state.get("series") == rendered.sha256 and state.get("head"):
-        if worktree.path.exists() and worktree.head() == state["head"] and worktree.is_clean():
-            return state["head"]
+    try:
+        state: Optional[TreeState] = TreeState.model_validate_json(state_file.read_text())
+    except (OSError, ValueError):
+        state = None  # none, or unreadable: the series is applied again
+    if state and (state.base, state.series) == (base, rendered.sha256) and state.head:
+        if worktree.path.exists() and worktree.head() == state.head and worktree.is_clean():
+            return state.head
     files = write_patches(rendered, cell_dir / "series")
     state_file.unlink(missing_ok=True)
     worktree.ensure(base)
     head = worktree.am(files)
-    state_file.write_text(json.dumps({"base": base, "series": rendered.sha256, "head": head}))
+    state_file.write_text(TreeState(base=base, series=rendered.sha256, head=head).model_dump_json())
     return head
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from .. import backends, outdir, untrusted
+from .. import outdir, untrusted
 from ..cache import Cache, slug
 from ..config import Backend, Matrix
 from ..errors import BuildFailed, BundleRefused, BundleVerificationFailed, ConfigError, SeriesDoesNotApply
@@ -34,7 +34,7 @@ from ..redact import redact_data
 from ..report import model
 from ..report.model import Cell, CellStatus, Outcome, Results, Verdict
 from ..run import toolchain
-from ..run.cell import CellContext, CellProgress, run_steps
+from ..run.cell import tested_tree
 from ..vcs.snapshots import SnapshotRepo, Worktree
 from ..verdicts.known_limits import as_json, load_known_limits
 from ..verdicts.related import load_related
@@ -472,7 +472,8 @@ def _write_dir(dest: Path, files: dict[str, str | bytes]) -> None:
     """Replace `dest` whole: no patch from an earlier bundle is left beside the new ones. The
     staging folder is a new one of its own (a user's `.NAME.partial/` is never touched), and
     `dest` is replaced only when it is an earlier bundle of this target (or empty)."""
-    if dest.is_symlink() or (dest.exists() and not _earlier_bundle(dest)):
+    earlier = dest.is_dir() and (not any(dest.iterdir()) or outdir.made_bundle(dest))  # or an empty folder
+    if dest.is_symlink() or (dest.exists() and not earlier):
         raise ConfigError(f"{dest}: holds files ggml-patch did not write; move them away or name another --out")
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=dest.parent))
@@ -489,18 +490,6 @@ def _write_dir(dest: Path, files: dict[str, str | bytes]) -> None:
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
-
-
-def _earlier_bundle(dest: Path) -> bool:
-    if not dest.is_dir():
-        return False
-    if not any(dest.iterdir()):
-        return True
-    try:
-        man = untrusted.load_json(dest / MANIFEST, "manifest", root=dest)
-    except ConfigError:
-        return False
-    return isinstance(man, dict) and man.get("tool") == "ggml-patch" and man.get("target") == dest.name
 
 
 def _has_commit(repo, commit: str) -> bool:
@@ -569,51 +558,35 @@ def verify(
     apply_s = time.monotonic() - t0
 
     backend = opts.matrix.backends.get("cpu") or Backend("cpu")
-    module = backends.get("cpu", opts.cache.root)
-    ctx = CellContext(
-        target,
-        backend,
-        module,
-        opts.cache,
-        opts.matrix.native_tests_dir,
-        work,
-        work / "logs",
-        CellProgress(),
-        Cell(cell=f"{target.name}/cpu", target=target.name, backend="cpu", layout=target.layout),
-        worktree=worktree,
-        programs=False,
-        env=module.test_env(backend),
-    )
     try:
-        run_steps(ctx, ("configure", "build"))
-        t0 = time.monotonic()
-        run_steps(ctx, ("test",))
+        tested = tested_tree(target, backend, opts.cache, opts.matrix.native_tests_dir, work, worktree)
     except BuildFailed as e:
         raise BuildFailed(f"{target.name}: bundle verification: {e}") from None
-    assert ctx.patched is not None and ctx.patched.build is not None
+    rec = tested.patched
+    assert rec.build is not None
     tests = {
         name: VerifiedTest(outcome=str(t.outcome), exit_code=t.exit_code, summary_line=t.summary_line, log=t.log)
-        for name, t in ctx.patched.tests.items()
+        for name, t in rec.tests.items()
     }
     failed = [f"{n} {t.outcome}" for n, t in tests.items() if t.outcome not in (Outcome.PASSED, Outcome.SKIPPED)]
     if failed:
         raise BundleVerificationFailed(
             f"{target.name}: with the bundle applied to a fresh copy of the base: "
-            f"{', '.join(failed)} (logs: {ctx.logs})"
+            f"{', '.join(failed)} (logs: {tested.logs})"
         )
     return Verification(
         worktree=str(worktree.path),
         head=head,
         head_is_bundle_commit=head == patched,
         tree_is_patched_tree=True,
-        configure_reused=ctx.configure_reused,
-        build_log=ctx.patched.build.log,
+        configure_reused=tested.configure_reused,
+        build_log=rec.build.log,
         tests=tests,
         durations_s=Durations(
             apply=round(apply_s, 2),
-            configure=ctx.cell.timings.get("configure", 0.0),
-            build=ctx.patched.build.duration_s,
-            tests=round(time.monotonic() - t0, 2),
+            configure=tested.configure_s,
+            build=rec.build.duration_s,
+            tests=tested.tests_s,
             total=round(time.monotonic() - t_all, 2),
         ),
     )

@@ -129,9 +129,6 @@ def test_each_mutant_gets_its_verdict_and_the_tree_is_put_back(fake_cell):
                                 "skipped": None, "killed_by": {GATE_TEST: 1}}
     assert ctx.worktree.is_clean() and (ctx.worktree.path / "src/ggml-opt.cpp").read_text() == FIXED
     # a surviving mutant fails a cell that otherwise passed: exit 7
-    ctx.verdict = None
-    from orchestrator.verdicts.classify import GateVerdict
-    ctx.verdict = GateVerdict(Verdict.KILLED, "the gate test failed by its own check")
     ctx.cell.attribution = []
     conclude(ctx)
     assert ctx.cell.status == CellStatus.FAILED and ctx.cell.exit_code == ExitCode.CONTROL_NOT_KILLED == 7
