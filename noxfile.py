@@ -75,7 +75,7 @@ def bundle(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The test suite, every tier: tests/unit, tests/integration, tests/e2e (the real CPU matrix end to
     end). Args go to pytest, e.g. `nox -s tests -- -m unit`."""
-    _install(session, "test,plot")
+    _install(session, "test,plot,lint")  # lint: the project CI's checks job runs ruff and mypy in act
     session.run("pytest", *session.posargs)
 
 
