@@ -100,8 +100,9 @@ def workflows(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Speed benchmark against the by-hand route and the newcomer's fresh clone, quiet and under two busy loops
-    (about 35 minutes on 2 cores; `-- --only-newcomer`, `--only-ratios`, `--loads 0` split it); writes results/bench/."""
-    _install(session)
+    and the matrix workflow in act against `nox -s matrix` (about 45 minutes on 2 cores; `-- --only-newcomer`,
+    `--only-ratios`, `--only-act`, `--loads 0` split it); writes results/bench/. The test extra brings act."""
+    _install(session, "test")
     session.run("python", "benchmarks/bench.py", *session.posargs)
 
 

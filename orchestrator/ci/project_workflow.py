@@ -31,6 +31,12 @@ FAST_TESTS = 'python -m pytest -m "unit or integration" -ra\n'
 # unit tier pass
 OLDEST_PYTHON = "3.10"
 LINT = "ruff check orchestrator\nmypy\nruff format --check orchestrator\n"  # as in noxfile.py's lint session
+# zizmor refuses an empty token: without one (the job run in act, offline) only its offline audits
+ZIZMOR = (
+    'if [ -n "$GH_TOKEN" ]; then zizmor --format github .github\n'
+    "else unset GH_TOKEN GITHUB_TOKEN; zizmor --offline --format github .github\n"
+    "fi\n"
+)
 
 
 def workflow(matrix, pins: Optional[Pins] = None) -> dict:
@@ -43,12 +49,7 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
         {"name": "The generated workflows are current", "if": always, "run": "ggml-patch ci-workflow --check\n"},
         {"name": "actionlint (with shellcheck)", "if": always, "run": "actionlint\n"},
         # online audits too (impostor commits, the version comment of each pin), with the job's own token
-        {
-            "name": "zizmor",
-            "if": always,
-            "env": {"GH_TOKEN": "${{ github.token }}"},
-            "run": "zizmor --format github .github\n",
-        },
+        {"name": "zizmor", "if": always, "env": {"GH_TOKEN": "${{ github.token }}"}, "run": ZIZMOR},
     ]
     return {
         "name": NAME,

@@ -214,6 +214,44 @@ echo "$root/bin" >> "$GITHUB_PATH"
 """
 
 
+CCACHE_DIR = "${{ github.workspace }}/.ccache"
+# paths relative to the workspace: the aggregate's bundle builds (bundle/<target>/) hit the objects
+# of the cpu legs (cells/<target>-cpu/), whose ccache it restores
+CCACHE_ENV = {"CCACHE_DIR": CCACHE_DIR, "CCACHE_MAXSIZE": "2G", "CCACHE_BASEDIR": "${{ github.workspace }}"}
+_CCACHE_KEY = "ccache-${{ matrix.profile }}-${{ matrix.target }}-${{ matrix.backend }}-${{ runner.os }}"
+INSTALL_CCACHE = {
+    "name": "Install ccache",
+    "run": (
+        "if command -v ccache >/dev/null; then exit 0; fi\n"
+        'if [ "$RUNNER_OS" = macOS ]; then brew install ccache\n'
+        "else sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends ccache\n"
+        "fi\n"
+    ),
+}
+
+
+def _bundle_ccache_steps(matrix: Matrix, profiles: list[str], pins: Pins) -> list[dict]:
+    """The cpu legs' ccaches restored for the bundles' cpu builds: one per target of a pinned source
+    (a git target's leg ran a fork's build scripts: its cache is never shared with another build)."""
+    legs: dict[str, str] = {}
+    for p in profiles:
+        for t, b in matrix.cells(p):
+            if b.name == "cpu" and t.source.kind != "git":
+                legs.setdefault(t.name, p)
+    return [
+        {
+            "name": f"ccache (the {t}/cpu leg's)",
+            "uses": uses("cache-restore", pins),
+            "with": {
+                "path": CCACHE_DIR,
+                "key": f"ccache-{p}-{t}-cpu-${{{{ runner.os }}}}-${{{{ github.run_id }}}}",
+                "restore-keys": f"ccache-{p}-{t}-cpu-${{{{ runner.os }}}}-",
+            },
+        }
+        for t, p in legs.items()
+    ]
+
+
 def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
     return {
         "name": "${{ matrix.name }}",
@@ -224,31 +262,19 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
         "continue-on-error": "${{ !matrix.required }}",
         "permissions": {"contents": "read"},
         "strategy": {"fail-fast": False, "matrix": {"include": leg_list}},
-        "env": {
-            **C.CACHE_ENV,
-            "CCACHE_DIR": "${{ github.workspace }}/.ccache",
-            "CCACHE_MAXSIZE": "2G",
-        },
+        "env": {**C.CACHE_ENV, **CCACHE_ENV},
         "steps": [
             # a leg that builds a fork's code (git) neither restores nor saves the shared pip cache
             *C.first_steps(pins, cache="${{ !matrix.git && 'pip' || '' }}"),
-            {
-                "name": "Install ccache",
-                "run": (
-                    "if command -v ccache >/dev/null; then exit 0; fi\n"
-                    'if [ "$RUNNER_OS" = macOS ]; then brew install ccache\n'
-                    "else sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends ccache\n"
-                    "fi\n"
-                ),
-            },
+            INSTALL_CCACHE,
             # Per leg: each cell compiles a different tree; a new key each run, the latest restored.
             {
                 "name": "ccache",
                 "uses": uses("cache", pins),
                 "with": {
-                    "path": "${{ github.workspace }}/.ccache",
-                    "key": "ccache-${{ matrix.profile }}-${{ matrix.target }}-${{ matrix.backend }}-${{ runner.os }}-${{ github.run_id }}",
-                    "restore-keys": "ccache-${{ matrix.profile }}-${{ matrix.target }}-${{ matrix.backend }}-${{ runner.os }}-",
+                    "path": CCACHE_DIR,
+                    "key": f"{_CCACHE_KEY}-${{{{ github.run_id }}}}",
+                    "restore-keys": f"{_CCACHE_KEY}-",
                 },
             },
             {
@@ -313,6 +339,8 @@ BUNDLE_AUTHOR = '--author "$GITHUB_ACTOR <$GITHUB_ACTOR_ID+$GITHUB_ACTOR@users.n
 def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
     profiles = list(dict.fromkeys(g.split(GROUP_SEP)[0] for g in groups))
     steps: list[dict] = [*C.first_steps(pins, extra="plot")]  # the bundle's training-loss plot
+    ccache = _bundle_ccache_steps(matrix, profiles, pins)
+    steps += [INSTALL_CCACHE, *ccache] if ccache else []
     keys = list(dict.fromkeys(k for p in profiles for t, _ in matrix.cells(p) if (k := downloads_key(matrix, t.name))))
     steps += [
         {
@@ -404,7 +432,7 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
         "runs-on": AGGREGATE_RUNS_ON,
         "timeout-minutes": 90,
         "permissions": {"contents": "read"},
-        "env": C.CACHE_ENV,
+        "env": {**C.CACHE_ENV, **CCACHE_ENV} if ccache else C.CACHE_ENV,
         "steps": steps,
     }
 

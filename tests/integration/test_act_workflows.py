@@ -1,7 +1,7 @@
 """The generated workflows run in a real GitHub Actions engine (nektos/act, host mode, offline;
-tests/helpers/act.py): the matrix workflow's plan job with every live upstream unreachable, and
-the whole daily drift workflow writing its issue on a fake GitHub API on 127.0.0.1 (through
-GITHUB_API_URL, as on a runner)."""
+tests/helpers/act.py): the matrix workflow's plan job with every live upstream unreachable, the
+whole daily drift workflow writing its issue on a fake GitHub API on 127.0.0.1 (through
+GITHUB_API_URL, as on a runner), and the project CI's two jobs."""
 import datetime as dt
 import json
 import re
@@ -63,3 +63,23 @@ def test_the_project_ci_oldest_python_job_runs(clone, tmp_path):
     proc = run_act(clone, ".github/workflows/ggml-patch-ci.yml", tmp_path, "-j", "oldest-python", event="push")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "Job succeeded" in proc.stdout and re.search(r"\d+ passed", proc.stdout)
+
+
+CHECKS_SUBSET = "tests/unit/test_ci_runners.py"
+
+
+def test_the_project_ci_checks_job_runs(clone, tmp_path):
+    """The project CI's main job, every step for real: lint (ruff, mypy), `ci-workflow --check`,
+    actionlint with shellcheck, zizmor (no token here, as in a fork's act run: offline audits only;
+    any network use would fail at the closed proxy). Its test step runs a small subset, through
+    PYTEST_ADDOPTS passed by act: the whole suite inside the suite would run this test again and
+    take the suite's 40 minutes."""
+    proc = run_act(clone, ".github/workflows/ggml-patch-ci.yml", tmp_path, "-j", "checks",
+                   env={"PYTEST_ADDOPTS": CHECKS_SUBSET}, event="push")
+    out = proc.stdout
+    assert proc.returncode == 0, out[-4000:] + proc.stderr[-2000:]
+    for step in ("Fast tests", "Lint (nox -s lint's commands)", "The generated workflows are current",
+                 "actionlint (with shellcheck)", "zizmor"):
+        assert re.search(rf"Success - Main {re.escape(step)}( \[|$)", out, flags=re.M), step
+    assert re.search(r"\d+ passed", out) and "Success: no issues found" in out  # the subset ran; mypy ran
+    assert "up to date" in out  # ci-workflow --check

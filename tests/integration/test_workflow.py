@@ -187,6 +187,29 @@ def test_the_leg_steps_report_where_people_look(wf):
         assert key in ccache["with"]["key"] and key in ccache["with"]["restore-keys"]
 
 
+def test_the_bundles_builds_reuse_the_cpu_legs_ccache(wf):
+    """The aggregate's bundles rebuild each target on the CPU (their verification): the pinned
+    targets' cpu legs' ccaches restored, paths relative to the workspace in both jobs (the bundle
+    builds in bundle/<target>/, the leg in cells/<target>-cpu/); never a git target's (a fork's
+    build scripts ran in that leg)."""
+    cell, agg = wf["jobs"]["cell"], wf["jobs"]["aggregate"]
+    for job in (cell, agg):
+        assert job["env"]["CCACHE_DIR"] == "${{ github.workspace }}/.ccache"
+        assert job["env"]["CCACHE_BASEDIR"] == "${{ github.workspace }}"
+    assert _step(agg, "Install ccache")["run"] == _step(cell, "Install ccache")["run"]
+    restores = [s for s in agg["steps"] if s.get("name", "").startswith("ccache")]
+    assert [s["name"] for s in restores] == ["ccache (the llama.cpp/cpu leg's)", "ccache (the ggml/cpu leg's)"]
+    for s, t in zip(restores, ("llama.cpp", "ggml")):
+        assert s["uses"].startswith("actions/cache/restore@")  # restored only: the legs' caches stay theirs
+        assert s["with"] == {"path": "${{ github.workspace }}/.ccache",
+                             "key": f"ccache-default-{t}-cpu-${{{{ runner.os }}}}-${{{{ github.run_id }}}}",
+                             "restore-keys": f"ccache-default-{t}-cpu-${{{{ runner.os }}}}-"}
+    # the leg saves under the same key (its profile, target, backend and OS, this run)
+    leg_key = _step(cell, "ccache")["with"]["key"]
+    assert leg_key == "ccache-${{ matrix.profile }}-${{ matrix.target }}-${{ matrix.backend }}-${{ runner.os }}-${{ github.run_id }}"
+    assert not any("master" in s["name"] or "cambriantech" in s["name"] or "continuum" in s["name"] for s in restores)
+
+
 def test_download_cache_keys_change_only_with_the_pinned_download(matrix, repo_root, tmp_path):
     legs = {(leg["profile"], leg["target"], leg["backend"]): leg for leg in _legs(workflow(matrix))}
     sha = matrix.target("ggml").source["sha256"]
@@ -370,9 +393,26 @@ def test_the_projects_own_ci(ci_wf, tmp_path):
     assert "ruff check orchestrator\nmypy\nruff format --check orchestrator" in runs
     assert 'python -m pytest -m "unit or integration" -ra' in runs
     assert "ggml-patch ci-workflow --check" in runs and "actionlint" in runs
-    assert "zizmor --format github .github" in runs
     for s in steps[4:]:
         assert s["if"] == "${{ !cancelled() }}"  # each check reports whatever the one before did
+    zizmor = _step(ci_wf["jobs"]["checks"], "zizmor")
+    assert zizmor["env"] == {"GH_TOKEN": "${{ github.token }}"}
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "zizmor").write_text('#!/usr/bin/env bash\necho "token=${GH_TOKEN-unset} $*"\n')
+    (fake / "zizmor").chmod(0o755)
+
+    def zizmor_with(token: str) -> str:
+        proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", zizmor["run"]],
+                              env={"PATH": f"{fake}:{os.environ['PATH']}", "GH_TOKEN": token}, capture_output=True,
+                              text=True)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip()
+
+    # on GitHub the job's token: online audits too; without one (act) zizmor would refuse the empty
+    # token ("GitHub token cannot be empty"): offline audits only, the token variable unset
+    assert zizmor_with("ghs_x") == "token=ghs_x --format github .github"
+    assert zizmor_with("") == "token=unset --offline --format github .github"
 
 
 # ---------------------------------------------------------------- generation and --check
