@@ -140,7 +140,7 @@ def issue_reference(cover: Cover) -> Optional[Evidence]:
     for n, line in enumerate(visible(cover.text or "").splitlines(), 1):
         m = _ISSUE.search(line)
         if m:
-            return Evidence(cover.path, n, m.group(0))
+            return Evidence(file=cover.path, line=n, text=m.group(0))
     return None
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Optional, Union
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 from pydantic import StringConstraints as Pattern
 
 from ..errors import ConfigError
@@ -27,11 +27,17 @@ Layout = Annotated[str, Pattern(pattern=r"^[A-Za-z0-9._-]+$")]
 
 
 class Evidence(Record):
-    """A policy file's line a rule cites."""
+    """A policy file's line a rule cites (or matrix.yaml's `upstream:` line)."""
+
+    model_config = ConfigDict(frozen=True)  # hashable: rules' evidence is deduplicated
 
     file: str
     line: int
     text: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
 
 
 class Role(Record):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from . import manifest as M
+from .manifest import Evidence  # a cited line of a policy file (manifest.json holds them as they are)
 
 POLICY_FILES = ("AGENTS.md", "CONTRIBUTING.md")
 # where GitHub looks for a single pull request template, in its order
@@ -39,26 +40,12 @@ _GITHUB_REPO = r"https://github\.com/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)"
 
 
 @dataclass(frozen=True)
-class Evidence:
-    file: str
-    line: int
-    text: str
-
-    @property
-    def where(self) -> str:
-        return f"{self.file}:{self.line}"
-
-    def record(self) -> M.Evidence:
-        return M.Evidence(file=self.file, line=self.line, text=self.text)
-
-
-@dataclass(frozen=True)
 class Rule:
     value: Any  # None or False: the files state no such rule
     evidence: tuple[Evidence, ...] = ()
 
     def record(self) -> M.Rule:
-        return M.Rule(value=self.value, evidence=[e.record() for e in self.evidence])
+        return M.Rule(value=self.value, evidence=list(self.evidence))
 
 
 @dataclass(frozen=True)
@@ -96,7 +83,7 @@ class Template:
             file=self.file,
             headings=[M.Heading(text=s.heading, line=s.line) for s in self.sections],
             fixed_sections=[s.heading for s in self.sections if s.fixed],
-            disclosure=self.disclosure.record() if self.disclosure else None,
+            disclosure=self.disclosure,
         )
 
 
@@ -205,7 +192,9 @@ def parse_template(file: str, text: str) -> Template:
     for s in secs:
         for i, line in enumerate(s.lines):
             if disclosure is None and _disclosure_prefix(line):
-                disclosure = Evidence(file, s.line + 1 + i, line)  # lines[i] is i+1 lines below the heading
+                disclosure = Evidence(
+                    file=file, line=s.line + 1 + i, text=line
+                )  # lines[i] is i+1 lines below the heading
     return Template(file, tuple(_trim(preamble)), secs, disclosure)
 
 
@@ -345,7 +334,7 @@ def derive_rules(files: dict[str, Optional[str]]) -> dict[str, Rule]:
                         continue
                     if p.needs_prohibition and not (_PROHIBITION.search(line) or _PROHIBITION.search(heading)):
                         continue
-                    found[rule].append((p.value(m), Evidence(name, n, full.strip()[:MAX_LINE])))
+                    found[rule].append((p.value(m), Evidence(file=name, line=n, text=full.strip()[:MAX_LINE])))
                     break
     rules = {}
     for rule, hits in found.items():
@@ -371,7 +360,7 @@ def _own_repo(template: Optional[Template], text: Optional[str]) -> Rule:
             re.I,
         )
         if m:
-            return Rule(m.group(1), (Evidence(template.file, n, line.strip()),))
+            return Rule(m.group(1), (Evidence(file=template.file, line=n, text=line.strip()),))
     return Rule(None)
 
 
@@ -421,7 +410,11 @@ def derive(
 
 def _declared_evidence(declared: Declared, text: str) -> Evidence:
     file, _, line = declared.where.rpartition(":")
-    return Evidence(file, int(line), text) if line.isdigit() else Evidence(declared.where, 0, text)
+    return (
+        Evidence(file=file, line=int(line), text=text)
+        if line.isdigit()
+        else Evidence(file=declared.where, line=0, text=text)
+    )
 
 
 # ---------------------------------------------------------------- effects

@@ -55,7 +55,7 @@ class Check:
     rule: tuple[Evidence, ...] = ()
 
     def record(self) -> M.CheckRecord:
-        rule = [e.record() for e in self.rule]
+        rule = list(self.rule)
         return M.CheckRecord(name=self.name, status=self.status, detail=self.detail, where=list(self.where), rule=rule)
 
 
@@ -438,7 +438,10 @@ def check_headings(policy: Policy, body: str) -> Check:
             "pr-body-headings",
             PASS,
             "the template's headings in order: " + (", ".join(want) or "none"),
-            rule=tuple(Evidence(policy.template.file, s.line, f"## {s.heading}") for s in policy.template.sections)
+            rule=tuple(
+                Evidence(file=policy.template.file, line=s.line, text=f"## {s.heading}")
+                for s in policy.template.sections
+            )
             if policy.template
             else (),
         )
@@ -496,7 +499,7 @@ def check_sync(
             f"target's tree: cannot tell what {goes_to}'s sync carries",
             (),
         )
-    ev = (Evidence(sync.script, sync.line, "git format-patch ... -- PATHS"),)
+    ev = (Evidence(file=sync.script, line=sync.line, text="git format-patch ... -- PATHS"),)
     carried = ", ".join(f"{a} -> {b}" for a, b in report.carried) or "nothing"
     if report.mismatched:
         return Check(
