@@ -45,6 +45,7 @@ from ..report.model import Cell
 from ..run import cmake, toolchain
 from ..run.cell import CellContext, CellProgress, apply, build_variant, fix_reverted, run_steps
 from ..run.testrun import TestRun, run_program
+from ..sources.base import sha256_of
 from ..vcs.snapshots import SnapshotRepo
 from ..verdicts.training import can_plot
 from . import results as ft
@@ -206,7 +207,7 @@ def model_file(cache: Cache, vocab_name: str, vocab: bytes, seed: int, log: Call
     meta_path = path.with_suffix(".json")
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if meta.get("sha256") == tm.sha256_file(path) and meta.get("gguf") == _gguf_version():
+        if meta.get("sha256") == sha256_of(path) and meta.get("gguf") == _gguf_version():
             return meta, path
     except (OSError, ValueError, AttributeError):
         pass
@@ -469,7 +470,7 @@ def pretrained_model(ctx: CellContext, cache: Cache, inputs: Inputs, binary: Pat
     meta_path = path.with_suffix(".json")
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if meta.get("sha256") == tm.sha256_file(path):
+        if meta.get("sha256") == sha256_of(path):
             return meta, path
     except (OSError, ValueError, AttributeError):
         pass
@@ -486,7 +487,7 @@ def pretrained_model(ctx: CellContext, cache: Cache, inputs: Inputs, binary: Pat
         raise BuildFailed(f"pre-training the tiny model: {outcome} (exit {run.exit_code}; log {run.log})")
     os.replace(tmp, path)
     meta = {
-        "sha256": tm.sha256_file(path),
+        "sha256": sha256_of(path),
         "key": key,
         "random_sha256": inputs.model["sha256"],
         "data_sha256": inputs.pretrain_data["sha256"],

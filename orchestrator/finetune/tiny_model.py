@@ -13,12 +13,13 @@ vocab file and same gguf-py: same bytes.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
+
+from ..sources.base import sha256_of
 
 if TYPE_CHECKING:  # numpy is imported where the weights are made: a cached evidence run never needs it
     # gguf and numpy: heavy, loaded only when a model is written
@@ -101,14 +102,6 @@ class WrittenModel:
     n_params: int
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def read_vocab(path: Path) -> Vocab:
     """The `tokenizer.*` metadata of a GGUF file, values as raw as gguf-py gives them (strings as bytes)."""
     # gguf and numpy: heavy, loaded only when a model is written
@@ -134,7 +127,7 @@ def read_vocab(path: Path) -> Vocab:
     tokens = [e for e in entries if e.key == "tokenizer.ggml.tokens"]
     if not tokens:
         raise ValueError(f"{path}: no tokenizer.ggml.tokens: not a vocab GGUF")
-    return Vocab(n_vocab=len(tokens[0].value), entries=tuple(entries), source_sha256=sha256_file(path))
+    return Vocab(n_vocab=len(tokens[0].value), entries=tuple(entries), source_sha256=sha256_of(path))
 
 
 def model_kv(dims: Dims, vocab: Vocab, seed: int) -> tuple[KV, ...]:
@@ -229,7 +222,7 @@ def write_gguf(model: TinyModel, path: Path) -> str:
         w.write_kv_data_to_file()
         w.write_tensors_to_file()
         w.close()
-        digest = sha256_file(Path(tmp))
+        digest = sha256_of(Path(tmp))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

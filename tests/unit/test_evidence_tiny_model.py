@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from orchestrator.finetune import tiny_model as tm
+from orchestrator.sources.base import sha256_of
 
 N_VOCAB = 300
 
@@ -67,7 +68,7 @@ def test_written_model_reads_back_with_the_vocab_and_weights(vocab_file, tmp_pat
     assert np.all(np.asarray(tensors["output_norm.weight"].data) == 1.0)
     assert 0.015 < float(np.std(expected["output.weight"])) < 0.025  # N(0, 0.02)
     assert out.n_params == sum(int(np.prod(s)) for _, s in tm.tensor_shapes(DIMS, N_VOCAB))
-    assert out.sha256 == tm.sha256_file(out.path)
+    assert out.sha256 == sha256_of(out.path)
 
 
 def test_same_seed_same_bytes_other_seed_other_bytes(vocab_file, tmp_path):
@@ -111,6 +112,6 @@ def test_a_file_without_tokens_is_not_a_vocab(tmp_path):
 def test_cli_prints_the_sha256_and_refuses_a_missing_vocab(vocab_file, tmp_path, capsys):
     assert tm.cli([str(vocab_file), str(tmp_path / "m.gguf"), "--seed", "5", "--n-embd", "16", "--n-ff", "32"]) == 0
     line = capsys.readouterr().out
-    assert f"sha256={tm.sha256_file(tmp_path / 'm.gguf')}" in line
+    assert f"sha256={sha256_of(tmp_path / 'm.gguf')}" in line
     assert tm.cli([str(tmp_path / "nope.gguf"), str(tmp_path / "x.gguf")]) == 2
     assert capsys.readouterr().out.strip() == f"error: {tmp_path / 'nope.gguf'}: no such vocab file"
