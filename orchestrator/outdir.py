@@ -101,16 +101,6 @@ def made_results(path: Path) -> bool:
     return isinstance(data, dict) and str(data.get("tool", "ggml-patch")).startswith("ggml-patch")
 
 
-def made_pins(path: Path) -> bool:
-    """An existing --out file `resolve-refs` may replace: a pins file it wrote ({"version", "pins"})."""
-
-    try:
-        data = untrusted.load_json(path, "pins")
-    except ConfigError:
-        return False
-    return isinstance(data, dict) and set(data) == {"version", "pins"} and isinstance(data["pins"], dict)
-
-
 def replaceable_file(path: Path | str, option: str, made: Callable[[Path], bool]) -> Path:
     """`path` (absolute) if a file can be written there without losing a user's file: absent, or
     one the tool wrote (`made`). Refused (exit 2) otherwise; writes nothing."""

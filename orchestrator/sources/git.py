@@ -25,13 +25,12 @@ from ..cache import Cache, slug
 from ..config_records import RELPATH, Source, Str, Unique, checked
 from ..errors import ConfigError, ToolError
 from ..redact import redact
-from ..urls import git_url_problem, ref_problem
+from ..urls import FULL_SHA, git_url_problem, ref_problem
 from ..vcs import mirror as remote
 from ..vcs.runner import GitError
 from ..vcs.snapshots import SnapshotRepo
 from .base import Snapshot, SourceUnreachable
 
-_FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 _MISSING_REF = (
     "couldn't find remote ref",
     "not our ref",
@@ -127,31 +126,40 @@ def open_mirror(cache: Cache, url: str) -> Path:
 
 def resolve(mirror: Path, url: str, ref: str, key: str) -> tuple[str, str]:
     """The commit `ref` names at `url`, present in the mirror under refs/pinned/<commit>."""
-    if _FULL_SHA.match(ref):
+    if FULL_SHA.match(ref):
         if not remote.has_commit(mirror, ref):
             _network(lambda: remote.fetch(mirror, url, f"+{ref}:refs/pinned/{ref}"), url, ref, key)
             if not remote.has_commit(mirror, ref):
                 raise ConfigError(f"{key}.ref: commit {ref} does not exist at {url}")
         return remote.pin(mirror, ref), ref
-    remote_ref = _remote_ref(mirror, url, ref, key)
+    remote_ref = ls_remote(url, ref, key, mirror)[1]
+    if remote_ref == "HEAD":  # a remote whose HEAD names no branch: nothing to fetch it by
+        raise ConfigError(f"{key}.ref: {url} has no default branch (HEAD)")
     _network(lambda: remote.fetch(mirror, url, f"+{remote_ref}:{remote_ref}"), url, ref, key)
     return remote.pin(mirror, remote_ref), remote_ref
 
 
-def _remote_ref(mirror: Path, url: str, ref: str, key: str) -> str:
-    """The full name of a branch or tag on the remote (ls-remote: one round trip, nothing fetched)."""
-    if ref == "HEAD":
-        out = _network(lambda: remote.ls_remote(url, ["HEAD"], symref=True, mirror=mirror), url, ref, key)
-        for line in out.splitlines():
-            if line.startswith("ref: ") and line.endswith("\tHEAD"):
-                return line[len("ref: ") : -len("\tHEAD")]
-        raise ConfigError(f"{key}.ref: {url} has no default branch (HEAD)")
-    candidates = [ref] if ref.startswith("refs/") else [f"refs/heads/{ref}", f"refs/tags/{ref}"]
-    out = _network(lambda: remote.ls_remote(url, candidates, mirror=mirror), url, ref, key)
-    found = {line.split("\t", 1)[1] for line in out.splitlines() if "\t" in line}
+def ls_remote(url: str, ref: str, key: str, mirror: Optional[Path] = None) -> tuple[str, str]:
+    """(commit, full remote ref) that a branch, tag or HEAD names at `url` (ls-remote: one round
+    trip, nothing fetched; an annotated tag's commit, not the tag); a full commit id is itself."""
+    if FULL_SHA.match(ref):
+        return ref, ref
+    head = ref == "HEAD"
+    candidates = [ref] if head or ref.startswith("refs/") else [f"refs/heads/{ref}", f"refs/tags/{ref}"]
+    peeled = [f"{c}^{{}}" for c in candidates if c.startswith("refs/tags/")]
+    out = _network(lambda: remote.ls_remote(url, [*candidates, *peeled], symref=head, mirror=mirror), url, ref, key)
+    found, symref = {}, "HEAD"
+    for line in out.splitlines():
+        sha, _, name = line.partition("\t")
+        if sha.startswith("ref: "):  # --symref: the branch HEAD names
+            symref = sha[len("ref: ") :]
+        else:
+            found[name] = sha
     for c in candidates:
         if c in found:
-            return c
+            return found.get(c + "^{}", found[c]), symref if c == "HEAD" else c
+    if head:
+        raise ConfigError(f"{key}.ref: {url} has no default branch (HEAD)")
     raise ConfigError(f"{key}.ref: {ref!r} is not a branch, tag or full commit id at {url}")
 
 
