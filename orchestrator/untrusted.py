@@ -221,13 +221,18 @@ def is_regular(path: PathLike) -> bool:
         return False
 
 
-def positive_seconds(text: str) -> float:
-    """An argparse type: a finite number of seconds above 0 (`inf`, `nan`, `0` and `-1` refused, exit 2)."""
-
+def seconds(text: str) -> Optional[float]:
+    """`text` as a finite number of seconds above 0 (not `inf`, `nan`, `0` or `-1`), or None."""
     try:
         value = float(text)
     except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: `seconds`, or exit 2."""
+    value = seconds(text)
+    if value is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (expected a finite number above 0)")
     return value

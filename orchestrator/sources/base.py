@@ -1,5 +1,5 @@
-"""What every source kind shares: the snapshot it returns, the unreachable-network error, and the
-helpers of the kinds that download (a file's sha256, a network error in a few words)."""
+"""What every source kind shares: the snapshot it returns, the unreachable-network error, the
+provenance a snapshot's commit message records, and the downloaders' helpers."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 import requests
 
 from ..errors import SourceUnavailable
+from ..vcs.snapshots import SnapshotRepo
 
 
 class SourceUnreachable(SourceUnavailable):
@@ -22,6 +23,17 @@ class Snapshot:
     commit: str  # base commit in the snapshot repository
     description: str  # e.g. "llama-cpp-python==0.3.36 (vendor/llama.cpp)"
     provenance: dict = field(default_factory=dict)  # sha256, upstream commit, url, ...
+
+
+def recorded(repo: SnapshotRepo, commit: str, *keys: str) -> dict[str, str]:
+    """The `key: value` lines of a snapshot's commit message (what a reused snapshot was made
+    from), as provenance: "upstream-commit" becomes upstream_commit."""
+    out = {}
+    for line in repo.message(commit).splitlines():
+        key, sep, value = line.partition(": ")
+        if sep and key in keys:
+            out[key.replace("-", "_")] = value.strip()
+    return out
 
 
 def sha256_of(path: Path) -> str:

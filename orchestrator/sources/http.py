@@ -8,15 +8,21 @@ waiting. Only http(s) is fetched.
 
 from __future__ import annotations
 
-import math
+import hashlib
 import os
 import socket
+import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import Callable, Optional
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 import requests
 
+from .. import untrusted
+from ..cache import Cache
 from ..errors import ConfigError, SourceUnavailable
 from ..redact import redact
 from ..urls import http_url_problem
@@ -31,21 +37,11 @@ _BLOCK = 64 * 1024
 
 def deadline_s() -> float:
     """The whole-transfer deadline: $GGML_PATCH_HTTP_DEADLINE_S (a finite number > 0) or an hour."""
-
     text = os.environ.get("GGML_PATCH_HTTP_DEADLINE_S", "")
-    if not text.strip():
-        return DEFAULT_DEADLINE_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
+    value = untrusted.seconds(text) if text.strip() else DEFAULT_DEADLINE_S
+    if value is None:
         raise ConfigError(f"GGML_PATCH_HTTP_DEADLINE_S={text!r}: expected a finite number of seconds above 0")
     return value
-
-
-class TooLarge(SourceUnavailable):
-    pass
 
 
 def fetch(
@@ -82,14 +78,18 @@ def fetch(
                     return
                 declared = r.headers.get("Content-Length", "")
                 if declared.isdigit() and int(declared) > max_bytes:
-                    raise TooLarge(f"{what}: {redact(url)} is {declared} bytes, more than the {max_bytes} allowed")
+                    raise SourceUnavailable(
+                        f"{what}: {redact(url)} is {declared} bytes, more than the {max_bytes} allowed"
+                    )
                 total = 0
                 for block in r.iter_content(_BLOCK):
                     if stop.is_set():
                         return
                     total += len(block)
                     if total > max_bytes:
-                        raise TooLarge(f"{what}: {redact(url)} sent more than the {max_bytes} bytes allowed; stopped")
+                        raise SourceUnavailable(
+                            f"{what}: {redact(url)} sent more than the {max_bytes} bytes allowed; stopped"
+                        )
                     sink(block)
                 box["headers"], box["url"] = r.headers, r.url
         except BaseException as e:  # handed to the caller's thread
@@ -145,3 +145,30 @@ def get_text(
             return None, "", url
         raise
     return b"".join(chunks).decode("utf-8", errors="replace"), h.get("Content-Type", ""), final
+
+
+def download(url: str, sha256: str, cache: Cache, target: Path, what: str, key: str, shown: str) -> Path:
+    """`url` (http(s), or a regular file for a file:// URL) streamed into the cache's scratch space
+    and moved to `target` only once its sha256 matches the pin: whole and checked, or nothing."""
+    h = hashlib.sha256()
+    with tempfile.NamedTemporaryFile(prefix=cache.scratch_prefix("download"), dir=cache.scratch(), delete=False) as tmp:
+        tmp_path = Path(tmp.name)
+
+        def sink(block: bytes) -> None:
+            h.update(block)
+            tmp.write(block)
+
+        try:
+            if urlsplit(url).scheme == "file":
+                sink(untrusted.read_bytes(url2pathname(urlsplit(url).path), "sdist"))  # a regular file only
+            else:
+                fetch(url, sink, what, MAX_ARCHIVE_BYTES, headers={"User-Agent": "ggml-patch"})
+        except BaseException:
+            tmp_path.unlink(missing_ok=True)
+            raise
+    if h.hexdigest() != sha256:
+        tmp_path.unlink(missing_ok=True)
+        raise SourceUnavailable(f"{key}.sha256: {shown} has sha256 {h.hexdigest()}, the matrix pins {sha256}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp_path.replace(target)  # whole file or nothing: the temporary file is in the cache
+    return target
