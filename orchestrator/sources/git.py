@@ -27,7 +27,7 @@ from ..errors import ConfigError, ToolError
 from ..redact import redact
 from ..urls import FULL_SHA, git_url_problem, ref_problem
 from ..vcs import mirror as remote
-from ..vcs.runner import GitError
+from ..vcs.runner import GitError, init_bare
 from ..vcs.snapshots import SnapshotRepo
 from .base import Snapshot, SourceUnreachable
 
@@ -106,7 +106,8 @@ def import_commit(cache: Cache, repo: SnapshotRepo, url: str, ref: str, key: str
     """(commit, the remote ref it came from): fetched into the mirror, then into the snapshot repository."""
     name = mirror_name(url)
     with cache.lock(f"mirror-{name}"):
-        mirror = open_mirror(cache, url)
+        mirror = cache.root / "mirrors" / f"{name}.git"
+        init_bare(mirror)
         commit, resolved = resolve(mirror, url, ref, key)
         snap_ref = f"refs/snapshots/git/{name}/{commit}"
         if not repo.has_commit(snap_ref):
@@ -117,11 +118,6 @@ def import_commit(cache: Cache, repo: SnapshotRepo, url: str, ref: str, key: str
 def mirror_name(url: str) -> str:
     """A file-name-safe, collision-free name for a URL's mirror."""
     return f"{slug(_short_url(url))[-60:]}-{hashlib.sha256(url.encode()).hexdigest()[:10]}"
-
-
-def open_mirror(cache: Cache, url: str) -> Path:
-    """The bare mirror of `url` in the cache (its git directory), made on first use."""
-    return remote.open_bare(cache.root / "mirrors" / f"{mirror_name(url)}.git")
 
 
 def resolve(mirror: Path, url: str, ref: str, key: str) -> tuple[str, str]:
@@ -187,16 +183,11 @@ def resolve_submodule_url(super_url: str, sub_url: str) -> str:
     """A .gitmodules url as git resolves it: "../x" and "./x" are relative to the superproject's URL."""
     if not sub_url.startswith(("./", "../")):
         return sub_url
-    base = super_url.rstrip("/")
-    if base.endswith(".git"):
-        base = base[:-4]
-    rel = sub_url
+    base, rel = super_url.rstrip("/").removesuffix(".git"), sub_url
     while rel.startswith(("./", "../")):
-        if rel.startswith("./"):
-            rel = rel[2:]
-        else:
-            rel = rel[3:]
+        if rel.startswith("../"):
             base = base.rsplit("/", 1)[0]
+        rel = rel.split("/", 1)[1]
     return posixpath.join(base, rel) if "://" not in base else f"{base}/{rel}"
 
 

@@ -6,7 +6,6 @@ same commit on every machine, and so does the series applied on top of it.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -241,22 +240,6 @@ class Worktree:
             raise SeriesDoesNotApply(detail) from None
         return self.head() or ""
 
-    def diff(self, base: str, paths: list[str]) -> str:
-        return self.git("diff", "--full-index", "--end-of-options", base, "HEAD", "--", *paths) + "\n"
-
-    def apply_reverse(self, diff_text: str) -> None:
-        with tempfile.NamedTemporaryFile("w", suffix=".diff", delete=False) as f:
-            f.write(diff_text)
-        try:
-            self.git("apply", "-R", f.name)
-        except GitError as e:
-            raise ToolError(f"reverting the fix in {self.path}: {e.line}") from None
-        finally:
-            os.unlink(f.name)
-
-    def restore(self, paths: list[str]) -> None:
-        self.git("checkout", "HEAD", "--", *paths)
-
     def restore_from(self, commit: str, paths: list[str]) -> None:
         """The files as `commit` has them, in the work tree only (the index keeps HEAD's), in one
         process; a file `commit` lacks is removed."""
@@ -265,15 +248,6 @@ class Worktree:
     def apply(self, patch_file: Path) -> None:
         """`git apply` a diff to the files (no commit); GitError with git's line when it does not apply."""
         self.git("apply", "--", str(patch_file))
-
-    def restore_files(self, paths: list[str]) -> None:
-        """The files back as HEAD has them: changed ones checked out, ones HEAD lacks removed."""
-        tracked = [p for p in paths if succeeds("cat-file", "-e", "--end-of-options", f"HEAD:{p}", cwd=self.path)]
-        if tracked:
-            self.restore(tracked)
-        for p in paths:
-            if p not in tracked and (self.path / p).is_file():
-                (self.path / p).unlink()
 
     # ---- one patch at a time, for the drift status: clean, 3-way, already there, conflict ----
 
