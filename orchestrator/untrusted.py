@@ -48,15 +48,10 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 
 def _kind_of(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
+    for test, what in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
 
 
 def name_under(root: PathLike, name: object, what: str) -> Path:
@@ -152,7 +147,6 @@ def parse_json(text: str, where: object, kind: str) -> Any:
 
 
 def load_json(path: PathLike, kind: str, root: Optional[PathLike] = None) -> Any:
-    """A JSON document of `kind` (read with read_text's rules)."""
     return parse_json(read_text(path, kind, root), path, kind)
 
 
@@ -214,7 +208,7 @@ def copy_file(
 
 
 def is_regular(path: PathLike) -> bool:
-    """Whether `path` is a regular file (symlinks not followed)."""
+    """Whether `path` is a regular file (a symlink is not)."""
     try:
         return stat.S_ISREG(os.lstat(path).st_mode)
     except OSError:

@@ -21,7 +21,7 @@ from ..drift.check import attempt, series_base, status_dirs
 from ..drift.status import CONFLICTED, PRESENT
 from ..errors import ConfigError, SeriesDoesNotApply
 from ..vcs.snapshots import SnapshotRepo, Worktree
-from .files import read_series, write_patches
+from .files import read_series, write_patches, write_series
 from .layout import GATE_TEST, get_layout
 from .render import render
 from .series import Series, parse_series
@@ -118,26 +118,6 @@ def _canonical_base_reader(matrix: Matrix, cache: Cache, repo: SnapshotRepo, ser
             f"refresh from a {series.layout} target, or add the series' base to the matrix"
         )
     return lambda p: repo.read_blob(snap.commit, p)
-
-
-def write_series(directory: Path, series: Series) -> tuple[list[str], list[str]]:
-    """Write the patches whose bytes differ, remove *.patch files the series no longer has."""
-    written, removed = [], []
-    names = {p.name for p in series.patches}
-    for p in series.patches:
-        data = p.text().encode("utf-8", "surrogateescape")
-        f = directory / p.name
-        if f.exists() and f.read_bytes() == data:
-            continue
-        tmp = f.with_name(f".{f.name}.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(f)
-        written.append(p.name)
-    for f in sorted(directory.glob("*.patch")):
-        if f.name not in names:
-            f.unlink()
-            removed.append(f.name)
-    return written, removed
 
 
 def _sync_native_test(native_dir: Path, series: Series) -> Optional[str]:
