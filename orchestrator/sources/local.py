@@ -15,7 +15,7 @@ import hashlib
 import os
 import stat
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 from ..cache import Cache, slug
 from ..config_records import RELPATH, Source, Str
@@ -44,7 +44,7 @@ def snapshot(source: LocalSource, cache: Cache, repo: SnapshotRepo) -> Snapshot:
     subdir = source.subdirectory.strip("/")
     expanded, plain = checkout_tree(repo, root, source.key)
     head = user_git.head(root)
-    head_tree = user_git.head_tree(root) if head else None
+    head_tree = user_git.head(root, "HEAD:./") if head else None
     dirty = head_tree != plain
     tree = repo.tree_of(expanded, subdir) if subdir else expanded
     if tree is None:
@@ -86,7 +86,7 @@ def checkout_tree(repo: SnapshotRepo, root: Path, key: str) -> tuple[str, str]:
 def working_files(root: Path) -> tuple[list[str], list[tuple[str, str]]]:
     """(files present in the working tree: tracked and untracked-not-ignored, [(submodule path, its
     recorded commit)]), relative to `root`, read with `git ls-files` only."""
-    staged = _listed(root, user_git.staged)
+    staged = _listed(root, "--stage")
     tracked: dict[str, None] = {}
     gitlinks: dict[str, str] = {}
     for rec in staged:
@@ -97,7 +97,7 @@ def working_files(root: Path) -> tuple[list[str], list[tuple[str, str]]]:
         else:
             tracked[path] = None
     # an untracked nested repository (a name ending in "/"): not ours to read
-    others = [p for p in _listed(root, user_git.untracked) if not p.endswith("/")]
+    others = [p for p in _listed(root, "--others", "--exclude-standard") if not p.endswith("/")]
     files = [p for p in [*tracked, *others] if _is_file_or_link(root / p)]
     return sorted(set(files)), sorted(gitlinks.items())
 
@@ -155,8 +155,8 @@ def is_git_checkout(root: Path, key: str) -> bool:
         ) from None
 
 
-def _listed(root: Path, listing: Callable[[Path], list[str]]) -> list[str]:
+def _listed(root: Path, *args: str) -> list[str]:
     try:
-        return listing(root)
+        return user_git.ls_files(root, *args)
     except GitError as e:
         raise ConfigError(f"{root}: git ls-files failed: {e.line}") from None

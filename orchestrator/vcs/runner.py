@@ -15,7 +15,7 @@ import os
 import signal
 import subprocess
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from ..errors import ToolError
 
@@ -85,33 +85,16 @@ class GitError(ToolError):
     def __init__(
         self, args: Sequence[str], status: Optional[int], stderr: str, stdout: str = "", timeout: Optional[float] = None
     ):
-        self.args_ = list(args)
-        self.status = status
-        self.stderr, self.stdout = stderr, stdout
+        self.stderr, self.stdout, self.output = stderr, stdout, f"{stderr}\n{stdout}"
         self.timed_out = timeout is not None
-        self.line = (
-            f"timed out after {timeout:g} s"
-            if self.timed_out
-            else error_line(f"{stderr}\n{stdout}") or f"exit {status}"
-        )
+        self.command = next((a for a in args if not a.startswith("-")), "")  # the subcommand: "am", "fetch"...
+        self.line = f"timed out after {timeout:g} s" if self.timed_out else error_line(self.output) or f"exit {status}"
         super().__init__(f"git {self.command}: {self.line}")
-
-    @property
-    def command(self) -> str:
-        """The git subcommand ("am", "fetch", ...)."""
-        return next((a for a in self.args_ if not a.startswith("-")), "")
-
-    @property
-    def output(self) -> str:
-        return f"{self.stderr}\n{self.stdout}"
 
     @property
     def reason(self) -> str:
         """git's line without its "fatal: " or "error: " prefix."""
-        for prefix in ("fatal: ", "error: "):
-            if self.line.startswith(prefix):
-                return self.line[len(prefix) :]
-        return self.line
+        return next((self.line[len(p) :] for p in ("fatal: ", "error: ") if self.line.startswith(p)), self.line)
 
 
 def git_bytes(
@@ -167,26 +150,15 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def git(
-    *args: str,
-    cwd: Optional[Path] = None,
-    git_dir: Optional[Path] = None,
-    env: Optional[dict[str, str]] = None,
-    input: Optional[bytes] = None,
-    timeout: Optional[float] = None,
-    config: Sequence[str] = (),
-    strip: bool = True,
-) -> str:
+def git(*args: str, **options: Any) -> str:
     """`git_bytes`, decoded (undecodable bytes kept as surrogates, so paths round-trip)."""
-    return git_bytes(
-        *args, cwd=cwd, git_dir=git_dir, env=env, input=input, timeout=timeout, config=config, strip=strip
-    ).decode("utf-8", "surrogateescape")
+    return git_bytes(*args, **options).decode("utf-8", "surrogateescape")
 
 
-def succeeds(*args: str, **kwargs) -> bool:
+def succeeds(*args: str, **options: Any) -> bool:
     """Whether the git command exits 0 (a question, e.g. `cat-file -e`, `apply --check`)."""
     try:
-        git_bytes(*args, **kwargs)
+        git_bytes(*args, **options)
     except GitError:
         return False
     return True
