@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import filelock
 
@@ -28,22 +28,19 @@ class SnapshotRepo:
         with self.lock:
             init_bare(self.path)
 
-    def git(
-        self,
-        *args: str,
-        env: Optional[dict] = None,
-        cwd: Optional[Path] = None,
-        input: Optional[bytes] = None,
-        timeout: Optional[float] = None,
-    ) -> str:
-        return git(*args, cwd=cwd, git_dir=self.path, env=env, input=input, timeout=timeout)
+    def git(self, *args: str, **options: Any) -> str:
+        return git(*args, git_dir=self.path, **options)
+
+    def rev(self, rev: str) -> Optional[str]:
+        """The object id `rev` names (REF^{commit}, COMMIT:PATH, ...), or None."""
+        try:
+            return self.git("rev-parse", "--verify", "--quiet", "--end-of-options", rev)
+        except GitError:
+            return None
 
     def ref_commit(self, ref: str) -> Optional[str]:
         """The commit `ref` names (a ref, a commit id, any revision), or None."""
-        try:
-            return self.git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
-        except GitError:
-            return None
+        return self.rev(f"{ref}^{{commit}}")
 
     def import_tree(self, directory: Path, ref: str, message: str) -> str:
         """Commit the files under `directory` (none of its own git metadata) as `ref`."""
@@ -67,20 +64,14 @@ class SnapshotRepo:
 
     def object_id(self, rev: str, path: str) -> Optional[str]:
         """The id of the blob or tree at `path` in a commit or tree (None when absent)."""
-        try:
-            return self.git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}:{path}")
-        except GitError:
-            return None
+        return self.rev(f"{rev}:{path}")
 
     def tree_of(self, rev: str, subdir: str = "") -> Optional[str]:
         """The tree id of a commit, or of one of its directories (None when absent or not a tree)."""
         if subdir:
             oid = self.object_id(rev, subdir)
             return oid if oid and self.git("cat-file", "-t", oid) == "tree" else None
-        try:
-            return self.git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{tree}}")
-        except GitError:
-            return None
+        return self.rev(f"{rev}^{{tree}}")
 
     def tree_from_entries(self, entries: list[tuple[str, str, str]]) -> str:
         """A tree from (mode, blob id, path) entries, built in a temporary index."""
@@ -129,18 +120,16 @@ class SnapshotRepo:
     def blob_size(self, commit: str, path: str) -> Optional[int]:
         """A file's size in bytes at a commit (None when absent or not a file)."""
         try:
-            if git("cat-file", "-t", "--end-of-options", f"{commit}:{path}", git_dir=self.path) != "blob":
+            if self.git("cat-file", "-t", "--end-of-options", f"{commit}:{path}") != "blob":
                 return None
-            return int(git("cat-file", "-s", "--end-of-options", f"{commit}:{path}", git_dir=self.path))
+            return int(self.git("cat-file", "-s", "--end-of-options", f"{commit}:{path}"))
         except (GitError, ValueError):
             return None
 
     def read_blob(self, commit: str, path: str) -> Optional[str]:
         """A file's exact text at a commit (None when absent)."""
-        try:
-            return git("cat-file", "blob", "--end-of-options", f"{commit}:{path}", git_dir=self.path, strip=False)
-        except GitError:
-            return None
+        data = self.read_blob_bytes(commit, path)
+        return None if data is None else data.decode("utf-8", "surrogateescape")
 
     def read_blob_bytes(self, commit: str, path: str) -> Optional[bytes]:
         """A file's exact bytes at a commit (None when absent)."""
@@ -276,7 +265,7 @@ class Worktree:
             pass  # no am in progress
 
     def am_in_progress(self) -> bool:
-        return self._git_path("rebase-apply").exists()
+        return Path(self.git("rev-parse", "--path-format=absolute", "--git-path", "rebase-apply")).exists()
 
     def applies(self, patch_file: Path, reverse: bool = False) -> bool:
         """Whether the patch applies to the files as they are (reverse: whether it is already there)."""
@@ -303,19 +292,6 @@ class Worktree:
         """base..HEAD as patch files, written the way patches/ was: stable bytes, so regenerating
         an unchanged series changes nothing (no commit ids, dates of the run, diffstat or version)."""
         out_dir.mkdir(parents=True, exist_ok=True)
-        names = self.git(
-            "format-patch",
-            "--zero-commit",
-            "--full-index",
-            "--no-signature",
-            "--no-stat",
-            "--no-color",
-            "-o",
-            str(out_dir),
-            "--end-of-options",
-            f"{base}..HEAD",
-        )
+        stable = ("--zero-commit", "--full-index", "--no-signature", "--no-stat", "--no-color")
+        names = self.git("format-patch", *stable, "-o", str(out_dir), "--end-of-options", f"{base}..HEAD")
         return [Path(n) for n in names.splitlines() if n]
-
-    def _git_path(self, name: str) -> Path:
-        return Path(self.git("rev-parse", "--path-format=absolute", "--git-path", name))
