@@ -121,10 +121,5 @@ def rendered_for_target(
     series = series or load_series(matrix)
     repo = SnapshotRepo(cache.snapshots_git)
     snap = sources.snapshot(target.source, cache, repo)
-    rendered = render(
-        series,
-        get_layout(series.layout),
-        get_layout(target.layout, target.prefix),
-        lambda p: repo.read_blob(snap.commit, p),
-    )
-    return rendered, snap
+    src, dst = get_layout(series.layout), get_layout(target.layout, target.prefix)
+    return render(series, src, dst, lambda p: repo.read_blob(snap.commit, p)), snap

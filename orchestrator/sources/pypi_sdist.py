@@ -241,11 +241,9 @@ def fetch_sdist(package: str, version: str, sha256: str, cache: Cache, key: str,
     for index in indexes:
         try:
             text, ctype, page = _project_page(index, package)
-        except requests.RequestException as e:
-            unreachable.append(f"{index} ({network_reason(e)})")
-            continue
-        except OSError as e:
-            unreachable.append(f"{index} ({e.strerror or e})")
+        except OSError as e:  # requests' errors are OSErrors too
+            why = network_reason(e) if isinstance(e, requests.RequestException) else e.strerror or e
+            unreachable.append(f"{index} ({why})")
             continue
         if text is None:
             continue
@@ -283,10 +281,8 @@ def fetch_sdist(package: str, version: str, sha256: str, cache: Cache, key: str,
 def _followable(page: str, url: str) -> bool:
     """Links an index page may lead to: http(s) from an http(s) page; from a local (file://)
     index, files of that index. Never another scheme (file:///dev/zero from a web page)."""
-    page_scheme, scheme = urlsplit(page).scheme.lower(), urlsplit(url).scheme.lower()
-    if page_scheme in ("http", "https"):
-        return scheme in ("http", "https")
-    return scheme == "file" == page_scheme
+    page_scheme, scheme, web = urlsplit(page).scheme.lower(), urlsplit(url).scheme.lower(), ("http", "https")
+    return scheme in web if page_scheme in web else scheme == "file" == page_scheme
 
 
 def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Optional[str]]:

@@ -18,14 +18,8 @@ _READ_ONLY = {"GIT_OPTIONAL_LOCKS": "0"}  # reading a checkout never takes its i
 def _user_git(*args: str, cwd: Optional[str] = None) -> Optional[str]:
     """stdout of `git ARGS` in the user's own environment, or None when it fails or hangs."""
     try:
-        proc = subprocess.run(
-            ["git", *args],
-            capture_output=True,
-            text=True,
-            cwd=cwd,
-            env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
-            timeout=USER_TIMEOUT_S,
-        )
+        env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+        proc = subprocess.run(["git", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=USER_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout if proc.returncode == 0 else None
