@@ -198,10 +198,6 @@ def schema() -> dict[str, Any]:
 # ---- YAML with line numbers ----
 
 
-class _Loader(yaml.SafeLoader):
-    pass
-
-
 def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], int]]:
     """The document as plain data, and the line of every key. Bounded: aliases may not expand to
     more than MAX_VALUES values (an alias bomb is refused at once, not expanded), keys are plain
@@ -244,14 +240,14 @@ def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], 
             return out
         if isinstance(n, yaml.SequenceNode):
             return [build(v, path + (i,)) for i, v in enumerate(n.value)]
-        value = _Loader("").construct_object(n, deep=True)
+        value = yaml.SafeLoader("").construct_object(n, deep=True)
         if isinstance(value, float) and not math.isfinite(value):
             raise refused(n, f"{_dotted(path)}: expected a finite number, got {n.value!r}")
         return value
 
     try:
         _check_depth(text, where)
-        node = yaml.compose(text, Loader=_Loader)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
         return (build(node, ()) if node is not None else None), lines
     except yaml.YAMLError as e:  # invalid, or a tag SafeLoader does not construct (!!python/..., !custom)
         raise ConfigError(_yaml_message(e, where)) from None
@@ -263,7 +259,7 @@ def _check_depth(text: str, where: str) -> None:
     """Refuse deep nesting from the event stream, before composing: PyYAML's scanner is quadratic
     in flow nesting ("[[[[..." takes seconds) and its composer recursive."""
     depth = 0
-    for ev in yaml.parse(text, Loader=_Loader):
+    for ev in yaml.parse(text, Loader=yaml.SafeLoader):
         if isinstance(ev, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
             depth += 1
             if depth > MAX_DEPTH:

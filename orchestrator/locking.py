@@ -12,7 +12,7 @@ import os
 import shlex
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
@@ -90,9 +90,7 @@ def hold(
         info.write_text(Holder(pid=os.getpid(), command=this_command(), since=time.time()).model_dump_json())
         yield
     finally:
-        try:
+        with suppress(OSError, ValueError):  # ours alone to remove; another holder's stays
             if Holder.model_validate_json(info.read_text()).pid == os.getpid():
                 info.unlink()
-        except (OSError, ValueError):
-            pass
         lock.release()

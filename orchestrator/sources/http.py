@@ -14,6 +14,7 @@ import socket
 import tempfile
 import threading
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import Callable, Optional
 from urllib.parse import urlsplit
@@ -120,11 +121,8 @@ def _shutdown(resp: Optional[requests.Response]) -> None:
     """Wake a read blocked in the worker: shut the socket down (closing the response from this
     thread would wait for the worker's buffered-reader lock, as long as the server trickles)."""
 
-    try:
-        sock = resp.raw._connection.sock  # type: ignore[union-attr]
-        sock.shutdown(socket.SHUT_RDWR)
-    except (AttributeError, OSError):
-        pass
+    with suppress(AttributeError, OSError):
+        resp.raw._connection.sock.shutdown(socket.SHUT_RDWR)  # type: ignore[union-attr]
 
 
 class HttpStatus(SourceUnavailable):

@@ -21,6 +21,7 @@ import sys
 import tarfile
 import tempfile
 import threading
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Literal, Optional
@@ -359,11 +360,9 @@ def _tar_capped(argv: list[str], archive: Path, key: str) -> subprocess.Complete
             proc.wait()
             raise SourceUnavailable(f"{key}: cannot unpack {archive.name}: {e}") from None
     finally:
-        try:
+        with suppress(OSError):
             if proc.stdin:
                 proc.stdin.close()
-        except OSError:
-            pass
     if too_big:
         proc.kill()
         proc.wait()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -143,10 +144,8 @@ def git_bytes(
 
 
 def _kill(proc: subprocess.Popen) -> None:
-    try:
+    with suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL) if proc.pid == os.getpgid(proc.pid) else proc.kill()
-    except (ProcessLookupError, PermissionError):
-        pass
     proc.wait()
 
 

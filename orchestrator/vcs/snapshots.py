@@ -15,6 +15,7 @@ import filelock
 
 from ..errors import SeriesDoesNotApply, ToolError
 from .runner import AM_FLAGS, FIXED_IDENTITY, GitError, error_line, git, git_bytes, init_bare, succeeds
+from .workrepo import abort_am
 
 __all__ = ["FIXED_IDENTITY", "SnapshotRepo", "Worktree"]
 
@@ -259,10 +260,7 @@ class Worktree:
         return None
 
     def am_abort(self) -> None:
-        try:
-            self.git("am", "--abort")
-        except GitError:
-            pass  # no am in progress
+        abort_am(self.path)
 
     def am_in_progress(self) -> bool:
         return Path(self.git("rev-parse", "--path-format=absolute", "--git-path", "rebase-apply")).exists()
