@@ -10,7 +10,7 @@ with a 3-way merge) to the target's current base.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -31,9 +31,9 @@ from .series import Series, parse_series
 class Refreshed:
     worktree: str
     layout: str
-    written: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    native_test: Optional[str] = None  # native_tests/ gate test rewritten to the series' own
+    written: list[str]
+    removed: list[str]
+    native_test: Optional[str]  # native_tests/ gate test rewritten to the series' own
 
 
 def refresh(matrix: Matrix, cache: Cache, target: Target) -> Refreshed:
@@ -51,10 +51,8 @@ def refresh(matrix: Matrix, cache: Cache, target: Target) -> Refreshed:
             f"{wt.path}: {len(new.patches)} commits on the base for {len(old.patches)} patches; refreshing "
             f"from {target.name} would drop a patch from the series (already upstream there?)"
         )
-    out = Refreshed(str(wt.path), layout.name)
-    out.written, out.removed = write_series(matrix.series_dir, new)
-    out.native_test = _sync_native_test(matrix.native_tests_dir, new)
-    return out
+    written, removed = write_series(matrix.series_dir, new)
+    return Refreshed(str(wt.path), layout.name, written, removed, _sync_native_test(matrix.native_tests_dir, new))
 
 
 def resolved_worktree(repo: SnapshotRepo, cache: Cache, target: Target, base: str, series: Series) -> Worktree:
