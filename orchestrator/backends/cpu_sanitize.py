@@ -86,13 +86,8 @@ def sanitizer_link_error(compiler: str) -> Optional[str]:
         src = Path(tmp) / "probe.c"
         src.write_text(_PROBE)
         try:
-            proc = subprocess.run(
-                [exe, "-fsanitize=address,undefined", str(src), "-o", str(Path(tmp) / "probe")],
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=60,
-            )
+            argv = [exe, "-fsanitize=address,undefined", str(src), "-o", str(Path(tmp) / "probe")]
+            proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=60)
         except (OSError, subprocess.TimeoutExpired) as e:
             return f"{compiler} could not be run to probe -fsanitize=address,undefined: {e}"
     if proc.returncode != 0:
