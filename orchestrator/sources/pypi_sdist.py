@@ -19,7 +19,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 import threading
 from contextlib import suppress
 from dataclasses import dataclass
@@ -37,7 +36,7 @@ from ..errors import SourceUnavailable
 from ..urls import FULL_SHA
 from ..vcs.snapshots import SnapshotRepo
 from . import http
-from .base import Snapshot, SourceUnreachable, network_reason, recorded, sha256_of
+from .base import Snapshot, SourceUnreachable, imported, network_reason, recorded, sha256_of
 from .tarball import bounded_members, unpack, unpacked_cap
 
 PYPI_SIMPLE = "https://pypi.org/simple"
@@ -80,16 +79,11 @@ def snapshot(source: PypiSdist, cache: Cache, repo: SnapshotRepo) -> Snapshot:
     subdir = source.subdirectory.strip("/")
     description = f"{package}=={version}" + (f" ({subdir})" if subdir else "")
     ref = f"refs/snapshots/pypi/{slug(package)}-{slug(version)}-{sha256[:16]}-{slug(subdir) or 'root'}"
-    with cache.lock(f"snapshot-{ref}"):
-        commit = repo.ref_commit(ref)
-        if not commit:
-            archive = download(package, version, sha256, cache, source.key)
-            with tempfile.TemporaryDirectory(prefix=cache.scratch_prefix("extract"), dir=cache.scratch()) as tmp:
-                tree, upstream = extract(archive, subdir, Path(tmp), source.key)
-                message = f"snapshot of {description}\n\nsdist-sha256: {sha256}\n" + (
-                    f"upstream-commit: {upstream}\n" if upstream else ""
-                )
-                commit = repo.import_tree(tree, ref, message)
+
+    def unpacked(tmp: Path) -> tuple[Path, Optional[str]]:
+        return extract(download(package, version, sha256, cache, source.key), subdir, tmp, source.key)
+
+    commit = imported(cache, repo, ref, f"snapshot of {description}\n\nsdist-sha256: {sha256}\n", unpacked)
     return Snapshot(commit, description, recorded(repo, commit, "sdist-sha256", "upstream-commit"))
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import tarfile
-import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Literal, Optional
 from urllib.parse import urlparse
@@ -24,7 +23,7 @@ from ..redact import redact
 from ..urls import http_url_problem
 from ..vcs.snapshots import SnapshotRepo
 from . import http
-from .base import Snapshot, SourceUnreachable, network_reason, recorded, sha256_of
+from .base import Snapshot, SourceUnreachable, imported, network_reason, recorded, sha256_of
 
 MAX_MEMBERS = 500_000  # llama.cpp's whole tree is ~2000 files
 MAX_UNPACKED_BYTES = 8 * 1024**3
@@ -51,16 +50,10 @@ def snapshot(source: TarballSource, cache: Cache, repo: SnapshotRepo) -> Snapsho
     subdir = source.subdirectory.strip("/")
     ref = f"refs/snapshots/tarball/{sha256[:16]}-{slug(subdir) or 'root'}"
     description = f"{_file_name(url)} ({sha256[:12]})" + (f" ({subdir})" if subdir else "")
-    with cache.lock(f"snapshot-{ref}"):
-        commit = repo.ref_commit(ref)
-        if not commit:
-            archive = download(url, sha256, cache, source.key)
-            with tempfile.TemporaryDirectory(prefix=cache.scratch_prefix("extract"), dir=cache.scratch()) as tmp:
-                tree, upstream = extract(archive, subdir, Path(tmp), source.key)
-                message = f"snapshot of {redact(url)}\n\ntarball-sha256: {sha256}\n" + (
-                    f"upstream-commit: {upstream}\n" if upstream else ""
-                )
-                commit = repo.import_tree(tree, ref, message)
+    header = f"snapshot of {redact(url)}\n\ntarball-sha256: {sha256}\n"
+    commit = imported(
+        cache, repo, ref, header, lambda tmp: extract(download(url, sha256, cache, source.key), subdir, tmp, source.key)
+    )
     return Snapshot(commit, description, {"url": url, "sha256": sha256, **recorded(repo, commit, "upstream-commit")})
 
 
