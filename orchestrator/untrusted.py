@@ -16,7 +16,7 @@ import math
 import os
 import stat
 from pathlib import Path, PurePath
-from typing import Any, Callable, Optional, Union
+from typing import Any, BinaryIO, Callable, Optional, Union
 
 from .errors import ConfigError
 
@@ -100,27 +100,28 @@ def cap_of(kind: str) -> int:
     return CAPS.get(kind, CAPS["document"])
 
 
-def read_bytes(path: PathLike, kind: str, root: Optional[PathLike] = None, cap: Optional[int] = None) -> bytes:
-    """The bytes of a regular file of `kind`, at most its cap (more: refused, nothing more read)."""
-    path = Path(path)
+def _opened(path: Path, kind: str, root: Optional[PathLike], cap: Optional[int] = None) -> tuple[BinaryIO, int]:
+    """The regular file of `kind` open for (blocking) reads, and its cap; refused when it says it is larger."""
     limit = cap_of(kind) if cap is None else cap
     fd, st = _open(path, kind, root)
-    try:
-        if st.st_size > limit:
-            raise ConfigError(f"{path}: {st.st_size} bytes, more than the {limit} a {kind} file may hold; refused")
-        os.set_blocking(fd, True)
-        chunks, total = [], 0
-        while True:
-            block = os.read(fd, min(1 * MiB, limit + 1 - total))
-            if not block:
-                break
+    if st.st_size > limit:
+        os.close(fd)
+        raise ConfigError(f"{path}: {st.st_size} bytes, more than the {limit} a {kind} file may hold; refused")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb"), limit
+
+
+def read_bytes(path: PathLike, kind: str, root: Optional[PathLike] = None, cap: Optional[int] = None) -> bytes:
+    """The bytes of a regular file of `kind`, at most its cap (more: refused, nothing more read)."""
+    f, limit = _opened(Path(path), kind, root, cap)
+    chunks, total = [], 0
+    with f:
+        while block := f.read(min(1 * MiB, limit + 1 - total)):
             chunks.append(block)
             total += len(block)
             if total > limit:
                 raise ConfigError(f"{path}: more than the {limit} bytes a {kind} file may hold; refused")
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+    return b"".join(chunks)
 
 
 def read_text(path: PathLike, kind: str, root: Optional[PathLike] = None, cap: Optional[int] = None) -> str:
@@ -190,14 +191,9 @@ def copy_file(
 ) -> None:
     """Copy a regular file inside `root` to `dst` line by line (cap of `kind`), each line through
     `line` (the redaction) when given; dst is replaced."""
-    fd, st = _open(Path(src), kind, root)
-    limit = cap_of(kind)
-    if st.st_size > limit:
-        os.close(fd)
-        raise ConfigError(f"{src}: {st.st_size} bytes, more than the {limit} a {kind} file may hold; refused")
-    os.set_blocking(fd, True)
+    f, limit = _opened(Path(src), kind, root)
     total = 0
-    with os.fdopen(fd, "rb") as f, open(dst, "wb") as out:
+    with f, open(dst, "wb") as out:
         while chunk := f.readline(1 * MiB):  # a line without end is taken a megabyte at a time
             total += len(chunk)
             if total > limit:
