@@ -4,9 +4,9 @@ Every git command of the tool goes through `git()` (or `git_bytes()`): no user o
 configuration leaks in (hooks, url rewrites, autocrlf, signing), no GIT_* variable of the caller
 (GIT_DIR, GIT_WORK_TREE, GIT_CONFIG_COUNT/KEY/VALUE...), no configuration that runs a command
 (hooks, core.fsmonitor, credential helpers, the ext:: transport), even from a repository's own
-.git/config; git never prompts, and a failure is a GitError carrying git's own line. Refs and URLs that came from input are passed after
-`--end-of-options` by the callers (or resolved to a commit id first: `git checkout` has no
-`--end-of-options`).
+.git/config; git never prompts, and a failure is a GitError carrying git's own line. Refs and URLs
+that came from input are passed after `--end-of-options` by the callers (or resolved to a commit
+id first: `git checkout` has no `--end-of-options`).
 """
 
 from __future__ import annotations
@@ -24,23 +24,12 @@ from ..errors import ToolError
 # author's, so the same series on the same base gives the same commit; CRs in the patch are kept.
 AM_FLAGS = ("--committer-date-is-author-date", "--keep-cr")
 
-FIXED_IDENTITY = {
-    "GIT_AUTHOR_NAME": "ggml-patch",
-    "GIT_AUTHOR_EMAIL": "ggml-patch@localhost",
-    "GIT_COMMITTER_NAME": "ggml-patch",
-    "GIT_COMMITTER_EMAIL": "ggml-patch@localhost",
-    "GIT_AUTHOR_DATE": "@946684800 +0000",
-    "GIT_COMMITTER_DATE": "@946684800 +0000",
-}
+_COMMITTER = {"GIT_COMMITTER_NAME": "ggml-patch", "GIT_COMMITTER_EMAIL": "ggml-patch@localhost"}
+_DATES = {"GIT_AUTHOR_DATE": "@946684800 +0000", "GIT_COMMITTER_DATE": "@946684800 +0000"}
+FIXED_IDENTITY = {"GIT_AUTHOR_NAME": "ggml-patch", "GIT_AUTHOR_EMAIL": "ggml-patch@localhost", **_COMMITTER, **_DATES}
 # No user or system git configuration (hooks, autocrlf, signing...); no prompt.
 # git am, its --abort and checkout write reflogs, which need a committer identity.
-ISOLATED = {
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_TERMINAL_PROMPT": "0",
-    "GIT_COMMITTER_NAME": "ggml-patch",
-    "GIT_COMMITTER_EMAIL": "ggml-patch@localhost",
-}
+ISOLATED = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0", **_COMMITTER}
 
 LOCAL_TIMEOUT_S = 1800.0  # any git command without its own limit: a local one that takes longer has hung
 # The caller's GIT_* variables kept: how to reach a remote over ssh and which CAs to trust (the
