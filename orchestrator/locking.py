@@ -1,7 +1,7 @@
 """Inter-process locks that say who holds them.
 
 The holder writes its pid, command and start time beside the lock; a run that has to wait prints
-one line naming them, and gives up after --lock-timeout seconds (exit 3) instead of waiting
+one line naming them, and gives up after --lock-timeout seconds (exit 10) instead of waiting
 silently forever. The lock itself is an OS lock (filelock): released on any exit, kill -9
 included, so a stale holder file never blocks anyone; it only names who held the lock last.
 """
@@ -66,7 +66,7 @@ def hold(
     lock_path: Path, what: str, timeout: Optional[float] = None, notify: Callable[[str], None] = _stderr
 ) -> Iterator[None]:
     """Hold the lock at `lock_path`. If another process holds it: one line saying who and since
-    when, then wait up to `timeout` seconds (None: as long as it takes; exit 3 when it expires)."""
+    when, then wait up to `timeout` seconds (None: as long as it takes; exit 10 when it expires)."""
     lock = filelock.FileLock(str(lock_path))
     try:
         lock.acquire(timeout=0)

@@ -8,9 +8,6 @@ Where the layout's root is the repository's root the base IS the upstream commit
 included, so bundles can name it and `git am -3` finds the blobs the series' index lines name.
 A `subdirectory`, or `submodules` to fill in (a fork vendored as a submodule of a superproject),
 give a deterministic commit of the resulting tree instead, recording the upstream commit.
-
-A ref that does not exist is a one-line configuration error; a remote that cannot be reached
-is SourceUnreachable, with git's reason.
 """
 
 from __future__ import annotations
