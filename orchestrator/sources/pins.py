@@ -66,9 +66,6 @@ class PinsFile(Record):
         return value
 
 
-Pins = Mapping[str, Union[Pin, Unreachable]]
-
-
 def read_pins_file(path: Path) -> dict[str, Union[Pin, Unreachable]]:
     if not Path(path).exists():
         raise ConfigError(f"{path}: no such pins file (write one with `ggml-patch resolve-refs --out FILE`)")
@@ -95,7 +92,7 @@ def collect(pins_file: Optional[str], pin_args: Iterable[str]) -> dict[str, Unio
     return pins
 
 
-def pinned(matrix: Matrix, pins: Pins) -> Matrix:
+def pinned(matrix: Matrix, pins: Mapping[str, Union[Pin, Unreachable]]) -> Matrix:
     """The matrix with each pinned git target's ref replaced by its commit (the ref matrix.yaml
     names is kept for descriptions and provenance)."""
     if not pins:
