@@ -10,7 +10,7 @@ import signal
 import sys
 from typing import NoReturn, Optional
 
-from .commands import COMMANDS
+from .commands import COMMANDS, repeatable
 from .errors import ExitCode, GgmlPatchError
 from .redact import RedactingStream, redact
 
@@ -44,13 +44,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="git targets pinned to commits (`ggml-patch resolve-refs --out FILE`): one commit per CI run",
     )
-    common.add_argument(
-        "--pin",
-        action="append",
-        default=[],
-        metavar="TARGET=COMMIT",
-        help="pin one git target to a commit (repeatable; wins over --pins)",
-    )
+    repeatable(common, "--pin", "pin one git target to a commit (repeatable; wins over --pins)", "TARGET=COMMIT")
     p = _Parser(
         prog="ggml-patch",
         description="Carry the ggml-opt per-step accumulator fix into ggml, llama.cpp and forks, and prove it on every backend.",

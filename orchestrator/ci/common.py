@@ -107,34 +107,19 @@ class _Dumper(yaml.SafeDumper):
         return True
 
 
-def _str(dumper: yaml.SafeDumper, s: str) -> yaml.ScalarNode:
-    # Scripts as literal blocks, the way people write them; everything else as PyYAML decides.
-    return dumper.represent_scalar("tag:yaml.org,2002:str", s, style="|" if "\n" in s else None)
-
-
-def _none(dumper: yaml.SafeDumper, _) -> yaml.ScalarNode:
-    return dumper.represent_scalar("tag:yaml.org,2002:null", "")
-
-
-_Dumper.add_representer(str, _str)
-_Dumper.add_representer(type(None), _none)
-
-
+# scripts as literal blocks, the way people write them; everything else as PyYAML decides
+_Dumper.add_representer(
+    str, lambda d, s: d.represent_scalar("tag:yaml.org,2002:str", s, style="|" if "\n" in s else None)
+)
+_Dumper.add_representer(type(None), lambda d, _: d.represent_scalar("tag:yaml.org,2002:null", ""))
 # why a job holds a write permission, written beside it (zizmor's undocumented-permissions)
 PERMISSION_COMMENTS = {"issues: write": "ggml-patch drift-issue opens, updates and closes its one issue"}
-
-
-def _permission_comments(text: str) -> str:
-    for perm, why in PERMISSION_COMMENTS.items():
-        text = re.sub(rf"^(\s+{re.escape(perm)})$", rf"\1 # {why}", text, flags=re.M)
-    return text
 
 
 def dump(data: Any, pins: Optional[Pins] = None, header: str = HEADER) -> str:
     body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=200, default_flow_style=False, allow_unicode=True)
     # PyYAML quotes the key `on` (a YAML 1.1 boolean); GitHub and people write it bare.
-    body = body.replace("\n'on':\n", "\non:\n", 1)
-    if body.startswith("'on':\n"):
-        body = "on:\n" + body[len("'on':\n") :]
-    body = _permission_comments(body)
+    body = re.sub(r"^'on':$", "on:", body, count=1, flags=re.M)
+    for perm, why in PERMISSION_COMMENTS.items():
+        body = re.sub(rf"^(\s+{re.escape(perm)})$", rf"\1 # {why}", body, flags=re.M)
     return header + "\n" + (add_version_comments(body, pins) if pins else body)

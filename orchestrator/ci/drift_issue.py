@@ -39,6 +39,7 @@ from ..upstream.github_api import Wording, raise_for_answer, send
 
 TITLE = "ggml-patch: the series drifted or a cell failed"
 LABEL = "ggml-patch-drift"
+_LABEL = {"name": LABEL, "color": "d93f0b", "description": "Opened, updated and closed by ggml-patch drift-issue"}
 MARKER = "<!-- ggml-patch drift-issue: written by the tool, rewritten on every run -->"
 _STATE = re.compile(r"<!-- ggml-patch-state: (?P<json>\{.*?\}) -->", re.S)
 RANK = {S.APPLIES: 0, S.UPSTREAM: 0, S.THREE_WAY: 1, S.NOT_APPLICABLE: 2, S.CONFLICT: 3}
@@ -257,15 +258,14 @@ def _at(run: str) -> str:
 
 
 def render(state: State, now: _dt.datetime, clean: bool = False) -> str:
-    when = now.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    when = now.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") + (f" by {state.run}" if state.run else "")
+    headline = "The series no longer applies as it is on some target, or a default cell fails."
     lines = [
         MARKER,
         "",
-        "**All clean again.**"
-        if clean
-        else "The series no longer applies as it is on some target, or a default cell fails.",
+        "**All clean again.**" if clean else headline,
         "",
-        f"Last checked {when}" + (f" by {state.run}" if state.run else "") + ".",
+        f"Last checked {when}.",
         "",
         f"### Targets (profile `{state.profile}`)",
         "",
@@ -282,9 +282,7 @@ def render(state: State, now: _dt.datetime, clean: bool = False) -> str:
         if state.cells_run:
             lines += ["", f"From {state.cells_run} (its summary and junit annotations have the details)."]
     else:
-        lines.append(
-            "None" + (f" in {state.cells_run}." if state.cells_run else " known (no matrix results given yet).")
-        )
+        lines.append(f"None in {state.cells_run}." if state.cells_run else "None known (no matrix results given yet).")
     todo = [
         _TODO[r.status].format(profile=state.profile, target=t) for t, r in state.targets.items() if r.status in _TODO
     ]
@@ -323,13 +321,8 @@ def find_requests() -> list[Request]:
 def requests_for(action: Action) -> list[Request]:
     """The requests that carry out `action`, in order."""
     if action.kind == "open":
-        label = {
-            "name": LABEL,
-            "color": "d93f0b",
-            "description": "Opened, updated and closed by ggml-patch drift-issue",
-        }
         issue = {"title": TITLE, "body": action.body, "labels": [LABEL]}
-        return [Request("POST", "/labels", label, ok_if=(422,)), Request("POST", "/issues", issue)]
+        return [Request("POST", "/labels", _LABEL, ok_if=(422,)), Request("POST", "/issues", issue)]
     # a close is sent before its comment: a failed close never leaves a second "Closing." comment
     states = {"update": {}, "close": {"state": "closed", "state_reason": "completed"}, "reopen": {"state": "open"}}
     if action.kind not in states:
@@ -369,7 +362,6 @@ def the_one(found: list[Found]) -> Optional[Found]:
 
 def next_page(headers: Any, api_url: str) -> Optional[str]:
     """The Link header's rel="next", only on the API server itself (the token goes with it)."""
-
     for link in requests.utils.parse_header_links(str(headers.get("Link") or "")):
         url = link.get("url", "")
         if link.get("rel") == "next" and url.startswith(api_url.rstrip("/") + "/"):
@@ -387,7 +379,6 @@ class IssuesClient:
         return f"{self.api_url}/repos/{self.repo}{path}"
 
     def send(self, req: Request, url: str = ""):
-
         url = url or self.url(req.path)
         got = send(req.method, self.api_url, url, self.token, self.timeout, req.payload)
         if got.status in req.ok_if:

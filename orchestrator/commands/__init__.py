@@ -37,7 +37,8 @@ def add_api_url(p) -> None:
 
 def shown_request(method: str, url: str, token: str, body: str) -> str:
     """A request as a dry run prints it: never the token, only whether there is one."""
-    from ..upstream.github_api import REDACTED, request_headers  # start-up: --help loads this module
+    from ..redact import REDACTED
+    from ..upstream.github_api import request_headers  # start-up: --help loads this module
 
     auth = REDACTED if token else "(GITHUB_TOKEN is not set)"
     headers = "".join(f"{k}: {v}\n" for k, v in request_headers().items())
