@@ -4,7 +4,8 @@
     def add_arguments(parser: argparse.ArgumentParser) -> None
     def run(args: argparse.Namespace, matrix: Matrix, cache: Cache) -> ExitCode
 
-`--matrix` and `--cache` are added to every command by cli.py. Register a new command by
+`--matrix` and `--cache` are added to every command by cli.py; the options several commands
+share, by the helpers below. Register a new command by
 adding its module name to COMMANDS. A command imports its work inside `run()`: cli.py loads every
 command module to build `--help`, so what a module imports at its top costs every start-up
 (tests/unit/test_structure.py holds every other module to a reason per such import).
@@ -13,6 +14,8 @@ command module to build `--help`, so what a module imports at its top costs ever
 from __future__ import annotations
 
 import os
+
+from ..untrusted import positive_seconds
 
 COMMANDS = "matrix export ci-workflow merge-results bundle pr status refresh drift-issue resolve-refs evidence".split()
 
@@ -23,6 +26,14 @@ def repeatable(p, flag: str, help: str, metavar: str = "NAME") -> None:
 
 def add_targets(p) -> None:
     repeatable(p, "--target", "only this target (repeatable)")
+
+
+def add_results(p, help: str) -> None:
+    p.add_argument("--results", default="results", metavar="DIR", help=help)
+
+
+def add_seconds(p, flag: str, default: float, help: str) -> None:
+    p.add_argument(flag, type=positive_seconds, default=default, metavar="S", help=help)
 
 
 def add_api_url(p) -> None:

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from ..errors import ExitCode
-from . import add_targets
+from . import add_results, add_targets
 
 HELP = (
     "write a verified git format-patch series per target, authored by you, with PR_TITLE, PR_BODY.md and "
@@ -16,12 +16,7 @@ HELP = (
 
 
 def add_arguments(p) -> None:
-    p.add_argument(
-        "--results",
-        default="results",
-        metavar="DIR",
-        help="the matrix run to draw the evidence from (default: results/)",
-    )
+    add_results(p, "the matrix run to draw the evidence from (default: results/)")
     p.add_argument("--out", metavar="DIR", help="where the bundles go (default: RESULTS/bundle)")
     add_targets(p)
     p.add_argument(

@@ -8,8 +8,7 @@ import os
 from pathlib import Path
 
 from ..errors import ConfigError, ExitCode
-from ..untrusted import positive_seconds
-from . import add_api_url, shown_request
+from . import add_api_url, add_seconds, shown_request
 
 NEEDS_MATRIX = False  # its inputs are status.json and results.json, never matrix.yaml or the cache
 HELP = (
@@ -28,9 +27,7 @@ def add_arguments(p) -> None:
     )
     p.add_argument("--repo", required=True, metavar="OWNER/NAME", help="the repository the issue lives in")
     add_api_url(p)
-    p.add_argument(
-        "--timeout", type=positive_seconds, default=30.0, metavar="S", help="API timeout in seconds (default: 30)"
-    )
+    add_seconds(p, "--timeout", 30.0, "API timeout in seconds (default: 30)")
     p.add_argument(
         "--partial",
         action="store_true",

@@ -7,14 +7,14 @@ from collections import Counter
 
 from .. import backends
 from ..errors import ConfigError, ExitCode
-from . import add_targets, repeatable
+from . import add_results, add_targets, repeatable
 
 HELP = "apply, build, test and control every cell of the matrix"
 REQUIRE_ENV = "GGML_PATCH_REQUIRE_BACKEND"
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--results", default="results", metavar="DIR", help="where results go (default: results/)")
+    add_results(p, "where results go (default: results/)")
     p.add_argument("--profile", default="default", help="matrix.yaml profile (default: default)")
     add_targets(p)
     repeatable(p, "--backend", "only this backend (repeatable)")

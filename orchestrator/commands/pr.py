@@ -7,8 +7,7 @@ import shlex
 from pathlib import Path
 
 from ..errors import BundleRefused, ConfigError, ExitCode, SubmissionNotAutomated
-from ..untrusted import positive_seconds
-from . import add_api_url, shown_request
+from . import add_api_url, add_seconds, shown_request
 
 HELP = (
     "push a bundle's series to a fork branch and open the pull request (dry run unless --open); where the "
@@ -39,20 +38,13 @@ def add_arguments(p) -> None:
         help="apply the series on this commit of the fork (default: the bundle's upstream commit "
         "when known, else its snapshot base)",
     )
-    p.add_argument(
+    add_seconds(
+        p,
         "--timeout",
-        type=positive_seconds,
-        default=30.0,
-        metavar="S",
-        help="bound on the whole API request: connect, each read and the total, in seconds (default: 30)",
+        30.0,
+        "bound on the whole API request: connect, each read and the total, in seconds (default: 30)",
     )
-    p.add_argument(
-        "--git-timeout",
-        type=positive_seconds,
-        default=600.0,
-        metavar="S",
-        help="bound on git fetch and git push to the fork, in seconds (default: 600)",
-    )
+    add_seconds(p, "--git-timeout", 600.0, "bound on git fetch and git push to the fork, in seconds (default: 600)")
     p.add_argument("--open", action="store_true", help="really push and open the pull request (needs GITHUB_TOKEN)")
 
 

@@ -154,19 +154,10 @@ def _conflict(wt: Worktree, patch, plain_output: str, merged_output: str) -> Con
     conflicted = wt.conflicted_files()
     if conflicted and path not in conflicted:  # the merge stopped elsewhere than the plain apply
         path, hunk = conflicted[0], "3-way merge conflict"
-    text = wt.read_file(path) if path else None
-    return Conflict(
-        patch=patch.name,
-        file=path or "",
-        hunk=hunk,
-        lines=tuple(S.conflict_regions(text or "")),
-        reason=_git_reason(merged_output),
-    )
-
-
-def _git_reason(output: str) -> str:
-    """Why a 3-way merge stopped: the conflict, or the blobs it lacked, in git's own words."""
-    return error_line(output, prefer=("CONFLICT (", "error: sha1 information is lacking"))
+    lines = tuple(S.conflict_regions((wt.read_file(path) if path else None) or ""))
+    # why the 3-way merge stopped: the conflict, or the blobs it lacked, in git's own words
+    reason = error_line(merged_output, prefer=("CONFLICT (", "error: sha1 information is lacking"))
+    return Conflict(patch=patch.name, file=path or "", hunk=hunk, lines=lines, reason=reason)
 
 
 def leave_for_resolution(
@@ -190,20 +181,17 @@ def leave_for_resolution(
 def drop_captured_resolution(repo: SnapshotRepo, path: Path, trial: Worktree) -> None:
     """Remove a resolution worktree whose every change the series now reproduces (after a refresh):
     finished (no am in progress), clean, and the same tree as the series applied."""
-    if not path.exists():
-        return
-    wt = Worktree(repo, path)
-    if wt.am_in_progress() or not wt.is_clean() or wt.tree() != trial.tree():
-        return
-    repo.remove_worktree(path)
+    if path.exists():
+        wt = Worktree(repo, path)
+        if not wt.am_in_progress() and wt.is_clean() and wt.tree() == trial.tree():
+            repo.remove_worktree(path)
 
 
 def ensure_preimages(matrix: Matrix, cache: Cache, repo: SnapshotRepo, series: Series) -> None:
     """`git am -3` needs the blobs the series' index lines name. They are the files of the base the
     series was made on: if they are not in the snapshot repository yet, import that base."""
-    if all(repo.has_object(blob) for blob in preimage_blobs(series).values()):
-        return
-    series_base(matrix, cache, repo, series)
+    if not all(repo.has_object(blob) for blob in preimage_blobs(series).values()):
+        series_base(matrix, cache, repo, series)
 
 
 def series_base(matrix: Matrix, cache: Cache, repo: SnapshotRepo, series: Series) -> Optional[sources.Snapshot]:
