@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import math
 import os
@@ -65,10 +66,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         return _main(argv)
     finally:
         for s in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 s.flush()
-            except (OSError, ValueError):
-                pass
         sys.stdout, sys.stderr = streams
 
 

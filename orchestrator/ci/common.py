@@ -19,9 +19,8 @@ RUNNER = "ubuntu-24.04"
 WORKSPACE_CACHE = "${{ github.workspace }}/.ggml-patch-cache"
 CACHE_ENV = {"GGML_PATCH_CACHE": WORKSPACE_CACHE}
 MIRRORS_PATH = f"{WORKSPACE_CACHE}/mirrors"
-MIRRORS_KEY = (
-    "ggml-patch-mirrors-"  # + the ISO week: saved by the daily drift job, restored by every job that fetches git
-)
+# + the ISO week: saved by the daily drift job, restored by every job that fetches git
+MIRRORS_KEY = "ggml-patch-mirrors-"
 PINS_FILE = "$RUNNER_TEMP/pins.json"
 # the jobs that write the drift issue (the matrix's report, the daily drift job) take turns, so two
 # never both find no issue open and both open one
@@ -43,11 +42,9 @@ def owner_only(matrix) -> Optional[str]:
 
 def with_if(job: dict, condition: Optional[str]) -> dict:
     """The job with `if:` right after its name, where people look for it."""
-    if not condition:
-        return job
     items = list(job.items())
     at = 1 if items and items[0][0] == "name" else 0
-    return dict(items[:at] + [("if", condition)] + items[at:])
+    return dict(items[:at] + [("if", condition)] + items[at:]) if condition else job
 
 
 def checkout(pins: Pins) -> dict:
@@ -58,10 +55,8 @@ def checkout(pins: Pins) -> dict:
 def setup_python(pins: Pins, version: str = PYTHON, cache: str = "pip") -> dict:
     """cache '' for a job that must not restore what another job saved (one with a write
     permission), or must not save one (a leg that builds a fork's code)."""
-    with_: dict[str, str] = {"python-version": version}
-    if cache:
-        with_.update({"cache": cache, "cache-dependency-path": "constraints.txt"})
-    return {"name": "Python", "uses": uses("setup-python", pins), "with": with_}
+    cached = {"cache": cache, "cache-dependency-path": "constraints.txt"} if cache else {}
+    return {"name": "Python", "uses": uses("setup-python", pins), "with": {"python-version": version, **cached}}
 
 
 def install(extra: str = "") -> dict:

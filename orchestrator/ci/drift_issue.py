@@ -1,23 +1,18 @@
 """The drift issue: ONE GitHub issue that says when the series stopped applying as it is on a
 target (`ggml-patch status`) or a cell of the default profile failed (results.json), kept up to
-date while that lasts and closed when all is clean again.
+date while that lasts and closed when all is clean again. Pure core (statuses, failing cells and
+the issue found in; one `Action` and its requests out), then `IssuesClient` (REST through
+upstream/github_api.py). The issue keeps its last state in its own body, in an HTML comment.
 
-Pure core first (the statuses, the failing cells and the issue found in; one `Action` and the
-exact requests that carry it out). Then `IssuesClient`: REST through upstream/github_api.py (the
-token only in the Authorization header; 401/403/422/rate limit as `pr` reports them). The issue
-keeps its last state in its own body, in an HTML comment.
+A target whose status RANKs above 0 is a problem; one that rose since the last record is worse,
+which also gets a comment (an edited body notifies nobody). An unfetchable source says nothing
+about the series: its last known status is kept, marked. Without --results the failing cells are
+the recorded ones (the daily drift job runs no cells).
 
-RANK is how far a target's status is from "the series applies as it is". A target above 0 is a
-problem; one that rose since the issue last recorded it is a change for the worse, which also
-gets a comment (an edited body notifies nobody). A source that could not be fetched says nothing
-about the series: its last known status is kept, marked as such. Without --results the failing
-cells are the ones the issue last recorded (the daily drift job runs no cells).
-
-One issue per repository for its whole life: found by the hidden MARKER in its body among open
-and closed issues (every page), labelled or not; a closed one is reopened rather than a new one
-opened, unless the maintainers closed it as not planned and the status got no worse since. A
-partial status (`--partial`) is merged into the recorded state. The body is edited only when
-something other than the time and the run's link changed.
+One issue per repository for its whole life, found by its hidden MARKER among open and closed
+issues (every page), labelled or not: a closed one is reopened rather than a new one opened,
+unless the maintainers closed it as not planned and nothing got worse since. The body is edited
+only when something other than the time and the run's link changed.
 """
 
 from __future__ import annotations
@@ -214,7 +209,7 @@ def _action(found: Optional[Found], previous: Optional[State], state: State, run
     if found is None and not now_problems:
         return Action("none", "all clean and no issue open")
     if found is None:
-        return Action("open", why, None, render(state, now))
+        return Action("open", why, None, issue_body(state, now))
     n = found.number
     if not found.open:  # reopened when there are problems, unless closed as not planned and nothing got worse since
         if not now_problems:
@@ -223,16 +218,16 @@ def _action(found: Optional[Found], previous: Optional[State], state: State, run
             return Action("none", f"#{n} was closed as not planned and nothing got worse since: left closed", n)
         said = "worse than when it was closed" if worse else "the problems are back"
         comment = f"Reopened{_at(run)}: {said}:\n\n" + "".join(f"- {w}\n" for w in (worse or now_problems))
-        return Action("reopen", why, n, render(state, now), comment)
+        return Action("reopen", why, n, issue_body(state, now), comment)
     if not now_problems:
         comment = (
             f"All clean again{_at(run)}: every target's series applies as it is and no default cell fails. Closing."
         )
-        return Action("close", "all clean again", n, render(state, now, clean=True), comment)
+        return Action("close", "all clean again", n, issue_body(state, now, clean=True), comment)
     if previous is not None and not worse and same_but_for_time(previous, state):
         return Action("none", "the open issue already says this", n)
     comment = f"Worse since the last update{_at(run)}:\n\n" + "".join(f"- {w}\n" for w in worse) if worse else ""
-    return Action("update", why, n, render(state, now), comment)
+    return Action("update", why, n, issue_body(state, now), comment)
 
 
 _EPOCH = _dt.datetime(2000, 1, 1, tzinfo=_dt.timezone.utc)
@@ -248,7 +243,7 @@ def same_but_for_time(a: State, b: State) -> bool:
             "targets": dict(sorted(x.targets.items())),
             "failing": dict(sorted(x.failing.items())),
         }
-        return render(x.model_copy(update=update), _EPOCH)
+        return issue_body(x.model_copy(update=update), _EPOCH)
 
     return plain(a) == plain(b)
 
@@ -257,7 +252,7 @@ def _at(run: str) -> str:
     return f" ({run})" if run else ""
 
 
-def render(state: State, now: _dt.datetime, clean: bool = False) -> str:
+def issue_body(state: State, now: _dt.datetime, clean: bool = False) -> str:
     when = now.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") + (f" by {state.run}" if state.run else "")
     headline = "The series no longer applies as it is on some target, or a default cell fails."
     lines = [
@@ -274,11 +269,11 @@ def render(state: State, now: _dt.datetime, clean: bool = False) -> str:
     ]
     for t, r in state.targets.items():
         shown, detail = (f"{r.status} (last known)", f"{r.detail} [{r.kept}]") if r.kept else (r.status, r.detail)
-        lines.append(f"| {_cell(t)} | {_cell(shown)} | {_cell(r.base)} | {_cell(detail)} |")
+        lines.append(_row(t, shown, r.base, detail))
     lines += ["", "### Failing cells" + (f" (profile `{state.cells_profile}`)" if state.cells_profile else ""), ""]
     if state.failing:
         lines += ["| cell | status | reason |", "|---|---|---|"]
-        lines += [f"| {_cell(c)} | {_cell(r.status)} | {_cell(r.reason)} |" for c, r in state.failing.items()]
+        lines += [_row(c, r.status, r.reason) for c, r in state.failing.items()]
         if state.cells_run:
             lines += ["", f"From {state.cells_run} (its summary and junit annotations have the details)."]
     else:
@@ -293,9 +288,9 @@ def render(state: State, now: _dt.datetime, clean: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _cell(text: str) -> str:
-    """Safe in a Markdown table cell."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+def _row(*cells: str) -> str:
+    """A Markdown table row, each cell safe in it (a pipe, backslash or newline would break the table)."""
+    return "| " + " | ".join(c.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
 
 
 @dataclass(frozen=True)
@@ -355,9 +350,7 @@ def ours(items: Any) -> list[Found]:
 
 def the_one(found: list[Found]) -> Optional[Found]:
     """The issue to keep using: the oldest open one, else the most recently opened closed one."""
-    if not found:
-        return None
-    return min(found, key=lambda f: (not f.open, f.number if f.open else -f.number))
+    return min(found, key=lambda f: (not f.open, f.number if f.open else -f.number), default=None)
 
 
 def next_page(headers: Any, api_url: str) -> Optional[str]:

@@ -115,8 +115,8 @@ def exit_code(rows: list[TargetStatus]) -> ExitCode:
 
 def modified_fix_files(series: Series) -> list[str]:
     """Files the fix changes (outside tests/) that must exist before it: not the ones it creates."""
-    files = (f for p in series.patches for f in p.files if not _is_test(f.path) and not is_new_file(f))
-    return list(dict.fromkeys(f.path for f in files))
+    fix = set(series.fix_paths())
+    return list(dict.fromkeys(f.path for p in series.patches for f in p.files if f.path in fix and not is_new_file(f)))
 
 
 def not_applicable_reason(
@@ -216,7 +216,3 @@ def conflict_regions(text: str) -> tuple[tuple[int, int], ...]:
 
 def is_new_file(f: FileDiff) -> bool:
     return "\nnew file mode " in f.text.split("\n@@", 1)[0]
-
-
-def _is_test(path: str) -> bool:
-    return path.startswith("tests/") or "/tests/" in path
