@@ -63,19 +63,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
     try:
-        return _main(argv)
-    finally:
-        for s in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):
-                s.flush()
-        sys.stdout, sys.stderr = streams
-
-
-def _main(argv: Optional[list[str]]) -> int:
-    signal.signal(signal.SIGTERM, _raise_interrupt)  # SIGTERM unwinds like Ctrl-C: locks released, tree restored
-    try:
-        args = _parser().parse_args(argv)
-        return int(_dispatch(args))
+        signal.signal(signal.SIGTERM, _raise_interrupt)  # SIGTERM unwinds like Ctrl-C: locks released, tree restored
+        return int(_dispatch(_parser().parse_args(argv)))
     except GgmlPatchError as e:
         print(f"ggml-patch: error: {_one_line(redact(str(e)))}", file=sys.stderr)
         return int(e.exit_code)
@@ -91,6 +80,11 @@ def _main(argv: Optional[list[str]]) -> int:
             file=sys.stderr,
         )
         return int(ExitCode.TOOL_ERROR)
+    finally:
+        for s in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                s.flush()
+        sys.stdout, sys.stderr = streams
 
 
 def _version() -> str:

@@ -70,19 +70,17 @@ def run(args, matrix, cache) -> ExitCode:
         p = Path(args.results)
         results = D.read_results(load_results(p / "results.json" if p.is_dir() else p)[0])
     client = D.IssuesClient(args.api_url, repo, token, args.timeout)
-    now = _dt.datetime.now(_dt.timezone.utc)
     if args.dry_run:
         print("dry run: nothing sent; without --dry-run (and with GITHUB_TOKEN set) these requests are made")
     found = client.find() if token else None  # reading changes nothing (a dry run without a token: none)
-    action, _ = D.decide(found, status, results, run_url(), now, args.partial)
+    action, _ = D.decide(found, status, results, run_url(), _dt.datetime.now(_dt.timezone.utc), args.partial)
     if args.dry_run:
         for req in D.find_requests():
             print(f"GET {client.url(req.path)}  (finds the issue by its marker, every page)")
         print(f"found: #{found.number} ({'open' if found.open else 'closed'})" if found else "found: none")
         print(f"decision: {action.kind}: {action.why}")
         for req in D.requests_for(action):
-            print()
-            print(shown_request(req.method, client.url(req.path), token, body_json(req.payload)), end="")
+            print("\n" + shown_request(req.method, client.url(req.path), token, body_json(req.payload)), end="")
         return ExitCode.OK
     url = client.carry_out(action) or (found.html_url if found else "")
     where = f"#{action.number}" if action.number else ""
