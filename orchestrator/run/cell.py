@@ -62,7 +62,7 @@ from ..verdicts.competing import CompetingFix, first_failing_line, load_competin
 from ..verdicts.competing import judge as judge_competing
 from ..verdicts.mutants import Mutant, overall_verdict, per_test_verdicts
 from . import cmake, resultcache, toolchain
-from .testrun import TestRun, run_test
+from .testrun import TestRun, run_program
 
 # the gate test is built from here (extra-programs.cmake) unless the series carries it
 _HARNESS_FILES = ("CMakeLists.txt", "extra-programs.cmake", "train-opt-dynamic.cpp", f"{GATE_TEST}.cpp")
@@ -741,7 +741,7 @@ def _run_variant(ctx: CellContext, rec: VariantRecord) -> None:
 
 def _run_binary(ctx: CellContext, step: str, name: str, log: str) -> TestRun:
     ctx.steps.step(step, name)
-    return run_test(name, test_argv(ctx.build_dir / "bin" / name), ctx.backend.timeout, ctx.env, ctx.logs / log)
+    return run_program(name, test_argv(ctx.build_dir / "bin" / name), ctx.backend.timeout, ctx.env, ctx.logs / log)
 
 
 def _run_test(ctx: CellContext, variant: str, test_name: str, log_name: str = "") -> TestRecord:
