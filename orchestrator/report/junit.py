@@ -60,12 +60,11 @@ def mutant_case_name(name: str) -> str:
 
 
 def _case(suite: ET.Element, cell: Cell, variant: str, test: str, duration: Optional[float] = None) -> ET.Element:
+    """A testcase of the cell's suite: a variant's test (the control's gate under its own name), a
+    mutant's or a competing fix's."""
     name = CONTROL_GATE_NAME if (variant == "control" and test == GATE_TEST) else test
     attrs = {"classname": classname(cell.target, cell.backend, variant), "name": name, "time": f"{duration or 0:.3f}"}
-    file = suite.get("file")
-    if file:
-        attrs["file"] = file
-    return ET.SubElement(suite, "testcase", attrs)
+    return ET.SubElement(suite, "testcase", {**attrs, **({"file": file} if (file := suite.get("file")) else {})})
 
 
 def _mark(case: ET.Element, kind: str, message: str, kind_type: str = "", text: str = "") -> None:
@@ -195,16 +194,7 @@ def _mutant_case(suite: ET.Element, cell: Cell, rec: VariantRecord, log_tail: Lo
     info = rec.mutant
     name = info.name if info else rec.variant
     t = rec.test(GATE_TEST)
-    case = ET.SubElement(
-        suite,
-        "testcase",
-        {
-            "classname": classname(cell.target, cell.backend, "mutant"),
-            "name": mutant_case_name(name),
-            "time": f"{t.duration_s if t else 0:.3f}",
-            **({"file": file} if (file := suite.get("file")) else {}),
-        },
-    )
+    case = _case(suite, cell, "mutant", mutant_case_name(name), t.duration_s if t else None)
     if rec.status == RecordStatus.SKIPPED:
         _mark(case, "skipped", f"mutant not run: {info.skipped if info and info.skipped else ''}")
     elif rec.verdict == Verdict.KILLED:
@@ -225,16 +215,8 @@ def _competing_case(suite: ET.Element, cell: Cell, rec: VariantRecord) -> None:
     failure of this run; skipped when it was not run."""
     info, j = rec.competing, rec.judged
     name = info.name if info else rec.variant
-    case = ET.SubElement(
-        suite,
-        "testcase",
-        {
-            "classname": classname(cell.target, cell.backend, "competing"),
-            "name": f"competing fix {name} (judged against the fix)",
-            "time": f"{sum(t.duration_s for t in rec.tests.values()):.3f}",
-            **({"file": file} if (file := suite.get("file")) else {}),
-        },
-    )
+    duration = sum(t.duration_s for t in rec.tests.values())
+    case = _case(suite, cell, "competing", f"competing fix {name} (judged against the fix)", duration)
     if rec.status == RecordStatus.SKIPPED or j is None:
         _mark(case, "skipped", f"competing fix not run: {info.skipped if info and info.skipped else ''}")
         return
@@ -243,18 +225,11 @@ def _competing_case(suite: ET.Element, cell: Cell, rec: VariantRecord) -> None:
 
 
 def _count(el: ET.Element) -> None:
-    cases = el.iter("testcase")
-    n = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    time = 0.0
-    for c in cases:
-        n["tests"] += 1
-        time += float(c.get("time", 0))
-        for kind, key in (("failure", "failures"), ("error", "errors"), ("skipped", "skipped")):
-            if c.find(kind) is not None:
-                n[key] += 1
-    for k, v in n.items():
-        el.set(k, str(v))
-    el.set("time", f"{time:.3f}")
+    cases = list(el.iter("testcase"))
+    el.set("tests", str(len(cases)))
+    for kind, key in (("failure", "failures"), ("error", "errors"), ("skipped", "skipped")):
+        el.set(key, str(sum(1 for c in cases if c.find(kind) is not None)))
+    el.set("time", f"{sum((float(c.get('time', 0)) for c in cases), 0.0):.3f}")
 
 
 def junit_xml(results: Results, log_tail: LogTail = no_logs) -> str:
