@@ -4,9 +4,8 @@
 A tiny llama model (tiny_model.py, random weights) is pre-trained once with the fixed build on one
 text of the tree (PRETRAIN_FILES), then each case fine-tunes that checkpoint on another text
 (DATA_FILES) in both variants; llama-finetune's own validation split is the held-out eval set.
-This module holds the cases (`--case`), the command lines, the results' data model (to and from
-JSON, validated as untrusted input), the noise floor, the verdict rule, the cache key, the tables
-and the plot. Everything but the plot's file write is pure; finetune/runner.py does the work.
+Here: the command lines, the results model (finetune.json, validated as untrusted input), the noise
+floor, the verdict rule, the cache key, the tables and the plot. Pure but for the plot's file.
 """
 
 from __future__ import annotations
@@ -34,25 +33,18 @@ PROGRAM_SOURCE = "examples/training/finetune.cpp"
 # one and fine-tuned on the other, so fine-tuning starts from a model that has learned something.
 PRETRAIN_FILES = ("CONTRIBUTING.md",)
 DATA_FILES = ("docs/docker.md",)
-
-# finetune.cpp's other defaults (the cases, n_ctx and the limits: finetune/cases.py, light for `--help`).
+# finetune.cpp's other defaults (the cases, n_ctx and the limits: finetune/cases.py, light for `--help`)
 VAL_SPLIT = 0.05
 THREADS = 2
-DEFAULT_LR = 1e-5
-
 # Pre-training (once per model, data and build, cached by a content hash): the fixed build, AdamW at
 # ggml-opt's own default step 1e-3, -c = -b = -ub.
-PRETRAIN_OPTIMIZER = "adamw"
-PRETRAIN_LR = 1e-3
-PRETRAIN_EPOCHS = 8
-
+PRETRAIN = Case("adamw", 1e-3, 1, 8)
 # The noise floor: the same fixed build and case run again (run to run) and at other thread counts
 # (summation order); the first case is measured so, before any verdict is drawn.
 NOISE_THREADS = (1, 2)
-
-
-# ---------------------------------------------------------------------------------------------
-# the cases and the program's command line
+PRETRAINED = "pretrained.gguf"
+TREE = "$LLAMA_CPP"  # the llama.cpp tree, in the commands a reader runs
+BINARY = f"./build/bin/{PROGRAM}"  # ... and the program built from it
 
 
 def program_options() -> dict[str, Any]:
@@ -67,21 +59,12 @@ def program_options() -> dict[str, Any]:
 
 
 def pretrain_options() -> dict[str, Any]:
-    return {
-        "optimizer": PRETRAIN_OPTIMIZER,
-        "lr": PRETRAIN_LR,
-        "epochs": PRETRAIN_EPOCHS,
-        "n_ctx": N_CTX,
-        "files": list(PRETRAIN_FILES),
-    }
+    p = PRETRAIN
+    return {"optimizer": p.optimizer, "lr": p.lr, "epochs": p.epochs, "n_ctx": N_CTX, "files": list(PRETRAIN_FILES)}
 
 
 def model_name(seed: Any) -> str:
     return f"tiny-llama-{seed}.gguf"
-
-
-PRETRAINED = "pretrained.gguf"
-TREE = "$LLAMA_CPP"  # the llama.cpp tree, in the commands a reader runs
 
 
 def build_commands() -> list[str]:
@@ -93,79 +76,29 @@ def build_commands() -> list[str]:
     ]
 
 
-def argv(
-    binary: str,
-    model: str,
-    data: Sequence[str],
-    optimizer: str,
-    lr: float,
-    opt_period: int,
-    epochs: int,
-    threads: int,
-    out: str,
-) -> list[str]:
-    """llama-finetune's command line: -c = -b = 256, -ub = 256 / opt_period; -f takes one file."""
-    assert len(data) == 1, "llama-finetune reads one -f file"
-    return [
-        binary,
-        "-m",
-        model,
-        "-f",
-        data[0],
-        "-c",
-        str(N_CTX),
-        "-b",
-        str(N_CTX),
-        "-ub",
-        str(N_CTX // opt_period),
-        "-opt",
-        optimizer,
-        "-lr",
-        f"{lr:g}",
-        "-epochs",
-        str(epochs),
-        "-val-split",
-        f"{VAL_SPLIT:g}",
-        "-t",
-        str(threads),
-        "-o",
-        out,
-    ]
-
-
 def command(
     binary: str, model: str, data: Sequence[str], case: Case, threads: int = THREADS, out: str = ""
 ) -> list[str]:
-    """The program's command line for a case."""
-    return argv(binary, model, data, case.optimizer, case.lr, case.opt_period, case.epochs, threads, out or "/dev/null")
+    """llama-finetune's command line for a case: -c = -b = 256, -ub = 256 / opt_period; -f takes one file."""
+    assert len(data) == 1, "llama-finetune reads one -f file"
+    opts = {"-m": model, "-f": data[0], "-c": N_CTX, "-b": N_CTX, "-ub": case.n_ubatch, "-opt": case.optimizer}
+    opts |= {"-lr": f"{case.lr:g}", "-epochs": case.epochs, "-val-split": f"{VAL_SPLIT:g}", "-t": threads}
+    return [binary, *(s for k, v in {**opts, "-o": out or "/dev/null"}.items() for s in (k, str(v)))]
 
 
 def pretrain_command(binary: str, model: str, data: Sequence[str], out: str) -> list[str]:
-    return argv(binary, model, data, PRETRAIN_OPTIMIZER, PRETRAIN_LR, 1, PRETRAIN_EPOCHS, THREADS, out)
+    return command(binary, model, data, PRETRAIN, THREADS, out)
 
 
 def display_command(run: "Run", data: Sequence[str]) -> str:
     """A run's command as someone reproduces it (paths relative; the same for both variants: the
     llama.cpp tree decides which)."""
-    return " ".join(
-        argv(
-            "./build/bin/" + PROGRAM,
-            PRETRAINED,
-            [f"{TREE}/{f}" for f in data],
-            run.optimizer,
-            run.lr,
-            run.opt_period,
-            len(run.epochs),
-            run.threads,
-            "finetuned.gguf",
-        )
-    )
+    case = Case(run.optimizer, run.lr, run.opt_period, len(run.epochs))
+    return " ".join(command(BINARY, PRETRAINED, [f"{TREE}/{f}" for f in data], case, run.threads, "finetuned.gguf"))
 
 
 def display_pretrain_command(seed: Any, data: Sequence[str]) -> str:
-    return " ".join(
-        pretrain_command("./build/bin/" + PROGRAM, model_name(seed), [f"{TREE}/{f}" for f in data], PRETRAINED)
-    )
+    return " ".join(pretrain_command(BINARY, model_name(seed), [f"{TREE}/{f}" for f in data], PRETRAINED))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -186,7 +119,7 @@ Loss = float  # nan and inf included: a diverged run's loss (written as NaN / In
 class Epoch(Record):
     """One epoch of one run: llama-finetune's mean train loss and its eval (validation) loss."""
 
-    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     epoch: Annotated[int, Field(ge=1, le=MAX_EPOCHS)]
     train_loss: Loss
@@ -256,7 +189,7 @@ class Info(Record):
     """An open object of finetune.json (model, data, ...): the keys named are checked, others kept;
     read like a dict (`.get`, `[]`) as the report code reads it."""
 
-    model_config = ConfigDict(extra="allow", ser_json_inf_nan="constants")
+    model_config = ConfigDict(extra="allow")
 
     def get(self, key: str, default: Any = None) -> Any:
         value = getattr(self, key, None) if key in type(self).model_fields else (self.model_extra or {}).get(key)
@@ -364,9 +297,8 @@ class FinetuneResults(Record):
         """finetune.json's text: the results with the noise floor, thresholds and verdicts computed
         from them (a reader recomputes them, never trusts them)."""
         plain = self.model_dump(mode="json")
-        plain["noise"] = noise_floor(self).as_dict()
-        plain["thresholds"] = thresholds()
-        plain["verdicts"] = [v.as_dict() for v in verdicts(self)]
+        plain |= {"noise": asdict(noise_floor(self)), "thresholds": thresholds()}
+        plain["verdicts"] = [asdict(v) for v in verdicts(self)]
         return json.dumps(plain, indent=2, sort_keys=True, allow_nan=True) + "\n"
 
     @classmethod
@@ -409,10 +341,7 @@ class FinetuneResults(Record):
 
     def cases(self) -> list[tuple[str, int, float]]:
         """(optimizer, opt_period, lr) in first-seen order."""
-        seen: dict[tuple[str, int, float], None] = {}
-        for r in self.runs:
-            seen.setdefault(r.case, None)
-        return list(seen)
+        return list(dict.fromkeys(r.case for r in self.runs))
 
     def run(self, variant: str, optimizer: str, opt_period: int, lr: Optional[float] = None) -> Optional[Run]:
         """The primary run of a variant and case (lr None: the first with any lr)."""
@@ -452,9 +381,6 @@ class Noise:
     floor: float  # absolute, in loss units
     measured: Optional[float]  # the largest same-build difference seen (None: no pair measured)
     pairs: tuple[str, ...]  # which runs were compared, e.g. "with_fix adamw lr 1e-05 opt_period 1: t2 vs t1"
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def _max_abs_diff(a: Sequence[Epoch], b: Sequence[Epoch]) -> float:
@@ -500,9 +426,6 @@ class FinetuneVerdict:
     worse_epochs: int  # ... higher
     diverged: bool  # without the fix, a loss became nan or inf (with the fix it did not)
     label: str
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def finetune_verdict(
@@ -598,27 +521,13 @@ def cache_key(
     toolchain: dict[str, Any],
     pretrain: str = "",
 ) -> str:
-    """A stable sha256 of everything that decides the finetune results (pure):
-    base: the upstream tree (commit or source digest); series: digest of the rendered series;
-    model/data: the random model file's and the text's sha256; pretrain: the pre-training's key;
-    program: finetune.cpp's sha256 in the tree;
-    flags: CMake flags and the program's fixed options; cases: the runs (optimizer, n_batch,
-    n_ubatch, lr, epochs); toolchain: compiler and CMake versions."""
-    parts = {
-        "v": FINETUNE_KEY_VERSION,
-        "kind": "finetune",
-        "base": base,
-        "series": series,
-        "model": model_sha256,
-        "data": data_sha256,
-        "program": program_sha256,
-        "flags": flags,
-        "cases": cases,
-        "toolchain": toolchain,
-        "pretrain": pretrain,
-    }
-    blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
+    """A stable sha256 of everything that decides the finetune results (pure): series is the rendered
+    series' digest, model the random model's, pretrain the pre-training's key."""
+    parts: dict[str, Any] = dict(
+        base=base, series=series, model=model_sha256, data=data_sha256, program=program_sha256, flags=flags
+    )
+    parts |= dict(v=FINETUNE_KEY_VERSION, kind="finetune", cases=cases, toolchain=toolchain, pretrain=pretrain)
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -680,17 +589,18 @@ def table_markdown(results: FinetuneResults) -> str:
     return "\n".join(lines) + "\n"
 
 
+_STYLES = {"with_fix": ("tab:blue", "with the fix"), "without_fix": ("tab:red", "without")}
+
+
 def figure(results: FinetuneResults):
     """A grid of small panels, rows = optimizer and learning rate, columns = opt_period: train
     (solid) and eval (dashed) loss per epoch, with the fix (blue) and without (red)."""
     try:
-        # matplotlib: the optional plot extra, loaded only to draw
-        import matplotlib
-    except ImportError as e:  # the [plot] extra
+        import matplotlib  # the optional plot extra, loaded only to draw
+    except ImportError as e:
         raise RuntimeError("the finetune plot needs matplotlib (pip install 'ggml-patch[plot]')") from e
     matplotlib.use("Agg")  # no display on CI machines
-    # matplotlib: the optional plot extra, loaded only to draw
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib: the optional plot extra, loaded only to draw
     from matplotlib.ticker import MaxNLocator  # matplotlib: the optional plot extra
 
     cases = results.cases()
@@ -702,10 +612,7 @@ def figure(results: FinetuneResults):
     for i, (opt, lr) in enumerate(opts):
         for j, period in enumerate(periods):
             ax = axes[i][j]
-            for variant, colour, label in (
-                ("with_fix", "tab:blue", "with the fix"),
-                ("without_fix", "tab:red", "without"),
-            ):
+            for variant, (colour, label) in _STYLES.items():
                 run = results.run(variant, opt, period, lr)
                 if not run:
                     continue
@@ -723,11 +630,8 @@ def figure(results: FinetuneResults):
             ax.tick_params(labelsize=7)
             ax.grid(True, alpha=0.3)
     axes[0][0].legend(fontsize=6)
-    where = results.target + (
-        f", upstream {results.source['upstream_commit'][:12]}"
-        if isinstance(results.source.get("upstream_commit"), str)
-        else ""
-    )
+    upstream = results.source.get("upstream_commit")
+    where = results.target + (f", upstream {upstream[:12]}" if isinstance(upstream, str) else "")
     fig.suptitle(
         f"upstream llama-finetune, pre-trained tiny llama model, with and without the fix\n{where}", fontsize=9
     )
@@ -742,8 +646,7 @@ def _spans_decades(ax) -> bool:
 
 def plot(results: FinetuneResults, path: Path) -> Path:
     """Write finetune-loss.png (no version stamp in the metadata: same data, same bytes)."""
-    # matplotlib: the optional plot extra, loaded only to draw
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib: the optional plot extra, loaded only to draw
 
     fig = figure(results)
     path.parent.mkdir(parents=True, exist_ok=True)
