@@ -200,8 +200,7 @@ def model_file(cache: Cache, vocab_name: str, vocab: bytes, seed: int, log: Call
     with tempfile.TemporaryDirectory(prefix=cache.scratch_prefix("vocab"), dir=cache.scratch()) as scratch:
         (Path(scratch) / Path(vocab_name).name).write_bytes(vocab)
         made = tm.make(Path(scratch) / Path(vocab_name).name, path, seed)
-    meta = {"sha256": made.sha256, "seed": seed, "dims": asdict(made.dims), "n_vocab": made.n_vocab}
-    meta |= {"n_params": made.n_params, "vocab_file": vocab_name, "vocab_sha256": vocab_sha, "gguf": _gguf_version()}
+    meta = {k: v for k, v in asdict(made).items() if k != "path"} | {"vocab_file": vocab_name, "gguf": _gguf_version()}
     log(f"made {path.name} ({made.n_params} parameters, {time.monotonic() - t0:.1f} s)")
     return _record(path, meta), path
 
