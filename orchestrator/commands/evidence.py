@@ -46,7 +46,7 @@ def add_arguments(p) -> None:
 
 def run(args, matrix, cache) -> ExitCode:
     from ..finetune import results as ft
-    from ..finetune.runner import EvidenceOptions, llama_target, run_evidence
+    from ..finetune.runner import llama_target, run_evidence
     from ..outdir import check, made_results
     from ..progress import Reporter
     from ..redact import redact
@@ -59,7 +59,7 @@ def run(args, matrix, cache) -> ExitCode:
     except ValueError as e:
         raise ConfigError(str(e)) from None
     llama_target(matrix, args.target)
-    done = run_evidence(EvidenceOptions(matrix, cache, results_dir, args.target, cases, args.rerun), Reporter(1))
+    done = run_evidence(matrix, cache, results_dir, args.target, cases, args.rerun, Reporter(1))
     res = done.results
     noise = ft.noise_floor(res)
     print(

@@ -297,7 +297,7 @@ class FinetuneResults(Record):
         """finetune.json's text: the results with the noise floor, thresholds and verdicts computed
         from them (a reader recomputes them, never trusts them)."""
         plain = self.model_dump(mode="json")
-        plain |= {"noise": asdict(noise_floor(self)), "thresholds": thresholds()}
+        plain |= {"noise": asdict(noise_floor(self)), "thresholds": THRESHOLDS}
         plain["verdicts"] = [asdict(v) for v in verdicts(self)]
         return json.dumps(plain, indent=2, sort_keys=True, allow_nan=True) + "\n"
 
@@ -345,10 +345,11 @@ class FinetuneResults(Record):
 
     def run(self, variant: str, optimizer: str, opt_period: int, lr: Optional[float] = None) -> Optional[Run]:
         """The primary run of a variant and case (lr None: the first with any lr)."""
-        for r in self.runs:
-            if r.primary and r.variant == variant and r.case[:2] == (optimizer, opt_period) and lr in (None, r.lr):
-                return r
-        return None
+        case = (optimizer, opt_period)
+        return next(
+            (r for r in self.runs if r.primary and r.variant == variant and r.case[:2] == case and lr in (None, r.lr)),
+            None,
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -368,12 +369,11 @@ PRINT_RESOLUTION = 1e-5
 MIN_EFFECT = 0.01  # relative to the fixed run's last eval loss: 1 %
 
 
-def thresholds() -> dict[str, Any]:
-    return {
-        "print_resolution": PRINT_RESOLUTION,
-        "min_effect_rel": MIN_EFFECT,
-        "rule": "bug visible: unfixed last eval loss - fixed > noise floor and >= min_effect_rel x fixed",
-    }
+THRESHOLDS = {
+    "print_resolution": PRINT_RESOLUTION,
+    "min_effect_rel": MIN_EFFECT,
+    "rule": "bug visible: unfixed last eval loss - fixed > noise floor and >= min_effect_rel x fixed",
+}
 
 
 @dataclass(frozen=True)
@@ -429,13 +429,7 @@ class FinetuneVerdict:
 
 
 def finetune_verdict(
-    optimizer: str,
-    opt_period: int,
-    lr: float,
-    fixed: Sequence[Epoch],
-    unfixed: Sequence[Epoch],
-    floor: float,
-    min_effect: float = MIN_EFFECT,
+    optimizer: str, opt_period: int, lr: float, fixed: Sequence[Epoch], unfixed: Sequence[Epoch], floor: float
 ) -> FinetuneVerdict:
     """The rule above, on the epochs both runs reported (pure)."""
     n = min(len(fixed), len(unfixed))
@@ -444,20 +438,19 @@ def finetune_verdict(
     diverged = any(not math.isfinite(e.train_loss) or not math.isfinite(e.eval_loss) for e in u) and all(
         math.isfinite(e.train_loss) and math.isfinite(e.eval_loss) for e in f
     )
+    end, end_rel = 0.0, 0.0
     if n:
         fe, ue = f[-1].eval_loss, u[-1].eval_loss
         if math.isfinite(fe) and math.isfinite(ue):
             end = ue - fe
-        else:
+        else:  # the unfixed run's loss not finite: infinitely worse
             end = math.inf if math.isfinite(fe) else (0.0 if fe == ue else -math.inf)
         end_rel = end / abs(fe) if math.isfinite(fe) and fe != 0 else (math.inf if end > 0 else 0.0)
-    else:
-        end, end_rel = 0.0, 0.0
     better = sum(1 for a, b in zip(f, u, strict=True) if b.eval_loss < a.eval_loss - floor)
     worse = sum(1 for a, b in zip(f, u, strict=True) if not b.eval_loss <= a.eval_loss + floor)
     if n == 0:
         label = "undecided"
-    elif end > floor and end_rel >= min_effect:
+    elif end > floor and end_rel >= MIN_EFFECT:
         label = "bug visible"
     elif max_diff > floor:
         label = "differs, no harm shown"
@@ -488,12 +481,8 @@ def no_case_differs(results: FinetuneResults) -> bool:
 def verdicts(results: FinetuneResults) -> list[FinetuneVerdict]:
     """One verdict per case that has both variants, against the results' own noise floor."""
     floor = noise_floor(results).floor
-    out = []
-    for opt, period, lr in results.cases():
-        f, u = results.run("with_fix", opt, period, lr), results.run("without_fix", opt, period, lr)
-        if f and u:
-            out.append(finetune_verdict(opt, period, lr, f.epochs, u.epochs, floor))
-    return out
+    pairs = [(c, results.run("with_fix", *c), results.run("without_fix", *c)) for c in results.cases()]
+    return [finetune_verdict(*c, f.epochs, u.epochs, floor) for c, f, u in pairs if f and u]
 
 
 # ---------------------------------------------------------------------------------------------

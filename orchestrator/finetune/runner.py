@@ -28,7 +28,7 @@ import tempfile
 import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -74,17 +74,6 @@ DEFINITIONS = (
 def run_timeout_s(epochs: int) -> float:
     """One run's time limit: far above the ~7 CPU s an epoch costs, for a loaded machine."""
     return 60.0 + 120.0 * epochs
-
-
-@dataclass
-class EvidenceOptions:
-    matrix: Matrix
-    cache: Cache
-    results_dir: Path  # results/: finetune.json and the rest go to results/evidence/
-    target: str = "llama.cpp"
-    cases: tuple[ft.Case, ...] = ()
-    rerun: bool = False
-    seed: int = tm.DEFAULT_SEED
 
 
 @dataclass
@@ -193,26 +182,19 @@ def model_file(cache: Cache, vocab_name: str, vocab: bytes, seed: int, log: Call
     """The tiny model for this vocab and seed, made once into the cache."""
     vocab_sha = hashlib.sha256(vocab).hexdigest()
     path = evidence_dir(cache) / "models" / f"tiny-llama-{seed}-{vocab_sha[:12]}.gguf"
-    meta = _made(path, gguf=_gguf_version())
+    meta = _made(path, gguf=version("gguf"))
     if meta is not None:
         return meta, path
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=cache.scratch_prefix("vocab"), dir=cache.scratch()) as scratch:
         (Path(scratch) / Path(vocab_name).name).write_bytes(vocab)
         made = tm.make(Path(scratch) / Path(vocab_name).name, path, seed)
-    meta = {k: v for k, v in asdict(made).items() if k != "path"} | {"vocab_file": vocab_name, "gguf": _gguf_version()}
+    meta = {k: v for k, v in asdict(made).items() if k != "path"} | {"vocab_file": vocab_name, "gguf": version("gguf")}
     log(f"made {path.name} ({made.n_params} parameters, {time.monotonic() - t0:.1f} s)")
     return _record(path, meta), path
 
 
-def _gguf_version() -> str:
-    try:
-        return version("gguf")
-    except PackageNotFoundError:
-        return "unknown"
-
-
-def gather_inputs(ctx: CellContext, opts: EvidenceOptions, log: Callable[[str], None]) -> Inputs:
+def gather_inputs(ctx: CellContext, log: Callable[[str], None], seed: int = tm.DEFAULT_SEED) -> Inputs:
     """Model, texts, program, flags and toolchain, read from the snapshot repository (not the
     worktree: a cached result needs no worktree and no lock). One line (exit 2) when the tree has
     no llama_opt_epoch (llama.cpp's training API) or lacks a file the evidence needs."""
@@ -237,9 +219,9 @@ def gather_inputs(ctx: CellContext, opts: EvidenceOptions, log: Callable[[str], 
         ctx.series, get_layout(ctx.series.layout), ctx.layout, lambda p: repo.read_blob(commit, p)
     )
     program = blob(ft.PROGRAM_SOURCE)
-    pretrain, pretrain_paths = data_files(opts.cache, [(f, blob(f)) for f in ft.PRETRAIN_FILES])
-    data, data_paths = data_files(opts.cache, [(f, blob(f)) for f in ft.DATA_FILES])
-    model, model_path = model_file(opts.cache, tm.DEFAULT_VOCAB, blob(tm.DEFAULT_VOCAB), opts.seed, log)
+    pretrain, pretrain_paths = data_files(ctx.cache, [(f, blob(f)) for f in ft.PRETRAIN_FILES])
+    data, data_paths = data_files(ctx.cache, [(f, blob(f)) for f in ft.DATA_FILES])
+    model, model_path = model_file(ctx.cache, tm.DEFAULT_VOCAB, blob(tm.DEFAULT_VOCAB), seed, log)
     flags = {
         "definitions": [list(d) for d in DEFINITIONS],
         "cmake": ctx.module.configure_flags(ctx.backend),
@@ -431,11 +413,11 @@ def run_case(
     )
 
 
-def pretrained_model(ctx: CellContext, cache: Cache, inputs: Inputs, binary: Path) -> tuple[dict, Path]:
+def pretrained_model(ctx: CellContext, inputs: Inputs, binary: Path) -> tuple[dict, Path]:
     """The random model pre-trained with the fixed build on the pre-training text, once per
     pre-training key, reused while its sha256 matches the one recorded beside it."""
     key = inputs.pretrain_key()
-    path = evidence_dir(cache) / "models" / f"pretrained-{key[:16]}.gguf"
+    path = evidence_dir(ctx.cache) / "models" / f"pretrained-{key[:16]}.gguf"
     meta = _made(path)
     if meta is not None:
         return meta, path
@@ -470,43 +452,52 @@ def plan_runs(cases: tuple[ft.Case, ...]) -> list[tuple[ft.Case, str, int, int]]
 # ---------------------------------------------------------------- the whole run
 
 
-def run_evidence(opts: EvidenceOptions, reporter: Reporter) -> EvidenceRun:
+def run_evidence(
+    matrix: Matrix,
+    cache: Cache,
+    results_dir: Path,
+    target_name: str,
+    cases: tuple[ft.Case, ...],
+    rerun: bool,
+    reporter: Reporter,
+) -> EvidenceRun:
+    """The evidence for `target_name` in results_dir/evidence/ and a section of results_dir/summary.md."""
     t_all = time.monotonic()
-    target = llama_target(opts.matrix, opts.target)
-    out_dir = outdir.claim(opts.results_dir / RESULTS_SUBDIR, "--results")  # never a folder of the user's files
-    series = load_series(opts.matrix)
-    backend = opts.matrix.backends.get("cpu") or Backend("cpu")
+    target = llama_target(matrix, target_name)
+    out_dir = outdir.claim(results_dir / RESULTS_SUBDIR, "--results")  # never a folder of the user's files
+    series = load_series(matrix)
+    backend = matrix.backends.get("cpu") or Backend("cpu")
     cell_id = f"{target.name}/cpu"
     reporter.start_cell(f"{cell_id} fine-tuning evidence")
     ctx = cell_context(
         target,
         backend,
-        opts.cache,
-        opts.matrix.native_tests_dir,
-        opts.cache.cell_dir(cell_id),
+        cache,
+        matrix.native_tests_dir,
+        cache.cell_dir(cell_id),
         out_dir / "logs",
         reporter=reporter,
         series=series,
-        repo=SnapshotRepo(opts.cache.snapshots_git),
+        repo=SnapshotRepo(cache.snapshots_git),
         rerun=True,  # apply never stops at the matrix's cached cell result: the tree is needed
         programs=False,
         build_subdir=BUILD_SUBDIR,
     )
-    cached_dir = evidence_dir(opts.cache) / "results"
-    with opts.cache.lock(f"evidence-{target.name}"):
+    cached_dir = evidence_dir(cache) / "results"
+    with cache.lock(f"evidence-{target.name}"):
         run_steps(ctx, ("fetch",))
         ctx.steps.step("inputs", "model, data, program, toolchain")
-        inputs = gather_inputs(ctx, opts, ctx.steps.done)
-        key = inputs.key(opts.cases)
-        cached = None if opts.rerun else _cached(cached_dir, key)
+        inputs = gather_inputs(ctx, ctx.steps.done)
+        key = inputs.key(cases)
+        cached = None if rerun else _cached(cached_dir, key)
         if cached is not None:
             ctx.steps.done(f"cached result, nothing changed (key {key[:12]}; --rerun to run it again)")
-            files, note = write_outputs(cached, cached_dir / key, out_dir, opts.results_dir, copy_logs=True)
+            files, note = write_outputs(cached, cached_dir / key, out_dir, results_dir, copy_logs=True)
             return EvidenceRun(cached, True, files, note, round(time.monotonic() - t_all, 3))
         ctx.steps.done(f"key {key[:12]}")
         shutil.rmtree(ctx.logs, ignore_errors=True)  # this run's logs only (the folder is the tool's own)
         timings: dict = {}
-        with opts.cache.lock(f"cell-{cell_id}"):  # the cell's worktree: never during a matrix run's control
+        with cache.lock(f"cell-{cell_id}"):  # the cell's worktree: never during a matrix run's control
             t0 = time.monotonic()
             apply(ctx)
             timings["apply_s"] = round(time.monotonic() - t0, 2)
@@ -522,13 +513,13 @@ def run_evidence(opts: EvidenceOptions, reporter: Reporter) -> EvidenceRun:
             else "not checked: nothing to check it by"
         )
         t0 = time.monotonic()
-        pre, pre_path = pretrained_model(ctx, opts.cache, inputs, binaries["with_fix"])
+        pre, pre_path = pretrained_model(ctx, inputs, binaries["with_fix"])
         timings["pretrain_s"] = round(time.monotonic() - t0, 2)
         t0, c0 = time.monotonic(), _children_cpu()
-        runs = [run_case(ctx, binaries[v], pre_path, inputs, c, v, t, r) for c, v, t, r in plan_runs(opts.cases)]
+        runs = [run_case(ctx, binaries[v], pre_path, inputs, c, v, t, r) for c, v, t, r in plan_runs(cases)]
         timings["runs_s"], timings["runs_cpu_s"] = round(time.monotonic() - t0, 2), round(_children_cpu() - c0, 2)
         timings["total_s"] = round(time.monotonic() - t_all, 2)
-        assert ctx.snap is not None
+        assert ctx.cell.source is not None
         model = {k: v for k, v in inputs.model.items() if k not in ("sha256", "gguf")}  # the random model's
         model |= {"sha256": pre["sha256"], "random_sha256": inputs.model["sha256"], "pretrained": True}
         model["pretrain"] = {k: pre[k] for k in ft.PretrainInfo.model_fields if k in pre}
@@ -537,20 +528,11 @@ def run_evidence(opts: EvidenceOptions, reporter: Reporter) -> EvidenceRun:
             base=inputs.base,
             model=model,
             data=inputs.data,
-            program={
-                "name": ft.PROGRAM,
-                "source": ft.PROGRAM_SOURCE,
-                "sha256": inputs.program_sha256,
-                "unmodified": True,
-            },
+            program=dict(name=ft.PROGRAM, source=ft.PROGRAM_SOURCE, sha256=inputs.program_sha256, unmodified=True),
             provenance=provenance,
             runs=runs,
             cache_key=key,
-            source={
-                "description": ctx.snap.description,
-                "upstream_commit": ctx.snap.provenance.get("upstream_commit"),
-                "kind": target.source.kind,
-            },
+            source=ctx.cell.source.model_dump(include={"description", "upstream_commit", "kind"}),
             series={
                 "sha256": inputs.series_sha256,
                 "rendered_sha256": inputs.rendered_sha256,
@@ -561,7 +543,7 @@ def run_evidence(opts: EvidenceOptions, reporter: Reporter) -> EvidenceRun:
             timings=timings,
         )
         store(cached_dir, key, results, ctx.logs)
-        files, note = write_outputs(results, cached_dir / key, out_dir, opts.results_dir, copy_logs=False)
+        files, note = write_outputs(results, cached_dir / key, out_dir, results_dir, copy_logs=False)
     return EvidenceRun(results, False, files, note, round(time.monotonic() - t_all, 3))
 
 
