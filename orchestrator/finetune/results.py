@@ -63,10 +63,6 @@ def pretrain_options() -> dict[str, Any]:
     return {"optimizer": p.optimizer, "lr": p.lr, "epochs": p.epochs, "n_ctx": N_CTX, "files": list(PRETRAIN_FILES)}
 
 
-def model_name(seed: Any) -> str:
-    return f"tiny-llama-{seed}.gguf"
-
-
 def build_commands() -> list[str]:
     """llama-finetune built from a llama.cpp tree as the evidence builds it (only that target)."""
     return [
@@ -88,17 +84,6 @@ def command(
 
 def pretrain_command(binary: str, model: str, data: Sequence[str], out: str) -> list[str]:
     return command(binary, model, data, PRETRAIN, THREADS, out)
-
-
-def display_command(run: "Run", data: Sequence[str]) -> str:
-    """A run's command as someone reproduces it (paths relative; the same for both variants: the
-    llama.cpp tree decides which)."""
-    case = Case(run.optimizer, run.lr, run.opt_period, len(run.epochs))
-    return " ".join(command(BINARY, PRETRAINED, [f"{TREE}/{f}" for f in data], case, run.threads, "finetuned.gguf"))
-
-
-def display_pretrain_command(seed: Any, data: Sequence[str]) -> str:
-    return " ".join(pretrain_command(BINARY, model_name(seed), [f"{TREE}/{f}" for f in data], PRETRAINED))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -754,24 +739,15 @@ def pr_lines(results: Optional[FinetuneResults], level: str, cell: Any = str) ->
     and the commands that reproduce it. `cell` makes one table cell's text safe."""
     if results is None or not results.runs:
         return []
-    out = [
-        f"{level} Fine-tuning with upstream's llama-finetune: held-out eval loss per epoch with and without the fix",
-        "",
-        "| | |",
-        "|---|---|",
-    ]
-    out += [f"| {cell(k)} | {cell(v)} |" for k, v in provenance_rows(results)]
+    title = f"{level} Fine-tuning with upstream's llama-finetune: held-out eval loss per epoch with and without the fix"
+    out = [title, "", "| | |", "|---|---|", *(f"| {cell(k)} | {cell(v)} |" for k, v in provenance_rows(results))]
     out += ["", *table_markdown(results).rstrip("\n").split("\n")]
-    pre = results.model.get("pretrain") or {}
-    commands = [display_command(r, results.data.get("files") or []) for r in results.runs if r.primary]
+    # each command as someone reproduces it: paths relative, the same for both variants (the tree decides)
+    data, pre = [f"{TREE}/{f}" for f in results.data.get("files") or []], results.model.get("pretrain") or {}
+    cases = [(Case(r.optimizer, r.lr, r.opt_period, len(r.epochs)), r.threads) for r in results.runs if r.primary]
+    commands = [" ".join(command(BINARY, PRETRAINED, data, c, t, "finetuned.gguf")) for c, t in cases]
     seed, vocab = results.model.get("seed"), results.model.get("vocab_file") or ""
-    out += [
-        "",
-        "```sh",
-        *build_commands(),
-        f"python -m orchestrator.finetune.tiny_model {TREE}/{vocab} {model_name(seed)} --seed {seed}",
-        display_pretrain_command(seed, pre.get("files") or []),
-        *list(dict.fromkeys(commands)),
-        "```",
-    ]
-    return out
+    random = f"tiny-llama-{seed}.gguf"
+    pretrain = pretrain_command(BINARY, random, [f"{TREE}/{f}" for f in pre.get("files") or []], PRETRAINED)
+    tiny = f"python -m orchestrator.finetune.tiny_model {TREE}/{vocab} {random} --seed {seed}"
+    return out + ["", "```sh", *build_commands(), tiny, " ".join(pretrain), *dict.fromkeys(commands), "```"]

@@ -162,19 +162,17 @@ def data_files(cache: Cache, files: list[tuple[str, bytes]]) -> tuple[dict, tupl
 
 
 def _made(path: Path, **expected: object) -> Optional[dict]:
-    """The metadata recorded beside a file the evidence made (`<file>.json`), while it still
-    describes it: the sha256 matches (a changed or damaged file is made again), and `expected`."""
-    try:
-        meta = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
-        if meta.get("sha256") == sha256_of(path) and all(meta.get(k) == v for k, v in expected.items()):
-            return meta
-    except (OSError, ValueError, AttributeError):
-        pass
-    return None
+    """The metadata recorded beside a file the evidence made (`<file>.json`, as the result cache keeps
+    an entry), while it still describes it: the sha256 matches (a changed or damaged file is made
+    again), and `expected`."""
+    meta = resultcache.load(path.parent, path.stem)
+    if not isinstance(meta, dict) or any(meta.get(k) != v for k, v in expected.items()) or not path.is_file():
+        return None
+    return meta if meta.get("sha256") == sha256_of(path) else None
 
 
 def _record(path: Path, meta: dict) -> dict:
-    _write_atomic(path.with_suffix(".json"), (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
+    resultcache.store(path.parent, path.stem, meta)
     return meta
 
 
