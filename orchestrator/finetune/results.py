@@ -508,15 +508,13 @@ def cache_key(
 # table and plot
 
 
-def _fmt(x: Optional[float]) -> str:
-    if x is None:
-        return "—"
-    return f"{x:.5f}" if math.isfinite(x) else str(x)  # llama-finetune prints 5 decimals
+def _cells(e: Optional[Epoch]) -> str:
+    """An epoch's train and eval loss as two table cells, as llama-finetune prints them (5 decimals)."""
+    return " | ".join(f"{x:.5f}" if math.isfinite(x) else str(x) for x in (e.train_loss, e.eval_loss)) if e else "— | —"
 
 
 def table_markdown(results: FinetuneResults) -> str:
     """A verdict table, then per case: epoch | train/eval loss with the fix | train/eval without."""
-    vs = verdicts(results)
     noise = noise_floor(results)
     lines = [
         f"Noise floor {noise.floor:.5g} (largest same-build difference measured: "
@@ -529,14 +527,13 @@ def table_markdown(results: FinetuneResults) -> str:
         "max abs. diff | epochs better / worse without (eval, beyond the floor) | non-finite loss without |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for v in vs:
+    for v in verdicts(results):
         lines.append(
             f"| {v.optimizer} | {v.lr:g} | {v.opt_period} | {v.epochs} | **{v.label}** | {v.end_diff:+.5f} | "
             f"{v.end_diff_rel:+.3%} | {v.max_abs_diff:.5f} | {v.better_epochs} / {v.worse_epochs} | "
             f"{'yes' if v.diverged else 'no'} |"
         )
-    others = [r for r in results.runs if not r.primary]
-    if others:
+    if any(not r.primary for r in results.runs):
         lines += ["", "Noise-floor runs (same build and case, another thread count or run):", ""]
         lines += [f"- {p}" for p in noise.pairs] or ["- none finished"]
     for opt, period, lr in results.cases():
@@ -554,12 +551,7 @@ def table_markdown(results: FinetuneResults) -> str:
             "| epoch | train loss, with the fix | eval loss, with the fix | train loss, without | eval loss, without |",
             "|---|---|---|---|---|",
         ]
-        for n in sorted(rows):
-            a, b = rows[n]
-            lines.append(
-                f"| {n} | {_fmt(a.train_loss if a else None)} | {_fmt(a.eval_loss if a else None)} | "
-                f"{_fmt(b.train_loss if b else None)} | {_fmt(b.eval_loss if b else None)} |"
-            )
+        lines += [f"| {n} | {_cells(a)} | {_cells(b)} |" for n, (a, b) in sorted(rows.items())]
     return "\n".join(lines) + "\n"
 
 
@@ -636,66 +628,55 @@ def plot(results: FinetuneResults, path: Path) -> Path:
 SECTION_TITLE = "Fine-tuning evidence: upstream's llama-finetune with and without the fix"
 
 
-def provenance_rows(results: FinetuneResults) -> list[tuple[str, str]]:
-    """(what, value) rows: where the numbers come from (data only)."""
+def provenance_rows(results: FinetuneResults) -> dict[str, str]:
+    """what -> value: where the numbers come from (data only)."""
     m, d, pre = results.model, results.data, results.model.get("pretrain") or {}
     dims = m.get("dims") or {}
     model = ", ".join(f"{k} {dims[k]}" for k in ("n_layer", "n_embd", "n_head", "n_ff", "n_ctx") if k in dims)
     runs = [r for r in results.runs if r.cpu_seconds is not None]
+    cpu = sum(r.cpu_seconds or 0 for r in runs)
     curve = pre.get("eval_loss") or []
     learned = (
         f", eval loss {curve[0]:.4f} after epoch 1, {curve[-1]:.4f} after epoch {len(curve)}"
         if curve and all(isinstance(x, (int, float)) for x in curve)
         else ""
     )
-    prov: Any = results.provenance or {}
+    prov = {v: results.provenance.get(v) or {} for v in VARIANTS if v in results.provenance}
     checks = "; ".join(
-        f"{v.replace('_', ' ')}: {'holds' if (prov.get(v) or {}).get('holds_fix') else 'lacks'} the fix "
-        f"(binary sha256 `{str((prov.get(v) or {}).get('sha256', '—'))[:16]}`)"
-        + (f", checked by the {' and the '.join(how)}" if (how := (prov.get(v) or {}).get("how")) else "")
-        for v in VARIANTS
-        if v in prov
+        f"{v.replace('_', ' ')}: {'holds' if p.get('holds_fix') else 'lacks'} the fix "
+        f"(binary sha256 `{str(p.get('sha256', '—'))[:16]}`)"
+        + (f", checked by the {' and the '.join(p['how'])}" if p.get("how") else "")
+        for v, p in prov.items()
     )
     warnings = sorted({w for r in results.runs for w in r.warnings})
-    return [
-        ("target", f"{results.target}: {results.source.get('description', '')}".rstrip(": ")),
-        ("base commit", f"`{results.base}`"),
-        ("upstream commit", f"`{results.source['upstream_commit']}`" if results.source.get("upstream_commit") else "—"),
-        ("series sha256", f"`{results.series['sha256']}`" if results.series.get("sha256") else "—"),
-        (
-            "program",
-            f"upstream's `{PROGRAM}` ({results.program.get('source', PROGRAM_SOURCE)} of the tree, unmodified, sha256 "
-            f"`{str(results.program.get('sha256', '—'))[:16]}`), CPU, {THREADS} threads, -c = -b = {N_CTX}, "
-            f"-ub = {N_CTX} / opt_period, val-split {VAL_SPLIT:g}, wd 0",
-        ),
-        ("fix in each binary", checks or "not checked"),
-        (
-            "model",
-            f"tiny llama PRE-TRAINED here, sha256 `{m.get('sha256', '—')}`: random F32 weights (seed "
-            f"{m.get('seed', '—')}, {model}, n_vocab {m.get('n_vocab', '—')}, {m.get('n_params', '—')} parameters, "
-            f"sha256 `{m.get('random_sha256', '—')}`) trained with the fixed build on "
-            f"{' + '.join(pre.get('files') or [])} ({pre.get('optimizer', '—')} lr {pre.get('lr', '—')}, "
-            f"{pre.get('epochs', '—')} epochs{learned}). Upstream keeps token embeddings frozen (tok_embd is "
-            "never a parameter), so most of what trains is the output matrix.",
-        ),
-        (
-            "fine-tuning data",
-            f"{' + '.join(d.get('files') or [])} of the tree (not the pre-training text), sha256 "
-            f"`{d.get('sha256', '—')}`; eval = llama-finetune's own validation split (its last "
-            f"{VAL_SPLIT:.0%} of datapoints, held out of training)",
-        ),
-        ("warnings printed", "; ".join(warnings) if warnings else "none"),
-        (
-            "CPU seconds per epoch",
-            f"{sum(r.cpu_seconds or 0 for r in runs) / max(1, sum(len(r.epochs) for r in runs)):.1f}" if runs else "—",
-        ),
-    ]
+    upstream, series = results.source.get("upstream_commit"), results.series.get("sha256")
+    return {
+        "target": f"{results.target}: {results.source.get('description', '')}".rstrip(": "),
+        "base commit": f"`{results.base}`",
+        "upstream commit": f"`{upstream}`" if upstream else "—",
+        "series sha256": f"`{series}`" if series else "—",
+        "program": f"upstream's `{PROGRAM}` ({results.program.get('source', PROGRAM_SOURCE)} of the tree, "
+        f"unmodified, sha256 `{str(results.program.get('sha256', '—'))[:16]}`), CPU, {THREADS} threads, "
+        f"-c = -b = {N_CTX}, -ub = {N_CTX} / opt_period, val-split {VAL_SPLIT:g}, wd 0",
+        "fix in each binary": checks or "not checked",
+        "model": f"tiny llama PRE-TRAINED here, sha256 `{m.get('sha256', '—')}`: random F32 weights (seed "
+        f"{m.get('seed', '—')}, {model}, n_vocab {m.get('n_vocab', '—')}, {m.get('n_params', '—')} parameters, "
+        f"sha256 `{m.get('random_sha256', '—')}`) trained with the fixed build on "
+        f"{' + '.join(pre.get('files') or [])} ({pre.get('optimizer', '—')} lr {pre.get('lr', '—')}, "
+        f"{pre.get('epochs', '—')} epochs{learned}). Upstream keeps token embeddings frozen (tok_embd is "
+        "never a parameter), so most of what trains is the output matrix.",
+        "fine-tuning data": f"{' + '.join(d.get('files') or [])} of the tree (not the pre-training text), sha256 "
+        f"`{d.get('sha256', '—')}`; eval = llama-finetune's own validation split (its last "
+        f"{VAL_SPLIT:.0%} of datapoints, held out of training)",
+        "warnings printed": "; ".join(warnings) if warnings else "none",
+        "CPU seconds per epoch": f"{cpu / max(1, sum(len(r.epochs) for r in runs)):.1f}" if runs else "—",
+    }
 
 
 def summary_section(results: FinetuneResults, plot_note: str) -> str:
     """The section of summary.md: provenance, then the verdicts and the loss tables."""
     lines = [f"## {SECTION_TITLE}", "", plot_note, "", "| | |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in provenance_rows(results)]
+    lines += [f"| {k} | {v} |" for k, v in provenance_rows(results).items()]
     return "\n".join(lines) + "\n\n" + table_markdown(results)
 
 
@@ -740,7 +721,13 @@ def pr_lines(results: Optional[FinetuneResults], level: str, cell: Any = str) ->
     if results is None or not results.runs:
         return []
     title = f"{level} Fine-tuning with upstream's llama-finetune: held-out eval loss per epoch with and without the fix"
-    out = [title, "", "| | |", "|---|---|", *(f"| {cell(k)} | {cell(v)} |" for k, v in provenance_rows(results))]
+    out = [
+        title,
+        "",
+        "| | |",
+        "|---|---|",
+        *(f"| {cell(k)} | {cell(v)} |" for k, v in provenance_rows(results).items()),
+    ]
     out += ["", *table_markdown(results).rstrip("\n").split("\n")]
     # each command as someone reproduces it: paths relative, the same for both variants (the tree decides)
     data, pre = [f"{TREE}/{f}" for f in results.data.get("files") or []], results.model.get("pretrain") or {}
