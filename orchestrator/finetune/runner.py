@@ -317,9 +317,7 @@ def check_provenance(
     built_from = built_from or {}
     out: dict[str, dict] = {}
     for variant, path in binaries.items():
-        data = path.read_bytes()
-        want = variant == "with_fix"
-        name = variant.replace("_", " ")
+        data, want, name = path.read_bytes(), variant == "with_fix", variant.replace("_", " ")
         holds = ft.holds_fix(data, markers)
         if markers and holds is not want:
             raise BuildFailed(
@@ -333,17 +331,10 @@ def check_provenance(
                 f"{path}: the {name} binary was built from {', '.join(wrong)} as neither the "
                 f"{'patched commit' if want else 'base'} has it: the builds are not what they claim; not run"
             )
-        checks = (["fix's strings in the binary"] if markers else []) + (
-            ["fix's files at build time"] if src.get("blobs") else []
-        )
-        out[variant] = {
-            "sha256": hashlib.sha256(data).hexdigest(),
-            "holds_fix": want if checks else holds,
-            "checked": bool(checks),
-            "how": checks,
-            "markers": list(markers),
-            **({"sources": src} if src else {}),
-        }
+        checks = ["fix's strings in the binary"] if markers else []
+        checks += ["fix's files at build time"] if src.get("blobs") else []
+        out[variant] = dict(sha256=hashlib.sha256(data).hexdigest(), holds_fix=want if checks else holds, how=checks)
+        out[variant] |= {"checked": bool(checks), "markers": list(markers), **({"sources": src} if src else {})}
     if len(out) == 2 and out["with_fix"]["checked"]:
         objs = [tuple(sorted((out[v].get("sources") or {}).get("objects", {}).items())) for v in ft.VARIANTS]
         if out["with_fix"]["sha256"] == out["without_fix"]["sha256"] or (objs[0] and objs[0] == objs[1]):
@@ -392,23 +383,9 @@ def run_case(
         + (f": eval loss {last.eval_loss:.5f} after epoch {last.epoch}" if last else "")
         + ("" if outcome == "ok" else f" (exit {run.exit_code}; log {run.log})")
     )
-    return ft.Run(
-        variant=variant,
-        optimizer=case.optimizer,
-        opt_period=case.opt_period,
-        n_batch=case.n_batch,
-        n_ubatch=case.n_ubatch,
-        lr=case.lr,
-        command=argv,
-        epochs=list(out.epochs),
-        exit_code=run.exit_code,
-        seconds=round(run.duration_s, 2),
-        outcome=outcome,
-        cpu_seconds=round(cpu, 2),
-        threads=threads,
-        repeat=repeat,
-        warnings=list(out.warnings),
-    )
+    ran = dict(variant=variant, opt_period=case.opt_period, command=argv, exit_code=run.exit_code, outcome=outcome)
+    ran |= dict(seconds=round(run.duration_s, 2), cpu_seconds=round(cpu, 2), threads=threads, repeat=repeat)
+    return ft.Run(**{**case.key(), **ran, "epochs": list(out.epochs), "warnings": list(out.warnings)})
 
 
 def pretrained_model(ctx: CellContext, inputs: Inputs, binary: Path) -> tuple[dict, Path]:
