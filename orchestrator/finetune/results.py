@@ -300,10 +300,9 @@ class FinetuneResults(Record):
             raise ValueError(
                 f"finetune results: schema_version {d.get('schema_version')!r}, expected {FINETUNE_SCHEMA_VERSION}"
             )
-        for k in COMPUTED:
-            d.pop(k, None)
         try:
-            found = cls.model_validate_json(json.dumps(d, allow_nan=True), strict=True)
+            plain = json.dumps({k: v for k, v in d.items() if k not in COMPUTED}, allow_nan=True)
+            found = cls.model_validate_json(plain, strict=True)
         except ValidationError as e:
             raise ValueError(error_line(e)) from None
         found.check_runs()
@@ -389,10 +388,8 @@ def noise_floor(results: FinetuneResults) -> Noise:
             continue
         d = _max_abs_diff(p.epochs, r.epochs)
         measured = d if measured is None else max(measured, d)
-        what = f"t{r.threads}" + (f" repeat {r.repeat}" if r.repeat else "")
-        pairs.append(
-            f"{r.variant} {r.optimizer} lr {r.lr:g} opt_period {r.opt_period}: t{p.threads} vs {what}: {d:.5g}"
-        )
+        case = f"{r.variant} {r.optimizer} lr {r.lr:g} opt_period {r.opt_period}"
+        pairs.append(f"{case}: t{p.threads} vs t{r.threads}{f' repeat {r.repeat}' if r.repeat else ''}: {d:.5g}")
     floor = max(PRINT_RESOLUTION, measured or 0.0)
     return Noise(floor, measured, tuple(pairs))
 

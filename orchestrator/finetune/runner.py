@@ -50,10 +50,10 @@ from ..verdicts.training import can_plot
 from . import results as ft
 from . import section as evidence_section
 from . import tiny_model as tm
+from .bundle import PLOT
 
 BUILD_SUBDIR = "build-finetune"
 RESULTS_SUBDIR = "evidence"
-PLOT = "finetune-loss.png"
 NO_PLOT = "no plot: matplotlib is not installed (pip install 'ggml-patch[plot]'); the tables are all there is"
 # the tree's own CMake project, static, examples on (llama-common comes with them); only the
 # llama-finetune target is built, so the other examples, tests, tools and server never compile
@@ -69,11 +69,6 @@ DEFINITIONS = (
     ("LLAMA_OPENSSL", "OFF"),
     ("LLAMA_CURL", "OFF"),
 )
-
-
-def run_timeout_s(epochs: int) -> float:
-    """One run's time limit: far above the ~7 CPU s an epoch costs, for a loaded machine."""
-    return 60.0 + 120.0 * epochs
 
 
 @dataclass
@@ -359,8 +354,8 @@ def _run(ctx: CellContext, argv: list[str], epochs: int, log: str) -> tuple[Test
     def on_line(line: str) -> None:
         ctx.steps.cancel.check()
 
-    c0 = _children_cpu()
-    run = run_program(ft.PROGRAM, argv, run_timeout_s(epochs), ctx.env, ctx.logs / log, on_line)
+    c0, timeout_s = _children_cpu(), 60.0 + 120.0 * epochs  # far above the ~7 CPU s an epoch costs: a loaded machine
+    run = run_program(ft.PROGRAM, argv, timeout_s, ctx.env, ctx.logs / log, on_line)
     out = ft.parse_output(run.output)
     return run, out, _children_cpu() - c0, ft.run_outcome(run.exit_code, run.timed_out, out.complete(epochs))
 

@@ -102,17 +102,12 @@ def read_vocab(path: Path) -> Vocab:
         if not key.startswith("tokenizer."):
             continue
         vtype = gguf.GGUFValueType(f.types[0])
-        if vtype == gguf.GGUFValueType.ARRAY:
-            sub = gguf.GGUFValueType(f.types[-1])
-            if sub == gguf.GGUFValueType.STRING:
-                value = tuple(bytes(f.parts[i]) for i in f.data)  # bytes: copied exactly, no decode
-            else:
-                value = tuple(f.contents())
-            entries.append(KV(key, value, vtype, sub))
-        elif vtype == gguf.GGUFValueType.STRING:
-            entries.append(KV(key, bytes(f.parts[f.data[0]]), vtype))
+        sub = gguf.GGUFValueType(f.types[-1]) if vtype == gguf.GGUFValueType.ARRAY else None
+        if gguf.GGUFValueType.STRING in (vtype, sub):  # strings as bytes: copied exactly, no decode
+            value = tuple(bytes(f.parts[i]) for i in f.data) if sub is not None else bytes(f.parts[f.data[0]])
         else:
-            entries.append(KV(key, f.contents(), vtype))
+            value = tuple(f.contents()) if sub is not None else f.contents()
+        entries.append(KV(key, value, vtype, sub))
     tokens = [e for e in entries if e.key == "tokenizer.ggml.tokens"]
     if not tokens:
         raise ValueError(f"{path}: no tokenizer.ggml.tokens: not a vocab GGUF")
