@@ -215,13 +215,9 @@ def gather_inputs(ctx: CellContext, log: Callable[[str], None], seed: int = tm.D
     pretrain, pretrain_paths = data_files(ctx.cache, [(f, blob(f)) for f in ft.PRETRAIN_FILES])
     data, data_paths = data_files(ctx.cache, [(f, blob(f)) for f in ft.DATA_FILES])
     model, model_path = model_file(ctx.cache, tm.DEFAULT_VOCAB, blob(tm.DEFAULT_VOCAB), seed, log)
-    flags = {
-        "definitions": [list(d) for d in DEFINITIONS],
-        "cmake": ctx.module.configure_flags(ctx.backend),
-        "env": ctx.module.test_env(ctx.backend),
-        "program": ft.program_options(),
-        "ccache": bool(shutil.which("ccache")),
-    }
+    flags = {"definitions": [list(d) for d in DEFINITIONS], "cmake": ctx.module.configure_flags(ctx.backend)}
+    flags |= {"env": ctx.module.test_env(ctx.backend), "program": ft.program_options()}
+    flags["ccache"] = bool(shutil.which("ccache"))
     fix_paths = set(rendered.fix_paths())
     fix_diff = "\n".join(f.text for p in rendered.patches for f in p.files if f.path in fix_paths)
     return Inputs(
@@ -477,11 +473,8 @@ def run_evidence(
         said = ", ".join(
             f"{v.replace('_', ' ')} {'holds' if p['holds_fix'] else 'lacks'} it" for v, p in provenance.items()
         )
-        ctx.steps.done(
-            f"checked: {said} (by the {' and the '.join(provenance['with_fix']['how'])})"
-            if provenance["with_fix"]["checked"]
-            else "not checked: nothing to check it by"
-        )
+        said = f"checked: {said} (by the {' and the '.join(provenance['with_fix']['how'])})"
+        ctx.steps.done(said if provenance["with_fix"]["checked"] else "not checked: nothing to check it by")
         t0 = time.monotonic()
         pre, pre_path = pretrained_model(ctx, inputs, binaries["with_fix"])
         timings["pretrain_s"] = round(time.monotonic() - t0, 2)
