@@ -100,11 +100,9 @@ class Inputs:
 
     def pretrain_key(self) -> str:
         """The pre-trained model's cache key: the random model, the text, how, and the fixed build."""
-        parts: dict[str, Any] = dict(
-            v=ft.FINETUNE_KEY_VERSION, random=self.model["sha256"], data=self.pretrain_data["sha256"]
-        )
-        parts |= dict(how=ft.pretrain_options(), base=self.base, series=self.rendered_sha256, toolchain=self.toolchain)
-        parts |= dict(program=self.program_sha256, flags=self.flags.get("cmake"))
+        parts: dict[str, Any] = dict(v=ft.FINETUNE_KEY_VERSION, random=self.model["sha256"], how=ft.pretrain_options())
+        parts |= dict(data=self.pretrain_data["sha256"], base=self.base, series=self.rendered_sha256)
+        parts |= dict(program=self.program_sha256, flags=self.flags.get("cmake"), toolchain=self.toolchain)
         return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
     def key(self, cases: tuple[ft.Case, ...]) -> str:

@@ -137,26 +137,18 @@ def model_kv(dims: Dims, vocab: Vocab, seed: int) -> tuple[KV, ...]:
     return tuple(head) + vocab.entries
 
 
-def tensor_shapes(dims: Dims, n_vocab: int) -> list[tuple[str, tuple[int, ...]]]:
-    """(GGUF tensor name, numpy shape) in write order. numpy shapes are ggml's ne reversed."""
+Shape = tuple[int, ...]  # numpy's: ggml's ne reversed
+
+
+def tensor_shapes(dims: Dims, n_vocab: int) -> list[tuple[str, Shape]]:
+    """(GGUF tensor name, numpy shape) in write order."""
     e, ff = dims.n_embd, dims.n_ff
     e_kv = dims.n_head_kv * (e // dims.n_head)
-    out: list[tuple[str, tuple[int, ...]]] = [("token_embd.weight", (n_vocab, e))]
-    for i in range(dims.n_layer):
-        b = f"blk.{i}"
-        out += [
-            (f"{b}.attn_norm.weight", (e,)),
-            (f"{b}.attn_q.weight", (e, e)),
-            (f"{b}.attn_k.weight", (e_kv, e)),
-            (f"{b}.attn_v.weight", (e_kv, e)),
-            (f"{b}.attn_output.weight", (e, e)),
-            (f"{b}.ffn_norm.weight", (e,)),
-            (f"{b}.ffn_gate.weight", (ff, e)),
-            (f"{b}.ffn_down.weight", (e, ff)),
-            (f"{b}.ffn_up.weight", (ff, e)),
-        ]
-    out += [("output_norm.weight", (e,)), ("output.weight", (n_vocab, e))]
-    return out
+    layer: dict[str, Shape] = {"attn_norm": (e,), "attn_q": (e, e), "attn_k": (e_kv, e), "attn_v": (e_kv, e)}
+    layer |= {"attn_output": (e, e), "ffn_norm": (e,), "ffn_gate": (ff, e), "ffn_down": (e, ff), "ffn_up": (ff, e)}
+    out: list[tuple[str, Shape]] = [("token_embd.weight", (n_vocab, e))]
+    out += [(f"blk.{i}.{name}.weight", shape) for i in range(dims.n_layer) for name, shape in layer.items()]
+    return out + [("output_norm.weight", (e,)), ("output.weight", (n_vocab, e))]
 
 
 def model_tensors(dims: Dims, n_vocab: int, seed: int) -> tuple[tuple[str, np.ndarray], ...]:
@@ -166,11 +158,8 @@ def model_tensors(dims: Dims, n_vocab: int, seed: int) -> tuple[tuple[str, np.nd
     rng = np.random.RandomState(seed)  # legacy generator: its stream is frozen across numpy versions
     out = []
     for name, shape in tensor_shapes(dims, n_vocab):
-        if len(shape) == 1:
-            t = np.ones(shape, dtype=np.float32)
-        else:
-            t = (rng.standard_normal(shape) * dims.init_std).astype(np.float32)
-        out.append((name, t))
+        t = np.ones(shape) if len(shape) == 1 else rng.standard_normal(shape) * dims.init_std
+        out.append((name, t.astype(np.float32)))
     return tuple(out)
 
 
