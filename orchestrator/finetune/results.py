@@ -1,11 +1,8 @@
-"""Fine-tuning evidence on llama.cpp's own training path: upstream's unmodified `llama-finetune`
-(examples/training/finetune.cpp of the target's tree), built with the fix and with it reverted.
-
-A tiny llama model (tiny_model.py, random weights) is pre-trained once with the fixed build on one
-text of the tree (PRETRAIN_FILES), then each case fine-tunes that checkpoint on another text
-(DATA_FILES) in both variants; llama-finetune's own validation split is the held-out eval set.
-Here: the command lines, the results model (finetune.json, validated as untrusted input), the noise
-floor, the verdict rule, the cache key, the tables and the plot. Pure but for the plot's file.
+"""The fine-tuning evidence's pure parts: upstream's unmodified `llama-finetune` (examples/training/
+finetune.cpp) built with the fix and with it reverted fine-tunes a tiny llama model (tiny_model.py),
+pre-trained once with the fixed build on one text of the tree (PRETRAIN_FILES), on another
+(DATA_FILES); llama-finetune's own validation split is the held-out eval set. Here: command lines,
+the results model (finetune.json, untrusted input), noise floor, verdicts, cache key, tables, plot.
 """
 
 from __future__ import annotations
@@ -595,9 +592,8 @@ def figure(results: FinetuneResults):
     axes[0][0].legend(fontsize=6)
     upstream = results.source.get("upstream_commit")
     where = results.target + (f", upstream {upstream[:12]}" if isinstance(upstream, str) else "")
-    fig.suptitle(
-        f"upstream llama-finetune, pre-trained tiny llama model, with and without the fix\n{where}", fontsize=9
-    )
+    title = "upstream llama-finetune, pre-trained tiny llama model, with and without the fix"
+    fig.suptitle(f"{title}\n{where}", fontsize=9)
     fig.tight_layout()
     return fig
 

@@ -1,20 +1,14 @@
-"""The fine-tuning evidence (`ggml-patch evidence`): upstream's own llama-finetune
-(examples/training/finetune.cpp, unmodified) built from the target's tree with the fix and with the
-fix reverted, fine-tuning a pre-trained tiny llama model.
+"""The fine-tuning evidence's run (`ggml-patch evidence`) on the cell pipeline (run/cell.py):
 
     fetch -> inputs + key -> (cached: copy, done) -> apply -> configure -> build with the fix
           -> (fix reverted: build without it; restored) -> each binary checked to hold (or lack) the
           fix -> pre-train once (fixed build, cached) -> every case in both variants, noise runs -> store
 
-The cell pipeline's own steps do it (run/cell.py): `fetch`, `apply` and `build_variant` in the CPU
-cell's worktree, and the control's `fix_reverted`, which reverts only the fix's hunks and puts them
-back. The evidence configures the tree's own CMake project (target llama-finetune only) in a build
-tree of its own beside the cell's (`cells/<target>-cpu/build-finetune`; ccache shared), under the
-cell's lock, so it never interleaves with a matrix run's control. Each variant's binary is copied
-out (linked statically), so the long runs happen after the lock is released. The models are made
-once into the cache and checked by sha256; the texts are the tree's own files. The result is kept
-in the pipeline's result cache (run/resultcache.py) under a content hash of everything that decides
-it (results.cache_key): a re-run with nothing changed copies it.
+In the CPU cell's worktree, under its lock (never interleaved with a matrix run's control), in a
+build tree of its own (`cells/<target>-cpu/build-finetune`, target llama-finetune only; ccache
+shared). Each variant's binary is copied out (linked statically): the long runs happen after the
+lock is released. Models and texts are cached by sha256, the result in the result cache
+(run/resultcache.py) under a hash of everything that decides it: a re-run with nothing changed copies it.
 """
 
 from __future__ import annotations
