@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from .policy import Evidence, Template, _disclosure_prefix, strip_comments
+from .policy import Evidence, Template, _disclosure_prefix, sections, strip_comments
 
 COVER_FILE = "cover.md"
 _PLACEHOLDER = re.compile(r"^\s*(?:[-*]\s+)?(TODO|TBD|FIXME|XXX)\b", re.I)
@@ -25,12 +25,8 @@ class CoverSection:
     @property
     def text(self) -> str:
         """The section as the contributor wrote it, blank lines around it dropped."""
-        lines = list(self.lines)
-        while lines and not lines[0].strip():
-            lines.pop(0)
-        while lines and not lines[-1].strip():
-            lines.pop()
-        return "\n".join(lines)
+        kept = [i for i, ln in enumerate(self.lines) if ln.strip()]
+        return "\n".join(self.lines[kept[0] : kept[-1] + 1]) if kept else ""
 
     @property
     def written(self) -> bool:
@@ -61,16 +57,8 @@ def visible(text: str) -> str:
 
 
 def parse_cover(path: str, text: Optional[str]) -> Cover:
-    sections: list[tuple[str, int, list[str]]] = []
-    fenced = False
-    for n, line in enumerate((text or "").splitlines(), 1):
-        if line.lstrip().startswith(("```", "~~~")):
-            fenced = not fenced
-        if not fenced and line.startswith("## "):
-            sections.append((line[3:].strip(), n, []))
-        elif sections:
-            sections[-1][2].append(line)
-    return Cover(path, text, tuple(CoverSection(h, n, tuple(ls)) for h, n, ls in sections))
+    found = sections(text or "")[1]
+    return Cover(path, text, tuple(CoverSection(h, n, tuple(lines)) for h, n, lines in found))
 
 
 # ---------------------------------------------------------------- what the contributor still owes
@@ -121,9 +109,9 @@ def problems(cover: Cover, template: Optional[Template]) -> list[str]:
             found.append(f"{cover.path}: no section '## {s.heading}' ({template.file if template else ''}:{s.line})")
         elif not visible(mine.text).strip():
             found.append(f"{cover.path}:{mine.line}: '## {s.heading}' not written (placeholders only)")
-    for written in cover.sections:
-        for n in written.placeholders():
-            found.append(f"{cover.path}:{n}: placeholder left in '## {written.heading}'")
+    found += [
+        f"{cover.path}:{n}: placeholder left in '## {w.heading}'" for w in cover.sections for n in w.placeholders()
+    ]
     d = disclosure(cover, template)
     line = template.disclosure if template else None
     if line and d.status == "unanswered":

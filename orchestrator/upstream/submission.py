@@ -60,7 +60,7 @@ def manual_steps(
 ) -> list[str]:
     """What the contributor runs, in order: the branch made from the bundle, pushed to their fork,
     and the compare page where they open the pull request themselves."""
-    steps = [shlex.join(argv) for argv in workrepo.by_hand(workdir, remote, onto, patches, branch, fetch)]
+    steps = workrepo.by_hand(workdir, remote, onto, patches, branch, fetch)
     forbidden = policy.rules.get("automated_submission_forbidden")
     why = (forbidden.cited() if forbidden else "") or policy.submit.cited()
     out = [
@@ -69,9 +69,7 @@ def manual_steps(
         + "): nothing was pushed or sent.",
         "Run these yourself:",
         "",
-    ]
-    out += [f"  {s}" for s in steps]
-    out += [
+        *(f"  {shlex.join(argv)}" for argv in steps),
         "",
         "then open the pull request in your browser:",
         "",

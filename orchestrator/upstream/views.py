@@ -135,14 +135,12 @@ def training_cell(results: Results, target: str) -> Optional[Cell]:
     return cells[0] if cells else None
 
 
+# the order and names the PR body gives the tools it knows; any other follows under its own key
+_TOOL_NAMES = dict(
+    cmake="CMake", ninja="Ninja", c_compiler="C compiler", cxx_compiler="C++ compiler", git="git", ccache="ccache"
+)
+
+
 def toolchain_lines(toolchain: dict) -> list[tuple[str, str]]:
-    names = {
-        "cmake": "CMake",
-        "ninja": "Ninja",
-        "c_compiler": "C compiler",
-        "cxx_compiler": "C++ compiler",
-        "git": "git",
-        "ccache": "ccache",
-    }
-    known = [(label, toolchain[key]) for key, label in names.items() if toolchain.get(key)]
-    return known + [(key, value) for key, value in toolchain.items() if key not in names and value]
+    known = [(label, toolchain[key]) for key, label in _TOOL_NAMES.items() if toolchain.get(key)]
+    return known + [(key, value) for key, value in toolchain.items() if key not in _TOOL_NAMES and value]
