@@ -8,57 +8,26 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from .policy import Evidence, Template, _disclosure_prefix, sections, strip_comments
+from .policy import Evidence, Section, Template, _disclosure_prefix, sections, visible
 
 COVER_FILE = "cover.md"
-_PLACEHOLDER = re.compile(r"^\s*(?:[-*]\s+)?(TODO|TBD|FIXME|XXX)\b", re.I)
 _ISSUE = re.compile(r"\b(Fixes|Refs|Closes|Resolves)\s+(#\d+|https://github\.com/[\w.-]+/[\w.-]+/issues/\d+)\b", re.I)
 _YES_NO = re.compile(r"^(?P<answer>yes|no)\b[\s,:;.-]*(?P<how>.*)$", re.I)
-
-
-@dataclass(frozen=True)
-class CoverSection:
-    heading: str
-    line: int  # the heading's line in cover.md
-    lines: tuple[str, ...]
-
-    @property
-    def text(self) -> str:
-        """The section as the contributor wrote it, blank lines around it dropped."""
-        kept = [i for i, ln in enumerate(self.lines) if ln.strip()]
-        return "\n".join(self.lines[kept[0] : kept[-1] + 1]) if kept else ""
-
-    @property
-    def written(self) -> bool:
-        return bool(visible(self.text).strip()) and not self.placeholders()
-
-    def placeholders(self) -> list[int]:
-        """Lines (in cover.md) that still hold a TODO/TBD marker."""
-        return [
-            self.line + 1 + i
-            for i, ln in enumerate(visible("\n".join(self.lines)).splitlines())
-            if _PLACEHOLDER.match(ln)
-        ]
 
 
 @dataclass(frozen=True)
 class Cover:
     path: str  # as shown in messages, e.g. patches/cover.md
     text: Optional[str]  # None: no such file
-    sections: tuple[CoverSection, ...]
+    sections: tuple[Section, ...]
 
-    def section(self, heading: str) -> Optional[CoverSection]:
+    def section(self, heading: str) -> Optional[Section]:
         return next((s for s in self.sections if s.heading.lower() == heading.lower()), None)
-
-
-def visible(text: str) -> str:
-    """`text` without HTML comments (what GitHub shows), keeping the line count. Linear."""
-    return strip_comments(text, keep_lines=True)
 
 
 def parse_cover(path: str, text: Optional[str]) -> Cover:
     found = sections(text or "")[1]
-    return Cover(path, text, tuple(CoverSection(h, n, tuple(lines)) for h, n, lines in found))
+    return Cover(path, text, tuple(Section(h, n, tuple(lines)) for h, n, lines in found))
 
 
 # ---------------------------------------------------------------- what the contributor still owes
@@ -75,18 +44,15 @@ def disclosure(cover: Cover, template: Optional[Template]) -> Disclosure:
     """The answer to the template's disclosure line, from the cover line with the same prefix."""
     if template is None or template.disclosure is None:
         return Disclosure("no-line", "", "")
-    prefix = _disclosure_prefix(template.disclosure.text) or ""
-    key = _norm(prefix)
+    key = _norm(_disclosure_prefix(template.disclosure.text) or "")
     for n, line in enumerate((cover.text or "").splitlines(), 1):
         mine = _disclosure_prefix(line)
         if mine and _norm(mine) == key:
             answer = " ".join(visible(line[len(mine) :]).split())
             m = _YES_NO.match(answer)
-            if not m:
-                return Disclosure("unanswered", answer, f"{cover.path}:{n}")
-            if m["answer"].lower() == "yes" and not m["how"].strip():
-                return Disclosure("undescribed", answer, f"{cover.path}:{n}")
-            return Disclosure("answered", answer, f"{cover.path}:{n}")
+            undescribed = m and m["answer"].lower() == "yes" and not m["how"].strip()
+            status = "unanswered" if not m else "undescribed" if undescribed else "answered"
+            return Disclosure(status, answer, f"{cover.path}:{n}")
     return Disclosure("unanswered", "", cover.path)
 
 

@@ -32,6 +32,7 @@ _HEADING = re.compile(r"^#{1,6}\s")
 _PROHIBITION = re.compile(r"\b(prohibit\w*|forbid\w*|not allowed|do not|don't|never|must not|refuse|ban)\b", re.I)
 _GITHUB_REPO = r"https://github\.com/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)"
 _DISCLOSURE = re.compile(r"\bdisclosure\b", re.I)
+_PLACEHOLDER = re.compile(r"^\s*(?:[-*]\s+)?(TODO|TBD|FIXME|XXX)\b", re.I)
 
 
 # ---------------------------------------------------------------- data
@@ -48,11 +49,22 @@ class Rule:
 
 @dataclass(frozen=True)
 class Section:
-    """One `## ` heading of the template and the lines under it."""
+    """One `## ` heading of the template (or of cover.md) and the lines under it."""
 
     heading: str
     line: int
-    lines: tuple[str, ...]  # every line below the heading (trailing blank lines dropped)
+    lines: tuple[str, ...]  # every line below the heading (a template's: trailing blank lines dropped)
+
+    @property
+    def text(self) -> str:
+        """The section as the contributor wrote it, blank lines around it dropped."""
+        kept = [i for i, ln in enumerate(self.lines) if ln.strip()]
+        return "\n".join(self.lines[kept[0] : kept[-1] + 1]) if kept else ""
+
+    def placeholders(self) -> list[int]:
+        """Lines (in cover.md) that still hold a TODO/TBD marker."""
+        shown = visible("\n".join(self.lines)).splitlines()
+        return [self.line + 1 + i for i, ln in enumerate(shown) if _PLACEHOLDER.match(ln)]
 
     @property
     def fixed(self) -> bool:
@@ -138,6 +150,11 @@ def strip_comments(text: str, keep_lines: bool = False) -> str:
         if keep_lines:
             out.append("\n" * text.count("\n", start, end))
         pos = end + 3
+
+
+def visible(text: str) -> str:
+    """`text` without HTML comments (what GitHub shows), keeping the line count. Linear."""
+    return strip_comments(text, keep_lines=True)
 
 
 def prose_lines(text: str) -> list[tuple[int, str, str]]:

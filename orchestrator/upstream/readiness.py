@@ -288,9 +288,8 @@ def check_disclosure(policy: Policy, cov: C.Cover) -> Check:
         return Check("disclosure", WARN, why, (cov.path,), rule)
     what = "YES without how AI was used" if d.status == "undescribed" else "not answered (YES or NO)"
     tline = policy.template.disclosure if policy.template else None  # not None: disclosure() says "no-line" then
-    if tline is None:
-        return Check("disclosure", WARN, what, (d.where,), rule)
-    return Check("disclosure", WARN, f"{what}: {tline.text.strip()[:60]} ({tline.where})", (d.where,), rule + (tline,))
+    cited = f": {tline.text.strip()[:60]} ({tline.where})" if tline else ""
+    return Check("disclosure", WARN, what + cited, (d.where,), rule + ((tline,) if tline else ()))
 
 
 def check_cover(cov: C.Cover, problems: list[str]) -> Check:
@@ -399,12 +398,9 @@ def run(
     """texts: what the tool writes for upstream (PR_TITLE, PR_BODY.md, ISSUE.md); empty for a target
     that takes no pull request."""
     messages = [message_of(n, t) for n, t in patches]
-    added: list[Added] = []
-    new_files: list[tuple[str, str]] = []
-    for n, t in patches:
-        a, new = added_lines(n, t)
-        added += a
-        new_files += [(n, p) for p in new]
+    parsed = [(n, *added_lines(n, t)) for n, t in patches]
+    added = [a for _, lines, _ in parsed for a in lines]
+    new_files = [(n, path) for n, _, new in parsed for path in new]
     checks = [
         check_ascii_messages(policy, messages),
         check_ascii_added(policy, added),

@@ -89,16 +89,11 @@ class SyncReport:
 
 
 def compare(sync: SyncMap, canonical_paths: list[str], target_paths: list[str]) -> SyncReport:
-    carried, missing, mismatched = [], [], []
-    for p in canonical_paths:
-        to = sync.carries(p)
-        if to is None:
-            missing.append(p)
-        else:
-            carried.append((p, to))
-            if to not in target_paths:
-                mismatched.append((p, to))
+    carried = [(p, to) for p in canonical_paths if (to := sync.carries(p)) is not None]
     produced = {to for _, to in carried}
     return SyncReport(
-        tuple(carried), tuple(missing), tuple(p for p in target_paths if p not in produced), tuple(mismatched)
+        tuple(carried),
+        tuple(p for p in canonical_paths if sync.carries(p) is None),
+        tuple(p for p in target_paths if p not in produced),
+        tuple((p, to) for p, to in carried if to not in target_paths),
     )
