@@ -69,7 +69,7 @@ class Section:
     @property
     def fixed(self) -> bool:
         """The template gives its lines (e.g. Requirements): the body copies them as they are."""
-        return bool(strip_comments("\n".join(self.lines)).strip())
+        return bool(visible("\n".join(self.lines)).strip())
 
     @property
     def optional(self) -> bool:
@@ -136,9 +136,9 @@ class Policy:
 # ---------------------------------------------------------------- reading markdown
 
 
-def strip_comments(text: str, keep_lines: bool = False) -> str:
-    """`text` without HTML comments (an unclosed `<!--` stays); one pass, linear in the text.
-    keep_lines: each comment leaves its newlines, so line numbers still count."""
+def visible(text: str) -> str:
+    """`text` without HTML comments (what GitHub shows; an unclosed `<!--` stays), each comment
+    leaving its newlines so that line numbers still count. One pass, linear in the text."""
     out, pos = [], 0
     while True:
         start = text.find("<!--", pos)
@@ -146,15 +146,8 @@ def strip_comments(text: str, keep_lines: bool = False) -> str:
         if end < 0:
             out.append(text[pos:])
             return "".join(out)
-        out.append(text[pos:start])
-        if keep_lines:
-            out.append("\n" * text.count("\n", start, end))
+        out += [text[pos:start], "\n" * text.count("\n", start, end)]
         pos = end + 3
-
-
-def visible(text: str) -> str:
-    """`text` without HTML comments (what GitHub shows), keeping the line count. Linear."""
-    return strip_comments(text, keep_lines=True)
 
 
 def prose_lines(text: str) -> list[tuple[int, str, str]]:
