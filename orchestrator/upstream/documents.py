@@ -15,7 +15,7 @@ from . import cover as C
 from . import manifest as M
 from . import pr_body, readiness
 from . import views as B
-from .authorship import Identity
+from .authorship import COMMITTER, Identity
 from .policy import Policy
 from .sync import compare, parse_sync_script, sync_script_for
 
@@ -45,7 +45,7 @@ class Documents:
                 "author": str(author),
                 "from": author.source,
                 "assisted_by": assistant,
-                "committer": "ggml-patch <ggml-patch@localhost>",
+                "committer": "{} <{}>".format(*COMMITTER),
             },
             "bundle_commit": bundle_commit,
         }
