@@ -183,15 +183,8 @@ def parse_template(file: str, text: str) -> Template:
     """Headings from the template's `## ` lines (outside code fences), each with the lines below it."""
     preamble, found = sections(text)
     secs = tuple(Section(h, n, tuple(_trim(lines))) for h, n, lines in found)
-    disclosure = next(  # lines[i] is i+1 lines below the heading
-        (
-            Evidence(file=file, line=s.line + 1 + i, text=ln)
-            for s in secs
-            for i, ln in enumerate(s.lines)
-            if _disclosure_prefix(ln)
-        ),
-        None,
-    )
+    numbered = [(s.line + 1 + i, ln) for s in secs for i, ln in enumerate(s.lines)]  # lines[i]: i+1 below the heading
+    disclosure = next((Evidence(file=file, line=n, text=ln) for n, ln in numbered if _disclosure_prefix(ln)), None)
     return Template(file, tuple(_trim(preamble)), secs, disclosure)
 
 
