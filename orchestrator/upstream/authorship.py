@@ -72,22 +72,14 @@ def resolve(author: Optional[str], config: tuple[Optional[str], Optional[str]]) 
 # ---------------------------------------------------------------- the commits, re-made
 
 
-def split_commit(raw: bytes) -> tuple[dict[str, bytes], bytes]:
-    """`git cat-file commit` -> (first value of each header, the message's exact bytes)."""
-    head, _, message = raw.partition(b"\n\n")
-    headers: dict[str, bytes] = {}
-    for line in head.split(b"\n"):
-        key, _, value = line.partition(b" ")
-        headers.setdefault(key.decode(), value)
-    return headers, message
-
-
 def reauthor(git_dir: str, base: str, patched: str, who: Identity, assistant: Optional[str]) -> str:
     """base..patched again, each commit with the same tree, author date and message, authored by
     `who` (and the Assisted-by trailer); the new head."""
     repo, parent = Path(git_dir), base
     for sha in commits.ids(repo, base, patched):
-        headers, message = split_commit(commits.raw(repo, sha))
+        head, _, message = commits.raw(repo, sha).partition(b"\n\n")  # the message's exact bytes after the headers
+        lines = (ln.partition(b" ") for ln in head.split(b"\n"))
+        headers = {key.decode(): value for key, _, value in lines if key in (b"tree", b"author")}  # one each
         when = b" ".join(headers["author"].rsplit(b" ", 2)[-2:]).decode()  # "<seconds> <zone>" after "Name <email>"
         env = {"GIT_AUTHOR_NAME": who.name, "GIT_AUTHOR_EMAIL": who.email, "GIT_AUTHOR_DATE": when}
         env |= {"GIT_COMMITTER_NAME": COMMITTER[0], "GIT_COMMITTER_EMAIL": COMMITTER[1], "GIT_COMMITTER_DATE": when}

@@ -307,9 +307,8 @@ def check_headings(policy: Policy, body: str) -> Check:
             "pr-body-headings", FAIL, f"PR_BODY.md's headings {got} are not the template's {want}", ("PR_BODY.md",)
         )
     cited = tuple(Evidence(file=t.file, line=s.line, text=f"## {s.heading}") for s in t.sections) if t else ()
-    return Check(
-        "pr-body-headings", PASS, "the template's headings in order: " + (", ".join(want) or "none"), rule=cited
-    )
+    why = "the template's headings in order: " + (", ".join(want) or "none")
+    return Check("pr-body-headings", PASS, why, rule=cited)
 
 
 def check_role(policy: Policy) -> Check:
