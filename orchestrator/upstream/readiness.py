@@ -130,9 +130,8 @@ def _non_ascii(where_texts: Iterable[tuple[str, str]]) -> list[str]:
 
 
 def _listed(where: list[str]) -> tuple[str, ...]:
-    return tuple(where[:MAX_LOCATIONS]) + (
-        (f"... and {len(where) - MAX_LOCATIONS} more",) if len(where) > MAX_LOCATIONS else ()
-    )
+    more = len(where) - MAX_LOCATIONS
+    return tuple(where[:MAX_LOCATIONS]) + ((f"... and {more} more",) if more > 0 else ())
 
 
 def _verdict(policy: Policy, name: str, rule: str, where: list[str], ok: str, bad: str, why: str = "") -> Check:
@@ -373,13 +372,8 @@ def check_related(policy: Policy, cov: C.Cover, related: tuple) -> Check:
 
 # ---------------------------------------------------------------- all of them
 
-PR_ONLY = (
-    "ascii-pr-text",
-    "pr-body-headings",
-    "cover-written",
-    "disclosure",
-    "issue-referenced",
-    "related-pr-referenced",
+PR_ONLY = tuple(
+    "ascii-pr-text pr-body-headings cover-written disclosure issue-referenced related-pr-referenced".split()
 )
 
 
