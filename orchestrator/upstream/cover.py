@@ -91,16 +91,11 @@ def problems(cover: Cover, template: Optional[Template]) -> list[str]:
 
 def issue_reference(cover: Cover) -> Optional[Evidence]:
     """The first `Fixes #N` / `Refs #N` (or an issue URL) the contributor wrote."""
-    for n, line in enumerate(visible(cover.text or "").splitlines(), 1):
-        m = _ISSUE.search(line)
-        if m:
-            return Evidence(file=cover.path, line=n, text=m.group(0))
-    return None
+    hits = [(n, m[0]) for n, line in enumerate(visible(cover.text or "").splitlines(), 1) if (m := _ISSUE.search(line))]
+    return Evidence(file=cover.path, line=hits[0][0], text=hits[0][1]) if hits else None
 
 
 def blank_cover(template: Template) -> str:
     """The cover.md to ship: the template's headings and its placeholders, nothing else."""
-    out = []
-    for s in template.sections:
-        out += [f"## {s.heading}", *s.lines, ""]
+    out = [line for s in template.sections for line in (f"## {s.heading}", *s.lines, "")]
     return "\n".join(out).rstrip("\n") + "\n"

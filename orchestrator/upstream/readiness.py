@@ -24,7 +24,7 @@ SUBJECT = re.compile(
     r" : (?P<title>\S.*)$"
 )
 _C_FAMILY = tuple(".c .cc .cpp .cxx .h .hh .hpp .cu .cuh .m .mm .metal .comp .glsl .wgsl .cl .swift".split())
-_HASH_FAMILY = (".cmake", ".py", ".sh", ".txt")  # .txt: CMakeLists.txt
+_HASH_FAMILY = (".cmake", ".py", ".sh", "cmakelists.txt")
 _SENTENCE_END = (".", ":", ";", "!", "?", ")", ",")
 
 
@@ -169,11 +169,7 @@ def check_ascii_texts(policy: Policy, texts: dict[str, str]) -> Check:
 
 def _comment_style(path: str) -> Optional[str]:
     low = path.lower()
-    if low.endswith(_C_FAMILY):
-        return "//"
-    if low.endswith(_HASH_FAMILY) and (not low.endswith(".txt") or low.endswith("cmakelists.txt")):
-        return "#"
-    return None
+    return "//" if low.endswith(_C_FAMILY) else "#" if low.endswith(_HASH_FAMILY) else None
 
 
 def _comment_text(line: str) -> str:
