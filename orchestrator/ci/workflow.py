@@ -158,6 +158,8 @@ def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[
     runner's legs form the profile's results; each further runner's legs are merged apart
     (`group`), since a cell may appear once in a merge."""
     check_runners(matrix)
+    profiles = list(profiles) if profiles else None
+    handing_over = bundle_legs(matrix, profiles)
     out = []
     for profile, target, backend in all_cells(matrix, profiles):
         runners = matrix.backend(backend).all_runners()
@@ -176,6 +178,7 @@ def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[
                     **honesty(backend, runs_on),
                     "downloads-key": downloads_key(matrix, target),
                     "git": matrix.target(target).source.kind == "git",
+                    "hand-over": i == 0 and handing_over.get(target) == (profile, backend),
                     "results": f"{LEG_RESULTS}/{artifact}",
                     "artifact": artifact,
                     "group": group,
@@ -230,15 +233,31 @@ INSTALL_CCACHE = {
 }
 
 
-def _bundle_ccache_steps(matrix: Matrix, profiles: list[str], pins: Pins) -> list[dict]:
-    """The cpu legs' ccaches restored for the bundles' cpu builds: one per target of a pinned source
-    (a git target's leg ran a fork's build scripts: its cache is never shared with another build)."""
-    legs: dict[str, str] = {}
-    for p in profiles:
-        for t, b in matrix.cells(p):
-            if b.name == "cpu" and t.source.kind != "git":
-                legs.setdefault(t.name, p)
-    return [
+def bundle_legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> dict[str, tuple[str, str]]:
+    """target -> (profile, "cpu"): the leg whose ccache and snapshots the aggregate's bundle of a
+    pinned target restores (a git target's leg ran a fork's build scripts: never shared)."""
+    legs: dict[str, tuple[str, str]] = {}
+    for p, t, b in all_cells(matrix, profiles):
+        if b == "cpu" and matrix.target(t).source.kind != "git":
+            legs.setdefault(t, (p, b))
+    return legs
+
+
+SNAPSHOTS_PATH = f"{C.WORKSPACE_CACHE}/snapshots.git"
+
+
+def snapshots_key(profile: str, target: str) -> str:
+    """This run's hand-over of a leg's snapshot repository (never another run's: the bundle trusts
+    its base commits as the leg's own import of the pinned source)."""
+    return f"ggml-patch-snapshots-{profile}-{target}-${{{{ runner.os }}}}-${{{{ github.run_id }}}}"
+
+
+def _bundle_restore_steps(matrix: Matrix, profiles: list[str], pins: Pins) -> tuple[list[dict], list[dict]]:
+    """(ccache, snapshots) restore steps for the bundles: each pinned target's cpu leg's ccache (the
+    verification build hits its objects) and snapshot repository (each sdist imported once per run:
+    the restored repositories of several legs merge, their objects and refs named by content)."""
+    legs = bundle_legs(matrix, profiles)
+    ccache = [
         {
             "name": f"ccache (the {t}/cpu leg's)",
             "uses": uses("cache-restore", pins),
@@ -248,8 +267,17 @@ def _bundle_ccache_steps(matrix: Matrix, profiles: list[str], pins: Pins) -> lis
                 "restore-keys": f"ccache-{p}-{t}-cpu-${{{{ runner.os }}}}-",
             },
         }
-        for t, p in legs.items()
+        for t, (p, _) in legs.items()
     ]
+    snapshots = [
+        {
+            "name": f"Snapshots (the {t}/cpu leg's)",
+            "uses": uses("cache-restore", pins),
+            "with": {"path": SNAPSHOTS_PATH, "key": snapshots_key(p, t)},
+        }
+        for t, (p, _) in legs.items()
+    ]
+    return ccache, snapshots
 
 
 def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
@@ -308,6 +336,13 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
                 },
                 "run": _RUN_CELL,
             },
+            # after the cell, for the aggregate's bundle: its snapshot repository, not imported again
+            {
+                "name": "Hand the snapshots to the bundle",
+                "if": "matrix.hand-over",
+                "uses": uses("cache-save", pins),
+                "with": {"path": SNAPSHOTS_PATH, "key": snapshots_key("${{ matrix.profile }}", "${{ matrix.target }}")},
+            },
             {
                 "name": "Job summary",
                 "if": "${{ !cancelled() }}",
@@ -339,8 +374,8 @@ BUNDLE_AUTHOR = '--author "$GITHUB_ACTOR <$GITHUB_ACTOR_ID+$GITHUB_ACTOR@users.n
 def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
     profiles = list(dict.fromkeys(g.split(GROUP_SEP)[0] for g in groups))
     steps: list[dict] = [*C.first_steps(pins, extra="plot")]  # the bundle's training-loss plot
-    ccache = _bundle_ccache_steps(matrix, profiles, pins)
-    steps += [INSTALL_CCACHE, *ccache] if ccache else []
+    ccache, snapshots = _bundle_restore_steps(matrix, profiles, pins)
+    steps += [INSTALL_CCACHE, *ccache, *snapshots] if ccache else []
     keys = list(dict.fromkeys(k for p in profiles for t, _ in matrix.cells(p) if (k := downloads_key(matrix, t.name))))
     steps += [
         {
