@@ -52,22 +52,10 @@ def cell_session(target: str, backend: str) -> str:
     return f"cell(target={target!r}, backend={backend!r})"
 
 
-def runs_on_labels(runs_on: str) -> str | list[str]:
+def _labels(runs_on: str) -> list[str]:
     """matrix.yaml's `runs_on`: one label, or comma-separated labels for a self-hosted runner
     ("self-hosted, linux, gpu"), which GitHub matches all together."""
-    labels = [s.strip() for s in runs_on.split(",") if s.strip()]
-    return labels[0] if len(labels) == 1 else labels
-
-
-def _labels(runs_on: str) -> list[str]:
-    got = runs_on_labels(runs_on)
-    return [got] if isinstance(got, str) else got
-
-
-def hosted(runs_on: str) -> bool:
-    """A GitHub-hosted runner: one label such as ubuntu-24.04 or macos-14."""
-    labels = _labels(runs_on)
-    return len(labels) == 1 and re.match(r"^(ubuntu|macos|windows)-", labels[0], re.I) is not None
+    return [s.strip() for s in runs_on.split(",") if s.strip()]
 
 
 def all_cells(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[tuple[str, str, str]]:
@@ -84,7 +72,8 @@ def honesty(backend: str, runs_on: str) -> dict[str, Any]:
     """What a leg of this backend does on this runner so that it can never pass by skipping:
     the setup it runs, the backend it requires (its skip is then a failure), build-only."""
     labels = [lab.lower() for lab in _labels(runs_on)]
-    on_hosted = hosted(runs_on)
+    # a GitHub-hosted runner: one label such as ubuntu-24.04 or macos-14
+    on_hosted = len(labels) == 1 and re.match(r"^(ubuntu|macos|windows)-", labels[0]) is not None
     linux = (on_hosted and labels[0].startswith("ubuntu-")) or "linux" in labels
     mac = (on_hosted and labels[0].startswith("macos-")) or "macos" in labels
     if backend == "vulkan" and linux:  # Mesa's lavapipe on hosted runners; a self-hosted one brings its driver
@@ -137,13 +126,14 @@ def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[
             group = profile if i == 0 else f"{profile}{GROUP_SEP}{runner_slug(runs_on)}"
             artifact = ARTIFACT_SEP.join((ARTIFACT_PREFIX, group, target, backend))
             on = f" on {runner_slug(runs_on)}" if len(runners) > 1 else ""
+            labels = _labels(runs_on)
             out.append(
                 {
                     "name": f"{target}/{backend}{on} ({profile})",
                     "profile": profile,
                     "target": target,
                     "backend": backend,
-                    "runs-on": runs_on_labels(runs_on),
+                    "runs-on": labels[0] if len(labels) == 1 else labels,
                     "required": profile == DEFAULT_PROFILE,
                     **honesty(backend, runs_on),
                     "downloads-key": downloads_key(matrix, target),
