@@ -6,6 +6,7 @@ import json
 import sys
 
 from ..errors import ExitCode
+from . import add_targets, repeatable
 
 HELP = (
     "resolve the branch, tag or HEAD of every git target to a commit (git ls-remote; nothing fetched) "
@@ -14,14 +15,8 @@ HELP = (
 
 
 def add_arguments(p) -> None:
-    p.add_argument(
-        "--profile",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="the git targets of this profile (repeatable; default: every profile)",
-    )
-    p.add_argument("--target", action="append", default=[], metavar="NAME", help="only this target (repeatable)")
+    repeatable(p, "--profile", "the git targets of this profile (repeatable; default: every profile)")
+    add_targets(p)
     p.add_argument("--out", metavar="FILE", help="also write the pins file here (indented JSON)")
 
 

@@ -27,7 +27,10 @@ class SnapshotRepo:
         # one lock for repository-wide changes (init, worktree add/prune): concurrent runs share it
         self.lock = filelock.FileLock(str(self.path) + ".lock")
         with self.lock:
+            new = not (self.path / "HEAD").exists()
             init_bare(self.path)
+            if new:  # gc in the foreground: a CI leg hands this repository on (copied) right after its run
+                self.git("config", "gc.autoDetach", "false")
 
     def git(self, *args: str, **options: Any) -> str:
         return git(*args, git_dir=self.path, **options)
