@@ -60,9 +60,6 @@ class SnapshotRepo:
         self.git("update-ref", "--end-of-options", ref, commit)
         return commit
 
-    def has_commit(self, rev: str) -> bool:
-        return self.ref_commit(rev) is not None
-
     def has_object(self, sha: str) -> bool:
         return succeeds("cat-file", "-e", "--end-of-options", sha, git_dir=self.path)
 
