@@ -4,8 +4,9 @@ branch moves during the run.
 
 `resolve_reachable` asks each git remote once what its ref names now (`git ls-remote`: nothing is
 fetched); `pinned` is the matrix with those refs replaced. `ggml-patch resolve-refs` writes them
-as a PinsFile; `--pin TARGET=COMMIT` gives one by hand. A target the plan could not reach is
-recorded, not fatal: its legs report `source unavailable` at once (no second try).
+as a PinsFile, which every command reads with `--pins FILE`; `--pin TARGET=COMMIT` gives one by
+hand. A target the plan could not reach is recorded, not fatal: its legs report `source
+unavailable` at once (no second try), the rest of the run goes on.
 """
 
 from __future__ import annotations
