@@ -176,8 +176,6 @@ class Vulkan(BackendModule):
         if not value:
             return None
         if value == "system":
-            system = self.sdk().get("system_icd") or next(
-                (str(p) for d in ICD_DIRS for p in sorted(Path(d).glob("lvp_icd*.json"))), None
-            )
-            return system or "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
+            found = (str(p) for d in ICD_DIRS for p in sorted(Path(d).glob("lvp_icd*.json")))
+            return self.sdk().get("system_icd") or next(found, "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")
         return value
