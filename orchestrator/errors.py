@@ -74,8 +74,6 @@ class GitHubAuthFailed(GgmlPatchError):
 
 
 class GitHubRejected(GgmlPatchError):
-    """422: GitHub understood the request and refused it (validation failed)."""
-
     exit_code = ExitCode.PR_REJECTED
 
 
@@ -92,14 +90,10 @@ class GitHubError(GgmlPatchError):
 
 
 class LockTimedOut(GgmlPatchError):
-    """Another run held a lock longer than --lock-timeout."""
-
     exit_code = ExitCode.LOCK_TIMED_OUT
 
 
 class SubmissionNotAutomated(GgmlPatchError):
-    """The target's policy (or matrix.yaml) says the pull request is submitted by hand, or not at all."""
-
     exit_code = ExitCode.SUBMIT_MANUAL
 
 

@@ -41,8 +41,7 @@ class Record(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         """The record as JSON data (what the document holds)."""
-        out: dict[str, Any] = self.model_dump(mode="json")
-        return out
+        return self.model_dump(mode="json")
 
 
 def dotted(loc: Iterable[Any]) -> str:

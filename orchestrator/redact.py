@@ -37,9 +37,8 @@ _QUERY = re.compile(
 )
 
 
-def env_secrets(environ=None) -> tuple[str, ...]:
-    environ = os.environ if environ is None else environ
-    return tuple(v for v in (environ.get(k, "") for k in SECRET_ENV) if len(v.strip()) >= _MIN_SECRET)
+def env_secrets() -> tuple[str, ...]:
+    return tuple(v for v in (os.environ.get(k, "") for k in SECRET_ENV) if len(v.strip()) >= _MIN_SECRET)
 
 
 _SEEN: set[str] = set()  # passwords met in URLs: removed wherever they appear later, decoded too
@@ -59,8 +58,7 @@ def _userinfo(m: re.Match) -> str:
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
     """`text` without credentials in URLs, secret query parameters, GITHUB_TOKEN's value or `secrets`."""
-    if not isinstance(text, str):
-        text = str(text)
+    text = str(text)
     for s in sorted({*secrets, *env_secrets(), *_SEEN}, key=len, reverse=True):
         if s and len(s.strip()) >= _MIN_SECRET:
             text = text.replace(s, REDACTED)

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import ConfigError
-from .base import BackendModule, command_output
+from .base import BackendModule
 
-__all__ = ["BackendModule", "command_output", "get", "names"]
+__all__ = ["BackendModule", "get", "names"]
 
 
 def _modules() -> dict[str, type[BackendModule]]:

@@ -9,7 +9,7 @@ from .. import untrusted
 from ..config import Matrix, _line_for, require_native_tests
 from ..errors import ConfigError
 from .layout import GATE_TEST
-from .series import Series, parse_series
+from .series import Series, parse_patch
 
 T = TypeVar("T")
 
@@ -30,18 +30,12 @@ def read_diff_files(folder: Path, kind: str, parse: Callable[[str, str], T]) -> 
 def read_series(directory: Path, layout: str) -> Series:
     if not directory.is_dir():
         raise ConfigError(f"{directory}: the series directory does not exist")
-    files = sorted(directory.glob("*.patch"))
-    patches = []
-    for f in files:
-        # the bytes as they are: read_text would turn CRLF into LF silently (parse_patch refuses
-        # a CRLF-converted patch and keeps a CR inside a hunk, which is content)
-        patches.append((f.name, untrusted.read_text(f, "patch", root=directory)))
-    try:
-        return parse_series(layout, patches)
-    except ConfigError as e:
-        raise ConfigError(
-            f"{directory}/{e}" if str(e).split(":")[0].endswith(".patch") else f"{directory}: {e}"
-        ) from None
+    # the bytes as they are (untrusted.read_text translates no newline): parse_patch refuses a
+    # CRLF-converted patch and keeps a CR inside a hunk, which is content
+    patches = read_diff_files(directory, "patch", parse_patch)
+    if not patches:
+        raise ConfigError(f"{directory}: the series is empty: no *.patch files")
+    return Series(layout, tuple(patches))
 
 
 def load_series(matrix: Matrix) -> Series:

@@ -109,12 +109,9 @@ def parse_patch(name: str, text: str) -> Patch:
     # inside a hunk also reads "-- ", so only a final one counts)
     sig = _SIGNATURE.search(text, starts[-1])
     body_end = sig.start() + 1 if sig else len(text)
-    files = []
-    for i, start in enumerate(starts):
-        end = starts[i + 1] if i + 1 < len(starts) else body_end
-        chunk = text[start:end]
-        files.append(FileDiff(_validated_path(name, chunk), chunk))
-    return Patch(name, text[: starts[0]], tuple(files), text[body_end:])
+    chunks = [text[a:b] for a, b in zip(starts, [*starts[1:], body_end], strict=True)]
+    files = tuple(FileDiff(_validated_path(name, chunk), chunk) for chunk in chunks)
+    return Patch(name, text[: starts[0]], files, text[body_end:])
 
 
 def _validated_path(name: str, chunk: str) -> str:
@@ -130,9 +127,7 @@ def _validated_path(name: str, chunk: str) -> str:
         m = HEADER_PATH.match(line)
         if m:
             paths += [m.group(2), m.group(4)] if m.group(1) else [m.group(6)]
-    for p in paths:
-        if p == "/dev/null":
-            continue
+    for p in (p for p in paths if p != "/dev/null"):
         pp = PurePosixPath(p)
         if pp.is_absolute() or ".." in pp.parts or p.startswith("/"):
             raise ConfigError(f"{name}: path '{p}' escapes the source tree")

@@ -107,7 +107,7 @@ def import_commit(cache: Cache, repo: SnapshotRepo, url: str, ref: str, key: str
         init_bare(mirror)
         commit, resolved = resolve(mirror, url, ref, key)
         snap_ref = f"refs/snapshots/git/{name}/{commit}"
-        if not repo.has_commit(snap_ref):
+        if not repo.ref_commit(snap_ref):
             repo.fetch(str(mirror), f"+refs/pinned/{commit}:{snap_ref}")
     return commit, resolved
 

@@ -37,15 +37,13 @@ class LocalSource(Source):
 
 
 def snapshot(source: LocalSource, cache: Cache, repo: SnapshotRepo) -> Snapshot:
-    root = (source.base_dir or Path.cwd()) / Path(os.path.expanduser(source.path))
-    root = root.absolute()
+    root = ((source.base_dir or Path.cwd()) / Path(os.path.expanduser(source.path))).absolute()
     if not root.is_dir():
         raise ConfigError(f"{source.key}.path: {root} is not a directory")
     subdir = source.subdirectory.strip("/")
     expanded, plain = checkout_tree(repo, root, source.key)
     head = user_git.head(root)
-    head_tree = user_git.head(root, "HEAD:./") if head else None
-    dirty = head_tree != plain
+    dirty = (user_git.head(root, "HEAD:./") if head else None) != plain  # HEAD's tree against the files
     tree = repo.tree_of(expanded, subdir) if subdir else expanded
     if tree is None:
         raise ConfigError(f"{source.key}.subdirectory: {subdir!r} is not a directory in {root}")

@@ -4,8 +4,9 @@ branch moves during the run.
 
 `resolve_reachable` asks each git remote once what its ref names now (`git ls-remote`: nothing is
 fetched); `pinned` is the matrix with those refs replaced. `ggml-patch resolve-refs` writes them
-as a PinsFile; `--pin TARGET=COMMIT` gives one by hand. A target the plan could not reach is
-recorded, not fatal: its legs report `source unavailable` at once (no second try).
+as a PinsFile, which every command reads with `--pins FILE`; `--pin TARGET=COMMIT` gives one by
+hand. A target the plan could not reach is recorded, not fatal: its legs report `source
+unavailable` at once (no second try), the rest of the run goes on.
 """
 
 from __future__ import annotations
@@ -66,9 +67,6 @@ class PinsFile(Record):
         return value
 
 
-Pins = Mapping[str, Union[Pin, Unreachable]]
-
-
 def read_pins_file(path: Path) -> dict[str, Union[Pin, Unreachable]]:
     if not Path(path).exists():
         raise ConfigError(f"{path}: no such pins file (write one with `ggml-patch resolve-refs --out FILE`)")
@@ -95,7 +93,7 @@ def collect(pins_file: Optional[str], pin_args: Iterable[str]) -> dict[str, Unio
     return pins
 
 
-def pinned(matrix: Matrix, pins: Pins) -> Matrix:
+def pinned(matrix: Matrix, pins: Mapping[str, Union[Pin, Unreachable]]) -> Matrix:
     """The matrix with each pinned git target's ref replaced by its commit (the ref matrix.yaml
     names is kept for descriptions and provenance)."""
     if not pins:

@@ -102,14 +102,8 @@ def git_bytes(
     newline. Raises GitError (timed_out when killed after `timeout` seconds; LOCAL_TIMEOUT_S when
     None: every git command has a limit)."""
     timeout = LOCAL_TIMEOUT_S if timeout is None else timeout
-    argv = ["git"]
-    if cwd is not None:
-        argv += ["-C", str(cwd)]
-    if git_dir is not None:
-        argv.append(f"--git-dir={git_dir}")
-    for c in (*SAFE_CONFIG, *config):
-        argv += ["-c", c]
-    argv += args
+    argv = ["git", *(["-C", str(cwd)] if cwd is not None else []), *([f"--git-dir={git_dir}"] if git_dir else [])]
+    argv += [*(x for c in (*SAFE_CONFIG, *config) for x in ("-c", c)), *args]
     proc = subprocess.Popen(
         argv,
         stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,

@@ -60,9 +60,6 @@ class SnapshotRepo:
         self.git("update-ref", "--end-of-options", ref, commit)
         return commit
 
-    def has_commit(self, rev: str) -> bool:
-        return self.ref_commit(rev) is not None
-
     def has_object(self, sha: str) -> bool:
         return succeeds("cat-file", "-e", "--end-of-options", sha, git_dir=self.path)
 
@@ -79,12 +76,10 @@ class SnapshotRepo:
 
     def tree_from_entries(self, entries: list[tuple[str, str, str]]) -> str:
         """A tree from (mode, blob id, path) entries, built in a temporary index."""
-        data = "".join(f"{mode} {sha}\t{path}\0" for mode, sha, path in entries)
+        data = "".join(f"{mode} {sha}\t{path}\0" for mode, sha, path in entries).encode("utf-8", "surrogateescape")
         with tempfile.TemporaryDirectory(prefix="index-", dir=self.path) as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-            self.git(
-                "update-index", "-z", "--add", "--index-info", input=data.encode("utf-8", "surrogateescape"), env=env
-            )
+            self.git("update-index", "-z", "--add", "--index-info", input=data, env=env)
             return self.git("write-tree", env=env)
 
     def tree_with_subtree(self, tree: str, path: str, subtree: str) -> str:
