@@ -34,6 +34,7 @@ ACTIONS = {
     "setup-python": "actions/setup-python",
     "cache": "actions/cache",
     "cache-restore": "actions/cache/restore",
+    "cache-save": "actions/cache/save",
     "upload": "actions/upload-artifact",
     "download": "actions/download-artifact",
 }

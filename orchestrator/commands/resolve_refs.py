@@ -21,18 +21,18 @@ def add_arguments(p) -> None:
 
 
 def run(args, matrix, cache) -> ExitCode:
-    from ..outdir import made_pins, replaceable_file
+    from ..outdir import replaceable_file
     from ..sources import pins as P
 
     # before any network: never over a file the tool did not write
-    out = replaceable_file(args.out, "--out", made_pins) if args.out else None
+    out = replaceable_file(args.out, "--out", P.made_pins) if args.out else None
 
     names = P.git_targets(matrix, args.profile or list(matrix.profiles), args.target)
     resolved, gone = P.resolve_reachable(matrix, names)
     for name, pin in resolved.items():
-        print(f"{name}: {pin['ref']} -> {pin['commit']} ({pin['remote_ref']})", file=sys.stderr)
+        print(f"{name}: {pin.ref} -> {pin.commit} ({pin.remote_ref})", file=sys.stderr)
     for name, why in gone.items():  # recorded, not fatal: its legs report `source unavailable`
-        print(f"ggml-patch: warning: {name}: unreachable, its cells will report it: {why['reason']}", file=sys.stderr)
+        print(f"ggml-patch: warning: {name}: unreachable, its cells will report it: {why.reason}", file=sys.stderr)
     if not names:
         print("no git targets: nothing to pin", file=sys.stderr)
     data = P.pins_json(resolved, gone)
