@@ -43,16 +43,16 @@ def run(args, matrix, cache) -> ExitCode:
     from ..upstream import authorship
     from ..upstream.bundle import BundleOptions, make_bundles
 
-    results_dir = Path(args.results).absolute()
+    results = Path(args.results).absolute()
     # the folder is checked now (never one holding a user's files), marked when the bundle is written
-    out = outdir.check(args.out or results_dir / "bundle", "--out", legacy=outdir.made_bundles)
+    out = outdir.check(args.out or results / "bundle", "--out", legacy=outdir.made_bundles)
     # whose commits these are, before anything is read or written: refused in one line when unknown
     author = authorship.resolve(args.author, authorship.from_git_config() if args.author is None else (None, None))
     assisted = authorship.check_assistant(args.assisted_by)
     require_native_tests(matrix)
     log = lambda msg: print(redact(f"bundle: {msg}"), file=sys.stderr, flush=True)  # noqa: E731
     opts = BundleOptions(
-        matrix, cache, results_dir, out, args.allow_incomplete, args.target, log, author=author, assisted_by=assisted
+        matrix, cache, results, out, args.allow_incomplete, args.target, log=log, author=author, assisted_by=assisted
     )
     t0 = time.monotonic()
     made, left_out = make_bundles(opts)
