@@ -471,6 +471,17 @@ def tested_tree(
     )
 
 
+def cell_context(
+    target: Target, backend: Backend, cache: Cache, native_tests: Path, cell_dir: Path, logs: Path, **options: Any
+) -> CellContext:
+    """A cell's context for the steps run one by one outside `run_cell` (the fine-tuning evidence):
+    its backend's module, a fresh Cell record, progress on `reporter` (options: CellContext's fields)."""
+    cell = Cell(cell=f"{target.name}/{backend.name}", target=target.name, backend=backend.name, layout=target.layout)
+    steps = CellProgress(options.pop("reporter", None))
+    module = backends.get(backend.name, cache.root)
+    return CellContext(target, backend, module, cache, native_tests, cell_dir, logs, steps, cell, **options)
+
+
 # ---------------------------------------------------------------- one cell, start to end
 
 

@@ -41,7 +41,6 @@ from ..verdicts.related import load_related
 from ..verdicts.training import can_plot, plot
 from . import authorship, cover, documents, policy
 from .manifest import Durations, Manifest, Verification, VerifiedTest, read_manifest
-from .policy import Declared
 from .views import (  # noqa: F401  (PR_TITLE and the PR body's views of results, re-exported)
     CELL_COLUMNS,
     NOT_RUN,
@@ -371,9 +370,7 @@ def bundle_target(
             )
         repo = SnapshotRepo(cache.snapshots_git)
         # the target's own text and the contributor's: checked (size, UTF-8) before any build
-        rules = policy.derive(
-            target_name, base, policy.read_policy_files(_policy_reader(repo), base), _declared(target)
-        )
+        rules = policy.derive(target_name, base, policy.read_policy_files(_policy_reader(repo), base), target.upstream)
         cover_path = Path(matrix.series_dir) / cover.COVER_FILE
         cov = cover.parse_cover(
             f"{Path(matrix.series_dir).name}/{cover.COVER_FILE}",
@@ -460,12 +457,6 @@ def bundle_target(
         rules.role.value["text"],
         docs.draft_reasons,
     )
-
-
-def _declared(target):
-
-    u = getattr(target, "upstream", None)
-    return Declared(u.repo, u.submit, u.where) if u else None
 
 
 def _write_dir(dest: Path, files: dict[str, str | bytes]) -> None:
