@@ -459,15 +459,13 @@ def tested_tree(
 ) -> TreeTested:
     """The pipeline's configure, build and test steps on a tree given as it is (a bundle's: its
     patches applied with git am to a fresh copy of the base): the tests only, build and logs in `work`."""
-    module = backends.get(backend.name, cache.root)
-    cell = Cell(cell=f"{target.name}/{backend.name}", target=target.name, backend=backend.name, layout=target.layout)
-    ctx = CellContext(target, backend, module, cache, native_tests, work, work / "logs", CellProgress(), cell)
-    ctx.worktree, ctx.programs, ctx.env = worktree, False, module.test_env(backend)
+    ctx = cell_context(target, backend, cache, native_tests, work, work / "logs", worktree=worktree, programs=False)
+    ctx.env = ctx.module.test_env(backend)
     configured, patched = configure(ctx), build(ctx)
     t0 = time.monotonic()
     run_tests(ctx)
     return TreeTested(
-        patched, configured.skipped, cell.timings.get("configure", 0.0), round(time.monotonic() - t0, 2), ctx.logs
+        patched, configured.skipped, ctx.cell.timings.get("configure", 0.0), round(time.monotonic() - t0, 2), ctx.logs
     )
 
 
