@@ -43,9 +43,6 @@ class Rule:
     value: Any  # None or False: the files state no such rule
     evidence: tuple[Evidence, ...] = ()
 
-    def record(self) -> M.Rule:
-        return M.Rule(value=self.value, evidence=list(self.evidence))
-
 
 @dataclass(frozen=True)
 class Section:
@@ -120,17 +117,9 @@ class Policy:
         return self.rule("max_comment_lines").value or DEFAULT_MAX_COMMENT_LINES
 
     def record(self) -> M.PolicyRecord:
-        """The policy as manifest.json holds it."""
-        return M.PolicyRecord(
-            target=self.target,
-            base_commit=self.base_commit,
-            files=self.files,
-            template=self.template.record() if self.template else None,
-            repo=self.repo.record(),
-            submit=self.submit.record(),
-            role=self.role.record(),
-            rules={k: v.record() for k, v in self.rules.items()},
-        )
+        """The policy as manifest.json holds it (each Rule read by its attributes)."""
+        fields = {**vars(self), "template": self.template.record() if self.template else None}
+        return M.PolicyRecord.model_validate(fields, from_attributes=True)
 
 
 # ---------------------------------------------------------------- reading markdown

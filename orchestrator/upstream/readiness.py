@@ -36,10 +36,6 @@ class Check:
     where: tuple[str, ...] = ()
     rule: tuple[Evidence, ...] = ()
 
-    def record(self) -> M.CheckRecord:
-        rule = list(self.rule)
-        return M.CheckRecord(name=self.name, status=self.status, detail=self.detail, where=list(self.where), rule=rule)
-
 
 @dataclass(frozen=True)
 class Readiness:
@@ -51,11 +47,9 @@ class Readiness:
         return [c for c in self.checks if c.status == FAIL]
 
     def record(self) -> M.ReadinessRecord:
-        return M.ReadinessRecord(
-            checks=[c.record() for c in self.checks],
-            not_applicable=self.not_applicable,
-            summary={s: sum(c.status == s for c in self.checks) for s in (PASS, WARN, FAIL)},
-        )
+        """As manifest.json holds it (each Check read by its attributes), with a count per status."""
+        summary = {s: sum(c.status == s for c in self.checks) for s in (PASS, WARN, FAIL)}
+        return M.ReadinessRecord.model_validate({**vars(self), "summary": summary}, from_attributes=True)
 
 
 # ---------------------------------------------------------------- the series, read from its patch files
