@@ -331,10 +331,8 @@ def check_sync(
     ev = (Evidence(file=sync.script, line=sync.line, text="git format-patch ... -- PATHS"),)
     carried = ", ".join(f"{a} -> {b}" for a, b in report.carried) or "nothing"
     if report.mismatched:
-        why = (
-            f"the sync would write {', '.join(b for _, b in report.mismatched)}, which the "
-            "series in this layout does not change"
-        )
+        written = ", ".join(b for _, b in report.mismatched)
+        why = f"the sync would write {written}, which the series in this layout does not change"
         return Check("sync", FAIL, why, tuple(a for a, _ in report.mismatched), ev)
     left = sorted(set(report.not_carried) | set(report.target_only))
     if left:
