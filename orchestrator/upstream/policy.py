@@ -1,11 +1,8 @@
-"""A target's contribution policy, read from its own tree at the base commit.
-
-The files are the target's AGENTS.md, CONTRIBUTING.md and pull request template, where present.
-Every rule comes from one explicit phrase on one line, and it keeps that line as evidence
-(file, line number, text). A rule without a matching line is recorded as absent; nothing is
-assumed. matrix.yaml's `upstream:` (repo, submit) may declare or override where the change goes
-and how it is submitted. Everything here is pure except `read_policy_files`.
-"""
+"""A target's contribution policy, read from its own tree at the base commit: its AGENTS.md,
+CONTRIBUTING.md and pull request template, where present. Every rule comes from one explicit phrase
+on one line, and it keeps that line as evidence (file, line number, text). A rule without a matching
+line is recorded as absent; nothing is assumed. matrix.yaml's `upstream:` (repo, submit) may declare
+or override where the change goes and how it is submitted. Pure except `read_policy_files`."""
 
 from __future__ import annotations
 
