@@ -22,7 +22,6 @@ from ..errors import (
     GitHubAuthFailed,  # noqa: F401 (re-exported: pr's callers and tests name them here)
     GitHubError,
     GitHubUnreachable,  # noqa: F401 (re-exported: pr's callers and tests name them here)
-    PullRequestRejected,  # noqa: F401 (re-exported: pr's callers and tests name them here)
     PushFailed,
     RateLimited,  # noqa: F401 (re-exported: pr's callers and tests name them here)
     SeriesDoesNotApply,
