@@ -42,25 +42,11 @@ from ..verdicts.training import can_plot, plot
 from . import authorship, cover, documents, policy
 from .manifest import Durations, Manifest, Verification, VerifiedTest, read_manifest
 from .policy import Declared
-from .views import (  # noqa: F401  (PR_TITLE and the PR body's views of results, re-exported)
-    CELL_COLUMNS,
-    NOT_RUN,
-    OUTCOME_COLUMNS,
-    TRAINING_PLOT,
-    WARNING_TITLE,
-    Commit,
-    one_line,
-    outcome_rows,
-    pr_title,
-    skipped_tests,
-    training_cell,
-)
+from .views import NOT_RUN, TRAINING_PLOT, Commit, one_line, training_cell
 
 if TYPE_CHECKING:
-    from ..vcs.snapshots import SnapshotRepo
     from .authorship import Identity
 
-NONE = "-"  # an empty table cell (ASCII: the text goes upstream)
 MANIFEST = "manifest.json"
 
 
@@ -142,10 +128,6 @@ def refusal_message(found: list[Problem]) -> str:
 
 
 # ---------------------------------------------------------------- PR_TITLE, PR_BODY.md, manifest
-
-
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def series_sha256(patches: list[tuple[str, str]]) -> str:
@@ -371,29 +353,28 @@ def bundle_target(
             )
         repo = SnapshotRepo(cache.snapshots_git)
         # the target's own text and the contributor's: checked (size, UTF-8) before any build
-        rules = policy.derive(
-            target_name, base, policy.read_policy_files(_policy_reader(repo), base), _declared(target)
-        )
+        u = target.upstream
+        declared = Declared(u.repo, u.submit, u.where) if u else None
+        rules = policy.derive(target_name, base, policy.read_policy_files(_policy_reader(repo), base), declared)
         cover_path = Path(matrix.series_dir) / cover.COVER_FILE
         cov = cover.parse_cover(
             f"{Path(matrix.series_dir).name}/{cover.COVER_FILE}",
             untrusted.read_optional(cover_path, "cover", root=matrix.series_dir),
         )
         worktree = Worktree(repo, work / "src")
-        if not _has_commit(repo, patched):  # a pruned cache: the series recreates it exactly
+        if repo.ref_commit(patched) != patched:  # a pruned cache: the series recreates it exactly
             opts.log(f"{target_name}: recreating the tested commit {patched[:12]} from the series")
             _recreate(worktree, base, rendered, patched, work)
         # the contributor's commits: the tested trees and messages, their identity (and Assisted-by)
         head = authorship.reauthor(str(repo.path), base, patched, opts.author, opts.assisted_by)
         patches = format_patch(repo, base, head)
-        commits = commit_list(repo, base, head)
+        commits = [Commit(subject, body, files) for _, subject, body, files in repo.commits(base, head)]
         opts.log(
             f"{target_name}: verifying {len(patches)} patches on a fresh copy of {base[:12]} "
             "(git am, build, test-opt, gate)"
         )
         verification = verify(opts, target, repo, worktree, work, base, head, patches)
-        toolchain = toolchain_info(work / "build")
-        toolchain = cell_compilers_that_differ({**toolchain, **cells_toolchain(cache, cells)})
+        tools = toolchain_of(cache, cells, work / "build")
         docs = documents.documents(
             policy=rules,
             cover=cov,
@@ -402,7 +383,7 @@ def bundle_target(
             target=target_name,
             commits=commits,
             patches=patches,
-            toolchain=toolchain,
+            toolchain=tools,
             warnings=warnings,
             canonical_paths=load_series(matrix).paths(),
             read_file=lambda path: repo.read_blob(base, path),
@@ -411,18 +392,12 @@ def bundle_target(
             finetune=finetune,
         )
     files_text: dict[str, str | bytes] = {**dict(patches), **docs.files}
-    trained = training_cell(results, target_name)
-    if trained and trained.training and rules.takes_pull_request and can_plot():  # the table is in the body anyway
+    trained, plots = training_cell(results, target_name), rules.takes_pull_request and can_plot()
+    if plots and trained and trained.training:  # the plots' tables are in the body anyway
+        title, t = f"{trained.cell}: train-opt-dynamic, per-step graphs, SGD", trained.training
         with tempfile.TemporaryDirectory() as tmp:
-            t = trained.training
-            png = plot(
-                t.with_fix,
-                t.without_fix,
-                Path(tmp) / TRAINING_PLOT,
-                f"{trained.cell}: train-opt-dynamic, per-step graphs, SGD",
-            )
-            files_text[TRAINING_PLOT] = png.read_bytes()
-    if finetune and rules.takes_pull_request and can_plot():  # the tables are in the body anyway
+            files_text[TRAINING_PLOT] = plot(t.with_fix, t.without_fix, Path(tmp) / TRAINING_PLOT, title).read_bytes()
+    if plots and finetune:
         files_text[tuned.PLOT] = tuned.plot_png(finetune)
     files = {
         name: hashlib.sha256(data if isinstance(data, bytes) else data.encode("utf-8")).hexdigest()
@@ -439,7 +414,7 @@ def bundle_target(
         patches=patches,
         files=files,
         verification=verification,
-        toolchain=toolchain,
+        toolchain=tools,
         warnings=warnings,
         known_limits=as_json(known_limits),  # patches/known-limits.yaml: what the series leaves as it is
         **docs.manifest_fields(opts.author, opts.assisted_by, head),
@@ -460,12 +435,6 @@ def bundle_target(
         rules.role.value["text"],
         docs.draft_reasons,
     )
-
-
-def _declared(target):
-
-    u = getattr(target, "upstream", None)
-    return Declared(u.repo, u.submit, u.where) if u else None
 
 
 def _write_dir(dest: Path, files: dict[str, str | bytes]) -> None:
@@ -492,10 +461,6 @@ def _write_dir(dest: Path, files: dict[str, str | bytes]) -> None:
             shutil.rmtree(staging, ignore_errors=True)
 
 
-def _has_commit(repo, commit: str) -> bool:
-    return repo.ref_commit(commit) == commit
-
-
 def _recreate(worktree, base: str, rendered, patched: str, work: Path) -> None:
 
     files = write_patches(rendered, work / "series")
@@ -515,10 +480,6 @@ def format_patch(repo: SnapshotRepo, base: str, patched: str) -> list[tuple[str,
         raise BundleRefused(f"the patched commit {patched[:12]} does not descend from the base {base[:12]}")
     with tempfile.TemporaryDirectory(prefix="format-patch-") as tmp:
         return [(p.name, p.read_text(encoding="utf-8")) for p in repo.format_patches(base, patched, Path(tmp))]
-
-
-def commit_list(repo: SnapshotRepo, base: str, patched: str) -> list[Commit]:
-    return [Commit(subject, body, files) for _, subject, body, files in repo.commits(base, patched)]
 
 
 def verify(
@@ -598,49 +559,31 @@ _SET = re.compile(r'^set\((CMAKE_(?:C|CXX)_COMPILER(?:_ID|_VERSION)?) "([^"]*)"\
 def compiler_info(build_dir: Path) -> dict[str, str]:
     """{"c_compiler": "GNU 12.2.0 (/usr/bin/cc)", ...} from what CMake detected in a build tree."""
     found: dict[str, str] = {}
+    cache = Path(build_dir) / "CMakeCache.txt"
     for lang, key in (("C", "c_compiler"), ("CXX", "cxx_compiler")):
+        var = f"CMAKE_{lang}_COMPILER"
         for f in sorted(Path(build_dir).glob(f"CMakeFiles/*/CMake{lang}Compiler.cmake")):
             sets = dict(_SET.findall(f.read_text(errors="replace")))
-            path = sets.get(f"CMAKE_{lang}_COMPILER")
-            if path:
-                found[key] = (
-                    f"{sets.get(f'CMAKE_{lang}_COMPILER_ID', '?')} "
-                    f"{sets.get(f'CMAKE_{lang}_COMPILER_VERSION', '?')} ({path})"
-                )
-        if key not in found:  # older trees: the cache has the path at least
-            cache = Path(build_dir) / "CMakeCache.txt"
-            m = (
-                re.search(rf"^CMAKE_{lang}_COMPILER:\w+=(.+)$", cache.read_text(errors="replace"), re.M)
-                if cache.exists()
-                else None
-            )
+            if sets.get(var):
+                found[key] = f"{sets.get(f'{var}_ID', '?')} {sets.get(f'{var}_VERSION', '?')} ({sets[var]})"
+        if key not in found and cache.exists():  # older trees: the cache has the path at least
+            m = re.search(rf"^{var}:\w+=(.+)$", cache.read_text(errors="replace"), re.M)
             if m:
                 found[key] = m.group(1).strip()
     return found
 
 
-def toolchain_info(build_dir: Path) -> dict[str, str]:
-    """The tools' versions (the same probe as the result-cache keys) and the compilers CMake chose."""
-
+def toolchain_of(cache: Cache, cells: list[Cell], build_dir: Path) -> dict[str, str]:
+    """The tools' versions (the same probe as the result-cache keys), the compilers CMake chose for
+    the verification build, and a cell's C++ compiler (its build tree still cached) only where it
+    differs from the verification build's: the rest is noise."""
     versions = toolchain.versions()
     info = {k: versions[k] for k in ("cmake", "ninja", "git")}
     if shutil.which("ccache"):
         info["ccache"] = versions["ccache"]
-    info.update(compiler_info(build_dir))
-    return {k: v for k, v in info.items() if v}
-
-
-def cells_toolchain(cache, cells: list[Cell]) -> dict[str, str]:
-    """The compiler each matrix cell built with, when its build tree is still in the cache."""
-    out = {}
+    info = {k: v for k, v in {**info, **compiler_info(build_dir)}.items() if v}
     for c in cells:
-        info = compiler_info(cache.cell_dir(c.cell) / "build")
-        if info.get("cxx_compiler"):
-            out[f"cell {c.cell} C++ compiler"] = info["cxx_compiler"]
-    return out
-
-
-def cell_compilers_that_differ(toolchain: dict) -> dict:
-    """Only the cells whose compiler is not the verification build's: the rest is noise."""
-    same = toolchain.get("cxx_compiler")
-    return {k: v for k, v in toolchain.items() if not (k.startswith("cell ") and v == same)}
+        cxx = compiler_info(cache.cell_dir(c.cell) / "build").get("cxx_compiler")
+        if cxx and cxx != info.get("cxx_compiler"):
+            info[f"cell {c.cell} C++ compiler"] = cxx
+    return info

@@ -8,7 +8,6 @@ list, a file or a message. Every message that could carry a URL goes through `re
 from __future__ import annotations
 
 import json
-import math
 import re
 import stat
 import time
@@ -17,75 +16,44 @@ from pathlib import Path
 from typing import Callable, Optional
 from urllib.parse import urlsplit
 
-from ..errors import (
-    ConfigError,
-    GitHubAuthFailed,  # noqa: F401 (re-exported: pr's callers and tests name them here)
-    GitHubError,
-    GitHubUnreachable,  # noqa: F401 (re-exported: pr's callers and tests name them here)
-    PullRequestRejected,  # noqa: F401 (re-exported: pr's callers and tests name them here)
-    PushFailed,
-    RateLimited,  # noqa: F401 (re-exported: pr's callers and tests name them here)
-    SeriesDoesNotApply,
-)
+from ..errors import ConfigError, GitHubError, PushFailed, SeriesDoesNotApply
+from ..redact import redact
 from ..urls import FULL_SHA, git_url_problem, http_url_problem, login_problem
 from ..vcs import workrepo
 from ..vcs.runner import GitError
-from .github_api import (
-    API_VERSION,  # noqa: F401 (re-exported)
-    REDACTED,  # noqa: F401 (re-exported)
-    Answer,
-    Wording,
-    body_json,
-    raise_for_answer,
-    redact,
-    request_headers,  # noqa: F401 (re-exported)
-    send,
-)
+from .github_api import Answer, Wording, body_json, raise_for_answer, send
 from .submission import web_url
 
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
-def check_repo(repo: str) -> str:
-    if not _REPO.match(repo) or repo.startswith("-"):
-        raise ConfigError(f"--repo {repo!r}: expected OWNER/NAME, e.g. ggml-org/llama.cpp")
-    return repo
-
-
-def check_remote(url: str) -> str:
-    """--head-remote: a git URL or path, never an option or a transport helper."""
-    why = git_url_problem(url)
+def _checked(option: str, value: str, why: Optional[str]) -> str:
     if why:
-        raise ConfigError(
-            f"--head-remote {url!r}: {why}; expected a git URL (https://, ssh://, git@host:path) or a path"
-        )
-    return url
-
-
-def check_api_url(url: str) -> str:
-    why = http_url_problem(url)
-    if why:
-        raise ConfigError(f"--api-url {url!r}: {why}, e.g. https://api.github.com")
-    return url
-
-
-def check_commit(commit: str, option: str) -> str:
-    if not FULL_SHA.match(commit):
-        raise ConfigError(f"{option} {commit!r}: expected a full 40-hex commit id")
-    return commit
-
-
-def check_owner(name: str) -> str:
-    why = login_problem(name)
-    if why:
-        raise ConfigError(f"--head-owner {name!r}: {why}")
-    return name
-
-
-def check_seconds(value: float, option: str) -> float:
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{option} {value:g}: expected a number of seconds above 0")
+        raise ConfigError(f"{option} {value!r}: {why}")
     return value
+
+
+def check_repo(repo: str) -> str:
+    ok = _REPO.match(repo) and not repo.startswith("-")
+    return _checked("--repo", repo, None if ok else "expected OWNER/NAME, e.g. ggml-org/llama.cpp")
+
+
+def check_args(args) -> Optional[str]:
+    """pr's arguments, each refused in one line before anything is touched: the fork's owner, if known.
+    --head-remote is a git URL or path, never an option or a transport helper."""
+    check_repo(args.repo)
+    for option, name in (("--branch", args.branch), ("--base", args.base)):
+        _checked(option, name, None if workrepo.is_branch_name(name) else "not a valid git branch name")
+    why = git_url_problem(args.head_remote)
+    expected = "expected a git URL (https://, ssh://, git@host:path) or a path"
+    _checked("--head-remote", args.head_remote, why and f"{why}; {expected}")
+    why = http_url_problem(args.api_url)
+    _checked("--api-url", args.api_url, why and f"{why}, e.g. https://api.github.com")
+    if args.onto:
+        _checked("--onto", args.onto, None if FULL_SHA.match(args.onto) else "expected a full 40-hex commit id")
+    if args.head_owner:
+        return _checked("--head-owner", args.head_owner, login_problem(args.head_owner))
+    return owner_from_remote(args.head_remote)
 
 
 def owner_from_remote(url: str) -> Optional[str]:
@@ -226,8 +194,12 @@ def work_repo(path: Path, snapshots_git: Path) -> Path:
     return path
 
 
-has_commit = workrepo.has_commit
-push_argv = workrepo.push_argv
+def _remote_failed(e: GitError, what: str, secrets: tuple[str, ...], otherwise: str) -> PushFailed:
+    """A git fetch or push to the fork that stalled (--git-timeout) or failed (`otherwise`), redacted."""
+    if e.timed_out:
+        stalled = f"{what} {e.line} (--git-timeout); check the remote URL and the network, then retry"
+        return PushFailed(redact(stalled, secrets))
+    return PushFailed(redact(otherwise, secrets))
 
 
 def fetch_commit(
@@ -241,22 +213,11 @@ def fetch_commit(
     try:
         workrepo.fetch_commit(workdir, remote, commit, git_env(askpass), timeout, config=NO_REDIRECTS)
     except GitError as e:
-        if e.timed_out:
-            raise PushFailed(
-                redact(
-                    f"git fetch from {remote} {e.line} (--git-timeout); check the remote URL and "
-                    "the network, then retry",
-                    secrets,
-                )
-            ) from None
-        raise PushFailed(
-            redact(
-                f"the fork {remote} does not have commit {commit[:12]}, the upstream base of this "
-                f"bundle ({e.line}): sync the fork with upstream, or pass --onto "
-                "a commit of the fork with the same tree",
-                secrets,
-            )
-        ) from None
+        missing = (
+            f"the fork {remote} does not have commit {commit[:12]}, the upstream base of this bundle ({e.line}): "
+            "sync the fork with upstream, or pass --onto a commit of the fork with the same tree"
+        )
+        raise _remote_failed(e, f"git fetch from {remote}", secrets, missing) from None
 
 
 def series_branch(workdir: Path, onto: str, patches: tuple[Path, ...], upstream: bool) -> Branch:
@@ -283,22 +244,8 @@ def push(
     try:
         workrepo.push(workdir, remote, branch, git_env(askpass), timeout, config=NO_REDIRECTS)
     except GitError as e:
-        if e.timed_out:
-            raise PushFailed(
-                redact(
-                    f"git push to {remote} {e.line} (--git-timeout); check the remote URL and the network, then retry",
-                    secrets,
-                )
-            ) from None
-        hint = (
-            "; the branch exists on the fork with other commits: pick another --branch"
-            if "[rejected]" in e.stderr or "non-fast-forward" in e.stderr
-            else ""
-        )
-        raise PushFailed(redact(f"git push to {remote} failed: {e.line}{hint}", secrets)) from None
-
-
-def check_branch(name: str, option: str = "--branch") -> str:
-    if not workrepo.is_branch_name(name):
-        raise ConfigError(f"{option} {name!r}: not a valid git branch name")
-    return name
+        rejected = "[rejected]" in e.stderr or "non-fast-forward" in e.stderr
+        hint = "; the branch exists on the fork with other commits: pick another --branch" if rejected else ""
+        raise _remote_failed(
+            e, f"git push to {remote}", secrets, f"git push to {remote} failed: {e.line}{hint}"
+        ) from None

@@ -24,10 +24,9 @@ from urllib3.exceptions import MaxRetryError, ResponseError
 from urllib3.util.retry import Retry
 
 from ..errors import GitHubAuthFailed, GitHubError, GitHubRejected, GitHubUnreachable, RateLimited
-from ..redact import REDACTED, redact, redact_data  # noqa: F401 (the one redaction function; re-exported for callers)
+from ..redact import redact, redact_data
 
 API_VERSION = "2022-11-28"
-DEFAULT_API_URL = "https://api.github.com"
 RETRIES = 3  # after the first try: 4 answers at most
 BACKOFF = 2.0  # urllib3: no wait before the first retry, then 4 s, 8 s (2 * 2**(n-1))
 BACKOFF_ENV = "GGML_PATCH_HTTP_BACKOFF"  # another factor (seconds; 0: retry at once), e.g. for tests
@@ -104,14 +103,6 @@ def retry_policy(deadline: Optional[_Deadline] = None) -> Retry:
     return policy
 
 
-def _session(deadline: Optional[_Deadline] = None) -> requests.Session:
-    s = requests.Session()
-    adapter = HTTPAdapter(max_retries=retry_policy(deadline))
-    s.mount("https://", adapter)
-    s.mount("http://", adapter)
-    return s
-
-
 def request_headers() -> dict[str, str]:
     """Every header but Authorization, which `_Bearer` adds."""
     return {
@@ -175,20 +166,15 @@ def send(
                 stream=True,
             ),
         )
-    except requests.Timeout:
-        raise GitHubUnreachable(
-            redact(
-                f"{api_url}: no answer within {timeout:g} s (timed out); check --api-url and the network, then retry",
-                (token,),
-            )
-        ) from None
-    except requests.ConnectionError as e:
-        why = "connection refused" if "refused" in str(e).lower() else "cannot connect"
-        raise GitHubUnreachable(
-            redact(f"{api_url}: {why}; check --api-url and the network, then retry", (token,))
-        ) from None
     except requests.RequestException as e:
-        raise GitHubUnreachable(redact(f"{api_url}: {type(e).__name__}; check --api-url", (token,))) from None
+        retry = "check --api-url and the network, then retry"
+        if isinstance(e, requests.Timeout):
+            why = f"no answer within {timeout:g} s (timed out); {retry}"
+        elif isinstance(e, requests.ConnectionError):
+            why = ("connection refused" if "refused" in str(e).lower() else "cannot connect") + f"; {retry}"
+        else:
+            why = f"{type(e).__name__}; check --api-url"
+        raise GitHubUnreachable(redact(f"{api_url}: {why}", (token,))) from None
     return Answer(resp.status_code, resp.headers, resp.text)
 
 
@@ -200,7 +186,9 @@ def _within(timeout: float, call: Callable[[requests.Session], requests.Response
     box: dict = {}
     finished = threading.Event()
     deadline = _Deadline(timeout)
-    session = _session(deadline)
+    session, adapter = requests.Session(), HTTPAdapter(max_retries=retry_policy(deadline))
+    session.mount("https://", adapter)
+    session.mount("http://", adapter)
 
     def work() -> None:
         try:
@@ -244,12 +232,8 @@ def github_message(text: str) -> str:
         return ""
     parts = [str(data.get("message", ""))]
     errors = data.get("errors") or []
-    if isinstance(errors, (str, int, float)):  # some answers give one string, not a list
-        errors = [str(errors)]
-    elif isinstance(errors, dict):
-        errors = [errors]
-    elif not isinstance(errors, list):
-        errors = []
+    if not isinstance(errors, list):  # some answers give one string (or object), not a list
+        errors = [errors if isinstance(errors, dict) else str(errors)]
     for err in errors:
         if isinstance(err, dict) and (err.get("message") or err.get("code")):
             parts.append(str(err.get("message") or f"{err.get('field', '')} {err.get('code')}".strip()))

@@ -22,30 +22,13 @@ from ..verdicts.known_limits import FILE as _LIMITS_FILE
 from ..verdicts.known_limits import KnownLimit
 from ..verdicts.known_limits import table as limits_table
 from ..verdicts.mutants import tally_line
-from ..verdicts.training import table_markdown
 from . import cover as C
 from . import views as B
 from .policy import Template, _disclosure_prefix
 
 DATA_HEADING = re.compile(r"^additional information$", re.I)
-_ASCII = {
-    "\u2014": "-",
-    "\u2013": "-",
-    "\u2212": "-",
-    "\u2192": "->",
-    "\u2190": "<-",
-    "\u00d7": "x",
-    "\u2026": "...",
-    "\u2018": "'",
-    "\u2019": "'",
-    "\u201c": '"',
-    "\u201d": '"',
-    "\u2264": "<=",
-    "\u2265": ">=",
-    "\u2248": "~",
-    "\u00a0": " ",
-    "\u00b5": "u",
-}
+_ASCII = dict(zip("\u2014\u2013\u2212\u00d7\u2018\u2019\u201c\u201d\u2248\u00a0\u00b5", "---x''\"\"~ u", strict=True))
+_ASCII.update({"\u2192": "->", "\u2190": "<-", "\u2026": "...", "\u2264": "<=", "\u2265": ">="})
 NONE = "-"
 KNOWN_LIMITS_PATH = f"patches/{_LIMITS_FILE}"
 
@@ -53,16 +36,11 @@ KNOWN_LIMITS_PATH = f"patches/{_LIMITS_FILE}"
 def ascii_text(text: str) -> str:
     """The tool's own data in ASCII: the usual typographic characters by their ASCII equivalents
     (AGENTS.md's list), accents dropped, anything else as a visible \\uXXXX escape."""
-    out = []
-    for ch in text:
-        if ord(ch) < 128:
-            out.append(ch)
-        elif ch in _ASCII:
-            out.append(_ASCII[ch])
-        else:
-            plain = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode()
-            out.append(plain or f"\\u{ord(ch):04x}")
-    return "".join(out)
+    return "".join(ch if ch.isascii() else _ASCII.get(ch) or _unaccented(ch) for ch in text)
+
+
+def _unaccented(ch: str) -> str:
+    return unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode() or f"\\u{ord(ch):04x}"
 
 
 # ---------------------------------------------------------------- data from results.json
@@ -83,69 +61,8 @@ def _summary(rec, test: str) -> Optional[str]:
     return t.summary_line if t else None
 
 
-def cell_table(results: Results, target: str) -> list[str]:
-    out = ["| " + " | ".join(B.CELL_COLUMNS) + " |", "|" + "---|" * len(B.CELL_COLUMNS)]
-    for c in results.cells_of(target):
-        recs = results.records_of(c.cell)
-        patched, control = recs.get("patched"), recs.get("control")
-        vals = [
-            _v(c.cell),
-            _v(c.backend),
-            _v(str(c.status)),
-            _v(control.verdict if control else None),
-            _code(_summary(patched, UPSTREAM_TEST)),
-            _code(_summary(patched, GATE_TEST)),
-            _code(_summary(control, GATE_TEST)),
-            _v(c.timings.get("build_patched")),
-            _v(c.timings.get("build_control")),
-        ]
-        out.append("| " + " | ".join(vals) + " |")
-    return out
-
-
-def outcome_table(results: Results, target: str) -> list[str]:
-    out = ["| " + " | ".join(B.OUTCOME_COLUMNS) + " |", "|" + "---|" * len(B.OUTCOME_COLUMNS)]
-    for r in B.outcome_rows(results, target):
-        vals = [
-            _v(r["backend"]),
-            _v(r["device"]),
-            _code(r["test"]),
-            _v(r["optimizer"]),
-            _v(r["opt_period"]),
-            _v(r["with_fix"]),
-            _v(r["reverted"]),
-            _v(r["step"]),
-            _v(r["w"]),
-            _v(r["expected"]),
-        ]
-        out.append("| " + " | ".join(vals) + " |")
-    return out
-
-
 def _controls(results: Results, target: str) -> list:
     return [(c, results.records_of(c.cell).get("control")) for c in results.cells_of(target)]
-
-
-def failure_lines(results: Results, target: str) -> list[str]:
-    """The gate's own failure line with the fix reverted, once per distinct line, verbatim."""
-    return list(
-        dict.fromkeys(ascii_text(r.failure_line) for _, r in _controls(results, target) if r and r.failure_line)
-    )
-
-
-def training_lines(results: Results, target: str, level: str) -> list[str]:
-    trained = B.training_cell(results, target)
-    if not trained or not trained.training:
-        return []
-    t = trained.training
-    verdict = {True: "yes", False: "no", None: "too few epochs"}[t.diverges_as_predicted]
-    return [
-        f"{level} Training: loss per epoch with and without the fix ({ascii_text(trained.cell)})",
-        "",
-        f"`native_tests/train-opt-dynamic.cpp`, per-step graphs, SGD; diverges as predicted without the fix: {verdict}",
-        "",
-        ascii_text(table_markdown(t.with_fix, t.without_fix).rstrip("\n")),
-    ]
 
 
 def _source(results: Results, target: str) -> Provenance:
@@ -174,42 +91,26 @@ def base_rows(results: Results, target: str, repo: Optional[str]) -> list[str]:
     ]
 
 
-def _build_commands(layout: str, targets: tuple[str, ...]) -> list[str]:
+def _commands(results: Results, target: str, applied: list[str], patch_names: list[str], layout: str) -> list[str]:
+    """`applied` on the base, then the series' tests (the gate only when a patch adds it) built and run."""
     option = "GGML_BUILD_TESTS" if layout == "ggml" else "LLAMA_BUILD_TESTS"
-    return [
-        f"cmake -B build -D{option}=ON",
-        f"cmake --build build --target {' '.join(targets)}",
-        *[f"./build/bin/{t}" for t in targets],
-    ]
-
-
-def _series_tests(patch_names: list[str]) -> tuple[str, ...]:
-    """The tests the series' patches build: test-opt, and the gate only when a patch adds it."""
-    return (UPSTREAM_TEST, GATE_TEST) if any(GATE_TEST in n for n in patch_names) else (UPSTREAM_TEST,)
-
-
-def reproduce_fixed(results: Results, target: str, patch_names: list[str], layout: str) -> list[str]:
-    """The series on the base, the two tests built and run: what the cells did with the fix."""
+    tests = (UPSTREAM_TEST, GATE_TEST) if any(GATE_TEST in n for n in patch_names) else (UPSTREAM_TEST,)
     return [
         f"git checkout --detach {_base(results, target)}",
-        f"git am {' '.join(patch_names)}",
-        *_build_commands(layout, _series_tests(patch_names)),
+        f"git am {' '.join(applied)}",
+        f"cmake -B build -D{option}=ON",
+        f"cmake --build build --target {' '.join(tests)}",
+        *[f"./build/bin/{t}" for t in tests],
     ]
 
 
 def reproduce_bug(
     results: Results, target: str, commits: list, patch_names: list[str], layout: str
 ) -> Optional[list[str]]:
-    """Only the test commits on the base, the gate built and run: it fails with the line above.
-    None when no commit of the series is only tests (the test cannot go in without the fix)."""
+    """Only the test commits on the base: the tests fail with the lines above. None when no commit
+    of the series is only tests (the test cannot go in without the fix)."""
     tests = [name for c, name in zip(commits, patch_names, strict=True) if c.is_test]
-    if not tests:
-        return None
-    return [
-        f"git checkout --detach {_base(results, target)}",
-        f"git am {' '.join(tests)}",
-        *_build_commands(layout, _series_tests(patch_names)),
-    ]
+    return _commands(results, target, tests, patch_names, layout) if tests else None
 
 
 def _details(summary: str, lines: list[str]) -> list[str]:
@@ -326,7 +227,8 @@ def evidence(
     comp = competing_table(results, target)
     if comp:
         out += ["", "Fixes proposed elsewhere, applied to the unfixed tree:", "", *comp]
-    out += ["", "Reproduce:", "", "```sh", *reproduce_fixed(results, target, patch_names, layout), "```"]
+    fixed = _commands(results, target, patch_names, patch_names, layout)  # what the cells did with the fix
+    out += ["", "Reproduce:", "", "```sh", *fixed, "```"]
     bug = reproduce_bug(results, target, commits, patch_names, layout)
     if bug:
         out += _details("Without the fix", ["```sh", *bug, "```"])
@@ -444,11 +346,8 @@ def body(template: Optional[Template], cov: C.Cover, data: list[str]) -> str:
 
 
 def _strip_blank(lines: list[str]) -> list[str]:
-    while lines and not lines[0].strip():
-        lines.pop(0)
-    while lines and not lines[-1].strip():
-        lines.pop()
-    return lines
+    kept = [i for i, line in enumerate(lines) if line.strip()]
+    return lines[kept[0] : kept[-1] + 1] if kept else []
 
 
 def issue(
