@@ -140,7 +140,7 @@ def _manual(args, cache, bundle, policy, repo: str, branch: str, owner) -> None:
 def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
     from ..cache import slug
     from ..upstream import github
-    from ..upstream.github_api import request_headers
+    from ..upstream.github_api import body_json, request_headers
     from ..vcs import workrepo
 
     secrets = (token,) if token else ()
@@ -184,7 +184,7 @@ def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
         for k, v in request_headers().items():
             say(f"{k}: {v}")
         say()
-        say(github.request_json(pr), end="")
+        say(body_json(pr.payload()), end="")
         return ExitCode.OK
     for n in notes:
         say(f"note: {n}")

@@ -69,16 +69,10 @@ def load_results_dir(results_dir: Path) -> tuple[Results, str]:
 
 def problems(results: Results, current_series_sha256: str) -> list[Problem]:
     """Everything that stops these results from backing a pull request; empty when they do."""
-    found = []
-    ran = results.series.sha256
-    if ran != current_series_sha256:
-        found.append(
-            Problem(
-                None,
-                f"results.json was made from series {ran[:12]}, the series in patches/ "
-                f"is now {current_series_sha256[:12]}: re-run `ggml-patch matrix`",
-            )
-        )
+    found, ran, now = [], results.series.sha256, current_series_sha256
+    if ran != now:
+        stale = f"results.json was made from series {ran[:12]}, the series in patches/ is now {now[:12]}"
+        found.append(Problem(None, f"{stale}: re-run `ggml-patch matrix`"))
     for target in results.targets():
         cells = results.cells_of(target)
         if all(c.status in NOT_RUN for c in cells):
@@ -102,11 +96,9 @@ def _cell_problems(results: Results, cell: Cell) -> list[str]:
         found.append(f"{cid}: the patched variant did not build")
     else:
         bad = [
-            f"{name} {t.outcome}"
-            for name, t in patched.tests.items()
-            if t.outcome not in (Outcome.PASSED, Outcome.SKIPPED)
-        ]  # skipped: the backend's, with its reason
-        if bad:
+            f"{n} {t.outcome}" for n, t in patched.tests.items() if t.outcome not in (Outcome.PASSED, Outcome.SKIPPED)
+        ]
+        if bad:  # skipped: the backend's, with its reason
             found.append(f"{cid}: with the fix {', '.join(bad)}")
     if patched is not None and control is None:
         found.append(f"{cid}: the negative control did not run")
@@ -251,24 +243,18 @@ class BundleOptions:
     assisted_by: Optional[str] = None  # the assistant named in an Assisted-by: trailer
 
 
-@dataclass
-class BundleResult:
-    target: str
-    path: Path
-    patches: list[str]
-    base_commit: str
-    upstream_commit: Optional[str]
-    verify_s: float
-    warnings: list[str]
-    role: str = ""
-    draft_reasons: list[str] = field(default_factory=list)
-
-
-def make_bundles(opts: BundleOptions) -> tuple[list[BundleResult], list[str]]:
+def make_bundles(opts: BundleOptions) -> tuple[list[Bundle], list[str]]:
     """Every bundle the results allow, and the targets left out (with why). Refuses, writing
     nothing, when the results do not prove the fix (unless allow_incomplete)."""
     results, results_sha = load_results_dir(opts.results_dir)
-    chosen = _chosen_targets(results, opts.targets, opts.results_dir)
+    present = results.targets()
+    for t in opts.targets:
+        if t not in present:
+            raise ConfigError(
+                f"{Path(opts.results_dir) / 'results.json'}: no cells for target {t!r} "
+                f"(targets in this run: {', '.join(present) or 'none'})"
+            )
+    chosen = [t for t in present if not opts.targets or t in opts.targets]
     limits = load_known_limits(Path(opts.matrix.series_dir))  # malformed: one line, exit 2, before any work
     related = load_related(Path(opts.matrix.series_dir))  # likewise
     found = [p for p in problems(results, load_series(opts.matrix).sha256) if p.target in (None, *chosen)]
@@ -284,17 +270,6 @@ def make_bundles(opts: BundleOptions) -> tuple[list[BundleResult], list[str]]:
     if not made:
         raise BundleRefused("nothing to bundle: " + "; ".join(left_out))
     return made, left_out
-
-
-def _chosen_targets(results: Results, wanted: list[str], results_dir: Path) -> list[str]:
-    present = results.targets()
-    for t in wanted:
-        if t not in present:
-            raise ConfigError(
-                f"{Path(results_dir) / 'results.json'}: no cells for target {t!r} "
-                f"(targets in this run: {', '.join(present) or 'none'})"
-            )
-    return [t for t in present if not wanted or t in wanted]
 
 
 def _same(cells: list[Cell], what: str, get: Callable[[Cell], Optional[str]]) -> str:
@@ -332,8 +307,7 @@ def bundle_target(
     warnings: list[str],
     known_limits: tuple = (),
     related: tuple = (),
-) -> BundleResult:
-
+) -> Bundle:
     matrix, cache = opts.matrix, opts.cache
     if opts.author is None:
         raise ConfigError('bundle: no author for the bundle\'s commits (pass --author "Name <email>")')
@@ -364,7 +338,13 @@ def bundle_target(
         worktree = Worktree(repo, work / "src")
         if repo.ref_commit(patched) != patched:  # a pruned cache: the series recreates it exactly
             opts.log(f"{target_name}: recreating the tested commit {patched[:12]} from the series")
-            _recreate(worktree, base, rendered, patched, work)
+            series_files = write_patches(rendered, work / "series")
+            worktree.ensure(base)
+            if (again := worktree.am(series_files)) != patched:
+                raise BundleRefused(
+                    f"the commit results.json records ({patched[:12]}) is gone from the cache and the "
+                    f"series in patches/ now gives {again[:12]}: re-run `ggml-patch matrix`"
+                )
         # the contributor's commits: the tested trees and messages, their identity (and Assisted-by)
         head = authorship.reauthor(str(repo.path), base, patched, opts.author, opts.assisted_by)
         patches = format_patch(repo, base, head)
@@ -424,17 +404,7 @@ def bundle_target(
     # only into a folder the tool made (or a new or empty one): _write_dir replaces dest whole
     dest = outdir.claim(opts.out_dir, "--out", legacy=outdir.made_bundles) / target_name
     _write_dir(dest, files_text)
-    return BundleResult(
-        target_name,
-        dest,
-        [n for n, _ in patches],
-        base,
-        source.get("upstream_commit"),
-        verification.durations_s.total,
-        warnings,
-        rules.role.value["text"],
-        docs.draft_reasons,
-    )
+    return read_bundle(dest)  # what `pr` reads: the bundle as written, checked
 
 
 def _write_dir(dest: Path, files: dict[str, str | bytes]) -> None:
@@ -461,21 +431,8 @@ def _write_dir(dest: Path, files: dict[str, str | bytes]) -> None:
             shutil.rmtree(staging, ignore_errors=True)
 
 
-def _recreate(worktree, base: str, rendered, patched: str, work: Path) -> None:
-
-    files = write_patches(rendered, work / "series")
-    worktree.ensure(base)
-    head = worktree.am(files)
-    if head != patched:
-        raise BundleRefused(
-            f"the commit results.json records ({patched[:12]}) is gone from the cache and the "
-            f"series in patches/ now gives {head[:12]}: re-run `ggml-patch matrix`"
-        )
-
-
 def format_patch(repo: SnapshotRepo, base: str, patched: str) -> list[tuple[str, str]]:
     """`git format-patch base..patched`: [(file name, text)], in order."""
-
     if not repo.descends(base, patched):
         raise BundleRefused(f"the patched commit {patched[:12]} does not descend from the base {base[:12]}")
     with tempfile.TemporaryDirectory(prefix="format-patch-") as tmp:
@@ -489,7 +446,6 @@ def verify(
     configure, build and test steps there (CPU, the two tests). `patched` is the bundle's head:
     the tested tree, the contributor's commits. The worktree and build tree are the bundle's own
     and persist in the cache (ccache and an incremental build make a repeat cost seconds)."""
-
     t_all = time.monotonic()
     series_dir = work / "bundle-series"
     if series_dir.exists():

@@ -7,7 +7,6 @@ list, a file or a message. Every message that could carry a URL goes through `re
 
 from __future__ import annotations
 
-import json
 import re
 import stat
 import time
@@ -21,7 +20,7 @@ from ..redact import redact
 from ..urls import FULL_SHA, git_url_problem, http_url_problem, login_problem
 from ..vcs import workrepo
 from ..vcs.runner import GitError
-from .github_api import Answer, Wording, body_json, raise_for_answer, send
+from .github_api import Answer, Wording, raise_for_answer, send
 from .submission import web_url
 
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
@@ -77,16 +76,12 @@ class PullRequest:
     base: str  # the branch to merge into
 
     def payload(self) -> dict:
+        """What is POSTed: body_json of it is the exact bytes (and what a dry run shows)."""
         return {"title": self.title, "body": self.body, "head": self.head, "base": self.base}
 
 
 def pulls_url(api_url: str, repo: str) -> str:
     return f"{api_url.rstrip('/')}/repos/{repo}/pulls"
-
-
-def request_json(pr: PullRequest) -> str:
-    """The exact bytes POSTed (and shown by a dry run)."""
-    return body_json(pr.payload())
 
 
 def create_pull_request(api_url: str, pr: PullRequest, token: str, timeout: float) -> str:
@@ -96,44 +91,35 @@ def create_pull_request(api_url: str, pr: PullRequest, token: str, timeout: floa
     return answer(got.status, got.headers, got.text, pr, url, token)
 
 
-def _wording(pr: PullRequest) -> Wording:
-    return Wording(
+def answer(
+    status: int, headers, text: str, pr: PullRequest, url: str, token: str, now: Callable[[], float] = time.time
+) -> str:
+    """An API answer -> the pull request's URL, or the error the user can act on."""
+    got = Answer(status, headers, text)
+    if status == 201:
+        data = got.json()
+        html = data.get("html_url") if isinstance(data, dict) else None
+        if not html:
+            raise GitHubError(f"{url}: 201 Created but no html_url in the answer")
+        return redact(html, (token,))
+    wording = Wording(
         access=f"pull-request write access to {pr.repo}",
         forbidden=f"permission to open pull requests on {pr.repo}",
         rejected=f"GitHub refused the pull request {pr.head} -> {pr.repo}:{pr.base}",
         repo=pr.repo,
     )
-
-
-def answer(
-    status: int, headers, text: str, pr: PullRequest, url: str, token: str, now: Callable[[], float] = time.time
-) -> str:
-    """An API answer -> the pull request's URL, or the error the user can act on."""
-    if status == 201:
-        try:
-            html = json.loads(text).get("html_url")
-        except (ValueError, AttributeError):
-            html = None
-        if not html:
-            raise GitHubError(f"{url}: 201 Created but no html_url in the answer")
-        return redact(html, (token,))
-    raise_for_answer(Answer(status, headers, text), url, token, _wording(pr), now)
+    raise_for_answer(got, url, token, wording, now)
     raise GitHubError(f"{url}: unexpected answer {status}")  # a 2xx other than 201
 
 
 # ---------------------------------------------------------------- the branch on the fork
-
-PUSH_TIMEOUT_S = 600  # a push or fetch that takes longer has stalled
 
 
 def git_env(askpass: Optional[Path]) -> dict[str, str]:
     """Added to the runner's isolated environment (no user or system git configuration, no
     prompt): no SSH_ASKPASS (git falls back to it for credentials); the token only through
     GIT_ASKPASS, which reads it from the environment."""
-    env = {"SSH_ASKPASS": ""}
-    if askpass:
-        env["GIT_ASKPASS"] = str(askpass)
-    return env
+    return {"SSH_ASKPASS": "", **({"GIT_ASKPASS": str(askpass)} if askpass else {})}
 
 
 _ASKPASS = """#!/bin/sh
@@ -155,7 +141,6 @@ _HOST = re.compile(r"^[A-Za-z0-9.-]+(?::[0-9]{1,5})?\Z")
 
 def token_host(api_url: str) -> str:
     """The host git may give the token to: the web host of --api-url (github.com by default)."""
-
     parts = urlsplit(web_url(api_url))
     host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
     if not _HOST.match(host):
@@ -203,12 +188,7 @@ def _remote_failed(e: GitError, what: str, secrets: tuple[str, ...], otherwise: 
 
 
 def fetch_commit(
-    workdir: Path,
-    remote: str,
-    commit: str,
-    askpass: Optional[Path],
-    secrets: tuple[str, ...],
-    timeout: float = PUSH_TIMEOUT_S,
+    workdir: Path, remote: str, commit: str, askpass: Optional[Path], secrets: tuple[str, ...], timeout: float
 ) -> None:
     try:
         workrepo.fetch_commit(workdir, remote, commit, git_env(askpass), timeout, config=NO_REDIRECTS)
@@ -234,12 +214,7 @@ def series_branch(workdir: Path, onto: str, patches: tuple[Path, ...], upstream:
 
 
 def push(
-    workdir: Path,
-    remote: str,
-    branch: str,
-    askpass: Optional[Path],
-    secrets: tuple[str, ...],
-    timeout: float = PUSH_TIMEOUT_S,
+    workdir: Path, remote: str, branch: str, askpass: Optional[Path], secrets: tuple[str, ...], timeout: float
 ) -> None:
     try:
         workrepo.push(workdir, remote, branch, git_env(askpass), timeout, config=NO_REDIRECTS)

@@ -62,7 +62,6 @@ class _Retry(Retry):
 
 
 def _backoff() -> float:
-
     try:
         value = float(os.environ.get(BACKOFF_ENV, BACKOFF))
     except ValueError:
@@ -118,7 +117,6 @@ MAX_ANSWER_BYTES = 8 * 1024 * 1024  # an API answer larger than this is not GitH
 
 def body_json(payload: Any) -> str:
     """The exact bytes sent (and shown by a dry run): redacted, so no token or URL password is sent."""
-
     return json.dumps(redact_data(payload), indent=2, ensure_ascii=False) + "\n"
 
 
