@@ -30,7 +30,6 @@ DATA_HEADING = re.compile(r"^additional information$", re.I)
 _ASCII = dict(zip("\u2014\u2013\u2212\u00d7\u2018\u2019\u201c\u201d\u2248\u00a0\u00b5", "---x''\"\"~ u", strict=True))
 _ASCII.update({"\u2192": "->", "\u2190": "<-", "\u2026": "...", "\u2264": "<=", "\u2265": ">="})
 NONE = "-"
-KNOWN_LIMITS_PATH = f"patches/{_LIMITS_FILE}"
 
 
 def ascii_text(text: str) -> str:
@@ -69,23 +68,16 @@ def _source(results: Results, target: str) -> Provenance:
     return next((c.source for c in results.cells_of(target) if c.source), None) or Provenance(kind="", description=NONE)
 
 
-def _base(results: Results, target: str) -> str:
-    source = _source(results, target)
-    return source.upstream_commit or source.base_commit or NONE
-
-
 def base_rows(results: Results, target: str, repo: Optional[str]) -> list[str]:
     source = _source(results, target)
     upstream = source.upstream_commit
     patched = next((c.patched_commit for c in results.cells_of(target) if c.patched_commit), None)
     sdist = f", sdist sha256 `{source.sdist_sha256}`" if source.sdist_sha256 else ""
-    where = repo or source.url or "upstream"
+    where = ascii_text(repo or source.url or "upstream")
     return [
         "| | commit |",
         "|---|---|",
-        f"| {ascii_text(where)} | `{upstream}` |"
-        if upstream
-        else f"| {ascii_text(where)} | unknown: the source carries no git metadata |",
+        f"| {where} | " + (f"`{upstream}` |" if upstream else "unknown: the source carries no git metadata |"),
         f"| ggml-patch snapshot of {ascii_text(source.description)}{sdist} | `{source.base_commit or NONE}` |",
         f"| the snapshot with this series applied | `{patched or NONE}` |",
     ]
@@ -95,8 +87,9 @@ def _commands(results: Results, target: str, applied: list[str], patch_names: li
     """`applied` on the base, then the series' tests (the gate only when a patch adds it) built and run."""
     option = "GGML_BUILD_TESTS" if layout == "ggml" else "LLAMA_BUILD_TESTS"
     tests = (UPSTREAM_TEST, GATE_TEST) if any(GATE_TEST in n for n in patch_names) else (UPSTREAM_TEST,)
+    source = _source(results, target)
     return [
-        f"git checkout --detach {_base(results, target)}",
+        f"git checkout --detach {source.upstream_commit or source.base_commit or NONE}",
         f"git am {' '.join(applied)}",
         f"cmake -B build -D{option}=ON",
         f"cmake --build build --target {' '.join(tests)}",
@@ -122,13 +115,10 @@ def before_fix_lines(results: Results, target: str) -> list[str]:
     """The first failing line of each test with the fix reverted (test-opt's new cases, then the gate), once each."""
     out = []
     for _, control in _controls(results, target):
-        if not control:
-            continue
-        t = control.test(UPSTREAM_TEST)
-        line = (t.failure_line or first_failing_line(UPSTREAM_TEST, t.output or "")) if t else None
-        for x in (line, control.failure_line):
-            if x:
-                out.append(ascii_text(x))
+        if control:
+            t = control.test(UPSTREAM_TEST)
+            line = (t.failure_line or first_failing_line(UPSTREAM_TEST, t.output or "")) if t else None
+            out += [ascii_text(x) for x in (line, control.failure_line) if x]
     return list(dict.fromkeys(out))
 
 
@@ -245,38 +235,27 @@ def evidence(
         f"| profile | {_v(results.profile)} |",
         f"| series sha256 | `{results.series.sha256}` |",
     ]
-    notes = [
-        f"- {ascii_text(c.cell)} device: {ascii_text(B.device_text(c.device))}"
-        for c in cells
-        if B.device_text(c.device)
-    ]
-    notes += [
-        f"- {ascii_text(c.cell)} {c.status}: {ascii_text(B.one_line(c.reason))}" for c in cells if c.status in B.NOT_RUN
-    ]
-    notes += [
-        f"- {ascii_text(cell)}: {ascii_text(test)} not run on this backend: {ascii_text(B.one_line(why))}"
-        for cell, test, why in B.skipped_tests(results, target)
-    ]
+    # ascii_text maps each character alone: a whole note is the same as its values one by one
+    notes = [f"- {c.cell} device: {B.device_text(c.device)}" for c in cells if B.device_text(c.device)]
+    notes += [f"- {c.cell} {c.status}: {B.one_line(c.reason)}" for c in cells if c.status in B.NOT_RUN]
+    skipped = B.skipped_tests(results, target)
+    notes += [f"- {cell}: {test} not run on this backend: {B.one_line(why)}" for cell, test, why in skipped]
     for c, control in _controls(results, target):
         if control:
-            reverted = ", ".join(f"`{ascii_text(p)}`" for p in control.reverted or []) or NONE
-            notes.append(f"- {ascii_text(c.cell)} control: reverted {reverted}; {ascii_text(control.verdict_reason)}")
+            reverted = ", ".join(f"`{p}`" for p in control.reverted or []) or NONE
+            notes.append(f"- {c.cell} control: reverted {reverted}; {control.verdict_reason}")
     notes += [
-        f"- other target {ascii_text(c.cell)} ({ascii_text(c.layout or NONE)} layout): {c.status}"
-        for c in results.cells
-        if c.target != target
+        f"- other target {c.cell} ({c.layout or NONE} layout): {c.status}" for c in results.cells if c.target != target
     ]
+    notes = [ascii_text(line) for line in notes]
     out += _details("The run (ggml-patch results.json), cells and controls", [*record, "", *notes])
     if known_limits:
         out += _details(
-            f"Known limits, not changed by this series ({KNOWN_LIMITS_PATH})",
+            f"Known limits, not changed by this series (patches/{_LIMITS_FILE})",
             [ascii_text(line) for line in limits_table(known_limits)],
         )
     out += _details("Base commits", base_rows(results, target, repo))
-    toolchain_lines = [
-        f"- {ascii_text(name)}: {ascii_text(str(value))}" for name, value in B.toolchain_lines(toolchain)
-    ]
-    out += _details("Toolchain", toolchain_lines)
+    out += _details("Toolchain", [ascii_text(f"- {name}: {value}") for name, value in B.toolchain_lines(toolchain)])
     return [redact(line) for line in out]  # the run's records may name URLs: never their credentials
 
 
