@@ -283,18 +283,11 @@ def _policy_reader(repo):
     """read_blob for the target's policy files: at most the policy cap, UTF-8 or one line."""
 
     def read(commit: str, path: str) -> Optional[str]:
-        size = repo.blob_size(commit, path)
-        if size is None:
-            return None
-        where = f"{path} at {commit[:12]}"
-        if size > untrusted.cap_of("policy"):
-            raise ConfigError(
-                f"{where}: {size} bytes, more than the {untrusted.cap_of('policy')} a policy file may hold"
-            )
-        text = repo.read_blob(commit, path)
-        if text is None:
-            return None
-        return untrusted.decode(text.encode("utf-8", "surrogateescape"), where, "policy")
+        size, cap, where = repo.blob_size(commit, path), untrusted.cap_of("policy"), f"{path} at {commit[:12]}"
+        if size is not None and size > cap:
+            raise ConfigError(f"{where}: {size} bytes, more than the {cap} a policy file may hold")
+        text = repo.read_blob(commit, path) if size is not None else None
+        return None if text is None else untrusted.decode(text.encode("utf-8", "surrogateescape"), where, "policy")
 
     return read
 
@@ -379,10 +372,7 @@ def bundle_target(
             files_text[TRAINING_PLOT] = plot(t.with_fix, t.without_fix, Path(tmp) / TRAINING_PLOT, title).read_bytes()
     if plots and finetune:
         files_text[tuned.PLOT] = tuned.plot_png(finetune)
-    files = {
-        name: hashlib.sha256(data if isinstance(data, bytes) else data.encode("utf-8")).hexdigest()
-        for name, data in files_text.items()
-    }
+    files = {name: hashlib.sha256(_bytes(data)).hexdigest() for name, data in files_text.items()}
     man = manifest(
         target=target_name,
         layout=target.layout,
@@ -418,17 +408,17 @@ def _write_dir(dest: Path, files: dict[str, str | bytes]) -> None:
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=dest.parent))
     try:
         for name, data in files.items():
-            f = untrusted.name_under(staging, name, "bundle file")
-            if isinstance(data, bytes):
-                f.write_bytes(data)
-            else:
-                f.write_text(data, encoding="utf-8")
+            untrusted.name_under(staging, name, "bundle file").write_bytes(_bytes(data))
         if dest.exists():
             shutil.rmtree(dest)
         staging.rename(dest)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def _bytes(data: str | bytes) -> bytes:
+    return data if isinstance(data, bytes) else data.encode("utf-8")
 
 
 def format_patch(repo: SnapshotRepo, base: str, patched: str) -> list[tuple[str, str]]:

@@ -86,15 +86,11 @@ class _Deadline:
 def retry_policy(deadline: Optional[_Deadline] = None) -> Retry:
     """What `send` retries, and how long it waits between tries."""
     policy = _Retry(
-        total=RETRIES,
-        connect=RETRIES,
-        read=RETRIES,
-        status=RETRIES,
+        total=RETRIES,  # connect errors, read errors and answers alike (Retry-After respected)
         redirect=0,
         backoff_factor=_backoff(),
         status_forcelist=(429, 500, 502, 503, 504),
         allowed_methods=None,  # POSTs too: a repeated comment is harmless, an issue is found by its marker
-        respect_retry_after_header=True,
         raise_on_status=False,  # the last answer comes back and is reported as such
         raise_on_redirect=False,
     )
@@ -254,19 +250,19 @@ def raise_for_answer(
     answer: Answer, url: str, token: str, wording: Wording, now: Callable[[], float] = time.time
 ) -> None:
     """Nothing for a 2xx answer; else the error the user can act on."""
-    status, headers = answer.status, answer.headers
+    status, headers, where = answer.status, answer.headers, redact(url, (token,))
     if 200 <= status < 300:
         return
     msg = redact(github_message(answer.text), (token,))
+    secondary = _SECONDARY.search(msg)
     if status == 401:
         raise GitHubAuthFailed(
             f"GitHub rejected GITHUB_TOKEN (401 {msg or 'Unauthorized'}): use a valid token with {wording.access}"
         )
     if status == 429 or (
-        status == 403
-        and (headers.get("X-RateLimit-Remaining") == "0" or headers.get("Retry-After") or _SECONDARY.search(msg))
+        status == 403 and (headers.get("X-RateLimit-Remaining") == "0" or headers.get("Retry-After") or secondary)
     ):
-        kind = "secondary rate limit" if _SECONDARY.search(msg) else "rate limit"
+        kind = "secondary rate limit" if secondary else "rate limit"
         raise RateLimited(
             f"GitHub API {kind} exceeded ({status} {msg or 'rate limited'}): {retry_when(headers, now())}"
         )
@@ -278,21 +274,20 @@ def raise_for_answer(
         raise GitHubRejected(f"{wording.rejected} (422 {msg or 'Unprocessable Entity'})")
     if status == 410:
         raise GitHubError(
-            f"{redact(url, (token,))}: 410 {msg or 'Gone'}: enable Issues on {wording.repo} "
+            f"{where}: 410 {msg or 'Gone'}: enable Issues on {wording.repo} "
             "(Settings > General > Features > Issues; forks have them off)"
         )
     if status in (301, 302, 307, 308):
         moved = redact(str(headers.get("Location") or "?"), (token,))
         raise GitHubError(
-            f"{redact(url, (token,))}: {status} moved to {moved}: {wording.repo} was renamed or transferred; "
+            f"{where}: {status} moved to {moved}: {wording.repo} was renamed or transferred; "
             "use its new OWNER/NAME (--repo; matrix.yaml ci.repository, then `ggml-patch ci-workflow`)"
         )
     if status == 404:
         raise GitHubError(
-            f"{redact(url, (token,))}: 404 {msg or 'Not Found'}: {wording.repo} does not exist "
-            "or the token cannot see it"
+            f"{where}: 404 {msg or 'Not Found'}: {wording.repo} does not exist or the token cannot see it"
         )
-    raise GitHubError(f"{redact(url, (token,))}: unexpected answer {status} {msg}".rstrip())
+    raise GitHubError(f"{where}: unexpected answer {status} {msg}".rstrip())
 
 
 # GitHub's words for a secondary rate limit, which it may send as a bare 403 without headers

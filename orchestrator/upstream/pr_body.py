@@ -156,24 +156,18 @@ def kill_matrix_line(results: Results, target: str) -> Optional[str]:
 
 def competing_table(results: Results, target: str) -> list[str]:
     """Each competing fix (proposed elsewhere) on the unfixed tree, from the first cell that judged it."""
-    seen: dict[str, list[str]] = {}
+    seen: dict[str, str] = {}
     for c in results.cells_of(target):
         for r in results.competing_of(c.cell):
             info, j = r.competing, r.judged
-            if not info or not j or info.name in seen:
-                continue
-            line = f"`{ascii_text(j.failure_line)}`" if j.failure_line else _cell_text(j.reason)
-            seen[info.name] = [
-                f"| [{_cell_text(info.title)[:70]}]({info.url}) | {info.date} | **{j.verdict}** | "
-                f"{j.failing_test or NONE} | {line} |"
-            ]
-    if not seen:
-        return []
-    return [
-        "| competing fix | date | verdict | test | first failing line |",
-        "|---|---|---|---|---|",
-        *[row for rows in seen.values() for row in rows],
-    ]
+            if info and j and info.name not in seen:
+                line = f"`{ascii_text(j.failure_line)}`" if j.failure_line else _cell_text(j.reason)
+                seen[info.name] = (
+                    f"| [{_cell_text(info.title)[:70]}]({info.url}) | {info.date} | **{j.verdict}** | "
+                    f"{j.failing_test or NONE} | {line} |"
+                )
+    head = ["| competing fix | date | verdict | test | first failing line |", "|---|---|---|---|---|"]
+    return [*head, *seen.values()] if seen else []
 
 
 def case_table(results: Results, target: str) -> list[str]:
@@ -275,15 +269,11 @@ def visible_lines(text: str) -> list[str]:
 
 
 def banner(draft_reasons: list[str], warnings: list[str]) -> list[str]:
-    out = []
-    if draft_reasons:
-        out += ["> [!CAUTION]", "> DRAFT (ggml-patch readiness): not ready to submit:"]
-        out += [f"> - {ascii_text(B.one_line(r))}" for r in draft_reasons]
-        out.append("")
-    if warnings:
-        out += ["> [!WARNING]", f"> {B.WARNING_TITLE}:"]
-        out += [f"> - {ascii_text(B.one_line(w))}" for w in warnings]
-        out.append("")
+    caution = ["> [!CAUTION]", "> DRAFT (ggml-patch readiness): not ready to submit:"]
+    out: list[str] = []
+    for head, items in ((caution, draft_reasons), (["> [!WARNING]", f"> {B.WARNING_TITLE}:"], warnings)):
+        if items:
+            out += [*head, *(f"> - {ascii_text(B.one_line(x))}" for x in items), ""]
     return out
 
 
