@@ -104,8 +104,7 @@ def run(args, matrix, cache) -> ExitCode:
 
 
 def _dry_run(client, D, status, results, now, partial: bool) -> ExitCode:
-    from ..redact import REDACTED
-    from ..upstream.github_api import body_json, request_headers
+    from ..upstream.github_api import REDACTED, body_json, request_headers
 
     print("dry run: nothing sent; without --dry-run (and with GITHUB_TOKEN set) these requests are made")
     found = client.find() if client.token else None  # reading changes nothing

@@ -7,7 +7,6 @@ import shlex
 from pathlib import Path
 
 from ..errors import BundleRefused, ConfigError, ExitCode, SubmissionNotAutomated
-from ..redact import REDACTED, redact
 from ..untrusted import positive_seconds
 
 HELP = (
@@ -66,9 +65,16 @@ def run(args, matrix, cache) -> ExitCode:
     from ..upstream import github, submission
     from ..upstream.bundle import read_bundle
 
-    # every argument (--timeout and --git-timeout: their argparse type) and the whole bundle are checked
-    # before anything is touched (all untrusted)
-    owner, repo, branch = github.check_args(args), args.repo, args.branch
+    # every argument and the whole bundle are checked before anything is touched (all untrusted; the
+    # timeouts by argparse)
+    repo = github.check_repo(args.repo)
+    branch = github.check_branch(args.branch)
+    github.check_branch(args.base, "--base")
+    github.check_remote(args.head_remote)
+    github.check_api_url(args.api_url)
+    if args.onto:
+        github.check_commit(args.onto, "--onto")
+    owner = github.check_owner(args.head_owner) if args.head_owner else github.owner_from_remote(args.head_remote)
     bundle = read_bundle(Path(args.bundle))
     policy = submission.policy_of(bundle.manifest, f"{bundle.path}/manifest.json")
     mode = submission.submit_mode(policy)
@@ -113,7 +119,6 @@ def _manual(args, cache, bundle, policy, repo: str, branch: str, owner) -> None:
     """The steps a contributor runs to submit by hand; nothing here touches the network."""
     from ..cache import slug
     from ..upstream import github, submission
-    from ..vcs import workrepo
 
     snapshot, upstream = bundle.manifest.base.snapshot_commit, bundle.manifest.base.upstream_commit
     onto = args.onto or upstream or snapshot
@@ -124,10 +129,10 @@ def _manual(args, cache, bundle, policy, repo: str, branch: str, owner) -> None:
         policy=policy,
         repo=repo,
         workdir=str(workdir),
-        remote=redact(args.head_remote),
+        remote=github.redact(args.head_remote),
         branch=branch,
         onto=onto,
-        fetch=not workrepo.has_commit(workdir, onto),
+        fetch=not github.has_commit(workdir, onto),
         patches=[str(p.resolve()) for p in bundle.patch_files],  # `git -C` elsewhere: absolute paths
         bundle=str(bundle.path.resolve()),
         base=args.base,
@@ -140,14 +145,12 @@ def _manual(args, cache, bundle, policy, repo: str, branch: str, owner) -> None:
 def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
     from ..cache import slug
     from ..upstream import github
-    from ..upstream.github_api import body_json, request_headers
-    from ..vcs import workrepo
 
     secrets = (token,) if token else ()
     remote, branch = args.head_remote, args.branch
 
     def say(line: str = "", end: str = "\n") -> None:  # everything printed goes through the one redaction
-        print(redact(line, secrets), end=end)
+        print(github.redact(line, secrets), end=end)
 
     snapshot, upstream = bundle.manifest.base.snapshot_commit, bundle.manifest.base.upstream_commit
     onto = args.onto or upstream or snapshot
@@ -156,7 +159,7 @@ def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
     workdir = github.work_repo(cache.root / "pr" / slug(bundle.target), cache.snapshots_git)
     askpass = github.askpass_script(workdir / ".git", github.token_host(args.api_url)) if token else None
     notes, local_onto = [], onto
-    if not workrepo.has_commit(workdir, onto):
+    if not github.has_commit(workdir, onto):
         if args.open:
             github.fetch_commit(workdir, remote, onto, askpass, secrets, timeout=args.git_timeout)
         else:  # a dry run touches no network: check the series on the snapshot, the same tree
@@ -168,7 +171,7 @@ def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
             "GitHub opens the pull request only if the fork shares that history; pass --onto COMMIT"
         )
     br = github.series_branch(workdir, local_onto, bundle.patch_files, upstream=onto == upstream)
-    push_cmd = shlex.join(workrepo.push_argv(workdir, remote, branch))
+    push_cmd = shlex.join(github.push_argv(workdir, remote, branch))
     url = github.pulls_url(args.api_url, pr.repo)
     if not args.open:
         say("dry run: nothing pushed or sent; add --open (with GITHUB_TOKEN set) to do it")
@@ -180,11 +183,11 @@ def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
             say(f"note: {n}")
         say(f"push: {push_cmd}")
         say(f"POST {url}")
-        say(f"Authorization: Bearer {REDACTED if token else '(GITHUB_TOKEN is not set)'}")
-        for k, v in request_headers().items():
+        say(f"Authorization: Bearer {github.REDACTED if token else '(GITHUB_TOKEN is not set)'}")
+        for k, v in github.request_headers().items():
             say(f"{k}: {v}")
         say()
-        say(body_json(pr.payload()), end="")
+        say(github.request_json(pr), end="")
         return ExitCode.OK
     for n in notes:
         say(f"note: {n}")

@@ -20,7 +20,15 @@ from ..redact import redact
 from ..urls import FULL_SHA, git_url_problem, http_url_problem, login_problem
 from ..vcs import workrepo
 from ..vcs.runner import GitError
-from .github_api import Answer, Wording, raise_for_answer, send
+from .github_api import (  # noqa: F401 (re-exported: pr's dry run shows the request)
+    REDACTED,
+    Answer,
+    Wording,
+    body_json,
+    raise_for_answer,
+    request_headers,
+    send,
+)
 from .submission import web_url
 
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
@@ -37,22 +45,28 @@ def check_repo(repo: str) -> str:
     return _checked("--repo", repo, None if ok else "expected OWNER/NAME, e.g. ggml-org/llama.cpp")
 
 
-def check_args(args) -> Optional[str]:
-    """pr's arguments, each refused in one line before anything is touched: the fork's owner, if known.
-    --head-remote is a git URL or path, never an option or a transport helper."""
-    check_repo(args.repo)
-    for option, name in (("--branch", args.branch), ("--base", args.base)):
-        _checked(option, name, None if workrepo.is_branch_name(name) else "not a valid git branch name")
-    why = git_url_problem(args.head_remote)
+def check_remote(url: str) -> str:
+    """--head-remote: a git URL or path, never an option or a transport helper."""
+    why = git_url_problem(url)
     expected = "expected a git URL (https://, ssh://, git@host:path) or a path"
-    _checked("--head-remote", args.head_remote, why and f"{why}; {expected}")
-    why = http_url_problem(args.api_url)
-    _checked("--api-url", args.api_url, why and f"{why}, e.g. https://api.github.com")
-    if args.onto:
-        _checked("--onto", args.onto, None if FULL_SHA.match(args.onto) else "expected a full 40-hex commit id")
-    if args.head_owner:
-        return _checked("--head-owner", args.head_owner, login_problem(args.head_owner))
-    return owner_from_remote(args.head_remote)
+    return _checked("--head-remote", url, why and f"{why}; {expected}")
+
+
+def check_api_url(url: str) -> str:
+    why = http_url_problem(url)
+    return _checked("--api-url", url, why and f"{why}, e.g. https://api.github.com")
+
+
+def check_commit(commit: str, option: str) -> str:
+    return _checked(option, commit, None if FULL_SHA.match(commit) else "expected a full 40-hex commit id")
+
+
+def check_owner(name: str) -> str:
+    return _checked("--head-owner", name, login_problem(name))
+
+
+def check_branch(name: str, option: str = "--branch") -> str:
+    return _checked(option, name, None if workrepo.is_branch_name(name) else "not a valid git branch name")
 
 
 def owner_from_remote(url: str) -> Optional[str]:
@@ -76,12 +90,16 @@ class PullRequest:
     base: str  # the branch to merge into
 
     def payload(self) -> dict:
-        """What is POSTed: body_json of it is the exact bytes (and what a dry run shows)."""
         return {"title": self.title, "body": self.body, "head": self.head, "base": self.base}
 
 
 def pulls_url(api_url: str, repo: str) -> str:
     return f"{api_url.rstrip('/')}/repos/{repo}/pulls"
+
+
+def request_json(pr: PullRequest) -> str:
+    """The exact bytes POSTed (and shown by a dry run)."""
+    return body_json(pr.payload())
 
 
 def create_pull_request(api_url: str, pr: PullRequest, token: str, timeout: float) -> str:
@@ -198,6 +216,10 @@ def fetch_commit(
             "sync the fork with upstream, or pass --onto a commit of the fork with the same tree"
         )
         raise _remote_failed(e, f"git fetch from {remote}", secrets, missing) from None
+
+
+has_commit = workrepo.has_commit
+push_argv = workrepo.push_argv
 
 
 def series_branch(workdir: Path, onto: str, patches: tuple[Path, ...], upstream: bool) -> Branch:

@@ -164,7 +164,7 @@ def test_a_submodule_url_from_gitmodules_is_checked(tmp_path):
 
 def test_git_receives_refs_after_end_of_options(tiny):
     """Belt and braces behind validation: the push argv the tool runs (and prints)."""
-    from orchestrator.vcs import workrepo
+    from orchestrator.upstream import github as G
 
-    argv = workrepo.push_argv(tiny.cache, "/srv/fork.git", "b")
+    argv = G.push_argv(tiny.cache, "/srv/fork.git", "b")
     assert argv[argv.index("push") + 1:] == ["--end-of-options", "/srv/fork.git", "HEAD:refs/heads/b"]
