@@ -1,15 +1,10 @@
-"""The upstream bundle: what a maintainer receives for one target.
-
-For each target whose run proves the fix: a `git format-patch` series against the target's
-exact base commit, authored by the contributor, verified by `git am` on a fresh copy of that
-base and a build and run of the two tests there; by the target's own policy (upstream/policy.py)
-PR_TITLE, PR_BODY.md and ISSUE.md (upstream/documents.py) or, for a target verified through
-another's sync, none; READINESS.md; manifest.json with the sha256 of every file, the policy,
-the readiness checks, the base commits and the results it was made from.
-
-The first half is pure (refusals, title, body, manifest: records in, text out); the second half
-runs git and CMake, only under the tool's cache and the output directory.
-"""
+"""The upstream bundle, what a maintainer receives for each target whose run proves the fix: a `git
+format-patch` series against its exact base commit, authored by the contributor, verified by `git am`
+on a fresh copy of that base and a build and run of the two tests there; the documents the target's
+policy asks for (upstream/documents.py); manifest.json with the sha256 of every file, the policy,
+the readiness checks, the base commits and the results it was made from. The first half is pure
+(records in, text out); the second runs git and CMake, only under the tool's cache and the output
+directory."""
 
 from __future__ import annotations
 
@@ -79,9 +74,7 @@ def problems(results: Results, current_series_sha256: str) -> list[Problem]:
             found.append(
                 Problem(target, f"{target}: no cell ran its tests (skipped or build-only), so nothing was proven")
             )
-        for c in cells:
-            if c.status not in NOT_RUN:
-                found += [Problem(target, t) for t in _cell_problems(results, c)]
+        found += [Problem(target, t) for c in cells if c.status not in NOT_RUN for t in _cell_problems(results, c)]
     return found
 
 
@@ -203,7 +196,6 @@ def read_bundle(directory: Path) -> Bundle:
     """A bundle directory, checked against its manifest: every file present, unchanged."""
     directory = Path(directory)
     mpath = directory / MANIFEST
-
     if not mpath.exists() and not mpath.is_symlink():
         raise ConfigError(f"{mpath}: missing; --bundle must name one target's directory made by `ggml-patch bundle`")
     # untrusted: every field checked before any is used

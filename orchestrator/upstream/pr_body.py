@@ -83,9 +83,10 @@ def base_rows(results: Results, target: str, repo: Optional[str]) -> list[str]:
     ]
 
 
-def _commands(results: Results, target: str, applied: list[str], patch_names: list[str], layout: str) -> list[str]:
+def _commands(results: Results, target: str, applied: list[str], patch_names: list[str]) -> list[str]:
     """`applied` on the base, then the series' tests (the gate only when a patch adds it) built and run."""
-    option = "GGML_BUILD_TESTS" if layout == "ggml" else "LLAMA_BUILD_TESTS"
+    cells = results.cells_of(target)
+    option = "GGML_BUILD_TESTS" if cells and cells[0].layout == "ggml" else "LLAMA_BUILD_TESTS"
     tests = (UPSTREAM_TEST, GATE_TEST) if any(GATE_TEST in n for n in patch_names) else (UPSTREAM_TEST,)
     source = _source(results, target)
     return [
@@ -97,13 +98,11 @@ def _commands(results: Results, target: str, applied: list[str], patch_names: li
     ]
 
 
-def reproduce_bug(
-    results: Results, target: str, commits: list, patch_names: list[str], layout: str
-) -> Optional[list[str]]:
+def reproduce_bug(results: Results, target: str, commits: list, patch_names: list[str]) -> Optional[list[str]]:
     """Only the test commits on the base: the tests fail with the lines above. None when no commit
     of the series is only tests (the test cannot go in without the fix)."""
     tests = [name for c, name in zip(commits, patch_names, strict=True) if c.is_test]
-    return _commands(results, target, tests, patch_names, layout) if tests else None
+    return _commands(results, target, tests, patch_names) if tests else None
 
 
 def _details(summary: str, lines: list[str]) -> list[str]:
@@ -198,9 +197,7 @@ def evidence(
     failing lines before the fix, one table of cells, the kill-matrix line, the competing fixes,
     the reproduce commands; the rest (per-case rows, the run's record, known limits, base commits,
     toolchain, fine-tuning tables) in <details> blocks. `known_limits`: patches/known-limits.yaml."""
-    cells = results.cells_of(target)
-    layout = cells[0].layout if cells else ""
-    out = []
+    cells, out = results.cells_of(target), []
     lines = before_fix_lines(results, target)
     if lines:
         out += ["Before the fix (the series' tests with the fix reverted):", "", "```", *lines, "```", ""]
@@ -211,9 +208,9 @@ def evidence(
     comp = competing_table(results, target)
     if comp:
         out += ["", "Fixes proposed elsewhere, applied to the unfixed tree:", "", *comp]
-    fixed = _commands(results, target, patch_names, patch_names, layout)  # what the cells did with the fix
+    fixed = _commands(results, target, patch_names, patch_names)  # what the cells did with the fix
     out += ["", "Reproduce:", "", "```sh", *fixed, "```"]
-    bug = reproduce_bug(results, target, commits, patch_names, layout)
+    bug = reproduce_bug(results, target, commits, patch_names)
     if bug:
         out += _details("Without the fix", ["```sh", *bug, "```"])
     tuned = finetune_lines(finetune, "####")
@@ -329,10 +326,8 @@ def issue(
 ) -> str:
     """ISSUE.md: the reproduction on the pinned base (commands, the gate's failure line, the
     fine-tuning evidence), nothing else; the toy training table stays in results and summary.md."""
-    cells = results.cells_of(target)
-    layout = cells[0].layout if cells else ""
     out = ["## Reproduction", ""] + base_rows(results, target, repo)[:-1]
-    bug = reproduce_bug(results, target, commits, patch_names, layout)
+    bug = reproduce_bug(results, target, commits, patch_names)
     if bug:
         out += ["", "```sh", *bug, "```"]
     lines = before_fix_lines(results, target)
