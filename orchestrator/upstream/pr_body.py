@@ -274,39 +274,29 @@ def banner(draft_reasons: list[str], warnings: list[str]) -> list[str]:
     return out
 
 
-def _answered(line: str, cov: C.Cover, template: Template) -> str:
-    """The template's disclosure line with the contributor's answer in place of its placeholder."""
-    d = C.disclosure(cov, template)
-    if not d.answer:
-        return line
-    return f"{_disclosure_prefix(line)} {d.answer}"
-
-
 def body(template: Optional[Template], cov: C.Cover, data: list[str]) -> str:
     """PR_BODY.md without the banner: the template's sections in order, each filled from the cover
     or, for a fixed section, the template's own lines; the data under "Additional information"."""
     if template is None:  # no template: the cover as written, the data after it
         return "\n".join([(cov.text or "").rstrip("\n"), "", *data]).lstrip("\n") + "\n"
     out = list(template.preamble) + ([""] if template.preamble else [])
-    placed = False
+    # the template's disclosure line gets the contributor's answer in place of its placeholder
+    disclosure, answer = template.disclosure and template.disclosure.text, C.disclosure(cov, template).answer
     for s in template.sections:
         out += [f"## {s.heading}", ""]
-        mine = cov.section(s.heading)
+        mine, data_here = cov.section(s.heading), bool(DATA_HEADING.match(s.heading) and data)
         if s.fixed:
-            lines = [
-                (_answered(ln, cov, template) if template.disclosure and ln == template.disclosure.text else ln)
-                for ln in s.lines
-            ]
-            out += _strip_blank(lines)
+            out += _strip_blank(
+                [f"{_disclosure_prefix(ln)} {answer}" if answer and ln == disclosure else ln for ln in s.lines]
+            )
         elif mine is not None and C.visible(mine.text).strip():
             out += [mine.text]
-        elif not (DATA_HEADING.match(s.heading) and data):
+        elif not data_here:
             out += _strip_blank(list(s.lines))  # the template's placeholder, as the template has it
-        if DATA_HEADING.match(s.heading) and data:
+        if data_here:
             out += ([""] if out[-1] != "" else []) + data
-            placed = True
         out.append("")
-    if data and not placed:
+    if data and not any(DATA_HEADING.match(s.heading) for s in template.sections):
         out += ["<details><summary>ggml-patch data</summary>", "", *data, "", "</details>", ""]
     return "\n".join(out).rstrip("\n") + "\n"
 
