@@ -105,11 +105,8 @@ def _cell_problems(results: Results, cell: Cell) -> list[str]:
 
 
 def refusal_message(found: list[Problem]) -> str:
-    return (
-        "refusing to bundle: "
-        + "; ".join(p.text for p in found)
-        + " (--allow-incomplete bundles anyway, with a warning at the top of PR_BODY.md)"
-    )
+    anyway = "--allow-incomplete bundles anyway, with a warning at the top of PR_BODY.md"
+    return f"refusing to bundle: {'; '.join(p.text for p in found)} ({anyway})"
 
 
 # ---------------------------------------------------------------- PR_TITLE, PR_BODY.md, manifest
@@ -315,11 +312,9 @@ def bundle_target(
         u = target.upstream
         declared = Declared(u.repo, u.submit, u.where) if u else None
         rules = policy.derive(target_name, base, policy.read_policy_files(_policy_reader(repo), base), declared)
-        cover_path = Path(matrix.series_dir) / cover.COVER_FILE
-        cov = cover.parse_cover(
-            f"{Path(matrix.series_dir).name}/{cover.COVER_FILE}",
-            untrusted.read_optional(cover_path, "cover", root=matrix.series_dir),
-        )
+        series_dir = Path(matrix.series_dir)
+        cover_text = untrusted.read_optional(series_dir / cover.COVER_FILE, "cover", root=matrix.series_dir)
+        cov = cover.parse_cover(f"{series_dir.name}/{cover.COVER_FILE}", cover_text)
         worktree = Worktree(repo, work / "src")
         if repo.ref_commit(patched) != patched:  # a pruned cache: the series recreates it exactly
             opts.log(f"{target_name}: recreating the tested commit {patched[:12]} from the series")

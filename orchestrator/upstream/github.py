@@ -197,6 +197,10 @@ def work_repo(path: Path, snapshots_git: Path) -> Path:
     return path
 
 
+has_commit = workrepo.has_commit
+push_argv = workrepo.push_argv
+
+
 def _remote_failed(e: GitError, what: str, secrets: tuple[str, ...], otherwise: str) -> PushFailed:
     """A git fetch or push to the fork that stalled (--git-timeout) or failed (`otherwise`), redacted."""
     if e.timed_out:
@@ -216,10 +220,6 @@ def fetch_commit(
             "sync the fork with upstream, or pass --onto a commit of the fork with the same tree"
         )
         raise _remote_failed(e, f"git fetch from {remote}", secrets, missing) from None
-
-
-has_commit = workrepo.has_commit
-push_argv = workrepo.push_argv
 
 
 def series_branch(workdir: Path, onto: str, patches: tuple[Path, ...], upstream: bool) -> Branch:
