@@ -16,7 +16,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import Any, Callable, Optional
 
 from .. import outdir, untrusted
 from ..cache import Cache, slug
@@ -26,8 +26,7 @@ from ..finetune import bundle as tuned
 from ..patchset.files import load_series, write_patches
 from ..patchset.render import rendered_for_target
 from ..redact import redact_data
-from ..report import model
-from ..report.model import Cell, CellStatus, Outcome, Results, Verdict
+from ..report.model import Cell, CellStatus, Outcome, Results, Verdict, load_results
 from ..run import toolchain
 from ..run.cell import tested_tree
 from ..vcs.snapshots import SnapshotRepo, Worktree
@@ -38,9 +37,6 @@ from . import authorship, cover, documents, policy
 from .manifest import Durations, Manifest, Verification, VerifiedTest, read_manifest
 from .policy import Declared
 from .views import NOT_RUN, TRAINING_PLOT, Commit, one_line, training_cell
-
-if TYPE_CHECKING:
-    from .authorship import Identity
 
 MANIFEST = "manifest.json"
 
@@ -59,7 +55,7 @@ def load_results_dir(results_dir: Path) -> tuple[Results, str]:
     path = Path(results_dir) / "results.json"
     if not path.exists():
         raise ConfigError(f"{path}: no results; run `ggml-patch matrix --results {results_dir}` first")
-    return model.load_results(path)
+    return load_results(path)
 
 
 def problems(results: Results, current_series_sha256: str) -> list[Problem]:
@@ -228,7 +224,7 @@ class BundleOptions:
     allow_incomplete: bool = False
     targets: list[str] = field(default_factory=list)
     log: Callable[[str], None] = lambda msg: None  # progress, one line each
-    author: Optional["Identity"] = None  # the contributor the commits carry
+    author: Optional[authorship.Identity] = None  # the contributor the commits carry
     assisted_by: Optional[str] = None  # the assistant named in an Assisted-by: trailer
 
 

@@ -13,14 +13,11 @@ from typing import Optional
 
 from ..finetune import results as ft
 from ..finetune.bundle import PLOT
-from ..finetune.results import FinetuneResults
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..redact import redact
 from ..report.model import Provenance, Results
+from ..verdicts import known_limits as limits
 from ..verdicts.competing import first_failing_line
-from ..verdicts.known_limits import FILE as _LIMITS_FILE
-from ..verdicts.known_limits import KnownLimit
-from ..verdicts.known_limits import table as limits_table
 from ..verdicts.mutants import tally_line
 from . import cover as C
 from . import views as B
@@ -190,8 +187,8 @@ def evidence(
     patch_names: list[str],
     toolchain: dict,
     repo: Optional[str],
-    known_limits: tuple[KnownLimit, ...] = (),
-    finetune: Optional[FinetuneResults] = None,
+    known_limits: tuple[limits.KnownLimit, ...] = (),
+    finetune: Optional[ft.FinetuneResults] = None,
 ) -> list[str]:
     """Everything the tool puts under "Additional information": data only, ASCII. Visible: the
     failing lines before the fix, one table of cells, the kill-matrix line, the competing fixes,
@@ -242,8 +239,8 @@ def evidence(
     out += _details("The run (ggml-patch results.json), cells and controls", [*record, "", *notes])
     if known_limits:
         out += _details(
-            f"Known limits, not changed by this series (patches/{_LIMITS_FILE})",
-            [ascii_text(line) for line in limits_table(known_limits)],
+            f"Known limits, not changed by this series (patches/{limits.FILE})",
+            [ascii_text(line) for line in limits.table(known_limits)],
         )
     out += _details("Base commits", base_rows(results, target, repo))
     out += _details("Toolchain", [ascii_text(f"- {name}: {value}") for name, value in B.toolchain_lines(toolchain)])
@@ -312,7 +309,7 @@ def issue(
     commits: list,
     patch_names: list[str],
     repo: Optional[str],
-    finetune: Optional[FinetuneResults] = None,
+    finetune: Optional[ft.FinetuneResults] = None,
 ) -> str:
     """ISSUE.md: the reproduction on the pinned base (commands, the gate's failure line, the
     fine-tuning evidence), nothing else; the toy training table stays in results and summary.md."""
@@ -337,7 +334,7 @@ def _cell_text(value: str) -> str:
     return ascii_text(" ".join(str(value).split())).replace("|", "/")
 
 
-def finetune_summary(results: Optional[FinetuneResults]) -> list[str]:
+def finetune_summary(results: Optional[ft.FinetuneResults]) -> list[str]:
     """The fine-tuning verdicts in one visible line, with the plot's file name (tables folded)."""
     if results is None or not results.runs:
         return []
@@ -347,6 +344,6 @@ def finetune_summary(results: Optional[FinetuneResults]) -> list[str]:
     return [ascii_text(line), f"Plot: `{PLOT}` in the bundle."]
 
 
-def finetune_lines(results: Optional[FinetuneResults], level: str) -> list[str]:
+def finetune_lines(results: Optional[ft.FinetuneResults], level: str) -> list[str]:
     """results/evidence/finetune.json (validated) as data (finetune/results.py writes it), ASCII."""
     return [ascii_text(line) for line in ft.pr_lines(results, level, _cell_text)]
