@@ -554,7 +554,9 @@ def act_cells(clone: Path, dest: Path, env: dict, cpus: str, log: Path) -> dict:
     return {"wall_s": round(t, 2), "cells": {c["cell"]: c["status"] for c in merged["cells"]},
             "ccache": ccache_stats(ccache), "jobs_s": act_job_seconds(proc.stdout),
             "bundle_step_s": act_step_seconds(proc.stdout, "Bundle (default)"),
-            "install_steps_s": act_job_seconds(proc.stdout, step_prefix="Install ggml-patch")}
+            "install_steps_s": act_job_seconds(proc.stdout, step_prefix="Install ggml-patch"),
+            "handover_s": act_job_seconds(proc.stdout, step_prefix="Hand the snapshots"),
+            "restores_s": act_job_seconds(proc.stdout, step_prefix="Snapshots (")}
 
 
 def act_job_seconds(log: str, step_prefix: str = "") -> dict:
@@ -828,11 +830,13 @@ def act_markdown(a: dict) -> list[str]:
              f"{a['act_cpus']}.", "",
              "| run | load average start -> end | `ggml-patch matrix` (s) | ccache hits/misses | act (s) "
              "| ccache hits/misses | act's jobs (s) | ratio |", "|---|---|---|---|---|---|---|---|"]
-    tail = ["", "Beyond the cells, act's run also bundles (its aggregate job, from a new tool cache: each sdist "
-            "imported and checked out again, the series verified by a build and both tests) and reports; "
+    tail = ["", "Beyond the cells, act's run also bundles (its aggregate job, from a new tool cache holding the "
+            "downloads and the snapshot repositories the cpu legs hand over through the Actions cache: each base "
+            "checked out again, the series applied and verified by a build and both tests) and reports; "
             "`ggml-patch bundle` after `ggml-patch matrix`, in that run's cache, for comparison:", "",
             "| run | `ggml-patch bundle` (s) | act's Bundle (default) step (s) | act / (matrix + bundle) |",
             "|---|---|---|---|"]
+    handed = []
     for name in ("quiet", "loaded"):
         if name not in a:
             continue
@@ -843,7 +847,16 @@ def act_markdown(a: dict) -> list[str]:
                      f"{x['load_end']['loadavg']} | {m['wall_s']} | {m['ccache']['hits']}/{m['ccache']['misses']} | "
                      f"{t['wall_s']} | {t['ccache']['hits']}/{t['ccache']['misses']} | {jobs_s} | {x['ratio']} |")
         tail.append(f"| {name} | {m.get('bundle_s')} | {t.get('bundle_step_s')} | {x.get('ratio_with_bundle')} |")
+        if t.get("handover_s") or t.get("restores_s"):
+            handed.append(f"| {name} | {_steps(t.get('handover_s'))} | {_steps(t.get('restores_s'))} |")
+    if handed:
+        tail += ["", "The hand-over's own cost in act (the cache stand-in: hard links in, a copy out):", "",
+                 "| run | the legs' saves (s) | the aggregate's restores (s) |", "|---|---|---|", *handed]
     return lines + tail + nox_matrix_markdown(a)
+
+
+def _steps(by_job: dict | None) -> str:
+    return ", ".join(f"{k} {v}" for k, v in (by_job or {}).items()) or "-"
 
 
 def nox_matrix_markdown(a: dict) -> list[str]:

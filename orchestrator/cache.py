@@ -120,7 +120,7 @@ class Cache:
     @contextmanager
     def lock(self, name: str, timeout: Optional[float] = None) -> Iterator[None]:
         """An inter-process lock; released on any exit, so no stale lock survives an interrupt.
-        Waiting for another run says who holds it; --lock-timeout bounds the wait (exit 3)."""
+        Waiting for another run says who holds it; --lock-timeout bounds the wait (exit 10)."""
 
         lock_dir = self._dir("locks")
         with hold(

@@ -7,14 +7,10 @@ from __future__ import annotations
 import threading
 
 
-class CancelToken:
-    def __init__(self) -> None:
-        self._event = threading.Event()
-
-    def cancel(self) -> None:
-        self._event.set()
+class CancelToken(threading.Event):
+    cancel = threading.Event.set
 
     def check(self) -> None:
         """Raise KeyboardInterrupt once the run is cancelled (the same unwinding as Ctrl-C)."""
-        if self._event.is_set():
+        if self.is_set():
             raise KeyboardInterrupt

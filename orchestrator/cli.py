@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import math
 import os
@@ -10,7 +11,7 @@ import signal
 import sys
 from typing import NoReturn, Optional
 
-from .commands import COMMANDS
+from .commands import COMMANDS, repeatable
 from .errors import ExitCode, GgmlPatchError
 from .redact import RedactingStream, redact
 
@@ -44,13 +45,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="git targets pinned to commits (`ggml-patch resolve-refs --out FILE`): one commit per CI run",
     )
-    common.add_argument(
-        "--pin",
-        action="append",
-        default=[],
-        metavar="TARGET=COMMIT",
-        help="pin one git target to a commit (repeatable; wins over --pins)",
-    )
+    repeatable(common, "--pin", "pin one git target to a commit (repeatable; wins over --pins)", "TARGET=COMMIT")
     p = _Parser(
         prog="ggml-patch",
         description="Carry the ggml-opt per-step accumulator fix into ggml, llama.cpp and forks, and prove it on every backend.",
@@ -68,21 +63,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
     try:
-        return _main(argv)
-    finally:
-        for s in (sys.stdout, sys.stderr):
-            try:
-                s.flush()
-            except (OSError, ValueError):
-                pass
-        sys.stdout, sys.stderr = streams
-
-
-def _main(argv: Optional[list[str]]) -> int:
-    signal.signal(signal.SIGTERM, _raise_interrupt)  # SIGTERM unwinds like Ctrl-C: locks released, tree restored
-    try:
-        args = _parser().parse_args(argv)
-        return int(_dispatch(args))
+        signal.signal(signal.SIGTERM, _raise_interrupt)  # SIGTERM unwinds like Ctrl-C: locks released, tree restored
+        return int(_dispatch(_parser().parse_args(argv)))
     except GgmlPatchError as e:
         print(f"ggml-patch: error: {_one_line(redact(str(e)))}", file=sys.stderr)
         return int(e.exit_code)
@@ -98,6 +80,11 @@ def _main(argv: Optional[list[str]]) -> int:
             file=sys.stderr,
         )
         return int(ExitCode.TOOL_ERROR)
+    finally:
+        for s in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                s.flush()
+        sys.stdout, sys.stderr = streams
 
 
 def _version() -> str:

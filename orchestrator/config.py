@@ -198,25 +198,17 @@ def schema() -> dict[str, Any]:
 # ---- YAML with line numbers ----
 
 
-class _Loader(yaml.SafeLoader):
-    pass
-
-
 def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], int]]:
     """The document as plain data, and the line of every key. Bounded: aliases may not expand to
     more than MAX_VALUES values (an alias bomb is refused at once, not expanded), keys are plain
     scalars, numbers are finite, nesting is limited by the interpreter's stack (one line if not)."""
-    try:
-        _check_depth(text, where)
-        node = yaml.compose(text, Loader=_Loader)
-    except yaml.YAMLError as e:
-        raise ConfigError(_yaml_message(e, where)) from None
-    except RecursionError:
-        raise ConfigError(f"{where}: invalid YAML: nested too deeply") from None
     lines: dict[tuple[Any, ...], int] = {}
     count = [0]
     seen: set[int] = set()
     aliased = [False]
+
+    def refused(n: yaml.Node, what: str) -> ConfigError:
+        return ConfigError(f"{where}:{n.start_mark.line + 1}: {what}")
 
     def build(n: yaml.Node, path: tuple[Any, ...]) -> Any:
         count[0] += 1
@@ -226,44 +218,38 @@ def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], 
             seen.add(id(n))
         if count[0] > MAX_VALUES:
             why = "YAML aliases expand to more than" if aliased[0] else "the file has more than"
-            raise ConfigError(
-                f"{where}:{n.start_mark.line + 1}: {_dotted(path)}: {why} {MAX_VALUES} values "
-                "(an alias bomb?); refused without expanding it"
+            raise refused(
+                n, f"{_dotted(path)}: {why} {MAX_VALUES} values (an alias bomb?); refused without expanding it"
             )
         lines.setdefault(path, n.start_mark.line + 1)
         if isinstance(n, (yaml.MappingNode, yaml.SequenceNode)) and n.tag not in _PLAIN_TAGS:
             # PyYAML's SafeLoader would refuse the tag; building collections here must too
-            raise ConfigError(
-                f"{where}:{n.start_mark.line + 1}: invalid YAML: {_dotted(path)}: the tag {n.tag} "
-                "is not allowed (plain mappings and lists only)"
+            raise refused(
+                n, f"invalid YAML: {_dotted(path)}: the tag {n.tag} is not allowed (plain mappings and lists only)"
             )
         if isinstance(n, yaml.MappingNode):
             out: dict[str, Any] = {}
             for k, v in n.value:
                 if not isinstance(k, yaml.ScalarNode):
                     kind = "sequence" if isinstance(k, yaml.SequenceNode) else "mapping"
-                    raise ConfigError(
-                        f"{where}:{k.start_mark.line + 1}: {_dotted(path)}: a YAML {kind} used as a "
-                        "key; keys are plain names"
-                    )
-                key = k.value
-                if key in out:
-                    raise ConfigError(f"{where}:{k.start_mark.line + 1}: {_dotted(path + (key,))}: duplicate key")
-                lines[path + (key,)] = k.start_mark.line + 1
-                out[key] = build(v, path + (key,))
+                    raise refused(k, f"{_dotted(path)}: a YAML {kind} used as a key; keys are plain names")
+                if k.value in out:
+                    raise refused(k, f"{_dotted(path + (k.value,))}: duplicate key")
+                lines[path + (k.value,)] = k.start_mark.line + 1
+                out[k.value] = build(v, path + (k.value,))
             return out
         if isinstance(n, yaml.SequenceNode):
             return [build(v, path + (i,)) for i, v in enumerate(n.value)]
-        value = _Loader("").construct_object(n, deep=True)
+        value = yaml.SafeLoader("").construct_object(n, deep=True)
         if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(
-                f"{where}:{n.start_mark.line + 1}: {_dotted(path)}: expected a finite number, got {n.value!r}"
-            )
+            raise refused(n, f"{_dotted(path)}: expected a finite number, got {n.value!r}")
         return value
 
     try:
+        _check_depth(text, where)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
         return (build(node, ()) if node is not None else None), lines
-    except yaml.YAMLError as e:  # a tag SafeLoader does not construct (!!python/..., !custom)
+    except yaml.YAMLError as e:  # invalid, or a tag SafeLoader does not construct (!!python/..., !custom)
         raise ConfigError(_yaml_message(e, where)) from None
     except RecursionError:
         raise ConfigError(f"{where}: invalid YAML: nested too deeply") from None
@@ -273,12 +259,12 @@ def _check_depth(text: str, where: str) -> None:
     """Refuse deep nesting from the event stream, before composing: PyYAML's scanner is quadratic
     in flow nesting ("[[[[..." takes seconds) and its composer recursive."""
     depth = 0
-    for ev in yaml.parse(text, Loader=_Loader):
+    for ev in yaml.parse(text, Loader=yaml.SafeLoader):
         if isinstance(ev, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
             depth += 1
             if depth > MAX_DEPTH:
                 raise ConfigError(
-                    f"{where}:{ev.start_mark.line + 1}: invalid YAML: nested too deeply (more than {MAX_DEPTH} levels)"
+                    f"{where}:{ev.start_mark.line + 1}: invalid YAML: nested too deeply (> {MAX_DEPTH} levels)"
                 )
         elif isinstance(ev, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
             depth -= 1

@@ -79,10 +79,6 @@ class GitHubRejected(GgmlPatchError):
     exit_code = ExitCode.PR_REJECTED
 
 
-class PullRequestRejected(GitHubRejected):
-    pass
-
-
 class RateLimited(GgmlPatchError):
     exit_code = ExitCode.RATE_LIMITED
 

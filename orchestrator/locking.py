@@ -1,7 +1,7 @@
 """Inter-process locks that say who holds them.
 
 The holder writes its pid, command and start time beside the lock; a run that has to wait prints
-one line naming them, and gives up after --lock-timeout seconds (exit 3) instead of waiting
+one line naming them, and gives up after --lock-timeout seconds (exit 10) instead of waiting
 silently forever. The lock itself is an OS lock (filelock): released on any exit, kill -9
 included, so a stale holder file never blocks anyone; it only names who held the lock last.
 """
@@ -12,7 +12,7 @@ import os
 import shlex
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
@@ -66,7 +66,7 @@ def hold(
     lock_path: Path, what: str, timeout: Optional[float] = None, notify: Callable[[str], None] = _stderr
 ) -> Iterator[None]:
     """Hold the lock at `lock_path`. If another process holds it: one line saying who and since
-    when, then wait up to `timeout` seconds (None: as long as it takes; exit 3 when it expires)."""
+    when, then wait up to `timeout` seconds (None: as long as it takes; exit 10 when it expires)."""
     lock = filelock.FileLock(str(lock_path))
     try:
         lock.acquire(timeout=0)
@@ -90,9 +90,7 @@ def hold(
         info.write_text(Holder(pid=os.getpid(), command=this_command(), since=time.time()).model_dump_json())
         yield
     finally:
-        try:
+        with suppress(OSError, ValueError):  # ours alone to remove; another holder's stays
             if Holder.model_validate_json(info.read_text()).pid == os.getpid():
                 info.unlink()
-        except (OSError, ValueError):
-            pass
         lock.release()

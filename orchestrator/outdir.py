@@ -23,20 +23,15 @@ _MARKER_TEXT = (
 )
 
 
-def _nearest_existing(path: Path) -> Path:
-    p = path
-    while not p.exists() and not p.is_symlink() and p != p.parent:
-        p = p.parent
-    return p
-
-
 def writable_dir(path: Path | str, option: str) -> Path:
     """`path` (absolute) if it is a folder, or can be created as one, and can be written; else one
     line naming the option and the path. Creates nothing."""
     path = Path(os.path.expanduser(str(path))).absolute()
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{option} {path}: not a folder (a file is there); name a folder")
-    base = _nearest_existing(path)
+    base = path  # the nearest folder that exists
+    while not base.exists() and not base.is_symlink() and base != base.parent:
+        base = base.parent
     if not base.is_dir():
         raise ConfigError(f"{option} {path}: not a folder ({base} is a file); name a folder")
     if not os.access(base, os.W_OK | os.X_OK):
@@ -53,17 +48,10 @@ def writable_file(path: Path | str, option: str) -> Path:
     return path
 
 
-def _owned(path: Path, legacy: Optional[Callable[[Path], bool]]) -> bool:
-    if (path / MARKER).is_file():
-        return True
-    entries = list(path.iterdir())
-    return not entries or bool(legacy and legacy(path))
-
-
 def check(path: Path | str, option: str, legacy: Optional[Callable[[Path], bool]] = None) -> Path:
     """Refuse (exit 2) a folder the tool may not write into; writes nothing."""
     path = writable_dir(path, option)
-    if path.is_dir() and not _owned(path, legacy):
+    if path.is_dir() and not ((path / MARKER).is_file() or not any(path.iterdir()) or (legacy and legacy(path))):
         raise ConfigError(
             f"{option} {path}: the folder holds files ggml-patch did not create; give a new or "
             f"empty folder (ggml-patch writes only into folders it made, marked by {MARKER})"
@@ -91,24 +79,17 @@ def made_results(path: Path) -> bool:
     if not all(e.name in RESULTS_ENTRIES for e in path.iterdir()):
         return False
     res = path / "results.json"
-    if not res.exists():
-        return True
+    data = _document(res, "results") if res.exists() else {"tool": "ggml-patch"}
+    return data is not None and str(data.get("tool", "ggml-patch")).startswith("ggml-patch")
 
+
+def _document(path: Path, kind: str, root: Optional[Path] = None) -> Optional[dict]:
+    """A JSON object the tool may have written, or None (absent, unreadable, not an object)."""
     try:
-        data = untrusted.load_json(res, "results")
+        data = untrusted.load_json(path, kind, root)
     except ConfigError:
-        return False
-    return isinstance(data, dict) and str(data.get("tool", "ggml-patch")).startswith("ggml-patch")
-
-
-def made_pins(path: Path) -> bool:
-    """An existing --out file `resolve-refs` may replace: a pins file it wrote ({"version", "pins"})."""
-
-    try:
-        data = untrusted.load_json(path, "pins")
-    except ConfigError:
-        return False
-    return isinstance(data, dict) and set(data) == {"version", "pins"} and isinstance(data["pins"], dict)
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def replaceable_file(path: Path | str, option: str, made: Callable[[Path], bool]) -> Path:
@@ -133,15 +114,13 @@ CACHE_ENTRIES = frozenset(
 def cache_problem(path: Path) -> Optional[str]:
     """Why `path` cannot be the tool's cache (it holds a user's files), or None: absent, empty,
     marked with CACHE_MARKER, or holding only what a cache holds."""
-    if not path.is_dir():
+    if not path.is_dir() or (path / CACHE_MARKER).is_file():
         return None
-    if (path / CACHE_MARKER).is_file():
-        return None
-    names = {e.name for e in path.iterdir()}
-    if names <= CACHE_ENTRIES:
+    foreign = sorted({e.name for e in path.iterdir()} - CACHE_ENTRIES)
+    if not foreign:
         return None
     return (
-        f"{path}: the folder holds files that are not ggml-patch's cache ({sorted(names - CACHE_ENTRIES)[0]!r}); "
+        f"{path}: the folder holds files that are not ggml-patch's cache ({foreign[0]!r}); "
         f"give a new or empty folder (a cache is marked by {CACHE_MARKER})"
     )
 
@@ -157,8 +136,5 @@ def made_bundles(path: Path) -> bool:
 
 def made_bundle(folder: Path) -> bool:
     """`folder` holds a bundle ggml-patch wrote for the target it is named after (its manifest says so)."""
-    try:
-        man = untrusted.load_json(folder / "manifest.json", "manifest", root=folder)
-    except ConfigError:
-        return False
-    return isinstance(man, dict) and man.get("tool") == "ggml-patch" and man.get("target") == folder.name
+    man = _document(folder / "manifest.json", "manifest", root=folder)
+    return man is not None and man.get("tool") == "ggml-patch" and man.get("target") == folder.name

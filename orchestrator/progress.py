@@ -30,22 +30,16 @@ def _safe(text: str) -> str:
 class Reporter:
     def __init__(self, total_cells: int, console: Optional[Console] = None):
         self.console = console or Console(stderr=True, highlight=False)
-        if not self.console.is_terminal:
-            self.console.soft_wrap = True  # a CI log: one line per message, never wrapped at 80 columns
         self.total = total_cells
         self._next = 0
         self._lock = threading.Lock()
         self._local = threading.local()
         self._bars: Optional[Progress] = None
         if self.console.is_terminal:
-            self._bars = Progress(
-                TextColumn("    {task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=self.console,
-                transient=True,
-            )
+            columns = (TextColumn("    {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+            self._bars = Progress(*columns, console=self.console, transient=True)
+        else:
+            self.console.soft_wrap = True  # a CI log: one line per message, never wrapped at 80 columns
 
     # ---- per-thread state: the cell this thread is working on ----
     @property

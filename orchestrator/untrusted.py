@@ -16,7 +16,7 @@ import math
 import os
 import stat
 from pathlib import Path, PurePath
-from typing import Any, Callable, Optional, Union
+from typing import Any, BinaryIO, Callable, Optional, Union
 
 from .errors import ConfigError
 
@@ -48,15 +48,10 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 
 def _kind_of(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
+    for test, what in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
 
 
 def name_under(root: PathLike, name: object, what: str) -> Path:
@@ -105,27 +100,28 @@ def cap_of(kind: str) -> int:
     return CAPS.get(kind, CAPS["document"])
 
 
-def read_bytes(path: PathLike, kind: str, root: Optional[PathLike] = None, cap: Optional[int] = None) -> bytes:
-    """The bytes of a regular file of `kind`, at most its cap (more: refused, nothing more read)."""
-    path = Path(path)
+def _opened(path: Path, kind: str, root: Optional[PathLike], cap: Optional[int] = None) -> tuple[BinaryIO, int]:
+    """The regular file of `kind` open for (blocking) reads, and its cap; refused when it says it is larger."""
     limit = cap_of(kind) if cap is None else cap
     fd, st = _open(path, kind, root)
-    try:
-        if st.st_size > limit:
-            raise ConfigError(f"{path}: {st.st_size} bytes, more than the {limit} a {kind} file may hold; refused")
-        os.set_blocking(fd, True)
-        chunks, total = [], 0
-        while True:
-            block = os.read(fd, min(1 * MiB, limit + 1 - total))
-            if not block:
-                break
+    if st.st_size > limit:
+        os.close(fd)
+        raise ConfigError(f"{path}: {st.st_size} bytes, more than the {limit} a {kind} file may hold; refused")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb"), limit
+
+
+def read_bytes(path: PathLike, kind: str, root: Optional[PathLike] = None, cap: Optional[int] = None) -> bytes:
+    """The bytes of a regular file of `kind`, at most its cap (more: refused, nothing more read)."""
+    f, limit = _opened(Path(path), kind, root, cap)
+    chunks, total = [], 0
+    with f:
+        while block := f.read(min(1 * MiB, limit + 1 - total)):
             chunks.append(block)
             total += len(block)
             if total > limit:
                 raise ConfigError(f"{path}: more than the {limit} bytes a {kind} file may hold; refused")
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+    return b"".join(chunks)
 
 
 def read_text(path: PathLike, kind: str, root: Optional[PathLike] = None, cap: Optional[int] = None) -> str:
@@ -152,7 +148,6 @@ def parse_json(text: str, where: object, kind: str) -> Any:
 
 
 def load_json(path: PathLike, kind: str, root: Optional[PathLike] = None) -> Any:
-    """A JSON document of `kind` (read with read_text's rules)."""
     return parse_json(read_text(path, kind, root), path, kind)
 
 
@@ -196,14 +191,9 @@ def copy_file(
 ) -> None:
     """Copy a regular file inside `root` to `dst` line by line (cap of `kind`), each line through
     `line` (the redaction) when given; dst is replaced."""
-    fd, st = _open(Path(src), kind, root)
-    limit = cap_of(kind)
-    if st.st_size > limit:
-        os.close(fd)
-        raise ConfigError(f"{src}: {st.st_size} bytes, more than the {limit} a {kind} file may hold; refused")
-    os.set_blocking(fd, True)
+    f, limit = _opened(Path(src), kind, root)
     total = 0
-    with os.fdopen(fd, "rb") as f, open(dst, "wb") as out:
+    with f, open(dst, "wb") as out:
         while chunk := f.readline(1 * MiB):  # a line without end is taken a megabyte at a time
             total += len(chunk)
             if total > limit:
@@ -214,20 +204,25 @@ def copy_file(
 
 
 def is_regular(path: PathLike) -> bool:
-    """Whether `path` is a regular file (symlinks not followed)."""
+    """Whether `path` is a regular file (a symlink is not)."""
     try:
         return stat.S_ISREG(os.lstat(path).st_mode)
     except OSError:
         return False
 
 
-def positive_seconds(text: str) -> float:
-    """An argparse type: a finite number of seconds above 0 (`inf`, `nan`, `0` and `-1` refused, exit 2)."""
-
+def seconds(text: str) -> Optional[float]:
+    """`text` as a finite number of seconds above 0 (not `inf`, `nan`, `0` or `-1`), or None."""
     try:
         value = float(text)
     except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: `seconds`, or exit 2."""
+    value = seconds(text)
+    if value is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (expected a finite number above 0)")
     return value

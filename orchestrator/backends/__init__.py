@@ -20,13 +20,7 @@ def _modules() -> dict[str, type[BackendModule]]:
     # the modules load on first use: `--help` lists the names without the probes' imports (start-up)
     from . import cpu, cpu_sanitize, cuda, metal, vulkan
 
-    return {
-        "cpu": cpu.Cpu,
-        "vulkan": vulkan.Vulkan,
-        "cuda": cuda.Cuda,
-        "metal": metal.Metal,
-        "cpu-sanitize": cpu_sanitize.CpuSanitize,
-    }
+    return {m.name: m for m in (cpu.Cpu, vulkan.Vulkan, cuda.Cuda, metal.Metal, cpu_sanitize.CpuSanitize)}
 
 
 def names() -> list[str]:

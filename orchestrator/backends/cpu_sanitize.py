@@ -7,9 +7,6 @@ the ASan runtime is linked into every test). RelWithDebInfo, so a report names f
 Every sanitizer finding aborts (SIGABRT): the cell classifies it as a crash, never as the gate's own
 failure (exit 1). Tests run through `stdbuf`, an LD_PRELOAD, which ASan refuses by default
 ("ASan runtime does not come first in initial library list"): verify_asan_link_order=0.
-
-`skip_tests`: tests the cell must report as skipped, with the reason, instead of running them.
-`no_mutants`: the known-wrong fixes are not run here (the cpu cell of the same target runs them).
 """
 
 from __future__ import annotations
@@ -86,13 +83,8 @@ def sanitizer_link_error(compiler: str) -> Optional[str]:
         src = Path(tmp) / "probe.c"
         src.write_text(_PROBE)
         try:
-            proc = subprocess.run(
-                [exe, "-fsanitize=address,undefined", str(src), "-o", str(Path(tmp) / "probe")],
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=60,
-            )
+            argv = [exe, "-fsanitize=address,undefined", str(src), "-o", str(Path(tmp) / "probe")]
+            proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=60)
         except (OSError, subprocess.TimeoutExpired) as e:
             return f"{compiler} could not be run to probe -fsanitize=address,undefined: {e}"
     if proc.returncode != 0:

@@ -37,14 +37,8 @@ class Cuda(BackendModule):
     # ---- probes ----
 
     def nvcc(self) -> Optional[str]:
-        found = shutil.which("nvcc")
-        if found:
-            return found
-        for root in self._env_roots():
-            p = Path(root) / "bin" / "nvcc"
-            if p.is_file():
-                return str(p)
-        return None
+        found = (str(p) for r in _env_roots() if (p := Path(r) / "bin" / "nvcc").is_file())
+        return shutil.which("nvcc") or next(found, None)
 
     def real_nvcc(self) -> Optional[str]:
         """nvcc itself, not a wrapper script: CMake finds the toolkit next to it."""
@@ -55,7 +49,7 @@ class Cuda(BackendModule):
 
     def toolkit_roots(self) -> list[Path]:
         """Where cuBLAS may be: $CUDA_HOME/$CUDA_PATH, the real nvcc's toolkit, /usr/local/cuda*."""
-        roots = [Path(r) for r in self._env_roots()]
+        roots = [Path(r) for r in _env_roots()]
         nvcc = self.real_nvcc()
         if nvcc:
             roots.append(Path(nvcc).parent.parent)
@@ -78,11 +72,8 @@ class Cuda(BackendModule):
         return None, None, False
 
     def devices(self) -> list[str]:
-        if shutil.which("nvidia-smi"):
-            out = command_output(["nvidia-smi", "-L"])
-            if out:
-                return gpu_names(out)
-        return [str(DEVICE_NODE)] if DEVICE_NODE.exists() else []
+        out = command_output(["nvidia-smi", "-L"]) if shutil.which("nvidia-smi") else None
+        return gpu_names(out) if out else [str(DEVICE_NODE)] if DEVICE_NODE.exists() else []
 
     # ---- the interface ----
 
@@ -132,18 +123,16 @@ class Cuda(BackendModule):
     def device_info(self, backend: Backend) -> DeviceInfo:
         from ..report.model import DeviceInfo  # pydantic: not at `--help` (start-up)
 
+        query = ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]
         info = DeviceInfo(devices=self.devices(), nvcc=self.nvcc())
-        if shutil.which("nvidia-smi"):
-            out = command_output(
-                ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]
-            )
-            if out:
-                info.nvidia_smi = out.strip().splitlines()
+        out = command_output(query) if shutil.which("nvidia-smi") else None
+        if out:  # a key written only when set (DeviceInfo keeps set nulls)
+            info.nvidia_smi = out.strip().splitlines()
         return info
 
-    @staticmethod
-    def _env_roots() -> list[str]:
-        return [v for v in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")) if v]
+
+def _env_roots() -> list[str]:
+    return [v for v in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")) if v]
 
 
 def _is_script(path: str) -> bool:

@@ -64,12 +64,9 @@ def flag_value(flags: list[str] | tuple[str, ...], name: str) -> Optional[str]:
     return value
 
 
-def device_names(vulkaninfo_summary: str) -> list[str]:
-    return [m.strip() for m in re.findall(r"^\s*deviceName\s*=\s*(.+)$", vulkaninfo_summary, re.M)]
-
-
-def driver_infos(vulkaninfo_summary: str) -> list[str]:
-    return [m.strip() for m in re.findall(r"^\s*driverInfo\s*=\s*(.+)$", vulkaninfo_summary, re.M)]
+def summary_values(vulkaninfo_summary: str, key: str) -> list[str]:
+    """The `key = value` values of `vulkaninfo --summary` (deviceName, driverInfo), one per device."""
+    return [m.strip() for m in re.findall(rf"^\s*{key}\s*=\s*(.+)$", vulkaninfo_summary, re.M)]
 
 
 class Vulkan(BackendModule):
@@ -81,23 +78,16 @@ class Vulkan(BackendModule):
         "vulkaninfo": f"apt-get install vulkan-tools, or run {SETUP}",
     }
 
-    # ---- the setup script's env file ----
-
     def env_file(self) -> Optional[Path]:
         """<cache>/vulkan-sdk/env.json of the cache in use, else of the default cache."""
         roots = [r for r in (self.cache_root, default_cache_dir()) if r is not None]
-        for root in roots:
-            p = Path(root) / "vulkan-sdk" / "env.json"
-            if p.is_file():
-                return p
-        return None
+        return next((f for r in roots if (f := Path(r) / "vulkan-sdk" / "env.json").is_file()), None)
 
     def sdk(self) -> dict:
+        """What the setup script wrote (env_file), or {}."""
         p = self.env_file()
-        if p is None:
-            return {}
         try:
-            data = json.loads(p.read_text(encoding="utf-8"))
+            data = json.loads(p.read_text(encoding="utf-8")) if p else {}
         except (OSError, ValueError):
             return {}
         return data if isinstance(data, dict) else {}
@@ -133,9 +123,13 @@ class Vulkan(BackendModule):
                 f"Vulkan headers {shown} in {include} are too old for ggml-vulkan (need >= 1.4): "
                 f"run {SETUP} (on Debian 12 it unpacks trixie's 1.4 headers into the tool's cache)"
             )
-        if not self._spirv_headers(flags):
+        spirv = flag_value(flags, "SPIRV-Headers_DIR")
+        if not any(
+            (Path(d) / "SPIRV-HeadersConfig.cmake").is_file() for d in ([spirv] if spirv else SPIRV_CONFIG_DIRS)
+        ):
             return f"SPIRV-Headers (CMake config) not found: run {SETUP}, or apt-get install spirv-headers (Debian 13)"
-        if not self._loader(flags):
+        lib = flag_value(flags, "Vulkan_LIBRARY")  # else CMake's FindVulkan looks for the development link
+        if not (Path(lib).is_file() if lib else any((Path(d) / "libvulkan.so").exists() for d in LOADER_DIRS)):
             return f"the Vulkan loader (libvulkan.so) was not found: apt-get install libvulkan1, or run {SETUP}"
         return None
 
@@ -153,7 +147,7 @@ class Vulkan(BackendModule):
         if shutil.which("vulkaninfo") is None:
             return None  # no way to ask the loader; the tests will tell
         summary = command_output(["vulkaninfo", "--summary"], env)
-        if summary is None or not device_names(summary):
+        if summary is None or not summary_values(summary, "deviceName"):
             return (
                 f"the Vulkan loader lists no device (vulkaninfo --summary failed with "
                 f"VK_ICD_FILENAMES={env.get('VK_ICD_FILENAMES', '(unset)')}): run {SETUP}"
@@ -174,10 +168,8 @@ class Vulkan(BackendModule):
             info.icd_override = f"{ICD_OVERRIDE}={os.environ[ICD_OVERRIDE]}"  # not the setup's lavapipe
         summary = command_output(["vulkaninfo", "--summary"], env) if shutil.which("vulkaninfo") else None
         if summary:
-            info.devices, info.drivers = device_names(summary), driver_infos(summary)
+            info.devices, info.drivers = summary_values(summary, "deviceName"), summary_values(summary, "driverInfo")
         return info
-
-    # ---- helpers ----
 
     def _icd_override(self) -> Optional[str]:
         value = os.environ.get(ICD_OVERRIDE, "").strip()
@@ -189,15 +181,3 @@ class Vulkan(BackendModule):
             )
             return system or "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
         return value
-
-    def _spirv_headers(self, flags: list[str]) -> bool:
-        d = flag_value(flags, "SPIRV-Headers_DIR")
-        candidates = [d] if d else list(SPIRV_CONFIG_DIRS)
-        return any((Path(c) / "SPIRV-HeadersConfig.cmake").is_file() for c in candidates)
-
-    def _loader(self, flags: list[str]) -> bool:
-        lib = flag_value(flags, "Vulkan_LIBRARY")
-        if lib:
-            return Path(lib).is_file()
-        # CMake's FindVulkan looks for the development link, libvulkan.so
-        return any((Path(d) / "libvulkan.so").exists() for d in LOADER_DIRS)

@@ -10,17 +10,23 @@ Where the committed files disagree on an action, the highest version wins everyw
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
-# owner/repo -> (commit, version): each the newest release tag of the action's repository when
-# written (the commit the tag points to, peeled), all on the node24 runtime.
-DEFAULT_PINS = {
-    "actions/checkout": ("3d3c42e5aac5ba805825da76410c181273ba90b1", "v7.0.1"),
-    "actions/setup-python": ("5fda3b95a4ea91299a34e894583c3862153e4b97", "v7.0.0"),
-    "actions/cache": ("27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
-    "actions/upload-artifact": ("bbbca2ddaa5d8feaa63e36b76fdaad77386f024f", "v7.0.0"),
-    "actions/download-artifact": ("3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c", "v8.0.1"),
+
+class Pin(NamedTuple):
+    sha: str
+    version: str
+
+
+Pins = dict[str, Pin]  # owner/repo -> pin
+# each the newest release tag of the action's repository when written (the commit the tag points
+# to, peeled), all on the node24 runtime
+DEFAULT_PINS: Pins = {
+    "actions/checkout": Pin("3d3c42e5aac5ba805825da76410c181273ba90b1", "v7.0.1"),
+    "actions/setup-python": Pin("5fda3b95a4ea91299a34e894583c3862153e4b97", "v7.0.0"),
+    "actions/cache": Pin("27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
+    "actions/upload-artifact": Pin("bbbca2ddaa5d8feaa63e36b76fdaad77386f024f", "v7.0.0"),
+    "actions/download-artifact": Pin("3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c", "v8.0.1"),
 }
 # what a workflow step names -> the action's path (a repository, or a folder of one)
 ACTIONS = {
@@ -28,6 +34,7 @@ ACTIONS = {
     "setup-python": "actions/setup-python",
     "cache": "actions/cache",
     "cache-restore": "actions/cache/restore",
+    "cache-save": "actions/cache/save",
     "upload": "actions/upload-artifact",
     "download": "actions/download-artifact",
 }
@@ -38,22 +45,13 @@ _USES = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class Pin:
-    sha: str
-    version: str
-
-
-Pins = dict[str, Pin]  # owner/repo -> pin
-
-
 def repo_of(path: str) -> str:
     """actions/cache/restore -> actions/cache: one pin per repository."""
     return "/".join(path.split("/")[:2])
 
 
 def default_pins() -> Pins:
-    return {repo: Pin(sha, version) for repo, (sha, version) in DEFAULT_PINS.items()}
+    return dict(DEFAULT_PINS)
 
 
 def pins_in(text: str) -> Pins:
@@ -71,14 +69,8 @@ def pins_in(text: str) -> Pins:
 def current_pins(texts: Iterable[str]) -> Pins:
     """The defaults, overridden by the pins the committed workflows carry (the highest version
     where they differ) for the actions the generator uses."""
-    pins = default_pins()
-    seen: Pins = {}
-    for text in texts:
-        for repo, pin in pins_in(text).items():
-            if repo not in seen or _version_key(pin.version) > _version_key(seen[repo].version):
-                seen[repo] = pin
-    pins.update({repo: pin for repo, pin in seen.items() if repo in pins})
-    return pins
+    found = pins_in("\n".join(texts))
+    return {repo: found.get(repo, pin) for repo, pin in DEFAULT_PINS.items()}
 
 
 def _version_key(version: str) -> tuple:

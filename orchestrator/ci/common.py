@@ -19,9 +19,8 @@ RUNNER = "ubuntu-24.04"
 WORKSPACE_CACHE = "${{ github.workspace }}/.ggml-patch-cache"
 CACHE_ENV = {"GGML_PATCH_CACHE": WORKSPACE_CACHE}
 MIRRORS_PATH = f"{WORKSPACE_CACHE}/mirrors"
-MIRRORS_KEY = (
-    "ggml-patch-mirrors-"  # + the ISO week: saved by the daily drift job, restored by every job that fetches git
-)
+# + the ISO week: saved by the daily drift job, restored by every job that fetches git
+MIRRORS_KEY = "ggml-patch-mirrors-"
 PINS_FILE = "$RUNNER_TEMP/pins.json"
 # the jobs that write the drift issue (the matrix's report, the daily drift job) take turns, so two
 # never both find no issue open and both open one
@@ -43,11 +42,9 @@ def owner_only(matrix) -> Optional[str]:
 
 def with_if(job: dict, condition: Optional[str]) -> dict:
     """The job with `if:` right after its name, where people look for it."""
-    if not condition:
-        return job
     items = list(job.items())
     at = 1 if items and items[0][0] == "name" else 0
-    return dict(items[:at] + [("if", condition)] + items[at:])
+    return dict(items[:at] + [("if", condition)] + items[at:]) if condition else job
 
 
 def checkout(pins: Pins) -> dict:
@@ -58,10 +55,8 @@ def checkout(pins: Pins) -> dict:
 def setup_python(pins: Pins, version: str = PYTHON, cache: str = "pip") -> dict:
     """cache '' for a job that must not restore what another job saved (one with a write
     permission), or must not save one (a leg that builds a fork's code)."""
-    with_: dict[str, str] = {"python-version": version}
-    if cache:
-        with_.update({"cache": cache, "cache-dependency-path": "constraints.txt"})
-    return {"name": "Python", "uses": uses("setup-python", pins), "with": with_}
+    cached = {"cache": cache, "cache-dependency-path": "constraints.txt"} if cache else {}
+    return {"name": "Python", "uses": uses("setup-python", pins), "with": {"python-version": version, **cached}}
 
 
 def install(extra: str = "") -> dict:
@@ -107,34 +102,19 @@ class _Dumper(yaml.SafeDumper):
         return True
 
 
-def _str(dumper: yaml.SafeDumper, s: str) -> yaml.ScalarNode:
-    # Scripts as literal blocks, the way people write them; everything else as PyYAML decides.
-    return dumper.represent_scalar("tag:yaml.org,2002:str", s, style="|" if "\n" in s else None)
-
-
-def _none(dumper: yaml.SafeDumper, _) -> yaml.ScalarNode:
-    return dumper.represent_scalar("tag:yaml.org,2002:null", "")
-
-
-_Dumper.add_representer(str, _str)
-_Dumper.add_representer(type(None), _none)
-
-
+# scripts as literal blocks, the way people write them; everything else as PyYAML decides
+_Dumper.add_representer(
+    str, lambda d, s: d.represent_scalar("tag:yaml.org,2002:str", s, style="|" if "\n" in s else None)
+)
+_Dumper.add_representer(type(None), lambda d, _: d.represent_scalar("tag:yaml.org,2002:null", ""))
 # why a job holds a write permission, written beside it (zizmor's undocumented-permissions)
 PERMISSION_COMMENTS = {"issues: write": "ggml-patch drift-issue opens, updates and closes its one issue"}
-
-
-def _permission_comments(text: str) -> str:
-    for perm, why in PERMISSION_COMMENTS.items():
-        text = re.sub(rf"^(\s+{re.escape(perm)})$", rf"\1 # {why}", text, flags=re.M)
-    return text
 
 
 def dump(data: Any, pins: Optional[Pins] = None, header: str = HEADER) -> str:
     body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=200, default_flow_style=False, allow_unicode=True)
     # PyYAML quotes the key `on` (a YAML 1.1 boolean); GitHub and people write it bare.
-    body = body.replace("\n'on':\n", "\non:\n", 1)
-    if body.startswith("'on':\n"):
-        body = "on:\n" + body[len("'on':\n") :]
-    body = _permission_comments(body)
+    body = re.sub(r"^'on':$", "on:", body, count=1, flags=re.M)
+    for perm, why in PERMISSION_COMMENTS.items():
+        body = re.sub(rf"^(\s+{re.escape(perm)})$", rf"\1 # {why}", body, flags=re.M)
     return header + "\n" + (add_version_comments(body, pins) if pins else body)

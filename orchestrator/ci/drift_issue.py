@@ -1,26 +1,18 @@
-"""The drift issue: ONE GitHub issue that tells people when the series stopped applying as it is
-on a target (`ggml-patch status`), or a cell of the default profile failed (results.json); kept
-up to date while that lasts and closed when all is clean again.
+"""The drift issue: ONE GitHub issue that says when the series stopped applying as it is on a
+target (`ggml-patch status`) or a cell of the default profile failed (results.json), kept up to
+date while that lasts and closed when all is clean again. Pure core (statuses, failing cells and
+the issue found in; one `Action` and its requests out), then `IssuesClient` (REST through
+upstream/github_api.py). The issue keeps its last state in its own body, in an HTML comment.
 
-Pure core first: the statuses and failing cells in, the issue already open (its last state is
-kept in its own body, in an HTML comment) in, one `Action` out (open, update, close, or nothing)
-and the exact requests that carry it out. Then the effects: `IssuesClient`, REST through
-upstream/github_api.py (the token only in the Authorization header; 401/403/422/rate limit as
-`pr` reports them).
+A target whose status RANKs above 0 is a problem; one that rose since the last record is worse,
+which also gets a comment (an edited body notifies nobody). An unfetchable source says nothing
+about the series: its last known status is kept, marked. Without --results the failing cells are
+the recorded ones (the daily drift job runs no cells).
 
-How far a target's status is from "the series applies as it is" (RANK): applies cleanly and
-already upstream 0, a 3-way merge 1, not applicable 2, conflict 3. A target above 0 is a
-problem; one that rose since the issue last recorded it is a change for the worse, which also
-gets a comment (an edited body notifies nobody). A source that could not be fetched says nothing
-about the series: its last known status is kept, marked as such. Without --results the failing
-cells are the ones the issue last recorded (the daily drift job runs no cells).
-
-One issue per repository for its whole life: it is found by the hidden MARKER in its body, among
-open and closed issues (every page), labelled or not; a closed one is reopened rather than a new
-one opened. A close as "not planned" is the maintainers' word: it is left closed until the
-status gets worse than it was then. A partial status (`--partial`: some targets, another
-profile) is merged into the recorded state. The body is edited only when something other than
-the time and the run's link changed.
+One issue per repository for its whole life, found by its hidden MARKER among open and closed
+issues (every page), labelled or not: a closed one is reopened rather than a new one opened,
+unless the maintainers closed it as not planned and nothing got worse since. The body is edited
+only when something other than the time and the run's link changed.
 """
 
 from __future__ import annotations
@@ -34,16 +26,7 @@ from typing import Any, Literal, Optional
 import requests
 from pydantic import ValidationError
 
-from ..drift.status import (
-    APPLIES,
-    CONFLICT,
-    NOT_APPLICABLE,
-    THREE_WAY,
-    UNAVAILABLE,
-    UNREACHABLE,
-    UPSTREAM,
-    StatusReport,
-)
+from ..drift import status as S
 from ..errors import ConfigError, GitHubError
 from ..records import Record, parse
 from ..report.model import Results
@@ -51,71 +34,46 @@ from ..upstream.github_api import Wording, raise_for_answer, send
 
 TITLE = "ggml-patch: the series drifted or a cell failed"
 LABEL = "ggml-patch-drift"
-LABEL_COLOR = "d93f0b"
-LABEL_DESCRIPTION = "Opened, updated and closed by ggml-patch drift-issue"
+_LABEL = {"name": LABEL, "color": "d93f0b", "description": "Opened, updated and closed by ggml-patch drift-issue"}
 MARKER = "<!-- ggml-patch drift-issue: written by the tool, rewritten on every run -->"
 _STATE = re.compile(r"<!-- ggml-patch-state: (?P<json>\{.*?\}) -->", re.S)
-RANK = {APPLIES: 0, UPSTREAM: 0, THREE_WAY: 1, NOT_APPLICABLE: 2, CONFLICT: 3}
-NOT_KNOWN = (UNREACHABLE, UNAVAILABLE)  # the source could not be had: nothing learnt about the series
+RANK = {S.APPLIES: 0, S.UPSTREAM: 0, S.THREE_WAY: 1, S.NOT_APPLICABLE: 2, S.CONFLICT: 3}
+NOT_KNOWN = (S.UNREACHABLE, S.UNAVAILABLE)  # the source could not be had: nothing learnt about the series
 STATUSES = (*RANK, *NOT_KNOWN)  # every status `ggml-patch status` writes
-FAILING_CELLS = ("failed", "error")
+STATUS_JSON = "the output of `ggml-patch status --json`"
 _DETAIL_MAX = 300
 _TODO = {
-    CONFLICT: "a patch does not merge: `ggml-patch status --profile {profile} --target {target}` leaves "
+    S.CONFLICT: "a patch does not merge: `ggml-patch status --profile {profile} --target {target}` leaves "
     "`<cache>/status/{target}/resolve/` stopped at it; resolve, `git am --continue`, then "
     "`ggml-patch refresh {target}`",
-    THREE_WAY: "the series applies only with a 3-way merge (the code moved near the fix): "
+    S.THREE_WAY: "the series applies only with a 3-way merge (the code moved near the fix): "
     "`ggml-patch refresh {target}` so it applies as it is",
-    NOT_APPLICABLE: "a file the fix changes, or the per-step API it fixes, is gone: look at {target} by hand",
+    S.NOT_APPLICABLE: "a file the fix changes, or the per-step API it fixes, is gone: look at {target} by hand",
 }
 
 
-# ---------------------------------------------------------------- inputs
+class TargetRow(Record):
+    """A target's line in the issue."""
+
+    status: str
+    detail: str = ""
+    base: str = ""
+    kept: Optional[str] = None  # the source could not be had now: why the last known status is shown
 
 
-STATUS_JSON = "the output of `ggml-patch status --json`"
-
-
-def read_status(data: Any, where: str) -> tuple[str, dict[str, dict]]:
-    """(profile, target -> {status, detail, base}) from `ggml-patch status --json` (its data)."""
-    if not isinstance(data, dict) or not isinstance(data.get("targets"), list) or not data["targets"]:
-        raise ConfigError(f'{where}: not {STATUS_JSON} (expected an object with a non-empty "targets" list)')
-    report = parse(StatusReport, data, where, STATUS_JSON)
-    out = {}
-    for i, row in enumerate(report.targets):
-        if row.status not in STATUSES:
-            raise ConfigError(f'{where}: targets[{i}]: expected "target" and a "status" among {", ".join(STATUSES)}')
-        out[row.target] = {"status": row.status, "detail": _short(row.detail), "base": (row.base or "")[:12]}
-    return report.profile or "?", out
-
-
-def read_results(results: Results) -> tuple[str, dict[str, dict]]:
-    """(profile, cell -> {status, reason}) of the failing cells of a results.json."""
-    failing = {
-        c.cell: {"status": str(c.status), "reason": _short(c.reason)}
-        for c in results.cells
-        if c.status in FAILING_CELLS
-    }
-    return results.profile or "?", failing
-
-
-def _short(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= _DETAIL_MAX else text[: _DETAIL_MAX - 3] + "..."
-
-
-# ---------------------------------------------------------------- the state and the decision
+class FailingCell(Record):
+    status: str
+    reason: str = ""
 
 
 class State(Record):
-    """What the issue records (in its own body, as JSON): every target's status, the failing
-    cells, where each came from. Read back from an issue anyone can edit: untrusted, validated."""
+    """What the issue records in its own body, as JSON. Read back from an issue anyone can edit:
+    untrusted, validated."""
 
     version: Literal[1] = 1
     profile: str
-    # target -> {status, detail, base[, kept: why the last known status is shown]}
-    targets: dict[str, dict[str, str]]
-    failing: dict[str, dict[str, str]] = {}  # cell -> {status, reason}
+    targets: dict[str, TargetRow]
+    failing: dict[str, FailingCell] = {}
     cells_profile: str = ""
     cells_run: str = ""  # the run whose results gave `failing`
     run: str = ""  # the run that wrote this state
@@ -129,55 +87,70 @@ class State(Record):
             return None
 
 
+Targets = tuple[str, dict[str, TargetRow]]  # (profile, target -> row): a status file
+Failing = tuple[str, dict[str, FailingCell]]  # (profile, cell -> why): the failing cells of a results.json
+
+
+def read_status(data: Any, where: str) -> Targets:
+    """The rows of `ggml-patch status --json` (its data)."""
+    report = parse(S.StatusReport, data, where, STATUS_JSON)
+    for i, row in enumerate(report.targets):
+        if row.status not in STATUSES:
+            raise ConfigError(f'{where}: targets[{i}]: expected "target" and a "status" among {", ".join(STATUSES)}')
+    rows = {
+        r.target: TargetRow(status=r.status, detail=_short(r.detail), base=(r.base or "")[:12]) for r in report.targets
+    }
+    return report.profile or "?", rows
+
+
+def read_results(results: Results) -> Failing:
+    failing = {
+        c.cell: FailingCell(status=str(c.status), reason=_short(c.reason))
+        for c in results.cells
+        if c.status in ("failed", "error")
+    }
+    return results.profile or "?", failing
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _DETAIL_MAX else text[: _DETAIL_MAX - 3] + "..."
+
+
 def current_state(
-    status: tuple[str, dict[str, dict]],
-    results: Optional[tuple[str, dict[str, dict]]],
-    previous: Optional[State],
-    run: str,
-    partial: bool = False,
+    status: Targets, results: Optional[Failing], previous: Optional[State], run: str, partial=False
 ) -> State:
     profile, targets = status
+    before = previous.targets if previous else {}
+    rows: dict[str, TargetRow] = {}
     # a partial status (some targets, or another profile) adds to what the issue recorded
-    merge = previous is not None and (partial or (previous.profile and profile != previous.profile))
-    rows = dict(previous.targets) if merge and previous else {}
-    if merge and previous:
-        profile = previous.profile
+    if previous and (partial or (previous.profile and profile != previous.profile)):
+        profile, rows = previous.profile, dict(previous.targets)
     for name, row in targets.items():
-        before = (previous.targets.get(name) if previous else None) or {}
-        if row["status"] in NOT_KNOWN and before.get("status") in RANK:
+        last = before.get(name)
+        if row.status in NOT_KNOWN and last and last.status in RANK:
             # the source could not be had today: the series' standing there is what it last was
-            rows[name] = {
-                **{k: before[k] for k in ("status", "detail", "base") if k in before},
-                "kept": f"{row['status']} now: {row['detail']}".strip(": "),
-            }
-        else:
-            rows[name] = dict(row)
+            row = last.model_copy(update={"kept": f"{row.status} now: {row.detail}".strip(": ")})
+        rows[name] = row
     if results is not None:
-        cells_profile, failing = results
-        return State(
-            profile=profile, targets=rows, failing=failing, cells_profile=cells_profile, cells_run=run, run=run
-        )
-    if previous:
-        return State(
-            profile=profile,
-            targets=rows,
-            failing=previous.failing,
-            cells_profile=previous.cells_profile,
-            cells_run=previous.cells_run,
-            run=run,
-        )
-    return State(profile=profile, targets=rows, run=run)
+        cells_profile, failing, cells_run = *results, run
+    elif previous:
+        cells_profile, failing, cells_run = previous.cells_profile, previous.failing, previous.cells_run
+    else:
+        cells_profile, failing, cells_run = "", {}, ""
+    return State(
+        profile=profile, targets=rows, failing=failing, cells_profile=cells_profile, cells_run=cells_run, run=run
+    )
 
 
-def rank(row: Optional[dict]) -> int:
-    return RANK.get(str((row or {}).get("status")), 0)
+def rank(row: Optional[TargetRow]) -> int:
+    return RANK.get(row.status, 0) if row else 0
 
 
 def problems(state: State) -> list[str]:
     """One line per problem: a target whose series does not apply as it is, a failing cell."""
-    out = [f"{t}: {r['status']}" for t, r in state.targets.items() if rank(r) > 0]
-    out += [f"{c}: {r['status']}" for c, r in state.failing.items()]
-    return out
+    out = [f"{t}: {r.status}" for t, r in state.targets.items() if rank(r) > 0]
+    return out + [f"{c}: {r.status}" for c, r in state.failing.items()]
 
 
 def worsened(previous: Optional[State], state: State) -> list[str]:
@@ -185,12 +158,11 @@ def worsened(previous: Optional[State], state: State) -> list[str]:
     before_t = previous.targets if previous else {}
     before_c = previous.failing if previous else {}
     out = [
-        f"{t}: {(before_t.get(t) or {}).get('status', APPLIES)} -> {r['status']}"
+        f"{t}: {getattr(before_t.get(t), 'status', S.APPLIES)} -> {r.status}"
         for t, r in state.targets.items()
         if rank(r) > rank(before_t.get(t))
     ]
-    out += [f"{c}: {r['status']}" for c, r in state.failing.items() if c not in before_c]
-    return out
+    return out + [f"{c}: {r.status}" for c, r in state.failing.items() if c not in before_c]
 
 
 @dataclass(frozen=True)
@@ -216,7 +188,7 @@ class Found:
 
 @dataclass(frozen=True)
 class Action:
-    kind: str  # "open", "update", "close", "none"
+    kind: str  # "open", "update", "close", "reopen", "none"
     why: str
     number: Optional[int] = None
     body: str = ""
@@ -224,62 +196,38 @@ class Action:
 
 
 def decide(
-    found: Optional[Found],
-    status: tuple[str, dict[str, dict]],
-    results: Optional[tuple[str, dict[str, dict]]],
-    run: str,
-    now: _dt.datetime,
-    partial: bool = False,
+    found: Optional[Found], status: Targets, results: Optional[Failing], run: str, now: _dt.datetime, partial=False
 ) -> tuple[Action, State]:
     previous = found.state if found else None
     state = current_state(status, results, previous, run, partial)
-    now_problems = problems(state)
-    if found is not None and not found.open:
-        return _closed(found, previous, state, now_problems, run, now), state
-    if not now_problems:
-        if found is None:
-            return Action("none", "all clean and no issue open"), state
-        body = render(state, now, clean=True)
-        return Action(
-            "close",
-            "all clean again",
-            found.number,
-            body,
-            comment=f"All clean again{_at(run)}: every target's series applies as it is and no "
-            "default cell fails. Closing.",
-        ), state
-    body = render(state, now)
+    return _action(found, previous, state, run, now), state
+
+
+def _action(found: Optional[Found], previous: Optional[State], state: State, run: str, now: _dt.datetime) -> Action:
+    now_problems, worse = problems(state), worsened(previous, state)
+    why = "; ".join(now_problems)
+    if found is None and not now_problems:
+        return Action("none", "all clean and no issue open")
     if found is None:
-        return Action("open", "; ".join(now_problems), None, body), state
-    worse = worsened(previous, state)
-    comment = ("Worse since the last update" + _at(run) + ":\n\n" + "".join(f"- {w}\n" for w in worse)) if worse else ""
-    if previous is not None and not worse and same_but_for_time(previous, state):
-        return Action("none", "the open issue already says this", found.number), state
-    return Action("update", "; ".join(now_problems), found.number, body, comment), state
-
-
-def _closed(
-    found: Found, previous: Optional[State], state: State, now_problems: list[str], run: str, now: _dt.datetime
-) -> Action:
-    """Our issue is closed: reopen it when there are problems, unless the maintainers closed it as
-    not planned and nothing got worse since."""
+        return Action("open", why, None, issue_body(state, now))
+    n = found.number
+    if not found.open:  # reopened when there are problems, unless closed as not planned and nothing got worse since
+        if not now_problems:
+            return Action("none", f"all clean; #{n} stays closed", n)
+        if found.state_reason == "not_planned" and not worse:
+            return Action("none", f"#{n} was closed as not planned and nothing got worse since: left closed", n)
+        said = "worse than when it was closed" if worse else "the problems are back"
+        comment = f"Reopened{_at(run)}: {said}:\n\n" + "".join(f"- {w}\n" for w in (worse or now_problems))
+        return Action("reopen", why, n, issue_body(state, now), comment)
     if not now_problems:
-        return Action("none", f"all clean; #{found.number} stays closed", found.number)
-    worse = worsened(previous, state)
-    if found.state_reason == "not_planned" and not worse:
-        return Action(
-            "none",
-            f"#{found.number} was closed as not planned and nothing got worse since: left closed",
-            found.number,
+        comment = (
+            f"All clean again{_at(run)}: every target's series applies as it is and no default cell fails. Closing."
         )
-    said = "".join(f"- {w}\n" for w in (worse or now_problems))
-    comment = (
-        f"Reopened{_at(run)}: "
-        + ("worse than when it was closed" if worse else "the problems are back")
-        + ":\n\n"
-        + said
-    )
-    return Action("reopen", "; ".join(now_problems), found.number, render(state, now), comment)
+        return Action("close", "all clean again", n, issue_body(state, now, clean=True), comment)
+    if previous is not None and not worse and same_but_for_time(previous, state):
+        return Action("none", "the open issue already says this", n)
+    comment = f"Worse since the last update{_at(run)}:\n\n" + "".join(f"- {w}\n" for w in worse) if worse else ""
+    return Action("update", why, n, issue_body(state, now), comment)
 
 
 _EPOCH = _dt.datetime(2000, 1, 1, tzinfo=_dt.timezone.utc)
@@ -295,7 +243,7 @@ def same_but_for_time(a: State, b: State) -> bool:
             "targets": dict(sorted(x.targets.items())),
             "failing": dict(sorted(x.failing.items())),
         }
-        return render(x.model_copy(update=update), _EPOCH)
+        return issue_body(x.model_copy(update=update), _EPOCH)
 
     return plain(a) == plain(b)
 
@@ -304,19 +252,15 @@ def _at(run: str) -> str:
     return f" ({run})" if run else ""
 
 
-# ---------------------------------------------------------------- the issue body
-
-
-def render(state: State, now: _dt.datetime, clean: bool = False) -> str:
-    when = now.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+def issue_body(state: State, now: _dt.datetime, clean: bool = False) -> str:
+    when = now.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") + (f" by {state.run}" if state.run else "")
+    headline = "The series no longer applies as it is on some target, or a default cell fails."
     lines = [
         MARKER,
         "",
-        "**All clean again.**"
-        if clean
-        else "The series no longer applies as it is on some target, or a default cell fails.",
+        "**All clean again.**" if clean else headline,
         "",
-        f"Last checked {when}" + (f" by {state.run}" if state.run else "") + ".",
+        f"Last checked {when}.",
         "",
         f"### Targets (profile `{state.profile}`)",
         "",
@@ -324,25 +268,18 @@ def render(state: State, now: _dt.datetime, clean: bool = False) -> str:
         "|---|---|---|---|",
     ]
     for t, r in state.targets.items():
-        shown = r["status"] + (" (last known)" if r.get("kept") else "")
-        detail = r.get("detail", "") + (f" [{r['kept']}]" if r.get("kept") else "")
-        lines.append(f"| {_cell(t)} | {_cell(shown)} | {_cell(r.get('base', ''))} | {_cell(detail)} |")
+        shown, detail = (f"{r.status} (last known)", f"{r.detail} [{r.kept}]") if r.kept else (r.status, r.detail)
+        lines.append(_row(t, shown, r.base, detail))
     lines += ["", "### Failing cells" + (f" (profile `{state.cells_profile}`)" if state.cells_profile else ""), ""]
     if state.failing:
         lines += ["| cell | status | reason |", "|---|---|---|"]
-        lines += [
-            f"| {_cell(c)} | {_cell(r['status'])} | {_cell(r.get('reason', ''))} |" for c, r in state.failing.items()
-        ]
+        lines += [_row(c, r.status, r.reason) for c, r in state.failing.items()]
         if state.cells_run:
             lines += ["", f"From {state.cells_run} (its summary and junit annotations have the details)."]
     else:
-        lines.append(
-            "None" + (f" in {state.cells_run}." if state.cells_run else " known (no matrix results given yet).")
-        )
+        lines.append(f"None in {state.cells_run}." if state.cells_run else "None known (no matrix results given yet).")
     todo = [
-        _TODO[r["status"]].format(profile=state.profile, target=t)
-        for t, r in state.targets.items()
-        if r["status"] in _TODO
+        _TODO[r.status].format(profile=state.profile, target=t) for t, r in state.targets.items() if r.status in _TODO
     ]
     if todo:
         lines += ["", "### What to do", ""] + [f"- {x}" for x in todo]
@@ -351,12 +288,9 @@ def render(state: State, now: _dt.datetime, clean: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _cell(text: str) -> str:
-    """Safe in a Markdown table cell."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
-
-# ---------------------------------------------------------------- the requests
+def _row(*cells: str) -> str:
+    """A Markdown table row, each cell safe in it (a pipe, backslash or newline would break the table)."""
+    return "| " + " | ".join(c.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
 
 
 @dataclass(frozen=True)
@@ -381,28 +315,16 @@ def find_requests() -> list[Request]:
 
 def requests_for(action: Action) -> list[Request]:
     """The requests that carry out `action`, in order."""
-    issue = f"/issues/{action.number}"
     if action.kind == "open":
-        return [
-            Request(
-                "POST", "/labels", {"name": LABEL, "color": LABEL_COLOR, "description": LABEL_DESCRIPTION}, ok_if=(422,)
-            ),
-            Request("POST", "/issues", {"title": TITLE, "body": action.body, "labels": [LABEL]}),
-        ]
-    if action.kind == "update":
-        out = [Request("PATCH", issue, {"body": action.body})]
-        return out + ([Request("POST", f"{issue}/comments", {"body": action.comment})] if action.comment else [])
-    if action.kind == "close":  # closed first: a failed close never leaves a second "Closing." comment
-        return [
-            Request("PATCH", issue, {"body": action.body, "state": "closed", "state_reason": "completed"}),
-            Request("POST", f"{issue}/comments", {"body": action.comment}),
-        ]
-    if action.kind == "reopen":
-        return [
-            Request("PATCH", issue, {"body": action.body, "state": "open"}),
-            Request("POST", f"{issue}/comments", {"body": action.comment}),
-        ]
-    return []
+        issue = {"title": TITLE, "body": action.body, "labels": [LABEL]}
+        return [Request("POST", "/labels", _LABEL, ok_if=(422,)), Request("POST", "/issues", issue)]
+    # a close is sent before its comment: a failed close never leaves a second "Closing." comment
+    states = {"update": {}, "close": {"state": "closed", "state_reason": "completed"}, "reopen": {"state": "open"}}
+    if action.kind not in states:
+        return []
+    path = f"/issues/{action.number}"
+    out = [Request("PATCH", path, {"body": action.body, **states[action.kind]})]
+    return out + ([Request("POST", f"{path}/comments", {"body": action.comment})] if action.comment else [])
 
 
 def ours(items: Any) -> list[Found]:
@@ -428,22 +350,16 @@ def ours(items: Any) -> list[Found]:
 
 def the_one(found: list[Found]) -> Optional[Found]:
     """The issue to keep using: the oldest open one, else the most recently opened closed one."""
-    if not found:
-        return None
-    return min(found, key=lambda f: (not f.open, f.number if f.open else -f.number))
+    return min(found, key=lambda f: (not f.open, f.number if f.open else -f.number), default=None)
 
 
 def next_page(headers: Any, api_url: str) -> Optional[str]:
     """The Link header's rel="next", only on the API server itself (the token goes with it)."""
-
     for link in requests.utils.parse_header_links(str(headers.get("Link") or "")):
         url = link.get("url", "")
         if link.get("rel") == "next" and url.startswith(api_url.rstrip("/") + "/"):
             return url
     return None
-
-
-# ---------------------------------------------------------------- the effects
 
 
 class IssuesClient:
@@ -456,7 +372,6 @@ class IssuesClient:
         return f"{self.api_url}/repos/{self.repo}{path}"
 
     def send(self, req: Request, url: str = ""):
-
         url = url or self.url(req.path)
         got = send(req.method, self.api_url, url, self.token, self.timeout, req.payload)
         if got.status in req.ok_if:

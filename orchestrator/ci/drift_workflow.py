@@ -36,31 +36,16 @@ ggml-patch drift-issue "${args[@]}"
 
 
 def workflow(matrix, pins: Optional[Pins] = None) -> dict:
-
     pins = pins or default_pins()
     profile = drift_profile(matrix)
     on: dict = {"schedule": [{"cron": CRON}]} if matrix.ci_repository else {}
+    inputs = {
+        "profile": ("the matrix.yaml profile whose targets are checked", "string", profile),
+        "targets": ("only these targets (space-separated; default: every target of the profile)", "string", ""),
+        "dry-run": ("print the issue requests instead of sending them", "boolean", False),
+    }
     on["workflow_dispatch"] = {
-        "inputs": {
-            "profile": {
-                "description": "the matrix.yaml profile whose targets are checked",
-                "type": "string",
-                "required": False,
-                "default": profile,
-            },
-            "targets": {
-                "description": "only these targets (space-separated; default: every target of the profile)",
-                "type": "string",
-                "required": False,
-                "default": "",
-            },
-            "dry-run": {
-                "description": "print the issue requests instead of sending them",
-                "type": "boolean",
-                "required": False,
-                "default": False,
-            },
-        }
+        "inputs": {k: {"description": d, "type": t, "required": False, "default": v} for k, (d, t, v) in inputs.items()}
     }
     job = {
         "name": "Drift of the series",
@@ -121,5 +106,4 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
 
 
 def workflow_yaml(matrix, pins: Optional[Pins] = None) -> str:
-    pins = pins or default_pins()
-    return C.dump(workflow(matrix, pins), pins)
+    return C.dump(workflow(matrix, pins), pins or default_pins())

@@ -8,6 +8,7 @@ workflows, `.github/actionlint.yaml` (matrix.yaml's self-hosted runner labels) a
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
@@ -26,18 +27,12 @@ def _read(path: Path) -> str:
 
 
 def generated(matrix, output: Optional[Path] = None, profiles: Optional[Iterable[str]] = None) -> dict[Path, str]:
-
     profiles = list(profiles) if profiles else None
     main = Path(output) if output else matrix.path.parent / DEFAULT_PATH
     workflows: dict[Path, Callable[[Pins], str]] = {main: lambda pins: workflow_yaml(matrix, profiles, pins)}
     beside = main.parent.name == "workflows" and main.parent.parent.name == ".github"
-    if beside:
-        workflows[main.parent / Path(drift_workflow.PATH).name] = lambda pins: drift_workflow.workflow_yaml(
-            matrix, pins
-        )
-        workflows[main.parent / Path(project_workflow.PATH).name] = lambda pins: project_workflow.workflow_yaml(
-            matrix, pins
-        )
+    for other in (drift_workflow, project_workflow) if beside else ():
+        workflows[main.parent / Path(other.PATH).name] = partial(other.workflow_yaml, matrix)
     pins = current_pins(_read(p) for p in workflows)  # what Dependabot bumped stays
     files = {path: make(pins) for path, make in workflows.items()}
     if beside:

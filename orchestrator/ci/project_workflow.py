@@ -81,5 +81,4 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
 
 
 def workflow_yaml(matrix, pins: Optional[Pins] = None) -> str:
-    pins = pins or default_pins()
-    return C.dump(workflow(matrix, pins), pins)
+    return C.dump(workflow(matrix, pins), pins or default_pins())

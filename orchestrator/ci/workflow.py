@@ -1,17 +1,13 @@
 """The GitHub Actions matrix workflow, generated from matrix.yaml so the two never drift.
 
 Pure: a Matrix in, a workflow dict and its YAML text out. Jobs:
-  plan       resolves every git ref of every profile to one commit (`ggml-patch resolve-refs`):
-             its `pins` output is what every later job builds, bundles and reports on, so a
-             branch moving during the run changes nothing
-  cell       one leg per (profile, target, backend) cell (`strategy.matrix.include`), calling the
-             tool directly; honest: on a runner meant to have its backend a skip is a failure
-             (--require-backend), a hosted CUDA leg builds with PyPI's toolkit (--build-only).
-             Legs of profiles other than `default` may fail without failing the run
+  plan       every git ref resolved to one commit (its `pins` output), so a branch moving during
+             the run changes nothing
+  cell       one leg per (profile, target, backend) cell; honest: on a runner meant to have its
+             backend a skip is a failure, a hosted CUDA leg only builds. Only `default` legs must pass
   aggregate  per profile: merge, summary, upload, bundle, upload; each upload guarded by its own
              step's outcome, so a failing live profile never costs the default one its artifacts
-  report     the drift issue (ci/drift_issue.py) from the live profile's status and the default
-             profile's cells: the one job with `issues: write`
+  report     the drift issue (ci/drift_issue.py): the one job with `issues: write`
 """
 
 from __future__ import annotations
@@ -33,8 +29,6 @@ WORKFLOW_NAME = "ggml-patch matrix"
 # Monday and Thursday 04:17 UTC: off the hour, when scheduled jobs pile up; never 7 days apart,
 # so the legs' ccache and download caches are used before GitHub evicts them (7 days unused).
 CRON = "17 4 * * 1,4"
-PYTHON = C.PYTHON
-AGGREGATE_RUNS_ON = C.RUNNER
 LEG_TIMEOUT_MIN = 120  # a cold CUDA compile alone is ~18 min at -j2; Vulkan ~4 min
 VULKAN_SETUP = "scripts/setup-vulkan-lavapipe.sh"
 CUDA_SETUP = "scripts/setup-cuda-pypi.sh"
@@ -51,7 +45,6 @@ LEG_RESULTS = "ci-results"  # a leg writes ci-results/<artifact>/ and uploads ci
 # `runs_on` label in matrix.yaml is a custom self-hosted one, declared to actionlint.
 _HOSTED = re.compile(r"^(ubuntu|macos|windows)-[A-Za-z0-9.-]+$|^(self-hosted|linux|macos|windows|x64|arm|arm64)$", re.I)
 ACTIONLINT_CONFIG_PATH = ".github/actionlint.yaml"
-HEADER = C.HEADER
 
 
 def cell_session(target: str, backend: str) -> str:
@@ -59,35 +52,10 @@ def cell_session(target: str, backend: str) -> str:
     return f"cell(target={target!r}, backend={backend!r})"
 
 
-def cell_results_dir(target: str, backend: str) -> str:
-    """Where the `cell` nox session writes a cell's results (relative to the checkout)."""
-    return f"results/cells/{target}-{backend}"
-
-
-def artifact_name(profile: str, target: str, backend: str) -> str:
-    return ARTIFACT_SEP.join((ARTIFACT_PREFIX, profile, target, backend))
-
-
-def artifact_glob(profile: str) -> str:
-    return ARTIFACT_SEP.join((ARTIFACT_PREFIX, profile, "*"))
-
-
-def runs_on_labels(runs_on: str) -> str | list[str]:
+def _labels(runs_on: str) -> list[str]:
     """matrix.yaml's `runs_on`: one label, or comma-separated labels for a self-hosted runner
     ("self-hosted, linux, gpu"), which GitHub matches all together."""
-    labels = [s.strip() for s in runs_on.split(",") if s.strip()]
-    return labels[0] if len(labels) == 1 else labels
-
-
-def _labels(runs_on: str) -> list[str]:
-    got = runs_on_labels(runs_on)
-    return [got] if isinstance(got, str) else got
-
-
-def hosted(runs_on: str) -> bool:
-    """A GitHub-hosted runner: one label such as ubuntu-24.04 or macos-14."""
-    labels = _labels(runs_on)
-    return len(labels) == 1 and re.match(r"^(ubuntu|macos|windows)-", labels[0], re.I) is not None
+    return [s.strip() for s in runs_on.split(",") if s.strip()]
 
 
 def all_cells(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[tuple[str, str, str]]:
@@ -100,19 +68,12 @@ def all_cells(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[
     return [(p, t.name, b.name) for p in names for t, b in matrix.cells(p)]
 
 
-def nox_cells(matrix: Matrix) -> list[tuple[str, str]]:
-    """(target, backend) of every cell of every profile, once each: the `cell` session's params."""
-    seen: dict[tuple[str, str], None] = {}
-    for _, t, b in all_cells(matrix):
-        seen.setdefault((t, b), None)
-    return list(seen)
-
-
 def honesty(backend: str, runs_on: str) -> dict[str, Any]:
     """What a leg of this backend does on this runner so that it can never pass by skipping:
     the setup it runs, the backend it requires (its skip is then a failure), build-only."""
     labels = [lab.lower() for lab in _labels(runs_on)]
-    on_hosted = hosted(runs_on)
+    # a GitHub-hosted runner: one label such as ubuntu-24.04 or macos-14
+    on_hosted = len(labels) == 1 and re.match(r"^(ubuntu|macos|windows)-", labels[0]) is not None
     linux = (on_hosted and labels[0].startswith("ubuntu-")) or "linux" in labels
     mac = (on_hosted and labels[0].startswith("macos-")) or "macos" in labels
     if backend == "vulkan" and linux:  # Mesa's lavapipe on hosted runners; a self-hosted one brings its driver
@@ -130,9 +91,7 @@ def downloads_key(matrix: Matrix, target: str) -> str:
     """A cache key that changes only when the target's pinned download does (its sha256), never
     on another edit of matrix.yaml; '' for sources with nothing to download (git, local)."""
     src = matrix.target(target).source
-    if src.kind not in ("pypi-sdist", "tarball"):
-        return ""
-    return f"ggml-patch-downloads-{src['sha256'][:32]}"
+    return f"ggml-patch-downloads-{src['sha256'][:32]}" if src.kind in ("pypi-sdist", "tarball") else ""
 
 
 def runner_slug(runs_on: str) -> str:
@@ -158,24 +117,28 @@ def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[
     runner's legs form the profile's results; each further runner's legs are merged apart
     (`group`), since a cell may appear once in a merge."""
     check_runners(matrix)
+    profiles = list(profiles) if profiles else None
+    handing_over = bundle_legs(matrix, profiles)
     out = []
     for profile, target, backend in all_cells(matrix, profiles):
         runners = matrix.backend(backend).all_runners()
         for i, runs_on in enumerate(runners):
             group = profile if i == 0 else f"{profile}{GROUP_SEP}{runner_slug(runs_on)}"
-            artifact = artifact_name(group, target, backend)
+            artifact = ARTIFACT_SEP.join((ARTIFACT_PREFIX, group, target, backend))
             on = f" on {runner_slug(runs_on)}" if len(runners) > 1 else ""
+            labels = _labels(runs_on)
             out.append(
                 {
                     "name": f"{target}/{backend}{on} ({profile})",
                     "profile": profile,
                     "target": target,
                     "backend": backend,
-                    "runs-on": runs_on_labels(runs_on),
+                    "runs-on": labels[0] if len(labels) == 1 else labels,
                     "required": profile == DEFAULT_PROFILE,
                     **honesty(backend, runs_on),
                     "downloads-key": downloads_key(matrix, target),
                     "git": matrix.target(target).source.kind == "git",
+                    "hand-over": i == 0 and handing_over.get(target) == (profile, backend),
                     "results": f"{LEG_RESULTS}/{artifact}",
                     "artifact": artifact,
                     "group": group,
@@ -215,6 +178,7 @@ echo "$root/bin" >> "$GITHUB_PATH"
 
 
 CCACHE_DIR = "${{ github.workspace }}/.ccache"
+RUN_ID = "${{ github.run_id }}"
 # paths relative to the workspace: the aggregate's bundle builds (bundle/<target>/) hit the objects
 # of the cpu legs (cells/<target>-cpu/), whose ccache it restores
 CCACHE_ENV = {"CCACHE_DIR": CCACHE_DIR, "CCACHE_MAXSIZE": "2G", "CCACHE_BASEDIR": "${{ github.workspace }}"}
@@ -230,26 +194,28 @@ INSTALL_CCACHE = {
 }
 
 
-def _bundle_ccache_steps(matrix: Matrix, profiles: list[str], pins: Pins) -> list[dict]:
-    """The cpu legs' ccaches restored for the bundles' cpu builds: one per target of a pinned source
-    (a git target's leg ran a fork's build scripts: its cache is never shared with another build)."""
-    legs: dict[str, str] = {}
-    for p in profiles:
-        for t, b in matrix.cells(p):
-            if b.name == "cpu" and t.source.kind != "git":
-                legs.setdefault(t.name, p)
-    return [
-        {
-            "name": f"ccache (the {t}/cpu leg's)",
-            "uses": uses("cache-restore", pins),
-            "with": {
-                "path": CCACHE_DIR,
-                "key": f"ccache-{p}-{t}-cpu-${{{{ runner.os }}}}-${{{{ github.run_id }}}}",
-                "restore-keys": f"ccache-{p}-{t}-cpu-${{{{ runner.os }}}}-",
-            },
-        }
-        for t, p in legs.items()
-    ]
+def bundle_legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> dict[str, tuple[str, str]]:
+    """target -> (profile, "cpu"): the leg whose ccache and snapshots the aggregate's bundle of a
+    pinned target restores (a git target's leg ran a fork's build scripts: never shared)."""
+    legs: dict[str, tuple[str, str]] = {}
+    for p, t, b in all_cells(matrix, profiles):
+        if b == "cpu" and matrix.target(t).source.kind != "git":
+            legs.setdefault(t, (p, b))
+    return legs
+
+
+SNAPSHOTS_PATH = f"{C.WORKSPACE_CACHE}/snapshots.git"
+
+
+def snapshots_key(profile: str, target: str) -> str:
+    """This run's hand-over of a leg's snapshot repository (never another run's: the bundle trusts
+    its base commits as the leg's own import of the pinned source)."""
+    return f"ggml-patch-snapshots-{profile}-{target}-${{{{ runner.os }}}}-{RUN_ID}"
+
+
+def _restore(name: str, path: str, key: str, pins: Pins, restore_keys: str = "") -> dict:
+    more = {"restore-keys": restore_keys} if restore_keys else {}
+    return {"name": name, "uses": uses("cache-restore", pins), "with": {"path": path, "key": key, **more}}
 
 
 def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
@@ -273,7 +239,7 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
                 "uses": uses("cache", pins),
                 "with": {
                     "path": CCACHE_DIR,
-                    "key": f"{_CCACHE_KEY}-${{{{ github.run_id }}}}",
+                    "key": f"{_CCACHE_KEY}-{RUN_ID}",
                     "restore-keys": f"{_CCACHE_KEY}-",
                 },
             },
@@ -299,14 +265,17 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
             {
                 "name": "Run the cell",
                 "env": {
-                    "PROFILE": "${{ matrix.profile }}",
-                    "TARGET": "${{ matrix.target }}",
-                    "BACKEND": "${{ matrix.backend }}",
-                    "RESULTS": "${{ matrix.results }}",
-                    "REQUIRE_BACKEND": "${{ matrix.require-backend }}",
-                    "BUILD_ONLY": "${{ matrix.build-only }}",
+                    k.upper().replace("-", "_"): f"${{{{ matrix.{k} }}}}"
+                    for k in ("profile", "target", "backend", "results", "require-backend", "build-only")
                 },
                 "run": _RUN_CELL,
+            },
+            # after the cell, for the aggregate's bundle: its snapshot repository, not imported again
+            {
+                "name": "Hand the snapshots to the bundle",
+                "if": "matrix.hand-over",
+                "uses": uses("cache-save", pins),
+                "with": {"path": SNAPSHOTS_PATH, "key": snapshots_key("${{ matrix.profile }}", "${{ matrix.target }}")},
             },
             {
                 "name": "Job summary",
@@ -316,18 +285,15 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
             },
             # no junit reporter: `ggml-patch matrix` annotates each failed cell itself (::error with
             # matrix.yaml's line); a second reporter would annotate every failure twice
-            {
-                "name": "Upload the cell's results",
-                "if": "${{ !cancelled() }}",
-                "uses": uses("upload", pins),
-                "with": {
-                    "name": "${{ matrix.artifact }}",
-                    "path": LEG_RESULTS,  # holds one folder, named as the artifact: downloads never collide
-                    "if-no-files-found": "error",
-                    "retention-days": 30,
-                    "overwrite": True,  # "Re-run failed jobs" replaces the failed attempt's artifact (409 otherwise)
-                },
-            },
+            # LEG_RESULTS holds one folder, named as the artifact: downloads never collide
+            _upload(
+                "the cell's results",
+                "${{ !cancelled() }}",
+                "${{ matrix.artifact }}",
+                LEG_RESULTS,
+                pins,
+                **{"retention-days": 30},
+            ),
         ],
     }
 
@@ -339,17 +305,23 @@ BUNDLE_AUTHOR = '--author "$GITHUB_ACTOR <$GITHUB_ACTOR_ID+$GITHUB_ACTOR@users.n
 def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
     profiles = list(dict.fromkeys(g.split(GROUP_SEP)[0] for g in groups))
     steps: list[dict] = [*C.first_steps(pins, extra="plot")]  # the bundle's training-loss plot
-    ccache = _bundle_ccache_steps(matrix, profiles, pins)
-    steps += [INSTALL_CCACHE, *ccache] if ccache else []
-    keys = list(dict.fromkeys(k for p in profiles for t, _ in matrix.cells(p) if (k := downloads_key(matrix, t.name))))
-    steps += [
-        {
-            "name": "Source downloads",
-            "uses": uses("cache-restore", pins),
-            "with": {"path": f"{C.WORKSPACE_CACHE}/downloads", "key": k},
-        }
-        for k in keys
+    # each pinned target's cpu leg's ccache (the bundle's verification build hits its objects) and
+    # snapshot repository (each sdist imported once per run: several legs' repositories merge, their
+    # objects and refs named by content)
+    bundled = bundle_legs(matrix, profiles).items()
+    leg = "cpu-${{ runner.os }}-"
+    ccache = [
+        _restore(
+            f"ccache (the {t}/cpu leg's)", CCACHE_DIR, f"ccache-{p}-{t}-{leg}{RUN_ID}", pins, f"ccache-{p}-{t}-{leg}"
+        )
+        for t, (p, _) in bundled
     ]
+    snapshots = [
+        _restore(f"Snapshots (the {t}/cpu leg's)", SNAPSHOTS_PATH, snapshots_key(p, t), pins) for t, (p, _) in bundled
+    ]
+    steps += [INSTALL_CCACHE, *ccache, *snapshots] if ccache else []
+    keys = dict.fromkeys(k for p in profiles for t, _ in matrix.cells(p) if (k := downloads_key(matrix, t.name)))
+    steps += [_restore("Source downloads", f"{C.WORKSPACE_CACHE}/downloads", k, pins) for k in keys]
     if any(t.source.kind == "git" for p in profiles for t, _ in matrix.cells(p)):
         steps.append(C.restore_mirrors(pins))
     steps += [
@@ -363,32 +335,31 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
     ]
     for p in groups:
         merge, bundle = C.step_id("merge", p), C.step_id("bundle", p)
-        fatal = p == DEFAULT_PROFILE
-        if GROUP_SEP in p:  # a further runner's legs: merged and uploaded apart, no bundle
-            steps += _extra_group_steps(p, pins)
-            continue
+        extra, fatal = GROUP_SEP in p, p == DEFAULT_PROFILE  # extra: a further runner's legs, merged apart
         merged = f"${{{{ !cancelled() && steps.{merge}.outcome == 'success' }}}}"
-        steps += [
+        expect = "" if extra else f"--expect-profile {p} "
+        steps.append(
             {
                 "name": f"Merge ({p})",
                 "id": merge,
                 "if": "${{ !cancelled() }}",
-                **({} if fatal else {"continue-on-error": True}),
+                **({} if fatal else {"continue-on-error": True}),  # only the default profile's legs must pass
                 # a leg that never uploaded (timed out, died) is listed as an error, not left out
-                "run": f"ggml-patch merge-results --expect-profile {p} --out merged/{p} cells/{artifact_glob(p)}\n",
-            },
-            {"name": f"Summary ({p})", "if": merged, "run": f'cat merged/{p}/summary.md >> "$GITHUB_STEP_SUMMARY"\n'},
-            {
-                "name": f"Upload the merged results ({p})",
-                "if": merged,
-                "uses": uses("upload", pins),
-                "with": {
-                    "name": f"ggml-patch-results-{p}",
-                    "path": f"merged/{p}",
-                    "if-no-files-found": "error",
-                    "overwrite": True,
-                },
-            },
+                "run": f"ggml-patch merge-results {expect}--out merged/{p} cells/{ARTIFACT_SEP.join((ARTIFACT_PREFIX, p, '*'))}\n",
+            }
+        )
+        if not extra:
+            steps.append(
+                {
+                    "name": f"Summary ({p})",
+                    "if": merged,
+                    "run": f'cat merged/{p}/summary.md >> "$GITHUB_STEP_SUMMARY"\n',
+                }
+            )
+        steps.append(_upload(f"the merged results ({p})", merged, f"ggml-patch-results-{p}", f"merged/{p}", pins))
+        if extra:
+            continue
+        steps += [
             # the default profile's bundle also needs every leg done: a leg that uploaded nothing
             # (a timeout) is missing from the merge, not failed in it
             {
@@ -398,17 +369,13 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
                 **({} if fatal else {"continue-on-error": True}),
                 "run": f'ggml-patch bundle --pins "{C.PINS_FILE}" --results merged/{p} --out bundle/{p} {BUNDLE_AUTHOR}\n',
             },
-            {
-                "name": f"Upload the bundle ({p})",
-                "if": f"${{{{ !cancelled() && steps.{bundle}.outcome == 'success' }}}}",
-                "uses": uses("upload", pins),
-                "with": {
-                    "name": f"ggml-patch-bundle-{p}",
-                    "path": f"bundle/{p}",
-                    "if-no-files-found": "error",
-                    "overwrite": True,
-                },
-            },
+            _upload(
+                f"the bundle ({p})",
+                f"${{{{ !cancelled() && steps.{bundle}.outcome == 'success' }}}}",
+                f"ggml-patch-bundle-{p}",
+                f"bundle/{p}",
+                pins,
+            ),
         ]
     others = [p for p in groups if p != DEFAULT_PROFILE and GROUP_SEP not in p]
     if others:
@@ -429,7 +396,7 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
         "needs": ["plan", "cell"],
         # after every leg, failed ones too, but not for a cancelled run or one whose plan failed
         "if": "${{ !cancelled() && needs.plan.result == 'success' }}",
-        "runs-on": AGGREGATE_RUNS_ON,
+        "runs-on": C.RUNNER,
         "timeout-minutes": 90,
         "permissions": {"contents": "read"},
         "env": {**C.CACHE_ENV, **CCACHE_ENV} if ccache else C.CACHE_ENV,
@@ -437,28 +404,10 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
     }
 
 
-def _extra_group_steps(group: str, pins: Pins) -> list[dict]:
-    merge = C.step_id("merge", group)
-    return [
-        {
-            "name": f"Merge ({group})",
-            "id": merge,
-            "if": "${{ !cancelled() }}",
-            "continue-on-error": True,  # its legs' own jobs already fail the run when they must
-            "run": f"ggml-patch merge-results --out merged/{group} cells/{artifact_glob(group)}\n",
-        },
-        {
-            "name": f"Upload the merged results ({group})",
-            "if": f"${{{{ !cancelled() && steps.{merge}.outcome == 'success' }}}}",
-            "uses": uses("upload", pins),
-            "with": {
-                "name": f"ggml-patch-results-{group}",
-                "path": f"merged/{group}",
-                "if-no-files-found": "error",
-                "overwrite": True,
-            },
-        },
-    ]
+def _upload(what: str, when: str, artifact: str, path: str, pins: Pins, **more: Any) -> dict:
+    # overwrite: "Re-run failed jobs" replaces the failed attempt's artifact (409 otherwise)
+    with_ = {"name": artifact, "path": path, "if-no-files-found": "error", **more, "overwrite": True}
+    return {"name": f"Upload {what}", "if": when, "uses": uses("upload", pins), "with": with_}
 
 
 def drift_profile(matrix: Matrix) -> str:
@@ -542,35 +491,24 @@ def workflow(matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Opt
     }
 
 
-def self_hosted_labels(matrix: Matrix) -> list[str]:
-    """The custom runner labels of matrix.yaml's backends, sorted."""
-    labels: set[str] = set()
-    for b in matrix.backends.values():
-        for runs_on in b.all_runners():
-            labels.update(lab for lab in _labels(runs_on) if not _HOSTED.match(lab))
-    return sorted(labels)
-
-
 def actionlint_config(matrix: Matrix) -> str:
     """.github/actionlint.yaml: actionlint rejects runner labels it does not know unless they
-    are declared as self-hosted ones."""
-    body = {"self-hosted-runner": {"labels": self_hosted_labels(matrix)}}
-    return HEADER + "\n" + yaml.dump(body, sort_keys=False, default_flow_style=False)
+    are declared as self-hosted ones (matrix.yaml's custom labels, sorted)."""
+    runners = (r for b in matrix.backends.values() for r in b.all_runners())
+    labels = sorted({lab for r in runners for lab in _labels(r) if not _HOSTED.match(lab)})
+    body = {"self-hosted-runner": {"labels": labels}}
+    return C.HEADER + "\n" + yaml.dump(body, sort_keys=False, default_flow_style=False)
 
 
 def nox_cells_json(matrix: Matrix) -> str:
     """.github/ggml-patch-cells.json: the noxfile's `cell` sessions, readable with the standard
     library alone (nox lists them right after `pip install nox`)."""
+    once = dict.fromkeys((t, b) for _, t, b in all_cells(matrix))  # the `cell` session's params
     cells = [
-        {"target": t, "backend": b, "session": cell_session(t, b), "results": cell_results_dir(t, b)}
-        for t, b in nox_cells(matrix)
+        {"target": t, "backend": b, "session": cell_session(t, b), "results": f"results/cells/{t}-{b}"} for t, b in once
     ]
-    return (
-        json.dumps(
-            {"generated_by": "ggml-patch ci-workflow, from matrix.yaml: do not edit by hand", "cells": cells}, indent=2
-        )
-        + "\n"
-    )
+    doc = {"generated_by": "ggml-patch ci-workflow, from matrix.yaml: do not edit by hand", "cells": cells}
+    return json.dumps(doc, indent=2) + "\n"
 
 
 def workflow_yaml(matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Optional[Pins] = None) -> str:

@@ -4,22 +4,53 @@
     def add_arguments(parser: argparse.ArgumentParser) -> None
     def run(args: argparse.Namespace, matrix: Matrix, cache: Cache) -> ExitCode
 
-`--matrix` and `--cache` are added to every command by cli.py. Register a new command by
+`--matrix` and `--cache` are added to every command by cli.py; the options several commands
+share, by the helpers below. Register a new command by
 adding its module name to COMMANDS. A command imports its work inside `run()`: cli.py loads every
 command module to build `--help`, so what a module imports at its top costs every start-up
 (tests/unit/test_structure.py holds every other module to a reason per such import).
 """
 
-COMMANDS = [
-    "matrix",
-    "export",
-    "ci-workflow",
-    "merge-results",
-    "bundle",
-    "pr",
-    "status",
-    "refresh",
-    "drift-issue",
-    "resolve-refs",
-    "evidence",
-]
+from __future__ import annotations
+
+import os
+
+from ..untrusted import positive_seconds
+
+COMMANDS = "matrix export ci-workflow merge-results bundle pr status refresh drift-issue resolve-refs evidence".split()
+
+
+def repeatable(p, flag: str, help: str, metavar: str = "NAME") -> None:
+    p.add_argument(flag, action="append", default=[], metavar=metavar, help=help)
+
+
+def add_targets(p) -> None:
+    repeatable(p, "--target", "only this target (repeatable)")
+
+
+def add_results(p, help: str) -> None:
+    p.add_argument("--results", default="results", metavar="DIR", help=help)
+
+
+def add_seconds(p, flag: str, default: float, help: str) -> None:
+    p.add_argument(flag, type=positive_seconds, default=default, metavar="S", help=help)
+
+
+def add_api_url(p) -> None:
+    p.add_argument(
+        "--api-url",
+        default=os.environ.get("GITHUB_API_URL") or "https://api.github.com",
+        metavar="URL",
+        help="GitHub REST API base URL (default: $GITHUB_API_URL, which every Actions runner sets, "
+        "GitHub Enterprise Server included; else https://api.github.com)",
+    )
+
+
+def shown_request(method: str, url: str, token: str, body: str) -> str:
+    """A request as a dry run prints it: never the token, only whether there is one."""
+    from ..redact import REDACTED
+    from ..upstream.github_api import request_headers  # start-up: --help loads this module
+
+    auth = REDACTED if token else "(GITHUB_TOKEN is not set)"
+    headers = "".join(f"{k}: {v}\n" for k, v in request_headers().items())
+    return f"{method} {url}\nAuthorization: Bearer {auth}\n{headers}\n{body}"

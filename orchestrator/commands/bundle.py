@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from ..errors import ExitCode
+from . import add_results, add_targets
 
 HELP = (
     "write a verified git format-patch series per target, authored by you, with PR_TITLE, PR_BODY.md and "
@@ -15,14 +16,9 @@ HELP = (
 
 
 def add_arguments(p) -> None:
-    p.add_argument(
-        "--results",
-        default="results",
-        metavar="DIR",
-        help="the matrix run to draw the evidence from (default: results/)",
-    )
+    add_results(p, "the matrix run to draw the evidence from (default: results/)")
     p.add_argument("--out", metavar="DIR", help="where the bundles go (default: RESULTS/bundle)")
-    p.add_argument("--target", action="append", default=[], metavar="NAME", help="only this target (repeatable)")
+    add_targets(p)
     p.add_argument(
         "--allow-incomplete",
         action="store_true",
@@ -52,18 +48,11 @@ def run(args, matrix, cache) -> ExitCode:
     out = outdir.check(args.out or results_dir / "bundle", "--out", legacy=outdir.made_bundles)
     # whose commits these are, before anything is read or written: refused in one line when unknown
     author = authorship.resolve(args.author, authorship.from_git_config() if args.author is None else (None, None))
-    assistant = authorship.check_assistant(args.assisted_by)
+    assisted = authorship.check_assistant(args.assisted_by)
     require_native_tests(matrix)
+    log = lambda msg: print(redact(f"bundle: {msg}"), file=sys.stderr, flush=True)  # noqa: E731
     opts = BundleOptions(
-        matrix,
-        cache,
-        results_dir,
-        out,
-        args.allow_incomplete,
-        args.target,
-        log=lambda msg: print(redact(f"bundle: {msg}"), file=sys.stderr, flush=True),
-        author=author,
-        assisted_by=assistant,
+        matrix, cache, results_dir, out, args.allow_incomplete, args.target, log, author=author, assisted_by=assisted
     )
     t0 = time.monotonic()
     made, left_out = make_bundles(opts)
@@ -79,13 +68,8 @@ def run(args, matrix, cache) -> ExitCode:
             f"{b.target}: {len(b.patch_files)} patches against base {(base.snapshot_commit or '')[:12]}{upstream}, "
             f"verified in {verify_s:.1f} s (git am, build, test-opt, gate) -> {b.path}"
         )
-        print(
-            f"{b.target}: {submission.role_of(submission.policy_of(man, str(b.path))).text}; "
-            + (
-                f"DRAFT ({len(man.draft_reasons)} reason(s), see {b.path}/READINESS.md)"
-                if man.draft_reasons
-                else "ready (READINESS.md)"
-            )
-        )
+        draft = f"DRAFT ({len(man.draft_reasons)} reason(s), see {b.path}/READINESS.md)"
+        role = submission.role_of(submission.policy_of(man, str(b.path))).text
+        print(f"{b.target}: {role}; " + (draft if man.draft_reasons else "ready (READINESS.md)"))
     print(f"{len(made)} bundle(s) in {out} ({time.monotonic() - t0:.1f} s)")
     return ExitCode.OK

@@ -7,6 +7,7 @@ import shlex
 import sys
 
 from ..errors import ConfigError, ExitCode
+from . import repeatable
 
 HELP = (
     "write the GitHub Actions workflows generated from matrix.yaml (matrix, drift, the project's CI; "
@@ -21,19 +22,12 @@ def add_arguments(p) -> None:
         help="where the matrix workflow goes (default: .github/workflows/ggml-patch-matrix.yml beside "
         "matrix.yaml; the other files go beside it when it is in a .github/workflows/ folder)",
     )
-    p.add_argument(
-        "--profile",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="only this profile's cells (repeatable; default: every profile)",
-    )
+    repeatable(p, "--profile", "only this profile's cells (repeatable; default: every profile)")
     p.add_argument("--check", action="store_true", help="write nothing; exit non-zero if a file differs")
 
 
 def regenerate_command(args) -> str:
-    """The command that reproduces this output, for the --check message (copy-paste runnable:
-    --matrix is an option of the command, after its name)."""
+    """The command that reproduces this output, for the --check message (--matrix after the command's name)."""
     words = ["ggml-patch", "ci-workflow"]
     if args.matrix != "matrix.yaml":
         words += ["--matrix", args.matrix]
@@ -51,8 +45,8 @@ def run(args, matrix, cache) -> ExitCode:
 
     output = writable_file(args.output, "--output") if args.output else None  # a folder given: one line, exit 2
     files = generated(matrix, output, args.profile or None)
-    out = next(iter(files))
-    n = len(legs(matrix, args.profile or None))
+    out, *others = files
+    n, also = len(legs(matrix, args.profile or None)), "".join(f"; {p}" for p in others)
     for warning in unschedulable_targets(matrix, args.profile or None):
         print(f"ggml-patch: warning: {warning}", file=sys.stderr)
     if args.check:
@@ -60,12 +54,12 @@ def run(args, matrix, cache) -> ExitCode:
         if stale:
             verb = "generate" if all(p.endswith(": missing") for p in stale) else "regenerate"
             raise ConfigError("; ".join(stale) + f"; {verb} it with `{regenerate_command(args)}`")
-        print(f"{out}: up to date ({n} legs)" + "".join(f"; {p}" for p in list(files)[1:]))
+        print(f"{out}: up to date ({n} legs){also}")
         return ExitCode.OK
     for path, text in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-    print(f"{out}: {n} legs written from {matrix.path}" + "".join(f"; {p}" for p in list(files)[1:]))
+    print(f"{out}: {n} legs written from {matrix.path}{also}")
     return ExitCode.OK
 
 

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from ..errors import ConfigError, ExitCode
-from ..untrusted import positive_seconds
+from . import add_api_url, add_seconds, shown_request
 
 NEEDS_MATRIX = False  # its inputs are status.json and results.json, never matrix.yaml or the cache
 HELP = (
@@ -26,16 +26,8 @@ def add_arguments(p) -> None:
         "(default: the failing cells the open issue last recorded)",
     )
     p.add_argument("--repo", required=True, metavar="OWNER/NAME", help="the repository the issue lives in")
-    p.add_argument(
-        "--api-url",
-        default=os.environ.get("GITHUB_API_URL") or "https://api.github.com",
-        metavar="URL",
-        help="GitHub REST API base URL (default: $GITHUB_API_URL, which every Actions runner sets, "
-        "GitHub Enterprise Server included; else https://api.github.com)",
-    )
-    p.add_argument(
-        "--timeout", type=positive_seconds, default=30.0, metavar="S", help="API timeout in seconds (default: 30)"
-    )
+    add_api_url(p)
+    add_seconds(p, "--timeout", 30.0, "API timeout in seconds (default: 30)")
     p.add_argument(
         "--partial",
         action="store_true",
@@ -50,14 +42,6 @@ def add_arguments(p) -> None:
     )
 
 
-def _json_file(path: Path, what: str):
-    from .. import untrusted
-
-    if not Path(path).exists():
-        raise ConfigError(f"{path}: no such file ({what})")
-    return untrusted.load_json(path, "status")
-
-
 def run_url(env=os.environ) -> str:
     """This GitHub Actions run's page, when running in one."""
     server, repo, run_id = env.get("GITHUB_SERVER_URL"), env.get("GITHUB_REPOSITORY"), env.get("GITHUB_RUN_ID")
@@ -65,31 +49,39 @@ def run_url(env=os.environ) -> str:
 
 
 def run(args, matrix, cache) -> ExitCode:
+    from .. import untrusted
     from ..ci import drift_issue as D
     from ..report.model import load_results
     from ..upstream import github
+    from ..upstream.github_api import body_json
 
     repo = github.check_repo(args.repo)
-    if args.timeout <= 0:
-        raise ConfigError(f"--timeout {args.timeout:g}: expected a number of seconds above 0")
     token = os.environ.get("GITHUB_TOKEN", "")
     if not args.dry_run and not token:
         raise ConfigError(
             f"drift-issue needs GITHUB_TOKEN in the environment (a token that may write issues on {repo}); "
             "--dry-run sends nothing and needs none"
         )
-    status = D.read_status(_json_file(Path(args.status), "the output of `ggml-patch status --json`"), args.status)
+    if not Path(args.status).exists():
+        raise ConfigError(f"{args.status}: no such file ({D.STATUS_JSON})")
+    status = D.read_status(untrusted.load_json(args.status, "status"), args.status)
     results = None
     if args.results:
         p = Path(args.results)
-        p = p / "results.json" if p.is_dir() else p
-        results = D.read_results(load_results(p)[0])
+        results = D.read_results(load_results(p / "results.json" if p.is_dir() else p)[0])
     client = D.IssuesClient(args.api_url, repo, token, args.timeout)
-    now = _dt.datetime.now(_dt.timezone.utc)
     if args.dry_run:
-        return _dry_run(client, D, status, results, now, args.partial)
-    found = client.find()
-    action, state = D.decide(found, status, results, run_url(), now, args.partial)
+        print("dry run: nothing sent; without --dry-run (and with GITHUB_TOKEN set) these requests are made")
+    found = client.find() if token else None  # reading changes nothing (a dry run without a token: none)
+    action, _ = D.decide(found, status, results, run_url(), _dt.datetime.now(_dt.timezone.utc), args.partial)
+    if args.dry_run:
+        for req in D.find_requests():
+            print(f"GET {client.url(req.path)}  (finds the issue by its marker, every page)")
+        print(f"found: #{found.number} ({'open' if found.open else 'closed'})" if found else "found: none")
+        print(f"decision: {action.kind}: {action.why}")
+        for req in D.requests_for(action):
+            print("\n" + shown_request(req.method, client.url(req.path), token, body_json(req.payload)), end="")
+        return ExitCode.OK
     url = client.carry_out(action) or (found.html_url if found else "")
     where = f"#{action.number}" if action.number else ""
     said = {
@@ -100,25 +92,4 @@ def run(args, matrix, cache) -> ExitCode:
         "none": f"nothing to send: {action.why}",
     }[action.kind]
     print(f"drift-issue: {said}" + (f" ({action.why})" if action.kind in ("open", "update", "reopen") else ""))
-    return ExitCode.OK
-
-
-def _dry_run(client, D, status, results, now, partial: bool) -> ExitCode:
-    from ..upstream.github_api import REDACTED, body_json, request_headers
-
-    print("dry run: nothing sent; without --dry-run (and with GITHUB_TOKEN set) these requests are made")
-    found = client.find() if client.token else None  # reading changes nothing
-    for req in D.find_requests():
-        print(f"GET {client.url(req.path)}  (finds the issue by its marker, every page)")
-    print(f"found: #{found.number} ({'open' if found.open else 'closed'})" if found else "found: none")
-    action, _ = D.decide(found, status, results, run_url(), now, partial)
-    print(f"decision: {action.kind}: {action.why}")
-    for req in D.requests_for(action):
-        print()
-        print(f"{req.method} {client.url(req.path)}")
-        print(f"Authorization: Bearer {REDACTED if client.token else '(GITHUB_TOKEN is not set)'}")
-        for k, v in request_headers().items():
-            print(f"{k}: {v}")
-        print()
-        print(body_json(req.payload), end="")
     return ExitCode.OK

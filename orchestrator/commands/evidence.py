@@ -46,7 +46,7 @@ def add_arguments(p) -> None:
 
 def run(args, matrix, cache) -> ExitCode:
     from ..finetune import results as ft
-    from ..finetune.runner import EvidenceOptions, llama_target, run_evidence
+    from ..finetune.runner import llama_target, run_evidence
     from ..outdir import check, made_results
     from ..progress import Reporter
     from ..redact import redact
@@ -59,7 +59,7 @@ def run(args, matrix, cache) -> ExitCode:
     except ValueError as e:
         raise ConfigError(str(e)) from None
     llama_target(matrix, args.target)
-    done = run_evidence(EvidenceOptions(matrix, cache, results_dir, args.target, cases, args.rerun), Reporter(1))
+    done = run_evidence(matrix, cache, results_dir, args.target, cases, args.rerun, Reporter(1))
     res = done.results
     noise = ft.noise_floor(res)
     print(
@@ -73,26 +73,17 @@ def run(args, matrix, cache) -> ExitCode:
             f"epochs better/worse without {v.better_epochs}/{v.worse_epochs})"
         )
     how = f"cached result, key {res.cache_key[:12]}" if done.cached else "built and run"
-    print(
-        redact(
-            f"evidence: {how} in {done.seconds:.2f} s; {done.plot_note}; results in "
-            + ", ".join(str(p) for p in done.files)
-        )
-    )
+    files = ", ".join(str(p) for p in done.files)
+    print(redact(f"evidence: {how} in {done.seconds:.2f} s; {done.plot_note}; results in {files}"))
     failed = ft.unfinished(res)
     if failed:
-        print(
-            redact(
-                "ggml-patch: evidence: "
-                + "; ".join(
-                    f"{r.variant.replace('_', ' ')} {r.optimizer} lr {r.lr:g} opt_period {r.opt_period}: {r.outcome} "
-                    f"(exit {r.exit_code})"
-                    for r in failed
-                )
-                + f" (logs in {results_dir / 'evidence' / 'logs'})"
-            ),
-            file=sys.stderr,
+        runs = "; ".join(
+            f"{r.variant.replace('_', ' ')} {r.optimizer} lr {r.lr:g} opt_period {r.opt_period}: {r.outcome} "
+            f"(exit {r.exit_code})"
+            for r in failed
         )
+        logs = results_dir / "evidence" / "logs"
+        print(redact(f"ggml-patch: evidence: {runs} (logs in {logs})"), file=sys.stderr)
         return ExitCode.EXPECTATIONS_NOT_MET
     if ft.no_case_differs(res):
         print(

@@ -3,31 +3,31 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 
 from .. import backends
 from ..errors import ConfigError, ExitCode
+from . import add_results, add_targets, repeatable
 
 HELP = "apply, build, test and control every cell of the matrix"
 REQUIRE_ENV = "GGML_PATCH_REQUIRE_BACKEND"
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--results", default="results", metavar="DIR", help="where results go (default: results/)")
+    add_results(p, "where results go (default: results/)")
     p.add_argument("--profile", default="default", help="matrix.yaml profile (default: default)")
-    p.add_argument("--target", action="append", default=[], metavar="NAME", help="only this target (repeatable)")
-    p.add_argument("--backend", action="append", default=[], metavar="NAME", help="only this backend (repeatable)")
+    add_targets(p)
+    repeatable(p, "--backend", "only this backend (repeatable)")
     p.add_argument(
         "--build-only",
         action="store_true",
         help="build (patched and control, no tests) the cells whose toolchain is here but whose "
         "device is not (CUDA without a GPU), instead of skipping them",
     )
-    p.add_argument(
+    repeatable(
+        p,
         "--require-backend",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="this machine is meant to run NAME: a skip of its cells is a failure (exit 9) instead "
+        "this machine is meant to run NAME: a skip of its cells is a failure (exit 9) instead "
         f"(repeatable; also ${REQUIRE_ENV}, comma-separated)",
     )
     p.add_argument(
@@ -82,16 +82,10 @@ def run(args, matrix, cache) -> ExitCode:
 
         for line in cell_annotations(results, matrix):
             print(line)
-    cells = results.cells
-    count = {
-        s: sum(1 for c in cells if c.status == s)
-        for s in (CellStatus.PASSED, CellStatus.SKIPPED, CellStatus.BUILD_ONLY)
-    }
-    built = f", {count[CellStatus.BUILD_ONLY]} build-only" if count[CellStatus.BUILD_ONLY] else ""
-    print(
-        f"{count[CellStatus.PASSED]} passed, {len(cells) - sum(count.values())} failed, "
-        f"{count[CellStatus.SKIPPED]} skipped{built}: results in " + ", ".join(str(p) for p in paths)
-    )
+    n = Counter(c.status for c in results.cells)
+    passed, skipped, built = n[CellStatus.PASSED], n[CellStatus.SKIPPED], n[CellStatus.BUILD_ONLY]
+    failed, also = len(results.cells) - passed - skipped - built, f", {built} build-only" if built else ""
+    print(f"{passed} passed, {failed} failed, {skipped} skipped{also}: results in " + ", ".join(map(str, paths)))
     return ExitCode(results.exit_code)
 
 

@@ -3,6 +3,7 @@ summary.md and junit.xml."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from ..errors import ConfigError, ExitCode
@@ -71,11 +72,6 @@ def _copy_logs(names: list[tuple[object, str]], src_dir: Path, out: Path) -> Non
             entry.log = None  # type: ignore[attr-defined]  # absent here: named nowhere
 
 
-def _matrix_order(matrix) -> list[str]:
-    """Cell ids in the order one run over the matrix lists them (profiles in file order)."""
-    return [f"{t.name}/{b.name}" for p in matrix.profiles for t, b in matrix.cells(p)]
-
-
 def run(args, matrix, cache) -> ExitCode:
     from ..outdir import check, claim, made_results
     from ..report.merge import merge_results
@@ -90,7 +86,8 @@ def run(args, matrix, cache) -> ExitCode:
     files = [_results_file(a) for a in inputs]
     parts = [(str(f), load_results(f)[0]) for f in files]
     logs = [_log_names(res, f) for f, (_, res) in zip(files, parts, strict=True)]  # refused before any write
-    merged = merge_results(parts, _matrix_order(matrix))  # refuses before anything is written
+    order = [f"{t.name}/{b.name}" for p in matrix.profiles for t, b in matrix.cells(p)]  # as one run lists them
+    merged = merge_results(parts, order)  # refuses before anything is written
     if args.expect_profile:
         never = never_reported(matrix, args.expect_profile, {c.cell for c in merged.cells})
         merged.cells.extend(never)
@@ -101,12 +98,11 @@ def run(args, matrix, cache) -> ExitCode:
     paths = write_results(merged, out)
     if (out / "junit.xml").is_file() and out / "junit.xml" not in paths:
         paths.append(out / "junit.xml")
-    cells = merged.cells
-    passed = sum(1 for c in cells if c.status == CellStatus.PASSED)
-    skipped = sum(1 for c in cells if c.status == CellStatus.SKIPPED)
+    n, total = Counter(c.status for c in merged.cells), len(merged.cells)
+    passed, skipped = n[CellStatus.PASSED], n[CellStatus.SKIPPED]
     print(
-        f"merged {len(cells)} cells from {len(parts)} results: {passed} passed, "
-        f"{len(cells) - passed - skipped} failed, {skipped} skipped: " + ", ".join(str(p) for p in paths)
+        f"merged {total} cells from {len(parts)} results: {passed} passed, {total - passed - skipped} failed, "
+        f"{skipped} skipped: " + ", ".join(map(str, paths))
     )
     return ExitCode.OK
 
@@ -114,7 +110,6 @@ def run(args, matrix, cache) -> ExitCode:
 def never_reported(matrix, profile: str, present: set[str]) -> list:
     """An error cell for each cell of `profile` without results: its leg timed out, was cancelled
     or died before uploading. Absent from a merge it would pass unnoticed."""
-    from ..errors import ExitCode
     from ..report.model import Cell, CellStatus
 
     return [

@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 
 from ..errors import BundleRefused, ConfigError, ExitCode, SubmissionNotAutomated
-from ..untrusted import positive_seconds
+from . import add_api_url, add_seconds, shown_request
 
 HELP = (
     "push a bundle's series to a fork branch and open the pull request (dry run unless --open); where the "
@@ -26,13 +26,7 @@ def add_arguments(p) -> None:
     )
     p.add_argument("--branch", required=True, metavar="NAME", help="the branch to push to the fork")
     p.add_argument("--base", default="master", metavar="BRANCH", help="the branch to merge into (default: master)")
-    p.add_argument(
-        "--api-url",
-        default=os.environ.get("GITHUB_API_URL") or "https://api.github.com",
-        metavar="URL",
-        help="GitHub REST API base URL (default: $GITHUB_API_URL, which every Actions runner sets, "
-        "GitHub Enterprise Server included; else https://api.github.com)",
-    )
+    add_api_url(p)
     p.add_argument(
         "--head-owner",
         metavar="NAME",
@@ -44,20 +38,13 @@ def add_arguments(p) -> None:
         help="apply the series on this commit of the fork (default: the bundle's upstream commit "
         "when known, else its snapshot base)",
     )
-    p.add_argument(
+    add_seconds(
+        p,
         "--timeout",
-        type=positive_seconds,
-        default=30.0,
-        metavar="S",
-        help="bound on the whole API request: connect, each read and the total, in seconds (default: 30)",
+        30.0,
+        "bound on the whole API request: connect, each read and the total, in seconds (default: 30)",
     )
-    p.add_argument(
-        "--git-timeout",
-        type=positive_seconds,
-        default=600.0,
-        metavar="S",
-        help="bound on git fetch and git push to the fork, in seconds (default: 600)",
-    )
+    add_seconds(p, "--git-timeout", 600.0, "bound on git fetch and git push to the fork, in seconds (default: 600)")
     p.add_argument("--open", action="store_true", help="really push and open the pull request (needs GITHUB_TOKEN)")
 
 
@@ -115,16 +102,24 @@ def run(args, matrix, cache) -> ExitCode:
         return _push_and_open(args, cache, bundle, pr, token)
 
 
+def _onto_and_workdir(args, cache, bundle, snapshot_too: bool = False):
+    """The commit the series goes on (--onto, else the bundle's upstream commit, else its snapshot
+    base) and the target's work repository."""
+    from ..cache import slug
+    from ..upstream import github
+
+    base = bundle.manifest.base
+    onto = args.onto or base.upstream_commit or base.snapshot_commit
+    if not onto or (snapshot_too and not base.snapshot_commit):
+        raise ConfigError(f"{bundle.path}/manifest.json: no base commit recorded; re-run `ggml-patch bundle`")
+    return onto, github.work_repo(cache.root / "pr" / slug(bundle.target), cache.snapshots_git)
+
+
 def _manual(args, cache, bundle, policy, repo: str, branch: str, owner) -> None:
     """The steps a contributor runs to submit by hand; nothing here touches the network."""
-    from ..cache import slug
     from ..upstream import github, submission
 
-    snapshot, upstream = bundle.manifest.base.snapshot_commit, bundle.manifest.base.upstream_commit
-    onto = args.onto or upstream or snapshot
-    if not onto:
-        raise ConfigError(f"{bundle.path}/manifest.json: no base commit recorded; re-run `ggml-patch bundle`")
-    workdir = github.work_repo(cache.root / "pr" / slug(bundle.target), cache.snapshots_git)
+    onto, workdir = _onto_and_workdir(args, cache, bundle)
     steps = submission.manual_steps(
         policy=policy,
         repo=repo,
@@ -143,20 +138,16 @@ def _manual(args, cache, bundle, policy, repo: str, branch: str, owner) -> None:
 
 
 def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
-    from ..cache import slug
     from ..upstream import github
 
     secrets = (token,) if token else ()
     remote, branch = args.head_remote, args.branch
 
-    def say(line: str = "", end: str = "\n") -> None:  # everything printed goes through the one redaction
+    def say(line: str, end: str = "\n") -> None:  # everything printed goes through the one redaction
         print(github.redact(line, secrets), end=end)
 
     snapshot, upstream = bundle.manifest.base.snapshot_commit, bundle.manifest.base.upstream_commit
-    onto = args.onto or upstream or snapshot
-    if not onto or not snapshot:
-        raise ConfigError(f"{bundle.path}/manifest.json: no base commit recorded; re-run `ggml-patch bundle`")
-    workdir = github.work_repo(cache.root / "pr" / slug(bundle.target), cache.snapshots_git)
+    onto, workdir = _onto_and_workdir(args, cache, bundle, snapshot_too=True)
     askpass = github.askpass_script(workdir / ".git", github.token_host(args.api_url)) if token else None
     notes, local_onto = [], onto
     if not github.has_commit(workdir, onto):
@@ -179,19 +170,12 @@ def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
             f"branch: {br.head} = {len(bundle.patch_files)} patches of {bundle.path} applied with git am on "
             f"{local_onto}"
         )
-        for n in notes:
-            say(f"note: {n}")
-        say(f"push: {push_cmd}")
-        say(f"POST {url}")
-        say(f"Authorization: Bearer {github.REDACTED if token else '(GITHUB_TOKEN is not set)'}")
-        for k, v in github.request_headers().items():
-            say(f"{k}: {v}")
-        say()
-        say(github.request_json(pr), end="")
-        return ExitCode.OK
     for n in notes:
         say(f"note: {n}")
     say(f"push: {push_cmd}")
+    if not args.open:
+        say(shown_request("POST", url, token, github.request_json(pr)), end="")
+        return ExitCode.OK
     github.push(workdir, remote, branch, askpass, secrets, timeout=args.git_timeout)
     say(f"POST {url}")
     say(f"pull request opened: {github.create_pull_request(args.api_url, pr, token, args.timeout)}")

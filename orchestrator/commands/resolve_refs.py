@@ -6,6 +6,7 @@ import json
 import sys
 
 from ..errors import ExitCode
+from . import add_targets, repeatable
 
 HELP = (
     "resolve the branch, tag or HEAD of every git target to a commit (git ls-remote; nothing fetched) "
@@ -14,30 +15,24 @@ HELP = (
 
 
 def add_arguments(p) -> None:
-    p.add_argument(
-        "--profile",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="the git targets of this profile (repeatable; default: every profile)",
-    )
-    p.add_argument("--target", action="append", default=[], metavar="NAME", help="only this target (repeatable)")
+    repeatable(p, "--profile", "the git targets of this profile (repeatable; default: every profile)")
+    add_targets(p)
     p.add_argument("--out", metavar="FILE", help="also write the pins file here (indented JSON)")
 
 
 def run(args, matrix, cache) -> ExitCode:
-    from ..outdir import made_pins, replaceable_file
+    from ..outdir import replaceable_file
     from ..sources import pins as P
 
     # before any network: never over a file the tool did not write
-    out = replaceable_file(args.out, "--out", made_pins) if args.out else None
+    out = replaceable_file(args.out, "--out", P.made_pins) if args.out else None
 
     names = P.git_targets(matrix, args.profile or list(matrix.profiles), args.target)
     resolved, gone = P.resolve_reachable(matrix, names)
     for name, pin in resolved.items():
-        print(f"{name}: {pin['ref']} -> {pin['commit']} ({pin['remote_ref']})", file=sys.stderr)
+        print(f"{name}: {pin.ref} -> {pin.commit} ({pin.remote_ref})", file=sys.stderr)
     for name, why in gone.items():  # recorded, not fatal: its legs report `source unavailable`
-        print(f"ggml-patch: warning: {name}: unreachable, its cells will report it: {why['reason']}", file=sys.stderr)
+        print(f"ggml-patch: warning: {name}: unreachable, its cells will report it: {why.reason}", file=sys.stderr)
     if not names:
         print("no git targets: nothing to pin", file=sys.stderr)
     data = P.pins_json(resolved, gone)

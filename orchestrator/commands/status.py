@@ -6,6 +6,7 @@ import json
 import sys
 
 from ..errors import ExitCode
+from . import add_targets
 
 HELP = "where the series applies: cleanly, with a 3-way merge, in conflict, already upstream, not applicable"
 
@@ -22,7 +23,7 @@ _STYLE = {
 
 def add_arguments(p) -> None:
     p.add_argument("--profile", default="default", help="matrix.yaml profile (default: default)")
-    p.add_argument("--target", action="append", default=[], metavar="NAME", help="only this target (repeatable)")
+    add_targets(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
 
 
@@ -49,30 +50,21 @@ def print_table(rows, profile: str) -> None:
     for col in ("target", "layout", "source", "base", "status", "detail"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        desc = r.source.description or r.source.kind
-        table.add_row(
-            r.target,
-            r.layout,
-            _escape(desc),
-            (r.base or "")[:12],
-            f"[{_STYLE.get(r.status, '')}]{r.status}[/]",
-            _escape(r.detail),
-        )
+        status = f"[{_STYLE.get(r.status, '')}]{r.status}[/]"
+        source, base = _escape(r.source.description or r.source.kind), (r.base or "")[:12]
+        table.add_row(r.target, r.layout, source, base, status, _escape(r.detail))
     console.print(table)
     for r in rows:
         c = r.conflict
         if not c:
             continue
         lines = ", ".join(f"{a}-{b}" for a, b in c.lines) or "no conflict markers"
-        console.print(
-            f"{r.target}: conflict in {c.file or '?'} ({_escape(c.hunk)}; lines {lines})"
-            + (f"; {_escape(c.reason)}" if c.reason else ""),
-            soft_wrap=True,
-        )
+        why = f"; {_escape(c.reason)}" if c.reason else ""
         action = "kept from an earlier run" if c.kept else "left for resolution"
         console.print(
-            f"  worktree {action}: {c.worktree}\n  resolve, `git add`, `git am --continue` there, "
-            f"then `ggml-patch refresh {r.target}`",
+            f"{r.target}: conflict in {c.file or '?'} ({_escape(c.hunk)}; lines {lines}){why}\n"
+            f"  worktree {action}: {c.worktree}\n"
+            f"  resolve, `git add`, `git am --continue` there, then `ggml-patch refresh {r.target}`",
             soft_wrap=True,
         )
 

@@ -12,10 +12,10 @@ Per target, under <cache>/status/<target>/:
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 from .. import sources
 from ..cache import Cache, slug
@@ -28,47 +28,19 @@ from ..patchset.series import Series
 from ..report.model import Provenance
 from ..vcs.runner import error_line
 from ..vcs.snapshots import SnapshotRepo, Worktree
-from .status import (
-    CLEAN,
-    CONFLICTED,
-    MERGED,
-    NOT_APPLICABLE,
-    NOT_TRIED,
-    OPT_HEADER,
-    PRESENT,
-    UNAVAILABLE,
-    UNREACHABLE,
-    Conflict,
-    PatchResult,
-    TargetStatus,
-    conflict_regions,
-    content_present,
-    failed_hunk,
-    modified_fix_files,
-    not_applicable_reason,
-    target_status,
-)
+from . import status as S
+from .status import CLEAN, CONFLICTED, MERGED, PRESENT, Conflict, PatchResult, TargetStatus
 
 
-@dataclass(frozen=True)
-class StatusDirs:
-    root: Path
-
-    @property
-    def trial(self) -> Path:
-        return self.root / "try"
-
-    @property
-    def resolve(self) -> Path:
-        return self.root / "resolve"
-
-    @property
-    def series(self) -> Path:
-        return self.root / "series"
+class StatusDirs(NamedTuple):
+    trial: Path
+    resolve: Path
+    series: Path
 
 
 def status_dirs(cache: Cache, target: Target) -> StatusDirs:
-    return StatusDirs(cache.root / "status" / slug(target.name))
+    root = cache.root / "status" / slug(target.name)
+    return StatusDirs(root / "try", root / "resolve", root / "series")
 
 
 def target_names(matrix: Matrix, profile: str, names: list[str]) -> list[str]:
@@ -79,27 +51,15 @@ def target_names(matrix: Matrix, profile: str, names: list[str]) -> list[str]:
 def status_of_targets(matrix: Matrix, cache: Cache, names: list[str]) -> list[TargetStatus]:
     series = load_series(matrix)  # a bad series is refused here, before anything is fetched or touched
     repo = SnapshotRepo(cache.snapshots_git)
+    # every source is resolved before any worktree is touched: a ref that does not exist stops the run here
     resolved = [(t, *_snapshot_or_reason(t, cache, repo)) for t in map(matrix.target, names)]
-    # Every source is resolved before any worktree is touched: a ref that does not exist stops the run above.
-    done: list[bool] = []
-
-    def before_merge() -> None:  # once, and only if some patch needs a 3-way merge
-        if not done:
-            ensure_preimages(matrix, cache, repo, series)
-            done.append(True)
-
+    # once, and only if some patch needs a 3-way merge
+    before_merge = functools.cache(lambda: ensure_preimages(matrix, cache, repo, series))
     rows = []
     for target, snap, status, reason in resolved:
         if snap is None:
-            rows.append(
-                TargetStatus(
-                    target=target.name,
-                    layout=_layout_name(target),
-                    source=_source_info(target, None),
-                    status=status,
-                    detail=reason,
-                )
-            )
+            layout, source = _layout_name(target), _source_info(target, None)
+            rows.append(TargetStatus(target=target.name, layout=layout, source=source, status=status, detail=reason))
         else:
             with cache.lock(f"status-{target.name}"):  # one run at a time in a target's worktrees
                 rows.append(check_target(cache, repo, series, target, snap, before_merge))
@@ -110,9 +70,9 @@ def _snapshot_or_reason(target: Target, cache: Cache, repo: SnapshotRepo):
     try:
         return sources.snapshot(target.source, cache, repo), None, None
     except sources.SourceUnreachable as e:
-        return None, UNREACHABLE, str(e)
+        return None, S.UNREACHABLE, str(e)
     except SourceUnavailable as e:
-        return None, UNAVAILABLE, str(e)
+        return None, S.UNAVAILABLE, str(e)
 
 
 def check_target(
@@ -124,16 +84,11 @@ def check_target(
     before_merge: Callable[[], None] = lambda: None,
 ) -> TargetStatus:
     src, layout = get_layout(series.layout), get_layout(target.layout, target.prefix)
-    row = TargetStatus(
-        target=target.name,
-        layout=_layout_name(target),
-        source=_source_info(target, snap),
-        status=NOT_APPLICABLE,
-        base=snap.commit,
-    )
+    layout_name, source = _layout_name(target), _source_info(target, snap)
+    row = TargetStatus(target=target.name, layout=layout_name, source=source, status=S.NOT_APPLICABLE, base=snap.commit)
     read_base = lambda p: repo.read_blob(snap.commit, p)  # noqa: E731
-    fix_files = [translate(p, src, layout) for p in modified_fix_files(series)]
-    reason = not_applicable_reason(fix_files, layout.from_ggml(OPT_HEADER), read_base)
+    fix_files = [translate(p, src, layout) for p in S.modified_fix_files(series)]
+    reason = S.not_applicable_reason(fix_files, layout.from_ggml(S.OPT_HEADER), read_base)
     if reason:
         row.detail = reason
         return row
@@ -147,7 +102,7 @@ def check_target(
     trial = Worktree(repo, dirs.trial)
     results, conflict = attempt(trial, snap.commit, rendered, files, before_merge)
     row.patches = results
-    row.status, row.detail = target_status(results)
+    row.status, row.detail = S.target_status(results)
     if conflict:
         row.conflict = leave_for_resolution(repo, dirs.resolve, snap.commit, results, files, conflict)
     else:
@@ -163,56 +118,46 @@ def attempt(
     wt.ensure(base)
     results: list[PatchResult] = []
     for i, (patch, f) in enumerate(zip(rendered.patches, files, strict=True)):
-        # reverse first: a patch that only adds (new test cases) applies a second time on a tree that has it
-        if wt.applies(f, reverse=True):
-            results.append(PatchResult(name=patch.name, result=PRESENT, detail="the patch reverse-applies"))
-            continue
-        plain = wt.am_one(f)
-        if plain is None:
-            results.append(PatchResult(name=patch.name, result=CLEAN))
-            continue
-        wt.am_abort()
-        if content_present(patch, wt.read_file):
-            results.append(PatchResult(name=patch.name, result=PRESENT, detail="its content is already there"))
-            continue
-        before_merge()
-        merged = wt.am_one(f, three_way=True)
-        if merged is None:
-            results.append(PatchResult(name=patch.name, result=MERGED))
-            continue
-        if "No changes -- Patch already applied" in merged:
-            wt.am_abort()
-            results.append(
-                PatchResult(name=patch.name, result=PRESENT, detail="a 3-way merge leaves nothing to change")
-            )
-            continue
-        conflict = _conflict(wt, patch, plain, merged)
-        wt.am_abort()
-        where = f"{conflict.file}, {conflict.hunk}" if conflict.file else conflict.reason
-        results.append(PatchResult(name=patch.name, result=CONFLICTED, detail=where))
-        results += [PatchResult(name=p.name, result=NOT_TRIED) for p in rendered.patches[i + 1 :]]
-        return results, conflict
+        result, detail, conflict = _try_patch(wt, patch, f, before_merge)
+        results.append(PatchResult(name=patch.name, result=result, detail=detail))
+        if conflict:
+            results += [PatchResult(name=p.name, result=S.NOT_TRIED) for p in rendered.patches[i + 1 :]]
+            return results, conflict
     return results, None
 
 
+def _try_patch(wt: Worktree, patch, f: Path, before_merge: Callable[[], None]) -> tuple[str, str, Optional[Conflict]]:
+    """(result, detail, conflict) of one patch on the worktree."""
+    # reverse first: a patch that only adds (new test cases) applies a second time on a tree that has it
+    if wt.applies(f, reverse=True):
+        return PRESENT, "the patch reverse-applies", None
+    plain = wt.am_one(f)
+    if plain is None:
+        return CLEAN, "", None
+    wt.am_abort()
+    if S.content_present(patch, wt.read_file):
+        return PRESENT, "its content is already there", None
+    before_merge()
+    merged = wt.am_one(f, three_way=True)
+    if merged is None:
+        return MERGED, "", None
+    if "No changes -- Patch already applied" in merged:
+        wt.am_abort()
+        return PRESENT, "a 3-way merge leaves nothing to change", None
+    conflict = _conflict(wt, patch, plain, merged)
+    wt.am_abort()
+    return CONFLICTED, f"{conflict.file}, {conflict.hunk}" if conflict.file else conflict.reason, conflict
+
+
 def _conflict(wt: Worktree, patch, plain_output: str, merged_output: str) -> Conflict:
-    path, hunk = failed_hunk(patch, plain_output)
+    path, hunk = S.failed_hunk(patch, plain_output)
     conflicted = wt.conflicted_files()
     if conflicted and path not in conflicted:  # the merge stopped elsewhere than the plain apply
         path, hunk = conflicted[0], "3-way merge conflict"
-    text = wt.read_file(path) if path else None
-    return Conflict(
-        patch=patch.name,
-        file=path or "",
-        hunk=hunk,
-        lines=tuple(conflict_regions(text or "")),
-        reason=_git_reason(merged_output),
-    )
-
-
-def _git_reason(output: str) -> str:
-    """Why a 3-way merge stopped: the conflict, or the blobs it lacked, in git's own words."""
-    return error_line(output, prefer=("CONFLICT (", "error: sha1 information is lacking"))
+    lines = tuple(S.conflict_regions((wt.read_file(path) if path else None) or ""))
+    # why the 3-way merge stopped: the conflict, or the blobs it lacked, in git's own words
+    reason = error_line(merged_output, prefer=("CONFLICT (", "error: sha1 information is lacking"))
+    return Conflict(patch=patch.name, file=path or "", hunk=hunk, lines=lines, reason=reason)
 
 
 def leave_for_resolution(
@@ -229,27 +174,24 @@ def leave_for_resolution(
             wt.am_abort()  # it applied in the trial worktree a moment ago; leave a clean stop
     wt.am_start(files[k:])
     text = wt.read_file(conflict.file) if conflict.file else None
-    lines = tuple(conflict_regions(text or "")) or conflict.lines
+    lines = tuple(S.conflict_regions(text or "")) or conflict.lines
     return conflict.model_copy(update={"worktree": str(path), "lines": lines})
 
 
 def drop_captured_resolution(repo: SnapshotRepo, path: Path, trial: Worktree) -> None:
     """Remove a resolution worktree whose every change the series now reproduces (after a refresh):
     finished (no am in progress), clean, and the same tree as the series applied."""
-    if not path.exists():
-        return
-    wt = Worktree(repo, path)
-    if wt.am_in_progress() or not wt.is_clean() or wt.tree() != trial.tree():
-        return
-    repo.remove_worktree(path)
+    if path.exists():
+        wt = Worktree(repo, path)
+        if not wt.am_in_progress() and wt.is_clean() and wt.tree() == trial.tree():
+            repo.remove_worktree(path)
 
 
 def ensure_preimages(matrix: Matrix, cache: Cache, repo: SnapshotRepo, series: Series) -> None:
     """`git am -3` needs the blobs the series' index lines name. They are the files of the base the
     series was made on: if they are not in the snapshot repository yet, import that base."""
-    if all(repo.has_object(blob) for blob in preimage_blobs(series).values()):
-        return
-    series_base(matrix, cache, repo, series)
+    if not all(repo.has_object(blob) for blob in preimage_blobs(series).values()):
+        series_base(matrix, cache, repo, series)
 
 
 def series_base(matrix: Matrix, cache: Cache, repo: SnapshotRepo, series: Series) -> Optional[sources.Snapshot]:

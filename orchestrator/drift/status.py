@@ -105,27 +105,18 @@ def short_name(patch_name: str) -> str:
 
 def exit_code(rows: list[TargetStatus]) -> ExitCode:
     """0 unless a target conflicts (4) or its source could not be had (3); the lowest wins."""
-    codes = []
-    for r in rows:
-        if r.status in (UNREACHABLE, UNAVAILABLE):
-            codes.append(ExitCode.SOURCE_UNAVAILABLE)
-        elif r.status == CONFLICT:
-            codes.append(ExitCode.SERIES_DOES_NOT_APPLY)
-    return min(codes) if codes else ExitCode.OK
-
-
-# ---- not applicable ----
+    code = {
+        UNREACHABLE: ExitCode.SOURCE_UNAVAILABLE,
+        UNAVAILABLE: ExitCode.SOURCE_UNAVAILABLE,
+        CONFLICT: ExitCode.SERIES_DOES_NOT_APPLY,
+    }
+    return min((code[r.status] for r in rows if r.status in code), default=ExitCode.OK)
 
 
 def modified_fix_files(series: Series) -> list[str]:
     """Files the fix changes (outside tests/) that must exist before it: not the ones it creates."""
-    out = []
-    for p in series.patches:
-        for f in p.files:
-            if _is_test(f.path) or is_new_file(f) or f.path in out:
-                continue
-            out.append(f.path)
-    return out
+    fix = set(series.fix_paths())
+    return list(dict.fromkeys(f.path for p in series.patches for f in p.files if f.path in fix and not is_new_file(f)))
 
 
 def not_applicable_reason(
@@ -144,26 +135,20 @@ def not_applicable_reason(
     return None
 
 
-# ---- already upstream ----
-
-
 def content_present(patch: Patch, read: Callable[[str], Optional[str]]) -> bool:
     """Whether the patch's change is already in the files though the patch does not reverse-apply
     (upstream merged it with other changes around): every file it creates exists with exactly its
     content, and every run of lines it adds is there, consecutive, in the file it changes."""
-    for f in patch.files:
-        current = read(f.path)
-        if current is None:
-            return False
-        if is_new_file(f):
-            if current != f.added_content:
-                return False
-            continue
-        lines = current.splitlines()
-        for run in added_runs(f):
-            if not _contains(lines, run):
-                return False
-    return True
+    return all(_file_present(f, read(f.path)) for f in patch.files)
+
+
+def _file_present(f: FileDiff, current: Optional[str]) -> bool:
+    if current is None:
+        return False
+    if is_new_file(f):
+        return current == f.added_content
+    lines = current.splitlines()
+    return all(_contains(lines, run) for run in added_runs(f))
 
 
 def added_runs(f: FileDiff) -> list[list[str]]:
@@ -187,33 +172,25 @@ def _contains(lines: list[str], run: list[str]) -> bool:
     return any(lines[i : i + n] == run for i in range(len(lines) - n + 1))
 
 
-# ---- conflict details ----
-
-
 def failed_hunk(patch: Patch, git_output: str) -> tuple[Optional[str], str]:
     """(file, hunk) where a plain `git am` stopped, from git's own error lines."""
     m = _PATCH_FAILED.search(git_output)
     if m:
         path, line = m.group("path"), int(m.group("line"))
         return path, hunk_header(patch, path, line) or f"at line {line}"
-    m = _EXISTS.search(git_output)
-    if m:
-        return m.group("path"), "new file: already exists"
-    m = _NO_FILE.search(git_output)
-    if m:
-        return m.group("path"), "file does not exist"
+    for regex, what in ((_EXISTS, "new file: already exists"), (_NO_FILE, "file does not exist")):
+        m = regex.search(git_output)
+        if m:
+            return m.group("path"), what
     return None, ""
 
 
 def hunk_header(patch: Patch, path: str, old_line: int) -> Optional[str]:
     """The '@@ ... @@' line of the hunk of `path` starting at `old_line` (git apply's report)."""
     for f in patch.files:
-        if f.path != path:
-            continue
-        for hunk in unidiff.PatchSet(f.text)[0]:
-            if hunk.source_start == old_line:
-                return _header_line(f.text, hunk)
-        return None
+        if f.path == path:
+            hunks = unidiff.PatchSet(f.text)[0]
+            return next((_header_line(f.text, h) for h in hunks if h.source_start == old_line), None)
     return None
 
 
@@ -239,7 +216,3 @@ def conflict_regions(text: str) -> tuple[tuple[int, int], ...]:
 
 def is_new_file(f: FileDiff) -> bool:
     return "\nnew file mode " in f.text.split("\n@@", 1)[0]
-
-
-def _is_test(path: str) -> bool:
-    return path.startswith("tests/") or "/tests/" in path

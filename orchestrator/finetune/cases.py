@@ -42,13 +42,7 @@ class Case:
 
     def key(self) -> dict[str, Any]:
         """What the cache key holds of the case: everything the program is given for it."""
-        return {
-            "optimizer": self.optimizer,
-            "lr": self.lr,
-            "n_batch": self.n_batch,
-            "n_ubatch": self.n_ubatch,
-            "epochs": self.epochs,
-        }
+        return dict(optimizer=self.optimizer, lr=self.lr, n_batch=N_CTX, n_ubatch=self.n_ubatch, epochs=self.epochs)
 
 
 # Fixed before any result (issue 25): finetune.cpp's defaults (AdamW lr 1e-5, opt_period 1), the

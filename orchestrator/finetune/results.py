@@ -1,12 +1,8 @@
-"""Fine-tuning evidence on llama.cpp's own training path: upstream's unmodified `llama-finetune`
-(examples/training/finetune.cpp of the target's tree), built with the fix and with it reverted.
-
-A tiny llama model (tiny_model.py, random weights) is pre-trained once with the fixed build on one
-text of the tree (PRETRAIN_FILES), then each case fine-tunes that checkpoint on another text
-(DATA_FILES) in both variants; llama-finetune's own validation split is the held-out eval set.
-This module holds the cases (`--case`), the command lines, the results' data model (to and from
-JSON, validated as untrusted input), the noise floor, the verdict rule, the cache key, the tables
-and the plot. Everything but the plot's file write is pure; finetune/runner.py does the work.
+"""The fine-tuning evidence's pure parts: upstream's unmodified `llama-finetune` (examples/training/
+finetune.cpp) built with the fix and with it reverted fine-tunes a tiny llama model (tiny_model.py),
+pre-trained once with the fixed build on one text of the tree (PRETRAIN_FILES), on another
+(DATA_FILES); llama-finetune's own validation split is the held-out eval set. Here: command lines,
+the results model (finetune.json, untrusted input), noise floor, verdicts, cache key, tables, plot.
 """
 
 from __future__ import annotations
@@ -34,54 +30,34 @@ PROGRAM_SOURCE = "examples/training/finetune.cpp"
 # one and fine-tuned on the other, so fine-tuning starts from a model that has learned something.
 PRETRAIN_FILES = ("CONTRIBUTING.md",)
 DATA_FILES = ("docs/docker.md",)
-
-# finetune.cpp's other defaults (the cases, n_ctx and the limits: finetune/cases.py, light for `--help`).
+# finetune.cpp's other defaults (the cases, n_ctx and the limits: finetune/cases.py, light for `--help`)
 VAL_SPLIT = 0.05
 THREADS = 2
-DEFAULT_LR = 1e-5
-
 # Pre-training (once per model, data and build, cached by a content hash): the fixed build, AdamW at
 # ggml-opt's own default step 1e-3, -c = -b = -ub.
-PRETRAIN_OPTIMIZER = "adamw"
-PRETRAIN_LR = 1e-3
-PRETRAIN_EPOCHS = 8
-
+PRETRAIN = Case("adamw", 1e-3, 1, 8)
 # The noise floor: the same fixed build and case run again (run to run) and at other thread counts
 # (summation order); the first case is measured so, before any verdict is drawn.
 NOISE_THREADS = (1, 2)
-
-
-# ---------------------------------------------------------------------------------------------
-# the cases and the program's command line
+PRETRAINED = "pretrained.gguf"
+TREE = "$LLAMA_CPP"  # the llama.cpp tree, in the commands a reader runs
+BINARY = f"./build/bin/{PROGRAM}"  # ... and the program built from it
 
 
 def program_options() -> dict[str, Any]:
     """The program's options that are the same for every case (part of the cache key)."""
-    return {
-        "n_ctx": N_CTX,
-        "val_split": VAL_SPLIT,
-        "threads": THREADS,
-        "noise_threads": list(NOISE_THREADS),
-        "pretrain": pretrain_options(),
-    }
+    return dict(
+        n_ctx=N_CTX,
+        val_split=VAL_SPLIT,
+        threads=THREADS,
+        noise_threads=list(NOISE_THREADS),
+        pretrain=pretrain_options(),
+    )
 
 
 def pretrain_options() -> dict[str, Any]:
-    return {
-        "optimizer": PRETRAIN_OPTIMIZER,
-        "lr": PRETRAIN_LR,
-        "epochs": PRETRAIN_EPOCHS,
-        "n_ctx": N_CTX,
-        "files": list(PRETRAIN_FILES),
-    }
-
-
-def model_name(seed: Any) -> str:
-    return f"tiny-llama-{seed}.gguf"
-
-
-PRETRAINED = "pretrained.gguf"
-TREE = "$LLAMA_CPP"  # the llama.cpp tree, in the commands a reader runs
+    p = PRETRAIN
+    return {"optimizer": p.optimizer, "lr": p.lr, "epochs": p.epochs, "n_ctx": N_CTX, "files": list(PRETRAIN_FILES)}
 
 
 def build_commands() -> list[str]:
@@ -93,79 +69,18 @@ def build_commands() -> list[str]:
     ]
 
 
-def argv(
-    binary: str,
-    model: str,
-    data: Sequence[str],
-    optimizer: str,
-    lr: float,
-    opt_period: int,
-    epochs: int,
-    threads: int,
-    out: str,
-) -> list[str]:
-    """llama-finetune's command line: -c = -b = 256, -ub = 256 / opt_period; -f takes one file."""
-    assert len(data) == 1, "llama-finetune reads one -f file"
-    return [
-        binary,
-        "-m",
-        model,
-        "-f",
-        data[0],
-        "-c",
-        str(N_CTX),
-        "-b",
-        str(N_CTX),
-        "-ub",
-        str(N_CTX // opt_period),
-        "-opt",
-        optimizer,
-        "-lr",
-        f"{lr:g}",
-        "-epochs",
-        str(epochs),
-        "-val-split",
-        f"{VAL_SPLIT:g}",
-        "-t",
-        str(threads),
-        "-o",
-        out,
-    ]
-
-
 def command(
     binary: str, model: str, data: Sequence[str], case: Case, threads: int = THREADS, out: str = ""
 ) -> list[str]:
-    """The program's command line for a case."""
-    return argv(binary, model, data, case.optimizer, case.lr, case.opt_period, case.epochs, threads, out or "/dev/null")
+    """llama-finetune's command line for a case: -c = -b = 256, -ub = 256 / opt_period; -f takes one file."""
+    assert len(data) == 1, "llama-finetune reads one -f file"
+    opts = {"-m": model, "-f": data[0], "-c": N_CTX, "-b": N_CTX, "-ub": case.n_ubatch, "-opt": case.optimizer}
+    opts |= {"-lr": f"{case.lr:g}", "-epochs": case.epochs, "-val-split": f"{VAL_SPLIT:g}", "-t": threads}
+    return [binary, *(s for k, v in {**opts, "-o": out or "/dev/null"}.items() for s in (k, str(v)))]
 
 
 def pretrain_command(binary: str, model: str, data: Sequence[str], out: str) -> list[str]:
-    return argv(binary, model, data, PRETRAIN_OPTIMIZER, PRETRAIN_LR, 1, PRETRAIN_EPOCHS, THREADS, out)
-
-
-def display_command(run: "Run", data: Sequence[str]) -> str:
-    """A run's command as someone reproduces it (paths relative; the same for both variants: the
-    llama.cpp tree decides which)."""
-    return " ".join(
-        argv(
-            "./build/bin/" + PROGRAM,
-            PRETRAINED,
-            [f"{TREE}/{f}" for f in data],
-            run.optimizer,
-            run.lr,
-            run.opt_period,
-            len(run.epochs),
-            run.threads,
-            "finetuned.gguf",
-        )
-    )
-
-
-def display_pretrain_command(seed: Any, data: Sequence[str]) -> str:
-    return " ".join(
-        pretrain_command("./build/bin/" + PROGRAM, model_name(seed), [f"{TREE}/{f}" for f in data], PRETRAINED)
-    )
+    return command(binary, model, data, PRETRAIN, THREADS, out)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -186,7 +101,7 @@ Loss = float  # nan and inf included: a diverged run's loss (written as NaN / In
 class Epoch(Record):
     """One epoch of one run: llama-finetune's mean train loss and its eval (validation) loss."""
 
-    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     epoch: Annotated[int, Field(ge=1, le=MAX_EPOCHS)]
     train_loss: Loss
@@ -256,7 +171,7 @@ class Info(Record):
     """An open object of finetune.json (model, data, ...): the keys named are checked, others kept;
     read like a dict (`.get`, `[]`) as the report code reads it."""
 
-    model_config = ConfigDict(extra="allow", ser_json_inf_nan="constants")
+    model_config = ConfigDict(extra="allow")
 
     def get(self, key: str, default: Any = None) -> Any:
         value = getattr(self, key, None) if key in type(self).model_fields else (self.model_extra or {}).get(key)
@@ -364,9 +279,8 @@ class FinetuneResults(Record):
         """finetune.json's text: the results with the noise floor, thresholds and verdicts computed
         from them (a reader recomputes them, never trusts them)."""
         plain = self.model_dump(mode="json")
-        plain["noise"] = noise_floor(self).as_dict()
-        plain["thresholds"] = thresholds()
-        plain["verdicts"] = [v.as_dict() for v in verdicts(self)]
+        plain |= {"noise": asdict(noise_floor(self)), "thresholds": THRESHOLDS}
+        plain["verdicts"] = [asdict(v) for v in verdicts(self)]
         return json.dumps(plain, indent=2, sort_keys=True, allow_nan=True) + "\n"
 
     @classmethod
@@ -383,10 +297,9 @@ class FinetuneResults(Record):
             raise ValueError(
                 f"finetune results: schema_version {d.get('schema_version')!r}, expected {FINETUNE_SCHEMA_VERSION}"
             )
-        for k in COMPUTED:
-            d.pop(k, None)
         try:
-            found = cls.model_validate_json(json.dumps(d, allow_nan=True), strict=True)
+            plain = json.dumps({k: v for k, v in d.items() if k not in COMPUTED}, allow_nan=True)
+            found = cls.model_validate_json(plain, strict=True)
         except ValidationError as e:
             raise ValueError(error_line(e)) from None
         found.check_runs()
@@ -409,17 +322,15 @@ class FinetuneResults(Record):
 
     def cases(self) -> list[tuple[str, int, float]]:
         """(optimizer, opt_period, lr) in first-seen order."""
-        seen: dict[tuple[str, int, float], None] = {}
-        for r in self.runs:
-            seen.setdefault(r.case, None)
-        return list(seen)
+        return list(dict.fromkeys(r.case for r in self.runs))
 
     def run(self, variant: str, optimizer: str, opt_period: int, lr: Optional[float] = None) -> Optional[Run]:
         """The primary run of a variant and case (lr None: the first with any lr)."""
-        for r in self.runs:
-            if r.primary and r.variant == variant and r.case[:2] == (optimizer, opt_period) and lr in (None, r.lr):
-                return r
-        return None
+        case = (optimizer, opt_period)
+        return next(
+            (r for r in self.runs if r.primary and r.variant == variant and r.case[:2] == case and lr in (None, r.lr)),
+            None,
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -439,12 +350,11 @@ PRINT_RESOLUTION = 1e-5
 MIN_EFFECT = 0.01  # relative to the fixed run's last eval loss: 1 %
 
 
-def thresholds() -> dict[str, Any]:
-    return {
-        "print_resolution": PRINT_RESOLUTION,
-        "min_effect_rel": MIN_EFFECT,
-        "rule": "bug visible: unfixed last eval loss - fixed > noise floor and >= min_effect_rel x fixed",
-    }
+THRESHOLDS = {
+    "print_resolution": PRINT_RESOLUTION,
+    "min_effect_rel": MIN_EFFECT,
+    "rule": "bug visible: unfixed last eval loss - fixed > noise floor and >= min_effect_rel x fixed",
+}
 
 
 @dataclass(frozen=True)
@@ -452,9 +362,6 @@ class Noise:
     floor: float  # absolute, in loss units
     measured: Optional[float]  # the largest same-build difference seen (None: no pair measured)
     pairs: tuple[str, ...]  # which runs were compared, e.g. "with_fix adamw lr 1e-05 opt_period 1: t2 vs t1"
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def _max_abs_diff(a: Sequence[Epoch], b: Sequence[Epoch]) -> float:
@@ -478,10 +385,8 @@ def noise_floor(results: FinetuneResults) -> Noise:
             continue
         d = _max_abs_diff(p.epochs, r.epochs)
         measured = d if measured is None else max(measured, d)
-        what = f"t{r.threads}" + (f" repeat {r.repeat}" if r.repeat else "")
-        pairs.append(
-            f"{r.variant} {r.optimizer} lr {r.lr:g} opt_period {r.opt_period}: t{p.threads} vs {what}: {d:.5g}"
-        )
+        case = f"{r.variant} {r.optimizer} lr {r.lr:g} opt_period {r.opt_period}"
+        pairs.append(f"{case}: t{p.threads} vs t{r.threads}{f' repeat {r.repeat}' if r.repeat else ''}: {d:.5g}")
     floor = max(PRINT_RESOLUTION, measured or 0.0)
     return Noise(floor, measured, tuple(pairs))
 
@@ -501,18 +406,9 @@ class FinetuneVerdict:
     diverged: bool  # without the fix, a loss became nan or inf (with the fix it did not)
     label: str
 
-    def as_dict(self) -> dict:
-        return asdict(self)
-
 
 def finetune_verdict(
-    optimizer: str,
-    opt_period: int,
-    lr: float,
-    fixed: Sequence[Epoch],
-    unfixed: Sequence[Epoch],
-    floor: float,
-    min_effect: float = MIN_EFFECT,
+    optimizer: str, opt_period: int, lr: float, fixed: Sequence[Epoch], unfixed: Sequence[Epoch], floor: float
 ) -> FinetuneVerdict:
     """The rule above, on the epochs both runs reported (pure)."""
     n = min(len(fixed), len(unfixed))
@@ -521,20 +417,19 @@ def finetune_verdict(
     diverged = any(not math.isfinite(e.train_loss) or not math.isfinite(e.eval_loss) for e in u) and all(
         math.isfinite(e.train_loss) and math.isfinite(e.eval_loss) for e in f
     )
+    end, end_rel = 0.0, 0.0
     if n:
         fe, ue = f[-1].eval_loss, u[-1].eval_loss
         if math.isfinite(fe) and math.isfinite(ue):
             end = ue - fe
-        else:
+        else:  # the unfixed run's loss not finite: infinitely worse
             end = math.inf if math.isfinite(fe) else (0.0 if fe == ue else -math.inf)
         end_rel = end / abs(fe) if math.isfinite(fe) and fe != 0 else (math.inf if end > 0 else 0.0)
-    else:
-        end, end_rel = 0.0, 0.0
     better = sum(1 for a, b in zip(f, u, strict=True) if b.eval_loss < a.eval_loss - floor)
     worse = sum(1 for a, b in zip(f, u, strict=True) if not b.eval_loss <= a.eval_loss + floor)
     if n == 0:
         label = "undecided"
-    elif end > floor and end_rel >= min_effect:
+    elif end > floor and end_rel >= MIN_EFFECT:
         label = "bug visible"
     elif max_diff > floor:
         label = "differs, no harm shown"
@@ -565,12 +460,8 @@ def no_case_differs(results: FinetuneResults) -> bool:
 def verdicts(results: FinetuneResults) -> list[FinetuneVerdict]:
     """One verdict per case that has both variants, against the results' own noise floor."""
     floor = noise_floor(results).floor
-    out = []
-    for opt, period, lr in results.cases():
-        f, u = results.run("with_fix", opt, period, lr), results.run("without_fix", opt, period, lr)
-        if f and u:
-            out.append(finetune_verdict(opt, period, lr, f.epochs, u.epochs, floor))
-    return out
+    pairs = [(c, results.run("with_fix", *c), results.run("without_fix", *c)) for c in results.cases()]
+    return [finetune_verdict(*c, f.epochs, u.epochs, floor) for c, f, u in pairs if f and u]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -598,42 +489,26 @@ def cache_key(
     toolchain: dict[str, Any],
     pretrain: str = "",
 ) -> str:
-    """A stable sha256 of everything that decides the finetune results (pure):
-    base: the upstream tree (commit or source digest); series: digest of the rendered series;
-    model/data: the random model file's and the text's sha256; pretrain: the pre-training's key;
-    program: finetune.cpp's sha256 in the tree;
-    flags: CMake flags and the program's fixed options; cases: the runs (optimizer, n_batch,
-    n_ubatch, lr, epochs); toolchain: compiler and CMake versions."""
-    parts = {
-        "v": FINETUNE_KEY_VERSION,
-        "kind": "finetune",
-        "base": base,
-        "series": series,
-        "model": model_sha256,
-        "data": data_sha256,
-        "program": program_sha256,
-        "flags": flags,
-        "cases": cases,
-        "toolchain": toolchain,
-        "pretrain": pretrain,
-    }
-    blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
+    """A stable sha256 of everything that decides the finetune results (pure): series is the rendered
+    series' digest, model the random model's, pretrain the pre-training's key."""
+    parts: dict[str, Any] = dict(
+        base=base, series=series, model=model_sha256, data=data_sha256, program=program_sha256, flags=flags
+    )
+    parts |= dict(v=FINETUNE_KEY_VERSION, kind="finetune", cases=cases, toolchain=toolchain, pretrain=pretrain)
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------
 # table and plot
 
 
-def _fmt(x: Optional[float]) -> str:
-    if x is None:
-        return "—"
-    return f"{x:.5f}" if math.isfinite(x) else str(x)  # llama-finetune prints 5 decimals
+def _cells(e: Optional[Epoch]) -> str:
+    """An epoch's train and eval loss as two table cells, as llama-finetune prints them (5 decimals)."""
+    return " | ".join(f"{x:.5f}" if math.isfinite(x) else str(x) for x in (e.train_loss, e.eval_loss)) if e else "— | —"
 
 
 def table_markdown(results: FinetuneResults) -> str:
     """A verdict table, then per case: epoch | train/eval loss with the fix | train/eval without."""
-    vs = verdicts(results)
     noise = noise_floor(results)
     lines = [
         f"Noise floor {noise.floor:.5g} (largest same-build difference measured: "
@@ -646,14 +521,13 @@ def table_markdown(results: FinetuneResults) -> str:
         "max abs. diff | epochs better / worse without (eval, beyond the floor) | non-finite loss without |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for v in vs:
+    for v in verdicts(results):
         lines.append(
             f"| {v.optimizer} | {v.lr:g} | {v.opt_period} | {v.epochs} | **{v.label}** | {v.end_diff:+.5f} | "
             f"{v.end_diff_rel:+.3%} | {v.max_abs_diff:.5f} | {v.better_epochs} / {v.worse_epochs} | "
             f"{'yes' if v.diverged else 'no'} |"
         )
-    others = [r for r in results.runs if not r.primary]
-    if others:
+    if any(not r.primary for r in results.runs):
         lines += ["", "Noise-floor runs (same build and case, another thread count or run):", ""]
         lines += [f"- {p}" for p in noise.pairs] or ["- none finished"]
     for opt, period, lr in results.cases():
@@ -671,26 +545,22 @@ def table_markdown(results: FinetuneResults) -> str:
             "| epoch | train loss, with the fix | eval loss, with the fix | train loss, without | eval loss, without |",
             "|---|---|---|---|---|",
         ]
-        for n in sorted(rows):
-            a, b = rows[n]
-            lines.append(
-                f"| {n} | {_fmt(a.train_loss if a else None)} | {_fmt(a.eval_loss if a else None)} | "
-                f"{_fmt(b.train_loss if b else None)} | {_fmt(b.eval_loss if b else None)} |"
-            )
+        lines += [f"| {n} | {_cells(a)} | {_cells(b)} |" for n, (a, b) in sorted(rows.items())]
     return "\n".join(lines) + "\n"
+
+
+_STYLES = {"with_fix": ("tab:blue", "with the fix"), "without_fix": ("tab:red", "without")}
 
 
 def figure(results: FinetuneResults):
     """A grid of small panels, rows = optimizer and learning rate, columns = opt_period: train
     (solid) and eval (dashed) loss per epoch, with the fix (blue) and without (red)."""
     try:
-        # matplotlib: the optional plot extra, loaded only to draw
-        import matplotlib
-    except ImportError as e:  # the [plot] extra
+        import matplotlib  # the optional plot extra, loaded only to draw
+    except ImportError as e:
         raise RuntimeError("the finetune plot needs matplotlib (pip install 'ggml-patch[plot]')") from e
     matplotlib.use("Agg")  # no display on CI machines
-    # matplotlib: the optional plot extra, loaded only to draw
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib: the optional plot extra, loaded only to draw
     from matplotlib.ticker import MaxNLocator  # matplotlib: the optional plot extra
 
     cases = results.cases()
@@ -702,10 +572,7 @@ def figure(results: FinetuneResults):
     for i, (opt, lr) in enumerate(opts):
         for j, period in enumerate(periods):
             ax = axes[i][j]
-            for variant, colour, label in (
-                ("with_fix", "tab:blue", "with the fix"),
-                ("without_fix", "tab:red", "without"),
-            ):
+            for variant, (colour, label) in _STYLES.items():
                 run = results.run(variant, opt, period, lr)
                 if not run:
                     continue
@@ -723,14 +590,10 @@ def figure(results: FinetuneResults):
             ax.tick_params(labelsize=7)
             ax.grid(True, alpha=0.3)
     axes[0][0].legend(fontsize=6)
-    where = results.target + (
-        f", upstream {results.source['upstream_commit'][:12]}"
-        if isinstance(results.source.get("upstream_commit"), str)
-        else ""
-    )
-    fig.suptitle(
-        f"upstream llama-finetune, pre-trained tiny llama model, with and without the fix\n{where}", fontsize=9
-    )
+    upstream = results.source.get("upstream_commit")
+    where = results.target + (f", upstream {upstream[:12]}" if isinstance(upstream, str) else "")
+    title = "upstream llama-finetune, pre-trained tiny llama model, with and without the fix"
+    fig.suptitle(f"{title}\n{where}", fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -742,8 +605,7 @@ def _spans_decades(ax) -> bool:
 
 def plot(results: FinetuneResults, path: Path) -> Path:
     """Write finetune-loss.png (no version stamp in the metadata: same data, same bytes)."""
-    # matplotlib: the optional plot extra, loaded only to draw
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib: the optional plot extra, loaded only to draw
 
     fig = figure(results)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -759,66 +621,55 @@ def plot(results: FinetuneResults, path: Path) -> Path:
 SECTION_TITLE = "Fine-tuning evidence: upstream's llama-finetune with and without the fix"
 
 
-def provenance_rows(results: FinetuneResults) -> list[tuple[str, str]]:
-    """(what, value) rows: where the numbers come from (data only)."""
+def provenance_rows(results: FinetuneResults) -> dict[str, str]:
+    """what -> value: where the numbers come from (data only)."""
     m, d, pre = results.model, results.data, results.model.get("pretrain") or {}
     dims = m.get("dims") or {}
     model = ", ".join(f"{k} {dims[k]}" for k in ("n_layer", "n_embd", "n_head", "n_ff", "n_ctx") if k in dims)
     runs = [r for r in results.runs if r.cpu_seconds is not None]
+    cpu = sum(r.cpu_seconds or 0 for r in runs)
     curve = pre.get("eval_loss") or []
     learned = (
         f", eval loss {curve[0]:.4f} after epoch 1, {curve[-1]:.4f} after epoch {len(curve)}"
         if curve and all(isinstance(x, (int, float)) for x in curve)
         else ""
     )
-    prov: Any = results.provenance or {}
+    prov = {v: results.provenance.get(v) or {} for v in VARIANTS if v in results.provenance}
     checks = "; ".join(
-        f"{v.replace('_', ' ')}: {'holds' if (prov.get(v) or {}).get('holds_fix') else 'lacks'} the fix "
-        f"(binary sha256 `{str((prov.get(v) or {}).get('sha256', '—'))[:16]}`)"
-        + (f", checked by the {' and the '.join(how)}" if (how := (prov.get(v) or {}).get("how")) else "")
-        for v in VARIANTS
-        if v in prov
+        f"{v.replace('_', ' ')}: {'holds' if p.get('holds_fix') else 'lacks'} the fix "
+        f"(binary sha256 `{str(p.get('sha256', '—'))[:16]}`)"
+        + (f", checked by the {' and the '.join(p['how'])}" if p.get("how") else "")
+        for v, p in prov.items()
     )
     warnings = sorted({w for r in results.runs for w in r.warnings})
-    return [
-        ("target", f"{results.target}: {results.source.get('description', '')}".rstrip(": ")),
-        ("base commit", f"`{results.base}`"),
-        ("upstream commit", f"`{results.source['upstream_commit']}`" if results.source.get("upstream_commit") else "—"),
-        ("series sha256", f"`{results.series['sha256']}`" if results.series.get("sha256") else "—"),
-        (
-            "program",
-            f"upstream's `{PROGRAM}` ({results.program.get('source', PROGRAM_SOURCE)} of the tree, unmodified, sha256 "
-            f"`{str(results.program.get('sha256', '—'))[:16]}`), CPU, {THREADS} threads, -c = -b = {N_CTX}, "
-            f"-ub = {N_CTX} / opt_period, val-split {VAL_SPLIT:g}, wd 0",
-        ),
-        ("fix in each binary", checks or "not checked"),
-        (
-            "model",
-            f"tiny llama PRE-TRAINED here, sha256 `{m.get('sha256', '—')}`: random F32 weights (seed "
-            f"{m.get('seed', '—')}, {model}, n_vocab {m.get('n_vocab', '—')}, {m.get('n_params', '—')} parameters, "
-            f"sha256 `{m.get('random_sha256', '—')}`) trained with the fixed build on "
-            f"{' + '.join(pre.get('files') or [])} ({pre.get('optimizer', '—')} lr {pre.get('lr', '—')}, "
-            f"{pre.get('epochs', '—')} epochs{learned}). Upstream keeps token embeddings frozen (tok_embd is "
-            "never a parameter), so most of what trains is the output matrix.",
-        ),
-        (
-            "fine-tuning data",
-            f"{' + '.join(d.get('files') or [])} of the tree (not the pre-training text), sha256 "
-            f"`{d.get('sha256', '—')}`; eval = llama-finetune's own validation split (its last "
-            f"{VAL_SPLIT:.0%} of datapoints, held out of training)",
-        ),
-        ("warnings printed", "; ".join(warnings) if warnings else "none"),
-        (
-            "CPU seconds per epoch",
-            f"{sum(r.cpu_seconds or 0 for r in runs) / max(1, sum(len(r.epochs) for r in runs)):.1f}" if runs else "—",
-        ),
-    ]
+    upstream, series = results.source.get("upstream_commit"), results.series.get("sha256")
+    return {
+        "target": f"{results.target}: {results.source.get('description', '')}".rstrip(": "),
+        "base commit": f"`{results.base}`",
+        "upstream commit": f"`{upstream}`" if upstream else "—",
+        "series sha256": f"`{series}`" if series else "—",
+        "program": f"upstream's `{PROGRAM}` ({results.program.get('source', PROGRAM_SOURCE)} of the tree, "
+        f"unmodified, sha256 `{str(results.program.get('sha256', '—'))[:16]}`), CPU, {THREADS} threads, "
+        f"-c = -b = {N_CTX}, -ub = {N_CTX} / opt_period, val-split {VAL_SPLIT:g}, wd 0",
+        "fix in each binary": checks or "not checked",
+        "model": f"tiny llama PRE-TRAINED here, sha256 `{m.get('sha256', '—')}`: random F32 weights (seed "
+        f"{m.get('seed', '—')}, {model}, n_vocab {m.get('n_vocab', '—')}, {m.get('n_params', '—')} parameters, "
+        f"sha256 `{m.get('random_sha256', '—')}`) trained with the fixed build on "
+        f"{' + '.join(pre.get('files') or [])} ({pre.get('optimizer', '—')} lr {pre.get('lr', '—')}, "
+        f"{pre.get('epochs', '—')} epochs{learned}). Upstream keeps token embeddings frozen (tok_embd is "
+        "never a parameter), so most of what trains is the output matrix.",
+        "fine-tuning data": f"{' + '.join(d.get('files') or [])} of the tree (not the pre-training text), sha256 "
+        f"`{d.get('sha256', '—')}`; eval = llama-finetune's own validation split (its last "
+        f"{VAL_SPLIT:.0%} of datapoints, held out of training)",
+        "warnings printed": "; ".join(warnings) if warnings else "none",
+        "CPU seconds per epoch": f"{cpu / max(1, sum(len(r.epochs) for r in runs)):.1f}" if runs else "—",
+    }
 
 
 def summary_section(results: FinetuneResults, plot_note: str) -> str:
     """The section of summary.md: provenance, then the verdicts and the loss tables."""
     lines = [f"## {SECTION_TITLE}", "", plot_note, "", "| | |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in provenance_rows(results)]
+    lines += [f"| {k} | {v} |" for k, v in provenance_rows(results).items()]
     return "\n".join(lines) + "\n\n" + table_markdown(results)
 
 
@@ -862,24 +713,21 @@ def pr_lines(results: Optional[FinetuneResults], level: str, cell: Any = str) ->
     and the commands that reproduce it. `cell` makes one table cell's text safe."""
     if results is None or not results.runs:
         return []
+    title = f"{level} Fine-tuning with upstream's llama-finetune: held-out eval loss per epoch with and without the fix"
     out = [
-        f"{level} Fine-tuning with upstream's llama-finetune: held-out eval loss per epoch with and without the fix",
+        title,
         "",
         "| | |",
         "|---|---|",
+        *(f"| {cell(k)} | {cell(v)} |" for k, v in provenance_rows(results).items()),
     ]
-    out += [f"| {cell(k)} | {cell(v)} |" for k, v in provenance_rows(results)]
     out += ["", *table_markdown(results).rstrip("\n").split("\n")]
-    pre = results.model.get("pretrain") or {}
-    commands = [display_command(r, results.data.get("files") or []) for r in results.runs if r.primary]
+    # each command as someone reproduces it: paths relative, the same for both variants (the tree decides)
+    data, pre = [f"{TREE}/{f}" for f in results.data.get("files") or []], results.model.get("pretrain") or {}
+    cases = [(Case(r.optimizer, r.lr, r.opt_period, len(r.epochs)), r.threads) for r in results.runs if r.primary]
+    commands = [" ".join(command(BINARY, PRETRAINED, data, c, t, "finetuned.gguf")) for c, t in cases]
     seed, vocab = results.model.get("seed"), results.model.get("vocab_file") or ""
-    out += [
-        "",
-        "```sh",
-        *build_commands(),
-        f"python -m orchestrator.finetune.tiny_model {TREE}/{vocab} {model_name(seed)} --seed {seed}",
-        display_pretrain_command(seed, pre.get("files") or []),
-        *list(dict.fromkeys(commands)),
-        "```",
-    ]
-    return out
+    random = f"tiny-llama-{seed}.gguf"
+    pretrain = pretrain_command(BINARY, random, [f"{TREE}/{f}" for f in pre.get("files") or []], PRETRAINED)
+    tiny = f"python -m orchestrator.finetune.tiny_model {TREE}/{vocab} {random} --seed {seed}"
+    return out + ["", "```sh", *build_commands(), tiny, " ".join(pretrain), *dict.fromkeys(commands), "```"]

@@ -1,21 +1,14 @@
-"""The fine-tuning evidence (`ggml-patch evidence`): upstream's own llama-finetune
-(examples/training/finetune.cpp, unmodified) built from the target's tree with the fix and with the
-fix reverted, fine-tuning a pre-trained tiny llama model.
+"""The fine-tuning evidence's run (`ggml-patch evidence`) on the cell pipeline (run/cell.py):
 
     fetch -> inputs + key -> (cached: copy, done) -> apply -> configure -> build with the fix
           -> (fix reverted: build without it; restored) -> each binary checked to hold (or lack) the
           fix -> pre-train once (fixed build, cached) -> every case in both variants, noise runs -> store
 
-The cell pipeline does what a cell does: its `fetch`, `apply` and `build_variant` steps put the series
-on the base in the CPU cell's own worktree and build a variant (run/cell.py), and its control's
-`fix_reverted` reverts only the fix's hunks and puts them back. The evidence configures the tree's own
-CMake project (target llama-finetune only: libllama, llama-common and the example) in a build tree
-of its own beside the cell's (`cells/<target>-cpu/build-finetune`; ccache shared), under the cell's
-lock, so it never interleaves with a matrix run's control. Each variant's binary is copied out
-(linked statically), so the long runs happen after the lock is released. The random model is made
-once per vocab file, the pre-trained one once per pre-training key, both checked by sha256; the
-texts are the tree's own files. The result is cached by a content hash of everything that decides it
-(results.cache_key): a re-run with nothing changed copies it.
+In the CPU cell's worktree, under its lock (never interleaved with a matrix run's control), in a
+build tree of its own (`cells/<target>-cpu/build-finetune`, target llama-finetune only; ccache
+shared). Each variant's binary is copied out (linked statically): the long runs happen after the
+lock is released. Models and texts are cached by sha256, the result in the result cache
+(run/resultcache.py) under a hash of everything that decides it: a re-run with nothing changed copies it.
 """
 
 from __future__ import annotations
@@ -27,12 +20,13 @@ import resource
 import shutil
 import tempfile
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import version
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
-from .. import backends, outdir
+from .. import outdir
 from ..cache import Cache, slug
 from ..config import Backend, Matrix, Target
 from ..errors import BuildFailed, ConfigError
@@ -41,9 +35,8 @@ from ..patchset.layout import BuildPlan, get_layout
 from ..patchset.render import render
 from ..progress import Reporter
 from ..redact import redact
-from ..report.model import Cell
-from ..run import cmake, toolchain
-from ..run.cell import CellContext, CellProgress, apply, build_variant, fix_reverted, run_steps
+from ..run import cmake, resultcache, toolchain
+from ..run.cell import CellContext, apply, build_variant, cell_context, fix_reverted, run_steps
 from ..run.testrun import TestRun, run_program
 from ..sources.base import sha256_of
 from ..vcs.snapshots import SnapshotRepo
@@ -51,10 +44,10 @@ from ..verdicts.training import can_plot
 from . import results as ft
 from . import section as evidence_section
 from . import tiny_model as tm
+from .bundle import PLOT
 
 BUILD_SUBDIR = "build-finetune"
 RESULTS_SUBDIR = "evidence"
-PLOT = "finetune-loss.png"
 NO_PLOT = "no plot: matplotlib is not installed (pip install 'ggml-patch[plot]'); the tables are all there is"
 # the tree's own CMake project, static, examples on (llama-common comes with them); only the
 # llama-finetune target is built, so the other examples, tests, tools and server never compile
@@ -70,22 +63,6 @@ DEFINITIONS = (
     ("LLAMA_OPENSSL", "OFF"),
     ("LLAMA_CURL", "OFF"),
 )
-
-
-def run_timeout_s(epochs: int) -> float:
-    """One run's time limit: far above the ~7 CPU s an epoch costs, for a loaded machine."""
-    return 60.0 + 120.0 * epochs
-
-
-@dataclass
-class EvidenceOptions:
-    matrix: Matrix
-    cache: Cache
-    results_dir: Path  # results/: finetune.json and the rest go to results/evidence/
-    target: str = "llama.cpp"
-    cases: tuple[ft.Case, ...] = ()
-    rerun: bool = False
-    seed: int = tm.DEFAULT_SEED
 
 
 @dataclass
@@ -117,17 +94,9 @@ class Inputs:
 
     def pretrain_key(self) -> str:
         """The pre-trained model's cache key: the random model, the text, how, and the fixed build."""
-        parts = {
-            "v": ft.FINETUNE_KEY_VERSION,
-            "random": self.model["sha256"],
-            "data": self.pretrain_data["sha256"],
-            "how": ft.pretrain_options(),
-            "base": self.base,
-            "series": self.rendered_sha256,
-            "program": self.program_sha256,
-            "flags": self.flags.get("cmake"),
-            "toolchain": self.toolchain,
-        }
+        parts: dict[str, Any] = dict(v=ft.FINETUNE_KEY_VERSION, random=self.model["sha256"], how=ft.pretrain_options())
+        parts |= dict(data=self.pretrain_data["sha256"], base=self.base, series=self.rendered_sha256)
+        parts |= dict(program=self.program_sha256, flags=self.flags.get("cmake"), toolchain=self.toolchain)
         return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
     def key(self, cases: tuple[ft.Case, ...]) -> str:
@@ -159,27 +128,7 @@ def llama_target(matrix: Matrix, name: str) -> Target:
     return target
 
 
-def require_training_api(read_blob: Callable[[str], Optional[str]], target: Target) -> None:
-    """The tree has llama_opt_epoch, the vocab file and the data files; else one line (exit 2)."""
-    prefix = get_layout(target.layout, target.prefix).prefix
-    header = read_blob(f"{prefix}include/llama.h") or ""
-    if "llama_opt_epoch" not in header:
-        raise ConfigError(
-            f"--target {target.name}: {prefix}include/llama.h has no llama_opt_epoch "
-            "(llama.cpp's training API, since mid-2025): nothing to fine-tune with"
-        )
-
-
 # ---------------------------------------------------------------- inputs: model, data, program, key
-
-
-def _blob(repo: SnapshotRepo, commit: str, path: str, target: Target) -> bytes:
-    data = repo.read_blob_bytes(commit, path)
-    if data is None:
-        raise ConfigError(
-            f"--target {target.name}: {path} is not in the tree at {commit[:12]}; the fine-tuning evidence needs it"
-        )
-    return data
 
 
 def evidence_dir(cache: Cache) -> Path:
@@ -199,82 +148,74 @@ def data_files(cache: Cache, files: list[tuple[str, bytes]]) -> tuple[dict, tupl
     return {"files": [n for n, _ in files], "sha256": digest}, tuple(paths)
 
 
+def _made(path: Path, **expected: object) -> Optional[dict]:
+    """The metadata recorded beside a file the evidence made (`<file>.json`, as the result cache keeps
+    an entry), while it still describes it: the sha256 matches (a changed or damaged file is made
+    again), and `expected`."""
+    meta = resultcache.load(path.parent, path.stem)
+    if not isinstance(meta, dict) or any(meta.get(k) != v for k, v in expected.items()) or not path.is_file():
+        return None
+    return meta if meta.get("sha256") == sha256_of(path) else None
+
+
+def _record(path: Path, meta: dict) -> dict:
+    resultcache.store(path.parent, path.stem, meta)
+    return meta
+
+
 def model_file(cache: Cache, vocab_name: str, vocab: bytes, seed: int, log: Callable[[str], None]) -> tuple[dict, Path]:
-    """The tiny model for this vocab and seed: made once into the cache, reused while its sha256
-    matches the one recorded beside it (a changed or damaged file is made again)."""
+    """The tiny model for this vocab and seed, made once into the cache."""
     vocab_sha = hashlib.sha256(vocab).hexdigest()
     path = evidence_dir(cache) / "models" / f"tiny-llama-{seed}-{vocab_sha[:12]}.gguf"
-    meta_path = path.with_suffix(".json")
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if meta.get("sha256") == sha256_of(path) and meta.get("gguf") == _gguf_version():
-            return meta, path
-    except (OSError, ValueError, AttributeError):
-        pass
+    meta = _made(path, gguf=version("gguf"))
+    if meta is not None:
+        return meta, path
     t0 = time.monotonic()
-    scratch = Path(tempfile.mkdtemp(prefix=cache.scratch_prefix("vocab"), dir=cache.scratch()))
-    try:
-        (scratch / Path(vocab_name).name).write_bytes(vocab)
-        made = tm.make(scratch / Path(vocab_name).name, path, seed)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    meta = {
-        "sha256": made.sha256,
-        "seed": seed,
-        "dims": asdict(made.dims),
-        "n_vocab": made.n_vocab,
-        "n_params": made.n_params,
-        "vocab_file": vocab_name,
-        "vocab_sha256": vocab_sha,
-        "gguf": _gguf_version(),
-    }
-    _write_atomic(meta_path, (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
+    with tempfile.TemporaryDirectory(prefix=cache.scratch_prefix("vocab"), dir=cache.scratch()) as scratch:
+        (Path(scratch) / Path(vocab_name).name).write_bytes(vocab)
+        made = tm.make(Path(scratch) / Path(vocab_name).name, path, seed)
+    meta = {k: v for k, v in asdict(made).items() if k != "path"} | {"vocab_file": vocab_name, "gguf": version("gguf")}
     log(f"made {path.name} ({made.n_params} parameters, {time.monotonic() - t0:.1f} s)")
-    return meta, path
+    return _record(path, meta), path
 
 
-def _gguf_version() -> str:
-
-    try:
-        return version("gguf")
-    except PackageNotFoundError:
-        return "unknown"
-
-
-def gather_inputs(ctx: CellContext, opts: EvidenceOptions, log: Callable[[str], None]) -> Inputs:
+def gather_inputs(ctx: CellContext, log: Callable[[str], None], seed: int = tm.DEFAULT_SEED) -> Inputs:
     """Model, texts, program, flags and toolchain, read from the snapshot repository (not the
-    worktree: a cached result needs no worktree and no lock)."""
+    worktree: a cached result needs no worktree and no lock). One line (exit 2) when the tree has
+    no llama_opt_epoch (llama.cpp's training API) or lacks a file the evidence needs."""
     assert ctx.snap is not None and ctx.series is not None and ctx.repo is not None
-    repo, snap, target = ctx.repo, ctx.snap, ctx.target
-    require_training_api(lambda p: repo.read_blob(snap.commit, p), target)
-    ctx.rendered = render(
-        ctx.series, get_layout(ctx.series.layout), ctx.layout, lambda p: repo.read_blob(snap.commit, p)
+    repo, commit, target, prefix = ctx.repo, ctx.snap.commit, ctx.target, ctx.layout.prefix
+    if "llama_opt_epoch" not in (repo.read_blob(commit, f"{prefix}include/llama.h") or ""):
+        raise ConfigError(
+            f"--target {target.name}: {prefix}include/llama.h has no llama_opt_epoch "
+            "(llama.cpp's training API, since mid-2025): nothing to fine-tune with"
+        )
+
+    def blob(name: str) -> bytes:
+        data = repo.read_blob_bytes(commit, prefix + name)
+        if data is None:
+            raise ConfigError(
+                f"--target {target.name}: {prefix + name} is not in the tree at {commit[:12]}; "
+                "the fine-tuning evidence needs it"
+            )
+        return data
+
+    rendered = ctx.rendered = render(
+        ctx.series, get_layout(ctx.series.layout), ctx.layout, lambda p: repo.read_blob(commit, p)
     )
-    prefix = ctx.layout.prefix
-    program = _blob(repo, snap.commit, prefix + ft.PROGRAM_SOURCE, target)
-    pretrain, pretrain_paths = data_files(
-        opts.cache, [(f, _blob(repo, snap.commit, prefix + f, target)) for f in ft.PRETRAIN_FILES]
-    )
-    data, data_paths = data_files(
-        opts.cache, [(f, _blob(repo, snap.commit, prefix + f, target)) for f in ft.DATA_FILES]
-    )
-    model, model_path = model_file(
-        opts.cache, tm.DEFAULT_VOCAB, _blob(repo, snap.commit, prefix + tm.DEFAULT_VOCAB, target), opts.seed, log
-    )
-    flags = {
-        "definitions": [list(d) for d in DEFINITIONS],
-        "cmake": ctx.module.configure_flags(ctx.backend),
-        "env": ctx.module.test_env(ctx.backend),
-        "program": ft.program_options(),
-        "ccache": bool(shutil.which("ccache")),
-    }
-    fix_diff = "\n".join(
-        f.text for p in ctx.rendered.patches for f in p.files if f.path in set(ctx.rendered.fix_paths())
-    )
+    program = blob(ft.PROGRAM_SOURCE)
+    pretrain, pretrain_paths = data_files(ctx.cache, [(f, blob(f)) for f in ft.PRETRAIN_FILES])
+    data, data_paths = data_files(ctx.cache, [(f, blob(f)) for f in ft.DATA_FILES])
+    model, model_path = model_file(ctx.cache, tm.DEFAULT_VOCAB, blob(tm.DEFAULT_VOCAB), seed, log)
+    flags = {"definitions": [list(d) for d in DEFINITIONS], "cmake": ctx.module.configure_flags(ctx.backend)}
+    flags |= {"env": ctx.module.test_env(ctx.backend), "program": ft.program_options()}
+    flags["ccache"] = bool(shutil.which("ccache"))
+    fix_paths = set(rendered.fix_paths())
+    fix_diff = "\n".join(f.text for p in rendered.patches for f in p.files if f.path in fix_paths)
     return Inputs(
-        snap.commit,
+        commit,
         ctx.series.sha256,
-        ctx.rendered.sha256,
+        rendered.sha256,
         model,
         model_path,
         pretrain,
@@ -309,14 +250,10 @@ def build_variants(ctx: CellContext, timings: dict) -> tuple[dict[str, Path], di
     binaries, built_from = {}, {}
     for variant in ft.VARIANTS:
         t0, c0 = time.monotonic(), _children_cpu()
-        if variant == "with_fix":
-            binaries[variant] = _built(ctx, variant)
-            built_from[variant] = _sources(ctx, variant)
-        else:
-            with fix_reverted(ctx) as reverted:
+        with fix_reverted(ctx) if variant == "without_fix" else nullcontext(None) as reverted:
+            if reverted is not None:
                 ctx.steps.done(f"reverted {', '.join(reverted)}")
-                binaries[variant] = _built(ctx, variant)
-                built_from[variant] = _sources(ctx, variant)
+            binaries[variant], built_from[variant] = _built(ctx, variant), _sources(ctx, variant)
         timings[f"build_{variant}_s"] = round(time.monotonic() - t0, 2)
         timings[f"build_{variant}_cpu_s"] = round(_children_cpu() - c0, 2)
     return binaries, built_from
@@ -329,14 +266,11 @@ def _sources(ctx: CellContext, variant: str) -> dict:
     assert ctx.worktree is not None and ctx.repo is not None and ctx.rendered is not None and ctx.snap is not None
     paths = ctx.rendered.fix_paths()
     rev = ctx.cell.patched_commit if variant == "with_fix" else ctx.snap.commit
-    objects = {}
-    for p in paths:
-        found = sorted(ctx.build_dir.glob(f"**/{Path(p).name}.o"))
-        objects[p] = hashlib.sha256(found[0].read_bytes()).hexdigest() if found else None
+    objects = {p: sorted(ctx.build_dir.glob(f"**/{Path(p).name}.o")) for p in paths}
     return {
         "blobs": dict(zip(paths, ctx.repo.hash_blobs(ctx.worktree.path, paths), strict=True)),
         "expected": {p: (ctx.repo.object_id(rev, p) if rev else None) for p in paths},
-        "objects": objects,
+        "objects": {p: hashlib.sha256(o[0].read_bytes()).hexdigest() if o else None for p, o in objects.items()},
     }
 
 
@@ -359,17 +293,14 @@ def _built(ctx: CellContext, variant: str) -> Path:
 def check_provenance(
     binaries: dict[str, Path], markers: tuple[str, ...], built_from: Optional[dict[str, dict]] = None
 ) -> dict[str, dict]:
-    """Before any run, each binary is what it claims: built from the fix's files as the patched
-    commit has them (with_fix) or as the base has them (without_fix), each compiled into an object
-    of its own, the two binaries different; and, when the fix adds string literals, the with-fix
-    binary holds them all and the other none. A BuildFailed naming what is wrong otherwise.
-    {variant: {sha256, holds_fix, how it was checked, ...}}."""
+    """{variant: {sha256, holds_fix, how it was checked, ...}}: before any run, each binary is what it
+    claims: built from the fix's files as the patched commit (with_fix) or the base (without_fix) has
+    them, each compiled into an object of its own, the two binaries different; and, when the fix adds
+    string literals, the with-fix binary holds them all and the other none. A BuildFailed otherwise."""
     built_from = built_from or {}
     out: dict[str, dict] = {}
     for variant, path in binaries.items():
-        data = path.read_bytes()
-        want = variant == "with_fix"
-        name = variant.replace("_", " ")
+        data, want, name = path.read_bytes(), variant == "with_fix", variant.replace("_", " ")
         holds = ft.holds_fix(data, markers)
         if markers and holds is not want:
             raise BuildFailed(
@@ -383,17 +314,10 @@ def check_provenance(
                 f"{path}: the {name} binary was built from {', '.join(wrong)} as neither the "
                 f"{'patched commit' if want else 'base'} has it: the builds are not what they claim; not run"
             )
-        checks = (["fix's strings in the binary"] if markers else []) + (
-            ["fix's files at build time"] if src.get("blobs") else []
-        )
-        out[variant] = {
-            "sha256": hashlib.sha256(data).hexdigest(),
-            "holds_fix": want if checks else holds,
-            "checked": bool(checks),
-            "how": checks,
-            "markers": list(markers),
-            **({"sources": src} if src else {}),
-        }
+        checks = ["fix's strings in the binary"] if markers else []
+        checks += ["fix's files at build time"] if src.get("blobs") else []
+        out[variant] = dict(sha256=hashlib.sha256(data).hexdigest(), holds_fix=want if checks else holds, how=checks)
+        out[variant] |= {"checked": bool(checks), "markers": list(markers), **({"sources": src} if src else {})}
     if len(out) == 2 and out["with_fix"]["checked"]:
         objs = [tuple(sorted((out[v].get("sources") or {}).get("objects", {}).items())) for v in ft.VARIANTS]
         if out["with_fix"]["sha256"] == out["without_fix"]["sha256"] or (objs[0] and objs[0] == objs[1]):
@@ -412,15 +336,16 @@ def _children_cpu() -> float:
 # ---------------------------------------------------------------- the runs
 
 
-def _run(
-    ctx: CellContext, name: str, argv: list[str], epochs: int, log: str
-) -> tuple[TestRun, ft.ProgramOutput, float]:
+def _run(ctx: CellContext, argv: list[str], epochs: int, log: str) -> tuple[TestRun, ft.ProgramOutput, float, str]:
+    """The program run (cancellable at each line of output), what it printed, its CPU seconds, how it ended."""
+
     def on_line(line: str) -> None:
         ctx.steps.cancel.check()
 
-    c0 = _children_cpu()
-    run = run_program(ft.PROGRAM, argv, run_timeout_s(epochs), ctx.env, ctx.logs / log, on_line)
-    return run, ft.parse_output(run.output), _children_cpu() - c0
+    c0, timeout_s = _children_cpu(), 60.0 + 120.0 * epochs  # far above the ~7 CPU s an epoch costs: a loaded machine
+    run = run_program(ft.PROGRAM, argv, timeout_s, ctx.env, ctx.logs / log, on_line)
+    out = ft.parse_output(run.output)
+    return run, out, _children_cpu() - c0, ft.run_outcome(run.exit_code, run.timed_out, out.complete(epochs))
 
 
 def run_case(
@@ -432,74 +357,44 @@ def run_case(
     argv = ft.command(str(binary), str(model), [str(p) for p in inputs.data_paths], case, threads, str(out_model))
     what = f"t{threads}" + (f"-r{repeat}" if repeat else "")
     ctx.steps.step(f"run {variant.replace('_', ' ')}", f"{case.label()}, {case.epochs} epochs, {threads} threads")
-    run, out, cpu = _run(
-        ctx, ft.PROGRAM, argv, case.epochs, f"{variant}-{case.optimizer}-lr{case.lr:g}-p{case.opt_period}-{what}.log"
-    )
+    log = f"{variant}-{case.optimizer}-lr{case.lr:g}-p{case.opt_period}-{what}.log"
+    run, out, cpu, outcome = _run(ctx, argv, case.epochs, log)
     out_model.unlink(missing_ok=True)
-    outcome = ft.run_outcome(run.exit_code, run.timed_out, out.complete(case.epochs))
     last = out.epochs[-1] if out.epochs else None
     ctx.steps.done(
         f"{outcome}"
         + (f": eval loss {last.eval_loss:.5f} after epoch {last.epoch}" if last else "")
         + ("" if outcome == "ok" else f" (exit {run.exit_code}; log {run.log})")
     )
-    return ft.Run(
-        variant=variant,
-        optimizer=case.optimizer,
-        opt_period=case.opt_period,
-        n_batch=case.n_batch,
-        n_ubatch=case.n_ubatch,
-        lr=case.lr,
-        command=argv,
-        epochs=list(out.epochs),
-        exit_code=run.exit_code,
-        seconds=round(run.duration_s, 2),
-        outcome=outcome,
-        cpu_seconds=round(cpu, 2),
-        threads=threads,
-        repeat=repeat,
-        warnings=list(out.warnings),
-    )
+    ran = dict(variant=variant, opt_period=case.opt_period, command=argv, exit_code=run.exit_code, outcome=outcome)
+    ran |= dict(seconds=round(run.duration_s, 2), cpu_seconds=round(cpu, 2), threads=threads, repeat=repeat)
+    return ft.Run(**{**case.key(), **ran, "epochs": list(out.epochs), "warnings": list(out.warnings)})
 
 
-def pretrained_model(ctx: CellContext, cache: Cache, inputs: Inputs, binary: Path) -> tuple[dict, Path]:
+def pretrained_model(ctx: CellContext, inputs: Inputs, binary: Path) -> tuple[dict, Path]:
     """The random model pre-trained with the fixed build on the pre-training text, once per
     pre-training key, reused while its sha256 matches the one recorded beside it."""
     key = inputs.pretrain_key()
-    path = evidence_dir(cache) / "models" / f"pretrained-{key[:16]}.gguf"
-    meta_path = path.with_suffix(".json")
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if meta.get("sha256") == sha256_of(path):
-            return meta, path
-    except (OSError, ValueError, AttributeError):
-        pass
+    path = evidence_dir(ctx.cache) / "models" / f"pretrained-{key[:16]}.gguf"
+    meta = _made(path)
+    if meta is not None:
+        return meta, path
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.parent.mkdir(parents=True, exist_ok=True)
     argv = ft.pretrain_command(str(binary), str(inputs.model_path), [str(p) for p in inputs.pretrain_paths], str(tmp))
-    ctx.steps.step(
-        "pre-train", f"{ft.PRETRAIN_OPTIMIZER} lr {ft.PRETRAIN_LR:g}, {ft.PRETRAIN_EPOCHS} epochs, with the fix"
-    )
-    run, out, cpu = _run(ctx, "pretrain", argv, ft.PRETRAIN_EPOCHS, "pretrain.log")
-    outcome = ft.run_outcome(run.exit_code, run.timed_out, out.complete(ft.PRETRAIN_EPOCHS))
+    pre = ft.PRETRAIN
+    ctx.steps.step("pre-train", f"{pre.optimizer} lr {pre.lr:g}, {pre.epochs} epochs, with the fix")
+    run, out, cpu, outcome = _run(ctx, argv, pre.epochs, "pretrain.log")
     if outcome != "ok" or not tmp.is_file():
         tmp.unlink(missing_ok=True)
         raise BuildFailed(f"pre-training the tiny model: {outcome} (exit {run.exit_code}; log {run.log})")
     os.replace(tmp, path)
-    meta = {
-        "sha256": sha256_of(path),
-        "key": key,
-        "random_sha256": inputs.model["sha256"],
-        "data_sha256": inputs.pretrain_data["sha256"],
-        **ft.pretrain_options(),
-        "train_loss": [e.train_loss for e in out.epochs],
-        "eval_loss": [e.eval_loss for e in out.epochs],
-        "seconds": round(run.duration_s, 2),
-        "cpu_seconds": round(cpu, 2),
-    }
-    _write_atomic(meta_path, (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
+    meta = {"sha256": sha256_of(path), "key": key, "random_sha256": inputs.model["sha256"], **ft.pretrain_options()}
+    meta |= {"data_sha256": inputs.pretrain_data["sha256"], "train_loss": [e.train_loss for e in out.epochs]}
+    meta |= {"eval_loss": [e.eval_loss for e in out.epochs], "seconds": round(run.duration_s, 2)}
+    meta["cpu_seconds"] = round(cpu, 2)
     ctx.steps.done(f"eval loss {meta['eval_loss'][0]:.4f} -> {meta['eval_loss'][-1]:.4f}; {path.name}")
-    return meta, path
+    return _record(path, meta), path
 
 
 def plan_runs(cases: tuple[ft.Case, ...]) -> list[tuple[ft.Case, str, int, int]]:
@@ -515,46 +410,52 @@ def plan_runs(cases: tuple[ft.Case, ...]) -> list[tuple[ft.Case, str, int, int]]
 # ---------------------------------------------------------------- the whole run
 
 
-def run_evidence(opts: EvidenceOptions, reporter: Reporter) -> EvidenceRun:
+def run_evidence(
+    matrix: Matrix,
+    cache: Cache,
+    results_dir: Path,
+    target_name: str,
+    cases: tuple[ft.Case, ...],
+    rerun: bool,
+    reporter: Reporter,
+) -> EvidenceRun:
+    """The evidence for `target_name` in results_dir/evidence/ and a section of results_dir/summary.md."""
     t_all = time.monotonic()
-    target = llama_target(opts.matrix, opts.target)
-    out_dir = outdir.claim(opts.results_dir / RESULTS_SUBDIR, "--results")  # never a folder of the user's files
-    series = load_series(opts.matrix)
-    backend = opts.matrix.backends.get("cpu") or Backend("cpu")
+    target = llama_target(matrix, target_name)
+    out_dir = outdir.claim(results_dir / RESULTS_SUBDIR, "--results")  # never a folder of the user's files
+    series = load_series(matrix)
+    backend = matrix.backends.get("cpu") or Backend("cpu")
     cell_id = f"{target.name}/cpu"
     reporter.start_cell(f"{cell_id} fine-tuning evidence")
-    ctx = CellContext(
+    ctx = cell_context(
         target,
         backend,
-        backends.get("cpu", opts.cache.root),
-        opts.cache,
-        opts.matrix.native_tests_dir,
-        opts.cache.cell_dir(cell_id),
+        cache,
+        matrix.native_tests_dir,
+        cache.cell_dir(cell_id),
         out_dir / "logs",
-        CellProgress(reporter),
-        Cell(cell=cell_id, target=target.name, backend="cpu", layout=target.layout),
-        series,
-        SnapshotRepo(opts.cache.snapshots_git),
+        reporter=reporter,
+        series=series,
+        repo=SnapshotRepo(cache.snapshots_git),
         rerun=True,  # apply never stops at the matrix's cached cell result: the tree is needed
         programs=False,
         build_subdir=BUILD_SUBDIR,
     )
-    with opts.cache.lock(f"evidence-{target.name}"):
+    cached_dir = evidence_dir(cache) / "results"
+    with cache.lock(f"evidence-{target.name}"):
         run_steps(ctx, ("fetch",))
         ctx.steps.step("inputs", "model, data, program, toolchain")
-        inputs = gather_inputs(ctx, opts, ctx.steps.done)
-        key = inputs.key(opts.cases)
-        entry = evidence_dir(opts.cache) / "results" / key
-        if not opts.rerun:
-            cached = _cached(entry)
-            if cached is not None:
-                ctx.steps.done(f"cached result, nothing changed (key {key[:12]}; --rerun to run it again)")
-                files, note = write_outputs(cached, entry, out_dir, opts.results_dir, copy_logs=True)
-                return EvidenceRun(cached, True, files, note, round(time.monotonic() - t_all, 3))
+        inputs = gather_inputs(ctx, ctx.steps.done)
+        key = inputs.key(cases)
+        cached = None if rerun else _cached(cached_dir, key)
+        if cached is not None:
+            ctx.steps.done(f"cached result, nothing changed (key {key[:12]}; --rerun to run it again)")
+            files, note = write_outputs(cached, cached_dir / key, out_dir, results_dir, copy_logs=True)
+            return EvidenceRun(cached, True, files, note, round(time.monotonic() - t_all, 3))
         ctx.steps.done(f"key {key[:12]}")
         shutil.rmtree(ctx.logs, ignore_errors=True)  # this run's logs only (the folder is the tool's own)
         timings: dict = {}
-        with opts.cache.lock(f"cell-{cell_id}"):  # the cell's worktree: never during a matrix run's control
+        with cache.lock(f"cell-{cell_id}"):  # the cell's worktree: never during a matrix run's control
             t0 = time.monotonic()
             apply(ctx)
             timings["apply_s"] = round(time.monotonic() - t0, 2)
@@ -564,61 +465,29 @@ def run_evidence(opts: EvidenceOptions, reporter: Reporter) -> EvidenceRun:
         said = ", ".join(
             f"{v.replace('_', ' ')} {'holds' if p['holds_fix'] else 'lacks'} it" for v, p in provenance.items()
         )
-        ctx.steps.done(
-            f"checked: {said} (by the {' and the '.join(provenance['with_fix']['how'])})"
-            if provenance["with_fix"]["checked"]
-            else "not checked: nothing to check it by"
-        )
+        said = f"checked: {said} (by the {' and the '.join(provenance['with_fix']['how'])})"
+        ctx.steps.done(said if provenance["with_fix"]["checked"] else "not checked: nothing to check it by")
         t0 = time.monotonic()
-        pre, pre_path = pretrained_model(ctx, opts.cache, inputs, binaries["with_fix"])
+        pre, pre_path = pretrained_model(ctx, inputs, binaries["with_fix"])
         timings["pretrain_s"] = round(time.monotonic() - t0, 2)
-        runs, t0, c0 = [], time.monotonic(), _children_cpu()
-        for case, variant, threads, repeat in plan_runs(opts.cases):
-            runs.append(run_case(ctx, binaries[variant], pre_path, inputs, case, variant, threads, repeat))
+        t0, c0 = time.monotonic(), _children_cpu()
+        runs = [run_case(ctx, binaries[v], pre_path, inputs, c, v, t, r) for c, v, t, r in plan_runs(cases)]
         timings["runs_s"], timings["runs_cpu_s"] = round(time.monotonic() - t0, 2), round(_children_cpu() - c0, 2)
         timings["total_s"] = round(time.monotonic() - t_all, 2)
-        assert ctx.snap is not None and ctx.rendered is not None
-        snap = ctx.snap
-        random_model = {k: v for k, v in inputs.model.items() if k not in ("sha256", "gguf")}
+        assert ctx.cell.source is not None
+        model = {k: v for k, v in inputs.model.items() if k not in ("sha256", "gguf")}  # the random model's
+        model |= {"sha256": pre["sha256"], "random_sha256": inputs.model["sha256"], "pretrained": True}
+        model["pretrain"] = {k: pre[k] for k in ft.PretrainInfo.model_fields if k in pre}
         results = ft.FinetuneResults(
             target=target.name,
             base=inputs.base,
-            model={
-                **random_model,
-                "sha256": pre["sha256"],
-                "random_sha256": inputs.model["sha256"],
-                "pretrained": True,
-                "pretrain": {
-                    k: pre[k]
-                    for k in (
-                        "files",
-                        "optimizer",
-                        "lr",
-                        "epochs",
-                        "n_ctx",
-                        "data_sha256",
-                        "key",
-                        "train_loss",
-                        "eval_loss",
-                    )
-                    if k in pre
-                },
-            },
+            model=model,
             data=inputs.data,
-            program={
-                "name": ft.PROGRAM,
-                "source": ft.PROGRAM_SOURCE,
-                "sha256": inputs.program_sha256,
-                "unmodified": True,
-            },
+            program=dict(name=ft.PROGRAM, source=ft.PROGRAM_SOURCE, sha256=inputs.program_sha256, unmodified=True),
             provenance=provenance,
             runs=runs,
             cache_key=key,
-            source={
-                "description": snap.description,
-                "upstream_commit": snap.provenance.get("upstream_commit"),
-                "kind": target.source.kind,
-            },
+            source=ctx.cell.source.model_dump(include={"description", "upstream_commit", "kind"}),
             series={
                 "sha256": inputs.series_sha256,
                 "rendered_sha256": inputs.rendered_sha256,
@@ -628,56 +497,54 @@ def run_evidence(opts: EvidenceOptions, reporter: Reporter) -> EvidenceRun:
             toolchain=inputs.toolchain,
             timings=timings,
         )
-        store(entry, results, ctx.logs)
-        files, note = write_outputs(results, entry, out_dir, opts.results_dir, copy_logs=False)
+        store(cached_dir, key, results, ctx.logs)
+        files, note = write_outputs(results, cached_dir / key, out_dir, results_dir, copy_logs=False)
     return EvidenceRun(results, False, files, note, round(time.monotonic() - t_all, 3))
 
 
 # ---------------------------------------------------------------- the result cache and the outputs
 
 
-def _cached(entry: Path) -> Optional[ft.FinetuneResults]:
+def _cached(directory: Path, key: str) -> Optional[ft.FinetuneResults]:
     try:
-        return ft.FinetuneResults.from_json((entry / "finetune.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, TypeError):
+        return ft.FinetuneResults.from_json(json.dumps(resultcache.load(directory, key)))
+    except (ValueError, TypeError):
         return None  # absent, half-written or of another version: not a hit
 
 
-def store(entry: Path, results: ft.FinetuneResults, logs: Path) -> None:
-    """The finished result kept in the cache (finetune.json, the runs' logs), written whole."""
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=entry.parent))
-    (staging / "finetune.json").write_text(redact(results.to_json()), encoding="utf-8")
+def store(directory: Path, key: str, results: ft.FinetuneResults, logs: Path) -> None:
+    """The finished result kept in the pipeline's result cache, the runs' logs beside it (first: a hit has them)."""
+    shutil.rmtree(directory / f"{key}-logs", ignore_errors=True)
     if logs.is_dir():
-        shutil.copytree(logs, staging / "logs")
-    if entry.exists():
-        shutil.rmtree(entry)
-    staging.rename(entry)
+        shutil.copytree(logs, directory / f"{key}-logs")
+    resultcache.store(directory, key, json.loads(redact(results.to_json())))
 
 
 def write_outputs(
     results: ft.FinetuneResults, entry: Path, out_dir: Path, results_dir: Path, copy_logs: bool
 ) -> tuple[list[Path], str]:
     """results/evidence/: finetune.json, finetune.md, the plot (with matplotlib), the logs; and the
-    evidence section of results/summary.md (added or replaced, the rest untouched)."""
+    evidence section of results/summary.md (added or replaced, the rest untouched). `entry`: the
+    result cache's `<key>` (`<key>.json`, `<key>-logs`, `<key>.png`)."""
     json_path = out_dir / "finetune.json"
     _write_atomic(json_path, redact(results.to_json()).encode())
     files = [json_path]
     if copy_logs:  # a cached result: its own logs, not an older run's
         shutil.rmtree(out_dir / "logs", ignore_errors=True)
-        if (entry / "logs").is_dir():
-            shutil.copytree(entry / "logs", out_dir / "logs")
+        if Path(f"{entry}-logs").is_dir():
+            shutil.copytree(f"{entry}-logs", out_dir / "logs")
     png = out_dir / PLOT
+    data = f"[{RESULTS_SUBDIR}/finetune.json]({RESULTS_SUBDIR}/finetune.json)"
     if can_plot():
-        made = entry / PLOT
+        made = Path(f"{entry}.png")
         if not made.is_file():  # a cached result made where matplotlib was not installed: plotted now
             ft.plot(results, made)
         shutil.copyfile(made, png)
         files.append(png)
-        note = f"Plot: [{RESULTS_SUBDIR}/{PLOT}]({RESULTS_SUBDIR}/{PLOT}); data: [{RESULTS_SUBDIR}/finetune.json]({RESULTS_SUBDIR}/finetune.json)."
+        note = f"Plot: [{RESULTS_SUBDIR}/{PLOT}]({RESULTS_SUBDIR}/{PLOT}); data: {data}."
     else:
         png.unlink(missing_ok=True)  # an older run's plot would not match these numbers
-        note = f"{NO_PLOT}. Data: [{RESULTS_SUBDIR}/finetune.json]({RESULTS_SUBDIR}/finetune.json)."
+        note = f"{NO_PLOT}. Data: {data}."
     section = redact(ft.summary_section(results, note))
     md = out_dir / "finetune.md"
     md.write_text(section, encoding="utf-8")

@@ -1,20 +1,14 @@
-"""A tiny llama-architecture model made from scratch, deterministically, for the fine-tuning evidence.
+"""A tiny llama-architecture model made from scratch, deterministically, for the fine-tuning evidence:
+the tokenizer metadata copied byte for byte from one of the tree's vocab-only GGUF files
+(`models/ggml-vocab-*.gguf`), F32 weights from a seeded generator; pure but for the two files.
 
-The vocabulary and tokenizer metadata are copied byte for byte from one of the snapshot's vocab-only
-GGUF files (`models/ggml-vocab-*.gguf`); the weights are F32 from a seeded generator. The content
-(metadata and tensors for a seed) is computed by pure functions; reading the vocab file and writing
-the model are the only effects.
-
-Determinism: the weights come from numpy's legacy `RandomState`, whose stream is frozen by numpy's
-compatibility policy (NEP 19), and the file is written by the pinned gguf-py, which writes the
-metadata and tensors in the order given with fixed alignment and no timestamps. Same seed, same
-vocab file and same gguf-py: same bytes.
+Same seed, vocab file and gguf-py: same bytes. numpy's legacy `RandomState` stream is frozen by its
+compatibility policy (NEP 19); gguf-py writes in the order given, fixed alignment, no timestamps.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
@@ -22,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Optional
 from ..sources.base import sha256_of
 
 if TYPE_CHECKING:  # numpy is imported where the weights are made: a cached evidence run never needs it
-    # gguf and numpy: heavy, loaded only when a model is written
     import numpy as np
 
 ARCH = "llama"
@@ -47,10 +40,8 @@ class Dims:
 
     def problems(self) -> list[str]:
         """What makes these dimensions unusable by llama.cpp's llama architecture (empty: fine)."""
-        out = []
-        for name in ("n_layer", "n_embd", "n_head", "n_head_kv", "n_ff", "n_ctx"):
-            if getattr(self, name) < 1:
-                out.append(f"{name} must be >= 1, got {getattr(self, name)}")
+        sizes = {n: getattr(self, n) for n in ("n_layer", "n_embd", "n_head", "n_head_kv", "n_ff", "n_ctx")}
+        out = [f"{name} must be >= 1, got {size}" for name, size in sizes.items() if size < 1]
         if not out:
             if self.n_embd % self.n_head:
                 out.append(f"n_embd {self.n_embd} is not a multiple of n_head {self.n_head}")
@@ -97,15 +88,13 @@ class WrittenModel:
     seed: int
     dims: Dims
     n_vocab: int
-    vocab_file: str
     vocab_sha256: str
     n_params: int
 
 
 def read_vocab(path: Path) -> Vocab:
     """The `tokenizer.*` metadata of a GGUF file, values as raw as gguf-py gives them (strings as bytes)."""
-    # gguf and numpy: heavy, loaded only when a model is written
-    import gguf
+    import gguf  # gguf and numpy: heavy, loaded only when a model is written
 
     reader = gguf.GGUFReader(path)
     entries = []
@@ -113,17 +102,12 @@ def read_vocab(path: Path) -> Vocab:
         if not key.startswith("tokenizer."):
             continue
         vtype = gguf.GGUFValueType(f.types[0])
-        if vtype == gguf.GGUFValueType.ARRAY:
-            sub = gguf.GGUFValueType(f.types[-1])
-            if sub == gguf.GGUFValueType.STRING:
-                value = tuple(bytes(f.parts[i]) for i in f.data)  # bytes: copied exactly, no decode
-            else:
-                value = tuple(f.contents())
-            entries.append(KV(key, value, vtype, sub))
-        elif vtype == gguf.GGUFValueType.STRING:
-            entries.append(KV(key, bytes(f.parts[f.data[0]]), vtype))
+        sub = gguf.GGUFValueType(f.types[-1]) if vtype == gguf.GGUFValueType.ARRAY else None
+        if gguf.GGUFValueType.STRING in (vtype, sub):  # strings as bytes: copied exactly, no decode
+            value = tuple(bytes(f.parts[i]) for i in f.data) if sub is not None else bytes(f.parts[f.data[0]])
         else:
-            entries.append(KV(key, f.contents(), vtype))
+            value = tuple(f.contents()) if sub is not None else f.contents()
+        entries.append(KV(key, value, vtype, sub))
     tokens = [e for e in entries if e.key == "tokenizer.ggml.tokens"]
     if not tokens:
         raise ValueError(f"{path}: no tokenizer.ggml.tokens: not a vocab GGUF")
@@ -133,8 +117,7 @@ def read_vocab(path: Path) -> Vocab:
 def model_kv(dims: Dims, vocab: Vocab, seed: int) -> tuple[KV, ...]:
     """The model's metadata: llama hyper-parameters, then the vocab's tokenizer entries unchanged.
     `general.architecture` is not here: the gguf writer adds it first by itself."""
-    # gguf and numpy: heavy, loaded only when a model is written
-    from gguf import GGUFValueType as T
+    from gguf import GGUFValueType as T  # gguf and numpy: heavy, loaded only when a model is written
 
     u32, f32 = T.UINT32, T.FLOAT32
     head = [
@@ -154,41 +137,29 @@ def model_kv(dims: Dims, vocab: Vocab, seed: int) -> tuple[KV, ...]:
     return tuple(head) + vocab.entries
 
 
-def tensor_shapes(dims: Dims, n_vocab: int) -> list[tuple[str, tuple[int, ...]]]:
-    """(GGUF tensor name, numpy shape) in write order. numpy shapes are ggml's ne reversed."""
+Shape = tuple[int, ...]  # numpy's: ggml's ne reversed
+
+
+def tensor_shapes(dims: Dims, n_vocab: int) -> list[tuple[str, Shape]]:
+    """(GGUF tensor name, numpy shape) in write order."""
     e, ff = dims.n_embd, dims.n_ff
     e_kv = dims.n_head_kv * (e // dims.n_head)
-    out: list[tuple[str, tuple[int, ...]]] = [("token_embd.weight", (n_vocab, e))]
-    for i in range(dims.n_layer):
-        b = f"blk.{i}"
-        out += [
-            (f"{b}.attn_norm.weight", (e,)),
-            (f"{b}.attn_q.weight", (e, e)),
-            (f"{b}.attn_k.weight", (e_kv, e)),
-            (f"{b}.attn_v.weight", (e_kv, e)),
-            (f"{b}.attn_output.weight", (e, e)),
-            (f"{b}.ffn_norm.weight", (e,)),
-            (f"{b}.ffn_gate.weight", (ff, e)),
-            (f"{b}.ffn_down.weight", (e, ff)),
-            (f"{b}.ffn_up.weight", (ff, e)),
-        ]
-    out += [("output_norm.weight", (e,)), ("output.weight", (n_vocab, e))]
-    return out
+    layer: dict[str, Shape] = {"attn_norm": (e,), "attn_q": (e, e), "attn_k": (e_kv, e), "attn_v": (e_kv, e)}
+    layer |= {"attn_output": (e, e), "ffn_norm": (e,), "ffn_gate": (ff, e), "ffn_down": (e, ff), "ffn_up": (ff, e)}
+    out: list[tuple[str, Shape]] = [("token_embd.weight", (n_vocab, e))]
+    out += [(f"blk.{i}.{name}.weight", shape) for i in range(dims.n_layer) for name, shape in layer.items()]
+    return out + [("output_norm.weight", (e,)), ("output.weight", (n_vocab, e))]
 
 
 def model_tensors(dims: Dims, n_vocab: int, seed: int) -> tuple[tuple[str, np.ndarray], ...]:
     """F32 weights for a seed: norms are ones, every matrix is N(0, init_std) drawn in write order."""
-    # gguf and numpy: heavy, loaded only when a model is written
-    import numpy as np
+    import numpy as np  # gguf and numpy: heavy, loaded only when a model is written
 
     rng = np.random.RandomState(seed)  # legacy generator: its stream is frozen across numpy versions
     out = []
     for name, shape in tensor_shapes(dims, n_vocab):
-        if len(shape) == 1:
-            t = np.ones(shape, dtype=np.float32)
-        else:
-            t = (rng.standard_normal(shape) * dims.init_std).astype(np.float32)
-        out.append((name, t))
+        t = np.ones(shape) if len(shape) == 1 else rng.standard_normal(shape) * dims.init_std
+        out.append((name, t.astype(np.float32)))
     return tuple(out)
 
 
@@ -201,17 +172,12 @@ def tiny_model(vocab: Vocab, dims: Dims = Dims(), seed: int = DEFAULT_SEED) -> T
 
 
 def write_gguf(model: TinyModel, path: Path) -> str:
-    """Write the model to `path` (atomically: a temporary file in the same folder, then a rename)
-    and return the file's sha256."""
-    # gguf and numpy: heavy, loaded only when a model is written
-    import gguf
+    """Write the model to `path` (atomically: a temporary file of this process, then a rename) and
+    return the file's sha256."""
+    import gguf  # gguf and numpy: heavy, loaded only when a model is written
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600; the model is an ordinary file
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         w = gguf.GGUFWriter(tmp, ARCH)
         for kv in model.kv:
@@ -222,10 +188,10 @@ def write_gguf(model: TinyModel, path: Path) -> str:
         w.write_kv_data_to_file()
         w.write_tensors_to_file()
         w.close()
-        digest = sha256_of(Path(tmp))
+        digest = sha256_of(tmp)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return digest
 
@@ -234,23 +200,13 @@ def make(vocab_file: Path, out: Path, seed: int = DEFAULT_SEED, dims: Dims = Dim
     """Read the vocab, compute the model for `seed`, write it to `out`."""
     vocab = read_vocab(vocab_file)
     model = tiny_model(vocab, dims, seed)
-    digest = write_gguf(model, out)
-    return WrittenModel(
-        path=out,
-        sha256=digest,
-        seed=seed,
-        dims=dims,
-        n_vocab=vocab.n_vocab,
-        vocab_file=str(vocab_file),
-        vocab_sha256=vocab.source_sha256,
-        n_params=sum(int(t.size) for _, t in model.tensors),
-    )
+    n_params = sum(int(t.size) for _, t in model.tensors)
+    return WrittenModel(out, write_gguf(model, out), seed, dims, vocab.n_vocab, vocab.source_sha256, n_params)
 
 
 def cli(argv: Optional[list[str]] = None) -> int:
     """`python -m orchestrator.finetune.tiny_model VOCAB.gguf OUT.gguf [--seed N]`: prints the sha256."""
-    # argparse: only when run as a script
-    import argparse
+    import argparse  # only when run as a script
 
     p = argparse.ArgumentParser(prog="python -m orchestrator.finetune.tiny_model", description=cli.__doc__)
     p.add_argument("vocab", type=Path)

@@ -77,13 +77,27 @@ def with_gate_patch(matrix: Matrix, series: Series) -> Series:
 
 
 def write_patches(series: Series, directory: Path) -> list[Path]:
-    """The series as *.patch files in `directory`, replacing any there; the paths, in order."""
+    """The series as *.patch files in `directory`, and none other; the paths, in order."""
     directory.mkdir(parents=True, exist_ok=True)
-    for old in directory.glob("*.patch"):
-        old.unlink()
-    files = []
+    write_series(directory, series)
+    return [directory / p.name for p in series.patches]
+
+
+def write_series(directory: Path, series: Series) -> tuple[list[str], list[str]]:
+    """Write the patches whose bytes differ (a patch's bytes, whatever they are), remove *.patch
+    files the series no longer has; (written, removed)."""
+    written, removed = [], []
     for p in series.patches:
+        data = p.text().encode("utf-8", "surrogateescape")
         f = directory / p.name
-        f.write_bytes(p.text().encode("utf-8", "surrogateescape"))  # a patch's bytes, whatever they are
-        files.append(f)
-    return files
+        if f.exists() and f.read_bytes() == data:
+            continue
+        tmp = f.with_name(f".{f.name}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(f)
+        written.append(p.name)
+    for f in sorted(directory.glob("*.patch")):
+        if f.name not in {p.name for p in series.patches}:
+            f.unlink()
+            removed.append(f.name)
+    return written, removed

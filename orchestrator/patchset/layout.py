@@ -36,7 +36,9 @@ class Layout:
 
     def to_ggml(self, path: str) -> str:
         """This layout's path -> the ggml layout's path."""
-        rel = _strip(path, self.prefix, self)
+        if not path.startswith(self.prefix):
+            raise ConfigError(f"{path}: outside {self.prefix!r}, the place of layout {self.name}")
+        rel = path[len(self.prefix) :]
         if rel.startswith("tests/"):
             return rel
         if self.ggml_root:
@@ -61,12 +63,6 @@ class Layout:
 
     def tests_dir(self) -> str:
         return self.prefix + "tests"
-
-
-def _strip(path: str, prefix: str, layout: Layout) -> str:
-    if not path.startswith(prefix):
-        raise ConfigError(f"{path}: outside {prefix!r}, the place of layout {layout.name}")
-    return path[len(prefix) :]
 
 
 def translate(path: str, src: Layout, dst: Layout) -> str:

@@ -10,7 +10,7 @@ with a 3-way merge) to the target's current base.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -21,7 +21,7 @@ from ..drift.check import attempt, series_base, status_dirs
 from ..drift.status import CONFLICTED, PRESENT
 from ..errors import ConfigError, SeriesDoesNotApply
 from ..vcs.snapshots import SnapshotRepo, Worktree
-from .files import read_series, write_patches
+from .files import read_series, write_patches, write_series
 from .layout import GATE_TEST, get_layout
 from .render import render
 from .series import Series, parse_series
@@ -31,9 +31,9 @@ from .series import Series, parse_series
 class Refreshed:
     worktree: str
     layout: str
-    written: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    native_test: Optional[str] = None  # native_tests/ gate test rewritten to the series' own
+    written: list[str]
+    removed: list[str]
+    native_test: Optional[str]  # native_tests/ gate test rewritten to the series' own
 
 
 def refresh(matrix: Matrix, cache: Cache, target: Target) -> Refreshed:
@@ -51,10 +51,8 @@ def refresh(matrix: Matrix, cache: Cache, target: Target) -> Refreshed:
             f"{wt.path}: {len(new.patches)} commits on the base for {len(old.patches)} patches; refreshing "
             f"from {target.name} would drop a patch from the series (already upstream there?)"
         )
-    out = Refreshed(str(wt.path), layout.name)
-    out.written, out.removed = write_series(matrix.series_dir, new)
-    out.native_test = _sync_native_test(matrix.native_tests_dir, new)
-    return out
+    written, removed = write_series(matrix.series_dir, new)
+    return Refreshed(str(wt.path), layout.name, written, removed, _sync_native_test(matrix.native_tests_dir, new))
 
 
 def resolved_worktree(repo: SnapshotRepo, cache: Cache, target: Target, base: str, series: Series) -> Worktree:
@@ -118,26 +116,6 @@ def _canonical_base_reader(matrix: Matrix, cache: Cache, repo: SnapshotRepo, ser
             f"refresh from a {series.layout} target, or add the series' base to the matrix"
         )
     return lambda p: repo.read_blob(snap.commit, p)
-
-
-def write_series(directory: Path, series: Series) -> tuple[list[str], list[str]]:
-    """Write the patches whose bytes differ, remove *.patch files the series no longer has."""
-    written, removed = [], []
-    names = {p.name for p in series.patches}
-    for p in series.patches:
-        data = p.text().encode("utf-8", "surrogateescape")
-        f = directory / p.name
-        if f.exists() and f.read_bytes() == data:
-            continue
-        tmp = f.with_name(f".{f.name}.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(f)
-        written.append(p.name)
-    for f in sorted(directory.glob("*.patch")):
-        if f.name not in names:
-            f.unlink()
-            removed.append(f.name)
-    return written, removed
 
 
 def _sync_native_test(native_dir: Path, series: Series) -> Optional[str]:

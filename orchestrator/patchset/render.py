@@ -30,16 +30,9 @@ def render(series: Series, src: Layout, dst: Layout, base_file: Callable[[str], 
     registration again, just before the file that adds the gate test."""
     registration = src.prefix + REGISTRATION_FILE
     other_project = src.name != dst.name
-    stale = (
-        set()
-        if other_project
-        else {
-            f.path
-            for p in series.patches
-            for f in p.files
-            if f.path == registration and _made_for_another_file(f, base_file(dst.prefix + REGISTRATION_FILE))
-        }
-    )
+    regs = [] if other_project else [f for p in series.patches for f in p.files if f.path == registration]
+    base_text = base_file(dst.prefix + REGISTRATION_FILE) if regs else None
+    stale = {f.path for f in regs if _made_for_another_file(f, base_text)}
     if src == dst and not stale:
         return series
     patches = []
@@ -121,10 +114,5 @@ def rendered_for_target(
     series = series or load_series(matrix)
     repo = SnapshotRepo(cache.snapshots_git)
     snap = sources.snapshot(target.source, cache, repo)
-    rendered = render(
-        series,
-        get_layout(series.layout),
-        get_layout(target.layout, target.prefix),
-        lambda p: repo.read_blob(snap.commit, p),
-    )
-    return rendered, snap
+    src, dst = get_layout(series.layout), get_layout(target.layout, target.prefix)
+    return render(series, src, dst, lambda p: repo.read_blob(snap.commit, p)), snap

@@ -32,7 +32,6 @@ from .model import (
 
 VARIANTS = ("patched", "control")
 CONTROL_GATE_NAME = f"{GATE_TEST} (fix reverted: must fail)"
-CLASS_SEP = "/"
 LogTail = Callable[[str], Optional[str]]  # a log's path -> its last lines, or None
 
 
@@ -47,25 +46,17 @@ def xml_text(text: str) -> str:
     return _NOT_XML.sub("\ufffd", _ANSI.sub("", text))
 
 
-def no_logs(path: str) -> Optional[str]:
-    return None
-
-
-def classname(target: str, backend: str, variant: str) -> str:
-    return CLASS_SEP.join(("ggml-patch", target, backend, variant))
-
-
 def mutant_case_name(name: str) -> str:
     return f"{GATE_TEST} with mutant {name} (must fail)"
 
 
 def _case(suite: ET.Element, cell: Cell, variant: str, test: str, duration: Optional[float] = None) -> ET.Element:
+    """A testcase of the cell's suite: a variant's test (the control's gate under its own name), a
+    mutant's or a competing fix's."""
     name = CONTROL_GATE_NAME if (variant == "control" and test == GATE_TEST) else test
-    attrs = {"classname": classname(cell.target, cell.backend, variant), "name": name, "time": f"{duration or 0:.3f}"}
-    file = suite.get("file")
-    if file:
-        attrs["file"] = file
-    return ET.SubElement(suite, "testcase", attrs)
+    classname = "/".join(("ggml-patch", cell.target, cell.backend, variant))
+    attrs = {"classname": classname, "name": name, "time": f"{duration or 0:.3f}"}
+    return ET.SubElement(suite, "testcase", {**attrs, **({"file": file} if (file := suite.get("file")) else {})})
 
 
 def _mark(case: ET.Element, kind: str, message: str, kind_type: str = "", text: str = "") -> None:
@@ -74,7 +65,7 @@ def _mark(case: ET.Element, kind: str, message: str, kind_type: str = "", text: 
         el.text = text
 
 
-def _detail(t: TestRecord, attribution: Sequence[AttributionEntry] = (), log_tail: LogTail = no_logs) -> str:
+def _detail(t: TestRecord, log_tail: LogTail, attribution: Sequence[AttributionEntry] = ()) -> str:
     """The failure's body: the outcome, the exit code or signal, the failure line, the attribution
     of each failing device, the log and its last lines."""
     lines = [f"outcome: {t.outcome}", f"exit code: {t.exit_code}"]
@@ -100,7 +91,7 @@ def _labels(entries: Sequence[AttributionEntry]) -> str:
     return f" [{', '.join(labels)}]" if labels else ""
 
 
-def _test_case(suite: ET.Element, cell: Cell, rec: VariantRecord, test: str, log_tail: LogTail = no_logs) -> None:
+def _test_case(suite: ET.Element, cell: Cell, rec: VariantRecord, test: str, log_tail: LogTail) -> None:
     variant = rec.variant
     t = rec.test(test)
     case = _case(suite, cell, variant, test, t.duration_s if t else None)
@@ -118,13 +109,8 @@ def _test_case(suite: ET.Element, cell: Cell, rec: VariantRecord, test: str, log
     if rec.status == RecordStatus.BUILT:  # --build-only: a device-less machine compiled it, ran nothing
         _mark(case, "skipped", f"built only, not run: {cell.reason}")
         return
-    if (
-        variant == "control"
-        and test == UPSTREAM_TEST
-        and t
-        and t.outcome == Outcome.FAILED
-        and rec.verdict == Verdict.KILLED
-    ):
+    killed = variant == "control" and rec.verdict == Verdict.KILLED
+    if killed and test == UPSTREAM_TEST and t and t.outcome == Outcome.FAILED:
         # test-opt's per-step cases fail without the fix by their own check: what they are for
         ET.SubElement(case, "system-out").text = f"killed: {t.failure_line or t.summary_line or ''}"
         return
@@ -137,7 +123,7 @@ def _test_case(suite: ET.Element, cell: Cell, rec: VariantRecord, test: str, log
                 "failure",
                 f"negative control {rec.verdict}: {rec.verdict_reason}",
                 str(rec.verdict),
-                _detail(t, log_tail=log_tail) if t else "",
+                _detail(t, log_tail) if t else "",
             )
         return
     if t is None:
@@ -151,7 +137,7 @@ def _test_case(suite: ET.Element, cell: Cell, rec: VariantRecord, test: str, log
         what = f"{test} {t.outcome}" + (" without the fix" if variant == "control" else "")
         entries = [e for e in cell.attribution or [] if e.test == test] if variant == "patched" else []
         message = (f"{what}: {line}" if line else what) + _labels(entries)
-        _mark(case, "failure", message, str(t.outcome), _detail(t, entries, log_tail))
+        _mark(case, "failure", message, str(t.outcome), _detail(t, log_tail, entries))
 
 
 def _missing_cases(suite: ET.Element, cell: Cell, variant: str) -> None:
@@ -168,7 +154,7 @@ def _missing_cases(suite: ET.Element, cell: Cell, variant: str) -> None:
             _mark(case, kind, reason, str(cell.status))
 
 
-def _suite(parent: ET.Element, cell: Cell, results: Results, log_tail: LogTail = no_logs) -> ET.Element:
+def _suite(parent: ET.Element, cell: Cell, results: Results, log_tail: LogTail) -> ET.Element:
     suite = ET.SubElement(parent, "testsuite", {"name": f"{cell.target}/{cell.backend}"})
     if results.started_at:
         suite.set("timestamp", results.started_at)
@@ -190,21 +176,12 @@ def _suite(parent: ET.Element, cell: Cell, results: Results, log_tail: LogTail =
     return suite
 
 
-def _mutant_case(suite: ET.Element, cell: Cell, rec: VariantRecord, log_tail: LogTail = no_logs) -> None:
+def _mutant_case(suite: ET.Element, cell: Cell, rec: VariantRecord, log_tail: LogTail) -> None:
     """A known-wrong fix: passes when the gate killed it; survived or invalid is the failure."""
     info = rec.mutant
     name = info.name if info else rec.variant
     t = rec.test(GATE_TEST)
-    case = ET.SubElement(
-        suite,
-        "testcase",
-        {
-            "classname": classname(cell.target, cell.backend, "mutant"),
-            "name": mutant_case_name(name),
-            "time": f"{t.duration_s if t else 0:.3f}",
-            **({"file": file} if (file := suite.get("file")) else {}),
-        },
-    )
+    case = _case(suite, cell, "mutant", mutant_case_name(name), t.duration_s if t else None)
     if rec.status == RecordStatus.SKIPPED:
         _mark(case, "skipped", f"mutant not run: {info.skipped if info and info.skipped else ''}")
     elif rec.verdict == Verdict.KILLED:
@@ -216,7 +193,7 @@ def _mutant_case(suite: ET.Element, cell: Cell, rec: VariantRecord, log_tail: Lo
             f"mutant {name} {rec.verdict}: {rec.verdict_reason}",
             str(rec.verdict),
             f"{info.title if info else ''}\nwhy it is wrong: {info.why_wrong if info else ''}"
-            + (f"\n{_detail(t, log_tail=log_tail)}" if t else ""),
+            + (f"\n{_detail(t, log_tail)}" if t else ""),
         )
 
 
@@ -225,16 +202,8 @@ def _competing_case(suite: ET.Element, cell: Cell, rec: VariantRecord) -> None:
     failure of this run; skipped when it was not run."""
     info, j = rec.competing, rec.judged
     name = info.name if info else rec.variant
-    case = ET.SubElement(
-        suite,
-        "testcase",
-        {
-            "classname": classname(cell.target, cell.backend, "competing"),
-            "name": f"competing fix {name} (judged against the fix)",
-            "time": f"{sum(t.duration_s for t in rec.tests.values()):.3f}",
-            **({"file": file} if (file := suite.get("file")) else {}),
-        },
-    )
+    duration = sum(t.duration_s for t in rec.tests.values())
+    case = _case(suite, cell, "competing", f"competing fix {name} (judged against the fix)", duration)
     if rec.status == RecordStatus.SKIPPED or j is None:
         _mark(case, "skipped", f"competing fix not run: {info.skipped if info and info.skipped else ''}")
         return
@@ -243,24 +212,17 @@ def _competing_case(suite: ET.Element, cell: Cell, rec: VariantRecord) -> None:
 
 
 def _count(el: ET.Element) -> None:
-    cases = el.iter("testcase")
-    n = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    time = 0.0
-    for c in cases:
-        n["tests"] += 1
-        time += float(c.get("time", 0))
-        for kind, key in (("failure", "failures"), ("error", "errors"), ("skipped", "skipped")):
-            if c.find(kind) is not None:
-                n[key] += 1
-    for k, v in n.items():
-        el.set(k, str(v))
-    el.set("time", f"{time:.3f}")
+    cases = list(el.iter("testcase"))
+    el.set("tests", str(len(cases)))
+    for kind, key in (("failure", "failures"), ("error", "errors"), ("skipped", "skipped")):
+        el.set(key, str(sum(1 for c in cases if c.find(kind) is not None)))
+    el.set("time", f"{sum((float(c.get('time', 0)) for c in cases), 0.0):.3f}")
 
 
-def junit_xml(results: Results, log_tail: LogTail = no_logs) -> str:
+def junit_xml(results: Results, log_tail: Optional[LogTail] = None) -> str:
     root = ET.Element("testsuites", {"name": "ggml-patch"})
     for cell in results.cells:
-        _suite(root, cell, results, log_tail)
+        _suite(root, cell, results, log_tail or (lambda path: None))
     _count(root)
     for el in root.iter():
         el.text = xml_text(el.text) if el.text else el.text

@@ -13,52 +13,31 @@ from ..errors import ConfigError
 from .model import Parallel, Results, overall_exit_code
 
 
-def _check_same_series(parts: list[tuple[str, Results]]) -> None:
-    first_name, first = parts[0]
-    want = first.series.sha256
-    for name, res in parts[1:]:
-        got = res.series.sha256
-        if got != want:
-            raise ConfigError(
-                f"{name}: made from series sha256 {got[:16]}, but {first_name} from {want[:16]}:"
-                " results of different series cannot be merged"
-            )
-
-
-def _check_no_duplicate_cells(parts: list[tuple[str, Results]]) -> None:
-    seen: dict[str, str] = {}
-    for name, res in parts:
-        for cell in res.cells:
-            if cell.cell in seen:
-                raise ConfigError(f"{name}: cell {cell.cell} is also in {seen[cell.cell]}: a cell can be merged once")
-            seen[cell.cell] = name
-
-
-def _profile(parts: list[tuple[str, Results]]) -> str:
-    return ",".join(dict.fromkeys(res.profile for _, res in parts))
-
-
-def _started_at(parts: list[tuple[str, Results]]) -> str:
-    stamps = sorted(res.started_at for _, res in parts if res.started_at)
-    return stamps[0] if stamps else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
 def merge_results(parts: Sequence[tuple[str, Results]], order: Optional[Iterable[str]] = None) -> Results:
     """parts: (where it came from, for messages; results). Cells follow `order` (cell ids,
     e.g. the matrix's own order), then any others in the order given. duration_s is the sum of
     the parts' (machine time, not wall time: legs run in parallel)."""
     if not parts:
         raise ConfigError("merge-results: no results to merge")
-    typed = list(parts)
-    _check_same_series(typed)
-    _check_no_duplicate_cells(typed)
-    cells = [c for _, res in typed for c in res.cells]
+    first_name, first = parts[0]
+    for name, res in parts[1:]:
+        if res.series.sha256 != first.series.sha256:
+            raise ConfigError(
+                f"{name}: made from series sha256 {res.series.sha256[:16]}, but {first_name} from "
+                f"{first.series.sha256[:16]}: results of different series cannot be merged"
+            )
+    seen: dict[str, str] = {}
+    for name, res in parts:
+        for cell in res.cells:
+            if cell.cell in seen:
+                raise ConfigError(f"{name}: cell {cell.cell} is also in {seen[cell.cell]}: a cell can be merged once")
+            seen[cell.cell] = name
+    cells = [c for _, res in parts for c in res.cells]
     rank = {cell_id: i for i, cell_id in enumerate(dict.fromkeys(order or ()))}
     cells.sort(key=lambda c: rank.get(c.cell, len(rank)))  # stable: unranked keep their order
-    records = [r for _, res in typed for r in res.records]
     cell_rank = {c.cell: i for i, c in enumerate(cells)}
-    records.sort(key=lambda r: cell_rank.get(r.cell, len(cell_rank)))
-    first = typed[0][1]
+    records = sorted((r for _, res in parts for r in res.records), key=lambda r: cell_rank.get(r.cell, len(cell_rank)))
+    stamps = sorted(res.started_at for _, res in parts if res.started_at)
     return Results(
         series=first.series,
         cells=cells,
@@ -66,10 +45,10 @@ def merge_results(parts: Sequence[tuple[str, Results]], order: Optional[Iterable
         schema_version=first.schema_version,
         tool=first.tool,
         matrix=first.matrix,
-        profile=_profile(typed),
-        started_at=_started_at(typed),
-        duration_s=round(sum(res.duration_s or 0 for _, res in typed), 2),
-        orchestrator_cpu_s=round(sum(res.orchestrator_cpu_s or 0 for _, res in typed), 2),
-        parallel=Parallel(legs=len(typed)),
+        profile=",".join(dict.fromkeys(res.profile for _, res in parts)),
+        started_at=stamps[0] if stamps else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        duration_s=round(sum(res.duration_s or 0 for _, res in parts), 2),
+        orchestrator_cpu_s=round(sum(res.orchestrator_cpu_s or 0 for _, res in parts), 2),
+        parallel=Parallel(legs=len(parts)),
         exit_code=int(overall_exit_code(cells)),
     )

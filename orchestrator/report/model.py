@@ -1,7 +1,7 @@
 """The results model: what a run records, and results.json, its one serialised form.
 
 Each record is a pydantic model declared once: serialisation, validation of untrusted input and
-the JSON Schema (`results_schema()`) come from the declaration. The words (cell status, test
+the JSON Schema (`Results.model_json_schema()`) come from the declaration. The words (cell status, test
 outcome, control and mutant verdict, attribution label, row status) are enums whose values are
 exactly the strings results.json holds. A results file is untrusted input: unknown keys, wrong
 types and out-of-range values are a one-line ConfigError naming the file and the key.
@@ -95,11 +95,6 @@ class RecordStatus(Word):
     SURVIVED = "survived"
     INVALID = "invalid"
     SKIPPED = "skipped"  # a mutant not run (--no-mutants, or nothing to judge it against)
-
-
-class Variant(Word):
-    PATCHED = "patched"
-    CONTROL = "control"
 
 
 MUTANT_PREFIX = "mutant:"  # a mutant's variant: "mutant:<file name without .patch>"
@@ -262,7 +257,7 @@ class VariantRecord(Record):
     cell: CellId
     target: Name
     backend: Name
-    variant: str  # Variant.PATCHED or Variant.CONTROL or MUTANT_PREFIX + name
+    variant: str  # "patched", "control", MUTANT_PREFIX + name or COMPETING_PREFIX + name
     status: RecordStatus = RecordStatus.PENDING
     build: Optional[Build] = None  # results.json: {} when not built
     tests: dict[str, TestRecord] = Field(default_factory=dict)
@@ -506,11 +501,6 @@ def load_results(path: Path) -> tuple[Results, str]:
 
 def results_json(results: Results) -> str:
     return json.dumps(results.to_json(), indent=2, sort_keys=False) + "\n"
-
-
-def results_schema() -> dict[str, Any]:
-    """results.json's published JSON Schema, from the models."""
-    return Results.model_json_schema()
 
 
 def dump_results(results: Results, path: Path) -> Path:

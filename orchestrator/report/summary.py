@@ -35,7 +35,6 @@ _ICON = {
 
 
 def write_results(results: Results, directory: Path) -> list[Path]:
-
     # no credential of a source URL and no GITHUB_TOKEN in any file written (the one redaction)
     results = results_of(redact_data(results.to_json()))
     directory.mkdir(parents=True, exist_ok=True)
@@ -53,7 +52,6 @@ def write_results(results: Results, directory: Path) -> list[Path]:
 def log_tail(path: str, lines: int = 30, root: Optional[Path] = None) -> Optional[str]:
     """The last lines of a log (a failure's evidence in junit.xml), or None when it is not a
     regular file inside `root` (a results folder names only its own logs)."""
-
     text = untrusted.tail_text(path, root)  # a build log can be megabytes: only its end is read
     if text is None:
         return None
@@ -103,39 +101,31 @@ def summary_markdown(results: Results) -> str:
             f"| {c.cell} | {_ICON.get(c.status, '')} {c.status} | {_test_cell(patched, UPSTREAM_TEST)} | "
             f"{_test_cell(patched, GATE_TEST)} | {verdict} | {f'`{line}`' if line else '—'} |"
         )
-    out += ["", "## Why", ""]
-    for c in cells:
-        out.append(f"- **{c.cell}**: {c.status} — {c.reason}")
+    out += ["", "## Why", "", *(f"- **{c.cell}**: {c.status} — {c.reason}" for c in cells)]
     out += _not_run_section(results)
     out += _device_section(results)
     out += _attribution_section(cells)
     out += _mutants_section(results)
     out += _competing_section(results)
     out += _training_section(cells)
-    out += [
-        "",
-        "## Sources",
-        "",
-        "| cell | source | base commit | upstream commit | patched commit |",
-        "|---|---|---|---|---|",
+    sources = [
+        f"| {c.cell} | {s.description if s else '—'} | `{(s and s.base_commit or '')[:12]}` | "
+        f"`{(s and s.upstream_commit or '—')[:12]}` | `{(c.patched_commit or '')[:12]}` |"
+        for c in cells
+        for s in [c.source]
     ]
-    for c in cells:
-        s = c.source
-        out.append(
-            f"| {c.cell} | {s.description if s else '—'} | `{(s and s.base_commit or '')[:12]}` | "
-            f"`{(s and s.upstream_commit or '—')[:12]}` | `{(c.patched_commit or '')[:12]}` |"
-        )
-    out += ["", "## Timings (s)", "", "| cell | " + " | ".join(_TIMINGS) + " |", "|---|" + "---|" * len(_TIMINGS)]
-    for c in cells:
-        out.append(f"| {c.cell} | " + " | ".join(str(c.timings.get(k, "—")) for k in _TIMINGS) + " |")
+    out += _table("## Sources", "| cell | source | base commit | upstream commit | patched commit |", sources)
+    timings = [f"| {c.cell} | " + " | ".join(str(c.timings.get(k, "—")) for k in _TIMINGS) + " |" for c in cells]
+    out += _table("## Timings (s)", "| cell | " + " | ".join(_TIMINGS) + " |", timings)
     return "\n".join(out) + "\n"
 
 
+def _table(title: str, header: str, rows: list[str], intro: str = "") -> list[str]:
+    """A Markdown section: its title, a paragraph if any, a table with its separator row."""
+    return ["", title, "", *([intro, ""] if intro else []), header, "|" + "---|" * (header.count("|") - 1), *rows]
+
+
 _TIMINGS = ("fetch", "apply", "configure", "build_patched", "build_control", "control", "mutants", "total")
-
-
-def _device_rows(t, device: str) -> list:
-    return [r for r in t.rows if r.device == device]
 
 
 def _tally(rec: Optional[VariantRecord], test: str, device: str) -> str:
@@ -148,7 +138,7 @@ def _tally(rec: Optional[VariantRecord], test: str, device: str) -> str:
         return "—"
     if t.outcome == Outcome.SKIPPED:
         return "not run"
-    rows = _device_rows(t, device)
+    rows = [r for r in t.rows if r.device == device]
     ok = sum(1 for r in rows if r.status == RowStatus.OK)
     skipped = sum(1 for r in rows if r.status == RowStatus.SKIPPED)
     text = f"{ok}/{len(rows) - skipped}" + (f" ({skipped} skipped)" if skipped else "") if rows else ""
@@ -160,22 +150,14 @@ def _tally(rec: Optional[VariantRecord], test: str, device: str) -> str:
 def _first_fail(rec: Optional[VariantRecord], test: str, device: str) -> Optional[str]:
     """The test's first FAIL line on that device (the gate's own line; test-opt's as "test-opt: sgd FAIL")."""
     t = rec.test(test) if rec else None
-    for r in _device_rows(t, device) if t else []:
-        if r.status == RowStatus.FAIL:
-            return r.line or f"{test}: {r.key} FAIL"
-    return None
+    fail = next((r for r in t.rows if r.device == device and r.status == RowStatus.FAIL), None) if t else None
+    return (fail.line or f"{test}: {fail.key} FAIL") if fail else None
 
 
-def _devices(recs: dict[str, VariantRecord]) -> list[str]:
-    seen: dict[str, None] = {}
-    for rec in recs.values():
-        for t in rec.tests.values():
-            for r in t.rows:
-                if r.device:
-                    seen.setdefault(r.device, None)
-            if t.stopped_on:
-                seen.setdefault(t.stopped_on, None)
-    return list(seen)
+def _devices(recs: list[VariantRecord]) -> list[str]:
+    """Every device a test printed a row for or stopped on, in the order met."""
+    met = (d for rec in recs for t in rec.tests.values() for d in [*(r.device for r in t.rows), t.stopped_on])
+    return list(dict.fromkeys(d for d in met if d))
 
 
 _VARIANTS = (("patched", "with fix"), ("control", "without fix"))
@@ -184,97 +166,71 @@ _VARIANTS = (("patched", "with fix"), ("control", "without fix"))
 def _device_section(results: Results) -> list[str]:
     """Per device and variant, so a Vulkan cell shows the Vulkan device's own results: each test's
     passed/total and the first FAIL line(s). Every row is in results.json."""
-    out = [
-        "",
-        "## Per-device results",
-        "",
-        "Rows passed/total per device (skipped rows apart); the first FAIL line of each test. Every row: results.json.",
-        "",
-        f"| cell | device | variant | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line |",
-        "|---|---|---|---|---|---|",
-    ]
-    any_rows = False
+    rows = []
     for c in results.cells:
         recs = results.records_of(c.cell)
-        for dev in _devices({k: v for k, v in recs.items() if not v.is_mutant and not v.is_competing}):
+        for dev in _devices([v for v in recs.values() if not v.is_mutant and not v.is_competing]):
             for variant, label in _VARIANTS:
                 rec = recs.get(variant)
                 if rec is None:
                     continue
-                any_rows = True
                 fails = [f for f in (_first_fail(rec, t, dev) for t in (UPSTREAM_TEST, GATE_TEST)) if f]
-                out.append(
+                rows.append(
                     f"| {c.cell} | {dev} | {label} | {_tally(rec, UPSTREAM_TEST, dev)} | "
                     f"{_tally(rec, GATE_TEST, dev)} | {'; '.join(f'`{f}`' for f in fails) or '—'} |"
                 )
-    return out if any_rows else []
+    header = f"| cell | device | variant | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line |"
+    intro = (
+        "Rows passed/total per device (skipped rows apart); the first FAIL line of each test. Every row: results.json."
+    )
+    return _table("## Per-device results", header, rows, intro) if rows else []
 
 
 def _not_run_section(results: Results) -> list[str]:
     """Tests a backend does not run (its module's skip_tests), with the reason: never counted as passed."""
     rows = [
-        (c.cell, name, t.skipped or "")
+        f"| {c.cell} | {name} | {t.skipped or ''} |"
         for c in results.cells
         for rec in results.records_of(c.cell).values()
         if rec.variant == "patched"
         for name, t in rec.tests.items()
         if t.outcome == Outcome.SKIPPED
     ]
-    if not rows:
-        return []
-    out = [
-        "",
-        "## Tests not run",
-        "",
+    intro = (
         "Not run in any variant (with the fix, without it, with a mutant), and not built. Without test-opt the "
-        "control's verdict rests on the gate alone, and its reason says so.",
-        "",
-        "| cell | test | why |",
-        "|---|---|---|",
-    ]
-    out += [f"| {cell} | {test} | {why} |" for cell, test, why in rows]
-    return out
+        "control's verdict rests on the gate alone, and its reason says so."
+    )
+    return _table("## Tests not run", "| cell | test | why |", rows, intro) if rows else []
 
 
 def _attribution_section(cells: list[Cell]) -> list[str]:
     """Every test failing with the fix: pre-existing (fails without it too) or a regression."""
-    rows = [(c, e) for c in cells for e in c.attribution or []]
-    if not rows:
-        return []
-    out = [
-        "",
-        "## Failure attribution",
-        "",
-        "Each test failing with the fix, compared with the same test and device without it (the control).",
-        "",
-        "| cell | test | device | with the fix | without the fix | attribution |",
-        "|---|---|---|---|---|---|",
+    rows = [
+        f"| {c.cell} | {e.test} | {e.device or '—'} | {e.with_fix} | {e.without_fix} | **{e.label}** |"
+        for c in cells
+        for e in c.attribution or []
     ]
-    for c, e in rows:
-        out.append(f"| {c.cell} | {e.test} | {e.device or '—'} | {e.with_fix} | {e.without_fix} | **{e.label}** |")
-    return out
+    header = "| cell | test | device | with the fix | without the fix | attribution |"
+    intro = "Each test failing with the fix, compared with the same test and device without it (the control)."
+    return _table("## Failure attribution", header, rows, intro) if rows else []
 
 
 def _mutants_section(results: Results) -> list[str]:
     """Each known-wrong fix (native_tests/mutants/) per cell, each test judging it separately:
     which test kills it (test-opt's new cases are what upstream keeps), and the first FAIL line
     (or, when it was not killed, why)."""
-    rows = [(c, r) for c in results.cells for r in results.mutants_of(c.cell)]
-    if not rows:
-        return []
-    out = ["", "## Known-wrong fixes (mutants)", ""]
+    rows, tallies = [], []
     for c in results.cells:
         recs = results.mutants_of(c.cell)
         if recs:
             tally = c.mutants
             by = (tally.killed_by if tally else None) or {}
             line = tally_line(tally.total, by) if tally and UPSTREAM_TEST in by else ""
-            out.append(f"- **{c.cell}**: " + (line or kill_line([r.verdict for r in recs])))
-    out += [
-        "",
-        f"| cell | mutant | verdict | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line (or why) |",
-        "|---|---|---|---|---|---|",
-    ]
+            tallies.append(f"- **{c.cell}**: " + (line or kill_line([r.verdict for r in recs])))
+        rows += [(c, r) for r in recs]
+    if not rows:
+        return []
+    table = []
     for c, r in rows:
         info = r.mutant
         verdict = r.verdict or r.status
@@ -284,35 +240,29 @@ def _mutants_section(results: Results) -> list[str]:
             else (r.verdict_reason or (info and info.skipped) or "")
         )
         kills = r.kills or {}
-        out.append(
+        table.append(
             f"| {c.cell} | {info.name if info else r.variant} | **{verdict}** | "
             f"{kills.get(UPSTREAM_TEST, '—')} | {kills.get(GATE_TEST, '—')} | {why} |"
         )
-    return out
+    header = f"| cell | mutant | verdict | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line (or why) |"
+    return _table("## Known-wrong fixes (mutants)", header, table, "\n".join(tallies))
 
 
 def _competing_section(results: Results) -> list[str]:
     """Each competing fix (native_tests/competing/) per cell, applied to the unfixed tree: equivalent,
     wrong (the first failing case line) or invalid, and where it comes from."""
-    rows = [(c, r) for c in results.cells for r in results.competing_of(c.cell)]
-    if not rows:
-        return []
-    out = [
-        "",
-        "## Competing fixes (proposed elsewhere, applied to the unfixed tree)",
-        "",
-        "| cell | fix | source | verdict | first failing line (or why) |",
-        "|---|---|---|---|---|",
-    ]
-    for c, r in rows:
-        info, j = r.competing, r.judged
-        verdict = j.verdict if j else r.status
-        why = f"{j.failing_test}: `{j.failure_line}`" if j and j.failure_line else (j.reason if j else "")
-        if info and info.skipped:
-            why = info.skipped
-        src = f"[{info.date}]({info.url})" if info else ""
-        out.append(f"| {c.cell} | {info.name if info else r.variant} | {src} | **{verdict}** | {why} |")
-    return out
+    out = []
+    for c in results.cells:
+        for r in results.competing_of(c.cell):
+            info, j = r.competing, r.judged
+            verdict = j.verdict if j else r.status
+            why = f"{j.failing_test}: `{j.failure_line}`" if j and j.failure_line else (j.reason if j else "")
+            if info and info.skipped:
+                why = info.skipped
+            src = f"[{info.date}]({info.url})" if info else ""
+            out.append(f"| {c.cell} | {info.name if info else r.variant} | {src} | **{verdict}** | {why} |")
+    header = "| cell | fix | source | verdict | first failing line (or why) |"
+    return _table("## Competing fixes (proposed elsewhere, applied to the unfixed tree)", header, out) if out else []
 
 
 def _training_section(cells: list[Cell]) -> list[str]:

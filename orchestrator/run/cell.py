@@ -20,7 +20,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from .. import __version__, backends, sources
 from ..backends import BackendModule
@@ -30,7 +30,7 @@ from ..config import Backend, Matrix, Target
 from ..errors import BuildFailed, ExitCode, GgmlPatchError, SeriesDoesNotApply
 from ..patchset.files import write_patches
 from ..patchset.layout import GATE_TEST, TESTS, UPSTREAM_TEST, BuildPlan, Layout, build_plan, get_layout
-from ..patchset.render import render
+from ..patchset.render import DiffInLayout, render
 from ..patchset.series import Series
 from ..progress import Reporter
 from ..records import Record
@@ -62,7 +62,7 @@ from ..verdicts.competing import CompetingFix, first_failing_line, load_competin
 from ..verdicts.competing import judge as judge_competing
 from ..verdicts.mutants import Mutant, overall_verdict, per_test_verdicts
 from . import cmake, resultcache, toolchain
-from .testrun import TestRun, run_test
+from .testrun import TestRun, run_program
 
 # the gate test is built from here (extra-programs.cmake) unless the series carries it
 _HARNESS_FILES = ("CMakeLists.txt", "extra-programs.cmake", "train-opt-dynamic.cpp", f"{GATE_TEST}.cpp")
@@ -118,11 +118,10 @@ class CellContext:
     programs: bool = True  # build and run the training program beside the tests
     build_subdir: str = "build"  # the build tree under cell_dir (the fine-tuning evidence has its own)
     records: list[VariantRecord] = field(default_factory=list)
-    # found by the steps
+    # found by the steps (the result-cache key is the cell's own cache_key)
     snap: Optional[sources.Snapshot] = None
     rendered: Optional[Series] = None
     env: dict[str, str] = field(default_factory=dict)
-    key: str = ""
     worktree: Optional[Worktree] = None
     plan: Optional[BuildPlan] = None
     patched: Optional[VariantRecord] = None
@@ -145,23 +144,36 @@ class CellContext:
         """test -> why this backend does not run it (its module's skip_tests): never built, never run."""
         return dict(self.module.skip_tests)
 
-    def timed(self, name: str, t0: float) -> None:
+    @property
+    def key(self) -> str:
+        return self.cell.cache_key or ""
+
+    @contextmanager
+    def timing(self, name: str) -> Iterator[None]:
+        """The block's wall time in the cell's timings (not when it raises)."""
+        t0 = time.monotonic()
+        yield
         self.cell.timings[name] = round(time.monotonic() - t0, 2)
+
+    def record(self, variant: str, status: RecordStatus = RecordStatus.PENDING, **info: Any) -> VariantRecord:
+        """A new record of this cell (`info`: a mutant's or a competing fix's header)."""
+        c = self.cell
+        return VariantRecord(cell=c.cell, target=c.target, backend=c.backend, variant=variant, status=status, **info)
 
 
 # ---------------------------------------------------------------- the steps
 
 
-def fetch(ctx: CellContext) -> None:
+def fetch(ctx: CellContext) -> sources.Snapshot:
     ctx.steps.step("fetch", f"{ctx.target.source.kind} {ctx.target.source.key}")
-    t0 = time.monotonic()
     assert ctx.repo is not None
-    snap = ctx.snap = sources.snapshot(ctx.target.source, ctx.cache, ctx.repo)
-    ctx.cell.source = Provenance(
-        kind=ctx.target.source.kind, description=snap.description, **snap.provenance, base_commit=snap.commit
-    )
-    ctx.timed("fetch", t0)
+    with ctx.timing("fetch"):
+        snap = ctx.snap = sources.snapshot(ctx.target.source, ctx.cache, ctx.repo)
+        ctx.cell.source = Provenance(
+            kind=ctx.target.source.kind, description=snap.description, **snap.provenance, base_commit=snap.commit
+        )
     ctx.steps.done(snap.description)
+    return snap
 
 
 class Stop(enum.Enum):
@@ -176,23 +188,20 @@ def apply(ctx: CellContext) -> Optional[Stop]:
     assert ctx.series is not None and ctx.snap is not None and ctx.repo is not None
     repo, snap = ctx.repo, ctx.snap
     ctx.steps.step("apply", f"{len(ctx.series.patches)} patches, layout {ctx.layout.name}")
-    t0 = time.monotonic()
-    ctx.rendered = render(
-        ctx.series, get_layout(ctx.series.layout), ctx.layout, lambda p: repo.read_blob(snap.commit, p)
-    )
-    ctx.env = ctx.module.test_env(ctx.backend)
-    ctx.key = ctx.cell.cache_key = resultcache.cell_key(cache_inputs(ctx))
-    if not ctx.rerun and reuse_cached(ctx):
-        ctx.timed("apply", t0)
-        ctx.steps.done(f"cached result, nothing changed (key {ctx.key[:12]}; --rerun to run it again)")
-        return Stop.CACHED
-    ctx.worktree = Worktree(repo, ctx.cell_dir / "src")
-    try:
-        head = apply_series(ctx.worktree, snap.commit, ctx.rendered, ctx.cell_dir)
-    except SeriesDoesNotApply as e:
-        raise SeriesDoesNotApply(f"the series does not apply to {snap.description}: {e}") from None
-    ctx.cell.patched_commit = head
-    ctx.timed("apply", t0)
+    with ctx.timing("apply"):
+        ctx.rendered = render(
+            ctx.series, get_layout(ctx.series.layout), ctx.layout, lambda p: repo.read_blob(snap.commit, p)
+        )
+        ctx.env = ctx.module.test_env(ctx.backend)
+        ctx.cell.cache_key = resultcache.cell_key(cache_inputs(ctx))
+        if not ctx.rerun and reuse_cached(ctx):
+            ctx.steps.done(f"cached result, nothing changed (key {ctx.key[:12]}; --rerun to run it again)")
+            return Stop.CACHED
+        ctx.worktree = Worktree(repo, ctx.cell_dir / "src")
+        try:
+            head = ctx.cell.patched_commit = apply_series(ctx.worktree, snap.commit, ctx.rendered, ctx.cell_dir)
+        except SeriesDoesNotApply as e:
+            raise SeriesDoesNotApply(f"the series does not apply to {snap.description}: {e}") from None
     ctx.steps.done(f"patched commit {head[:12]}")
     return None
 
@@ -204,11 +213,9 @@ def configure(ctx: CellContext) -> cmake.BuildStep:
     plan = replace(plan, targets=tuple(t for t in plan.targets if t not in ctx.skipped_tests))
     ctx.plan = plan if ctx.programs else replace(plan, programs=())
     ctx.steps.step("configure", f"cmake {ctx.module.name}")
-    t0 = time.monotonic()
-    step = cmake.configure(
-        ctx.plan, ctx.build_dir, ctx.module.configure_flags(ctx.backend), ctx.logs / "configure.log", ctx.env
-    )
-    ctx.timed("configure", t0)
+    with ctx.timing("configure"):
+        flags = ctx.module.configure_flags(ctx.backend)
+        step = cmake.configure(ctx.plan, ctx.build_dir, flags, ctx.logs / "configure.log", ctx.env)
     cmake.require(step, "cmake configure")
     ctx.steps.done("reused" if step.skipped else "configured")
     return step
@@ -223,32 +230,33 @@ def build(ctx: CellContext) -> VariantRecord:
     return rec
 
 
-def run_tests(ctx: CellContext) -> None:
+def run_tests(ctx: CellContext) -> VariantRecord:
     """The tests (and the training program) on the patched variant."""
     assert ctx.patched is not None
     if ctx.runs_tests:
         _run_variant(ctx, ctx.patched)
     ctx.records.append(ctx.patched)
+    return ctx.patched
 
 
-def control(ctx: CellContext) -> None:
+def control(ctx: CellContext) -> VariantRecord:
     """The negative control: only the fix reverted (the test kept) in the same tree, rebuilt
     (one translation unit and the relinks), the tests run again; the tree is put back after,
     whatever happens. Its verdict: killed, survived or invalid."""
-    assert ctx.rendered is not None and ctx.snap is not None and ctx.worktree is not None
+    assert ctx.rendered is not None
     fix_paths = ctx.rendered.fix_paths()
     ctx.steps.step("control", f"revert {', '.join(fix_paths)}, keep the test")
-    t0 = time.monotonic()
-    with fix_reverted(ctx):
+    # the control's whole marginal cost: revert, rebuild, tests, restore
+    with ctx.timing("control"), fix_reverted(ctx):
         rec = ctx.control = build_variant(ctx, "control")
         if ctx.runs_tests and rec.status != RecordStatus.BUILD_FAILED:
             _run_variant(ctx, rec)
-    ctx.timed("control", t0)  # the control's whole marginal cost: revert, rebuild, tests, restore
     rec.reverted = fix_paths
     if ctx.runs_tests:
         _judge_control(ctx, rec)
         ctx.steps.verdict(verdict_line(ctx.patched, rec))
     ctx.records.append(rec)
+    return rec
 
 
 def verdict_line(patched: Optional[VariantRecord], control: VariantRecord) -> str:
@@ -263,7 +271,7 @@ def fix_reverted(ctx: CellContext) -> Iterator[list[str]]:
     back on the way out whatever happens: the control's tree (the fine-tuning evidence uses it too)."""
     assert ctx.rendered is not None and ctx.snap is not None and ctx.worktree is not None
     fix_paths = ctx.rendered.fix_paths()
-    with files_kept(ctx.worktree.path, fix_paths):  # the tree is left patched whatever happened
+    with files_kept(ctx.worktree.path, fix_paths):
         ctx.worktree.restore_from(ctx.snap.commit, fix_paths)
         yield fix_paths
 
@@ -306,7 +314,7 @@ def _judge_control(ctx: CellContext, rec: VariantRecord) -> None:
     ctx.cell.failure_kind = attribution.failure_kind(entries)
 
 
-def run_mutants(ctx: CellContext) -> None:
+def run_mutants(ctx: CellContext) -> Optional[MutantTally]:
     """Each known-wrong fix (native_tests/mutants/) on the patched tree: rendered into the
     target's layout, applied, the two tests rebuilt (one translation unit and the relinks), each
     test run and judged separately (which test kills it), the files put back (whatever happens).
@@ -314,19 +322,17 @@ def run_mutants(ctx: CellContext) -> None:
     later step runs a binary (the next run's build sees the restored file newer than its object).
     No mutants: nothing to do, nothing recorded."""
     if not ctx.mutant_files:
-        return
+        return None
     if ctx.module.no_mutants:  # none run, none recorded: the plain backend's cell has them
         ctx.cell.mutants = MutantTally(total=0, killed=0, skipped=ctx.module.no_mutants)
-        return
+        return ctx.cell.mutants
     skipped = _why_mutants_are_skipped(ctx)
     if skipped:
-        for m in ctx.mutant_files:
-            ctx.records.append(_mutant_record(ctx, m, RecordStatus.SKIPPED, skipped=skipped))
+        ctx.records += [_mutant_record(ctx, m, RecordStatus.SKIPPED, skipped) for m in ctx.mutant_files]
         ctx.cell.mutants = MutantTally(total=len(ctx.mutant_files), killed=0, skipped=skipped)
-        return
-    t0 = time.monotonic()
-    recs = [_run_mutant(ctx, m) for m in ctx.mutant_files]
-    ctx.timed("mutants", t0)
+        return ctx.cell.mutants
+    with ctx.timing("mutants"):
+        recs = [_run_mutant(ctx, m) for m in ctx.mutant_files]
     ctx.records += recs
     ctx.cell.mutants = MutantTally(
         total=len(recs),
@@ -335,6 +341,7 @@ def run_mutants(ctx: CellContext) -> None:
         invalid=[r.mutant.name for r in recs if r.verdict == Verdict.INVALID and r.mutant],
         killed_by={t: sum(1 for r in recs if (r.kills or {}).get(t) == Verdict.KILLED) for t in _judged_tests(ctx)},
     )
+    return ctx.cell.mutants
 
 
 def run_competing(ctx: CellContext) -> None:
@@ -348,21 +355,20 @@ def run_competing(ctx: CellContext) -> None:
     if skipped:
         ctx.records += [_competing_record(ctx, c, RecordStatus.SKIPPED, skipped) for c in ctx.competing_files]
         return
-    t0 = time.monotonic()
-    with fix_reverted(ctx):
+    with ctx.timing("competing"), fix_reverted(ctx):
         ctx.records += [_run_competing(ctx, c) for c in ctx.competing_files]
-    ctx.timed("competing", t0)
 
 
-def compare_training(ctx: CellContext) -> None:
+def compare_training(ctx: CellContext) -> Optional[TrainingComparison]:
     """The training program's loss per epoch with and without the fix, side by side."""
     p, c = ctx.patched, ctx.control
     if p is None or c is None or p.training is None or c.training is None:
-        return
+        return None
     p_ep, c_ep = p.training.epochs, c.training.epochs
     ctx.cell.training = TrainingComparison(
         with_fix=p_ep, without_fix=c_ep, diverges_as_predicted=training.diverges_as_predicted(p_ep, c_ep)
     )
+    return ctx.cell.training
 
 
 def conclude(ctx: CellContext) -> None:
@@ -455,26 +461,25 @@ def tested_tree(
     patches applied with git am to a fresh copy of the base): the tests only, build and logs in `work`."""
     module = backends.get(backend.name, cache.root)
     cell = Cell(cell=f"{target.name}/{backend.name}", target=target.name, backend=backend.name, layout=target.layout)
-    ctx = CellContext(
-        target,
-        backend,
-        module,
-        cache,
-        native_tests,
-        work,
-        work / "logs",
-        CellProgress(),
-        cell,
-        worktree=worktree,
-        programs=False,
-        env=module.test_env(backend),
-    )
+    ctx = CellContext(target, backend, module, cache, native_tests, work, work / "logs", CellProgress(), cell)
+    ctx.worktree, ctx.programs, ctx.env = worktree, False, module.test_env(backend)
     configured, patched = configure(ctx), build(ctx)
     t0 = time.monotonic()
     run_tests(ctx)
     return TreeTested(
         patched, configured.skipped, cell.timings.get("configure", 0.0), round(time.monotonic() - t0, 2), ctx.logs
     )
+
+
+def cell_context(
+    target: Target, backend: Backend, cache: Cache, native_tests: Path, cell_dir: Path, logs: Path, **options: Any
+) -> CellContext:
+    """A cell's context for the steps run one by one outside `run_cell` (the fine-tuning evidence):
+    its backend's module, a fresh Cell record, progress on `reporter` (options: CellContext's fields)."""
+    cell = Cell(cell=f"{target.name}/{backend.name}", target=target.name, backend=backend.name, layout=target.layout)
+    steps = CellProgress(options.pop("reporter", None))
+    module = backends.get(backend.name, cache.root)
+    return CellContext(target, backend, module, cache, native_tests, cell_dir, logs, steps, cell, **options)
 
 
 # ---------------------------------------------------------------- one cell, start to end
@@ -516,52 +521,47 @@ def run_cell(
     action, why = cell_action(
         module.missing_toolchain(backend), module.missing_device(backend), module.build_only_ok, opts.build_only
     )
-    if action == "skip" and backend.name in opts.require_backends:
+    records: list[VariantRecord] = []
+    required = backend.name in opts.require_backends
+    if action == "skip" and required:
         why = f"{backend.name} is required here (--require-backend {backend.name}) but cannot run: {why}"
         cell.status, cell.reason, cell.exit_code = CellStatus.FAILED, why, int(ExitCode.BACKEND_MISSING)
-        _timed_total(cell, t0)
-        reporter.cell_result(CellStatus.FAILED, why, cell.timings["total"])
-        return cell, []
-    if action == "skip":
+    elif action == "skip":
         reporter.skip(why)
         cell.status, cell.reason, cell.exit_code = CellStatus.SKIPPED, why, 0
-        _timed_total(cell, t0)
-        return cell, []
-    cell.device = module.device_info(backend)
-    ctx = CellContext(
-        target,
-        backend,
-        module,
-        opts.cache,
-        opts.matrix.native_tests_dir,
-        opts.cache.cell_dir(cell_id),
-        opts.results_dir / "logs" / slug(cell_id),
-        CellProgress(reporter, cancel),
-        cell,
-        series,
-        repo,
-        n_jobs,
-        build_only_reason=why if action == "build-only" else None,
-        rerun=opts.rerun,
-        mutant_files=list(mutant_files or []),
-        no_mutants=opts.no_mutants,
-        competing_files=load_competing(opts.matrix),
-    )
-    try:
-        with opts.cache.lock(f"cell-{cell_id}"):
-            run_steps(ctx)
-    except BuildFailed as e:
-        cell.status, cell.reason, cell.exit_code = CellStatus.FAILED, str(e), int(e.exit_code)
-    except GgmlPatchError as e:
-        cell.status, cell.reason, cell.exit_code = CellStatus.ERROR, str(e), int(e.exit_code)
-    _timed_total(cell, t0)
-    reporter.cell_result(cell.status, cell.reason, cell.timings["total"])
-    return cell, ctx.records
-
-
-def _timed_total(cell: Cell, t0: float) -> None:
-    """The cell's whole wall time, skip probes and waiting for its lock included."""
-    cell.timings["total"] = round(time.monotonic() - t0, 2)
+    else:
+        cell.device = module.device_info(backend)
+        ctx = CellContext(
+            target,
+            backend,
+            module,
+            opts.cache,
+            opts.matrix.native_tests_dir,
+            opts.cache.cell_dir(cell_id),
+            opts.results_dir / "logs" / slug(cell_id),
+            CellProgress(reporter, cancel),
+            cell,
+            series,
+            repo,
+            n_jobs,
+            build_only_reason=why if action == "build-only" else None,
+            rerun=opts.rerun,
+            mutant_files=list(mutant_files or []),
+            no_mutants=opts.no_mutants,
+            competing_files=load_competing(opts.matrix),
+            records=records,
+        )
+        try:
+            with opts.cache.lock(f"cell-{cell_id}"):
+                run_steps(ctx)
+        except BuildFailed as e:
+            cell.status, cell.reason, cell.exit_code = CellStatus.FAILED, str(e), int(e.exit_code)
+        except GgmlPatchError as e:
+            cell.status, cell.reason, cell.exit_code = CellStatus.ERROR, str(e), int(e.exit_code)
+    cell.timings["total"] = round(time.monotonic() - t0, 2)  # skip probes and waiting for the lock included
+    if action != "skip" or required:  # a skip was reported as one
+        reporter.cell_result(cell.status, cell.reason, cell.timings["total"])
+    return cell, records
 
 
 def cell_action(
@@ -624,21 +624,21 @@ def results_cache_dir(cache: Cache) -> Path:
 
 def reuse_cached(ctx: CellContext) -> bool:
     """The cached result of exactly these inputs, its logs copied into this run's, if there is one."""
-    entry = resultcache.load(results_cache_dir(ctx.cache), ctx.key)
+    key = ctx.key
     try:
-        found = CachedResult.model_validate(entry)
+        found = CachedResult.model_validate(resultcache.load(results_cache_dir(ctx.cache), key))
     except ValueError:  # pydantic's ValidationError is one
         return False  # none, or an entry this version cannot read: not a hit
-    entry_logs = results_cache_dir(ctx.cache) / f"{ctx.key}-logs"
+    entry_logs = results_cache_dir(ctx.cache) / f"{key}-logs"
     if entry_logs.exists():
         shutil.copytree(entry_logs, ctx.logs, dirs_exist_ok=True)
-    cached, records = found.cell, found.records
-    _map_logs(records, lambda p: str(ctx.logs / p) if p else p)
+    _map_logs(found.records, lambda p: str(ctx.logs / p) if p else p)
     timings = ctx.cell.timings  # this run's: the cached run's are kept apart
     for name in Cell.model_fields:
-        setattr(ctx.cell, name, getattr(cached, name))
-    ctx.cell.timings, ctx.cell.cached = timings, CachedFrom(key=ctx.key, timings_of_the_run=cached.timings)
-    ctx.records += records
+        setattr(ctx.cell, name, getattr(found.cell, name))
+    ctx.cell.cache_key, ctx.cell.timings = key, timings
+    ctx.cell.cached = CachedFrom(key=key, timings_of_the_run=found.cell.timings)
+    ctx.records += found.records
     return True
 
 
@@ -651,13 +651,9 @@ def _relative(path: str, logs: Path) -> str:
 
 def _map_logs(records: list[VariantRecord], fn: Callable[[str], str]) -> None:
     for rec in records:
-        if rec.build and rec.build.log:
-            rec.build.log = fn(rec.build.log)
-        for t in rec.tests.values():
-            if t.log:
-                t.log = fn(t.log)
-        if rec.training and rec.training.log:
-            rec.training.log = fn(rec.training.log)
+        for r in (rec.build, *rec.tests.values(), rec.training):
+            if r and r.log:
+                r.log = fn(r.log)
 
 
 # ---------------------------------------------------------------- the tree, the harness
@@ -674,7 +670,6 @@ class TreeState(Record):
 def apply_series(worktree: Worktree, base: str, rendered: Series, cell_dir: Path) -> str:
     """Put the worktree on base + series. A tree already there is left untouched (no file
     times change, so nothing recompiles)."""
-
     state_file = cell_dir / "state.json"
     try:
         state: Optional[TreeState] = TreeState.model_validate_json(state_file.read_text())
@@ -715,27 +710,16 @@ def build_variant(
     ctx: CellContext, variant: str, targets: Optional[tuple[str, ...]] = None, log_name: str = ""
 ) -> VariantRecord:
     assert ctx.plan is not None
-    cell = ctx.cell
-    rec = VariantRecord(cell=cell.cell, target=cell.target, backend=cell.backend, variant=variant)
+    rec = ctx.record(variant)
     targets = targets or ctx.plan.targets + ctx.plan.programs
     ctx.steps.step(f"build {variant}", f"targets {' '.join(targets)}")
-    step = cmake.build(
-        ctx.build_dir,
-        targets,
-        ctx.logs / f"build-{log_name or variant}.log",
-        ctx.env,
-        ctx.steps.build_progress,
-        ctx.n_jobs,
-    )
+    log = ctx.logs / f"build-{log_name or variant}.log"
+    step = cmake.build(ctx.build_dir, targets, log, ctx.env, ctx.steps.build_progress, ctx.n_jobs)
     rec.build = Build(ok=step.ok, duration_s=round(step.duration_s, 2), log=step.log, error=step.error)
     if not variant.startswith(MUTANT_PREFIX):
-        cell.timings[f"build_{variant}"] = round(step.duration_s, 2)
-    if not step.ok:
-        rec.status = RecordStatus.BUILD_FAILED
-        ctx.steps.done(f"build failed: {step.error}")
-        return rec
-    ctx.steps.done("built")
-    rec.status = RecordStatus.BUILT
+        ctx.cell.timings[f"build_{variant}"] = round(step.duration_s, 2)
+    rec.status = RecordStatus.BUILT if step.ok else RecordStatus.BUILD_FAILED
+    ctx.steps.done("built" if step.ok else f"build failed: {step.error}")
     return rec
 
 
@@ -755,14 +739,7 @@ def _run_variant(ctx: CellContext, rec: VariantRecord) -> None:
         RecordStatus.PASSED if outcomes and all(o == classify.PASSED for o in outcomes) else RecordStatus.FAILED
     )
     for program in ctx.plan.programs:
-        ctx.steps.step(f"train {rec.variant}", program)
-        run = run_test(
-            program,
-            test_argv(ctx.build_dir / "bin" / program),
-            ctx.backend.timeout,
-            ctx.env,
-            ctx.logs / f"{rec.variant}-{program}.log",
-        )
+        run = _run_binary(ctx, f"train {rec.variant}", program, f"{rec.variant}-{program}.log")
         rec.training = TrainingRun(
             program=program,
             outcome=classify.outcome(run.exit_code, run.timed_out),
@@ -773,16 +750,13 @@ def _run_variant(ctx: CellContext, rec: VariantRecord) -> None:
         ctx.steps.done(f"{len(rec.training.epochs)} epochs")
 
 
+def _run_binary(ctx: CellContext, step: str, name: str, log: str) -> TestRun:
+    ctx.steps.step(step, name)
+    return run_program(name, test_argv(ctx.build_dir / "bin" / name), ctx.backend.timeout, ctx.env, ctx.logs / log)
+
+
 def _run_test(ctx: CellContext, variant: str, test_name: str, log_name: str = "") -> TestRecord:
-    ctx.steps.step(f"test {variant}", test_name)
-    run = run_test(
-        test_name,
-        test_argv(ctx.build_dir / "bin" / test_name),
-        ctx.backend.timeout,
-        ctx.env,
-        ctx.logs / f"{log_name or variant}-{test_name}.log",
-    )
-    rec = record_of_run(run)
+    rec = record_of_run(_run_binary(ctx, f"test {variant}", test_name, f"{log_name or variant}-{test_name}.log"))
     ctx.steps.done(str(rec.outcome))
     return rec
 
@@ -809,7 +783,7 @@ def record_of_run(run: TestRun) -> TestRecord:
         duration_s=round(run.duration_s, 3),
         log=run.log,
         rows=[DeviceRow.model_validate(r) for r in rows],
-        summary_line=_summary_line(run.output),
+        summary_line=next((ln.strip() for ln in reversed(run.output.splitlines()) if "passed" in ln), None),
         gate=gate,
         # the first failing case line: the gate's row, or test-opt's FAIL line of a case
         failure_line=classify.gate_failure_line(run.output) if gate else first_failing_line(run.name, run.output),
@@ -819,14 +793,7 @@ def record_of_run(run: TestRun) -> TestRecord:
     )
 
 
-def _summary_line(output: str) -> Optional[str]:
-    for line in reversed(output.splitlines()):
-        if "passed" in line:
-            return line.strip()
-    return None
-
-
-# ---------------------------------------------------------------- mutants
+# ---------------------------------------------------------------- mutants and competing fixes
 
 
 def _judged_tests(ctx: CellContext) -> list[str]:
@@ -846,29 +813,29 @@ def _why_mutants_are_skipped(ctx: CellContext) -> Optional[str]:
 
 
 def _mutant_record(ctx: CellContext, m: Mutant, status: RecordStatus, skipped: Optional[str] = None) -> VariantRecord:
-    cell = ctx.cell
     info = MutantInfo(name=m.name, title=m.title, why_wrong=m.why, skipped=skipped)
-    return VariantRecord(
-        cell=cell.cell,
-        target=cell.target,
-        backend=cell.backend,
-        variant=f"{MUTANT_PREFIX}{m.name}",
-        status=status,
-        mutant=info,
+    return ctx.record(f"{MUTANT_PREFIX}{m.name}", status, mutant=info)
+
+
+def _competing_record(
+    ctx: CellContext, c: CompetingFix, status: RecordStatus, skipped: Optional[str] = None
+) -> VariantRecord:
+    info = CompetingInfo(
+        name=c.name, title=c.title, url=c.url, date=c.date, summary=c.summary, provenance=c.provenance, skipped=skipped
     )
+    return ctx.record(f"{COMPETING_PREFIX}{c.name}", status, competing=info)
 
 
-def _variant_tests(
-    ctx: CellContext, variant: str, name: str, kind: str, patch_text: str, paths: list[str], rec: VariantRecord
-) -> Optional[str]:
-    """One diff applied to the tree as it is, the judged tests rebuilt and run into `rec`, the
-    files put back whatever happened; the apply error, if any."""
-    assert ctx.worktree is not None
+def _variant_tests(ctx: CellContext, kind: str, name: str, diff: DiffInLayout, rec: VariantRecord) -> Optional[str]:
+    """One diff (rendered into the target's layout) applied to the tree as it is, the judged tests
+    rebuilt and run into `rec`, the files put back whatever happened; the apply error, if any."""
+    assert ctx.worktree is not None and ctx.series is not None
+    src = get_layout(ctx.series.layout)
     patch = ctx.cell_dir / kind / f"{name}.patch"
     patch.parent.mkdir(parents=True, exist_ok=True)
-    patch.write_text(patch_text, encoding="utf-8")
+    patch.write_text(diff.rendered(src, ctx.layout), encoding="utf-8")
     apply_error = None
-    with files_kept(ctx.worktree.path, paths):  # the tree as it was, whatever happened
+    with files_kept(ctx.worktree.path, diff.paths(src, ctx.layout)):  # the tree as it was, whatever happened
         try:
             ctx.worktree.apply(patch)
         except GitError as e:
@@ -876,25 +843,20 @@ def _variant_tests(
         ctx.steps.done("applied" if apply_error is None else f"did not apply: {apply_error}")
         if apply_error is None:
             # the tests alone: the training program is not run here, so never relinked
-            tests = tuple(_judged_tests(ctx))
-            built = build_variant(ctx, variant, tests, f"{kind.removesuffix('s')}-{name}")
+            tests, log_name = tuple(_judged_tests(ctx)), f"{kind.removesuffix('s')}-{name}"
+            built = build_variant(ctx, rec.variant, tests, log_name)
             rec.build = built.build
             if built.status == RecordStatus.BUILT:
                 for t in tests:
-                    rec.tests[t] = _run_test(ctx, variant, t, f"{kind.removesuffix('s')}-{name}")
+                    rec.tests[t] = _run_test(ctx, rec.variant, t, log_name)
     return apply_error
 
 
 def _run_mutant(ctx: CellContext, m: Mutant) -> VariantRecord:
     """One mutant on the patched tree: applied, rebuilt, each test run and judged on its own."""
-    assert ctx.series is not None
-    variant = f"{MUTANT_PREFIX}{m.name}"
-    src = get_layout(ctx.series.layout)
     rec = _mutant_record(ctx, m, RecordStatus.PENDING)
     ctx.steps.step(f"mutant {m.name}", m.title)
-    apply_error = _variant_tests(
-        ctx, variant, m.name, "mutants", m.rendered(src, ctx.layout), m.paths(src, ctx.layout), rec
-    )
+    apply_error = _variant_tests(ctx, "mutants", m.name, m, rec)
     per_test = per_test_verdicts(apply_error, bool(rec.build and rec.build.ok), rec.tests, _judged_tests(ctx))
     v = overall_verdict(per_test)
     rec.status, rec.verdict, rec.verdict_reason = RecordStatus(v.verdict.value), v.verdict, v.reason
@@ -904,39 +866,14 @@ def _run_mutant(ctx: CellContext, m: Mutant) -> VariantRecord:
     return rec
 
 
-def _competing_record(
-    ctx: CellContext, c: CompetingFix, status: RecordStatus, skipped: Optional[str] = None
-) -> VariantRecord:
-    cell = ctx.cell
-    info = CompetingInfo(
-        name=c.name, title=c.title, url=c.url, date=c.date, summary=c.summary, provenance=c.provenance, skipped=skipped
-    )
-    return VariantRecord(
-        cell=cell.cell,
-        target=cell.target,
-        backend=cell.backend,
-        variant=f"{COMPETING_PREFIX}{c.name}",
-        status=status,
-        competing=info,
-    )
-
-
 def _run_competing(ctx: CellContext, c: CompetingFix) -> VariantRecord:
     """One competing fix on the unfixed tree: applied, rebuilt, both tests run, judged."""
-    assert ctx.series is not None and ctx.patched is not None
-    src = get_layout(ctx.series.layout)
+    assert ctx.patched is not None
     rec = _competing_record(ctx, c, RecordStatus.PENDING)
     ctx.steps.step(f"competing fix {c.name}", c.title)
-    variant = f"{COMPETING_PREFIX}{c.name}"
-    apply_error = _variant_tests(
-        ctx, variant, c.name, "competing", c.rendered(src, ctx.layout), c.paths(src, ctx.layout), rec
-    )
-    j = judge_competing(
-        apply_error,
-        bool(rec.build and rec.build.ok),
-        rec.tests,
-        {t: ctx.patched.outcome(t) for t in TESTS},
-    )
+    apply_error = _variant_tests(ctx, "competing", c.name, c, rec)
+    with_fix = {t: ctx.patched.outcome(t) for t in TESTS}
+    j = judge_competing(apply_error, bool(rec.build and rec.build.ok), rec.tests, with_fix)
     rec.judged = CompetingJudged(
         verdict=j.verdict, reason=j.reason, failing_test=j.failing_test, failure_line=j.failure_line
     )

@@ -6,7 +6,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Callable, Optional
 
 from ..errors import BuildFailed
 from ..patchset.layout import BuildPlan
+from .testrun import spawn
 
 _NINJA_PROGRESS = re.compile(r"^\[(\d+)/(\d+)\] ")
 ProgressFn = Callable[[int, int], None]
@@ -56,20 +56,9 @@ class BuildStep:
 
 
 def configure_args(plan: BuildPlan, build_dir: Path, flags: list[str]) -> list[str]:
-    args = [
-        cmake_exe(),
-        "-G",
-        "Ninja",
-        "-S",
-        plan.source_dir,
-        "-B",
-        str(build_dir),
-        f"-DCMAKE_MAKE_PROGRAM={ninja_exe()}",
-    ]
-    args += [f"-D{k}={v}" for k, v in plan.definitions]
-    ccache = shutil.which("ccache")
-    args.append(f"-DGGML_CCACHE={'ON' if ccache else 'OFF'}")
-    return args + list(flags)
+    ninja, ccache = f"-DCMAKE_MAKE_PROGRAM={ninja_exe()}", f"-DGGML_CCACHE={'ON' if shutil.which('ccache') else 'OFF'}"
+    defs = [f"-D{k}={v}" for k, v in plan.definitions]
+    return [cmake_exe(), "-G", "Ninja", "-S", plan.source_dir, "-B", str(build_dir), ninja, *defs, ccache, *flags]
 
 
 def configure(plan: BuildPlan, build_dir: Path, flags: list[str], log: Path, env: dict[str, str]) -> BuildStep:
@@ -122,14 +111,7 @@ def _run_logged(args: list[str], log: Path, env: dict[str, str], progress: Optio
     with open(log, "w", encoding="utf-8", errors="replace") as out:
         out.write("$ " + " ".join(args) + "\n")
         out.flush()
-        proc = subprocess.Popen(
-            args,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-            env={**os.environ, **env},
-        )
+        proc = spawn(args, env, own_session=False)  # an interrupt reaches the compilers too
         try:
             assert proc.stdout is not None
             for line in proc.stdout:

@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import resource
 import time
-from typing import Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 from .. import backends
 from ..cancel import CancelToken
@@ -14,12 +15,14 @@ from ..config import Backend, Target
 from ..patchset.files import load_series
 from ..patchset.series import Series
 from ..progress import Reporter
-from ..report.model import Parallel, Results, SeriesInfo, SeriesPatch, overall_exit_code
+from ..report.model import Cell, Parallel, Results, SeriesInfo, SeriesPatch, VariantRecord, overall_exit_code
 from ..vcs.snapshots import SnapshotRepo
 from ..verdicts.competing import load_competing
 from ..verdicts.mutants import load_mutants
 from . import cmake
 from .cell import RunOptions, run_cell
+
+CellRan = tuple[Cell, list[VariantRecord]]
 
 
 def plan_parallelism(n_cells: int, cores: int, parallel: Optional[int]) -> tuple[int, int]:
@@ -56,10 +59,10 @@ def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Op
     started = time.time()
     cpu0 = _own_cpu_s()
     workers, n_jobs = plan_parallelism(len(cells), cmake.jobs(), opts.parallel)
-    if workers == 1:
-        ran = [run_cell(opts, series, repo, t, b, reporter, n_jobs, cancel, mutant_files) for t, b in cells]
-    else:
-        ran = _run_parallel(opts, series, repo, cells, reporter, cancel, workers, n_jobs, mutant_files)
+    one = functools.partial(
+        run_cell, opts, series, repo, reporter=reporter, n_jobs=n_jobs, cancel=cancel, mutant_files=mutant_files
+    )
+    ran = [one(t, b) for t, b in cells] if workers == 1 else _run_parallel(one, cells, cancel, workers)
     reporter.cell_times([(c.cell, str(c.status), c.timings.get("total", 0.0)) for c, _ in ran])
     done = [ran[order.index(i)] for i in range(len(ran))]  # results in the matrix's order
     cell_results = [c for c, _ in done]
@@ -79,15 +82,13 @@ def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Op
 
 
 def _run_parallel(
-    opts, series, repo, cells, reporter: Reporter, cancel: CancelToken, workers: int, n_jobs: int, mutant_files: list
-) -> list:
+    one: Callable[[Target, Backend], CellRan], cells: list[tuple[Target, Backend]], cancel: CancelToken, workers: int
+) -> list[CellRan]:
     """Independent cells overlap (one fetches or links while another compiles); results keep the
     matrix's order. On Ctrl-C or SIGTERM (raised in this thread) the other cells stop at their next
     step or build line: their compilers are killed and a reverted tree is put back."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [
-            pool.submit(run_cell, opts, series, repo, t, b, reporter, n_jobs, cancel, mutant_files) for t, b in cells
-        ]
+        futures = [pool.submit(one, t, b) for t, b in cells]
         try:
             return [f.result() for f in futures]
         except BaseException:

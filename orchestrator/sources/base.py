@@ -1,16 +1,20 @@
-"""What every source kind shares: the snapshot it returns, the unreachable-network error, and the
-helpers of the kinds that download (a file's sha256, a network error in a few words)."""
+"""What every source kind shares: the snapshot it returns, the unreachable-network error, the
+provenance a snapshot's commit message records, and the downloaders' helpers."""
 
 from __future__ import annotations
 
 import hashlib
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Optional
 from urllib.parse import urlparse
 
 import requests
 
+from ..cache import Cache
 from ..errors import SourceUnavailable
+from ..vcs.snapshots import SnapshotRepo
 
 
 class SourceUnreachable(SourceUnavailable):
@@ -22,6 +26,31 @@ class Snapshot:
     commit: str  # base commit in the snapshot repository
     description: str  # e.g. "llama-cpp-python==0.3.36 (vendor/llama.cpp)"
     provenance: dict = field(default_factory=dict)  # sha256, upstream commit, url, ...
+
+
+def imported(
+    cache: Cache, repo: SnapshotRepo, ref: str, header: str, unpack: Callable[[Path], tuple[Path, Optional[str]]]
+) -> str:
+    """The commit at `ref`, made once (under a lock: concurrent runs share it) of the tree
+    `unpack(a scratch folder)` gives; its message `header` and the upstream commit found."""
+    with cache.lock(f"snapshot-{ref}"):
+        commit = repo.ref_commit(ref)
+        if not commit:
+            with tempfile.TemporaryDirectory(prefix=cache.scratch_prefix("extract"), dir=cache.scratch()) as tmp:
+                tree, upstream = unpack(Path(tmp))
+                commit = repo.import_tree(tree, ref, header + (f"upstream-commit: {upstream}\n" if upstream else ""))
+    return commit
+
+
+def recorded(repo: SnapshotRepo, commit: str, *keys: str) -> dict[str, str]:
+    """The `key: value` lines of a snapshot's commit message (what a reused snapshot was made
+    from), as provenance: "upstream-commit" becomes upstream_commit."""
+    out = {}
+    for line in repo.message(commit).splitlines():
+        key, sep, value = line.partition(": ")
+        if sep and key in keys:
+            out[key.replace("-", "_")] = value.strip()
+    return out
 
 
 def sha256_of(path: Path) -> str:

@@ -8,9 +8,6 @@ Where the layout's root is the repository's root the base IS the upstream commit
 included, so bundles can name it and `git am -3` finds the blobs the series' index lines name.
 A `subdirectory`, or `submodules` to fill in (a fork vendored as a submodule of a superproject),
 give a deterministic commit of the resulting tree instead, recording the upstream commit.
-
-A ref that does not exist is a one-line configuration error; a remote that cannot be reached
-is SourceUnreachable, with git's reason.
 """
 
 from __future__ import annotations
@@ -25,13 +22,12 @@ from ..cache import Cache, slug
 from ..config_records import RELPATH, Source, Str, Unique, checked
 from ..errors import ConfigError, ToolError
 from ..redact import redact
-from ..urls import git_url_problem, ref_problem
+from ..urls import FULL_SHA, git_url_problem, ref_problem
 from ..vcs import mirror as remote
-from ..vcs.runner import GitError
+from ..vcs.runner import GitError, init_bare
 from ..vcs.snapshots import SnapshotRepo
 from .base import Snapshot, SourceUnreachable
 
-_FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 _MISSING_REF = (
     "couldn't find remote ref",
     "not our ref",
@@ -107,7 +103,8 @@ def import_commit(cache: Cache, repo: SnapshotRepo, url: str, ref: str, key: str
     """(commit, the remote ref it came from): fetched into the mirror, then into the snapshot repository."""
     name = mirror_name(url)
     with cache.lock(f"mirror-{name}"):
-        mirror = open_mirror(cache, url)
+        mirror = cache.root / "mirrors" / f"{name}.git"
+        init_bare(mirror)
         commit, resolved = resolve(mirror, url, ref, key)
         snap_ref = f"refs/snapshots/git/{name}/{commit}"
         if not repo.has_commit(snap_ref):
@@ -120,38 +117,42 @@ def mirror_name(url: str) -> str:
     return f"{slug(_short_url(url))[-60:]}-{hashlib.sha256(url.encode()).hexdigest()[:10]}"
 
 
-def open_mirror(cache: Cache, url: str) -> Path:
-    """The bare mirror of `url` in the cache (its git directory), made on first use."""
-    return remote.open_bare(cache.root / "mirrors" / f"{mirror_name(url)}.git")
-
-
 def resolve(mirror: Path, url: str, ref: str, key: str) -> tuple[str, str]:
     """The commit `ref` names at `url`, present in the mirror under refs/pinned/<commit>."""
-    if _FULL_SHA.match(ref):
+    if FULL_SHA.match(ref):
         if not remote.has_commit(mirror, ref):
             _network(lambda: remote.fetch(mirror, url, f"+{ref}:refs/pinned/{ref}"), url, ref, key)
             if not remote.has_commit(mirror, ref):
                 raise ConfigError(f"{key}.ref: commit {ref} does not exist at {url}")
         return remote.pin(mirror, ref), ref
-    remote_ref = _remote_ref(mirror, url, ref, key)
+    remote_ref = ls_remote(url, ref, key, mirror)[1]
+    if remote_ref == "HEAD":  # a remote whose HEAD names no branch: nothing to fetch it by
+        raise ConfigError(f"{key}.ref: {url} has no default branch (HEAD)")
     _network(lambda: remote.fetch(mirror, url, f"+{remote_ref}:{remote_ref}"), url, ref, key)
     return remote.pin(mirror, remote_ref), remote_ref
 
 
-def _remote_ref(mirror: Path, url: str, ref: str, key: str) -> str:
-    """The full name of a branch or tag on the remote (ls-remote: one round trip, nothing fetched)."""
-    if ref == "HEAD":
-        out = _network(lambda: remote.ls_remote(url, ["HEAD"], symref=True, mirror=mirror), url, ref, key)
-        for line in out.splitlines():
-            if line.startswith("ref: ") and line.endswith("\tHEAD"):
-                return line[len("ref: ") : -len("\tHEAD")]
-        raise ConfigError(f"{key}.ref: {url} has no default branch (HEAD)")
-    candidates = [ref] if ref.startswith("refs/") else [f"refs/heads/{ref}", f"refs/tags/{ref}"]
-    out = _network(lambda: remote.ls_remote(url, candidates, mirror=mirror), url, ref, key)
-    found = {line.split("\t", 1)[1] for line in out.splitlines() if "\t" in line}
+def ls_remote(url: str, ref: str, key: str, mirror: Optional[Path] = None) -> tuple[str, str]:
+    """(commit, full remote ref) that a branch, tag or HEAD names at `url` (ls-remote: one round
+    trip, nothing fetched; an annotated tag's commit, not the tag); a full commit id is itself."""
+    if FULL_SHA.match(ref):
+        return ref, ref
+    head = ref == "HEAD"
+    candidates = [ref] if head or ref.startswith("refs/") else [f"refs/heads/{ref}", f"refs/tags/{ref}"]
+    peeled = [f"{c}^{{}}" for c in candidates if c.startswith("refs/tags/")]
+    out = _network(lambda: remote.ls_remote(url, [*candidates, *peeled], symref=head, mirror=mirror), url, ref, key)
+    found, symref = {}, "HEAD"
+    for line in out.splitlines():
+        sha, _, name = line.partition("\t")
+        if sha.startswith("ref: "):  # --symref: the branch HEAD names
+            symref = sha[len("ref: ") :]
+        else:
+            found[name] = sha
     for c in candidates:
         if c in found:
-            return c
+            return found.get(c + "^{}", found[c]), symref if c == "HEAD" else c
+    if head:
+        raise ConfigError(f"{key}.ref: {url} has no default branch (HEAD)")
     raise ConfigError(f"{key}.ref: {ref!r} is not a branch, tag or full commit id at {url}")
 
 
@@ -179,16 +180,11 @@ def resolve_submodule_url(super_url: str, sub_url: str) -> str:
     """A .gitmodules url as git resolves it: "../x" and "./x" are relative to the superproject's URL."""
     if not sub_url.startswith(("./", "../")):
         return sub_url
-    base = super_url.rstrip("/")
-    if base.endswith(".git"):
-        base = base[:-4]
-    rel = sub_url
+    base, rel = super_url.rstrip("/").removesuffix(".git"), sub_url
     while rel.startswith(("./", "../")):
-        if rel.startswith("./"):
-            rel = rel[2:]
-        else:
-            rel = rel[3:]
+        if rel.startswith("../"):
             base = base.rsplit("/", 1)[0]
+        rel = rel.split("/", 1)[1]
     return posixpath.join(base, rel) if "://" not in base else f"{base}/{rel}"
 
 

@@ -8,15 +8,22 @@ waiting. Only http(s) is fetched.
 
 from __future__ import annotations
 
-import math
+import hashlib
 import os
 import socket
+import tempfile
 import threading
 import time
+from contextlib import suppress
+from pathlib import Path
 from typing import Callable, Optional
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 import requests
 
+from .. import untrusted
+from ..cache import Cache
 from ..errors import ConfigError, SourceUnavailable
 from ..redact import redact
 from ..urls import http_url_problem
@@ -31,43 +38,26 @@ _BLOCK = 64 * 1024
 
 def deadline_s() -> float:
     """The whole-transfer deadline: $GGML_PATCH_HTTP_DEADLINE_S (a finite number > 0) or an hour."""
-
     text = os.environ.get("GGML_PATCH_HTTP_DEADLINE_S", "")
-    if not text.strip():
-        return DEFAULT_DEADLINE_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
+    value = untrusted.seconds(text) if text.strip() else DEFAULT_DEADLINE_S
+    if value is None:
         raise ConfigError(f"GGML_PATCH_HTTP_DEADLINE_S={text!r}: expected a finite number of seconds above 0")
     return value
 
 
-class TooLarge(SourceUnavailable):
-    pass
-
-
 def fetch(
-    url: str,
-    sink: Callable[[bytes], None],
-    what: str,
-    max_bytes: int,
-    headers: Optional[dict] = None,
-    deadline: Optional[float] = None,
+    url: str, sink: Callable[[bytes], None], what: str, max_bytes: int, headers: Optional[dict] = None
 ) -> tuple[requests.structures.CaseInsensitiveDict, str]:
     """GET `url` and hand its body to `sink` block by block; the response headers. Raises
     SourceUnavailable for a non-200 answer or a body over `max_bytes`, SourceUnreachable for a
     network failure or a transfer unfinished at the deadline. Redirects to http(s) only."""
-    why = http_url_problem(url)
+    where, why = f"{what}: {redact(url)}", http_url_problem(url)
     if why:
-        raise SourceUnavailable(f"{what}: {redact(url)} {why}")
-    limit = deadline_s() if deadline is None else deadline
+        raise SourceUnavailable(f"{where} {why}")
+    limit = deadline_s()
     box: dict = {}
-    stop = threading.Event()
-    done = threading.Event()
+    stop, done = threading.Event(), threading.Event()
     session = requests.Session()
-    session.trust_env = True
 
     def work() -> None:
         try:
@@ -76,20 +66,20 @@ def fetch(
             ) as r:
                 box["resp"] = r
                 if http_url_problem(r.url):  # a redirect to another scheme (file://, ftp://)
-                    raise SourceUnavailable(f"{what}: {redact(url)} redirected to a non-http(s) URL")
+                    raise SourceUnavailable(f"{where} redirected to a non-http(s) URL")
                 if r.status_code != 200:
                     box["status"] = (r.status_code, r.reason)
                     return
                 declared = r.headers.get("Content-Length", "")
                 if declared.isdigit() and int(declared) > max_bytes:
-                    raise TooLarge(f"{what}: {redact(url)} is {declared} bytes, more than the {max_bytes} allowed")
+                    raise SourceUnavailable(f"{where} is {declared} bytes, more than the {max_bytes} allowed")
                 total = 0
                 for block in r.iter_content(_BLOCK):
                     if stop.is_set():
                         return
                     total += len(block)
                     if total > max_bytes:
-                        raise TooLarge(f"{what}: {redact(url)} sent more than the {max_bytes} bytes allowed; stopped")
+                        raise SourceUnavailable(f"{where} sent more than the {max_bytes} bytes allowed; stopped")
                     sink(block)
                 box["headers"], box["url"] = r.headers, r.url
         except BaseException as e:  # handed to the caller's thread
@@ -102,29 +92,19 @@ def fetch(
     finished = done.wait(limit)
     if not finished:
         stop.set()
-        _shutdown(box.get("resp"))  # the worker's blocked read ends; it writes nothing more
-        raise SourceUnreachable(
-            f"{what}: {redact(url)} did not finish within {time.monotonic() - t0:.0f} s "
-            "(GGML_PATCH_HTTP_DEADLINE_S); stopped"
-        )
+        # wake the worker's blocked read by shutting its socket down (closing the response from here
+        # would wait for the worker's buffered-reader lock, as long as the server trickles)
+        with suppress(AttributeError, OSError):
+            box.get("resp").raw._connection.sock.shutdown(socket.SHUT_RDWR)  # type: ignore[union-attr]
+        took = time.monotonic() - t0
+        raise SourceUnreachable(f"{where} did not finish within {took:.0f} s (GGML_PATCH_HTTP_DEADLINE_S); stopped")
     session.close()
     if "error" in box:
         raise box["error"]
     if "status" in box:
         code, reason = box["status"]
-        raise HttpStatus(code, f"{what}: {redact(url)} answered HTTP {code} {reason}")
+        raise HttpStatus(code, f"{where} answered HTTP {code} {reason}")
     return box["headers"], box["url"]
-
-
-def _shutdown(resp: Optional[requests.Response]) -> None:
-    """Wake a read blocked in the worker: shut the socket down (closing the response from this
-    thread would wait for the worker's buffered-reader lock, as long as the server trickles)."""
-
-    try:
-        sock = resp.raw._connection.sock  # type: ignore[union-attr]
-        sock.shutdown(socket.SHUT_RDWR)
-    except (AttributeError, OSError):
-        pass
 
 
 class HttpStatus(SourceUnavailable):
@@ -133,15 +113,40 @@ class HttpStatus(SourceUnavailable):
         super().__init__(message)
 
 
-def get_text(
-    url: str, what: str, headers: Optional[dict] = None, max_bytes: int = MAX_PAGE_BYTES
-) -> tuple[Optional[str], str, str]:
+def get_text(url: str, what: str, headers: Optional[dict] = None) -> tuple[Optional[str], str, str]:
     """(the page as text, or None for a 404; its content type; its URL)."""
     chunks: list[bytes] = []
     try:
-        h, final = fetch(url, chunks.append, what, max_bytes, headers=headers)
+        h, final = fetch(url, chunks.append, what, MAX_PAGE_BYTES, headers=headers)
     except HttpStatus as e:
         if e.status == 404:
             return None, "", url
         raise
     return b"".join(chunks).decode("utf-8", errors="replace"), h.get("Content-Type", ""), final
+
+
+def download(url: str, sha256: str, cache: Cache, target: Path, what: str, key: str, shown: str) -> Path:
+    """`url` (http(s), or a regular file for a file:// URL) streamed into the cache's scratch space
+    and moved to `target` only once its sha256 matches the pin: whole and checked, or nothing."""
+    h = hashlib.sha256()
+    with tempfile.NamedTemporaryFile(prefix=cache.scratch_prefix("download"), dir=cache.scratch(), delete=False) as tmp:
+        tmp_path = Path(tmp.name)
+
+        def sink(block: bytes) -> None:
+            h.update(block)
+            tmp.write(block)
+
+        try:
+            if urlsplit(url).scheme == "file":
+                sink(untrusted.read_bytes(url2pathname(urlsplit(url).path), "sdist"))  # a regular file only
+            else:
+                fetch(url, sink, what, MAX_ARCHIVE_BYTES, headers={"User-Agent": "ggml-patch"})
+        except BaseException:
+            tmp_path.unlink(missing_ok=True)
+            raise
+    if h.hexdigest() != sha256:
+        tmp_path.unlink(missing_ok=True)
+        raise SourceUnavailable(f"{key}.sha256: {shown} has sha256 {h.hexdigest()}, the matrix pins {sha256}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp_path.replace(target)  # whole file or nothing: the temporary file is in the cache
+    return target

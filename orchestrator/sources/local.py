@@ -15,7 +15,7 @@ import hashlib
 import os
 import stat
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 from ..cache import Cache, slug
 from ..config_records import RELPATH, Source, Str
@@ -44,7 +44,7 @@ def snapshot(source: LocalSource, cache: Cache, repo: SnapshotRepo) -> Snapshot:
     subdir = source.subdirectory.strip("/")
     expanded, plain = checkout_tree(repo, root, source.key)
     head = user_git.head(root)
-    head_tree = user_git.head_tree(root) if head else None
+    head_tree = user_git.head(root, "HEAD:./") if head else None
     dirty = head_tree != plain
     tree = repo.tree_of(expanded, subdir) if subdir else expanded
     if tree is None:
@@ -86,7 +86,7 @@ def checkout_tree(repo: SnapshotRepo, root: Path, key: str) -> tuple[str, str]:
 def working_files(root: Path) -> tuple[list[str], list[tuple[str, str]]]:
     """(files present in the working tree: tracked and untracked-not-ignored, [(submodule path, its
     recorded commit)]), relative to `root`, read with `git ls-files` only."""
-    staged = _listed(root, user_git.staged)
+    staged = _listed(root, "--stage")
     tracked: dict[str, None] = {}
     gitlinks: dict[str, str] = {}
     for rec in staged:
@@ -96,33 +96,25 @@ def working_files(root: Path) -> tuple[list[str], list[tuple[str, str]]]:
             gitlinks[path] = sha
         else:
             tracked[path] = None
-    others = [
-        p for p in _listed(root, user_git.untracked) if not p.endswith("/")
-    ]  # an untracked nested repository: not ours to read
+    # an untracked nested repository (a name ending in "/"): not ours to read
+    others = [p for p in _listed(root, "--others", "--exclude-standard") if not p.endswith("/")]
     files = [p for p in [*tracked, *others] if _is_file_or_link(root / p)]
     return sorted(set(files)), sorted(gitlinks.items())
 
 
 def _entries(repo: SnapshotRepo, root: Path, paths: list[str]) -> list[tuple[str, str, str]]:
+    """(mode, blob id, path) of each file: the regular ones hashed in one git process."""
     regular = [p for p in paths if not (root / p).is_symlink()]
     for p in regular:
-        if "\n" in p:
+        if "\n" in p:  # hash-object --stdin-paths reads one name a line
             raise ConfigError(f"{root / p}: a file name with a newline cannot be read into a snapshot")
     blobs = dict(zip(regular, repo.hash_blobs(root, regular), strict=True))
-    out = []
-    for p in paths:
-        if p in blobs:
-            out.append((_file_mode(root / p), blobs[p], p))
-        else:
-            out.append(_entry(repo, root, p))
-    return out
-
-
-def _entry(repo: SnapshotRepo, root: Path, path: str) -> tuple[str, str, str]:
-    full = root / path
-    if full.is_symlink():
-        return "120000", repo.hash_data(os.fsencode(os.readlink(full))), path
-    return _file_mode(full), repo.hash_blobs(root, [path])[0], path
+    return [
+        (_file_mode(root / p), blobs[p], p)
+        if p in blobs
+        else ("120000", repo.hash_data(os.fsencode(os.readlink(root / p))), p)
+        for p in paths
+    ]
 
 
 def _file_mode(path: Path) -> str:
@@ -163,8 +155,8 @@ def is_git_checkout(root: Path, key: str) -> bool:
         ) from None
 
 
-def _listed(root: Path, listing: Callable[[Path], list[str]]) -> list[str]:
+def _listed(root: Path, *args: str) -> list[str]:
     try:
-        return listing(root)
+        return user_git.ls_files(root, *args)
     except GitError as e:
         raise ConfigError(f"{root}: git ls-files failed: {e.line}") from None

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import configparser
 import gzip
-import hashlib
 import html.parser
 import json
 import os
@@ -20,8 +19,8 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 import threading
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Literal, Optional
@@ -34,10 +33,11 @@ from .. import untrusted
 from ..cache import Cache, slug
 from ..config_records import RELPATH, SHA256, Source, Str, checked
 from ..errors import SourceUnavailable
+from ..urls import FULL_SHA
 from ..vcs.snapshots import SnapshotRepo
 from . import http
-from .base import Snapshot, SourceUnreachable, network_reason, sha256_of
-from .tarball import bounded_members, unpacked_cap
+from .base import Snapshot, SourceUnreachable, imported, network_reason, recorded, sha256_of
+from .tarball import bounded_members, unpack, unpacked_cap
 
 PYPI_SIMPLE = "https://pypi.org/simple"
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"  # PEP 691; the HTML form (PEP 503) is the fallback
@@ -79,27 +79,12 @@ def snapshot(source: PypiSdist, cache: Cache, repo: SnapshotRepo) -> Snapshot:
     subdir = source.subdirectory.strip("/")
     description = f"{package}=={version}" + (f" ({subdir})" if subdir else "")
     ref = f"refs/snapshots/pypi/{slug(package)}-{slug(version)}-{sha256[:16]}-{slug(subdir) or 'root'}"
-    with cache.lock(f"snapshot-{ref}"):
-        commit = repo.ref_commit(ref)
-        if commit:
-            return Snapshot(commit, description, _provenance(repo, commit))
-        archive = download(package, version, sha256, cache, source.key)
-        with tempfile.TemporaryDirectory(prefix=cache.scratch_prefix("extract"), dir=cache.scratch()) as tmp:
-            tree, upstream = extract(archive, subdir, Path(tmp), source.key)
-            message = f"snapshot of {description}\n\nsdist-sha256: {sha256}\n" + (
-                f"upstream-commit: {upstream}\n" if upstream else ""
-            )
-            commit = repo.import_tree(tree, ref, message)
-    return Snapshot(commit, description, _provenance(repo, commit))
 
+    def unpacked(tmp: Path) -> tuple[Path, Optional[str]]:
+        return extract(download(package, version, sha256, cache, source.key), subdir, tmp, source.key)
 
-def _provenance(repo: SnapshotRepo, commit: str) -> dict:
-    prov = {}
-    for line in repo.message(commit).splitlines():
-        key, sep, value = line.partition(": ")
-        if sep and key in ("sdist-sha256", "upstream-commit"):
-            prov[key.replace("-", "_")] = value.strip()
-    return prov
+    commit = imported(cache, repo, ref, f"snapshot of {description}\n\nsdist-sha256: {sha256}\n", unpacked)
+    return Snapshot(commit, description, recorded(repo, commit, "sdist-sha256", "upstream-commit"))
 
 
 def download(package: str, version: str, sha256: str, cache: Cache, key: str) -> Path:
@@ -251,11 +236,9 @@ def fetch_sdist(package: str, version: str, sha256: str, cache: Cache, key: str,
     for index in indexes:
         try:
             text, ctype, page = _project_page(index, package)
-        except requests.RequestException as e:
-            unreachable.append(f"{index} ({network_reason(e)})")
-            continue
-        except OSError as e:
-            unreachable.append(f"{index} ({e.strerror or e})")
+        except OSError as e:  # requests' errors are OSErrors too
+            why = network_reason(e) if isinstance(e, requests.RequestException) else e.strerror or e
+            unreachable.append(f"{index} ({why})")
             continue
         if text is None:
             continue
@@ -271,7 +254,9 @@ def fetch_sdist(package: str, version: str, sha256: str, cache: Cache, key: str,
                 refused.append(f"{index} lists {f.filename} with sha256 {f.sha256}")
                 continue
             try:
-                return _download_checked(f, sha256, cache, key, folder)
+                return http.download(
+                    f.url, sha256, cache, folder / (slug(f.filename) or "sdist.tar.gz"), key, key, f.filename
+                )
             except requests.RequestException as e:
                 unreachable.append(f"{f.url} ({network_reason(e)})")
     if refused:
@@ -291,38 +276,8 @@ def fetch_sdist(package: str, version: str, sha256: str, cache: Cache, key: str,
 def _followable(page: str, url: str) -> bool:
     """Links an index page may lead to: http(s) from an http(s) page; from a local (file://)
     index, files of that index. Never another scheme (file:///dev/zero from a web page)."""
-    page_scheme, scheme = urlsplit(page).scheme.lower(), urlsplit(url).scheme.lower()
-    if page_scheme in ("http", "https"):
-        return scheme in ("http", "https")
-    return scheme == "file" == page_scheme
-
-
-def _download_checked(f: IndexFile, sha256: str, cache: Cache, key: str, folder: Path) -> Path:
-    h = hashlib.sha256()
-    with tempfile.NamedTemporaryFile(prefix=cache.scratch_prefix("sdist"), dir=cache.scratch(), delete=False) as tmp:
-        tmp_path = Path(tmp.name)
-        try:
-            if urlsplit(f.url).scheme == "file":
-                data = untrusted.read_bytes(url2pathname(urlsplit(f.url).path), "sdist")  # a regular file only
-                h.update(data)
-                tmp.write(data)
-            else:
-
-                def sink(block: bytes) -> None:
-                    h.update(block)
-                    tmp.write(block)
-
-                http.fetch(f.url, sink, key, http.MAX_ARCHIVE_BYTES, headers={"User-Agent": "ggml-patch"})
-        except BaseException:
-            tmp_path.unlink(missing_ok=True)
-            raise
-    if h.hexdigest() != sha256:
-        tmp_path.unlink(missing_ok=True)
-        raise SourceUnavailable(f"{key}.sha256: {f.filename} has sha256 {h.hexdigest()}, the matrix pins {sha256}")
-    folder.mkdir(parents=True, exist_ok=True)
-    target = folder / (slug(f.filename) or "sdist.tar.gz")
-    tmp_path.replace(target)  # whole file or nothing: the temporary file is in the cache
-    return target
+    page_scheme, scheme, web = urlsplit(page).scheme.lower(), urlsplit(url).scheme.lower(), ("http", "https")
+    return scheme in web if page_scheme in web else scheme == "file" == page_scheme
 
 
 def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Optional[str]]:
@@ -343,7 +298,11 @@ def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Opt
     if gnu_tar:
         upstream = _extract_with_tar(gnu_tar, archive, top, root, subdir, dest, key)
     else:
-        upstream = _extract_in_python(archive, top, root, subdir, dest, key)
+        with tarfile.open(archive) as tar:
+            unpack(
+                tar, bounded_members(tar, archive.name, key, unpacked_cap(archive)), root, dest, archive.name, key, key
+            )
+            upstream = _commit_id(_member_text(tar, f"{top}/.git/modules/{subdir}/HEAD")) if subdir else None
     if not (dest / root).is_dir() or not any(p.is_file() for p in (dest / root).rglob("*")):
         raise SourceUnavailable(f"{key}.subdirectory: {archive.name} has no files under {root}")
     return dest / root, upstream
@@ -395,11 +354,9 @@ def _tar_capped(argv: list[str], archive: Path, key: str) -> subprocess.Complete
             proc.wait()
             raise SourceUnavailable(f"{key}: cannot unpack {archive.name}: {e}") from None
     finally:
-        try:
+        with suppress(OSError):
             if proc.stdin:
                 proc.stdin.close()
-        except OSError:
-            pass
     if too_big:
         proc.kill()
         proc.wait()
@@ -409,39 +366,14 @@ def _tar_capped(argv: list[str], archive: Path, key: str) -> subprocess.Complete
     return subprocess.CompletedProcess(argv, proc.returncode, "", b"".join(err).decode(errors="replace"))
 
 
-def _extract_in_python(
-    archive: Path, top: str, root: PurePosixPath, subdir: str, dest: Path, key: str
-) -> Optional[str]:
-
-    with tarfile.open(archive) as tar:
-        wanted = []
-        for m in bounded_members(tar, archive.name, key, unpacked_cap(archive)):
-            p = PurePosixPath(m.name)
-            if p != root and root not in p.parents:
-                continue
-            if ".git" in p.parts[len(root.parts) :]:
-                continue
-            if not (m.isfile() or m.isdir() or m.issym()):
-                continue
-            wanted.append(m)
-        try:
-            tar.extractall(dest, members=wanted, filter="data")
-        except (tarfile.TarError, OSError) as e:  # an entry leaving the folder, a link out of it
-            raise SourceUnavailable(f"{key}: {archive.name}: refused to unpack: {e}") from None
-        return _upstream_commit(tar, top, subdir)
-
-
 def _commit_id(text: str) -> Optional[str]:
-    head = text.strip()
-    return head if len(head) == 40 and all(c in "0123456789abcdef" for c in head) else None
+    return text.strip() if FULL_SHA.match(text.strip()) else None
 
 
-def _upstream_commit(tar: tarfile.TarFile, top: str, subdir: str) -> Optional[str]:
-    """The commit a vendored submodule was at, read from the sdist's git metadata files."""
-    if not subdir:
-        return None
+def _member_text(tar: tarfile.TarFile, name: str) -> str:
+    """A member's text (the sdist's git metadata: read, never extracted), or "" without it."""
     try:
-        f = tar.extractfile(f"{top}/.git/modules/{subdir}/HEAD")
+        f = tar.extractfile(name)
     except KeyError:
-        return None
-    return _commit_id(f.read().decode(errors="replace") if f else "")
+        return ""
+    return f.read().decode(errors="replace") if f else ""

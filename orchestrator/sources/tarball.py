@@ -8,10 +8,8 @@ commit in the tar's pax header: kept as provenance.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import tarfile
-import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Literal, Optional
 from urllib.parse import urlparse
@@ -25,7 +23,7 @@ from ..redact import redact
 from ..urls import http_url_problem
 from ..vcs.snapshots import SnapshotRepo
 from . import http
-from .base import Snapshot, SourceUnreachable, network_reason, sha256_of
+from .base import Snapshot, SourceUnreachable, imported, network_reason, recorded, sha256_of
 
 MAX_MEMBERS = 500_000  # llama.cpp's whole tree is ~2000 files
 MAX_UNPACKED_BYTES = 8 * 1024**3
@@ -52,17 +50,11 @@ def snapshot(source: TarballSource, cache: Cache, repo: SnapshotRepo) -> Snapsho
     subdir = source.subdirectory.strip("/")
     ref = f"refs/snapshots/tarball/{sha256[:16]}-{slug(subdir) or 'root'}"
     description = f"{_file_name(url)} ({sha256[:12]})" + (f" ({subdir})" if subdir else "")
-    with cache.lock(f"snapshot-{ref}"):
-        commit = repo.ref_commit(ref)
-        if not commit:
-            archive = download(url, sha256, cache, source.key)
-            with tempfile.TemporaryDirectory(prefix=cache.scratch_prefix("extract"), dir=cache.scratch()) as tmp:
-                tree, upstream = extract(archive, subdir, Path(tmp), source.key)
-                message = f"snapshot of {redact(url)}\n\ntarball-sha256: {sha256}\n" + (
-                    f"upstream-commit: {upstream}\n" if upstream else ""
-                )
-                commit = repo.import_tree(tree, ref, message)
-    return Snapshot(commit, description, {"url": url, "sha256": sha256, **_upstream(repo, commit)})
+    header = f"snapshot of {redact(url)}\n\ntarball-sha256: {sha256}\n"
+    commit = imported(
+        cache, repo, ref, header, lambda tmp: extract(download(url, sha256, cache, source.key), subdir, tmp, source.key)
+    )
+    return Snapshot(commit, description, {"url": url, "sha256": sha256, **recorded(repo, commit, "upstream-commit")})
 
 
 def download(url: str, sha256: str, cache: Cache, key: str) -> Path:
@@ -70,28 +62,10 @@ def download(url: str, sha256: str, cache: Cache, key: str) -> Path:
     target = cache.downloads / f"tarball-{sha256[:16]}" / _file_name(url)
     if target.exists() and sha256_of(target) == sha256:
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    h = hashlib.sha256()
-    with tempfile.NamedTemporaryFile(prefix=cache.scratch_prefix("download"), dir=cache.scratch(), delete=False) as tmp:
-        tmp_path = Path(tmp.name)
-        try:
-
-            def sink(block: bytes) -> None:
-                h.update(block)
-                tmp.write(block)
-
-            http.fetch(url, sink, f"{key}.url", http.MAX_ARCHIVE_BYTES)  # a byte cap and a deadline
-        except requests.RequestException as e:
-            tmp_path.unlink(missing_ok=True)
-            raise SourceUnreachable(f"{key}.url: {url} is unreachable: {network_reason(e)}") from None
-        except BaseException:
-            tmp_path.unlink(missing_ok=True)
-            raise
-    if h.hexdigest() != sha256:
-        tmp_path.unlink(missing_ok=True)
-        raise SourceUnavailable(f"{key}.sha256: {url} has sha256 {h.hexdigest()}, the matrix pins {sha256}")
-    tmp_path.replace(target)  # whole file or nothing: the temporary file is in the cache
-    return target
+    try:
+        return http.download(url, sha256, cache, target, f"{key}.url", key, url)  # a byte cap and a deadline
+    except requests.RequestException as e:
+        raise SourceUnreachable(f"{key}.url: {url} is unreachable: {network_reason(e)}") from None
 
 
 def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Optional[str]]:
@@ -103,27 +77,34 @@ def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Opt
         raise SourceUnavailable(f"{key}.url: {archive.name} is not a tar archive: {e}") from None
     with tar:
         members = bounded_members(tar, archive.name, key, unpacked_cap(archive))
-        members = [m for m in members if m.isfile() or m.isdir() or m.issym()]
-        tops = {PurePosixPath(m.name).parts[0] for m in members if PurePosixPath(m.name).parts}
-        top = tops.pop() if len(tops) == 1 and any(len(PurePosixPath(m.name).parts) > 1 for m in members) else ""
+        parts = [PurePosixPath(m.name).parts for m in members]
+        tops = {p[0] for p in parts if p}
+        top = tops.pop() if len(tops) == 1 and any(len(p) > 1 for p in parts) else ""
         root = PurePosixPath(top, subdir) if subdir else PurePosixPath(top or ".")
-        wanted = []
-        for m in members:
-            p = PurePosixPath(m.name)
-            if str(root) != "." and p != root and root not in p.parents:
-                continue
-            if ".git" in p.parts:
-                continue
-            wanted.append(m)
-        if not any(m.isfile() for m in wanted):
-            raise SourceUnavailable(f"{key}.subdirectory: {archive.name} has no files under {root}")
-        try:
-            tar.extractall(dest, members=wanted, filter="data")
-        except (tarfile.TarError, OSError) as e:  # an entry leaving the folder, a link out of it, a bad header
-            raise SourceUnavailable(f"{key}.url: {archive.name}: refused to unpack: {e}") from None
+        unpack(tar, members, root, dest, archive.name, f"{key}.url", key)
         comment = (tar.pax_headers or {}).get("comment", "")
     upstream = comment if re.fullmatch(r"[0-9a-f]{40}", comment or "") else None
     return dest / root, upstream
+
+
+def unpack(
+    tar: tarfile.TarFile, members: list[tarfile.TarInfo], root: PurePosixPath, dest: Path, name: str, at: str, key: str
+) -> None:
+    """The files, folders and symlinks under `root` into dest, every .git entry skipped; refused
+    whole when an entry would leave dest (tarfile's "data" filter)."""
+    wanted = [
+        m
+        for m in members
+        if (m.isfile() or m.isdir() or m.issym())
+        and (str(root) == "." or PurePosixPath(m.name) == root or root in PurePosixPath(m.name).parents)
+        and ".git" not in PurePosixPath(m.name).parts
+    ]
+    if not any(m.isfile() for m in wanted):
+        raise SourceUnavailable(f"{key}.subdirectory: {name} has no files under {root}")
+    try:
+        tar.extractall(dest, members=wanted, filter="data")
+    except (tarfile.TarError, OSError) as e:  # an entry leaving the folder, a link out of it, a bad header
+        raise SourceUnavailable(f"{at}: {name}: refused to unpack: {e}") from None
 
 
 def bounded_members(tar: tarfile.TarFile, name: str, key: str, cap: int) -> list[tarfile.TarInfo]:
@@ -141,13 +122,6 @@ def bounded_members(tar: tarfile.TarFile, name: str, key: str, cap: int) -> list
     except (tarfile.TarError, OSError, EOFError) as e:
         raise SourceUnavailable(f"{key}: {name} is not a readable tar archive: {e}") from None
     return members
-
-
-def _upstream(repo: SnapshotRepo, commit: str) -> dict:
-    for line in repo.message(commit).splitlines():
-        if line.startswith("upstream-commit: "):
-            return {"upstream_commit": line.split(": ", 1)[1].strip()}
-    return {}
 
 
 def _file_name(url: str) -> str:

@@ -4,6 +4,7 @@ are otherwise the series' own, byte for byte."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,8 +61,7 @@ def resolve(author: Optional[str], config: tuple[Optional[str], Optional[str]]) 
         return parse_author(author)
     name, mail = config
     if name and mail:
-        ident = parse_author(f"{name} <{mail}>")
-        return Identity(ident.name, ident.email, "git config")
+        return dataclasses.replace(parse_author(f"{name} <{mail}>"), source="git config")
     missing = " and ".join(k for k, v in (("user.name", name), ("user.email", mail)) if not v)
     raise ConfigError(
         f'no author for the bundle\'s commits: pass --author "Name <email>" or set git config '
@@ -72,36 +72,18 @@ def resolve(author: Optional[str], config: tuple[Optional[str], Optional[str]]) 
 # ---------------------------------------------------------------- the commits, re-made
 
 
-def split_commit(raw: bytes) -> tuple[dict[str, bytes], bytes]:
-    """`git cat-file commit` -> (first value of each header, the message's exact bytes)."""
-    head, _, message = raw.partition(b"\n\n")
-    headers: dict[str, bytes] = {}
-    for line in head.split(b"\n"):
-        key, _, value = line.partition(b" ")
-        headers.setdefault(key.decode(), value)
-    return headers, message
-
-
-def with_trailer(git_dir: str, message: bytes, assistant: Optional[str]) -> bytes:
-    return commits.with_trailer(Path(git_dir), message, f"Assisted-by: {assistant}") if assistant else message
-
-
 def reauthor(git_dir: str, base: str, patched: str, who: Identity, assistant: Optional[str]) -> str:
     """base..patched again, each commit with the same tree, author date and message, authored by
     `who` (and the Assisted-by trailer); the new head."""
-    parent = base
-    for sha in commits.ids(Path(git_dir), base, patched):
-        headers, message = split_commit(commits.raw(Path(git_dir), sha))
-        date = headers["author"].rsplit(b" ", 2)[-2:]  # "<seconds> <zone>" after "Name <email>"
-        when = b" ".join(date).decode()
-        env = {
-            "GIT_AUTHOR_NAME": who.name,
-            "GIT_AUTHOR_EMAIL": who.email,
-            "GIT_AUTHOR_DATE": when,
-            "GIT_COMMITTER_NAME": COMMITTER[0],
-            "GIT_COMMITTER_EMAIL": COMMITTER[1],
-            "GIT_COMMITTER_DATE": when,
-        }
-        message = with_trailer(git_dir, message, assistant)
-        parent = commits.commit_tree(Path(git_dir), headers["tree"].decode(), parent, message, env)
+    repo, parent = Path(git_dir), base
+    for sha in commits.ids(repo, base, patched):
+        head, _, message = commits.raw(repo, sha).partition(b"\n\n")  # the message's exact bytes after the headers
+        lines = (ln.partition(b" ") for ln in head.split(b"\n"))
+        headers = {key.decode(): value for key, _, value in lines if key in (b"tree", b"author")}  # one each
+        when = b" ".join(headers["author"].rsplit(b" ", 2)[-2:]).decode()  # "<seconds> <zone>" after "Name <email>"
+        env = {"GIT_AUTHOR_NAME": who.name, "GIT_AUTHOR_EMAIL": who.email, "GIT_AUTHOR_DATE": when}
+        env |= {"GIT_COMMITTER_NAME": COMMITTER[0], "GIT_COMMITTER_EMAIL": COMMITTER[1], "GIT_COMMITTER_DATE": when}
+        if assistant:
+            message = commits.with_trailer(repo, message, f"Assisted-by: {assistant}")
+        parent = commits.commit_tree(repo, headers["tree"].decode(), parent, message, env)
     return parent

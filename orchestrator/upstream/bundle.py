@@ -35,7 +35,6 @@ from ..verdicts.related import load_related
 from ..verdicts.training import can_plot, plot
 from . import authorship, cover, documents, policy
 from .manifest import Durations, Manifest, Verification, VerifiedTest, read_manifest
-from .policy import Declared
 from .views import NOT_RUN, TRAINING_PLOT, Commit, one_line, training_cell
 
 MANIFEST = "manifest.json"
@@ -305,9 +304,7 @@ def bundle_target(
             )
         repo = SnapshotRepo(cache.snapshots_git)
         # the target's own text and the contributor's: checked (size, UTF-8) before any build
-        u = target.upstream
-        declared = Declared(u.repo, u.submit, u.where) if u else None
-        rules = policy.derive(target_name, base, policy.read_policy_files(_policy_reader(repo), base), declared)
+        rules = policy.derive(target_name, base, policy.read_policy_files(_policy_reader(repo), base), target.upstream)
         series_dir = Path(matrix.series_dir)
         cover_text = untrusted.read_optional(series_dir / cover.COVER_FILE, "cover", root=matrix.series_dir)
         cov = cover.parse_cover(f"{series_dir.name}/{cover.COVER_FILE}", cover_text)

@@ -8,69 +8,26 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from .policy import Evidence, Template, _disclosure_prefix, strip_comments
+from .policy import Evidence, Section, Template, _disclosure_prefix, sections, visible
 
 COVER_FILE = "cover.md"
-_PLACEHOLDER = re.compile(r"^\s*(?:[-*]\s+)?(TODO|TBD|FIXME|XXX)\b", re.I)
 _ISSUE = re.compile(r"\b(Fixes|Refs|Closes|Resolves)\s+(#\d+|https://github\.com/[\w.-]+/[\w.-]+/issues/\d+)\b", re.I)
 _YES_NO = re.compile(r"^(?P<answer>yes|no)\b[\s,:;.-]*(?P<how>.*)$", re.I)
-
-
-@dataclass(frozen=True)
-class CoverSection:
-    heading: str
-    line: int  # the heading's line in cover.md
-    lines: tuple[str, ...]
-
-    @property
-    def text(self) -> str:
-        """The section as the contributor wrote it, blank lines around it dropped."""
-        lines = list(self.lines)
-        while lines and not lines[0].strip():
-            lines.pop(0)
-        while lines and not lines[-1].strip():
-            lines.pop()
-        return "\n".join(lines)
-
-    @property
-    def written(self) -> bool:
-        return bool(visible(self.text).strip()) and not self.placeholders()
-
-    def placeholders(self) -> list[int]:
-        """Lines (in cover.md) that still hold a TODO/TBD marker."""
-        return [
-            self.line + 1 + i
-            for i, ln in enumerate(visible("\n".join(self.lines)).splitlines())
-            if _PLACEHOLDER.match(ln)
-        ]
 
 
 @dataclass(frozen=True)
 class Cover:
     path: str  # as shown in messages, e.g. patches/cover.md
     text: Optional[str]  # None: no such file
-    sections: tuple[CoverSection, ...]
+    sections: tuple[Section, ...]
 
-    def section(self, heading: str) -> Optional[CoverSection]:
+    def section(self, heading: str) -> Optional[Section]:
         return next((s for s in self.sections if s.heading.lower() == heading.lower()), None)
 
 
-def visible(text: str) -> str:
-    """`text` without HTML comments (what GitHub shows), keeping the line count. Linear."""
-    return strip_comments(text, keep_lines=True)
-
-
 def parse_cover(path: str, text: Optional[str]) -> Cover:
-    sections: list[tuple[str, int, list[str]]] = []
-    fenced = False
-    for n, line in enumerate((text or "").splitlines(), 1):
-        if line.lstrip().startswith(("```", "~~~")):
-            fenced = not fenced
-        if not fenced and line.startswith("## "):
-            sections.append((line[3:].strip(), n, []))
-        elif sections:
-            sections[-1][2].append(line)
-    return Cover(path, text, tuple(CoverSection(h, n, tuple(ls)) for h, n, ls in sections))
+    found = sections(text or "")[1]
+    return Cover(path, text, tuple(Section(h, n, tuple(lines)) for h, n, lines in found))
 
 
 # ---------------------------------------------------------------- what the contributor still owes
@@ -87,18 +44,15 @@ def disclosure(cover: Cover, template: Optional[Template]) -> Disclosure:
     """The answer to the template's disclosure line, from the cover line with the same prefix."""
     if template is None or template.disclosure is None:
         return Disclosure("no-line", "", "")
-    prefix = _disclosure_prefix(template.disclosure.text) or ""
-    key = _norm(prefix)
+    key = _norm(_disclosure_prefix(template.disclosure.text) or "")
     for n, line in enumerate((cover.text or "").splitlines(), 1):
         mine = _disclosure_prefix(line)
         if mine and _norm(mine) == key:
             answer = " ".join(visible(line[len(mine) :]).split())
             m = _YES_NO.match(answer)
-            if not m:
-                return Disclosure("unanswered", answer, f"{cover.path}:{n}")
-            if m["answer"].lower() == "yes" and not m["how"].strip():
-                return Disclosure("undescribed", answer, f"{cover.path}:{n}")
-            return Disclosure("answered", answer, f"{cover.path}:{n}")
+            undescribed = m and m["answer"].lower() == "yes" and not m["how"].strip()
+            status = "unanswered" if not m else "undescribed" if undescribed else "answered"
+            return Disclosure(status, answer, f"{cover.path}:{n}")
     return Disclosure("unanswered", "", cover.path)
 
 
@@ -121,9 +75,9 @@ def problems(cover: Cover, template: Optional[Template]) -> list[str]:
             found.append(f"{cover.path}: no section '## {s.heading}' ({template.file if template else ''}:{s.line})")
         elif not visible(mine.text).strip():
             found.append(f"{cover.path}:{mine.line}: '## {s.heading}' not written (placeholders only)")
-    for written in cover.sections:
-        for n in written.placeholders():
-            found.append(f"{cover.path}:{n}: placeholder left in '## {written.heading}'")
+    found += [
+        f"{cover.path}:{n}: placeholder left in '## {w.heading}'" for w in cover.sections for n in w.placeholders()
+    ]
     d = disclosure(cover, template)
     line = template.disclosure if template else None
     if line and d.status == "unanswered":
@@ -137,16 +91,11 @@ def problems(cover: Cover, template: Optional[Template]) -> list[str]:
 
 def issue_reference(cover: Cover) -> Optional[Evidence]:
     """The first `Fixes #N` / `Refs #N` (or an issue URL) the contributor wrote."""
-    for n, line in enumerate(visible(cover.text or "").splitlines(), 1):
-        m = _ISSUE.search(line)
-        if m:
-            return Evidence(file=cover.path, line=n, text=m.group(0))
-    return None
+    hits = [(n, m[0]) for n, line in enumerate(visible(cover.text or "").splitlines(), 1) if (m := _ISSUE.search(line))]
+    return Evidence(file=cover.path, line=hits[0][0], text=hits[0][1]) if hits else None
 
 
 def blank_cover(template: Template) -> str:
     """The cover.md to ship: the template's headings and its placeholders, nothing else."""
-    out = []
-    for s in template.sections:
-        out += [f"## {s.heading}", *s.lines, ""]
+    out = [line for s in template.sections for line in (f"## {s.heading}", *s.lines, "")]
     return "\n".join(out).rstrip("\n") + "\n"

@@ -15,9 +15,9 @@ from . import cover as C
 from . import manifest as M
 from . import pr_body, readiness
 from . import views as B
-from .authorship import Identity
+from .authorship import COMMITTER, Identity
 from .policy import Policy
-from .sync import SyncMap, SyncReport, compare, parse_sync_script, sync_script_for
+from .sync import compare, parse_sync_script, sync_script_for
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Documents:
                 "author": str(author),
                 "from": author.source,
                 "assisted_by": assistant,
-                "committer": "ggml-patch <ggml-patch@localhost>",
+                "committer": "{} <{}>".format(*COMMITTER),
             },
             "bundle_commit": bundle_commit,
         }
@@ -78,50 +78,29 @@ def documents(
     texts: dict[str, str] = {}
     cover_problems: list[str] = []
     if policy.takes_pull_request:
+        repo = policy.repo.value
         data = pr_body.evidence(
-            results,
-            results_sha256,
-            target,
-            commits,
-            names,
-            toolchain,
-            policy.repo.value,
-            known_limits,
-            finetune=finetune,
+            results, results_sha256, target, commits, names, toolchain, repo, known_limits, finetune=finetune
         )
         texts = {
             "PR_TITLE": B.pr_title(commits) + "\n",
             "PR_BODY.md": pr_body.body(policy.template, cover, data),
-            "ISSUE.md": pr_body.issue(results, target, commits, names, policy.repo.value, finetune=finetune),
+            "ISSUE.md": pr_body.issue(results, target, commits, names, repo, finetune=finetune),
         }
         cover_problems = C.problems(cover, policy.template)
-    sync: Optional[SyncMap] = None
-    report: Optional[SyncReport] = None
-    script: Optional[str] = None
-    goes_to = policy.role.value.get("changes_go_to")
-    if not policy.takes_pull_request and goes_to:
-        script = sync_script_for(goes_to)
-        text = read_file(script) if script else None
-        sync = parse_sync_script(script, text) if script and text else None
-        report = compare(sync, canonical_paths, series_paths(patches)) if sync else None
-    ready = readiness.run(
-        policy,
-        patches,
-        texts,
-        cover if policy.takes_pull_request else None,
-        cover_problems,
-        sync,
-        report,
-        script,
-        related=related,
-    )
+    # a target verified through another's sync: what that sync script carries
+    script = None if policy.takes_pull_request else sync_script_for(policy.role.value.get("changes_go_to"))
+    text = read_file(script) if script else None
+    sync = parse_sync_script(script, text) if script and text else None
+    report = compare(sync, canonical_paths, series_paths(patches)) if sync else None
+    pr_cover = cover if policy.takes_pull_request else None
+    ready = readiness.run(policy, patches, texts, pr_cover, cover_problems, sync, report, script, related=related)
     reasons = cover_problems + [f"{c.name}: {c.detail}" + (f" ({c.where[0]})" if c.where else "") for c in ready.failed]
     if policy.takes_pull_request:
         texts["PR_BODY.md"] = (
             "\n".join(pr_body.banner(reasons, warnings)) + ("\n" if reasons or warnings else "") + texts["PR_BODY.md"]
         )
     texts["READINESS.md"] = readiness.markdown(target, ready, reasons, policy)
-    texts = {
-        name: redact(text) for name, text in texts.items()
-    }  # the run's records may name URLs: never their credentials
+    # the run's records may name URLs: never their credentials
+    texts = {name: redact(text) for name, text in texts.items()}
     return Documents(texts, policy, ready, reasons, cover)

@@ -20,15 +20,7 @@ from ..redact import redact
 from ..urls import FULL_SHA, git_url_problem, http_url_problem, login_problem
 from ..vcs import workrepo
 from ..vcs.runner import GitError
-from .github_api import (  # noqa: F401 (re-exported: pr's dry run shows the request)
-    REDACTED,
-    Answer,
-    Wording,
-    body_json,
-    raise_for_answer,
-    request_headers,
-    send,
-)
+from .github_api import Answer, Wording, body_json, raise_for_answer, send
 from .submission import web_url
 
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")

@@ -24,7 +24,7 @@ from urllib3.exceptions import MaxRetryError, ResponseError
 from urllib3.util.retry import Retry
 
 from ..errors import GitHubAuthFailed, GitHubError, GitHubRejected, GitHubUnreachable, RateLimited
-from ..redact import REDACTED, redact, redact_data  # noqa: F401 (REDACTED: for dry runs' Authorization line)
+from ..redact import redact, redact_data
 
 API_VERSION = "2022-11-28"
 RETRIES = 3  # after the first try: 4 answers at most

@@ -9,22 +9,19 @@ and how it is submitted. Everything here is pure except `read_policy_files`.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from ..config import Upstream
 from . import manifest as M
 from .manifest import Evidence  # a cited line of a policy file (manifest.json holds them as they are)
 
 POLICY_FILES = ("AGENTS.md", "CONTRIBUTING.md")
 # where GitHub looks for a single pull request template, in its order
-TEMPLATE_FILES = (
-    ".github/pull_request_template.md",
-    ".github/PULL_REQUEST_TEMPLATE.md",
-    "pull_request_template.md",
-    "PULL_REQUEST_TEMPLATE.md",
-    "docs/pull_request_template.md",
-    "docs/PULL_REQUEST_TEMPLATE.md",
+TEMPLATE_FILES = tuple(
+    f"{d}{n}" for d in (".github/", "", "docs/") for n in ("pull_request_template.md", "PULL_REQUEST_TEMPLATE.md")
 )
 PULL_REQUEST, VERIFY_ONLY = "pull-request", "verify-only"
 DEFAULT_MAX_COMMENT_LINES = 2  # ggml-patch's own standard where the target states none
@@ -34,6 +31,8 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 _HEADING = re.compile(r"^#{1,6}\s")
 _PROHIBITION = re.compile(r"\b(prohibit\w*|forbid\w*|not allowed|do not|don't|never|must not|refuse|ban)\b", re.I)
 _GITHUB_REPO = r"https://github\.com/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)"
+_DISCLOSURE = re.compile(r"\bdisclosure\b", re.I)
+_PLACEHOLDER = re.compile(r"^\s*(?:[-*]\s+)?(TODO|TBD|FIXME|XXX)\b", re.I)
 
 
 # ---------------------------------------------------------------- data
@@ -50,16 +49,27 @@ class Rule:
 
 @dataclass(frozen=True)
 class Section:
-    """One `## ` heading of the template and the lines under it."""
+    """One `## ` heading of the template (or of cover.md) and the lines under it."""
 
     heading: str
     line: int
-    lines: tuple[str, ...]  # every line below the heading (trailing blank lines dropped)
+    lines: tuple[str, ...]  # every line below the heading (a template's: trailing blank lines dropped)
+
+    @property
+    def text(self) -> str:
+        """The section as the contributor wrote it, blank lines around it dropped."""
+        kept = [i for i, ln in enumerate(self.lines) if ln.strip()]
+        return "\n".join(self.lines[kept[0] : kept[-1] + 1]) if kept else ""
+
+    def placeholders(self) -> list[int]:
+        """Lines (in cover.md) that still hold a TODO/TBD marker."""
+        shown = visible("\n".join(self.lines)).splitlines()
+        return [self.line + 1 + i for i, ln in enumerate(shown) if _PLACEHOLDER.match(ln)]
 
     @property
     def fixed(self) -> bool:
         """The template gives its lines (e.g. Requirements): the body copies them as they are."""
-        return bool(strip_comments("\n".join(self.lines)).strip())
+        return bool(visible("\n".join(self.lines)).strip())
 
     @property
     def optional(self) -> bool:
@@ -88,15 +98,6 @@ class Template:
 
 
 @dataclass(frozen=True)
-class Declared:
-    """matrix.yaml's `upstream:` for one target."""
-
-    repo: Optional[str] = None
-    submit: Optional[str] = None
-    where: str = "matrix.yaml"  # file:line of the `upstream:` key
-
-
-@dataclass(frozen=True)
 class Policy:
     target: str
     base_commit: str
@@ -105,7 +106,7 @@ class Policy:
     rules: dict[str, Rule]
     repo: Rule  # OWNER/NAME the pull request goes to
     submit: Rule  # manual | api | none
-    role: Rule  # {"kind": pull-request | verify-only, "text": ...}
+    role: Rule  # {"kind": pull-request | verify-only, "text": ..., "changes_go_to": ...}
 
     @property
     def takes_pull_request(self) -> bool:
@@ -135,9 +136,9 @@ class Policy:
 # ---------------------------------------------------------------- reading markdown
 
 
-def strip_comments(text: str, keep_lines: bool = False) -> str:
-    """`text` without HTML comments (an unclosed `<!--` stays); one pass, linear in the text.
-    keep_lines: each comment leaves its newlines, so line numbers still count."""
+def visible(text: str) -> str:
+    """`text` without HTML comments (what GitHub shows; an unclosed `<!--` stays), each comment
+    leaving its newlines so that line numbers still count. One pass, linear in the text."""
     out, pos = [], 0
     while True:
         start = text.find("<!--", pos)
@@ -145,9 +146,7 @@ def strip_comments(text: str, keep_lines: bool = False) -> str:
         if end < 0:
             out.append(text[pos:])
             return "".join(out)
-        out.append(text[pos:start])
-        if keep_lines:
-            out.append("\n" * text.count("\n", start, end))
+        out += [text[pos:start], "\n" * text.count("\n", start, end)]
         pos = end + 3
 
 
@@ -157,44 +156,35 @@ def prose_lines(text: str) -> list[tuple[int, str, str]]:
     for n, line in enumerate(text.splitlines(), 1):
         if _FENCE.match(line):
             fenced = not fenced
-            continue
-        if fenced:
-            continue
-        heading = (_heading_text(line) if line.startswith("#") else None) or heading
-        out.append((n, line, heading))
+        elif not fenced:
+            # a heading's text, its closing #s dropped: str methods, linear on a long run of spaces
+            if _HEADING.match(line):
+                heading = line.lstrip("#").strip().rstrip("#").rstrip() or heading
+            out.append((n, line, heading))
     return out
 
 
-def _heading_text(line: str) -> Optional[str]:
-    """A markdown heading's text (its closing #s and spaces dropped), else None. Linear: str
-    methods, not a regex that backtracks over a long run of spaces."""
-    if not _HEADING.match(line):
-        return None
-    return line.lstrip("#").strip().rstrip("#").rstrip()
+def sections(text: str) -> tuple[list[str], list[tuple[str, int, list[str]]]]:
+    """(the lines before the first `## ` heading, [(heading, its line, the lines below it)]); a
+    `## ` line inside a code fence is text, not a heading."""
+    preamble: list[str] = []
+    found: list[tuple[str, int, list[str]]] = []
+    fenced = False
+    for n, line in enumerate(text.splitlines(), 1):
+        fenced ^= bool(_FENCE.match(line))
+        if not fenced and line.startswith("## "):
+            found.append((line[3:].strip(), n, []))
+        else:
+            (found[-1][2] if found else preamble).append(line)
+    return preamble, found
 
 
 def parse_template(file: str, text: str) -> Template:
     """Headings from the template's `## ` lines (outside code fences), each with the lines below it."""
-    preamble: list[str] = []
-    sections: list[tuple[str, int, list[str]]] = []
-    fenced = False
-    for n, line in enumerate(text.splitlines(), 1):
-        if _FENCE.match(line):
-            fenced = not fenced
-        if not fenced and line.startswith("## "):
-            sections.append((line[3:].strip(), n, []))
-        elif sections:
-            sections[-1][2].append(line)
-        else:
-            preamble.append(line)
-    secs = tuple(Section(h, n, tuple(_trim(lines))) for h, n, lines in sections)
-    disclosure = None
-    for s in secs:
-        for i, line in enumerate(s.lines):
-            if disclosure is None and _disclosure_prefix(line):
-                disclosure = Evidence(
-                    file=file, line=s.line + 1 + i, text=line
-                )  # lines[i] is i+1 lines below the heading
+    preamble, found = sections(text)
+    secs = tuple(Section(h, n, tuple(_trim(lines))) for h, n, lines in found)
+    numbered = [(s.line + 1 + i, ln) for s in secs for i, ln in enumerate(s.lines)]  # lines[i]: i+1 below the heading
+    disclosure = next((Evidence(file=file, line=n, text=ln) for n, ln in numbered if _disclosure_prefix(ln)), None)
     return Template(file, tuple(_trim(preamble)), secs, disclosure)
 
 
@@ -214,9 +204,6 @@ def _disclosure_prefix(line: str) -> Optional[str]:
     return head if _DISCLOSURE.search(head) else None
 
 
-_DISCLOSURE = re.compile(r"\bdisclosure\b", re.I)
-
-
 # ---------------------------------------------------------------- the rules
 
 
@@ -234,34 +221,21 @@ class _Phrase:
 
     def search(self, line: str) -> Optional[re.Match]:
         parts = (self.pattern,) if isinstance(self.pattern, str) else self.pattern
-        for chunk in [line] if self.across or len(parts) == 1 else _sentences(line):
-            m = _ordered(parts, chunk)
+        for chunk in [line] if self.across or len(parts) == 1 else line.split("."):
+            pos, m = 0, None
+            for part in parts:
+                m = _compiled(part).search(chunk, pos)
+                if m is None:
+                    break
+                pos = m.end()
             if m:
                 return m
         return None
 
 
-def _sentences(line: str) -> list[str]:
-    return line.split(".")
-
-
-def _ordered(parts: tuple[str, ...], text: str) -> Optional[re.Match]:
-    pos, m = 0, None
-    for part in parts:
-        m = _compiled(part).search(text, pos)
-        if m is None:
-            return None
-        pos = m.end()
-    return m
-
-
-_CACHE: dict[str, re.Pattern] = {}
-
-
+@functools.cache
 def _compiled(part: str) -> re.Pattern:
-    if part not in _CACHE:
-        _CACHE[part] = re.compile(part, re.I)
-    return _CACHE[part]
+    return re.compile(part, re.I)
 
 
 _RULES: dict[str, tuple[_Phrase, ...]] = {
@@ -338,11 +312,8 @@ def derive_rules(files: dict[str, Optional[str]]) -> dict[str, Rule]:
                     break
     rules = {}
     for rule, hits in found.items():
-        if not hits:
-            rules[rule] = Rule(None)
-            continue
         values = [v for v, _ in hits]
-        value = max(values) if rule == "max_comment_lines" else values[0]
+        value = (max(values) if rule == "max_comment_lines" else values[0]) if hits else None
         rules[rule] = Rule(value, tuple(e for _, e in hits))
     return rules
 
@@ -365,56 +336,43 @@ def _own_repo(template: Optional[Template], text: Optional[str]) -> Rule:
 
 
 def derive(
-    target: str, base_commit: str, files: dict[str, Optional[str]], declared: Optional[Declared] = None
+    target: str, base_commit: str, files: dict[str, Optional[str]], declared: Optional[Upstream] = None
 ) -> Policy:
-    """The policy from the files read at the base commit (None: absent) and matrix.yaml's declaration."""
-    declared = declared or Declared()
+    """The policy from the files read at the base commit (None: absent) and matrix.yaml's `upstream:`."""
     template_file = next((f for f in TEMPLATE_FILES if files.get(f) is not None), None)
     template_text = files.get(template_file) if template_file else None
     template = parse_template(template_file, template_text) if template_file and template_text is not None else None
     rules = derive_rules({f: files.get(f) for f in (*POLICY_FILES, *([template_file] if template_file else []))})
-    derived_repo = _own_repo(template, files.get(template_file) if template_file else None)
-    rules["own_repo"] = derived_repo
-    repo = (
-        Rule(declared.repo, (_declared_evidence(declared, f"upstream.repo: {declared.repo}"),))
-        if declared.repo
-        else derived_repo
-    )
+    rules["own_repo"] = _own_repo(template, template_text)
+    repo = _declared(declared, "repo") if declared and declared.repo else rules["own_repo"]
     goes_to = rules["changes_go_to"]
-    elsewhere = bool(goes_to.value) and goes_to.value != repo.value
-    if declared.submit:
-        submit = Rule(declared.submit, (_declared_evidence(declared, f"upstream.submit: {declared.submit}"),))
-    elif elsewhere:
+    if declared and declared.submit:
+        submit = _declared(declared, "submit")
+    elif goes_to.value and goes_to.value != repo.value:
         submit = Rule("none", goes_to.evidence)
     else:  # never api by default: that is only for a fork the user declares
         submit = Rule("manual", rules["automated_submission_forbidden"].evidence)
     if submit.value == "none":
+        kind, evidence = VERIFY_ONLY, goes_to.evidence + submit.evidence
         text = f"verified through {goes_to.value}'s sync" if goes_to.value else "verify only (submit: none)"
-        role = Rule(
-            {"kind": VERIFY_ONLY, "text": text, "changes_go_to": goes_to.value},
-            tuple(dict.fromkeys(goes_to.evidence + submit.evidence)),
-        )
     else:
+        kind, evidence = PULL_REQUEST, repo.evidence + submit.evidence
         how = "by hand" if submit.value == "manual" else "through the GitHub API (the user's own fork)"
         text = (
             f"pull request to {repo.value or 'the repository given to `pr --repo`'}, submitted {how}"
             f" (submit: {submit.value})"
         )
-        role = Rule(
-            {"kind": PULL_REQUEST, "text": text, "changes_go_to": goes_to.value},
-            tuple(dict.fromkeys(repo.evidence + submit.evidence)),
-        )
+    role = Rule({"kind": kind, "text": text, "changes_go_to": goes_to.value}, tuple(dict.fromkeys(evidence)))
     present = {f: files.get(f) is not None for f in (*POLICY_FILES, template_file or TEMPLATE_FILES[0])}
     return Policy(target, base_commit, present, template, rules, repo, submit, role)
 
 
-def _declared_evidence(declared: Declared, text: str) -> Evidence:
+def _declared(declared: Upstream, key: str) -> Rule:
+    """matrix.yaml's `upstream.KEY`, cited at the `upstream:` line (line 0 where that is unknown)."""
+    value = getattr(declared, key)
     file, _, line = declared.where.rpartition(":")
-    return (
-        Evidence(file=file, line=int(line), text=text)
-        if line.isdigit()
-        else Evidence(file=declared.where, line=0, text=text)
-    )
+    cited = (file, int(line)) if line.isdigit() else (declared.where, 0)
+    return Rule(value, (Evidence(file=cited[0], line=cited[1], text=f"upstream.{key}: {value}"),))
 
 
 # ---------------------------------------------------------------- effects

@@ -7,13 +7,13 @@ from __future__ import annotations
 import email.header
 import re
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Iterable, Optional
 
 import unidiff
 
 from . import cover as C
 from . import manifest as M
-from .policy import Evidence, Policy
+from .policy import Evidence, Policy, sections
 from .sync import SyncMap, SyncReport
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
@@ -23,26 +23,8 @@ SUBJECT = re.compile(
     r"^(?P<module>[A-Za-z0-9_][A-Za-z0-9_.+/-]*(?:\s*,\s*[A-Za-z0-9_][A-Za-z0-9_.+/-]*)*)"
     r" : (?P<title>\S.*)$"
 )
-_C_FAMILY = (
-    ".c",
-    ".cc",
-    ".cpp",
-    ".cxx",
-    ".h",
-    ".hh",
-    ".hpp",
-    ".cu",
-    ".cuh",
-    ".m",
-    ".mm",
-    ".metal",
-    ".comp",
-    ".glsl",
-    ".wgsl",
-    ".cl",
-    ".swift",
-)
-_HASH_FAMILY = (".cmake", ".py", ".sh", ".txt")  # .txt: CMakeLists.txt
+_C_FAMILY = tuple(".c .cc .cpp .cxx .h .hh .hpp .cu .cuh .m .mm .metal .comp .glsl .wgsl .cl .swift".split())
+_HASH_FAMILY = (".cmake", ".py", ".sh", "cmakelists.txt")
 _SENTENCE_END = (".", ":", ";", "!", "?", ")", ",")
 
 
@@ -127,112 +109,67 @@ def added_lines(name: str, text: str) -> tuple[list[Added], list[str]]:
     """Every added line of one patch file, and the files it creates."""
     added, new_files = [], []
     for f in unidiff.PatchSet(text):
-        path = f.path
         if f.is_added_file:
-            new_files.append(path)
-        for hunk in f:
-            for ln in hunk:
-                if ln.is_added:  # an added line has both numbers
-                    added.append(Added(name, ln.diff_line_no or 0, path, ln.target_line_no or 0, ln.value.rstrip("\n")))
+            new_files.append(f.path)
+        for ln in (ln for hunk in f for ln in hunk if ln.is_added):  # an added line has both numbers
+            added.append(Added(name, ln.diff_line_no or 0, f.path, ln.target_line_no or 0, ln.value.rstrip("\n")))
     return added, new_files
 
 
 # ---------------------------------------------------------------- one function per check
 
 
-def _non_ascii(text: str) -> Optional[str]:
-    bad = sorted({c for c in text if ord(c) > 127})
-    return " ".join(f"{c!r} U+{ord(c):04X}" for c in bad) if bad else None
+def _non_ascii(where_texts: Iterable[tuple[str, str]]) -> list[str]:
+    """'WHERE: CHAR U+XXXX ...' for each text with a character outside ASCII."""
+    out = []
+    for where, text in where_texts:
+        bad = sorted({c for c in text if ord(c) > 127})
+        if bad:
+            out.append(f"{where}: " + " ".join(f"{c!r} U+{ord(c):04X}" for c in bad))
+    return out
 
 
 def _listed(where: list[str]) -> tuple[str, ...]:
-    return tuple(where[:MAX_LOCATIONS]) + (
-        (f"... and {len(where) - MAX_LOCATIONS} more",) if len(where) > MAX_LOCATIONS else ()
-    )
+    more = len(where) - MAX_LOCATIONS
+    return tuple(where[:MAX_LOCATIONS]) + ((f"... and {more} more",) if more > 0 else ())
 
 
-def _rule(policy: Policy, name: str) -> tuple[Evidence, ...]:
-    return policy.rule(name).evidence
-
-
-def _source(policy: Policy, name: str) -> str:
-    ev = _rule(policy, name)
-    return ev[0].where if ev else "ggml-patch's standard (the target's files state no such rule)"
+def _verdict(policy: Policy, name: str, rule: str, where: list[str], ok: str, bad: str, why: str = "") -> Check:
+    """Pass with `ok` when nothing is `where`; else fail, citing the policy line of `rule` (or saying
+    that the standard is ggml-patch's own)."""
+    evidence = policy.rule(rule).evidence
+    if not where:
+        return Check(name, PASS, ok, rule=evidence)
+    source = evidence[0].where if evidence else "ggml-patch's standard (the target's files state no such rule)"
+    return Check(name, FAIL, f"{bad} ({why or len(where)}; rule: {source})", _listed(where), evidence)
 
 
 def check_ascii_messages(policy: Policy, messages: list[Message]) -> Check:
-    where = []
+    lines: list[tuple[str, str]] = []
     for m in messages:
-        bad = _non_ascii(m.subject)
-        if bad:
-            where.append(f"{m.patch}:{m.subject_line}: subject: {bad}")
-        for n, line in m.body:
-            bad = _non_ascii(line)
-            if bad:
-                where.append(f"{m.patch}:{n}: {bad}")
-    return _verdict(
-        "ascii-commit-messages",
-        where,
-        f"{len(messages)} commit message(s), ASCII only",
-        "non-ASCII characters in commit messages",
-        policy,
-        "ascii_only",
-    )
+        lines += [(f"{m.patch}:{m.subject_line}: subject", m.subject), *((f"{m.patch}:{n}", t) for n, t in m.body)]
+    where = _non_ascii(lines)
+    ok = f"{len(messages)} commit message(s), ASCII only"
+    return _verdict(policy, "ascii-commit-messages", "ascii_only", where, ok, "non-ASCII characters in commit messages")
 
 
 def check_ascii_added(policy: Policy, added: list[Added]) -> Check:
-    where = [f"{a.where}: {_non_ascii(a.text)}" for a in added if _non_ascii(a.text)]
-    return _verdict(
-        "ascii-added-lines",
-        where,
-        f"{len(added)} added line(s), ASCII only",
-        "non-ASCII characters in added lines",
-        policy,
-        "ascii_only",
-    )
+    where = _non_ascii((a.where, a.text) for a in added)
+    ok = f"{len(added)} added line(s), ASCII only"
+    return _verdict(policy, "ascii-added-lines", "ascii_only", where, ok, "non-ASCII characters in added lines")
 
 
 def check_ascii_texts(policy: Policy, texts: dict[str, str]) -> Check:
-    where = []
-    for name, text in texts.items():
-        for n, line in enumerate(text.splitlines(), 1):
-            bad = _non_ascii(line)
-            if bad:
-                where.append(f"{name}:{n}: {bad}")
-    return _verdict(
-        "ascii-pr-text",
-        where,
-        f"{', '.join(texts)}: ASCII only",
-        "non-ASCII characters in the pull request's text",
-        policy,
-        "ascii_only",
+    where = _non_ascii(
+        (f"{name}:{n}", line) for name, text in texts.items() for n, line in enumerate(text.splitlines(), 1)
     )
-
-
-def _verdict(name: str, where: list[str], ok: str, bad: str, policy: Policy, rule: str) -> Check:
-    if not where:
-        return Check(name, PASS, ok, rule=_rule(policy, rule))
-    return Check(
-        name, FAIL, f"{bad} ({len(where)}; rule: {_source(policy, rule)})", _listed(where), _rule(policy, rule)
-    )
-
-
-@dataclass(frozen=True)
-class CommentBlock:
-    lines: tuple[Added, ...]
-
-    @property
-    def texts(self) -> list[str]:
-        return [_comment_text(a.text) for a in self.lines]
+    ok, bad = f"{', '.join(texts)}: ASCII only", "non-ASCII characters in the pull request's text"
+    return _verdict(policy, "ascii-pr-text", "ascii_only", where, ok, bad)
 
 
 def _comment_style(path: str) -> Optional[str]:
     low = path.lower()
-    if low.endswith(_C_FAMILY):
-        return "//"
-    if low.endswith(_HASH_FAMILY) and (not low.endswith(".txt") or low.endswith("cmakelists.txt")):
-        return "#"
-    return None
+    return "//" if low.endswith(_C_FAMILY) else "#" if low.endswith(_HASH_FAMILY) else None
 
 
 def _comment_text(line: str) -> str:
@@ -243,122 +180,72 @@ def _comment_text(line: str) -> str:
     return s
 
 
-def comment_blocks(added: list[Added]) -> list[CommentBlock]:
+def comment_blocks(added: list[Added]) -> list[list[Added]]:
     """Runs of added full-line comments on consecutive lines of one file (a `/* */` block is one run)."""
     blocks: list[list[Added]] = []
     prev: Optional[Added] = None
     in_block_comment = False
     for a in added:
-        style = _comment_style(a.path)
-        s = a.text.strip()
+        style, s = _comment_style(a.path), a.text.strip()
+        is_comment = False
         if style == "//":
-            is_comment = in_block_comment or s.startswith("//") or s.startswith("/*")
+            is_comment = in_block_comment or s.startswith(("//", "/*"))
             if s.startswith("/*") and "*/" not in s:
                 in_block_comment = True
             elif in_block_comment and "*/" in s:
                 in_block_comment = False
-                is_comment = True
         elif style == "#":
             is_comment = s.startswith("#") and not s.startswith("#!")
-        else:
-            is_comment = False
         if not is_comment:
             prev = None
             continue
-        joined = prev is not None and prev.path == a.path and prev.patch == a.patch and prev.line + 1 == a.line
-        if joined:
+        if prev is not None and prev.path == a.path and prev.patch == a.patch and prev.line + 1 == a.line:
             blocks[-1].append(a)
         else:
             blocks.append([a])
         prev = a
-    return [CommentBlock(tuple(b)) for b in blocks]
+    return blocks
 
 
 def check_comment_length(policy: Policy, added: list[Added]) -> Check:
     limit = policy.max_comment_lines
-    where = [f"{b.lines[0].where}: {len(b.lines)}-line comment" for b in comment_blocks(added) if len(b.lines) > limit]
-    return _verdict_limit(
-        "comment-length",
-        where,
-        f"every added comment at most {limit} line(s)",
-        f"added comments longer than {limit} lines",
-        policy,
-    )
+    where = [f"{b[0].where}: {len(b)}-line comment" for b in comment_blocks(added) if len(b) > limit]
+    ok, bad = f"every added comment at most {limit} line(s)", f"added comments longer than {limit} lines"
+    return _verdict(policy, "comment-length", "max_comment_lines", where, ok, bad)
 
 
-def _verdict_limit(name: str, where: list[str], ok: str, bad: str, policy: Policy) -> Check:
-    if not where:
-        return Check(name, PASS, ok, rule=_rule(policy, "max_comment_lines"))
-    return Check(
-        name,
-        FAIL,
-        f"{bad} ({len(where)}; rule: {_source(policy, 'max_comment_lines')})",
-        _listed(where),
-        _rule(policy, "max_comment_lines"),
-    )
-
-
-def hard_wrapped(block: CommentBlock) -> list[Added]:
+def hard_wrapped(block: list[Added]) -> list[Added]:
     """Lines that stop mid-sentence at a fixed column while the next comment line goes on with it."""
-    out = []
-    texts = block.texts
-    for i in range(len(texts) - 1):
-        here, nxt = texts[i], texts[i + 1]
-        line = block.lines[i].text.rstrip()
-        if not here or not nxt or len(line) < WRAP_COLUMNS:
-            continue
-        if here.endswith(_SENTENCE_END) or re.match(r"^([-*+]|\d+[.)])\s", nxt):
-            continue
-        out.append(block.lines[i])
-    return out
+    texts = [_comment_text(a.text) for a in block]
+    return [
+        block[i]
+        for i in range(len(texts) - 1)
+        if texts[i]
+        and texts[i + 1]
+        and len(block[i].text.rstrip()) >= WRAP_COLUMNS
+        and not texts[i].endswith(_SENTENCE_END)
+        and not re.match(r"^([-*+]|\d+[.)])\s", texts[i + 1])
+    ]
 
 
 def check_comment_wrap(policy: Policy, added: list[Added]) -> Check:
     where = [f"{a.where}: continues on the next line" for b in comment_blocks(added) for a in hard_wrapped(b)]
-    name = "comment-wrap"
-    rule = _rule(policy, "no_hard_wrap")
-    if not where:
-        return Check(name, PASS, "no added comment is hard-wrapped mid-sentence", rule=rule)
-    return Check(
-        name,
-        FAIL,
-        f"added comments hard-wrapped mid-sentence ({len(where)}; rule: {_source(policy, 'no_hard_wrap')})",
-        _listed(where),
-        rule,
-    )
+    ok, bad = "no added comment is hard-wrapped mid-sentence", "added comments hard-wrapped mid-sentence"
+    return _verdict(policy, "comment-wrap", "no_hard_wrap", where, ok, bad)
 
 
 def check_subjects(policy: Policy, messages: list[Message]) -> Check:
     where = [f"{m.patch}:{m.subject_line}: {m.subject!r}" for m in messages if not SUBJECT.match(m.subject)]
     fmt = policy.rule("subject_format").value or "<module> : <title>"
-    if not where:
-        return Check("subject", PASS, f"every subject is `{fmt}`", rule=_rule(policy, "subject_format"))
-    return Check(
-        "subject",
-        FAIL,
-        f"subjects not `{fmt}` ({len(where)}; rule: {_source(policy, 'subject_format')})",
-        _listed(where),
-        _rule(policy, "subject_format"),
-    )
+    return _verdict(policy, "subject", "subject_format", where, f"every subject is `{fmt}`", f"subjects not `{fmt}`")
 
 
 def check_trailers(policy: Policy, messages: list[Message]) -> Check:
     where = [
-        f"{m.patch}:{n}: {line.strip()}"
-        for m in messages
-        for n, line in m.body
-        if line.lower().startswith("co-authored-by:")
+        f"{m.patch}:{n}: {t.strip()}" for m in messages for n, t in m.body if t.lower().startswith("co-authored-by:")
     ]
-    rule = _rule(policy, "assisted_by_trailer")
-    if not where:
-        return Check("trailers", PASS, "no Co-authored-by trailer (an assistant is named with Assisted-by)", rule=rule)
-    return Check(
-        "trailers",
-        FAIL,
-        f"Co-authored-by trailer (use Assisted-by; rule: {_source(policy, 'assisted_by_trailer')})",
-        _listed(where),
-        rule,
-    )
+    ok = "no Co-authored-by trailer (an assistant is named with Assisted-by)"
+    return _verdict(policy, "trailers", "assisted_by_trailer", where, ok, "Co-authored-by trailer", "use Assisted-by")
 
 
 def check_new_tests(policy: Policy, new_files: list[tuple[str, str]]) -> Check:
@@ -368,123 +255,73 @@ def check_new_tests(policy: Policy, new_files: list[tuple[str, str]]) -> Check:
     if not tests:
         return Check("new-test-files", PASS, "no new file under tests/", rule=rule.evidence)
     if not rule.value:
-        return Check(
-            "new-test-files", PASS, "new files under tests/; the target's files state no approval rule", tuple(tests)
-        )
-    return Check(
-        "new-test-files",
-        WARN,
-        f"new files under tests/ need the maintainers' approval ({rule.evidence[0].where})",
-        tuple(tests),
-        rule.evidence,
-    )
+        why = "new files under tests/; the target's files state no approval rule"
+        return Check("new-test-files", PASS, why, tuple(tests))
+    why = f"new files under tests/ need the maintainers' approval ({rule.evidence[0].where})"
+    return Check("new-test-files", WARN, why, tuple(tests), rule.evidence)
 
 
 def check_issue(policy: Policy, cov: C.Cover) -> Check:
     ref = C.issue_reference(cov)
-    rule = _rule(policy, "issue_first")
+    rule = policy.rule("issue_first").evidence
     if ref:
         return Check("issue-referenced", PASS, f"{ref.text}", (ref.where,), rule)
     cite = next((e for e in rule if "bug" in e.text.lower()), rule[0]) if rule else None
-    why = f" ({cite.where})" if cite else ""
-    return Check(
-        "issue-referenced",
-        WARN,
-        f"no `Fixes #N` or `Refs #N` in {cov.path}: open the issue first (ISSUE.md has its data){why}",
-        (cov.path,),
-        rule,
-    )
+    why = f"no `Fixes #N` or `Refs #N` in {cov.path}: open the issue first (ISSUE.md has its data)"
+    return Check("issue-referenced", WARN, why + (f" ({cite.where})" if cite else ""), (cov.path,), rule)
 
 
 def check_disclosure(policy: Policy, cov: C.Cover) -> Check:
     d = C.disclosure(cov, policy.template)
-    rule = _rule(policy, "disclosure_required")
+    rule = policy.rule("disclosure_required").evidence
     if d.status == "answered":
         return Check("disclosure", PASS, f"answered: {d.answer[:80]}", (d.where,), rule)
-    if d.status == "no-line":
-        if rule:
-            return Check(
-                "disclosure",
-                WARN,
-                f"the policy asks for disclosure ({rule[0].where}) but the template "
-                "has no disclosure line: say it in the cover",
-                (cov.path,),
-                rule,
-            )
+    if d.status == "no-line" and not rule:
         return Check("disclosure", PASS, "the template has no disclosure line and the files ask for none")
-    tline = policy.template.disclosure if policy.template else None
+    if d.status == "no-line":
+        why = f"the policy asks for disclosure ({rule[0].where}) but the template has no disclosure line: say it in the cover"
+        return Check("disclosure", WARN, why, (cov.path,), rule)
     what = "YES without how AI was used" if d.status == "undescribed" else "not answered (YES or NO)"
-    if tline is None:  # disclosure() says "no-line" then; kept for the type checker
-        return Check("disclosure", WARN, what, (d.where,), rule)
-    return Check("disclosure", WARN, f"{what}: {tline.text.strip()[:60]} ({tline.where})", (d.where,), rule + (tline,))
+    tline = policy.template.disclosure if policy.template else None  # not None: disclosure() says "no-line" then
+    cited = f": {tline.text.strip()[:60]} ({tline.where})" if tline else ""
+    return Check("disclosure", WARN, what + cited, (d.where,), rule + ((tline,) if tline else ()))
 
 
 def check_cover(cov: C.Cover, problems: list[str]) -> Check:
     if not problems:
         return Check("cover-written", PASS, f"{cov.path}: every section written")
-    return Check(
-        "cover-written",
-        WARN,
-        f"{cov.path} not written yet: the bundle stays a draft (the words are the contributor's)",
-        _listed(problems),
-    )
+    why = f"{cov.path} not written yet: the bundle stays a draft (the words are the contributor's)"
+    return Check("cover-written", WARN, why, _listed(problems))
 
 
 def check_headings(policy: Policy, body: str) -> Check:
-    want = policy.template.headings if policy.template else []
-    got = [ln[3:].strip() for ln in _outside_fences(body) if ln.startswith("## ")]
-    if got == want:
+    t = policy.template
+    want, got = t.headings if t else [], [heading for heading, _, _ in sections(body)[1]]
+    if got != want:
         return Check(
-            "pr-body-headings",
-            PASS,
-            "the template's headings in order: " + (", ".join(want) or "none"),
-            rule=tuple(
-                Evidence(file=policy.template.file, line=s.line, text=f"## {s.heading}")
-                for s in policy.template.sections
-            )
-            if policy.template
-            else (),
+            "pr-body-headings", FAIL, f"PR_BODY.md's headings {got} are not the template's {want}", ("PR_BODY.md",)
         )
-    return Check(
-        "pr-body-headings", FAIL, f"PR_BODY.md's headings {got} are not the template's {want}", ("PR_BODY.md",)
-    )
-
-
-def _outside_fences(text: str) -> list[str]:
-    out, fenced = [], False
-    for ln in text.splitlines():
-        if ln.lstrip().startswith(("```", "~~~")):
-            fenced = not fenced
-        elif not fenced:
-            out.append(ln)
-    return out
+    cited = tuple(Evidence(file=t.file, line=s.line, text=f"## {s.heading}") for s in t.sections) if t else ()
+    why = "the template's headings in order: " + (", ".join(want) or "none")
+    return Check("pr-body-headings", PASS, why, rule=cited)
 
 
 def check_role(policy: Policy) -> Check:
-    role = policy.role.value
-    submit, repo = policy.submit.value, policy.repo.value
-    forbidden = policy.rule("automated_submission_forbidden")
-    own = policy.rule("own_repo").value
+    role, submit, repo = policy.role.value, policy.submit.value, policy.repo.value
+    forbidden, own = policy.rule("automated_submission_forbidden"), policy.rule("own_repo").value
+    submitted_at = tuple(e.where for e in policy.submit.evidence)
     if submit == "api" and forbidden.value and (repo == own or own is None):
-        return Check(
-            "role",
-            FAIL,
+        why = (
             f"submit: api opens the pull request on {repo} through the API, and the target's "
             f"policy forbids automated submissions ({forbidden.evidence[0].where}): use submit: "
-            "manual, or api with your own fork as upstream.repo",
-            tuple(e.where for e in policy.submit.evidence),
-            forbidden.evidence,
+            "manual, or api with your own fork as upstream.repo"
         )
+        return Check("role", FAIL, why, submitted_at, forbidden.evidence)
     goes = role.get("changes_go_to")
     if role["kind"] == "pull-request" and goes and goes != repo:
         ev = policy.rule("changes_go_to").evidence
-        return Check(
-            "role",
-            WARN,
-            f"{role['text']}; but the target's files send changes to {goes} ({ev[0].where})",
-            tuple(e.where for e in policy.submit.evidence),
-            ev,
-        )
+        why = f"{role['text']}; but the target's files send changes to {goes} ({ev[0].where})"
+        return Check("role", WARN, why, submitted_at, ev)
     return Check("role", PASS, role["text"], rule=policy.role.evidence)
 
 
@@ -492,71 +329,47 @@ def check_sync(
     sync: Optional[SyncMap], report: Optional[SyncReport], script: Optional[str], goes_to: Optional[str]
 ) -> Check:
     if sync is None or report is None:
-        return Check(
-            "sync",
-            WARN,
+        why = (
             f"no sync script {script or '(unknown)'} with a `git format-patch ... -- PATHS` in the "
-            f"target's tree: cannot tell what {goes_to}'s sync carries",
-            (),
+            f"target's tree: cannot tell what {goes_to}'s sync carries"
         )
+        return Check("sync", WARN, why, ())
     ev = (Evidence(file=sync.script, line=sync.line, text="git format-patch ... -- PATHS"),)
     carried = ", ".join(f"{a} -> {b}" for a, b in report.carried) or "nothing"
     if report.mismatched:
-        return Check(
-            "sync",
-            FAIL,
+        why = (
             f"the sync would write {', '.join(b for _, b in report.mismatched)}, which the "
-            "series in this layout does not change",
-            tuple(a for a, _ in report.mismatched),
-            ev,
+            "series in this layout does not change"
         )
-    if report.not_carried or report.target_only:
-        left = sorted(set(report.not_carried) | set(report.target_only))
-        return Check(
-            "sync",
-            WARN,
-            f"{sync.script} carries {carried}; not {', '.join(left)} (those reach this target only by hand)",
-            tuple(left),
-            ev,
-        )
+        return Check("sync", FAIL, why, tuple(a for a, _ in report.mismatched), ev)
+    left = sorted(set(report.not_carried) | set(report.target_only))
+    if left:
+        why = f"{sync.script} carries {carried}; not {', '.join(left)} (those reach this target only by hand)"
+        return Check("sync", WARN, why, tuple(left), ev)
     return Check("sync", PASS, f"{sync.script} carries the whole series: {carried}", rule=ev)
 
 
 def check_related(policy: Policy, cov: C.Cover, related: tuple) -> Check:
     """Every open pull request of patches/related-upstream.yaml is referenced in cover.md (its URL
     or #N): upstream asks a contributor to find an existing PR for the same change and talk there."""
-    rule = _rule(policy, "existing_pr_first")
+    rule = policy.rule("existing_pr_first").evidence
     open_prs = [r for r in related if r.kind == "pr" and r.state == "open"]
     if not open_prs:
         return Check("related-pr-referenced", PASS, "no open related pull request recorded", rule=rule)
     text = C.visible(cov.text or "")
     missing = [r for r in open_prs if not r.referenced_in(text)]
     if not missing:
-        return Check(
-            "related-pr-referenced",
-            PASS,
-            f"{cov.path} references {', '.join(f'#{r.number}' for r in open_prs)}",
-            rule=rule,
-        )
+        why = f"{cov.path} references {', '.join(f'#{r.number}' for r in open_prs)}"
+        return Check("related-pr-referenced", PASS, why, rule=rule)
     cite = f" ({rule[0].where}: {rule[0].text.strip()[:100]})" if rule else ""
-    return Check(
-        "related-pr-referenced",
-        WARN,
-        f"{cov.path} does not reference the open related PR(s) {', '.join(r.url for r in missing)}{cite}",
-        (cov.path,),
-        rule,
-    )
+    why = f"{cov.path} does not reference the open related PR(s) {', '.join(r.url for r in missing)}{cite}"
+    return Check("related-pr-referenced", WARN, why, (cov.path,), rule)
 
 
 # ---------------------------------------------------------------- all of them
 
-PR_ONLY = (
-    "ascii-pr-text",
-    "pr-body-headings",
-    "cover-written",
-    "disclosure",
-    "issue-referenced",
-    "related-pr-referenced",
+PR_ONLY = tuple(
+    "ascii-pr-text pr-body-headings cover-written disclosure issue-referenced related-pr-referenced".split()
 )
 
 
@@ -574,11 +387,9 @@ def run(
     """texts: what the tool writes for upstream (PR_TITLE, PR_BODY.md, ISSUE.md); empty for a target
     that takes no pull request."""
     messages = [message_of(n, t) for n, t in patches]
-    added, new_files = [], []
-    for n, t in patches:
-        a, new = added_lines(n, t)
-        added += a
-        new_files += [(n, p) for p in new]
+    parsed = [(n, *added_lines(n, t)) for n, t in patches]
+    added = [a for _, lines, _ in parsed for a in lines]
+    new_files = [(n, path) for n, _, new in parsed for path in new]
     checks = [
         check_ascii_messages(policy, messages),
         check_ascii_added(policy, added),
@@ -600,10 +411,10 @@ def run(
             check_related(policy, cov, related),
         ]
     else:
-        why = f"no pull request on this target: {policy.role.value['text']}"
-        not_applicable = {name: why for name in PR_ONLY}
-    if not policy.takes_pull_request and policy.role.value.get("changes_go_to"):
-        checks.append(check_sync(sync, sync_report, sync_script, policy.role.value["changes_go_to"]))
+        not_applicable = {name: f"no pull request on this target: {policy.role.value['text']}" for name in PR_ONLY}
+    goes_to = policy.role.value.get("changes_go_to")
+    if not policy.takes_pull_request and goes_to:
+        checks.append(check_sync(sync, sync_report, sync_script, goes_to))
     return Readiness(tuple(checks), not_applicable)
 
 
@@ -617,16 +428,13 @@ def markdown(target: str, readiness: Readiness, draft_reasons: list[str], policy
     ]
     out += [f"  - {r}" for r in draft_reasons]
     out += ["", "| check | status | detail |", "|---|---|---|"]
+    out += [f"| {c.name} | {c.status} | {c.detail.replace('|', '/')} |" for c in readiness.checks]
+    out += [f"| {name} | not applicable | {why} |" for name, why in readiness.not_applicable.items()]
     for c in readiness.checks:
-        out.append(f"| {c.name} | {c.status} | {c.detail.replace('|', '/')} |")
-    for name, why in readiness.not_applicable.items():
-        out.append(f"| {name} | not applicable | {why} |")
-    for c in readiness.checks:
-        if not c.where and not c.rule:
-            continue
-        out += ["", f"## {c.name}: {c.status}"]
-        if c.where:
-            out += [""] + [f"- {w}" for w in c.where]
-        if c.rule:
-            out += ["", "Policy lines:"] + [f"- {e.where}: {e.text}" for e in c.rule]
+        if c.where or c.rule:
+            out += ["", f"## {c.name}: {c.status}"]
+            if c.where:
+                out += [""] + [f"- {w}" for w in c.where]
+            if c.rule:
+                out += ["", "Policy lines:"] + [f"- {e.where}: {e.text}" for e in c.rule]
     return "\n".join(out) + "\n"

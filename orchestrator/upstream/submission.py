@@ -31,16 +31,9 @@ def role_of(policy: PolicyRecord) -> Role:
 def web_url(api_url: str) -> str:
     """https://api.github.com -> https://github.com; https://HOST/api/v3 (Enterprise) -> https://HOST."""
     parts = urlsplit(api_url.rstrip("/"))
-    if parts.netloc == "api.github.com":
-        return "https://github.com"
-    if parts.path.endswith("/api/v3"):
-        return f"{parts.scheme}://{parts.netloc}{parts.path[: -len('/api/v3')]}"
+    if parts.netloc != "api.github.com" and parts.path.endswith("/api/v3"):
+        return f"{parts.scheme}://{parts.netloc}{parts.path.removesuffix('/api/v3')}"
     return "https://github.com"
-
-
-def compare_url(web: str, repo: str, base: str, owner: Optional[str], branch: str) -> str:
-    head = f"{owner or 'OWNER'}:{branch}"
-    return f"{web}/{repo}/compare/{quote(base, safe='')}...{quote(head, safe=':/')}?expand=1"
 
 
 def manual_steps(
@@ -60,7 +53,8 @@ def manual_steps(
 ) -> list[str]:
     """What the contributor runs, in order: the branch made from the bundle, pushed to their fork,
     and the compare page where they open the pull request themselves."""
-    steps = [shlex.join(argv) for argv in workrepo.by_hand(workdir, remote, onto, patches, branch, fetch)]
+    head = f"{owner or 'OWNER'}:{branch}"
+    steps = workrepo.by_hand(workdir, remote, onto, patches, branch, fetch)
     forbidden = policy.rules.get("automated_submission_forbidden")
     why = (forbidden.cited() if forbidden else "") or policy.submit.cited()
     out = [
@@ -69,13 +63,11 @@ def manual_steps(
         + "): nothing was pushed or sent.",
         "Run these yourself:",
         "",
-    ]
-    out += [f"  {s}" for s in steps]
-    out += [
+        *(f"  {shlex.join(argv)}" for argv in steps),
         "",
         "then open the pull request in your browser:",
         "",
-        f"  {compare_url(web, repo, base, owner, branch)}",
+        f"  {web}/{repo}/compare/{quote(base, safe='')}...{quote(head, safe=':/')}?expand=1",
         "",
         f"title: {bundle}/PR_TITLE",
         f"description: {bundle}/PR_BODY.md",

@@ -44,64 +44,40 @@ def parse_sync_script(path: str, text: str) -> Optional[SyncMap]:
     """The pathspecs of its `git format-patch ... -- PATHS` and its sed renames; None when it has none."""
     lines = text.splitlines()
     specs: list[tuple[str, int]] = []
-    for i, line in enumerate(lines):
-        if "git format-patch" not in line:
-            continue
-        j, after = i, False
-        while j < len(lines):
+    for i in (i for i, line in enumerate(lines) if "git format-patch" in line):
+        after = False  # past the command's `--`
+        for j in range(i, len(lines)):  # the command and the lines it continues on (`\`)
             part = lines[j].rstrip()
-            cont = part.endswith("\\")
             try:
                 tokens = shlex.split(part.rstrip("\\"), comments=True)
             except ValueError:
                 tokens = []
-            for tok in tokens:
-                if tok.startswith(">"):
-                    after = False
-                    cont = False
-                    break
+            redirect = next((k for k, tok in enumerate(tokens) if tok.startswith(">")), len(tokens))
+            for tok in tokens[:redirect]:
                 if after:
                     specs.append((tok, j + 1))
-                elif tok == "--":
-                    after = True
-            if not cont:
+                after = after or tok == "--"
+            if redirect < len(tokens) or not part.endswith("\\"):
                 break
-            j += 1
         if specs:
             break
     if not specs:
         return None
-    renames = []
-    for n, line in enumerate(lines, 1):
-        m = re.search(r"-e\s+'(s/.*/[a-z]*)'\s*\\?\s*$", line)
-        rule = _sed(m.group(1)) if m else None
-        if rule:
-            renames.append((rule[0], rule[1], n))
-    return SyncMap(path, tuple(specs), tuple(renames))
+    seds = [(n, _sed(m[1])) for n, line in enumerate(lines, 1) if (m := re.search(_SED_ARG, line))]
+    return SyncMap(path, tuple(specs), tuple((*rule, n) for n, rule in seds if rule))
+
+
+_SED_ARG = r"-e\s+'(s/.*/[a-z]*)'\s*\\?\s*$"
+_PART = r"(?:\\.|[^\\/])*"  # up to the next '/' that no backslash escapes
+_SED = re.compile(rf"s/({_PART})/({_PART})/{_PART}\\?", re.S)
 
 
 def _sed(expr: str) -> Optional[tuple[str, str]]:
     """'s/ERE/REPL/g' -> (python regex, python replacement)."""
-    if not expr.startswith("s/"):
+    m = _SED.fullmatch(expr)
+    if not m:
         return None
-    parts, cur, i = [], "", 2
-    while i < len(expr):
-        c = expr[i]
-        if c == "\\" and i + 1 < len(expr):
-            cur += expr[i : i + 2]
-            i += 2
-            continue
-        if c == "/":
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += c
-        i += 1
-    if len(parts) != 2:
-        return None
-    pattern = parts[0].replace(r"\/", "/").replace("[[:space:]]", r"\s")
-    repl = parts[1].replace(r"\/", "/").replace(r"\.", ".")
-    return pattern, repl
+    return m[1].replace(r"\/", "/").replace("[[:space:]]", r"\s"), m[2].replace(r"\/", "/").replace(r"\.", ".")
 
 
 @dataclass(frozen=True)
@@ -113,16 +89,11 @@ class SyncReport:
 
 
 def compare(sync: SyncMap, canonical_paths: list[str], target_paths: list[str]) -> SyncReport:
-    carried, missing, mismatched = [], [], []
-    for p in canonical_paths:
-        to = sync.carries(p)
-        if to is None:
-            missing.append(p)
-        else:
-            carried.append((p, to))
-            if to not in target_paths:
-                mismatched.append((p, to))
+    carried = [(p, to) for p in canonical_paths if (to := sync.carries(p)) is not None]
     produced = {to for _, to in carried}
     return SyncReport(
-        tuple(carried), tuple(missing), tuple(p for p in target_paths if p not in produced), tuple(mismatched)
+        tuple(carried),
+        tuple(p for p in canonical_paths if sync.carries(p) is None),
+        tuple(p for p in target_paths if p not in produced),
+        tuple((p, to) for p, to in carried if to not in target_paths),
     )

@@ -32,15 +32,12 @@ class Commit:
 
 def pr_title(commits: list[Commit]) -> str:
     """The fix's own subject line (the first commit that is not only tests)."""
-    fixes = [c for c in commits if not c.is_test] or commits
-    return fixes[0].subject
+    return ([c for c in commits if not c.is_test] or commits)[0].subject
 
 
 def number_text(x) -> str:
     """A number exactly as results.json holds it, without a float's trailing ".0"."""
-    if isinstance(x, float) and x.is_integer():
-        return str(int(x))
-    return str(x)
+    return str(int(x)) if isinstance(x, float) and x.is_integer() else str(x)
 
 
 def outcome_rows(results: Results, target: str) -> list[dict]:
@@ -117,12 +114,8 @@ def device_text(device: Optional[DeviceInfo]) -> str:
     """What a cell ran on, as its backend module recorded it (e.g. Vulkan's device and driver)."""
     if device is None:
         return ""
-    parts = []
-    if device.devices:
-        parts.append(", ".join(device.devices))
-    if device.drivers:
-        parts.append("driver " + ", ".join(device.drivers))
-    return "; ".join(parts)
+    parts = [", ".join(device.devices)] if device.devices else []
+    return "; ".join(parts + (["driver " + ", ".join(device.drivers)] if device.drivers else []))
 
 
 TRAINING_PLOT = "training-loss.png"
@@ -135,14 +128,12 @@ def training_cell(results: Results, target: str) -> Optional[Cell]:
     return cells[0] if cells else None
 
 
+# the order and names the PR body gives the tools it knows; any other follows under its own key
+_TOOL_NAMES = dict(
+    cmake="CMake", ninja="Ninja", c_compiler="C compiler", cxx_compiler="C++ compiler", git="git", ccache="ccache"
+)
+
+
 def toolchain_lines(toolchain: dict) -> list[tuple[str, str]]:
-    names = {
-        "cmake": "CMake",
-        "ninja": "Ninja",
-        "c_compiler": "C compiler",
-        "cxx_compiler": "C++ compiler",
-        "git": "git",
-        "ccache": "ccache",
-    }
-    known = [(label, toolchain[key]) for key, label in names.items() if toolchain.get(key)]
-    return known + [(key, value) for key, value in toolchain.items() if key not in names and value]
+    known = [(label, toolchain[key]) for key, label in _TOOL_NAMES.items() if toolchain.get(key)]
+    return known + [(key, value) for key, value in toolchain.items() if key not in _TOOL_NAMES and value]

@@ -6,18 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from .runner import git, init_bare, succeeds
+from .runner import git, succeeds
 
 FETCH_TIMEOUT_S = 1800  # a first fetch of llama.cpp's whole history takes minutes
 LS_REMOTE_TIMEOUT_S = 300
 # Give up on a stalled transfer instead of hanging a scheduled job (bytes/s over seconds).
 NETWORK_CONFIG = ("http.lowSpeedLimit=1000", "http.lowSpeedTime=60", "protocol.version=2")
-
-
-def open_bare(path: Path) -> Path:
-    """The bare mirror at `path`, made on first use."""
-    init_bare(path)
-    return path
 
 
 def has_commit(mirror: Path, sha: str) -> bool:

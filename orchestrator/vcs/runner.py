@@ -4,9 +4,9 @@ Every git command of the tool goes through `git()` (or `git_bytes()`): no user o
 configuration leaks in (hooks, url rewrites, autocrlf, signing), no GIT_* variable of the caller
 (GIT_DIR, GIT_WORK_TREE, GIT_CONFIG_COUNT/KEY/VALUE...), no configuration that runs a command
 (hooks, core.fsmonitor, credential helpers, the ext:: transport), even from a repository's own
-.git/config; git never prompts, and a failure is a GitError carrying git's own line. Refs and URLs that came from input are passed after
-`--end-of-options` by the callers (or resolved to a commit id first: `git checkout` has no
-`--end-of-options`).
+.git/config; git never prompts, and a failure is a GitError carrying git's own line. Refs and URLs
+that came from input are passed after `--end-of-options` by the callers (or resolved to a commit
+id first: `git checkout` has no `--end-of-options`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from contextlib import suppress
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from ..errors import ToolError
 
@@ -23,23 +24,12 @@ from ..errors import ToolError
 # author's, so the same series on the same base gives the same commit; CRs in the patch are kept.
 AM_FLAGS = ("--committer-date-is-author-date", "--keep-cr")
 
-FIXED_IDENTITY = {
-    "GIT_AUTHOR_NAME": "ggml-patch",
-    "GIT_AUTHOR_EMAIL": "ggml-patch@localhost",
-    "GIT_COMMITTER_NAME": "ggml-patch",
-    "GIT_COMMITTER_EMAIL": "ggml-patch@localhost",
-    "GIT_AUTHOR_DATE": "@946684800 +0000",
-    "GIT_COMMITTER_DATE": "@946684800 +0000",
-}
+_COMMITTER = {"GIT_COMMITTER_NAME": "ggml-patch", "GIT_COMMITTER_EMAIL": "ggml-patch@localhost"}
+_DATES = {"GIT_AUTHOR_DATE": "@946684800 +0000", "GIT_COMMITTER_DATE": "@946684800 +0000"}
+FIXED_IDENTITY = {"GIT_AUTHOR_NAME": "ggml-patch", "GIT_AUTHOR_EMAIL": "ggml-patch@localhost", **_COMMITTER, **_DATES}
 # No user or system git configuration (hooks, autocrlf, signing...); no prompt.
 # git am, its --abort and checkout write reflogs, which need a committer identity.
-ISOLATED = {
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_TERMINAL_PROMPT": "0",
-    "GIT_COMMITTER_NAME": "ggml-patch",
-    "GIT_COMMITTER_EMAIL": "ggml-patch@localhost",
-}
+ISOLATED = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0", **_COMMITTER}
 
 LOCAL_TIMEOUT_S = 1800.0  # any git command without its own limit: a local one that takes longer has hung
 # The caller's GIT_* variables kept: how to reach a remote over ssh and which CAs to trust (the
@@ -85,33 +75,16 @@ class GitError(ToolError):
     def __init__(
         self, args: Sequence[str], status: Optional[int], stderr: str, stdout: str = "", timeout: Optional[float] = None
     ):
-        self.args_ = list(args)
-        self.status = status
-        self.stderr, self.stdout = stderr, stdout
+        self.stderr, self.stdout, self.output = stderr, stdout, f"{stderr}\n{stdout}"
         self.timed_out = timeout is not None
-        self.line = (
-            f"timed out after {timeout:g} s"
-            if self.timed_out
-            else error_line(f"{stderr}\n{stdout}") or f"exit {status}"
-        )
+        self.command = next((a for a in args if not a.startswith("-")), "")  # the subcommand: "am", "fetch"...
+        self.line = f"timed out after {timeout:g} s" if self.timed_out else error_line(self.output) or f"exit {status}"
         super().__init__(f"git {self.command}: {self.line}")
-
-    @property
-    def command(self) -> str:
-        """The git subcommand ("am", "fetch", ...)."""
-        return next((a for a in self.args_ if not a.startswith("-")), "")
-
-    @property
-    def output(self) -> str:
-        return f"{self.stderr}\n{self.stdout}"
 
     @property
     def reason(self) -> str:
         """git's line without its "fatal: " or "error: " prefix."""
-        for prefix in ("fatal: ", "error: "):
-            if self.line.startswith(prefix):
-                return self.line[len(prefix) :]
-        return self.line
+        return next((self.line[len(p) :] for p in ("fatal: ", "error: ") if self.line.startswith(p)), self.line)
 
 
 def git_bytes(
@@ -160,33 +133,20 @@ def git_bytes(
 
 
 def _kill(proc: subprocess.Popen) -> None:
-    try:
+    with suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL) if proc.pid == os.getpgid(proc.pid) else proc.kill()
-    except (ProcessLookupError, PermissionError):
-        pass
     proc.wait()
 
 
-def git(
-    *args: str,
-    cwd: Optional[Path] = None,
-    git_dir: Optional[Path] = None,
-    env: Optional[dict[str, str]] = None,
-    input: Optional[bytes] = None,
-    timeout: Optional[float] = None,
-    config: Sequence[str] = (),
-    strip: bool = True,
-) -> str:
+def git(*args: str, **options: Any) -> str:
     """`git_bytes`, decoded (undecodable bytes kept as surrogates, so paths round-trip)."""
-    return git_bytes(
-        *args, cwd=cwd, git_dir=git_dir, env=env, input=input, timeout=timeout, config=config, strip=strip
-    ).decode("utf-8", "surrogateescape")
+    return git_bytes(*args, **options).decode("utf-8", "surrogateescape")
 
 
-def succeeds(*args: str, **kwargs) -> bool:
+def succeeds(*args: str, **options: Any) -> bool:
     """Whether the git command exits 0 (a question, e.g. `cat-file -e`, `apply --check`)."""
     try:
-        git_bytes(*args, **kwargs)
+        git_bytes(*args, **options)
     except GitError:
         return False
     return True

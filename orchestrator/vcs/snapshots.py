@@ -6,16 +6,16 @@ same commit on every machine, and so does the series applied on top of it.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import filelock
 
 from ..errors import SeriesDoesNotApply, ToolError
 from .runner import AM_FLAGS, FIXED_IDENTITY, GitError, error_line, git, git_bytes, init_bare, succeeds
+from .workrepo import abort_am
 
 __all__ = ["FIXED_IDENTITY", "SnapshotRepo", "Worktree"]
 
@@ -27,24 +27,24 @@ class SnapshotRepo:
         # one lock for repository-wide changes (init, worktree add/prune): concurrent runs share it
         self.lock = filelock.FileLock(str(self.path) + ".lock")
         with self.lock:
+            new = not (self.path / "HEAD").exists()
             init_bare(self.path)
+            if new:  # gc in the foreground: a CI leg hands this repository on (copied) right after its run
+                self.git("config", "gc.autoDetach", "false")
 
-    def git(
-        self,
-        *args: str,
-        env: Optional[dict] = None,
-        cwd: Optional[Path] = None,
-        input: Optional[bytes] = None,
-        timeout: Optional[float] = None,
-    ) -> str:
-        return git(*args, cwd=cwd, git_dir=self.path, env=env, input=input, timeout=timeout)
+    def git(self, *args: str, **options: Any) -> str:
+        return git(*args, git_dir=self.path, **options)
+
+    def rev(self, rev: str) -> Optional[str]:
+        """The object id `rev` names (REF^{commit}, COMMIT:PATH, ...), or None."""
+        try:
+            return self.git("rev-parse", "--verify", "--quiet", "--end-of-options", rev)
+        except GitError:
+            return None
 
     def ref_commit(self, ref: str) -> Optional[str]:
         """The commit `ref` names (a ref, a commit id, any revision), or None."""
-        try:
-            return self.git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
-        except GitError:
-            return None
+        return self.rev(f"{ref}^{{commit}}")
 
     def import_tree(self, directory: Path, ref: str, message: str) -> str:
         """Commit the files under `directory` (none of its own git metadata) as `ref`."""
@@ -68,20 +68,14 @@ class SnapshotRepo:
 
     def object_id(self, rev: str, path: str) -> Optional[str]:
         """The id of the blob or tree at `path` in a commit or tree (None when absent)."""
-        try:
-            return self.git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}:{path}")
-        except GitError:
-            return None
+        return self.rev(f"{rev}:{path}")
 
     def tree_of(self, rev: str, subdir: str = "") -> Optional[str]:
         """The tree id of a commit, or of one of its directories (None when absent or not a tree)."""
         if subdir:
             oid = self.object_id(rev, subdir)
             return oid if oid and self.git("cat-file", "-t", oid) == "tree" else None
-        try:
-            return self.git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{tree}}")
-        except GitError:
-            return None
+        return self.rev(f"{rev}^{{tree}}")
 
     def tree_from_entries(self, entries: list[tuple[str, str, str]]) -> str:
         """A tree from (mode, blob id, path) entries, built in a temporary index."""
@@ -130,18 +124,16 @@ class SnapshotRepo:
     def blob_size(self, commit: str, path: str) -> Optional[int]:
         """A file's size in bytes at a commit (None when absent or not a file)."""
         try:
-            if git("cat-file", "-t", "--end-of-options", f"{commit}:{path}", git_dir=self.path) != "blob":
+            if self.git("cat-file", "-t", "--end-of-options", f"{commit}:{path}") != "blob":
                 return None
-            return int(git("cat-file", "-s", "--end-of-options", f"{commit}:{path}", git_dir=self.path))
+            return int(self.git("cat-file", "-s", "--end-of-options", f"{commit}:{path}"))
         except (GitError, ValueError):
             return None
 
     def read_blob(self, commit: str, path: str) -> Optional[str]:
         """A file's exact text at a commit (None when absent)."""
-        try:
-            return git("cat-file", "blob", "--end-of-options", f"{commit}:{path}", git_dir=self.path, strip=False)
-        except GitError:
-            return None
+        data = self.read_blob_bytes(commit, path)
+        return None if data is None else data.decode("utf-8", "surrogateescape")
 
     def read_blob_bytes(self, commit: str, path: str) -> Optional[bytes]:
         """A file's exact bytes at a commit (None when absent)."""
@@ -241,22 +233,6 @@ class Worktree:
             raise SeriesDoesNotApply(detail) from None
         return self.head() or ""
 
-    def diff(self, base: str, paths: list[str]) -> str:
-        return self.git("diff", "--full-index", "--end-of-options", base, "HEAD", "--", *paths) + "\n"
-
-    def apply_reverse(self, diff_text: str) -> None:
-        with tempfile.NamedTemporaryFile("w", suffix=".diff", delete=False) as f:
-            f.write(diff_text)
-        try:
-            self.git("apply", "-R", f.name)
-        except GitError as e:
-            raise ToolError(f"reverting the fix in {self.path}: {e.line}") from None
-        finally:
-            os.unlink(f.name)
-
-    def restore(self, paths: list[str]) -> None:
-        self.git("checkout", "HEAD", "--", *paths)
-
     def restore_from(self, commit: str, paths: list[str]) -> None:
         """The files as `commit` has them, in the work tree only (the index keeps HEAD's), in one
         process; a file `commit` lacks is removed."""
@@ -265,15 +241,6 @@ class Worktree:
     def apply(self, patch_file: Path) -> None:
         """`git apply` a diff to the files (no commit); GitError with git's line when it does not apply."""
         self.git("apply", "--", str(patch_file))
-
-    def restore_files(self, paths: list[str]) -> None:
-        """The files back as HEAD has them: changed ones checked out, ones HEAD lacks removed."""
-        tracked = [p for p in paths if succeeds("cat-file", "-e", "--end-of-options", f"HEAD:{p}", cwd=self.path)]
-        if tracked:
-            self.restore(tracked)
-        for p in paths:
-            if p not in tracked and (self.path / p).is_file():
-                (self.path / p).unlink()
 
     # ---- one patch at a time, for the drift status: clean, 3-way, already there, conflict ----
 
@@ -296,13 +263,10 @@ class Worktree:
         return None
 
     def am_abort(self) -> None:
-        try:
-            self.git("am", "--abort")
-        except GitError:
-            pass  # no am in progress
+        abort_am(self.path)
 
     def am_in_progress(self) -> bool:
-        return self._git_path("rebase-apply").exists()
+        return Path(self.git("rev-parse", "--path-format=absolute", "--git-path", "rebase-apply")).exists()
 
     def applies(self, patch_file: Path, reverse: bool = False) -> bool:
         """Whether the patch applies to the files as they are (reverse: whether it is already there)."""
@@ -329,19 +293,6 @@ class Worktree:
         """base..HEAD as patch files, written the way patches/ was: stable bytes, so regenerating
         an unchanged series changes nothing (no commit ids, dates of the run, diffstat or version)."""
         out_dir.mkdir(parents=True, exist_ok=True)
-        names = self.git(
-            "format-patch",
-            "--zero-commit",
-            "--full-index",
-            "--no-signature",
-            "--no-stat",
-            "--no-color",
-            "-o",
-            str(out_dir),
-            "--end-of-options",
-            f"{base}..HEAD",
-        )
+        stable = ("--zero-commit", "--full-index", "--no-signature", "--no-stat", "--no-color")
+        names = self.git("format-patch", *stable, "-o", str(out_dir), "--end-of-options", f"{base}..HEAD")
         return [Path(n) for n in names.splitlines() if n]
-
-    def _git_path(self, name: str) -> Path:
-        return Path(self.git("rev-parse", "--path-format=absolute", "--git-path", name))

@@ -18,14 +18,8 @@ _READ_ONLY = {"GIT_OPTIONAL_LOCKS": "0"}  # reading a checkout never takes its i
 def _user_git(*args: str, cwd: Optional[str] = None) -> Optional[str]:
     """stdout of `git ARGS` in the user's own environment, or None when it fails or hangs."""
     try:
-        proc = subprocess.run(
-            ["git", *args],
-            capture_output=True,
-            text=True,
-            cwd=cwd,
-            env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
-            timeout=USER_TIMEOUT_S,
-        )
+        env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+        proc = subprocess.run(["git", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=USER_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout if proc.returncode == 0 else None
@@ -77,32 +71,16 @@ def is_work_tree(root: Path) -> bool:
         return False
 
 
-def head(root: Path) -> Optional[str]:
-    """The checkout's HEAD commit, or None (no commits, or not a checkout)."""
+def head(root: Path, rev: str = "HEAD") -> Optional[str]:
+    """The commit HEAD names in the checkout (`rev` "HEAD:./": its tree at `root`, a subfolder
+    inside a checkout), or None (no commits, or not a checkout)."""
     try:
-        return _in_checkout(root, "rev-parse", "--verify", "--quiet", "HEAD") or None
+        return _in_checkout(root, "rev-parse", "--verify", "--quiet", rev) or None
     except GitError:
         return None
 
 
-def head_tree(root: Path) -> Optional[str]:
-    """The tree of HEAD at `root` (a subfolder's, inside a checkout), or None."""
-    try:
-        return _in_checkout(root, "rev-parse", "--verify", "--quiet", "HEAD:./") or None
-    except GitError:
-        return None
-
-
-def _listed(root: Path, *args: str) -> list[str]:
+def ls_files(root: Path, *args: str) -> list[str]:
+    """`git ls-files -z ARGS` of the checkout (--stage: "<mode> <sha> <stage>\\t<path>"). Raises GitError."""
     out = git_bytes("ls-files", "-z", *args, cwd=root, env=_READ_ONLY, config=safe_directories(), strip=False)
     return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
-
-
-def staged(root: Path) -> list[str]:
-    """`git ls-files --stage` records ("<mode> <sha> <stage>\\t<path>"). Raises GitError."""
-    return _listed(root, "--stage")
-
-
-def untracked(root: Path) -> list[str]:
-    """Files git does not track and does not ignore. Raises GitError."""
-    return _listed(root, "--others", "--exclude-standard")

@@ -4,6 +4,7 @@ command line of `ggml-patch pr` is here; upstream/github.py words the errors."""
 
 from __future__ import annotations
 
+from contextlib import suppress
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -34,10 +35,8 @@ def fetch_commit(
 
 def abort_am(workdir: Path) -> None:
     """Whatever an interrupted `git am` left, dropped (none in progress: nothing to do)."""
-    try:
+    with suppress(GitError):
         git("am", "--abort", cwd=workdir)
-    except GitError:
-        pass
 
 
 def checkout_clean(workdir: Path, onto: str) -> str:

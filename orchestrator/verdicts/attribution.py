@@ -14,16 +14,12 @@ import re
 from typing import Mapping, Optional
 
 from ..patchset.layout import GATE_TEST
-from ..report.model import AttributionEntry, AttributionLabel, DeviceRow, RowStatus, TestRecord
+from ..report.model import AttributionEntry, AttributionLabel, RowStatus, TestRecord
 from .classify import CRASHED, FAILED, PASSED, SKIPPED, strip_ansi
 
 PRE_EXISTING, REGRESSION, UNKNOWN = AttributionLabel.PRE_EXISTING, AttributionLabel.REGRESSION, AttributionLabel.UNKNOWN
 _DEVICE_HEADER = re.compile(r"^Backend \d+/\d+: (?P<device>\S+)\s*$", re.M)  # test-opt, before each device
 ANY_DEVICE = "(whole test)"  # the failure cannot be pinned to one device
-
-
-def _rows_key(row: DeviceRow) -> str:
-    return row.key
 
 
 def what_failed(test: Optional[TestRecord]) -> str:
@@ -59,7 +55,7 @@ def failing_devices(test: Optional[TestRecord]) -> dict[str, str]:
     out: dict[str, list[str]] = {}
     for row in test.rows:
         if row.status == RowStatus.FAIL:
-            detail = _rows_key(row)
+            detail = row.key
             if row.step is not None:
                 detail += f" at step {row.step}: w={row.actual:g} expected {row.expected:g}"
             out.setdefault(row.device, []).append(f"FAIL {detail}".strip())

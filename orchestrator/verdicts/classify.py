@@ -13,13 +13,8 @@ from typing import Mapping, Optional
 from ..report.model import CellStatus, Outcome, Verdict
 
 # The words, as the results model spells them.
-PASSED, FAILED, CRASHED, TIMEOUT, NOT_BUILT = (
-    Outcome.PASSED,
-    Outcome.FAILED,
-    Outcome.CRASHED,
-    Outcome.TIMEOUT,
-    Outcome.NOT_BUILT,
-)
+PASSED, FAILED, CRASHED = Outcome.PASSED, Outcome.FAILED, Outcome.CRASHED
+TIMEOUT, NOT_BUILT = Outcome.TIMEOUT, Outcome.NOT_BUILT
 SKIPPED = Outcome.SKIPPED  # a test the backend does not run (its module's skip_tests): neither passed nor failed
 KILLED, SURVIVED, INVALID = Verdict.KILLED, Verdict.SURVIVED, Verdict.INVALID
 

@@ -24,7 +24,7 @@ from pydantic import AfterValidator, Field, StringConstraints, ValidationError
 from .. import untrusted
 from ..config import _line_for, _load_with_lines
 from ..errors import ConfigError
-from ..records import Record, dotted, located
+from ..records import Hint, R, Record, dotted, located
 
 FILE = "known-limits.yaml"
 STATUS = "not changed by this series"
@@ -75,15 +75,26 @@ def _hint(loc: tuple[Any, ...], kind: str, value: Any) -> Optional[str]:
     return None
 
 
-def parse_known_limits(where: str, text: str) -> tuple[KnownLimit, ...]:
-    """The file's limits, validated; one ConfigError line (file:line: key: what is wrong) when not."""
-
+def parse_yaml(kind: type[R], where: str, text: str, hint: Hint) -> tuple[R, dict[tuple[Any, ...], int]]:
+    """A contributor's YAML file of patches/ as `kind` (strictly), and each key's line; one ConfigError
+    line (file:line: key: what is wrong) when it is not one."""
     data, lines = _load_with_lines(text, where)
     try:
-        doc = KnownLimits.model_validate(data, strict=True)
+        return kind.model_validate(data, strict=True), lines
     except ValidationError as e:
-        path, what = located(e, _hint)
+        path, what = located(e, hint)
         raise ConfigError(f"{where}:{_line_for(lines, path)}: {dotted(path) or '(top level)'}: {what}") from None
+
+
+def read_yaml(series_dir: Path, file: str, what: str) -> Optional[tuple[str, str]]:
+    """(where, text) of a file beside the series; None when it is not there."""
+    text = untrusted.read_optional(Path(series_dir) / file, what, root=series_dir)
+    return None if text is None else (f"{Path(series_dir).name}/{file}", text)
+
+
+def parse_known_limits(where: str, text: str) -> tuple[KnownLimit, ...]:
+    """The file's limits, validated; one ConfigError line (file:line: key: what is wrong) when not."""
+    doc, lines = parse_yaml(KnownLimits, where, text, _hint)
     seen: dict[str, int] = {}
     for i, item in enumerate(doc.limits):
         if item.id in seen:
@@ -97,12 +108,8 @@ def parse_known_limits(where: str, text: str) -> tuple[KnownLimit, ...]:
 
 def load_known_limits(series_dir: Path) -> tuple[KnownLimit, ...]:
     """patches/known-limits.yaml beside the series; none when the file is not there."""
-    path = Path(series_dir) / FILE
-
-    text = untrusted.read_optional(path, "known-limits", root=series_dir)
-    if text is None:
-        return ()
-    return parse_known_limits(f"{Path(series_dir).name}/{FILE}", text)
+    found = read_yaml(series_dir, FILE, "known-limits")
+    return parse_known_limits(*found) if found else ()
 
 
 def table(limits: tuple[KnownLimit, ...]) -> list[str]:

@@ -84,15 +84,12 @@ def per_test_verdicts(
     apply_error: Optional[str], build_ok: bool, tests: Mapping[str, TestRecord], judged: list[str]
 ) -> dict[str, GateVerdict]:
     """Each test's verdict on one mutant, run separately (only the tests that pass with the fix)."""
-    out = {}
-    for t in judged:
-        if t == GATE_TEST:
-            out[t] = mutant_verdict(apply_error, build_ok, tests.get(t))
-        elif apply_error is not None:
-            out[t] = GateVerdict(INVALID, f"the mutant did not apply: {apply_error}")
-        else:
-            out[t] = test_opt_verdict(build_ok, tests.get(t))
-    return out
+    if apply_error is not None:
+        return {t: GateVerdict(INVALID, f"the mutant did not apply: {apply_error}") for t in judged}
+    return {
+        t: mutant_verdict(None, build_ok, tests.get(t)) if t == GATE_TEST else test_opt_verdict(build_ok, tests.get(t))
+        for t in judged
+    }
 
 
 def overall_verdict(per_test: Mapping[str, GateVerdict]) -> GateVerdict:

@@ -17,12 +17,10 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import Field, StringConstraints, ValidationError
+from pydantic import Field, StringConstraints
 
-from .. import untrusted
-from ..config import _line_for, _load_with_lines
-from ..errors import ConfigError
-from ..records import Record, dotted, located
+from ..records import Record
+from .known_limits import parse_yaml, read_yaml
 
 FILE = "related-upstream.yaml"
 _URL = r"^https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/(pull|issues)/[0-9]+$"
@@ -65,21 +63,13 @@ def _hint(loc: tuple[Any, ...], kind: str, value: Any) -> Optional[str]:
 
 
 def parse_related(where: str, text: str) -> tuple[RelatedWork, ...]:
-    data, lines = _load_with_lines(text, where)
-    try:
-        doc = RelatedFile.model_validate(data, strict=True)
-    except ValidationError as e:
-        path, what = located(e, _hint)
-        raise ConfigError(f"{where}:{_line_for(lines, path)}: {dotted(path) or '(top level)'}: {what}") from None
-    return tuple(doc.related)
+    return tuple(parse_yaml(RelatedFile, where, text, _hint)[0].related)
 
 
 def load_related(series_dir: Path) -> tuple[RelatedWork, ...]:
     """patches/related-upstream.yaml beside the series; none when the file is not there."""
-    text = untrusted.read_optional(Path(series_dir) / FILE, "related-upstream", root=series_dir)
-    if text is None:
-        return ()
-    return parse_related(f"{Path(series_dir).name}/{FILE}", text)
+    found = read_yaml(series_dir, FILE, "related-upstream")
+    return parse_related(*found) if found else ()
 
 
 def open_prs(related: tuple[RelatedWork, ...]) -> list[RelatedWork]:

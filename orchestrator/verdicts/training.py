@@ -51,13 +51,7 @@ def table_markdown(patched: list[EpochLoss], control: list[EpochLoss]) -> str:
         "|---|---|---|---|---|",
     ]
     for n in sorted(by_epoch):
-        p, c = by_epoch[n]
-        cols = [
-            _fmt(p.train_loss) if p else "—",
-            _fmt(p.eval_loss) if p else "—",
-            _fmt(c.train_loss) if c else "—",
-            _fmt(c.eval_loss) if c else "—",
-        ]
+        cols = [_fmt(getattr(e, k)) if e else "—" for e in by_epoch[n] for k in ("train_loss", "eval_loss")]
         lines.append(f"| {n} | " + " | ".join(cols) + " |")
     return "\n".join(lines) + "\n"
 

@@ -2,6 +2,7 @@
 do not prove the fix."""
 import json
 
+from orchestrator.config import Upstream
 from orchestrator.report.model import (CellStatus, DeviceRow, Outcome, RecordStatus, Results, RowStatus, TestRecord,
                                        Verdict, dump_results, load_results)
 
@@ -115,3 +116,10 @@ def with_sanitize_cell(results: Results, of: str = "ggml/cpu", skip: str = SANIT
         rec.tests[UPSTREAM] = TestRecord(outcome=Outcome.SKIPPED, skipped=skip)
         r.records.append(rec)
     return r
+
+
+def declared(repo, submit, where) -> Upstream:
+    """matrix.yaml's `upstream:` as load_matrix gives it: its keys, and the file:line it sits at."""
+    upstream = Upstream(repo=repo, submit=submit)
+    upstream._where = where
+    return upstream

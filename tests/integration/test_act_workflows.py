@@ -45,7 +45,7 @@ def api():
 def test_the_drift_workflow_keeps_its_one_issue(clone, tmp_path, api):
     gh = FakeGitHub(api, repo="ggml-patch/ggml-patch", token="act-token")
     state = D.State(profile="live", targets={"ggml-master": {"status": "conflict", "detail": "a hunk", "base": "ab"}})
-    gh.add(1, D.render(state, dt.datetime(2026, 11, 30, tzinfo=dt.timezone.utc)))
+    gh.add(1, D.issue_body(state, dt.datetime(2026, 11, 30, tzinfo=dt.timezone.utc)))
     env = {"GITHUB_API_URL": api.url_for("/").rstrip("/")}
     for run in (1, 2):
         proc = run_act(clone, DRIFT_WF, tmp_path / f"run{run}", "-s", "GITHUB_TOKEN=act-token", env=env)

@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 from orchestrator.verdicts import classify
-from orchestrator.run.testrun import run_test
+from orchestrator.run.testrun import run_program
 
 LINE = 'puts("device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"); fflush(stdout);'
 PROGRAMS = {
@@ -40,7 +40,7 @@ def binaries(tmp_path_factory):
     ("own-check", "failed", None, "killed"),
 ])
 def test_classified_by_name(binaries, tmp_path, name, outcome, signal, verdict):
-    r = run_test(name, [str(binaries[name])], 1.5, {}, tmp_path / f"{name}.log")
+    r = run_program(name, [str(binaries[name])], 1.5, {}, tmp_path / f"{name}.log")
     assert classify.outcome(r.exit_code, r.timed_out) == outcome
     assert r.signal == signal
     v = classify.control_verdict(True, classify.outcome(r.exit_code, r.timed_out), r.exit_code, r.output, "passed")

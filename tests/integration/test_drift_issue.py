@@ -278,7 +278,7 @@ def test_dry_run_prints_the_requests_and_sends_nothing(tmp_path, api, gh):
     assert f"POST {api.url_for('/repos/owner/proj/issues')}\nAuthorization: Bearer (GITHUB_TOKEN is not set)" in out
     assert '"title": "ggml-patch: the series drifted or a cell failed"' in out
     assert gh.requests == []
-    gh.add(3, D.render(D.State(profile="live", targets={"ggml-master": {"status": "conflict"}}), NOW))
+    gh.add(3, D.issue_body(D.State(profile="live", targets={"ggml-master": {"status": "conflict"}}), NOW))
     with_token = drift(tmp_path, api.url_for("/").rstrip("/"), "--status", str(st), "--dry-run")
     assert "Authorization: Bearer ***" in with_token.stdout and "found: #3 (open)" in with_token.stdout
     assert "decision: update" in with_token.stdout and {m for m, _ in gh.sent()} == {"GET"}  # read, never written

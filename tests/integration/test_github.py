@@ -19,6 +19,7 @@ from orchestrator.upstream import github as G
 from orchestrator.upstream import policy as P
 from orchestrator.vcs.snapshots import FIXED_IDENTITY, SnapshotRepo, Worktree
 
+from ..helpers.samples import declared
 from ..helpers.tools import DATA, ROOT, git
 
 TOKEN = "ghp_prTEST_c0ffee5eed9d4e21b7a3"  # unique: must appear nowhere but the Authorization header
@@ -57,7 +58,7 @@ class Tiny:
     def write_bundle(self, upstream, submit="api", files_md=None, draft_reasons=()):
         """A bundle as `bundle` writes it; by default for a fork the user owns (submit: api, repo REPO)."""
         patches = B.format_patch(SnapshotRepo(self.cache / "snapshots.git"), self.base, self.patched)
-        policy = P.derive("tiny", self.base, files_md or {}, P.Declared(REPO, submit, "matrix.yaml:3"))
+        policy = P.derive("tiny", self.base, files_md or {}, declared(REPO, submit, "matrix.yaml:3"))
         docs = {"PR_TITLE": "ggml-opt : zero the accumulators\n", "PR_BODY.md": "## The bug\n\nbody\n"} \
             if policy.takes_pull_request else {}
         files = {**dict(patches), **docs}

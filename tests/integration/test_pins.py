@@ -77,7 +77,7 @@ def test_a_pinned_target_stays_on_its_commit_after_the_branch_moves(tmp_path):
     up = _upstream(tmp_path / "up")
     first = _head(up)
     m = _matrix(tmp_path, up)
-    pins = P.resolve(load_matrix(m), ["tip"])
+    pins = P.resolve_reachable(load_matrix(m), ["tip"])[0]
     (up / "README").write_text("two\n")
     git(up, "commit", "-qam", "upstream moved on")
     second = _head(up)
@@ -122,9 +122,9 @@ def test_bad_pins_are_one_line_errors(tmp_path, args, expected):
 def test_missing_ref_and_unreachable_remote(tmp_path):
     up = _upstream(tmp_path / "up")
     with pytest.raises(ConfigError, match=r"targets.t.source.ref: 'nope' is not a branch, tag or full commit id"):
-        P.ls_remote(str(up), "nope", "targets.t.source.ref")
+        P.ls_remote(str(up), "nope", "targets.t.source")
     with pytest.raises(sources.SourceUnreachable, match=r"targets.t.source.url: .*/absent is unreachable"):
-        P.ls_remote(str(tmp_path / "absent"), "main", "targets.t.source.ref")
+        P.ls_remote(str(tmp_path / "absent"), "main", "targets.t.source")
     sha = "1" * 40
     assert P.ls_remote("https://unreachable.invalid/x", sha, "k") == (sha, sha)  # a full commit needs no network
 

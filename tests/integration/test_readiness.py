@@ -11,6 +11,7 @@ from orchestrator.upstream import policy as P
 from orchestrator.upstream import readiness as R
 from orchestrator.upstream import sync as S
 
+from ..helpers.samples import declared
 from ..helpers.tools import DATA as TOOLS_DATA
 from ..helpers.tools import git
 
@@ -21,7 +22,7 @@ BASE = {"ggml/src/ggml-opt.cpp": "int a = 0;\n\nint b = 0;\n", "tests/CMakeLists
 def llama() -> P.Policy:
     files = {f: (DATA / "llama.cpp" / f).read_text(encoding="utf-8")
              for f in ("AGENTS.md", "CONTRIBUTING.md", ".github/pull_request_template.md")}
-    return P.derive("llama.cpp", "b" * 40, files, P.Declared("ggml-org/llama.cpp", "manual", "matrix.yaml:14"))
+    return P.derive("llama.cpp", "b" * 40, files, declared("ggml-org/llama.cpp", "manual", "matrix.yaml:14"))
 
 
 def make_series(tmp: Path, commits: list[tuple[str, dict]]) -> list[tuple[str, str]]:
@@ -150,16 +151,16 @@ def test_pull_request_checks_need_a_written_cover(tmp_path):
 def test_role_fails_when_api_would_submit_to_a_project_that_forbids_it():
     files = {f: (DATA / "llama.cpp" / f).read_text(encoding="utf-8")
              for f in ("AGENTS.md", ".github/pull_request_template.md")}
-    upstream = P.derive("l", "a" * 40, files, P.Declared("ggml-org/llama.cpp", "api", "m.yaml:3"))
+    upstream = P.derive("l", "a" * 40, files, declared("ggml-org/llama.cpp", "api", "m.yaml:3"))
     c = R.check_role(upstream)
     assert c.status == R.FAIL and "forbids automated submissions (AGENTS.md:49)" in c.detail
-    fork = P.derive("l", "a" * 40, files, P.Declared("me/llama.cpp", "api", "m.yaml:3"))
+    fork = P.derive("l", "a" * 40, files, declared("me/llama.cpp", "api", "m.yaml:3"))
     assert R.check_role(fork).status == R.PASS  # the user's own fork
 
 
 def test_ggml_takes_no_pull_request_and_its_sync_leaves_the_new_test_out(tmp_path):
     ggml_files = {f: (DATA / "ggml" / f).read_text() for f in ("CONTRIBUTING.md", ".github/pull_request_template.md")}
-    pol = P.derive("ggml", "c" * 40, ggml_files, P.Declared("ggml-org/ggml", "none", "matrix.yaml:24"))
+    pol = P.derive("ggml", "c" * 40, ggml_files, declared("ggml-org/ggml", "none", "matrix.yaml:24"))
     script = "scripts/sync-llama-am.sh"
     assert S.sync_script_for("ggml-org/llama.cpp") == script
     sync = S.parse_sync_script(script, (DATA / "ggml" / script).read_text())

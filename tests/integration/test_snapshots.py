@@ -1,4 +1,6 @@
 """Snapshot repository and worktrees, with real git in temporary directories."""
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -63,11 +65,10 @@ def test_worktree_apply_control_restore(tmp_path):
     wt2.ensure(base)
     assert wt2.am([patch]) == head
 
-    diff = wt.diff(base, ["src/opt.cpp"])
-    wt.apply_reverse(diff)
+    wt.restore_from(base, ["src/opt.cpp"])  # the fix's files as the base has them
     assert (wt.path / "src/opt.cpp").read_text() == BASE["src/opt.cpp"]
     assert (wt.path / "tests/new.cpp").exists()  # the test is kept
-    wt.restore(["src/opt.cpp"])
+    wt.restore_from(head, ["src/opt.cpp"])
     assert wt.is_clean() and wt.head() == head
 
 
@@ -97,3 +98,27 @@ def test_am_failure_is_reported_and_leaves_no_am_in_progress(tmp_path):
     assert not rebase_apply.exists(), "git am was left in progress"
     wt.ensure(base)  # usable again
     assert wt.is_clean()
+
+
+def test_snapshot_repositories_copied_over_one_another_merge(tmp_path):
+    """The matrix workflow's hand-over: each pinned target's leg saves its snapshots.git and the
+    aggregate restores them all into one path. Objects and refs are named by content and by source,
+    so the merged repository has both snapshots, and the legs' stale worktrees are pruned on use.
+    gc runs in the foreground there (a detached one could still be packing while a leg saves)."""
+    legs = []
+    for name, files in (("a", BASE), ("b", {**BASE, "src/opt.cpp": "other\n"})):
+        repo = SnapshotRepo(tmp_path / f"{name}.git")
+        commit = repo.import_tree(_tree(tmp_path / f"src-{name}", files), f"refs/snapshots/{name}", f"snapshot {name}")
+        Worktree(repo, tmp_path / f"leg-{name}" / "src").ensure(commit)
+        assert subprocess.run(["git", "--git-dir", str(repo.path), "config", "gc.autoDetach"],
+                              capture_output=True, text=True).stdout.strip() == "false"
+        legs.append((name, commit, files))
+    for name, _, _ in legs:
+        shutil.copytree(tmp_path / f"{name}.git", tmp_path / "agg.git", dirs_exist_ok=True)
+        shutil.rmtree(tmp_path / f"leg-{name}")  # another machine's worktrees
+    merged = SnapshotRepo(tmp_path / "agg.git")
+    for name, commit, files in legs:
+        assert merged.ref_commit(f"refs/snapshots/{name}") == commit
+        wt = Worktree(merged, tmp_path / "bundle" / name)
+        wt.ensure(commit)
+        assert (wt.path / "src/opt.cpp").read_text() == files["src/opt.cpp"] and wt.is_clean()

@@ -3,7 +3,7 @@ import sys
 import time
 
 from orchestrator.verdicts import classify
-from orchestrator.run.testrun import run_test
+from orchestrator.run.testrun import run_program
 
 
 def _py(code: str) -> list[str]:
@@ -11,9 +11,9 @@ def _py(code: str) -> list[str]:
 
 
 def test_pass_fail_and_output(tmp_path):
-    ok = run_test("t", _py("print('all good')"), 30, {}, tmp_path / "ok.log")
+    ok = run_program("t", _py("print('all good')"), 30, {}, tmp_path / "ok.log")
     assert ok.exit_code == 0 and "all good" in ok.output and classify.outcome(ok.exit_code) == "passed"
-    bad = run_test("t", _py("import sys; print('device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5'); sys.exit(1)"),
+    bad = run_program("t", _py("import sys; print('device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5'); sys.exit(1)"),
                    30, {}, tmp_path / "bad.log")
     assert classify.outcome(bad.exit_code, bad.timed_out) == "failed"
     assert classify.gate_failure_line(bad.output).startswith("device=CPU opt_period=1")
@@ -21,7 +21,7 @@ def test_pass_fail_and_output(tmp_path):
 
 
 def test_abort_is_a_crash_not_a_failure(tmp_path):
-    r = run_test("t", _py("import os; print('device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5', flush=True); os.abort()"),
+    r = run_program("t", _py("import os; print('device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5', flush=True); os.abort()"),
                  30, {}, tmp_path / "a.log")
     assert r.signal == "SIGABRT"
     assert classify.outcome(r.exit_code, r.timed_out) == "crashed"
@@ -34,7 +34,7 @@ def test_hang_is_killed_with_its_children(tmp_path):
     code = (f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', "
             f"\"import time; time.sleep(3); open(r'{marker}', 'w').write('x')\"]); time.sleep(60)")
     t0 = time.monotonic()
-    r = run_test("t", _py(code), 1.0, {}, tmp_path / "h.log")
+    r = run_program("t", _py(code), 1.0, {}, tmp_path / "h.log")
     assert r.timed_out and r.exit_code is None
     assert time.monotonic() - t0 < 10
     assert classify.outcome(r.exit_code, r.timed_out) == "timeout"
@@ -43,5 +43,5 @@ def test_hang_is_killed_with_its_children(tmp_path):
 
 
 def test_missing_binary_is_not_built(tmp_path):
-    r = run_test("t", [str(tmp_path / "nope")], 5, {}, tmp_path / "n.log")
+    r = run_program("t", [str(tmp_path / "nope")], 5, {}, tmp_path / "n.log")
     assert classify.outcome(r.exit_code) == "not-built"

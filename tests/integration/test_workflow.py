@@ -210,6 +210,32 @@ def test_the_bundles_builds_reuse_the_cpu_legs_ccache(wf):
     assert not any("master" in s["name"] or "cambriantech" in s["name"] or "continuum" in s["name"] for s in restores)
 
 
+def test_each_pinned_targets_cpu_leg_hands_its_snapshots_to_the_bundle(wf):
+    """The aggregate's bundles start from the legs' imports of the pinned sources, not their own:
+    the cpu leg of each pinned target (the one whose ccache the bundle restores) saves its snapshot
+    repository after its cell, under a key of this run alone, and the aggregate restores exactly
+    those keys into its own tool cache's snapshots.git (no restore-keys: never another run's)."""
+    cell, agg = wf["jobs"]["cell"], wf["jobs"]["aggregate"]
+    handing = [leg for leg in _legs(wf) if leg["hand-over"]]
+    assert [(lg["profile"], lg["target"], lg["backend"]) for lg in handing] == [
+        ("default", "llama.cpp", "cpu"), ("default", "ggml", "cpu")]
+    assert not any(leg["hand-over"] for leg in _legs(wf) if leg["git"])
+    save = _step(cell, "Hand the snapshots to the bundle")
+    names = [s.get("name") for s in cell["steps"]]
+    assert names.index("Run the cell") < names.index(save["name"]) < names.index("Upload the cell's results")
+    assert save["uses"].startswith("actions/cache/save@") and save["if"] == "matrix.hand-over"
+    snapshots = cell["env"]["GGML_PATCH_CACHE"] + "/snapshots.git"  # the tool cache's snapshot repository
+    assert save["with"]["path"] == snapshots and agg["env"]["GGML_PATCH_CACHE"] == cell["env"]["GGML_PATCH_CACHE"]
+    restores = [s for s in agg["steps"] if s.get("name", "").startswith("Snapshots")]
+    assert [s["name"] for s in restores] == ["Snapshots (the llama.cpp/cpu leg's)", "Snapshots (the ggml/cpu leg's)"]
+    for s, leg in zip(restores, handing, strict=True):
+        assert s["uses"].startswith("actions/cache/restore@")
+        assert s["with"] == {"path": snapshots, "key": _expand(save["with"]["key"], leg)}
+        assert "${{ github.run_id }}" in s["with"]["key"]
+    bundle = next(i for i, s in enumerate(agg["steps"]) if s.get("name") == "Bundle (default)")
+    assert all(agg["steps"].index(s) < bundle for s in restores)
+
+
 def test_download_cache_keys_change_only_with_the_pinned_download(matrix, repo_root, tmp_path):
     legs = {(leg["profile"], leg["target"], leg["backend"]): leg for leg in _legs(workflow(matrix))}
     sha = matrix.target("ggml").source["sha256"]

@@ -141,6 +141,23 @@ def test_the_act_run_is_measured_against_the_same_cells_by_the_tool():
     assert "| quiet | 10.0 | 20.0 | 1.0 |" in md  # act / (matrix + bundle): 60 / (50 + 10)
 
 
+def test_the_snapshot_hand_over_is_reported_with_its_own_cost():
+    """The legs' cache saves and the aggregate's restores (what the bundle no longer imports) are
+    shown beside the Bundle step; a log without them (an older workflow) adds no table."""
+    bench = _bench()
+    run = _act_run(50.0, 60.0, 0)
+    run["act"]["handover_s"] = {"ggml/cpu (default)": 0.4}
+    run["act"]["restores_s"] = {"Merge, summary and bundle per profile": 1.1}
+    report = {"machine": {"cores": 2, "loadavg_start": [0.1]}, "goals": bench.GOALS,
+              "act": {"act_cpus": "0", "warm_up": {"wall_s": 1.0}, "quiet": run}}
+    report["ratios"] = bench.ratios(report)
+    report["met"] = {k: report["ratios"][k] <= bench.GOALS[k] for k in report["ratios"]}
+    md = bench.markdown(report)
+    assert "| quiet | ggml/cpu (default) 0.4 | Merge, summary and bundle per profile 1.1 |" in md
+    report["act"]["quiet"] = _act_run(50.0, 60.0, 0)
+    assert "the legs' saves" not in bench.markdown(report)
+
+
 def test_acts_step_times_add_up_per_job():
     bench = _bench()
     assert [bench.go_duration_s(t) for t in ("1m2.5s", "850ms", "1h0m1s", "2µs")] == [62.5, 0.85, 3601.0, 2e-06]

@@ -13,8 +13,8 @@ pytestmark = pytest.mark.unit
 NOW = dt.datetime(2026, 12, 1, 4, 17, tzinfo=dt.timezone.utc)
 
 
-def _row(status: str) -> dict:
-    return {"status": status, "detail": "", "base": "ab"}
+def _row(status: str) -> D.TargetRow:
+    return D.TargetRow(status=status, detail="", base="ab")
 
 
 def test_a_partial_status_merges_and_a_full_one_replaces():
@@ -78,7 +78,7 @@ def test_only_the_time_changing_is_no_edit():
     later = NOW + dt.timedelta(days=1)
     again, _ = D.decide(found, ("live", dict(reversed(list(status[1].items())))), None, "https://x/runs/2", later)
     assert again.kind == "none"  # another time, another run, another order: nothing to edit
-    changed, _ = D.decide(found, ("live", {"a": {**_row("conflict"), "detail": "moved"}, "b": _row("applies cleanly")}),
+    changed, _ = D.decide(found, ("live", {"a": _row("conflict").model_copy(update={"detail": "moved"}), "b": _row("applies cleanly")}),
                           None, "https://x/runs/3", later)
     assert changed.kind == "update" and changed.comment == ""  # changed but not worse: an edit, no comment
     assert D.same_but_for_time(state, D.State(profile=state.profile, targets=state.targets, run="other"))

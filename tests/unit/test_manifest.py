@@ -13,6 +13,7 @@ from orchestrator.upstream import policy as P
 from orchestrator.upstream.authorship import Identity
 from orchestrator.verdicts.known_limits import KnownLimit
 
+from ..helpers.samples import declared
 from ..helpers.tools import ROOT
 from .test_policy import llama
 
@@ -55,7 +56,7 @@ def test_a_written_manifest_goes_through_json_and_its_schema():
 
 def test_a_verify_only_policy_takes_no_pull_request():
     data = written()
-    data["policy"] = P.derive("t", "b" * 40, {}, P.Declared("o/r", "none", "matrix.yaml:3")).record().to_json()
+    data["policy"] = P.derive("t", "b" * 40, {}, declared("o/r", "none", "matrix.yaml:3")).record().to_json()
     assert not M.read_manifest(data, "manifest.json").takes_pull_request
 
 

@@ -10,6 +10,7 @@ from orchestrator.config import load_matrix
 from orchestrator.errors import ConfigError
 from orchestrator.upstream import policy as P
 
+from ..helpers.samples import declared as upstream
 from ..helpers.tools import DATA as TOOLS_DATA
 
 DATA = TOOLS_DATA / "upstream-policy"
@@ -22,7 +23,7 @@ def files_of(root: Path) -> dict:
 
 def llama() -> P.Policy:
     return P.derive("llama.cpp", "b" * 40, files_of(DATA / "llama.cpp"),
-                    P.Declared("ggml-org/llama.cpp", "manual", "matrix.yaml:14"))
+                    upstream("ggml-org/llama.cpp", "manual", "matrix.yaml:14"))
 
 
 def lines(p: P.Policy, rule: str) -> list[str]:
@@ -97,7 +98,7 @@ def test_ggml_is_verified_through_llama_cpp_s_sync():
     for rule in ("automated_submission_forbidden", "ascii_only", "max_comment_lines", "new_test_files_need_approval"):
         assert p.rule(rule).value is None and p.rule(rule).evidence == ()
     assert p.max_comment_lines == P.DEFAULT_MAX_COMMENT_LINES
-    declared = P.derive("ggml", "c" * 40, files_of(DATA / "ggml"), P.Declared("ggml-org/ggml", "none", "m.yaml:9"))
+    declared = P.derive("ggml", "c" * 40, files_of(DATA / "ggml"), upstream("ggml-org/ggml", "none", "m.yaml:9"))
     assert [e.where for e in declared.submit.evidence] == ["m.yaml:9"] and not declared.takes_pull_request
 
 
@@ -135,7 +136,7 @@ def test_a_template_with_other_headings():
 def test_a_policy_that_allows_automation():
     agents = ("# Agents\n\n## Allowed\n\n- Automated PR submissions are welcome from bots we know.\n"
               "- Agents may run `git push` to their own branches.\n")
-    p = P.derive("x", "a" * 40, {"AGENTS.md": agents}, P.Declared("me/x", "api", "matrix.yaml:7"))
+    p = P.derive("x", "a" * 40, {"AGENTS.md": agents}, upstream("me/x", "api", "matrix.yaml:7"))
     assert p.rule("automated_submission_forbidden").value is None
     assert p.submit.value == "api" and p.takes_pull_request
     assert "through the GitHub API" in p.role.value["text"]

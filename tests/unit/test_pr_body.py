@@ -11,6 +11,7 @@ from orchestrator.upstream import documents as D
 from orchestrator.upstream import policy as P
 from orchestrator.upstream import pr_body as PB
 
+from ..helpers.samples import declared
 from ..helpers.tools import DATA
 
 LLAMA = DATA / "upstream-policy" / "llama.cpp"
@@ -88,7 +89,7 @@ def sample() -> Results:
 def llama_policy() -> P.Policy:
     files = {f: (LLAMA / f).read_text(encoding="utf-8") for f in ("AGENTS.md", "CONTRIBUTING.md",
                                                                    ".github/pull_request_template.md")}
-    return P.derive("llama.cpp", "b" * 40, files, P.Declared("ggml-org/llama.cpp", "manual", "matrix.yaml:14"))
+    return P.derive("llama.cpp", "b" * 40, files, declared("ggml-org/llama.cpp", "manual", "matrix.yaml:14"))
 
 
 def docs(cover_text, policy=None, warnings=()) -> D.Documents:
@@ -179,7 +180,7 @@ def test_a_cover_with_non_ascii_is_a_draft_the_words_stay_the_contributor_s():
 
 def test_a_template_with_other_headings_gets_its_own_headings():
     template = "## Description\n\n<!-- what and why -->\n\n## Checklist\n\n- [ ] I ran the tests\n"
-    pol = P.derive("x", "a" * 40, {".github/pull_request_template.md": template}, P.Declared("me/x", "manual", "m:1"))
+    pol = P.derive("x", "a" * 40, {".github/pull_request_template.md": template}, declared("me/x", "manual", "m:1"))
     d = docs("## Description\n\nThe fix.\n", policy=pol)
     body = d.files["PR_BODY.md"]
     assert headings(body) == ["Description", "Checklist"]

@@ -9,6 +9,7 @@ from orchestrator.upstream import readiness as R
 from orchestrator.verdicts.related import load_related, open_prs, parse_related
 
 from ..helpers.patches import PATCH_DIR
+from ..helpers.samples import declared
 from ..helpers.tools import DATA
 
 OPEN = "https://github.com/ggml-org/llama.cpp/pull/22705"
@@ -17,7 +18,7 @@ OPEN = "https://github.com/ggml-org/llama.cpp/pull/22705"
 def _policy():
     files = {f: (DATA / "upstream-policy" / "llama.cpp" / f).read_text(encoding="utf-8")
              for f in ("AGENTS.md", "CONTRIBUTING.md", ".github/pull_request_template.md")}
-    return P.derive("llama.cpp", "b" * 40, files, P.Declared("ggml-org/llama.cpp", "manual", "matrix.yaml:14"))
+    return P.derive("llama.cpp", "b" * 40, files, declared("ggml-org/llama.cpp", "manual", "matrix.yaml:14"))
 
 
 def test_the_shipped_file_lists_the_qlora_line_and_the_symptom_reports():
