@@ -120,10 +120,8 @@ def before_fix_lines(results: Results, target: str) -> list[str]:
 
 def short_cell_table(results: Results, target: str) -> list[str]:
     """One row per cell (backend x device): test-opt with its new cases, the gate, the control."""
-    out = [
-        f"| cell | device | {UPSTREAM_TEST} (with the new cases) | gate ({GATE_TEST}) | control (fix reverted) |",
-        "|---|---|---|---|---|",
-    ]
+    head = f"| cell | device | {UPSTREAM_TEST} (with the new cases) | gate ({GATE_TEST}) | control (fix reverted) |"
+    out = [head, "|---|---|---|---|---|"]
     for c in results.cells_of(target):
         recs = results.records_of(c.cell)
         patched, control = recs.get("patched"), recs.get("control")
@@ -168,10 +166,8 @@ def competing_table(results: Results, target: str) -> list[str]:
 
 def case_table(results: Results, target: str) -> list[str]:
     """backend x device x test x case (named), with the fix and with it reverted."""
-    out = [
-        "| backend | device | test | case | with the fix | fix reverted | first wrong step | w | expected |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+    out = ["| backend | device | test | case | with the fix | fix reverted | first wrong step | w | expected |"]
+    out.append("|---|---|---|---|---|---|---|---|---|")
     for r in B.outcome_rows(results, target):
         case = r.get("case") or r["optimizer"] or (f"opt_period={r['opt_period']}" if r["opt_period"] else None)
         vals = [r["backend"], r["device"], r["test"], case, r["with_fix"], r["reverted"], r["step"], r["w"]]
@@ -215,14 +211,9 @@ def evidence(
         out += ["", *finetune_summary(finetune)]
         out += _details("Fine-tuning with llama-finetune, with and without the fix", tuned)
     out += _details("Per-case results (backend x device x test x case)", case_table(results, target))
-    record = [
-        "| | |",
-        "|---|---|",
-        f"| results.json sha256 | `{results_sha256}` |",
-        f"| run started | {_v(results.started_at)} |",
-        f"| profile | {_v(results.profile)} |",
-        f"| series sha256 | `{results.series.sha256}` |",
-    ]
+    record = ["| | |", "|---|---|", f"| results.json sha256 | `{results_sha256}` |"]
+    record += [f"| run started | {_v(results.started_at)} |", f"| profile | {_v(results.profile)} |"]
+    record += [f"| series sha256 | `{results.series.sha256}` |"]
     # ascii_text maps each character alone: a whole note is the same as its values one by one
     notes = [f"- {c.cell} device: {B.device_text(c.device)}" for c in cells if B.device_text(c.device)]
     notes += [f"- {c.cell} {c.status}: {B.one_line(c.reason)}" for c in cells if c.status in B.NOT_RUN]
@@ -238,10 +229,8 @@ def evidence(
     notes = [ascii_text(line) for line in notes]
     out += _details("The run (ggml-patch results.json), cells and controls", [*record, "", *notes])
     if known_limits:
-        out += _details(
-            f"Known limits, not changed by this series (patches/{limits.FILE})",
-            [ascii_text(line) for line in limits.table(known_limits)],
-        )
+        table = [ascii_text(line) for line in limits.table(known_limits)]
+        out += _details(f"Known limits, not changed by this series (patches/{limits.FILE})", table)
     out += _details("Base commits", base_rows(results, target, repo))
     out += _details("Toolchain", [ascii_text(f"- {name}: {value}") for name, value in B.toolchain_lines(toolchain)])
     return [redact(line) for line in out]  # the run's records may name URLs: never their credentials
