@@ -40,7 +40,7 @@ def run(args, matrix, cache) -> ExitCode:
     from .. import outdir
     from ..config import require_native_tests
     from ..redact import redact
-    from ..upstream import authorship
+    from ..upstream import authorship, submission
     from ..upstream.bundle import BundleOptions, make_bundles
 
     results = Path(args.results).absolute()
@@ -59,14 +59,17 @@ def run(args, matrix, cache) -> ExitCode:
     for why in left_out:
         print(redact(f"ggml-patch: warning: not bundled: {why}"), file=sys.stderr)
     for b in made:
-        for w in b.warnings:
+        man, base = b.manifest, b.manifest.base
+        for w in man.warnings or []:
             print(redact(f"ggml-patch: warning: {b.target}: incomplete evidence: {w}"), file=sys.stderr)
-        upstream = f", upstream {b.upstream_commit[:12]}" if b.upstream_commit else ""
+        upstream = f", upstream {base.upstream_commit[:12]}" if base.upstream_commit else ""
+        verify_s = man.verification.durations_s.total if man.verification else 0.0
         print(
-            f"{b.target}: {len(b.patches)} patches against base {b.base_commit[:12]}{upstream}, "
-            f"verified in {b.verify_s:.1f} s (git am, build, test-opt, gate) -> {b.path}"
+            f"{b.target}: {len(b.patch_files)} patches against base {(base.snapshot_commit or '')[:12]}{upstream}, "
+            f"verified in {verify_s:.1f} s (git am, build, test-opt, gate) -> {b.path}"
         )
-        draft = f"DRAFT ({len(b.draft_reasons)} reason(s), see {b.path}/READINESS.md)"
-        print(f"{b.target}: {b.role}; " + (draft if b.draft_reasons else "ready (READINESS.md)"))
+        draft = f"DRAFT ({len(man.draft_reasons)} reason(s), see {b.path}/READINESS.md)"
+        role = submission.role_of(submission.policy_of(man, str(b.path))).text
+        print(f"{b.target}: {role}; " + (draft if man.draft_reasons else "ready (READINESS.md)"))
     print(f"{len(made)} bundle(s) in {out} ({time.monotonic() - t0:.1f} s)")
     return ExitCode.OK
