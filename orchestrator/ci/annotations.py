@@ -28,13 +28,8 @@ def escape_property(text: str) -> str:
 
 def repo_path(path: Path, workspace: Optional[str]) -> str:
     """The matrix file as the repository names it (annotations take paths relative to its root)."""
-    p = Path(path)
-    if workspace and p.is_absolute():
-        try:
-            return p.relative_to(Path(workspace).resolve()).as_posix()
-        except ValueError:
-            pass
-    return p.as_posix()
+    p, root = Path(path), Path(workspace).resolve() if workspace else None
+    return (p.relative_to(root) if root and p.is_absolute() and p.is_relative_to(root) else p).as_posix()
 
 
 def cell_annotations(results: Results, matrix: Matrix, workspace: Optional[str] = None) -> list[str]:

@@ -237,13 +237,8 @@ def same_but_for_time(a: State, b: State) -> bool:
     """The two states' bodies differ at most in the time and the runs' links (what every run changes)."""
 
     def plain(x: State) -> str:  # the recorded state comes back with its keys sorted: order is not news
-        update = {
-            "run": "",
-            "cells_run": "",
-            "targets": dict(sorted(x.targets.items())),
-            "failing": dict(sorted(x.failing.items())),
-        }
-        return issue_body(x.model_copy(update=update), _EPOCH)
+        rows = {"targets": dict(sorted(x.targets.items())), "failing": dict(sorted(x.failing.items()))}
+        return issue_body(x.model_copy(update={"run": "", "cells_run": "", **rows}), _EPOCH)
 
     return plain(a) == plain(b)
 
@@ -376,17 +371,14 @@ class IssuesClient:
         got = send(req.method, self.api_url, url, self.token, self.timeout, req.payload)
         if got.status in req.ok_if:
             return got
-        raise_for_answer(
-            got,
-            url,
-            self.token,
-            Wording(
-                access=f"issues write access to {self.repo} (the job needs `permissions: issues: write`)",
-                forbidden=f"permission to write issues on {self.repo} (the job needs `permissions: issues: write`)",
-                rejected=f"GitHub refused {req.method} {url}",
-                repo=self.repo,
-            ),
+        need = f"{self.repo} (the job needs `permissions: issues: write`)"
+        wording = Wording(
+            access=f"issues write access to {need}",
+            forbidden=f"permission to write issues on {need}",
+            rejected=f"GitHub refused {req.method} {url}",
+            repo=self.repo,
         )
+        raise_for_answer(got, url, self.token, wording)
         return got
 
     def find(self) -> Optional[Found]:

@@ -60,11 +60,8 @@ def _labels(runs_on: str) -> list[str]:
 
 def all_cells(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[tuple[str, str, str]]:
     """(profile, target, backend) for every cell of the given profiles (default: all), in
-    matrix.yaml's order."""
+    matrix.yaml's order; an unknown profile: matrix.cells' one-line error."""
     names = list(profiles) if profiles else list(matrix.profiles)
-    for p in names:
-        if p not in matrix.profiles:
-            matrix.cells(p)  # raises the one-line "unknown profile" error
     return [(p, t.name, b.name) for p in names for t, b in matrix.cells(p)]
 
 
@@ -101,14 +98,11 @@ def runner_slug(runs_on: str) -> str:
 
 def check_runners(matrix: Matrix) -> None:
     """Refuse a runner label GitHub has retired: every run on it would fail (one line, exit 2)."""
-
     for b in matrix.backends.values():
-        for runs_on in b.all_runners():
-            for label in _labels(runs_on):
-                line = _line_for(matrix.lines, ("backends", b.name, "runs_on"))
-                msg = retired_message(f"{matrix.path}:{line}: backends.{b.name}.runs_on", label)
-                if msg:
-                    raise ConfigError(msg)
+        where = f"{matrix.path}:{_line_for(matrix.lines, ('backends', b.name, 'runs_on'))}: backends.{b.name}.runs_on"
+        for label in (lab for runs_on in b.all_runners() for lab in _labels(runs_on)):
+            if msg := retired_message(where, label):
+                raise ConfigError(msg)
 
 
 def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[str, Any]]:

@@ -40,33 +40,36 @@ def run(args, matrix, cache) -> ExitCode:
     from .. import outdir
     from ..config import require_native_tests
     from ..redact import redact
-    from ..upstream import authorship
+    from ..upstream import authorship, submission
     from ..upstream.bundle import BundleOptions, make_bundles
 
-    results_dir = Path(args.results).absolute()
+    results = Path(args.results).absolute()
     # the folder is checked now (never one holding a user's files), marked when the bundle is written
-    out = outdir.check(args.out or results_dir / "bundle", "--out", legacy=outdir.made_bundles)
+    out = outdir.check(args.out or results / "bundle", "--out", legacy=outdir.made_bundles)
     # whose commits these are, before anything is read or written: refused in one line when unknown
     author = authorship.resolve(args.author, authorship.from_git_config() if args.author is None else (None, None))
     assisted = authorship.check_assistant(args.assisted_by)
     require_native_tests(matrix)
     log = lambda msg: print(redact(f"bundle: {msg}"), file=sys.stderr, flush=True)  # noqa: E731
     opts = BundleOptions(
-        matrix, cache, results_dir, out, args.allow_incomplete, args.target, log, author=author, assisted_by=assisted
+        matrix, cache, results, out, args.allow_incomplete, args.target, log=log, author=author, assisted_by=assisted
     )
     t0 = time.monotonic()
     made, left_out = make_bundles(opts)
     for why in left_out:
         print(redact(f"ggml-patch: warning: not bundled: {why}"), file=sys.stderr)
     for b in made:
-        for w in b.warnings:
+        man, base = b.manifest, b.manifest.base
+        for w in man.warnings or []:
             print(redact(f"ggml-patch: warning: {b.target}: incomplete evidence: {w}"), file=sys.stderr)
-        upstream = f", upstream {b.upstream_commit[:12]}" if b.upstream_commit else ""
+        upstream = f", upstream {base.upstream_commit[:12]}" if base.upstream_commit else ""
+        verify_s = man.verification.durations_s.total if man.verification else 0.0
         print(
-            f"{b.target}: {len(b.patches)} patches against base {b.base_commit[:12]}{upstream}, "
-            f"verified in {b.verify_s:.1f} s (git am, build, test-opt, gate) -> {b.path}"
+            f"{b.target}: {len(b.patch_files)} patches against base {(base.snapshot_commit or '')[:12]}{upstream}, "
+            f"verified in {verify_s:.1f} s (git am, build, test-opt, gate) -> {b.path}"
         )
-        draft = f"DRAFT ({len(b.draft_reasons)} reason(s), see {b.path}/READINESS.md)"
-        print(f"{b.target}: {b.role}; " + (draft if b.draft_reasons else "ready (READINESS.md)"))
+        draft = f"DRAFT ({len(man.draft_reasons)} reason(s), see {b.path}/READINESS.md)"
+        role = submission.role_of(submission.policy_of(man, str(b.path))).text
+        print(f"{b.target}: {role}; " + (draft if man.draft_reasons else "ready (READINESS.md)"))
     print(f"{len(made)} bundle(s) in {out} ({time.monotonic() - t0:.1f} s)")
     return ExitCode.OK

@@ -459,25 +459,31 @@ def tested_tree(
 ) -> TreeTested:
     """The pipeline's configure, build and test steps on a tree given as it is (a bundle's: its
     patches applied with git am to a fresh copy of the base): the tests only, build and logs in `work`."""
-    module = backends.get(backend.name, cache.root)
-    cell = Cell(cell=f"{target.name}/{backend.name}", target=target.name, backend=backend.name, layout=target.layout)
-    ctx = CellContext(target, backend, module, cache, native_tests, work, work / "logs", CellProgress(), cell)
-    ctx.worktree, ctx.programs, ctx.env = worktree, False, module.test_env(backend)
+    ctx = cell_context(target, backend, cache, native_tests, work, work / "logs", worktree=worktree, programs=False)
+    ctx.env = ctx.module.test_env(backend)
     configured, patched = configure(ctx), build(ctx)
     t0 = time.monotonic()
     run_tests(ctx)
     return TreeTested(
-        patched, configured.skipped, cell.timings.get("configure", 0.0), round(time.monotonic() - t0, 2), ctx.logs
+        patched, configured.skipped, ctx.cell.timings.get("configure", 0.0), round(time.monotonic() - t0, 2), ctx.logs
     )
 
 
 def cell_context(
-    target: Target, backend: Backend, cache: Cache, native_tests: Path, cell_dir: Path, logs: Path, **options: Any
+    target: Target,
+    backend: Backend,
+    cache: Cache,
+    native_tests: Path,
+    cell_dir: Path,
+    logs: Path,
+    reporter: Optional[Reporter] = None,
+    cancel: Optional[CancelToken] = None,
+    **options: Any,
 ) -> CellContext:
-    """A cell's context for the steps run one by one outside `run_cell` (the fine-tuning evidence):
-    its backend's module, a fresh Cell record, progress on `reporter` (options: CellContext's fields)."""
+    """A cell's context (run_cell's, the fine-tuning evidence's, a bundle's tree's): its backend's
+    module, a fresh Cell record, progress on `reporter` (options: CellContext's fields)."""
     cell = Cell(cell=f"{target.name}/{backend.name}", target=target.name, backend=backend.name, layout=target.layout)
-    steps = CellProgress(options.pop("reporter", None))
+    steps = CellProgress(reporter, cancel)
     module = backends.get(backend.name, cache.root)
     return CellContext(target, backend, module, cache, native_tests, cell_dir, logs, steps, cell, **options)
 
@@ -516,12 +522,26 @@ def run_cell(
     cell_id = f"{target.name}/{backend.name}"
     t0 = time.monotonic()
     reporter.start_cell(cell_id)
-    cell = Cell(cell=cell_id, target=target.name, backend=backend.name, layout=target.layout)
-    module = backends.get(backend.name, opts.cache.root)
+    ctx = cell_context(
+        target,
+        backend,
+        opts.cache,
+        opts.matrix.native_tests_dir,
+        opts.cache.cell_dir(cell_id),
+        opts.results_dir / "logs" / slug(cell_id),
+        reporter,
+        cancel,
+        series=series,
+        repo=repo,
+        n_jobs=n_jobs,
+        rerun=opts.rerun,
+        mutant_files=list(mutant_files or []),
+        no_mutants=opts.no_mutants,
+    )
+    cell, module = ctx.cell, ctx.module
     action, why = cell_action(
         module.missing_toolchain(backend), module.missing_device(backend), module.build_only_ok, opts.build_only
     )
-    records: list[VariantRecord] = []
     required = backend.name in opts.require_backends
     if action == "skip" and required:
         why = f"{backend.name} is required here (--require-backend {backend.name}) but cannot run: {why}"
@@ -531,26 +551,8 @@ def run_cell(
         cell.status, cell.reason, cell.exit_code = CellStatus.SKIPPED, why, 0
     else:
         cell.device = module.device_info(backend)
-        ctx = CellContext(
-            target,
-            backend,
-            module,
-            opts.cache,
-            opts.matrix.native_tests_dir,
-            opts.cache.cell_dir(cell_id),
-            opts.results_dir / "logs" / slug(cell_id),
-            CellProgress(reporter, cancel),
-            cell,
-            series,
-            repo,
-            n_jobs,
-            build_only_reason=why if action == "build-only" else None,
-            rerun=opts.rerun,
-            mutant_files=list(mutant_files or []),
-            no_mutants=opts.no_mutants,
-            competing_files=load_competing(opts.matrix),
-            records=records,
-        )
+        ctx.build_only_reason = why if action == "build-only" else None
+        ctx.competing_files = load_competing(opts.matrix)
         try:
             with opts.cache.lock(f"cell-{cell_id}"):
                 run_steps(ctx)
@@ -561,7 +563,7 @@ def run_cell(
     cell.timings["total"] = round(time.monotonic() - t0, 2)  # skip probes and waiting for the lock included
     if action != "skip" or required:  # a skip was reported as one
         reporter.cell_result(cell.status, cell.reason, cell.timings["total"])
-    return cell, records
+    return cell, ctx.records
 
 
 def cell_action(

@@ -73,13 +73,9 @@ def configure(plan: BuildPlan, build_dir: Path, flags: list[str], log: Path, env
         # source directories in place, and stale cache entries would leak into this build
         shutil.rmtree(build_dir)
     build_dir.mkdir(parents=True, exist_ok=True)
-    t0 = time.monotonic()
-    rc = _run_logged(args, log, env, None)
-    step = BuildStep(rc == 0, time.monotonic() - t0, str(log))
-    if rc == 0:
+    step = _run_logged("cmake", args, log, env, None)
+    if step.ok:
         stamp.write_text(json.dumps(args))
-    else:
-        step.error = _first_error(log) or f"cmake exited {rc}"
     return step
 
 
@@ -93,12 +89,7 @@ def build(
 ) -> BuildStep:
     # ninja itself, as configured (CMAKE_MAKE_PROGRAM): `cmake --build` would add a process that only starts it
     args = [ninja_exe(), "-C", str(build_dir), "-j", str(n_jobs or jobs()), *targets]
-    t0 = time.monotonic()
-    rc = _run_logged(args, log, env, progress)
-    step = BuildStep(rc == 0, time.monotonic() - t0, str(log))
-    if rc != 0:
-        step.error = _first_error(log) or f"build exited {rc}"
-    return step
+    return _run_logged("build", args, log, env, progress)
 
 
 def require(step: BuildStep, what: str) -> None:
@@ -106,7 +97,11 @@ def require(step: BuildStep, what: str) -> None:
         raise BuildFailed(f"{what} failed: {step.error} (log: {step.log})")
 
 
-def _run_logged(args: list[str], log: Path, env: dict[str, str], progress: Optional[ProgressFn]) -> int:
+def _run_logged(
+    what: str, args: list[str], log: Path, env: dict[str, str], progress: Optional[ProgressFn]
+) -> BuildStep:
+    """The command run, its output in the log; failed, the log's first error line (or its exit code)."""
+    t0 = time.monotonic()
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w", encoding="utf-8", errors="replace") as out:
         out.write("$ " + " ".join(args) + "\n")
@@ -119,11 +114,13 @@ def _run_logged(args: list[str], log: Path, env: dict[str, str], progress: Optio
                 m = _NINJA_PROGRESS.match(line)
                 if m and progress:
                     progress(int(m.group(1)), int(m.group(2)))
-            return proc.wait()
+            rc = proc.wait()
         except BaseException:
             proc.kill()  # an interrupt must not leave a compiler running on the tree
             proc.wait()
             raise
+    seconds = time.monotonic() - t0
+    return BuildStep(rc == 0, seconds, str(log), error="" if rc == 0 else _first_error(log) or f"{what} exited {rc}")
 
 
 def _first_error(log: Path) -> str:

@@ -1,15 +1,10 @@
-"""The upstream bundle: what a maintainer receives for one target.
-
-For each target whose run proves the fix: a `git format-patch` series against the target's
-exact base commit, authored by the contributor, verified by `git am` on a fresh copy of that
-base and a build and run of the two tests there; by the target's own policy (upstream/policy.py)
-PR_TITLE, PR_BODY.md and ISSUE.md (upstream/documents.py) or, for a target verified through
-another's sync, none; READINESS.md; manifest.json with the sha256 of every file, the policy,
-the readiness checks, the base commits and the results it was made from.
-
-The first half is pure (refusals, title, body, manifest: records in, text out); the second half
-runs git and CMake, only under the tool's cache and the output directory.
-"""
+"""The upstream bundle, what a maintainer receives for each target whose run proves the fix: a `git
+format-patch` series against its exact base commit, authored by the contributor, verified by `git am`
+on a fresh copy of that base and a build and run of the two tests there; the documents the target's
+policy asks for (upstream/documents.py); manifest.json with the sha256 of every file, the policy,
+the readiness checks, the base commits and the results it was made from. The first half is pure
+(records in, text out); the second runs git and CMake, only under the tool's cache and the output
+directory."""
 
 from __future__ import annotations
 
@@ -21,7 +16,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import Any, Callable, Optional
 
 from .. import outdir, untrusted
 from ..cache import Cache, slug
@@ -31,8 +26,7 @@ from ..finetune import bundle as tuned
 from ..patchset.files import load_series, write_patches
 from ..patchset.render import rendered_for_target
 from ..redact import redact_data
-from ..report import model
-from ..report.model import Cell, CellStatus, Outcome, Results, Verdict
+from ..report.model import Cell, CellStatus, Outcome, Results, Verdict, load_results
 from ..run import toolchain
 from ..run.cell import tested_tree
 from ..vcs.snapshots import SnapshotRepo, Worktree
@@ -41,25 +35,8 @@ from ..verdicts.related import load_related
 from ..verdicts.training import can_plot, plot
 from . import authorship, cover, documents, policy
 from .manifest import Durations, Manifest, Verification, VerifiedTest, read_manifest
-from .views import (  # noqa: F401  (PR_TITLE and the PR body's views of results, re-exported)
-    CELL_COLUMNS,
-    NOT_RUN,
-    OUTCOME_COLUMNS,
-    TRAINING_PLOT,
-    WARNING_TITLE,
-    Commit,
-    one_line,
-    outcome_rows,
-    pr_title,
-    skipped_tests,
-    training_cell,
-)
+from .views import NOT_RUN, TRAINING_PLOT, Commit, one_line, training_cell
 
-if TYPE_CHECKING:
-    from ..vcs.snapshots import SnapshotRepo
-    from .authorship import Identity
-
-NONE = "-"  # an empty table cell (ASCII: the text goes upstream)
 MANIFEST = "manifest.json"
 
 
@@ -77,30 +54,22 @@ def load_results_dir(results_dir: Path) -> tuple[Results, str]:
     path = Path(results_dir) / "results.json"
     if not path.exists():
         raise ConfigError(f"{path}: no results; run `ggml-patch matrix --results {results_dir}` first")
-    return model.load_results(path)
+    return load_results(path)
 
 
 def problems(results: Results, current_series_sha256: str) -> list[Problem]:
     """Everything that stops these results from backing a pull request; empty when they do."""
-    found = []
-    ran = results.series.sha256
-    if ran != current_series_sha256:
-        found.append(
-            Problem(
-                None,
-                f"results.json was made from series {ran[:12]}, the series in patches/ "
-                f"is now {current_series_sha256[:12]}: re-run `ggml-patch matrix`",
-            )
-        )
+    found, ran, now = [], results.series.sha256, current_series_sha256
+    if ran != now:
+        stale = f"results.json was made from series {ran[:12]}, the series in patches/ is now {now[:12]}"
+        found.append(Problem(None, f"{stale}: re-run `ggml-patch matrix`"))
     for target in results.targets():
         cells = results.cells_of(target)
         if all(c.status in NOT_RUN for c in cells):
             found.append(
                 Problem(target, f"{target}: no cell ran its tests (skipped or build-only), so nothing was proven")
             )
-        for c in cells:
-            if c.status not in NOT_RUN:
-                found += [Problem(target, t) for t in _cell_problems(results, c)]
+        found += [Problem(target, t) for c in cells if c.status not in NOT_RUN for t in _cell_problems(results, c)]
     return found
 
 
@@ -115,11 +84,9 @@ def _cell_problems(results: Results, cell: Cell) -> list[str]:
         found.append(f"{cid}: the patched variant did not build")
     else:
         bad = [
-            f"{name} {t.outcome}"
-            for name, t in patched.tests.items()
-            if t.outcome not in (Outcome.PASSED, Outcome.SKIPPED)
-        ]  # skipped: the backend's, with its reason
-        if bad:
+            f"{n} {t.outcome}" for n, t in patched.tests.items() if t.outcome not in (Outcome.PASSED, Outcome.SKIPPED)
+        ]
+        if bad:  # skipped: the backend's, with its reason
             found.append(f"{cid}: with the fix {', '.join(bad)}")
     if patched is not None and control is None:
         found.append(f"{cid}: the negative control did not run")
@@ -133,18 +100,11 @@ def _cell_problems(results: Results, cell: Cell) -> list[str]:
 
 
 def refusal_message(found: list[Problem]) -> str:
-    return (
-        "refusing to bundle: "
-        + "; ".join(p.text for p in found)
-        + " (--allow-incomplete bundles anyway, with a warning at the top of PR_BODY.md)"
-    )
+    anyway = "--allow-incomplete bundles anyway, with a warning at the top of PR_BODY.md"
+    return f"refusing to bundle: {'; '.join(p.text for p in found)} ({anyway})"
 
 
 # ---------------------------------------------------------------- PR_TITLE, PR_BODY.md, manifest
-
-
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def series_sha256(patches: list[tuple[str, str]]) -> str:
@@ -228,7 +188,6 @@ def read_bundle(directory: Path) -> Bundle:
     """A bundle directory, checked against its manifest: every file present, unchanged."""
     directory = Path(directory)
     mpath = directory / MANIFEST
-
     if not mpath.exists() and not mpath.is_symlink():
         raise ConfigError(f"{mpath}: missing; --bundle must name one target's directory made by `ggml-patch bundle`")
     # untrusted: every field checked before any is used
@@ -264,28 +223,22 @@ class BundleOptions:
     allow_incomplete: bool = False
     targets: list[str] = field(default_factory=list)
     log: Callable[[str], None] = lambda msg: None  # progress, one line each
-    author: Optional["Identity"] = None  # the contributor the commits carry
+    author: Optional[authorship.Identity] = None  # the contributor the commits carry
     assisted_by: Optional[str] = None  # the assistant named in an Assisted-by: trailer
 
 
-@dataclass
-class BundleResult:
-    target: str
-    path: Path
-    patches: list[str]
-    base_commit: str
-    upstream_commit: Optional[str]
-    verify_s: float
-    warnings: list[str]
-    role: str = ""
-    draft_reasons: list[str] = field(default_factory=list)
-
-
-def make_bundles(opts: BundleOptions) -> tuple[list[BundleResult], list[str]]:
+def make_bundles(opts: BundleOptions) -> tuple[list[Bundle], list[str]]:
     """Every bundle the results allow, and the targets left out (with why). Refuses, writing
     nothing, when the results do not prove the fix (unless allow_incomplete)."""
     results, results_sha = load_results_dir(opts.results_dir)
-    chosen = _chosen_targets(results, opts.targets, opts.results_dir)
+    present = results.targets()
+    for t in opts.targets:
+        if t not in present:
+            raise ConfigError(
+                f"{Path(opts.results_dir) / 'results.json'}: no cells for target {t!r} "
+                f"(targets in this run: {', '.join(present) or 'none'})"
+            )
+    chosen = [t for t in present if not opts.targets or t in opts.targets]
     limits = load_known_limits(Path(opts.matrix.series_dir))  # malformed: one line, exit 2, before any work
     related = load_related(Path(opts.matrix.series_dir))  # likewise
     found = [p for p in problems(results, load_series(opts.matrix).sha256) if p.target in (None, *chosen)]
@@ -303,17 +256,6 @@ def make_bundles(opts: BundleOptions) -> tuple[list[BundleResult], list[str]]:
     return made, left_out
 
 
-def _chosen_targets(results: Results, wanted: list[str], results_dir: Path) -> list[str]:
-    present = results.targets()
-    for t in wanted:
-        if t not in present:
-            raise ConfigError(
-                f"{Path(results_dir) / 'results.json'}: no cells for target {t!r} "
-                f"(targets in this run: {', '.join(present) or 'none'})"
-            )
-    return [t for t in present if not wanted or t in wanted]
-
-
 def _same(cells: list[Cell], what: str, get: Callable[[Cell], Optional[str]]) -> str:
     values = {get(c) for c in cells} - {None}
     if len(values) != 1:
@@ -325,18 +267,11 @@ def _policy_reader(repo):
     """read_blob for the target's policy files: at most the policy cap, UTF-8 or one line."""
 
     def read(commit: str, path: str) -> Optional[str]:
-        size = repo.blob_size(commit, path)
-        if size is None:
-            return None
-        where = f"{path} at {commit[:12]}"
-        if size > untrusted.cap_of("policy"):
-            raise ConfigError(
-                f"{where}: {size} bytes, more than the {untrusted.cap_of('policy')} a policy file may hold"
-            )
-        text = repo.read_blob(commit, path)
-        if text is None:
-            return None
-        return untrusted.decode(text.encode("utf-8", "surrogateescape"), where, "policy")
+        size, cap, where = repo.blob_size(commit, path), untrusted.cap_of("policy"), f"{path} at {commit[:12]}"
+        if size is not None and size > cap:
+            raise ConfigError(f"{where}: {size} bytes, more than the {cap} a policy file may hold")
+        text = repo.read_blob(commit, path) if size is not None else None
+        return None if text is None else untrusted.decode(text.encode("utf-8", "surrogateescape"), where, "policy")
 
     return read
 
@@ -349,8 +284,7 @@ def bundle_target(
     warnings: list[str],
     known_limits: tuple = (),
     related: tuple = (),
-) -> BundleResult:
-
+) -> Bundle:
     matrix, cache = opts.matrix, opts.cache
     if opts.author is None:
         raise ConfigError('bundle: no author for the bundle\'s commits (pass --author "Name <email>")')
@@ -371,26 +305,29 @@ def bundle_target(
         repo = SnapshotRepo(cache.snapshots_git)
         # the target's own text and the contributor's: checked (size, UTF-8) before any build
         rules = policy.derive(target_name, base, policy.read_policy_files(_policy_reader(repo), base), target.upstream)
-        cover_path = Path(matrix.series_dir) / cover.COVER_FILE
-        cov = cover.parse_cover(
-            f"{Path(matrix.series_dir).name}/{cover.COVER_FILE}",
-            untrusted.read_optional(cover_path, "cover", root=matrix.series_dir),
-        )
+        series_dir = Path(matrix.series_dir)
+        cover_text = untrusted.read_optional(series_dir / cover.COVER_FILE, "cover", root=matrix.series_dir)
+        cov = cover.parse_cover(f"{series_dir.name}/{cover.COVER_FILE}", cover_text)
         worktree = Worktree(repo, work / "src")
-        if not _has_commit(repo, patched):  # a pruned cache: the series recreates it exactly
+        if repo.ref_commit(patched) != patched:  # a pruned cache: the series recreates it exactly
             opts.log(f"{target_name}: recreating the tested commit {patched[:12]} from the series")
-            _recreate(worktree, base, rendered, patched, work)
+            series_files = write_patches(rendered, work / "series")
+            worktree.ensure(base)
+            if (again := worktree.am(series_files)) != patched:
+                raise BundleRefused(
+                    f"the commit results.json records ({patched[:12]}) is gone from the cache and the "
+                    f"series in patches/ now gives {again[:12]}: re-run `ggml-patch matrix`"
+                )
         # the contributor's commits: the tested trees and messages, their identity (and Assisted-by)
         head = authorship.reauthor(str(repo.path), base, patched, opts.author, opts.assisted_by)
         patches = format_patch(repo, base, head)
-        commits = commit_list(repo, base, head)
+        commits = [Commit(subject, body, files) for _, subject, body, files in repo.commits(base, head)]
         opts.log(
             f"{target_name}: verifying {len(patches)} patches on a fresh copy of {base[:12]} "
             "(git am, build, test-opt, gate)"
         )
         verification = verify(opts, target, repo, worktree, work, base, head, patches)
-        toolchain = toolchain_info(work / "build")
-        toolchain = cell_compilers_that_differ({**toolchain, **cells_toolchain(cache, cells)})
+        tools = toolchain_of(cache, cells, work / "build")
         docs = documents.documents(
             policy=rules,
             cover=cov,
@@ -399,7 +336,7 @@ def bundle_target(
             target=target_name,
             commits=commits,
             patches=patches,
-            toolchain=toolchain,
+            toolchain=tools,
             warnings=warnings,
             canonical_paths=load_series(matrix).paths(),
             read_file=lambda path: repo.read_blob(base, path),
@@ -408,23 +345,14 @@ def bundle_target(
             finetune=finetune,
         )
     files_text: dict[str, str | bytes] = {**dict(patches), **docs.files}
-    trained = training_cell(results, target_name)
-    if trained and trained.training and rules.takes_pull_request and can_plot():  # the table is in the body anyway
+    trained, plots = training_cell(results, target_name), rules.takes_pull_request and can_plot()
+    if plots and trained and trained.training:  # the plots' tables are in the body anyway
+        title, t = f"{trained.cell}: train-opt-dynamic, per-step graphs, SGD", trained.training
         with tempfile.TemporaryDirectory() as tmp:
-            t = trained.training
-            png = plot(
-                t.with_fix,
-                t.without_fix,
-                Path(tmp) / TRAINING_PLOT,
-                f"{trained.cell}: train-opt-dynamic, per-step graphs, SGD",
-            )
-            files_text[TRAINING_PLOT] = png.read_bytes()
-    if finetune and rules.takes_pull_request and can_plot():  # the tables are in the body anyway
+            files_text[TRAINING_PLOT] = plot(t.with_fix, t.without_fix, Path(tmp) / TRAINING_PLOT, title).read_bytes()
+    if plots and finetune:
         files_text[tuned.PLOT] = tuned.plot_png(finetune)
-    files = {
-        name: hashlib.sha256(data if isinstance(data, bytes) else data.encode("utf-8")).hexdigest()
-        for name, data in files_text.items()
-    }
+    files = {name: hashlib.sha256(_bytes(data)).hexdigest() for name, data in files_text.items()}
     man = manifest(
         target=target_name,
         layout=target.layout,
@@ -436,7 +364,7 @@ def bundle_target(
         patches=patches,
         files=files,
         verification=verification,
-        toolchain=toolchain,
+        toolchain=tools,
         warnings=warnings,
         known_limits=as_json(known_limits),  # patches/known-limits.yaml: what the series leaves as it is
         **docs.manifest_fields(opts.author, opts.assisted_by, head),
@@ -446,17 +374,7 @@ def bundle_target(
     # only into a folder the tool made (or a new or empty one): _write_dir replaces dest whole
     dest = outdir.claim(opts.out_dir, "--out", legacy=outdir.made_bundles) / target_name
     _write_dir(dest, files_text)
-    return BundleResult(
-        target_name,
-        dest,
-        [n for n, _ in patches],
-        base,
-        source.get("upstream_commit"),
-        verification.durations_s.total,
-        warnings,
-        rules.role.value["text"],
-        docs.draft_reasons,
-    )
+    return read_bundle(dest)  # what `pr` reads: the bundle as written, checked
 
 
 def _write_dir(dest: Path, files: dict[str, str | bytes]) -> None:
@@ -470,11 +388,7 @@ def _write_dir(dest: Path, files: dict[str, str | bytes]) -> None:
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=dest.parent))
     try:
         for name, data in files.items():
-            f = untrusted.name_under(staging, name, "bundle file")
-            if isinstance(data, bytes):
-                f.write_bytes(data)
-            else:
-                f.write_text(data, encoding="utf-8")
+            untrusted.name_under(staging, name, "bundle file").write_bytes(_bytes(data))
         if dest.exists():
             shutil.rmtree(dest)
         staging.rename(dest)
@@ -483,33 +397,16 @@ def _write_dir(dest: Path, files: dict[str, str | bytes]) -> None:
             shutil.rmtree(staging, ignore_errors=True)
 
 
-def _has_commit(repo, commit: str) -> bool:
-    return repo.ref_commit(commit) == commit
-
-
-def _recreate(worktree, base: str, rendered, patched: str, work: Path) -> None:
-
-    files = write_patches(rendered, work / "series")
-    worktree.ensure(base)
-    head = worktree.am(files)
-    if head != patched:
-        raise BundleRefused(
-            f"the commit results.json records ({patched[:12]}) is gone from the cache and the "
-            f"series in patches/ now gives {head[:12]}: re-run `ggml-patch matrix`"
-        )
+def _bytes(data: str | bytes) -> bytes:
+    return data if isinstance(data, bytes) else data.encode("utf-8")
 
 
 def format_patch(repo: SnapshotRepo, base: str, patched: str) -> list[tuple[str, str]]:
     """`git format-patch base..patched`: [(file name, text)], in order."""
-
     if not repo.descends(base, patched):
         raise BundleRefused(f"the patched commit {patched[:12]} does not descend from the base {base[:12]}")
     with tempfile.TemporaryDirectory(prefix="format-patch-") as tmp:
         return [(p.name, p.read_text(encoding="utf-8")) for p in repo.format_patches(base, patched, Path(tmp))]
-
-
-def commit_list(repo: SnapshotRepo, base: str, patched: str) -> list[Commit]:
-    return [Commit(subject, body, files) for _, subject, body, files in repo.commits(base, patched)]
 
 
 def verify(
@@ -519,7 +416,6 @@ def verify(
     configure, build and test steps there (CPU, the two tests). `patched` is the bundle's head:
     the tested tree, the contributor's commits. The worktree and build tree are the bundle's own
     and persist in the cache (ccache and an incremental build make a repeat cost seconds)."""
-
     t_all = time.monotonic()
     series_dir = work / "bundle-series"
     if series_dir.exists():
@@ -589,49 +485,31 @@ _SET = re.compile(r'^set\((CMAKE_(?:C|CXX)_COMPILER(?:_ID|_VERSION)?) "([^"]*)"\
 def compiler_info(build_dir: Path) -> dict[str, str]:
     """{"c_compiler": "GNU 12.2.0 (/usr/bin/cc)", ...} from what CMake detected in a build tree."""
     found: dict[str, str] = {}
+    cache = Path(build_dir) / "CMakeCache.txt"
     for lang, key in (("C", "c_compiler"), ("CXX", "cxx_compiler")):
+        var = f"CMAKE_{lang}_COMPILER"
         for f in sorted(Path(build_dir).glob(f"CMakeFiles/*/CMake{lang}Compiler.cmake")):
             sets = dict(_SET.findall(f.read_text(errors="replace")))
-            path = sets.get(f"CMAKE_{lang}_COMPILER")
-            if path:
-                found[key] = (
-                    f"{sets.get(f'CMAKE_{lang}_COMPILER_ID', '?')} "
-                    f"{sets.get(f'CMAKE_{lang}_COMPILER_VERSION', '?')} ({path})"
-                )
-        if key not in found:  # older trees: the cache has the path at least
-            cache = Path(build_dir) / "CMakeCache.txt"
-            m = (
-                re.search(rf"^CMAKE_{lang}_COMPILER:\w+=(.+)$", cache.read_text(errors="replace"), re.M)
-                if cache.exists()
-                else None
-            )
+            if sets.get(var):
+                found[key] = f"{sets.get(f'{var}_ID', '?')} {sets.get(f'{var}_VERSION', '?')} ({sets[var]})"
+        if key not in found and cache.exists():  # older trees: the cache has the path at least
+            m = re.search(rf"^{var}:\w+=(.+)$", cache.read_text(errors="replace"), re.M)
             if m:
                 found[key] = m.group(1).strip()
     return found
 
 
-def toolchain_info(build_dir: Path) -> dict[str, str]:
-    """The tools' versions (the same probe as the result-cache keys) and the compilers CMake chose."""
-
+def toolchain_of(cache: Cache, cells: list[Cell], build_dir: Path) -> dict[str, str]:
+    """The tools' versions (the same probe as the result-cache keys), the compilers CMake chose for
+    the verification build, and a cell's C++ compiler (its build tree still cached) only where it
+    differs from the verification build's: the rest is noise."""
     versions = toolchain.versions()
     info = {k: versions[k] for k in ("cmake", "ninja", "git")}
     if shutil.which("ccache"):
         info["ccache"] = versions["ccache"]
-    info.update(compiler_info(build_dir))
-    return {k: v for k, v in info.items() if v}
-
-
-def cells_toolchain(cache, cells: list[Cell]) -> dict[str, str]:
-    """The compiler each matrix cell built with, when its build tree is still in the cache."""
-    out = {}
+    info = {k: v for k, v in {**info, **compiler_info(build_dir)}.items() if v}
     for c in cells:
-        info = compiler_info(cache.cell_dir(c.cell) / "build")
-        if info.get("cxx_compiler"):
-            out[f"cell {c.cell} C++ compiler"] = info["cxx_compiler"]
-    return out
-
-
-def cell_compilers_that_differ(toolchain: dict) -> dict:
-    """Only the cells whose compiler is not the verification build's: the rest is noise."""
-    same = toolchain.get("cxx_compiler")
-    return {k: v for k, v in toolchain.items() if not (k.startswith("cell ") and v == same)}
+        cxx = compiler_info(cache.cell_dir(c.cell) / "build").get("cxx_compiler")
+        if cxx and cxx != info.get("cxx_compiler"):
+            info[f"cell {c.cell} C++ compiler"] = cxx
+    return info

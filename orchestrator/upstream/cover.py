@@ -81,9 +81,8 @@ def problems(cover: Cover, template: Optional[Template]) -> list[str]:
     d = disclosure(cover, template)
     line = template.disclosure if template else None
     if line and d.status == "unanswered":
-        found.append(
-            f"{d.where}: '{(_disclosure_prefix(line.text) or '').strip()}' not answered (YES or NO; {line.where})"
-        )
+        prefix = (_disclosure_prefix(line.text) or "").strip()
+        found.append(f"{d.where}: '{prefix}' not answered (YES or NO; {line.where})")
     elif line and d.status == "undescribed":
         found.append(f"{d.where}: disclosure YES without how AI was used ({line.where})")
     return found

@@ -7,8 +7,6 @@ list, a file or a message. Every message that could carry a URL goes through `re
 
 from __future__ import annotations
 
-import json
-import math
 import re
 import stat
 import time
@@ -17,74 +15,50 @@ from pathlib import Path
 from typing import Callable, Optional
 from urllib.parse import urlsplit
 
-from ..errors import (
-    ConfigError,
-    GitHubAuthFailed,  # noqa: F401 (re-exported: pr's callers and tests name them here)
-    GitHubError,
-    GitHubUnreachable,  # noqa: F401 (re-exported: pr's callers and tests name them here)
-    PushFailed,
-    RateLimited,  # noqa: F401 (re-exported: pr's callers and tests name them here)
-    SeriesDoesNotApply,
-)
+from ..errors import ConfigError, GitHubError, PushFailed, SeriesDoesNotApply
+from ..redact import redact
 from ..urls import FULL_SHA, git_url_problem, http_url_problem, login_problem
 from ..vcs import workrepo
 from ..vcs.runner import GitError
-from .github_api import (
-    API_VERSION,  # noqa: F401 (re-exported)
-    REDACTED,  # noqa: F401 (re-exported)
-    Answer,
-    Wording,
-    body_json,
-    raise_for_answer,
-    redact,
-    request_headers,  # noqa: F401 (re-exported)
-    send,
-)
+from .github_api import Answer, Wording, body_json, raise_for_answer, send
 from .submission import web_url
 
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
+def _checked(option: str, value: str, why: Optional[str]) -> str:
+    if why:
+        raise ConfigError(f"{option} {value!r}: {why}")
+    return value
+
+
 def check_repo(repo: str) -> str:
-    if not _REPO.match(repo) or repo.startswith("-"):
-        raise ConfigError(f"--repo {repo!r}: expected OWNER/NAME, e.g. ggml-org/llama.cpp")
-    return repo
+    ok = _REPO.match(repo) and not repo.startswith("-")
+    return _checked("--repo", repo, None if ok else "expected OWNER/NAME, e.g. ggml-org/llama.cpp")
 
 
 def check_remote(url: str) -> str:
     """--head-remote: a git URL or path, never an option or a transport helper."""
     why = git_url_problem(url)
-    if why:
-        raise ConfigError(
-            f"--head-remote {url!r}: {why}; expected a git URL (https://, ssh://, git@host:path) or a path"
-        )
-    return url
+    expected = "expected a git URL (https://, ssh://, git@host:path) or a path"
+    return _checked("--head-remote", url, why and f"{why}; {expected}")
 
 
 def check_api_url(url: str) -> str:
     why = http_url_problem(url)
-    if why:
-        raise ConfigError(f"--api-url {url!r}: {why}, e.g. https://api.github.com")
-    return url
+    return _checked("--api-url", url, why and f"{why}, e.g. https://api.github.com")
 
 
 def check_commit(commit: str, option: str) -> str:
-    if not FULL_SHA.match(commit):
-        raise ConfigError(f"{option} {commit!r}: expected a full 40-hex commit id")
-    return commit
+    return _checked(option, commit, None if FULL_SHA.match(commit) else "expected a full 40-hex commit id")
 
 
 def check_owner(name: str) -> str:
-    why = login_problem(name)
-    if why:
-        raise ConfigError(f"--head-owner {name!r}: {why}")
-    return name
+    return _checked("--head-owner", name, login_problem(name))
 
 
-def check_seconds(value: float, option: str) -> float:
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{option} {value:g}: expected a number of seconds above 0")
-    return value
+def check_branch(name: str, option: str = "--branch") -> str:
+    return _checked(option, name, None if workrepo.is_branch_name(name) else "not a valid git branch name")
 
 
 def owner_from_remote(url: str) -> Optional[str]:
@@ -127,44 +101,35 @@ def create_pull_request(api_url: str, pr: PullRequest, token: str, timeout: floa
     return answer(got.status, got.headers, got.text, pr, url, token)
 
 
-def _wording(pr: PullRequest) -> Wording:
-    return Wording(
+def answer(
+    status: int, headers, text: str, pr: PullRequest, url: str, token: str, now: Callable[[], float] = time.time
+) -> str:
+    """An API answer -> the pull request's URL, or the error the user can act on."""
+    got = Answer(status, headers, text)
+    if status == 201:
+        data = got.json()
+        html = data.get("html_url") if isinstance(data, dict) else None
+        if not html:
+            raise GitHubError(f"{url}: 201 Created but no html_url in the answer")
+        return redact(html, (token,))
+    wording = Wording(
         access=f"pull-request write access to {pr.repo}",
         forbidden=f"permission to open pull requests on {pr.repo}",
         rejected=f"GitHub refused the pull request {pr.head} -> {pr.repo}:{pr.base}",
         repo=pr.repo,
     )
-
-
-def answer(
-    status: int, headers, text: str, pr: PullRequest, url: str, token: str, now: Callable[[], float] = time.time
-) -> str:
-    """An API answer -> the pull request's URL, or the error the user can act on."""
-    if status == 201:
-        try:
-            html = json.loads(text).get("html_url")
-        except (ValueError, AttributeError):
-            html = None
-        if not html:
-            raise GitHubError(f"{url}: 201 Created but no html_url in the answer")
-        return redact(html, (token,))
-    raise_for_answer(Answer(status, headers, text), url, token, _wording(pr), now)
+    raise_for_answer(got, url, token, wording, now)
     raise GitHubError(f"{url}: unexpected answer {status}")  # a 2xx other than 201
 
 
 # ---------------------------------------------------------------- the branch on the fork
-
-PUSH_TIMEOUT_S = 600  # a push or fetch that takes longer has stalled
 
 
 def git_env(askpass: Optional[Path]) -> dict[str, str]:
     """Added to the runner's isolated environment (no user or system git configuration, no
     prompt): no SSH_ASKPASS (git falls back to it for credentials); the token only through
     GIT_ASKPASS, which reads it from the environment."""
-    env = {"SSH_ASKPASS": ""}
-    if askpass:
-        env["GIT_ASKPASS"] = str(askpass)
-    return env
+    return {"SSH_ASKPASS": "", **({"GIT_ASKPASS": str(askpass)} if askpass else {})}
 
 
 _ASKPASS = """#!/bin/sh
@@ -186,7 +151,6 @@ _HOST = re.compile(r"^[A-Za-z0-9.-]+(?::[0-9]{1,5})?\Z")
 
 def token_host(api_url: str) -> str:
     """The host git may give the token to: the web host of --api-url (github.com by default)."""
-
     parts = urlsplit(web_url(api_url))
     host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
     if not _HOST.match(host):
@@ -229,33 +193,25 @@ has_commit = workrepo.has_commit
 push_argv = workrepo.push_argv
 
 
+def _remote_failed(e: GitError, what: str, secrets: tuple[str, ...], otherwise: str) -> PushFailed:
+    """A git fetch or push to the fork that stalled (--git-timeout) or failed (`otherwise`), redacted."""
+    if e.timed_out:
+        stalled = f"{what} {e.line} (--git-timeout); check the remote URL and the network, then retry"
+        return PushFailed(redact(stalled, secrets))
+    return PushFailed(redact(otherwise, secrets))
+
+
 def fetch_commit(
-    workdir: Path,
-    remote: str,
-    commit: str,
-    askpass: Optional[Path],
-    secrets: tuple[str, ...],
-    timeout: float = PUSH_TIMEOUT_S,
+    workdir: Path, remote: str, commit: str, askpass: Optional[Path], secrets: tuple[str, ...], timeout: float
 ) -> None:
     try:
         workrepo.fetch_commit(workdir, remote, commit, git_env(askpass), timeout, config=NO_REDIRECTS)
     except GitError as e:
-        if e.timed_out:
-            raise PushFailed(
-                redact(
-                    f"git fetch from {remote} {e.line} (--git-timeout); check the remote URL and "
-                    "the network, then retry",
-                    secrets,
-                )
-            ) from None
-        raise PushFailed(
-            redact(
-                f"the fork {remote} does not have commit {commit[:12]}, the upstream base of this "
-                f"bundle ({e.line}): sync the fork with upstream, or pass --onto "
-                "a commit of the fork with the same tree",
-                secrets,
-            )
-        ) from None
+        missing = (
+            f"the fork {remote} does not have commit {commit[:12]}, the upstream base of this bundle ({e.line}): "
+            "sync the fork with upstream, or pass --onto a commit of the fork with the same tree"
+        )
+        raise _remote_failed(e, f"git fetch from {remote}", secrets, missing) from None
 
 
 def series_branch(workdir: Path, onto: str, patches: tuple[Path, ...], upstream: bool) -> Branch:
@@ -272,32 +228,13 @@ def series_branch(workdir: Path, onto: str, patches: tuple[Path, ...], upstream:
 
 
 def push(
-    workdir: Path,
-    remote: str,
-    branch: str,
-    askpass: Optional[Path],
-    secrets: tuple[str, ...],
-    timeout: float = PUSH_TIMEOUT_S,
+    workdir: Path, remote: str, branch: str, askpass: Optional[Path], secrets: tuple[str, ...], timeout: float
 ) -> None:
     try:
         workrepo.push(workdir, remote, branch, git_env(askpass), timeout, config=NO_REDIRECTS)
     except GitError as e:
-        if e.timed_out:
-            raise PushFailed(
-                redact(
-                    f"git push to {remote} {e.line} (--git-timeout); check the remote URL and the network, then retry",
-                    secrets,
-                )
-            ) from None
-        hint = (
-            "; the branch exists on the fork with other commits: pick another --branch"
-            if "[rejected]" in e.stderr or "non-fast-forward" in e.stderr
-            else ""
-        )
-        raise PushFailed(redact(f"git push to {remote} failed: {e.line}{hint}", secrets)) from None
-
-
-def check_branch(name: str, option: str = "--branch") -> str:
-    if not workrepo.is_branch_name(name):
-        raise ConfigError(f"{option} {name!r}: not a valid git branch name")
-    return name
+        rejected = "[rejected]" in e.stderr or "non-fast-forward" in e.stderr
+        hint = "; the branch exists on the fork with other commits: pick another --branch" if rejected else ""
+        raise _remote_failed(
+            e, f"git push to {remote}", secrets, f"git push to {remote} failed: {e.line}{hint}"
+        ) from None

@@ -24,10 +24,9 @@ from urllib3.exceptions import MaxRetryError, ResponseError
 from urllib3.util.retry import Retry
 
 from ..errors import GitHubAuthFailed, GitHubError, GitHubRejected, GitHubUnreachable, RateLimited
-from ..redact import REDACTED, redact, redact_data  # noqa: F401 (the one redaction function; re-exported for callers)
+from ..redact import redact, redact_data
 
 API_VERSION = "2022-11-28"
-DEFAULT_API_URL = "https://api.github.com"
 RETRIES = 3  # after the first try: 4 answers at most
 BACKOFF = 2.0  # urllib3: no wait before the first retry, then 4 s, 8 s (2 * 2**(n-1))
 BACKOFF_ENV = "GGML_PATCH_HTTP_BACKOFF"  # another factor (seconds; 0: retry at once), e.g. for tests
@@ -63,7 +62,6 @@ class _Retry(Retry):
 
 
 def _backoff() -> float:
-
     try:
         value = float(os.environ.get(BACKOFF_ENV, BACKOFF))
     except ValueError:
@@ -88,28 +86,16 @@ class _Deadline:
 def retry_policy(deadline: Optional[_Deadline] = None) -> Retry:
     """What `send` retries, and how long it waits between tries."""
     policy = _Retry(
-        total=RETRIES,
-        connect=RETRIES,
-        read=RETRIES,
-        status=RETRIES,
+        total=RETRIES,  # connect errors, read errors and answers alike (Retry-After respected)
         redirect=0,
         backoff_factor=_backoff(),
         status_forcelist=(429, 500, 502, 503, 504),
         allowed_methods=None,  # POSTs too: a repeated comment is harmless, an issue is found by its marker
-        respect_retry_after_header=True,
         raise_on_status=False,  # the last answer comes back and is reported as such
         raise_on_redirect=False,
     )
     policy.deadline = deadline
     return policy
-
-
-def _session(deadline: Optional[_Deadline] = None) -> requests.Session:
-    s = requests.Session()
-    adapter = HTTPAdapter(max_retries=retry_policy(deadline))
-    s.mount("https://", adapter)
-    s.mount("http://", adapter)
-    return s
 
 
 def request_headers() -> dict[str, str]:
@@ -127,7 +113,6 @@ MAX_ANSWER_BYTES = 8 * 1024 * 1024  # an API answer larger than this is not GitH
 
 def body_json(payload: Any) -> str:
     """The exact bytes sent (and shown by a dry run): redacted, so no token or URL password is sent."""
-
     return json.dumps(redact_data(payload), indent=2, ensure_ascii=False) + "\n"
 
 
@@ -175,20 +160,15 @@ def send(
                 stream=True,
             ),
         )
-    except requests.Timeout:
-        raise GitHubUnreachable(
-            redact(
-                f"{api_url}: no answer within {timeout:g} s (timed out); check --api-url and the network, then retry",
-                (token,),
-            )
-        ) from None
-    except requests.ConnectionError as e:
-        why = "connection refused" if "refused" in str(e).lower() else "cannot connect"
-        raise GitHubUnreachable(
-            redact(f"{api_url}: {why}; check --api-url and the network, then retry", (token,))
-        ) from None
     except requests.RequestException as e:
-        raise GitHubUnreachable(redact(f"{api_url}: {type(e).__name__}; check --api-url", (token,))) from None
+        retry = "check --api-url and the network, then retry"
+        if isinstance(e, requests.Timeout):
+            why = f"no answer within {timeout:g} s (timed out); {retry}"
+        elif isinstance(e, requests.ConnectionError):
+            why = ("connection refused" if "refused" in str(e).lower() else "cannot connect") + f"; {retry}"
+        else:
+            why = f"{type(e).__name__}; check --api-url"
+        raise GitHubUnreachable(redact(f"{api_url}: {why}", (token,))) from None
     return Answer(resp.status_code, resp.headers, resp.text)
 
 
@@ -200,7 +180,9 @@ def _within(timeout: float, call: Callable[[requests.Session], requests.Response
     box: dict = {}
     finished = threading.Event()
     deadline = _Deadline(timeout)
-    session = _session(deadline)
+    session, adapter = requests.Session(), HTTPAdapter(max_retries=retry_policy(deadline))
+    session.mount("https://", adapter)
+    session.mount("http://", adapter)
 
     def work() -> None:
         try:
@@ -244,12 +226,8 @@ def github_message(text: str) -> str:
         return ""
     parts = [str(data.get("message", ""))]
     errors = data.get("errors") or []
-    if isinstance(errors, (str, int, float)):  # some answers give one string, not a list
-        errors = [str(errors)]
-    elif isinstance(errors, dict):
-        errors = [errors]
-    elif not isinstance(errors, list):
-        errors = []
+    if not isinstance(errors, list):  # some answers give one string (or object), not a list
+        errors = [errors if isinstance(errors, dict) else str(errors)]
     for err in errors:
         if isinstance(err, dict) and (err.get("message") or err.get("code")):
             parts.append(str(err.get("message") or f"{err.get('field', '')} {err.get('code')}".strip()))
@@ -272,19 +250,19 @@ def raise_for_answer(
     answer: Answer, url: str, token: str, wording: Wording, now: Callable[[], float] = time.time
 ) -> None:
     """Nothing for a 2xx answer; else the error the user can act on."""
-    status, headers = answer.status, answer.headers
+    status, headers, where = answer.status, answer.headers, redact(url, (token,))
     if 200 <= status < 300:
         return
     msg = redact(github_message(answer.text), (token,))
+    secondary = _SECONDARY.search(msg)
     if status == 401:
         raise GitHubAuthFailed(
             f"GitHub rejected GITHUB_TOKEN (401 {msg or 'Unauthorized'}): use a valid token with {wording.access}"
         )
     if status == 429 or (
-        status == 403
-        and (headers.get("X-RateLimit-Remaining") == "0" or headers.get("Retry-After") or _SECONDARY.search(msg))
+        status == 403 and (headers.get("X-RateLimit-Remaining") == "0" or headers.get("Retry-After") or secondary)
     ):
-        kind = "secondary rate limit" if _SECONDARY.search(msg) else "rate limit"
+        kind = "secondary rate limit" if secondary else "rate limit"
         raise RateLimited(
             f"GitHub API {kind} exceeded ({status} {msg or 'rate limited'}): {retry_when(headers, now())}"
         )
@@ -296,21 +274,20 @@ def raise_for_answer(
         raise GitHubRejected(f"{wording.rejected} (422 {msg or 'Unprocessable Entity'})")
     if status == 410:
         raise GitHubError(
-            f"{redact(url, (token,))}: 410 {msg or 'Gone'}: enable Issues on {wording.repo} "
+            f"{where}: 410 {msg or 'Gone'}: enable Issues on {wording.repo} "
             "(Settings > General > Features > Issues; forks have them off)"
         )
     if status in (301, 302, 307, 308):
         moved = redact(str(headers.get("Location") or "?"), (token,))
         raise GitHubError(
-            f"{redact(url, (token,))}: {status} moved to {moved}: {wording.repo} was renamed or transferred; "
+            f"{where}: {status} moved to {moved}: {wording.repo} was renamed or transferred; "
             "use its new OWNER/NAME (--repo; matrix.yaml ci.repository, then `ggml-patch ci-workflow`)"
         )
     if status == 404:
         raise GitHubError(
-            f"{redact(url, (token,))}: 404 {msg or 'Not Found'}: {wording.repo} does not exist "
-            "or the token cannot see it"
+            f"{where}: 404 {msg or 'Not Found'}: {wording.repo} does not exist or the token cannot see it"
         )
-    raise GitHubError(f"{redact(url, (token,))}: unexpected answer {status} {msg}".rstrip())
+    raise GitHubError(f"{where}: unexpected answer {status} {msg}".rstrip())
 
 
 # GitHub's words for a secondary rate limit, which it may send as a bare 403 without headers

@@ -19,7 +19,6 @@ from ..urls import git_url_problem
 from ..verdicts.known_limits import KnownLimit
 
 Sha256 = Annotated[str, Pattern(pattern=r"^[0-9a-f]{64}$")]
-FileName = Annotated[str, Pattern(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]  # no '/', '..', leading '-' or '.'
 Layout = Annotated[str, Pattern(pattern=r"^[A-Za-z0-9._-]+$")]
 
 
@@ -117,7 +116,7 @@ class Base(Record):
 class SeriesDigest(Record):
     sha256: Optional[Sha256] = None
     results_series_sha256: Optional[str] = None
-    patches: list[FileName] = Field(default_factory=list)
+    patches: list[Name] = Field(default_factory=list)  # file names (Name: never a path, an option, hidden)
 
 
 class ResultsRef(Record):
@@ -191,7 +190,7 @@ class Manifest(Record):
     warnings: Optional[list[str]] = None
     verification: Optional[Verification] = None
     toolchain: Optional[dict[str, str]] = None
-    files: dict[FileName, Sha256]  # none: read_bundle says the bundle lacks patches
+    files: dict[Name, Sha256]  # none: read_bundle says the bundle lacks patches
     policy: Optional[PolicyRecord] = None
     readiness: Optional[ReadinessRecord] = None
     draft: bool = False

@@ -1,11 +1,8 @@
-"""A target's contribution policy, read from its own tree at the base commit.
-
-The files are the target's AGENTS.md, CONTRIBUTING.md and pull request template, where present.
-Every rule comes from one explicit phrase on one line, and it keeps that line as evidence
-(file, line number, text). A rule without a matching line is recorded as absent; nothing is
-assumed. matrix.yaml's `upstream:` (repo, submit) may declare or override where the change goes
-and how it is submitted. Everything here is pure except `read_policy_files`.
-"""
+"""A target's contribution policy, read from its own tree at the base commit: its AGENTS.md,
+CONTRIBUTING.md and pull request template, where present. Every rule comes from one explicit phrase
+on one line, and it keeps that line as evidence (file, line number, text). A rule without a matching
+line is recorded as absent; nothing is assumed. matrix.yaml's `upstream:` (repo, submit) may declare
+or override where the change goes and how it is submitted. Pure except `read_policy_files`."""
 
 from __future__ import annotations
 
@@ -42,9 +39,6 @@ _PLACEHOLDER = re.compile(r"^\s*(?:[-*]\s+)?(TODO|TBD|FIXME|XXX)\b", re.I)
 class Rule:
     value: Any  # None or False: the files state no such rule
     evidence: tuple[Evidence, ...] = ()
-
-    def record(self) -> M.Rule:
-        return M.Rule(value=self.value, evidence=list(self.evidence))
 
 
 @dataclass(frozen=True)
@@ -120,17 +114,9 @@ class Policy:
         return self.rule("max_comment_lines").value or DEFAULT_MAX_COMMENT_LINES
 
     def record(self) -> M.PolicyRecord:
-        """The policy as manifest.json holds it."""
-        return M.PolicyRecord(
-            target=self.target,
-            base_commit=self.base_commit,
-            files=self.files,
-            template=self.template.record() if self.template else None,
-            repo=self.repo.record(),
-            submit=self.submit.record(),
-            role=self.role.record(),
-            rules={k: v.record() for k, v in self.rules.items()},
-        )
+        """The policy as manifest.json holds it (each Rule read by its attributes)."""
+        fields = {**vars(self), "template": self.template.record() if self.template else None}
+        return M.PolicyRecord.model_validate(fields, from_attributes=True)
 
 
 # ---------------------------------------------------------------- reading markdown
@@ -219,7 +205,8 @@ class _Phrase:
     value: Callable[[re.Match], Any] = lambda m: True  # of the last part's match
     across: bool = False
 
-    def search(self, line: str) -> Optional[re.Match]:
+    def search(self, line: str, heading: str) -> Optional[re.Match]:
+        """The last part's match on `line` (under `heading`), else None."""
         parts = (self.pattern,) if isinstance(self.pattern, str) else self.pattern
         for chunk in [line] if self.across or len(parts) == 1 else line.split("."):
             pos, m = 0, None
@@ -229,7 +216,8 @@ class _Phrase:
                     break
                 pos = m.end()
             if m:
-                return m
+                allowed = not self.needs_prohibition or _PROHIBITION.search(line) or _PROHIBITION.search(heading)
+                return m if allowed else None
         return None
 
 
@@ -294,7 +282,7 @@ _RULES: dict[str, tuple[_Phrase, ...]] = {
 
 def derive_rules(files: dict[str, Optional[str]]) -> dict[str, Rule]:
     """Every rule, from the lines of the files present (code fences skipped)."""
-    found: dict[str, list[tuple[Any, Evidence]]] = {k: [] for k in _RULES}
+    found: dict[str, list[tuple[Any, str, int, str]]] = {k: [] for k in _RULES}  # value, file, line, text
     for name, text in files.items():
         if text is None:
             continue
@@ -302,19 +290,14 @@ def derive_rules(files: dict[str, Optional[str]]) -> dict[str, Rule]:
             line = full[:MAX_LINE]  # a longer line is not a rule's sentence: only its start is read
             heading = heading[:MAX_LINE]
             for rule, phrases in _RULES.items():
-                for p in phrases:
-                    m = p.search(line)
-                    if not m:
-                        continue
-                    if p.needs_prohibition and not (_PROHIBITION.search(line) or _PROHIBITION.search(heading)):
-                        continue
-                    found[rule].append((p.value(m), Evidence(file=name, line=n, text=full.strip()[:MAX_LINE])))
-                    break
+                hit = next(((p, m) for p in phrases if (m := p.search(line, heading))), None)
+                if hit:
+                    found[rule].append((hit[0].value(hit[1]), name, n, full))
     rules = {}
     for rule, hits in found.items():
-        values = [v for v, _ in hits]
+        values = [v for v, *_ in hits]
         value = (max(values) if rule == "max_comment_lines" else values[0]) if hits else None
-        rules[rule] = Rule(value, tuple(e for _, e in hits))
+        rules[rule] = Rule(value, tuple(Evidence(file=f, line=n, text=t.strip()[:MAX_LINE]) for _, f, n, t in hits))
     return rules
 
 

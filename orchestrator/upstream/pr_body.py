@@ -13,56 +13,30 @@ from typing import Optional
 
 from ..finetune import results as ft
 from ..finetune.bundle import PLOT
-from ..finetune.results import FinetuneResults
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..redact import redact
 from ..report.model import Provenance, Results
+from ..verdicts import known_limits as limits
 from ..verdicts.competing import first_failing_line
-from ..verdicts.known_limits import FILE as _LIMITS_FILE
-from ..verdicts.known_limits import KnownLimit
-from ..verdicts.known_limits import table as limits_table
 from ..verdicts.mutants import tally_line
-from ..verdicts.training import table_markdown
 from . import cover as C
 from . import views as B
 from .policy import Template, _disclosure_prefix
 
 DATA_HEADING = re.compile(r"^additional information$", re.I)
-_ASCII = {
-    "\u2014": "-",
-    "\u2013": "-",
-    "\u2212": "-",
-    "\u2192": "->",
-    "\u2190": "<-",
-    "\u00d7": "x",
-    "\u2026": "...",
-    "\u2018": "'",
-    "\u2019": "'",
-    "\u201c": '"',
-    "\u201d": '"',
-    "\u2264": "<=",
-    "\u2265": ">=",
-    "\u2248": "~",
-    "\u00a0": " ",
-    "\u00b5": "u",
-}
+_ASCII = dict(zip("\u2014\u2013\u2212\u00d7\u2018\u2019\u201c\u201d\u2248\u00a0\u00b5", "---x''\"\"~ u", strict=True))
+_ASCII.update({"\u2192": "->", "\u2190": "<-", "\u2026": "...", "\u2264": "<=", "\u2265": ">="})
 NONE = "-"
-KNOWN_LIMITS_PATH = f"patches/{_LIMITS_FILE}"
 
 
 def ascii_text(text: str) -> str:
     """The tool's own data in ASCII: the usual typographic characters by their ASCII equivalents
     (AGENTS.md's list), accents dropped, anything else as a visible \\uXXXX escape."""
-    out = []
-    for ch in text:
-        if ord(ch) < 128:
-            out.append(ch)
-        elif ch in _ASCII:
-            out.append(_ASCII[ch])
-        else:
-            plain = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode()
-            out.append(plain or f"\\u{ord(ch):04x}")
-    return "".join(out)
+    return "".join(ch if ch.isascii() else _ASCII.get(ch) or _unaccented(ch) for ch in text)
+
+
+def _unaccented(ch: str) -> str:
+    return unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode() or f"\\u{ord(ch):04x}"
 
 
 # ---------------------------------------------------------------- data from results.json
@@ -83,78 +57,12 @@ def _summary(rec, test: str) -> Optional[str]:
     return t.summary_line if t else None
 
 
-def cell_table(results: Results, target: str) -> list[str]:
-    out = ["| " + " | ".join(B.CELL_COLUMNS) + " |", "|" + "---|" * len(B.CELL_COLUMNS)]
-    for c in results.cells_of(target):
-        recs = results.records_of(c.cell)
-        patched, control = recs.get("patched"), recs.get("control")
-        vals = [
-            _v(c.cell),
-            _v(c.backend),
-            _v(str(c.status)),
-            _v(control.verdict if control else None),
-            _code(_summary(patched, UPSTREAM_TEST)),
-            _code(_summary(patched, GATE_TEST)),
-            _code(_summary(control, GATE_TEST)),
-            _v(c.timings.get("build_patched")),
-            _v(c.timings.get("build_control")),
-        ]
-        out.append("| " + " | ".join(vals) + " |")
-    return out
-
-
-def outcome_table(results: Results, target: str) -> list[str]:
-    out = ["| " + " | ".join(B.OUTCOME_COLUMNS) + " |", "|" + "---|" * len(B.OUTCOME_COLUMNS)]
-    for r in B.outcome_rows(results, target):
-        vals = [
-            _v(r["backend"]),
-            _v(r["device"]),
-            _code(r["test"]),
-            _v(r["optimizer"]),
-            _v(r["opt_period"]),
-            _v(r["with_fix"]),
-            _v(r["reverted"]),
-            _v(r["step"]),
-            _v(r["w"]),
-            _v(r["expected"]),
-        ]
-        out.append("| " + " | ".join(vals) + " |")
-    return out
-
-
 def _controls(results: Results, target: str) -> list:
     return [(c, results.records_of(c.cell).get("control")) for c in results.cells_of(target)]
 
 
-def failure_lines(results: Results, target: str) -> list[str]:
-    """The gate's own failure line with the fix reverted, once per distinct line, verbatim."""
-    return list(
-        dict.fromkeys(ascii_text(r.failure_line) for _, r in _controls(results, target) if r and r.failure_line)
-    )
-
-
-def training_lines(results: Results, target: str, level: str) -> list[str]:
-    trained = B.training_cell(results, target)
-    if not trained or not trained.training:
-        return []
-    t = trained.training
-    verdict = {True: "yes", False: "no", None: "too few epochs"}[t.diverges_as_predicted]
-    return [
-        f"{level} Training: loss per epoch with and without the fix ({ascii_text(trained.cell)})",
-        "",
-        f"`native_tests/train-opt-dynamic.cpp`, per-step graphs, SGD; diverges as predicted without the fix: {verdict}",
-        "",
-        ascii_text(table_markdown(t.with_fix, t.without_fix).rstrip("\n")),
-    ]
-
-
 def _source(results: Results, target: str) -> Provenance:
     return next((c.source for c in results.cells_of(target) if c.source), None) or Provenance(kind="", description=NONE)
-
-
-def _base(results: Results, target: str) -> str:
-    source = _source(results, target)
-    return source.upstream_commit or source.base_commit or NONE
 
 
 def base_rows(results: Results, target: str, repo: Optional[str]) -> list[str]:
@@ -162,54 +70,36 @@ def base_rows(results: Results, target: str, repo: Optional[str]) -> list[str]:
     upstream = source.upstream_commit
     patched = next((c.patched_commit for c in results.cells_of(target) if c.patched_commit), None)
     sdist = f", sdist sha256 `{source.sdist_sha256}`" if source.sdist_sha256 else ""
-    where = repo or source.url or "upstream"
+    where = ascii_text(repo or source.url or "upstream")
     return [
         "| | commit |",
         "|---|---|",
-        f"| {ascii_text(where)} | `{upstream}` |"
-        if upstream
-        else f"| {ascii_text(where)} | unknown: the source carries no git metadata |",
+        f"| {where} | " + (f"`{upstream}` |" if upstream else "unknown: the source carries no git metadata |"),
         f"| ggml-patch snapshot of {ascii_text(source.description)}{sdist} | `{source.base_commit or NONE}` |",
         f"| the snapshot with this series applied | `{patched or NONE}` |",
     ]
 
 
-def _build_commands(layout: str, targets: tuple[str, ...]) -> list[str]:
-    option = "GGML_BUILD_TESTS" if layout == "ggml" else "LLAMA_BUILD_TESTS"
+def _commands(results: Results, target: str, applied: list[str], patch_names: list[str]) -> list[str]:
+    """`applied` on the base, then the series' tests (the gate only when a patch adds it) built and run."""
+    cells = results.cells_of(target)
+    option = "GGML_BUILD_TESTS" if cells and cells[0].layout == "ggml" else "LLAMA_BUILD_TESTS"
+    tests = (UPSTREAM_TEST, GATE_TEST) if any(GATE_TEST in n for n in patch_names) else (UPSTREAM_TEST,)
+    source = _source(results, target)
     return [
+        f"git checkout --detach {source.upstream_commit or source.base_commit or NONE}",
+        f"git am {' '.join(applied)}",
         f"cmake -B build -D{option}=ON",
-        f"cmake --build build --target {' '.join(targets)}",
-        *[f"./build/bin/{t}" for t in targets],
+        f"cmake --build build --target {' '.join(tests)}",
+        *[f"./build/bin/{t}" for t in tests],
     ]
 
 
-def _series_tests(patch_names: list[str]) -> tuple[str, ...]:
-    """The tests the series' patches build: test-opt, and the gate only when a patch adds it."""
-    return (UPSTREAM_TEST, GATE_TEST) if any(GATE_TEST in n for n in patch_names) else (UPSTREAM_TEST,)
-
-
-def reproduce_fixed(results: Results, target: str, patch_names: list[str], layout: str) -> list[str]:
-    """The series on the base, the two tests built and run: what the cells did with the fix."""
-    return [
-        f"git checkout --detach {_base(results, target)}",
-        f"git am {' '.join(patch_names)}",
-        *_build_commands(layout, _series_tests(patch_names)),
-    ]
-
-
-def reproduce_bug(
-    results: Results, target: str, commits: list, patch_names: list[str], layout: str
-) -> Optional[list[str]]:
-    """Only the test commits on the base, the gate built and run: it fails with the line above.
-    None when no commit of the series is only tests (the test cannot go in without the fix)."""
+def reproduce_bug(results: Results, target: str, commits: list, patch_names: list[str]) -> Optional[list[str]]:
+    """Only the test commits on the base: the tests fail with the lines above. None when no commit
+    of the series is only tests (the test cannot go in without the fix)."""
     tests = [name for c, name in zip(commits, patch_names, strict=True) if c.is_test]
-    if not tests:
-        return None
-    return [
-        f"git checkout --detach {_base(results, target)}",
-        f"git am {' '.join(tests)}",
-        *_build_commands(layout, _series_tests(patch_names)),
-    ]
+    return _commands(results, target, tests, patch_names) if tests else None
 
 
 def _details(summary: str, lines: list[str]) -> list[str]:
@@ -221,22 +111,17 @@ def before_fix_lines(results: Results, target: str) -> list[str]:
     """The first failing line of each test with the fix reverted (test-opt's new cases, then the gate), once each."""
     out = []
     for _, control in _controls(results, target):
-        if not control:
-            continue
-        t = control.test(UPSTREAM_TEST)
-        line = (t.failure_line or first_failing_line(UPSTREAM_TEST, t.output or "")) if t else None
-        for x in (line, control.failure_line):
-            if x:
-                out.append(ascii_text(x))
+        if control:
+            t = control.test(UPSTREAM_TEST)
+            line = (t.failure_line or first_failing_line(UPSTREAM_TEST, t.output or "")) if t else None
+            out += [ascii_text(x) for x in (line, control.failure_line) if x]
     return list(dict.fromkeys(out))
 
 
 def short_cell_table(results: Results, target: str) -> list[str]:
     """One row per cell (backend x device): test-opt with its new cases, the gate, the control."""
-    out = [
-        f"| cell | device | {UPSTREAM_TEST} (with the new cases) | gate ({GATE_TEST}) | control (fix reverted) |",
-        "|---|---|---|---|---|",
-    ]
+    head = f"| cell | device | {UPSTREAM_TEST} (with the new cases) | gate ({GATE_TEST}) | control (fix reverted) |"
+    out = [head, "|---|---|---|---|---|"]
     for c in results.cells_of(target):
         recs = results.records_of(c.cell)
         patched, control = recs.get("patched"), recs.get("control")
@@ -265,32 +150,24 @@ def kill_matrix_line(results: Results, target: str) -> Optional[str]:
 
 def competing_table(results: Results, target: str) -> list[str]:
     """Each competing fix (proposed elsewhere) on the unfixed tree, from the first cell that judged it."""
-    seen: dict[str, list[str]] = {}
+    seen: dict[str, str] = {}
     for c in results.cells_of(target):
         for r in results.competing_of(c.cell):
             info, j = r.competing, r.judged
-            if not info or not j or info.name in seen:
-                continue
-            line = f"`{ascii_text(j.failure_line)}`" if j.failure_line else _cell_text(j.reason)
-            seen[info.name] = [
-                f"| [{_cell_text(info.title)[:70]}]({info.url}) | {info.date} | **{j.verdict}** | "
-                f"{j.failing_test or NONE} | {line} |"
-            ]
-    if not seen:
-        return []
-    return [
-        "| competing fix | date | verdict | test | first failing line |",
-        "|---|---|---|---|---|",
-        *[row for rows in seen.values() for row in rows],
-    ]
+            if info and j and info.name not in seen:
+                line = f"`{ascii_text(j.failure_line)}`" if j.failure_line else _cell_text(j.reason)
+                seen[info.name] = (
+                    f"| [{_cell_text(info.title)[:70]}]({info.url}) | {info.date} | **{j.verdict}** | "
+                    f"{j.failing_test or NONE} | {line} |"
+                )
+    head = ["| competing fix | date | verdict | test | first failing line |", "|---|---|---|---|---|"]
+    return [*head, *seen.values()] if seen else []
 
 
 def case_table(results: Results, target: str) -> list[str]:
     """backend x device x test x case (named), with the fix and with it reverted."""
-    out = [
-        "| backend | device | test | case | with the fix | fix reverted | first wrong step | w | expected |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+    out = ["| backend | device | test | case | with the fix | fix reverted | first wrong step | w | expected |"]
+    out.append("|---|---|---|---|---|---|---|---|---|")
     for r in B.outcome_rows(results, target):
         case = r.get("case") or r["optimizer"] or (f"opt_period={r['opt_period']}" if r["opt_period"] else None)
         vals = [r["backend"], r["device"], r["test"], case, r["with_fix"], r["reverted"], r["step"], r["w"]]
@@ -306,16 +183,14 @@ def evidence(
     patch_names: list[str],
     toolchain: dict,
     repo: Optional[str],
-    known_limits: tuple[KnownLimit, ...] = (),
-    finetune: Optional[FinetuneResults] = None,
+    known_limits: tuple[limits.KnownLimit, ...] = (),
+    finetune: Optional[ft.FinetuneResults] = None,
 ) -> list[str]:
     """Everything the tool puts under "Additional information": data only, ASCII. Visible: the
     failing lines before the fix, one table of cells, the kill-matrix line, the competing fixes,
     the reproduce commands; the rest (per-case rows, the run's record, known limits, base commits,
     toolchain, fine-tuning tables) in <details> blocks. `known_limits`: patches/known-limits.yaml."""
-    cells = results.cells_of(target)
-    layout = cells[0].layout if cells else ""
-    out = []
+    cells, out = results.cells_of(target), []
     lines = before_fix_lines(results, target)
     if lines:
         out += ["Before the fix (the series' tests with the fix reverted):", "", "```", *lines, "```", ""]
@@ -326,8 +201,9 @@ def evidence(
     comp = competing_table(results, target)
     if comp:
         out += ["", "Fixes proposed elsewhere, applied to the unfixed tree:", "", *comp]
-    out += ["", "Reproduce:", "", "```sh", *reproduce_fixed(results, target, patch_names, layout), "```"]
-    bug = reproduce_bug(results, target, commits, patch_names, layout)
+    fixed = _commands(results, target, patch_names, patch_names)  # what the cells did with the fix
+    out += ["", "Reproduce:", "", "```sh", *fixed, "```"]
+    bug = reproduce_bug(results, target, commits, patch_names)
     if bug:
         out += _details("Without the fix", ["```sh", *bug, "```"])
     tuned = finetune_lines(finetune, "####")
@@ -335,46 +211,28 @@ def evidence(
         out += ["", *finetune_summary(finetune)]
         out += _details("Fine-tuning with llama-finetune, with and without the fix", tuned)
     out += _details("Per-case results (backend x device x test x case)", case_table(results, target))
-    record = [
-        "| | |",
-        "|---|---|",
-        f"| results.json sha256 | `{results_sha256}` |",
-        f"| run started | {_v(results.started_at)} |",
-        f"| profile | {_v(results.profile)} |",
-        f"| series sha256 | `{results.series.sha256}` |",
-    ]
-    notes = [
-        f"- {ascii_text(c.cell)} device: {ascii_text(B.device_text(c.device))}"
-        for c in cells
-        if B.device_text(c.device)
-    ]
-    notes += [
-        f"- {ascii_text(c.cell)} {c.status}: {ascii_text(B.one_line(c.reason))}" for c in cells if c.status in B.NOT_RUN
-    ]
-    notes += [
-        f"- {ascii_text(cell)}: {ascii_text(test)} not run on this backend: {ascii_text(B.one_line(why))}"
-        for cell, test, why in B.skipped_tests(results, target)
-    ]
+    record = ["| | |", "|---|---|", f"| results.json sha256 | `{results_sha256}` |"]
+    record += [f"| run started | {_v(results.started_at)} |", f"| profile | {_v(results.profile)} |"]
+    record += [f"| series sha256 | `{results.series.sha256}` |"]
+    # ascii_text maps each character alone: a whole note is the same as its values one by one
+    notes = [f"- {c.cell} device: {B.device_text(c.device)}" for c in cells if B.device_text(c.device)]
+    notes += [f"- {c.cell} {c.status}: {B.one_line(c.reason)}" for c in cells if c.status in B.NOT_RUN]
+    skipped = B.skipped_tests(results, target)
+    notes += [f"- {cell}: {test} not run on this backend: {B.one_line(why)}" for cell, test, why in skipped]
     for c, control in _controls(results, target):
         if control:
-            reverted = ", ".join(f"`{ascii_text(p)}`" for p in control.reverted or []) or NONE
-            notes.append(f"- {ascii_text(c.cell)} control: reverted {reverted}; {ascii_text(control.verdict_reason)}")
+            reverted = ", ".join(f"`{p}`" for p in control.reverted or []) or NONE
+            notes.append(f"- {c.cell} control: reverted {reverted}; {control.verdict_reason}")
     notes += [
-        f"- other target {ascii_text(c.cell)} ({ascii_text(c.layout or NONE)} layout): {c.status}"
-        for c in results.cells
-        if c.target != target
+        f"- other target {c.cell} ({c.layout or NONE} layout): {c.status}" for c in results.cells if c.target != target
     ]
+    notes = [ascii_text(line) for line in notes]
     out += _details("The run (ggml-patch results.json), cells and controls", [*record, "", *notes])
     if known_limits:
-        out += _details(
-            f"Known limits, not changed by this series ({KNOWN_LIMITS_PATH})",
-            [ascii_text(line) for line in limits_table(known_limits)],
-        )
+        table = [ascii_text(line) for line in limits.table(known_limits)]
+        out += _details(f"Known limits, not changed by this series (patches/{limits.FILE})", table)
     out += _details("Base commits", base_rows(results, target, repo))
-    toolchain_lines = [
-        f"- {ascii_text(name)}: {ascii_text(str(value))}" for name, value in B.toolchain_lines(toolchain)
-    ]
-    out += _details("Toolchain", toolchain_lines)
+    out += _details("Toolchain", [ascii_text(f"- {name}: {value}") for name, value in B.toolchain_lines(toolchain)])
     return [redact(line) for line in out]  # the run's records may name URLs: never their credentials
 
 
@@ -394,24 +252,12 @@ def visible_lines(text: str) -> list[str]:
 
 
 def banner(draft_reasons: list[str], warnings: list[str]) -> list[str]:
-    out = []
-    if draft_reasons:
-        out += ["> [!CAUTION]", "> DRAFT (ggml-patch readiness): not ready to submit:"]
-        out += [f"> - {ascii_text(B.one_line(r))}" for r in draft_reasons]
-        out.append("")
-    if warnings:
-        out += ["> [!WARNING]", f"> {B.WARNING_TITLE}:"]
-        out += [f"> - {ascii_text(B.one_line(w))}" for w in warnings]
-        out.append("")
+    caution = ["> [!CAUTION]", "> DRAFT (ggml-patch readiness): not ready to submit:"]
+    out: list[str] = []
+    for head, items in ((caution, draft_reasons), (["> [!WARNING]", f"> {B.WARNING_TITLE}:"], warnings)):
+        if items:
+            out += [*head, *(f"> - {ascii_text(B.one_line(x))}" for x in items), ""]
     return out
-
-
-def _answered(line: str, cov: C.Cover, template: Template) -> str:
-    """The template's disclosure line with the contributor's answer in place of its placeholder."""
-    d = C.disclosure(cov, template)
-    if not d.answer:
-        return line
-    return f"{_disclosure_prefix(line)} {d.answer}"
 
 
 def body(template: Optional[Template], cov: C.Cover, data: list[str]) -> str:
@@ -420,35 +266,30 @@ def body(template: Optional[Template], cov: C.Cover, data: list[str]) -> str:
     if template is None:  # no template: the cover as written, the data after it
         return "\n".join([(cov.text or "").rstrip("\n"), "", *data]).lstrip("\n") + "\n"
     out = list(template.preamble) + ([""] if template.preamble else [])
-    placed = False
+    # the template's disclosure line gets the contributor's answer in place of its placeholder
+    disclosure, answer = template.disclosure and template.disclosure.text, C.disclosure(cov, template).answer
     for s in template.sections:
         out += [f"## {s.heading}", ""]
-        mine = cov.section(s.heading)
+        mine, data_here = cov.section(s.heading), bool(DATA_HEADING.match(s.heading) and data)
         if s.fixed:
-            lines = [
-                (_answered(ln, cov, template) if template.disclosure and ln == template.disclosure.text else ln)
-                for ln in s.lines
-            ]
-            out += _strip_blank(lines)
+            out += _strip_blank(
+                [f"{_disclosure_prefix(ln)} {answer}" if answer and ln == disclosure else ln for ln in s.lines]
+            )
         elif mine is not None and C.visible(mine.text).strip():
             out += [mine.text]
-        elif not (DATA_HEADING.match(s.heading) and data):
+        elif not data_here:
             out += _strip_blank(list(s.lines))  # the template's placeholder, as the template has it
-        if DATA_HEADING.match(s.heading) and data:
+        if data_here:
             out += ([""] if out[-1] != "" else []) + data
-            placed = True
         out.append("")
-    if data and not placed:
+    if data and not any(DATA_HEADING.match(s.heading) for s in template.sections):
         out += ["<details><summary>ggml-patch data</summary>", "", *data, "", "</details>", ""]
     return "\n".join(out).rstrip("\n") + "\n"
 
 
 def _strip_blank(lines: list[str]) -> list[str]:
-    while lines and not lines[0].strip():
-        lines.pop(0)
-    while lines and not lines[-1].strip():
-        lines.pop()
-    return lines
+    kept = [i for i, line in enumerate(lines) if line.strip()]
+    return lines[kept[0] : kept[-1] + 1] if kept else []
 
 
 def issue(
@@ -457,14 +298,12 @@ def issue(
     commits: list,
     patch_names: list[str],
     repo: Optional[str],
-    finetune: Optional[FinetuneResults] = None,
+    finetune: Optional[ft.FinetuneResults] = None,
 ) -> str:
     """ISSUE.md: the reproduction on the pinned base (commands, the gate's failure line, the
     fine-tuning evidence), nothing else; the toy training table stays in results and summary.md."""
-    cells = results.cells_of(target)
-    layout = cells[0].layout if cells else ""
     out = ["## Reproduction", ""] + base_rows(results, target, repo)[:-1]
-    bug = reproduce_bug(results, target, commits, patch_names, layout)
+    bug = reproduce_bug(results, target, commits, patch_names)
     if bug:
         out += ["", "```sh", *bug, "```"]
     lines = before_fix_lines(results, target)
@@ -484,7 +323,7 @@ def _cell_text(value: str) -> str:
     return ascii_text(" ".join(str(value).split())).replace("|", "/")
 
 
-def finetune_summary(results: Optional[FinetuneResults]) -> list[str]:
+def finetune_summary(results: Optional[ft.FinetuneResults]) -> list[str]:
     """The fine-tuning verdicts in one visible line, with the plot's file name (tables folded)."""
     if results is None or not results.runs:
         return []
@@ -494,6 +333,6 @@ def finetune_summary(results: Optional[FinetuneResults]) -> list[str]:
     return [ascii_text(line), f"Plot: `{PLOT}` in the bundle."]
 
 
-def finetune_lines(results: Optional[FinetuneResults], level: str) -> list[str]:
+def finetune_lines(results: Optional[ft.FinetuneResults], level: str) -> list[str]:
     """results/evidence/finetune.json (validated) as data (finetune/results.py writes it), ASCII."""
     return [ascii_text(line) for line in ft.pr_lines(results, level, _cell_text)]

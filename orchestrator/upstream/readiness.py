@@ -36,10 +36,6 @@ class Check:
     where: tuple[str, ...] = ()
     rule: tuple[Evidence, ...] = ()
 
-    def record(self) -> M.CheckRecord:
-        rule = list(self.rule)
-        return M.CheckRecord(name=self.name, status=self.status, detail=self.detail, where=list(self.where), rule=rule)
-
 
 @dataclass(frozen=True)
 class Readiness:
@@ -51,11 +47,9 @@ class Readiness:
         return [c for c in self.checks if c.status == FAIL]
 
     def record(self) -> M.ReadinessRecord:
-        return M.ReadinessRecord(
-            checks=[c.record() for c in self.checks],
-            not_applicable=self.not_applicable,
-            summary={s: sum(c.status == s for c in self.checks) for s in (PASS, WARN, FAIL)},
-        )
+        """As manifest.json holds it (each Check read by its attributes), with a count per status."""
+        summary = {s: sum(c.status == s for c in self.checks) for s in (PASS, WARN, FAIL)}
+        return M.ReadinessRecord.model_validate({**vars(self), "summary": summary}, from_attributes=True)
 
 
 # ---------------------------------------------------------------- the series, read from its patch files
@@ -337,10 +331,8 @@ def check_sync(
     ev = (Evidence(file=sync.script, line=sync.line, text="git format-patch ... -- PATHS"),)
     carried = ", ".join(f"{a} -> {b}" for a, b in report.carried) or "nothing"
     if report.mismatched:
-        why = (
-            f"the sync would write {', '.join(b for _, b in report.mismatched)}, which the "
-            "series in this layout does not change"
-        )
+        written = ", ".join(b for _, b in report.mismatched)
+        why = f"the sync would write {written}, which the series in this layout does not change"
         return Check("sync", FAIL, why, tuple(a for a, _ in report.mismatched), ev)
     left = sorted(set(report.not_carried) | set(report.target_only))
     if left:

@@ -35,9 +35,7 @@ class SyncMap:
 
 def sync_script_for(changes_go_to: Optional[str]) -> Optional[str]:
     """scripts/sync-llama-am.sh for ggml-org/llama.cpp: the script named after the repository."""
-    if not changes_go_to:
-        return None
-    return f"scripts/sync-{changes_go_to.split('/')[-1].split('.')[0]}-am.sh"
+    return f"scripts/sync-{changes_go_to.split('/')[-1].split('.')[0]}-am.sh" if changes_go_to else None
 
 
 def parse_sync_script(path: str, text: str) -> Optional[SyncMap]:

@@ -1,6 +1,7 @@
 """`ggml-patch pr`: the branch pushed to a local bare "fork", the pull request created against a
 GitHub API stand-in on 127.0.0.1 (pytest-httpserver): success, 401, 422, rate limit, 403, an
 unreachable or silent server, a failed push; the token scanned for in every output and file."""
+import hashlib
 import json
 import os
 import socket
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.errors import RateLimited
 from orchestrator.upstream.github_api import RETRIES
 
 from orchestrator.upstream import bundle as B
@@ -67,7 +69,7 @@ class Tiny:
         for name, text in files.items():
             (self.bundle / name).write_text(text)
         man = {"target": "tiny", "base": {"snapshot_commit": self.base, "upstream_commit": upstream},
-               "patched_commit": self.patched, "files": {n: B.sha256_text(t) for n, t in files.items()},
+               "patched_commit": self.patched, "files": {n: hashlib.sha256(t.encode()).hexdigest() for n, t in files.items()},
                "policy": policy.record().to_json(), "draft": bool(draft_reasons), "draft_reasons": list(draft_reasons)}
         (self.bundle / "manifest.json").write_text(json.dumps(man, indent=2))
 
@@ -372,7 +374,7 @@ def test_owner_from_remote(url, owner):
 
 def test_retry_after_and_reset_headers():
     pr = G.PullRequest(REPO, "t", "b", "me:x", "master")
-    with pytest.raises(G.RateLimited, match=r"retry in 60 s \(Retry-After\)"):
+    with pytest.raises(RateLimited, match=r"retry in 60 s \(Retry-After\)"):
         G.answer(429, {"Retry-After": "60"}, "{}", pr, "u", TOKEN)
-    with pytest.raises(G.RateLimited, match=r"retry after 1970-01-01 00:01:40 UTC \(in 40 s"):
+    with pytest.raises(RateLimited, match=r"retry after 1970-01-01 00:01:40 UTC \(in 40 s"):
         G.answer(403, {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "100"}, "{}", pr, "u", TOKEN, now=lambda: 60)

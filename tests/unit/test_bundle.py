@@ -1,5 +1,6 @@
 """The upstream bundle, pure: refusals, PR_BODY.md's numbers against results.json, reading a
 bundle back (the command: tests/integration; a real run bundled: tests/e2e)."""
+import hashlib
 import json
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from orchestrator.upstream import bundle as B
 from orchestrator.upstream import cover as C
 from orchestrator.upstream import policy as P
 from orchestrator.upstream import pr_body as PB
+from orchestrator.upstream import views
 
 from ..helpers.bundle_checks import check_body_against_results
 from ..helpers.samples import GATE, control_survived, gate_regressed, sample
@@ -90,7 +92,7 @@ def body_of(results: Results, target: str, warnings=()) -> str:
 
 
 def test_title_is_the_fix_subject():
-    assert B.pr_title(list(reversed(COMMITS))) == COMMITS[0].subject
+    assert views.pr_title(list(reversed(COMMITS))) == COMMITS[0].subject
 
 
 @pytest.mark.parametrize("target", ["llama.cpp", "ggml"])
@@ -151,7 +153,7 @@ def _fake_bundle(d: Path) -> None:
     files = {"0001-x.patch": "From x\n", "PR_TITLE": "t\n", "PR_BODY.md": "b\n"}
     for n, t in files.items():
         (d / n).write_text(t)
-    (d / "manifest.json").write_text(json.dumps({"target": "ggml", "files": {n: B.sha256_text(t) for n, t in files.items()}}))
+    (d / "manifest.json").write_text(json.dumps({"target": "ggml", "files": {n: hashlib.sha256(t.encode()).hexdigest() for n, t in files.items()}}))
 
 
 def test_a_bundle_changed_after_it_was_made_is_rejected(tmp_path):
