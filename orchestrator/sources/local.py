@@ -130,13 +130,9 @@ def _is_file_or_link(path: Path) -> bool:
 def _walk(root: Path) -> list[str]:
     out = []
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d != ".git"]
-        for f in filenames:
-            if f == ".git":
-                continue
-            full = Path(dirpath) / f
-            if _is_file_or_link(full):
-                out.append(full.relative_to(root).as_posix())
+        dirnames[:] = [d for d in dirnames if d != ".git"]  # a folder's own git metadata is not content
+        paths = (Path(dirpath) / f for f in filenames if f != ".git")
+        out += [p.relative_to(root).as_posix() for p in paths if _is_file_or_link(p)]
     return sorted(out)
 
 
