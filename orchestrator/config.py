@@ -264,7 +264,7 @@ def _check_depth(text: str, where: str) -> None:
             depth += 1
             if depth > MAX_DEPTH:
                 raise ConfigError(
-                    f"{where}:{ev.start_mark.line + 1}: invalid YAML: nested too deeply (> {MAX_DEPTH} levels)"
+                    f"{where}:{ev.start_mark.line + 1}: invalid YAML: nested too deeply (more than {MAX_DEPTH} levels)"
                 )
         elif isinstance(ev, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
             depth -= 1

@@ -332,6 +332,7 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
         extra, fatal = GROUP_SEP in p, p == DEFAULT_PROFILE  # extra: a further runner's legs, merged apart
         merged = f"${{{{ !cancelled() && steps.{merge}.outcome == 'success' }}}}"
         expect = "" if extra else f"--expect-profile {p} "
+        artifacts = ARTIFACT_SEP.join((ARTIFACT_PREFIX, p, "*"))
         steps.append(
             {
                 "name": f"Merge ({p})",
@@ -339,7 +340,7 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
                 "if": "${{ !cancelled() }}",
                 **({} if fatal else {"continue-on-error": True}),  # only the default profile's legs must pass
                 # a leg that never uploaded (timed out, died) is listed as an error, not left out
-                "run": f"ggml-patch merge-results {expect}--out merged/{p} cells/{ARTIFACT_SEP.join((ARTIFACT_PREFIX, p, '*'))}\n",
+                "run": f"ggml-patch merge-results {expect}--out merged/{p} cells/{artifacts}\n",
             }
         )
         if not extra:

@@ -46,9 +46,9 @@ class Pin(Record):
 class Unreachable(Record):
     """A target whose remote the plan could not reach (down, gone or private), and why."""
 
-    reason: str
-    url: Optional[str] = None
+    url: Optional[str] = None  # declared first: the file keeps the order resolve-refs always wrote
     ref: Optional[str] = None
+    reason: str
 
 
 class PinsFile(Record):

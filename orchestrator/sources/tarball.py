@@ -77,7 +77,7 @@ def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Opt
         raise SourceUnavailable(f"{key}.url: {archive.name} is not a tar archive: {e}") from None
     with tar:
         members = bounded_members(tar, archive.name, key, unpacked_cap(archive))
-        parts = [PurePosixPath(m.name).parts for m in members]
+        parts = [PurePosixPath(m.name).parts for m in members if m.isfile() or m.isdir() or m.issym()]
         tops = {p[0] for p in parts if p}
         top = tops.pop() if len(tops) == 1 and any(len(p) > 1 for p in parts) else ""
         root = PurePosixPath(top, subdir) if subdir else PurePosixPath(top or ".")
