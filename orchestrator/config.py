@@ -315,6 +315,7 @@ def load_matrix(path: str | Path) -> Matrix:
 _KINDS = {"string": "a string", "float": "a number", "int": "a number", "bool": "a boolean", "dict": "an object"}
 _KINDS.update(model="an object", model_attributes="an object", list="an array", tuple="an array")
 _SAID = {"union_tag_not_found": "missing required key 'kind'", "too_short": "must not be empty"}
+_SAID.update(greater_than="expected a positive number, got {value!r}")
 
 
 def _problems(
@@ -340,13 +341,11 @@ def _problems(
         elif kind == "union_tag_invalid":
             at, msg = path + ("kind",), f"{value['kind']!r} is not one of {', '.join(_choices(ctx['expected_tags']))}"
         elif kind in _SAID:
-            msg = _SAID[kind]
+            msg = _SAID[kind].format(value=value)
         elif kind.removesuffix("_type") in _KINDS:
             msg = f"expected {_KINDS[kind.removesuffix('_type')]}, got {type(value).__name__} {value!r}"
         elif kind == "string_pattern_mismatch":
             msg = f"{value!r} {WORDS[ctx['pattern']]}"
-        elif kind == "greater_than":
-            msg = f"expected a positive number, got {value!r}"
         else:  # SCHEMA_ERROR, VALUE_ERROR: the words are the type's
             msg = ctx.get("message", err["msg"])
         container = kind in ("missing", "unknown_key") or err["loc"][-1] == "[key]"

@@ -36,15 +36,6 @@ DEFAULT_DEADLINE_S = 3600.0  # a whole download; GGML_PATCH_HTTP_DEADLINE_S over
 _BLOCK = 64 * 1024
 
 
-def deadline_s() -> float:
-    """The whole-transfer deadline: $GGML_PATCH_HTTP_DEADLINE_S (a finite number > 0) or an hour."""
-    text = os.environ.get("GGML_PATCH_HTTP_DEADLINE_S", "")
-    value = untrusted.seconds(text) if text.strip() else DEFAULT_DEADLINE_S
-    if value is None:
-        raise ConfigError(f"GGML_PATCH_HTTP_DEADLINE_S={text!r}: expected a finite number of seconds above 0")
-    return value
-
-
 def fetch(
     url: str, sink: Callable[[bytes], None], what: str, max_bytes: int, headers: Optional[dict] = None
 ) -> tuple[requests.structures.CaseInsensitiveDict, str]:
@@ -54,7 +45,10 @@ def fetch(
     where, why = f"{what}: {redact(url)}", http_url_problem(url)
     if why:
         raise SourceUnavailable(f"{where} {why}")
-    limit = deadline_s()
+    text = os.environ.get("GGML_PATCH_HTTP_DEADLINE_S", "")
+    limit = untrusted.seconds(text) if text.strip() else DEFAULT_DEADLINE_S
+    if limit is None:
+        raise ConfigError(f"GGML_PATCH_HTTP_DEADLINE_S={text!r}: expected a finite number of seconds above 0")
     box: dict = {}
     stop, done = threading.Event(), threading.Event()
     session = requests.Session()

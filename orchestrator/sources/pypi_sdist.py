@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import threading
+import tempfile
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -53,14 +53,12 @@ def _package(package: str) -> Optional[str]:
 
 
 def _version(version: str) -> Optional[str]:
-    # packaging: loaded only for a pypi-sdist source (start-up)
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import InvalidVersion, Version  # packaging: loaded only for a pypi-sdist source (start-up)
 
-    try:
-        exact = Version(version) is not None and version == version.strip()
-    except InvalidVersion:
-        exact = False
-    return None if exact else 'is not an exact version (PEP 440, e.g. "0.3.36"; no specifiers)'
+    with suppress(InvalidVersion):
+        if Version(version) and version == version.strip():
+            return None
+    return 'is not an exact version (PEP 440, e.g. "0.3.36"; no specifiers)'
 
 
 class PypiSdist(Source):
@@ -333,37 +331,29 @@ def _tar_capped(argv: list[str], archive: Path, key: str) -> subprocess.Complete
     """Run tar on the archive's decompressed bytes, fed through a pipe and cut off (refused, exit
     3) past MAX_UNPACKED_BYTES: a small archive never fills the disk."""
 
-    cap = unpacked_cap(archive)
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    err: list[bytes] = []
-    reader = threading.Thread(target=lambda: err.append(proc.stderr.read() if proc.stderr else b""), daemon=True)
-    reader.start()
-    total, too_big = 0, False
-    try:
-        with gzip.open(archive, "rb") as src:
-            while block := src.read(1 << 20):
-                total += len(block)
-                if total > cap:
-                    too_big = True
-                    break
-                assert proc.stdin is not None
-                proc.stdin.write(block)
-    except (BrokenPipeError, OSError, EOFError) as e:
-        if not isinstance(e, BrokenPipeError):
+    cap, total = unpacked_cap(archive), 0
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err)
+        assert proc.stdin is not None
+        try:
+            with gzip.open(archive, "rb") as src:
+                while (block := src.read(1 << 20)) and (total := total + len(block)) <= cap:
+                    proc.stdin.write(block)
+        except BrokenPipeError:
+            pass  # tar stopped reading: its exit status says why
+        except (OSError, EOFError) as e:
             proc.kill()
-            proc.wait()
             raise SourceUnavailable(f"{key}: cannot unpack {archive.name}: {e}") from None
-    finally:
-        with suppress(OSError):
-            if proc.stdin:
+        finally:
+            with suppress(OSError):
                 proc.stdin.close()
-    if too_big:
-        proc.kill()
-        proc.wait()
-        raise SourceUnavailable(f"{key}: {archive.name} unpacks to more than {cap} bytes; refused")
-    proc.wait()
-    reader.join(10)
-    return subprocess.CompletedProcess(argv, proc.returncode, "", b"".join(err).decode(errors="replace"))
+            if total > cap:
+                proc.kill()
+            proc.wait()
+        if total > cap:
+            raise SourceUnavailable(f"{key}: {archive.name} unpacks to more than {cap} bytes; refused")
+        err.seek(0)
+        return subprocess.CompletedProcess(argv, proc.returncode, "", err.read().decode(errors="replace"))
 
 
 def _commit_id(text: str) -> Optional[str]:
