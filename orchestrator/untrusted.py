@@ -146,9 +146,7 @@ def load_json(path: PathLike, kind: str, root: Optional[PathLike] = None) -> Any
 def read_optional(path: PathLike, kind: str, root: Optional[PathLike] = None) -> Optional[str]:
     """read_text, or None where there is no such file (a symlink to nowhere counts as one)."""
     p = Path(path)
-    if not p.exists() and not p.is_symlink():
-        return None
-    return read_text(p, kind, root)
+    return read_text(p, kind, root) if p.exists() or p.is_symlink() else None
 
 
 def read_lenient(path: PathLike, kind: str, root: Optional[PathLike] = None) -> Optional[str]:

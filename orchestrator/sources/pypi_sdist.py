@@ -290,7 +290,7 @@ def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Opt
     if first is None:
         raise SourceUnavailable(f"{key}: {archive.name} is an empty archive")
     top = PurePosixPath(first.name).parts[0]
-    root = PurePosixPath(top, subdir) if subdir else PurePosixPath(top)
+    root, upstream = PurePosixPath(top, subdir), None
     dest.mkdir(parents=True, exist_ok=True)
     gnu_tar = shutil.which("tar")
     if gnu_tar:
@@ -300,7 +300,9 @@ def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Opt
             unpack(
                 tar, bounded_members(tar, archive.name, key, unpacked_cap(archive)), root, dest, archive.name, key, key
             )
-            upstream = _commit_id(_member_text(tar, f"{top}/.git/modules/{subdir}/HEAD")) if subdir else None
+            with suppress(KeyError):  # the sdist's git metadata: read, never extracted
+                head = tar.extractfile(f"{top}/.git/modules/{subdir}/HEAD") if subdir else None
+                upstream = _commit_id(head.read().decode(errors="replace")) if head else None
     if not (dest / root).is_dir() or not any(p.is_file() for p in (dest / root).rglob("*")):
         raise SourceUnavailable(f"{key}.subdirectory: {archive.name} has no files under {root}")
     return dest / root, upstream
@@ -358,12 +360,3 @@ def _tar_capped(argv: list[str], archive: Path, key: str) -> subprocess.Complete
 
 def _commit_id(text: str) -> Optional[str]:
     return text.strip() if FULL_SHA.match(text.strip()) else None
-
-
-def _member_text(tar: tarfile.TarFile, name: str) -> str:
-    """A member's text (the sdist's git metadata: read, never extracted), or "" without it."""
-    try:
-        f = tar.extractfile(name)
-    except KeyError:
-        return ""
-    return f.read().decode(errors="replace") if f else ""
