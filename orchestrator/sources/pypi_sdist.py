@@ -290,43 +290,34 @@ def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Opt
     if first is None:
         raise SourceUnavailable(f"{key}: {archive.name} is an empty archive")
     top = PurePosixPath(first.name).parts[0]
-    root, upstream = PurePosixPath(top, subdir), None
+    root, head, head_text = PurePosixPath(top, subdir), f"{top}/.git/modules/{subdir}/HEAD", ""
     dest.mkdir(parents=True, exist_ok=True)
-    gnu_tar = shutil.which("tar")
-    if gnu_tar:
-        upstream = _extract_with_tar(gnu_tar, archive, top, root, subdir, dest, key)
+    tar_exe = shutil.which("tar")
+    if tar_exe:
+        # GNU tar refuses members with '..' or absolute names; the archive's sha256 was checked already.
+        # It reads the archive decompressed from a pipe, which stops at MAX_UNPACKED_BYTES (a bomb).
+        argv = [tar_exe, "-xf", "-", "-C", str(dest), "--no-same-owner", "--exclude=.git", str(root)]
+        proc = _tar_capped(argv, archive, key)
+        if proc.returncode != 0:
+            if "Not found in archive" in proc.stderr:
+                raise SourceUnavailable(f"{key}.subdirectory: {archive.name} has no files under {root}")
+            raise SourceUnavailable(f"{key}: cannot unpack {archive.name}: {proc.stderr.strip().splitlines()[-1:]}")
+        if subdir:  # the sdist's git metadata: the submodule's HEAD, extracted apart and only read
+            meta = dest / ".git-meta"
+            meta.mkdir()
+            _tar_capped([tar_exe, "-xf", "-", "-C", str(meta), head], archive, key)
+            head_text = (meta / head).read_text(errors="replace") if (meta / head).is_file() else ""
     else:
         with tarfile.open(archive) as tar:
             unpack(
                 tar, bounded_members(tar, archive.name, key, unpacked_cap(archive)), root, dest, archive.name, key, key
             )
             with suppress(KeyError):  # the sdist's git metadata: read, never extracted
-                head = tar.extractfile(f"{top}/.git/modules/{subdir}/HEAD") if subdir else None
-                upstream = _commit_id(head.read().decode(errors="replace")) if head else None
+                member = tar.extractfile(head) if subdir else None
+                head_text = member.read().decode(errors="replace") if member else ""
     if not (dest / root).is_dir() or not any(p.is_file() for p in (dest / root).rglob("*")):
         raise SourceUnavailable(f"{key}.subdirectory: {archive.name} has no files under {root}")
-    return dest / root, upstream
-
-
-def _extract_with_tar(
-    tar_exe: str, archive: Path, top: str, root: PurePosixPath, subdir: str, dest: Path, key: str
-) -> Optional[str]:
-    # GNU tar refuses members with '..' or absolute names; the archive's sha256 was checked already.
-    # It reads the archive decompressed from a pipe, which stops at MAX_UNPACKED_BYTES (a bomb).
-    proc = _tar_capped(
-        [tar_exe, "-xf", "-", "-C", str(dest), "--no-same-owner", "--exclude=.git", str(root)], archive, key
-    )
-    if proc.returncode != 0:
-        if "Not found in archive" in proc.stderr:
-            raise SourceUnavailable(f"{key}.subdirectory: {archive.name} has no files under {root}")
-        raise SourceUnavailable(f"{key}: cannot unpack {archive.name}: {proc.stderr.strip().splitlines()[-1:]}")
-    if not subdir:
-        return None
-    meta = dest / ".git-meta"
-    meta.mkdir()
-    head = f"{top}/.git/modules/{subdir}/HEAD"
-    _tar_capped([tar_exe, "-xf", "-", "-C", str(meta), head], archive, key)
-    return _commit_id((meta / head).read_text(errors="replace") if (meta / head).is_file() else "")
+    return dest / root, head_text.strip() if FULL_SHA.match(head_text.strip()) else None
 
 
 def _tar_capped(argv: list[str], archive: Path, key: str) -> subprocess.CompletedProcess:
@@ -356,7 +347,3 @@ def _tar_capped(argv: list[str], archive: Path, key: str) -> subprocess.Complete
             raise SourceUnavailable(f"{key}: {archive.name} unpacks to more than {cap} bytes; refused")
         err.seek(0)
         return subprocess.CompletedProcess(argv, proc.returncode, "", err.read().decode(errors="replace"))
-
-
-def _commit_id(text: str) -> Optional[str]:
-    return text.strip() if FULL_SHA.match(text.strip()) else None
