@@ -93,21 +93,17 @@ def runner_slug(runs_on: str) -> str:
     return "-".join(re.sub(r"[^A-Za-z0-9._-]", "_", lab) for lab in _labels(runs_on))
 
 
-def check_runners(matrix: Matrix) -> None:
-    """Refuse a runner label GitHub has retired: every run on it would fail (one line, exit 2)."""
+def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[str, Any]]:
+    """One strategy.matrix.include entry per cell and runner: a backend with several runners
+    (a hosted build-only one and a self-hosted GPU one) gets a leg on each. A backend's first
+    runner's legs form the profile's results; each further runner's legs are merged apart
+    (`group`), since a cell may appear once in a merge. A runner label GitHub has retired is
+    refused: every run on it would fail (one line, exit 2)."""
     for b in matrix.backends.values():
         where = f"{matrix.path}:{_line_for(matrix.lines, ('backends', b.name, 'runs_on'))}: backends.{b.name}.runs_on"
         for label in (lab for runs_on in b.all_runners() for lab in _labels(runs_on)):
             if msg := retired_message(where, label):
                 raise ConfigError(msg)
-
-
-def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[str, Any]]:
-    """One strategy.matrix.include entry per cell and runner: a backend with several runners
-    (a hosted build-only one and a self-hosted GPU one) gets a leg on each. A backend's first
-    runner's legs form the profile's results; each further runner's legs are merged apart
-    (`group`), since a cell may appear once in a merge."""
-    check_runners(matrix)
     profiles = list(profiles) if profiles else None
     handing_over = bundle_legs(matrix, profiles)
     out = []
@@ -138,20 +134,20 @@ def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[
     return out
 
 
+_PLAN = """pins=$(ggml-patch resolve-refs --out pins.json)
+echo "pins=$pins" >> "$GITHUB_OUTPUT"
+{ echo '### The commits this run builds'; echo; echo '```json'; cat pins.json; echo '```'; } >> "$GITHUB_STEP_SUMMARY"
+"""
+
+
 def _plan_job(matrix: Matrix, pins: Pins) -> dict:
-    script = (
-        "pins=$(ggml-patch resolve-refs --out pins.json)\n"
-        'echo "pins=$pins" >> "$GITHUB_OUTPUT"\n'
-        "{ echo '### The commits this run builds'; echo; echo '```json'; cat pins.json; echo '```'; } "
-        '>> "$GITHUB_STEP_SUMMARY"\n'
-    )
     job = {
         "name": "Plan: one commit per git ref",
         "runs-on": C.RUNNER,
         "timeout-minutes": 15,
         "permissions": {"contents": "read"},
         "outputs": {"pins": "${{ steps.pins.outputs.pins }}"},
-        "steps": [*C.first_steps(pins), {"name": "Resolve every git ref to a commit", "id": "pins", "run": script}],
+        "steps": [*C.first_steps(pins), {"name": "Resolve every git ref to a commit", "id": "pins", "run": _PLAN}],
     }
     guard = C.owner_only(matrix)  # scheduled runs only where the schedule belongs; manual runs anywhere
     return C.with_if(job, f"github.event_name != 'schedule' || {guard}" if guard else None)
