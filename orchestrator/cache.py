@@ -82,7 +82,6 @@ class Cache:
     @property
     def marked(self) -> bool:
         """Whether the folder carries the tool's marker (only then is anything in it cleaned)."""
-
         return (self.root / CACHE_MARKER).is_file()
 
     def clean_scratch(self, warn: Callable[[str], None] = _warn) -> list[Path]:
@@ -121,31 +120,23 @@ class Cache:
     def lock(self, name: str, timeout: Optional[float] = None) -> Iterator[None]:
         """An inter-process lock; released on any exit, so no stale lock survives an interrupt.
         Waiting for another run says who holds it; --lock-timeout bounds the wait (exit 10)."""
-
-        lock_dir = self._dir("locks")
-        with hold(
-            lock_dir / f"{slug(name)}.lock",
-            f"the lock {name!r} in {self.root}",
-            self.lock_timeout if timeout is None else timeout,
-        ):
+        path = self._dir("locks") / f"{slug(name)}.lock"
+        with hold(path, f"the lock {name!r} in {self.root}", self.lock_timeout if timeout is None else timeout):
             yield
 
 
 def _stale(entry: Path) -> bool:
     """Whether a tmp/ entry belongs to a process that is gone (or to no one, for a day)."""
     m = _SCRATCH_ENTRY.match(entry.name)
-    if m:
-        return m.group("host") == _HOST and not _alive(int(m.group("pid")))
-    return time.time() - entry.lstat().st_mtime >= _UNOWNED_AFTER_S
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0 or pid >= 2**31:
-        return True  # not a real pid: not ours to judge
+    if not m:
+        return time.time() - entry.lstat().st_mtime >= _UNOWNED_AFTER_S
+    pid = int(m.group("pid"))
+    if m.group("host") != _HOST or pid <= 0 or pid >= 2**31:  # another host's, or not a real pid: not ours to judge
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return False
+        return True
     except PermissionError:
-        return True  # exists, another user's
-    return True
+        pass  # it exists, another user's
+    return False

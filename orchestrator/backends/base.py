@@ -19,6 +19,8 @@ class BackendModule:
     name = ""
     cmake_flags: tuple[str, ...] = ()  # what the backend always needs, before matrix.yaml's flags
     tool_hints: dict[str, str] = {}  # tool -> how to get it, for skip reasons
+    toolchain_hint = ""  # how to get the whole toolchain, after a missing tool's reason
+    default_env: dict[str, str] = {}  # what the tests always run with, before matrix.yaml's env
     build_only_ok = False  # whether `--build-only` may build it on a machine without its device
     skip_tests: dict[str, str] = {}  # test -> why this backend does not run it (the cell reports it skipped)
     no_mutants: Optional[str] = None  # why this backend does not run the known-wrong fixes (None: it runs them)
@@ -31,11 +33,14 @@ class BackendModule:
     def missing_toolchain(self, backend: Backend) -> Optional[str]:
         """Why this machine cannot build the backend (and how to fix it), or None."""
         missing = [t for t in backend.tools if shutil.which(t) is None]
-        if missing:
-            hints = [f"{t}: {self.tool_hints[t]}" for t in missing if t in self.tool_hints]
-            return f"required tool(s) not found on PATH: {', '.join(missing)}" + (
-                f" ({'; '.join(hints)})" if hints else ""
-            )
+        if not missing:
+            return self.missing_beyond_tools(backend)
+        hints = [f"{t}: {self.tool_hints[t]}" for t in missing if t in self.tool_hints]
+        line = f"required tool(s) not found on PATH: {', '.join(missing)}" + (f" ({'; '.join(hints)})" if hints else "")
+        return f"{line}: {self.toolchain_hint}" if self.toolchain_hint else line
+
+    def missing_beyond_tools(self, backend: Backend) -> Optional[str]:
+        """With every tool found: what else the build lacks (headers, libraries, a runtime), or None."""
         return None
 
     def missing_device(self, backend: Backend) -> Optional[str]:
@@ -53,7 +58,7 @@ class BackendModule:
 
     def test_env(self, backend: Backend) -> dict[str, str]:
         """Environment for configure, build and tests: matrix.yaml's `env` wins over the module's."""
-        return dict(backend.env)
+        return {**self.default_env, **backend.env}
 
     def device_info(self, backend: Backend) -> DeviceInfo:
         """What the tests will run on (driver, ICD, ...), recorded in results.json."""

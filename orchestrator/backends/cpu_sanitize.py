@@ -52,15 +52,10 @@ class CpuSanitize(BackendModule):
     )  # after the plan's Release: the later -D wins
     skip_tests = {"test-opt": TEST_OPT_SKIP}
     no_mutants = MUTANTS_SKIP
+    default_env = {"ASAN_OPTIONS": ASAN_OPTIONS, "UBSAN_OPTIONS": UBSAN_OPTIONS}
 
-    def missing_toolchain(self, backend: Backend) -> Optional[str]:
-        missing = super().missing_toolchain(backend)
-        if missing:
-            return missing
+    def missing_beyond_tools(self, backend: Backend) -> Optional[str]:
         return sanitizer_link_error(os.environ.get("CC") or "cc")
-
-    def test_env(self, backend: Backend) -> dict[str, str]:
-        return {"ASAN_OPTIONS": ASAN_OPTIONS, "UBSAN_OPTIONS": UBSAN_OPTIONS, **backend.env}
 
     def device_info(self, backend: Backend) -> DeviceInfo:
         from ..report.model import DeviceInfo  # pydantic: not at `--help` (start-up)

@@ -33,8 +33,7 @@ class Cuda(BackendModule):
     relative_cost = 30.0  # 139 .cu objects: 17-18 minutes at -j2
     cmake_flags = ("-DGGML_CUDA=ON",)
     build_only_ok = True
-
-    # ---- probes ----
+    toolchain_hint = TOOLKIT_HINT
 
     def nvcc(self) -> Optional[str]:
         found = (str(p) for r in _env_roots() if (p := Path(r) / "bin" / "nvcc").is_file())
@@ -43,9 +42,17 @@ class Cuda(BackendModule):
     def real_nvcc(self) -> Optional[str]:
         """nvcc itself, not a wrapper script: CMake finds the toolkit next to it."""
         nvcc = self.nvcc()
-        if nvcc and _is_script(nvcc):
-            return _wrapped_nvcc(nvcc) or nvcc
-        return os.path.realpath(nvcc) if nvcc else None
+        if nvcc is None:
+            return None
+        try:
+            with open(nvcc, "rb") as f:
+                head = f.read(4096).decode(errors="replace")
+        except OSError:
+            head = ""
+        if not head.startswith("#!"):
+            return os.path.realpath(nvcc)
+        m = re.search(r"(/\S+/bin/nvcc)\b", head)  # the script's `exec /usr/local/cuda-13.0/bin/nvcc "$@"`
+        return m[1] if m and Path(m[1]).is_file() else nvcc
 
     def toolkit_roots(self) -> list[Path]:
         """Where cuBLAS may be: $CUDA_HOME/$CUDA_PATH, the real nvcc's toolkit, /usr/local/cuda*."""
@@ -75,12 +82,7 @@ class Cuda(BackendModule):
         out = command_output(["nvidia-smi", "-L"]) if shutil.which("nvidia-smi") else None
         return gpu_names(out) if out else [str(DEVICE_NODE)] if DEVICE_NODE.exists() else []
 
-    # ---- the interface ----
-
-    def missing_toolchain(self, backend: Backend) -> Optional[str]:
-        missing = super().missing_toolchain(backend)
-        if missing:
-            return f"{missing}: {TOOLKIT_HINT}"
+    def missing_beyond_tools(self, backend: Backend) -> Optional[str]:
         nvcc = self.nvcc()
         if nvcc is None:
             return f"nvcc not found (PATH, $CUDA_HOME/bin): {TOOLKIT_HINT}"
@@ -95,11 +97,7 @@ class Cuda(BackendModule):
     def missing_device(self, backend: Backend) -> Optional[str]:
         if self.devices():
             return None
-        hint = (
-            "; `ggml-patch matrix --build-only` compiles them without one"
-            if not self.missing_toolchain(backend)
-            else ""
-        )
+        hint = "" if self.missing_toolchain(backend) else "; `ggml-patch matrix --build-only` compiles them without one"
         return (
             "no CUDA device: nvidia-smi lists no GPU and /dev/nvidia0 does not exist (run the cuda cells on a "
             f"machine with an NVIDIA GPU and its driver{hint})"
@@ -133,21 +131,3 @@ class Cuda(BackendModule):
 
 def _env_roots() -> list[str]:
     return [v for v in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")) if v]
-
-
-def _is_script(path: str) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return f.read(2) == b"#!"
-    except OSError:
-        return False
-
-
-def _wrapped_nvcc(path: str) -> Optional[str]:
-    """A wrapper script's real nvcc (`exec /usr/local/cuda-13.0/bin/nvcc "$@"`)."""
-    try:
-        text = Path(path).read_text(errors="replace")[:4096]
-    except OSError:
-        return None
-    m = re.search(r"(/\S+/bin/nvcc)\b", text)
-    return m[1] if m and Path(m[1]).is_file() else None

@@ -16,6 +16,7 @@ class Metal(BackendModule):
     relative_cost = 4.0
     # the shader library is embedded in the binary: no offline `metal` compiler (full Xcode) needed
     cmake_flags = ("-DGGML_METAL=ON", "-DGGML_METAL_EMBED_LIBRARY=ON")
+    toolchain_hint = "install the Xcode command line tools (xcode-select --install)"
 
     def missing_toolchain(self, backend: Backend) -> Optional[str]:
         if sys.platform != "darwin":
@@ -23,8 +24,7 @@ class Metal(BackendModule):
                 f"Metal needs macOS (this machine runs {platform.system() or sys.platform}): run the metal cells "
                 f"on a Mac with the Xcode command line tools (matrix.yaml runs_on: {', '.join(backend.all_runners())})"
             )
-        missing = super().missing_toolchain(backend)
-        return f"{missing}: install the Xcode command line tools (xcode-select --install)" if missing else None
+        return super().missing_toolchain(backend)
 
     def missing_device(self, backend: Backend) -> Optional[str]:
         if sys.platform != "darwin":

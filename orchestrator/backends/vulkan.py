@@ -33,11 +33,8 @@ LOADER_DIRS = (
     "/usr/local/lib",
     "/lib/x86_64-linux-gnu",
 )
-SPIRV_CONFIG_DIRS = (
-    "/usr/share/cmake/SPIRV-Headers",
-    "/usr/lib/cmake/SPIRV-Headers",
-    "/usr/local/share/cmake/SPIRV-Headers",
-    "/usr/lib/x86_64-linux-gnu/cmake/SPIRV-Headers",
+SPIRV_CONFIG_DIRS = tuple(
+    f"{d}/cmake/SPIRV-Headers" for d in ("/usr/share", "/usr/lib", "/usr/local/share", "/usr/lib/x86_64-linux-gnu")
 )
 # GGML_PATCH_VULKAN_ICD=system runs the tests on the system's lavapipe (Debian 12: Mesa 22.3.6,
 # which crashes in test-opt) instead of the private one; any other value is an ICD json path.
@@ -56,12 +53,8 @@ def header_version(vulkan_core_h: str) -> Optional[tuple[int, int, int]]:
 
 def flag_value(flags: list[str] | tuple[str, ...], name: str) -> Optional[str]:
     """The value of -D<name>=... (or -D<name>:TYPE=...) in a flag list; the last one wins."""
-    value = None
-    for f in flags:
-        m = re.match(rf"^-D{re.escape(name)}(?::[A-Z]+)?=(.*)$", f)
-        if m:
-            value = m[1]
-    return value
+    values = [m[1] for f in flags if (m := re.match(rf"^-D{re.escape(name)}(?::[A-Z]+)?=(.*)$", f))]
+    return values[-1] if values else None
 
 
 def summary_values(vulkaninfo_summary: str, key: str) -> list[str]:
@@ -92,8 +85,6 @@ class Vulkan(BackendModule):
             return {}
         return data if isinstance(data, dict) else {}
 
-    # ---- the interface ----
-
     def own_flags(self, backend: Backend) -> list[str]:
         return [*self.cmake_flags, *self.sdk().get("cmake_flags", [])]
 
@@ -107,10 +98,7 @@ class Vulkan(BackendModule):
             env["LD_LIBRARY_PATH"] += os.pathsep + os.environ["LD_LIBRARY_PATH"]  # the private libdrm first
         return {**env, **backend.env}
 
-    def missing_toolchain(self, backend: Backend) -> Optional[str]:
-        missing = super().missing_toolchain(backend)
-        if missing:
-            return missing
+    def missing_beyond_tools(self, backend: Backend) -> Optional[str]:
         flags = self.configure_flags(backend)
         include = flag_value(flags, "Vulkan_INCLUDE_DIR") or "/usr/include"
         core = Path(include) / "vulkan" / "vulkan_core.h"

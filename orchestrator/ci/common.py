@@ -41,7 +41,7 @@ def owner_only(matrix) -> Optional[str]:
 
 
 def with_if(job: dict, condition: Optional[str]) -> dict:
-    """The job with `if:` right after its name, where people look for it."""
+    """The job or step with `if:` right after its name, where people look for it."""
     items = list(job.items())
     at = 1 if items and items[0][0] == "name" else 0
     return dict(items[:at] + [("if", condition)] + items[at:]) if condition else job
@@ -73,14 +73,24 @@ def first_steps(pins: Pins, extra: str = "", cache: str = "pip") -> list[dict]:
     return [checkout(pins), setup_python(pins, cache=cache), install(extra)]
 
 
+def cache_step(
+    name: str, path: str, key: str, pins: Pins, restore_keys: str = "", action: str = "cache-restore"
+) -> dict:
+    """An actions/cache step; `action` cache-restore, cache (restores, then saves) or cache-save."""
+    more = {"restore-keys": restore_keys} if restore_keys else {}
+    return {"name": name, "uses": uses(action, pins), "with": {"path": path, "key": key, **more}}
+
+
 def restore_mirrors(pins: Pins, when: str = "") -> dict:
     """The git mirrors the daily drift job keeps (an incremental fetch instead of whole histories)."""
-    return {
-        "name": "Git mirrors (the drift job's, restored)",
-        **({"if": when} if when else {}),
-        "uses": uses("cache-restore", pins),
-        "with": {"path": MIRRORS_PATH, "key": MIRRORS_KEY + "${{ github.run_id }}", "restore-keys": MIRRORS_KEY},
-    }
+    key = MIRRORS_KEY + "${{ github.run_id }}"
+    return with_if(cache_step("Git mirrors (the drift job's, restored)", MIRRORS_PATH, key, pins, MIRRORS_KEY), when)
+
+
+def upload_step(what: str, when: str, artifact: str, path: str, pins: Pins, **more: Any) -> dict:
+    # overwrite: "Re-run failed jobs" replaces the failed attempt's artifact (409 otherwise)
+    with_ = {"name": artifact, "path": path, "if-no-files-found": "error", **more, "overwrite": True}
+    return {"name": f"Upload {what}", "if": when, "uses": uses("upload", pins), "with": with_}
 
 
 def pins_file_step() -> dict:
@@ -90,6 +100,12 @@ def pins_file_step() -> dict:
         "env": {"PINS": "${{ needs.plan.outputs.pins }}"},
         "run": f'printf \'%s\\n\' "$PINS" > "{PINS_FILE}"\n',
     }
+
+
+def issue_step(env: dict[str, str], script: str) -> dict:
+    """`ggml-patch drift-issue` with the job's token (the one step that writes)."""
+    token = {"GITHUB_TOKEN": "${{ github.token }}", "REPO": "${{ github.repository }}"}
+    return {"name": "Open, update or close the drift issue", "env": {**token, **env}, "run": script}
 
 
 def step_id(prefix: str, name: str) -> str:

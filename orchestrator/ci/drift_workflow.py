@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Optional
 
 from . import common as C
-from .actions import Pins, default_pins, uses
+from .actions import Pins, default_pins
 from .workflow import drift_profile
 
 PATH = ".github/workflows/ggml-patch-drift.yml"
@@ -47,6 +47,11 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
     on["workflow_dispatch"] = {
         "inputs": {k: {"description": d, "type": t, "required": False, "default": v} for k, (d, t, v) in inputs.items()}
     }
+    # one entry a week, restored and used every day: an incremental fetch, never evicted
+    week = C.MIRRORS_KEY + "${{ steps.week.outputs.week }}"
+    status_env = {"PROFILE": f"${{{{ inputs.profile || '{profile}' }}}}", "TARGETS": "${{ inputs.targets }}"}
+    kept = {"if-no-files-found": "warn", "retention-days": 14}
+    partial = f"${{{{ inputs.targets != '' || (inputs.profile != '' && inputs.profile != '{profile}') }}}}"
     job = {
         "name": "Drift of the series",
         "runs-on": C.RUNNER,
@@ -57,43 +62,10 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
         "steps": [
             *C.first_steps(pins, cache=""),  # issues: write: restores no pip cache another job saved
             {"name": "This week", "id": "week", "run": 'echo "week=$(date -u +%G-W%V)" >> "$GITHUB_OUTPUT"\n'},
-            # one entry a week, restored and used every day: an incremental fetch, never evicted
-            {
-                "name": "Git mirrors",
-                "uses": uses("cache", pins),
-                "with": {
-                    "path": C.MIRRORS_PATH,
-                    "key": C.MIRRORS_KEY + "${{ steps.week.outputs.week }}",
-                    "restore-keys": C.MIRRORS_KEY,
-                },
-            },
-            {
-                "name": "Status",
-                "env": {"PROFILE": f"${{{{ inputs.profile || '{profile}' }}}}", "TARGETS": "${{ inputs.targets }}"},
-                "run": _STATUS,
-            },
-            {
-                "name": "Upload the status",
-                "if": "${{ !cancelled() }}",
-                "uses": uses("upload", pins),
-                "with": {
-                    "name": "ggml-patch-status",
-                    "path": "status.json",
-                    "if-no-files-found": "warn",
-                    "retention-days": 14,
-                    "overwrite": True,  # a re-run replaces it
-                },
-            },
-            {
-                "name": "Open, update or close the drift issue",
-                "env": {
-                    "GITHUB_TOKEN": "${{ github.token }}",
-                    "REPO": "${{ github.repository }}",
-                    "DRY_RUN": "${{ inputs.dry-run }}",
-                    "PARTIAL": f"${{{{ inputs.targets != '' || (inputs.profile != '' && inputs.profile != '{profile}') }}}}",
-                },
-                "run": _ISSUE,
-            },
+            C.cache_step("Git mirrors", C.MIRRORS_PATH, week, pins, C.MIRRORS_KEY, action="cache"),
+            {"name": "Status", "env": status_env, "run": _STATUS},
+            C.upload_step("the status", "${{ !cancelled() }}", "ggml-patch-status", "status.json", pins, **kept),
+            C.issue_step({"DRY_RUN": "${{ inputs.dry-run }}", "PARTIAL": partial}, _ISSUE),
         ],
     }
     return {

@@ -70,18 +70,15 @@ def honesty(backend: str, runs_on: str) -> dict[str, Any]:
     the setup it runs, the backend it requires (its skip is then a failure), build-only."""
     labels = [lab.lower() for lab in _labels(runs_on)]
     # a GitHub-hosted runner: one label such as ubuntu-24.04 or macos-14
-    on_hosted = len(labels) == 1 and re.match(r"^(ubuntu|macos|windows)-", labels[0]) is not None
+    on_hosted = len(labels) == 1 and labels[0].startswith(("ubuntu-", "macos-", "windows-"))
     linux = (on_hosted and labels[0].startswith("ubuntu-")) or "linux" in labels
     mac = (on_hosted and labels[0].startswith("macos-")) or "macos" in labels
-    if backend == "vulkan" and linux:  # Mesa's lavapipe on hosted runners; a self-hosted one brings its driver
-        return {"setup": "vulkan-lavapipe" if on_hosted else "", "require-backend": "vulkan", "build-only": False}
-    if backend == "metal" and mac:
-        return {"setup": "", "require-backend": "metal", "build-only": False}
-    if backend == "cuda" and on_hosted and linux:  # no GPU: compile it with PyPI's toolkit, run nothing
-        return {"setup": "cuda-pypi", "require-backend": "cuda", "build-only": True}
-    if backend == "cuda" and "self-hosted" in labels:
-        return {"setup": "", "require-backend": "cuda", "build-only": False}
-    return {"setup": "", "require-backend": "", "build-only": False}
+    build_only = backend == "cuda" and on_hosted and linux  # no GPU: compile it with PyPI's toolkit, run nothing
+    # a self-hosted Vulkan runner brings its driver, a self-hosted CUDA one its GPU
+    required = build_only or {"vulkan": linux, "metal": mac, "cuda": "self-hosted" in labels}.get(backend, False)
+    # Mesa's lavapipe on hosted Linux runners
+    setup = {"vulkan": "vulkan-lavapipe", "cuda": "cuda-pypi"}.get(backend, "") if required and on_hosted else ""
+    return {"setup": setup, "require-backend": backend if required else "", "build-only": build_only}
 
 
 def downloads_key(matrix: Matrix, target: str) -> str:
@@ -96,21 +93,17 @@ def runner_slug(runs_on: str) -> str:
     return "-".join(re.sub(r"[^A-Za-z0-9._-]", "_", lab) for lab in _labels(runs_on))
 
 
-def check_runners(matrix: Matrix) -> None:
-    """Refuse a runner label GitHub has retired: every run on it would fail (one line, exit 2)."""
+def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[str, Any]]:
+    """One strategy.matrix.include entry per cell and runner: a backend with several runners
+    (a hosted build-only one and a self-hosted GPU one) gets a leg on each. A backend's first
+    runner's legs form the profile's results; each further runner's legs are merged apart
+    (`group`), since a cell may appear once in a merge. A runner label GitHub has retired is
+    refused: every run on it would fail (one line, exit 2)."""
     for b in matrix.backends.values():
         where = f"{matrix.path}:{_line_for(matrix.lines, ('backends', b.name, 'runs_on'))}: backends.{b.name}.runs_on"
         for label in (lab for runs_on in b.all_runners() for lab in _labels(runs_on)):
             if msg := retired_message(where, label):
                 raise ConfigError(msg)
-
-
-def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[str, Any]]:
-    """One strategy.matrix.include entry per cell and runner: a backend with several runners
-    (a hosted build-only one and a self-hosted GPU one) gets a leg on each. A backend's first
-    runner's legs form the profile's results; each further runner's legs are merged apart
-    (`group`), since a cell may appear once in a merge."""
-    check_runners(matrix)
     profiles = list(profiles) if profiles else None
     handing_over = bundle_legs(matrix, profiles)
     out = []
@@ -141,20 +134,20 @@ def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[
     return out
 
 
+_PLAN = """pins=$(ggml-patch resolve-refs --out pins.json)
+echo "pins=$pins" >> "$GITHUB_OUTPUT"
+{ echo '### The commits this run builds'; echo; echo '```json'; cat pins.json; echo '```'; } >> "$GITHUB_STEP_SUMMARY"
+"""
+
+
 def _plan_job(matrix: Matrix, pins: Pins) -> dict:
-    script = (
-        "pins=$(ggml-patch resolve-refs --out pins.json)\n"
-        'echo "pins=$pins" >> "$GITHUB_OUTPUT"\n'
-        "{ echo '### The commits this run builds'; echo; echo '```json'; cat pins.json; echo '```'; } "
-        '>> "$GITHUB_STEP_SUMMARY"\n'
-    )
     job = {
         "name": "Plan: one commit per git ref",
         "runs-on": C.RUNNER,
         "timeout-minutes": 15,
         "permissions": {"contents": "read"},
         "outputs": {"pins": "${{ steps.pins.outputs.pins }}"},
-        "steps": [*C.first_steps(pins), {"name": "Resolve every git ref to a commit", "id": "pins", "run": script}],
+        "steps": [*C.first_steps(pins), {"name": "Resolve every git ref to a commit", "id": "pins", "run": _PLAN}],
     }
     guard = C.owner_only(matrix)  # scheduled runs only where the schedule belongs; manual runs anywhere
     return C.with_if(job, f"github.event_name != 'schedule' || {guard}" if guard else None)
@@ -173,19 +166,16 @@ echo "$root/bin" >> "$GITHUB_PATH"
 
 CCACHE_DIR = "${{ github.workspace }}/.ccache"
 RUN_ID = "${{ github.run_id }}"
+DOWNLOADS_PATH = f"{C.WORKSPACE_CACHE}/downloads"
 # paths relative to the workspace: the aggregate's bundle builds (bundle/<target>/) hit the objects
 # of the cpu legs (cells/<target>-cpu/), whose ccache it restores
 CCACHE_ENV = {"CCACHE_DIR": CCACHE_DIR, "CCACHE_MAXSIZE": "2G", "CCACHE_BASEDIR": "${{ github.workspace }}"}
-_CCACHE_KEY = "ccache-${{ matrix.profile }}-${{ matrix.target }}-${{ matrix.backend }}-${{ runner.os }}"
-INSTALL_CCACHE = {
-    "name": "Install ccache",
-    "run": (
-        "if command -v ccache >/dev/null; then exit 0; fi\n"
-        'if [ "$RUNNER_OS" = macOS ]; then brew install ccache\n'
-        "else sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends ccache\n"
-        "fi\n"
-    ),
-}
+_INSTALL_CCACHE = """if command -v ccache >/dev/null; then exit 0; fi
+if [ "$RUNNER_OS" = macOS ]; then brew install ccache
+else sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends ccache
+fi
+"""
+INSTALL_CCACHE = {"name": "Install ccache", "run": _INSTALL_CCACHE}
 
 
 def bundle_legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> dict[str, tuple[str, str]]:
@@ -207,12 +197,28 @@ def snapshots_key(profile: str, target: str) -> str:
     return f"ggml-patch-snapshots-{profile}-{target}-${{{{ runner.os }}}}-{RUN_ID}"
 
 
-def _restore(name: str, path: str, key: str, pins: Pins, restore_keys: str = "") -> dict:
-    more = {"restore-keys": restore_keys} if restore_keys else {}
-    return {"name": name, "uses": uses("cache-restore", pins), "with": {"path": path, "key": key, **more}}
+def ccache_key(profile: str, target: str, backend: str) -> str:
+    """A leg's ccache key, less this run's id (a new key each run, the latest one restored)."""
+    return f"ccache-{profile}-{target}-{backend}-${{{{ runner.os }}}}-"
 
 
 def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
+    ccache = ccache_key("${{ matrix.profile }}", "${{ matrix.target }}", "${{ matrix.backend }}")
+    always = "${{ !cancelled() }}"
+    downloads = C.cache_step("Source downloads", DOWNLOADS_PATH, "${{ matrix.downloads-key }}", pins, action="cache")
+    setup, cuda = "matrix.setup", "CUDA toolkit from PyPI (nvcc, cuBLAS; no GPU: build only)"
+    # Through env, not ${{ }} inside the script: the values stay data, never shell code.
+    keys = ("profile", "target", "backend", "results", "require-backend", "build-only")
+    cell_env = {k.upper().replace("-", "_"): f"${{{{ matrix.{k} }}}}" for k in keys}
+    # after the cell, for the aggregate's bundle: its snapshot repository, not imported again
+    snapshots = snapshots_key("${{ matrix.profile }}", "${{ matrix.target }}")
+    hand_over = C.cache_step("Hand the snapshots to the bundle", SNAPSHOTS_PATH, snapshots, pins, action="cache-save")
+    summary = 'if [ -f "$RESULTS/summary.md" ]; then cat "$RESULTS/summary.md" >> "$GITHUB_STEP_SUMMARY"; fi\n'
+    # no junit reporter: `ggml-patch matrix` annotates each failed cell itself (::error with
+    # matrix.yaml's line); a second reporter would annotate every failure twice
+    # LEG_RESULTS holds one folder, named as the artifact: downloads never collide
+    month = {"retention-days": 30}
+    upload = C.upload_step("the cell's results", always, "${{ matrix.artifact }}", LEG_RESULTS, pins, **month)
     return {
         "name": "${{ matrix.name }}",
         "needs": "plan",
@@ -227,67 +233,17 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
             # a leg that builds a fork's code (git) neither restores nor saves the shared pip cache
             *C.first_steps(pins, cache="${{ !matrix.git && 'pip' || '' }}"),
             INSTALL_CCACHE,
-            # Per leg: each cell compiles a different tree; a new key each run, the latest restored.
-            {
-                "name": "ccache",
-                "uses": uses("cache", pins),
-                "with": {
-                    "path": CCACHE_DIR,
-                    "key": f"{_CCACHE_KEY}-{RUN_ID}",
-                    "restore-keys": f"{_CCACHE_KEY}-",
-                },
-            },
-            {
-                "name": "Source downloads",
-                "if": "matrix.downloads-key != ''",
-                "uses": uses("cache", pins),
-                "with": {"path": f"{C.WORKSPACE_CACHE}/downloads", "key": "${{ matrix.downloads-key }}"},
-            },
+            # Per leg: each cell compiles a different tree
+            C.cache_step("ccache", CCACHE_DIR, ccache + RUN_ID, pins, ccache, action="cache"),
+            C.with_if(downloads, "matrix.downloads-key != ''"),
             C.restore_mirrors(pins, when="matrix.git"),
-            {
-                "name": "Vulkan (Mesa lavapipe)",
-                "if": "matrix.setup == 'vulkan-lavapipe'",
-                "run": f"bash {VULKAN_SETUP}",
-            },
-            {
-                "name": "CUDA toolkit from PyPI (nvcc, cuBLAS; no GPU: build only)",
-                "if": "matrix.setup == 'cuda-pypi'",
-                "run": _CUDA_SETUP,
-            },
+            {"name": "Vulkan (Mesa lavapipe)", "if": f"{setup} == 'vulkan-lavapipe'", "run": f"bash {VULKAN_SETUP}"},
+            {"name": cuda, "if": f"{setup} == 'cuda-pypi'", "run": _CUDA_SETUP},
             C.pins_file_step(),
-            # Through env, not ${{ }} inside the script: the values stay data, never shell code.
-            {
-                "name": "Run the cell",
-                "env": {
-                    k.upper().replace("-", "_"): f"${{{{ matrix.{k} }}}}"
-                    for k in ("profile", "target", "backend", "results", "require-backend", "build-only")
-                },
-                "run": _RUN_CELL,
-            },
-            # after the cell, for the aggregate's bundle: its snapshot repository, not imported again
-            {
-                "name": "Hand the snapshots to the bundle",
-                "if": "matrix.hand-over",
-                "uses": uses("cache-save", pins),
-                "with": {"path": SNAPSHOTS_PATH, "key": snapshots_key("${{ matrix.profile }}", "${{ matrix.target }}")},
-            },
-            {
-                "name": "Job summary",
-                "if": "${{ !cancelled() }}",
-                "env": {"RESULTS": "${{ matrix.results }}"},
-                "run": 'if [ -f "$RESULTS/summary.md" ]; then cat "$RESULTS/summary.md" >> "$GITHUB_STEP_SUMMARY"; fi\n',
-            },
-            # no junit reporter: `ggml-patch matrix` annotates each failed cell itself (::error with
-            # matrix.yaml's line); a second reporter would annotate every failure twice
-            # LEG_RESULTS holds one folder, named as the artifact: downloads never collide
-            _upload(
-                "the cell's results",
-                "${{ !cancelled() }}",
-                "${{ matrix.artifact }}",
-                LEG_RESULTS,
-                pins,
-                **{"retention-days": 30},
-            ),
+            {"name": "Run the cell", "env": cell_env, "run": _RUN_CELL},
+            C.with_if(hand_over, "matrix.hand-over"),
+            {"name": "Job summary", "if": always, "env": {"RESULTS": "${{ matrix.results }}"}, "run": summary},
+            upload,
         ],
     }
 
@@ -303,89 +259,57 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
     # snapshot repository (each sdist imported once per run: several legs' repositories merge, their
     # objects and refs named by content)
     bundled = bundle_legs(matrix, profiles).items()
-    leg = "cpu-${{ runner.os }}-"
-    ccache = [
-        _restore(
-            f"ccache (the {t}/cpu leg's)", CCACHE_DIR, f"ccache-{p}-{t}-{leg}{RUN_ID}", pins, f"ccache-{p}-{t}-{leg}"
-        )
+    ccache = [(f"ccache (the {t}/cpu leg's)", ccache_key(p, t, "cpu")) for t, (p, _) in bundled]
+    steps += [INSTALL_CCACHE] if ccache else []
+    steps += [C.cache_step(name, CCACHE_DIR, key + RUN_ID, pins, key) for name, key in ccache]
+    steps += [
+        C.cache_step(f"Snapshots (the {t}/cpu leg's)", SNAPSHOTS_PATH, snapshots_key(p, t), pins)
         for t, (p, _) in bundled
     ]
-    snapshots = [
-        _restore(f"Snapshots (the {t}/cpu leg's)", SNAPSHOTS_PATH, snapshots_key(p, t), pins) for t, (p, _) in bundled
-    ]
-    steps += [INSTALL_CCACHE, *ccache, *snapshots] if ccache else []
     keys = dict.fromkeys(k for p in profiles for t, _ in matrix.cells(p) if (k := downloads_key(matrix, t.name)))
-    steps += [_restore("Source downloads", f"{C.WORKSPACE_CACHE}/downloads", k, pins) for k in keys]
+    steps += [C.cache_step("Source downloads", DOWNLOADS_PATH, k, pins) for k in keys]
     if any(t.source.kind == "git" for p in profiles for t, _ in matrix.cells(p)):
         steps.append(C.restore_mirrors(pins))
+    # every artifact holds one folder named as itself: merged into cells/ they never collide
+    download = {"pattern": f"{ARTIFACT_PREFIX}{ARTIFACT_SEP}*", "path": "cells", "merge-multiple": True}
     steps += [
         C.pins_file_step(),
-        # every artifact holds one folder named as itself: merged into cells/ they never collide
-        {
-            "name": "Download every cell's results",
-            "uses": uses("download", pins),
-            "with": {"pattern": f"{ARTIFACT_PREFIX}{ARTIFACT_SEP}*", "path": "cells", "merge-multiple": True},
-        },
+        {"name": "Download every cell's results", "uses": uses("download", pins), "with": download},
     ]
     for p in groups:
         merge, bundle = C.step_id("merge", p), C.step_id("bundle", p)
         extra, fatal = GROUP_SEP in p, p == DEFAULT_PROFILE  # extra: a further runner's legs, merged apart
+        soft = {} if fatal else {"continue-on-error": True}  # only the default profile's legs must pass
         merged = f"${{{{ !cancelled() && steps.{merge}.outcome == 'success' }}}}"
         expect = "" if extra else f"--expect-profile {p} "
+        # a leg that never uploaded (timed out, died) is listed as an error, not left out
         artifacts = ARTIFACT_SEP.join((ARTIFACT_PREFIX, p, "*"))
-        steps.append(
-            {
-                "name": f"Merge ({p})",
-                "id": merge,
-                "if": "${{ !cancelled() }}",
-                **({} if fatal else {"continue-on-error": True}),  # only the default profile's legs must pass
-                # a leg that never uploaded (timed out, died) is listed as an error, not left out
-                "run": f"ggml-patch merge-results {expect}--out merged/{p} cells/{artifacts}\n",
-            }
-        )
+        run = f"ggml-patch merge-results {expect}--out merged/{p} cells/{artifacts}\n"
+        steps.append({"name": f"Merge ({p})", "id": merge, "if": "${{ !cancelled() }}", **soft, "run": run})
         if not extra:
-            steps.append(
-                {
-                    "name": f"Summary ({p})",
-                    "if": merged,
-                    "run": f'cat merged/{p}/summary.md >> "$GITHUB_STEP_SUMMARY"\n',
-                }
-            )
-        steps.append(_upload(f"the merged results ({p})", merged, f"ggml-patch-results-{p}", f"merged/{p}", pins))
+            summary = f'cat merged/{p}/summary.md >> "$GITHUB_STEP_SUMMARY"\n'
+            steps.append({"name": f"Summary ({p})", "if": merged, "run": summary})
+        steps.append(C.upload_step(f"the merged results ({p})", merged, f"ggml-patch-results-{p}", f"merged/{p}", pins))
         if extra:
             continue
-        steps += [
-            # the default profile's bundle also needs every leg done: a leg that uploaded nothing
-            # (a timeout) is missing from the merge, not failed in it
-            {
-                "name": f"Bundle ({p})",
-                "id": bundle,
-                "if": merged.replace(" }}", " && needs.cell.result == 'success' }}") if fatal else merged,
-                **({} if fatal else {"continue-on-error": True}),
-                "run": f'ggml-patch bundle --pins "{C.PINS_FILE}" --results merged/{p} --out bundle/{p} {BUNDLE_AUTHOR}\n',
-            },
-            _upload(
-                f"the bundle ({p})",
-                f"${{{{ !cancelled() && steps.{bundle}.outcome == 'success' }}}}",
-                f"ggml-patch-bundle-{p}",
-                f"bundle/{p}",
-                pins,
-            ),
-        ]
+        # the default profile's bundle also needs every leg done: a leg that uploaded nothing
+        # (a timeout) is missing from the merge, not failed in it
+        when = merged.replace(" }}", " && needs.cell.result == 'success' }}") if fatal else merged
+        run = f'ggml-patch bundle --pins "{C.PINS_FILE}" --results merged/{p} --out bundle/{p} {BUNDLE_AUTHOR}\n'
+        bundled_ok = f"${{{{ !cancelled() && steps.{bundle}.outcome == 'success' }}}}"
+        steps.append({"name": f"Bundle ({p})", "id": bundle, "if": when, **soft, "run": run})
+        steps.append(C.upload_step(f"the bundle ({p})", bundled_ok, f"ggml-patch-bundle-{p}", f"bundle/{p}", pins))
     others = [p for p in groups if p != DEFAULT_PROFILE and GROUP_SEP not in p]
     if others:
-        failed = " || ".join(
-            f"steps.{C.step_id(k, p)}.outcome == 'failure'" for p in others for k in ("merge", "bundle")
+        ids = (C.step_id(k, p) for p in others for k in ("merge", "bundle"))
+        failed = " || ".join(f"steps.{i}.outcome == 'failure'" for i in ids)
+        warning = (
+            'echo "::warning title=ggml-patch::a merge or bundle of a profile other than '
+            f"{DEFAULT_PROFILE} failed: see its step above (the {DEFAULT_PROFILE} profile's "
+            'artifacts are unaffected)"\n'
         )
-        steps.append(
-            {
-                "name": "Report the other profiles' failures (not fatal)",
-                "if": f"${{{{ !cancelled() && ({failed}) }}}}",
-                "run": 'echo "::warning title=ggml-patch::a merge or bundle of a profile other than '
-                f"{DEFAULT_PROFILE} failed: see its step above (the {DEFAULT_PROFILE} profile's "
-                'artifacts are unaffected)"\n',
-            }
-        )
+        when = f"${{{{ !cancelled() && ({failed}) }}}}"
+        steps.append({"name": "Report the other profiles' failures (not fatal)", "if": when, "run": warning})
     return {
         "name": "Merge, summary and bundle per profile",
         "needs": ["plan", "cell"],
@@ -397,12 +321,6 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
         "env": {**C.CACHE_ENV, **CCACHE_ENV} if ccache else C.CACHE_ENV,
         "steps": steps,
     }
-
-
-def _upload(what: str, when: str, artifact: str, path: str, pins: Pins, **more: Any) -> dict:
-    # overwrite: "Re-run failed jobs" replaces the failed attempt's artifact (409 otherwise)
-    with_ = {"name": artifact, "path": path, "if-no-files-found": "error", **more, "overwrite": True}
-    return {"name": f"Upload {what}", "if": when, "uses": uses("upload", pins), "with": with_}
 
 
 def drift_profile(matrix: Matrix) -> str:
@@ -429,23 +347,14 @@ def _report_job(matrix: Matrix, pins: Pins) -> Optional[dict]:
     steps = [*C.first_steps(pins, cache="")]  # issues: write: restores no cache a leg could have saved
     if any(t.source.kind == "git" for t, _ in matrix.cells(profile)):
         steps.append(C.restore_mirrors(pins))
+    merged = {"name": f"ggml-patch-results-{DEFAULT_PROFILE}", "path": f"merged/{DEFAULT_PROFILE}"}
+    download = {"continue-on-error": True, "uses": uses("download", pins), "with": merged}
+    status = _REPORT_STATUS.format(pins=C.PINS_FILE, profile=profile)
     steps += [
         C.pins_file_step(),
-        {
-            "name": f"The merged results ({DEFAULT_PROFILE})",
-            "continue-on-error": True,
-            "uses": uses("download", pins),
-            "with": {"name": f"ggml-patch-results-{DEFAULT_PROFILE}", "path": f"merged/{DEFAULT_PROFILE}"},
-        },
-        {
-            "name": f"Status of the {profile} profile at the plan's commits",
-            "run": _REPORT_STATUS.format(pins=C.PINS_FILE, profile=profile),
-        },
-        {
-            "name": "Open, update or close the drift issue",
-            "env": {"GITHUB_TOKEN": "${{ github.token }}", "REPO": "${{ github.repository }}"},
-            "run": _REPORT_ISSUE.format(default=DEFAULT_PROFILE),
-        },
+        {"name": f"The merged results ({DEFAULT_PROFILE})", **download},
+        {"name": f"Status of the {profile} profile at the plan's commits", "run": status},
+        C.issue_step({}, _REPORT_ISSUE.format(default=DEFAULT_PROFILE)),
     ]
     return {
         "name": "Drift issue",
@@ -471,8 +380,7 @@ def workflow(matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Opt
         "cell": _cell_job([{k: v for k, v in leg.items() if k != "group"} for leg in leg_list], pins),
         "aggregate": _aggregate_job(matrix, used, pins),
     }
-    report = _report_job(matrix, pins)
-    if report:
+    if report := _report_job(matrix, pins):
         jobs["report"] = report
     on: dict[str, Any] = {"schedule": [{"cron": CRON}]} if matrix.ci_repository else {}
     on["workflow_dispatch"] = None

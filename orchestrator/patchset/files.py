@@ -41,7 +41,6 @@ def read_series(directory: Path, layout: str) -> Series:
 def load_series(matrix: Matrix) -> Series:
     """The series named by matrix.yaml, checked against native_tests/: the test the series
     adds must be the gate test's source, byte for byte."""
-
     if not matrix.series_dir.is_dir():
         raise ConfigError(
             f"{matrix.path}:{_line_for(matrix.lines, ('series', 'path'))}: series.path: "
@@ -50,7 +49,11 @@ def load_series(matrix: Matrix) -> Series:
     require_native_tests(matrix)  # the gate test the series must carry, and the harness every build uses
     series = read_series(matrix.series_dir, matrix.series_layout)
     if matrix.series.gate_approval:  # maintainers approved the gate as a new test file: its own patch joins
-        series = with_gate_patch(matrix, series)
+        gate_dir = matrix.native_tests_dir / "upstream-gate"  # native_tests/upstream-gate/*.patch, after the series
+        gate = read_series(gate_dir, series.layout) if gate_dir.is_dir() else None
+        if gate is None or not gate.patches:
+            raise ConfigError(f"{matrix.path}: series.gate_approval is set but {gate_dir} holds no gate patch")
+        series = Series(series.layout, series.patches + gate.patches)
     native = matrix.native_tests_dir / f"{GATE_TEST}.cpp"
     in_series = series.gate_test_source()
     if native.exists() and in_series is not None and native.read_text(encoding="utf-8") != in_series:
@@ -59,15 +62,6 @@ def load_series(matrix: Matrix) -> Series:
             "regenerate the series from native_tests/"
         )
     return series
-
-
-def with_gate_patch(matrix: Matrix, series: Series) -> Series:
-    """The series and the gate test's own patch (native_tests/upstream-gate/*.patch) after it."""
-    gate_dir = matrix.native_tests_dir / "upstream-gate"
-    gate = read_series(gate_dir, series.layout) if gate_dir.is_dir() else None
-    if gate is None or not gate.patches:
-        raise ConfigError(f"{matrix.path}: series.gate_approval is set but {gate_dir} holds no gate patch")
-    return Series(series.layout, series.patches + gate.patches)
 
 
 def write_patches(series: Series, directory: Path) -> list[Path]:

@@ -43,9 +43,19 @@ def refresh(matrix: Matrix, cache: Cache, target: Target) -> Refreshed:
     layout = get_layout(target.layout, target.prefix)
     with cache.lock(f"status-{target.name}"):  # status must not reset the worktree under us
         wt = resolved_worktree(repo, cache, target, snap.commit, old)
-        new = regenerated_series(
-            repo, wt, snap.commit, layout, old.layout, lambda: _canonical_base_reader(matrix, cache, repo, old)
-        )
+        # base..HEAD of the worktree, written by git format-patch, in the canonical layout
+        with tempfile.TemporaryDirectory(prefix="refresh-") as tmp:
+            files = wt.format_patch(snap.commit, Path(tmp))
+            if not files:
+                raise ConfigError(
+                    f"{wt.path}: no commits on top of the base {snap.commit[:12]}; nothing to refresh from"
+                )
+            texts = [(f.name, f.read_bytes().decode("utf-8", "surrogateescape")) for f in files]
+        new = parse_series(layout.name, texts)
+        dst = get_layout(old.layout)
+        if layout != dst:
+            read = _canonical_base_reader(matrix, cache, repo, old) if layout.name != dst.name else (lambda p: None)
+            new = render(new, layout, dst, read)
     if len(new.patches) < len(old.patches):  # e.g. a patch skipped as already upstream there
         raise ConfigError(
             f"{wt.path}: {len(new.patches)} commits on the base for {len(old.patches)} patches; refreshing "
@@ -88,23 +98,6 @@ def resolved_worktree(repo: SnapshotRepo, cache: Cache, target: Target, base: st
         raise ConfigError(f"{target.name}: {present[0]} is already upstream there; refreshing from it would drop it")
     assert not any(r.result == CONFLICTED for r in results)
     return trial
-
-
-def regenerated_series(
-    repo: SnapshotRepo, wt: Worktree, base: str, layout, canonical_layout: str, canonical_reader
-) -> Series:
-    """base..HEAD of the worktree, written by git format-patch, in the canonical layout."""
-    with tempfile.TemporaryDirectory(prefix="refresh-") as tmp:
-        files = wt.format_patch(base, Path(tmp))
-        if not files:
-            raise ConfigError(f"{wt.path}: no commits on top of the base {base[:12]}; nothing to refresh from")
-        texts = [(f.name, f.read_bytes().decode("utf-8", "surrogateescape")) for f in files]
-    series = parse_series(layout.name, texts)
-    dst = get_layout(canonical_layout)
-    if layout == dst:
-        return series
-    read = canonical_reader() if layout.name != dst.name else (lambda p: None)
-    return render(series, layout, dst, read)
 
 
 def _canonical_base_reader(matrix: Matrix, cache: Cache, repo: SnapshotRepo, series: Series):

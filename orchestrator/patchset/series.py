@@ -83,11 +83,8 @@ class Series:
         return [p for p in self.paths() if not p.startswith("tests/") and "/tests/" not in p]
 
     def gate_test_source(self) -> Optional[str]:
-        for p in self.patches:
-            for f in p.files:
-                if PurePosixPath(f.path).name == f"{GATE_TEST}.cpp":
-                    return f.added_content
-        return None
+        files = (f for p in self.patches for f in p.files if PurePosixPath(f.path).name == f"{GATE_TEST}.cpp")
+        return next((f.added_content for f in files), None)
 
 
 _CONVERTED = re.compile(r"^(?:diff --git |From |Subject: |index |new file mode |deleted file mode )[^\n]*\r$", re.M)
