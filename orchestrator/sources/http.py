@@ -62,8 +62,7 @@ def fetch(
                 if http_url_problem(r.url):  # a redirect to another scheme (file://, ftp://)
                     raise SourceUnavailable(f"{where} redirected to a non-http(s) URL")
                 if r.status_code != 200:
-                    box["status"] = (r.status_code, r.reason)
-                    return
+                    raise HttpStatus(r.status_code, f"{where} answered HTTP {r.status_code} {r.reason}")
                 declared = r.headers.get("Content-Length", "")
                 if declared.isdigit() and int(declared) > max_bytes:
                     raise SourceUnavailable(f"{where} is {declared} bytes, more than the {max_bytes} allowed")
@@ -95,9 +94,6 @@ def fetch(
     session.close()
     if "error" in box:
         raise box["error"]
-    if "status" in box:
-        code, reason = box["status"]
-        raise HttpStatus(code, f"{where} answered HTTP {code} {reason}")
     return box["headers"], box["url"]
 
 
