@@ -203,9 +203,8 @@ def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], 
     more than MAX_VALUES values (an alias bomb is refused at once, not expanded), keys are plain
     scalars, numbers are finite, nesting is limited by the interpreter's stack (one line if not)."""
     lines: dict[tuple[Any, ...], int] = {}
-    count = [0]
-    seen: set[int] = set()
-    aliased = [False]
+    seen: set[int] = set()  # the collections built: the same one again is an alias
+    count, aliased = [0], [False]
 
     def refused(n: yaml.Node, what: str) -> ConfigError:
         return ConfigError(f"{where}:{n.start_mark.line + 1}: {what}")
@@ -213,8 +212,7 @@ def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], 
     def build(n: yaml.Node, path: tuple[Any, ...]) -> Any:
         count[0] += 1
         if isinstance(n, (yaml.MappingNode, yaml.SequenceNode)):
-            if id(n) in seen:
-                aliased[0] = True  # the same node again: an alias
+            aliased[0] = aliased[0] or id(n) in seen
             seen.add(id(n))
         if count[0] > MAX_VALUES:
             why = "YAML aliases expand to more than" if aliased[0] else "the file has more than"

@@ -39,9 +39,8 @@ _BLOCK = 64 * 1024
 def fetch(
     url: str, sink: Callable[[bytes], None], what: str, max_bytes: int, headers: Optional[dict] = None
 ) -> tuple[requests.structures.CaseInsensitiveDict, str]:
-    """GET `url` and hand its body to `sink` block by block; the response headers. Raises
-    SourceUnavailable for a non-200 answer or a body over `max_bytes`, SourceUnreachable for a
-    network failure or a transfer unfinished at the deadline. Redirects to http(s) only."""
+    """GET `url`, its body to `sink` block by block; the response headers and final URL. A network
+    failure or a transfer unfinished at the deadline is SourceUnreachable; a refusal SourceUnavailable."""
     where, why = f"{what}: {redact(url)}", http_url_problem(url)
     if why:
         raise SourceUnavailable(f"{where} {why}")
