@@ -111,8 +111,7 @@ def pinned(matrix: Matrix, pins: Mapping[str, Union[Pin, Unreachable]]) -> Matri
             o["unreachable"] = pin.reason
         else:
             o.update(ref=pin.commit, pinned_from=o["ref"], pinned_ref=pin.remote_ref or "")
-        source = Pinned(**o)
-        targets[name] = t.model_copy(update={"source": source.at(t.source.key, t.source.base_dir)})
+        targets[name] = t.model_copy(update={"source": Pinned(**o).at(t.source.key, t.source.base_dir)})
     return matrix.model_copy(update={"targets": targets})
 
 
