@@ -203,9 +203,8 @@ def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], 
     more than MAX_VALUES values (an alias bomb is refused at once, not expanded), keys are plain
     scalars, numbers are finite, nesting is limited by the interpreter's stack (one line if not)."""
     lines: dict[tuple[Any, ...], int] = {}
-    count = [0]
-    seen: set[int] = set()
-    aliased = [False]
+    seen: set[int] = set()  # the collections built: the same one again is an alias
+    count, aliased = [0], [False]
 
     def refused(n: yaml.Node, what: str) -> ConfigError:
         return ConfigError(f"{where}:{n.start_mark.line + 1}: {what}")
@@ -213,8 +212,7 @@ def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], 
     def build(n: yaml.Node, path: tuple[Any, ...]) -> Any:
         count[0] += 1
         if isinstance(n, (yaml.MappingNode, yaml.SequenceNode)):
-            if id(n) in seen:
-                aliased[0] = True  # the same node again: an alias
+            aliased[0] = aliased[0] or id(n) in seen
             seen.add(id(n))
         if count[0] > MAX_VALUES:
             why = "YAML aliases expand to more than" if aliased[0] else "the file has more than"
@@ -315,6 +313,7 @@ def load_matrix(path: str | Path) -> Matrix:
 _KINDS = {"string": "a string", "float": "a number", "int": "a number", "bool": "a boolean", "dict": "an object"}
 _KINDS.update(model="an object", model_attributes="an object", list="an array", tuple="an array")
 _SAID = {"union_tag_not_found": "missing required key 'kind'", "too_short": "must not be empty"}
+_SAID.update(greater_than="expected a positive number, got {value!r}")
 
 
 def _problems(
@@ -340,13 +339,11 @@ def _problems(
         elif kind == "union_tag_invalid":
             at, msg = path + ("kind",), f"{value['kind']!r} is not one of {', '.join(_choices(ctx['expected_tags']))}"
         elif kind in _SAID:
-            msg = _SAID[kind]
+            msg = _SAID[kind].format(value=value)
         elif kind.removesuffix("_type") in _KINDS:
             msg = f"expected {_KINDS[kind.removesuffix('_type')]}, got {type(value).__name__} {value!r}"
         elif kind == "string_pattern_mismatch":
             msg = f"{value!r} {WORDS[ctx['pattern']]}"
-        elif kind == "greater_than":
-            msg = f"expected a positive number, got {value!r}"
         else:  # SCHEMA_ERROR, VALUE_ERROR: the words are the type's
             msg = ctx.get("message", err["msg"])
         container = kind in ("missing", "unknown_key") or err["loc"][-1] == "[key]"

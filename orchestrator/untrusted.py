@@ -24,20 +24,12 @@ KiB, MiB = 1024, 1024 * 1024
 # The most bytes one file of each kind may hold (far above any real one).
 CAPS: dict[str, int] = {
     "results": 64 * MiB,  # results.json of a big matrix, mutants included
-    "manifest": 4 * MiB,
-    "pins": 1 * MiB,
-    "status": 1 * MiB,
-    "matrix": 1 * MiB,
-    "patch": 16 * MiB,
-    "cover": 1 * MiB,
-    "known-limits": 1 * MiB,
-    "mutant": 1 * MiB,
+    **dict.fromkeys(("manifest", "document"), 4 * MiB),
+    **dict.fromkeys(("pins", "status", "matrix", "cover", "known-limits", "mutant"), 1 * MiB),
     "policy": 1 * MiB,  # AGENTS.md, CONTRIBUTING.md, the pull request template
-    "finetune": 16 * MiB,
+    **dict.fromkeys(("patch", "finetune", "summary"), 16 * MiB),
     "lock": 64 * KiB,
     "log": 256 * MiB,  # logs are copied in blocks, never held whole
-    "document": 4 * MiB,
-    "summary": 16 * MiB,
     "index": 32 * MiB,  # a package index page of a local (file://) index
     "sdist": 2048 * MiB,  # from a local (file://) package index
 }
@@ -154,9 +146,7 @@ def load_json(path: PathLike, kind: str, root: Optional[PathLike] = None) -> Any
 def read_optional(path: PathLike, kind: str, root: Optional[PathLike] = None) -> Optional[str]:
     """read_text, or None where there is no such file (a symlink to nowhere counts as one)."""
     p = Path(path)
-    if not p.exists() and not p.is_symlink():
-        return None
-    return read_text(p, kind, root)
+    return read_text(p, kind, root) if p.exists() or p.is_symlink() else None
 
 
 def read_lenient(path: PathLike, kind: str, root: Optional[PathLike] = None) -> Optional[str]:

@@ -36,25 +36,18 @@ DEFAULT_DEADLINE_S = 3600.0  # a whole download; GGML_PATCH_HTTP_DEADLINE_S over
 _BLOCK = 64 * 1024
 
 
-def deadline_s() -> float:
-    """The whole-transfer deadline: $GGML_PATCH_HTTP_DEADLINE_S (a finite number > 0) or an hour."""
-    text = os.environ.get("GGML_PATCH_HTTP_DEADLINE_S", "")
-    value = untrusted.seconds(text) if text.strip() else DEFAULT_DEADLINE_S
-    if value is None:
-        raise ConfigError(f"GGML_PATCH_HTTP_DEADLINE_S={text!r}: expected a finite number of seconds above 0")
-    return value
-
-
 def fetch(
     url: str, sink: Callable[[bytes], None], what: str, max_bytes: int, headers: Optional[dict] = None
 ) -> tuple[requests.structures.CaseInsensitiveDict, str]:
-    """GET `url` and hand its body to `sink` block by block; the response headers. Raises
-    SourceUnavailable for a non-200 answer or a body over `max_bytes`, SourceUnreachable for a
-    network failure or a transfer unfinished at the deadline. Redirects to http(s) only."""
+    """GET `url`, its body to `sink` block by block; the response headers and final URL. A network
+    failure or a transfer unfinished at the deadline is SourceUnreachable; a refusal SourceUnavailable."""
     where, why = f"{what}: {redact(url)}", http_url_problem(url)
     if why:
         raise SourceUnavailable(f"{where} {why}")
-    limit = deadline_s()
+    text = os.environ.get("GGML_PATCH_HTTP_DEADLINE_S", "")
+    limit = untrusted.seconds(text) if text.strip() else DEFAULT_DEADLINE_S
+    if limit is None:
+        raise ConfigError(f"GGML_PATCH_HTTP_DEADLINE_S={text!r}: expected a finite number of seconds above 0")
     box: dict = {}
     stop, done = threading.Event(), threading.Event()
     session = requests.Session()
@@ -68,8 +61,7 @@ def fetch(
                 if http_url_problem(r.url):  # a redirect to another scheme (file://, ftp://)
                     raise SourceUnavailable(f"{where} redirected to a non-http(s) URL")
                 if r.status_code != 200:
-                    box["status"] = (r.status_code, r.reason)
-                    return
+                    raise HttpStatus(r.status_code, f"{where} answered HTTP {r.status_code} {r.reason}")
                 declared = r.headers.get("Content-Length", "")
                 if declared.isdigit() and int(declared) > max_bytes:
                     raise SourceUnavailable(f"{where} is {declared} bytes, more than the {max_bytes} allowed")
@@ -101,9 +93,6 @@ def fetch(
     session.close()
     if "error" in box:
         raise box["error"]
-    if "status" in box:
-        code, reason = box["status"]
-        raise HttpStatus(code, f"{where} answered HTTP {code} {reason}")
     return box["headers"], box["url"]
 
 

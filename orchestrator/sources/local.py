@@ -84,20 +84,12 @@ def checkout_tree(repo: SnapshotRepo, root: Path, key: str) -> tuple[str, str]:
 def working_files(root: Path) -> tuple[list[str], list[tuple[str, str]]]:
     """(files present in the working tree: tracked and untracked-not-ignored, [(submodule path, its
     recorded commit)]), relative to `root`, read with `git ls-files` only."""
-    staged = _listed(root, "--stage")
-    tracked: dict[str, None] = {}
-    gitlinks: dict[str, str] = {}
-    for rec in staged:
-        meta, _, path = rec.partition("\t")
-        mode, sha, _stage = meta.split()
-        if mode == _GITLINK:
-            gitlinks[path] = sha
-        else:
-            tracked[path] = None
+    staged = [(meta.split(), path) for meta, _, path in (r.partition("\t") for r in _listed(root, "--stage"))]
+    gitlinks = {path: sha for (mode, sha, _), path in staged if mode == _GITLINK}
     # an untracked nested repository (a name ending in "/"): not ours to read
     others = [p for p in _listed(root, "--others", "--exclude-standard") if not p.endswith("/")]
-    files = [p for p in [*tracked, *others] if _is_file_or_link(root / p)]
-    return sorted(set(files)), sorted(gitlinks.items())
+    files = {p for p in [*(path for _, path in staged), *others] if p not in gitlinks and _is_file_or_link(root / p)}
+    return sorted(files), sorted(gitlinks.items())
 
 
 def _entries(repo: SnapshotRepo, root: Path, paths: list[str]) -> list[tuple[str, str, str]]:

@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import threading
+import tempfile
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -53,14 +53,12 @@ def _package(package: str) -> Optional[str]:
 
 
 def _version(version: str) -> Optional[str]:
-    # packaging: loaded only for a pypi-sdist source (start-up)
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import InvalidVersion, Version  # packaging: loaded only for a pypi-sdist source (start-up)
 
-    try:
-        exact = Version(version) is not None and version == version.strip()
-    except InvalidVersion:
-        exact = False
-    return None if exact else 'is not an exact version (PEP 440, e.g. "0.3.36"; no specifiers)'
+    with suppress(InvalidVersion):
+        if Version(version) and version == version.strip():
+            return None
+    return 'is not an exact version (PEP 440, e.g. "0.3.36"; no specifiers)'
 
 
 class PypiSdist(Source):
@@ -292,88 +290,60 @@ def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Opt
     if first is None:
         raise SourceUnavailable(f"{key}: {archive.name} is an empty archive")
     top = PurePosixPath(first.name).parts[0]
-    root = PurePosixPath(top, subdir) if subdir else PurePosixPath(top)
+    root, head, head_text = PurePosixPath(top, subdir), f"{top}/.git/modules/{subdir}/HEAD", ""
     dest.mkdir(parents=True, exist_ok=True)
-    gnu_tar = shutil.which("tar")
-    if gnu_tar:
-        upstream = _extract_with_tar(gnu_tar, archive, top, root, subdir, dest, key)
+    tar_exe = shutil.which("tar")
+    if tar_exe:
+        # GNU tar refuses members with '..' or absolute names; the archive's sha256 was checked already.
+        # It reads the archive decompressed from a pipe, which stops at MAX_UNPACKED_BYTES (a bomb).
+        argv = [tar_exe, "-xf", "-", "-C", str(dest), "--no-same-owner", "--exclude=.git", str(root)]
+        proc = _tar_capped(argv, archive, key)
+        if proc.returncode != 0:
+            if "Not found in archive" in proc.stderr:
+                raise SourceUnavailable(f"{key}.subdirectory: {archive.name} has no files under {root}")
+            raise SourceUnavailable(f"{key}: cannot unpack {archive.name}: {proc.stderr.strip().splitlines()[-1:]}")
+        if subdir:  # the sdist's git metadata: the submodule's HEAD, extracted apart and only read
+            meta = dest / ".git-meta"
+            meta.mkdir()
+            _tar_capped([tar_exe, "-xf", "-", "-C", str(meta), head], archive, key)
+            head_text = (meta / head).read_text(errors="replace") if (meta / head).is_file() else ""
     else:
         with tarfile.open(archive) as tar:
             unpack(
                 tar, bounded_members(tar, archive.name, key, unpacked_cap(archive)), root, dest, archive.name, key, key
             )
-            upstream = _commit_id(_member_text(tar, f"{top}/.git/modules/{subdir}/HEAD")) if subdir else None
+            with suppress(KeyError):  # the sdist's git metadata: read, never extracted
+                member = tar.extractfile(head) if subdir else None
+                head_text = member.read().decode(errors="replace") if member else ""
     if not (dest / root).is_dir() or not any(p.is_file() for p in (dest / root).rglob("*")):
         raise SourceUnavailable(f"{key}.subdirectory: {archive.name} has no files under {root}")
-    return dest / root, upstream
-
-
-def _extract_with_tar(
-    tar_exe: str, archive: Path, top: str, root: PurePosixPath, subdir: str, dest: Path, key: str
-) -> Optional[str]:
-    # GNU tar refuses members with '..' or absolute names; the archive's sha256 was checked already.
-    # It reads the archive decompressed from a pipe, which stops at MAX_UNPACKED_BYTES (a bomb).
-    proc = _tar_capped(
-        [tar_exe, "-xf", "-", "-C", str(dest), "--no-same-owner", "--exclude=.git", str(root)], archive, key
-    )
-    if proc.returncode != 0:
-        if "Not found in archive" in proc.stderr:
-            raise SourceUnavailable(f"{key}.subdirectory: {archive.name} has no files under {root}")
-        raise SourceUnavailable(f"{key}: cannot unpack {archive.name}: {proc.stderr.strip().splitlines()[-1:]}")
-    if not subdir:
-        return None
-    meta = dest / ".git-meta"
-    meta.mkdir()
-    head = f"{top}/.git/modules/{subdir}/HEAD"
-    _tar_capped([tar_exe, "-xf", "-", "-C", str(meta), head], archive, key)
-    return _commit_id((meta / head).read_text(errors="replace") if (meta / head).is_file() else "")
+    return dest / root, head_text.strip() if FULL_SHA.match(head_text.strip()) else None
 
 
 def _tar_capped(argv: list[str], archive: Path, key: str) -> subprocess.CompletedProcess:
     """Run tar on the archive's decompressed bytes, fed through a pipe and cut off (refused, exit
     3) past MAX_UNPACKED_BYTES: a small archive never fills the disk."""
 
-    cap = unpacked_cap(archive)
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    err: list[bytes] = []
-    reader = threading.Thread(target=lambda: err.append(proc.stderr.read() if proc.stderr else b""), daemon=True)
-    reader.start()
-    total, too_big = 0, False
-    try:
-        with gzip.open(archive, "rb") as src:
-            while block := src.read(1 << 20):
-                total += len(block)
-                if total > cap:
-                    too_big = True
-                    break
-                assert proc.stdin is not None
-                proc.stdin.write(block)
-    except (BrokenPipeError, OSError, EOFError) as e:
-        if not isinstance(e, BrokenPipeError):
+    cap, total = unpacked_cap(archive), 0
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err)
+        assert proc.stdin is not None
+        try:
+            with gzip.open(archive, "rb") as src:
+                while (block := src.read(1 << 20)) and (total := total + len(block)) <= cap:
+                    proc.stdin.write(block)
+        except BrokenPipeError:
+            pass  # tar stopped reading: its exit status says why
+        except (OSError, EOFError) as e:
             proc.kill()
-            proc.wait()
             raise SourceUnavailable(f"{key}: cannot unpack {archive.name}: {e}") from None
-    finally:
-        with suppress(OSError):
-            if proc.stdin:
+        finally:
+            with suppress(OSError):
                 proc.stdin.close()
-    if too_big:
-        proc.kill()
-        proc.wait()
-        raise SourceUnavailable(f"{key}: {archive.name} unpacks to more than {cap} bytes; refused")
-    proc.wait()
-    reader.join(10)
-    return subprocess.CompletedProcess(argv, proc.returncode, "", b"".join(err).decode(errors="replace"))
-
-
-def _commit_id(text: str) -> Optional[str]:
-    return text.strip() if FULL_SHA.match(text.strip()) else None
-
-
-def _member_text(tar: tarfile.TarFile, name: str) -> str:
-    """A member's text (the sdist's git metadata: read, never extracted), or "" without it."""
-    try:
-        f = tar.extractfile(name)
-    except KeyError:
-        return ""
-    return f.read().decode(errors="replace") if f else ""
+            if total > cap:
+                proc.kill()
+            proc.wait()
+        if total > cap:
+            raise SourceUnavailable(f"{key}: {archive.name} unpacks to more than {cap} bytes; refused")
+        err.seek(0)
+        return subprocess.CompletedProcess(argv, proc.returncode, "", err.read().decode(errors="replace"))

@@ -125,5 +125,4 @@ def bounded_members(tar: tarfile.TarFile, name: str, key: str, cap: int) -> list
 
 
 def _file_name(url: str) -> str:
-    name = PurePosixPath(urlparse(url).path).name
-    return slug(name) or "archive.tar.gz"
+    return slug(PurePosixPath(urlparse(url).path).name) or "archive.tar.gz"

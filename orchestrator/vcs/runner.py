@@ -57,8 +57,7 @@ def isolated_env(**extra: str) -> dict[str, str]:
 
 
 def error_line(text: str, prefer: Sequence[str] = ()) -> str:
-    """git's own line from its output: the first line starting with one of `prefer`, else
-    "fatal:", "error:", "! [" (a refused push) or "Patch failed at"; else the last line."""
+    """git's own line: the first starting with one of `prefer`, then of _LINE_PREFIXES; else the last."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     for prefix in (*prefer, *_LINE_PREFIXES):
         for ln in lines:
@@ -97,10 +96,8 @@ def git_bytes(
     config: Sequence[str] = (),
     strip: bool = True,
 ) -> bytes:
-    """Run `git [-C cwd] [--git-dir=…] [-c config]... ARGS` isolated; its stdout as bytes.
-    `env` adds to the isolated environment; `input` goes to its stdin; `strip` drops one final
-    newline. Raises GitError (timed_out when killed after `timeout` seconds; LOCAL_TIMEOUT_S when
-    None: every git command has a limit)."""
+    """`git ARGS` isolated, its stdout (`strip`: without one final newline); `env` adds to the
+    isolated environment. GitError on failure, timed_out after `timeout` (LOCAL_TIMEOUT_S by default)."""
     timeout = LOCAL_TIMEOUT_S if timeout is None else timeout
     argv = ["git", *(["-C", str(cwd)] if cwd is not None else []), *([f"--git-dir={git_dir}"] if git_dir else [])]
     argv += [*(x for c in (*SAFE_CONFIG, *config) for x in ("-c", c)), *args]

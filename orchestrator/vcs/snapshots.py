@@ -272,9 +272,8 @@ class Worktree:
         return [line for line in out.splitlines() if line]
 
     def read_file(self, path: str) -> Optional[str]:
-        f = self.path / path
         try:
-            return f.read_bytes().decode("utf-8", "surrogateescape")
+            return (self.path / path).read_bytes().decode("utf-8", "surrogateescape")
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
 

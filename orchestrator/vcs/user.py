@@ -4,6 +4,7 @@ exactly these. Every command has a timeout."""
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 from pathlib import Path
@@ -37,23 +38,19 @@ def version() -> str:
     return out.strip().splitlines()[0] if out and out.strip() else "not found"
 
 
-_SAFE_DIRS: dict[tuple[Optional[str], ...], tuple[str, ...]] = {}
-
-
 def safe_directories() -> list[str]:
     """The user's own safe.directory entries (global and system configuration), as -c values:
     the tool's git runs without the user's configuration, which would otherwise drop them."""
-    where = tuple(
-        os.environ.get(k)
-        for k in ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM")
-    )
-    if where not in _SAFE_DIRS:
-        found: list[str] = []
-        for scope in ("--system", "--global"):  # the user's own configuration, read only
-            out = _user_git("config", scope, "--get-all", "safe.directory") or ""
-            found += [ln.strip() for ln in out.splitlines() if ln.strip()]
-        _SAFE_DIRS[where] = tuple(dict.fromkeys(found))
-    return [f"safe.directory={d}" for d in _SAFE_DIRS[where]]
+    where = ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM")
+    return [f"safe.directory={d}" for d in _safe_dirs(tuple(os.environ.get(k) for k in where))]
+
+
+@functools.cache
+def _safe_dirs(where: tuple[Optional[str], ...]) -> tuple[str, ...]:
+    """Read once per `where` (the variables that decide which configuration files git reads)."""
+    scopes = ("--system", "--global")  # the user's own configuration, read only
+    out = "\n".join(_user_git("config", scope, "--get-all", "safe.directory") or "" for scope in scopes)
+    return tuple(dict.fromkeys(ln.strip() for ln in out.splitlines() if ln.strip()))
 
 
 def _in_checkout(root: Path, *args: str) -> str:
