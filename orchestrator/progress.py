@@ -120,8 +120,7 @@ class Reporter:
 
 
 def cell_time_lines(rows: list[tuple[str, str, float]]) -> list[str]:
-    """(cell, status, seconds) in the order the cells ran -> the run's closing lines: one per cell,
-    aligned, and the total."""
+    """The run's closing lines: each (cell, status, seconds) aligned, in the order they ran, then the total."""
     if not rows:
         return []
     width = max(len("all cells"), *(len(c) for c, _, _ in rows))

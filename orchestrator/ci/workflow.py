@@ -25,7 +25,6 @@ from .actions import Pins, default_pins, uses
 from .runners import retired_message
 
 DEFAULT_PATH = ".github/workflows/ggml-patch-matrix.yml"
-WORKFLOW_NAME = "ggml-patch matrix"
 # Monday and Thursday 04:17 UTC: off the hour, when scheduled jobs pile up; never 7 days apart,
 # so the legs' ccache and download caches are used before GitHub evicts them (7 days unused).
 CRON = "17 4 * * 1,4"
@@ -385,7 +384,7 @@ def workflow(matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Opt
     on: dict[str, Any] = {"schedule": [{"cron": CRON}]} if matrix.ci_repository else {}
     on["workflow_dispatch"] = None
     return {
-        "name": WORKFLOW_NAME,
+        "name": "ggml-patch matrix",
         "on": on,
         "permissions": {},  # each job names what it needs
         # A scheduled run and a manual one share cells' caches: let one finish before the next.
