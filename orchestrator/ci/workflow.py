@@ -113,23 +113,22 @@ def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[
             artifact = ARTIFACT_SEP.join((ARTIFACT_PREFIX, group, target, backend))
             on = f" on {runner_slug(runs_on)}" if len(runners) > 1 else ""
             labels = _labels(runs_on)
-            out.append(
-                {
-                    "name": f"{target}/{backend}{on} ({profile})",
-                    "profile": profile,
-                    "target": target,
-                    "backend": backend,
-                    "runs-on": labels[0] if len(labels) == 1 else labels,
-                    "required": profile == DEFAULT_PROFILE,
-                    **honesty(backend, runs_on),
-                    "downloads-key": downloads_key(matrix, target),
-                    "git": matrix.target(target).source.kind == "git",
-                    "hand-over": i == 0 and handing_over.get(target) == (profile, backend),
-                    "results": f"{LEG_RESULTS}/{artifact}",
-                    "artifact": artifact,
-                    "group": group,
-                }
-            )
+            leg = {
+                "name": f"{target}/{backend}{on} ({profile})",
+                "profile": profile,
+                "target": target,
+                "backend": backend,
+                "runs-on": labels[0] if len(labels) == 1 else labels,
+                "required": profile == DEFAULT_PROFILE,
+                **honesty(backend, runs_on),
+                "downloads-key": downloads_key(matrix, target),
+                "git": matrix.target(target).source.kind == "git",
+                "hand-over": i == 0 and handing_over.get(target) == (profile, backend),
+                "results": f"{LEG_RESULTS}/{artifact}",
+                "artifact": artifact,
+                "group": group,
+            }
+            out.append(leg)
     return out
 
 
