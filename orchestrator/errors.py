@@ -37,7 +37,6 @@ class GgmlPatchError(Exception):
     exit_code = ExitCode.TOOL_ERROR
 
     def __init__(self, message: object = "", *args: object):
-
         super().__init__(redact(str(message)), *args)
 
 

@@ -49,8 +49,7 @@ def holder_path(lock_path: Path) -> Path:
 
 
 def describe_holder(lock_path: Path) -> str:
-    """'pid N (command) since TIME' from the holder file, when it holds exactly that: a pid, a
-    command of at most 300 characters and a time between 2000 and now (+1 day); else a plain phrase."""
+    """'pid N (command) since TIME' from a holder file that is a valid Holder, else a plain phrase."""
     try:
         h = Holder.model_validate(untrusted.load_json(holder_path(lock_path), "lock"), strict=True)
     except (ConfigError, ValueError):  # pydantic's ValidationError is a ValueError
@@ -65,8 +64,7 @@ def describe_holder(lock_path: Path) -> str:
 def hold(
     lock_path: Path, what: str, timeout: Optional[float] = None, notify: Callable[[str], None] = _stderr
 ) -> Iterator[None]:
-    """Hold the lock at `lock_path`. If another process holds it: one line saying who and since
-    when, then wait up to `timeout` seconds (None: as long as it takes; exit 10 when it expires)."""
+    """Hold the lock; while another process holds it, say who once and wait `timeout` s (None: forever)."""
     lock = filelock.FileLock(str(lock_path))
     try:
         lock.acquire(timeout=0)

@@ -50,6 +50,11 @@ class Reporter:
     def cell(self) -> str:
         return getattr(self._local, "cell", "")
 
+    @property
+    def _at(self) -> str:
+        """The start of this thread's cell lines: its place in the run and its name."""
+        return f"  [{self.index}/{self.total}] {_safe(self.cell)}"
+
     def start_cell(self, cell_id: str) -> None:
         with self._lock:
             self._next += 1
@@ -61,10 +66,7 @@ class Reporter:
     def step(self, name: str, detail: str = "") -> None:
         self._local.t0 = time.monotonic()
         self._local.last_pct = -1
-        self.console.print(
-            f"  [{self.index}/{self.total}] {_safe(self.cell)}: {_safe(name)}"
-            + (f" [dim]{_safe(detail)}[/dim]" if detail else "")
-        )
+        self.console.print(f"{self._at}: {_safe(name)}" + (f" [dim]{_safe(detail)}[/dim]" if detail else ""))
 
     def done(self, what: str) -> None:
         self._end_bar()
@@ -99,9 +101,7 @@ class Reporter:
             self._local.task = None
 
     def skip(self, reason: str) -> None:
-        self.console.print(
-            f"  [{self.index}/{self.total}] {_safe(self.cell)}: [yellow]skipped:[/yellow] {_safe(reason)}"
-        )
+        self.console.print(f"{self._at}: [yellow]skipped:[/yellow] {_safe(reason)}")
 
     def verdict(self, text: str) -> None:
         """The cell's answer as soon as its control is judged (the mutants come after)."""
@@ -120,8 +120,7 @@ class Reporter:
 
 
 def cell_time_lines(rows: list[tuple[str, str, float]]) -> list[str]:
-    """(cell, status, seconds) in the order the cells ran -> the run's closing lines: one per cell,
-    aligned, and the total."""
+    """The run's closing lines: each (cell, status, seconds) aligned, in the order they ran, then the total."""
     if not rows:
         return []
     width = max(len("all cells"), *(len(c) for c, _, _ in rows))

@@ -25,7 +25,6 @@ from .actions import Pins, default_pins, uses
 from .runners import retired_message
 
 DEFAULT_PATH = ".github/workflows/ggml-patch-matrix.yml"
-WORKFLOW_NAME = "ggml-patch matrix"
 # Monday and Thursday 04:17 UTC: off the hour, when scheduled jobs pile up; never 7 days apart,
 # so the legs' ccache and download caches are used before GitHub evicts them (7 days unused).
 CRON = "17 4 * * 1,4"
@@ -114,23 +113,22 @@ def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[
             artifact = ARTIFACT_SEP.join((ARTIFACT_PREFIX, group, target, backend))
             on = f" on {runner_slug(runs_on)}" if len(runners) > 1 else ""
             labels = _labels(runs_on)
-            out.append(
-                {
-                    "name": f"{target}/{backend}{on} ({profile})",
-                    "profile": profile,
-                    "target": target,
-                    "backend": backend,
-                    "runs-on": labels[0] if len(labels) == 1 else labels,
-                    "required": profile == DEFAULT_PROFILE,
-                    **honesty(backend, runs_on),
-                    "downloads-key": downloads_key(matrix, target),
-                    "git": matrix.target(target).source.kind == "git",
-                    "hand-over": i == 0 and handing_over.get(target) == (profile, backend),
-                    "results": f"{LEG_RESULTS}/{artifact}",
-                    "artifact": artifact,
-                    "group": group,
-                }
-            )
+            leg = {
+                "name": f"{target}/{backend}{on} ({profile})",
+                "profile": profile,
+                "target": target,
+                "backend": backend,
+                "runs-on": labels[0] if len(labels) == 1 else labels,
+                "required": profile == DEFAULT_PROFILE,
+                **honesty(backend, runs_on),
+                "downloads-key": downloads_key(matrix, target),
+                "git": matrix.target(target).source.kind == "git",
+                "hand-over": i == 0 and handing_over.get(target) == (profile, backend),
+                "results": f"{LEG_RESULTS}/{artifact}",
+                "artifact": artifact,
+                "group": group,
+            }
+            out.append(leg)
     return out
 
 
@@ -385,7 +383,7 @@ def workflow(matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Opt
     on: dict[str, Any] = {"schedule": [{"cron": CRON}]} if matrix.ci_repository else {}
     on["workflow_dispatch"] = None
     return {
-        "name": WORKFLOW_NAME,
+        "name": "ggml-patch matrix",
         "on": on,
         "permissions": {},  # each job names what it needs
         # A scheduled run and a manual one share cells' caches: let one finish before the next.

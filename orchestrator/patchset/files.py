@@ -72,8 +72,7 @@ def write_patches(series: Series, directory: Path) -> list[Path]:
 
 
 def write_series(directory: Path, series: Series) -> tuple[list[str], list[str]]:
-    """Write the patches whose bytes differ (a patch's bytes, whatever they are), remove *.patch
-    files the series no longer has; (written, removed)."""
+    """Write the patches whose bytes differ, remove *.patch files the series no longer has; (written, removed)."""
     written, removed = [], []
     for p in series.patches:
         data = p.text().encode("utf-8", "surrogateescape")

@@ -102,25 +102,20 @@ class RegistrationError(ConfigError):
 
 def register_gate_test(layout: Layout, cmakelists: str) -> str:
     """tests/CMakeLists.txt text -> the same text with the gate test registered after test-opt."""
-    if f"{GATE_TEST}" in cmakelists:
+    if GATE_TEST in cmakelists:
         return cmakelists
-    if layout.name in ("llama.cpp", "whisper.cpp"):
-        m = _LLAMA_ANCHOR.search(cmakelists)
-        if not m:
-            raise RegistrationError(
-                f"{REGISTRATION_FILE}: no 'llama_build_and_test(test-opt.cpp)' line to register {GATE_TEST} after"
-            )
-        line = f"{m.group('indent')}llama_build_and_test({GATE_TEST}.cpp)\n"
-        end = m.end()
+    llama = layout.name in ("llama.cpp", "whisper.cpp")
+    anchor, what = (_LLAMA_ANCHOR, "line") if llama else (_GGML_ANCHOR, "block")
+    m = anchor.search(cmakelists)
+    if not m:
+        test_opt = "llama_build_and_test(test-opt.cpp)" if llama else "set(TEST_TARGET test-opt)"
+        raise RegistrationError(f"{REGISTRATION_FILE}: no '{test_opt}' {what} to register {GATE_TEST} after")
+    ind, end = m.group("indent"), m.end()
+    if llama:
+        line = f"{ind}llama_build_and_test({GATE_TEST}.cpp)\n"
         if end == len(cmakelists):  # the anchor is the last line, with no newline of its own
             return cmakelists + "\n" + line
         return cmakelists[: end + 1] + line + cmakelists[end + 1 :]
-    m = _GGML_ANCHOR.search(cmakelists)
-    if not m:
-        raise RegistrationError(
-            f"{REGISTRATION_FILE}: no 'set(TEST_TARGET test-opt)' block to register {GATE_TEST} after"
-        )
-    ind = m.group("indent")
     block = (
         f"\n{ind}#\n{ind}# {GATE_TEST}\n\n"
         f"{ind}set(TEST_TARGET {GATE_TEST})\n"
@@ -129,7 +124,7 @@ def register_gate_test(layout: Layout, cmakelists: str) -> str:
         f"{ind}add_test(NAME ${{TEST_TARGET}} COMMAND $<TARGET_FILE:${{TEST_TARGET}}>)\n"
         f'{ind}set_property(TEST ${{TEST_TARGET}} PROPERTY ENVIRONMENT "LLVM_PROFILE_FILE=${{TEST_TARGET}}.profraw")\n'
     )
-    return cmakelists[: m.end()] + block + cmakelists[m.end() :]
+    return cmakelists[:end] + block + cmakelists[end:]
 
 
 def registered(layout: Layout, cmakelists: Optional[str]) -> Optional[str]:

@@ -66,8 +66,7 @@ def refresh(matrix: Matrix, cache: Cache, target: Target) -> Refreshed:
 
 
 def resolved_worktree(repo: SnapshotRepo, cache: Cache, target: Target, base: str, series: Series) -> Worktree:
-    """The resolution worktree if there is one (it must be finished and committed), else the series
-    applied afresh in the trial worktree."""
+    """The finished resolution worktree if there is one, else the series applied afresh in the trial worktree."""
     dirs = status_dirs(cache, target)
     if dirs.resolve.exists():
         wt = Worktree(repo, dirs.resolve)

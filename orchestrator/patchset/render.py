@@ -28,10 +28,10 @@ def render(series: Series, src: Layout, dst: Layout, base_file: Callable[[str], 
     A layout with no test harness (registration "optional", whisper.cpp) gets the gate test
     unregistered; rendering such a series back into a layout that registers its tests adds the
     registration again, just before the file that adds the gate test."""
-    registration = src.prefix + REGISTRATION_FILE
+    registration, dst_registration = src.prefix + REGISTRATION_FILE, dst.prefix + REGISTRATION_FILE
     other_project = src.name != dst.name
     regs = [] if other_project else [f for p in series.patches for f in p.files if f.path == registration]
-    base_text = base_file(dst.prefix + REGISTRATION_FILE) if regs else None
+    base_text = base_file(dst_registration) if regs else None
     stale = {f.path for f in regs if _made_for_another_file(f, base_text)}
     if src == dst and not stale:
         return series
@@ -41,7 +41,7 @@ def render(series: Series, src: Layout, dst: Layout, base_file: Callable[[str], 
         for f in p.files:
             if f.path == registration and (other_project or f.path in stale):
                 files += _registration_diff(dst, base_file)
-            elif other_project and _adds_gate_test(f) and not _registers(files, dst):
+            elif other_project and _adds_gate_test(f) and all(g.path != dst_registration for g in files):
                 files += _registration_diff(dst, base_file)
                 files.append(retarget(f, src, dst))
             else:
@@ -63,10 +63,6 @@ def _made_for_another_file(f: FileDiff, base_text: Optional[str]) -> bool:
 
 def _adds_gate_test(f: FileDiff) -> bool:
     return PurePosixPath(f.path).name == f"{GATE_TEST}.cpp" and "\nnew file mode " in f.text
-
-
-def _registers(files: list[FileDiff], dst: Layout) -> bool:
-    return any(f.path == dst.prefix + REGISTRATION_FILE for f in files)
 
 
 def retarget(f: FileDiff, src: Layout, dst: Layout) -> FileDiff:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import itertools
 import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -117,13 +118,9 @@ def _validated_path(name: str, chunk: str) -> str:
         raise ConfigError(f"{name}: '{first}' lacks git's a/ and b/ prefixes; make the series with git format-patch")
     if "GIT binary patch" in chunk or re.search(r"^Binary files .* differ$", chunk, re.M):
         raise ConfigError(f"{name}: binary diff in '{first}'; the series must be text")
-    paths = []
-    for line in chunk.split("\n"):
-        if line.startswith("@@"):
-            break
-        m = HEADER_PATH.match(line)
-        if m:
-            paths += [m.group(2), m.group(4)] if m.group(1) else [m.group(6)]
+    header = itertools.takewhile(lambda line: not line.startswith("@@"), chunk.split("\n"))
+    found = [m for line in header if (m := HEADER_PATH.match(line))]
+    paths = [p for m in found for p in ((m.group(2), m.group(4)) if m.group(1) else (m.group(6),))]
     for p in (p for p in paths if p != "/dev/null"):
         pp = PurePosixPath(p)
         if pp.is_absolute() or ".." in pp.parts or p.startswith("/"):

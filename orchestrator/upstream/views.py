@@ -72,33 +72,6 @@ def outcome_rows(results: Results, target: str) -> list[dict]:
     return rows
 
 
-OUTCOME_COLUMNS = (
-    "backend",
-    "device",
-    "test",
-    "optimizer",
-    "opt_period",
-    "with the fix",
-    "fix reverted",
-    "first wrong step",
-    "w",
-    "expected w",
-)
-
-
-CELL_COLUMNS = (
-    "cell",
-    "backend",
-    "status",
-    "negative control",
-    "test-opt with the fix",
-    "gate with the fix",
-    "gate with the fix reverted",
-    "build with the fix (s)",
-    "control rebuild (s)",
-)
-
-
 def skipped_tests(results: Results, target: str) -> list[tuple[str, str, str]]:
     """(cell, test, why) for every test a cell's backend does not run (its patched variant's record)."""
     out = []
