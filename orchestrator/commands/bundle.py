@@ -50,7 +50,10 @@ def run(args, matrix, cache) -> ExitCode:
     author = authorship.resolve(args.author, authorship.from_git_config() if args.author is None else (None, None))
     assisted = authorship.check_assistant(args.assisted_by)
     require_native_tests(matrix)
-    log = lambda msg: print(redact(f"bundle: {msg}"), file=sys.stderr, flush=True)  # noqa: E731
+
+    def log(msg: str) -> None:
+        print(redact(f"bundle: {msg}"), file=sys.stderr, flush=True)
+
     opts = BundleOptions(
         matrix, cache, results, out, args.allow_incomplete, args.target, log=log, author=author, assisted_by=assisted
     )

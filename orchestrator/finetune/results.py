@@ -504,7 +504,9 @@ def cache_key(
 
 def _cells(e: Optional[Epoch]) -> str:
     """An epoch's train and eval loss as two table cells, as llama-finetune prints them (5 decimals)."""
-    return " | ".join(f"{x:.5f}" if math.isfinite(x) else str(x) for x in (e.train_loss, e.eval_loss)) if e else "— | —"
+    if not e:
+        return "— | —"
+    return " | ".join(f"{x:.5f}" if math.isfinite(x) else str(x) for x in (e.train_loss, e.eval_loss))
 
 
 def table_markdown(results: FinetuneResults) -> str:

@@ -273,7 +273,10 @@ def check_disclosure(policy: Policy, cov: C.Cover) -> Check:
     if d.status == "no-line" and not rule:
         return Check("disclosure", PASS, "the template has no disclosure line and the files ask for none")
     if d.status == "no-line":
-        why = f"the policy asks for disclosure ({rule[0].where}) but the template has no disclosure line: say it in the cover"
+        why = (
+            f"the policy asks for disclosure ({rule[0].where}) but the template has no disclosure line: "
+            "say it in the cover"
+        )
         return Check("disclosure", WARN, why, (cov.path,), rule)
     what = "YES without how AI was used" if d.status == "undescribed" else "not answered (YES or NO)"
     tline = policy.template.disclosure if policy.template else None  # not None: disclosure() says "no-line" then
