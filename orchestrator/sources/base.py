@@ -66,14 +66,12 @@ def network_reason(e: requests.RequestException) -> str:
     text = str(e)
     request = getattr(e, "request", None)
     host = urlparse(str(request.url)).hostname if request is not None and request.url else None
-    for needle, reason in (
-        ("NameResolutionError", "could not resolve host"),
-        ("Failed to resolve", "could not resolve host"),
-        ("Name or service not known", "could not resolve host"),
-        ("Connection refused", "connection refused"),
-        ("timed out", "timed out"),
-        ("Network is unreachable", "network is unreachable"),
+    for needles, reason in (
+        (("NameResolutionError", "Failed to resolve", "Name or service not known"), "could not resolve host"),
+        (("Connection refused",), "connection refused"),
+        (("timed out",), "timed out"),
+        (("Network is unreachable",), "network is unreachable"),
     ):
-        if needle in text:
+        if any(n in text for n in needles):
             return f"{reason} {host}" if host else reason
     return f"{type(e).__name__}: {text[:200]}"

@@ -1,9 +1,8 @@
-"""Bounded HTTP for sources: downloads and package index pages.
+"""Bounded HTTP for sources: downloads and package index pages, http(s) only.
 
 Every body is streamed, at most a byte cap, and the whole transfer ends by a deadline (requests'
-own timeout is per socket read: a server trickling one byte at a time would never end). The
-transfer runs in a worker thread; at the deadline the caller closes the response and stops
-waiting. Only http(s) is fetched.
+timeout is per socket read: a server trickling one byte at a time would never end), so it runs
+in a worker thread the caller stops waiting for at the deadline.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Source kind `local`: a checkout on this machine (a fork, work in progress), taken as it is now.
 
-The checkout is only ever read. Its files, uncommitted changes and untracked files git does not
-ignore included, are hashed straight into the snapshot repository (`hash-object --stdin-paths`,
-then a tree built in a temporary index there) and committed deterministically. In the checkout,
-git only lists files (`ls-files`, `rev-parse`), with GIT_OPTIONAL_LOCKS=0 so that not even the
-index's stat cache is refreshed: its files, index and HEAD stay byte-identical. A populated
-submodule is read the same way, so a fork vendored in a superproject (a `prefix:` layout) is
-complete. A directory that is not a git checkout is read whole.
+The checkout is only read: its files (uncommitted changes and untracked files git does not ignore
+included) are hashed straight into the snapshot repository and committed deterministically. In the
+checkout git only lists files, with GIT_OPTIONAL_LOCKS=0 so not even the index's stat cache is
+refreshed. A populated submodule is read the same way (a fork vendored in a superproject, a
+`prefix:` layout); a directory that is not a git checkout is read whole.
 """
 
 from __future__ import annotations
@@ -100,15 +98,11 @@ def _entries(repo: SnapshotRepo, root: Path, paths: list[str]) -> list[tuple[str
             raise ConfigError(f"{root / p}: a file name with a newline cannot be read into a snapshot")
     blobs = dict(zip(regular, repo.hash_blobs(root, regular), strict=True))
     return [
-        (_file_mode(root / p), blobs[p], p)
+        ("100755" if os.lstat(root / p).st_mode & 0o111 else "100644", blobs[p], p)
         if p in blobs
         else ("120000", repo.hash_data(os.fsencode(os.readlink(root / p))), p)
         for p in paths
     ]
-
-
-def _file_mode(path: Path) -> str:
-    return "100755" if os.lstat(path).st_mode & 0o111 else "100644"
 
 
 def _is_file_or_link(path: Path) -> bool:
@@ -129,9 +123,8 @@ def _walk(root: Path) -> list[str]:
 
 
 def is_git_checkout(root: Path, key: str) -> bool:
-    """Whether git sees `root` as (inside) a work tree. A checkout git refuses to read because
-    another user owns it is an error naming the fix, never silently read as a plain folder (its
-    ignored files would enter the base and its HEAD would be lost)."""
+    """Whether git sees `root` as (inside) a work tree. One another user owns is an error naming the
+    fix, never read as a plain folder (its ignored files would enter the base, its HEAD be lost)."""
     try:
         return user_git.is_work_tree(root)
     except GitError:

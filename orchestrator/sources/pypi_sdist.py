@@ -1,10 +1,9 @@
 """Source kind `pypi-sdist`: a pinned sdist from PyPI that vendors llama.cpp or ggml.
 
-The sdist is fetched as a file from the package index (the user's pip configuration: PIP_INDEX_URL
-or index-url, then extra-index-url; PyPI's simple API by default) with requests, never with pip:
-nothing of the sdist (build backend, setup.py, build dependencies) runs, and the file is kept only
-once its sha256 matches the pin. The sdist's own git metadata (llama-cpp-python ships a .git) is
-never extracted or run; only the upstream commit its submodule points at is read, as provenance.
+Fetched as a file from the index pip is configured with, by requests and never by pip: nothing of
+the sdist (build backend, setup.py, build dependencies) runs, and the file is kept only once its
+sha256 matches the pin. Its own git metadata (llama-cpp-python ships a .git) is never extracted
+or run; only the upstream commit its submodule points at is read, as provenance.
 """
 
 from __future__ import annotations
@@ -47,9 +46,11 @@ _PACKAGE = re.compile(r"^([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9])\Z")
 
 
 def _package(package: str) -> Optional[str]:
-    if _PACKAGE.match(package):
-        return None
-    return "is not a PyPI project name (letters, digits, '.', '_', '-'; starting and ending with a letter or digit)"
+    return (
+        None
+        if _PACKAGE.match(package)
+        else "is not a PyPI project name (letters, digits, '.', '_', '-'; starting and ending with a letter or digit)"
+    )
 
 
 def _version(version: str) -> Optional[str]:
@@ -168,7 +169,6 @@ class _Links(html.parser.HTMLParser):
 
 def parse_listing(text: str, content_type: str, page_url: str) -> list[IndexFile]:
     """A project page of the simple API (PEP 691 JSON or PEP 503 HTML) -> its files."""
-
     if SIMPLE_JSON in (content_type or ""):
         try:
             data = json.loads(text)
@@ -228,7 +228,6 @@ def _project_page(index: str, package: str) -> tuple[Optional[str], str, str]:
 def fetch_sdist(package: str, version: str, sha256: str, cache: Cache, key: str, folder: Path) -> Path:
     """Find `package==version`'s sdist on the configured indexes, download it into the cache's
     scratch space, check its sha256, and only then move it into `folder`. Nothing of it runs."""
-
     indexes = index_urls()
     unreachable, refused, seen = [], [], []
     for index in indexes:
@@ -323,7 +322,6 @@ def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Opt
 def _tar_capped(argv: list[str], archive: Path, key: str) -> subprocess.CompletedProcess:
     """Run tar on the archive's decompressed bytes, fed through a pipe and cut off (refused, exit
     3) past MAX_UNPACKED_BYTES: a small archive never fills the disk."""
-
     cap, total = unpacked_cap(archive), 0
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err)
