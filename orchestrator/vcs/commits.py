@@ -1,5 +1,4 @@
-"""Commits read and written byte for byte (a message is kept exactly): what re-authoring a
-bundle's commits needs (upstream/authorship.py)."""
+"""Commits read and written byte for byte, a message kept exactly (upstream/authorship.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Remotes: a bare mirror of a git URL in the cache (fetched into, read from) and `ls-remote`.
-Every network command gives up on a stalled transfer and has a deadline."""
+"""A bare mirror of a git URL in the cache, and `ls-remote`; network commands have deadlines."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The snapshot repository: every fetched source as a base commit, and worktrees on them.
-
-Base commits are deterministic (fixed identity and dates), so the same source gives the
-same commit on every machine, and so does the series applied on top of it.
-"""
+"""The snapshot repository: every fetched source as a base commit, and worktrees on them. Base commits
+are deterministic (fixed identity and dates): the same source gives the same commit everywhere."""
 
 from __future__ import annotations
 
@@ -165,8 +162,7 @@ class SnapshotRepo:
         return n > 0 and self.git("merge-base", "--end-of-options", base, head) == base
 
     def format_patches(self, base: str, head: str, out_dir: Path) -> list[Path]:
-        """`git format-patch base..head` into out_dir, with no signature (the bytes do not depend on
-        the git version, so a bundle's manifest is reproducible)."""
+        """base..head as patch files in out_dir, no signature: the bytes do not depend on git's version."""
         names = self.git("format-patch", "--no-signature", "-o", str(out_dir), "--end-of-options", f"{base}..{head}")
         return [Path(p) for p in names.splitlines()]
 
@@ -229,32 +225,20 @@ class Worktree:
         return self.head() or ""
 
     def restore_from(self, commit: str, paths: list[str]) -> None:
-        """The files as `commit` has them, in the work tree only (the index keeps HEAD's), in one
-        process; a file `commit` lacks is removed."""
+        """The files as `commit` has them (one it lacks removed), in the work tree only: the index keeps HEAD's."""
         self.git("restore", f"--source={commit}", "--worktree", "--", *paths)
 
     def apply(self, patch_file: Path) -> None:
         """`git apply` a diff to the files (no commit); GitError with git's line when it does not apply."""
         self.git("apply", "--", str(patch_file))
 
-    # ---- one patch at a time, for the drift status: clean, 3-way, already there, conflict ----
-
-    def am_one(self, patch_file: Path, three_way: bool = False) -> Optional[str]:
-        """Apply one patch as a commit. None when it applied; else git's output, with the am
-        left in progress (abort it, or leave it for someone to resolve)."""
+    def try_am(self, *patch_files: Path, three_way: bool = False) -> Optional[str]:
+        """For the drift status: None when the patches applied as commits; else git's output, with
+        the am left in progress (abort it, or leave it to resolve: fix, `git add`, `git am --continue`)."""
         try:
-            self.git("am", *AM_FLAGS, *(["-3"] if three_way else []), "--", str(patch_file))
+            self.git("am", *AM_FLAGS, *(["-3"] if three_way else []), "--", *map(str, patch_files))
         except GitError as e:
             return f"{e.stdout}\n{e.stderr}"
-        return None
-
-    def am_start(self, patch_files: list[Path]) -> Optional[str]:
-        """`git am -3` the patches, leaving it stopped at the first one that does not merge (for
-        resolution by hand: fix, `git add`, `git am --continue`). None when all applied."""
-        try:
-            self.git("am", *AM_FLAGS, "-3", "--", *map(str, patch_files))
-        except GitError as e:
-            return e.line
         return None
 
     def am_abort(self) -> None:
