@@ -1,9 +1,6 @@
-"""Layouts: where ggml's files live in each project, and how a test is registered there.
-
-Pure: no file system, no git. Paths are POSIX and relative to the project root. The
-ggml repository's own layout is the neutral one every other layout maps to and from
-(the same map ggml's scripts/sync-llama-am.sh applies).
-"""
+"""Layouts: where ggml's files live in each project, and how a test is registered there. Pure, POSIX
+paths relative to the project root; ggml's own layout is the neutral one every other maps to and
+from (the map of ggml's scripts/sync-llama-am.sh)."""
 
 from __future__ import annotations
 
@@ -28,10 +25,8 @@ class Layout:
     ggml_root: str  # where ggml's own tree starts: "" (ggml) or "ggml/" (llama.cpp, whisper.cpp)
     build: str  # "own-tests": the layout's own test build is cheap; "harness": native_tests/
     prefix: str = ""  # the project's place inside a superproject, e.g. "core/vendor/llama.cpp/"
-    # "required": the project builds ggml's tests itself (llama.cpp, ggml), so the gate test must be
-    # registered next to test-opt. "optional": the project may have no ggml test harness at all
-    # (whisper.cpp ships no tests/test-opt.cpp); there the gate test is added unregistered and built
-    # through native_tests/ only.
+    # "required": the project builds ggml's tests (llama.cpp, ggml): the gate test registered next to
+    # test-opt. "optional": maybe no test harness (whisper.cpp): added unregistered, built by native_tests/.
     registration: str = "required"
 
     def to_ggml(self, path: str) -> str:
@@ -128,8 +123,7 @@ def register_gate_test(layout: Layout, cmakelists: str) -> str:
 
 
 def registered(layout: Layout, cmakelists: Optional[str]) -> Optional[str]:
-    """tests/CMakeLists.txt text (None: absent) -> the registered text, or None where the layout
-    has no harness to register in (registration "optional": the gate test goes unregistered)."""
+    """tests/CMakeLists.txt text (None: absent) registered; None where the layout has no harness to register in."""
     if layout.registration == "optional":
         if cmakelists is None or (GATE_TEST not in cmakelists and not _LLAMA_ANCHOR.search(cmakelists)):
             return None

@@ -43,8 +43,7 @@ def imported(
 
 
 def recorded(repo: SnapshotRepo, commit: str, *keys: str) -> dict[str, str]:
-    """The `key: value` lines of a snapshot's commit message (what a reused snapshot was made
-    from), as provenance: "upstream-commit" becomes upstream_commit."""
+    """The `key: value` lines of a snapshot's commit message, as provenance (upstream-commit: upstream_commit)."""
     out = {}
     for line in repo.message(commit).splitlines():
         key, sep, value = line.partition(": ")

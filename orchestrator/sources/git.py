@@ -165,8 +165,7 @@ def gitlink(repo: SnapshotRepo, commit: str, path: str, url: str, key: str) -> t
 
 
 def checked_url(url: str, key: str) -> str:
-    """A URL from upstream content (.gitmodules) before it reaches git: a URL or path, never an
-    option or a transport helper."""
+    """A URL from upstream content (.gitmodules) before it reaches git: never an option or a transport helper."""
     why = git_url_problem(url)
     if why:
         raise ConfigError(f"{key}: {url!r} {why}")

@@ -114,8 +114,7 @@ def get_text(url: str, what: str, headers: Optional[dict] = None) -> tuple[Optio
 
 
 def download(url: str, sha256: str, cache: Cache, target: Path, what: str, key: str, shown: str) -> Path:
-    """`url` (http(s), or a regular file for a file:// URL) streamed into the cache's scratch space
-    and moved to `target` only once its sha256 matches the pin: whole and checked, or nothing."""
+    """`url` (http(s), or a file:// regular file) into the cache, moved to `target` once its sha256 matches."""
     h = hashlib.sha256()
     with tempfile.NamedTemporaryFile(prefix=cache.scratch_prefix("download"), dir=cache.scratch(), delete=False) as tmp:
         tmp_path = Path(tmp.name)

@@ -80,8 +80,7 @@ def checkout_tree(repo: SnapshotRepo, root: Path, key: str) -> tuple[str, str]:
 
 
 def working_files(root: Path) -> tuple[list[str], list[tuple[str, str]]]:
-    """(files present in the working tree: tracked and untracked-not-ignored, [(submodule path, its
-    recorded commit)]), relative to `root`, read with `git ls-files` only."""
+    """(tracked and untracked-not-ignored files, [(submodule path, recorded commit)]) by `git ls-files` only."""
     staged = [(meta.split(), path) for meta, _, path in (r.partition("\t") for r in _listed(root, "--stage"))]
     gitlinks = {path: sha for (mode, sha, _), path in staged if mode == _GITLINK}
     # an untracked nested repository (a name ending in "/"): not ours to read

@@ -91,8 +91,7 @@ def collect(pins_file: Optional[str], pin_args: Iterable[str]) -> dict[str, Unio
 
 
 def pinned(matrix: Matrix, pins: Mapping[str, Union[Pin, Unreachable]]) -> Matrix:
-    """The matrix with each pinned git target's ref replaced by its commit (the ref matrix.yaml
-    names is kept for descriptions and provenance)."""
+    """The matrix with each pinned git target's ref replaced by its commit (matrix.yaml's kept as pinned_from)."""
     if not pins:
         return matrix
     targets = dict(matrix.targets)
@@ -123,8 +122,7 @@ def git_targets(matrix: Matrix, profiles: Iterable[str], names: Iterable[str] = 
 
 
 def resolve_reachable(matrix: Matrix, names: list[str]) -> tuple[dict[str, Pin], dict[str, Unreachable]]:
-    """(pins of the targets that resolved, those that did not: a remote down, gone or private, or
-    a ref it no longer has)."""
+    """(pins of the targets that resolved, those that did not: a remote down, gone or private, a ref gone)."""
     out, gone = {}, {}
     for name in names:
         src = matrix.target(name).source

@@ -63,8 +63,7 @@ def _version(version: str) -> Optional[str]:
 
 
 class PypiSdist(Source):
-    """matrix.yaml's keys for this kind: `package` by PyPI's name rules (never an option for any
-    tool), `version` an exact PEP 440 version."""
+    """matrix.yaml's keys: `package` by PyPI's name rules (never an option), `version` an exact PEP 440 one."""
 
     kind: Literal["pypi-sdist"]
     package: Annotated[Str, checked(_package)]
@@ -117,8 +116,7 @@ def _pip_config_files(environ) -> list[Path]:
 
 
 def index_urls(environ=None) -> list[str]:
-    """The indexes pip would use here: index-url (PyPI's simple API by default), then any
-    extra-index-url; from PIP_INDEX_URL / PIP_EXTRA_INDEX_URL or pip's configuration files."""
+    """The indexes pip would use: index-url (PyPI's by default), then extra-index-url; from the env or pip.conf."""
     environ = os.environ if environ is None else environ
     index: Optional[str] = None
     extra: list[str] = []
@@ -226,8 +224,7 @@ def _project_page(index: str, package: str) -> tuple[Optional[str], str, str]:
 
 
 def fetch_sdist(package: str, version: str, sha256: str, cache: Cache, key: str, folder: Path) -> Path:
-    """Find `package==version`'s sdist on the configured indexes, download it into the cache's
-    scratch space, check its sha256, and only then move it into `folder`. Nothing of it runs."""
+    """`package==version`'s sdist from the indexes, moved into `folder` once its sha256 matches. Nothing of it runs."""
     indexes = index_urls()
     unreachable, refused, seen = [], [], []
     for index in indexes:

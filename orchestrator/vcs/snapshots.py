@@ -268,8 +268,7 @@ class Worktree:
         return succeeds("merge-base", "--is-ancestor", "--end-of-options", commit, "HEAD", cwd=self.path)
 
     def format_patch(self, base: str, out_dir: Path) -> list[Path]:
-        """base..HEAD as patch files, written the way patches/ was: stable bytes, so regenerating
-        an unchanged series changes nothing (no commit ids, dates of the run, diffstat or version)."""
+        """base..HEAD as patch files in patches/' stable bytes (no commit ids, dates of the run, diffstat, version)."""
         out_dir.mkdir(parents=True, exist_ok=True)
         stable = ("--zero-commit", "--full-index", "--no-signature", "--no-stat", "--no-color")
         names = self.git("format-patch", *stable, "-o", str(out_dir), "--end-of-options", f"{base}..HEAD")
