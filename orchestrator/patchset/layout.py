@@ -81,8 +81,7 @@ def get_layout(name: str, prefix: str = "") -> Layout:
     return replace(base, prefix=prefix)
 
 
-# ---- registering the gate test in tests/CMakeLists.txt, in each layout's convention ----
-
+# test-opt's registration in tests/CMakeLists.txt, which the gate test's follows in each convention
 _LLAMA_ANCHOR = re.compile(r"^(?P<indent>[ \t]*)llama_build_and_test\(test-opt\.cpp\)[ \t]*\r?$", re.M)
 _GGML_ANCHOR = re.compile(
     r"^(?P<indent>[ \t]*)set\(TEST_TARGET test-opt\)\n(?:(?P=indent)\S.*\n)*?"
@@ -133,8 +132,6 @@ def registered(layout: Layout, cmakelists: Optional[str]) -> Optional[str]:
         )
     return register_gate_test(layout, cmakelists)
 
-
-# ---- what to configure and build for a layout ----
 
 TRAINING_PROGRAM = "train-opt-dynamic"  # native_tests/: evidence, not part of the series
 

@@ -101,18 +101,6 @@ class HttpStatus(SourceUnavailable):
         super().__init__(message)
 
 
-def get_text(url: str, what: str, headers: Optional[dict] = None) -> tuple[Optional[str], str, str]:
-    """(the page as text, or None for a 404; its content type; its URL)."""
-    chunks: list[bytes] = []
-    try:
-        h, final = fetch(url, chunks.append, what, MAX_PAGE_BYTES, headers=headers)
-    except HttpStatus as e:
-        if e.status == 404:
-            return None, "", url
-        raise
-    return b"".join(chunks).decode("utf-8", errors="replace"), h.get("Content-Type", ""), final
-
-
 def download(url: str, sha256: str, cache: Cache, target: Path, what: str, key: str, shown: str) -> Path:
     """`url` (http(s), or a file:// regular file) into the cache, moved to `target` once its sha256 matches."""
     h = hashlib.sha256()

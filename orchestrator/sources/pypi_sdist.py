@@ -98,9 +98,6 @@ def download(package: str, version: str, sha256: str, cache: Cache, key: str) ->
     return archive
 
 
-# ---------------------------------------------------------------- the index (pip's configuration)
-
-
 def _pip_config_files(environ) -> list[Path]:
     """pip's configuration files, lowest priority first (pip's own order on POSIX)."""
     if environ.get("PIP_CONFIG_FILE") == os.devnull:
@@ -219,8 +216,14 @@ def _project_page(index: str, package: str) -> tuple[Optional[str], str, str]:
             return "".join(f'<a href="{p.name}">{p.name}</a>' for p in sorted(path.iterdir())), "text/html", url
         return None, "", url
 
-    headers = {"Accept": f"{SIMPLE_JSON}, text/html;q=0.1", "User-Agent": "ggml-patch"}
-    return http.get_text(url, f"the package index {index}", headers=headers)  # capped, with a deadline
+    headers, chunks = {"Accept": f"{SIMPLE_JSON}, text/html;q=0.1", "User-Agent": "ggml-patch"}, list[bytes]()
+    try:  # capped, with a deadline
+        h, final = http.fetch(url, chunks.append, f"the package index {index}", http.MAX_PAGE_BYTES, headers=headers)
+    except http.HttpStatus as e:
+        if e.status == 404:
+            return None, "", url
+        raise
+    return b"".join(chunks).decode("utf-8", errors="replace"), h.get("Content-Type", ""), final
 
 
 def fetch_sdist(package: str, version: str, sha256: str, cache: Cache, key: str, folder: Path) -> Path:
