@@ -32,9 +32,10 @@ def render(series: Series, src: Layout, dst: Layout, base_file: Callable[[str], 
     for p in series.patches:
         files = []
         for f in p.files:
+            adds_gate_test = PurePosixPath(f.path).name == f"{GATE_TEST}.cpp" and "\nnew file mode " in f.text
             if f.path == registration and (other_project or f.path in stale):
                 files += _registration_diff(dst, base_file)
-            elif other_project and _adds_gate_test(f) and all(g.path != dst_registration for g in files):
+            elif other_project and adds_gate_test and all(g.path != dst_registration for g in files):
                 files += _registration_diff(dst, base_file)
                 files.append(retarget(f, src, dst))
             else:
@@ -51,10 +52,6 @@ def _made_for_another_file(f: FileDiff, base_text: Optional[str]) -> bool:
     if not m or base_text is None or GATE_TEST in base_text:  # already registered: upstream has it
         return False
     return not git_blob_id(base_text).startswith(m.group(1))
-
-
-def _adds_gate_test(f: FileDiff) -> bool:
-    return PurePosixPath(f.path).name == f"{GATE_TEST}.cpp" and "\nnew file mode " in f.text
 
 
 def retarget(f: FileDiff, src: Layout, dst: Layout) -> FileDiff:

@@ -59,7 +59,14 @@ def snapshot(source: LocalSource, cache: Cache, repo: SnapshotRepo) -> Snapshot:
 def checkout_tree(repo: SnapshotRepo, root: Path, key: str) -> tuple[str, str]:
     """(tree with populated submodules filled in, tree as `git commit -a` plus untracked files
     would record it, submodules as gitlinks: compared with HEAD's tree to tell a clean checkout)."""
-    if not is_git_checkout(root, key):
+    try:  # a checkout another user owns is never read as a plain folder (its ignored files, no HEAD)
+        checkout = user_git.is_work_tree(root)
+    except GitError:
+        raise ConfigError(
+            f"{key}.path: git refuses to read {root}: it is owned by another user (dubious "
+            f"ownership); if you trust it, run: git config --global --add safe.directory {root}"
+        ) from None
+    if not checkout:
         tree = repo.tree_from_entries(_entries(repo, root, _walk(root)))
         return tree, tree
     files, gitlinks = working_files(root)
@@ -119,18 +126,6 @@ def _walk(root: Path) -> list[str]:
         paths = (Path(dirpath) / f for f in filenames if f != ".git")
         out += [p.relative_to(root).as_posix() for p in paths if _is_file_or_link(p)]
     return sorted(out)
-
-
-def is_git_checkout(root: Path, key: str) -> bool:
-    """Whether git sees `root` as (inside) a work tree. One another user owns is an error naming the
-    fix, never read as a plain folder (its ignored files would enter the base, its HEAD be lost)."""
-    try:
-        return user_git.is_work_tree(root)
-    except GitError:
-        raise ConfigError(
-            f"{key}.path: git refuses to read {root}: it is owned by another user (dubious "
-            f"ownership); if you trust it, run: git config --global --add safe.directory {root}"
-        ) from None
 
 
 def _listed(root: Path, *args: str) -> list[str]:
