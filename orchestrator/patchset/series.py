@@ -35,9 +35,7 @@ class FileDiff:
     def added_content(self) -> Optional[str]:
         """The whole file, when the diff creates it; else None."""
         pf = _parse_one(self.text, self.path)
-        if not pf.is_added_file:
-            return None
-        return "".join(line.value for hunk in pf for line in hunk if line.is_added)
+        return "".join(line.value for hunk in pf for line in hunk if line.is_added) if pf.is_added_file else None
 
 
 @dataclass(frozen=True)
@@ -169,11 +167,8 @@ def unified_file_diff(path: str, old: str, new: str) -> str:
         i1, i2, j1, j2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
         body.append(f"@@ -{_hunk_range(i1, i2)} +{_hunk_range(j1, j2)} @@{_funcname(a, i1)}\n")
         for tag, a1, a2, b1, b2 in group:
-            if tag == "equal":
-                body += [_diff_line(" ", line) for line in a[a1:a2]]
-                continue
-            body += [_diff_line("-", line) for line in a[a1:a2]]
-            body += [_diff_line("+", line) for line in b[b1:b2]]
+            body += [_diff_line(" " if tag == "equal" else "-", line) for line in a[a1:a2]]
+            body += [_diff_line("+", line) for line in b[b1:b2] if tag != "equal"]
     return head + "".join(body)
 
 

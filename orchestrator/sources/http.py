@@ -80,8 +80,7 @@ def fetch(
 
     t0 = time.monotonic()
     threading.Thread(target=work, name="http-fetch", daemon=True).start()
-    finished = done.wait(limit)
-    if not finished:
+    if not done.wait(limit):
         stop.set()
         # wake the worker's blocked read by shutting its socket down (closing the response from here
         # would wait for the worker's buffered-reader lock, as long as the server trickles)

@@ -170,8 +170,7 @@ class SnapshotRepo:
         """(id, subject, body, files changed) of each commit in base..head, oldest first."""
         out = []
         for sha in self.git("rev-list", "--reverse", "--end-of-options", f"{base}..{head}").split():
-            subject = self.git("show", "-s", "--format=%s", "--end-of-options", sha)
-            body = self.git("show", "-s", "--format=%b", "--end-of-options", sha)
+            subject, _, body = self.git("show", "-s", "--format=%s%x00%b", "--end-of-options", sha).partition("\0")
             files = self.git("diff-tree", "--no-commit-id", "--name-only", "-r", "--end-of-options", sha).split()
             out.append((sha, subject, body, tuple(files)))
         return out
