@@ -30,7 +30,6 @@ class Layout:
     registration: str = "required"
 
     def to_ggml(self, path: str) -> str:
-        """This layout's path -> the ggml layout's path."""
         if not path.startswith(self.prefix):
             raise ConfigError(f"{path}: outside {self.prefix!r}, the place of layout {self.name}")
         rel = path[len(self.prefix) :]
@@ -45,7 +44,6 @@ class Layout:
         return rel
 
     def from_ggml(self, path: str) -> str:
-        """The ggml layout's path -> this layout's path."""
         if path.startswith("tests/"):
             return self.prefix + path
         if not path.startswith(_GGML_OWNED):

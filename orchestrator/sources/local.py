@@ -27,8 +27,6 @@ _GITLINK = "160000"
 
 
 class LocalSource(Source):
-    """matrix.yaml's keys for this kind."""
-
     kind: Literal["local"]
     path: Str
     subdirectory: RELPATH = ""

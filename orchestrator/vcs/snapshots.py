@@ -72,7 +72,6 @@ class SnapshotRepo:
         return self.rev(f"{rev}^{{tree}}")
 
     def tree_from_entries(self, entries: list[tuple[str, str, str]]) -> str:
-        """A tree from (mode, blob id, path) entries, built in a temporary index."""
         data = "".join(f"{mode} {sha}\t{path}\0" for mode, sha, path in entries).encode("utf-8", "surrogateescape")
         with tempfile.TemporaryDirectory(prefix="index-", dir=self.path) as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
@@ -135,7 +134,6 @@ class SnapshotRepo:
             return None
 
     def message(self, commit: str) -> str:
-        """A commit's message."""
         return self.git("log", "-1", "--format=%B", "--end-of-options", commit)
 
     def tree_entry(self, commit: str, path: str) -> Optional[tuple[str, str, str]]:
@@ -228,7 +226,6 @@ class Worktree:
         self.git("restore", f"--source={commit}", "--worktree", "--", *paths)
 
     def apply(self, patch_file: Path) -> None:
-        """`git apply` a diff to the files (no commit); GitError with git's line when it does not apply."""
         self.git("apply", "--", str(patch_file))
 
     def try_am(self, *patch_files: Path, three_way: bool = False) -> Optional[str]:

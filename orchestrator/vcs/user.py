@@ -26,7 +26,6 @@ def _user_git(*args: str, cwd: Optional[str] = None) -> Optional[str]:
 
 
 def config_value(key: str, cwd: Optional[str] = None) -> Optional[str]:
-    """A configuration value as git resolves it for the user here (e.g. user.name)."""
     out = _user_git("config", "--get", key, cwd=cwd)
     return (out or "").strip() or None
 

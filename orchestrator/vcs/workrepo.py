@@ -27,7 +27,6 @@ def has_commit(workdir: Path, commit: str) -> bool:
 def fetch_commit(
     workdir: Path, remote: str, commit: str, env: dict[str, str], timeout: float, config: Sequence[str] = ()
 ) -> None:
-    """One commit of `remote`, shallow, no tags."""
     git("fetch", "-q", "--no-tags", "--depth=1", "--end-of-options", remote, commit, cwd=workdir, env=env,
         timeout=timeout, config=config)  # fmt: skip
 
