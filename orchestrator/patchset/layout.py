@@ -70,13 +70,9 @@ LAYOUTS = {
 
 
 def get_layout(name: str, prefix: str = "") -> Layout:
-    try:
-        base = LAYOUTS[name]
-    except KeyError:
-        raise ConfigError(f"unknown layout {name!r}; expected one of {', '.join(sorted(LAYOUTS))}") from None
-    if prefix and not prefix.endswith("/"):
-        prefix += "/"
-    return replace(base, prefix=prefix)
+    if name not in LAYOUTS:
+        raise ConfigError(f"unknown layout {name!r}; expected one of {', '.join(sorted(LAYOUTS))}")
+    return replace(LAYOUTS[name], prefix=prefix + "/" if prefix and not prefix.endswith("/") else prefix)
 
 
 # test-opt's registration in tests/CMakeLists.txt, which the gate test's follows in each convention

@@ -44,12 +44,8 @@ def imported(
 
 def recorded(repo: SnapshotRepo, commit: str, *keys: str) -> dict[str, str]:
     """The `key: value` lines of a snapshot's commit message, as provenance (upstream-commit: upstream_commit)."""
-    out = {}
-    for line in repo.message(commit).splitlines():
-        key, sep, value = line.partition(": ")
-        if sep and key in keys:
-            out[key.replace("-", "_")] = value.strip()
-    return out
+    lines = (line.partition(": ") for line in repo.message(commit).splitlines())
+    return {key.replace("-", "_"): value.strip() for key, sep, value in lines if sep and key in keys}
 
 
 def sha256_of(path: Path) -> str:

@@ -104,12 +104,10 @@ def _pip_config_files(environ) -> list[Path]:
         return []
     home = Path(environ.get("HOME") or Path.home())
     xdg_dirs = (environ.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(os.pathsep)
+    own = [Path(environ["PIP_CONFIG_FILE"])] if environ.get("PIP_CONFIG_FILE") else []
     files = [Path(d) / "pip" / "pip.conf" for d in xdg_dirs if d] + [Path("/etc/pip.conf")]
     files += [home / ".pip" / "pip.conf", Path(environ.get("XDG_CONFIG_HOME") or home / ".config") / "pip" / "pip.conf"]
-    files.append(Path(sys.prefix) / "pip.conf")
-    if environ.get("PIP_CONFIG_FILE"):
-        files.append(Path(environ["PIP_CONFIG_FILE"]))
-    return files
+    return [*files, Path(sys.prefix) / "pip.conf", *own]
 
 
 def index_urls(environ=None) -> list[str]:

@@ -115,9 +115,8 @@ class SnapshotRepo:
     def blob_size(self, commit: str, path: str) -> Optional[int]:
         """A file's size in bytes at a commit (None when absent or not a file)."""
         try:
-            if self.git("cat-file", "-t", "--end-of-options", f"{commit}:{path}") != "blob":
-                return None
-            return int(self.git("cat-file", "-s", "--end-of-options", f"{commit}:{path}"))
+            is_blob = self.git("cat-file", "-t", "--end-of-options", f"{commit}:{path}") == "blob"
+            return int(self.git("cat-file", "-s", "--end-of-options", f"{commit}:{path}")) if is_blob else None
         except (GitError, ValueError):
             return None
 
