@@ -247,8 +247,7 @@ class Worktree:
         return succeeds("apply", "--check", *(["-R"] if reverse else []), str(patch_file), cwd=self.path)
 
     def conflicted_files(self) -> list[str]:
-        out = self.git("diff", "--name-only", "--diff-filter=U")
-        return [line for line in out.splitlines() if line]
+        return [line for line in self.git("diff", "--name-only", "--diff-filter=U").splitlines() if line]
 
     def read_file(self, path: str) -> Optional[str]:
         try:

@@ -26,8 +26,7 @@ def _user_git(*args: str, cwd: Optional[str] = None) -> Optional[str]:
 
 
 def config_value(key: str, cwd: Optional[str] = None) -> Optional[str]:
-    out = _user_git("config", "--get", key, cwd=cwd)
-    return (out or "").strip() or None
+    return (_user_git("config", "--get", key, cwd=cwd) or "").strip() or None
 
 
 def version() -> str:
