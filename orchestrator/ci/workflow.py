@@ -52,14 +52,12 @@ def cell_session(target: str, backend: str) -> str:
 
 
 def _labels(runs_on: str) -> list[str]:
-    """matrix.yaml's `runs_on`: one label, or comma-separated labels for a self-hosted runner
-    ("self-hosted, linux, gpu"), which GitHub matches all together."""
+    """matrix.yaml's `runs_on`: one label, or a self-hosted runner's "self-hosted, linux, gpu" (all must match)."""
     return [s.strip() for s in runs_on.split(",") if s.strip()]
 
 
 def all_cells(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[tuple[str, str, str]]:
-    """(profile, target, backend) for every cell of the given profiles (default: all), in
-    matrix.yaml's order; an unknown profile: matrix.cells' one-line error."""
+    """(profile, target, backend) for every cell of the given profiles (default: all), in matrix.yaml's order."""
     names = list(profiles) if profiles else list(matrix.profiles)
     return [(p, t.name, b.name) for p in names for t, b in matrix.cells(p)]
 
@@ -81,8 +79,7 @@ def honesty(backend: str, runs_on: str) -> dict[str, Any]:
 
 
 def downloads_key(matrix: Matrix, target: str) -> str:
-    """A cache key that changes only when the target's pinned download does (its sha256), never
-    on another edit of matrix.yaml; '' for sources with nothing to download (git, local)."""
+    """A cache key that changes only with the target's pinned download (its sha256); '' for git, local."""
     src = matrix.target(target).source
     return f"ggml-patch-downloads-{src['sha256'][:32]}" if src.kind in ("pypi-sdist", "tarball") else ""
 
@@ -93,11 +90,9 @@ def runner_slug(runs_on: str) -> str:
 
 
 def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[str, Any]]:
-    """One strategy.matrix.include entry per cell and runner: a backend with several runners
-    (a hosted build-only one and a self-hosted GPU one) gets a leg on each. A backend's first
-    runner's legs form the profile's results; each further runner's legs are merged apart
-    (`group`), since a cell may appear once in a merge. A runner label GitHub has retired is
-    refused: every run on it would fail (one line, exit 2)."""
+    """One strategy.matrix.include entry per cell and runner. A backend's first runner's legs form the
+    profile's results; each further runner's legs are merged apart (`group`): a cell is merged once.
+    A runner label GitHub has retired is refused: every run on it would fail."""
     for b in matrix.backends.values():
         where = f"{matrix.path}:{_line_for(matrix.lines, ('backends', b.name, 'runs_on'))}: backends.{b.name}.runs_on"
         for label in (lab for runs_on in b.all_runners() for lab in _labels(runs_on)):

@@ -13,6 +13,7 @@ Each patch is tried in order: as is (`git am`), already there, then `git am -3`.
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Callable, Optional
 
@@ -87,9 +88,8 @@ class StatusReport(Record):
 
 def target_status(results: list[PatchResult]) -> tuple[str, str]:
     """(status, detail) of a target from its patches' results."""
-    for r in results:
-        if r.result == CONFLICTED:
-            return CONFLICT, f"{short_name(r.name)}: {r.detail}"
+    if r := next((r for r in results if r.result == CONFLICTED), None):
+        return CONFLICT, f"{short_name(r.name)}: {r.detail}"
     present = [short_name(r.name) for r in results if r.result == PRESENT]
     if results and len(present) == len(results):
         return UPSTREAM, "; ".join(f"{short_name(r.name)}: {r.detail}" for r in results if r.detail)
@@ -99,8 +99,7 @@ def target_status(results: list[PatchResult]) -> tuple[str, str]:
 
 def short_name(patch_name: str) -> str:
     """0001-ggml-opt-zero-....patch -> 0001 (the table's width; JSON keeps the whole name)."""
-    m = re.match(r"^(\d+)-", patch_name)
-    return m.group(1) if m else patch_name
+    return m.group(1) if (m := re.match(r"^(\d+)-", patch_name)) else patch_name
 
 
 def exit_code(rows: list[TargetStatus]) -> ExitCode:
@@ -153,17 +152,12 @@ def _file_present(f: FileDiff, current: Optional[str]) -> bool:
 
 def added_runs(f: FileDiff) -> list[list[str]]:
     """Each maximal run of added lines of a file diff, without the newlines."""
-    runs: list[list[str]] = []
-    for hunk in unidiff.PatchSet(f.text)[0]:
-        current: list[str] = []
-        for line in hunk:
-            if line.is_added:
-                current.append(line.value.rstrip("\n"))
-            elif current:
-                runs.append(current)
-                current = []
-        if current:
-            runs.append(current)
+    runs = [
+        [line.value.rstrip("\n") for line in run]
+        for hunk in unidiff.PatchSet(f.text)[0]
+        for added, run in itertools.groupby(hunk, key=lambda line: line.is_added)
+        if added
+    ]
     return [r for r in runs if any(x.strip() for x in r)]
 
 
@@ -174,13 +168,11 @@ def _contains(lines: list[str], run: list[str]) -> bool:
 
 def failed_hunk(patch: Patch, git_output: str) -> tuple[Optional[str], str]:
     """(file, hunk) where a plain `git am` stopped, from git's own error lines."""
-    m = _PATCH_FAILED.search(git_output)
-    if m:
+    if m := _PATCH_FAILED.search(git_output):
         path, line = m.group("path"), int(m.group("line"))
         return path, hunk_header(patch, path, line) or f"at line {line}"
     for regex, what in ((_EXISTS, "new file: already exists"), (_NO_FILE, "file does not exist")):
-        m = regex.search(git_output)
-        if m:
+        if m := regex.search(git_output):
             return m.group("path"), what
     return None, ""
 

@@ -51,8 +51,7 @@ def mutant_case_name(name: str) -> str:
 
 
 def _case(suite: ET.Element, cell: Cell, variant: str, test: str, duration: Optional[float] = None) -> ET.Element:
-    """A testcase of the cell's suite: a variant's test (the control's gate under its own name), a
-    mutant's or a competing fix's."""
+    """A testcase of the cell's suite (the control's gate under its own name)."""
     name = CONTROL_GATE_NAME if (variant == "control" and test == GATE_TEST) else test
     classname = "/".join(("ggml-patch", cell.target, cell.backend, variant))
     attrs = {"classname": classname, "name": name, "time": f"{duration or 0:.3f}"}
@@ -66,14 +65,9 @@ def _mark(case: ET.Element, kind: str, message: str, kind_type: str = "", text: 
 
 
 def _detail(t: TestRecord, log_tail: LogTail, attribution: Sequence[AttributionEntry] = ()) -> str:
-    """The failure's body: the outcome, the exit code or signal, the failure line, the attribution
-    of each failing device, the log and its last lines."""
-    lines = [f"outcome: {t.outcome}", f"exit code: {t.exit_code}"]
-    if t.signal:
-        lines.append(f"signal: {t.signal}")
-    for key, value in (("failure line", t.failure_line), ("summary line", t.summary_line)):
-        if value:
-            lines.append(f"{key}: {value}")
+    """A failure's body: what the record says, the attribution of each failing device, the log's end."""
+    said = (("signal", t.signal), ("failure line", t.failure_line), ("summary line", t.summary_line))
+    lines = [f"outcome: {t.outcome}", f"exit code: {t.exit_code}", *(f"{k}: {v}" for k, v in said if v)]
     lines += [f"attribution: {e.label}: {e.reason}".rstrip(": ") for e in attribution]
     return "\n".join(lines + _log_lines(t.log, log_tail))
 
@@ -97,14 +91,9 @@ def _test_case(suite: ET.Element, cell: Cell, rec: VariantRecord, test: str, log
     case = _case(suite, cell, variant, test, t.duration_s if t else None)
     build = rec.build
     if rec.status == RecordStatus.BUILD_FAILED or (build is not None and not build.ok):
-        error = build.error if build else ""
-        _mark(
-            case,
-            "failure",
-            f"the {variant} variant did not build: {error}".rstrip(": "),
-            "build-failed",
-            "\n".join(_log_lines(build.log if build else None, log_tail)) or "log: ",
-        )
+        message = f"the {variant} variant did not build: {build.error if build else ''}".rstrip(": ")
+        log = "\n".join(_log_lines(build.log if build else None, log_tail)) or "log: "
+        _mark(case, "failure", message, "build-failed", log)
         return
     if rec.status == RecordStatus.BUILT:  # --build-only: a device-less machine compiled it, ran nothing
         _mark(case, "skipped", f"built only, not run: {cell.reason}")
@@ -118,13 +107,8 @@ def _test_case(suite: ET.Element, cell: Cell, rec: VariantRecord, test: str, log
         if rec.verdict == Verdict.KILLED:
             ET.SubElement(case, "system-out").text = f"killed: {rec.failure_line or ''}"
         else:
-            _mark(
-                case,
-                "failure",
-                f"negative control {rec.verdict}: {rec.verdict_reason}",
-                str(rec.verdict),
-                _detail(t, log_tail) if t else "",
-            )
+            message = f"negative control {rec.verdict}: {rec.verdict_reason}"
+            _mark(case, "failure", message, str(rec.verdict), _detail(t, log_tail) if t else "")
         return
     if t is None:
         _mark(case, "error", f"{test} did not run", "not-run")
@@ -187,19 +171,13 @@ def _mutant_case(suite: ET.Element, cell: Cell, rec: VariantRecord, log_tail: Lo
     elif rec.verdict == Verdict.KILLED:
         ET.SubElement(case, "system-out").text = f"killed: {rec.failure_line or ''}"
     else:
-        _mark(
-            case,
-            "failure",
-            f"mutant {name} {rec.verdict}: {rec.verdict_reason}",
-            str(rec.verdict),
-            f"{info.title if info else ''}\nwhy it is wrong: {info.why_wrong if info else ''}"
-            + (f"\n{_detail(t, log_tail)}" if t else ""),
-        )
+        text = f"{info.title if info else ''}\nwhy it is wrong: {info.why_wrong if info else ''}"
+        text += f"\n{_detail(t, log_tail)}" if t else ""
+        _mark(case, "failure", f"mutant {name} {rec.verdict}: {rec.verdict_reason}", str(rec.verdict), text)
 
 
 def _competing_case(suite: ET.Element, cell: Cell, rec: VariantRecord) -> None:
-    """A competing fix on the unfixed tree: its verdict as data (equivalent, wrong, invalid), never a
-    failure of this run; skipped when it was not run."""
+    """A competing fix's verdict is data, never a failure of this run."""
     info, j = rec.competing, rec.judged
     name = info.name if info else rec.variant
     duration = sum(t.duration_s for t in rec.tests.values())
