@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 import yaml
 
-from .actions import Pins, add_version_comments, uses
+from .actions import Pins, add_version_comments, default_pins, uses
 
 PYTHON = "3.11"
 RUNNER = "ubuntu-24.04"
@@ -47,30 +47,22 @@ def with_if(job: dict, condition: Optional[str]) -> dict:
     return dict(items[:at] + [("if", condition)] + items[at:]) if condition else job
 
 
-def checkout(pins: Pins) -> dict:
-    # No token left in .git/config: nothing later in the job may push with it.
-    return {"name": "Check out", "uses": uses("checkout", pins), "with": {"persist-credentials": False}}
-
-
-def setup_python(pins: Pins, version: str = PYTHON, cache: str = "pip") -> dict:
-    """cache '' for a job that must not restore what another job saved (one with a write
-    permission), or must not save one (a leg that builds a fork's code)."""
+def first_steps(pins: Pins, extra: str = "", cache: str = "pip", python: str = PYTHON) -> list[dict]:
+    """Check out, Python and the tool installed once at constraints.txt's versions, then called directly
+    (no nox: a second virtual environment and install per job for nothing). `cache` '' for a job that
+    must not restore what another job saved (one with a write permission), or must not save one (a
+    leg that builds a fork's code)."""
     cached = {"cache": cache, "cache-dependency-path": "constraints.txt"} if cache else {}
-    return {"name": "Python", "uses": uses("setup-python", pins), "with": {"python-version": version, **cached}}
-
-
-def install(extra: str = "") -> dict:
-    """The tool installed once into the runner's Python, at the versions constraints.txt pins,
-    then called directly (no nox: a second virtual environment and install per job for nothing)."""
     target = f"'.[{extra}]'" if extra else "."
-    return {
-        "name": "Install ggml-patch" + (f" with its {extra} extras" if extra else ""),
-        "run": f"python -m pip install --disable-pip-version-check -c constraints.txt {target}",
-    }
-
-
-def first_steps(pins: Pins, extra: str = "", cache: str = "pip") -> list[dict]:
-    return [checkout(pins), setup_python(pins, cache=cache), install(extra)]
+    return [
+        # No token left in .git/config: nothing later in the job may push with it.
+        {"name": "Check out", "uses": uses("checkout", pins), "with": {"persist-credentials": False}},
+        {"name": "Python", "uses": uses("setup-python", pins), "with": {"python-version": python, **cached}},
+        {
+            "name": "Install ggml-patch" + (f" with its {extra} extras" if extra else ""),
+            "run": f"python -m pip install --disable-pip-version-check -c constraints.txt {target}",
+        },
+    ]
 
 
 def cache_step(
@@ -127,10 +119,10 @@ _Dumper.add_representer(type(None), lambda d, _: d.represent_scalar("tag:yaml.or
 PERMISSION_COMMENTS = {"issues: write": "ggml-patch drift-issue opens, updates and closes its one issue"}
 
 
-def dump(data: Any, pins: Optional[Pins] = None, header: str = HEADER) -> str:
+def dump(data: Any, pins: Optional[Pins] = None) -> str:
     body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=200, default_flow_style=False, allow_unicode=True)
     # PyYAML quotes the key `on` (a YAML 1.1 boolean); GitHub and people write it bare.
     body = re.sub(r"^'on':$", "on:", body, count=1, flags=re.M)
     for perm, why in PERMISSION_COMMENTS.items():
         body = re.sub(rf"^(\s+{re.escape(perm)})$", rf"\1 # {why}", body, flags=re.M)
-    return header + "\n" + (add_version_comments(body, pins) if pins else body)
+    return HEADER + "\n" + add_version_comments(body, pins or default_pins())

@@ -1,8 +1,7 @@
 """The drift issue: ONE GitHub issue that says when the series stopped applying as it is on a
 target (`ggml-patch status`) or a cell of the default profile failed (results.json), kept up to
-date while that lasts and closed when all is clean again. Pure core (statuses, failing cells and
-the issue found in; one `Action` and its requests out), then `IssuesClient` (REST through
-upstream/github_api.py). The issue keeps its last state in its own body, in an HTML comment.
+date while that lasts and closed when all is clean again. It keeps its last state in its own
+body, in an HTML comment. Pure core, then `IssuesClient` (REST through upstream/github_api.py).
 
 A target whose status RANKs above 0 is a problem; one that rose since the last record is worse,
 which also gets a comment (an edited body notifies nobody). An unfetchable source says nothing
@@ -178,11 +177,9 @@ class Found:
     @property
     def state(self) -> Optional[State]:
         m = _STATE.search(self.body or "")
-        if not m:
-            return None
         try:
-            return State.from_json(json.loads(m["json"]))
-        except ValueError:
+            return State.from_json(json.loads(m["json"])) if m else None
+        except ValueError:  # not JSON
             return None
 
 
@@ -326,19 +323,17 @@ def ours(items: Any) -> list[Found]:
     """Our issues among a list-issues answer, oldest first: our marker in the body, not a pull request."""
     if not isinstance(items, list):
         raise GitHubError("the issues list is not a JSON list")
+    mine = [i for i in items if isinstance(i, dict) and "pull_request" not in i and isinstance(i.get("number"), int)]
     found = [
         Found(
             int(i["number"]),
-            i.get("body") or "",
+            body,
             i.get("html_url") or "",
             i.get("state") != "closed",
             str(i.get("state_reason") or ""),
         )
-        for i in items
-        if isinstance(i, dict)
-        and "pull_request" not in i
-        and MARKER in (i.get("body") or "")
-        and isinstance(i.get("number"), int)
+        for i in mine
+        if MARKER in (body := i.get("body") or "")
     ]
     return sorted(found, key=lambda f: f.number)
 

@@ -78,4 +78,4 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
 
 
 def workflow_yaml(matrix, pins: Optional[Pins] = None) -> str:
-    return C.dump(workflow(matrix, pins), pins or default_pins())
+    return C.dump(workflow(matrix, pins), pins)

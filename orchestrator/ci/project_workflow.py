@@ -70,9 +70,7 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
                 "timeout-minutes": 15,
                 "permissions": {"contents": "read"},
                 "steps": [
-                    C.checkout(pins),
-                    C.setup_python(pins, OLDEST_PYTHON),
-                    C.install("test,plot,lint"),
+                    *C.first_steps(pins, extra="test,plot,lint", python=OLDEST_PYTHON),
                     {"name": "Unit tests", "run": "python -m pytest -m unit -q\n"},
                 ],
             },
@@ -81,4 +79,4 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
 
 
 def workflow_yaml(matrix, pins: Optional[Pins] = None) -> str:
-    return C.dump(workflow(matrix, pins), pins or default_pins())
+    return C.dump(workflow(matrix, pins), pins)

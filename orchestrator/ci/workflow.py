@@ -408,5 +408,4 @@ def nox_cells_json(matrix: Matrix) -> str:
 
 
 def workflow_yaml(matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Optional[Pins] = None) -> str:
-    pins = pins or default_pins()
     return C.dump(workflow(matrix, profiles, pins), pins)
