@@ -22,16 +22,10 @@ CRON = "43 5 * * *"  # daily, off the hour, after the matrix's 04:17 start
 _STATUS = """args=(--profile "$PROFILE" --json)
 read -r -a targets <<< "$TARGETS"
 for t in "${targets[@]}"; do args+=(--target "$t"); done
-code=0
-ggml-patch status "${args[@]}" > status.json || code=$?
-# 3 (a source unreachable) and 4 (a conflict) are what the issue reports; anything else is a failure
-case $code in 0|3|4) ;; *) exit "$code" ;; esac
-"""
-_ISSUE = """args=(--status status.json --repo "$REPO")
-if [ "$DRY_RUN" = true ]; then args+=(--dry-run); fi
+""" + C.STATUS.format('"${args[@]}"')
+_ISSUE = """if [ "$DRY_RUN" = true ]; then args+=(--dry-run); fi
 # a dispatch for some targets or another profile adds to the issue's state, never replaces it
 if [ "$PARTIAL" = true ]; then args+=(--partial); fi
-ggml-patch drift-issue "${args[@]}"
 """
 
 
@@ -52,22 +46,14 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
     status_env = {"PROFILE": f"${{{{ inputs.profile || '{profile}' }}}}", "TARGETS": "${{ inputs.targets }}"}
     kept = {"if-no-files-found": "warn", "retention-days": 14}
     partial = f"${{{{ inputs.targets != '' || (inputs.profile != '' && inputs.profile != '{profile}') }}}}"
-    job = {
-        "name": "Drift of the series",
-        "runs-on": C.RUNNER,
-        "timeout-minutes": 60,
-        "permissions": {"contents": "read", "issues": "write"},
-        "concurrency": C.ISSUE_CONCURRENCY,
-        "env": C.CACHE_ENV,
-        "steps": [
-            *C.first_steps(pins, cache=""),  # issues: write: restores no pip cache another job saved
-            {"name": "This week", "id": "week", "run": 'echo "week=$(date -u +%G-W%V)" >> "$GITHUB_OUTPUT"\n'},
-            C.cache_step("Git mirrors", C.MIRRORS_PATH, week, pins, C.MIRRORS_KEY, action="cache"),
-            {"name": "Status", "env": status_env, "run": _STATUS},
-            C.upload_step("the status", "${{ !cancelled() }}", "ggml-patch-status", "status.json", pins, **kept),
-            C.issue_step({"DRY_RUN": "${{ inputs.dry-run }}", "PARTIAL": partial}, _ISSUE),
-        ],
-    }
+    steps = [
+        {"name": "This week", "id": "week", "run": 'echo "week=$(date -u +%G-W%V)" >> "$GITHUB_OUTPUT"\n'},
+        C.cache_step("Git mirrors", C.MIRRORS_PATH, week, pins, C.MIRRORS_KEY, action="cache"),
+        {"name": "Status", "env": status_env, "run": _STATUS},
+        C.upload_step("the status", "${{ !cancelled() }}", "ggml-patch-status", "status.json", pins, **kept),
+    ]
+    issue_env = {"DRY_RUN": "${{ inputs.dry-run }}", "PARTIAL": partial}
+    job = C.issue_job("Drift of the series", 60, pins, steps, issue_env, _ISSUE)
     return {
         "name": NAME,
         "on": on,

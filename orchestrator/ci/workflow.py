@@ -205,7 +205,7 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
     cell_env = {k.upper().replace("-", "_"): f"${{{{ matrix.{k} }}}}" for k in keys}
     # after the cell, for the aggregate's bundle: its snapshot repository, not imported again
     snapshots = snapshots_key("${{ matrix.profile }}", "${{ matrix.target }}")
-    hand_over = C.cache_step("Hand the snapshots to the bundle", SNAPSHOTS_PATH, snapshots, pins, action="cache-save")
+    hand_over = C.cache_step("Hand the snapshots to the bundle", SNAPSHOTS_PATH, snapshots, pins, action="cache/save")
     summary = 'if [ -f "$RESULTS/summary.md" ]; then cat "$RESULTS/summary.md" >> "$GITHUB_STEP_SUMMARY"; fi\n'
     # no junit reporter: `ggml-patch matrix` annotates each failed cell itself (::error with
     # matrix.yaml's line); a second reporter would annotate every failure twice
@@ -267,7 +267,7 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
     download = {"pattern": f"{ARTIFACT_PREFIX}{ARTIFACT_SEP}*", "path": "cells", "merge-multiple": True}
     steps += [
         C.pins_file_step(),
-        {"name": "Download every cell's results", "uses": uses("download", pins), "with": download},
+        {"name": "Download every cell's results", "uses": uses("download-artifact", pins), "with": download},
     ]
     for p in groups:
         merge, bundle = C.step_id("merge", p), C.step_id("bundle", p)
@@ -321,15 +321,7 @@ def drift_profile(matrix: Matrix) -> str:
     return "live" if "live" in matrix.profiles else DEFAULT_PROFILE
 
 
-_REPORT_STATUS = """code=0
-ggml-patch status --pins "{pins}" --profile "{profile}" --json > status.json || code=$?
-# 3 (a source unreachable) and 4 (a conflict) are what the issue reports; anything else is a failure
-case $code in 0|3|4) ;; *) exit "$code" ;; esac
-"""
-_REPORT_ISSUE = """args=(--status status.json --repo "$REPO")
-if [ -f merged/{default}/results.json ]; then args+=(--results merged/{default}); fi
-ggml-patch drift-issue "${{args[@]}}"
-"""
+_REPORT_ISSUE = "if [ -f merged/{default}/results.json ]; then args+=(--results merged/{default}); fi\n"
 
 
 def _report_job(matrix: Matrix, pins: Pins) -> Optional[dict]:
@@ -337,29 +329,18 @@ def _report_job(matrix: Matrix, pins: Pins) -> Optional[dict]:
     if not guard:
         return None  # no owning repository named: no issue is ever written
     profile = drift_profile(matrix)
-    steps = [*C.first_steps(pins, cache="")]  # issues: write: restores no cache a leg could have saved
-    if any(t.source.kind == "git" for t, _ in matrix.cells(profile)):
-        steps.append(C.restore_mirrors(pins))
+    steps = [C.restore_mirrors(pins)] if any(t.source.kind == "git" for t, _ in matrix.cells(profile)) else []
     merged = {"name": f"ggml-patch-results-{DEFAULT_PROFILE}", "path": f"merged/{DEFAULT_PROFILE}"}
-    download = {"continue-on-error": True, "uses": uses("download", pins), "with": merged}
-    status = _REPORT_STATUS.format(pins=C.PINS_FILE, profile=profile)
+    download = {"continue-on-error": True, "uses": uses("download-artifact", pins), "with": merged}
+    status = C.STATUS.format(f'--pins "{C.PINS_FILE}" --profile "{profile}" --json')
     steps += [
         C.pins_file_step(),
         {"name": f"The merged results ({DEFAULT_PROFILE})", **download},
         {"name": f"Status of the {profile} profile at the plan's commits", "run": status},
-        C.issue_step({}, _REPORT_ISSUE.format(default=DEFAULT_PROFILE)),
     ]
-    return {
-        "name": "Drift issue",
-        "needs": ["plan", "aggregate"],
-        "if": f"${{{{ !cancelled() && needs.plan.result == 'success' && {guard} }}}}",
-        "runs-on": C.RUNNER,
-        "timeout-minutes": 30,
-        "permissions": {"contents": "read", "issues": "write"},  # the only job that writes
-        "concurrency": C.ISSUE_CONCURRENCY,
-        "env": C.CACHE_ENV,
-        "steps": steps,
-    }
+    run_if = f"${{{{ !cancelled() && needs.plan.result == 'success' && {guard} }}}}"
+    more = {"needs": ["plan", "aggregate"], "if": run_if}
+    return C.issue_job("Drift issue", 30, pins, steps, {}, _REPORT_ISSUE.format(default=DEFAULT_PROFILE), **more)
 
 
 def workflow(matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Optional[Pins] = None) -> dict:

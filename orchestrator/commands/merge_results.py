@@ -106,20 +106,13 @@ def run(args, matrix, cache) -> ExitCode:
 
 
 def never_reported(matrix, profile: str, present: set[str]) -> list:
-    """An error cell for each cell of `profile` without results: its leg timed out, was cancelled
-    or died before uploading. Absent from a merge it would pass unnoticed."""
+    """An error cell (the tool error: Cell's default exit code) for each cell of `profile` without results:
+    its leg timed out, was cancelled or died before uploading. Absent from a merge it would pass unnoticed."""
     from ..report.model import Cell, CellStatus
 
+    why = "no results: its CI leg never reported (timed out, cancelled or died before uploading)"
     return [
-        Cell(
-            cell=f"{t.name}/{b.name}",
-            target=t.name,
-            backend=b.name,
-            layout=t.layout,
-            status=CellStatus.ERROR,
-            reason="no results: its CI leg never reported (timed out, cancelled or died before uploading)",
-            exit_code=int(ExitCode.TOOL_ERROR),
-        )
+        Cell(cell=c, target=t.name, backend=b.name, layout=t.layout, status=CellStatus.ERROR, reason=why)
         for t, b in matrix.cells(profile)
-        if f"{t.name}/{b.name}" not in present
+        if (c := f"{t.name}/{b.name}") not in present
     ]
