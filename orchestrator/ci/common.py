@@ -97,26 +97,35 @@ def pins_file_step() -> dict:
     }
 
 
-def issue_job(name: str, minutes: int, pins: Pins, steps: list[dict], env: dict, args: str, **more: Any) -> dict:
+def job(name: str, minutes: int, steps: list[dict], head: Optional[dict] = None, **tail: Any) -> dict:
+    """A job on the hosted runner that reads the repository only, unless `tail` names its permissions."""
+    return {
+        "name": name,
+        **(head or {}),
+        "runs-on": RUNNER,
+        "timeout-minutes": minutes,
+        "permissions": {"contents": "read"},
+        **tail,
+        "steps": steps,
+    }
+
+
+def issue_job(name: str, minutes: int, pins: Pins, steps: list[dict], env: dict, args: str, **head: Any) -> dict:
     """A job that writes the drift issue (`ggml-patch drift-issue` last, `args` adding to its arguments).
     It restores no cache another job could have saved, and the jobs that write the issue (the matrix's
     report, the daily drift job) take turns, so two never both find no issue open and both open one."""
     token = {"GITHUB_TOKEN": "${{ github.token }}", "REPO": "${{ github.repository }}"}
     script = f'args=(--status status.json --repo "$REPO")\n{args}ggml-patch drift-issue "${{args[@]}}"\n'
-    return {
-        "name": name,
-        **more,
-        "runs-on": RUNNER,
-        "timeout-minutes": minutes,
-        "permissions": {"contents": "read", "issues": "write"},
-        "concurrency": {"group": "ggml-patch-drift-issue", "cancel-in-progress": False},
-        "env": CACHE_ENV,
-        "steps": [
-            *first_steps(pins, cache=""),
-            *steps,
-            {"name": "Open, update or close the drift issue", "env": {**token, **env}, "run": script},
-        ],
-    }
+    issue = {"name": "Open, update or close the drift issue", "env": {**token, **env}, "run": script}
+    return job(
+        name,
+        minutes,
+        [*first_steps(pins, cache=""), *steps, issue],
+        head,
+        permissions={"contents": "read", "issues": "write"},
+        concurrency={"group": "ggml-patch-drift-issue", "cancel-in-progress": False},
+        env=CACHE_ENV,
+    )
 
 
 def step_id(prefix: str, name: str) -> str:

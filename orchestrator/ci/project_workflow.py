@@ -51,29 +51,18 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
         # online audits too (impostor commits, the version comment of each pin), with the job's own token
         {"name": "zizmor", "if": always, "env": {"GH_TOKEN": "${{ github.token }}"}, "run": ZIZMOR},
     ]
+    oldest = [
+        *C.first_steps(pins, extra="test,plot,lint", python=OLDEST_PYTHON),
+        {"name": "Unit tests", "run": "python -m pytest -m unit -q\n"},
+    ]
     return {
         "name": NAME,
         "on": {"push": {"paths": PATHS}, "pull_request": {"paths": PATHS}},
         "permissions": {},
         "concurrency": {"group": "ggml-patch-ci-${{ github.ref }}", "cancel-in-progress": True},
         "jobs": {
-            "checks": {
-                "name": "Tests and workflow checks",
-                "runs-on": C.RUNNER,
-                "timeout-minutes": 30,
-                "permissions": {"contents": "read"},
-                "steps": steps,
-            },
-            "oldest-python": {
-                "name": f"Install and unit tests on Python {OLDEST_PYTHON}",
-                "runs-on": C.RUNNER,
-                "timeout-minutes": 15,
-                "permissions": {"contents": "read"},
-                "steps": [
-                    *C.first_steps(pins, extra="test,plot,lint", python=OLDEST_PYTHON),
-                    {"name": "Unit tests", "run": "python -m pytest -m unit -q\n"},
-                ],
-            },
+            "checks": C.job("Tests and workflow checks", 30, steps),
+            "oldest-python": C.job(f"Install and unit tests on Python {OLDEST_PYTHON}", 15, oldest),
         },
     }
 

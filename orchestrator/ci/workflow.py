@@ -134,16 +134,10 @@ echo "pins=$pins" >> "$GITHUB_OUTPUT"
 
 
 def _plan_job(matrix: Matrix, pins: Pins) -> dict:
-    job = {
-        "name": "Plan: one commit per git ref",
-        "runs-on": C.RUNNER,
-        "timeout-minutes": 15,
-        "permissions": {"contents": "read"},
-        "outputs": {"pins": "${{ steps.pins.outputs.pins }}"},
-        "steps": [*C.first_steps(pins), {"name": "Resolve every git ref to a commit", "id": "pins", "run": _PLAN}],
-    }
     guard = C.owner_only(matrix)  # scheduled runs only where the schedule belongs; manual runs anywhere
-    return C.with_if(job, f"github.event_name != 'schedule' || {guard}" if guard else None)
+    head = {"if": f"github.event_name != 'schedule' || {guard}"} if guard else None
+    steps = [*C.first_steps(pins), {"name": "Resolve every git ref to a commit", "id": "pins", "run": _PLAN}]
+    return C.job("Plan: one commit per git ref", 15, steps, head, outputs={"pins": "${{ steps.pins.outputs.pins }}"})
 
 
 _RUN_CELL = f"""args=(--pins "{C.PINS_FILE}" --profile "$PROFILE" --target "$TARGET" --backend "$BACKEND" --results "$RESULTS")
@@ -303,17 +297,10 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
         )
         when = f"${{{{ !cancelled() && ({failed}) }}}}"
         steps.append({"name": "Report the other profiles' failures (not fatal)", "if": when, "run": warning})
-    return {
-        "name": "Merge, summary and bundle per profile",
-        "needs": ["plan", "cell"],
-        # after every leg, failed ones too, but not for a cancelled run or one whose plan failed
-        "if": "${{ !cancelled() && needs.plan.result == 'success' }}",
-        "runs-on": C.RUNNER,
-        "timeout-minutes": 90,
-        "permissions": {"contents": "read"},
-        "env": {**C.CACHE_ENV, **CCACHE_ENV} if ccache else C.CACHE_ENV,
-        "steps": steps,
-    }
+    # after every leg, failed ones too, but not for a cancelled run or one whose plan failed
+    head = {"needs": ["plan", "cell"], "if": "${{ !cancelled() && needs.plan.result == 'success' }}"}
+    env = {**C.CACHE_ENV, **CCACHE_ENV} if ccache else C.CACHE_ENV
+    return C.job("Merge, summary and bundle per profile", 90, steps, head, env=env)
 
 
 def drift_profile(matrix: Matrix) -> str:
@@ -339,8 +326,8 @@ def _report_job(matrix: Matrix, pins: Pins) -> Optional[dict]:
         {"name": f"Status of the {profile} profile at the plan's commits", "run": status},
     ]
     run_if = f"${{{{ !cancelled() && needs.plan.result == 'success' && {guard} }}}}"
-    more = {"needs": ["plan", "aggregate"], "if": run_if}
-    return C.issue_job("Drift issue", 30, pins, steps, {}, _REPORT_ISSUE.format(default=DEFAULT_PROFILE), **more)
+    head = {"needs": ["plan", "aggregate"], "if": run_if}
+    return C.issue_job("Drift issue", 30, pins, steps, {}, _REPORT_ISSUE.format(default=DEFAULT_PROFILE), **head)
 
 
 def workflow(matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Optional[Pins] = None) -> dict:

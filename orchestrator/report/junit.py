@@ -139,11 +139,8 @@ def _missing_cases(suite: ET.Element, cell: Cell, variant: str) -> None:
 
 
 def _suite(parent: ET.Element, cell: Cell, results: Results, log_tail: LogTail) -> ET.Element:
-    suite = ET.SubElement(parent, "testsuite", {"name": f"{cell.target}/{cell.backend}"})
-    if results.started_at:
-        suite.set("timestamp", results.started_at)
-    if results.matrix:
-        suite.set("file", results.matrix)
+    attrs = {"name": f"{cell.target}/{cell.backend}", "timestamp": results.started_at, "file": results.matrix}
+    suite = ET.SubElement(parent, "testsuite", {k: v for k, v in attrs.items() if v})
     by_variant = results.records_of(cell.cell)
     for variant in VARIANTS:
         rec = by_variant.get(variant)
