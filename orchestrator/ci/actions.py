@@ -40,10 +40,6 @@ def repo_of(path: str) -> str:
     return "/".join(path.split("/")[:2])
 
 
-def default_pins() -> Pins:
-    return dict(DEFAULT_PINS)
-
-
 def pins_in(text: str) -> Pins:
     """Every `uses: OWNER/REPO[/PATH]@<40 hex> # vX.Y.Z` of a workflow's text (a pin without its
     version comment is not taken: the generator would have to invent one)."""

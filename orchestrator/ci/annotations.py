@@ -41,9 +41,7 @@ def cell_annotations(results: Results, matrix: Matrix, workspace: Optional[str] 
         if not level:
             continue
         line = matrix.lines.get(("targets", cell.target))
-        title = f"ggml-patch {cell.cell}: {cell.status}"
-        props = (
-            [f"file={escape_property(file)}"] + ([f"line={line}"] if line else []) + [f"title={escape_property(title)}"]
-        )
+        title = escape_property(f"ggml-patch {cell.cell}: {cell.status}")
+        props = [f"file={escape_property(file)}", *([f"line={line}"] if line else []), f"title={title}"]
         out.append(f"::{level} {','.join(props)}::{escape_data(cell.reason or str(cell.status))}")
     return out

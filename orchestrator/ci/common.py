@@ -1,9 +1,5 @@
-"""What every generated workflow shares: the header, the runner and Python, the first steps
-(checkout without credentials, Python, the tool installed once), the scheduled-run guard, and
-the YAML writer (literal blocks for scripts, a version comment after every pinned action).
-
-Pure: data in, dicts and text out.
-"""
+"""What every generated workflow shares: its jobs' first steps, the scheduled-run guard, and the YAML
+writer (literal blocks for scripts, a version comment after every pinned action). Pure."""
 
 from __future__ import annotations
 
@@ -12,7 +8,7 @@ from typing import Any, Optional
 
 import yaml
 
-from .actions import Pins, add_version_comments, default_pins, uses
+from .actions import DEFAULT_PINS, Pins, add_version_comments, uses
 
 PYTHON = "3.11"
 RUNNER = "ubuntu-24.04"
@@ -38,8 +34,7 @@ HEADER = (
 
 
 def owner_only(matrix) -> Optional[str]:
-    """The condition that keeps a job to the repository that owns the schedules (matrix.yaml
-    ci.repository), never a fork; None when matrix.yaml names none (then nothing is scheduled)."""
+    """The condition that keeps a job to matrix.yaml's ci.repository, never a fork; None without one."""
     return f"github.repository == '{matrix.ci_repository}'" if matrix.ci_repository else None
 
 
@@ -153,4 +148,4 @@ def dump(data: Any, pins: Optional[Pins] = None) -> str:
     body = re.sub(r"^'on':$", "on:", body, count=1, flags=re.M)
     for perm, why in PERMISSION_COMMENTS.items():
         body = re.sub(rf"^(\s+{re.escape(perm)})$", rf"\1 # {why}", body, flags=re.M)
-    return HEADER + "\n" + add_version_comments(body, pins or default_pins())
+    return HEADER + "\n" + add_version_comments(body, pins or DEFAULT_PINS)

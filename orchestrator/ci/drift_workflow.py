@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Optional
 
 from . import common as C
-from .actions import Pins, default_pins
+from .actions import DEFAULT_PINS, Pins
 from .workflow import drift_profile
 
 PATH = ".github/workflows/ggml-patch-drift.yml"
@@ -30,7 +30,7 @@ if [ "$PARTIAL" = true ]; then args+=(--partial); fi
 
 
 def workflow(matrix, pins: Optional[Pins] = None) -> dict:
-    pins = pins or default_pins()
+    pins = pins or DEFAULT_PINS
     profile = drift_profile(matrix)
     on: dict = {"schedule": [{"cron": CRON}]} if matrix.ci_repository else {}
     inputs = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Optional
 
 from . import common as C
-from .actions import Pins, default_pins
+from .actions import DEFAULT_PINS, Pins
 
 PATH = ".github/workflows/ggml-patch-ci.yml"
 NAME = "ggml-patch CI"
@@ -40,7 +40,7 @@ ZIZMOR = (
 
 
 def workflow(matrix, pins: Optional[Pins] = None) -> dict:
-    pins = pins or default_pins()
+    pins = pins or DEFAULT_PINS
     always = "${{ !cancelled() }}"  # each check reports, whatever the one before it did
     steps = [
         *C.first_steps(pins, extra="test,lint"),

@@ -21,7 +21,7 @@ import yaml
 from ..config import Matrix, _line_for
 from ..errors import ConfigError
 from . import common as C
-from .actions import Pins, default_pins, uses
+from .actions import DEFAULT_PINS, Pins, uses
 from .runners import retired_message
 
 DEFAULT_PATH = ".github/workflows/ggml-patch-matrix.yml"
@@ -331,7 +331,7 @@ def _report_job(matrix: Matrix, pins: Pins) -> Optional[dict]:
 
 
 def workflow(matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Optional[Pins] = None) -> dict:
-    pins = pins or default_pins()
+    pins = pins or DEFAULT_PINS
     leg_list = legs(matrix, profiles)
     used = list(dict.fromkeys(leg["group"] for leg in leg_list))
     if not leg_list:

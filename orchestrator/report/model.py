@@ -320,8 +320,7 @@ class Submodule(Record):
 
 
 class Provenance(Record):
-    """Where a cell's base came from: the source's kind and description, what the source
-    recorded (sha256, URL, ref, upstream commit, ...) and the base commit the series applied to."""
+    """Where a cell's base came from: what the source recorded, and the base commit the series applied to."""
 
     kind: str
     description: str = ""
@@ -348,8 +347,7 @@ class VulkanSetup(Record):
 
 
 class DeviceInfo(Record):
-    """What a backend module recorded about the device the tests run on (driver, ICD, ...).
-    Keys are written when the module set them, null or not."""
+    """What a backend module recorded about the device (driver, ICD, ...): each key it set, null or not."""
 
     icd: Optional[str] = None  # vulkan
     visible_devices: Optional[str] = None
@@ -466,7 +464,6 @@ def results_of(data: Any, where: str = "results") -> Results:  # data or text
 
 def load_results(path: Path) -> tuple[Results, str]:
     """A results.json file, validated, and the sha256 of its bytes (what a bundle names)."""
-    path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path}: no such results file")
     data = untrusted.read_bytes(path, "results")
@@ -479,7 +476,6 @@ def results_json(results: Results) -> str:
 
 
 def dump_results(results: Results, path: Path) -> Path:
-    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(results_json(results), encoding="utf-8")
     return path

@@ -52,9 +52,7 @@ def write_results(results: Results, directory: Path) -> list[Path]:
 def log_tail(path: str, lines: int = 30, root: Optional[Path] = None) -> Optional[str]:
     """A log's last lines for junit.xml; None unless a regular file inside `root` (a results folder's own)."""
     text = untrusted.tail_text(path, root)  # a build log can be megabytes: only its end is read
-    if text is None:
-        return None
-    return "\n".join(text.splitlines()[-lines:]) or None
+    return None if text is None else "\n".join(text.splitlines()[-lines:]) or None
 
 
 def _test_cell(rec: Optional[VariantRecord], test: str) -> str:
