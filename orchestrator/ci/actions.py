@@ -53,8 +53,7 @@ def pins_in(text: str) -> Pins:
 
 
 def current_pins(texts: Iterable[str]) -> Pins:
-    """The defaults, overridden by the pins the committed workflows carry (the highest version
-    where they differ) for the actions the generator uses."""
+    """The defaults, overridden by the committed workflows' pins (the highest version where they differ)."""
     found = pins_in("\n".join(texts))
     return {repo: found.get(repo, pin) for repo, pin in DEFAULT_PINS.items()}
 

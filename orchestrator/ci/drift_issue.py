@@ -66,8 +66,7 @@ class FailingCell(Record):
 
 
 class State(Record):
-    """What the issue records in its own body, as JSON. Read back from an issue anyone can edit:
-    untrusted, validated."""
+    """What the issue records in its own body, as JSON: anyone can edit it, so it is validated."""
 
     version: Literal[1] = 1
     profile: str
@@ -297,8 +296,7 @@ MAX_PAGES = 20  # of 100 issues each, when the issue lost its label: the newest 
 
 
 def find_requests() -> list[Request]:
-    """Where our issue is looked for, in order, every page of each: the labelled issues (open and
-    closed), then, if the label was removed, every issue, newest first."""
+    """Where our issue is looked for, every page of each: the labelled issues, then (label removed) all."""
     return [
         Request("GET", f"/issues?state=all&labels={LABEL}&per_page=100"),
         Request("GET", "/issues?state=all&sort=created&direction=desc&per_page=100"),

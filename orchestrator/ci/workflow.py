@@ -356,8 +356,7 @@ def workflow(matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Opt
 
 
 def actionlint_config(matrix: Matrix) -> str:
-    """.github/actionlint.yaml: actionlint rejects runner labels it does not know unless they
-    are declared as self-hosted ones (matrix.yaml's custom labels, sorted)."""
+    """.github/actionlint.yaml: matrix.yaml's custom runner labels, which actionlint rejects undeclared."""
     runners = (r for b in matrix.backends.values() for r in b.all_runners())
     labels = sorted({lab for r in runners for lab in _labels(r) if not _HOSTED.match(lab)})
     body = {"self-hosted-runner": {"labels": labels}}
@@ -365,8 +364,7 @@ def actionlint_config(matrix: Matrix) -> str:
 
 
 def nox_cells_json(matrix: Matrix) -> str:
-    """.github/ggml-patch-cells.json: the noxfile's `cell` sessions, readable with the standard
-    library alone (nox lists them right after `pip install nox`)."""
+    """.github/ggml-patch-cells.json: the noxfile's `cell` sessions, readable with the standard library alone."""
     once = dict.fromkeys((t, b) for _, t, b in all_cells(matrix))  # the `cell` session's params
     cells = [
         {"target": t, "backend": b, "session": cell_session(t, b), "results": f"results/cells/{t}-{b}"} for t, b in once

@@ -110,8 +110,7 @@ def check_target(
 def attempt(
     wt: Worktree, base: str, rendered: Series, files: list[Path], before_merge: Thunk = lambda: None
 ) -> tuple[list[PatchResult], Optional[Conflict]]:
-    """Each patch in turn on base: as is, already there, or with a 3-way merge; stops at a conflict.
-    `before_merge` runs before a 3-way merge (to make the blobs it needs available)."""
+    """Each patch in turn on base: as is, already there, or 3-way (after `before_merge`); stops at a conflict."""
     wt.ensure(base)
     results: list[PatchResult] = []
     for i, (patch, f) in enumerate(zip(rendered.patches, files, strict=True)):

@@ -41,8 +41,7 @@ _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def xml_text(text: str) -> str:
-    """`text` as XML 1.0 can carry it: ANSI codes removed, other control characters and lone
-    surrogates replaced by U+FFFD."""
+    """`text` as XML 1.0 can carry it: no ANSI codes, other control characters and lone surrogates as U+FFFD."""
     return _NOT_XML.sub("\ufffd", _ANSI.sub("", text))
 
 

@@ -285,14 +285,6 @@ class VariantRecord(_OfCell):
             del d["verdict_reason"], d["failure_line"]
         return {k: v for k, v in d.items() if v is not None or (k == "failure_line" and self.verdict is not None)}
 
-    @property
-    def is_mutant(self) -> bool:
-        return str(self.variant).startswith(MUTANT_PREFIX)
-
-    @property
-    def is_competing(self) -> bool:
-        return str(self.variant).startswith(COMPETING_PREFIX)
-
     def test(self, name: str) -> Optional[TestRecord]:
         return self.tests.get(name)
 
@@ -436,10 +428,10 @@ class Results(Record):
         return {r.variant: r for r in self.records if r.cell == cell_id}
 
     def mutants_of(self, cell_id: str) -> list[VariantRecord]:  # in the order they ran, as competing_of's
-        return [r for r in self.records if r.cell == cell_id and r.is_mutant]
+        return [r for r in self.records if r.cell == cell_id and r.variant.startswith(MUTANT_PREFIX)]
 
     def competing_of(self, cell_id: str) -> list[VariantRecord]:
-        return [r for r in self.records if r.cell == cell_id and r.is_competing]
+        return [r for r in self.records if r.cell == cell_id and r.variant.startswith(COMPETING_PREFIX)]
 
     def cells_of(self, target: str) -> list[Cell]:
         return [c for c in self.cells if c.target == target]

@@ -13,6 +13,8 @@ from ..verdicts.mutants import kill_line, tally_line
 from ..verdicts.training import table_markdown
 from .junit import junit_xml
 from .model import (
+    COMPETING_PREFIX,
+    MUTANT_PREFIX,
     Cell,
     CellStatus,
     Outcome,
@@ -165,7 +167,7 @@ def _device_section(results: Results) -> list[str]:
     rows = []
     for c in results.cells:
         recs = results.records_of(c.cell)
-        for dev in _devices([v for v in recs.values() if not v.is_mutant and not v.is_competing]):
+        for dev in _devices([v for v in recs.values() if not v.variant.startswith((MUTANT_PREFIX, COMPETING_PREFIX))]):
             for variant, label in _VARIANTS:
                 rec = recs.get(variant)
                 if rec is None:
