@@ -246,18 +246,9 @@ def _at(run: str) -> str:
 def issue_body(state: State, now: _dt.datetime, clean: bool = False) -> str:
     when = now.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") + (f" by {state.run}" if state.run else "")
     headline = "The series no longer applies as it is on some target, or a default cell fails."
-    lines = [
-        MARKER,
-        "",
-        "**All clean again.**" if clean else headline,
-        "",
-        f"Last checked {when}.",
-        "",
-        f"### Targets (profile `{state.profile}`)",
-        "",
-        "| target | status | base | detail |",
-        "|---|---|---|---|",
-    ]
+    lines = [MARKER, "", "**All clean again.**" if clean else headline, "", f"Last checked {when}.", ""]
+    lines += [f"### Targets (profile `{state.profile}`)", ""]
+    lines += ["| target | status | base | detail |", "|---|---|---|---|"]
     for t, r in state.targets.items():
         shown, detail = (f"{r.status} (last known)", f"{r.detail} [{r.kept}]") if r.kept else (r.status, r.detail)
         lines.append(_row(t, shown, r.base, detail))

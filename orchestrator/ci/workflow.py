@@ -312,8 +312,7 @@ _REPORT_ISSUE = "if [ -f merged/{default}/results.json ]; then args+=(--results 
 
 
 def _report_job(matrix: Matrix, pins: Pins) -> Optional[dict]:
-    guard = C.owner_only(matrix)
-    if not guard:
+    if not (guard := C.owner_only(matrix)):
         return None  # no owning repository named: no issue is ever written
     profile = drift_profile(matrix)
     steps = [C.restore_mirrors(pins)] if any(t.source.kind == "git" for t, _ in matrix.cells(profile)) else []

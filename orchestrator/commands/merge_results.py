@@ -39,9 +39,7 @@ def _log_names(results, where: Path) -> list[tuple[object, str]]:
 
     out = []
     for rec in results.records:
-        for entry in [rec.build, *rec.tests.values()]:
-            if entry is None or not entry.log:
-                continue
+        for entry in (e for e in [rec.build, *rec.tests.values()] if e is not None and e.log):
             parts = Path(entry.log).parts
             starts = [i for i in range(len(parts) - 1) if parts[i] == "logs" and parts[i + 1] == slug(rec.cell)]
             rel = parts[starts[-1] :] if starts else ()

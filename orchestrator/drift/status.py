@@ -8,7 +8,6 @@ A target's status, by precedence:
                     and a worktree left for resolution
   already upstream  every patch is already there (it reverse-applies, or its content is present)
   applies with 3-way merge / applies cleanly
-Each patch is tried in order: as is (`git am`), already there, then `git am -3`.
 """
 
 from __future__ import annotations

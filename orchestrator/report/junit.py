@@ -1,14 +1,11 @@
-"""JUnit XML from a results dict, for CI systems' test views.
+"""JUnit XML from results, for CI systems' test views. Pure (the log reader is passed in).
 
-Pure (the log reader is passed in). One testsuite per cell, named "<target>/<backend>"; one
-testcase per cell x variant x test: classname "ggml-patch/<target>/<backend>/<variant>" (slashes:
-reporters split a classname on dots, and "llama.cpp" must stay whole), name the test, and
-`file` the matrix file (so a reporter's annotation points at a file of the repository instead of
-guessing one from the classname). The negative control's gate test is expected to fail: its
-testcase is named "<gate> (fix reverted: must fail)" and passes when the control was killed; a
-survived or invalid control is the failure. A failure carries the attribution label of each of
-its devices (pre-existing, regression, unknown) and the last lines of its log. A test the
-backend does not run is <skipped> with the reason.
+One testsuite per cell ("<target>/<backend>"), one testcase per cell x variant x test: classname
+"ggml-patch/<target>/<backend>/<variant>" (slashes: reporters split a classname on dots, and
+"llama.cpp" must stay whole), `file` the matrix file (so a reporter's annotation points at a file
+of the repository instead of guessing one). The negative control's gate test, "<gate> (fix
+reverted: must fail)", passes when the control was killed. A failure carries each device's
+attribution label and its log's last lines; a test the backend does not run is <skipped>.
 """
 
 from __future__ import annotations

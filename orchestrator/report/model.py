@@ -115,11 +115,8 @@ class DeviceRow(Record):
     @property
     def key(self) -> str:
         """What the row is about on its device: the optimizer, or the gate's case."""
-        if self.optimizer is not None:
-            return self.optimizer
-        if self.case is not None:
-            return self.case
-        return f"opt_period={self.opt_period}" if self.opt_period is not None else ""
+        period = f"opt_period={self.opt_period}" if self.opt_period is not None else ""
+        return next((k for k in (self.optimizer, self.case) if k is not None), period)
 
 
 class TestRecord(Record):
