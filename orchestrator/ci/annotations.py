@@ -1,8 +1,7 @@
 """GitHub Actions annotations (`::error file=...,line=...,title=...::message`) for the cells that
 did not pass, so a failed or skipped cell shows on the run's page, not only in its log.
 
-Pure: results and the matrix in, workflow-command lines out; `commands/matrix.py` prints them when
-GITHUB_ACTIONS is set. Each points at the target's line in matrix.yaml.
+Pure; `commands/matrix.py` prints them when GITHUB_ACTIONS is set.
 """
 
 from __future__ import annotations

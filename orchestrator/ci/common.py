@@ -18,6 +18,12 @@ MIRRORS_PATH = f"{WORKSPACE_CACHE}/mirrors"
 # + the ISO week: saved by the daily drift job, restored by every job that fetches git
 MIRRORS_KEY = "ggml-patch-mirrors-"
 PINS_FILE = "$RUNNER_TEMP/pins.json"
+# Through env, not ${{ }} inside the script: the value stays data, never shell code.
+PINS_FILE_STEP = {
+    "name": "The plan's commits",
+    "env": {"PINS": "${{ needs.plan.outputs.pins }}"},
+    "run": f'printf \'%s\\n\' "$PINS" > "{PINS_FILE}"\n',
+}
 # `ggml-patch status WORDS` into status.json, for the drift issue
 STATUS = """code=0
 ggml-patch status {} > status.json || code=$?
@@ -81,15 +87,6 @@ def upload_step(what: str, when: str, artifact: str, path: str, pins: Pins, **mo
     # overwrite: "Re-run failed jobs" replaces the failed attempt's artifact (409 otherwise)
     with_ = {"name": artifact, "path": path, "if-no-files-found": "error", **more, "overwrite": True}
     return {"name": f"Upload {what}", "if": when, "uses": uses("upload-artifact", pins), "with": with_}
-
-
-def pins_file_step() -> dict:
-    # Through env, not ${{ }} inside the script: the value stays data, never shell code.
-    return {
-        "name": "The plan's commits",
-        "env": {"PINS": "${{ needs.plan.outputs.pins }}"},
-        "run": f'printf \'%s\\n\' "$PINS" > "{PINS_FILE}"\n',
-    }
 
 
 def job(name: str, minutes: int, steps: list[dict], head: Optional[dict] = None, **tail: Any) -> dict:

@@ -2,9 +2,7 @@
 live profile, then `ggml-patch drift-issue`, which opens, updates or closes the one issue.
 
 Cheap (no build), so it runs every day; it also keeps the git mirrors cache fresh and in use
-(GitHub evicts a cache unused for 7 days), which every job fetching git restores. Scheduled runs
-happen only in the repository matrix.yaml's `ci.repository` names; without one the workflow
-runs on demand only.
+(GitHub evicts a cache unused for 7 days), which every job fetching git restores.
 """
 
 from __future__ import annotations

@@ -226,7 +226,7 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
             C.restore_mirrors(pins, when="matrix.git"),
             {"name": "Vulkan (Mesa lavapipe)", "if": f"{setup} == 'vulkan-lavapipe'", "run": f"bash {VULKAN_SETUP}"},
             {"name": cuda, "if": f"{setup} == 'cuda-pypi'", "run": _CUDA_SETUP},
-            C.pins_file_step(),
+            C.PINS_FILE_STEP,
             {"name": "Run the cell", "env": cell_env, "run": _RUN_CELL},
             C.with_if(hand_over, "matrix.hand-over"),
             {"name": "Job summary", "if": always, "env": {"RESULTS": "${{ matrix.results }}"}, "run": summary},
@@ -260,7 +260,7 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
     # every artifact holds one folder named as itself: merged into cells/ they never collide
     download = {"pattern": f"{ARTIFACT_PREFIX}{ARTIFACT_SEP}*", "path": "cells", "merge-multiple": True}
     steps += [
-        C.pins_file_step(),
+        C.PINS_FILE_STEP,
         {"name": "Download every cell's results", "uses": uses("download-artifact", pins), "with": download},
     ]
     for p in groups:
@@ -320,7 +320,7 @@ def _report_job(matrix: Matrix, pins: Pins) -> Optional[dict]:
     download = {"continue-on-error": True, "uses": uses("download-artifact", pins), "with": merged}
     status = C.STATUS.format(f'--pins "{C.PINS_FILE}" --profile "{profile}" --json')
     steps += [
-        C.pins_file_step(),
+        C.PINS_FILE_STEP,
         {"name": f"The merged results ({DEFAULT_PROFILE})", **download},
         {"name": f"Status of the {profile} profile at the plan's commits", "run": status},
     ]

@@ -128,9 +128,7 @@ def not_applicable_reason(
     header = read(header_path)
     if header is None:
         return f"{header_path} is absent: no per-step API ({PER_STEP_API})"
-    if PER_STEP_API not in header:
-        return f"{header_path} has no per-step API ({PER_STEP_API})"
-    return None
+    return None if PER_STEP_API in header else f"{header_path} has no per-step API ({PER_STEP_API})"
 
 
 def content_present(patch: Patch, read: Callable[[str], Optional[str]]) -> bool:
@@ -186,11 +184,9 @@ def hunk_header(patch: Patch, path: str, old_line: int) -> Optional[str]:
 
 
 def _header_line(text: str, hunk: unidiff.Hunk) -> str:
-    prefix = f"@@ -{hunk.source_start}"
-    for line in text.splitlines():
-        if line.startswith(prefix) and line.count("@@") >= 2:
-            return line
-    return f"@@ -{hunk.source_start},{hunk.source_length} +{hunk.target_start},{hunk.target_length} @@"
+    made = f"@@ -{hunk.source_start},{hunk.source_length} +{hunk.target_start},{hunk.target_length} @@"
+    given = (x for x in text.splitlines() if x.startswith(f"@@ -{hunk.source_start}") and x.count("@@") >= 2)
+    return next(given, made)
 
 
 def conflict_regions(text: str) -> tuple[tuple[int, int], ...]:

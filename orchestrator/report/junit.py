@@ -27,7 +27,6 @@ from .model import (
     Verdict,
 )
 
-VARIANTS = ("patched", "control")
 CONTROL_GATE_NAME = f"{GATE_TEST} (fix reverted: must fail)"
 LogTail = Callable[[str], Optional[str]]  # a log's path -> its last lines, or None
 
@@ -138,7 +137,7 @@ def _suite(parent: ET.Element, cell: Cell, results: Results, log_tail: LogTail) 
     attrs = {"name": f"{cell.target}/{cell.backend}", "timestamp": results.started_at, "file": results.matrix}
     suite = ET.SubElement(parent, "testsuite", {k: v for k, v in attrs.items() if v})
     by_variant = results.records_of(cell.cell)
-    for variant in VARIANTS:
+    for variant in ("patched", "control"):
         rec = by_variant.get(variant)
         if rec is None:
             _missing_cases(suite, cell, variant)

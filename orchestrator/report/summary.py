@@ -101,12 +101,8 @@ def summary_markdown(results: Results) -> str:
             f"{_test_cell(patched, GATE_TEST)} | {verdict} | {f'`{line}`' if line else '—'} |"
         )
     out += ["", "## Why", "", *(f"- **{c.cell}**: {c.status} — {c.reason}" for c in cells)]
-    out += _not_run_section(results)
-    out += _device_section(results)
-    out += _attribution_section(cells)
-    out += _mutants_section(results)
-    out += _competing_section(results)
-    out += _training_section(cells)
+    out += [*_not_run_section(results), *_device_section(results), *_attribution_section(cells)]
+    out += [*_mutants_section(results), *_competing_section(results), *_training_section(cells)]
     sources = [
         f"| {c.cell} | {s.description if s else '—'} | `{(s and s.base_commit or '')[:12]}` | "
         f"`{(s and s.upstream_commit or '—')[:12]}` | `{(c.patched_commit or '')[:12]}` |"
@@ -120,7 +116,6 @@ def summary_markdown(results: Results) -> str:
 
 
 def _table(title: str, header: str, rows: list[str], intro: str = "") -> list[str]:
-    """A Markdown section: its title, a paragraph if any, a table with its separator row."""
     return ["", title, "", *([intro, ""] if intro else []), header, "|" + "---|" * (header.count("|") - 1), *rows]
 
 
@@ -159,16 +154,13 @@ def _devices(recs: list[VariantRecord]) -> list[str]:
     return list(dict.fromkeys(d for d in met if d))
 
 
-_VARIANTS = (("patched", "with fix"), ("control", "without fix"))
-
-
 def _device_section(results: Results) -> list[str]:
     """Per device and variant, so a Vulkan cell shows the Vulkan device's own results."""
     rows = []
     for c in results.cells:
         recs = results.records_of(c.cell)
         for dev in _devices([v for v in recs.values() if not v.variant.startswith((MUTANT_PREFIX, COMPETING_PREFIX))]):
-            for variant, label in _VARIANTS:
+            for variant, label in (("patched", "with fix"), ("control", "without fix")):
                 rec = recs.get(variant)
                 if rec is None:
                     continue
