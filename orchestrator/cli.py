@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import math
 import os
 import signal
 import sys
+from functools import partial
 from typing import NoReturn, Optional
 
 from .commands import COMMANDS, repeatable
 from .errors import ExitCode, GgmlPatchError
 from .redact import RedactingStream, redact
+from .untrusted import seconds_arg
 
 
 def _command(name: str):
@@ -35,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     common.add_argument(
         "--lock-timeout",
-        type=_seconds,
+        type=partial(seconds_arg, zero=True),
         metavar="S",
         help="give up (exit 10) when another run holds a lock this tool needs for S seconds "
         "(default: wait, saying who holds it)",
@@ -98,17 +99,6 @@ def _version() -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-def _seconds(text: str) -> float:
-    """A finite, non-negative number of seconds (argparse turns the error into exit 2)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (expected a finite number >= 0)")
-    return value
 
 
 def _raise_interrupt(signum, frame):

@@ -201,18 +201,19 @@ def is_regular(path: PathLike) -> bool:
         return False
 
 
-def seconds(text: str) -> Optional[float]:
-    """`text` as a finite number of seconds above 0 (not `inf`, `nan`, `0` or `-1`), or None."""
+def seconds(text: str, zero: bool = False) -> Optional[float]:
+    """`text` as a finite number of seconds above 0 (`zero`: or 0), never `inf`, `nan` or `-1`; else None."""
     try:
         value = float(text)
     except ValueError:
         return None
-    return value if math.isfinite(value) and value > 0 else None
+    return value if math.isfinite(value) and (value > 0 or zero and value >= 0) else None
 
 
-def positive_seconds(text: str) -> float:
+def seconds_arg(text: str, zero: bool = False) -> float:
     """An argparse type: `seconds`, or exit 2."""
-    value = seconds(text)
+    value = seconds(text, zero)
     if value is None:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (expected a finite number above 0)")
+        bound = ">= 0" if zero else "above 0"
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (expected a finite number {bound})")
     return value

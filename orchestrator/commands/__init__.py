@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from ..untrusted import positive_seconds
+from ..untrusted import seconds_arg
 
 COMMANDS = "matrix export ci-workflow merge-results bundle pr status refresh drift-issue resolve-refs evidence".split()
 
@@ -33,7 +33,7 @@ def add_results(p, help: str) -> None:
 
 
 def add_seconds(p, flag: str, default: float, help: str) -> None:
-    p.add_argument(flag, type=positive_seconds, default=default, metavar="S", help=help)
+    p.add_argument(flag, type=seconds_arg, default=default, metavar="S", help=help)
 
 
 def add_api_url(p) -> None:
