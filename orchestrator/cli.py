@@ -64,7 +64,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
     try:
-        signal.signal(signal.SIGTERM, _raise_interrupt)  # SIGTERM unwinds like Ctrl-C: locks released, tree restored
+        signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM unwinds like Ctrl-C: locks released, tree restored
         return int(_dispatch(_parser().parse_args(argv)))
     except GgmlPatchError as e:
         print(f"ggml-patch: error: {_one_line(redact(str(e)))}", file=sys.stderr)
@@ -99,10 +99,6 @@ def _version() -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
 
 
 def _dispatch(args: argparse.Namespace) -> ExitCode:

@@ -25,9 +25,9 @@ WORDS: dict[str, str] = {}  # a pattern -> what a string that does not match it 
 
 
 def matching(pattern: str, what: str) -> Any:
-    """A string matching `pattern` (in the schema too); "'VALUE' `what`" if not."""
+    """A string (strictly) matching `pattern` (in the schema too); "'VALUE' `what`" if not."""
     WORDS[f"^{pattern}$"] = what
-    return Field(pattern=f"^{pattern}$")
+    return Field(pattern=f"^{pattern}$", strict=True)
 
 
 def _inside(value: str) -> str:
@@ -44,13 +44,19 @@ def _unique(items: tuple[Any, ...]) -> tuple[Any, ...]:
 
 Text = Annotated[str, Strict()]
 Str = Annotated[str, Strict(), Field(min_length=1)]
-SHA256 = Annotated[str, Strict(), matching("[0-9a-f]{64}", "is not a sha256 (expected 64 lowercase hex digits)")]
+SHA256 = Annotated[str, matching("[0-9a-f]{64}", "is not a sha256 (expected 64 lowercase hex digits)")]
 RELPATH = Annotated[str, Strict(), Field(min_length=1), AfterValidator(_inside)]
 Unique = AfterValidator(_unique)
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # POSIX: what a shell and execve accept
+# POSIX: what a shell and execve accept
+EnvName = Annotated[
+    str,
+    matching(
+        r"[A-Za-z_][A-Za-z0-9_]*",
+        "is not an environment variable name (letters, digits and '_', not starting with a digit)",
+    ),
+]
 CMAKE_DEFINITION = Annotated[
     str,
-    Strict(),
     matching(r"-D[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?=[^\n]*", "is not a CMake definition (expected -DNAME=VALUE)"),
 ]
 
@@ -65,12 +71,6 @@ def checked(problem_of: Callable[[str], Optional[str]], sep: str = " ") -> After
         return value
 
     return AfterValidator(check)
-
-
-def _env_name(name: str) -> Optional[str]:
-    if _ENV_NAME.fullmatch(name):
-        return None
-    return "is not an environment variable name (letters, digits and '_', not starting with a digit)"
 
 
 class MatrixRecord(Record):
@@ -145,7 +145,7 @@ class Backend(Named):
     """matrix.yaml's `backends.NAME`."""
 
     cmake_flags: tuple[CMAKE_DEFINITION, ...] = ()
-    env: dict[Annotated[str, checked(_env_name)], Text] = {}
+    env: dict[EnvName, Text] = {}
     tools: tuple[Str, ...] = ()
     timeout: Annotated[float, Strict(), Field(gt=0)] = 600.0
     # one runner (a label, or "self-hosted, linux, gpu"), or several: a leg each
