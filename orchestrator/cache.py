@@ -1,7 +1,5 @@
-"""The tool's own cache: downloads, the snapshot repository, per-cell worktrees and builds.
-
-Nothing outside it (and the results directory) is ever written.
-"""
+"""The tool's own cache: downloads, the snapshot repository, per-cell worktrees and builds. Nothing
+outside it (and the results directory) is ever written."""
 
 from __future__ import annotations
 
@@ -47,10 +45,6 @@ _SCRATCH_ENTRY = re.compile(r"^[a-z]+-(?P<host>.+)-pid(?P<pid>\d+)-")
 _UNOWNED_AFTER_S = 24 * 3600  # entries of older versions (no pid in the name): a day is past any fetch
 
 
-def _warn(line: str) -> None:
-    print(redact(line), file=sys.stderr)
-
-
 @dataclass(frozen=True)
 class Cache:
     root: Path
@@ -84,7 +78,9 @@ class Cache:
         """Whether the folder carries the tool's marker (only then is anything in it cleaned)."""
         return (self.root / CACHE_MARKER).is_file()
 
-    def clean_scratch(self, warn: Callable[[str], None] = _warn) -> list[Path]:
+    def clean_scratch(
+        self, warn: Callable[[str], None] = lambda line: print(redact(line), file=sys.stderr)
+    ) -> list[Path]:
         """Remove temporary entries whose process is gone (a kill -9 left them); the removed paths.
         Entries of live processes, of other hosts sharing the cache, or of unknown owners younger
         than a day are kept. Only in a marked cache; an entry that cannot be judged or removed

@@ -66,11 +66,10 @@ class Upstream(MatrixRecord):
 
     repo: Optional[Repo] = None
     submit: Optional[Literal["manual", "api", "none"]] = None
-    _where: str = PrivateAttr("")
+    _where: str = PrivateAttr("")  # matrix.yaml:LINE of the `upstream:` key
 
     @property
     def where(self) -> str:
-        """matrix.yaml:LINE of the `upstream:` key"""
         return self._where
 
     @model_validator(mode="after")
@@ -245,7 +244,9 @@ def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], 
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         return (build(node, ()) if node is not None else None), lines
     except yaml.YAMLError as e:  # invalid, or a tag SafeLoader does not construct (!!python/..., !custom)
-        raise ConfigError(_yaml_message(e, where)) from None
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        why = " ".join(str(getattr(e, "problem", None) or str(e).splitlines()[0]).split())
+        raise ConfigError(f"{where}{f':{mark.line + 1}' if mark else ''}: invalid YAML: {why}") from None
     except RecursionError:
         raise ConfigError(f"{where}: invalid YAML: nested too deeply") from None
 
@@ -263,13 +264,6 @@ def _check_depth(text: str, where: str) -> None:
                 )
         elif isinstance(ev, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
             depth -= 1
-
-
-def _yaml_message(e: yaml.YAMLError, where: str) -> str:
-    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
-    line = f":{mark.line + 1}" if mark else ""
-    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-    return f"{where}{line}: invalid YAML: {' '.join(str(problem).split())}"
 
 
 def _dotted(path: tuple[Any, ...]) -> str:

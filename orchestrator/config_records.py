@@ -110,17 +110,15 @@ class Source(MatrixRecord):
     matrix.yaml writes them, and where they came from (`key`, `base_dir`), set once loaded."""
 
     kind: str
-    _key: str = PrivateAttr("")
-    _base_dir: Optional[Path] = PrivateAttr(None)
+    _key: str = PrivateAttr("")  # e.g. targets.ggml.source, for error messages
+    _base_dir: Optional[Path] = PrivateAttr(None)  # matrix.yaml's folder: a local source's relative path starts there
 
     @property
     def key(self) -> str:
-        """e.g. targets.ggml.source, for error messages"""
         return self._key
 
     @property
     def base_dir(self) -> Optional[Path]:
-        """matrix.yaml's directory: a local source's relative path starts there"""
         return self._base_dir
 
     def at(self: S, key: str, base_dir: Optional[Path] = None) -> S:

@@ -1,11 +1,8 @@
-"""Output folders: checked before any work, and written only when the tool owns them.
-
-`export --out` and `bundle --out` replace what they wrote before (old patches, an old bundle), so
-they write only into a folder that is new, empty, or marked by an earlier run of the tool with
-MARKER. Anything else holds a user's files: refused with exit 2 naming the folder, and nothing
-in it is touched. `--results` and `--cache` are checked the same way for being writable folders
-(not files), up front, so a bad path never surfaces after the cells ran.
-"""
+"""Output folders: checked before any work, and written only when the tool owns them. `export --out`
+and `bundle --out` replace what they wrote before (old patches, an old bundle), so they write only into a
+folder that is new, empty, or marked by an earlier run of the tool with MARKER. Anything else holds a
+user's files: refused with exit 2 naming the folder, and nothing in it is touched. `--results` and
+`--cache` are checked up front for being writable folders, so a bad path never surfaces after the cells ran."""
 
 from __future__ import annotations
 

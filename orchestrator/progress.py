@@ -1,10 +1,6 @@
-"""Progress for long work: which cell, which step, how far the build is. Goes to stderr.
-Display only: cancelling a run is cancel.py's.
-
-Cells may run in parallel threads: each thread's cell and step live in thread-local state and
-every line names its cell. On a terminal each cell's build is a live progress bar (ninja's
-[done/total]); elsewhere (CI logs) a line every 10%.
-"""
+"""Progress for long work (display only: cancelling a run is cancel.py's), on stderr. Cells may run
+in parallel threads: each thread's cell and step live in thread-local state and every line names its
+cell. On a terminal each cell's build is a live bar (ninja's [done/total]); in CI logs a line every 10%."""
 
 from __future__ import annotations
 

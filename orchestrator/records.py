@@ -1,10 +1,7 @@
-"""The base of every record the tool reads or writes (results.json, the bundle manifest,
-`status --json`, patches/known-limits.yaml, ...): a pydantic v2 model declared once, from which
-serialisation, validation of untrusted input and the JSON Schema come.
-
-Untrusted input is validated strictly (JSON types, no coercion), unknown keys are refused, and an
-error is one line naming the key path (`error_line`); a YAML document's line comes from its marks.
-"""
+"""The base of every record the tool reads or writes (results.json, the bundle manifest, `status --json`,
+patches/known-limits.yaml, ...): a pydantic v2 model declared once, from which serialisation, validation of
+untrusted input and the JSON Schema come. Untrusted input is validated strictly (JSON types, no coercion),
+unknown keys are refused, and an error is one line naming the key path (`error_line`)."""
 
 from __future__ import annotations
 

@@ -35,15 +35,10 @@ CAPS: dict[str, int] = {
 }
 _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_KINDS = {stat.S_ISDIR: "a folder", stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket", stat.S_ISCHR: "a device"}
+_KINDS[stat.S_ISBLK] = "a device"
 
 PathLike = Union[str, "os.PathLike[str]"]
-
-
-def _kind_of(mode: int) -> str:
-    for test, what in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return what
-    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
 
 
 def name_under(root: PathLike, name: object, what: str) -> Path:
@@ -84,7 +79,8 @@ def _open(path: Path, kind: str, root: Optional[PathLike]) -> tuple[int, os.stat
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        raise ConfigError(f"{path}: {_kind_of(st.st_mode)}, not a regular {kind} file; refused")
+        what = next((what for test, what in _KINDS.items() if test(st.st_mode)), "not a regular file")
+        raise ConfigError(f"{path}: {what}, not a regular {kind} file; refused")
     return fd, st
 
 
