@@ -17,20 +17,8 @@ import yaml
 from pydantic import Field, PrivateAttr, ValidationError, model_validator
 
 from . import backends, untrusted
-from .config_records import (
-    RELPATH,
-    SCHEMA_ERROR,
-    VALUE_ERROR,
-    WORDS,
-    Backend,
-    MatrixRecord,
-    Named,
-    Str,
-    Text,
-    Unique,
-    matching,
-    problem,
-)
+from . import config_records as rec
+from .config_records import Backend, MatrixRecord, Named, Str, matching
 from .errors import ConfigError
 from .patchset.layout import GATE_TEST, LAYOUTS
 from .sources.git import GitSource
@@ -75,7 +63,7 @@ class Upstream(MatrixRecord):
     @model_validator(mode="after")
     def _api_names_the_fork(self) -> "Upstream":
         if self.submit == "api" and not self.repo:
-            raise problem(SCHEMA_ERROR, "missing required key 'repo'")
+            raise rec.problem(rec.SCHEMA_ERROR, "missing required key 'repo'")
         return self
 
 
@@ -83,16 +71,16 @@ class Target(Named):
     """matrix.yaml's `targets.NAME`."""
 
     layout: Layout
-    prefix: RELPATH = ""
+    prefix: rec.RELPATH = ""
     source: Options
-    description: Text = ""
+    description: rec.Text = ""
     upstream: Optional[Upstream] = None  # matrix.yaml's `upstream:`, when declared
     __init__ = Named.__init__  # the name first (mypy's pydantic plugin would make one of the fields alone)
 
 
 class Profile(MatrixRecord):
-    targets: Annotated[tuple[Name, ...], Field(min_length=1), Unique]
-    backends: Annotated[tuple[Str, ...], Field(min_length=1), Unique]
+    targets: Annotated[tuple[Name, ...], Field(min_length=1), rec.Unique]
+    backends: Annotated[tuple[Str, ...], Field(min_length=1), rec.Unique]
 
     # a profile is also its (targets, backends) pair
     def __getitem__(self, i: int) -> tuple[str, ...]:
@@ -175,9 +163,7 @@ class Matrix(MatrixRecord):
     ) -> list[tuple[Target, Backend]]:
         """The (target, backend) cells of a profile, narrowed by --target/--backend."""
         p = _named(self.path, "profile", profile, self.profiles)
-        t_names = list(targets) if targets else list(p.targets)
-        b_names = list(backends) if backends else list(p.backends)
-        return [(self.target(t), self.backend(b)) for t in t_names for b in b_names]
+        return [(self.target(t), self.backend(b)) for t in targets or p.targets for b in backends or p.backends]
 
 
 def _named(path: Path, what: str, name: str, known: dict[str, R]) -> R:
@@ -207,26 +193,23 @@ def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], 
 
     def build(n: yaml.Node, path: tuple[Any, ...]) -> Any:
         count[0] += 1
+        at = _dotted(path)
         if isinstance(n, (yaml.MappingNode, yaml.SequenceNode)):
             aliased[0] = aliased[0] or id(n) in seen
             seen.add(id(n))
         if count[0] > MAX_VALUES:
             why = "YAML aliases expand to more than" if aliased[0] else "the file has more than"
-            raise refused(
-                n, f"{_dotted(path)}: {why} {MAX_VALUES} values (an alias bomb?); refused without expanding it"
-            )
+            raise refused(n, f"{at}: {why} {MAX_VALUES} values (an alias bomb?); refused without expanding it")
         lines.setdefault(path, n.start_mark.line + 1)
         if isinstance(n, (yaml.MappingNode, yaml.SequenceNode)) and n.tag not in _PLAIN_TAGS:
             # PyYAML's SafeLoader would refuse the tag; building collections here must too
-            raise refused(
-                n, f"invalid YAML: {_dotted(path)}: the tag {n.tag} is not allowed (plain mappings and lists only)"
-            )
+            raise refused(n, f"invalid YAML: {at}: the tag {n.tag} is not allowed (plain mappings and lists only)")
         if isinstance(n, yaml.MappingNode):
             out: dict[str, Any] = {}
             for k, v in n.value:
                 if not isinstance(k, yaml.ScalarNode):
                     kind = "sequence" if isinstance(k, yaml.SequenceNode) else "mapping"
-                    raise refused(k, f"{_dotted(path)}: a YAML {kind} used as a key; keys are plain names")
+                    raise refused(k, f"{at}: a YAML {kind} used as a key; keys are plain names")
                 if k.value in out:
                     raise refused(k, f"{_dotted(path + (k.value,))}: duplicate key")
                 lines[path + (k.value,)] = k.start_mark.line + 1
@@ -236,7 +219,7 @@ def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], 
             return [build(v, path + (i,)) for i, v in enumerate(n.value)]
         value = yaml.SafeLoader("").construct_object(n, deep=True)
         if isinstance(value, float) and not math.isfinite(value):
-            raise refused(n, f"{_dotted(path)}: expected a finite number, got {n.value!r}")
+            raise refused(n, f"{at}: expected a finite number, got {n.value!r}")
         return value
 
     try:
@@ -334,12 +317,12 @@ def _problems(
         elif kind.removesuffix("_type") in _KINDS:
             msg = f"expected {_KINDS[kind.removesuffix('_type')]}, got {type(value).__name__} {value!r}"
         elif kind == "string_pattern_mismatch":
-            msg = f"{value!r} {WORDS[ctx['pattern']]}"
+            msg = f"{value!r} {rec.WORDS[ctx['pattern']]}"
         else:  # SCHEMA_ERROR, VALUE_ERROR: the words are the type's
             msg = ctx.get("message", err["msg"])
         container = kind in ("missing", "unknown_key") or err["loc"][-1] == "[key]"
         # a value's problems after its form's; a type after what the value is (one branch of a union)
-        out.append((kind == VALUE_ERROR, path[:-1] if container else path, kind.endswith("_type"), at, msg))
+        out.append((kind == rec.VALUE_ERROR, path[:-1] if container else path, kind.endswith("_type"), at, msg))
     return out
 
 
@@ -379,9 +362,7 @@ def _check_profiles(matrix: Matrix) -> None:
 
 def require_native_tests(matrix: "Matrix") -> None:
     """The harness every build needs; checked before any cell, so a bad path is one line up front."""
-
-    needed = ("CMakeLists.txt", f"{GATE_TEST}.cpp")
-    missing = [n for n in needed if not (matrix.native_tests_dir / n).is_file()]
+    missing = [n for n in ("CMakeLists.txt", f"{GATE_TEST}.cpp") if not (matrix.native_tests_dir / n).is_file()]
     if missing:
         what = "does not exist" if not matrix.native_tests_dir.is_dir() else f"has no {', '.join(missing)}"
         raise ConfigError(
