@@ -8,13 +8,11 @@ import importlib
 import os
 import signal
 import sys
-from functools import partial
 from typing import NoReturn, Optional
 
-from .commands import COMMANDS, repeatable
+from .commands import COMMANDS, add_seconds, repeatable
 from .errors import ExitCode, GgmlPatchError
 from .redact import RedactingStream, redact
-from .untrusted import seconds_arg
 
 
 def _command(name: str):
@@ -34,12 +32,13 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--cache", metavar="DIR", help="cache directory (default: $GGML_PATCH_CACHE or ~/.cache/ggml-patch)"
     )
-    common.add_argument(
+    add_seconds(
+        common,
         "--lock-timeout",
-        type=partial(seconds_arg, zero=True),
-        metavar="S",
-        help="give up (exit 10) when another run holds a lock this tool needs for S seconds "
+        None,
+        "give up (exit 10) when another run holds a lock this tool needs for S seconds "
         "(default: wait, saying who holds it)",
+        zero=True,
     )
     common.add_argument(
         "--pins",

@@ -1,8 +1,6 @@
-"""matrix.yaml: load, validate and resolve into its pydantic records (declared once: here, and
-each source kind's options with its kind in sources/), from which its JSON Schema comes too.
-
-Every error is one line naming the file, the line and the key (from the YAML node marks).
-"""
+"""matrix.yaml: load, validate and resolve into its pydantic records (declared once: here, and each source
+kind's options with its kind in sources/), from which its JSON Schema comes too. Every error is one line
+naming the file, the line and the key (from the YAML node marks)."""
 
 from __future__ import annotations
 

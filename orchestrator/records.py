@@ -49,7 +49,7 @@ def dotted(loc: Iterable[Any]) -> str:
     return out
 
 
-_KINDS = {"int": "integer", "float": "number", "bool": "boolean", "str": "string", "dict": "object", "list": "array"}
+_KINDS = dict(int="integer", float="number", bool="boolean", str="string", dict="object", list="array", model="object")
 Hint = Callable[[tuple[Any, ...], str, Any], Optional[str]]  # (key path, error type, value) -> what, or None
 
 
@@ -67,8 +67,6 @@ def located(e: ValidationError, hint: Optional[Hint] = None) -> tuple[tuple[Any,
         return loc[:-1], f"unknown key {loc[-1]!r}"
     if kind in ("enum", "literal_error"):
         return where, f"{value!r} is not one of {err.get('ctx', {}).get('expected', '')}"
-    if kind in ("model_type", "model_attributes_type", "dict_type"):
-        return where, f"expected object, got {type(value).__name__}"
     if kind.endswith("_type") and kind.split("_")[0] in _KINDS:
         return where, f"expected {_KINDS[kind.split('_')[0]]}, got {type(value).__name__}"
     return where, f"{err['msg'][:1].lower()}{err['msg'][1:]} (got {value!r})"

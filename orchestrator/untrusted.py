@@ -1,12 +1,10 @@
-"""The one reader of untrusted files: documents (results.json, manifest.json, pins, status), the
-series (patches, cover.md, known limits, mutants), policy files, and logs named by documents.
-
-Rules, the same for every kind: only a regular file (a FIFO, a device or a folder is refused
-before anything is read: opened non-blocking, checked with fstat); a size cap per kind (read
-no further than the cap, whatever the file claims); UTF-8 text or one line saying where it is
-not; and, where a root is given, nothing outside it (no `..`, no absolute name, no symlink
-resolving elsewhere). Every refusal is a ConfigError: one line naming the file, exit 2.
-"""
+"""The one reader of untrusted files: documents (results.json, manifest.json, pins, status), the series
+(patches, cover.md, known limits, mutants), policy files, and logs named by documents. Rules, the same for
+every kind: only a regular file (a FIFO, a device or a folder is refused before anything is read: opened
+non-blocking, checked with fstat); a size cap per kind (read no further than the cap, whatever the file
+claims); UTF-8 text or one line saying where it is not; and, where a root is given, nothing outside it
+(no `..`, no absolute name, no symlink resolving elsewhere). Every refusal is a ConfigError: one line
+naming the file, exit 2."""
 
 from __future__ import annotations
 

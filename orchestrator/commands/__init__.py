@@ -7,6 +7,8 @@ every start-up (tests/unit/test_structure.py holds every other module to a reaso
 from __future__ import annotations
 
 import os
+from functools import partial
+from typing import Optional
 
 from ..untrusted import seconds_arg
 
@@ -25,8 +27,8 @@ def add_results(p, help: str) -> None:
     p.add_argument("--results", default="results", metavar="DIR", help=help)
 
 
-def add_seconds(p, flag: str, default: float, help: str) -> None:
-    p.add_argument(flag, type=seconds_arg, default=default, metavar="S", help=help)
+def add_seconds(p, flag: str, default: Optional[float], help: str, zero: bool = False) -> None:
+    p.add_argument(flag, type=partial(seconds_arg, zero=zero), default=default, metavar="S", help=help)
 
 
 def add_api_url(p) -> None:

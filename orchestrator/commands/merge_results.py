@@ -23,9 +23,7 @@ def add_arguments(p) -> None:
 
 
 def _results_file(arg: str) -> Path:
-    p = Path(arg)
-    if p.is_dir():
-        p = p / "results.json"
+    p = Path(arg) / "results.json" if Path(arg).is_dir() else Path(arg)
     if not p.is_file():
         raise ConfigError(f"{p}: no such results file (expected a results directory or a results.json)")
     return p
@@ -95,9 +93,7 @@ def run(args, matrix, cache) -> ExitCode:
     claim(out, "--out", legacy=made_results)
     for f, names in zip(files, logs, strict=True):
         _copy_logs(names, f.parent, out)  # the merged records are these same objects
-    paths = write_results(merged, out)
-    if (out / "junit.xml").is_file() and out / "junit.xml" not in paths:
-        paths.append(out / "junit.xml")
+    paths = [*write_results(merged, out), out / "junit.xml"]
     n, total = Counter(c.status for c in merged.cells), len(merged.cells)
     passed, skipped = n[CellStatus.PASSED], n[CellStatus.SKIPPED]
     print(
