@@ -69,8 +69,7 @@ class Cache:
         return self._dir("tmp")
 
     def scratch_prefix(self, what: str) -> str:
-        """A prefix for a temporary entry under scratch(): names this host and process, so a later
-        run can remove what a killed run left (clean_scratch)."""
+        """A temporary entry's prefix naming this host and process: clean_scratch removes it once they are gone."""
         return f"{what}-{_HOST}-pid{os.getpid()}-"
 
     @property

@@ -21,8 +21,7 @@ _MARKER_TEXT = (
 
 
 def writable_dir(path: Path | str, option: str) -> Path:
-    """`path` (absolute) if it is a folder, or can be created as one, and can be written; else one
-    line naming the option and the path. Creates nothing."""
+    """`path` (absolute) if it is, or can be created as, a folder that can be written; creates nothing."""
     path = Path(os.path.expanduser(str(path))).absolute()
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{option} {path}: not a folder (a file is there); name a folder")
@@ -60,9 +59,8 @@ def claim(path: Path | str, option: str, legacy: Optional[Callable[[Path], bool]
     """The folder, created if needed and marked as the tool's own; refused like `check` otherwise."""
     path = check(path, option, legacy)
     path.mkdir(parents=True, exist_ok=True)
-    marker = path / MARKER
-    if not marker.is_file():
-        marker.write_text(_MARKER_TEXT.format(what=option))
+    if not (path / MARKER).is_file():
+        (path / MARKER).write_text(_MARKER_TEXT.format(what=option))
     return path
 
 
@@ -70,9 +68,8 @@ RESULTS_ENTRIES = frozenset({"results.json", "summary.md", "junit.xml", "logs", 
 
 
 def made_results(path: Path) -> bool:
-    """A results folder from before the marker existed: only what `matrix`/`merge-results`/
-    `evidence` write (results.json, summary.md, junit.xml, logs/, evidence/, bundle/), and its
-    results.json, when there, is ggml-patch's."""
+    """A results folder from before the marker existed: only RESULTS_ENTRIES (what `matrix`,
+    `merge-results` and `evidence` write), and its results.json, when there, is ggml-patch's."""
     if not all(e.name in RESULTS_ENTRIES for e in path.iterdir()):
         return False
     res = path / "results.json"

@@ -18,7 +18,7 @@ from .report.model import CellStatus
 _COLOUR = {CellStatus.PASSED.value: "green", CellStatus.SKIPPED.value: "yellow", CellStatus.BUILD_ONLY.value: "cyan"}
 
 
-def _safe(text: str) -> str:
+def safe(text: str) -> str:
     """A value for a progress line: no secret (the one redaction), no rich markup of its own."""
     return escape(redact(str(text)))
 
@@ -49,7 +49,7 @@ class Reporter:
     @property
     def _at(self) -> str:
         """The start of this thread's cell lines: its place in the run and its name."""
-        return f"  [{self.index}/{self.total}] {_safe(self.cell)}"
+        return f"  [{self.index}/{self.total}] {safe(self.cell)}"
 
     def start_cell(self, cell_id: str) -> None:
         with self._lock:
@@ -57,17 +57,17 @@ class Reporter:
             self._local.index = self._next
         self._local.cell = cell_id
         self._local.task = None
-        self.console.print(f"[bold]\\[{self.index}/{self.total}] {_safe(cell_id)}[/bold]")
+        self.console.print(f"[bold]\\[{self.index}/{self.total}] {safe(cell_id)}[/bold]")
 
     def step(self, name: str, detail: str = "") -> None:
         self._local.t0 = time.monotonic()
         self._local.last_pct = -1
-        self.console.print(f"{self._at}: {_safe(name)}" + (f" [dim]{_safe(detail)}[/dim]" if detail else ""))
+        self.console.print(f"{self._at}: {safe(name)}" + (f" [dim]{safe(detail)}[/dim]" if detail else ""))
 
     def done(self, what: str) -> None:
         self._end_bar()
         t0 = getattr(self._local, "t0", time.monotonic())
-        self.console.print(f"    {_safe(self.cell)}: {_safe(what)} [dim]({time.monotonic() - t0:.1f} s)[/dim]")
+        self.console.print(f"    {safe(self.cell)}: {safe(what)} [dim]({time.monotonic() - t0:.1f} s)[/dim]")
 
     def build_progress(self, done: int, total: int) -> None:
         """Ninja's [done/total] for this thread's cell."""
@@ -97,22 +97,22 @@ class Reporter:
             self._local.task = None
 
     def skip(self, reason: str) -> None:
-        self.console.print(f"{self._at}: [yellow]skipped:[/yellow] {_safe(reason)}")
+        self.console.print(f"{self._at}: [yellow]skipped:[/yellow] {safe(reason)}")
 
     def verdict(self, text: str) -> None:
         """The cell's answer as soon as its control is judged (the mutants come after)."""
-        self.console.print(f"  [bold]{_safe(self.cell)}: verdict:[/bold] {_safe(text)}")
+        self.console.print(f"  [bold]{safe(self.cell)}: verdict:[/bold] {safe(text)}")
 
     def cell_result(self, status: str, reason: str, seconds: Optional[float] = None) -> None:
         self._end_bar()
         colour = _COLOUR.get(str(status), "red")
         took = f" [dim]({seconds:.1f} s)[/dim]" if seconds is not None else ""
-        self.console.print(f"  [{colour}]{_safe(self.cell)}: {_safe(status)}[/{colour}] - {_safe(reason)}{took}")
+        self.console.print(f"  [{colour}]{safe(self.cell)}: {safe(status)}[/{colour}] - {safe(reason)}{took}")
 
     def cell_times(self, rows: list[tuple[str, str, float]]) -> None:
         """The end of the run: how long each cell took, in the order they ran."""
         for line in cell_time_lines(rows):
-            self.console.print(_safe(line))
+            self.console.print(safe(line))
 
 
 def cell_time_lines(rows: list[tuple[str, str, float]]) -> list[str]:

@@ -144,8 +144,7 @@ def read_optional(path: PathLike, kind: str, root: Optional[PathLike] = None) ->
 
 
 def read_lenient(path: PathLike, kind: str, root: Optional[PathLike] = None) -> Optional[str]:
-    """A file the tool wrote and reads back (summary.md): its text (bad bytes replaced), or None
-    when it is absent or not a small regular file inside `root`."""
+    """A file the tool wrote and reads back (summary.md): its text, bad bytes replaced; None when absent or refused."""
     try:
         return read_bytes(path, kind, root).decode("utf-8", errors="replace")
     except ConfigError:
@@ -173,8 +172,7 @@ def tail_text(path: PathLike, root: Optional[PathLike], max_bytes: int = 64 * Ki
 def copy_file(
     src: PathLike, dst: PathLike, root: PathLike, kind: str = "log", line: Optional[Callable[[str], str]] = None
 ) -> None:
-    """Copy a regular file inside `root` to `dst` line by line (cap of `kind`), each line through
-    `line` (the redaction) when given; dst is replaced."""
+    """Copy a regular file inside `root` over `dst` line by line (cap of `kind`), each through `line` if given."""
     f, limit = _opened(Path(src), kind, root)
     total = 0
     with f, open(dst, "wb") as out:
