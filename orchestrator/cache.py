@@ -28,10 +28,8 @@ def default_cache_dir() -> Path:
             "GGML_PATCH_CACHE is set but empty: unset it to use the default "
             "(~/.cache/ggml-patch), or name a folder (or pass --cache DIR)"
         )
-    if env:
-        return Path(os.path.expanduser(env)).absolute()
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg).absolute() / "ggml-patch"
+    xdg = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return Path(env).expanduser().absolute() if env else xdg.absolute() / "ggml-patch"
 
 
 def slug(text: str) -> str:

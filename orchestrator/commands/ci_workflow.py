@@ -28,13 +28,8 @@ def add_arguments(p) -> None:
 
 def regenerate_command(args) -> str:
     """The command that reproduces this output, for the --check message (--matrix after the command's name)."""
-    words = ["ggml-patch", "ci-workflow"]
-    if args.matrix != "matrix.yaml":
-        words += ["--matrix", args.matrix]
-    if args.output:
-        words += ["--output", args.output]
-    for p in args.profile:
-        words += ["--profile", p]
+    words = ["ggml-patch", "ci-workflow"] + (["--matrix", args.matrix] if args.matrix != "matrix.yaml" else [])
+    words += (["--output", args.output] if args.output else []) + [w for p in args.profile for w in ("--profile", p)]
     return shlex.join(words)
 
 

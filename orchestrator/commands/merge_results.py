@@ -1,5 +1,4 @@
-"""ggml-patch merge-results: combine per-cell results (one CI leg each) into one results.json,
-summary.md and junit.xml."""
+"""ggml-patch merge-results: per-cell results (one CI leg each) combined into one results folder."""
 
 from __future__ import annotations
 
