@@ -47,22 +47,16 @@ def name_under(root: PathLike, name: object, what: str) -> Path:
     pure = PurePath(name)
     if pure.is_absolute() or name.startswith(("/", "\\")) or ".." in pure.parts or ".." in name.split("\\"):
         raise ConfigError(f"{what}: {name!r} is not a name inside {root} (absolute, or with '..')")
-    base = Path(root).resolve()
     path = Path(root) / pure
-    if not _inside(path.resolve(), base):
+    if not path.resolve().is_relative_to(Path(root).resolve()):
         raise ConfigError(f"{what}: {name!r} resolves outside {root} (a symlink); refused")
     return path
-
-
-def _inside(path: Path, base: Path) -> bool:
-    return path == base or base in path.parents
 
 
 def _open(path: Path, kind: str, root: Optional[PathLike]) -> tuple[int, os.stat_result]:
     flags = _FLAGS
     if root is not None:
-        base = Path(root).resolve()
-        if not _inside(path.resolve(), base):
+        if not path.resolve().is_relative_to(Path(root).resolve()):
             raise ConfigError(f"{path}: resolves outside {root} (a symlink); refused")
         flags |= _NOFOLLOW  # checked above; not swapped for a link in between
         path = path.resolve()

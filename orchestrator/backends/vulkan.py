@@ -88,8 +88,7 @@ class Vulkan(BackendModule):
     def test_env(self, backend: Backend) -> dict[str, str]:
         # ggml-vulkan hides CPU-type devices (lavapipe is one) unless they are named visible
         env = {"GGML_VK_VISIBLE_DEVICES": "0", **self.sdk().get("env", {})}
-        icd = self._icd_override()
-        if icd:
+        if icd := self._icd_override():
             env["VK_ICD_FILENAMES"] = icd
         if env.get("LD_LIBRARY_PATH") and os.environ.get("LD_LIBRARY_PATH"):
             env["LD_LIBRARY_PATH"] += os.pathsep + os.environ["LD_LIBRARY_PATH"]  # the private libdrm first
@@ -155,9 +154,7 @@ class Vulkan(BackendModule):
 
     def _icd_override(self) -> Optional[str]:
         value = os.environ.get(ICD_OVERRIDE, "").strip()
-        if not value:
-            return None
         if value == "system":
             found = (str(p) for d in ICD_DIRS for p in sorted(Path(d).glob("lvp_icd*.json")))
             return self.sdk().get("system_icd") or next(found, "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")
-        return value
+        return value or None
