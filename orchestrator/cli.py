@@ -46,10 +46,8 @@ def _parser() -> argparse.ArgumentParser:
         help="git targets pinned to commits (`ggml-patch resolve-refs --out FILE`): one commit per CI run",
     )
     repeatable(common, "--pin", "pin one git target to a commit (repeatable; wins over --pins)", "TARGET=COMMIT")
-    p = _Parser(
-        prog="ggml-patch",
-        description="Carry the ggml-opt per-step accumulator fix into ggml, llama.cpp and forks, and prove it on every backend.",
-    )
+    about = "Carry the ggml-opt per-step accumulator fix into ggml, llama.cpp and forks, and prove it on every backend."
+    p = _Parser(prog="ggml-patch", description=about)
     p.add_argument("--version", action="version", version=f"ggml-patch {_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:

@@ -175,9 +175,6 @@ def schema() -> dict[str, Any]:
     return Matrix.model_json_schema()
 
 
-# ---- YAML with line numbers ----
-
-
 def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], int]]:
     """The document as plain data, and the line of every key. Bounded: aliases may not expand to
     more than MAX_VALUES values (an alias bomb is refused at once, not expanded), keys are plain

@@ -87,8 +87,7 @@ def _document(path: Path, kind: str, root: Optional[Path] = None) -> Optional[di
 
 
 def replaceable_file(path: Path | str, option: str, made: Callable[[Path], bool]) -> Path:
-    """`path` (absolute) if a file can be written there without losing a user's file: absent, or
-    one the tool wrote (`made`). Refused (exit 2) otherwise; writes nothing."""
+    """`path` (absolute) if writing there loses no user's file: absent, or one the tool wrote (`made`)."""
     path = writable_file(path, option)
     if (path.exists() or path.is_symlink()) and not (path.is_file() and not path.is_symlink() and made(path)):
         raise ConfigError(
@@ -106,8 +105,7 @@ CACHE_ENTRIES = frozenset(
 
 
 def cache_problem(path: Path) -> Optional[str]:
-    """Why `path` cannot be the tool's cache (it holds a user's files), or None: absent, empty,
-    marked with CACHE_MARKER, or holding only what a cache holds."""
+    """Why `path` cannot be the tool's cache (a user's files), or None: absent, empty, marked or cache-only."""
     if not path.is_dir() or (path / CACHE_MARKER).is_file():
         return None
     foreign = sorted({e.name for e in path.iterdir()} - CACHE_ENTRIES)
@@ -120,8 +118,7 @@ def cache_problem(path: Path) -> Optional[str]:
 
 
 def made_bundles(path: Path) -> bool:
-    """A bundle folder from before the marker existed: every entry is a target folder holding a
-    manifest.json ggml-patch wrote (or the staging folder of an interrupted bundle)."""
+    """A bundle folder from before the marker: each entry a made_bundle, or an interrupted bundle's staging."""
     return all(
         made_bundle(e) or (e.name.startswith(".") and e.name.endswith(".partial") and e.is_dir())
         for e in path.iterdir()

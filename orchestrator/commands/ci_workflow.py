@@ -75,8 +75,7 @@ def _stale(path, text: str, matrix_path) -> str:
 
 
 def unschedulable_targets(matrix, profiles=None) -> list[str]:
-    """Targets that a GitHub runner can never fetch (a `local` folder, a file:// git URL): their
-    legs would report `source unavailable` on every scheduled run."""
+    """Targets no GitHub runner can fetch (a `local` folder, a file:// URL): `source unavailable` on every run."""
     from ..ci.workflow import all_cells
 
     out = []

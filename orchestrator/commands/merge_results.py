@@ -86,8 +86,7 @@ def run(args, matrix, cache) -> ExitCode:
     order = [f"{t.name}/{b.name}" for p in matrix.profiles for t, b in matrix.cells(p)]  # as one run lists them
     merged = merge_results(parts, order)  # refuses before anything is written
     if args.expect_profile:
-        never = never_reported(matrix, args.expect_profile, {c.cell for c in merged.cells})
-        merged.cells.extend(never)
+        merged.cells.extend(never_reported(matrix, args.expect_profile, {c.cell for c in merged.cells}))
         merged.exit_code = int(overall_exit_code(merged.cells))
     claim(out, "--out", legacy=made_results)
     for f, names in zip(files, logs, strict=True):
