@@ -14,14 +14,13 @@ from pydantic_core import PydanticCustomError
 from .records import Record
 
 SCHEMA_ERROR, VALUE_ERROR = "matrix_schema", "matrix_value"  # a value's form; what only code can say
+WORDS: dict[str, str] = {}  # a pattern -> what a string that does not match it is not
+S = TypeVar("S", bound="Source")
 
 
 def problem(kind: str, message: str) -> PydanticCustomError:
     """An error whose words are the message (VALUE_ERRORs are reported after every SCHEMA_ERROR)."""
     return PydanticCustomError(kind, "{message}", {"message": message})
-
-
-WORDS: dict[str, str] = {}  # a pattern -> what a string that does not match it is not
 
 
 def matching(pattern: str, what: str) -> Any:
@@ -100,9 +99,6 @@ class Named(MatrixRecord):
     @property
     def name(self) -> str:
         return self._name
-
-
-S = TypeVar("S", bound="Source")
 
 
 class Source(MatrixRecord):

@@ -18,6 +18,13 @@ _MARKER_TEXT = (
     "This folder was created by ggml-patch ({what}). ggml-patch replaces what it wrote here on the "
     "next run; remove this file to keep ggml-patch out of the folder.\n"
 )
+RESULTS_ENTRIES = frozenset({"results.json", "summary.md", "junit.xml", "logs", "evidence", "bundle", MARKER})
+CACHE_MARKER = ".ggml-patch-cache"
+# what a cache of an earlier version holds (no marker yet): claimed as the tool's own
+CACHE_ENTRIES = frozenset(
+    {"downloads", "snapshots.git", "cells", "tmp", "locks", "bundle", "status", "mirrors", "evidence", "results", "pr"}
+    | {"snapshots.git.lock", "vulkan-sdk"}  # vulkan-sdk: scripts/setup-vulkan-lavapipe.sh writes it there
+)
 
 
 def writable_dir(path: Path | str, option: str) -> Path:
@@ -64,9 +71,6 @@ def claim(path: Path | str, option: str, legacy: Optional[Callable[[Path], bool]
     return path
 
 
-RESULTS_ENTRIES = frozenset({"results.json", "summary.md", "junit.xml", "logs", "evidence", "bundle", MARKER})
-
-
 def made_results(path: Path) -> bool:
     """A results folder from before the marker existed: only RESULTS_ENTRIES (what `matrix`,
     `merge-results` and `evidence` write), and its results.json, when there, is ggml-patch's."""
@@ -94,14 +98,6 @@ def replaceable_file(path: Path | str, option: str, made: Callable[[Path], bool]
             f"{option} {path}: a file ggml-patch did not write is there; name a new file (nothing is overwritten)"
         )
     return path
-
-
-CACHE_MARKER = ".ggml-patch-cache"
-# what a cache of an earlier version holds (no marker yet): claimed as the tool's own
-CACHE_ENTRIES = frozenset(
-    {"downloads", "snapshots.git", "cells", "tmp", "locks", "bundle", "status", "mirrors", "evidence", "results", "pr"}
-    | {"snapshots.git.lock", "vulkan-sdk"}  # vulkan-sdk: scripts/setup-vulkan-lavapipe.sh writes it there
-)
 
 
 def cache_problem(path: Path) -> Optional[str]:

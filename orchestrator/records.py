@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_serializer
 from .errors import ConfigError
 
 R = TypeVar("R", bound=BaseModel)
+_KINDS = dict(int="integer", float="number", bool="boolean", str="string", dict="object", list="array", model="object")
+Hint = Callable[[tuple[Any, ...], str, Any], Optional[str]]  # (key path, error type, value) -> what, or None
 
 
 class Record(BaseModel):
@@ -49,10 +51,6 @@ def dotted(loc: Iterable[Any]) -> str:
     return out
 
 
-_KINDS = dict(int="integer", float="number", bool="boolean", str="string", dict="object", list="array", model="object")
-Hint = Callable[[tuple[Any, ...], str, Any], Optional[str]]  # (key path, error type, value) -> what, or None
-
-
 def located(e: ValidationError, hint: Optional[Hint] = None) -> tuple[tuple[Any, ...], str]:
     """The first error as (key path, what is wrong): `hint` may word it for a key."""
     err = e.errors(include_url=False)[0]
@@ -80,8 +78,7 @@ def error_line(e: ValidationError, hint: Optional[Hint] = None) -> str:
 
 
 def parse(kind: type[R], data: Any, where: str, what: str, hint: Optional[Hint] = None) -> R:
-    """A document's JSON data (or text) as `kind`, validated strictly as JSON: a one-line
-    ConfigError naming `where` and the key otherwise. `what` names the document in the error."""
+    """A document's JSON data (or text) as `kind`, validated strictly; else one line naming `where` and the key."""
     if not isinstance(data, (str, bytes)):
         if not isinstance(data, dict):
             raise ConfigError(f"{where}: expected a JSON object; not {what}")

@@ -13,6 +13,7 @@ HELP = (
     "write the GitHub Actions workflows generated from matrix.yaml (matrix, drift, the project's CI; "
     "--check: fail if the committed ones are stale)"
 )
+_PIN = re.compile(r"@[0-9a-f]{40}(?: # [^\n]*)?")  # an action pinned to a commit, with its version comment
 
 
 def add_arguments(p) -> None:
@@ -56,9 +57,6 @@ def run(args, matrix, cache) -> ExitCode:
         path.write_text(text, encoding="utf-8")
     print(f"{out}: {n} legs written from {matrix.path}{also}")
     return ExitCode.OK
-
-
-_PIN = re.compile(r"@[0-9a-f]{40}(?: # [^\n]*)?")
 
 
 def _stale(path, text: str, matrix_path) -> str:
