@@ -1,26 +1,24 @@
-"""One cell of the matrix as a pipeline of named steps, in one place:
+"""One cell of the matrix as a pipeline of steps, in one place (run_steps):
 
     fetch -> apply -> configure -> build -> test -> control -> mutants -> competing -> training -> conclude -> store
 
-(STEPS names them.) Each step is a small function of the cell's context (`CellContext`): what the cell is (target,
-backend and its module, its folders), what the steps found so far (the snapshot, the rendered
-series, the worktree, the build plan) and what it records (a `Cell` and its `VariantRecord`s,
-report/model.py). A step may return a small typed value (configure its CMake step, build the
-patched record); one that returns Stop (a cached result) ends the pipeline. A BuildFailed fails
-the cell, any other GgmlPatchError is the cell's error; the other cells go on. Bundle verification
-runs the configure, build and test steps on its own tree through `tested_tree`.
+Each step is a function of the cell's context (`CellContext`: what the cell is, how it runs, what it
+records: a `Cell` and its `VariantRecord`s) and of what earlier steps returned (the snapshot, the
+`Tree` apply made, the build plan, the patched and control records); apply's None (a cached result)
+ends the pipeline. A BuildFailed fails the cell, any other GgmlPatchError is the cell's error; the
+other cells go on. Bundle verification runs configure, build and test on its own tree (`tested_tree`).
 """
 
 from __future__ import annotations
 
-import enum
+import functools
 import shutil
 import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, NamedTuple, Optional
 
 from .. import __version__, backends, sources
 from ..backends import BackendModule
@@ -30,7 +28,7 @@ from ..config import Backend, Matrix, Target
 from ..errors import BuildFailed, ExitCode, GgmlPatchError, SeriesDoesNotApply
 from ..patchset.files import write_patches
 from ..patchset.layout import GATE_TEST, TESTS, UPSTREAM_TEST, BuildPlan, Layout, build_plan, get_layout
-from ..patchset.render import DiffInLayout, render
+from ..patchset.render import render
 from ..patchset.series import Series
 from ..progress import Reporter
 from ..records import Record
@@ -96,7 +94,7 @@ class CellProgress:
 
 @dataclass
 class CellContext:
-    """One cell: what it is, what its steps found, what it records."""
+    """One cell: what it is, how it runs, what it records (what a step finds, it returns)."""
 
     target: Target
     backend: Backend
@@ -107,7 +105,7 @@ class CellContext:
     logs: Path  # where this run's logs go
     steps: CellProgress
     cell: Cell
-    series: Optional[Series] = None  # the canonical series (None: the worktree is given, e.g. a bundle's)
+    series: Optional[Series] = None  # the canonical series (None: the tree is given, e.g. a bundle's)
     repo: Optional[SnapshotRepo] = None
     n_jobs: Optional[int] = None  # compile jobs (None: every core)
     build_only_reason: Optional[str] = None  # --build-only on a machine without the device: build, run nothing
@@ -118,14 +116,11 @@ class CellContext:
     programs: bool = True  # build and run the training program beside the tests
     build_subdir: str = "build"  # the build tree under cell_dir (the fine-tuning evidence has its own)
     records: list[VariantRecord] = field(default_factory=list)
-    # found by the steps (the result-cache key is the cell's own cache_key)
-    snap: Optional[sources.Snapshot] = None
-    rendered: Optional[Series] = None
-    env: dict[str, str] = field(default_factory=dict)
-    worktree: Optional[Worktree] = None
-    plan: Optional[BuildPlan] = None
-    patched: Optional[VariantRecord] = None
-    control: Optional[VariantRecord] = None
+
+    @functools.cached_property
+    def env(self) -> dict[str, str]:
+        """Configure's, the builds' and the tests' (the backend's module's, then matrix.yaml's)."""
+        return self.module.test_env(self.backend)
 
     @property
     def layout(self) -> Layout:
@@ -164,11 +159,43 @@ class CellContext:
 # ---------------------------------------------------------------- the steps
 
 
+@dataclass(frozen=True)
+class Tree:
+    """What apply made: the worktree on the base (`snap`) with the series rendered for the target applied."""
+
+    snap: sources.Snapshot
+    rendered: Series
+    worktree: Worktree
+
+
+class Configured(NamedTuple):
+    plan: BuildPlan
+    reused: bool  # the build tree as it was: nothing changed
+
+
+def run_steps(ctx: CellContext) -> None:
+    """The cell's steps in order, each given what the earlier ones returned, until apply finds a cached result."""
+    tree = apply(ctx, fetch(ctx))
+    if tree is not None:
+        judge_tree(ctx, tree, configure(ctx, tree.worktree).plan)
+        store(ctx)
+
+
+def judge_tree(ctx: CellContext, tree: Tree, plan: BuildPlan) -> None:
+    """build -> test -> control -> mutants -> competing -> training -> conclude, on apply's tree as configured."""
+    patched = run_tests(ctx, plan, build(ctx, plan))
+    without = control(ctx, tree, plan, patched)
+    run_mutants(ctx, tree.worktree, patched)
+    run_competing(ctx, tree, patched)
+    compare_training(ctx, patched, without)
+    conclude(ctx, patched, without)
+
+
 def fetch(ctx: CellContext) -> sources.Snapshot:
     ctx.steps.step("fetch", f"{ctx.target.source.kind} {ctx.target.source.key}")
     assert ctx.repo is not None
     with ctx.timing("fetch"):
-        snap = ctx.snap = sources.snapshot(ctx.target.source, ctx.cache, ctx.repo)
+        snap = sources.snapshot(ctx.target.source, ctx.cache, ctx.repo)
         ctx.cell.source = Provenance(
             kind=ctx.target.source.kind, description=snap.description, **snap.provenance, base_commit=snap.commit
         )
@@ -176,85 +203,75 @@ def fetch(ctx: CellContext) -> sources.Snapshot:
     return snap
 
 
-class Stop(enum.Enum):
-    """What a step returns to end the pipeline: the rest has nothing to do."""
-
-    CACHED = "the cached result of exactly these inputs"
-
-
-def apply(ctx: CellContext) -> Optional[Stop]:
-    """The series rendered into the target's layout, on the base: or the cached result of exactly
-    these inputs, which ends the pipeline."""
-    assert ctx.series is not None and ctx.snap is not None and ctx.repo is not None
-    repo, snap = ctx.repo, ctx.snap
+def apply(ctx: CellContext, snap: sources.Snapshot) -> Optional[Tree]:
+    """The series rendered into the target's layout, applied on the base; None: the cached result of
+    exactly these inputs is the cell's, which ends the pipeline."""
+    assert ctx.series is not None and ctx.repo is not None
+    repo = ctx.repo
     ctx.steps.step("apply", f"{len(ctx.series.patches)} patches, layout {ctx.layout.name}")
     with ctx.timing("apply"):
-        ctx.rendered = render(
+        rendered = render(
             ctx.series, get_layout(ctx.series.layout), ctx.layout, lambda p: repo.read_blob(snap.commit, p)
         )
-        ctx.env = ctx.module.test_env(ctx.backend)
-        ctx.cell.cache_key = resultcache.cell_key(cache_inputs(ctx))
+        ctx.cell.cache_key = resultcache.cell_key(cache_inputs(ctx, snap, rendered))
         if not ctx.rerun and reuse_cached(ctx):
             ctx.steps.done(f"cached result, nothing changed (key {ctx.key[:12]}; --rerun to run it again)")
-            return Stop.CACHED
-        ctx.worktree = Worktree(repo, ctx.cell_dir / "src")
+            return None
+        worktree = Worktree(repo, ctx.cell_dir / "src")
         try:
-            head = ctx.cell.patched_commit = apply_series(ctx.worktree, snap.commit, ctx.rendered, ctx.cell_dir)
+            head = ctx.cell.patched_commit = apply_series(worktree, snap.commit, rendered, ctx.cell_dir)
         except SeriesDoesNotApply as e:
             raise SeriesDoesNotApply(f"the series does not apply to {snap.description}: {e}") from None
     ctx.steps.done(f"patched commit {head[:12]}")
-    return None
+    return Tree(snap, rendered, worktree)
 
 
-def configure(ctx: CellContext) -> cmake.BuildStep:
+def configure(ctx: CellContext, worktree: Worktree) -> Configured:
     """The build tree configured for the plan (reused as it is when nothing changed)."""
-    assert ctx.worktree is not None
-    plan = build_plan(ctx.layout, str(ctx.worktree.path), str(harness(ctx.native_tests, ctx.cell_dir)))
+    plan = build_plan(ctx.layout, str(worktree.path), str(harness(ctx.native_tests, ctx.cell_dir)))
     plan = replace(plan, targets=tuple(t for t in plan.targets if t not in ctx.skipped_tests))
-    ctx.plan = plan if ctx.programs else replace(plan, programs=())
+    plan = plan if ctx.programs else replace(plan, programs=())
     ctx.steps.step("configure", f"cmake {ctx.module.name}")
     with ctx.timing("configure"):
         flags = ctx.module.configure_flags(ctx.backend)
-        step = cmake.configure(ctx.plan, ctx.build_dir, flags, ctx.logs / "configure.log", ctx.env)
+        step = cmake.configure(plan, ctx.build_dir, flags, ctx.logs / "configure.log", ctx.env)
     cmake.require(step, "cmake configure")
     ctx.steps.done("reused" if step.skipped else "configured")
-    return step
+    return Configured(plan, step.skipped)
 
 
-def build(ctx: CellContext) -> VariantRecord:
+def build(ctx: CellContext, plan: BuildPlan) -> VariantRecord:
     """The patched variant built; a build failure fails the cell."""
-    rec = ctx.patched = build_variant(ctx, "patched")
+    rec = build_variant(ctx, "patched", plan.targets + plan.programs)
     if rec.status == RecordStatus.BUILD_FAILED:
         assert rec.build is not None
         raise BuildFailed(f"{ctx.cell.cell}: build failed: {rec.build.error} (log: {rec.build.log})")
     return rec
 
 
-def run_tests(ctx: CellContext) -> VariantRecord:
+def run_tests(ctx: CellContext, plan: BuildPlan, patched: VariantRecord) -> VariantRecord:
     """The tests (and the training program) on the patched variant."""
-    assert ctx.patched is not None
     if ctx.runs_tests:
-        _run_variant(ctx, ctx.patched)
-    ctx.records.append(ctx.patched)
-    return ctx.patched
+        _run_variant(ctx, plan.programs, patched)
+    ctx.records.append(patched)
+    return patched
 
 
-def control(ctx: CellContext) -> VariantRecord:
+def control(ctx: CellContext, tree: Tree, plan: BuildPlan, patched: VariantRecord) -> VariantRecord:
     """The negative control: only the fix reverted (the test kept) in the same tree, rebuilt
     (one translation unit and the relinks), the tests run again; the tree is put back after,
     whatever happens. Its verdict: killed, survived or invalid."""
-    assert ctx.rendered is not None
-    fix_paths = ctx.rendered.fix_paths()
+    fix_paths = tree.rendered.fix_paths()
     ctx.steps.step("control", f"revert {', '.join(fix_paths)}, keep the test")
     # the control's whole marginal cost: revert, rebuild, tests, restore
-    with ctx.timing("control"), fix_reverted(ctx):
-        rec = ctx.control = build_variant(ctx, "control")
+    with ctx.timing("control"), fix_reverted(tree):
+        rec = build_variant(ctx, "control", plan.targets + plan.programs)
         if ctx.runs_tests and rec.status != RecordStatus.BUILD_FAILED:
-            _run_variant(ctx, rec)
+            _run_variant(ctx, plan.programs, rec)
     rec.reverted = fix_paths
     if ctx.runs_tests:
-        _judge_control(ctx, rec)
-        ctx.steps.verdict(verdict_line(ctx.patched, rec))
+        _judge_control(ctx, patched, rec)
+        ctx.steps.verdict(verdict_line(patched, rec))
     ctx.records.append(rec)
     return rec
 
@@ -266,13 +283,12 @@ def verdict_line(patched: Optional[VariantRecord], control: VariantRecord) -> st
 
 
 @contextmanager
-def fix_reverted(ctx: CellContext) -> Iterator[list[str]]:
+def fix_reverted(tree: Tree) -> Iterator[list[str]]:
     """The worktree with only the fix's hunks reverted (the series' files outside tests/), put
     back on the way out whatever happens: the control's tree (the fine-tuning evidence uses it too)."""
-    assert ctx.rendered is not None and ctx.snap is not None and ctx.worktree is not None
-    fix_paths = ctx.rendered.fix_paths()
-    with files_kept(ctx.worktree.path, fix_paths):
-        ctx.worktree.restore_from(ctx.snap.commit, fix_paths)
+    fix_paths = tree.rendered.fix_paths()
+    with files_kept(tree.worktree.path, fix_paths):
+        tree.worktree.restore_from(tree.snap.commit, fix_paths)
         yield fix_paths
 
 
@@ -292,11 +308,10 @@ def files_kept(root: Path, paths: list[str]) -> Iterator[None]:
                 f.write_bytes(data)
 
 
-def _judge_control(ctx: CellContext, rec: VariantRecord) -> None:
-    assert ctx.patched is not None
+def _judge_control(ctx: CellContext, patched: VariantRecord, rec: VariantRecord) -> None:
     built = bool(rec.build and rec.build.ok)
     # each test failing with the fix, against the same test (and device) without it
-    entries = ctx.cell.attribution = attribution.attribute(ctx.patched.tests, rec.tests, built)
+    entries = ctx.cell.attribution = attribution.attribute(patched.tests, rec.tests, built)
     opt_pre = attribution.pre_existing_only(entries, UPSTREAM_TEST)
     gate = rec.test(GATE_TEST)
     gate_output = (gate.output or "") if gate else ""
@@ -314,7 +329,7 @@ def _judge_control(ctx: CellContext, rec: VariantRecord) -> None:
     ctx.cell.failure_kind = attribution.failure_kind(entries)
 
 
-def run_mutants(ctx: CellContext) -> Optional[MutantTally]:
+def run_mutants(ctx: CellContext, worktree: Worktree, patched: VariantRecord) -> Optional[MutantTally]:
     """Each known-wrong fix (native_tests/mutants/) on the patched tree: rendered into the
     target's layout, applied, the two tests rebuilt (one translation unit and the relinks), each
     test run and judged separately (which test kills it), the files put back (whatever happens).
@@ -326,43 +341,42 @@ def run_mutants(ctx: CellContext) -> Optional[MutantTally]:
     if ctx.module.no_mutants:  # none run, none recorded: the plain backend's cell has them
         ctx.cell.mutants = MutantTally(total=0, killed=0, skipped=ctx.module.no_mutants)
         return ctx.cell.mutants
-    skipped = _why_mutants_are_skipped(ctx)
+    skipped = _why_mutants_are_skipped(ctx, patched)
     if skipped:
         ctx.records += [_mutant_record(ctx, m, RecordStatus.SKIPPED, skipped) for m in ctx.mutant_files]
         ctx.cell.mutants = MutantTally(total=len(ctx.mutant_files), killed=0, skipped=skipped)
         return ctx.cell.mutants
     with ctx.timing("mutants"):
-        recs = [_run_mutant(ctx, m) for m in ctx.mutant_files]
+        recs = [_run_mutant(ctx, worktree, patched, m) for m in ctx.mutant_files]
     ctx.records += recs
     ctx.cell.mutants = MutantTally(
         total=len(recs),
         killed=sum(1 for r in recs if r.verdict == Verdict.KILLED),
         survived=[r.mutant.name for r in recs if r.verdict == Verdict.SURVIVED and r.mutant],
         invalid=[r.mutant.name for r in recs if r.verdict == Verdict.INVALID and r.mutant],
-        killed_by={t: sum(1 for r in recs if (r.kills or {}).get(t) == Verdict.KILLED) for t in _judged_tests(ctx)},
+        killed_by={t: sum(1 for r in recs if (r.kills or {}).get(t) == Verdict.KILLED) for t in _judged_tests(patched)},
     )
     return ctx.cell.mutants
 
 
-def run_competing(ctx: CellContext) -> None:
+def run_competing(ctx: CellContext, tree: Tree, patched: VariantRecord) -> None:
     """Each competing fix (native_tests/competing/, proposed elsewhere) on the UNFIXED tree (the
     control's tree: the fix reverted, the tests kept): applied, the tests rebuilt and run, judged
     against what the fix passes (equivalent, wrong with its first failing line, invalid), the
     files put back. No competing fixes: nothing to do, nothing recorded."""
     if not ctx.competing_files or ctx.module.no_mutants:  # as the mutants: the plain backend's cell has them
         return
-    skipped = _why_mutants_are_skipped(ctx)
+    skipped = _why_mutants_are_skipped(ctx, patched)
     if skipped:
         ctx.records += [_competing_record(ctx, c, RecordStatus.SKIPPED, skipped) for c in ctx.competing_files]
         return
-    with ctx.timing("competing"), fix_reverted(ctx):
-        ctx.records += [_run_competing(ctx, c) for c in ctx.competing_files]
+    with ctx.timing("competing"), fix_reverted(tree):
+        ctx.records += [_run_competing(ctx, tree.worktree, patched, c) for c in ctx.competing_files]
 
 
-def compare_training(ctx: CellContext) -> Optional[TrainingComparison]:
+def compare_training(ctx: CellContext, p: VariantRecord, c: VariantRecord) -> Optional[TrainingComparison]:
     """The training program's loss per epoch with and without the fix, side by side."""
-    p, c = ctx.patched, ctx.control
-    if p is None or c is None or p.training is None or c.training is None:
+    if p.training is None or c.training is None:
         return None
     p_ep, c_ep = p.training.epochs, c.training.epochs
     ctx.cell.training = TrainingComparison(
@@ -371,10 +385,9 @@ def compare_training(ctx: CellContext) -> Optional[TrainingComparison]:
     return ctx.cell.training
 
 
-def conclude(ctx: CellContext) -> None:
+def conclude(ctx: CellContext, patched: VariantRecord, control: VariantRecord) -> None:
     """The cell's status, reason and exit code from what the steps recorded."""
-    assert ctx.patched is not None and ctx.control is not None
-    cell, control = ctx.cell, ctx.control
+    cell = ctx.cell
     if not ctx.runs_tests:
         if control.status == RecordStatus.BUILD_FAILED:
             error = control.build.error if control.build else ""
@@ -384,8 +397,8 @@ def conclude(ctx: CellContext) -> None:
             cell.status, cell.exit_code = CellStatus.BUILD_ONLY, 0
             cell.reason = f"built with and without the fix; tests not run: {ctx.build_only_reason}"
         return
-    outcomes = {n: t.outcome for n, t in ctx.patched.tests.items()}
-    built = bool(ctx.patched.build and ctx.patched.build.ok)
+    outcomes = {n: t.outcome for n, t in patched.tests.items()}
+    built = bool(patched.build and patched.build.ok)
     judged = classify.GateVerdict(control.verdict, control.verdict_reason) if control.verdict else None
     status, reason = classify.cell_status(built, outcomes, judged, attribution.summary(cell.attribution or []))
     code = ExitCode.OK
@@ -420,29 +433,6 @@ def store(ctx: CellContext) -> None:
     resultcache.store(results_cache_dir(ctx.cache), ctx.key, CachedResult(cell=ctx.cell, records=records).to_json())
 
 
-Step = Callable[[CellContext], object]  # Stop ends the pipeline; any other value is the step's own
-STEPS: tuple[tuple[str, Step], ...] = (
-    ("fetch", fetch),
-    ("apply", apply),
-    ("configure", configure),
-    ("build", build),
-    ("test", run_tests),
-    ("control", control),
-    ("mutants", run_mutants),
-    ("competing", run_competing),
-    ("training", compare_training),
-    ("conclude", conclude),
-    ("store", store),
-)
-
-
-def run_steps(ctx: CellContext, names: Optional[tuple[str, ...]] = None) -> None:
-    """The steps in order (or only those `names`), until one returns Stop."""
-    for name, step in STEPS:
-        if (names is None or name in names) and isinstance(step(ctx), Stop):
-            return
-
-
 @dataclass(frozen=True)
 class TreeTested:
     """A tree given as it is, configured, built and tested (`tested_tree`)."""
@@ -459,13 +449,13 @@ def tested_tree(
 ) -> TreeTested:
     """The pipeline's configure, build and test steps on a tree given as it is (a bundle's: its
     patches applied with git am to a fresh copy of the base): the tests only, build and logs in `work`."""
-    ctx = cell_context(target, backend, cache, native_tests, work, work / "logs", worktree=worktree, programs=False)
-    ctx.env = ctx.module.test_env(backend)
-    configured, patched = configure(ctx), build(ctx)
+    ctx = cell_context(target, backend, cache, native_tests, work, work / "logs", programs=False)
+    plan, reused = configure(ctx, worktree)
+    patched = build(ctx, plan)
     t0 = time.monotonic()
-    run_tests(ctx)
+    run_tests(ctx, plan, patched)
     return TreeTested(
-        patched, configured.skipped, ctx.cell.timings.get("configure", 0.0), round(time.monotonic() - t0, 2), ctx.logs
+        patched, reused, ctx.cell.timings.get("configure", 0.0), round(time.monotonic() - t0, 2), ctx.logs
     )
 
 
@@ -593,13 +583,12 @@ class CachedResult(Record):
     records: list[VariantRecord]
 
 
-def cache_inputs(ctx: CellContext) -> dict:
+def cache_inputs(ctx: CellContext, snap: sources.Snapshot, rendered: Series) -> dict:
     """Everything that decides the cell's result (its result-cache key hashes these)."""
-    assert ctx.snap is not None and ctx.rendered is not None
     return {
         "tool": __version__,
-        "base": ctx.snap.commit,
-        "series": ctx.rendered.sha256,
+        "base": snap.commit,
+        "series": rendered.sha256,
         "layout": [ctx.layout.name, ctx.layout.prefix],
         "harness": harness_files(ctx.native_tests),
         "flags": ctx.module.configure_flags(ctx.backend),
@@ -708,12 +697,8 @@ def harness(native_tests: Path, cell_dir: Path) -> Path:
 # ---------------------------------------------------------------- variants: build, tests, program
 
 
-def build_variant(
-    ctx: CellContext, variant: str, targets: Optional[tuple[str, ...]] = None, log_name: str = ""
-) -> VariantRecord:
-    assert ctx.plan is not None
+def build_variant(ctx: CellContext, variant: str, targets: tuple[str, ...], log_name: str = "") -> VariantRecord:
     rec = ctx.record(variant)
-    targets = targets or ctx.plan.targets + ctx.plan.programs
     ctx.steps.step(f"build {variant}", f"targets {' '.join(targets)}")
     log = ctx.logs / f"build-{log_name or variant}.log"
     step = cmake.build(ctx.build_dir, targets, log, ctx.env, ctx.steps.build_progress, ctx.n_jobs)
@@ -725,10 +710,9 @@ def build_variant(
     return rec
 
 
-def _run_variant(ctx: CellContext, rec: VariantRecord) -> None:
+def _run_variant(ctx: CellContext, programs: tuple[str, ...], rec: VariantRecord) -> None:
     """Both tests (those the backend skips recorded with the reason, not run), then the training
     program, on a built variant."""
-    assert ctx.plan is not None
     for test_name in TESTS:
         why = ctx.skipped_tests.get(test_name)
         rec.tests[test_name] = (
@@ -740,7 +724,7 @@ def _run_variant(ctx: CellContext, rec: VariantRecord) -> None:
     rec.status = (
         RecordStatus.PASSED if outcomes and all(o == classify.PASSED for o in outcomes) else RecordStatus.FAILED
     )
-    for program in ctx.plan.programs:
+    for program in programs:
         run = _run_binary(ctx, f"train {rec.variant}", program, f"{rec.variant}-{program}.log")
         rec.training = TrainingRun(
             program=program,
@@ -798,18 +782,17 @@ def record_of_run(run: TestRun) -> TestRecord:
 # ---------------------------------------------------------------- mutants and competing fixes
 
 
-def _judged_tests(ctx: CellContext) -> list[str]:
+def _judged_tests(patched: VariantRecord) -> list[str]:
     """The tests a known-wrong or competing fix is judged by: those that pass with the fix."""
-    assert ctx.patched is not None
-    return [t for t in TESTS if ctx.patched.outcome(t) == classify.PASSED]
+    return [t for t in TESTS if patched.outcome(t) == classify.PASSED]
 
 
-def _why_mutants_are_skipped(ctx: CellContext) -> Optional[str]:
+def _why_mutants_are_skipped(ctx: CellContext, patched: VariantRecord) -> Optional[str]:
     if ctx.no_mutants:
         return "--no-mutants"
     if not ctx.runs_tests:
         return f"tests not run: {ctx.build_only_reason}"
-    if not ctx.patched or not _judged_tests(ctx):
+    if not _judged_tests(patched):
         return "no test passes with the fix, so a known-wrong fix proves nothing"
     return None
 
@@ -828,24 +811,32 @@ def _competing_record(
     return ctx.record(f"{COMPETING_PREFIX}{c.name}", status, competing=info)
 
 
-def _variant_tests(ctx: CellContext, kind: str, name: str, diff: DiffInLayout, rec: VariantRecord) -> Optional[str]:
+def _variant_tests(
+    ctx: CellContext,
+    worktree: Worktree,
+    tests: tuple[str, ...],
+    kind: str,
+    diff: Mutant | CompetingFix,
+    rec: VariantRecord,
+) -> Optional[str]:
     """One diff (rendered into the target's layout) applied to the tree as it is, the judged tests
     rebuilt and run into `rec`, the files put back whatever happened; the apply error, if any."""
-    assert ctx.worktree is not None and ctx.series is not None
+    assert ctx.series is not None
+    name = diff.name
     src = get_layout(ctx.series.layout)
     patch = ctx.cell_dir / kind / f"{name}.patch"
     patch.parent.mkdir(parents=True, exist_ok=True)
     patch.write_text(diff.rendered(src, ctx.layout), encoding="utf-8")
     apply_error = None
-    with files_kept(ctx.worktree.path, diff.paths(src, ctx.layout)):  # the tree as it was, whatever happened
+    with files_kept(worktree.path, diff.paths(src, ctx.layout)):  # the tree as it was, whatever happened
         try:
-            ctx.worktree.apply(patch)
+            worktree.apply(patch)
         except GitError as e:
             apply_error = e.line
         ctx.steps.done("applied" if apply_error is None else f"did not apply: {apply_error}")
         if apply_error is None:
             # the tests alone: the training program is not run here, so never relinked
-            tests, log_name = tuple(_judged_tests(ctx)), f"{kind.removesuffix('s')}-{name}"
+            log_name = f"{kind.removesuffix('s')}-{name}"
             built = build_variant(ctx, rec.variant, tests, log_name)
             rec.build = built.build
             if built.status == RecordStatus.BUILT:
@@ -854,12 +845,13 @@ def _variant_tests(ctx: CellContext, kind: str, name: str, diff: DiffInLayout, r
     return apply_error
 
 
-def _run_mutant(ctx: CellContext, m: Mutant) -> VariantRecord:
+def _run_mutant(ctx: CellContext, worktree: Worktree, patched: VariantRecord, m: Mutant) -> VariantRecord:
     """One mutant on the patched tree: applied, rebuilt, each test run and judged on its own."""
     rec = _mutant_record(ctx, m, RecordStatus.PENDING)
     ctx.steps.step(f"mutant {m.name}", m.title)
-    apply_error = _variant_tests(ctx, "mutants", m.name, m, rec)
-    per_test = per_test_verdicts(apply_error, bool(rec.build and rec.build.ok), rec.tests, _judged_tests(ctx))
+    judged = _judged_tests(patched)
+    apply_error = _variant_tests(ctx, worktree, tuple(judged), "mutants", m, rec)
+    per_test = per_test_verdicts(apply_error, bool(rec.build and rec.build.ok), rec.tests, judged)
     v = overall_verdict(per_test)
     rec.status, rec.verdict, rec.verdict_reason = RecordStatus(v.verdict.value), v.verdict, v.reason
     rec.kills = {t: pv.verdict for t, pv in per_test.items()}
@@ -868,13 +860,12 @@ def _run_mutant(ctx: CellContext, m: Mutant) -> VariantRecord:
     return rec
 
 
-def _run_competing(ctx: CellContext, c: CompetingFix) -> VariantRecord:
+def _run_competing(ctx: CellContext, worktree: Worktree, patched: VariantRecord, c: CompetingFix) -> VariantRecord:
     """One competing fix on the unfixed tree: applied, rebuilt, both tests run, judged."""
-    assert ctx.patched is not None
     rec = _competing_record(ctx, c, RecordStatus.PENDING)
     ctx.steps.step(f"competing fix {c.name}", c.title)
-    apply_error = _variant_tests(ctx, "competing", c.name, c, rec)
-    with_fix = {t: ctx.patched.outcome(t) for t in TESTS}
+    apply_error = _variant_tests(ctx, worktree, tuple(_judged_tests(patched)), "competing", c, rec)
+    with_fix = {t: patched.outcome(t) for t in TESTS}
     j = judge_competing(apply_error, bool(rec.build and rec.build.ok), rec.tests, with_fix)
     rec.judged = CompetingJudged(
         verdict=j.verdict, reason=j.reason, failing_test=j.failing_test, failure_line=j.failure_line
