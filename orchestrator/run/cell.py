@@ -1,13 +1,7 @@
-"""One cell of the matrix as a pipeline of steps, in one place (run_steps):
-
-    fetch -> apply -> configure -> build -> test -> control -> mutants -> competing -> training -> conclude -> store
-
-Each step is a function of the cell's context (`CellContext`: what the cell is, how it runs, what it
-records: a `Cell` and its `VariantRecord`s) and of what earlier steps returned (the snapshot, the
-`Tree` apply made, the build plan, the patched and control records); apply's None (a cached result)
-ends the pipeline. A BuildFailed fails the cell, any other GgmlPatchError is the cell's error; the
-other cells go on. Bundle verification runs configure, build and test on its own tree (`tested_tree`).
-"""
+"""One cell of the matrix as a pipeline of steps (run_steps): fetch, apply, configure, build, test, control,
+mutants, competing, training, conclude, store. Each takes the cell's context (`CellContext`: what the cell
+is, how it runs, what it records) and what earlier steps returned; apply's None (a cached result) ends it.
+A BuildFailed fails the cell, any other GgmlPatchError is its error; the other cells go on."""
 
 from __future__ import annotations
 
@@ -67,8 +61,7 @@ _HARNESS_FILES = ("CMakeLists.txt", "extra-programs.cmake", "train-opt-dynamic.c
 
 
 class CellProgress:
-    """Progress (display, when there is a reporter) and cancellation for one cell's steps: a
-    cancelled cell stops at its next step or build line, as if interrupted there."""
+    """Progress (where there is a reporter) and cancellation: a cancelled cell stops at its next step or build line."""
 
     def __init__(self, reporter: Optional[Reporter] = None, cancel: Optional[CancelToken] = None):
         self.reporter, self.cancel = reporter, cancel or CancelToken()
@@ -204,8 +197,7 @@ def fetch(ctx: CellContext) -> sources.Snapshot:
 
 
 def apply(ctx: CellContext, snap: sources.Snapshot) -> Optional[Tree]:
-    """The series rendered into the target's layout, applied on the base; None: the cached result of
-    exactly these inputs is the cell's, which ends the pipeline."""
+    """The series rendered into the target's layout, applied on the base; None: the cached result is the cell's."""
     assert ctx.series is not None and ctx.repo is not None
     repo = ctx.repo
     ctx.steps.step("apply", f"{len(ctx.series.patches)} patches, layout {ctx.layout.name}")
@@ -258,9 +250,8 @@ def run_tests(ctx: CellContext, plan: BuildPlan, patched: VariantRecord) -> Vari
 
 
 def control(ctx: CellContext, tree: Tree, plan: BuildPlan, patched: VariantRecord) -> VariantRecord:
-    """The negative control: only the fix reverted (the test kept) in the same tree, rebuilt
-    (one translation unit and the relinks), the tests run again; the tree is put back after,
-    whatever happens. Its verdict: killed, survived or invalid."""
+    """The negative control: only the fix reverted (the tests kept) in the same tree, rebuilt (one translation
+    unit and the relinks), the tests run again, judged (killed, survived, invalid); the tree put back after."""
     fix_paths = tree.rendered.fix_paths()
     ctx.steps.step("control", f"revert {', '.join(fix_paths)}, keep the test")
     # the control's whole marginal cost: revert, rebuild, tests, restore
@@ -284,8 +275,7 @@ def verdict_line(patched: Optional[VariantRecord], control: VariantRecord) -> st
 
 @contextmanager
 def fix_reverted(tree: Tree) -> Iterator[list[str]]:
-    """The worktree with only the fix's hunks reverted (the series' files outside tests/), put
-    back on the way out whatever happens: the control's tree (the fine-tuning evidence uses it too)."""
+    """The worktree with only the fix reverted (the series' files outside tests/), put back whatever happens."""
     fix_paths = tree.rendered.fix_paths()
     with files_kept(tree.worktree.path, fix_paths):
         tree.worktree.restore_from(tree.snap.commit, fix_paths)
@@ -294,8 +284,8 @@ def fix_reverted(tree: Tree) -> Iterator[list[str]]:
 
 @contextmanager
 def files_kept(root: Path, paths: list[str]) -> Iterator[None]:
-    """The files' bytes kept and written back on the way out, whatever happens (one that did not
-    exist removed again): no git process, the index untouched, an unchanged file not touched."""
+    """The files' bytes written back on the way out, whatever happens (one that did not exist removed):
+    no git process, the index untouched, an unchanged file not touched (nothing recompiles)."""
     kept = {p: (root / p).read_bytes() if (root / p).is_file() else None for p in paths}
     try:
         yield
@@ -330,12 +320,9 @@ def _judge_control(ctx: CellContext, patched: VariantRecord, rec: VariantRecord)
 
 
 def run_mutants(ctx: CellContext, worktree: Worktree, patched: VariantRecord) -> Optional[MutantTally]:
-    """Each known-wrong fix (native_tests/mutants/) on the patched tree: rendered into the
-    target's layout, applied, the two tests rebuilt (one translation unit and the relinks), each
-    test run and judged separately (which test kills it), the files put back (whatever happens).
-    Nothing is rebuilt after a restore: the next mutant's build recompiles the file once, and no
-    later step runs a binary (the next run's build sees the restored file newer than its object).
-    No mutants: nothing to do, nothing recorded."""
+    """Each known-wrong fix on the patched tree: applied, the judged tests rebuilt, each run and judged on its
+    own (which test kills it), the files put back. Nothing is rebuilt after a restore: no later step runs a
+    binary, and the next build sees the restored file newer than its object."""
     if not ctx.mutant_files:
         return None
     if ctx.module.no_mutants:  # none run, none recorded: the plain backend's cell has them
@@ -360,10 +347,8 @@ def run_mutants(ctx: CellContext, worktree: Worktree, patched: VariantRecord) ->
 
 
 def run_competing(ctx: CellContext, tree: Tree, patched: VariantRecord) -> None:
-    """Each competing fix (native_tests/competing/, proposed elsewhere) on the UNFIXED tree (the
-    control's tree: the fix reverted, the tests kept): applied, the tests rebuilt and run, judged
-    against what the fix passes (equivalent, wrong with its first failing line, invalid), the
-    files put back. No competing fixes: nothing to do, nothing recorded."""
+    """Each competing fix on the UNFIXED tree (the control's): applied, the tests rebuilt, run and judged
+    against what the fix passes, the files put back."""
     if not ctx.competing_files or ctx.module.no_mutants:  # as the mutants: the plain backend's cell has them
         return
     skipped = _why_mutants_are_skipped(ctx, patched)
@@ -418,8 +403,7 @@ def conclude(ctx: CellContext, patched: VariantRecord, control: VariantRecord) -
 
 
 def store(ctx: CellContext) -> None:
-    """The finished cell kept in the result cache (its logs too), reused while nothing it
-    depends on changes. Log paths are kept relative to the logs directory."""
+    """The finished cell and its logs in the result cache, log paths relative to the logs directory."""
     for rec in ctx.records:
         for t in rec.tests.values():
             t.output = None  # the tests' output is in their logs
@@ -433,10 +417,7 @@ def store(ctx: CellContext) -> None:
     resultcache.store(results_cache_dir(ctx.cache), ctx.key, CachedResult(cell=ctx.cell, records=records).to_json())
 
 
-@dataclass(frozen=True)
-class TreeTested:
-    """A tree given as it is, configured, built and tested (`tested_tree`)."""
-
+class TreeTested(NamedTuple):
     patched: VariantRecord  # built, its tests run
     configure_reused: bool
     configure_s: float
@@ -447,8 +428,7 @@ class TreeTested:
 def tested_tree(
     target: Target, backend: Backend, cache: Cache, native_tests: Path, work: Path, worktree: Worktree
 ) -> TreeTested:
-    """The pipeline's configure, build and test steps on a tree given as it is (a bundle's: its
-    patches applied with git am to a fresh copy of the base): the tests only, build and logs in `work`."""
+    """Configure, build and test on a tree given as it is (a bundle's, applied with git am), in `work`."""
     ctx = cell_context(target, backend, cache, native_tests, work, work / "logs", programs=False)
     plan, reused = configure(ctx, worktree)
     patched = build(ctx, plan)
@@ -470,8 +450,7 @@ def cell_context(
     cancel: Optional[CancelToken] = None,
     **options: Any,
 ) -> CellContext:
-    """A cell's context (run_cell's, the fine-tuning evidence's, a bundle's tree's): its backend's
-    module, a fresh Cell record, progress on `reporter` (options: CellContext's fields)."""
+    """A cell's context: its backend's module, a fresh Cell, progress on `reporter` (options: CellContext's fields)."""
     cell = Cell(cell=f"{target.name}/{backend.name}", target=target.name, backend=backend.name, layout=target.layout)
     steps = CellProgress(reporter, cancel)
     module = backends.get(backend.name, cache.root)
@@ -559,9 +538,8 @@ def run_cell(
 def cell_action(
     no_toolchain: Optional[str], no_device: Optional[str], build_only_ok: bool, build_only: bool
 ) -> tuple[str, str]:
-    """("run" | "build-only" | "skip", why). A skip's reason names everything missing; a cell whose
-    toolchain is here but whose device is not is built on request (--build-only) where that means
-    something (CUDA), and never counts as passed."""
+    """("run" | "build-only" | "skip", why): a skip names everything missing; without the device, a cell is built
+    on request (--build-only) where that means something (CUDA), and never counts as passed."""
     if no_toolchain:
         also = f"; {no_device}" if no_device and no_device not in no_toolchain else ""
         return "skip", no_toolchain + also
@@ -576,8 +554,7 @@ def cell_action(
 
 
 class CachedResult(Record):
-    """A result-cache entry (run/resultcache.py): the finished cell and its records, log paths
-    relative to the entry's logs."""
+    """A result-cache entry: the finished cell and its records, log paths relative to the entry's logs."""
 
     cell: Cell
     records: list[VariantRecord]
@@ -659,8 +636,7 @@ class TreeState(Record):
 
 
 def apply_series(worktree: Worktree, base: str, rendered: Series, cell_dir: Path) -> str:
-    """Put the worktree on base + series. A tree already there is left untouched (no file
-    times change, so nothing recompiles)."""
+    """The worktree on base + series; one already there left untouched (no file times change: nothing recompiles)."""
     state_file = cell_dir / "state.json"
     try:
         state: Optional[TreeState] = TreeState.model_validate_json(state_file.read_text())
@@ -682,9 +658,8 @@ def harness_files(native_tests: Path) -> dict[str, str]:
 
 
 def harness(native_tests: Path, cell_dir: Path) -> Path:
-    """The CMake harness and the training program, copied into the cell so the build tree does
-    not depend on where this checkout lives (a second clone reuses the same build tree).
-    Unchanged files are not rewritten, so nothing recompiles."""
+    """The CMake harness and the training program copied into the cell (unchanged files untouched): the build
+    tree does not depend on where this checkout lives, so a second clone reuses it."""
     out = cell_dir / "harness"
     out.mkdir(parents=True, exist_ok=True)
     for name, text in harness_files(native_tests).items():
@@ -711,8 +686,7 @@ def build_variant(ctx: CellContext, variant: str, targets: tuple[str, ...], log_
 
 
 def _run_variant(ctx: CellContext, programs: tuple[str, ...], rec: VariantRecord) -> None:
-    """Both tests (those the backend skips recorded with the reason, not run), then the training
-    program, on a built variant."""
+    """Both tests (one the backend skips recorded with why), then the training program, on a built variant."""
     for test_name in TESTS:
         why = ctx.skipped_tests.get(test_name)
         rec.tests[test_name] = (
@@ -748,9 +722,8 @@ def _run_test(ctx: CellContext, variant: str, test_name: str, log_name: str = ""
 
 
 def test_argv(binary: Path) -> list[str]:
-    """The test's command line. Line-buffered through stdbuf where there is one: a test that
-    crashes (abort in a driver) would otherwise lose its buffered stdout, and with it the
-    per-device rows that say where it crashed."""
+    """The test's command line, line-buffered through stdbuf where there is one: a test that crashes would
+    otherwise lose its buffered stdout, and with it the per-device rows that say where."""
     stdbuf = shutil.which("stdbuf")
     if stdbuf and sys.platform.startswith("linux") and binary.exists():
         return [stdbuf, "-oL", "-eL", str(binary)]
@@ -819,8 +792,7 @@ def _variant_tests(
     diff: Mutant | CompetingFix,
     rec: VariantRecord,
 ) -> Optional[str]:
-    """One diff (rendered into the target's layout) applied to the tree as it is, the judged tests
-    rebuilt and run into `rec`, the files put back whatever happened; the apply error, if any."""
+    """One diff applied to the tree as it is, `tests` rebuilt and run into `rec`, the files put back; an apply error."""
     assert ctx.series is not None
     name = diff.name
     src = get_layout(ctx.series.layout)

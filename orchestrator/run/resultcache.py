@@ -1,9 +1,5 @@
-"""Cell results cached by a content hash of everything that decides them.
-
-The key covers the base commit, the rendered series, the build plan and harness, the
-backend's flags, environment and timeout, and the toolchain; so a changed byte in the series
-re-runs every cell, and a changed backend flag re-runs only that backend's cells.
-"""
+"""Cell results cached by a content hash of everything that decides them (cell.cache_inputs): a changed
+byte in the series re-runs every cell, a changed backend flag only that backend's cells."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Result classification: test outcomes, per-device rows, the control's verdict, cell status.
-
-Pure: takes exit codes and output text, returns names and reasons.
-"""
+"""Result classification (pure): test outcomes, per-device rows, the control's verdict, cell status."""
 
 from __future__ import annotations
 
@@ -135,13 +132,9 @@ def control_verdict(
     test_opt_skipped: Optional[str] = None,
 ) -> GateVerdict:
     """The gate's verdict (gate_verdict), and test-opt's: it passes (an older series) or fails by its
-    own check (its per-step cases, the regression test upstream keeps); a crash or timeout there
-    means the control changed more than the fix.
-
-    `test_opt_pre_existing` describes a test-opt failure seen with the fix too (e.g. a driver
-    crash on one device): test-opt then cannot show that the control changed only the fix, so
-    the verdict rests on the gate alone, and the reason says so. So it does when the backend
-    does not run test-opt at all (`test_opt_skipped`: why)."""
+    own check (its per-step cases); a crash or timeout there means the control changed more than the
+    fix. Where test-opt fails with the fix too (`test_opt_pre_existing`: e.g. a driver crash) or is not
+    run (`test_opt_skipped`: why), the verdict rests on the gate alone, and the reason says so."""
     v = gate_verdict(build_ok, gate_outcome, gate_exit, gate_output)
     if v.verdict != KILLED or test_opt_outcome == PASSED:
         return v

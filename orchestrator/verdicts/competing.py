@@ -1,7 +1,5 @@
-"""Competing fixes: fixes for the same bug proposed elsewhere (native_tests/competing/NAME.patch).
-
-A file is a header of one-line fields, a blank line, then a plain git diff in the series'
-(canonical) layout against the UNFIXED tree:
+"""Competing fixes (pure): fixes for the same bug proposed elsewhere (native_tests/competing/NAME.patch):
+a header of one-line fields, a blank line, then a git diff in the series' layout against the UNFIXED tree:
 
     Competing fix: <one-line title>
     URL: https://... (the PR, commit or repository it comes from)
@@ -9,10 +7,8 @@ A file is a header of one-line fields, a blank line, then a plain git diff in th
     Author's summary: <one line>
     Provenance: <one line, optional: how sure the attribution is, what was ported>
 
-Each cell applies it to the unfixed tree (the series' fix reverted, the tests kept), rebuilds, runs
-both tests and judges it against what the fix passes: equivalent (passes everything the fix
-passes), wrong (a test the fix passes fails: its first failing line), invalid (does not apply or
-build). Pure: text in, a CompetingFix out; test records in, a verdict out.
+Judged against what the fix passes: equivalent (passes all of it), wrong (a test the fix passes
+fails: its first failing line), invalid (does not apply or build).
 """
 
 from __future__ import annotations
@@ -139,7 +135,5 @@ def judge(
 
 
 def load_competing(matrix: Matrix) -> list[CompetingFix]:
-    """native_tests/competing/*.patch (fixes for the same bug proposed elsewhere, each with its
-    provenance), in name order; none when the folder is absent. A malformed one is one
-    ConfigError line naming the file."""
+    """native_tests/competing/*.patch in name order (none without the folder); a malformed one a ConfigError."""
     return read_diff_files(matrix.native_tests_dir / "competing", "competing fix", parse_competing)

@@ -1,13 +1,7 @@
-"""Mutants: known-wrong fixes the gate must catch (native_tests/mutants/NN-short-name.patch).
-
-A mutant file is a header of `Mutant: <one-line title>` and `Why it is wrong: <one line>`, a
-blank line, then a plain git diff in the series' (canonical) layout that turns the FIXED file
-into the wrong one. Each cell applies it (paths rendered into the target's layout) on the
-patched tree, rebuilds, runs the gate, and restores the files. Verdicts: killed (the gate fails
-by its own check), survived (the gate passes: the cell fails, exit 7), invalid (did not apply,
-did not build, crashed, timed out).
-
-Pure: text in, a Mutant out; a gate run in, a verdict out.
+"""Mutants (pure): known-wrong fixes the gate must catch (native_tests/mutants/NN-short-name.patch): a
+header of `Mutant: <one-line title>` and `Why it is wrong: <one line>`, a blank line, then a git diff
+in the series' layout that turns the FIXED file into the wrong one. Verdicts: killed (a test fails by
+its own check), survived (the cell fails, exit 7), invalid (did not apply or build, crashed, timed out).
 """
 
 from __future__ import annotations
@@ -66,8 +60,7 @@ def mutant_verdict(apply_error: Optional[str], build_ok: bool, gate: Optional[Te
 
 
 def test_opt_verdict(build_ok: bool, test: Optional[TestRecord]) -> GateVerdict:
-    """test-opt's verdict on one mutant: killed when it fails by its own check (exit 1, a FAIL
-    line of a case), survived when it passes, else invalid."""
+    """test-opt's verdict on one mutant: killed by its own check (a case's FAIL line), survived, or invalid."""
     if not build_ok:
         return GateVerdict(INVALID, "the tree with the mutant did not build")
     if test is None:
@@ -118,6 +111,5 @@ def kill_line(verdicts: list[Optional[Verdict]]) -> str:
 
 
 def load_mutants(matrix: Matrix) -> list[Mutant]:
-    """native_tests/mutants/*.patch (the known-wrong fixes the gate must catch), in name order;
-    none when the folder is absent. A malformed one is one ConfigError line naming the file."""
+    """native_tests/mutants/*.patch in name order (none without the folder); a malformed one a ConfigError."""
     return read_diff_files(matrix.native_tests_dir / "mutants", "mutant", parse_mutant)

@@ -1,6 +1,5 @@
-"""Related upstream work: pull requests and issues touching the code the series changes, kept by
-the contributor as data in patches/related-upstream.yaml (like known-limits.yaml). READINESS.md
-checks that cover.md references every open pull request among them.
+"""Related upstream work: pull requests and issues touching the code the series changes
+(patches/related-upstream.yaml); READINESS.md checks that cover.md references every open PR among them.
 
     related:
       - url: https://github.com/OWNER/REPO/pull/N   # or .../issues/N
@@ -8,7 +7,7 @@ checks that cover.md references every open pull request among them.
         state: open                                  # open | closed | merged | unknown
         what: one line, ASCII
 
-Validated on load: a malformed file is one line naming the file, the line and the key (exit 2).
+A malformed file is one line naming the file, the line and the key (exit 2).
 """
 
 from __future__ import annotations

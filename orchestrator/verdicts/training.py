@@ -1,8 +1,5 @@
-"""Training evidence: loss per epoch with and without the fix (native_tests/train-opt-dynamic).
-
-Parsing and the table are pure; the plot (matplotlib, no display) is the one effect, made only
-where matplotlib is installed (the `plot` extra: pip install 'ggml-patch[plot]').
-"""
+"""Training evidence: loss per epoch with and without the fix (native_tests/train-opt-dynamic). Pure
+but the plot, made only where matplotlib is installed (the `plot` extra: pip install 'ggml-patch[plot]')."""
 
 from __future__ import annotations
 
