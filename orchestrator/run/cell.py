@@ -34,7 +34,6 @@ from ..report.model import (
     Cell,
     CellStatus,
     CompetingInfo,
-    CompetingJudged,
     CompetingVerdict,
     DeviceRow,
     MutantInfo,
@@ -330,7 +329,7 @@ def run_mutants(ctx: CellContext, worktree: Worktree, patched: VariantRecord) ->
         return ctx.cell.mutants
     skipped = _why_mutants_are_skipped(ctx, patched)
     if skipped:
-        ctx.records += [_mutant_record(ctx, m, RecordStatus.SKIPPED, skipped) for m in ctx.mutant_files]
+        ctx.records += [_diff_record(ctx, m, RecordStatus.SKIPPED, skipped) for m in ctx.mutant_files]
         ctx.cell.mutants = MutantTally(total=len(ctx.mutant_files), killed=0, skipped=skipped)
         return ctx.cell.mutants
     with ctx.timing("mutants"):
@@ -353,7 +352,7 @@ def run_competing(ctx: CellContext, tree: Tree, patched: VariantRecord) -> None:
         return
     skipped = _why_mutants_are_skipped(ctx, patched)
     if skipped:
-        ctx.records += [_competing_record(ctx, c, RecordStatus.SKIPPED, skipped) for c in ctx.competing_files]
+        ctx.records += [_diff_record(ctx, c, RecordStatus.SKIPPED, skipped) for c in ctx.competing_files]
         return
     with ctx.timing("competing"), fix_reverted(tree):
         ctx.records += [_run_competing(ctx, tree.worktree, patched, c) for c in ctx.competing_files]
@@ -770,31 +769,24 @@ def _why_mutants_are_skipped(ctx: CellContext, patched: VariantRecord) -> Option
     return None
 
 
-def _mutant_record(ctx: CellContext, m: Mutant, status: RecordStatus, skipped: Optional[str] = None) -> VariantRecord:
-    info = MutantInfo(name=m.name, title=m.title, why_wrong=m.why, skipped=skipped)
-    return ctx.record(f"{MUTANT_PREFIX}{m.name}", status, mutant=info)
-
-
-def _competing_record(
-    ctx: CellContext, c: CompetingFix, status: RecordStatus, skipped: Optional[str] = None
+def _diff_record(
+    ctx: CellContext, d: Mutant | CompetingFix, status: RecordStatus, skipped: Optional[str] = None
 ) -> VariantRecord:
-    info = CompetingInfo(
-        name=c.name, title=c.title, url=c.url, date=c.date, summary=c.summary, provenance=c.provenance, skipped=skipped
-    )
-    return ctx.record(f"{COMPETING_PREFIX}{c.name}", status, competing=info)
+    """A mutant's or a competing fix's record, its header (and why it is skipped) in it."""
+    if isinstance(d, Mutant):
+        mutant = MutantInfo(name=d.name, title=d.title, why_wrong=d.why, skipped=skipped)
+        return ctx.record(f"{MUTANT_PREFIX}{d.name}", status, mutant=mutant)
+    info = CompetingInfo.model_validate(d, from_attributes=True).model_copy(update={"skipped": skipped})
+    return ctx.record(f"{COMPETING_PREFIX}{d.name}", status, competing=info)
 
 
 def _variant_tests(
-    ctx: CellContext,
-    worktree: Worktree,
-    tests: tuple[str, ...],
-    kind: str,
-    diff: Mutant | CompetingFix,
-    rec: VariantRecord,
+    ctx: CellContext, worktree: Worktree, patched: VariantRecord, diff: Mutant | CompetingFix, rec: VariantRecord
 ) -> Optional[str]:
-    """One diff applied to the tree as it is, `tests` rebuilt and run into `rec`, the files put back; an apply error."""
+    """One diff applied to the tree as it is, the tests that pass with the fix rebuilt and run into `rec`, the
+    files put back; an apply error."""
     assert ctx.series is not None
-    name = diff.name
+    name, kind, tests = diff.name, "mutants" if isinstance(diff, Mutant) else "competing", tuple(_judged_tests(patched))
     src = get_layout(ctx.series.layout)
     patch = ctx.cell_dir / kind / f"{name}.patch"
     patch.parent.mkdir(parents=True, exist_ok=True)
@@ -819,11 +811,10 @@ def _variant_tests(
 
 def _run_mutant(ctx: CellContext, worktree: Worktree, patched: VariantRecord, m: Mutant) -> VariantRecord:
     """One mutant on the patched tree: applied, rebuilt, each test run and judged on its own."""
-    rec = _mutant_record(ctx, m, RecordStatus.PENDING)
+    rec = _diff_record(ctx, m, RecordStatus.PENDING)
     ctx.steps.step(f"mutant {m.name}", m.title)
-    judged = _judged_tests(patched)
-    apply_error = _variant_tests(ctx, worktree, tuple(judged), "mutants", m, rec)
-    per_test = per_test_verdicts(apply_error, bool(rec.build and rec.build.ok), rec.tests, judged)
+    apply_error = _variant_tests(ctx, worktree, patched, m, rec)
+    per_test = per_test_verdicts(apply_error, bool(rec.build and rec.build.ok), rec.tests, _judged_tests(patched))
     v = overall_verdict(per_test)
     rec.status, rec.verdict, rec.verdict_reason = RecordStatus(v.verdict.value), v.verdict, v.reason
     rec.kills = {t: pv.verdict for t, pv in per_test.items()}
@@ -834,14 +825,11 @@ def _run_mutant(ctx: CellContext, worktree: Worktree, patched: VariantRecord, m:
 
 def _run_competing(ctx: CellContext, worktree: Worktree, patched: VariantRecord, c: CompetingFix) -> VariantRecord:
     """One competing fix on the unfixed tree: applied, rebuilt, both tests run, judged."""
-    rec = _competing_record(ctx, c, RecordStatus.PENDING)
+    rec = _diff_record(ctx, c, RecordStatus.PENDING)
     ctx.steps.step(f"competing fix {c.name}", c.title)
-    apply_error = _variant_tests(ctx, worktree, tuple(_judged_tests(patched)), "competing", c, rec)
+    apply_error = _variant_tests(ctx, worktree, patched, c, rec)
     with_fix = {t: patched.outcome(t) for t in TESTS}
-    j = judge_competing(apply_error, bool(rec.build and rec.build.ok), rec.tests, with_fix)
-    rec.judged = CompetingJudged(
-        verdict=j.verdict, reason=j.reason, failing_test=j.failing_test, failure_line=j.failure_line
-    )
+    j = rec.judged = judge_competing(apply_error, bool(rec.build and rec.build.ok), rec.tests, with_fix)
     rec.status = {
         CompetingVerdict.EQUIVALENT: RecordStatus.PASSED,
         CompetingVerdict.WRONG: RecordStatus.FAILED,

@@ -23,7 +23,7 @@ from ..patchset.files import read_diff_files
 from ..patchset.layout import GATE_TEST
 from ..patchset.render import DiffInLayout
 from ..patchset.series import FileDiff, parse_patch
-from ..report.model import CompetingVerdict, Outcome, TestRecord
+from ..report.model import CompetingJudged, CompetingVerdict, Outcome, TestRecord
 from .classify import gate_failure_line, strip_ansi
 
 REQUIRED = ("Competing fix", "URL", "Date", "Author's summary")
@@ -84,14 +84,6 @@ def parse_competing(name: str, text: str) -> CompetingFix:
     )
 
 
-@dataclass(frozen=True)
-class CompetingJudgement:
-    verdict: CompetingVerdict
-    reason: str
-    failure_line: Optional[str] = None  # the first failing case line of the first test that fails
-    failing_test: Optional[str] = None
-
-
 def first_failing_line(test: str, output: str) -> Optional[str]:
     """The first line a test prints for a failing case (the gate's row, or test-opt's FAIL line)."""
     if test == GATE_TEST:
@@ -111,27 +103,31 @@ def judge(
     build_ok: bool,
     tests: Mapping[str, TestRecord],
     with_fix: Mapping[str, Optional[Outcome]],
-) -> CompetingJudgement:
-    """equivalent / wrong / invalid, against the tests the fix passes (in the order given)."""
+) -> CompetingJudged:
+    """equivalent / wrong (the first failing test and its first failing case line) / invalid, against the
+    tests the fix passes (in the order given)."""
+    invalid = CompetingVerdict.INVALID
     if apply_error is not None:
-        return CompetingJudgement(CompetingVerdict.INVALID, f"does not apply to the unfixed tree: {apply_error}")
+        return CompetingJudged(verdict=invalid, reason=f"does not apply to the unfixed tree: {apply_error}")
     if not build_ok:
-        return CompetingJudgement(CompetingVerdict.INVALID, "does not build")
+        return CompetingJudged(verdict=invalid, reason="does not build")
     judged = [t for t, o in with_fix.items() if o == Outcome.PASSED]
     if not judged:
-        return CompetingJudgement(
-            CompetingVerdict.INVALID, "no test passes with the fix here, so nothing to judge against"
-        )
+        return CompetingJudged(verdict=invalid, reason="no test passes with the fix here, so nothing to judge against")
     for t in judged:
         rec = tests.get(t)
         if rec is None or rec.outcome == Outcome.PASSED:
             continue
         line = first_failing_line(t, rec.output or "") or f"{t} {rec.outcome} (exit code {rec.exit_code})"
-        return CompetingJudgement(CompetingVerdict.WRONG, f"{t} fails: {line}", line, t)
+        return CompetingJudged(
+            verdict=CompetingVerdict.WRONG, reason=f"{t} fails: {line}", failure_line=line, failing_test=t
+        )
     missing = [t for t in judged if t not in tests]
     if missing:
-        return CompetingJudgement(CompetingVerdict.INVALID, f"{', '.join(missing)} not run")
-    return CompetingJudgement(CompetingVerdict.EQUIVALENT, f"passes everything the fix passes ({', '.join(judged)})")
+        return CompetingJudged(verdict=invalid, reason=f"{', '.join(missing)} not run")
+    return CompetingJudged(
+        verdict=CompetingVerdict.EQUIVALENT, reason=f"passes everything the fix passes ({', '.join(judged)})"
+    )
 
 
 def load_competing(matrix: Matrix) -> list[CompetingFix]:

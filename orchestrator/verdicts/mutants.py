@@ -59,8 +59,10 @@ def mutant_verdict(apply_error: Optional[str], build_ok: bool, gate: Optional[Te
     )
 
 
-def test_opt_verdict(build_ok: bool, test: Optional[TestRecord]) -> GateVerdict:
+def test_opt_verdict(apply_error: Optional[str], build_ok: bool, test: Optional[TestRecord]) -> GateVerdict:
     """test-opt's verdict on one mutant: killed by its own check (a case's FAIL line), survived, or invalid."""
+    if apply_error is not None:
+        return GateVerdict(INVALID, f"the mutant did not apply: {apply_error}")
     if not build_ok:
         return GateVerdict(INVALID, "the tree with the mutant did not build")
     if test is None:
@@ -77,11 +79,8 @@ def per_test_verdicts(
     apply_error: Optional[str], build_ok: bool, tests: Mapping[str, TestRecord], judged: list[str]
 ) -> dict[str, GateVerdict]:
     """Each test's verdict on one mutant, run separately (only the tests that pass with the fix)."""
-    if apply_error is not None:
-        return {t: GateVerdict(INVALID, f"the mutant did not apply: {apply_error}") for t in judged}
     return {
-        t: mutant_verdict(None, build_ok, tests.get(t)) if t == GATE_TEST else test_opt_verdict(build_ok, tests.get(t))
-        for t in judged
+        t: (mutant_verdict if t == GATE_TEST else test_opt_verdict)(apply_error, build_ok, tests.get(t)) for t in judged
     }
 
 
