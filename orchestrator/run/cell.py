@@ -12,7 +12,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, NamedTuple, Optional
+from typing import Any, Callable, Iterator, Mapping, NamedTuple, Optional
 
 from .. import __version__, backends, sources
 from ..backends import BackendModule
@@ -49,7 +49,7 @@ from ..report.model import (
 from ..vcs.runner import GitError
 from ..vcs.snapshots import SnapshotRepo, Worktree
 from ..verdicts import attribution, classify, training
-from ..verdicts.competing import CompetingFix, first_failing_line, load_competing
+from ..verdicts.competing import CompetingFix, first_failing_line
 from ..verdicts.competing import judge as judge_competing
 from ..verdicts.mutants import Mutant, overall_verdict, per_test_verdicts
 from . import cmake, resultcache, toolchain
@@ -478,33 +478,18 @@ class RunOptions:
 
 def run_cell(
     opts: RunOptions,
-    series: Series,
-    repo: SnapshotRepo,
+    reporter: Reporter,
+    cancel: CancelToken,
+    options: Mapping[str, Any],
     target: Target,
     backend: Backend,
-    reporter: Reporter,
-    n_jobs: Optional[int] = None,
-    cancel: Optional[CancelToken] = None,
-    mutant_files: Optional[list[Mutant]] = None,
 ) -> tuple[Cell, list[VariantRecord]]:
-    cell_id = f"{target.name}/{backend.name}"
-    t0 = time.monotonic()
+    """One cell, start to end (options: CellContext's, the same for every cell of the run)."""
+    cell_id, cache, t0 = f"{target.name}/{backend.name}", opts.cache, time.monotonic()
     reporter.start_cell(cell_id)
+    logs = opts.results_dir / "logs" / slug(cell_id)
     ctx = cell_context(
-        target,
-        backend,
-        opts.cache,
-        opts.matrix.native_tests_dir,
-        opts.cache.cell_dir(cell_id),
-        opts.results_dir / "logs" / slug(cell_id),
-        reporter,
-        cancel,
-        series=series,
-        repo=repo,
-        n_jobs=n_jobs,
-        rerun=opts.rerun,
-        mutant_files=list(mutant_files or []),
-        no_mutants=opts.no_mutants,
+        target, backend, cache, opts.matrix.native_tests_dir, cache.cell_dir(cell_id), logs, reporter, cancel, **options
     )
     cell, module = ctx.cell, ctx.module
     action, why = cell_action(
@@ -520,7 +505,6 @@ def run_cell(
     else:
         cell.device = module.device_info(backend)
         ctx.build_only_reason = why if action == "build-only" else None
-        ctx.competing_files = load_competing(opts.matrix)
         try:
             with opts.cache.lock(f"cell-{cell_id}"):
                 run_steps(ctx)
