@@ -412,7 +412,8 @@ def store(ctx: CellContext) -> None:
     if ctx.logs.exists():
         shutil.copytree(ctx.logs, entry_logs)
     records = [r.model_copy(deep=True) for r in ctx.records]  # copies: paths made relative below
-    _map_logs(records, lambda p: _relative(p, ctx.logs))
+    # one not under this run's logs (never so today) kept as it is
+    _map_logs(records, lambda p: str(Path(p).relative_to(ctx.logs)) if Path(p).is_relative_to(ctx.logs) else p)
     resultcache.store(results_cache_dir(ctx.cache), ctx.key, CachedResult(cell=ctx.cell, records=records).to_json())
 
 
@@ -591,13 +592,6 @@ def reuse_cached(ctx: CellContext) -> bool:
     ctx.cell.cached = CachedFrom(key=key, timings_of_the_run=found.cell.timings)
     ctx.records += found.records
     return True
-
-
-def _relative(path: str, logs: Path) -> str:
-    try:
-        return str(Path(path).relative_to(logs))
-    except ValueError:
-        return path  # not under this run's logs (never so today): kept as it is
 
 
 def _map_logs(records: list[VariantRecord], fn: Callable[[str], str]) -> None:

@@ -46,7 +46,6 @@ class CompetingFix(DiffInLayout):
 
 def parse_competing(name: str, text: str) -> CompetingFix:
     """A competing fix's file; one ConfigError line naming the file (and line) when it is malformed."""
-    stem = name[: -len(".patch")] if name.endswith(".patch") else name
     if not text.isascii():
         raise ConfigError(f"{name}: non-ASCII text; a competing fix is data that may go upstream (ASCII only)")
     if "\ndiff --git " not in "\n" + text:
@@ -73,14 +72,9 @@ def parse_competing(name: str, text: str) -> CompetingFix:
     if not _DATE.match(fields["Date"]):
         raise ConfigError(f"{name}: Date: {fields['Date']!r}; expected YYYY-MM, YYYY-MM-DD or 'unknown'")
     patch = parse_patch(name, text)  # paths checked: a/ b/ prefixes, nothing escaping the tree, no binary
+    title, url, date, summary = (fields[k] for k in REQUIRED)
     return CompetingFix(
-        stem,
-        fields["Competing fix"],
-        fields["URL"],
-        fields["Date"],
-        fields["Author's summary"],
-        fields.get("Provenance", ""),
-        patch.files,
+        name.removesuffix(".patch"), title, url, date, summary, fields.get("Provenance", ""), patch.files
     )
 
 

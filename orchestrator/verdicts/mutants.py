@@ -33,7 +33,6 @@ class Mutant(DiffInLayout):
 
 def parse_mutant(name: str, text: str) -> Mutant:
     """A mutant file's text; one ConfigError line naming the file when it is malformed."""
-    stem = name[: -len(".patch")] if name.endswith(".patch") else name
     if "\ndiff --git " not in "\n" + text:
         raise ConfigError(f"{name}: no 'diff --git' section; a mutant is a header, a blank line and a git diff")
     header = ("\n" + text).split("\ndiff --git ", 1)[0]
@@ -42,7 +41,7 @@ def parse_mutant(name: str, text: str) -> Mutant:
         if key not in fields:
             raise ConfigError(f"{name}: no '{key}: ...' line before the diff")
     patch = parse_patch(name, text)  # paths checked: a/ b/ prefixes, nothing escaping the tree, no binary
-    return Mutant(stem, fields["Mutant"], fields["Why it is wrong"], patch.files)
+    return Mutant(name.removesuffix(".patch"), fields["Mutant"], fields["Why it is wrong"], patch.files)
 
 
 def mutant_verdict(apply_error: Optional[str], build_ok: bool, gate: Optional[TestRecord]) -> GateVerdict:
