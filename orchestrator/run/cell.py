@@ -346,8 +346,7 @@ def run_mutants(ctx: CellContext, worktree: Worktree, patched: VariantRecord) ->
 
 
 def run_competing(ctx: CellContext, tree: Tree, patched: VariantRecord) -> None:
-    """Each competing fix on the UNFIXED tree (the control's): applied, the tests rebuilt, run and judged
-    against what the fix passes, the files put back."""
+    """Each competing fix on the UNFIXED tree (the control's): applied, rebuilt, run, judged, the files put back."""
     if not ctx.competing_files or ctx.module.no_mutants:  # as the mutants: the plain backend's cell has them
         return
     skipped = _why_mutants_are_skipped(ctx, patched)
@@ -761,8 +760,7 @@ def _diff_record(
 def _variant_tests(
     ctx: CellContext, worktree: Worktree, patched: VariantRecord, diff: Mutant | CompetingFix, rec: VariantRecord
 ) -> Optional[str]:
-    """One diff applied to the tree as it is, the tests that pass with the fix rebuilt and run into `rec`, the
-    files put back; an apply error."""
+    """One diff applied to the tree as is, the tests that pass with the fix rebuilt, run, put back; an apply error."""
     assert ctx.series is not None
     name, kind, tests = diff.name, "mutants" if isinstance(diff, Mutant) else "competing", tuple(_judged_tests(patched))
     src = get_layout(ctx.series.layout)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import re
 import signal as _signal
-from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Mapping, NamedTuple, Optional
 
 from ..report.model import CellStatus, Outcome, Verdict
 
@@ -54,8 +53,7 @@ def signal_name(exit_code: Optional[int]) -> Optional[str]:
 
 
 def gate_rows(output: str) -> list[dict]:
-    """test-opt-dynamic-accum's lines -> one row per device x case: its `case`, and its
-    `opt_period` when the case has one (older gates print only opt_period cases)."""
+    """The gate's rows, one per device x case, with its `opt_period` where it has one (older gates: all do)."""
     rows = []
     for m in GATE_ROW.finditer(strip_ansi(output)):
         case = m["case"].strip()
@@ -87,8 +85,7 @@ def test_opt_rows(output: str) -> list[dict]:
     ]
 
 
-@dataclass(frozen=True)
-class GateVerdict:
+class GateVerdict(NamedTuple):
     """The verdict on the gate run without the fix (the control, or a mutant), and why."""
 
     verdict: Verdict
@@ -103,9 +100,8 @@ def gate_verdict(
     variant: str = "the control variant",
     passed: str = "the gate test passed without the fix: it is not a gate",
 ) -> GateVerdict:
-    """The gate run on a tree without the (right) fix: killed only if the tree built and the gate
-    failed by its own check (a non-zero exit, not a signal or timeout) and printed its failure
-    line; survived if it passed (`passed` says what that means); else invalid."""
+    """The gate on a tree without the (right) fix: killed only if the tree built and the gate failed by its own
+    check (a non-zero exit, not a signal or timeout) printing its failure line; survived if it passed; else invalid."""
     if not build_ok:
         return GateVerdict(INVALID, f"{variant} did not build")
     if gate_outcome == PASSED:
@@ -160,9 +156,8 @@ def control_verdict(
 def cell_status(
     patched_build_ok: bool, patched: Mapping[str, str], verdict: Optional[GateVerdict], attribution: str = ""
 ) -> tuple[CellStatus, str]:
-    """(status, reason) for a cell: passed only when every patched test that ran passed and the control
-    was killed; a test the backend does not run (skipped) is named, never counted as passed.
-    `attribution` says, for failing tests, whether they fail without the fix too."""
+    """(status, reason): passed only when every test that ran passes with the fix and the control was killed;
+    a skipped test is named, never counted as passed; `attribution`: do failing tests fail without the fix too."""
     if not patched_build_ok:
         return CellStatus.FAILED, "the patched variant did not build"
     skipped = [name for name, o in patched.items() if o == SKIPPED]

@@ -98,8 +98,7 @@ def judge(
     tests: Mapping[str, TestRecord],
     with_fix: Mapping[str, Optional[Outcome]],
 ) -> CompetingJudged:
-    """equivalent / wrong (the first failing test and its first failing case line) / invalid, against the
-    tests the fix passes (in the order given)."""
+    """equivalent / wrong (its first failing test and case line) / invalid, against the tests the fix passes."""
     invalid = CompetingVerdict.INVALID
     if apply_error is not None:
         return CompetingJudged(verdict=invalid, reason=f"does not apply to the unfixed tree: {apply_error}")

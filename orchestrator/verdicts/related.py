@@ -19,11 +19,10 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import Field, StringConstraints
 
 from ..records import Record
-from .known_limits import parse_yaml, read_yaml
+from .known_limits import Line, parse_yaml, read_yaml
 
 FILE = "related-upstream.yaml"
 _URL = r"^https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/(pull|issues)/[0-9]+$"
-Line = Annotated[str, StringConstraints(pattern=r"^[\x20-\x7e]+$")]
 
 
 class RelatedWork(Record):
