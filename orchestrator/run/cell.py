@@ -151,8 +151,7 @@ class CellContext:
 # ---------------------------------------------------------------- the steps
 
 
-@dataclass(frozen=True)
-class Tree:
+class Tree(NamedTuple):
     """What apply made: the worktree on the base (`snap`) with the series rendered for the target applied."""
 
     snap: sources.Snapshot
@@ -232,7 +231,6 @@ def configure(ctx: CellContext, worktree: Worktree) -> Configured:
 
 
 def build(ctx: CellContext, plan: BuildPlan) -> VariantRecord:
-    """The patched variant built; a build failure fails the cell."""
     rec = build_variant(ctx, "patched", plan.targets + plan.programs)
     if rec.status == RecordStatus.BUILD_FAILED:
         assert rec.build is not None
@@ -241,7 +239,6 @@ def build(ctx: CellContext, plan: BuildPlan) -> VariantRecord:
 
 
 def run_tests(ctx: CellContext, plan: BuildPlan, patched: VariantRecord) -> VariantRecord:
-    """The tests (and the training program) on the patched variant."""
     if ctx.runs_tests:
         _run_variant(ctx, plan.programs, patched)
     ctx.records.append(patched)
@@ -358,7 +355,6 @@ def run_competing(ctx: CellContext, tree: Tree, patched: VariantRecord) -> None:
 
 
 def compare_training(ctx: CellContext, p: VariantRecord, c: VariantRecord) -> Optional[TrainingComparison]:
-    """The training program's loss per epoch with and without the fix, side by side."""
     if p.training is None or c.training is None:
         return None
     p_ep, c_ep = p.training.epochs, c.training.epochs
@@ -369,7 +365,6 @@ def compare_training(ctx: CellContext, p: VariantRecord, c: VariantRecord) -> Op
 
 
 def conclude(ctx: CellContext, patched: VariantRecord, control: VariantRecord) -> None:
-    """The cell's status, reason and exit code from what the steps recorded."""
     cell = ctx.cell
     if not ctx.runs_tests:
         if control.status == RecordStatus.BUILD_FAILED:
@@ -663,17 +658,12 @@ def build_variant(ctx: CellContext, variant: str, targets: tuple[str, ...], log_
 
 def _run_variant(ctx: CellContext, programs: tuple[str, ...], rec: VariantRecord) -> None:
     """Both tests (one the backend skips recorded with why), then the training program, on a built variant."""
-    for test_name in TESTS:
-        why = ctx.skipped_tests.get(test_name)
-        rec.tests[test_name] = (
-            TestRecord.not_run(why, gate=test_name == GATE_TEST)
-            if why is not None
-            else _run_test(ctx, rec.variant, test_name)
-        )
+    for t in TESTS:
+        why = ctx.skipped_tests.get(t)
+        rec.tests[t] = _run_test(ctx, rec.variant, t) if why is None else TestRecord.not_run(why, gate=t == GATE_TEST)
     outcomes = [t.outcome for t in rec.tests.values() if t.outcome != classify.SKIPPED]
-    rec.status = (
-        RecordStatus.PASSED if outcomes and all(o == classify.PASSED for o in outcomes) else RecordStatus.FAILED
-    )
+    passed = outcomes and all(o == classify.PASSED for o in outcomes)
+    rec.status = RecordStatus.PASSED if passed else RecordStatus.FAILED
     for program in programs:
         run = _run_binary(ctx, f"train {rec.variant}", program, f"{rec.variant}-{program}.log")
         rec.training = TrainingRun(
@@ -786,7 +776,6 @@ def _variant_tests(
 
 
 def _run_mutant(ctx: CellContext, worktree: Worktree, patched: VariantRecord, m: Mutant) -> VariantRecord:
-    """One mutant on the patched tree: applied, rebuilt, each test run and judged on its own."""
     rec = _diff_record(ctx, m, RecordStatus.PENDING)
     ctx.steps.step(f"mutant {m.name}", m.title)
     apply_error = _variant_tests(ctx, worktree, patched, m, rec)
@@ -800,7 +789,6 @@ def _run_mutant(ctx: CellContext, worktree: Worktree, patched: VariantRecord, m:
 
 
 def _run_competing(ctx: CellContext, worktree: Worktree, patched: VariantRecord, c: CompetingFix) -> VariantRecord:
-    """One competing fix on the unfixed tree: applied, rebuilt, both tests run, judged."""
     rec = _diff_record(ctx, c, RecordStatus.PENDING)
     ctx.steps.step(f"competing fix {c.name}", c.title)
     apply_error = _variant_tests(ctx, worktree, patched, c, rec)

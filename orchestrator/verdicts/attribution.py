@@ -61,7 +61,6 @@ def failing_devices(test: Optional[TestRecord]) -> dict[str, str]:
 
 
 def devices_seen(test: Optional[TestRecord]) -> set[str]:
-    """Devices for which a test printed a result row."""
     return {r.device for r in test.rows} if test else set()
 
 
@@ -77,15 +76,9 @@ def attribute(
         c_fail = failing_devices(control)
         for device, detail in failing_devices(test).items():
             label, why = _label(name, device, test, control, c_fail, control_built)
+            without, on = _without(device, control, c_fail), None if device == ANY_DEVICE else device
             entries.append(
-                AttributionEntry(
-                    test=name,
-                    device=None if device == ANY_DEVICE else device,
-                    with_fix=detail,
-                    without_fix=_without(device, control, c_fail),
-                    label=label,
-                    reason=why,
-                )
+                AttributionEntry(test=name, device=on, with_fix=detail, without_fix=without, label=label, reason=why)
             )
     return entries
 

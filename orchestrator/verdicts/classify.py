@@ -27,7 +27,6 @@ TEST_OPT_ROW = re.compile(r"^\s*Backend (?P<device>\S+) (?P<optimizer>\S+): (?P<
 
 
 def strip_ansi(text: str) -> str:
-    """Terminal colours out: the lines as a person reads them."""
     return _ANSI.sub("", text)
 
 

@@ -51,7 +51,6 @@ def table_markdown(patched: list[EpochLoss], control: list[EpochLoss]) -> str:
 
 
 def can_plot() -> bool:
-    """Whether matplotlib is importable here (the `plot` extra)."""
     return importlib.util.find_spec("matplotlib") is not None
 
 
