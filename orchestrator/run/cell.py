@@ -299,16 +299,12 @@ def _judge_control(ctx: CellContext, patched: VariantRecord, rec: VariantRecord)
     # each test failing with the fix, against the same test (and device) without it
     entries = ctx.cell.attribution = attribution.attribute(patched.tests, rec.tests, built)
     opt_pre = attribution.pre_existing_only(entries, UPSTREAM_TEST)
+    pre = attribution.describe([e for e in entries if e.test == UPSTREAM_TEST], labels=False) if opt_pre else None
     gate = rec.test(GATE_TEST)
-    gate_output = (gate.output or "") if gate else ""
+    gate_exit, gate_output = (gate.exit_code, gate.output or "") if gate else (None, "")
+    opt_skipped = ctx.skipped_tests.get(UPSTREAM_TEST)
     v = classify.control_verdict(
-        built,
-        rec.outcome(GATE_TEST),
-        gate.exit_code if gate else None,
-        gate_output,
-        rec.outcome(UPSTREAM_TEST),
-        attribution.describe([e for e in entries if e.test == UPSTREAM_TEST], labels=False) if opt_pre else None,
-        ctx.skipped_tests.get(UPSTREAM_TEST),
+        built, rec.outcome(GATE_TEST), gate_exit, gate_output, rec.outcome(UPSTREAM_TEST), pre, opt_skipped
     )
     rec.status, rec.verdict, rec.verdict_reason = RecordStatus(v.verdict.value), v.verdict, v.reason
     rec.failure_line = classify.gate_failure_line(gate_output)

@@ -136,20 +136,14 @@ def control_verdict(
     if test_opt_outcome == FAILED and not test_opt_pre_existing:
         return GateVerdict(KILLED, f"{v.reason}; test-opt fails too (its per-step cases)")
     if test_opt_outcome == SKIPPED:
+        alone = f"test-opt is not run on this backend: {test_opt_skipped or 'no reason recorded'}"
+    elif test_opt_pre_existing:
+        alone = f"test-opt {test_opt_outcome} with and without the fix, pre-existing: {test_opt_pre_existing}"
+    else:
         return GateVerdict(
-            KILLED,
-            f"{v.reason} (verdict on the gate alone: test-opt is not run on this backend: "
-            f"{test_opt_skipped or 'no reason recorded'})",
+            INVALID, f"test-opt {test_opt_outcome} without the fix, so the control changed more than the fix"
         )
-    if test_opt_pre_existing:
-        return GateVerdict(
-            KILLED,
-            f"{v.reason} (verdict on the gate alone: test-opt {test_opt_outcome} with and "
-            f"without the fix, pre-existing: {test_opt_pre_existing})",
-        )
-    return GateVerdict(
-        INVALID, f"test-opt {test_opt_outcome} without the fix, so the control changed more than the fix"
-    )
+    return GateVerdict(KILLED, f"{v.reason} (verdict on the gate alone: {alone})")
 
 
 def cell_status(
