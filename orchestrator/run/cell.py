@@ -518,9 +518,7 @@ def cell_action(
         also = f"; {no_device}" if no_device and no_device not in no_toolchain else ""
         return "skip", no_toolchain + also
     if no_device:
-        if build_only and build_only_ok:
-            return "build-only", no_device
-        return "skip", no_device
+        return ("build-only" if build_only and build_only_ok else "skip"), no_device
     return "run", ""
 
 

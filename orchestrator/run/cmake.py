@@ -123,8 +123,5 @@ def _first_error(log: Path) -> str:
         lines = log.read_text(errors="replace").splitlines()
     except OSError:
         return ""
-    for pattern in (r"\berror\b:", r"CMake Error", r"FAILED:"):
-        for ln in lines:
-            if re.search(pattern, ln):
-                return ln.strip()[:300]
-    return ""
+    patterns = (r"\berror\b:", r"CMake Error", r"FAILED:")  # the most telling first
+    return next((ln.strip()[:300] for p in patterns for ln in lines if re.search(p, ln)), "")

@@ -84,9 +84,8 @@ def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Op
 def _run_parallel(
     one: Callable[[Target, Backend], CellRan], cells: list[tuple[Target, Backend]], cancel: CancelToken, workers: int
 ) -> list[CellRan]:
-    """Independent cells overlap (one fetches or links while another compiles); results keep the
-    matrix's order. On Ctrl-C or SIGTERM (raised in this thread) the other cells stop at their next
-    step or build line: their compilers are killed and a reverted tree is put back."""
+    """Independent cells overlap (one fetches or links while another compiles), results in the given order.
+    On Ctrl-C or SIGTERM (raised here) the others stop at their next step or build line: compilers killed, trees back."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(one, t, b) for t, b in cells]
         try:

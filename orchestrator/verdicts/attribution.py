@@ -127,10 +127,7 @@ def pre_existing_only(entries: list[AttributionEntry], test: str) -> bool:
 def failure_kind(entries: list[AttributionEntry]) -> Optional[AttributionLabel]:
     """regression if any, else unknown if any, else pre-existing; None when nothing failed."""
     labels = {e.label for e in entries}
-    for kind in (REGRESSION, UNKNOWN, PRE_EXISTING):
-        if kind in labels:
-            return kind
-    return None
+    return next((kind for kind in (REGRESSION, UNKNOWN, PRE_EXISTING) if kind in labels), None)
 
 
 def describe(entries: list[AttributionEntry], labels: bool = True) -> str:

@@ -70,10 +70,7 @@ def gate_rows(output: str) -> list[dict]:
 
 
 def gate_failure_line(output: str) -> Optional[str]:
-    for row in gate_rows(output):
-        if row["status"] == "FAIL":
-            return row["line"]
-    return None
+    return next((row["line"] for row in gate_rows(output) if row["status"] == "FAIL"), None)
 
 
 def test_opt_rows(output: str) -> list[dict]:

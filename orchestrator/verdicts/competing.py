@@ -83,11 +83,8 @@ def first_failing_line(test: str, output: str) -> Optional[str]:
     if test == GATE_TEST:
         return gate_failure_line(output)
     for line in strip_ansi(output).splitlines():
-        if (
-            line.rstrip().endswith("FAIL")
-            and "backend*optimizer" not in line
-            and not line.lstrip().startswith("Backend ")
-        ):
+        summary = line.lstrip().startswith("Backend ") or "backend*optimizer" in line  # a backend's or the total
+        if line.rstrip().endswith("FAIL") and not summary:
             return line.strip()
     return None
 
