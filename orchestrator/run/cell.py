@@ -788,9 +788,7 @@ def _run_competing(ctx: CellContext, worktree: Worktree, patched: VariantRecord,
     apply_error = _variant_tests(ctx, worktree, patched, c, rec)
     with_fix = {t: patched.outcome(t) for t in TESTS}
     j = rec.judged = judge_competing(apply_error, bool(rec.build and rec.build.ok), rec.tests, with_fix)
-    rec.status = {
-        CompetingVerdict.EQUIVALENT: RecordStatus.PASSED,
-        CompetingVerdict.WRONG: RecordStatus.FAILED,
-    }.get(j.verdict, RecordStatus.INVALID)
+    as_status = {CompetingVerdict.EQUIVALENT: RecordStatus.PASSED, CompetingVerdict.WRONG: RecordStatus.FAILED}
+    rec.status = as_status.get(j.verdict, RecordStatus.INVALID)
     ctx.steps.verdict(f"{c.name}: {j.verdict.value}" + (f" ({j.failure_line})" if j.failure_line else ""))
     return rec

@@ -20,9 +20,8 @@ def cell_key(parts: dict[str, Any]) -> str:
 
 
 def load(directory: Path, key: str) -> Optional[dict]:
-    path = directory / f"{key}.json"
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads((directory / f"{key}.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None  # absent or half-written by an interrupted run: not a hit
 
