@@ -36,9 +36,9 @@ from ..patchset.render import render
 from ..progress import Reporter
 from ..redact import redact
 from ..run import cmake, resultcache, toolchain
-from ..run.cell import CellContext, apply, build_variant, cell_context, fix_reverted, run_steps
+from ..run.cell import CellContext, Tree, apply, build_variant, cell_context, fetch, fix_reverted
 from ..run.testrun import TestRun, run_program
-from ..sources.base import sha256_of
+from ..sources.base import Snapshot, sha256_of
 from ..vcs.snapshots import SnapshotRepo
 from ..verdicts.training import can_plot
 from . import results as ft
@@ -179,12 +179,12 @@ def model_file(cache: Cache, vocab_name: str, vocab: bytes, seed: int, log: Call
     return _record(path, meta), path
 
 
-def gather_inputs(ctx: CellContext, log: Callable[[str], None], seed: int = tm.DEFAULT_SEED) -> Inputs:
+def gather_inputs(ctx: CellContext, snap: Snapshot, log: Callable[[str], None], seed: int = tm.DEFAULT_SEED) -> Inputs:
     """Model, texts, program, flags and toolchain, read from the snapshot repository (not the
     worktree: a cached result needs no worktree and no lock). One line (exit 2) when the tree has
     no llama_opt_epoch (llama.cpp's training API) or lacks a file the evidence needs."""
-    assert ctx.snap is not None and ctx.series is not None and ctx.repo is not None
-    repo, commit, target, prefix = ctx.repo, ctx.snap.commit, ctx.target, ctx.layout.prefix
+    assert ctx.series is not None and ctx.repo is not None
+    repo, commit, target, prefix = ctx.repo, snap.commit, ctx.target, ctx.layout.prefix
     if "llama_opt_epoch" not in (repo.read_blob(commit, f"{prefix}include/llama.h") or ""):
         raise ConfigError(
             f"--target {target.name}: {prefix}include/llama.h has no llama_opt_epoch "
@@ -200,9 +200,7 @@ def gather_inputs(ctx: CellContext, log: Callable[[str], None], seed: int = tm.D
             )
         return data
 
-    rendered = ctx.rendered = render(
-        ctx.series, get_layout(ctx.series.layout), ctx.layout, lambda p: repo.read_blob(commit, p)
-    )
+    rendered = render(ctx.series, get_layout(ctx.series.layout), ctx.layout, lambda p: repo.read_blob(commit, p))
     program = blob(ft.PROGRAM_SOURCE)
     pretrain, pretrain_paths = data_files(ctx.cache, [(f, blob(f)) for f in ft.PRETRAIN_FILES])
     data, data_paths = data_files(ctx.cache, [(f, blob(f)) for f in ft.DATA_FILES])
@@ -232,17 +230,16 @@ def gather_inputs(ctx: CellContext, log: Callable[[str], None], seed: int = tm.D
 # ---------------------------------------------------------------- build: both variants, under the cell's lock
 
 
-def build_variants(ctx: CellContext, timings: dict) -> tuple[dict[str, Path], dict[str, dict]]:
+def build_variants(ctx: CellContext, tree: Tree, timings: dict) -> tuple[dict[str, Path], dict[str, dict]]:
     """llama-finetune built with the fix, then with only the fix reverted (the control's tree), each
     copied out of the build tree: {variant: binary}, and what each was built from (`_sources`).
     The tree is patched again on the way out."""
-    assert ctx.worktree is not None
-    llama_dir = str(ctx.worktree.path / ctx.layout.prefix).rstrip("/")
-    ctx.plan = BuildPlan(llama_dir, DEFINITIONS, (ft.PROGRAM,), programs=())
+    llama_dir = str(tree.worktree.path / ctx.layout.prefix).rstrip("/")
+    plan = BuildPlan(llama_dir, DEFINITIONS, (ft.PROGRAM,), programs=())
     ctx.steps.step("configure", f"llama.cpp's own CMake project, target {ft.PROGRAM}, {ctx.build_subdir}")
     t0 = time.monotonic()
     step = cmake.configure(
-        ctx.plan, ctx.build_dir, ctx.module.configure_flags(ctx.backend), ctx.logs / "configure.log", ctx.env
+        plan, ctx.build_dir, ctx.module.configure_flags(ctx.backend), ctx.logs / "configure.log", ctx.env
     )
     cmake.require(step, "cmake configure (fine-tuning evidence)")
     timings["configure_s"] = round(time.monotonic() - t0, 2)
@@ -250,32 +247,32 @@ def build_variants(ctx: CellContext, timings: dict) -> tuple[dict[str, Path], di
     binaries, built_from = {}, {}
     for variant in ft.VARIANTS:
         t0, c0 = time.monotonic(), _children_cpu()
-        with fix_reverted(ctx) if variant == "without_fix" else nullcontext(None) as reverted:
+        with fix_reverted(tree) if variant == "without_fix" else nullcontext(None) as reverted:
             if reverted is not None:
                 ctx.steps.done(f"reverted {', '.join(reverted)}")
-            binaries[variant], built_from[variant] = _built(ctx, variant), _sources(ctx, variant)
+            binaries[variant], built_from[variant] = _built(ctx, variant), _sources(ctx, tree, variant)
         timings[f"build_{variant}_s"] = round(time.monotonic() - t0, 2)
         timings[f"build_{variant}_cpu_s"] = round(_children_cpu() - c0, 2)
     return binaries, built_from
 
 
-def _sources(ctx: CellContext, variant: str) -> dict:
+def _sources(ctx: CellContext, tree: Tree, variant: str) -> dict:
     """What a variant was built from, read right after its build: the fix's files as git blob ids
     in the tree and as expected (the patched commit's, or the base's), and the sha256 of the
     object each was compiled into (`<file>.o` in the build tree)."""
-    assert ctx.worktree is not None and ctx.repo is not None and ctx.rendered is not None and ctx.snap is not None
-    paths = ctx.rendered.fix_paths()
-    rev = ctx.cell.patched_commit if variant == "with_fix" else ctx.snap.commit
+    assert ctx.repo is not None
+    paths = tree.rendered.fix_paths()
+    rev = ctx.cell.patched_commit if variant == "with_fix" else tree.snap.commit
     objects = {p: sorted(ctx.build_dir.glob(f"**/{Path(p).name}.o")) for p in paths}
     return {
-        "blobs": dict(zip(paths, ctx.repo.hash_blobs(ctx.worktree.path, paths), strict=True)),
+        "blobs": dict(zip(paths, ctx.repo.hash_blobs(tree.worktree.path, paths), strict=True)),
         "expected": {p: (ctx.repo.object_id(rev, p) if rev else None) for p in paths},
         "objects": {p: hashlib.sha256(o[0].read_bytes()).hexdigest() if o else None for p, o in objects.items()},
     }
 
 
 def _built(ctx: CellContext, variant: str) -> Path:
-    rec = build_variant(ctx, variant)
+    rec = build_variant(ctx, variant, (ft.PROGRAM,))
     if not (rec.build and rec.build.ok):
         error = rec.build.error if rec.build else ""
         raise BuildFailed(
@@ -443,9 +440,9 @@ def run_evidence(
     )
     cached_dir = evidence_dir(cache) / "results"
     with cache.lock(f"evidence-{target.name}"):
-        run_steps(ctx, ("fetch",))
+        snap = fetch(ctx)
         ctx.steps.step("inputs", "model, data, program, toolchain")
-        inputs = gather_inputs(ctx, ctx.steps.done)
+        inputs = gather_inputs(ctx, snap, ctx.steps.done)
         key = inputs.key(cases)
         cached = None if rerun else _cached(cached_dir, key)
         if cached is not None:
@@ -457,9 +454,10 @@ def run_evidence(
         timings: dict = {}
         with cache.lock(f"cell-{cell_id}"):  # the cell's worktree: never during a matrix run's control
             t0 = time.monotonic()
-            apply(ctx)
+            tree = apply(ctx, snap)
+            assert tree is not None  # rerun: never the matrix's cached cell result
             timings["apply_s"] = round(time.monotonic() - t0, 2)
-            binaries, built_from = build_variants(ctx, timings)
+            binaries, built_from = build_variants(ctx, tree, timings)
         ctx.steps.step("provenance", "each binary holds (or lacks) the fix")
         provenance = check_provenance(binaries, inputs.markers, built_from)
         said = ", ".join(
