@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import ConfigError, ExitCode
+from . import add_results, repeatable
 
 HELP = (
     "upstream's llama-finetune with and without the fix, fine-tuning a pre-trained tiny llama model, per "
@@ -23,20 +24,9 @@ def add_arguments(p) -> None:
         metavar="NAME",
         help="a llama.cpp-layout target of matrix.yaml (default: llama.cpp)",
     )
-    p.add_argument(
-        "--results",
-        default="results",
-        metavar="DIR",
-        help="results folder: evidence/ goes in it, and a section of its summary.md (default: results/)",
-    )
-    p.add_argument(
-        "--case",
-        action="append",
-        default=[],
-        metavar=ft.CASE_FORMAT,
-        help="a case to run in both variants (repeatable; opt_period 1, 2 or 4, epochs default 8); "
-        f"default: {' '.join(ft.DEFAULT_CASES)}",
-    )
+    add_results(p, "results folder: evidence/ goes in it, and a section of its summary.md (default: results/)")
+    case = "a case to run in both variants (repeatable; opt_period 1, 2 or 4, epochs default 8); default: "
+    repeatable(p, "--case", case + " ".join(ft.DEFAULT_CASES), ft.CASE_FORMAT)
     p.add_argument(
         "--rerun",
         action="store_true",
@@ -75,8 +65,7 @@ def run(args, matrix, cache) -> ExitCode:
     how = f"cached result, key {res.cache_key[:12]}" if done.cached else "built and run"
     files = ", ".join(str(p) for p in done.files)
     print(redact(f"evidence: {how} in {done.seconds:.2f} s; {done.plot_note}; results in {files}"))
-    failed = ft.unfinished(res)
-    if failed:
+    if failed := ft.unfinished(res):
         runs = "; ".join(
             f"{r.variant.replace('_', ' ')} {r.optimizer} lr {r.lr:g} opt_period {r.opt_period}: {r.outcome} "
             f"(exit {r.exit_code})"

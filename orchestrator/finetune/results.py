@@ -18,6 +18,7 @@ from typing import Annotated, Any, Iterable, Literal, Optional, Sequence, Union
 from pydantic import ConfigDict, Field, StringConstraints, ValidationError
 
 from ..records import Record, error_line
+from ..run import resultcache
 from .cases import CASE_FORMAT, DEFAULT_CASES, MAX_EPOCHS, N_CTX, OPTIMIZERS, PERIODS, Case, parse_case, parse_cases  # noqa: F401
 
 FINETUNE_SCHEMA_VERSION = 2
@@ -174,14 +175,13 @@ class Info(Record):
     model_config = ConfigDict(extra="allow")
 
     def get(self, key: str, default: Any = None) -> Any:
-        value = getattr(self, key, None) if key in type(self).model_fields else (self.model_extra or {}).get(key)
+        value = dict(self).get(key)  # the fields and the other keys alike
         return default if value is None else value
 
     def __getitem__(self, key: str) -> Any:
-        value = self.get(key)
-        if value is None:
+        if key not in self:
             raise KeyError(key)
-        return value
+        return self.get(key)
 
     def __contains__(self, key: str) -> bool:
         return self.get(key) is not None
@@ -380,7 +380,7 @@ def noise_floor(results: FinetuneResults) -> Noise:
     for r in results.runs:
         if r.primary or r.outcome != "ok":
             continue
-        p = next((q for q in results.runs if q.primary and q.variant == r.variant and q.case == r.case), None)
+        p = results.run(r.variant, *r.case)
         if p is None or p.outcome != "ok":
             continue
         d = _max_abs_diff(p.epochs, r.epochs)
@@ -477,25 +477,10 @@ def data_digest(files: Iterable[tuple[str, bytes]]) -> str:
     return h.hexdigest()
 
 
-def cache_key(
-    *,
-    base: str,
-    series: str,
-    model_sha256: str,
-    data_sha256: str,
-    program_sha256: str,
-    flags: dict[str, Any],
-    cases: list[dict[str, Any]],
-    toolchain: dict[str, Any],
-    pretrain: str = "",
-) -> str:
-    """A stable sha256 of everything that decides the finetune results (pure): series is the rendered
-    series' digest, model the random model's, pretrain the pre-training's key."""
-    parts: dict[str, Any] = dict(
-        base=base, series=series, model=model_sha256, data=data_sha256, program=program_sha256, flags=flags
-    )
-    parts |= dict(v=FINETUNE_KEY_VERSION, kind="finetune", cases=cases, toolchain=toolchain, pretrain=pretrain)
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
+def cache_key(**parts: Any) -> str:
+    """A stable sha256 of everything that decides the finetune results (pure): base, series (the rendered
+    series' digest), model (the random model's), data, program, flags, cases, toolchain, pretrain (its key)."""
+    return resultcache.cell_key({**parts, "v": FINETUNE_KEY_VERSION, "kind": "finetune"})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -583,7 +568,8 @@ def figure(results: FinetuneResults):
                 ax.plot(
                     xs, [e.eval_loss for e in run.epochs], "--s", ms=3, color=colour, alpha=0.7, label=f"eval, {label}"
                 )
-            if _spans_decades(ax):
+            ys = [y for line in ax.lines for y in line.get_ydata() if math.isfinite(y) and y > 0]
+            if ys and max(ys) / min(ys) > 10:
                 ax.set_yscale("log")  # a diverging run would flatten the other curves
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_title(f"{opt} lr {lr:g}, opt_period {period}", fontsize=9)
@@ -598,11 +584,6 @@ def figure(results: FinetuneResults):
     fig.suptitle(f"{title}\n{where}", fontsize=9)
     fig.tight_layout()
     return fig
-
-
-def _spans_decades(ax) -> bool:
-    ys = [y for line in ax.lines for y in line.get_ydata() if math.isfinite(y) and y > 0]
-    return bool(ys) and max(ys) / min(ys) > 10
 
 
 def plot(results: FinetuneResults, path: Path) -> Path:

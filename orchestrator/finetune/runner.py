@@ -51,18 +51,9 @@ RESULTS_SUBDIR = "evidence"
 NO_PLOT = "no plot: matplotlib is not installed (pip install 'ggml-patch[plot]'); the tables are all there is"
 # the tree's own CMake project, static, examples on (llama-common comes with them); only the
 # llama-finetune target is built, so the other examples, tests, tools and server never compile
-DEFINITIONS = (
-    ("CMAKE_BUILD_TYPE", "Release"),
-    ("BUILD_SHARED_LIBS", "OFF"),
-    ("LLAMA_BUILD_COMMON", "ON"),
-    ("LLAMA_BUILD_EXAMPLES", "ON"),
-    ("LLAMA_BUILD_TESTS", "OFF"),
-    ("LLAMA_BUILD_TOOLS", "OFF"),
-    ("LLAMA_BUILD_SERVER", "OFF"),
-    ("LLAMA_BUILD_APP", "OFF"),
-    ("LLAMA_OPENSSL", "OFF"),
-    ("LLAMA_CURL", "OFF"),
-)
+_ON = dict(CMAKE_BUILD_TYPE="Release", BUILD_SHARED_LIBS="OFF", LLAMA_BUILD_COMMON="ON", LLAMA_BUILD_EXAMPLES="ON")
+_OFF = "LLAMA_BUILD_TESTS LLAMA_BUILD_TOOLS LLAMA_BUILD_SERVER LLAMA_BUILD_APP LLAMA_OPENSSL LLAMA_CURL".split()
+DEFINITIONS = tuple((_ON | dict.fromkeys(_OFF, "OFF")).items())
 
 
 @dataclass
@@ -100,17 +91,9 @@ class Inputs:
         return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
     def key(self, cases: tuple[ft.Case, ...]) -> str:
-        return ft.cache_key(
-            base=self.base,
-            series=self.rendered_sha256,
-            model_sha256=self.model["sha256"],
-            data_sha256=self.data["sha256"],
-            program_sha256=self.program_sha256,
-            flags=self.flags,
-            cases=[c.key() for c in cases],
-            toolchain=self.toolchain,
-            pretrain=self.pretrain_key(),
-        )
+        parts = dict(base=self.base, series=self.rendered_sha256, model=self.model["sha256"], data=self.data["sha256"])
+        parts |= dict(program=self.program_sha256, flags=self.flags, cases=[c.key() for c in cases])
+        return ft.cache_key(**parts, toolchain=self.toolchain, pretrain=self.pretrain_key())
 
 
 # ---------------------------------------------------------------- checks before any work
@@ -158,11 +141,6 @@ def _made(path: Path, **expected: object) -> Optional[dict]:
     return meta if meta.get("sha256") == sha256_of(path) else None
 
 
-def _record(path: Path, meta: dict) -> dict:
-    resultcache.store(path.parent, path.stem, meta)
-    return meta
-
-
 def model_file(cache: Cache, vocab_name: str, vocab: bytes, seed: int, log: Callable[[str], None]) -> tuple[dict, Path]:
     """The tiny model for this vocab and seed, made once into the cache."""
     vocab_sha = hashlib.sha256(vocab).hexdigest()
@@ -176,7 +154,8 @@ def model_file(cache: Cache, vocab_name: str, vocab: bytes, seed: int, log: Call
         made = tm.make(Path(scratch) / Path(vocab_name).name, path, seed)
     meta = {k: v for k, v in asdict(made).items() if k != "path"} | {"vocab_file": vocab_name, "gguf": version("gguf")}
     log(f"made {path.name} ({made.n_params} parameters, {time.monotonic() - t0:.1f} s)")
-    return _record(path, meta), path
+    resultcache.store(path.parent, path.stem, meta)
+    return meta, path
 
 
 def gather_inputs(ctx: CellContext, log: Callable[[str], None], seed: int = tm.DEFAULT_SEED) -> Inputs:
@@ -203,30 +182,19 @@ def gather_inputs(ctx: CellContext, log: Callable[[str], None], seed: int = tm.D
     rendered = ctx.rendered = render(
         ctx.series, get_layout(ctx.series.layout), ctx.layout, lambda p: repo.read_blob(commit, p)
     )
-    program = blob(ft.PROGRAM_SOURCE)
-    pretrain, pretrain_paths = data_files(ctx.cache, [(f, blob(f)) for f in ft.PRETRAIN_FILES])
-    data, data_paths = data_files(ctx.cache, [(f, blob(f)) for f in ft.DATA_FILES])
-    model, model_path = model_file(ctx.cache, tm.DEFAULT_VOCAB, blob(tm.DEFAULT_VOCAB), seed, log)
+    program = hashlib.sha256(blob(ft.PROGRAM_SOURCE)).hexdigest()
+    pretrain = data_files(ctx.cache, [(f, blob(f)) for f in ft.PRETRAIN_FILES])
+    data = data_files(ctx.cache, [(f, blob(f)) for f in ft.DATA_FILES])
+    model = model_file(ctx.cache, tm.DEFAULT_VOCAB, blob(tm.DEFAULT_VOCAB), seed, log)
     flags = {"definitions": [list(d) for d in DEFINITIONS], "cmake": ctx.module.configure_flags(ctx.backend)}
     flags |= {"env": ctx.module.test_env(ctx.backend), "program": ft.program_options()}
     flags["ccache"] = bool(shutil.which("ccache"))
     fix_paths = set(rendered.fix_paths())
     fix_diff = "\n".join(f.text for p in rendered.patches for f in p.files if f.path in fix_paths)
-    return Inputs(
-        commit,
-        ctx.series.sha256,
-        rendered.sha256,
-        model,
-        model_path,
-        pretrain,
-        pretrain_paths,
-        data,
-        data_paths,
-        hashlib.sha256(program).hexdigest(),
-        flags,
-        toolchain.versions(),
-        tuple(ft.fix_markers(fix_diff)),
-    )
+    markers = tuple(ft.fix_markers(fix_diff))
+    # each (metadata, path(s)) pair in the order Inputs declares them
+    sums = (commit, ctx.series.sha256, rendered.sha256)
+    return Inputs(*sums, *model, *pretrain, *data, program, flags, toolchain.versions(), markers)
 
 
 # ---------------------------------------------------------------- build: both variants, under the cell's lock
@@ -394,7 +362,8 @@ def pretrained_model(ctx: CellContext, inputs: Inputs, binary: Path) -> tuple[di
     meta |= {"eval_loss": [e.eval_loss for e in out.epochs], "seconds": round(run.duration_s, 2)}
     meta["cpu_seconds"] = round(cpu, 2)
     ctx.steps.done(f"eval loss {meta['eval_loss'][0]:.4f} -> {meta['eval_loss'][-1]:.4f}; {path.name}")
-    return _record(path, meta), path
+    resultcache.store(path.parent, path.stem, meta)
+    return meta, path
 
 
 def plan_runs(cases: tuple[ft.Case, ...]) -> list[tuple[ft.Case, str, int, int]]:
@@ -478,6 +447,7 @@ def run_evidence(
         model = {k: v for k, v in inputs.model.items() if k not in ("sha256", "gguf")}  # the random model's
         model |= {"sha256": pre["sha256"], "random_sha256": inputs.model["sha256"], "pretrained": True}
         model["pretrain"] = {k: pre[k] for k in ft.PretrainInfo.model_fields if k in pre}
+        sums = dict(sha256=inputs.series_sha256, rendered_sha256=inputs.rendered_sha256)
         results = ft.FinetuneResults(
             target=target.name,
             base=inputs.base,
@@ -488,12 +458,7 @@ def run_evidence(
             runs=runs,
             cache_key=key,
             source=ctx.cell.source.model_dump(include={"description", "upstream_commit", "kind"}),
-            series={
-                "sha256": inputs.series_sha256,
-                "rendered_sha256": inputs.rendered_sha256,
-                "patches": [p.name for p in series.patches],
-                "patched_commit": ctx.cell.patched_commit,
-            },
+            series=dict(sums, patches=[p.name for p in series.patches], patched_commit=ctx.cell.patched_commit),
             toolchain=inputs.toolchain,
             timings=timings,
         )
