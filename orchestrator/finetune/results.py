@@ -128,8 +128,7 @@ def _num(text: str) -> float:
 
 
 def parse_output(text: str) -> ProgramOutput:
-    """llama-finetune's output -> one Epoch per (train, val) pair of final progress lines; the
-    warnings it printed (at most 20). Anything else is ignored."""
+    """llama-finetune's output -> one Epoch per (train, val) pair of final progress lines, and its warnings."""
     epochs: list[Epoch] = []
     train: Optional[tuple[float, float]] = None
     warnings: list[str] = []
@@ -276,8 +275,7 @@ class FinetuneResults(Record):
     timings: Info = Info()  # seconds of the run that made these results
 
     def to_json(self) -> str:  # type: ignore[override]
-        """finetune.json's text: the results with the noise floor, thresholds and verdicts computed
-        from them (a reader recomputes them, never trusts them)."""
+        """finetune.json's text, with the noise floor, thresholds and verdicts (a reader recomputes them)."""
         plain = self.model_dump(mode="json")
         plain |= {"noise": asdict(noise_floor(self)), "thresholds": THRESHOLDS}
         plain["verdicts"] = [asdict(v) for v in verdicts(self)]
@@ -285,8 +283,7 @@ class FinetuneResults(Record):
 
     @classmethod
     def from_json(cls, text: str) -> "FinetuneResults":
-        """finetune.json, validated as untrusted input (it may come from anyone's disk): a ValueError
-        naming the first key that is not what `ggml-patch evidence` writes."""
+        """finetune.json validated as untrusted input (anyone's disk): a ValueError naming the first bad key."""
         try:
             d = json.loads(text)
         except (ValueError, RecursionError) as e:
@@ -326,11 +323,8 @@ class FinetuneResults(Record):
 
     def run(self, variant: str, optimizer: str, opt_period: int, lr: Optional[float] = None) -> Optional[Run]:
         """The primary run of a variant and case (lr None: the first with any lr)."""
-        case = (optimizer, opt_period)
-        return next(
-            (r for r in self.runs if r.primary and r.variant == variant and r.case[:2] == case and lr in (None, r.lr)),
-            None,
-        )
+        found = (r for r in self.runs if r.primary and r.variant == variant and r.case[:2] == (optimizer, opt_period))
+        return next((r for r in found if lr in (None, r.lr)), None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -378,9 +372,7 @@ def noise_floor(results: FinetuneResults) -> Noise:
     measured: Optional[float] = None
     pairs = []
     for r in results.runs:
-        if r.primary or r.outcome != "ok":
-            continue
-        p = results.run(r.variant, *r.case)
+        p = None if r.primary or r.outcome != "ok" else results.run(r.variant, *r.case)
         if p is None or p.outcome != "ok":
             continue
         d = _max_abs_diff(p.epochs, r.epochs)
@@ -453,8 +445,7 @@ def unfinished(results: FinetuneResults) -> list[Run]:
 
 def no_case_differs(results: FinetuneResults) -> bool:
     """Reverting the fix changed no case's curves (the evidence's negative control survived)."""
-    vs = verdicts(results)
-    return bool(vs) and all(v.label == "no difference" for v in vs)
+    return bool(vs := verdicts(results)) and all(v.label == "no difference" for v in vs)
 
 
 def verdicts(results: FinetuneResults) -> list[FinetuneVerdict]:
@@ -519,12 +510,9 @@ def table_markdown(results: FinetuneResults) -> str:
         lines += [f"- {p}" for p in noise.pairs] or ["- none finished"]
     for opt, period, lr in results.cases():
         f, u = results.run("with_fix", opt, period, lr), results.run("without_fix", opt, period, lr)
-        rows: dict[int, list[Optional[Epoch]]] = {}
         first = f or u
         assert first is not None  # a case exists because one of its runs does
-        for i, run in enumerate((f, u)):
-            for e in run.epochs if run else []:
-                rows.setdefault(e.epoch, [None, None])[i] = e
+        fe, ue = ({e.epoch: e for e in run.epochs} if run else {} for run in (f, u))
         lines += [
             "",
             f"**{opt}, lr {lr:g}, opt_period {period}** (n_batch {first.n_batch}, n_ubatch {first.n_ubatch})",
@@ -532,7 +520,7 @@ def table_markdown(results: FinetuneResults) -> str:
             "| epoch | train loss, with the fix | eval loss, with the fix | train loss, without | eval loss, without |",
             "|---|---|---|---|---|",
         ]
-        lines += [f"| {n} | {_cells(a)} | {_cells(b)} |" for n, (a, b) in sorted(rows.items())]
+        lines += [f"| {n} | {_cells(fe.get(n))} | {_cells(ue.get(n))} |" for n in sorted(fe | ue)]
     return "\n".join(lines) + "\n"
 
 
@@ -540,8 +528,7 @@ _STYLES = {"with_fix": ("tab:blue", "with the fix"), "without_fix": ("tab:red", 
 
 
 def figure(results: FinetuneResults):
-    """A grid of small panels, rows = optimizer and learning rate, columns = opt_period: train
-    (solid) and eval (dashed) loss per epoch, with the fix (blue) and without (red)."""
+    """Rows = optimizer and lr, columns = opt_period: train (solid) and eval (dashed) loss per epoch."""
     try:
         import matplotlib  # the optional plot extra, loaded only to draw
     except ImportError as e:
@@ -612,11 +599,8 @@ def provenance_rows(results: FinetuneResults) -> dict[str, str]:
     runs = [r for r in results.runs if r.cpu_seconds is not None]
     cpu = sum(r.cpu_seconds or 0 for r in runs)
     curve = pre.get("eval_loss") or []
-    learned = (
-        f", eval loss {curve[0]:.4f} after epoch 1, {curve[-1]:.4f} after epoch {len(curve)}"
-        if curve and all(isinstance(x, (int, float)) for x in curve)
-        else ""
-    )
+    numbers = curve and all(isinstance(x, (int, float)) for x in curve)
+    learned = f", eval loss {curve[0]:.4f} after epoch 1, {curve[-1]:.4f} after epoch {len(curve)}" if numbers else ""
     prov = {v: results.provenance.get(v) or {} for v in VARIANTS if v in results.provenance}
     checks = "; ".join(
         f"{v.replace('_', ' ')}: {'holds' if p.get('holds_fix') else 'lacks'} the fix "
@@ -649,11 +633,15 @@ def provenance_rows(results: FinetuneResults) -> dict[str, str]:
     }
 
 
+def _tables(results: FinetuneResults, cell: Any = str) -> list[str]:
+    """Provenance (what -> value, each cell's text through `cell`), then the verdicts and the loss tables."""
+    rows = [f"| {cell(k)} | {cell(v)} |" for k, v in provenance_rows(results).items()]
+    return ["| | |", "|---|---|", *rows, "", *table_markdown(results).rstrip("\n").split("\n")]
+
+
 def summary_section(results: FinetuneResults, plot_note: str) -> str:
     """The section of summary.md: provenance, then the verdicts and the loss tables."""
-    lines = [f"## {SECTION_TITLE}", "", plot_note, "", "| | |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in provenance_rows(results).items()]
-    return "\n".join(lines) + "\n\n" + table_markdown(results)
+    return "\n".join([f"## {SECTION_TITLE}", "", plot_note, "", *_tables(results)]) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -697,14 +685,7 @@ def pr_lines(results: Optional[FinetuneResults], level: str, cell: Any = str) ->
     if results is None or not results.runs:
         return []
     title = f"{level} Fine-tuning with upstream's llama-finetune: held-out eval loss per epoch with and without the fix"
-    out = [
-        title,
-        "",
-        "| | |",
-        "|---|---|",
-        *(f"| {cell(k)} | {cell(v)} |" for k, v in provenance_rows(results).items()),
-    ]
-    out += ["", *table_markdown(results).rstrip("\n").split("\n")]
+    out = [title, "", *_tables(results, cell)]
     # each command as someone reproduces it: paths relative, the same for both variants (the tree decides)
     data, pre = [f"{TREE}/{f}" for f in results.data.get("files") or []], results.model.get("pretrain") or {}
     cases = [(Case(r.optimizer, r.lr, r.opt_period, len(r.epochs)), r.threads) for r in results.runs if r.primary]
