@@ -48,8 +48,8 @@ def run(args, matrix, cache) -> ExitCode:
         cases = tuple(ft.parse_cases(args.case))
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    llama_target(matrix, args.target)
-    done = run_evidence(matrix, cache, results_dir, args.target, cases, args.rerun, Reporter(1))
+    target = llama_target(matrix, args.target)
+    done = run_evidence(matrix, cache, results_dir, target, cases, args.rerun, Reporter(1))
     res = done.results
     noise = ft.noise_floor(res)
     print(

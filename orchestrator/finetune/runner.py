@@ -306,12 +306,8 @@ def _children_cpu() -> float:
 
 def _run(ctx: CellContext, argv: list[str], epochs: int, log: str) -> tuple[TestRun, ft.ProgramOutput, float, str]:
     """The program run (cancellable at each line of output), what it printed, its CPU seconds, how it ended."""
-
-    def on_line(line: str) -> None:
-        ctx.steps.cancel.check()
-
     c0, timeout_s = _children_cpu(), 60.0 + 120.0 * epochs  # far above the ~7 CPU s an epoch costs: a loaded machine
-    run = run_program(ft.PROGRAM, argv, timeout_s, ctx.env, ctx.logs / log, on_line)
+    run = run_program(ft.PROGRAM, argv, timeout_s, ctx.env, ctx.logs / log, lambda line: ctx.steps.cancel.check())
     out = ft.parse_output(run.output)
     return run, out, _children_cpu() - c0, ft.run_outcome(run.exit_code, run.timed_out, out.complete(epochs))
 
@@ -383,33 +379,22 @@ def run_evidence(
     matrix: Matrix,
     cache: Cache,
     results_dir: Path,
-    target_name: str,
+    target: Target,
     cases: tuple[ft.Case, ...],
     rerun: bool,
     reporter: Reporter,
 ) -> EvidenceRun:
-    """The evidence for `target_name` in results_dir/evidence/ and a section of results_dir/summary.md."""
+    """The evidence for `target` (llama_target's) in results_dir/evidence/ and a section of results_dir/summary.md."""
     t_all = time.monotonic()
-    target = llama_target(matrix, target_name)
     out_dir = outdir.claim(results_dir / RESULTS_SUBDIR, "--results")  # never a folder of the user's files
     series = load_series(matrix)
     backend = matrix.backends.get("cpu") or Backend("cpu")
     cell_id = f"{target.name}/cpu"
     reporter.start_cell(f"{cell_id} fine-tuning evidence")
-    ctx = cell_context(
-        target,
-        backend,
-        cache,
-        matrix.native_tests_dir,
-        cache.cell_dir(cell_id),
-        out_dir / "logs",
-        reporter=reporter,
-        series=series,
-        repo=SnapshotRepo(cache.snapshots_git),
-        rerun=True,  # apply never stops at the matrix's cached cell result: the tree is needed
-        programs=False,
-        build_subdir=BUILD_SUBDIR,
-    )
+    where = (matrix.native_tests_dir, cache.cell_dir(cell_id), out_dir / "logs")
+    opts: dict[str, Any] = dict(series=series, repo=SnapshotRepo(cache.snapshots_git), build_subdir=BUILD_SUBDIR)
+    # rerun: apply never stops at the matrix's cached cell result (the tree is needed)
+    ctx = cell_context(target, backend, cache, *where, reporter, rerun=True, programs=False, **opts)
     cached_dir = evidence_dir(cache) / "results"
     with cache.lock(f"evidence-{target.name}"):
         run_steps(ctx, ("fetch",))
@@ -448,20 +433,12 @@ def run_evidence(
         model |= {"sha256": pre["sha256"], "random_sha256": inputs.model["sha256"], "pretrained": True}
         model["pretrain"] = {k: pre[k] for k in ft.PretrainInfo.model_fields if k in pre}
         sums = dict(sha256=inputs.series_sha256, rendered_sha256=inputs.rendered_sha256)
-        results = ft.FinetuneResults(
-            target=target.name,
-            base=inputs.base,
-            model=model,
-            data=inputs.data,
-            program=dict(name=ft.PROGRAM, source=ft.PROGRAM_SOURCE, sha256=inputs.program_sha256, unmodified=True),
-            provenance=provenance,
-            runs=runs,
-            cache_key=key,
-            source=ctx.cell.source.model_dump(include={"description", "upstream_commit", "kind"}),
-            series=dict(sums, patches=[p.name for p in series.patches], patched_commit=ctx.cell.patched_commit),
-            toolchain=inputs.toolchain,
-            timings=timings,
-        )
+        made = dict(sums, patches=[p.name for p in series.patches], patched_commit=ctx.cell.patched_commit)
+        program = dict(name=ft.PROGRAM, source=ft.PROGRAM_SOURCE, sha256=inputs.program_sha256, unmodified=True)
+        parts = dict(target=target.name, base=inputs.base, model=model, data=inputs.data, program=program, runs=runs)
+        parts |= dict(provenance=provenance, cache_key=key, series=made, toolchain=inputs.toolchain, timings=timings)
+        source = ctx.cell.source.model_dump(include={"description", "upstream_commit", "kind"})
+        results = ft.FinetuneResults(**parts, source=source)
         store(cached_dir, key, results, ctx.logs)
         files, note = write_outputs(results, cached_dir / key, out_dir, results_dir, copy_logs=False)
     return EvidenceRun(results, False, files, note, round(time.monotonic() - t_all, 3))
