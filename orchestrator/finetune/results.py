@@ -61,13 +61,12 @@ def pretrain_options() -> dict[str, Any]:
     return {"optimizer": p.optimizer, "lr": p.lr, "epochs": p.epochs, "n_ctx": N_CTX, "files": list(PRETRAIN_FILES)}
 
 
-def build_commands() -> list[str]:
-    """llama-finetune built from a llama.cpp tree as the evidence builds it (only that target)."""
-    return [
-        f"cmake -S {TREE} -B build -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_EXAMPLES=ON "
-        "-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_OPENSSL=OFF",
-        f"cmake --build build --target {PROGRAM}",
-    ]
+# llama-finetune built from a llama.cpp tree as the evidence builds it (only that target)
+BUILD_COMMANDS = (
+    f"cmake -S {TREE} -B build -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_EXAMPLES=ON "
+    "-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_OPENSSL=OFF",
+    f"cmake --build build --target {PROGRAM}",
+)
 
 
 def command(
@@ -178,12 +177,9 @@ class Info(Record):
         return default if value is None else value
 
     def __getitem__(self, key: str) -> Any:
-        if key not in self:
+        if self.get(key) is None:
             raise KeyError(key)
         return self.get(key)
-
-    def __contains__(self, key: str) -> bool:
-        return self.get(key) is not None
 
 
 class PretrainInfo(Info):
@@ -601,7 +597,7 @@ def provenance_rows(results: FinetuneResults) -> dict[str, str]:
     curve = pre.get("eval_loss") or []
     numbers = curve and all(isinstance(x, (int, float)) for x in curve)
     learned = f", eval loss {curve[0]:.4f} after epoch 1, {curve[-1]:.4f} after epoch {len(curve)}" if numbers else ""
-    prov = {v: results.provenance.get(v) or {} for v in VARIANTS if v in results.provenance}
+    prov = {v: results.provenance.get(v) or {} for v in VARIANTS if results.provenance.get(v) is not None}
     checks = "; ".join(
         f"{v.replace('_', ' ')}: {'holds' if p.get('holds_fix') else 'lacks'} the fix "
         f"(binary sha256 `{str(p.get('sha256', '—'))[:16]}`)"
@@ -694,4 +690,4 @@ def pr_lines(results: Optional[FinetuneResults], level: str, cell: Any = str) ->
     random = f"tiny-llama-{seed}.gguf"
     pretrain = pretrain_command(BINARY, random, [f"{TREE}/{f}" for f in pre.get("files") or []], PRETRAINED)
     tiny = f"python -m orchestrator.finetune.tiny_model {TREE}/{vocab} {random} --seed {seed}"
-    return out + ["", "```sh", *build_commands(), tiny, " ".join(pretrain), *dict.fromkeys(commands), "```"]
+    return out + ["", "```sh", *BUILD_COMMANDS, tiny, " ".join(pretrain), *dict.fromkeys(commands), "```"]

@@ -119,21 +119,14 @@ def model_kv(dims: Dims, vocab: Vocab, seed: int) -> tuple[KV, ...]:
     `general.architecture` is not here: the gguf writer adds it first by itself."""
     from gguf import GGUFValueType as T  # gguf and numpy: heavy, loaded only when a model is written
 
-    u32, f32 = T.UINT32, T.FLOAT32
-    head = [
-        KV("general.name", f"ggml-patch tiny llama seed {seed}", T.STRING),
-        KV("general.file_type", 0, u32),  # LLAMA_FTYPE_ALL_F32
-        KV(f"{ARCH}.vocab_size", vocab.n_vocab, u32),
-        KV(f"{ARCH}.context_length", dims.n_ctx, u32),
-        KV(f"{ARCH}.embedding_length", dims.n_embd, u32),
-        KV(f"{ARCH}.block_count", dims.n_layer, u32),
-        KV(f"{ARCH}.feed_forward_length", dims.n_ff, u32),
-        KV(f"{ARCH}.attention.head_count", dims.n_head, u32),
-        KV(f"{ARCH}.attention.head_count_kv", dims.n_head_kv, u32),
-        KV(f"{ARCH}.attention.layer_norm_rms_epsilon", dims.rms_eps, f32),
-        KV(f"{ARCH}.rope.dimension_count", dims.n_embd // dims.n_head, u32),
-        KV(f"{ARCH}.rope.freq_base", dims.rope_freq_base, f32),
-    ]
+    hp: dict[str, float] = {"vocab_size": vocab.n_vocab, "context_length": dims.n_ctx, "embedding_length": dims.n_embd}
+    hp |= {"block_count": dims.n_layer, "feed_forward_length": dims.n_ff, "attention.head_count": dims.n_head}
+    hp |= {"attention.head_count_kv": dims.n_head_kv, "attention.layer_norm_rms_epsilon": float(dims.rms_eps)}
+    hp |= {"rope.dimension_count": dims.n_embd // dims.n_head, "rope.freq_base": float(dims.rope_freq_base)}
+    head = [KV("general.name", f"ggml-patch tiny llama seed {seed}", T.STRING)]
+    head += [KV("general.file_type", 0, T.UINT32)]  # LLAMA_FTYPE_ALL_F32
+    # in this order; the floats (epsilon, rope base) as FLOAT32, every size as UINT32
+    head += [KV(f"{ARCH}.{k}", v, T.FLOAT32 if isinstance(v, float) else T.UINT32) for k, v in hp.items()]
     return tuple(head) + vocab.entries
 
 
