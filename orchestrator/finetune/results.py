@@ -83,9 +83,9 @@ def pretrain_command(binary: str, model: str, data: Sequence[str], out: str) -> 
     return command(binary, model, data, PRETRAIN, THREADS, out)
 
 
-# ---------------------------------------------------------------------------------------------
-# llama-finetune's output: ggml_opt_epoch_callback_progress_bar on stderr, redrawn with \r; the
-# line that reaches data=N/N is an epoch's final (train, then val), its loss the mean over the epoch.
+# ---------------------------------------------------------------- llama-finetune's output
+# ggml_opt_epoch_callback_progress_bar on stderr, redrawn with \r; the line that reaches data=N/N is
+# an epoch's final (train, then val), its loss the mean over the epoch.
 
 _BAR = re.compile(
     r"^(?P<kind>train|val):\s*\[[^\]]*\]\s*data=(?P<i>\d+)/(?P<n>\d+)\s+loss=(?P<loss>[^±\s]+)±\S+"
@@ -152,8 +152,7 @@ def parse_output(text: str) -> ProgramOutput:
     return ProgramOutput(tuple(epochs), tuple(warnings))
 
 
-# ---------------------------------------------------------------------------------------------
-# the results' data model
+# ---------------------------------------------------------------- the results' data model
 
 
 Text = Annotated[str, StringConstraints(max_length=4096)]
@@ -323,8 +322,7 @@ class FinetuneResults(Record):
         return next((r for r in found if lr in (None, r.lr)), None)
 
 
-# ---------------------------------------------------------------------------------------------
-# the noise floor and the verdict rule
+# ---------------------------------------------------------------- the noise floor and the verdict rule
 #
 # Losses are llama-finetune's mean cross-entropy per epoch, printed with 5 decimals (PRINT_RESOLUTION).
 # The noise floor is the largest difference in any epoch's train or eval loss between runs of the
@@ -451,8 +449,7 @@ def verdicts(results: FinetuneResults) -> list[FinetuneVerdict]:
     return [finetune_verdict(*c, f.epochs, u.epochs, floor) for c, f, u in pairs if f and u]
 
 
-# ---------------------------------------------------------------------------------------------
-# cache key
+# ---------------------------------------------------------------- cache key
 
 
 def data_digest(files: Iterable[tuple[str, bytes]]) -> str:
@@ -470,8 +467,7 @@ def cache_key(**parts: Any) -> str:
     return resultcache.cell_key({**parts, "v": FINETUNE_KEY_VERSION, "kind": "finetune"})
 
 
-# ---------------------------------------------------------------------------------------------
-# table and plot
+# ---------------------------------------------------------------- table and plot
 
 
 def _cells(e: Optional[Epoch]) -> str:
@@ -525,20 +521,17 @@ _STYLES = {"with_fix": ("tab:blue", "with the fix"), "without_fix": ("tab:red", 
 
 def figure(results: FinetuneResults):
     """Rows = optimizer and lr, columns = opt_period: train (solid) and eval (dashed) loss per epoch."""
-    try:
-        import matplotlib  # the optional plot extra, loaded only to draw
+    try:  # a Figure of its own: no pyplot state, no display
+        from matplotlib.figure import Figure  # the optional plot extra, loaded only to draw
+        from matplotlib.ticker import MaxNLocator  # matplotlib: the optional plot extra
     except ImportError as e:
         raise RuntimeError("the finetune plot needs matplotlib (pip install 'ggml-patch[plot]')") from e
-    matplotlib.use("Agg")  # no display on CI machines
-    import matplotlib.pyplot as plt  # matplotlib: the optional plot extra, loaded only to draw
-    from matplotlib.ticker import MaxNLocator  # matplotlib: the optional plot extra
 
     cases = results.cases()
     opts = list(dict.fromkeys((o, lr) for o, _, lr in cases))
     periods = sorted(dict.fromkeys(p for _, p, _ in cases))
-    fig, axes = plt.subplots(
-        len(opts), len(periods), figsize=(3.6 * len(periods), 2.8 * len(opts)), dpi=110, squeeze=False
-    )
+    fig = Figure(figsize=(3.6 * len(periods), 2.8 * len(opts)), dpi=110)
+    axes = fig.subplots(len(opts), len(periods), squeeze=False)
     for i, (opt, lr) in enumerate(opts):
         for j, period in enumerate(periods):
             ax = axes[i][j]
@@ -571,17 +564,12 @@ def figure(results: FinetuneResults):
 
 def plot(results: FinetuneResults, path: Path) -> Path:
     """Write finetune-loss.png (no version stamp in the metadata: same data, same bytes)."""
-    import matplotlib.pyplot as plt  # matplotlib: the optional plot extra, loaded only to draw
-
-    fig = figure(results)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, metadata={"Software": None})
-    plt.close(fig)
+    figure(results).savefig(path, metadata={"Software": None})
     return path
 
 
-# ---------------------------------------------------------------------------------------------
-# summary.md's section
+# ---------------------------------------------------------------- summary.md's section
 
 
 SECTION_TITLE = "Fine-tuning evidence: upstream's llama-finetune with and without the fix"
@@ -640,8 +628,8 @@ def summary_section(results: FinetuneResults, plot_note: str) -> str:
     return "\n".join([f"## {SECTION_TITLE}", "", plot_note, "", *_tables(results)]) + "\n"
 
 
-# ---------------------------------------------------------------------------------------------
-# provenance: which binary holds the fix, and whether a record is of the current series
+# ---------------------------------------------------------------- provenance
+# which binary holds the fix, and whether a record is of the current series
 
 
 def fix_markers(fix_diff: str) -> list[str]:

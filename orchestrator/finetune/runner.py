@@ -132,9 +132,8 @@ def data_files(cache: Cache, files: list[tuple[str, bytes]]) -> tuple[dict, tupl
 
 
 def _made(path: Path, **expected: object) -> Optional[dict]:
-    """The metadata recorded beside a file the evidence made (`<file>.json`, as the result cache keeps
-    an entry), while it still describes it: the sha256 matches (a changed or damaged file is made
-    again), and `expected`."""
+    """The metadata kept beside a file the evidence made (`<file>.json`) while it still describes it:
+    the same sha256 (a changed or damaged file is made again) and `expected`."""
     meta = resultcache.load(path.parent, path.stem)
     if not isinstance(meta, dict) or any(meta.get(k) != v for k, v in expected.items()) or not path.is_file():
         return None
@@ -201,9 +200,8 @@ def gather_inputs(ctx: CellContext, log: Callable[[str], None], seed: int = tm.D
 
 
 def build_variants(ctx: CellContext, timings: dict) -> tuple[dict[str, Path], dict[str, dict]]:
-    """llama-finetune built with the fix, then with only the fix reverted (the control's tree), each
-    copied out of the build tree: {variant: binary}, and what each was built from (`_sources`).
-    The tree is patched again on the way out."""
+    """{variant: llama-finetune copied out of the build tree} with the fix, then with only the fix reverted
+    (the control's tree; patched again on the way out), and what each was built from (`_sources`)."""
     assert ctx.worktree is not None
     llama_dir = str(ctx.worktree.path / ctx.layout.prefix).rstrip("/")
     ctx.plan = BuildPlan(llama_dir, DEFINITIONS, (ft.PROGRAM,), programs=())
@@ -228,9 +226,8 @@ def build_variants(ctx: CellContext, timings: dict) -> tuple[dict[str, Path], di
 
 
 def _sources(ctx: CellContext, variant: str) -> dict:
-    """What a variant was built from, read right after its build: the fix's files as git blob ids
-    in the tree and as expected (the patched commit's, or the base's), and the sha256 of the
-    object each was compiled into (`<file>.o` in the build tree)."""
+    """Read right after a variant's build: the fix's files as blob ids in the tree and as expected (the
+    patched commit's, or the base's), and the sha256 of the `<file>.o` each was compiled into."""
     assert ctx.worktree is not None and ctx.repo is not None and ctx.rendered is not None and ctx.snap is not None
     paths = ctx.rendered.fix_paths()
     rev = ctx.cell.patched_commit if variant == "with_fix" else ctx.snap.commit
@@ -336,8 +333,7 @@ def run_case(
 
 
 def pretrained_model(ctx: CellContext, inputs: Inputs, binary: Path) -> tuple[dict, Path]:
-    """The random model pre-trained with the fixed build on the pre-training text, once per
-    pre-training key, reused while its sha256 matches the one recorded beside it."""
+    """The random model pre-trained with the fixed build, once per pre-training key (see `_made`)."""
     key = inputs.pretrain_key()
     path = evidence_dir(ctx.cache) / "models" / f"pretrained-{key[:16]}.gguf"
     meta = _made(path)
@@ -465,9 +461,8 @@ def store(directory: Path, key: str, results: ft.FinetuneResults, logs: Path) ->
 def write_outputs(
     results: ft.FinetuneResults, entry: Path, out_dir: Path, results_dir: Path, copy_logs: bool
 ) -> tuple[list[Path], str]:
-    """results/evidence/: finetune.json, finetune.md, the plot (with matplotlib), the logs; and the
-    evidence section of results/summary.md (added or replaced, the rest untouched). `entry`: the
-    result cache's `<key>` (`<key>.json`, `<key>-logs`, `<key>.png`)."""
+    """results/evidence/ (finetune.json, .md, the plot with matplotlib, the logs) and the evidence section of
+    results/summary.md (the rest untouched). `entry`: the result cache's `<key>` (.json, -logs, .png)."""
     json_path = out_dir / "finetune.json"
     _write_atomic(json_path, redact(results.to_json()).encode())
     files = [json_path]
