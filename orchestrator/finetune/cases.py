@@ -59,10 +59,7 @@ def parse_case(text: str, default_epochs: int = 8) -> Case:
     opt, lr_text, period_text = parts[:3]
     if opt not in OPTIMIZERS:
         raise ValueError(f"--case {text!r}: optimizer {opt!r}: expected one of {', '.join(OPTIMIZERS)}")
-    try:
-        lr = float(lr_text)
-    except ValueError:
-        lr = math.nan
+    lr = number(lr_text)
     if not (math.isfinite(lr) and 0 < lr <= 10):
         raise ValueError(f"--case {text!r}: learning rate {lr_text!r}: expected a number in (0, 10]")
     period = int(period_text) if period_text.isdigit() else None
@@ -87,3 +84,11 @@ def parse_cases(texts: Sequence[str]) -> list[Case]:
         if other.epochs != c.epochs:
             raise ValueError(f"--case {c.name} and --case {other.name}: the same case with two epoch counts")
     return list(dict.fromkeys(cases))
+
+
+def number(text: str) -> float:
+    """A number as printf writes it (nan, -nan and inf included); nan where it is none."""
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan

@@ -19,7 +19,7 @@ from pydantic import ConfigDict, Field, StringConstraints, ValidationError
 
 from ..records import Record, error_line
 from ..run import resultcache
-from .cases import CASE_FORMAT, DEFAULT_CASES, MAX_EPOCHS, N_CTX, OPTIMIZERS, PERIODS, Case, parse_case, parse_cases  # noqa: F401
+from .cases import MAX_EPOCHS, N_CTX, Case, number, parse_case, parse_cases  # noqa: F401 (parse_case(s): re-exported)
 
 FINETUNE_SCHEMA_VERSION = 2
 FINETUNE_KEY_VERSION = 2  # bump when the meaning of a cached finetune result changes
@@ -119,13 +119,6 @@ class ProgramOutput:
         return len(self.epochs) == epochs
 
 
-def _num(text: str) -> float:
-    try:
-        return float(text)  # nan, -nan, inf as printf writes them
-    except ValueError:
-        return math.nan
-
-
 def parse_output(text: str) -> ProgramOutput:
     """llama-finetune's output -> one Epoch per (train, val) pair of final progress lines, and its warnings."""
     epochs: list[Epoch] = []
@@ -141,7 +134,7 @@ def parse_output(text: str) -> ProgramOutput:
             continue
         if m["i"] != m["n"]:
             continue
-        loss, acc = _num(m["loss"]), _num(m["acc"]) / 100
+        loss, acc = number(m["loss"]), number(m["acc"]) / 100
         if m["kind"] == "train":
             train = (loss, acc)
         elif train is not None:
@@ -647,10 +640,8 @@ def fix_markers(fix_diff: str) -> list[str]:
 
 def holds_fix(binary: bytes, markers: Sequence[str]) -> Optional[bool]:
     """True: every marker is in the binary; False: none is; None: no marker, or only some (unknown)."""
-    if not markers:
-        return None
-    found = [m.encode() in binary for m in markers]
-    return True if all(found) else (False if not any(found) else None)
+    found = {m.encode() in binary for m in markers}
+    return found.pop() if len(found) == 1 else None  # every marker agrees
 
 
 def staleness(found: FinetuneResults, base: str, series_sha256: str) -> Optional[str]:
