@@ -455,8 +455,8 @@ def data_digest(files: Iterable[tuple[str, bytes]]) -> str:
 
 
 def cache_key(**parts: Any) -> str:
-    """A stable sha256 of everything that decides the finetune results (pure): base, series (the rendered
-    series' digest), model (the random model's), data, program, flags, cases, toolchain, pretrain (its key)."""
+    """A stable sha256 of all that decides the results: base, series (rendered), model (the random one), data,
+    program, flags, cases, toolchain, pretrain (its key)."""
     return resultcache.cell_key({**parts, "v": FINETUNE_KEY_VERSION, "kind": "finetune"})
 
 
@@ -534,9 +534,8 @@ def figure(results: FinetuneResults):
                     continue
                 xs = [e.epoch for e in run.epochs]
                 ax.plot(xs, [e.train_loss for e in run.epochs], "-o", ms=3, color=colour, label=f"train, {label}")
-                ax.plot(
-                    xs, [e.eval_loss for e in run.epochs], "--s", ms=3, color=colour, alpha=0.7, label=f"eval, {label}"
-                )
+                ys = [e.eval_loss for e in run.epochs]
+                ax.plot(xs, ys, "--s", ms=3, color=colour, alpha=0.7, label=f"eval, {label}")
             ys = [y for line in ax.lines for y in line.get_ydata() if math.isfinite(y) and y > 0]
             if ys and max(ys) / min(ys) > 10:
                 ax.set_yscale("log")  # a diverging run would flatten the other curves

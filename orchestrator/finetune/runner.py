@@ -4,11 +4,10 @@
           -> (fix reverted: build without it; restored) -> each binary checked to hold (or lack) the
           fix -> pre-train once (fixed build, cached) -> every case in both variants, noise runs -> store
 
-In the CPU cell's worktree, under its lock (never interleaved with a matrix run's control), in a
-build tree of its own (`cells/<target>-cpu/build-finetune`, target llama-finetune only; ccache
-shared). Each variant's binary is copied out (linked statically): the long runs happen after the
-lock is released. Models and texts are cached by sha256, the result in the result cache
-(run/resultcache.py) under a hash of everything that decides it: a re-run with nothing changed copies it.
+In the CPU cell's worktree, under its lock (never interleaved with a matrix run's control), in a build
+tree of its own (`cells/<target>-cpu/build-finetune`, llama-finetune only; ccache shared). Each variant's
+binary is copied out (linked statically): the long runs happen after the lock is released. Models and
+texts are cached by sha256, the result in run/resultcache.py under a hash of everything that decides it.
 """
 
 from __future__ import annotations
@@ -294,8 +293,7 @@ def check_provenance(
 
 
 def _children_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
+    return sum(resource.getrusage(resource.RUSAGE_CHILDREN)[:2])  # user + system
 
 
 # ---------------------------------------------------------------- the runs
@@ -316,17 +314,13 @@ def run_case(
     out_model = ctx.cell_dir / "finetune-out" / "finetuned.gguf"  # llama-finetune always saves one; not kept
     out_model.parent.mkdir(parents=True, exist_ok=True)
     argv = ft.command(str(binary), str(model), [str(p) for p in inputs.data_paths], case, threads, str(out_model))
-    what = f"t{threads}" + (f"-r{repeat}" if repeat else "")
     ctx.steps.step(f"run {variant.replace('_', ' ')}", f"{case.label()}, {case.epochs} epochs, {threads} threads")
-    log = f"{variant}-{case.optimizer}-lr{case.lr:g}-p{case.opt_period}-{what}.log"
+    log = f"{variant}-{case.optimizer}-lr{case.lr:g}-p{case.opt_period}-t{threads}{f'-r{repeat}' if repeat else ''}.log"
     run, out, cpu, outcome = _run(ctx, argv, case.epochs, log)
     out_model.unlink(missing_ok=True)
     last = out.epochs[-1] if out.epochs else None
-    ctx.steps.done(
-        f"{outcome}"
-        + (f": eval loss {last.eval_loss:.5f} after epoch {last.epoch}" if last else "")
-        + ("" if outcome == "ok" else f" (exit {run.exit_code}; log {run.log})")
-    )
+    said = f": eval loss {last.eval_loss:.5f} after epoch {last.epoch}" if last else ""
+    ctx.steps.done(outcome + said + ("" if outcome == "ok" else f" (exit {run.exit_code}; log {run.log})"))
     ran = dict(variant=variant, opt_period=case.opt_period, command=argv, exit_code=run.exit_code, outcome=outcome)
     ran |= dict(seconds=round(run.duration_s, 2), cpu_seconds=round(cpu, 2), threads=threads, repeat=repeat)
     return ft.Run(**{**case.key(), **ran, "epochs": list(out.epochs), "warnings": list(out.warnings)})

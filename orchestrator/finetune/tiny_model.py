@@ -165,8 +165,7 @@ def tiny_model(vocab: Vocab, dims: Dims = Dims(), seed: int = DEFAULT_SEED) -> T
 
 
 def write_gguf(model: TinyModel, path: Path) -> str:
-    """Write the model to `path` (atomically: a temporary file of this process, then a rename) and
-    return the file's sha256."""
+    """Write the model to `path` atomically (this process's temporary file, then a rename): its sha256."""
     import gguf  # gguf and numpy: heavy, loaded only when a model is written
 
     path.parent.mkdir(parents=True, exist_ok=True)
