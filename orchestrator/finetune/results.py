@@ -278,10 +278,8 @@ class FinetuneResults(Record):
             raise ValueError(f"not valid JSON ({str(e).splitlines()[0][:80]})") from None
         if not isinstance(d, dict):
             raise ValueError("expected a JSON object")
-        if d.get("schema_version") != FINETUNE_SCHEMA_VERSION:
-            raise ValueError(
-                f"finetune results: schema_version {d.get('schema_version')!r}, expected {FINETUNE_SCHEMA_VERSION}"
-            )
+        if (version := d.get("schema_version")) != FINETUNE_SCHEMA_VERSION:
+            raise ValueError(f"finetune results: schema_version {version!r}, expected {FINETUNE_SCHEMA_VERSION}")
         try:
             plain = json.dumps({k: v for k, v in d.items() if k not in COMPUTED}, allow_nan=True)
             found = cls.model_validate_json(plain, strict=True)
@@ -366,8 +364,7 @@ def noise_floor(results: FinetuneResults) -> Noise:
         measured = d if measured is None else max(measured, d)
         case = f"{r.variant} {r.optimizer} lr {r.lr:g} opt_period {r.opt_period}"
         pairs.append(f"{case}: t{p.threads} vs t{r.threads}{f' repeat {r.repeat}' if r.repeat else ''}: {d:.5g}")
-    floor = max(PRINT_RESOLUTION, measured or 0.0)
-    return Noise(floor, measured, tuple(pairs))
+    return Noise(max(PRINT_RESOLUTION, measured or 0.0), measured, tuple(pairs))
 
 
 @dataclass(frozen=True)
@@ -393,9 +390,8 @@ def finetune_verdict(
     n = min(len(fixed), len(unfixed))
     f, u = list(fixed[:n]), list(unfixed[:n])
     max_diff = _max_abs_diff(f, u)
-    diverged = any(not math.isfinite(e.train_loss) or not math.isfinite(e.eval_loss) for e in u) and all(
-        math.isfinite(e.train_loss) and math.isfinite(e.eval_loss) for e in f
-    )
+    finite = [math.isfinite(e.train_loss) and math.isfinite(e.eval_loss) for e in f + u]
+    diverged = all(finite[:n]) and not all(finite[n:])  # without the fix only
     end, end_rel = 0.0, 0.0
     if n:
         fe, ue = f[-1].eval_loss, u[-1].eval_loss
