@@ -34,8 +34,7 @@ def for_target(
     """The evidence when it was made on this target's base with this series; else None, said in one line."""
     if found is None or found.target != target:
         return None
-    why = ft.staleness(found, base, series_sha256)
-    if why:
+    if why := ft.staleness(found, base, series_sha256):
         log(f"{target}: {FILE} left out of the bundle: {why} (re-run `ggml-patch evidence`)")
         return None
     return found
