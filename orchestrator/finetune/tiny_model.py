@@ -216,10 +216,7 @@ def cli(argv: Optional[list[str]] = None) -> int:
     except ValueError as e:
         print(f"error: {e}")
         return 2
-    print(
-        f"sha256={m.sha256} path={m.path} seed={m.seed} n_vocab={m.n_vocab} n_params={m.n_params} "
-        f"vocab_sha256={m.vocab_sha256}"
-    )
+    print(" ".join(f"{k}={getattr(m, k)}" for k in ("sha256", "path", "seed", "n_vocab", "n_params", "vocab_sha256")))
     return 0
 
 
