@@ -158,8 +158,7 @@ def model_tensors(dims: Dims, n_vocab: int, seed: int) -> tuple[tuple[str, np.nd
 
 def tiny_model(vocab: Vocab, dims: Dims = Dims(), seed: int = DEFAULT_SEED) -> TinyModel:
     """The metadata and tensors of the tiny model for a seed (pure)."""
-    bad = dims.problems()
-    if bad:
+    if bad := dims.problems():
         raise ValueError("tiny model dimensions: " + "; ".join(bad))
     return TinyModel(kv=model_kv(dims, vocab, seed), tensors=model_tensors(dims, vocab.n_vocab, seed))
 
