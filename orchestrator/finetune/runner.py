@@ -190,8 +190,8 @@ def gather_inputs(ctx: CellContext, log: Callable[[str], None], seed: int = tm.D
     fix_paths = set(rendered.fix_paths())
     fix_diff = "\n".join(f.text for p in rendered.patches for f in p.files if f.path in fix_paths)
     markers = tuple(ft.fix_markers(fix_diff))
-    # each (metadata, path(s)) pair in the order Inputs declares them
     sums = (commit, ctx.series.sha256, rendered.sha256)
+    # each (metadata, path(s)) pair in the order Inputs declares them
     return Inputs(*sums, *model, *pretrain, *data, program, flags, toolchain.versions(), markers)
 
 
