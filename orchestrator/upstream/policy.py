@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 
 from ..config import Upstream
 from . import manifest as M
-from .manifest import Evidence  # a cited line of a policy file (manifest.json holds them as they are)
+from .manifest import Evidence, Role, Rule  # declared once, as manifest.json holds them
 
 POLICY_FILES = ("AGENTS.md", "CONTRIBUTING.md")
 # where GitHub looks for a single pull request template, in its order
@@ -33,12 +33,6 @@ _PLACEHOLDER = re.compile(r"^\s*(?:[-*]\s+)?(TODO|TBD|FIXME|XXX)\b", re.I)
 
 
 # ---------------------------------------------------------------- data
-
-
-@dataclass(frozen=True)
-class Rule:
-    value: Any  # None or False: the files state no such rule
-    evidence: tuple[Evidence, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -100,18 +94,24 @@ class Policy:
     rules: dict[str, Rule]
     repo: Rule  # OWNER/NAME the pull request goes to
     submit: Rule  # manual | api | none
-    role: Rule  # {"kind": pull-request | verify-only, "text": ..., "changes_go_to": ...}
+    role: Rule  # a Role
+
+    @property
+    def role_value(self) -> Role:
+        assert isinstance(self.role.value, Role)  # derive() gives every policy one
+        return self.role.value
 
     @property
     def takes_pull_request(self) -> bool:
-        return self.role.value["kind"] == PULL_REQUEST
+        return self.role_value.kind == PULL_REQUEST
 
     def rule(self, name: str) -> Rule:
         return self.rules.get(name, Rule(None))
 
     @property
     def max_comment_lines(self) -> int:
-        return self.rule("max_comment_lines").value or DEFAULT_MAX_COMMENT_LINES
+        stated = self.rule("max_comment_lines").value
+        return stated if isinstance(stated, int) and stated else DEFAULT_MAX_COMMENT_LINES
 
     def record(self) -> M.PolicyRecord:
         """The policy as manifest.json holds it (each Rule read by its attributes)."""
@@ -345,7 +345,7 @@ def derive(
             f"pull request to {repo.value or 'the repository given to `pr --repo`'}, submitted {how}"
             f" (submit: {submit.value})"
         )
-    role = Rule({"kind": kind, "text": text, "changes_go_to": goes_to.value}, tuple(dict.fromkeys(evidence)))
+    role = Rule(Role(kind=kind, text=text, changes_go_to=goes_to.value), tuple(dict.fromkeys(evidence)))
     present = {f: files.get(f) is not None for f in (*POLICY_FILES, template_file or TEMPLATE_FILES[0])}
     return Policy(target, base_commit, present, template, rules, repo, submit, role)
 
