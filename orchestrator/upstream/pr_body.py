@@ -168,10 +168,19 @@ def case_table(results: Results, target: str) -> list[str]:
     """backend x device x test x case (named), with the fix and with it reverted."""
     out = ["| backend | device | test | case | with the fix | fix reverted | first wrong step | w | expected |"]
     out.append("|---|---|---|---|---|---|---|---|---|")
-    for r in B.outcome_rows(results, target):
-        case = r.get("case") or r["optimizer"] or (f"opt_period={r['opt_period']}" if r["opt_period"] else None)
-        vals = [r["backend"], r["device"], r["test"], case, r["with_fix"], r["reverted"], r["step"], r["w"]]
-        out.append("| " + " | ".join([*(_v(v) for v in vals), _v(r["expected"])]) + " |")
+    for c in results.cells_of(target):
+        recs = results.records_of(c.cell)
+        patched, control = recs.get("patched"), recs.get("control")
+        for test in (UPSTREAM_TEST, GATE_TEST):
+            control_test = control.test(test) if control else None
+            reverted = {(r.device, r.key): r for r in (control_test.rows if control_test else [])}
+            patched_test = patched.test(test) if patched else None
+            for r in patched_test.rows if patched_test else []:
+                ctl = reverted.get((r.device, r.key))
+                case = r.case or r.optimizer or (f"opt_period={r.opt_period}" if r.opt_period else None)
+                vals: list = [c.backend, r.device, test, case, str(r.status)]
+                vals += [str(ctl.status), ctl.step, ctl.actual, ctl.expected] if ctl else [None] * 4
+                out.append("| " + " | ".join(_v(v) for v in vals) + " |")
     return out
 
 
