@@ -72,8 +72,10 @@ def run(args, matrix, cache) -> ExitCode:
             f"{bundle.target}: submit is none ({submission.role_of(policy).text}): no pull request from this bundle"
         )
     if args.open and mode == "manual":
-        with cache.lock(f"pr-{bundle.target}"):
-            _manual(args, cache, bundle, policy, repo, branch, owner)
+        with cache.lock(f"pr-{bundle.target}"):  # the steps to submit by hand: nothing touches the network
+            onto, workdir = _onto_and_workdir(args, cache, bundle)
+            fetch = not github.has_commit(workdir, onto)
+            print("\n".join(submission.manual_steps(policy, args, bundle, str(workdir), onto, fetch, owner)))
         raise SubmissionNotAutomated(
             f"{bundle.target}: submit is manual: open the pull request yourself "
             "(the steps are above); nothing was pushed or sent"
@@ -113,28 +115,6 @@ def _onto_and_workdir(args, cache, bundle, snapshot_too: bool = False):
     if not onto or (snapshot_too and not base.snapshot_commit):
         raise ConfigError(f"{bundle.path}/manifest.json: no base commit recorded; re-run `ggml-patch bundle`")
     return onto, github.work_repo(cache.root / "pr" / slug(bundle.target), cache.snapshots_git)
-
-
-def _manual(args, cache, bundle, policy, repo: str, branch: str, owner) -> None:
-    """The steps a contributor runs to submit by hand; nothing here touches the network."""
-    from ..upstream import github, submission
-
-    onto, workdir = _onto_and_workdir(args, cache, bundle)
-    steps = submission.manual_steps(
-        policy=policy,
-        repo=repo,
-        workdir=str(workdir),
-        remote=github.redact(args.head_remote),
-        branch=branch,
-        onto=onto,
-        fetch=not github.has_commit(workdir, onto),
-        patches=[str(p.resolve()) for p in bundle.patch_files],  # `git -C` elsewhere: absolute paths
-        bundle=str(bundle.path.resolve()),
-        base=args.base,
-        owner=owner,
-        web=submission.web_url(args.api_url),
-    )
-    print("\n".join(steps))
 
 
 def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:

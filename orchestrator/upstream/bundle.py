@@ -1,10 +1,7 @@
-"""The upstream bundle, what a maintainer receives for each target whose run proves the fix: a `git
-format-patch` series against its exact base commit, authored by the contributor, verified by `git am`
-on a fresh copy of that base and a build and run of the two tests there; the documents the target's
-policy asks for (upstream/documents.py); manifest.json with the sha256 of every file, the policy,
-the readiness checks, the base commits and the results it was made from. The first half is pure
-(records in, text out); the second runs git and CMake, only under the tool's cache and the output
-directory."""
+"""The upstream bundle of each target whose run proves the fix: the contributor's `git format-patch`
+series on its exact base, verified by `git am`, a build and the two tests on a fresh copy of that
+base; the documents its policy asks for; manifest.json. The first half is pure; the second runs git
+and CMake, only under the tool's cache and the output directory."""
 
 from __future__ import annotations
 
@@ -66,9 +63,8 @@ def problems(results: Results, current_series_sha256: str) -> list[Problem]:
     for target in results.targets():
         cells = results.cells_of(target)
         if all(c.status in NOT_RUN for c in cells):
-            found.append(
-                Problem(target, f"{target}: no cell ran its tests (skipped or build-only), so nothing was proven")
-            )
+            why = "no cell ran its tests (skipped or build-only), so nothing was proven"
+            found.append(Problem(target, f"{target}: {why}"))
         found += [Problem(target, t) for c in cells if c.status not in NOT_RUN for t in _cell_problems(results, c)]
     return found
 
@@ -412,19 +408,16 @@ def format_patch(repo: SnapshotRepo, base: str, patched: str) -> list[tuple[str,
 def verify(
     opts: BundleOptions, target, repo, worktree, work: Path, base: str, patched: str, patches: list[tuple[str, str]]
 ) -> Verification:
-    """git am the bundle's own files on a fresh copy of the base, then the cell pipeline's
-    configure, build and test steps there (CPU, the two tests). `patched` is the bundle's head:
-    the tested tree, the contributor's commits. The worktree and build tree are the bundle's own
-    and persist in the cache (ccache and an incremental build make a repeat cost seconds)."""
+    """git am the bundle's files on a fresh copy of the base, then the cell pipeline's configure,
+    build and tests (CPU). Its trees persist in the cache: a repeat costs seconds."""
     t_all = time.monotonic()
     series_dir = work / "bundle-series"
     if series_dir.exists():
         shutil.rmtree(series_dir)
     series_dir.mkdir(parents=True)
-    files = []
-    for name, text in patches:
-        (series_dir / name).write_text(text, encoding="utf-8")
-        files.append(series_dir / name)
+    files = [series_dir / name for name, _ in patches]
+    for f, (_, text) in zip(files, patches, strict=True):
+        f.write_text(text, encoding="utf-8")
 
     t0 = time.monotonic()
     worktree.ensure(base)  # exactly the base, untracked files cleaned: a fresh copy
@@ -500,9 +493,8 @@ def compiler_info(build_dir: Path) -> dict[str, str]:
 
 
 def toolchain_of(cache: Cache, cells: list[Cell], build_dir: Path) -> dict[str, str]:
-    """The tools' versions (the same probe as the result-cache keys), the compilers CMake chose for
-    the verification build, and a cell's C++ compiler (its build tree still cached) only where it
-    differs from the verification build's: the rest is noise."""
+    """The tools' versions, the verification build's compilers, and a cell's C++ compiler only where
+    it differs from those (the rest is noise)."""
     versions = toolchain.versions()
     info = {k: versions[k] for k in ("cmake", "ninja", "git")}
     if shutil.which("ccache"):

@@ -195,10 +195,8 @@ def _disclosure_prefix(line: str) -> Optional[str]:
 
 @dataclass(frozen=True)
 class _Phrase:
-    """Parts that must appear in this order: within one sentence (no '.' between them: what
-    `[^.]*` between them meant) or, with `across=True`, anywhere later on the line. Each part is
-    searched once from where the last ended, so the work is linear in the line (never the nested
-    quantifiers that took minutes on one long line)."""
+    """Parts in this order within one sentence (or, `across`, anywhere later on the line), each
+    searched once from where the last ended: linear in the line (nested quantifiers took minutes)."""
 
     pattern: str | tuple[str, ...]
     needs_prohibition: bool = False  # the line, or the heading it sits under, must prohibit

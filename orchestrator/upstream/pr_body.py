@@ -1,9 +1,7 @@
-"""PR_BODY.md and ISSUE.md. The body is the target's template: its headings in order, the
-contributor's own sections from patches/cover.md, the template's fixed lines (Requirements) as
-they are with the disclosure line answered from cover.md, and, under "Additional information",
-only data: the run's evidence tables, the gate's failure line, the base commits, the commands
-that reproduce it, the toolchain. ISSUE.md is the data for the issue opened first: the
-reproduction on the pinned base. The tool writes no prose; everything it writes is ASCII. Pure."""
+"""PR_BODY.md and ISSUE.md. The body is the target's template: the contributor's sections from
+patches/cover.md, the template's fixed lines (the disclosure answered from cover.md), and only data
+under "Additional information". ISSUE.md is the reproduction on the pinned base. The tool writes
+no prose; everything it writes is ASCII. Pure."""
 
 from __future__ import annotations
 
@@ -195,10 +193,8 @@ def evidence(
     known_limits: tuple[limits.KnownLimit, ...] = (),
     finetune: Optional[ft.FinetuneResults] = None,
 ) -> list[str]:
-    """Everything the tool puts under "Additional information": data only, ASCII. Visible: the
-    failing lines before the fix, one table of cells, the kill-matrix line, the competing fixes,
-    the reproduce commands; the rest (per-case rows, the run's record, known limits, base commits,
-    toolchain, fine-tuning tables) in <details> blocks. `known_limits`: patches/known-limits.yaml."""
+    """Everything the tool puts under "Additional information", ASCII: what a reviewer needs first
+    visible, the rest in <details> blocks. `known_limits`: patches/known-limits.yaml."""
     cells, out = results.cells_of(target), []
     lines = before_fix_lines(results, target)
     if lines:
