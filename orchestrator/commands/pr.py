@@ -64,7 +64,7 @@ def run(args, matrix, cache) -> ExitCode:
     owner = github.check_owner(args.head_owner) if args.head_owner else github.owner_from_remote(args.head_remote)
     bundle = read_bundle(Path(args.bundle))
     policy = submission.policy_of(bundle.manifest, f"{bundle.path}/manifest.json")
-    mode = submission.submit_mode(policy)
+    mode = str(policy.submit.value or "manual")
     # the target's own rules first: nothing is pushed or sent where they say a person submits, or nobody
     if mode == "none":
         print("\n".join(submission.no_pull_request(policy, bundle.target)))
@@ -119,6 +119,7 @@ def _onto_and_workdir(args, cache, bundle, snapshot_too: bool = False):
 
 def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
     from ..upstream import github
+    from ..upstream.github_api import body_json
 
     secrets = (token,) if token else ()
     remote, branch = args.head_remote, args.branch
@@ -154,7 +155,7 @@ def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
         say(f"note: {n}")
     say(f"push: {push_cmd}")
     if not args.open:
-        say(shown_request("POST", url, token, github.request_json(pr)), end="")
+        say(shown_request("POST", url, token, body_json(pr.payload())), end="")
         return ExitCode.OK
     github.push(workdir, remote, branch, askpass, secrets, timeout=args.git_timeout)
     say(f"POST {url}")

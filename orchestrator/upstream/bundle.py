@@ -300,7 +300,9 @@ def bundle_target(
             )
         repo = SnapshotRepo(cache.snapshots_git)
         # the target's own text and the contributor's: checked (size, UTF-8) before any build
-        rules = policy.derive(target_name, base, policy.read_policy_files(_policy_reader(repo), base), target.upstream)
+        read = _policy_reader(repo)
+        files_at_base = {f: read(base, f) for f in (*policy.POLICY_FILES, *policy.TEMPLATE_FILES)}
+        rules = policy.derive(target_name, base, files_at_base, target.upstream)
         series_dir = Path(matrix.series_dir)
         cover_text = untrusted.read_optional(series_dir / cover.COVER_FILE, "cover", root=matrix.series_dir)
         cov = cover.parse_cover(f"{series_dir.name}/{cover.COVER_FILE}", cover_text)

@@ -51,10 +51,6 @@ class Documents:
         }
 
 
-def series_paths(patches: list[tuple[str, str]]) -> list[str]:
-    return list(dict.fromkeys(f.path for _, text in patches for f in unidiff.PatchSet(text)))
-
-
 def documents(
     *,
     policy: Policy,
@@ -92,7 +88,8 @@ def documents(
     script = None if policy.takes_pull_request else sync_script_for(policy.role_value.changes_go_to)
     text = read_file(script) if script else None
     sync = parse_sync_script(script, text) if script and text else None
-    report = compare(sync, canonical_paths, series_paths(patches)) if sync else None
+    changed = list(dict.fromkeys(f.path for _, text in patches for f in unidiff.PatchSet(text)))
+    report = compare(sync, canonical_paths, changed) if sync else None
     pr_cover = cover if policy.takes_pull_request else None
     ready = readiness.run(policy, patches, texts, pr_cover, cover_problems, sync, report, script, related=related)
     reasons = cover_problems + [f"{c.name}: {c.detail}" + (f" ({c.where[0]})" if c.where else "") for c in ready.failed]

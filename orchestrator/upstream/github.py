@@ -17,7 +17,7 @@ from ..redact import redact
 from ..urls import FULL_SHA, git_url_problem, http_url_problem, login_problem
 from ..vcs import workrepo
 from ..vcs.runner import GitError
-from .github_api import Answer, Wording, body_json, raise_for_answer, send
+from .github_api import Answer, Wording, raise_for_answer, send
 from .submission import web_url
 
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
@@ -83,11 +83,6 @@ class PullRequest:
 
 def pulls_url(api_url: str, repo: str) -> str:
     return f"{api_url.rstrip('/')}/repos/{repo}/pulls"
-
-
-def request_json(pr: PullRequest) -> str:
-    """The exact bytes POSTed (and shown by a dry run)."""
-    return body_json(pr.payload())
 
 
 def create_pull_request(api_url: str, pr: PullRequest, token: str, timeout: float) -> str:

@@ -2,7 +2,7 @@
 CONTRIBUTING.md and pull request template, where present. Every rule comes from one explicit phrase
 on one line, and it keeps that line as evidence (file, line number, text). A rule without a matching
 line is recorded as absent; nothing is assumed. matrix.yaml's `upstream:` (repo, submit) may declare
-or override where the change goes and how it is submitted. Pure except `read_policy_files`."""
+or override where the change goes and how it is submitted. Pure."""
 
 from __future__ import annotations
 
@@ -354,11 +354,3 @@ def _declared(declared: Upstream, key: str) -> Rule:
     file, _, line = declared.where.rpartition(":")
     cited = (file, int(line)) if line.isdigit() else (declared.where, 0)
     return Rule(value, (Evidence(file=cited[0], line=cited[1], text=f"upstream.{key}: {value}"),))
-
-
-# ---------------------------------------------------------------- effects
-
-
-def read_policy_files(read_blob: Callable[[str, str], Optional[str]], commit: str) -> dict[str, Optional[str]]:
-    """The policy files' text at `commit` (None where absent), through `read_blob(commit, path)`."""
-    return {f: read_blob(commit, f) for f in (*POLICY_FILES, *TEMPLATE_FILES)}

@@ -40,8 +40,10 @@ def _unaccented(ch: str) -> str:
 # ---------------------------------------------------------------- data from results.json
 
 
-def _v(x) -> str:
-    return NONE if x is None or x == "" else ascii_text(B.number_text(x) if isinstance(x, (int, float)) else str(x))
+def _v(x) -> str:  # a number as results.json holds it, without a float's trailing ".0"
+    return (
+        NONE if x is None or x == "" else ascii_text(str(int(x)) if isinstance(x, float) and x.is_integer() else str(x))
+    )
 
 
 def _code(x) -> str:

@@ -20,10 +20,6 @@ def policy_of(manifest: Manifest, where: str) -> PolicyRecord:
     return manifest.policy
 
 
-def submit_mode(policy: PolicyRecord) -> str:
-    return str(policy.submit.value or "manual")
-
-
 def role_of(policy: PolicyRecord) -> Role:
     role = policy.role.value
     return role if isinstance(role, Role) else Role(kind="verify-only", text="submit: none")

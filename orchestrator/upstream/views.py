@@ -34,11 +34,6 @@ def pr_title(commits: list[Commit]) -> str:
     return ([c for c in commits if not c.is_test] or commits)[0].subject
 
 
-def number_text(x) -> str:
-    """A number exactly as results.json holds it, without a float's trailing ".0"."""
-    return str(int(x)) if isinstance(x, float) and x.is_integer() else str(x)
-
-
 def skipped_tests(results: Results, target: str) -> list[tuple[str, str, str]]:
     """(cell, test, why) for every test a cell's backend does not run (its patched variant's record)."""
     out = []
