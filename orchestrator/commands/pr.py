@@ -105,8 +105,7 @@ def run(args, matrix, cache) -> ExitCode:
 
 
 def _onto_and_workdir(args, cache, bundle, snapshot_too: bool = False):
-    """The commit the series goes on (--onto, else the bundle's upstream commit, else its snapshot
-    base) and the target's work repository."""
+    """The commit the series goes on (--onto, the upstream commit, the snapshot) and the work repository."""
     from ..cache import slug  # start-up: as every command module, imported when run
     from ..upstream import github
 

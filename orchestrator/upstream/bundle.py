@@ -224,8 +224,7 @@ class BundleOptions:
 
 
 def make_bundles(opts: BundleOptions) -> tuple[list[Bundle], list[str]]:
-    """Every bundle the results allow, and the targets left out (with why). Refuses, writing
-    nothing, when the results do not prove the fix (unless allow_incomplete)."""
+    """Every bundle the results allow, and the targets left out (why); none unless they prove the fix."""
     results, results_sha = load_results_dir(opts.results_dir)
     present = results.targets()
     for t in opts.targets:
@@ -376,9 +375,8 @@ def bundle_target(
 
 
 def _write_dir(dest: Path, files: dict[str, str | bytes]) -> None:
-    """Replace `dest` whole: no patch from an earlier bundle is left beside the new ones. The
-    staging folder is a new one of its own (a user's `.NAME.partial/` is never touched), and
-    `dest` is replaced only when it is an earlier bundle of this target (or empty)."""
+    """Replace `dest` whole (no earlier patch is left beside the new ones), only when it is an earlier
+    bundle or empty, through a staging folder of its own (a user's `.NAME.partial/` is never touched)."""
     earlier = dest.is_dir() and (not any(dest.iterdir()) or outdir.made_bundle(dest))  # or an empty folder
     if dest.is_symlink() or (dest.exists() and not earlier):
         raise ConfigError(f"{dest}: holds files ggml-patch did not write; move them away or name another --out")

@@ -68,8 +68,7 @@ def documents(
     finetune=None,
     related: tuple = (),
 ) -> Documents:
-    """read_file(path) -> the target's file at its base commit (None when absent): the sync script.
-    finetune: the fine-tuning evidence of this target (results/evidence/finetune.json, validated), or None."""
+    """read_file(path): the target's file at its base commit, or None (the sync script); finetune: validated."""
     names = [n for n, _ in patches]
     texts: dict[str, str] = {}
     cover_problems: list[str] = []

@@ -195,9 +195,7 @@ class Authorship(Record):
 
 
 class Manifest(Record):
-    """manifest.json: the sha256 of every file, the base commits, the results it was made from,
-    the verification, the policy and readiness. A hand-made or older one may hold only some keys:
-    `target` and `files` always."""
+    """manifest.json. A hand-made or older one may hold only some keys: `target` and `files` always."""
 
     NULLS = frozenset({"cover"})
 

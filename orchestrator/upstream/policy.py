@@ -151,8 +151,7 @@ def prose_lines(text: str) -> list[tuple[int, str, str]]:
 
 
 def sections(text: str) -> tuple[list[str], list[tuple[str, int, list[str]]]]:
-    """(the lines before the first `## ` heading, [(heading, its line, the lines below it)]); a
-    `## ` line inside a code fence is text, not a heading."""
+    """(lines before the first `## ` heading, [(heading, its line, lines below)]); fenced `## ` is text."""
     preamble: list[str] = []
     found: list[tuple[str, int, list[str]]] = []
     fenced = False

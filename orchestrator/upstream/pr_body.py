@@ -244,8 +244,7 @@ def evidence(
 
 
 def visible_lines(text: str) -> list[str]:
-    """The lines GitHub shows before anything is opened: outside <details> blocks (their summary
-    line counts), outside HTML comments, blank lines not counted."""
+    """The non-blank lines GitHub shows before anything is opened (a <details> block's summary line only)."""
     out, depth = [], 0
     for line in C.visible(text).split("\n"):
         opens, closes = line.count("<details"), line.count("</details>")
@@ -268,8 +267,7 @@ def banner(draft_reasons: list[str], warnings: list[str]) -> list[str]:
 
 
 def body(template: Optional[Template], cov: C.Cover, data: list[str]) -> str:
-    """PR_BODY.md without the banner: the template's sections in order, each filled from the cover
-    or, for a fixed section, the template's own lines; the data under "Additional information"."""
+    """PR_BODY.md without the banner: the template's sections filled from the cover (a fixed one as it is)."""
     if template is None:  # no template: the cover as written, the data after it
         return "\n".join([(cov.text or "").rstrip("\n"), "", *data]).lstrip("\n") + "\n"
     out = list(template.preamble) + ([""] if template.preamble else [])
@@ -307,8 +305,7 @@ def issue(
     repo: Optional[str],
     finetune: Optional[ft.FinetuneResults] = None,
 ) -> str:
-    """ISSUE.md: the reproduction on the pinned base (commands, the gate's failure line, the
-    fine-tuning evidence), nothing else; the toy training table stays in results and summary.md."""
+    """ISSUE.md: the reproduction on the pinned base, nothing else (the toy training table stays in summary.md)."""
     out = ["## Reproduction", ""] + base_rows(results, target, repo)[:-1]
     bug = reproduce_bug(results, target, commits, patch_names)
     if bug:

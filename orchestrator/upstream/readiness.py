@@ -104,8 +104,7 @@ def _listed(where: list[str]) -> tuple[str, ...]:
 
 
 def _verdict(policy: Policy, name: str, rule: str, where: list[str], ok: str, bad: str, why: str = "") -> Check:
-    """Pass with `ok` when nothing is `where`; else fail, citing the policy line of `rule` (or saying
-    that the standard is ggml-patch's own)."""
+    """Pass when nothing is `where`; else fail, citing the policy line of `rule` (or ggml-patch's own standard)."""
     evidence = policy.rule(rule).evidence
     if not where:
         return Check(name, PASS, ok, rule=evidence)
@@ -354,8 +353,7 @@ def run(
     sync_script: Optional[str] = None,
     related: tuple = (),
 ) -> Readiness:
-    """texts: what the tool writes for upstream (PR_TITLE, PR_BODY.md, ISSUE.md); empty for a target
-    that takes no pull request."""
+    """texts: PR_TITLE, PR_BODY.md and ISSUE.md as written (none for a target that takes no pull request)."""
     messages = [message_of(n, t) for n, t in patches]
     parsed = [(n, *added_lines(n, t)) for n, t in patches]
     added = [a for _, lines, _ in parsed for a in lines]
