@@ -57,6 +57,7 @@ class Rule(Record):
     evidence: tuple[Evidence, ...] = ()
 
     def __init__(self, value: Union[None, bool, int, str, Role] = None, evidence: tuple[Evidence, ...] = ()) -> None:
+        # positional, as the policy code writes rules; a dict: mypy's pydantic plugin sees no fields on Record
         super().__init__(**{"value": value, "evidence": evidence})
 
     def cited(self, n: int = 2) -> str:
@@ -109,6 +110,7 @@ class Check(Record):
     def __init__(
         self, name: str, status: str, detail: str, where: tuple[str, ...] = (), rule: tuple[Evidence, ...] = ()
     ) -> None:
+        # positional, as the checks write it (see Rule.__init__)
         super().__init__(**{"name": name, "status": status, "detail": detail, "where": where, "rule": rule})
 
 
