@@ -128,40 +128,37 @@ def manifest(
     **more: Any,
 ) -> dict[str, Any]:
     """manifest.json's data (upstream/manifest.py), redacted; `more`: the policy's keys and the rest."""
-    return Manifest.model_validate(
-        redact_data(
-            {
-                "schema_version": 1,
-                "tool": "ggml-patch",
-                "target": target,
-                "layout": layout,
-                "base": {
-                    "snapshot_commit": source.get("base_commit"),
-                    "upstream_commit": source.get("upstream_commit"),
-                    "description": source.get("description"),
-                    "source": source or None,
-                },
-                "patched_commit": patched_commit,
-                "series": {
-                    "sha256": series_sha256(patches),
-                    "results_series_sha256": results.series.sha256,
-                    "patches": [name for name, _ in patches],
-                },
-                "results": {
-                    "path": results_path,
-                    "sha256": results_sha256,
-                    "started_at": results.started_at,
-                    "exit_code": results.exit_code,
-                },
-                "incomplete": bool(warnings),
-                "warnings": warnings,
-                "verification": verification.to_json() if verification else None,
-                "toolchain": toolchain,
-                "files": files,
-                **more,
-            }
-        )
-    ).to_json()
+    data = {
+        "schema_version": 1,
+        "tool": "ggml-patch",
+        "target": target,
+        "layout": layout,
+        "base": {
+            "snapshot_commit": source.get("base_commit"),
+            "upstream_commit": source.get("upstream_commit"),
+            "description": source.get("description"),
+            "source": source or None,
+        },
+        "patched_commit": patched_commit,
+        "series": {
+            "sha256": series_sha256(patches),
+            "results_series_sha256": results.series.sha256,
+            "patches": [name for name, _ in patches],
+        },
+        "results": {
+            "path": results_path,
+            "sha256": results_sha256,
+            "started_at": results.started_at,
+            "exit_code": results.exit_code,
+        },
+        "incomplete": bool(warnings),
+        "warnings": warnings,
+        "verification": verification.to_json() if verification else None,
+        "toolchain": toolchain,
+        "files": files,
+        **more,
+    }
+    return Manifest.model_validate(redact_data(data)).to_json()
 
 
 # ---------------------------------------------------------------- reading a bundle back

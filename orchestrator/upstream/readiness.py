@@ -64,11 +64,8 @@ def message_of(name: str, text: str) -> Message:
         i += 1
     subject = str(email.header.make_header(email.header.decode_header(subject)))
     subject = re.sub(r"^\[PATCH[^\]]*\]\s*", "", subject)
-    body = []
-    for n in range(i + 1, len(lines)):
-        if lines[n] == "---" or lines[n].startswith("diff --git "):
-            break
-        body.append((n + 1, lines[n]))
+    ends = (n for n in range(i + 1, len(lines)) if lines[n] == "---" or lines[n].startswith("diff --git "))
+    body = [(n + 1, lines[n]) for n in range(i + 1, next(ends, len(lines)))]
     while body and not body[-1][1].strip():
         body.pop()
     return Message(name, subject, subject_line, tuple(body))
