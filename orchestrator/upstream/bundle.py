@@ -103,14 +103,6 @@ def refusal_message(found: list[Problem]) -> str:
 # ---------------------------------------------------------------- PR_TITLE, PR_BODY.md, manifest
 
 
-def series_sha256(patches: list[tuple[str, str]]) -> str:
-    """The same digest as Series.sha256: each patch's name and text."""
-    h = hashlib.sha256()
-    for name, text in patches:
-        h.update(name.encode() + b"\0" + text.encode() + b"\0")
-    return h.hexdigest()
-
-
 def manifest(
     *,
     target: str,
@@ -141,7 +133,8 @@ def manifest(
         },
         "patched_commit": patched_commit,
         "series": {
-            "sha256": series_sha256(patches),
+            # the same digest as Series.sha256: each patch's name and text
+            "sha256": hashlib.sha256(b"".join(f"{n}\0{t}\0".encode() for n, t in patches)).hexdigest(),
             "results_series_sha256": results.series.sha256,
             "patches": [name for name, _ in patches],
         },

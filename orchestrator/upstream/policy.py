@@ -28,6 +28,9 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 _HEADING = re.compile(r"^#{1,6}\s")
 _PROHIBITION = re.compile(r"\b(prohibit\w*|forbid\w*|not allowed|do not|don't|never|must not|refuse|ban)\b", re.I)
 _GITHUB_REPO = r"https://github\.com/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)"
+_OWN_GUIDELINES = re.compile(
+    r"\[[^\]]*contributing guidelines\]\(" + _GITHUB_REPO + r"/blob/[^/)]+/CONTRIBUTING\.md\)", re.I
+)
 _DISCLOSURE = re.compile(r"\bdisclosure\b", re.I)
 _PLACEHOLDER = re.compile(r"^\s*(?:[-*]\s+)?(TODO|TBD|FIXME|XXX)\b", re.I)
 
@@ -303,14 +306,8 @@ def _own_repo(template: Optional[Template], text: Optional[str]) -> Rule:
     if template is None or text is None:
         return Rule(None)
     for n, line in enumerate(text.splitlines(), 1):
-        if "contributing guidelines](" not in line.lower():  # the regex below only on a line that can match
-            continue
-        m = re.search(
-            r"\[[^\]]*contributing guidelines\]\(" + _GITHUB_REPO + r"/blob/[^/)]+/CONTRIBUTING\.md\)",
-            line[:MAX_LINE],
-            re.I,
-        )
-        if m:
+        # the regex only on a line that can match
+        if "contributing guidelines](" in line.lower() and (m := _OWN_GUIDELINES.search(line[:MAX_LINE])):
             return Rule(m.group(1), (Evidence(file=template.file, line=n, text=line.strip()),))
     return Rule(None)
 
