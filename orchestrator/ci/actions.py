@@ -28,16 +28,6 @@ DEFAULT_PINS: Pins = {
     "actions/upload-artifact": Pin("bbbca2ddaa5d8feaa63e36b76fdaad77386f024f", "v7.0.0"),
     "actions/download-artifact": Pin("3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c", "v8.0.1"),
 }
-# what a workflow step names -> the action's path (a repository, or a folder of one)
-ACTIONS = {
-    "checkout": "actions/checkout",
-    "setup-python": "actions/setup-python",
-    "cache": "actions/cache",
-    "cache-restore": "actions/cache/restore",
-    "cache-save": "actions/cache/save",
-    "upload": "actions/upload-artifact",
-    "download": "actions/download-artifact",
-}
 _USES = re.compile(
     r"^\s*(?:-\s+)?uses:\s*['\"]?(?P<path>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_./-]+)?)"
     r"@(?P<sha>[0-9a-f]{40})['\"]?\s+#\s*(?P<version>v?\d+(?:\.\d+)*\S*)\s*$",
@@ -48,10 +38,6 @@ _USES = re.compile(
 def repo_of(path: str) -> str:
     """actions/cache/restore -> actions/cache: one pin per repository."""
     return "/".join(path.split("/")[:2])
-
-
-def default_pins() -> Pins:
-    return dict(DEFAULT_PINS)
 
 
 def pins_in(text: str) -> Pins:
@@ -67,8 +53,7 @@ def pins_in(text: str) -> Pins:
 
 
 def current_pins(texts: Iterable[str]) -> Pins:
-    """The defaults, overridden by the pins the committed workflows carry (the highest version
-    where they differ) for the actions the generator uses."""
+    """The defaults, overridden by the committed workflows' pins (the highest version where they differ)."""
     found = pins_in("\n".join(texts))
     return {repo: found.get(repo, pin) for repo, pin in DEFAULT_PINS.items()}
 
@@ -77,9 +62,9 @@ def _version_key(version: str) -> tuple:
     return tuple(int(x) for x in re.findall(r"\d+", version)[:4])
 
 
-def uses(step: str, pins: Pins) -> str:
-    path = ACTIONS[step]
-    return f"{path}@{pins[repo_of(path)].sha}"
+def uses(action: str, pins: Pins) -> str:
+    """`actions/<action>` (a repository, or a folder of one: cache/restore) at its pinned commit."""
+    return f"actions/{action}@{pins[repo_of('actions/' + action)].sha}"
 
 
 def add_version_comments(text: str, pins: Pins) -> str:

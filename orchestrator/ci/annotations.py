@@ -1,8 +1,7 @@
 """GitHub Actions annotations (`::error file=...,line=...,title=...::message`) for the cells that
 did not pass, so a failed or skipped cell shows on the run's page, not only in its log.
 
-Pure: results and the matrix in, workflow-command lines out; `commands/matrix.py` prints them when
-GITHUB_ACTIONS is set. Each points at the target's line in matrix.yaml.
+Pure; `commands/matrix.py` prints them when GITHUB_ACTIONS is set.
 """
 
 from __future__ import annotations
@@ -41,9 +40,7 @@ def cell_annotations(results: Results, matrix: Matrix, workspace: Optional[str] 
         if not level:
             continue
         line = matrix.lines.get(("targets", cell.target))
-        title = f"ggml-patch {cell.cell}: {cell.status}"
-        props = (
-            [f"file={escape_property(file)}"] + ([f"line={line}"] if line else []) + [f"title={escape_property(title)}"]
-        )
+        title = escape_property(f"ggml-patch {cell.cell}: {cell.status}")
+        props = [f"file={escape_property(file)}", *([f"line={line}"] if line else []), f"title={title}"]
         out.append(f"::{level} {','.join(props)}::{escape_data(cell.reason or str(cell.status))}")
     return out

@@ -1,8 +1,7 @@
 """The drift issue: ONE GitHub issue that says when the series stopped applying as it is on a
 target (`ggml-patch status`) or a cell of the default profile failed (results.json), kept up to
-date while that lasts and closed when all is clean again. Pure core (statuses, failing cells and
-the issue found in; one `Action` and its requests out), then `IssuesClient` (REST through
-upstream/github_api.py). The issue keeps its last state in its own body, in an HTML comment.
+date while that lasts and closed when all is clean again. It keeps its last state in its own
+body, in an HTML comment. Pure core, then `IssuesClient` (REST through upstream/github_api.py).
 
 A target whose status RANKs above 0 is a problem; one that rose since the last record is worse,
 which also gets a comment (an edited body notifies nobody). An unfetchable source says nothing
@@ -67,8 +66,7 @@ class FailingCell(Record):
 
 
 class State(Record):
-    """What the issue records in its own body, as JSON. Read back from an issue anyone can edit:
-    untrusted, validated."""
+    """What the issue records in its own body, as JSON: anyone can edit it, so it is validated."""
 
     version: Literal[1] = 1
     profile: str
@@ -178,11 +176,9 @@ class Found:
     @property
     def state(self) -> Optional[State]:
         m = _STATE.search(self.body or "")
-        if not m:
-            return None
         try:
-            return State.from_json(json.loads(m["json"]))
-        except ValueError:
+            return State.from_json(json.loads(m["json"])) if m else None
+        except ValueError:  # not JSON
             return None
 
 
@@ -250,18 +246,9 @@ def _at(run: str) -> str:
 def issue_body(state: State, now: _dt.datetime, clean: bool = False) -> str:
     when = now.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") + (f" by {state.run}" if state.run else "")
     headline = "The series no longer applies as it is on some target, or a default cell fails."
-    lines = [
-        MARKER,
-        "",
-        "**All clean again.**" if clean else headline,
-        "",
-        f"Last checked {when}.",
-        "",
-        f"### Targets (profile `{state.profile}`)",
-        "",
-        "| target | status | base | detail |",
-        "|---|---|---|---|",
-    ]
+    lines = [MARKER, "", "**All clean again.**" if clean else headline, "", f"Last checked {when}.", ""]
+    lines += [f"### Targets (profile `{state.profile}`)", ""]
+    lines += ["| target | status | base | detail |", "|---|---|---|---|"]
     for t, r in state.targets.items():
         shown, detail = (f"{r.status} (last known)", f"{r.detail} [{r.kept}]") if r.kept else (r.status, r.detail)
         lines.append(_row(t, shown, r.base, detail))
@@ -300,8 +287,7 @@ MAX_PAGES = 20  # of 100 issues each, when the issue lost its label: the newest 
 
 
 def find_requests() -> list[Request]:
-    """Where our issue is looked for, in order, every page of each: the labelled issues (open and
-    closed), then, if the label was removed, every issue, newest first."""
+    """Where our issue is looked for, every page of each: the labelled issues, then (label removed) all."""
     return [
         Request("GET", f"/issues?state=all&labels={LABEL}&per_page=100"),
         Request("GET", "/issues?state=all&sort=created&direction=desc&per_page=100"),
@@ -326,19 +312,17 @@ def ours(items: Any) -> list[Found]:
     """Our issues among a list-issues answer, oldest first: our marker in the body, not a pull request."""
     if not isinstance(items, list):
         raise GitHubError("the issues list is not a JSON list")
+    mine = [i for i in items if isinstance(i, dict) and "pull_request" not in i and isinstance(i.get("number"), int)]
     found = [
         Found(
             int(i["number"]),
-            i.get("body") or "",
+            body,
             i.get("html_url") or "",
             i.get("state") != "closed",
             str(i.get("state_reason") or ""),
         )
-        for i in items
-        if isinstance(i, dict)
-        and "pull_request" not in i
-        and MARKER in (i.get("body") or "")
-        and isinstance(i.get("number"), int)
+        for i in mine
+        if MARKER in (body := i.get("body") or "")
     ]
     return sorted(found, key=lambda f: f.number)
 

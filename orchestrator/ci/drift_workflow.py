@@ -2,9 +2,7 @@
 live profile, then `ggml-patch drift-issue`, which opens, updates or closes the one issue.
 
 Cheap (no build), so it runs every day; it also keeps the git mirrors cache fresh and in use
-(GitHub evicts a cache unused for 7 days), which every job fetching git restores. Scheduled runs
-happen only in the repository matrix.yaml's `ci.repository` names; without one the workflow
-runs on demand only.
+(GitHub evicts a cache unused for 7 days), which every job fetching git restores.
 """
 
 from __future__ import annotations
@@ -12,7 +10,7 @@ from __future__ import annotations
 from typing import Optional
 
 from . import common as C
-from .actions import Pins, default_pins
+from .actions import DEFAULT_PINS, Pins
 from .workflow import drift_profile
 
 PATH = ".github/workflows/ggml-patch-drift.yml"
@@ -22,21 +20,15 @@ CRON = "43 5 * * *"  # daily, off the hour, after the matrix's 04:17 start
 _STATUS = """args=(--profile "$PROFILE" --json)
 read -r -a targets <<< "$TARGETS"
 for t in "${targets[@]}"; do args+=(--target "$t"); done
-code=0
-ggml-patch status "${args[@]}" > status.json || code=$?
-# 3 (a source unreachable) and 4 (a conflict) are what the issue reports; anything else is a failure
-case $code in 0|3|4) ;; *) exit "$code" ;; esac
-"""
-_ISSUE = """args=(--status status.json --repo "$REPO")
-if [ "$DRY_RUN" = true ]; then args+=(--dry-run); fi
+""" + C.STATUS.format('"${args[@]}"')
+_ISSUE = """if [ "$DRY_RUN" = true ]; then args+=(--dry-run); fi
 # a dispatch for some targets or another profile adds to the issue's state, never replaces it
 if [ "$PARTIAL" = true ]; then args+=(--partial); fi
-ggml-patch drift-issue "${args[@]}"
 """
 
 
 def workflow(matrix, pins: Optional[Pins] = None) -> dict:
-    pins = pins or default_pins()
+    pins = pins or DEFAULT_PINS
     profile = drift_profile(matrix)
     on: dict = {"schedule": [{"cron": CRON}]} if matrix.ci_repository else {}
     inputs = {
@@ -52,22 +44,14 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
     status_env = {"PROFILE": f"${{{{ inputs.profile || '{profile}' }}}}", "TARGETS": "${{ inputs.targets }}"}
     kept = {"if-no-files-found": "warn", "retention-days": 14}
     partial = f"${{{{ inputs.targets != '' || (inputs.profile != '' && inputs.profile != '{profile}') }}}}"
-    job = {
-        "name": "Drift of the series",
-        "runs-on": C.RUNNER,
-        "timeout-minutes": 60,
-        "permissions": {"contents": "read", "issues": "write"},
-        "concurrency": C.ISSUE_CONCURRENCY,
-        "env": C.CACHE_ENV,
-        "steps": [
-            *C.first_steps(pins, cache=""),  # issues: write: restores no pip cache another job saved
-            {"name": "This week", "id": "week", "run": 'echo "week=$(date -u +%G-W%V)" >> "$GITHUB_OUTPUT"\n'},
-            C.cache_step("Git mirrors", C.MIRRORS_PATH, week, pins, C.MIRRORS_KEY, action="cache"),
-            {"name": "Status", "env": status_env, "run": _STATUS},
-            C.upload_step("the status", "${{ !cancelled() }}", "ggml-patch-status", "status.json", pins, **kept),
-            C.issue_step({"DRY_RUN": "${{ inputs.dry-run }}", "PARTIAL": partial}, _ISSUE),
-        ],
-    }
+    steps = [
+        {"name": "This week", "id": "week", "run": 'echo "week=$(date -u +%G-W%V)" >> "$GITHUB_OUTPUT"\n'},
+        C.cache_step("Git mirrors", C.MIRRORS_PATH, week, pins, C.MIRRORS_KEY, action="cache"),
+        {"name": "Status", "env": status_env, "run": _STATUS},
+        C.upload_step("the status", "${{ !cancelled() }}", "ggml-patch-status", "status.json", pins, **kept),
+    ]
+    issue_env = {"DRY_RUN": "${{ inputs.dry-run }}", "PARTIAL": partial}
+    job = C.issue_job("Drift of the series", 60, pins, steps, issue_env, _ISSUE)
     return {
         "name": NAME,
         "on": on,
@@ -78,4 +62,4 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
 
 
 def workflow_yaml(matrix, pins: Optional[Pins] = None) -> str:
-    return C.dump(workflow(matrix, pins), pins or default_pins())
+    return C.dump(workflow(matrix, pins), pins)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Optional
 
 from . import common as C
-from .actions import Pins, default_pins
+from .actions import DEFAULT_PINS, Pins
 
 PATH = ".github/workflows/ggml-patch-ci.yml"
 NAME = "ggml-patch CI"
@@ -40,7 +40,7 @@ ZIZMOR = (
 
 
 def workflow(matrix, pins: Optional[Pins] = None) -> dict:
-    pins = pins or default_pins()
+    pins = pins or DEFAULT_PINS
     always = "${{ !cancelled() }}"  # each check reports, whatever the one before it did
     steps = [
         *C.first_steps(pins, extra="test,lint"),
@@ -51,34 +51,21 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
         # online audits too (impostor commits, the version comment of each pin), with the job's own token
         {"name": "zizmor", "if": always, "env": {"GH_TOKEN": "${{ github.token }}"}, "run": ZIZMOR},
     ]
+    oldest = [
+        *C.first_steps(pins, extra="test,plot,lint", python=OLDEST_PYTHON),
+        {"name": "Unit tests", "run": "python -m pytest -m unit -q\n"},
+    ]
     return {
         "name": NAME,
         "on": {"push": {"paths": PATHS}, "pull_request": {"paths": PATHS}},
         "permissions": {},
         "concurrency": {"group": "ggml-patch-ci-${{ github.ref }}", "cancel-in-progress": True},
         "jobs": {
-            "checks": {
-                "name": "Tests and workflow checks",
-                "runs-on": C.RUNNER,
-                "timeout-minutes": 30,
-                "permissions": {"contents": "read"},
-                "steps": steps,
-            },
-            "oldest-python": {
-                "name": f"Install and unit tests on Python {OLDEST_PYTHON}",
-                "runs-on": C.RUNNER,
-                "timeout-minutes": 15,
-                "permissions": {"contents": "read"},
-                "steps": [
-                    C.checkout(pins),
-                    C.setup_python(pins, OLDEST_PYTHON),
-                    C.install("test,plot,lint"),
-                    {"name": "Unit tests", "run": "python -m pytest -m unit -q\n"},
-                ],
-            },
+            "checks": C.job("Tests and workflow checks", 30, steps),
+            "oldest-python": C.job(f"Install and unit tests on Python {OLDEST_PYTHON}", 15, oldest),
         },
     }
 
 
 def workflow_yaml(matrix, pins: Optional[Pins] = None) -> str:
-    return C.dump(workflow(matrix, pins), pins or default_pins())
+    return C.dump(workflow(matrix, pins), pins)

@@ -35,7 +35,6 @@ def retired(label: str) -> Optional[Retired]:
 
 def retired_message(where: str, label: str) -> Optional[str]:
     """One line naming the label, when it went, its successor and the source; None if current."""
-    r = retired(label)
-    if r is None:
+    if (r := retired(label)) is None:
         return None
     return f"{where}: runner {label!r} was retired by GitHub on {r.since} ({r.source}); use {r.successor!r} instead"

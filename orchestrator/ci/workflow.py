@@ -21,7 +21,7 @@ import yaml
 from ..config import Matrix, _line_for
 from ..errors import ConfigError
 from . import common as C
-from .actions import Pins, default_pins, uses
+from .actions import DEFAULT_PINS, Pins, uses
 from .runners import retired_message
 
 DEFAULT_PATH = ".github/workflows/ggml-patch-matrix.yml"
@@ -52,14 +52,12 @@ def cell_session(target: str, backend: str) -> str:
 
 
 def _labels(runs_on: str) -> list[str]:
-    """matrix.yaml's `runs_on`: one label, or comma-separated labels for a self-hosted runner
-    ("self-hosted, linux, gpu"), which GitHub matches all together."""
+    """matrix.yaml's `runs_on`: one label, or a self-hosted runner's "self-hosted, linux, gpu" (all must match)."""
     return [s.strip() for s in runs_on.split(",") if s.strip()]
 
 
 def all_cells(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[tuple[str, str, str]]:
-    """(profile, target, backend) for every cell of the given profiles (default: all), in
-    matrix.yaml's order; an unknown profile: matrix.cells' one-line error."""
+    """(profile, target, backend) for every cell of the given profiles (default: all), in matrix.yaml's order."""
     names = list(profiles) if profiles else list(matrix.profiles)
     return [(p, t.name, b.name) for p in names for t, b in matrix.cells(p)]
 
@@ -81,8 +79,7 @@ def honesty(backend: str, runs_on: str) -> dict[str, Any]:
 
 
 def downloads_key(matrix: Matrix, target: str) -> str:
-    """A cache key that changes only when the target's pinned download does (its sha256), never
-    on another edit of matrix.yaml; '' for sources with nothing to download (git, local)."""
+    """A cache key that changes only with the target's pinned download (its sha256); '' for git, local."""
     src = matrix.target(target).source
     return f"ggml-patch-downloads-{src['sha256'][:32]}" if src.kind in ("pypi-sdist", "tarball") else ""
 
@@ -93,11 +90,9 @@ def runner_slug(runs_on: str) -> str:
 
 
 def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[str, Any]]:
-    """One strategy.matrix.include entry per cell and runner: a backend with several runners
-    (a hosted build-only one and a self-hosted GPU one) gets a leg on each. A backend's first
-    runner's legs form the profile's results; each further runner's legs are merged apart
-    (`group`), since a cell may appear once in a merge. A runner label GitHub has retired is
-    refused: every run on it would fail (one line, exit 2)."""
+    """One strategy.matrix.include entry per cell and runner. A backend's first runner's legs form the
+    profile's results; each further runner's legs are merged apart (`group`): a cell is merged once.
+    A runner label GitHub has retired is refused: every run on it would fail."""
     for b in matrix.backends.values():
         where = f"{matrix.path}:{_line_for(matrix.lines, ('backends', b.name, 'runs_on'))}: backends.{b.name}.runs_on"
         for label in (lab for runs_on in b.all_runners() for lab in _labels(runs_on)):
@@ -139,16 +134,10 @@ echo "pins=$pins" >> "$GITHUB_OUTPUT"
 
 
 def _plan_job(matrix: Matrix, pins: Pins) -> dict:
-    job = {
-        "name": "Plan: one commit per git ref",
-        "runs-on": C.RUNNER,
-        "timeout-minutes": 15,
-        "permissions": {"contents": "read"},
-        "outputs": {"pins": "${{ steps.pins.outputs.pins }}"},
-        "steps": [*C.first_steps(pins), {"name": "Resolve every git ref to a commit", "id": "pins", "run": _PLAN}],
-    }
     guard = C.owner_only(matrix)  # scheduled runs only where the schedule belongs; manual runs anywhere
-    return C.with_if(job, f"github.event_name != 'schedule' || {guard}" if guard else None)
+    head = {"if": f"github.event_name != 'schedule' || {guard}"} if guard else None
+    steps = [*C.first_steps(pins), {"name": "Resolve every git ref to a commit", "id": "pins", "run": _PLAN}]
+    return C.job("Plan: one commit per git ref", 15, steps, head, outputs={"pins": "${{ steps.pins.outputs.pins }}"})
 
 
 _RUN_CELL = f"""args=(--pins "{C.PINS_FILE}" --profile "$PROFILE" --target "$TARGET" --backend "$BACKEND" --results "$RESULTS")
@@ -210,7 +199,7 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
     cell_env = {k.upper().replace("-", "_"): f"${{{{ matrix.{k} }}}}" for k in keys}
     # after the cell, for the aggregate's bundle: its snapshot repository, not imported again
     snapshots = snapshots_key("${{ matrix.profile }}", "${{ matrix.target }}")
-    hand_over = C.cache_step("Hand the snapshots to the bundle", SNAPSHOTS_PATH, snapshots, pins, action="cache-save")
+    hand_over = C.cache_step("Hand the snapshots to the bundle", SNAPSHOTS_PATH, snapshots, pins, action="cache/save")
     summary = 'if [ -f "$RESULTS/summary.md" ]; then cat "$RESULTS/summary.md" >> "$GITHUB_STEP_SUMMARY"; fi\n'
     # no junit reporter: `ggml-patch matrix` annotates each failed cell itself (::error with
     # matrix.yaml's line); a second reporter would annotate every failure twice
@@ -237,7 +226,7 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
             C.restore_mirrors(pins, when="matrix.git"),
             {"name": "Vulkan (Mesa lavapipe)", "if": f"{setup} == 'vulkan-lavapipe'", "run": f"bash {VULKAN_SETUP}"},
             {"name": cuda, "if": f"{setup} == 'cuda-pypi'", "run": _CUDA_SETUP},
-            C.pins_file_step(),
+            C.PINS_FILE_STEP,
             {"name": "Run the cell", "env": cell_env, "run": _RUN_CELL},
             C.with_if(hand_over, "matrix.hand-over"),
             {"name": "Job summary", "if": always, "env": {"RESULTS": "${{ matrix.results }}"}, "run": summary},
@@ -271,8 +260,8 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
     # every artifact holds one folder named as itself: merged into cells/ they never collide
     download = {"pattern": f"{ARTIFACT_PREFIX}{ARTIFACT_SEP}*", "path": "cells", "merge-multiple": True}
     steps += [
-        C.pins_file_step(),
-        {"name": "Download every cell's results", "uses": uses("download", pins), "with": download},
+        C.PINS_FILE_STEP,
+        {"name": "Download every cell's results", "uses": uses("download-artifact", pins), "with": download},
     ]
     for p in groups:
         merge, bundle = C.step_id("merge", p), C.step_id("bundle", p)
@@ -308,17 +297,10 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
         )
         when = f"${{{{ !cancelled() && ({failed}) }}}}"
         steps.append({"name": "Report the other profiles' failures (not fatal)", "if": when, "run": warning})
-    return {
-        "name": "Merge, summary and bundle per profile",
-        "needs": ["plan", "cell"],
-        # after every leg, failed ones too, but not for a cancelled run or one whose plan failed
-        "if": "${{ !cancelled() && needs.plan.result == 'success' }}",
-        "runs-on": C.RUNNER,
-        "timeout-minutes": 90,
-        "permissions": {"contents": "read"},
-        "env": {**C.CACHE_ENV, **CCACHE_ENV} if ccache else C.CACHE_ENV,
-        "steps": steps,
-    }
+    # after every leg, failed ones too, but not for a cancelled run or one whose plan failed
+    head = {"needs": ["plan", "cell"], "if": "${{ !cancelled() && needs.plan.result == 'success' }}"}
+    env = {**C.CACHE_ENV, **CCACHE_ENV} if ccache else C.CACHE_ENV
+    return C.job("Merge, summary and bundle per profile", 90, steps, head, env=env)
 
 
 def drift_profile(matrix: Matrix) -> str:
@@ -326,49 +308,29 @@ def drift_profile(matrix: Matrix) -> str:
     return "live" if "live" in matrix.profiles else DEFAULT_PROFILE
 
 
-_REPORT_STATUS = """code=0
-ggml-patch status --pins "{pins}" --profile "{profile}" --json > status.json || code=$?
-# 3 (a source unreachable) and 4 (a conflict) are what the issue reports; anything else is a failure
-case $code in 0|3|4) ;; *) exit "$code" ;; esac
-"""
-_REPORT_ISSUE = """args=(--status status.json --repo "$REPO")
-if [ -f merged/{default}/results.json ]; then args+=(--results merged/{default}); fi
-ggml-patch drift-issue "${{args[@]}}"
-"""
+_REPORT_ISSUE = "if [ -f merged/{default}/results.json ]; then args+=(--results merged/{default}); fi\n"
 
 
 def _report_job(matrix: Matrix, pins: Pins) -> Optional[dict]:
-    guard = C.owner_only(matrix)
-    if not guard:
+    if not (guard := C.owner_only(matrix)):
         return None  # no owning repository named: no issue is ever written
     profile = drift_profile(matrix)
-    steps = [*C.first_steps(pins, cache="")]  # issues: write: restores no cache a leg could have saved
-    if any(t.source.kind == "git" for t, _ in matrix.cells(profile)):
-        steps.append(C.restore_mirrors(pins))
+    steps = [C.restore_mirrors(pins)] if any(t.source.kind == "git" for t, _ in matrix.cells(profile)) else []
     merged = {"name": f"ggml-patch-results-{DEFAULT_PROFILE}", "path": f"merged/{DEFAULT_PROFILE}"}
-    download = {"continue-on-error": True, "uses": uses("download", pins), "with": merged}
-    status = _REPORT_STATUS.format(pins=C.PINS_FILE, profile=profile)
+    download = {"continue-on-error": True, "uses": uses("download-artifact", pins), "with": merged}
+    status = C.STATUS.format(f'--pins "{C.PINS_FILE}" --profile "{profile}" --json')
     steps += [
-        C.pins_file_step(),
+        C.PINS_FILE_STEP,
         {"name": f"The merged results ({DEFAULT_PROFILE})", **download},
         {"name": f"Status of the {profile} profile at the plan's commits", "run": status},
-        C.issue_step({}, _REPORT_ISSUE.format(default=DEFAULT_PROFILE)),
     ]
-    return {
-        "name": "Drift issue",
-        "needs": ["plan", "aggregate"],
-        "if": f"${{{{ !cancelled() && needs.plan.result == 'success' && {guard} }}}}",
-        "runs-on": C.RUNNER,
-        "timeout-minutes": 30,
-        "permissions": {"contents": "read", "issues": "write"},  # the only job that writes
-        "concurrency": C.ISSUE_CONCURRENCY,
-        "env": C.CACHE_ENV,
-        "steps": steps,
-    }
+    run_if = f"${{{{ !cancelled() && needs.plan.result == 'success' && {guard} }}}}"
+    head = {"needs": ["plan", "aggregate"], "if": run_if}
+    return C.issue_job("Drift issue", 30, pins, steps, {}, _REPORT_ISSUE.format(default=DEFAULT_PROFILE), **head)
 
 
 def workflow(matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Optional[Pins] = None) -> dict:
-    pins = pins or default_pins()
+    pins = pins or DEFAULT_PINS
     leg_list = legs(matrix, profiles)
     used = list(dict.fromkeys(leg["group"] for leg in leg_list))
     if not leg_list:
@@ -393,8 +355,7 @@ def workflow(matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Opt
 
 
 def actionlint_config(matrix: Matrix) -> str:
-    """.github/actionlint.yaml: actionlint rejects runner labels it does not know unless they
-    are declared as self-hosted ones (matrix.yaml's custom labels, sorted)."""
+    """.github/actionlint.yaml: matrix.yaml's custom runner labels, which actionlint rejects undeclared."""
     runners = (r for b in matrix.backends.values() for r in b.all_runners())
     labels = sorted({lab for r in runners for lab in _labels(r) if not _HOSTED.match(lab)})
     body = {"self-hosted-runner": {"labels": labels}}
@@ -402,8 +363,7 @@ def actionlint_config(matrix: Matrix) -> str:
 
 
 def nox_cells_json(matrix: Matrix) -> str:
-    """.github/ggml-patch-cells.json: the noxfile's `cell` sessions, readable with the standard
-    library alone (nox lists them right after `pip install nox`)."""
+    """.github/ggml-patch-cells.json: the noxfile's `cell` sessions, readable with the standard library alone."""
     once = dict.fromkeys((t, b) for _, t, b in all_cells(matrix))  # the `cell` session's params
     cells = [
         {"target": t, "backend": b, "session": cell_session(t, b), "results": f"results/cells/{t}-{b}"} for t, b in once
@@ -413,5 +373,4 @@ def nox_cells_json(matrix: Matrix) -> str:
 
 
 def workflow_yaml(matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Optional[Pins] = None) -> str:
-    pins = pins or default_pins()
     return C.dump(workflow(matrix, profiles, pins), pins)

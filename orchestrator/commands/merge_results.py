@@ -1,5 +1,4 @@
-"""ggml-patch merge-results: combine per-cell results (one CI leg each) into one results.json,
-summary.md and junit.xml."""
+"""ggml-patch merge-results: per-cell results (one CI leg each) into one results.json, summary.md, junit.xml."""
 
 from __future__ import annotations
 
@@ -39,9 +38,7 @@ def _log_names(results, where: Path) -> list[tuple[object, str]]:
 
     out = []
     for rec in results.records:
-        for entry in [rec.build, *rec.tests.values()]:
-            if entry is None or not entry.log:
-                continue
+        for entry in (e for e in [rec.build, *rec.tests.values()] if e is not None and e.log):
             parts = Path(entry.log).parts
             starts = [i for i in range(len(parts) - 1) if parts[i] == "logs" and parts[i + 1] == slug(rec.cell)]
             rel = parts[starts[-1] :] if starts else ()
@@ -95,9 +92,7 @@ def run(args, matrix, cache) -> ExitCode:
     claim(out, "--out", legacy=made_results)
     for f, names in zip(files, logs, strict=True):
         _copy_logs(names, f.parent, out)  # the merged records are these same objects
-    paths = write_results(merged, out)
-    if (out / "junit.xml").is_file() and out / "junit.xml" not in paths:
-        paths.append(out / "junit.xml")
+    paths = [*write_results(merged, out), out / "junit.xml"]
     n, total = Counter(c.status for c in merged.cells), len(merged.cells)
     passed, skipped = n[CellStatus.PASSED], n[CellStatus.SKIPPED]
     print(
@@ -108,20 +103,13 @@ def run(args, matrix, cache) -> ExitCode:
 
 
 def never_reported(matrix, profile: str, present: set[str]) -> list:
-    """An error cell for each cell of `profile` without results: its leg timed out, was cancelled
-    or died before uploading. Absent from a merge it would pass unnoticed."""
+    """An error cell (the tool error: Cell's default exit code) for each cell of `profile` without results:
+    its leg timed out, was cancelled or died before uploading. Absent from a merge it would pass unnoticed."""
     from ..report.model import Cell, CellStatus
 
+    why = "no results: its CI leg never reported (timed out, cancelled or died before uploading)"
     return [
-        Cell(
-            cell=f"{t.name}/{b.name}",
-            target=t.name,
-            backend=b.name,
-            layout=t.layout,
-            status=CellStatus.ERROR,
-            reason="no results: its CI leg never reported (timed out, cancelled or died before uploading)",
-            exit_code=int(ExitCode.TOOL_ERROR),
-        )
+        Cell(cell=c, target=t.name, backend=b.name, layout=t.layout, status=CellStatus.ERROR, reason=why)
         for t, b in matrix.cells(profile)
-        if f"{t.name}/{b.name}" not in present
+        if (c := f"{t.name}/{b.name}") not in present
     ]

@@ -31,6 +31,8 @@ from ..vcs.snapshots import SnapshotRepo, Worktree
 from . import status as S
 from .status import CLEAN, CONFLICTED, MERGED, PRESENT, Conflict, PatchResult, TargetStatus
 
+Thunk = Callable[[], None]
+
 
 class StatusDirs(NamedTuple):
     trial: Path
@@ -76,12 +78,7 @@ def _snapshot_or_reason(target: Target, cache: Cache, repo: SnapshotRepo):
 
 
 def check_target(
-    cache: Cache,
-    repo: SnapshotRepo,
-    series: Series,
-    target: Target,
-    snap: sources.Snapshot,
-    before_merge: Callable[[], None] = lambda: None,
+    cache: Cache, repo: SnapshotRepo, series: Series, target: Target, snap: sources.Snapshot, before_merge: Thunk
 ) -> TargetStatus:
     src, layout = get_layout(series.layout), get_layout(target.layout, target.prefix)
     layout_name, source = _layout_name(target), _source_info(target, snap)
@@ -111,10 +108,9 @@ def check_target(
 
 
 def attempt(
-    wt: Worktree, base: str, rendered: Series, files: list[Path], before_merge: Callable[[], None] = lambda: None
+    wt: Worktree, base: str, rendered: Series, files: list[Path], before_merge: Thunk = lambda: None
 ) -> tuple[list[PatchResult], Optional[Conflict]]:
-    """Each patch in turn on base: as is, already there, or with a 3-way merge; stops at a conflict.
-    `before_merge` runs before a 3-way merge (to make the blobs it needs available)."""
+    """Each patch in turn on base: as is, already there, or 3-way (after `before_merge`); stops at a conflict."""
     wt.ensure(base)
     results: list[PatchResult] = []
     for i, (patch, f) in enumerate(zip(rendered.patches, files, strict=True)):
@@ -126,7 +122,7 @@ def attempt(
     return results, None
 
 
-def _try_patch(wt: Worktree, patch, f: Path, before_merge: Callable[[], None]) -> tuple[str, str, Optional[Conflict]]:
+def _try_patch(wt: Worktree, patch, f: Path, before_merge: Thunk) -> tuple[str, str, Optional[Conflict]]:
     """(result, detail, conflict) of one patch on the worktree."""
     # reverse first: a patch that only adds (new test cases) applies a second time on a tree that has it
     if wt.applies(f, reverse=True):

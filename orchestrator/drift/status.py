@@ -8,11 +8,11 @@ A target's status, by precedence:
                     and a worktree left for resolution
   already upstream  every patch is already there (it reverse-applies, or its content is present)
   applies with 3-way merge / applies cleanly
-Each patch is tried in order: as is (`git am`), already there, then `git am -3`.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Callable, Optional
 
@@ -87,9 +87,8 @@ class StatusReport(Record):
 
 def target_status(results: list[PatchResult]) -> tuple[str, str]:
     """(status, detail) of a target from its patches' results."""
-    for r in results:
-        if r.result == CONFLICTED:
-            return CONFLICT, f"{short_name(r.name)}: {r.detail}"
+    if r := next((r for r in results if r.result == CONFLICTED), None):
+        return CONFLICT, f"{short_name(r.name)}: {r.detail}"
     present = [short_name(r.name) for r in results if r.result == PRESENT]
     if results and len(present) == len(results):
         return UPSTREAM, "; ".join(f"{short_name(r.name)}: {r.detail}" for r in results if r.detail)
@@ -99,8 +98,7 @@ def target_status(results: list[PatchResult]) -> tuple[str, str]:
 
 def short_name(patch_name: str) -> str:
     """0001-ggml-opt-zero-....patch -> 0001 (the table's width; JSON keeps the whole name)."""
-    m = re.match(r"^(\d+)-", patch_name)
-    return m.group(1) if m else patch_name
+    return m.group(1) if (m := re.match(r"^(\d+)-", patch_name)) else patch_name
 
 
 def exit_code(rows: list[TargetStatus]) -> ExitCode:
@@ -130,9 +128,7 @@ def not_applicable_reason(
     header = read(header_path)
     if header is None:
         return f"{header_path} is absent: no per-step API ({PER_STEP_API})"
-    if PER_STEP_API not in header:
-        return f"{header_path} has no per-step API ({PER_STEP_API})"
-    return None
+    return None if PER_STEP_API in header else f"{header_path} has no per-step API ({PER_STEP_API})"
 
 
 def content_present(patch: Patch, read: Callable[[str], Optional[str]]) -> bool:
@@ -153,17 +149,12 @@ def _file_present(f: FileDiff, current: Optional[str]) -> bool:
 
 def added_runs(f: FileDiff) -> list[list[str]]:
     """Each maximal run of added lines of a file diff, without the newlines."""
-    runs: list[list[str]] = []
-    for hunk in unidiff.PatchSet(f.text)[0]:
-        current: list[str] = []
-        for line in hunk:
-            if line.is_added:
-                current.append(line.value.rstrip("\n"))
-            elif current:
-                runs.append(current)
-                current = []
-        if current:
-            runs.append(current)
+    runs = [
+        [line.value.rstrip("\n") for line in run]
+        for hunk in unidiff.PatchSet(f.text)[0]
+        for added, run in itertools.groupby(hunk, key=lambda line: line.is_added)
+        if added
+    ]
     return [r for r in runs if any(x.strip() for x in r)]
 
 
@@ -174,13 +165,11 @@ def _contains(lines: list[str], run: list[str]) -> bool:
 
 def failed_hunk(patch: Patch, git_output: str) -> tuple[Optional[str], str]:
     """(file, hunk) where a plain `git am` stopped, from git's own error lines."""
-    m = _PATCH_FAILED.search(git_output)
-    if m:
+    if m := _PATCH_FAILED.search(git_output):
         path, line = m.group("path"), int(m.group("line"))
         return path, hunk_header(patch, path, line) or f"at line {line}"
     for regex, what in ((_EXISTS, "new file: already exists"), (_NO_FILE, "file does not exist")):
-        m = regex.search(git_output)
-        if m:
+        if m := regex.search(git_output):
             return m.group("path"), what
     return None, ""
 
@@ -195,11 +184,9 @@ def hunk_header(patch: Patch, path: str, old_line: int) -> Optional[str]:
 
 
 def _header_line(text: str, hunk: unidiff.Hunk) -> str:
-    prefix = f"@@ -{hunk.source_start}"
-    for line in text.splitlines():
-        if line.startswith(prefix) and line.count("@@") >= 2:
-            return line
-    return f"@@ -{hunk.source_start},{hunk.source_length} +{hunk.target_start},{hunk.target_length} @@"
+    made = f"@@ -{hunk.source_start},{hunk.source_length} +{hunk.target_start},{hunk.target_length} @@"
+    given = (x for x in text.splitlines() if x.startswith(f"@@ -{hunk.source_start}") and x.count("@@") >= 2)
+    return next(given, made)
 
 
 def conflict_regions(text: str) -> tuple[tuple[int, int], ...]:

@@ -1,14 +1,11 @@
-"""JUnit XML from a results dict, for CI systems' test views.
+"""JUnit XML from results, for CI systems' test views. Pure (the log reader is passed in).
 
-Pure (the log reader is passed in). One testsuite per cell, named "<target>/<backend>"; one
-testcase per cell x variant x test: classname "ggml-patch/<target>/<backend>/<variant>" (slashes:
-reporters split a classname on dots, and "llama.cpp" must stay whole), name the test, and
-`file` the matrix file (so a reporter's annotation points at a file of the repository instead of
-guessing one from the classname). The negative control's gate test is expected to fail: its
-testcase is named "<gate> (fix reverted: must fail)" and passes when the control was killed; a
-survived or invalid control is the failure. A failure carries the attribution label of each of
-its devices (pre-existing, regression, unknown) and the last lines of its log. A test the
-backend does not run is <skipped> with the reason.
+One testsuite per cell ("<target>/<backend>"), one testcase per cell x variant x test: classname
+"ggml-patch/<target>/<backend>/<variant>" (slashes: reporters split a classname on dots, and
+"llama.cpp" must stay whole), `file` the matrix file (so a reporter's annotation points at a file
+of the repository instead of guessing one). The negative control's gate test, "<gate> (fix
+reverted: must fail)", passes when the control was killed. A failure carries each device's
+attribution label and its log's last lines; a test the backend does not run is <skipped>.
 """
 
 from __future__ import annotations
@@ -30,7 +27,6 @@ from .model import (
     Verdict,
 )
 
-VARIANTS = ("patched", "control")
 CONTROL_GATE_NAME = f"{GATE_TEST} (fix reverted: must fail)"
 LogTail = Callable[[str], Optional[str]]  # a log's path -> its last lines, or None
 
@@ -41,8 +37,7 @@ _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def xml_text(text: str) -> str:
-    """`text` as XML 1.0 can carry it: ANSI codes removed, other control characters and lone
-    surrogates replaced by U+FFFD."""
+    """`text` as XML 1.0 can carry it: no ANSI codes, other control characters and lone surrogates as U+FFFD."""
     return _NOT_XML.sub("\ufffd", _ANSI.sub("", text))
 
 
@@ -51,8 +46,7 @@ def mutant_case_name(name: str) -> str:
 
 
 def _case(suite: ET.Element, cell: Cell, variant: str, test: str, duration: Optional[float] = None) -> ET.Element:
-    """A testcase of the cell's suite: a variant's test (the control's gate under its own name), a
-    mutant's or a competing fix's."""
+    """A testcase of the cell's suite (the control's gate under its own name)."""
     name = CONTROL_GATE_NAME if (variant == "control" and test == GATE_TEST) else test
     classname = "/".join(("ggml-patch", cell.target, cell.backend, variant))
     attrs = {"classname": classname, "name": name, "time": f"{duration or 0:.3f}"}
@@ -66,14 +60,9 @@ def _mark(case: ET.Element, kind: str, message: str, kind_type: str = "", text: 
 
 
 def _detail(t: TestRecord, log_tail: LogTail, attribution: Sequence[AttributionEntry] = ()) -> str:
-    """The failure's body: the outcome, the exit code or signal, the failure line, the attribution
-    of each failing device, the log and its last lines."""
-    lines = [f"outcome: {t.outcome}", f"exit code: {t.exit_code}"]
-    if t.signal:
-        lines.append(f"signal: {t.signal}")
-    for key, value in (("failure line", t.failure_line), ("summary line", t.summary_line)):
-        if value:
-            lines.append(f"{key}: {value}")
+    """A failure's body: what the record says, the attribution of each failing device, the log's end."""
+    said = (("signal", t.signal), ("failure line", t.failure_line), ("summary line", t.summary_line))
+    lines = [f"outcome: {t.outcome}", f"exit code: {t.exit_code}", *(f"{k}: {v}" for k, v in said if v)]
     lines += [f"attribution: {e.label}: {e.reason}".rstrip(": ") for e in attribution]
     return "\n".join(lines + _log_lines(t.log, log_tail))
 
@@ -97,14 +86,9 @@ def _test_case(suite: ET.Element, cell: Cell, rec: VariantRecord, test: str, log
     case = _case(suite, cell, variant, test, t.duration_s if t else None)
     build = rec.build
     if rec.status == RecordStatus.BUILD_FAILED or (build is not None and not build.ok):
-        error = build.error if build else ""
-        _mark(
-            case,
-            "failure",
-            f"the {variant} variant did not build: {error}".rstrip(": "),
-            "build-failed",
-            "\n".join(_log_lines(build.log if build else None, log_tail)) or "log: ",
-        )
+        message = f"the {variant} variant did not build: {build.error if build else ''}".rstrip(": ")
+        log = "\n".join(_log_lines(build.log if build else None, log_tail)) or "log: "
+        _mark(case, "failure", message, "build-failed", log)
         return
     if rec.status == RecordStatus.BUILT:  # --build-only: a device-less machine compiled it, ran nothing
         _mark(case, "skipped", f"built only, not run: {cell.reason}")
@@ -118,13 +102,8 @@ def _test_case(suite: ET.Element, cell: Cell, rec: VariantRecord, test: str, log
         if rec.verdict == Verdict.KILLED:
             ET.SubElement(case, "system-out").text = f"killed: {rec.failure_line or ''}"
         else:
-            _mark(
-                case,
-                "failure",
-                f"negative control {rec.verdict}: {rec.verdict_reason}",
-                str(rec.verdict),
-                _detail(t, log_tail) if t else "",
-            )
+            message = f"negative control {rec.verdict}: {rec.verdict_reason}"
+            _mark(case, "failure", message, str(rec.verdict), _detail(t, log_tail) if t else "")
         return
     if t is None:
         _mark(case, "error", f"{test} did not run", "not-run")
@@ -155,13 +134,10 @@ def _missing_cases(suite: ET.Element, cell: Cell, variant: str) -> None:
 
 
 def _suite(parent: ET.Element, cell: Cell, results: Results, log_tail: LogTail) -> ET.Element:
-    suite = ET.SubElement(parent, "testsuite", {"name": f"{cell.target}/{cell.backend}"})
-    if results.started_at:
-        suite.set("timestamp", results.started_at)
-    if results.matrix:
-        suite.set("file", results.matrix)
+    attrs = {"name": f"{cell.target}/{cell.backend}", "timestamp": results.started_at, "file": results.matrix}
+    suite = ET.SubElement(parent, "testsuite", {k: v for k, v in attrs.items() if v})
     by_variant = results.records_of(cell.cell)
-    for variant in VARIANTS:
+    for variant in ("patched", "control"):
         rec = by_variant.get(variant)
         if rec is None:
             _missing_cases(suite, cell, variant)
@@ -187,19 +163,13 @@ def _mutant_case(suite: ET.Element, cell: Cell, rec: VariantRecord, log_tail: Lo
     elif rec.verdict == Verdict.KILLED:
         ET.SubElement(case, "system-out").text = f"killed: {rec.failure_line or ''}"
     else:
-        _mark(
-            case,
-            "failure",
-            f"mutant {name} {rec.verdict}: {rec.verdict_reason}",
-            str(rec.verdict),
-            f"{info.title if info else ''}\nwhy it is wrong: {info.why_wrong if info else ''}"
-            + (f"\n{_detail(t, log_tail)}" if t else ""),
-        )
+        text = f"{info.title if info else ''}\nwhy it is wrong: {info.why_wrong if info else ''}"
+        text += f"\n{_detail(t, log_tail)}" if t else ""
+        _mark(case, "failure", f"mutant {name} {rec.verdict}: {rec.verdict_reason}", str(rec.verdict), text)
 
 
 def _competing_case(suite: ET.Element, cell: Cell, rec: VariantRecord) -> None:
-    """A competing fix on the unfixed tree: its verdict as data (equivalent, wrong, invalid), never a
-    failure of this run; skipped when it was not run."""
+    """A competing fix's verdict is data, never a failure of this run."""
     info, j = rec.competing, rec.judged
     name = info.name if info else rec.variant
     duration = sum(t.duration_s for t in rec.tests.values())

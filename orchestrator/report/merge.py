@@ -1,8 +1,4 @@
-"""Combining per-cell results (one CI leg each) into one Results, as one run would have made.
-
-Pure. Refuses results of different series (a leg that ran other patches) and cells that
-appear twice (two legs for the same cell, or the same input given twice).
-"""
+"""Combining per-cell results (one CI leg each) into one Results, as one run would have made. Pure."""
 
 from __future__ import annotations
 

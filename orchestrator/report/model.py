@@ -1,14 +1,8 @@
 """The results model: what a run records, and results.json, its one serialised form.
 
-Each record is a pydantic model declared once: serialisation, validation of untrusted input and
-the JSON Schema (`Results.model_json_schema()`) come from the declaration. The words (cell status, test
-outcome, control and mutant verdict, attribution label, row status) are enums whose values are
-exactly the strings results.json holds. A results file is untrusted input: unknown keys, wrong
-types and out-of-range values are a one-line ConfigError naming the file and the key.
-
-results.json's `schema_version` changes only when a key changes meaning or goes away; keys added
-are additions. Keys are written in declaration order; `None` is left out unless a record says
-the key is written as null (today's files hold them so).
+The words (cell status, test outcome, verdicts, attribution label, row status) are enums whose
+values are exactly the strings results.json holds. A results file is untrusted input (records.py).
+`schema_version` changes only when a key changes meaning or goes away; keys added are additions.
 """
 
 from __future__ import annotations
@@ -45,8 +39,6 @@ class CellStatus(Word):
 
 
 class Outcome(Word):
-    """One test run's outcome."""
-
     PASSED = "passed"
     FAILED = "failed"  # a non-zero exit: the test's own check
     CRASHED = "crashed"  # a signal
@@ -107,9 +99,6 @@ Commit = Annotated[str, Pattern(pattern=r"^[0-9a-f]{40}$")]
 Seconds = Annotated[float, Field(ge=0)]
 
 
-# ---------------------------------------------------------------- the records
-
-
 class DeviceRow(Record):
     """One device x case row of a test's output (test-opt: x optimizer; the gate: x case)."""
 
@@ -126,11 +115,8 @@ class DeviceRow(Record):
     @property
     def key(self) -> str:
         """What the row is about on its device: the optimizer, or the gate's case."""
-        if self.optimizer is not None:
-            return self.optimizer
-        if self.case is not None:
-            return self.case
-        return f"opt_period={self.opt_period}" if self.opt_period is not None else ""
+        period = f"opt_period={self.opt_period}" if self.opt_period is not None else ""
+        return next((k for k in (self.optimizer, self.case) if k is not None), period)
 
 
 class TestRecord(Record):
@@ -251,12 +237,24 @@ class MutantTally(Record):
     killed_by: Optional[dict[str, int]] = None
 
 
-class VariantRecord(Record):
-    """One variant of one cell: the patched tree, or the control (the fix reverted, the test kept)."""
-
-    cell: CellId
+class _OfCell(Record):
+    cell: CellId  # "target/backend"
     target: Name
     backend: Name
+
+    @model_validator(mode="before")
+    @classmethod
+    def _names_from_cell(cls, data: Any) -> Any:
+        """target and backend from "target/backend" when a record leaves them out (older files)."""
+        if not isinstance(data, dict) or not isinstance(data.get("cell"), str):
+            return data
+        target, _, backend = data["cell"].rpartition("/")
+        return {"target": target, "backend": backend, **data}
+
+
+class VariantRecord(_OfCell):
+    """One variant of one cell: the patched tree, or the control (the fix reverted, the test kept)."""
+
     variant: str  # "patched", "control", MUTANT_PREFIX + name or COMPETING_PREFIX + name
     status: RecordStatus = RecordStatus.PENDING
     build: Optional[Build] = None  # results.json: {} when not built
@@ -273,8 +271,8 @@ class VariantRecord(Record):
 
     @model_validator(mode="before")
     @classmethod
-    def _names_from_cell(cls, data: Any) -> Any:
-        return _names_from_cell(data, empty_build=True)
+    def _no_build(cls, data: Any) -> Any:
+        return {**data, "build": None} if isinstance(data, dict) and data.get("build") == {} else data
 
     @model_serializer(mode="wrap")
     def _without_none(self, handler: Any) -> dict[str, Any]:
@@ -284,31 +282,12 @@ class VariantRecord(Record):
             del d["verdict_reason"], d["failure_line"]
         return {k: v for k, v in d.items() if v is not None or (k == "failure_line" and self.verdict is not None)}
 
-    @property
-    def is_mutant(self) -> bool:
-        return str(self.variant).startswith(MUTANT_PREFIX)
-
-    @property
-    def is_competing(self) -> bool:
-        return str(self.variant).startswith(COMPETING_PREFIX)
-
     def test(self, name: str) -> Optional[TestRecord]:
         return self.tests.get(name)
 
     def outcome(self, name: str) -> Optional[Outcome]:
         t = self.tests.get(name)
         return t.outcome if t else None
-
-
-def _names_from_cell(data: Any, empty_build: bool = False) -> Any:
-    """target and backend from "target/backend" when a record leaves them out (older files)."""
-    if not isinstance(data, dict) or not isinstance(data.get("cell"), str):
-        return data
-    target, _, backend = data["cell"].rpartition("/")
-    out = {"target": target, "backend": backend, **data}
-    if empty_build and out.get("build") == {}:
-        out["build"] = None
-    return out
 
 
 class AttributionEntry(Record):
@@ -330,8 +309,7 @@ class Submodule(Record):
 
 
 class Provenance(Record):
-    """Where a cell's base came from: the source's kind and description, what the source
-    recorded (sha256, URL, ref, upstream commit, ...) and the base commit the series applied to."""
+    """Where a cell's base came from: what the source recorded, and the base commit the series applied to."""
 
     kind: str
     description: str = ""
@@ -358,8 +336,7 @@ class VulkanSetup(Record):
 
 
 class DeviceInfo(Record):
-    """What a backend module recorded about the device the tests run on (driver, ICD, ...).
-    Keys are written when the module set them, null or not."""
+    """What a backend module recorded about the device (driver, ICD, ...): each key it set, null or not."""
 
     icd: Optional[str] = None  # vulkan
     visible_devices: Optional[str] = None
@@ -385,12 +362,9 @@ class CachedFrom(Record):
     timings_of_the_run: dict[str, float] = Field(default_factory=dict)
 
 
-class Cell(Record):
+class Cell(_OfCell):
     """One target x backend cell: what happened, and why."""
 
-    cell: CellId  # "target/backend"
-    target: Name
-    backend: Name
     layout: str = ""
     status: CellStatus = CellStatus.ERROR
     reason: str = ""
@@ -405,11 +379,6 @@ class Cell(Record):
     training: Optional[TrainingComparison] = None
     failure_kind: Optional[AttributionLabel] = None
     mutants: Optional[MutantTally] = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _names_from_cell(cls, data: Any) -> Any:
-        return _names_from_cell(data)
 
 
 class SeriesPatch(Record):
@@ -453,16 +422,13 @@ class Results(Record):
     records: list[VariantRecord] = Field(default_factory=list)
 
     def records_of(self, cell_id: str) -> dict[str, VariantRecord]:
-        """{variant: record} for one cell."""
         return {r.variant: r for r in self.records if r.cell == cell_id}
 
-    def mutants_of(self, cell_id: str) -> list[VariantRecord]:
-        """One cell's mutant records, in the order they ran."""
-        return [r for r in self.records if r.cell == cell_id and r.is_mutant]
+    def mutants_of(self, cell_id: str) -> list[VariantRecord]:  # in the order they ran, as competing_of's
+        return [r for r in self.records if r.cell == cell_id and r.variant.startswith(MUTANT_PREFIX)]
 
     def competing_of(self, cell_id: str) -> list[VariantRecord]:
-        """One cell's competing-fix records, in the order they ran."""
-        return [r for r in self.records if r.cell == cell_id and r.is_competing]
+        return [r for r in self.records if r.cell == cell_id and r.variant.startswith(COMPETING_PREFIX)]
 
     def cells_of(self, target: str) -> list[Cell]:
         return [c for c in self.cells if c.target == target]
@@ -478,20 +444,15 @@ def overall_exit_code(cells: Iterable[Cell]) -> ExitCode:
     return ExitCode(min(codes)) if codes else ExitCode.OK
 
 
-# ---------------------------------------------------------------- documents: validation, files
-
-
 RESULTS = "a ggml-patch results.json"
 
 
-def results_of(data: Any, where: str = "results") -> Results:
-    """results.json's data (or text), validated."""
+def results_of(data: Any, where: str = "results") -> Results:  # data or text
     return parse(Results, data, where, RESULTS)
 
 
 def load_results(path: Path) -> tuple[Results, str]:
     """A results.json file, validated, and the sha256 of its bytes (what a bundle names)."""
-    path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path}: no such results file")
     data = untrusted.read_bytes(path, "results")
@@ -504,7 +465,6 @@ def results_json(results: Results) -> str:
 
 
 def dump_results(results: Results, path: Path) -> Path:
-    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(results_json(results), encoding="utf-8")
     return path

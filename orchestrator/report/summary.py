@@ -13,6 +13,8 @@ from ..verdicts.mutants import kill_line, tally_line
 from ..verdicts.training import table_markdown
 from .junit import junit_xml
 from .model import (
+    COMPETING_PREFIX,
+    MUTANT_PREFIX,
     Cell,
     CellStatus,
     Outcome,
@@ -50,12 +52,9 @@ def write_results(results: Results, directory: Path) -> list[Path]:
 
 
 def log_tail(path: str, lines: int = 30, root: Optional[Path] = None) -> Optional[str]:
-    """The last lines of a log (a failure's evidence in junit.xml), or None when it is not a
-    regular file inside `root` (a results folder names only its own logs)."""
+    """A log's last lines for junit.xml; None unless a regular file inside `root` (a results folder's own)."""
     text = untrusted.tail_text(path, root)  # a build log can be megabytes: only its end is read
-    if text is None:
-        return None
-    return "\n".join(text.splitlines()[-lines:]) or None
+    return None if text is None else "\n".join(text.splitlines()[-lines:]) or None
 
 
 def _test_cell(rec: Optional[VariantRecord], test: str) -> str:
@@ -102,12 +101,8 @@ def summary_markdown(results: Results) -> str:
             f"{_test_cell(patched, GATE_TEST)} | {verdict} | {f'`{line}`' if line else '—'} |"
         )
     out += ["", "## Why", "", *(f"- **{c.cell}**: {c.status} — {c.reason}" for c in cells)]
-    out += _not_run_section(results)
-    out += _device_section(results)
-    out += _attribution_section(cells)
-    out += _mutants_section(results)
-    out += _competing_section(results)
-    out += _training_section(cells)
+    out += [*_not_run_section(results), *_device_section(results), *_attribution_section(cells)]
+    out += [*_mutants_section(results), *_competing_section(results), *_training_section(cells)]
     sources = [
         f"| {c.cell} | {s.description if s else '—'} | `{(s and s.base_commit or '')[:12]}` | "
         f"`{(s and s.upstream_commit or '—')[:12]}` | `{(c.patched_commit or '')[:12]}` |"
@@ -121,7 +116,6 @@ def summary_markdown(results: Results) -> str:
 
 
 def _table(title: str, header: str, rows: list[str], intro: str = "") -> list[str]:
-    """A Markdown section: its title, a paragraph if any, a table with its separator row."""
     return ["", title, "", *([intro, ""] if intro else []), header, "|" + "---|" * (header.count("|") - 1), *rows]
 
 
@@ -160,17 +154,13 @@ def _devices(recs: list[VariantRecord]) -> list[str]:
     return list(dict.fromkeys(d for d in met if d))
 
 
-_VARIANTS = (("patched", "with fix"), ("control", "without fix"))
-
-
 def _device_section(results: Results) -> list[str]:
-    """Per device and variant, so a Vulkan cell shows the Vulkan device's own results: each test's
-    passed/total and the first FAIL line(s). Every row is in results.json."""
+    """Per device and variant, so a Vulkan cell shows the Vulkan device's own results."""
     rows = []
     for c in results.cells:
         recs = results.records_of(c.cell)
-        for dev in _devices([v for v in recs.values() if not v.is_mutant and not v.is_competing]):
-            for variant, label in _VARIANTS:
+        for dev in _devices([v for v in recs.values() if not v.variant.startswith((MUTANT_PREFIX, COMPETING_PREFIX))]):
+            for variant, label in (("patched", "with fix"), ("control", "without fix")):
                 rec = recs.get(variant)
                 if rec is None:
                     continue
@@ -187,7 +177,6 @@ def _device_section(results: Results) -> list[str]:
 
 
 def _not_run_section(results: Results) -> list[str]:
-    """Tests a backend does not run (its module's skip_tests), with the reason: never counted as passed."""
     rows = [
         f"| {c.cell} | {name} | {t.skipped or ''} |"
         for c in results.cells
@@ -204,7 +193,6 @@ def _not_run_section(results: Results) -> list[str]:
 
 
 def _attribution_section(cells: list[Cell]) -> list[str]:
-    """Every test failing with the fix: pre-existing (fails without it too) or a regression."""
     rows = [
         f"| {c.cell} | {e.test} | {e.device or '—'} | {e.with_fix} | {e.without_fix} | **{e.label}** |"
         for c in cells
@@ -216,41 +204,32 @@ def _attribution_section(cells: list[Cell]) -> list[str]:
 
 
 def _mutants_section(results: Results) -> list[str]:
-    """Each known-wrong fix (native_tests/mutants/) per cell, each test judging it separately:
-    which test kills it (test-opt's new cases are what upstream keeps), and the first FAIL line
-    (or, when it was not killed, why)."""
-    rows, tallies = [], []
+    """Each known-wrong fix per cell, each test judging it separately: which test kills it (test-opt's
+    new cases are what upstream keeps), and the first FAIL line (or, when it was not killed, why)."""
+    tallies, table = [], []
     for c in results.cells:
         recs = results.mutants_of(c.cell)
         if recs:
-            tally = c.mutants
-            by = (tally.killed_by if tally else None) or {}
-            line = tally_line(tally.total, by) if tally and UPSTREAM_TEST in by else ""
+            by = (c.mutants.killed_by if c.mutants else None) or {}
+            line = tally_line(c.mutants.total, by) if c.mutants and UPSTREAM_TEST in by else ""
             tallies.append(f"- **{c.cell}**: " + (line or kill_line([r.verdict for r in recs])))
-        rows += [(c, r) for r in recs]
-    if not rows:
-        return []
-    table = []
-    for c, r in rows:
-        info = r.mutant
-        verdict = r.verdict or r.status
-        why = (
-            f"`{r.failure_line}`"
-            if r.verdict == Verdict.KILLED and r.failure_line
-            else (r.verdict_reason or (info and info.skipped) or "")
-        )
-        kills = r.kills or {}
-        table.append(
-            f"| {c.cell} | {info.name if info else r.variant} | **{verdict}** | "
-            f"{kills.get(UPSTREAM_TEST, '—')} | {kills.get(GATE_TEST, '—')} | {why} |"
-        )
+        table += [_mutant_row(c, r) for r in recs]
     header = f"| cell | mutant | verdict | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line (or why) |"
-    return _table("## Known-wrong fixes (mutants)", header, table, "\n".join(tallies))
+    return _table("## Known-wrong fixes (mutants)", header, table, "\n".join(tallies)) if table else []
+
+
+def _mutant_row(c: Cell, r: VariantRecord) -> str:
+    info, kills = r.mutant, r.kills or {}
+    killed = r.verdict == Verdict.KILLED and r.failure_line
+    why = f"`{r.failure_line}`" if killed else (r.verdict_reason or (info and info.skipped) or "")
+    return (
+        f"| {c.cell} | {info.name if info else r.variant} | **{r.verdict or r.status}** | "
+        f"{kills.get(UPSTREAM_TEST, '—')} | {kills.get(GATE_TEST, '—')} | {why} |"
+    )
 
 
 def _competing_section(results: Results) -> list[str]:
-    """Each competing fix (native_tests/competing/) per cell, applied to the unfixed tree: equivalent,
-    wrong (the first failing case line) or invalid, and where it comes from."""
+    """Each competing fix per cell: its verdict on the unfixed tree, and where it comes from."""
     out = []
     for c in results.cells:
         for r in results.competing_of(c.cell):
@@ -266,17 +245,10 @@ def _competing_section(results: Results) -> list[str]:
 
 
 def _training_section(cells: list[Cell]) -> list[str]:
-    """Loss per epoch with and without the fix (native_tests/train-opt-dynamic), per cell."""
+    verdict = {True: "as the bug predicts", False: "NOT as the bug predicts", None: "undecided"}
     out = []
     for c in cells:
-        t = c.training
-        if not t:
-            continue
-        verdict = {True: "as the bug predicts", False: "NOT as the bug predicts", None: "undecided"}
-        out += [
-            "",
-            f"### {c.cell}: {verdict[t.diverges_as_predicted]}",
-            "",
-            table_markdown(t.with_fix, t.without_fix).rstrip("\n"),
-        ]
+        if t := c.training:
+            table = table_markdown(t.with_fix, t.without_fix).rstrip("\n")
+            out += ["", f"### {c.cell}: {verdict[t.diverges_as_predicted]}", "", table]
     return (["", "## Training: loss per epoch with and without the fix"] + out) if out else []
