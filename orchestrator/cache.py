@@ -1,7 +1,5 @@
-"""The tool's own cache: downloads, the snapshot repository, per-cell worktrees and builds.
-
-Nothing outside it (and the results directory) is ever written.
-"""
+"""The tool's own cache: downloads, the snapshot repository, per-cell worktrees and builds. Nothing
+outside it (and the results directory) is ever written."""
 
 from __future__ import annotations
 
@@ -30,10 +28,8 @@ def default_cache_dir() -> Path:
             "GGML_PATCH_CACHE is set but empty: unset it to use the default "
             "(~/.cache/ggml-patch), or name a folder (or pass --cache DIR)"
         )
-    if env:
-        return Path(os.path.expanduser(env)).absolute()
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg).absolute() / "ggml-patch"
+    xdg = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return Path(env).expanduser().absolute() if env else xdg.absolute() / "ggml-patch"
 
 
 def slug(text: str) -> str:
@@ -45,10 +41,6 @@ _HOST = slug(socket.gethostname()) or "host"
 # <what>-<host>-pid<pid>-<random>: whose a temporary entry is, to clean it once that process is gone
 _SCRATCH_ENTRY = re.compile(r"^[a-z]+-(?P<host>.+)-pid(?P<pid>\d+)-")
 _UNOWNED_AFTER_S = 24 * 3600  # entries of older versions (no pid in the name): a day is past any fetch
-
-
-def _warn(line: str) -> None:
-    print(redact(line), file=sys.stderr)
 
 
 @dataclass(frozen=True)
@@ -75,8 +67,7 @@ class Cache:
         return self._dir("tmp")
 
     def scratch_prefix(self, what: str) -> str:
-        """A prefix for a temporary entry under scratch(): names this host and process, so a later
-        run can remove what a killed run left (clean_scratch)."""
+        """A temporary entry's prefix naming this host and process: clean_scratch removes it once they are gone."""
         return f"{what}-{_HOST}-pid{os.getpid()}-"
 
     @property
@@ -84,7 +75,9 @@ class Cache:
         """Whether the folder carries the tool's marker (only then is anything in it cleaned)."""
         return (self.root / CACHE_MARKER).is_file()
 
-    def clean_scratch(self, warn: Callable[[str], None] = _warn) -> list[Path]:
+    def clean_scratch(
+        self, warn: Callable[[str], None] = lambda line: print(redact(line), file=sys.stderr)
+    ) -> list[Path]:
         """Remove temporary entries whose process is gone (a kill -9 left them); the removed paths.
         Entries of live processes, of other hosts sharing the cache, or of unknown owners younger
         than a day are kept. Only in a marked cache; an entry that cannot be judged or removed

@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import math
 import os
 import signal
 import sys
 from typing import NoReturn, Optional
 
-from .commands import COMMANDS, repeatable
+from .commands import COMMANDS, add_seconds, repeatable
 from .errors import ExitCode, GgmlPatchError
 from .redact import RedactingStream, redact
 
@@ -33,12 +32,13 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--cache", metavar="DIR", help="cache directory (default: $GGML_PATCH_CACHE or ~/.cache/ggml-patch)"
     )
-    common.add_argument(
+    add_seconds(
+        common,
         "--lock-timeout",
-        type=_seconds,
-        metavar="S",
-        help="give up (exit 10) when another run holds a lock this tool needs for S seconds "
+        None,
+        "give up (exit 10) when another run holds a lock this tool needs for S seconds "
         "(default: wait, saying who holds it)",
+        zero=True,
     )
     common.add_argument(
         "--pins",
@@ -46,10 +46,8 @@ def _parser() -> argparse.ArgumentParser:
         help="git targets pinned to commits (`ggml-patch resolve-refs --out FILE`): one commit per CI run",
     )
     repeatable(common, "--pin", "pin one git target to a commit (repeatable; wins over --pins)", "TARGET=COMMIT")
-    p = _Parser(
-        prog="ggml-patch",
-        description="Carry the ggml-opt per-step accumulator fix into ggml, llama.cpp and forks, and prove it on every backend.",
-    )
+    about = "Carry the ggml-opt per-step accumulator fix into ggml, llama.cpp and forks, and prove it on every backend."
+    p = _Parser(prog="ggml-patch", description=about)
     p.add_argument("--version", action="version", version=f"ggml-patch {_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
@@ -63,7 +61,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
     try:
-        signal.signal(signal.SIGTERM, _raise_interrupt)  # SIGTERM unwinds like Ctrl-C: locks released, tree restored
+        signal.signal(
+            signal.SIGTERM, signal.default_int_handler
+        )  # SIGTERM unwinds like Ctrl-C: locks released, tree restored
         return int(_dispatch(_parser().parse_args(argv)))
     except GgmlPatchError as e:
         print(f"ggml-patch: error: {_one_line(redact(str(e)))}", file=sys.stderr)
@@ -98,21 +98,6 @@ def _version() -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-def _seconds(text: str) -> float:
-    """A finite, non-negative number of seconds (argparse turns the error into exit 2)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (expected a finite number >= 0)")
-    return value
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
 
 
 def _dispatch(args: argparse.Namespace) -> ExitCode:

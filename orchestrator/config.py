@@ -1,8 +1,6 @@
-"""matrix.yaml: load, validate and resolve into its pydantic records (declared once: here, and
-each source kind's options with its kind in sources/), from which its JSON Schema comes too.
-
-Every error is one line naming the file, the line and the key (from the YAML node marks).
-"""
+"""matrix.yaml: load, validate and resolve into its pydantic records (declared once: here, and each source
+kind's options with its kind in sources/), from which its JSON Schema comes too. Every error is one line
+naming the file, the line and the key (from the YAML node marks)."""
 
 from __future__ import annotations
 
@@ -14,23 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Iterable, Literal, Optional, TypeVar, Union
 
 import yaml
-from pydantic import Field, PrivateAttr, Strict, ValidationError, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, model_validator
 
 from . import backends, untrusted
-from .config_records import (
-    RELPATH,
-    SCHEMA_ERROR,
-    VALUE_ERROR,
-    WORDS,
-    Backend,
-    MatrixRecord,
-    Named,
-    Str,
-    Text,
-    Unique,
-    matching,
-    problem,
-)
+from . import config_records as rec
+from .config_records import Backend, MatrixRecord, Named, Str, matching
 from .errors import ConfigError
 from .patchset.layout import GATE_TEST, LAYOUTS
 from .sources.git import GitSource
@@ -44,12 +30,9 @@ MAX_VALUES = 20_000  # YAML nodes after aliases are expanded: a real matrix has 
 MAX_DEPTH = 32  # nesting levels: a real matrix has 6
 _PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
 _NAMES_ONLY: dict[str, Any] = {"additionalProperties": False}  # a key is a Name (patternProperties)
-Name = Annotated[
-    str, Strict(), matching(r"[A-Za-z0-9][A-Za-z0-9._-]*", "is not a valid name (letters, digits, '.', '_', '-')")
-]
+Name = Annotated[str, matching(r"[A-Za-z0-9][A-Za-z0-9._-]*", "is not a valid name (letters, digits, '.', '_', '-')")]
 Repo = Annotated[
     str,
-    Strict(),
     matching(
         r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", "is not a GitHub repository (expected OWNER/NAME, e.g. ggml-org/llama.cpp)"
     ),
@@ -69,17 +52,16 @@ class Upstream(MatrixRecord):
 
     repo: Optional[Repo] = None
     submit: Optional[Literal["manual", "api", "none"]] = None
-    _where: str = PrivateAttr("")
+    _where: str = PrivateAttr("")  # matrix.yaml:LINE of the `upstream:` key
 
     @property
     def where(self) -> str:
-        """matrix.yaml:LINE of the `upstream:` key"""
         return self._where
 
     @model_validator(mode="after")
     def _api_names_the_fork(self) -> "Upstream":
         if self.submit == "api" and not self.repo:
-            raise problem(SCHEMA_ERROR, "missing required key 'repo'")
+            raise rec.problem(rec.SCHEMA_ERROR, "missing required key 'repo'")
         return self
 
 
@@ -87,16 +69,16 @@ class Target(Named):
     """matrix.yaml's `targets.NAME`."""
 
     layout: Layout
-    prefix: RELPATH = ""
+    prefix: rec.RELPATH = ""
     source: Options
-    description: Text = ""
+    description: rec.Text = ""
     upstream: Optional[Upstream] = None  # matrix.yaml's `upstream:`, when declared
     __init__ = Named.__init__  # the name first (mypy's pydantic plugin would make one of the fields alone)
 
 
 class Profile(MatrixRecord):
-    targets: Annotated[tuple[Name, ...], Field(min_length=1), Unique]
-    backends: Annotated[tuple[Str, ...], Field(min_length=1), Unique]
+    targets: Annotated[tuple[Name, ...], Field(min_length=1), rec.Unique]
+    backends: Annotated[tuple[Str, ...], Field(min_length=1), rec.Unique]
 
     # a profile is also its (targets, backends) pair
     def __getitem__(self, i: int) -> tuple[str, ...]:
@@ -112,7 +94,7 @@ class Series(MatrixRecord):
     path: Str
     layout: Layout
     # the maintainers' approval of a new test file: the gate's own patch joins the series
-    gate_approval: Annotated[str, Strict(), matching(r"https://\S+", "is not an https:// URL")] = ""
+    gate_approval: Annotated[str, matching(r"https://\S+", "is not an https:// URL")] = ""
 
 
 class Ci(MatrixRecord):
@@ -179,9 +161,7 @@ class Matrix(MatrixRecord):
     ) -> list[tuple[Target, Backend]]:
         """The (target, backend) cells of a profile, narrowed by --target/--backend."""
         p = _named(self.path, "profile", profile, self.profiles)
-        t_names = list(targets) if targets else list(p.targets)
-        b_names = list(backends) if backends else list(p.backends)
-        return [(self.target(t), self.backend(b)) for t in t_names for b in b_names]
+        return [(self.target(t), self.backend(b)) for t in targets or p.targets for b in backends or p.backends]
 
 
 def _named(path: Path, what: str, name: str, known: dict[str, R]) -> R:
@@ -193,9 +173,6 @@ def _named(path: Path, what: str, name: str, known: dict[str, R]) -> R:
 def schema() -> dict[str, Any]:
     """matrix.yaml's JSON Schema, from the records."""
     return Matrix.model_json_schema()
-
-
-# ---- YAML with line numbers ----
 
 
 def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], int]]:
@@ -211,26 +188,23 @@ def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], 
 
     def build(n: yaml.Node, path: tuple[Any, ...]) -> Any:
         count[0] += 1
+        at = _dotted(path)
         if isinstance(n, (yaml.MappingNode, yaml.SequenceNode)):
             aliased[0] = aliased[0] or id(n) in seen
             seen.add(id(n))
         if count[0] > MAX_VALUES:
             why = "YAML aliases expand to more than" if aliased[0] else "the file has more than"
-            raise refused(
-                n, f"{_dotted(path)}: {why} {MAX_VALUES} values (an alias bomb?); refused without expanding it"
-            )
+            raise refused(n, f"{at}: {why} {MAX_VALUES} values (an alias bomb?); refused without expanding it")
         lines.setdefault(path, n.start_mark.line + 1)
         if isinstance(n, (yaml.MappingNode, yaml.SequenceNode)) and n.tag not in _PLAIN_TAGS:
             # PyYAML's SafeLoader would refuse the tag; building collections here must too
-            raise refused(
-                n, f"invalid YAML: {_dotted(path)}: the tag {n.tag} is not allowed (plain mappings and lists only)"
-            )
+            raise refused(n, f"invalid YAML: {at}: the tag {n.tag} is not allowed (plain mappings and lists only)")
         if isinstance(n, yaml.MappingNode):
             out: dict[str, Any] = {}
             for k, v in n.value:
                 if not isinstance(k, yaml.ScalarNode):
                     kind = "sequence" if isinstance(k, yaml.SequenceNode) else "mapping"
-                    raise refused(k, f"{_dotted(path)}: a YAML {kind} used as a key; keys are plain names")
+                    raise refused(k, f"{at}: a YAML {kind} used as a key; keys are plain names")
                 if k.value in out:
                     raise refused(k, f"{_dotted(path + (k.value,))}: duplicate key")
                 lines[path + (k.value,)] = k.start_mark.line + 1
@@ -240,7 +214,7 @@ def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], 
             return [build(v, path + (i,)) for i, v in enumerate(n.value)]
         value = yaml.SafeLoader("").construct_object(n, deep=True)
         if isinstance(value, float) and not math.isfinite(value):
-            raise refused(n, f"{_dotted(path)}: expected a finite number, got {n.value!r}")
+            raise refused(n, f"{at}: expected a finite number, got {n.value!r}")
         return value
 
     try:
@@ -248,7 +222,9 @@ def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], 
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         return (build(node, ()) if node is not None else None), lines
     except yaml.YAMLError as e:  # invalid, or a tag SafeLoader does not construct (!!python/..., !custom)
-        raise ConfigError(_yaml_message(e, where)) from None
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        why = " ".join(str(getattr(e, "problem", None) or str(e).splitlines()[0]).split())
+        raise ConfigError(f"{where}{f':{mark.line + 1}' if mark else ''}: invalid YAML: {why}") from None
     except RecursionError:
         raise ConfigError(f"{where}: invalid YAML: nested too deeply") from None
 
@@ -266,13 +242,6 @@ def _check_depth(text: str, where: str) -> None:
                 )
         elif isinstance(ev, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
             depth -= 1
-
-
-def _yaml_message(e: yaml.YAMLError, where: str) -> str:
-    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
-    line = f":{mark.line + 1}" if mark else ""
-    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-    return f"{where}{line}: invalid YAML: {' '.join(str(problem).split())}"
 
 
 def _dotted(path: tuple[Any, ...]) -> str:
@@ -343,12 +312,12 @@ def _problems(
         elif kind.removesuffix("_type") in _KINDS:
             msg = f"expected {_KINDS[kind.removesuffix('_type')]}, got {type(value).__name__} {value!r}"
         elif kind == "string_pattern_mismatch":
-            msg = f"{value!r} {WORDS[ctx['pattern']]}"
+            msg = f"{value!r} {rec.WORDS[ctx['pattern']]}"
         else:  # SCHEMA_ERROR, VALUE_ERROR: the words are the type's
             msg = ctx.get("message", err["msg"])
         container = kind in ("missing", "unknown_key") or err["loc"][-1] == "[key]"
         # a value's problems after its form's; a type after what the value is (one branch of a union)
-        out.append((kind == VALUE_ERROR, path[:-1] if container else path, kind.endswith("_type"), at, msg))
+        out.append((kind == rec.VALUE_ERROR, path[:-1] if container else path, kind.endswith("_type"), at, msg))
     return out
 
 
@@ -388,9 +357,7 @@ def _check_profiles(matrix: Matrix) -> None:
 
 def require_native_tests(matrix: "Matrix") -> None:
     """The harness every build needs; checked before any cell, so a bad path is one line up front."""
-
-    needed = ("CMakeLists.txt", f"{GATE_TEST}.cpp")
-    missing = [n for n in needed if not (matrix.native_tests_dir / n).is_file()]
+    missing = [n for n in ("CMakeLists.txt", f"{GATE_TEST}.cpp") if not (matrix.native_tests_dir / n).is_file()]
     if missing:
         what = "does not exist" if not matrix.native_tests_dir.is_dir() else f"has no {', '.join(missing)}"
         raise ConfigError(

@@ -14,6 +14,8 @@ from pydantic_core import PydanticCustomError
 from .records import Record
 
 SCHEMA_ERROR, VALUE_ERROR = "matrix_schema", "matrix_value"  # a value's form; what only code can say
+WORDS: dict[str, str] = {}  # a pattern -> what a string that does not match it is not
+S = TypeVar("S", bound="Source")
 
 
 def problem(kind: str, message: str) -> PydanticCustomError:
@@ -21,13 +23,10 @@ def problem(kind: str, message: str) -> PydanticCustomError:
     return PydanticCustomError(kind, "{message}", {"message": message})
 
 
-WORDS: dict[str, str] = {}  # a pattern -> what a string that does not match it is not
-
-
 def matching(pattern: str, what: str) -> Any:
-    """A string matching `pattern` (in the schema too); "'VALUE' `what`" if not."""
+    """A string (strictly) matching `pattern` (in the schema too); "'VALUE' `what`" if not."""
     WORDS[f"^{pattern}$"] = what
-    return Field(pattern=f"^{pattern}$")
+    return Field(pattern=f"^{pattern}$", strict=True)
 
 
 def _inside(value: str) -> str:
@@ -44,13 +43,19 @@ def _unique(items: tuple[Any, ...]) -> tuple[Any, ...]:
 
 Text = Annotated[str, Strict()]
 Str = Annotated[str, Strict(), Field(min_length=1)]
-SHA256 = Annotated[str, Strict(), matching("[0-9a-f]{64}", "is not a sha256 (expected 64 lowercase hex digits)")]
+SHA256 = Annotated[str, matching("[0-9a-f]{64}", "is not a sha256 (expected 64 lowercase hex digits)")]
 RELPATH = Annotated[str, Strict(), Field(min_length=1), AfterValidator(_inside)]
 Unique = AfterValidator(_unique)
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # POSIX: what a shell and execve accept
+# POSIX: what a shell and execve accept
+EnvName = Annotated[
+    str,
+    matching(
+        r"[A-Za-z_][A-Za-z0-9_]*",
+        "is not an environment variable name (letters, digits and '_', not starting with a digit)",
+    ),
+]
 CMAKE_DEFINITION = Annotated[
     str,
-    Strict(),
     matching(r"-D[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?=[^\n]*", "is not a CMake definition (expected -DNAME=VALUE)"),
 ]
 
@@ -65,12 +70,6 @@ def checked(problem_of: Callable[[str], Optional[str]], sep: str = " ") -> After
         return value
 
     return AfterValidator(check)
-
-
-def _env_name(name: str) -> Optional[str]:
-    if _ENV_NAME.fullmatch(name):
-        return None
-    return "is not an environment variable name (letters, digits and '_', not starting with a digit)"
 
 
 class MatrixRecord(Record):
@@ -102,25 +101,20 @@ class Named(MatrixRecord):
         return self._name
 
 
-S = TypeVar("S", bound="Source")
-
-
 class Source(MatrixRecord):
     """The base of each source kind's options (sources/KIND.py declares its own): the options as
     matrix.yaml writes them, and where they came from (`key`, `base_dir`), set once loaded."""
 
     kind: str
-    _key: str = PrivateAttr("")
-    _base_dir: Optional[Path] = PrivateAttr(None)
+    _key: str = PrivateAttr("")  # e.g. targets.ggml.source, for error messages
+    _base_dir: Optional[Path] = PrivateAttr(None)  # matrix.yaml's folder: a local source's relative path starts there
 
     @property
     def key(self) -> str:
-        """e.g. targets.ggml.source, for error messages"""
         return self._key
 
     @property
     def base_dir(self) -> Optional[Path]:
-        """matrix.yaml's directory: a local source's relative path starts there"""
         return self._base_dir
 
     def at(self: S, key: str, base_dir: Optional[Path] = None) -> S:
@@ -145,7 +139,7 @@ class Backend(Named):
     """matrix.yaml's `backends.NAME`."""
 
     cmake_flags: tuple[CMAKE_DEFINITION, ...] = ()
-    env: dict[Annotated[str, checked(_env_name)], Text] = {}
+    env: dict[EnvName, Text] = {}
     tools: tuple[Str, ...] = ()
     timeout: Annotated[float, Strict(), Field(gt=0)] = 600.0
     # one runner (a label, or "self-hosted, linux, gpu"), or several: a leg each

@@ -1,10 +1,7 @@
-"""Inter-process locks that say who holds them.
-
-The holder writes its pid, command and start time beside the lock; a run that has to wait prints
-one line naming them, and gives up after --lock-timeout seconds (exit 10) instead of waiting
-silently forever. The lock itself is an OS lock (filelock): released on any exit, kill -9
-included, so a stale holder file never blocks anyone; it only names who held the lock last.
-"""
+"""Inter-process locks that say who holds them. The holder writes its pid, command and start time beside
+the lock; a run that has to wait prints one line naming them, and gives up after --lock-timeout seconds
+(exit 10) instead of waiting silently forever. The lock itself is an OS lock (filelock): released on any
+exit, kill -9 included, so a stale holder file never blocks anyone; it only names who held the lock last."""
 
 from __future__ import annotations
 
@@ -23,10 +20,6 @@ from . import untrusted
 from .errors import ConfigError, LockTimedOut
 from .records import Record
 from .redact import redact
-
-
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 def this_command(argv: Optional[list[str]] = None) -> str:
@@ -58,6 +51,10 @@ def describe_holder(lock_path: Path) -> str:
         return "another process (it did not say which)"
     line = " ".join(redact(h.command).split())
     return f"pid {h.pid} ({line}) since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(h.since))}"
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 @contextmanager

@@ -1,11 +1,8 @@
-"""Output folders: checked before any work, and written only when the tool owns them.
-
-`export --out` and `bundle --out` replace what they wrote before (old patches, an old bundle), so
-they write only into a folder that is new, empty, or marked by an earlier run of the tool with
-MARKER. Anything else holds a user's files: refused with exit 2 naming the folder, and nothing
-in it is touched. `--results` and `--cache` are checked the same way for being writable folders
-(not files), up front, so a bad path never surfaces after the cells ran.
-"""
+"""Output folders: checked before any work, and written only when the tool owns them. `export --out`
+and `bundle --out` replace what they wrote before (old patches, an old bundle), so they write only into a
+folder that is new, empty, or marked by an earlier run of the tool with MARKER. Anything else holds a
+user's files: refused with exit 2 naming the folder, and nothing in it is touched. `--results` and
+`--cache` are checked up front for being writable folders, so a bad path never surfaces after the cells ran."""
 
 from __future__ import annotations
 
@@ -21,11 +18,17 @@ _MARKER_TEXT = (
     "This folder was created by ggml-patch ({what}). ggml-patch replaces what it wrote here on the "
     "next run; remove this file to keep ggml-patch out of the folder.\n"
 )
+RESULTS_ENTRIES = frozenset({"results.json", "summary.md", "junit.xml", "logs", "evidence", "bundle", MARKER})
+CACHE_MARKER = ".ggml-patch-cache"
+# what a cache of an earlier version holds (no marker yet): claimed as the tool's own
+CACHE_ENTRIES = frozenset(
+    {"downloads", "snapshots.git", "cells", "tmp", "locks", "bundle", "status", "mirrors", "evidence", "results", "pr"}
+    | {"snapshots.git.lock", "vulkan-sdk"}  # vulkan-sdk: scripts/setup-vulkan-lavapipe.sh writes it there
+)
 
 
 def writable_dir(path: Path | str, option: str) -> Path:
-    """`path` (absolute) if it is a folder, or can be created as one, and can be written; else one
-    line naming the option and the path. Creates nothing."""
+    """`path` (absolute) if it is, or can be created as, a folder that can be written; creates nothing."""
     path = Path(os.path.expanduser(str(path))).absolute()
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{option} {path}: not a folder (a file is there); name a folder")
@@ -63,19 +66,14 @@ def claim(path: Path | str, option: str, legacy: Optional[Callable[[Path], bool]
     """The folder, created if needed and marked as the tool's own; refused like `check` otherwise."""
     path = check(path, option, legacy)
     path.mkdir(parents=True, exist_ok=True)
-    marker = path / MARKER
-    if not marker.is_file():
-        marker.write_text(_MARKER_TEXT.format(what=option))
+    if not (path / MARKER).is_file():
+        (path / MARKER).write_text(_MARKER_TEXT.format(what=option))
     return path
 
 
-RESULTS_ENTRIES = frozenset({"results.json", "summary.md", "junit.xml", "logs", "evidence", "bundle", MARKER})
-
-
 def made_results(path: Path) -> bool:
-    """A results folder from before the marker existed: only what `matrix`/`merge-results`/
-    `evidence` write (results.json, summary.md, junit.xml, logs/, evidence/, bundle/), and its
-    results.json, when there, is ggml-patch's."""
+    """A results folder from before the marker existed: only RESULTS_ENTRIES (what `matrix`,
+    `merge-results` and `evidence` write), and its results.json, when there, is ggml-patch's."""
     if not all(e.name in RESULTS_ENTRIES for e in path.iterdir()):
         return False
     res = path / "results.json"
@@ -93,8 +91,7 @@ def _document(path: Path, kind: str, root: Optional[Path] = None) -> Optional[di
 
 
 def replaceable_file(path: Path | str, option: str, made: Callable[[Path], bool]) -> Path:
-    """`path` (absolute) if a file can be written there without losing a user's file: absent, or
-    one the tool wrote (`made`). Refused (exit 2) otherwise; writes nothing."""
+    """`path` (absolute) if writing there loses no user's file: absent, or one the tool wrote (`made`)."""
     path = writable_file(path, option)
     if (path.exists() or path.is_symlink()) and not (path.is_file() and not path.is_symlink() and made(path)):
         raise ConfigError(
@@ -103,17 +100,8 @@ def replaceable_file(path: Path | str, option: str, made: Callable[[Path], bool]
     return path
 
 
-CACHE_MARKER = ".ggml-patch-cache"
-# what a cache of an earlier version holds (no marker yet): claimed as the tool's own
-CACHE_ENTRIES = frozenset(
-    {"downloads", "snapshots.git", "cells", "tmp", "locks", "bundle", "status", "mirrors", "evidence", "results", "pr"}
-    | {"snapshots.git.lock", "vulkan-sdk"}  # vulkan-sdk: scripts/setup-vulkan-lavapipe.sh writes it there
-)
-
-
 def cache_problem(path: Path) -> Optional[str]:
-    """Why `path` cannot be the tool's cache (it holds a user's files), or None: absent, empty,
-    marked with CACHE_MARKER, or holding only what a cache holds."""
+    """Why `path` cannot be the tool's cache (a user's files), or None: absent, empty, marked or cache-only."""
     if not path.is_dir() or (path / CACHE_MARKER).is_file():
         return None
     foreign = sorted({e.name for e in path.iterdir()} - CACHE_ENTRIES)
@@ -126,8 +114,7 @@ def cache_problem(path: Path) -> Optional[str]:
 
 
 def made_bundles(path: Path) -> bool:
-    """A bundle folder from before the marker existed: every entry is a target folder holding a
-    manifest.json ggml-patch wrote (or the staging folder of an interrupted bundle)."""
+    """A bundle folder from before the marker: each entry a made_bundle, or an interrupted bundle's staging."""
     return all(
         made_bundle(e) or (e.name.startswith(".") and e.name.endswith(".partial") and e.is_dir())
         for e in path.iterdir()

@@ -1,10 +1,6 @@
-"""Progress for long work: which cell, which step, how far the build is. Goes to stderr.
-Display only: cancelling a run is cancel.py's.
-
-Cells may run in parallel threads: each thread's cell and step live in thread-local state and
-every line names its cell. On a terminal each cell's build is a live progress bar (ninja's
-[done/total]); elsewhere (CI logs) a line every 10%.
-"""
+"""Progress for long work (display only: cancelling a run is cancel.py's), on stderr. Cells may run
+in parallel threads: each thread's cell and step live in thread-local state and every line names its
+cell. On a terminal each cell's build is a live bar (ninja's [done/total]); in CI logs a line every 10%."""
 
 from __future__ import annotations
 
@@ -14,7 +10,7 @@ from typing import Optional
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from .redact import redact
 from .report.model import CellStatus
@@ -22,9 +18,16 @@ from .report.model import CellStatus
 _COLOUR = {CellStatus.PASSED.value: "green", CellStatus.SKIPPED.value: "yellow", CellStatus.BUILD_ONLY.value: "cyan"}
 
 
-def _safe(text: str) -> str:
+def safe(text: str) -> str:
     """A value for a progress line: no secret (the one redaction), no rich markup of its own."""
     return escape(redact(str(text)))
+
+
+class _Cell(threading.local):
+    """The cell this thread works on: its place in the run, its name, its step's start, its build's bar."""
+
+    index, name, t0, last_pct = 0, "", 0.0, -1
+    task: Optional[TaskID] = None
 
 
 class Reporter:
@@ -33,7 +36,7 @@ class Reporter:
         self.total = total_cells
         self._next = 0
         self._lock = threading.Lock()
-        self._local = threading.local()
+        self._local = _Cell()
         self._bars: Optional[Progress] = None
         if self.console.is_terminal:
             columns = (TextColumn("    {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -41,37 +44,28 @@ class Reporter:
         else:
             self.console.soft_wrap = True  # a CI log: one line per message, never wrapped at 80 columns
 
-    # ---- per-thread state: the cell this thread is working on ----
-    @property
-    def index(self) -> int:
-        return getattr(self._local, "index", 0)
-
-    @property
-    def cell(self) -> str:
-        return getattr(self._local, "cell", "")
-
     @property
     def _at(self) -> str:
         """The start of this thread's cell lines: its place in the run and its name."""
-        return f"  [{self.index}/{self.total}] {_safe(self.cell)}"
+        return f"  [{self._local.index}/{self.total}] {safe(self._local.name)}"
 
     def start_cell(self, cell_id: str) -> None:
         with self._lock:
             self._next += 1
             self._local.index = self._next
-        self._local.cell = cell_id
+        self._local.name = cell_id
         self._local.task = None
-        self.console.print(f"[bold]\\[{self.index}/{self.total}] {_safe(cell_id)}[/bold]")
+        self.console.print(f"[bold]\\[{self._local.index}/{self.total}] {safe(cell_id)}[/bold]")
 
     def step(self, name: str, detail: str = "") -> None:
         self._local.t0 = time.monotonic()
         self._local.last_pct = -1
-        self.console.print(f"{self._at}: {_safe(name)}" + (f" [dim]{_safe(detail)}[/dim]" if detail else ""))
+        self.console.print(f"{self._at}: {safe(name)}" + (f" [dim]{safe(detail)}[/dim]" if detail else ""))
 
     def done(self, what: str) -> None:
         self._end_bar()
-        t0 = getattr(self._local, "t0", time.monotonic())
-        self.console.print(f"    {_safe(self.cell)}: {_safe(what)} [dim]({time.monotonic() - t0:.1f} s)[/dim]")
+        took = time.monotonic() - (self._local.t0 or time.monotonic())
+        self.console.print(f"    {safe(self._local.name)}: {safe(what)} [dim]({took:.1f} s)[/dim]")
 
     def build_progress(self, done: int, total: int) -> None:
         """Ninja's [done/total] for this thread's cell."""
@@ -79,44 +73,41 @@ class Reporter:
             with self._lock:
                 if not self._bars.live.is_started:
                     self._bars.start()
-                task = getattr(self._local, "task", None)
-                if task is None:
-                    task = self._local.task = self._bars.add_task(self.cell, total=total)
-                self._bars.update(task, completed=done, total=total)
+                if self._local.task is None:
+                    self._local.task = self._bars.add_task(self._local.name, total=total)
+                self._bars.update(self._local.task, completed=done, total=total)
             return
         pct = done * 100 // max(total, 1)
-        last = getattr(self._local, "last_pct", -1)
-        if pct // 10 != last // 10 or done == total:
+        if pct // 10 != self._local.last_pct // 10 or done == total:
             self._local.last_pct = pct
             bar = "#" * (pct // 5) + "." * (20 - pct // 5)
-            self.console.print(f"    {redact(self.cell)}: [{bar}] {done}/{total} build steps", markup=False)
+            self.console.print(f"    {redact(self._local.name)}: [{bar}] {done}/{total} build steps", markup=False)
 
     def _end_bar(self) -> None:
-        task = getattr(self._local, "task", None)
-        if self._bars is not None and task is not None:
+        if self._bars is not None and self._local.task is not None:
             with self._lock:
-                self._bars.remove_task(task)
+                self._bars.remove_task(self._local.task)
                 if not self._bars.tasks:
                     self._bars.stop()
             self._local.task = None
 
     def skip(self, reason: str) -> None:
-        self.console.print(f"{self._at}: [yellow]skipped:[/yellow] {_safe(reason)}")
+        self.console.print(f"{self._at}: [yellow]skipped:[/yellow] {safe(reason)}")
 
     def verdict(self, text: str) -> None:
         """The cell's answer as soon as its control is judged (the mutants come after)."""
-        self.console.print(f"  [bold]{_safe(self.cell)}: verdict:[/bold] {_safe(text)}")
+        self.console.print(f"  [bold]{safe(self._local.name)}: verdict:[/bold] {safe(text)}")
 
     def cell_result(self, status: str, reason: str, seconds: Optional[float] = None) -> None:
         self._end_bar()
         colour = _COLOUR.get(str(status), "red")
         took = f" [dim]({seconds:.1f} s)[/dim]" if seconds is not None else ""
-        self.console.print(f"  [{colour}]{_safe(self.cell)}: {_safe(status)}[/{colour}] - {_safe(reason)}{took}")
+        self.console.print(f"  [{colour}]{safe(self._local.name)}: {safe(status)}[/{colour}] - {safe(reason)}{took}")
 
     def cell_times(self, rows: list[tuple[str, str, float]]) -> None:
         """The end of the run: how long each cell took, in the order they ran."""
         for line in cell_time_lines(rows):
-            self.console.print(_safe(line))
+            self.console.print(safe(line))
 
 
 def cell_time_lines(rows: list[tuple[str, str, float]]) -> list[str]:

@@ -1,10 +1,7 @@
-"""The base of every record the tool reads or writes (results.json, the bundle manifest,
-`status --json`, patches/known-limits.yaml, ...): a pydantic v2 model declared once, from which
-serialisation, validation of untrusted input and the JSON Schema come.
-
-Untrusted input is validated strictly (JSON types, no coercion), unknown keys are refused, and an
-error is one line naming the key path (`error_line`); a YAML document's line comes from its marks.
-"""
+"""The base of every record the tool reads or writes (results.json, the bundle manifest, `status --json`,
+patches/known-limits.yaml, ...): a pydantic v2 model declared once, from which serialisation, validation of
+untrusted input and the JSON Schema come. Untrusted input is validated strictly (JSON types, no coercion),
+unknown keys are refused, and an error is one line naming the key path (`error_line`)."""
 
 from __future__ import annotations
 
@@ -16,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_serializer
 from .errors import ConfigError
 
 R = TypeVar("R", bound=BaseModel)
+_KINDS = dict(int="integer", float="number", bool="boolean", str="string", dict="object", list="array", model="object")
+Hint = Callable[[tuple[Any, ...], str, Any], Optional[str]]  # (key path, error type, value) -> what, or None
 
 
 class Record(BaseModel):
@@ -52,10 +51,6 @@ def dotted(loc: Iterable[Any]) -> str:
     return out
 
 
-_KINDS = {"int": "integer", "float": "number", "bool": "boolean", "str": "string", "dict": "object", "list": "array"}
-Hint = Callable[[tuple[Any, ...], str, Any], Optional[str]]  # (key path, error type, value) -> what, or None
-
-
 def located(e: ValidationError, hint: Optional[Hint] = None) -> tuple[tuple[Any, ...], str]:
     """The first error as (key path, what is wrong): `hint` may word it for a key."""
     err = e.errors(include_url=False)[0]
@@ -70,8 +65,6 @@ def located(e: ValidationError, hint: Optional[Hint] = None) -> tuple[tuple[Any,
         return loc[:-1], f"unknown key {loc[-1]!r}"
     if kind in ("enum", "literal_error"):
         return where, f"{value!r} is not one of {err.get('ctx', {}).get('expected', '')}"
-    if kind in ("model_type", "model_attributes_type", "dict_type"):
-        return where, f"expected object, got {type(value).__name__}"
     if kind.endswith("_type") and kind.split("_")[0] in _KINDS:
         return where, f"expected {_KINDS[kind.split('_')[0]]}, got {type(value).__name__}"
     return where, f"{err['msg'][:1].lower()}{err['msg'][1:]} (got {value!r})"
@@ -85,8 +78,7 @@ def error_line(e: ValidationError, hint: Optional[Hint] = None) -> str:
 
 
 def parse(kind: type[R], data: Any, where: str, what: str, hint: Optional[Hint] = None) -> R:
-    """A document's JSON data (or text) as `kind`, validated strictly as JSON: a one-line
-    ConfigError naming `where` and the key otherwise. `what` names the document in the error."""
+    """A document's JSON data (or text) as `kind`, validated strictly; else one line naming `where` and the key."""
     if not isinstance(data, (str, bytes)):
         if not isinstance(data, dict):
             raise ConfigError(f"{where}: expected a JSON object; not {what}")

@@ -1,11 +1,7 @@
-"""The one redaction function: every message, progress line, result and provenance record the
-tool writes passes through `redact` (errors when they are made, progress and printed output when
-shown, results and bundles before they are written).
-
-What it removes: credentials in a URL of any scheme (`scheme://user:secret@host`, whatever the
-scheme: http, https, ssh, git, git+https...), secret query parameters (`?access_token=...`),
-the value of GITHUB_TOKEN (and GH_TOKEN) wherever it appears, and any secret a caller names.
-"""
+"""The one redaction function: every message, progress line, result and provenance record the tool
+writes passes through `redact` (errors when made, output when shown, results and bundles before written).
+It removes credentials in a URL of any scheme (`scheme://user:secret@host`), secret query parameters
+(`?access_token=...`), the tokens of SECRET_ENV wherever they appear, and any secret a caller names."""
 
 from __future__ import annotations
 
@@ -37,10 +33,6 @@ _QUERY = re.compile(
 )
 
 
-def env_secrets() -> tuple[str, ...]:
-    return tuple(v for v in (os.environ.get(k, "") for k in SECRET_ENV) if len(v.strip()) >= _MIN_SECRET)
-
-
 _SEEN: set[str] = set()  # passwords met in URLs: removed wherever they appear later, decoded too
 
 
@@ -59,7 +51,7 @@ def _userinfo(m: re.Match) -> str:
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
     """`text` without credentials in URLs, secret query parameters, GITHUB_TOKEN's value or `secrets`."""
     text = str(text)
-    for s in sorted({*secrets, *env_secrets(), *_SEEN}, key=len, reverse=True):
+    for s in sorted({*secrets, *(os.environ.get(k, "") for k in SECRET_ENV), *_SEEN}, key=len, reverse=True):
         if s and len(s.strip()) >= _MIN_SECRET:
             text = text.replace(s, REDACTED)
     if "://" in text:

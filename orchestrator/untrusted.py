@@ -1,12 +1,10 @@
-"""The one reader of untrusted files: documents (results.json, manifest.json, pins, status), the
-series (patches, cover.md, known limits, mutants), policy files, and logs named by documents.
-
-Rules, the same for every kind: only a regular file (a FIFO, a device or a folder is refused
-before anything is read: opened non-blocking, checked with fstat); a size cap per kind (read
-no further than the cap, whatever the file claims); UTF-8 text or one line saying where it is
-not; and, where a root is given, nothing outside it (no `..`, no absolute name, no symlink
-resolving elsewhere). Every refusal is a ConfigError: one line naming the file, exit 2.
-"""
+"""The one reader of untrusted files: documents (results.json, manifest.json, pins, status), the series
+(patches, cover.md, known limits, mutants), policy files, and logs named by documents. Rules, the same for
+every kind: only a regular file (a FIFO, a device or a folder is refused before anything is read: opened
+non-blocking, checked with fstat); a size cap per kind (read no further than the cap, whatever the file
+claims); UTF-8 text or one line saying where it is not; and, where a root is given, nothing outside it
+(no `..`, no absolute name, no symlink resolving elsewhere). Every refusal is a ConfigError: one line
+naming the file, exit 2."""
 
 from __future__ import annotations
 
@@ -35,15 +33,10 @@ CAPS: dict[str, int] = {
 }
 _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_KINDS = {stat.S_ISDIR: "a folder", stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket", stat.S_ISCHR: "a device"}
+_KINDS[stat.S_ISBLK] = "a device"
 
 PathLike = Union[str, "os.PathLike[str]"]
-
-
-def _kind_of(mode: int) -> str:
-    for test, what in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return what
-    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
 
 
 def name_under(root: PathLike, name: object, what: str) -> Path:
@@ -54,22 +47,16 @@ def name_under(root: PathLike, name: object, what: str) -> Path:
     pure = PurePath(name)
     if pure.is_absolute() or name.startswith(("/", "\\")) or ".." in pure.parts or ".." in name.split("\\"):
         raise ConfigError(f"{what}: {name!r} is not a name inside {root} (absolute, or with '..')")
-    base = Path(root).resolve()
     path = Path(root) / pure
-    if not _inside(path.resolve(), base):
+    if not path.resolve().is_relative_to(Path(root).resolve()):
         raise ConfigError(f"{what}: {name!r} resolves outside {root} (a symlink); refused")
     return path
-
-
-def _inside(path: Path, base: Path) -> bool:
-    return path == base or base in path.parents
 
 
 def _open(path: Path, kind: str, root: Optional[PathLike]) -> tuple[int, os.stat_result]:
     flags = _FLAGS
     if root is not None:
-        base = Path(root).resolve()
-        if not _inside(path.resolve(), base):
+        if not path.resolve().is_relative_to(Path(root).resolve()):
             raise ConfigError(f"{path}: resolves outside {root} (a symlink); refused")
         flags |= _NOFOLLOW  # checked above; not swapped for a link in between
         path = path.resolve()
@@ -84,7 +71,8 @@ def _open(path: Path, kind: str, root: Optional[PathLike]) -> tuple[int, os.stat
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        raise ConfigError(f"{path}: {_kind_of(st.st_mode)}, not a regular {kind} file; refused")
+        what = next((what for test, what in _KINDS.items() if test(st.st_mode)), "not a regular file")
+        raise ConfigError(f"{path}: {what}, not a regular {kind} file; refused")
     return fd, st
 
 
@@ -150,8 +138,7 @@ def read_optional(path: PathLike, kind: str, root: Optional[PathLike] = None) ->
 
 
 def read_lenient(path: PathLike, kind: str, root: Optional[PathLike] = None) -> Optional[str]:
-    """A file the tool wrote and reads back (summary.md): its text (bad bytes replaced), or None
-    when it is absent or not a small regular file inside `root`."""
+    """A file the tool wrote and reads back (summary.md): its text, bad bytes replaced; None when absent or refused."""
     try:
         return read_bytes(path, kind, root).decode("utf-8", errors="replace")
     except ConfigError:
@@ -179,8 +166,7 @@ def tail_text(path: PathLike, root: Optional[PathLike], max_bytes: int = 64 * Ki
 def copy_file(
     src: PathLike, dst: PathLike, root: PathLike, kind: str = "log", line: Optional[Callable[[str], str]] = None
 ) -> None:
-    """Copy a regular file inside `root` to `dst` line by line (cap of `kind`), each line through
-    `line` (the redaction) when given; dst is replaced."""
+    """Copy a regular file inside `root` over `dst` line by line (cap of `kind`), each through `line` if given."""
     f, limit = _opened(Path(src), kind, root)
     total = 0
     with f, open(dst, "wb") as out:
@@ -201,18 +187,19 @@ def is_regular(path: PathLike) -> bool:
         return False
 
 
-def seconds(text: str) -> Optional[float]:
-    """`text` as a finite number of seconds above 0 (not `inf`, `nan`, `0` or `-1`), or None."""
+def seconds(text: str, zero: bool = False) -> Optional[float]:
+    """`text` as a finite number of seconds above 0 (`zero`: or 0), never `inf`, `nan` or `-1`; else None."""
     try:
         value = float(text)
     except ValueError:
         return None
-    return value if math.isfinite(value) and value > 0 else None
+    return value if math.isfinite(value) and (value > 0 or zero and value >= 0) else None
 
 
-def positive_seconds(text: str) -> float:
+def seconds_arg(text: str, zero: bool = False) -> float:
     """An argparse type: `seconds`, or exit 2."""
-    value = seconds(text)
+    value = seconds(text, zero)
     if value is None:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (expected a finite number above 0)")
+        bound = ">= 0" if zero else "above 0"
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (expected a finite number {bound})")
     return value

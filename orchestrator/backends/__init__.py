@@ -1,9 +1,5 @@
-"""Backends behind one small interface: probe the toolchain, probe the device, CMake flags, and the
-environment the build and the tests run in.
-
-One module per backend; `get(name, cache_root)` returns an instance bound to the tool's cache (the
-Vulkan module finds the private SDK the setup script put there).
-"""
+"""Backends behind one small interface (backends/base.py), one module each; `get(name, cache_root)`
+returns an instance bound to the tool's cache (the Vulkan module finds the private SDK the setup script put there)."""
 
 from __future__ import annotations
 

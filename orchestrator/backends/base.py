@@ -69,7 +69,6 @@ class BackendModule:
 
 def command_output(argv: list[str], env: Optional[dict[str, str]] = None, timeout: float = 30) -> Optional[str]:
     """stdout+stderr of a probe command, or None when it cannot run or fails."""
-
     try:
         proc = subprocess.run(
             argv, capture_output=True, text=True, errors="replace", timeout=timeout, env={**os.environ, **(env or {})}

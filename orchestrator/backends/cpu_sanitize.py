@@ -1,13 +1,10 @@
-"""CPU under AddressSanitizer (LeakSanitizer included) and UndefinedBehaviorSanitizer.
-
-ggml's own options GGML_SANITIZE_ADDRESS / GGML_SANITIZE_UNDEFINED (both layouts: ggml/src/CMakeLists.txt
-instruments the ggml libraries; with static libraries `-fsanitize` reaches the tests' link line, so
-the ASan runtime is linked into every test). RelWithDebInfo, so a report names file and line.
-
-Every sanitizer finding aborts (SIGABRT): the cell classifies it as a crash, never as the gate's own
-failure (exit 1). Tests run through `stdbuf`, an LD_PRELOAD, which ASan refuses by default
-("ASan runtime does not come first in initial library list"): verify_asan_link_order=0.
-"""
+"""CPU under AddressSanitizer (LeakSanitizer included) and UndefinedBehaviorSanitizer: ggml's own
+options GGML_SANITIZE_ADDRESS / GGML_SANITIZE_UNDEFINED (both layouts: ggml/src/CMakeLists.txt instruments
+the ggml libraries; with static libraries `-fsanitize` reaches the tests' link line, so the ASan runtime is
+linked into every test). RelWithDebInfo, so a report names file and line. Every sanitizer finding aborts
+(SIGABRT): the cell classifies it as a crash, never as the gate's own failure (exit 1). Tests run through
+`stdbuf`, an LD_PRELOAD, which ASan refuses by default ("ASan runtime does not come first in initial
+library list"): verify_asan_link_order=0."""
 
 from __future__ import annotations
 

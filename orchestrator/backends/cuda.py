@@ -123,8 +123,7 @@ class Cuda(BackendModule):
 
         query = ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]
         info = DeviceInfo(devices=self.devices(), nvcc=self.nvcc())
-        out = command_output(query) if shutil.which("nvidia-smi") else None
-        if out:  # a key written only when set (DeviceInfo keeps set nulls)
+        if out := command_output(query):  # a key written only when set (DeviceInfo keeps set nulls)
             info.nvidia_smi = out.strip().splitlines()
         return info
 

@@ -1,10 +1,7 @@
 """Vulkan: ggml-vulkan, run for real on machines without a GPU through Mesa's lavapipe.
-
-scripts/setup-vulkan-lavapipe.sh writes <cache>/vulkan-sdk/env.json: the CMake flags for a
-private prefix (Debian 12: headers 1.4.x from trixie), and the test environment (a private ICD
-json naming Mesa 25's lavapipe by absolute path). Without that file the system's own headers and
-ICDs are used when they are recent enough.
-"""
+scripts/setup-vulkan-lavapipe.sh writes <cache>/vulkan-sdk/env.json: the CMake flags for a private prefix
+(Debian 12: headers 1.4.x from trixie), and the test environment (a private ICD json naming Mesa 25's
+lavapipe by absolute path). Without it the system's own headers and ICDs are used when recent enough."""
 
 from __future__ import annotations
 
@@ -40,7 +37,8 @@ SPIRV_CONFIG_DIRS = tuple(
 # which crashes in test-opt) instead of the private one; any other value is an ICD json path.
 ICD_OVERRIDE = "GGML_PATCH_VULKAN_ICD"
 _HEADER_VERSION = re.compile(
-    r"#define\s+VK_HEADER_VERSION_COMPLETE\s+VK_MAKE_API_VERSION\(\s*\d+\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*VK_HEADER_VERSION\s*\)"
+    r"#define\s+VK_HEADER_VERSION_COMPLETE\s+VK_MAKE_API_VERSION\(\s*\d+\s*,\s*(\d+)\s*,\s*(\d+)\s*,"
+    r"\s*VK_HEADER_VERSION\s*\)"
 )
 _HEADER_PATCH = re.compile(r"#define\s+VK_HEADER_VERSION\s+(\d+)")
 
@@ -91,8 +89,7 @@ class Vulkan(BackendModule):
     def test_env(self, backend: Backend) -> dict[str, str]:
         # ggml-vulkan hides CPU-type devices (lavapipe is one) unless they are named visible
         env = {"GGML_VK_VISIBLE_DEVICES": "0", **self.sdk().get("env", {})}
-        icd = self._icd_override()
-        if icd:
+        if icd := self._icd_override():
             env["VK_ICD_FILENAMES"] = icd
         if env.get("LD_LIBRARY_PATH") and os.environ.get("LD_LIBRARY_PATH"):
             env["LD_LIBRARY_PATH"] += os.pathsep + os.environ["LD_LIBRARY_PATH"]  # the private libdrm first
@@ -111,10 +108,8 @@ class Vulkan(BackendModule):
                 f"Vulkan headers {shown} in {include} are too old for ggml-vulkan (need >= 1.4): "
                 f"run {SETUP} (on Debian 12 it unpacks trixie's 1.4 headers into the tool's cache)"
             )
-        spirv = flag_value(flags, "SPIRV-Headers_DIR")
-        if not any(
-            (Path(d) / "SPIRV-HeadersConfig.cmake").is_file() for d in ([spirv] if spirv else SPIRV_CONFIG_DIRS)
-        ):
+        dirs = [spirv] if (spirv := flag_value(flags, "SPIRV-Headers_DIR")) else SPIRV_CONFIG_DIRS
+        if not any((Path(d) / "SPIRV-HeadersConfig.cmake").is_file() for d in dirs):
             return f"SPIRV-Headers (CMake config) not found: run {SETUP}, or apt-get install spirv-headers (Debian 13)"
         lib = flag_value(flags, "Vulkan_LIBRARY")  # else CMake's FindVulkan looks for the development link
         if not (Path(lib).is_file() if lib else any((Path(d) / "libvulkan.so").exists() for d in LOADER_DIRS)):
@@ -147,8 +142,7 @@ class Vulkan(BackendModule):
 
         env = self.test_env(backend)
         info = DeviceInfo(icd=env.get("VK_ICD_FILENAMES"), visible_devices=env.get("GGML_VK_VISIBLE_DEVICES"))
-        sdk = self.sdk()
-        if sdk:
+        if sdk := self.sdk():
             info.setup = VulkanSetup(
                 **{k: None if sdk.get(k) is None else str(sdk[k]) for k in VulkanSetup.model_fields}
             )
@@ -161,9 +155,7 @@ class Vulkan(BackendModule):
 
     def _icd_override(self) -> Optional[str]:
         value = os.environ.get(ICD_OVERRIDE, "").strip()
-        if not value:
-            return None
         if value == "system":
             found = (str(p) for d in ICD_DIRS for p in sorted(Path(d).glob("lvp_icd*.json")))
             return self.sdk().get("system_icd") or next(found, "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")
-        return value
+        return value or None

@@ -1,21 +1,16 @@
-"""One module per `ggml-patch` command, each with the same shape:
-
-    HELP = "one line for --help"
-    def add_arguments(parser: argparse.ArgumentParser) -> None
-    def run(args: argparse.Namespace, matrix: Matrix, cache: Cache) -> ExitCode
-
-`--matrix` and `--cache` are added to every command by cli.py; the options several commands
-share, by the helpers below. Register a new command by
-adding its module name to COMMANDS. A command imports its work inside `run()`: cli.py loads every
-command module to build `--help`, so what a module imports at its top costs every start-up
-(tests/unit/test_structure.py holds every other module to a reason per such import).
-"""
+"""One module per `ggml-patch` command, listed in COMMANDS: HELP (one line for --help),
+`add_arguments(parser)` and `run(args, matrix, cache) -> ExitCode`. cli.py adds `--matrix` and `--cache` to
+every command; the options several share come from the helpers below. A command imports its work inside
+`run()`: cli.py loads every command module to build `--help`, so what a module imports at its top costs
+every start-up (tests/unit/test_structure.py holds every other module to a reason per such import)."""
 
 from __future__ import annotations
 
 import os
+from functools import partial
+from typing import Optional
 
-from ..untrusted import positive_seconds
+from ..untrusted import seconds_arg
 
 COMMANDS = "matrix export ci-workflow merge-results bundle pr status refresh drift-issue resolve-refs evidence".split()
 
@@ -32,8 +27,8 @@ def add_results(p, help: str) -> None:
     p.add_argument("--results", default="results", metavar="DIR", help=help)
 
 
-def add_seconds(p, flag: str, default: float, help: str) -> None:
-    p.add_argument(flag, type=positive_seconds, default=default, metavar="S", help=help)
+def add_seconds(p, flag: str, default: Optional[float], help: str, zero: bool = False) -> None:
+    p.add_argument(flag, type=partial(seconds_arg, zero=zero), default=default, metavar="S", help=help)
 
 
 def add_api_url(p) -> None:

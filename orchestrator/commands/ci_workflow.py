@@ -13,6 +13,7 @@ HELP = (
     "write the GitHub Actions workflows generated from matrix.yaml (matrix, drift, the project's CI; "
     "--check: fail if the committed ones are stale)"
 )
+_PIN = re.compile(r"@[0-9a-f]{40}(?: # [^\n]*)?")  # an action pinned to a commit, with its version comment
 
 
 def add_arguments(p) -> None:
@@ -28,13 +29,8 @@ def add_arguments(p) -> None:
 
 def regenerate_command(args) -> str:
     """The command that reproduces this output, for the --check message (--matrix after the command's name)."""
-    words = ["ggml-patch", "ci-workflow"]
-    if args.matrix != "matrix.yaml":
-        words += ["--matrix", args.matrix]
-    if args.output:
-        words += ["--output", args.output]
-    for p in args.profile:
-        words += ["--profile", p]
+    words = ["ggml-patch", "ci-workflow"] + (["--matrix", args.matrix] if args.matrix != "matrix.yaml" else [])
+    words += (["--output", args.output] if args.output else []) + [w for p in args.profile for w in ("--profile", p)]
     return shlex.join(words)
 
 
@@ -63,9 +59,6 @@ def run(args, matrix, cache) -> ExitCode:
     return ExitCode.OK
 
 
-_PIN = re.compile(r"@[0-9a-f]{40}(?: # [^\n]*)?")
-
-
 def _stale(path, text: str, matrix_path) -> str:
     """Why a committed file differs from what would be written ('' when it does not)."""
     try:
@@ -80,8 +73,7 @@ def _stale(path, text: str, matrix_path) -> str:
 
 
 def unschedulable_targets(matrix, profiles=None) -> list[str]:
-    """Targets that a GitHub runner can never fetch (a `local` folder, a file:// git URL): their
-    legs would report `source unavailable` on every scheduled run."""
+    """Targets no GitHub runner can fetch (a `local` folder, a file:// URL): `source unavailable` on every run."""
     from ..ci.workflow import all_cells
 
     out = []

@@ -22,9 +22,7 @@ def add_arguments(p) -> None:
 
 
 def _results_file(arg: str) -> Path:
-    p = Path(arg)
-    if p.is_dir():
-        p = p / "results.json"
+    p = Path(arg) / "results.json" if Path(arg).is_dir() else Path(arg)
     if not p.is_file():
         raise ConfigError(f"{p}: no such results file (expected a results directory or a results.json)")
     return p
@@ -86,8 +84,7 @@ def run(args, matrix, cache) -> ExitCode:
     order = [f"{t.name}/{b.name}" for p in matrix.profiles for t, b in matrix.cells(p)]  # as one run lists them
     merged = merge_results(parts, order)  # refuses before anything is written
     if args.expect_profile:
-        never = never_reported(matrix, args.expect_profile, {c.cell for c in merged.cells})
-        merged.cells.extend(never)
+        merged.cells.extend(never_reported(matrix, args.expect_profile, {c.cell for c in merged.cells}))
         merged.exit_code = int(overall_exit_code(merged.cells))
     claim(out, "--out", legacy=made_results)
     for f, names in zip(files, logs, strict=True):

@@ -45,33 +45,27 @@ def print_table(rows, profile: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from ..progress import safe  # no secret, no rich markup of the value's own
+
     console = Console(width=None if sys.stdout.isatty() else 160, highlight=False)
     table = Table(title=f"ggml-patch status (profile {profile})", title_justify="left")
     for col in ("target", "layout", "source", "base", "status", "detail"):
         table.add_column(col, overflow="fold")
     for r in rows:
         status = f"[{_STYLE.get(r.status, '')}]{r.status}[/]"
-        source, base = _escape(r.source.description or r.source.kind), (r.base or "")[:12]
-        table.add_row(r.target, r.layout, source, base, status, _escape(r.detail))
+        source, base = safe(r.source.description or r.source.kind), (r.base or "")[:12]
+        table.add_row(r.target, r.layout, source, base, status, safe(r.detail))
     console.print(table)
     for r in rows:
         c = r.conflict
         if not c:
             continue
         lines = ", ".join(f"{a}-{b}" for a, b in c.lines) or "no conflict markers"
-        why = f"; {_escape(c.reason)}" if c.reason else ""
+        why = f"; {safe(c.reason)}" if c.reason else ""
         action = "kept from an earlier run" if c.kept else "left for resolution"
         console.print(
-            f"{r.target}: conflict in {c.file or '?'} ({_escape(c.hunk)}; lines {lines}){why}\n"
+            f"{r.target}: conflict in {c.file or '?'} ({safe(c.hunk)}; lines {lines}){why}\n"
             f"  worktree {action}: {c.worktree}\n"
             f"  resolve, `git add`, `git am --continue` there, then `ggml-patch refresh {r.target}`",
             soft_wrap=True,
         )
-
-
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    from ..redact import redact
-
-    return escape(redact(text or ""))
