@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import ConfigError, ExitCode
+from . import add_results, repeatable
 
 HELP = (
     "upstream's llama-finetune with and without the fix, fine-tuning a pre-trained tiny llama model, per "
@@ -17,31 +18,13 @@ HELP = (
 def add_arguments(p) -> None:
     from ..finetune import cases as ft  # light: finetune.results (pydantic) would cost every start-up
 
-    p.add_argument(
-        "--target",
-        default="llama.cpp",
-        metavar="NAME",
-        help="a llama.cpp-layout target of matrix.yaml (default: llama.cpp)",
-    )
-    p.add_argument(
-        "--results",
-        default="results",
-        metavar="DIR",
-        help="results folder: evidence/ goes in it, and a section of its summary.md (default: results/)",
-    )
-    p.add_argument(
-        "--case",
-        action="append",
-        default=[],
-        metavar=ft.CASE_FORMAT,
-        help="a case to run in both variants (repeatable; opt_period 1, 2 or 4, epochs default 8); "
-        f"default: {' '.join(ft.DEFAULT_CASES)}",
-    )
-    p.add_argument(
-        "--rerun",
-        action="store_true",
-        help="build and run again even when a cached result for exactly these inputs exists",
-    )
+    target_help = "a llama.cpp-layout target of matrix.yaml (default: llama.cpp)"
+    p.add_argument("--target", default="llama.cpp", metavar="NAME", help=target_help)
+    add_results(p, "results folder: evidence/ goes in it, and a section of its summary.md (default: results/)")
+    case_help = "a case to run in both variants (repeatable; opt_period 1, 2 or 4, epochs default 8); default: "
+    repeatable(p, "--case", case_help + " ".join(ft.DEFAULT_CASES), ft.CASE_FORMAT)
+    rerun_help = "build and run again even when a cached result for exactly these inputs exists"
+    p.add_argument("--rerun", action="store_true", help=rerun_help)
 
 
 def run(args, matrix, cache) -> ExitCode:
@@ -58,8 +41,8 @@ def run(args, matrix, cache) -> ExitCode:
         cases = tuple(ft.parse_cases(args.case))
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    llama_target(matrix, args.target)
-    done = run_evidence(matrix, cache, results_dir, args.target, cases, args.rerun, Reporter(1))
+    target = llama_target(matrix, args.target)
+    done = run_evidence(matrix, cache, results_dir, target, cases, args.rerun, Reporter(1))
     res = done.results
     noise = ft.noise_floor(res)
     print(
@@ -75,8 +58,7 @@ def run(args, matrix, cache) -> ExitCode:
     how = f"cached result, key {res.cache_key[:12]}" if done.cached else "built and run"
     files = ", ".join(str(p) for p in done.files)
     print(redact(f"evidence: {how} in {done.seconds:.2f} s; {done.plot_note}; results in {files}"))
-    failed = ft.unfinished(res)
-    if failed:
+    if failed := ft.unfinished(res):
         runs = "; ".join(
             f"{r.variant.replace('_', ' ')} {r.optimizer} lr {r.lr:g} opt_period {r.opt_period}: {r.outcome} "
             f"(exit {r.exit_code})"

@@ -64,7 +64,7 @@ def run(args, matrix, cache) -> ExitCode:
     owner = github.check_owner(args.head_owner) if args.head_owner else github.owner_from_remote(args.head_remote)
     bundle = read_bundle(Path(args.bundle))
     policy = submission.policy_of(bundle.manifest, f"{bundle.path}/manifest.json")
-    mode = submission.submit_mode(policy)
+    mode = str(policy.submit.value or "manual")
     # the target's own rules first: nothing is pushed or sent where they say a person submits, or nobody
     if mode == "none":
         print("\n".join(submission.no_pull_request(policy, bundle.target)))
@@ -72,8 +72,10 @@ def run(args, matrix, cache) -> ExitCode:
             f"{bundle.target}: submit is none ({submission.role_of(policy).text}): no pull request from this bundle"
         )
     if args.open and mode == "manual":
-        with cache.lock(f"pr-{bundle.target}"):
-            _manual(args, cache, bundle, policy, repo, branch, owner)
+        with cache.lock(f"pr-{bundle.target}"):  # the steps to submit by hand: nothing touches the network
+            onto, workdir = _onto_and_workdir(args, cache, bundle)
+            fetch = not github.has_commit(workdir, onto)
+            print("\n".join(submission.manual_steps(policy, args, bundle, str(workdir), onto, fetch, owner)))
         raise SubmissionNotAutomated(
             f"{bundle.target}: submit is manual: open the pull request yourself "
             "(the steps are above); nothing was pushed or sent"
@@ -103,8 +105,7 @@ def run(args, matrix, cache) -> ExitCode:
 
 
 def _onto_and_workdir(args, cache, bundle, snapshot_too: bool = False):
-    """The commit the series goes on (--onto, else the bundle's upstream commit, else its snapshot
-    base) and the target's work repository."""
+    """The commit the series goes on (--onto, the upstream commit, the snapshot) and the work repository."""
     from ..cache import slug  # start-up: as every command module, imported when run
     from ..upstream import github
 
@@ -115,30 +116,9 @@ def _onto_and_workdir(args, cache, bundle, snapshot_too: bool = False):
     return onto, github.work_repo(cache.root / "pr" / slug(bundle.target), cache.snapshots_git)
 
 
-def _manual(args, cache, bundle, policy, repo: str, branch: str, owner) -> None:
-    """The steps a contributor runs to submit by hand; nothing here touches the network."""
-    from ..upstream import github, submission
-
-    onto, workdir = _onto_and_workdir(args, cache, bundle)
-    steps = submission.manual_steps(
-        policy=policy,
-        repo=repo,
-        workdir=str(workdir),
-        remote=github.redact(args.head_remote),
-        branch=branch,
-        onto=onto,
-        fetch=not github.has_commit(workdir, onto),
-        patches=[str(p.resolve()) for p in bundle.patch_files],  # `git -C` elsewhere: absolute paths
-        bundle=str(bundle.path.resolve()),
-        base=args.base,
-        owner=owner,
-        web=submission.web_url(args.api_url),
-    )
-    print("\n".join(steps))
-
-
 def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
     from ..upstream import github
+    from ..upstream.github_api import body_json
 
     secrets = (token,) if token else ()
     remote, branch = args.head_remote, args.branch
@@ -174,7 +154,7 @@ def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
         say(f"note: {n}")
     say(f"push: {push_cmd}")
     if not args.open:
-        say(shown_request("POST", url, token, github.request_json(pr)), end="")
+        say(shown_request("POST", url, token, body_json(pr.payload())), end="")
         return ExitCode.OK
     github.push(workdir, remote, branch, askpass, secrets, timeout=args.git_timeout)
     say(f"POST {url}")

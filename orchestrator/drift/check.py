@@ -127,14 +127,14 @@ def _try_patch(wt: Worktree, patch, f: Path, before_merge: Thunk) -> tuple[str, 
     # reverse first: a patch that only adds (new test cases) applies a second time on a tree that has it
     if wt.applies(f, reverse=True):
         return PRESENT, "the patch reverse-applies", None
-    plain = wt.am_one(f)
+    plain = wt.try_am(f)
     if plain is None:
         return CLEAN, "", None
     wt.am_abort()
     if S.content_present(patch, wt.read_file):
         return PRESENT, "its content is already there", None
     before_merge()
-    merged = wt.am_one(f, three_way=True)
+    merged = wt.try_am(f, three_way=True)
     if merged is None:
         return MERGED, "", None
     if "No changes -- Patch already applied" in merged:
@@ -166,9 +166,9 @@ def leave_for_resolution(
     wt.ensure(base)
     k = next(i for i, r in enumerate(results) if r.result == CONFLICTED)
     for r, f in zip(results[:k], files[:k], strict=True):
-        if r.result in (CLEAN, MERGED) and wt.am_one(f, three_way=r.result == MERGED) is not None:
+        if r.result in (CLEAN, MERGED) and wt.try_am(f, three_way=r.result == MERGED) is not None:
             wt.am_abort()  # it applied in the trial worktree a moment ago; leave a clean stop
-    wt.am_start(files[k:])
+    wt.try_am(*files[k:], three_way=True)
     text = wt.read_file(conflict.file) if conflict.file else None
     lines = tuple(S.conflict_regions(text or "")) or conflict.lines
     return conflict.model_copy(update={"worktree": str(path), "lines": lines})

@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Optional
 
+from .. import untrusted
 from ..errors import ConfigError
 from . import results as ft
 
@@ -21,14 +22,8 @@ def load(results_dir: Path) -> Optional[ft.FinetuneResults]:
     path = Path(results_dir) / FILE
     if not path.is_file():
         return None
-    try:
-        if path.stat().st_size > MAX_BYTES:
-            raise ValueError(f"{path.stat().st_size} bytes, more than the {MAX_BYTES} a finetune.json can have")
-        return ft.FinetuneResults.from_json(path.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text; not a finetune.json of `ggml-patch evidence`") from None
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:  # a regular file of at most MAX_BYTES, UTF-8 (else one line saying where)
+        return ft.FinetuneResults.from_json(untrusted.read_text(path, "finetune", cap=MAX_BYTES))
     except ValueError as e:
         raise ConfigError(f"{path}: {e}; re-run `ggml-patch evidence` (or remove the file)") from None
 
@@ -39,8 +34,7 @@ def for_target(
     """The evidence when it was made on this target's base with this series; else None, said in one line."""
     if found is None or found.target != target:
         return None
-    why = ft.staleness(found, base, series_sha256)
-    if why:
+    if why := ft.staleness(found, base, series_sha256):
         log(f"{target}: {FILE} left out of the bundle: {why} (re-run `ggml-patch evidence`)")
         return None
     return found

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 # finetune.cpp's defaults, as its README runs it: -c = -b = -ub (opt_period 1, cparams.training on),
 # AdamW, lr 1e-5, wd 0, val-split 0.05. n_ctx 256 is the smallest context llama_context takes;
@@ -59,21 +59,19 @@ def parse_case(text: str, default_epochs: int = 8) -> Case:
     opt, lr_text, period_text = parts[:3]
     if opt not in OPTIMIZERS:
         raise ValueError(f"--case {text!r}: optimizer {opt!r}: expected one of {', '.join(OPTIMIZERS)}")
-    try:
-        lr = float(lr_text)
-    except ValueError:
-        lr = math.nan
+    lr = number(lr_text)
     if not (math.isfinite(lr) and 0 < lr <= 10):
         raise ValueError(f"--case {text!r}: learning rate {lr_text!r}: expected a number in (0, 10]")
-    period = _int(period_text)
+    period = int(period_text) if period_text.isdigit() else None
     if period not in PERIODS:
         raise ValueError(
             f"--case {text!r}: opt_period {period_text!r}: expected one of "
             f"{', '.join(map(str, PERIODS))} (-ub = {N_CTX} / opt_period, -c = -b = {N_CTX})"
         )
-    epochs = _int(parts[3]) if len(parts) == 4 else default_epochs
+    epochs_text = parts[3] if len(parts) == 4 else str(default_epochs)
+    epochs = int(epochs_text) if epochs_text.isdigit() else None
     if epochs is None or not 1 <= epochs <= MAX_EPOCHS:
-        raise ValueError(f"--case {text!r}: epochs {parts[3]!r}: expected a whole number from 1 to {MAX_EPOCHS}")
+        raise ValueError(f"--case {text!r}: epochs {epochs_text!r}: expected a whole number from 1 to {MAX_EPOCHS}")
     return Case(opt, lr, period, epochs)
 
 
@@ -88,5 +86,9 @@ def parse_cases(texts: Sequence[str]) -> list[Case]:
     return list(dict.fromkeys(cases))
 
 
-def _int(text: str) -> Optional[int]:
-    return int(text) if text.isdigit() else None
+def number(text: str) -> float:
+    """A number as printf writes it (nan, -nan and inf included); nan where it is none."""
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan

@@ -18,7 +18,8 @@ from typing import Annotated, Any, Iterable, Literal, Optional, Sequence, Union
 from pydantic import ConfigDict, Field, StringConstraints, ValidationError
 
 from ..records import Record, error_line
-from .cases import CASE_FORMAT, DEFAULT_CASES, MAX_EPOCHS, N_CTX, OPTIMIZERS, PERIODS, Case, parse_case, parse_cases  # noqa: F401
+from ..run import resultcache
+from .cases import MAX_EPOCHS, N_CTX, Case, number, parse_case, parse_cases  # noqa: F401 (parse_case(s): re-exported)
 
 FINETUNE_SCHEMA_VERSION = 2
 FINETUNE_KEY_VERSION = 2  # bump when the meaning of a cached finetune result changes
@@ -60,13 +61,12 @@ def pretrain_options() -> dict[str, Any]:
     return {"optimizer": p.optimizer, "lr": p.lr, "epochs": p.epochs, "n_ctx": N_CTX, "files": list(PRETRAIN_FILES)}
 
 
-def build_commands() -> list[str]:
-    """llama-finetune built from a llama.cpp tree as the evidence builds it (only that target)."""
-    return [
-        f"cmake -S {TREE} -B build -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_EXAMPLES=ON "
-        "-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_OPENSSL=OFF",
-        f"cmake --build build --target {PROGRAM}",
-    ]
+# llama-finetune built from a llama.cpp tree as the evidence builds it (only that target)
+BUILD_COMMANDS = (
+    f"cmake -S {TREE} -B build -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_EXAMPLES=ON "
+    "-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_OPENSSL=OFF",
+    f"cmake --build build --target {PROGRAM}",
+)
 
 
 def command(
@@ -83,9 +83,9 @@ def pretrain_command(binary: str, model: str, data: Sequence[str], out: str) -> 
     return command(binary, model, data, PRETRAIN, THREADS, out)
 
 
-# ---------------------------------------------------------------------------------------------
-# llama-finetune's output: ggml_opt_epoch_callback_progress_bar on stderr, redrawn with \r; the
-# line that reaches data=N/N is an epoch's final (train, then val), its loss the mean over the epoch.
+# ---------------------------------------------------------------- llama-finetune's output
+# ggml_opt_epoch_callback_progress_bar on stderr, redrawn with \r; the line that reaches data=N/N is
+# an epoch's final (train, then val), its loss the mean over the epoch.
 
 _BAR = re.compile(
     r"^(?P<kind>train|val):\s*\[[^\]]*\]\s*data=(?P<i>\d+)/(?P<n>\d+)\s+loss=(?P<loss>[^±\s]+)±\S+"
@@ -119,16 +119,8 @@ class ProgramOutput:
         return len(self.epochs) == epochs
 
 
-def _num(text: str) -> float:
-    try:
-        return float(text)  # nan, -nan, inf as printf writes them
-    except ValueError:
-        return math.nan
-
-
 def parse_output(text: str) -> ProgramOutput:
-    """llama-finetune's output -> one Epoch per (train, val) pair of final progress lines; the
-    warnings it printed (at most 20). Anything else is ignored."""
+    """llama-finetune's output -> one Epoch per (train, val) pair of final progress lines, and its warnings."""
     epochs: list[Epoch] = []
     train: Optional[tuple[float, float]] = None
     warnings: list[str] = []
@@ -142,7 +134,7 @@ def parse_output(text: str) -> ProgramOutput:
             continue
         if m["i"] != m["n"]:
             continue
-        loss, acc = _num(m["loss"]), _num(m["acc"]) / 100
+        loss, acc = number(m["loss"]), number(m["acc"]) / 100
         if m["kind"] == "train":
             train = (loss, acc)
         elif train is not None:
@@ -153,8 +145,7 @@ def parse_output(text: str) -> ProgramOutput:
     return ProgramOutput(tuple(epochs), tuple(warnings))
 
 
-# ---------------------------------------------------------------------------------------------
-# the results' data model
+# ---------------------------------------------------------------- the results' data model
 
 
 Text = Annotated[str, StringConstraints(max_length=4096)]
@@ -174,17 +165,13 @@ class Info(Record):
     model_config = ConfigDict(extra="allow")
 
     def get(self, key: str, default: Any = None) -> Any:
-        value = getattr(self, key, None) if key in type(self).model_fields else (self.model_extra or {}).get(key)
+        value = dict(self).get(key)  # the fields and the other keys alike
         return default if value is None else value
 
     def __getitem__(self, key: str) -> Any:
-        value = self.get(key)
-        if value is None:
+        if self.get(key) is None:
             raise KeyError(key)
-        return value
-
-    def __contains__(self, key: str) -> bool:
-        return self.get(key) is not None
+        return self.get(key)
 
 
 class PretrainInfo(Info):
@@ -276,8 +263,7 @@ class FinetuneResults(Record):
     timings: Info = Info()  # seconds of the run that made these results
 
     def to_json(self) -> str:  # type: ignore[override]
-        """finetune.json's text: the results with the noise floor, thresholds and verdicts computed
-        from them (a reader recomputes them, never trusts them)."""
+        """finetune.json's text, with the noise floor, thresholds and verdicts (a reader recomputes them)."""
         plain = self.model_dump(mode="json")
         plain |= {"noise": asdict(noise_floor(self)), "thresholds": THRESHOLDS}
         plain["verdicts"] = [asdict(v) for v in verdicts(self)]
@@ -285,18 +271,15 @@ class FinetuneResults(Record):
 
     @classmethod
     def from_json(cls, text: str) -> "FinetuneResults":
-        """finetune.json, validated as untrusted input (it may come from anyone's disk): a ValueError
-        naming the first key that is not what `ggml-patch evidence` writes."""
+        """finetune.json validated as untrusted input (anyone's disk): a ValueError naming the first bad key."""
         try:
             d = json.loads(text)
         except (ValueError, RecursionError) as e:
             raise ValueError(f"not valid JSON ({str(e).splitlines()[0][:80]})") from None
         if not isinstance(d, dict):
             raise ValueError("expected a JSON object")
-        if d.get("schema_version") != FINETUNE_SCHEMA_VERSION:
-            raise ValueError(
-                f"finetune results: schema_version {d.get('schema_version')!r}, expected {FINETUNE_SCHEMA_VERSION}"
-            )
+        if (version := d.get("schema_version")) != FINETUNE_SCHEMA_VERSION:
+            raise ValueError(f"finetune results: schema_version {version!r}, expected {FINETUNE_SCHEMA_VERSION}")
         try:
             plain = json.dumps({k: v for k, v in d.items() if k not in COMPUTED}, allow_nan=True)
             found = cls.model_validate_json(plain, strict=True)
@@ -326,15 +309,11 @@ class FinetuneResults(Record):
 
     def run(self, variant: str, optimizer: str, opt_period: int, lr: Optional[float] = None) -> Optional[Run]:
         """The primary run of a variant and case (lr None: the first with any lr)."""
-        case = (optimizer, opt_period)
-        return next(
-            (r for r in self.runs if r.primary and r.variant == variant and r.case[:2] == case and lr in (None, r.lr)),
-            None,
-        )
+        found = (r for r in self.runs if r.primary and r.variant == variant and r.case[:2] == (optimizer, opt_period))
+        return next((r for r in found if lr in (None, r.lr)), None)
 
 
-# ---------------------------------------------------------------------------------------------
-# the noise floor and the verdict rule
+# ---------------------------------------------------------------- the noise floor and the verdict rule
 #
 # Losses are llama-finetune's mean cross-entropy per epoch, printed with 5 decimals (PRINT_RESOLUTION).
 # The noise floor is the largest difference in any epoch's train or eval loss between runs of the
@@ -378,17 +357,14 @@ def noise_floor(results: FinetuneResults) -> Noise:
     measured: Optional[float] = None
     pairs = []
     for r in results.runs:
-        if r.primary or r.outcome != "ok":
-            continue
-        p = next((q for q in results.runs if q.primary and q.variant == r.variant and q.case == r.case), None)
+        p = None if r.primary or r.outcome != "ok" else results.run(r.variant, *r.case)
         if p is None or p.outcome != "ok":
             continue
         d = _max_abs_diff(p.epochs, r.epochs)
         measured = d if measured is None else max(measured, d)
         case = f"{r.variant} {r.optimizer} lr {r.lr:g} opt_period {r.opt_period}"
         pairs.append(f"{case}: t{p.threads} vs t{r.threads}{f' repeat {r.repeat}' if r.repeat else ''}: {d:.5g}")
-    floor = max(PRINT_RESOLUTION, measured or 0.0)
-    return Noise(floor, measured, tuple(pairs))
+    return Noise(max(PRINT_RESOLUTION, measured or 0.0), measured, tuple(pairs))
 
 
 @dataclass(frozen=True)
@@ -414,9 +390,8 @@ def finetune_verdict(
     n = min(len(fixed), len(unfixed))
     f, u = list(fixed[:n]), list(unfixed[:n])
     max_diff = _max_abs_diff(f, u)
-    diverged = any(not math.isfinite(e.train_loss) or not math.isfinite(e.eval_loss) for e in u) and all(
-        math.isfinite(e.train_loss) and math.isfinite(e.eval_loss) for e in f
-    )
+    finite = [math.isfinite(e.train_loss) and math.isfinite(e.eval_loss) for e in f + u]
+    diverged = all(finite[:n]) and not all(finite[n:])  # without the fix only
     end, end_rel = 0.0, 0.0
     if n:
         fe, ue = f[-1].eval_loss, u[-1].eval_loss
@@ -453,8 +428,7 @@ def unfinished(results: FinetuneResults) -> list[Run]:
 
 def no_case_differs(results: FinetuneResults) -> bool:
     """Reverting the fix changed no case's curves (the evidence's negative control survived)."""
-    vs = verdicts(results)
-    return bool(vs) and all(v.label == "no difference" for v in vs)
+    return bool(vs := verdicts(results)) and all(v.label == "no difference" for v in vs)
 
 
 def verdicts(results: FinetuneResults) -> list[FinetuneVerdict]:
@@ -464,8 +438,7 @@ def verdicts(results: FinetuneResults) -> list[FinetuneVerdict]:
     return [finetune_verdict(*c, f.epochs, u.epochs, floor) for c, f, u in pairs if f and u]
 
 
-# ---------------------------------------------------------------------------------------------
-# cache key
+# ---------------------------------------------------------------- cache key
 
 
 def data_digest(files: Iterable[tuple[str, bytes]]) -> str:
@@ -477,29 +450,13 @@ def data_digest(files: Iterable[tuple[str, bytes]]) -> str:
     return h.hexdigest()
 
 
-def cache_key(
-    *,
-    base: str,
-    series: str,
-    model_sha256: str,
-    data_sha256: str,
-    program_sha256: str,
-    flags: dict[str, Any],
-    cases: list[dict[str, Any]],
-    toolchain: dict[str, Any],
-    pretrain: str = "",
-) -> str:
-    """A stable sha256 of everything that decides the finetune results (pure): series is the rendered
-    series' digest, model the random model's, pretrain the pre-training's key."""
-    parts: dict[str, Any] = dict(
-        base=base, series=series, model=model_sha256, data=data_sha256, program=program_sha256, flags=flags
-    )
-    parts |= dict(v=FINETUNE_KEY_VERSION, kind="finetune", cases=cases, toolchain=toolchain, pretrain=pretrain)
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
+def cache_key(**parts: Any) -> str:
+    """A stable sha256 of all that decides the results: base, series (rendered), model (the random one), data,
+    program, flags, cases, toolchain, pretrain (its key)."""
+    return resultcache.cell_key({**parts, "v": FINETUNE_KEY_VERSION, "kind": "finetune"})
 
 
-# ---------------------------------------------------------------------------------------------
-# table and plot
+# ---------------------------------------------------------------- table and plot
 
 
 def _cells(e: Optional[Epoch]) -> str:
@@ -534,12 +491,9 @@ def table_markdown(results: FinetuneResults) -> str:
         lines += [f"- {p}" for p in noise.pairs] or ["- none finished"]
     for opt, period, lr in results.cases():
         f, u = results.run("with_fix", opt, period, lr), results.run("without_fix", opt, period, lr)
-        rows: dict[int, list[Optional[Epoch]]] = {}
         first = f or u
         assert first is not None  # a case exists because one of its runs does
-        for i, run in enumerate((f, u)):
-            for e in run.epochs if run else []:
-                rows.setdefault(e.epoch, [None, None])[i] = e
+        fe, ue = ({e.epoch: e for e in run.epochs} if run else {} for run in (f, u))
         lines += [
             "",
             f"**{opt}, lr {lr:g}, opt_period {period}** (n_batch {first.n_batch}, n_ubatch {first.n_ubatch})",
@@ -547,7 +501,7 @@ def table_markdown(results: FinetuneResults) -> str:
             "| epoch | train loss, with the fix | eval loss, with the fix | train loss, without | eval loss, without |",
             "|---|---|---|---|---|",
         ]
-        lines += [f"| {n} | {_cells(a)} | {_cells(b)} |" for n, (a, b) in sorted(rows.items())]
+        lines += [f"| {n} | {_cells(fe.get(n))} | {_cells(ue.get(n))} |" for n in sorted(fe | ue)]
     return "\n".join(lines) + "\n"
 
 
@@ -555,22 +509,18 @@ _STYLES = {"with_fix": ("tab:blue", "with the fix"), "without_fix": ("tab:red", 
 
 
 def figure(results: FinetuneResults):
-    """A grid of small panels, rows = optimizer and learning rate, columns = opt_period: train
-    (solid) and eval (dashed) loss per epoch, with the fix (blue) and without (red)."""
-    try:
-        import matplotlib  # the optional plot extra, loaded only to draw
+    """Rows = optimizer and lr, columns = opt_period: train (solid) and eval (dashed) loss per epoch."""
+    try:  # a Figure of its own: no pyplot state, no display
+        from matplotlib.figure import Figure  # the optional plot extra, loaded only to draw
+        from matplotlib.ticker import MaxNLocator  # matplotlib: the optional plot extra
     except ImportError as e:
         raise RuntimeError("the finetune plot needs matplotlib (pip install 'ggml-patch[plot]')") from e
-    matplotlib.use("Agg")  # no display on CI machines
-    import matplotlib.pyplot as plt  # matplotlib: the optional plot extra, loaded only to draw
-    from matplotlib.ticker import MaxNLocator  # matplotlib: the optional plot extra
 
     cases = results.cases()
     opts = list(dict.fromkeys((o, lr) for o, _, lr in cases))
     periods = sorted(dict.fromkeys(p for _, p, _ in cases))
-    fig, axes = plt.subplots(
-        len(opts), len(periods), figsize=(3.6 * len(periods), 2.8 * len(opts)), dpi=110, squeeze=False
-    )
+    fig = Figure(figsize=(3.6 * len(periods), 2.8 * len(opts)), dpi=110)
+    axes = fig.subplots(len(opts), len(periods), squeeze=False)
     for i, (opt, lr) in enumerate(opts):
         for j, period in enumerate(periods):
             ax = axes[i][j]
@@ -580,10 +530,10 @@ def figure(results: FinetuneResults):
                     continue
                 xs = [e.epoch for e in run.epochs]
                 ax.plot(xs, [e.train_loss for e in run.epochs], "-o", ms=3, color=colour, label=f"train, {label}")
-                ax.plot(
-                    xs, [e.eval_loss for e in run.epochs], "--s", ms=3, color=colour, alpha=0.7, label=f"eval, {label}"
-                )
-            if _spans_decades(ax):
+                ys = [e.eval_loss for e in run.epochs]
+                ax.plot(xs, ys, "--s", ms=3, color=colour, alpha=0.7, label=f"eval, {label}")
+            ys = [y for line in ax.lines for y in line.get_ydata() if math.isfinite(y) and y > 0]
+            if ys and max(ys) / min(ys) > 10:
                 ax.set_yscale("log")  # a diverging run would flatten the other curves
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_title(f"{opt} lr {lr:g}, opt_period {period}", fontsize=9)
@@ -600,24 +550,14 @@ def figure(results: FinetuneResults):
     return fig
 
 
-def _spans_decades(ax) -> bool:
-    ys = [y for line in ax.lines for y in line.get_ydata() if math.isfinite(y) and y > 0]
-    return bool(ys) and max(ys) / min(ys) > 10
-
-
 def plot(results: FinetuneResults, path: Path) -> Path:
     """Write finetune-loss.png (no version stamp in the metadata: same data, same bytes)."""
-    import matplotlib.pyplot as plt  # matplotlib: the optional plot extra, loaded only to draw
-
-    fig = figure(results)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, metadata={"Software": None})
-    plt.close(fig)
+    figure(results).savefig(path, metadata={"Software": None})
     return path
 
 
-# ---------------------------------------------------------------------------------------------
-# summary.md's section
+# ---------------------------------------------------------------- summary.md's section
 
 
 SECTION_TITLE = "Fine-tuning evidence: upstream's llama-finetune with and without the fix"
@@ -631,12 +571,9 @@ def provenance_rows(results: FinetuneResults) -> dict[str, str]:
     runs = [r for r in results.runs if r.cpu_seconds is not None]
     cpu = sum(r.cpu_seconds or 0 for r in runs)
     curve = pre.get("eval_loss") or []
-    learned = (
-        f", eval loss {curve[0]:.4f} after epoch 1, {curve[-1]:.4f} after epoch {len(curve)}"
-        if curve and all(isinstance(x, (int, float)) for x in curve)
-        else ""
-    )
-    prov = {v: results.provenance.get(v) or {} for v in VARIANTS if v in results.provenance}
+    numbers = curve and all(isinstance(x, (int, float)) for x in curve)
+    learned = f", eval loss {curve[0]:.4f} after epoch 1, {curve[-1]:.4f} after epoch {len(curve)}" if numbers else ""
+    prov = {v: results.provenance.get(v) or {} for v in VARIANTS if results.provenance.get(v) is not None}
     checks = "; ".join(
         f"{v.replace('_', ' ')}: {'holds' if p.get('holds_fix') else 'lacks'} the fix "
         f"(binary sha256 `{str(p.get('sha256', '—'))[:16]}`)"
@@ -668,15 +605,19 @@ def provenance_rows(results: FinetuneResults) -> dict[str, str]:
     }
 
 
+def _tables(results: FinetuneResults, cell: Any = str) -> list[str]:
+    """Provenance (what -> value, each cell's text through `cell`), then the verdicts and the loss tables."""
+    rows = [f"| {cell(k)} | {cell(v)} |" for k, v in provenance_rows(results).items()]
+    return ["| | |", "|---|---|", *rows, "", *table_markdown(results).rstrip("\n").split("\n")]
+
+
 def summary_section(results: FinetuneResults, plot_note: str) -> str:
     """The section of summary.md: provenance, then the verdicts and the loss tables."""
-    lines = [f"## {SECTION_TITLE}", "", plot_note, "", "| | |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in provenance_rows(results).items()]
-    return "\n".join(lines) + "\n\n" + table_markdown(results)
+    return "\n".join([f"## {SECTION_TITLE}", "", plot_note, "", *_tables(results)]) + "\n"
 
 
-# ---------------------------------------------------------------------------------------------
-# provenance: which binary holds the fix, and whether a record is of the current series
+# ---------------------------------------------------------------- provenance
+# which binary holds the fix, and whether a record is of the current series
 
 
 def fix_markers(fix_diff: str) -> list[str]:
@@ -694,10 +635,8 @@ def fix_markers(fix_diff: str) -> list[str]:
 
 def holds_fix(binary: bytes, markers: Sequence[str]) -> Optional[bool]:
     """True: every marker is in the binary; False: none is; None: no marker, or only some (unknown)."""
-    if not markers:
-        return None
-    found = [m.encode() in binary for m in markers]
-    return True if all(found) else (False if not any(found) else None)
+    found = {m.encode() in binary for m in markers}
+    return found.pop() if len(found) == 1 else None  # every marker agrees
 
 
 def staleness(found: FinetuneResults, base: str, series_sha256: str) -> Optional[str]:
@@ -716,14 +655,7 @@ def pr_lines(results: Optional[FinetuneResults], level: str, cell: Any = str) ->
     if results is None or not results.runs:
         return []
     title = f"{level} Fine-tuning with upstream's llama-finetune: held-out eval loss per epoch with and without the fix"
-    out = [
-        title,
-        "",
-        "| | |",
-        "|---|---|",
-        *(f"| {cell(k)} | {cell(v)} |" for k, v in provenance_rows(results).items()),
-    ]
-    out += ["", *table_markdown(results).rstrip("\n").split("\n")]
+    out = [title, "", *_tables(results, cell)]
     # each command as someone reproduces it: paths relative, the same for both variants (the tree decides)
     data, pre = [f"{TREE}/{f}" for f in results.data.get("files") or []], results.model.get("pretrain") or {}
     cases = [(Case(r.optimizer, r.lr, r.opt_period, len(r.epochs)), r.threads) for r in results.runs if r.primary]
@@ -732,4 +664,4 @@ def pr_lines(results: Optional[FinetuneResults], level: str, cell: Any = str) ->
     random = f"tiny-llama-{seed}.gguf"
     pretrain = pretrain_command(BINARY, random, [f"{TREE}/{f}" for f in pre.get("files") or []], PRETRAINED)
     tiny = f"python -m orchestrator.finetune.tiny_model {TREE}/{vocab} {random} --seed {seed}"
-    return out + ["", "```sh", *build_commands(), tiny, " ".join(pretrain), *dict.fromkeys(commands), "```"]
+    return out + ["", "```sh", *BUILD_COMMANDS, tiny, " ".join(pretrain), *dict.fromkeys(commands), "```"]

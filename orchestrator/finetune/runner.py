@@ -4,11 +4,10 @@
           -> (fix reverted: build without it; restored) -> each binary checked to hold (or lack) the
           fix -> pre-train once (fixed build, cached) -> every case in both variants, noise runs -> store
 
-In the CPU cell's worktree, under its lock (never interleaved with a matrix run's control), in a
-build tree of its own (`cells/<target>-cpu/build-finetune`, target llama-finetune only; ccache
-shared). Each variant's binary is copied out (linked statically): the long runs happen after the
-lock is released. Models and texts are cached by sha256, the result in the result cache
-(run/resultcache.py) under a hash of everything that decides it: a re-run with nothing changed copies it.
+In the CPU cell's worktree, under its lock (never interleaved with a matrix run's control), in a build
+tree of its own (`cells/<target>-cpu/build-finetune`, llama-finetune only; ccache shared). Each variant's
+binary is copied out (linked statically): the long runs happen after the lock is released. Models and
+texts are cached by sha256, the result in run/resultcache.py under a hash of everything that decides it.
 """
 
 from __future__ import annotations
@@ -36,9 +35,9 @@ from ..patchset.render import render
 from ..progress import Reporter
 from ..redact import redact
 from ..run import cmake, resultcache, toolchain
-from ..run.cell import CellContext, apply, build_variant, cell_context, fix_reverted, run_steps
+from ..run.cell import CellContext, Tree, apply, build_variant, cell_context, fetch, fix_reverted
 from ..run.testrun import TestRun, run_program
-from ..sources.base import sha256_of
+from ..sources.base import Snapshot, sha256_of
 from ..vcs.snapshots import SnapshotRepo
 from ..verdicts.training import can_plot
 from . import results as ft
@@ -51,18 +50,9 @@ RESULTS_SUBDIR = "evidence"
 NO_PLOT = "no plot: matplotlib is not installed (pip install 'ggml-patch[plot]'); the tables are all there is"
 # the tree's own CMake project, static, examples on (llama-common comes with them); only the
 # llama-finetune target is built, so the other examples, tests, tools and server never compile
-DEFINITIONS = (
-    ("CMAKE_BUILD_TYPE", "Release"),
-    ("BUILD_SHARED_LIBS", "OFF"),
-    ("LLAMA_BUILD_COMMON", "ON"),
-    ("LLAMA_BUILD_EXAMPLES", "ON"),
-    ("LLAMA_BUILD_TESTS", "OFF"),
-    ("LLAMA_BUILD_TOOLS", "OFF"),
-    ("LLAMA_BUILD_SERVER", "OFF"),
-    ("LLAMA_BUILD_APP", "OFF"),
-    ("LLAMA_OPENSSL", "OFF"),
-    ("LLAMA_CURL", "OFF"),
-)
+_ON = dict(CMAKE_BUILD_TYPE="Release", BUILD_SHARED_LIBS="OFF", LLAMA_BUILD_COMMON="ON", LLAMA_BUILD_EXAMPLES="ON")
+_OFF = "LLAMA_BUILD_TESTS LLAMA_BUILD_TOOLS LLAMA_BUILD_SERVER LLAMA_BUILD_APP LLAMA_OPENSSL LLAMA_CURL".split()
+DEFINITIONS = tuple((_ON | dict.fromkeys(_OFF, "OFF")).items())
 
 
 @dataclass
@@ -100,17 +90,9 @@ class Inputs:
         return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
     def key(self, cases: tuple[ft.Case, ...]) -> str:
-        return ft.cache_key(
-            base=self.base,
-            series=self.rendered_sha256,
-            model_sha256=self.model["sha256"],
-            data_sha256=self.data["sha256"],
-            program_sha256=self.program_sha256,
-            flags=self.flags,
-            cases=[c.key() for c in cases],
-            toolchain=self.toolchain,
-            pretrain=self.pretrain_key(),
-        )
+        parts = dict(base=self.base, series=self.rendered_sha256, model=self.model["sha256"], data=self.data["sha256"])
+        parts |= dict(program=self.program_sha256, flags=self.flags, cases=[c.key() for c in cases])
+        return ft.cache_key(**parts, toolchain=self.toolchain, pretrain=self.pretrain_key())
 
 
 # ---------------------------------------------------------------- checks before any work
@@ -149,18 +131,12 @@ def data_files(cache: Cache, files: list[tuple[str, bytes]]) -> tuple[dict, tupl
 
 
 def _made(path: Path, **expected: object) -> Optional[dict]:
-    """The metadata recorded beside a file the evidence made (`<file>.json`, as the result cache keeps
-    an entry), while it still describes it: the sha256 matches (a changed or damaged file is made
-    again), and `expected`."""
+    """The metadata kept beside a file the evidence made (`<file>.json`) while it still describes it:
+    the same sha256 (a changed or damaged file is made again) and `expected`."""
     meta = resultcache.load(path.parent, path.stem)
     if not isinstance(meta, dict) or any(meta.get(k) != v for k, v in expected.items()) or not path.is_file():
         return None
     return meta if meta.get("sha256") == sha256_of(path) else None
-
-
-def _record(path: Path, meta: dict) -> dict:
-    resultcache.store(path.parent, path.stem, meta)
-    return meta
 
 
 def model_file(cache: Cache, vocab_name: str, vocab: bytes, seed: int, log: Callable[[str], None]) -> tuple[dict, Path]:
@@ -176,15 +152,16 @@ def model_file(cache: Cache, vocab_name: str, vocab: bytes, seed: int, log: Call
         made = tm.make(Path(scratch) / Path(vocab_name).name, path, seed)
     meta = {k: v for k, v in asdict(made).items() if k != "path"} | {"vocab_file": vocab_name, "gguf": version("gguf")}
     log(f"made {path.name} ({made.n_params} parameters, {time.monotonic() - t0:.1f} s)")
-    return _record(path, meta), path
+    resultcache.store(path.parent, path.stem, meta)
+    return meta, path
 
 
-def gather_inputs(ctx: CellContext, log: Callable[[str], None], seed: int = tm.DEFAULT_SEED) -> Inputs:
+def gather_inputs(ctx: CellContext, snap: Snapshot, log: Callable[[str], None], seed: int = tm.DEFAULT_SEED) -> Inputs:
     """Model, texts, program, flags and toolchain, read from the snapshot repository (not the
     worktree: a cached result needs no worktree and no lock). One line (exit 2) when the tree has
     no llama_opt_epoch (llama.cpp's training API) or lacks a file the evidence needs."""
-    assert ctx.snap is not None and ctx.series is not None and ctx.repo is not None
-    repo, commit, target, prefix = ctx.repo, ctx.snap.commit, ctx.target, ctx.layout.prefix
+    assert ctx.series is not None and ctx.repo is not None
+    repo, commit, target, prefix = ctx.repo, snap.commit, ctx.target, ctx.layout.prefix
     if "llama_opt_epoch" not in (repo.read_blob(commit, f"{prefix}include/llama.h") or ""):
         raise ConfigError(
             f"--target {target.name}: {prefix}include/llama.h has no llama_opt_epoch "
@@ -200,49 +177,34 @@ def gather_inputs(ctx: CellContext, log: Callable[[str], None], seed: int = tm.D
             )
         return data
 
-    rendered = ctx.rendered = render(
-        ctx.series, get_layout(ctx.series.layout), ctx.layout, lambda p: repo.read_blob(commit, p)
-    )
-    program = blob(ft.PROGRAM_SOURCE)
-    pretrain, pretrain_paths = data_files(ctx.cache, [(f, blob(f)) for f in ft.PRETRAIN_FILES])
-    data, data_paths = data_files(ctx.cache, [(f, blob(f)) for f in ft.DATA_FILES])
-    model, model_path = model_file(ctx.cache, tm.DEFAULT_VOCAB, blob(tm.DEFAULT_VOCAB), seed, log)
+    rendered = render(ctx.series, get_layout(ctx.series.layout), ctx.layout, lambda p: repo.read_blob(commit, p))
+    program = hashlib.sha256(blob(ft.PROGRAM_SOURCE)).hexdigest()
+    pretrain = data_files(ctx.cache, [(f, blob(f)) for f in ft.PRETRAIN_FILES])
+    data = data_files(ctx.cache, [(f, blob(f)) for f in ft.DATA_FILES])
+    model = model_file(ctx.cache, tm.DEFAULT_VOCAB, blob(tm.DEFAULT_VOCAB), seed, log)
     flags = {"definitions": [list(d) for d in DEFINITIONS], "cmake": ctx.module.configure_flags(ctx.backend)}
     flags |= {"env": ctx.module.test_env(ctx.backend), "program": ft.program_options()}
     flags["ccache"] = bool(shutil.which("ccache"))
     fix_paths = set(rendered.fix_paths())
     fix_diff = "\n".join(f.text for p in rendered.patches for f in p.files if f.path in fix_paths)
-    return Inputs(
-        commit,
-        ctx.series.sha256,
-        rendered.sha256,
-        model,
-        model_path,
-        pretrain,
-        pretrain_paths,
-        data,
-        data_paths,
-        hashlib.sha256(program).hexdigest(),
-        flags,
-        toolchain.versions(),
-        tuple(ft.fix_markers(fix_diff)),
-    )
+    markers = tuple(ft.fix_markers(fix_diff))
+    sums = (commit, ctx.series.sha256, rendered.sha256)
+    # each (metadata, path(s)) pair in the order Inputs declares them
+    return Inputs(*sums, *model, *pretrain, *data, program, flags, toolchain.versions(), markers)
 
 
 # ---------------------------------------------------------------- build: both variants, under the cell's lock
 
 
-def build_variants(ctx: CellContext, timings: dict) -> tuple[dict[str, Path], dict[str, dict]]:
-    """llama-finetune built with the fix, then with only the fix reverted (the control's tree), each
-    copied out of the build tree: {variant: binary}, and what each was built from (`_sources`).
-    The tree is patched again on the way out."""
-    assert ctx.worktree is not None
-    llama_dir = str(ctx.worktree.path / ctx.layout.prefix).rstrip("/")
-    ctx.plan = BuildPlan(llama_dir, DEFINITIONS, (ft.PROGRAM,), programs=())
+def build_variants(ctx: CellContext, tree: Tree, timings: dict) -> tuple[dict[str, Path], dict[str, dict]]:
+    """{variant: llama-finetune copied out of the build tree} with the fix, then with only the fix reverted
+    (the control's tree; patched again on the way out), and what each was built from (`_sources`)."""
+    llama_dir = str(tree.worktree.path / ctx.layout.prefix).rstrip("/")
+    plan = BuildPlan(llama_dir, DEFINITIONS, (ft.PROGRAM,), programs=())
     ctx.steps.step("configure", f"llama.cpp's own CMake project, target {ft.PROGRAM}, {ctx.build_subdir}")
     t0 = time.monotonic()
     step = cmake.configure(
-        ctx.plan, ctx.build_dir, ctx.module.configure_flags(ctx.backend), ctx.logs / "configure.log", ctx.env
+        plan, ctx.build_dir, ctx.module.configure_flags(ctx.backend), ctx.logs / "configure.log", ctx.env
     )
     cmake.require(step, "cmake configure (fine-tuning evidence)")
     timings["configure_s"] = round(time.monotonic() - t0, 2)
@@ -250,32 +212,31 @@ def build_variants(ctx: CellContext, timings: dict) -> tuple[dict[str, Path], di
     binaries, built_from = {}, {}
     for variant in ft.VARIANTS:
         t0, c0 = time.monotonic(), _children_cpu()
-        with fix_reverted(ctx) if variant == "without_fix" else nullcontext(None) as reverted:
+        with fix_reverted(tree) if variant == "without_fix" else nullcontext(None) as reverted:
             if reverted is not None:
                 ctx.steps.done(f"reverted {', '.join(reverted)}")
-            binaries[variant], built_from[variant] = _built(ctx, variant), _sources(ctx, variant)
+            binaries[variant], built_from[variant] = _built(ctx, variant), _sources(ctx, tree, variant)
         timings[f"build_{variant}_s"] = round(time.monotonic() - t0, 2)
         timings[f"build_{variant}_cpu_s"] = round(_children_cpu() - c0, 2)
     return binaries, built_from
 
 
-def _sources(ctx: CellContext, variant: str) -> dict:
-    """What a variant was built from, read right after its build: the fix's files as git blob ids
-    in the tree and as expected (the patched commit's, or the base's), and the sha256 of the
-    object each was compiled into (`<file>.o` in the build tree)."""
-    assert ctx.worktree is not None and ctx.repo is not None and ctx.rendered is not None and ctx.snap is not None
-    paths = ctx.rendered.fix_paths()
-    rev = ctx.cell.patched_commit if variant == "with_fix" else ctx.snap.commit
+def _sources(ctx: CellContext, tree: Tree, variant: str) -> dict:
+    """Read right after a variant's build: the fix's files as blob ids in the tree and as expected (the
+    patched commit's, or the base's), and the sha256 of the `<file>.o` each was compiled into."""
+    assert ctx.repo is not None
+    paths = tree.rendered.fix_paths()
+    rev = ctx.cell.patched_commit if variant == "with_fix" else tree.snap.commit
     objects = {p: sorted(ctx.build_dir.glob(f"**/{Path(p).name}.o")) for p in paths}
     return {
-        "blobs": dict(zip(paths, ctx.repo.hash_blobs(ctx.worktree.path, paths), strict=True)),
+        "blobs": dict(zip(paths, ctx.repo.hash_blobs(tree.worktree.path, paths), strict=True)),
         "expected": {p: (ctx.repo.object_id(rev, p) if rev else None) for p in paths},
         "objects": {p: hashlib.sha256(o[0].read_bytes()).hexdigest() if o else None for p, o in objects.items()},
     }
 
 
 def _built(ctx: CellContext, variant: str) -> Path:
-    rec = build_variant(ctx, variant)
+    rec = build_variant(ctx, variant, (ft.PROGRAM,))
     if not (rec.build and rec.build.ok):
         error = rec.build.error if rec.build else ""
         raise BuildFailed(
@@ -329,8 +290,7 @@ def check_provenance(
 
 
 def _children_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
+    return sum(resource.getrusage(resource.RUSAGE_CHILDREN)[:2])  # user + system
 
 
 # ---------------------------------------------------------------- the runs
@@ -338,12 +298,8 @@ def _children_cpu() -> float:
 
 def _run(ctx: CellContext, argv: list[str], epochs: int, log: str) -> tuple[TestRun, ft.ProgramOutput, float, str]:
     """The program run (cancellable at each line of output), what it printed, its CPU seconds, how it ended."""
-
-    def on_line(line: str) -> None:
-        ctx.steps.cancel.check()
-
     c0, timeout_s = _children_cpu(), 60.0 + 120.0 * epochs  # far above the ~7 CPU s an epoch costs: a loaded machine
-    run = run_program(ft.PROGRAM, argv, timeout_s, ctx.env, ctx.logs / log, on_line)
+    run = run_program(ft.PROGRAM, argv, timeout_s, ctx.env, ctx.logs / log, lambda line: ctx.steps.cancel.check())
     out = ft.parse_output(run.output)
     return run, out, _children_cpu() - c0, ft.run_outcome(run.exit_code, run.timed_out, out.complete(epochs))
 
@@ -355,25 +311,20 @@ def run_case(
     out_model = ctx.cell_dir / "finetune-out" / "finetuned.gguf"  # llama-finetune always saves one; not kept
     out_model.parent.mkdir(parents=True, exist_ok=True)
     argv = ft.command(str(binary), str(model), [str(p) for p in inputs.data_paths], case, threads, str(out_model))
-    what = f"t{threads}" + (f"-r{repeat}" if repeat else "")
     ctx.steps.step(f"run {variant.replace('_', ' ')}", f"{case.label()}, {case.epochs} epochs, {threads} threads")
-    log = f"{variant}-{case.optimizer}-lr{case.lr:g}-p{case.opt_period}-{what}.log"
+    log = f"{variant}-{case.optimizer}-lr{case.lr:g}-p{case.opt_period}-t{threads}{f'-r{repeat}' if repeat else ''}.log"
     run, out, cpu, outcome = _run(ctx, argv, case.epochs, log)
     out_model.unlink(missing_ok=True)
     last = out.epochs[-1] if out.epochs else None
-    ctx.steps.done(
-        f"{outcome}"
-        + (f": eval loss {last.eval_loss:.5f} after epoch {last.epoch}" if last else "")
-        + ("" if outcome == "ok" else f" (exit {run.exit_code}; log {run.log})")
-    )
+    said = f": eval loss {last.eval_loss:.5f} after epoch {last.epoch}" if last else ""
+    ctx.steps.done(outcome + said + ("" if outcome == "ok" else f" (exit {run.exit_code}; log {run.log})"))
     ran = dict(variant=variant, opt_period=case.opt_period, command=argv, exit_code=run.exit_code, outcome=outcome)
     ran |= dict(seconds=round(run.duration_s, 2), cpu_seconds=round(cpu, 2), threads=threads, repeat=repeat)
     return ft.Run(**{**case.key(), **ran, "epochs": list(out.epochs), "warnings": list(out.warnings)})
 
 
 def pretrained_model(ctx: CellContext, inputs: Inputs, binary: Path) -> tuple[dict, Path]:
-    """The random model pre-trained with the fixed build on the pre-training text, once per
-    pre-training key, reused while its sha256 matches the one recorded beside it."""
+    """The random model pre-trained with the fixed build, once per pre-training key (see `_made`)."""
     key = inputs.pretrain_key()
     path = evidence_dir(ctx.cache) / "models" / f"pretrained-{key[:16]}.gguf"
     meta = _made(path)
@@ -394,7 +345,8 @@ def pretrained_model(ctx: CellContext, inputs: Inputs, binary: Path) -> tuple[di
     meta |= {"eval_loss": [e.eval_loss for e in out.epochs], "seconds": round(run.duration_s, 2)}
     meta["cpu_seconds"] = round(cpu, 2)
     ctx.steps.done(f"eval loss {meta['eval_loss'][0]:.4f} -> {meta['eval_loss'][-1]:.4f}; {path.name}")
-    return _record(path, meta), path
+    resultcache.store(path.parent, path.stem, meta)
+    return meta, path
 
 
 def plan_runs(cases: tuple[ft.Case, ...]) -> list[tuple[ft.Case, str, int, int]]:
@@ -414,38 +366,27 @@ def run_evidence(
     matrix: Matrix,
     cache: Cache,
     results_dir: Path,
-    target_name: str,
+    target: Target,
     cases: tuple[ft.Case, ...],
     rerun: bool,
     reporter: Reporter,
 ) -> EvidenceRun:
-    """The evidence for `target_name` in results_dir/evidence/ and a section of results_dir/summary.md."""
+    """The evidence for `target` (llama_target's) in results_dir/evidence/ and a section of results_dir/summary.md."""
     t_all = time.monotonic()
-    target = llama_target(matrix, target_name)
     out_dir = outdir.claim(results_dir / RESULTS_SUBDIR, "--results")  # never a folder of the user's files
     series = load_series(matrix)
     backend = matrix.backends.get("cpu") or Backend("cpu")
     cell_id = f"{target.name}/cpu"
     reporter.start_cell(f"{cell_id} fine-tuning evidence")
-    ctx = cell_context(
-        target,
-        backend,
-        cache,
-        matrix.native_tests_dir,
-        cache.cell_dir(cell_id),
-        out_dir / "logs",
-        reporter=reporter,
-        series=series,
-        repo=SnapshotRepo(cache.snapshots_git),
-        rerun=True,  # apply never stops at the matrix's cached cell result: the tree is needed
-        programs=False,
-        build_subdir=BUILD_SUBDIR,
-    )
+    where = (matrix.native_tests_dir, cache.cell_dir(cell_id), out_dir / "logs")
+    opts: dict[str, Any] = dict(series=series, repo=SnapshotRepo(cache.snapshots_git), build_subdir=BUILD_SUBDIR)
+    # rerun: apply never stops at the matrix's cached cell result (the tree is needed)
+    ctx = cell_context(target, backend, cache, *where, reporter, rerun=True, programs=False, **opts)
     cached_dir = evidence_dir(cache) / "results"
     with cache.lock(f"evidence-{target.name}"):
-        run_steps(ctx, ("fetch",))
+        snap = fetch(ctx)
         ctx.steps.step("inputs", "model, data, program, toolchain")
-        inputs = gather_inputs(ctx, ctx.steps.done)
+        inputs = gather_inputs(ctx, snap, ctx.steps.done)
         key = inputs.key(cases)
         cached = None if rerun else _cached(cached_dir, key)
         if cached is not None:
@@ -457,9 +398,10 @@ def run_evidence(
         timings: dict = {}
         with cache.lock(f"cell-{cell_id}"):  # the cell's worktree: never during a matrix run's control
             t0 = time.monotonic()
-            apply(ctx)
+            tree = apply(ctx, snap)
+            assert tree is not None  # rerun: never the matrix's cached cell result
             timings["apply_s"] = round(time.monotonic() - t0, 2)
-            binaries, built_from = build_variants(ctx, timings)
+            binaries, built_from = build_variants(ctx, tree, timings)
         ctx.steps.step("provenance", "each binary holds (or lacks) the fix")
         provenance = check_provenance(binaries, inputs.markers, built_from)
         said = ", ".join(
@@ -478,25 +420,13 @@ def run_evidence(
         model = {k: v for k, v in inputs.model.items() if k not in ("sha256", "gguf")}  # the random model's
         model |= {"sha256": pre["sha256"], "random_sha256": inputs.model["sha256"], "pretrained": True}
         model["pretrain"] = {k: pre[k] for k in ft.PretrainInfo.model_fields if k in pre}
-        results = ft.FinetuneResults(
-            target=target.name,
-            base=inputs.base,
-            model=model,
-            data=inputs.data,
-            program=dict(name=ft.PROGRAM, source=ft.PROGRAM_SOURCE, sha256=inputs.program_sha256, unmodified=True),
-            provenance=provenance,
-            runs=runs,
-            cache_key=key,
-            source=ctx.cell.source.model_dump(include={"description", "upstream_commit", "kind"}),
-            series={
-                "sha256": inputs.series_sha256,
-                "rendered_sha256": inputs.rendered_sha256,
-                "patches": [p.name for p in series.patches],
-                "patched_commit": ctx.cell.patched_commit,
-            },
-            toolchain=inputs.toolchain,
-            timings=timings,
-        )
+        sums = dict(sha256=inputs.series_sha256, rendered_sha256=inputs.rendered_sha256)
+        made = dict(sums, patches=[p.name for p in series.patches], patched_commit=ctx.cell.patched_commit)
+        program = dict(name=ft.PROGRAM, source=ft.PROGRAM_SOURCE, sha256=inputs.program_sha256, unmodified=True)
+        parts = dict(target=target.name, base=inputs.base, model=model, data=inputs.data, program=program, runs=runs)
+        parts |= dict(provenance=provenance, cache_key=key, series=made, toolchain=inputs.toolchain, timings=timings)
+        source = ctx.cell.source.model_dump(include={"description", "upstream_commit", "kind"})
+        results = ft.FinetuneResults(**parts, source=source)
         store(cached_dir, key, results, ctx.logs)
         files, note = write_outputs(results, cached_dir / key, out_dir, results_dir, copy_logs=False)
     return EvidenceRun(results, False, files, note, round(time.monotonic() - t_all, 3))
@@ -523,9 +453,8 @@ def store(directory: Path, key: str, results: ft.FinetuneResults, logs: Path) ->
 def write_outputs(
     results: ft.FinetuneResults, entry: Path, out_dir: Path, results_dir: Path, copy_logs: bool
 ) -> tuple[list[Path], str]:
-    """results/evidence/: finetune.json, finetune.md, the plot (with matplotlib), the logs; and the
-    evidence section of results/summary.md (added or replaced, the rest untouched). `entry`: the
-    result cache's `<key>` (`<key>.json`, `<key>-logs`, `<key>.png`)."""
+    """results/evidence/ (finetune.json, .md, the plot with matplotlib, the logs) and the evidence section of
+    results/summary.md (the rest untouched). `entry`: the result cache's `<key>` (.json, -logs, .png)."""
     json_path = out_dir / "finetune.json"
     _write_atomic(json_path, redact(results.to_json()).encode())
     files = [json_path]

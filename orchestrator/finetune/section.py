@@ -12,8 +12,7 @@ END = "<!-- ggml-patch evidence: end -->"
 
 def extract(text: Optional[str]) -> Optional[str]:
     """The marked section of `text`, markers included (None: there is none, or it is unterminated)."""
-    if not text:
-        return None
+    text = text or ""
     start = text.find(BEGIN)
     end = text.find(END, start + len(BEGIN)) if start >= 0 else -1
     return text[start : end + len(END)] if end >= 0 else None

@@ -119,21 +119,14 @@ def model_kv(dims: Dims, vocab: Vocab, seed: int) -> tuple[KV, ...]:
     `general.architecture` is not here: the gguf writer adds it first by itself."""
     from gguf import GGUFValueType as T  # gguf and numpy: heavy, loaded only when a model is written
 
-    u32, f32 = T.UINT32, T.FLOAT32
-    head = [
-        KV("general.name", f"ggml-patch tiny llama seed {seed}", T.STRING),
-        KV("general.file_type", 0, u32),  # LLAMA_FTYPE_ALL_F32
-        KV(f"{ARCH}.vocab_size", vocab.n_vocab, u32),
-        KV(f"{ARCH}.context_length", dims.n_ctx, u32),
-        KV(f"{ARCH}.embedding_length", dims.n_embd, u32),
-        KV(f"{ARCH}.block_count", dims.n_layer, u32),
-        KV(f"{ARCH}.feed_forward_length", dims.n_ff, u32),
-        KV(f"{ARCH}.attention.head_count", dims.n_head, u32),
-        KV(f"{ARCH}.attention.head_count_kv", dims.n_head_kv, u32),
-        KV(f"{ARCH}.attention.layer_norm_rms_epsilon", dims.rms_eps, f32),
-        KV(f"{ARCH}.rope.dimension_count", dims.n_embd // dims.n_head, u32),
-        KV(f"{ARCH}.rope.freq_base", dims.rope_freq_base, f32),
-    ]
+    hp: dict[str, float] = {"vocab_size": vocab.n_vocab, "context_length": dims.n_ctx, "embedding_length": dims.n_embd}
+    hp |= {"block_count": dims.n_layer, "feed_forward_length": dims.n_ff, "attention.head_count": dims.n_head}
+    hp |= {"attention.head_count_kv": dims.n_head_kv, "attention.layer_norm_rms_epsilon": float(dims.rms_eps)}
+    hp |= {"rope.dimension_count": dims.n_embd // dims.n_head, "rope.freq_base": float(dims.rope_freq_base)}
+    head = [KV("general.name", f"ggml-patch tiny llama seed {seed}", T.STRING)]
+    head += [KV("general.file_type", 0, T.UINT32)]  # LLAMA_FTYPE_ALL_F32
+    # in this order; the floats (epsilon, rope base) as FLOAT32, every size as UINT32
+    head += [KV(f"{ARCH}.{k}", v, T.FLOAT32 if isinstance(v, float) else T.UINT32) for k, v in hp.items()]
     return tuple(head) + vocab.entries
 
 
@@ -165,15 +158,13 @@ def model_tensors(dims: Dims, n_vocab: int, seed: int) -> tuple[tuple[str, np.nd
 
 def tiny_model(vocab: Vocab, dims: Dims = Dims(), seed: int = DEFAULT_SEED) -> TinyModel:
     """The metadata and tensors of the tiny model for a seed (pure)."""
-    bad = dims.problems()
-    if bad:
+    if bad := dims.problems():
         raise ValueError("tiny model dimensions: " + "; ".join(bad))
     return TinyModel(kv=model_kv(dims, vocab, seed), tensors=model_tensors(dims, vocab.n_vocab, seed))
 
 
 def write_gguf(model: TinyModel, path: Path) -> str:
-    """Write the model to `path` (atomically: a temporary file of this process, then a rename) and
-    return the file's sha256."""
+    """Write the model to `path` atomically (this process's temporary file, then a rename): its sha256."""
     import gguf  # gguf and numpy: heavy, loaded only when a model is written
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -224,10 +215,7 @@ def cli(argv: Optional[list[str]] = None) -> int:
     except ValueError as e:
         print(f"error: {e}")
         return 2
-    print(
-        f"sha256={m.sha256} path={m.path} seed={m.seed} n_vocab={m.n_vocab} n_params={m.n_params} "
-        f"vocab_sha256={m.vocab_sha256}"
-    )
+    print(" ".join(f"{k}={getattr(m, k)}" for k in ("sha256", "path", "seed", "n_vocab", "n_params", "vocab_sha256")))
     return 0
 
 

@@ -15,8 +15,7 @@ T = TypeVar("T")
 
 
 def read_diff_files(folder: Path, kind: str, parse: Callable[[str, str], T]) -> list[T]:
-    """folder/*.patch parsed by `parse(name, text)`, in name order (mutants, competing fixes); none
-    when the folder is absent. A malformed one is one ConfigError line naming the file."""
+    """folder/*.patch parsed by `parse(name, text)` in name order (none: no folder); errors name the file."""
     out = []
     for f in sorted(folder.glob("*.patch")) if folder.is_dir() else []:
         text = untrusted.read_text(f, kind, root=folder)

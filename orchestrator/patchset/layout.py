@@ -1,9 +1,6 @@
-"""Layouts: where ggml's files live in each project, and how a test is registered there.
-
-Pure: no file system, no git. Paths are POSIX and relative to the project root. The
-ggml repository's own layout is the neutral one every other layout maps to and from
-(the same map ggml's scripts/sync-llama-am.sh applies).
-"""
+"""Layouts: where ggml's files live in each project, and how a test is registered there. Pure, POSIX
+paths relative to the project root; ggml's own layout is the neutral one every other maps to and
+from (the map of ggml's scripts/sync-llama-am.sh)."""
 
 from __future__ import annotations
 
@@ -28,14 +25,11 @@ class Layout:
     ggml_root: str  # where ggml's own tree starts: "" (ggml) or "ggml/" (llama.cpp, whisper.cpp)
     build: str  # "own-tests": the layout's own test build is cheap; "harness": native_tests/
     prefix: str = ""  # the project's place inside a superproject, e.g. "core/vendor/llama.cpp/"
-    # "required": the project builds ggml's tests itself (llama.cpp, ggml), so the gate test must be
-    # registered next to test-opt. "optional": the project may have no ggml test harness at all
-    # (whisper.cpp ships no tests/test-opt.cpp); there the gate test is added unregistered and built
-    # through native_tests/ only.
+    # "required": the project builds ggml's tests (llama.cpp, ggml): the gate test registered next to
+    # test-opt. "optional": maybe no test harness (whisper.cpp): added unregistered, built by native_tests/.
     registration: str = "required"
 
     def to_ggml(self, path: str) -> str:
-        """This layout's path -> the ggml layout's path."""
         if not path.startswith(self.prefix):
             raise ConfigError(f"{path}: outside {self.prefix!r}, the place of layout {self.name}")
         rel = path[len(self.prefix) :]
@@ -50,7 +44,6 @@ class Layout:
         return rel
 
     def from_ggml(self, path: str) -> str:
-        """The ggml layout's path -> this layout's path."""
         if path.startswith("tests/"):
             return self.prefix + path
         if not path.startswith(_GGML_OWNED):
@@ -77,17 +70,12 @@ LAYOUTS = {
 
 
 def get_layout(name: str, prefix: str = "") -> Layout:
-    try:
-        base = LAYOUTS[name]
-    except KeyError:
-        raise ConfigError(f"unknown layout {name!r}; expected one of {', '.join(sorted(LAYOUTS))}") from None
-    if prefix and not prefix.endswith("/"):
-        prefix += "/"
-    return replace(base, prefix=prefix)
+    if name not in LAYOUTS:
+        raise ConfigError(f"unknown layout {name!r}; expected one of {', '.join(sorted(LAYOUTS))}")
+    return replace(LAYOUTS[name], prefix=prefix + "/" if prefix and not prefix.endswith("/") else prefix)
 
 
-# ---- registering the gate test in tests/CMakeLists.txt, in each layout's convention ----
-
+# test-opt's registration in tests/CMakeLists.txt, which the gate test's follows in each convention
 _LLAMA_ANCHOR = re.compile(r"^(?P<indent>[ \t]*)llama_build_and_test\(test-opt\.cpp\)[ \t]*\r?$", re.M)
 _GGML_ANCHOR = re.compile(
     r"^(?P<indent>[ \t]*)set\(TEST_TARGET test-opt\)\n(?:(?P=indent)\S.*\n)*?"
@@ -128,8 +116,7 @@ def register_gate_test(layout: Layout, cmakelists: str) -> str:
 
 
 def registered(layout: Layout, cmakelists: Optional[str]) -> Optional[str]:
-    """tests/CMakeLists.txt text (None: absent) -> the registered text, or None where the layout
-    has no harness to register in (registration "optional": the gate test goes unregistered)."""
+    """tests/CMakeLists.txt text (None: absent) registered; None where the layout has no harness to register in."""
     if layout.registration == "optional":
         if cmakelists is None or (GATE_TEST not in cmakelists and not _LLAMA_ANCHOR.search(cmakelists)):
             return None
@@ -139,8 +126,6 @@ def registered(layout: Layout, cmakelists: Optional[str]) -> Optional[str]:
         )
     return register_gate_test(layout, cmakelists)
 
-
-# ---- what to configure and build for a layout ----
 
 TRAINING_PROGRAM = "train-opt-dynamic"  # native_tests/: evidence, not part of the series
 

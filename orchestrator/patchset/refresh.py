@@ -1,11 +1,6 @@
-"""Regenerate the canonical series from a target's worktree: base..HEAD through `git format-patch`
-with fixed options (as patches/ was made), mapped back into the series' layout. Stable bytes: a
-refresh with nothing changed changes no byte of patches/.
-
-The worktree is the target's resolution worktree (status left it at a conflict; someone resolved
-it and ran `git am --continue`), or, where there is none, the series applied afresh (cleanly or
-with a 3-way merge) to the target's current base.
-"""
+"""The canonical series regenerated from a target's worktree (base..HEAD by `git format-patch` in
+stable bytes, mapped back into the series' layout): the resolution worktree `status` left at a
+conflict and someone finished, or else the series applied afresh (clean or 3-way) to the base."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The patch series and its hunks: parse, validate, write back; one file's diff as git writes it.
-
-Pure: callers pass file contents in and get text out. Parsing then writing gives the
-same bytes. Re-targeting to another layout: render.py.
-"""
+"""The patch series and its hunks: parse, validate, write back (the same bytes); one file's diff as
+git writes it. Pure: contents in, text out; re-targeting to another layout: render.py."""
 
 from __future__ import annotations
 
@@ -38,9 +35,7 @@ class FileDiff:
     def added_content(self) -> Optional[str]:
         """The whole file, when the diff creates it; else None."""
         pf = _parse_one(self.text, self.path)
-        if not pf.is_added_file:
-            return None
-        return "".join(line.value for hunk in pf for line in hunk if line.is_added)
+        return "".join(line.value for hunk in pf for line in hunk if line.is_added) if pf.is_added_file else None
 
 
 @dataclass(frozen=True)
@@ -159,11 +154,9 @@ def git_blob_id(text: str) -> str:
 
 
 def unified_file_diff(path: str, old: str, new: str) -> str:
-    """A git-style diff of one modified text file, as `git diff --full-index` writes it: the index
-    line (for 3-way merges), 3 lines of context and git's default function-name hunk headers, so
-    the llama.cpp registration regenerated here is byte-identical to the one git wrote into
-    patches/. (An insertion that could slide over equal lines may be placed differently from git's
-    indent heuristic: it still applies the same.)"""
+    """One modified text file's diff as `git diff --full-index` writes it (index line for 3-way merges,
+    git's hunk headers), so a registration regenerated here is byte-identical to git's in patches/
+    (an insertion that could slide over equal lines may sit elsewhere than git's: it applies the same)."""
     head = (
         f"diff --git a/{path} b/{path}\nindex {git_blob_id(old)}..{git_blob_id(new)} 100644\n"
         f"--- a/{path}\n+++ b/{path}\n"
@@ -174,11 +167,8 @@ def unified_file_diff(path: str, old: str, new: str) -> str:
         i1, i2, j1, j2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
         body.append(f"@@ -{_hunk_range(i1, i2)} +{_hunk_range(j1, j2)} @@{_funcname(a, i1)}\n")
         for tag, a1, a2, b1, b2 in group:
-            if tag == "equal":
-                body += [_diff_line(" ", line) for line in a[a1:a2]]
-                continue
-            body += [_diff_line("-", line) for line in a[a1:a2]]
-            body += [_diff_line("+", line) for line in b[b1:b2]]
+            body += [_diff_line(" " if tag == "equal" else "-", line) for line in a[a1:a2]]
+            body += [_diff_line("+", line) for line in b[b1:b2] if tag != "equal"]
     return head + "".join(body)
 
 
@@ -194,8 +184,7 @@ def _diff_line(mark: str, line: str) -> str:
 
 
 def _funcname(old_lines: list[str], hunk_start: int) -> str:
-    """git's default hunk-header context: the nearest line above the hunk that starts with a
-    letter, '_' or '$', cut to 80 bytes, trailing whitespace removed (xdiff's def_ff)."""
+    """git's default hunk-header context (xdiff's def_ff): the nearest line above starting with [A-Za-z_$]."""
     for line in reversed(old_lines[:hunk_start]):
         raw = line.encode()
         if raw[:1].isalpha() or raw[:1] in (b"_", b"$"):

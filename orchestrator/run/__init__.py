@@ -1,2 +1,1 @@
-"""Running the matrix: scheduling cells (matrix.py), one cell as a pipeline of named steps
-(cell.py), CMake builds, test runs, the result cache and the toolchain probe."""
+"""Running the matrix (matrix.py), one cell's pipeline (cell.py), builds, test runs, the result cache, the toolchain."""

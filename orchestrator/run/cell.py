@@ -1,26 +1,18 @@
-"""One cell of the matrix as a pipeline of named steps, in one place:
-
-    fetch -> apply -> configure -> build -> test -> control -> mutants -> competing -> training -> conclude -> store
-
-(STEPS names them.) Each step is a small function of the cell's context (`CellContext`): what the cell is (target,
-backend and its module, its folders), what the steps found so far (the snapshot, the rendered
-series, the worktree, the build plan) and what it records (a `Cell` and its `VariantRecord`s,
-report/model.py). A step may return a small typed value (configure its CMake step, build the
-patched record); one that returns Stop (a cached result) ends the pipeline. A BuildFailed fails
-the cell, any other GgmlPatchError is the cell's error; the other cells go on. Bundle verification
-runs the configure, build and test steps on its own tree through `tested_tree`.
-"""
+"""One cell of the matrix as a pipeline of steps (run_steps): fetch, apply, configure, build, test, control,
+mutants, competing, training, conclude, store. Each takes the cell's context (`CellContext`: what the cell
+is, how it runs, what it records) and what earlier steps returned; apply's None (a cached result) ends it.
+A BuildFailed fails the cell, any other GgmlPatchError is its error; the other cells go on."""
 
 from __future__ import annotations
 
-import enum
+import functools
 import shutil
 import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Mapping, NamedTuple, Optional
 
 from .. import __version__, backends, sources
 from ..backends import BackendModule
@@ -30,7 +22,7 @@ from ..config import Backend, Matrix, Target
 from ..errors import BuildFailed, ExitCode, GgmlPatchError, SeriesDoesNotApply
 from ..patchset.files import write_patches
 from ..patchset.layout import GATE_TEST, TESTS, UPSTREAM_TEST, BuildPlan, Layout, build_plan, get_layout
-from ..patchset.render import DiffInLayout, render
+from ..patchset.render import render
 from ..patchset.series import Series
 from ..progress import Reporter
 from ..records import Record
@@ -42,7 +34,6 @@ from ..report.model import (
     Cell,
     CellStatus,
     CompetingInfo,
-    CompetingJudged,
     CompetingVerdict,
     DeviceRow,
     MutantInfo,
@@ -58,7 +49,7 @@ from ..report.model import (
 from ..vcs.runner import GitError
 from ..vcs.snapshots import SnapshotRepo, Worktree
 from ..verdicts import attribution, classify, training
-from ..verdicts.competing import CompetingFix, first_failing_line, load_competing
+from ..verdicts.competing import CompetingFix, first_failing_line
 from ..verdicts.competing import judge as judge_competing
 from ..verdicts.mutants import Mutant, overall_verdict, per_test_verdicts
 from . import cmake, resultcache, toolchain
@@ -69,8 +60,7 @@ _HARNESS_FILES = ("CMakeLists.txt", "extra-programs.cmake", "train-opt-dynamic.c
 
 
 class CellProgress:
-    """Progress (display, when there is a reporter) and cancellation for one cell's steps: a
-    cancelled cell stops at its next step or build line, as if interrupted there."""
+    """Progress (where there is a reporter) and cancellation: a cancelled cell stops at its next step or build line."""
 
     def __init__(self, reporter: Optional[Reporter] = None, cancel: Optional[CancelToken] = None):
         self.reporter, self.cancel = reporter, cancel or CancelToken()
@@ -96,7 +86,7 @@ class CellProgress:
 
 @dataclass
 class CellContext:
-    """One cell: what it is, what its steps found, what it records."""
+    """One cell: what it is, how it runs, what it records (what a step finds, it returns)."""
 
     target: Target
     backend: Backend
@@ -107,7 +97,7 @@ class CellContext:
     logs: Path  # where this run's logs go
     steps: CellProgress
     cell: Cell
-    series: Optional[Series] = None  # the canonical series (None: the worktree is given, e.g. a bundle's)
+    series: Optional[Series] = None  # the canonical series (None: the tree is given, e.g. a bundle's)
     repo: Optional[SnapshotRepo] = None
     n_jobs: Optional[int] = None  # compile jobs (None: every core)
     build_only_reason: Optional[str] = None  # --build-only on a machine without the device: build, run nothing
@@ -118,14 +108,11 @@ class CellContext:
     programs: bool = True  # build and run the training program beside the tests
     build_subdir: str = "build"  # the build tree under cell_dir (the fine-tuning evidence has its own)
     records: list[VariantRecord] = field(default_factory=list)
-    # found by the steps (the result-cache key is the cell's own cache_key)
-    snap: Optional[sources.Snapshot] = None
-    rendered: Optional[Series] = None
-    env: dict[str, str] = field(default_factory=dict)
-    worktree: Optional[Worktree] = None
-    plan: Optional[BuildPlan] = None
-    patched: Optional[VariantRecord] = None
-    control: Optional[VariantRecord] = None
+
+    @functools.cached_property
+    def env(self) -> dict[str, str]:
+        """Configure's, the builds' and the tests' (the backend's module's, then matrix.yaml's)."""
+        return self.module.test_env(self.backend)
 
     @property
     def layout(self) -> Layout:
@@ -164,11 +151,42 @@ class CellContext:
 # ---------------------------------------------------------------- the steps
 
 
+class Tree(NamedTuple):
+    """What apply made: the worktree on the base (`snap`) with the series rendered for the target applied."""
+
+    snap: sources.Snapshot
+    rendered: Series
+    worktree: Worktree
+
+
+class Configured(NamedTuple):
+    plan: BuildPlan
+    reused: bool  # the build tree as it was: nothing changed
+
+
+def run_steps(ctx: CellContext) -> None:
+    """The cell's steps in order, each given what the earlier ones returned, until apply finds a cached result."""
+    tree = apply(ctx, fetch(ctx))
+    if tree is not None:
+        judge_tree(ctx, tree, configure(ctx, tree.worktree).plan)
+        store(ctx)
+
+
+def judge_tree(ctx: CellContext, tree: Tree, plan: BuildPlan) -> None:
+    """build -> test -> control -> mutants -> competing -> training -> conclude, on apply's tree as configured."""
+    patched = run_tests(ctx, plan, build(ctx, plan))
+    without = control(ctx, tree, plan, patched)
+    run_mutants(ctx, tree.worktree, patched)
+    run_competing(ctx, tree, patched)
+    compare_training(ctx, patched, without)
+    conclude(ctx, patched, without)
+
+
 def fetch(ctx: CellContext) -> sources.Snapshot:
     ctx.steps.step("fetch", f"{ctx.target.source.kind} {ctx.target.source.key}")
     assert ctx.repo is not None
     with ctx.timing("fetch"):
-        snap = ctx.snap = sources.snapshot(ctx.target.source, ctx.cache, ctx.repo)
+        snap = sources.snapshot(ctx.target.source, ctx.cache, ctx.repo)
         ctx.cell.source = Provenance(
             kind=ctx.target.source.kind, description=snap.description, **snap.provenance, base_commit=snap.commit
         )
@@ -176,85 +194,71 @@ def fetch(ctx: CellContext) -> sources.Snapshot:
     return snap
 
 
-class Stop(enum.Enum):
-    """What a step returns to end the pipeline: the rest has nothing to do."""
-
-    CACHED = "the cached result of exactly these inputs"
-
-
-def apply(ctx: CellContext) -> Optional[Stop]:
-    """The series rendered into the target's layout, on the base: or the cached result of exactly
-    these inputs, which ends the pipeline."""
-    assert ctx.series is not None and ctx.snap is not None and ctx.repo is not None
-    repo, snap = ctx.repo, ctx.snap
+def apply(ctx: CellContext, snap: sources.Snapshot) -> Optional[Tree]:
+    """The series rendered into the target's layout, applied on the base; None: the cached result is the cell's."""
+    assert ctx.series is not None and ctx.repo is not None
+    repo = ctx.repo
     ctx.steps.step("apply", f"{len(ctx.series.patches)} patches, layout {ctx.layout.name}")
     with ctx.timing("apply"):
-        ctx.rendered = render(
+        rendered = render(
             ctx.series, get_layout(ctx.series.layout), ctx.layout, lambda p: repo.read_blob(snap.commit, p)
         )
-        ctx.env = ctx.module.test_env(ctx.backend)
-        ctx.cell.cache_key = resultcache.cell_key(cache_inputs(ctx))
+        ctx.cell.cache_key = resultcache.cell_key(cache_inputs(ctx, snap, rendered))
         if not ctx.rerun and reuse_cached(ctx):
             ctx.steps.done(f"cached result, nothing changed (key {ctx.key[:12]}; --rerun to run it again)")
-            return Stop.CACHED
-        ctx.worktree = Worktree(repo, ctx.cell_dir / "src")
+            return None
+        worktree = Worktree(repo, ctx.cell_dir / "src")
         try:
-            head = ctx.cell.patched_commit = apply_series(ctx.worktree, snap.commit, ctx.rendered, ctx.cell_dir)
+            head = ctx.cell.patched_commit = apply_series(worktree, snap.commit, rendered, ctx.cell_dir)
         except SeriesDoesNotApply as e:
             raise SeriesDoesNotApply(f"the series does not apply to {snap.description}: {e}") from None
     ctx.steps.done(f"patched commit {head[:12]}")
-    return None
+    return Tree(snap, rendered, worktree)
 
 
-def configure(ctx: CellContext) -> cmake.BuildStep:
+def configure(ctx: CellContext, worktree: Worktree) -> Configured:
     """The build tree configured for the plan (reused as it is when nothing changed)."""
-    assert ctx.worktree is not None
-    plan = build_plan(ctx.layout, str(ctx.worktree.path), str(harness(ctx.native_tests, ctx.cell_dir)))
+    plan = build_plan(ctx.layout, str(worktree.path), str(harness(ctx.native_tests, ctx.cell_dir)))
     plan = replace(plan, targets=tuple(t for t in plan.targets if t not in ctx.skipped_tests))
-    ctx.plan = plan if ctx.programs else replace(plan, programs=())
+    plan = plan if ctx.programs else replace(plan, programs=())
     ctx.steps.step("configure", f"cmake {ctx.module.name}")
     with ctx.timing("configure"):
         flags = ctx.module.configure_flags(ctx.backend)
-        step = cmake.configure(ctx.plan, ctx.build_dir, flags, ctx.logs / "configure.log", ctx.env)
+        step = cmake.configure(plan, ctx.build_dir, flags, ctx.logs / "configure.log", ctx.env)
     cmake.require(step, "cmake configure")
     ctx.steps.done("reused" if step.skipped else "configured")
-    return step
+    return Configured(plan, step.skipped)
 
 
-def build(ctx: CellContext) -> VariantRecord:
-    """The patched variant built; a build failure fails the cell."""
-    rec = ctx.patched = build_variant(ctx, "patched")
+def build(ctx: CellContext, plan: BuildPlan) -> VariantRecord:
+    rec = build_variant(ctx, "patched", plan.targets + plan.programs)
     if rec.status == RecordStatus.BUILD_FAILED:
         assert rec.build is not None
         raise BuildFailed(f"{ctx.cell.cell}: build failed: {rec.build.error} (log: {rec.build.log})")
     return rec
 
 
-def run_tests(ctx: CellContext) -> VariantRecord:
-    """The tests (and the training program) on the patched variant."""
-    assert ctx.patched is not None
+def run_tests(ctx: CellContext, plan: BuildPlan, patched: VariantRecord) -> VariantRecord:
     if ctx.runs_tests:
-        _run_variant(ctx, ctx.patched)
-    ctx.records.append(ctx.patched)
-    return ctx.patched
+        _run_variant(ctx, plan.programs, patched)
+    ctx.records.append(patched)
+    return patched
 
 
-def control(ctx: CellContext) -> VariantRecord:
-    """The negative control: only the fix reverted (the test kept) in the same tree, rebuilt
-    (one translation unit and the relinks), the tests run again; the tree is put back after,
-    whatever happens. Its verdict: killed, survived or invalid."""
-    assert ctx.rendered is not None
-    fix_paths = ctx.rendered.fix_paths()
+def control(ctx: CellContext, tree: Tree, plan: BuildPlan, patched: VariantRecord) -> VariantRecord:
+    """The negative control: only the fix reverted (the tests kept) in the same tree, rebuilt (one translation
+    unit and the relinks), the tests run again, judged (killed, survived, invalid); the tree put back after."""
+    fix_paths = tree.rendered.fix_paths()
     ctx.steps.step("control", f"revert {', '.join(fix_paths)}, keep the test")
     # the control's whole marginal cost: revert, rebuild, tests, restore
-    with ctx.timing("control"), fix_reverted(ctx):
-        rec = ctx.control = build_variant(ctx, "control")
+    with ctx.timing("control"), fix_reverted(tree):
+        rec = build_variant(ctx, "control", plan.targets + plan.programs)
         if ctx.runs_tests and rec.status != RecordStatus.BUILD_FAILED:
-            _run_variant(ctx, rec)
+            _run_variant(ctx, plan.programs, rec)
     rec.reverted = fix_paths
     if ctx.runs_tests:
-        _judge_control(ctx, rec)
-        ctx.steps.verdict(verdict_line(ctx.patched, rec))
+        _judge_control(ctx, patched, rec)
+        ctx.steps.verdict(verdict_line(patched, rec))
     ctx.records.append(rec)
     return rec
 
@@ -266,20 +270,18 @@ def verdict_line(patched: Optional[VariantRecord], control: VariantRecord) -> st
 
 
 @contextmanager
-def fix_reverted(ctx: CellContext) -> Iterator[list[str]]:
-    """The worktree with only the fix's hunks reverted (the series' files outside tests/), put
-    back on the way out whatever happens: the control's tree (the fine-tuning evidence uses it too)."""
-    assert ctx.rendered is not None and ctx.snap is not None and ctx.worktree is not None
-    fix_paths = ctx.rendered.fix_paths()
-    with files_kept(ctx.worktree.path, fix_paths):
-        ctx.worktree.restore_from(ctx.snap.commit, fix_paths)
+def fix_reverted(tree: Tree) -> Iterator[list[str]]:
+    """The worktree with only the fix reverted (the series' files outside tests/), put back whatever happens."""
+    fix_paths = tree.rendered.fix_paths()
+    with files_kept(tree.worktree.path, fix_paths):
+        tree.worktree.restore_from(tree.snap.commit, fix_paths)
         yield fix_paths
 
 
 @contextmanager
 def files_kept(root: Path, paths: list[str]) -> Iterator[None]:
-    """The files' bytes kept and written back on the way out, whatever happens (one that did not
-    exist removed again): no git process, the index untouched, an unchanged file not touched."""
+    """The files' bytes written back on the way out, whatever happens (one that did not exist removed):
+    no git process, the index untouched, an unchanged file not touched (nothing recompiles)."""
     kept = {p: (root / p).read_bytes() if (root / p).is_file() else None for p in paths}
     try:
         yield
@@ -292,77 +294,64 @@ def files_kept(root: Path, paths: list[str]) -> Iterator[None]:
                 f.write_bytes(data)
 
 
-def _judge_control(ctx: CellContext, rec: VariantRecord) -> None:
-    assert ctx.patched is not None
+def _judge_control(ctx: CellContext, patched: VariantRecord, rec: VariantRecord) -> None:
     built = bool(rec.build and rec.build.ok)
     # each test failing with the fix, against the same test (and device) without it
-    entries = ctx.cell.attribution = attribution.attribute(ctx.patched.tests, rec.tests, built)
+    entries = ctx.cell.attribution = attribution.attribute(patched.tests, rec.tests, built)
     opt_pre = attribution.pre_existing_only(entries, UPSTREAM_TEST)
+    pre = attribution.describe([e for e in entries if e.test == UPSTREAM_TEST], labels=False) if opt_pre else None
     gate = rec.test(GATE_TEST)
-    gate_output = (gate.output or "") if gate else ""
+    gate_exit, gate_output = (gate.exit_code, gate.output or "") if gate else (None, "")
+    opt_skipped = ctx.skipped_tests.get(UPSTREAM_TEST)
     v = classify.control_verdict(
-        built,
-        rec.outcome(GATE_TEST),
-        gate.exit_code if gate else None,
-        gate_output,
-        rec.outcome(UPSTREAM_TEST),
-        attribution.describe([e for e in entries if e.test == UPSTREAM_TEST], labels=False) if opt_pre else None,
-        ctx.skipped_tests.get(UPSTREAM_TEST),
+        built, rec.outcome(GATE_TEST), gate_exit, gate_output, rec.outcome(UPSTREAM_TEST), pre, opt_skipped
     )
     rec.status, rec.verdict, rec.verdict_reason = RecordStatus(v.verdict.value), v.verdict, v.reason
     rec.failure_line = classify.gate_failure_line(gate_output)
     ctx.cell.failure_kind = attribution.failure_kind(entries)
 
 
-def run_mutants(ctx: CellContext) -> Optional[MutantTally]:
-    """Each known-wrong fix (native_tests/mutants/) on the patched tree: rendered into the
-    target's layout, applied, the two tests rebuilt (one translation unit and the relinks), each
-    test run and judged separately (which test kills it), the files put back (whatever happens).
-    Nothing is rebuilt after a restore: the next mutant's build recompiles the file once, and no
-    later step runs a binary (the next run's build sees the restored file newer than its object).
-    No mutants: nothing to do, nothing recorded."""
+def run_mutants(ctx: CellContext, worktree: Worktree, patched: VariantRecord) -> Optional[MutantTally]:
+    """Each known-wrong fix on the patched tree: applied, the judged tests rebuilt, each run and judged on its
+    own (which test kills it), the files put back. Nothing is rebuilt after a restore: no later step runs a
+    binary, and the next build sees the restored file newer than its object."""
     if not ctx.mutant_files:
         return None
     if ctx.module.no_mutants:  # none run, none recorded: the plain backend's cell has them
         ctx.cell.mutants = MutantTally(total=0, killed=0, skipped=ctx.module.no_mutants)
         return ctx.cell.mutants
-    skipped = _why_mutants_are_skipped(ctx)
+    skipped = _why_mutants_are_skipped(ctx, patched)
     if skipped:
-        ctx.records += [_mutant_record(ctx, m, RecordStatus.SKIPPED, skipped) for m in ctx.mutant_files]
+        ctx.records += [_diff_record(ctx, m, RecordStatus.SKIPPED, skipped) for m in ctx.mutant_files]
         ctx.cell.mutants = MutantTally(total=len(ctx.mutant_files), killed=0, skipped=skipped)
         return ctx.cell.mutants
     with ctx.timing("mutants"):
-        recs = [_run_mutant(ctx, m) for m in ctx.mutant_files]
+        recs = [_run_mutant(ctx, worktree, patched, m) for m in ctx.mutant_files]
     ctx.records += recs
     ctx.cell.mutants = MutantTally(
         total=len(recs),
         killed=sum(1 for r in recs if r.verdict == Verdict.KILLED),
         survived=[r.mutant.name for r in recs if r.verdict == Verdict.SURVIVED and r.mutant],
         invalid=[r.mutant.name for r in recs if r.verdict == Verdict.INVALID and r.mutant],
-        killed_by={t: sum(1 for r in recs if (r.kills or {}).get(t) == Verdict.KILLED) for t in _judged_tests(ctx)},
+        killed_by={t: sum(1 for r in recs if (r.kills or {}).get(t) == Verdict.KILLED) for t in _judged_tests(patched)},
     )
     return ctx.cell.mutants
 
 
-def run_competing(ctx: CellContext) -> None:
-    """Each competing fix (native_tests/competing/, proposed elsewhere) on the UNFIXED tree (the
-    control's tree: the fix reverted, the tests kept): applied, the tests rebuilt and run, judged
-    against what the fix passes (equivalent, wrong with its first failing line, invalid), the
-    files put back. No competing fixes: nothing to do, nothing recorded."""
+def run_competing(ctx: CellContext, tree: Tree, patched: VariantRecord) -> None:
+    """Each competing fix on the UNFIXED tree (the control's): applied, rebuilt, run, judged, the files put back."""
     if not ctx.competing_files or ctx.module.no_mutants:  # as the mutants: the plain backend's cell has them
         return
-    skipped = _why_mutants_are_skipped(ctx)
+    skipped = _why_mutants_are_skipped(ctx, patched)
     if skipped:
-        ctx.records += [_competing_record(ctx, c, RecordStatus.SKIPPED, skipped) for c in ctx.competing_files]
+        ctx.records += [_diff_record(ctx, c, RecordStatus.SKIPPED, skipped) for c in ctx.competing_files]
         return
-    with ctx.timing("competing"), fix_reverted(ctx):
-        ctx.records += [_run_competing(ctx, c) for c in ctx.competing_files]
+    with ctx.timing("competing"), fix_reverted(tree):
+        ctx.records += [_run_competing(ctx, tree.worktree, patched, c) for c in ctx.competing_files]
 
 
-def compare_training(ctx: CellContext) -> Optional[TrainingComparison]:
-    """The training program's loss per epoch with and without the fix, side by side."""
-    p, c = ctx.patched, ctx.control
-    if p is None or c is None or p.training is None or c.training is None:
+def compare_training(ctx: CellContext, p: VariantRecord, c: VariantRecord) -> Optional[TrainingComparison]:
+    if p.training is None or c.training is None:
         return None
     p_ep, c_ep = p.training.epochs, c.training.epochs
     ctx.cell.training = TrainingComparison(
@@ -371,10 +360,8 @@ def compare_training(ctx: CellContext) -> Optional[TrainingComparison]:
     return ctx.cell.training
 
 
-def conclude(ctx: CellContext) -> None:
-    """The cell's status, reason and exit code from what the steps recorded."""
-    assert ctx.patched is not None and ctx.control is not None
-    cell, control = ctx.cell, ctx.control
+def conclude(ctx: CellContext, patched: VariantRecord, control: VariantRecord) -> None:
+    cell = ctx.cell
     if not ctx.runs_tests:
         if control.status == RecordStatus.BUILD_FAILED:
             error = control.build.error if control.build else ""
@@ -384,8 +371,8 @@ def conclude(ctx: CellContext) -> None:
             cell.status, cell.exit_code = CellStatus.BUILD_ONLY, 0
             cell.reason = f"built with and without the fix; tests not run: {ctx.build_only_reason}"
         return
-    outcomes = {n: t.outcome for n, t in ctx.patched.tests.items()}
-    built = bool(ctx.patched.build and ctx.patched.build.ok)
+    outcomes = {n: t.outcome for n, t in patched.tests.items()}
+    built = bool(patched.build and patched.build.ok)
     judged = classify.GateVerdict(control.verdict, control.verdict_reason) if control.verdict else None
     status, reason = classify.cell_status(built, outcomes, judged, attribution.summary(cell.attribution or []))
     code = ExitCode.OK
@@ -405,8 +392,7 @@ def conclude(ctx: CellContext) -> None:
 
 
 def store(ctx: CellContext) -> None:
-    """The finished cell kept in the result cache (its logs too), reused while nothing it
-    depends on changes. Log paths are kept relative to the logs directory."""
+    """The finished cell and its logs in the result cache, log paths relative to the logs directory."""
     for rec in ctx.records:
         for t in rec.tests.values():
             t.output = None  # the tests' output is in their logs
@@ -416,37 +402,12 @@ def store(ctx: CellContext) -> None:
     if ctx.logs.exists():
         shutil.copytree(ctx.logs, entry_logs)
     records = [r.model_copy(deep=True) for r in ctx.records]  # copies: paths made relative below
-    _map_logs(records, lambda p: _relative(p, ctx.logs))
+    # one not under this run's logs (never so today) kept as it is
+    _map_logs(records, lambda p: str(Path(p).relative_to(ctx.logs)) if Path(p).is_relative_to(ctx.logs) else p)
     resultcache.store(results_cache_dir(ctx.cache), ctx.key, CachedResult(cell=ctx.cell, records=records).to_json())
 
 
-Step = Callable[[CellContext], object]  # Stop ends the pipeline; any other value is the step's own
-STEPS: tuple[tuple[str, Step], ...] = (
-    ("fetch", fetch),
-    ("apply", apply),
-    ("configure", configure),
-    ("build", build),
-    ("test", run_tests),
-    ("control", control),
-    ("mutants", run_mutants),
-    ("competing", run_competing),
-    ("training", compare_training),
-    ("conclude", conclude),
-    ("store", store),
-)
-
-
-def run_steps(ctx: CellContext, names: Optional[tuple[str, ...]] = None) -> None:
-    """The steps in order (or only those `names`), until one returns Stop."""
-    for name, step in STEPS:
-        if (names is None or name in names) and isinstance(step(ctx), Stop):
-            return
-
-
-@dataclass(frozen=True)
-class TreeTested:
-    """A tree given as it is, configured, built and tested (`tested_tree`)."""
-
+class TreeTested(NamedTuple):
     patched: VariantRecord  # built, its tests run
     configure_reused: bool
     configure_s: float
@@ -457,15 +418,14 @@ class TreeTested:
 def tested_tree(
     target: Target, backend: Backend, cache: Cache, native_tests: Path, work: Path, worktree: Worktree
 ) -> TreeTested:
-    """The pipeline's configure, build and test steps on a tree given as it is (a bundle's: its
-    patches applied with git am to a fresh copy of the base): the tests only, build and logs in `work`."""
-    ctx = cell_context(target, backend, cache, native_tests, work, work / "logs", worktree=worktree, programs=False)
-    ctx.env = ctx.module.test_env(backend)
-    configured, patched = configure(ctx), build(ctx)
+    """Configure, build and test on a tree given as it is (a bundle's, applied with git am), in `work`."""
+    ctx = cell_context(target, backend, cache, native_tests, work, work / "logs", programs=False)
+    plan, reused = configure(ctx, worktree)
+    patched = build(ctx, plan)
     t0 = time.monotonic()
-    run_tests(ctx)
+    run_tests(ctx, plan, patched)
     return TreeTested(
-        patched, configured.skipped, ctx.cell.timings.get("configure", 0.0), round(time.monotonic() - t0, 2), ctx.logs
+        patched, reused, ctx.cell.timings.get("configure", 0.0), round(time.monotonic() - t0, 2), ctx.logs
     )
 
 
@@ -480,8 +440,7 @@ def cell_context(
     cancel: Optional[CancelToken] = None,
     **options: Any,
 ) -> CellContext:
-    """A cell's context (run_cell's, the fine-tuning evidence's, a bundle's tree's): its backend's
-    module, a fresh Cell record, progress on `reporter` (options: CellContext's fields)."""
+    """A cell's context: its backend's module, a fresh Cell, progress on `reporter` (options: CellContext's fields)."""
     cell = Cell(cell=f"{target.name}/{backend.name}", target=target.name, backend=backend.name, layout=target.layout)
     steps = CellProgress(reporter, cancel)
     module = backends.get(backend.name, cache.root)
@@ -510,33 +469,18 @@ class RunOptions:
 
 def run_cell(
     opts: RunOptions,
-    series: Series,
-    repo: SnapshotRepo,
+    reporter: Reporter,
+    cancel: CancelToken,
+    options: Mapping[str, Any],
     target: Target,
     backend: Backend,
-    reporter: Reporter,
-    n_jobs: Optional[int] = None,
-    cancel: Optional[CancelToken] = None,
-    mutant_files: Optional[list[Mutant]] = None,
 ) -> tuple[Cell, list[VariantRecord]]:
-    cell_id = f"{target.name}/{backend.name}"
-    t0 = time.monotonic()
+    """One cell, start to end (options: CellContext's, the same for every cell of the run)."""
+    cell_id, cache, t0 = f"{target.name}/{backend.name}", opts.cache, time.monotonic()
     reporter.start_cell(cell_id)
+    logs = opts.results_dir / "logs" / slug(cell_id)
     ctx = cell_context(
-        target,
-        backend,
-        opts.cache,
-        opts.matrix.native_tests_dir,
-        opts.cache.cell_dir(cell_id),
-        opts.results_dir / "logs" / slug(cell_id),
-        reporter,
-        cancel,
-        series=series,
-        repo=repo,
-        n_jobs=n_jobs,
-        rerun=opts.rerun,
-        mutant_files=list(mutant_files or []),
-        no_mutants=opts.no_mutants,
+        target, backend, cache, opts.matrix.native_tests_dir, cache.cell_dir(cell_id), logs, reporter, cancel, **options
     )
     cell, module = ctx.cell, ctx.module
     action, why = cell_action(
@@ -552,7 +496,6 @@ def run_cell(
     else:
         cell.device = module.device_info(backend)
         ctx.build_only_reason = why if action == "build-only" else None
-        ctx.competing_files = load_competing(opts.matrix)
         try:
             with opts.cache.lock(f"cell-{cell_id}"):
                 run_steps(ctx)
@@ -569,16 +512,13 @@ def run_cell(
 def cell_action(
     no_toolchain: Optional[str], no_device: Optional[str], build_only_ok: bool, build_only: bool
 ) -> tuple[str, str]:
-    """("run" | "build-only" | "skip", why). A skip's reason names everything missing; a cell whose
-    toolchain is here but whose device is not is built on request (--build-only) where that means
-    something (CUDA), and never counts as passed."""
+    """("run" | "build-only" | "skip", why): a skip names everything missing; without the device, a cell is built
+    on request (--build-only) where that means something (CUDA), and never counts as passed."""
     if no_toolchain:
         also = f"; {no_device}" if no_device and no_device not in no_toolchain else ""
         return "skip", no_toolchain + also
     if no_device:
-        if build_only and build_only_ok:
-            return "build-only", no_device
-        return "skip", no_device
+        return ("build-only" if build_only and build_only_ok else "skip"), no_device
     return "run", ""
 
 
@@ -586,20 +526,18 @@ def cell_action(
 
 
 class CachedResult(Record):
-    """A result-cache entry (run/resultcache.py): the finished cell and its records, log paths
-    relative to the entry's logs."""
+    """A result-cache entry: the finished cell and its records, log paths relative to the entry's logs."""
 
     cell: Cell
     records: list[VariantRecord]
 
 
-def cache_inputs(ctx: CellContext) -> dict:
+def cache_inputs(ctx: CellContext, snap: sources.Snapshot, rendered: Series) -> dict:
     """Everything that decides the cell's result (its result-cache key hashes these)."""
-    assert ctx.snap is not None and ctx.rendered is not None
     return {
         "tool": __version__,
-        "base": ctx.snap.commit,
-        "series": ctx.rendered.sha256,
+        "base": snap.commit,
+        "series": rendered.sha256,
         "layout": [ctx.layout.name, ctx.layout.prefix],
         "harness": harness_files(ctx.native_tests),
         "flags": ctx.module.configure_flags(ctx.backend),
@@ -644,13 +582,6 @@ def reuse_cached(ctx: CellContext) -> bool:
     return True
 
 
-def _relative(path: str, logs: Path) -> str:
-    try:
-        return str(Path(path).relative_to(logs))
-    except ValueError:
-        return path  # not under this run's logs (never so today): kept as it is
-
-
 def _map_logs(records: list[VariantRecord], fn: Callable[[str], str]) -> None:
     for rec in records:
         for r in (rec.build, *rec.tests.values(), rec.training):
@@ -670,8 +601,7 @@ class TreeState(Record):
 
 
 def apply_series(worktree: Worktree, base: str, rendered: Series, cell_dir: Path) -> str:
-    """Put the worktree on base + series. A tree already there is left untouched (no file
-    times change, so nothing recompiles)."""
+    """The worktree on base + series; one already there left untouched (no file times change: nothing recompiles)."""
     state_file = cell_dir / "state.json"
     try:
         state: Optional[TreeState] = TreeState.model_validate_json(state_file.read_text())
@@ -693,9 +623,8 @@ def harness_files(native_tests: Path) -> dict[str, str]:
 
 
 def harness(native_tests: Path, cell_dir: Path) -> Path:
-    """The CMake harness and the training program, copied into the cell so the build tree does
-    not depend on where this checkout lives (a second clone reuses the same build tree).
-    Unchanged files are not rewritten, so nothing recompiles."""
+    """The CMake harness and the training program copied into the cell (unchanged files untouched): the build
+    tree does not depend on where this checkout lives, so a second clone reuses it."""
     out = cell_dir / "harness"
     out.mkdir(parents=True, exist_ok=True)
     for name, text in harness_files(native_tests).items():
@@ -708,12 +637,8 @@ def harness(native_tests: Path, cell_dir: Path) -> Path:
 # ---------------------------------------------------------------- variants: build, tests, program
 
 
-def build_variant(
-    ctx: CellContext, variant: str, targets: Optional[tuple[str, ...]] = None, log_name: str = ""
-) -> VariantRecord:
-    assert ctx.plan is not None
+def build_variant(ctx: CellContext, variant: str, targets: tuple[str, ...], log_name: str = "") -> VariantRecord:
     rec = ctx.record(variant)
-    targets = targets or ctx.plan.targets + ctx.plan.programs
     ctx.steps.step(f"build {variant}", f"targets {' '.join(targets)}")
     log = ctx.logs / f"build-{log_name or variant}.log"
     step = cmake.build(ctx.build_dir, targets, log, ctx.env, ctx.steps.build_progress, ctx.n_jobs)
@@ -725,22 +650,15 @@ def build_variant(
     return rec
 
 
-def _run_variant(ctx: CellContext, rec: VariantRecord) -> None:
-    """Both tests (those the backend skips recorded with the reason, not run), then the training
-    program, on a built variant."""
-    assert ctx.plan is not None
-    for test_name in TESTS:
-        why = ctx.skipped_tests.get(test_name)
-        rec.tests[test_name] = (
-            TestRecord.not_run(why, gate=test_name == GATE_TEST)
-            if why is not None
-            else _run_test(ctx, rec.variant, test_name)
-        )
+def _run_variant(ctx: CellContext, programs: tuple[str, ...], rec: VariantRecord) -> None:
+    """Both tests (one the backend skips recorded with why), then the training program, on a built variant."""
+    for t in TESTS:
+        why = ctx.skipped_tests.get(t)
+        rec.tests[t] = _run_test(ctx, rec.variant, t) if why is None else TestRecord.not_run(why, gate=t == GATE_TEST)
     outcomes = [t.outcome for t in rec.tests.values() if t.outcome != classify.SKIPPED]
-    rec.status = (
-        RecordStatus.PASSED if outcomes and all(o == classify.PASSED for o in outcomes) else RecordStatus.FAILED
-    )
-    for program in ctx.plan.programs:
+    passed = outcomes and all(o == classify.PASSED for o in outcomes)
+    rec.status = RecordStatus.PASSED if passed else RecordStatus.FAILED
+    for program in programs:
         run = _run_binary(ctx, f"train {rec.variant}", program, f"{rec.variant}-{program}.log")
         rec.training = TrainingRun(
             program=program,
@@ -764,9 +682,8 @@ def _run_test(ctx: CellContext, variant: str, test_name: str, log_name: str = ""
 
 
 def test_argv(binary: Path) -> list[str]:
-    """The test's command line. Line-buffered through stdbuf where there is one: a test that
-    crashes (abort in a driver) would otherwise lose its buffered stdout, and with it the
-    per-device rows that say where it crashed."""
+    """The test's command line, line-buffered through stdbuf where there is one: a test that crashes would
+    otherwise lose its buffered stdout, and with it the per-device rows that say where."""
     stdbuf = shutil.which("stdbuf")
     if stdbuf and sys.platform.startswith("linux") and binary.exists():
         return [stdbuf, "-oL", "-eL", str(binary)]
@@ -798,54 +715,52 @@ def record_of_run(run: TestRun) -> TestRecord:
 # ---------------------------------------------------------------- mutants and competing fixes
 
 
-def _judged_tests(ctx: CellContext) -> list[str]:
+def _judged_tests(patched: VariantRecord) -> list[str]:
     """The tests a known-wrong or competing fix is judged by: those that pass with the fix."""
-    assert ctx.patched is not None
-    return [t for t in TESTS if ctx.patched.outcome(t) == classify.PASSED]
+    return [t for t in TESTS if patched.outcome(t) == classify.PASSED]
 
 
-def _why_mutants_are_skipped(ctx: CellContext) -> Optional[str]:
+def _why_mutants_are_skipped(ctx: CellContext, patched: VariantRecord) -> Optional[str]:
     if ctx.no_mutants:
         return "--no-mutants"
     if not ctx.runs_tests:
         return f"tests not run: {ctx.build_only_reason}"
-    if not ctx.patched or not _judged_tests(ctx):
+    if not _judged_tests(patched):
         return "no test passes with the fix, so a known-wrong fix proves nothing"
     return None
 
 
-def _mutant_record(ctx: CellContext, m: Mutant, status: RecordStatus, skipped: Optional[str] = None) -> VariantRecord:
-    info = MutantInfo(name=m.name, title=m.title, why_wrong=m.why, skipped=skipped)
-    return ctx.record(f"{MUTANT_PREFIX}{m.name}", status, mutant=info)
-
-
-def _competing_record(
-    ctx: CellContext, c: CompetingFix, status: RecordStatus, skipped: Optional[str] = None
+def _diff_record(
+    ctx: CellContext, d: Mutant | CompetingFix, status: RecordStatus, skipped: Optional[str] = None
 ) -> VariantRecord:
-    info = CompetingInfo(
-        name=c.name, title=c.title, url=c.url, date=c.date, summary=c.summary, provenance=c.provenance, skipped=skipped
-    )
-    return ctx.record(f"{COMPETING_PREFIX}{c.name}", status, competing=info)
+    """A mutant's or a competing fix's record, its header (and why it is skipped) in it."""
+    if isinstance(d, Mutant):
+        mutant = MutantInfo(name=d.name, title=d.title, why_wrong=d.why, skipped=skipped)
+        return ctx.record(f"{MUTANT_PREFIX}{d.name}", status, mutant=mutant)
+    info = CompetingInfo.model_validate(d, from_attributes=True).model_copy(update={"skipped": skipped})
+    return ctx.record(f"{COMPETING_PREFIX}{d.name}", status, competing=info)
 
 
-def _variant_tests(ctx: CellContext, kind: str, name: str, diff: DiffInLayout, rec: VariantRecord) -> Optional[str]:
-    """One diff (rendered into the target's layout) applied to the tree as it is, the judged tests
-    rebuilt and run into `rec`, the files put back whatever happened; the apply error, if any."""
-    assert ctx.worktree is not None and ctx.series is not None
+def _variant_tests(
+    ctx: CellContext, worktree: Worktree, patched: VariantRecord, diff: Mutant | CompetingFix, rec: VariantRecord
+) -> Optional[str]:
+    """One diff applied to the tree as is, the tests that pass with the fix rebuilt, run, put back; an apply error."""
+    assert ctx.series is not None
+    name, kind, tests = diff.name, "mutants" if isinstance(diff, Mutant) else "competing", tuple(_judged_tests(patched))
     src = get_layout(ctx.series.layout)
     patch = ctx.cell_dir / kind / f"{name}.patch"
     patch.parent.mkdir(parents=True, exist_ok=True)
     patch.write_text(diff.rendered(src, ctx.layout), encoding="utf-8")
     apply_error = None
-    with files_kept(ctx.worktree.path, diff.paths(src, ctx.layout)):  # the tree as it was, whatever happened
+    with files_kept(worktree.path, diff.paths(src, ctx.layout)):  # the tree as it was, whatever happened
         try:
-            ctx.worktree.apply(patch)
+            worktree.apply(patch)
         except GitError as e:
             apply_error = e.line
         ctx.steps.done("applied" if apply_error is None else f"did not apply: {apply_error}")
         if apply_error is None:
             # the tests alone: the training program is not run here, so never relinked
-            tests, log_name = tuple(_judged_tests(ctx)), f"{kind.removesuffix('s')}-{name}"
+            log_name = f"{kind.removesuffix('s')}-{name}"
             built = build_variant(ctx, rec.variant, tests, log_name)
             rec.build = built.build
             if built.status == RecordStatus.BUILT:
@@ -854,12 +769,11 @@ def _variant_tests(ctx: CellContext, kind: str, name: str, diff: DiffInLayout, r
     return apply_error
 
 
-def _run_mutant(ctx: CellContext, m: Mutant) -> VariantRecord:
-    """One mutant on the patched tree: applied, rebuilt, each test run and judged on its own."""
-    rec = _mutant_record(ctx, m, RecordStatus.PENDING)
+def _run_mutant(ctx: CellContext, worktree: Worktree, patched: VariantRecord, m: Mutant) -> VariantRecord:
+    rec = _diff_record(ctx, m, RecordStatus.PENDING)
     ctx.steps.step(f"mutant {m.name}", m.title)
-    apply_error = _variant_tests(ctx, "mutants", m.name, m, rec)
-    per_test = per_test_verdicts(apply_error, bool(rec.build and rec.build.ok), rec.tests, _judged_tests(ctx))
+    apply_error = _variant_tests(ctx, worktree, patched, m, rec)
+    per_test = per_test_verdicts(apply_error, bool(rec.build and rec.build.ok), rec.tests, _judged_tests(patched))
     v = overall_verdict(per_test)
     rec.status, rec.verdict, rec.verdict_reason = RecordStatus(v.verdict.value), v.verdict, v.reason
     rec.kills = {t: pv.verdict for t, pv in per_test.items()}
@@ -868,20 +782,13 @@ def _run_mutant(ctx: CellContext, m: Mutant) -> VariantRecord:
     return rec
 
 
-def _run_competing(ctx: CellContext, c: CompetingFix) -> VariantRecord:
-    """One competing fix on the unfixed tree: applied, rebuilt, both tests run, judged."""
-    assert ctx.patched is not None
-    rec = _competing_record(ctx, c, RecordStatus.PENDING)
+def _run_competing(ctx: CellContext, worktree: Worktree, patched: VariantRecord, c: CompetingFix) -> VariantRecord:
+    rec = _diff_record(ctx, c, RecordStatus.PENDING)
     ctx.steps.step(f"competing fix {c.name}", c.title)
-    apply_error = _variant_tests(ctx, "competing", c.name, c, rec)
-    with_fix = {t: ctx.patched.outcome(t) for t in TESTS}
-    j = judge_competing(apply_error, bool(rec.build and rec.build.ok), rec.tests, with_fix)
-    rec.judged = CompetingJudged(
-        verdict=j.verdict, reason=j.reason, failing_test=j.failing_test, failure_line=j.failure_line
-    )
-    rec.status = {
-        CompetingVerdict.EQUIVALENT: RecordStatus.PASSED,
-        CompetingVerdict.WRONG: RecordStatus.FAILED,
-    }.get(j.verdict, RecordStatus.INVALID)
+    apply_error = _variant_tests(ctx, worktree, patched, c, rec)
+    with_fix = {t: patched.outcome(t) for t in TESTS}
+    j = rec.judged = judge_competing(apply_error, bool(rec.build and rec.build.ok), rec.tests, with_fix)
+    as_status = {CompetingVerdict.EQUIVALENT: RecordStatus.PASSED, CompetingVerdict.WRONG: RecordStatus.FAILED}
+    rec.status = as_status.get(j.verdict, RecordStatus.INVALID)
     ctx.steps.verdict(f"{c.name}: {j.verdict.value}" + (f" ({j.failure_line})" if j.failure_line else ""))
     return rec

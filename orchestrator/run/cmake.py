@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
 import os
 import re
@@ -19,23 +21,16 @@ _NINJA_PROGRESS = re.compile(r"^\[(\d+)/(\d+)\] ")
 ProgressFn = Callable[[int, int], None]
 
 
-def cmake_exe() -> str:
+def _pypi_tool(name: str, bin_dir: str) -> str:
+    """PyPI's `name` where installed (a known version rather than whatever the system has), else PATH's."""
     try:
-        import cmake  # PyPI cmake: a known version rather than whatever the system has
-
-        return str(Path(cmake.CMAKE_BIN_DIR) / "cmake")
+        return str(Path(getattr(importlib.import_module(name), bin_dir)) / name)
     except ImportError:
-        return shutil.which("cmake") or "cmake"
+        return shutil.which(name) or name
 
 
-def ninja_exe() -> str:
-    try:
-        # PyPI ninja: preferred, optional
-        import ninja
-
-        return str(Path(ninja.BIN_DIR) / "ninja")
-    except ImportError:
-        return shutil.which("ninja") or "ninja"
+cmake_exe = functools.partial(_pypi_tool, "cmake", "CMAKE_BIN_DIR")
+ninja_exe = functools.partial(_pypi_tool, "ninja", "BIN_DIR")
 
 
 def jobs() -> int:
@@ -128,8 +123,5 @@ def _first_error(log: Path) -> str:
         lines = log.read_text(errors="replace").splitlines()
     except OSError:
         return ""
-    for pattern in (r"\berror\b:", r"CMake Error", r"FAILED:"):
-        for ln in lines:
-            if re.search(pattern, ln):
-                return ln.strip()[:300]
-    return ""
+    patterns = (r"\berror\b:", r"CMake Error", r"FAILED:")  # the most telling first
+    return next((ln.strip()[:300] for p in patterns for ln in lines if re.search(p, ln)), "")

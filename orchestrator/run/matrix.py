@@ -7,15 +7,14 @@ import concurrent.futures
 import functools
 import resource
 import time
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from .. import backends
 from ..cancel import CancelToken
 from ..config import Backend, Target
 from ..patchset.files import load_series
-from ..patchset.series import Series
 from ..progress import Reporter
-from ..report.model import Cell, Parallel, Results, SeriesInfo, SeriesPatch, VariantRecord, overall_exit_code
+from ..report.model import Cell, Parallel, Results, SeriesInfo, VariantRecord, overall_exit_code
 from ..vcs.snapshots import SnapshotRepo
 from ..verdicts.competing import load_competing
 from ..verdicts.mutants import load_mutants
@@ -48,27 +47,28 @@ def cheapest_first(cells: Sequence[tuple[Target, Backend]], backend_cost: Mappin
 
 def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Optional[CancelToken] = None) -> Results:
     series = load_series(opts.matrix)
-    mutant_files = load_mutants(opts.matrix)  # a malformed one is refused here, before any cell runs
-    load_competing(opts.matrix)  # likewise (each cell reads them again)
+    # a malformed mutant or competing fix is refused here, before any cell runs
+    options: dict[str, Any] = {
+        "mutant_files": load_mutants(opts.matrix),
+        "competing_files": load_competing(opts.matrix),
+    }
     matrix_cells = opts.matrix.cells(opts.profile, opts.targets, opts.backends)
     order = cheapest_first(matrix_cells, {b.name: backends.get(b.name).relative_cost for _, b in matrix_cells})
     cells = [matrix_cells[i] for i in order]
     reporter = reporter or Reporter(len(cells))
     cancel = cancel or CancelToken()
     repo = SnapshotRepo(opts.cache.snapshots_git)
-    started = time.time()
-    cpu0 = _own_cpu_s()
+    started, cpu0 = time.time(), _own_cpu_s()
     workers, n_jobs = plan_parallelism(len(cells), cmake.jobs(), opts.parallel)
-    one = functools.partial(
-        run_cell, opts, series, repo, reporter=reporter, n_jobs=n_jobs, cancel=cancel, mutant_files=mutant_files
-    )
+    options |= {"series": series, "repo": repo, "n_jobs": n_jobs, "rerun": opts.rerun, "no_mutants": opts.no_mutants}
+    one = functools.partial(run_cell, opts, reporter, cancel, options)
     ran = [one(t, b) for t, b in cells] if workers == 1 else _run_parallel(one, cells, cancel, workers)
     reporter.cell_times([(c.cell, str(c.status), c.timings.get("total", 0.0)) for c, _ in ran])
     done = [ran[order.index(i)] for i in range(len(ran))]  # results in the matrix's order
     cell_results = [c for c, _ in done]
     records = [r for _, recs in done for r in recs]
     return Results(
-        series=series_info(series),
+        series=SeriesInfo.model_validate(series, from_attributes=True),
         cells=cell_results,
         records=records,
         matrix=str(opts.matrix.path),
@@ -84,9 +84,8 @@ def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Op
 def _run_parallel(
     one: Callable[[Target, Backend], CellRan], cells: list[tuple[Target, Backend]], cancel: CancelToken, workers: int
 ) -> list[CellRan]:
-    """Independent cells overlap (one fetches or links while another compiles); results keep the
-    matrix's order. On Ctrl-C or SIGTERM (raised in this thread) the other cells stop at their next
-    step or build line: their compilers are killed and a reverted tree is put back."""
+    """Independent cells overlap (one fetches or links while another compiles), results in the given order.
+    On Ctrl-C or SIGTERM the others stop at their next step or build line: compilers killed, trees put back."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(one, t, b) for t, b in cells]
         try:
@@ -102,11 +101,3 @@ def _run_parallel(
 def _own_cpu_s() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
-
-
-def series_info(series: Series) -> SeriesInfo:
-    return SeriesInfo(
-        layout=series.layout,
-        sha256=series.sha256,
-        patches=[SeriesPatch(name=p.name, subject=p.subject, author=p.author) for p in series.patches],
-    )

@@ -1,9 +1,5 @@
-"""Cell results cached by a content hash of everything that decides them.
-
-The key covers the base commit, the rendered series, the build plan and harness, the
-backend's flags, environment and timeout, and the toolchain; so a changed byte in the series
-re-runs every cell, and a changed backend flag re-runs only that backend's cells.
-"""
+"""Cell results cached by a content hash of everything that decides them (cell.cache_inputs): a changed
+byte in the series re-runs every cell, a changed backend flag only that backend's cells."""
 
 from __future__ import annotations
 
@@ -24,9 +20,8 @@ def cell_key(parts: dict[str, Any]) -> str:
 
 
 def load(directory: Path, key: str) -> Optional[dict]:
-    path = directory / f"{key}.json"
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads((directory / f"{key}.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None  # absent or half-written by an interrupted run: not a hit
 

@@ -36,9 +36,8 @@ def run_program(
     log: Path,
     on_line: Optional[Callable[[str], None]] = None,
 ) -> TestRun:
-    """The program run, its stdout and stderr read line by line (each given to `on_line`: a long
-    program's progress); the whole process group killed after `timeout` seconds or on an interrupt.
-    The log has the command, the output and how it ended."""
+    """The program run, its output read line by line (each to `on_line`: a long program's progress), its whole
+    process group killed after `timeout` seconds or on an interrupt; the log: command, output, how it ended."""
     t0 = time.monotonic()
     if not Path(argv[0]).exists():
         return TestRun(name, 127, 0.0, f"{argv[0]}: not built\n", log=str(log))

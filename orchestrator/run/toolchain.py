@@ -22,13 +22,11 @@ def _first_line(*argv: str) -> str:
 
 def versions() -> dict[str, str]:
     """cmake, ninja, the C and C++ compilers CMake will pick (CC/CXX or cc/c++), git, ccache."""
-    cc = os.environ.get("CC") or "cc"
-    cxx = os.environ.get("CXX") or "c++"
     info = {
         "cmake": _first_line(cmake_exe(), "--version"),
         "ninja": _first_line(ninja_exe(), "--version"),
-        "cc": _first_line(cc, "--version"),
-        "cxx": _first_line(cxx, "--version"),
+        "cc": _first_line(os.environ.get("CC") or "cc", "--version"),
+        "cxx": _first_line(os.environ.get("CXX") or "c++", "--version"),
         "git": user_git.version(),
     }
     ccache = shutil.which("ccache")

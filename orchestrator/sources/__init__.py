@@ -1,8 +1,5 @@
-"""Source kinds behind one shape: `snapshot(source, cache, repo) -> Snapshot`.
-
-Each kind turns a matrix.yaml source into a base commit in the tool's snapshot repository,
-fetched once and reused between runs.
-"""
+"""Source kinds behind one shape: `snapshot(source, cache, repo) -> Snapshot`, a matrix.yaml
+source as a base commit in the tool's snapshot repository, fetched once and reused between runs."""
 
 from __future__ import annotations
 
@@ -21,7 +18,6 @@ __all__ = ["Snapshot", "SourceUnreachable", "snapshot"]
 def snapshot(source: Source, cache: Cache, repo: SnapshotRepo) -> Snapshot:
     """The source's base commit. Its description and provenance are redacted here, the one place
     every kind returns through: they reach results.json, summary.md and the PR body."""
-
     snap = _kind(source)(source, cache, repo)
     return Snapshot(snap.commit, redact(snap.description), redact_data(snap.provenance))
 

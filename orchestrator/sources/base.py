@@ -43,14 +43,9 @@ def imported(
 
 
 def recorded(repo: SnapshotRepo, commit: str, *keys: str) -> dict[str, str]:
-    """The `key: value` lines of a snapshot's commit message (what a reused snapshot was made
-    from), as provenance: "upstream-commit" becomes upstream_commit."""
-    out = {}
-    for line in repo.message(commit).splitlines():
-        key, sep, value = line.partition(": ")
-        if sep and key in keys:
-            out[key.replace("-", "_")] = value.strip()
-    return out
+    """The `key: value` lines of a snapshot's commit message, as provenance (upstream-commit: upstream_commit)."""
+    lines = (line.partition(": ") for line in repo.message(commit).splitlines())
+    return {key.replace("-", "_"): value.strip() for key, sep, value in lines if sep and key in keys}
 
 
 def sha256_of(path: Path) -> str:
@@ -66,14 +61,12 @@ def network_reason(e: requests.RequestException) -> str:
     text = str(e)
     request = getattr(e, "request", None)
     host = urlparse(str(request.url)).hostname if request is not None and request.url else None
-    for needle, reason in (
-        ("NameResolutionError", "could not resolve host"),
-        ("Failed to resolve", "could not resolve host"),
-        ("Name or service not known", "could not resolve host"),
-        ("Connection refused", "connection refused"),
-        ("timed out", "timed out"),
-        ("Network is unreachable", "network is unreachable"),
+    for needles, reason in (
+        (("NameResolutionError", "Failed to resolve", "Name or service not known"), "could not resolve host"),
+        (("Connection refused",), "connection refused"),
+        (("timed out",), "timed out"),
+        (("Network is unreachable",), "network is unreachable"),
     ):
-        if needle in text:
+        if any(n in text for n in needles):
             return f"{reason} {host}" if host else reason
     return f"{type(e).__name__}: {text[:200]}"

@@ -1,13 +1,10 @@
-"""Source kind `git`: a repository URL and a branch, tag or commit (`ref`; "HEAD" is the remote's
-default branch).
+"""Source kind `git`: a repository URL and a branch, tag or commit (`ref`; "HEAD": the default branch).
 
-The remote is fetched into a bare mirror under the cache, one per URL and reused between runs
-(a later fetch brings only what is new; a pinned 40-hex commit already there needs no network
-at all). The resolved commit is then copied, with its history, into the snapshot repository.
-Where the layout's root is the repository's root the base IS the upstream commit, real hash
-included, so bundles can name it and `git am -3` finds the blobs the series' index lines name.
-A `subdirectory`, or `submodules` to fill in (a fork vendored as a submodule of a superproject),
-give a deterministic commit of the resulting tree instead, recording the upstream commit.
+Fetched into a bare mirror in the cache, one per URL (a pinned commit already there needs no
+network), then copied with its history into the snapshot repository: at the repository's root the
+base IS the upstream commit, so bundles can name it and `git am -3` finds the series' index blobs.
+A `subdirectory`, or `submodules` to fill in (a fork vendored as a submodule), give a deterministic
+commit of the resulting tree instead, recording the upstream commit.
 """
 
 from __future__ import annotations
@@ -168,8 +165,7 @@ def gitlink(repo: SnapshotRepo, commit: str, path: str, url: str, key: str) -> t
 
 
 def checked_url(url: str, key: str) -> str:
-    """A URL from upstream content (.gitmodules) before it reaches git: a URL or path, never an
-    option or a transport helper."""
+    """A URL from upstream content (.gitmodules) before it reaches git: never an option or a transport helper."""
     why = git_url_problem(url)
     if why:
         raise ConfigError(f"{key}: {url!r} {why}")

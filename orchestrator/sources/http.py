@@ -1,9 +1,8 @@
-"""Bounded HTTP for sources: downloads and package index pages.
+"""Bounded HTTP for sources: downloads and package index pages, http(s) only.
 
 Every body is streamed, at most a byte cap, and the whole transfer ends by a deadline (requests'
-own timeout is per socket read: a server trickling one byte at a time would never end). The
-transfer runs in a worker thread; at the deadline the caller closes the response and stops
-waiting. Only http(s) is fetched.
+timeout is per socket read: a server trickling one byte at a time would never end), so it runs
+in a worker thread the caller stops waiting for at the deadline.
 """
 
 from __future__ import annotations
@@ -81,8 +80,7 @@ def fetch(
 
     t0 = time.monotonic()
     threading.Thread(target=work, name="http-fetch", daemon=True).start()
-    finished = done.wait(limit)
-    if not finished:
+    if not done.wait(limit):
         stop.set()
         # wake the worker's blocked read by shutting its socket down (closing the response from here
         # would wait for the worker's buffered-reader lock, as long as the server trickles)
@@ -102,21 +100,8 @@ class HttpStatus(SourceUnavailable):
         super().__init__(message)
 
 
-def get_text(url: str, what: str, headers: Optional[dict] = None) -> tuple[Optional[str], str, str]:
-    """(the page as text, or None for a 404; its content type; its URL)."""
-    chunks: list[bytes] = []
-    try:
-        h, final = fetch(url, chunks.append, what, MAX_PAGE_BYTES, headers=headers)
-    except HttpStatus as e:
-        if e.status == 404:
-            return None, "", url
-        raise
-    return b"".join(chunks).decode("utf-8", errors="replace"), h.get("Content-Type", ""), final
-
-
 def download(url: str, sha256: str, cache: Cache, target: Path, what: str, key: str, shown: str) -> Path:
-    """`url` (http(s), or a regular file for a file:// URL) streamed into the cache's scratch space
-    and moved to `target` only once its sha256 matches the pin: whole and checked, or nothing."""
+    """`url` (http(s), or a file:// regular file) into the cache, moved to `target` once its sha256 matches."""
     h = hashlib.sha256()
     with tempfile.NamedTemporaryFile(prefix=cache.scratch_prefix("download"), dir=cache.scratch(), delete=False) as tmp:
         tmp_path = Path(tmp.name)

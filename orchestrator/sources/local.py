@@ -1,12 +1,10 @@
 """Source kind `local`: a checkout on this machine (a fork, work in progress), taken as it is now.
 
-The checkout is only ever read. Its files, uncommitted changes and untracked files git does not
-ignore included, are hashed straight into the snapshot repository (`hash-object --stdin-paths`,
-then a tree built in a temporary index there) and committed deterministically. In the checkout,
-git only lists files (`ls-files`, `rev-parse`), with GIT_OPTIONAL_LOCKS=0 so that not even the
-index's stat cache is refreshed: its files, index and HEAD stay byte-identical. A populated
-submodule is read the same way, so a fork vendored in a superproject (a `prefix:` layout) is
-complete. A directory that is not a git checkout is read whole.
+The checkout is only read: its files (uncommitted changes and untracked files git does not ignore
+included) are hashed straight into the snapshot repository and committed deterministically. In the
+checkout git only lists files, with GIT_OPTIONAL_LOCKS=0 so not even the index's stat cache is
+refreshed. A populated submodule is read the same way (a fork vendored in a superproject, a
+`prefix:` layout); a directory that is not a git checkout is read whole.
 """
 
 from __future__ import annotations
@@ -29,8 +27,6 @@ _GITLINK = "160000"
 
 
 class LocalSource(Source):
-    """matrix.yaml's keys for this kind."""
-
     kind: Literal["local"]
     path: Str
     subdirectory: RELPATH = ""
@@ -61,7 +57,14 @@ def snapshot(source: LocalSource, cache: Cache, repo: SnapshotRepo) -> Snapshot:
 def checkout_tree(repo: SnapshotRepo, root: Path, key: str) -> tuple[str, str]:
     """(tree with populated submodules filled in, tree as `git commit -a` plus untracked files
     would record it, submodules as gitlinks: compared with HEAD's tree to tell a clean checkout)."""
-    if not is_git_checkout(root, key):
+    try:  # a checkout another user owns is never read as a plain folder (its ignored files, no HEAD)
+        checkout = user_git.is_work_tree(root)
+    except GitError:
+        raise ConfigError(
+            f"{key}.path: git refuses to read {root}: it is owned by another user (dubious "
+            f"ownership); if you trust it, run: git config --global --add safe.directory {root}"
+        ) from None
+    if not checkout:
         tree = repo.tree_from_entries(_entries(repo, root, _walk(root)))
         return tree, tree
     files, gitlinks = working_files(root)
@@ -82,8 +85,7 @@ def checkout_tree(repo: SnapshotRepo, root: Path, key: str) -> tuple[str, str]:
 
 
 def working_files(root: Path) -> tuple[list[str], list[tuple[str, str]]]:
-    """(files present in the working tree: tracked and untracked-not-ignored, [(submodule path, its
-    recorded commit)]), relative to `root`, read with `git ls-files` only."""
+    """(tracked and untracked-not-ignored files, [(submodule path, recorded commit)]) by `git ls-files` only."""
     staged = [(meta.split(), path) for meta, _, path in (r.partition("\t") for r in _listed(root, "--stage"))]
     gitlinks = {path: sha for (mode, sha, _), path in staged if mode == _GITLINK}
     # an untracked nested repository (a name ending in "/"): not ours to read
@@ -100,15 +102,11 @@ def _entries(repo: SnapshotRepo, root: Path, paths: list[str]) -> list[tuple[str
             raise ConfigError(f"{root / p}: a file name with a newline cannot be read into a snapshot")
     blobs = dict(zip(regular, repo.hash_blobs(root, regular), strict=True))
     return [
-        (_file_mode(root / p), blobs[p], p)
+        ("100755" if os.lstat(root / p).st_mode & 0o111 else "100644", blobs[p], p)
         if p in blobs
         else ("120000", repo.hash_data(os.fsencode(os.readlink(root / p))), p)
         for p in paths
     ]
-
-
-def _file_mode(path: Path) -> str:
-    return "100755" if os.lstat(path).st_mode & 0o111 else "100644"
 
 
 def _is_file_or_link(path: Path) -> bool:
@@ -126,19 +124,6 @@ def _walk(root: Path) -> list[str]:
         paths = (Path(dirpath) / f for f in filenames if f != ".git")
         out += [p.relative_to(root).as_posix() for p in paths if _is_file_or_link(p)]
     return sorted(out)
-
-
-def is_git_checkout(root: Path, key: str) -> bool:
-    """Whether git sees `root` as (inside) a work tree. A checkout git refuses to read because
-    another user owns it is an error naming the fix, never silently read as a plain folder (its
-    ignored files would enter the base and its HEAD would be lost)."""
-    try:
-        return user_git.is_work_tree(root)
-    except GitError:
-        raise ConfigError(
-            f"{key}.path: git refuses to read {root}: it is owned by another user (dubious "
-            f"ownership); if you trust it, run: git config --global --add safe.directory {root}"
-        ) from None
 
 
 def _listed(root: Path, *args: str) -> list[str]:

@@ -1,12 +1,9 @@
-"""Pins: a git target's branch, tag or HEAD replaced by one commit, so every job of a CI run (each
-leg, the aggregate's bundle, the drift report) works on the same upstream commit even when the
-branch moves during the run.
+"""Pins: a git target's branch, tag or HEAD replaced by one commit, so every job of a CI run works on
+the same upstream commit even when the branch moves during the run.
 
-`resolve_reachable` asks each git remote once what its ref names now (`git ls-remote`: nothing is
-fetched); `pinned` is the matrix with those refs replaced. `ggml-patch resolve-refs` writes them
-as a PinsFile, which every command reads with `--pins FILE`; `--pin TARGET=COMMIT` gives one by
-hand. A target the plan could not reach is recorded, not fatal: its legs report `source
-unavailable` at once (no second try), the rest of the run goes on.
+`resolve-refs` asks each remote once (`git ls-remote`) and writes a PinsFile that `--pins FILE`
+reads; `--pin TARGET=COMMIT` gives one by hand. A target the plan could not reach is recorded, not
+fatal: its legs report `source unavailable` at once (no second try), the rest of the run goes on.
 """
 
 from __future__ import annotations
@@ -94,8 +91,7 @@ def collect(pins_file: Optional[str], pin_args: Iterable[str]) -> dict[str, Unio
 
 
 def pinned(matrix: Matrix, pins: Mapping[str, Union[Pin, Unreachable]]) -> Matrix:
-    """The matrix with each pinned git target's ref replaced by its commit (the ref matrix.yaml
-    names is kept for descriptions and provenance)."""
+    """The matrix with each pinned git target's ref replaced by its commit (matrix.yaml's kept as pinned_from)."""
     if not pins:
         return matrix
     targets = dict(matrix.targets)
@@ -126,8 +122,7 @@ def git_targets(matrix: Matrix, profiles: Iterable[str], names: Iterable[str] = 
 
 
 def resolve_reachable(matrix: Matrix, names: list[str]) -> tuple[dict[str, Pin], dict[str, Unreachable]]:
-    """(pins of the targets that resolved, those that did not: a remote down, gone or private, or
-    a ref it no longer has)."""
+    """(pins of the targets that resolved, those that did not: a remote down, gone or private, a ref gone)."""
     out, gone = {}, {}
     for name in names:
         src = matrix.target(name).source

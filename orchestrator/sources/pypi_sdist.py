@@ -1,10 +1,9 @@
 """Source kind `pypi-sdist`: a pinned sdist from PyPI that vendors llama.cpp or ggml.
 
-The sdist is fetched as a file from the package index (the user's pip configuration: PIP_INDEX_URL
-or index-url, then extra-index-url; PyPI's simple API by default) with requests, never with pip:
-nothing of the sdist (build backend, setup.py, build dependencies) runs, and the file is kept only
-once its sha256 matches the pin. The sdist's own git metadata (llama-cpp-python ships a .git) is
-never extracted or run; only the upstream commit its submodule points at is read, as provenance.
+Fetched as a file from the index pip is configured with, by requests and never by pip: nothing of
+the sdist (build backend, setup.py, build dependencies) runs, and the file is kept only once its
+sha256 matches the pin. Its own git metadata (llama-cpp-python ships a .git) is never extracted
+or run; only the upstream commit its submodule points at is read, as provenance.
 """
 
 from __future__ import annotations
@@ -47,9 +46,11 @@ _PACKAGE = re.compile(r"^([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9])\Z")
 
 
 def _package(package: str) -> Optional[str]:
-    if _PACKAGE.match(package):
-        return None
-    return "is not a PyPI project name (letters, digits, '.', '_', '-'; starting and ending with a letter or digit)"
+    return (
+        None
+        if _PACKAGE.match(package)
+        else "is not a PyPI project name (letters, digits, '.', '_', '-'; starting and ending with a letter or digit)"
+    )
 
 
 def _version(version: str) -> Optional[str]:
@@ -62,8 +63,7 @@ def _version(version: str) -> Optional[str]:
 
 
 class PypiSdist(Source):
-    """matrix.yaml's keys for this kind: `package` by PyPI's name rules (never an option for any
-    tool), `version` an exact PEP 440 version."""
+    """matrix.yaml's keys: `package` by PyPI's name rules (never an option), `version` an exact PEP 440 one."""
 
     kind: Literal["pypi-sdist"]
     package: Annotated[Str, checked(_package)]
@@ -98,26 +98,20 @@ def download(package: str, version: str, sha256: str, cache: Cache, key: str) ->
     return archive
 
 
-# ---------------------------------------------------------------- the index (pip's configuration)
-
-
 def _pip_config_files(environ) -> list[Path]:
     """pip's configuration files, lowest priority first (pip's own order on POSIX)."""
     if environ.get("PIP_CONFIG_FILE") == os.devnull:
         return []
     home = Path(environ.get("HOME") or Path.home())
     xdg_dirs = (environ.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(os.pathsep)
+    own = [Path(environ["PIP_CONFIG_FILE"])] if environ.get("PIP_CONFIG_FILE") else []
     files = [Path(d) / "pip" / "pip.conf" for d in xdg_dirs if d] + [Path("/etc/pip.conf")]
     files += [home / ".pip" / "pip.conf", Path(environ.get("XDG_CONFIG_HOME") or home / ".config") / "pip" / "pip.conf"]
-    files.append(Path(sys.prefix) / "pip.conf")
-    if environ.get("PIP_CONFIG_FILE"):
-        files.append(Path(environ["PIP_CONFIG_FILE"]))
-    return files
+    return [*files, Path(sys.prefix) / "pip.conf", *own]
 
 
 def index_urls(environ=None) -> list[str]:
-    """The indexes pip would use here: index-url (PyPI's simple API by default), then any
-    extra-index-url; from PIP_INDEX_URL / PIP_EXTRA_INDEX_URL or pip's configuration files."""
+    """The indexes pip would use: index-url (PyPI's by default), then extra-index-url; from the env or pip.conf."""
     environ = os.environ if environ is None else environ
     index: Optional[str] = None
     extra: list[str] = []
@@ -168,7 +162,6 @@ class _Links(html.parser.HTMLParser):
 
 def parse_listing(text: str, content_type: str, page_url: str) -> list[IndexFile]:
     """A project page of the simple API (PEP 691 JSON or PEP 503 HTML) -> its files."""
-
     if SIMPLE_JSON in (content_type or ""):
         try:
             data = json.loads(text)
@@ -221,14 +214,18 @@ def _project_page(index: str, package: str) -> tuple[Optional[str], str, str]:
             return "".join(f'<a href="{p.name}">{p.name}</a>' for p in sorted(path.iterdir())), "text/html", url
         return None, "", url
 
-    headers = {"Accept": f"{SIMPLE_JSON}, text/html;q=0.1", "User-Agent": "ggml-patch"}
-    return http.get_text(url, f"the package index {index}", headers=headers)  # capped, with a deadline
+    headers, chunks = {"Accept": f"{SIMPLE_JSON}, text/html;q=0.1", "User-Agent": "ggml-patch"}, list[bytes]()
+    try:  # capped, with a deadline
+        h, final = http.fetch(url, chunks.append, f"the package index {index}", http.MAX_PAGE_BYTES, headers=headers)
+    except http.HttpStatus as e:
+        if e.status == 404:
+            return None, "", url
+        raise
+    return b"".join(chunks).decode("utf-8", errors="replace"), h.get("Content-Type", ""), final
 
 
 def fetch_sdist(package: str, version: str, sha256: str, cache: Cache, key: str, folder: Path) -> Path:
-    """Find `package==version`'s sdist on the configured indexes, download it into the cache's
-    scratch space, check its sha256, and only then move it into `folder`. Nothing of it runs."""
-
+    """`package==version`'s sdist from the indexes, moved into `folder` once its sha256 matches. Nothing of it runs."""
     indexes = index_urls()
     unreachable, refused, seen = [], [], []
     for index in indexes:
@@ -323,7 +320,6 @@ def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Opt
 def _tar_capped(argv: list[str], archive: Path, key: str) -> subprocess.CompletedProcess:
     """Run tar on the archive's decompressed bytes, fed through a pipe and cut off (refused, exit
     3) past MAX_UNPACKED_BYTES: a small archive never fills the disk."""
-
     cap, total = unpacked_cap(archive), 0
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err)

@@ -1,9 +1,8 @@
 """Source kind `tarball`: a URL and its sha256 (a release archive, a GitHub archive of a commit).
 
-Downloaded once with requests into the cache (streamed into a temporary file there, kept only
-when its sha256 matches the pin), extracted without any git metadata, its single top folder
-dropped, and `subdirectory` of that imported as a base commit. A GitHub archive names its
-commit in the tar's pax header: kept as provenance.
+Downloaded once into the cache (kept only when its sha256 matches the pin), extracted without any
+git metadata, its single top folder dropped, `subdirectory` of it imported as a base commit. A
+GitHub archive names its commit in the tar's pax header: kept as provenance.
 """
 
 from __future__ import annotations

@@ -73,8 +73,7 @@ def resolve(author: Optional[str], config: tuple[Optional[str], Optional[str]]) 
 
 
 def reauthor(git_dir: str, base: str, patched: str, who: Identity, assistant: Optional[str]) -> str:
-    """base..patched again, each commit with the same tree, author date and message, authored by
-    `who` (and the Assisted-by trailer); the new head."""
+    """base..patched again, same trees, dates and messages, authored by `who` (+ Assisted-by); the head."""
     repo, parent = Path(git_dir), base
     for sha in commits.ids(repo, base, patched):
         head, _, message = commits.raw(repo, sha).partition(b"\n\n")  # the message's exact bytes after the headers

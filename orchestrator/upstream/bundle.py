@@ -1,10 +1,7 @@
-"""The upstream bundle, what a maintainer receives for each target whose run proves the fix: a `git
-format-patch` series against its exact base commit, authored by the contributor, verified by `git am`
-on a fresh copy of that base and a build and run of the two tests there; the documents the target's
-policy asks for (upstream/documents.py); manifest.json with the sha256 of every file, the policy,
-the readiness checks, the base commits and the results it was made from. The first half is pure
-(records in, text out); the second runs git and CMake, only under the tool's cache and the output
-directory."""
+"""The upstream bundle of each target whose run proves the fix: the contributor's `git format-patch`
+series on its exact base, verified by `git am`, a build and the two tests on a fresh copy of that
+base; the documents its policy asks for; manifest.json. The first half is pure; the second runs git
+and CMake, only under the tool's cache and the output directory."""
 
 from __future__ import annotations
 
@@ -66,9 +63,8 @@ def problems(results: Results, current_series_sha256: str) -> list[Problem]:
     for target in results.targets():
         cells = results.cells_of(target)
         if all(c.status in NOT_RUN for c in cells):
-            found.append(
-                Problem(target, f"{target}: no cell ran its tests (skipped or build-only), so nothing was proven")
-            )
+            why = "no cell ran its tests (skipped or build-only), so nothing was proven"
+            found.append(Problem(target, f"{target}: {why}"))
         found += [Problem(target, t) for c in cells if c.status not in NOT_RUN for t in _cell_problems(results, c)]
     return found
 
@@ -107,14 +103,6 @@ def refusal_message(found: list[Problem]) -> str:
 # ---------------------------------------------------------------- PR_TITLE, PR_BODY.md, manifest
 
 
-def series_sha256(patches: list[tuple[str, str]]) -> str:
-    """The same digest as Series.sha256: each patch's name and text."""
-    h = hashlib.sha256()
-    for name, text in patches:
-        h.update(name.encode() + b"\0" + text.encode() + b"\0")
-    return h.hexdigest()
-
-
 def manifest(
     *,
     target: str,
@@ -132,40 +120,38 @@ def manifest(
     **more: Any,
 ) -> dict[str, Any]:
     """manifest.json's data (upstream/manifest.py), redacted; `more`: the policy's keys and the rest."""
-    return Manifest.model_validate(
-        redact_data(
-            {
-                "schema_version": 1,
-                "tool": "ggml-patch",
-                "target": target,
-                "layout": layout,
-                "base": {
-                    "snapshot_commit": source.get("base_commit"),
-                    "upstream_commit": source.get("upstream_commit"),
-                    "description": source.get("description"),
-                    "source": source or None,
-                },
-                "patched_commit": patched_commit,
-                "series": {
-                    "sha256": series_sha256(patches),
-                    "results_series_sha256": results.series.sha256,
-                    "patches": [name for name, _ in patches],
-                },
-                "results": {
-                    "path": results_path,
-                    "sha256": results_sha256,
-                    "started_at": results.started_at,
-                    "exit_code": results.exit_code,
-                },
-                "incomplete": bool(warnings),
-                "warnings": warnings,
-                "verification": verification.to_json() if verification else None,
-                "toolchain": toolchain,
-                "files": files,
-                **more,
-            }
-        )
-    ).to_json()
+    data = {
+        "schema_version": 1,
+        "tool": "ggml-patch",
+        "target": target,
+        "layout": layout,
+        "base": {
+            "snapshot_commit": source.get("base_commit"),
+            "upstream_commit": source.get("upstream_commit"),
+            "description": source.get("description"),
+            "source": source or None,
+        },
+        "patched_commit": patched_commit,
+        "series": {
+            # the same digest as Series.sha256: each patch's name and text
+            "sha256": hashlib.sha256(b"".join(f"{n}\0{t}\0".encode() for n, t in patches)).hexdigest(),
+            "results_series_sha256": results.series.sha256,
+            "patches": [name for name, _ in patches],
+        },
+        "results": {
+            "path": results_path,
+            "sha256": results_sha256,
+            "started_at": results.started_at,
+            "exit_code": results.exit_code,
+        },
+        "incomplete": bool(warnings),
+        "warnings": warnings,
+        "verification": verification.to_json() if verification else None,
+        "toolchain": toolchain,
+        "files": files,
+        **more,
+    }
+    return Manifest.model_validate(redact_data(data)).to_json()
 
 
 # ---------------------------------------------------------------- reading a bundle back
@@ -228,8 +214,7 @@ class BundleOptions:
 
 
 def make_bundles(opts: BundleOptions) -> tuple[list[Bundle], list[str]]:
-    """Every bundle the results allow, and the targets left out (with why). Refuses, writing
-    nothing, when the results do not prove the fix (unless allow_incomplete)."""
+    """Every bundle the results allow, and the targets left out (why); none unless they prove the fix."""
     results, results_sha = load_results_dir(opts.results_dir)
     present = results.targets()
     for t in opts.targets:
@@ -304,7 +289,9 @@ def bundle_target(
             )
         repo = SnapshotRepo(cache.snapshots_git)
         # the target's own text and the contributor's: checked (size, UTF-8) before any build
-        rules = policy.derive(target_name, base, policy.read_policy_files(_policy_reader(repo), base), target.upstream)
+        read = _policy_reader(repo)
+        files_at_base = {f: read(base, f) for f in (*policy.POLICY_FILES, *policy.TEMPLATE_FILES)}
+        rules = policy.derive(target_name, base, files_at_base, target.upstream)
         series_dir = Path(matrix.series_dir)
         cover_text = untrusted.read_optional(series_dir / cover.COVER_FILE, "cover", root=matrix.series_dir)
         cov = cover.parse_cover(f"{series_dir.name}/{cover.COVER_FILE}", cover_text)
@@ -378,9 +365,8 @@ def bundle_target(
 
 
 def _write_dir(dest: Path, files: dict[str, str | bytes]) -> None:
-    """Replace `dest` whole: no patch from an earlier bundle is left beside the new ones. The
-    staging folder is a new one of its own (a user's `.NAME.partial/` is never touched), and
-    `dest` is replaced only when it is an earlier bundle of this target (or empty)."""
+    """Replace `dest` whole (no earlier patch is left beside the new ones), only when it is an earlier
+    bundle or empty, through a staging folder of its own (a user's `.NAME.partial/` is never touched)."""
     earlier = dest.is_dir() and (not any(dest.iterdir()) or outdir.made_bundle(dest))  # or an empty folder
     if dest.is_symlink() or (dest.exists() and not earlier):
         raise ConfigError(f"{dest}: holds files ggml-patch did not write; move them away or name another --out")
@@ -412,19 +398,16 @@ def format_patch(repo: SnapshotRepo, base: str, patched: str) -> list[tuple[str,
 def verify(
     opts: BundleOptions, target, repo, worktree, work: Path, base: str, patched: str, patches: list[tuple[str, str]]
 ) -> Verification:
-    """git am the bundle's own files on a fresh copy of the base, then the cell pipeline's
-    configure, build and test steps there (CPU, the two tests). `patched` is the bundle's head:
-    the tested tree, the contributor's commits. The worktree and build tree are the bundle's own
-    and persist in the cache (ccache and an incremental build make a repeat cost seconds)."""
+    """git am the bundle's files on a fresh copy of the base, then the cell pipeline's configure,
+    build and tests (CPU). Its trees persist in the cache: a repeat costs seconds."""
     t_all = time.monotonic()
     series_dir = work / "bundle-series"
     if series_dir.exists():
         shutil.rmtree(series_dir)
     series_dir.mkdir(parents=True)
-    files = []
-    for name, text in patches:
-        (series_dir / name).write_text(text, encoding="utf-8")
-        files.append(series_dir / name)
+    files = [series_dir / name for name, _ in patches]
+    for f, (_, text) in zip(files, patches, strict=True):
+        f.write_text(text, encoding="utf-8")
 
     t0 = time.monotonic()
     worktree.ensure(base)  # exactly the base, untracked files cleaned: a fresh copy
@@ -500,9 +483,8 @@ def compiler_info(build_dir: Path) -> dict[str, str]:
 
 
 def toolchain_of(cache: Cache, cells: list[Cell], build_dir: Path) -> dict[str, str]:
-    """The tools' versions (the same probe as the result-cache keys), the compilers CMake chose for
-    the verification build, and a cell's C++ compiler (its build tree still cached) only where it
-    differs from the verification build's: the rest is noise."""
+    """The tools' versions, the verification build's compilers, and a cell's C++ compiler only where
+    it differs from those (the rest is noise)."""
     versions = toolchain.versions()
     info = {k: versions[k] for k in ("cmake", "ninja", "git")}
     if shutil.which("ccache"):

@@ -24,7 +24,7 @@ from .sync import compare, parse_sync_script, sync_script_for
 class Documents:
     files: dict[str, str]
     policy: Policy
-    readiness: readiness.Readiness
+    readiness: M.Readiness
     draft_reasons: list[str]
     cover: C.Cover
 
@@ -37,7 +37,7 @@ class Documents:
         cover = M.CoverInfo(path=self.cover.path, present=self.cover.text is not None)
         return {
             "policy": self.policy.record().to_json(),
-            "readiness": self.readiness.record().to_json(),
+            "readiness": self.readiness.to_json(),
             "draft": self.draft,
             "draft_reasons": self.draft_reasons,
             "cover": cover.to_json() if self.policy.takes_pull_request else None,
@@ -49,10 +49,6 @@ class Documents:
             },
             "bundle_commit": bundle_commit,
         }
-
-
-def series_paths(patches: list[tuple[str, str]]) -> list[str]:
-    return list(dict.fromkeys(f.path for _, text in patches for f in unidiff.PatchSet(text)))
 
 
 def documents(
@@ -72,13 +68,12 @@ def documents(
     finetune=None,
     related: tuple = (),
 ) -> Documents:
-    """read_file(path) -> the target's file at its base commit (None when absent): the sync script.
-    finetune: the fine-tuning evidence of this target (results/evidence/finetune.json, validated), or None."""
+    """read_file(path): the target's file at its base commit, or None (the sync script); finetune: validated."""
     names = [n for n, _ in patches]
     texts: dict[str, str] = {}
     cover_problems: list[str] = []
     if policy.takes_pull_request:
-        repo = policy.repo.value
+        repo = policy.repo.value if isinstance(policy.repo.value, str) else None
         data = pr_body.evidence(
             results, results_sha256, target, commits, names, toolchain, repo, known_limits, finetune=finetune
         )
@@ -89,10 +84,11 @@ def documents(
         }
         cover_problems = C.problems(cover, policy.template)
     # a target verified through another's sync: what that sync script carries
-    script = None if policy.takes_pull_request else sync_script_for(policy.role.value.get("changes_go_to"))
+    script = None if policy.takes_pull_request else sync_script_for(policy.role_value.changes_go_to)
     text = read_file(script) if script else None
     sync = parse_sync_script(script, text) if script and text else None
-    report = compare(sync, canonical_paths, series_paths(patches)) if sync else None
+    changed = list(dict.fromkeys(f.path for _, text in patches for f in unidiff.PatchSet(text)))
+    report = compare(sync, canonical_paths, changed) if sync else None
     pr_cover = cover if policy.takes_pull_request else None
     ready = readiness.run(policy, patches, texts, pr_cover, cover_problems, sync, report, script, related=related)
     reasons = cover_problems + [f"{c.name}: {c.detail}" + (f" ({c.where[0]})" if c.where else "") for c in ready.failed]

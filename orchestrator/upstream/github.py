@@ -1,9 +1,6 @@
-"""Opening the pull request: the branch pushed to a fork, then POST /repos/{owner}/{repo}/pulls.
-
-The token is read from the environment by the caller and only ever travels in the
-Authorization header (the API) or through GIT_ASKPASS (git): never in a URL, an argument
-list, a file or a message. Every message that could carry a URL goes through `redact`.
-"""
+"""Opening the pull request: the branch pushed to a fork, then POST /repos/{owner}/{repo}/pulls. The
+token travels only in the Authorization header (the API) or through GIT_ASKPASS (git): never in a
+URL, an argument list, a file or a message. Every message that could carry a URL goes through `redact`."""
 
 from __future__ import annotations
 
@@ -20,7 +17,7 @@ from ..redact import redact
 from ..urls import FULL_SHA, git_url_problem, http_url_problem, login_problem
 from ..vcs import workrepo
 from ..vcs.runner import GitError
-from .github_api import Answer, Wording, body_json, raise_for_answer, send
+from .github_api import Answer, Wording, raise_for_answer, send
 from .submission import web_url
 
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
@@ -62,8 +59,7 @@ def check_branch(name: str, option: str = "--branch") -> str:
 
 
 def owner_from_remote(url: str) -> Optional[str]:
-    """The fork's owner from its remote URL (https://host/OWNER/NAME(.git), git@host:OWNER/NAME.git);
-    None for a local path."""
+    """The fork's owner from its remote URL (https://host/OWNER/NAME(.git), git@host:OWNER/NAME.git)."""
     m = re.match(r"^[a-z][a-z0-9+.-]*://[^/]+/(?P<owner>[^/]+)/[^/]+?/?$", url, re.I) or re.match(
         r"^[^/@:\s]+@[^/:\s]+:(?P<owner>[^/]+)/[^/]+$", url
     )
@@ -87,11 +83,6 @@ class PullRequest:
 
 def pulls_url(api_url: str, repo: str) -> str:
     return f"{api_url.rstrip('/')}/repos/{repo}/pulls"
-
-
-def request_json(pr: PullRequest) -> str:
-    """The exact bytes POSTed (and shown by a dry run)."""
-    return body_json(pr.payload())
 
 
 def create_pull_request(api_url: str, pr: PullRequest, token: str, timeout: float) -> str:
@@ -180,8 +171,7 @@ class Branch:
 
 
 def work_repo(path: Path, snapshots_git: Path) -> Path:
-    """A repository of its own (so a shallow fetch never touches the snapshot repository) that
-    borrows the snapshots' objects through alternates: no copy of the source tree's history."""
+    """A repository of its own (a shallow fetch never touches the snapshots') borrowing their objects."""
     try:
         workrepo.init(path, snapshots_git)
     except GitError as e:

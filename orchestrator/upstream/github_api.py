@@ -1,11 +1,6 @@
-"""The GitHub REST API, one request at a time, for `pr` and `drift-issue`.
-
-The token travels only in the Authorization header (`_Bearer`), never in a URL, a file or a
-message; every message that could carry it goes through `redact`. Each failure the user can
-act on is its own error class and exit code (README, 22-26): 401 and 403 without a rate limit
-(the token), 403/429 with the rate limit exhausted (when to retry), 422 (GitHub refused the
-request), an unreachable server, anything else.
-"""
+"""The GitHub REST API, one request at a time, for `pr` and `drift-issue`. The token travels only in
+the Authorization header (`_Bearer`), never in a URL, a file or a message (each goes through
+`redact`). Each failure the user can act on has its own error class and exit code (README, 22-26)."""
 
 from __future__ import annotations
 

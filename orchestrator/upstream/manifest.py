@@ -48,10 +48,17 @@ class Role(Record):
 
 
 class Rule(Record):
+    """A policy rule, in memory and in the manifest: its value and the lines that state it."""
+
+    model_config = ConfigDict(frozen=True)
     NULLS = frozenset({"value"})
 
     value: Union[None, bool, int, str, Role] = None  # None or False: the files state no such rule
-    evidence: list[Evidence] = Field(default_factory=list)
+    evidence: tuple[Evidence, ...] = ()
+
+    def __init__(self, value: Union[None, bool, int, str, Role] = None, evidence: tuple[Evidence, ...] = ()) -> None:
+        # positional, as the policy code writes rules; a dict: mypy's pydantic plugin sees no fields on Record
+        super().__init__(**{"value": value, "evidence": evidence})
 
     def cited(self, n: int = 2) -> str:
         return ", ".join(f"{e.file}:{e.line}" for e in self.evidence[:n])
@@ -86,19 +93,37 @@ class PolicyRecord(Record):
 
 # ---------------------------------------------------------------- readiness (upstream/readiness.py)
 
+PASS, WARN, FAIL = "pass", "warn", "fail"
 
-class CheckRecord(Record):
+
+class Check(Record):
+    """One readiness check (pass, warn or fail): where it applies and the policy lines it enforces."""
+
+    model_config = ConfigDict(frozen=True)
+
     name: str
     status: str
     detail: str
-    where: list[str]
-    rule: list[Evidence]
+    where: tuple[str, ...]  # required in a manifest; () by default in memory (__init__)
+    rule: tuple[Evidence, ...]
+
+    def __init__(
+        self, name: str, status: str, detail: str, where: tuple[str, ...] = (), rule: tuple[Evidence, ...] = ()
+    ) -> None:
+        # positional, as the checks write it (see Rule.__init__)
+        super().__init__(**{"name": name, "status": status, "detail": detail, "where": where, "rule": rule})
 
 
-class ReadinessRecord(Record):
-    checks: list[CheckRecord]
+class Readiness(Record):
+    model_config = ConfigDict(frozen=True)
+
+    checks: tuple[Check, ...]
     not_applicable: dict[str, str]  # check name -> why it does not apply
     summary: dict[str, int]  # status -> how many checks have it
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if c.status == FAIL]
 
 
 # ---------------------------------------------------------------- the manifest
@@ -172,9 +197,7 @@ class Authorship(Record):
 
 
 class Manifest(Record):
-    """manifest.json: the sha256 of every file, the base commits, the results it was made from,
-    the verification, the policy and readiness. A hand-made or older one may hold only some keys:
-    `target` and `files` always."""
+    """manifest.json. A hand-made or older one may hold only some keys: `target` and `files` always."""
 
     NULLS = frozenset({"cover"})
 
@@ -192,7 +215,7 @@ class Manifest(Record):
     toolchain: Optional[dict[str, str]] = None
     files: dict[Name, Sha256]  # none: read_bundle says the bundle lacks patches
     policy: Optional[PolicyRecord] = None
-    readiness: Optional[ReadinessRecord] = None
+    readiness: Optional[Readiness] = None
     draft: bool = False
     draft_reasons: list[str] = Field(default_factory=list)
     cover: Optional[CoverInfo] = None  # None: the target takes no pull request

@@ -2,7 +2,7 @@
 CONTRIBUTING.md and pull request template, where present. Every rule comes from one explicit phrase
 on one line, and it keeps that line as evidence (file, line number, text). A rule without a matching
 line is recorded as absent; nothing is assumed. matrix.yaml's `upstream:` (repo, submit) may declare
-or override where the change goes and how it is submitted. Pure except `read_policy_files`."""
+or override where the change goes and how it is submitted. Pure."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 
 from ..config import Upstream
 from . import manifest as M
-from .manifest import Evidence  # a cited line of a policy file (manifest.json holds them as they are)
+from .manifest import Evidence, Role, Rule  # declared once, as manifest.json holds them
 
 POLICY_FILES = ("AGENTS.md", "CONTRIBUTING.md")
 # where GitHub looks for a single pull request template, in its order
@@ -28,17 +28,14 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 _HEADING = re.compile(r"^#{1,6}\s")
 _PROHIBITION = re.compile(r"\b(prohibit\w*|forbid\w*|not allowed|do not|don't|never|must not|refuse|ban)\b", re.I)
 _GITHUB_REPO = r"https://github\.com/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)"
+_OWN_GUIDELINES = re.compile(
+    r"\[[^\]]*contributing guidelines\]\(" + _GITHUB_REPO + r"/blob/[^/)]+/CONTRIBUTING\.md\)", re.I
+)
 _DISCLOSURE = re.compile(r"\bdisclosure\b", re.I)
 _PLACEHOLDER = re.compile(r"^\s*(?:[-*]\s+)?(TODO|TBD|FIXME|XXX)\b", re.I)
 
 
 # ---------------------------------------------------------------- data
-
-
-@dataclass(frozen=True)
-class Rule:
-    value: Any  # None or False: the files state no such rule
-    evidence: tuple[Evidence, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -100,18 +97,24 @@ class Policy:
     rules: dict[str, Rule]
     repo: Rule  # OWNER/NAME the pull request goes to
     submit: Rule  # manual | api | none
-    role: Rule  # {"kind": pull-request | verify-only, "text": ..., "changes_go_to": ...}
+    role: Rule  # a Role
+
+    @property
+    def role_value(self) -> Role:
+        assert isinstance(self.role.value, Role)  # derive() gives every policy one
+        return self.role.value
 
     @property
     def takes_pull_request(self) -> bool:
-        return self.role.value["kind"] == PULL_REQUEST
+        return self.role_value.kind == PULL_REQUEST
 
     def rule(self, name: str) -> Rule:
         return self.rules.get(name, Rule(None))
 
     @property
     def max_comment_lines(self) -> int:
-        return self.rule("max_comment_lines").value or DEFAULT_MAX_COMMENT_LINES
+        stated = self.rule("max_comment_lines").value
+        return stated if isinstance(stated, int) and stated else DEFAULT_MAX_COMMENT_LINES
 
     def record(self) -> M.PolicyRecord:
         """The policy as manifest.json holds it (each Rule read by its attributes)."""
@@ -151,8 +154,7 @@ def prose_lines(text: str) -> list[tuple[int, str, str]]:
 
 
 def sections(text: str) -> tuple[list[str], list[tuple[str, int, list[str]]]]:
-    """(the lines before the first `## ` heading, [(heading, its line, the lines below it)]); a
-    `## ` line inside a code fence is text, not a heading."""
+    """(lines before the first `## ` heading, [(heading, its line, lines below)]); fenced `## ` is text."""
     preamble: list[str] = []
     found: list[tuple[str, int, list[str]]] = []
     fenced = False
@@ -195,10 +197,8 @@ def _disclosure_prefix(line: str) -> Optional[str]:
 
 @dataclass(frozen=True)
 class _Phrase:
-    """Parts that must appear in this order: within one sentence (no '.' between them: what
-    `[^.]*` between them meant) or, with `across=True`, anywhere later on the line. Each part is
-    searched once from where the last ended, so the work is linear in the line (never the nested
-    quantifiers that took minutes on one long line)."""
+    """Parts in this order within one sentence (or, `across`, anywhere later on the line), each
+    searched once from where the last ended: linear in the line (nested quantifiers took minutes)."""
 
     pattern: str | tuple[str, ...]
     needs_prohibition: bool = False  # the line, or the heading it sits under, must prohibit
@@ -306,14 +306,8 @@ def _own_repo(template: Optional[Template], text: Optional[str]) -> Rule:
     if template is None or text is None:
         return Rule(None)
     for n, line in enumerate(text.splitlines(), 1):
-        if "contributing guidelines](" not in line.lower():  # the regex below only on a line that can match
-            continue
-        m = re.search(
-            r"\[[^\]]*contributing guidelines\]\(" + _GITHUB_REPO + r"/blob/[^/)]+/CONTRIBUTING\.md\)",
-            line[:MAX_LINE],
-            re.I,
-        )
-        if m:
+        # the regex only on a line that can match
+        if "contributing guidelines](" in line.lower() and (m := _OWN_GUIDELINES.search(line[:MAX_LINE])):
             return Rule(m.group(1), (Evidence(file=template.file, line=n, text=line.strip()),))
     return Rule(None)
 
@@ -345,7 +339,7 @@ def derive(
             f"pull request to {repo.value or 'the repository given to `pr --repo`'}, submitted {how}"
             f" (submit: {submit.value})"
         )
-    role = Rule({"kind": kind, "text": text, "changes_go_to": goes_to.value}, tuple(dict.fromkeys(evidence)))
+    role = Rule(Role(kind=kind, text=text, changes_go_to=goes_to.value), tuple(dict.fromkeys(evidence)))
     present = {f: files.get(f) is not None for f in (*POLICY_FILES, template_file or TEMPLATE_FILES[0])}
     return Policy(target, base_commit, present, template, rules, repo, submit, role)
 
@@ -356,11 +350,3 @@ def _declared(declared: Upstream, key: str) -> Rule:
     file, _, line = declared.where.rpartition(":")
     cited = (file, int(line)) if line.isdigit() else (declared.where, 0)
     return Rule(value, (Evidence(file=cited[0], line=cited[1], text=f"upstream.{key}: {value}"),))
-
-
-# ---------------------------------------------------------------- effects
-
-
-def read_policy_files(read_blob: Callable[[str, str], Optional[str]], commit: str) -> dict[str, Optional[str]]:
-    """The policy files' text at `commit` (None where absent), through `read_blob(commit, path)`."""
-    return {f: read_blob(commit, f) for f in (*POLICY_FILES, *TEMPLATE_FILES)}

@@ -1,9 +1,7 @@
-"""PR_BODY.md and ISSUE.md. The body is the target's template: its headings in order, the
-contributor's own sections from patches/cover.md, the template's fixed lines (Requirements) as
-they are with the disclosure line answered from cover.md, and, under "Additional information",
-only data: the run's evidence tables, the gate's failure line, the base commits, the commands
-that reproduce it, the toolchain. ISSUE.md is the data for the issue opened first: the
-reproduction on the pinned base. The tool writes no prose; everything it writes is ASCII. Pure."""
+"""PR_BODY.md and ISSUE.md. The body is the target's template: the contributor's sections from
+patches/cover.md, the template's fixed lines (the disclosure answered from cover.md), and only data
+under "Additional information". ISSUE.md is the reproduction on the pinned base. The tool writes
+no prose; everything it writes is ASCII. Pure."""
 
 from __future__ import annotations
 
@@ -42,8 +40,10 @@ def _unaccented(ch: str) -> str:
 # ---------------------------------------------------------------- data from results.json
 
 
-def _v(x) -> str:
-    return NONE if x is None or x == "" else ascii_text(B.number_text(x) if isinstance(x, (int, float)) else str(x))
+def _v(x) -> str:  # a number as results.json holds it, without a float's trailing ".0"
+    return (
+        NONE if x is None or x == "" else ascii_text(str(int(x)) if isinstance(x, float) and x.is_integer() else str(x))
+    )
 
 
 def _code(x) -> str:
@@ -168,10 +168,19 @@ def case_table(results: Results, target: str) -> list[str]:
     """backend x device x test x case (named), with the fix and with it reverted."""
     out = ["| backend | device | test | case | with the fix | fix reverted | first wrong step | w | expected |"]
     out.append("|---|---|---|---|---|---|---|---|---|")
-    for r in B.outcome_rows(results, target):
-        case = r.get("case") or r["optimizer"] or (f"opt_period={r['opt_period']}" if r["opt_period"] else None)
-        vals = [r["backend"], r["device"], r["test"], case, r["with_fix"], r["reverted"], r["step"], r["w"]]
-        out.append("| " + " | ".join([*(_v(v) for v in vals), _v(r["expected"])]) + " |")
+    for c in results.cells_of(target):
+        recs = results.records_of(c.cell)
+        patched, control = recs.get("patched"), recs.get("control")
+        for test in (UPSTREAM_TEST, GATE_TEST):
+            control_test = control.test(test) if control else None
+            reverted = {(r.device, r.key): r for r in (control_test.rows if control_test else [])}
+            patched_test = patched.test(test) if patched else None
+            for r in patched_test.rows if patched_test else []:
+                ctl = reverted.get((r.device, r.key))
+                case = r.case or r.optimizer or (f"opt_period={r.opt_period}" if r.opt_period else None)
+                vals: list = [c.backend, r.device, test, case, str(r.status)]
+                vals += [str(ctl.status), ctl.step, ctl.actual, ctl.expected] if ctl else [None] * 4
+                out.append("| " + " | ".join(_v(v) for v in vals) + " |")
     return out
 
 
@@ -186,10 +195,8 @@ def evidence(
     known_limits: tuple[limits.KnownLimit, ...] = (),
     finetune: Optional[ft.FinetuneResults] = None,
 ) -> list[str]:
-    """Everything the tool puts under "Additional information": data only, ASCII. Visible: the
-    failing lines before the fix, one table of cells, the kill-matrix line, the competing fixes,
-    the reproduce commands; the rest (per-case rows, the run's record, known limits, base commits,
-    toolchain, fine-tuning tables) in <details> blocks. `known_limits`: patches/known-limits.yaml."""
+    """Everything the tool puts under "Additional information", ASCII: what a reviewer needs first
+    visible, the rest in <details> blocks. `known_limits`: patches/known-limits.yaml."""
     cells, out = results.cells_of(target), []
     lines = before_fix_lines(results, target)
     if lines:
@@ -237,8 +244,7 @@ def evidence(
 
 
 def visible_lines(text: str) -> list[str]:
-    """The lines GitHub shows before anything is opened: outside <details> blocks (their summary
-    line counts), outside HTML comments, blank lines not counted."""
+    """The non-blank lines GitHub shows before anything is opened (a <details> block's summary line only)."""
     out, depth = [], 0
     for line in C.visible(text).split("\n"):
         opens, closes = line.count("<details"), line.count("</details>")
@@ -261,8 +267,7 @@ def banner(draft_reasons: list[str], warnings: list[str]) -> list[str]:
 
 
 def body(template: Optional[Template], cov: C.Cover, data: list[str]) -> str:
-    """PR_BODY.md without the banner: the template's sections in order, each filled from the cover
-    or, for a fixed section, the template's own lines; the data under "Additional information"."""
+    """PR_BODY.md without the banner: the template's sections filled from the cover (a fixed one as it is)."""
     if template is None:  # no template: the cover as written, the data after it
         return "\n".join([(cov.text or "").rstrip("\n"), "", *data]).lstrip("\n") + "\n"
     out = list(template.preamble) + ([""] if template.preamble else [])
@@ -300,8 +305,7 @@ def issue(
     repo: Optional[str],
     finetune: Optional[ft.FinetuneResults] = None,
 ) -> str:
-    """ISSUE.md: the reproduction on the pinned base (commands, the gate's failure line, the
-    fine-tuning evidence), nothing else; the toy training table stays in results and summary.md."""
+    """ISSUE.md: the reproduction on the pinned base, nothing else (the toy training table stays in summary.md)."""
     out = ["## Reproduction", ""] + base_rows(results, target, repo)[:-1]
     bug = reproduce_bug(results, target, commits, patch_names)
     if bug:

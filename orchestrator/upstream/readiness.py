@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import email.header
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Optional
 
 import unidiff
 
 from . import cover as C
-from . import manifest as M
+from .manifest import FAIL, PASS, WARN, Check, Readiness
 from .policy import Evidence, Policy, sections
 from .sync import SyncMap, SyncReport
 
-PASS, WARN, FAIL = "pass", "warn", "fail"
 MAX_LOCATIONS = 12  # listed per check; the count says how many more
 WRAP_COLUMNS = 60  # a comment line this long that stops mid-sentence reads as filled to a column
 SUBJECT = re.compile(
@@ -26,30 +25,6 @@ SUBJECT = re.compile(
 _C_FAMILY = tuple(".c .cc .cpp .cxx .h .hh .hpp .cu .cuh .m .mm .metal .comp .glsl .wgsl .cl .swift".split())
 _HASH_FAMILY = (".cmake", ".py", ".sh", "cmakelists.txt")
 _SENTENCE_END = (".", ":", ";", "!", "?", ")", ",")
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    status: str
-    detail: str
-    where: tuple[str, ...] = ()
-    rule: tuple[Evidence, ...] = ()
-
-
-@dataclass(frozen=True)
-class Readiness:
-    checks: tuple[Check, ...]
-    not_applicable: dict[str, str] = field(default_factory=dict)  # check name -> why it does not apply
-
-    @property
-    def failed(self) -> list[Check]:
-        return [c for c in self.checks if c.status == FAIL]
-
-    def record(self) -> M.ReadinessRecord:
-        """As manifest.json holds it (each Check read by its attributes), with a count per status."""
-        summary = {s: sum(c.status == s for c in self.checks) for s in (PASS, WARN, FAIL)}
-        return M.ReadinessRecord.model_validate({**vars(self), "summary": summary}, from_attributes=True)
 
 
 # ---------------------------------------------------------------- the series, read from its patch files
@@ -89,11 +64,8 @@ def message_of(name: str, text: str) -> Message:
         i += 1
     subject = str(email.header.make_header(email.header.decode_header(subject)))
     subject = re.sub(r"^\[PATCH[^\]]*\]\s*", "", subject)
-    body = []
-    for n in range(i + 1, len(lines)):
-        if lines[n] == "---" or lines[n].startswith("diff --git "):
-            break
-        body.append((n + 1, lines[n]))
+    ends = (n for n in range(i + 1, len(lines)) if lines[n] == "---" or lines[n].startswith("diff --git "))
+    body = [(n + 1, lines[n]) for n in range(i + 1, next(ends, len(lines)))]
     while body and not body[-1][1].strip():
         body.pop()
     return Message(name, subject, subject_line, tuple(body))
@@ -129,8 +101,7 @@ def _listed(where: list[str]) -> tuple[str, ...]:
 
 
 def _verdict(policy: Policy, name: str, rule: str, where: list[str], ok: str, bad: str, why: str = "") -> Check:
-    """Pass with `ok` when nothing is `where`; else fail, citing the policy line of `rule` (or saying
-    that the standard is ggml-patch's own)."""
+    """Pass when nothing is `where`; else fail, citing the policy line of `rule` (or ggml-patch's own standard)."""
     evidence = policy.rule(rule).evidence
     if not where:
         return Check(name, PASS, ok, rule=evidence)
@@ -304,7 +275,7 @@ def check_headings(policy: Policy, body: str) -> Check:
 
 
 def check_role(policy: Policy) -> Check:
-    role, submit, repo = policy.role.value, policy.submit.value, policy.repo.value
+    role, submit, repo = policy.role_value, policy.submit.value, policy.repo.value
     forbidden, own = policy.rule("automated_submission_forbidden"), policy.rule("own_repo").value
     submitted_at = tuple(e.where for e in policy.submit.evidence)
     if submit == "api" and forbidden.value and (repo == own or own is None):
@@ -314,12 +285,12 @@ def check_role(policy: Policy) -> Check:
             "manual, or api with your own fork as upstream.repo"
         )
         return Check("role", FAIL, why, submitted_at, forbidden.evidence)
-    goes = role.get("changes_go_to")
-    if role["kind"] == "pull-request" and goes and goes != repo:
+    goes = role.changes_go_to
+    if role.kind == "pull-request" and goes and goes != repo:
         ev = policy.rule("changes_go_to").evidence
-        why = f"{role['text']}; but the target's files send changes to {goes} ({ev[0].where})"
+        why = f"{role.text}; but the target's files send changes to {goes} ({ev[0].where})"
         return Check("role", WARN, why, submitted_at, ev)
-    return Check("role", PASS, role["text"], rule=policy.role.evidence)
+    return Check("role", PASS, role.text, rule=policy.role.evidence)
 
 
 def check_sync(
@@ -379,8 +350,7 @@ def run(
     sync_script: Optional[str] = None,
     related: tuple = (),
 ) -> Readiness:
-    """texts: what the tool writes for upstream (PR_TITLE, PR_BODY.md, ISSUE.md); empty for a target
-    that takes no pull request."""
+    """texts: PR_TITLE, PR_BODY.md and ISSUE.md as written (none for a target that takes no pull request)."""
     messages = [message_of(n, t) for n, t in patches]
     parsed = [(n, *added_lines(n, t)) for n, t in patches]
     added = [a for _, lines, _ in parsed for a in lines]
@@ -406,11 +376,12 @@ def run(
             check_related(policy, cov, related),
         ]
     else:
-        not_applicable = {name: f"no pull request on this target: {policy.role.value['text']}" for name in PR_ONLY}
-    goes_to = policy.role.value.get("changes_go_to")
+        not_applicable = {name: f"no pull request on this target: {policy.role_value.text}" for name in PR_ONLY}
+    goes_to = policy.role_value.changes_go_to
     if not policy.takes_pull_request and goes_to:
         checks.append(check_sync(sync, sync_report, sync_script, goes_to))
-    return Readiness(tuple(checks), not_applicable)
+    summary = {s: sum(c.status == s for c in checks) for s in (PASS, WARN, FAIL)}
+    return Readiness(checks=tuple(checks), not_applicable=not_applicable, summary=summary)
 
 
 def markdown(target: str, readiness: Readiness, draft_reasons: list[str], policy: Policy) -> str:
@@ -418,7 +389,7 @@ def markdown(target: str, readiness: Readiness, draft_reasons: list[str], policy
     out = [
         f"# Readiness: {target}",
         "",
-        f"- role: {policy.role.value['text']}",
+        f"- role: {policy.role_value.text}",
         f"- draft: {'yes' if draft_reasons else 'no'}",
     ]
     out += [f"  - {r}" for r in draft_reasons]

@@ -5,10 +5,11 @@ or not at all (`none`: a target verified through another's sync). Pure."""
 from __future__ import annotations
 
 import shlex
-from typing import Optional
+from typing import Any, Optional
 from urllib.parse import quote, urlsplit
 
 from ..errors import ConfigError
+from ..redact import redact
 from ..vcs import workrepo
 from .manifest import Manifest, PolicyRecord, Role
 
@@ -17,10 +18,6 @@ def policy_of(manifest: Manifest, where: str) -> PolicyRecord:
     if manifest.policy is None:
         raise ConfigError(f"{where}: no policy recorded (made by an older ggml-patch); re-run `ggml-patch bundle`")
     return manifest.policy
-
-
-def submit_mode(policy: PolicyRecord) -> str:
-    return str(policy.submit.value or "manual")
 
 
 def role_of(policy: PolicyRecord) -> Role:
@@ -37,23 +34,13 @@ def web_url(api_url: str) -> str:
 
 
 def manual_steps(
-    *,
-    policy: PolicyRecord,
-    repo: str,
-    workdir: str,
-    remote: str,
-    branch: str,
-    onto: str,
-    fetch: bool,
-    patches: list[str],
-    bundle: str,
-    base: str,
-    owner: Optional[str],
-    web: str,
+    policy: PolicyRecord, args: Any, bundle: Any, workdir: str, onto: str, fetch: bool, owner: Optional[str]
 ) -> list[str]:
-    """What the contributor runs, in order: the branch made from the bundle, pushed to their fork,
-    and the compare page where they open the pull request themselves."""
-    head = f"{owner or 'OWNER'}:{branch}"
+    """What the contributor runs for `pr` (its `args`), in order: the branch made from the bundle,
+    pushed to their fork, and the compare page where they open the pull request themselves."""
+    repo, branch, base, remote = args.repo, args.branch, args.base, redact(args.head_remote)
+    patches = [str(p.resolve()) for p in bundle.patch_files]  # `git -C` elsewhere: absolute paths
+    head, where = f"{owner or 'OWNER'}:{branch}", bundle.path.resolve()
     steps = workrepo.by_hand(workdir, remote, onto, patches, branch, fetch)
     forbidden = policy.rules.get("automated_submission_forbidden")
     why = (forbidden.cited() if forbidden else "") or policy.submit.cited()
@@ -67,11 +54,11 @@ def manual_steps(
         "",
         "then open the pull request in your browser:",
         "",
-        f"  {web}/{repo}/compare/{quote(base, safe='')}...{quote(head, safe=':/')}?expand=1",
+        f"  {web_url(args.api_url)}/{repo}/compare/{quote(base, safe='')}...{quote(head, safe=':/')}?expand=1",
         "",
-        f"title: {bundle}/PR_TITLE",
-        f"description: {bundle}/PR_BODY.md",
-        f"the issue to open first: {bundle}/ISSUE.md",
+        f"title: {where}/PR_TITLE",
+        f"description: {where}/PR_BODY.md",
+        f"the issue to open first: {where}/ISSUE.md",
     ]
     if not owner:
         out.append("(OWNER: your GitHub user; --head-owner fills it in)")

@@ -1,12 +1,11 @@
-"""Views of a run's results that the PR body and the bundle share: the outcome and cell tables'
-rows, the tests a backend skips, the training cell, the toolchain lines, and PR_TITLE. Pure."""
+"""Views of a run's results that the PR body and the bundle share: the devices, the tests a backend
+skips, the training cell, the toolchain lines, and PR_TITLE. Pure."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
 
-from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..report.model import Cell, CellStatus, DeviceInfo, Outcome, Results
 
 WARNING_TITLE = "Incomplete evidence: this bundle was made with `--allow-incomplete`"
@@ -33,43 +32,6 @@ class Commit:
 def pr_title(commits: list[Commit]) -> str:
     """The fix's own subject line (the first commit that is not only tests)."""
     return ([c for c in commits if not c.is_test] or commits)[0].subject
-
-
-def number_text(x) -> str:
-    """A number exactly as results.json holds it, without a float's trailing ".0"."""
-    return str(int(x)) if isinstance(x, float) and x.is_integer() else str(x)
-
-
-def outcome_rows(results: Results, target: str) -> list[dict]:
-    """backend x device x test case, with the fix and with the fix reverted (the table's rows)."""
-    rows = []
-    for c in results.cells_of(target):
-        recs = results.records_of(c.cell)
-        patched, control = recs.get("patched"), recs.get("control")
-        if not patched:
-            continue
-        for test in (UPSTREAM_TEST, GATE_TEST):
-            control_test = control.test(test) if control else None
-            reverted = {(r.device, r.key): r for r in (control_test.rows if control_test else [])}
-            patched_test = patched.test(test)
-            for r in patched_test.rows if patched_test else []:
-                ctl = reverted.get((r.device, r.key))
-                rows.append(
-                    {
-                        "backend": c.backend,
-                        "device": r.device,
-                        "test": test,
-                        "optimizer": r.optimizer,
-                        "case": r.case,
-                        "opt_period": r.opt_period,
-                        "with_fix": str(r.status),
-                        "reverted": str(ctl.status) if ctl else None,
-                        "step": ctl.step if ctl else None,
-                        "w": ctl.actual if ctl else None,
-                        "expected": ctl.expected if ctl else None,
-                    }
-                )
-    return rows
 
 
 def skipped_tests(results: Results, target: str) -> list[tuple[str, str, str]]:

@@ -1,2 +1,1 @@
-"""The one git layer: a runner on GitPython (isolated environment, one error type) and the
-snapshot repository with its worktrees."""
+"""The one git layer: an isolated runner (one error type), the snapshot repository with its worktrees."""

@@ -1,5 +1,4 @@
-"""Commits read and written byte for byte (a message is kept exactly): what re-authoring a
-bundle's commits needs (upstream/authorship.py)."""
+"""Commits read and written byte for byte, a message kept exactly (upstream/authorship.py)."""
 
 from __future__ import annotations
 
@@ -10,12 +9,10 @@ from .runner import git_bytes
 
 
 def ids(git_dir: Path, base: str, head: str) -> list[str]:
-    """The commits of base..head, oldest first."""
     return git_bytes("rev-list", "--reverse", "--end-of-options", f"{base}..{head}", git_dir=git_dir).decode().split()
 
 
 def raw(git_dir: Path, sha: str) -> bytes:
-    """`git cat-file commit`: the headers and the message's exact bytes."""
     return git_bytes("cat-file", "commit", sha, git_dir=git_dir, strip=False)
 
 
@@ -28,6 +25,5 @@ def with_trailer(git_dir: Path, message: bytes, trailer: str) -> bytes:
 
 
 def commit_tree(git_dir: Path, tree: str, parent: str, message: bytes, env: Optional[dict[str, str]] = None) -> str:
-    """A new commit of `tree` on `parent` with exactly this message; its id."""
     out = git_bytes("commit-tree", tree, "-p", parent, "-F", "-", git_dir=git_dir, input=message, env=env, strip=False)
     return out.decode().strip()

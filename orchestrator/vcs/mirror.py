@@ -1,5 +1,4 @@
-"""Remotes: a bare mirror of a git URL in the cache (fetched into, read from) and `ls-remote`.
-Every network command gives up on a stalled transfer and has a deadline."""
+"""A bare mirror of a git URL in the cache, and `ls-remote`; network commands have deadlines."""
 
 from __future__ import annotations
 
@@ -19,7 +18,6 @@ def has_commit(mirror: Path, sha: str) -> bool:
 
 
 def fetch(mirror: Path, url: str, refspec: str) -> None:
-    """`refspec` of `url` into the mirror (no tags). Raises GitError (git's own line)."""
     git("fetch", "--quiet", "--no-tags", "--end-of-options", url, refspec, git_dir=mirror, config=NETWORK_CONFIG,
         timeout=FETCH_TIMEOUT_S)  # fmt: skip
 

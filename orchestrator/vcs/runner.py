@@ -1,12 +1,10 @@
 """The one way the tool runs git: a clean environment, one error type.
 
-Every git command of the tool goes through `git()` (or `git_bytes()`): no user or system git
-configuration leaks in (hooks, url rewrites, autocrlf, signing), no GIT_* variable of the caller
-(GIT_DIR, GIT_WORK_TREE, GIT_CONFIG_COUNT/KEY/VALUE...), no configuration that runs a command
-(hooks, core.fsmonitor, credential helpers, the ext:: transport), even from a repository's own
-.git/config; git never prompts, and a failure is a GitError carrying git's own line. Refs and URLs
-that came from input are passed after `--end-of-options` by the callers (or resolved to a commit
-id first: `git checkout` has no `--end-of-options`).
+No user or system git configuration leaks in (hooks, url rewrites, autocrlf, signing), no GIT_*
+variable of the caller, no configuration that runs a command (hooks, core.fsmonitor, credential
+helpers, the ext:: transport), even from a repository's own .git/config; git never prompts. Refs
+and URLs from input go after `--end-of-options` (or are resolved to a commit id first: `git
+checkout` has no `--end-of-options`).
 """
 
 from __future__ import annotations
@@ -27,8 +25,7 @@ AM_FLAGS = ("--committer-date-is-author-date", "--keep-cr")
 _COMMITTER = {"GIT_COMMITTER_NAME": "ggml-patch", "GIT_COMMITTER_EMAIL": "ggml-patch@localhost"}
 _DATES = {"GIT_AUTHOR_DATE": "@946684800 +0000", "GIT_COMMITTER_DATE": "@946684800 +0000"}
 FIXED_IDENTITY = {"GIT_AUTHOR_NAME": "ggml-patch", "GIT_AUTHOR_EMAIL": "ggml-patch@localhost", **_COMMITTER, **_DATES}
-# No user or system git configuration (hooks, autocrlf, signing...); no prompt.
-# git am, its --abort and checkout write reflogs, which need a committer identity.
+# No user or system configuration, no prompt; a committer identity for the reflogs am and checkout write.
 ISOLATED = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0", **_COMMITTER}
 
 LOCAL_TIMEOUT_S = 1800.0  # any git command without its own limit: a local one that takes longer has hung
@@ -50,8 +47,7 @@ _LINE_PREFIXES = ("fatal:", "error:", "! [", "Patch failed at")
 
 
 def isolated_env(**extra: str) -> dict[str, str]:
-    """The environment every git command runs in: this process's without its GIT_* variables
-    (but KEPT_GIT_ENV), isolated, plus `extra`."""
+    """This process's environment without its GIT_* variables (but KEPT_GIT_ENV), isolated, plus `extra`."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in KEPT_GIT_ENV}
     return {**base, "LC_ALL": "C", "LANGUAGE": "C", **ISOLATED, **extra}
 
@@ -67,9 +63,8 @@ def error_line(text: str, prefer: Sequence[str] = ()) -> str:
 
 
 class GitError(ToolError):
-    """A git command failed (or was killed for its timeout). `line` is git's own line, `output`
-    all it printed (stderr, then stdout); the message never holds the command line (it may hold
-    a URL with credentials)."""
+    """A git command failed or timed out: `line` git's own line, `output` all it printed. The message
+    never holds the command line (it may hold a URL with credentials)."""
 
     def __init__(
         self, args: Sequence[str], status: Optional[int], stderr: str, stdout: str = "", timeout: Optional[float] = None
@@ -96,8 +91,7 @@ def git_bytes(
     config: Sequence[str] = (),
     strip: bool = True,
 ) -> bytes:
-    """`git ARGS` isolated, its stdout (`strip`: without one final newline); `env` adds to the
-    isolated environment. GitError on failure, timed_out after `timeout` (LOCAL_TIMEOUT_S by default)."""
+    """`git ARGS` isolated, its stdout (`strip`: less one final newline); GitError on failure or timeout."""
     timeout = LOCAL_TIMEOUT_S if timeout is None else timeout
     argv = ["git", *(["-C", str(cwd)] if cwd is not None else []), *([f"--git-dir={git_dir}"] if git_dir else [])]
     argv += [*(x for c in (*SAFE_CONFIG, *config) for x in ("-c", c)), *args]

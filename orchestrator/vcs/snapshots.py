@@ -1,8 +1,5 @@
-"""The snapshot repository: every fetched source as a base commit, and worktrees on them.
-
-Base commits are deterministic (fixed identity and dates), so the same source gives the
-same commit on every machine, and so does the series applied on top of it.
-"""
+"""The snapshot repository: every fetched source as a base commit, and worktrees on them. Base commits
+are deterministic (fixed identity and dates): the same source gives the same commit everywhere."""
 
 from __future__ import annotations
 
@@ -75,7 +72,6 @@ class SnapshotRepo:
         return self.rev(f"{rev}^{{tree}}")
 
     def tree_from_entries(self, entries: list[tuple[str, str, str]]) -> str:
-        """A tree from (mode, blob id, path) entries, built in a temporary index."""
         data = "".join(f"{mode} {sha}\t{path}\0" for mode, sha, path in entries).encode("utf-8", "surrogateescape")
         with tempfile.TemporaryDirectory(prefix="index-", dir=self.path) as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
@@ -119,9 +115,8 @@ class SnapshotRepo:
     def blob_size(self, commit: str, path: str) -> Optional[int]:
         """A file's size in bytes at a commit (None when absent or not a file)."""
         try:
-            if self.git("cat-file", "-t", "--end-of-options", f"{commit}:{path}") != "blob":
-                return None
-            return int(self.git("cat-file", "-s", "--end-of-options", f"{commit}:{path}"))
+            is_blob = self.git("cat-file", "-t", "--end-of-options", f"{commit}:{path}") == "blob"
+            return int(self.git("cat-file", "-s", "--end-of-options", f"{commit}:{path}")) if is_blob else None
         except (GitError, ValueError):
             return None
 
@@ -138,7 +133,6 @@ class SnapshotRepo:
             return None
 
     def message(self, commit: str) -> str:
-        """A commit's message."""
         return self.git("log", "-1", "--format=%B", "--end-of-options", commit)
 
     def tree_entry(self, commit: str, path: str) -> Optional[tuple[str, str, str]]:
@@ -165,8 +159,7 @@ class SnapshotRepo:
         return n > 0 and self.git("merge-base", "--end-of-options", base, head) == base
 
     def format_patches(self, base: str, head: str, out_dir: Path) -> list[Path]:
-        """`git format-patch base..head` into out_dir, with no signature (the bytes do not depend on
-        the git version, so a bundle's manifest is reproducible)."""
+        """base..head as patch files in out_dir, no signature: the bytes do not depend on git's version."""
         names = self.git("format-patch", "--no-signature", "-o", str(out_dir), "--end-of-options", f"{base}..{head}")
         return [Path(p) for p in names.splitlines()]
 
@@ -174,8 +167,7 @@ class SnapshotRepo:
         """(id, subject, body, files changed) of each commit in base..head, oldest first."""
         out = []
         for sha in self.git("rev-list", "--reverse", "--end-of-options", f"{base}..{head}").split():
-            subject = self.git("show", "-s", "--format=%s", "--end-of-options", sha)
-            body = self.git("show", "-s", "--format=%b", "--end-of-options", sha)
+            subject, _, body = self.git("show", "-s", "--format=%s%x00%b", "--end-of-options", sha).partition("\0")
             files = self.git("diff-tree", "--no-commit-id", "--name-only", "-r", "--end-of-options", sha).split()
             out.append((sha, subject, body, tuple(files)))
         return out
@@ -229,32 +221,19 @@ class Worktree:
         return self.head() or ""
 
     def restore_from(self, commit: str, paths: list[str]) -> None:
-        """The files as `commit` has them, in the work tree only (the index keeps HEAD's), in one
-        process; a file `commit` lacks is removed."""
+        """The files as `commit` has them (one it lacks removed), in the work tree only: the index keeps HEAD's."""
         self.git("restore", f"--source={commit}", "--worktree", "--", *paths)
 
     def apply(self, patch_file: Path) -> None:
-        """`git apply` a diff to the files (no commit); GitError with git's line when it does not apply."""
         self.git("apply", "--", str(patch_file))
 
-    # ---- one patch at a time, for the drift status: clean, 3-way, already there, conflict ----
-
-    def am_one(self, patch_file: Path, three_way: bool = False) -> Optional[str]:
-        """Apply one patch as a commit. None when it applied; else git's output, with the am
-        left in progress (abort it, or leave it for someone to resolve)."""
+    def try_am(self, *patch_files: Path, three_way: bool = False) -> Optional[str]:
+        """For the drift status: None when the patches applied as commits; else git's output, with
+        the am left in progress (abort it, or leave it to resolve: fix, `git add`, `git am --continue`)."""
         try:
-            self.git("am", *AM_FLAGS, *(["-3"] if three_way else []), "--", str(patch_file))
+            self.git("am", *AM_FLAGS, *(["-3"] if three_way else []), "--", *map(str, patch_files))
         except GitError as e:
             return f"{e.stdout}\n{e.stderr}"
-        return None
-
-    def am_start(self, patch_files: list[Path]) -> Optional[str]:
-        """`git am -3` the patches, leaving it stopped at the first one that does not merge (for
-        resolution by hand: fix, `git add`, `git am --continue`). None when all applied."""
-        try:
-            self.git("am", *AM_FLAGS, "-3", "--", *map(str, patch_files))
-        except GitError as e:
-            return e.line
         return None
 
     def am_abort(self) -> None:
@@ -268,8 +247,7 @@ class Worktree:
         return succeeds("apply", "--check", *(["-R"] if reverse else []), str(patch_file), cwd=self.path)
 
     def conflicted_files(self) -> list[str]:
-        out = self.git("diff", "--name-only", "--diff-filter=U")
-        return [line for line in out.splitlines() if line]
+        return [line for line in self.git("diff", "--name-only", "--diff-filter=U").splitlines() if line]
 
     def read_file(self, path: str) -> Optional[str]:
         try:
@@ -284,8 +262,7 @@ class Worktree:
         return succeeds("merge-base", "--is-ancestor", "--end-of-options", commit, "HEAD", cwd=self.path)
 
     def format_patch(self, base: str, out_dir: Path) -> list[Path]:
-        """base..HEAD as patch files, written the way patches/ was: stable bytes, so regenerating
-        an unchanged series changes nothing (no commit ids, dates of the run, diffstat or version)."""
+        """base..HEAD as patch files in patches/' stable bytes (no commit ids, dates of the run, diffstat, version)."""
         out_dir.mkdir(parents=True, exist_ok=True)
         stable = ("--zero-commit", "--full-index", "--no-signature", "--no-stat", "--no-color")
         names = self.git("format-patch", *stable, "-o", str(out_dir), "--end-of-options", f"{base}..HEAD")

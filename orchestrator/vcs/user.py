@@ -1,6 +1,5 @@
-"""git as the user has it: their own configuration (name, email, safe.directory entries) and
-their checkouts, read only. The tool's other git runs isolated (runner.py), which would hide
-exactly these. Every command has a timeout."""
+"""git as the user has it: their own configuration (name, email, safe.directory) and their checkouts,
+read only, which the tool's isolated git (runner.py) would hide. Every command has a timeout."""
 
 from __future__ import annotations
 
@@ -27,9 +26,7 @@ def _user_git(*args: str, cwd: Optional[str] = None) -> Optional[str]:
 
 
 def config_value(key: str, cwd: Optional[str] = None) -> Optional[str]:
-    """A configuration value as git resolves it for the user here (e.g. user.name)."""
-    out = _user_git("config", "--get", key, cwd=cwd)
-    return (out or "").strip() or None
+    return (_user_git("config", "--get", key, cwd=cwd) or "").strip() or None
 
 
 def version() -> str:
@@ -39,8 +36,7 @@ def version() -> str:
 
 
 def safe_directories() -> list[str]:
-    """The user's own safe.directory entries (global and system configuration), as -c values:
-    the tool's git runs without the user's configuration, which would otherwise drop them."""
+    """The user's own safe.directory entries, as -c values: the tool's isolated git would drop them."""
     where = ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM")
     return [f"safe.directory={d}" for d in _safe_dirs(tuple(os.environ.get(k) for k in where))]
 
@@ -58,8 +54,7 @@ def _in_checkout(root: Path, *args: str) -> str:
 
 
 def is_work_tree(root: Path) -> bool:
-    """Whether git sees `root` as (inside) a work tree. Raises GitError when git refuses to read
-    it (another user's: dubious ownership)."""
+    """Whether git sees `root` as (inside) a work tree; GitError for another user's (dubious ownership)."""
     try:
         return _in_checkout(root, "rev-parse", "--is-inside-work-tree") == "true"
     except GitError as e:
@@ -69,8 +64,7 @@ def is_work_tree(root: Path) -> bool:
 
 
 def head(root: Path, rev: str = "HEAD") -> Optional[str]:
-    """The commit HEAD names in the checkout (`rev` "HEAD:./": its tree at `root`, a subfolder
-    inside a checkout), or None (no commits, or not a checkout)."""
+    """The commit HEAD names in the checkout (`rev` "HEAD:./": its tree at `root`), or None."""
     try:
         return _in_checkout(root, "rev-parse", "--verify", "--quiet", rev) or None
     except GitError:

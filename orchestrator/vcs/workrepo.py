@@ -1,6 +1,5 @@
-"""The pull request's work repository: a repository of its own that borrows the snapshots'
-objects (alternates), where the bundle's series is applied with `git am` and pushed. Every git
-command line of `ggml-patch pr` is here; upstream/github.py words the errors."""
+"""The pull request's work repository, borrowing the snapshots' objects (alternates), where the
+bundle's series is applied and pushed: every git command line of `ggml-patch pr`."""
 
 from __future__ import annotations
 
@@ -28,7 +27,6 @@ def has_commit(workdir: Path, commit: str) -> bool:
 def fetch_commit(
     workdir: Path, remote: str, commit: str, env: dict[str, str], timeout: float, config: Sequence[str] = ()
 ) -> None:
-    """One commit of `remote`, shallow, no tags."""
     git("fetch", "-q", "--no-tags", "--depth=1", "--end-of-options", remote, commit, cwd=workdir, env=env,
         timeout=timeout, config=config)  # fmt: skip
 
@@ -50,8 +48,7 @@ def checkout_clean(workdir: Path, onto: str) -> str:
 
 
 def am(workdir: Path, patches: tuple[Path, ...]) -> str:
-    """The patches applied with `git am` (the same flags as every other am); HEAD after. A patch
-    that does not apply raises GitError with nothing left half-applied."""
+    """HEAD after `git am` of the patches; GitError, nothing left half-applied, when one does not apply."""
     try:
         git("am", "-q", *AM_FLAGS, "--", *map(str, patches), cwd=workdir)
     except GitError:
@@ -80,8 +77,7 @@ def is_branch_name(name: str) -> bool:
 
 
 def by_hand(workdir: str, remote: str, onto: str, patches: list[str], branch: str, fetch: bool) -> list[list[str]]:
-    """The same steps as command lines a person runs: fetch `onto` (when needed), check it out,
-    `git am` the patches, push the branch."""
+    """The same steps as command lines a person runs."""
     g = ["git", "-C", workdir]
     steps = [[*g, "fetch", "--no-tags", "--depth=1", remote, onto]] if fetch else []
     return steps + [

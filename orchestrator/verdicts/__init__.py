@@ -1,3 +1,2 @@
-"""What the runs prove: test outcomes and the control verdict (classify), failure attribution,
-mutants (known-wrong fixes) and training evidence (training: the linear-regression program).
-Pure, apart from the plots. The fine-tuning evidence lives in orchestrator/finetune/."""
+"""What the runs prove (pure but the plots): outcomes and the control's verdict (classify), attribution,
+mutants, competing fixes, training evidence; the fine-tuning evidence is in orchestrator/finetune/."""

@@ -1,12 +1,7 @@
-"""Failure attribution: is a test that fails with the fix failing because of it?
-
-Each test that fails in the patched variant is compared, device by device, with the same test in the
-control variant (the same tree with the fix's hunks reverted, i.e. the upstream base plus the
-gate test): "pre-existing" when it fails without the fix too, "regression" when it passes there,
-"unknown" when the control cannot tell (it did not build, or never reached that device).
-
-Pure: takes the test records run/cell.py writes (outcome, signal, rows, output), returns entries.
-"""
+"""Failure attribution (pure): is a test that fails with the fix failing because of it? Compared device
+by device with the same test in the control (the fix's hunks reverted): "pre-existing" when it fails
+there too, "regression" when it passes there, "unknown" when the control cannot tell (it did not
+build, or never reached that device)."""
 
 from __future__ import annotations
 
@@ -34,9 +29,8 @@ def what_failed(test: Optional[TestRecord]) -> str:
 
 
 def crash_device(output: str) -> Optional[str]:
-    """The device a test was on when it stopped without finishing: the last "Backend i/n: DEV"
-    header (test-opt) with no result row for that device after it. None when it finished every
-    device it started (e.g. it died in teardown) or printed no headers."""
+    """The device a test was on when it stopped: the last "Backend i/n: DEV" header (test-opt) with no
+    result row after it. None when it finished every device it started (died in teardown) or has none."""
     output = strip_ansi(output or "")
     headers = list(_DEVICE_HEADER.finditer(output))
     if not headers:
@@ -67,7 +61,6 @@ def failing_devices(test: Optional[TestRecord]) -> dict[str, str]:
 
 
 def devices_seen(test: Optional[TestRecord]) -> set[str]:
-    """Devices for which a test printed a result row."""
     return {r.device for r in test.rows} if test else set()
 
 
@@ -83,15 +76,9 @@ def attribute(
         c_fail = failing_devices(control)
         for device, detail in failing_devices(test).items():
             label, why = _label(name, device, test, control, c_fail, control_built)
+            without, on = _without(device, control, c_fail), None if device == ANY_DEVICE else device
             entries.append(
-                AttributionEntry(
-                    test=name,
-                    device=None if device == ANY_DEVICE else device,
-                    with_fix=detail,
-                    without_fix=_without(device, control, c_fail),
-                    label=label,
-                    reason=why,
-                )
+                AttributionEntry(test=name, device=on, with_fix=detail, without_fix=without, label=label, reason=why)
             )
     return entries
 
@@ -140,10 +127,7 @@ def pre_existing_only(entries: list[AttributionEntry], test: str) -> bool:
 def failure_kind(entries: list[AttributionEntry]) -> Optional[AttributionLabel]:
     """regression if any, else unknown if any, else pre-existing; None when nothing failed."""
     labels = {e.label for e in entries}
-    for kind in (REGRESSION, UNKNOWN, PRE_EXISTING):
-        if kind in labels:
-            return kind
-    return None
+    return next((kind for kind in (REGRESSION, UNKNOWN, PRE_EXISTING) if kind in labels), None)
 
 
 def describe(entries: list[AttributionEntry], labels: bool = True) -> str:

@@ -1,14 +1,10 @@
-"""Result classification: test outcomes, per-device rows, the control's verdict, cell status.
-
-Pure: takes exit codes and output text, returns names and reasons.
-"""
+"""Result classification (pure): test outcomes, per-device rows, the control's verdict, cell status."""
 
 from __future__ import annotations
 
 import re
 import signal as _signal
-from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Mapping, NamedTuple, Optional
 
 from ..report.model import CellStatus, Outcome, Verdict
 
@@ -31,7 +27,6 @@ TEST_OPT_ROW = re.compile(r"^\s*Backend (?P<device>\S+) (?P<optimizer>\S+): (?P<
 
 
 def strip_ansi(text: str) -> str:
-    """Terminal colours out: the lines as a person reads them."""
     return _ANSI.sub("", text)
 
 
@@ -57,8 +52,7 @@ def signal_name(exit_code: Optional[int]) -> Optional[str]:
 
 
 def gate_rows(output: str) -> list[dict]:
-    """test-opt-dynamic-accum's lines -> one row per device x case: its `case`, and its
-    `opt_period` when the case has one (older gates print only opt_period cases)."""
+    """The gate's rows, one per device x case, with its `opt_period` where it has one (older gates: all do)."""
     rows = []
     for m in GATE_ROW.finditer(strip_ansi(output)):
         case = m["case"].strip()
@@ -76,10 +70,7 @@ def gate_rows(output: str) -> list[dict]:
 
 
 def gate_failure_line(output: str) -> Optional[str]:
-    for row in gate_rows(output):
-        if row["status"] == "FAIL":
-            return row["line"]
-    return None
+    return next((row["line"] for row in gate_rows(output) if row["status"] == "FAIL"), None)
 
 
 def test_opt_rows(output: str) -> list[dict]:
@@ -90,8 +81,7 @@ def test_opt_rows(output: str) -> list[dict]:
     ]
 
 
-@dataclass(frozen=True)
-class GateVerdict:
+class GateVerdict(NamedTuple):
     """The verdict on the gate run without the fix (the control, or a mutant), and why."""
 
     verdict: Verdict
@@ -106,9 +96,8 @@ def gate_verdict(
     variant: str = "the control variant",
     passed: str = "the gate test passed without the fix: it is not a gate",
 ) -> GateVerdict:
-    """The gate run on a tree without the (right) fix: killed only if the tree built and the gate
-    failed by its own check (a non-zero exit, not a signal or timeout) and printed its failure
-    line; survived if it passed (`passed` says what that means); else invalid."""
+    """The gate on a tree without the (right) fix: killed only if the tree built and the gate failed by its own
+    check (a non-zero exit, not a signal or timeout) printing its failure line; survived if it passed; else invalid."""
     if not build_ok:
         return GateVerdict(INVALID, f"{variant} did not build")
     if gate_outcome == PASSED:
@@ -135,41 +124,30 @@ def control_verdict(
     test_opt_skipped: Optional[str] = None,
 ) -> GateVerdict:
     """The gate's verdict (gate_verdict), and test-opt's: it passes (an older series) or fails by its
-    own check (its per-step cases, the regression test upstream keeps); a crash or timeout there
-    means the control changed more than the fix.
-
-    `test_opt_pre_existing` describes a test-opt failure seen with the fix too (e.g. a driver
-    crash on one device): test-opt then cannot show that the control changed only the fix, so
-    the verdict rests on the gate alone, and the reason says so. So it does when the backend
-    does not run test-opt at all (`test_opt_skipped`: why)."""
+    own check (its per-step cases); a crash or timeout there means the control changed more than the
+    fix. Where test-opt fails with the fix too (`test_opt_pre_existing`: e.g. a driver crash) or is not
+    run (`test_opt_skipped`: why), the verdict rests on the gate alone, and the reason says so."""
     v = gate_verdict(build_ok, gate_outcome, gate_exit, gate_output)
     if v.verdict != KILLED or test_opt_outcome == PASSED:
         return v
     if test_opt_outcome == FAILED and not test_opt_pre_existing:
         return GateVerdict(KILLED, f"{v.reason}; test-opt fails too (its per-step cases)")
     if test_opt_outcome == SKIPPED:
+        alone = f"test-opt is not run on this backend: {test_opt_skipped or 'no reason recorded'}"
+    elif test_opt_pre_existing:
+        alone = f"test-opt {test_opt_outcome} with and without the fix, pre-existing: {test_opt_pre_existing}"
+    else:
         return GateVerdict(
-            KILLED,
-            f"{v.reason} (verdict on the gate alone: test-opt is not run on this backend: "
-            f"{test_opt_skipped or 'no reason recorded'})",
+            INVALID, f"test-opt {test_opt_outcome} without the fix, so the control changed more than the fix"
         )
-    if test_opt_pre_existing:
-        return GateVerdict(
-            KILLED,
-            f"{v.reason} (verdict on the gate alone: test-opt {test_opt_outcome} with and "
-            f"without the fix, pre-existing: {test_opt_pre_existing})",
-        )
-    return GateVerdict(
-        INVALID, f"test-opt {test_opt_outcome} without the fix, so the control changed more than the fix"
-    )
+    return GateVerdict(KILLED, f"{v.reason} (verdict on the gate alone: {alone})")
 
 
 def cell_status(
     patched_build_ok: bool, patched: Mapping[str, str], verdict: Optional[GateVerdict], attribution: str = ""
 ) -> tuple[CellStatus, str]:
-    """(status, reason) for a cell: passed only when every patched test that ran passed and the control
-    was killed; a test the backend does not run (skipped) is named, never counted as passed.
-    `attribution` says, for failing tests, whether they fail without the fix too."""
+    """(status, reason): passed only when every test that ran passes with the fix and the control was killed;
+    a skipped test is named, never counted as passed; `attribution`: do failing tests fail without the fix too."""
     if not patched_build_ok:
         return CellStatus.FAILED, "the patched variant did not build"
     skipped = [name for name, o in patched.items() if o == SKIPPED]

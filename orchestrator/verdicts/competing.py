@@ -1,7 +1,5 @@
-"""Competing fixes: fixes for the same bug proposed elsewhere (native_tests/competing/NAME.patch).
-
-A file is a header of one-line fields, a blank line, then a plain git diff in the series'
-(canonical) layout against the UNFIXED tree:
+"""Competing fixes (pure): fixes for the same bug proposed elsewhere (native_tests/competing/NAME.patch):
+a header of one-line fields, a blank line, then a git diff in the series' layout against the UNFIXED tree:
 
     Competing fix: <one-line title>
     URL: https://... (the PR, commit or repository it comes from)
@@ -9,10 +7,8 @@ A file is a header of one-line fields, a blank line, then a plain git diff in th
     Author's summary: <one line>
     Provenance: <one line, optional: how sure the attribution is, what was ported>
 
-Each cell applies it to the unfixed tree (the series' fix reverted, the tests kept), rebuilds, runs
-both tests and judges it against what the fix passes: equivalent (passes everything the fix
-passes), wrong (a test the fix passes fails: its first failing line), invalid (does not apply or
-build). Pure: text in, a CompetingFix out; test records in, a verdict out.
+Judged against what the fix passes: equivalent (passes all of it), wrong (a test the fix passes
+fails: its first failing line), invalid (does not apply or build).
 """
 
 from __future__ import annotations
@@ -27,7 +23,7 @@ from ..patchset.files import read_diff_files
 from ..patchset.layout import GATE_TEST
 from ..patchset.render import DiffInLayout
 from ..patchset.series import FileDiff, parse_patch
-from ..report.model import CompetingVerdict, Outcome, TestRecord
+from ..report.model import CompetingJudged, CompetingVerdict, Outcome, TestRecord
 from .classify import gate_failure_line, strip_ansi
 
 REQUIRED = ("Competing fix", "URL", "Date", "Author's summary")
@@ -50,7 +46,6 @@ class CompetingFix(DiffInLayout):
 
 def parse_competing(name: str, text: str) -> CompetingFix:
     """A competing fix's file; one ConfigError line naming the file (and line) when it is malformed."""
-    stem = name[: -len(".patch")] if name.endswith(".patch") else name
     if not text.isascii():
         raise ConfigError(f"{name}: non-ASCII text; a competing fix is data that may go upstream (ASCII only)")
     if "\ndiff --git " not in "\n" + text:
@@ -77,23 +72,10 @@ def parse_competing(name: str, text: str) -> CompetingFix:
     if not _DATE.match(fields["Date"]):
         raise ConfigError(f"{name}: Date: {fields['Date']!r}; expected YYYY-MM, YYYY-MM-DD or 'unknown'")
     patch = parse_patch(name, text)  # paths checked: a/ b/ prefixes, nothing escaping the tree, no binary
+    title, url, date, summary = (fields[k] for k in REQUIRED)
     return CompetingFix(
-        stem,
-        fields["Competing fix"],
-        fields["URL"],
-        fields["Date"],
-        fields["Author's summary"],
-        fields.get("Provenance", ""),
-        patch.files,
+        name.removesuffix(".patch"), title, url, date, summary, fields.get("Provenance", ""), patch.files
     )
-
-
-@dataclass(frozen=True)
-class CompetingJudgement:
-    verdict: CompetingVerdict
-    reason: str
-    failure_line: Optional[str] = None  # the first failing case line of the first test that fails
-    failing_test: Optional[str] = None
 
 
 def first_failing_line(test: str, output: str) -> Optional[str]:
@@ -101,11 +83,8 @@ def first_failing_line(test: str, output: str) -> Optional[str]:
     if test == GATE_TEST:
         return gate_failure_line(output)
     for line in strip_ansi(output).splitlines():
-        if (
-            line.rstrip().endswith("FAIL")
-            and "backend*optimizer" not in line
-            and not line.lstrip().startswith("Backend ")
-        ):
+        summary = line.lstrip().startswith("Backend ") or "backend*optimizer" in line  # a backend's or the total
+        if line.rstrip().endswith("FAIL") and not summary:
             return line.strip()
     return None
 
@@ -115,31 +94,32 @@ def judge(
     build_ok: bool,
     tests: Mapping[str, TestRecord],
     with_fix: Mapping[str, Optional[Outcome]],
-) -> CompetingJudgement:
-    """equivalent / wrong / invalid, against the tests the fix passes (in the order given)."""
+) -> CompetingJudged:
+    """equivalent / wrong (its first failing test and case line) / invalid, against the tests the fix passes."""
+    invalid = CompetingVerdict.INVALID
     if apply_error is not None:
-        return CompetingJudgement(CompetingVerdict.INVALID, f"does not apply to the unfixed tree: {apply_error}")
+        return CompetingJudged(verdict=invalid, reason=f"does not apply to the unfixed tree: {apply_error}")
     if not build_ok:
-        return CompetingJudgement(CompetingVerdict.INVALID, "does not build")
+        return CompetingJudged(verdict=invalid, reason="does not build")
     judged = [t for t, o in with_fix.items() if o == Outcome.PASSED]
     if not judged:
-        return CompetingJudgement(
-            CompetingVerdict.INVALID, "no test passes with the fix here, so nothing to judge against"
-        )
+        return CompetingJudged(verdict=invalid, reason="no test passes with the fix here, so nothing to judge against")
     for t in judged:
         rec = tests.get(t)
         if rec is None or rec.outcome == Outcome.PASSED:
             continue
         line = first_failing_line(t, rec.output or "") or f"{t} {rec.outcome} (exit code {rec.exit_code})"
-        return CompetingJudgement(CompetingVerdict.WRONG, f"{t} fails: {line}", line, t)
+        return CompetingJudged(
+            verdict=CompetingVerdict.WRONG, reason=f"{t} fails: {line}", failure_line=line, failing_test=t
+        )
     missing = [t for t in judged if t not in tests]
     if missing:
-        return CompetingJudgement(CompetingVerdict.INVALID, f"{', '.join(missing)} not run")
-    return CompetingJudgement(CompetingVerdict.EQUIVALENT, f"passes everything the fix passes ({', '.join(judged)})")
+        return CompetingJudged(verdict=invalid, reason=f"{', '.join(missing)} not run")
+    return CompetingJudged(
+        verdict=CompetingVerdict.EQUIVALENT, reason=f"passes everything the fix passes ({', '.join(judged)})"
+    )
 
 
 def load_competing(matrix: Matrix) -> list[CompetingFix]:
-    """native_tests/competing/*.patch (fixes for the same bug proposed elsewhere, each with its
-    provenance), in name order; none when the folder is absent. A malformed one is one
-    ConfigError line naming the file."""
+    """native_tests/competing/*.patch in name order (none without the folder); a malformed one a ConfigError."""
     return read_diff_files(matrix.native_tests_dir / "competing", "competing fix", parse_competing)

@@ -1,6 +1,5 @@
-"""Known limits: what the series knowingly leaves as it is, kept by the contributor as data in
-patches/known-limits.yaml and carried into the bundle's evidence (PR_BODY.md's "Additional
-information", manifest.json). Not in ISSUE.md: that is the reproduction only.
+"""Known limits: what the series knowingly leaves as it is (patches/known-limits.yaml), carried into the
+bundle's PR_BODY.md ("Additional information") and manifest.json; not ISSUE.md (the reproduction only).
 
     limits:
       - id: opt-i-advances-on-eval          # a slug: lowercase letters, digits, '-'
@@ -10,8 +9,7 @@ information", manifest.json). Not in ISSUE.md: that is the reproduction only.
         status: not changed by this series  # the only status a known limit has
         confirmed: one line, ASCII: how it was seen
 
-Validated on load: a malformed file is one line naming the file, the line and the key (exit 2).
-Pure apart from reading the file.
+A malformed file is one line naming the file, the line and the key (exit 2).
 """
 
 from __future__ import annotations
@@ -76,8 +74,7 @@ def _hint(loc: tuple[Any, ...], kind: str, value: Any) -> Optional[str]:
 
 
 def parse_yaml(kind: type[R], where: str, text: str, hint: Hint) -> tuple[R, dict[tuple[Any, ...], int]]:
-    """A contributor's YAML file of patches/ as `kind` (strictly), and each key's line; one ConfigError
-    line (file:line: key: what is wrong) when it is not one."""
+    """A YAML file of patches/ as `kind` (strictly) and each key's line; else one ConfigError (file:line: key: why)."""
     data, lines = _load_with_lines(text, where)
     try:
         return kind.model_validate(data, strict=True), lines

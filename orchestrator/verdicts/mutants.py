@@ -1,13 +1,7 @@
-"""Mutants: known-wrong fixes the gate must catch (native_tests/mutants/NN-short-name.patch).
-
-A mutant file is a header of `Mutant: <one-line title>` and `Why it is wrong: <one line>`, a
-blank line, then a plain git diff in the series' (canonical) layout that turns the FIXED file
-into the wrong one. Each cell applies it (paths rendered into the target's layout) on the
-patched tree, rebuilds, runs the gate, and restores the files. Verdicts: killed (the gate fails
-by its own check), survived (the gate passes: the cell fails, exit 7), invalid (did not apply,
-did not build, crashed, timed out).
-
-Pure: text in, a Mutant out; a gate run in, a verdict out.
+"""Mutants (pure): known-wrong fixes the gate must catch (native_tests/mutants/NN-short-name.patch): a
+header of `Mutant: <one-line title>` and `Why it is wrong: <one line>`, a blank line, then a git diff
+in the series' layout that turns the FIXED file into the wrong one. Verdicts: killed (a test fails by
+its own check), survived (the cell fails, exit 7), invalid (did not apply or build, crashed, timed out).
 """
 
 from __future__ import annotations
@@ -39,7 +33,6 @@ class Mutant(DiffInLayout):
 
 def parse_mutant(name: str, text: str) -> Mutant:
     """A mutant file's text; one ConfigError line naming the file when it is malformed."""
-    stem = name[: -len(".patch")] if name.endswith(".patch") else name
     if "\ndiff --git " not in "\n" + text:
         raise ConfigError(f"{name}: no 'diff --git' section; a mutant is a header, a blank line and a git diff")
     header = ("\n" + text).split("\ndiff --git ", 1)[0]
@@ -48,7 +41,7 @@ def parse_mutant(name: str, text: str) -> Mutant:
         if key not in fields:
             raise ConfigError(f"{name}: no '{key}: ...' line before the diff")
     patch = parse_patch(name, text)  # paths checked: a/ b/ prefixes, nothing escaping the tree, no binary
-    return Mutant(stem, fields["Mutant"], fields["Why it is wrong"], patch.files)
+    return Mutant(name.removesuffix(".patch"), fields["Mutant"], fields["Why it is wrong"], patch.files)
 
 
 def mutant_verdict(apply_error: Optional[str], build_ok: bool, gate: Optional[TestRecord]) -> GateVerdict:
@@ -65,9 +58,10 @@ def mutant_verdict(apply_error: Optional[str], build_ok: bool, gate: Optional[Te
     )
 
 
-def test_opt_verdict(build_ok: bool, test: Optional[TestRecord]) -> GateVerdict:
-    """test-opt's verdict on one mutant: killed when it fails by its own check (exit 1, a FAIL
-    line of a case), survived when it passes, else invalid."""
+def test_opt_verdict(apply_error: Optional[str], build_ok: bool, test: Optional[TestRecord]) -> GateVerdict:
+    """test-opt's verdict on one mutant: killed by its own check (a case's FAIL line), survived, or invalid."""
+    if apply_error is not None:
+        return GateVerdict(INVALID, f"the mutant did not apply: {apply_error}")
     if not build_ok:
         return GateVerdict(INVALID, "the tree with the mutant did not build")
     if test is None:
@@ -84,11 +78,8 @@ def per_test_verdicts(
     apply_error: Optional[str], build_ok: bool, tests: Mapping[str, TestRecord], judged: list[str]
 ) -> dict[str, GateVerdict]:
     """Each test's verdict on one mutant, run separately (only the tests that pass with the fix)."""
-    if apply_error is not None:
-        return {t: GateVerdict(INVALID, f"the mutant did not apply: {apply_error}") for t in judged}
     return {
-        t: mutant_verdict(None, build_ok, tests.get(t)) if t == GATE_TEST else test_opt_verdict(build_ok, tests.get(t))
-        for t in judged
+        t: (mutant_verdict if t == GATE_TEST else test_opt_verdict)(apply_error, build_ok, tests.get(t)) for t in judged
     }
 
 
@@ -118,6 +109,5 @@ def kill_line(verdicts: list[Optional[Verdict]]) -> str:
 
 
 def load_mutants(matrix: Matrix) -> list[Mutant]:
-    """native_tests/mutants/*.patch (the known-wrong fixes the gate must catch), in name order;
-    none when the folder is absent. A malformed one is one ConfigError line naming the file."""
+    """native_tests/mutants/*.patch in name order (none without the folder); a malformed one a ConfigError."""
     return read_diff_files(matrix.native_tests_dir / "mutants", "mutant", parse_mutant)

@@ -1,6 +1,5 @@
-"""Related upstream work: pull requests and issues touching the code the series changes, kept by
-the contributor as data in patches/related-upstream.yaml (like known-limits.yaml). READINESS.md
-checks that cover.md references every open pull request among them.
+"""Related upstream work: pull requests and issues touching the code the series changes
+(patches/related-upstream.yaml); READINESS.md checks that cover.md references every open PR among them.
 
     related:
       - url: https://github.com/OWNER/REPO/pull/N   # or .../issues/N
@@ -8,7 +7,7 @@ checks that cover.md references every open pull request among them.
         state: open                                  # open | closed | merged | unknown
         what: one line, ASCII
 
-Validated on load: a malformed file is one line naming the file, the line and the key (exit 2).
+A malformed file is one line naming the file, the line and the key (exit 2).
 """
 
 from __future__ import annotations
@@ -20,11 +19,10 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import Field, StringConstraints
 
 from ..records import Record
-from .known_limits import parse_yaml, read_yaml
+from .known_limits import Line, parse_yaml, read_yaml
 
 FILE = "related-upstream.yaml"
 _URL = r"^https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/(pull|issues)/[0-9]+$"
-Line = Annotated[str, StringConstraints(pattern=r"^[\x20-\x7e]+$")]
 
 
 class RelatedWork(Record):

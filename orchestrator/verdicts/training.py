@@ -1,8 +1,5 @@
-"""Training evidence: loss per epoch with and without the fix (native_tests/train-opt-dynamic).
-
-Parsing and the table are pure; the plot (matplotlib, no display) is the one effect, made only
-where matplotlib is installed (the `plot` extra: pip install 'ggml-patch[plot]').
-"""
+"""Training evidence: loss per epoch with and without the fix (native_tests/train-opt-dynamic). Pure
+but the plot, made only where matplotlib is installed (the `plot` extra: pip install 'ggml-patch[plot]')."""
 
 from __future__ import annotations
 
@@ -37,10 +34,6 @@ def diverges_as_predicted(patched: list[EpochLoss], control: list[EpochLoss]) ->
     return fixed_learns and bug_hurts
 
 
-def _fmt(x: float) -> str:
-    return f"{x:g}"  # the program prints %.6g: this gives back exactly what results.json holds
-
-
 def table_markdown(patched: list[EpochLoss], control: list[EpochLoss]) -> str:
     """| epoch | train (fix) | eval (fix) | train (no fix) | eval (no fix) | — numbers as in results.json."""
     by_epoch: dict[int, list[Optional[EpochLoss]]] = {e.epoch: [e, None] for e in patched}
@@ -51,25 +44,22 @@ def table_markdown(patched: list[EpochLoss], control: list[EpochLoss]) -> str:
         "|---|---|---|---|---|",
     ]
     for n in sorted(by_epoch):
-        cols = [_fmt(getattr(e, k)) if e else "—" for e in by_epoch[n] for k in ("train_loss", "eval_loss")]
+        # the program prints %.6g: :g gives back exactly what results.json holds
+        cols = [f"{getattr(e, k):g}" if e else "—" for e in by_epoch[n] for k in ("train_loss", "eval_loss")]
         lines.append(f"| {n} | " + " | ".join(cols) + " |")
     return "\n".join(lines) + "\n"
 
 
 def can_plot() -> bool:
-    """Whether matplotlib is importable here (the `plot` extra)."""
     return importlib.util.find_spec("matplotlib") is not None
 
 
 def figure(patched: list[EpochLoss], control: list[EpochLoss], title: str):
     """Both variants' train and eval loss per epoch, log scale, labelled axes."""
     # matplotlib: the optional plot extra, loaded only to draw
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display on CI machines
-    # matplotlib: the optional plot extra, loaded only to draw
     import matplotlib.pyplot as plt
 
+    plt.switch_backend("Agg")  # no display on CI machines
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     for rows, label, colour in ((patched, "with the fix", "tab:blue"), (control, "without the fix", "tab:red")):
         xs = [r.epoch for r in rows]

@@ -4,6 +4,7 @@ that plays the gate), so each verdict is reached for real: does not apply, does 
 crashes, times out, survives, is killed. The files are put back after each one."""
 import json
 import xml.etree.ElementTree as ET
+from types import SimpleNamespace
 
 import pytest
 
@@ -21,7 +22,7 @@ from orchestrator.report.model import (Build, Cell, CellStatus, RecordStatus, Re
                                        VariantRecord, Verdict, results_of)
 from orchestrator.report.summary import summary_markdown
 from orchestrator.run import cmake
-from orchestrator.run.cell import CellContext, CellProgress, conclude, run_mutants
+from orchestrator.run.cell import CellContext, CellProgress, Tree, conclude, run_mutants
 from orchestrator.vcs.snapshots import SnapshotRepo, Worktree
 
 from ..helpers.patches import OPT, mutant_text
@@ -91,29 +92,30 @@ def fake_project(tmp_path, ggml_opt: str):
 
 @pytest.fixture
 def fake_cell(tmp_path):
-    """A cell context on the fake project, configured, its patched variant passed."""
+    """A cell context on the fake project, configured, its patched variant passed (with the worktree,
+    the plan, the patched and control records the earlier steps would have returned)."""
     src, repo, base, cell_dir, wt = fake_project(tmp_path, FIXED)
     target = Target("fake", "ggml", source=LocalSource(kind="local", path=str(src)).at("targets.fake.source"))
     backend = Backend("cpu", timeout=2)
     cell = Cell(cell="fake/cpu", target="fake", backend="cpu", layout="ggml", status=CellStatus.ERROR)
     ctx = CellContext(target, backend, backends.get("cpu"), Cache(tmp_path / "cache"), tmp_path, cell_dir,
-                      tmp_path / "logs", CellProgress(), cell, series=Series("llama.cpp", ()), repo=repo, worktree=wt,
+                      tmp_path / "logs", CellProgress(), cell, series=Series("llama.cpp", ()), repo=repo,
                       mutant_files=_mutants())
-    ctx.plan = BuildPlan(str(wt.path), (), ("test-opt", GATE_TEST), ())
-    assert cmake.configure(ctx.plan, ctx.build_dir, [], ctx.logs / "configure.log", {}).ok
-    assert cmake.build(ctx.build_dir, ctx.plan.targets, ctx.logs / "build.log", {}).ok
-    ctx.patched = VariantRecord(cell=cell.cell, target="fake", backend="cpu", variant="patched",
-                                status=RecordStatus.PASSED, build=Build(ok=True),
-                                tests={GATE_TEST: TestRecord(outcome=PASSED, exit_code=0, gate=True)})
-    ctx.control = VariantRecord(cell=cell.cell, target="fake", backend="cpu", variant="control",
-                                status=RecordStatus.KILLED, build=Build(ok=True),
-                                verdict=Verdict.KILLED, verdict_reason="killed")
-    return ctx
+    plan = BuildPlan(str(wt.path), (), ("test-opt", GATE_TEST), ())
+    assert cmake.configure(plan, ctx.build_dir, [], ctx.logs / "configure.log", {}).ok
+    assert cmake.build(ctx.build_dir, plan.targets, ctx.logs / "build.log", {}).ok
+    patched = VariantRecord(cell=cell.cell, target="fake", backend="cpu", variant="patched",
+                            status=RecordStatus.PASSED, build=Build(ok=True),
+                            tests={GATE_TEST: TestRecord(outcome=PASSED, exit_code=0, gate=True)})
+    control = VariantRecord(cell=cell.cell, target="fake", backend="cpu", variant="control",
+                            status=RecordStatus.KILLED, build=Build(ok=True),
+                            verdict=Verdict.KILLED, verdict_reason="killed")
+    return SimpleNamespace(ctx=ctx, worktree=wt, plan=plan, patched=patched, control=control)
 
 
 def test_each_mutant_gets_its_verdict_and_the_tree_is_put_back(fake_cell):
-    ctx = fake_cell
-    run_mutants(ctx)
+    f, ctx = fake_cell, fake_cell.ctx
+    run_mutants(ctx, f.worktree, f.patched)
     got = {r.mutant.name: r for r in ctx.records}
     assert {n: r.verdict for n, r in got.items()} == EXPECTED
     assert "did not apply" in got["06-does-not-apply"].verdict_reason
@@ -127,43 +129,43 @@ def test_each_mutant_gets_its_verdict_and_the_tree_is_put_back(fake_cell):
     assert ctx.cell.mutants.to_json() == {"total": 6, "killed": 1, "survived": ["02-survives"],
                                 "invalid": ["03-crashes", "04-hangs", "05-does-not-build", "06-does-not-apply"],
                                 "skipped": None, "killed_by": {GATE_TEST: 1}}
-    assert ctx.worktree.is_clean() and (ctx.worktree.path / "src/ggml-opt.cpp").read_text() == FIXED
+    assert f.worktree.is_clean() and (f.worktree.path / "src/ggml-opt.cpp").read_text() == FIXED
     # a surviving mutant fails a cell that otherwise passed: exit 7
     ctx.cell.attribution = []
-    conclude(ctx)
+    conclude(ctx, f.patched, f.control)
     assert ctx.cell.status == CellStatus.FAILED and ctx.cell.exit_code == ExitCode.CONTROL_NOT_KILLED == 7
     assert "1 known-wrong fix(es) survived the gate: 02-survives" in ctx.cell.reason
 
 
 def test_the_tree_is_put_back_on_an_interrupt(fake_cell, monkeypatch):
-    ctx = fake_cell
+    f, ctx = fake_cell, fake_cell.ctx
     ctx.mutant_files = ctx.mutant_files[:1]
 
     def interrupted(*a, **kw):
         raise KeyboardInterrupt
     monkeypatch.setattr(cmake, "build", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        run_mutants(ctx)
-    assert ctx.worktree.is_clean() and (ctx.worktree.path / "src/ggml-opt.cpp").read_text() == FIXED
+        run_mutants(ctx, f.worktree, f.patched)
+    assert f.worktree.is_clean() and (f.worktree.path / "src/ggml-opt.cpp").read_text() == FIXED
 
 
 def test_no_mutants_are_skipped_with_the_reason_and_reported(fake_cell):
-    ctx = fake_cell
+    f, ctx = fake_cell, fake_cell.ctx
     ctx.no_mutants = True
-    run_mutants(ctx)
+    run_mutants(ctx, f.worktree, f.patched)
     assert {r.status for r in ctx.records} == {RecordStatus.SKIPPED}
     assert ctx.cell.mutants.skipped == "--no-mutants" and not list((ctx.logs).glob("build-mutant-*"))
     results = Results(series=SeriesInfo(layout="llama.cpp", sha256="0" * 64, patches=[]), cells=[ctx.cell],
-                      records=[ctx.patched, ctx.control, *ctx.records])
+                      records=[f.patched, f.control, *ctx.records])
     cases = [c for c in ET.fromstring(junit_xml(results)).iter("testcase") if c.get("classname").endswith("/mutant")]
     assert len(cases) == 6 and all(c.find("skipped").get("message") == "mutant not run: --no-mutants" for c in cases)
 
 
 def test_results_summary_and_junit_show_every_mutant(fake_cell):
-    ctx = fake_cell
-    run_mutants(ctx)
+    f, ctx = fake_cell, fake_cell.ctx
+    run_mutants(ctx, f.worktree, f.patched)
     results = Results(series=SeriesInfo(layout="llama.cpp", sha256="0" * 64, patches=[]), cells=[ctx.cell],
-                      records=[ctx.patched, ctx.control, *ctx.records])
+                      records=[f.patched, f.control, *ctx.records])
     again = results_of(json.dumps(results.to_json()))
     assert [r.verdict for r in again.mutants_of("fake/cpu")] == list(EXPECTED.values())
     md = summary_markdown(again)
@@ -179,16 +181,16 @@ def test_results_summary_and_junit_show_every_mutant(fake_cell):
 
 
 def test_mutants_need_a_passing_gate_and_tests_that_run(fake_cell):
-    ctx = fake_cell
-    ctx.patched.tests[GATE_TEST] = TestRecord(outcome=FAILED, exit_code=1, gate=True)
-    run_mutants(ctx)
+    f, ctx = fake_cell, fake_cell.ctx
+    f.patched.tests[GATE_TEST] = TestRecord(outcome=FAILED, exit_code=1, gate=True)
+    run_mutants(ctx, f.worktree, f.patched)
     assert ctx.cell.mutants.skipped.startswith("no test passes with the fix")
 
 
 def test_no_mutant_files_records_nothing(fake_cell):
-    ctx = fake_cell
+    f, ctx = fake_cell, fake_cell.ctx
     ctx.mutant_files = []
-    run_mutants(ctx)
+    run_mutants(ctx, f.worktree, f.patched)
     assert ctx.records == [] and ctx.cell.mutants is None
 
 
@@ -218,23 +220,23 @@ def test_the_result_cache_key_covers_the_mutant_files_and_the_flag(fake_cell):
     from orchestrator.run.resultcache import cell_key
     from orchestrator.sources import Snapshot
 
-    ctx = fake_cell
+    ctx = fake_cell.ctx
     ctx.native_tests = ROOT / "native_tests"  # the harness is hashed too
-    ctx.snap, ctx.rendered = Snapshot("c" * 40, "fake"), Series("ggml", ())
-    key = cell_key(cache_inputs(ctx))
+    snap, rendered = Snapshot("c" * 40, "fake"), Series("ggml", ())
+    key = cell_key(cache_inputs(ctx, snap, rendered))
     ctx.no_mutants = True
-    assert cell_key(cache_inputs(ctx)) != key
+    assert cell_key(cache_inputs(ctx, snap, rendered)) != key
     ctx.no_mutants = False
     ctx.mutant_files = ctx.mutant_files[:-1] + [parse_mutant("06-does-not-apply.patch",
                                                              mutant_text("06", "other\n", "OTHER\n"))]
-    assert cell_key(cache_inputs(ctx)) != key
+    assert cell_key(cache_inputs(ctx, snap, rendered)) != key
 
 
 def test_mutants_rebuild_the_gate_alone(fake_cell):
     """test-opt is not run on a mutant, so it is never relinked with one: only the gate target is built."""
-    ctx = fake_cell
+    f, ctx = fake_cell, fake_cell.ctx
     ctx.mutant_files = [m for m in ctx.mutant_files if m.name in ("01-killed", "02-survives")]
-    run_mutants(ctx)
+    run_mutants(ctx, f.worktree, f.patched)
     assert (ctx.build_dir / "bin" / "test-opt").read_text() == FIXED  # as the patched build left it
     assert (ctx.build_dir / "bin" / GATE_TEST).read_text() == WRONG["02-survives"]  # the last mutant's
     for name in ("01-killed", "02-survives"):
@@ -270,19 +272,18 @@ def test_competing_fixes_are_judged_on_the_unfixed_tree_and_the_tree_is_put_back
     cell = Cell(cell="fake/cpu", target="fake", backend="cpu", layout="ggml", status=CellStatus.ERROR)
     ctx = CellContext(target, Backend("cpu", timeout=5), backends.get("cpu"), Cache(tmp_path / "cache"), tmp_path,
                       cell_dir, tmp_path / "logs", CellProgress(), cell, series=Series("llama.cpp", ()), repo=repo,
-                      worktree=wt, snap=Snapshot(base, "fake"), rendered=fix,
                       competing_files=[
                           _competing("same-as-the-fix", UNFIXED, FIXED),
                           _competing("still-wrong", UNFIXED, UNFIXED.replace("step 2", "step 3")),
                           _competing("does-not-apply", "other\n", "OTHER\n"),
                       ])
-    ctx.plan = BuildPlan(str(wt.path), (), ("test-opt", GATE_TEST), ())
-    assert cmake.configure(ctx.plan, ctx.build_dir, [], ctx.logs / "configure.log", {}).ok
-    ctx.patched = VariantRecord(cell=cell.cell, target="fake", backend="cpu", variant="patched",
+    assert cmake.configure(BuildPlan(str(wt.path), (), ("test-opt", GATE_TEST), ()), ctx.build_dir, [],
+                           ctx.logs / "configure.log", {}).ok
+    patched_rec = VariantRecord(cell=cell.cell, target="fake", backend="cpu", variant="patched",
                                 status=RecordStatus.PASSED, build=Build(ok=True),
                                 tests={t: TestRecord(outcome=PASSED, exit_code=0) for t in ("test-opt", GATE_TEST)})
     patched = (wt.path / "src/ggml-opt.cpp").read_text()
-    run_competing(ctx)
+    run_competing(ctx, Tree(Snapshot(base, "fake"), fix, wt), patched_rec)
     got = {r.competing.name: r for r in ctx.records}
     assert {n: str(r.judged.verdict) for n, r in got.items()} == {
         "same-as-the-fix": "equivalent", "still-wrong": "wrong", "does-not-apply": "invalid"}
@@ -293,7 +294,7 @@ def test_competing_fixes_are_judged_on_the_unfixed_tree_and_the_tree_is_put_back
     assert all(r.variant == f"competing:{n}" and r.competing.url == "https://github.com/o/r/pull/1"
                for n, r in got.items())
     # the patched tree again: the fix back, the competing fix gone
-    assert ctx.worktree.is_clean() and (wt.path / "src/ggml-opt.cpp").read_text() == patched == FIXED
+    assert wt.is_clean() and (wt.path / "src/ggml-opt.cpp").read_text() == patched == FIXED
     again = Results.model_validate(json.loads(json.dumps(Results(
         series=SeriesInfo(layout="llama.cpp", sha256="0" * 64, patches=[]), cells=[cell],
         records=ctx.records).to_json())))

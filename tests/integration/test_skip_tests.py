@@ -13,7 +13,7 @@ from orchestrator.patchset.layout import GATE_TEST, UPSTREAM_TEST
 from orchestrator.patchset.series import Series, parse_patch, unified_file_diff
 from orchestrator.report.model import Cell, CellStatus, Outcome, RecordStatus, Verdict
 from orchestrator.run import cell as cell_mod
-from orchestrator.run.cell import CellContext, CellProgress, run_steps
+from orchestrator.run.cell import CellContext, CellProgress, Tree, configure, judge_tree
 from orchestrator.sources import Snapshot
 
 from ..helpers.tools import ROOT
@@ -39,20 +39,26 @@ def skipping_cell(tmp_path, monkeypatch):
     backend = Backend("cpu-sanitize", timeout=5)
     c = Cell(cell="fake/cpu-sanitize", target="fake", backend="cpu-sanitize", layout="ggml", status=CellStatus.ERROR)
     ctx = CellContext(target, backend, SkipsTestOpt(), Cache(tmp_path / "cache"), ROOT / "native_tests", cell_dir,
-                      tmp_path / "logs", CellProgress(), c, series=Series("llama.cpp", ()), repo=repo, worktree=wt,
+                      tmp_path / "logs", CellProgress(), c, series=Series("llama.cpp", ()), repo=repo,
                       mutant_files=_mutants()[:1], programs=False)
-    ctx.snap = Snapshot(base, "fake base")
-    ctx.rendered = Series("ggml", (fix,))
+    tree = Tree(Snapshot(base, "fake base"), Series("ggml", (fix,)), wt)
     # the fake project is its own CMake source dir: the layout's plan pointed at it
     monkeypatch.setattr(cell_mod, "build_plan", lambda layout, worktree, harness: cell_mod.BuildPlan(
         worktree, (), (UPSTREAM_TEST, GATE_TEST), ()))
-    return ctx
+    return ctx, tree
+
+
+def configure_to_conclude(ctx, tree):
+    """The steps from configure to conclude on the fake tree (what apply would have made); the plan."""
+    plan = configure(ctx, tree.worktree).plan
+    judge_tree(ctx, tree, plan)
+    return plan
 
 
 def test_a_skipped_test_is_never_built_or_run_and_the_cell_passes(skipping_cell):
-    ctx = skipping_cell
-    run_steps(ctx, ("configure", "build", "test", "control", "mutants", "conclude"))
-    assert ctx.plan.targets == (GATE_TEST,)
+    ctx, tree = skipping_cell
+    plan = configure_to_conclude(ctx, tree)
+    assert plan.targets == (GATE_TEST,)
     assert not (ctx.build_dir / "bin" / UPSTREAM_TEST).exists()  # never built
     assert not list(ctx.logs.glob(f"*-{UPSTREAM_TEST}.log"))  # never run
     recs = {r.variant: r for r in ctx.records}
@@ -68,17 +74,17 @@ def test_a_skipped_test_is_never_built_or_run_and_the_cell_passes(skipping_cell)
     assert mutant.verdict is Verdict.KILLED and set(mutant.tests) == {GATE_TEST}
     assert ctx.cell.status == CellStatus.PASSED and ctx.cell.exit_code == 0, ctx.cell.reason
     assert "test-opt not run on this backend" in ctx.cell.reason
-    assert ctx.worktree.is_clean()
+    assert tree.worktree.is_clean()
 
 
 def test_the_result_cache_key_names_the_skips_only_where_there_are_some(skipping_cell):
     from orchestrator.run.cell import cache_inputs
 
-    ctx = skipping_cell
+    ctx, tree = skipping_cell
     ctx.env = {}
-    assert cache_inputs(ctx)["skip_tests"] == {UPSTREAM_TEST: WHY}
+    assert cache_inputs(ctx, tree.snap, tree.rendered)["skip_tests"] == {UPSTREAM_TEST: WHY}
     ctx.module = backends.get("cpu")
-    assert "skip_tests" not in cache_inputs(ctx)  # every other backend keeps its key
+    assert "skip_tests" not in cache_inputs(ctx, tree.snap, tree.rendered)  # every other backend keeps its key
 
 
 class NoMutants(SkipsTestOpt):
@@ -92,14 +98,14 @@ def test_a_backend_without_mutants_runs_and_records_none_and_keeps_its_key(skipp
     from orchestrator.run.cell import cache_inputs
 
     assert CpuSanitize.no_mutants  # the real backend declares it
-    ctx = skipping_cell
+    ctx, tree = skipping_cell
     ctx.module = NoMutants()
-    run_steps(ctx, ("configure", "build", "test", "control", "mutants", "conclude"))
+    configure_to_conclude(ctx, tree)
     assert [r.variant for r in ctx.records] == ["patched", "control"]
     assert not list(ctx.logs.glob("*mutant*"))
     assert ctx.cell.mutants.to_json() == {"total": 0, "killed": 0, "survived": [], "invalid": [], "skipped": NoMutants.no_mutants}
     assert ctx.cell.status == CellStatus.PASSED, ctx.cell.reason
     ctx.env = {}
-    assert cache_inputs(ctx)["mutants"] == {}
+    assert cache_inputs(ctx, tree.snap, tree.rendered)["mutants"] == {}
     ctx.module = SkipsTestOpt()
-    assert cache_inputs(ctx)["mutants"]  # a backend that runs them has them in its key
+    assert cache_inputs(ctx, tree.snap, tree.rendered)["mutants"]  # a backend that runs them has them in its key

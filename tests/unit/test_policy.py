@@ -77,7 +77,7 @@ def test_llama_cpp_template_headings_and_disclosure_line():
 def test_llama_cpp_is_a_pull_request_submitted_by_hand():
     p = llama()
     assert p.takes_pull_request and p.submit.value == "manual" and p.repo.value == "ggml-org/llama.cpp"
-    assert p.role.value["text"] == "pull request to ggml-org/llama.cpp, submitted by hand (submit: manual)"
+    assert p.role.value.text == "pull request to ggml-org/llama.cpp, submitted by hand (submit: manual)"
     assert [e.where for e in p.submit.evidence] == ["matrix.yaml:14"]
     # undeclared, the tool still never chooses api: manual, on the policy's own lines
     bare = P.derive("llama.cpp", "b" * 40, files_of(DATA / "llama.cpp"))
@@ -93,7 +93,7 @@ def test_ggml_is_verified_through_llama_cpp_s_sync():
     assert lines(p, "changes_go_to") == ["CONTRIBUTING.md:3", ".github/pull_request_template.md:1"]
     assert p.rule("guidelines_from").value == "ggml-org/llama.cpp" and lines(p, "guidelines_from") == ["CONTRIBUTING.md:1"]
     assert not p.takes_pull_request and p.submit.value == "none"
-    assert p.role.value["text"] == "verified through ggml-org/llama.cpp's sync"
+    assert p.role.value.text == "verified through ggml-org/llama.cpp's sync"
     # nothing of llama.cpp's rules is carried over: ggml's own files state none of them
     for rule in ("automated_submission_forbidden", "ascii_only", "max_comment_lines", "new_test_files_need_approval"):
         assert p.rule(rule).value is None and p.rule(rule).evidence == ()
@@ -139,7 +139,7 @@ def test_a_policy_that_allows_automation():
     p = P.derive("x", "a" * 40, {"AGENTS.md": agents}, upstream("me/x", "api", "matrix.yaml:7"))
     assert p.rule("automated_submission_forbidden").value is None
     assert p.submit.value == "api" and p.takes_pull_request
-    assert "through the GitHub API" in p.role.value["text"]
+    assert "through the GitHub API" in p.role.value.text
 
 
 def test_a_prohibition_under_a_prohibited_heading_and_in_code_is_told_apart():

@@ -168,14 +168,10 @@ def test_a_step_that_returns_stop_ends_the_pipeline(monkeypatch):
     from orchestrator.run import cell
 
     ran = []
-    steps = tuple((n, (lambda n: lambda ctx: ran.append(n) or (cell.Stop.CACHED if n == "apply" else None))(n))
-                  for n, _ in cell.STEPS)
-    monkeypatch.setattr(cell, "STEPS", steps)
+    for n in ("fetch", "apply", "configure", "judge_tree", "store"):  # apply's None: the cached result
+        monkeypatch.setattr(cell, n, (lambda n: lambda *args: ran.append(n))(n))
     cell.run_steps(None)
     assert ran == ["fetch", "apply"]
-    ran.clear()
-    cell.run_steps(None, ("configure", "build"))
-    assert ran == ["configure", "build"]
 
 
 def test_help_imports_no_record_library():
