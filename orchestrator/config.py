@@ -30,6 +30,11 @@ MAX_VALUES = 20_000  # YAML nodes after aliases are expanded: a real matrix has 
 MAX_DEPTH = 32  # nesting levels: a real matrix has 6
 _PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
 _NAMES_ONLY: dict[str, Any] = {"additionalProperties": False}  # a key is a Name (patternProperties)
+# pydantic's error types in matrix.yaml's words (_problems)
+_KINDS = {"string": "a string", "float": "a number", "int": "a number", "bool": "a boolean", "dict": "an object"}
+_KINDS.update(model="an object", model_attributes="an object", list="an array", tuple="an array")
+_SAID = {"union_tag_not_found": "missing required key 'kind'", "too_short": "must not be empty"}
+_SAID.update(greater_than="expected a positive number, got {value!r}")
 Name = Annotated[str, matching(r"[A-Za-z0-9][A-Za-z0-9._-]*", "is not a valid name (letters, digits, '.', '_', '-')")]
 Repo = Annotated[
     str,
@@ -277,12 +282,6 @@ def load_matrix(path: str | Path) -> Matrix:
         raise ConfigError(f"{path}:{_line_for(lines, key)}: {_dotted(key)}: {msg}") from None
     _check_profiles(matrix)
     return matrix
-
-
-_KINDS = {"string": "a string", "float": "a number", "int": "a number", "bool": "a boolean", "dict": "an object"}
-_KINDS.update(model="an object", model_attributes="an object", list="an array", tuple="an array")
-_SAID = {"union_tag_not_found": "missing required key 'kind'", "too_short": "must not be empty"}
-_SAID.update(greater_than="expected a positive number, got {value!r}")
 
 
 def _problems(

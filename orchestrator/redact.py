@@ -31,8 +31,6 @@ _QUERY = re.compile(
     r"(?i)([?&;](?:access_token|private_token|token|auth|password|passwd|pwd|secret|api_key|apikey|key|"
     r"client_secret|sig|signature|code|jwt|session)=)[^&#\s\"'<>]+"
 )
-
-
 _SEEN: set[str] = set()  # passwords met in URLs: removed wherever they appear later, decoded too
 
 
