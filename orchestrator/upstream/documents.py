@@ -36,7 +36,7 @@ class Documents:
         """manifest.json's policy, readiness, draft, cover and authorship keys (upstream/manifest.py)."""
         cover = M.CoverInfo(path=self.cover.path, present=self.cover.text is not None)
         return {
-            "policy": self.policy.record().to_json(),
+            "policy": self.policy.to_json(),
             "readiness": self.readiness.to_json(),
             "draft": self.draft,
             "draft_reasons": self.draft_reasons,

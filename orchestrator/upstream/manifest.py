@@ -7,9 +7,9 @@ stay inside the bundle folder, digests are sha256, URLs are URLs. One line on th
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional, Union
+from typing import TYPE_CHECKING, Annotated, Any, Optional, Union
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, PrivateAttr
 from pydantic import StringConstraints as Pattern
 
 from ..errors import ConfigError
@@ -18,8 +18,13 @@ from ..report.model import Commit, Name, Provenance
 from ..urls import git_url_problem
 from ..verdicts.known_limits import KnownLimit
 
+if TYPE_CHECKING:  # the parsed template: in memory only (policy.py imports this module)
+    from .policy import Template
+
 Sha256 = Annotated[str, Pattern(pattern=r"^[0-9a-f]{64}$")]
 Layout = Annotated[str, Pattern(pattern=r"^[A-Za-z0-9._-]+$")]
+PULL_REQUEST, VERIFY_ONLY = "pull-request", "verify-only"
+DEFAULT_MAX_COMMENT_LINES = 2  # ggml-patch's own standard where the target states none
 
 
 # ---------------------------------------------------------------- the target's policy (upstream/policy.py)
@@ -78,17 +83,42 @@ class TemplateInfo(Record):
     disclosure: Optional[Evidence] = None
 
 
-class PolicyRecord(Record):
-    NULLS = frozenset({"template"})
+class Policy(Record):
+    """A target's policy (policy.derive) as manifest.json holds it; `template`: parsed, None when read back."""
+
+    NULLS = frozenset({"info"})
 
     target: str
     base_commit: str
     files: dict[str, bool]  # each policy file looked for: present or not
-    template: Optional[TemplateInfo] = None
+    info: Optional[TemplateInfo] = Field(default=None, alias="template")
     repo: Rule  # OWNER/NAME the pull request goes to
     submit: Rule  # manual | api | none
     role: Rule  # Role
     rules: dict[str, Rule]
+    _template: Optional[Template] = PrivateAttr(default=None)
+
+    @property
+    def template(self) -> Optional[Template]:
+        return self._template
+
+    @property
+    def role_value(self) -> Role:
+        assert isinstance(self.role.value, Role)  # derive() gives every policy one
+        return self.role.value
+
+    @property
+    def takes_pull_request(self) -> bool:
+        """Not a target verified through another's sync (a manifest's role may be anything)."""
+        return not isinstance(self.role.value, Role) or self.role.value.kind == PULL_REQUEST
+
+    def rule(self, name: str) -> Rule:
+        return self.rules.get(name, Rule(None))
+
+    @property
+    def max_comment_lines(self) -> int:
+        stated = self.rule("max_comment_lines").value
+        return stated if isinstance(stated, int) and stated else DEFAULT_MAX_COMMENT_LINES
 
 
 # ---------------------------------------------------------------- readiness (upstream/readiness.py)
@@ -214,7 +244,7 @@ class Manifest(Record):
     verification: Optional[Verification] = None
     toolchain: Optional[dict[str, str]] = None
     files: dict[Name, Sha256]  # none: read_bundle says the bundle lacks patches
-    policy: Optional[PolicyRecord] = None
+    policy: Optional[Policy] = None
     readiness: Optional[Readiness] = None
     draft: bool = False
     draft_reasons: list[str] = Field(default_factory=list)
@@ -229,8 +259,7 @@ class Manifest(Record):
     @property
     def takes_pull_request(self) -> bool:
         """The bundle's target gets a pull request (a target verified through another's sync does not)."""
-        role = self.policy.role.value if self.policy else None
-        return not isinstance(role, Role) or role.kind == "pull-request"
+        return self.policy is None or self.policy.takes_pull_request
 
 
 _WHAT = {

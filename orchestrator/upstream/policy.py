@@ -13,15 +13,14 @@ from typing import Any, Callable, Optional
 
 from ..config import Upstream
 from . import manifest as M
-from .manifest import Evidence, Role, Rule  # declared once, as manifest.json holds them
+from .manifest import Evidence, Policy, Role, Rule  # declared once, as manifest.json holds them
 
 POLICY_FILES = ("AGENTS.md", "CONTRIBUTING.md")
 # where GitHub looks for a single pull request template, in its order
 TEMPLATE_FILES = tuple(
     f"{d}{n}" for d in (".github/", "", "docs/") for n in ("pull_request_template.md", "PULL_REQUEST_TEMPLATE.md")
 )
-PULL_REQUEST, VERIFY_ONLY = "pull-request", "verify-only"
-DEFAULT_MAX_COMMENT_LINES = 2  # ggml-patch's own standard where the target states none
+DEFAULT_MAX_COMMENT_LINES = M.DEFAULT_MAX_COMMENT_LINES
 
 MAX_LINE = 2000  # characters of one line the rules look at: a rule is one short line, not a blob
 _FENCE = re.compile(r"^\s*(```|~~~)")
@@ -80,46 +79,10 @@ class Template:
         return [s.heading for s in self.sections]
 
     def record(self) -> M.TemplateInfo:
-        return M.TemplateInfo(
-            file=self.file,
-            headings=[M.Heading(text=s.heading, line=s.line) for s in self.sections],
-            fixed_sections=[s.heading for s in self.sections if s.fixed],
-            disclosure=self.disclosure,
-        )
-
-
-@dataclass(frozen=True)
-class Policy:
-    target: str
-    base_commit: str
-    files: dict[str, bool]  # each policy file looked for: present or not
-    template: Optional[Template]
-    rules: dict[str, Rule]
-    repo: Rule  # OWNER/NAME the pull request goes to
-    submit: Rule  # manual | api | none
-    role: Rule  # a Role
-
-    @property
-    def role_value(self) -> Role:
-        assert isinstance(self.role.value, Role)  # derive() gives every policy one
-        return self.role.value
-
-    @property
-    def takes_pull_request(self) -> bool:
-        return self.role_value.kind == PULL_REQUEST
-
-    def rule(self, name: str) -> Rule:
-        return self.rules.get(name, Rule(None))
-
-    @property
-    def max_comment_lines(self) -> int:
-        stated = self.rule("max_comment_lines").value
-        return stated if isinstance(stated, int) and stated else DEFAULT_MAX_COMMENT_LINES
-
-    def record(self) -> M.PolicyRecord:
-        """The policy as manifest.json holds it (each Rule read by its attributes)."""
-        fields = {**vars(self), "template": self.template.record() if self.template else None}
-        return M.PolicyRecord.model_validate(fields, from_attributes=True)
+        """What manifest.json keeps of the template."""
+        headings = [M.Heading(text=s.heading, line=s.line) for s in self.sections]
+        fixed = [s.heading for s in self.sections if s.fixed]
+        return M.TemplateInfo(file=self.file, headings=headings, fixed_sections=fixed, disclosure=self.disclosure)
 
 
 # ---------------------------------------------------------------- reading markdown
@@ -312,9 +275,7 @@ def _own_repo(template: Optional[Template], text: Optional[str]) -> Rule:
     return Rule(None)
 
 
-def derive(
-    target: str, base_commit: str, files: dict[str, Optional[str]], declared: Optional[Upstream] = None
-) -> Policy:
+def derive(target: str, base: str, files: dict[str, Optional[str]], declared: Optional[Upstream] = None) -> Policy:
     """The policy from the files read at the base commit (None: absent) and matrix.yaml's `upstream:`."""
     template_file = next((f for f in TEMPLATE_FILES if files.get(f) is not None), None)
     template_text = files.get(template_file) if template_file else None
@@ -330,10 +291,10 @@ def derive(
     else:  # never api by default: that is only for a fork the user declares
         submit = Rule("manual", rules["automated_submission_forbidden"].evidence)
     if submit.value == "none":
-        kind, evidence = VERIFY_ONLY, goes_to.evidence + submit.evidence
+        kind, evidence = M.VERIFY_ONLY, goes_to.evidence + submit.evidence
         text = f"verified through {goes_to.value}'s sync" if goes_to.value else "verify only (submit: none)"
     else:
-        kind, evidence = PULL_REQUEST, repo.evidence + submit.evidence
+        kind, evidence = M.PULL_REQUEST, repo.evidence + submit.evidence
         how = "by hand" if submit.value == "manual" else "through the GitHub API (the user's own fork)"
         text = (
             f"pull request to {repo.value or 'the repository given to `pr --repo`'}, submitted {how}"
@@ -341,7 +302,12 @@ def derive(
         )
     role = Rule(Role(kind=kind, text=text, changes_go_to=goes_to.value), tuple(dict.fromkeys(evidence)))
     present = {f: files.get(f) is not None for f in (*POLICY_FILES, template_file or TEMPLATE_FILES[0])}
-    return Policy(target, base_commit, present, template, rules, repo, submit, role)
+    info = template.record() if template else None
+    policy = Policy(
+        target=target, base_commit=base, files=present, template=info, rules=rules, repo=repo, submit=submit, role=role
+    )
+    policy._template = template
+    return policy
 
 
 def _declared(declared: Upstream, key: str) -> Rule:

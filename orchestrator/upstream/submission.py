@@ -11,16 +11,16 @@ from urllib.parse import quote, urlsplit
 from ..errors import ConfigError
 from ..redact import redact
 from ..vcs import workrepo
-from .manifest import Manifest, PolicyRecord, Role
+from .manifest import Manifest, Policy, Role
 
 
-def policy_of(manifest: Manifest, where: str) -> PolicyRecord:
+def policy_of(manifest: Manifest, where: str) -> Policy:
     if manifest.policy is None:
         raise ConfigError(f"{where}: no policy recorded (made by an older ggml-patch); re-run `ggml-patch bundle`")
     return manifest.policy
 
 
-def role_of(policy: PolicyRecord) -> Role:
+def role_of(policy: Policy) -> Role:
     role = policy.role.value
     return role if isinstance(role, Role) else Role(kind="verify-only", text="submit: none")
 
@@ -34,7 +34,7 @@ def web_url(api_url: str) -> str:
 
 
 def manual_steps(
-    policy: PolicyRecord, args: Any, bundle: Any, workdir: str, onto: str, fetch: bool, owner: Optional[str]
+    policy: Policy, args: Any, bundle: Any, workdir: str, onto: str, fetch: bool, owner: Optional[str]
 ) -> list[str]:
     """What the contributor runs for `pr` (its `args`), in order: the branch made from the bundle,
     pushed to their fork, and the compare page where they open the pull request themselves."""
@@ -65,7 +65,7 @@ def manual_steps(
     return out
 
 
-def no_pull_request(policy: PolicyRecord, target: str) -> list[str]:
+def no_pull_request(policy: Policy, target: str) -> list[str]:
     role, cited = role_of(policy), policy.role.cited()
     goes = role.changes_go_to
     out = [f"{target} takes no pull request: {role.text}" + (f" ({cited})" if cited else "") + "."]

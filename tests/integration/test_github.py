@@ -70,7 +70,7 @@ class Tiny:
             (self.bundle / name).write_text(text)
         man = {"target": "tiny", "base": {"snapshot_commit": self.base, "upstream_commit": upstream},
                "patched_commit": self.patched, "files": {n: hashlib.sha256(t.encode()).hexdigest() for n, t in files.items()},
-               "policy": policy.record().to_json(), "draft": bool(draft_reasons), "draft_reasons": list(draft_reasons)}
+               "policy": policy.to_json(), "draft": bool(draft_reasons), "draft_reasons": list(draft_reasons)}
         (self.bundle / "manifest.json").write_text(json.dumps(man, indent=2))
 
     def fork_git(self, *args) -> str:

@@ -36,7 +36,7 @@ def written() -> dict:
         source=cell.source.to_json(), patched_commit="1" * 40, patches=[("0001-x.patch", "From x\n")],
         files={"0001-x.patch": "2" * 64, "PR_TITLE": "3" * 64}, verification=verification,
         toolchain={"cmake": "3.25"}, warnings=[], known_limits=[limit.to_json()],
-        policy=llama().record().to_json(), readiness=readiness, draft=False, draft_reasons=[],
+        policy=llama().to_json(), readiness=readiness, draft=False, draft_reasons=[],
         cover={"path": "patches/cover.md", "present": True}, bundle_commit="4" * 40,
         authorship={"author": str(Identity("A B", "a@b.org", "--author")), "from": "--author", "assisted_by": None,
                     "committer": "ggml-patch <ggml-patch@localhost>"})
@@ -56,7 +56,7 @@ def test_a_written_manifest_goes_through_json_and_its_schema():
 
 def test_a_verify_only_policy_takes_no_pull_request():
     data = written()
-    data["policy"] = P.derive("t", "b" * 40, {}, declared("o/r", "none", "matrix.yaml:3")).record().to_json()
+    data["policy"] = P.derive("t", "b" * 40, {}, declared("o/r", "none", "matrix.yaml:3")).to_json()
     assert not M.read_manifest(data, "manifest.json").takes_pull_request
 
 

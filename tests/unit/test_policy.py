@@ -160,7 +160,7 @@ def test_look_alike_sentences_are_not_rules():
 def test_the_policy_goes_into_the_manifest_as_json():
     import json
 
-    j = json.loads(json.dumps(llama().record().to_json()))
+    j = json.loads(json.dumps(llama().to_json()))
     assert j["submit"]["value"] == "manual" and j["role"]["value"]["kind"] == "pull-request"
     assert j["template"]["headings"][0] == {"text": "Overview", "line": 1}
     assert j["rules"]["ascii_only"]["evidence"][0]["file"] == "AGENTS.md"
