@@ -7,7 +7,6 @@ GitHub archive names its commit in the tar's pax header: kept as provenance.
 
 from __future__ import annotations
 
-import re
 import tarfile
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Literal, Optional
@@ -19,7 +18,7 @@ from ..cache import Cache, slug
 from ..config_records import RELPATH, SHA256, Source, Str, checked
 from ..errors import SourceUnavailable
 from ..redact import redact
-from ..urls import http_url_problem
+from ..urls import FULL_SHA, http_url_problem
 from ..vcs.snapshots import SnapshotRepo
 from . import http
 from .base import Snapshot, SourceUnreachable, imported, network_reason, recorded, sha256_of
@@ -82,8 +81,7 @@ def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Opt
         root = PurePosixPath(top, subdir) if subdir else PurePosixPath(top or ".")
         unpack(tar, members, root, dest, archive.name, f"{key}.url", key)
         comment = (tar.pax_headers or {}).get("comment", "")
-    upstream = comment if re.fullmatch(r"[0-9a-f]{40}", comment or "") else None
-    return dest / root, upstream
+    return dest / root, comment if FULL_SHA.match(comment or "") else None
 
 
 def unpack(
