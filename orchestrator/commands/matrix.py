@@ -61,15 +61,18 @@ def run(args, matrix, cache) -> ExitCode:
         raise ConfigError(f"--parallel {args.parallel}: expected a positive number of cells")
     require_native_tests(matrix)
     matrix.cells(args.profile, args.target, args.backend)  # unknown names: one line now, not after a build
-    named_alike = {k: getattr(args, k) for k in ("profile", "build_only", "rerun", "no_mutants", "parallel")}
     opts = RunOptions(
         matrix=matrix,
         cache=cache,
         results_dir=results_dir,
+        profile=args.profile,
         targets=args.target,
         backends=args.backend,
+        build_only=args.build_only,
+        rerun=args.rerun,
+        no_mutants=args.no_mutants,
+        parallel=args.parallel,
         require_backends=required_backends(matrix, args.require_backend),
-        **named_alike,
     )
     claim(results_dir, "--results", legacy=made_results)  # marked as the tool's before the first log
     results = run_matrix(opts)

@@ -35,7 +35,7 @@ from ..patchset.render import render
 from ..progress import Reporter
 from ..redact import redact
 from ..run import cmake, resultcache, toolchain
-from ..run.cell import CellContext, Tree, apply, build_variant, cell_context, fetch, fix_reverted
+from ..run.cell import CellContext, CellOptions, Tree, apply, build_variant, cell_context, fetch, fix_reverted
 from ..run.testrun import TestRun, run_program
 from ..sources.base import Snapshot, sha256_of
 from ..vcs.snapshots import SnapshotRepo
@@ -379,9 +379,10 @@ def run_evidence(
     cell_id = f"{target.name}/cpu"
     reporter.start_cell(f"{cell_id} fine-tuning evidence")
     where = (matrix.native_tests_dir, cache.cell_dir(cell_id), out_dir / "logs")
-    opts: dict[str, Any] = dict(series=series, repo=SnapshotRepo(cache.snapshots_git), build_subdir=BUILD_SUBDIR)
+    repo = SnapshotRepo(cache.snapshots_git)
     # rerun: apply never stops at the matrix's cached cell result (the tree is needed)
-    ctx = cell_context(target, backend, cache, *where, reporter, rerun=True, programs=False, **opts)
+    options = CellOptions(series=series, repo=repo, rerun=True, programs=False, build_subdir=BUILD_SUBDIR)
+    ctx = cell_context(target, backend, cache, *where, options, reporter)
     cached_dir = evidence_dir(cache) / "results"
     with cache.lock(f"evidence-{target.name}"):
         snap = fetch(ctx)

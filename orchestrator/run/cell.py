@@ -12,7 +12,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Iterator, NamedTuple, Optional
 
 from .. import __version__, backends, sources
 from ..backends import BackendModule
@@ -84,9 +84,24 @@ class CellProgress:
             self.reporter.build_progress(done, total)
 
 
+@dataclass(kw_only=True)
+class CellOptions:
+    """How a cell runs: resolved once for a matrix run's cells (run_matrix), a bundle's tree or the evidence."""
+
+    series: Optional[Series] = None  # the canonical series (None: the tree is given, e.g. a bundle's)
+    repo: Optional[SnapshotRepo] = None
+    n_jobs: Optional[int] = None  # compile jobs (None: every core)
+    rerun: bool = False  # ignore a cached result
+    mutant_files: list[Mutant] = field(default_factory=list)  # native_tests/mutants/*.patch
+    no_mutants: bool = False  # --no-mutants (no competing fixes either)
+    competing_files: list[CompetingFix] = field(default_factory=list)  # native_tests/competing/*.patch
+    programs: bool = True  # build and run the training program beside the tests
+    build_subdir: str = "build"  # the build tree under cell_dir (the fine-tuning evidence has its own)
+
+
 @dataclass
-class CellContext:
-    """One cell: what it is, how it runs, what it records (what a step finds, it returns)."""
+class CellContext(CellOptions):
+    """One cell: what it is, how it runs (its CellOptions), what it records (what a step finds, it returns)."""
 
     target: Target
     backend: Backend
@@ -97,16 +112,7 @@ class CellContext:
     logs: Path  # where this run's logs go
     steps: CellProgress
     cell: Cell
-    series: Optional[Series] = None  # the canonical series (None: the tree is given, e.g. a bundle's)
-    repo: Optional[SnapshotRepo] = None
-    n_jobs: Optional[int] = None  # compile jobs (None: every core)
     build_only_reason: Optional[str] = None  # --build-only on a machine without the device: build, run nothing
-    rerun: bool = False  # ignore a cached result
-    mutant_files: list[Mutant] = field(default_factory=list)  # native_tests/mutants/*.patch
-    no_mutants: bool = False  # --no-mutants (no competing fixes either)
-    competing_files: list[CompetingFix] = field(default_factory=list)  # native_tests/competing/*.patch
-    programs: bool = True  # build and run the training program beside the tests
-    build_subdir: str = "build"  # the build tree under cell_dir (the fine-tuning evidence has its own)
     records: list[VariantRecord] = field(default_factory=list)
 
     @functools.cached_property
@@ -419,7 +425,7 @@ def tested_tree(
     target: Target, backend: Backend, cache: Cache, native_tests: Path, work: Path, worktree: Worktree
 ) -> TreeTested:
     """Configure, build and test on a tree given as it is (a bundle's, applied with git am), in `work`."""
-    ctx = cell_context(target, backend, cache, native_tests, work, work / "logs", programs=False)
+    ctx = cell_context(target, backend, cache, native_tests, work, work / "logs", CellOptions(programs=False))
     plan, reused = configure(ctx, worktree)
     patched = build(ctx, plan)
     t0 = time.monotonic()
@@ -436,15 +442,16 @@ def cell_context(
     native_tests: Path,
     cell_dir: Path,
     logs: Path,
+    options: CellOptions,
     reporter: Optional[Reporter] = None,
     cancel: Optional[CancelToken] = None,
-    **options: Any,
 ) -> CellContext:
-    """A cell's context: its backend's module, a fresh Cell, progress on `reporter` (options: CellContext's fields)."""
+    """A cell's context: its backend's module, a fresh Cell, progress on `reporter`, `options` as they are."""
     cell = Cell(cell=f"{target.name}/{backend.name}", target=target.name, backend=backend.name, layout=target.layout)
     steps = CellProgress(reporter, cancel)
     module = backends.get(backend.name, cache.root)
-    return CellContext(target, backend, module, cache, native_tests, cell_dir, logs, steps, cell, **options)
+    # a CellContext is a CellOptions: every option field copied under its own name
+    return CellContext(target, backend, module, cache, native_tests, cell_dir, logs, steps, cell, **vars(options))
 
 
 # ---------------------------------------------------------------- one cell, start to end
@@ -471,16 +478,16 @@ def run_cell(
     opts: RunOptions,
     reporter: Reporter,
     cancel: CancelToken,
-    options: Mapping[str, Any],
+    options: CellOptions,
     target: Target,
     backend: Backend,
 ) -> tuple[Cell, list[VariantRecord]]:
-    """One cell, start to end (options: CellContext's, the same for every cell of the run)."""
+    """One cell, start to end (`options`: the same for every cell of the run)."""
     cell_id, cache, t0 = f"{target.name}/{backend.name}", opts.cache, time.monotonic()
     reporter.start_cell(cell_id)
     logs = opts.results_dir / "logs" / slug(cell_id)
     ctx = cell_context(
-        target, backend, cache, opts.matrix.native_tests_dir, cache.cell_dir(cell_id), logs, reporter, cancel, **options
+        target, backend, cache, opts.matrix.native_tests_dir, cache.cell_dir(cell_id), logs, options, reporter, cancel
     )
     cell, module = ctx.cell, ctx.module
     action, why = cell_action(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-import importlib
 import json
 import os
 import re
@@ -21,16 +19,22 @@ _NINJA_PROGRESS = re.compile(r"^\[(\d+)/(\d+)\] ")
 ProgressFn = Callable[[int, int], None]
 
 
-def _pypi_tool(name: str, bin_dir: str) -> str:
-    """PyPI's `name` where installed (a known version rather than whatever the system has), else PATH's."""
+def cmake_exe() -> str:
     try:
-        return str(Path(getattr(importlib.import_module(name), bin_dir)) / name)
+        import cmake  # PyPI cmake (optional): a known version rather than whatever the system has
+
+        return str(Path(cmake.CMAKE_BIN_DIR) / "cmake")
     except ImportError:
-        return shutil.which(name) or name
+        return shutil.which("cmake") or "cmake"
 
 
-cmake_exe = functools.partial(_pypi_tool, "cmake", "CMAKE_BIN_DIR")
-ninja_exe = functools.partial(_pypi_tool, "ninja", "BIN_DIR")
+def ninja_exe() -> str:
+    try:
+        import ninja  # PyPI ninja (optional), for the same reason
+
+        return str(Path(ninja.BIN_DIR) / "ninja")
+    except ImportError:
+        return shutil.which("ninja") or "ninja"
 
 
 def jobs() -> int:

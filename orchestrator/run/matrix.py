@@ -7,7 +7,7 @@ import concurrent.futures
 import functools
 import resource
 import time
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 from .. import backends
 from ..cancel import CancelToken
@@ -19,7 +19,7 @@ from ..vcs.snapshots import SnapshotRepo
 from ..verdicts.competing import load_competing
 from ..verdicts.mutants import load_mutants
 from . import cmake
-from .cell import RunOptions, run_cell
+from .cell import CellOptions, RunOptions, run_cell
 
 CellRan = tuple[Cell, list[VariantRecord]]
 
@@ -48,10 +48,7 @@ def cheapest_first(cells: Sequence[tuple[Target, Backend]], backend_cost: Mappin
 def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Optional[CancelToken] = None) -> Results:
     series = load_series(opts.matrix)
     # a malformed mutant or competing fix is refused here, before any cell runs
-    options: dict[str, Any] = {
-        "mutant_files": load_mutants(opts.matrix),
-        "competing_files": load_competing(opts.matrix),
-    }
+    mutant_files, competing_files = load_mutants(opts.matrix), load_competing(opts.matrix)
     matrix_cells = opts.matrix.cells(opts.profile, opts.targets, opts.backends)
     order = cheapest_first(matrix_cells, {b.name: backends.get(b.name).relative_cost for _, b in matrix_cells})
     cells = [matrix_cells[i] for i in order]
@@ -60,7 +57,15 @@ def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Op
     repo = SnapshotRepo(opts.cache.snapshots_git)
     started, cpu0 = time.time(), _own_cpu_s()
     workers, n_jobs = plan_parallelism(len(cells), cmake.jobs(), opts.parallel)
-    options |= {"series": series, "repo": repo, "n_jobs": n_jobs, "rerun": opts.rerun, "no_mutants": opts.no_mutants}
+    options = CellOptions(
+        series=series,
+        repo=repo,
+        n_jobs=n_jobs,
+        rerun=opts.rerun,
+        mutant_files=mutant_files,
+        no_mutants=opts.no_mutants,
+        competing_files=competing_files,
+    )
     one = functools.partial(run_cell, opts, reporter, cancel, options)
     ran = [one(t, b) for t, b in cells] if workers == 1 else _run_parallel(one, cells, cancel, workers)
     reporter.cell_times([(c.cell, str(c.status), c.timings.get("total", 0.0)) for c, _ in ran])

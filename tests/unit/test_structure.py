@@ -164,7 +164,10 @@ def test_an_import_inside_a_function_says_why():
 
 
 def test_a_step_that_returns_stop_ends_the_pipeline(monkeypatch):
-    """A cache hit ends the cell's pipeline by its return value (no flag on the context)."""
+    """A cache hit ends the cell's pipeline by its return value (no flag on the context); a Tree from apply
+    runs the rest in order, each step given what the earlier ones returned."""
+    from types import SimpleNamespace
+
     from orchestrator.run import cell
 
     ran = []
@@ -172,6 +175,13 @@ def test_a_step_that_returns_stop_ends_the_pipeline(monkeypatch):
         monkeypatch.setattr(cell, n, (lambda n: lambda *args: ran.append(n))(n))
     cell.run_steps(None)
     assert ran == ["fetch", "apply"]
+    calls, tree, configured = [], SimpleNamespace(worktree="wt"), SimpleNamespace(plan="plan")
+    returns = {"fetch": "snap", "apply": tree, "configure": configured}
+    for n in ("fetch", "apply", "configure", "judge_tree", "store"):
+        monkeypatch.setattr(cell, n, (lambda n: lambda *args: calls.append((n, *args)) or returns.get(n))(n))
+    cell.run_steps("ctx")
+    assert calls == [("fetch", "ctx"), ("apply", "ctx", "snap"), ("configure", "ctx", "wt"),
+                     ("judge_tree", "ctx", tree, "plan"), ("store", "ctx")]
 
 
 def test_help_imports_no_record_library():
