@@ -450,10 +450,23 @@ def data_digest(files: Iterable[tuple[str, bytes]]) -> str:
     return h.hexdigest()
 
 
-def cache_key(**parts: Any) -> str:
-    """A stable sha256 of all that decides the results: base, series (rendered), model (the random one), data,
-    program, flags, cases, toolchain, pretrain (its key)."""
-    return resultcache.cell_key({**parts, "v": FINETUNE_KEY_VERSION, "kind": "finetune"})
+def cache_key(
+    *,
+    base: str,
+    series: str,
+    model: str,
+    data: str,
+    program: str,
+    flags: dict[str, Any],
+    cases: list[dict[str, Any]],
+    toolchain: dict[str, Any],
+    pretrain: str = "",
+) -> str:
+    """A stable sha256 of all that decides the results (pure): series is the rendered series' digest, model
+    the random model's, data the training text's, program finetune.cpp's, pretrain the pre-training's key."""
+    parts: dict[str, Any] = dict(base=base, series=series, model=model, data=data, program=program, flags=flags)
+    parts |= dict(cases=cases, toolchain=toolchain, pretrain=pretrain, v=FINETUNE_KEY_VERSION, kind="finetune")
+    return resultcache.cell_key(parts)
 
 
 # ---------------------------------------------------------------- table and plot
