@@ -25,8 +25,7 @@ def load(results_dir: Path) -> Optional[ft.FinetuneResults]:
         if (size := path.stat().st_size) > MAX_BYTES:
             raise ValueError(f"{size} bytes, more than the {MAX_BYTES} a finetune.json can have")
         with path.open("rb") as f:  # never more than the cap read, should the file grow after the check
-            text = f.read(MAX_BYTES + 1).decode("utf-8")
-        return ft.FinetuneResults.from_json(text)
+            return ft.FinetuneResults.from_json(f.read(MAX_BYTES + 1).decode("utf-8"))
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text; not a finetune.json of `ggml-patch evidence`") from None
     except OSError as e:
