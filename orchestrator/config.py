@@ -36,12 +36,8 @@ _KINDS.update(model="an object", model_attributes="an object", list="an array", 
 _SAID = {"union_tag_not_found": "missing required key 'kind'", "too_short": "must not be empty"}
 _SAID.update(greater_than="expected a positive number, got {value!r}")
 Name = Annotated[str, matching(r"[A-Za-z0-9][A-Za-z0-9._-]*", "is not a valid name (letters, digits, '.', '_', '-')")]
-Repo = Annotated[
-    str,
-    matching(
-        r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", "is not a GitHub repository (expected OWNER/NAME, e.g. ggml-org/llama.cpp)"
-    ),
-]
+_REPO = r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+"  # OWNER/NAME
+Repo = Annotated[str, matching(_REPO, "is not a GitHub repository (expected OWNER/NAME, e.g. ggml-org/llama.cpp)")]
 if TYPE_CHECKING:
     Layout = str
     BackendName = str

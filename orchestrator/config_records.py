@@ -54,10 +54,8 @@ EnvName = Annotated[
         "is not an environment variable name (letters, digits and '_', not starting with a digit)",
     ),
 ]
-CMAKE_DEFINITION = Annotated[
-    str,
-    matching(r"-D[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?=[^\n]*", "is not a CMake definition (expected -DNAME=VALUE)"),
-]
+_CMAKE_D = r"-D[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?=[^\n]*"  # -DNAME=VALUE or -DNAME:TYPE=VALUE
+CMAKE_DEFINITION = Annotated[str, matching(_CMAKE_D, "is not a CMake definition (expected -DNAME=VALUE)")]
 
 
 def checked(problem_of: Callable[[str], Optional[str]], sep: str = " ") -> AfterValidator:
