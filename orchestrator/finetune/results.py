@@ -47,13 +47,8 @@ BINARY = f"./build/bin/{PROGRAM}"  # ... and the program built from it
 
 def program_options() -> dict[str, Any]:
     """The program's options that are the same for every case (part of the cache key)."""
-    return dict(
-        n_ctx=N_CTX,
-        val_split=VAL_SPLIT,
-        threads=THREADS,
-        noise_threads=list(NOISE_THREADS),
-        pretrain=pretrain_options(),
-    )
+    fixed = dict(n_ctx=N_CTX, val_split=VAL_SPLIT, threads=THREADS, noise_threads=list(NOISE_THREADS))
+    return fixed | {"pretrain": pretrain_options()}
 
 
 def pretrain_options() -> dict[str, Any]:
