@@ -7,7 +7,6 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Optional
 
-from .. import untrusted
 from ..errors import ConfigError
 from . import results as ft
 
@@ -22,8 +21,15 @@ def load(results_dir: Path) -> Optional[ft.FinetuneResults]:
     path = Path(results_dir) / FILE
     if not path.is_file():
         return None
-    try:  # a regular file of at most MAX_BYTES, UTF-8 (else one line saying where)
-        return ft.FinetuneResults.from_json(untrusted.read_text(path, "finetune", cap=MAX_BYTES))
+    try:
+        if (size := path.stat().st_size) > MAX_BYTES:
+            raise ValueError(f"{size} bytes, more than the {MAX_BYTES} a finetune.json can have")
+        with path.open("rb") as f:  # never more than the cap read, should the file grow after the check
+            return ft.FinetuneResults.from_json(f.read(MAX_BYTES + 1).decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text; not a finetune.json of `ggml-patch evidence`") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
     except ValueError as e:
         raise ConfigError(f"{path}: {e}; re-run `ggml-patch evidence` (or remove the file)") from None
 

@@ -47,13 +47,8 @@ BINARY = f"./build/bin/{PROGRAM}"  # ... and the program built from it
 
 def program_options() -> dict[str, Any]:
     """The program's options that are the same for every case (part of the cache key)."""
-    return dict(
-        n_ctx=N_CTX,
-        val_split=VAL_SPLIT,
-        threads=THREADS,
-        noise_threads=list(NOISE_THREADS),
-        pretrain=pretrain_options(),
-    )
+    fixed = dict(n_ctx=N_CTX, val_split=VAL_SPLIT, threads=THREADS, noise_threads=list(NOISE_THREADS))
+    return fixed | {"pretrain": pretrain_options()}
 
 
 def pretrain_options() -> dict[str, Any]:
@@ -450,10 +445,23 @@ def data_digest(files: Iterable[tuple[str, bytes]]) -> str:
     return h.hexdigest()
 
 
-def cache_key(**parts: Any) -> str:
-    """A stable sha256 of all that decides the results: base, series (rendered), model (the random one), data,
-    program, flags, cases, toolchain, pretrain (its key)."""
-    return resultcache.cell_key({**parts, "v": FINETUNE_KEY_VERSION, "kind": "finetune"})
+def cache_key(
+    *,
+    base: str,
+    series: str,
+    model: str,
+    data: str,
+    program: str,
+    flags: dict[str, Any],
+    cases: list[dict[str, Any]],
+    toolchain: dict[str, Any],
+    pretrain: str = "",
+) -> str:
+    """A stable sha256 of all that decides the results (pure): series is the rendered series' digest, model
+    the random model's, data the training text's, program finetune.cpp's, pretrain the pre-training's key."""
+    parts: dict[str, Any] = dict(base=base, series=series, model=model, data=data, program=program, flags=flags)
+    parts |= dict(cases=cases, toolchain=toolchain, pretrain=pretrain, v=FINETUNE_KEY_VERSION, kind="finetune")
+    return resultcache.cell_key(parts)
 
 
 # ---------------------------------------------------------------- table and plot

@@ -90,9 +90,17 @@ class Inputs:
         return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
     def key(self, cases: tuple[ft.Case, ...]) -> str:
-        parts = dict(base=self.base, series=self.rendered_sha256, model=self.model["sha256"], data=self.data["sha256"])
-        parts |= dict(program=self.program_sha256, flags=self.flags, cases=[c.key() for c in cases])
-        return ft.cache_key(**parts, toolchain=self.toolchain, pretrain=self.pretrain_key())
+        return ft.cache_key(
+            base=self.base,
+            series=self.rendered_sha256,
+            model=self.model["sha256"],
+            data=self.data["sha256"],
+            program=self.program_sha256,
+            flags=self.flags,
+            cases=[c.key() for c in cases],
+            toolchain=self.toolchain,
+            pretrain=self.pretrain_key(),
+        )
 
 
 # ---------------------------------------------------------------- checks before any work
@@ -179,18 +187,29 @@ def gather_inputs(ctx: CellContext, snap: Snapshot, log: Callable[[str], None], 
 
     rendered = render(ctx.series, get_layout(ctx.series.layout), ctx.layout, lambda p: repo.read_blob(commit, p))
     program = hashlib.sha256(blob(ft.PROGRAM_SOURCE)).hexdigest()
-    pretrain = data_files(ctx.cache, [(f, blob(f)) for f in ft.PRETRAIN_FILES])
-    data = data_files(ctx.cache, [(f, blob(f)) for f in ft.DATA_FILES])
-    model = model_file(ctx.cache, tm.DEFAULT_VOCAB, blob(tm.DEFAULT_VOCAB), seed, log)
+    pretrain, pretrain_paths = data_files(ctx.cache, [(f, blob(f)) for f in ft.PRETRAIN_FILES])
+    data, data_paths = data_files(ctx.cache, [(f, blob(f)) for f in ft.DATA_FILES])
+    model, model_path = model_file(ctx.cache, tm.DEFAULT_VOCAB, blob(tm.DEFAULT_VOCAB), seed, log)
     flags = {"definitions": [list(d) for d in DEFINITIONS], "cmake": ctx.module.configure_flags(ctx.backend)}
     flags |= {"env": ctx.module.test_env(ctx.backend), "program": ft.program_options()}
     flags["ccache"] = bool(shutil.which("ccache"))
     fix_paths = set(rendered.fix_paths())
     fix_diff = "\n".join(f.text for p in rendered.patches for f in p.files if f.path in fix_paths)
-    markers = tuple(ft.fix_markers(fix_diff))
-    sums = (commit, ctx.series.sha256, rendered.sha256)
-    # each (metadata, path(s)) pair in the order Inputs declares them
-    return Inputs(*sums, *model, *pretrain, *data, program, flags, toolchain.versions(), markers)
+    return Inputs(
+        base=commit,
+        series_sha256=ctx.series.sha256,
+        rendered_sha256=rendered.sha256,
+        model=model,
+        model_path=model_path,
+        pretrain_data=pretrain,
+        pretrain_paths=pretrain_paths,
+        data=data,
+        data_paths=data_paths,
+        program_sha256=program,
+        flags=flags,
+        toolchain=toolchain.versions(),
+        markers=tuple(ft.fix_markers(fix_diff)),
+    )
 
 
 # ---------------------------------------------------------------- build: both variants, under the cell's lock
@@ -378,11 +397,13 @@ def run_evidence(
     backend = matrix.backends.get("cpu") or Backend("cpu")
     cell_id = f"{target.name}/cpu"
     reporter.start_cell(f"{cell_id} fine-tuning evidence")
-    where = (matrix.native_tests_dir, cache.cell_dir(cell_id), out_dir / "logs")
     repo = SnapshotRepo(cache.snapshots_git)
     # rerun: apply never stops at the matrix's cached cell result (the tree is needed)
     options = CellOptions(series=series, repo=repo, rerun=True, programs=False, build_subdir=BUILD_SUBDIR)
-    ctx = cell_context(target, backend, cache, *where, options, reporter)
+    logs = out_dir / "logs"
+    ctx = cell_context(
+        target, backend, cache, matrix.native_tests_dir, cache.cell_dir(cell_id), logs, options, reporter
+    )
     cached_dir = evidence_dir(cache) / "results"
     with cache.lock(f"evidence-{target.name}"):
         snap = fetch(ctx)
@@ -423,11 +444,20 @@ def run_evidence(
         model["pretrain"] = {k: pre[k] for k in ft.PretrainInfo.model_fields if k in pre}
         sums = dict(sha256=inputs.series_sha256, rendered_sha256=inputs.rendered_sha256)
         made = dict(sums, patches=[p.name for p in series.patches], patched_commit=ctx.cell.patched_commit)
-        program = dict(name=ft.PROGRAM, source=ft.PROGRAM_SOURCE, sha256=inputs.program_sha256, unmodified=True)
-        parts = dict(target=target.name, base=inputs.base, model=model, data=inputs.data, program=program, runs=runs)
-        parts |= dict(provenance=provenance, cache_key=key, series=made, toolchain=inputs.toolchain, timings=timings)
-        source = ctx.cell.source.model_dump(include={"description", "upstream_commit", "kind"})
-        results = ft.FinetuneResults(**parts, source=source)
+        results = ft.FinetuneResults(
+            target=target.name,
+            base=inputs.base,
+            model=model,
+            data=inputs.data,
+            program=dict(name=ft.PROGRAM, source=ft.PROGRAM_SOURCE, sha256=inputs.program_sha256, unmodified=True),
+            provenance=provenance,
+            runs=runs,
+            cache_key=key,
+            source=ctx.cell.source.model_dump(include={"description", "upstream_commit", "kind"}),
+            series=made,
+            toolchain=inputs.toolchain,
+            timings=timings,
+        )
         store(cached_dir, key, results, ctx.logs)
         files, note = write_outputs(results, cached_dir / key, out_dir, results_dir, copy_logs=False)
     return EvidenceRun(results, False, files, note, round(time.monotonic() - t_all, 3))

@@ -230,7 +230,7 @@ def test_stale_series_detection():
 # ---------------------------------------------------------------- cache key, data digest, plot
 
 
-KEY = dict(base="0c1e5709", series="s" * 64, model_sha256="m" * 64, data_sha256="d" * 64, program_sha256="p" * 64,
+KEY = dict(base="0c1e5709", series="s" * 64, model="m" * 64, data="d" * 64, program="p" * 64,
            flags={"CMAKE_BUILD_TYPE": "Release", "threads": 2}, cases=[{"optimizer": "sgd", "n_batch": 128}],
            toolchain={"gcc": "12.2.0", "cmake": "4.4.5"}, pretrain="k" * 64)
 
@@ -238,8 +238,8 @@ KEY = dict(base="0c1e5709", series="s" * 64, model_sha256="m" * 64, data_sha256=
 def test_cache_key_is_stable_and_covers_every_part():
     k = ft.cache_key(**KEY)
     assert len(k) == 64 and k == ft.cache_key(**{**KEY, "flags": {"threads": 2, "CMAKE_BUILD_TYPE": "Release"}})
-    changed = {"base": "0c1e570a", "series": "t" * 64, "model_sha256": "n" * 64, "data_sha256": "e" * 64,
-               "program_sha256": "q" * 64, "flags": {"CMAKE_BUILD_TYPE": "Debug", "threads": 2},
+    changed = {"base": "0c1e570a", "series": "t" * 64, "model": "n" * 64, "data": "e" * 64,
+               "program": "q" * 64, "flags": {"CMAKE_BUILD_TYPE": "Debug", "threads": 2},
                "cases": [{"optimizer": "adamw", "n_batch": 128}], "toolchain": {"gcc": "13.1.0", "cmake": "4.4.5"},
                "pretrain": "j" * 64}
     keys = {ft.cache_key(**{**KEY, name: value}) for name, value in changed.items()}

@@ -210,6 +210,23 @@ def test_the_bundle_reads_the_file_as_untrusted_input(tmp_path):
         UF.load(tmp_path)
 
 
+def test_the_bundle_says_in_one_line_what_is_wrong_with_a_file_too_big_or_not_utf8(tmp_path, monkeypatch):
+    (tmp_path / "evidence").mkdir()
+    path = tmp_path / "evidence" / "finetune.json"
+    path.write_bytes(b"\xff\xfe")
+    with pytest.raises(ConfigError) as e:
+        UF.load(tmp_path)
+    assert str(e.value) == f"{path}: not UTF-8 text; not a finetune.json of `ggml-patch evidence`"
+    path.write_text(sample().to_json())
+    monkeypatch.setattr(UF, "MAX_BYTES", 100)
+    with pytest.raises(ConfigError) as e:
+        UF.load(tmp_path)
+    size = path.stat().st_size
+    assert str(e.value) == (
+        f"{path}: {size} bytes, more than the 100 a finetune.json can have; re-run `ggml-patch evidence` (or remove the file)"
+    )
+
+
 def test_the_bundle_uses_the_evidence_only_for_its_target_base_and_series():
     said: list[str] = []
     r = sample()
