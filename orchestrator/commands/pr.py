@@ -74,8 +74,21 @@ def run(args, matrix, cache) -> ExitCode:
     if args.open and mode == "manual":
         with cache.lock(f"pr-{bundle.target}"):  # the steps to submit by hand: nothing touches the network
             onto, workdir = _onto_and_workdir(args, cache, bundle)
-            fetch = not github.has_commit(workdir, onto)
-            print("\n".join(submission.manual_steps(policy, args, bundle, str(workdir), onto, fetch, owner)))
+            steps = submission.manual_steps(
+                policy,
+                repo=repo,
+                branch=branch,
+                base=args.base,
+                remote=args.head_remote,
+                api_url=args.api_url,
+                patches=bundle.patch_files,
+                bundle=bundle.path,
+                workdir=str(workdir),
+                onto=onto,
+                fetch=not github.has_commit(workdir, onto),
+                owner=owner,
+            )
+            print("\n".join(steps))
         raise SubmissionNotAutomated(
             f"{bundle.target}: submit is manual: open the pull request yourself "
             "(the steps are above); nothing was pushed or sent"

@@ -399,7 +399,8 @@ def verify(
     opts: BundleOptions, target, repo, worktree, work: Path, base: str, patched: str, patches: list[tuple[str, str]]
 ) -> Verification:
     """git am the bundle's files on a fresh copy of the base, then the cell pipeline's configure,
-    build and tests (CPU). Its trees persist in the cache: a repeat costs seconds."""
+    build and tests (CPU). `patched` is the bundle's head: the tested tree, the contributor's commits.
+    Its trees persist in the cache: a repeat costs seconds."""
     t_all = time.monotonic()
     series_dir = work / "bundle-series"
     if series_dir.exists():

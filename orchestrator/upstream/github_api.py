@@ -1,6 +1,7 @@
 """The GitHub REST API, one request at a time, for `pr` and `drift-issue`. The token travels only in
 the Authorization header (`_Bearer`), never in a URL, a file or a message (each goes through
-`redact`). Each failure the user can act on has its own error class and exit code (README, 22-26)."""
+`redact`). Each failure the user can act on has its own error class and exit code (README, 22-26):
+401 and 403 without a rate limit (the token), 403/429 rate-limited (when to retry), 422 (refused)."""
 
 from __future__ import annotations
 

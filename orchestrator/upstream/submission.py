@@ -5,7 +5,8 @@ or not at all (`none`: a target verified through another's sync). Pure."""
 from __future__ import annotations
 
 import shlex
-from typing import Any, Optional
+from pathlib import Path
+from typing import Optional
 from urllib.parse import quote, urlsplit
 
 from ..errors import ConfigError
@@ -34,14 +35,25 @@ def web_url(api_url: str) -> str:
 
 
 def manual_steps(
-    policy: Policy, args: Any, bundle: Any, workdir: str, onto: str, fetch: bool, owner: Optional[str]
+    policy: Policy,
+    *,
+    repo: str,
+    branch: str,
+    base: str,
+    remote: str,
+    api_url: str,
+    patches: tuple[Path, ...],
+    bundle: Path,
+    workdir: str,
+    onto: str,
+    fetch: bool,
+    owner: Optional[str],
 ) -> list[str]:
-    """What the contributor runs for `pr` (its `args`), in order: the branch made from the bundle,
-    pushed to their fork, and the compare page where they open the pull request themselves."""
-    repo, branch, base, remote = args.repo, args.branch, args.base, redact(args.head_remote)
-    patches = [str(p.resolve()) for p in bundle.patch_files]  # `git -C` elsewhere: absolute paths
-    head, where = f"{owner or 'OWNER'}:{branch}", bundle.path.resolve()
-    steps = workrepo.by_hand(workdir, remote, onto, patches, branch, fetch)
+    """What the contributor runs for `pr`, in order: the branch made from the bundle, pushed to their
+    fork (`remote` redacted), and the compare page where they open the pull request themselves."""
+    paths = [str(p.resolve()) for p in patches]  # `git -C` elsewhere: absolute paths
+    head, where = f"{owner or 'OWNER'}:{branch}", bundle.resolve()
+    steps = workrepo.by_hand(workdir, redact(remote), onto, paths, branch, fetch)
     forbidden = policy.rules.get("automated_submission_forbidden")
     why = (forbidden.cited() if forbidden else "") or policy.submit.cited()
     out = [
@@ -54,7 +66,7 @@ def manual_steps(
         "",
         "then open the pull request in your browser:",
         "",
-        f"  {web_url(args.api_url)}/{repo}/compare/{quote(base, safe='')}...{quote(head, safe=':/')}?expand=1",
+        f"  {web_url(api_url)}/{repo}/compare/{quote(base, safe='')}...{quote(head, safe=':/')}?expand=1",
         "",
         f"title: {where}/PR_TITLE",
         f"description: {where}/PR_BODY.md",
