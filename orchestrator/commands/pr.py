@@ -154,7 +154,7 @@ def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
             f"the branch is based on the ggml-patch snapshot {snapshot[:12]}, not an upstream commit: "
             "GitHub opens the pull request only if the fork shares that history; pass --onto COMMIT"
         )
-    br = github.series_branch(workdir, local_onto, bundle.patch_files, upstream=onto == upstream)
+    br = github.series_branch(workdir, local_onto, bundle.patch_files)
     push_cmd = shlex.join(github.push_argv(workdir, remote, branch))
     url = github.pulls_url(args.api_url, pr.repo)
     if not args.open:

@@ -167,7 +167,6 @@ class Branch:
     workdir: Path
     head: str
     onto: str  # the commit the series was applied on
-    onto_is_upstream: bool
 
 
 def work_repo(path: Path, snapshots_git: Path) -> Path:
@@ -204,7 +203,7 @@ def fetch_commit(
         raise _remote_failed(e, f"git fetch from {remote}", secrets, missing) from None
 
 
-def series_branch(workdir: Path, onto: str, patches: tuple[Path, ...], upstream: bool) -> Branch:
+def series_branch(workdir: Path, onto: str, patches: tuple[Path, ...]) -> Branch:
     """The bundle's series applied with git am on `onto`, in the work repository."""
     try:
         workrepo.checkout_clean(workdir, onto)
@@ -214,7 +213,7 @@ def series_branch(workdir: Path, onto: str, patches: tuple[Path, ...], upstream:
         head = workrepo.am(workdir, patches)
     except GitError as e:
         raise SeriesDoesNotApply(f"the bundle's series does not apply with git am on {onto[:12]}: {e.line}") from None
-    return Branch(workdir, head, onto, upstream)
+    return Branch(workdir, head, onto)
 
 
 def push(

@@ -182,8 +182,18 @@ def _within(timeout: float, call: Callable[[requests.Session], requests.Response
 
     def work() -> None:
         try:
-            box["resp"] = call(session)
-            _read_capped(box["resp"])  # the whole body, inside the deadline, at most MAX_ANSWER_BYTES
+            resp = box["resp"] = call(session)
+            # the whole body into resp._content (what .text reads), inside the deadline, at most MAX_ANSWER_BYTES
+            chunks, total = [], 0
+            for block in resp.iter_content(64 * 1024):
+                total += len(block)
+                if total > MAX_ANSWER_BYTES:
+                    resp.close()
+                    raise requests.exceptions.ContentDecodingError(
+                        f"the answer is larger than {MAX_ANSWER_BYTES} bytes"
+                    )
+                chunks.append(block)
+            resp._content, resp._content_consumed = b"".join(chunks), True
         except BaseException as e:  # handed to the caller's thread
             box["error"] = e
         finally:
@@ -197,19 +207,6 @@ def _within(timeout: float, call: Callable[[requests.Session], requests.Response
     if "error" in box:
         raise box["error"]
     return box["resp"]
-
-
-def _read_capped(resp: requests.Response, cap: int = MAX_ANSWER_BYTES) -> None:
-    """Read a streamed answer's body into resp._content, refusing one over `cap` bytes."""
-    chunks, total = [], 0
-    for block in resp.iter_content(64 * 1024):
-        total += len(block)
-        if total > cap:
-            resp.close()
-            raise requests.exceptions.ContentDecodingError(f"the answer is larger than {cap} bytes")
-        chunks.append(block)
-    resp._content = b"".join(chunks)  # what .text and .json() read
-    resp._content_consumed = True
 
 
 def github_message(text: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from ..config import Upstream
 from . import manifest as M
@@ -48,8 +48,7 @@ class Section:
     @property
     def text(self) -> str:
         """The section as the contributor wrote it, blank lines around it dropped."""
-        kept = [i for i, ln in enumerate(self.lines) if ln.strip()]
-        return "\n".join(self.lines[kept[0] : kept[-1] + 1]) if kept else ""
+        return "\n".join(strip_blank(self.lines))
 
     def placeholders(self) -> list[int]:
         """Lines (in cover.md) that still hold a TODO/TBD marker."""
@@ -137,6 +136,11 @@ def parse_template(file: str, text: str) -> Template:
     numbered = [(s.line + 1 + i, ln) for s in secs for i, ln in enumerate(s.lines)]  # lines[i]: i+1 below the heading
     disclosure = next((Evidence(file=file, line=n, text=ln) for n, ln in numbered if _disclosure_prefix(ln)), None)
     return Template(file, tuple(_trim(preamble)), secs, disclosure)
+
+
+def strip_blank(lines: Sequence[str]) -> list[str]:
+    kept = [i for i, line in enumerate(lines) if line.strip()]
+    return list(lines[kept[0] : kept[-1] + 1]) if kept else []
 
 
 def _trim(lines: list[str]) -> list[str]:

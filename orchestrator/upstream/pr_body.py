@@ -19,7 +19,7 @@ from ..verdicts.competing import first_failing_line
 from ..verdicts.mutants import tally_line
 from . import cover as C
 from . import views as B
-from .policy import Template, _disclosure_prefix
+from .policy import Template, _disclosure_prefix, strip_blank
 
 DATA_HEADING = re.compile(r"^additional information$", re.I)
 _ASCII = dict(zip("\u2014\u2013\u2212\u00d7\u2018\u2019\u201c\u201d\u2248\u00a0\u00b5", "---x''\"\"~ u", strict=True))
@@ -277,24 +277,19 @@ def body(template: Optional[Template], cov: C.Cover, data: list[str]) -> str:
         out += [f"## {s.heading}", ""]
         mine, data_here = cov.section(s.heading), bool(DATA_HEADING.match(s.heading) and data)
         if s.fixed:
-            out += _strip_blank(
+            out += strip_blank(
                 [f"{_disclosure_prefix(ln)} {answer}" if answer and ln == disclosure else ln for ln in s.lines]
             )
         elif mine is not None and C.visible(mine.text).strip():
             out += [mine.text]
         elif not data_here:
-            out += _strip_blank(list(s.lines))  # the template's placeholder, as the template has it
+            out += strip_blank(s.lines)  # the template's placeholder, as the template has it
         if data_here:
             out += ([""] if out[-1] != "" else []) + data
         out.append("")
     if data and not any(DATA_HEADING.match(s.heading) for s in template.sections):
         out += ["<details><summary>ggml-patch data</summary>", "", *data, "", "</details>", ""]
     return "\n".join(out).rstrip("\n") + "\n"
-
-
-def _strip_blank(lines: list[str]) -> list[str]:
-    kept = [i for i, line in enumerate(lines) if line.strip()]
-    return lines[kept[0] : kept[-1] + 1] if kept else []
 
 
 def issue(

@@ -109,7 +109,7 @@ def test_am_keeps_crs_in_the_matrix_and_bundle_worktrees(tmp_path):
 def test_am_keeps_crs_in_the_pull_request_branch(tmp_path):
     repo, base, patch = _crlf_series(tmp_path)
     work = github.work_repo(tmp_path / "pr", repo.path)
-    branch = github.series_branch(work, base, (patch,), upstream=False)
+    branch = github.series_branch(work, base, (patch,))
     assert git("show", f"{branch.head}:a.txt", cwd=work, strip=False) == "one\r\nTWO\r\nthree\r\n"
 
 
