@@ -248,6 +248,19 @@ def _same(cells: list[Cell], what: str, get: Callable[[Cell], Optional[str]]) ->
     return str(values.pop())
 
 
+def _policy_reader(repo):
+    """read_blob for the target's policy files: at most the policy cap, UTF-8 or one line."""
+
+    def read(commit: str, path: str) -> Optional[str]:
+        size, cap, where = repo.blob_size(commit, path), untrusted.cap_of("policy"), f"{path} at {commit[:12]}"
+        if size is not None and size > cap:
+            raise ConfigError(f"{where}: {size} bytes, more than the {cap} a policy file may hold")
+        text = repo.read_blob(commit, path) if size is not None else None
+        return None if text is None else untrusted.decode(text.encode("utf-8", "surrogateescape"), where, "policy")
+
+    return read
+
+
 def bundle_target(
     opts: BundleOptions,
     results: Results,
@@ -276,15 +289,8 @@ def bundle_target(
             )
         repo = SnapshotRepo(cache.snapshots_git)
         # the target's own text and the contributor's: checked (size, UTF-8) before any build
-
-        def read(path: str) -> Optional[str]:  # a policy file at the base: at most the policy cap, UTF-8 or one line
-            size, cap, where = repo.blob_size(base, path), untrusted.cap_of("policy"), f"{path} at {base[:12]}"
-            if size is not None and size > cap:
-                raise ConfigError(f"{where}: {size} bytes, more than the {cap} a policy file may hold")
-            text = repo.read_blob(base, path) if size is not None else None
-            return None if text is None else untrusted.decode(text.encode("utf-8", "surrogateescape"), where, "policy")
-
-        files_at_base = {f: read(f) for f in (*policy.POLICY_FILES, *policy.TEMPLATE_FILES)}
+        read = _policy_reader(repo)
+        files_at_base = {f: read(base, f) for f in (*policy.POLICY_FILES, *policy.TEMPLATE_FILES)}
         rules = policy.derive(target_name, base, files_at_base, target.upstream)
         series_dir = Path(matrix.series_dir)
         cover_text = untrusted.read_optional(series_dir / cover.COVER_FILE, "cover", root=matrix.series_dir)
