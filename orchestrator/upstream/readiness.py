@@ -110,10 +110,9 @@ def _verdict(policy: Policy, name: str, rule: str, where: list[str], ok: str, ba
 
 
 def check_ascii_messages(policy: Policy, messages: list[Message]) -> Check:
-    lines: list[tuple[str, str]] = []
-    for m in messages:
-        lines += [(f"{m.patch}:{m.subject_line}: subject", m.subject), *((f"{m.patch}:{n}", t) for n, t in m.body)]
-    where = _non_ascii(lines)
+    where = _non_ascii(
+        (f"{m.patch}:{n}", t) for m in messages for n, t in ((f"{m.subject_line}: subject", m.subject), *m.body)
+    )
     ok = f"{len(messages)} commit message(s), ASCII only"
     return _verdict(policy, "ascii-commit-messages", "ascii_only", where, ok, "non-ASCII characters in commit messages")
 
