@@ -148,18 +148,15 @@ def _first_fail(rec: Optional[VariantRecord], test: str, device: str) -> Optiona
     return (fail.line or f"{test}: {fail.key} FAIL") if fail else None
 
 
-def _devices(recs: list[VariantRecord]) -> list[str]:
-    """Every device a test printed a row for or stopped on, in the order met."""
-    met = (d for rec in recs for t in rec.tests.values() for d in [*(r.device for r in t.rows), t.stopped_on])
-    return list(dict.fromkeys(d for d in met if d))
-
-
 def _device_section(results: Results) -> list[str]:
     """Per device and variant, so a Vulkan cell shows the Vulkan device's own results."""
     rows = []
     for c in results.cells:
         recs = results.records_of(c.cell)
-        for dev in _devices([v for v in recs.values() if not v.variant.startswith((MUTANT_PREFIX, COMPETING_PREFIX))]):
+        ran = [v for v in recs.values() if not v.variant.startswith((MUTANT_PREFIX, COMPETING_PREFIX))]
+        # every device a test printed a row for or stopped on, in the order met
+        met = (d for rec in ran for t in rec.tests.values() for d in [*(r.device for r in t.rows), t.stopped_on])
+        for dev in dict.fromkeys(d for d in met if d):
             for variant, label in (("patched", "with fix"), ("control", "without fix")):
                 rec = recs.get(variant)
                 if rec is None:
