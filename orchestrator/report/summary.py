@@ -58,11 +58,9 @@ def log_tail(path: str, lines: int = 30, root: Optional[Path] = None) -> Optiona
 
 
 def _test_cell(rec: Optional[VariantRecord], test: str) -> str:
-    if not rec:
-        return "—"
-    if rec.status == RecordStatus.BUILD_FAILED:
+    t = rec.test(test) if rec else None
+    if rec is not None and rec.status == RecordStatus.BUILD_FAILED:
         return "build failed"
-    t = rec.test(test)
     if not t:
         return "—"
     if t.outcome == Outcome.SKIPPED:
@@ -210,19 +208,16 @@ def _mutants_section(results: Results) -> list[str]:
             by = (c.mutants.killed_by if c.mutants else None) or {}
             line = tally_line(c.mutants.total, by) if c.mutants and UPSTREAM_TEST in by else ""
             tallies.append(f"- **{c.cell}**: " + (line or kill_line([r.verdict for r in recs])))
-        table += [_mutant_row(c, r) for r in recs]
+        for r in recs:
+            info, kills = r.mutant, r.kills or {}
+            killed = r.verdict == Verdict.KILLED and r.failure_line
+            why = f"`{r.failure_line}`" if killed else (r.verdict_reason or (info and info.skipped) or "")
+            table.append(
+                f"| {c.cell} | {info.name if info else r.variant} | **{r.verdict or r.status}** | "
+                f"{kills.get(UPSTREAM_TEST, '—')} | {kills.get(GATE_TEST, '—')} | {why} |"
+            )
     header = f"| cell | mutant | verdict | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line (or why) |"
     return _table("## Known-wrong fixes (mutants)", header, table, "\n".join(tallies)) if table else []
-
-
-def _mutant_row(c: Cell, r: VariantRecord) -> str:
-    info, kills = r.mutant, r.kills or {}
-    killed = r.verdict == Verdict.KILLED and r.failure_line
-    why = f"`{r.failure_line}`" if killed else (r.verdict_reason or (info and info.skipped) or "")
-    return (
-        f"| {c.cell} | {info.name if info else r.variant} | **{r.verdict or r.status}** | "
-        f"{kills.get(UPSTREAM_TEST, '—')} | {kills.get(GATE_TEST, '—')} | {why} |"
-    )
 
 
 def _competing_section(results: Results) -> list[str]:
