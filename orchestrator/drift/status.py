@@ -139,8 +139,8 @@ def _file_present(f: FileDiff, current: Optional[str]) -> bool:
         return False
     if is_new_file(f):
         return current == f.added_content
-    lines = current.splitlines()
-    return all(_contains(lines, run) for run in added_runs(f))
+    lines = "\n" + "\n".join(current.splitlines()) + "\n"  # each run's lines there, consecutive
+    return all("\n" + "\n".join(run) + "\n" in lines for run in added_runs(f))
 
 
 def added_runs(f: FileDiff) -> list[list[str]]:
@@ -152,11 +152,6 @@ def added_runs(f: FileDiff) -> list[list[str]]:
         if added
     ]
     return [r for r in runs if any(x.strip() for x in r)]
-
-
-def _contains(lines: list[str], run: list[str]) -> bool:
-    n = len(run)
-    return any(lines[i : i + n] == run for i in range(len(lines) - n + 1))
 
 
 def failed_hunk(patch: Patch, git_output: str) -> tuple[Optional[str], str]:

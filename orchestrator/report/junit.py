@@ -74,12 +74,6 @@ def _log_lines(log: Optional[str], log_tail: LogTail) -> list[str]:
     return [f"log: {log}"] + ([f"last lines of the log:\n{tail.rstrip()}"] if tail else [])
 
 
-def _labels(entries: Sequence[AttributionEntry]) -> str:
-    """' [regression]', ' [pre-existing, unknown]' or ''."""
-    labels = list(dict.fromkeys(str(e.label) for e in entries))
-    return f" [{', '.join(labels)}]" if labels else ""
-
-
 def _test_case(suite: ET.Element, cell: Cell, rec: VariantRecord, test: str, log_tail: LogTail) -> None:
     variant = rec.variant
     t = rec.test(test)
@@ -115,7 +109,8 @@ def _test_case(suite: ET.Element, cell: Cell, rec: VariantRecord, test: str, log
         line = t.failure_line or t.summary_line or ""
         what = f"{test} {t.outcome}" + (" without the fix" if variant == "control" else "")
         entries = [e for e in cell.attribution or [] if e.test == test] if variant == "patched" else []
-        message = (f"{what}: {line}" if line else what) + _labels(entries)
+        labels = ", ".join(dict.fromkeys(str(e.label) for e in entries))  # " [regression]", " [pre-existing, unknown]"
+        message = (f"{what}: {line}" if line else what) + (f" [{labels}]" if labels else "")
         _mark(case, "failure", message, str(t.outcome), _detail(t, log_tail, entries))
 
 
