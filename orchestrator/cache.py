@@ -28,8 +28,9 @@ def default_cache_dir() -> Path:
             "GGML_PATCH_CACHE is set but empty: unset it to use the default "
             "(~/.cache/ggml-patch), or name a folder (or pass --cache DIR)"
         )
-    xdg = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return Path(env).expanduser().absolute() if env else xdg.absolute() / "ggml-patch"
+    if env:
+        return Path(env).expanduser().absolute()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").absolute() / "ggml-patch"
 
 
 def slug(text: str) -> str:

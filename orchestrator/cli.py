@@ -61,9 +61,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
     try:
-        signal.signal(
-            signal.SIGTERM, signal.default_int_handler
-        )  # SIGTERM unwinds like Ctrl-C: locks released, tree restored
+        # SIGTERM unwinds like Ctrl-C: locks released, tree restored
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
         return int(_dispatch(_parser().parse_args(argv)))
     except GgmlPatchError as e:
         print(f"ggml-patch: error: {_one_line(redact(str(e)))}", file=sys.stderr)

@@ -32,6 +32,8 @@ _MISSING_REF = (
     "unadvertised object",
     "remote did not send all necessary objects",
 )
+# curl's "after N ms" differs run to run; the drift issue would edit its body for it
+_ELAPSED = re.compile(r" after \d+ ms")
 
 
 class GitSource(Source):
@@ -191,7 +193,7 @@ def _network(call: Callable[[], Optional[str]], url: str, ref: str, key: str) ->
     except GitError as e:
         if any(m in e.output for m in _MISSING_REF):
             raise ConfigError(f"{key}.ref: {ref!r} does not exist at {url}") from None
-        raise SourceUnreachable(f"{key}.url: {url} is unreachable: {e.reason}") from None
+        raise SourceUnreachable(f"{key}.url: {url} is unreachable: {_ELAPSED.sub('', e.reason)}") from None
 
 
 def _short_url(url: str) -> str:

@@ -1,4 +1,5 @@
-"""A bare mirror of a git URL in the cache, and `ls-remote`; network commands have deadlines."""
+"""A bare mirror of a git URL in the cache, and `ls-remote`; network commands give up on a stalled
+transfer and have deadlines."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """The one way the tool runs git: a clean environment, one error type.
 
-No user or system git configuration leaks in (hooks, url rewrites, autocrlf, signing), no GIT_*
-variable of the caller, no configuration that runs a command (hooks, core.fsmonitor, credential
-helpers, the ext:: transport), even from a repository's own .git/config; git never prompts. Refs
-and URLs from input go after `--end-of-options` (or are resolved to a commit id first: `git
-checkout` has no `--end-of-options`).
+Every git command goes through `git()` or `git_bytes()`: no user or system git configuration leaks
+in (hooks, url rewrites, autocrlf, signing), no GIT_* variable of the caller, no configuration that
+runs a command (hooks, core.fsmonitor, credential helpers, the ext:: transport), even from a
+repository's own .git/config; git never prompts. Refs and URLs from input go after
+`--end-of-options` (or are resolved to a commit id first: `git checkout` has no `--end-of-options`).
 """
 
 from __future__ import annotations
