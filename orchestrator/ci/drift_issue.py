@@ -196,34 +196,30 @@ def decide(
 ) -> tuple[Action, State]:
     previous = found.state if found else None
     state = current_state(status, results, previous, run, partial)
-    return _action(found, previous, state, run, now), state
-
-
-def _action(found: Optional[Found], previous: Optional[State], state: State, run: str, now: _dt.datetime) -> Action:
     now_problems, worse = problems(state), worsened(previous, state)
     why = "; ".join(now_problems)
     if found is None and not now_problems:
-        return Action("none", "all clean and no issue open")
+        return Action("none", "all clean and no issue open"), state
     if found is None:
-        return Action("open", why, None, issue_body(state, now))
+        return Action("open", why, None, issue_body(state, now)), state
     n = found.number
     if not found.open:  # reopened when there are problems, unless closed as not planned and nothing got worse since
         if not now_problems:
-            return Action("none", f"all clean; #{n} stays closed", n)
+            return Action("none", f"all clean; #{n} stays closed", n), state
         if found.state_reason == "not_planned" and not worse:
-            return Action("none", f"#{n} was closed as not planned and nothing got worse since: left closed", n)
+            return Action("none", f"#{n} was closed as not planned and nothing got worse since: left closed", n), state
         said = "worse than when it was closed" if worse else "the problems are back"
         comment = f"Reopened{_at(run)}: {said}:\n\n" + "".join(f"- {w}\n" for w in (worse or now_problems))
-        return Action("reopen", why, n, issue_body(state, now), comment)
+        return Action("reopen", why, n, issue_body(state, now), comment), state
     if not now_problems:
         comment = (
             f"All clean again{_at(run)}: every target's series applies as it is and no default cell fails. Closing."
         )
-        return Action("close", "all clean again", n, issue_body(state, now, clean=True), comment)
+        return Action("close", "all clean again", n, issue_body(state, now, clean=True), comment), state
     if previous is not None and not worse and same_but_for_time(previous, state):
-        return Action("none", "the open issue already says this", n)
+        return Action("none", "the open issue already says this", n), state
     comment = f"Worse since the last update{_at(run)}:\n\n" + "".join(f"- {w}\n" for w in worse) if worse else ""
-    return Action("update", why, n, issue_body(state, now), comment)
+    return Action("update", why, n, issue_body(state, now), comment), state
 
 
 _EPOCH = _dt.datetime(2000, 1, 1, tzinfo=_dt.timezone.utc)

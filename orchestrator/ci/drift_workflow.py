@@ -3,6 +3,7 @@ live profile, then `ggml-patch drift-issue`, which opens, updates or closes the 
 
 Cheap (no build), so it runs every day; it also keeps the git mirrors cache fresh and in use
 (GitHub evicts a cache unused for 7 days), which every job fetching git restores.
+Scheduled runs happen only in matrix.yaml's `ci.repository`; without one, on demand only.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import re
 from typing import Callable, Optional
 
 import unidiff
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from ..errors import ExitCode
 from ..patchset.series import FileDiff, Patch, Series
@@ -43,17 +43,13 @@ _EXISTS = re.compile(r"error: (?P<path>.+): already exists in (?:working directo
 _NO_FILE = re.compile(r"error: (?P<path>.+): does not exist in (?:index|working tree)$", re.M)
 
 
-class PatchResult(Record):
-    model_config = ConfigDict(frozen=True)
-
+class PatchResult(Record, frozen=True):
     name: str
     result: str  # CLEAN, MERGED, PRESENT, CONFLICTED or NOT_TRIED
     detail: str = ""
 
 
-class Conflict(Record):
-    model_config = ConfigDict(frozen=True)
-
+class Conflict(Record, frozen=True):
     patch: str
     file: str  # the file (target layout) where it stopped
     hunk: str  # the patch's hunk header there, or what failed ("new file", ...)
@@ -143,8 +139,8 @@ def _file_present(f: FileDiff, current: Optional[str]) -> bool:
         return False
     if is_new_file(f):
         return current == f.added_content
-    lines = current.splitlines()
-    return all(_contains(lines, run) for run in added_runs(f))
+    lines = "\n" + "\n".join(current.splitlines()) + "\n"  # each run's lines there, consecutive
+    return all("\n" + "\n".join(run) + "\n" in lines for run in added_runs(f))
 
 
 def added_runs(f: FileDiff) -> list[list[str]]:
@@ -156,11 +152,6 @@ def added_runs(f: FileDiff) -> list[list[str]]:
         if added
     ]
     return [r for r in runs if any(x.strip() for x in r)]
-
-
-def _contains(lines: list[str], run: list[str]) -> bool:
-    n = len(run)
-    return any(lines[i : i + n] == run for i in range(len(lines) - n + 1))
 
 
 def failed_hunk(patch: Patch, git_output: str) -> tuple[Optional[str], str]:
@@ -176,16 +167,12 @@ def failed_hunk(patch: Patch, git_output: str) -> tuple[Optional[str], str]:
 
 def hunk_header(patch: Patch, path: str, old_line: int) -> Optional[str]:
     """The '@@ ... @@' line of the hunk of `path` starting at `old_line` (git apply's report)."""
-    for f in patch.files:
-        if f.path == path:
-            hunks = unidiff.PatchSet(f.text)[0]
-            return next((_header_line(f.text, h) for h in hunks if h.source_start == old_line), None)
-    return None
-
-
-def _header_line(text: str, hunk: unidiff.Hunk) -> str:
+    f = next((f for f in patch.files if f.path == path), None)
+    hunk = next((h for h in unidiff.PatchSet(f.text)[0] if h.source_start == old_line), None) if f else None
+    if f is None or hunk is None:
+        return None
     made = f"@@ -{hunk.source_start},{hunk.source_length} +{hunk.target_start},{hunk.target_length} @@"
-    given = (x for x in text.splitlines() if x.startswith(f"@@ -{hunk.source_start}") and x.count("@@") >= 2)
+    given = (x for x in f.text.splitlines() if x.startswith(f"@@ -{hunk.source_start}") and x.count("@@") >= 2)
     return next(given, made)
 
 

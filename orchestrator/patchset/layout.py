@@ -142,13 +142,9 @@ def build_plan(layout: Layout, worktree: str, harness_dir: str) -> BuildPlan:
     """Only the ggml libraries and the two tests: never libllama or the examples."""
     ggml_dir = f"{worktree}/{layout.ggml_dir()}".rstrip("/")
     common = (("CMAKE_BUILD_TYPE", "Release"), ("BUILD_SHARED_LIBS", "OFF"))
-    defs: tuple[tuple[str, str], ...]
     if layout.build == "own-tests":
-        defs = common + (
-            ("GGML_BUILD_TESTS", "ON"),
-            ("GGML_BUILD_EXAMPLES", "OFF"),
-            ("CMAKE_PROJECT_INCLUDE", f"{harness_dir}/extra-programs.cmake"),
-        )
-        return BuildPlan(ggml_dir, defs, TESTS)
-    defs = common + (("GGML_SOURCE_DIR", ggml_dir), ("GGML_TESTS_DIR", f"{worktree}/{layout.tests_dir()}"))
-    return BuildPlan(harness_dir, defs, TESTS)
+        extra = f"{harness_dir}/extra-programs.cmake"
+        own = (("GGML_BUILD_TESTS", "ON"), ("GGML_BUILD_EXAMPLES", "OFF"), ("CMAKE_PROJECT_INCLUDE", extra))
+        return BuildPlan(ggml_dir, common + own, TESTS)
+    harness = (("GGML_SOURCE_DIR", ggml_dir), ("GGML_TESTS_DIR", f"{worktree}/{layout.tests_dir()}"))
+    return BuildPlan(harness_dir, common + harness, TESTS)

@@ -66,10 +66,8 @@ class Series:
 
     @property
     def sha256(self) -> str:
-        h = hashlib.sha256()
-        for p in self.patches:
-            h.update(p.name.encode() + b"\0" + p.text().encode() + b"\0")
-        return h.hexdigest()
+        parts = (p.name.encode() + b"\0" + p.text().encode() + b"\0" for p in self.patches)
+        return hashlib.sha256(b"".join(parts)).hexdigest()
 
     def paths(self) -> list[str]:
         return sorted({f.path for p in self.patches for f in p.files})

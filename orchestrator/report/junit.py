@@ -74,12 +74,6 @@ def _log_lines(log: Optional[str], log_tail: LogTail) -> list[str]:
     return [f"log: {log}"] + ([f"last lines of the log:\n{tail.rstrip()}"] if tail else [])
 
 
-def _labels(entries: Sequence[AttributionEntry]) -> str:
-    """' [regression]', ' [pre-existing, unknown]' or ''."""
-    labels = list(dict.fromkeys(str(e.label) for e in entries))
-    return f" [{', '.join(labels)}]" if labels else ""
-
-
 def _test_case(suite: ET.Element, cell: Cell, rec: VariantRecord, test: str, log_tail: LogTail) -> None:
     variant = rec.variant
     t = rec.test(test)
@@ -115,35 +109,27 @@ def _test_case(suite: ET.Element, cell: Cell, rec: VariantRecord, test: str, log
         line = t.failure_line or t.summary_line or ""
         what = f"{test} {t.outcome}" + (" without the fix" if variant == "control" else "")
         entries = [e for e in cell.attribution or [] if e.test == test] if variant == "patched" else []
-        message = (f"{what}: {line}" if line else what) + _labels(entries)
+        labels = ", ".join(dict.fromkeys(str(e.label) for e in entries))  # " [regression]", " [pre-existing, unknown]"
+        message = (f"{what}: {line}" if line else what) + (f" [{labels}]" if labels else "")
         _mark(case, "failure", message, str(t.outcome), _detail(t, log_tail, entries))
-
-
-def _missing_cases(suite: ET.Element, cell: Cell, variant: str) -> None:
-    """Testcases for a variant that has no record: a skipped cell, or a cell that stopped early."""
-    for test in TESTS:
-        case = _case(suite, cell, variant, test)
-        reason = cell.reason or str(cell.status)
-        if cell.status == CellStatus.SKIPPED:
-            _mark(case, "skipped", reason)
-        elif variant == "control":
-            _mark(case, "skipped", f"the negative control did not run: {reason}")
-        else:
-            kind = "error" if cell.status == CellStatus.ERROR else "failure"
-            _mark(case, kind, reason, str(cell.status))
 
 
 def _suite(parent: ET.Element, cell: Cell, results: Results, log_tail: LogTail) -> ET.Element:
     attrs = {"name": f"{cell.target}/{cell.backend}", "timestamp": results.started_at, "file": results.matrix}
     suite = ET.SubElement(parent, "testsuite", {k: v for k, v in attrs.items() if v})
     by_variant = results.records_of(cell.cell)
-    for variant in ("patched", "control"):
-        rec = by_variant.get(variant)
-        if rec is None:
-            _missing_cases(suite, cell, variant)
+    reason = cell.reason or str(cell.status)
+    for variant, test in ((v, t) for v in ("patched", "control") for t in TESTS):
+        if (rec := by_variant.get(variant)) is not None:
+            _test_case(suite, cell, rec, test, log_tail)
+            continue
+        case = _case(suite, cell, variant, test)  # no record: a skipped cell, or a cell that stopped early
+        if cell.status == CellStatus.SKIPPED:
+            _mark(case, "skipped", reason)
+        elif variant == "control":
+            _mark(case, "skipped", f"the negative control did not run: {reason}")
         else:
-            for test in TESTS:
-                _test_case(suite, cell, rec, test, log_tail)
+            _mark(case, "error" if cell.status == CellStatus.ERROR else "failure", reason, str(cell.status))
     for rec in results.mutants_of(cell.cell):
         _mutant_case(suite, cell, rec, log_tail)
     for rec in results.competing_of(cell.cell):

@@ -58,11 +58,9 @@ def log_tail(path: str, lines: int = 30, root: Optional[Path] = None) -> Optiona
 
 
 def _test_cell(rec: Optional[VariantRecord], test: str) -> str:
-    if not rec:
-        return "—"
-    if rec.status == RecordStatus.BUILD_FAILED:
+    t = rec.test(test) if rec else None
+    if rec is not None and rec.status == RecordStatus.BUILD_FAILED:
         return "build failed"
-    t = rec.test(test)
     if not t:
         return "—"
     if t.outcome == Outcome.SKIPPED:
@@ -148,18 +146,15 @@ def _first_fail(rec: Optional[VariantRecord], test: str, device: str) -> Optiona
     return (fail.line or f"{test}: {fail.key} FAIL") if fail else None
 
 
-def _devices(recs: list[VariantRecord]) -> list[str]:
-    """Every device a test printed a row for or stopped on, in the order met."""
-    met = (d for rec in recs for t in rec.tests.values() for d in [*(r.device for r in t.rows), t.stopped_on])
-    return list(dict.fromkeys(d for d in met if d))
-
-
 def _device_section(results: Results) -> list[str]:
     """Per device and variant, so a Vulkan cell shows the Vulkan device's own results."""
     rows = []
     for c in results.cells:
         recs = results.records_of(c.cell)
-        for dev in _devices([v for v in recs.values() if not v.variant.startswith((MUTANT_PREFIX, COMPETING_PREFIX))]):
+        ran = [v for v in recs.values() if not v.variant.startswith((MUTANT_PREFIX, COMPETING_PREFIX))]
+        # every device a test printed a row for or stopped on, in the order met
+        met = (d for rec in ran for t in rec.tests.values() for d in [*(r.device for r in t.rows), t.stopped_on])
+        for dev in dict.fromkeys(d for d in met if d):
             for variant, label in (("patched", "with fix"), ("control", "without fix")):
                 rec = recs.get(variant)
                 if rec is None:
@@ -213,19 +208,16 @@ def _mutants_section(results: Results) -> list[str]:
             by = (c.mutants.killed_by if c.mutants else None) or {}
             line = tally_line(c.mutants.total, by) if c.mutants and UPSTREAM_TEST in by else ""
             tallies.append(f"- **{c.cell}**: " + (line or kill_line([r.verdict for r in recs])))
-        table += [_mutant_row(c, r) for r in recs]
+        for r in recs:
+            info, kills = r.mutant, r.kills or {}
+            killed = r.verdict == Verdict.KILLED and r.failure_line
+            why = f"`{r.failure_line}`" if killed else (r.verdict_reason or (info and info.skipped) or "")
+            table.append(
+                f"| {c.cell} | {info.name if info else r.variant} | **{r.verdict or r.status}** | "
+                f"{kills.get(UPSTREAM_TEST, '—')} | {kills.get(GATE_TEST, '—')} | {why} |"
+            )
     header = f"| cell | mutant | verdict | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line (or why) |"
     return _table("## Known-wrong fixes (mutants)", header, table, "\n".join(tallies)) if table else []
-
-
-def _mutant_row(c: Cell, r: VariantRecord) -> str:
-    info, kills = r.mutant, r.kills or {}
-    killed = r.verdict == Verdict.KILLED and r.failure_line
-    why = f"`{r.failure_line}`" if killed else (r.verdict_reason or (info and info.skipped) or "")
-    return (
-        f"| {c.cell} | {info.name if info else r.variant} | **{r.verdict or r.status}** | "
-        f"{kills.get(UPSTREAM_TEST, '—')} | {kills.get(GATE_TEST, '—')} | {why} |"
-    )
 
 
 def _competing_section(results: Results) -> list[str]:

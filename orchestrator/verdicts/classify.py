@@ -57,8 +57,7 @@ def gate_rows(output: str) -> list[dict]:
     for m in GATE_ROW.finditer(strip_ansi(output)):
         case = m["case"].strip()
         row: dict = {"device": m["device"], "case": case}
-        period = _OPT_PERIOD.search(case)
-        if period:
+        if period := _OPT_PERIOD.search(case):
             row["opt_period"] = int(period.group(1))
         row["status"] = m["status"]
         if m["status"] == "FAIL":

@@ -60,10 +60,8 @@ def mutant_verdict(apply_error: Optional[str], build_ok: bool, gate: Optional[Te
 
 def test_opt_verdict(apply_error: Optional[str], build_ok: bool, test: Optional[TestRecord]) -> GateVerdict:
     """test-opt's verdict on one mutant: killed by its own check (a case's FAIL line), survived, or invalid."""
-    if apply_error is not None:
-        return GateVerdict(INVALID, f"the mutant did not apply: {apply_error}")
-    if not build_ok:
-        return GateVerdict(INVALID, "the tree with the mutant did not build")
+    if apply_error is not None or not build_ok:
+        return mutant_verdict(apply_error, build_ok, None)  # the gate's words: not applied, not built
     if test is None:
         return GateVerdict(INVALID, "test-opt did not run")
     if test.outcome == Outcome.PASSED:
