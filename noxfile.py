@@ -3,6 +3,7 @@
 Only the standard library and nox here: right after `pip install nox` every session is listed
 and runnable (each installs the tool into its own environment).
 """
+
 import json
 import sys
 from pathlib import Path
@@ -45,8 +46,11 @@ def _cells() -> list[dict]:
     try:
         cells = json.loads(CELLS.read_text(encoding="utf-8"))["cells"]
     except (OSError, ValueError, KeyError, TypeError) as e:
-        print(f"noxfile: no cell sessions: {CELLS} is unreadable ({type(e).__name__}); "
-              "regenerate it with `ggml-patch ci-workflow`", file=sys.stderr)
+        print(
+            f"noxfile: no cell sessions: {CELLS} is unreadable ({type(e).__name__}); "
+            "regenerate it with `ggml-patch ci-workflow`",
+            file=sys.stderr,
+        )
         return []
     return cells
 
@@ -60,8 +64,17 @@ def cell(session: nox.Session, target: str, backend: str) -> None:
     """One matrix cell into results/cells/<target>-<backend> (args go to `ggml-patch matrix`)."""
     results = next(c["results"] for c in _CELLS if (c["target"], c["backend"]) == (target, backend))
     _install(session)
-    session.run("ggml-patch", "matrix", "--target", target, "--backend", backend, "--results", results,
-                *session.posargs)
+    session.run(
+        "ggml-patch",
+        "matrix",
+        "--target",
+        target,
+        "--backend",
+        backend,
+        "--results",
+        results,
+        *session.posargs,
+    )
 
 
 @nox.session
@@ -75,7 +88,9 @@ def bundle(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The test suite, every tier: tests/unit, tests/integration, tests/e2e (the real CPU matrix end to
     end). Args go to pytest, e.g. `nox -s tests -- -m unit`."""
-    _install(session, "test,plot,lint")  # lint: the project CI's checks job runs ruff and mypy in act
+    _install(
+        session, "test,plot,lint"
+    )  # lint: the project CI's checks job runs ruff and mypy in act
     session.run("pytest", *session.posargs)
 
 

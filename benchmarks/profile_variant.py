@@ -14,6 +14,7 @@ nothing to do), quiet and under two busy loops of its own, and reports the media
 
 Usage: python benchmarks/profile_variant.py CELL_DIR [--repeat N]   (CELL_DIR: <cache>/cells/ggml-cpu)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench import BusyLoops, load_note  # noqa: E402
+
 from orchestrator.run.cmake import cmake_exe, ninja_exe  # noqa: E402
 
 GATE = "test-opt-dynamic-accum"
@@ -45,8 +47,13 @@ def pieces(cell: Path) -> dict:
     patched = (src / fix).read_bytes()
 
     def control_before():
-        diff = subprocess.run(["git", "diff", "--full-index", base, "HEAD", "--", fix], cwd=src, capture_output=True,
-                              text=True, check=True).stdout
+        diff = subprocess.run(
+            ["git", "diff", "--full-index", base, "HEAD", "--", fix],
+            cwd=src,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         run("git", "apply", "-R", cwd=src, input=diff)
         run("git", "checkout", "HEAD", "--", fix, cwd=src)
 
@@ -68,10 +75,15 @@ def pieces(cell: Path) -> dict:
     def noop_cmake():
         run(cmake_exe(), "--build", str(build), "-j", "2", "--target", GATE)
 
-    return {"ninja no-op (by hand, and the tool after)": noop_ninja, "cmake --build no-op (the tool before)": noop_cmake,
-            "control revert+restore, before": control_before, "control revert+restore, after": control_after,
-            "mutant restore, before": mutant_before, "mutant restore, after": mutant_after,
-            "process start (/bin/true)": lambda: run("/bin/true")}
+    return {
+        "ninja no-op (by hand, and the tool after)": noop_ninja,
+        "cmake --build no-op (the tool before)": noop_cmake,
+        "control revert+restore, before": control_before,
+        "control revert+restore, after": control_after,
+        "mutant restore, before": mutant_before,
+        "mutant restore, after": mutant_after,
+        "process start (/bin/true)": lambda: run("/bin/true"),
+    }
 
 
 def median_ms(fn, repeat: int) -> float:
@@ -94,8 +106,10 @@ def main() -> int:
     for loops in (0, 2):
         with BusyLoops(loops):
             time.sleep(1 if loops else 0)
-            out[f"{loops} busy loops"] = {"load": load_note(loops)["loadavg"],
-                                          **{name: median_ms(fn, args.repeat) for name, fn in ps.items()}}
+            out[f"{loops} busy loops"] = {
+                "load": load_note(loops)["loadavg"],
+                **{name: median_ms(fn, args.repeat) for name, fn in ps.items()},
+            }
     names = list(ps)
     print("| piece (median ms) | " + " | ".join(out) + " |")
     print("|---|" + "---|" * len(out))

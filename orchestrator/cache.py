@@ -30,7 +30,9 @@ def default_cache_dir() -> Path:
         )
     if env:
         return Path(env).expanduser().absolute()
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").absolute() / "ggml-patch"
+    return (
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").absolute() / "ggml-patch"
+    )
 
 
 def slug(text: str) -> str:
@@ -41,7 +43,9 @@ def slug(text: str) -> str:
 _HOST = slug(socket.gethostname()) or "host"
 # <what>-<host>-pid<pid>-<random>: whose a temporary entry is, to clean it once that process is gone
 _SCRATCH_ENTRY = re.compile(r"^[a-z]+-(?P<host>.+)-pid(?P<pid>\d+)-")
-_UNOWNED_AFTER_S = 24 * 3600  # entries of older versions (no pid in the name): a day is past any fetch
+_UNOWNED_AFTER_S = (
+    24 * 3600
+)  # entries of older versions (no pid in the name): a day is past any fetch
 
 
 @dataclass(frozen=True)
@@ -96,7 +100,9 @@ class Cache:
                 else:
                     entry.unlink(missing_ok=True)
             except (OSError, ValueError, OverflowError) as e:
-                warn(f"ggml-patch: warning: left {entry} in the cache's tmp/ ({getattr(e, 'strerror', None) or e})")
+                warn(
+                    f"ggml-patch: warning: left {entry} in the cache's tmp/ ({getattr(e, 'strerror', None) or e})"
+                )
                 continue
             removed.append(entry)
         return removed
@@ -115,7 +121,11 @@ class Cache:
         """An inter-process lock; released on any exit, so no stale lock survives an interrupt.
         Waiting for another run says who holds it; --lock-timeout bounds the wait (exit 10)."""
         path = self._dir("locks") / f"{slug(name)}.lock"
-        with hold(path, f"the lock {name!r} in {self.root}", self.lock_timeout if timeout is None else timeout):
+        with hold(
+            path,
+            f"the lock {name!r} in {self.root}",
+            self.lock_timeout if timeout is None else timeout,
+        ):
             yield
 
 
@@ -125,7 +135,9 @@ def _stale(entry: Path) -> bool:
     if not m:
         return time.time() - entry.lstat().st_mtime >= _UNOWNED_AFTER_S
     pid = int(m.group("pid"))
-    if m.group("host") != _HOST or pid <= 0 or pid >= 2**31:  # another host's, or not a real pid: not ours to judge
+    if (
+        m.group("host") != _HOST or pid <= 0 or pid >= 2**31
+    ):  # another host's, or not a real pid: not ours to judge
         return False
     try:
         os.kill(pid, 0)

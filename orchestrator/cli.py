@@ -28,9 +28,13 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
-    common.add_argument("--matrix", default="matrix.yaml", metavar="PATH", help="matrix file (default: matrix.yaml)")
     common.add_argument(
-        "--cache", metavar="DIR", help="cache directory (default: $GGML_PATCH_CACHE or ~/.cache/ggml-patch)"
+        "--matrix", default="matrix.yaml", metavar="PATH", help="matrix file (default: matrix.yaml)"
+    )
+    common.add_argument(
+        "--cache",
+        metavar="DIR",
+        help="cache directory (default: $GGML_PATCH_CACHE or ~/.cache/ggml-patch)",
     )
     add_seconds(
         common,
@@ -45,14 +49,21 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="git targets pinned to commits (`ggml-patch resolve-refs --out FILE`): one commit per CI run",
     )
-    repeatable(common, "--pin", "pin one git target to a commit (repeatable; wins over --pins)", "TARGET=COMMIT")
+    repeatable(
+        common,
+        "--pin",
+        "pin one git target to a commit (repeatable; wins over --pins)",
+        "TARGET=COMMIT",
+    )
     about = "Carry the ggml-opt per-step accumulator fix into ggml, llama.cpp and forks, and prove it on every backend."
     p = _Parser(prog="ggml-patch", description=about)
     p.add_argument("--version", action="version", version=f"ggml-patch {_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
         mod = _command(name)
-        mod.add_arguments(sub.add_parser(name, parents=[common], help=mod.HELP, description=mod.HELP))
+        mod.add_arguments(
+            sub.add_parser(name, parents=[common], help=mod.HELP, description=mod.HELP)
+        )
     return p
 
 
@@ -107,10 +118,14 @@ def _dispatch(args: argparse.Namespace) -> ExitCode:
     from .sources.pins import collect, pinned
 
     command = _command(args.command)
-    if not getattr(command, "NEEDS_MATRIX", True):  # drift-issue reads only its own inputs: no matrix, no cache
+    if not getattr(
+        command, "NEEDS_MATRIX", True
+    ):  # drift-issue reads only its own inputs: no matrix, no cache
         return command.run(args, None, None)
     # user errors first, before any work: the cache must be a folder we can write (not a file)
-    default = default_cache_dir()  # refuses GGML_PATCH_CACHE='' even with --cache: backends read it too
+    default = (
+        default_cache_dir()
+    )  # refuses GGML_PATCH_CACHE='' even with --cache: backends read it too
     option = "--cache" if args.cache else "GGML_PATCH_CACHE"
     root = writable_dir(args.cache or default, option)
     why = cache_problem(root)  # never a folder of the user's: the cache's tmp/ is cleaned below

@@ -24,20 +24,40 @@ from .sources.local import LocalSource
 from .sources.pypi_sdist import PypiSdist
 from .sources.tarball import TarballSource
 
-__all__ = ["Backend", "Matrix", "Target", "Upstream", "load_matrix", "require_native_tests", "schema"]
+__all__ = [
+    "Backend",
+    "Matrix",
+    "Target",
+    "Upstream",
+    "load_matrix",
+    "require_native_tests",
+    "schema",
+]
 R = TypeVar("R")
 MAX_VALUES = 20_000  # YAML nodes after aliases are expanded: a real matrix has a few hundred
 MAX_DEPTH = 32  # nesting levels: a real matrix has 6
 _PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
 _NAMES_ONLY: dict[str, Any] = {"additionalProperties": False}  # a key is a Name (patternProperties)
 # pydantic's error types in matrix.yaml's words (_problems)
-_KINDS = {"string": "a string", "float": "a number", "int": "a number", "bool": "a boolean", "dict": "an object"}
+_KINDS = {
+    "string": "a string",
+    "float": "a number",
+    "int": "a number",
+    "bool": "a boolean",
+    "dict": "an object",
+}
 _KINDS.update(model="an object", model_attributes="an object", list="an array", tuple="an array")
 _SAID = {"union_tag_not_found": "missing required key 'kind'", "too_short": "must not be empty"}
 _SAID.update(greater_than="expected a positive number, got {value!r}")
-Name = Annotated[str, matching(r"[A-Za-z0-9][A-Za-z0-9._-]*", "is not a valid name (letters, digits, '.', '_', '-')")]
+Name = Annotated[
+    str,
+    matching(r"[A-Za-z0-9][A-Za-z0-9._-]*", "is not a valid name (letters, digits, '.', '_', '-')"),
+]
 _REPO = r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+"  # OWNER/NAME
-Repo = Annotated[str, matching(_REPO, "is not a GitHub repository (expected OWNER/NAME, e.g. ggml-org/llama.cpp)")]
+Repo = Annotated[
+    str,
+    matching(_REPO, "is not a GitHub repository (expected OWNER/NAME, e.g. ggml-org/llama.cpp)"),
+]
 if TYPE_CHECKING:
     Layout = str
     BackendName = str
@@ -45,7 +65,9 @@ else:
     Layout = Literal[tuple(sorted(LAYOUTS))]
     BackendName = Literal[tuple(backends.names())]  # the registry's names
 # a source's options: the model of its kind, in the registry's order (sources/)
-Options = Annotated[Union[PypiSdist, GitSource, LocalSource, TarballSource], Field(discriminator="kind")]
+Options = Annotated[
+    Union[PypiSdist, GitSource, LocalSource, TarballSource], Field(discriminator="kind")
+]
 
 
 class Upstream(MatrixRecord):
@@ -74,7 +96,9 @@ class Target(Named):
     source: Options
     description: rec.Text = ""
     upstream: Optional[Upstream] = None  # matrix.yaml's `upstream:`, when declared
-    __init__ = Named.__init__  # the name first (mypy's pydantic plugin would make one of the fields alone)
+    __init__ = (
+        Named.__init__
+    )  # the name first (mypy's pydantic plugin would make one of the fields alone)
 
 
 class Profile(MatrixRecord):
@@ -86,7 +110,11 @@ class Profile(MatrixRecord):
         return (self.targets, self.backends)[i]
 
     def __eq__(self, other: object) -> bool:
-        return (self.targets, self.backends) == other if isinstance(other, tuple) else super().__eq__(other)
+        return (
+            (self.targets, self.backends) == other
+            if isinstance(other, tuple)
+            else super().__eq__(other)
+        )
 
     __hash__ = MatrixRecord.__hash__
 
@@ -158,16 +186,25 @@ class Matrix(MatrixRecord):
         return _named(self.path, "backend", name, self.backends)
 
     def cells(
-        self, profile: str = "default", targets: Optional[list[str]] = None, backends: Optional[list[str]] = None
+        self,
+        profile: str = "default",
+        targets: Optional[list[str]] = None,
+        backends: Optional[list[str]] = None,
     ) -> list[tuple[Target, Backend]]:
         """The (target, backend) cells of a profile, narrowed by --target/--backend."""
         p = _named(self.path, "profile", profile, self.profiles)
-        return [(self.target(t), self.backend(b)) for t in targets or p.targets for b in backends or p.backends]
+        return [
+            (self.target(t), self.backend(b))
+            for t in targets or p.targets
+            for b in backends or p.backends
+        ]
 
 
 def _named(path: Path, what: str, name: str, known: dict[str, R]) -> R:
     if name not in known:
-        raise ConfigError(f"{path}: unknown {what} {name!r}{_did_you_mean(name, known)} ({what}s: {', '.join(known)})")
+        raise ConfigError(
+            f"{path}: unknown {what} {name!r}{_did_you_mean(name, known)} ({what}s: {', '.join(known)})"
+        )
     return known[name]
 
 
@@ -195,11 +232,16 @@ def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], 
             seen.add(id(n))
         if count[0] > MAX_VALUES:
             why = "YAML aliases expand to more than" if aliased[0] else "the file has more than"
-            raise refused(n, f"{at}: {why} {MAX_VALUES} values (an alias bomb?); refused without expanding it")
+            raise refused(
+                n, f"{at}: {why} {MAX_VALUES} values (an alias bomb?); refused without expanding it"
+            )
         lines.setdefault(path, n.start_mark.line + 1)
         if isinstance(n, (yaml.MappingNode, yaml.SequenceNode)) and n.tag not in _PLAIN_TAGS:
             # PyYAML's SafeLoader would refuse the tag; building collections here must too
-            raise refused(n, f"invalid YAML: {at}: the tag {n.tag} is not allowed (plain mappings and lists only)")
+            raise refused(
+                n,
+                f"invalid YAML: {at}: the tag {n.tag} is not allowed (plain mappings and lists only)",
+            )
         if isinstance(n, yaml.MappingNode):
             out: dict[str, Any] = {}
             for k, v in n.value:
@@ -222,10 +264,14 @@ def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], 
         _check_depth(text, where)
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         return (build(node, ()) if node is not None else None), lines
-    except yaml.YAMLError as e:  # invalid, or a tag SafeLoader does not construct (!!python/..., !custom)
+    except (
+        yaml.YAMLError
+    ) as e:  # invalid, or a tag SafeLoader does not construct (!!python/..., !custom)
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         why = " ".join(str(getattr(e, "problem", None) or str(e).splitlines()[0]).split())
-        raise ConfigError(f"{where}{f':{mark.line + 1}' if mark else ''}: invalid YAML: {why}") from None
+        raise ConfigError(
+            f"{where}{f':{mark.line + 1}' if mark else ''}: invalid YAML: {why}"
+        ) from None
     except RecursionError:
         raise ConfigError(f"{where}: invalid YAML: nested too deeply") from None
 
@@ -261,20 +307,28 @@ def _line_for(lines: dict[tuple[Any, ...], int], path: tuple[Any, ...]) -> int:
 
 
 def load_matrix(path: str | Path) -> Matrix:
-    path = Path(os.path.expanduser(str(path))).absolute()  # every path below is absolute from here on
+    path = Path(
+        os.path.expanduser(str(path))
+    ).absolute()  # every path below is absolute from here on
 
     if not path.exists():
         raise ConfigError(f"{path}: no such file (pass --matrix PATH)")
     text = untrusted.read_text(path, "matrix")
     data, lines = _load_with_lines(text, str(path))
     if data is None:
-        raise ConfigError(f"{path}:1: the matrix is empty; expected keys series, targets, backends, profiles")
+        raise ConfigError(
+            f"{path}:1: the matrix is empty; expected keys series, targets, backends, profiles"
+        )
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}:1: expected a mapping at the top level, got {type(data).__name__}")
+        raise ConfigError(
+            f"{path}:1: expected a mapping at the top level, got {type(data).__name__}"
+        )
     try:
         matrix = Matrix.model_validate(data).located(path, lines)
     except ValidationError as e:
-        key, msg = min(_problems(e, data), key=lambda p: (p[0], _line_for(lines, p[1]), len(p[1]), p[2]))[3:]
+        key, msg = min(
+            _problems(e, data), key=lambda p: (p[0], _line_for(lines, p[1]), len(p[1]), p[2])
+        )[3:]
         raise ConfigError(f"{path}:{_line_for(lines, key)}: {_dotted(key)}: {msg}") from None
     _check_profiles(matrix)
     return matrix
@@ -301,7 +355,10 @@ def _problems(
         elif kind == "literal_error":
             msg = f"{value!r} is not one of {', '.join(_choices(ctx['expected']))}"
         elif kind == "union_tag_invalid":
-            at, msg = path + ("kind",), f"{value['kind']!r} is not one of {', '.join(_choices(ctx['expected_tags']))}"
+            at, msg = (
+                path + ("kind",),
+                f"{value['kind']!r} is not one of {', '.join(_choices(ctx['expected_tags']))}",
+            )
         elif kind in _SAID:
             msg = _SAID[kind].format(value=value)
         elif kind.removesuffix("_type") in _KINDS:
@@ -312,7 +369,15 @@ def _problems(
             msg = ctx.get("message", err["msg"])
         container = kind in ("missing", "unknown_key") or err["loc"][-1] == "[key]"
         # a value's problems after its form's; a type after what the value is (one branch of a union)
-        out.append((kind == rec.VALUE_ERROR, path[:-1] if container else path, kind.endswith("_type"), at, msg))
+        out.append(
+            (
+                kind == rec.VALUE_ERROR,
+                path[:-1] if container else path,
+                kind.endswith("_type"),
+                at,
+                msg,
+            )
+        )
     return out
 
 
@@ -322,7 +387,13 @@ def _document_path(loc: tuple[Any, ...], data: Any, missing: bool) -> tuple[Any,
     for i, p in enumerate(loc):
         if out[-1:] == ["source"] and isinstance(data, dict) and p == data.get("kind"):
             continue  # the tag of the kind's model
-        if isinstance(data, dict) and p in data or isinstance(data, list) and isinstance(p, int) and p < len(data):
+        if (
+            isinstance(data, dict)
+            and p in data
+            or isinstance(data, list)
+            and isinstance(p, int)
+            and p < len(data)
+        ):
             out.append(p)
             data = data[p]
         elif missing and i == len(loc) - 1:
@@ -339,7 +410,10 @@ def _check_profiles(matrix: Matrix) -> None:
     """Every name a profile lists is a target or a backend; the profile `default` exists."""
     path, lines = matrix.path, matrix.lines
     for pname, p in matrix.profiles.items():
-        for what, names, known in (("target", p.targets, matrix.targets), ("backend", p.backends, matrix.backends)):
+        for what, names, known in (
+            ("target", p.targets, matrix.targets),
+            ("backend", p.backends, matrix.backends),
+        ):
             for i, name in enumerate(names):
                 if name not in known:
                     raise ConfigError(
@@ -347,14 +421,24 @@ def _check_profiles(matrix: Matrix) -> None:
                         f"profiles.{pname}.{what}s: unknown {what} {name!r}{_did_you_mean(name, known)}"
                     )
     if "default" not in matrix.profiles:
-        raise ConfigError(f"{path}:{_line_for(lines, ('profiles',))}: profiles: missing required profile 'default'")
+        raise ConfigError(
+            f"{path}:{_line_for(lines, ('profiles',))}: profiles: missing required profile 'default'"
+        )
 
 
 def require_native_tests(matrix: "Matrix") -> None:
     """The harness every build needs; checked before any cell, so a bad path is one line up front."""
-    missing = [n for n in ("CMakeLists.txt", f"{GATE_TEST}.cpp") if not (matrix.native_tests_dir / n).is_file()]
+    missing = [
+        n
+        for n in ("CMakeLists.txt", f"{GATE_TEST}.cpp")
+        if not (matrix.native_tests_dir / n).is_file()
+    ]
     if missing:
-        what = "does not exist" if not matrix.native_tests_dir.is_dir() else f"has no {', '.join(missing)}"
+        what = (
+            "does not exist"
+            if not matrix.native_tests_dir.is_dir()
+            else f"has no {', '.join(missing)}"
+        )
         raise ConfigError(
             f"{matrix.path}:{_line_for(matrix.lines, ('native_tests',))}: native_tests: "
             f"{matrix.native_tests_dir} {what} (the gate test and the CMake harness live there)"

@@ -13,7 +13,10 @@ from pydantic_core import PydanticCustomError
 
 from .records import Record
 
-SCHEMA_ERROR, VALUE_ERROR = "matrix_schema", "matrix_value"  # a value's form; what only code can say
+SCHEMA_ERROR, VALUE_ERROR = (
+    "matrix_schema",
+    "matrix_value",
+)  # a value's form; what only code can say
 WORDS: dict[str, str] = {}  # a pattern -> what a string that does not match it is not
 S = TypeVar("S", bound="Source")
 
@@ -31,7 +34,10 @@ def matching(pattern: str, what: str) -> Any:
 
 def _inside(value: str) -> str:
     if re.search(r"(^/|(^|/)\.\.(/|$))", value):
-        raise problem(SCHEMA_ERROR, f"{value!r} must be a relative path inside the tree (no '..', not absolute)")
+        raise problem(
+            SCHEMA_ERROR,
+            f"{value!r} must be a relative path inside the tree (no '..', not absolute)",
+        )
     return value
 
 
@@ -43,7 +49,9 @@ def _unique(items: tuple[Any, ...]) -> tuple[Any, ...]:
 
 Text = Annotated[str, Strict()]
 Str = Annotated[str, Strict(), Field(min_length=1)]
-SHA256 = Annotated[str, matching("[0-9a-f]{64}", "is not a sha256 (expected 64 lowercase hex digits)")]
+SHA256 = Annotated[
+    str, matching("[0-9a-f]{64}", "is not a sha256 (expected 64 lowercase hex digits)")
+]
 RELPATH = Annotated[str, Strict(), Field(min_length=1), AfterValidator(_inside)]
 Unique = AfterValidator(_unique)
 # POSIX: what a shell and execve accept
@@ -55,7 +63,9 @@ EnvName = Annotated[
     ),
 ]
 _CMAKE_D = r"-D[A-Za-z_][A-Za-z0-9_]*(:[A-Z]+)?=[^\n]*"  # -DNAME=VALUE or -DNAME:TYPE=VALUE
-CMAKE_DEFINITION = Annotated[str, matching(_CMAKE_D, "is not a CMake definition (expected -DNAME=VALUE)")]
+CMAKE_DEFINITION = Annotated[
+    str, matching(_CMAKE_D, "is not a CMake definition (expected -DNAME=VALUE)")
+]
 
 
 def checked(problem_of: Callable[[str], Optional[str]], sep: str = " ") -> AfterValidator:
@@ -80,7 +90,9 @@ class MatrixRecord(Record):
     def _known_keys(cls, data: Any) -> Any:
         extra = [k for k in data if k not in cls.model_fields] if isinstance(data, dict) else []
         if extra:
-            raise PydanticCustomError("unknown_key", "unknown key", {"key": extra[0], "allowed": [*cls.model_fields]})
+            raise PydanticCustomError(
+                "unknown_key", "unknown key", {"key": extra[0], "allowed": [*cls.model_fields]}
+            )
         return data
 
 
@@ -105,7 +117,9 @@ class Source(MatrixRecord):
 
     kind: str
     _key: str = PrivateAttr("")  # e.g. targets.ggml.source, for error messages
-    _base_dir: Optional[Path] = PrivateAttr(None)  # matrix.yaml's folder: a local source's relative path starts there
+    _base_dir: Optional[Path] = PrivateAttr(
+        None
+    )  # matrix.yaml's folder: a local source's relative path starts there
 
     @property
     def key(self) -> str:
@@ -142,7 +156,9 @@ class Backend(Named):
     timeout: Annotated[float, Strict(), Field(gt=0)] = 600.0
     # one runner (a label, or "self-hosted, linux, gpu"), or several: a leg each
     runs_on: Union[Str, Annotated[tuple[Str, ...], Field(min_length=1), Unique]] = "ubuntu-24.04"
-    __init__ = Named.__init__  # the name first (mypy's pydantic plugin would make one of the fields alone)
+    __init__ = (
+        Named.__init__
+    )  # the name first (mypy's pydantic plugin would make one of the fields alone)
 
     def all_runners(self) -> tuple[str, ...]:
         return (self.runs_on,) if isinstance(self.runs_on, str) else self.runs_on

@@ -50,7 +50,9 @@ def describe_holder(lock_path: Path) -> str:
     if h is None or h.since > time.time() + 86400:  # a time this lock could have
         return "another process (it did not say which)"
     line = " ".join(redact(h.command).split())
-    return f"pid {h.pid} ({line}) since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(h.since))}"
+    return (
+        f"pid {h.pid} ({line}) since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(h.since))}"
+    )
 
 
 def _stderr(line: str) -> None:
@@ -59,7 +61,10 @@ def _stderr(line: str) -> None:
 
 @contextmanager
 def hold(
-    lock_path: Path, what: str, timeout: Optional[float] = None, notify: Callable[[str], None] = _stderr
+    lock_path: Path,
+    what: str,
+    timeout: Optional[float] = None,
+    notify: Callable[[str], None] = _stderr,
 ) -> Iterator[None]:
     """Hold the lock; while another process holds it, say who once and wait `timeout` s (None: forever)."""
     lock = filelock.FileLock(str(lock_path))
@@ -82,7 +87,9 @@ def hold(
             ) from None
     info = holder_path(lock_path)
     try:
-        info.write_text(Holder(pid=os.getpid(), command=this_command(), since=time.time()).model_dump_json())
+        info.write_text(
+            Holder(pid=os.getpid(), command=this_command(), since=time.time()).model_dump_json()
+        )
         yield
     finally:
         with suppress(OSError, ValueError):  # ours alone to remove; another holder's stays

@@ -18,12 +18,29 @@ _MARKER_TEXT = (
     "This folder was created by ggml-patch ({what}). ggml-patch replaces what it wrote here on the "
     "next run; remove this file to keep ggml-patch out of the folder.\n"
 )
-RESULTS_ENTRIES = frozenset({"results.json", "summary.md", "junit.xml", "logs", "evidence", "bundle", MARKER})
+RESULTS_ENTRIES = frozenset(
+    {"results.json", "summary.md", "junit.xml", "logs", "evidence", "bundle", MARKER}
+)
 CACHE_MARKER = ".ggml-patch-cache"
 # what a cache of an earlier version holds (no marker yet): claimed as the tool's own
 CACHE_ENTRIES = frozenset(
-    {"downloads", "snapshots.git", "cells", "tmp", "locks", "bundle", "status", "mirrors", "evidence", "results", "pr"}
-    | {"snapshots.git.lock", "vulkan-sdk"}  # vulkan-sdk: scripts/setup-vulkan-lavapipe.sh writes it there
+    {
+        "downloads",
+        "snapshots.git",
+        "cells",
+        "tmp",
+        "locks",
+        "bundle",
+        "status",
+        "mirrors",
+        "evidence",
+        "results",
+        "pr",
+    }
+    | {
+        "snapshots.git.lock",
+        "vulkan-sdk",
+    }  # vulkan-sdk: scripts/setup-vulkan-lavapipe.sh writes it there
 )
 
 
@@ -54,7 +71,9 @@ def writable_file(path: Path | str, option: str) -> Path:
 def check(path: Path | str, option: str, legacy: Optional[Callable[[Path], bool]] = None) -> Path:
     """Refuse (exit 2) a folder the tool may not write into; writes nothing."""
     path = writable_dir(path, option)
-    if path.is_dir() and not ((path / MARKER).is_file() or not any(path.iterdir()) or (legacy and legacy(path))):
+    if path.is_dir() and not (
+        (path / MARKER).is_file() or not any(path.iterdir()) or (legacy and legacy(path))
+    ):
         raise ConfigError(
             f"{option} {path}: the folder holds files ggml-patch did not create; give a new or "
             f"empty folder (ggml-patch writes only into folders it made, marked by {MARKER})"
@@ -93,7 +112,9 @@ def _document(path: Path, kind: str, root: Optional[Path] = None) -> Optional[di
 def replaceable_file(path: Path | str, option: str, made: Callable[[Path], bool]) -> Path:
     """`path` (absolute) if writing there loses no user's file: absent, or one the tool wrote (`made`)."""
     path = writable_file(path, option)
-    if (path.exists() or path.is_symlink()) and not (path.is_file() and not path.is_symlink() and made(path)):
+    if (path.exists() or path.is_symlink()) and not (
+        path.is_file() and not path.is_symlink() and made(path)
+    ):
         raise ConfigError(
             f"{option} {path}: a file ggml-patch did not write is there; name a new file (nothing is overwritten)"
         )

@@ -10,12 +10,23 @@ from typing import Optional
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from .redact import redact
 from .report.model import CellStatus
 
-_COLOUR = {CellStatus.PASSED.value: "green", CellStatus.SKIPPED.value: "yellow", CellStatus.BUILD_ONLY.value: "cyan"}
+_COLOUR = {
+    CellStatus.PASSED.value: "green",
+    CellStatus.SKIPPED.value: "yellow",
+    CellStatus.BUILD_ONLY.value: "cyan",
+}
 
 
 def safe(text: str) -> str:
@@ -39,10 +50,17 @@ class Reporter:
         self._local = _Cell()
         self._bars: Optional[Progress] = None
         if self.console.is_terminal:
-            columns = (TextColumn("    {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+            columns = (
+                TextColumn("    {task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+            )
             self._bars = Progress(*columns, console=self.console, transient=True)
         else:
-            self.console.soft_wrap = True  # a CI log: one line per message, never wrapped at 80 columns
+            self.console.soft_wrap = (
+                True  # a CI log: one line per message, never wrapped at 80 columns
+            )
 
     @property
     def _at(self) -> str:
@@ -60,7 +78,9 @@ class Reporter:
     def step(self, name: str, detail: str = "") -> None:
         self._local.t0 = time.monotonic()
         self._local.last_pct = -1
-        self.console.print(f"{self._at}: {safe(name)}" + (f" [dim]{safe(detail)}[/dim]" if detail else ""))
+        self.console.print(
+            f"{self._at}: {safe(name)}" + (f" [dim]{safe(detail)}[/dim]" if detail else "")
+        )
 
     def done(self, what: str) -> None:
         self._end_bar()
@@ -81,7 +101,9 @@ class Reporter:
         if pct // 10 != self._local.last_pct // 10 or done == total:
             self._local.last_pct = pct
             bar = "#" * (pct // 5) + "." * (20 - pct // 5)
-            self.console.print(f"    {redact(self._local.name)}: [{bar}] {done}/{total} build steps", markup=False)
+            self.console.print(
+                f"    {redact(self._local.name)}: [{bar}] {done}/{total} build steps", markup=False
+            )
 
     def _end_bar(self) -> None:
         if self._bars is not None and self._local.task is not None:
@@ -102,7 +124,9 @@ class Reporter:
         self._end_bar()
         colour = _COLOUR.get(str(status), "red")
         took = f" [dim]({seconds:.1f} s)[/dim]" if seconds is not None else ""
-        self.console.print(f"  [{colour}]{safe(self._local.name)}: {safe(status)}[/{colour}] - {safe(reason)}{took}")
+        self.console.print(
+            f"  [{colour}]{safe(self._local.name)}: {safe(status)}[/{colour}] - {safe(reason)}{took}"
+        )
 
     def cell_times(self, rows: list[tuple[str, str, float]]) -> None:
         """The end of the run: how long each cell took, in the order they ran."""

@@ -13,8 +13,18 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_serializer
 from .errors import ConfigError
 
 R = TypeVar("R", bound=BaseModel)
-_KINDS = dict(int="integer", float="number", bool="boolean", str="string", dict="object", list="array", model="object")
-Hint = Callable[[tuple[Any, ...], str, Any], Optional[str]]  # (key path, error type, value) -> what, or None
+_KINDS = dict(
+    int="integer",
+    float="number",
+    bool="boolean",
+    str="string",
+    dict="object",
+    list="array",
+    model="object",
+)
+Hint = Callable[
+    [tuple[Any, ...], str, Any], Optional[str]
+]  # (key path, error type, value) -> what, or None
 
 
 class Record(BaseModel):

@@ -49,7 +49,9 @@ def _userinfo(m: re.Match) -> str:
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
     """`text` without credentials in URLs, secret query parameters, GITHUB_TOKEN's value or `secrets`."""
     text = str(text)
-    for s in sorted({*secrets, *(os.environ.get(k, "") for k in SECRET_ENV), *_SEEN}, key=len, reverse=True):
+    for s in sorted(
+        {*secrets, *(os.environ.get(k, "") for k in SECRET_ENV), *_SEEN}, key=len, reverse=True
+    ):
         if s and len(s.strip()) >= _MIN_SECRET:
             text = text.replace(s, REDACTED)
     if "://" in text:
@@ -99,7 +101,10 @@ def redact_data(data: Any, secrets: Iterable[str] = ()) -> Any:
     if isinstance(data, str):
         return redact(data, secrets)
     if isinstance(data, dict):
-        return {redact(k, secrets) if isinstance(k, str) else k: redact_data(v, secrets) for k, v in data.items()}
+        return {
+            redact(k, secrets) if isinstance(k, str) else k: redact_data(v, secrets)
+            for k, v in data.items()
+        }
     if isinstance(data, (list, tuple)):
         return type(data)(redact_data(v, secrets) for v in data)
     return data

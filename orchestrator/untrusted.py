@@ -33,7 +33,12 @@ CAPS: dict[str, int] = {
 }
 _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_KINDS = {stat.S_ISDIR: "a folder", stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket", stat.S_ISCHR: "a device"}
+_KINDS = {
+    stat.S_ISDIR: "a folder",
+    stat.S_ISFIFO: "a FIFO",
+    stat.S_ISSOCK: "a socket",
+    stat.S_ISCHR: "a device",
+}
 _KINDS[stat.S_ISBLK] = "a device"
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -45,7 +50,12 @@ def name_under(root: PathLike, name: object, what: str) -> Path:
     if not isinstance(name, str) or not name or "\x00" in name:
         raise ConfigError(f"{what}: {name!r} is not a file name")
     pure = PurePath(name)
-    if pure.is_absolute() or name.startswith(("/", "\\")) or ".." in pure.parts or ".." in name.split("\\"):
+    if (
+        pure.is_absolute()
+        or name.startswith(("/", "\\"))
+        or ".." in pure.parts
+        or ".." in name.split("\\")
+    ):
         raise ConfigError(f"{what}: {name!r} is not a name inside {root} (absolute, or with '..')")
     path = Path(root) / pure
     if not path.resolve().is_relative_to(Path(root).resolve()):
@@ -71,7 +81,9 @@ def _open(path: Path, kind: str, root: Optional[PathLike]) -> tuple[int, os.stat
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        what = next((what for test, what in _KINDS.items() if test(st.st_mode)), "not a regular file")
+        what = next(
+            (what for test, what in _KINDS.items() if test(st.st_mode)), "not a regular file"
+        )
         raise ConfigError(f"{path}: {what}, not a regular {kind} file; refused")
     return fd, st
 
@@ -80,18 +92,24 @@ def cap_of(kind: str) -> int:
     return CAPS.get(kind, CAPS["document"])
 
 
-def _opened(path: Path, kind: str, root: Optional[PathLike], cap: Optional[int] = None) -> tuple[BinaryIO, int]:
+def _opened(
+    path: Path, kind: str, root: Optional[PathLike], cap: Optional[int] = None
+) -> tuple[BinaryIO, int]:
     """The regular file of `kind` open for (blocking) reads, and its cap; refused when it says it is larger."""
     limit = cap_of(kind) if cap is None else cap
     fd, st = _open(path, kind, root)
     if st.st_size > limit:
         os.close(fd)
-        raise ConfigError(f"{path}: {st.st_size} bytes, more than the {limit} a {kind} file may hold; refused")
+        raise ConfigError(
+            f"{path}: {st.st_size} bytes, more than the {limit} a {kind} file may hold; refused"
+        )
     os.set_blocking(fd, True)
     return os.fdopen(fd, "rb"), limit
 
 
-def read_bytes(path: PathLike, kind: str, root: Optional[PathLike] = None, cap: Optional[int] = None) -> bytes:
+def read_bytes(
+    path: PathLike, kind: str, root: Optional[PathLike] = None, cap: Optional[int] = None
+) -> bytes:
     """The bytes of a regular file of `kind`, at most its cap (more: refused, nothing more read)."""
     f, limit = _opened(Path(path), kind, root, cap)
     chunks, total = [], 0
@@ -100,11 +118,15 @@ def read_bytes(path: PathLike, kind: str, root: Optional[PathLike] = None, cap: 
             chunks.append(block)
             total += len(block)
             if total > limit:
-                raise ConfigError(f"{path}: more than the {limit} bytes a {kind} file may hold; refused")
+                raise ConfigError(
+                    f"{path}: more than the {limit} bytes a {kind} file may hold; refused"
+                )
     return b"".join(chunks)
 
 
-def read_text(path: PathLike, kind: str, root: Optional[PathLike] = None, cap: Optional[int] = None) -> str:
+def read_text(
+    path: PathLike, kind: str, root: Optional[PathLike] = None, cap: Optional[int] = None
+) -> str:
     """A regular file of `kind` as UTF-8 text (see read_bytes); not UTF-8: one line saying where."""
     return decode(read_bytes(path, kind, root, cap), path, kind)
 
@@ -114,7 +136,9 @@ def decode(data: bytes, where: object, kind: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
-        raise ConfigError(f"{where}:{line}: not UTF-8 text (byte {e.start}); a {kind} file must be UTF-8") from None
+        raise ConfigError(
+            f"{where}:{line}: not UTF-8 text (byte {e.start}); a {kind} file must be UTF-8"
+        ) from None
 
 
 def parse_json(text: str, where: object, kind: str) -> Any:
@@ -122,7 +146,9 @@ def parse_json(text: str, where: object, kind: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise ConfigError(f"{where}:{e.lineno}: not valid JSON ({e.msg}); not a {kind} file") from None
+        raise ConfigError(
+            f"{where}:{e.lineno}: not valid JSON ({e.msg}); not a {kind} file"
+        ) from None
     except RecursionError:
         raise ConfigError(f"{where}: JSON nested too deeply; not a {kind} file") from None
 
@@ -164,7 +190,11 @@ def tail_text(path: PathLike, root: Optional[PathLike], max_bytes: int = 64 * Ki
 
 
 def copy_file(
-    src: PathLike, dst: PathLike, root: PathLike, kind: str = "log", line: Optional[Callable[[str], str]] = None
+    src: PathLike,
+    dst: PathLike,
+    root: PathLike,
+    kind: str = "log",
+    line: Optional[Callable[[str], str]] = None,
 ) -> None:
     """Copy a regular file inside `root` over `dst` line by line (cap of `kind`), each through `line` if given."""
     f, limit = _opened(Path(src), kind, root)
@@ -173,9 +203,13 @@ def copy_file(
         while chunk := f.readline(1 * MiB):  # a line without end is taken a megabyte at a time
             total += len(chunk)
             if total > limit:
-                raise ConfigError(f"{src}: more than the {limit} bytes a {kind} file may hold; refused")
+                raise ConfigError(
+                    f"{src}: more than the {limit} bytes a {kind} file may hold; refused"
+                )
             if line is not None:
-                chunk = line(chunk.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+                chunk = line(chunk.decode("utf-8", "surrogateescape")).encode(
+                    "utf-8", "surrogateescape"
+                )
             out.write(chunk)
 
 
@@ -201,5 +235,7 @@ def seconds_arg(text: str, zero: bool = False) -> float:
     value = seconds(text, zero)
     if value is None:
         bound = ">= 0" if zero else "above 0"
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (expected a finite number {bound})")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of seconds (expected a finite number {bound})"
+        )
     return value

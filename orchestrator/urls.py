@@ -62,7 +62,9 @@ def http_url_problem(url: object) -> Optional[str]:
 
 def ref_problem(ref: object) -> Optional[str]:
     if not isinstance(ref, str) or not _REF.match(ref):
-        return "is not a branch, tag or commit name (no leading '-', spaces, '..' or any of ~^:?*[\\)"
+        return (
+            "is not a branch, tag or commit name (no leading '-', spaces, '..' or any of ~^:?*[\\)"
+        )
     return None
 
 

@@ -10,6 +10,7 @@ test: no test reads or writes the user's cache. A test that needs the pinned sdi
 `shared_downloads` (the user's download cache, only read); ccache keeps the user's cache dir.
 Helpers live in tests/helpers/ (imported by the tests, not from here).
 """
+
 import os
 from pathlib import Path
 
@@ -31,7 +32,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         parts = Path(str(item.fspath)).relative_to(ROOT / "tests").parts
         if parts[0] not in TIERS:
-            raise pytest.UsageError(f"{item.nodeid}: every test lives in one of tests/{{{','.join(TIERS)}}}/")
+            raise pytest.UsageError(
+                f"{item.nodeid}: every test lives in one of tests/{{{','.join(TIERS)}}}/"
+            )
         item.add_marker(getattr(pytest.mark, parts[0]))
 
 

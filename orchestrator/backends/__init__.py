@@ -16,7 +16,10 @@ def _modules() -> dict[str, type[BackendModule]]:
     # the modules load on first use: `--help` lists the names without the probes' imports (start-up)
     from . import cpu, cpu_sanitize, cuda, metal, vulkan
 
-    return {m.name: m for m in (cpu.Cpu, vulkan.Vulkan, cuda.Cuda, metal.Metal, cpu_sanitize.CpuSanitize)}
+    return {
+        m.name: m
+        for m in (cpu.Cpu, vulkan.Vulkan, cuda.Cuda, metal.Metal, cpu_sanitize.CpuSanitize)
+    }
 
 
 def names() -> list[str]:
@@ -28,4 +31,6 @@ def get(name: str, cache_root: Optional[Path] = None) -> BackendModule:
     try:
         return modules[name](cache_root)
     except KeyError:
-        raise ConfigError(f"backend {name!r} is not supported (supported: {', '.join(modules)})") from None
+        raise ConfigError(
+            f"backend {name!r} is not supported (supported: {', '.join(modules)})"
+        ) from None

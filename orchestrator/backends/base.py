@@ -22,8 +22,12 @@ class BackendModule:
     toolchain_hint = ""  # how to get the whole toolchain, after a missing tool's reason
     default_env: dict[str, str] = {}  # what the tests always run with, before matrix.yaml's env
     build_only_ok = False  # whether `--build-only` may build it on a machine without its device
-    skip_tests: dict[str, str] = {}  # test -> why this backend does not run it (the cell reports it skipped)
-    no_mutants: Optional[str] = None  # why this backend does not run the known-wrong fixes (None: it runs them)
+    skip_tests: dict[
+        str, str
+    ] = {}  # test -> why this backend does not run it (the cell reports it skipped)
+    no_mutants: Optional[str] = (
+        None  # why this backend does not run the known-wrong fixes (None: it runs them)
+    )
     # how much a cell costs against a CPU cell (cold build and tests): the run starts with the cheapest
     relative_cost = 1.0
 
@@ -36,7 +40,9 @@ class BackendModule:
         if not missing:
             return self.missing_beyond_tools(backend)
         hints = [f"{t}: {self.tool_hints[t]}" for t in missing if t in self.tool_hints]
-        line = f"required tool(s) not found on PATH: {', '.join(missing)}" + (f" ({'; '.join(hints)})" if hints else "")
+        line = f"required tool(s) not found on PATH: {', '.join(missing)}" + (
+            f" ({'; '.join(hints)})" if hints else ""
+        )
         return f"{line}: {self.toolchain_hint}" if self.toolchain_hint else line
 
     def missing_beyond_tools(self, backend: Backend) -> Optional[str]:
@@ -67,11 +73,18 @@ class BackendModule:
         return DeviceInfo()
 
 
-def command_output(argv: list[str], env: Optional[dict[str, str]] = None, timeout: float = 30) -> Optional[str]:
+def command_output(
+    argv: list[str], env: Optional[dict[str, str]] = None, timeout: float = 30
+) -> Optional[str]:
     """stdout+stderr of a probe command, or None when it cannot run or fails."""
     try:
         proc = subprocess.run(
-            argv, capture_output=True, text=True, errors="replace", timeout=timeout, env={**os.environ, **(env or {})}
+            argv,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            env={**os.environ, **(env or {})},
         )
     except (OSError, subprocess.TimeoutExpired):
         return None

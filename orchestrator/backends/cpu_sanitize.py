@@ -76,7 +76,9 @@ def sanitizer_link_error(compiler: str) -> Optional[str]:
         src.write_text(_PROBE)
         try:
             argv = [exe, "-fsanitize=address,undefined", str(src), "-o", str(Path(tmp) / "probe")]
-            proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=60)
+            proc = subprocess.run(
+                argv, capture_output=True, text=True, errors="replace", timeout=60
+            )
         except (OSError, subprocess.TimeoutExpired) as e:
             return f"{compiler} could not be run to probe -fsanitize=address,undefined: {e}"
     if proc.returncode != 0:

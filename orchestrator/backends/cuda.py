@@ -17,12 +17,17 @@ from .base import BackendModule, command_output
 if TYPE_CHECKING:
     from ..report.model import DeviceInfo
 
-TOOLKIT_HINT = "install the CUDA toolkit (nvcc and cuBLAS), or pip install nvidia-cuda-nvcc nvidia-cublas"
+TOOLKIT_HINT = (
+    "install the CUDA toolkit (nvcc and cuBLAS), or pip install nvidia-cuda-nvcc nvidia-cublas"
+)
 
 
 def gpu_names(nvidia_smi_list: str) -> list[str]:
     """`nvidia-smi -L` lines ("GPU 0: NVIDIA H100 (UUID: ...)") -> device names."""
-    return [m.strip() for m in re.findall(r"^GPU \d+: (.+?)(?: \(UUID: [^)]*\))?$", nvidia_smi_list, re.M)]
+    return [
+        m.strip()
+        for m in re.findall(r"^GPU \d+: (.+?)(?: \(UUID: [^)]*\))?$", nvidia_smi_list, re.M)
+    ]
 
 
 DEVICE_NODE = Path("/dev/nvidia0")  # the first GPU's device file, where the driver is loaded
@@ -51,7 +56,9 @@ class Cuda(BackendModule):
             head = ""
         if not head.startswith("#!"):
             return os.path.realpath(nvcc)
-        m = re.search(r"(/\S+/bin/nvcc)\b", head)  # the script's `exec /usr/local/cuda-13.0/bin/nvcc "$@"`
+        m = re.search(
+            r"(/\S+/bin/nvcc)\b", head
+        )  # the script's `exec /usr/local/cuda-13.0/bin/nvcc "$@"`
         return m[1] if m and Path(m[1]).is_file() else nvcc
 
     def toolkit_roots(self) -> list[Path]:
@@ -66,7 +73,11 @@ class Cuda(BackendModule):
     def cublas(self) -> tuple[Optional[str], Optional[str], bool]:
         """(libcublas, libcublasLt, from_pip): the toolkit's own first, then PyPI's nvidia-cublas."""
         for root in self.toolkit_roots():
-            for lib in ("lib64", "lib", *(str(p.relative_to(root)) for p in sorted(root.glob("targets/*/lib")))):
+            for lib in (
+                "lib64",
+                "lib",
+                *(str(p.relative_to(root)) for p in sorted(root.glob("targets/*/lib"))),
+            ):
                 a, b = root / lib / "libcublas.so", root / lib / "libcublasLt.so"
                 if a.exists() and b.exists():
                     return str(a), str(b), False
@@ -97,7 +108,11 @@ class Cuda(BackendModule):
     def missing_device(self, backend: Backend) -> Optional[str]:
         if self.devices():
             return None
-        hint = "" if self.missing_toolchain(backend) else "; `ggml-patch matrix --build-only` compiles them without one"
+        hint = (
+            ""
+            if self.missing_toolchain(backend)
+            else "; `ggml-patch matrix --build-only` compiles them without one"
+        )
         return (
             "no CUDA device: nvidia-smi lists no GPU and /dev/nvidia0 does not exist (run the cuda cells on a "
             f"machine with an NVIDIA GPU and its driver{hint})"
@@ -121,7 +136,11 @@ class Cuda(BackendModule):
     def device_info(self, backend: Backend) -> DeviceInfo:
         from ..report.model import DeviceInfo  # pydantic: not at `--help` (start-up)
 
-        query = ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]
+        query = [
+            "nvidia-smi",
+            "--query-gpu=name,driver_version,memory.total",
+            "--format=csv,noheader",
+        ]
         info = DeviceInfo(devices=self.devices(), nvcc=self.nvcc())
         if out := command_output(query):  # a key written only when set (DeviceInfo keeps set nulls)
             info.nvidia_smi = out.strip().splitlines()

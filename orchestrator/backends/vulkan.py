@@ -31,7 +31,8 @@ LOADER_DIRS = (
     "/lib/x86_64-linux-gnu",
 )
 SPIRV_CONFIG_DIRS = tuple(
-    f"{d}/cmake/SPIRV-Headers" for d in ("/usr/share", "/usr/lib", "/usr/local/share", "/usr/lib/x86_64-linux-gnu")
+    f"{d}/cmake/SPIRV-Headers"
+    for d in ("/usr/share", "/usr/lib", "/usr/local/share", "/usr/lib/x86_64-linux-gnu")
 )
 # GGML_PATCH_VULKAN_ICD=system runs the tests on the system's lavapipe (Debian 12: Mesa 22.3.6,
 # which crashes in test-opt) instead of the private one; any other value is an ICD json path.
@@ -72,7 +73,9 @@ class Vulkan(BackendModule):
     def env_file(self) -> Optional[Path]:
         """<cache>/vulkan-sdk/env.json of the cache in use, else of the default cache."""
         roots = [r for r in (self.cache_root, default_cache_dir()) if r is not None]
-        return next((f for r in roots if (f := Path(r) / "vulkan-sdk" / "env.json").is_file()), None)
+        return next(
+            (f for r in roots if (f := Path(r) / "vulkan-sdk" / "env.json").is_file()), None
+        )
 
     def sdk(self) -> dict:
         """What the setup script wrote (env_file), or {}."""
@@ -92,7 +95,9 @@ class Vulkan(BackendModule):
         if icd := self._icd_override():
             env["VK_ICD_FILENAMES"] = icd
         if env.get("LD_LIBRARY_PATH") and os.environ.get("LD_LIBRARY_PATH"):
-            env["LD_LIBRARY_PATH"] += os.pathsep + os.environ["LD_LIBRARY_PATH"]  # the private libdrm first
+            env["LD_LIBRARY_PATH"] += (
+                os.pathsep + os.environ["LD_LIBRARY_PATH"]
+            )  # the private libdrm first
         return {**env, **backend.env}
 
     def missing_beyond_tools(self, backend: Backend) -> Optional[str]:
@@ -111,8 +116,14 @@ class Vulkan(BackendModule):
         dirs = [spirv] if (spirv := flag_value(flags, "SPIRV-Headers_DIR")) else SPIRV_CONFIG_DIRS
         if not any((Path(d) / "SPIRV-HeadersConfig.cmake").is_file() for d in dirs):
             return f"SPIRV-Headers (CMake config) not found: run {SETUP}, or apt-get install spirv-headers (Debian 13)"
-        lib = flag_value(flags, "Vulkan_LIBRARY")  # else CMake's FindVulkan looks for the development link
-        if not (Path(lib).is_file() if lib else any((Path(d) / "libvulkan.so").exists() for d in LOADER_DIRS)):
+        lib = flag_value(
+            flags, "Vulkan_LIBRARY"
+        )  # else CMake's FindVulkan looks for the development link
+        if not (
+            Path(lib).is_file()
+            if lib
+            else any((Path(d) / "libvulkan.so").exists() for d in LOADER_DIRS)
+        ):
             return f"the Vulkan loader (libvulkan.so) was not found: apt-get install libvulkan1, or run {SETUP}"
         return None
 
@@ -141,21 +152,32 @@ class Vulkan(BackendModule):
         from ..report.model import DeviceInfo, VulkanSetup  # pydantic: not at `--help` (start-up)
 
         env = self.test_env(backend)
-        info = DeviceInfo(icd=env.get("VK_ICD_FILENAMES"), visible_devices=env.get("GGML_VK_VISIBLE_DEVICES"))
+        info = DeviceInfo(
+            icd=env.get("VK_ICD_FILENAMES"), visible_devices=env.get("GGML_VK_VISIBLE_DEVICES")
+        )
         if sdk := self.sdk():
             info.setup = VulkanSetup(
                 **{k: None if sdk.get(k) is None else str(sdk[k]) for k in VulkanSetup.model_fields}
             )
         if self._icd_override():
-            info.icd_override = f"{ICD_OVERRIDE}={os.environ[ICD_OVERRIDE]}"  # not the setup's lavapipe
-        summary = command_output(["vulkaninfo", "--summary"], env) if shutil.which("vulkaninfo") else None
+            info.icd_override = (
+                f"{ICD_OVERRIDE}={os.environ[ICD_OVERRIDE]}"  # not the setup's lavapipe
+            )
+        summary = (
+            command_output(["vulkaninfo", "--summary"], env) if shutil.which("vulkaninfo") else None
+        )
         if summary:
-            info.devices, info.drivers = summary_values(summary, "deviceName"), summary_values(summary, "driverInfo")
+            info.devices, info.drivers = (
+                summary_values(summary, "deviceName"),
+                summary_values(summary, "driverInfo"),
+            )
         return info
 
     def _icd_override(self) -> Optional[str]:
         value = os.environ.get(ICD_OVERRIDE, "").strip()
         if value == "system":
             found = (str(p) for d in ICD_DIRS for p in sorted(Path(d).glob("lvp_icd*.json")))
-            return self.sdk().get("system_icd") or next(found, "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")
+            return self.sdk().get("system_icd") or next(
+                found, "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
+            )
         return value or None

@@ -28,19 +28,29 @@ def escape_property(text: str) -> str:
 def repo_path(path: Path, workspace: Optional[str]) -> str:
     """The matrix file as the repository names it (annotations take paths relative to its root)."""
     p, root = Path(path), Path(workspace).resolve() if workspace else None
-    return (p.relative_to(root) if root and p.is_absolute() and p.is_relative_to(root) else p).as_posix()
+    return (
+        p.relative_to(root) if root and p.is_absolute() and p.is_relative_to(root) else p
+    ).as_posix()
 
 
-def cell_annotations(results: Results, matrix: Matrix, workspace: Optional[str] = None) -> list[str]:
+def cell_annotations(
+    results: Results, matrix: Matrix, workspace: Optional[str] = None
+) -> list[str]:
     """One workflow command per cell that did not pass, on the matrix file's line of its target."""
     out = []
-    file = repo_path(matrix.path, workspace if workspace is not None else os.environ.get("GITHUB_WORKSPACE"))
+    file = repo_path(
+        matrix.path, workspace if workspace is not None else os.environ.get("GITHUB_WORKSPACE")
+    )
     for cell in results.cells:
         level = LEVELS.get(cell.status.value)
         if not level:
             continue
         line = matrix.lines.get(("targets", cell.target))
         title = escape_property(f"ggml-patch {cell.cell}: {cell.status}")
-        props = [f"file={escape_property(file)}", *([f"line={line}"] if line else []), f"title={title}"]
+        props = [
+            f"file={escape_property(file)}",
+            *([f"line={line}"] if line else []),
+            f"title={title}",
+        ]
         out.append(f"::{level} {','.join(props)}::{escape_data(cell.reason or str(cell.status))}")
     return out

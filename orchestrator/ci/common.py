@@ -51,7 +51,9 @@ def with_if(job: dict, condition: Optional[str]) -> dict:
     return dict(items[:at] + [("if", condition)] + items[at:]) if condition else job
 
 
-def first_steps(pins: Pins, extra: str = "", cache: str = "pip", python: str = PYTHON) -> list[dict]:
+def first_steps(
+    pins: Pins, extra: str = "", cache: str = "pip", python: str = PYTHON
+) -> list[dict]:
     """Check out, Python and the tool installed once at constraints.txt's versions, then called directly
     (no nox: a second virtual environment and install per job for nothing). `cache` '' for a job that
     must not restore what another job saved (one with a write permission), or must not save one (a
@@ -60,8 +62,16 @@ def first_steps(pins: Pins, extra: str = "", cache: str = "pip", python: str = P
     target = f"'.[{extra}]'" if extra else "."
     return [
         # No token left in .git/config: nothing later in the job may push with it.
-        {"name": "Check out", "uses": uses("checkout", pins), "with": {"persist-credentials": False}},
-        {"name": "Python", "uses": uses("setup-python", pins), "with": {"python-version": python, **cached}},
+        {
+            "name": "Check out",
+            "uses": uses("checkout", pins),
+            "with": {"persist-credentials": False},
+        },
+        {
+            "name": "Python",
+            "uses": uses("setup-python", pins),
+            "with": {"python-version": python, **cached},
+        },
         {
             "name": "Install ggml-patch" + (f" with its {extra} extras" if extra else ""),
             "run": f"python -m pip install --disable-pip-version-check -c constraints.txt {target}",
@@ -70,7 +80,12 @@ def first_steps(pins: Pins, extra: str = "", cache: str = "pip", python: str = P
 
 
 def cache_step(
-    name: str, path: str, key: str, pins: Pins, restore_keys: str = "", action: str = "cache/restore"
+    name: str,
+    path: str,
+    key: str,
+    pins: Pins,
+    restore_keys: str = "",
+    action: str = "cache/restore",
 ) -> dict:
     """An actions/cache step; `action` cache/restore, cache (restores, then saves) or cache/save."""
     more = {"restore-keys": restore_keys} if restore_keys else {}
@@ -80,16 +95,32 @@ def cache_step(
 def restore_mirrors(pins: Pins, when: str = "") -> dict:
     """The git mirrors the daily drift job keeps (an incremental fetch instead of whole histories)."""
     key = MIRRORS_KEY + "${{ github.run_id }}"
-    return with_if(cache_step("Git mirrors (the drift job's, restored)", MIRRORS_PATH, key, pins, MIRRORS_KEY), when)
+    return with_if(
+        cache_step("Git mirrors (the drift job's, restored)", MIRRORS_PATH, key, pins, MIRRORS_KEY),
+        when,
+    )
 
 
 def upload_step(what: str, when: str, artifact: str, path: str, pins: Pins, **more: Any) -> dict:
     # overwrite: "Re-run failed jobs" replaces the failed attempt's artifact (409 otherwise)
-    with_ = {"name": artifact, "path": path, "if-no-files-found": "error", **more, "overwrite": True}
-    return {"name": f"Upload {what}", "if": when, "uses": uses("upload-artifact", pins), "with": with_}
+    with_ = {
+        "name": artifact,
+        "path": path,
+        "if-no-files-found": "error",
+        **more,
+        "overwrite": True,
+    }
+    return {
+        "name": f"Upload {what}",
+        "if": when,
+        "uses": uses("upload-artifact", pins),
+        "with": with_,
+    }
 
 
-def job(name: str, minutes: int, steps: list[dict], head: Optional[dict] = None, **tail: Any) -> dict:
+def job(
+    name: str, minutes: int, steps: list[dict], head: Optional[dict] = None, **tail: Any
+) -> dict:
     """A job on the hosted runner that reads the repository only, unless `tail` names its permissions."""
     return {
         "name": name,
@@ -102,13 +133,21 @@ def job(name: str, minutes: int, steps: list[dict], head: Optional[dict] = None,
     }
 
 
-def issue_job(name: str, minutes: int, pins: Pins, steps: list[dict], env: dict, args: str, **head: Any) -> dict:
+def issue_job(
+    name: str, minutes: int, pins: Pins, steps: list[dict], env: dict, args: str, **head: Any
+) -> dict:
     """A job that writes the drift issue (`ggml-patch drift-issue` last, `args` adding to its arguments).
     It restores no cache another job could have saved, and the jobs that write the issue (the matrix's
     report, the daily drift job) take turns, so two never both find no issue open and both open one."""
     token = {"GITHUB_TOKEN": "${{ github.token }}", "REPO": "${{ github.repository }}"}
-    script = f'args=(--status status.json --repo "$REPO")\n{args}ggml-patch drift-issue "${{args[@]}}"\n'
-    issue = {"name": "Open, update or close the drift issue", "env": {**token, **env}, "run": script}
+    script = (
+        f'args=(--status status.json --repo "$REPO")\n{args}ggml-patch drift-issue "${{args[@]}}"\n'
+    )
+    issue = {
+        "name": "Open, update or close the drift issue",
+        "env": {**token, **env},
+        "run": script,
+    }
     return job(
         name,
         minutes,
@@ -132,15 +171,25 @@ class _Dumper(yaml.SafeDumper):
 
 # scripts as literal blocks, the way people write them; everything else as PyYAML decides
 _Dumper.add_representer(
-    str, lambda d, s: d.represent_scalar("tag:yaml.org,2002:str", s, style="|" if "\n" in s else None)
+    str,
+    lambda d, s: d.represent_scalar("tag:yaml.org,2002:str", s, style="|" if "\n" in s else None),
 )
 _Dumper.add_representer(type(None), lambda d, _: d.represent_scalar("tag:yaml.org,2002:null", ""))
 # why a job holds a write permission, written beside it (zizmor's undocumented-permissions)
-PERMISSION_COMMENTS = {"issues: write": "ggml-patch drift-issue opens, updates and closes its one issue"}
+PERMISSION_COMMENTS = {
+    "issues: write": "ggml-patch drift-issue opens, updates and closes its one issue"
+}
 
 
 def dump(data: Any, pins: Optional[Pins] = None) -> str:
-    body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=200, default_flow_style=False, allow_unicode=True)
+    body = yaml.dump(
+        data,
+        Dumper=_Dumper,
+        sort_keys=False,
+        width=200,
+        default_flow_style=False,
+        allow_unicode=True,
+    )
     # PyYAML quotes the key `on` (a YAML 1.1 boolean); GitHub and people write it bare.
     body = re.sub(r"^'on':$", "on:", body, count=1, flags=re.M)
     for perm, why in PERMISSION_COMMENTS.items():

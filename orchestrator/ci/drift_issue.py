@@ -33,11 +33,18 @@ from ..upstream.github_api import Wording, raise_for_answer, send
 
 TITLE = "ggml-patch: the series drifted or a cell failed"
 LABEL = "ggml-patch-drift"
-_LABEL = {"name": LABEL, "color": "d93f0b", "description": "Opened, updated and closed by ggml-patch drift-issue"}
+_LABEL = {
+    "name": LABEL,
+    "color": "d93f0b",
+    "description": "Opened, updated and closed by ggml-patch drift-issue",
+}
 MARKER = "<!-- ggml-patch drift-issue: written by the tool, rewritten on every run -->"
 _STATE = re.compile(r"<!-- ggml-patch-state: (?P<json>\{.*?\}) -->", re.S)
 RANK = {S.APPLIES: 0, S.UPSTREAM: 0, S.THREE_WAY: 1, S.NOT_APPLICABLE: 2, S.CONFLICT: 3}
-NOT_KNOWN = (S.UNREACHABLE, S.UNAVAILABLE)  # the source could not be had: nothing learnt about the series
+NOT_KNOWN = (
+    S.UNREACHABLE,
+    S.UNAVAILABLE,
+)  # the source could not be had: nothing learnt about the series
 STATUSES = (*RANK, *NOT_KNOWN)  # every status `ggml-patch status` writes
 STATUS_JSON = "the output of `ggml-patch status --json`"
 _DETAIL_MAX = 300
@@ -57,7 +64,9 @@ class TargetRow(Record):
     status: str
     detail: str = ""
     base: str = ""
-    kept: Optional[str] = None  # the source could not be had now: why the last known status is shown
+    kept: Optional[str] = (
+        None  # the source could not be had now: why the last known status is shown
+    )
 
 
 class FailingCell(Record):
@@ -86,7 +95,9 @@ class State(Record):
 
 
 Targets = tuple[str, dict[str, TargetRow]]  # (profile, target -> row): a status file
-Failing = tuple[str, dict[str, FailingCell]]  # (profile, cell -> why): the failing cells of a results.json
+Failing = tuple[
+    str, dict[str, FailingCell]
+]  # (profile, cell -> why): the failing cells of a results.json
 
 
 def read_status(data: Any, where: str) -> Targets:
@@ -94,9 +105,12 @@ def read_status(data: Any, where: str) -> Targets:
     report = parse(S.StatusReport, data, where, STATUS_JSON)
     for i, row in enumerate(report.targets):
         if row.status not in STATUSES:
-            raise ConfigError(f'{where}: targets[{i}]: expected "target" and a "status" among {", ".join(STATUSES)}')
+            raise ConfigError(
+                f'{where}: targets[{i}]: expected "target" and a "status" among {", ".join(STATUSES)}'
+            )
     rows = {
-        r.target: TargetRow(status=r.status, detail=_short(r.detail), base=(r.base or "")[:12]) for r in report.targets
+        r.target: TargetRow(status=r.status, detail=_short(r.detail), base=(r.base or "")[:12])
+        for r in report.targets
     }
     return report.profile or "?", rows
 
@@ -133,11 +147,20 @@ def current_state(
     if results is not None:
         cells_profile, failing, cells_run = *results, run
     elif previous:
-        cells_profile, failing, cells_run = previous.cells_profile, previous.failing, previous.cells_run
+        cells_profile, failing, cells_run = (
+            previous.cells_profile,
+            previous.failing,
+            previous.cells_run,
+        )
     else:
         cells_profile, failing, cells_run = "", {}, ""
     return State(
-        profile=profile, targets=rows, failing=failing, cells_profile=cells_profile, cells_run=cells_run, run=run
+        profile=profile,
+        targets=rows,
+        failing=failing,
+        cells_profile=cells_profile,
+        cells_run=cells_run,
+        run=run,
     )
 
 
@@ -192,7 +215,12 @@ class Action:
 
 
 def decide(
-    found: Optional[Found], status: Targets, results: Optional[Failing], run: str, now: _dt.datetime, partial=False
+    found: Optional[Found],
+    status: Targets,
+    results: Optional[Failing],
+    run: str,
+    now: _dt.datetime,
+    partial=False,
 ) -> tuple[Action, State]:
     previous = found.state if found else None
     state = current_state(status, results, previous, run, partial)
@@ -203,22 +231,34 @@ def decide(
     if found is None:
         return Action("open", why, None, issue_body(state, now)), state
     n = found.number
-    if not found.open:  # reopened when there are problems, unless closed as not planned and nothing got worse since
+    if (
+        not found.open
+    ):  # reopened when there are problems, unless closed as not planned and nothing got worse since
         if not now_problems:
             return Action("none", f"all clean; #{n} stays closed", n), state
         if found.state_reason == "not_planned" and not worse:
-            return Action("none", f"#{n} was closed as not planned and nothing got worse since: left closed", n), state
+            return Action(
+                "none",
+                f"#{n} was closed as not planned and nothing got worse since: left closed",
+                n,
+            ), state
         said = "worse than when it was closed" if worse else "the problems are back"
-        comment = f"Reopened{_at(run)}: {said}:\n\n" + "".join(f"- {w}\n" for w in (worse or now_problems))
+        comment = f"Reopened{_at(run)}: {said}:\n\n" + "".join(
+            f"- {w}\n" for w in (worse or now_problems)
+        )
         return Action("reopen", why, n, issue_body(state, now), comment), state
     if not now_problems:
-        comment = (
-            f"All clean again{_at(run)}: every target's series applies as it is and no default cell fails. Closing."
-        )
-        return Action("close", "all clean again", n, issue_body(state, now, clean=True), comment), state
+        comment = f"All clean again{_at(run)}: every target's series applies as it is and no default cell fails. Closing."
+        return Action(
+            "close", "all clean again", n, issue_body(state, now, clean=True), comment
+        ), state
     if previous is not None and not worse and same_but_for_time(previous, state):
         return Action("none", "the open issue already says this", n), state
-    comment = f"Worse since the last update{_at(run)}:\n\n" + "".join(f"- {w}\n" for w in worse) if worse else ""
+    comment = (
+        f"Worse since the last update{_at(run)}:\n\n" + "".join(f"- {w}\n" for w in worse)
+        if worse
+        else ""
+    )
     return Action("update", why, n, issue_body(state, now), comment), state
 
 
@@ -228,8 +268,13 @@ _EPOCH = _dt.datetime(2000, 1, 1, tzinfo=_dt.timezone.utc)
 def same_but_for_time(a: State, b: State) -> bool:
     """The two states' bodies differ at most in the time and the runs' links (what every run changes)."""
 
-    def plain(x: State) -> str:  # the recorded state comes back with its keys sorted: order is not news
-        rows = {"targets": dict(sorted(x.targets.items())), "failing": dict(sorted(x.failing.items()))}
+    def plain(
+        x: State,
+    ) -> str:  # the recorded state comes back with its keys sorted: order is not news
+        rows = {
+            "targets": dict(sorted(x.targets.items())),
+            "failing": dict(sorted(x.failing.items())),
+        }
         return issue_body(x.model_copy(update={"run": "", "cells_run": "", **rows}), _EPOCH)
 
     return plain(a) == plain(b)
@@ -240,35 +285,68 @@ def _at(run: str) -> str:
 
 
 def issue_body(state: State, now: _dt.datetime, clean: bool = False) -> str:
-    when = now.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") + (f" by {state.run}" if state.run else "")
+    when = now.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") + (
+        f" by {state.run}" if state.run else ""
+    )
     headline = "The series no longer applies as it is on some target, or a default cell fails."
-    lines = [MARKER, "", "**All clean again.**" if clean else headline, "", f"Last checked {when}.", ""]
+    lines = [
+        MARKER,
+        "",
+        "**All clean again.**" if clean else headline,
+        "",
+        f"Last checked {when}.",
+        "",
+    ]
     lines += [f"### Targets (profile `{state.profile}`)", ""]
     lines += ["| target | status | base | detail |", "|---|---|---|---|"]
     for t, r in state.targets.items():
-        shown, detail = (f"{r.status} (last known)", f"{r.detail} [{r.kept}]") if r.kept else (r.status, r.detail)
+        shown, detail = (
+            (f"{r.status} (last known)", f"{r.detail} [{r.kept}]")
+            if r.kept
+            else (r.status, r.detail)
+        )
         lines.append(_row(t, shown, r.base, detail))
-    lines += ["", "### Failing cells" + (f" (profile `{state.cells_profile}`)" if state.cells_profile else ""), ""]
+    lines += [
+        "",
+        "### Failing cells"
+        + (f" (profile `{state.cells_profile}`)" if state.cells_profile else ""),
+        "",
+    ]
     if state.failing:
         lines += ["| cell | status | reason |", "|---|---|---|"]
         lines += [_row(c, r.status, r.reason) for c, r in state.failing.items()]
         if state.cells_run:
-            lines += ["", f"From {state.cells_run} (its summary and junit annotations have the details)."]
+            lines += [
+                "",
+                f"From {state.cells_run} (its summary and junit annotations have the details).",
+            ]
     else:
-        lines.append(f"None in {state.cells_run}." if state.cells_run else "None known (no matrix results given yet).")
+        lines.append(
+            f"None in {state.cells_run}."
+            if state.cells_run
+            else "None known (no matrix results given yet)."
+        )
     todo = [
-        _TODO[r.status].format(profile=state.profile, target=t) for t, r in state.targets.items() if r.status in _TODO
+        _TODO[r.status].format(profile=state.profile, target=t)
+        for t, r in state.targets.items()
+        if r.status in _TODO
     ]
     if todo:
         lines += ["", "### What to do", ""] + [f"- {x}" for x in todo]
-    state_json = json.dumps(state.to_json(), sort_keys=True, ensure_ascii=True).replace("--", "-\\u002d")
+    state_json = json.dumps(state.to_json(), sort_keys=True, ensure_ascii=True).replace(
+        "--", "-\\u002d"
+    )
     lines += ["", f"<!-- ggml-patch-state: {state_json} -->", ""]
     return "\n".join(lines)
 
 
 def _row(*cells: str) -> str:
     """A Markdown table row, each cell safe in it (a pipe, backslash or newline would break the table)."""
-    return "| " + " | ".join(c.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+    return (
+        "| "
+        + " | ".join(c.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ") for c in cells)
+        + " |"
+    )
 
 
 @dataclass(frozen=True)
@@ -279,7 +357,9 @@ class Request:
     ok_if: tuple[int, ...] = ()  # answers that are fine though not 2xx (e.g. the label exists: 422)
 
 
-MAX_PAGES = 20  # of 100 issues each, when the issue lost its label: the newest 2,000 issues are looked at
+MAX_PAGES = (
+    20  # of 100 issues each, when the issue lost its label: the newest 2,000 issues are looked at
+)
 
 
 def find_requests() -> list[Request]:
@@ -296,19 +376,29 @@ def requests_for(action: Action) -> list[Request]:
         issue = {"title": TITLE, "body": action.body, "labels": [LABEL]}
         return [Request("POST", "/labels", _LABEL, ok_if=(422,)), Request("POST", "/issues", issue)]
     # a close is sent before its comment: a failed close never leaves a second "Closing." comment
-    states = {"update": {}, "close": {"state": "closed", "state_reason": "completed"}, "reopen": {"state": "open"}}
+    states = {
+        "update": {},
+        "close": {"state": "closed", "state_reason": "completed"},
+        "reopen": {"state": "open"},
+    }
     if action.kind not in states:
         return []
     path = f"/issues/{action.number}"
     out = [Request("PATCH", path, {"body": action.body, **states[action.kind]})]
-    return out + ([Request("POST", f"{path}/comments", {"body": action.comment})] if action.comment else [])
+    return out + (
+        [Request("POST", f"{path}/comments", {"body": action.comment})] if action.comment else []
+    )
 
 
 def ours(items: Any) -> list[Found]:
     """Our issues among a list-issues answer, oldest first: our marker in the body, not a pull request."""
     if not isinstance(items, list):
         raise GitHubError("the issues list is not a JSON list")
-    mine = [i for i in items if isinstance(i, dict) and "pull_request" not in i and isinstance(i.get("number"), int)]
+    mine = [
+        i
+        for i in items
+        if isinstance(i, dict) and "pull_request" not in i and isinstance(i.get("number"), int)
+    ]
     found = [
         Found(
             int(i["number"]),
@@ -341,7 +431,12 @@ class IssuesClient:
     """The REST calls for one repository (token in the Authorization header only)."""
 
     def __init__(self, api_url: str, repo: str, token: str, timeout: float):
-        self.api_url, self.repo, self.token, self.timeout = api_url.rstrip("/"), repo, token, timeout
+        self.api_url, self.repo, self.token, self.timeout = (
+            api_url.rstrip("/"),
+            repo,
+            token,
+            timeout,
+        )
 
     def url(self, path: str) -> str:
         return f"{self.api_url}/repos/{self.repo}{path}"

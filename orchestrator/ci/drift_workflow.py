@@ -34,22 +34,38 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
     on: dict = {"schedule": [{"cron": CRON}]} if matrix.ci_repository else {}
     inputs = {
         "profile": ("the matrix.yaml profile whose targets are checked", "string", profile),
-        "targets": ("only these targets (space-separated; default: every target of the profile)", "string", ""),
+        "targets": (
+            "only these targets (space-separated; default: every target of the profile)",
+            "string",
+            "",
+        ),
         "dry-run": ("print the issue requests instead of sending them", "boolean", False),
     }
     on["workflow_dispatch"] = {
-        "inputs": {k: {"description": d, "type": t, "required": False, "default": v} for k, (d, t, v) in inputs.items()}
+        "inputs": {
+            k: {"description": d, "type": t, "required": False, "default": v}
+            for k, (d, t, v) in inputs.items()
+        }
     }
     # one entry a week, restored and used every day: an incremental fetch, never evicted
     week = C.MIRRORS_KEY + "${{ steps.week.outputs.week }}"
-    status_env = {"PROFILE": f"${{{{ inputs.profile || '{profile}' }}}}", "TARGETS": "${{ inputs.targets }}"}
+    status_env = {
+        "PROFILE": f"${{{{ inputs.profile || '{profile}' }}}}",
+        "TARGETS": "${{ inputs.targets }}",
+    }
     kept = {"if-no-files-found": "warn", "retention-days": 14}
     partial = f"${{{{ inputs.targets != '' || (inputs.profile != '' && inputs.profile != '{profile}') }}}}"
     steps = [
-        {"name": "This week", "id": "week", "run": 'echo "week=$(date -u +%G-W%V)" >> "$GITHUB_OUTPUT"\n'},
+        {
+            "name": "This week",
+            "id": "week",
+            "run": 'echo "week=$(date -u +%G-W%V)" >> "$GITHUB_OUTPUT"\n',
+        },
         C.cache_step("Git mirrors", C.MIRRORS_PATH, week, pins, C.MIRRORS_KEY, action="cache"),
         {"name": "Status", "env": status_env, "run": _STATUS},
-        C.upload_step("the status", "${{ !cancelled() }}", "ggml-patch-status", "status.json", pins, **kept),
+        C.upload_step(
+            "the status", "${{ !cancelled() }}", "ggml-patch-status", "status.json", pins, **kept
+        ),
     ]
     issue_env = {"DRY_RUN": "${{ inputs.dry-run }}", "PARTIAL": partial}
     job = C.issue_job("Drift of the series", 60, pins, steps, issue_env, _ISSUE)

@@ -26,10 +26,14 @@ def _read(path: Path) -> str:
         return ""
 
 
-def generated(matrix, output: Optional[Path] = None, profiles: Optional[Iterable[str]] = None) -> dict[Path, str]:
+def generated(
+    matrix, output: Optional[Path] = None, profiles: Optional[Iterable[str]] = None
+) -> dict[Path, str]:
     profiles = list(profiles) if profiles else None
     main = Path(output) if output else matrix.path.parent / DEFAULT_PATH
-    workflows: dict[Path, Callable[[Pins], str]] = {main: lambda pins: workflow_yaml(matrix, profiles, pins)}
+    workflows: dict[Path, Callable[[Pins], str]] = {
+        main: lambda pins: workflow_yaml(matrix, profiles, pins)
+    }
     beside = main.parent.name == "workflows" and main.parent.parent.name == ".github"
     for other in (drift_workflow, project_workflow) if beside else ():
         workflows[main.parent / Path(other.PATH).name] = partial(other.workflow_yaml, matrix)

@@ -46,7 +46,11 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
         *C.first_steps(pins, extra="test,lint"),
         {"name": "Fast tests", "run": FAST_TESTS},
         {"name": "Lint (nox -s lint's commands)", "if": always, "run": LINT},
-        {"name": "The generated workflows are current", "if": always, "run": "ggml-patch ci-workflow --check\n"},
+        {
+            "name": "The generated workflows are current",
+            "if": always,
+            "run": "ggml-patch ci-workflow --check\n",
+        },
         {"name": "actionlint (with shellcheck)", "if": always, "run": "actionlint\n"},
         # online audits too (impostor commits, the version comment of each pin), with the job's own token
         {"name": "zizmor", "if": always, "env": {"GH_TOKEN": "${{ github.token }}"}, "run": ZIZMOR},

@@ -42,7 +42,10 @@ GROUP_SEP = "@"
 LEG_RESULTS = "ci-results"  # a leg writes ci-results/<artifact>/ and uploads ci-results/
 # GitHub-hosted runner labels (and the preset labels of every self-hosted runner); any other
 # `runs_on` label in matrix.yaml is a custom self-hosted one, declared to actionlint.
-_HOSTED = re.compile(r"^(ubuntu|macos|windows)-[A-Za-z0-9.-]+$|^(self-hosted|linux|macos|windows|x64|arm|arm64)$", re.I)
+_HOSTED = re.compile(
+    r"^(ubuntu|macos|windows)-[A-Za-z0-9.-]+$|^(self-hosted|linux|macos|windows|x64|arm|arm64)$",
+    re.I,
+)
 ACTIONLINT_CONFIG_PATH = ".github/actionlint.yaml"
 
 
@@ -56,7 +59,9 @@ def _labels(runs_on: str) -> list[str]:
     return [s.strip() for s in runs_on.split(",") if s.strip()]
 
 
-def all_cells(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[tuple[str, str, str]]:
+def all_cells(
+    matrix: Matrix, profiles: Optional[Iterable[str]] = None
+) -> list[tuple[str, str, str]]:
     """(profile, target, backend) for every cell of the given profiles (default: all), in matrix.yaml's order."""
     names = list(profiles) if profiles else list(matrix.profiles)
     return [(p, t.name, b.name) for p in names for t, b in matrix.cells(p)]
@@ -70,18 +75,34 @@ def honesty(backend: str, runs_on: str) -> dict[str, Any]:
     on_hosted = len(labels) == 1 and labels[0].startswith(("ubuntu-", "macos-", "windows-"))
     linux = (on_hosted and labels[0].startswith("ubuntu-")) or "linux" in labels
     mac = (on_hosted and labels[0].startswith("macos-")) or "macos" in labels
-    build_only = backend == "cuda" and on_hosted and linux  # no GPU: compile it with PyPI's toolkit, run nothing
+    build_only = (
+        backend == "cuda" and on_hosted and linux
+    )  # no GPU: compile it with PyPI's toolkit, run nothing
     # a self-hosted Vulkan runner brings its driver, a self-hosted CUDA one its GPU
-    required = build_only or {"vulkan": linux, "metal": mac, "cuda": "self-hosted" in labels}.get(backend, False)
+    required = build_only or {"vulkan": linux, "metal": mac, "cuda": "self-hosted" in labels}.get(
+        backend, False
+    )
     # Mesa's lavapipe on hosted Linux runners
-    setup = {"vulkan": "vulkan-lavapipe", "cuda": "cuda-pypi"}.get(backend, "") if required and on_hosted else ""
-    return {"setup": setup, "require-backend": backend if required else "", "build-only": build_only}
+    setup = (
+        {"vulkan": "vulkan-lavapipe", "cuda": "cuda-pypi"}.get(backend, "")
+        if required and on_hosted
+        else ""
+    )
+    return {
+        "setup": setup,
+        "require-backend": backend if required else "",
+        "build-only": build_only,
+    }
 
 
 def downloads_key(matrix: Matrix, target: str) -> str:
     """A cache key that changes only with the target's pinned download (its sha256); '' for git, local."""
     src = matrix.target(target).source
-    return f"ggml-patch-downloads-{src['sha256'][:32]}" if src.kind in ("pypi-sdist", "tarball") else ""
+    return (
+        f"ggml-patch-downloads-{src['sha256'][:32]}"
+        if src.kind in ("pypi-sdist", "tarball")
+        else ""
+    )
 
 
 def runner_slug(runs_on: str) -> str:
@@ -134,10 +155,21 @@ echo "pins=$pins" >> "$GITHUB_OUTPUT"
 
 
 def _plan_job(matrix: Matrix, pins: Pins) -> dict:
-    guard = C.owner_only(matrix)  # scheduled runs only where the schedule belongs; manual runs anywhere
+    guard = C.owner_only(
+        matrix
+    )  # scheduled runs only where the schedule belongs; manual runs anywhere
     head = {"if": f"github.event_name != 'schedule' || {guard}"} if guard else None
-    steps = [*C.first_steps(pins), {"name": "Resolve every git ref to a commit", "id": "pins", "run": _PLAN}]
-    return C.job("Plan: one commit per git ref", 15, steps, head, outputs={"pins": "${{ steps.pins.outputs.pins }}"})
+    steps = [
+        *C.first_steps(pins),
+        {"name": "Resolve every git ref to a commit", "id": "pins", "run": _PLAN},
+    ]
+    return C.job(
+        "Plan: one commit per git ref",
+        15,
+        steps,
+        head,
+        outputs={"pins": "${{ steps.pins.outputs.pins }}"},
+    )
 
 
 _RUN_CELL = f"""args=(--pins "{C.PINS_FILE}" --profile "$PROFILE" --target "$TARGET" --backend "$BACKEND" --results "$RESULTS")
@@ -156,7 +188,11 @@ RUN_ID = "${{ github.run_id }}"
 DOWNLOADS_PATH = f"{C.WORKSPACE_CACHE}/downloads"
 # paths relative to the workspace: the aggregate's bundle builds (bundle/<target>/) hit the objects
 # of the cpu legs (cells/<target>-cpu/), whose ccache it restores
-CCACHE_ENV = {"CCACHE_DIR": CCACHE_DIR, "CCACHE_MAXSIZE": "2G", "CCACHE_BASEDIR": "${{ github.workspace }}"}
+CCACHE_ENV = {
+    "CCACHE_DIR": CCACHE_DIR,
+    "CCACHE_MAXSIZE": "2G",
+    "CCACHE_BASEDIR": "${{ github.workspace }}",
+}
 _INSTALL_CCACHE = """if command -v ccache >/dev/null; then exit 0; fi
 if [ "$RUNNER_OS" = macOS ]; then brew install ccache
 else sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends ccache
@@ -165,7 +201,9 @@ fi
 INSTALL_CCACHE = {"name": "Install ccache", "run": _INSTALL_CCACHE}
 
 
-def bundle_legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> dict[str, tuple[str, str]]:
+def bundle_legs(
+    matrix: Matrix, profiles: Optional[Iterable[str]] = None
+) -> dict[str, tuple[str, str]]:
     """target -> (profile, "cpu"): the leg whose ccache and snapshots the aggregate's bundle of a
     pinned target restores (a git target's leg ran a fork's build scripts: never shared)."""
     legs: dict[str, tuple[str, str]] = {}
@@ -192,20 +230,26 @@ def ccache_key(profile: str, target: str, backend: str) -> str:
 def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
     ccache = ccache_key("${{ matrix.profile }}", "${{ matrix.target }}", "${{ matrix.backend }}")
     always = "${{ !cancelled() }}"
-    downloads = C.cache_step("Source downloads", DOWNLOADS_PATH, "${{ matrix.downloads-key }}", pins, action="cache")
+    downloads = C.cache_step(
+        "Source downloads", DOWNLOADS_PATH, "${{ matrix.downloads-key }}", pins, action="cache"
+    )
     setup, cuda = "matrix.setup", "CUDA toolkit from PyPI (nvcc, cuBLAS; no GPU: build only)"
     # Through env, not ${{ }} inside the script: the values stay data, never shell code.
     keys = ("profile", "target", "backend", "results", "require-backend", "build-only")
     cell_env = {k.upper().replace("-", "_"): f"${{{{ matrix.{k} }}}}" for k in keys}
     # after the cell, for the aggregate's bundle: its snapshot repository, not imported again
     snapshots = snapshots_key("${{ matrix.profile }}", "${{ matrix.target }}")
-    hand_over = C.cache_step("Hand the snapshots to the bundle", SNAPSHOTS_PATH, snapshots, pins, action="cache/save")
+    hand_over = C.cache_step(
+        "Hand the snapshots to the bundle", SNAPSHOTS_PATH, snapshots, pins, action="cache/save"
+    )
     summary = 'if [ -f "$RESULTS/summary.md" ]; then cat "$RESULTS/summary.md" >> "$GITHUB_STEP_SUMMARY"; fi\n'
     # no junit reporter: `ggml-patch matrix` annotates each failed cell itself (::error with
     # matrix.yaml's line); a second reporter would annotate every failure twice
     # LEG_RESULTS holds one folder, named as the artifact: downloads never collide
     month = {"retention-days": 30}
-    upload = C.upload_step("the cell's results", always, "${{ matrix.artifact }}", LEG_RESULTS, pins, **month)
+    upload = C.upload_step(
+        "the cell's results", always, "${{ matrix.artifact }}", LEG_RESULTS, pins, **month
+    )
     return {
         "name": "${{ matrix.name }}",
         "needs": "plan",
@@ -224,12 +268,21 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
             C.cache_step("ccache", CCACHE_DIR, ccache + RUN_ID, pins, ccache, action="cache"),
             C.with_if(downloads, "matrix.downloads-key != ''"),
             C.restore_mirrors(pins, when="matrix.git"),
-            {"name": "Vulkan (Mesa lavapipe)", "if": f"{setup} == 'vulkan-lavapipe'", "run": f"bash {VULKAN_SETUP}"},
+            {
+                "name": "Vulkan (Mesa lavapipe)",
+                "if": f"{setup} == 'vulkan-lavapipe'",
+                "run": f"bash {VULKAN_SETUP}",
+            },
             {"name": cuda, "if": f"{setup} == 'cuda-pypi'", "run": _CUDA_SETUP},
             C.PINS_FILE_STEP,
             {"name": "Run the cell", "env": cell_env, "run": _RUN_CELL},
             C.with_if(hand_over, "matrix.hand-over"),
-            {"name": "Job summary", "if": always, "env": {"RESULTS": "${{ matrix.results }}"}, "run": summary},
+            {
+                "name": "Job summary",
+                "if": always,
+                "env": {"RESULTS": "${{ matrix.results }}"},
+                "run": summary,
+            },
             upload,
         ],
     }
@@ -253,30 +306,51 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
         C.cache_step(f"Snapshots (the {t}/cpu leg's)", SNAPSHOTS_PATH, snapshots_key(p, t), pins)
         for t, (p, _) in bundled
     ]
-    keys = dict.fromkeys(k for p in profiles for t, _ in matrix.cells(p) if (k := downloads_key(matrix, t.name)))
+    keys = dict.fromkeys(
+        k for p in profiles for t, _ in matrix.cells(p) if (k := downloads_key(matrix, t.name))
+    )
     steps += [C.cache_step("Source downloads", DOWNLOADS_PATH, k, pins) for k in keys]
     if any(t.source.kind == "git" for p in profiles for t, _ in matrix.cells(p)):
         steps.append(C.restore_mirrors(pins))
     # every artifact holds one folder named as itself: merged into cells/ they never collide
-    download = {"pattern": f"{ARTIFACT_PREFIX}{ARTIFACT_SEP}*", "path": "cells", "merge-multiple": True}
+    download = {
+        "pattern": f"{ARTIFACT_PREFIX}{ARTIFACT_SEP}*",
+        "path": "cells",
+        "merge-multiple": True,
+    }
     steps += [
         C.PINS_FILE_STEP,
-        {"name": "Download every cell's results", "uses": uses("download-artifact", pins), "with": download},
+        {
+            "name": "Download every cell's results",
+            "uses": uses("download-artifact", pins),
+            "with": download,
+        },
     ]
     for p in groups:
         merge, bundle = C.step_id("merge", p), C.step_id("bundle", p)
-        extra, fatal = GROUP_SEP in p, p == DEFAULT_PROFILE  # extra: a further runner's legs, merged apart
-        soft = {} if fatal else {"continue-on-error": True}  # only the default profile's legs must pass
+        extra, fatal = (
+            GROUP_SEP in p,
+            p == DEFAULT_PROFILE,
+        )  # extra: a further runner's legs, merged apart
+        soft = (
+            {} if fatal else {"continue-on-error": True}
+        )  # only the default profile's legs must pass
         merged = f"${{{{ !cancelled() && steps.{merge}.outcome == 'success' }}}}"
         expect = "" if extra else f"--expect-profile {p} "
         # a leg that never uploaded (timed out, died) is listed as an error, not left out
         artifacts = ARTIFACT_SEP.join((ARTIFACT_PREFIX, p, "*"))
         run = f"ggml-patch merge-results {expect}--out merged/{p} cells/{artifacts}\n"
-        steps.append({"name": f"Merge ({p})", "id": merge, "if": "${{ !cancelled() }}", **soft, "run": run})
+        steps.append(
+            {"name": f"Merge ({p})", "id": merge, "if": "${{ !cancelled() }}", **soft, "run": run}
+        )
         if not extra:
             summary = f'cat merged/{p}/summary.md >> "$GITHUB_STEP_SUMMARY"\n'
             steps.append({"name": f"Summary ({p})", "if": merged, "run": summary})
-        steps.append(C.upload_step(f"the merged results ({p})", merged, f"ggml-patch-results-{p}", f"merged/{p}", pins))
+        steps.append(
+            C.upload_step(
+                f"the merged results ({p})", merged, f"ggml-patch-results-{p}", f"merged/{p}", pins
+            )
+        )
         if extra:
             continue
         # the default profile's bundle also needs every leg done: a leg that uploaded nothing
@@ -285,7 +359,11 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
         run = f'ggml-patch bundle --pins "{C.PINS_FILE}" --results merged/{p} --out bundle/{p} {BUNDLE_AUTHOR}\n'
         bundled_ok = f"${{{{ !cancelled() && steps.{bundle}.outcome == 'success' }}}}"
         steps.append({"name": f"Bundle ({p})", "id": bundle, "if": when, **soft, "run": run})
-        steps.append(C.upload_step(f"the bundle ({p})", bundled_ok, f"ggml-patch-bundle-{p}", f"bundle/{p}", pins))
+        steps.append(
+            C.upload_step(
+                f"the bundle ({p})", bundled_ok, f"ggml-patch-bundle-{p}", f"bundle/{p}", pins
+            )
+        )
     others = [p for p in groups if p != DEFAULT_PROFILE and GROUP_SEP not in p]
     if others:
         ids = (C.step_id(k, p) for p in others for k in ("merge", "bundle"))
@@ -296,9 +374,14 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
             'artifacts are unaffected)"\n'
         )
         when = f"${{{{ !cancelled() && ({failed}) }}}}"
-        steps.append({"name": "Report the other profiles' failures (not fatal)", "if": when, "run": warning})
+        steps.append(
+            {"name": "Report the other profiles' failures (not fatal)", "if": when, "run": warning}
+        )
     # after every leg, failed ones too, but not for a cancelled run or one whose plan failed
-    head = {"needs": ["plan", "cell"], "if": "${{ !cancelled() && needs.plan.result == 'success' }}"}
+    head = {
+        "needs": ["plan", "cell"],
+        "if": "${{ !cancelled() && needs.plan.result == 'success' }}",
+    }
     env = {**C.CACHE_ENV, **CCACHE_ENV} if ccache else C.CACHE_ENV
     return C.job("Merge, summary and bundle per profile", 90, steps, head, env=env)
 
@@ -308,14 +391,20 @@ def drift_profile(matrix: Matrix) -> str:
     return "live" if "live" in matrix.profiles else DEFAULT_PROFILE
 
 
-_REPORT_ISSUE = "if [ -f merged/{default}/results.json ]; then args+=(--results merged/{default}); fi\n"
+_REPORT_ISSUE = (
+    "if [ -f merged/{default}/results.json ]; then args+=(--results merged/{default}); fi\n"
+)
 
 
 def _report_job(matrix: Matrix, pins: Pins) -> Optional[dict]:
     if not (guard := C.owner_only(matrix)):
         return None  # no owning repository named: no issue is ever written
     profile = drift_profile(matrix)
-    steps = [C.restore_mirrors(pins)] if any(t.source.kind == "git" for t, _ in matrix.cells(profile)) else []
+    steps = (
+        [C.restore_mirrors(pins)]
+        if any(t.source.kind == "git" for t, _ in matrix.cells(profile))
+        else []
+    )
     merged = {"name": f"ggml-patch-results-{DEFAULT_PROFILE}", "path": f"merged/{DEFAULT_PROFILE}"}
     download = {"continue-on-error": True, "uses": uses("download-artifact", pins), "with": merged}
     status = C.STATUS.format(f'--pins "{C.PINS_FILE}" --profile "{profile}" --json')
@@ -326,10 +415,14 @@ def _report_job(matrix: Matrix, pins: Pins) -> Optional[dict]:
     ]
     run_if = f"${{{{ !cancelled() && needs.plan.result == 'success' && {guard} }}}}"
     head = {"needs": ["plan", "aggregate"], "if": run_if}
-    return C.issue_job("Drift issue", 30, pins, steps, {}, _REPORT_ISSUE.format(default=DEFAULT_PROFILE), **head)
+    return C.issue_job(
+        "Drift issue", 30, pins, steps, {}, _REPORT_ISSUE.format(default=DEFAULT_PROFILE), **head
+    )
 
 
-def workflow(matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Optional[Pins] = None) -> dict:
+def workflow(
+    matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Optional[Pins] = None
+) -> dict:
     pins = pins or DEFAULT_PINS
     leg_list = legs(matrix, profiles)
     used = list(dict.fromkeys(leg["group"] for leg in leg_list))
@@ -337,7 +430,9 @@ def workflow(matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Opt
         raise ConfigError(f"{matrix.path}: no cells to put in the workflow")
     jobs = {
         "plan": _plan_job(matrix, pins),
-        "cell": _cell_job([{k: v for k, v in leg.items() if k != "group"} for leg in leg_list], pins),
+        "cell": _cell_job(
+            [{k: v for k, v in leg.items() if k != "group"} for leg in leg_list], pins
+        ),
         "aggregate": _aggregate_job(matrix, used, pins),
     }
     if report := _report_job(matrix, pins):
@@ -349,7 +444,10 @@ def workflow(matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Opt
         "on": on,
         "permissions": {},  # each job names what it needs
         # A scheduled run and a manual one share cells' caches: let one finish before the next.
-        "concurrency": {"group": "ggml-patch-matrix-${{ github.ref }}", "cancel-in-progress": False},
+        "concurrency": {
+            "group": "ggml-patch-matrix-${{ github.ref }}",
+            "cancel-in-progress": False,
+        },
         "jobs": jobs,
     }
 
@@ -366,11 +464,22 @@ def nox_cells_json(matrix: Matrix) -> str:
     """.github/ggml-patch-cells.json: the noxfile's `cell` sessions, readable with the standard library alone."""
     once = dict.fromkeys((t, b) for _, t, b in all_cells(matrix))  # the `cell` session's params
     cells = [
-        {"target": t, "backend": b, "session": cell_session(t, b), "results": f"results/cells/{t}-{b}"} for t, b in once
+        {
+            "target": t,
+            "backend": b,
+            "session": cell_session(t, b),
+            "results": f"results/cells/{t}-{b}",
+        }
+        for t, b in once
     ]
-    doc = {"generated_by": "ggml-patch ci-workflow, from matrix.yaml: do not edit by hand", "cells": cells}
+    doc = {
+        "generated_by": "ggml-patch ci-workflow, from matrix.yaml: do not edit by hand",
+        "cells": cells,
+    }
     return json.dumps(doc, indent=2) + "\n"
 
 
-def workflow_yaml(matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Optional[Pins] = None) -> str:
+def workflow_yaml(
+    matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Optional[Pins] = None
+) -> str:
     return C.dump(workflow(matrix, profiles, pins), pins)

@@ -28,7 +28,9 @@ def add_results(p, help: str) -> None:
 
 
 def add_seconds(p, flag: str, default: Optional[float], help: str, zero: bool = False) -> None:
-    p.add_argument(flag, type=partial(seconds_arg, zero=zero), default=default, metavar="S", help=help)
+    p.add_argument(
+        flag, type=partial(seconds_arg, zero=zero), default=default, metavar="S", help=help
+    )
 
 
 def add_api_url(p) -> None:

@@ -47,7 +47,9 @@ def run(args, matrix, cache) -> ExitCode:
     # the folder is checked now (never one holding a user's files), marked when the bundle is written
     out = outdir.check(args.out or results / "bundle", "--out", legacy=outdir.made_bundles)
     # whose commits these are, before anything is read or written: refused in one line when unknown
-    author = authorship.resolve(args.author, authorship.from_git_config() if args.author is None else (None, None))
+    author = authorship.resolve(
+        args.author, authorship.from_git_config() if args.author is None else (None, None)
+    )
     assisted = authorship.check_assistant(args.assisted_by)
     require_native_tests(matrix)
 
@@ -55,7 +57,15 @@ def run(args, matrix, cache) -> ExitCode:
         print(redact(f"bundle: {msg}"), file=sys.stderr, flush=True)
 
     opts = BundleOptions(
-        matrix, cache, results, out, args.allow_incomplete, args.target, log=log, author=author, assisted_by=assisted
+        matrix,
+        cache,
+        results,
+        out,
+        args.allow_incomplete,
+        args.target,
+        log=log,
+        author=author,
+        assisted_by=assisted,
     )
     t0 = time.monotonic()
     made, left_out = make_bundles(opts)
@@ -64,7 +74,10 @@ def run(args, matrix, cache) -> ExitCode:
     for b in made:
         man, base = b.manifest, b.manifest.base
         for w in man.warnings or []:
-            print(redact(f"ggml-patch: warning: {b.target}: incomplete evidence: {w}"), file=sys.stderr)
+            print(
+                redact(f"ggml-patch: warning: {b.target}: incomplete evidence: {w}"),
+                file=sys.stderr,
+            )
         upstream = f", upstream {base.upstream_commit[:12]}" if base.upstream_commit else ""
         verify_s = man.verification.durations_s.total if man.verification else 0.0
         print(

@@ -13,7 +13,9 @@ HELP = (
     "write the GitHub Actions workflows generated from matrix.yaml (matrix, drift, the project's CI; "
     "--check: fail if the committed ones are stale)"
 )
-_PIN = re.compile(r"@[0-9a-f]{40}(?: # [^\n]*)?")  # an action pinned to a commit, with its version comment
+_PIN = re.compile(
+    r"@[0-9a-f]{40}(?: # [^\n]*)?"
+)  # an action pinned to a commit, with its version comment
 
 
 def add_arguments(p) -> None:
@@ -24,13 +26,19 @@ def add_arguments(p) -> None:
         "matrix.yaml; the other files go beside it when it is in a .github/workflows/ folder)",
     )
     repeatable(p, "--profile", "only this profile's cells (repeatable; default: every profile)")
-    p.add_argument("--check", action="store_true", help="write nothing; exit non-zero if a file differs")
+    p.add_argument(
+        "--check", action="store_true", help="write nothing; exit non-zero if a file differs"
+    )
 
 
 def regenerate_command(args) -> str:
     """The command that reproduces this output, for the --check message (--matrix after the command's name)."""
-    words = ["ggml-patch", "ci-workflow"] + (["--matrix", args.matrix] if args.matrix != "matrix.yaml" else [])
-    words += (["--output", args.output] if args.output else []) + [w for p in args.profile for w in ("--profile", p)]
+    words = ["ggml-patch", "ci-workflow"] + (
+        ["--matrix", args.matrix] if args.matrix != "matrix.yaml" else []
+    )
+    words += (["--output", args.output] if args.output else []) + [
+        w for p in args.profile for w in ("--profile", p)
+    ]
     return shlex.join(words)
 
 
@@ -39,14 +47,18 @@ def run(args, matrix, cache) -> ExitCode:
     from ..ci.workflow import legs
     from ..outdir import writable_file
 
-    output = writable_file(args.output, "--output") if args.output else None  # a folder given: one line, exit 2
+    output = (
+        writable_file(args.output, "--output") if args.output else None
+    )  # a folder given: one line, exit 2
     files = generated(matrix, output, args.profile or None)
     out, *others = files
     n, also = len(legs(matrix, args.profile or None)), "".join(f"; {p}" for p in others)
     for warning in unschedulable_targets(matrix, args.profile or None):
         print(f"ggml-patch: warning: {warning}", file=sys.stderr)
     if args.check:
-        stale = [problem for path, text in files.items() if (problem := _stale(path, text, matrix.path))]
+        stale = [
+            problem for path, text in files.items() if (problem := _stale(path, text, matrix.path))
+        ]
         if stale:
             verb = "generate" if all(p.endswith(": missing") for p in stale) else "regenerate"
             raise ConfigError("; ".join(stale) + f"; {verb} it with `{regenerate_command(args)}`")
@@ -68,7 +80,9 @@ def _stale(path, text: str, matrix_path) -> str:
     if current == text:
         return ""
     if _PIN.sub("@PIN", current) == _PIN.sub("@PIN", text):
-        return f"{path}: its action pins differ from the other workflows' (a partial Dependabot bump?)"
+        return (
+            f"{path}: its action pins differ from the other workflows' (a partial Dependabot bump?)"
+        )
     return f"{path}: stale (does not match {matrix_path})"
 
 
@@ -82,5 +96,7 @@ def unschedulable_targets(matrix, profiles=None) -> list[str]:
         url = str(src.get("url", "")) if src.kind == "git" else ""
         if src.kind == "local" or url.startswith("file:") or (url and "://" not in url):
             where = f"{matrix.path}:{matrix.lines.get(('targets', name, 'source'), 1)}"
-            out.append(f"{where}: targets.{name}: a {src.kind} source on this machine; a GitHub runner cannot fetch it")
+            out.append(
+                f"{where}: targets.{name}: a {src.kind} source on this machine; a GitHub runner cannot fetch it"
+            )
     return out

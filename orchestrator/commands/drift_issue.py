@@ -18,14 +18,18 @@ HELP = (
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--status", required=True, metavar="FILE", help="the output of `ggml-patch status --json`")
+    p.add_argument(
+        "--status", required=True, metavar="FILE", help="the output of `ggml-patch status --json`"
+    )
     p.add_argument(
         "--results",
         metavar="DIR",
         help="a matrix run's results (directory or results.json): its failed cells are reported "
         "(default: the failing cells the open issue last recorded)",
     )
-    p.add_argument("--repo", required=True, metavar="OWNER/NAME", help="the repository the issue lives in")
+    p.add_argument(
+        "--repo", required=True, metavar="OWNER/NAME", help="the repository the issue lives in"
+    )
     add_api_url(p)
     add_seconds(p, "--timeout", 30.0, "API timeout in seconds (default: 30)")
     p.add_argument(
@@ -44,8 +48,14 @@ def add_arguments(p) -> None:
 
 def run_url(env=os.environ) -> str:
     """This GitHub Actions run's page, when running in one."""
-    server, repo, run_id = env.get("GITHUB_SERVER_URL"), env.get("GITHUB_REPOSITORY"), env.get("GITHUB_RUN_ID")
-    return f"{server.rstrip('/')}/{repo}/actions/runs/{run_id}" if server and repo and run_id else ""
+    server, repo, run_id = (
+        env.get("GITHUB_SERVER_URL"),
+        env.get("GITHUB_REPOSITORY"),
+        env.get("GITHUB_RUN_ID"),
+    )
+    return (
+        f"{server.rstrip('/')}/{repo}/actions/runs/{run_id}" if server and repo and run_id else ""
+    )
 
 
 def run(args, matrix, cache) -> ExitCode:
@@ -71,16 +81,30 @@ def run(args, matrix, cache) -> ExitCode:
         results = D.read_results(load_results(p / "results.json" if p.is_dir() else p)[0])
     client = D.IssuesClient(args.api_url, repo, token, args.timeout)
     if args.dry_run:
-        print("dry run: nothing sent; without --dry-run (and with GITHUB_TOKEN set) these requests are made")
-    found = client.find() if token else None  # reading changes nothing (a dry run without a token: none)
-    action, _ = D.decide(found, status, results, run_url(), _dt.datetime.now(_dt.timezone.utc), args.partial)
+        print(
+            "dry run: nothing sent; without --dry-run (and with GITHUB_TOKEN set) these requests are made"
+        )
+    found = (
+        client.find() if token else None
+    )  # reading changes nothing (a dry run without a token: none)
+    action, _ = D.decide(
+        found, status, results, run_url(), _dt.datetime.now(_dt.timezone.utc), args.partial
+    )
     if args.dry_run:
         for req in D.find_requests():
             print(f"GET {client.url(req.path)}  (finds the issue by its marker, every page)")
-        print(f"found: #{found.number} ({'open' if found.open else 'closed'})" if found else "found: none")
+        print(
+            f"found: #{found.number} ({'open' if found.open else 'closed'})"
+            if found
+            else "found: none"
+        )
         print(f"decision: {action.kind}: {action.why}")
         for req in D.requests_for(action):
-            print("\n" + shown_request(req.method, client.url(req.path), token, body_json(req.payload)), end="")
+            print(
+                "\n"
+                + shown_request(req.method, client.url(req.path), token, body_json(req.payload)),
+                end="",
+            )
         return ExitCode.OK
     url = client.carry_out(action) or (found.html_url if found else "")
     where = f"#{action.number}" if action.number else ""
@@ -91,5 +115,8 @@ def run(args, matrix, cache) -> ExitCode:
         "reopen": f"reopened {where} {url}".rstrip(),
         "none": f"nothing to send: {action.why}",
     }[action.kind]
-    print(f"drift-issue: {said}" + (f" ({action.why})" if action.kind in ("open", "update", "reopen") else ""))
+    print(
+        f"drift-issue: {said}"
+        + (f" ({action.why})" if action.kind in ("open", "update", "reopen") else "")
+    )
     return ExitCode.OK

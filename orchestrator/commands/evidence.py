@@ -16,11 +16,16 @@ HELP = (
 
 
 def add_arguments(p) -> None:
-    from ..finetune import cases as ft  # light: finetune.results (pydantic) would cost every start-up
+    from ..finetune import (
+        cases as ft,
+    )  # light: finetune.results (pydantic) would cost every start-up
 
     target_help = "a llama.cpp-layout target of matrix.yaml (default: llama.cpp)"
     p.add_argument("--target", default="llama.cpp", metavar="NAME", help=target_help)
-    add_results(p, "results folder: evidence/ goes in it, and a section of its summary.md (default: results/)")
+    add_results(
+        p,
+        "results folder: evidence/ goes in it, and a section of its summary.md (default: results/)",
+    )
     case_help = "a case to run in both variants (repeatable; opt_period 1, 2 or 4, epochs default 8); default: "
     repeatable(p, "--case", case_help + " ".join(ft.DEFAULT_CASES), ft.CASE_FORMAT)
     rerun_help = "build and run again even when a cached result for exactly these inputs exists"

@@ -60,7 +60,9 @@ def run(args, matrix, cache) -> ExitCode:
     if args.parallel is not None and args.parallel < 1:
         raise ConfigError(f"--parallel {args.parallel}: expected a positive number of cells")
     require_native_tests(matrix)
-    matrix.cells(args.profile, args.target, args.backend)  # unknown names: one line now, not after a build
+    matrix.cells(
+        args.profile, args.target, args.backend
+    )  # unknown names: one line now, not after a build
     opts = RunOptions(
         matrix=matrix,
         cache=cache,
@@ -74,7 +76,9 @@ def run(args, matrix, cache) -> ExitCode:
         parallel=args.parallel,
         require_backends=required_backends(matrix, args.require_backend),
     )
-    claim(results_dir, "--results", legacy=made_results)  # marked as the tool's before the first log
+    claim(
+        results_dir, "--results", legacy=made_results
+    )  # marked as the tool's before the first log
     results = run_matrix(opts)
     paths = write_results(results, results_dir)
     if os.environ.get("GITHUB_ACTIONS") == "true":  # failed and skipped cells on the run's page
@@ -84,8 +88,14 @@ def run(args, matrix, cache) -> ExitCode:
             print(line)
     n = Counter(c.status for c in results.cells)
     passed, skipped, built = n[CellStatus.PASSED], n[CellStatus.SKIPPED], n[CellStatus.BUILD_ONLY]
-    failed, also = len(results.cells) - passed - skipped - built, f", {built} build-only" if built else ""
-    print(f"{passed} passed, {failed} failed, {skipped} skipped{also}: results in " + ", ".join(map(str, paths)))
+    failed, also = (
+        len(results.cells) - passed - skipped - built,
+        f", {built} build-only" if built else "",
+    )
+    print(
+        f"{passed} passed, {failed} failed, {skipped} skipped{also}: results in "
+        + ", ".join(map(str, paths))
+    )
     return ExitCode(results.exit_code)
 
 
@@ -95,6 +105,8 @@ def required_backends(matrix, names: list[str], env=os.environ) -> tuple[str, ..
     from_env = [n.strip() for n in env.get(REQUIRE_ENV, "").split(",") if n.strip()]
     for n in from_env:
         if n not in backends.names():
-            raise ConfigError(f"${REQUIRE_ENV}: unknown backend {n!r} (backends: {', '.join(backends.names())})")
+            raise ConfigError(
+                f"${REQUIRE_ENV}: unknown backend {n!r} (backends: {', '.join(backends.names())})"
+            )
     listed = [*names, *(n for n in from_env if n in matrix.backends)]
     return tuple(dict.fromkeys(matrix.backend(n).name for n in listed))

@@ -24,7 +24,9 @@ def add_arguments(p) -> None:
 def _results_file(arg: str) -> Path:
     p = Path(arg) / "results.json" if Path(arg).is_dir() else Path(arg)
     if not p.is_file():
-        raise ConfigError(f"{p}: no such results file (expected a results directory or a results.json)")
+        raise ConfigError(
+            f"{p}: no such results file (expected a results directory or a results.json)"
+        )
     return p
 
 
@@ -38,7 +40,11 @@ def _log_names(results, where: Path) -> list[tuple[object, str]]:
     for rec in results.records:
         for entry in (e for e in [rec.build, *rec.tests.values()] if e is not None and e.log):
             parts = Path(entry.log).parts
-            starts = [i for i in range(len(parts) - 1) if parts[i] == "logs" and parts[i + 1] == slug(rec.cell)]
+            starts = [
+                i
+                for i in range(len(parts) - 1)
+                if parts[i] == "logs" and parts[i + 1] == slug(rec.cell)
+            ]
             rel = parts[starts[-1] :] if starts else ()
             if len(rel) < 3 or ".." in rel:
                 raise ConfigError(
@@ -61,7 +67,9 @@ def _copy_logs(names: list[tuple[object, str]], src_dir: Path, out: Path) -> Non
         dst = untrusted.name_under(out, rel, f"{out}: log")
         if untrusted.is_regular(src):
             dst.parent.mkdir(parents=True, exist_ok=True)
-            untrusted.copy_file(src, dst, root=src_dir, line=redact)  # a leg's log may hold a secret
+            untrusted.copy_file(
+                src, dst, root=src_dir, line=redact
+            )  # a leg's log may hold a secret
             entry.log = str(dst)  # type: ignore[attr-defined]
         else:
             entry.log = None  # type: ignore[attr-defined]  # absent here: named nowhere
@@ -73,18 +81,26 @@ def run(args, matrix, cache) -> ExitCode:
     from ..report.model import CellStatus, load_results, overall_exit_code
     from ..report.summary import write_results
 
-    out = check(args.out, "--out", legacy=made_results)  # before anything is read or merged: no user's files
+    out = check(
+        args.out, "--out", legacy=made_results
+    )  # before anything is read or merged: no user's files
     inputs = args.inputs
     if args.expect_profile:
         matrix.cells(args.expect_profile)  # an unknown profile: one line, before anything is read
         inputs = [a for a in inputs if not ("*" in a and not Path(a).exists())]
     files = [_results_file(a) for a in inputs]
     parts = [(str(f), load_results(f)[0]) for f in files]
-    logs = [_log_names(res, f) for f, (_, res) in zip(files, parts, strict=True)]  # refused before any write
-    order = [f"{t.name}/{b.name}" for p in matrix.profiles for t, b in matrix.cells(p)]  # as one run lists them
+    logs = [
+        _log_names(res, f) for f, (_, res) in zip(files, parts, strict=True)
+    ]  # refused before any write
+    order = [
+        f"{t.name}/{b.name}" for p in matrix.profiles for t, b in matrix.cells(p)
+    ]  # as one run lists them
     merged = merge_results(parts, order)  # refuses before anything is written
     if args.expect_profile:
-        merged.cells.extend(never_reported(matrix, args.expect_profile, {c.cell for c in merged.cells}))
+        merged.cells.extend(
+            never_reported(matrix, args.expect_profile, {c.cell for c in merged.cells})
+        )
         merged.exit_code = int(overall_exit_code(merged.cells))
     claim(out, "--out", legacy=made_results)
     for f, names in zip(files, logs, strict=True):
@@ -106,7 +122,14 @@ def never_reported(matrix, profile: str, present: set[str]) -> list:
 
     why = "no results: its CI leg never reported (timed out, cancelled or died before uploading)"
     return [
-        Cell(cell=c, target=t.name, backend=b.name, layout=t.layout, status=CellStatus.ERROR, reason=why)
+        Cell(
+            cell=c,
+            target=t.name,
+            backend=b.name,
+            layout=t.layout,
+            status=CellStatus.ERROR,
+            reason=why,
+        )
         for t, b in matrix.cells(profile)
         if (c := f"{t.name}/{b.name}") not in present
     ]

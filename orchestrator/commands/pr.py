@@ -16,8 +16,18 @@ HELP = (
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--bundle", required=True, metavar="DIR", help="one target's bundle, e.g. results/bundle/ggml")
-    p.add_argument("--repo", required=True, metavar="OWNER/NAME", help="the repository to open the pull request on")
+    p.add_argument(
+        "--bundle",
+        required=True,
+        metavar="DIR",
+        help="one target's bundle, e.g. results/bundle/ggml",
+    )
+    p.add_argument(
+        "--repo",
+        required=True,
+        metavar="OWNER/NAME",
+        help="the repository to open the pull request on",
+    )
     p.add_argument(
         "--head-remote",
         required=True,
@@ -25,7 +35,12 @@ def add_arguments(p) -> None:
         help="your fork's git URL (https uses GITHUB_TOKEN, ssh your ssh keys)",
     )
     p.add_argument("--branch", required=True, metavar="NAME", help="the branch to push to the fork")
-    p.add_argument("--base", default="master", metavar="BRANCH", help="the branch to merge into (default: master)")
+    p.add_argument(
+        "--base",
+        default="master",
+        metavar="BRANCH",
+        help="the branch to merge into (default: master)",
+    )
     add_api_url(p)
     p.add_argument(
         "--head-owner",
@@ -44,8 +59,17 @@ def add_arguments(p) -> None:
         30.0,
         "bound on the whole API request: connect, each read and the total, in seconds (default: 30)",
     )
-    add_seconds(p, "--git-timeout", 600.0, "bound on git fetch and git push to the fork, in seconds (default: 600)")
-    p.add_argument("--open", action="store_true", help="really push and open the pull request (needs GITHUB_TOKEN)")
+    add_seconds(
+        p,
+        "--git-timeout",
+        600.0,
+        "bound on git fetch and git push to the fork, in seconds (default: 600)",
+    )
+    p.add_argument(
+        "--open",
+        action="store_true",
+        help="really push and open the pull request (needs GITHUB_TOKEN)",
+    )
 
 
 def run(args, matrix, cache) -> ExitCode:
@@ -61,7 +85,11 @@ def run(args, matrix, cache) -> ExitCode:
     github.check_api_url(args.api_url)
     if args.onto:
         github.check_commit(args.onto, "--onto")
-    owner = github.check_owner(args.head_owner) if args.head_owner else github.owner_from_remote(args.head_remote)
+    owner = (
+        github.check_owner(args.head_owner)
+        if args.head_owner
+        else github.owner_from_remote(args.head_remote)
+    )
     bundle = read_bundle(Path(args.bundle))
     policy = submission.policy_of(bundle.manifest, f"{bundle.path}/manifest.json")
     mode = str(policy.submit.value or "manual")
@@ -72,7 +100,9 @@ def run(args, matrix, cache) -> ExitCode:
             f"{bundle.target}: submit is none ({submission.role_of(policy).text}): no pull request from this bundle"
         )
     if args.open and mode == "manual":
-        with cache.lock(f"pr-{bundle.target}"):  # the steps to submit by hand: nothing touches the network
+        with cache.lock(
+            f"pr-{bundle.target}"
+        ):  # the steps to submit by hand: nothing touches the network
             onto, workdir = _onto_and_workdir(args, cache, bundle)
             steps = submission.manual_steps(
                 policy,
@@ -112,8 +142,12 @@ def run(args, matrix, cache) -> ExitCode:
             "--open needs GITHUB_TOKEN in the environment (a token with pull-request write access "
             f"to {args.repo}); without --open nothing is sent"
         )
-    pr = github.PullRequest(repo, bundle.title, bundle.body, f"{owner}:{branch}" if owner else branch, args.base)
-    with cache.lock(f"pr-{bundle.target}"):  # one pr per target at a time: they share the work repository
+    pr = github.PullRequest(
+        repo, bundle.title, bundle.body, f"{owner}:{branch}" if owner else branch, args.base
+    )
+    with cache.lock(
+        f"pr-{bundle.target}"
+    ):  # one pr per target at a time: they share the work repository
         return _push_and_open(args, cache, bundle, pr, token)
 
 
@@ -125,7 +159,9 @@ def _onto_and_workdir(args, cache, bundle, snapshot_too: bool = False):
     base = bundle.manifest.base
     onto = args.onto or base.upstream_commit or base.snapshot_commit
     if not onto or (snapshot_too and not base.snapshot_commit):
-        raise ConfigError(f"{bundle.path}/manifest.json: no base commit recorded; re-run `ggml-patch bundle`")
+        raise ConfigError(
+            f"{bundle.path}/manifest.json: no base commit recorded; re-run `ggml-patch bundle`"
+        )
     return onto, github.work_repo(cache.root / "pr" / slug(bundle.target), cache.snapshots_git)
 
 
@@ -136,19 +172,25 @@ def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
     secrets = (token,) if token else ()
     remote, branch = args.head_remote, args.branch
 
-    def say(line: str, end: str = "\n") -> None:  # everything printed goes through the one redaction
+    def say(
+        line: str, end: str = "\n"
+    ) -> None:  # everything printed goes through the one redaction
         print(github.redact(line, secrets), end=end)
 
     snapshot, upstream = bundle.manifest.base.snapshot_commit, bundle.manifest.base.upstream_commit
     onto, workdir = _onto_and_workdir(args, cache, bundle, snapshot_too=True)
-    askpass = github.askpass_script(workdir / ".git", github.token_host(args.api_url)) if token else None
+    askpass = (
+        github.askpass_script(workdir / ".git", github.token_host(args.api_url)) if token else None
+    )
     notes, local_onto = [], onto
     if not github.has_commit(workdir, onto):
         if args.open:
             github.fetch_commit(workdir, remote, onto, askpass, secrets, timeout=args.git_timeout)
         else:  # a dry run touches no network: check the series on the snapshot, the same tree
             local_onto = snapshot
-            notes.append(f"with --open: git fetch {remote} {onto} (the series then goes on that commit)")
+            notes.append(
+                f"with --open: git fetch {remote} {onto} (the series then goes on that commit)"
+            )
     if not upstream and not args.onto:
         notes.append(
             f"the branch is based on the ggml-patch snapshot {snapshot[:12]}, not an upstream commit: "

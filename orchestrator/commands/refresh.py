@@ -8,7 +8,9 @@ HELP = "regenerate the series in patches/ from a target's resolved worktree (sta
 
 
 def add_arguments(p) -> None:
-    p.add_argument("target", metavar="TARGET", help="the target whose worktree holds the series to keep")
+    p.add_argument(
+        "target", metavar="TARGET", help="the target whose worktree holds the series to keep"
+    )
 
 
 def run(args, matrix, cache) -> ExitCode:

@@ -15,7 +15,9 @@ HELP = (
 
 
 def add_arguments(p) -> None:
-    repeatable(p, "--profile", "the git targets of this profile (repeatable; default: every profile)")
+    repeatable(
+        p, "--profile", "the git targets of this profile (repeatable; default: every profile)"
+    )
     add_targets(p)
     p.add_argument("--out", metavar="FILE", help="also write the pins file here (indented JSON)")
 
@@ -32,7 +34,10 @@ def run(args, matrix, cache) -> ExitCode:
     for name, pin in resolved.items():
         print(f"{name}: {pin.ref} -> {pin.commit} ({pin.remote_ref})", file=sys.stderr)
     for name, why in gone.items():  # recorded, not fatal: its legs report `source unavailable`
-        print(f"ggml-patch: warning: {name}: unreachable, its cells will report it: {why.reason}", file=sys.stderr)
+        print(
+            f"ggml-patch: warning: {name}: unreachable, its cells will report it: {why.reason}",
+            file=sys.stderr,
+        )
     if not names:
         print("no git targets: nothing to pin", file=sys.stderr)
     data = P.pins_json(resolved, gone)

@@ -34,7 +34,9 @@ def run(args, matrix, cache) -> ExitCode:
 
     rows = status_of_targets(matrix, cache, target_names(matrix, args.profile, args.target))
     if args.json:
-        report = StatusReport.model_construct(profile=args.profile, targets=rows)  # what was found, as found
+        report = StatusReport.model_construct(
+            profile=args.profile, targets=rows
+        )  # what was found, as found
         print(json.dumps(redact_data(report.to_json()), indent=2))
     else:
         print_table(rows, args.profile)

@@ -51,7 +51,9 @@ def target_names(matrix: Matrix, profile: str, names: list[str]) -> list[str]:
 
 
 def status_of_targets(matrix: Matrix, cache: Cache, names: list[str]) -> list[TargetStatus]:
-    series = load_series(matrix)  # a bad series is refused here, before anything is fetched or touched
+    series = load_series(
+        matrix
+    )  # a bad series is refused here, before anything is fetched or touched
     repo = SnapshotRepo(cache.snapshots_git)
     # every source is resolved before any worktree is touched: a ref that does not exist stops the run here
     resolved = [(t, *_snapshot_or_reason(t, cache, repo)) for t in map(matrix.target, names)]
@@ -61,7 +63,11 @@ def status_of_targets(matrix: Matrix, cache: Cache, names: list[str]) -> list[Ta
     for target, snap, status, reason in resolved:
         if snap is None:
             layout, source = _layout_name(target), _source_info(target, None)
-            rows.append(TargetStatus(target=target.name, layout=layout, source=source, status=status, detail=reason))
+            rows.append(
+                TargetStatus(
+                    target=target.name, layout=layout, source=source, status=status, detail=reason
+                )
+            )
         else:
             with cache.lock(f"status-{target.name}"):  # one run at a time in a target's worktrees
                 rows.append(check_target(cache, repo, series, target, snap, before_merge))
@@ -78,11 +84,22 @@ def _snapshot_or_reason(target: Target, cache: Cache, repo: SnapshotRepo):
 
 
 def check_target(
-    cache: Cache, repo: SnapshotRepo, series: Series, target: Target, snap: sources.Snapshot, before_merge: Thunk
+    cache: Cache,
+    repo: SnapshotRepo,
+    series: Series,
+    target: Target,
+    snap: sources.Snapshot,
+    before_merge: Thunk,
 ) -> TargetStatus:
     src, layout = get_layout(series.layout), get_layout(target.layout, target.prefix)
     layout_name, source = _layout_name(target), _source_info(target, snap)
-    row = TargetStatus(target=target.name, layout=layout_name, source=source, status=S.NOT_APPLICABLE, base=snap.commit)
+    row = TargetStatus(
+        target=target.name,
+        layout=layout_name,
+        source=source,
+        status=S.NOT_APPLICABLE,
+        base=snap.commit,
+    )
     read_base = lambda p: repo.read_blob(snap.commit, p)  # noqa: E731
     fix_files = [translate(p, src, layout) for p in S.modified_fix_files(series)]
     reason = S.not_applicable_reason(fix_files, layout.from_ggml(S.OPT_HEADER), read_base)
@@ -91,7 +108,9 @@ def check_target(
         return row
     try:
         rendered = render(series, src, layout, read_base)
-    except ConfigError as e:  # e.g. a tests/CMakeLists.txt with no test-opt to register the gate test after
+    except (
+        ConfigError
+    ) as e:  # e.g. a tests/CMakeLists.txt with no test-opt to register the gate test after
         row.detail = str(e)
         return row
     dirs = status_dirs(cache, target)
@@ -101,7 +120,9 @@ def check_target(
     row.patches = results
     row.status, row.detail = S.target_status(results)
     if conflict:
-        row.conflict = leave_for_resolution(repo, dirs.resolve, snap.commit, results, files, conflict)
+        row.conflict = leave_for_resolution(
+            repo, dirs.resolve, snap.commit, results, files, conflict
+        )
     else:
         drop_captured_resolution(repo, dirs.resolve, trial)
     return row
@@ -117,12 +138,16 @@ def attempt(
         result, detail, conflict = _try_patch(wt, patch, f, before_merge)
         results.append(PatchResult(name=patch.name, result=result, detail=detail))
         if conflict:
-            results += [PatchResult(name=p.name, result=S.NOT_TRIED) for p in rendered.patches[i + 1 :]]
+            results += [
+                PatchResult(name=p.name, result=S.NOT_TRIED) for p in rendered.patches[i + 1 :]
+            ]
             return results, conflict
     return results, None
 
 
-def _try_patch(wt: Worktree, patch, f: Path, before_merge: Thunk) -> tuple[str, str, Optional[Conflict]]:
+def _try_patch(
+    wt: Worktree, patch, f: Path, before_merge: Thunk
+) -> tuple[str, str, Optional[Conflict]]:
     """(result, detail, conflict) of one patch on the worktree."""
     # reverse first: a patch that only adds (new test cases) applies a second time on a tree that has it
     if wt.applies(f, reverse=True):
@@ -142,7 +167,11 @@ def _try_patch(wt: Worktree, patch, f: Path, before_merge: Thunk) -> tuple[str, 
         return PRESENT, "a 3-way merge leaves nothing to change", None
     conflict = _conflict(wt, patch, plain, merged)
     wt.am_abort()
-    return CONFLICTED, f"{conflict.file}, {conflict.hunk}" if conflict.file else conflict.reason, conflict
+    return (
+        CONFLICTED,
+        f"{conflict.file}, {conflict.hunk}" if conflict.file else conflict.reason,
+        conflict,
+    )
 
 
 def _conflict(wt: Worktree, patch, plain_output: str, merged_output: str) -> Conflict:
@@ -157,7 +186,12 @@ def _conflict(wt: Worktree, patch, plain_output: str, merged_output: str) -> Con
 
 
 def leave_for_resolution(
-    repo: SnapshotRepo, path: Path, base: str, results: list[PatchResult], files: list[Path], conflict: Conflict
+    repo: SnapshotRepo,
+    path: Path,
+    base: str,
+    results: list[PatchResult],
+    files: list[Path],
+    conflict: Conflict,
 ) -> Conflict:
     """A worktree with the patches before the conflict applied and `git am -3` stopped at it."""
     wt = Worktree(repo, path)
@@ -190,7 +224,9 @@ def ensure_preimages(matrix: Matrix, cache: Cache, repo: SnapshotRepo, series: S
         series_base(matrix, cache, repo, series)
 
 
-def series_base(matrix: Matrix, cache: Cache, repo: SnapshotRepo, series: Series) -> Optional[sources.Snapshot]:
+def series_base(
+    matrix: Matrix, cache: Cache, repo: SnapshotRepo, series: Series
+) -> Optional[sources.Snapshot]:
     """The snapshot the canonical series was made on: a pinned target in the series' own layout whose
     files are the series' pre-images (index lines). None when the matrix has none."""
     wanted = preimage_blobs(series)

@@ -33,7 +33,13 @@ UNREACHABLE = "source unreachable"
 UNAVAILABLE = "source unavailable"
 
 # one patch's result
-CLEAN, MERGED, PRESENT, CONFLICTED, NOT_TRIED = "clean", "3-way", "already upstream", "conflict", "not tried"
+CLEAN, MERGED, PRESENT, CONFLICTED, NOT_TRIED = (
+    "clean",
+    "3-way",
+    "already upstream",
+    "conflict",
+    "not tried",
+)
 
 PER_STEP_API = "ggml_opt_prepare_alloc"  # the per-step mode the fix is about (ggml-opt.h)
 OPT_HEADER = "include/ggml-opt.h"  # ggml layout path
@@ -66,7 +72,9 @@ class TargetStatus(Record):
 
     target: str
     layout: str = ""
-    source: Provenance = Field(default_factory=lambda: Provenance(kind=""))  # kind, description, provenance
+    source: Provenance = Field(
+        default_factory=lambda: Provenance(kind="")
+    )  # kind, description, provenance
     status: str
     detail: str = ""
     base: Optional[str] = None
@@ -110,7 +118,11 @@ def exit_code(rows: list[TargetStatus]) -> ExitCode:
 def modified_fix_files(series: Series) -> list[str]:
     """Files the fix changes (outside tests/) that must exist before it: not the ones it creates."""
     fix = set(series.fix_paths())
-    return list(dict.fromkeys(f.path for p in series.patches for f in p.files if f.path in fix and not is_new_file(f)))
+    return list(
+        dict.fromkeys(
+            f.path for p in series.patches for f in p.files if f.path in fix and not is_new_file(f)
+        )
+    )
 
 
 def not_applicable_reason(
@@ -168,11 +180,21 @@ def failed_hunk(patch: Patch, git_output: str) -> tuple[Optional[str], str]:
 def hunk_header(patch: Patch, path: str, old_line: int) -> Optional[str]:
     """The '@@ ... @@' line of the hunk of `path` starting at `old_line` (git apply's report)."""
     f = next((f for f in patch.files if f.path == path), None)
-    hunk = next((h for h in unidiff.PatchSet(f.text)[0] if h.source_start == old_line), None) if f else None
+    hunk = (
+        next((h for h in unidiff.PatchSet(f.text)[0] if h.source_start == old_line), None)
+        if f
+        else None
+    )
     if f is None or hunk is None:
         return None
-    made = f"@@ -{hunk.source_start},{hunk.source_length} +{hunk.target_start},{hunk.target_length} @@"
-    given = (x for x in f.text.splitlines() if x.startswith(f"@@ -{hunk.source_start}") and x.count("@@") >= 2)
+    made = (
+        f"@@ -{hunk.source_start},{hunk.source_length} +{hunk.target_start},{hunk.target_length} @@"
+    )
+    given = (
+        x
+        for x in f.text.splitlines()
+        if x.startswith(f"@@ -{hunk.source_start}") and x.count("@@") >= 2
+    )
     return next(given, made)
 
 

@@ -12,7 +12,9 @@ from . import results as ft
 
 FILE = Path("evidence") / "finetune.json"
 PLOT = "finetune-loss.png"
-MAX_BYTES = 4 << 20  # far above what the tool writes (about 10 KB a case): a larger file is not its own
+MAX_BYTES = (
+    4 << 20
+)  # far above what the tool writes (about 10 KB a case): a larger file is not its own
 
 
 def load(results_dir: Path) -> Optional[ft.FinetuneResults]:
@@ -24,18 +26,28 @@ def load(results_dir: Path) -> Optional[ft.FinetuneResults]:
     try:
         if (size := path.stat().st_size) > MAX_BYTES:
             raise ValueError(f"{size} bytes, more than the {MAX_BYTES} a finetune.json can have")
-        with path.open("rb") as f:  # never more than the cap read, should the file grow after the check
+        with path.open(
+            "rb"
+        ) as f:  # never more than the cap read, should the file grow after the check
             return ft.FinetuneResults.from_json(f.read(MAX_BYTES + 1).decode("utf-8"))
     except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text; not a finetune.json of `ggml-patch evidence`") from None
+        raise ConfigError(
+            f"{path}: not UTF-8 text; not a finetune.json of `ggml-patch evidence`"
+        ) from None
     except OSError as e:
         raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
     except ValueError as e:
-        raise ConfigError(f"{path}: {e}; re-run `ggml-patch evidence` (or remove the file)") from None
+        raise ConfigError(
+            f"{path}: {e}; re-run `ggml-patch evidence` (or remove the file)"
+        ) from None
 
 
 def for_target(
-    found: Optional[ft.FinetuneResults], target: str, base: str, series_sha256: str, log: Callable[[str], None]
+    found: Optional[ft.FinetuneResults],
+    target: str,
+    base: str,
+    series_sha256: str,
+    log: Callable[[str], None],
 ) -> Optional[ft.FinetuneResults]:
     """The evidence when it was made on this target's base with this series; else None, said in one line."""
     if found is None or found.target != target:

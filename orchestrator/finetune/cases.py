@@ -42,7 +42,13 @@ class Case:
 
     def key(self) -> dict[str, Any]:
         """What the cache key holds of the case: everything the program is given for it."""
-        return dict(optimizer=self.optimizer, lr=self.lr, n_batch=N_CTX, n_ubatch=self.n_ubatch, epochs=self.epochs)
+        return dict(
+            optimizer=self.optimizer,
+            lr=self.lr,
+            n_batch=N_CTX,
+            n_ubatch=self.n_ubatch,
+            epochs=self.epochs,
+        )
 
 
 # Fixed before any result (issue 25): finetune.cpp's defaults (AdamW lr 1e-5, opt_period 1), the
@@ -58,10 +64,14 @@ def parse_case(text: str, default_epochs: int = 8) -> Case:
         raise ValueError(f"--case {text!r}: expected {CASE_FORMAT}, e.g. adamw:1e-5:2:8")
     opt, lr_text, period_text = parts[:3]
     if opt not in OPTIMIZERS:
-        raise ValueError(f"--case {text!r}: optimizer {opt!r}: expected one of {', '.join(OPTIMIZERS)}")
+        raise ValueError(
+            f"--case {text!r}: optimizer {opt!r}: expected one of {', '.join(OPTIMIZERS)}"
+        )
     lr = number(lr_text)
     if not (math.isfinite(lr) and 0 < lr <= 10):
-        raise ValueError(f"--case {text!r}: learning rate {lr_text!r}: expected a number in (0, 10]")
+        raise ValueError(
+            f"--case {text!r}: learning rate {lr_text!r}: expected a number in (0, 10]"
+        )
     period = int(period_text) if period_text.isdigit() else None
     if period not in PERIODS:
         raise ValueError(
@@ -71,7 +81,9 @@ def parse_case(text: str, default_epochs: int = 8) -> Case:
     epochs_text = parts[3] if len(parts) == 4 else str(default_epochs)
     epochs = int(epochs_text) if epochs_text.isdigit() else None
     if epochs is None or not 1 <= epochs <= MAX_EPOCHS:
-        raise ValueError(f"--case {text!r}: epochs {epochs_text!r}: expected a whole number from 1 to {MAX_EPOCHS}")
+        raise ValueError(
+            f"--case {text!r}: epochs {epochs_text!r}: expected a whole number from 1 to {MAX_EPOCHS}"
+        )
     return Case(opt, lr, period, epochs)
 
 
@@ -82,7 +94,9 @@ def parse_cases(texts: Sequence[str]) -> list[Case]:
     for c in cases:
         other = seen.setdefault((c.optimizer, c.lr, c.opt_period), c)
         if other.epochs != c.epochs:
-            raise ValueError(f"--case {c.name} and --case {other.name}: the same case with two epoch counts")
+            raise ValueError(
+                f"--case {c.name} and --case {other.name}: the same case with two epoch counts"
+            )
     return list(dict.fromkeys(cases))
 
 

@@ -47,13 +47,21 @@ BINARY = f"./build/bin/{PROGRAM}"  # ... and the program built from it
 
 def program_options() -> dict[str, Any]:
     """The program's options that are the same for every case (part of the cache key)."""
-    fixed = dict(n_ctx=N_CTX, val_split=VAL_SPLIT, threads=THREADS, noise_threads=list(NOISE_THREADS))
+    fixed = dict(
+        n_ctx=N_CTX, val_split=VAL_SPLIT, threads=THREADS, noise_threads=list(NOISE_THREADS)
+    )
     return fixed | {"pretrain": pretrain_options()}
 
 
 def pretrain_options() -> dict[str, Any]:
     p = PRETRAIN
-    return {"optimizer": p.optimizer, "lr": p.lr, "epochs": p.epochs, "n_ctx": N_CTX, "files": list(PRETRAIN_FILES)}
+    return {
+        "optimizer": p.optimizer,
+        "lr": p.lr,
+        "epochs": p.epochs,
+        "n_ctx": N_CTX,
+        "files": list(PRETRAIN_FILES),
+    }
 
 
 # llama-finetune built from a llama.cpp tree as the evidence builds it (only that target)
@@ -69,9 +77,24 @@ def command(
 ) -> list[str]:
     """llama-finetune's command line for a case: -c = -b = 256, -ub = 256 / opt_period; -f takes one file."""
     assert len(data) == 1, "llama-finetune reads one -f file"
-    opts = {"-m": model, "-f": data[0], "-c": N_CTX, "-b": N_CTX, "-ub": case.n_ubatch, "-opt": case.optimizer}
-    opts |= {"-lr": f"{case.lr:g}", "-epochs": case.epochs, "-val-split": f"{VAL_SPLIT:g}", "-t": threads}
-    return [binary, *(s for k, v in {**opts, "-o": out or "/dev/null"}.items() for s in (k, str(v)))]
+    opts = {
+        "-m": model,
+        "-f": data[0],
+        "-c": N_CTX,
+        "-b": N_CTX,
+        "-ub": case.n_ubatch,
+        "-opt": case.optimizer,
+    }
+    opts |= {
+        "-lr": f"{case.lr:g}",
+        "-epochs": case.epochs,
+        "-val-split": f"{VAL_SPLIT:g}",
+        "-t": threads,
+    }
+    return [
+        binary,
+        *(s for k, v in {**opts, "-o": out or "/dev/null"}.items() for s in (k, str(v))),
+    ]
 
 
 def pretrain_command(binary: str, model: str, data: Sequence[str], out: str) -> list[str]:
@@ -134,7 +157,13 @@ def parse_output(text: str) -> ProgramOutput:
             train = (loss, acc)
         elif train is not None:
             epochs.append(
-                Epoch(epoch=len(epochs) + 1, train_loss=train[0], eval_loss=loss, train_acc=train[1], eval_acc=acc)
+                Epoch(
+                    epoch=len(epochs) + 1,
+                    train_loss=train[0],
+                    eval_loss=loss,
+                    train_acc=train[1],
+                    eval_acc=acc,
+                )
             )
             train = None
     return ProgramOutput(tuple(epochs), tuple(warnings))
@@ -148,7 +177,10 @@ Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")]
 # a plain relative path of the tree: never absolute, never "..", no option
 TreePath = Annotated[
-    str, StringConstraints(pattern=r"^[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*$", max_length=200)
+    str,
+    StringConstraints(
+        pattern=r"^[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*$", max_length=200
+    ),
 ]
 Seconds = Annotated[float, Field(ge=0)]
 
@@ -222,7 +254,9 @@ class Run(Record):
     exit_code: Optional[int] = None
     seconds: Optional[Seconds] = None
     outcome: Literal["ok", "failed", "timed out", "crashed"] = "ok"  # as the runner classified it
-    cpu_seconds: Optional[Seconds] = None  # user + system CPU of the program (wall time depends on the load)
+    cpu_seconds: Optional[Seconds] = (
+        None  # user + system CPU of the program (wall time depends on the load)
+    )
     threads: Annotated[int, Field(ge=1, le=256)] = THREADS
     repeat: Annotated[int, Field(ge=0, le=16)] = 0
     warnings: Annotated[list[Text], Field(max_length=20)] = []
@@ -237,7 +271,11 @@ class Run(Record):
         return self.threads == THREADS and self.repeat == 0
 
 
-COMPUTED = ("noise", "thresholds", "verdicts")  # written for the reader, recomputed on reading, never trusted
+COMPUTED = (
+    "noise",
+    "thresholds",
+    "verdicts",
+)  # written for the reader, recomputed on reading, never trusted
 
 
 class FinetuneResults(Record):
@@ -274,7 +312,9 @@ class FinetuneResults(Record):
         if not isinstance(d, dict):
             raise ValueError("expected a JSON object")
         if (version := d.get("schema_version")) != FINETUNE_SCHEMA_VERSION:
-            raise ValueError(f"finetune results: schema_version {version!r}, expected {FINETUNE_SCHEMA_VERSION}")
+            raise ValueError(
+                f"finetune results: schema_version {version!r}, expected {FINETUNE_SCHEMA_VERSION}"
+            )
         try:
             plain = json.dumps({k: v for k, v in d.items() if k not in COMPUTED}, allow_nan=True)
             found = cls.model_validate_json(plain, strict=True)
@@ -296,15 +336,23 @@ class FinetuneResults(Record):
             seen.add(key)
             numbers = [e.epoch for e in r.epochs]
             if numbers != list(range(1, len(numbers) + 1)):
-                raise ValueError(f"runs[{i}].epochs: epochs {numbers[:8]} are not numbered 1, 2, ... in order")
+                raise ValueError(
+                    f"runs[{i}].epochs: epochs {numbers[:8]} are not numbered 1, 2, ... in order"
+                )
 
     def cases(self) -> list[tuple[str, int, float]]:
         """(optimizer, opt_period, lr) in first-seen order."""
         return list(dict.fromkeys(r.case for r in self.runs))
 
-    def run(self, variant: str, optimizer: str, opt_period: int, lr: Optional[float] = None) -> Optional[Run]:
+    def run(
+        self, variant: str, optimizer: str, opt_period: int, lr: Optional[float] = None
+    ) -> Optional[Run]:
         """The primary run of a variant and case (lr None: the first with any lr)."""
-        found = (r for r in self.runs if r.primary and r.variant == variant and r.case[:2] == (optimizer, opt_period))
+        found = (
+            r
+            for r in self.runs
+            if r.primary and r.variant == variant and r.case[:2] == (optimizer, opt_period)
+        )
         return next((r for r in found if lr in (None, r.lr)), None)
 
 
@@ -335,14 +383,20 @@ THRESHOLDS = {
 class Noise:
     floor: float  # absolute, in loss units
     measured: Optional[float]  # the largest same-build difference seen (None: no pair measured)
-    pairs: tuple[str, ...]  # which runs were compared, e.g. "with_fix adamw lr 1e-05 opt_period 1: t2 vs t1"
+    pairs: tuple[
+        str, ...
+    ]  # which runs were compared, e.g. "with_fix adamw lr 1e-05 opt_period 1: t2 vs t1"
 
 
 def _max_abs_diff(a: Sequence[Epoch], b: Sequence[Epoch]) -> float:
     out = 0.0
     for x, y in zip(a, b, strict=False):
         for u, v in ((x.train_loss, y.train_loss), (x.eval_loss, y.eval_loss)):
-            d = abs(u - v) if math.isfinite(u) and math.isfinite(v) else (0.0 if u == v else math.inf)
+            d = (
+                abs(u - v)
+                if math.isfinite(u) and math.isfinite(v)
+                else (0.0 if u == v else math.inf)
+            )
             out = max(out, d)
     return out
 
@@ -358,7 +412,9 @@ def noise_floor(results: FinetuneResults) -> Noise:
         d = _max_abs_diff(p.epochs, r.epochs)
         measured = d if measured is None else max(measured, d)
         case = f"{r.variant} {r.optimizer} lr {r.lr:g} opt_period {r.opt_period}"
-        pairs.append(f"{case}: t{p.threads} vs t{r.threads}{f' repeat {r.repeat}' if r.repeat else ''}: {d:.5g}")
+        pairs.append(
+            f"{case}: t{p.threads} vs t{r.threads}{f' repeat {r.repeat}' if r.repeat else ''}: {d:.5g}"
+        )
     return Noise(max(PRINT_RESOLUTION, measured or 0.0), measured, tuple(pairs))
 
 
@@ -372,14 +428,21 @@ class FinetuneVerdict:
     end_diff: float  # unfixed - fixed last eval loss (positive: the unfixed run ends worse)
     end_diff_rel: float  # end_diff / fixed last eval loss
     floor: float
-    better_epochs: int  # epochs where the unfixed eval loss is lower than the fixed one by more than the floor
+    better_epochs: (
+        int  # epochs where the unfixed eval loss is lower than the fixed one by more than the floor
+    )
     worse_epochs: int  # ... higher
     diverged: bool  # without the fix, a loss became nan or inf (with the fix it did not)
     label: str
 
 
 def finetune_verdict(
-    optimizer: str, opt_period: int, lr: float, fixed: Sequence[Epoch], unfixed: Sequence[Epoch], floor: float
+    optimizer: str,
+    opt_period: int,
+    lr: float,
+    fixed: Sequence[Epoch],
+    unfixed: Sequence[Epoch],
+    floor: float,
 ) -> FinetuneVerdict:
     """The rule above, on the epochs both runs reported (pure)."""
     n = min(len(fixed), len(unfixed))
@@ -405,7 +468,9 @@ def finetune_verdict(
         label = "differs, no harm shown"
     else:
         label = "no difference"
-    return FinetuneVerdict(optimizer, opt_period, lr, n, max_diff, end, end_rel, floor, better, worse, diverged, label)
+    return FinetuneVerdict(
+        optimizer, opt_period, lr, n, max_diff, end, end_rel, floor, better, worse, diverged, label
+    )
 
 
 def run_outcome(exit_code: Optional[int], timed_out: bool, complete: bool) -> str:
@@ -429,7 +494,9 @@ def no_case_differs(results: FinetuneResults) -> bool:
 def verdicts(results: FinetuneResults) -> list[FinetuneVerdict]:
     """One verdict per case that has both variants, against the results' own noise floor."""
     floor = noise_floor(results).floor
-    pairs = [(c, results.run("with_fix", *c), results.run("without_fix", *c)) for c in results.cases()]
+    pairs = [
+        (c, results.run("with_fix", *c), results.run("without_fix", *c)) for c in results.cases()
+    ]
     return [finetune_verdict(*c, f.epochs, u.epochs, floor) for c, f, u in pairs if f and u]
 
 
@@ -459,8 +526,12 @@ def cache_key(
 ) -> str:
     """A stable sha256 of all that decides the results (pure): series is the rendered series' digest, model
     the random model's, data the training text's, program finetune.cpp's, pretrain the pre-training's key."""
-    parts: dict[str, Any] = dict(base=base, series=series, model=model, data=data, program=program, flags=flags)
-    parts |= dict(cases=cases, toolchain=toolchain, pretrain=pretrain, v=FINETUNE_KEY_VERSION, kind="finetune")
+    parts: dict[str, Any] = dict(
+        base=base, series=series, model=model, data=data, program=program, flags=flags
+    )
+    parts |= dict(
+        cases=cases, toolchain=toolchain, pretrain=pretrain, v=FINETUNE_KEY_VERSION, kind="finetune"
+    )
     return resultcache.cell_key(parts)
 
 
@@ -471,7 +542,9 @@ def _cells(e: Optional[Epoch]) -> str:
     """An epoch's train and eval loss as two table cells, as llama-finetune prints them (5 decimals)."""
     if not e:
         return "— | —"
-    return " | ".join(f"{x:.5f}" if math.isfinite(x) else str(x) for x in (e.train_loss, e.eval_loss))
+    return " | ".join(
+        f"{x:.5f}" if math.isfinite(x) else str(x) for x in (e.train_loss, e.eval_loss)
+    )
 
 
 def table_markdown(results: FinetuneResults) -> str:
@@ -522,7 +595,9 @@ def figure(results: FinetuneResults):
         from matplotlib.figure import Figure  # the optional plot extra, loaded only to draw
         from matplotlib.ticker import MaxNLocator  # matplotlib: the optional plot extra
     except ImportError as e:
-        raise RuntimeError("the finetune plot needs matplotlib (pip install 'ggml-patch[plot]')") from e
+        raise RuntimeError(
+            "the finetune plot needs matplotlib (pip install 'ggml-patch[plot]')"
+        ) from e
 
     cases = results.cases()
     opts = list(dict.fromkeys((o, lr) for o, _, lr in cases))
@@ -537,7 +612,14 @@ def figure(results: FinetuneResults):
                 if not run:
                     continue
                 xs = [e.epoch for e in run.epochs]
-                ax.plot(xs, [e.train_loss for e in run.epochs], "-o", ms=3, color=colour, label=f"train, {label}")
+                ax.plot(
+                    xs,
+                    [e.train_loss for e in run.epochs],
+                    "-o",
+                    ms=3,
+                    color=colour,
+                    label=f"train, {label}",
+                )
                 ys = [e.eval_loss for e in run.epochs]
                 ax.plot(xs, ys, "--s", ms=3, color=colour, alpha=0.7, label=f"eval, {label}")
             ys = [y for line in ax.lines for y in line.get_ydata() if math.isfinite(y) and y > 0]
@@ -575,13 +657,23 @@ def provenance_rows(results: FinetuneResults) -> dict[str, str]:
     """what -> value: where the numbers come from (data only)."""
     m, d, pre = results.model, results.data, results.model.get("pretrain") or {}
     dims = m.get("dims") or {}
-    model = ", ".join(f"{k} {dims[k]}" for k in ("n_layer", "n_embd", "n_head", "n_ff", "n_ctx") if k in dims)
+    model = ", ".join(
+        f"{k} {dims[k]}" for k in ("n_layer", "n_embd", "n_head", "n_ff", "n_ctx") if k in dims
+    )
     runs = [r for r in results.runs if r.cpu_seconds is not None]
     cpu = sum(r.cpu_seconds or 0 for r in runs)
     curve = pre.get("eval_loss") or []
     numbers = curve and all(isinstance(x, (int, float)) for x in curve)
-    learned = f", eval loss {curve[0]:.4f} after epoch 1, {curve[-1]:.4f} after epoch {len(curve)}" if numbers else ""
-    prov = {v: results.provenance.get(v) or {} for v in VARIANTS if results.provenance.get(v) is not None}
+    learned = (
+        f", eval loss {curve[0]:.4f} after epoch 1, {curve[-1]:.4f} after epoch {len(curve)}"
+        if numbers
+        else ""
+    )
+    prov = {
+        v: results.provenance.get(v) or {}
+        for v in VARIANTS
+        if results.provenance.get(v) is not None
+    }
     checks = "; ".join(
         f"{v.replace('_', ' ')}: {'holds' if p.get('holds_fix') else 'lacks'} the fix "
         f"(binary sha256 `{str(p.get('sha256', '—'))[:16]}`)"
@@ -609,7 +701,9 @@ def provenance_rows(results: FinetuneResults) -> dict[str, str]:
         f"`{d.get('sha256', '—')}`; eval = llama-finetune's own validation split (its last "
         f"{VAL_SPLIT:.0%} of datapoints, held out of training)",
         "warnings printed": "; ".join(warnings) if warnings else "none",
-        "CPU seconds per epoch": f"{cpu / max(1, sum(len(r.epochs) for r in runs)):.1f}" if runs else "—",
+        "CPU seconds per epoch": f"{cpu / max(1, sum(len(r.epochs) for r in runs)):.1f}"
+        if runs
+        else "—",
     }
 
 
@@ -665,11 +759,30 @@ def pr_lines(results: Optional[FinetuneResults], level: str, cell: Any = str) ->
     title = f"{level} Fine-tuning with upstream's llama-finetune: held-out eval loss per epoch with and without the fix"
     out = [title, "", *_tables(results, cell)]
     # each command as someone reproduces it: paths relative, the same for both variants (the tree decides)
-    data, pre = [f"{TREE}/{f}" for f in results.data.get("files") or []], results.model.get("pretrain") or {}
-    cases = [(Case(r.optimizer, r.lr, r.opt_period, len(r.epochs)), r.threads) for r in results.runs if r.primary]
-    commands = [" ".join(command(BINARY, PRETRAINED, data, c, t, "finetuned.gguf")) for c, t in cases]
+    data, pre = (
+        [f"{TREE}/{f}" for f in results.data.get("files") or []],
+        results.model.get("pretrain") or {},
+    )
+    cases = [
+        (Case(r.optimizer, r.lr, r.opt_period, len(r.epochs)), r.threads)
+        for r in results.runs
+        if r.primary
+    ]
+    commands = [
+        " ".join(command(BINARY, PRETRAINED, data, c, t, "finetuned.gguf")) for c, t in cases
+    ]
     seed, vocab = results.model.get("seed"), results.model.get("vocab_file") or ""
     random = f"tiny-llama-{seed}.gguf"
-    pretrain = pretrain_command(BINARY, random, [f"{TREE}/{f}" for f in pre.get("files") or []], PRETRAINED)
+    pretrain = pretrain_command(
+        BINARY, random, [f"{TREE}/{f}" for f in pre.get("files") or []], PRETRAINED
+    )
     tiny = f"python -m orchestrator.finetune.tiny_model {TREE}/{vocab} {random} --seed {seed}"
-    return out + ["", "```sh", *BUILD_COMMANDS, tiny, " ".join(pretrain), *dict.fromkeys(commands), "```"]
+    return out + [
+        "",
+        "```sh",
+        *BUILD_COMMANDS,
+        tiny,
+        " ".join(pretrain),
+        *dict.fromkeys(commands),
+        "```",
+    ]

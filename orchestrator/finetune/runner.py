@@ -35,7 +35,16 @@ from ..patchset.render import render
 from ..progress import Reporter
 from ..redact import redact
 from ..run import cmake, resultcache, toolchain
-from ..run.cell import CellContext, CellOptions, Tree, apply, build_variant, cell_context, fetch, fix_reverted
+from ..run.cell import (
+    CellContext,
+    CellOptions,
+    Tree,
+    apply,
+    build_variant,
+    cell_context,
+    fetch,
+    fix_reverted,
+)
 from ..run.testrun import TestRun, run_program
 from ..sources.base import Snapshot, sha256_of
 from ..vcs.snapshots import SnapshotRepo
@@ -50,7 +59,12 @@ RESULTS_SUBDIR = "evidence"
 NO_PLOT = "no plot: matplotlib is not installed (pip install 'ggml-patch[plot]'); the tables are all there is"
 # the tree's own CMake project, static, examples on (llama-common comes with them); only the
 # llama-finetune target is built, so the other examples, tests, tools and server never compile
-_ON = dict(CMAKE_BUILD_TYPE="Release", BUILD_SHARED_LIBS="OFF", LLAMA_BUILD_COMMON="ON", LLAMA_BUILD_EXAMPLES="ON")
+_ON = dict(
+    CMAKE_BUILD_TYPE="Release",
+    BUILD_SHARED_LIBS="OFF",
+    LLAMA_BUILD_COMMON="ON",
+    LLAMA_BUILD_EXAMPLES="ON",
+)
 _OFF = "LLAMA_BUILD_TESTS LLAMA_BUILD_TOOLS LLAMA_BUILD_SERVER LLAMA_BUILD_APP LLAMA_OPENSSL LLAMA_CURL".split()
 DEFINITIONS = tuple((_ON | dict.fromkeys(_OFF, "OFF")).items())
 
@@ -84,9 +98,15 @@ class Inputs:
 
     def pretrain_key(self) -> str:
         """The pre-trained model's cache key: the random model, the text, how, and the fixed build."""
-        parts: dict[str, Any] = dict(v=ft.FINETUNE_KEY_VERSION, random=self.model["sha256"], how=ft.pretrain_options())
-        parts |= dict(data=self.pretrain_data["sha256"], base=self.base, series=self.rendered_sha256)
-        parts |= dict(program=self.program_sha256, flags=self.flags.get("cmake"), toolchain=self.toolchain)
+        parts: dict[str, Any] = dict(
+            v=ft.FINETUNE_KEY_VERSION, random=self.model["sha256"], how=ft.pretrain_options()
+        )
+        parts |= dict(
+            data=self.pretrain_data["sha256"], base=self.base, series=self.rendered_sha256
+        )
+        parts |= dict(
+            program=self.program_sha256, flags=self.flags.get("cmake"), toolchain=self.toolchain
+        )
         return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
     def key(self, cases: tuple[ft.Case, ...]) -> str:
@@ -142,12 +162,18 @@ def _made(path: Path, **expected: object) -> Optional[dict]:
     """The metadata kept beside a file the evidence made (`<file>.json`) while it still describes it:
     the same sha256 (a changed or damaged file is made again) and `expected`."""
     meta = resultcache.load(path.parent, path.stem)
-    if not isinstance(meta, dict) or any(meta.get(k) != v for k, v in expected.items()) or not path.is_file():
+    if (
+        not isinstance(meta, dict)
+        or any(meta.get(k) != v for k, v in expected.items())
+        or not path.is_file()
+    ):
         return None
     return meta if meta.get("sha256") == sha256_of(path) else None
 
 
-def model_file(cache: Cache, vocab_name: str, vocab: bytes, seed: int, log: Callable[[str], None]) -> tuple[dict, Path]:
+def model_file(
+    cache: Cache, vocab_name: str, vocab: bytes, seed: int, log: Callable[[str], None]
+) -> tuple[dict, Path]:
     """The tiny model for this vocab and seed, made once into the cache."""
     vocab_sha = hashlib.sha256(vocab).hexdigest()
     path = evidence_dir(cache) / "models" / f"tiny-llama-{seed}-{vocab_sha[:12]}.gguf"
@@ -155,16 +181,23 @@ def model_file(cache: Cache, vocab_name: str, vocab: bytes, seed: int, log: Call
     if meta is not None:
         return meta, path
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix=cache.scratch_prefix("vocab"), dir=cache.scratch()) as scratch:
+    with tempfile.TemporaryDirectory(
+        prefix=cache.scratch_prefix("vocab"), dir=cache.scratch()
+    ) as scratch:
         (Path(scratch) / Path(vocab_name).name).write_bytes(vocab)
         made = tm.make(Path(scratch) / Path(vocab_name).name, path, seed)
-    meta = {k: v for k, v in asdict(made).items() if k != "path"} | {"vocab_file": vocab_name, "gguf": version("gguf")}
+    meta = {k: v for k, v in asdict(made).items() if k != "path"} | {
+        "vocab_file": vocab_name,
+        "gguf": version("gguf"),
+    }
     log(f"made {path.name} ({made.n_params} parameters, {time.monotonic() - t0:.1f} s)")
     resultcache.store(path.parent, path.stem, meta)
     return meta, path
 
 
-def gather_inputs(ctx: CellContext, snap: Snapshot, log: Callable[[str], None], seed: int = tm.DEFAULT_SEED) -> Inputs:
+def gather_inputs(
+    ctx: CellContext, snap: Snapshot, log: Callable[[str], None], seed: int = tm.DEFAULT_SEED
+) -> Inputs:
     """Model, texts, program, flags and toolchain, read from the snapshot repository (not the
     worktree: a cached result needs no worktree and no lock). One line (exit 2) when the tree has
     no llama_opt_epoch (llama.cpp's training API) or lacks a file the evidence needs."""
@@ -185,12 +218,17 @@ def gather_inputs(ctx: CellContext, snap: Snapshot, log: Callable[[str], None], 
             )
         return data
 
-    rendered = render(ctx.series, get_layout(ctx.series.layout), ctx.layout, lambda p: repo.read_blob(commit, p))
+    rendered = render(
+        ctx.series, get_layout(ctx.series.layout), ctx.layout, lambda p: repo.read_blob(commit, p)
+    )
     program = hashlib.sha256(blob(ft.PROGRAM_SOURCE)).hexdigest()
     pretrain, pretrain_paths = data_files(ctx.cache, [(f, blob(f)) for f in ft.PRETRAIN_FILES])
     data, data_paths = data_files(ctx.cache, [(f, blob(f)) for f in ft.DATA_FILES])
     model, model_path = model_file(ctx.cache, tm.DEFAULT_VOCAB, blob(tm.DEFAULT_VOCAB), seed, log)
-    flags = {"definitions": [list(d) for d in DEFINITIONS], "cmake": ctx.module.configure_flags(ctx.backend)}
+    flags = {
+        "definitions": [list(d) for d in DEFINITIONS],
+        "cmake": ctx.module.configure_flags(ctx.backend),
+    }
     flags |= {"env": ctx.module.test_env(ctx.backend), "program": ft.program_options()}
     flags["ccache"] = bool(shutil.which("ccache"))
     fix_paths = set(rendered.fix_paths())
@@ -215,15 +253,23 @@ def gather_inputs(ctx: CellContext, snap: Snapshot, log: Callable[[str], None], 
 # ---------------------------------------------------------------- build: both variants, under the cell's lock
 
 
-def build_variants(ctx: CellContext, tree: Tree, timings: dict) -> tuple[dict[str, Path], dict[str, dict]]:
+def build_variants(
+    ctx: CellContext, tree: Tree, timings: dict
+) -> tuple[dict[str, Path], dict[str, dict]]:
     """{variant: llama-finetune copied out of the build tree} with the fix, then with only the fix reverted
     (the control's tree; patched again on the way out), and what each was built from (`_sources`)."""
     llama_dir = str(tree.worktree.path / ctx.layout.prefix).rstrip("/")
     plan = BuildPlan(llama_dir, DEFINITIONS, (ft.PROGRAM,), programs=())
-    ctx.steps.step("configure", f"llama.cpp's own CMake project, target {ft.PROGRAM}, {ctx.build_subdir}")
+    ctx.steps.step(
+        "configure", f"llama.cpp's own CMake project, target {ft.PROGRAM}, {ctx.build_subdir}"
+    )
     t0 = time.monotonic()
     step = cmake.configure(
-        plan, ctx.build_dir, ctx.module.configure_flags(ctx.backend), ctx.logs / "configure.log", ctx.env
+        plan,
+        ctx.build_dir,
+        ctx.module.configure_flags(ctx.backend),
+        ctx.logs / "configure.log",
+        ctx.env,
     )
     cmake.require(step, "cmake configure (fine-tuning evidence)")
     timings["configure_s"] = round(time.monotonic() - t0, 2)
@@ -234,7 +280,10 @@ def build_variants(ctx: CellContext, tree: Tree, timings: dict) -> tuple[dict[st
         with fix_reverted(tree) if variant == "without_fix" else nullcontext(None) as reverted:
             if reverted is not None:
                 ctx.steps.done(f"reverted {', '.join(reverted)}")
-            binaries[variant], built_from[variant] = _built(ctx, variant), _sources(ctx, tree, variant)
+            binaries[variant], built_from[variant] = (
+                _built(ctx, variant),
+                _sources(ctx, tree, variant),
+            )
         timings[f"build_{variant}_s"] = round(time.monotonic() - t0, 2)
         timings[f"build_{variant}_cpu_s"] = round(_children_cpu() - c0, 2)
     return binaries, built_from
@@ -250,7 +299,10 @@ def _sources(ctx: CellContext, tree: Tree, variant: str) -> dict:
     return {
         "blobs": dict(zip(paths, ctx.repo.hash_blobs(tree.worktree.path, paths), strict=True)),
         "expected": {p: (ctx.repo.object_id(rev, p) if rev else None) for p in paths},
-        "objects": {p: hashlib.sha256(o[0].read_bytes()).hexdigest() if o else None for p, o in objects.items()},
+        "objects": {
+            p: hashlib.sha256(o[0].read_bytes()).hexdigest() if o else None
+            for p, o in objects.items()
+        },
     }
 
 
@@ -271,7 +323,9 @@ def _built(ctx: CellContext, variant: str) -> Path:
 
 
 def check_provenance(
-    binaries: dict[str, Path], markers: tuple[str, ...], built_from: Optional[dict[str, dict]] = None
+    binaries: dict[str, Path],
+    markers: tuple[str, ...],
+    built_from: Optional[dict[str, dict]] = None,
 ) -> dict[str, dict]:
     """{variant: {sha256, holds_fix, how it was checked, ...}}: before any run, each binary is what it
     claims: built from the fix's files as the patched commit (with_fix) or the base (without_fix) has
@@ -288,7 +342,11 @@ def check_provenance(
                 f"(looked for the fix's string {markers[0][:60]!r}): the builds are not what they claim; not run"
             )
         src = built_from.get(variant) or {}
-        wrong = [p for p, blob in (src.get("blobs") or {}).items() if blob != (src.get("expected") or {}).get(p)]
+        wrong = [
+            p
+            for p, blob in (src.get("blobs") or {}).items()
+            if blob != (src.get("expected") or {}).get(p)
+        ]
         if wrong:
             raise BuildFailed(
                 f"{path}: the {name} binary was built from {', '.join(wrong)} as neither the "
@@ -296,11 +354,22 @@ def check_provenance(
             )
         checks = ["fix's strings in the binary"] if markers else []
         checks += ["fix's files at build time"] if src.get("blobs") else []
-        out[variant] = dict(sha256=hashlib.sha256(data).hexdigest(), holds_fix=want if checks else holds, how=checks)
-        out[variant] |= {"checked": bool(checks), "markers": list(markers), **({"sources": src} if src else {})}
+        out[variant] = dict(
+            sha256=hashlib.sha256(data).hexdigest(), holds_fix=want if checks else holds, how=checks
+        )
+        out[variant] |= {
+            "checked": bool(checks),
+            "markers": list(markers),
+            **({"sources": src} if src else {}),
+        }
     if len(out) == 2 and out["with_fix"]["checked"]:
-        objs = [tuple(sorted((out[v].get("sources") or {}).get("objects", {}).items())) for v in ft.VARIANTS]
-        if out["with_fix"]["sha256"] == out["without_fix"]["sha256"] or (objs[0] and objs[0] == objs[1]):
+        objs = [
+            tuple(sorted((out[v].get("sources") or {}).get("objects", {}).items()))
+            for v in ft.VARIANTS
+        ]
+        if out["with_fix"]["sha256"] == out["without_fix"]["sha256"] or (
+            objs[0] and objs[0] == objs[1]
+        ):
             raise BuildFailed(
                 "the with-fix and without-fix builds of llama-finetune are the same (binary or the fix's "
                 "objects): reverting the fix changed nothing that was compiled; not run"
@@ -315,31 +384,69 @@ def _children_cpu() -> float:
 # ---------------------------------------------------------------- the runs
 
 
-def _run(ctx: CellContext, argv: list[str], epochs: int, log: str) -> tuple[TestRun, ft.ProgramOutput, float, str]:
+def _run(
+    ctx: CellContext, argv: list[str], epochs: int, log: str
+) -> tuple[TestRun, ft.ProgramOutput, float, str]:
     """The program run (cancellable at each line of output), what it printed, its CPU seconds, how it ended."""
-    c0, timeout_s = _children_cpu(), 60.0 + 120.0 * epochs  # far above the ~7 CPU s an epoch costs: a loaded machine
-    run = run_program(ft.PROGRAM, argv, timeout_s, ctx.env, ctx.logs / log, lambda line: ctx.steps.cancel.check())
+    c0, timeout_s = (
+        _children_cpu(),
+        60.0 + 120.0 * epochs,
+    )  # far above the ~7 CPU s an epoch costs: a loaded machine
+    run = run_program(
+        ft.PROGRAM, argv, timeout_s, ctx.env, ctx.logs / log, lambda line: ctx.steps.cancel.check()
+    )
     out = ft.parse_output(run.output)
-    return run, out, _children_cpu() - c0, ft.run_outcome(run.exit_code, run.timed_out, out.complete(epochs))
+    return (
+        run,
+        out,
+        _children_cpu() - c0,
+        ft.run_outcome(run.exit_code, run.timed_out, out.complete(epochs)),
+    )
 
 
 def run_case(
-    ctx: CellContext, binary: Path, model: Path, inputs: Inputs, case: ft.Case, variant: str, threads: int, repeat: int
+    ctx: CellContext,
+    binary: Path,
+    model: Path,
+    inputs: Inputs,
+    case: ft.Case,
+    variant: str,
+    threads: int,
+    repeat: int,
 ) -> ft.Run:
     """One case in one variant at a thread count (repeat: the same again, for the noise floor)."""
-    out_model = ctx.cell_dir / "finetune-out" / "finetuned.gguf"  # llama-finetune always saves one; not kept
+    out_model = (
+        ctx.cell_dir / "finetune-out" / "finetuned.gguf"
+    )  # llama-finetune always saves one; not kept
     out_model.parent.mkdir(parents=True, exist_ok=True)
-    argv = ft.command(str(binary), str(model), [str(p) for p in inputs.data_paths], case, threads, str(out_model))
-    ctx.steps.step(f"run {variant.replace('_', ' ')}", f"{case.label()}, {case.epochs} epochs, {threads} threads")
+    argv = ft.command(
+        str(binary), str(model), [str(p) for p in inputs.data_paths], case, threads, str(out_model)
+    )
+    ctx.steps.step(
+        f"run {variant.replace('_', ' ')}",
+        f"{case.label()}, {case.epochs} epochs, {threads} threads",
+    )
     log = f"{variant}-{case.optimizer}-lr{case.lr:g}-p{case.opt_period}-t{threads}{f'-r{repeat}' if repeat else ''}.log"
     run, out, cpu, outcome = _run(ctx, argv, case.epochs, log)
     out_model.unlink(missing_ok=True)
     last = out.epochs[-1] if out.epochs else None
     said = f": eval loss {last.eval_loss:.5f} after epoch {last.epoch}" if last else ""
-    ctx.steps.done(outcome + said + ("" if outcome == "ok" else f" (exit {run.exit_code}; log {run.log})"))
-    ran = dict(variant=variant, opt_period=case.opt_period, command=argv, exit_code=run.exit_code, outcome=outcome)
-    ran |= dict(seconds=round(run.duration_s, 2), cpu_seconds=round(cpu, 2), threads=threads, repeat=repeat)
-    return ft.Run(**{**case.key(), **ran, "epochs": list(out.epochs), "warnings": list(out.warnings)})
+    ctx.steps.done(
+        outcome + said + ("" if outcome == "ok" else f" (exit {run.exit_code}; log {run.log})")
+    )
+    ran = dict(
+        variant=variant,
+        opt_period=case.opt_period,
+        command=argv,
+        exit_code=run.exit_code,
+        outcome=outcome,
+    )
+    ran |= dict(
+        seconds=round(run.duration_s, 2), cpu_seconds=round(cpu, 2), threads=threads, repeat=repeat
+    )
+    return ft.Run(
+        **{**case.key(), **ran, "epochs": list(out.epochs), "warnings": list(out.warnings)}
+    )
 
 
 def pretrained_model(ctx: CellContext, inputs: Inputs, binary: Path) -> tuple[dict, Path]:
@@ -351,19 +458,33 @@ def pretrained_model(ctx: CellContext, inputs: Inputs, binary: Path) -> tuple[di
         return meta, path
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.parent.mkdir(parents=True, exist_ok=True)
-    argv = ft.pretrain_command(str(binary), str(inputs.model_path), [str(p) for p in inputs.pretrain_paths], str(tmp))
+    argv = ft.pretrain_command(
+        str(binary), str(inputs.model_path), [str(p) for p in inputs.pretrain_paths], str(tmp)
+    )
     pre = ft.PRETRAIN
     ctx.steps.step("pre-train", f"{pre.optimizer} lr {pre.lr:g}, {pre.epochs} epochs, with the fix")
     run, out, cpu, outcome = _run(ctx, argv, pre.epochs, "pretrain.log")
     if outcome != "ok" or not tmp.is_file():
         tmp.unlink(missing_ok=True)
-        raise BuildFailed(f"pre-training the tiny model: {outcome} (exit {run.exit_code}; log {run.log})")
+        raise BuildFailed(
+            f"pre-training the tiny model: {outcome} (exit {run.exit_code}; log {run.log})"
+        )
     os.replace(tmp, path)
-    meta = {"sha256": sha256_of(path), "key": key, "random_sha256": inputs.model["sha256"], **ft.pretrain_options()}
-    meta |= {"data_sha256": inputs.pretrain_data["sha256"], "train_loss": [e.train_loss for e in out.epochs]}
+    meta = {
+        "sha256": sha256_of(path),
+        "key": key,
+        "random_sha256": inputs.model["sha256"],
+        **ft.pretrain_options(),
+    }
+    meta |= {
+        "data_sha256": inputs.pretrain_data["sha256"],
+        "train_loss": [e.train_loss for e in out.epochs],
+    }
     meta |= {"eval_loss": [e.eval_loss for e in out.epochs], "seconds": round(run.duration_s, 2)}
     meta["cpu_seconds"] = round(cpu, 2)
-    ctx.steps.done(f"eval loss {meta['eval_loss'][0]:.4f} -> {meta['eval_loss'][-1]:.4f}; {path.name}")
+    ctx.steps.done(
+        f"eval loss {meta['eval_loss'][0]:.4f} -> {meta['eval_loss'][-1]:.4f}; {path.name}"
+    )
     resultcache.store(path.parent, path.stem, meta)
     return meta, path
 
@@ -392,17 +513,28 @@ def run_evidence(
 ) -> EvidenceRun:
     """The evidence for `target` (llama_target's) in results_dir/evidence/ and a section of results_dir/summary.md."""
     t_all = time.monotonic()
-    out_dir = outdir.claim(results_dir / RESULTS_SUBDIR, "--results")  # never a folder of the user's files
+    out_dir = outdir.claim(
+        results_dir / RESULTS_SUBDIR, "--results"
+    )  # never a folder of the user's files
     series = load_series(matrix)
     backend = matrix.backends.get("cpu") or Backend("cpu")
     cell_id = f"{target.name}/cpu"
     reporter.start_cell(f"{cell_id} fine-tuning evidence")
     repo = SnapshotRepo(cache.snapshots_git)
     # rerun: apply never stops at the matrix's cached cell result (the tree is needed)
-    options = CellOptions(series=series, repo=repo, rerun=True, programs=False, build_subdir=BUILD_SUBDIR)
+    options = CellOptions(
+        series=series, repo=repo, rerun=True, programs=False, build_subdir=BUILD_SUBDIR
+    )
     logs = out_dir / "logs"
     ctx = cell_context(
-        target, backend, cache, matrix.native_tests_dir, cache.cell_dir(cell_id), logs, options, reporter
+        target,
+        backend,
+        cache,
+        matrix.native_tests_dir,
+        cache.cell_dir(cell_id),
+        logs,
+        options,
+        reporter,
     )
     cached_dir = evidence_dir(cache) / "results"
     with cache.lock(f"evidence-{target.name}"):
@@ -412,13 +544,21 @@ def run_evidence(
         key = inputs.key(cases)
         cached = None if rerun else _cached(cached_dir, key)
         if cached is not None:
-            ctx.steps.done(f"cached result, nothing changed (key {key[:12]}; --rerun to run it again)")
-            files, note = write_outputs(cached, cached_dir / key, out_dir, results_dir, copy_logs=True)
+            ctx.steps.done(
+                f"cached result, nothing changed (key {key[:12]}; --rerun to run it again)"
+            )
+            files, note = write_outputs(
+                cached, cached_dir / key, out_dir, results_dir, copy_logs=True
+            )
             return EvidenceRun(cached, True, files, note, round(time.monotonic() - t_all, 3))
         ctx.steps.done(f"key {key[:12]}")
-        shutil.rmtree(ctx.logs, ignore_errors=True)  # this run's logs only (the folder is the tool's own)
+        shutil.rmtree(
+            ctx.logs, ignore_errors=True
+        )  # this run's logs only (the folder is the tool's own)
         timings: dict = {}
-        with cache.lock(f"cell-{cell_id}"):  # the cell's worktree: never during a matrix run's control
+        with cache.lock(
+            f"cell-{cell_id}"
+        ):  # the cell's worktree: never during a matrix run's control
             t0 = time.monotonic()
             tree = apply(ctx, snap)
             assert tree is not None  # rerun: never the matrix's cached cell result
@@ -427,29 +567,51 @@ def run_evidence(
         ctx.steps.step("provenance", "each binary holds (or lacks) the fix")
         provenance = check_provenance(binaries, inputs.markers, built_from)
         said = ", ".join(
-            f"{v.replace('_', ' ')} {'holds' if p['holds_fix'] else 'lacks'} it" for v, p in provenance.items()
+            f"{v.replace('_', ' ')} {'holds' if p['holds_fix'] else 'lacks'} it"
+            for v, p in provenance.items()
         )
         said = f"checked: {said} (by the {' and the '.join(provenance['with_fix']['how'])})"
-        ctx.steps.done(said if provenance["with_fix"]["checked"] else "not checked: nothing to check it by")
+        ctx.steps.done(
+            said if provenance["with_fix"]["checked"] else "not checked: nothing to check it by"
+        )
         t0 = time.monotonic()
         pre, pre_path = pretrained_model(ctx, inputs, binaries["with_fix"])
         timings["pretrain_s"] = round(time.monotonic() - t0, 2)
         t0, c0 = time.monotonic(), _children_cpu()
-        runs = [run_case(ctx, binaries[v], pre_path, inputs, c, v, t, r) for c, v, t, r in plan_runs(cases)]
-        timings["runs_s"], timings["runs_cpu_s"] = round(time.monotonic() - t0, 2), round(_children_cpu() - c0, 2)
+        runs = [
+            run_case(ctx, binaries[v], pre_path, inputs, c, v, t, r)
+            for c, v, t, r in plan_runs(cases)
+        ]
+        timings["runs_s"], timings["runs_cpu_s"] = (
+            round(time.monotonic() - t0, 2),
+            round(_children_cpu() - c0, 2),
+        )
         timings["total_s"] = round(time.monotonic() - t_all, 2)
         assert ctx.cell.source is not None
-        model = {k: v for k, v in inputs.model.items() if k not in ("sha256", "gguf")}  # the random model's
-        model |= {"sha256": pre["sha256"], "random_sha256": inputs.model["sha256"], "pretrained": True}
+        model = {
+            k: v for k, v in inputs.model.items() if k not in ("sha256", "gguf")
+        }  # the random model's
+        model |= {
+            "sha256": pre["sha256"],
+            "random_sha256": inputs.model["sha256"],
+            "pretrained": True,
+        }
         model["pretrain"] = {k: pre[k] for k in ft.PretrainInfo.model_fields if k in pre}
         sums = dict(sha256=inputs.series_sha256, rendered_sha256=inputs.rendered_sha256)
-        made = dict(sums, patches=[p.name for p in series.patches], patched_commit=ctx.cell.patched_commit)
+        made = dict(
+            sums, patches=[p.name for p in series.patches], patched_commit=ctx.cell.patched_commit
+        )
         results = ft.FinetuneResults(
             target=target.name,
             base=inputs.base,
             model=model,
             data=inputs.data,
-            program=dict(name=ft.PROGRAM, source=ft.PROGRAM_SOURCE, sha256=inputs.program_sha256, unmodified=True),
+            program=dict(
+                name=ft.PROGRAM,
+                source=ft.PROGRAM_SOURCE,
+                sha256=inputs.program_sha256,
+                unmodified=True,
+            ),
             provenance=provenance,
             runs=runs,
             cache_key=key,
@@ -459,7 +621,9 @@ def run_evidence(
             timings=timings,
         )
         store(cached_dir, key, results, ctx.logs)
-        files, note = write_outputs(results, cached_dir / key, out_dir, results_dir, copy_logs=False)
+        files, note = write_outputs(
+            results, cached_dir / key, out_dir, results_dir, copy_logs=False
+        )
     return EvidenceRun(results, False, files, note, round(time.monotonic() - t_all, 3))
 
 
@@ -497,7 +661,9 @@ def write_outputs(
     data = f"[{RESULTS_SUBDIR}/finetune.json]({RESULTS_SUBDIR}/finetune.json)"
     if can_plot():
         made = Path(f"{entry}.png")
-        if not made.is_file():  # a cached result made where matplotlib was not installed: plotted now
+        if (
+            not made.is_file()
+        ):  # a cached result made where matplotlib was not installed: plotted now
             ft.plot(results, made)
         shutil.copyfile(made, png)
         files.append(png)

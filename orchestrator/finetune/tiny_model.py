@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from ..sources.base import sha256_of
 
-if TYPE_CHECKING:  # numpy is imported where the weights are made: a cached evidence run never needs it
+if (
+    TYPE_CHECKING
+):  # numpy is imported where the weights are made: a cached evidence run never needs it
     import numpy as np
 
 ARCH = "llama"
@@ -40,7 +42,10 @@ class Dims:
 
     def problems(self) -> list[str]:
         """What makes these dimensions unusable by llama.cpp's llama architecture (empty: fine)."""
-        sizes = {n: getattr(self, n) for n in ("n_layer", "n_embd", "n_head", "n_head_kv", "n_ff", "n_ctx")}
+        sizes = {
+            n: getattr(self, n)
+            for n in ("n_layer", "n_embd", "n_head", "n_head_kv", "n_ff", "n_ctx")
+        }
         out = [f"{name} must be >= 1, got {size}" for name, size in sizes.items() if size < 1]
         if not out:
             if self.n_embd % self.n_head:
@@ -104,29 +109,52 @@ def read_vocab(path: Path) -> Vocab:
         vtype = gguf.GGUFValueType(f.types[0])
         sub = gguf.GGUFValueType(f.types[-1]) if vtype == gguf.GGUFValueType.ARRAY else None
         if gguf.GGUFValueType.STRING in (vtype, sub):  # strings as bytes: copied exactly, no decode
-            value = tuple(bytes(f.parts[i]) for i in f.data) if sub is not None else bytes(f.parts[f.data[0]])
+            value = (
+                tuple(bytes(f.parts[i]) for i in f.data)
+                if sub is not None
+                else bytes(f.parts[f.data[0]])
+            )
         else:
             value = tuple(f.contents()) if sub is not None else f.contents()
         entries.append(KV(key, value, vtype, sub))
     tokens = [e for e in entries if e.key == "tokenizer.ggml.tokens"]
     if not tokens:
         raise ValueError(f"{path}: no tokenizer.ggml.tokens: not a vocab GGUF")
-    return Vocab(n_vocab=len(tokens[0].value), entries=tuple(entries), source_sha256=sha256_of(path))
+    return Vocab(
+        n_vocab=len(tokens[0].value), entries=tuple(entries), source_sha256=sha256_of(path)
+    )
 
 
 def model_kv(dims: Dims, vocab: Vocab, seed: int) -> tuple[KV, ...]:
     """The model's metadata: llama hyper-parameters, then the vocab's tokenizer entries unchanged.
     `general.architecture` is not here: the gguf writer adds it first by itself."""
-    from gguf import GGUFValueType as T  # gguf and numpy: heavy, loaded only when a model is written
+    # gguf and numpy: heavy, loaded only when a model is written
+    from gguf import GGUFValueType as T
 
-    hp: dict[str, float] = {"vocab_size": vocab.n_vocab, "context_length": dims.n_ctx, "embedding_length": dims.n_embd}
-    hp |= {"block_count": dims.n_layer, "feed_forward_length": dims.n_ff, "attention.head_count": dims.n_head}
-    hp |= {"attention.head_count_kv": dims.n_head_kv, "attention.layer_norm_rms_epsilon": float(dims.rms_eps)}
-    hp |= {"rope.dimension_count": dims.n_embd // dims.n_head, "rope.freq_base": float(dims.rope_freq_base)}
+    hp: dict[str, float] = {
+        "vocab_size": vocab.n_vocab,
+        "context_length": dims.n_ctx,
+        "embedding_length": dims.n_embd,
+    }
+    hp |= {
+        "block_count": dims.n_layer,
+        "feed_forward_length": dims.n_ff,
+        "attention.head_count": dims.n_head,
+    }
+    hp |= {
+        "attention.head_count_kv": dims.n_head_kv,
+        "attention.layer_norm_rms_epsilon": float(dims.rms_eps),
+    }
+    hp |= {
+        "rope.dimension_count": dims.n_embd // dims.n_head,
+        "rope.freq_base": float(dims.rope_freq_base),
+    }
     head = [KV("general.name", f"ggml-patch tiny llama seed {seed}", T.STRING)]
     head += [KV("general.file_type", 0, T.UINT32)]  # LLAMA_FTYPE_ALL_F32
     # in this order; the floats (epsilon, rope base) as FLOAT32, every size as UINT32
-    head += [KV(f"{ARCH}.{k}", v, T.FLOAT32 if isinstance(v, float) else T.UINT32) for k, v in hp.items()]
+    head += [
+        KV(f"{ARCH}.{k}", v, T.FLOAT32 if isinstance(v, float) else T.UINT32) for k, v in hp.items()
+    ]
     return tuple(head) + vocab.entries
 
 
@@ -137,10 +165,25 @@ def tensor_shapes(dims: Dims, n_vocab: int) -> list[tuple[str, Shape]]:
     """(GGUF tensor name, numpy shape) in write order."""
     e, ff = dims.n_embd, dims.n_ff
     e_kv = dims.n_head_kv * (e // dims.n_head)
-    layer: dict[str, Shape] = {"attn_norm": (e,), "attn_q": (e, e), "attn_k": (e_kv, e), "attn_v": (e_kv, e)}
-    layer |= {"attn_output": (e, e), "ffn_norm": (e,), "ffn_gate": (ff, e), "ffn_down": (e, ff), "ffn_up": (ff, e)}
+    layer: dict[str, Shape] = {
+        "attn_norm": (e,),
+        "attn_q": (e, e),
+        "attn_k": (e_kv, e),
+        "attn_v": (e_kv, e),
+    }
+    layer |= {
+        "attn_output": (e, e),
+        "ffn_norm": (e,),
+        "ffn_gate": (ff, e),
+        "ffn_down": (e, ff),
+        "ffn_up": (ff, e),
+    }
     out: list[tuple[str, Shape]] = [("token_embd.weight", (n_vocab, e))]
-    out += [(f"blk.{i}.{name}.weight", shape) for i in range(dims.n_layer) for name, shape in layer.items()]
+    out += [
+        (f"blk.{i}.{name}.weight", shape)
+        for i in range(dims.n_layer)
+        for name, shape in layer.items()
+    ]
     return out + [("output_norm.weight", (e,)), ("output.weight", (n_vocab, e))]
 
 
@@ -148,7 +191,9 @@ def model_tensors(dims: Dims, n_vocab: int, seed: int) -> tuple[tuple[str, np.nd
     """F32 weights for a seed: norms are ones, every matrix is N(0, init_std) drawn in write order."""
     import numpy as np  # gguf and numpy: heavy, loaded only when a model is written
 
-    rng = np.random.RandomState(seed)  # legacy generator: its stream is frozen across numpy versions
+    rng = np.random.RandomState(
+        seed
+    )  # legacy generator: its stream is frozen across numpy versions
     out = []
     for name, shape in tensor_shapes(dims, n_vocab):
         t = np.ones(shape) if len(shape) == 1 else rng.standard_normal(shape) * dims.init_std
@@ -160,7 +205,9 @@ def tiny_model(vocab: Vocab, dims: Dims = Dims(), seed: int = DEFAULT_SEED) -> T
     """The metadata and tensors of the tiny model for a seed (pure)."""
     if bad := dims.problems():
         raise ValueError("tiny model dimensions: " + "; ".join(bad))
-    return TinyModel(kv=model_kv(dims, vocab, seed), tensors=model_tensors(dims, vocab.n_vocab, seed))
+    return TinyModel(
+        kv=model_kv(dims, vocab, seed), tensors=model_tensors(dims, vocab.n_vocab, seed)
+    )
 
 
 def write_gguf(model: TinyModel, path: Path) -> str:
@@ -172,7 +219,12 @@ def write_gguf(model: TinyModel, path: Path) -> str:
     try:
         w = gguf.GGUFWriter(tmp, ARCH)
         for kv in model.kv:
-            w.add_key_value(kv.key, list(kv.value) if isinstance(kv.value, tuple) else kv.value, kv.vtype, kv.sub_type)
+            w.add_key_value(
+                kv.key,
+                list(kv.value) if isinstance(kv.value, tuple) else kv.value,
+                kv.vtype,
+                kv.sub_type,
+            )
         for name, t in model.tensors:
             w.add_tensor(name, t)
         w.write_header_to_file()
@@ -187,19 +239,25 @@ def write_gguf(model: TinyModel, path: Path) -> str:
     return digest
 
 
-def make(vocab_file: Path, out: Path, seed: int = DEFAULT_SEED, dims: Dims = Dims()) -> WrittenModel:
+def make(
+    vocab_file: Path, out: Path, seed: int = DEFAULT_SEED, dims: Dims = Dims()
+) -> WrittenModel:
     """Read the vocab, compute the model for `seed`, write it to `out`."""
     vocab = read_vocab(vocab_file)
     model = tiny_model(vocab, dims, seed)
     n_params = sum(int(t.size) for _, t in model.tensors)
-    return WrittenModel(out, write_gguf(model, out), seed, dims, vocab.n_vocab, vocab.source_sha256, n_params)
+    return WrittenModel(
+        out, write_gguf(model, out), seed, dims, vocab.n_vocab, vocab.source_sha256, n_params
+    )
 
 
 def cli(argv: Optional[list[str]] = None) -> int:
     """`python -m orchestrator.finetune.tiny_model VOCAB.gguf OUT.gguf [--seed N]`: prints the sha256."""
     import argparse  # only when run as a script
 
-    p = argparse.ArgumentParser(prog="python -m orchestrator.finetune.tiny_model", description=cli.__doc__)
+    p = argparse.ArgumentParser(
+        prog="python -m orchestrator.finetune.tiny_model", description=cli.__doc__
+    )
     p.add_argument("vocab", type=Path)
     p.add_argument("out", type=Path)
     p.add_argument("--seed", type=int, default=DEFAULT_SEED)
@@ -215,7 +273,12 @@ def cli(argv: Optional[list[str]] = None) -> int:
     except ValueError as e:
         print(f"error: {e}")
         return 2
-    print(" ".join(f"{k}={getattr(m, k)}" for k in ("sha256", "path", "seed", "n_vocab", "n_params", "vocab_sha256")))
+    print(
+        " ".join(
+            f"{k}={getattr(m, k)}"
+            for k in ("sha256", "path", "seed", "n_vocab", "n_params", "vocab_sha256")
+        )
+    )
     return 0
 
 

@@ -45,17 +45,29 @@ def load_series(matrix: Matrix) -> Series:
             f"{matrix.path}:{_line_for(matrix.lines, ('series', 'path'))}: series.path: "
             f"{matrix.series_dir}: the series directory does not exist"
         )
-    require_native_tests(matrix)  # the gate test the series must carry, and the harness every build uses
+    require_native_tests(
+        matrix
+    )  # the gate test the series must carry, and the harness every build uses
     series = read_series(matrix.series_dir, matrix.series_layout)
-    if matrix.series.gate_approval:  # maintainers approved the gate as a new test file: its own patch joins
-        gate_dir = matrix.native_tests_dir / "upstream-gate"  # native_tests/upstream-gate/*.patch, after the series
+    if (
+        matrix.series.gate_approval
+    ):  # maintainers approved the gate as a new test file: its own patch joins
+        gate_dir = (
+            matrix.native_tests_dir / "upstream-gate"
+        )  # native_tests/upstream-gate/*.patch, after the series
         gate = read_series(gate_dir, series.layout) if gate_dir.is_dir() else None
         if gate is None or not gate.patches:
-            raise ConfigError(f"{matrix.path}: series.gate_approval is set but {gate_dir} holds no gate patch")
+            raise ConfigError(
+                f"{matrix.path}: series.gate_approval is set but {gate_dir} holds no gate patch"
+            )
         series = Series(series.layout, series.patches + gate.patches)
     native = matrix.native_tests_dir / f"{GATE_TEST}.cpp"
     in_series = series.gate_test_source()
-    if native.exists() and in_series is not None and native.read_text(encoding="utf-8") != in_series:
+    if (
+        native.exists()
+        and in_series is not None
+        and native.read_text(encoding="utf-8") != in_series
+    ):
         raise ConfigError(
             f"{matrix.series_dir}: the series' {GATE_TEST}.cpp differs from {native}; "
             "regenerate the series from native_tests/"

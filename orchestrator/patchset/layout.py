@@ -37,10 +37,14 @@ class Layout:
             return rel
         if self.ggml_root:
             if not rel.startswith(self.ggml_root):
-                raise ConfigError(f"{path}: outside ggml/ and tests/, no counterpart in the ggml layout")
+                raise ConfigError(
+                    f"{path}: outside ggml/ and tests/, no counterpart in the ggml layout"
+                )
             rel = rel[len(self.ggml_root) :]
         if not rel.startswith(_GGML_OWNED):
-            raise ConfigError(f"{path}: not a ggml source, header, cmake or test path in layout {self.name}")
+            raise ConfigError(
+                f"{path}: not a ggml source, header, cmake or test path in layout {self.name}"
+            )
         return rel
 
     def from_ggml(self, path: str) -> str:
@@ -65,18 +69,24 @@ def translate(path: str, src: Layout, dst: Layout) -> str:
 LAYOUTS = {
     "ggml": Layout("ggml", ggml_root="", build="own-tests"),
     "llama.cpp": Layout("llama.cpp", ggml_root="ggml/", build="harness"),
-    "whisper.cpp": Layout("whisper.cpp", ggml_root="ggml/", build="harness", registration="optional"),
+    "whisper.cpp": Layout(
+        "whisper.cpp", ggml_root="ggml/", build="harness", registration="optional"
+    ),
 }
 
 
 def get_layout(name: str, prefix: str = "") -> Layout:
     if name not in LAYOUTS:
         raise ConfigError(f"unknown layout {name!r}; expected one of {', '.join(sorted(LAYOUTS))}")
-    return replace(LAYOUTS[name], prefix=prefix + "/" if prefix and not prefix.endswith("/") else prefix)
+    return replace(
+        LAYOUTS[name], prefix=prefix + "/" if prefix and not prefix.endswith("/") else prefix
+    )
 
 
 # test-opt's registration in tests/CMakeLists.txt, which the gate test's follows in each convention
-_LLAMA_ANCHOR = re.compile(r"^(?P<indent>[ \t]*)llama_build_and_test\(test-opt\.cpp\)[ \t]*\r?$", re.M)
+_LLAMA_ANCHOR = re.compile(
+    r"^(?P<indent>[ \t]*)llama_build_and_test\(test-opt\.cpp\)[ \t]*\r?$", re.M
+)
 _GGML_ANCHOR = re.compile(
     r"^(?P<indent>[ \t]*)set\(TEST_TARGET test-opt\)\n(?:(?P=indent)\S.*\n)*?"
     r"(?P=indent)set_property\(TEST \$\{TEST_TARGET\}[^\n]*\n",
@@ -97,7 +107,9 @@ def register_gate_test(layout: Layout, cmakelists: str) -> str:
     m = anchor.search(cmakelists)
     if not m:
         test_opt = "llama_build_and_test(test-opt.cpp)" if llama else "set(TEST_TARGET test-opt)"
-        raise RegistrationError(f"{REGISTRATION_FILE}: no '{test_opt}' {what} to register {GATE_TEST} after")
+        raise RegistrationError(
+            f"{REGISTRATION_FILE}: no '{test_opt}' {what} to register {GATE_TEST} after"
+        )
     ind, end = m.group("indent"), m.end()
     if llama:
         line = f"{ind}llama_build_and_test({GATE_TEST}.cpp)\n"
@@ -118,7 +130,9 @@ def register_gate_test(layout: Layout, cmakelists: str) -> str:
 def registered(layout: Layout, cmakelists: Optional[str]) -> Optional[str]:
     """tests/CMakeLists.txt text (None: absent) registered; None where the layout has no harness to register in."""
     if layout.registration == "optional":
-        if cmakelists is None or (GATE_TEST not in cmakelists and not _LLAMA_ANCHOR.search(cmakelists)):
+        if cmakelists is None or (
+            GATE_TEST not in cmakelists and not _LLAMA_ANCHOR.search(cmakelists)
+        ):
             return None
     if cmakelists is None:
         raise RegistrationError(
@@ -135,7 +149,9 @@ class BuildPlan:
     source_dir: str  # CMake source directory, absolute
     definitions: tuple[tuple[str, str], ...]
     targets: tuple[str, ...]  # the tests
-    programs: tuple[str, ...] = (TRAINING_PROGRAM,)  # built and run beside the tests in each variant
+    programs: tuple[str, ...] = (
+        TRAINING_PROGRAM,
+    )  # built and run beside the tests in each variant
 
 
 def build_plan(layout: Layout, worktree: str, harness_dir: str) -> BuildPlan:
@@ -144,7 +160,14 @@ def build_plan(layout: Layout, worktree: str, harness_dir: str) -> BuildPlan:
     common = (("CMAKE_BUILD_TYPE", "Release"), ("BUILD_SHARED_LIBS", "OFF"))
     if layout.build == "own-tests":
         extra = f"{harness_dir}/extra-programs.cmake"
-        own = (("GGML_BUILD_TESTS", "ON"), ("GGML_BUILD_EXAMPLES", "OFF"), ("CMAKE_PROJECT_INCLUDE", extra))
+        own = (
+            ("GGML_BUILD_TESTS", "ON"),
+            ("GGML_BUILD_EXAMPLES", "OFF"),
+            ("CMAKE_PROJECT_INCLUDE", extra),
+        )
         return BuildPlan(ggml_dir, common + own, TESTS)
-    harness = (("GGML_SOURCE_DIR", ggml_dir), ("GGML_TESTS_DIR", f"{worktree}/{layout.tests_dir()}"))
+    harness = (
+        ("GGML_SOURCE_DIR", ggml_dir),
+        ("GGML_TESTS_DIR", f"{worktree}/{layout.tests_dir()}"),
+    )
     return BuildPlan(harness_dir, common + harness, TESTS)

@@ -49,7 +49,11 @@ def refresh(matrix: Matrix, cache: Cache, target: Target) -> Refreshed:
         new = parse_series(layout.name, texts)
         dst = get_layout(old.layout)
         if layout != dst:
-            read = _canonical_base_reader(matrix, cache, repo, old) if layout.name != dst.name else (lambda p: None)
+            read = (
+                _canonical_base_reader(matrix, cache, repo, old)
+                if layout.name != dst.name
+                else (lambda p: None)
+            )
             new = render(new, layout, dst, read)
     if len(new.patches) < len(old.patches):  # e.g. a patch skipped as already upstream there
         raise ConfigError(
@@ -57,10 +61,14 @@ def refresh(matrix: Matrix, cache: Cache, target: Target) -> Refreshed:
             f"from {target.name} would drop a patch from the series (already upstream there?)"
         )
     written, removed = write_series(matrix.series_dir, new)
-    return Refreshed(str(wt.path), layout.name, written, removed, _sync_native_test(matrix.native_tests_dir, new))
+    return Refreshed(
+        str(wt.path), layout.name, written, removed, _sync_native_test(matrix.native_tests_dir, new)
+    )
 
 
-def resolved_worktree(repo: SnapshotRepo, cache: Cache, target: Target, base: str, series: Series) -> Worktree:
+def resolved_worktree(
+    repo: SnapshotRepo, cache: Cache, target: Target, base: str, series: Series
+) -> Worktree:
     """The finished resolution worktree if there is one, else the series applied afresh in the trial worktree."""
     dirs = status_dirs(cache, target)
     if dirs.resolve.exists():
@@ -71,7 +79,9 @@ def resolved_worktree(repo: SnapshotRepo, cache: Cache, target: Target, base: st
                 "`git am --continue`, then refresh"
             )
         if not wt.is_clean():
-            raise ConfigError(f"{wt.path}: uncommitted changes; commit them (e.g. `git commit --amend`) before refresh")
+            raise ConfigError(
+                f"{wt.path}: uncommitted changes; commit them (e.g. `git commit --amend`) before refresh"
+            )
         if not wt.descends_from(base):
             raise ConfigError(
                 f"{wt.path}: not based on {target.name}'s current base {base[:12]} (the source moved); "
@@ -89,7 +99,9 @@ def resolved_worktree(repo: SnapshotRepo, cache: Cache, target: Target, base: st
         )
     present = [r.name for r in results if r.result == PRESENT]
     if present:
-        raise ConfigError(f"{target.name}: {present[0]} is already upstream there; refreshing from it would drop it")
+        raise ConfigError(
+            f"{target.name}: {present[0]} is already upstream there; refreshing from it would drop it"
+        )
     assert not any(r.result == CONFLICTED for r in results)
     return trial
 

@@ -17,13 +17,19 @@ from .layout import GATE_TEST, REGISTRATION_FILE, Layout, get_layout, registered
 from .series import HEADER_PATH, FileDiff, Series, git_blob_id, unified_file_diff
 
 
-def render(series: Series, src: Layout, dst: Layout, base_file: Callable[[str], Optional[str]]) -> Series:
+def render(
+    series: Series, src: Layout, dst: Layout, base_file: Callable[[str], Optional[str]]
+) -> Series:
     """The series as it applies in layout `dst`; `base_file(path)` reads a file of dst's base. A
     layout with no test harness (whisper.cpp) gets the gate test unregistered; rendering back into
     one that registers its tests adds the registration again, before the file adding the test."""
     registration, dst_registration = src.prefix + REGISTRATION_FILE, dst.prefix + REGISTRATION_FILE
     other_project = src.name != dst.name
-    regs = [] if other_project else [f for p in series.patches for f in p.files if f.path == registration]
+    regs = (
+        []
+        if other_project
+        else [f for p in series.patches for f in p.files if f.path == registration]
+    )
     base_text = base_file(dst_registration) if regs else None
     stale = {f.path for f in regs if _made_for_another_file(f, base_text)}
     if src == dst and not stale:
@@ -32,10 +38,14 @@ def render(series: Series, src: Layout, dst: Layout, base_file: Callable[[str], 
     for p in series.patches:
         files = []
         for f in p.files:
-            adds_gate_test = PurePosixPath(f.path).name == f"{GATE_TEST}.cpp" and "\nnew file mode " in f.text
+            adds_gate_test = (
+                PurePosixPath(f.path).name == f"{GATE_TEST}.cpp" and "\nnew file mode " in f.text
+            )
             if f.path == registration and (other_project or f.path in stale):
                 files += _registration_diff(dst, base_file)
-            elif other_project and adds_gate_test and all(g.path != dst_registration for g in files):
+            elif (
+                other_project and adds_gate_test and all(g.path != dst_registration for g in files)
+            ):
                 files += _registration_diff(dst, base_file)
                 files.append(retarget(f, src, dst))
             else:
@@ -88,7 +98,9 @@ def _registration_diff(dst: Layout, base_file: Callable[[str], Optional[str]]) -
     path = dst.prefix + REGISTRATION_FILE
     old = base_file(path)
     new = registered(dst, old)
-    if new is None or old is None:  # no harness to register in (a registration needs its file: registered())
+    if (
+        new is None or old is None
+    ):  # no harness to register in (a registration needs its file: registered())
         return []
     return [FileDiff(path, unified_file_diff(path, old, new))]
 

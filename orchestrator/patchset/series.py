@@ -35,7 +35,11 @@ class FileDiff:
     def added_content(self) -> Optional[str]:
         """The whole file, when the diff creates it; else None."""
         pf = _parse_one(self.text, self.path)
-        return "".join(line.value for hunk in pf for line in hunk if line.is_added) if pf.is_added_file else None
+        return (
+            "".join(line.value for hunk in pf for line in hunk if line.is_added)
+            if pf.is_added_file
+            else None
+        )
 
 
 @dataclass(frozen=True)
@@ -77,11 +81,18 @@ class Series:
         return [p for p in self.paths() if not p.startswith("tests/") and "/tests/" not in p]
 
     def gate_test_source(self) -> Optional[str]:
-        files = (f for p in self.patches for f in p.files if PurePosixPath(f.path).name == f"{GATE_TEST}.cpp")
+        files = (
+            f
+            for p in self.patches
+            for f in p.files
+            if PurePosixPath(f.path).name == f"{GATE_TEST}.cpp"
+        )
         return next((f.added_content for f in files), None)
 
 
-_CONVERTED = re.compile(r"^(?:diff --git |From |Subject: |index |new file mode |deleted file mode )[^\n]*\r$", re.M)
+_CONVERTED = re.compile(
+    r"^(?:diff --git |From |Subject: |index |new file mode |deleted file mode )[^\n]*\r$", re.M
+)
 
 
 def parse_patch(name: str, text: str) -> Patch:
@@ -108,7 +119,9 @@ def parse_patch(name: str, text: str) -> Patch:
 def _validated_path(name: str, chunk: str) -> str:
     first = chunk.split("\n", 1)[0]
     if not _GIT_HEADER.match(first):
-        raise ConfigError(f"{name}: '{first}' lacks git's a/ and b/ prefixes; make the series with git format-patch")
+        raise ConfigError(
+            f"{name}: '{first}' lacks git's a/ and b/ prefixes; make the series with git format-patch"
+        )
     if "GIT binary patch" in chunk or re.search(r"^Binary files .* differ$", chunk, re.M):
         raise ConfigError(f"{name}: binary diff in '{first}'; the series must be text")
     header = itertools.takewhile(lambda line: not line.startswith("@@"), chunk.split("\n"))
@@ -119,10 +132,14 @@ def _validated_path(name: str, chunk: str) -> str:
         if pp.is_absolute() or ".." in pp.parts or p.startswith("/"):
             raise ConfigError(f"{name}: path '{p}' escapes the source tree")
         if any(part.lower() == ".git" for part in pp.parts):
-            raise ConfigError(f"{name}: path '{p}' writes under .git (git's own metadata, hooks); a malformed series")
+            raise ConfigError(
+                f"{name}: path '{p}' writes under .git (git's own metadata, hooks); a malformed series"
+            )
     pf = _parse_one(chunk, name)
     path = pf.path or first.split(" b/", 1)[-1]
-    header_only = re.search(r"^(new file mode|deleted file mode|rename from|copy from|old mode) ", chunk, re.M)
+    header_only = re.search(
+        r"^(new file mode|deleted file mode|rename from|copy from|old mode) ", chunk, re.M
+    )
     if len(pf) == 0 and not header_only:
         raise ConfigError(f"{name}: no hunks in '{first}'; corrupt patch")
     if PurePosixPath(path).is_absolute() or ".." in PurePosixPath(path).parts:
@@ -136,7 +153,9 @@ def _parse_one(chunk: str, where: str) -> unidiff.PatchedFile:
     except unidiff.UnidiffParseError as e:
         raise ConfigError(f"{where}: corrupt diff: {str(e).strip().splitlines()[0]}") from None
     if len(ps) != 1:
-        raise ConfigError(f"{where}: expected one file in '{chunk.splitlines()[0]}', found {len(ps)}")
+        raise ConfigError(
+            f"{where}: expected one file in '{chunk.splitlines()[0]}', found {len(ps)}"
+        )
     return ps[0]
 
 

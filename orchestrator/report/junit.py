@@ -45,24 +45,38 @@ def mutant_case_name(name: str) -> str:
     return f"{GATE_TEST} with mutant {name} (must fail)"
 
 
-def _case(suite: ET.Element, cell: Cell, variant: str, test: str, duration: Optional[float] = None) -> ET.Element:
+def _case(
+    suite: ET.Element, cell: Cell, variant: str, test: str, duration: Optional[float] = None
+) -> ET.Element:
     """A testcase of the cell's suite (the control's gate under its own name)."""
     name = CONTROL_GATE_NAME if (variant == "control" and test == GATE_TEST) else test
     classname = "/".join(("ggml-patch", cell.target, cell.backend, variant))
     attrs = {"classname": classname, "name": name, "time": f"{duration or 0:.3f}"}
-    return ET.SubElement(suite, "testcase", {**attrs, **({"file": file} if (file := suite.get("file")) else {})})
+    return ET.SubElement(
+        suite, "testcase", {**attrs, **({"file": file} if (file := suite.get("file")) else {})}
+    )
 
 
 def _mark(case: ET.Element, kind: str, message: str, kind_type: str = "", text: str = "") -> None:
-    el = ET.SubElement(case, kind, {"message": message, **({"type": kind_type} if kind_type else {})})
+    el = ET.SubElement(
+        case, kind, {"message": message, **({"type": kind_type} if kind_type else {})}
+    )
     if text:
         el.text = text
 
 
 def _detail(t: TestRecord, log_tail: LogTail, attribution: Sequence[AttributionEntry] = ()) -> str:
     """A failure's body: what the record says, the attribution of each failing device, the log's end."""
-    said = (("signal", t.signal), ("failure line", t.failure_line), ("summary line", t.summary_line))
-    lines = [f"outcome: {t.outcome}", f"exit code: {t.exit_code}", *(f"{k}: {v}" for k, v in said if v)]
+    said = (
+        ("signal", t.signal),
+        ("failure line", t.failure_line),
+        ("summary line", t.summary_line),
+    )
+    lines = [
+        f"outcome: {t.outcome}",
+        f"exit code: {t.exit_code}",
+        *(f"{k}: {v}" for k, v in said if v),
+    ]
     lines += [f"attribution: {e.label}: {e.reason}".rstrip(": ") for e in attribution]
     return "\n".join(lines + _log_lines(t.log, log_tail))
 
@@ -74,17 +88,23 @@ def _log_lines(log: Optional[str], log_tail: LogTail) -> list[str]:
     return [f"log: {log}"] + ([f"last lines of the log:\n{tail.rstrip()}"] if tail else [])
 
 
-def _test_case(suite: ET.Element, cell: Cell, rec: VariantRecord, test: str, log_tail: LogTail) -> None:
+def _test_case(
+    suite: ET.Element, cell: Cell, rec: VariantRecord, test: str, log_tail: LogTail
+) -> None:
     variant = rec.variant
     t = rec.test(test)
     case = _case(suite, cell, variant, test, t.duration_s if t else None)
     build = rec.build
     if rec.status == RecordStatus.BUILD_FAILED or (build is not None and not build.ok):
-        message = f"the {variant} variant did not build: {build.error if build else ''}".rstrip(": ")
+        message = f"the {variant} variant did not build: {build.error if build else ''}".rstrip(
+            ": "
+        )
         log = "\n".join(_log_lines(build.log if build else None, log_tail)) or "log: "
         _mark(case, "failure", message, "build-failed", log)
         return
-    if rec.status == RecordStatus.BUILT:  # --build-only: a device-less machine compiled it, ran nothing
+    if (
+        rec.status == RecordStatus.BUILT
+    ):  # --build-only: a device-less machine compiled it, ran nothing
         _mark(case, "skipped", f"built only, not run: {cell.reason}")
         return
     killed = variant == "control" and rec.verdict == Verdict.KILLED
@@ -103,19 +123,31 @@ def _test_case(suite: ET.Element, cell: Cell, rec: VariantRecord, test: str, log
         _mark(case, "error", f"{test} did not run", "not-run")
         return
     if t.outcome == Outcome.SKIPPED:  # the backend does not run it (its module's skip_tests)
-        _mark(case, "skipped", f"{test} not run on {cell.backend}: {t.skipped or 'no reason recorded'}")
+        _mark(
+            case,
+            "skipped",
+            f"{test} not run on {cell.backend}: {t.skipped or 'no reason recorded'}",
+        )
         return
     if t.outcome != Outcome.PASSED:
         line = t.failure_line or t.summary_line or ""
         what = f"{test} {t.outcome}" + (" without the fix" if variant == "control" else "")
-        entries = [e for e in cell.attribution or [] if e.test == test] if variant == "patched" else []
-        labels = ", ".join(dict.fromkeys(str(e.label) for e in entries))  # " [regression]", " [pre-existing, unknown]"
+        entries = (
+            [e for e in cell.attribution or [] if e.test == test] if variant == "patched" else []
+        )
+        labels = ", ".join(
+            dict.fromkeys(str(e.label) for e in entries)
+        )  # " [regression]", " [pre-existing, unknown]"
         message = (f"{what}: {line}" if line else what) + (f" [{labels}]" if labels else "")
         _mark(case, "failure", message, str(t.outcome), _detail(t, log_tail, entries))
 
 
 def _suite(parent: ET.Element, cell: Cell, results: Results, log_tail: LogTail) -> ET.Element:
-    attrs = {"name": f"{cell.target}/{cell.backend}", "timestamp": results.started_at, "file": results.matrix}
+    attrs = {
+        "name": f"{cell.target}/{cell.backend}",
+        "timestamp": results.started_at,
+        "file": results.matrix,
+    }
     suite = ET.SubElement(parent, "testsuite", {k: v for k, v in attrs.items() if v})
     by_variant = results.records_of(cell.cell)
     reason = cell.reason or str(cell.status)
@@ -123,13 +155,20 @@ def _suite(parent: ET.Element, cell: Cell, results: Results, log_tail: LogTail) 
         if (rec := by_variant.get(variant)) is not None:
             _test_case(suite, cell, rec, test, log_tail)
             continue
-        case = _case(suite, cell, variant, test)  # no record: a skipped cell, or a cell that stopped early
+        case = _case(
+            suite, cell, variant, test
+        )  # no record: a skipped cell, or a cell that stopped early
         if cell.status == CellStatus.SKIPPED:
             _mark(case, "skipped", reason)
         elif variant == "control":
             _mark(case, "skipped", f"the negative control did not run: {reason}")
         else:
-            _mark(case, "error" if cell.status == CellStatus.ERROR else "failure", reason, str(cell.status))
+            _mark(
+                case,
+                "error" if cell.status == CellStatus.ERROR else "failure",
+                reason,
+                str(cell.status),
+            )
     for rec in results.mutants_of(cell.cell):
         _mutant_case(suite, cell, rec, log_tail)
     for rec in results.competing_of(cell.cell):
@@ -151,7 +190,13 @@ def _mutant_case(suite: ET.Element, cell: Cell, rec: VariantRecord, log_tail: Lo
     else:
         text = f"{info.title if info else ''}\nwhy it is wrong: {info.why_wrong if info else ''}"
         text += f"\n{_detail(t, log_tail)}" if t else ""
-        _mark(case, "failure", f"mutant {name} {rec.verdict}: {rec.verdict_reason}", str(rec.verdict), text)
+        _mark(
+            case,
+            "failure",
+            f"mutant {name} {rec.verdict}: {rec.verdict_reason}",
+            str(rec.verdict),
+            text,
+        )
 
 
 def _competing_case(suite: ET.Element, cell: Cell, rec: VariantRecord) -> None:
@@ -159,9 +204,15 @@ def _competing_case(suite: ET.Element, cell: Cell, rec: VariantRecord) -> None:
     info, j = rec.competing, rec.judged
     name = info.name if info else rec.variant
     duration = sum(t.duration_s for t in rec.tests.values())
-    case = _case(suite, cell, "competing", f"competing fix {name} (judged against the fix)", duration)
+    case = _case(
+        suite, cell, "competing", f"competing fix {name} (judged against the fix)", duration
+    )
     if rec.status == RecordStatus.SKIPPED or j is None:
-        _mark(case, "skipped", f"competing fix not run: {info.skipped if info and info.skipped else ''}")
+        _mark(
+            case,
+            "skipped",
+            f"competing fix not run: {info.skipped if info and info.skipped else ''}",
+        )
         return
     where = f"{info.url} ({info.date})" if info else ""
     ET.SubElement(case, "system-out").text = f"{j.verdict}: {j.reason}\nsource: {where}"

@@ -9,7 +9,9 @@ from ..errors import ConfigError
 from .model import Parallel, Results, overall_exit_code
 
 
-def merge_results(parts: Sequence[tuple[str, Results]], order: Optional[Iterable[str]] = None) -> Results:
+def merge_results(
+    parts: Sequence[tuple[str, Results]], order: Optional[Iterable[str]] = None
+) -> Results:
     """parts: (where it came from, for messages; results). Cells follow `order` (cell ids,
     e.g. the matrix's own order), then any others in the order given. duration_s is the sum of
     the parts' (machine time, not wall time: legs run in parallel)."""
@@ -26,13 +28,18 @@ def merge_results(parts: Sequence[tuple[str, Results]], order: Optional[Iterable
     for name, res in parts:
         for cell in res.cells:
             if cell.cell in seen:
-                raise ConfigError(f"{name}: cell {cell.cell} is also in {seen[cell.cell]}: a cell can be merged once")
+                raise ConfigError(
+                    f"{name}: cell {cell.cell} is also in {seen[cell.cell]}: a cell can be merged once"
+                )
             seen[cell.cell] = name
     cells = [c for _, res in parts for c in res.cells]
     rank = {cell_id: i for i, cell_id in enumerate(dict.fromkeys(order or ()))}
     cells.sort(key=lambda c: rank.get(c.cell, len(rank)))  # stable: unranked keep their order
     cell_rank = {c.cell: i for i, c in enumerate(cells)}
-    records = sorted((r for _, res in parts for r in res.records), key=lambda r: cell_rank.get(r.cell, len(cell_rank)))
+    records = sorted(
+        (r for _, res in parts for r in res.records),
+        key=lambda r: cell_rank.get(r.cell, len(cell_rank)),
+    )
     stamps = sorted(res.started_at for _, res in parts if res.started_at)
     return Results(
         series=first.series,

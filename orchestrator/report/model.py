@@ -131,11 +131,15 @@ class TestRecord(Record):
     log: str = ""
     output: Optional[str] = None  # the test's output while the cell runs; never stored
     rows: list[DeviceRow] = Field(default_factory=list)
-    failure_line: Optional[str] = None  # its first failing case line (the gate: None when it printed none)
+    failure_line: Optional[str] = (
+        None  # its first failing case line (the gate: None when it printed none)
+    )
     stopped_on: Optional[str] = None  # not passed: the device it was on when it stopped, if known
     summary_line: Optional[str] = None
     skipped: Optional[str] = None  # outcome skipped: why this backend does not run it
-    gate: bool = Field(default=False, exclude=True)  # the gate test: results.json holds its failure_line
+    gate: bool = Field(
+        default=False, exclude=True
+    )  # the gate test: results.json holds its failure_line
 
     @model_validator(mode="before")
     @classmethod
@@ -265,14 +269,18 @@ class VariantRecord(_OfCell):
     verdict: Optional[Verdict] = None  # the control's (or a mutant's) verdict (its status too)
     verdict_reason: str = ""
     failure_line: Optional[str] = None  # the gate's own failure line
-    kills: Optional[dict[str, Verdict]] = None  # a mutant: each test's verdict on it, run separately
+    kills: Optional[dict[str, Verdict]] = (
+        None  # a mutant: each test's verdict on it, run separately
+    )
     competing: Optional[CompetingInfo] = None
     judged: Optional[CompetingJudged] = None  # a competing fix's verdict
 
     @model_validator(mode="before")
     @classmethod
     def _no_build(cls, data: Any) -> Any:
-        return {**data, "build": None} if isinstance(data, dict) and data.get("build") == {} else data
+        return (
+            {**data, "build": None} if isinstance(data, dict) and data.get("build") == {} else data
+        )
 
     @model_serializer(mode="wrap")
     def _without_none(self, handler: Any) -> dict[str, Any]:
@@ -280,7 +288,11 @@ class VariantRecord(_OfCell):
         d["build"] = d["build"] or {}
         if self.verdict is None:
             del d["verdict_reason"], d["failure_line"]
-        return {k: v for k, v in d.items() if v is not None or (k == "failure_line" and self.verdict is not None)}
+        return {
+            k: v
+            for k, v in d.items()
+            if v is not None or (k == "failure_line" and self.verdict is not None)
+        }
 
     def test(self, name: str) -> Optional[TestRecord]:
         return self.tests.get(name)
@@ -415,7 +427,9 @@ class Results(Record):
     series: SeriesInfo
     started_at: str = ""
     duration_s: Seconds = 0.0
-    orchestrator_cpu_s: Optional[float] = None  # this process only: not git, cmake, compilers, tests
+    orchestrator_cpu_s: Optional[float] = (
+        None  # this process only: not git, cmake, compilers, tests
+    )
     parallel: Optional[Parallel] = None
     exit_code: int = 0
     cells: list[Cell] = Field(default_factory=list)
@@ -424,11 +438,17 @@ class Results(Record):
     def records_of(self, cell_id: str) -> dict[str, VariantRecord]:
         return {r.variant: r for r in self.records if r.cell == cell_id}
 
-    def mutants_of(self, cell_id: str) -> list[VariantRecord]:  # in the order they ran, as competing_of's
-        return [r for r in self.records if r.cell == cell_id and r.variant.startswith(MUTANT_PREFIX)]
+    def mutants_of(
+        self, cell_id: str
+    ) -> list[VariantRecord]:  # in the order they ran, as competing_of's
+        return [
+            r for r in self.records if r.cell == cell_id and r.variant.startswith(MUTANT_PREFIX)
+        ]
 
     def competing_of(self, cell_id: str) -> list[VariantRecord]:
-        return [r for r in self.records if r.cell == cell_id and r.variant.startswith(COMPETING_PREFIX)]
+        return [
+            r for r in self.records if r.cell == cell_id and r.variant.startswith(COMPETING_PREFIX)
+        ]
 
     def cells_of(self, target: str) -> list[Cell]:
         return [c for c in self.cells if c.target == target]

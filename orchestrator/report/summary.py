@@ -43,11 +43,15 @@ def write_results(results: Results, directory: Path) -> list[Path]:
     json_path = dump_results(results, directory / "results.json")
     md_path = directory / "summary.md"
     # the fine-tuning evidence's section (`ggml-patch evidence`) survives a matrix run
-    old = untrusted.read_lenient(md_path, "summary", root=directory)  # only a regular file of ours is kept from
+    old = untrusted.read_lenient(
+        md_path, "summary", root=directory
+    )  # only a regular file of ours is kept from
     md_path.write_text(evidence_section.keep(old, summary_markdown(results)), encoding="utf-8")
     # logs are read only inside the results folder, and redacted like everything else written
     xml = junit_xml(results, lambda p: log_tail(p, root=directory))
-    (directory / "junit.xml").write_text(redact(xml), encoding="utf-8")  # for CI systems' test views
+    (directory / "junit.xml").write_text(
+        redact(xml), encoding="utf-8"
+    )  # for CI systems' test views
     return [json_path, md_path]
 
 
@@ -80,7 +84,8 @@ def summary_markdown(results: Results) -> str:
     )
     series = results.series
     out = [
-        f"# ggml-patch matrix: {good}/{len(cells)} cells passed" + (f" ({others})" if others else ""),
+        f"# ggml-patch matrix: {good}/{len(cells)} cells passed"
+        + (f" ({others})" if others else ""),
         "",
         f"Series: {len(series.patches)} patches in the {series.layout} layout "
         f"(sha256 `{series.sha256[:16]}`), profile `{results.profile}`, exit code {results.exit_code}.",
@@ -107,17 +112,39 @@ def summary_markdown(results: Results) -> str:
         for c in cells
         for s in [c.source]
     ]
-    out += _table("## Sources", "| cell | source | base commit | upstream commit | patched commit |", sources)
-    timings = [f"| {c.cell} | " + " | ".join(str(c.timings.get(k, "—")) for k in _TIMINGS) + " |" for c in cells]
+    out += _table(
+        "## Sources", "| cell | source | base commit | upstream commit | patched commit |", sources
+    )
+    timings = [
+        f"| {c.cell} | " + " | ".join(str(c.timings.get(k, "—")) for k in _TIMINGS) + " |"
+        for c in cells
+    ]
     out += _table("## Timings (s)", "| cell | " + " | ".join(_TIMINGS) + " |", timings)
     return "\n".join(out) + "\n"
 
 
 def _table(title: str, header: str, rows: list[str], intro: str = "") -> list[str]:
-    return ["", title, "", *([intro, ""] if intro else []), header, "|" + "---|" * (header.count("|") - 1), *rows]
+    return [
+        "",
+        title,
+        "",
+        *([intro, ""] if intro else []),
+        header,
+        "|" + "---|" * (header.count("|") - 1),
+        *rows,
+    ]
 
 
-_TIMINGS = ("fetch", "apply", "configure", "build_patched", "build_control", "control", "mutants", "total")
+_TIMINGS = (
+    "fetch",
+    "apply",
+    "configure",
+    "build_patched",
+    "build_control",
+    "control",
+    "mutants",
+    "total",
+)
 
 
 def _tally(rec: Optional[VariantRecord], test: str, device: str) -> str:
@@ -133,16 +160,24 @@ def _tally(rec: Optional[VariantRecord], test: str, device: str) -> str:
     rows = [r for r in t.rows if r.device == device]
     ok = sum(1 for r in rows if r.status == RowStatus.OK)
     skipped = sum(1 for r in rows if r.status == RowStatus.SKIPPED)
-    text = f"{ok}/{len(rows) - skipped}" + (f" ({skipped} skipped)" if skipped else "") if rows else ""
+    text = (
+        f"{ok}/{len(rows) - skipped}" + (f" ({skipped} skipped)" if skipped else "") if rows else ""
+    )
     if t.stopped_on == device:
-        text = (text + ", " if text else "") + f"**{t.outcome}{' (' + t.signal + ')' if t.signal else ''} here**"
+        text = (
+            text + ", " if text else ""
+        ) + f"**{t.outcome}{' (' + t.signal + ')' if t.signal else ''} here**"
     return text or "—"
 
 
 def _first_fail(rec: Optional[VariantRecord], test: str, device: str) -> Optional[str]:
     """The test's first FAIL line on that device (the gate's own line; test-opt's as "test-opt: sgd FAIL")."""
     t = rec.test(test) if rec else None
-    fail = next((r for r in t.rows if r.device == device and r.status == RowStatus.FAIL), None) if t else None
+    fail = (
+        next((r for r in t.rows if r.device == device and r.status == RowStatus.FAIL), None)
+        if t
+        else None
+    )
     return (fail.line or f"{test}: {fail.key} FAIL") if fail else None
 
 
@@ -151,23 +186,30 @@ def _device_section(results: Results) -> list[str]:
     rows = []
     for c in results.cells:
         recs = results.records_of(c.cell)
-        ran = [v for v in recs.values() if not v.variant.startswith((MUTANT_PREFIX, COMPETING_PREFIX))]
+        ran = [
+            v for v in recs.values() if not v.variant.startswith((MUTANT_PREFIX, COMPETING_PREFIX))
+        ]
         # every device a test printed a row for or stopped on, in the order met
-        met = (d for rec in ran for t in rec.tests.values() for d in [*(r.device for r in t.rows), t.stopped_on])
+        met = (
+            d
+            for rec in ran
+            for t in rec.tests.values()
+            for d in [*(r.device for r in t.rows), t.stopped_on]
+        )
         for dev in dict.fromkeys(d for d in met if d):
             for variant, label in (("patched", "with fix"), ("control", "without fix")):
                 rec = recs.get(variant)
                 if rec is None:
                     continue
-                fails = [f for f in (_first_fail(rec, t, dev) for t in (UPSTREAM_TEST, GATE_TEST)) if f]
+                fails = [
+                    f for f in (_first_fail(rec, t, dev) for t in (UPSTREAM_TEST, GATE_TEST)) if f
+                ]
                 rows.append(
                     f"| {c.cell} | {dev} | {label} | {_tally(rec, UPSTREAM_TEST, dev)} | "
                     f"{_tally(rec, GATE_TEST, dev)} | {'; '.join(f'`{f}`' for f in fails) or '—'} |"
                 )
     header = f"| cell | device | variant | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line |"
-    intro = (
-        "Rows passed/total per device (skipped rows apart); the first FAIL line of each test. Every row: results.json."
-    )
+    intro = "Rows passed/total per device (skipped rows apart); the first FAIL line of each test. Every row: results.json."
     return _table("## Per-device results", header, rows, intro) if rows else []
 
 
@@ -211,13 +253,21 @@ def _mutants_section(results: Results) -> list[str]:
         for r in recs:
             info, kills = r.mutant, r.kills or {}
             killed = r.verdict == Verdict.KILLED and r.failure_line
-            why = f"`{r.failure_line}`" if killed else (r.verdict_reason or (info and info.skipped) or "")
+            why = (
+                f"`{r.failure_line}`"
+                if killed
+                else (r.verdict_reason or (info and info.skipped) or "")
+            )
             table.append(
                 f"| {c.cell} | {info.name if info else r.variant} | **{r.verdict or r.status}** | "
                 f"{kills.get(UPSTREAM_TEST, '—')} | {kills.get(GATE_TEST, '—')} | {why} |"
             )
-    header = f"| cell | mutant | verdict | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line (or why) |"
-    return _table("## Known-wrong fixes (mutants)", header, table, "\n".join(tallies)) if table else []
+    header = (
+        f"| cell | mutant | verdict | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line (or why) |"
+    )
+    return (
+        _table("## Known-wrong fixes (mutants)", header, table, "\n".join(tallies)) if table else []
+    )
 
 
 def _competing_section(results: Results) -> list[str]:
@@ -227,13 +277,23 @@ def _competing_section(results: Results) -> list[str]:
         for r in results.competing_of(c.cell):
             info, j = r.competing, r.judged
             verdict = j.verdict if j else r.status
-            why = f"{j.failing_test}: `{j.failure_line}`" if j and j.failure_line else (j.reason if j else "")
+            why = (
+                f"{j.failing_test}: `{j.failure_line}`"
+                if j and j.failure_line
+                else (j.reason if j else "")
+            )
             if info and info.skipped:
                 why = info.skipped
             src = f"[{info.date}]({info.url})" if info else ""
-            out.append(f"| {c.cell} | {info.name if info else r.variant} | {src} | **{verdict}** | {why} |")
+            out.append(
+                f"| {c.cell} | {info.name if info else r.variant} | {src} | **{verdict}** | {why} |"
+            )
     header = "| cell | fix | source | verdict | first failing line (or why) |"
-    return _table("## Competing fixes (proposed elsewhere, applied to the unfixed tree)", header, out) if out else []
+    return (
+        _table("## Competing fixes (proposed elsewhere, applied to the unfixed tree)", header, out)
+        if out
+        else []
+    )
 
 
 def _training_section(cells: list[Cell]) -> list[str]:

@@ -21,7 +21,15 @@ from ..cancel import CancelToken
 from ..config import Backend, Matrix, Target
 from ..errors import BuildFailed, ExitCode, GgmlPatchError, SeriesDoesNotApply
 from ..patchset.files import write_patches
-from ..patchset.layout import GATE_TEST, TESTS, UPSTREAM_TEST, BuildPlan, Layout, build_plan, get_layout
+from ..patchset.layout import (
+    GATE_TEST,
+    TESTS,
+    UPSTREAM_TEST,
+    BuildPlan,
+    Layout,
+    build_plan,
+    get_layout,
+)
 from ..patchset.render import render
 from ..patchset.series import Series
 from ..progress import Reporter
@@ -56,7 +64,12 @@ from . import cmake, resultcache, toolchain
 from .testrun import TestRun, run_program
 
 # the gate test is built from here (extra-programs.cmake) unless the series carries it
-_HARNESS_FILES = ("CMakeLists.txt", "extra-programs.cmake", "train-opt-dynamic.cpp", f"{GATE_TEST}.cpp")
+_HARNESS_FILES = (
+    "CMakeLists.txt",
+    "extra-programs.cmake",
+    "train-opt-dynamic.cpp",
+    f"{GATE_TEST}.cpp",
+)
 
 
 class CellProgress:
@@ -88,15 +101,21 @@ class CellProgress:
 class CellOptions:
     """How a cell runs: resolved once for a matrix run's cells (run_matrix), a bundle's tree or the evidence."""
 
-    series: Optional[Series] = None  # the canonical series (None: the tree is given, e.g. a bundle's)
+    series: Optional[Series] = (
+        None  # the canonical series (None: the tree is given, e.g. a bundle's)
+    )
     repo: Optional[SnapshotRepo] = None
     n_jobs: Optional[int] = None  # compile jobs (None: every core)
     rerun: bool = False  # ignore a cached result
     mutant_files: list[Mutant] = field(default_factory=list)  # native_tests/mutants/*.patch
     no_mutants: bool = False  # --no-mutants (no competing fixes either)
-    competing_files: list[CompetingFix] = field(default_factory=list)  # native_tests/competing/*.patch
+    competing_files: list[CompetingFix] = field(
+        default_factory=list
+    )  # native_tests/competing/*.patch
     programs: bool = True  # build and run the training program beside the tests
-    build_subdir: str = "build"  # the build tree under cell_dir (the fine-tuning evidence has its own)
+    build_subdir: str = (
+        "build"  # the build tree under cell_dir (the fine-tuning evidence has its own)
+    )
 
 
 @dataclass
@@ -112,7 +131,9 @@ class CellContext(CellOptions):
     logs: Path  # where this run's logs go
     steps: CellProgress
     cell: Cell
-    build_only_reason: Optional[str] = None  # --build-only on a machine without the device: build, run nothing
+    build_only_reason: Optional[str] = (
+        None  # --build-only on a machine without the device: build, run nothing
+    )
     records: list[VariantRecord] = field(default_factory=list)
 
     @functools.cached_property
@@ -148,10 +169,14 @@ class CellContext(CellOptions):
         yield
         self.cell.timings[name] = round(time.monotonic() - t0, 2)
 
-    def record(self, variant: str, status: RecordStatus = RecordStatus.PENDING, **info: Any) -> VariantRecord:
+    def record(
+        self, variant: str, status: RecordStatus = RecordStatus.PENDING, **info: Any
+    ) -> VariantRecord:
         """A new record of this cell (`info`: a mutant's or a competing fix's header)."""
         c = self.cell
-        return VariantRecord(cell=c.cell, target=c.target, backend=c.backend, variant=variant, status=status, **info)
+        return VariantRecord(
+            cell=c.cell, target=c.target, backend=c.backend, variant=variant, status=status, **info
+        )
 
 
 # ---------------------------------------------------------------- the steps
@@ -194,7 +219,10 @@ def fetch(ctx: CellContext) -> sources.Snapshot:
     with ctx.timing("fetch"):
         snap = sources.snapshot(ctx.target.source, ctx.cache, ctx.repo)
         ctx.cell.source = Provenance(
-            kind=ctx.target.source.kind, description=snap.description, **snap.provenance, base_commit=snap.commit
+            kind=ctx.target.source.kind,
+            description=snap.description,
+            **snap.provenance,
+            base_commit=snap.commit,
         )
     ctx.steps.done(snap.description)
     return snap
@@ -207,17 +235,26 @@ def apply(ctx: CellContext, snap: sources.Snapshot) -> Optional[Tree]:
     ctx.steps.step("apply", f"{len(ctx.series.patches)} patches, layout {ctx.layout.name}")
     with ctx.timing("apply"):
         rendered = render(
-            ctx.series, get_layout(ctx.series.layout), ctx.layout, lambda p: repo.read_blob(snap.commit, p)
+            ctx.series,
+            get_layout(ctx.series.layout),
+            ctx.layout,
+            lambda p: repo.read_blob(snap.commit, p),
         )
         ctx.cell.cache_key = resultcache.cell_key(cache_inputs(ctx, snap, rendered))
         if not ctx.rerun and reuse_cached(ctx):
-            ctx.steps.done(f"cached result, nothing changed (key {ctx.key[:12]}; --rerun to run it again)")
+            ctx.steps.done(
+                f"cached result, nothing changed (key {ctx.key[:12]}; --rerun to run it again)"
+            )
             return None
         worktree = Worktree(repo, ctx.cell_dir / "src")
         try:
-            head = ctx.cell.patched_commit = apply_series(worktree, snap.commit, rendered, ctx.cell_dir)
+            head = ctx.cell.patched_commit = apply_series(
+                worktree, snap.commit, rendered, ctx.cell_dir
+            )
         except SeriesDoesNotApply as e:
-            raise SeriesDoesNotApply(f"the series does not apply to {snap.description}: {e}") from None
+            raise SeriesDoesNotApply(
+                f"the series does not apply to {snap.description}: {e}"
+            ) from None
     ctx.steps.done(f"patched commit {head[:12]}")
     return Tree(snap, rendered, worktree)
 
@@ -240,7 +277,9 @@ def build(ctx: CellContext, plan: BuildPlan) -> VariantRecord:
     rec = build_variant(ctx, "patched", plan.targets + plan.programs)
     if rec.status == RecordStatus.BUILD_FAILED:
         assert rec.build is not None
-        raise BuildFailed(f"{ctx.cell.cell}: build failed: {rec.build.error} (log: {rec.build.log})")
+        raise BuildFailed(
+            f"{ctx.cell.cell}: build failed: {rec.build.error} (log: {rec.build.log})"
+        )
     return rec
 
 
@@ -271,8 +310,12 @@ def control(ctx: CellContext, tree: Tree, plan: BuildPlan, patched: VariantRecor
 
 def verdict_line(patched: Optional[VariantRecord], control: VariantRecord) -> str:
     """The cell's answer once its control is judged: the fix's tests, the control's verdict."""
-    with_fix = "every test passes" if patched and patched.status == RecordStatus.PASSED else "a test fails"
-    return f"with the fix {with_fix}; the control (fix reverted): {control.verdict or control.status}"
+    with_fix = (
+        "every test passes" if patched and patched.status == RecordStatus.PASSED else "a test fails"
+    )
+    return (
+        f"with the fix {with_fix}; the control (fix reverted): {control.verdict or control.status}"
+    )
 
 
 @contextmanager
@@ -305,19 +348,31 @@ def _judge_control(ctx: CellContext, patched: VariantRecord, rec: VariantRecord)
     # each test failing with the fix, against the same test (and device) without it
     entries = ctx.cell.attribution = attribution.attribute(patched.tests, rec.tests, built)
     opt_pre = attribution.pre_existing_only(entries, UPSTREAM_TEST)
-    pre = attribution.describe([e for e in entries if e.test == UPSTREAM_TEST], labels=False) if opt_pre else None
+    pre = (
+        attribution.describe([e for e in entries if e.test == UPSTREAM_TEST], labels=False)
+        if opt_pre
+        else None
+    )
     gate = rec.test(GATE_TEST)
     gate_exit, gate_output = (gate.exit_code, gate.output or "") if gate else (None, "")
     opt_skipped = ctx.skipped_tests.get(UPSTREAM_TEST)
     v = classify.control_verdict(
-        built, rec.outcome(GATE_TEST), gate_exit, gate_output, rec.outcome(UPSTREAM_TEST), pre, opt_skipped
+        built,
+        rec.outcome(GATE_TEST),
+        gate_exit,
+        gate_output,
+        rec.outcome(UPSTREAM_TEST),
+        pre,
+        opt_skipped,
     )
     rec.status, rec.verdict, rec.verdict_reason = RecordStatus(v.verdict.value), v.verdict, v.reason
     rec.failure_line = classify.gate_failure_line(gate_output)
     ctx.cell.failure_kind = attribution.failure_kind(entries)
 
 
-def run_mutants(ctx: CellContext, worktree: Worktree, patched: VariantRecord) -> Optional[MutantTally]:
+def run_mutants(
+    ctx: CellContext, worktree: Worktree, patched: VariantRecord
+) -> Optional[MutantTally]:
     """Each known-wrong fix on the patched tree: applied, the judged tests rebuilt, each run and judged on its
     own (which test kills it), the files put back. Nothing is rebuilt after a restore: no later step runs a
     binary, and the next build sees the restored file newer than its object."""
@@ -328,7 +383,9 @@ def run_mutants(ctx: CellContext, worktree: Worktree, patched: VariantRecord) ->
         return ctx.cell.mutants
     skipped = _why_mutants_are_skipped(ctx, patched)
     if skipped:
-        ctx.records += [_diff_record(ctx, m, RecordStatus.SKIPPED, skipped) for m in ctx.mutant_files]
+        ctx.records += [
+            _diff_record(ctx, m, RecordStatus.SKIPPED, skipped) for m in ctx.mutant_files
+        ]
         ctx.cell.mutants = MutantTally(total=len(ctx.mutant_files), killed=0, skipped=skipped)
         return ctx.cell.mutants
     with ctx.timing("mutants"):
@@ -339,29 +396,40 @@ def run_mutants(ctx: CellContext, worktree: Worktree, patched: VariantRecord) ->
         killed=sum(1 for r in recs if r.verdict == Verdict.KILLED),
         survived=[r.mutant.name for r in recs if r.verdict == Verdict.SURVIVED and r.mutant],
         invalid=[r.mutant.name for r in recs if r.verdict == Verdict.INVALID and r.mutant],
-        killed_by={t: sum(1 for r in recs if (r.kills or {}).get(t) == Verdict.KILLED) for t in _judged_tests(patched)},
+        killed_by={
+            t: sum(1 for r in recs if (r.kills or {}).get(t) == Verdict.KILLED)
+            for t in _judged_tests(patched)
+        },
     )
     return ctx.cell.mutants
 
 
 def run_competing(ctx: CellContext, tree: Tree, patched: VariantRecord) -> None:
     """Each competing fix on the UNFIXED tree (the control's): applied, rebuilt, run, judged, the files put back."""
-    if not ctx.competing_files or ctx.module.no_mutants:  # as the mutants: the plain backend's cell has them
+    if (
+        not ctx.competing_files or ctx.module.no_mutants
+    ):  # as the mutants: the plain backend's cell has them
         return
     skipped = _why_mutants_are_skipped(ctx, patched)
     if skipped:
-        ctx.records += [_diff_record(ctx, c, RecordStatus.SKIPPED, skipped) for c in ctx.competing_files]
+        ctx.records += [
+            _diff_record(ctx, c, RecordStatus.SKIPPED, skipped) for c in ctx.competing_files
+        ]
         return
     with ctx.timing("competing"), fix_reverted(tree):
         ctx.records += [_run_competing(ctx, tree.worktree, patched, c) for c in ctx.competing_files]
 
 
-def compare_training(ctx: CellContext, p: VariantRecord, c: VariantRecord) -> Optional[TrainingComparison]:
+def compare_training(
+    ctx: CellContext, p: VariantRecord, c: VariantRecord
+) -> Optional[TrainingComparison]:
     if p.training is None or c.training is None:
         return None
     p_ep, c_ep = p.training.epochs, c.training.epochs
     ctx.cell.training = TrainingComparison(
-        with_fix=p_ep, without_fix=c_ep, diverges_as_predicted=training.diverges_as_predicted(p_ep, c_ep)
+        with_fix=p_ep,
+        without_fix=c_ep,
+        diverges_as_predicted=training.diverges_as_predicted(p_ep, c_ep),
     )
     return ctx.cell.training
 
@@ -372,15 +440,21 @@ def conclude(ctx: CellContext, patched: VariantRecord, control: VariantRecord) -
         if control.status == RecordStatus.BUILD_FAILED:
             error = control.build.error if control.build else ""
             cell.status, cell.exit_code = CellStatus.FAILED, int(ExitCode.BUILD_FAILED)
-            cell.reason = f"built with the fix, but the control (fix reverted) did not build: {error}"
+            cell.reason = (
+                f"built with the fix, but the control (fix reverted) did not build: {error}"
+            )
         else:
             cell.status, cell.exit_code = CellStatus.BUILD_ONLY, 0
             cell.reason = f"built with and without the fix; tests not run: {ctx.build_only_reason}"
         return
     outcomes = {n: t.outcome for n, t in patched.tests.items()}
     built = bool(patched.build and patched.build.ok)
-    judged = classify.GateVerdict(control.verdict, control.verdict_reason) if control.verdict else None
-    status, reason = classify.cell_status(built, outcomes, judged, attribution.summary(cell.attribution or []))
+    judged = (
+        classify.GateVerdict(control.verdict, control.verdict_reason) if control.verdict else None
+    )
+    status, reason = classify.cell_status(
+        built, outcomes, judged, attribution.summary(cell.attribution or [])
+    )
     code = ExitCode.OK
     if status != CellStatus.PASSED:
         if not built:
@@ -409,8 +483,15 @@ def store(ctx: CellContext) -> None:
         shutil.copytree(ctx.logs, entry_logs)
     records = [r.model_copy(deep=True) for r in ctx.records]  # copies: paths made relative below
     # one not under this run's logs (never so today) kept as it is
-    _map_logs(records, lambda p: str(Path(p).relative_to(ctx.logs)) if Path(p).is_relative_to(ctx.logs) else p)
-    resultcache.store(results_cache_dir(ctx.cache), ctx.key, CachedResult(cell=ctx.cell, records=records).to_json())
+    _map_logs(
+        records,
+        lambda p: str(Path(p).relative_to(ctx.logs)) if Path(p).is_relative_to(ctx.logs) else p,
+    )
+    resultcache.store(
+        results_cache_dir(ctx.cache),
+        ctx.key,
+        CachedResult(cell=ctx.cell, records=records).to_json(),
+    )
 
 
 class TreeTested(NamedTuple):
@@ -422,16 +503,27 @@ class TreeTested(NamedTuple):
 
 
 def tested_tree(
-    target: Target, backend: Backend, cache: Cache, native_tests: Path, work: Path, worktree: Worktree
+    target: Target,
+    backend: Backend,
+    cache: Cache,
+    native_tests: Path,
+    work: Path,
+    worktree: Worktree,
 ) -> TreeTested:
     """Configure, build and test on a tree given as it is (a bundle's, applied with git am), in `work`."""
-    ctx = cell_context(target, backend, cache, native_tests, work, work / "logs", CellOptions(programs=False))
+    ctx = cell_context(
+        target, backend, cache, native_tests, work, work / "logs", CellOptions(programs=False)
+    )
     plan, reused = configure(ctx, worktree)
     patched = build(ctx, plan)
     t0 = time.monotonic()
     run_tests(ctx, plan, patched)
     return TreeTested(
-        patched, reused, ctx.cell.timings.get("configure", 0.0), round(time.monotonic() - t0, 2), ctx.logs
+        patched,
+        reused,
+        ctx.cell.timings.get("configure", 0.0),
+        round(time.monotonic() - t0, 2),
+        ctx.logs,
     )
 
 
@@ -447,11 +539,18 @@ def cell_context(
     cancel: Optional[CancelToken] = None,
 ) -> CellContext:
     """A cell's context: its backend's module, a fresh Cell, progress on `reporter`, `options` as they are."""
-    cell = Cell(cell=f"{target.name}/{backend.name}", target=target.name, backend=backend.name, layout=target.layout)
+    cell = Cell(
+        cell=f"{target.name}/{backend.name}",
+        target=target.name,
+        backend=backend.name,
+        layout=target.layout,
+    )
     steps = CellProgress(reporter, cancel)
     module = backends.get(backend.name, cache.root)
     # a CellContext is a CellOptions: every option field copied under its own name
-    return CellContext(target, backend, module, cache, native_tests, cell_dir, logs, steps, cell, **vars(options))
+    return CellContext(
+        target, backend, module, cache, native_tests, cell_dir, logs, steps, cell, **vars(options)
+    )
 
 
 # ---------------------------------------------------------------- one cell, start to end
@@ -467,11 +566,15 @@ class RunOptions:
     profile: str = "default"
     targets: list[str] = field(default_factory=list)
     backends: list[str] = field(default_factory=list)
-    build_only: bool = False  # build (not skip) cells whose toolchain is here but whose device is not
+    build_only: bool = (
+        False  # build (not skip) cells whose toolchain is here but whose device is not
+    )
     rerun: bool = False  # ignore cached cell results
     no_mutants: bool = False  # --no-mutants: the known-wrong fixes of native_tests/mutants/ not run
     parallel: Optional[int] = None  # cells at once (default: as many as cores, at most the cells)
-    require_backends: tuple[str, ...] = ()  # a skip of these is a failure (a CI runner meant to have them)
+    require_backends: tuple[
+        str, ...
+    ] = ()  # a skip of these is a failure (a CI runner meant to have them)
 
 
 def run_cell(
@@ -487,16 +590,31 @@ def run_cell(
     reporter.start_cell(cell_id)
     logs = opts.results_dir / "logs" / slug(cell_id)
     ctx = cell_context(
-        target, backend, cache, opts.matrix.native_tests_dir, cache.cell_dir(cell_id), logs, options, reporter, cancel
+        target,
+        backend,
+        cache,
+        opts.matrix.native_tests_dir,
+        cache.cell_dir(cell_id),
+        logs,
+        options,
+        reporter,
+        cancel,
     )
     cell, module = ctx.cell, ctx.module
     action, why = cell_action(
-        module.missing_toolchain(backend), module.missing_device(backend), module.build_only_ok, opts.build_only
+        module.missing_toolchain(backend),
+        module.missing_device(backend),
+        module.build_only_ok,
+        opts.build_only,
     )
     required = backend.name in opts.require_backends
     if action == "skip" and required:
         why = f"{backend.name} is required here (--require-backend {backend.name}) but cannot run: {why}"
-        cell.status, cell.reason, cell.exit_code = CellStatus.FAILED, why, int(ExitCode.BACKEND_MISSING)
+        cell.status, cell.reason, cell.exit_code = (
+            CellStatus.FAILED,
+            why,
+            int(ExitCode.BACKEND_MISSING),
+        )
     elif action == "skip":
         reporter.skip(why)
         cell.status, cell.reason, cell.exit_code = CellStatus.SKIPPED, why, 0
@@ -510,7 +628,9 @@ def run_cell(
             cell.status, cell.reason, cell.exit_code = CellStatus.FAILED, str(e), int(e.exit_code)
         except GgmlPatchError as e:
             cell.status, cell.reason, cell.exit_code = CellStatus.ERROR, str(e), int(e.exit_code)
-    cell.timings["total"] = round(time.monotonic() - t0, 2)  # skip probes and waiting for the lock included
+    cell.timings["total"] = round(
+        time.monotonic() - t0, 2
+    )  # skip probes and waiting for the lock included
     if action != "skip" or required:  # a skip was reported as one
         reporter.cell_result(cell.status, cell.reason, cell.timings["total"])
     return cell, ctx.records
@@ -553,7 +673,9 @@ def cache_inputs(ctx: CellContext, snap: sources.Snapshot, rendered: Series) -> 
         "build_only": ctx.build_only_reason is not None,
         "toolchain": toolchain.versions(),
         # a backend that runs no mutant keeps its key when they change
-        "mutants": {} if ctx.module.no_mutants else {m.name: [f.text for f in m.files] for m in ctx.mutant_files},
+        "mutants": {}
+        if ctx.module.no_mutants
+        else {m.name: [f.text for f in m.files] for m in ctx.mutant_files},
         **(
             {"competing": {c.name: [f.text for f in c.files] for c in ctx.competing_files}}
             if ctx.competing_files and not ctx.module.no_mutants
@@ -644,12 +766,16 @@ def harness(native_tests: Path, cell_dir: Path) -> Path:
 # ---------------------------------------------------------------- variants: build, tests, program
 
 
-def build_variant(ctx: CellContext, variant: str, targets: tuple[str, ...], log_name: str = "") -> VariantRecord:
+def build_variant(
+    ctx: CellContext, variant: str, targets: tuple[str, ...], log_name: str = ""
+) -> VariantRecord:
     rec = ctx.record(variant)
     ctx.steps.step(f"build {variant}", f"targets {' '.join(targets)}")
     log = ctx.logs / f"build-{log_name or variant}.log"
     step = cmake.build(ctx.build_dir, targets, log, ctx.env, ctx.steps.build_progress, ctx.n_jobs)
-    rec.build = Build(ok=step.ok, duration_s=round(step.duration_s, 2), log=step.log, error=step.error)
+    rec.build = Build(
+        ok=step.ok, duration_s=round(step.duration_s, 2), log=step.log, error=step.error
+    )
     if not variant.startswith(MUTANT_PREFIX):
         ctx.cell.timings[f"build_{variant}"] = round(step.duration_s, 2)
     rec.status = RecordStatus.BUILT if step.ok else RecordStatus.BUILD_FAILED
@@ -661,7 +787,11 @@ def _run_variant(ctx: CellContext, programs: tuple[str, ...], rec: VariantRecord
     """Both tests (one the backend skips recorded with why), then the training program, on a built variant."""
     for t in TESTS:
         why = ctx.skipped_tests.get(t)
-        rec.tests[t] = _run_test(ctx, rec.variant, t) if why is None else TestRecord.not_run(why, gate=t == GATE_TEST)
+        rec.tests[t] = (
+            _run_test(ctx, rec.variant, t)
+            if why is None
+            else TestRecord.not_run(why, gate=t == GATE_TEST)
+        )
     outcomes = [t.outcome for t in rec.tests.values() if t.outcome != classify.SKIPPED]
     passed = outcomes and all(o == classify.PASSED for o in outcomes)
     rec.status = RecordStatus.PASSED if passed else RecordStatus.FAILED
@@ -679,11 +809,15 @@ def _run_variant(ctx: CellContext, programs: tuple[str, ...], rec: VariantRecord
 
 def _run_binary(ctx: CellContext, step: str, name: str, log: str) -> TestRun:
     ctx.steps.step(step, name)
-    return run_program(name, test_argv(ctx.build_dir / "bin" / name), ctx.backend.timeout, ctx.env, ctx.logs / log)
+    return run_program(
+        name, test_argv(ctx.build_dir / "bin" / name), ctx.backend.timeout, ctx.env, ctx.logs / log
+    )
 
 
 def _run_test(ctx: CellContext, variant: str, test_name: str, log_name: str = "") -> TestRecord:
-    rec = record_of_run(_run_binary(ctx, f"test {variant}", test_name, f"{log_name or variant}-{test_name}.log"))
+    rec = record_of_run(
+        _run_binary(ctx, f"test {variant}", test_name, f"{log_name or variant}-{test_name}.log")
+    )
     ctx.steps.done(str(rec.outcome))
     return rec
 
@@ -709,10 +843,14 @@ def record_of_run(run: TestRun) -> TestRecord:
         duration_s=round(run.duration_s, 3),
         log=run.log,
         rows=[DeviceRow.model_validate(r) for r in rows],
-        summary_line=next((ln.strip() for ln in reversed(run.output.splitlines()) if "passed" in ln), None),
+        summary_line=next(
+            (ln.strip() for ln in reversed(run.output.splitlines()) if "passed" in ln), None
+        ),
         gate=gate,
         # the first failing case line: the gate's row, or test-opt's FAIL line of a case
-        failure_line=classify.gate_failure_line(run.output) if gate else first_failing_line(run.name, run.output),
+        failure_line=classify.gate_failure_line(run.output)
+        if gate
+        else first_failing_line(run.name, run.output),
         # the device it was on when it died, if any
         stopped_on=attribution.crash_device(run.output) if outcome != classify.PASSED else None,
         output=run.output,
@@ -744,22 +882,34 @@ def _diff_record(
     if isinstance(d, Mutant):
         mutant = MutantInfo(name=d.name, title=d.title, why_wrong=d.why, skipped=skipped)
         return ctx.record(f"{MUTANT_PREFIX}{d.name}", status, mutant=mutant)
-    info = CompetingInfo.model_validate(d, from_attributes=True).model_copy(update={"skipped": skipped})
+    info = CompetingInfo.model_validate(d, from_attributes=True).model_copy(
+        update={"skipped": skipped}
+    )
     return ctx.record(f"{COMPETING_PREFIX}{d.name}", status, competing=info)
 
 
 def _variant_tests(
-    ctx: CellContext, worktree: Worktree, patched: VariantRecord, diff: Mutant | CompetingFix, rec: VariantRecord
+    ctx: CellContext,
+    worktree: Worktree,
+    patched: VariantRecord,
+    diff: Mutant | CompetingFix,
+    rec: VariantRecord,
 ) -> Optional[str]:
     """One diff applied to the tree as is, the tests that pass with the fix rebuilt, run, put back; an apply error."""
     assert ctx.series is not None
-    name, kind, tests = diff.name, "mutants" if isinstance(diff, Mutant) else "competing", tuple(_judged_tests(patched))
+    name, kind, tests = (
+        diff.name,
+        "mutants" if isinstance(diff, Mutant) else "competing",
+        tuple(_judged_tests(patched)),
+    )
     src = get_layout(ctx.series.layout)
     patch = ctx.cell_dir / kind / f"{name}.patch"
     patch.parent.mkdir(parents=True, exist_ok=True)
     patch.write_text(diff.rendered(src, ctx.layout), encoding="utf-8")
     apply_error = None
-    with files_kept(worktree.path, diff.paths(src, ctx.layout)):  # the tree as it was, whatever happened
+    with files_kept(
+        worktree.path, diff.paths(src, ctx.layout)
+    ):  # the tree as it was, whatever happened
         try:
             worktree.apply(patch)
         except GitError as e:
@@ -776,26 +926,41 @@ def _variant_tests(
     return apply_error
 
 
-def _run_mutant(ctx: CellContext, worktree: Worktree, patched: VariantRecord, m: Mutant) -> VariantRecord:
+def _run_mutant(
+    ctx: CellContext, worktree: Worktree, patched: VariantRecord, m: Mutant
+) -> VariantRecord:
     rec = _diff_record(ctx, m, RecordStatus.PENDING)
     ctx.steps.step(f"mutant {m.name}", m.title)
     apply_error = _variant_tests(ctx, worktree, patched, m, rec)
-    per_test = per_test_verdicts(apply_error, bool(rec.build and rec.build.ok), rec.tests, _judged_tests(patched))
+    per_test = per_test_verdicts(
+        apply_error, bool(rec.build and rec.build.ok), rec.tests, _judged_tests(patched)
+    )
     v = overall_verdict(per_test)
     rec.status, rec.verdict, rec.verdict_reason = RecordStatus(v.verdict.value), v.verdict, v.reason
     rec.kills = {t: pv.verdict for t, pv in per_test.items()}
     killer = next((t for t, pv in per_test.items() if pv.verdict == Verdict.KILLED), None)
-    rec.failure_line = first_failing_line(killer, rec.tests[killer].output or "") if killer else None
+    rec.failure_line = (
+        first_failing_line(killer, rec.tests[killer].output or "") if killer else None
+    )
     return rec
 
 
-def _run_competing(ctx: CellContext, worktree: Worktree, patched: VariantRecord, c: CompetingFix) -> VariantRecord:
+def _run_competing(
+    ctx: CellContext, worktree: Worktree, patched: VariantRecord, c: CompetingFix
+) -> VariantRecord:
     rec = _diff_record(ctx, c, RecordStatus.PENDING)
     ctx.steps.step(f"competing fix {c.name}", c.title)
     apply_error = _variant_tests(ctx, worktree, patched, c, rec)
     with_fix = {t: patched.outcome(t) for t in TESTS}
-    j = rec.judged = judge_competing(apply_error, bool(rec.build and rec.build.ok), rec.tests, with_fix)
-    as_status = {CompetingVerdict.EQUIVALENT: RecordStatus.PASSED, CompetingVerdict.WRONG: RecordStatus.FAILED}
+    j = rec.judged = judge_competing(
+        apply_error, bool(rec.build and rec.build.ok), rec.tests, with_fix
+    )
+    as_status = {
+        CompetingVerdict.EQUIVALENT: RecordStatus.PASSED,
+        CompetingVerdict.WRONG: RecordStatus.FAILED,
+    }
     rec.status = as_status.get(j.verdict, RecordStatus.INVALID)
-    ctx.steps.verdict(f"{c.name}: {j.verdict.value}" + (f" ({j.failure_line})" if j.failure_line else ""))
+    ctx.steps.verdict(
+        f"{c.name}: {j.verdict.value}" + (f" ({j.failure_line})" if j.failure_line else "")
+    )
     return rec

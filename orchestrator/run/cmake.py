@@ -55,17 +55,38 @@ class BuildStep:
 
 
 def configure_args(plan: BuildPlan, build_dir: Path, flags: list[str]) -> list[str]:
-    ninja, ccache = f"-DCMAKE_MAKE_PROGRAM={ninja_exe()}", f"-DGGML_CCACHE={'ON' if shutil.which('ccache') else 'OFF'}"
+    ninja, ccache = (
+        f"-DCMAKE_MAKE_PROGRAM={ninja_exe()}",
+        f"-DGGML_CCACHE={'ON' if shutil.which('ccache') else 'OFF'}",
+    )
     defs = [f"-D{k}={v}" for k, v in plan.definitions]
-    return [cmake_exe(), "-G", "Ninja", "-S", plan.source_dir, "-B", str(build_dir), ninja, *defs, ccache, *flags]
+    return [
+        cmake_exe(),
+        "-G",
+        "Ninja",
+        "-S",
+        plan.source_dir,
+        "-B",
+        str(build_dir),
+        ninja,
+        *defs,
+        ccache,
+        *flags,
+    ]
 
 
-def configure(plan: BuildPlan, build_dir: Path, flags: list[str], log: Path, env: dict[str, str]) -> BuildStep:
+def configure(
+    plan: BuildPlan, build_dir: Path, flags: list[str], log: Path, env: dict[str, str]
+) -> BuildStep:
     """Configure once per build tree; later runs reuse it (ninja re-runs CMake itself if a
     CMakeLists.txt changed), which keeps the patched and control variants in one tree."""
     args = configure_args(plan, build_dir, flags)
     stamp = build_dir / ".ggml-patch-configure.json"
-    if (build_dir / "build.ninja").exists() and stamp.exists() and json.loads(stamp.read_text()) == args:
+    if (
+        (build_dir / "build.ninja").exists()
+        and stamp.exists()
+        and json.loads(stamp.read_text()) == args
+    ):
         return BuildStep(True, 0.0, str(log), skipped=True)
     if build_dir.exists():
         # configured differently (another checkout, cmake, flags): CMake refuses to switch
@@ -119,7 +140,12 @@ def _run_logged(
             proc.wait()
             raise
     seconds = time.monotonic() - t0
-    return BuildStep(rc == 0, seconds, str(log), error="" if rc == 0 else _first_error(log) or f"{what} exited {rc}")
+    return BuildStep(
+        rc == 0,
+        seconds,
+        str(log),
+        error="" if rc == 0 else _first_error(log) or f"{what} exited {rc}",
+    )
 
 
 def _first_error(log: Path) -> str:

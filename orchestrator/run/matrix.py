@@ -36,21 +36,31 @@ def plan_parallelism(n_cells: int, cores: int, parallel: Optional[int]) -> tuple
 _LAYOUT_COST = {"ggml": 0, "llama.cpp": 1}
 
 
-def cheapest_first(cells: Sequence[tuple[Target, Backend]], backend_cost: Mapping[str, float]) -> list[int]:
+def cheapest_first(
+    cells: Sequence[tuple[Target, Backend]], backend_cost: Mapping[str, float]
+) -> list[int]:
     """Indexes of `cells` in the order that gives the cheapest complete verdict first: by the
     backend's relative cost (its module's), then the target's layout, then the matrix's order."""
     return sorted(
         range(len(cells)),
-        key=lambda i: (backend_cost.get(cells[i][1].name, 1.0), _LAYOUT_COST.get(cells[i][0].layout, 1), i),
+        key=lambda i: (
+            backend_cost.get(cells[i][1].name, 1.0),
+            _LAYOUT_COST.get(cells[i][0].layout, 1),
+            i,
+        ),
     )
 
 
-def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Optional[CancelToken] = None) -> Results:
+def run_matrix(
+    opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Optional[CancelToken] = None
+) -> Results:
     series = load_series(opts.matrix)
     # a malformed mutant or competing fix is refused here, before any cell runs
     mutant_files, competing_files = load_mutants(opts.matrix), load_competing(opts.matrix)
     matrix_cells = opts.matrix.cells(opts.profile, opts.targets, opts.backends)
-    order = cheapest_first(matrix_cells, {b.name: backends.get(b.name).relative_cost for _, b in matrix_cells})
+    order = cheapest_first(
+        matrix_cells, {b.name: backends.get(b.name).relative_cost for _, b in matrix_cells}
+    )
     cells = [matrix_cells[i] for i in order]
     reporter = reporter or Reporter(len(cells))
     cancel = cancel or CancelToken()
@@ -67,7 +77,11 @@ def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Op
         competing_files=competing_files,
     )
     one = functools.partial(run_cell, opts, reporter, cancel, options)
-    ran = [one(t, b) for t, b in cells] if workers == 1 else _run_parallel(one, cells, cancel, workers)
+    ran = (
+        [one(t, b) for t, b in cells]
+        if workers == 1
+        else _run_parallel(one, cells, cancel, workers)
+    )
     reporter.cell_times([(c.cell, str(c.status), c.timings.get("total", 0.0)) for c, _ in ran])
     done = [ran[order.index(i)] for i in range(len(ran))]  # results in the matrix's order
     cell_results = [c for c, _ in done]
@@ -80,14 +94,19 @@ def run_matrix(opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Op
         profile=opts.profile,
         started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         duration_s=round(time.time() - started, 2),
-        orchestrator_cpu_s=round(_own_cpu_s() - cpu0, 2),  # this process only: not git, cmake, compilers, tests
+        orchestrator_cpu_s=round(
+            _own_cpu_s() - cpu0, 2
+        ),  # this process only: not git, cmake, compilers, tests
         parallel=Parallel(cells_at_once=workers, jobs_per_build=n_jobs),
         exit_code=int(overall_exit_code(cell_results)),
     )
 
 
 def _run_parallel(
-    one: Callable[[Target, Backend], CellRan], cells: list[tuple[Target, Backend]], cancel: CancelToken, workers: int
+    one: Callable[[Target, Backend], CellRan],
+    cells: list[tuple[Target, Backend]],
+    cancel: CancelToken,
+    workers: int,
 ) -> list[CellRan]:
     """Independent cells overlap (one fetches or links while another compiles), results in the given order.
     On Ctrl-C or SIGTERM the others stop at their next step or build line: compilers killed, trees put back."""

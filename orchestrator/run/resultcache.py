@@ -10,12 +10,16 @@ import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
-KEY_VERSION = 2  # bump when the meaning of a cached result changes (2: log paths relative to the logs dir)
+KEY_VERSION = (
+    2  # bump when the meaning of a cached result changes (2: log paths relative to the logs dir)
+)
 
 
 def cell_key(parts: dict[str, Any]) -> str:
     """A stable sha256 of a JSON-able description of the cell's inputs (pure)."""
-    blob = json.dumps({"v": KEY_VERSION, **parts}, sort_keys=True, separators=(",", ":"), default=str)
+    blob = json.dumps(
+        {"v": KEY_VERSION, **parts}, sort_keys=True, separators=(",", ":"), default=str
+    )
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

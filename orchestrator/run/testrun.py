@@ -68,8 +68,12 @@ def run_program(
     seconds, output, timed_out = time.monotonic() - t0, "".join(lines), expired.is_set()
     log.parent.mkdir(parents=True, exist_ok=True)
     status = "timed out" if timed_out else f"exit {proc.returncode}"
-    log.write_text(f"$ {' '.join(argv)}\n{output}\n[{status} after {seconds:.2f} s]\n", encoding="utf-8")
-    return TestRun(name, None if timed_out else proc.returncode, seconds, output, timed_out, str(log))
+    log.write_text(
+        f"$ {' '.join(argv)}\n{output}\n[{status} after {seconds:.2f} s]\n", encoding="utf-8"
+    )
+    return TestRun(
+        name, None if timed_out else proc.returncode, seconds, output, timed_out, str(log)
+    )
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -17,7 +17,11 @@ def _first_line(*argv: str) -> str:
         out = subprocess.run(list(argv), capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"unavailable ({e.__class__.__name__})"
-    return (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr).strip() else ""
+    return (
+        (out.stdout or out.stderr).strip().splitlines()[0]
+        if (out.stdout or out.stderr).strip()
+        else ""
+    )
 
 
 def versions() -> dict[str, str]:

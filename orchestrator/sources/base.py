@@ -29,23 +29,33 @@ class Snapshot:
 
 
 def imported(
-    cache: Cache, repo: SnapshotRepo, ref: str, header: str, unpack: Callable[[Path], tuple[Path, Optional[str]]]
+    cache: Cache,
+    repo: SnapshotRepo,
+    ref: str,
+    header: str,
+    unpack: Callable[[Path], tuple[Path, Optional[str]]],
 ) -> str:
     """The commit at `ref`, made once (under a lock: concurrent runs share it) of the tree
     `unpack(a scratch folder)` gives; its message `header` and the upstream commit found."""
     with cache.lock(f"snapshot-{ref}"):
         commit = repo.ref_commit(ref)
         if not commit:
-            with tempfile.TemporaryDirectory(prefix=cache.scratch_prefix("extract"), dir=cache.scratch()) as tmp:
+            with tempfile.TemporaryDirectory(
+                prefix=cache.scratch_prefix("extract"), dir=cache.scratch()
+            ) as tmp:
                 tree, upstream = unpack(Path(tmp))
-                commit = repo.import_tree(tree, ref, header + (f"upstream-commit: {upstream}\n" if upstream else ""))
+                commit = repo.import_tree(
+                    tree, ref, header + (f"upstream-commit: {upstream}\n" if upstream else "")
+                )
     return commit
 
 
 def recorded(repo: SnapshotRepo, commit: str, *keys: str) -> dict[str, str]:
     """The `key: value` lines of a snapshot's commit message, as provenance (upstream-commit: upstream_commit)."""
     lines = (line.partition(": ") for line in repo.message(commit).splitlines())
-    return {key.replace("-", "_"): value.strip() for key, sep, value in lines if sep and key in keys}
+    return {
+        key.replace("-", "_"): value.strip() for key, sep, value in lines if sep and key in keys
+    }
 
 
 def sha256_of(path: Path) -> str:
@@ -62,7 +72,10 @@ def network_reason(e: requests.RequestException) -> str:
     request = getattr(e, "request", None)
     host = urlparse(str(request.url)).hostname if request is not None and request.url else None
     for needles, reason in (
-        (("NameResolutionError", "Failed to resolve", "Name or service not known"), "could not resolve host"),
+        (
+            ("NameResolutionError", "Failed to resolve", "Name or service not known"),
+            "could not resolve host",
+        ),
         (("Connection refused",), "connection refused"),
         (("timed out",), "timed out"),
         (("Network is unreachable",), "network is unreachable"),

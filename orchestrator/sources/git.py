@@ -67,7 +67,12 @@ def snapshot(source: GitSource, cache: Cache, repo: SnapshotRepo) -> Snapshot:
     commit, resolved = import_commit(cache, repo, url, ref, source.key)
     if pin and pin.pinned_from:
         resolved = pin.pinned_ref or resolved
-    provenance: dict[str, Any] = {"url": url, "ref": asked, "resolved_ref": resolved, "upstream_commit": commit}
+    provenance: dict[str, Any] = {
+        "url": url,
+        "ref": asked,
+        "resolved_ref": resolved,
+        "upstream_commit": commit,
+    }
     description = f"{_short_url(url)} {asked} ({commit[:12]})" + (f" ({subdir})" if subdir else "")
     if not subdir and not submodules:
         return Snapshot(commit, description, provenance)
@@ -80,12 +85,16 @@ def snapshot(source: GitSource, cache: Cache, repo: SnapshotRepo) -> Snapshot:
     if subdir:
         sub_tree = repo.tree_of(tree, subdir)
         if sub_tree is None:
-            raise ConfigError(f"{source.key}.subdirectory: {subdir!r} is not a directory at {commit[:12]} of {url}")
+            raise ConfigError(
+                f"{source.key}.subdirectory: {subdir!r} is not a directory at {commit[:12]} of {url}"
+            )
         tree = sub_tree
     spec = hashlib.sha256(repr((subdir, submodules)).encode()).hexdigest()[:12]
     message = (
         f"snapshot of {redact(url)} at {commit}\n\nupstream-commit: {commit}\nsubdirectory: {subdir or '.'}\n"
-        + "".join(f"submodule: {p} {v['commit']}\n" for p, v in provenance.get("submodules", {}).items())
+        + "".join(
+            f"submodule: {p} {v['commit']}\n" for p, v in provenance.get("submodules", {}).items()
+        )
     )
     base = repo.commit_tree(tree, f"refs/snapshots/git/{mirror_name(url)}/{commit}-{spec}", message)
     return Snapshot(base, description, provenance)
@@ -98,7 +107,9 @@ def _tree(repo: SnapshotRepo, commit: str) -> str:
     return tree
 
 
-def import_commit(cache: Cache, repo: SnapshotRepo, url: str, ref: str, key: str) -> tuple[str, str]:
+def import_commit(
+    cache: Cache, repo: SnapshotRepo, url: str, ref: str, key: str
+) -> tuple[str, str]:
     """(commit, the remote ref it came from): fetched into the mirror, then into the snapshot repository."""
     name = mirror_name(url)
     with cache.lock(f"mirror-{name}"):
@@ -137,9 +148,16 @@ def ls_remote(url: str, ref: str, key: str, mirror: Optional[Path] = None) -> tu
     if FULL_SHA.match(ref):
         return ref, ref
     head = ref == "HEAD"
-    candidates = [ref] if head or ref.startswith("refs/") else [f"refs/heads/{ref}", f"refs/tags/{ref}"]
+    candidates = (
+        [ref] if head or ref.startswith("refs/") else [f"refs/heads/{ref}", f"refs/tags/{ref}"]
+    )
     peeled = [f"{c}^{{}}" for c in candidates if c.startswith("refs/tags/")]
-    out = _network(lambda: remote.ls_remote(url, [*candidates, *peeled], symref=head, mirror=mirror), url, ref, key)
+    out = _network(
+        lambda: remote.ls_remote(url, [*candidates, *peeled], symref=head, mirror=mirror),
+        url,
+        ref,
+        key,
+    )
     found, symref = {}, "HEAD"
     for line in out.splitlines():
         sha, _, name = line.partition("\t")
@@ -159,11 +177,17 @@ def gitlink(repo: SnapshotRepo, commit: str, path: str, url: str, key: str) -> t
     """(commit, url) of the submodule at `path` of a superproject commit, from its tree and .gitmodules."""
     entry = repo.tree_entry(commit, path)
     if entry is None or entry[0] != "160000":
-        raise ConfigError(f"{key}.submodules: {path!r} is not a submodule at {commit[:12]} of {url}")
+        raise ConfigError(
+            f"{key}.submodules: {path!r} is not a submodule at {commit[:12]} of {url}"
+        )
     for sub in repo.gitmodules(commit).values():
         if sub.get("path", "").strip("/") == path and "url" in sub:
-            return entry[2], checked_url(resolve_submodule_url(url, sub["url"]), f"{key}.submodules ({path})")
-    raise ConfigError(f"{key}.submodules: {path!r} has no url in .gitmodules at {commit[:12]} of {url}")
+            return entry[2], checked_url(
+                resolve_submodule_url(url, sub["url"]), f"{key}.submodules ({path})"
+            )
+    raise ConfigError(
+        f"{key}.submodules: {path!r} has no url in .gitmodules at {commit[:12]} of {url}"
+    )
 
 
 def checked_url(url: str, key: str) -> str:
@@ -193,7 +217,9 @@ def _network(call: Callable[[], Optional[str]], url: str, ref: str, key: str) ->
     except GitError as e:
         if any(m in e.output for m in _MISSING_REF):
             raise ConfigError(f"{key}.ref: {ref!r} does not exist at {url}") from None
-        raise SourceUnreachable(f"{key}.url: {url} is unreachable: {_ELAPSED.sub('', e.reason)}") from None
+        raise SourceUnreachable(
+            f"{key}.url: {url} is unreachable: {_ELAPSED.sub('', e.reason)}"
+        ) from None
 
 
 def _short_url(url: str) -> str:

@@ -36,7 +36,11 @@ _BLOCK = 64 * 1024
 
 
 def fetch(
-    url: str, sink: Callable[[bytes], None], what: str, max_bytes: int, headers: Optional[dict] = None
+    url: str,
+    sink: Callable[[bytes], None],
+    what: str,
+    max_bytes: int,
+    headers: Optional[dict] = None,
 ) -> tuple[requests.structures.CaseInsensitiveDict, str]:
     """GET `url`, its body to `sink` block by block; the response headers and final URL. A network
     failure or a transfer unfinished at the deadline is SourceUnreachable; a refusal SourceUnavailable."""
@@ -46,7 +50,9 @@ def fetch(
     text = os.environ.get("GGML_PATCH_HTTP_DEADLINE_S", "")
     limit = untrusted.seconds(text) if text.strip() else DEFAULT_DEADLINE_S
     if limit is None:
-        raise ConfigError(f"GGML_PATCH_HTTP_DEADLINE_S={text!r}: expected a finite number of seconds above 0")
+        raise ConfigError(
+            f"GGML_PATCH_HTTP_DEADLINE_S={text!r}: expected a finite number of seconds above 0"
+        )
     box: dict = {}
     stop, done = threading.Event(), threading.Event()
     session = requests.Session()
@@ -54,23 +60,32 @@ def fetch(
     def work() -> None:
         try:
             with session.get(
-                url, stream=True, timeout=(CONNECT_TIMEOUT_S, min(READ_TIMEOUT_S, limit)), headers=headers or {}
+                url,
+                stream=True,
+                timeout=(CONNECT_TIMEOUT_S, min(READ_TIMEOUT_S, limit)),
+                headers=headers or {},
             ) as r:
                 box["resp"] = r
                 if http_url_problem(r.url):  # a redirect to another scheme (file://, ftp://)
                     raise SourceUnavailable(f"{where} redirected to a non-http(s) URL")
                 if r.status_code != 200:
-                    raise HttpStatus(r.status_code, f"{where} answered HTTP {r.status_code} {r.reason}")
+                    raise HttpStatus(
+                        r.status_code, f"{where} answered HTTP {r.status_code} {r.reason}"
+                    )
                 declared = r.headers.get("Content-Length", "")
                 if declared.isdigit() and int(declared) > max_bytes:
-                    raise SourceUnavailable(f"{where} is {declared} bytes, more than the {max_bytes} allowed")
+                    raise SourceUnavailable(
+                        f"{where} is {declared} bytes, more than the {max_bytes} allowed"
+                    )
                 total = 0
                 for block in r.iter_content(_BLOCK):
                     if stop.is_set():
                         return
                     total += len(block)
                     if total > max_bytes:
-                        raise SourceUnavailable(f"{where} sent more than the {max_bytes} bytes allowed; stopped")
+                        raise SourceUnavailable(
+                            f"{where} sent more than the {max_bytes} bytes allowed; stopped"
+                        )
                     sink(block)
                 box["headers"], box["url"] = r.headers, r.url
         except BaseException as e:  # handed to the caller's thread
@@ -87,7 +102,9 @@ def fetch(
         with suppress(AttributeError, OSError):
             box.get("resp").raw._connection.sock.shutdown(socket.SHUT_RDWR)  # type: ignore[union-attr]
         took = time.monotonic() - t0
-        raise SourceUnreachable(f"{where} did not finish within {took:.0f} s (GGML_PATCH_HTTP_DEADLINE_S); stopped")
+        raise SourceUnreachable(
+            f"{where} did not finish within {took:.0f} s (GGML_PATCH_HTTP_DEADLINE_S); stopped"
+        )
     session.close()
     if "error" in box:
         raise box["error"]
@@ -100,10 +117,14 @@ class HttpStatus(SourceUnavailable):
         super().__init__(message)
 
 
-def download(url: str, sha256: str, cache: Cache, target: Path, what: str, key: str, shown: str) -> Path:
+def download(
+    url: str, sha256: str, cache: Cache, target: Path, what: str, key: str, shown: str
+) -> Path:
     """`url` (http(s), or a file:// regular file) into the cache, moved to `target` once its sha256 matches."""
     h = hashlib.sha256()
-    with tempfile.NamedTemporaryFile(prefix=cache.scratch_prefix("download"), dir=cache.scratch(), delete=False) as tmp:
+    with tempfile.NamedTemporaryFile(
+        prefix=cache.scratch_prefix("download"), dir=cache.scratch(), delete=False
+    ) as tmp:
         tmp_path = Path(tmp.name)
 
         def sink(block: bytes) -> None:
@@ -112,7 +133,9 @@ def download(url: str, sha256: str, cache: Cache, target: Path, what: str, key: 
 
         try:
             if urlsplit(url).scheme == "file":
-                sink(untrusted.read_bytes(url2pathname(urlsplit(url).path), "sdist"))  # a regular file only
+                sink(
+                    untrusted.read_bytes(url2pathname(urlsplit(url).path), "sdist")
+                )  # a regular file only
             else:
                 fetch(url, sink, what, MAX_ARCHIVE_BYTES, headers={"User-Agent": "ggml-patch"})
         except BaseException:
@@ -120,7 +143,9 @@ def download(url: str, sha256: str, cache: Cache, target: Path, what: str, key: 
             raise
     if h.hexdigest() != sha256:
         tmp_path.unlink(missing_ok=True)
-        raise SourceUnavailable(f"{key}.sha256: {shown} has sha256 {h.hexdigest()}, the matrix pins {sha256}")
+        raise SourceUnavailable(
+            f"{key}.sha256: {shown} has sha256 {h.hexdigest()}, the matrix pins {sha256}"
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp_path.replace(target)  # whole file or nothing: the temporary file is in the cache
     return target

@@ -39,7 +39,9 @@ def snapshot(source: LocalSource, cache: Cache, repo: SnapshotRepo) -> Snapshot:
     subdir = source.subdirectory.strip("/")
     expanded, plain = checkout_tree(repo, root, source.key)
     head = user_git.head(root)
-    dirty = (user_git.head(root, "HEAD:./") if head else None) != plain  # HEAD's tree against the files
+    dirty = (
+        user_git.head(root, "HEAD:./") if head else None
+    ) != plain  # HEAD's tree against the files
     tree = repo.tree_of(expanded, subdir) if subdir else expanded
     if tree is None:
         raise ConfigError(f"{source.key}.subdirectory: {subdir!r} is not a directory in {root}")
@@ -86,11 +88,18 @@ def checkout_tree(repo: SnapshotRepo, root: Path, key: str) -> tuple[str, str]:
 
 def working_files(root: Path) -> tuple[list[str], list[tuple[str, str]]]:
     """(tracked and untracked-not-ignored files, [(submodule path, recorded commit)]) by `git ls-files` only."""
-    staged = [(meta.split(), path) for meta, _, path in (r.partition("\t") for r in _listed(root, "--stage"))]
+    staged = [
+        (meta.split(), path)
+        for meta, _, path in (r.partition("\t") for r in _listed(root, "--stage"))
+    ]
     gitlinks = {path: sha for (mode, sha, _), path in staged if mode == _GITLINK}
     # an untracked nested repository (a name ending in "/"): not ours to read
     others = [p for p in _listed(root, "--others", "--exclude-standard") if not p.endswith("/")]
-    files = {p for p in [*(path for _, path in staged), *others] if p not in gitlinks and _is_file_or_link(root / p)}
+    files = {
+        p
+        for p in [*(path for _, path in staged), *others]
+        if p not in gitlinks and _is_file_or_link(root / p)
+    }
     return sorted(files), sorted(gitlinks.items())
 
 
@@ -99,7 +108,9 @@ def _entries(repo: SnapshotRepo, root: Path, paths: list[str]) -> list[tuple[str
     regular = [p for p in paths if not (root / p).is_symlink()]
     for p in regular:
         if "\n" in p:  # hash-object --stdin-paths reads one name a line
-            raise ConfigError(f"{root / p}: a file name with a newline cannot be read into a snapshot")
+            raise ConfigError(
+                f"{root / p}: a file name with a newline cannot be read into a snapshot"
+            )
     blobs = dict(zip(regular, repo.hash_blobs(root, regular), strict=True))
     return [
         ("100755" if os.lstat(root / p).st_mode & 0o111 else "100644", blobs[p], p)
@@ -120,7 +131,9 @@ def _is_file_or_link(path: Path) -> bool:
 def _walk(root: Path) -> list[str]:
     out = []
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d != ".git"]  # a folder's own git metadata is not content
+        dirnames[:] = [
+            d for d in dirnames if d != ".git"
+        ]  # a folder's own git metadata is not content
         paths = (Path(dirpath) / f for f in filenames if f != ".git")
         out += [p.relative_to(root).as_posix() for p in paths if _is_file_or_link(p)]
     return sorted(out)

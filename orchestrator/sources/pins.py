@@ -59,33 +59,47 @@ class PinsFile(Record):
     @classmethod
     def _reasons(cls, value: Any) -> Any:
         entries = value.values() if isinstance(value, dict) else [None]
-        if not all(isinstance(v, Unreachable) or isinstance(v, dict) and "reason" in v for v in entries):
+        if not all(
+            isinstance(v, Unreachable) or isinstance(v, dict) and "reason" in v for v in entries
+        ):
             raise PydanticCustomError("pins", 'expected {TARGET: {"reason": TEXT}}')
         return value
 
 
 def read_pins_file(path: Path) -> dict[str, Union[Pin, Unreachable]]:
     if not Path(path).exists():
-        raise ConfigError(f"{path}: no such pins file (write one with `ggml-patch resolve-refs --out FILE`)")
+        raise ConfigError(
+            f"{path}: no such pins file (write one with `ggml-patch resolve-refs --out FILE`)"
+        )
     data = parse(PinsFile, untrusted.read_text(path, "pins"), str(path), "a pins file")
-    return {**(data.unreachable or {}), **data.pins}  # a target both pinned and unreachable: the pin wins
+    return {
+        **(data.unreachable or {}),
+        **data.pins,
+    }  # a target both pinned and unreachable: the pin wins
 
 
 def made_pins(path: Path) -> bool:
     """An existing --out file `resolve-refs` may replace: a pins file it wrote (with its version)."""
     try:
-        return "version" in parse(PinsFile, untrusted.read_text(path, "pins"), str(path), "").model_fields_set
+        return (
+            "version"
+            in parse(PinsFile, untrusted.read_text(path, "pins"), str(path), "").model_fields_set
+        )
     except ConfigError:
         return False
 
 
-def collect(pins_file: Optional[str], pin_args: Iterable[str]) -> dict[str, Union[Pin, Unreachable]]:
+def collect(
+    pins_file: Optional[str], pin_args: Iterable[str]
+) -> dict[str, Union[Pin, Unreachable]]:
     """--pins FILE, then each --pin TARGET=COMMIT (which wins)."""
     pins = read_pins_file(Path(pins_file)) if pins_file else {}
     for text in pin_args:
         target, sep, commit = text.partition("=")
         if not sep or not target or not FULL_SHA.match(commit):
-            raise ConfigError(f"--pin {text!r}: expected TARGET=COMMIT with a full 40-hex commit id")
+            raise ConfigError(
+                f"--pin {text!r}: expected TARGET=COMMIT with a full 40-hex commit id"
+            )
         pins[target] = Pin(commit=commit)
     return pins
 
@@ -103,11 +117,15 @@ def pinned(matrix: Matrix, pins: Mapping[str, Union[Pin, Unreachable]]) -> Matri
                 "only git sources take a pin"
             )
         o = t.source.options
-        if isinstance(pin, Unreachable):  # the plan could not reach it: its cells report that, without a retry
+        if isinstance(
+            pin, Unreachable
+        ):  # the plan could not reach it: its cells report that, without a retry
             o["unreachable"] = pin.reason
         else:
             o.update(ref=pin.commit, pinned_from=o["ref"], pinned_ref=pin.remote_ref or "")
-        targets[name] = t.model_copy(update={"source": Pinned(**o).at(t.source.key, t.source.base_dir)})
+        targets[name] = t.model_copy(
+            update={"source": Pinned(**o).at(t.source.key, t.source.base_dir)}
+        )
     return matrix.model_copy(update={"targets": targets})
 
 
@@ -121,7 +139,9 @@ def git_targets(matrix: Matrix, profiles: Iterable[str], names: Iterable[str] = 
     return [t for t in order if matrix.targets[t].source.kind == "git"]
 
 
-def resolve_reachable(matrix: Matrix, names: list[str]) -> tuple[dict[str, Pin], dict[str, Unreachable]]:
+def resolve_reachable(
+    matrix: Matrix, names: list[str]
+) -> tuple[dict[str, Pin], dict[str, Unreachable]]:
     """(pins of the targets that resolved, those that did not: a remote down, gone or private, a ref gone)."""
     out, gone = {}, {}
     for name in names:
@@ -136,5 +156,7 @@ def resolve_reachable(matrix: Matrix, names: list[str]) -> tuple[dict[str, Pin],
     return out, gone
 
 
-def pins_json(pins: dict[str, Pin], unreachable: Optional[dict[str, Unreachable]] = None) -> dict[str, Any]:
+def pins_json(
+    pins: dict[str, Pin], unreachable: Optional[dict[str, Unreachable]] = None
+) -> dict[str, Any]:
     return PinsFile(pins=pins, **({"unreachable": unreachable} if unreachable else {})).to_json()

@@ -39,7 +39,9 @@ from .base import Snapshot, SourceUnreachable, imported, network_reason, recorde
 from .tarball import bounded_members, unpack, unpacked_cap
 
 PYPI_SIMPLE = "https://pypi.org/simple"
-SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"  # PEP 691; the HTML form (PEP 503) is the fallback
+SIMPLE_JSON = (
+    "application/vnd.pypi.simple.v1+json"  # PEP 691; the HTML form (PEP 503) is the fallback
+)
 
 # PyPI's project name rule (PEP 508 names); versions are exact PEP 440 versions (packaging)
 _PACKAGE = re.compile(r"^([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9])\Z")
@@ -54,7 +56,8 @@ def _package(package: str) -> Optional[str]:
 
 
 def _version(version: str) -> Optional[str]:
-    from packaging.version import InvalidVersion, Version  # packaging: loaded only for a pypi-sdist source (start-up)
+    # packaging: loaded only for a pypi-sdist source (start-up)
+    from packaging.version import InvalidVersion, Version
 
     with suppress(InvalidVersion):
         if Version(version) and version == version.strip():
@@ -79,9 +82,13 @@ def snapshot(source: PypiSdist, cache: Cache, repo: SnapshotRepo) -> Snapshot:
     ref = f"refs/snapshots/pypi/{slug(package)}-{slug(version)}-{sha256[:16]}-{slug(subdir) or 'root'}"
 
     def unpacked(tmp: Path) -> tuple[Path, Optional[str]]:
-        return extract(download(package, version, sha256, cache, source.key), subdir, tmp, source.key)
+        return extract(
+            download(package, version, sha256, cache, source.key), subdir, tmp, source.key
+        )
 
-    commit = imported(cache, repo, ref, f"snapshot of {description}\n\nsdist-sha256: {sha256}\n", unpacked)
+    commit = imported(
+        cache, repo, ref, f"snapshot of {description}\n\nsdist-sha256: {sha256}\n", unpacked
+    )
     return Snapshot(commit, description, recorded(repo, commit, "sdist-sha256", "upstream-commit"))
 
 
@@ -94,7 +101,9 @@ def download(package: str, version: str, sha256: str, cache: Cache, key: str) ->
     archive = cached[0]
     actual = sha256_of(archive)
     if actual != sha256:
-        raise SourceUnavailable(f"{key}.sha256: {archive.name} has sha256 {actual}, the matrix pins {sha256}")
+        raise SourceUnavailable(
+            f"{key}.sha256: {archive.name} has sha256 {actual}, the matrix pins {sha256}"
+        )
     return archive
 
 
@@ -106,7 +115,10 @@ def _pip_config_files(environ) -> list[Path]:
     xdg_dirs = (environ.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(os.pathsep)
     own = [Path(environ["PIP_CONFIG_FILE"])] if environ.get("PIP_CONFIG_FILE") else []
     files = [Path(d) / "pip" / "pip.conf" for d in xdg_dirs if d] + [Path("/etc/pip.conf")]
-    files += [home / ".pip" / "pip.conf", Path(environ.get("XDG_CONFIG_HOME") or home / ".config") / "pip" / "pip.conf"]
+    files += [
+        home / ".pip" / "pip.conf",
+        Path(environ.get("XDG_CONFIG_HOME") or home / ".config") / "pip" / "pip.conf",
+    ]
     return [*files, Path(sys.prefix) / "pip.conf", *own]
 
 
@@ -136,7 +148,9 @@ def index_urls(environ=None) -> list[str]:
 class IndexFile:
     filename: str
     url: str
-    sha256: Optional[str]  # as the index lists it (None: not listed; the download is checked anyway)
+    sha256: Optional[
+        str
+    ]  # as the index lists it (None: not listed; the download is checked anyway)
 
 
 class _Links(html.parser.HTMLParser):
@@ -169,8 +183,16 @@ def parse_listing(text: str, content_type: str, page_url: str) -> list[IndexFile
             return []
         out = []
         for f in data.get("files") or [] if isinstance(data, dict) else []:
-            if isinstance(f, dict) and isinstance(f.get("filename"), str) and isinstance(f.get("url"), str):
-                digest = (f.get("hashes") or {}).get("sha256") if isinstance(f.get("hashes"), dict) else None
+            if (
+                isinstance(f, dict)
+                and isinstance(f.get("filename"), str)
+                and isinstance(f.get("url"), str)
+            ):
+                digest = (
+                    (f.get("hashes") or {}).get("sha256")
+                    if isinstance(f.get("hashes"), dict)
+                    else None
+                )
                 out.append(IndexFile(f["filename"], urljoin(page_url, f["url"]), digest))
         return out
     parser = _Links()
@@ -188,7 +210,7 @@ def parse_listing(text: str, content_type: str, page_url: str) -> list[IndexFile
 def _is_the_sdist(filename: str, package: str, version: str) -> bool:
     # packaging: loaded only for a pypi-sdist source (start-up)
     from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
-    from packaging.version import Version  # packaging: loaded only for a pypi-sdist source (start-up)
+    from packaging.version import Version  # start-up, as above
 
     if not filename.endswith((".tar.gz", ".zip")):
         return False
@@ -211,12 +233,21 @@ def _project_page(index: str, package: str) -> tuple[Optional[str], str, str]:
         if page.is_file():
             return untrusted.read_lenient(page, "index") or "", "text/html", page.as_uri()
         if path.is_dir():  # a plain folder of files serves as its own listing
-            return "".join(f'<a href="{p.name}">{p.name}</a>' for p in sorted(path.iterdir())), "text/html", url
+            return (
+                "".join(f'<a href="{p.name}">{p.name}</a>' for p in sorted(path.iterdir())),
+                "text/html",
+                url,
+            )
         return None, "", url
 
-    headers, chunks = {"Accept": f"{SIMPLE_JSON}, text/html;q=0.1", "User-Agent": "ggml-patch"}, list[bytes]()
+    headers, chunks = (
+        {"Accept": f"{SIMPLE_JSON}, text/html;q=0.1", "User-Agent": "ggml-patch"},
+        list[bytes](),
+    )
     try:  # capped, with a deadline
-        h, final = http.fetch(url, chunks.append, f"the package index {index}", http.MAX_PAGE_BYTES, headers=headers)
+        h, final = http.fetch(
+            url, chunks.append, f"the package index {index}", http.MAX_PAGE_BYTES, headers=headers
+        )
     except http.HttpStatus as e:
         if e.status == 404:
             return None, "", url
@@ -224,7 +255,9 @@ def _project_page(index: str, package: str) -> tuple[Optional[str], str, str]:
     return b"".join(chunks).decode("utf-8", errors="replace"), h.get("Content-Type", ""), final
 
 
-def fetch_sdist(package: str, version: str, sha256: str, cache: Cache, key: str, folder: Path) -> Path:
+def fetch_sdist(
+    package: str, version: str, sha256: str, cache: Cache, key: str, folder: Path
+) -> Path:
     """`package==version`'s sdist from the indexes, moved into `folder` once its sha256 matches. Nothing of it runs."""
     indexes = index_urls()
     unreachable, refused, seen = [], [], []
@@ -250,7 +283,13 @@ def fetch_sdist(package: str, version: str, sha256: str, cache: Cache, key: str,
                 continue
             try:
                 return http.download(
-                    f.url, sha256, cache, folder / (slug(f.filename) or "sdist.tar.gz"), key, key, f.filename
+                    f.url,
+                    sha256,
+                    cache,
+                    folder / (slug(f.filename) or "sdist.tar.gz"),
+                    key,
+                    key,
+                    f.filename,
                 )
             except requests.RequestException as e:
                 unreachable.append(f"{f.url} ({network_reason(e)})")
@@ -271,7 +310,11 @@ def fetch_sdist(package: str, version: str, sha256: str, cache: Cache, key: str,
 def _followable(page: str, url: str) -> bool:
     """Links an index page may lead to: http(s) from an http(s) page; from a local (file://)
     index, files of that index. Never another scheme (file:///dev/zero from a web page)."""
-    page_scheme, scheme, web = urlsplit(page).scheme.lower(), urlsplit(url).scheme.lower(), ("http", "https")
+    page_scheme, scheme, web = (
+        urlsplit(page).scheme.lower(),
+        urlsplit(url).scheme.lower(),
+        ("http", "https"),
+    )
     return scheme in web if page_scheme in web else scheme == "file" == page_scheme
 
 
@@ -283,7 +326,9 @@ def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Opt
         with tarfile.open(archive) as tar:
             first = tar.next()  # the first header only, not a scan of the archive
     except (tarfile.TarError, OSError, EOFError) as e:
-        raise SourceUnavailable(f"{key}: {archive.name} is not a readable tar archive: {e}") from None
+        raise SourceUnavailable(
+            f"{key}: {archive.name} is not a readable tar archive: {e}"
+        ) from None
     if first is None:
         raise SourceUnavailable(f"{key}: {archive.name} is an empty archive")
     top = PurePosixPath(first.name).parts[0]
@@ -293,12 +338,25 @@ def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Opt
     if tar_exe:
         # GNU tar refuses members with '..' or absolute names; the archive's sha256 was checked already.
         # It reads the archive decompressed from a pipe, which stops at MAX_UNPACKED_BYTES (a bomb).
-        argv = [tar_exe, "-xf", "-", "-C", str(dest), "--no-same-owner", "--exclude=.git", str(root)]
+        argv = [
+            tar_exe,
+            "-xf",
+            "-",
+            "-C",
+            str(dest),
+            "--no-same-owner",
+            "--exclude=.git",
+            str(root),
+        ]
         proc = _tar_capped(argv, archive, key)
         if proc.returncode != 0:
             if "Not found in archive" in proc.stderr:
-                raise SourceUnavailable(f"{key}.subdirectory: {archive.name} has no files under {root}")
-            raise SourceUnavailable(f"{key}: cannot unpack {archive.name}: {proc.stderr.strip().splitlines()[-1:]}")
+                raise SourceUnavailable(
+                    f"{key}.subdirectory: {archive.name} has no files under {root}"
+                )
+            raise SourceUnavailable(
+                f"{key}: cannot unpack {archive.name}: {proc.stderr.strip().splitlines()[-1:]}"
+            )
         if subdir:  # the sdist's git metadata: the submodule's HEAD, extracted apart and only read
             meta = dest / ".git-meta"
             meta.mkdir()
@@ -307,7 +365,13 @@ def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Opt
     else:
         with tarfile.open(archive) as tar:
             unpack(
-                tar, bounded_members(tar, archive.name, key, unpacked_cap(archive)), root, dest, archive.name, key, key
+                tar,
+                bounded_members(tar, archive.name, key, unpacked_cap(archive)),
+                root,
+                dest,
+                archive.name,
+                key,
+                key,
             )
             with suppress(KeyError):  # the sdist's git metadata: read, never extracted
                 member = tar.extractfile(head) if subdir else None
@@ -340,6 +404,10 @@ def _tar_capped(argv: list[str], archive: Path, key: str) -> subprocess.Complete
                 proc.kill()
             proc.wait()
         if total > cap:
-            raise SourceUnavailable(f"{key}: {archive.name} unpacks to more than {cap} bytes; refused")
+            raise SourceUnavailable(
+                f"{key}: {archive.name} unpacks to more than {cap} bytes; refused"
+            )
         err.seek(0)
-        return subprocess.CompletedProcess(argv, proc.returncode, "", err.read().decode(errors="replace"))
+        return subprocess.CompletedProcess(
+            argv, proc.returncode, "", err.read().decode(errors="replace")
+        )

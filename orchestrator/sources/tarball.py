@@ -50,9 +50,17 @@ def snapshot(source: TarballSource, cache: Cache, repo: SnapshotRepo) -> Snapsho
     description = f"{_file_name(url)} ({sha256[:12]})" + (f" ({subdir})" if subdir else "")
     header = f"snapshot of {redact(url)}\n\ntarball-sha256: {sha256}\n"
     commit = imported(
-        cache, repo, ref, header, lambda tmp: extract(download(url, sha256, cache, source.key), subdir, tmp, source.key)
+        cache,
+        repo,
+        ref,
+        header,
+        lambda tmp: extract(download(url, sha256, cache, source.key), subdir, tmp, source.key),
     )
-    return Snapshot(commit, description, {"url": url, "sha256": sha256, **recorded(repo, commit, "upstream-commit")})
+    return Snapshot(
+        commit,
+        description,
+        {"url": url, "sha256": sha256, **recorded(repo, commit, "upstream-commit")},
+    )
 
 
 def download(url: str, sha256: str, cache: Cache, key: str) -> Path:
@@ -61,7 +69,9 @@ def download(url: str, sha256: str, cache: Cache, key: str) -> Path:
     if target.exists() and sha256_of(target) == sha256:
         return target
     try:
-        return http.download(url, sha256, cache, target, f"{key}.url", key, url)  # a byte cap and a deadline
+        return http.download(
+            url, sha256, cache, target, f"{key}.url", key, url
+        )  # a byte cap and a deadline
     except requests.RequestException as e:
         raise SourceUnreachable(f"{key}.url: {url} is unreachable: {network_reason(e)}") from None
 
@@ -75,7 +85,9 @@ def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Opt
         raise SourceUnavailable(f"{key}.url: {archive.name} is not a tar archive: {e}") from None
     with tar:
         members = bounded_members(tar, archive.name, key, unpacked_cap(archive))
-        parts = [PurePosixPath(m.name).parts for m in members if m.isfile() or m.isdir() or m.issym()]
+        parts = [
+            PurePosixPath(m.name).parts for m in members if m.isfile() or m.isdir() or m.issym()
+        ]
         tops = {p[0] for p in parts if p}
         top = tops.pop() if len(tops) == 1 and any(len(p) > 1 for p in parts) else ""
         root = PurePosixPath(top, subdir) if subdir else PurePosixPath(top or ".")
@@ -85,7 +97,13 @@ def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Opt
 
 
 def unpack(
-    tar: tarfile.TarFile, members: list[tarfile.TarInfo], root: PurePosixPath, dest: Path, name: str, at: str, key: str
+    tar: tarfile.TarFile,
+    members: list[tarfile.TarInfo],
+    root: PurePosixPath,
+    dest: Path,
+    name: str,
+    at: str,
+    key: str,
 ) -> None:
     """The files, folders and symlinks under `root` into dest, every .git entry skipped; refused
     whole when an entry would leave dest (tarfile's "data" filter)."""
@@ -93,14 +111,21 @@ def unpack(
         m
         for m in members
         if (m.isfile() or m.isdir() or m.issym())
-        and (str(root) == "." or PurePosixPath(m.name) == root or root in PurePosixPath(m.name).parents)
+        and (
+            str(root) == "."
+            or PurePosixPath(m.name) == root
+            or root in PurePosixPath(m.name).parents
+        )
         and ".git" not in PurePosixPath(m.name).parts
     ]
     if not any(m.isfile() for m in wanted):
         raise SourceUnavailable(f"{key}.subdirectory: {name} has no files under {root}")
     try:
         tar.extractall(dest, members=wanted, filter="data")
-    except (tarfile.TarError, OSError) as e:  # an entry leaving the folder, a link out of it, a bad header
+    except (
+        tarfile.TarError,
+        OSError,
+    ) as e:  # an entry leaving the folder, a link out of it, a bad header
         raise SourceUnavailable(f"{at}: {name}: refused to unpack: {e}") from None
 
 

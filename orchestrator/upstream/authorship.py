@@ -76,12 +76,22 @@ def reauthor(git_dir: str, base: str, patched: str, who: Identity, assistant: Op
     """base..patched again, same trees, dates and messages, authored by `who` (+ Assisted-by); the head."""
     repo, parent = Path(git_dir), base
     for sha in commits.ids(repo, base, patched):
-        head, _, message = commits.raw(repo, sha).partition(b"\n\n")  # the message's exact bytes after the headers
+        head, _, message = commits.raw(repo, sha).partition(
+            b"\n\n"
+        )  # the message's exact bytes after the headers
         lines = (ln.partition(b" ") for ln in head.split(b"\n"))
-        headers = {key.decode(): value for key, _, value in lines if key in (b"tree", b"author")}  # one each
-        when = b" ".join(headers["author"].rsplit(b" ", 2)[-2:]).decode()  # "<seconds> <zone>" after "Name <email>"
+        headers = {
+            key.decode(): value for key, _, value in lines if key in (b"tree", b"author")
+        }  # one each
+        when = b" ".join(
+            headers["author"].rsplit(b" ", 2)[-2:]
+        ).decode()  # "<seconds> <zone>" after "Name <email>"
         env = {"GIT_AUTHOR_NAME": who.name, "GIT_AUTHOR_EMAIL": who.email, "GIT_AUTHOR_DATE": when}
-        env |= {"GIT_COMMITTER_NAME": COMMITTER[0], "GIT_COMMITTER_EMAIL": COMMITTER[1], "GIT_COMMITTER_DATE": when}
+        env |= {
+            "GIT_COMMITTER_NAME": COMMITTER[0],
+            "GIT_COMMITTER_EMAIL": COMMITTER[1],
+            "GIT_COMMITTER_DATE": when,
+        }
         if assistant:
             message = commits.with_trailer(repo, message, f"Assisted-by: {assistant}")
         parent = commits.commit_tree(repo, headers["tree"].decode(), parent, message, env)

@@ -18,7 +18,13 @@ from typing import Any, Callable, Optional
 from .. import outdir, untrusted
 from ..cache import Cache, slug
 from ..config import Backend, Matrix
-from ..errors import BuildFailed, BundleRefused, BundleVerificationFailed, ConfigError, SeriesDoesNotApply
+from ..errors import (
+    BuildFailed,
+    BundleRefused,
+    BundleVerificationFailed,
+    ConfigError,
+    SeriesDoesNotApply,
+)
 from ..finetune import bundle as tuned
 from ..patchset.files import load_series, write_patches
 from ..patchset.render import rendered_for_target
@@ -50,7 +56,9 @@ def load_results_dir(results_dir: Path) -> tuple[Results, str]:
     """results.json (validated) and the sha256 of its bytes (what the manifest names)."""
     path = Path(results_dir) / "results.json"
     if not path.exists():
-        raise ConfigError(f"{path}: no results; run `ggml-patch matrix --results {results_dir}` first")
+        raise ConfigError(
+            f"{path}: no results; run `ggml-patch matrix --results {results_dir}` first"
+        )
     return load_results(path)
 
 
@@ -65,7 +73,12 @@ def problems(results: Results, current_series_sha256: str) -> list[Problem]:
         if all(c.status in NOT_RUN for c in cells):
             why = "no cell ran its tests (skipped or build-only), so nothing was proven"
             found.append(Problem(target, f"{target}: {why}"))
-        found += [Problem(target, t) for c in cells if c.status not in NOT_RUN for t in _cell_problems(results, c)]
+        found += [
+            Problem(target, t)
+            for c in cells
+            if c.status not in NOT_RUN
+            for t in _cell_problems(results, c)
+        ]
     return found
 
 
@@ -80,7 +93,9 @@ def _cell_problems(results: Results, cell: Cell) -> list[str]:
         found.append(f"{cid}: the patched variant did not build")
     else:
         bad = [
-            f"{n} {t.outcome}" for n, t in patched.tests.items() if t.outcome not in (Outcome.PASSED, Outcome.SKIPPED)
+            f"{n} {t.outcome}"
+            for n, t in patched.tests.items()
+            if t.outcome not in (Outcome.PASSED, Outcome.SKIPPED)
         ]
         if bad:  # skipped: the backend's, with its reason
             found.append(f"{cid}: with the fix {', '.join(bad)}")
@@ -134,7 +149,9 @@ def manifest(
         "patched_commit": patched_commit,
         "series": {
             # the same digest as Series.sha256: each patch's name and text
-            "sha256": hashlib.sha256(b"".join(f"{n}\0{t}\0".encode() for n, t in patches)).hexdigest(),
+            "sha256": hashlib.sha256(
+                b"".join(f"{n}\0{t}\0".encode() for n, t in patches)
+            ).hexdigest(),
             "results_series_sha256": results.series.sha256,
             "patches": [name for name, _ in patches],
         },
@@ -175,7 +192,9 @@ def read_bundle(directory: Path) -> Bundle:
     directory = Path(directory)
     mpath = directory / MANIFEST
     if not mpath.exists() and not mpath.is_symlink():
-        raise ConfigError(f"{mpath}: missing; --bundle must name one target's directory made by `ggml-patch bundle`")
+        raise ConfigError(
+            f"{mpath}: missing; --bundle must name one target's directory made by `ggml-patch bundle`"
+        )
     # untrusted: every field checked before any is used
     man = read_manifest(untrusted.load_json(mpath, "manifest", root=directory), mpath)
     files = man.files
@@ -224,15 +243,21 @@ def make_bundles(opts: BundleOptions) -> tuple[list[Bundle], list[str]]:
                 f"(targets in this run: {', '.join(present) or 'none'})"
             )
     chosen = [t for t in present if not opts.targets or t in opts.targets]
-    limits = load_known_limits(Path(opts.matrix.series_dir))  # malformed: one line, exit 2, before any work
+    limits = load_known_limits(
+        Path(opts.matrix.series_dir)
+    )  # malformed: one line, exit 2, before any work
     related = load_related(Path(opts.matrix.series_dir))  # likewise
-    found = [p for p in problems(results, load_series(opts.matrix).sha256) if p.target in (None, *chosen)]
+    found = [
+        p for p in problems(results, load_series(opts.matrix).sha256) if p.target in (None, *chosen)
+    ]
     if found and not opts.allow_incomplete:
         raise BundleRefused(refusal_message(found))
     made, left_out = [], []
     for target in chosen:
         if not any(c.patched_commit for c in results.cells_of(target)):
-            left_out.append(f"{target}: the series was never applied in this run, so there is nothing to send")
+            left_out.append(
+                f"{target}: the series was never applied in this run, so there is nothing to send"
+            )
             continue
         warnings = [p.text for p in found if p.target in (None, target)]
         made.append(bundle_target(opts, results, results_sha, target, warnings, limits, related))
@@ -244,7 +269,9 @@ def make_bundles(opts: BundleOptions) -> tuple[list[Bundle], list[str]]:
 def _same(cells: list[Cell], what: str, get: Callable[[Cell], Optional[str]]) -> str:
     values = {get(c) for c in cells} - {None}
     if len(values) != 1:
-        raise BundleRefused(f"{cells[0].target}: the cells of this target record {len(values)} different {what}s")
+        raise BundleRefused(
+            f"{cells[0].target}: the cells of this target record {len(values)} different {what}s"
+        )
     return str(values.pop())
 
 
@@ -252,11 +279,19 @@ def _policy_reader(repo):
     """read_blob for the target's policy files: at most the policy cap, UTF-8 or one line."""
 
     def read(commit: str, path: str) -> Optional[str]:
-        size, cap, where = repo.blob_size(commit, path), untrusted.cap_of("policy"), f"{path} at {commit[:12]}"
+        size, cap, where = (
+            repo.blob_size(commit, path),
+            untrusted.cap_of("policy"),
+            f"{path} at {commit[:12]}",
+        )
         if size is not None and size > cap:
             raise ConfigError(f"{where}: {size} bytes, more than the {cap} a policy file may hold")
         text = repo.read_blob(commit, path) if size is not None else None
-        return None if text is None else untrusted.decode(text.encode("utf-8", "surrogateescape"), where, "policy")
+        return (
+            None
+            if text is None
+            else untrusted.decode(text.encode("utf-8", "surrogateescape"), where, "policy")
+        )
 
     return read
 
@@ -272,12 +307,16 @@ def bundle_target(
 ) -> Bundle:
     matrix, cache = opts.matrix, opts.cache
     if opts.author is None:
-        raise ConfigError('bundle: no author for the bundle\'s commits (pass --author "Name <email>")')
+        raise ConfigError(
+            'bundle: no author for the bundle\'s commits (pass --author "Name <email>")'
+        )
     cells = [c for c in results.cells_of(target_name) if c.patched_commit]
     base = _same(cells, "base commit", lambda c: c.source.base_commit if c.source else None)
     patched = _same(cells, "patched commit", lambda c: c.patched_commit)
     source = cells[0].source.to_json() if cells[0].source else {}
-    finetune = tuned.for_target(tuned.load(opts.results_dir), target_name, base, results.series.sha256, opts.log)
+    finetune = tuned.for_target(
+        tuned.load(opts.results_dir), target_name, base, results.series.sha256, opts.log
+    )
     target = matrix.target(target_name)
     work = cache.root / "bundle" / slug(target_name)
     with cache.lock(f"bundle-{target_name}"):
@@ -293,7 +332,9 @@ def bundle_target(
         files_at_base = {f: read(base, f) for f in (*policy.POLICY_FILES, *policy.TEMPLATE_FILES)}
         rules = policy.derive(target_name, base, files_at_base, target.upstream)
         series_dir = Path(matrix.series_dir)
-        cover_text = untrusted.read_optional(series_dir / cover.COVER_FILE, "cover", root=matrix.series_dir)
+        cover_text = untrusted.read_optional(
+            series_dir / cover.COVER_FILE, "cover", root=matrix.series_dir
+        )
         cov = cover.parse_cover(f"{series_dir.name}/{cover.COVER_FILE}", cover_text)
         worktree = Worktree(repo, work / "src")
         if repo.ref_commit(patched) != patched:  # a pruned cache: the series recreates it exactly
@@ -308,7 +349,9 @@ def bundle_target(
         # the contributor's commits: the tested trees and messages, their identity (and Assisted-by)
         head = authorship.reauthor(str(repo.path), base, patched, opts.author, opts.assisted_by)
         patches = format_patch(repo, base, head)
-        commits = [Commit(subject, body, files) for _, subject, body, files in repo.commits(base, head)]
+        commits = [
+            Commit(subject, body, files) for _, subject, body, files in repo.commits(base, head)
+        ]
         opts.log(
             f"{target_name}: verifying {len(patches)} patches on a fresh copy of {base[:12]} "
             "(git am, build, test-opt, gate)"
@@ -336,7 +379,9 @@ def bundle_target(
     if plots and trained and trained.training:  # the plots' tables are in the body anyway
         title, t = f"{trained.cell}: train-opt-dynamic, per-step graphs, SGD", trained.training
         with tempfile.TemporaryDirectory() as tmp:
-            files_text[TRAINING_PLOT] = plot(t.with_fix, t.without_fix, Path(tmp) / TRAINING_PLOT, title).read_bytes()
+            files_text[TRAINING_PLOT] = plot(
+                t.with_fix, t.without_fix, Path(tmp) / TRAINING_PLOT, title
+            ).read_bytes()
     if plots and finetune:
         files_text[tuned.PLOT] = tuned.plot_png(finetune)
     files = {name: hashlib.sha256(_bytes(data)).hexdigest() for name, data in files_text.items()}
@@ -353,7 +398,9 @@ def bundle_target(
         verification=verification,
         toolchain=tools,
         warnings=warnings,
-        known_limits=as_json(known_limits),  # patches/known-limits.yaml: what the series leaves as it is
+        known_limits=as_json(
+            known_limits
+        ),  # patches/known-limits.yaml: what the series leaves as it is
         **docs.manifest_fields(opts.author, opts.assisted_by, head),
     )
     files_text[MANIFEST] = json.dumps(man, indent=2) + "\n"  # the whole manifest, redacted
@@ -367,9 +414,13 @@ def bundle_target(
 def _write_dir(dest: Path, files: dict[str, str | bytes]) -> None:
     """Replace `dest` whole (no earlier patch is left beside the new ones), only when it is an earlier
     bundle or empty, through a staging folder of its own (a user's `.NAME.partial/` is never touched)."""
-    earlier = dest.is_dir() and (not any(dest.iterdir()) or outdir.made_bundle(dest))  # or an empty folder
+    earlier = dest.is_dir() and (
+        not any(dest.iterdir()) or outdir.made_bundle(dest)
+    )  # or an empty folder
     if dest.is_symlink() or (dest.exists() and not earlier):
-        raise ConfigError(f"{dest}: holds files ggml-patch did not write; move them away or name another --out")
+        raise ConfigError(
+            f"{dest}: holds files ggml-patch did not write; move them away or name another --out"
+        )
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=dest.parent))
     try:
@@ -390,13 +441,25 @@ def _bytes(data: str | bytes) -> bytes:
 def format_patch(repo: SnapshotRepo, base: str, patched: str) -> list[tuple[str, str]]:
     """`git format-patch base..patched`: [(file name, text)], in order."""
     if not repo.descends(base, patched):
-        raise BundleRefused(f"the patched commit {patched[:12]} does not descend from the base {base[:12]}")
+        raise BundleRefused(
+            f"the patched commit {patched[:12]} does not descend from the base {base[:12]}"
+        )
     with tempfile.TemporaryDirectory(prefix="format-patch-") as tmp:
-        return [(p.name, p.read_text(encoding="utf-8")) for p in repo.format_patches(base, patched, Path(tmp))]
+        return [
+            (p.name, p.read_text(encoding="utf-8"))
+            for p in repo.format_patches(base, patched, Path(tmp))
+        ]
 
 
 def verify(
-    opts: BundleOptions, target, repo, worktree, work: Path, base: str, patched: str, patches: list[tuple[str, str]]
+    opts: BundleOptions,
+    target,
+    repo,
+    worktree,
+    work: Path,
+    base: str,
+    patched: str,
+    patches: list[tuple[str, str]],
 ) -> Verification:
     """git am the bundle's files on a fresh copy of the base, then the cell pipeline's configure,
     build and tests (CPU). `patched` is the bundle's head: the tested tree, the contributor's commits.
@@ -430,16 +493,24 @@ def verify(
 
     backend = opts.matrix.backends.get("cpu") or Backend("cpu")
     try:
-        tested = tested_tree(target, backend, opts.cache, opts.matrix.native_tests_dir, work, worktree)
+        tested = tested_tree(
+            target, backend, opts.cache, opts.matrix.native_tests_dir, work, worktree
+        )
     except BuildFailed as e:
         raise BuildFailed(f"{target.name}: bundle verification: {e}") from None
     rec = tested.patched
     assert rec.build is not None
     tests = {
-        name: VerifiedTest(outcome=str(t.outcome), exit_code=t.exit_code, summary_line=t.summary_line, log=t.log)
+        name: VerifiedTest(
+            outcome=str(t.outcome), exit_code=t.exit_code, summary_line=t.summary_line, log=t.log
+        )
         for name, t in rec.tests.items()
     }
-    failed = [f"{n} {t.outcome}" for n, t in tests.items() if t.outcome not in (Outcome.PASSED, Outcome.SKIPPED)]
+    failed = [
+        f"{n} {t.outcome}"
+        for n, t in tests.items()
+        if t.outcome not in (Outcome.PASSED, Outcome.SKIPPED)
+    ]
     if failed:
         raise BundleVerificationFailed(
             f"{target.name}: with the bundle applied to a fresh copy of the base: "
@@ -475,7 +546,9 @@ def compiler_info(build_dir: Path) -> dict[str, str]:
         for f in sorted(Path(build_dir).glob(f"CMakeFiles/*/CMake{lang}Compiler.cmake")):
             sets = dict(_SET.findall(f.read_text(errors="replace")))
             if sets.get(var):
-                found[key] = f"{sets.get(f'{var}_ID', '?')} {sets.get(f'{var}_VERSION', '?')} ({sets[var]})"
+                found[key] = (
+                    f"{sets.get(f'{var}_ID', '?')} {sets.get(f'{var}_VERSION', '?')} ({sets[var]})"
+                )
         if key not in found and cache.exists():  # older trees: the cache has the path at least
             m = re.search(rf"^{var}:\w+=(.+)$", cache.read_text(errors="replace"), re.M)
             if m:

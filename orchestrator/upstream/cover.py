@@ -11,7 +11,10 @@ from typing import Optional
 from .policy import Evidence, Section, Template, _disclosure_prefix, sections, visible
 
 COVER_FILE = "cover.md"
-_ISSUE = re.compile(r"\b(Fixes|Refs|Closes|Resolves)\s+(#\d+|https://github\.com/[\w.-]+/[\w.-]+/issues/\d+)\b", re.I)
+_ISSUE = re.compile(
+    r"\b(Fixes|Refs|Closes|Resolves)\s+(#\d+|https://github\.com/[\w.-]+/[\w.-]+/issues/\d+)\b",
+    re.I,
+)
 _YES_NO = re.compile(r"^(?P<answer>yes|no)\b[\s,:;.-]*(?P<how>.*)$", re.I)
 
 
@@ -63,7 +66,9 @@ def _norm(prefix: str) -> str:
 def problems(cover: Cover, template: Optional[Template]) -> list[str]:
     """Why the cover keeps the bundle a draft ('' when the contributor has written it all)."""
     if cover.text is None:
-        return [f"{cover.path}: missing (write one section per heading of the target's pull request template)"]
+        return [
+            f"{cover.path}: missing (write one section per heading of the target's pull request template)"
+        ]
     if not visible(cover.text).strip():
         return [f"{cover.path}: empty (only placeholders)"]
     found = []
@@ -72,11 +77,17 @@ def problems(cover: Cover, template: Optional[Template]) -> list[str]:
         if s.fixed or s.optional:
             continue
         if mine is None:
-            found.append(f"{cover.path}: no section '## {s.heading}' ({template.file if template else ''}:{s.line})")
+            found.append(
+                f"{cover.path}: no section '## {s.heading}' ({template.file if template else ''}:{s.line})"
+            )
         elif not visible(mine.text).strip():
-            found.append(f"{cover.path}:{mine.line}: '## {s.heading}' not written (placeholders only)")
+            found.append(
+                f"{cover.path}:{mine.line}: '## {s.heading}' not written (placeholders only)"
+            )
     found += [
-        f"{cover.path}:{n}: placeholder left in '## {w.heading}'" for w in cover.sections for n in w.placeholders()
+        f"{cover.path}:{n}: placeholder left in '## {w.heading}'"
+        for w in cover.sections
+        for n in w.placeholders()
     ]
     d = disclosure(cover, template)
     line = template.disclosure if template else None
@@ -90,7 +101,11 @@ def problems(cover: Cover, template: Optional[Template]) -> list[str]:
 
 def issue_reference(cover: Cover) -> Optional[Evidence]:
     """The first `Fixes #N` / `Refs #N` (or an issue URL) the contributor wrote."""
-    hits = [(n, m[0]) for n, line in enumerate(visible(cover.text or "").splitlines(), 1) if (m := _ISSUE.search(line))]
+    hits = [
+        (n, m[0])
+        for n, line in enumerate(visible(cover.text or "").splitlines(), 1)
+        if (m := _ISSUE.search(line))
+    ]
     return Evidence(file=cover.path, line=hits[0][0], text=hits[0][1]) if hits else None
 
 

@@ -32,7 +32,9 @@ class Documents:
     def draft(self) -> bool:
         return bool(self.draft_reasons)
 
-    def manifest_fields(self, author: Identity, assistant: Optional[str], bundle_commit: str) -> dict[str, Any]:
+    def manifest_fields(
+        self, author: Identity, assistant: Optional[str], bundle_commit: str
+    ) -> dict[str, Any]:
         """manifest.json's policy, readiness, draft, cover and authorship keys (upstream/manifest.py)."""
         cover = M.CoverInfo(path=self.cover.path, present=self.cover.text is not None)
         return {
@@ -75,7 +77,15 @@ def documents(
     if policy.takes_pull_request:
         repo = policy.repo.value if isinstance(policy.repo.value, str) else None
         data = pr_body.evidence(
-            results, results_sha256, target, commits, names, toolchain, repo, known_limits, finetune=finetune
+            results,
+            results_sha256,
+            target,
+            commits,
+            names,
+            toolchain,
+            repo,
+            known_limits,
+            finetune=finetune,
         )
         texts = {
             "PR_TITLE": B.pr_title(commits) + "\n",
@@ -90,11 +100,17 @@ def documents(
     changed = list(dict.fromkeys(f.path for _, text in patches for f in unidiff.PatchSet(text)))
     report = compare(sync, canonical_paths, changed) if sync else None
     pr_cover = cover if policy.takes_pull_request else None
-    ready = readiness.run(policy, patches, texts, pr_cover, cover_problems, sync, report, script, related=related)
-    reasons = cover_problems + [f"{c.name}: {c.detail}" + (f" ({c.where[0]})" if c.where else "") for c in ready.failed]
+    ready = readiness.run(
+        policy, patches, texts, pr_cover, cover_problems, sync, report, script, related=related
+    )
+    reasons = cover_problems + [
+        f"{c.name}: {c.detail}" + (f" ({c.where[0]})" if c.where else "") for c in ready.failed
+    ]
     if policy.takes_pull_request:
         texts["PR_BODY.md"] = (
-            "\n".join(pr_body.banner(reasons, warnings)) + ("\n" if reasons or warnings else "") + texts["PR_BODY.md"]
+            "\n".join(pr_body.banner(reasons, warnings))
+            + ("\n" if reasons or warnings else "")
+            + texts["PR_BODY.md"]
         )
     texts["READINESS.md"] = readiness.markdown(target, ready, reasons, policy)
     # the run's records may name URLs: never their credentials

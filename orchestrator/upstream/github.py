@@ -47,7 +47,9 @@ def check_api_url(url: str) -> str:
 
 
 def check_commit(commit: str, option: str) -> str:
-    return _checked(option, commit, None if FULL_SHA.match(commit) else "expected a full 40-hex commit id")
+    return _checked(
+        option, commit, None if FULL_SHA.match(commit) else "expected a full 40-hex commit id"
+    )
 
 
 def check_owner(name: str) -> str:
@@ -55,7 +57,9 @@ def check_owner(name: str) -> str:
 
 
 def check_branch(name: str, option: str = "--branch") -> str:
-    return _checked(option, name, None if workrepo.is_branch_name(name) else "not a valid git branch name")
+    return _checked(
+        option, name, None if workrepo.is_branch_name(name) else "not a valid git branch name"
+    )
 
 
 def owner_from_remote(url: str) -> Optional[str]:
@@ -93,7 +97,13 @@ def create_pull_request(api_url: str, pr: PullRequest, token: str, timeout: floa
 
 
 def answer(
-    status: int, headers, text: str, pr: PullRequest, url: str, token: str, now: Callable[[], float] = time.time
+    status: int,
+    headers,
+    text: str,
+    pr: PullRequest,
+    url: str,
+    token: str,
+    now: Callable[[], float] = time.time,
 ) -> str:
     """An API answer -> the pull request's URL, or the error the user can act on."""
     got = Answer(status, headers, text)
@@ -185,16 +195,25 @@ push_argv = workrepo.push_argv
 def _remote_failed(e: GitError, what: str, secrets: tuple[str, ...], otherwise: str) -> PushFailed:
     """A git fetch or push to the fork that stalled (--git-timeout) or failed (`otherwise`), redacted."""
     if e.timed_out:
-        stalled = f"{what} {e.line} (--git-timeout); check the remote URL and the network, then retry"
+        stalled = (
+            f"{what} {e.line} (--git-timeout); check the remote URL and the network, then retry"
+        )
         return PushFailed(redact(stalled, secrets))
     return PushFailed(redact(otherwise, secrets))
 
 
 def fetch_commit(
-    workdir: Path, remote: str, commit: str, askpass: Optional[Path], secrets: tuple[str, ...], timeout: float
+    workdir: Path,
+    remote: str,
+    commit: str,
+    askpass: Optional[Path],
+    secrets: tuple[str, ...],
+    timeout: float,
 ) -> None:
     try:
-        workrepo.fetch_commit(workdir, remote, commit, git_env(askpass), timeout, config=NO_REDIRECTS)
+        workrepo.fetch_commit(
+            workdir, remote, commit, git_env(askpass), timeout, config=NO_REDIRECTS
+        )
     except GitError as e:
         missing = (
             f"the fork {remote} does not have commit {commit[:12]}, the upstream base of this bundle ({e.line}): "
@@ -212,18 +231,29 @@ def series_branch(workdir: Path, onto: str, patches: tuple[Path, ...]) -> Branch
     try:
         head = workrepo.am(workdir, patches)
     except GitError as e:
-        raise SeriesDoesNotApply(f"the bundle's series does not apply with git am on {onto[:12]}: {e.line}") from None
+        raise SeriesDoesNotApply(
+            f"the bundle's series does not apply with git am on {onto[:12]}: {e.line}"
+        ) from None
     return Branch(workdir, head, onto)
 
 
 def push(
-    workdir: Path, remote: str, branch: str, askpass: Optional[Path], secrets: tuple[str, ...], timeout: float
+    workdir: Path,
+    remote: str,
+    branch: str,
+    askpass: Optional[Path],
+    secrets: tuple[str, ...],
+    timeout: float,
 ) -> None:
     try:
         workrepo.push(workdir, remote, branch, git_env(askpass), timeout, config=NO_REDIRECTS)
     except GitError as e:
         rejected = "[rejected]" in e.stderr or "non-fast-forward" in e.stderr
-        hint = "; the branch exists on the fork with other commits: pick another --branch" if rejected else ""
+        hint = (
+            "; the branch exists on the fork with other commits: pick another --branch"
+            if rejected
+            else ""
+        )
         raise _remote_failed(
             e, f"git push to {remote}", secrets, f"git push to {remote} failed: {e.line}{hint}"
         ) from None

@@ -25,7 +25,9 @@ from ..redact import redact, redact_data
 API_VERSION = "2022-11-28"
 RETRIES = 3  # after the first try: 4 answers at most
 BACKOFF = 2.0  # urllib3: no wait before the first retry, then 4 s, 8 s (2 * 2**(n-1))
-BACKOFF_ENV = "GGML_PATCH_HTTP_BACKOFF"  # another factor (seconds; 0: retry at once), e.g. for tests
+BACKOFF_ENV = (
+    "GGML_PATCH_HTTP_BACKOFF"  # another factor (seconds; 0: retry at once), e.g. for tests
+)
 RETRY_AFTER_MAX = 60.0  # a longer Retry-After is reported, not slept through
 
 
@@ -49,11 +51,15 @@ class _Retry(Retry):
         if self.deadline is not None:
             self.deadline.restart()
 
-    def increment(self, method=None, url=None, response=None, error=None, _pool=None, _stacktrace=None):
+    def increment(
+        self, method=None, url=None, response=None, error=None, _pool=None, _stacktrace=None
+    ):
         after = self.get_retry_after(response) if response is not None else None
         if after is not None and after > RETRY_AFTER_MAX:
             # out of retries as far as urlopen knows: with raise_on_status False it returns this answer
-            raise MaxRetryError(_pool, url or "", ResponseError(f"Retry-After {after:g} s is too long to wait"))
+            raise MaxRetryError(
+                _pool, url or "", ResponseError(f"Retry-After {after:g} s is too long to wait")
+            )
         return super().increment(method, url, response, error, _pool, _stacktrace)
 
 
@@ -137,7 +143,13 @@ class Answer:
 
 
 def send(
-    method: str, api_url: str, url: str, token: str, timeout: float, payload: Any = None, params: Optional[dict] = None
+    method: str,
+    api_url: str,
+    url: str,
+    token: str,
+    timeout: float,
+    payload: Any = None,
+    params: Optional[dict] = None,
 ) -> Answer:
     """One request; a server that cannot be reached is GitHubUnreachable (exit 25)."""
     data = body_json(payload).encode("utf-8") if payload is not None else None
@@ -161,14 +173,18 @@ def send(
         if isinstance(e, requests.Timeout):
             why = f"no answer within {timeout:g} s (timed out); {retry}"
         elif isinstance(e, requests.ConnectionError):
-            why = ("connection refused" if "refused" in str(e).lower() else "cannot connect") + f"; {retry}"
+            why = (
+                "connection refused" if "refused" in str(e).lower() else "cannot connect"
+            ) + f"; {retry}"
         else:
             why = f"{type(e).__name__}; check --api-url"
         raise GitHubUnreachable(redact(f"{api_url}: {why}", (token,))) from None
     return Answer(resp.status_code, resp.headers, resp.text)
 
 
-def _within(timeout: float, call: Callable[[requests.Session], requests.Response]) -> requests.Response:
+def _within(
+    timeout: float, call: Callable[[requests.Session], requests.Response]
+) -> requests.Response:
     """One request with a deadline on each try's whole exchange. requests' own timeout is per socket
     read, so a server that trickles its answer a byte at a time would never end: the request runs in
     a worker thread and the caller stops waiting at the deadline (the worker is a daemon). A retry
@@ -223,7 +239,9 @@ def github_message(text: str) -> str:
         errors = [errors if isinstance(errors, dict) else str(errors)]
     for err in errors:
         if isinstance(err, dict) and (err.get("message") or err.get("code")):
-            parts.append(str(err.get("message") or f"{err.get('field', '')} {err.get('code')}".strip()))
+            parts.append(
+                str(err.get("message") or f"{err.get('field', '')} {err.get('code')}".strip())
+            )
         elif isinstance(err, str):
             parts.append(err)
     return ": ".join(" ".join(p.split()) for p in parts if p)[:400]
@@ -253,7 +271,8 @@ def raise_for_answer(
             f"GitHub rejected GITHUB_TOKEN (401 {msg or 'Unauthorized'}): use a valid token with {wording.access}"
         )
     if status == 429 or (
-        status == 403 and (headers.get("X-RateLimit-Remaining") == "0" or headers.get("Retry-After") or secondary)
+        status == 403
+        and (headers.get("X-RateLimit-Remaining") == "0" or headers.get("Retry-After") or secondary)
     ):
         kind = "secondary rate limit" if secondary else "rate limit"
         raise RateLimited(

@@ -61,7 +61,9 @@ class Rule(Record):
     value: Union[None, bool, int, str, Role] = None  # None or False: the files state no such rule
     evidence: tuple[Evidence, ...] = ()
 
-    def __init__(self, value: Union[None, bool, int, str, Role] = None, evidence: tuple[Evidence, ...] = ()) -> None:
+    def __init__(
+        self, value: Union[None, bool, int, str, Role] = None, evidence: tuple[Evidence, ...] = ()
+    ) -> None:
         # positional, as the policy code writes rules; a dict: mypy's pydantic plugin sees no fields on Record
         super().__init__(**{"value": value, "evidence": evidence})
 
@@ -138,10 +140,17 @@ class Check(Record):
     rule: tuple[Evidence, ...]
 
     def __init__(
-        self, name: str, status: str, detail: str, where: tuple[str, ...] = (), rule: tuple[Evidence, ...] = ()
+        self,
+        name: str,
+        status: str,
+        detail: str,
+        where: tuple[str, ...] = (),
+        rule: tuple[Evidence, ...] = (),
     ) -> None:
         # positional, as the checks write it (see Rule.__init__)
-        super().__init__(**{"name": name, "status": status, "detail": detail, "where": where, "rule": rule})
+        super().__init__(
+            **{"name": name, "status": status, "detail": detail, "where": where, "rule": rule}
+        )
 
 
 class Readiness(Record):
@@ -171,7 +180,9 @@ class Base(Record):
 class SeriesDigest(Record):
     sha256: Optional[Sha256] = None
     results_series_sha256: Optional[str] = None
-    patches: list[Name] = Field(default_factory=list)  # file names (Name: never a path, an option, hidden)
+    patches: list[Name] = Field(
+        default_factory=list
+    )  # file names (Name: never a path, an option, hidden)
 
 
 class ResultsRef(Record):

@@ -18,14 +18,18 @@ from .manifest import Evidence, Policy, Role, Rule  # declared once, as manifest
 POLICY_FILES = ("AGENTS.md", "CONTRIBUTING.md")
 # where GitHub looks for a single pull request template, in its order
 TEMPLATE_FILES = tuple(
-    f"{d}{n}" for d in (".github/", "", "docs/") for n in ("pull_request_template.md", "PULL_REQUEST_TEMPLATE.md")
+    f"{d}{n}"
+    for d in (".github/", "", "docs/")
+    for n in ("pull_request_template.md", "PULL_REQUEST_TEMPLATE.md")
 )
 DEFAULT_MAX_COMMENT_LINES = M.DEFAULT_MAX_COMMENT_LINES
 
 MAX_LINE = 2000  # characters of one line the rules look at: a rule is one short line, not a blob
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _HEADING = re.compile(r"^#{1,6}\s")
-_PROHIBITION = re.compile(r"\b(prohibit\w*|forbid\w*|not allowed|do not|don't|never|must not|refuse|ban)\b", re.I)
+_PROHIBITION = re.compile(
+    r"\b(prohibit\w*|forbid\w*|not allowed|do not|don't|never|must not|refuse|ban)\b", re.I
+)
 _GITHUB_REPO = r"https://github\.com/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)"
 _OWN_GUIDELINES = re.compile(
     r"\[[^\]]*contributing guidelines\]\(" + _GITHUB_REPO + r"/blob/[^/)]+/CONTRIBUTING\.md\)", re.I
@@ -43,7 +47,9 @@ class Section:
 
     heading: str
     line: int
-    lines: tuple[str, ...]  # every line below the heading (a template's: trailing blank lines dropped)
+    lines: tuple[
+        str, ...
+    ]  # every line below the heading (a template's: trailing blank lines dropped)
 
     @property
     def text(self) -> str:
@@ -71,7 +77,9 @@ class Template:
     file: str
     preamble: tuple[str, ...]  # lines before the first heading
     sections: tuple[Section, ...]
-    disclosure: Optional[Evidence]  # the line the contributor answers (e.g. "- AI usage disclosure: ...")
+    disclosure: Optional[
+        Evidence
+    ]  # the line the contributor answers (e.g. "- AI usage disclosure: ...")
 
     @property
     def headings(self) -> list[str]:
@@ -81,7 +89,9 @@ class Template:
         """What manifest.json keeps of the template."""
         headings = [M.Heading(text=s.heading, line=s.line) for s in self.sections]
         fixed = [s.heading for s in self.sections if s.fixed]
-        return M.TemplateInfo(file=self.file, headings=headings, fixed_sections=fixed, disclosure=self.disclosure)
+        return M.TemplateInfo(
+            file=self.file, headings=headings, fixed_sections=fixed, disclosure=self.disclosure
+        )
 
 
 # ---------------------------------------------------------------- reading markdown
@@ -133,8 +143,12 @@ def parse_template(file: str, text: str) -> Template:
     """Headings from the template's `## ` lines (outside code fences), each with the lines below it."""
     preamble, found = sections(text)
     secs = tuple(Section(h, n, tuple(_trim(lines))) for h, n, lines in found)
-    numbered = [(s.line + 1 + i, ln) for s in secs for i, ln in enumerate(s.lines)]  # lines[i]: i+1 below the heading
-    disclosure = next((Evidence(file=file, line=n, text=ln) for n, ln in numbered if _disclosure_prefix(ln)), None)
+    numbered = [
+        (s.line + 1 + i, ln) for s in secs for i, ln in enumerate(s.lines)
+    ]  # lines[i]: i+1 below the heading
+    disclosure = next(
+        (Evidence(file=file, line=n, text=ln) for n, ln in numbered if _disclosure_prefix(ln)), None
+    )
     return Template(file, tuple(_trim(preamble)), secs, disclosure)
 
 
@@ -183,7 +197,11 @@ class _Phrase:
                     break
                 pos = m.end()
             if m:
-                allowed = not self.needs_prohibition or _PROHIBITION.search(line) or _PROHIBITION.search(heading)
+                allowed = (
+                    not self.needs_prohibition
+                    or _PROHIBITION.search(line)
+                    or _PROHIBITION.search(heading)
+                )
                 return m if allowed else None
         return None
 
@@ -195,14 +213,24 @@ def _compiled(part: str) -> re.Pattern:
 
 _RULES: dict[str, tuple[_Phrase, ...]] = {
     "automated_submission_forbidden": (
-        _Phrase((r"\bautomated\b", r"\b(pr|pull[- ]requests?)\b", r"\bsubmissions?\b"), needs_prohibition=True),
+        _Phrase(
+            (r"\bautomated\b", r"\b(pr|pull[- ]requests?)\b", r"\bsubmissions?\b"),
+            needs_prohibition=True,
+        ),
         _Phrase(r"\bforbids automated submissions\b"),
-        _Phrase((r"\b(do not|don't|never|must not)\b", r"\b(git push|create (a )?(pr|pull[- ]request))\b")),
+        _Phrase(
+            (
+                r"\b(do not|don't|never|must not)\b",
+                r"\b(git push|create (a )?(pr|pull[- ]request))\b",
+            )
+        ),
         _Phrase((r"\brefuse\b", r"\bcreating a pull[- ]request\b")),
     ),
     "private_forks_exempt": (_Phrase(r"\bprivate forks are exempt\b"),),
     "ai_written_text_forbidden": (
-        _Phrase((r"\bai[- ]written\b", r"\b(pr|pull request) descriptions?\b"), needs_prohibition=True),
+        _Phrase(
+            (r"\bai[- ]written\b", r"\b(pr|pull request) descriptions?\b"), needs_prohibition=True
+        ),
         _Phrase((r"\b(do not|don't|never) write\b", r"\b(pr|pull request) descriptions?\b")),
         _Phrase(r"\bprohibited to use ai to write\b"),
     ),
@@ -212,8 +240,16 @@ _RULES: dict[str, tuple[_Phrase, ...]] = {
         _Phrase(r"\bno (non-ascii|unicode) (characters|chars)\b"),
     ),
     "max_comment_lines": (
-        _Phrase((r"\bcomments?\b", r"\b\d+\s*-\s*(\d+)\s+lines?\b"), value=lambda m: int(m.group(1)), across=True),
-        _Phrase((r"\bcomments?\b", r"\bat most (\d+)\s+lines?\b"), value=lambda m: int(m.group(1)), across=True),
+        _Phrase(
+            (r"\bcomments?\b", r"\b\d+\s*-\s*(\d+)\s+lines?\b"),
+            value=lambda m: int(m.group(1)),
+            across=True,
+        ),
+        _Phrase(
+            (r"\bcomments?\b", r"\bat most (\d+)\s+lines?\b"),
+            value=lambda m: int(m.group(1)),
+            across=True,
+        ),
     ),
     "no_hard_wrap": (
         _Phrase((r"\b(avoid|do not|don't)\b", r"\bhard-?wrap"), needs_prohibition=False),
@@ -231,7 +267,9 @@ _RULES: dict[str, tuple[_Phrase, ...]] = {
         _Phrase((r"\bdisclose\b", r"\bAI\b"), across=True),
         _Phrase((r"\bAI\b", r"\bdisclose\b"), across=True),
     ),
-    "assisted_by_trailer": (_Phrase((r"Assisted-by:", r"\bnot\b", r"Co-authored-by"), value=lambda m: "Assisted-by"),),
+    "assisted_by_trailer": (
+        _Phrase((r"Assisted-by:", r"\bnot\b", r"Co-authored-by"), value=lambda m: "Assisted-by"),
+    ),
     "subject_format": (_Phrase(r"`(<module>\s*:\s*<[^>`]+>)", value=lambda m: m.group(1)),),
     "changes_go_to": (
         _Phrase(
@@ -241,7 +279,8 @@ _RULES: dict[str, tuple[_Phrase, ...]] = {
     ),
     "guidelines_from": (
         _Phrase(
-            r"\buse \[[^\]]*contribution guidelines\]\(" + _GITHUB_REPO + r"/", value=lambda m: m.group(1).rstrip(".")
+            r"\buse \[[^\]]*contribution guidelines\]\(" + _GITHUB_REPO + r"/",
+            value=lambda m: m.group(1).rstrip("."),
         ),
     ),
 }
@@ -249,7 +288,9 @@ _RULES: dict[str, tuple[_Phrase, ...]] = {
 
 def derive_rules(files: dict[str, Optional[str]]) -> dict[str, Rule]:
     """Every rule, from the lines of the files present (code fences skipped)."""
-    found: dict[str, list[tuple[Any, str, int, str]]] = {k: [] for k in _RULES}  # value, file, line, text
+    found: dict[str, list[tuple[Any, str, int, str]]] = {
+        k: [] for k in _RULES
+    }  # value, file, line, text
     for name, text in files.items():
         if text is None:
             continue
@@ -264,7 +305,9 @@ def derive_rules(files: dict[str, Optional[str]]) -> dict[str, Rule]:
     for rule, hits in found.items():
         values = [v for v, *_ in hits]
         value = (max(values) if rule == "max_comment_lines" else values[0]) if hits else None
-        rules[rule] = Rule(value, tuple(Evidence(file=f, line=n, text=t.strip()[:MAX_LINE]) for _, f, n, t in hits))
+        rules[rule] = Rule(
+            value, tuple(Evidence(file=f, line=n, text=t.strip()[:MAX_LINE]) for _, f, n, t in hits)
+        )
     return rules
 
 
@@ -274,17 +317,27 @@ def _own_repo(template: Optional[Template], text: Optional[str]) -> Rule:
         return Rule(None)
     for n, line in enumerate(text.splitlines(), 1):
         # the regex only on a line that can match
-        if "contributing guidelines](" in line.lower() and (m := _OWN_GUIDELINES.search(line[:MAX_LINE])):
+        if "contributing guidelines](" in line.lower() and (
+            m := _OWN_GUIDELINES.search(line[:MAX_LINE])
+        ):
             return Rule(m.group(1), (Evidence(file=template.file, line=n, text=line.strip()),))
     return Rule(None)
 
 
-def derive(target: str, base: str, files: dict[str, Optional[str]], declared: Optional[Upstream] = None) -> Policy:
+def derive(
+    target: str, base: str, files: dict[str, Optional[str]], declared: Optional[Upstream] = None
+) -> Policy:
     """The policy from the files read at the base commit (None: absent) and matrix.yaml's `upstream:`."""
     template_file = next((f for f in TEMPLATE_FILES if files.get(f) is not None), None)
     template_text = files.get(template_file) if template_file else None
-    template = parse_template(template_file, template_text) if template_file and template_text is not None else None
-    rules = derive_rules({f: files.get(f) for f in (*POLICY_FILES, *([template_file] if template_file else []))})
+    template = (
+        parse_template(template_file, template_text)
+        if template_file and template_text is not None
+        else None
+    )
+    rules = derive_rules(
+        {f: files.get(f) for f in (*POLICY_FILES, *([template_file] if template_file else []))}
+    )
     rules["own_repo"] = _own_repo(template, template_text)
     repo = _declared(declared, "repo") if declared and declared.repo else rules["own_repo"]
     goes_to = rules["changes_go_to"]
@@ -296,19 +349,38 @@ def derive(target: str, base: str, files: dict[str, Optional[str]], declared: Op
         submit = Rule("manual", rules["automated_submission_forbidden"].evidence)
     if submit.value == "none":
         kind, evidence = M.VERIFY_ONLY, goes_to.evidence + submit.evidence
-        text = f"verified through {goes_to.value}'s sync" if goes_to.value else "verify only (submit: none)"
+        text = (
+            f"verified through {goes_to.value}'s sync"
+            if goes_to.value
+            else "verify only (submit: none)"
+        )
     else:
         kind, evidence = M.PULL_REQUEST, repo.evidence + submit.evidence
-        how = "by hand" if submit.value == "manual" else "through the GitHub API (the user's own fork)"
+        how = (
+            "by hand"
+            if submit.value == "manual"
+            else "through the GitHub API (the user's own fork)"
+        )
         text = (
             f"pull request to {repo.value or 'the repository given to `pr --repo`'}, submitted {how}"
             f" (submit: {submit.value})"
         )
-    role = Rule(Role(kind=kind, text=text, changes_go_to=goes_to.value), tuple(dict.fromkeys(evidence)))
-    present = {f: files.get(f) is not None for f in (*POLICY_FILES, template_file or TEMPLATE_FILES[0])}
+    role = Rule(
+        Role(kind=kind, text=text, changes_go_to=goes_to.value), tuple(dict.fromkeys(evidence))
+    )
+    present = {
+        f: files.get(f) is not None for f in (*POLICY_FILES, template_file or TEMPLATE_FILES[0])
+    }
     info = template.record() if template else None
     policy = Policy(
-        target=target, base_commit=base, files=present, template=info, rules=rules, repo=repo, submit=submit, role=role
+        target=target,
+        base_commit=base,
+        files=present,
+        template=info,
+        rules=rules,
+        repo=repo,
+        submit=submit,
+        role=role,
     )
     policy._template = template
     return policy

@@ -22,7 +22,13 @@ from . import views as B
 from .policy import Template, _disclosure_prefix, strip_blank
 
 DATA_HEADING = re.compile(r"^additional information$", re.I)
-_ASCII = dict(zip("\u2014\u2013\u2212\u00d7\u2018\u2019\u201c\u201d\u2248\u00a0\u00b5", "---x''\"\"~ u", strict=True))
+_ASCII = dict(
+    zip(
+        "\u2014\u2013\u2212\u00d7\u2018\u2019\u201c\u201d\u2248\u00a0\u00b5",
+        "---x''\"\"~ u",
+        strict=True,
+    )
+)
 _ASCII.update({"\u2192": "->", "\u2190": "<-", "\u2026": "...", "\u2264": "<=", "\u2265": ">="})
 NONE = "-"
 
@@ -34,7 +40,9 @@ def ascii_text(text: str) -> str:
 
 
 def _unaccented(ch: str) -> str:
-    return unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode() or f"\\u{ord(ch):04x}"
+    return (
+        unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode() or f"\\u{ord(ch):04x}"
+    )
 
 
 # ---------------------------------------------------------------- data from results.json
@@ -42,7 +50,9 @@ def _unaccented(ch: str) -> str:
 
 def _v(x) -> str:  # a number as results.json holds it, without a float's trailing ".0"
     return (
-        NONE if x is None or x == "" else ascii_text(str(int(x)) if isinstance(x, float) and x.is_integer() else str(x))
+        NONE
+        if x is None or x == ""
+        else ascii_text(str(int(x)) if isinstance(x, float) and x.is_integer() else str(x))
     )
 
 
@@ -62,7 +72,9 @@ def _controls(results: Results, target: str) -> list:
 
 
 def _source(results: Results, target: str) -> Provenance:
-    return next((c.source for c in results.cells_of(target) if c.source), None) or Provenance(kind="", description=NONE)
+    return next((c.source for c in results.cells_of(target) if c.source), None) or Provenance(
+        kind="", description=NONE
+    )
 
 
 def base_rows(results: Results, target: str, repo: Optional[str]) -> list[str]:
@@ -74,17 +86,22 @@ def base_rows(results: Results, target: str, repo: Optional[str]) -> list[str]:
     return [
         "| | commit |",
         "|---|---|",
-        f"| {where} | " + (f"`{upstream}` |" if upstream else "unknown: the source carries no git metadata |"),
+        f"| {where} | "
+        + (f"`{upstream}` |" if upstream else "unknown: the source carries no git metadata |"),
         f"| ggml-patch snapshot of {ascii_text(source.description)}{sdist} | `{source.base_commit or NONE}` |",
         f"| the snapshot with this series applied | `{patched or NONE}` |",
     ]
 
 
-def _commands(results: Results, target: str, applied: list[str], patch_names: list[str]) -> list[str]:
+def _commands(
+    results: Results, target: str, applied: list[str], patch_names: list[str]
+) -> list[str]:
     """`applied` on the base, then the series' tests (the gate only when a patch adds it) built and run."""
     cells = results.cells_of(target)
     option = "GGML_BUILD_TESTS" if cells and cells[0].layout == "ggml" else "LLAMA_BUILD_TESTS"
-    tests = (UPSTREAM_TEST, GATE_TEST) if any(GATE_TEST in n for n in patch_names) else (UPSTREAM_TEST,)
+    tests = (
+        (UPSTREAM_TEST, GATE_TEST) if any(GATE_TEST in n for n in patch_names) else (UPSTREAM_TEST,)
+    )
     source = _source(results, target)
     return [
         f"git checkout --detach {source.upstream_commit or source.base_commit or NONE}",
@@ -95,7 +112,9 @@ def _commands(results: Results, target: str, applied: list[str], patch_names: li
     ]
 
 
-def reproduce_bug(results: Results, target: str, commits: list, patch_names: list[str]) -> Optional[list[str]]:
+def reproduce_bug(
+    results: Results, target: str, commits: list, patch_names: list[str]
+) -> Optional[list[str]]:
     """Only the test commits on the base: the tests fail with the lines above. None when no commit
     of the series is only tests (the test cannot go in without the fix)."""
     tests = [name for c, name in zip(commits, patch_names, strict=True) if c.is_test]
@@ -113,7 +132,9 @@ def before_fix_lines(results: Results, target: str) -> list[str]:
     for _, control in _controls(results, target):
         if control:
             t = control.test(UPSTREAM_TEST)
-            line = (t.failure_line or first_failing_line(UPSTREAM_TEST, t.output or "")) if t else None
+            line = (
+                (t.failure_line or first_failing_line(UPSTREAM_TEST, t.output or "")) if t else None
+            )
             out += [ascii_text(x) for x in (line, control.failure_line) if x]
     return list(dict.fromkeys(out))
 
@@ -160,13 +181,18 @@ def competing_table(results: Results, target: str) -> list[str]:
                     f"| [{_cell_text(info.title)[:70]}]({info.url}) | {info.date} | **{j.verdict}** | "
                     f"{j.failing_test or NONE} | {line} |"
                 )
-    head = ["| competing fix | date | verdict | test | first failing line |", "|---|---|---|---|---|"]
+    head = [
+        "| competing fix | date | verdict | test | first failing line |",
+        "|---|---|---|---|---|",
+    ]
     return [*head, *seen.values()] if seen else []
 
 
 def case_table(results: Results, target: str) -> list[str]:
     """backend x device x test x case (named), with the fix and with it reverted."""
-    out = ["| backend | device | test | case | with the fix | fix reverted | first wrong step | w | expected |"]
+    out = [
+        "| backend | device | test | case | with the fix | fix reverted | first wrong step | w | expected |"
+    ]
     out.append("|---|---|---|---|---|---|---|---|---|")
     for c in results.cells_of(target):
         recs = results.records_of(c.cell)
@@ -177,7 +203,11 @@ def case_table(results: Results, target: str) -> list[str]:
             patched_test = patched.test(test) if patched else None
             for r in patched_test.rows if patched_test else []:
                 ctl = reverted.get((r.device, r.key))
-                case = r.case or r.optimizer or (f"opt_period={r.opt_period}" if r.opt_period else None)
+                case = (
+                    r.case
+                    or r.optimizer
+                    or (f"opt_period={r.opt_period}" if r.opt_period else None)
+                )
                 vals: list = [c.backend, r.device, test, case, str(r.status)]
                 vals += [str(ctl.status), ctl.step, ctl.actual, ctl.expected] if ctl else [None] * 4
                 out.append("| " + " | ".join(_v(v) for v in vals) + " |")
@@ -200,7 +230,14 @@ def evidence(
     cells, out = results.cells_of(target), []
     lines = before_fix_lines(results, target)
     if lines:
-        out += ["Before the fix (the series' tests with the fix reverted):", "", "```", *lines, "```", ""]
+        out += [
+            "Before the fix (the series' tests with the fix reverted):",
+            "",
+            "```",
+            *lines,
+            "```",
+            "",
+        ]
     out += short_cell_table(results, target)
     kill = kill_matrix_line(results, target)
     if kill:
@@ -217,21 +254,35 @@ def evidence(
     if tuned:
         out += ["", *finetune_summary(finetune)]
         out += _details("Fine-tuning with llama-finetune, with and without the fix", tuned)
-    out += _details("Per-case results (backend x device x test x case)", case_table(results, target))
+    out += _details(
+        "Per-case results (backend x device x test x case)", case_table(results, target)
+    )
     record = ["| | |", "|---|---|", f"| results.json sha256 | `{results_sha256}` |"]
-    record += [f"| run started | {_v(results.started_at)} |", f"| profile | {_v(results.profile)} |"]
+    record += [
+        f"| run started | {_v(results.started_at)} |",
+        f"| profile | {_v(results.profile)} |",
+    ]
     record += [f"| series sha256 | `{results.series.sha256}` |"]
     # ascii_text maps each character alone: a whole note is the same as its values one by one
-    notes = [f"- {c.cell} device: {B.device_text(c.device)}" for c in cells if B.device_text(c.device)]
-    notes += [f"- {c.cell} {c.status}: {B.one_line(c.reason)}" for c in cells if c.status in B.NOT_RUN]
+    notes = [
+        f"- {c.cell} device: {B.device_text(c.device)}" for c in cells if B.device_text(c.device)
+    ]
+    notes += [
+        f"- {c.cell} {c.status}: {B.one_line(c.reason)}" for c in cells if c.status in B.NOT_RUN
+    ]
     skipped = B.skipped_tests(results, target)
-    notes += [f"- {cell}: {test} not run on this backend: {B.one_line(why)}" for cell, test, why in skipped]
+    notes += [
+        f"- {cell}: {test} not run on this backend: {B.one_line(why)}"
+        for cell, test, why in skipped
+    ]
     for c, control in _controls(results, target):
         if control:
             reverted = ", ".join(f"`{p}`" for p in control.reverted or []) or NONE
             notes.append(f"- {c.cell} control: reverted {reverted}; {control.verdict_reason}")
     notes += [
-        f"- other target {c.cell} ({c.layout or NONE} layout): {c.status}" for c in results.cells if c.target != target
+        f"- other target {c.cell} ({c.layout or NONE} layout): {c.status}"
+        for c in results.cells
+        if c.target != target
     ]
     notes = [ascii_text(line) for line in notes]
     out += _details("The run (ggml-patch results.json), cells and controls", [*record, "", *notes])
@@ -239,8 +290,13 @@ def evidence(
         table = [ascii_text(line) for line in limits.table(known_limits)]
         out += _details(f"Known limits, not changed by this series (patches/{limits.FILE})", table)
     out += _details("Base commits", base_rows(results, target, repo))
-    out += _details("Toolchain", [ascii_text(f"- {name}: {value}") for name, value in B.toolchain_lines(toolchain)])
-    return [redact(line) for line in out]  # the run's records may name URLs: never their credentials
+    out += _details(
+        "Toolchain",
+        [ascii_text(f"- {name}: {value}") for name, value in B.toolchain_lines(toolchain)],
+    )
+    return [
+        redact(line) for line in out
+    ]  # the run's records may name URLs: never their credentials
 
 
 def visible_lines(text: str) -> list[str]:
@@ -260,7 +316,10 @@ def visible_lines(text: str) -> list[str]:
 def banner(draft_reasons: list[str], warnings: list[str]) -> list[str]:
     caution = ["> [!CAUTION]", "> DRAFT (ggml-patch readiness): not ready to submit:"]
     out: list[str] = []
-    for head, items in ((caution, draft_reasons), (["> [!WARNING]", f"> {B.WARNING_TITLE}:"], warnings)):
+    for head, items in (
+        (caution, draft_reasons),
+        (["> [!WARNING]", f"> {B.WARNING_TITLE}:"], warnings),
+    ):
         if items:
             out += [*head, *(f"> - {ascii_text(B.one_line(x))}" for x in items), ""]
     return out
@@ -272,13 +331,19 @@ def body(template: Optional[Template], cov: C.Cover, data: list[str]) -> str:
         return "\n".join([(cov.text or "").rstrip("\n"), "", *data]).lstrip("\n") + "\n"
     out = list(template.preamble) + ([""] if template.preamble else [])
     # the template's disclosure line gets the contributor's answer in place of its placeholder
-    disclosure, answer = template.disclosure and template.disclosure.text, C.disclosure(cov, template).answer
+    disclosure, answer = (
+        template.disclosure and template.disclosure.text,
+        C.disclosure(cov, template).answer,
+    )
     for s in template.sections:
         out += [f"## {s.heading}", ""]
         mine, data_here = cov.section(s.heading), bool(DATA_HEADING.match(s.heading) and data)
         if s.fixed:
             out += strip_blank(
-                [f"{_disclosure_prefix(ln)} {answer}" if answer and ln == disclosure else ln for ln in s.lines]
+                [
+                    f"{_disclosure_prefix(ln)} {answer}" if answer and ln == disclosure else ln
+                    for ln in s.lines
+                ]
             )
         elif mine is not None and C.visible(mine.text).strip():
             out += [mine.text]
@@ -307,7 +372,14 @@ def issue(
         out += ["", "```sh", *bug, "```"]
     lines = before_fix_lines(results, target)
     if lines:
-        out += ["", "## Output on the base (the series' tests, the fix reverted)", "", "```", *lines, "```"]
+        out += [
+            "",
+            "## Output on the base (the series' tests, the fix reverted)",
+            "",
+            "```",
+            *lines,
+            "```",
+        ]
     tuned = finetune_lines(finetune, "##")
     if tuned:
         out += [""] + tuned
@@ -326,7 +398,10 @@ def finetune_summary(results: Optional[ft.FinetuneResults]) -> list[str]:
     """The fine-tuning verdicts in one visible line, with the plot's file name (tables folded)."""
     if results is None or not results.runs:
         return []
-    cases = "; ".join(f"{v.optimizer} lr {v.lr:g} opt_period {v.opt_period}: {v.label}" for v in ft.verdicts(results))
+    cases = "; ".join(
+        f"{v.optimizer} lr {v.lr:g} opt_period {v.opt_period}: {v.label}"
+        for v in ft.verdicts(results)
+    )
     floor = ft.noise_floor(results).floor
     line = f"Fine-tuning (upstream llama-finetune, held-out eval loss, noise floor {floor:.3g}): {cases or 'no case with both builds'}."
     return [ascii_text(line), f"Plot: `{PLOT}` in the bundle."]

@@ -22,7 +22,9 @@ SUBJECT = re.compile(
     r"^(?P<module>[A-Za-z0-9_][A-Za-z0-9_.+/-]*(?:\s*,\s*[A-Za-z0-9_][A-Za-z0-9_.+/-]*)*)"
     r" : (?P<title>\S.*)$"
 )
-_C_FAMILY = tuple(".c .cc .cpp .cxx .h .hh .hpp .cu .cuh .m .mm .metal .comp .glsl .wgsl .cl .swift".split())
+_C_FAMILY = tuple(
+    ".c .cc .cpp .cxx .h .hh .hpp .cu .cuh .m .mm .metal .comp .glsl .wgsl .cl .swift".split()
+)
 _HASH_FAMILY = (".cmake", ".py", ".sh", "cmakelists.txt")
 _SENTENCE_END = (".", ":", ";", "!", "?", ")", ",")
 
@@ -64,7 +66,11 @@ def message_of(name: str, text: str) -> Message:
         i += 1
     subject = str(email.header.make_header(email.header.decode_header(subject)))
     subject = re.sub(r"^\[PATCH[^\]]*\]\s*", "", subject)
-    ends = (n for n in range(i + 1, len(lines)) if lines[n] == "---" or lines[n].startswith("diff --git "))
+    ends = (
+        n
+        for n in range(i + 1, len(lines))
+        if lines[n] == "---" or lines[n].startswith("diff --git ")
+    )
     body = [(n + 1, lines[n]) for n in range(i + 1, next(ends, len(lines)))]
     while body and not body[-1][1].strip():
         body.pop()
@@ -77,8 +83,18 @@ def added_lines(name: str, text: str) -> tuple[list[Added], list[str]]:
     for f in unidiff.PatchSet(text):
         if f.is_added_file:
             new_files.append(f.path)
-        for ln in (ln for hunk in f for ln in hunk if ln.is_added):  # an added line has both numbers
-            added.append(Added(name, ln.diff_line_no or 0, f.path, ln.target_line_no or 0, ln.value.rstrip("\n")))
+        for ln in (
+            ln for hunk in f for ln in hunk if ln.is_added
+        ):  # an added line has both numbers
+            added.append(
+                Added(
+                    name,
+                    ln.diff_line_no or 0,
+                    f.path,
+                    ln.target_line_no or 0,
+                    ln.value.rstrip("\n"),
+                )
+            )
     return added, new_files
 
 
@@ -100,32 +116,53 @@ def _listed(where: list[str]) -> tuple[str, ...]:
     return tuple(where[:MAX_LOCATIONS]) + ((f"... and {more} more",) if more > 0 else ())
 
 
-def _verdict(policy: Policy, name: str, rule: str, where: list[str], ok: str, bad: str, why: str = "") -> Check:
+def _verdict(
+    policy: Policy, name: str, rule: str, where: list[str], ok: str, bad: str, why: str = ""
+) -> Check:
     """Pass when nothing is `where`; else fail, citing the policy line of `rule` (or ggml-patch's own standard)."""
     evidence = policy.rule(rule).evidence
     if not where:
         return Check(name, PASS, ok, rule=evidence)
-    source = evidence[0].where if evidence else "ggml-patch's standard (the target's files state no such rule)"
-    return Check(name, FAIL, f"{bad} ({why or len(where)}; rule: {source})", _listed(where), evidence)
+    source = (
+        evidence[0].where
+        if evidence
+        else "ggml-patch's standard (the target's files state no such rule)"
+    )
+    return Check(
+        name, FAIL, f"{bad} ({why or len(where)}; rule: {source})", _listed(where), evidence
+    )
 
 
 def check_ascii_messages(policy: Policy, messages: list[Message]) -> Check:
     where = _non_ascii(
-        (f"{m.patch}:{n}", t) for m in messages for n, t in ((f"{m.subject_line}: subject", m.subject), *m.body)
+        (f"{m.patch}:{n}", t)
+        for m in messages
+        for n, t in ((f"{m.subject_line}: subject", m.subject), *m.body)
     )
     ok = f"{len(messages)} commit message(s), ASCII only"
-    return _verdict(policy, "ascii-commit-messages", "ascii_only", where, ok, "non-ASCII characters in commit messages")
+    return _verdict(
+        policy,
+        "ascii-commit-messages",
+        "ascii_only",
+        where,
+        ok,
+        "non-ASCII characters in commit messages",
+    )
 
 
 def check_ascii_added(policy: Policy, added: list[Added]) -> Check:
     where = _non_ascii((a.where, a.text) for a in added)
     ok = f"{len(added)} added line(s), ASCII only"
-    return _verdict(policy, "ascii-added-lines", "ascii_only", where, ok, "non-ASCII characters in added lines")
+    return _verdict(
+        policy, "ascii-added-lines", "ascii_only", where, ok, "non-ASCII characters in added lines"
+    )
 
 
 def check_ascii_texts(policy: Policy, texts: dict[str, str]) -> Check:
     where = _non_ascii(
-        (f"{name}:{n}", line) for name, text in texts.items() for n, line in enumerate(text.splitlines(), 1)
+        (f"{name}:{n}", line)
+        for name, text in texts.items()
+        for n, line in enumerate(text.splitlines(), 1)
     )
     ok, bad = f"{', '.join(texts)}: ASCII only", "non-ASCII characters in the pull request's text"
     return _verdict(policy, "ascii-pr-text", "ascii_only", where, ok, bad)
@@ -163,7 +200,12 @@ def comment_blocks(added: list[Added]) -> list[list[Added]]:
         if not is_comment:
             prev = None
             continue
-        if prev is not None and prev.path == a.path and prev.patch == a.patch and prev.line + 1 == a.line:
+        if (
+            prev is not None
+            and prev.path == a.path
+            and prev.patch == a.patch
+            and prev.line + 1 == a.line
+        ):
             blocks[-1].append(a)
         else:
             blocks.append([a])
@@ -173,8 +215,13 @@ def comment_blocks(added: list[Added]) -> list[list[Added]]:
 
 def check_comment_length(policy: Policy, added: list[Added]) -> Check:
     limit = policy.max_comment_lines
-    where = [f"{b[0].where}: {len(b)}-line comment" for b in comment_blocks(added) if len(b) > limit]
-    ok, bad = f"every added comment at most {limit} line(s)", f"added comments longer than {limit} lines"
+    where = [
+        f"{b[0].where}: {len(b)}-line comment" for b in comment_blocks(added) if len(b) > limit
+    ]
+    ok, bad = (
+        f"every added comment at most {limit} line(s)",
+        f"added comments longer than {limit} lines",
+    )
     return _verdict(policy, "comment-length", "max_comment_lines", where, ok, bad)
 
 
@@ -193,28 +240,61 @@ def hard_wrapped(block: list[Added]) -> list[Added]:
 
 
 def check_comment_wrap(policy: Policy, added: list[Added]) -> Check:
-    where = [f"{a.where}: continues on the next line" for b in comment_blocks(added) for a in hard_wrapped(b)]
-    ok, bad = "no added comment is hard-wrapped mid-sentence", "added comments hard-wrapped mid-sentence"
+    where = [
+        f"{a.where}: continues on the next line"
+        for b in comment_blocks(added)
+        for a in hard_wrapped(b)
+    ]
+    ok, bad = (
+        "no added comment is hard-wrapped mid-sentence",
+        "added comments hard-wrapped mid-sentence",
+    )
     return _verdict(policy, "comment-wrap", "no_hard_wrap", where, ok, bad)
 
 
 def check_subjects(policy: Policy, messages: list[Message]) -> Check:
-    where = [f"{m.patch}:{m.subject_line}: {m.subject!r}" for m in messages if not SUBJECT.match(m.subject)]
+    where = [
+        f"{m.patch}:{m.subject_line}: {m.subject!r}"
+        for m in messages
+        if not SUBJECT.match(m.subject)
+    ]
     fmt = policy.rule("subject_format").value or "<module> : <title>"
-    return _verdict(policy, "subject", "subject_format", where, f"every subject is `{fmt}`", f"subjects not `{fmt}`")
+    return _verdict(
+        policy,
+        "subject",
+        "subject_format",
+        where,
+        f"every subject is `{fmt}`",
+        f"subjects not `{fmt}`",
+    )
 
 
 def check_trailers(policy: Policy, messages: list[Message]) -> Check:
     where = [
-        f"{m.patch}:{n}: {t.strip()}" for m in messages for n, t in m.body if t.lower().startswith("co-authored-by:")
+        f"{m.patch}:{n}: {t.strip()}"
+        for m in messages
+        for n, t in m.body
+        if t.lower().startswith("co-authored-by:")
     ]
     ok = "no Co-authored-by trailer (an assistant is named with Assisted-by)"
-    return _verdict(policy, "trailers", "assisted_by_trailer", where, ok, "Co-authored-by trailer", "use Assisted-by")
+    return _verdict(
+        policy,
+        "trailers",
+        "assisted_by_trailer",
+        where,
+        ok,
+        "Co-authored-by trailer",
+        "use Assisted-by",
+    )
 
 
 def check_new_tests(policy: Policy, new_files: list[tuple[str, str]]) -> Check:
     """new_files: (patch, path) of every file the series creates."""
-    tests = [f"{path} (new in {patch})" for patch, path in new_files if path.startswith("tests/") or "/tests/" in path]
+    tests = [
+        f"{path} (new in {patch})"
+        for patch, path in new_files
+        if path.startswith("tests/") or "/tests/" in path
+    ]
     rule = policy.rule("new_test_files_need_approval")
     if not tests:
         return Check("new-test-files", PASS, "no new file under tests/", rule=rule.evidence)
@@ -232,7 +312,9 @@ def check_issue(policy: Policy, cov: C.Cover) -> Check:
         return Check("issue-referenced", PASS, f"{ref.text}", (ref.where,), rule)
     cite = next((e for e in rule if "bug" in e.text.lower()), rule[0]) if rule else None
     why = f"no `Fixes #N` or `Refs #N` in {cov.path}: open the issue first (ISSUE.md has its data)"
-    return Check("issue-referenced", WARN, why + (f" ({cite.where})" if cite else ""), (cov.path,), rule)
+    return Check(
+        "issue-referenced", WARN, why + (f" ({cite.where})" if cite else ""), (cov.path,), rule
+    )
 
 
 def check_disclosure(policy: Policy, cov: C.Cover) -> Check:
@@ -241,15 +323,21 @@ def check_disclosure(policy: Policy, cov: C.Cover) -> Check:
     if d.status == "answered":
         return Check("disclosure", PASS, f"answered: {d.answer[:80]}", (d.where,), rule)
     if d.status == "no-line" and not rule:
-        return Check("disclosure", PASS, "the template has no disclosure line and the files ask for none")
+        return Check(
+            "disclosure", PASS, "the template has no disclosure line and the files ask for none"
+        )
     if d.status == "no-line":
         why = (
             f"the policy asks for disclosure ({rule[0].where}) but the template has no disclosure line: "
             "say it in the cover"
         )
         return Check("disclosure", WARN, why, (cov.path,), rule)
-    what = "YES without how AI was used" if d.status == "undescribed" else "not answered (YES or NO)"
-    tline = policy.template.disclosure if policy.template else None  # not None: disclosure() says "no-line" then
+    what = (
+        "YES without how AI was used" if d.status == "undescribed" else "not answered (YES or NO)"
+    )
+    tline = (
+        policy.template.disclosure if policy.template else None
+    )  # not None: disclosure() says "no-line" then
     cited = f": {tline.text.strip()[:60]} ({tline.where})" if tline else ""
     return Check("disclosure", WARN, what + cited, (d.where,), rule + ((tline,) if tline else ()))
 
@@ -266,9 +354,16 @@ def check_headings(policy: Policy, body: str) -> Check:
     want, got = t.headings if t else [], [heading for heading, _, _ in sections(body)[1]]
     if got != want:
         return Check(
-            "pr-body-headings", FAIL, f"PR_BODY.md's headings {got} are not the template's {want}", ("PR_BODY.md",)
+            "pr-body-headings",
+            FAIL,
+            f"PR_BODY.md's headings {got} are not the template's {want}",
+            ("PR_BODY.md",),
         )
-    cited = tuple(Evidence(file=t.file, line=s.line, text=f"## {s.heading}") for s in t.sections) if t else ()
+    cited = (
+        tuple(Evidence(file=t.file, line=s.line, text=f"## {s.heading}") for s in t.sections)
+        if t
+        else ()
+    )
     why = "the template's headings in order: " + (", ".join(want) or "none")
     return Check("pr-body-headings", PASS, why, rule=cited)
 
@@ -293,7 +388,10 @@ def check_role(policy: Policy) -> Check:
 
 
 def check_sync(
-    sync: Optional[SyncMap], report: Optional[SyncReport], script: Optional[str], goes_to: Optional[str]
+    sync: Optional[SyncMap],
+    report: Optional[SyncReport],
+    script: Optional[str],
+    goes_to: Optional[str],
 ) -> Check:
     if sync is None or report is None:
         why = (
@@ -320,7 +418,9 @@ def check_related(policy: Policy, cov: C.Cover, related: tuple) -> Check:
     rule = policy.rule("existing_pr_first").evidence
     open_prs = [r for r in related if r.kind == "pr" and r.state == "open"]
     if not open_prs:
-        return Check("related-pr-referenced", PASS, "no open related pull request recorded", rule=rule)
+        return Check(
+            "related-pr-referenced", PASS, "no open related pull request recorded", rule=rule
+        )
     text = C.visible(cov.text or "")
     missing = [r for r in open_prs if not r.referenced_in(text)]
     if not missing:
@@ -375,7 +475,9 @@ def run(
             check_related(policy, cov, related),
         ]
     else:
-        not_applicable = {name: f"no pull request on this target: {policy.role_value.text}" for name in PR_ONLY}
+        not_applicable = {
+            name: f"no pull request on this target: {policy.role_value.text}" for name in PR_ONLY
+        }
     goes_to = policy.role_value.changes_go_to
     if not policy.takes_pull_request and goes_to:
         checks.append(check_sync(sync, sync_report, sync_script, goes_to))
@@ -394,7 +496,9 @@ def markdown(target: str, readiness: Readiness, draft_reasons: list[str], policy
     out += [f"  - {r}" for r in draft_reasons]
     out += ["", "| check | status | detail |", "|---|---|---|"]
     out += [f"| {c.name} | {c.status} | {c.detail.replace('|', '/')} |" for c in readiness.checks]
-    out += [f"| {name} | not applicable | {why} |" for name, why in readiness.not_applicable.items()]
+    out += [
+        f"| {name} | not applicable | {why} |" for name, why in readiness.not_applicable.items()
+    ]
     for c in readiness.checks:
         if c.where or c.rule:
             out += ["", f"## {c.name}: {c.status}"]

@@ -17,7 +17,9 @@ from .manifest import Manifest, Policy, Role
 
 def policy_of(manifest: Manifest, where: str) -> Policy:
     if manifest.policy is None:
-        raise ConfigError(f"{where}: no policy recorded (made by an older ggml-patch); re-run `ggml-patch bundle`")
+        raise ConfigError(
+            f"{where}: no policy recorded (made by an older ggml-patch); re-run `ggml-patch bundle`"
+        )
     return manifest.policy
 
 
@@ -82,5 +84,7 @@ def no_pull_request(policy: Policy, target: str) -> list[str]:
     goes = role.changes_go_to
     out = [f"{target} takes no pull request: {role.text}" + (f" ({cited})" if cited else "") + "."]
     if goes:
-        out.append(f"Its changes go to {goes}: submit the bundle of the target whose upstream.repo is {goes}.")
+        out.append(
+            f"Its changes go to {goes}: submit the bundle of the target whose upstream.repo is {goes}."
+        )
     return out

@@ -35,7 +35,11 @@ class SyncMap:
 
 def sync_script_for(changes_go_to: Optional[str]) -> Optional[str]:
     """scripts/sync-llama-am.sh for ggml-org/llama.cpp: the script named after the repository."""
-    return f"scripts/sync-{changes_go_to.split('/')[-1].split('.')[0]}-am.sh" if changes_go_to else None
+    return (
+        f"scripts/sync-{changes_go_to.split('/')[-1].split('.')[0]}-am.sh"
+        if changes_go_to
+        else None
+    )
 
 
 def parse_sync_script(path: str, text: str) -> Optional[SyncMap]:
@@ -75,15 +79,21 @@ def _sed(expr: str) -> Optional[tuple[str, str]]:
     m = _SED.fullmatch(expr)
     if not m:
         return None
-    return m[1].replace(r"\/", "/").replace("[[:space:]]", r"\s"), m[2].replace(r"\/", "/").replace(r"\.", ".")
+    return m[1].replace(r"\/", "/").replace("[[:space:]]", r"\s"), m[2].replace(r"\/", "/").replace(
+        r"\.", "."
+    )
 
 
 @dataclass(frozen=True)
 class SyncReport:
     carried: tuple[tuple[str, str], ...]  # (canonical path, path in the target)
     not_carried: tuple[str, ...]  # canonical paths the sync leaves out
-    target_only: tuple[str, ...]  # files the target's series changes that the sync would not produce
-    mismatched: tuple[tuple[str, str], ...]  # carried, but to a path the target's series does not change
+    target_only: tuple[
+        str, ...
+    ]  # files the target's series changes that the sync would not produce
+    mismatched: tuple[
+        tuple[str, str], ...
+    ]  # carried, but to a path the target's series does not change
 
 
 def compare(sync: SyncMap, canonical_paths: list[str], target_paths: list[str]) -> SyncReport:

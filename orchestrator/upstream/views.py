@@ -9,7 +9,10 @@ from typing import Optional
 from ..report.model import Cell, CellStatus, DeviceInfo, Outcome, Results
 
 WARNING_TITLE = "Incomplete evidence: this bundle was made with `--allow-incomplete`"
-NOT_RUN = (CellStatus.SKIPPED, CellStatus.BUILD_ONLY)  # cells that prove nothing either way: shown, never counted
+NOT_RUN = (
+    CellStatus.SKIPPED,
+    CellStatus.BUILD_ONLY,
+)  # cells that prove nothing either way: shown, never counted
 
 
 def one_line(text: str) -> str:
@@ -26,7 +29,9 @@ class Commit:
 
     @property
     def is_test(self) -> bool:
-        return bool(self.files) and all(f.startswith("tests/") or "/tests/" in f for f in self.files)
+        return bool(self.files) and all(
+            f.startswith("tests/") or "/tests/" in f for f in self.files
+        )
 
 
 def pr_title(commits: list[Commit]) -> str:
@@ -65,10 +70,17 @@ def training_cell(results: Results, target: str) -> Optional[Cell]:
 
 # the order and names the PR body gives the tools it knows; any other follows under its own key
 _TOOL_NAMES = dict(
-    cmake="CMake", ninja="Ninja", c_compiler="C compiler", cxx_compiler="C++ compiler", git="git", ccache="ccache"
+    cmake="CMake",
+    ninja="Ninja",
+    c_compiler="C compiler",
+    cxx_compiler="C++ compiler",
+    git="git",
+    ccache="ccache",
 )
 
 
 def toolchain_lines(toolchain: dict) -> list[tuple[str, str]]:
     known = [(label, toolchain[key]) for key, label in _TOOL_NAMES.items() if toolchain.get(key)]
-    return known + [(key, value) for key, value in toolchain.items() if key not in _TOOL_NAMES and value]
+    return known + [
+        (key, value) for key, value in toolchain.items() if key not in _TOOL_NAMES and value
+    ]

@@ -9,7 +9,11 @@ from .runner import git_bytes
 
 
 def ids(git_dir: Path, base: str, head: str) -> list[str]:
-    return git_bytes("rev-list", "--reverse", "--end-of-options", f"{base}..{head}", git_dir=git_dir).decode().split()
+    return (
+        git_bytes("rev-list", "--reverse", "--end-of-options", f"{base}..{head}", git_dir=git_dir)
+        .decode()
+        .split()
+    )
 
 
 def raw(git_dir: Path, sha: str) -> bytes:
@@ -24,6 +28,19 @@ def with_trailer(git_dir: Path, message: bytes, trailer: str) -> bytes:
     )  # fmt: skip
 
 
-def commit_tree(git_dir: Path, tree: str, parent: str, message: bytes, env: Optional[dict[str, str]] = None) -> str:
-    out = git_bytes("commit-tree", tree, "-p", parent, "-F", "-", git_dir=git_dir, input=message, env=env, strip=False)
+def commit_tree(
+    git_dir: Path, tree: str, parent: str, message: bytes, env: Optional[dict[str, str]] = None
+) -> str:
+    out = git_bytes(
+        "commit-tree",
+        tree,
+        "-p",
+        parent,
+        "-F",
+        "-",
+        git_dir=git_dir,
+        input=message,
+        env=env,
+        strip=False,
+    )
     return out.decode().strip()

@@ -23,7 +23,9 @@ def fetch(mirror: Path, url: str, refspec: str) -> None:
         timeout=FETCH_TIMEOUT_S)  # fmt: skip
 
 
-def ls_remote(url: str, refs: list[str], symref: bool = False, mirror: Optional[Path] = None) -> str:
+def ls_remote(
+    url: str, refs: list[str], symref: bool = False, mirror: Optional[Path] = None
+) -> str:
     """`git ls-remote` of `refs` at `url` (no repository needed: it talks to the remote only)."""
     options = ["--symref"] if symref else []
     return git("ls-remote", *options, "--end-of-options", url, *refs, git_dir=mirror, config=NETWORK_CONFIG,

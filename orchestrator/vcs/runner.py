@@ -24,11 +24,23 @@ AM_FLAGS = ("--committer-date-is-author-date", "--keep-cr")
 
 _COMMITTER = {"GIT_COMMITTER_NAME": "ggml-patch", "GIT_COMMITTER_EMAIL": "ggml-patch@localhost"}
 _DATES = {"GIT_AUTHOR_DATE": "@946684800 +0000", "GIT_COMMITTER_DATE": "@946684800 +0000"}
-FIXED_IDENTITY = {"GIT_AUTHOR_NAME": "ggml-patch", "GIT_AUTHOR_EMAIL": "ggml-patch@localhost", **_COMMITTER, **_DATES}
+FIXED_IDENTITY = {
+    "GIT_AUTHOR_NAME": "ggml-patch",
+    "GIT_AUTHOR_EMAIL": "ggml-patch@localhost",
+    **_COMMITTER,
+    **_DATES,
+}
 # No user or system configuration, no prompt; a committer identity for the reflogs am and checkout write.
-ISOLATED = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0", **_COMMITTER}
+ISOLATED = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_TERMINAL_PROMPT": "0",
+    **_COMMITTER,
+}
 
-LOCAL_TIMEOUT_S = 1800.0  # any git command without its own limit: a local one that takes longer has hung
+LOCAL_TIMEOUT_S = (
+    1800.0  # any git command without its own limit: a local one that takes longer has hung
+)
 # The caller's GIT_* variables kept: how to reach a remote over ssh and which CAs to trust (the
 # user's own transport setup); every other GIT_* variable is dropped.
 KEPT_GIT_ENV = ("GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSL_CAINFO", "GIT_SSL_CAPATH")
@@ -67,18 +79,32 @@ class GitError(ToolError):
     never holds the command line (it may hold a URL with credentials)."""
 
     def __init__(
-        self, args: Sequence[str], status: Optional[int], stderr: str, stdout: str = "", timeout: Optional[float] = None
+        self,
+        args: Sequence[str],
+        status: Optional[int],
+        stderr: str,
+        stdout: str = "",
+        timeout: Optional[float] = None,
     ):
         self.stderr, self.stdout, self.output = stderr, stdout, f"{stderr}\n{stdout}"
         self.timed_out = timeout is not None
-        self.command = next((a for a in args if not a.startswith("-")), "")  # the subcommand: "am", "fetch"...
-        self.line = f"timed out after {timeout:g} s" if self.timed_out else error_line(self.output) or f"exit {status}"
+        self.command = next(
+            (a for a in args if not a.startswith("-")), ""
+        )  # the subcommand: "am", "fetch"...
+        self.line = (
+            f"timed out after {timeout:g} s"
+            if self.timed_out
+            else error_line(self.output) or f"exit {status}"
+        )
         super().__init__(f"git {self.command}: {self.line}")
 
     @property
     def reason(self) -> str:
         """git's line without its "fatal: " or "error: " prefix."""
-        return next((self.line[len(p) :] for p in ("fatal: ", "error: ") if self.line.startswith(p)), self.line)
+        return next(
+            (self.line[len(p) :] for p in ("fatal: ", "error: ") if self.line.startswith(p)),
+            self.line,
+        )
 
 
 def git_bytes(
@@ -93,7 +119,11 @@ def git_bytes(
 ) -> bytes:
     """`git ARGS` isolated, its stdout (`strip`: less one final newline); GitError on failure or timeout."""
     timeout = LOCAL_TIMEOUT_S if timeout is None else timeout
-    argv = ["git", *(["-C", str(cwd)] if cwd is not None else []), *([f"--git-dir={git_dir}"] if git_dir else [])]
+    argv = [
+        "git",
+        *(["-C", str(cwd)] if cwd is not None else []),
+        *([f"--git-dir={git_dir}"] if git_dir else []),
+    ]
     argv += [*(x for c in (*SAFE_CONFIG, *config) for x in ("-c", c)), *args]
     proc = subprocess.Popen(
         argv,
@@ -113,7 +143,9 @@ def git_bytes(
         _kill(proc)
         raise
     if proc.returncode != 0:
-        raise GitError(args, proc.returncode, err.decode(errors="replace"), out.decode(errors="replace"))
+        raise GitError(
+            args, proc.returncode, err.decode(errors="replace"), out.decode(errors="replace")
+        )
     return out[:-1] if strip and out.endswith(b"\n") else out
 
 

@@ -11,7 +11,16 @@ from typing import Any, Optional
 import filelock
 
 from ..errors import SeriesDoesNotApply, ToolError
-from .runner import AM_FLAGS, FIXED_IDENTITY, GitError, error_line, git, git_bytes, init_bare, succeeds
+from .runner import (
+    AM_FLAGS,
+    FIXED_IDENTITY,
+    GitError,
+    error_line,
+    git,
+    git_bytes,
+    init_bare,
+    succeeds,
+)
 from .workrepo import abort_am
 
 __all__ = ["FIXED_IDENTITY", "SnapshotRepo", "Worktree"]
@@ -53,7 +62,9 @@ class SnapshotRepo:
 
     def commit_tree(self, tree: str, ref: str, message: str) -> str:
         """A deterministic parentless commit of `tree` (fixed identity and date), stored as `ref`."""
-        commit = self.git("commit-tree", "-m", message, "--end-of-options", tree, env=FIXED_IDENTITY)
+        commit = self.git(
+            "commit-tree", "-m", message, "--end-of-options", tree, env=FIXED_IDENTITY
+        )
         self.git("update-ref", "--end-of-options", ref, commit)
         return commit
 
@@ -72,7 +83,9 @@ class SnapshotRepo:
         return self.rev(f"{rev}^{{tree}}")
 
     def tree_from_entries(self, entries: list[tuple[str, str, str]]) -> str:
-        data = "".join(f"{mode} {sha}\t{path}\0" for mode, sha, path in entries).encode("utf-8", "surrogateescape")
+        data = "".join(f"{mode} {sha}\t{path}\0" for mode, sha, path in entries).encode(
+            "utf-8", "surrogateescape"
+        )
         with tempfile.TemporaryDirectory(prefix="index-", dir=self.path) as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
             self.git("update-index", "-z", "--add", "--index-info", input=data, env=env)
@@ -83,10 +96,21 @@ class SnapshotRepo:
         with tempfile.TemporaryDirectory(prefix="index-", dir=self.path) as tmp:
             # read-tree --prefix insists on a work tree; an empty one, never written (no -u)
             (Path(tmp) / "empty").mkdir()
-            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index"), "GIT_WORK_TREE": str(Path(tmp) / "empty")}
+            env = {
+                "GIT_INDEX_FILE": str(Path(tmp) / "index"),
+                "GIT_WORK_TREE": str(Path(tmp) / "empty"),
+            }
             self.git("read-tree", "--end-of-options", tree, env=env)
-            self.git("update-index", "-z", "--index-info", input=f"0 {'0' * 40}\t{path}\0".encode(), env=env)
-            self.git("read-tree", f"--prefix={path.strip('/')}/", "--end-of-options", subtree, env=env)
+            self.git(
+                "update-index",
+                "-z",
+                "--index-info",
+                input=f"0 {'0' * 40}\t{path}\0".encode(),
+                env=env,
+            )
+            self.git(
+                "read-tree", f"--prefix={path.strip('/')}/", "--end-of-options", subtree, env=env
+            )
             return self.git("write-tree", env=env)
 
     def hash_blobs(self, directory: Path, paths: list[str]) -> list[str]:
@@ -95,7 +119,9 @@ class SnapshotRepo:
             return []
         listing = "\n".join(paths).encode("utf-8", "surrogateescape") + b"\n"
         try:
-            return self.git("hash-object", "-w", "--no-filters", "--stdin-paths", input=listing, cwd=directory).split()
+            return self.git(
+                "hash-object", "-w", "--no-filters", "--stdin-paths", input=listing, cwd=directory
+            ).split()
         except GitError as e:
             raise ToolError(f"git hash-object in {self.path}: {e.line}") from None
 
@@ -104,7 +130,9 @@ class SnapshotRepo:
 
     def fetch(self, source: str, refspec: str, timeout: Optional[float] = None) -> None:
         """Copy a ref and its history from another repository (a mirror in the cache) into this one."""
-        self.git("fetch", "--quiet", "--no-tags", "--end-of-options", source, refspec, timeout=timeout)
+        self.git(
+            "fetch", "--quiet", "--no-tags", "--end-of-options", source, refspec, timeout=timeout
+        )
 
     def remove_worktree(self, path: Path) -> None:
         with self.lock:  # like add and prune: never while another run changes the worktree list
@@ -116,7 +144,11 @@ class SnapshotRepo:
         """A file's size in bytes at a commit (None when absent or not a file)."""
         try:
             is_blob = self.git("cat-file", "-t", "--end-of-options", f"{commit}:{path}") == "blob"
-            return int(self.git("cat-file", "-s", "--end-of-options", f"{commit}:{path}")) if is_blob else None
+            return (
+                int(self.git("cat-file", "-s", "--end-of-options", f"{commit}:{path}"))
+                if is_blob
+                else None
+            )
         except (GitError, ValueError):
             return None
 
@@ -128,7 +160,14 @@ class SnapshotRepo:
     def read_blob_bytes(self, commit: str, path: str) -> Optional[bytes]:
         """A file's exact bytes at a commit (None when absent)."""
         try:
-            return git_bytes("cat-file", "blob", "--end-of-options", f"{commit}:{path}", git_dir=self.path, strip=False)
+            return git_bytes(
+                "cat-file",
+                "blob",
+                "--end-of-options",
+                f"{commit}:{path}",
+                git_dir=self.path,
+                strip=False,
+            )
         except GitError:
             return None
 
@@ -143,7 +182,9 @@ class SnapshotRepo:
     def gitmodules(self, commit: str) -> dict[str, dict[str, str]]:
         """A commit's .gitmodules: submodule name -> its keys (path, url, ...); empty when none."""
         try:
-            lines = self.git("config", "--blob", f"{commit}:.gitmodules", "--get-regexp", r"^submodule\.")
+            lines = self.git(
+                "config", "--blob", f"{commit}:.gitmodules", "--get-regexp", r"^submodule\."
+            )
         except GitError:
             return {}
         out: dict[str, dict[str, str]] = {}
@@ -160,15 +201,26 @@ class SnapshotRepo:
 
     def format_patches(self, base: str, head: str, out_dir: Path) -> list[Path]:
         """base..head as patch files in out_dir, no signature: the bytes do not depend on git's version."""
-        names = self.git("format-patch", "--no-signature", "-o", str(out_dir), "--end-of-options", f"{base}..{head}")
+        names = self.git(
+            "format-patch",
+            "--no-signature",
+            "-o",
+            str(out_dir),
+            "--end-of-options",
+            f"{base}..{head}",
+        )
         return [Path(p) for p in names.splitlines()]
 
     def commits(self, base: str, head: str) -> list[tuple[str, str, str, tuple[str, ...]]]:
         """(id, subject, body, files changed) of each commit in base..head, oldest first."""
         out = []
         for sha in self.git("rev-list", "--reverse", "--end-of-options", f"{base}..{head}").split():
-            subject, _, body = self.git("show", "-s", "--format=%s%x00%b", "--end-of-options", sha).partition("\0")
-            files = self.git("diff-tree", "--no-commit-id", "--name-only", "-r", "--end-of-options", sha).split()
+            subject, _, body = self.git(
+                "show", "-s", "--format=%s%x00%b", "--end-of-options", sha
+            ).partition("\0")
+            files = self.git(
+                "diff-tree", "--no-commit-id", "--name-only", "-r", "--end-of-options", sha
+            ).split()
             out.append((sha, subject, body, tuple(files)))
         return out
 
@@ -194,7 +246,9 @@ class Worktree:
 
     def ensure(self, commit: str) -> None:
         """Exist and sit on `commit` exactly, whatever an interrupted run left behind."""
-        commit = self.repo.ref_commit(commit) or commit  # a commit id: `git checkout` has no --end-of-options
+        commit = (
+            self.repo.ref_commit(commit) or commit
+        )  # a commit id: `git checkout` has no --end-of-options
         if (self.path / ".git").exists():
             self.am_abort()  # whatever an interrupted run left; none in progress is the normal case
             if self.head() == commit and self.is_clean():
@@ -207,7 +261,9 @@ class Worktree:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.repo.lock:  # prune must not race another run's add
             self.repo.git("worktree", "prune")
-            self.repo.git("worktree", "add", "--force", "--detach", "--end-of-options", str(self.path), commit)
+            self.repo.git(
+                "worktree", "add", "--force", "--detach", "--end-of-options", str(self.path), commit
+            )
 
     def am(self, patch_files: list[Path]) -> str:
         """Apply the series as commits; deterministic, so the same inputs give the same HEAD."""
@@ -215,7 +271,9 @@ class Worktree:
             self.git("am", *AM_FLAGS, "--", *map(str, patch_files))
         except GitError as e:
             where = error_line(e.output, prefer=("Patch failed at",))
-            detail = e.line + (f" ({where})" if where.startswith("Patch failed at") and where != e.line else "")
+            detail = e.line + (
+                f" ({where})" if where.startswith("Patch failed at") and where != e.line else ""
+            )
             self.am_abort()  # am may have stopped before creating its state
             raise SeriesDoesNotApply(detail) from None
         return self.head() or ""
@@ -240,14 +298,20 @@ class Worktree:
         abort_am(self.path)
 
     def am_in_progress(self) -> bool:
-        return Path(self.git("rev-parse", "--path-format=absolute", "--git-path", "rebase-apply")).exists()
+        return Path(
+            self.git("rev-parse", "--path-format=absolute", "--git-path", "rebase-apply")
+        ).exists()
 
     def applies(self, patch_file: Path, reverse: bool = False) -> bool:
         """Whether the patch applies to the files as they are (reverse: whether it is already there)."""
-        return succeeds("apply", "--check", *(["-R"] if reverse else []), str(patch_file), cwd=self.path)
+        return succeeds(
+            "apply", "--check", *(["-R"] if reverse else []), str(patch_file), cwd=self.path
+        )
 
     def conflicted_files(self) -> list[str]:
-        return [line for line in self.git("diff", "--name-only", "--diff-filter=U").splitlines() if line]
+        return [
+            line for line in self.git("diff", "--name-only", "--diff-filter=U").splitlines() if line
+        ]
 
     def read_file(self, path: str) -> Optional[str]:
         try:
@@ -259,11 +323,15 @@ class Worktree:
         return self.git("rev-parse", "HEAD^{tree}")
 
     def descends_from(self, commit: str) -> bool:
-        return succeeds("merge-base", "--is-ancestor", "--end-of-options", commit, "HEAD", cwd=self.path)
+        return succeeds(
+            "merge-base", "--is-ancestor", "--end-of-options", commit, "HEAD", cwd=self.path
+        )
 
     def format_patch(self, base: str, out_dir: Path) -> list[Path]:
         """base..HEAD as patch files in patches/' stable bytes (no commit ids, dates of the run, diffstat, version)."""
         out_dir.mkdir(parents=True, exist_ok=True)
         stable = ("--zero-commit", "--full-index", "--no-signature", "--no-stat", "--no-color")
-        names = self.git("format-patch", *stable, "-o", str(out_dir), "--end-of-options", f"{base}..HEAD")
+        names = self.git(
+            "format-patch", *stable, "-o", str(out_dir), "--end-of-options", f"{base}..HEAD"
+        )
         return [Path(n) for n in names.splitlines() if n]

@@ -19,7 +19,9 @@ def _user_git(*args: str, cwd: Optional[str] = None) -> Optional[str]:
     """stdout of `git ARGS` in the user's own environment, or None when it fails or hangs."""
     try:
         env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
-        proc = subprocess.run(["git", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=USER_TIMEOUT_S)
+        proc = subprocess.run(
+            ["git", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=USER_TIMEOUT_S
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout if proc.returncode == 0 else None
@@ -37,7 +39,13 @@ def version() -> str:
 
 def safe_directories() -> list[str]:
     """The user's own safe.directory entries, as -c values: the tool's isolated git would drop them."""
-    where = ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM")
+    where = (
+        "HOME",
+        "XDG_CONFIG_HOME",
+        "GIT_CONFIG_GLOBAL",
+        "GIT_CONFIG_SYSTEM",
+        "GIT_CONFIG_NOSYSTEM",
+    )
     return [f"safe.directory={d}" for d in _safe_dirs(tuple(os.environ.get(k) for k in where))]
 
 
@@ -45,7 +53,9 @@ def safe_directories() -> list[str]:
 def _safe_dirs(where: tuple[Optional[str], ...]) -> tuple[str, ...]:
     """Read once per `where` (the variables that decide which configuration files git reads)."""
     scopes = ("--system", "--global")  # the user's own configuration, read only
-    out = "\n".join(_user_git("config", scope, "--get-all", "safe.directory") or "" for scope in scopes)
+    out = "\n".join(
+        _user_git("config", scope, "--get-all", "safe.directory") or "" for scope in scopes
+    )
     return tuple(dict.fromkeys(ln.strip() for ln in out.splitlines() if ln.strip()))
 
 
@@ -73,5 +83,7 @@ def head(root: Path, rev: str = "HEAD") -> Optional[str]:
 
 def ls_files(root: Path, *args: str) -> list[str]:
     """`git ls-files -z ARGS` of the checkout (--stage: "<mode> <sha> <stage>\\t<path>"). Raises GitError."""
-    out = git_bytes("ls-files", "-z", *args, cwd=root, env=_READ_ONLY, config=safe_directories(), strip=False)
+    out = git_bytes(
+        "ls-files", "-z", *args, cwd=root, env=_READ_ONLY, config=safe_directories(), strip=False
+    )
     return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]

@@ -25,7 +25,12 @@ def has_commit(workdir: Path, commit: str) -> bool:
 
 
 def fetch_commit(
-    workdir: Path, remote: str, commit: str, env: dict[str, str], timeout: float, config: Sequence[str] = ()
+    workdir: Path,
+    remote: str,
+    commit: str,
+    env: dict[str, str],
+    timeout: float,
+    config: Sequence[str] = (),
 ) -> None:
     git("fetch", "-q", "--no-tags", "--depth=1", "--end-of-options", remote, commit, cwd=workdir, env=env,
         timeout=timeout, config=config)  # fmt: skip
@@ -67,7 +72,12 @@ def push_argv(workdir: Path, remote: str, branch: str) -> list[str]:
 
 
 def push(
-    workdir: Path, remote: str, branch: str, env: dict[str, str], timeout: Optional[float], config: Sequence[str] = ()
+    workdir: Path,
+    remote: str,
+    branch: str,
+    env: dict[str, str],
+    timeout: Optional[float],
+    config: Sequence[str] = (),
 ) -> None:
     git(*push_args(remote, branch), cwd=workdir, env=env, timeout=timeout, config=config)
 
@@ -76,7 +86,9 @@ def is_branch_name(name: str) -> bool:
     return not name.startswith("-") and succeeds("check-ref-format", "--branch", name)
 
 
-def by_hand(workdir: str, remote: str, onto: str, patches: list[str], branch: str, fetch: bool) -> list[list[str]]:
+def by_hand(
+    workdir: str, remote: str, onto: str, patches: list[str], branch: str, fetch: bool
+) -> list[list[str]]:
     """The same steps as command lines a person runs."""
     g = ["git", "-C", workdir]
     steps = [[*g, "fetch", "--no-tags", "--depth=1", remote, onto]] if fetch else []

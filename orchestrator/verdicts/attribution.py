@@ -12,8 +12,14 @@ from ..patchset.layout import GATE_TEST
 from ..report.model import AttributionEntry, AttributionLabel, RowStatus, TestRecord
 from .classify import CRASHED, FAILED, PASSED, SKIPPED, strip_ansi
 
-PRE_EXISTING, REGRESSION, UNKNOWN = AttributionLabel.PRE_EXISTING, AttributionLabel.REGRESSION, AttributionLabel.UNKNOWN
-_DEVICE_HEADER = re.compile(r"^Backend \d+/\d+: (?P<device>\S+)\s*$", re.M)  # test-opt, before each device
+PRE_EXISTING, REGRESSION, UNKNOWN = (
+    AttributionLabel.PRE_EXISTING,
+    AttributionLabel.REGRESSION,
+    AttributionLabel.UNKNOWN,
+)
+_DEVICE_HEADER = re.compile(
+    r"^Backend \d+/\d+: (?P<device>\S+)\s*$", re.M
+)  # test-opt, before each device
 ANY_DEVICE = "(whole test)"  # the failure cannot be pinned to one device
 
 
@@ -37,7 +43,9 @@ def crash_device(output: str) -> Optional[str]:
         return None
     last = headers[-1]
     after = output[last.end() :]
-    if re.search(rf"^\s*Backend {re.escape(last['device'])} \S+: (OK|FAIL|SKIPPED)\s*$", after, re.M):
+    if re.search(
+        rf"^\s*Backend {re.escape(last['device'])} \S+: (OK|FAIL|SKIPPED)\s*$", after, re.M
+    ):
         return None
     return last["device"]
 
@@ -56,7 +64,9 @@ def failing_devices(test: Optional[TestRecord]) -> dict[str, str]:
     if test.outcome != FAILED or not out:
         # a crash, a timeout, or a non-zero exit no row explains: pin it to the device in progress
         dev = crash_device(test.output or "") or ANY_DEVICE
-        out.setdefault(dev, []).append(what_failed(test) + (" while testing it" if dev != ANY_DEVICE else ""))
+        out.setdefault(dev, []).append(
+            what_failed(test) + (" while testing it" if dev != ANY_DEVICE else "")
+        )
     return {d: "; ".join(v) for d, v in out.items()}
 
 
@@ -76,9 +86,19 @@ def attribute(
         c_fail = failing_devices(control)
         for device, detail in failing_devices(test).items():
             label, why = _label(name, device, test, control, c_fail, control_built)
-            without, on = _without(device, control, c_fail), None if device == ANY_DEVICE else device
+            without, on = (
+                _without(device, control, c_fail),
+                None if device == ANY_DEVICE else device,
+            )
             entries.append(
-                AttributionEntry(test=name, device=on, with_fix=detail, without_fix=without, label=label, reason=why)
+                AttributionEntry(
+                    test=name,
+                    device=on,
+                    with_fix=detail,
+                    without_fix=without,
+                    label=label,
+                    reason=why,
+                )
             )
     return entries
 
@@ -90,7 +110,11 @@ def _without(device: str, control: Optional[TestRecord], c_fail: dict[str, str])
         return c_fail[device]
     if device == ANY_DEVICE and c_fail:
         return what_failed(control)
-    return "passed" if control.outcome == PASSED or device in devices_seen(control) else what_failed(control)
+    return (
+        "passed"
+        if control.outcome == PASSED or device in devices_seen(control)
+        else what_failed(control)
+    )
 
 
 def _label(
@@ -103,7 +127,10 @@ def _label(
 ) -> tuple[AttributionLabel, str]:
     where = f"{name} on {device}" if device != ANY_DEVICE else name
     if not control_built:
-        return UNKNOWN, f"{where}: the control variant did not build, so there is nothing to compare with"
+        return (
+            UNKNOWN,
+            f"{where}: the control variant did not build, so there is nothing to compare with",
+        )
     if control is None:
         return UNKNOWN, f"{where}: the test did not run without the fix"
     if device in c_fail or (device == ANY_DEVICE and control.outcome != PASSED):
@@ -115,7 +142,10 @@ def _label(
         return PRE_EXISTING, f"{where}: the test {what_failed(control)} without the fix too"
     if control.outcome == PASSED or device in devices_seen(control):
         return REGRESSION, f"{where} passes without the fix: the fix breaks it"
-    return UNKNOWN, f"{where}: without the fix the test {what_failed(control)} before reaching {device}"
+    return (
+        UNKNOWN,
+        f"{where}: without the fix the test {what_failed(control)} before reaching {device}",
+    )
 
 
 def pre_existing_only(entries: list[AttributionEntry], test: str) -> bool:
@@ -133,7 +163,8 @@ def failure_kind(entries: list[AttributionEntry]) -> Optional[AttributionLabel]:
 def describe(entries: list[AttributionEntry], labels: bool = True) -> str:
     """'test-opt on Vulkan0 crashed (SIGABRT) while testing it: pre-existing' joined by '; '."""
     return "; ".join(
-        f"{e.test}{' on ' + e.device if e.device else ''} {e.with_fix}" + (f": {e.label}" if labels else "")
+        f"{e.test}{' on ' + e.device if e.device else ''} {e.with_fix}"
+        + (f": {e.label}" if labels else "")
         for e in entries
     )
 

@@ -11,7 +11,9 @@ from ..report.model import CellStatus, Outcome, Verdict
 # The words, as the results model spells them.
 PASSED, FAILED, CRASHED = Outcome.PASSED, Outcome.FAILED, Outcome.CRASHED
 TIMEOUT, NOT_BUILT = Outcome.TIMEOUT, Outcome.NOT_BUILT
-SKIPPED = Outcome.SKIPPED  # a test the backend does not run (its module's skip_tests): neither passed nor failed
+SKIPPED = (
+    Outcome.SKIPPED
+)  # a test the backend does not run (its module's skip_tests): neither passed nor failed
 KILLED, SURVIVED, INVALID = Verdict.KILLED, Verdict.SURVIVED, Verdict.INVALID
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -23,7 +25,9 @@ GATE_ROW = re.compile(
     re.M,
 )
 _OPT_PERIOD = re.compile(r"(?:^| )opt_period=(\d+)(?: |$)")
-TEST_OPT_ROW = re.compile(r"^\s*Backend (?P<device>\S+) (?P<optimizer>\S+): (?P<status>OK|FAIL|SKIPPED)\s*$", re.M)
+TEST_OPT_ROW = re.compile(
+    r"^\s*Backend (?P<device>\S+) (?P<optimizer>\S+): (?P<status>OK|FAIL|SKIPPED)\s*$", re.M
+)
 
 
 def strip_ansi(text: str) -> str:
@@ -63,7 +67,9 @@ def gate_rows(output: str) -> list[dict]:
         if m["status"] == "FAIL":
             row["line"] = m.group(0).strip()
             if m["step"]:  # absent when the device failed before any step ran
-                row.update(step=int(m["step"]), actual=float(m["actual"]), expected=float(m["expected"]))
+                row.update(
+                    step=int(m["step"]), actual=float(m["actual"]), expected=float(m["expected"])
+                )
         rows.append(row)
     return rows
 
@@ -102,14 +108,19 @@ def gate_verdict(
     if gate_outcome == PASSED:
         return GateVerdict(SURVIVED, passed)
     if gate_outcome == CRASHED:
-        return GateVerdict(INVALID, f"the gate test crashed ({signal_name(gate_exit)}) instead of failing its check")
+        return GateVerdict(
+            INVALID,
+            f"the gate test crashed ({signal_name(gate_exit)}) instead of failing its check",
+        )
     if gate_outcome == TIMEOUT:
         return GateVerdict(INVALID, "the gate test timed out")
     if gate_outcome != FAILED:
         return GateVerdict(INVALID, f"the gate test did not run ({gate_outcome})")
     line = gate_failure_line(gate_output)
     if not line:
-        return GateVerdict(INVALID, f"the gate test exited {gate_exit} without printing its failure line")
+        return GateVerdict(
+            INVALID, f"the gate test exited {gate_exit} without printing its failure line"
+        )
     return GateVerdict(KILLED, f"the gate test failed by its own check: {line}")
 
 
@@ -137,13 +148,17 @@ def control_verdict(
         alone = f"test-opt {test_opt_outcome} with and without the fix, pre-existing: {test_opt_pre_existing}"
     else:
         return GateVerdict(
-            INVALID, f"test-opt {test_opt_outcome} without the fix, so the control changed more than the fix"
+            INVALID,
+            f"test-opt {test_opt_outcome} without the fix, so the control changed more than the fix",
         )
     return GateVerdict(KILLED, f"{v.reason} (verdict on the gate alone: {alone})")
 
 
 def cell_status(
-    patched_build_ok: bool, patched: Mapping[str, str], verdict: Optional[GateVerdict], attribution: str = ""
+    patched_build_ok: bool,
+    patched: Mapping[str, str],
+    verdict: Optional[GateVerdict],
+    attribution: str = "",
 ) -> tuple[CellStatus, str]:
     """(status, reason): passed only when every test that ran passes with the fix and the control was killed;
     a skipped test is named, never counted as passed; `attribution`: do failing tests fail without the fix too."""
@@ -151,7 +166,10 @@ def cell_status(
         return CellStatus.FAILED, "the patched variant did not build"
     skipped = [name for name, o in patched.items() if o == SKIPPED]
     if skipped and len(skipped) == len(patched):
-        return CellStatus.FAILED, f"no test ran with the fix ({', '.join(skipped)} not run on this backend)"
+        return (
+            CellStatus.FAILED,
+            f"no test ran with the fix ({', '.join(skipped)} not run on this backend)",
+        )
     bad = [f"{name} {o}" for name, o in patched.items() if o not in (PASSED, SKIPPED)]
     if bad:
         reason = "with the fix: " + ", ".join(bad)

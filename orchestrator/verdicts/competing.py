@@ -47,9 +47,13 @@ class CompetingFix(DiffInLayout):
 def parse_competing(name: str, text: str) -> CompetingFix:
     """A competing fix's file; one ConfigError line naming the file (and line) when it is malformed."""
     if not text.isascii():
-        raise ConfigError(f"{name}: non-ASCII text; a competing fix is data that may go upstream (ASCII only)")
+        raise ConfigError(
+            f"{name}: non-ASCII text; a competing fix is data that may go upstream (ASCII only)"
+        )
     if "\ndiff --git " not in "\n" + text:
-        raise ConfigError(f"{name}: no 'diff --git' section; expected a header, a blank line and a git diff")
+        raise ConfigError(
+            f"{name}: no 'diff --git' section; expected a header, a blank line and a git diff"
+        )
     header = ("\n" + text).split("\ndiff --git ", 1)[0].lstrip("\n")
     fields: dict[str, str] = {}
     for n, line in enumerate(header.split("\n"), 1):
@@ -68,13 +72,25 @@ def parse_competing(name: str, text: str) -> CompetingFix:
         if key not in fields:
             raise ConfigError(f"{name}: no '{key}: ...' line before the diff")
     if not _URL.match(fields["URL"]):
-        raise ConfigError(f"{name}: URL: {fields['URL']!r} is not an https:// URL of the PR, commit or repository")
+        raise ConfigError(
+            f"{name}: URL: {fields['URL']!r} is not an https:// URL of the PR, commit or repository"
+        )
     if not _DATE.match(fields["Date"]):
-        raise ConfigError(f"{name}: Date: {fields['Date']!r}; expected YYYY-MM, YYYY-MM-DD or 'unknown'")
-    patch = parse_patch(name, text)  # paths checked: a/ b/ prefixes, nothing escaping the tree, no binary
+        raise ConfigError(
+            f"{name}: Date: {fields['Date']!r}; expected YYYY-MM, YYYY-MM-DD or 'unknown'"
+        )
+    patch = parse_patch(
+        name, text
+    )  # paths checked: a/ b/ prefixes, nothing escaping the tree, no binary
     title, url, date, summary = (fields[k] for k in REQUIRED)
     return CompetingFix(
-        name.removesuffix(".patch"), title, url, date, summary, fields.get("Provenance", ""), patch.files
+        name.removesuffix(".patch"),
+        title,
+        url,
+        date,
+        summary,
+        fields.get("Provenance", ""),
+        patch.files,
     )
 
 
@@ -83,7 +99,9 @@ def first_failing_line(test: str, output: str) -> Optional[str]:
     if test == GATE_TEST:
         return gate_failure_line(output)
     for line in strip_ansi(output).splitlines():
-        summary = line.lstrip().startswith("Backend ") or "backend*optimizer" in line  # a backend's or the total
+        summary = (
+            line.lstrip().startswith("Backend ") or "backend*optimizer" in line
+        )  # a backend's or the total
         if line.rstrip().endswith("FAIL") and not summary:
             return line.strip()
     return None
@@ -98,25 +116,36 @@ def judge(
     """equivalent / wrong (its first failing test and case line) / invalid, against the tests the fix passes."""
     invalid = CompetingVerdict.INVALID
     if apply_error is not None:
-        return CompetingJudged(verdict=invalid, reason=f"does not apply to the unfixed tree: {apply_error}")
+        return CompetingJudged(
+            verdict=invalid, reason=f"does not apply to the unfixed tree: {apply_error}"
+        )
     if not build_ok:
         return CompetingJudged(verdict=invalid, reason="does not build")
     judged = [t for t, o in with_fix.items() if o == Outcome.PASSED]
     if not judged:
-        return CompetingJudged(verdict=invalid, reason="no test passes with the fix here, so nothing to judge against")
+        return CompetingJudged(
+            verdict=invalid, reason="no test passes with the fix here, so nothing to judge against"
+        )
     for t in judged:
         rec = tests.get(t)
         if rec is None or rec.outcome == Outcome.PASSED:
             continue
-        line = first_failing_line(t, rec.output or "") or f"{t} {rec.outcome} (exit code {rec.exit_code})"
+        line = (
+            first_failing_line(t, rec.output or "")
+            or f"{t} {rec.outcome} (exit code {rec.exit_code})"
+        )
         return CompetingJudged(
-            verdict=CompetingVerdict.WRONG, reason=f"{t} fails: {line}", failure_line=line, failing_test=t
+            verdict=CompetingVerdict.WRONG,
+            reason=f"{t} fails: {line}",
+            failure_line=line,
+            failing_test=t,
         )
     missing = [t for t in judged if t not in tests]
     if missing:
         return CompetingJudged(verdict=invalid, reason=f"{', '.join(missing)} not run")
     return CompetingJudged(
-        verdict=CompetingVerdict.EQUIVALENT, reason=f"passes everything the fix passes ({', '.join(judged)})"
+        verdict=CompetingVerdict.EQUIVALENT,
+        reason=f"passes everything the fix passes ({', '.join(judged)})",
     )
 
 

@@ -44,7 +44,11 @@ _EXPECTED = {
 
 class KnownLimit(Record):
     id: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]*$")]
-    file: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$"), AfterValidator(_no_parent)]
+    file: Annotated[
+        str,
+        StringConstraints(pattern=r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$"),
+        AfterValidator(_no_parent),
+    ]
     function: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
     what: Line
     status: Literal["not changed by this series"]
@@ -73,14 +77,18 @@ def _hint(loc: tuple[Any, ...], kind: str, value: Any) -> Optional[str]:
     return None
 
 
-def parse_yaml(kind: type[R], where: str, text: str, hint: Hint) -> tuple[R, dict[tuple[Any, ...], int]]:
+def parse_yaml(
+    kind: type[R], where: str, text: str, hint: Hint
+) -> tuple[R, dict[tuple[Any, ...], int]]:
     """A YAML file of patches/ as `kind` (strictly) and each key's line; else one ConfigError (file:line: key: why)."""
     data, lines = _load_with_lines(text, where)
     try:
         return kind.model_validate(data, strict=True), lines
     except ValidationError as e:
         path, what = located(e, hint)
-        raise ConfigError(f"{where}:{_line_for(lines, path)}: {dotted(path) or '(top level)'}: {what}") from None
+        raise ConfigError(
+            f"{where}:{_line_for(lines, path)}: {dotted(path) or '(top level)'}: {what}"
+        ) from None
 
 
 def read_yaml(series_dir: Path, file: str, what: str) -> Optional[tuple[str, str]]:

@@ -34,17 +34,25 @@ class Mutant(DiffInLayout):
 def parse_mutant(name: str, text: str) -> Mutant:
     """A mutant file's text; one ConfigError line naming the file when it is malformed."""
     if "\ndiff --git " not in "\n" + text:
-        raise ConfigError(f"{name}: no 'diff --git' section; a mutant is a header, a blank line and a git diff")
+        raise ConfigError(
+            f"{name}: no 'diff --git' section; a mutant is a header, a blank line and a git diff"
+        )
     header = ("\n" + text).split("\ndiff --git ", 1)[0]
     fields = {m["key"]: m["value"].strip() for m in _HEADER.finditer(header)}
     for key in ("Mutant", "Why it is wrong"):
         if key not in fields:
             raise ConfigError(f"{name}: no '{key}: ...' line before the diff")
-    patch = parse_patch(name, text)  # paths checked: a/ b/ prefixes, nothing escaping the tree, no binary
-    return Mutant(name.removesuffix(".patch"), fields["Mutant"], fields["Why it is wrong"], patch.files)
+    patch = parse_patch(
+        name, text
+    )  # paths checked: a/ b/ prefixes, nothing escaping the tree, no binary
+    return Mutant(
+        name.removesuffix(".patch"), fields["Mutant"], fields["Why it is wrong"], patch.files
+    )
 
 
-def mutant_verdict(apply_error: Optional[str], build_ok: bool, gate: Optional[TestRecord]) -> GateVerdict:
+def mutant_verdict(
+    apply_error: Optional[str], build_ok: bool, gate: Optional[TestRecord]
+) -> GateVerdict:
     """The gate's verdict on one mutant (the control's own rules, classify.gate_verdict)."""
     if apply_error is not None:
         return GateVerdict(INVALID, f"the mutant did not apply: {apply_error}")
@@ -58,17 +66,26 @@ def mutant_verdict(apply_error: Optional[str], build_ok: bool, gate: Optional[Te
     )
 
 
-def test_opt_verdict(apply_error: Optional[str], build_ok: bool, test: Optional[TestRecord]) -> GateVerdict:
+def test_opt_verdict(
+    apply_error: Optional[str], build_ok: bool, test: Optional[TestRecord]
+) -> GateVerdict:
     """test-opt's verdict on one mutant: killed by its own check (a case's FAIL line), survived, or invalid."""
     if apply_error is not None or not build_ok:
-        return mutant_verdict(apply_error, build_ok, None)  # the gate's words: not applied, not built
+        return mutant_verdict(
+            apply_error, build_ok, None
+        )  # the gate's words: not applied, not built
     if test is None:
         return GateVerdict(INVALID, "test-opt did not run")
     if test.outcome == Outcome.PASSED:
-        return GateVerdict(SURVIVED, "test-opt passed with this known-wrong fix: its cases do not catch it")
+        return GateVerdict(
+            SURVIVED, "test-opt passed with this known-wrong fix: its cases do not catch it"
+        )
     line = first_failing_line(UPSTREAM_TEST, test.output or "")
     if test.outcome != Outcome.FAILED or not line:
-        return GateVerdict(INVALID, f"test-opt {test.outcome} (exit code {test.exit_code}) without a failing case line")
+        return GateVerdict(
+            INVALID,
+            f"test-opt {test.outcome} (exit code {test.exit_code}) without a failing case line",
+        )
     return GateVerdict(KILLED, f"test-opt failed by its own check: {line}")
 
 
@@ -77,7 +94,10 @@ def per_test_verdicts(
 ) -> dict[str, GateVerdict]:
     """Each test's verdict on one mutant, run separately (only the tests that pass with the fix)."""
     return {
-        t: (mutant_verdict if t == GATE_TEST else test_opt_verdict)(apply_error, build_ok, tests.get(t)) for t in judged
+        t: (mutant_verdict if t == GATE_TEST else test_opt_verdict)(
+            apply_error, build_ok, tests.get(t)
+        )
+        for t in judged
     }
 
 
@@ -103,7 +123,9 @@ def tally_line(n_total: int, killed_by: Mapping[str, int], alone: str = UPSTREAM
 def kill_line(verdicts: list[Optional[Verdict]]) -> str:
     """ "the gate kills N/M known-wrong fixes" (skipped mutants are not counted)."""
     ran = [v for v in verdicts if v is not None]
-    return f"the gate kills {sum(1 for v in ran if v == Verdict.KILLED)}/{len(ran)} known-wrong fixes"
+    return (
+        f"the gate kills {sum(1 for v in ran if v == Verdict.KILLED)}/{len(ran)} known-wrong fixes"
+    )
 
 
 def load_mutants(matrix: Matrix) -> list[Mutant]:

@@ -54,7 +54,9 @@ def _hint(loc: tuple[Any, ...], kind: str, value: Any) -> Optional[str]:
     if kind == "string_pattern_mismatch":
         return "must be one line of printable ASCII"
     if kind == "literal_error":
-        return f"{value!r} is not one of " + ("pr, issue" if key == "kind" else "open, closed, merged, unknown")
+        return f"{value!r} is not one of " + (
+            "pr, issue" if key == "kind" else "open, closed, merged, unknown"
+        )
     if kind == "too_short":
         return "must not be empty (delete the file when nothing is related)"
     return None

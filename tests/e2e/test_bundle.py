@@ -1,6 +1,7 @@
 """The bundle end to end: a real run bundled with the contributor's identity, its series applied
 with plain `git am` to a clean base, PR_BODY.md checked against results.json and the template,
 `pr --open` refused (exit 27) for llama.cpp (submit manual) and ggml (none), nothing sent or pushed."""
+
 import hashlib
 import json
 import os
@@ -15,7 +16,6 @@ from orchestrator.report.model import load_results
 from ..helpers.bundle_checks import check_body_against_results
 from ..helpers.samples import GATE, UPSTREAM, control_survived, results_dir
 from ..helpers.tools import DATA, ROOT, run_tool
-
 
 TOKEN = "ghp_bundleTEST_7f3c9a1e5b2d4f60"  # unique: scanned for in every output
 
@@ -39,13 +39,35 @@ def real_run(repo_root, tool_cache, tmp_path_factory):
     with GITHUB_TOKEN set to a value scanned for later."""
     results = tmp_path_factory.mktemp("bundle-e2e") / "results"
     matrix = str(repo_root / "matrix.yaml")
-    run = run_tool("matrix", "--matrix", matrix, "--results", str(results), "--cache", str(tool_cache),
-                   "--backend", "cpu", cwd=results.parent)
+    run = run_tool(
+        "matrix",
+        "--matrix",
+        matrix,
+        "--results",
+        str(results),
+        "--cache",
+        str(tool_cache),
+        "--backend",
+        "cpu",
+        cwd=results.parent,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     os.environ["GITHUB_TOKEN"] = TOKEN
     try:
-        proc = run_tool("bundle", "--matrix", matrix, "--results", str(results), "--cache", str(tool_cache),
-                        "--author", AUTHOR, "--assisted-by", ASSISTANT, cwd=results.parent)
+        proc = run_tool(
+            "bundle",
+            "--matrix",
+            matrix,
+            "--results",
+            str(results),
+            "--cache",
+            str(tool_cache),
+            "--author",
+            AUTHOR,
+            "--assisted-by",
+            ASSISTANT,
+            cwd=results.parent,
+        )
     finally:
         del os.environ["GITHUB_TOKEN"]
     return results, proc
@@ -62,21 +84,30 @@ def test_bundle_of_a_real_run(real_run):
     from orchestrator.verdicts.training import can_plot
 
     plot = ["training-loss.png"] if can_plot() else []  # matplotlib is the `plot` extra
-    assert sorted(p.name for p in llama.iterdir()) == sorted(PATCHES + [
-        "ISSUE.md", "PR_BODY.md", "PR_TITLE", "READINESS.md", "manifest.json", *plot])
+    assert sorted(p.name for p in llama.iterdir()) == sorted(
+        PATCHES + ["ISSUE.md", "PR_BODY.md", "PR_TITLE", "READINESS.md", "manifest.json", *plot]
+    )
     if plot:
         assert (llama / "training-loss.png").read_bytes().startswith(b"\x89PNG")
     # ggml is verified through llama.cpp's sync: its series in ggml's layout, no pull request of its own
     ggml = results / "bundle" / "ggml"
-    assert sorted(p.name for p in ggml.iterdir()) == sorted(PATCHES + ["READINESS.md", "manifest.json"])
+    assert sorted(p.name for p in ggml.iterdir()) == sorted(
+        PATCHES + ["READINESS.md", "manifest.json"]
+    )
     assert "ggml: verified through ggml-org/llama.cpp's sync" in proc.stdout
     for target in ("llama.cpp", "ggml"):
         # the verification time, for the record (warm cache: a second or two)
-        print(re.search(rf"^{re.escape(target)}: .*verified in [\d.]+ s.*$", proc.stdout, re.M).group(0))
+        print(
+            re.search(rf"^{re.escape(target)}: .*verified in [\d.]+ s.*$", proc.stdout, re.M).group(
+                0
+            )
+        )
 
 
 @pytest.mark.parametrize("target", ["llama.cpp", "ggml"])
-def test_the_series_applies_with_plain_git_am_to_a_clean_base_and_the_gate_passed_there(real_run, tool_cache, tmp_path, target):
+def test_the_series_applies_with_plain_git_am_to_a_clean_base_and_the_gate_passed_there(
+    real_run, tool_cache, tmp_path, target
+):
     results, _ = real_run
     d = results / "bundle" / target
     man = json.loads((d / "manifest.json").read_text())
@@ -87,34 +118,72 @@ def test_the_series_applies_with_plain_git_am_to_a_clean_base_and_the_gate_passe
     assert man["base"]["upstream_commit"] == cell["source"].get("upstream_commit")
 
     clone = tmp_path / "clean"
-    subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(tool_cache / "snapshots.git"), str(clone)],
-                   check=True, capture_output=True)  # the snapshot repository has no HEAD: "empty" is expected
+    subprocess.run(
+        [
+            "git",
+            "clone",
+            "-q",
+            "--shared",
+            "--no-checkout",
+            str(tool_cache / "snapshots.git"),
+            str(clone),
+        ],
+        check=True,
+        capture_output=True,
+    )  # the snapshot repository has no HEAD: "empty" is expected
     subprocess.run(["git", "-C", str(clone), "checkout", "-q", "--detach", base], check=True)
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_COMMITTER_NAME": "maintainer", "GIT_COMMITTER_EMAIL": "m@example.org"}
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_COMMITTER_NAME": "maintainer",
+        "GIT_COMMITTER_EMAIL": "m@example.org",
+    }
     patches = sorted(str(p) for p in d.glob("*.patch"))
-    am = subprocess.run(["git", "-C", str(clone), "am", *patches], capture_output=True, text=True, env=env)
+    am = subprocess.run(
+        ["git", "-C", str(clone), "am", *patches], capture_output=True, text=True, env=env
+    )
     assert am.returncode == 0, am.stderr
-    tree = lambda rev, where: subprocess.run(["git", "-C", str(where), "rev-parse", f"{rev}^{{tree}}"],  # noqa: E731
-                                             capture_output=True, text=True, check=True).stdout.strip()
+    tree = lambda rev, where: subprocess.run(
+        ["git", "-C", str(where), "rev-parse", f"{rev}^{{tree}}"],  # noqa: E731
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert tree("HEAD", clone) == tree(patched, clone)  # exactly the tree the matrix proved
     # upstream's AGENTS.md: no new file under tests/; 0001 touches only the reset
-    added = subprocess.run(["git", "-C", str(clone), "diff", "--name-status", "--diff-filter=A", base, "HEAD"],
-                           capture_output=True, text=True, check=True).stdout
+    added = subprocess.run(
+        ["git", "-C", str(clone), "diff", "--name-status", "--diff-filter=A", base, "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert added == "", added
     # the contributor's commits: their identity, the assistant named with Assisted-by, never Co-authored-by
-    log = subprocess.run(["git", "-C", str(clone), "log", "--format=%an <%ae>%n%B%x00", f"{base}..HEAD"],
-                         capture_output=True, text=True, check=True).stdout
+    log = subprocess.run(
+        ["git", "-C", str(clone), "log", "--format=%an <%ae>%n%B%x00", f"{base}..HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     commits = [c.strip() for c in log.split("\x00") if c.strip()]
     assert len(commits) == len(patches)
     for c in commits:
         assert c.splitlines()[0] == AUTHOR and c.splitlines()[-1] == f"Assisted-by: {ASSISTANT}"
     assert "Co-authored-by" not in log
-    assert man["authorship"] == {"author": AUTHOR, "from": "--author", "assisted_by": ASSISTANT,
-                                 "committer": "ggml-patch <ggml-patch@localhost>"}
+    assert man["authorship"] == {
+        "author": AUTHOR,
+        "from": "--author",
+        "assisted_by": ASSISTANT,
+        "committer": "ggml-patch <ggml-patch@localhost>",
+    }
 
     v = man["verification"]  # the bundle's own git am + build + run on a fresh copy of the base
-    assert v["head_is_bundle_commit"] and v["tree_is_patched_tree"] and v["head"] == man["bundle_commit"]
+    assert (
+        v["head_is_bundle_commit"]
+        and v["tree_is_patched_tree"]
+        and v["head"] == man["bundle_commit"]
+    )
     assert v["tests"][GATE]["outcome"] == "passed" and v["tests"][UPSTREAM]["outcome"] == "passed"
     assert "29/29 device*case passed" in Path(v["tests"][GATE]["log"]).read_text()
 
@@ -125,21 +194,35 @@ def test_body_title_issue_and_manifest_come_from_the_run_and_the_template(real_r
     data = json.loads((results / "results.json").read_text())
     body = (d / "PR_BODY.md").read_text()
     check_body_against_results(body, load_results(results / "results.json")[0], "llama.cpp")
-    template = (DATA / "upstream-policy" / "llama.cpp" / ".github" / "pull_request_template.md").read_text()
+    template = (
+        DATA / "upstream-policy" / "llama.cpp" / ".github" / "pull_request_template.md"
+    ).read_text()
     heads = lambda t: [ln for ln in t.splitlines() if ln.startswith("## ")]  # noqa: E731
-    assert heads(body) == heads(template) == ["## Overview", "## Additional information", "## Requirements"]
+    assert (
+        heads(body)
+        == heads(template)
+        == ["## Overview", "## Additional information", "## Requirements"]
+    )
     assert body.isascii() and (d / "ISSUE.md").read_text().isascii()
     # patches/cover.md is still the template's placeholders: a draft, said at the top
     assert body.startswith("> [!CAUTION]\n> DRAFT (ggml-patch readiness)")
     from orchestrator.upstream.readiness import message_of
 
-    assert (d / "PR_TITLE").read_text() == message_of(PATCHES[0], (d / PATCHES[0]).read_text()).subject + "\n"
+    assert (d / "PR_TITLE").read_text() == message_of(
+        PATCHES[0], (d / PATCHES[0]).read_text()
+    ).subject + "\n"
     man = json.loads((d / "manifest.json").read_text())
     assert man["draft"] is True and any("cover.md" in r for r in man["draft_reasons"])
     assert man["policy"]["submit"]["value"] == "manual"
     assert man["policy"]["rules"]["automated_submission_forbidden"]["evidence"][0] == {
-        "file": "AGENTS.md", "line": 49, "text": "- Automated commits or PR submissions (may result in contributor ban)"}
-    assert man["results"]["sha256"] == hashlib.sha256((results / "results.json").read_bytes()).hexdigest()
+        "file": "AGENTS.md",
+        "line": 49,
+        "text": "- Automated commits or PR submissions (may result in contributor ban)",
+    }
+    assert (
+        man["results"]["sha256"]
+        == hashlib.sha256((results / "results.json").read_bytes()).hexdigest()
+    )
     assert man["series"]["results_series_sha256"] == data["series"]["sha256"]
     assert set(man["files"]) == {p.name for p in d.iterdir()} - {"manifest.json"}
     for name, digest in man["files"].items():
@@ -148,14 +231,24 @@ def test_body_title_issue_and_manifest_come_from_the_run_and_the_template(real_r
     assert re.search(r"^- C\+\+ compiler: \S+ \d+\.\d+", body, re.M)
     assert "- CMake: cmake version" in body and "- git: git version" in body
     readiness = (d / "READINESS.md").read_text()
-    assert "| cover-written | warn |" in readiness and "| role | pass | pull request to ggml-org/llama.cpp" in readiness
+    assert (
+        "| cover-written | warn |" in readiness
+        and "| role | pass | pull request to ggml-org/llama.cpp" in readiness
+    )
     ggml = json.loads((results / "bundle" / "ggml" / "manifest.json").read_text())
     assert ggml["policy"]["role"]["value"]["text"] == "verified through ggml-org/llama.cpp's sync"
     sync = next(c for c in ggml["readiness"]["checks"] if c["name"] == "sync")
     assert sync["rule"][0]["file"] == "scripts/sync-llama-am.sh"
 
 
-SERIES_OWN_TEXT = ("ascii-commit-messages", "ascii-added-lines", "comment-length", "comment-wrap", "subject", "trailers")
+SERIES_OWN_TEXT = (
+    "ascii-commit-messages",
+    "ascii-added-lines",
+    "comment-length",
+    "comment-wrap",
+    "subject",
+    "trailers",
+)
 
 
 def test_readiness_has_no_fail_for_the_series_own_text(real_run):
@@ -176,12 +269,17 @@ def test_readiness_lists_only_the_contributor_s_words_as_open(real_run):
     assert {n for n, st in got.items() if st != "pass"} <= CONTRIBUTORS_WORDS, got
     assert got["new-test-files"] == "pass" and got["related-pr-referenced"] == "warn"
     readiness = (results / "bundle" / "llama.cpp" / "READINESS.md").read_text()
-    assert "https://github.com/ggml-org/llama.cpp/pull/22705" in readiness and "CONTRIBUTING.md:" in readiness
+    assert (
+        "https://github.com/ggml-org/llama.cpp/pull/22705" in readiness
+        and "CONTRIBUTING.md:" in readiness
+    )
     body = (results / "bundle" / "llama.cpp" / "PR_BODY.md").read_text()
     assert "known-wrong fixes:" in body and "killed by test-opt alone" in body
     # the failing line of test-opt's new cases before the fix, visible
-    assert ("\ntest_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, subtest=weights, optimizer=adamw): "
-            "FAIL\n") in body.split("<details>", 1)[0]
+    assert (
+        "\ntest_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, subtest=weights, optimizer=adamw): "
+        "FAIL\n"
+    ) in body.split("<details>", 1)[0]
     assert "| competing fix | date | verdict | test | first failing line |" in body
 
 
@@ -190,19 +288,36 @@ def test_the_token_appears_nowhere(real_run, tool_cache):
     _scan_for_token([results, tool_cache / "bundle"], [proc.stdout, proc.stderr])
 
 
-def test_a_run_whose_control_survived_is_refused_then_bundled_with_a_warning(real_run, repo_root, tool_cache, tmp_path):
+def test_a_run_whose_control_survived_is_refused_then_bundled_with_a_warning(
+    real_run, repo_root, tool_cache, tmp_path
+):
     results, _ = real_run
     r = control_survived(load_results(results / "results.json")[0], "llama.cpp/cpu")
     edited = results_dir(tmp_path, r)
-    args = ["bundle", "--matrix", str(repo_root / "matrix.yaml"), "--results", str(edited), "--cache", str(tool_cache),
-            "--author", AUTHOR]
+    args = [
+        "bundle",
+        "--matrix",
+        str(repo_root / "matrix.yaml"),
+        "--results",
+        str(edited),
+        "--cache",
+        str(tool_cache),
+        "--author",
+        AUTHOR,
+    ]
     refused = run_tool(*args, cwd=tmp_path)
-    assert refused.returncode == 20 and "llama.cpp/cpu: the negative control was not killed (survived" in refused.stderr
+    assert (
+        refused.returncode == 20
+        and "llama.cpp/cpu: the negative control was not killed (survived" in refused.stderr
+    )
     assert not (edited / "bundle").exists()
 
     made = run_tool(*args, "--allow-incomplete", "--target", "llama.cpp", cwd=tmp_path)
     assert made.returncode == 0, made.stderr[-3000:]
-    assert "warning: llama.cpp: incomplete evidence: llama.cpp/cpu: the negative control was not killed" in made.stderr
+    assert (
+        "warning: llama.cpp: incomplete evidence: llama.cpp/cpu: the negative control was not killed"
+        in made.stderr
+    )
     body = (edited / "bundle" / "llama.cpp" / "PR_BODY.md").read_text()
     assert "> [!WARNING]\n> Incomplete evidence" in body
     check_body_against_results(body, r, "llama.cpp")
@@ -212,8 +327,9 @@ def test_a_run_whose_control_survived_is_refused_then_bundled_with_a_warning(rea
 
 
 @pytest.mark.parametrize("target", ["llama.cpp", "ggml"])
-def test_pr_open_on_the_real_bundle_exits_27_sending_and_pushing_nothing(real_run, repo_root, tool_cache, tmp_path,
-                                                                          target):
+def test_pr_open_on_the_real_bundle_exits_27_sending_and_pushing_nothing(
+    real_run, repo_root, tool_cache, tmp_path, target
+):
     from pytest_httpserver import HTTPServer
 
     results, _ = real_run
@@ -225,10 +341,27 @@ def test_pr_open_on_the_real_bundle_exits_27_sending_and_pushing_nothing(real_ru
     try:
         os.environ["GITHUB_TOKEN"] = TOKEN
         try:
-            proc = run_tool("pr", "--matrix", str(repo_root / "matrix.yaml"), "--cache", str(tool_cache),
-                            "--bundle", str(d), "--repo", "ggml-org/llama.cpp", "--head-remote", str(fork),
-                            "--head-owner", "me", "--branch", "ggml-opt-accumulators", "--api-url", api.url_for("/"),
-                            "--open", cwd=tmp_path)
+            proc = run_tool(
+                "pr",
+                "--matrix",
+                str(repo_root / "matrix.yaml"),
+                "--cache",
+                str(tool_cache),
+                "--bundle",
+                str(d),
+                "--repo",
+                "ggml-org/llama.cpp",
+                "--head-remote",
+                str(fork),
+                "--head-owner",
+                "me",
+                "--branch",
+                "ggml-opt-accumulators",
+                "--api-url",
+                api.url_for("/"),
+                "--open",
+                cwd=tmp_path,
+            )
         finally:
             del os.environ["GITHUB_TOKEN"]
         assert proc.returncode == 27, proc.stderr
@@ -236,11 +369,15 @@ def test_pr_open_on_the_real_bundle_exits_27_sending_and_pushing_nothing(real_ru
     finally:
         api.clear()
         api.stop()
-    refs = subprocess.run(["git", f"--git-dir={fork}", "for-each-ref"], capture_output=True, text=True, check=True)
+    refs = subprocess.run(
+        ["git", f"--git-dir={fork}", "for-each-ref"], capture_output=True, text=True, check=True
+    )
     assert refs.stdout == ""  # nothing pushed
     if target == "llama.cpp":
         assert f"push {fork} HEAD:refs/heads/ggml-opt-accumulators" in proc.stdout
-        assert "/ggml-org/llama.cpp/compare/master...me:ggml-opt-accumulators?expand=1" in proc.stdout
+        assert (
+            "/ggml-org/llama.cpp/compare/master...me:ggml-opt-accumulators?expand=1" in proc.stdout
+        )
     else:
         assert "takes no pull request: verified through ggml-org/llama.cpp's sync" in proc.stdout
     _scan_for_token([tmp_path], [proc.stdout, proc.stderr])

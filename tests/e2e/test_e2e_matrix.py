@@ -12,25 +12,26 @@ it costs less than before in .ci/run (about 30 minutes cold, 90 allowed). One la
 leave the other's sanitizer build unchecked (the native_tests harness for llama.cpp, ggml's own
 test build for ggml).
 """
+
 import json
 import os
 import re
-from pathlib import Path
 import subprocess
-
 import sys
+from pathlib import Path
 
 import pytest
 
 from ..helpers.tools import run_tool
-
 
 FAILURE_LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
 VK_FAILURE_LINE = "device=Vulkan0 opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
 TARGETS = ["llama.cpp", "ggml"]
 BACKENDS = ["cpu", "vulkan", "cuda", "metal"]  # the default profile, in order
 N_CELLS = len(TARGETS) * len(BACKENDS)
-N_MUTANTS = len(list((Path(__file__).resolve().parents[2] / "native_tests" / "mutants").glob("*.patch")))
+N_MUTANTS = len(
+    list((Path(__file__).resolve().parents[2] / "native_tests" / "mutants").glob("*.patch"))
+)
 
 
 def _vulkan_missing(matrix_path: Path, cache: Path):
@@ -55,15 +56,28 @@ def _cell(data, target, backend):
 
 
 def _recs(data, target, backend):
-    return {r["variant"]: r for r in data["records"] if r["target"] == target and r["backend"] == backend}
+    return {
+        r["variant"]: r
+        for r in data["records"]
+        if r["target"] == target and r["backend"] == backend
+    }
 
 
 @pytest.fixture(scope="module")
 def matrix_run(repo_root, tool_cache, tmp_path_factory):
     results = tmp_path_factory.mktemp("results")
     # --rerun: build and test for real even where the tool cache holds this exact result
-    proc = run_tool("matrix", "--matrix", str(repo_root / "matrix.yaml"), "--rerun",
-                    "--results", str(results), "--cache", str(tool_cache), cwd=results)
+    proc = run_tool(
+        "matrix",
+        "--matrix",
+        str(repo_root / "matrix.yaml"),
+        "--rerun",
+        "--results",
+        str(results),
+        "--cache",
+        str(tool_cache),
+        cwd=results,
+    )
     return proc, results
 
 
@@ -71,8 +85,19 @@ def matrix_run(repo_root, tool_cache, tmp_path_factory):
 def sanitize_run(repo_root, tool_cache, tmp_path_factory):
     """The sanitize profile, as the README names it (cpu-sanitize on both targets)."""
     results = tmp_path_factory.mktemp("results-sanitize")
-    proc = run_tool("matrix", "--matrix", str(repo_root / "matrix.yaml"), "--profile", "sanitize", "--rerun",
-                    "--results", str(results), "--cache", str(tool_cache), cwd=results)
+    proc = run_tool(
+        "matrix",
+        "--matrix",
+        str(repo_root / "matrix.yaml"),
+        "--profile",
+        "sanitize",
+        "--rerun",
+        "--results",
+        str(results),
+        "--cache",
+        str(tool_cache),
+        cwd=results,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
     return proc, results
 
@@ -82,7 +107,9 @@ def test_matrix_exits_zero_and_writes_results(matrix_run, vulkan_missing):
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
     assert (results / "results.json").exists() and (results / "summary.md").exists()
     # CUDA and Metal are skipped here (no GPU, not macOS); Vulkan runs wherever its setup ran
-    expected = "2 passed, 0 failed, 6 skipped" if vulkan_missing else "4 passed, 0 failed, 4 skipped"
+    expected = (
+        "2 passed, 0 failed, 6 skipped" if vulkan_missing else "4 passed, 0 failed, 4 skipped"
+    )
     assert expected in proc.stdout
     # progress names the cell and the step
     assert re.search(rf"\[\d+/{N_CELLS}\] llama.cpp/cpu: build patched", proc.stderr)
@@ -96,13 +123,17 @@ def test_each_cell_prints_its_verdict_and_time_as_it_ends_and_the_run_its_times(
     err = proc.stderr
     ends = {}
     for cell in ("ggml/cpu", "llama.cpp/cpu"):
-        verdict = err.index(f"  {cell}: verdict: with the fix every test passes; the control (fix reverted): killed")
+        verdict = err.index(
+            f"  {cell}: verdict: with the fix every test passes; the control (fix reverted): killed"
+        )
         m = re.search(rf"^  {re.escape(cell)}: passed - .* \((\d+\.\d) s\)$", err, re.M)
         assert m and verdict < m.start(), err[-3000:]
-        assert err.index(f"{cell}: mutant ") < m.start()  # the verdict came before the mutants, the result after
+        assert (
+            err.index(f"{cell}: mutant ") < m.start()
+        )  # the verdict came before the mutants, the result after
         ends[cell] = m.start()
     assert ends["ggml/cpu"] < err.index("llama.cpp/cpu: fetch") < ends["llama.cpp/cpu"]
-    times = err[err.index("time per cell:"):]
+    times = err[err.index("time per cell:") :]
     assert err.index("time per cell:") > max(ends.values())
     rows = re.findall(r"^  (\S+)\s+(\d+\.\d) s  (\w[\w-]*)$", times, re.M)
     assert [r[0] for r in rows][:2] == ["ggml/cpu", "llama.cpp/cpu"] and len(rows) == N_CELLS, times
@@ -122,8 +153,9 @@ def test_each_target_patched_passes_and_control_is_killed(matrix_run, target):
 
     patched = recs["patched"]
     assert patched["tests"]["test-opt"]["outcome"] == "passed"
-    assert {(r["device"], r["optimizer"], r["status"]) for r in patched["tests"]["test-opt"]["rows"]} == {
-        ("CPU", "adamw", "OK"), ("CPU", "sgd", "OK")}
+    assert {
+        (r["device"], r["optimizer"], r["status"]) for r in patched["tests"]["test-opt"]["rows"]
+    } == {("CPU", "adamw", "OK"), ("CPU", "sgd", "OK")}
     gate = patched["tests"]["test-opt-dynamic-accum"]
     assert gate["outcome"] == "passed"
     assert [r["case"] for r in gate["rows"][:3]] == ["opt_period=1", "opt_period=2", "opt_period=3"]
@@ -134,9 +166,14 @@ def test_each_target_patched_passes_and_control_is_killed(matrix_run, target):
     assert control["failure_line"] == FAILURE_LINE
     assert control["tests"]["test-opt-dynamic-accum"]["exit_code"] == 1
     # test-opt's per-step cases (patch 0002, what upstream keeps) fail without the fix too, by their own check
-    assert control["tests"]["test-opt"]["outcome"] == "failed" and control["tests"]["test-opt"]["exit_code"] == 1
+    assert (
+        control["tests"]["test-opt"]["outcome"] == "failed"
+        and control["tests"]["test-opt"]["exit_code"] == 1
+    )
     assert control["verdict_reason"].endswith("test-opt fails too (its per-step cases)")
-    assert control["reverted"] == (["ggml/src/ggml-opt.cpp"] if target == "llama.cpp" else ["src/ggml-opt.cpp"])
+    assert control["reverted"] == (
+        ["ggml/src/ggml-opt.cpp"] if target == "llama.cpp" else ["src/ggml-opt.cpp"]
+    )
     # the control reused the patched build tree: only the reverted file and the relinks were rebuilt
     steps = re.findall(r"^\[(\d+)/(\d+)\]", Path(control["build"]["log"]).read_text(), re.M)
     assert steps and int(steps[-1][1]) <= 6, steps
@@ -145,25 +182,34 @@ def test_each_target_patched_passes_and_control_is_killed(matrix_run, target):
 def test_results_json_keeps_every_key_of_the_committed_sample(matrix_run):
     """A fresh results.json has every key path the committed sample has (keys added since are
     additions); schema_version changes only when a key changes meaning or goes away."""
-    from ..helpers.samples import CPU_SAMPLE as CPU, key_paths
+    from ..helpers.samples import CPU_SAMPLE as CPU
+    from ..helpers.samples import key_paths
 
     _, results = matrix_run
     fresh = json.loads((results / "results.json").read_text())
     sample = json.loads(CPU.read_text())
     assert fresh["schema_version"] == sample["schema_version"]
     missing = key_paths(sample) - key_paths(fresh)
-    assert not missing, f"keys of the committed sample gone from a fresh results.json: {sorted(missing)}"
+    assert not missing, (
+        f"keys of the committed sample gone from a fresh results.json: {sorted(missing)}"
+    )
 
 
 def test_summary_names_the_failure_line(matrix_run, vulkan_missing):
     _, results = matrix_run
     summary = (results / "summary.md").read_text()
-    assert (f"2/{N_CELLS} cells passed (6 skipped)" if vulkan_missing else f"4/{N_CELLS} cells passed (4 skipped)") \
-        in summary
+    assert (
+        f"2/{N_CELLS} cells passed (6 skipped)"
+        if vulkan_missing
+        else f"4/{N_CELLS} cells passed (4 skipped)"
+    ) in summary
     for cell in ("llama.cpp/cpu", "ggml/cpu"):
         row = next(line for line in summary.splitlines() if line.startswith(f"| {cell} | "))
         assert f"| killed | `{FAILURE_LINE}` |" in row, row
-        assert f"| {cell} | CPU | without fix | " in summary and f"| {cell} | CPU | with fix | " in summary
+        assert (
+            f"| {cell} | CPU | without fix | " in summary
+            and f"| {cell} | CPU | with fix | " in summary
+        )
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -176,13 +222,16 @@ def test_cuda_and_metal_are_skipped_with_their_reasons(matrix_run, target):
     assert re.search(r"no CUDA device|nvcc|cuBLAS", cuda["reason"]), cuda["reason"]
     assert metal["status"] == "skipped" and metal["reason"].startswith("Metal needs macOS"), metal
     assert cuda["exit_code"] == metal["exit_code"] == 0
-    assert not _recs(data, target, "cuda") and not _recs(data, target, "metal")  # nothing built or run
+    assert not _recs(data, target, "cuda") and not _recs(
+        data, target, "metal"
+    )  # nothing built or run
     summary = (results / "summary.md").read_text()
     assert f"**{target}/cuda**: skipped — {cuda['reason']}" in summary
     assert f"**{target}/metal**: skipped — {metal['reason']}" in summary
 
 
 # ---- Vulkan through lavapipe (scripts/setup-vulkan-lavapipe.sh; .ci/run runs it) ----
+
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_vulkan_cell_passes_with_rows_for_both_devices(matrix_run, vulkan_missing, target):
@@ -197,27 +246,53 @@ def test_vulkan_cell_passes_with_rows_for_both_devices(matrix_run, vulkan_missin
     recs = _recs(data, target, "vulkan")
 
     patched = recs["patched"]
-    assert {(r["device"], r["optimizer"], r["status"]) for r in patched["tests"]["test-opt"]["rows"]} == {
-        ("Vulkan0", "adamw", "OK"), ("Vulkan0", "sgd", "OK"), ("CPU", "adamw", "OK"), ("CPU", "sgd", "OK")}
+    assert {
+        (r["device"], r["optimizer"], r["status"]) for r in patched["tests"]["test-opt"]["rows"]
+    } == {
+        ("Vulkan0", "adamw", "OK"),
+        ("Vulkan0", "sgd", "OK"),
+        ("CPU", "adamw", "OK"),
+        ("CPU", "sgd", "OK"),
+    }
     gate = patched["tests"]["test-opt-dynamic-accum"]
-    assert {r["device"] for r in gate["rows"]} == {"Vulkan0", "CPU"} and {r["status"] for r in gate["rows"]} == {"OK"}
+    assert {r["device"] for r in gate["rows"]} == {"Vulkan0", "CPU"} and {
+        r["status"] for r in gate["rows"]
+    } == {"OK"}
     assert len(gate["rows"]) == 2 * 29
 
     control = recs["control"]
     assert control["verdict"] == "killed", control["verdict_reason"]
-    assert control["failure_line"] == VK_FAILURE_LINE  # the Vulkan device's own failure, not only the CPU's
-    vk_rows = [r for r in control["tests"]["test-opt-dynamic-accum"]["rows"] if r["device"] == "Vulkan0"]
-    assert [(r["opt_period"], r["status"]) for r in vk_rows[:3]] == [(1, "FAIL"), (2, "FAIL"), (3, "FAIL")]
+    assert (
+        control["failure_line"] == VK_FAILURE_LINE
+    )  # the Vulkan device's own failure, not only the CPU's
+    vk_rows = [
+        r for r in control["tests"]["test-opt-dynamic-accum"]["rows"] if r["device"] == "Vulkan0"
+    ]
+    assert [(r["opt_period"], r["status"]) for r in vk_rows[:3]] == [
+        (1, "FAIL"),
+        (2, "FAIL"),
+        (3, "FAIL"),
+    ]
     assert vk_rows[0]["actual"] == 0.25 and vk_rows[0]["expected"] == 0.5
     # test-opt's per-step cases (patch 0002, what upstream keeps) fail without the fix too, by their own check
-    assert control["tests"]["test-opt"]["outcome"] == "failed" and control["tests"]["test-opt"]["exit_code"] == 1
+    assert (
+        control["tests"]["test-opt"]["outcome"] == "failed"
+        and control["tests"]["test-opt"]["exit_code"] == 1
+    )
     assert control["verdict_reason"].endswith("test-opt fails too (its per-step cases)")
 
     summary = (results / "summary.md").read_text()
     assert f"| {target}/vulkan | Vulkan0 | with fix | 2/2 | 29/29 | — |" in summary
-    row = next(l for l in summary.splitlines() if l.startswith(f"| {target}/vulkan | Vulkan0 | without fix |"))
+    row = next(
+        l
+        for l in summary.splitlines()
+        if l.startswith(f"| {target}/vulkan | Vulkan0 | without fix |")
+    )
     # without the fix test-opt's per-step cases fail too (0/2), then the gate's own line
-    assert row.startswith(f"| {target}/vulkan | Vulkan0 | without fix | 0/2 | ") and f"`{VK_FAILURE_LINE}`" in row
+    assert (
+        row.startswith(f"| {target}/vulkan | Vulkan0 | without fix | 0/2 | ")
+        and f"`{VK_FAILURE_LINE}`" in row
+    )
     assert f"| {target}/vulkan | CPU | with fix | 2/2 | 29/29 | — |" in summary
 
 
@@ -228,12 +303,18 @@ def _system_lavapipe_is_mesa_22(tool_cache):
     icd = sdk.get("system_icd")
     if not icd or not Path(icd).is_file():
         return None
-    out = subprocess.run(["vulkaninfo", "--summary"], capture_output=True, text=True,
-                         env={**os.environ, "VK_ICD_FILENAMES": icd}).stdout
+    out = subprocess.run(
+        ["vulkaninfo", "--summary"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "VK_ICD_FILENAMES": icd},
+    ).stdout
     return icd if "Mesa 22." in out else None
 
 
-def test_debian12_system_lavapipe_crash_is_pre_existing(matrix_run, vulkan_missing, repo_root, tool_cache, tmp_path):
+def test_debian12_system_lavapipe_crash_is_pre_existing(
+    matrix_run, vulkan_missing, repo_root, tool_cache, tmp_path
+):
     """Debian 12's own Mesa 22.3.6 lavapipe crashes (a double free in the driver) in test-opt on
     Vulkan0 and in the gate's static-graph schedule cases, with and without the fix: pre-existing,
     not a regression, never a pass. The gate's per-step cases ran before the crash: OK with the
@@ -242,13 +323,33 @@ def test_debian12_system_lavapipe_crash_is_pre_existing(matrix_run, vulkan_missi
     if vulkan_missing:
         pytest.skip(f"Vulkan is not set up here: {vulkan_missing}")
     if not _system_lavapipe_is_mesa_22(tool_cache):
-        pytest.skip("the system lavapipe is not Debian 12's Mesa 22.x (only Debian 12 has that crash)")
+        pytest.skip(
+            "the system lavapipe is not Debian 12's Mesa 22.x (only Debian 12 has that crash)"
+        )
     env = {**os.environ, "GGML_PATCH_VULKAN_ICD": "system"}
     results = tmp_path / "results"
-    proc = subprocess.run([sys.executable, "-m", "orchestrator", "matrix", "--matrix", str(repo_root / "matrix.yaml"),
-                           "--cache", str(tool_cache), "--results", str(results), "--target", "ggml",
-                           "--backend", "vulkan"], capture_output=True, text=True, cwd=tmp_path,
-                          env={**env, "PYTHONPATH": str(repo_root)})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "matrix",
+            "--matrix",
+            str(repo_root / "matrix.yaml"),
+            "--cache",
+            str(tool_cache),
+            "--results",
+            str(results),
+            "--target",
+            "ggml",
+            "--backend",
+            "vulkan",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": str(repo_root)},
+    )
     data = json.loads((results / "results.json").read_text())
     cell = _cell(data, "ggml", "vulkan")
     recs = _recs(data, "ggml", "vulkan")
@@ -258,7 +359,9 @@ def test_debian12_system_lavapipe_crash_is_pre_existing(matrix_run, vulkan_missi
     assert proc.returncode == 6, proc.stderr[-2000:]  # a failing test with the fix: never a pass
     assert cell["status"] == "failed" and cell["failure_kind"] == "pre-existing", cell
     assert {(e["test"], e["label"]) for e in cell["attribution"]} == {
-        ("test-opt", "pre-existing"), ("test-opt-dynamic-accum", "pre-existing")}
+        ("test-opt", "pre-existing"),
+        ("test-opt-dynamic-accum", "pre-existing"),
+    }
     assert "pre-existing, fails without the fix too: test-opt on Vulkan0 crashed" in cell["reason"]
     gate = {v: recs[v]["tests"]["test-opt-dynamic-accum"] for v in ("patched", "control")}
     assert gate["patched"]["outcome"] == gate["control"]["outcome"] == "crashed"
@@ -278,41 +381,68 @@ def test_the_upstream_base_commit_is_recorded(matrix_run):
     assert llama["source"]["upstream_commit"] == "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
 
 
-def test_rerun_reuses_the_tree_and_the_exported_series_applies_with_plain_git_am(matrix_run, repo_root, tool_cache, tmp_path):
+def test_rerun_reuses_the_tree_and_the_exported_series_applies_with_plain_git_am(
+    matrix_run, repo_root, tool_cache, tmp_path
+):
     """`ggml-patch export` writes the ggml-layout series; plain `git am` applies it to the
     same snapshot checked out fresh, and the regression test there is the series' own cases in test-opt."""
     out = tmp_path / "series"
-    proc = run_tool("export", "--matrix", str(repo_root / "matrix.yaml"), "--cache", str(tool_cache),
-                    "--target", "ggml", "--out", str(out))
+    proc = run_tool(
+        "export",
+        "--matrix",
+        str(repo_root / "matrix.yaml"),
+        "--cache",
+        str(tool_cache),
+        "--target",
+        "ggml",
+        "--out",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr
     patches = sorted(out.glob("*.patch"))
     assert len(patches) == 2
-    assert "src/ggml-opt.cpp" in patches[0].read_text() and "ggml/src/" not in patches[0].read_text()
-    assert "+++ b/tests/test-opt.cpp" in patches[1].read_text() and "new file mode" not in patches[1].read_text()
+    assert (
+        "src/ggml-opt.cpp" in patches[0].read_text() and "ggml/src/" not in patches[0].read_text()
+    )
+    assert (
+        "+++ b/tests/test-opt.cpp" in patches[1].read_text()
+        and "new file mode" not in patches[1].read_text()
+    )
 
     from orchestrator.vcs.snapshots import SnapshotRepo
+
     repo = SnapshotRepo(tool_cache / "snapshots.git")
-    ref = next(r for r in repo.git("for-each-ref", "--format=%(refname)", "refs/snapshots/").split() if "ggml-python" in r)
+    ref = next(
+        r
+        for r in repo.git("for-each-ref", "--format=%(refname)", "refs/snapshots/").split()
+        if "ggml-python" in r
+    )
     clone = tmp_path / "ggml"
     subprocess.run(["git", "clone", "-q", str(repo.path), str(clone)], check=True)
     env = {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}
-    subprocess.run(["git", "-C", str(clone), "checkout", "-q", "--detach", repo.ref_commit(ref)], check=True)
-    am = subprocess.run(["git", "-C", str(clone), "am", *map(str, patches)], capture_output=True, text=True, env=env)
+    subprocess.run(
+        ["git", "-C", str(clone), "checkout", "-q", "--detach", repo.ref_commit(ref)], check=True
+    )
+    am = subprocess.run(
+        ["git", "-C", str(clone), "am", *map(str, patches)], capture_output=True, text=True, env=env
+    )
     assert am.returncode == 0, am.stderr
     # the regression test is cases in upstream's own test-opt.cpp: no new file under tests/
     assert "test_per_step_graphs" in (clone / "tests/test-opt.cpp").read_text()
     assert not (clone / "tests/test-opt-dynamic-accum.cpp").exists()
 
 
-def test_build_only_builds_both_variants_and_runs_nothing(matrix_run, repo_root, tool_cache, tmp_path, monkeypatch):
+def test_build_only_builds_both_variants_and_runs_nothing(
+    matrix_run, repo_root, tool_cache, tmp_path, monkeypatch
+):
     """`--build-only` on a cell whose device is missing (CUDA without a GPU, stood in for by the CPU
     backend here: a CUDA build takes 17 minutes): built with and without the fix, no test run,
     status build-only, never counted as passed."""
-    from orchestrator.run import cell, matrix
     from orchestrator.backends.cpu import Cpu
     from orchestrator.cache import Cache
     from orchestrator.config import load_matrix
     from orchestrator.report.summary import summary_markdown
+    from orchestrator.run import cell, matrix
 
     class NoDevice(Cpu):
         build_only_ok = True
@@ -321,18 +451,29 @@ def test_build_only_builds_both_variants_and_runs_nothing(matrix_run, repo_root,
             return "no device here (test stand-in)"
 
     monkeypatch.setattr(cell.backends, "get", lambda name, cache_root=None: NoDevice(cache_root))
-    opts = matrix.RunOptions(matrix=load_matrix(repo_root / "matrix.yaml"), cache=Cache(tool_cache),
-                             results_dir=tmp_path / "results", targets=["ggml"], backends=["cpu"], build_only=True)
+    opts = matrix.RunOptions(
+        matrix=load_matrix(repo_root / "matrix.yaml"),
+        cache=Cache(tool_cache),
+        results_dir=tmp_path / "results",
+        targets=["ggml"],
+        backends=["cpu"],
+        build_only=True,
+    )
     run = matrix.run_matrix(opts)
     results = run.to_json()
     (cell,) = results["cells"]
     assert cell["status"] == "build-only", cell
-    assert cell["reason"] == "built with and without the fix; tests not run: no device here (test stand-in)"
+    assert (
+        cell["reason"]
+        == "built with and without the fix; tests not run: no device here (test stand-in)"
+    )
     assert cell["exit_code"] == 0 and results["exit_code"] == 0
     recs = {r["variant"]: r for r in results["records"]}
     assert recs["patched"]["build"]["ok"] and recs["control"]["build"]["ok"]
     assert recs["patched"]["tests"] == {} and recs["control"]["tests"] == {}
-    assert "0/1 cells passed (1 build-only)" in summary_markdown(run)  # the results model, not its JSON
+    assert "0/1 cells passed (1 build-only)" in summary_markdown(
+        run
+    )  # the results model, not its JSON
     # without --build-only the same cell is a skip with the reason
     opts.build_only = False
     (cell,) = matrix.run_matrix(opts).to_json()["cells"]
@@ -359,8 +500,11 @@ def test_training_evidence_for_both_variants(matrix_run):
 
 # ---- cpu-sanitize (ASan + UBSan): the gate alone, test-opt skipped with its reason ----
 
+
 @pytest.mark.parametrize("target", TARGETS)
-def test_cpu_sanitize_passes_with_test_opt_skipped_and_the_verdict_on_the_gate_alone(sanitize_run, target):
+def test_cpu_sanitize_passes_with_test_opt_skipped_and_the_verdict_on_the_gate_alone(
+    sanitize_run, target
+):
     from orchestrator.backends.cpu_sanitize import MUTANTS_SKIP, TEST_OPT_SKIP
 
     _, results = sanitize_run
@@ -376,8 +520,9 @@ def test_cpu_sanitize_passes_with_test_opt_skipped_and_the_verdict_on_the_gate_a
     assert recs["patched"]["tests"]["test-opt-dynamic-accum"]["outcome"] == "passed"
     control = recs["control"]
     assert control["verdict"] == "killed" and control["failure_line"] == FAILURE_LINE
-    assert control["verdict_reason"].endswith(f"(verdict on the gate alone: test-opt is not run on this backend: "
-                                              f"{TEST_OPT_SKIP})")
+    assert control["verdict_reason"].endswith(
+        f"(verdict on the gate alone: test-opt is not run on this backend: {TEST_OPT_SKIP})"
+    )
     # test-opt is never built there
     build_log = Path(recs["patched"]["build"]["log"]).read_text()
     cmd = build_log.splitlines()[0].split()  # `$ ninja -C BUILD -j N TARGET...`
@@ -386,13 +531,19 @@ def test_cpu_sanitize_passes_with_test_opt_skipped_and_the_verdict_on_the_gate_a
     assert cell["mutants"]["skipped"] == MUTANTS_SKIP and cell["mutants"]["total"] == 0
     assert not [r for r in recs.values() if r["variant"].startswith("mutant:")]
     summary = (results / "summary.md").read_text()
-    row = next(line for line in summary.splitlines() if line.startswith(f"| {target}/cpu-sanitize | "))
+    row = next(
+        line for line in summary.splitlines() if line.startswith(f"| {target}/cpu-sanitize | ")
+    )
     assert f"| killed | `{FAILURE_LINE}` |" in row, row
     assert f"| {target}/cpu-sanitize | test-opt | {TEST_OPT_SKIP} |" in summary
     import xml.etree.ElementTree as ET
 
-    cases = [c for c in ET.parse(results / "junit.xml").iter("testcase")
-             if c.get("classname", "").startswith(f"ggml-patch/{target}/cpu-sanitize/") and c.get("name") == "test-opt"]
+    cases = [
+        c
+        for c in ET.parse(results / "junit.xml").iter("testcase")
+        if c.get("classname", "").startswith(f"ggml-patch/{target}/cpu-sanitize/")
+        and c.get("name") == "test-opt"
+    ]
     assert len(cases) == 2 and all(c.find("skipped") is not None for c in cases)
 
 
@@ -403,33 +554,60 @@ def test_every_known_wrong_fix_is_killed(matrix_run, target, backend):
     data = json.loads((results / "results.json").read_text())
     cell = _cell(data, target, backend)
     # each test judged on its own: test-opt's new cases alone kill every one (and so does the gate)
-    assert cell["mutants"] == {"total": N_MUTANTS, "killed": N_MUTANTS, "survived": [], "invalid": [],
-                               "skipped": None,
-                               "killed_by": {"test-opt": N_MUTANTS, "test-opt-dynamic-accum": N_MUTANTS}}, cell["mutants"]
-    mutants = [r for r in _recs(data, target, backend).values() if r["variant"].startswith("mutant:")]
-    assert len(mutants) == N_MUTANTS and all(r["verdict"] == "killed" and r["failure_line"] for r in mutants)
-    assert all(r["kills"] == {"test-opt": "killed", "test-opt-dynamic-accum": "killed"} for r in mutants)
+    assert cell["mutants"] == {
+        "total": N_MUTANTS,
+        "killed": N_MUTANTS,
+        "survived": [],
+        "invalid": [],
+        "skipped": None,
+        "killed_by": {"test-opt": N_MUTANTS, "test-opt-dynamic-accum": N_MUTANTS},
+    }, cell["mutants"]
+    mutants = [
+        r for r in _recs(data, target, backend).values() if r["variant"].startswith("mutant:")
+    ]
+    assert len(mutants) == N_MUTANTS and all(
+        r["verdict"] == "killed" and r["failure_line"] for r in mutants
+    )
+    assert all(
+        r["kills"] == {"test-opt": "killed", "test-opt-dynamic-accum": "killed"} for r in mutants
+    )
     assert all(r["failure_line"].startswith("test_per_step_graphs(") for r in mutants)
-    assert (f"- **{target}/{backend}**: {N_MUTANTS} known-wrong fixes: {N_MUTANTS} killed by test-opt alone "
-            f"(test-opt-dynamic-accum: {N_MUTANTS})") in (results / "summary.md").read_text()
+    assert (
+        f"- **{target}/{backend}**: {N_MUTANTS} known-wrong fixes: {N_MUTANTS} killed by test-opt alone "
+        f"(test-opt-dynamic-accum: {N_MUTANTS})"
+    ) in (results / "summary.md").read_text()
 
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_competing_fixes_are_judged_on_the_unfixed_tree(matrix_run, target):
     _, results = matrix_run
     data = json.loads((results / "results.json").read_text())
-    comp = {r["competing"]["name"]: r for r in _recs(data, target, "cpu").values()
-            if r["variant"].startswith("competing:")}
+    comp = {
+        r["competing"]["name"]: r
+        for r in _recs(data, target, "cpu").values()
+        if r["variant"].startswith("competing:")
+    }
     assert set(comp) == {"qlora-branch-alloc-zeroing", "fork-build-time-reset"}
     qlora = comp["qlora-branch-alloc-zeroing"]["judged"]
     # it zeroes the loss seed too: w freezes after the first optimizer step, test-opt's first case fails
     assert qlora["verdict"] == "wrong" and qlora["failing_test"] == "test-opt", qlora
-    assert qlora["failure_line"] == ("test_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, "
-                                     "subtest=weights, optimizer=adamw): FAIL")
-    fork = comp["fork-build-time-reset"]["judged"]  # evals shift opt_i: a period starts without a reset
-    assert fork["verdict"] == "wrong" and "schedule=TTETTTETTT, opt_period=2" in fork["failure_line"], fork
+    assert qlora["failure_line"] == (
+        "test_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, "
+        "subtest=weights, optimizer=adamw): FAIL"
+    )
+    fork = comp["fork-build-time-reset"][
+        "judged"
+    ]  # evals shift opt_i: a period starts without a reset
+    assert (
+        fork["verdict"] == "wrong" and "schedule=TTETTTETTT, opt_period=2" in fork["failure_line"]
+    ), fork
     # the fix was reverted for them and put back: the tree is the patched one again
-    assert comp["qlora-branch-alloc-zeroing"]["tests"]["test-opt-dynamic-accum"]["outcome"] == "failed"
+    assert (
+        comp["qlora-branch-alloc-zeroing"]["tests"]["test-opt-dynamic-accum"]["outcome"] == "failed"
+    )
     summary = (results / "summary.md").read_text()
     assert "## Competing fixes (proposed elsewhere, applied to the unfixed tree)" in summary
-    assert f"| {target}/cpu | qlora-branch-alloc-zeroing | [2026-05](https://github.com/ggml-org/llama.cpp/pull/22705) | **wrong** |" in summary
+    assert (
+        f"| {target}/cpu | qlora-branch-alloc-zeroing | [2026-05](https://github.com/ggml-org/llama.cpp/pull/22705) | **wrong** |"
+        in summary
+    )

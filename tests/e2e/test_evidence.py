@@ -13,6 +13,7 @@ for the process, 0.08 s in the tool. With a warm ccache (main's series, the blob
 101 s (build 27 s, pre-training 29 s, runs 32 s). It replaces the custom-driver e2e (173 s cold, 60 s
 warm): +344 s for CI with a cold ccache.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -32,16 +33,30 @@ CASES = ["--case", "adamw:1e-5:1:2"]  # finetune.cpp's defaults, 2 epochs (its d
 @pytest.fixture(scope="module")
 def evidence_run(repo_root, tool_cache, tmp_path_factory):
     results = tmp_path_factory.mktemp("evidence-results")
-    args = ["evidence", "--matrix", str(repo_root / "matrix.yaml"), "--cache", str(tool_cache),
-            "--results", str(results), *CASES]
+    args = [
+        "evidence",
+        "--matrix",
+        str(repo_root / "matrix.yaml"),
+        "--cache",
+        str(tool_cache),
+        "--results",
+        str(results),
+        *CASES,
+    ]
     t0 = time.monotonic()
-    first = run_tool(*args, "--rerun", cwd=results)  # built and run for real, whatever the cache holds
+    first = run_tool(
+        *args, "--rerun", cwd=results
+    )  # built and run for real, whatever the cache holds
     cold_s = time.monotonic() - t0
-    written = (results / "evidence" / "finetune.json").read_bytes() if first.returncode == 0 else b""
+    written = (
+        (results / "evidence" / "finetune.json").read_bytes() if first.returncode == 0 else b""
+    )
     t0 = time.monotonic()
     again = run_tool(*args, cwd=results)
     again_s = time.monotonic() - t0
-    assert (results / "evidence" / "finetune.json").read_bytes() == written  # the same record, copied
+    assert (
+        results / "evidence" / "finetune.json"
+    ).read_bytes() == written  # the same record, copied
     return first, again, results, cold_s, again_s
 
 
@@ -54,10 +69,22 @@ def test_both_builds_of_llama_finetune_run_the_default_case_and_the_noise_runs(e
     assert first.returncode in (0, 7), first.stderr[-3000:] + first.stdout[-2000:]
     r = loaded(results)
     assert [(run.variant, run.threads, run.repeat) for run in r.runs] == [
-        ("with_fix", 2, 0), ("without_fix", 2, 0), ("with_fix", 2, 1), ("with_fix", 1, 0)]
+        ("with_fix", 2, 0),
+        ("without_fix", 2, 0),
+        ("with_fix", 2, 1),
+        ("with_fix", 1, 0),
+    ]
     for run in r.runs:
-        assert (run.optimizer, run.lr, run.opt_period, run.n_batch, run.n_ubatch) == ("adamw", 1e-5, 1, 256, 256)
-        assert run.outcome == "ok" and run.exit_code == 0 and [e.epoch for e in run.epochs] == [1, 2], run
+        assert (run.optimizer, run.lr, run.opt_period, run.n_batch, run.n_ubatch) == (
+            "adamw",
+            1e-5,
+            1,
+            256,
+            256,
+        )
+        assert (
+            run.outcome == "ok" and run.exit_code == 0 and [e.epoch for e in run.epochs] == [1, 2]
+        ), run
         assert all(math.isfinite(e.train_loss) and math.isfinite(e.eval_loss) for e in run.epochs)
     # the model was pre-trained: fine-tuning starts below a random model's ln(32000) by a margin
     pre = r.model["pretrain"]
@@ -74,7 +101,11 @@ def test_each_binary_was_checked_for_the_fix_before_it_ran(evidence_run, tool_ca
     first, _, results, _, _ = evidence_run
     r = loaded(results)
     p = r.provenance
-    assert p["with_fix"]["checked"] and p["with_fix"]["holds_fix"] is True and p["without_fix"]["holds_fix"] is False
+    assert (
+        p["with_fix"]["checked"]
+        and p["with_fix"]["holds_fix"] is True
+        and p["without_fix"]["holds_fix"] is False
+    )
     assert p["with_fix"]["sha256"] != p["without_fix"]["sha256"]
     fixed, unfixed = p["with_fix"]["sources"], p["without_fix"]["sources"]
     assert fixed["blobs"] == fixed["expected"] and unfixed["blobs"] == unfixed["expected"]
@@ -84,7 +115,9 @@ def test_each_binary_was_checked_for_the_fix_before_it_ran(evidence_run, tool_ca
     for variant in ft.VARIANTS:
         data = (variants / variant / ft.PROGRAM).read_bytes()
         assert hashlib.sha256(data).hexdigest() == p[variant]["sha256"]
-        for m in p["with_fix"]["markers"]:  # when the fix adds a string literal, only its binary holds it
+        for m in p["with_fix"][
+            "markers"
+        ]:  # when the fix adds a string literal, only its binary holds it
             assert (m.encode() in data) is (variant == "with_fix")
     assert "checked: with fix holds it, without fix lacks it" in first.stderr
     assert first.stderr.index("provenance") < first.stderr.index("run with fix")
@@ -93,9 +126,20 @@ def test_each_binary_was_checked_for_the_fix_before_it_ran(evidence_run, tool_ca
 def test_the_records_name_the_program_model_data_and_series(evidence_run, tool_cache, repo_root):
     _, _, results, _, _ = evidence_run
     r = loaded(results)
-    assert r.program["name"] == "llama-finetune" and r.program["source"] == "examples/training/finetune.cpp"
-    model = next((tool_cache / "evidence" / "models").glob(f"pretrained-{r.model['pretrain']['key'][:16]}.gguf"))
-    assert hashlib.sha256(model.read_bytes()).hexdigest() == r.model["sha256"] != r.model["random_sha256"]
+    assert (
+        r.program["name"] == "llama-finetune"
+        and r.program["source"] == "examples/training/finetune.cpp"
+    )
+    model = next(
+        (tool_cache / "evidence" / "models").glob(
+            f"pretrained-{r.model['pretrain']['key'][:16]}.gguf"
+        )
+    )
+    assert (
+        hashlib.sha256(model.read_bytes()).hexdigest()
+        == r.model["sha256"]
+        != r.model["random_sha256"]
+    )
     assert r.data["files"] == list(ft.DATA_FILES) and pre_files(r) == list(ft.PRETRAIN_FILES)
     assert r.series["patches"] == sorted(p.name for p in (repo_root / "patches").glob("*.patch"))
     with_fix = r.run("with_fix", "adamw", 1).command
@@ -134,7 +178,9 @@ def test_a_re_run_with_nothing_changed_is_the_cached_result(evidence_run):
     first, again, results, _, again_s = evidence_run
     assert again.returncode == first.returncode, again.stderr[-2000:]
     assert "cached result, nothing changed" in again.stderr and "build with_fix" not in again.stderr
-    assert again.stdout.splitlines()[:2] == first.stdout.splitlines()[:2]  # the same floor and verdict
+    assert (
+        again.stdout.splitlines()[:2] == first.stdout.splitlines()[:2]
+    )  # the same floor and verdict
     tool_s = float(again.stdout.split("cached result, key ")[1].split(" in ")[1].split(" s;")[0])
     print(f"evidence re-run: {again_s:.2f} s for the process, {tool_s:.2f} s in the tool")
     assert tool_s < 1.0 and again_s < 10

@@ -2,13 +2,21 @@
 superproject prefix, and whisper.cpp (no ggml test harness: the gate test goes unregistered and is
 built through native_tests/) all map back to patches/ byte for byte, and each rendering applies.
 """
+
 import os
 from pathlib import Path
 
 import pytest
 
-from orchestrator.patchset.layout import GATE_TEST, LAYOUTS, build_plan, get_layout, register_gate_test, registered
 from orchestrator.errors import ConfigError
+from orchestrator.patchset.layout import (
+    GATE_TEST,
+    LAYOUTS,
+    build_plan,
+    get_layout,
+    register_gate_test,
+    registered,
+)
 from orchestrator.patchset.render import render
 from orchestrator.patchset.series import parse_series
 from orchestrator.vcs.snapshots import SnapshotRepo, Worktree
@@ -19,8 +27,10 @@ from ..helpers.patches import real_series
 LLAMA, GGML, WHISPER = LAYOUTS["llama.cpp"], LAYOUTS["ggml"], LAYOUTS["whisper.cpp"]
 NESTED = get_layout("llama.cpp", "core/vendor/llama.cpp")
 GGML_NESTED = get_layout("ggml", "third_party/ggml")
-PATCHES = [*sorted((ROOT / "patches").glob("0001-*.patch")),
-           *sorted((ROOT / "native_tests" / "upstream-gate").glob("*.patch"))]
+PATCHES = [
+    *sorted((ROOT / "patches").glob("0001-*.patch")),
+    *sorted((ROOT / "native_tests" / "upstream-gate").glob("*.patch")),
+]
 # whisper.cpp's tests/CMakeLists.txt has its own tests and none of ggml's (no test-opt.cpp)
 WHISPER_TESTS_CMAKE = """\
 set(TEST_TARGET test-whisper-full)
@@ -48,7 +58,7 @@ def bases(tool_cache):
 
 
 def _reader(repo, commit, prefix=""):
-    return lambda p: repo.read_blob(commit, p[len(prefix):]) if p.startswith(prefix) else None
+    return lambda p: repo.read_blob(commit, p[len(prefix) :]) if p.startswith(prefix) else None
 
 
 def test_llama_ggml_llama_is_byte_identical(bases):
@@ -71,15 +81,20 @@ def test_through_text_too(bases):
     assert _text(back) == [(p.name, p.read_bytes()) for p in PATCHES]
 
 
-@pytest.mark.parametrize("nested, flat", [(NESTED, LLAMA), (GGML_NESTED, GGML)], ids=["llama-in-superproject",
-                                                                                      "ggml-in-superproject"])
+@pytest.mark.parametrize(
+    "nested, flat",
+    [(NESTED, LLAMA), (GGML_NESTED, GGML)],
+    ids=["llama-in-superproject", "ggml-in-superproject"],
+)
 def test_nested_superproject_round_trip(bases, nested, flat):
     repo, base = bases
     s = _series()
     flat_base = base["llama.cpp" if flat is LLAMA else "ggml"]
     inside = render(s, LLAMA, nested, _reader(repo, flat_base, nested.prefix))
     assert all(p.startswith(nested.prefix) for p in inside.paths())
-    assert inside.fix_paths() == [nested.prefix + ("ggml/src/ggml-opt.cpp" if flat is LLAMA else "src/ggml-opt.cpp")]
+    assert inside.fix_paths() == [
+        nested.prefix + ("ggml/src/ggml-opt.cpp" if flat is LLAMA else "src/ggml-opt.cpp")
+    ]
     back = render(inside, nested, LLAMA, _reader(repo, base["llama.cpp"]))
     assert _text(back) == [(p.name, p.read_bytes()) for p in PATCHES]
 
@@ -103,9 +118,13 @@ def test_whisper_is_built_through_the_native_tests_harness():
     plan = build_plan(WHISPER, "/w", "/harness")
     assert plan.source_dir == "/harness"
     assert dict(plan.definitions)["GGML_SOURCE_DIR"] == "/w/ggml"
-    assert dict(plan.definitions)["GGML_TESTS_DIR"] == "/w/tests"  # where the series adds the gate test
+    assert (
+        dict(plan.definitions)["GGML_TESTS_DIR"] == "/w/tests"
+    )  # where the series adds the gate test
     harness = (ROOT / "native_tests" / "CMakeLists.txt").read_text()
-    assert 'if (EXISTS "${GGML_TESTS_DIR}/${test_name}.cpp")' in harness  # test-opt.cpp absent there: skipped
+    assert (
+        'if (EXISTS "${GGML_TESTS_DIR}/${test_name}.cpp")' in harness
+    )  # test-opt.cpp absent there: skipped
 
 
 def test_registration_rules():
@@ -127,11 +146,17 @@ def test_real_registrations_in_each_convention(bases):
     new = register_gate_test(LLAMA, llama)
     assert new.count(f"llama_build_and_test({GATE_TEST}.cpp)") == 1
     new = register_gate_test(GGML, ggml)
-    block = new[new.index(f"set(TEST_TARGET {GATE_TEST})"):]
-    assert new.index("if (NOT GGML_BACKEND_DL)") < new.index(f"set(TEST_TARGET {GATE_TEST})") < new.index("endif()", new.index("if (NOT GGML_BACKEND_DL)"))
-    assert block.splitlines()[1:4] == ["    add_executable(${TEST_TARGET} ${TEST_TARGET}.cpp)",
-                                       "    target_link_libraries(${TEST_TARGET} PRIVATE ggml)",
-                                       "    add_test(NAME ${TEST_TARGET} COMMAND $<TARGET_FILE:${TEST_TARGET}>)"]
+    block = new[new.index(f"set(TEST_TARGET {GATE_TEST})") :]
+    assert (
+        new.index("if (NOT GGML_BACKEND_DL)")
+        < new.index(f"set(TEST_TARGET {GATE_TEST})")
+        < new.index("endif()", new.index("if (NOT GGML_BACKEND_DL)"))
+    )
+    assert block.splitlines()[1:4] == [
+        "    add_executable(${TEST_TARGET} ${TEST_TARGET}.cpp)",
+        "    target_link_libraries(${TEST_TARGET} PRIVATE ggml)",
+        "    add_test(NAME ${TEST_TARGET} COMMAND $<TARGET_FILE:${TEST_TARGET}>)",
+    ]
 
 
 @pytest.mark.parametrize("layout", ["ggml", "whisper.cpp", "nested"])
@@ -140,14 +165,19 @@ def test_each_rendering_applies_with_git_am(bases, tmp_path, layout):
     the nested layout as llama.cpp inside a superproject tree."""
     repo, base = bases
     work = SnapshotRepo(tmp_path / "s.git")
-    (tmp_path / "s.git" / "objects" / "info" / "alternates").write_text(str(repo.path / "objects") + "\n")
+    (tmp_path / "s.git" / "objects" / "info" / "alternates").write_text(
+        str(repo.path / "objects") + "\n"
+    )
     if layout == "ggml":
         dst, commit = GGML, base["ggml"]
     elif layout == "whisper.cpp":
         tree = repo.tree_of(base["llama.cpp"], "ggml")
         blob = work.hash_data(WHISPER_TESTS_CMAKE.encode())
         top = work.tree_from_entries([("100644", blob, "tests/CMakeLists.txt")])
-        dst, commit = WHISPER, work.commit_tree(work.tree_with_subtree(top, "ggml", tree), "refs/w", "whisper-like")
+        dst, commit = (
+            WHISPER,
+            work.commit_tree(work.tree_with_subtree(top, "ggml", tree), "refs/w", "whisper-like"),
+        )
     else:
         top = work.tree_from_entries([("100644", work.hash_data(b"superproject\n"), "README.md")])
         tree = work.tree_with_subtree(top, "core/vendor/llama.cpp", repo.tree_of(base["llama.cpp"]))

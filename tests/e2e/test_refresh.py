@@ -3,6 +3,7 @@ the repository's matrix targets and series (never the checkout's own patches/): 
 target rewrites nothing, the ggml target maps back byte-identically, a resolved conflict on a fork
 becomes the new series, and unfinished or lossy refreshes are refused.
 """
+
 import shutil
 from pathlib import Path
 
@@ -10,13 +11,25 @@ import pytest
 
 from orchestrator.config import load_matrix
 from orchestrator.drift.check import status_dirs, status_of_targets
-from orchestrator.errors import ExitCode
 from orchestrator.drift.status import APPLIES, CONFLICT
+from orchestrator.errors import ExitCode
 
+from ..helpers.forks import (
+    FORK_LINE,
+    INSERT_AFTER,
+    OPT,
+    ROOT,
+    apply_series,
+    commit_change,
+    git,
+    pinned_targets,
+    real_snapshot_refs,
+    replace_once,
+    repo_from_snapshot,
+    seeded_cache,
+    write_matrix,
+)
 from ..helpers.tools import run_tool
-from ..helpers.forks import (FORK_LINE, INSERT_AFTER, OPT, ROOT, apply_series, commit_change, git, pinned_targets,
-                            real_snapshot_refs, repo_from_snapshot, replace_once, seeded_cache, write_matrix)
-
 
 
 @pytest.fixture(scope="module")
@@ -24,12 +37,20 @@ def setup(tool_cache, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("refresh")
     refs = real_snapshot_refs(tool_cache)
     fork = repo_from_snapshot(tmp / "fork", refs["llama.cpp"], tool_cache)
-    commit_change(fork, "conflict", {OPT: replace_once(INSERT_AFTER, INSERT_AFTER + FORK_LINE)},
-                  "fork: its own assertion where the fix puts one")
+    commit_change(
+        fork,
+        "conflict",
+        {OPT: replace_once(INSERT_AFTER, INSERT_AFTER + FORK_LINE)},
+        "fork: its own assertion where the fix puts one",
+    )
     apply_series(fork, "merged")
     targets = dict(pinned_targets(refs))
-    targets["fork-conflict"] = f"layout: llama.cpp\nsource: {{kind: git, url: '{fork}', ref: conflict}}\n"
-    targets["fork-merged"] = f"layout: llama.cpp\nsource: {{kind: git, url: '{fork}', ref: merged}}\n"
+    targets["fork-conflict"] = (
+        f"layout: llama.cpp\nsource: {{kind: git, url: '{fork}', ref: conflict}}\n"
+    )
+    targets["fork-merged"] = (
+        f"layout: llama.cpp\nsource: {{kind: git, url: '{fork}', ref: merged}}\n"
+    )
     write_matrix(tmp, targets)
     return tmp, seeded_cache(tmp / "cache", tool_cache)
 
@@ -86,8 +107,11 @@ def test_resolved_conflict_becomes_the_series(project):
 
     # resolve: keep both assertions, then let git am go on with the rest of the series
     text = (wt / OPT).read_text()
-    resolved = "".join(line for line in text.splitlines(True)
-                       if not line.startswith(("<<<<<<< ", "=======", ">>>>>>> ")))
+    resolved = "".join(
+        line
+        for line in text.splitlines(True)
+        if not line.startswith(("<<<<<<< ", "=======", ">>>>>>> "))
+    )
     (wt / OPT).write_text(resolved)
     git(wt, "add", OPT)
     git(wt, "am", "--continue")
@@ -99,10 +123,14 @@ def test_resolved_conflict_becomes_the_series(project):
     proc = _refresh(m, cache, "fork-conflict")
     assert proc.returncode == 0, proc.stderr
     fix, test = sorted(p.name for p in (ROOT / "patches").glob("*.patch"))
-    assert f"wrote {fix}" in proc.stdout and test not in proc.stdout  # the test patch did not change a byte
+    assert (
+        f"wrote {fix}" in proc.stdout and test not in proc.stdout
+    )  # the test patch did not change a byte
     new_fix = (m.parent / "patches" / fix).read_text()
     old_fix = (ROOT / "patches" / fix).read_text()
-    assert new_fix.split("\ndiff --git")[0] == old_fix.split("\ndiff --git")[0]  # mail header and message kept
+    assert (
+        new_fix.split("\ndiff --git")[0] == old_fix.split("\ndiff --git")[0]
+    )  # mail header and message kept
     assert FORK_LINE.strip() in new_fix  # the new hunk carries the fork's line as context
 
     # the refreshed series applies to the fork as is; the resolution worktree, fully captured, goes

@@ -3,6 +3,7 @@
 Each test uses its own cache seeded with the pinned ggml-python sdist (fetched once into the
 tool's default cache), so builds are real but cheap with ccache.
 """
+
 import json
 import shutil
 import signal
@@ -16,21 +17,25 @@ import pytest
 
 from orchestrator.cache import Cache
 from orchestrator.config import load_matrix
-from orchestrator.run.matrix import RunOptions, run_matrix
 from orchestrator.progress import Reporter
-from orchestrator.vcs.snapshots import SnapshotRepo, Worktree
+from orchestrator.run.matrix import RunOptions, run_matrix
 from orchestrator.sources import pypi_sdist
+from orchestrator.vcs.snapshots import SnapshotRepo, Worktree
 
 from ..helpers.tools import ROOT, run_tool
 
-
-GGML = {"package": "ggml-python", "version": "0.0.45",
-        "sha256": "10aac52075cf3c7ef2b00d6c35b1c23f7b018dbeff8ae8df67339b4be1166f05"}
+GGML = {
+    "package": "ggml-python",
+    "version": "0.0.45",
+    "sha256": "10aac52075cf3c7ef2b00d6c35b1c23f7b018dbeff8ae8df67339b4be1166f05",
+}
 
 
 @pytest.fixture(scope="module")
 def ggml_sdist(tool_cache) -> Path:
-    return pypi_sdist.download(GGML["package"], GGML["version"], GGML["sha256"], Cache(tool_cache), "test")
+    return pypi_sdist.download(
+        GGML["package"], GGML["version"], GGML["sha256"], Cache(tool_cache), "test"
+    )
 
 
 @pytest.fixture
@@ -40,12 +45,12 @@ def setup(tmp_path, ggml_sdist):
     d.mkdir(parents=True)
     shutil.copy(ggml_sdist, d / ggml_sdist.name)
     m = tmp_path / "matrix.yaml"
-    m.write_text(f"""series: {{path: {ROOT / 'patches'}, layout: llama.cpp}}
-native_tests: {ROOT / 'native_tests'}
+    m.write_text(f"""series: {{path: {ROOT / "patches"}, layout: llama.cpp}}
+native_tests: {ROOT / "native_tests"}
 targets:
   ggml:
     layout: ggml
-    source: {{kind: pypi-sdist, package: ggml-python, version: "0.0.45", sha256: {GGML['sha256']}, subdirectory: vendor/ggml}}
+    source: {{kind: pypi-sdist, package: ggml-python, version: "0.0.45", sha256: {GGML["sha256"]}, subdirectory: vendor/ggml}}
 backends:
   cpu: {{cmake_flags: ["-DGGML_CPU=ON"], timeout: 120}}
 profiles:
@@ -74,12 +79,16 @@ class InterruptAt(Reporter):
 
 
 def _run(m, cache, results, reporter=None):
-    return run_matrix(RunOptions(matrix=load_matrix(m), cache=Cache(cache), results_dir=results), reporter).to_json()
+    return run_matrix(
+        RunOptions(matrix=load_matrix(m), cache=Cache(cache), results_dir=results), reporter
+    ).to_json()
 
 
 def _assert_no_lock_held(cache: Path):
     for lock in list((cache / "locks").glob("*.lock")) + list(cache.glob("*.lock")):
-        filelock.FileLock(str(lock), timeout=0).acquire()  # raises Timeout if a lock were still held
+        filelock.FileLock(
+            str(lock), timeout=0
+        ).acquire()  # raises Timeout if a lock were still held
 
 
 def _assert_passes(m, cache, tmp_path):
@@ -100,6 +109,7 @@ def test_interrupt_then_rerun_succeeds(setup, tmp_path, monkeypatch, where):
         def import_then_interrupt(self, *a, **kw):
             real(self, *a, **kw)
             raise KeyboardInterrupt
+
         monkeypatch.setattr(SnapshotRepo, "import_tree", import_then_interrupt)
         reporter = Reporter(1)
     elif where == "apply":  # between the two patches of git am
@@ -110,6 +120,7 @@ def test_interrupt_then_rerun_succeeds(setup, tmp_path, monkeypatch, where):
             if args and args[0] == "am" and "--abort" not in args:
                 raise KeyboardInterrupt
             return out
+
         monkeypatch.setattr(Worktree, "git", git_then_interrupt)
         reporter = Reporter(1)
     else:
@@ -138,15 +149,33 @@ def _wait_for(proc, text, timeout=300):
     raise AssertionError(f"{text!r} never printed:\n" + "".join(seen))
 
 
-@pytest.mark.parametrize("sig,marker", [(signal.SIGTERM, "build patched"), (signal.SIGINT, "build control")])
+@pytest.mark.parametrize(
+    "sig,marker", [(signal.SIGTERM, "build patched"), (signal.SIGINT, "build control")]
+)
 def test_signal_during_a_real_run(setup, tmp_path, sig, marker):
     m, cache = setup
-    env_cmd = [sys.executable, "-m", "orchestrator", "matrix", "--matrix", str(m), "--cache", str(cache),
-               "--results", str(tmp_path / "r")]
+    env_cmd = [
+        sys.executable,
+        "-m",
+        "orchestrator",
+        "matrix",
+        "--matrix",
+        str(m),
+        "--cache",
+        str(cache),
+        "--results",
+        str(tmp_path / "r"),
+    ]
     # as from a terminal: a shell's background job (nohup, `&`) starts it with SIGINT ignored,
     # and Python then keeps ignoring it
-    proc = subprocess.Popen(env_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        env_cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     _wait_for(proc, marker)
     time.sleep(0.3)
     proc.send_signal(sig)
@@ -154,15 +183,35 @@ def test_signal_during_a_real_run(setup, tmp_path, sig, marker):
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
     _assert_no_lock_held(cache)
-    again = run_tool("matrix", "--matrix", str(m), "--cache", str(cache), "--results", str(tmp_path / "r2"))
+    again = run_tool(
+        "matrix", "--matrix", str(m), "--cache", str(cache), "--results", str(tmp_path / "r2")
+    )
     assert again.returncode == 0, again.stderr[-2000:]
 
 
 def test_two_concurrent_runs_on_one_cache(setup, tmp_path):
     m, cache = setup
-    procs = [subprocess.Popen([sys.executable, "-m", "orchestrator", "matrix", "--matrix", str(m), "--cache", str(cache),
-                               "--results", str(tmp_path / f"r{i}")], cwd=ROOT, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "orchestrator",
+                "matrix",
+                "--matrix",
+                str(m),
+                "--cache",
+                str(cache),
+                "--results",
+                str(tmp_path / f"r{i}"),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
     outs = [p.communicate(timeout=600) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, err[-2000:]
@@ -170,10 +219,14 @@ def test_two_concurrent_runs_on_one_cache(setup, tmp_path):
         data = json.loads((tmp_path / f"r{i}" / "results.json").read_text())
         assert data["cells"][0]["status"] == "passed"
         control = next(r for r in data["records"] if r["variant"] == "control")
-        assert control["failure_line"] == "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
+        assert (
+            control["failure_line"]
+            == "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
+        )
 
 
 # ---- a user's checkout as the source: byte-identical after interrupted runs ----
+
 
 @pytest.fixture
 def user_checkout(tool_cache, tmp_path):
@@ -206,6 +259,7 @@ def test_interrupted_runs_leave_a_users_checkout_byte_identical(user_checkout, t
 
 # ---- the bundle ----
 
+
 def test_interrupted_bundle_leaves_nothing_half_made(setup, tmp_path, monkeypatch):
     from orchestrator.upstream import bundle
 
@@ -223,11 +277,17 @@ def test_interrupted_bundle_leaves_nothing_half_made(setup, tmp_path, monkeypatc
     def verify_then_interrupt(*a, **kw):
         real(*a, **kw)
         raise KeyboardInterrupt
+
     monkeypatch.setattr(bundle, "verify", verify_then_interrupt)
     from orchestrator.upstream.authorship import parse_author
 
-    opts = bundle.BundleOptions(load_matrix(m), Cache(cache), results_dir, out,
-                                author=parse_author("Ada Contributor <ada@example.org>"))
+    opts = bundle.BundleOptions(
+        load_matrix(m),
+        Cache(cache),
+        results_dir,
+        out,
+        author=parse_author("Ada Contributor <ada@example.org>"),
+    )
     with pytest.raises(KeyboardInterrupt):
         bundle.make_bundles(opts)
     monkeypatch.undo()
@@ -244,18 +304,27 @@ def test_interrupt_stops_parallel_cells_and_rerun_succeeds(setup, tmp_path):
     """Two cells at once: an interrupt in one stops the other at its next step or build line."""
     m, cache = setup
     text = m.read_text()
-    block = text[text.index("  ggml:\n"):text.index("backends:")]
-    m.write_text(text.replace("backends:", block.replace("  ggml:", "  ggml-too:") + "backends:", 1)
-                 .replace("targets: [ggml]", "targets: [ggml, ggml-too]"))
+    block = text[text.index("  ggml:\n") : text.index("backends:")]
+    m.write_text(
+        text.replace("backends:", block.replace("  ggml:", "  ggml-too:") + "backends:", 1).replace(
+            "targets: [ggml]", "targets: [ggml, ggml-too]"
+        )
+    )
     matrix = load_matrix(m)
     reporter = InterruptAt("build patched", during_build=True)
     t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
-        run_matrix(RunOptions(matrix=matrix, cache=Cache(cache), results_dir=tmp_path / "r", parallel=2), reporter)
+        run_matrix(
+            RunOptions(matrix=matrix, cache=Cache(cache), results_dir=tmp_path / "r", parallel=2),
+            reporter,
+        )
     assert time.monotonic() - t0 < 120
     _assert_no_lock_held(cache)
-    results = run_matrix(RunOptions(matrix=matrix, cache=Cache(cache), results_dir=tmp_path / "again", parallel=2)).to_json()
+    results = run_matrix(
+        RunOptions(matrix=matrix, cache=Cache(cache), results_dir=tmp_path / "again", parallel=2)
+    ).to_json()
     assert [c["status"] for c in results["cells"]] == ["passed", "passed"], results["cells"]
     from orchestrator.run.cmake import jobs
+
     if jobs() >= 2:
         assert results["parallel"] == {"cells_at_once": 2, "jobs_per_build": jobs() // 2}

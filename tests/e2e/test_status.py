@@ -1,20 +1,48 @@
 """The drift status on the real pinned snapshots (PyPI sdists) and forks of it with history
 written here (a commit next to the fix, one over it, the fix merged upstream, the file or the API
 gone), through git sources (file paths, so no network)."""
+
 import json
 from pathlib import Path
+
 import pytest
+
 from orchestrator.config import load_matrix
 from orchestrator.drift.check import status_dirs, status_of_targets
+from orchestrator.drift.status import (
+    APPLIES,
+    CLEAN,
+    CONFLICT,
+    CONFLICTED,
+    MERGED,
+    NOT_APPLICABLE,
+    NOT_TRIED,
+    PRESENT,
+    THREE_WAY,
+    UNREACHABLE,
+    UPSTREAM,
+)
 from orchestrator.errors import ExitCode
 from orchestrator.vcs.snapshots import SnapshotRepo, Worktree
-from orchestrator.drift.status import (APPLIES, CLEAN, CONFLICT, CONFLICTED, MERGED, NOT_APPLICABLE, NOT_TRIED, PRESENT,
-                                 THREE_WAY, UNREACHABLE, UPSTREAM)
-from ..helpers.tools import run_tool
-from ..helpers.forks import (CONTEXT_LINE, FORK_LINE, INSERT_AFTER, OPT, OPT_HEADER, ROOT, apply_series, commit_change, git,
-                            pinned_targets, real_snapshot_refs, repo_from_snapshot, replace_once, seeded_cache,
-                            write_matrix)
 
+from ..helpers.forks import (
+    CONTEXT_LINE,
+    FORK_LINE,
+    INSERT_AFTER,
+    OPT,
+    OPT_HEADER,
+    ROOT,
+    apply_series,
+    commit_change,
+    git,
+    pinned_targets,
+    real_snapshot_refs,
+    replace_once,
+    repo_from_snapshot,
+    seeded_cache,
+    write_matrix,
+)
+from ..helpers.tools import run_tool
 
 PATCHES = sorted((ROOT / "patches").glob("*.patch"))
 
@@ -28,22 +56,43 @@ def drift(tool_cache, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("drift")
     refs = real_snapshot_refs(tool_cache)
     fork = repo_from_snapshot(tmp / "fork", refs["llama.cpp"], tool_cache)
-    commit_change(fork, "near", {OPT: replace_once(CONTEXT_LINE, CONTEXT_LINE.rstrip("\n") + "  // fork: note\n")},
-                  "fork: annotate the opt_i update, two lines from the fix")
-    commit_change(fork, "conflict", {OPT: replace_once(INSERT_AFTER, INSERT_AFTER + FORK_LINE)},
-                  "fork: its own assertion where the fix puts one")
+    commit_change(
+        fork,
+        "near",
+        {OPT: replace_once(CONTEXT_LINE, CONTEXT_LINE.rstrip("\n") + "  // fork: note\n")},
+        "fork: annotate the opt_i update, two lines from the fix",
+    )
+    commit_change(
+        fork,
+        "conflict",
+        {OPT: replace_once(INSERT_AFTER, INSERT_AFTER + FORK_LINE)},
+        "fork: its own assertion where the fix puts one",
+    )
     apply_series(fork, "merged")
-    commit_change(fork, "merged-moved", {OPT: replace_once(CONTEXT_LINE, CONTEXT_LINE + "    // upstream: reworded\n")},
-                  "upstream: merged the fix, then edited around it", start="merged")
+    commit_change(
+        fork,
+        "merged-moved",
+        {OPT: replace_once(CONTEXT_LINE, CONTEXT_LINE + "    // upstream: reworded\n")},
+        "upstream: merged the fix, then edited around it",
+        start="merged",
+    )
     commit_change(fork, "no-opt", {OPT: None}, "fork: drop ggml-opt")
-    commit_change(fork, "no-api", {OPT_HEADER: lambda t: t.replace("ggml_opt_prepare_alloc", "ggml_opt_prepare_x")},
-                  "fork: no per-step API")
+    commit_change(
+        fork,
+        "no-api",
+        {OPT_HEADER: lambda t: t.replace("ggml_opt_prepare_alloc", "ggml_opt_prepare_x")},
+        "fork: no per-step API",
+    )
     git(fork, "tag", "v-near", "near")
     targets = dict(pinned_targets(refs))
     for branch in ("master", "near", "conflict", "merged", "merged-moved", "no-opt", "no-api"):
-        targets[f"fork-{branch}"] = f"layout: llama.cpp\nsource: {{kind: git, url: '{fork}', ref: {branch}}}\n"
+        targets[f"fork-{branch}"] = (
+            f"layout: llama.cpp\nsource: {{kind: git, url: '{fork}', ref: {branch}}}\n"
+        )
     targets["fork-tag"] = f"layout: llama.cpp\nsource: {{kind: git, url: '{fork}', ref: v-near}}\n"
-    targets["offline"] = "layout: llama.cpp\nsource: {kind: git, url: 'http://127.0.0.1:9/llama.cpp.git', ref: master}\n"
+    targets["offline"] = (
+        "layout: llama.cpp\nsource: {kind: git, url: 'http://127.0.0.1:9/llama.cpp.git', ref: master}\n"
+    )
     matrix_path = write_matrix(tmp, targets)
     cache = seeded_cache(tmp / "cache", tool_cache)
     matrix = load_matrix(matrix_path)
@@ -80,7 +129,10 @@ def test_conflict_names_file_hunk_lines_and_leaves_a_worktree(drift):
     assert row.status == CONFLICT
     c = row.conflict
     assert (c.patch, c.file) == (FIX, OPT)
-    assert c.hunk == "@@ -826,6 +826,11 @@ void ggml_opt_eval(ggml_opt_context_t opt_ctx, ggml_opt_result_t result) {"
+    assert (
+        c.hunk
+        == "@@ -826,6 +826,11 @@ void ggml_opt_eval(ggml_opt_context_t opt_ctx, ggml_opt_result_t result) {"
+    )
     assert c.reason == f"CONFLICT (content): Merge conflict in {OPT}"
     assert c.lines and all(a < b for a, b in c.lines)
     assert [p.result for p in row.patches] == [CONFLICTED, NOT_TRIED]
@@ -92,7 +144,10 @@ def test_conflict_names_file_hunk_lines_and_leaves_a_worktree(drift):
     first, last = c.lines[0]
     lines = text.splitlines()
     assert lines[first - 1].startswith("<<<<<<< ") and lines[last - 1].startswith(">>>>>>> ")
-    assert "GGML_ASSERT(opt_ctx->gf != nullptr);" in text and "the gradient accumulators outlive per-step graphs" in text
+    assert (
+        "GGML_ASSERT(opt_ctx->gf != nullptr);" in text
+        and "the gradient accumulators outlive per-step graphs" in text
+    )
 
 
 def test_a_second_run_keeps_the_resolution_worktree_untouched(drift):
@@ -110,20 +165,27 @@ def test_a_second_run_keeps_the_resolution_worktree_untouched(drift):
 def test_upstream_that_merged_the_fix(drift):
     row = drift[0]["fork-merged"]
     assert row.status == UPSTREAM, row
-    assert [(p.result, p.detail) for p in row.patches] == [(PRESENT, "the patch reverse-applies")] * 2
+    assert [(p.result, p.detail) for p in row.patches] == [
+        (PRESENT, "the patch reverse-applies")
+    ] * 2
 
 
 def test_upstream_that_merged_the_fix_and_moved_on(drift):
     row = drift[0]["fork-merged-moved"]
     assert row.status == UPSTREAM, row
-    assert [(p.result, p.detail) for p in row.patches] == [(PRESENT, "its content is already there"),
-                                                           (PRESENT, "the patch reverse-applies")]
+    assert [(p.result, p.detail) for p in row.patches] == [
+        (PRESENT, "its content is already there"),
+        (PRESENT, "the patch reverse-applies"),
+    ]
 
 
-@pytest.mark.parametrize("target, reason", [
-    ("fork-no-opt", f"{OPT} is absent"),
-    ("fork-no-api", f"{OPT_HEADER} has no per-step API (ggml_opt_prepare_alloc)"),
-])
+@pytest.mark.parametrize(
+    "target, reason",
+    [
+        ("fork-no-opt", f"{OPT} is absent"),
+        ("fork-no-api", f"{OPT_HEADER} has no per-step API (ggml_opt_prepare_alloc)"),
+    ],
+)
 def test_not_applicable(drift, target, reason):
     row = drift[0][target]
     assert (row.status, row.detail) == (NOT_APPLICABLE, reason)
@@ -133,7 +195,9 @@ def test_not_applicable(drift, target, reason):
 def test_unreachable_source_is_a_status_with_its_reason(drift):
     row = drift[0]["offline"]
     assert row.status == UNREACHABLE
-    assert row.detail.startswith("targets.offline.source.url: http://127.0.0.1:9/llama.cpp.git is unreachable: ")
+    assert row.detail.startswith(
+        "targets.offline.source.url: http://127.0.0.1:9/llama.cpp.git is unreachable: "
+    )
     assert "127.0.0.1" in row.detail.split("unreachable: ", 1)[1]
     assert "\n" not in row.detail
 
@@ -147,7 +211,9 @@ def test_command_table_and_json(drift):
     for name, status in zip(names, [APPLIES, THREE_WAY, UPSTREAM, NOT_APPLICABLE, UNREACHABLE]):
         line = next(ln for ln in proc.stdout.splitlines() if ln.startswith(f"│ {name} "))
         assert status in line, (name, line)
-    proc = run_tool("status", "--json", "--matrix", str(matrix.path), "--cache", str(cache.root), *args[:4])
+    proc = run_tool(
+        "status", "--json", "--matrix", str(matrix.path), "--cache", str(cache.root), *args[:4]
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert [t["status"] for t in data["targets"]] == [APPLIES, THREE_WAY, UPSTREAM, NOT_APPLICABLE]
@@ -156,7 +222,15 @@ def test_command_table_and_json(drift):
 
 def test_command_prints_the_conflict_with_its_worktree(drift):
     _, cache, matrix, _ = drift
-    proc = run_tool("status", "--matrix", str(matrix.path), "--cache", str(cache.root), "--target", "fork-conflict")
+    proc = run_tool(
+        "status",
+        "--matrix",
+        str(matrix.path),
+        "--cache",
+        str(cache.root),
+        "--target",
+        "fork-conflict",
+    )
     assert proc.returncode == ExitCode.SERIES_DOES_NOT_APPLY, proc.stderr
     out = proc.stdout
     assert f"fork-conflict: conflict in {OPT} (@@ -826,6 +826,11 @@" in out
@@ -164,9 +238,11 @@ def test_command_prints_the_conflict_with_its_worktree(drift):
     assert "ggml-patch refresh fork-conflict" in out
 
 
-IK_LLAMA = ("layout: llama.cpp\nsource: {kind: pypi-sdist, package: ik-llama-cpp-python, version: \"0.1.5\", "
-            "sha256: 33c67eb99e4dcab5e611050433243815709b8b3067753f9ce18375013cf002ad, "
-            "subdirectory: vendor/ik_llama.cpp}\n")
+IK_LLAMA = (
+    'layout: llama.cpp\nsource: {kind: pypi-sdist, package: ik-llama-cpp-python, version: "0.1.5", '
+    "sha256: 33c67eb99e4dcab5e611050433243815709b8b3067753f9ce18375013cf002ad, "
+    "subdirectory: vendor/ik_llama.cpp}\n"
+)
 
 
 def test_ik_llama_cpp_is_not_applicable(tmp_path, tool_cache):

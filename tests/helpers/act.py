@@ -12,6 +12,7 @@ a second upload of a name without `overwrite: true` fails, as GitHub's 409).
 Git remotes go through a proxy on a closed port, so every live upstream is unreachable and
 nothing leaves the machine; 127.0.0.1 (the fake GitHub API) is reached directly.
 """
+
 from __future__ import annotations
 
 import os
@@ -47,8 +48,16 @@ def act_binary() -> str | None:
 def fresh_clone(dest: Path, root: Path = ROOT) -> Path:
     """The working tree as a fresh clone would have it (tracked and not-ignored files), committed,
     with origin at the owning repository (act takes github.repository from it)."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, check=True,
-                           capture_output=True).stdout.decode().split("\0")
+    files = (
+        subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+            cwd=root,
+            check=True,
+            capture_output=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for f in filter(None, files):
         src = root / f
         if src.is_file():
@@ -64,7 +73,9 @@ def fresh_clone(dest: Path, root: Path = ROOT) -> Path:
 def local_repositories(workflow_text: str) -> list[str]:
     """--local-repository for every third-party action the workflow uses, at its exact ref."""
     out = []
-    for repo, sha in sorted(set(re.findall(r"uses: ([\w.-]+/[\w.-]+)(?:/[\w./-]+)?@([0-9a-f]{40})", workflow_text))):
+    for repo, sha in sorted(
+        set(re.findall(r"uses: ([\w.-]+/[\w.-]+)(?:/[\w./-]+)?@([0-9a-f]{40})", workflow_text))
+    ):
         if repo not in _DIRS:
             raise AssertionError(f"no stand-in for {repo}: add one under {STANDINS}")
         out += ["--local-repository", f"{repo}@{sha}={STANDINS / _DIRS[repo]}"]
@@ -81,8 +92,11 @@ def standin_bin(tmp: Path) -> Path:
         'if [ "$1 $2 $3" = "-m pip install" ]; then\n'
         '  echo "stand-in: ggml-patch comes from the test environment (offline)"\n'
         f'  exec "{sys.executable}" -c "import orchestrator"\nfi\n'
-        f'exec "{sys.executable}" "$@"\n')
-    (bin_dir / "ggml-patch").write_text(f'#!/usr/bin/env bash\nexec "{sys.executable}" -m orchestrator "$@"\n')
+        f'exec "{sys.executable}" "$@"\n'
+    )
+    (bin_dir / "ggml-patch").write_text(
+        f'#!/usr/bin/env bash\nexec "{sys.executable}" -m orchestrator "$@"\n'
+    )
     for f in bin_dir.iterdir():
         f.chmod(0o755)
     # what the test and lint extras would put on PATH, from this environment
@@ -93,8 +107,16 @@ def standin_bin(tmp: Path) -> Path:
     return bin_dir
 
 
-def run_act(clone: Path, workflow: str, tmp: Path, *extra: str, env: dict | None = None,
-            event: str = "workflow_dispatch", timeout: float = 900, cpus: str = "") -> subprocess.CompletedProcess:
+def run_act(
+    clone: Path,
+    workflow: str,
+    tmp: Path,
+    *extra: str,
+    env: dict | None = None,
+    event: str = "workflow_dispatch",
+    timeout: float = 900,
+    cpus: str = "",
+) -> subprocess.CompletedProcess:
     """act on the clone; `cpus` (e.g. "0"): the cores it and every leg may use (taskset), since
     act runs a matrix's legs side by side and each leg builds with as many jobs as it has cores."""
     store = tmp / "store"
@@ -105,21 +127,43 @@ def run_act(clone: Path, workflow: str, tmp: Path, *extra: str, env: dict | None
         "ACT_STANDIN_STORE": str(store),
         "ACT_STANDIN_BIN": str(standin_bin(tmp)),
         "PYTHONPATH": str(clone),  # the clone's code, as an install of it would give
-        "https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9",
-        "http_proxy": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
-        "no_proxy": "127.0.0.1,localhost", "NO_PROXY": "127.0.0.1,localhost",
+        "https_proxy": "http://127.0.0.1:9",
+        "HTTPS_PROXY": "http://127.0.0.1:9",
+        "http_proxy": "http://127.0.0.1:9",
+        "HTTP_PROXY": "http://127.0.0.1:9",
+        "no_proxy": "127.0.0.1,localhost",
+        "NO_PROXY": "127.0.0.1,localhost",
         "GGML_PATCH_HTTP_BACKOFF": "0",
         **(env or {}),
     }
-    cmd = [*(["taskset", "-c", cpus] if cpus and shutil.which("taskset") else []), act_binary() or "act", event, "-W", workflow, "-P", "ubuntu-24.04=-self-hosted",
-           "--concurrent-jobs", "1", "--action-offline-mode", "--no-recurse",
-           *local_repositories((clone / workflow).read_text())]
+    cmd = [
+        *(["taskset", "-c", cpus] if cpus and shutil.which("taskset") else []),
+        act_binary() or "act",
+        event,
+        "-W",
+        workflow,
+        "-P",
+        "ubuntu-24.04=-self-hosted",
+        "--concurrent-jobs",
+        "1",
+        "--action-offline-mode",
+        "--no-recurse",
+        *local_repositories((clone / workflow).read_text()),
+    ]
     for k, v in step_env.items():
         cmd += ["--env", f"{k}={v}"]
     cmd += list(extra)
-    proc_env = {**os.environ, "HOME": str(act_home), "XDG_CACHE_HOME": str(act_home / "cache"),
-                "https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9", "NO_PROXY": "127.0.0.1"}
-    return subprocess.run(cmd, cwd=clone, capture_output=True, text=True, env=proc_env, timeout=timeout)
+    proc_env = {
+        **os.environ,
+        "HOME": str(act_home),
+        "XDG_CACHE_HOME": str(act_home / "cache"),
+        "https_proxy": "http://127.0.0.1:9",
+        "HTTPS_PROXY": "http://127.0.0.1:9",
+        "NO_PROXY": "127.0.0.1",
+    }
+    return subprocess.run(
+        cmd, cwd=clone, capture_output=True, text=True, env=proc_env, timeout=timeout
+    )
 
 
 def default_cpu_only(clone: Path) -> None:
@@ -127,11 +171,18 @@ def default_cpu_only(clone: Path) -> None:
     upstreams are unreachable here), its workflows regenerated by the clone's own `ci-workflow`."""
     m = clone / "matrix.yaml"
     data = yaml.safe_load(m.read_text())
-    data["profiles"] = {"default": {**data["profiles"]["default"], "backends": ["cpu"]}, "live": data["profiles"]["live"]}
+    data["profiles"] = {
+        "default": {**data["profiles"]["default"], "backends": ["cpu"]},
+        "live": data["profiles"]["live"],
+    }
     m.write_text(yaml.safe_dump(data, sort_keys=False))
     env = {**os.environ, "PYTHONPATH": str(clone)}
-    subprocess.run([sys.executable, "-m", "orchestrator", "ci-workflow", "--matrix", str(m)], check=True, env=env,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "orchestrator", "ci-workflow", "--matrix", str(m)],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
 
 
 def seed_caches(store: Path, clone: Path, shared_downloads: Path, ccache: Path) -> None:
@@ -153,13 +204,33 @@ def seed_caches(store: Path, clone: Path, shared_downloads: Path, ccache: Path) 
         os.symlink(ccache, store / "cache" / f"ccache-default-{t}-cpu-Linux-seed")
 
 
-def run_matrix_workflow(clone: Path, work: Path, shared_downloads: Path, ccache: Path, api_url: str, *more: str,
-                        env: dict | None = None, cpus: str = "0", timeout: float = 1800) -> subprocess.CompletedProcess:
+def run_matrix_workflow(
+    clone: Path,
+    work: Path,
+    shared_downloads: Path,
+    ccache: Path,
+    api_url: str,
+    *more: str,
+    env: dict | None = None,
+    cpus: str = "0",
+    timeout: float = 1800,
+) -> subprocess.CompletedProcess:
     """The matrix workflow of `clone` (default_cpu_only) in act into `work` (a new folder): its
     caches seeded, GITHUB_API_URL at `api_url` (a fake GitHub API), the owner's token. `cpus`: act
     runs a matrix's legs side by side on one host, so on one core they never oversubscribe."""
     (work / "store").mkdir(parents=True)
     seed_caches(work / "store", clone, shared_downloads, ccache)
     step_env = {"GITHUB_API_URL": api_url, "GITHUB_ACTOR_ID": "1", **(env or {})}
-    return run_act(clone, MATRIX_WF, work, "-s", f"GITHUB_TOKEN={TOKEN}", "-a", "adopter", *more, env=step_env,
-                   timeout=timeout, cpus=cpus)
+    return run_act(
+        clone,
+        MATRIX_WF,
+        work,
+        "-s",
+        f"GITHUB_TOKEN={TOKEN}",
+        "-a",
+        "adopter",
+        *more,
+        env=step_env,
+        timeout=timeout,
+        cpus=cpus,
+    )

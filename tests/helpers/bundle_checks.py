@@ -1,5 +1,6 @@
 """PR_BODY.md parsed back and checked against results.json, independently of the code under test:
 the checks read the results as results.json holds them (JSON data), not through the model's readers."""
+
 import re
 
 from orchestrator.report.model import Results
@@ -29,10 +30,19 @@ def parsed_outcomes(body: str) -> list[dict]:
     rows = []
     for r in _table(body, "<summary>Per-case results (backend x device x test x case)</summary>"):
         num = lambda k, f: None if _value(r[k]) is None else f(r[k])  # noqa: E731
-        rows.append({"backend": r["backend"], "device": r["device"], "test": _value(r["test"]),
-                     "case": _value(r["case"]),
-                     "with_fix": r["with the fix"], "reverted": _value(r["fix reverted"]),
-                     "step": num("first wrong step", int), "w": num("w", float), "expected": num("expected", float)})
+        rows.append(
+            {
+                "backend": r["backend"],
+                "device": r["device"],
+                "test": _value(r["test"]),
+                "case": _value(r["case"]),
+                "with_fix": r["with the fix"],
+                "reverted": _value(r["fix reverted"]),
+                "step": num("first wrong step", int),
+                "w": num("w", float),
+                "expected": num("expected", float),
+            }
+        )
     return rows
 
 
@@ -51,12 +61,27 @@ def expected_outcomes(results: Results, target: str) -> list[dict]:
         if "patched" not in recs:
             continue
         for test in (UPSTREAM, GATE):
-            for row in recs["patched"]["tests"].get(test, {}).get("rows", []):  # none in a build-only cell
-                ctl = next(x for x in recs["control"]["tests"][test]["rows"]
-                           if x["device"] == row["device"] and _row_key(x) == _row_key(row))
-                rows.append({"backend": cell["backend"], "device": row["device"], "test": test,
-                             "case": _row_key(row), "with_fix": row["status"], "reverted": ctl["status"], "step": ctl.get("step"),
-                             "w": ctl.get("actual"), "expected": ctl.get("expected")})
+            for row in (
+                recs["patched"]["tests"].get(test, {}).get("rows", [])
+            ):  # none in a build-only cell
+                ctl = next(
+                    x
+                    for x in recs["control"]["tests"][test]["rows"]
+                    if x["device"] == row["device"] and _row_key(x) == _row_key(row)
+                )
+                rows.append(
+                    {
+                        "backend": cell["backend"],
+                        "device": row["device"],
+                        "test": test,
+                        "case": _row_key(row),
+                        "with_fix": row["status"],
+                        "reverted": ctl["status"],
+                        "step": ctl.get("step"),
+                        "w": ctl.get("actual"),
+                        "expected": ctl.get("expected"),
+                    }
+                )
     return rows
 
 
@@ -101,9 +126,15 @@ def check_body_against_results(body: str, model: Results, target: str) -> None:
         recs = {r["variant"]: r for r in results["records"] if r["cell"] == c["cell"]}
         verdict = recs.get("control", {}).get("verdict")
         ctl = _value(row["control (fix reverted)"])
-        assert (ctl is None and verdict is None) or (ctl or "").split(" ")[0] == (verdict or c["status"] + ":")
-        assert _value(row["test-opt (with the new cases)"]) == recs.get("patched", {}).get("tests", {}).get(UPSTREAM, {}).get("summary_line")
-        assert _value(row["gate (test-opt-dynamic-accum)"]) == recs.get("patched", {}).get("tests", {}).get(GATE, {}).get("summary_line")
+        assert (ctl is None and verdict is None) or (ctl or "").split(" ")[0] == (
+            verdict or c["status"] + ":"
+        )
+        assert _value(row["test-opt (with the new cases)"]) == recs.get("patched", {}).get(
+            "tests", {}
+        ).get(UPSTREAM, {}).get("summary_line")
+        assert _value(row["gate (test-opt-dynamic-accum)"]) == recs.get("patched", {}).get(
+            "tests", {}
+        ).get(GATE, {}).get("summary_line")
         control = recs.get("control")
         if control and control.get("failure_line"):
             assert f"\n{control['failure_line']}\n" in body

@@ -5,6 +5,7 @@ The real snapshots are made once per session in the e2e tier's cache (`tool_cach
 pinned sdists); each test borrows their objects into a cache of its own (git alternates), so no
 test writes into another's worktrees.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,15 +31,26 @@ INSERT_AFTER = CONTEXT_LINE + "\n    if (!opt_ctx->static_graphs) {\n"
 # what a fork puts where the fix inserts (the conflict of the status and refresh tests)
 FORK_LINE = "        GGML_ASSERT(opt_ctx->gf != nullptr);\n"
 
-GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_AUTHOR_NAME": "t",
-           "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
-           "GIT_AUTHOR_DATE": "@1700000000 +0000", "GIT_COMMITTER_DATE": "@1700000000 +0000"}
+GIT_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+    "GIT_AUTHOR_DATE": "@1700000000 +0000",
+    "GIT_COMMITTER_DATE": "@1700000000 +0000",
+}
 
 
 def git(cwd: Path, *args: str, check: bool = True) -> str:
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env={**os.environ, **GIT_ENV})
+    proc = subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True, env={**os.environ, **GIT_ENV}
+    )
     if check and proc.returncode != 0:
-        raise AssertionError(f"git {' '.join(args)} in {cwd} failed ({proc.returncode}): {proc.stderr}")
+        raise AssertionError(
+            f"git {' '.join(args)} in {cwd} failed ({proc.returncode}): {proc.stderr}"
+        )
     return proc.stdout
 
 
@@ -51,8 +63,13 @@ def real_snapshot_refs(pinned: Path) -> dict[str, str]:
     out = {}
     for name in ("llama.cpp", "ggml"):
         snap = sources.snapshot(matrix.target(name).source, cache, repo)
-        ref = repo.git("for-each-ref", "--format=%(refname)", "--points-at", snap.commit,
-                       "refs/snapshots/pypi/").splitlines()[0]
+        ref = repo.git(
+            "for-each-ref",
+            "--format=%(refname)",
+            "--points-at",
+            snap.commit,
+            "refs/snapshots/pypi/",
+        ).splitlines()[0]
         out[name] = ref
     return out
 
@@ -63,7 +80,9 @@ def seeded_cache(path: Path, pinned: Path) -> Cache:
     repo = SnapshotRepo(cache.snapshots_git)
     _borrow_objects(cache.snapshots_git, pinned)
     default = SnapshotRepo(pinned / "snapshots.git")
-    for line in default.git("for-each-ref", "--format=%(objectname) %(refname)", "refs/snapshots/pypi/").splitlines():
+    for line in default.git(
+        "for-each-ref", "--format=%(objectname) %(refname)", "refs/snapshots/pypi/"
+    ).splitlines():
         sha, ref = line.split()
         repo.git("update-ref", ref, sha)
     return cache
@@ -87,7 +106,9 @@ def repo_from_snapshot(path: Path, snapshot_ref: str, pinned: Path) -> Path:
     return path
 
 
-def commit_change(repo: Path, branch: str, edits: dict[str, object], message: str, start: str = "master") -> str:
+def commit_change(
+    repo: Path, branch: str, edits: dict[str, object], message: str, start: str = "master"
+) -> str:
     """A branch off `start` with one commit: path -> new text, a callable old -> new, or None to delete."""
     git(repo, "checkout", "-q", "-B", branch, start)
     for path, edit in edits.items():
@@ -105,7 +126,9 @@ def commit_change(repo: Path, branch: str, edits: dict[str, object], message: st
     return sha
 
 
-def apply_series(repo: Path, branch: str, start: str = "master", patches: Path = ROOT / "patches") -> str:
+def apply_series(
+    repo: Path, branch: str, start: str = "master", patches: Path = ROOT / "patches"
+) -> str:
     """`branch`: the series applied with git am on `start` (upstream merging the fix)."""
     git(repo, "checkout", "-q", "-B", branch, start)
     git(repo, "am", "-q", "--keep-cr", *map(str, sorted(patches.glob("*.patch"))))
@@ -118,23 +141,30 @@ def replace_once(old: str, new: str):
     def edit(text: str) -> str:
         assert text.count(old) == 1, f"{old!r} occurs {text.count(old)} times"
         return text.replace(old, new)
+
     return edit
 
 
-def write_matrix(directory: Path, targets: dict[str, str], profile_targets=None, series_dir: str = "patches") -> Path:
+def write_matrix(
+    directory: Path, targets: dict[str, str], profile_targets=None, series_dir: str = "patches"
+) -> Path:
     """A matrix.yaml in `directory` with the given target blocks, a copy of the series (unless
     series_dir names another folder) and the native tests."""
     if series_dir == "patches" and not (directory / "patches").exists():
         shutil.copytree(ROOT / "patches", directory / "patches")
     if not (directory / "native_tests").exists():
         shutil.copytree(ROOT / "native_tests", directory / "native_tests")
-    blocks = "".join(f"  {name}:\n{textwrap.indent(textwrap.dedent(body).strip(), '    ')}\n"
-                     for name, body in targets.items())
+    blocks = "".join(
+        f"  {name}:\n{textwrap.indent(textwrap.dedent(body).strip(), '    ')}\n"
+        for name, body in targets.items()
+    )
     names = ", ".join(profile_targets or targets)
     m = directory / "matrix.yaml"
-    m.write_text(f"series: {{path: {series_dir}, layout: llama.cpp}}\nnative_tests: native_tests\n"
-                 f"targets:\n{blocks}backends:\n  cpu: {{cmake_flags: [\"-DGGML_CPU=ON\"]}}\n"
-                 f"profiles:\n  default: {{targets: [{names}], backends: [cpu]}}\n")
+    m.write_text(
+        f"series: {{path: {series_dir}, layout: llama.cpp}}\nnative_tests: native_tests\n"
+        f'targets:\n{blocks}backends:\n  cpu: {{cmake_flags: ["-DGGML_CPU=ON"]}}\n'
+        f"profiles:\n  default: {{targets: [{names}], backends: [cpu]}}\n"
+    )
     return m
 
 
@@ -144,8 +174,10 @@ def pinned_targets(refs: dict[str, str]) -> dict[str, str]:
     out = {}
     for name in refs:
         s = matrix.target(name).source
-        out[name] = (f"layout: {matrix.target(name).layout}\nsource: {{kind: pypi-sdist, package: {s['package']}, "
-                     f"version: \"{s['version']}\", sha256: {s['sha256']}, subdirectory: {s['subdirectory']}}}\n")
+        out[name] = (
+            f"layout: {matrix.target(name).layout}\nsource: {{kind: pypi-sdist, package: {s['package']}, "
+            f'version: "{s["version"]}", sha256: {s["sha256"]}, subdirectory: {s["subdirectory"]}}}\n'
+        )
     return out
 
 

@@ -7,7 +7,6 @@ from orchestrator.patchset.series import FileDiff, Series, parse_series, unified
 
 from .tools import ROOT
 
-
 PATCH_DIR = ROOT / "patches"
 
 
@@ -27,7 +26,12 @@ def read_patch(name: str) -> str:
     return (PATCH_DIR / name).read_bytes().decode("utf-8")  # no newline translation
 
 
-GATE_PATCH = ROOT / "native_tests" / "upstream-gate" / "0003-tests-add-test-opt-dynamic-accum-for-per-step-gradie.patch"
+GATE_PATCH = (
+    ROOT
+    / "native_tests"
+    / "upstream-gate"
+    / "0003-tests-add-test-opt-dynamic-accum-for-per-step-gradie.patch"
+)
 
 
 def upstream_series(layout: str = "llama.cpp") -> Series:
@@ -40,8 +44,13 @@ def real_series(layout: str = "llama.cpp") -> Series:
     """The fix and the gate test's own patch (registration + new file): the series the rendering
     of a registration is tested on (the bundle adds that patch once maintainers approve it)."""
     fix = sorted(PATCH_DIR.glob("0001-*.patch"))[0]
-    return parse_series(layout, [(fix.name, read_patch(fix.name)),
-                                 (GATE_PATCH.name, GATE_PATCH.read_bytes().decode("utf-8"))])
+    return parse_series(
+        layout,
+        [
+            (fix.name, read_patch(fix.name)),
+            (GATE_PATCH.name, GATE_PATCH.read_bytes().decode("utf-8")),
+        ],
+    )
 
 
 def pre_image(fd: FileDiff) -> str:
@@ -127,4 +136,6 @@ OPT = "ggml/src/ggml-opt.cpp"  # in the series' (llama.cpp) layout
 
 def mutant_text(name: str, old: str, new: str, title: str = "no reset", path: str = OPT) -> str:
     """A mutant file (native_tests/mutants/ format) turning `old` into `new` at `path`."""
-    return f"Mutant: {title}\nWhy it is wrong: {name} is wrong on purpose\n\n" + unified_file_diff(path, old, new)
+    return f"Mutant: {title}\nWhy it is wrong: {name} is wrong on purpose\n\n" + unified_file_diff(
+        path, old, new
+    )

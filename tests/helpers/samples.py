@@ -1,10 +1,21 @@
 """The committed sample results (tests/data/): loaded, split per cell, edited into runs that
 do not prove the fix."""
+
 import json
 
 from orchestrator.config import Upstream
-from orchestrator.report.model import (CellStatus, DeviceRow, Outcome, RecordStatus, Results, RowStatus, TestRecord,
-                                       Verdict, dump_results, load_results)
+from orchestrator.report.model import (
+    CellStatus,
+    DeviceRow,
+    Outcome,
+    RecordStatus,
+    Results,
+    RowStatus,
+    TestRecord,
+    Verdict,
+    dump_results,
+    load_results,
+)
 
 from .tools import DATA
 
@@ -54,7 +65,10 @@ def control_survived(results: Results, cell: str = "ggml/cpu") -> Results:
     n = len(gate.rows)
     gate.outcome, gate.exit_code, gate.failure_line = Outcome.PASSED, 0, None
     gate.summary_line = f"{n}/{n} device*opt_period passed, 0 skipped"
-    gate.rows = [DeviceRow(device=x.device, case=x.case, opt_period=x.opt_period, status=RowStatus.OK) for x in gate.rows]
+    gate.rows = [
+        DeviceRow(device=x.device, case=x.case, opt_period=x.opt_period, status=RowStatus.OK)
+        for x in gate.rows
+    ]
     rec.status, rec.verdict, rec.failure_line = RecordStatus.SURVIVED, Verdict.SURVIVED, None
     rec.verdict_reason = "the gate test passed without the fix: it is not a gate"
     c = next(x for x in r.cells if x.cell == cell)
@@ -99,7 +113,9 @@ def edited(edit, path=CPU_SAMPLE) -> dict:
 SANITIZE_SKIP = "test-opt leaks under LeakSanitizer (test stand-in)"
 
 
-def with_sanitize_cell(results: Results, of: str = "ggml/cpu", skip: str = SANITIZE_SKIP) -> Results:
+def with_sanitize_cell(
+    results: Results, of: str = "ggml/cpu", skip: str = SANITIZE_SKIP
+) -> Results:
     """`results` plus a copy of cell `of` as `<target>/cpu-sanitize`, whose backend does not run
     test-opt: recorded skipped, with `skip` as the reason, in both variants."""
     r = results.model_copy(deep=True)
@@ -107,8 +123,10 @@ def with_sanitize_cell(results: Results, of: str = "ggml/cpu", skip: str = SANIT
     cid = f"{target}/cpu-sanitize"
     cell = next(c for c in r.cells if c.cell == of).model_copy(deep=True)
     cell.cell, cell.backend = cid, "cpu-sanitize"
-    cell.reason = ("every test run passes with the fix (test-opt not run on this backend); "
-                   "the gate fails without it")
+    cell.reason = (
+        "every test run passes with the fix (test-opt not run on this backend); "
+        "the gate fails without it"
+    )
     r.cells.append(cell)
     for rec in [x for x in r.records if x.cell == of]:
         rec = rec.model_copy(deep=True)

@@ -1,6 +1,7 @@
 """Shared by the security and reliability tests (issue 16): an isolated environment (HOME, the
 cache and pip's index all under tmp_path, no network), a tiny `local` target the series renders
 into without any download, and the tool run as a user runs it."""
+
 from __future__ import annotations
 
 import os
@@ -14,23 +15,45 @@ from typing import Optional
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout
-CLOSED_INDEX = "http://127.0.0.1:9/simple"  # nothing listens on port 9 (discard): never the internet
+CLOSED_INDEX = (
+    "http://127.0.0.1:9/simple"  # nothing listens on port 9 (discard): never the internet
+)
 
 # ggml's own tests/CMakeLists.txt shape around test-opt: the series' registration hunk renders into it
-TESTS_CMAKE = ("    #\n    # test-opt\n    set(TEST_TARGET test-opt)\n"
-               "    add_executable(${TEST_TARGET} ${TEST_TARGET}.cpp)\n"
-               "    set_property(TEST ${TEST_TARGET} PROPERTY ENVIRONMENT \"X\")\n")
+TESTS_CMAKE = (
+    "    #\n    # test-opt\n    set(TEST_TARGET test-opt)\n"
+    "    add_executable(${TEST_TARGET} ${TEST_TARGET}.cpp)\n"
+    '    set_property(TEST ${TEST_TARGET} PROPERTY ENVIRONMENT "X")\n'
+)
 
 
 def isolated_env(tmp: Path, **extra: str) -> dict[str, str]:
     """The environment a test runs the tool in: nothing of the real user's home, cache or pip index."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("GITHUB_TOKEN", "GH_TOKEN", "GGML_PATCH_CACHE", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL",
-                        "PIP_CONFIG_FILE", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "GGML_PATCH_DEBUG")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "GITHUB_TOKEN",
+            "GH_TOKEN",
+            "GGML_PATCH_CACHE",
+            "PIP_INDEX_URL",
+            "PIP_EXTRA_INDEX_URL",
+            "PIP_CONFIG_FILE",
+            "XDG_CONFIG_HOME",
+            "XDG_CACHE_HOME",
+            "GGML_PATCH_DEBUG",
+        )
+    }
     home = tmp / "home"
     home.mkdir(exist_ok=True)
-    env.update(HOME=str(home), GGML_PATCH_CACHE=str(tmp / "default-cache"), PIP_INDEX_URL=CLOSED_INDEX,
-               PIP_CONFIG_FILE=os.devnull, PYTHONPATH=str(ROOT))
+    env.update(
+        HOME=str(home),
+        GGML_PATCH_CACHE=str(tmp / "default-cache"),
+        PIP_INDEX_URL=CLOSED_INDEX,
+        PIP_CONFIG_FILE=os.devnull,
+        PYTHONPATH=str(ROOT),
+    )
     env.update(extra)
     return env
 
@@ -39,7 +62,13 @@ def isolated_env(tmp: Path, **extra: str) -> dict[str, str]:
 def isolated(tmp_path, monkeypatch) -> dict[str, str]:
     """The same isolation for in-process calls: HOME, GGML_PATCH_CACHE and pip's index under tmp_path."""
     env = isolated_env(tmp_path)
-    for k in ("GITHUB_TOKEN", "GH_TOKEN", "PIP_EXTRA_INDEX_URL", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"):
+    for k in (
+        "GITHUB_TOKEN",
+        "GH_TOKEN",
+        "PIP_EXTRA_INDEX_URL",
+        "XDG_CONFIG_HOME",
+        "XDG_CACHE_HOME",
+    ):
         monkeypatch.delenv(k, raising=False)
     for k in ("HOME", "GGML_PATCH_CACHE", "PIP_INDEX_URL", "PIP_CONFIG_FILE"):
         monkeypatch.setenv(k, env[k])
@@ -65,8 +94,14 @@ class Proc:
 def tool(*args: str, env: dict[str, str], cwd: Optional[Path] = None, timeout: float = 120) -> Proc:
     """`python -m orchestrator ARGS` in a child process, as a user runs it."""
     t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "orchestrator", *map(str, args)], capture_output=True, text=True,
-                       env=env, cwd=cwd, timeout=timeout)
+    p = subprocess.run(
+        [sys.executable, "-m", "orchestrator", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=timeout,
+    )
     return Proc(p.returncode, p.stdout, p.stderr, time.monotonic() - t0)
 
 
@@ -80,8 +115,12 @@ def tiny_tree(path: Path) -> Path:
     return path
 
 
-def tiny_matrix(tmp: Path, source: Optional[str] = None, backends: str = "  cpu: {}\n",
-                name: str = "matrix.yaml") -> Path:
+def tiny_matrix(
+    tmp: Path,
+    source: Optional[str] = None,
+    backends: str = "  cpu: {}\n",
+    name: str = "matrix.yaml",
+) -> Path:
     """A matrix with one target `tiny` (a `local` source by default) and the repository's series."""
     if source is None:
         tree = tmp / "tiny" if not (tmp / "tiny").exists() else tmp / "tiny"
@@ -89,11 +128,13 @@ def tiny_matrix(tmp: Path, source: Optional[str] = None, backends: str = "  cpu:
             tiny_tree(tree)
         source = f"{{kind: local, path: '{tree}'}}"
     m = tmp / name
-    m.write_text(f"series: {{path: '{ROOT / 'patches'}', layout: llama.cpp}}\n"
-                 f"native_tests: '{ROOT / 'native_tests'}'\n"
-                 f"targets:\n  tiny:\n    layout: ggml\n    source: {source}\n"
-                 f"backends:\n{backends}"
-                 "profiles:\n  default: {targets: [tiny], backends: [cpu]}\n")
+    m.write_text(
+        f"series: {{path: '{ROOT / 'patches'}', layout: llama.cpp}}\n"
+        f"native_tests: '{ROOT / 'native_tests'}'\n"
+        f"targets:\n  tiny:\n    layout: ggml\n    source: {source}\n"
+        f"backends:\n{backends}"
+        "profiles:\n  default: {targets: [tiny], backends: [cpu]}\n"
+    )
     return m
 
 

@@ -1,4 +1,5 @@
 """Fixtures the integration tier shares."""
+
 import pytest
 from pytest_httpserver import HTTPServer
 

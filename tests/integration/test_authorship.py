@@ -1,6 +1,7 @@
 """The bundle's commits carry the contributor: --author, else git's user.name/user.email (from a
 HOME of the test's own), refused in one line when neither; --assisted-by adds an Assisted-by
 trailer, never Co-authored-by; the messages stay byte for byte; the result is am-able."""
+
 import os
 import subprocess
 import sys
@@ -36,8 +37,11 @@ def series_repo(tmp_path):
 
 
 def raw_message(repo, sha) -> bytes:
-    raw = subprocess.run(["git", f"--git-dir={repo.path}", "cat-file", "commit", sha], capture_output=True,
-                         check=True).stdout
+    raw = subprocess.run(
+        ["git", f"--git-dir={repo.path}", "cat-file", "commit", sha],
+        capture_output=True,
+        check=True,
+    ).stdout
     return raw.partition(b"\n\n")[2]
 
 
@@ -47,7 +51,9 @@ def test_identity_and_trailer_land_in_the_am_able_series(tmp_path):
     head = A.reauthor(str(repo.path), base, patched, who, "Claude Sonnet")
     assert repo.git("rev-parse", f"{head}^{{tree}}") == repo.git("rev-parse", f"{patched}^{{tree}}")
     patches = B.format_patch(repo, base, head)
-    assert all(text.splitlines()[1] == "From: Ada Lovelace <ada@example.org>" for _, text in patches)
+    assert all(
+        text.splitlines()[1] == "From: Ada Lovelace <ada@example.org>" for _, text in patches
+    )
     assert all("Co-authored-by" not in text for _, text in patches)
     # a maintainer's plain `git am` on a fresh clone of the base
     clone = tmp_path / "clone"
@@ -61,8 +67,12 @@ def test_identity_and_trailer_land_in_the_am_able_series(tmp_path):
     for entry, original in zip(entries, MESSAGES):
         author, message = entry.split("\x00")
         assert author == "Ada Lovelace <ada@example.org>"
-        assert message == original.rstrip("\n") + "\n\nAssisted-by: Claude Sonnet"  # the rest byte for byte
-    assert git(clone, "rev-parse", "HEAD^{tree}").strip() == repo.git("rev-parse", f"{patched}^{{tree}}")
+        assert (
+            message == original.rstrip("\n") + "\n\nAssisted-by: Claude Sonnet"
+        )  # the rest byte for byte
+    assert git(clone, "rev-parse", "HEAD^{tree}").strip() == repo.git(
+        "rev-parse", f"{patched}^{{tree}}"
+    )
 
 
 def test_without_an_assistant_the_messages_are_the_series_own_bytes(tmp_path):
@@ -76,9 +86,12 @@ def test_without_an_assistant_the_messages_are_the_series_own_bytes(tmp_path):
 
 
 def test_author_and_assistant_are_checked():
-    assert str(A.parse_author("  Ada Lovelace  <ada@example.org> ")) == "Ada Lovelace <ada@example.org>"
+    assert (
+        str(A.parse_author("  Ada Lovelace  <ada@example.org> "))
+        == "Ada Lovelace <ada@example.org>"
+    )
     for bad in ("Ada", "<ada@example.org>", "Ada <ada>", "Ada <a@b> <c@d>"):
-        with pytest.raises(ConfigError, match="expected \"Name <email>\""):
+        with pytest.raises(ConfigError, match='expected "Name <email>"'):
             A.parse_author(bad)
     assert A.check_assistant("Claude Sonnet") == "Claude Sonnet"
     for bad in ("two\nlines", "Co-authored-by: X", "", "caf\u00e9"):
@@ -87,7 +100,9 @@ def test_author_and_assistant_are_checked():
 
 
 def test_git_config_is_the_fallback_and_neither_is_refused():
-    assert A.resolve(None, ("Ada", "ada@example.org")) == A.Identity("Ada", "ada@example.org", "git config")
+    assert A.resolve(None, ("Ada", "ada@example.org")) == A.Identity(
+        "Ada", "ada@example.org", "git config"
+    )
     assert A.resolve("B C <b@c.org>", ("Ada", "ada@example.org")).source == "--author"
     with pytest.raises(ConfigError, match="set git config user.name and user.email"):
         A.resolve(None, (None, None))
@@ -97,31 +112,65 @@ def test_git_config_is_the_fallback_and_neither_is_refused():
 
 def _isolated_env(home) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "GITHUB_"))}
-    return {**env, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "GIT_CONFIG_NOSYSTEM": "1",
-            "GGML_PATCH_CACHE": str(home / "cache")}
+    return {
+        **env,
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GGML_PATCH_CACHE": str(home / "cache"),
+    }
 
 
 def test_from_git_config_reads_the_user_s_own_configuration(tmp_path, monkeypatch):
     for k, v in _isolated_env(tmp_path).items():
         monkeypatch.setenv(k, v)
     assert A.from_git_config(str(tmp_path)) == (None, None)
-    (tmp_path / ".gitconfig").write_text("[user]\n\tname = Grace Hopper\n\temail = grace@example.org\n")
+    (tmp_path / ".gitconfig").write_text(
+        "[user]\n\tname = Grace Hopper\n\temail = grace@example.org\n"
+    )
     assert A.from_git_config(str(tmp_path)) == ("Grace Hopper", "grace@example.org")
 
 
 def test_bundle_without_any_identity_is_refused_in_one_line(tmp_path, repo_root):
     env = _isolated_env(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "orchestrator", "bundle", "--matrix", str(repo_root / "matrix.yaml"),
-                           "--results", str(tmp_path / "results")], capture_output=True, text=True, cwd=tmp_path,
-                          env={**env, "PYTHONPATH": str(repo_root)})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "bundle",
+            "--matrix",
+            str(repo_root / "matrix.yaml"),
+            "--results",
+            str(tmp_path / "results"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": str(repo_root)},
+    )
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ggml-patch: error: no author for the bundle's commits: pass "
-                                                   "--author \"Name <email>\" or set git config user.name and user.email")
-    assert not (tmp_path / "cache").exists() and not (tmp_path / "results").exists()  # before anything
+    assert len(lines) == 1 and lines[0].startswith(
+        "ggml-patch: error: no author for the bundle's commits: pass "
+        '--author "Name <email>" or set git config user.name and user.email'
+    )
+    assert (
+        not (tmp_path / "cache").exists() and not (tmp_path / "results").exists()
+    )  # before anything
 
 
 def test_bundle_rejects_a_malformed_author(tmp_path, repo_root):
-    proc = run_tool("bundle", "--matrix", str(repo_root / "matrix.yaml"), "--results", str(tmp_path / "r"),
-                    "--cache", str(tmp_path / "cache"), "--author", "nobody", cwd=tmp_path)
+    proc = run_tool(
+        "bundle",
+        "--matrix",
+        str(repo_root / "matrix.yaml"),
+        "--results",
+        str(tmp_path / "r"),
+        "--cache",
+        str(tmp_path / "cache"),
+        "--author",
+        "nobody",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2 and "--author 'nobody': expected \"Name <email>\"" in proc.stderr

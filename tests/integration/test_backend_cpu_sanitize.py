@@ -1,5 +1,6 @@
 """The cpu-sanitize backend: ASan + UBSan flags, the sanitizer environment, the toolchain probe (a real
 compile and link with -fsanitize), and the tests it reports skipped with their reason."""
+
 import shutil
 import stat
 from pathlib import Path
@@ -30,21 +31,27 @@ def test_flags_turn_on_ggml_sanitizers_and_matrix_flags_come_last():
     m = backends.get("cpu-sanitize")
     flags = m.configure_flags(Backend("cpu-sanitize", ("-DGGML_NATIVE=OFF",)))
     assert flags[-1] == "-DGGML_NATIVE=OFF"
-    assert {"-DGGML_SANITIZE_ADDRESS=ON", "-DGGML_SANITIZE_UNDEFINED=ON", "-DGGML_CPU=ON"} <= set(flags)
+    assert {"-DGGML_SANITIZE_ADDRESS=ON", "-DGGML_SANITIZE_UNDEFINED=ON", "-DGGML_CPU=ON"} <= set(
+        flags
+    )
     assert "-DCMAKE_BUILD_TYPE=RelWithDebInfo" in flags
 
 
 def test_sanitizer_findings_abort_and_stdbuf_is_allowed():
     env = backends.get("cpu-sanitize").test_env(Backend("cpu-sanitize"))
-    asan, ubsan = dict(o.split("=") for o in env["ASAN_OPTIONS"].split(":")), \
-        dict(o.split("=") for o in env["UBSAN_OPTIONS"].split(":"))
+    asan, ubsan = (
+        dict(o.split("=") for o in env["ASAN_OPTIONS"].split(":")),
+        dict(o.split("=") for o in env["UBSAN_OPTIONS"].split(":")),
+    )
     assert asan["abort_on_error"] == "1" and asan["detect_leaks"] == "1"
     assert asan["verify_asan_link_order"] == "0"  # the tests run under stdbuf, an LD_PRELOAD
     assert ubsan["halt_on_error"] == "1" and ubsan["abort_on_error"] == "1"
 
 
 def test_matrix_env_wins_over_the_module():
-    env = backends.get("cpu-sanitize").test_env(Backend("cpu-sanitize", env={"ASAN_OPTIONS": "detect_leaks=0"}))
+    env = backends.get("cpu-sanitize").test_env(
+        Backend("cpu-sanitize", env={"ASAN_OPTIONS": "detect_leaks=0"})
+    )
     assert env["ASAN_OPTIONS"] == "detect_leaks=0"
 
 
@@ -76,7 +83,9 @@ def test_a_compiler_without_sanitizer_runtimes_is_named_with_its_error(tmp_path,
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setenv("CC", "fakecc")
     reason = backends.get("cpu-sanitize").missing_toolchain(Backend("cpu-sanitize"))
-    assert reason.startswith("fakecc cannot link with -fsanitize=address,undefined (/usr/bin/ld: cannot find -lasan)")
+    assert reason.startswith(
+        "fakecc cannot link with -fsanitize=address,undefined (/usr/bin/ld: cannot find -lasan)"
+    )
     assert "\n" not in reason
 
 

@@ -1,5 +1,6 @@
 """Backend modules: toolchain and device probes, CMake flags, test environment, and what a cell does
 when something is missing (skip with the reason, or build only on request)."""
+
 import json
 import os
 import stat
@@ -21,10 +22,14 @@ from orchestrator.run.matrix import RunOptions, run_matrix
 
 from ..helpers.tools import ROOT  # noqa: E402
 
-VK_CORE_1_3 = ("#define VK_HEADER_VERSION 239\n"
-               "#define VK_HEADER_VERSION_COMPLETE VK_MAKE_API_VERSION(0, 1, 3, VK_HEADER_VERSION)\n")
-VK_CORE_1_4 = ("#define VK_HEADER_VERSION 309\n"
-               "#define VK_HEADER_VERSION_COMPLETE VK_MAKE_API_VERSION(0, 1, 4, VK_HEADER_VERSION)\n")
+VK_CORE_1_3 = (
+    "#define VK_HEADER_VERSION 239\n"
+    "#define VK_HEADER_VERSION_COMPLETE VK_MAKE_API_VERSION(0, 1, 3, VK_HEADER_VERSION)\n"
+)
+VK_CORE_1_4 = (
+    "#define VK_HEADER_VERSION 309\n"
+    "#define VK_HEADER_VERSION_COMPLETE VK_MAKE_API_VERSION(0, 1, 4, VK_HEADER_VERSION)\n"
+)
 
 
 def _exe(path: Path, text: str) -> Path:
@@ -42,11 +47,14 @@ def bare_path(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(bin_dir))
     for var in ("CUDA_HOME", "CUDA_PATH", vk.ICD_OVERRIDE, "GGML_PATCH_CACHE", "LD_LIBRARY_PATH"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # no default cache with a real vulkan-sdk
+    monkeypatch.setenv(
+        "XDG_CACHE_HOME", str(tmp_path / "xdg")
+    )  # no default cache with a real vulkan-sdk
     return bin_dir
 
 
 # ---- registry ----
+
 
 def test_the_matrix_schema_takes_its_backend_names_from_the_registry():
     from orchestrator.config import schema
@@ -60,7 +68,11 @@ def test_the_matrix_schema_takes_its_backend_names_from_the_registry():
 def test_unknown_backend_is_a_one_line_config_error():
     with pytest.raises(ConfigError) as e:
         backends.get("opencl")
-    assert "\n" not in str(e.value) and "'opencl'" in str(e.value) and "cpu, vulkan, cuda, metal" in str(e.value)
+    assert (
+        "\n" not in str(e.value)
+        and "'opencl'" in str(e.value)
+        and "cpu, vulkan, cuda, metal" in str(e.value)
+    )
 
 
 def test_cpu_needs_nothing():
@@ -74,27 +86,52 @@ def test_a_missing_required_tool_names_it_and_how_to_get_it(bare_path):
     reason = backends.get("vulkan").missing_toolchain(Backend("vulkan", tools=("glslc",)))
     assert reason.startswith("required tool(s) not found on PATH: glslc")
     assert "scripts/setup-vulkan-lavapipe.sh" in reason
-    assert backends.get("cpu").missing_toolchain(Backend("cpu", tools=("no-such-tool-x",))) == \
-        "required tool(s) not found on PATH: no-such-tool-x"
+    assert (
+        backends.get("cpu").missing_toolchain(Backend("cpu", tools=("no-such-tool-x",)))
+        == "required tool(s) not found on PATH: no-such-tool-x"
+    )
 
 
 # ---- the cell's action ----
 
-@pytest.mark.parametrize("toolchain, device, ok, flag, expected", [
-    (None, None, False, False, ("run", "")),
-    (None, None, True, True, ("run", "")),  # a device present: --build-only changes nothing
-    ("no nvcc", None, True, True, ("skip", "no nvcc")),
-    ("no nvcc", "no GPU", True, True, ("skip", "no nvcc; no GPU")),  # every missing thing is named
-    (None, "no GPU", True, False, ("skip", "no GPU")),
-    (None, "no GPU", True, True, ("build-only", "no GPU")),
-    (None, "no Metal", False, True, ("skip", "no Metal")),  # build-only means nothing for this backend
-    ("Metal needs macOS (Linux)", "Metal needs macOS", False, False, ("skip", "Metal needs macOS (Linux)")),
-])
+
+@pytest.mark.parametrize(
+    "toolchain, device, ok, flag, expected",
+    [
+        (None, None, False, False, ("run", "")),
+        (None, None, True, True, ("run", "")),  # a device present: --build-only changes nothing
+        ("no nvcc", None, True, True, ("skip", "no nvcc")),
+        (
+            "no nvcc",
+            "no GPU",
+            True,
+            True,
+            ("skip", "no nvcc; no GPU"),
+        ),  # every missing thing is named
+        (None, "no GPU", True, False, ("skip", "no GPU")),
+        (None, "no GPU", True, True, ("build-only", "no GPU")),
+        (
+            None,
+            "no Metal",
+            False,
+            True,
+            ("skip", "no Metal"),
+        ),  # build-only means nothing for this backend
+        (
+            "Metal needs macOS (Linux)",
+            "Metal needs macOS",
+            False,
+            False,
+            ("skip", "Metal needs macOS (Linux)"),
+        ),
+    ],
+)
 def test_cell_action(toolchain, device, ok, flag, expected):
     assert cell_action(toolchain, device, ok, flag) == expected
 
 
 # ---- Vulkan ----
+
 
 def _sdk(tmp_path, core=VK_CORE_1_4, spirv=True, loader=True, icd=True, extra=None) -> Path:
     """A fake private prefix + env.json as scripts/setup-vulkan-lavapipe.sh writes them."""
@@ -112,11 +149,20 @@ def _sdk(tmp_path, core=VK_CORE_1_4, spirv=True, loader=True, icd=True, extra=No
     icd_path = cache / "vulkan-sdk" / "lvp_icd.json"
     if icd:
         icd_path.write_text("{}")
-    data = {"schema_version": 1, "mode": "private", "mesa": "25.0.7-2~bpo12+1", "debian": "12.11",
-            "cmake_flags": [f"-DVulkan_INCLUDE_DIR={root}/usr/include", f"-DVulkan_LIBRARY={lib}",
-                            f"-DSPIRV-Headers_DIR={spirv_dir}"],
-            "env": {"VK_ICD_FILENAMES": str(icd_path), "LD_LIBRARY_PATH": f"{root}/usr/lib"},
-            "system_icd": "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json", **(extra or {})}
+    data = {
+        "schema_version": 1,
+        "mode": "private",
+        "mesa": "25.0.7-2~bpo12+1",
+        "debian": "12.11",
+        "cmake_flags": [
+            f"-DVulkan_INCLUDE_DIR={root}/usr/include",
+            f"-DVulkan_LIBRARY={lib}",
+            f"-DSPIRV-Headers_DIR={spirv_dir}",
+        ],
+        "env": {"VK_ICD_FILENAMES": str(icd_path), "LD_LIBRARY_PATH": f"{root}/usr/lib"},
+        "system_icd": "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json",
+        **(extra or {}),
+    }
     (cache / "vulkan-sdk" / "env.json").write_text(json.dumps(data))
     return cache
 
@@ -135,19 +181,27 @@ def test_vulkan_flags_and_env_come_from_the_setup_scripts_env_file(tmp_path, bar
     m = backends.get("vulkan", cache)
     b = Backend("vulkan", ("-DGGML_VULKAN=ON", "-DX=1"), {"GGML_VK_VISIBLE_DEVICES": "0"})
     flags = m.configure_flags(b)
-    assert flags[0] == "-DGGML_VULKAN=ON" and flags[-1] == "-DX=1"  # matrix.yaml's flags come last, so they win
+    assert (
+        flags[0] == "-DGGML_VULKAN=ON" and flags[-1] == "-DX=1"
+    )  # matrix.yaml's flags come last, so they win
     assert any(f.startswith("-DVulkan_INCLUDE_DIR=") and "vulkan-sdk/root" in f for f in flags)
     env = m.test_env(b)
     assert env["GGML_VK_VISIBLE_DEVICES"] == "0"
     assert env["VK_ICD_FILENAMES"] == str(cache / "vulkan-sdk/lvp_icd.json")
-    assert m.test_env(Backend("vulkan", env={"VK_ICD_FILENAMES": "/mine.json"}))["VK_ICD_FILENAMES"] == "/mine.json"
+    assert (
+        m.test_env(Backend("vulkan", env={"VK_ICD_FILENAMES": "/mine.json"}))["VK_ICD_FILENAMES"]
+        == "/mine.json"
+    )
     assert m.missing_toolchain(b) is None
 
 
 def test_vulkan_icd_override_selects_the_system_lavapipe(tmp_path, bare_path, monkeypatch):
     m = backends.get("vulkan", _sdk(tmp_path))
     monkeypatch.setenv(vk.ICD_OVERRIDE, "system")
-    assert m.test_env(Backend("vulkan"))["VK_ICD_FILENAMES"] == "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
+    assert (
+        m.test_env(Backend("vulkan"))["VK_ICD_FILENAMES"]
+        == "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
+    )
     monkeypatch.setenv(vk.ICD_OVERRIDE, "/elsewhere/icd.json")
     assert m.test_env(Backend("vulkan"))["VK_ICD_FILENAMES"] == "/elsewhere/icd.json"
 
@@ -161,15 +215,20 @@ def test_vulkan_private_libraries_come_before_the_users(tmp_path, bare_path, mon
 def test_vulkan_without_setup_uses_the_default_cache_env_file(tmp_path, bare_path, monkeypatch):
     cache = _sdk(tmp_path)
     monkeypatch.setenv("GGML_PATCH_CACHE", str(cache))
-    m = backends.get("vulkan", tmp_path / "another-cache")  # --cache elsewhere: the script wrote the default one
+    m = backends.get(
+        "vulkan", tmp_path / "another-cache"
+    )  # --cache elsewhere: the script wrote the default one
     assert m.env_file() == cache / "vulkan-sdk" / "env.json"
 
 
-@pytest.mark.parametrize("kwargs, expected", [
-    ({"core": VK_CORE_1_3}, "Vulkan headers 1.3.239 in"),
-    ({"spirv": False}, "SPIRV-Headers (CMake config) not found"),
-    ({"loader": False}, "the Vulkan loader (libvulkan.so) was not found"),
-])
+@pytest.mark.parametrize(
+    "kwargs, expected",
+    [
+        ({"core": VK_CORE_1_3}, "Vulkan headers 1.3.239 in"),
+        ({"spirv": False}, "SPIRV-Headers (CMake config) not found"),
+        ({"loader": False}, "the Vulkan loader (libvulkan.so) was not found"),
+    ],
+)
 def test_vulkan_toolchain_problems_name_the_fix(tmp_path, bare_path, kwargs, expected):
     reason = backends.get("vulkan", _sdk(tmp_path, **kwargs)).missing_toolchain(Backend("vulkan"))
     assert reason.startswith(expected) and "scripts/setup-vulkan-lavapipe.sh" in reason
@@ -191,8 +250,11 @@ def test_vulkan_device_probe(tmp_path, bare_path):
     m = backends.get("vulkan", _sdk(tmp_path))
     b = Backend("vulkan")
     assert m.missing_device(b) is None  # no vulkaninfo: the ICD file is all it can check
-    _exe(bare_path / "vulkaninfo", "echo 'Devices:'\necho '\tdeviceName = llvmpipe (LLVM 15.0.6, 256 bits)'\n"
-                                   "echo '\tdriverInfo = Mesa 25.0.7'\n")
+    _exe(
+        bare_path / "vulkaninfo",
+        "echo 'Devices:'\necho '\tdeviceName = llvmpipe (LLVM 15.0.6, 256 bits)'\n"
+        "echo '\tdriverInfo = Mesa 25.0.7'\n",
+    )
     assert m.missing_device(b) is None
     info = m.device_info(b)
     assert info.devices == ["llvmpipe (LLVM 15.0.6, 256 bits)"] and info.drivers == ["Mesa 25.0.7"]
@@ -208,6 +270,7 @@ def test_vulkan_missing_icd(tmp_path, bare_path):
 
 
 # ---- CUDA ----
+
 
 def _toolkit(tmp_path, cublas=True) -> Path:
     root = tmp_path / "cuda"
@@ -228,14 +291,18 @@ def test_cuda_gpu_names():
 def test_cuda_without_nvcc(bare_path, monkeypatch, tmp_path):
     reason = backends.get("cuda").missing_toolchain(Backend("cuda"))
     assert reason.startswith("nvcc not found") and "install the CUDA toolkit" in reason
-    monkeypatch.setattr(cuda_mod, "DEVICE_NODE", tmp_path / "no-nvidia0")  # no GPU here, whatever this machine has
+    monkeypatch.setattr(
+        cuda_mod, "DEVICE_NODE", tmp_path / "no-nvidia0"
+    )  # no GPU here, whatever this machine has
     # no toolkit: --build-only cannot help, so the device reason does not offer it
     assert "--build-only" not in backends.get("cuda").missing_device(Backend("cuda"))
 
 
 def test_cuda_required_tool_missing(bare_path):
     reason = backends.get("cuda").missing_toolchain(Backend("cuda", tools=("nvcc",)))
-    assert reason.startswith("required tool(s) not found on PATH: nvcc") and "CUDA toolkit" in reason
+    assert (
+        reason.startswith("required tool(s) not found on PATH: nvcc") and "CUDA toolkit" in reason
+    )
 
 
 def test_cuda_without_cublas(tmp_path, bare_path, monkeypatch):
@@ -249,17 +316,25 @@ def test_cuda_without_cublas(tmp_path, bare_path, monkeypatch):
 def test_cuda_toolkit_with_and_without_a_device(tmp_path, bare_path, monkeypatch):
     root = _toolkit(tmp_path)
     monkeypatch.setenv("CUDA_HOME", str(root))
-    m, b = backends.get("cuda"), Backend("cuda", ("-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=89"))
+    m, b = (
+        backends.get("cuda"),
+        Backend("cuda", ("-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=89")),
+    )
     assert m.missing_toolchain(b) is None
-    monkeypatch.setattr(cuda_mod, "DEVICE_NODE", tmp_path / "no-nvidia0")  # no GPU here, whatever this machine has
+    monkeypatch.setattr(
+        cuda_mod, "DEVICE_NODE", tmp_path / "no-nvidia0"
+    )  # no GPU here, whatever this machine has
     reason = m.missing_device(b)
     assert reason.startswith("no CUDA device") and "--build-only" in reason
     flags = m.configure_flags(b)
     assert f"-DCMAKE_CUDA_COMPILER={root}/bin/nvcc" in flags
     assert "-DGGML_CUDA_NO_VMM=ON" in flags  # no driver to link against
     assert flags[-1] == "-DCMAKE_CUDA_ARCHITECTURES=89"  # matrix.yaml's choice wins
-    _exe(bare_path / "nvidia-smi", 'if [ "$1" = -L ]; then echo "GPU 0: NVIDIA H200 (UUID: GPU-1)"; '
-                                   'else echo "NVIDIA H200, 570.1, 143771 MiB"; fi\n')
+    _exe(
+        bare_path / "nvidia-smi",
+        'if [ "$1" = -L ]; then echo "GPU 0: NVIDIA H200 (UUID: GPU-1)"; '
+        'else echo "NVIDIA H200, 570.1, 143771 MiB"; fi\n',
+    )
     assert m.missing_device(b) is None
     assert "-DCMAKE_CUDA_ARCHITECTURES=native" in m.configure_flags(Backend("cuda"))
     assert m.device_info(b).devices == ["NVIDIA H200"]
@@ -291,6 +366,7 @@ def test_cuda_cublas_from_pip(tmp_path, bare_path, monkeypatch):
 
 # ---- Metal ----
 
+
 def test_metal_is_skipped_off_macos(monkeypatch):
     monkeypatch.setattr(metal_mod.sys, "platform", "linux")
     m = backends.get("metal")
@@ -305,7 +381,10 @@ def test_metal_on_macos(monkeypatch, bare_path):
     m = backends.get("metal")
     assert m.missing_toolchain(Backend("metal")) is None
     assert m.missing_device(Backend("metal")) is None  # no system_profiler to ask
-    _exe(bare_path / "system_profiler", "echo 'Chipset Model: Apple M1'\necho 'Metal Support: Metal 3'\n")
+    _exe(
+        bare_path / "system_profiler",
+        "echo 'Chipset Model: Apple M1'\necho 'Metal Support: Metal 3'\n",
+    )
     assert m.missing_device(Backend("metal")) is None
     _exe(bare_path / "system_profiler", "echo 'Chipset Model: VGA'\n")
     assert "no Metal-capable GPU" in m.missing_device(Backend("metal"))
@@ -330,20 +409,46 @@ profiles:
 
 def _matrix(tmp_path, backends_yaml: str, names: str) -> Path:
     p = tmp_path / "matrix.yaml"
-    p.write_text(MATRIX.format(series=ROOT / "patches", native=ROOT / "native_tests", sha="1" * 64,
-                               backends=backends_yaml, names=names))
+    p.write_text(
+        MATRIX.format(
+            series=ROOT / "patches",
+            native=ROOT / "native_tests",
+            sha="1" * 64,
+            backends=backends_yaml,
+            names=names,
+        )
+    )
     return p
 
 
-@pytest.mark.parametrize("yaml_text, names, expected", [
-    ('  vulkan:\n    cmake_flags: "-DGGML_VULKAN=ON"\n', "vulkan", ":9: backends.vulkan.cmake_flags: expected an array"),
-    ("  vulkan:\n    cmake_flags: [-DGGML_VULKAN=ON, 3]\n", "vulkan", ":9: backends.vulkan.cmake_flags.1: expected a string"),
-    ("  cuda:\n    timeout: 0\n", "cuda", ":9: backends.cuda.timeout: expected a positive number, got 0"),
-    ("  cuda:\n    timeout: -1\n", "cuda", ":9: backends.cuda.timeout: expected a positive number, got -1"),
-    ("  opencl:\n    timeout: 5\n", "opencl", ":8: backends.opencl: unknown name 'opencl'"),
-    ("  metal:\n    tools: xcrun\n", "metal", ":9: backends.metal.tools: expected an array"),
-    ("  cpu: {}\n", "vulkan", "profiles.default.backends: unknown backend 'vulkan'"),
-])
+@pytest.mark.parametrize(
+    "yaml_text, names, expected",
+    [
+        (
+            '  vulkan:\n    cmake_flags: "-DGGML_VULKAN=ON"\n',
+            "vulkan",
+            ":9: backends.vulkan.cmake_flags: expected an array",
+        ),
+        (
+            "  vulkan:\n    cmake_flags: [-DGGML_VULKAN=ON, 3]\n",
+            "vulkan",
+            ":9: backends.vulkan.cmake_flags.1: expected a string",
+        ),
+        (
+            "  cuda:\n    timeout: 0\n",
+            "cuda",
+            ":9: backends.cuda.timeout: expected a positive number, got 0",
+        ),
+        (
+            "  cuda:\n    timeout: -1\n",
+            "cuda",
+            ":9: backends.cuda.timeout: expected a positive number, got -1",
+        ),
+        ("  opencl:\n    timeout: 5\n", "opencl", ":8: backends.opencl: unknown name 'opencl'"),
+        ("  metal:\n    tools: xcrun\n", "metal", ":9: backends.metal.tools: expected an array"),
+        ("  cpu: {}\n", "vulkan", "profiles.default.backends: unknown backend 'vulkan'"),
+    ],
+)
 def test_bad_backend_config_is_one_line(tmp_path, yaml_text, names, expected):
     with pytest.raises(ConfigError) as e:
         load_matrix(_matrix(tmp_path, yaml_text, names))
@@ -363,17 +468,23 @@ def test_skipped_cells_carry_their_reason_and_never_count_as_passed(tmp_path, mo
     before anything is fetched or built (so this runs offline)."""
     monkeypatch.setattr(metal_mod.sys, "platform", "linux")
     path = _matrix(tmp_path, "  cpu:\n    tools: [no-such-compiler-x]\n  metal: {}\n", "cpu, metal")
-    opts = RunOptions(matrix=load_matrix(path), cache=Cache(tmp_path / "cache"), results_dir=tmp_path / "results")
+    opts = RunOptions(
+        matrix=load_matrix(path), cache=Cache(tmp_path / "cache"), results_dir=tmp_path / "results"
+    )
     results = run_matrix(opts)
     cells = {c.cell: c for c in results.cells}
     assert cells["ggml/cpu"].status == "skipped"
     assert cells["ggml/cpu"].reason == "required tool(s) not found on PATH: no-such-compiler-x"
-    assert cells["ggml/metal"].status == "skipped" and cells["ggml/metal"].reason.startswith("Metal needs macOS")
+    assert cells["ggml/metal"].status == "skipped" and cells["ggml/metal"].reason.startswith(
+        "Metal needs macOS"
+    )
     assert results.exit_code == 0 and results.records == []
     md = summary_markdown(results)
     assert "0/2 cells passed (2 skipped)" in md
     assert "no-such-compiler-x" in md and "Metal needs macOS" in md
-    assert not (tmp_path / "cache" / "downloads").exists() or not any((tmp_path / "cache" / "downloads").iterdir())
+    assert not (tmp_path / "cache" / "downloads").exists() or not any(
+        (tmp_path / "cache" / "downloads").iterdir()
+    )
 
 
 def test_each_backend_configures_each_flag_once_with_the_real_matrix():

@@ -3,6 +3,7 @@ expected exit code and a phrase of its message in expectations.tsv. Each one, gi
 `ggml-patch status`: that exit code, at most 3 lines on stderr, never an internal error, and
 well under 10 s (alias bombs included). Nothing reaches the network: pip's index is a closed
 port on 127.0.0.1, so a valid file whose source is on PyPI ends as "source unreachable" (3)."""
+
 import time
 from pathlib import Path
 
@@ -46,13 +47,22 @@ def test_each_malformed_matrix(name, code, phrase, tmp_path, isolated, capsys): 
     assert "internal error" not in err and "Traceback" not in err, err
     assert phrase in out + err, (phrase, out, err)
     if code == 2:  # one line naming the file (and line), or the key of the source that is wrong
-        assert err.startswith("ggml-patch: error: ") and (f"{CORPUS / name}:" in err or "targets." in err), err
+        assert err.startswith("ggml-patch: error: ") and (
+            f"{CORPUS / name}:" in err or "targets." in err
+        ), err
     assert seconds < 10
 
 
 @pytest.mark.parametrize("name", [n for n, _, _ in CASES if "bomb" in n or "nesting" in n])
 def test_bombs_end_quickly_in_a_real_process(name, tmp_path):
-    proc = tool("status", "--matrix", CORPUS / name, "--cache", tmp_path / "cache", env=isolated_env(tmp_path),
-                timeout=30)
+    proc = tool(
+        "status",
+        "--matrix",
+        CORPUS / name,
+        "--cache",
+        tmp_path / "cache",
+        env=isolated_env(tmp_path),
+        timeout=30,
+    )
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) <= 3, proc.stderr
     assert proc.seconds < 10

@@ -2,6 +2,7 @@
 
 No network: sources are served from a cache seeded by the test.
 """
+
 import hashlib
 import io
 import shutil
@@ -40,7 +41,7 @@ def _sdist(path: Path, files: dict[str, str]) -> str:
 def _matrix(tmp: Path, repo_root: Path, sha: str, series_dir: str = "patches") -> Path:
     m = tmp / "matrix.yaml"
     m.write_text(f"""series: {{path: {series_dir}, layout: llama.cpp}}
-native_tests: {repo_root / 'native_tests'}
+native_tests: {repo_root / "native_tests"}
 targets:
   tiny:
     layout: ggml
@@ -62,22 +63,46 @@ def _seed(cache: Path, tarball: Path) -> None:
 
 
 def test_missing_matrix(tmp_path):
-    line = _one_line_error(_run("matrix", "--matrix", str(tmp_path / "nope.yaml"), "--cache", str(tmp_path / "c")), 2)
+    line = _one_line_error(
+        _run("matrix", "--matrix", str(tmp_path / "nope.yaml"), "--cache", str(tmp_path / "c")), 2
+    )
     assert "nope.yaml" in line
 
 
 def test_unknown_target_and_backend(repo_root, tmp_path):
-    line = _one_line_error(_run("matrix", "--matrix", str(repo_root / "matrix.yaml"), "--cache", str(tmp_path),
-                                "--target", "gml"), 2)
+    line = _one_line_error(
+        _run(
+            "matrix",
+            "--matrix",
+            str(repo_root / "matrix.yaml"),
+            "--cache",
+            str(tmp_path),
+            "--target",
+            "gml",
+        ),
+        2,
+    )
     assert "unknown target 'gml'" in line and "did you mean 'ggml'" in line
-    line = _one_line_error(_run("matrix", "--matrix", str(repo_root / "matrix.yaml"), "--cache", str(tmp_path),
-                                "--backend", "cpux"), 2)
+    line = _one_line_error(
+        _run(
+            "matrix",
+            "--matrix",
+            str(repo_root / "matrix.yaml"),
+            "--cache",
+            str(tmp_path),
+            "--backend",
+            "cpux",
+        ),
+        2,
+    )
     assert "unknown backend 'cpux'" in line
 
 
 def test_malformed_matrix_names_file_line_and_key(tmp_path):
     m = tmp_path / "matrix.yaml"
-    m.write_text("series: {path: patches, layout: llama.cpp}\ntargets: {}\nbackends:\n  cpu: {timeout: -1}\nprofiles: {}\n")
+    m.write_text(
+        "series: {path: patches, layout: llama.cpp}\ntargets: {}\nbackends:\n  cpu: {timeout: -1}\nprofiles: {}\n"
+    )
     line = _one_line_error(_run("matrix", "--matrix", str(m)), 2)
     assert f"{m}:" in line
 
@@ -87,9 +112,20 @@ def test_sha256_mismatch_is_refused_before_anything_is_built(repo_root, tmp_path
     _sdist(tarball, {"vendor/ggml/src/ggml-opt.cpp": "x\n"})
     _seed(tmp_path / "cache", tarball)
     m = _matrix(tmp_path, repo_root, "f" * 64)
-    proc = _run("matrix", "--matrix", str(m), "--cache", str(tmp_path / "cache"), "--results", str(tmp_path / "r"))
+    proc = _run(
+        "matrix",
+        "--matrix",
+        str(m),
+        "--cache",
+        str(tmp_path / "cache"),
+        "--results",
+        str(tmp_path / "r"),
+    )
     assert proc.returncode == 3, proc.stderr
-    assert "targets.tiny.source.sha256" in proc.stdout + proc.stderr + (tmp_path / "r/summary.md").read_text()
+    assert (
+        "targets.tiny.source.sha256"
+        in proc.stdout + proc.stderr + (tmp_path / "r/summary.md").read_text()
+    )
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "cache" / "cells" / "tiny-cpu" / "build").exists()
 
@@ -98,9 +134,11 @@ def test_series_that_does_not_apply(repo_root, tmp_path):
     files = {
         "vendor/ggml/src/ggml-opt.cpp": "// a ggml-opt.cpp that has moved on\n",
         "vendor/ggml/CMakeLists.txt": "project(ggml)\n",
-        "vendor/ggml/tests/CMakeLists.txt": ("    #\n    # test-opt\n    set(TEST_TARGET test-opt)\n"
-                                             "    add_executable(${TEST_TARGET} ${TEST_TARGET}.cpp)\n"
-                                             "    set_property(TEST ${TEST_TARGET} PROPERTY ENVIRONMENT \"X\")\n"),
+        "vendor/ggml/tests/CMakeLists.txt": (
+            "    #\n    # test-opt\n    set(TEST_TARGET test-opt)\n"
+            "    add_executable(${TEST_TARGET} ${TEST_TARGET}.cpp)\n"
+            '    set_property(TEST ${TEST_TARGET} PROPERTY ENVIRONMENT "X")\n'
+        ),
         ".git/modules/vendor/ggml/HEAD": "0" * 40 + "\n",
     }
     tarball = tmp_path / "pkg-1.0.tar.gz"
@@ -108,12 +146,22 @@ def test_series_that_does_not_apply(repo_root, tmp_path):
     _seed(tmp_path / "cache", tarball)
     m = _matrix(tmp_path, repo_root, sha)
     before = sorted(p.name for p in tmp_path.iterdir())
-    proc = _run("matrix", "--matrix", str(m), "--cache", str(tmp_path / "cache"), "--results", str(tmp_path / "r"))
+    proc = _run(
+        "matrix",
+        "--matrix",
+        str(m),
+        "--cache",
+        str(tmp_path / "cache"),
+        "--results",
+        str(tmp_path / "r"),
+    )
     assert proc.returncode == 4, proc.stderr
     assert "Traceback" not in proc.stderr
     summary = (tmp_path / "r/summary.md").read_text()
     assert "src/ggml-opt.cpp" in summary and "error" in summary
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "r") == sorted(set(before) - {"r"})
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "r") == sorted(
+        set(before) - {"r"}
+    )
 
 
 def test_empty_series_is_a_config_error(repo_root, tmp_path):

@@ -1,12 +1,13 @@
 """Test binaries that abort, segfault or hang (compiled here) are each named for what they did,
 and none of them can make a negative control count as killed."""
+
 import shutil
 import subprocess
 
 import pytest
 
-from orchestrator.verdicts import classify
 from orchestrator.run.testrun import run_program
+from orchestrator.verdicts import classify
 
 LINE = 'puts("device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"); fflush(stdout);'
 PROGRAMS = {
@@ -32,18 +33,23 @@ def binaries(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("name,outcome,signal,verdict", [
-    ("abort", "crashed", "SIGABRT", "invalid"),
-    ("segfault", "crashed", "SIGSEGV", "invalid"),
-    ("hang", "timeout", None, "invalid"),
-    ("silent-fail", "failed", None, "invalid"),
-    ("own-check", "failed", None, "killed"),
-])
+@pytest.mark.parametrize(
+    "name,outcome,signal,verdict",
+    [
+        ("abort", "crashed", "SIGABRT", "invalid"),
+        ("segfault", "crashed", "SIGSEGV", "invalid"),
+        ("hang", "timeout", None, "invalid"),
+        ("silent-fail", "failed", None, "invalid"),
+        ("own-check", "failed", None, "killed"),
+    ],
+)
 def test_classified_by_name(binaries, tmp_path, name, outcome, signal, verdict):
     r = run_program(name, [str(binaries[name])], 1.5, {}, tmp_path / f"{name}.log")
     assert classify.outcome(r.exit_code, r.timed_out) == outcome
     assert r.signal == signal
-    v = classify.control_verdict(True, classify.outcome(r.exit_code, r.timed_out), r.exit_code, r.output, "passed")
+    v = classify.control_verdict(
+        True, classify.outcome(r.exit_code, r.timed_out), r.exit_code, r.output, "passed"
+    )
     assert v.verdict == verdict, v
     if verdict == "invalid" and signal:
         assert signal in v.reason

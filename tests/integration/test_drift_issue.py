@@ -2,6 +2,7 @@
 (pytest-httpserver): it opens one issue, updates that same one on the next runs (never a
 second), comments when things get worse, closes it when all is clean; 401/403/422/rate limit and
 an unreachable server as `pr` reports them; the token nowhere but the Authorization header."""
+
 import datetime as dt
 import itertools
 import json
@@ -22,7 +23,9 @@ from orchestrator.report.model import Cell, Results, SeriesInfo, dump_results
 
 from ..helpers.tools import ROOT
 
-TOKEN = "ghs_driftTEST_5eed9d4e21b7a3c0ffee"  # unique: must appear nowhere but the Authorization header
+TOKEN = (
+    "ghs_driftTEST_5eed9d4e21b7a3c0ffee"  # unique: must appear nowhere but the Authorization header
+)
 REPO = "owner/proj"
 RUN = {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": REPO, "GITHUB_RUN_ID": "777"}
 
@@ -34,19 +37,34 @@ class FakeGitHub:
     request recorded."""
 
     def __init__(self, server: HTTPServer, repo: str = REPO, token: str = TOKEN):
-        self.server, self.issues, self.labels, self.comments, self.requests = server, {}, set(), [], []
+        self.server, self.issues, self.labels, self.comments, self.requests = (
+            server,
+            {},
+            set(),
+            [],
+            [],
+        )
         self.repo, self.token = repo, token
         self.faults: list[tuple[str, str, Response]] = []  # (method, path, answer), each used once
         self.queries: list[str] = []
-        server.expect_request(re.compile(rf"^/repos/{re.escape(repo)}/.*")).respond_with_handler(self.handle)
+        server.expect_request(re.compile(rf"^/repos/{re.escape(repo)}/.*")).respond_with_handler(
+            self.handle
+        )
 
     def add(self, number: int, body: str, labels=(D.LABEL,), state="open", **more) -> None:
-        self.issues[number] = {"number": number, "title": D.TITLE, "body": body, "state": state,
-                               "state_reason": None, "labels": [{"name": n} for n in labels],
-                               "html_url": f"https://github.com/{self.repo}/issues/{number}", **more}
+        self.issues[number] = {
+            "number": number,
+            "title": D.TITLE,
+            "body": body,
+            "state": state,
+            "state_reason": None,
+            "labels": [{"name": n} for n in labels],
+            "html_url": f"https://github.com/{self.repo}/issues/{number}",
+            **more,
+        }
 
     def handle(self, request):
-        path = request.path[len(f"/repos/{self.repo}"):]
+        path = request.path[len(f"/repos/{self.repo}") :]
         body = json.loads(request.get_data(as_text=True) or "null")
         self.requests.append((request.method, path, body, dict(request.headers)))
         self.queries.append(request.query_string.decode())
@@ -60,7 +78,9 @@ class FakeGitHub:
             return self.list_issues(request)
         if (request.method, path) == ("POST", "/labels"):
             if body["name"] in self.labels:
-                return _json({"message": "Validation Failed", "errors": [{"code": "already_exists"}]}, 422)
+                return _json(
+                    {"message": "Validation Failed", "errors": [{"code": "already_exists"}]}, 422
+                )
             self.labels.add(body["name"])
             return _json(body, 201)
         if (request.method, path) == ("POST", "/issues"):
@@ -74,7 +94,9 @@ class FakeGitHub:
                 self.comments.append((issue["number"], body["body"]))
                 return _json({"body": body["body"]}, 201)
             if request.method == "PATCH":
-                issue.update({k: v for k, v in body.items() if k in ("body", "state", "state_reason")})
+                issue.update(
+                    {k: v for k, v in body.items() if k in ("body", "state", "state_reason")}
+                )
                 if body.get("state") == "open":
                     issue["state_reason"] = "reopened"
                 return _json(issue)
@@ -84,14 +106,20 @@ class FakeGitHub:
         q = parse_qs(request.query_string.decode())
         state, label = q.get("state", ["open"])[0], q.get("labels", [""])[0]
         per_page, page = min(int(q.get("per_page", ["30"])[0]), 100), int(q.get("page", ["1"])[0])
-        hits = [i for n, i in sorted(self.issues.items(), reverse=True)
-                if state in ("all", i["state"]) and (not label or label in {x["name"] for x in i["labels"]})]
-        chunk = hits[(page - 1) * per_page: page * per_page]
+        hits = [
+            i
+            for n, i in sorted(self.issues.items(), reverse=True)
+            if state in ("all", i["state"])
+            and (not label or label in {x["name"] for x in i["labels"]})
+        ]
+        chunk = hits[(page - 1) * per_page : page * per_page]
         headers = {}
         if page * per_page < len(hits):
             nxt = dict(q, page=[str(page + 1)])
             query = "&".join(f"{k}={v[0]}" for k, v in nxt.items())
-            headers["Link"] = f'<{self.server.url_for("/repos/" + self.repo + "/issues")}?{query}>; rel="next"'
+            headers["Link"] = (
+                f'<{self.server.url_for("/repos/" + self.repo + "/issues")}?{query}>; rel="next"'
+            )
         return _json(chunk, headers=headers)
 
     def sent(self) -> list[tuple[str, str]]:
@@ -99,7 +127,9 @@ class FakeGitHub:
 
 
 def _json(data, status=200, headers=None):
-    return Response(json.dumps(data), status=status, headers=headers or {}, content_type="application/json")
+    return Response(
+        json.dumps(data), status=status, headers=headers or {}, content_type="application/json"
+    )
 
 
 @pytest.fixture
@@ -111,9 +141,17 @@ _n = itertools.count()
 
 
 def status_json(tmp: Path, **statuses) -> Path:
-    rows = [{"target": t, "layout": "llama.cpp", "source": {"kind": "git"}, "status": s.replace("_", " "),
-             "detail": f"{t} detail -- with dashes" if s != "applies cleanly" else "", "base": "ab" * 20}
-            for t, s in statuses.items()]
+    rows = [
+        {
+            "target": t,
+            "layout": "llama.cpp",
+            "source": {"kind": "git"},
+            "status": s.replace("_", " "),
+            "detail": f"{t} detail -- with dashes" if s != "applies cleanly" else "",
+            "base": "ab" * 20,
+        }
+        for t, s in statuses.items()
+    ]
     p = tmp / f"status-{next(_n)}.json"  # each its own file: a test keeps several
     p.write_text(json.dumps({"profile": "live", "targets": rows}))
     return p
@@ -122,8 +160,14 @@ def status_json(tmp: Path, **statuses) -> Path:
 def results_dir(tmp: Path, **cells) -> Path:
     d = tmp / "merged"
     d.mkdir(exist_ok=True)
-    results = Results(profile="default", series=SeriesInfo(layout="llama.cpp", sha256="0" * 64, patches=[]), cells=[
-        Cell.model_validate({"cell": c, "status": s, "reason": f"{c}: {s} here"}) for c, s in cells.items()])
+    results = Results(
+        profile="default",
+        series=SeriesInfo(layout="llama.cpp", sha256="0" * 64, patches=[]),
+        cells=[
+            Cell.model_validate({"cell": c, "status": s, "reason": f"{c}: {s} here"})
+            for c, s in cells.items()
+        ],
+    )
     dump_results(results, d / "results.json")
     return d
 
@@ -132,13 +176,37 @@ CLEAN = {"llama.cpp-master": "applies cleanly", "ggml-master": "applies cleanly"
 
 
 def drift(tmp: Path, api_url: str, *extra: str, token=TOKEN, env_extra=None):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "GGML_PATCH_HTTP_BACKOFF": "0", **RUN, **(env_extra or {})}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "GGML_PATCH_HTTP_BACKOFF": "0",
+        **RUN,
+        **(env_extra or {}),
+    }
     env.pop("GITHUB_TOKEN", None)
     if token:
         env["GITHUB_TOKEN"] = token
-    proc = subprocess.run([sys.executable, "-m", "orchestrator", "drift-issue", "--matrix", str(ROOT / "matrix.yaml"),
-                           "--repo", REPO, "--api-url", api_url, "--timeout", "5", *extra],
-                          capture_output=True, text=True, env=env, cwd=tmp)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "drift-issue",
+            "--matrix",
+            str(ROOT / "matrix.yaml"),
+            "--repo",
+            REPO,
+            "--api-url",
+            api_url,
+            "--timeout",
+            "5",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp,
+    )
     assert TOKEN not in proc.stdout and TOKEN not in proc.stderr
     assert "Traceback" not in proc.stderr
     return proc
@@ -159,18 +227,29 @@ def _no_token_in_bodies(gh: FakeGitHub) -> None:
 
 # ---------------------------------------------------------------- open, update, close
 
+
 def test_opens_one_issue_then_updates_the_same_one(tmp_path, api, gh):
     st = status_json(tmp_path, **{**CLEAN, "cambriantech-llama.cpp": "conflict"})
     url = api.url_for("/").rstrip("/")
     first = drift(tmp_path, url, "--status", str(st))
     assert first.returncode == 0, first.stderr
-    assert first.stdout.startswith(f"drift-issue: opened https://github.com/{REPO}/issues/1 (cambriantech-llama.cpp: conflict)")
+    assert first.stdout.startswith(
+        f"drift-issue: opened https://github.com/{REPO}/issues/1 (cambriantech-llama.cpp: conflict)"
+    )
     # looked for among the labelled issues, then all issues (the label may have been removed)
-    assert gh.sent() == [("GET", "/issues"), ("GET", "/issues"), ("POST", "/labels"), ("POST", "/issues")]
+    assert gh.sent() == [
+        ("GET", "/issues"),
+        ("GET", "/issues"),
+        ("POST", "/labels"),
+        ("POST", "/issues"),
+    ]
     issue = gh.issues[1]
     assert issue["title"] == D.TITLE and [x["name"] for x in issue["labels"]] == [D.LABEL]
     body = issue["body"]
-    assert "| cambriantech-llama.cpp | conflict | abababababab | cambriantech-llama.cpp detail -- with dashes |" in body
+    assert (
+        "| cambriantech-llama.cpp | conflict | abababababab | cambriantech-llama.cpp detail -- with dashes |"
+        in body
+    )
     assert "| llama.cpp-master | applies cleanly |" in body
     assert f"by https://github.com/{REPO}/actions/runs/777" in body
     assert "ggml-patch refresh cambriantech-llama.cpp" in body  # what to do
@@ -179,32 +258,56 @@ def test_opens_one_issue_then_updates_the_same_one(tmp_path, api, gh):
     gh.requests.clear()
     second = drift(tmp_path, url, "--status", str(st), env_extra={"GITHUB_RUN_ID": "778"})
     assert second.returncode == 0, second.stderr
-    assert second.stdout.startswith("drift-issue: nothing to send: the open issue already says this")
+    assert second.stdout.startswith(
+        "drift-issue: nothing to send: the open issue already says this"
+    )
     assert gh.sent() == [("GET", "/issues")]
     assert len(gh.issues) == 1 and gh.comments == [] and gh.issues[1]["body"] == body
     # something besides the time changed (a detail): the same issue is edited, no comment (not worse)
-    changed = status_json(tmp_path, **{**CLEAN, "cambriantech-llama.cpp": "conflict", "continuum": "applies cleanly"})
+    changed = status_json(
+        tmp_path, **{**CLEAN, "cambriantech-llama.cpp": "conflict", "continuum": "applies cleanly"}
+    )
     third = drift(tmp_path, url, "--status", str(changed), env_extra={"GITHUB_RUN_ID": "779"})
-    assert third.stdout.startswith("drift-issue: updated #1 ") and "actions/runs/779" in gh.issues[1]["body"]
+    assert (
+        third.stdout.startswith("drift-issue: updated #1 ")
+        and "actions/runs/779" in gh.issues[1]["body"]
+    )
     assert len(gh.issues) == 1 and gh.comments == []
     _no_token_in_bodies(gh)
 
 
 def test_worse_gets_a_comment_and_clean_closes(tmp_path, api, gh):
     url = api.url_for("/").rstrip("/")
-    assert drift(tmp_path, url, "--status", str(status_json(tmp_path, **{**CLEAN, "ggml-master": "applies with 3-way merge"}))).returncode == 0
-    worse = status_json(tmp_path, **{**CLEAN, "ggml-master": "conflict", "llama.cpp-master": "applies with 3-way merge"})
+    assert (
+        drift(
+            tmp_path,
+            url,
+            "--status",
+            str(status_json(tmp_path, **{**CLEAN, "ggml-master": "applies with 3-way merge"})),
+        ).returncode
+        == 0
+    )
+    worse = status_json(
+        tmp_path,
+        **{**CLEAN, "ggml-master": "conflict", "llama.cpp-master": "applies with 3-way merge"},
+    )
     gh.requests.clear()
     proc = drift(tmp_path, url, "--status", str(worse))
     assert proc.returncode == 0, proc.stderr
     assert gh.sent() == [("GET", "/issues"), ("PATCH", "/issues/1"), ("POST", "/issues/1/comments")]
-    (number, comment), = gh.comments
+    ((number, comment),) = gh.comments
     assert number == 1 and "ggml-master: applies with 3-way merge -> conflict" in comment
     assert "llama.cpp-master: applies cleanly -> applies with 3-way merge" in comment
     # all clean again: a comment, then closed; then nothing more to do
     gh.requests.clear()
-    proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **CLEAN)), "--results",
-                 str(results_dir(tmp_path, **{"llama.cpp/cpu": "passed", "ggml/metal": "skipped"})))
+    proc = drift(
+        tmp_path,
+        url,
+        "--status",
+        str(status_json(tmp_path, **CLEAN)),
+        "--results",
+        str(results_dir(tmp_path, **{"llama.cpp/cpu": "passed", "ggml/metal": "skipped"})),
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("drift-issue: closed #1 ")
     # closed first, then the comment: a failed close never leaves a second "Closing." comment
@@ -219,38 +322,62 @@ def test_worse_gets_a_comment_and_clean_closes(tmp_path, api, gh):
     proc = drift(tmp_path, url, "--status", str(worse))
     assert proc.stdout.startswith("drift-issue: reopened #1"), proc.stdout
     assert sorted(gh.issues) == [1] and gh.issues[1]["state"] == "open"
-    assert gh.comments[-1][1].startswith("Reopened (https://github.com/owner/proj/actions/runs/777): worse than when "
-                                         "it was closed:\n\n- llama.cpp-master: applies cleanly -> applies with 3-way merge")
+    assert gh.comments[-1][1].startswith(
+        "Reopened (https://github.com/owner/proj/actions/runs/777): worse than when "
+        "it was closed:\n\n- llama.cpp-master: applies cleanly -> applies with 3-way merge"
+    )
 
 
 def test_a_failing_default_cell_opens_it_and_is_remembered_without_results(tmp_path, api, gh):
     url = api.url_for("/").rstrip("/")
     st = status_json(tmp_path, **CLEAN)
-    res = results_dir(tmp_path, **{"llama.cpp/cpu": "passed", "ggml/vulkan": "failed", "ggml/cuda": "error"})
+    res = results_dir(
+        tmp_path, **{"llama.cpp/cpu": "passed", "ggml/vulkan": "failed", "ggml/cuda": "error"}
+    )
     proc = drift(tmp_path, url, "--status", str(st), "--results", str(res))
     assert proc.returncode == 0, proc.stderr
     body = gh.issues[1]["body"]
     assert "### Failing cells (profile `default`)" in body
-    assert "| ggml/vulkan | failed | ggml/vulkan: failed here |" in body and "| ggml/cuda | error |" in body
+    assert (
+        "| ggml/vulkan | failed | ggml/vulkan: failed here |" in body
+        and "| ggml/cuda | error |" in body
+    )
     assert "llama.cpp/cpu" not in body.split("### Failing cells")[1].split("<!--")[0]
     # the daily drift job runs no cells: the failing cells the issue recorded stay (and keep it open)
     proc = drift(tmp_path, url, "--status", str(st), env_extra={"GITHUB_RUN_ID": "780"})
-    assert proc.stdout.startswith("drift-issue: nothing to send: the open issue already says this"), proc.stdout
+    assert proc.stdout.startswith(
+        "drift-issue: nothing to send: the open issue already says this"
+    ), proc.stdout
     assert "| ggml/vulkan | failed |" in gh.issues[1]["body"] and gh.issues[1]["state"] == "open"
     assert f"From https://github.com/{REPO}/actions/runs/777" in gh.issues[1]["body"]
 
 
 def test_an_unreachable_source_keeps_its_last_known_status(tmp_path, api, gh):
     url = api.url_for("/").rstrip("/")
-    drift(tmp_path, url, "--status", str(status_json(tmp_path, **{**CLEAN, "continuum": "conflict"})))
-    proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **{**CLEAN, "continuum": "source_unreachable"})))
+    drift(
+        tmp_path, url, "--status", str(status_json(tmp_path, **{**CLEAN, "continuum": "conflict"}))
+    )
+    proc = drift(
+        tmp_path,
+        url,
+        "--status",
+        str(status_json(tmp_path, **{**CLEAN, "continuum": "source_unreachable"})),
+    )
     assert proc.returncode == 0 and proc.stdout.startswith("drift-issue: updated #1")
     body = gh.issues[1]["body"]
-    assert "| continuum | conflict (last known) |" in body and "[source unreachable now: continuum detail" in body
+    assert (
+        "| continuum | conflict (last known) |" in body
+        and "[source unreachable now: continuum detail" in body
+    )
     assert gh.issues[1]["state"] == "open"
     # never seen before and unreachable: nothing known, not a problem
     gh.issues.clear()
-    proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **{**CLEAN, "new": "source_unreachable"})))
+    proc = drift(
+        tmp_path,
+        url,
+        "--status",
+        str(status_json(tmp_path, **{**CLEAN, "new": "source_unreachable"})),
+    )
     assert "nothing to send" in proc.stdout and not gh.issues
 
 
@@ -258,43 +385,74 @@ def test_issues_that_are_not_ours_are_left_alone(tmp_path, api, gh):
     gh.add(5, "a person's issue with our label", labels=(D.LABEL,))
     gh.add(6, D.MARKER + " but a pull request", labels=(D.LABEL,), pull_request={"url": "x"})
     url = api.url_for("/").rstrip("/")
-    proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **{**CLEAN, "ggml-master": "conflict"})))
+    proc = drift(
+        tmp_path,
+        url,
+        "--status",
+        str(status_json(tmp_path, **{**CLEAN, "ggml-master": "conflict"})),
+    )
     assert proc.returncode == 0, proc.stderr
-    assert sorted(gh.issues) == [5, 6, 7] and gh.issues[5]["body"] == "a person's issue with our label"
+    assert (
+        sorted(gh.issues) == [5, 6, 7] and gh.issues[5]["body"] == "a person's issue with our label"
+    )
     assert ("PATCH", "/issues/5") not in gh.sent()
 
 
 # ---------------------------------------------------------------- dry run and bad input
 
+
 def test_dry_run_prints_the_requests_and_sends_nothing(tmp_path, api, gh):
     st = status_json(tmp_path, **{**CLEAN, "ggml-master": "conflict"})
-    proc = drift(tmp_path, api.url_for("/").rstrip("/"), "--status", str(st), "--dry-run", token=None)
+    proc = drift(
+        tmp_path, api.url_for("/").rstrip("/"), "--status", str(st), "--dry-run", token=None
+    )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert out.startswith("dry run: nothing sent")
-    assert f"GET {api.url_for('/repos/owner/proj/issues')}?state=all&labels={D.LABEL}&per_page=100" in out
+    assert (
+        f"GET {api.url_for('/repos/owner/proj/issues')}?state=all&labels={D.LABEL}&per_page=100"
+        in out
+    )
     assert "found: none" in out
     assert "decision: open: ggml-master: conflict" in out
-    assert f"POST {api.url_for('/repos/owner/proj/issues')}\nAuthorization: Bearer (GITHUB_TOKEN is not set)" in out
+    assert (
+        f"POST {api.url_for('/repos/owner/proj/issues')}\nAuthorization: Bearer (GITHUB_TOKEN is not set)"
+        in out
+    )
     assert '"title": "ggml-patch: the series drifted or a cell failed"' in out
     assert gh.requests == []
-    gh.add(3, D.issue_body(D.State(profile="live", targets={"ggml-master": {"status": "conflict"}}), NOW))
+    gh.add(
+        3,
+        D.issue_body(D.State(profile="live", targets={"ggml-master": {"status": "conflict"}}), NOW),
+    )
     with_token = drift(tmp_path, api.url_for("/").rstrip("/"), "--status", str(st), "--dry-run")
-    assert "Authorization: Bearer ***" in with_token.stdout and "found: #3 (open)" in with_token.stdout
-    assert "decision: update" in with_token.stdout and {m for m, _ in gh.sent()} == {"GET"}  # read, never written
+    assert (
+        "Authorization: Bearer ***" in with_token.stdout and "found: #3 (open)" in with_token.stdout
+    )
+    assert "decision: update" in with_token.stdout and {m for m, _ in gh.sent()} == {
+        "GET"
+    }  # read, never written
 
 
 def test_needs_the_token_without_dry_run(tmp_path, api):
     st = status_json(tmp_path, **CLEAN)
-    assert "drift-issue needs GITHUB_TOKEN" in one_line_error(drift(tmp_path, api.url_for("/"), "--status", str(st), token=None), 2)
+    assert "drift-issue needs GITHUB_TOKEN" in one_line_error(
+        drift(tmp_path, api.url_for("/"), "--status", str(st), token=None), 2
+    )
 
 
-@pytest.mark.parametrize("content, expected", [
-    (None, "status.json: no such file"),
-    ("{", "status.json:1: not valid JSON"),
-    ('{"targets": []}', "not the output of `ggml-patch status --json`"),
-    ('{"targets": [{"target": "x", "status": "fine"}]}', "targets[0]: expected \"target\" and a \"status\" among"),
-])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        (None, "status.json: no such file"),
+        ("{", "status.json:1: not valid JSON"),
+        ('{"targets": []}', "not the output of `ggml-patch status --json`"),
+        (
+            '{"targets": [{"target": "x", "status": "fine"}]}',
+            'targets[0]: expected "target" and a "status" among',
+        ),
+    ],
+)
 def test_a_bad_status_file_is_one_line(tmp_path, api, content, expected):
     if content is not None:
         (tmp_path / "status.json").write_text(content)
@@ -303,29 +461,79 @@ def test_a_bad_status_file_is_one_line(tmp_path, api, content, expected):
 
 
 def test_a_bad_repo_is_one_line(tmp_path, api):
-    line = one_line_error(drift(tmp_path, api.url_for("/"), "--status", "x", "--repo", "no slash"), 2)
+    line = one_line_error(
+        drift(tmp_path, api.url_for("/"), "--status", "x", "--repo", "no slash"), 2
+    )
     assert "--repo 'no slash': expected OWNER/NAME" in line
 
 
 # ---------------------------------------------------------------- API errors, as `pr` reports them
 
 ERRORS = {
-    "401": (401, {}, {"message": "Bad credentials"}, 22, "GitHub rejected GITHUB_TOKEN (401 Bad credentials)"),
-    "403": (403, {"X-RateLimit-Remaining": "4999"}, {"message": "Resource not accessible by integration"}, 22,
-            "the token lacks permission to write issues on owner/proj (the job needs `permissions: issues: write`)"),
-    "rate-limit": (403, {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "4102444800"},
-                   {"message": "API rate limit exceeded"}, 24, "retry after 2100-01-01 00:00:00 UTC"),
+    "401": (
+        401,
+        {},
+        {"message": "Bad credentials"},
+        22,
+        "GitHub rejected GITHUB_TOKEN (401 Bad credentials)",
+    ),
+    "403": (
+        403,
+        {"X-RateLimit-Remaining": "4999"},
+        {"message": "Resource not accessible by integration"},
+        22,
+        "the token lacks permission to write issues on owner/proj (the job needs `permissions: issues: write`)",
+    ),
+    "rate-limit": (
+        403,
+        {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "4102444800"},
+        {"message": "API rate limit exceeded"},
+        24,
+        "retry after 2100-01-01 00:00:00 UTC",
+    ),
     # longer than RETRY_AFTER_MAX: not waited out, reported with when to retry
-    "429": (429, {"Retry-After": "120"}, {"message": "slow down"}, 24, "retry in 120 s (Retry-After)"),
-    "secondary": (403, {}, {"message": "You have exceeded a secondary rate limit. Please wait a few minutes."}, 24,
-                  "GitHub API secondary rate limit exceeded (403 You have exceeded a secondary rate limit"),
-    "410": (410, {}, {"message": "Issues are disabled for this repo"}, 26,
-            "410 Issues are disabled for this repo: enable Issues on owner/proj (Settings > General > Features > Issues"),
-    "301": (301, {"Location": "https://api.github.com/repositories/42/labels"}, {"message": "Moved Permanently"}, 26,
-            "301 moved to https://api.github.com/repositories/42/labels: owner/proj was renamed or transferred"),
-    "422": (422, {}, {"message": "Validation Failed", "errors": [{"message": "body is too long"}]}, 23,
-            "(422 Validation Failed: body is too long)"),
-    "502": (502, {}, {"message": "Server Error"}, 26, "unexpected answer 502 Server Error"),  # after 3 retries
+    "429": (
+        429,
+        {"Retry-After": "120"},
+        {"message": "slow down"},
+        24,
+        "retry in 120 s (Retry-After)",
+    ),
+    "secondary": (
+        403,
+        {},
+        {"message": "You have exceeded a secondary rate limit. Please wait a few minutes."},
+        24,
+        "GitHub API secondary rate limit exceeded (403 You have exceeded a secondary rate limit",
+    ),
+    "410": (
+        410,
+        {},
+        {"message": "Issues are disabled for this repo"},
+        26,
+        "410 Issues are disabled for this repo: enable Issues on owner/proj (Settings > General > Features > Issues",
+    ),
+    "301": (
+        301,
+        {"Location": "https://api.github.com/repositories/42/labels"},
+        {"message": "Moved Permanently"},
+        26,
+        "301 moved to https://api.github.com/repositories/42/labels: owner/proj was renamed or transferred",
+    ),
+    "422": (
+        422,
+        {},
+        {"message": "Validation Failed", "errors": [{"message": "body is too long"}]},
+        23,
+        "(422 Validation Failed: body is too long)",
+    ),
+    "502": (
+        502,
+        {},
+        {"message": "Server Error"},
+        26,
+        "unexpected answer 502 Server Error",
+    ),  # after 3 retries
 }
 
 
@@ -334,8 +542,9 @@ def test_each_api_error_has_its_message_and_exit_code(tmp_path, api, case):
     status, headers, payload, code, expected = ERRORS[case]
     api.expect_request("/repos/owner/proj/issues", method="GET").respond_with_json([])
     api.expect_request("/repos/owner/proj/labels", method="POST").respond_with_json({}, status=201)
-    api.expect_request("/repos/owner/proj/issues", method="POST").respond_with_json(payload, status=status,
-                                                                                   headers=headers)
+    api.expect_request("/repos/owner/proj/issues", method="POST").respond_with_json(
+        payload, status=status, headers=headers
+    )
     st = status_json(tmp_path, **{**CLEAN, "ggml-master": "conflict"})
     line = one_line_error(drift(tmp_path, api.url_for("/").rstrip("/"), "--status", str(st)), code)
     assert expected in line, line
@@ -352,8 +561,14 @@ def test_an_unreachable_server(tmp_path):
 
 def test_the_token_never_leaks_into_an_error(tmp_path, api):
     api.expect_request("/repos/owner/proj/issues", method="GET").respond_with_json(
-        {"message": f"token {TOKEN} is bad"}, status=401)
-    line = one_line_error(drift(tmp_path, api.url_for("/").rstrip("/"), "--status", str(status_json(tmp_path, **CLEAN))), 22)
+        {"message": f"token {TOKEN} is bad"}, status=401
+    )
+    line = one_line_error(
+        drift(
+            tmp_path, api.url_for("/").rstrip("/"), "--status", str(status_json(tmp_path, **CLEAN))
+        ),
+        22,
+    )
     assert "token *** is bad" in line
 
 
@@ -363,26 +578,61 @@ NOW = dt.datetime(2026, 11, 30, 4, 17, tzinfo=dt.timezone.utc)
 
 
 def test_the_state_survives_its_own_body():
-    status = D.read_status({"profile": "live", "targets": [
-        {"target": "t", "status": "conflict", "detail": "--> a tricky -- detail | with a pipe", "base": "c" * 40}]}, "s")
+    status = D.read_status(
+        {
+            "profile": "live",
+            "targets": [
+                {
+                    "target": "t",
+                    "status": "conflict",
+                    "detail": "--> a tricky -- detail | with a pipe",
+                    "base": "c" * 40,
+                }
+            ],
+        },
+        "s",
+    )
     action, state = D.decide(None, status, None, "", NOW)
     assert action.kind == "open"
     found = D.Found(1, action.body)
     assert found.state.to_json() == state.to_json()
     assert "| --> a tricky -- detail \\| with a pipe |" in action.body  # the table cell, escaped
-    comment = action.body[action.body.index("<!-- ggml-patch-state: "):]
-    assert comment.count("-->") == 1  # "--" inside the state is escaped: the comment ends where it should
+    comment = action.body[action.body.index("<!-- ggml-patch-state: ") :]
+    assert (
+        comment.count("-->") == 1
+    )  # "--" inside the state is escaped: the comment ends where it should
     again, _ = D.decide(found, status, None, "", NOW)
     assert again.kind == "none"  # the same body: nothing to send
 
 
 def test_rank_and_worse():
-    before = D.State(profile="live", targets={"a": {"status": "applies with 3-way merge"}, "b": {"status": "conflict"}})
-    now = D.State(profile="live", targets={"a": {"status": "conflict"}, "b": {"status": "applies with 3-way merge"},
-                                           "c": {"status": "not applicable"}}, failing={"x/cpu": {"status": "failed"}})
-    assert D.worsened(before, now) == ["a: applies with 3-way merge -> conflict", "c: applies cleanly -> not applicable",
-                                       "x/cpu: failed"]
-    assert D.problems(D.State(profile="live", targets={"u": {"status": "already upstream"}, "v": {"status": "applies cleanly"}})) == []
+    before = D.State(
+        profile="live",
+        targets={"a": {"status": "applies with 3-way merge"}, "b": {"status": "conflict"}},
+    )
+    now = D.State(
+        profile="live",
+        targets={
+            "a": {"status": "conflict"},
+            "b": {"status": "applies with 3-way merge"},
+            "c": {"status": "not applicable"},
+        },
+        failing={"x/cpu": {"status": "failed"}},
+    )
+    assert D.worsened(before, now) == [
+        "a: applies with 3-way merge -> conflict",
+        "c: applies cleanly -> not applicable",
+        "x/cpu: failed",
+    ]
+    assert (
+        D.problems(
+            D.State(
+                profile="live",
+                targets={"u": {"status": "already upstream"}, "v": {"status": "applies cleanly"}},
+            )
+        )
+        == []
+    )
 
 
 # ---------------------------------------------------------------- one issue for life (issue 21 scenarios)
@@ -399,7 +649,9 @@ def _opened(tmp_path, gh, url) -> int:
 def test_closed_by_a_person_it_is_reopened_not_duplicated(tmp_path, api, gh):
     url = api.url_for("/").rstrip("/")
     n = _opened(tmp_path, gh, url)
-    gh.issues[n].update(state="closed", state_reason="completed")  # closed by hand, still conflicting
+    gh.issues[n].update(
+        state="closed", state_reason="completed"
+    )  # closed by hand, still conflicting
     proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **CONFLICT)))
     assert proc.stdout.startswith(f"drift-issue: reopened #{n}"), proc.stdout
     assert list(gh.issues) == [n] and gh.issues[n]["state"] == "open"
@@ -413,19 +665,33 @@ def test_closed_as_not_planned_is_left_alone_until_it_gets_worse(tmp_path, api, 
     gh.requests.clear()
     for _ in range(2):  # daily runs with the same status: nothing sent
         proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **CONFLICT)))
-        assert "was closed as not planned and nothing got worse since: left closed" in proc.stdout, proc.stdout
-    assert {m for m, _ in gh.sent()} == {"GET"} and gh.issues[n]["state"] == "closed" and len(gh.issues) == 1
+        assert (
+            "was closed as not planned and nothing got worse since: left closed" in proc.stdout
+        ), proc.stdout
+    assert (
+        {m for m, _ in gh.sent()} == {"GET"}
+        and gh.issues[n]["state"] == "closed"
+        and len(gh.issues) == 1
+    )
     worse = status_json(tmp_path, **{**CONFLICT, "llama.cpp-master": "not applicable"})
     proc = drift(tmp_path, url, "--status", str(worse))
     assert proc.stdout.startswith(f"drift-issue: reopened #{n}") and gh.issues[n]["state"] == "open"
-    assert "llama.cpp-master: applies cleanly -> not applicable" in gh.comments[-1][1] and len(gh.issues) == 1
+    assert (
+        "llama.cpp-master: applies cleanly -> not applicable" in gh.comments[-1][1]
+        and len(gh.issues) == 1
+    )
 
 
 def test_with_its_label_removed_it_is_still_found_by_its_marker(tmp_path, api, gh):
     url = api.url_for("/").rstrip("/")
     n = _opened(tmp_path, gh, url)
     gh.issues[n]["labels"] = []
-    proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **{**CONFLICT, "continuum": "conflict"})))
+    proc = drift(
+        tmp_path,
+        url,
+        "--status",
+        str(status_json(tmp_path, **{**CONFLICT, "continuum": "conflict"})),
+    )
     assert proc.stdout.startswith(f"drift-issue: updated #{n}"), proc.stdout
     assert len(gh.issues) == 1
 
@@ -437,10 +703,17 @@ def test_150_newer_labelled_issues_over_two_pages(tmp_path, api, gh):
         gh.add(n + 1 + i, f"someone else's report {i}")
     gh.requests.clear()
     gh.queries.clear()
-    proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **{**CONFLICT, "continuum": "conflict"})))
+    proc = drift(
+        tmp_path,
+        url,
+        "--status",
+        str(status_json(tmp_path, **{**CONFLICT, "continuum": "conflict"})),
+    )
     assert proc.stdout.startswith(f"drift-issue: updated #{n}"), proc.stdout
     assert gh.sent()[:3] == [("GET", "/issues"), ("GET", "/issues"), ("PATCH", f"/issues/{n}")]
-    assert "page=2" in gh.queries[1] and "labels=ggml-patch-drift" in gh.queries[1]  # the Link header's next page
+    assert (
+        "page=2" in gh.queries[1] and "labels=ggml-patch-drift" in gh.queries[1]
+    )  # the Link header's next page
     assert len(gh.issues) == 151
 
 
@@ -454,8 +727,16 @@ def test_a_partial_dispatch_merges_into_the_state(tmp_path, api, gh):
     assert "| ggml-master | conflict |" in gh.issues[n]["body"]
     # another profile's status merges too, even without --partial
     other = tmp_path / "default-status.json"
-    other.write_text(json.dumps({"profile": "default", "targets": [
-        {"target": "ggml", "status": "applies cleanly", "detail": "", "base": "cd" * 20}]}))
+    other.write_text(
+        json.dumps(
+            {
+                "profile": "default",
+                "targets": [
+                    {"target": "ggml", "status": "applies cleanly", "detail": "", "base": "cd" * 20}
+                ],
+            }
+        )
+    )
     proc = drift(tmp_path, url, "--status", str(other))
     assert "closed" not in proc.stdout and gh.issues[n]["state"] == "open"
     body = gh.issues[n]["body"]
@@ -467,7 +748,9 @@ def test_a_partial_dispatch_merges_into_the_state(tmp_path, api, gh):
 
 def test_a_502_then_200_is_retried(tmp_path, api, gh):
     gh.faults.append(("GET", "/issues", _json({"message": "Server Error"}, 502)))
-    proc = drift(tmp_path, api.url_for("/").rstrip("/"), "--status", str(status_json(tmp_path, **CONFLICT)))
+    proc = drift(
+        tmp_path, api.url_for("/").rstrip("/"), "--status", str(status_json(tmp_path, **CONFLICT))
+    )
     assert proc.returncode == 0, proc.stderr
     assert gh.sent()[:2] == [("GET", "/issues"), ("GET", "/issues")] and len(gh.issues) == 1
 
@@ -475,18 +758,31 @@ def test_a_502_then_200_is_retried(tmp_path, api, gh):
 def test_a_429_with_retry_after_is_waited_out(tmp_path, api, gh):
     import time
 
-    gh.faults.append(("POST", "/issues", _json({"message": "slow down"}, 429, {"Retry-After": "1"})))
+    gh.faults.append(
+        ("POST", "/issues", _json({"message": "slow down"}, 429, {"Retry-After": "1"}))
+    )
     started = time.monotonic()
-    proc = drift(tmp_path, api.url_for("/").rstrip("/"), "--status", str(status_json(tmp_path, **CONFLICT)))
+    proc = drift(
+        tmp_path, api.url_for("/").rstrip("/"), "--status", str(status_json(tmp_path, **CONFLICT))
+    )
     assert proc.returncode == 0, proc.stderr
     assert time.monotonic() - started >= 1.0  # it waited as told
     assert gh.sent().count(("POST", "/issues")) == 2 and len(gh.issues) == 1
 
 
 def test_a_secondary_limit_with_retry_after_on_403_is_retried(tmp_path, api, gh):
-    gh.faults.append(("GET", "/issues", _json({"message": "You have exceeded a secondary rate limit"}, 403,
-                                              {"Retry-After": "1"})))
-    proc = drift(tmp_path, api.url_for("/").rstrip("/"), "--status", str(status_json(tmp_path, **CONFLICT)))
+    gh.faults.append(
+        (
+            "GET",
+            "/issues",
+            _json(
+                {"message": "You have exceeded a secondary rate limit"}, 403, {"Retry-After": "1"}
+            ),
+        )
+    )
+    proc = drift(
+        tmp_path, api.url_for("/").rstrip("/"), "--status", str(status_json(tmp_path, **CONFLICT))
+    )
     assert proc.returncode == 0, proc.stderr
     assert len(gh.issues) == 1
 
@@ -494,17 +790,44 @@ def test_a_secondary_limit_with_retry_after_on_403_is_retried(tmp_path, api, gh)
 def test_the_api_base_comes_from_github_api_url(tmp_path, api, gh):
     """What every runner sets (GitHub Enterprise Server included); --api-url overrides it. No
     matrix.yaml is needed: drift-issue never reads one."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "GGML_PATCH_HTTP_BACKOFF": "0", **RUN, "GITHUB_TOKEN": TOKEN,
-           "GITHUB_API_URL": api.url_for("/").rstrip("/")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "GGML_PATCH_HTTP_BACKOFF": "0",
+        **RUN,
+        "GITHUB_TOKEN": TOKEN,
+        "GITHUB_API_URL": api.url_for("/").rstrip("/"),
+    }
     st = status_json(tmp_path, **CONFLICT)
     assert not (tmp_path / "matrix.yaml").exists()
-    proc = subprocess.run([sys.executable, "-m", "orchestrator", "drift-issue", "--repo", REPO, "--status", str(st)],
-                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "drift-issue", "--repo", REPO, "--status", str(st)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("drift-issue: opened") and len(gh.issues) == 1
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.run([sys.executable, "-m", "orchestrator", "drift-issue", "--repo", REPO, "--status", str(st),
-                           "--api-url", f"http://127.0.0.1:{port}"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "drift-issue",
+            "--repo",
+            REPO,
+            "--status",
+            str(st),
+            "--api-url",
+            f"http://127.0.0.1:{port}",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 25 and f"127.0.0.1:{port}" in proc.stderr

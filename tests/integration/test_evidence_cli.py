@@ -3,6 +3,7 @@ tests/e2e/test_evidence.py): a target without llama.cpp's training API (the ggml
 tree whose llama.h has no llama_opt_epoch, a tree without the vocab file or without
 examples/training/finetune.cpp), a bad --case, a --results
 that is a file, an unknown target; and a results folder holding a user's files is never written."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,7 +17,11 @@ def error_after_fetch(proc) -> str:
     """Found once the tree is fetched (what it holds decides): progress lines, then the one error line."""
     assert proc.returncode == 2, (proc.stdout[-2000:], proc.stderr[-3000:])
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("ggml-patch: ")]
-    assert len(errors) == 1 and proc.stderr.rstrip().endswith(errors[0]) and "Traceback" not in proc.stderr
+    assert (
+        len(errors) == 1
+        and proc.stderr.rstrip().endswith(errors[0])
+        and "Traceback" not in proc.stderr
+    )
     assert errors[0].startswith("ggml-patch: error: ")
     return errors[0]
 
@@ -27,29 +32,62 @@ def no_build(proc, cache: Path) -> None:
 
 
 def test_the_ggml_layout_has_no_training_api(tmp_path):
-    proc = tool("evidence", "--matrix", MATRIX, "--target", "ggml", "--cache", tmp_path / "cache",
-                "--results", tmp_path / "r", env=isolated_env(tmp_path))
+    proc = tool(
+        "evidence",
+        "--matrix",
+        MATRIX,
+        "--target",
+        "ggml",
+        "--cache",
+        tmp_path / "cache",
+        "--results",
+        tmp_path / "r",
+        env=isolated_env(tmp_path),
+    )
     line = proc.error_line(2)
     assert "--target ggml: the ggml layout has no libllama and no llama_opt_epoch" in line
-    assert "runs on a llama.cpp target (llama.cpp, llama.cpp-master, cambriantech-llama.cpp, continuum)" in line
+    assert (
+        "runs on a llama.cpp target (llama.cpp, llama.cpp-master, cambriantech-llama.cpp, continuum)"
+        in line
+    )
     no_build(proc, tmp_path / "cache")
     assert not (tmp_path / "r").exists()
 
 
 def test_a_bad_case_and_an_unknown_target_are_one_line(tmp_path):
     env = isolated_env(tmp_path)
-    proc = tool("evidence", "--matrix", MATRIX, "--case", "adamw:1e-3:3:2", "--cache", tmp_path / "cache",
-                "--results", tmp_path / "r", env=env)
+    proc = tool(
+        "evidence",
+        "--matrix",
+        MATRIX,
+        "--case",
+        "adamw:1e-3:3:2",
+        "--cache",
+        tmp_path / "cache",
+        "--results",
+        tmp_path / "r",
+        env=env,
+    )
     assert "--case 'adamw:1e-3:3:2': opt_period '3': expected one of 1, 2, 4" in proc.error_line(2)
-    proc = tool("evidence", "--matrix", MATRIX, "--target", "llama", "--cache", tmp_path / "cache", env=env)
+    proc = tool(
+        "evidence", "--matrix", MATRIX, "--target", "llama", "--cache", tmp_path / "cache", env=env
+    )
     assert "unknown target 'llama'" in proc.error_line(2)
     no_build(proc, tmp_path / "cache")
 
 
 def test_a_results_path_that_is_a_file_is_refused(tmp_path):
     (tmp_path / "r").write_text("mine")
-    proc = tool("evidence", "--matrix", MATRIX, "--cache", tmp_path / "cache", "--results", tmp_path / "r",
-                env=isolated_env(tmp_path))
+    proc = tool(
+        "evidence",
+        "--matrix",
+        MATRIX,
+        "--cache",
+        tmp_path / "cache",
+        "--results",
+        tmp_path / "r",
+        env=isolated_env(tmp_path),
+    )
     assert "--results" in proc.error_line(2) and "not a folder" in proc.stderr
     assert (tmp_path / "r").read_text() == "mine"
 
@@ -77,35 +115,74 @@ def llama_tree(path: Path, header: str, vocab: bool, finetune: bool = True) -> P
 
 def llama_matrix(tmp: Path, tree: Path) -> Path:
     m = tmp / "matrix.yaml"
-    m.write_text(f"series: {{path: '{ROOT / 'patches'}', layout: llama.cpp}}\n"
-                 f"native_tests: '{ROOT / 'native_tests'}'\n"
-                 f"targets:\n  old-llama:\n    layout: llama.cpp\n    source: {{kind: local, path: '{tree}'}}\n"
-                 "backends:\n  cpu: {}\n"
-                 "profiles:\n  default: {targets: [old-llama], backends: [cpu]}\n")
+    m.write_text(
+        f"series: {{path: '{ROOT / 'patches'}', layout: llama.cpp}}\n"
+        f"native_tests: '{ROOT / 'native_tests'}'\n"
+        f"targets:\n  old-llama:\n    layout: llama.cpp\n    source: {{kind: local, path: '{tree}'}}\n"
+        "backends:\n  cpu: {}\n"
+        "profiles:\n  default: {targets: [old-llama], backends: [cpu]}\n"
+    )
     return m
 
 
 def test_a_llama_cpp_tree_without_llama_opt_epoch_is_one_line(tmp_path):
     tree = llama_tree(tmp_path / "old", "LLAMA_API int llama_decode(void);\n", vocab=True)
-    proc = tool("evidence", "--matrix", llama_matrix(tmp_path, tree), "--target", "old-llama",
-                "--cache", tmp_path / "cache", "--results", tmp_path / "r", env=isolated_env(tmp_path))
-    assert ("--target old-llama: include/llama.h has no llama_opt_epoch (llama.cpp's training API"
-            in error_after_fetch(proc))
+    proc = tool(
+        "evidence",
+        "--matrix",
+        llama_matrix(tmp_path, tree),
+        "--target",
+        "old-llama",
+        "--cache",
+        tmp_path / "cache",
+        "--results",
+        tmp_path / "r",
+        env=isolated_env(tmp_path),
+    )
+    assert (
+        "--target old-llama: include/llama.h has no llama_opt_epoch (llama.cpp's training API"
+        in error_after_fetch(proc)
+    )
     no_build(proc, tmp_path / "cache")
 
 
 def test_a_tree_without_the_vocab_file_is_one_line(tmp_path):
     tree = llama_tree(tmp_path / "novocab", "LLAMA_API void llama_opt_epoch(void);\n", vocab=False)
-    proc = tool("evidence", "--matrix", llama_matrix(tmp_path, tree), "--target", "old-llama",
-                "--cache", tmp_path / "cache", "--results", tmp_path / "r", env=isolated_env(tmp_path))
+    proc = tool(
+        "evidence",
+        "--matrix",
+        llama_matrix(tmp_path, tree),
+        "--target",
+        "old-llama",
+        "--cache",
+        tmp_path / "cache",
+        "--results",
+        tmp_path / "r",
+        env=isolated_env(tmp_path),
+    )
     assert "models/ggml-vocab-llama-spm.gguf is not in the tree" in error_after_fetch(proc)
     no_build(proc, tmp_path / "cache")
 
 
 def test_a_tree_without_upstream_s_finetune_example_is_one_line(tmp_path):
-    tree = llama_tree(tmp_path / "nofinetune", "LLAMA_API void llama_opt_epoch(void);\n", vocab=True, finetune=False)
-    proc = tool("evidence", "--matrix", llama_matrix(tmp_path, tree), "--target", "old-llama",
-                "--cache", tmp_path / "cache", "--results", tmp_path / "r", env=isolated_env(tmp_path))
+    tree = llama_tree(
+        tmp_path / "nofinetune",
+        "LLAMA_API void llama_opt_epoch(void);\n",
+        vocab=True,
+        finetune=False,
+    )
+    proc = tool(
+        "evidence",
+        "--matrix",
+        llama_matrix(tmp_path, tree),
+        "--target",
+        "old-llama",
+        "--cache",
+        tmp_path / "cache",
+        "--results",
+        tmp_path / "r",
+        env=isolated_env(tmp_path),
+    )
     assert "examples/training/finetune.cpp is not in the tree" in error_after_fetch(proc)
     no_build(proc, tmp_path / "cache")
 
@@ -113,8 +190,16 @@ def test_a_tree_without_upstream_s_finetune_example_is_one_line(tmp_path):
 def test_an_evidence_folder_holding_a_user_s_files_is_refused(tmp_path):
     (tmp_path / "r" / "evidence").mkdir(parents=True)
     (tmp_path / "r" / "evidence" / "notes.txt").write_text("mine")
-    proc = tool("evidence", "--matrix", MATRIX, "--cache", tmp_path / "cache", "--results", tmp_path / "r",
-                env=isolated_env(tmp_path))
+    proc = tool(
+        "evidence",
+        "--matrix",
+        MATRIX,
+        "--cache",
+        tmp_path / "cache",
+        "--results",
+        tmp_path / "r",
+        env=isolated_env(tmp_path),
+    )
     assert "holds files ggml-patch did not create" in proc.error_line(2)
     assert (tmp_path / "r" / "evidence" / "notes.txt").read_text() == "mine"
     no_build(proc, tmp_path / "cache")

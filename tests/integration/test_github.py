@@ -1,6 +1,7 @@
 """`ggml-patch pr`: the branch pushed to a local bare "fork", the pull request created against a
 GitHub API stand-in on 127.0.0.1 (pytest-httpserver): success, 401, 422, rate limit, 403, an
 unreachable or silent server, a failed push; the token scanned for in every output and file."""
+
 import hashlib
 import json
 import os
@@ -12,17 +13,18 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import RateLimited
-from orchestrator.upstream.github_api import RETRIES
-
 from orchestrator.upstream import bundle as B
 from orchestrator.upstream import github as G
 from orchestrator.upstream import policy as P
+from orchestrator.upstream.github_api import RETRIES
 from orchestrator.vcs.snapshots import FIXED_IDENTITY, SnapshotRepo, Worktree
 
 from ..helpers.samples import declared
 from ..helpers.tools import DATA, ROOT, git
 
-TOKEN = "ghp_prTEST_c0ffee5eed9d4e21b7a3"  # unique: must appear nowhere but the Authorization header
+TOKEN = (
+    "ghp_prTEST_c0ffee5eed9d4e21b7a3"  # unique: must appear nowhere but the Authorization header
+)
 REPO = "ggml-org/ggml"
 PULLS = f"/repos/{REPO}/pulls"
 
@@ -57,10 +59,17 @@ class Tiny:
 
     def write_bundle(self, upstream, submit="api", files_md=None, draft_reasons=()):
         """A bundle as `bundle` writes it; by default for a fork the user owns (submit: api, repo REPO)."""
-        patches = B.format_patch(SnapshotRepo(self.cache / "snapshots.git"), self.base, self.patched)
-        policy = P.derive("tiny", self.base, files_md or {}, declared(REPO, submit, "matrix.yaml:3"))
-        docs = {"PR_TITLE": "ggml-opt : zero the accumulators\n", "PR_BODY.md": "## The bug\n\nbody\n"} \
-            if policy.takes_pull_request else {}
+        patches = B.format_patch(
+            SnapshotRepo(self.cache / "snapshots.git"), self.base, self.patched
+        )
+        policy = P.derive(
+            "tiny", self.base, files_md or {}, declared(REPO, submit, "matrix.yaml:3")
+        )
+        docs = (
+            {"PR_TITLE": "ggml-opt : zero the accumulators\n", "PR_BODY.md": "## The bug\n\nbody\n"}
+            if policy.takes_pull_request
+            else {}
+        )
         files = {**dict(patches), **docs}
         if self.bundle.exists():
             for old in self.bundle.iterdir():
@@ -68,9 +77,15 @@ class Tiny:
         self.bundle.mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
             (self.bundle / name).write_text(text)
-        man = {"target": "tiny", "base": {"snapshot_commit": self.base, "upstream_commit": upstream},
-               "patched_commit": self.patched, "files": {n: hashlib.sha256(t.encode()).hexdigest() for n, t in files.items()},
-               "policy": policy.to_json(), "draft": bool(draft_reasons), "draft_reasons": list(draft_reasons)}
+        man = {
+            "target": "tiny",
+            "base": {"snapshot_commit": self.base, "upstream_commit": upstream},
+            "patched_commit": self.patched,
+            "files": {n: hashlib.sha256(t.encode()).hexdigest() for n, t in files.items()},
+            "policy": policy.to_json(),
+            "draft": bool(draft_reasons),
+            "draft_reasons": list(draft_reasons),
+        }
         (self.bundle / "manifest.json").write_text(json.dumps(man, indent=2))
 
     def fork_git(self, *args) -> str:
@@ -84,8 +99,18 @@ def tiny(tmp_path):
     _scan_tree_for_token(tmp_path)
     for d in (t.fork, t.cache / "pr" / "tiny"):
         if d.exists():  # git objects are compressed: read the history as text too
-            log = subprocess.run(["git", f"--git-dir={d if d.name.endswith('.git') else d / '.git'}", "log", "--all",
-                                  "-p", "--format=%H%n%an%n%cn%n%B"], capture_output=True, text=True).stdout
+            log = subprocess.run(
+                [
+                    "git",
+                    f"--git-dir={d if d.name.endswith('.git') else d / '.git'}",
+                    "log",
+                    "--all",
+                    "-p",
+                    "--format=%H%n%an%n%cn%n%B",
+                ],
+                capture_output=True,
+                text=True,
+            ).stdout
             assert TOKEN not in log
 
 
@@ -95,16 +120,45 @@ def _scan_tree_for_token(root: Path) -> None:
             assert TOKEN.encode() not in f.read_bytes(), f
 
 
-def run_pr(tiny: Tiny, *extra: str, token=TOKEN, api_url="http://127.0.0.1:9", remote=None, branch="fix-accum"):
+def run_pr(
+    tiny: Tiny,
+    *extra: str,
+    token=TOKEN,
+    api_url="http://127.0.0.1:9",
+    remote=None,
+    branch="fix-accum",
+):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GGML_PATCH_HTTP_BACKOFF": "0"}
     env.pop("GITHUB_TOKEN", None)
     if token:
         env["GITHUB_TOKEN"] = token
-    args = ["pr", "--matrix", str(ROOT / "matrix.yaml"), "--cache", str(tiny.cache), "--bundle", str(tiny.bundle),
-            "--repo", REPO, "--head-remote", str(remote or tiny.fork), "--head-owner", "me", "--branch", branch,
-            "--api-url", api_url, *extra]
-    proc = subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True,
-                          env=env, cwd=tiny.tmp)
+    args = [
+        "pr",
+        "--matrix",
+        str(ROOT / "matrix.yaml"),
+        "--cache",
+        str(tiny.cache),
+        "--bundle",
+        str(tiny.bundle),
+        "--repo",
+        REPO,
+        "--head-remote",
+        str(remote or tiny.fork),
+        "--head-owner",
+        "me",
+        "--branch",
+        branch,
+        "--api-url",
+        api_url,
+        *extra,
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tiny.tmp,
+    )
     assert TOKEN not in proc.stdout and TOKEN not in proc.stderr
     assert "Traceback" not in proc.stderr
     return proc
@@ -123,17 +177,27 @@ def printed_json(stdout: str) -> str:
 
 # ---------------------------------------------------------------- dry run
 
+
 def test_dry_run_prints_the_exact_push_and_json_and_sends_nothing(tiny, api):
     proc = run_pr(tiny, api_url=api.url_for("/").rstrip("/"))
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert out.startswith("dry run: nothing pushed or sent")
-    assert f"push: git -C {tiny.cache / 'pr' / 'tiny'} push --end-of-options {tiny.fork} HEAD:refs/heads/fix-accum\n" in out
+    assert (
+        f"push: git -C {tiny.cache / 'pr' / 'tiny'} push --end-of-options {tiny.fork} HEAD:refs/heads/fix-accum\n"
+        in out
+    )
     assert f"POST {api.url_for(PULLS)}\n" in out
     assert "Authorization: Bearer ***\n" in out
-    assert json.loads(printed_json(out)) == {"title": "ggml-opt : zero the accumulators",
-                                             "body": "## The bug\n\nbody\n", "head": "me:fix-accum", "base": "master"}
-    assert f"branch: {tiny.patched} = 2 patches" in out  # the series, applied on the base, is the tested commit
+    assert json.loads(printed_json(out)) == {
+        "title": "ggml-opt : zero the accumulators",
+        "body": "## The bug\n\nbody\n",
+        "head": "me:fix-accum",
+        "base": "master",
+    }
+    assert (
+        f"branch: {tiny.patched} = 2 patches" in out
+    )  # the series, applied on the base, is the tested commit
     assert api.log == [] and tiny.fork_git("for-each-ref") == ""
 
 
@@ -142,10 +206,13 @@ def test_open_needs_the_token(tiny):
     assert "--open needs GITHUB_TOKEN" in line
 
 
-@pytest.mark.parametrize("args, expected", [
-    (["--repo", "not a repo"], "--repo 'not a repo': expected OWNER/NAME"),
-    (["--branch", "bad..name"], "--branch 'bad..name': not a valid git branch name"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--repo", "not a repo"], "--repo 'not a repo': expected OWNER/NAME"),
+        (["--branch", "bad..name"], "--branch 'bad..name': not a valid git branch name"),
+    ],
+)
 def test_bad_arguments(tiny, args, expected):
     assert expected in one_line_error(run_pr(tiny, *args), 2)
 
@@ -157,44 +224,87 @@ def test_a_tampered_bundle_is_refused(tiny):
 
 # ---------------------------------------------------------------- --open
 
+
 def test_open_pushes_the_branch_then_creates_the_pull_request(tiny, api):
     dry = run_pr(tiny, api_url=api.url_for("/"))
     api.expect_request(PULLS, method="POST").respond_with_json(
-        {"number": 42, "html_url": "https://github.com/ggml-org/ggml/pull/42"}, status=201)
+        {"number": 42, "html_url": "https://github.com/ggml-org/ggml/pull/42"}, status=201
+    )
     proc = run_pr(tiny, "--open", api_url=api.url_for("/"))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().endswith("pull request opened: https://github.com/ggml-org/ggml/pull/42")
-    (request, _), = api.log
+    assert proc.stdout.strip().endswith(
+        "pull request opened: https://github.com/ggml-org/ggml/pull/42"
+    )
+    ((request, _),) = api.log
     assert request.headers["Authorization"] == f"Bearer {TOKEN}"  # the one place the token goes
     assert request.headers["X-GitHub-Api-Version"] == "2022-11-28"
-    assert request.get_data(as_text=True) == printed_json(dry.stdout)  # exactly what the dry run showed
+    assert request.get_data(as_text=True) == printed_json(
+        dry.stdout
+    )  # exactly what the dry run showed
     # the fork has the branch: the series on the base, the very tree the run proved
     assert tiny.fork_git("rev-parse", "refs/heads/fix-accum^{tree}") == tiny.tree
     assert tiny.fork_git("rev-parse", "refs/heads/fix-accum~2") == tiny.base
 
 
 ERRORS = {
-    "401": (401, {}, {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"}, 22,
-            "GitHub rejected GITHUB_TOKEN (401 Bad credentials)"),
-    "422": (422, {}, {"message": "Validation Failed", "errors": [{"resource": "PullRequest", "code": "custom",
-                                                                 "message": "A pull request already exists for me:fix-accum."}]},
-            23, "(422 Validation Failed: A pull request already exists for me:fix-accum.)"),
-    "rate-limit": (403, {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "4102444800"},
-                   {"message": "API rate limit exceeded for user ID 1."}, 24,
-                   "rate limit exceeded (403 API rate limit exceeded for user ID 1.): retry after 2100-01-01 00:00:00 UTC"),
-    "forbidden": (403, {"X-RateLimit-Remaining": "4999"}, {"message": "Resource not accessible by personal access token"},
-                  22, "(403 Resource not accessible by personal access token): the token lacks permission"),
-    "server-error": (502, {}, {"message": "Server Error"}, 26, "unexpected answer 502 Server Error"),
+    "401": (
+        401,
+        {},
+        {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"},
+        22,
+        "GitHub rejected GITHUB_TOKEN (401 Bad credentials)",
+    ),
+    "422": (
+        422,
+        {},
+        {
+            "message": "Validation Failed",
+            "errors": [
+                {
+                    "resource": "PullRequest",
+                    "code": "custom",
+                    "message": "A pull request already exists for me:fix-accum.",
+                }
+            ],
+        },
+        23,
+        "(422 Validation Failed: A pull request already exists for me:fix-accum.)",
+    ),
+    "rate-limit": (
+        403,
+        {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "4102444800"},
+        {"message": "API rate limit exceeded for user ID 1."},
+        24,
+        "rate limit exceeded (403 API rate limit exceeded for user ID 1.): retry after 2100-01-01 00:00:00 UTC",
+    ),
+    "forbidden": (
+        403,
+        {"X-RateLimit-Remaining": "4999"},
+        {"message": "Resource not accessible by personal access token"},
+        22,
+        "(403 Resource not accessible by personal access token): the token lacks permission",
+    ),
+    "server-error": (
+        502,
+        {},
+        {"message": "Server Error"},
+        26,
+        "unexpected answer 502 Server Error",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", ERRORS)
 def test_each_api_error_has_its_message_and_exit_code(tiny, api, case):
     status, headers, payload, code, expected = ERRORS[case]
-    api.expect_request(PULLS, method="POST").respond_with_json(payload, status=status, headers=headers)
+    api.expect_request(PULLS, method="POST").respond_with_json(
+        payload, status=status, headers=headers
+    )
     line = one_line_error(run_pr(tiny, "--open", api_url=api.url_for("/")), code)
     assert expected in line, line
-    assert len(api.log) == (1 + RETRIES if status >= 500 else 1)  # a 5xx is retried (urllib3 Retry), then reported
+    assert len(api.log) == (
+        1 + RETRIES if status >= 500 else 1
+    )  # a 5xx is retried (urllib3 Retry), then reported
 
 
 def _closed_port() -> int:
@@ -214,12 +324,16 @@ def test_a_server_that_never_answers_times_out(tiny):
         s.bind(("127.0.0.1", 0))
         s.listen(4)
         port = s.getsockname()[1]
-        line = one_line_error(run_pr(tiny, "--open", "--timeout", "1", api_url=f"http://127.0.0.1:{port}"), 25)
+        line = one_line_error(
+            run_pr(tiny, "--open", "--timeout", "1", api_url=f"http://127.0.0.1:{port}"), 25
+        )
     assert "no answer within 1 s (timed out)" in line
 
 
 def test_a_failed_push_stops_before_the_api(tiny, api):
-    line = one_line_error(run_pr(tiny, "--open", api_url=api.url_for("/"), remote=tiny.tmp / "no-such-fork.git"), 21)
+    line = one_line_error(
+        run_pr(tiny, "--open", api_url=api.url_for("/"), remote=tiny.tmp / "no-such-fork.git"), 21
+    )
     assert "git push to" in line and "no-such-fork.git failed" in line
     assert api.log == []
 
@@ -234,6 +348,7 @@ def test_a_token_in_the_remote_url_is_redacted(tiny, api):
 
 
 # ---------------------------------------------------------------- the branch goes on the upstream commit
+
 
 def _fork_with_upstream(tiny: Tiny) -> str:
     """The fork holds "upstream": the base's tree under upstream's own history."""
@@ -254,7 +369,9 @@ def test_the_branch_is_based_on_the_upstream_commit_when_the_fork_has_it(tiny, a
     tiny.write_bundle(upstream=upstream)
     dry = run_pr(tiny, api_url=api.url_for("/"))
     assert f"note: with --open: git fetch {tiny.fork} {upstream}" in dry.stdout
-    api.expect_request(PULLS, method="POST").respond_with_json({"html_url": "https://x/pull/1"}, status=201)
+    api.expect_request(PULLS, method="POST").respond_with_json(
+        {"html_url": "https://x/pull/1"}, status=201
+    )
     proc = run_pr(tiny, "--open", api_url=api.url_for("/"))
     assert proc.returncode == 0, proc.stderr
     assert tiny.fork_git("rev-parse", "refs/heads/fix-accum~2") == upstream
@@ -274,8 +391,10 @@ LLAMA_POLICY = DATA / "upstream-policy" / "llama.cpp"
 
 
 def _real_llama_files() -> dict:
-    return {f: (LLAMA_POLICY / f).read_text(encoding="utf-8") for f in
-            ("AGENTS.md", "CONTRIBUTING.md", ".github/pull_request_template.md")}
+    return {
+        f: (LLAMA_POLICY / f).read_text(encoding="utf-8")
+        for f in ("AGENTS.md", "CONTRIBUTING.md", ".github/pull_request_template.md")
+    }
 
 
 def _fork_refs(tiny: Tiny) -> str:
@@ -284,8 +403,12 @@ def _fork_refs(tiny: Tiny) -> str:
 
 def test_manual_submit_refuses_open_with_the_steps_and_sends_nothing(tiny, api, monkeypatch):
     tiny.write_bundle(upstream=None, submit="manual", files_md=_real_llama_files())
-    monkeypatch.setattr(tiny, "bundle", tiny.bundle.relative_to(tiny.tmp))  # as typed, relative to the cwd
-    proc = run_pr(tiny, "--open", api_url=api.url_for("/"), token=None)  # no token needed to be told no
+    monkeypatch.setattr(
+        tiny, "bundle", tiny.bundle.relative_to(tiny.tmp)
+    )  # as typed, relative to the cwd
+    proc = run_pr(
+        tiny, "--open", api_url=api.url_for("/"), token=None
+    )  # no token needed to be told no
     monkeypatch.undo()
     line = one_line_error(proc, 27)
     assert "submit is manual" in line and "nothing was pushed or sent" in line
@@ -324,7 +447,9 @@ def test_manual_submit_keeps_the_dry_run(tiny, api):
 
 def test_submit_none_takes_no_pull_request(tiny, api):
     ggml = DATA / "upstream-policy" / "ggml"
-    files = {f: (ggml / f).read_text() for f in ("CONTRIBUTING.md", ".github/pull_request_template.md")}
+    files = {
+        f: (ggml / f).read_text() for f in ("CONTRIBUTING.md", ".github/pull_request_template.md")
+    }
     tiny.write_bundle(upstream=None, submit="none", files_md=files)
     assert not (tiny.bundle / "PR_BODY.md").exists()
     for extra in ((), ("--open",)):
@@ -336,7 +461,9 @@ def test_submit_none_takes_no_pull_request(tiny, api):
 
 
 def test_a_draft_is_refused_before_anything_is_sent(tiny, api):
-    tiny.write_bundle(upstream=None, draft_reasons=["patches/cover.md:1: '## Overview' not written"])
+    tiny.write_bundle(
+        upstream=None, draft_reasons=["patches/cover.md:1: '## Overview' not written"]
+    )
     for extra in ((), ("--open",)):
         line = one_line_error(run_pr(tiny, *extra, api_url=api.url_for("/")), 20)
         assert "is a draft (patches/cover.md:1: '## Overview' not written)" in line
@@ -344,7 +471,9 @@ def test_a_draft_is_refused_before_anything_is_sent(tiny, api):
 
 
 def test_api_goes_only_to_the_declared_fork(tiny, api):
-    line = one_line_error(run_pr(tiny, "--open", "--repo", "ggml-org/llama.cpp", api_url=api.url_for("/")), 2)
+    line = one_line_error(
+        run_pr(tiny, "--open", "--repo", "ggml-org/llama.cpp", api_url=api.url_for("/")), 2
+    )
     assert "submitted through the API only to ggml-org/ggml" in line
     assert api.log == []
 
@@ -358,16 +487,26 @@ def test_a_bundle_without_a_policy_is_refused(tiny):
 
 # ---------------------------------------------------------------- pure helpers
 
+
 def test_redact():
-    assert G.redact(f"https://u:{TOKEN}@github.com/a/b.git x {TOKEN}", (TOKEN,)) == "https://***@github.com/a/b.git x ***"
+    assert (
+        G.redact(f"https://u:{TOKEN}@github.com/a/b.git x {TOKEN}", (TOKEN,))
+        == "https://***@github.com/a/b.git x ***"
+    )
     assert G.redact(f"https://{TOKEN}@github.com/a/b") == "https://***@github.com/a/b"
     assert G.redact("git@github.com:a/b.git") == "git@github.com:a/b.git"
 
 
-@pytest.mark.parametrize("url, owner", [
-    ("https://github.com/me/llama.cpp.git", "me"), ("https://github.com/me/ggml", "me"),
-    ("git@github.com:me/ggml.git", "me"), ("ssh://git@github.com/me/ggml.git", "me"), ("/tmp/fork.git", None),
-])
+@pytest.mark.parametrize(
+    "url, owner",
+    [
+        ("https://github.com/me/llama.cpp.git", "me"),
+        ("https://github.com/me/ggml", "me"),
+        ("git@github.com:me/ggml.git", "me"),
+        ("ssh://git@github.com/me/ggml.git", "me"),
+        ("/tmp/fork.git", None),
+    ],
+)
 def test_owner_from_remote(url, owner):
     assert G.owner_from_remote(url) == owner
 
@@ -377,4 +516,12 @@ def test_retry_after_and_reset_headers():
     with pytest.raises(RateLimited, match=r"retry in 60 s \(Retry-After\)"):
         G.answer(429, {"Retry-After": "60"}, "{}", pr, "u", TOKEN)
     with pytest.raises(RateLimited, match=r"retry after 1970-01-01 00:01:40 UTC \(in 40 s"):
-        G.answer(403, {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "100"}, "{}", pr, "u", TOKEN, now=lambda: 60)
+        G.answer(
+            403,
+            {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "100"},
+            "{}",
+            pr,
+            "u",
+            TOKEN,
+            now=lambda: 60,
+        )

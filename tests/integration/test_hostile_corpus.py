@@ -6,6 +6,7 @@ time bound, and asserts: the exit code, one `ggml-patch: error:` line when refus
 stdout, stderr or any file written, and nothing written outside the folders the command may
 write (its --out/--results and the cache). Offline: servers are on 127.0.0.1 only.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -85,13 +86,20 @@ class World:
             monkeypatch.delenv(k, raising=False)
         for k in [k for k in os.environ if k.startswith("GIT_")]:
             monkeypatch.delenv(k)
-        for k, v in {"HOME": str(self.home), "GGML_PATCH_CACHE": str(tmp / "default-cache"),
-                     "PIP_INDEX_URL": CLOSED_INDEX, "PIP_CONFIG_FILE": os.devnull,
-                     "GITHUB_TOKEN": TOKEN, "GH_TOKEN": GH_TOKEN}.items():
+        for k, v in {
+            "HOME": str(self.home),
+            "GGML_PATCH_CACHE": str(tmp / "default-cache"),
+            "PIP_INDEX_URL": CLOSED_INDEX,
+            "PIP_CONFIG_FILE": os.devnull,
+            "GITHUB_TOKEN": TOKEN,
+            "GH_TOKEN": GH_TOKEN,
+        }.items():
             monkeypatch.setenv(k, v)
         monkeypatch.chdir(tmp)
 
-    def leg_results(self, mutate: Optional[Callable[[dict], None]] = None, text: Optional[str] = None) -> Path:
+    def leg_results(
+        self, mutate: Optional[Callable[[dict], None]] = None, text: Optional[str] = None
+    ) -> Path:
         data = json.loads(json.dumps(self.data))
         if mutate:
             mutate(data)
@@ -117,7 +125,11 @@ class World:
         result = Outcome(code, out.getvalue(), err.getvalue(), time.monotonic() - t0)
         assert result.seconds < bound
         for s in SECRETS:
-            assert s not in result.out and s not in result.err, (s, result.out[-500:], result.err[-500:])
+            assert s not in result.out and s not in result.err, (
+                s,
+                result.out[-500:],
+                result.err[-500:],
+            )
         allowed = tuple(str(p) for p in (*may_write, self.cache, self.tmp / "default-cache"))
         for path, stamp in _files(self.tmp).items():
             if before.get(path) == stamp:
@@ -159,8 +171,18 @@ def _set_log(data: dict, log: str) -> None:
 
 
 def merge(world: World, leg: Path, bound: float = 10.0) -> Outcome:
-    return world.run("merge-results", "--matrix", MATRIX, "--cache", world.cache, "--out", world.out, leg,
-                     may_write=(world.out,), bound=bound)
+    return world.run(
+        "merge-results",
+        "--matrix",
+        MATRIX,
+        "--cache",
+        world.cache,
+        "--out",
+        world.out,
+        leg,
+        may_write=(world.out,),
+        bound=bound,
+    )
 
 
 # ================================================================ paths
@@ -235,10 +257,14 @@ def test_paths_a_regular_log_inside_is_copied_and_its_tail_is_well_formed_xml(wo
 
     leg = world.leg_results(fail)
     (leg / CELL_LOGS / "build-patched.log").write_bytes(
-        b"\x1b[31mFAILED\x1b[0m \x00\x07\x1b]0;title\x07 bad \xff\xfe bytes\n" + f"{TOKEN}\n".encode())
+        b"\x1b[31mFAILED\x1b[0m \x00\x07\x1b]0;title\x07 bad \xff\xfe bytes\n"
+        + f"{TOKEN}\n".encode()
+    )
     res = merge(world, leg)
     assert res.code == 0, res.err
-    root = ET.fromstring((world.out / "junit.xml").read_bytes())  # well-formed whatever the log held
+    root = ET.fromstring(
+        (world.out / "junit.xml").read_bytes()
+    )  # well-formed whatever the log held
     text = "".join(root.itertext())
     assert "FAILED" in text and "\x1b" not in text and TOKEN not in text
 
@@ -284,9 +310,11 @@ def _intact(root: Path, files: dict[str, bytes]) -> None:
 def test_ownership_cache_at_a_users_folder_is_refused(world, folder, command):
     mine = world.tmp / "work"
     kept = _fill(mine, USER_FOLDERS[folder])
-    args = {"merge-results": ["--out", world.out, world.leg_results()],
-            "resolve-refs": [],
-            "matrix": ["--results", world.tmp / "results"]}[command]
+    args = {
+        "merge-results": ["--out", world.out, world.leg_results()],
+        "resolve-refs": [],
+        "matrix": ["--results", world.tmp / "results"],
+    }[command]
     m = tiny_matrix(world.tmp) if command == "matrix" else MATRIX
     line = world.run(command, "--matrix", m, "--cache", mine, *args).one_line(2)
     assert "--cache" in line and "not ggml-patch's cache" in line
@@ -328,17 +356,23 @@ def test_ownership_matrix_results_at_a_users_folder_is_refused(world, folder):
     res_dir.mkdir()
     kept = _fill(res_dir, USER_FOLDERS[folder])
     m = tiny_matrix(world.tmp)
-    line = world.run("matrix", "--matrix", m, "--cache", world.cache, "--results", res_dir).one_line(2)
+    line = world.run(
+        "matrix", "--matrix", m, "--cache", world.cache, "--results", res_dir
+    ).one_line(2)
     assert "--results" in line
     _intact(res_dir, kept)
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("content", ["my notes\n", '{"pins": {}}', '{"version": 1, "pins": {}, "mine": 1}', ""])
+@pytest.mark.parametrize(
+    "content", ["my notes\n", '{"pins": {}}', '{"version": 1, "pins": {}, "mine": 1}', ""]
+)
 def test_ownership_resolve_refs_never_replaces_a_users_file(world, content):
     f = world.tmp / "pins.json"
     f.write_text(content)
-    line = world.run("resolve-refs", "--matrix", MATRIX, "--cache", world.cache, "--out", f).one_line(2)
+    line = world.run(
+        "resolve-refs", "--matrix", MATRIX, "--cache", world.cache, "--out", f
+    ).one_line(2)
     assert "--out" in line and f.read_text() == content
 
 
@@ -359,7 +393,9 @@ def test_ownership_a_users_partial_folder_survives_a_bundle_write(tmp_path):
     kept = _fill(mine, {"draft.patch": "mine"})
     _write_dir(tmp_path / "tiny", {"manifest.json": '{"tool": "ggml-patch", "target": "tiny"}'})
     _intact(mine, kept)
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tiny.partial")] == [".tiny.partial"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tiny.partial")] == [
+        ".tiny.partial"
+    ]
 
 
 # ================================================================ secrets
@@ -381,12 +417,37 @@ def test_secrets_drift_dry_run_prints_no_secret(world, api_url):
     world.mp.setenv("GH_TOKEN", TOKEN)
     world.mp.setenv("GH_ENTERPRISE_TOKEN", GH_TOKEN)
     status = world.tmp / "status.json"
-    status.write_text(json.dumps({"profile": "live", "targets": [
-        {"target": "t", "layout": "ggml", "source": {"kind": "git", "url": f"https://u:{PASSWORD}@h/x"},
-         "status": "conflict", "detail": f"git said {TOKEN} and {GH_TOKEN} at https://me:{PASSWORD}@host/r",
-         "base": "ab" * 20}]}))
-    res = world.run("drift-issue", "--matrix", MATRIX, "--cache", world.cache, "--repo", "o/r", "--api-url", api_url,
-                    "--dry-run", "--status", status)
+    status.write_text(
+        json.dumps(
+            {
+                "profile": "live",
+                "targets": [
+                    {
+                        "target": "t",
+                        "layout": "ggml",
+                        "source": {"kind": "git", "url": f"https://u:{PASSWORD}@h/x"},
+                        "status": "conflict",
+                        "detail": f"git said {TOKEN} and {GH_TOKEN} at https://me:{PASSWORD}@host/r",
+                        "base": "ab" * 20,
+                    }
+                ],
+            }
+        )
+    )
+    res = world.run(
+        "drift-issue",
+        "--matrix",
+        MATRIX,
+        "--cache",
+        world.cache,
+        "--repo",
+        "o/r",
+        "--api-url",
+        api_url,
+        "--dry-run",
+        "--status",
+        status,
+    )
     assert res.code == 0, res.err
     assert "POST" in res.out
 
@@ -410,37 +471,65 @@ def test_secrets_merge_writes_no_secret_from_a_results_file(world, where):
 @pytest.mark.integration
 @pytest.mark.parametrize("url", URLS_WITH_PASSWORDS[:3])
 def test_secrets_a_matrix_url_with_a_password_is_redacted_in_the_error(world, url):
-    m = tiny_matrix(world.tmp, source=f"{{kind: tarball, url: {yq(url + '/x.tar.gz')}, sha256: '{'0' * 64}'}}")
-    row = status_row(world.run("status", "--json", "--matrix", m, "--cache", world.cache, bound=30), 3)
-    assert row["status"] == "source unreachable" and "***@" in row["detail"] + row["source"].get("url", "***@")
+    m = tiny_matrix(
+        world.tmp, source=f"{{kind: tarball, url: {yq(url + '/x.tar.gz')}, sha256: '{'0' * 64}'}}"
+    )
+    row = status_row(
+        world.run("status", "--json", "--matrix", m, "--cache", world.cache, bound=30), 3
+    )
+    assert row["status"] == "source unreachable" and "***@" in row["detail"] + row["source"].get(
+        "url", "***@"
+    )
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize("api_url", URLS_WITH_PASSWORDS[:2])
 def test_secrets_pr_never_prints_the_api_urls_password(world, api_url):
-    res = world.run("pr", "--matrix", MATRIX, "--cache", world.cache, "--bundle", world.tmp / "no-bundle",
-                    "--repo", "o/r", "--branch", "fix", "--head-remote", f"https://u:{PASSWORD}@github.com/me/r.git",
-                    "--api-url", api_url)
+    res = world.run(
+        "pr",
+        "--matrix",
+        MATRIX,
+        "--cache",
+        world.cache,
+        "--bundle",
+        world.tmp / "no-bundle",
+        "--repo",
+        "o/r",
+        "--branch",
+        "fix",
+        "--head-remote",
+        f"https://u:{PASSWORD}@github.com/me/r.git",
+        "--api-url",
+        api_url,
+    )
     res.one_line(2)
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("prompt, answers", [
-    ("Password for 'https://x-access-token@github.com': ", True),
-    ("Username for 'https://github.com': ", False),  # the user name, not the token
-    ("Password for 'http://x-access-token@github.com': ", False),
-    ("Password for 'https://x-access-token@evil.example': ", False),
-    ("Password for 'https://x-access-token@github.com.evil.example': ", False),
-    ("Password for 'https://a@evil.example/@github.com': ", False),
-])
+@pytest.mark.parametrize(
+    "prompt, answers",
+    [
+        ("Password for 'https://x-access-token@github.com': ", True),
+        ("Username for 'https://github.com': ", False),  # the user name, not the token
+        ("Password for 'http://x-access-token@github.com': ", False),
+        ("Password for 'https://x-access-token@evil.example': ", False),
+        ("Password for 'https://x-access-token@github.com.evil.example': ", False),
+        ("Password for 'https://a@evil.example/@github.com': ", False),
+    ],
+)
 def test_secrets_the_askpass_answers_only_the_github_host_over_https(tmp_path, prompt, answers):
     import subprocess
 
     from orchestrator.upstream.github import askpass_script
 
     script = askpass_script(tmp_path, "github.com")
-    p = subprocess.run([str(script), prompt], capture_output=True, text=True, timeout=10,
-                       env={"PATH": os.environ["PATH"], "GITHUB_TOKEN": TOKEN})
+    p = subprocess.run(
+        [str(script), prompt],
+        capture_output=True,
+        text=True,
+        timeout=10,
+        env={"PATH": os.environ["PATH"], "GITHUB_TOKEN": TOKEN},
+    )
     assert (TOKEN in p.stdout) is answers
 
 
@@ -467,10 +556,29 @@ def _special_args(world: World, which: str, path: Path) -> tuple[list, tuple]:
     if which == "--pins":
         return ["resolve-refs", "--matrix", MATRIX, "--cache", world.cache, "--pins", path], ()
     if which == "--status":
-        return ["drift-issue", "--matrix", MATRIX, "--cache", world.cache, "--repo", "o/r", "--dry-run",
-                "--status", path], ()
+        return [
+            "drift-issue",
+            "--matrix",
+            MATRIX,
+            "--cache",
+            world.cache,
+            "--repo",
+            "o/r",
+            "--dry-run",
+            "--status",
+            path,
+        ], ()
     # results.json of a leg
-    return ["merge-results", "--matrix", MATRIX, "--cache", world.cache, "--out", world.out, path], (world.out,)
+    return [
+        "merge-results",
+        "--matrix",
+        MATRIX,
+        "--cache",
+        world.cache,
+        "--out",
+        world.out,
+        path,
+    ], (world.out,)
 
 
 @pytest.mark.integration
@@ -485,17 +593,30 @@ def test_bounds_a_special_file_as_a_document_is_one_line(world, kind, which):
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("line_text", [
-    "automated pr " * 4000, "do not " * 8000, "comments " * 6000 + "1 -", "a" * 52000,
-    "<!--" * 20000, "disclosure " * 5000 + ":", "[" * 50000, "# a" + " " * 50000 + "x",
-    "open an issue " * 4000, "regression test " * 3000,
-])
+@pytest.mark.parametrize(
+    "line_text",
+    [
+        "automated pr " * 4000,
+        "do not " * 8000,
+        "comments " * 6000 + "1 -",
+        "a" * 52000,
+        "<!--" * 20000,
+        "disclosure " * 5000 + ":",
+        "[" * 50000,
+        "# a" + " " * 50000 + "x",
+        "open an issue " * 4000,
+        "regression test " * 3000,
+    ],
+)
 def test_bounds_policy_rules_on_a_long_line_are_fast(line_text):
     from orchestrator.upstream import cover, policy
 
     t0 = time.monotonic()
-    files = {"AGENTS.md": line_text + "\n", "CONTRIBUTING.md": (line_text + "\n") * 3,
-             ".github/pull_request_template.md": "## A\n" + line_text + "\n"}
+    files = {
+        "AGENTS.md": line_text + "\n",
+        "CONTRIBUTING.md": (line_text + "\n") * 3,
+        ".github/pull_request_template.md": "## A\n" + line_text + "\n",
+    }
     p = policy.derive("t", "0" * 40, files)
     c = cover.parse_cover("cover.md", "## A\n" + line_text + "\n" + "<!--" * 5000)
     cover.problems(c, p.template)
@@ -585,12 +706,16 @@ def _archive(name):
         h.send_header("Content-Length", str(len(_ARCHIVES[name])))
         h.end_headers()
         h.wfile.write(_ARCHIVES[name])
+
     return serve
 
 
 def _bomb() -> bytes:
     buf = io.BytesIO()
-    with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=1) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
+    with (
+        gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=1) as gz,
+        tarfile.open(fileobj=gz, mode="w") as tar,
+    ):
         info = tarfile.TarInfo("top/zeros.bin")
         info.size = 300 * 1024 * 1024
 
@@ -635,40 +760,64 @@ def _link_out() -> bytes:
     return buf.getvalue()
 
 
-Hostile.behaviours.update(endless=_endless, trickle=_trickle, huge=_huge, redirect=_redirect_file,
-                          index=_index_file_link, bomb=_archive("bomb"), traversal=_archive("traversal"),
-                          linkout=_archive("linkout"))
+Hostile.behaviours.update(
+    endless=_endless,
+    trickle=_trickle,
+    huge=_huge,
+    redirect=_redirect_file,
+    index=_index_file_link,
+    bomb=_archive("bomb"),
+    traversal=_archive("traversal"),
+    linkout=_archive("linkout"),
+)
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("path, code", [("endless", 3), ("trickle", 3), ("huge", 3), ("redirect", 3)])
+@pytest.mark.parametrize(
+    "path, code", [("endless", 3), ("trickle", 3), ("huge", 3), ("redirect", 3)]
+)
 def test_bounds_a_hostile_download_server_ends_in_time(world, hostile, path, code):
     world.mp.setenv("GGML_PATCH_HTTP_DEADLINE_S", "1.5")
     url = f"{hostile}/{path}/x.tar.gz".replace("http://", f"http://u:{PASSWORD}@")
     m = tiny_matrix(world.tmp, source=f"{{kind: tarball, url: {yq(url)}, sha256: '{'0' * 64}'}}")
-    row = status_row(world.run("status", "--json", "--matrix", m, "--cache", world.cache, bound=15), code)
+    row = status_row(
+        world.run("status", "--json", "--matrix", m, "--cache", world.cache, bound=15), code
+    )
     assert row["status"].startswith("source un"), row
     scratch = world.cache / "tmp"
     assert not scratch.exists() or not any(scratch.iterdir())  # no half-written download left
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("name, make", [("bomb", _bomb), ("traversal", _traversal), ("linkout", _link_out)])
+@pytest.mark.parametrize(
+    "name, make", [("bomb", _bomb), ("traversal", _traversal), ("linkout", _link_out)]
+)
 def test_bounds_a_hostile_archive_is_refused_with_exit_3(world, hostile, name, make):
     if name not in _ARCHIVES:
         _ARCHIVES[name] = make()
     sha = hashlib.sha256(_ARCHIVES[name]).hexdigest()
-    m = tiny_matrix(world.tmp, source=f"{{kind: tarball, url: '{hostile}/{name}/x.tar.gz', sha256: '{sha}'}}")
-    row = status_row(world.run("status", "--json", "--matrix", m, "--cache", world.cache, bound=30), 3)
-    assert row["status"] == "source unavailable" and ("refused" in row["detail"] or "unpack" in row["detail"])
+    m = tiny_matrix(
+        world.tmp, source=f"{{kind: tarball, url: '{hostile}/{name}/x.tar.gz', sha256: '{sha}'}}"
+    )
+    row = status_row(
+        world.run("status", "--json", "--matrix", m, "--cache", world.cache, bound=30), 3
+    )
+    assert row["status"] == "source unavailable" and (
+        "refused" in row["detail"] or "unpack" in row["detail"]
+    )
     assert not (world.tmp / "escaped.txt").exists()
 
 
 @pytest.mark.integration
 def test_bounds_an_index_link_to_a_local_device_is_never_followed(world, hostile):
     world.mp.setenv("PIP_INDEX_URL", f"{hostile}/index")
-    m = tiny_matrix(world.tmp, source=f"{{kind: pypi-sdist, package: tinypkg, version: '1.0', sha256: '{'0' * 64}'}}")
-    row = status_row(world.run("status", "--json", "--matrix", m, "--cache", world.cache, bound=15), 3)
+    m = tiny_matrix(
+        world.tmp,
+        source=f"{{kind: pypi-sdist, package: tinypkg, version: '1.0', sha256: '{'0' * 64}'}}",
+    )
+    row = status_row(
+        world.run("status", "--json", "--matrix", m, "--cache", world.cache, bound=15), 3
+    )
     assert "no sdist" in row["detail"], row
 
 
@@ -681,6 +830,7 @@ def _sample_edit(path: list, value):
         for k in path[:-1]:
             target = target[k]
         target[path[-1]] = value
+
     return edit
 
 
@@ -705,7 +855,9 @@ RESULTS_TYPES = {
 def test_types_a_results_field_of_the_wrong_type_is_one_line(world, name):
     path, value = RESULTS_TYPES[name]
     if value == "1e999":
-        leg = world.leg_results(text=json.dumps(world.data).replace('"duration_s": ', '"duration_s": 1e999, "x": ', 1))
+        leg = world.leg_results(
+            text=json.dumps(world.data).replace('"duration_s": ', '"duration_s": 1e999, "x": ', 1)
+        )
     else:
         leg = world.leg_results(_sample_edit(path, value))
     merge(world, leg).one_line(2)
@@ -713,16 +865,31 @@ def test_types_a_results_field_of_the_wrong_type_is_one_line(world, name):
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("text", [
-    "[" * 100000 + "]" * 100000, '{"a": ' * 50000 + "1" + "}" * 50000, "NaN", '{"cells": NaN}', "\ufeff{}",
-    "", "null", '"just a string"',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 100000 + "]" * 100000,
+        '{"a": ' * 50000 + "1" + "}" * 50000,
+        "NaN",
+        '{"cells": NaN}',
+        "\ufeff{}",
+        "",
+        "null",
+        '"just a string"',
+    ],
+)
 def test_types_nested_or_odd_json_is_one_line(world, text):
     merge(world, world.leg_results(text=text)).one_line(2)
 
 
-PINS = ['{"pins": []}', '{"pins": {"x": 5}}', '{"pins": {"x": {"commit": 123}}}', '{"pins": {"x": {"commit": "abc"}}}',
-        "[]", '{"pins": {"x": {"commit": "' + "g" * 40 + '"}}}']
+PINS = [
+    '{"pins": []}',
+    '{"pins": {"x": 5}}',
+    '{"pins": {"x": {"commit": 123}}}',
+    '{"pins": {"x": {"commit": "abc"}}}',
+    "[]",
+    '{"pins": {"x": {"commit": "' + "g" * 40 + '"}}}',
+]
 
 
 @pytest.mark.integration
@@ -733,8 +900,13 @@ def test_types_a_bad_pins_file_is_one_line(world, text):
     world.run("resolve-refs", "--matrix", MATRIX, "--cache", world.cache, "--pins", f).one_line(2)
 
 
-STATUSES = ['{"targets": 5}', '{"targets": [5]}', '{"targets": [{"target": 1, "status": "conflicts"}]}', "[]",
-            '{"targets": [{"target": "t", "status": ["x"]}]}']
+STATUSES = [
+    '{"targets": 5}',
+    '{"targets": [5]}',
+    '{"targets": [{"target": 1, "status": "conflicts"}]}',
+    "[]",
+    '{"targets": [{"target": "t", "status": ["x"]}]}',
+]
 
 
 @pytest.mark.integration
@@ -742,27 +914,64 @@ STATUSES = ['{"targets": 5}', '{"targets": [5]}', '{"targets": [{"target": 1, "s
 def test_types_a_bad_status_file_is_one_line(world, text):
     f = world.tmp / "status.json"
     f.write_text(text)
-    world.run("drift-issue", "--matrix", MATRIX, "--cache", world.cache, "--repo", "o/r", "--dry-run",
-              "--status", f).one_line(2)
+    world.run(
+        "drift-issue",
+        "--matrix",
+        MATRIX,
+        "--cache",
+        world.cache,
+        "--repo",
+        "o/r",
+        "--dry-run",
+        "--status",
+        f,
+    ).one_line(2)
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("option, value", [
-    ("--timeout", "inf"), ("--timeout", "nan"), ("--timeout", "0"), ("--timeout", "-1"), ("--timeout", "1e999"),
-    ("--lock-timeout", "nan"), ("--lock-timeout", "inf"), ("--lock-timeout", "-5"),
-])
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("--timeout", "inf"),
+        ("--timeout", "nan"),
+        ("--timeout", "0"),
+        ("--timeout", "-1"),
+        ("--timeout", "1e999"),
+        ("--lock-timeout", "nan"),
+        ("--lock-timeout", "inf"),
+        ("--lock-timeout", "-5"),
+    ],
+)
 def test_types_a_timeout_must_be_a_finite_number(world, option, value):
-    res = world.run("drift-issue", "--matrix", MATRIX, "--cache", world.cache, "--repo", "o/r", "--dry-run",
-                    "--status", world.tmp / "none.json", f"{option}={value}")
+    res = world.run(
+        "drift-issue",
+        "--matrix",
+        MATRIX,
+        "--cache",
+        world.cache,
+        "--repo",
+        "o/r",
+        "--dry-run",
+        "--status",
+        world.tmp / "none.json",
+        f"{option}={value}",
+    )
     assert res.code == 2 and len(res.err.strip().splitlines()) == 1 and "error:" in res.err
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("holder", [
-    {"pid": 1, "command": "x", "since": 1e300}, {"pid": 1, "command": "x", "since": float("nan")},
-    {"pid": "one", "command": "x", "since": 1}, {"pid": 1, "command": ["x"], "since": 1},
-    {"pid": 10**30, "command": "x", "since": 1}, {"pid": 1, "command": "x" * 100000, "since": 1}, [1, 2],
-])
+@pytest.mark.parametrize(
+    "holder",
+    [
+        {"pid": 1, "command": "x", "since": 1e300},
+        {"pid": 1, "command": "x", "since": float("nan")},
+        {"pid": "one", "command": "x", "since": 1},
+        {"pid": 1, "command": ["x"], "since": 1},
+        {"pid": 10**30, "command": "x", "since": 1},
+        {"pid": 1, "command": "x" * 100000, "since": 1},
+        [1, 2],
+    ],
+)
 def test_types_a_lock_holder_file_is_validated(tmp_path, holder):
     from orchestrator.locking import describe_holder, holder_path
 
@@ -807,7 +1016,11 @@ def _checkout(world: World) -> Path:
 
     (tree / "tests" / "CMakeLists.txt").write_text(TESTS_CMAKE)
     env = {"PATH": os.environ["PATH"], "HOME": str(world.home), "GIT_CONFIG_NOSYSTEM": "1"}
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=u", "-c", "user.email=e", "commit", "-qm", "x"]):
+    for args in (
+        ["init", "-q"],
+        ["add", "-A"],
+        ["-c", "user.name=u", "-c", "user.email=e", "commit", "-qm", "x"],
+    ):
         subprocess.run(["git", "-C", str(tree), *args], check=True, env=env, capture_output=True)
     return tree
 
@@ -816,9 +1029,14 @@ ENVIRONMENTS = {
     "GIT_DIR": lambda w: {"GIT_DIR": str(w.tmp / "elsewhere.git")},
     "GIT_WORK_TREE": lambda w: {"GIT_WORK_TREE": str(w.tmp)},
     "GIT_INDEX_FILE": lambda w: {"GIT_INDEX_FILE": str(w.tmp / "idx")},
-    "GIT_CONFIG_fsmonitor": lambda w: {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.fsmonitor",
-                                       "GIT_CONFIG_VALUE_0": f"touch {w.tmp}/pwned"},
-    "GIT_CONFIG_PARAMETERS": lambda w: {"GIT_CONFIG_PARAMETERS": f"'core.fsmonitor'='touch {w.tmp}/pwned'"},
+    "GIT_CONFIG_fsmonitor": lambda w: {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "core.fsmonitor",
+        "GIT_CONFIG_VALUE_0": f"touch {w.tmp}/pwned",
+    },
+    "GIT_CONFIG_PARAMETERS": lambda w: {
+        "GIT_CONFIG_PARAMETERS": f"'core.fsmonitor'='touch {w.tmp}/pwned'"
+    },
     "GIT_OBJECT_DIRECTORY": lambda w: {"GIT_OBJECT_DIRECTORY": str(w.tmp / "objs")},
     "GIT_EXTERNAL_DIFF": lambda w: {"GIT_EXTERNAL_DIFF": f"touch {w.tmp}/pwned;"},
     "repo-config-fsmonitor": None,
@@ -836,7 +1054,14 @@ def test_environment_never_reaches_git(world, kind):
         key = "core.fsmonitor" if kind == "repo-config-fsmonitor" else "core.hooksPath"
         hooks = world.tmp / "hooks"
         hooks.mkdir()
-        for h in ("post-checkout", "pre-commit", "post-commit", "applypatch-msg", "pre-applypatch", "post-applypatch"):
+        for h in (
+            "post-checkout",
+            "pre-commit",
+            "post-commit",
+            "applypatch-msg",
+            "pre-applypatch",
+            "post-applypatch",
+        ):
             (hooks / h).write_text(f"#!/bin/sh\ntouch {world.tmp}/pwned\n")
             (hooks / h).chmod(0o755)
         value = f"touch {world.tmp}/pwned" if key == "core.fsmonitor" else str(hooks)
@@ -850,5 +1075,3 @@ def test_environment_never_reaches_git(world, kind):
     assert "conflict" not in res.out.lower() or "applies" in res.out.lower()
     assert not (world.tmp / "pwned").exists()
     assert not (world.tmp / "elsewhere.git").exists()
-
-

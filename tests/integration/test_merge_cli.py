@@ -1,4 +1,5 @@
 """ggml-patch merge-results: directories and files merged with their logs; bad input refused in one line."""
+
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -22,7 +23,9 @@ def sample() -> Results:
 def _write(d: Path, results) -> Path:
     """A results.json (a Results, or JSON data that is not one) in a new folder."""
     d.mkdir(parents=True)
-    (d / "results.json").write_text(results_json(results) if isinstance(results, Results) else json.dumps(results))
+    (d / "results.json").write_text(
+        results_json(results) if isinstance(results, Results) else json.dumps(results)
+    )
     return d
 
 
@@ -34,8 +37,15 @@ def test_cli_merges_directories_and_files_and_brings_the_logs(sample, tmp_path, 
     (a / "logs/llama.cpp-cpu").mkdir(parents=True)
     (a / "logs/llama.cpp-cpu/build-patched.log").write_text("[1/1] Linking test-opt\n")
     out = tmp_path / "merged"
-    proc = run_tool("merge-results", "--matrix", str(repo_root / "matrix.yaml"), "--out", str(out),
-                    str(b / "results.json"), str(a))
+    proc = run_tool(
+        "merge-results",
+        "--matrix",
+        str(repo_root / "matrix.yaml"),
+        "--out",
+        str(out),
+        str(b / "results.json"),
+        str(a),
+    )
     assert proc.returncode == 0, proc.stderr
     assert "merged 2 cells from 2 results: 2 passed, 0 failed, 0 skipped" in proc.stdout
     merged = json.loads((out / "results.json").read_text())
@@ -43,10 +53,14 @@ def test_cli_merges_directories_and_files_and_brings_the_logs(sample, tmp_path, 
     assert "2/2 cells passed" in (out / "summary.md").read_text()
     assert ET.parse(out / "junit.xml").getroot().get("tests") == "8"
     log = merged["records"][0]["build"]["log"]
-    assert log == str(out / "logs/llama.cpp-cpu/build-patched.log") and Path(log).read_text().startswith("[1/1]")
+    assert log == str(out / "logs/llama.cpp-cpu/build-patched.log") and Path(
+        log
+    ).read_text().startswith("[1/1]")
 
 
-@pytest.mark.parametrize("case", ["other-series", "duplicate", "missing", "not-json", "not-results"])
+@pytest.mark.parametrize(
+    "case", ["other-series", "duplicate", "missing", "not-json", "not-results"]
+)
 def test_cli_refuses_bad_input_in_one_line(sample, tmp_path, repo_root, case):
     a = _write(tmp_path / "a", _split(sample, "ggml/cpu"))
     b = tmp_path / "b"
@@ -61,7 +75,15 @@ def test_cli_refuses_bad_input_in_one_line(sample, tmp_path, repo_root, case):
     elif case == "not-results":
         _write(b, {"cells": []})
     out = tmp_path / "out"
-    proc = run_tool("merge-results", "--matrix", str(repo_root / "matrix.yaml"), "--out", str(out), str(a), str(b))
+    proc = run_tool(
+        "merge-results",
+        "--matrix",
+        str(repo_root / "matrix.yaml"),
+        "--out",
+        str(out),
+        str(a),
+        str(b),
+    )
     assert proc.returncode == 2, proc.stderr
     err = proc.stderr.strip()
     assert err.startswith("ggml-patch: error: ") and "\n" not in err and "Traceback" not in err
@@ -69,22 +91,48 @@ def test_cli_refuses_bad_input_in_one_line(sample, tmp_path, repo_root, case):
     assert not out.exists()  # refused before anything was written
 
 
-def test_a_leg_that_never_reported_is_an_error_in_the_merge_and_the_drift_issue(sample, tmp_path, repo_root):
+def test_a_leg_that_never_reported_is_an_error_in_the_merge_and_the_drift_issue(
+    sample, tmp_path, repo_root
+):
     from orchestrator.ci import drift_issue as D
     from orchestrator.config import load_matrix
 
     a = _write(tmp_path / "cells/results+default+llama.cpp+cpu", _split(sample, "llama.cpp/cpu"))
     out = tmp_path / "merged"
-    proc = run_tool("merge-results", "--matrix", str(repo_root / "matrix.yaml"), "--expect-profile", "default",
-                    "--out", str(out), str(a), str(tmp_path / "cells/results+nothing+*"))
+    proc = run_tool(
+        "merge-results",
+        "--matrix",
+        str(repo_root / "matrix.yaml"),
+        "--expect-profile",
+        "default",
+        "--out",
+        str(out),
+        str(a),
+        str(tmp_path / "cells/results+nothing+*"),
+    )
     assert proc.returncode == 0, proc.stderr
     merged = json.loads((out / "results.json").read_text())
-    expected = [f"{t.name}/{b.name}" for t, b in load_matrix(repo_root / "matrix.yaml").cells("default")]
+    expected = [
+        f"{t.name}/{b.name}" for t, b in load_matrix(repo_root / "matrix.yaml").cells("default")
+    ]
     assert sorted(c["cell"] for c in merged["cells"]) == sorted(expected)
     never = {c["cell"]: c for c in merged["cells"] if c["cell"] != "llama.cpp/cpu"}
-    assert never and all(c["status"] == "error" and "never reported" in c["reason"] for c in never.values())
+    assert never and all(
+        c["status"] == "error" and "never reported" in c["reason"] for c in never.values()
+    )
     assert merged["exit_code"] != 0
     _, failing = D.read_results(results_of(merged, "merged"))
     assert set(failing) == set(never)
-    assert run_tool("merge-results", "--matrix", str(repo_root / "matrix.yaml"), "--expect-profile", "nope",
-                    "--out", str(tmp_path / "o2"), str(a)).returncode == 2
+    assert (
+        run_tool(
+            "merge-results",
+            "--matrix",
+            str(repo_root / "matrix.yaml"),
+            "--expect-profile",
+            "nope",
+            "--out",
+            str(tmp_path / "o2"),
+            str(a),
+        ).returncode
+        == 2
+    )

@@ -2,7 +2,6 @@
 write into a new or empty folder, or one the tool marked as its own; anything else is refused
 with exit 2 naming the folder, before any work."""
 
-
 from orchestrator import outdir
 
 from ..helpers.security import isolated_env, tiny_matrix, tool
@@ -10,8 +9,18 @@ from ..helpers.security import isolated_env, tiny_matrix, tool
 
 def export(tmp_path, out):
     m = tiny_matrix(tmp_path)
-    return tool("export", "--matrix", m, "--cache", tmp_path / "cache", "--target", "tiny", "--out", out,
-                env=isolated_env(tmp_path))
+    return tool(
+        "export",
+        "--matrix",
+        m,
+        "--cache",
+        tmp_path / "cache",
+        "--target",
+        "tiny",
+        "--out",
+        out,
+        env=isolated_env(tmp_path),
+    )
 
 
 def test_export_into_a_folder_holding_a_users_patch_is_refused(tmp_path):
@@ -61,8 +70,18 @@ def test_bundle_out_holding_a_users_files_is_refused_before_any_work(tmp_path):
     results.mkdir()
     (results / "results.json").write_text("{}")  # never read: the folder is refused first
     m = tiny_matrix(tmp_path)
-    line = tool("bundle", "--matrix", m, "--cache", tmp_path / "cache", "--results", results, "--out", out,
-                env=isolated_env(tmp_path)).error_line(2)
+    line = tool(
+        "bundle",
+        "--matrix",
+        m,
+        "--cache",
+        tmp_path / "cache",
+        "--results",
+        results,
+        "--out",
+        out,
+        env=isolated_env(tmp_path),
+    ).error_line(2)
     assert str(out) in line
     assert (out / "tiny" / "my-notes.md").read_text() == "keep me\n"
 

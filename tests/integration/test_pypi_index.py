@@ -5,6 +5,7 @@ sdist runs, ever. The index here is a local HTTP server on 127.0.0.1 (pytest-htt
 The sdist below carries an in-tree build backend that creates a file when imported: `pip
 download` of it (the code before this issue) runs that backend before any hash is checked.
 """
+
 import hashlib
 import io
 import tarfile
@@ -27,7 +28,7 @@ def evil_sdist(path: Path, pwned: Path) -> str:
     files = {
         "pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n',
         "backend.py": f"open({str(pwned)!r}, 'w').write('ran')\n"
-                      "def get_requires_for_build_wheel(config_settings=None):\n    return []\n",
+        "def get_requires_for_build_wheel(config_settings=None):\n    return []\n",
         "PKG-INFO": "Metadata-Version: 2.1\nName: evilpkg\nVersion: 1.0\n",
         "vendor/ggml/src/ggml-opt.cpp": "// opt\n",
     }
@@ -63,9 +64,11 @@ def serve_html(index, sdist_path: Path, listed_sha: str | None):
     index.expect_request("/simple/evilpkg/").respond_with_data(
         f'<html><body><a href="/files/{sdist_path.name}{frag}">{sdist_path.name}</a>'
         '<a href="/files/evilpkg-1.0-py3-none-any.whl">evilpkg-1.0-py3-none-any.whl</a></body></html>',
-        content_type="text/html")
-    index.expect_request(f"/files/{sdist_path.name}").respond_with_data(sdist_path.read_bytes(),
-                                                                         content_type="application/octet-stream")
+        content_type="text/html",
+    )
+    index.expect_request(f"/files/{sdist_path.name}").respond_with_data(
+        sdist_path.read_bytes(), content_type="application/octet-stream"
+    )
 
 
 def download(tmp_path, sha):
@@ -103,9 +106,19 @@ def test_an_index_listing_another_hash_is_refused_before_downloading(tmp_path, i
 def test_the_json_simple_api(tmp_path, index, sdist):
     path, real = sdist
     index.expect_request("/simple/evilpkg/").respond_with_json(
-        {"meta": {"api-version": "1.1"}, "name": "evilpkg",
-         "files": [{"filename": path.name, "url": f"../../files/{path.name}", "hashes": {"sha256": real}}]},
-        content_type=JSON_TYPE)
+        {
+            "meta": {"api-version": "1.1"},
+            "name": "evilpkg",
+            "files": [
+                {
+                    "filename": path.name,
+                    "url": f"../../files/{path.name}",
+                    "hashes": {"sha256": real},
+                }
+            ],
+        },
+        content_type=JSON_TYPE,
+    )
     index.expect_request(f"/files/{path.name}").respond_with_data(path.read_bytes())
     assert download(tmp_path, real).read_bytes() == path.read_bytes()
     assert not (tmp_path / "PWNED").exists()
@@ -122,7 +135,9 @@ def test_an_unreachable_index_is_one_line(tmp_path, isolated):  # noqa: F811
     with pytest.raises(SourceUnreachable) as e:
         download(tmp_path, "a" * 64)
     msg = str(e.value)
-    assert "\n" not in msg and "127.0.0.1:9" in msg and "unreachable" in msg and "PIP_INDEX_URL" in msg
+    assert (
+        "\n" not in msg and "127.0.0.1:9" in msg and "unreachable" in msg and "PIP_INDEX_URL" in msg
+    )
 
 
 def test_the_users_pip_configuration_names_the_index(tmp_path, isolated, monkeypatch, sdist):  # noqa: F811
@@ -154,8 +169,11 @@ def test_a_whole_matrix_run_fetches_from_the_index(tmp_path, index, sdist):
     """`status` end to end: the sdist comes from the configured index, nothing of it runs."""
     path, real = sdist
     serve_html(index, path, real)
-    m = tiny_matrix(tmp_path, source=f"{{kind: pypi-sdist, package: evilpkg, version: '1.0', sha256: {real}, "
-                                     "subdirectory: vendor/ggml}")
+    m = tiny_matrix(
+        tmp_path,
+        source=f"{{kind: pypi-sdist, package: evilpkg, version: '1.0', sha256: {real}, "
+        "subdirectory: vendor/ggml}",
+    )
     env = isolated_env(tmp_path, PIP_INDEX_URL=index.url_for("/simple/"))
     proc = tool("status", "--matrix", m, "--cache", tmp_path / "cache", env=env)
     assert proc.returncode == 0, proc.stderr
@@ -163,6 +181,7 @@ def test_a_whole_matrix_run_fetches_from_the_index(tmp_path, index, sdist):
 
 
 # ---- package and version: PyPI's name rules and PEP 440, in the matrix ----
+
 
 def test_the_cached_download_is_still_checked(tmp_path, isolated):  # noqa: F811
     cache = Cache(tmp_path / "cache")

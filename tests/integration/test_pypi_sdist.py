@@ -1,4 +1,5 @@
 """The pypi-sdist source kind, on tarballs made by the test (no network)."""
+
 import hashlib
 import io
 import tarfile
@@ -6,9 +7,9 @@ import tarfile
 import pytest
 
 from orchestrator.cache import Cache
-from orchestrator.sources.pypi_sdist import PypiSdist
 from orchestrator.errors import SourceUnavailable
 from orchestrator.sources import pypi_sdist, snapshot
+from orchestrator.sources.pypi_sdist import PypiSdist
 from orchestrator.vcs.snapshots import SnapshotRepo
 
 UPSTREAM = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
@@ -55,8 +56,13 @@ def _seeded(tmp_path, sha):
     archive = cache.downloads / "pypi-llama-cpp-python-0.3.36" / "llama_cpp_python-0.3.36.tar.gz"
     archive.parent.mkdir(parents=True)
     real = _tar(archive, FILES)
-    src = PypiSdist(kind="pypi-sdist", package="llama-cpp-python", version="0.3.36", sha256=sha or real,
-                    subdirectory="vendor/llama.cpp").at("targets.x.source")
+    src = PypiSdist(
+        kind="pypi-sdist",
+        package="llama-cpp-python",
+        version="0.3.36",
+        sha256=sha or real,
+        subdirectory="vendor/llama.cpp",
+    ).at("targets.x.source")
     return cache, src, real
 
 

@@ -1,5 +1,6 @@
 """run/testrun.run_program, the evidence's runner for long programs: each line as it comes, the log,
 the exit code, a signal, and the whole process group killed at the timeout."""
+
 from __future__ import annotations
 
 import sys
@@ -17,8 +18,17 @@ def script(tmp_path, body: str):
 def test_lines_come_as_they_are_printed_and_the_log_has_them(tmp_path):
     seen: list[tuple[str, float]] = []
     t0 = time.monotonic()
-    argv = script(tmp_path, "print('epoch=1', flush=True)\ntime.sleep(1.0)\nprint('epoch=2', flush=True)")
-    run = run_program("prog", argv, 30, {}, tmp_path / "prog.log", lambda ln: seen.append((ln, time.monotonic() - t0)))
+    argv = script(
+        tmp_path, "print('epoch=1', flush=True)\ntime.sleep(1.0)\nprint('epoch=2', flush=True)"
+    )
+    run = run_program(
+        "prog",
+        argv,
+        30,
+        {},
+        tmp_path / "prog.log",
+        lambda ln: seen.append((ln, time.monotonic() - t0)),
+    )
     assert run.exit_code == 0 and not run.timed_out and run.output == "epoch=1\nepoch=2\n"
     assert [ln for ln, _ in seen] == ["epoch=1", "epoch=2"]
     assert seen[0][1] < seen[1][1] - 0.5  # the first line before the program ended
@@ -27,10 +37,17 @@ def test_lines_come_as_they_are_printed_and_the_log_has_them(tmp_path):
 
 
 def test_exit_codes_and_signals(tmp_path):
-    run = run_program("prog", script(tmp_path, "print('error: no model', file=sys.stderr)\nsys.exit(2)"), 30, {},
-                      tmp_path / "a.log")
+    run = run_program(
+        "prog",
+        script(tmp_path, "print('error: no model', file=sys.stderr)\nsys.exit(2)"),
+        30,
+        {},
+        tmp_path / "a.log",
+    )
     assert run.exit_code == 2 and "error: no model" in run.output
-    run = run_program("prog", script(tmp_path, "os.kill(os.getpid(), signal.SIGABRT)"), 30, {}, tmp_path / "b.log")
+    run = run_program(
+        "prog", script(tmp_path, "os.kill(os.getpid(), signal.SIGABRT)"), 30, {}, tmp_path / "b.log"
+    )
     assert run.exit_code == -6 and run.signal == "SIGABRT"
     run = run_program("prog", [str(tmp_path / "absent")], 30, {}, tmp_path / "c.log")
     assert run.exit_code == 127 and "not built" in run.output
@@ -38,8 +55,10 @@ def test_exit_codes_and_signals(tmp_path):
 
 def test_the_timeout_kills_the_program_and_its_children(tmp_path):
     pid_file = tmp_path / "child.pid"
-    body = (f"import subprocess\np = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-            f"open({str(pid_file)!r}, 'w').write(str(p.pid))\nprint('started', flush=True)\ntime.sleep(60)")
+    body = (
+        f"import subprocess\np = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(p.pid))\nprint('started', flush=True)\ntime.sleep(60)"
+    )
     t0 = time.monotonic()
     run = run_program("prog", script(tmp_path, body), 1.5, {}, tmp_path / "d.log")
     assert run.timed_out and run.exit_code is None and time.monotonic() - t0 < 20

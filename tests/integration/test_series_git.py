@@ -1,4 +1,5 @@
 """The series' diffs against real git: they apply, blob ids and unified diffs are git's own."""
+
 import os
 import subprocess
 from pathlib import Path
@@ -15,9 +16,18 @@ from ..helpers.patches import real_series as _real_series
 
 
 def _git(cwd: Path, *args: str, input: str = None) -> str:
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    r = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True, text=True, env=env)
+    env = {
+        **os.environ,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
+    r = subprocess.run(
+        ["git", *args], cwd=cwd, input=input, capture_output=True, text=True, env=env
+    )
     if r.returncode != 0:
         raise AssertionError(f"git {' '.join(args)} failed ({r.returncode}): {r.stderr}")
     return r.stdout
@@ -50,14 +60,19 @@ def test_real_series_applies_to_a_llama_tree(tmp_path):
     for p in s.patches:
         _apply(repo, p.text())
     assert (repo / "tests/test-opt-dynamic-accum.cpp").read_text() == NATIVE_TEST.read_text()
-    assert "llama_build_and_test(test-opt-dynamic-accum.cpp)" in (repo / "tests/CMakeLists.txt").read_text()
+    assert (
+        "llama_build_and_test(test-opt-dynamic-accum.cpp)"
+        in (repo / "tests/CMakeLists.txt").read_text()
+    )
 
 
 def test_render_to_ggml_applies_with_git(tmp_path):
     s = _real_series()
     r = render(s, LLAMA, GGML, BaseFiles({"tests/CMakeLists.txt": GGML_CMAKE}))
     opt_pre = _pre_image(s.patches[0].files[0])
-    repo = _repo(tmp_path / "ggml", {"src/ggml-opt.cpp": opt_pre, "tests/CMakeLists.txt": GGML_CMAKE})
+    repo = _repo(
+        tmp_path / "ggml", {"src/ggml-opt.cpp": opt_pre, "tests/CMakeLists.txt": GGML_CMAKE}
+    )
     for p in r.patches:
         _apply(repo, p.text())
     assert (repo / "tests/CMakeLists.txt").read_text() == register_gate_test(GGML, GGML_CMAKE)
@@ -68,21 +83,30 @@ def test_render_to_ggml_applies_with_git(tmp_path):
 
 def test_render_ggml_back_to_llama_applies(tmp_path):
     """ggml -> llama.cpp: the registration is regenerated in llama.cpp's convention."""
-    ggml_series = render(_real_series(), LLAMA, GGML, BaseFiles({"tests/CMakeLists.txt": GGML_CMAKE}))
+    ggml_series = render(
+        _real_series(), LLAMA, GGML, BaseFiles({"tests/CMakeLists.txt": GGML_CMAKE})
+    )
     llama_reg = _real_series().patches[1].files[0]
     llama_base = _pre_image(llama_reg)
     back = render(ggml_series, GGML, LLAMA, BaseFiles({"tests/CMakeLists.txt": llama_base}))
     assert back.layout == "llama.cpp"
     assert back.paths() == _real_series().paths()
     assert back.patches[0] == _real_series().patches[0]  # the fix maps back byte for byte
-    repo = _repo(tmp_path / "llama", {"ggml/src/ggml-opt.cpp": _pre_image(_real_series().patches[0].files[0]),
-                                      "tests/CMakeLists.txt": llama_base})
+    repo = _repo(
+        tmp_path / "llama",
+        {
+            "ggml/src/ggml-opt.cpp": _pre_image(_real_series().patches[0].files[0]),
+            "tests/CMakeLists.txt": llama_base,
+        },
+    )
     for p in back.patches:
         _apply(repo, p.text())
     assert (repo / "tests/CMakeLists.txt").read_text() == register_gate_test(LLAMA, llama_base)
 
 
-@pytest.mark.parametrize("text", ["", "a\n", "no newline", "line 1\nline 2\n" * 50, "ünïcödé ✓\n", GGML_CMAKE])
+@pytest.mark.parametrize(
+    "text", ["", "a\n", "no newline", "line 1\nline 2\n" * 50, "ünïcödé ✓\n", GGML_CMAKE]
+)
 def test_git_blob_id_matches_git(tmp_path, text):
     f = tmp_path / "blob"
     f.write_bytes(text.encode())
@@ -94,8 +118,10 @@ def test_unified_file_diff_applies_with_git(tmp_path, case):
     old, new = DIFF_CASES[case]
     path = "tests/CMakeLists.txt"
     diff = unified_file_diff(path, old, new)
-    assert diff.startswith(f"diff --git a/{path} b/{path}\nindex {git_blob_id(old)}..{git_blob_id(new)} 100644\n"
-                           f"--- a/{path}\n+++ b/{path}\n@@ ")
+    assert diff.startswith(
+        f"diff --git a/{path} b/{path}\nindex {git_blob_id(old)}..{git_blob_id(new)} 100644\n"
+        f"--- a/{path}\n+++ b/{path}\n@@ "
+    )
     repo = _repo(tmp_path / "r", {path: old})
     _apply(repo, diff)
     assert (repo / path).read_bytes() == new.encode()
@@ -117,8 +143,11 @@ def test_unified_file_diff_three_way(tmp_path):
     assert (repo / path).read_text() == "# local change at the top\n" + new
 
 
-@pytest.mark.parametrize("old, new", [("a\nb\n", "a\n++i;\nb\n"), ("a\n-- x\nb\n", "a\nb\n")],
-                         ids=["added-plus-plus", "removed-dash-dash"])
+@pytest.mark.parametrize(
+    "old, new",
+    [("a\nb\n", "a\n++i;\nb\n"), ("a\n-- x\nb\n", "a\nb\n")],
+    ids=["added-plus-plus", "removed-dash-dash"],
+)
 def test_unified_file_diff_keeps_lines_that_look_like_headers(tmp_path, old, new):
     diff = unified_file_diff("f.txt", old, new)
     repo = _repo(tmp_path / "r", {"f.txt": old})

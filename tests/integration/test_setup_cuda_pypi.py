@@ -3,6 +3,7 @@ against a stand-in `python -m pip` that lays out what the wheels hold (nvidia/cu
 lib/libcublas.so.13, ...; checked by hand with `pip download --no-deps`), so no test downloads
 500 MB. It pins one toolkit release, makes the layout nvcc and CMake expect, prints the prefix,
 and installs nothing the second time."""
+
 import os
 import shutil
 import subprocess
@@ -33,8 +34,12 @@ def fake_python(tmp_path):
 
 
 def _run(dest: Path, python: Path, calls: Path):
-    return subprocess.run(["bash", str(SCRIPT), str(dest)], capture_output=True, text=True,
-                          env={**os.environ, "PYTHON": str(python), "CALLS": str(calls)})
+    return subprocess.run(
+        ["bash", str(SCRIPT), str(dest)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHON": str(python), "CALLS": str(calls)},
+    )
 
 
 def test_lays_out_a_toolkit_and_installs_once(tmp_path, fake_python):
@@ -44,12 +49,24 @@ def test_lays_out_a_toolkit_and_installs_once(tmp_path, fake_python):
     root = tmp_path / "cuda" / "site" / "nvidia" / "cu13"
     assert proc.stdout == f"{root}\n"  # CUDA_HOME; nvcc in its bin/
     (call,) = calls.read_text().splitlines()
-    assert call.startswith("-m pip install ") and "--no-deps" in call and f"--target {tmp_path}/cuda/site" in call
-    for pkg in ("nvidia-cuda-nvcc==13.0.88", "nvidia-cuda-runtime==13.0.96", "nvidia-cublas==13.0.2.14",
-                "nvidia-cuda-cccl==13.0.85", "nvidia-nvvm==13.0.88", "nvidia-cuda-crt==13.0.88"):
+    assert (
+        call.startswith("-m pip install ")
+        and "--no-deps" in call
+        and f"--target {tmp_path}/cuda/site" in call
+    )
+    for pkg in (
+        "nvidia-cuda-nvcc==13.0.88",
+        "nvidia-cuda-runtime==13.0.96",
+        "nvidia-cublas==13.0.2.14",
+        "nvidia-cuda-cccl==13.0.85",
+        "nvidia-nvvm==13.0.88",
+        "nvidia-cuda-crt==13.0.88",
+    ):
         assert pkg in call.split()
     arch = "sbsa-linux" if os.uname().machine == "aarch64" else "x86_64-linux"
-    assert os.readlink(root / "targets" / arch / "include") == "../../include"  # where nvcc.profile looks
+    assert (
+        os.readlink(root / "targets" / arch / "include") == "../../include"
+    )  # where nvcc.profile looks
     for lib in ("cudart", "cublas", "cublasLt"):  # the names CMake links
         assert os.readlink(root / "lib" / f"lib{lib}.so") == f"lib{lib}.so.13"
     again = _run(tmp_path / "cuda", fake_python, calls)

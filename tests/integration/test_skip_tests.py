@@ -2,25 +2,28 @@
 mutants, conclude) on the fake project of test_mutants.py (CMake and Ninja, no compiler): the
 skipped test is never built and never run in any variant, recorded skipped with its reason in
 each; the control's verdict rests on the gate alone and says so; the cell passes."""
+
 import pytest
 
 from orchestrator import backends
 from orchestrator.backends.cpu import Cpu
 from orchestrator.cache import Cache
 from orchestrator.config import Backend, Target
-from orchestrator.sources.local import LocalSource
 from orchestrator.patchset.layout import GATE_TEST, UPSTREAM_TEST
 from orchestrator.patchset.series import Series, parse_patch, unified_file_diff
 from orchestrator.report.model import Cell, CellStatus, Outcome, RecordStatus, Verdict
 from orchestrator.run import cell as cell_mod
 from orchestrator.run.cell import CellContext, CellProgress, Tree, configure, judge_tree
 from orchestrator.sources import Snapshot
+from orchestrator.sources.local import LocalSource
 
 from ..helpers.tools import ROOT
 from .test_mutants import FAIL_LINE, FIXED, _mutants, fake_project
 
 WHY = "test-opt leaks under LeakSanitizer (test stand-in)"
-UNFIXED = FIXED.replace("echo 'device=CPU opt_period=1: OK'", f"echo '{FAIL_LINE}'").replace("exit 0", "exit 1")
+UNFIXED = FIXED.replace("echo 'device=CPU opt_period=1: OK'", f"echo '{FAIL_LINE}'").replace(
+    "exit 0", "exit 1"
+)
 
 
 class SkipsTestOpt(Cpu):
@@ -32,19 +35,49 @@ class SkipsTestOpt(Cpu):
 def skipping_cell(tmp_path, monkeypatch):
     src, repo, base, cell_dir, wt = fake_project(tmp_path, UNFIXED)
     (wt.path / "src" / "ggml-opt.cpp").write_text(FIXED)
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     wt.git("commit", "-q", "-am", "fix", env=env)
     fix = parse_patch("0001-fix.patch", unified_file_diff("src/ggml-opt.cpp", UNFIXED, FIXED))
-    target = Target("fake", "ggml", source=LocalSource(kind="local", path=str(src)).at("targets.fake.source"))
+    target = Target(
+        "fake", "ggml", source=LocalSource(kind="local", path=str(src)).at("targets.fake.source")
+    )
     backend = Backend("cpu-sanitize", timeout=5)
-    c = Cell(cell="fake/cpu-sanitize", target="fake", backend="cpu-sanitize", layout="ggml", status=CellStatus.ERROR)
-    ctx = CellContext(target, backend, SkipsTestOpt(), Cache(tmp_path / "cache"), ROOT / "native_tests", cell_dir,
-                      tmp_path / "logs", CellProgress(), c, series=Series("llama.cpp", ()), repo=repo,
-                      mutant_files=_mutants()[:1], programs=False)
+    c = Cell(
+        cell="fake/cpu-sanitize",
+        target="fake",
+        backend="cpu-sanitize",
+        layout="ggml",
+        status=CellStatus.ERROR,
+    )
+    ctx = CellContext(
+        target,
+        backend,
+        SkipsTestOpt(),
+        Cache(tmp_path / "cache"),
+        ROOT / "native_tests",
+        cell_dir,
+        tmp_path / "logs",
+        CellProgress(),
+        c,
+        series=Series("llama.cpp", ()),
+        repo=repo,
+        mutant_files=_mutants()[:1],
+        programs=False,
+    )
     tree = Tree(Snapshot(base, "fake base"), Series("ggml", (fix,)), wt)
     # the fake project is its own CMake source dir: the layout's plan pointed at it
-    monkeypatch.setattr(cell_mod, "build_plan", lambda layout, worktree, harness: cell_mod.BuildPlan(
-        worktree, (), (UPSTREAM_TEST, GATE_TEST), ()))
+    monkeypatch.setattr(
+        cell_mod,
+        "build_plan",
+        lambda layout, worktree, harness: cell_mod.BuildPlan(
+            worktree, (), (UPSTREAM_TEST, GATE_TEST), ()
+        ),
+    )
     return ctx, tree
 
 
@@ -69,7 +102,9 @@ def test_a_skipped_test_is_never_built_or_run_and_the_cell_passes(skipping_cell)
     assert recs["patched"].tests[GATE_TEST].outcome is Outcome.PASSED
     control = recs["control"]
     assert control.verdict is Verdict.KILLED and control.failure_line == FAIL_LINE
-    assert control.verdict_reason.endswith(f"(verdict on the gate alone: test-opt is not run on this backend: {WHY})")
+    assert control.verdict_reason.endswith(
+        f"(verdict on the gate alone: test-opt is not run on this backend: {WHY})"
+    )
     mutant = recs["mutant:01-killed"]
     assert mutant.verdict is Verdict.KILLED and set(mutant.tests) == {GATE_TEST}
     assert ctx.cell.status == CellStatus.PASSED and ctx.cell.exit_code == 0, ctx.cell.reason
@@ -84,7 +119,9 @@ def test_the_result_cache_key_names_the_skips_only_where_there_are_some(skipping
     ctx.env = {}
     assert cache_inputs(ctx, tree.snap, tree.rendered)["skip_tests"] == {UPSTREAM_TEST: WHY}
     ctx.module = backends.get("cpu")
-    assert "skip_tests" not in cache_inputs(ctx, tree.snap, tree.rendered)  # every other backend keeps its key
+    assert "skip_tests" not in cache_inputs(
+        ctx, tree.snap, tree.rendered
+    )  # every other backend keeps its key
 
 
 class NoMutants(SkipsTestOpt):
@@ -103,9 +140,17 @@ def test_a_backend_without_mutants_runs_and_records_none_and_keeps_its_key(skipp
     configure_to_conclude(ctx, tree)
     assert [r.variant for r in ctx.records] == ["patched", "control"]
     assert not list(ctx.logs.glob("*mutant*"))
-    assert ctx.cell.mutants.to_json() == {"total": 0, "killed": 0, "survived": [], "invalid": [], "skipped": NoMutants.no_mutants}
+    assert ctx.cell.mutants.to_json() == {
+        "total": 0,
+        "killed": 0,
+        "survived": [],
+        "invalid": [],
+        "skipped": NoMutants.no_mutants,
+    }
     assert ctx.cell.status == CellStatus.PASSED, ctx.cell.reason
     ctx.env = {}
     assert cache_inputs(ctx, tree.snap, tree.rendered)["mutants"] == {}
     ctx.module = SkipsTestOpt()
-    assert cache_inputs(ctx, tree.snap, tree.rendered)["mutants"]  # a backend that runs them has them in its key
+    assert cache_inputs(ctx, tree.snap, tree.rendered)[
+        "mutants"
+    ]  # a backend that runs them has them in its key

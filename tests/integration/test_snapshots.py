@@ -1,4 +1,5 @@
 """Snapshot repository and worktrees, with real git in temporary directories."""
+
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,7 +20,10 @@ def _tree(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-BASE = {"src/opt.cpp": "".join(f"line {i}\n" for i in range(1, 21)), "tests/CMakeLists.txt": "add(test-opt)\n"}
+BASE = {
+    "src/opt.cpp": "".join(f"line {i}\n" for i in range(1, 21)),
+    "tests/CMakeLists.txt": "add(test-opt)\n",
+}
 
 
 def _patch_for(tmp: Path) -> Path:
@@ -94,7 +98,9 @@ def test_am_failure_is_reported_and_leaves_no_am_in_progress(tmp_path):
     with pytest.raises(SeriesDoesNotApply, match="src/opt.cpp"):
         wt.am([patch])
     assert wt.head() == base
-    rebase_apply = Path(git(wt.path, "rev-parse", "--path-format=absolute", "--git-path", "rebase-apply").strip())
+    rebase_apply = Path(
+        git(wt.path, "rev-parse", "--path-format=absolute", "--git-path", "rebase-apply").strip()
+    )
     assert not rebase_apply.exists(), "git am was left in progress"
     wt.ensure(base)  # usable again
     assert wt.is_clean()
@@ -108,10 +114,18 @@ def test_snapshot_repositories_copied_over_one_another_merge(tmp_path):
     legs = []
     for name, files in (("a", BASE), ("b", {**BASE, "src/opt.cpp": "other\n"})):
         repo = SnapshotRepo(tmp_path / f"{name}.git")
-        commit = repo.import_tree(_tree(tmp_path / f"src-{name}", files), f"refs/snapshots/{name}", f"snapshot {name}")
+        commit = repo.import_tree(
+            _tree(tmp_path / f"src-{name}", files), f"refs/snapshots/{name}", f"snapshot {name}"
+        )
         Worktree(repo, tmp_path / f"leg-{name}" / "src").ensure(commit)
-        assert subprocess.run(["git", "--git-dir", str(repo.path), "config", "gc.autoDetach"],
-                              capture_output=True, text=True).stdout.strip() == "false"
+        assert (
+            subprocess.run(
+                ["git", "--git-dir", str(repo.path), "config", "gc.autoDetach"],
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
+            == "false"
+        )
         legs.append((name, commit, files))
     for name, _, _ in legs:
         shutil.copytree(tmp_path / f"{name}.git", tmp_path / "agg.git", dirs_exist_ok=True)

@@ -3,6 +3,7 @@ ignored and deleted ones not) and never modified: its files, index and HEAD are 
 (mtimes included) after status, export and refresh. A populated submodule is read too (a fork
 vendored in a superproject), and a plain directory works.
 """
+
 import os
 from pathlib import Path
 
@@ -11,8 +12,8 @@ import pytest
 from orchestrator import sources
 from orchestrator.cache import Cache
 from orchestrator.config import load_matrix
-from orchestrator.sources.local import LocalSource
 from orchestrator.errors import ConfigError
+from orchestrator.sources.local import LocalSource
 from orchestrator.vcs.snapshots import SnapshotRepo
 
 from ..helpers.forks import git
@@ -51,6 +52,7 @@ def _files(repo: SnapshotRepo, commit: str) -> dict[str, str]:
 
 # ---- what is read ----
 
+
 def test_clean_checkout_is_its_head_tree(tmp_path):
     co = _small_checkout(tmp_path / "co")
     cache = Cache(tmp_path / "cache")
@@ -60,8 +62,13 @@ def test_clean_checkout_is_its_head_tree(tmp_path):
     head = git(co, "rev-parse", "HEAD").strip()
     assert snap.provenance == {"path": str(co), "head": head, "uncommitted_changes": False}
     assert snap.description == f"local {co} (HEAD {head[:12]})"
-    assert _files(repo, snap.commit) == {".gitignore": "100644", "gone.txt": "100644", "link": "120000",
-                                         "run.sh": "100755", "tracked.txt": "100644"}
+    assert _files(repo, snap.commit) == {
+        ".gitignore": "100644",
+        "gone.txt": "100644",
+        "link": "120000",
+        "run.sh": "100755",
+        "tracked.txt": "100644",
+    }
     assert _snap(cache, co).commit == snap.commit  # deterministic
 
 
@@ -81,10 +88,18 @@ def test_dirty_checkout_is_read_as_it_is(tmp_path):
     repo = SnapshotRepo(cache.snapshots_git)
     assert snap.provenance["uncommitted_changes"] is True
     assert snap.description.endswith(", uncommitted changes)")
-    assert sorted(_files(repo, snap.commit)) == [".gitignore", "link", "run.sh", "staged.txt", "tracked.txt",
-                                                  "untracked.txt"]
+    assert sorted(_files(repo, snap.commit)) == [
+        ".gitignore",
+        "link",
+        "run.sh",
+        "staged.txt",
+        "tracked.txt",
+        "untracked.txt",
+    ]
     assert repo.read_blob(snap.commit, "tracked.txt") == "edited, not staged\n"
-    assert repo.read_blob(snap.commit, "staged.txt") == "staged, then edited again\n"  # the file, not the index
+    assert (
+        repo.read_blob(snap.commit, "staged.txt") == "staged, then edited again\n"
+    )  # the file, not the index
     assert repo.read_blob(snap.commit, "link") == "tracked.txt"
 
 
@@ -96,13 +111,16 @@ def test_subdirectory_and_relative_path(tmp_path):
     m.mkdir()
     (m / "matrix.yaml").write_text(
         "series: {path: p, layout: llama.cpp}\ntargets:\n  t: {layout: ggml, source: {kind: local, path: ../co, "
-        "subdirectory: vendor/ggml}}\nbackends: {cpu: {}}\nprofiles: {default: {targets: [t], backends: [cpu]}}\n")
+        "subdirectory: vendor/ggml}}\nbackends: {cpu: {}}\nprofiles: {default: {targets: [t], backends: [cpu]}}\n"
+    )
     source = load_matrix(m / "matrix.yaml").target("t").source
     cache = Cache(tmp_path / "cache")
     snap = sources.snapshot(source, cache, SnapshotRepo(cache.snapshots_git))
     assert _files(SnapshotRepo(cache.snapshots_git), snap.commit) == {"CMakeLists.txt": "100644"}
     assert snap.provenance["path"] == str(m / ".." / "co")
-    with pytest.raises(ConfigError, match=r"^targets.t.source.subdirectory: 'nope' is not a directory in "):
+    with pytest.raises(
+        ConfigError, match=r"^targets.t.source.subdirectory: 'nope' is not a directory in "
+    ):
         _snap(cache, co, subdirectory="nope")
 
 
@@ -112,7 +130,9 @@ def test_plain_directory(tmp_path):
     (d / "ggml" / "src" / "ggml-opt.cpp").write_text("x\n")
     cache = Cache(tmp_path / "cache")
     snap = _snap(cache, d)
-    assert _files(SnapshotRepo(cache.snapshots_git), snap.commit) == {"ggml/src/ggml-opt.cpp": "100644"}
+    assert _files(SnapshotRepo(cache.snapshots_git), snap.commit) == {
+        "ggml/src/ggml-opt.cpp": "100644"
+    }
     assert snap.provenance["head"] is None
 
 
@@ -129,18 +149,33 @@ def test_populated_submodule_is_read(tmp_path):
     git(sup, "init", "-q", "-b", "main")
     (sup / "README.md").write_text("super\n")
     git(sup, "add", "README.md")
-    git(sup, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "core/vendor/llama.cpp")
+    git(
+        sup,
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "add",
+        "-q",
+        str(sub),
+        "core/vendor/llama.cpp",
+    )
     git(sup, "commit", "-qm", "vendor")
     (sup / "core/vendor/llama.cpp/tracked.txt").write_text("edited inside the submodule\n")
     cache = Cache(tmp_path / "cache")
     snap = _snap(cache, sup)
     repo = SnapshotRepo(cache.snapshots_git)
     files = _files(repo, snap.commit)
-    assert "core/vendor/llama.cpp/run.sh" in files and files["core/vendor/llama.cpp/run.sh"] == "100755"
-    assert repo.read_blob(snap.commit, "core/vendor/llama.cpp/tracked.txt") == "edited inside the submodule\n"
-    assert snap.provenance["uncommitted_changes"] is False  # the superproject's own files and gitlink are as committed
+    assert (
+        "core/vendor/llama.cpp/run.sh" in files
+        and files["core/vendor/llama.cpp/run.sh"] == "100755"
+    )
+    assert (
+        repo.read_blob(snap.commit, "core/vendor/llama.cpp/tracked.txt")
+        == "edited inside the submodule\n"
+    )
+    assert (
+        snap.provenance["uncommitted_changes"] is False
+    )  # the superproject's own files and gitlink are as committed
 
 
 # ---- a dirty user checkout of the real llama.cpp, through every command ----
-
-

@@ -2,6 +2,7 @@
 127.0.0.1 into the cache. The real ggml snapshot served as a `git archive` tarball (as GitHub
 serves one) gives the same status as its pinned sdist.
 """
+
 import hashlib
 import io
 import socket
@@ -11,8 +12,8 @@ import pytest
 
 from orchestrator import sources
 from orchestrator.cache import Cache
-from orchestrator.sources.tarball import TarballSource
 from orchestrator.errors import ExitCode, SourceUnavailable
+from orchestrator.sources.tarball import TarballSource
 from orchestrator.vcs.snapshots import SnapshotRepo
 
 
@@ -54,14 +55,18 @@ def test_download_extract_and_cache(httpserver, tmp_path):
     cache = Cache(tmp_path / "cache")
     snap = _snap(cache, url, sha, subdirectory="vendor/ggml")
     repo = SnapshotRepo(cache.snapshots_git)
-    assert repo.git("ls-tree", "-r", "--name-only", snap.commit).splitlines() == ["src/ggml-opt.cpp"]
+    assert repo.git("ls-tree", "-r", "--name-only", snap.commit).splitlines() == [
+        "src/ggml-opt.cpp"
+    ]
     assert snap.provenance == {"url": url, "sha256": sha}
     assert (cache.downloads / f"tarball-{sha[:16]}" / "proj-1.0.tar.gz").read_bytes() == data
     # the server answered once: the snapshot and the download are both reused
     assert _snap(cache, url, sha, subdirectory="vendor/ggml").commit == snap.commit
     whole = _snap(cache, url, sha)
     assert sorted(repo.git("ls-tree", "-r", "--name-only", whole.commit).splitlines()) == [
-        "README", "vendor/ggml/src/ggml-opt.cpp"]  # the top folder dropped, .git skipped
+        "README",
+        "vendor/ggml/src/ggml-opt.cpp",
+    ]  # the top folder dropped, .git skipped
     httpserver.check_assertions()
 
 
@@ -71,8 +76,10 @@ def test_sha256_mismatch_is_refused_and_not_kept(httpserver, tmp_path):
     cache = Cache(tmp_path / "cache")
     with pytest.raises(SourceUnavailable) as e:
         _snap(cache, httpserver.url_for("/p.tar.gz"), "0" * 64)
-    assert str(e.value) == (f"targets.t.source.sha256: {httpserver.url_for('/p.tar.gz')} has sha256 "
-                            f"{hashlib.sha256(data).hexdigest()}, the matrix pins {'0' * 64}")
+    assert str(e.value) == (
+        f"targets.t.source.sha256: {httpserver.url_for('/p.tar.gz')} has sha256 "
+        f"{hashlib.sha256(data).hexdigest()}, the matrix pins {'0' * 64}"
+    )
     assert not list(cache.downloads.rglob("*.tar.gz")) and not list(cache.scratch().iterdir())
 
 
@@ -84,7 +91,7 @@ def test_http_error_and_unreachable(httpserver, tmp_path):
     url = f"http://127.0.0.1:{_free_port()}/x.tar.gz"
     with pytest.raises(sources.SourceUnreachable) as e:
         _snap(cache, url, "0" * 64)
-    assert str(e.value) == f"targets.t.source.url: {url} is unreachable: connection refused 127.0.0.1"
+    assert (
+        str(e.value) == f"targets.t.source.url: {url} is unreachable: connection refused 127.0.0.1"
+    )
     assert e.value.exit_code == ExitCode.SOURCE_UNAVAILABLE
-
-

@@ -1,5 +1,6 @@
 """ggml-patch status and refresh at the command line: bad input refused in one line before anything is
 touched, an unreachable index a status of its own."""
+
 import os
 
 import pytest
@@ -16,19 +17,27 @@ HDR = "From: A <a@example.com>\nSubject: [PATCH] x\n\nbody\n\n"
 
 
 BAD_PATCHES = {
-    "dotdot": HDR + "diff --git a/../etc/x b/../etc/x\nindex 1..2 100644\n--- a/../etc/x\n+++ b/../etc/x\n@@ -1 +1 @@\n-a\n+b\n",
-    "absolute": HDR + "diff --git a//etc/passwd b//etc/passwd\nindex 1..2 100644\n--- a//etc/passwd\n+++ b//etc/passwd\n"
-                      "@@ -1 +1 @@\n-a\n+b\n",
-    "binary": HDR + "diff --git a/ggml/x.bin b/ggml/x.bin\nnew file mode 100644\nindex 0000000..1234567\n"
-                    "GIT binary patch\nliteral 3\nKcmZ?wy0Hxa\n\nliteral 0\nHcmV?d00001\n\n",
-    "corrupt": HDR + "diff --git a/x b/x\nindex 1..2 100644\n--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n a\n-b\n",
+    "dotdot": HDR
+    + "diff --git a/../etc/x b/../etc/x\nindex 1..2 100644\n--- a/../etc/x\n+++ b/../etc/x\n@@ -1 +1 @@\n-a\n+b\n",
+    "absolute": HDR
+    + "diff --git a//etc/passwd b//etc/passwd\nindex 1..2 100644\n--- a//etc/passwd\n+++ b//etc/passwd\n"
+    "@@ -1 +1 @@\n-a\n+b\n",
+    "binary": HDR
+    + "diff --git a/ggml/x.bin b/ggml/x.bin\nnew file mode 100644\nindex 0000000..1234567\n"
+    "GIT binary patch\nliteral 3\nKcmZ?wy0Hxa\n\nliteral 0\nHcmV?d00001\n\n",
+    "corrupt": HDR
+    + "diff --git a/x b/x\nindex 1..2 100644\n--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n a\n-b\n",
 }
 
 
 def _one_line_error(proc, code=2) -> str:
     assert proc.returncode == code, (proc.returncode, proc.stderr)
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ggml-patch: error: ") and "Traceback" not in proc.stderr, proc.stderr
+    assert (
+        len(lines) == 1
+        and lines[0].startswith("ggml-patch: error: ")
+        and "Traceback" not in proc.stderr
+    ), proc.stderr
     return lines[0]
 
 
@@ -44,19 +53,36 @@ def test_bad_series_is_refused_before_anything_is_touched(tmp_path, case):
         (series / f"0001-{case}.patch").write_text(BAD_PATCHES[case])
     checkout = tmp_path / "checkout"
     checkout.mkdir()
-    m = write_matrix(tmp_path, {"t": f"layout: llama.cpp\nsource: {{kind: local, path: {checkout}}}\n"},
-                     series_dir="series")
-    line = _one_line_error(run_tool("status", "--matrix", str(m), "--cache", str(tmp_path / "cache")))
-    expected = {"dotdot": "escapes the source tree", "absolute": "escapes the source tree", "binary": "binary diff",
-                "corrupt": "corrupt diff", "empty": "the series is empty", "not-utf8": "not UTF-8"}[case]
+    m = write_matrix(
+        tmp_path,
+        {"t": f"layout: llama.cpp\nsource: {{kind: local, path: {checkout}}}\n"},
+        series_dir="series",
+    )
+    line = _one_line_error(
+        run_tool("status", "--matrix", str(m), "--cache", str(tmp_path / "cache"))
+    )
+    expected = {
+        "dotdot": "escapes the source tree",
+        "absolute": "escapes the source tree",
+        "binary": "binary diff",
+        "corrupt": "corrupt diff",
+        "empty": "the series is empty",
+        "not-utf8": "not UTF-8",
+    }[case]
     assert expected in line
     assert not (tmp_path / "cache").exists()
 
 
-@pytest.mark.parametrize("ref, message", [
-    ("no-such-branch", "targets.t.source.ref: 'no-such-branch' is not a branch, tag or full commit id at "),
-    ("0123456789abcdef0123456789abcdef01234567", "targets.t.source.ref: "),
-])
+@pytest.mark.parametrize(
+    "ref, message",
+    [
+        (
+            "no-such-branch",
+            "targets.t.source.ref: 'no-such-branch' is not a branch, tag or full commit id at ",
+        ),
+        ("0123456789abcdef0123456789abcdef01234567", "targets.t.source.ref: "),
+    ],
+)
 def test_a_ref_that_does_not_exist_is_refused_before_anything_is_touched(tmp_path, ref, message):
     upstream = tmp_path / "upstream"
     upstream.mkdir()
@@ -65,22 +91,39 @@ def test_a_ref_that_does_not_exist_is_refused_before_anything_is_touched(tmp_pat
     git(upstream, "add", "README")
     git(upstream, "commit", "-qm", "x")
     good = f"layout: llama.cpp\nsource: {{kind: git, url: '{upstream}', ref: master}}\n"
-    m = write_matrix(tmp_path, {"a": good, "t": f"layout: llama.cpp\nsource: {{kind: git, url: '{upstream}', ref: '{ref}'}}\n"})
-    line = _one_line_error(run_tool("status", "--matrix", str(m), "--cache", str(tmp_path / "cache")))
+    m = write_matrix(
+        tmp_path,
+        {
+            "a": good,
+            "t": f"layout: llama.cpp\nsource: {{kind: git, url: '{upstream}', ref: '{ref}'}}\n",
+        },
+    )
+    line = _one_line_error(
+        run_tool("status", "--matrix", str(m), "--cache", str(tmp_path / "cache"))
+    )
     assert message in line and str(upstream) in line
-    assert not (tmp_path / "cache" / "status").exists()  # target a was fetched, but no worktree was made
+    assert not (
+        tmp_path / "cache" / "status"
+    ).exists()  # target a was fetched, but no worktree was made
 
 
 def test_pypi_unreachable_is_a_status_too(tmp_path, monkeypatch):
     """A package index that cannot be reached (not a missing package) makes a row "source unreachable"."""
     monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")  # nothing listens there
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
-    m = write_matrix(tmp_path, {"p": "layout: ggml\nsource: {kind: pypi-sdist, package: pkg, version: '1.0', "
-                                     f"sha256: '{'0' * 64}'}}\n"})
+    m = write_matrix(
+        tmp_path,
+        {
+            "p": "layout: ggml\nsource: {kind: pypi-sdist, package: pkg, version: '1.0', "
+            f"sha256: '{'0' * 64}'}}\n"
+        },
+    )
     row = status_of_targets(load_matrix(m), Cache(tmp_path / "cache"), ["p"])[0]
     assert row.status == UNREACHABLE
-    assert row.detail.startswith("targets.p.source: the package index is unreachable for pkg==1.0: "
-                                 "http://127.0.0.1:9/simple (connection refused")
+    assert row.detail.startswith(
+        "targets.p.source: the package index is unreachable for pkg==1.0: "
+        "http://127.0.0.1:9/simple (connection refused"
+    )
     assert row.source.description == "pkg==1.0"
 
 
@@ -92,8 +135,12 @@ def test_help(argv):
 def test_unknown_profile_or_target_is_one_line(tmp_path):
     m = str(ROOT / "matrix.yaml")
     assert "unknown profile 'lve'; did you mean 'live'?" in _one_line_error(
-        run_tool("status", "--matrix", m, "--cache", str(tmp_path), "--profile", "lve"))
+        run_tool("status", "--matrix", m, "--cache", str(tmp_path), "--profile", "lve")
+    )
     assert "unknown target 'gml'" in _one_line_error(
-        run_tool("status", "--matrix", m, "--cache", str(tmp_path), "--target", "gml"))
-    assert "unknown target 'gml'" in _one_line_error(run_tool("refresh", "gml", "--matrix", m, "--cache", str(tmp_path)))
+        run_tool("status", "--matrix", m, "--cache", str(tmp_path), "--target", "gml")
+    )
+    assert "unknown target 'gml'" in _one_line_error(
+        run_tool("refresh", "gml", "--matrix", m, "--cache", str(tmp_path))
+    )
     assert not (tmp_path / "status").exists()

@@ -5,6 +5,7 @@ bad manifest or argument is refused with exit 2 and one line before anything is 
 injections are real: each would run a command (a file that must not appear) or wipe the cache
 on the code before this issue.
 """
+
 import json
 
 import pytest
@@ -15,7 +16,9 @@ from orchestrator.upstream import bundle as B
 from ..helpers.security import ROOT, isolated_env, tiny_matrix, tool, tree_snapshot
 from .test_github import REPO, TOKEN, Tiny
 
-UNKNOWN_UPSTREAM = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"  # a real commit id the fork does not have
+UNKNOWN_UPSTREAM = (
+    "0c1e57098bba43ac29e6e3b677cdceebdd22334f"  # a real commit id the fork does not have
+)
 
 
 @pytest.fixture
@@ -27,9 +30,27 @@ def pr(tiny: Tiny, *extra: str, remote=None, token=TOKEN, api_url="http://127.0.
     env = isolated_env(tiny.tmp)
     if token:
         env["GITHUB_TOKEN"] = token
-    p = tool("pr", "--matrix", ROOT / "matrix.yaml", "--cache", tiny.cache, "--bundle", tiny.bundle,
-             "--repo", REPO, f"--head-remote={remote if remote is not None else tiny.fork}", "--head-owner", "me",
-             "--branch", "fix-accum", "--api-url", api_url, *extra, env=env, cwd=tiny.tmp)
+    p = tool(
+        "pr",
+        "--matrix",
+        ROOT / "matrix.yaml",
+        "--cache",
+        tiny.cache,
+        "--bundle",
+        tiny.bundle,
+        "--repo",
+        REPO,
+        f"--head-remote={remote if remote is not None else tiny.fork}",
+        "--head-owner",
+        "me",
+        "--branch",
+        "fix-accum",
+        "--api-url",
+        api_url,
+        *extra,
+        env=env,
+        cwd=tiny.tmp,
+    )
     assert TOKEN not in p.stdout + p.stderr
     return p
 
@@ -80,21 +101,24 @@ def test_a_dotdot_target_leaves_the_cache_intact(tiny):
     assert not (tiny.cache / ".git").exists()
 
 
-@pytest.mark.parametrize("field, value, phrase", [
-    ("target", "a/b", "target"),
-    ("target", "-x", "target"),
-    ("snapshot_commit", "HEAD", "snapshot_commit"),
-    ("snapshot_commit", "--output=/tmp/x", "snapshot_commit"),
-    ("upstream_commit", "master", "upstream_commit"),
-    ("upstream_commit", "0c1e57098bba", "upstream_commit"),
-    ("patched_commit", "x" * 40, "patched_commit"),
-    ("url", "--upload-pack=sh", "url"),
-    ("url", "ext::sh -c touch% /tmp/x", "url"),
-    ("files", {"../PR_BODY.md": "0" * 64}, "files"),
-    ("files", {"PR_TITLE": "not-a-sha"}, "files"),
-    ("files", [], "files"),
-    ("target", None, "target"),
-])
+@pytest.mark.parametrize(
+    "field, value, phrase",
+    [
+        ("target", "a/b", "target"),
+        ("target", "-x", "target"),
+        ("snapshot_commit", "HEAD", "snapshot_commit"),
+        ("snapshot_commit", "--output=/tmp/x", "snapshot_commit"),
+        ("upstream_commit", "master", "upstream_commit"),
+        ("upstream_commit", "0c1e57098bba", "upstream_commit"),
+        ("patched_commit", "x" * 40, "patched_commit"),
+        ("url", "--upload-pack=sh", "url"),
+        ("url", "ext::sh -c touch% /tmp/x", "url"),
+        ("files", {"../PR_BODY.md": "0" * 64}, "files"),
+        ("files", {"PR_TITLE": "not-a-sha"}, "files"),
+        ("files", [], "files"),
+        ("target", None, "target"),
+    ],
+)
 def test_each_manifest_field_is_validated(tiny, field, value, phrase):
     def edit(m):
         if field in ("snapshot_commit", "upstream_commit"):
@@ -103,26 +127,32 @@ def test_each_manifest_field_is_validated(tiny, field, value, phrase):
             m["base"]["source"] = {"kind": "git", "url": value}
         else:
             m[field] = value
+
     edit_manifest(tiny, edit)
     line = pr(tiny).error_line(2)
     assert "manifest.json" in line and phrase in line, line
     assert not (tiny.cache / "pr").exists()
 
 
-@pytest.mark.parametrize("args, phrase", [
-    (["--api-url", "file:///etc/passwd"], "--api-url"),
-    (["--api-url", "not a url"], "--api-url"),
-    (["--head-owner=--upload-pack=x"], "--head-owner"),
-    (["--base=--force"], "--base"),
-    (["--timeout", "nan"], "--timeout"),
-    (["--timeout", "inf"], "--timeout"),
-])
+@pytest.mark.parametrize(
+    "args, phrase",
+    [
+        (["--api-url", "file:///etc/passwd"], "--api-url"),
+        (["--api-url", "not a url"], "--api-url"),
+        (["--head-owner=--upload-pack=x"], "--head-owner"),
+        (["--base=--force"], "--base"),
+        (["--timeout", "nan"], "--timeout"),
+        (["--timeout", "inf"], "--timeout"),
+    ],
+)
 def test_bad_pr_arguments_are_refused_before_anything(tiny, args, phrase):
     assert phrase in pr(tiny, *args).error_line(2)
     assert not (tiny.cache / "pr").exists()
 
 
-@pytest.mark.parametrize("remote", ["--upload-pack=touch x", "ext::sh -c touch% x", "fd::3", "-", "a b c"])
+@pytest.mark.parametrize(
+    "remote", ["--upload-pack=touch x", "ext::sh -c touch% x", "fd::3", "-", "a b c"]
+)
 def test_bad_head_remotes_are_refused(tiny, remote):
     assert "--head-remote" in pr(tiny, remote=remote).error_line(2)
 
@@ -142,13 +172,16 @@ def test_read_bundle_validates_the_manifest(tiny):
 
 # ---- matrix.yaml's git sources: the same injections through `url` and `ref` ----
 
+
 @pytest.mark.parametrize("key", ["url", "ref"])
 def test_upload_pack_in_a_git_source_runs_nothing(tmp_path, key):
     pwned = tmp_path / "PWNED"
     evil = f"'--upload-pack=touch {pwned} #'"
     url, ref = (evil, "master") if key == "url" else (f"'{tmp_path}'", evil)
     m = tiny_matrix(tmp_path, source=f"{{kind: git, url: {url}, ref: {ref}}}")
-    line = tool("status", "--matrix", m, "--cache", tmp_path / "cache", env=isolated_env(tmp_path)).error_line(2)
+    line = tool(
+        "status", "--matrix", m, "--cache", tmp_path / "cache", env=isolated_env(tmp_path)
+    ).error_line(2)
     assert f"targets.tiny.source.{key}" in line
     assert not pwned.exists()
 
@@ -167,4 +200,8 @@ def test_git_receives_refs_after_end_of_options(tiny):
     from orchestrator.upstream import github as G
 
     argv = G.push_argv(tiny.cache, "/srv/fork.git", "b")
-    assert argv[argv.index("push") + 1:] == ["--end-of-options", "/srv/fork.git", "HEAD:refs/heads/b"]
+    assert argv[argv.index("push") + 1 :] == [
+        "--end-of-options",
+        "/srv/fork.git",
+        "HEAD:refs/heads/b",
+    ]

@@ -1,6 +1,7 @@
 """Issue 16, points 6 and 7: every user error is exit 2 with one line, found before work starts;
 and the smaller items (non-finite timeouts, a missing native_tests, CRLF series, a series writing
 under .git/, kill -9 leftovers in <cache>/tmp/, GGML_PATCH_CACHE='')."""
+
 import json
 import os
 import shutil
@@ -24,12 +25,21 @@ def no_cell_ran(proc, cache):
 
 # ---------------------------------------------------------------- output paths, up front
 
+
 def test_a_results_path_that_is_a_file_is_refused_before_any_cell(tmp_path):
     m = tiny_matrix(tmp_path)
     results = tmp_path / "results"
     results.write_text("a file")
-    proc = tool("matrix", "--matrix", m, "--cache", tmp_path / "cache", "--results", results,
-                env=isolated_env(tmp_path))
+    proc = tool(
+        "matrix",
+        "--matrix",
+        m,
+        "--cache",
+        tmp_path / "cache",
+        "--results",
+        results,
+        env=isolated_env(tmp_path),
+    )
     line = proc.error_line(2)
     assert "--results" in line and str(results) in line and "not a folder" in line
     no_cell_ran(proc, tmp_path / "cache")
@@ -38,14 +48,28 @@ def test_a_results_path_that_is_a_file_is_refused_before_any_cell(tmp_path):
 def test_a_results_path_below_a_file_is_refused_before_any_cell(tmp_path):
     m = tiny_matrix(tmp_path)
     (tmp_path / "f").write_text("")
-    proc = tool("matrix", "--matrix", m, "--cache", tmp_path / "cache", "--results", tmp_path / "f" / "r",
-                env=isolated_env(tmp_path))
+    proc = tool(
+        "matrix",
+        "--matrix",
+        m,
+        "--cache",
+        tmp_path / "cache",
+        "--results",
+        tmp_path / "f" / "r",
+        env=isolated_env(tmp_path),
+    )
     assert "--results" in proc.error_line(2)
     no_cell_ran(proc, tmp_path / "cache")
 
 
-@pytest.mark.parametrize("command", [["status"], ["export", "--target", "tiny", "--out", "{tmp}/o"],
-                                     ["matrix", "--results", "{tmp}/r"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["status"],
+        ["export", "--target", "tiny", "--out", "{tmp}/o"],
+        ["matrix", "--results", "{tmp}/r"],
+    ],
+)
 def test_a_cache_that_is_a_file_is_refused(tmp_path, command):
     m = tiny_matrix(tmp_path)
     cache = tmp_path / "cache-file"
@@ -61,14 +85,31 @@ def test_merge_results_out_that_is_a_file(tmp_path):
     r = tmp_path / "r"
     r.mkdir()
     shutil.copy(ROOT / "tests" / "data" / "results-cpu-sample.json", r / "results.json")
-    line = tool("merge-results", "--matrix", ROOT / "matrix.yaml", "--cache", tmp_path / "c", "--out", out, r,
-                env=isolated_env(tmp_path)).error_line(2)
+    line = tool(
+        "merge-results",
+        "--matrix",
+        ROOT / "matrix.yaml",
+        "--cache",
+        tmp_path / "c",
+        "--out",
+        out,
+        r,
+        env=isolated_env(tmp_path),
+    ).error_line(2)
     assert "--out" in line and "not a folder" in line
 
 
 def test_a_relative_cache_works(tmp_path):
     m = tiny_matrix(tmp_path)
-    proc = tool("status", "--matrix", m.name, "--cache", "rel-cache", env=isolated_env(tmp_path), cwd=tmp_path)
+    proc = tool(
+        "status",
+        "--matrix",
+        m.name,
+        "--cache",
+        "rel-cache",
+        env=isolated_env(tmp_path),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "rel-cache" / "snapshots.git").is_dir()
     assert "not applicable" in proc.stdout
@@ -76,24 +117,41 @@ def test_a_relative_cache_works(tmp_path):
 
 def test_a_relative_cache_from_the_environment_works(tmp_path):
     m = tiny_matrix(tmp_path)
-    proc = tool("status", "--matrix", m, env=isolated_env(tmp_path, GGML_PATCH_CACHE="env-cache"), cwd=tmp_path)
+    proc = tool(
+        "status",
+        "--matrix",
+        m,
+        env=isolated_env(tmp_path, GGML_PATCH_CACHE="env-cache"),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "env-cache" / "snapshots.git").is_dir()
 
 
 def test_an_empty_ggml_patch_cache_is_refused(tmp_path):
     m = tiny_matrix(tmp_path)
-    line = tool("status", "--matrix", m, env=isolated_env(tmp_path, GGML_PATCH_CACHE="")).error_line(2)
+    line = tool(
+        "status", "--matrix", m, env=isolated_env(tmp_path, GGML_PATCH_CACHE="")
+    ).error_line(2)
     assert "GGML_PATCH_CACHE" in line and "empty" in line
     assert not (tmp_path / "home" / ".cache").exists()
 
 
 # ---------------------------------------------------------------- matrix values
 
+
 def test_a_late_env_key_error_used_to_abort_the_run(tmp_path):
     m = tiny_matrix(tmp_path, backends="  cpu: {env: {'A=B': '1'}}\n")
-    proc = tool("matrix", "--matrix", m, "--cache", tmp_path / "cache", "--results", tmp_path / "r",
-                env=isolated_env(tmp_path))
+    proc = tool(
+        "matrix",
+        "--matrix",
+        m,
+        "--cache",
+        tmp_path / "cache",
+        "--results",
+        tmp_path / "r",
+        env=isolated_env(tmp_path),
+    )
     assert "backends.cpu.env" in proc.error_line(2)
     no_cell_ran(proc, tmp_path / "cache")
 
@@ -101,8 +159,16 @@ def test_a_late_env_key_error_used_to_abort_the_run(tmp_path):
 def test_a_missing_native_tests_folder_is_refused_before_any_cell(tmp_path):
     m = tiny_matrix(tmp_path)
     m.write_text(m.read_text().replace(str(ROOT / "native_tests"), str(tmp_path / "nowhere")))
-    proc = tool("matrix", "--matrix", m, "--cache", tmp_path / "cache", "--results", tmp_path / "r",
-                env=isolated_env(tmp_path))
+    proc = tool(
+        "matrix",
+        "--matrix",
+        m,
+        "--cache",
+        tmp_path / "cache",
+        "--results",
+        tmp_path / "r",
+        env=isolated_env(tmp_path),
+    )
     line = proc.error_line(2)
     assert f"{m}:2: native_tests: " in line and "nowhere" in line
     no_cell_ran(proc, tmp_path / "cache")
@@ -111,20 +177,69 @@ def test_a_missing_native_tests_folder_is_refused_before_any_cell(tmp_path):
 # ---------------------------------------------------------------- results files
 
 BAD_RESULTS = {
-    "cells-not-objects": {"series": {"sha256": "a" * 64}, "profile": "p", "cells": [1], "records": []},
-    "cell-without-status": {"series": {"sha256": "a" * 64}, "profile": "p",
-                            "cells": [{"cell": "x/cpu", "target": "x"}], "records": []},
-    "series-without-patches": {"series": {"sha256": "a" * 64}, "profile": "p", "cells": [], "records": []},
-    "records-not-a-list": {"series": {"sha256": "a" * 64}, "profile": "p", "cells": [], "records": {}},
-    "target-escapes": {"series": {"sha256": "a" * 64}, "profile": "p", "records": [],
-                       "cells": [{"cell": "../x/cpu", "target": "../x", "backend": "cpu", "status": "passed",
-                                  "exit_code": 0, "reason": "", "timings": {}}]},
-    "patched-commit-is-an-option": {"series": {"sha256": "a" * 64}, "profile": "p", "records": [],
-                                    "cells": [{"cell": "x/cpu", "target": "x", "backend": "cpu", "status": "passed",
-                                               "exit_code": 0, "reason": "", "timings": {},
-                                               "patched_commit": "--output=/tmp/x"}]},
-    "record-tests-not-a-mapping": {"series": {"sha256": "a" * 64}, "profile": "p", "cells": [],
-                                   "records": [{"cell": "x/cpu", "variant": "patched", "build": {}, "tests": []}]},
+    "cells-not-objects": {
+        "series": {"sha256": "a" * 64},
+        "profile": "p",
+        "cells": [1],
+        "records": [],
+    },
+    "cell-without-status": {
+        "series": {"sha256": "a" * 64},
+        "profile": "p",
+        "cells": [{"cell": "x/cpu", "target": "x"}],
+        "records": [],
+    },
+    "series-without-patches": {
+        "series": {"sha256": "a" * 64},
+        "profile": "p",
+        "cells": [],
+        "records": [],
+    },
+    "records-not-a-list": {
+        "series": {"sha256": "a" * 64},
+        "profile": "p",
+        "cells": [],
+        "records": {},
+    },
+    "target-escapes": {
+        "series": {"sha256": "a" * 64},
+        "profile": "p",
+        "records": [],
+        "cells": [
+            {
+                "cell": "../x/cpu",
+                "target": "../x",
+                "backend": "cpu",
+                "status": "passed",
+                "exit_code": 0,
+                "reason": "",
+                "timings": {},
+            }
+        ],
+    },
+    "patched-commit-is-an-option": {
+        "series": {"sha256": "a" * 64},
+        "profile": "p",
+        "records": [],
+        "cells": [
+            {
+                "cell": "x/cpu",
+                "target": "x",
+                "backend": "cpu",
+                "status": "passed",
+                "exit_code": 0,
+                "reason": "",
+                "timings": {},
+                "patched_commit": "--output=/tmp/x",
+            }
+        ],
+    },
+    "record-tests-not-a-mapping": {
+        "series": {"sha256": "a" * 64},
+        "profile": "p",
+        "cells": [],
+        "records": [{"cell": "x/cpu", "variant": "patched", "build": {}, "tests": []}],
+    },
 }
 
 
@@ -135,13 +250,17 @@ def test_malformed_results_files_are_one_line(tmp_path, case, command):
     r.mkdir()
     (r / "results.json").write_text(json.dumps(BAD_RESULTS[case]))
     common = ["--matrix", ROOT / "matrix.yaml", "--cache", tmp_path / "c"]
-    args = (["bundle", "--results", r, "--out", tmp_path / "b", "--author", "T <t@example.com>"] if command == "bundle"
-            else ["merge-results", "--out", tmp_path / "m", r])
+    args = (
+        ["bundle", "--results", r, "--out", tmp_path / "b", "--author", "T <t@example.com>"]
+        if command == "bundle"
+        else ["merge-results", "--out", tmp_path / "m", r]
+    )
     line = tool(*args[:1], *common, *args[1:], env=isolated_env(tmp_path)).error_line(2)
     assert "results.json" in line
 
 
 # ---------------------------------------------------------------- a checkout git refuses (ownership)
+
 
 def foreign(path, env):
     """Make git see `path` as another user's: chown it when running as root; otherwise git's own
@@ -158,10 +277,15 @@ def git_checkout(path):
     (path / "build").mkdir()
     (path / "build" / "ignored.o").write_text("object\n")
     env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-    for args in (["init", "-q"], ["add", "."], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
+    for args in (
+        ["init", "-q"],
+        ["add", "."],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
+    ):
         subprocess.run(["git", *args], cwd=path, check=True, env=env, capture_output=True)
-    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, env=env, capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=path, env=env, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def test_a_checkout_git_refuses_for_ownership_is_named_with_the_fix(tmp_path):
@@ -190,20 +314,26 @@ def test_the_fix_it_names_works(tmp_path):
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        snap = snapshot(load_matrix(m).target("tiny").source, Cache(tmp_path / "cache"),
-                        SnapshotRepo(tmp_path / "cache" / "snapshots.git"))
+        snap = snapshot(
+            load_matrix(m).target("tiny").source,
+            Cache(tmp_path / "cache"),
+            SnapshotRepo(tmp_path / "cache" / "snapshots.git"),
+        )
     finally:
         for k, v in old.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    assert snap.provenance["head"] == head  # read as a git checkout: HEAD kept, ignored files left out
+    assert (
+        snap.provenance["head"] == head
+    )  # read as a git checkout: HEAD kept, ignored files left out
     repo = SnapshotRepo(tmp_path / "cache" / "snapshots.git")
     assert repo.read_blob(snap.commit, "build/ignored.o") is None
 
 
 # ---------------------------------------------------------------- the series
+
 
 def series_copy(tmp_path):
     d = tmp_path / "series"
@@ -213,18 +343,25 @@ def series_copy(tmp_path):
 
 def test_a_series_writing_under_dot_git_is_a_malformed_series(tmp_path):
     d, patches = series_copy(tmp_path)
-    evil = ("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: x <x@x>\n"
-            "Subject: [PATCH] hook\n\n---\ndiff --git a/.git/hooks/post-checkout b/.git/hooks/post-checkout\n"
-            "new file mode 100755\n--- /dev/null\n+++ b/.git/hooks/post-checkout\n@@ -0,0 +1 @@\n+touch /tmp/x\n")
+    evil = (
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: x <x@x>\n"
+        "Subject: [PATCH] hook\n\n---\ndiff --git a/.git/hooks/post-checkout b/.git/hooks/post-checkout\n"
+        "new file mode 100755\n--- /dev/null\n+++ b/.git/hooks/post-checkout\n@@ -0,0 +1 @@\n+touch /tmp/x\n"
+    )
     (d / "0003-hook.patch").write_text(evil)
-    with pytest.raises(ConfigError, match=r"0003-hook.patch: path '.git/hooks/post-checkout' .*\.git"):
+    with pytest.raises(
+        ConfigError, match=r"0003-hook.patch: path '.git/hooks/post-checkout' .*\.git"
+    ):
         read_series(d, "llama.cpp")
     m = tiny_matrix(tmp_path)
     m.write_text(m.read_text().replace(str(ROOT / "patches"), str(d)))
-    assert ".git" in tool("status", "--matrix", m, "--cache", tmp_path / "c", env=isolated_env(tmp_path)).error_line(2)
+    assert ".git" in tool(
+        "status", "--matrix", m, "--cache", tmp_path / "c", env=isolated_env(tmp_path)
+    ).error_line(2)
 
 
 # ---------------------------------------------------------------- kill -9 leftovers
+
 
 def dead_pid() -> int:
     p = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -243,7 +380,9 @@ def test_leftovers_of_a_killed_run_are_cleaned_at_the_next_start(tmp_path):
     dead_file.write_bytes(b"partial")
     live = tmp / f"{host}-pid{os.getpid()}-def456"  # this test's own process is alive
     live.mkdir()
-    foreign_host = tmp / f"extract-some-other-host-pid{dead_pid()}-ghi789"  # another machine's: not ours to judge
+    foreign_host = (
+        tmp / f"extract-some-other-host-pid{dead_pid()}-ghi789"
+    )  # another machine's: not ours to judge
     foreign_host.mkdir()
     m = tiny_matrix(tmp_path)
     proc = tool("status", "--matrix", m, "--cache", cache.root, env=isolated_env(tmp_path))
@@ -257,6 +396,14 @@ def test_ci_workflow_output_that_cannot_be_a_file(tmp_path, kind):
     m = tiny_matrix(tmp_path)
     (tmp_path / "f").write_text("")
     out = tmp_path if kind == "folder" else tmp_path / "f" / "w.yml"
-    line = tool("ci-workflow", "--matrix", m, "--cache", tmp_path / "c", "--output", out,
-                env=isolated_env(tmp_path)).error_line(2)
+    line = tool(
+        "ci-workflow",
+        "--matrix",
+        m,
+        "--cache",
+        tmp_path / "c",
+        "--output",
+        out,
+        env=isolated_env(tmp_path),
+    ).error_line(2)
     assert "--output" in line

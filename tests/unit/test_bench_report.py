@@ -1,5 +1,6 @@
 """benchmarks/bench.py's pure parts (issue 24): the newcomer's environment, each number against its
 goal, the report's tables. No measurement here: the bench itself measures (nox -s bench)."""
+
 import importlib.util
 from pathlib import Path
 
@@ -13,60 +14,126 @@ def _bench():
     return mod
 
 
-def test_the_newcomer_has_an_empty_home_and_none_of_this_machines_tool_settings(monkeypatch, tmp_path):
+def test_the_newcomer_has_an_empty_home_and_none_of_this_machines_tool_settings(
+    monkeypatch, tmp_path
+):
     bench = _bench()
-    for k, v in {"GGML_PATCH_CACHE": "/c", "CCACHE_DIR": "/cc", "PIP_FIND_LINKS": "/opt/wheels",
-                 "PIP_CACHE_DIR": "/pc", "VIRTUAL_ENV": "/v", "PYTHONPATH": "/p", "XDG_CACHE_HOME": "/x",
-                 "PIP_DEFAULT_TIMEOUT": "180", "PATH": "/usr/bin"}.items():
+    for k, v in {
+        "GGML_PATCH_CACHE": "/c",
+        "CCACHE_DIR": "/cc",
+        "PIP_FIND_LINKS": "/opt/wheels",
+        "PIP_CACHE_DIR": "/pc",
+        "VIRTUAL_ENV": "/v",
+        "PYTHONPATH": "/p",
+        "XDG_CACHE_HOME": "/x",
+        "PIP_DEFAULT_TIMEOUT": "180",
+        "PATH": "/usr/bin",
+    }.items():
         monkeypatch.setenv(k, v)
     env = bench.newcomer_env(tmp_path / "home", tmp_path / "venv")
     assert env["HOME"] == str(tmp_path / "home")
     assert env["PATH"] == f"{tmp_path / 'venv' / 'bin'}:/usr/bin"
-    for gone in ("GGML_PATCH_CACHE", "CCACHE_DIR", "PIP_FIND_LINKS", "PIP_CACHE_DIR", "VIRTUAL_ENV", "PYTHONPATH",
-                 "XDG_CACHE_HOME"):
+    for gone in (
+        "GGML_PATCH_CACHE",
+        "CCACHE_DIR",
+        "PIP_FIND_LINKS",
+        "PIP_CACHE_DIR",
+        "VIRTUAL_ENV",
+        "PYTHONPATH",
+        "XDG_CACHE_HOME",
+    ):
         assert gone not in env
     assert env["PIP_DEFAULT_TIMEOUT"] == "180"  # how to reach the index is kept
 
 
 def _newcomer(first, total, rerun, loops):
-    return {"commit": "a" * 40, "load_start": {"busy_loops": loops, "loadavg": [0.5, 0.4, 0.3]},
-            "load_end": {"busy_loops": loops, "loadavg": [2.1, 1.0, 0.5]}, "pip_install_nox_s": 4.0,
-            "nox_install_s": 30.0, "first_verdict_s": first, "first_verdict": "ggml/cpu: verdict: ...",
-            "total_s": total, "verdicts_s": [first], "rerun_s": rerun, "cpu_s": 300.0,
-            "cells": {"ggml/cpu": {"status": "passed", "total_s": 50.0}}}
+    return {
+        "commit": "a" * 40,
+        "load_start": {"busy_loops": loops, "loadavg": [0.5, 0.4, 0.3]},
+        "load_end": {"busy_loops": loops, "loadavg": [2.1, 1.0, 0.5]},
+        "pip_install_nox_s": 4.0,
+        "nox_install_s": 30.0,
+        "first_verdict_s": first,
+        "first_verdict": "ggml/cpu: verdict: ...",
+        "total_s": total,
+        "verdicts_s": [first],
+        "rerun_s": rerun,
+        "cpu_s": 300.0,
+        "cells": {"ggml/cpu": {"status": "passed", "total_s": 50.0}},
+    }
 
 
 def test_each_number_meets_or_misses_its_goal_and_the_report_says_which():
     bench = _bench()
-    report = {"machine": {"cores": 2, "loadavg_start": [0.1, 0.2, 0.3]}, "goals": bench.GOALS,
-              "newcomer": {"quiet": _newcomer(70.0, 250.0, 0.6, 0), "loaded": _newcomer(160.0, 400.0, 0.9, 2)},
-              "loaded": {"load_start": {"busy_loops": 2, "loadavg": [2.0]}, "load_end": {"busy_loops": 2, "loadavg": [2.5]},
-                         "tool_wall_s": 100.0,
-                         "control": {"ggml/cpu": {"tool_s": 3.0, "one_file_by_hand_s": 2.5, "ratio": 1.2}},
-                         "mutants": {"ggml/cpu": {"mutants": 12, "tool_per_mutant_s": 2.0, "ratio": 1.6,
-                                                  "by_hand": {"per_mutant_s": 1.25}}}}}
+    report = {
+        "machine": {"cores": 2, "loadavg_start": [0.1, 0.2, 0.3]},
+        "goals": bench.GOALS,
+        "newcomer": {
+            "quiet": _newcomer(70.0, 250.0, 0.6, 0),
+            "loaded": _newcomer(160.0, 400.0, 0.9, 2),
+        },
+        "loaded": {
+            "load_start": {"busy_loops": 2, "loadavg": [2.0]},
+            "load_end": {"busy_loops": 2, "loadavg": [2.5]},
+            "tool_wall_s": 100.0,
+            "control": {"ggml/cpu": {"tool_s": 3.0, "one_file_by_hand_s": 2.5, "ratio": 1.2}},
+            "mutants": {
+                "ggml/cpu": {
+                    "mutants": 12,
+                    "tool_per_mutant_s": 2.0,
+                    "ratio": 1.6,
+                    "by_hand": {"per_mutant_s": 1.25},
+                }
+            },
+        },
+    }
     r = bench.ratios(report)
-    assert r == {"loaded_control_vs_one_file": 1.2, "loaded_mutant_vs_by_hand": 1.6,
-                 "newcomer_first_verdict_s": 70.0, "newcomer_total_s": 250.0, "newcomer_rerun_s": 0.6,
-                 "newcomer_loaded_first_verdict_s": 160.0, "newcomer_loaded_total_s": 400.0}
+    assert r == {
+        "loaded_control_vs_one_file": 1.2,
+        "loaded_mutant_vs_by_hand": 1.6,
+        "newcomer_first_verdict_s": 70.0,
+        "newcomer_total_s": 250.0,
+        "newcomer_rerun_s": 0.6,
+        "newcomer_loaded_first_verdict_s": 160.0,
+        "newcomer_loaded_total_s": 400.0,
+    }
     report["ratios"] = r
     report["met"] = {k: r[k] <= bench.GOALS[k] for k in r}
-    assert report["met"] == {"loaded_control_vs_one_file": True, "loaded_mutant_vs_by_hand": False,
-                             "newcomer_first_verdict_s": True, "newcomer_total_s": False, "newcomer_rerun_s": True,
-                             "newcomer_loaded_first_verdict_s": False, "newcomer_loaded_total_s": True}
+    assert report["met"] == {
+        "loaded_control_vs_one_file": True,
+        "loaded_mutant_vs_by_hand": False,
+        "newcomer_first_verdict_s": True,
+        "newcomer_total_s": False,
+        "newcomer_rerun_s": True,
+        "newcomer_loaded_first_verdict_s": False,
+        "newcomer_loaded_total_s": True,
+    }
     md = bench.markdown(report)
     assert "| newcomer, quiet: first verdict (s) | 70.0 | <= 75.0 | yes |" in md
-    assert "| newcomer, quiet: whole `pip install nox && nox -s matrix` (s) | 250.0 | <= 240.0 | NO |" in md
+    assert (
+        "| newcomer, quiet: whole `pip install nox && nox -s matrix` (s) | 250.0 | <= 240.0 | NO |"
+        in md
+    )
     assert "| 2 busy loops: per mutant / by hand | 1.6 | <= 1.5 | NO |" in md
-    assert "| quiet (0 busy loops) | [0.5, 0.4, 0.3] -> [2.1, 1.0, 0.5] | 4.0 | 30.0 | 70.0 | 250.0 | 300.0 | 0.6 |" in md
+    assert (
+        "| quiet (0 busy loops) | [0.5, 0.4, 0.3] -> [2.1, 1.0, 0.5] | 4.0 | 30.0 | 70.0 | 250.0 | 300.0 | 0.6 |"
+        in md
+    )
     assert "## Control (s), under 2 busy loops (load average [2.0] -> [2.5])" in md
     assert "By hand" not in md  # not measured in this run: not reported
 
 
 def test_the_goals_are_the_issues():
     g = _bench().GOALS
-    assert (g["newcomer_first_verdict_s"], g["newcomer_total_s"], g["newcomer_rerun_s"]) == (75.0, 240.0, 1.0)
-    assert (g["newcomer_loaded_first_verdict_s"], g["newcomer_loaded_total_s"]) == (150.0, 480.0)  # within 2x
+    assert (g["newcomer_first_verdict_s"], g["newcomer_total_s"], g["newcomer_rerun_s"]) == (
+        75.0,
+        240.0,
+        1.0,
+    )
+    assert (g["newcomer_loaded_first_verdict_s"], g["newcomer_loaded_total_s"]) == (
+        150.0,
+        480.0,
+    )  # within 2x
     assert (g["control_vs_one_file"], g["mutant_vs_by_hand"]) == (1.2, 1.2)
     assert (g["loaded_control_vs_one_file"], g["loaded_mutant_vs_by_hand"]) == (1.5, 1.5)
     assert Path(ROOT / "benchmarks" / "records").is_dir()
@@ -75,21 +142,38 @@ def test_the_goals_are_the_issues():
 def test_a_competing_fix_is_measured_against_the_by_hand_route():
     bench = _bench()
     assert bench.GOALS["competing_vs_by_hand"] == 1.5  # issue 20: about one mutant
-    report = {"machine": {"cores": 2, "loadavg_start": [0.1, 0.2, 0.3]}, "goals": bench.GOALS,
-              "tool_cold": {"wall_s": 100.0, "mutants_s": 20.0, "orchestrator_cpu_s": 0.3, "cells": {}},
-              "control": {"ggml/cpu": {"tool_s": 3.0, "one_file_by_hand_s": 2.5, "ratio": 1.2}},
-              "mutants": {"ggml/cpu": {"mutants": 11, "tool_per_mutant_s": 1.2, "ratio": 1.0,
-                                       "by_hand": {"per_mutant_s": 1.2}}},
-              "competing": {"ggml/cpu": {"fixes": 2, "tool_per_fix_s": 1.8, "ratio": 1.6,
-                                         "by_hand": {"per_fix_s": 1.125}}},
-              "rerun_s": 0.5}
+    report = {
+        "machine": {"cores": 2, "loadavg_start": [0.1, 0.2, 0.3]},
+        "goals": bench.GOALS,
+        "tool_cold": {"wall_s": 100.0, "mutants_s": 20.0, "orchestrator_cpu_s": 0.3, "cells": {}},
+        "control": {"ggml/cpu": {"tool_s": 3.0, "one_file_by_hand_s": 2.5, "ratio": 1.2}},
+        "mutants": {
+            "ggml/cpu": {
+                "mutants": 11,
+                "tool_per_mutant_s": 1.2,
+                "ratio": 1.0,
+                "by_hand": {"per_mutant_s": 1.2},
+            }
+        },
+        "competing": {
+            "ggml/cpu": {
+                "fixes": 2,
+                "tool_per_fix_s": 1.8,
+                "ratio": 1.6,
+                "by_hand": {"per_fix_s": 1.125},
+            }
+        },
+        "rerun_s": 0.5,
+    }
     r = bench.ratios(report)
     assert r["competing_vs_by_hand"] == 1.6
     report["ratios"], report["met"] = r, {k: r[k] <= bench.GOALS[k] for k in r}
     md = bench.markdown(report)
-    assert "| per competing fix / git apply on the unfixed tree + both tests rebuilt and run by hand | 1.6 | <= 1.5 | NO |" in md
+    assert (
+        "| per competing fix / git apply on the unfixed tree + both tests rebuilt and run by hand | 1.6 | <= 1.5 | NO |"
+        in md
+    )
     assert "| ggml/cpu | 2 | 1.8 | 1.125 | 1.6 |" in md
-
 
 
 def test_the_checks_cost_is_the_cumulative_time_of_the_entries_into_the_check_modules(monkeypatch):
@@ -110,34 +194,67 @@ def test_the_checks_cost_is_the_cumulative_time_of_the_entries_into_the_check_mo
 
     monkeypatch.setattr(bench.subprocess, "run", fake_run)
     got = bench.checks_cost(["matrix"])
-    assert got["entries"] == ["redact.py:redact"]  # the entry from outside; redact's own helpers are inside it
+    assert got["entries"] == [
+        "redact.py:redact"
+    ]  # the entry from outside; redact's own helpers are inside it
     assert got["checks_ms"] > 0
 
 
 def _act_run(matrix_s, act_s, loops):
-    return {"load_start": {"busy_loops": loops, "loadavg": [0.2]}, "load_end": {"busy_loops": loops, "loadavg": [1.9]},
-            "matrix": {"wall_s": matrix_s, "cells": {"ggml/cpu": "passed"}, "ccache": {"hits": 90, "misses": 0},
-                       "bundle_s": 10.0},
-            "act": {"wall_s": act_s, "cells": {"ggml/cpu": "passed"}, "ccache": {"hits": 88, "misses": 2},
-                    "jobs_s": {"Plan: one commit per git ref": 1.5, "ggml/cpu (default)": 40.0}, "bundle_step_s": 20.0},
-            "ratio": round(act_s / matrix_s, 3), "ratio_with_bundle": round(act_s / (matrix_s + 10.0), 3)}
+    return {
+        "load_start": {"busy_loops": loops, "loadavg": [0.2]},
+        "load_end": {"busy_loops": loops, "loadavg": [1.9]},
+        "matrix": {
+            "wall_s": matrix_s,
+            "cells": {"ggml/cpu": "passed"},
+            "ccache": {"hits": 90, "misses": 0},
+            "bundle_s": 10.0,
+        },
+        "act": {
+            "wall_s": act_s,
+            "cells": {"ggml/cpu": "passed"},
+            "ccache": {"hits": 88, "misses": 2},
+            "jobs_s": {"Plan: one commit per git ref": 1.5, "ggml/cpu (default)": 40.0},
+            "bundle_step_s": 20.0,
+        },
+        "ratio": round(act_s / matrix_s, 3),
+        "ratio_with_bundle": round(act_s / (matrix_s + 10.0), 3),
+    }
 
 
 def test_the_act_run_is_measured_against_the_same_cells_by_the_tool():
     bench = _bench()
-    assert (bench.GOALS["act_vs_matrix"], bench.GOALS["loaded_act_vs_matrix"]) == (1.3, 1.3)  # issue 21
-    report = {"machine": {"cores": 2, "loadavg_start": [0.1, 0.2, 0.3]}, "goals": bench.GOALS,
-              "act": {"act_cpus": "0", "warm_up": {"wall_s": 150.0},
-                      "quiet": _act_run(50.0, 60.0, 0), "loaded": _act_run(80.0, 120.0, 2)}}
+    assert (bench.GOALS["act_vs_matrix"], bench.GOALS["loaded_act_vs_matrix"]) == (
+        1.3,
+        1.3,
+    )  # issue 21
+    report = {
+        "machine": {"cores": 2, "loadavg_start": [0.1, 0.2, 0.3]},
+        "goals": bench.GOALS,
+        "act": {
+            "act_cpus": "0",
+            "warm_up": {"wall_s": 150.0},
+            "quiet": _act_run(50.0, 60.0, 0),
+            "loaded": _act_run(80.0, 120.0, 2),
+        },
+    }
     r = bench.ratios(report)
     assert r == {"act_vs_matrix": 1.2, "loaded_act_vs_matrix": 1.5}
     report["ratios"] = r
     report["met"] = {k: r[k] <= bench.GOALS[k] for k in r}
     md = bench.markdown(report)
-    assert "| the matrix workflow in act / `ggml-patch matrix`, default cpu legs, warm ccache | 1.2 | <= 1.3 | yes |" in md
-    assert "| 2 busy loops: the matrix workflow in act / `ggml-patch matrix` | 1.5 | <= 1.3 | NO |" in md
-    assert ("| loaded (2 busy loops) | [0.2] -> [1.9] | 80.0 | 90/0 | 120.0 | 88/2 "
-            "| Plan: one commit per git ref 1.5, ggml/cpu (default) 40.0 | 1.5 |") in md
+    assert (
+        "| the matrix workflow in act / `ggml-patch matrix`, default cpu legs, warm ccache | 1.2 | <= 1.3 | yes |"
+        in md
+    )
+    assert (
+        "| 2 busy loops: the matrix workflow in act / `ggml-patch matrix` | 1.5 | <= 1.3 | NO |"
+        in md
+    )
+    assert (
+        "| loaded (2 busy loops) | [0.2] -> [1.9] | 80.0 | 90/0 | 120.0 | 88/2 "
+        "| Plan: one commit per git ref 1.5, ggml/cpu (default) 40.0 | 1.5 |"
+    ) in md
     assert "| quiet | 10.0 | 20.0 | 1.0 |" in md  # act / (matrix + bundle): 60 / (50 + 10)
 
 
@@ -148,8 +265,11 @@ def test_the_snapshot_hand_over_is_reported_with_its_own_cost():
     run = _act_run(50.0, 60.0, 0)
     run["act"]["handover_s"] = {"ggml/cpu (default)": 0.4}
     run["act"]["restores_s"] = {"Merge, summary and bundle per profile": 1.1}
-    report = {"machine": {"cores": 2, "loadavg_start": [0.1]}, "goals": bench.GOALS,
-              "act": {"act_cpus": "0", "warm_up": {"wall_s": 1.0}, "quiet": run}}
+    report = {
+        "machine": {"cores": 2, "loadavg_start": [0.1]},
+        "goals": bench.GOALS,
+        "act": {"act_cpus": "0", "warm_up": {"wall_s": 1.0}, "quiet": run},
+    }
     report["ratios"] = bench.ratios(report)
     report["met"] = {k: report["ratios"][k] <= bench.GOALS[k] for k in report["ratios"]}
     md = bench.markdown(report)
@@ -160,20 +280,38 @@ def test_the_snapshot_hand_over_is_reported_with_its_own_cost():
 
 def test_acts_step_times_add_up_per_job():
     bench = _bench()
-    assert [bench.go_duration_s(t) for t in ("1m2.5s", "850ms", "1h0m1s", "2µs")] == [62.5, 0.85, 3601.0, 2e-06]
-    log = ("[ggml-patch matrix/Plan: one commit per git ref]   ✅  Success - Main Resolve every git ref [1.5s]\n"
-           "[ggml-patch matrix/llama.cpp/cpu (default)]   | a step's own output [2s]\n"
-           "[ggml-patch matrix/llama.cpp/cpu (default)]   ✅  Success - Main Run the cell [1m2s]\n"
-           "[ggml-patch matrix/llama.cpp/cpu (default)]   ❌  Failure - Main Job summary [300ms]\n")
-    assert bench.act_job_seconds(log) == {"Plan: one commit per git ref": 1.5, "llama.cpp/cpu (default)": 62.3}
-    assert bench.act_step_seconds(log, "Run the cell") == 62.0 and bench.act_step_seconds(log, "Bundle") is None
+    assert [bench.go_duration_s(t) for t in ("1m2.5s", "850ms", "1h0m1s", "2µs")] == [
+        62.5,
+        0.85,
+        3601.0,
+        2e-06,
+    ]
+    log = (
+        "[ggml-patch matrix/Plan: one commit per git ref]   ✅  Success - Main Resolve every git ref [1.5s]\n"
+        "[ggml-patch matrix/llama.cpp/cpu (default)]   | a step's own output [2s]\n"
+        "[ggml-patch matrix/llama.cpp/cpu (default)]   ✅  Success - Main Run the cell [1m2s]\n"
+        "[ggml-patch matrix/llama.cpp/cpu (default)]   ❌  Failure - Main Job summary [300ms]\n"
+    )
+    assert bench.act_job_seconds(log) == {
+        "Plan: one commit per git ref": 1.5,
+        "llama.cpp/cpu (default)": 62.3,
+    }
+    assert (
+        bench.act_step_seconds(log, "Run the cell") == 62.0
+        and bench.act_step_seconds(log, "Bundle") is None
+    )
 
 
 def _act_and_nox_run(matrix_s, act_s, nox_s, loops):
     run = _act_run(matrix_s, act_s, loops)
     run["act"]["install_steps_s"] = {"ggml/cpu (default)": 0.05}
-    run["nox_matrix"] = {"wall_s": nox_s, "install_s": 20.0, "matrix_s": nox_s - 20.0,
-                         "cells": {"ggml/cpu": "passed"}, "ccache": {"hits": 90, "misses": 0}}
+    run["nox_matrix"] = {
+        "wall_s": nox_s,
+        "install_s": 20.0,
+        "matrix_s": nox_s - 20.0,
+        "cells": {"ggml/cpu": "passed"},
+        "ccache": {"hits": 90, "misses": 0},
+    }
     run["ratio_vs_nox_matrix"] = round(act_s / nox_s, 3)
     return run
 
@@ -182,20 +320,39 @@ def test_the_act_run_is_also_measured_against_nox_s_matrix_beside_the_bare_tool(
     bench = _bench()
     assert (bench.GOALS["act_vs_nox_matrix"], bench.GOALS["loaded_act_vs_nox_matrix"]) == (1.3, 1.3)
     assert bench.GOALS["act_vs_matrix"] == 1.3  # the bare tool's measure keeps its goal
-    report = {"machine": {"cores": 2, "loadavg_start": [0.1, 0.2, 0.3]}, "goals": bench.GOALS,
-              "act": {"act_cpus": "0", "warm_up": {"wall_s": 150.0},
-                      "quiet": _act_and_nox_run(20.0, 50.0, 40.0, 0), "loaded": _act_and_nox_run(40.0, 50.0, 60.0, 2)}}
+    report = {
+        "machine": {"cores": 2, "loadavg_start": [0.1, 0.2, 0.3]},
+        "goals": bench.GOALS,
+        "act": {
+            "act_cpus": "0",
+            "warm_up": {"wall_s": 150.0},
+            "quiet": _act_and_nox_run(20.0, 50.0, 40.0, 0),
+            "loaded": _act_and_nox_run(40.0, 50.0, 60.0, 2),
+        },
+    }
     r = bench.ratios(report)
-    assert r == {"act_vs_matrix": 2.5, "act_vs_nox_matrix": 1.25,
-                 "loaded_act_vs_matrix": 1.25, "loaded_act_vs_nox_matrix": 0.833}
+    assert r == {
+        "act_vs_matrix": 2.5,
+        "act_vs_nox_matrix": 1.25,
+        "loaded_act_vs_matrix": 1.25,
+        "loaded_act_vs_nox_matrix": 0.833,
+    }
     report["ratios"] = r
     report["met"] = {k: r[k] <= bench.GOALS[k] for k in r}
     md = bench.markdown(report)
     # both measures reported, the bare one still missed
-    assert "| the matrix workflow in act / `ggml-patch matrix`, default cpu legs, warm ccache | 2.5 | <= 1.3 | NO |" in md
-    assert ("| the matrix workflow in act / `nox -s matrix` (its session install included), default cpu legs, "
-            "warm ccache | 1.25 | <= 1.3 | yes |") in md
-    assert "| 2 busy loops: the matrix workflow in act / `nox -s matrix` | 0.833 | <= 1.3 | yes |" in md
+    assert (
+        "| the matrix workflow in act / `ggml-patch matrix`, default cpu legs, warm ccache | 2.5 | <= 1.3 | NO |"
+        in md
+    )
+    assert (
+        "| the matrix workflow in act / `nox -s matrix` (its session install included), default cpu legs, "
+        "warm ccache | 1.25 | <= 1.3 | yes |"
+    ) in md
+    assert (
+        "| 2 busy loops: the matrix workflow in act / `nox -s matrix` | 0.833 | <= 1.3 | yes |"
+        in md
+    )
     assert "| quiet | 40.0 | 20.0 | 20.0 | 90/0 | ggml/cpu (default) 0.05 | 1.25 |" in md
 
 
@@ -208,21 +365,30 @@ def test_a_record_without_the_nox_measure_reports_only_the_bare_ratio():
 
 def test_nox_s_install_and_matrix_are_split_where_nox_prints_the_command():
     bench = _bench()
-    lines = [(0.4, "nox > Running session matrix"), (0.5, "nox > Creating virtual environment (virtualenv) using python3"),
-             (1.0, "nox > python -m pip install -c constraints.txt ."),
-             (18.25, "nox > ggml-patch matrix --matrix m.yaml --cache c --results r"),
-             (30.0, "ggml/cpu: verdict: passed"), (31.0, "nox > Session matrix was successful in 31 seconds.")]
+    lines = [
+        (0.4, "nox > Running session matrix"),
+        (0.5, "nox > Creating virtual environment (virtualenv) using python3"),
+        (1.0, "nox > python -m pip install -c constraints.txt ."),
+        (18.25, "nox > ggml-patch matrix --matrix m.yaml --cache c --results r"),
+        (30.0, "ggml/cpu: verdict: passed"),
+        (31.0, "nox > Session matrix was successful in 31 seconds."),
+    ]
     assert bench.nox_phases(lines, 31.5) == {"install_s": 18.25, "matrix_s": 13.25}
     assert bench.nox_phases(lines[:3], 2.0) == {"install_s": None, "matrix_s": None}
 
 
 def test_acts_install_steps_are_summed_per_job():
     bench = _bench()
-    log = ("[ggml-patch matrix/Plan: one commit per git ref]   ✅  Success - Main Install ggml-patch [120ms]\n"
-           "[ggml-patch matrix/ggml/cpu (default)]   ✅  Success - Main Install ggml-patch [80ms]\n"
-           "[ggml-patch matrix/ggml/cpu (default)]   ✅  Success - Main Install ccache [2s]\n"
-           "[ggml-patch matrix/Merge, summary and bundle per profile]   ✅  Success - Main Install ggml-patch "
-           "with its plot extras [1.5s]\n")
+    log = (
+        "[ggml-patch matrix/Plan: one commit per git ref]   ✅  Success - Main Install ggml-patch [120ms]\n"
+        "[ggml-patch matrix/ggml/cpu (default)]   ✅  Success - Main Install ggml-patch [80ms]\n"
+        "[ggml-patch matrix/ggml/cpu (default)]   ✅  Success - Main Install ccache [2s]\n"
+        "[ggml-patch matrix/Merge, summary and bundle per profile]   ✅  Success - Main Install ggml-patch "
+        "with its plot extras [1.5s]\n"
+    )
     assert bench.act_job_seconds(log, step_prefix="Install ggml-patch") == {
-        "Plan: one commit per git ref": 0.12, "ggml/cpu (default)": 0.08, "Merge, summary and bundle per profile": 1.5}
+        "Plan: one commit per git ref": 0.12,
+        "ggml/cpu (default)": 0.08,
+        "Merge, summary and bundle per profile": 1.5,
+    }
     assert bench.act_job_seconds(log)["ggml/cpu (default)"] == 2.08

@@ -1,5 +1,6 @@
 """The upstream bundle, pure: refusals, PR_BODY.md's numbers against results.json, reading a
 bundle back (the command: tests/integration; a real run bundled: tests/e2e)."""
+
 import hashlib
 import json
 from pathlib import Path
@@ -7,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.report.model import Build, Cell, CellStatus, Results, TrainingComparison, VariantRecord
+from orchestrator.report.model import (
+    Build,
+    Cell,
+    CellStatus,
+    Results,
+    TrainingComparison,
+    VariantRecord,
+)
 from orchestrator.upstream import bundle as B
 from orchestrator.upstream import cover as C
 from orchestrator.upstream import policy as P
@@ -18,8 +26,8 @@ from ..helpers.bundle_checks import check_body_against_results
 from ..helpers.samples import GATE, control_survived, gate_regressed, sample
 from ..helpers.tools import DATA
 
-
 # ---------------------------------------------------------------- pure: refusals
+
 
 def test_sample_results_back_a_pull_request():
     r = sample()
@@ -36,7 +44,9 @@ def test_a_control_that_survived_is_a_problem():
 def test_a_regressed_cell_and_a_stale_series_are_problems():
     r = gate_regressed(sample())
     texts = [p.text for p in B.problems(r, "0" * 64)]
-    assert texts[0].startswith("results.json was made from series 870f45871ade, the series in patches/ is now 000000000000")
+    assert texts[0].startswith(
+        "results.json was made from series 870f45871ade, the series in patches/ is now 000000000000"
+    )
     assert f"llama.cpp/cpu: with the fix {GATE} failed" in texts
 
 
@@ -47,18 +57,36 @@ def test_a_target_whose_cells_were_all_skipped_proves_nothing():
             c.status, c.reason = CellStatus.SKIPPED, "no device"
     r.records = [x for x in r.records if x.target != "ggml"]
     assert [p.text for p in B.problems(r, r.series.sha256)] == [
-        "ggml: no cell ran its tests (skipped or build-only), so nothing was proven"]
+        "ggml: no cell ran its tests (skipped or build-only), so nothing was proven"
+    ]
 
 
 def test_build_only_cells_are_shown_but_neither_evidence_nor_failure():
     r = sample()
-    r.cells.append(Cell(cell="ggml/cuda", target="ggml", backend="cuda", layout="ggml",
-                        status=CellStatus.BUILD_ONLY, reason="built with and without the fix; tests not run: no GPU",
-                        exit_code=0, timings={"build_patched": 1000.5, "build_control": 2.25},
-                        source=r.cells[1].source, patched_commit=r.cells[1].patched_commit))
+    r.cells.append(
+        Cell(
+            cell="ggml/cuda",
+            target="ggml",
+            backend="cuda",
+            layout="ggml",
+            status=CellStatus.BUILD_ONLY,
+            reason="built with and without the fix; tests not run: no GPU",
+            exit_code=0,
+            timings={"build_patched": 1000.5, "build_control": 2.25},
+            source=r.cells[1].source,
+            patched_commit=r.cells[1].patched_commit,
+        )
+    )
     for variant in ("patched", "control"):
-        r.records.append(VariantRecord(cell="ggml/cuda", target="ggml", backend="cuda", variant=variant,
-                                       build=Build(ok=True)))
+        r.records.append(
+            VariantRecord(
+                cell="ggml/cuda",
+                target="ggml",
+                backend="cuda",
+                variant=variant,
+                build=Build(ok=True),
+            )
+        )
     assert B.problems(r, r.series.sha256) == []
     body = body_of(r, "ggml")
     check_body_against_results(body, r, "ggml")
@@ -72,15 +100,31 @@ def test_the_refusal_is_one_line_naming_the_way_out():
 
 # ---------------------------------------------------------------- pure: PR_TITLE and PR_BODY.md
 
-COMMITS = [B.Commit("ggml-opt : zero gradient accumulators each period with per-step graphs",
-                    "The accumulators are never zeroed.", ("ggml/src/ggml-opt.cpp",)),
-           B.Commit("tests : add test-opt-dynamic-accum for per-step gradient accumulation",
-                    "The new test.", ("tests/CMakeLists.txt", "tests/test-opt-dynamic-accum.cpp"))]
+COMMITS = [
+    B.Commit(
+        "ggml-opt : zero gradient accumulators each period with per-step graphs",
+        "The accumulators are never zeroed.",
+        ("ggml/src/ggml-opt.cpp",),
+    ),
+    B.Commit(
+        "tests : add test-opt-dynamic-accum for per-step gradient accumulation",
+        "The new test.",
+        ("tests/CMakeLists.txt", "tests/test-opt-dynamic-accum.cpp"),
+    ),
+]
 NAMES = ["0001-ggml-opt.patch", "0002-tests.patch"]
-TOOLCHAIN = {"cmake": "cmake version 4.4.5", "cxx_compiler": "GNU 12.2.0 (/usr/bin/c++)", "git": "git version 2.39.5"}
-TEMPLATE = P.parse_template(".github/pull_request_template.md",
-                            (DATA / "upstream-policy" / "llama.cpp" / ".github" / "pull_request_template.md").read_text())
-COVER = C.parse_cover("patches/cover.md", "## Overview\n\nThe fix.\n\n## Requirements\n\n- AI usage disclosure: NO\n")
+TOOLCHAIN = {
+    "cmake": "cmake version 4.4.5",
+    "cxx_compiler": "GNU 12.2.0 (/usr/bin/c++)",
+    "git": "git version 2.39.5",
+}
+TEMPLATE = P.parse_template(
+    ".github/pull_request_template.md",
+    (DATA / "upstream-policy" / "llama.cpp" / ".github" / "pull_request_template.md").read_text(),
+)
+COVER = C.parse_cover(
+    "patches/cover.md", "## Overview\n\nThe fix.\n\n## Requirements\n\n- AI usage disclosure: NO\n"
+)
 
 
 def body_of(results: Results, target: str, warnings=()) -> str:
@@ -101,8 +145,11 @@ def test_every_number_in_the_body_is_the_one_in_results_json(target):
     body = body_of(r, target)
     check_body_against_results(body, r, target)
     assert not body.startswith("> [!WARNING]")
-    assert [ln for ln in body.splitlines() if ln.startswith("## ")] == ["## Overview", "## Additional information",
-                                                                          "## Requirements"]
+    assert [ln for ln in body.splitlines() if ln.startswith("## ")] == [
+        "## Overview",
+        "## Additional information",
+        "## Requirements",
+    ]
     assert "- CMake: cmake version 4.4.5" in body and "- C++ compiler: GNU 12.2.0" in body
     assert body.isascii()
     if target == "llama.cpp":
@@ -121,8 +168,12 @@ def test_the_body_check_catches_a_wrong_number():
     rec.tests[GATE].rows[0].actual = 0.125
     with pytest.raises(AssertionError):
         check_body_against_results(body, wrong, "ggml")
-    with pytest.raises(AssertionError, match="numbers in PR_BODY.md"):  # a number outside the tables too
-        check_body_against_results(body.replace("\nReproduce:", "\n41 steps\n\nReproduce:"), r, "ggml")
+    with pytest.raises(
+        AssertionError, match="numbers in PR_BODY.md"
+    ):  # a number outside the tables too
+        check_body_against_results(
+            body.replace("\nReproduce:", "\n41 steps\n\nReproduce:"), r, "ggml"
+        )
 
 
 def test_incomplete_evidence_opens_the_body_with_a_visible_warning():
@@ -136,6 +187,7 @@ def test_incomplete_evidence_opens_the_body_with_a_visible_warning():
 
 
 # ---------------------------------------------------------------- results.json and bundle files
+
 
 def test_unreadable_results_are_one_line_errors(tmp_path):
     with pytest.raises(ConfigError, match="no results; run `ggml-patch matrix"):
@@ -153,7 +205,14 @@ def _fake_bundle(d: Path) -> None:
     files = {"0001-x.patch": "From x\n", "PR_TITLE": "t\n", "PR_BODY.md": "b\n"}
     for n, t in files.items():
         (d / n).write_text(t)
-    (d / "manifest.json").write_text(json.dumps({"target": "ggml", "files": {n: hashlib.sha256(t.encode()).hexdigest() for n, t in files.items()}}))
+    (d / "manifest.json").write_text(
+        json.dumps(
+            {
+                "target": "ggml",
+                "files": {n: hashlib.sha256(t.encode()).hexdigest() for n, t in files.items()},
+            }
+        )
+    )
 
 
 def test_a_bundle_changed_after_it_was_made_is_rejected(tmp_path):
@@ -171,10 +230,18 @@ def test_the_body_keeps_the_loss_table_and_names_no_plot():
     """The plot (when matplotlib is installed) lies beside PR_BODY.md; the body holds the numbers only."""
     r = sample()
     r.cells[1].training = TrainingComparison.model_validate(
-        {"with_fix": [{"epoch": 0, "train_loss": 2.5, "eval_loss": 2.25}, {"epoch": 1, "train_loss": 0.5, "eval_loss": 0.25}],
-         "without_fix": [{"epoch": 0, "train_loss": 2.5, "eval_loss": 2.25},
-                         {"epoch": 1, "train_loss": 9.5, "eval_loss": 8.5}],
-         "diverges_as_predicted": True})
+        {
+            "with_fix": [
+                {"epoch": 0, "train_loss": 2.5, "eval_loss": 2.25},
+                {"epoch": 1, "train_loss": 0.5, "eval_loss": 0.25},
+            ],
+            "without_fix": [
+                {"epoch": 0, "train_loss": 2.5, "eval_loss": 2.25},
+                {"epoch": 1, "train_loss": 9.5, "eval_loss": 8.5},
+            ],
+            "diverges_as_predicted": True,
+        }
+    )
     target = r.cells[1].target
     body = body_of(r, target)
     check_body_against_results(body, r, target)

@@ -1,12 +1,27 @@
 """Result classification: outcomes, gate/test-opt rows, the control's verdict, the cell's status."""
+
 import math
 
 import pytest
 
 from orchestrator.verdicts import classify
-from orchestrator.verdicts.classify import (CRASHED, FAILED, INVALID, KILLED, NOT_BUILT, PASSED, SURVIVED, TIMEOUT,
-                                   GateVerdict, cell_status, control_verdict, gate_failure_line, gate_rows,
-                                   outcome, signal_name)
+from orchestrator.verdicts.classify import (
+    CRASHED,
+    FAILED,
+    INVALID,
+    KILLED,
+    NOT_BUILT,
+    PASSED,
+    SURVIVED,
+    TIMEOUT,
+    GateVerdict,
+    cell_status,
+    control_verdict,
+    gate_failure_line,
+    gate_rows,
+    outcome,
+    signal_name,
+)
 
 FAIL_LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
 
@@ -48,20 +63,24 @@ TEST_OPT_OUTPUT = (
 
 # ---- outcome / signal_name ----
 
-@pytest.mark.parametrize("code, timed_out, expected", [
-    (0, False, PASSED),
-    (1, False, FAILED),
-    (2, False, FAILED),
-    (255, False, FAILED),
-    (-11, False, CRASHED),
-    (-6, False, CRASHED),
-    (-9, False, CRASHED),
-    (None, False, TIMEOUT),
-    (None, True, TIMEOUT),
-    (0, True, TIMEOUT),  # a timeout wins over whatever code was recorded
-    (1, True, TIMEOUT),
-    (127, False, NOT_BUILT),
-])
+
+@pytest.mark.parametrize(
+    "code, timed_out, expected",
+    [
+        (0, False, PASSED),
+        (1, False, FAILED),
+        (2, False, FAILED),
+        (255, False, FAILED),
+        (-11, False, CRASHED),
+        (-6, False, CRASHED),
+        (-9, False, CRASHED),
+        (None, False, TIMEOUT),
+        (None, True, TIMEOUT),
+        (0, True, TIMEOUT),  # a timeout wins over whatever code was recorded
+        (1, True, TIMEOUT),
+        (127, False, NOT_BUILT),
+    ],
+)
 def test_outcome(code, timed_out, expected):
     assert outcome(code, timed_out) == expected
 
@@ -71,25 +90,51 @@ def test_outcome_default_is_not_timed_out():
     assert outcome(None) == TIMEOUT
 
 
-@pytest.mark.parametrize("code, expected", [
-    (-11, "SIGSEGV"), (-6, "SIGABRT"), (-9, "SIGKILL"), (-8, "SIGFPE"),
-    (0, None), (1, None), (127, None), (None, None),
-    (-200, "signal 200"),
-])
+@pytest.mark.parametrize(
+    "code, expected",
+    [
+        (-11, "SIGSEGV"),
+        (-6, "SIGABRT"),
+        (-9, "SIGKILL"),
+        (-8, "SIGFPE"),
+        (0, None),
+        (1, None),
+        (127, None),
+        (None, None),
+        (-200, "signal 200"),
+    ],
+)
 def test_signal_name(code, expected):
     assert signal_name(code) == expected
 
 
 # ---- gate rows ----
 
+
 def test_gate_rows_real_output():
     rows = gate_rows(GATE_OUTPUT_UNFIXED)
     assert rows == [
-        {"device": "CPU", "case": "opt_period=1", "opt_period": 1, "status": "FAIL", "step": 2, "actual": 0.25,
-         "expected": 0.5, "line": FAIL_LINE},
+        {
+            "device": "CPU",
+            "case": "opt_period=1",
+            "opt_period": 1,
+            "status": "FAIL",
+            "step": 2,
+            "actual": 0.25,
+            "expected": 0.5,
+            "line": FAIL_LINE,
+        },
         {"device": "CPU", "case": "opt_period=2", "opt_period": 2, "status": "OK"},
-        {"device": "CPU", "case": "opt_period=3", "opt_period": 3, "status": "FAIL", "step": 6, "actual": -0.5,
-         "expected": 0.25, "line": "device=CPU opt_period=3: FAIL at step 6: w=-0.5 expected 0.25"},
+        {
+            "device": "CPU",
+            "case": "opt_period=3",
+            "opt_period": 3,
+            "status": "FAIL",
+            "step": 6,
+            "actual": -0.5,
+            "expected": 0.25,
+            "line": "device=CPU opt_period=3: FAIL at step 6: w=-0.5 expected 0.25",
+        },
         {"device": "Vulkan0", "case": "opt_period=1", "opt_period": 1, "status": "SKIPPED"},
         {"device": "Vulkan0", "case": "opt_period=2", "opt_period": 2, "status": "SKIPPED"},
         {"device": "Vulkan0", "case": "opt_period=3", "opt_period": 3, "status": "SKIPPED"},
@@ -98,31 +143,51 @@ def test_gate_rows_real_output():
 
 def test_gate_rows_named_cases():
     """The shared gate format: CASE is key=value pairs; opt_period is kept when the case has it."""
-    out = ("device=CPU case=schedule-TTETT opt_period=2 optimizer=adamw: FAIL at step 3: w=1.5 expected 2 (x)\n"
-           "device=CPU case=eval-only: OK\n"
-           "device=Vulkan0 case=schedule-TTETT opt_period=2 optimizer=adamw: SKIPPED (no adamw here)\n"
-           "device=CUDA0 opt_period=1: FAIL could not initialise the device\n")
+    out = (
+        "device=CPU case=schedule-TTETT opt_period=2 optimizer=adamw: FAIL at step 3: w=1.5 expected 2 (x)\n"
+        "device=CPU case=eval-only: OK\n"
+        "device=Vulkan0 case=schedule-TTETT opt_period=2 optimizer=adamw: SKIPPED (no adamw here)\n"
+        "device=CUDA0 opt_period=1: FAIL could not initialise the device\n"
+    )
     rows = gate_rows(out)
-    assert rows[0] == {"device": "CPU", "case": "case=schedule-TTETT opt_period=2 optimizer=adamw", "opt_period": 2,
-                       "status": "FAIL", "line": out.splitlines()[0], "step": 3, "actual": 1.5, "expected": 2.0}
+    assert rows[0] == {
+        "device": "CPU",
+        "case": "case=schedule-TTETT opt_period=2 optimizer=adamw",
+        "opt_period": 2,
+        "status": "FAIL",
+        "line": out.splitlines()[0],
+        "step": 3,
+        "actual": 1.5,
+        "expected": 2.0,
+    }
     assert rows[1] == {"device": "CPU", "case": "case=eval-only", "status": "OK"}
     assert rows[2]["status"] == "SKIPPED" and rows[2]["opt_period"] == 2
-    assert rows[3] == {"device": "CUDA0", "case": "opt_period=1", "opt_period": 1, "status": "FAIL",
-                       "line": "device=CUDA0 opt_period=1: FAIL could not initialise the device"}
+    assert rows[3] == {
+        "device": "CUDA0",
+        "case": "opt_period=1",
+        "opt_period": 1,
+        "status": "FAIL",
+        "line": "device=CUDA0 opt_period=1: FAIL could not initialise the device",
+    }
     assert gate_failure_line(out) == out.splitlines()[0]
 
 
 def test_gate_rows_all_ok():
     rows = gate_rows(GATE_OUTPUT_FIXED)
     assert [(r["device"], r["opt_period"], r["status"]) for r in rows] == [
-        ("CPU", 1, "OK"), ("CPU", 2, "OK"), ("CPU", 3, "OK")]
+        ("CPU", 1, "OK"),
+        ("CPU", 2, "OK"),
+        ("CPU", 3, "OK"),
+    ]
     assert gate_failure_line(GATE_OUTPUT_FIXED) is None
 
 
 def test_gate_rows_ignores_other_lines():
-    out = ("test-opt-dynamic-accum: no device named 'X'; devices: CPU\n"
-           "device=CUDA0: FAIL could not initialise the device\n"
-           "3/3 device*opt_period passed, 0 skipped\n")
+    out = (
+        "test-opt-dynamic-accum: no device named 'X'; devices: CPU\n"
+        "device=CUDA0: FAIL could not initialise the device\n"
+        "3/3 device*opt_period passed, 0 skipped\n"
+    )
     assert gate_rows(out) == []
     assert gate_rows("") == []
 
@@ -133,7 +198,8 @@ def test_gate_rows_strip_ansi_and_trailing_cr():
     assert len(rows) == 2 and rows[0]["line"] == FAIL_LINE and rows[0]["expected"] == 0.5
     assert rows[1]["status"] == "OK"
     assert classify.test_opt_rows("  Backend CPU adamw: \x1b[1;32mOK\x1b[0m\r\n") == [
-        {"device": "CPU", "optimizer": "adamw", "status": "OK"}]
+        {"device": "CPU", "optimizer": "adamw", "status": "OK"}
+    ]
 
 
 def test_gate_rows_nan_and_exponent_values():
@@ -148,8 +214,9 @@ def test_gate_failure_line_is_the_first_failure():
     assert gate_failure_line("") is None
 
 
-@pytest.mark.parametrize("line", ["device=CPU opt_period=1: FAIL",
-                                  "device=CPU opt_period=1: FAIL at step 2: w=0.25"])  # cut short
+@pytest.mark.parametrize(
+    "line", ["device=CPU opt_period=1: FAIL", "device=CPU opt_period=1: FAIL at step 2: w=0.25"]
+)  # cut short
 def test_gate_rows_fail_without_detail(line):
     """A FAIL row without ' at step N: w=X expected Y' is still a failure row (no step values)."""
     rows = gate_rows(line + "\n")
@@ -160,6 +227,7 @@ def test_gate_rows_fail_without_detail(line):
 
 
 # ---- test-opt rows ----
+
 
 def test_test_opt_rows_real_output():
     assert classify.test_opt_rows(TEST_OPT_OUTPUT) == [
@@ -173,13 +241,20 @@ def test_test_opt_rows_ignore_headers():
     # "Backend 1/2: CPU" is the per-device header, not a result row
     assert classify.test_opt_rows("Backend 1/2: CPU\n  19/19 tests passed\n") == []
     assert classify.test_opt_rows("  Backend CPU adamw: \x1b[1;32mOK\x1b[0m") == [
-        {"device": "CPU", "optimizer": "adamw", "status": "OK"}]
+        {"device": "CPU", "optimizer": "adamw", "status": "OK"}
+    ]
 
 
 # ---- the control's verdict ----
 
-def _verdict(build_ok=True, gate_outcome=FAILED, gate_exit=1, gate_output=GATE_OUTPUT_UNFIXED,
-             test_opt_outcome=PASSED) -> GateVerdict:
+
+def _verdict(
+    build_ok=True,
+    gate_outcome=FAILED,
+    gate_exit=1,
+    gate_output=GATE_OUTPUT_UNFIXED,
+    test_opt_outcome=PASSED,
+) -> GateVerdict:
     return control_verdict(build_ok, gate_outcome, gate_exit, gate_output, test_opt_outcome)
 
 
@@ -195,7 +270,9 @@ def test_control_survived():
 
 
 def test_control_build_failed_is_invalid():
-    v = _verdict(build_ok=False, gate_outcome=None, gate_exit=None, gate_output="", test_opt_outcome=None)
+    v = _verdict(
+        build_ok=False, gate_outcome=None, gate_exit=None, gate_output="", test_opt_outcome=None
+    )
     assert v.verdict == INVALID and "did not build" in v.reason
 
 
@@ -250,9 +327,15 @@ def test_control_test_opt_not_passing_is_invalid(test_opt):
 
 
 def test_control_verdict_reasons_are_one_line():
-    for v in (_verdict(), _verdict(build_ok=False), _verdict(gate_outcome=CRASHED, gate_exit=-11),
-              _verdict(gate_outcome=TIMEOUT, gate_exit=None), _verdict(gate_output=""),
-              _verdict(test_opt_outcome=FAILED), _verdict(gate_outcome=PASSED)):
+    for v in (
+        _verdict(),
+        _verdict(build_ok=False),
+        _verdict(gate_outcome=CRASHED, gate_exit=-11),
+        _verdict(gate_outcome=TIMEOUT, gate_exit=None),
+        _verdict(gate_output=""),
+        _verdict(test_opt_outcome=FAILED),
+        _verdict(gate_outcome=PASSED),
+    ):
         assert "\n" not in v.reason
 
 
@@ -263,7 +346,10 @@ ALL_PASS = {"test-opt": PASSED, "test-opt-dynamic-accum": PASSED}
 
 
 def test_cell_passed():
-    assert cell_status(True, ALL_PASS, KILLED_V) == (PASSED, "all tests pass with the fix; the gate fails without it")
+    assert cell_status(True, ALL_PASS, KILLED_V) == (
+        PASSED,
+        "all tests pass with the fix; the gate fails without it",
+    )
 
 
 def test_cell_patched_build_failed():
@@ -272,9 +358,13 @@ def test_cell_patched_build_failed():
 
 
 def test_cell_patched_test_not_passing():
-    status, reason = cell_status(True, {"test-opt": PASSED, "test-opt-dynamic-accum": FAILED}, KILLED_V)
+    status, reason = cell_status(
+        True, {"test-opt": PASSED, "test-opt-dynamic-accum": FAILED}, KILLED_V
+    )
     assert status == FAILED and reason == "with the fix: test-opt-dynamic-accum failed"
-    status, reason = cell_status(True, {"test-opt": CRASHED, "test-opt-dynamic-accum": TIMEOUT}, KILLED_V)
+    status, reason = cell_status(
+        True, {"test-opt": CRASHED, "test-opt-dynamic-accum": TIMEOUT}, KILLED_V
+    )
     assert reason == "with the fix: test-opt crashed, test-opt-dynamic-accum timeout"
 
 
@@ -282,8 +372,13 @@ def test_cell_control_did_not_run():
     assert cell_status(True, ALL_PASS, None) == (FAILED, "the negative control did not run")
 
 
-@pytest.mark.parametrize("verdict", [GateVerdict(SURVIVED, "the gate test passed without the fix: it is not a gate"),
-                                     GateVerdict(INVALID, "the gate test timed out")])
+@pytest.mark.parametrize(
+    "verdict",
+    [
+        GateVerdict(SURVIVED, "the gate test passed without the fix: it is not a gate"),
+        GateVerdict(INVALID, "the gate test timed out"),
+    ],
+)
 def test_cell_control_not_killed(verdict):
     status, reason = cell_status(True, ALL_PASS, verdict)
     assert status == FAILED
@@ -296,6 +391,12 @@ def test_cell_no_patched_tests_but_killed_passes():
 
 
 def test_constants_are_distinct():
-    names = [classify.PASSED, classify.FAILED, classify.CRASHED, classify.TIMEOUT, classify.NOT_BUILT]
+    names = [
+        classify.PASSED,
+        classify.FAILED,
+        classify.CRASHED,
+        classify.TIMEOUT,
+        classify.NOT_BUILT,
+    ]
     assert len(set(names)) == len(names)
     assert len({KILLED, SURVIVED, INVALID}) == 3

@@ -1,4 +1,5 @@
 """Competing fixes, pure: the file format (header, provenance, git diff) and the verdicts."""
+
 import pytest
 
 from orchestrator.config import load_matrix
@@ -6,7 +7,12 @@ from orchestrator.errors import ConfigError
 from orchestrator.patchset.layout import GATE_TEST, UPSTREAM_TEST, get_layout
 from orchestrator.patchset.series import unified_file_diff
 from orchestrator.report.model import CompetingVerdict, Outcome, TestRecord
-from orchestrator.verdicts.competing import first_failing_line, judge, load_competing, parse_competing
+from orchestrator.verdicts.competing import (
+    first_failing_line,
+    judge,
+    load_competing,
+    parse_competing,
+)
 
 from ..helpers.patches import OPT
 from ..helpers.tools import ROOT
@@ -20,8 +26,10 @@ HEADER = (
 )
 DIFF = unified_file_diff(OPT, "a\nb\n", "a\nB\n")
 GATE_FAIL = "device=CPU opt_period=1: FAIL at step 1: w=1 expected 0.75"
-OPT_FAIL = ("  test_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, subtest=weights, "
-            "optimizer=adamw): FAIL")
+OPT_FAIL = (
+    "  test_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, subtest=weights, "
+    "optimizer=adamw): FAIL"
+)
 
 
 def test_a_competing_fix_is_a_header_with_provenance_and_a_git_diff():
@@ -35,20 +43,35 @@ def test_a_competing_fix_is_a_header_with_provenance_and_a_git_diff():
 
 
 def test_provenance_is_optional():
-    c = parse_competing("x.patch", HEADER.replace("Provenance: which PR holds this hunk is not confirmed\n", "") + DIFF)
+    c = parse_competing(
+        "x.patch",
+        HEADER.replace("Provenance: which PR holds this hunk is not confirmed\n", "") + DIFF,
+    )
     assert c.provenance == ""
 
 
-@pytest.mark.parametrize("text, phrase", [
-    (HEADER + "no diff\n", "no 'diff --git' section"),
-    (HEADER.replace("URL: https://github.com/ggml-org/llama.cpp/pull/22705\n", "") + DIFF, "no 'URL: ...' line"),
-    (HEADER.replace("Author's summary", "Summary") + DIFF, "x.patch:4: 'Summary: zeroes"),
-    (HEADER.replace("https://github.com", "http://github.com") + DIFF, "is not an https:// URL"),
-    (HEADER.replace("2026-05", "May 2026") + DIFF, "expected YYYY-MM, YYYY-MM-DD or 'unknown'"),
-    (HEADER.replace("Date: 2026-05\n", "Date: 2026-05\nDate: 2026-06\n") + DIFF, "x.patch:4: 'Date:' given twice"),
-    (HEADER.replace("zero at alloc", "zero at alloc \u2013 QLoRA") + DIFF, "non-ASCII"),
-    (HEADER + unified_file_diff("../etc/passwd", "a\n", "b\n"), "escapes the source tree"),
-])
+@pytest.mark.parametrize(
+    "text, phrase",
+    [
+        (HEADER + "no diff\n", "no 'diff --git' section"),
+        (
+            HEADER.replace("URL: https://github.com/ggml-org/llama.cpp/pull/22705\n", "") + DIFF,
+            "no 'URL: ...' line",
+        ),
+        (HEADER.replace("Author's summary", "Summary") + DIFF, "x.patch:4: 'Summary: zeroes"),
+        (
+            HEADER.replace("https://github.com", "http://github.com") + DIFF,
+            "is not an https:// URL",
+        ),
+        (HEADER.replace("2026-05", "May 2026") + DIFF, "expected YYYY-MM, YYYY-MM-DD or 'unknown'"),
+        (
+            HEADER.replace("Date: 2026-05\n", "Date: 2026-05\nDate: 2026-06\n") + DIFF,
+            "x.patch:4: 'Date:' given twice",
+        ),
+        (HEADER.replace("zero at alloc", "zero at alloc \u2013 QLoRA") + DIFF, "non-ASCII"),
+        (HEADER + unified_file_diff("../etc/passwd", "a\n", "b\n"), "escapes the source tree"),
+    ],
+)
 def test_a_malformed_competing_fix_is_one_line_naming_the_file(text, phrase):
     with pytest.raises(ConfigError) as e:
         parse_competing("x.patch", text)
@@ -73,7 +96,9 @@ def test_a_malformed_file_in_the_folder_is_named_with_its_folder(tmp_path):
     (tmp_path / "native_tests" / "competing").mkdir(parents=True)
     for n in ("CMakeLists.txt", f"{GATE_TEST}.cpp"):
         (tmp_path / "native_tests" / n).write_text("x\n")
-    (tmp_path / "native_tests" / "competing" / "bad.patch").write_text("Competing fix: x\n\n" + DIFF)
+    (tmp_path / "native_tests" / "competing" / "bad.patch").write_text(
+        "Competing fix: x\n\n" + DIFF
+    )
     m = (ROOT / "matrix.yaml").read_text()
     (tmp_path / "matrix.yaml").write_text(m)
     with pytest.raises(ConfigError, match=r"competing/bad.patch: no 'URL: \.\.\.' line"):
@@ -81,21 +106,30 @@ def test_a_malformed_file_in_the_folder_is_named_with_its_folder(tmp_path):
 
 
 def _rec(outcome, output="", code=None):
-    return TestRecord(outcome=outcome, exit_code=code if code is not None else (0 if outcome == Outcome.PASSED else 1),
-                      output=output)
+    return TestRecord(
+        outcome=outcome,
+        exit_code=code if code is not None else (0 if outcome == Outcome.PASSED else 1),
+        output=output,
+    )
 
 
 FIXED = {UPSTREAM_TEST: Outcome.PASSED, GATE_TEST: Outcome.PASSED}
 
 
 def test_verdict_equivalent_when_it_passes_what_the_fix_passes():
-    v = judge(None, True, {UPSTREAM_TEST: _rec(Outcome.PASSED), GATE_TEST: _rec(Outcome.PASSED)}, FIXED)
+    v = judge(
+        None, True, {UPSTREAM_TEST: _rec(Outcome.PASSED), GATE_TEST: _rec(Outcome.PASSED)}, FIXED
+    )
     assert v.verdict == CompetingVerdict.EQUIVALENT and v.failure_line is None
 
 
 def test_verdict_wrong_names_the_first_failing_case_line():
-    tests = {UPSTREAM_TEST: _rec(Outcome.FAILED, f"    step 1: x\n{OPT_FAIL}\n  Backend CPU adamw: FAIL\n"),
-             GATE_TEST: _rec(Outcome.FAILED, GATE_FAIL + "\n")}
+    tests = {
+        UPSTREAM_TEST: _rec(
+            Outcome.FAILED, f"    step 1: x\n{OPT_FAIL}\n  Backend CPU adamw: FAIL\n"
+        ),
+        GATE_TEST: _rec(Outcome.FAILED, GATE_FAIL + "\n"),
+    }
     v = judge(None, True, tests, FIXED)
     assert v.verdict == CompetingVerdict.WRONG and v.failing_test == UPSTREAM_TEST
     assert v.failure_line == OPT_FAIL.strip()
@@ -110,12 +144,22 @@ def test_a_test_the_fix_does_not_pass_is_not_held_against_it():
 
 
 def test_a_crash_is_wrong_with_the_outcome_as_its_line():
-    v = judge(None, True, {UPSTREAM_TEST: _rec(Outcome.CRASHED, "", -11), GATE_TEST: _rec(Outcome.PASSED)}, FIXED)
-    assert v.verdict == CompetingVerdict.WRONG and v.failure_line == "test-opt crashed (exit code -11)"
+    v = judge(
+        None,
+        True,
+        {UPSTREAM_TEST: _rec(Outcome.CRASHED, "", -11), GATE_TEST: _rec(Outcome.PASSED)},
+        FIXED,
+    )
+    assert (
+        v.verdict == CompetingVerdict.WRONG and v.failure_line == "test-opt crashed (exit code -11)"
+    )
 
 
 def test_verdict_invalid_when_it_does_not_apply_or_build():
-    assert judge("patch failed: ggml/src/ggml-opt.cpp:776", False, {}, FIXED).verdict == CompetingVerdict.INVALID
+    assert (
+        judge("patch failed: ggml/src/ggml-opt.cpp:776", False, {}, FIXED).verdict
+        == CompetingVerdict.INVALID
+    )
     v = judge(None, False, {}, FIXED)
     assert v.verdict == CompetingVerdict.INVALID and v.reason == "does not build"
 
@@ -135,8 +179,15 @@ def test_the_gate_joins_the_series_only_once_maintainers_approval_is_recorded(tm
         shutil.copytree(ROOT / d, tmp_path / d)
     text = (ROOT / "matrix.yaml").read_text()
     (tmp_path / "matrix.yaml").write_text(text)
-    assert [p.name[:4] for p in load_series(load_matrix(tmp_path / "matrix.yaml")).patches] == ["0001", "0002"]
-    approved = text.replace("  layout: llama.cpp\n", "  layout: llama.cpp\n  gate_approval: https://github.com/ggml-org/llama.cpp/pull/1#c\n", 1)
+    assert [p.name[:4] for p in load_series(load_matrix(tmp_path / "matrix.yaml")).patches] == [
+        "0001",
+        "0002",
+    ]
+    approved = text.replace(
+        "  layout: llama.cpp\n",
+        "  layout: llama.cpp\n  gate_approval: https://github.com/ggml-org/llama.cpp/pull/1#c\n",
+        1,
+    )
     (tmp_path / "matrix.yaml").write_text(approved)
     series = load_series(load_matrix(tmp_path / "matrix.yaml"))
     assert [p.name[:4] for p in series.patches] == ["0001", "0002", "0003"]

@@ -1,5 +1,6 @@
 """llama-finetune's output parser, the noise floor, the verdict rule (on synthetic curves), the fix's
 provenance markers, stale-series detection, the run plan, the cache key, the plot."""
+
 from __future__ import annotations
 
 import math
@@ -17,18 +18,29 @@ DATA = Path(__file__).parent / "data"
 def bar(kind: str, i: int, n: int, loss: str, acc: str = "8.59") -> str:
     # ggml_opt_epoch_callback_progress_bar's format (ggml-opt.cpp), redrawn with \r
     head = "train: [" if kind == "train" else "val:   ["
-    return (f"{head}\u2588\u2588\u2588\u2589    ] data={i:07d}/{n:07d} loss={loss}\u00b10.01234 acc={acc}\u00b10.50% "
-            f"t=00:00:01 ETA=00:00:00 \r")
+    return (
+        f"{head}\u2588\u2588\u2588\u2589    ] data={i:07d}/{n:07d} loss={loss}\u00b10.01234 acc={acc}\u00b10.50% "
+        f"t=00:00:01 ETA=00:00:00 \r"
+    )
 
 
 def epoch_text(train: str, val: str) -> str:
-    return (bar("train", 1, 2, "9.99999") + bar("train", 2, 2, train) + "\n"
-            + bar("val", 1, 1, val) + "\n\n")
+    return (
+        bar("train", 1, 2, "9.99999")
+        + bar("train", 2, 2, train)
+        + "\n"
+        + bar("val", 1, 1, val)
+        + "\n\n"
+    )
 
 
 def test_the_parser_reads_each_epoch_s_final_train_and_val_lines():
-    text = ("llama_context: n_ctx = 256\n0.00.075.783 W opt_init: the K and V projections will not receive gradients\n"
-            + epoch_text("6.12345", "6.54321") + epoch_text("5.50000", "nan") + "llama_model_save_to_file: done\n")
+    text = (
+        "llama_context: n_ctx = 256\n0.00.075.783 W opt_init: the K and V projections will not receive gradients\n"
+        + epoch_text("6.12345", "6.54321")
+        + epoch_text("5.50000", "nan")
+        + "llama_model_save_to_file: done\n"
+    )
     out = ft.parse_output(text)
     assert [(e.epoch, e.train_loss) for e in out.epochs] == [(1, 6.12345), (2, 5.5)]
     assert out.epochs[0].eval_loss == 6.54321 and math.isnan(out.epochs[1].eval_loss)
@@ -38,16 +50,22 @@ def test_the_parser_reads_each_epoch_s_final_train_and_val_lines():
 
 
 def test_the_parser_on_a_truncated_run_and_on_noise():
-    text = epoch_text("6.1", "6.5") + bar("train", 2, 2, "5.0") + "\n"  # killed before epoch 2's val line
+    text = (
+        epoch_text("6.1", "6.5") + bar("train", 2, 2, "5.0") + "\n"
+    )  # killed before epoch 2's val line
     assert [e.epoch for e in ft.parse_output(text).epochs] == [1]
     assert ft.parse_output("loss=1 data=1/1\nrandom text\n").epochs == ()
 
 
-@pytest.mark.skipif(not (DATA / "llama-finetune-0.3.36.out").is_file(), reason="no recorded llama-finetune output")
+@pytest.mark.skipif(
+    not (DATA / "llama-finetune-0.3.36.out").is_file(), reason="no recorded llama-finetune output"
+)
 def test_the_parser_on_a_real_llama_finetune_output():
     """llama-finetune's real output (llama.cpp 0c1e5709, 2 epochs): what the runner parses."""
     out = ft.parse_output((DATA / "llama-finetune-0.3.36.out").read_text())
-    assert len(out.epochs) == 2 and all(math.isfinite(e.train_loss) and math.isfinite(e.eval_loss) for e in out.epochs)
+    assert len(out.epochs) == 2 and all(
+        math.isfinite(e.train_loss) and math.isfinite(e.eval_loss) for e in out.epochs
+    )
 
 
 # ---------------------------------------------------------------- the verdict rule on synthetic curves
@@ -55,7 +73,10 @@ def test_the_parser_on_a_real_llama_finetune_output():
 
 def ep(evals, train=None):
     train = train or [e + 0.1 for e in evals]
-    return [Epoch(epoch=i + 1, train_loss=t, eval_loss=e) for i, (t, e) in enumerate(zip(train, evals, strict=True))]
+    return [
+        Epoch(epoch=i + 1, train_loss=t, eval_loss=e)
+        for i, (t, e) in enumerate(zip(train, evals, strict=True))
+    ]
 
 
 FIXED = ep([6.00, 5.90, 5.80, 5.70, 5.60, 5.50])
@@ -70,13 +91,22 @@ def test_better_at_every_epoch_but_one_is_not_bug_visible():
     # the old rule called this "bug visible" (one uptick); it ends better, so no harm is shown
     u = ep([5.90, 5.80, 5.95, 5.60, 5.50, 5.40])
     v = ft.finetune_verdict("adamw", 1, 1e-5, FIXED, u, FLOOR)
-    assert v.label == "differs, no harm shown" and v.better_epochs == 5 and v.worse_epochs == 1 and v.end_diff < 0
+    assert (
+        v.label == "differs, no harm shown"
+        and v.better_epochs == 5
+        and v.worse_epochs == 1
+        and v.end_diff < 0
+    )
 
 
 def test_worse_at_the_end_by_more_than_the_floor_and_the_minimum_effect_is_bug_visible():
     u = ep([5.90, 5.80, 5.85, 5.90, 6.00, 6.20])
     v = ft.finetune_verdict("adamw", 1, 1e-5, FIXED, u, FLOOR)
-    assert v.label == "bug visible" and v.end_diff == pytest.approx(0.70) and v.end_diff_rel == pytest.approx(0.7 / 5.5)
+    assert (
+        v.label == "bug visible"
+        and v.end_diff == pytest.approx(0.70)
+        and v.end_diff_rel == pytest.approx(0.7 / 5.5)
+    )
 
 
 def test_worse_at_the_end_beyond_the_floor_but_below_the_minimum_effect_is_no_harm_shown():
@@ -102,7 +132,9 @@ def test_a_non_finite_end_without_the_fix_is_bug_visible_and_identical_curves_ar
 
 
 def test_the_verdict_compares_the_common_epochs_only():
-    v = ft.finetune_verdict("adamw", 1, 1e-5, FIXED, ep([5.9, 5.8, 6.5]), FLOOR)  # stopped after 3 epochs
+    v = ft.finetune_verdict(
+        "adamw", 1, 1e-5, FIXED, ep([5.9, 5.8, 6.5]), FLOOR
+    )  # stopped after 3 epochs
     assert v.epochs == 3 and v.label == "bug visible" and v.end_diff == pytest.approx(0.7)
 
 
@@ -110,26 +142,52 @@ def test_the_verdict_compares_the_common_epochs_only():
 
 
 def run(variant, evals, threads=ft.THREADS, repeat=0, lr=1e-5, opt="adamw", period=1, outcome="ok"):
-    return ft.Run(variant=variant, optimizer=opt, opt_period=period, n_batch=256, n_ubatch=256 // period, lr=lr,
-                  command=[], epochs=ep(evals), exit_code=0, outcome=outcome, threads=threads, repeat=repeat)
+    return ft.Run(
+        variant=variant,
+        optimizer=opt,
+        opt_period=period,
+        n_batch=256,
+        n_ubatch=256 // period,
+        lr=lr,
+        command=[],
+        epochs=ep(evals),
+        exit_code=0,
+        outcome=outcome,
+        threads=threads,
+        repeat=repeat,
+    )
 
 
 def results(runs) -> ft.FinetuneResults:
-    return ft.FinetuneResults(target="llama.cpp", base="0c1e5709", model={}, data={}, program={}, runs=runs)
+    return ft.FinetuneResults(
+        target="llama.cpp", base="0c1e5709", model={}, data={}, program={}, runs=runs
+    )
 
 
 def test_the_noise_floor_is_the_largest_same_build_difference_never_below_the_print_resolution():
     evals = [6.0, 5.9, 5.8]
-    r = results([run("with_fix", evals), run("without_fix", [6.0, 5.9, 5.9]),
-                 run("with_fix", evals, repeat=1), run("with_fix", [6.0, 5.903, 5.8], threads=1)])
+    r = results(
+        [
+            run("with_fix", evals),
+            run("without_fix", [6.0, 5.9, 5.9]),
+            run("with_fix", evals, repeat=1),
+            run("with_fix", [6.0, 5.903, 5.8], threads=1),
+        ]
+    )
     n = ft.noise_floor(r)
-    assert n.floor == pytest.approx(0.003) and n.measured == pytest.approx(0.003) and len(n.pairs) == 2
+    assert (
+        n.floor == pytest.approx(0.003) and n.measured == pytest.approx(0.003) and len(n.pairs) == 2
+    )
     assert "t2 vs t1" in n.pairs[1] and "repeat 1" in n.pairs[0]
     # the noise runs are not compared as cases; the verdict uses the floor
     (v,) = ft.verdicts(r)
     assert v.floor == n.floor and v.label == "bug visible"  # 0.1 worse at the end: > floor, > 1 %
-    assert ft.noise_floor(results([run("with_fix", evals)])) == ft.Noise(ft.PRINT_RESOLUTION, None, ())
-    failed = results([run("with_fix", evals), run("with_fix", [9, 9, 9], threads=1, outcome="crashed")])
+    assert ft.noise_floor(results([run("with_fix", evals)])) == ft.Noise(
+        ft.PRINT_RESOLUTION, None, ()
+    )
+    failed = results(
+        [run("with_fix", evals), run("with_fix", [9, 9, 9], threads=1, outcome="crashed")]
+    )
     assert ft.noise_floor(failed).measured is None  # an unfinished run measures nothing
 
 
@@ -205,7 +263,9 @@ def test_check_provenance_by_the_fix_s_files_when_the_fix_adds_no_string(tmp_pat
     assert got["with_fix"]["holds_fix"] is True and got["without_fix"]["holds_fix"] is False
     assert got["with_fix"]["how"] == ["fix's files at build time"] and got["without_fix"]["checked"]
     wrong = {**ok, "without_fix": built("p1", "b1", "o2")}  # the revert did not happen
-    with pytest.raises(BuildFailed, match="the without fix binary was built from ggml/src/ggml-opt.cpp as neither"):
+    with pytest.raises(
+        BuildFailed, match="the without fix binary was built from ggml/src/ggml-opt.cpp as neither"
+    ):
         check_provenance({"with_fix": a, "without_fix": b}, (), wrong)
     same = {**ok, "without_fix": built("b1", "b1", "o1")}  # the same object: nothing was recompiled
     with pytest.raises(BuildFailed, match="reverting the fix changed nothing that was compiled"):
@@ -221,7 +281,9 @@ def test_stale_series_detection():
     r.series = {"sha256": "6a" * 32}
     assert ft.staleness(r, "0c1e5709", "6a" * 32) is None
     why = ft.staleness(r, "0c1e5709", "b7" * 32)
-    assert why is not None and why.startswith("STALE: made with series 6a6a6a6a6a6a, the current series is b7b7b7b7b7b7")
+    assert why is not None and why.startswith(
+        "STALE: made with series 6a6a6a6a6a6a, the current series is b7b7b7b7b7b7"
+    )
     assert "made on base 0c1e5709" in ft.staleness(r, "1111111", "6a" * 32)
     r.series = {}
     assert "(none recorded)" in ft.staleness(r, "0c1e5709", "6a" * 32)
@@ -230,18 +292,35 @@ def test_stale_series_detection():
 # ---------------------------------------------------------------- cache key, data digest, plot
 
 
-KEY = dict(base="0c1e5709", series="s" * 64, model="m" * 64, data="d" * 64, program="p" * 64,
-           flags={"CMAKE_BUILD_TYPE": "Release", "threads": 2}, cases=[{"optimizer": "sgd", "n_batch": 128}],
-           toolchain={"gcc": "12.2.0", "cmake": "4.4.5"}, pretrain="k" * 64)
+KEY = dict(
+    base="0c1e5709",
+    series="s" * 64,
+    model="m" * 64,
+    data="d" * 64,
+    program="p" * 64,
+    flags={"CMAKE_BUILD_TYPE": "Release", "threads": 2},
+    cases=[{"optimizer": "sgd", "n_batch": 128}],
+    toolchain={"gcc": "12.2.0", "cmake": "4.4.5"},
+    pretrain="k" * 64,
+)
 
 
 def test_cache_key_is_stable_and_covers_every_part():
     k = ft.cache_key(**KEY)
-    assert len(k) == 64 and k == ft.cache_key(**{**KEY, "flags": {"threads": 2, "CMAKE_BUILD_TYPE": "Release"}})
-    changed = {"base": "0c1e570a", "series": "t" * 64, "model": "n" * 64, "data": "e" * 64,
-               "program": "q" * 64, "flags": {"CMAKE_BUILD_TYPE": "Debug", "threads": 2},
-               "cases": [{"optimizer": "adamw", "n_batch": 128}], "toolchain": {"gcc": "13.1.0", "cmake": "4.4.5"},
-               "pretrain": "j" * 64}
+    assert len(k) == 64 and k == ft.cache_key(
+        **{**KEY, "flags": {"threads": 2, "CMAKE_BUILD_TYPE": "Release"}}
+    )
+    changed = {
+        "base": "0c1e570a",
+        "series": "t" * 64,
+        "model": "n" * 64,
+        "data": "e" * 64,
+        "program": "q" * 64,
+        "flags": {"CMAKE_BUILD_TYPE": "Debug", "threads": 2},
+        "cases": [{"optimizer": "adamw", "n_batch": 128}],
+        "toolchain": {"gcc": "13.1.0", "cmake": "4.4.5"},
+        "pretrain": "j" * 64,
+    }
     keys = {ft.cache_key(**{**KEY, name: value}) for name, value in changed.items()}
     assert len(keys) == len(changed) and k not in keys
 
@@ -256,8 +335,14 @@ def test_data_digest_covers_names_order_and_bytes():
 
 def test_plot_writes_a_png_with_one_panel_per_case_and_same_bytes_twice(tmp_path):
     pytest.importorskip("matplotlib", reason="the [plot] extra is not installed")
-    r = results([run("with_fix", [6, 5.9]), run("without_fix", [6, 5.8]),
-                 run("with_fix", [6, 5.9], opt="sgd", lr=1e-4, period=2), run("with_fix", [6, 5.9], threads=1)])
+    r = results(
+        [
+            run("with_fix", [6, 5.9]),
+            run("without_fix", [6, 5.8]),
+            run("with_fix", [6, 5.9], opt="sgd", lr=1e-4, period=2),
+            run("with_fix", [6, 5.9], threads=1),
+        ]
+    )
     p1 = ft.plot(r, tmp_path / "a" / "finetune-loss.png")
     p2 = ft.plot(r, tmp_path / "b" / "finetune-loss.png")
     data = p1.read_bytes()

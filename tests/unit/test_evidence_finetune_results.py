@@ -1,6 +1,7 @@
 """`ggml-patch evidence`'s pure parts: the cases, the command line, the cache key of a run's inputs,
 finetune.json validated as untrusted input, summary.md's section (added, replaced, kept by a matrix
 run), and the data the bundle puts in PR_BODY.md and ISSUE.md."""
+
 from __future__ import annotations
 
 import json
@@ -26,20 +27,41 @@ SERIES = "6a" * 32
 
 def test_a_case_names_optimizer_lr_opt_period_and_epochs():
     c = ft.parse_case("adamw:1e-3:2:4")
-    assert (c.optimizer, c.lr, c.opt_period, c.epochs, c.n_batch, c.n_ubatch) == ("adamw", 1e-3, 2, 4, 256, 128)
+    assert (c.optimizer, c.lr, c.opt_period, c.epochs, c.n_batch, c.n_ubatch) == (
+        "adamw",
+        1e-3,
+        2,
+        4,
+        256,
+        128,
+    )
     assert ft.parse_case("sgd:0.1:1").epochs == 8  # the default
     assert ft.parse_case("sgd:0.1:4").n_ubatch == 64
-    assert c.key() == {"optimizer": "adamw", "lr": 1e-3, "n_batch": 256, "n_ubatch": 128, "epochs": 4}
+    assert c.key() == {
+        "optimizer": "adamw",
+        "lr": 1e-3,
+        "n_batch": 256,
+        "n_ubatch": 128,
+        "epochs": 4,
+    }
 
 
-@pytest.mark.parametrize("text, says", [
-    ("adamw:1e-3", "expected OPTIMIZER:LR:OPT_PERIOD[:EPOCHS]"),
-    ("adam:1e-3:1", "optimizer 'adam': expected one of sgd, adamw"),
-    ("sgd:x:1", "learning rate 'x'"), ("sgd:-1:1", "learning rate '-1'"), ("sgd:nan:1", "learning rate 'nan'"),
-    ("sgd:inf:1", "learning rate 'inf'"),
-    ("sgd:0.1:3", "opt_period '3': expected one of 1, 2, 4"), ("sgd:0.1:0", "opt_period '0'"),
-    ("sgd:0.1:1:0", "epochs '0'"), ("sgd:0.1:1:101", "epochs '101'"), ("sgd:0.1:1:2.5", "epochs '2.5'"),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("adamw:1e-3", "expected OPTIMIZER:LR:OPT_PERIOD[:EPOCHS]"),
+        ("adam:1e-3:1", "optimizer 'adam': expected one of sgd, adamw"),
+        ("sgd:x:1", "learning rate 'x'"),
+        ("sgd:-1:1", "learning rate '-1'"),
+        ("sgd:nan:1", "learning rate 'nan'"),
+        ("sgd:inf:1", "learning rate 'inf'"),
+        ("sgd:0.1:3", "opt_period '3': expected one of 1, 2, 4"),
+        ("sgd:0.1:0", "opt_period '0'"),
+        ("sgd:0.1:1:0", "epochs '0'"),
+        ("sgd:0.1:1:101", "epochs '101'"),
+        ("sgd:0.1:1:2.5", "epochs '2.5'"),
+    ],
+)
 def test_a_bad_case_is_one_line_naming_what_is_wrong(text, says):
     with pytest.raises(ValueError) as e:
         ft.parse_case(text)
@@ -48,30 +70,76 @@ def test_a_bad_case_is_one_line_naming_what_is_wrong(text, says):
 
 def test_the_default_cases_and_repeats():
     # finetune.cpp's defaults (AdamW lr 1e-5, -c = -b = -ub), then n_ubatch < n_batch, then SGD at ~10x
-    assert [c.name for c in ft.parse_cases([])] == ["adamw:1e-05:1:8", "adamw:1e-05:2:8", "sgd:0.0001:1:8"]
+    assert [c.name for c in ft.parse_cases([])] == [
+        "adamw:1e-05:1:8",
+        "adamw:1e-05:2:8",
+        "sgd:0.0001:1:8",
+    ]
     assert [c.name for c in ft.parse_cases(["sgd:0.1:1:2", "sgd:1e-1:1:2"])] == ["sgd:0.1:1:2"]
     with pytest.raises(ValueError, match="the same case with two epoch counts"):
         ft.parse_cases(["sgd:0.1:1:2", "sgd:0.1:1:3"])
 
 
 def test_the_program_s_command_line():
-    argv = ft.command("/b/llama-finetune", "/c/m.gguf", ["/d/docker.md"], ft.parse_case("sgd:0.1:2:3"), 1, "/o.gguf")
-    assert argv == ["/b/llama-finetune", "-m", "/c/m.gguf", "-f", "/d/docker.md", "-c", "256", "-b", "256",
-                    "-ub", "128", "-opt", "sgd", "-lr", "0.1", "-epochs", "3", "-val-split", "0.05", "-t", "1",
-                    "-o", "/o.gguf"]
+    argv = ft.command(
+        "/b/llama-finetune",
+        "/c/m.gguf",
+        ["/d/docker.md"],
+        ft.parse_case("sgd:0.1:2:3"),
+        1,
+        "/o.gguf",
+    )
+    assert argv == [
+        "/b/llama-finetune",
+        "-m",
+        "/c/m.gguf",
+        "-f",
+        "/d/docker.md",
+        "-c",
+        "256",
+        "-b",
+        "256",
+        "-ub",
+        "128",
+        "-opt",
+        "sgd",
+        "-lr",
+        "0.1",
+        "-epochs",
+        "3",
+        "-val-split",
+        "0.05",
+        "-t",
+        "1",
+        "-o",
+        "/o.gguf",
+    ]
     pre = ft.pretrain_command("/b/llama-finetune", "/c/r.gguf", ["/d/CONTRIBUTING.md"], "/c/p.gguf")
-    assert pre[pre.index("-ub") + 1] == "256" and pre[pre.index("-lr") + 1] == "0.001" and pre[-1] == "/c/p.gguf"
+    assert (
+        pre[pre.index("-ub") + 1] == "256"
+        and pre[pre.index("-lr") + 1] == "0.001"
+        and pre[-1] == "/c/p.gguf"
+    )
 
 
 # ---------------------------------------------------------------- the cache key of a run's inputs
 
 
 def inputs(**changed) -> Inputs:
-    parts = dict(base=BASE, series_sha256=SERIES, rendered_sha256="r" * 64, model={"sha256": "m" * 64},
-                 model_path=Path("/c/m.gguf"), pretrain_data={"sha256": "c" * 64},
-                 pretrain_paths=(Path("/d/CONTRIBUTING.md"),), data={"sha256": "d" * 64},
-                 data_paths=(Path("/d/LICENSE"),), program_sha256="p" * 64, flags={"cmake": ["-DGGML_CPU=ON"], "program": ft.program_options()},
-                 toolchain={"cxx": "c++ 12.2.0"})
+    parts = dict(
+        base=BASE,
+        series_sha256=SERIES,
+        rendered_sha256="r" * 64,
+        model={"sha256": "m" * 64},
+        model_path=Path("/c/m.gguf"),
+        pretrain_data={"sha256": "c" * 64},
+        pretrain_paths=(Path("/d/CONTRIBUTING.md"),),
+        data={"sha256": "d" * 64},
+        data_paths=(Path("/d/LICENSE"),),
+        program_sha256="p" * 64,
+        flags={"cmake": ["-DGGML_CPU=ON"], "program": ft.program_options()},
+        toolchain={"cxx": "c++ 12.2.0"},
+    )
     return Inputs(**{**parts, **changed})
 
 
@@ -80,12 +148,19 @@ def test_the_key_covers_base_series_model_data_program_flags_cases_and_toolchain
     k = inputs().key(cases)
     assert k == inputs().key(cases) and len(k) == 64
     # where the files lie is not an input: a cache moved elsewhere gives the same key
-    assert k == inputs(model_path=Path("/elsewhere/m.gguf"), data_paths=(Path("/x/LICENSE"),)).key(cases)
-    changed = [inputs(base="0" * 40), inputs(rendered_sha256="s" * 64), inputs(model={"sha256": "n" * 64}),
-               inputs(data={"sha256": "e" * 64}), inputs(program_sha256="q" * 64),
-               inputs(pretrain_data={"sha256": "f" * 64}),
-               inputs(flags={"cmake": ["-DGGML_CPU=ON", "-DX=1"], "program": ft.program_options()}),
-               inputs(toolchain={"cxx": "c++ 13.1.0"})]
+    assert k == inputs(model_path=Path("/elsewhere/m.gguf"), data_paths=(Path("/x/LICENSE"),)).key(
+        cases
+    )
+    changed = [
+        inputs(base="0" * 40),
+        inputs(rendered_sha256="s" * 64),
+        inputs(model={"sha256": "n" * 64}),
+        inputs(data={"sha256": "e" * 64}),
+        inputs(program_sha256="q" * 64),
+        inputs(pretrain_data={"sha256": "f" * 64}),
+        inputs(flags={"cmake": ["-DGGML_CPU=ON", "-DX=1"], "program": ft.program_options()}),
+        inputs(toolchain={"cxx": "c++ 13.1.0"}),
+    ]
     keys = {i.key(cases) for i in changed}
     keys |= {inputs().key(cases[:1]), inputs().key(tuple(ft.parse_cases(["adamw:1e-3:1:5"])))}
     assert len(keys) == len(changed) + 2 and k not in keys
@@ -95,14 +170,26 @@ def test_the_key_covers_base_series_model_data_program_flags_cases_and_toolchain
 
 
 def run(variant, opt, period, epochs, lr=1e-3) -> ft.Run:
-    return ft.Run(variant=variant, optimizer=opt, opt_period=period, n_batch=256, n_ubatch=256 // period, lr=lr,
-                  command=["/c/bin/llama-finetune", "-m", "/c/m.gguf"], epochs=epochs, exit_code=0,
-                  seconds=12.5, cpu_seconds=12.2)
+    return ft.Run(
+        variant=variant,
+        optimizer=opt,
+        opt_period=period,
+        n_batch=256,
+        n_ubatch=256 // period,
+        lr=lr,
+        command=["/c/bin/llama-finetune", "-m", "/c/m.gguf"],
+        epochs=epochs,
+        exit_code=0,
+        seconds=12.5,
+        cpu_seconds=12.2,
+    )
 
 
 def ep(train, evals):
-    return [Epoch(epoch=i + 1, train_loss=t, eval_loss=e, train_acc=0.1, eval_acc=0.2)
-            for i, (t, e) in enumerate(zip(train, evals, strict=True))]
+    return [
+        Epoch(epoch=i + 1, train_loss=t, eval_loss=e, train_acc=0.1, eval_acc=0.2)
+        for i, (t, e) in enumerate(zip(train, evals, strict=True))
+    ]
 
 
 FIXED = ep([9.35, 6.57, 6.12], [7.70, 6.97, 6.85])
@@ -111,23 +198,51 @@ UNFIXED = ep([9.20, 6.20, 6.52], [7.45, 8.00, 8.35])
 
 def sample(**changed) -> ft.FinetuneResults:
     parts = dict(
-        target="llama.cpp", base=BASE, cache_key="ab" * 32,
-        model={"sha256": "3b" * 32, "random_sha256": "3c" * 32, "seed": 20261130, "n_vocab": 32000, "n_params": 4178240,
-               "pretrained": True,
-               "pretrain": {"files": ["CONTRIBUTING.md"], "optimizer": "adamw", "lr": 1e-3, "epochs": 8,
-                            "eval_loss": [9.5, 7.25]},
-               "dims": {"n_layer": 2, "n_embd": 64, "n_head": 4, "n_ff": 128, "n_ctx": 256},
-               "vocab_file": "models/ggml-vocab-llama-spm.gguf", "vocab_sha256": "16" * 32},
+        target="llama.cpp",
+        base=BASE,
+        cache_key="ab" * 32,
+        model={
+            "sha256": "3b" * 32,
+            "random_sha256": "3c" * 32,
+            "seed": 20261130,
+            "n_vocab": 32000,
+            "n_params": 4178240,
+            "pretrained": True,
+            "pretrain": {
+                "files": ["CONTRIBUTING.md"],
+                "optimizer": "adamw",
+                "lr": 1e-3,
+                "epochs": 8,
+                "eval_loss": [9.5, 7.25],
+            },
+            "dims": {"n_layer": 2, "n_embd": 64, "n_head": 4, "n_ff": 128, "n_ctx": 256},
+            "vocab_file": "models/ggml-vocab-llama-spm.gguf",
+            "vocab_sha256": "16" * 32,
+        },
         data={"files": ["docs/docker.md"], "sha256": "7e" * 32},
         program={"name": ft.PROGRAM, "source": ft.PROGRAM_SOURCE, "sha256": "eb" * 32},
-        provenance={"with_fix": {"sha256": "01" * 32, "holds_fix": True}, "without_fix": {"sha256": "02" * 32, "holds_fix": False}},
-        source={"description": "llama-cpp-python==0.3.36 (vendor/llama.cpp)",
-                "upstream_commit": "0c1e57098bba43ac29e6e3b677cdceebdd22334f"},
-        series={"sha256": SERIES, "rendered_sha256": "aa" * 32, "patches": ["0001-a.patch", "0002-b.patch"]},
-        toolchain={"cxx": "c++ (Debian 12.2.0-14) 12.2.0"}, timings={"total_s": 60.5},
-        runs=[run("with_fix", "adamw", 1, FIXED), run("without_fix", "adamw", 1, UNFIXED),
-              run("with_fix", "sgd", 2, FIXED, 0.1),
-              run("without_fix", "sgd", 2, ep([9, 30, math.inf], [8, 40, math.nan]), 0.1)])
+        provenance={
+            "with_fix": {"sha256": "01" * 32, "holds_fix": True},
+            "without_fix": {"sha256": "02" * 32, "holds_fix": False},
+        },
+        source={
+            "description": "llama-cpp-python==0.3.36 (vendor/llama.cpp)",
+            "upstream_commit": "0c1e57098bba43ac29e6e3b677cdceebdd22334f",
+        },
+        series={
+            "sha256": SERIES,
+            "rendered_sha256": "aa" * 32,
+            "patches": ["0001-a.patch", "0002-b.patch"],
+        },
+        toolchain={"cxx": "c++ (Debian 12.2.0-14) 12.2.0"},
+        timings={"total_s": 60.5},
+        runs=[
+            run("with_fix", "adamw", 1, FIXED),
+            run("without_fix", "adamw", 1, UNFIXED),
+            run("with_fix", "sgd", 2, FIXED, 0.1),
+            run("without_fix", "sgd", 2, ep([9, 30, math.inf], [8, 40, math.nan]), 0.1),
+        ],
+    )
     return ft.FinetuneResults(**{**parts, **changed})
 
 
@@ -138,7 +253,9 @@ def test_finetune_json_round_trips_with_the_verdicts_computed():
     assert back.to_json() == text
     d = json.loads(text)
     assert [v["label"] for v in d["verdicts"]] == ["bug visible", "bug visible"]
-    assert back.runs[3].epochs[2].train_loss == math.inf and math.isnan(back.runs[3].epochs[2].eval_loss)
+    assert back.runs[3].epochs[2].train_loss == math.inf and math.isnan(
+        back.runs[3].epochs[2].eval_loss
+    )
 
 
 def test_stored_verdicts_are_never_trusted():
@@ -162,27 +279,63 @@ def edited(fn) -> str:
     return json.dumps(d)
 
 
-@pytest.mark.parametrize("edit, says", [
-    (lambda d: d.pop("runs"), "key 'runs' missing"),
-    (lambda d: d.pop("base"), "key 'base' missing"),
-    (lambda d: d.update(base="main; rm -rf /"), "base: string should match pattern"),
-    (lambda d: d.update(target="../x"), "target: string should match pattern"),
-    (lambda d: d.update(written_by="a later version"), "unknown key 'written_by'"),
-    (lambda d: d["runs"][0].update(variant="maybe"), "runs[0].variant: 'maybe' is not one of 'with_fix' or 'without_fix'"),
-    (lambda d: d["runs"][0].update(optimizer="lion"), "runs[0].optimizer: 'lion' is not one of"),
-    (lambda d: d["runs"][0].update(lr=-1), "runs[0].lr: input should be greater than 0 (got -1)"),
-    (lambda d: d["runs"][0].update(opt_period="2"), "runs[0].opt_period: expected integer, got str"),
-    (lambda d: d["runs"][0].update(gpu="none"), "runs[0]: unknown key 'gpu'"),
-    (lambda d: d["runs"][0]["epochs"][1].update(train_loss="low"), "runs[0].epochs[1].train_loss: expected number"),
-    (lambda d: d["runs"][0]["epochs"][1].update(note="x"), "runs[0].epochs[1]: unknown key 'note'"),
-    (lambda d: d["runs"][0]["epochs"].reverse(), "runs[0].epochs: epochs [3, 2, 1] are not numbered 1, 2, ..."),
-    (lambda d: d["runs"].append(dict(d["runs"][0])), "runs[4]: a second with_fix run of adamw lr 0.001 opt_period 1 at 2"),
-    (lambda d: d["runs"][0].update(threads=0), "runs[0].threads: input should be greater than or equal to 1"),
-    (lambda d: d["data"].update(files=["../../etc/passwd"]), "data.files[0]: string should match pattern"),
-    (lambda d: d["model"].update(sha256="x"), "model.sha256: string should match pattern"),
-    (lambda d: d["runs"][0].update(command=["x"] * 65), "runs[0].command: list should have at most 64 items"),
-    (lambda d: d.update(schema_version=1), "schema_version 1, expected 2"),
-])
+@pytest.mark.parametrize(
+    "edit, says",
+    [
+        (lambda d: d.pop("runs"), "key 'runs' missing"),
+        (lambda d: d.pop("base"), "key 'base' missing"),
+        (lambda d: d.update(base="main; rm -rf /"), "base: string should match pattern"),
+        (lambda d: d.update(target="../x"), "target: string should match pattern"),
+        (lambda d: d.update(written_by="a later version"), "unknown key 'written_by'"),
+        (
+            lambda d: d["runs"][0].update(variant="maybe"),
+            "runs[0].variant: 'maybe' is not one of 'with_fix' or 'without_fix'",
+        ),
+        (
+            lambda d: d["runs"][0].update(optimizer="lion"),
+            "runs[0].optimizer: 'lion' is not one of",
+        ),
+        (
+            lambda d: d["runs"][0].update(lr=-1),
+            "runs[0].lr: input should be greater than 0 (got -1)",
+        ),
+        (
+            lambda d: d["runs"][0].update(opt_period="2"),
+            "runs[0].opt_period: expected integer, got str",
+        ),
+        (lambda d: d["runs"][0].update(gpu="none"), "runs[0]: unknown key 'gpu'"),
+        (
+            lambda d: d["runs"][0]["epochs"][1].update(train_loss="low"),
+            "runs[0].epochs[1].train_loss: expected number",
+        ),
+        (
+            lambda d: d["runs"][0]["epochs"][1].update(note="x"),
+            "runs[0].epochs[1]: unknown key 'note'",
+        ),
+        (
+            lambda d: d["runs"][0]["epochs"].reverse(),
+            "runs[0].epochs: epochs [3, 2, 1] are not numbered 1, 2, ...",
+        ),
+        (
+            lambda d: d["runs"].append(dict(d["runs"][0])),
+            "runs[4]: a second with_fix run of adamw lr 0.001 opt_period 1 at 2",
+        ),
+        (
+            lambda d: d["runs"][0].update(threads=0),
+            "runs[0].threads: input should be greater than or equal to 1",
+        ),
+        (
+            lambda d: d["data"].update(files=["../../etc/passwd"]),
+            "data.files[0]: string should match pattern",
+        ),
+        (lambda d: d["model"].update(sha256="x"), "model.sha256: string should match pattern"),
+        (
+            lambda d: d["runs"][0].update(command=["x"] * 65),
+            "runs[0].command: list should have at most 64 items",
+        ),
+        (lambda d: d.update(schema_version=1), "schema_version 1, expected 2"),
+    ],
+)
 def test_a_tampered_file_is_refused_naming_the_field(edit, says):
     with pytest.raises(ValueError) as e:
         ft.FinetuneResults.from_json(edited(edit))
@@ -203,14 +356,19 @@ def test_the_bundle_reads_the_file_as_untrusted_input(tmp_path):
     path.write_text(sample().to_json())
     assert UF.load(tmp_path).runs[0].epochs == FIXED
     path.write_text(edited(lambda d: d["runs"][0].update(optimizer="lion")))
-    with pytest.raises(ConfigError, match=r"finetune.json: runs\[0\].optimizer: 'lion' .*re-run `ggml-patch evidence`"):
+    with pytest.raises(
+        ConfigError,
+        match=r"finetune.json: runs\[0\].optimizer: 'lion' .*re-run `ggml-patch evidence`",
+    ):
         UF.load(tmp_path)
     path.write_bytes(b"\xff\xfe")
     with pytest.raises(ConfigError, match="not UTF-8"):
         UF.load(tmp_path)
 
 
-def test_the_bundle_says_in_one_line_what_is_wrong_with_a_file_too_big_or_not_utf8(tmp_path, monkeypatch):
+def test_the_bundle_says_in_one_line_what_is_wrong_with_a_file_too_big_or_not_utf8(
+    tmp_path, monkeypatch
+):
     (tmp_path / "evidence").mkdir()
     path = tmp_path / "evidence" / "finetune.json"
     path.write_bytes(b"\xff\xfe")
@@ -231,11 +389,16 @@ def test_the_bundle_uses_the_evidence_only_for_its_target_base_and_series():
     said: list[str] = []
     r = sample()
     assert UF.for_target(r, "llama.cpp", BASE, SERIES, said.append) is r and not said
-    assert UF.for_target(r, "ggml", BASE, SERIES, said.append) is None and not said  # another target's: silent
+    assert (
+        UF.for_target(r, "ggml", BASE, SERIES, said.append) is None and not said
+    )  # another target's: silent
     assert UF.for_target(r, "llama.cpp", "0" * 40, SERIES, said.append) is None
     assert UF.for_target(r, "llama.cpp", BASE, "5" * 64, said.append) is None
     assert len(said) == 2 and "left out of the bundle: made on base 4f2c5210becd" in said[0]
-    assert "left out of the bundle: STALE: made with series 6a6a6a6a6a6a, the current series is 555555555555" in said[1]
+    assert (
+        "left out of the bundle: STALE: made with series 6a6a6a6a6a6a, the current series is 555555555555"
+        in said[1]
+    )
     assert "re-run `ggml-patch evidence`" in said[1]
     assert UF.for_target(None, "llama.cpp", BASE, SERIES, said.append) is None
 
@@ -246,7 +409,10 @@ def test_the_bundle_uses_the_evidence_only_for_its_target_base_and_series():
 def test_the_section_is_added_replaced_and_kept_by_a_matrix_run():
     one = S.marked(ft.summary_section(sample(), "Plot: evidence/finetune-loss.png."))
     assert one.startswith(S.BEGIN) and one.endswith(S.END)
-    assert "| adamw | 0.001 | 1 | 3 | **bug visible** |" in one and "| model | tiny llama PRE-TRAINED here" in one
+    assert (
+        "| adamw | 0.001 | 1 | 3 | **bug visible** |" in one
+        and "| model | tiny llama PRE-TRAINED here" in one
+    )
     assert S.splice(None, one) == one + "\n"  # no summary yet: the section alone
     matrix = "# ggml-patch matrix: 2/2 cells passed\n\n| cell |\n"
     both = S.splice(matrix, one)
@@ -255,7 +421,9 @@ def test_the_section_is_added_replaced_and_kept_by_a_matrix_run():
     again = S.splice(both, two)
     assert again == both.replace(one, two) and one not in again  # replaced, the rest untouched
     rewritten = "# ggml-patch matrix: 1/2 cells passed\n"
-    assert S.keep(again, rewritten) == S.splice(rewritten, two)  # a matrix run keeps the evidence section
+    assert S.keep(again, rewritten) == S.splice(
+        rewritten, two
+    )  # a matrix run keeps the evidence section
     assert S.keep(matrix, rewritten) == rewritten and S.keep(None, rewritten) == rewritten
     assert S.extract(f"{S.BEGIN} no end") is None
 
@@ -282,23 +450,37 @@ def test_the_pr_data_are_ascii_tables_and_commands_from_validated_numbers():
     lines = PB.finetune_lines(ft.FinetuneResults.from_json(json.dumps(d)), "####")
     text = "\n".join(lines)
     assert text.isascii()
-    assert lines[0] == ("#### Fine-tuning with upstream's llama-finetune: held-out eval loss per epoch with and "
-                        "without the fix")
-    assert "| target | llama.cpp: llama.cpp - vendored / twice new line |" in text  # one cell, one line
+    assert lines[0] == (
+        "#### Fine-tuning with upstream's llama-finetune: held-out eval loss per epoch with and "
+        "without the fix"
+    )
+    assert (
+        "| target | llama.cpp: llama.cpp - vendored / twice new line |" in text
+    )  # one cell, one line
     assert "| adamw | 0.001 | 1 | 3 | **bug visible** | +1.50000 |" in text
     assert "| 3 | 6.12000 | 6.85000 | 6.52000 | 8.35000 |" in text
-    assert "tiny llama PRE-TRAINED here, sha256 `" + "3b" * 32 + "`" in text and "eval loss 9.5000 after epoch 1" in text
+    assert (
+        "tiny llama PRE-TRAINED here, sha256 `" + "3b" * 32 + "`" in text
+        and "eval loss 9.5000 after epoch 1" in text
+    )
     assert "Noise floor 1e-05 (largest same-build difference measured: none measured" in text
-    assert "with fix: holds the fix (binary sha256 `0101" in text and "without fix: lacks the fix" in text
-    assert ("\n./build/bin/llama-finetune -m pretrained.gguf -f $LLAMA_CPP/docs/docker.md -c 256 -b 256 -ub 128 "
-            "-opt sgd -lr 0.1 -epochs 3 -val-split 0.05 -t 2 -o finetuned.gguf\n") in text
-    assert ("```sh\ncmake -S $LLAMA_CPP -B build -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF "
-            "-DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF "
-            "-DLLAMA_OPENSSL=OFF\ncmake --build build --target llama-finetune\n"
-            "python -m orchestrator.finetune.tiny_model $LLAMA_CPP/models/ggml-vocab-llama-spm.gguf "
-            "tiny-llama-20261130.gguf --seed 20261130\n"
-            "./build/bin/llama-finetune -m tiny-llama-20261130.gguf -f $LLAMA_CPP/CONTRIBUTING.md -c 256 -b 256 "
-            "-ub 256 -opt adamw -lr 0.001 -epochs 8 -val-split 0.05 -t 2 -o pretrained.gguf\n") in text
+    assert (
+        "with fix: holds the fix (binary sha256 `0101" in text
+        and "without fix: lacks the fix" in text
+    )
+    assert (
+        "\n./build/bin/llama-finetune -m pretrained.gguf -f $LLAMA_CPP/docs/docker.md -c 256 -b 256 -ub 128 "
+        "-opt sgd -lr 0.1 -epochs 3 -val-split 0.05 -t 2 -o finetuned.gguf\n"
+    ) in text
+    assert (
+        "```sh\ncmake -S $LLAMA_CPP -B build -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF "
+        "-DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF "
+        "-DLLAMA_OPENSSL=OFF\ncmake --build build --target llama-finetune\n"
+        "python -m orchestrator.finetune.tiny_model $LLAMA_CPP/models/ggml-vocab-llama-spm.gguf "
+        "tiny-llama-20261130.gguf --seed 20261130\n"
+        "./build/bin/llama-finetune -m tiny-llama-20261130.gguf -f $LLAMA_CPP/CONTRIBUTING.md -c 256 -b 256 "
+        "-ub 256 -opt adamw -lr 0.001 -epochs 8 -val-split 0.05 -t 2 -o pretrained.gguf\n"
+    ) in text
     assert "/c/bin" not in text and "/c/m.gguf" not in text  # no path of the machine that ran it
     assert PB.finetune_lines(None, "##") == []
 
@@ -308,13 +490,25 @@ def test_pr_body_and_issue_carry_the_evidence_when_given():
     from orchestrator.upstream import documents as D
 
     from .test_pr_body import CLEAN, COMMITS, TOOLCHAIN, WRITTEN, llama_policy
-    from .test_pr_body import sample as results_sample  # the real llama.cpp template, a sample results.json
+    from .test_pr_body import (
+        sample as results_sample,
+    )  # the real llama.cpp template, a sample results.json
 
     def docs(finetune):
-        return D.documents(policy=llama_policy(), cover=C.parse_cover("patches/cover.md", WRITTEN),
-                           results=results_sample(), results_sha256="f" * 64, target="llama.cpp", commits=COMMITS,
-                           patches=CLEAN, toolchain=TOOLCHAIN, warnings=[], canonical_paths=[],
-                           read_file=lambda p: None, finetune=finetune)
+        return D.documents(
+            policy=llama_policy(),
+            cover=C.parse_cover("patches/cover.md", WRITTEN),
+            results=results_sample(),
+            results_sha256="f" * 64,
+            target="llama.cpp",
+            commits=COMMITS,
+            patches=CLEAN,
+            toolchain=TOOLCHAIN,
+            warnings=[],
+            canonical_paths=[],
+            read_file=lambda p: None,
+            finetune=finetune,
+        )
 
     plain = docs(None)
     assert "llama-finetune" not in plain.files["PR_BODY.md"] + plain.files["ISSUE.md"]
@@ -331,7 +525,9 @@ def test_pr_body_and_issue_carry_the_evidence_when_given():
 
 def test_a_run_s_outcome():
     assert ft.run_outcome(0, False, True) == "ok"
-    assert ft.run_outcome(0, False, False) == "failed"  # exit 0 without its last line: not a whole run
+    assert (
+        ft.run_outcome(0, False, False) == "failed"
+    )  # exit 0 without its last line: not a whole run
     assert ft.run_outcome(2, False, False) == "failed"
     assert ft.run_outcome(-6, False, False) == "crashed"  # SIGABRT: a GGML_ASSERT
     assert ft.run_outcome(None, True, False) == "timed out"
@@ -342,6 +538,10 @@ def test_unfinished_runs_and_a_control_that_changed_nothing():
     assert ft.unfinished(r) == [] and not ft.no_case_differs(r)
     r.runs[1].outcome = "crashed"
     assert ft.unfinished(r) == [r.runs[1]]
-    same = sample(runs=[run("with_fix", "adamw", 1, FIXED), run("without_fix", "adamw", 1, list(FIXED))])
+    same = sample(
+        runs=[run("with_fix", "adamw", 1, FIXED), run("without_fix", "adamw", 1, list(FIXED))]
+    )
     assert ft.no_case_differs(same)
-    assert not ft.no_case_differs(sample(runs=[run("with_fix", "adamw", 1, FIXED)]))  # no pair: no verdict
+    assert not ft.no_case_differs(
+        sample(runs=[run("with_fix", "adamw", 1, FIXED)])
+    )  # no pair: no verdict

@@ -1,6 +1,7 @@
 """The tiny llama model writer: a valid GGUF that gguf-py reads back, the same bytes for the same
 seed, other bytes for another seed. The vocab file is made here with gguf-py (the snapshot's own
 vocab files are used by the e2e tier)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -50,8 +51,14 @@ def test_written_model_reads_back_with_the_vocab_and_weights(vocab_file, tmp_pat
     assert r.fields["general.file_type"].contents() == 0
     # the tokenizer copied unchanged, byte for byte
     src = gguf.GGUFReader(vocab_file)
-    for key in ("tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type",
-                "tokenizer.ggml.model", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.add_bos_token"):
+    for key in (
+        "tokenizer.ggml.tokens",
+        "tokenizer.ggml.scores",
+        "tokenizer.ggml.token_type",
+        "tokenizer.ggml.model",
+        "tokenizer.ggml.bos_token_id",
+        "tokenizer.ggml.add_bos_token",
+    ):
         assert r.fields[key].contents() == src.fields[key].contents(), key
     assert r.fields["tokenizer.ggml.tokens"].contents()[5] == "\u2581t5\u00e9"
     # every tensor F32 with llama's names and ggml shapes (ne = numpy shape reversed)
@@ -64,7 +71,9 @@ def test_written_model_reads_back_with_the_vocab_and_weights(vocab_file, tmp_pat
     assert list(tensors["blk.0.ffn_up.weight"].shape) == [16, 32]
     expected = dict(tm.model_tensors(DIMS, N_VOCAB, 7))
     for name, t in tensors.items():
-        assert np.array_equal(np.asarray(t.data).reshape(expected[name].shape), expected[name]), name
+        assert np.array_equal(np.asarray(t.data).reshape(expected[name].shape), expected[name]), (
+            name
+        )
     assert np.all(np.asarray(tensors["output_norm.weight"].data) == 1.0)
     assert 0.015 < float(np.std(expected["output.weight"])) < 0.025  # N(0, 0.02)
     assert out.n_params == sum(int(np.prod(s)) for _, s in tm.tensor_shapes(DIMS, N_VOCAB))
@@ -94,7 +103,9 @@ def test_bad_dimensions_are_named(vocab_file):
     v = tm.read_vocab(vocab_file)
     with pytest.raises(ValueError, match="n_embd 30 is not a multiple of n_head 4"):
         tm.tiny_model(v, tm.Dims(n_embd=30, n_head=4), 1)
-    assert tm.Dims(n_head=4, n_head_kv=3).problems() == ["n_head 4 is not a multiple of n_head_kv 3"]
+    assert tm.Dims(n_head=4, n_head_kv=3).problems() == [
+        "n_head 4 is not a multiple of n_head_kv 3"
+    ]
     assert tm.Dims().problems() == []
 
 
@@ -110,7 +121,21 @@ def test_a_file_without_tokens_is_not_a_vocab(tmp_path):
 
 
 def test_cli_prints_the_sha256_and_refuses_a_missing_vocab(vocab_file, tmp_path, capsys):
-    assert tm.cli([str(vocab_file), str(tmp_path / "m.gguf"), "--seed", "5", "--n-embd", "16", "--n-ff", "32"]) == 0
+    assert (
+        tm.cli(
+            [
+                str(vocab_file),
+                str(tmp_path / "m.gguf"),
+                "--seed",
+                "5",
+                "--n-embd",
+                "16",
+                "--n-ff",
+                "32",
+            ]
+        )
+        == 0
+    )
     line = capsys.readouterr().out
     assert f"sha256={sha256_of(tmp_path / 'm.gguf')}" in line
     assert tm.cli([str(tmp_path / "nope.gguf"), str(tmp_path / "x.gguf")]) == 2

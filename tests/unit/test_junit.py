@@ -1,6 +1,6 @@
 """junit.xml from results: one testcase per cell x variant x test; the control's expected gate
 failure passes when killed; skips, build failures and survived controls as CI systems show them."""
-import copy
+
 import json
 import xml.etree.ElementTree as ET
 
@@ -38,18 +38,29 @@ def test_one_testcase_per_cell_variant_test_and_all_pass(sample):
             assert (cls, "test-opt") in cases
             assert (cls, CONTROL_GATE_NAME if variant == "control" else GATE) in cases
     assert CONTROL_GATE_NAME == "test-opt-dynamic-accum (fix reverted: must fail)"
-    assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) == ("8", "0", "0", "0")
+    assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) == (
+        "8",
+        "0",
+        "0",
+        "0",
+    )
     assert [s.get("name") for s in root.iter("testsuite")] == ["llama.cpp/cpu", "ggml/cpu"]
     # the killed control is a pass that still shows its evidence
     killed = cases[("ggml-patch/ggml/cpu/control", CONTROL_GATE_NAME)]
     assert killed.find("failure") is None and LINE in killed.find("system-out").text
-    assert float(cases[("ggml-patch/ggml/cpu/patched", "test-opt")].get("time")) == pytest.approx(0.023)
+    assert float(cases[("ggml-patch/ggml/cpu/patched", "test-opt")].get("time")) == pytest.approx(
+        0.023
+    )
 
 
 def test_a_survived_control_is_a_failure(sample):
     control = _record(sample, "ggml/cpu", "control")
-    control.update(status="survived", verdict="survived", failure_line=None,
-                   verdict_reason="the gate test passed without the fix: it is not a gate")
+    control.update(
+        status="survived",
+        verdict="survived",
+        failure_line=None,
+        verdict_reason="the gate test passed without the fix: it is not a gate",
+    )
     control["tests"][GATE].update(outcome="passed", exit_code=0, failure_line=None)
     case = _cases(sample)[("ggml-patch/ggml/cpu/control", CONTROL_GATE_NAME)]
     failure = case.find("failure")
@@ -76,12 +87,25 @@ def test_a_crash_names_its_signal(sample):
 
 
 def test_a_skipped_cell_is_skipped_with_its_reason(sample):
-    sample["cells"].append({"cell": "ggml/metal", "target": "ggml", "backend": "metal", "status": "skipped",
-                            "reason": "Metal needs macOS (this is Linux)", "exit_code": 0, "timings": {}})
+    sample["cells"].append(
+        {
+            "cell": "ggml/metal",
+            "target": "ggml",
+            "backend": "metal",
+            "status": "skipped",
+            "reason": "Metal needs macOS (this is Linux)",
+            "exit_code": 0,
+            "timings": {},
+        }
+    )
     root = ET.fromstring(junit_xml(results_of(sample)))
-    metal = [c for c in root.iter("testcase") if c.get("classname").startswith("ggml-patch/ggml/metal/")]
+    metal = [
+        c for c in root.iter("testcase") if c.get("classname").startswith("ggml-patch/ggml/metal/")
+    ]
     assert len(metal) == 4
-    assert all(c.find("skipped").get("message") == "Metal needs macOS (this is Linux)" for c in metal)
+    assert all(
+        c.find("skipped").get("message") == "Metal needs macOS (this is Linux)" for c in metal
+    )
     assert (root.get("tests"), root.get("skipped"), root.get("failures")) == ("12", "4", "0")
 
 
@@ -92,13 +116,24 @@ def test_a_cell_that_did_not_build_fails_and_its_control_is_not_run(sample):
     cases = _cases(sample)
     patched = cases[("ggml-patch/ggml/cpu/patched", GATE)].find("failure")
     assert patched is not None and "ninja exited 1" in patched.get("message")
-    assert "did not run" in cases[("ggml-patch/ggml/cpu/control", "test-opt")].find("skipped").get("message")
+    assert "did not run" in cases[("ggml-patch/ggml/cpu/control", "test-opt")].find("skipped").get(
+        "message"
+    )
 
 
 def test_a_control_that_did_not_build_is_a_failure(sample):
     control = _record(sample, "ggml/cpu", "control")
-    control.update(status="invalid", verdict="invalid", tests={},
-                   build={"ok": False, "error": "ninja exited 1", "log": "/x/build-control.log", "duration_s": 1.0})
+    control.update(
+        status="invalid",
+        verdict="invalid",
+        tests={},
+        build={
+            "ok": False,
+            "error": "ninja exited 1",
+            "log": "/x/build-control.log",
+            "duration_s": 1.0,
+        },
+    )
     cases = _cases(sample)
     for name in ("test-opt", CONTROL_GATE_NAME):
         failure = cases[("ggml-patch/ggml/cpu/control", name)].find("failure")
@@ -110,15 +145,26 @@ def test_build_only_cells_are_skipped_not_passed(sample):
         if r["cell"] == "ggml/cpu":
             r.update(status="built", tests={})
             r.pop("verdict", None)
-    sample["cells"][1].update(status="build-only", reason="built with and without the fix; tests not run: no GPU")
+    sample["cells"][1].update(
+        status="build-only", reason="built with and without the fix; tests not run: no GPU"
+    )
     root = ET.fromstring(junit_xml(results_of(sample)))
     ggml = [c for c in root.iter("testcase") if "/ggml/cpu/" in c.get("classname")]
     assert len(ggml) == 4 and all("no GPU" in c.find("skipped").get("message") for c in ggml)
 
 
 def test_messages_are_escaped(sample):
-    sample["cells"].append({"cell": "ggml/cuda", "target": "ggml", "backend": "cuda", "status": "skipped",
-                            "reason": 'no <GPU> & "no driver"', "exit_code": 0, "timings": {}})
+    sample["cells"].append(
+        {
+            "cell": "ggml/cuda",
+            "target": "ggml",
+            "backend": "cuda",
+            "status": "skipped",
+            "reason": 'no <GPU> & "no driver"',
+            "exit_code": 0,
+            "timings": {},
+        }
+    )
     text = junit_xml(results_of(sample))
     assert "&lt;GPU&gt; &amp;" in text
     assert ET.fromstring(text).find(".//skipped").get("message") == 'no <GPU> & "no driver"'
@@ -153,22 +199,38 @@ def test_a_failure_carries_its_attribution_and_the_last_lines_of_its_log(sample,
     log.write_text("".join(f"line {i}\n" for i in range(100)) + LINE + "\n")
     gate.update(outcome="failed", exit_code=1, failure_line=LINE, log=str(log))
     sample["cells"][0]["attribution"] = [
-        {"test": GATE, "device": "CPU", "label": "regression", "reason": "the gate on CPU passes without the fix"},
-        {"test": "test-opt", "device": "CPU", "label": "pre-existing", "reason": "not this test"}]
+        {
+            "test": GATE,
+            "device": "CPU",
+            "label": "regression",
+            "reason": "the gate on CPU passes without the fix",
+        },
+        {"test": "test-opt", "device": "CPU", "label": "pre-existing", "reason": "not this test"},
+    ]
     from orchestrator.report.summary import log_tail
+
     root = ET.fromstring(junit_xml(results_of(sample), log_tail))
-    case = next(c for c in root.iter("testcase") if (c.get("classname"), c.get("name")) ==
-                ("ggml-patch/llama.cpp/cpu/patched", GATE))
+    case = next(
+        c
+        for c in root.iter("testcase")
+        if (c.get("classname"), c.get("name")) == ("ggml-patch/llama.cpp/cpu/patched", GATE)
+    )
     failure = case.find("failure")
     assert failure.get("message") == f"{GATE} failed: {LINE} [regression]"
     text = failure.text
-    assert "attribution: regression: the gate on CPU passes without the fix" in text and "not this test" not in text
+    assert (
+        "attribution: regression: the gate on CPU passes without the fix" in text
+        and "not this test" not in text
+    )
     tail = text.split("last lines of the log:\n", 1)[1].splitlines()
     assert len(tail) == 30 and tail[-1] == LINE and tail[0] == "line 71"
     # without a reader (or with the log gone) the body still names the log
     assert f"log: {log}" in ET.fromstring(junit_xml(results_of(sample))).find(".//failure").text
     log.unlink()
-    assert "last lines" not in ET.fromstring(junit_xml(results_of(sample), log_tail)).find(".//failure").text
+    assert (
+        "last lines"
+        not in ET.fromstring(junit_xml(results_of(sample), log_tail)).find(".//failure").text
+    )
 
 
 def test_test_opt_failing_in_the_killed_control_is_a_pass_with_its_line(sample):
@@ -179,5 +241,7 @@ def test_test_opt_failing_in_the_killed_control_is_a_pass_with_its_line(sample):
     case = _cases(sample)[("ggml-patch/ggml/cpu/control", "test-opt")]
     assert case.find("failure") is None and opt_line in case.find("system-out").text
     assert ET.fromstring(junit_xml(results_of(sample))).get("failures") == "0"
-    control.update(status="invalid", verdict="invalid", verdict_reason="x")  # not killed: a failure again
+    control.update(
+        status="invalid", verdict="invalid", verdict_reason="x"
+    )  # not killed: a failure again
     assert _cases(sample)[("ggml-patch/ggml/cpu/control", "test-opt")].find("failure") is not None

@@ -1,10 +1,22 @@
 """Layouts: the llama.cpp <-> ggml path map, gate-test registration in each convention, build plans."""
+
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from orchestrator.errors import ConfigError, ExitCode
-from orchestrator.patchset.layout import (GATE_TEST, LAYOUTS, TESTS, BuildPlan, Layout, RegistrationError, build_plan,
-                                 get_layout, register_gate_test, translate)
+from orchestrator.patchset.layout import (
+    GATE_TEST,
+    LAYOUTS,
+    TESTS,
+    BuildPlan,
+    Layout,
+    RegistrationError,
+    build_plan,
+    get_layout,
+    register_gate_test,
+    translate,
+)
 
 from ..helpers import patches as helpers_patches
 
@@ -20,7 +32,10 @@ GGML_VENDORED = get_layout("ggml", "vendor/ggml")
 PAIRS = [
     ("ggml/src/ggml-opt.cpp", "src/ggml-opt.cpp"),
     ("ggml/src/ggml-cpu/ops.cpp", "src/ggml-cpu/ops.cpp"),
-    ("ggml/src/ggml-vulkan/vulkan-shaders/opt_step_sgd.comp", "src/ggml-vulkan/vulkan-shaders/opt_step_sgd.comp"),
+    (
+        "ggml/src/ggml-vulkan/vulkan-shaders/opt_step_sgd.comp",
+        "src/ggml-vulkan/vulkan-shaders/opt_step_sgd.comp",
+    ),
     ("ggml/include/ggml-opt.h", "include/ggml-opt.h"),
     ("ggml/cmake/ggml-config.cmake.in", "cmake/ggml-config.cmake.in"),
     ("ggml/CMakeLists.txt", "CMakeLists.txt"),
@@ -65,23 +80,26 @@ def test_prefixed_layouts(llama_path, ggml_path):
     assert translate(ggml_path, GGML, GGML_VENDORED) == "vendor/ggml/" + ggml_path
 
 
-@pytest.mark.parametrize("layout, path", [
-    (LLAMA, "src/llama.cpp"),  # libllama's own src/, not ggml's
-    (LLAMA, "common/common.cpp"),
-    (LLAMA, "CMakeLists.txt"),  # llama.cpp's top level, not ggml's
-    (LLAMA, "examples/training/finetune.cpp"),
-    (LLAMA, "ggml/.gitignore"),
-    (LLAMA, "ggml/tests/test-opt.cpp"),
-    (LLAMA, "README.md"),
-    (GGML, "examples/mnist/mnist-common.cpp"),
-    (GGML, "scripts/sync-llama.sh"),
-    (GGML, "ggml/src/ggml-opt.cpp"),  # a llama.cpp path handed to the ggml layout
-    (GGML, "README.md"),
-    (LLAMA_VENDORED, "ggml/src/ggml-opt.cpp"),  # outside the prefix
-    (LLAMA_VENDORED, "core/vendor/other/ggml/src/ggml-opt.cpp"),
-    (LLAMA_VENDORED, "core/vendor/llama.cpp/src/llama.cpp"),
-    (GGML_VENDORED, "src/ggml-opt.cpp"),
-])
+@pytest.mark.parametrize(
+    "layout, path",
+    [
+        (LLAMA, "src/llama.cpp"),  # libllama's own src/, not ggml's
+        (LLAMA, "common/common.cpp"),
+        (LLAMA, "CMakeLists.txt"),  # llama.cpp's top level, not ggml's
+        (LLAMA, "examples/training/finetune.cpp"),
+        (LLAMA, "ggml/.gitignore"),
+        (LLAMA, "ggml/tests/test-opt.cpp"),
+        (LLAMA, "README.md"),
+        (GGML, "examples/mnist/mnist-common.cpp"),
+        (GGML, "scripts/sync-llama.sh"),
+        (GGML, "ggml/src/ggml-opt.cpp"),  # a llama.cpp path handed to the ggml layout
+        (GGML, "README.md"),
+        (LLAMA_VENDORED, "ggml/src/ggml-opt.cpp"),  # outside the prefix
+        (LLAMA_VENDORED, "core/vendor/other/ggml/src/ggml-opt.cpp"),
+        (LLAMA_VENDORED, "core/vendor/llama.cpp/src/llama.cpp"),
+        (GGML_VENDORED, "src/ggml-opt.cpp"),
+    ],
+)
 def test_unmappable_paths_raise(layout, path):
     with pytest.raises(ConfigError) as e:
         layout.to_ggml(path)
@@ -89,7 +107,9 @@ def test_unmappable_paths_raise(layout, path):
     assert e.value.exit_code == ExitCode.CONFIG
 
 
-@pytest.mark.parametrize("path", ["examples/simple/simple.cpp", "README.md", "ggml/src/x.c", "scripts/x.sh"])
+@pytest.mark.parametrize(
+    "path", ["examples/simple/simple.cpp", "README.md", "ggml/src/x.c", "scripts/x.sh"]
+)
 def test_from_ggml_rejects_non_ggml_paths(path):
     for layout in (GGML, LLAMA, LLAMA_VENDORED):
         with pytest.raises(ConfigError, match="not a ggml source"):
@@ -101,10 +121,14 @@ def test_dirs():
     assert LLAMA.ggml_dir() == "ggml" and LLAMA.tests_dir() == "tests"
     assert LLAMA_VENDORED.ggml_dir() == "core/vendor/llama.cpp/ggml"
     assert LLAMA_VENDORED.tests_dir() == "core/vendor/llama.cpp/tests"
-    assert GGML_VENDORED.ggml_dir() == "vendor/ggml" and GGML_VENDORED.tests_dir() == "vendor/ggml/tests"
+    assert (
+        GGML_VENDORED.ggml_dir() == "vendor/ggml"
+        and GGML_VENDORED.tests_dir() == "vendor/ggml/tests"
+    )
 
 
 # ---- get_layout ----
+
 
 def test_get_layout_known():
     assert get_layout("ggml") == GGML
@@ -132,15 +156,24 @@ def test_get_layout_unknown(name):
 
 # ---- property: translating there and back is the identity ----
 
-_SEGMENT = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789_-.", min_size=1, max_size=12).filter(
-    lambda s: s not in (".", ".."))
+_SEGMENT = st.text(
+    alphabet="abcdefghijklmnopqrstuvwxyz0123456789_-.", min_size=1, max_size=12
+).filter(lambda s: s not in (".", ".."))
 _REST = st.lists(_SEGMENT, min_size=1, max_size=4).map("/".join)
 _GGML_PATHS = st.one_of(
     st.tuples(st.sampled_from(["src/", "include/", "cmake/", "tests/"]), _REST).map("".join),
     st.just("CMakeLists.txt"),
 )
-_LAYOUTS = st.sampled_from([GGML, LLAMA, WHISPER, LLAMA_VENDORED, GGML_VENDORED,
-                            get_layout("whisper.cpp", "third_party/whisper.cpp")])
+_LAYOUTS = st.sampled_from(
+    [
+        GGML,
+        LLAMA,
+        WHISPER,
+        LLAMA_VENDORED,
+        GGML_VENDORED,
+        get_layout("whisper.cpp", "third_party/whisper.cpp"),
+    ]
+)
 
 
 @given(neutral=_GGML_PATHS, a=_LAYOUTS, b=_LAYOUTS)
@@ -170,10 +203,13 @@ llama_build_and_test(test-gguf.cpp)
 
 LLAMA_CMAKE_REGISTERED = LLAMA_CMAKE.replace(
     "  llama_build_and_test(test-opt.cpp)\n",
-    "  llama_build_and_test(test-opt.cpp)\n  llama_build_and_test(test-opt-dynamic-accum.cpp)\n")
+    "  llama_build_and_test(test-opt.cpp)\n  llama_build_and_test(test-opt-dynamic-accum.cpp)\n",
+)
 
 # ggml's tests/CMakeLists.txt around test-opt
-GGML_CMAKE = "# undefine NDEBUG so asserts don't get disabled in tests\n" + helpers_patches.GGML_CMAKE
+GGML_CMAKE = (
+    "# undefine NDEBUG so asserts don't get disabled in tests\n" + helpers_patches.GGML_CMAKE
+)
 
 GGML_GATE_BLOCK = """
     #
@@ -186,12 +222,14 @@ GGML_GATE_BLOCK = """
     set_property(TEST ${TEST_TARGET} PROPERTY ENVIRONMENT "LLVM_PROFILE_FILE=${TEST_TARGET}.profraw")
 """
 
-_OPT_SET_PROPERTY = ('    set(TEST_TARGET test-opt)\n'
-                     '    add_executable(${TEST_TARGET} ${TEST_TARGET}.cpp)\n'
-                     '    target_link_libraries(${TEST_TARGET} PRIVATE ggml)\n'
-                     '    add_test(NAME ${TEST_TARGET} COMMAND $<TARGET_FILE:${TEST_TARGET}>)\n'
-                     '    set_property(TEST ${TEST_TARGET} PROPERTY ENVIRONMENT '
-                     '"LLVM_PROFILE_FILE=${TEST_TARGET}.profraw")\n')
+_OPT_SET_PROPERTY = (
+    "    set(TEST_TARGET test-opt)\n"
+    "    add_executable(${TEST_TARGET} ${TEST_TARGET}.cpp)\n"
+    "    target_link_libraries(${TEST_TARGET} PRIVATE ggml)\n"
+    "    add_test(NAME ${TEST_TARGET} COMMAND $<TARGET_FILE:${TEST_TARGET}>)\n"
+    "    set_property(TEST ${TEST_TARGET} PROPERTY ENVIRONMENT "
+    '"LLVM_PROFILE_FILE=${TEST_TARGET}.profraw")\n'
+)
 GGML_CMAKE_REGISTERED = GGML_CMAKE.replace(_OPT_SET_PROPERTY, _OPT_SET_PROPERTY + GGML_GATE_BLOCK)
 
 
@@ -211,22 +249,29 @@ def test_register_llama_prefixed_layout_same_convention():
 def test_register_llama_keeps_indentation(indent):
     text = f"foreach(x)\n{indent}llama_build_and_test(test-opt.cpp)\nendforeach()\n"
     out = register_gate_test(LLAMA, text)
-    assert out == (f"foreach(x)\n{indent}llama_build_and_test(test-opt.cpp)\n"
-                   f"{indent}llama_build_and_test(test-opt-dynamic-accum.cpp)\nendforeach()\n")
+    assert out == (
+        f"foreach(x)\n{indent}llama_build_and_test(test-opt.cpp)\n"
+        f"{indent}llama_build_and_test(test-opt-dynamic-accum.cpp)\nendforeach()\n"
+    )
 
 
 def test_register_llama_trailing_whitespace_on_anchor():
     text = "llama_build_and_test(test-opt.cpp)  \nx\n"
     assert register_gate_test(LLAMA, text) == (
-        "llama_build_and_test(test-opt.cpp)  \nllama_build_and_test(test-opt-dynamic-accum.cpp)\nx\n")
+        "llama_build_and_test(test-opt.cpp)  \nllama_build_and_test(test-opt-dynamic-accum.cpp)\nx\n"
+    )
 
 
 def test_register_llama_anchor_on_last_line_without_newline():
     out = register_gate_test(LLAMA, "if (X)\n  llama_build_and_test(test-opt.cpp)")
-    assert out.splitlines() == ["if (X)", "  llama_build_and_test(test-opt.cpp)",
-                                "  llama_build_and_test(test-opt-dynamic-accum.cpp)"]
+    assert out.splitlines() == [
+        "if (X)",
+        "  llama_build_and_test(test-opt.cpp)",
+        "  llama_build_and_test(test-opt-dynamic-accum.cpp)",
+    ]
     assert register_gate_test(LLAMA, "llama_build_and_test(test-opt.cpp)\n") == (
-        "llama_build_and_test(test-opt.cpp)\nllama_build_and_test(test-opt-dynamic-accum.cpp)\n")
+        "llama_build_and_test(test-opt.cpp)\nllama_build_and_test(test-opt-dynamic-accum.cpp)\n"
+    )
 
 
 def test_register_ggml_convention():
@@ -239,13 +284,15 @@ def test_register_ggml_prefixed_layout_same_convention():
 
 def test_register_ggml_top_level_block():
     """Older ggml trees register test-opt at the top level, outside any if()."""
-    text = ("#\n# test-opt\n\n"
-            "set(TEST_TARGET test-opt)\n"
-            "add_executable(${TEST_TARGET} ${TEST_TARGET}.cpp)\n"
-            "target_link_libraries(${TEST_TARGET} PRIVATE ggml)\n"
-            "add_test(NAME ${TEST_TARGET} COMMAND $<TARGET_FILE:${TEST_TARGET}>)\n"
-            'set_property(TEST ${TEST_TARGET} PROPERTY ENVIRONMENT "LLVM_PROFILE_FILE=${TEST_TARGET}.profraw")\n'
-            "\n#\n# test-quantize-fns\n")
+    text = (
+        "#\n# test-opt\n\n"
+        "set(TEST_TARGET test-opt)\n"
+        "add_executable(${TEST_TARGET} ${TEST_TARGET}.cpp)\n"
+        "target_link_libraries(${TEST_TARGET} PRIVATE ggml)\n"
+        "add_test(NAME ${TEST_TARGET} COMMAND $<TARGET_FILE:${TEST_TARGET}>)\n"
+        'set_property(TEST ${TEST_TARGET} PROPERTY ENVIRONMENT "LLVM_PROFILE_FILE=${TEST_TARGET}.profraw")\n'
+        "\n#\n# test-quantize-fns\n"
+    )
     out = register_gate_test(GGML, text)
     block = GGML_GATE_BLOCK.replace("\n    ", "\n")
     anchor = 'set_property(TEST ${TEST_TARGET} PROPERTY ENVIRONMENT "LLVM_PROFILE_FILE=${TEST_TARGET}.profraw")\n'
@@ -259,7 +306,9 @@ def test_register_ggml_does_not_anchor_on_other_tests():
         register_gate_test(GGML, only_backend_ops)
 
 
-@pytest.mark.parametrize("layout, text", [(LLAMA, LLAMA_CMAKE), (WHISPER, LLAMA_CMAKE), (GGML, GGML_CMAKE)])
+@pytest.mark.parametrize(
+    "layout, text", [(LLAMA, LLAMA_CMAKE), (WHISPER, LLAMA_CMAKE), (GGML, GGML_CMAKE)]
+)
 def test_register_is_idempotent(layout, text):
     once = register_gate_test(layout, text)
     assert once != text
@@ -267,22 +316,34 @@ def test_register_is_idempotent(layout, text):
     assert once.count(GATE_TEST) == (1 if layout.build == "harness" else 2)
 
 
-@pytest.mark.parametrize("layout, text", [(LLAMA, LLAMA_CMAKE_REGISTERED), (GGML, GGML_CMAKE_REGISTERED),
-                                          (LLAMA, "llama_build_and_test(test-opt-dynamic-accum.cpp)\n")])
+@pytest.mark.parametrize(
+    "layout, text",
+    [
+        (LLAMA, LLAMA_CMAKE_REGISTERED),
+        (GGML, GGML_CMAKE_REGISTERED),
+        (LLAMA, "llama_build_and_test(test-opt-dynamic-accum.cpp)\n"),
+    ],
+)
 def test_register_already_registered_is_unchanged(layout, text):
     assert register_gate_test(layout, text) == text
 
 
-@pytest.mark.parametrize("layout, text", [
-    (LLAMA, ""),
-    (LLAMA, "llama_build_and_test(test-gguf.cpp)\n"),
-    (LLAMA, "# llama_build_and_test(test-opt.cpp)\n"),  # commented out
-    (LLAMA, "llama_build_and_test(test-opt-foo.cpp)\n"),
-    (LLAMA, GGML_CMAKE),  # a ggml-style file handed to the llama.cpp convention
-    (GGML, ""),
-    (GGML, LLAMA_CMAKE),  # a llama.cpp-style file handed to the ggml convention
-    (GGML, "set(TEST_TARGET test-opt)\nadd_executable(${TEST_TARGET} ${TEST_TARGET}.cpp)\n"),  # no set_property
-])
+@pytest.mark.parametrize(
+    "layout, text",
+    [
+        (LLAMA, ""),
+        (LLAMA, "llama_build_and_test(test-gguf.cpp)\n"),
+        (LLAMA, "# llama_build_and_test(test-opt.cpp)\n"),  # commented out
+        (LLAMA, "llama_build_and_test(test-opt-foo.cpp)\n"),
+        (LLAMA, GGML_CMAKE),  # a ggml-style file handed to the llama.cpp convention
+        (GGML, ""),
+        (GGML, LLAMA_CMAKE),  # a llama.cpp-style file handed to the ggml convention
+        (
+            GGML,
+            "set(TEST_TARGET test-opt)\nadd_executable(${TEST_TARGET} ${TEST_TARGET}.cpp)\n",
+        ),  # no set_property
+    ],
+)
 def test_register_missing_anchor(layout, text):
     with pytest.raises(RegistrationError) as e:
         register_gate_test(layout, text)
@@ -300,9 +361,16 @@ COMMON = (("CMAKE_BUILD_TYPE", "Release"), ("BUILD_SHARED_LIBS", "OFF"))
 def test_build_plan_ggml_builds_its_own_tests():
     plan = build_plan(GGML, "/w/src", "/repo/native_tests")
     # the training program joins ggml's own build through a project include (not the series)
-    assert plan == BuildPlan("/w/src", COMMON + (("GGML_BUILD_TESTS", "ON"), ("GGML_BUILD_EXAMPLES", "OFF"),
-                                                 ("CMAKE_PROJECT_INCLUDE", "/repo/native_tests/extra-programs.cmake")),
-                             TESTS)
+    assert plan == BuildPlan(
+        "/w/src",
+        COMMON
+        + (
+            ("GGML_BUILD_TESTS", "ON"),
+            ("GGML_BUILD_EXAMPLES", "OFF"),
+            ("CMAKE_PROJECT_INCLUDE", "/repo/native_tests/extra-programs.cmake"),
+        ),
+        TESTS,
+    )
     assert plan.targets == ("test-opt", "test-opt-dynamic-accum")
     assert plan.programs == ("train-opt-dynamic",)
 
@@ -316,9 +384,11 @@ def test_build_plan_ggml_prefixed():
 @pytest.mark.parametrize("layout", [LLAMA, WHISPER])
 def test_build_plan_llama_uses_the_harness(layout):
     plan = build_plan(layout, "/w/src", "/repo/native_tests")
-    assert plan == BuildPlan("/repo/native_tests",
-                             COMMON + (("GGML_SOURCE_DIR", "/w/src/ggml"), ("GGML_TESTS_DIR", "/w/src/tests")),
-                             TESTS)
+    assert plan == BuildPlan(
+        "/repo/native_tests",
+        COMMON + (("GGML_SOURCE_DIR", "/w/src/ggml"), ("GGML_TESTS_DIR", "/w/src/tests")),
+        TESTS,
+    )
     defs = dict(plan.definitions)
     assert "GGML_BUILD_TESTS" not in defs and "LLAMA_BUILD_TESTS" not in defs
 

@@ -1,6 +1,7 @@
 """The bundle's manifest.json is a record (upstream/manifest.py): what `bundle` writes goes through
 JSON and its published schema unchanged, and an untrusted one with an unknown key, a wrong type or
 an out-of-range value is refused in one line naming the file and the key."""
+
 import json
 
 import pytest
@@ -23,23 +24,63 @@ def written() -> dict:
     results, _ = load_results(ROOT / "tests" / "data" / "results-cpu-sample.json")
     cell = results.cells[0]
     verification = M.Verification(
-        worktree="/w", head="a" * 40, head_is_bundle_commit=True, tree_is_patched_tree=True, configure_reused=False,
-        build_log="b.log", tests={"test-opt": M.VerifiedTest(outcome="passed", exit_code=0, log="t.log")},
-        durations_s=M.Durations(apply=0.1, configure=1.0, build=2.0, tests=3.0, total=6.1))
-    limit = KnownLimit(id="a-b", file="src/x.c", function="f", what="w", status="not changed by this series",
-                       confirmed="c")
-    readiness = {"checks": [{"name": "cover-written", "status": "warn", "detail": "d", "where": ["x:1"],
-                             "rule": [{"file": "AGENTS.md", "line": 3, "text": "t"}]}],
-                 "not_applicable": {"sync": "takes a pull request"}, "summary": {"pass": 0, "warn": 1, "fail": 0}}
+        worktree="/w",
+        head="a" * 40,
+        head_is_bundle_commit=True,
+        tree_is_patched_tree=True,
+        configure_reused=False,
+        build_log="b.log",
+        tests={"test-opt": M.VerifiedTest(outcome="passed", exit_code=0, log="t.log")},
+        durations_s=M.Durations(apply=0.1, configure=1.0, build=2.0, tests=3.0, total=6.1),
+    )
+    limit = KnownLimit(
+        id="a-b",
+        file="src/x.c",
+        function="f",
+        what="w",
+        status="not changed by this series",
+        confirmed="c",
+    )
+    readiness = {
+        "checks": [
+            {
+                "name": "cover-written",
+                "status": "warn",
+                "detail": "d",
+                "where": ["x:1"],
+                "rule": [{"file": "AGENTS.md", "line": 3, "text": "t"}],
+            }
+        ],
+        "not_applicable": {"sync": "takes a pull request"},
+        "summary": {"pass": 0, "warn": 1, "fail": 0},
+    }
     return B.manifest(
-        target=cell.target, layout="ggml", results=results, results_sha256="0" * 64, results_path="/r/results.json",
-        source=cell.source.to_json(), patched_commit="1" * 40, patches=[("0001-x.patch", "From x\n")],
-        files={"0001-x.patch": "2" * 64, "PR_TITLE": "3" * 64}, verification=verification,
-        toolchain={"cmake": "3.25"}, warnings=[], known_limits=[limit.to_json()],
-        policy=llama().to_json(), readiness=readiness, draft=False, draft_reasons=[],
-        cover={"path": "patches/cover.md", "present": True}, bundle_commit="4" * 40,
-        authorship={"author": str(Identity("A B", "a@b.org", "--author")), "from": "--author", "assisted_by": None,
-                    "committer": "ggml-patch <ggml-patch@localhost>"})
+        target=cell.target,
+        layout="ggml",
+        results=results,
+        results_sha256="0" * 64,
+        results_path="/r/results.json",
+        source=cell.source.to_json(),
+        patched_commit="1" * 40,
+        patches=[("0001-x.patch", "From x\n")],
+        files={"0001-x.patch": "2" * 64, "PR_TITLE": "3" * 64},
+        verification=verification,
+        toolchain={"cmake": "3.25"},
+        warnings=[],
+        known_limits=[limit.to_json()],
+        policy=llama().to_json(),
+        readiness=readiness,
+        draft=False,
+        draft_reasons=[],
+        cover={"path": "patches/cover.md", "present": True},
+        bundle_commit="4" * 40,
+        authorship={
+            "author": str(Identity("A B", "a@b.org", "--author")),
+            "from": "--author",
+            "assisted_by": None,
+            "committer": "ggml-patch <ggml-patch@localhost>",
+        },
+    )
 
 
 def test_a_written_manifest_goes_through_json_and_its_schema():
@@ -60,15 +101,27 @@ def test_a_verify_only_policy_takes_no_pull_request():
     assert not M.read_manifest(data, "manifest.json").takes_pull_request
 
 
-@pytest.mark.parametrize("edit, where", [
-    (lambda m: m.update(extra=1), "manifest.json: unknown key 'extra'"),
-    (lambda m: m["base"].update(extra=1), "manifest.json: base: unknown key 'extra'"),
-    (lambda m: m.update(draft="yes"), "manifest.json: draft: expected boolean, got str"),
-    (lambda m: m["results"].update(exit_code="0"), "manifest.json: results.exit_code: expected integer, got str"),
-    (lambda m: m.update(schema_version=2), "manifest.json: schema_version: input should be less than or equal to 1"),
-    (lambda m: m["policy"]["submit"].update(value=[]), "manifest.json: policy.submit.value"),
-    (lambda m: m.update(patched_commit="HEAD"), "manifest.json: patched_commit: 'HEAD' is not a full 40-hex commit id"),
-])
+@pytest.mark.parametrize(
+    "edit, where",
+    [
+        (lambda m: m.update(extra=1), "manifest.json: unknown key 'extra'"),
+        (lambda m: m["base"].update(extra=1), "manifest.json: base: unknown key 'extra'"),
+        (lambda m: m.update(draft="yes"), "manifest.json: draft: expected boolean, got str"),
+        (
+            lambda m: m["results"].update(exit_code="0"),
+            "manifest.json: results.exit_code: expected integer, got str",
+        ),
+        (
+            lambda m: m.update(schema_version=2),
+            "manifest.json: schema_version: input should be less than or equal to 1",
+        ),
+        (lambda m: m["policy"]["submit"].update(value=[]), "manifest.json: policy.submit.value"),
+        (
+            lambda m: m.update(patched_commit="HEAD"),
+            "manifest.json: patched_commit: 'HEAD' is not a full 40-hex commit id",
+        ),
+    ],
+)
 def test_an_untrusted_manifest_is_refused_in_one_line(edit, where):
     data = written()
     edit(data)

@@ -1,5 +1,6 @@
 """merge-results, pure: per-cell results (one CI leg each) combined into one, equal to one run over
 the same cells; different series and duplicate cells refused."""
+
 import pytest
 
 from orchestrator.errors import ConfigError
@@ -25,7 +26,9 @@ def test_merging_the_cells_gives_back_the_whole_run(sample):
     llama.orchestrator_cpu_s, ggml.orchestrator_cpu_s = 0.5, 0.25
     merged = merge_results([("ggml", ggml), ("llama", llama)], ORDER)  # given out of order
     # cells back in matrix order; earliest start; summed machine time; one leg each
-    assert merged == sample.model_copy(update={"orchestrator_cpu_s": 0.75, "parallel": Parallel(legs=2)})
+    assert merged == sample.model_copy(
+        update={"orchestrator_cpu_s": 0.75, "parallel": Parallel(legs=2)}
+    )
 
 
 def test_cells_not_in_the_order_keep_their_input_order(sample):
@@ -48,13 +51,18 @@ def test_different_series_are_refused(sample):
     other = _split(sample, "ggml/cpu")
     other.series = other.series.model_copy(update={"sha256": "0" * 64})
     with pytest.raises(ConfigError) as e:
-        merge_results([("cells/a/results.json", _split(sample, "llama.cpp/cpu")), ("cells/b/results.json", other)])
+        merge_results(
+            [
+                ("cells/a/results.json", _split(sample, "llama.cpp/cpu")),
+                ("cells/b/results.json", other),
+            ]
+        )
     msg = str(e.value)
     assert "cells/b/results.json" in msg and "different series" in msg and "\n" not in msg
 
 
 def test_a_cell_twice_is_refused(sample):
     with pytest.raises(ConfigError, match=r"b\.json: cell ggml/cpu is also in a\.json"):
-        merge_results([("a.json", _split(sample, "ggml/cpu")), ("b.json", _split(sample, "ggml/cpu"))])
-
-
+        merge_results(
+            [("a.json", _split(sample, "ggml/cpu")), ("b.json", _split(sample, "ggml/cpu"))]
+        )

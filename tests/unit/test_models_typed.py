@@ -18,7 +18,11 @@ def _models() -> list[type[BaseModel]]:
             continue
         module = importlib.import_module(mod.name)
         for obj in vars(module).values():
-            if isinstance(obj, type) and issubclass(obj, BaseModel) and obj.__module__.startswith("orchestrator."):
+            if (
+                isinstance(obj, type)
+                and issubclass(obj, BaseModel)
+                and obj.__module__.startswith("orchestrator.")
+            ):
                 found[f"{obj.__module__}.{obj.__qualname__}"] = obj
     return [found[k] for k in sorted(found)]
 
@@ -29,7 +33,11 @@ def test_every_model_is_found():
 
 
 def test_no_model_field_is_a_dict_of_anything():
-    loose = [f"{m.__module__}.{m.__qualname__}.{name}: {field.annotation!r}"
-             for m in _models() for name, field in m.model_fields.items()
-             if "dict[str, typing.Any]" in repr(field.annotation) or "Dict[str, Any]" in repr(field.annotation)]
+    loose = [
+        f"{m.__module__}.{m.__qualname__}.{name}: {field.annotation!r}"
+        for m in _models()
+        for name, field in m.model_fields.items()
+        if "dict[str, typing.Any]" in repr(field.annotation)
+        or "Dict[str, Any]" in repr(field.annotation)
+    ]
     assert loose == []

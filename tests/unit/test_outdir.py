@@ -1,4 +1,5 @@
 """Issue 16, point 3 (the pure part): which output folders the tool may write into."""
+
 import json
 
 import pytest
@@ -37,7 +38,9 @@ def test_a_bundle_folder_an_older_version_made_is_recognised(tmp_path):
     """Bundles made before the marker existed: every entry a target folder with a ggml-patch manifest."""
     out = tmp_path / "bundle"
     (out / "ggml").mkdir(parents=True)
-    (out / "ggml" / "manifest.json").write_text(json.dumps({"tool": "ggml-patch", "target": "ggml"}))
+    (out / "ggml" / "manifest.json").write_text(
+        json.dumps({"tool": "ggml-patch", "target": "ggml"})
+    )
     outdir.claim(out, "--out", legacy=outdir.made_bundles)
     assert (out / outdir.MARKER).is_file()
     (out / "other").mkdir()
@@ -61,7 +64,9 @@ def test_a_cache_holding_a_users_files_is_refused(tmp_path):
 def test_a_cache_the_vulkan_setup_script_made_first_is_the_tool_s(tmp_path):
     from orchestrator.outdir import cache_problem
 
-    (tmp_path / "vulkan-sdk").mkdir()  # scripts/setup-vulkan-lavapipe.sh writes <cache>/vulkan-sdk before any run
+    (
+        tmp_path / "vulkan-sdk"
+    ).mkdir()  # scripts/setup-vulkan-lavapipe.sh writes <cache>/vulkan-sdk before any run
     (tmp_path / "snapshots.git.lock").write_text("")
     assert cache_problem(tmp_path) is None
 

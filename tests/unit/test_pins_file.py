@@ -1,4 +1,5 @@
 """The pins file as a record: what resolve-refs writes it may replace; anything else it refuses to."""
+
 import json
 
 import pytest
@@ -7,7 +8,11 @@ from orchestrator.errors import ConfigError
 from orchestrator.sources.pins import PinsFile, Unreachable, made_pins, read_pins_file
 
 SHA = "a" * 40
-OWN = {"version": 1, "pins": {"ggml": {"commit": SHA}}, "unreachable": {"fork": {"url": "u", "ref": "r", "reason": "x"}}}
+OWN = {
+    "version": 1,
+    "pins": {"ggml": {"commit": SHA}},
+    "unreachable": {"fork": {"url": "u", "ref": "r", "reason": "x"}},
+}
 
 
 def test_the_tools_own_file_with_unreachable_targets_may_be_replaced(tmp_path):
@@ -18,7 +23,12 @@ def test_the_tools_own_file_with_unreachable_targets_may_be_replaced(tmp_path):
 
 @pytest.mark.parametrize(
     "content",
-    ["my notes\n", '{"pins": {}}', '{"version": 1, "pins": {}, "mine": 1}', json.dumps({**OWN, "version": 2})],
+    [
+        "my notes\n",
+        '{"pins": {}}',
+        '{"version": 1, "pins": {}, "mine": 1}',
+        json.dumps({**OWN, "version": 2}),
+    ],
 )
 def test_anything_else_is_not_the_tools_own(tmp_path, content):
     f = tmp_path / "pins.json"
@@ -27,7 +37,11 @@ def test_anything_else_is_not_the_tools_own(tmp_path, content):
 
 
 def test_unreachable_keeps_the_key_order_resolve_refs_always_wrote():
-    assert list(json.loads(Unreachable(reason="x", url="u", ref="r").model_dump_json())) == ["url", "ref", "reason"]
+    assert list(json.loads(Unreachable(reason="x", url="u", ref="r").model_dump_json())) == [
+        "url",
+        "ref",
+        "reason",
+    ]
     assert PinsFile.model_validate(OWN).unreachable is not None
 
 

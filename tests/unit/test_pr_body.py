@@ -1,8 +1,7 @@
 """PR_BODY.md follows the target's template (llama.cpp's real one, and another), the contributor's
 words come from patches/cover.md only, the tool's data sit under "Additional information" in
 ASCII; a cover with placeholders makes a draft; ISSUE.md holds the reproduction and nothing else."""
-import json
-from pathlib import Path
+
 
 from orchestrator.report.model import DeviceInfo, Results, TrainingComparison, load_results
 from orchestrator.upstream import bundle as B
@@ -16,10 +15,18 @@ from ..helpers.tools import DATA
 
 LLAMA = DATA / "upstream-policy" / "llama.cpp"
 TEMPLATE_TEXT = (LLAMA / ".github" / "pull_request_template.md").read_text(encoding="utf-8")
-COMMITS = [B.Commit("ggml-opt : zero gradient accumulators each period with per-step graphs",
-                    "The accumulators are never zeroed.", ("ggml/src/ggml-opt.cpp",)),
-           B.Commit("tests : add test-opt-dynamic-accum for per-step gradient accumulation",
-                    "The new test.", ("tests/CMakeLists.txt", "tests/test-opt-dynamic-accum.cpp"))]
+COMMITS = [
+    B.Commit(
+        "ggml-opt : zero gradient accumulators each period with per-step graphs",
+        "The accumulators are never zeroed.",
+        ("ggml/src/ggml-opt.cpp",),
+    ),
+    B.Commit(
+        "tests : add test-opt-dynamic-accum for per-step gradient accumulation",
+        "The new test.",
+        ("tests/CMakeLists.txt", "tests/test-opt-dynamic-accum.cpp"),
+    ),
+]
 NAMES = ["0001-ggml-opt-zero.patch", "0002-tests-add.patch"]  # as in CLEAN
 TOOLCHAIN = {"cmake": "cmake version 4.4.5", "cxx_compiler": "GNU 12.2.0 (/usr/bin/c++)"}
 WRITTEN = """## Overview
@@ -36,11 +43,22 @@ Found while fine-tuning.
 """
 
 
-TRAINING = {"with_fix": [{"epoch": 1, "train_loss": 3.5, "eval_loss": 3.25}, {"epoch": 2, "train_loss": 0.5, "eval_loss": 0.625}],
-            "without_fix": [{"epoch": 1, "train_loss": 3.5, "eval_loss": 4.75}, {"epoch": 2, "train_loss": 41.5, "eval_loss": 60.25}],
-            "diverges_as_predicted": True}
+TRAINING = {
+    "with_fix": [
+        {"epoch": 1, "train_loss": 3.5, "eval_loss": 3.25},
+        {"epoch": 2, "train_loss": 0.5, "eval_loss": 0.625},
+    ],
+    "without_fix": [
+        {"epoch": 1, "train_loss": 3.5, "eval_loss": 4.75},
+        {"epoch": 2, "train_loss": 41.5, "eval_loss": 60.25},
+    ],
+    "diverges_as_predicted": True,
+}
 # a clean series (ASCII, a 1-line comment, `<module> : <title>`): its checks all pass, so drafts come from the cover
-CLEAN = [("0001-ggml-opt-zero.patch", """From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
+CLEAN = [
+    (
+        "0001-ggml-opt-zero.patch",
+        """From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
 From: A Contributor <a@example.org>
 Date: Mon, 30 Nov 2026 00:00:00 +0000
 Subject: [PATCH 1/2] ggml-opt : zero gradient accumulators each period with
@@ -60,7 +78,11 @@ index 1111111..2222222 100644
 +// reset the accumulators at the start of each period
 +int b = 1;
  int c = 0;
-"""), ("0002-tests-add.patch", """From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
+""",
+    ),
+    (
+        "0002-tests-add.patch",
+        """From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
 From: A Contributor <a@example.org>
 Date: Mon, 30 Nov 2026 00:00:00 +0000
 Subject: [PATCH 2/2] tests : add a per-step case to test-opt
@@ -77,7 +99,9 @@ index 3333333..4444444 100644
 @@ -1 +1,2 @@
  int main() { return 0; }
 +int per_step_case = 1;
-""")]
+""",
+    ),
+]
 
 
 def sample() -> Results:
@@ -87,16 +111,29 @@ def sample() -> Results:
 
 
 def llama_policy() -> P.Policy:
-    files = {f: (LLAMA / f).read_text(encoding="utf-8") for f in ("AGENTS.md", "CONTRIBUTING.md",
-                                                                   ".github/pull_request_template.md")}
-    return P.derive("llama.cpp", "b" * 40, files, declared("ggml-org/llama.cpp", "manual", "matrix.yaml:14"))
+    files = {
+        f: (LLAMA / f).read_text(encoding="utf-8")
+        for f in ("AGENTS.md", "CONTRIBUTING.md", ".github/pull_request_template.md")
+    }
+    return P.derive(
+        "llama.cpp", "b" * 40, files, declared("ggml-org/llama.cpp", "manual", "matrix.yaml:14")
+    )
 
 
 def docs(cover_text, policy=None, warnings=()) -> D.Documents:
-    return D.documents(policy=policy or llama_policy(), cover=C.parse_cover("patches/cover.md", cover_text),
-                       results=sample(), results_sha256="f" * 64, target="llama.cpp", commits=COMMITS,
-                       patches=CLEAN, toolchain=TOOLCHAIN, warnings=list(warnings),
-                       canonical_paths=[], read_file=lambda p: None)
+    return D.documents(
+        policy=policy or llama_policy(),
+        cover=C.parse_cover("patches/cover.md", cover_text),
+        results=sample(),
+        results_sha256="f" * 64,
+        target="llama.cpp",
+        commits=COMMITS,
+        patches=CLEAN,
+        toolchain=TOOLCHAIN,
+        warnings=list(warnings),
+        canonical_paths=[],
+        read_file=lambda p: None,
+    )
 
 
 def headings(text: str) -> list[str]:
@@ -109,8 +146,12 @@ def section(text: str, heading: str) -> str:
 
 def test_the_shipped_cover_is_the_template_s_headings_and_placeholders_only(repo_root):
     shipped = (repo_root / "patches" / "cover.md").read_text(encoding="utf-8")
-    assert shipped == C.blank_cover(P.parse_template(".github/pull_request_template.md", TEMPLATE_TEXT))
-    assert shipped == TEMPLATE_TEXT  # llama.cpp's template has nothing but headings and placeholders
+    assert shipped == C.blank_cover(
+        P.parse_template(".github/pull_request_template.md", TEMPLATE_TEXT)
+    )
+    assert (
+        shipped == TEMPLATE_TEXT
+    )  # llama.cpp's template has nothing but headings and placeholders
     assert not C.visible(section(shipped, "Overview")).strip()  # no words of the tool's
 
 
@@ -119,16 +160,24 @@ def test_a_written_cover_gives_the_template_in_order_with_the_disclosure_answere
     body = d.files["PR_BODY.md"]
     assert headings(body) == ["Overview", "Additional information", "Requirements"]
     assert not d.draft, d.draft_reasons
-    assert section(body, "Overview").strip() == "Per-step training never zeroed the gradient accumulators. Fixes #4242"
+    assert (
+        section(body, "Overview").strip()
+        == "Per-step training never zeroed the gradient accumulators. Fixes #4242"
+    )
     req = section(body, "Requirements")
     template_req = section(TEMPLATE_TEXT, "Requirements")
     # every line of the template's Requirements, in order, the disclosure answered from cover.md
-    want = [ln if not ln.startswith("- AI usage disclosure:") else
-            "- AI usage disclosure: YES, an assistant drafted the test; I reviewed every line." for ln in
-            template_req.strip("\n").splitlines()]
+    want = [
+        ln
+        if not ln.startswith("- AI usage disclosure:")
+        else "- AI usage disclosure: YES, an assistant drafted the test; I reviewed every line."
+        for ln in template_req.strip("\n").splitlines()
+    ]
     assert req.strip("\n").splitlines() == want
     extra = section(body, "Additional information")
-    assert extra.startswith("\nFound while fine-tuning.\n\nBefore the fix (the series' tests with the fix reverted):")
+    assert extra.startswith(
+        "\nFound while fine-tuning.\n\nBefore the fix (the series' tests with the fix reverted):"
+    )
     assert "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5" in extra
     assert "| ggml-org/llama.cpp | `0c1e57098bba43ac29e6e3b677cdceebdd22334f` |" in extra
     assert "git am 0001-ggml-opt-zero.patch 0002-tests-add.patch" in extra
@@ -139,7 +188,9 @@ def test_a_written_cover_gives_the_template_in_order_with_the_disclosure_answere
 
 def test_the_tool_s_data_are_ascii_even_when_results_are_not():
     r = sample()
-    r.cells[0].device = DeviceInfo(devices=["llvmpipe \u2014 LLVM \u00d7 15"], drivers=["Mesa 25.0.7\u2026"])
+    r.cells[0].device = DeviceInfo(
+        devices=["llvmpipe \u2014 LLVM \u00d7 15"], drivers=["Mesa 25.0.7\u2026"]
+    )
     data = PB.evidence(r, "f" * 64, "llama.cpp", COMMITS, NAMES, TOOLCHAIN, None)
     text = "\n".join(data)
     assert text.isascii() and "llvmpipe - LLVM x 15" in text and "Mesa 25.0.7..." in text
@@ -155,18 +206,30 @@ def test_the_blank_cover_is_a_draft_with_a_banner():
     assert "'- AI usage disclosure:' not answered" in body
     assert headings(body) == ["Overview", "Additional information", "Requirements"]
     # unwritten, each section keeps the template's placeholder
-    assert "<!-- Describe what this PR does and why. Be concise but complete -->" in section(body, "Overview")
-    man = d.manifest_fields(__import__("orchestrator.upstream.authorship", fromlist=["Identity"]).Identity(
-        "A B", "a@b.org", "--author"), None, "c" * 40)
+    assert "<!-- Describe what this PR does and why. Be concise but complete -->" in section(
+        body, "Overview"
+    )
+    man = d.manifest_fields(
+        __import__("orchestrator.upstream.authorship", fromlist=["Identity"]).Identity(
+            "A B", "a@b.org", "--author"
+        ),
+        None,
+        "c" * 40,
+    )
     assert man["draft"] is True and man["draft_reasons"] == d.draft_reasons
     assert {c["name"]: c["status"] for c in man["readiness"]["checks"]}["cover-written"] == "warn"
 
 
 def test_a_missing_or_empty_cover_is_a_draft():
     assert docs(None).draft_reasons[0].startswith("patches/cover.md: missing")
-    assert docs("  \n<!-- nothing -->\n").draft_reasons[0] == "patches/cover.md: empty (only placeholders)"
+    assert (
+        docs("  \n<!-- nothing -->\n").draft_reasons[0]
+        == "patches/cover.md: empty (only placeholders)"
+    )
     todo = WRITTEN.replace("Found while fine-tuning.", "TODO: say where")
-    assert any("placeholder left in '## Additional information'" in r for r in docs(todo).draft_reasons)
+    assert any(
+        "placeholder left in '## Additional information'" in r for r in docs(todo).draft_reasons
+    )
     yes = WRITTEN.replace("YES, an assistant drafted the test; I reviewed every line.", "YES")
     assert any("disclosure YES without how AI was used" in r for r in docs(yes).draft_reasons)
 
@@ -180,35 +243,67 @@ def test_a_cover_with_non_ascii_is_a_draft_the_words_stay_the_contributor_s():
 
 def test_a_template_with_other_headings_gets_its_own_headings():
     template = "## Description\n\n<!-- what and why -->\n\n## Checklist\n\n- [ ] I ran the tests\n"
-    pol = P.derive("x", "a" * 40, {".github/pull_request_template.md": template}, declared("me/x", "manual", "m:1"))
+    pol = P.derive(
+        "x",
+        "a" * 40,
+        {".github/pull_request_template.md": template},
+        declared("me/x", "manual", "m:1"),
+    )
     d = docs("## Description\n\nThe fix.\n", policy=pol)
     body = d.files["PR_BODY.md"]
     assert headings(body) == ["Description", "Checklist"]
     assert section(body, "Checklist").startswith("\n- [ ] I ran the tests\n")
-    assert "<details><summary>ggml-patch data</summary>" in body  # no "Additional information": data at the end
+    assert (
+        "<details><summary>ggml-patch data</summary>" in body
+    )  # no "Additional information": data at the end
     assert not d.draft, d.draft_reasons
 
 
 def test_issue_md_is_the_reproduction_and_nothing_else():
     d = docs(WRITTEN)
     issue = d.files["ISSUE.md"]
-    assert headings(issue) == ["Reproduction", "Output on the base (the series' tests, the fix reverted)"]
-    assert "```sh\ngit checkout --detach 0c1e57098bba43ac29e6e3b677cdceebdd22334f\ngit am 0002-" in issue
+    assert headings(issue) == [
+        "Reproduction",
+        "Output on the base (the series' tests, the fix reverted)",
+    ]
+    assert (
+        "```sh\ngit checkout --detach 0c1e57098bba43ac29e6e3b677cdceebdd22334f\ngit am 0002-"
+        in issue
+    )
     assert "./build/bin/test-opt\n```" in issue
     assert "```\ndevice=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5\n```" in issue
-    assert "Per-step training" not in issue and "Overview" not in issue  # no prose, not even the cover's
+    assert (
+        "Per-step training" not in issue and "Overview" not in issue
+    )  # no prose, not even the cover's
     assert issue.isascii()
-    assert "| 2 | 0.5 | 0.625 | 41.5 | 60.25 |" not in issue  # the toy table stays in results and summary.md
+    assert (
+        "| 2 | 0.5 | 0.625 | 41.5 | 60.25 |" not in issue
+    )  # the toy table stays in results and summary.md
 
 
 def test_a_verify_only_target_gets_no_pull_request_documents():
     ggml = DATA / "upstream-policy" / "ggml"
-    pol = P.derive("ggml", "c" * 40, {f: (ggml / f).read_text() for f in ("CONTRIBUTING.md",
-                                                                         ".github/pull_request_template.md")})
-    d = D.documents(policy=pol, cover=C.parse_cover("patches/cover.md", None), results=sample(),
-                    results_sha256="f" * 64, target="ggml", commits=COMMITS, patches=CLEAN, toolchain={},
-                    warnings=[], canonical_paths=["ggml/src/ggml-opt.cpp"],
-                    read_file=lambda p: (ggml / p).read_text() if (ggml / p).is_file() else None)
+    pol = P.derive(
+        "ggml",
+        "c" * 40,
+        {
+            f: (ggml / f).read_text()
+            for f in ("CONTRIBUTING.md", ".github/pull_request_template.md")
+        },
+    )
+    d = D.documents(
+        policy=pol,
+        cover=C.parse_cover("patches/cover.md", None),
+        results=sample(),
+        results_sha256="f" * 64,
+        target="ggml",
+        commits=COMMITS,
+        patches=CLEAN,
+        toolchain={},
+        warnings=[],
+        canonical_paths=["ggml/src/ggml-opt.cpp"],
+        read_file=lambda p: (ggml / p).read_text() if (ggml / p).is_file() else None,
+    )
     assert set(d.files) == {"READINESS.md"}
     assert "verified through ggml-org/llama.cpp's sync" in d.files["READINESS.md"]
     assert {c.name for c in d.readiness.checks} >= {"sync", "role", "ascii-added-lines"}
@@ -222,11 +317,17 @@ def test_the_body_s_visible_part_is_short_and_the_rest_is_folded():
     visible = PB.visible_lines(extra)
     assert len(visible) <= 40, "\n".join(visible)
     assert body.count("<details>") == body.count("</details>") >= 4
-    for summary in ("Per-case results (backend x device x test x case)", "Base commits", "Toolchain"):
+    for summary in (
+        "Per-case results (backend x device x test x case)",
+        "Base commits",
+        "Toolchain",
+    ):
         assert f"<details><summary>{summary}</summary>" in extra
     shown = "\n".join(visible)
     assert "| cell | device | test-opt (with the new cases) |" in shown and "Reproduce:" in shown
-    assert "Training: loss per epoch" not in body  # the toy linear-regression table is not in the body
+    assert (
+        "Training: loss per epoch" not in body
+    )  # the toy linear-regression table is not in the body
     assert "0c1e57098bba43ac29e6e3b677cdceebdd22334f" not in shown.split("git checkout")[0]
 
 
@@ -239,13 +340,33 @@ def test_the_fine_tuning_verdicts_are_one_visible_line_with_the_plot():
     from orchestrator.finetune import results as ft
 
     def run(variant, evals):
-        return ft.Run(variant=variant, optimizer="adamw", opt_period=1, n_batch=256, n_ubatch=256, lr=1e-5,
-                      command=[], epochs=[ft.Epoch(epoch=i + 1, train_loss=e, eval_loss=e) for i, e in enumerate(evals)],
-                      exit_code=0, outcome="ok", threads=ft.THREADS, repeat=0)
+        return ft.Run(
+            variant=variant,
+            optimizer="adamw",
+            opt_period=1,
+            n_batch=256,
+            n_ubatch=256,
+            lr=1e-5,
+            command=[],
+            epochs=[ft.Epoch(epoch=i + 1, train_loss=e, eval_loss=e) for i, e in enumerate(evals)],
+            exit_code=0,
+            outcome="ok",
+            threads=ft.THREADS,
+            repeat=0,
+        )
 
-    res = ft.FinetuneResults(target="llama.cpp", base="0c1e5709", model={}, data={}, program={},
-                             runs=[run("with_fix", [6.0, 5.5, 5.0]), run("without_fix", [6.0, 5.9, 5.8])])
+    res = ft.FinetuneResults(
+        target="llama.cpp",
+        base="0c1e5709",
+        model={},
+        data={},
+        program={},
+        runs=[run("with_fix", [6.0, 5.5, 5.0]), run("without_fix", [6.0, 5.9, 5.8])],
+    )
     line, plot = PB.finetune_summary(res)
-    assert line.startswith("Fine-tuning (upstream llama-finetune") and "adamw lr 1e-05 opt_period 1: bug visible" in line
+    assert (
+        line.startswith("Fine-tuning (upstream llama-finetune")
+        and "adamw lr 1e-05 opt_period 1: bug visible" in line
+    )
     assert "finetune-loss.png" in plot and line.isascii()
     assert PB.finetune_summary(None) == []

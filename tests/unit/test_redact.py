@@ -1,6 +1,7 @@
 """Issue 16, point 2 (the pure part): the one redaction function, and the places it is applied
 without any subprocess (errors when made, sources' provenance, the PR body and manifest,
 progress lines, GitHub's error text). The routes end to end: tests/integration/test_redaction.py."""
+
 import io
 import json
 
@@ -17,19 +18,25 @@ SECRET = "s3cr3t-Pa55w0rd-9f8e7d"  # a password in a URL: not GITHUB_TOKEN, stil
 TOKEN = "ghp_redactTEST_c0ffee5eed9d4e21b7a3"
 
 
-@pytest.mark.parametrize("text, expected", [
-    (f"https://u:{SECRET}@github.com/a/b.git", "https://***@github.com/a/b.git"),
-    (f"http://{SECRET}@127.0.0.1:8/x", "http://***@127.0.0.1:8/x"),
-    (f"ssh://git:{SECRET}@host:22/a/b.git", "ssh://***@host:22/a/b.git"),
-    (f"git://me:{SECRET}@host/a", "git://***@host/a"),
-    (f"git+https://me:{SECRET}@host/a", "git+https://***@host/a"),
-    (f"fetch 'HTTPS://ME:{SECRET}@HOST/A' failed", "fetch 'HTTPS://***@HOST/A' failed"),
-    (f"https://h/x?access_token={SECRET}&a=1", "https://h/x?access_token=***&a=1"),
-    (f"https://h/x?private_token={SECRET}", "https://h/x?private_token=***"),
-    ("git@github.com:a/b.git", "git@github.com:a/b.git"),  # scp-like: a user name, no secret
-    ("mail me at a@b.org, see https://github.com/a", "mail me at a@b.org, see https://github.com/a"),
-    ('"url": "https://u:p@h/x", "b": "c@d"', '"url": "https://***@h/x", "b": "c@d"'),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (f"https://u:{SECRET}@github.com/a/b.git", "https://***@github.com/a/b.git"),
+        (f"http://{SECRET}@127.0.0.1:8/x", "http://***@127.0.0.1:8/x"),
+        (f"ssh://git:{SECRET}@host:22/a/b.git", "ssh://***@host:22/a/b.git"),
+        (f"git://me:{SECRET}@host/a", "git://***@host/a"),
+        (f"git+https://me:{SECRET}@host/a", "git+https://***@host/a"),
+        (f"fetch 'HTTPS://ME:{SECRET}@HOST/A' failed", "fetch 'HTTPS://***@HOST/A' failed"),
+        (f"https://h/x?access_token={SECRET}&a=1", "https://h/x?access_token=***&a=1"),
+        (f"https://h/x?private_token={SECRET}", "https://h/x?private_token=***"),
+        ("git@github.com:a/b.git", "git@github.com:a/b.git"),  # scp-like: a user name, no secret
+        (
+            "mail me at a@b.org, see https://github.com/a",
+            "mail me at a@b.org, see https://github.com/a",
+        ),
+        ('"url": "https://u:p@h/x", "b": "c@d"', '"url": "https://***@h/x", "b": "c@d"'),
+    ],
+)
 def test_redact_urls_of_every_scheme(text, expected, monkeypatch):
     monkeypatch.delenv("GITHUB_TOKEN", raising=False)
     assert redact(text) == expected
@@ -52,8 +59,15 @@ def test_errors_are_redacted_when_made(monkeypatch):
 
 def test_provenance_is_redacted_where_every_source_kind_returns_it(monkeypatch, tmp_path):
     def fake_kind(source, cache, repo):
-        return sources.Snapshot("0" * 40, f"https://u:{SECRET}@h/x master",
-                                {"url": f"https://u:{SECRET}@h/x", "submodules": {"a": {"url": f"ssh://u:{SECRET}@h/y"}}})
+        return sources.Snapshot(
+            "0" * 40,
+            f"https://u:{SECRET}@h/x master",
+            {
+                "url": f"https://u:{SECRET}@h/x",
+                "submodules": {"a": {"url": f"ssh://u:{SECRET}@h/y"}},
+            },
+        )
+
     monkeypatch.setattr(sources, "_kind", lambda source: fake_kind)
     snap = sources.snapshot(None, None, None)
     assert SECRET not in json.dumps([snap.description, snap.provenance])
@@ -68,11 +82,24 @@ def test_pr_body_and_manifest_carry_no_credentials():
     from orchestrator.upstream import pr_body
 
     commits = [B.Commit("s", "b", ("src/x.c",))]
-    body = "\n".join(pr_body.evidence(results, "0" * 64, target, commits, ["0001-s.patch"], {}, None))
+    body = "\n".join(
+        pr_body.evidence(results, "0" * 64, target, commits, ["0001-s.patch"], {}, None)
+    )
     assert SECRET not in body and "https://***@github.com/me/ggml.git" in body
-    man = B.manifest(target=target, layout="ggml", results=results, results_sha256="0" * 64, results_path="/r",
-                     source=results.cells[0].source.to_json(), patched_commit="1" * 40, patches=[], files={},
-                     verification=None, toolchain={}, warnings=[])
+    man = B.manifest(
+        target=target,
+        layout="ggml",
+        results=results,
+        results_sha256="0" * 64,
+        results_path="/r",
+        source=results.cells[0].source.to_json(),
+        patched_commit="1" * 40,
+        patches=[],
+        files={},
+        verification=None,
+        toolchain={},
+        warnings=[],
+    )
     assert SECRET not in json.dumps(man)
 
 
@@ -105,17 +132,20 @@ def test_github_errors_given_as_a_string_are_one_message():
 
 import pytest  # noqa: E402
 
-from orchestrator.redact import RedactingStream, redact  # noqa: E402
+from orchestrator.redact import RedactingStream  # noqa: E402
 
 
-@pytest.mark.parametrize("text, secret", [
-    ("https://u:pa)ss@host/x", "pa)ss"),
-    ("git clone 'https://u:it'sme@h/x'", "it'sme"),
-    ("https://u:a(b)c@host", "a(b)c"),
-    ("git+ssh://u:p;w=d@host/x", "p;w=d"),
-    ("see https://tok3n-only@github.com/x", "tok3n-only"),
-    ("https://h/x?access_token=abcdef&a=1", "abcdef"),
-])
+@pytest.mark.parametrize(
+    "text, secret",
+    [
+        ("https://u:pa)ss@host/x", "pa)ss"),
+        ("git clone 'https://u:it'sme@h/x'", "it'sme"),
+        ("https://u:a(b)c@host", "a(b)c"),
+        ("git+ssh://u:p;w=d@host/x", "p;w=d"),
+        ("see https://tok3n-only@github.com/x", "tok3n-only"),
+        ("https://h/x?access_token=abcdef&a=1", "abcdef"),
+    ],
+)
 def test_userinfo_is_parsed_not_matched(text, secret):
     assert secret not in redact(text)
 

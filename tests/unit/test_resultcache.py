@@ -1,9 +1,17 @@
 """Result-cache keys: any input change changes the key; storage is atomic."""
-from hypothesis import given, strategies as st
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from orchestrator.run.resultcache import cell_key, load, store
 
-BASE = {"base": "a" * 40, "series": "b" * 64, "flags": ["-DGGML_CPU=ON"], "env": {}, "toolchain": {"cmake": "4.4.5"}}
+BASE = {
+    "base": "a" * 40,
+    "series": "b" * 64,
+    "flags": ["-DGGML_CPU=ON"],
+    "env": {},
+    "toolchain": {"cmake": "4.4.5"},
+}
 
 
 def test_key_is_stable_and_order_independent():

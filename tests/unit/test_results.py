@@ -1,4 +1,5 @@
 """results.json and summary.md from a results.json's data."""
+
 import json
 
 from orchestrator.report.model import results_of
@@ -9,17 +10,64 @@ LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
 
 def _results(control_verdict="killed"):
     return {
-        "profile": "default", "exit_code": 0,
-        "series": {"layout": "llama.cpp", "sha256": "ab" * 32, "patches": [{"name": f"000{i}.patch", "subject": "s", "author": "a <a@b>"} for i in (1, 2)]},
-        "cells": [{"cell": "ggml/cpu", "status": "passed", "reason": "ok", "timings": {"fetch": 1.0},
-                   "source": {"kind": "pypi-sdist", "description": "ggml-python==0.0.45", "base_commit": "c" * 40}, "patched_commit": "d" * 40},
-                  {"cell": "ggml/metal", "status": "skipped", "reason": "Metal needs macOS", "timings": {}}],
+        "profile": "default",
+        "exit_code": 0,
+        "series": {
+            "layout": "llama.cpp",
+            "sha256": "ab" * 32,
+            "patches": [
+                {"name": f"000{i}.patch", "subject": "s", "author": "a <a@b>"} for i in (1, 2)
+            ],
+        },
+        "cells": [
+            {
+                "cell": "ggml/cpu",
+                "status": "passed",
+                "reason": "ok",
+                "timings": {"fetch": 1.0},
+                "source": {
+                    "kind": "pypi-sdist",
+                    "description": "ggml-python==0.0.45",
+                    "base_commit": "c" * 40,
+                },
+                "patched_commit": "d" * 40,
+            },
+            {
+                "cell": "ggml/metal",
+                "status": "skipped",
+                "reason": "Metal needs macOS",
+                "timings": {},
+            },
+        ],
         "records": [
-            {"cell": "ggml/cpu", "variant": "patched", "status": "passed",
-             "tests": {"test-opt": {"outcome": "passed", "rows": [{"device": "CPU", "optimizer": "adamw", "status": "OK"}, {"device": "CPU", "optimizer": "sgd", "status": "OK"}]},
-                       "test-opt-dynamic-accum": {"outcome": "passed", "rows": [{"device": "CPU", "opt_period": p, "status": "OK"} for p in (1, 2, 3)]}}},
-            {"cell": "ggml/cpu", "variant": "control", "status": control_verdict, "verdict": control_verdict,
-             "failure_line": LINE, "tests": {}},
+            {
+                "cell": "ggml/cpu",
+                "variant": "patched",
+                "status": "passed",
+                "tests": {
+                    "test-opt": {
+                        "outcome": "passed",
+                        "rows": [
+                            {"device": "CPU", "optimizer": "adamw", "status": "OK"},
+                            {"device": "CPU", "optimizer": "sgd", "status": "OK"},
+                        ],
+                    },
+                    "test-opt-dynamic-accum": {
+                        "outcome": "passed",
+                        "rows": [
+                            {"device": "CPU", "opt_period": p, "status": "OK"} for p in (1, 2, 3)
+                        ],
+                    },
+                },
+            },
+            {
+                "cell": "ggml/cpu",
+                "variant": "control",
+                "status": control_verdict,
+                "verdict": control_verdict,
+                "failure_line": LINE,
+                "tests": {},
+            },
         ],
     }
 

@@ -1,6 +1,7 @@
 """The results model (report/model.py): results.json read and written with today's keys and
 meanings, every record through JSON and its published schema, an unknown key or a malformed file
 refused in one line."""
+
 import hashlib
 import json
 
@@ -8,8 +9,17 @@ import pytest
 
 from orchestrator.errors import ConfigError
 from orchestrator.report import model as M
-from orchestrator.report.model import (AttributionLabel, CellStatus, Outcome, RecordStatus, RowStatus, Verdict,
-                                       dump_results, load_results, results_of)
+from orchestrator.report.model import (
+    AttributionLabel,
+    CellStatus,
+    Outcome,
+    RecordStatus,
+    RowStatus,
+    Verdict,
+    dump_results,
+    load_results,
+    results_of,
+)
 
 from ..helpers.samples import CPU_SAMPLE as CPU
 from ..helpers.samples import VULKAN_SAMPLE as VULKAN
@@ -18,8 +28,12 @@ from ..helpers.samples import edited, key_paths
 
 def test_the_words_are_results_json_strings():
     assert CellStatus.BUILD_ONLY == "build-only" and f"{CellStatus.BUILD_ONLY}" == "build-only"
-    assert json.dumps([Outcome.NOT_BUILT, Verdict.KILLED, AttributionLabel.PRE_EXISTING, RowStatus.FAIL]) == \
-        '["not-built", "killed", "pre-existing", "FAIL"]'
+    assert (
+        json.dumps(
+            [Outcome.NOT_BUILT, Verdict.KILLED, AttributionLabel.PRE_EXISTING, RowStatus.FAIL]
+        )
+        == '["not-built", "killed", "pre-existing", "FAIL"]'
+    )
     assert RecordStatus("") is RecordStatus.PENDING
 
 
@@ -38,25 +52,43 @@ def test_the_older_sample_keeps_every_key_and_value():
     again = results_of(data).to_json()
     assert key_paths(again) >= key_paths(data)
 
-    def without_added(x):  # what the model adds to an older file: a failing test's stopped_on (null)
+    def without_added(
+        x,
+    ):  # what the model adds to an older file: a failing test's stopped_on (null)
         if isinstance(x, dict):
-            return {k: without_added(v) for k, v in x.items() if not (k == "stopped_on" and v is None)}
+            return {
+                k: without_added(v) for k, v in x.items() if not (k == "stopped_on" and v is None)
+            }
         return [without_added(v) for v in x] if isinstance(x, list) else x
+
     assert without_added(again) == data
 
 
-@pytest.mark.parametrize("edit, phrase", [
-    (lambda d: d.update(mutants_summary={"killed": 3}), "unknown key 'mutants_summary'"),
-    (lambda d: d["cells"][0].update(readiness="ready"), "cells[0]: unknown key 'readiness'"),
-    (lambda d: d["records"][1]["tests"]["test-opt"].update(sanitizer="asan"),
-     "records[1].tests.test-opt: unknown key 'sanitizer'"),
-    (lambda d: d["records"][1]["tests"]["test-opt"]["rows"][0].update(note="n"),
-     "records[1].tests.test-opt.rows[0]: unknown key 'note'"),
-    (lambda d: d["cells"][0]["source"].update(base_commit="--upload-pack=x"), "cells[0].source.base_commit: "),
-    (lambda d: d["cells"][0].update(target="../x"), "cells[0].target: "),
-    (lambda d: d["records"][0]["build"].update(duration_s=-1), "records[0].build.duration_s: "),
-    (lambda d: d["records"][0]["build"].update(ok="yes"), "records[0].build.ok: expected boolean, got str"),
-])
+@pytest.mark.parametrize(
+    "edit, phrase",
+    [
+        (lambda d: d.update(mutants_summary={"killed": 3}), "unknown key 'mutants_summary'"),
+        (lambda d: d["cells"][0].update(readiness="ready"), "cells[0]: unknown key 'readiness'"),
+        (
+            lambda d: d["records"][1]["tests"]["test-opt"].update(sanitizer="asan"),
+            "records[1].tests.test-opt: unknown key 'sanitizer'",
+        ),
+        (
+            lambda d: d["records"][1]["tests"]["test-opt"]["rows"][0].update(note="n"),
+            "records[1].tests.test-opt.rows[0]: unknown key 'note'",
+        ),
+        (
+            lambda d: d["cells"][0]["source"].update(base_commit="--upload-pack=x"),
+            "cells[0].source.base_commit: ",
+        ),
+        (lambda d: d["cells"][0].update(target="../x"), "cells[0].target: "),
+        (lambda d: d["records"][0]["build"].update(duration_s=-1), "records[0].build.duration_s: "),
+        (
+            lambda d: d["records"][0]["build"].update(ok="yes"),
+            "records[0].build.ok: expected boolean, got str",
+        ),
+    ],
+)
 def test_an_unknown_key_a_wrong_type_or_a_value_out_of_range_is_refused_in_one_line(edit, phrase):
     """results.json is untrusted input: nothing the model does not declare is read."""
     data = json.loads(CPU.read_text())
@@ -71,21 +103,44 @@ def _records():
     """One of every record, filled (the samples leave the optional ones out)."""
     epochs = [M.EpochLoss(epoch=1, train_loss=2.5, eval_loss=float("nan"))]
     return [
-        M.DeviceRow(device="CPU", case="opt_period=1", opt_period=1, status=RowStatus.FAIL, line="l", step=2,
-                    actual=0.25, expected=0.5),
-        M.TestRecord(outcome=Outcome.CRASHED, signal="SIGABRT", duration_s=1.5, stopped_on="Vulkan0", gate=True),
+        M.DeviceRow(
+            device="CPU",
+            case="opt_period=1",
+            opt_period=1,
+            status=RowStatus.FAIL,
+            line="l",
+            step=2,
+            actual=0.25,
+            expected=0.5,
+        ),
+        M.TestRecord(
+            outcome=Outcome.CRASHED,
+            signal="SIGABRT",
+            duration_s=1.5,
+            stopped_on="Vulkan0",
+            gate=True,
+        ),
         M.Build(ok=True, duration_s=1.0, log="b.log"),
         M.TrainingRun(program="train-opt-dynamic", outcome=Outcome.PASSED, epochs=epochs),
         M.TrainingComparison(with_fix=epochs, without_fix=epochs),
         M.MutantInfo(name="01-x", title="t", why_wrong="w", skipped="--no-mutants"),
         M.MutantTally(total=2, killed=1, survived=["02-y"]),
         M.AttributionEntry(test="test-opt", label=AttributionLabel.UNKNOWN),
-        M.Provenance(kind="git", description="d", url="https://h/x", submodules={"a": M.Submodule(url="u", commit="c")},
-                     base_commit="a" * 40),
+        M.Provenance(
+            kind="git",
+            description="d",
+            url="https://h/x",
+            submodules={"a": M.Submodule(url="u", commit="c")},
+            base_commit="a" * 40,
+        ),
         M.DeviceInfo(icd=None, devices=["llvmpipe"], setup=M.VulkanSetup(mesa="25")),
         M.CachedFrom(key="k", timings_of_the_run={"fetch": 1.0}),
         M.Parallel(cells_at_once=2, jobs_per_build=1),
-        M.SeriesInfo(layout="ggml", sha256="0" * 64, patches=[M.SeriesPatch(name="n", subject="s", author="a")]),
+        M.SeriesInfo(
+            layout="ggml",
+            sha256="0" * 64,
+            patches=[M.SeriesPatch(name="n", subject="s", author="a")],
+        ),
     ]
 
 
@@ -104,19 +159,36 @@ def test_the_samples_validate_against_the_published_schema():
         jsonschema.validate(json.loads(path.read_text()), M.Results.model_json_schema())
 
 
-@pytest.mark.parametrize("data, phrase", [
-    ([], "expected a JSON object"),
-    (edited(lambda d: d.pop("series")), "key 'series' missing"),
-    (edited(lambda d: d["series"].pop("sha256")), "series: key 'sha256' missing"),
-    (edited(lambda d: d["cells"][1].update(status="great")), "cells[1].status: 'great' is not one of 'passed'"),
-    (edited(lambda d: d["cells"].append("x")), "cells[2]: expected object, got str"),
-    (edited(lambda d: d["records"][0].pop("variant")), "records[0]: key 'variant' missing"),
-    (edited(lambda d: d["records"][0]["tests"]["test-opt"].update(outcome=None)),
-     "records[0].tests.test-opt.outcome: None is not one of"),
-    (edited(lambda d: d["records"][1]["tests"]["test-opt-dynamic-accum"]["rows"][0].update(step="2")),
-     "records[1].tests.test-opt-dynamic-accum.rows[0].step: expected integer, got str"),
-    (edited(lambda d: d["records"][1].update(verdict="maybe")), "records[1].verdict: 'maybe' is not one of"),
-])
+@pytest.mark.parametrize(
+    "data, phrase",
+    [
+        ([], "expected a JSON object"),
+        (edited(lambda d: d.pop("series")), "key 'series' missing"),
+        (edited(lambda d: d["series"].pop("sha256")), "series: key 'sha256' missing"),
+        (
+            edited(lambda d: d["cells"][1].update(status="great")),
+            "cells[1].status: 'great' is not one of 'passed'",
+        ),
+        (edited(lambda d: d["cells"].append("x")), "cells[2]: expected object, got str"),
+        (edited(lambda d: d["records"][0].pop("variant")), "records[0]: key 'variant' missing"),
+        (
+            edited(lambda d: d["records"][0]["tests"]["test-opt"].update(outcome=None)),
+            "records[0].tests.test-opt.outcome: None is not one of",
+        ),
+        (
+            edited(
+                lambda d: d["records"][1]["tests"]["test-opt-dynamic-accum"]["rows"][0].update(
+                    step="2"
+                )
+            ),
+            "records[1].tests.test-opt-dynamic-accum.rows[0].step: expected integer, got str",
+        ),
+        (
+            edited(lambda d: d["records"][1].update(verdict="maybe")),
+            "records[1].verdict: 'maybe' is not one of",
+        ),
+    ],
+)
 def test_a_malformed_results_file_is_one_line_naming_the_key(tmp_path, data, phrase):
     f = tmp_path / "results.json"
     f.write_text(json.dumps(data))
@@ -126,10 +198,13 @@ def test_a_malformed_results_file_is_one_line_naming_the_key(tmp_path, data, phr
     assert msg.startswith(f"{f}: ") and phrase in msg and "\n" not in msg, msg
 
 
-@pytest.mark.parametrize("text, phrase", [
-    ("{\n  nope", "results.json:2: not valid JSON"),
-    (b"\xff\xfe", "not UTF-8 text"),
-])
+@pytest.mark.parametrize(
+    "text, phrase",
+    [
+        ("{\n  nope", "results.json:2: not valid JSON"),
+        (b"\xff\xfe", "not UTF-8 text"),
+    ],
+)
 def test_unreadable_results_are_one_line(tmp_path, text, phrase):
     f = tmp_path / "results.json"
     f.write_bytes(text if isinstance(text, bytes) else text.encode())
@@ -139,20 +214,38 @@ def test_unreadable_results_are_one_line(tmp_path, text, phrase):
         load_results(tmp_path / "absent.json")
 
 
-
-
 def test_status_json_and_known_limits_go_through_json_and_their_schemas():
     """`status --json` and patches/known-limits.yaml are records too: declared once, schema from them."""
     jsonschema = pytest.importorskip("jsonschema")
     from orchestrator.drift.status import Conflict, PatchResult, StatusReport, TargetStatus
     from orchestrator.verdicts.known_limits import KnownLimit, KnownLimits
 
-    report = StatusReport(profile="live", targets=[TargetStatus(
-        target="t", layout="ggml", source=M.Provenance(kind="git", description="u main"), status="conflict",
-        base="c" * 40, patches=[PatchResult(name="0001-a.patch", result="conflict", detail="d")],
-        conflict=Conflict(patch="0001-a.patch", file="f", hunk="@@", lines=((1, 5),)))])
-    limits = KnownLimits(limits=[KnownLimit(id="a-b", file="src/x.c", function="f", what="w",
-                                            status="not changed by this series", confirmed="c")])
+    report = StatusReport(
+        profile="live",
+        targets=[
+            TargetStatus(
+                target="t",
+                layout="ggml",
+                source=M.Provenance(kind="git", description="u main"),
+                status="conflict",
+                base="c" * 40,
+                patches=[PatchResult(name="0001-a.patch", result="conflict", detail="d")],
+                conflict=Conflict(patch="0001-a.patch", file="f", hunk="@@", lines=((1, 5),)),
+            )
+        ],
+    )
+    limits = KnownLimits(
+        limits=[
+            KnownLimit(
+                id="a-b",
+                file="src/x.c",
+                function="f",
+                what="w",
+                status="not changed by this series",
+                confirmed="c",
+            )
+        ]
+    )
     for doc in (report, limits):
         text = json.dumps(doc.to_json())
         assert json.dumps(type(doc).model_validate_json(text, strict=True).to_json()) == text

@@ -1,6 +1,7 @@
 """Issue 24: the matrix's cells run cheapest complete verdict first, one at a time with every core by
 default; each cell's verdict prints once its control is judged, and the run ends with the time each
 cell took."""
+
 import io
 
 from rich.console import Console
@@ -27,19 +28,35 @@ def test_the_default_profile_starts_with_ggml_on_the_cpu():
     m = load_matrix(ROOT / "matrix.yaml")
     cells = m.cells()
     assert _names(cells, cheapest_first(cells, _costs(cells))) == [
-        "ggml/cpu", "llama.cpp/cpu", "ggml/metal", "llama.cpp/metal", "ggml/vulkan", "llama.cpp/vulkan",
-        "ggml/cuda", "llama.cpp/cuda"]
+        "ggml/cpu",
+        "llama.cpp/cpu",
+        "ggml/metal",
+        "llama.cpp/metal",
+        "ggml/vulkan",
+        "llama.cpp/vulkan",
+        "ggml/cuda",
+        "llama.cpp/cuda",
+    ]
 
 
 def test_every_profile_of_every_backend_orders_by_cost_then_layout_then_matrix_order():
     m = load_matrix(ROOT / "matrix.yaml")
-    cells = m.cells(backends=["cpu-sanitize", "cuda", "cpu"], targets=["llama.cpp", "ggml", "ggml-master"])
+    cells = m.cells(
+        backends=["cpu-sanitize", "cuda", "cpu"], targets=["llama.cpp", "ggml", "ggml-master"]
+    )
     order = cheapest_first(cells, _costs(cells))
     assert sorted(order) == list(range(len(cells)))  # a permutation: no cell lost or doubled
     assert _names(cells, order) == [
-        "ggml/cpu", "ggml-master/cpu", "llama.cpp/cpu",
-        "ggml/cpu-sanitize", "ggml-master/cpu-sanitize", "llama.cpp/cpu-sanitize",
-        "ggml/cuda", "ggml-master/cuda", "llama.cpp/cuda"]
+        "ggml/cpu",
+        "ggml-master/cpu",
+        "llama.cpp/cpu",
+        "ggml/cpu-sanitize",
+        "ggml-master/cpu-sanitize",
+        "llama.cpp/cpu-sanitize",
+        "ggml/cuda",
+        "ggml-master/cuda",
+        "llama.cpp/cuda",
+    ]
 
 
 def test_an_unknown_cost_counts_as_a_cpu_cell_and_ties_keep_the_matrix_order():
@@ -59,8 +76,13 @@ def test_one_cell_at_a_time_with_every_core_unless_asked():
 
 
 def test_cell_time_lines_are_aligned_in_run_order_with_the_total():
-    lines = cell_time_lines([("ggml/cpu", "passed", 52.34), ("llama.cpp/cuda", "skipped", 0.05),
-                             ("llama.cpp/cpu", "failed", 70.0)])
+    lines = cell_time_lines(
+        [
+            ("ggml/cpu", "passed", 52.34),
+            ("llama.cpp/cuda", "skipped", 0.05),
+            ("llama.cpp/cpu", "failed", 70.0),
+        ]
+    )
     assert lines == [
         "time per cell:",
         "  ggml/cpu           52.3 s  passed",
@@ -79,17 +101,34 @@ def test_the_reporter_prints_the_verdict_the_result_with_its_time_and_the_times(
     r.cell_result("passed", "every test passes", 52.34)
     r.cell_times([("ggml/cpu", "passed", 52.34)])
     text = out.getvalue()
-    assert "ggml/cpu: verdict: with the fix every test passes; the control (fix reverted): killed" in text
+    assert (
+        "ggml/cpu: verdict: with the fix every test passes; the control (fix reverted): killed"
+        in text
+    )
     assert "ggml/cpu: passed - every test passes (52.3 s)" in text
     assert text.index("verdict:") < text.index("passed -") < text.index("time per cell:")
     assert "  ggml/cpu      52.3 s  passed\n  all cells     52.3 s\n" in text
 
 
 def test_verdict_line_names_the_fix_and_the_control():
-    patched = VariantRecord(cell="t/cpu", target="t", backend="cpu", variant="patched", status=RecordStatus.PASSED)
-    control = VariantRecord(cell="t/cpu", target="t", backend="cpu", variant="control", status=RecordStatus.KILLED,
-                            verdict=Verdict.KILLED)
-    assert verdict_line(patched, control) == "with the fix every test passes; the control (fix reverted): killed"
+    patched = VariantRecord(
+        cell="t/cpu", target="t", backend="cpu", variant="patched", status=RecordStatus.PASSED
+    )
+    control = VariantRecord(
+        cell="t/cpu",
+        target="t",
+        backend="cpu",
+        variant="control",
+        status=RecordStatus.KILLED,
+        verdict=Verdict.KILLED,
+    )
+    assert (
+        verdict_line(patched, control)
+        == "with the fix every test passes; the control (fix reverted): killed"
+    )
     patched.status = RecordStatus.FAILED
     control.verdict = Verdict.SURVIVED
-    assert verdict_line(patched, control) == "with the fix a test fails; the control (fix reverted): survived"
+    assert (
+        verdict_line(patched, control)
+        == "with the fix a test fails; the control (fix reverted): survived"
+    )

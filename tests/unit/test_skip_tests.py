@@ -2,19 +2,28 @@
 recorded skipped with the reason in every variant, never counted as passed or failed; the
 control's verdict then rests on the gate alone and says so; shown in summary.md, junit.xml and
 the PR body's data."""
+
 import json
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from orchestrator.verdicts import attribution
-from orchestrator.verdicts.classify import (FAILED, INVALID, KILLED, PASSED, SKIPPED, SURVIVED, cell_status,
-                                            control_verdict)
 from orchestrator.report.junit import CONTROL_GATE_NAME, junit_xml
 from orchestrator.report.model import Outcome, TestRecord, results_of
 from orchestrator.report.summary import summary_markdown
 from orchestrator.upstream import bundle as B
 from orchestrator.upstream import pr_body, views
+from orchestrator.verdicts import attribution
+from orchestrator.verdicts.classify import (
+    FAILED,
+    INVALID,
+    KILLED,
+    PASSED,
+    SKIPPED,
+    SURVIVED,
+    cell_status,
+    control_verdict,
+)
 
 from ..helpers.samples import GATE, SANITIZE_SKIP, UPSTREAM, sample, with_sanitize_cell
 
@@ -35,7 +44,10 @@ def test_a_skipped_record_keeps_its_reason_and_adds_only_keys():
 def test_results_json_with_a_skipped_test_validates():
     r = results_of(with_sanitize_cell(sample()).to_json())
     rec = r.records_of("ggml/cpu-sanitize")["patched"]
-    assert rec.tests[UPSTREAM].outcome is Outcome.SKIPPED and rec.tests[UPSTREAM].skipped == SANITIZE_SKIP
+    assert (
+        rec.tests[UPSTREAM].outcome is Outcome.SKIPPED
+        and rec.tests[UPSTREAM].skipped == SANITIZE_SKIP
+    )
 
 
 def test_control_verdict_on_the_gate_alone_says_so():
@@ -47,7 +59,9 @@ def test_control_verdict_on_the_gate_alone_says_so():
 
 @pytest.mark.parametrize("gate, exit_code, expected", [(PASSED, 0, SURVIVED), (FAILED, 1, KILLED)])
 def test_a_skipped_test_opt_never_turns_a_verdict(gate, exit_code, expected):
-    v = control_verdict(True, gate, exit_code, LINE if gate == FAILED else "", SKIPPED, test_opt_skipped=WHY)
+    v = control_verdict(
+        True, gate, exit_code, LINE if gate == FAILED else "", SKIPPED, test_opt_skipped=WHY
+    )
     assert v.verdict == expected
 
 
@@ -60,8 +74,10 @@ def test_a_cell_with_only_skipped_test_opt_passing_gate_and_killed_control_passe
     killed = control_verdict(True, FAILED, 1, LINE, SKIPPED, test_opt_skipped=WHY)
     status, reason = cell_status(True, {UPSTREAM: SKIPPED, GATE: PASSED}, killed)
     assert status == "passed"
-    assert reason == ("every test run passes with the fix (test-opt not run on this backend); "
-                      "the gate fails without it")
+    assert reason == (
+        "every test run passes with the fix (test-opt not run on this backend); "
+        "the gate fails without it"
+    )
 
 
 def test_skipped_is_not_passed_a_failing_gate_still_fails_the_cell():
@@ -73,7 +89,9 @@ def test_skipped_is_not_passed_a_failing_gate_still_fails_the_cell():
 
 
 def test_a_skipped_test_is_never_attributed():
-    entries = attribution.attribute({UPSTREAM: TestRecord.not_run(WHY)}, {UPSTREAM: TestRecord.not_run(WHY)})
+    entries = attribution.attribute(
+        {UPSTREAM: TestRecord.not_run(WHY)}, {UPSTREAM: TestRecord.not_run(WHY)}
+    )
     assert entries == []
 
 
@@ -84,7 +102,9 @@ def test_junit_marks_it_skipped_with_the_reason_in_both_variants():
         skipped = cases[(f"ggml-patch/ggml/cpu-sanitize/{variant}", UPSTREAM)].find("skipped")
         assert skipped is not None
         assert skipped.get("message") == f"test-opt not run on cpu-sanitize: {SANITIZE_SKIP}"
-    assert cases[("ggml-patch/ggml/cpu-sanitize/control", CONTROL_GATE_NAME)].find("failure") is None
+    assert (
+        cases[("ggml-patch/ggml/cpu-sanitize/control", CONTROL_GATE_NAME)].find("failure") is None
+    )
     assert cases[("ggml-patch/ggml/cpu-sanitize/patched", GATE)].find("failure") is None
     suite = next(s for s in root.iter("testsuite") if s.get("name") == "ggml/cpu-sanitize")
     assert (suite.get("tests"), suite.get("skipped"), suite.get("failures")) == ("4", "2", "0")
@@ -94,7 +114,9 @@ def test_summary_lists_the_tests_not_run_with_the_reason():
     md = summary_markdown(with_sanitize_cell(sample()))
     assert "## Tests not run" in md
     assert f"| ggml/cpu-sanitize | test-opt | {SANITIZE_SKIP} |" in md
-    assert "3/3 cells passed" in md  # the sample's cells, and the sanitize cell: passed, not "skipped"
+    assert (
+        "3/3 cells passed" in md
+    )  # the sample's cells, and the sanitize cell: passed, not "skipped"
 
 
 def test_a_skipped_test_is_no_bundle_problem_and_the_body_names_the_reason():

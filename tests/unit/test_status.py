@@ -5,18 +5,44 @@ gone), through git sources (file paths, so no network), and bad input at the com
 
 import pytest
 
+from orchestrator.drift.status import (
+    APPLIES,
+    CLEAN,
+    CONFLICT,
+    CONFLICTED,
+    MERGED,
+    NOT_APPLICABLE,
+    NOT_TRIED,
+    PRESENT,
+    THREE_WAY,
+    UNAVAILABLE,
+    UNREACHABLE,
+    UPSTREAM,
+    PatchResult,
+    TargetStatus,
+    conflict_regions,
+    content_present,
+    exit_code,
+    failed_hunk,
+    hunk_header,
+    modified_fix_files,
+    not_applicable_reason,
+    short_name,
+    target_status,
+)
 from orchestrator.errors import ExitCode
 from orchestrator.patchset.series import parse_series
-from orchestrator.drift.status import (APPLIES, CLEAN, CONFLICT, CONFLICTED, MERGED, NOT_APPLICABLE, NOT_TRIED, PRESENT,
-                                 THREE_WAY, UNAVAILABLE, UNREACHABLE, UPSTREAM, PatchResult, TargetStatus,
-                                 conflict_regions, content_present, exit_code, failed_hunk, hunk_header,
-                                 modified_fix_files, not_applicable_reason, short_name, target_status)
 
-from ..helpers.forks import (OPT, OPT_HEADER, ROOT)
+from ..helpers.forks import OPT, OPT_HEADER, ROOT
 
 # the fix and the gate test's own patch (a new file and its registration)
-PATCHES = [*sorted((ROOT / "patches").glob("0001-*.patch")),
-           ROOT / "native_tests" / "upstream-gate" / "0003-tests-add-test-opt-dynamic-accum-for-per-step-gradie.patch"]
+PATCHES = [
+    *sorted((ROOT / "patches").glob("0001-*.patch")),
+    ROOT
+    / "native_tests"
+    / "upstream-gate"
+    / "0003-tests-add-test-opt-dynamic-accum-for-per-step-gradie.patch",
+]
 FIX, TEST = (p.name for p in PATCHES)
 
 
@@ -26,18 +52,24 @@ def _series():
 
 # ---- pure: verdicts ----
 
-@pytest.mark.parametrize("results, status", [
-    ([CLEAN, CLEAN], APPLIES),
-    ([MERGED, CLEAN], THREE_WAY),
-    ([CLEAN, MERGED], THREE_WAY),
-    ([PRESENT, PRESENT], UPSTREAM),
-    ([PRESENT, CLEAN], APPLIES),  # partly upstream: the rest still applies
-    ([PRESENT, MERGED], THREE_WAY),
-    ([CLEAN, CONFLICTED], CONFLICT),
-    ([CONFLICTED, NOT_TRIED], CONFLICT),
-])
+
+@pytest.mark.parametrize(
+    "results, status",
+    [
+        ([CLEAN, CLEAN], APPLIES),
+        ([MERGED, CLEAN], THREE_WAY),
+        ([CLEAN, MERGED], THREE_WAY),
+        ([PRESENT, PRESENT], UPSTREAM),
+        ([PRESENT, CLEAN], APPLIES),  # partly upstream: the rest still applies
+        ([PRESENT, MERGED], THREE_WAY),
+        ([CLEAN, CONFLICTED], CONFLICT),
+        ([CONFLICTED, NOT_TRIED], CONFLICT),
+    ],
+)
 def test_verdict_precedence(results, status):
-    got, detail = target_status([PatchResult(name=f"000{i}", result=r, detail="x") for i, r in enumerate(results)])
+    got, detail = target_status(
+        [PatchResult(name=f"000{i}", result=r, detail="x") for i, r in enumerate(results)]
+    )
     assert got == status
     if status == APPLIES and PRESENT in results:
         assert detail == "already upstream: 0000"
@@ -48,16 +80,26 @@ def test_short_name():
 
 
 def test_verdict_conflict_names_the_patch_and_where():
-    assert target_status([PatchResult(name="0001-a.patch", result=CONFLICTED, detail="ggml/src/ggml-opt.cpp, @@ -1 +1 @@")]) == (
-        CONFLICT, "0001: ggml/src/ggml-opt.cpp, @@ -1 +1 @@")
-    assert target_status([PatchResult(name="0001-a.patch", result=PRESENT, detail="x"),
-                    PatchResult(name="0002-b.patch", result=PRESENT, detail="y")]) == (
-        UPSTREAM, "0001: x; 0002: y")
+    assert target_status(
+        [
+            PatchResult(
+                name="0001-a.patch", result=CONFLICTED, detail="ggml/src/ggml-opt.cpp, @@ -1 +1 @@"
+            )
+        ]
+    ) == (CONFLICT, "0001: ggml/src/ggml-opt.cpp, @@ -1 +1 @@")
+    assert target_status(
+        [
+            PatchResult(name="0001-a.patch", result=PRESENT, detail="x"),
+            PatchResult(name="0002-b.patch", result=PRESENT, detail="y"),
+        ]
+    ) == (UPSTREAM, "0001: x; 0002: y")
 
 
 def test_exit_code():
     row = lambda s: TargetStatus(target="t", layout="llama.cpp", status=s)  # noqa: E731
-    assert exit_code([row(APPLIES), row(THREE_WAY), row(UPSTREAM), row(NOT_APPLICABLE)]) == ExitCode.OK
+    assert (
+        exit_code([row(APPLIES), row(THREE_WAY), row(UPSTREAM), row(NOT_APPLICABLE)]) == ExitCode.OK
+    )
     assert exit_code([row(APPLIES), row(CONFLICT)]) == ExitCode.SERIES_DOES_NOT_APPLY
     assert exit_code([row(CONFLICT), row(UNREACHABLE)]) == ExitCode.SOURCE_UNAVAILABLE
     assert exit_code([row(UNAVAILABLE)]) == ExitCode.SOURCE_UNAVAILABLE
@@ -66,47 +108,69 @@ def test_exit_code():
 
 # ---- pure: not applicable ----
 
+
 def test_modified_fix_files_skip_tests_and_new_files():
     assert modified_fix_files(_series()) == [OPT]
 
 
-@pytest.mark.parametrize("files, reason", [
-    ({}, f"{OPT} is absent"),
-    ({OPT: "x"}, f"{OPT_HEADER} is absent: no per-step API (ggml_opt_prepare_alloc)"),
-    ({OPT: "x", OPT_HEADER: "void ggml_opt_alloc(void);"}, f"{OPT_HEADER} has no per-step API (ggml_opt_prepare_alloc)"),
-    ({OPT: "x", OPT_HEADER: "GGML_API void ggml_opt_prepare_alloc("}, None),
-])
+@pytest.mark.parametrize(
+    "files, reason",
+    [
+        ({}, f"{OPT} is absent"),
+        ({OPT: "x"}, f"{OPT_HEADER} is absent: no per-step API (ggml_opt_prepare_alloc)"),
+        (
+            {OPT: "x", OPT_HEADER: "void ggml_opt_alloc(void);"},
+            f"{OPT_HEADER} has no per-step API (ggml_opt_prepare_alloc)",
+        ),
+        ({OPT: "x", OPT_HEADER: "GGML_API void ggml_opt_prepare_alloc("}, None),
+    ],
+)
 def test_not_applicable_reason(files, reason):
     assert not_applicable_reason([OPT], OPT_HEADER, files.get) == reason
 
 
 # ---- pure: already upstream, conflict details ----
 
+
 def test_content_present_needs_every_added_run_and_created_file():
     fix, test = _series().patches
-    added = "".join(line[1:] + "\n" for line in fix.files[0].text.splitlines() if line.startswith("+") and
-                    not line.startswith("+++"))
+    added = "".join(
+        line[1:] + "\n"
+        for line in fix.files[0].text.splitlines()
+        if line.startswith("+") and not line.startswith("+++")
+    )
     assert not content_present(fix, {OPT: "int x;\n"}.get)
     assert not content_present(fix, {}.get)
     assert content_present(fix, {OPT: "// moved around\n" + added + "// more\n"}.get)
     # one line of the run missing: not there
     assert not content_present(fix, {OPT: added.split("\n", 1)[1]}.get)
     new_test = test.files[1]
-    files = {"tests/CMakeLists.txt": "llama_build_and_test(test-opt.cpp)\n  llama_build_and_test(test-opt-dynamic-accum.cpp)\n",
-             new_test.path: new_test.added_content}
+    files = {
+        "tests/CMakeLists.txt": "llama_build_and_test(test-opt.cpp)\n  llama_build_and_test(test-opt-dynamic-accum.cpp)\n",
+        new_test.path: new_test.added_content,
+    }
     assert content_present(test, files.get)
-    assert not content_present(test, {**files, new_test.path: new_test.added_content + "// edited\n"}.get)
+    assert not content_present(
+        test, {**files, new_test.path: new_test.added_content + "// edited\n"}.get
+    )
 
 
 def test_failed_hunk_from_git_messages():
     fix = _series().patches[0]
     hdr = "@@ -826,6 +826,11 @@ void ggml_opt_eval(ggml_opt_context_t opt_ctx, ggml_opt_result_t result) {"
     assert hunk_header(fix, OPT, 826) == hdr
-    assert failed_hunk(fix, f"Applying: x\nerror: patch failed: {OPT}:826\nerror: {OPT}: patch does not apply\n") == (OPT, hdr)
+    assert failed_hunk(
+        fix, f"Applying: x\nerror: patch failed: {OPT}:826\nerror: {OPT}: patch does not apply\n"
+    ) == (OPT, hdr)
     assert failed_hunk(fix, f"error: patch failed: {OPT}:7\n") == (OPT, "at line 7")
     assert failed_hunk(fix, "error: tests/x.cpp: already exists in working directory\n") == (
-        "tests/x.cpp", "new file: already exists")
-    assert failed_hunk(fix, "error: ggml/src/a.c: does not exist in index\n") == ("ggml/src/a.c", "file does not exist")
+        "tests/x.cpp",
+        "new file: already exists",
+    )
+    assert failed_hunk(fix, "error: ggml/src/a.c: does not exist in index\n") == (
+        "ggml/src/a.c",
+        "file does not exist",
+    )
     assert failed_hunk(fix, "fatal: something else\n") == (None, "")
 
 
@@ -123,5 +187,3 @@ def test_conflict_regions():
 
 
 # ---- a real fork without ggml-opt: ik_llama.cpp as vendored by ik-llama-cpp-python 0.1.5 ----
-
-

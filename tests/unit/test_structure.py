@@ -1,5 +1,6 @@
 """The tree's shape, checked: every git command line in orchestrator/vcs/ (nowhere else runs
 git), and no import cycle among orchestrator's modules."""
+
 import ast
 import re
 from pathlib import Path
@@ -23,11 +24,21 @@ def _git_lines(tree: ast.AST) -> list[int]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             f = node.func
-            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
-            if name in _RUNNERS and node.args and isinstance(node.args[0], (ast.Constant, ast.Starred)):
+            name = (
+                f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            )
+            if (
+                name in _RUNNERS
+                and node.args
+                and isinstance(node.args[0], (ast.Constant, ast.Starred))
+            ):
                 found.append(node.lineno)
-        if isinstance(node, ast.List) and node.elts and isinstance(node.elts[0], ast.Constant) \
-                and node.elts[0].value == "git":
+        if (
+            isinstance(node, ast.List)
+            and node.elts
+            and isinstance(node.elts[0], ast.Constant)
+            and node.elts[0].value == "git"
+        ):
             found.append(node.lineno)
     return found
 
@@ -35,7 +46,8 @@ def _git_lines(tree: ast.AST) -> list[int]:
 def test_every_git_command_line_is_in_vcs():
     outside = {
         f"{path.relative_to(ROOT.parent)}:{line}"
-        for name, path in _modules().items() if not name.startswith("orchestrator.vcs")
+        for name, path in _modules().items()
+        if not name.startswith("orchestrator.vcs")
         for line in _git_lines(ast.parse(path.read_text(encoding="utf-8")))
     }
     assert not outside, f"git command lines outside orchestrator/vcs/: {sorted(outside)}"
@@ -45,7 +57,7 @@ def test_the_git_check_finds_one():
     """The check itself can fail: each form it looks for is found."""
     code = 'git("log")\nrepo.git("show", x)\nsubprocess.run(["git", "config"])\ngit_bytes(*args)\n'
     assert sorted(_git_lines(ast.parse(code))) == [1, 2, 3, 4]
-    assert _git_lines(ast.parse('run(argv)\nrepo.read_blob(c, p)\n')) == []
+    assert _git_lines(ast.parse("run(argv)\nrepo.read_blob(c, p)\n")) == []
 
 
 def test_vcs_runs_every_git_command_with_a_timeout():
@@ -68,7 +80,9 @@ def _type_checking_only(tree: ast.AST) -> set[int]:
     lines = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            lines |= {n.lineno for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))}
+            lines |= {
+                n.lineno for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))
+            }
     return lines
 
 
@@ -87,7 +101,9 @@ def import_graph() -> dict[str, set[str]]:
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
                 base = _resolve(name, path.name == "__init__.py", node)
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+                targets = [
+                    f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names
+                ]
             for t in targets:
                 while t and t not in mods:
                     t = t.rpartition(".")[0]
@@ -134,7 +150,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_no_import_cycles():
     found = cycles(import_graph())
     assert not found, "import cycles (including imports inside functions): " + "; ".join(
-        " <-> ".join(c) for c in found)
+        " <-> ".join(c) for c in found
+    )
 
 
 def test_the_cycle_check_finds_one():
@@ -143,8 +160,13 @@ def test_the_cycle_check_finds_one():
 
 
 def _function_imports(tree: ast.AST) -> list[ast.stmt]:
-    return [n for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-            for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    return [
+        n
+        for f in ast.walk(tree)
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for n in ast.walk(f)
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+    ]
 
 
 def test_an_import_inside_a_function_says_why():
@@ -171,17 +193,30 @@ def test_a_step_that_returns_stop_ends_the_pipeline(monkeypatch):
     from orchestrator.run import cell
 
     ran = []
-    for n in ("fetch", "apply", "configure", "judge_tree", "store"):  # apply's None: the cached result
+    for n in (
+        "fetch",
+        "apply",
+        "configure",
+        "judge_tree",
+        "store",
+    ):  # apply's None: the cached result
         monkeypatch.setattr(cell, n, (lambda n: lambda *args: ran.append(n))(n))
     cell.run_steps(None)
     assert ran == ["fetch", "apply"]
     calls, tree, configured = [], SimpleNamespace(worktree="wt"), SimpleNamespace(plan="plan")
     returns = {"fetch": "snap", "apply": tree, "configure": configured}
     for n in ("fetch", "apply", "configure", "judge_tree", "store"):
-        monkeypatch.setattr(cell, n, (lambda n: lambda *args: calls.append((n, *args)) or returns.get(n))(n))
+        monkeypatch.setattr(
+            cell, n, (lambda n: lambda *args: calls.append((n, *args)) or returns.get(n))(n)
+        )
     cell.run_steps("ctx")
-    assert calls == [("fetch", "ctx"), ("apply", "ctx", "snap"), ("configure", "ctx", "wt"),
-                     ("judge_tree", "ctx", tree, "plan"), ("store", "ctx")]
+    assert calls == [
+        ("fetch", "ctx"),
+        ("apply", "ctx", "snap"),
+        ("configure", "ctx", "wt"),
+        ("judge_tree", "ctx", tree, "plan"),
+        ("store", "ctx"),
+    ]
 
 
 def test_help_imports_no_record_library():
@@ -191,5 +226,7 @@ def test_help_imports_no_record_library():
     import sys
 
     code = "import sys; from orchestrator import cli; cli._parser(); print(sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic'))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"

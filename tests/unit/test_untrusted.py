@@ -1,5 +1,6 @@
 """The one reader of untrusted files (orchestrator/untrusted.py): regular files only, a cap per
 kind, UTF-8 or one line, nothing outside the root; names from documents stay under their root."""
+
 import os
 
 import pytest
@@ -14,13 +15,17 @@ def test_a_regular_file_is_read(tmp_path):
     assert untrusted.load_json(tmp_path / "a.json", "pins") == {"x": 1}
 
 
-@pytest.mark.parametrize("make, expected", [
-    (lambda p: os.mkfifo(p), "a FIFO"),
-    (lambda p: os.mkdir(p), "a folder"),
-    (lambda p: os.symlink("/dev/zero", p), "a device"),
-    (lambda p: p.write_bytes(b"\xff\xfe"), "not UTF-8"),
-    (lambda p: p.write_bytes(b"x" * (1024 * 1024 + 1)), "more than the"),
-], ids=["fifo", "folder", "device", "latin1", "too-big"])
+@pytest.mark.parametrize(
+    "make, expected",
+    [
+        (lambda p: os.mkfifo(p), "a FIFO"),
+        (lambda p: os.mkdir(p), "a folder"),
+        (lambda p: os.symlink("/dev/zero", p), "a device"),
+        (lambda p: p.write_bytes(b"\xff\xfe"), "not UTF-8"),
+        (lambda p: p.write_bytes(b"x" * (1024 * 1024 + 1)), "more than the"),
+    ],
+    ids=["fifo", "folder", "device", "latin1", "too-big"],
+)
 def test_what_is_not_a_small_regular_utf8_file_is_one_line(tmp_path, make, expected):
     p = tmp_path / "f"
     make(p)
@@ -70,10 +75,13 @@ class _Blobs:
         return None if b is None else b.decode("utf-8", "surrogateescape")
 
 
-@pytest.mark.parametrize("blob, expected", [
-    (b"## Why\n\xe9t\xe9\n", "not UTF-8"),
-    (b"x" * (1024 * 1024 + 1), "more than the"),
-])
+@pytest.mark.parametrize(
+    "blob, expected",
+    [
+        (b"## Why\n\xe9t\xe9\n", "not UTF-8"),
+        (b"x" * (1024 * 1024 + 1), "more than the"),
+    ],
+)
 def test_the_targets_policy_files_are_checked_before_the_build(blob, expected):
     from orchestrator.upstream.bundle import _policy_reader
 

@@ -1,12 +1,17 @@
 """refresh's writing of patches/: only the files whose bytes differ are written, stale ones removed."""
+
 import shutil
+
 from orchestrator.patchset.refresh import write_series
 from orchestrator.patchset.series import parse_series
-from ..helpers.forks import (ROOT)
+
+from ..helpers.forks import ROOT
 
 
 def test_write_series_writes_only_what_differs_and_removes_stale_patches(tmp_path):
-    series = parse_series("llama.cpp", [(p.name, p.read_text()) for p in sorted((ROOT / "patches").glob("*.patch"))])
+    series = parse_series(
+        "llama.cpp", [(p.name, p.read_text()) for p in sorted((ROOT / "patches").glob("*.patch"))]
+    )
     d = tmp_path / "patches"
     shutil.copytree(ROOT / "patches", d)
     (d / "0003-stale.patch").write_text("old\n")
@@ -15,7 +20,12 @@ def test_write_series_writes_only_what_differs_and_removes_stale_patches(tmp_pat
     (d / first).write_text("edited\n")
     assert write_series(d, series) == ([first], ["0003-stale.patch"])
     # other files stay: the README, cover.md (the contributor's words), known-limits.yaml and related-upstream.yaml (their data)
-    assert sorted(p.name for p in d.iterdir()) == sorted([p.name for p in series.patches]
-                                                         + ["README", "cover.md", "known-limits.yaml", "related-upstream.yaml"])
-    assert all((d / p.name).read_bytes() == (ROOT / "patches" / p.name).read_bytes() for p in series.patches)
+    assert sorted(p.name for p in d.iterdir()) == sorted(
+        [p.name for p in series.patches]
+        + ["README", "cover.md", "known-limits.yaml", "related-upstream.yaml"]
+    )
+    assert all(
+        (d / p.name).read_bytes() == (ROOT / "patches" / p.name).read_bytes()
+        for p in series.patches
+    )
     assert write_series(d, series) == ([], [])
