@@ -8,8 +8,8 @@ import json
 import pytest
 
 from orchestrator import sources
+from orchestrator.model.results import load_results
 from orchestrator.redact import REDACTED, redact, redact_data
-from orchestrator.report.model import load_results
 from orchestrator.upstream import bundle as B
 
 from ..helpers.security import ROOT
