@@ -4,6 +4,7 @@ progress lines, GitHub's error text). The routes end to end: tests/integration/t
 
 import io
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -68,8 +69,9 @@ def test_provenance_is_redacted_where_every_source_kind_returns_it(monkeypatch, 
             },
         )
 
-    monkeypatch.setattr(sources, "_kind", lambda source: fake_kind)
-    snap = sources.snapshot(None, None, None)
+    source = SimpleNamespace(kind="git")
+    monkeypatch.setitem(sources.KINDS, "git", sources.Kind(type(source), fake_kind))
+    snap = sources.snapshot(source, None, None)
     assert SECRET not in json.dumps([snap.description, snap.provenance])
     assert snap.provenance["url"] == "https://***@h/x"
 
