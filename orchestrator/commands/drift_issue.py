@@ -60,7 +60,7 @@ def run_url(env=os.environ) -> str:
 
 def run(args, matrix, cache) -> ExitCode:
     from .. import untrusted
-    from ..ci import drift_issue as D
+    from ..ci import drift_issue
     from ..model.results import load_results
     from ..upstream import github
     from ..upstream.github_api import body_json
@@ -73,13 +73,13 @@ def run(args, matrix, cache) -> ExitCode:
             "--dry-run sends nothing and needs none"
         )
     if not Path(args.status).exists():
-        raise ConfigError(f"{args.status}: no such file ({D.STATUS_JSON})")
-    status = D.read_status(untrusted.load_json(args.status, "status"), args.status)
+        raise ConfigError(f"{args.status}: no such file ({drift_issue.STATUS_JSON})")
+    status = drift_issue.read_status(untrusted.load_json(args.status, "status"), args.status)
     results = None
     if args.results:
         p = Path(args.results)
-        results = D.read_results(load_results(p / "results.json" if p.is_dir() else p)[0])
-    client = D.IssuesClient(args.api_url, repo, token, args.timeout)
+        results = drift_issue.read_results(load_results(p / "results.json" if p.is_dir() else p)[0])
+    client = drift_issue.IssuesClient(args.api_url, repo, token, args.timeout)
     if args.dry_run:
         print(
             "dry run: nothing sent; without --dry-run (and with GITHUB_TOKEN set) these requests are made"
@@ -87,11 +87,11 @@ def run(args, matrix, cache) -> ExitCode:
     found = (
         client.find() if token else None
     )  # reading changes nothing (a dry run without a token: none)
-    action, _ = D.decide(
+    action, _ = drift_issue.decide(
         found, status, results, run_url(), _dt.datetime.now(_dt.timezone.utc), args.partial
     )
     if args.dry_run:
-        for req in D.find_requests():
+        for req in drift_issue.find_requests():
             print(f"GET {client.url(req.path)}  (finds the issue by its marker, every page)")
         print(
             f"found: #{found.number} ({'open' if found.open else 'closed'})"
@@ -99,7 +99,7 @@ def run(args, matrix, cache) -> ExitCode:
             else "found: none"
         )
         print(f"decision: {action.kind}: {action.why}")
-        for req in D.requests_for(action):
+        for req in drift_issue.requests_for(action):
             print(
                 "\n"
                 + shown_request(req.method, client.url(req.path), token, body_json(req.payload)),
