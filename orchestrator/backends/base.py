@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:  # the record, with pydantic, loads with a matrix: not for `--help` (start-up)
     from ..config_records import Backend
-    from ..report.model import DeviceInfo
+    from ..model.results import DeviceInfo
 
 
 class BackendModule:
@@ -68,7 +68,7 @@ class BackendModule:
 
     def device_info(self, backend: Backend) -> DeviceInfo:
         """What the tests will run on (driver, ICD, ...), recorded in results.json."""
-        from ..report.model import DeviceInfo  # pydantic: not at `--help` (start-up)
+        from ..model.results import DeviceInfo  # pydantic: not at `--help` (start-up)
 
         return DeviceInfo()
 

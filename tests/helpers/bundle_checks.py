@@ -3,7 +3,7 @@ the checks read the results as results.json holds them (JSON data), not through 
 
 import re
 
-from orchestrator.report.model import Results
+from orchestrator.model.results import Results
 
 from .samples import GATE, UPSTREAM
 

@@ -13,10 +13,8 @@ from orchestrator import backends
 from orchestrator.cache import Cache
 from orchestrator.config import Backend, Target
 from orchestrator.errors import ConfigError, ExitCode
-from orchestrator.patchset.layout import GATE_TEST, BuildPlan
-from orchestrator.patchset.series import Series, unified_file_diff
-from orchestrator.report.junit import junit_xml, mutant_case_name
-from orchestrator.report.model import (
+from orchestrator.model.layout import GATE_TEST, BuildPlan
+from orchestrator.model.results import (
     Build,
     Cell,
     CellStatus,
@@ -28,6 +26,8 @@ from orchestrator.report.model import (
     Verdict,
     results_of,
 )
+from orchestrator.patchset.series import Series, unified_file_diff
+from orchestrator.report.junit import junit_xml, mutant_case_name
 from orchestrator.report.summary import summary_markdown
 from orchestrator.run import cmake
 from orchestrator.run.cell import CellContext, CellProgress, Tree, conclude, run_mutants

@@ -9,9 +9,9 @@ from orchestrator import backends
 from orchestrator.backends.cpu import Cpu
 from orchestrator.cache import Cache
 from orchestrator.config import Backend, Target
-from orchestrator.patchset.layout import GATE_TEST, UPSTREAM_TEST
+from orchestrator.model.layout import GATE_TEST, UPSTREAM_TEST
+from orchestrator.model.results import Cell, CellStatus, Outcome, RecordStatus, Verdict
 from orchestrator.patchset.series import Series, parse_patch, unified_file_diff
-from orchestrator.report.model import Cell, CellStatus, Outcome, RecordStatus, Verdict
 from orchestrator.run import cell as cell_mod
 from orchestrator.run.cell import CellContext, CellProgress, Tree, configure, judge_tree
 from orchestrator.sources import Snapshot

@@ -2,7 +2,7 @@
 
 import pytest
 
-from orchestrator.report.model import AttributionEntry, DeviceRow, TestRecord
+from orchestrator.model.results import AttributionEntry, DeviceRow, TestRecord
 from orchestrator.verdicts import attribution, classify
 from orchestrator.verdicts.attribution import (
     ANY_DEVICE,

@@ -2,7 +2,7 @@
 
 import shutil
 
-from orchestrator.patchset.refresh import write_series
+from orchestrator.drift.refresh import write_series
 from orchestrator.patchset.series import parse_series
 
 from ..helpers.forks import ROOT
