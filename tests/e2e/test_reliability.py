@@ -50,7 +50,8 @@ native_tests: {ROOT / "native_tests"}
 targets:
   ggml:
     layout: ggml
-    source: {{kind: pypi-sdist, package: ggml-python, version: "0.0.45", sha256: {GGML["sha256"]}, subdirectory: vendor/ggml}}
+    source: {{kind: pypi-sdist, package: ggml-python, version: "0.0.45",
+              sha256: {GGML["sha256"]}, subdirectory: vendor/ggml}}
 backends:
   cpu: {{cmake_flags: ["-DGGML_CPU=ON"], timeout: 120}}
 profiles:

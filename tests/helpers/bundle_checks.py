@@ -1,5 +1,6 @@
 """PR_BODY.md parsed back and checked against results.json, independently of the code under test:
-the checks read the results as results.json holds them (JSON data), not through the model's readers."""
+the checks read the results as results.json holds them
+(JSON data), not through the model's readers."""
 
 import re
 

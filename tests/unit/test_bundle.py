@@ -227,7 +227,8 @@ def test_a_bundle_changed_after_it_was_made_is_rejected(tmp_path):
 
 
 def test_the_body_keeps_the_loss_table_and_names_no_plot():
-    """The plot (when matplotlib is installed) lies beside PR_BODY.md; the body holds the numbers only."""
+    """The plot (when matplotlib is installed) lies beside
+    PR_BODY.md; the body holds the numbers only."""
     r = sample()
     r.cells[1].training = TrainingComparison.model_validate(
         {

@@ -18,7 +18,8 @@ N_VOCAB = 300
 
 @pytest.fixture(scope="module")
 def vocab_file(tmp_path_factory) -> Path:
-    """A vocab-only GGUF shaped like models/ggml-vocab-llama-spm.gguf, with non-ASCII token bytes."""
+    """A vocab-only GGUF shaped like
+    models/ggml-vocab-llama-spm.gguf, with non-ASCII token bytes."""
     path = tmp_path_factory.mktemp("vocab") / "ggml-vocab-test.gguf"
     w = gguf.GGUFWriter(path, "llama")
     w.add_uint32("llama.vocab_size", N_VOCAB)

@@ -35,7 +35,8 @@ def test_check_writes_nothing(tmp_path):
 
 
 def test_a_bundle_folder_an_older_version_made_is_recognised(tmp_path):
-    """Bundles made before the marker existed: every entry a target folder with a ggml-patch manifest."""
+    """Bundles made before the marker existed: every entry a
+    target folder with a ggml-patch manifest."""
     out = tmp_path / "bundle"
     (out / "ggml").mkdir(parents=True)
     (out / "ggml" / "manifest.json").write_text(

@@ -215,7 +215,8 @@ def test_unreadable_results_are_one_line(tmp_path, text, phrase):
 
 
 def test_status_json_and_known_limits_go_through_json_and_their_schemas():
-    """`status --json` and patches/known-limits.yaml are records too: declared once, schema from them."""
+    """`status --json` and patches/known-limits.yaml are
+    records too: declared once, schema from them."""
     jsonschema = pytest.importorskip("jsonschema")
     from orchestrator.drift.status import Conflict, PatchResult, StatusReport, TargetStatus
     from orchestrator.verdicts.known_limits import KnownLimit, KnownLimits

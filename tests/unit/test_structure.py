@@ -87,7 +87,8 @@ def _type_checking_only(tree: ast.AST) -> set[int]:
 
 
 def import_graph() -> dict[str, set[str]]:
-    """module -> the orchestrator modules it imports at run time (at the top or inside a function)."""
+    """module -> the orchestrator modules it imports at
+    run time (at the top or inside a function)."""
     mods = _modules()
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for name, path in mods.items():
@@ -186,8 +187,8 @@ def test_an_import_inside_a_function_says_why():
 
 
 def test_a_step_that_returns_stop_ends_the_pipeline(monkeypatch):
-    """A cache hit ends the cell's pipeline by its return value (no flag on the context); a Tree from apply
-    runs the rest in order, each step given what the earlier ones returned."""
+    """A cache hit ends the cell's pipeline by its return value (no flag on the context); a Tree
+    from apply runs the rest in order, each step given what the earlier ones returned."""
     from types import SimpleNamespace
 
     from orchestrator.run import cell
@@ -225,7 +226,10 @@ def test_help_imports_no_record_library():
     import subprocess
     import sys
 
-    code = "import sys; from orchestrator import cli; cli._parser(); print(sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic'))"
+    code = (
+        "import sys; from orchestrator import cli; cli._parser(); print(sorted(m for m in "
+        "sys.modules if m.split('.')[0] == 'pydantic'))"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
