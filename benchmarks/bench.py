@@ -543,10 +543,8 @@ def reruns_after_change(base_cache: Path, work: Path, backends: list[str]) -> di
 
     def run(what: str) -> None:
         _, p = tool(*args)
-        if p.returncode not in (
-            0,
-            9,
-        ):  # 9: a backend required here could not run (its cell is failed, not stale)
+        # 9: a backend required here could not run (its cell is failed, not stale)
+        if p.returncode not in (0, 9):
             raise SystemExit(
                 f"bench: re-run after {what} failed ({p.returncode}): {p.stderr[-800:]}"
             )
@@ -1097,9 +1095,8 @@ def ratios(report: dict) -> dict:
     for name, prefix in (("quiet", ""), ("loaded", "loaded_")):
         if name in report.get("act", {}):
             r[f"{prefix}act_vs_matrix"] = report["act"][name]["ratio"]
-            if (
-                "ratio_vs_nox_matrix" in report["act"][name]
-            ):  # records before it have only the first
+            # records before it have only the first
+            if "ratio_vs_nox_matrix" in report["act"][name]:
                 r[f"{prefix}act_vs_nox_matrix"] = report["act"][name]["ratio_vs_nox_matrix"]
     if "evidence" in report:
         r["evidence_rerun_s"] = report["evidence"]["cached"]["wall_s"]

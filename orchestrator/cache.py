@@ -137,9 +137,8 @@ def _stale(entry: Path) -> bool:
     if not m:
         return time.time() - entry.lstat().st_mtime >= _UNOWNED_AFTER_S
     pid = int(m.group("pid"))
-    if (
-        m.group("host") != _HOST or pid <= 0 or pid >= 2**31
-    ):  # another host's, or not a real pid: not ours to judge
+    # another host's, or not a real pid: not ours to judge
+    if m.group("host") != _HOST or pid <= 0 or pid >= 2**31:
         return False
     try:
         os.kill(pid, 0)

@@ -122,9 +122,8 @@ def _dispatch(args: argparse.Namespace) -> ExitCode:
     from .sources.pins import collect, pinned
 
     command = _command(args.command)
-    if not getattr(
-        command, "NEEDS_MATRIX", True
-    ):  # drift-issue reads only its own inputs: no matrix, no cache
+    # drift-issue reads only its own inputs: no matrix, no cache
+    if not getattr(command, "NEEDS_MATRIX", True):
         return command.run(args, None, None)
     # user errors first, before any work: the cache must be a folder we can write (not a file)
     # refuses GGML_PATCH_CACHE='' even with --cache: backends read it too

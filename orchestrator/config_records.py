@@ -14,10 +14,7 @@ from pydantic_core import PydanticCustomError
 from .records import Record
 
 # a value's form; what only code can say
-SCHEMA_ERROR, VALUE_ERROR = (
-    "matrix_schema",
-    "matrix_value",
-)
+SCHEMA_ERROR, VALUE_ERROR = ("matrix_schema", "matrix_value")
 WORDS: dict[str, str] = {}  # a pattern -> what a string that does not match it is not
 S = TypeVar("S", bound="Source")
 

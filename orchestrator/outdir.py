@@ -39,10 +39,7 @@ CACHE_ENTRIES = frozenset(
         "pr",
     }
     # vulkan-sdk: scripts/setup-vulkan-lavapipe.sh writes it there
-    | {
-        "snapshots.git.lock",
-        "vulkan-sdk",
-    }
+    | {"snapshots.git.lock", "vulkan-sdk"}
 )
 
 

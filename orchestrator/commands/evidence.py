@@ -17,9 +17,7 @@ HELP = (
 
 def add_arguments(p) -> None:
     # light: finetune.results (pydantic) would cost every start-up
-    from ..finetune import (
-        cases as ft,
-    )
+    from ..finetune import cases as ft
 
     target_help = "a llama.cpp-layout target of matrix.yaml (default: llama.cpp)"
     p.add_argument("--target", default="llama.cpp", metavar="NAME", help=target_help)

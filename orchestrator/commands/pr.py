@@ -105,9 +105,8 @@ def run(args, matrix, cache) -> ExitCode:
             "no pull request from this bundle"
         )
     if args.open and mode == "manual":
-        with cache.lock(
-            f"pr-{bundle.target}"
-        ):  # the steps to submit by hand: nothing touches the network
+        # the steps to submit by hand: nothing touches the network
+        with cache.lock(f"pr-{bundle.target}"):
             onto, workdir = _onto_and_workdir(args, cache, bundle)
             steps = submission.manual_steps(
                 policy,
@@ -150,9 +149,8 @@ def run(args, matrix, cache) -> ExitCode:
     pr = github.PullRequest(
         repo, bundle.title, bundle.body, f"{owner}:{branch}" if owner else branch, args.base
     )
-    with cache.lock(
-        f"pr-{bundle.target}"
-    ):  # one pr per target at a time: they share the work repository
+    # one pr per target at a time: they share the work repository
+    with cache.lock(f"pr-{bundle.target}"):
         return _push_and_open(args, cache, bundle, pr, token)
 
 

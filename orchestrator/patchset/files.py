@@ -49,9 +49,8 @@ def load_series(matrix: Matrix) -> Series:
     # the gate test the series must carry, and the harness every build uses
     require_native_tests(matrix)
     series = read_series(matrix.series_dir, matrix.series_layout)
-    if (
-        matrix.series.gate_approval
-    ):  # maintainers approved the gate as a new test file: its own patch joins
+    # maintainers approved the gate as a new test file: its own patch joins
+    if matrix.series.gate_approval:
         # native_tests/upstream-gate/*.patch, after the series
         gate_dir = matrix.native_tests_dir / "upstream-gate"
         gate = read_series(gate_dir, series.layout) if gate_dir.is_dir() else None

@@ -104,9 +104,8 @@ def _registration_diff(dst: Layout, base_file: Callable[[str], Optional[str]]) -
     path = dst.prefix + REGISTRATION_FILE
     old = base_file(path)
     new = registered(dst, old)
-    if (
-        new is None or old is None
-    ):  # no harness to register in (a registration needs its file: registered())
+    # no harness to register in (a registration needs its file: registered())
+    if new is None or old is None:
         return []
     return [FileDiff(path, unified_file_diff(path, old, new))]
 

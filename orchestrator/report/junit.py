@@ -105,9 +105,8 @@ def _test_case(
         log = "\n".join(_log_lines(build.log if build else None, log_tail)) or "log: "
         _mark(case, "failure", message, "build-failed", log)
         return
-    if (
-        rec.status == RecordStatus.BUILT
-    ):  # --build-only: a device-less machine compiled it, ran nothing
+    # --build-only: a device-less machine compiled it, ran nothing
+    if rec.status == RecordStatus.BUILT:
         _mark(case, "skipped", f"built only, not run: {cell.reason}")
         return
     killed = variant == "control" and rec.verdict == Verdict.KILLED

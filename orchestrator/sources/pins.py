@@ -73,10 +73,7 @@ def read_pins_file(path: Path) -> dict[str, Union[Pin, Unreachable]]:
         )
     data = parse(PinsFile, untrusted.read_text(path, "pins"), str(path), "a pins file")
     # a target both pinned and unreachable: the pin wins
-    return {
-        **(data.unreachable or {}),
-        **data.pins,
-    }
+    return {**(data.unreachable or {}), **data.pins}
 
 
 def made_pins(path: Path) -> bool:
@@ -120,9 +117,8 @@ def pinned(matrix: Matrix, pins: Mapping[str, Union[Pin, Unreachable]]) -> Matri
                 "only git sources take a pin"
             )
         o = t.source.options
-        if isinstance(
-            pin, Unreachable
-        ):  # the plan could not reach it: its cells report that, without a retry
+        # the plan could not reach it: its cells report that, without a retry
+        if isinstance(pin, Unreachable):
             o["unreachable"] = pin.reason
         else:
             o.update(ref=pin.commit, pinned_from=o["ref"], pinned_ref=pin.remote_ref or "")

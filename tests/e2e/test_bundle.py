@@ -147,12 +147,15 @@ def test_the_series_applies_with_plain_git_am_to_a_clean_base_and_the_gate_passe
         ["git", "-C", str(clone), "am", *patches], capture_output=True, text=True, env=env
     )
     assert am.returncode == 0, am.stderr
-    tree = lambda rev, where: subprocess.run(
-        ["git", "-C", str(where), "rev-parse", f"{rev}^{{tree}}"],  # noqa: E731
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+
+    def tree(rev: str, where: Path) -> str:
+        return subprocess.run(
+            ["git", "-C", str(where), "rev-parse", f"{rev}^{{tree}}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+
     assert tree("HEAD", clone) == tree(patched, clone)  # exactly the tree the matrix proved
     # upstream's AGENTS.md: no new file under tests/; 0001 touches only the reset
     added = subprocess.run(

@@ -283,9 +283,9 @@ def test_vulkan_cell_passes_with_rows_for_both_devices(matrix_run, vulkan_missin
     summary = (results / "summary.md").read_text()
     assert f"| {target}/vulkan | Vulkan0 | with fix | 2/2 | 29/29 | — |" in summary
     row = next(
-        l
-        for l in summary.splitlines()
-        if l.startswith(f"| {target}/vulkan | Vulkan0 | without fix |")
+        ln
+        for ln in summary.splitlines()
+        if ln.startswith(f"| {target}/vulkan | Vulkan0 | without fix |")
     )
     # without the fix test-opt's per-step cases fail too (0/2), then the gate's own line
     assert (

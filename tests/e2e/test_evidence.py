@@ -116,9 +116,8 @@ def test_each_binary_was_checked_for_the_fix_before_it_ran(evidence_run, tool_ca
     for variant in ft.VARIANTS:
         data = (variants / variant / ft.PROGRAM).read_bytes()
         assert hashlib.sha256(data).hexdigest() == p[variant]["sha256"]
-        for m in p["with_fix"][
-            "markers"
-        ]:  # when the fix adds a string literal, only its binary holds it
+        # when the fix adds a string literal, only its binary holds it
+        for m in p["with_fix"]["markers"]:
             assert (m.encode() in data) is (variant == "with_fix")
     assert "checked: with fix holds it, without fix lacks it" in first.stderr
     assert first.stderr.index("provenance") < first.stderr.index("run with fix")

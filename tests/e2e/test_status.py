@@ -209,7 +209,9 @@ def test_command_table_and_json(drift):
     args = [f"--target={n}" for n in names]
     proc = run_tool("status", "--matrix", str(matrix.path), "--cache", str(cache.root), *args)
     assert proc.returncode == ExitCode.SOURCE_UNAVAILABLE, proc.stderr
-    for name, status in zip(names, [APPLIES, THREE_WAY, UPSTREAM, NOT_APPLICABLE, UNREACHABLE]):
+    for name, status in zip(
+        names, [APPLIES, THREE_WAY, UPSTREAM, NOT_APPLICABLE, UNREACHABLE], strict=True
+    ):
         line = next(ln for ln in proc.stdout.splitlines() if ln.startswith(f"│ {name} "))
         assert status in line, (name, line)
     proc = run_tool(

@@ -66,7 +66,7 @@ def test_identity_and_trailer_land_in_the_am_able_series(tmp_path):
     git(clone, "am", "-q", *[str(tmp_path / n) for n, _ in patches])
     log = git(clone, "log", "--reverse", "--format=%an <%ae>%x00%B%x01", f"{base}..HEAD")
     entries = [e.strip("\n") for e in log.split("\x01") if e.strip()]
-    for entry, original in zip(entries, MESSAGES):
+    for entry, original in zip(entries, MESSAGES, strict=True):
         author, message = entry.split("\x00")
         assert author == "Ada Lovelace <ada@example.org>"
         # the rest byte for byte

@@ -101,23 +101,11 @@ def test_a_missing_required_tool_names_it_and_how_to_get_it(bare_path):
         (None, None, True, True, ("run", "")),  # a device present: --build-only changes nothing
         ("no nvcc", None, True, True, ("skip", "no nvcc")),
         # every missing thing is named
-        (
-            "no nvcc",
-            "no GPU",
-            True,
-            True,
-            ("skip", "no nvcc; no GPU"),
-        ),
+        ("no nvcc", "no GPU", True, True, ("skip", "no nvcc; no GPU")),
         (None, "no GPU", True, False, ("skip", "no GPU")),
         (None, "no GPU", True, True, ("build-only", "no GPU")),
         # build-only means nothing for this backend
-        (
-            None,
-            "no Metal",
-            False,
-            True,
-            ("skip", "no Metal"),
-        ),
+        (None, "no Metal", False, True, ("skip", "no Metal")),
         (
             "Metal needs macOS (Linux)",
             "Metal needs macOS",

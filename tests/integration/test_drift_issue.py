@@ -531,13 +531,7 @@ ERRORS = {
         "(422 Validation Failed: body is too long)",
     ),
     # after 3 retries
-    "502": (
-        502,
-        {},
-        {"message": "Server Error"},
-        26,
-        "unexpected answer 502 Server Error",
-    ),
+    "502": (502, {}, {"message": "Server Error"}, 26, "unexpected answer 502 Server Error"),
 }
 
 

@@ -67,12 +67,7 @@ def test_resolve_refs_prints_one_commit_per_git_target(tmp_path):
         "tip": {"commit": first, "ref": "main", "remote_ref": "refs/heads/main", "url": str(up)},
         "dflt": {"commit": first, "ref": "HEAD", "remote_ref": "refs/heads/main", "url": str(up)},
         # peeled, not the tag object
-        "tag": {
-            "commit": first,
-            "ref": "v1",
-            "remote_ref": "refs/tags/v1",
-            "url": str(up),
-        },
+        "tag": {"commit": first, "ref": "v1", "remote_ref": "refs/tags/v1", "url": str(up)},
     }
     assert f"tip: main -> {first} (refs/heads/main)" in proc.stderr
     # --profile narrows: the default profile has no git target
@@ -175,10 +170,7 @@ def test_missing_ref_and_unreachable_remote(tmp_path):
         P.ls_remote(str(tmp_path / "absent"), "main", "targets.t.source")
     sha = "1" * 40
     # a full commit needs no network
-    assert P.ls_remote("https://unreachable.invalid/x", sha, "k") == (
-        sha,
-        sha,
-    )
+    assert P.ls_remote("https://unreachable.invalid/x", sha, "k") == (sha, sha)
 
 
 def test_an_unreachable_target_is_recorded_and_its_cells_report_it(tmp_path):

@@ -131,10 +131,8 @@ def test_credentials_in_a_git_source_url_reach_no_output_or_file(tmp_path):
     )
     assert run.returncode == 3, run.stderr
     assert "http://***@127.0.0.1" in (tmp_path / "r" / "results.json").read_text()
-    for proc in (
-        status,
-        run,
-    ):  # everything the tool wrote (matrix.yaml, the user's input, holds it)
+    # everything the tool wrote (matrix.yaml, the user's input, holds it)
+    for proc in (status, run):
         assert_absent(SECRET, proc, tmp_path / "cache", tmp_path / "r", tmp_path / "home")
 
 

@@ -201,10 +201,7 @@ def test_live_profile_targets_are_git_sources_of_the_real_upstreams():
         "https://github.com/CambrianTech/llama.cpp",
     } <= urls
     # the default stays offline-capable
-    assert set(m.profiles["default"][0]) == {
-        "llama.cpp",
-        "ggml",
-    }
+    assert set(m.profiles["default"][0]) == {"llama.cpp", "ggml"}
 
 
 @pytest.mark.skipif(

@@ -258,7 +258,7 @@ def test_the_bundles_builds_reuse_the_cpu_legs_ccache(wf):
         "ccache (the llama.cpp/cpu leg's)",
         "ccache (the ggml/cpu leg's)",
     ]
-    for s, t in zip(restores, ("llama.cpp", "ggml")):
+    for s, t in zip(restores, ("llama.cpp", "ggml"), strict=True):
         # restored only: the legs' caches stay theirs
         assert s["uses"].startswith("actions/cache/restore@")
         assert s["with"] == {
@@ -512,10 +512,7 @@ def test_every_action_is_pinned_by_sha_with_its_version_and_checkouts_keep_no_cr
 def test_triggers_and_schedules(wf, drift_wf, ci_wf):
     minute, hour, dom, month, days = CRON.split()
     # never 7 days without a run: caches stay alive
-    assert [int(d) for d in days.split(",")] == [
-        1,
-        4,
-    ]
+    assert [int(d) for d in days.split(",")] == [1, 4]
     assert wf["on"]["schedule"] == [{"cron": CRON}] and "workflow_dispatch" in wf["on"]
     assert re.fullmatch(r"\d+ \d+ \* \* \*", drift_wf["on"]["schedule"][0]["cron"])  # daily
     inputs = drift_wf["on"]["workflow_dispatch"]["inputs"]

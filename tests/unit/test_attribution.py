@@ -293,7 +293,7 @@ def test_real_mesa22_results_render_the_pre_existing_crash():
         )
         == 2
     )
-    vk_rows = [l for l in md.splitlines() if "/vulkan | Vulkan0 | with fix |" in l]
+    vk_rows = [ln for ln in md.splitlines() if "/vulkan | Vulkan0 | with fix |" in ln]
     assert len(vk_rows) == 2 and all(
-        "| **crashed (SIGABRT) here** | 3/3 | — |" in l for l in vk_rows
+        "| **crashed (SIGABRT) here** | 3/3 | — |" in ln for ln in vk_rows
     )

@@ -131,10 +131,7 @@ def test_the_goals_are_the_issues():
         1.0,
     )
     # within 2x
-    assert (g["newcomer_loaded_first_verdict_s"], g["newcomer_loaded_total_s"]) == (
-        150.0,
-        480.0,
-    )
+    assert (g["newcomer_loaded_first_verdict_s"], g["newcomer_loaded_total_s"]) == (150.0, 480.0)
     assert (g["control_vs_one_file"], g["mutant_vs_by_hand"]) == (1.2, 1.2)
     assert (g["loaded_control_vs_one_file"], g["loaded_mutant_vs_by_hand"]) == (1.5, 1.5)
     assert Path(ROOT / "benchmarks" / "records").is_dir()
@@ -225,10 +222,7 @@ def _act_run(matrix_s, act_s, loops):
 def test_the_act_run_is_measured_against_the_same_cells_by_the_tool():
     bench = _bench()
     # issue 21
-    assert (bench.GOALS["act_vs_matrix"], bench.GOALS["loaded_act_vs_matrix"]) == (
-        1.3,
-        1.3,
-    )
+    assert (bench.GOALS["act_vs_matrix"], bench.GOALS["loaded_act_vs_matrix"]) == (1.3, 1.3)
     report = {
         "machine": {"cores": 2, "loadavg_start": [0.1, 0.2, 0.3]},
         "goals": bench.GOALS,

@@ -168,9 +168,8 @@ def test_the_body_check_catches_a_wrong_number():
     rec.tests[GATE].rows[0].actual = 0.125
     with pytest.raises(AssertionError):
         check_body_against_results(body, wrong, "ggml")
-    with pytest.raises(
-        AssertionError, match="numbers in PR_BODY.md"
-    ):  # a number outside the tables too
+    # a number outside the tables too
+    with pytest.raises(AssertionError, match="numbers in PR_BODY.md"):
         check_body_against_results(
             body.replace("\nReproduce:", "\n41 steps\n\nReproduce:"), r, "ggml"
         )

@@ -493,9 +493,7 @@ def test_pr_body_and_issue_carry_the_evidence_when_given():
     from .test_pr_body import CLEAN, COMMITS, TOOLCHAIN, WRITTEN, llama_policy
 
     # the real llama.cpp template, a sample results.json
-    from .test_pr_body import (
-        sample as results_sample,
-    )
+    from .test_pr_body import sample as results_sample
 
     def docs(finetune):
         return D.documents(

@@ -1,6 +1,8 @@
 """Layouts: the llama.cpp <-> ggml path map, gate-test
 registration in each convention, build plans."""
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -345,10 +347,7 @@ def test_register_already_registered_is_unchanged(layout, text):
         (GGML, ""),
         (GGML, LLAMA_CMAKE),  # a llama.cpp-style file handed to the ggml convention
         # no set_property
-        (
-            GGML,
-            "set(TEST_TARGET test-opt)\nadd_executable(${TEST_TARGET} ${TEST_TARGET}.cpp)\n",
-        ),
+        (GGML, "set(TEST_TARGET test-opt)\nadd_executable(${TEST_TARGET} ${TEST_TARGET}.cpp)\n"),
     ],
 )
 def test_register_missing_anchor(layout, text):
@@ -409,6 +408,6 @@ def test_build_plan_llama_prefixed():
 
 
 def test_layout_is_frozen():
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         GGML.name = "x"  # type: ignore[misc]
     assert Layout("ggml", "", "own-tests") == GGML

@@ -83,7 +83,7 @@ def test_scratch_is_cleaned_only_in_a_marked_cache(tmp_path):
     old.write_text("x")
     os.utime(old, (0, 0))
     assert cache.clean_scratch() == [] and old.exists()
-    cache.downloads  # the first folder the tool makes marks the cache
+    assert cache.downloads.is_dir()  # the first folder the tool makes marks the cache
     assert cache.marked and cache.clean_scratch() == [old]
 
 

@@ -92,11 +92,7 @@ def test_llama_cpp_template_headings_and_disclosure_line():
     assert [s.line for s in t.sections] == [1, 5, 9]
     assert [s.fixed for s in t.sections] == [False, False, True]
     # "Delete this section if not applicable"
-    assert [s.optional for s in t.sections] == [
-        False,
-        True,
-        False,
-    ]
+    assert [s.optional for s in t.sections] == [False, True, False]
     assert t.disclosure.where == ".github/pull_request_template.md:14"
     assert t.disclosure.text.startswith("- AI usage disclosure: <!--")
 

@@ -194,22 +194,27 @@ def test_a_step_that_returns_stop_ends_the_pipeline(monkeypatch):
     from orchestrator.run import cell
 
     ran = []
-    for n in (
-        "fetch",
-        "apply",
-        "configure",
-        "judge_tree",
-        "store",
-    ):  # apply's None: the cached result
-        monkeypatch.setattr(cell, n, (lambda n: lambda *args: ran.append(n))(n))
+
+    def recording(name):
+        return lambda *args: ran.append(name)
+
+    # apply's None: the cached result
+    for n in ("fetch", "apply", "configure", "judge_tree", "store"):
+        monkeypatch.setattr(cell, n, recording(n))
     cell.run_steps(None)
     assert ran == ["fetch", "apply"]
     calls, tree, configured = [], SimpleNamespace(worktree="wt"), SimpleNamespace(plan="plan")
     returns = {"fetch": "snap", "apply": tree, "configure": configured}
+
+    def returning(name):
+        def step(*args):
+            calls.append((name, *args))
+            return returns.get(name)
+
+        return step
+
     for n in ("fetch", "apply", "configure", "judge_tree", "store"):
-        monkeypatch.setattr(
-            cell, n, (lambda n: lambda *args: calls.append((n, *args)) or returns.get(n))(n)
-        )
+        monkeypatch.setattr(cell, n, returning(n))
     cell.run_steps("ctx")
     assert calls == [
         ("fetch", "ctx"),
