@@ -260,29 +260,34 @@ def test_an_import_inside_a_function_says_why():
 
 
 def test_a_step_that_returns_stop_ends_the_pipeline(monkeypatch):
-    """A cache hit ends the cell's pipeline by its return value (no flag on the context); a Tree from apply
-    runs the rest in order, each step given what the earlier ones returned."""
+    """A cache hit ends the cell's pipeline by its return value (no flag on the context); a Tree
+    from apply runs the rest in order, each step given what the earlier ones returned."""
     from types import SimpleNamespace
 
     from orchestrator.run import cell
 
     ran = []
-    for n in (
-        "fetch",
-        "apply",
-        "configure",
-        "judge_tree",
-        "store",
-    ):  # apply's None: the cached result
-        monkeypatch.setattr(cell, n, (lambda n: lambda *args: ran.append(n))(n))
+
+    def recording(name):
+        return lambda *args: ran.append(name)
+
+    # apply's None: the cached result
+    for n in ("fetch", "apply", "configure", "judge_tree", "store"):
+        monkeypatch.setattr(cell, n, recording(n))
     cell.run_steps(None)
     assert ran == ["fetch", "apply"]
     calls, tree, configured = [], SimpleNamespace(worktree="wt"), SimpleNamespace(plan="plan")
     returns = {"fetch": "snap", "apply": tree, "configure": configured}
+
+    def returning(name):
+        def step(*args):
+            calls.append((name, *args))
+            return returns.get(name)
+
+        return step
+
     for n in ("fetch", "apply", "configure", "judge_tree", "store"):
-        monkeypatch.setattr(
-            cell, n, (lambda n: lambda *args: calls.append((n, *args)) or returns.get(n))(n)
-        )
+        monkeypatch.setattr(cell, n, returning(n))
     cell.run_steps("ctx")
     assert calls == [
         ("fetch", "ctx"),
@@ -299,7 +304,10 @@ def test_help_imports_no_record_library():
     import subprocess
     import sys
 
-    code = "import sys; from orchestrator import cli; cli._parser(); print(sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic'))"
+    code = (
+        "import sys; from orchestrator import cli; cli._parser(); print(sorted(m for m in "
+        "sys.modules if m.split('.')[0] == 'pydantic'))"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
