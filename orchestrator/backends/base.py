@@ -25,9 +25,8 @@ class BackendModule:
     skip_tests: dict[
         str, str
     ] = {}  # test -> why this backend does not run it (the cell reports it skipped)
-    no_mutants: Optional[str] = (
-        None  # why this backend does not run the known-wrong fixes (None: it runs them)
-    )
+    # why this backend does not run the known-wrong fixes (None: it runs them)
+    mutants_skip_reason: Optional[str] = None
     # how much a cell costs against a CPU cell (cold build and tests): the run starts with the cheapest
     relative_cost = 1.0
 
