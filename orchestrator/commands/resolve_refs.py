@@ -1,4 +1,5 @@
-"""ggml-patch resolve-refs: every git target's ref resolved to one commit, for a CI run's plan job."""
+"""ggml-patch resolve-refs: every git target's ref
+resolved to one commit, for a CI run's plan job."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from ..errors import ExitCode
 from . import add_targets, repeatable
 
 HELP = (
-    "resolve the branch, tag or HEAD of every git target to a commit (git ls-remote; nothing fetched) "
-    "and print the pins as JSON, for --pins"
+    "resolve the branch, tag or HEAD of every git target to a commit (git ls-remote; nothing "
+    "fetched) and print the pins as JSON, for --pins"
 )
 
 

@@ -72,9 +72,8 @@ class TargetStatus(Record):
 
     target: str
     layout: str = ""
-    source: Provenance = Field(
-        default_factory=lambda: Provenance(kind="")
-    )  # kind, description, provenance
+    # kind, description, provenance
+    source: Provenance = Field(default_factory=lambda: Provenance(kind=""))
     status: str
     detail: str = ""
     base: Optional[str] = None

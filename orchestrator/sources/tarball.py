@@ -70,9 +70,8 @@ def download(url: str, sha256: str, cache: Cache, key: str) -> Path:
     if target.exists() and sha256_of(target) == sha256:
         return target
     try:
-        return http.download(
-            url, sha256, cache, target, f"{key}.url", key, url
-        )  # a byte cap and a deadline
+        # a byte cap and a deadline
+        return http.download(url, sha256, cache, target, f"{key}.url", key, url)
     except requests.RequestException as e:
         raise SourceUnreachable(f"{key}.url: {url} is unreachable: {network_reason(e)}") from None
 
@@ -140,7 +139,8 @@ def bounded_members(tar: tarfile.TarFile, name: str, key: str, cap: int) -> list
             total += max(0, m.size)
             if len(members) > MAX_MEMBERS or total > cap:
                 raise SourceUnavailable(
-                    f"{key}: {name} unpacks to more than {MAX_MEMBERS} entries or {cap} bytes; refused"
+                    f"{key}: {name} unpacks to more than "
+                    f"{MAX_MEMBERS} entries or {cap} bytes; refused"
                 )
     except (tarfile.TarError, OSError, EOFError) as e:
         raise SourceUnavailable(f"{key}: {name} is not a readable tar archive: {e}") from None

@@ -494,7 +494,14 @@ def verify(
     backend = opts.matrix.backends.get("cpu") or Backend("cpu")
     try:
         tested = tested_tree(
-            target, backend, opts.cache, opts.matrix.native_tests_dir, work, worktree
+            target,
+            backend,
+            opts.cache,
+            repo,
+            load_series(opts.matrix),
+            opts.matrix.native_tests_dir,
+            work,
+            worktree,
         )
     except BuildFailed as e:
         raise BuildFailed(f"{target.name}: bundle verification: {e}") from None

@@ -1,4 +1,5 @@
-"""ggml-patch merge-results: directories and files merged with their logs; bad input refused in one line."""
+"""ggml-patch merge-results: directories and files merged with
+their logs; bad input refused in one line."""
 
 import json
 import xml.etree.ElementTree as ET

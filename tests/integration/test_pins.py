@@ -40,7 +40,8 @@ def _matrix(tmp: Path, up: Path) -> Path:
     m = tmp / "matrix.yaml"
     m.write_text(f"""series: {{path: patches, layout: llama.cpp}}
 targets:
-  pypi: {{layout: ggml, source: {{kind: pypi-sdist, package: x, version: "1", sha256: \"{"0" * 64}\"}}}}
+  pypi: {{layout: ggml, source: {{kind: pypi-sdist, package: x, version: "1",
+                                  sha256: \"{"0" * 64}\"}}}}
   tip: {{layout: ggml, source: {{kind: git, url: "{up}", ref: main}}}}
   dflt: {{layout: ggml, source: {{kind: git, url: "{up}", ref: HEAD}}}}
   tag: {{layout: ggml, source: {{kind: git, url: "{up}", ref: v1}}}}
@@ -65,12 +66,8 @@ def test_resolve_refs_prints_one_commit_per_git_target(tmp_path):
     assert printed["pins"] == {
         "tip": {"commit": first, "ref": "main", "remote_ref": "refs/heads/main", "url": str(up)},
         "dflt": {"commit": first, "ref": "HEAD", "remote_ref": "refs/heads/main", "url": str(up)},
-        "tag": {
-            "commit": first,
-            "ref": "v1",
-            "remote_ref": "refs/tags/v1",
-            "url": str(up),
-        },  # peeled, not the tag object
+        # peeled, not the tag object
+        "tag": {"commit": first, "ref": "v1", "remote_ref": "refs/tags/v1", "url": str(up)},
     }
     assert f"tip: main -> {first} (refs/heads/main)" in proc.stderr
     # --profile narrows: the default profile has no git target
@@ -90,9 +87,8 @@ def test_a_pinned_target_stays_on_its_commit_after_the_branch_moves(tmp_path):
     cache = Cache(tmp_path / "cache")
     repo = SnapshotRepo(cache.snapshots_git)
     matrix = load_matrix(m)
-    assert (
-        sources.snapshot(matrix.target("tip").source, cache, repo).commit == second
-    )  # unpinned: the tip
+    # unpinned: the tip
+    assert sources.snapshot(matrix.target("tip").source, cache, repo).commit == second
     snap = sources.snapshot(pinning.pinned(matrix, pins).target("tip").source, cache, repo)
     assert snap.commit == first
     assert snap.provenance == {
@@ -173,10 +169,8 @@ def test_missing_ref_and_unreachable_remote(tmp_path):
     ):
         pinning.ls_remote(str(tmp_path / "absent"), "main", "targets.t.source")
     sha = "1" * 40
-    assert pinning.ls_remote("https://unreachable.invalid/x", sha, "k") == (
-        sha,
-        sha,
-    )  # a full commit needs no network
+    # a full commit needs no network
+    assert pinning.ls_remote("https://unreachable.invalid/x", sha, "k") == (sha, sha)
 
 
 def test_an_unreachable_target_is_recorded_and_its_cells_report_it(tmp_path):
@@ -190,7 +184,8 @@ def test_an_unreachable_target_is_recorded_and_its_cells_report_it(tmp_path):
         m.read_text()
         .replace(
             "  tag: {layout: ggml",
-            f'  gone: {{layout: ggml, source: {{kind: git, url: "{gone_url}", ref: main}}}}\n  tag: {{layout: ggml',
+            "  gone: {layout: ggml, source: {kind: git, url: "
+            f'"{gone_url}", ref: main}}}}\n  tag: {{layout: ggml',
         )
         .replace("targets: [tip, dflt, tag]", "targets: [tip, gone]")
     )

@@ -1,4 +1,5 @@
-"""matrix.yaml: the real file loads; every malformed file is one line naming the file, the line and the key."""
+"""matrix.yaml: the real file loads; every malformed file is one
+line naming the file, the line and the key."""
 
 from pathlib import Path
 
@@ -184,12 +185,13 @@ def test_optional_keys_and_defaults(tmp_path):
     "source, options",
     [
         (
-            "    source:\n      kind: git\n      url: https://github.com/ggml-org/ggml\n      ref: v0.9.4\n",
+            "    source:\n      kind: git\n      url: "
+            "https://github.com/ggml-org/ggml\n      ref: v0.9.4\n",
             {"kind": "git", "url": "https://github.com/ggml-org/ggml", "ref": "v0.9.4"},
         ),
         (
-            f"    source:\n      kind: tarball\n      url: https://example.com/ggml.tar.gz\n      sha256: {SHA_GGML}\n"
-            "      subdirectory: ggml-0.9.4\n",
+            "    source:\n      kind: tarball\n      url: https://example.com/ggml.tar.gz\n      "
+            f"sha256: {SHA_GGML}\n      subdirectory: ggml-0.9.4\n",
             {
                 "kind": "tarball",
                 "url": "https://example.com/ggml.tar.gz",
@@ -903,9 +905,8 @@ def test_the_matrix_goes_through_json_and_its_schema(tmp_path, which):
     )
     m = load_matrix(path)
     text = m.model_dump_json(exclude_unset=True)
-    assert json.loads(text) == yaml.safe_load(
-        path.read_text()
-    )  # what the file says, as the file says it
+    # what the file says, as the file says it
+    assert json.loads(text) == yaml.safe_load(path.read_text())
     jsonschema.validate(json.loads(text), schema())
     again = Matrix.model_validate_json(text).located(m.path, m.lines)
     assert again == m

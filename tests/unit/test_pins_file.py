@@ -1,4 +1,5 @@
-"""The pins file as a record: what resolve-refs writes it may replace; anything else it refuses to."""
+"""The pins file as a record: what resolve-refs writes
+it may replace; anything else it refuses to."""
 
 import json
 

@@ -130,7 +130,8 @@ def test_github_errors_given_as_a_string_are_one_message():
     assert G.github_message(text) == "Validation Failed: head branch is missing"
 
 
-# ---------------------------------------------------------------- issue 23: parsed userinfo, the edge
+# ----------------------------------------------------------------
+# issue 23: parsed userinfo, the edge
 
 import pytest  # noqa: E402
 

@@ -75,7 +75,7 @@ def _results(control_verdict="killed"):
 def test_summary_table(tmp_path):
     md = summary_markdown(results_of(_results()))
     assert "1/2 cells passed" in md
-    row = next(l for l in md.splitlines() if l.startswith("| ggml/cpu |") and "killed" in l)
+    row = next(ln for ln in md.splitlines() if ln.startswith("| ggml/cpu |") and "killed" in ln)
     assert "passed (2/2)" in row and "passed (3/3)" in row and LINE in row
     assert "Metal needs macOS" in md  # a skip is shown with its reason
 

@@ -1,6 +1,6 @@
-"""Issue 24: the matrix's cells run cheapest complete verdict first, one at a time with every core by
-default; each cell's verdict prints once its control is judged, and the run ends with the time each
-cell took."""
+"""Issue 24: the matrix's cells run cheapest complete verdict first, one at a time
+with every core by default; each cell's verdict prints once its control is judged, and
+the run ends with the time each cell took."""
 
 import io
 
