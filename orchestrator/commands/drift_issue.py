@@ -73,8 +73,7 @@ def run_url(env=os.environ) -> str:
 
 def run(args, matrix, cache) -> ExitCode:
     from .. import untrusted
-    from ..ci import drift_issue as D
-    from ..ci import proven as P
+    from ..ci import drift_issue, proven
     from ..model.results import load_results
     from ..upstream import github
     from ..upstream.github_api import body_json
@@ -87,17 +86,17 @@ def run(args, matrix, cache) -> ExitCode:
             f"{repo}); --dry-run sends nothing and needs none"
         )
     if not Path(args.status).exists():
-        raise ConfigError(f"{args.status}: no such file ({D.STATUS_JSON})")
-    status = D.read_status(untrusted.load_json(args.status, "status"), args.status)
+        raise ConfigError(f"{args.status}: no such file ({drift_issue.STATUS_JSON})")
+    status = drift_issue.read_status(untrusted.load_json(args.status, "status"), args.status)
     results = None
     if args.results:
         p = Path(args.results)
         loaded = load_results(p / "results.json" if p.is_dir() else p)[0]
-        proven = None
+        proven_cells = None
         if args.proven:
-            proven = P.cells(P.load(Path(args.proven)), loaded.profile or "")
-        results = D.read_results(loaded, proven)
-    client = D.IssuesClient(args.api_url, repo, token, args.timeout, args.bot)
+            proven_cells = proven.cells(proven.load(Path(args.proven)), loaded.profile or "")
+        results = drift_issue.read_results(loaded, proven_cells)
+    client = drift_issue.IssuesClient(args.api_url, repo, token, args.timeout, args.bot)
     if args.dry_run:
         print(
             "dry run: nothing sent; without --dry-run (and with "
@@ -105,11 +104,11 @@ def run(args, matrix, cache) -> ExitCode:
         )
     # reading changes nothing (a dry run without a token: none)
     found = client.find() if token else None
-    action, _ = D.decide(
+    action, _ = drift_issue.decide(
         found, status, results, run_url(), _dt.datetime.now(_dt.timezone.utc), args.partial
     )
     if args.dry_run:
-        for req in D.find_requests():
+        for req in drift_issue.find_requests():
             print(f"GET {client.url(req.path)}  (finds the issue by its marker, every page)")
         print(
             f"found: #{found.number} ({'open' if found.open else 'closed'})"
@@ -117,7 +116,7 @@ def run(args, matrix, cache) -> ExitCode:
             else "found: none"
         )
         print(f"decision: {action.kind}: {action.why}")
-        for req in D.requests_for(action):
+        for req in drift_issue.requests_for(action):
             print(
                 "\n"
                 + shown_request(req.method, client.url(req.path), token, body_json(req.payload)),
