@@ -355,7 +355,7 @@ def mutants_by_hand(cache_dir: Path, cell: dict, matrix) -> dict:
     still build the original's absolute paths): `git apply` it, ninja the two tests (the tool
     judges a mutant by each test separately), run both; the file is put back afterwards, not timed.
     Seconds per mutant, and each mutant's split."""
-    from orchestrator.patchset.layout import GATE_TEST, UPSTREAM_TEST, get_layout
+    from orchestrator.model.layout import GATE_TEST, UPSTREAM_TEST, get_layout
     from orchestrator.verdicts.mutants import load_mutants
 
     cell_dir = cache_dir / "cells" / cell["cell"].replace("/", "-")
@@ -394,7 +394,7 @@ def competing_by_hand(cache_dir: Path, cell: dict, matrix) -> dict:
     """Each competing fix by hand in the cell's own tree: the fix's files put back to the unfixed
     commit (not timed), `git apply` of the competing fix, ninja of both tests, both run (timed); the
     patched files put back afterwards (not timed). Seconds per competing fix."""
-    from orchestrator.patchset.layout import GATE_TEST, UPSTREAM_TEST, get_layout
+    from orchestrator.model.layout import GATE_TEST, UPSTREAM_TEST, get_layout
     from orchestrator.verdicts.competing import load_competing
 
     cell_dir = cache_dir / "cells" / cell["cell"].replace("/", "-")

@@ -119,7 +119,7 @@ def _dispatch(args: argparse.Namespace) -> ExitCode:
     from .config import load_matrix
     from .errors import ConfigError
     from .outdir import cache_problem, writable_dir
-    from .sources.pins import collect, pinned
+    from .pins import collect, pinned
 
     command = _command(args.command)
     # drift-issue reads only its own inputs: no matrix, no cache

@@ -16,9 +16,10 @@ from pydantic import Field, PrivateAttr, ValidationError, model_validator
 
 from . import backends, untrusted
 from . import config_records as rec
-from .config_records import Backend, MatrixRecord, Named, Str, matching
+from .config_records import Backend, MatrixRecord, Named, Str
 from .errors import ConfigError
-from .patchset.layout import GATE_TEST, LAYOUTS
+from .model.layout import GATE_TEST, LAYOUTS
+from .model.values import WORDS, Name, matching
 from .sources.git import GitSource
 from .sources.local import LocalSource
 from .sources.pypi_sdist import PypiSdist
@@ -49,10 +50,6 @@ _KINDS = {
 _KINDS.update(model="an object", model_attributes="an object", list="an array", tuple="an array")
 _SAID = {"union_tag_not_found": "missing required key 'kind'", "too_short": "must not be empty"}
 _SAID.update(greater_than="expected a positive number, got {value!r}")
-Name = Annotated[
-    str,
-    matching(r"[A-Za-z0-9][A-Za-z0-9._-]*", "is not a valid name (letters, digits, '.', '_', '-')"),
-]
 _REPO = r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+"  # OWNER/NAME
 Repo = Annotated[
     str,
@@ -375,7 +372,7 @@ def _problems(
                 f"got {type(value).__name__} {value!r}"
             )
         elif kind == "string_pattern_mismatch":
-            msg = f"{value!r} {rec.WORDS[ctx['pattern']]}"
+            msg = f"{value!r} {WORDS[ctx['pattern']]}"
         else:  # SCHEMA_ERROR, VALUE_ERROR: the words are the type's
             msg = ctx.get("message", err["msg"])
         container = kind in ("missing", "unknown_key") or err["loc"][-1] == "[key]"

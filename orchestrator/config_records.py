@@ -11,23 +11,17 @@ from typing import Annotated, Any, Callable, Optional, TypeVar, Union
 from pydantic import AfterValidator, ConfigDict, Field, PrivateAttr, Strict, model_validator
 from pydantic_core import PydanticCustomError
 
+from .model.values import matching
 from .records import Record
 
 # a value's form; what only code can say
 SCHEMA_ERROR, VALUE_ERROR = ("matrix_schema", "matrix_value")
-WORDS: dict[str, str] = {}  # a pattern -> what a string that does not match it is not
 S = TypeVar("S", bound="Source")
 
 
 def problem(kind: str, message: str) -> PydanticCustomError:
     """An error whose words are the message (VALUE_ERRORs are reported after every SCHEMA_ERROR)."""
     return PydanticCustomError(kind, "{message}", {"message": message})
-
-
-def matching(pattern: str, what: str) -> Any:
-    """A string (strictly) matching `pattern` (in the schema too); "'VALUE' `what`" if not."""
-    WORDS[f"^{pattern}$"] = what
-    return Field(pattern=f"^{pattern}$", strict=True)
 
 
 def _inside(value: str) -> str:
@@ -47,9 +41,6 @@ def _unique(items: tuple[Any, ...]) -> tuple[Any, ...]:
 
 Text = Annotated[str, Strict()]
 Str = Annotated[str, Strict(), Field(min_length=1)]
-SHA256 = Annotated[
-    str, matching("[0-9a-f]{64}", "is not a sha256 (expected 64 lowercase hex digits)")
-]
 RELPATH = Annotated[str, Strict(), Field(min_length=1), AfterValidator(_inside)]
 Unique = AfterValidator(_unique)
 # POSIX: what a shell and execve accept

@@ -20,8 +20,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from .model.results import CellStatus
 from .redact import redact
-from .report.model import CellStatus
 
 _COLOUR = {
     CellStatus.PASSED.value: "green",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:  # the record, with pydantic, loads with a matrix: not for `--help` (start-up)
     from ..config_records import Backend
-    from ..report.model import DeviceInfo
+    from ..model.results import DeviceInfo
 
 
 class BackendModule:
@@ -26,7 +26,7 @@ class BackendModule:
         str, str
     ] = {}  # test -> why this backend does not run it (the cell reports it skipped)
     # why this backend does not run the known-wrong fixes (None: it runs them)
-    no_mutants: Optional[str] = None
+    mutants_skip_reason: Optional[str] = None
     # how much a cell costs against a CPU cell (cold build
     # and tests): the run starts with the cheapest
     relative_cost = 1.0
@@ -70,7 +70,7 @@ class BackendModule:
 
     def device_info(self, backend: Backend) -> DeviceInfo:
         """What the tests will run on (driver, ICD, ...), recorded in results.json."""
-        from ..report.model import DeviceInfo  # pydantic: not at `--help` (start-up)
+        from ..model.results import DeviceInfo  # pydantic: not at `--help` (start-up)
 
         return DeviceInfo()
 

@@ -19,7 +19,7 @@ from ..config_records import Backend
 from .base import BackendModule
 
 if TYPE_CHECKING:
-    from ..report.model import DeviceInfo
+    from ..model.results import DeviceInfo
 
 ASAN_OPTIONS = "detect_leaks=1:abort_on_error=1:verify_asan_link_order=0"
 UBSAN_OPTIONS = "halt_on_error=1:abort_on_error=1:print_stacktrace=1"
@@ -54,14 +54,14 @@ class CpuSanitize(BackendModule):
         "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
     )
     skip_tests = {"test-opt": TEST_OPT_SKIP}
-    no_mutants = MUTANTS_SKIP
+    mutants_skip_reason = MUTANTS_SKIP
     default_env = {"ASAN_OPTIONS": ASAN_OPTIONS, "UBSAN_OPTIONS": UBSAN_OPTIONS}
 
     def missing_beyond_tools(self, backend: Backend) -> Optional[str]:
         return sanitizer_link_error(os.environ.get("CC") or "cc")
 
     def device_info(self, backend: Backend) -> DeviceInfo:
-        from ..report.model import DeviceInfo  # pydantic: not at `--help` (start-up)
+        from ..model.results import DeviceInfo  # pydantic: not at `--help` (start-up)
 
         env = self.test_env(backend)
         return DeviceInfo(

@@ -15,7 +15,7 @@ from ..config_records import Backend
 from .base import BackendModule, command_output
 
 if TYPE_CHECKING:
-    from ..report.model import DeviceInfo
+    from ..model.results import DeviceInfo
 
 TOOLKIT_HINT = (
     "install the CUDA toolkit (nvcc and cuBLAS), or pip install nvidia-cuda-nvcc nvidia-cublas"
@@ -145,7 +145,7 @@ class Cuda(BackendModule):
         return flags
 
     def device_info(self, backend: Backend) -> DeviceInfo:
-        from ..report.model import DeviceInfo  # pydantic: not at `--help` (start-up)
+        from ..model.results import DeviceInfo  # pydantic: not at `--help` (start-up)
 
         query = [
             "nvidia-smi",

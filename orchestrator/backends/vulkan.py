@@ -18,7 +18,7 @@ from ..config_records import Backend
 from .base import BackendModule, command_output
 
 if TYPE_CHECKING:
-    from ..report.model import DeviceInfo
+    from ..model.results import DeviceInfo
 
 SETUP = "scripts/setup-vulkan-lavapipe.sh"
 MIN_HEADERS = (1, 4)  # 1.3.x lacks vk::LayerSettingEXT, which ggml-vulkan uses
@@ -167,7 +167,7 @@ class Vulkan(BackendModule):
         return None
 
     def device_info(self, backend: Backend) -> DeviceInfo:
-        from ..report.model import DeviceInfo, VulkanSetup  # pydantic: not at `--help` (start-up)
+        from ..model.results import DeviceInfo, VulkanSetup  # pydantic: not at `--help` (start-up)
 
         env = self.test_env(backend)
         info = DeviceInfo(

@@ -61,7 +61,7 @@ def run_url(env=os.environ) -> str:
 def run(args, matrix, cache) -> ExitCode:
     from .. import untrusted
     from ..ci import drift_issue as D
-    from ..report.model import load_results
+    from ..model.results import load_results
     from ..upstream import github
     from ..upstream.github_api import body_json
 

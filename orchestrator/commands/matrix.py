@@ -52,8 +52,8 @@ def add_arguments(p) -> None:
 
 def run(args, matrix, cache) -> ExitCode:
     from ..config import require_native_tests
+    from ..model.results import CellStatus
     from ..outdir import check, claim, made_results
-    from ..report.model import CellStatus
     from ..report.summary import write_results
     from ..run.matrix import RunOptions, run_matrix
 

@@ -80,9 +80,9 @@ def _copy_logs(names: list[tuple[object, str]], src_dir: Path, out: Path) -> Non
 
 
 def run(args, matrix, cache) -> ExitCode:
+    from ..model.results import CellStatus, load_results, overall_exit_code
     from ..outdir import check, claim, made_results
     from ..report.merge import merge_results
-    from ..report.model import CellStatus, load_results, overall_exit_code
     from ..report.summary import write_results
 
     # before anything is read or merged: no user's files
@@ -120,7 +120,7 @@ def never_reported(matrix, profile: str, present: set[str]) -> list:
     """An error cell (the tool error: Cell's default exit code) for each cell of
     `profile` without results: its leg timed out, was cancelled or died before uploading.
     Absent from a merge it would pass unnoticed."""
-    from ..report.model import Cell, CellStatus
+    from ..model.results import Cell, CellStatus
 
     why = "no results: its CI leg never reported (timed out, cancelled or died before uploading)"
     missing = []

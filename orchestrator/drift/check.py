@@ -21,11 +21,11 @@ from .. import sources
 from ..cache import Cache, slug
 from ..config import Matrix, Target
 from ..errors import ConfigError, SourceUnavailable
+from ..model.layout import get_layout, translate
+from ..model.results import Provenance
 from ..patchset.files import load_series, write_patches
-from ..patchset.layout import get_layout, translate
 from ..patchset.render import render
 from ..patchset.series import Series
-from ..report.model import Provenance
 from ..vcs.runner import error_line
 from ..vcs.snapshots import SnapshotRepo, Worktree
 from . import status as S

@@ -8,7 +8,7 @@ from typing import Callable, TypeVar
 from .. import untrusted
 from ..config import Matrix, _line_for, require_native_tests
 from ..errors import ConfigError
-from .layout import GATE_TEST
+from ..model.layout import GATE_TEST
 from .series import Series, parse_patch
 
 T = TypeVar("T")

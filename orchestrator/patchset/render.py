@@ -12,9 +12,9 @@ from typing import Callable, Optional
 from .. import sources
 from ..cache import Cache
 from ..config import Matrix, Target
+from ..model.layout import GATE_TEST, REGISTRATION_FILE, Layout, get_layout, registered, translate
 from ..vcs.snapshots import SnapshotRepo
 from .files import load_series
-from .layout import GATE_TEST, REGISTRATION_FILE, Layout, get_layout, registered, translate
 from .series import HEADER_PATH, FileDiff, Series, git_blob_id, unified_file_diff
 
 

@@ -14,7 +14,7 @@ from typing import Optional
 import unidiff
 
 from ..errors import ConfigError
-from .layout import GATE_TEST
+from ..model.layout import GATE_TEST
 
 _DIFF_START = re.compile(r"^diff --git ", re.M)
 _SIGNATURE = re.compile(r"\n-- \n[0-9][^\n]*\n\s*\Z")

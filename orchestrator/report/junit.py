@@ -14,8 +14,8 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Callable, Optional, Sequence
 
-from ..patchset.layout import GATE_TEST, TESTS, UPSTREAM_TEST
-from .model import (
+from ..model.layout import GATE_TEST, TESTS, UPSTREAM_TEST
+from ..model.results import (
     AttributionEntry,
     Cell,
     CellStatus,

@@ -7,7 +7,7 @@ import time
 from typing import Iterable, Optional, Sequence
 
 from ..errors import ConfigError
-from .model import Parallel, Results, overall_exit_code
+from ..model.results import Parallel, Results, overall_exit_code
 
 
 def merge_results(

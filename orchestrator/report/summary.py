@@ -7,12 +7,8 @@ from typing import Optional
 
 from .. import untrusted
 from ..finetune import section as evidence_section
-from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
-from ..redact import redact, redact_data
-from ..verdicts.mutants import kill_line, tally_line
-from ..verdicts.training import table_markdown
-from .junit import junit_xml
-from .model import (
+from ..model.layout import GATE_TEST, UPSTREAM_TEST
+from ..model.results import (
     COMPETING_PREFIX,
     MUTANT_PREFIX,
     Cell,
@@ -26,6 +22,10 @@ from .model import (
     dump_results,
     results_of,
 )
+from ..redact import redact, redact_data
+from ..verdicts.mutants import kill_line, tally_line
+from ..verdicts.training import table_markdown
+from .junit import junit_xml
 
 _ICON = {
     CellStatus.PASSED: "✅",

@@ -49,9 +49,9 @@ class GitSource(Source):
 
 
 class Pinned(GitSource):
-    """A git source a run's plan pinned (sources/pins.py): `ref` is the commit, `pinned_from` the
-    ref matrix.yaml names; or `unreachable`, why the plan
-    could not reach it. Never in matrix.yaml."""
+    """A git source a run's plan pinned (pins.py): `ref` is the commit, `pinned_from` the
+    ref matrix.yaml names; or `unreachable`, why the plan could not reach it.
+    Never in matrix.yaml."""
 
     pinned_from: str = ""
     pinned_ref: str = ""

@@ -30,8 +30,9 @@ import requests
 
 from .. import untrusted
 from ..cache import Cache, slug
-from ..config_records import RELPATH, SHA256, Source, Str, checked
+from ..config_records import RELPATH, Source, Str, checked
 from ..errors import SourceUnavailable
+from ..model.values import Sha256
 from ..urls import FULL_SHA
 from ..vcs.snapshots import SnapshotRepo
 from . import http
@@ -72,7 +73,7 @@ class PypiSdist(Source):
     kind: Literal["pypi-sdist"]
     package: Annotated[Str, checked(_package)]
     version: Annotated[Str, checked(_version)]
-    sha256: SHA256
+    sha256: Sha256
     subdirectory: RELPATH = ""
 
 

@@ -15,8 +15,9 @@ from urllib.parse import urlparse
 import requests
 
 from ..cache import Cache, slug
-from ..config_records import RELPATH, SHA256, Source, Str, checked
+from ..config_records import RELPATH, Source, Str, checked
 from ..errors import SourceUnavailable
+from ..model.values import Sha256
 from ..redact import redact
 from ..urls import FULL_SHA, http_url_problem
 from ..vcs.snapshots import SnapshotRepo
@@ -39,7 +40,7 @@ class TarballSource(Source):
 
     kind: Literal["tarball"]
     url: Annotated[Str, checked(http_url_problem, ": ")]
-    sha256: SHA256
+    sha256: Sha256
     subdirectory: RELPATH = ""
 
 

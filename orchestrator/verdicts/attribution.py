@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from typing import Mapping, Optional
 
-from ..patchset.layout import GATE_TEST
-from ..report.model import AttributionEntry, AttributionLabel, RowStatus, TestRecord
+from ..model.layout import GATE_TEST
+from ..model.results import AttributionEntry, AttributionLabel, RowStatus, TestRecord
 from .classify import CRASHED, FAILED, PASSED, SKIPPED, strip_ansi
 
 PRE_EXISTING, REGRESSION, UNKNOWN = (

@@ -7,7 +7,7 @@ import re
 import signal as _signal
 from typing import Mapping, NamedTuple, Optional
 
-from ..report.model import CellStatus, Outcome, Verdict
+from ..model.results import CellStatus, Outcome, Verdict
 
 # The words, as the results model spells them.
 PASSED, FAILED, CRASHED = Outcome.PASSED, Outcome.FAILED, Outcome.CRASHED

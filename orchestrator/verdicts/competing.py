@@ -20,11 +20,11 @@ from typing import Mapping, Optional
 
 from ..config import Matrix
 from ..errors import ConfigError
+from ..model.layout import GATE_TEST
+from ..model.results import CompetingJudged, CompetingVerdict, Outcome, TestRecord
 from ..patchset.files import read_diff_files
-from ..patchset.layout import GATE_TEST
 from ..patchset.render import DiffInLayout
 from ..patchset.series import FileDiff, parse_patch
-from ..report.model import CompetingJudged, CompetingVerdict, Outcome, TestRecord
 from .classify import gate_failure_line, strip_ansi
 
 REQUIRED = ("Competing fix", "URL", "Date", "Author's summary")

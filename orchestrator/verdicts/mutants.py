@@ -13,11 +13,11 @@ from typing import Mapping, Optional
 
 from ..config import Matrix
 from ..errors import ConfigError
+from ..model.layout import GATE_TEST, UPSTREAM_TEST
+from ..model.results import Outcome, TestRecord, Verdict
 from ..patchset.files import read_diff_files
-from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..patchset.render import DiffInLayout
 from ..patchset.series import FileDiff, parse_patch
-from ..report.model import Outcome, TestRecord, Verdict
 from .classify import INVALID, KILLED, SURVIVED, GateVerdict, gate_verdict
 from .competing import first_failing_line
 

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from ..report.model import EpochLoss
+from ..model.results import EpochLoss
 
 _EPOCH = re.compile(
     r"^epoch=(?P<epoch>\d+) train_loss=(?P<train>\S+) eval_loss=(?P<eval>\S+)\s*$", re.M

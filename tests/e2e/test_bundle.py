@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.report.model import load_results
+from orchestrator.model.results import load_results
 
 from ..helpers.bundle_checks import check_body_against_results
 from ..helpers.samples import GATE, UPSTREAM, control_survived, results_dir

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.patchset.layout import (
+from orchestrator.model.layout import (
     GATE_TEST,
     LAYOUTS,
     build_plan,

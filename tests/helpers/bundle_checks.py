@@ -5,7 +5,7 @@ the checks read the results as results.json holds them
 import re
 from typing import Any, Callable
 
-from orchestrator.report.model import Results
+from orchestrator.model.results import Results
 
 from .samples import GATE, UPSTREAM
 

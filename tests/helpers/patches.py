@@ -2,7 +2,7 @@
 
 import unidiff
 
-from orchestrator.patchset.layout import LAYOUTS, register_gate_test
+from orchestrator.model.layout import LAYOUTS, register_gate_test
 from orchestrator.patchset.series import FileDiff, Series, parse_series, unified_file_diff
 
 from .tools import ROOT

@@ -9,7 +9,7 @@ import pytest
 
 from orchestrator.ci.annotations import cell_annotations, escape_data, repo_path
 from orchestrator.config import load_matrix
-from orchestrator.report.model import Cell, Results, SeriesInfo
+from orchestrator.model.results import Cell, Results, SeriesInfo
 
 from ..helpers.tools import ROOT, run_tool
 

@@ -19,7 +19,7 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Response
 
 from orchestrator.ci import drift_issue as D
-from orchestrator.report.model import Cell, Results, SeriesInfo, dump_results
+from orchestrator.model.results import Cell, Results, SeriesInfo, dump_results
 
 from ..helpers.tools import ROOT
 

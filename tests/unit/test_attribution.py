@@ -3,7 +3,7 @@ against the same test (and device) without it."""
 
 import pytest
 
-from orchestrator.report.model import AttributionEntry, DeviceRow, TestRecord
+from orchestrator.model.results import AttributionEntry, DeviceRow, TestRecord
 from orchestrator.verdicts import attribution, classify
 from orchestrator.verdicts.attribution import (
     ANY_DEVICE,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.report.model import (
+from orchestrator.model.results import (
     Build,
     Cell,
     CellStatus,

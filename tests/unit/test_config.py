@@ -860,6 +860,20 @@ def test_each_source_kind_owns_its_model_and_the_matrix_schema_composes_them():
         assert "kind" in kind["required"] and kind["additionalProperties"] is False
 
 
+def test_the_source_registry_names_each_kind_of_the_matrix_once():
+    """sources.KINDS maps each `kind:` to its model and its snapshot function (no lookup by
+    module name): the same kinds, in the same order, as the matrix's union of options."""
+    from orchestrator import sources
+    from orchestrator.config import Target
+
+    models = Target.model_fields["source"].annotation.__args__
+    assert [k.model for k in sources.KINDS.values()] == list(models)
+    for name, kind in sources.KINDS.items():
+        assert kind.model.model_fields["kind"].annotation.__args__ == (name,)
+        assert kind.snapshot.__module__ == kind.model.__module__
+        assert kind.snapshot.__name__ == "snapshot"
+
+
 # ---- the records: JSON and the published schema; hostile values ----
 
 

@@ -430,7 +430,7 @@ def test_the_section_is_added_replaced_and_kept_by_a_matrix_run():
 
 
 def test_a_matrix_run_keeps_the_evidence_section_in_summary_md(tmp_path):
-    from orchestrator.report.model import load_results
+    from orchestrator.model.results import load_results
     from orchestrator.report.summary import write_results
 
     results, _ = load_results(Path(__file__).parents[1] / "data" / "results-cpu-sample.json")

@@ -6,8 +6,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from orchestrator.model.results import results_of
 from orchestrator.report.junit import CONTROL_GATE_NAME, junit_xml
-from orchestrator.report.model import results_of
 from orchestrator.report.summary import write_results
 
 LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orchestrator.errors import ConfigError, ExitCode
-from orchestrator.patchset.layout import (
+from orchestrator.model.layout import (
     GATE_TEST,
     LAYOUTS,
     TESTS,

@@ -4,9 +4,9 @@ rendered into each layout) and the verdicts."""
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.patchset.layout import get_layout
+from orchestrator.model.layout import get_layout
+from orchestrator.model.results import TestRecord, Verdict
 from orchestrator.patchset.series import unified_file_diff
-from orchestrator.report.model import TestRecord, Verdict
 from orchestrator.verdicts.classify import CRASHED, FAILED, PASSED, TIMEOUT
 from orchestrator.verdicts.mutants import kill_line, mutant_verdict, parse_mutant
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.sources.pins import PinsFile, Unreachable, made_pins, read_pins_file
+from orchestrator.pins import PinsFile, Unreachable, made_pins, read_pins_file
 
 SHA = "a" * 40
 OWN = {

@@ -2,7 +2,7 @@
 words come from patches/cover.md only, the tool's data sit under "Additional information" in
 ASCII; a cover with placeholders makes a draft; ISSUE.md holds the reproduction and nothing else."""
 
-from orchestrator.report.model import DeviceInfo, Results, TrainingComparison, load_results
+from orchestrator.model.results import DeviceInfo, Results, TrainingComparison, load_results
 from orchestrator.upstream import bundle as B
 from orchestrator.upstream import cover as C
 from orchestrator.upstream import documents as D

@@ -2,7 +2,7 @@
 
 import json
 
-from orchestrator.report.model import results_of
+from orchestrator.model.results import results_of
 from orchestrator.report.summary import summary_markdown, write_results
 
 LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"

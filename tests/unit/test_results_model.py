@@ -1,4 +1,4 @@
-"""The results model (report/model.py): results.json read and written with today's keys and
+"""The results model (model/results.py): results.json read and written with today's keys and
 meanings, every record through JSON and its published schema, an unknown key or a malformed file
 refused in one line."""
 
@@ -8,8 +8,8 @@ import json
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.report import model as M
-from orchestrator.report.model import (
+from orchestrator.model import results as M
+from orchestrator.model.results import (
     AttributionLabel,
     CellStatus,
     Outcome,

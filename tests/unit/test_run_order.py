@@ -8,8 +8,8 @@ from rich.console import Console
 
 from orchestrator import backends
 from orchestrator.config import load_matrix
+from orchestrator.model.results import RecordStatus, VariantRecord, Verdict
 from orchestrator.progress import Reporter, cell_time_lines
-from orchestrator.report.model import RecordStatus, VariantRecord, Verdict
 from orchestrator.run.cell import verdict_line
 from orchestrator.run.matrix import cheapest_first, plan_parallelism
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.errors import ConfigError, ExitCode
-from orchestrator.patchset.layout import RegistrationError, get_layout, register_gate_test
+from orchestrator.model.layout import RegistrationError, get_layout, register_gate_test
 from orchestrator.patchset.render import render
 from orchestrator.patchset.series import (
     Series,

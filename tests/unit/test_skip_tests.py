@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from orchestrator.model.results import Outcome, TestRecord, results_of
 from orchestrator.report.junit import CONTROL_GATE_NAME, junit_xml
-from orchestrator.report.model import Outcome, TestRecord, results_of
 from orchestrator.report.summary import summary_markdown
 from orchestrator.upstream import bundle as B
 from orchestrator.upstream import pr_body, views

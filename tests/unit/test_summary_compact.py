@@ -4,7 +4,7 @@ table names each known-wrong fix, its verdict and the gate's first FAIL line."""
 
 import copy
 
-from orchestrator.report.model import results_of
+from orchestrator.model.results import results_of
 from orchestrator.report.summary import summary_markdown
 
 from ..helpers.samples import GATE, sample, with_sanitize_cell

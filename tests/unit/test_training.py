@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from orchestrator.report.model import EpochLoss
+from orchestrator.model.results import EpochLoss
 from orchestrator.verdicts.training import (
     diverges_as_predicted,
     epochs,

@@ -3,7 +3,7 @@ bytes differ are written, stale ones removed."""
 
 import shutil
 
-from orchestrator.patchset.refresh import write_series
+from orchestrator.drift.refresh import write_series
 from orchestrator.patchset.series import parse_series
 
 from ..helpers.forks import ROOT

@@ -12,14 +12,14 @@ from typing import Optional
 from .. import sources
 from ..cache import Cache
 from ..config import Matrix, Target
-from ..drift.check import attempt, series_base, status_dirs
-from ..drift.status import CONFLICTED, PRESENT
 from ..errors import ConfigError, SeriesDoesNotApply
+from ..model.layout import GATE_TEST, get_layout
+from ..patchset.files import read_series, write_patches, write_series
+from ..patchset.render import render
+from ..patchset.series import Series, parse_series
 from ..vcs.snapshots import SnapshotRepo, Worktree
-from .files import read_series, write_patches, write_series
-from .layout import GATE_TEST, get_layout
-from .render import render
-from .series import Series, parse_series
+from .check import attempt, series_base, status_dirs
+from .status import CONFLICTED, PRESENT
 
 
 @dataclass

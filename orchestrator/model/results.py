@@ -11,14 +11,14 @@ import enum
 import hashlib
 import json
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Optional
+from typing import Any, Iterable, Optional
 
 from pydantic import Field, model_serializer, model_validator
-from pydantic import StringConstraints as Pattern
 
 from .. import untrusted
 from ..errors import ConfigError, ExitCode
 from ..records import Record, parse
+from .values import CellId, Commit, Name, Seconds
 
 SCHEMA_VERSION = 1
 
@@ -92,12 +92,6 @@ class RecordStatus(Word):
 
 MUTANT_PREFIX = "mutant:"  # a mutant's variant: "mutant:<file name without .patch>"
 COMPETING_PREFIX = "competing:"  # a competing fix's variant: "competing:<file name without .patch>"
-
-# names become folders (a bundle's out/<target>) and commits reach git: never a path or an option
-Name = Annotated[str, Pattern(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
-CellId = Annotated[str, Pattern(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")]
-Commit = Annotated[str, Pattern(pattern=r"^[0-9a-f]{40}$")]
-Seconds = Annotated[float, Field(ge=0)]
 
 
 class DeviceRow(Record):

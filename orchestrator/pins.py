@@ -14,13 +14,13 @@ from typing import Any, Iterable, Literal, Mapping, Optional, Union
 from pydantic import field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from .. import untrusted
-from ..config import Matrix
-from ..errors import ConfigError
-from ..records import Record, parse
-from ..urls import FULL_SHA
-from . import SourceUnreachable
-from .git import Pinned, ls_remote
+from . import untrusted
+from .config import Matrix
+from .errors import ConfigError
+from .records import Record, parse
+from .sources import SourceUnreachable
+from .sources.git import Pinned, ls_remote
+from .urls import FULL_SHA
 
 
 class Pin(Record):
