@@ -454,8 +454,8 @@ def test_dry_run_prints_the_requests_and_sends_nothing(tmp_path, api, gh):
     assert "found: none" in out
     assert "decision: open: ggml-master: conflict" in out
     assert (
-        f"POST {api.url_for('/repos/owner/proj/issues')}\nAuthorization: "
-        "Bearer (GITHUB_TOKEN is not set)" in out
+        f"POST {api.url_for('/repos/owner/proj/issues')}\n"
+        "Authorization: Bearer (GITHUB_TOKEN is not set)" in out
     )
     assert '"title": "ggml-patch: the series drifted or a cell failed"' in out
     assert gh.requests == []
