@@ -30,6 +30,19 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--repo", required=True, metavar="OWNER/NAME", help="the repository the issue lives in"
     )
+    p.add_argument(
+        "--bot",
+        metavar="LOGIN",
+        default="github-actions[bot]",
+        help="the account the token writes as: only an issue it wrote (with the tool's label) is "
+        "the drift issue (default: github-actions[bot], the workflows' GITHUB_TOKEN)",
+    )
+    p.add_argument(
+        "--proven",
+        metavar="FILE",
+        help="the record of legs proven on github.com (.github/ggml-patch-proven.yaml): a "
+        "failing cell without a proven leg is marked not yet proven on GitHub",
+    )
     add_api_url(p)
     add_seconds(p, "--timeout", 30.0, "API timeout in seconds (default: 30)")
     p.add_argument(
@@ -60,7 +73,7 @@ def run_url(env=os.environ) -> str:
 
 def run(args, matrix, cache) -> ExitCode:
     from .. import untrusted
-    from ..ci import drift_issue
+    from ..ci import drift_issue, proven
     from ..model.results import load_results
     from ..upstream import github
     from ..upstream.github_api import body_json
@@ -78,8 +91,12 @@ def run(args, matrix, cache) -> ExitCode:
     results = None
     if args.results:
         p = Path(args.results)
-        results = drift_issue.read_results(load_results(p / "results.json" if p.is_dir() else p)[0])
-    client = drift_issue.IssuesClient(args.api_url, repo, token, args.timeout)
+        loaded = load_results(p / "results.json" if p.is_dir() else p)[0]
+        proven_cells = None
+        if args.proven:
+            proven_cells = proven.cells(proven.load(Path(args.proven)), loaded.profile or "")
+        results = drift_issue.read_results(loaded, proven_cells)
+    client = drift_issue.IssuesClient(args.api_url, repo, token, args.timeout, args.bot)
     if args.dry_run:
         print(
             "dry run: nothing sent; without --dry-run (and with "

@@ -91,8 +91,8 @@ def drift(tool_cache, tmp_path_factory):
         )
     targets["fork-tag"] = f"layout: llama.cpp\nsource: {{kind: git, url: '{fork}', ref: v-near}}\n"
     targets["offline"] = (
-        "layout: llama.cpp\nsource: {kind: git, url: "
-        "'http://127.0.0.1:9/llama.cpp.git', ref: master}\n"
+        "layout: llama.cpp\n"
+        "source: {kind: git, url: 'http://127.0.0.1:9/llama.cpp.git', ref: master}\n"
     )
     matrix_path = write_matrix(tmp, targets)
     cache = seeded_cache(tmp / "cache", tool_cache)

@@ -198,8 +198,8 @@ def test_a_policy_that_allows_automation():
 
 def test_a_prohibition_under_a_prohibited_heading_and_in_code_is_told_apart():
     agents = (
-        "### Prohibited\n\n- Automated commits or PR "
-        "submissions\n\n```sh\n# never run git push for users\n```\n"
+        "### Prohibited\n\n- Automated commits or PR submissions\n\n```sh\n"
+        "# never run git push for users\n```\n"
     )
     p = P.derive("x", "a" * 40, {"AGENTS.md": agents})
     # the fenced line is an example
