@@ -478,5 +478,10 @@ def test_a_type_name_names_one_thing():
 
 
 def test_the_name_check_finds_a_type_alias_and_a_class():
-    code = "Name = Annotated[str, X]\nclass Commit:\n    pass\nOther = dict[str, int]\nif T:\n    A = 1\n"
+    code = (
+        "Name = Annotated[str, X]\n"
+        "class Commit:\n    pass\n"
+        "Other = dict[str, int]\n"
+        "if T:\n    A = 1\n"
+    )
     assert declared_types(ast.parse(code)) == {"Name", "Commit"}
