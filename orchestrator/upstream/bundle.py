@@ -38,7 +38,7 @@ from ..verdicts.related import load_related
 from ..verdicts.training import can_plot, plot
 from . import authorship, cover, documents, policy
 from .manifest import Durations, Manifest, Verification, VerifiedTest, read_manifest
-from .views import NOT_RUN, TRAINING_PLOT, Commit, one_line, training_cell
+from .views import NOT_RUN, TRAINING_PLOT, SeriesCommit, one_line, training_cell
 
 MANIFEST = "manifest.json"
 
@@ -350,7 +350,8 @@ def bundle_target(
         head = authorship.reauthor(str(repo.path), base, patched, opts.author, opts.assisted_by)
         patches = format_patch(repo, base, head)
         commits = [
-            Commit(subject, body, files) for _, subject, body, files in repo.commits(base, head)
+            SeriesCommit(subject, body, files)
+            for _, subject, body, files in repo.commits(base, head)
         ]
         opts.log(
             f"{target_name}: verifying {len(patches)} patches on a fresh copy of {base[:12]} "

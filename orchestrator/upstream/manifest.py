@@ -18,7 +18,7 @@ from ..records import Record, parse
 from ..urls import git_url_problem
 from ..verdicts.known_limits import KnownLimit
 
-Layout = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]+$")]
+LayoutName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]+$")]
 PULL_REQUEST, VERIFY_ONLY = "pull-request", "verify-only"
 DEFAULT_MAX_COMMENT_LINES = 2  # ggml-patch's own standard where the target states none
 
@@ -237,7 +237,7 @@ class Manifest(Record):
     schema_version: Optional[int] = Field(default=None, ge=1, le=1)
     tool: Optional[str] = None
     target: Name
-    layout: Optional[Layout] = None
+    layout: Optional[LayoutName] = None
     base: Base = Field(default_factory=Base)
     patched_commit: Optional[Commit] = None
     series: Optional[SeriesDigest] = None

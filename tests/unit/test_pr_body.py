@@ -15,12 +15,12 @@ from ..helpers.tools import DATA
 LLAMA = DATA / "upstream-policy" / "llama.cpp"
 TEMPLATE_TEXT = (LLAMA / ".github" / "pull_request_template.md").read_text(encoding="utf-8")
 COMMITS = [
-    B.Commit(
+    B.SeriesCommit(
         "ggml-opt : zero gradient accumulators each period with per-step graphs",
         "The accumulators are never zeroed.",
         ("ggml/src/ggml-opt.cpp",),
     ),
-    B.Commit(
+    B.SeriesCommit(
         "tests : add test-opt-dynamic-accum for per-step gradient accumulation",
         "The new test.",
         ("tests/CMakeLists.txt", "tests/test-opt-dynamic-accum.cpp"),
