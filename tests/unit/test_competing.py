@@ -106,11 +106,9 @@ def test_a_malformed_file_in_the_folder_is_named_with_its_folder(tmp_path):
 
 
 def _rec(outcome, output="", code=None):
-    return TestRecord(
-        outcome=outcome,
-        exit_code=code if code is not None else (0 if outcome == Outcome.PASSED else 1),
-        output=output,
-    )
+    if code is None:
+        code = 0 if outcome == Outcome.PASSED else 1
+    return TestRecord(outcome=outcome, exit_code=code, output=output)
 
 
 FIXED = {UPSTREAM_TEST: Outcome.PASSED, GATE_TEST: Outcome.PASSED}
