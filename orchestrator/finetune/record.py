@@ -12,6 +12,7 @@ from typing import Annotated, Any, Iterable, Literal, Optional, Union
 
 from pydantic import ConfigDict, Field, StringConstraints, ValidationError
 
+from ..model.values import Seconds, Sha256
 from ..records import Record, error_line
 from ..run import resultcache
 from .cases import MAX_EPOCHS, N_CTX, Case
@@ -22,7 +23,6 @@ FINETUNE_SCHEMA_VERSION = 3
 FINETUNE_KEY_VERSION = 3  # bump when the meaning of a cached finetune result changes
 
 Text = Annotated[str, StringConstraints(max_length=4096)]
-Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")]
 # a plain relative path of the tree: never absolute, never "..", no option
 TreePath = Annotated[
@@ -31,7 +31,6 @@ TreePath = Annotated[
         pattern=r"^[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*$", max_length=200
     ),
 ]
-Seconds = Annotated[float, Field(ge=0)]
 Loss = float  # nan and inf included: a diverged run's loss (written as NaN / Infinity)
 Losses = Annotated[list[Loss], Field(max_length=MAX_EPOCHS)]
 Files = Annotated[list[TreePath], Field(max_length=16)]

@@ -32,8 +32,8 @@ from .. import outdir
 from ..cache import Cache
 from ..config import Backend, Matrix, Target
 from ..errors import BuildFailed, ConfigError
+from ..model.layout import BuildPlan, get_layout
 from ..patchset.files import load_series
-from ..patchset.layout import BuildPlan, get_layout
 from ..patchset.render import render
 from ..progress import Reporter
 from ..records import Record
@@ -58,7 +58,7 @@ from ..vcs.snapshots import SnapshotRepo
 from ..verdicts.training import can_plot
 from . import results as ft
 from . import section as evidence_section
-from . import tiny_model as tm
+from . import tiny_model
 from .bundle import PLOT
 from .record import ModelDims
 
@@ -166,7 +166,7 @@ def model_file(
     with scratch_dir as scratch:
         vocab_path = Path(scratch) / Path(vocab_name).name
         vocab_path.write_bytes(vocab)
-        made = tm.make(vocab_path, path, seed)
+        made = tiny_model.make(vocab_path, path, seed)
     model = ft.RandomModel(
         sha256=made.sha256,
         seed=made.seed,
@@ -183,7 +183,10 @@ def model_file(
 
 
 def gather_inputs(
-    ctx: CellContext, snap: Snapshot, log: Callable[[str], None], seed: int = tm.DEFAULT_SEED
+    ctx: CellContext,
+    snap: Snapshot,
+    log: Callable[[str], None],
+    seed: int = tiny_model.DEFAULT_SEED,
 ) -> ft.Inputs:
     """Model, texts, program, flags and toolchain, read from the snapshot repository (not the
     worktree: a cached result needs no worktree and no lock). One line (exit 2) when the tree has
@@ -214,8 +217,8 @@ def gather_inputs(
     program = hashlib.sha256(blob(ft.PROGRAM_SOURCE)).hexdigest()
     pretrain, pretrain_paths = data_files(ctx.cache, [(f, blob(f)) for f in ft.PRETRAIN_FILES])
     data, data_paths = data_files(ctx.cache, [(f, blob(f)) for f in ft.DATA_FILES])
-    vocab = blob(tm.DEFAULT_VOCAB)
-    model, model_path = model_file(ctx.cache, tm.DEFAULT_VOCAB, vocab, seed, log)
+    vocab = blob(tiny_model.DEFAULT_VOCAB)
+    model, model_path = model_file(ctx.cache, tiny_model.DEFAULT_VOCAB, vocab, seed, log)
     flags = ft.BuildFlags(
         definitions=[list(d) for d in DEFINITIONS],
         cmake=ctx.module.configure_flags(ctx.backend),

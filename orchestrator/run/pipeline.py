@@ -17,9 +17,9 @@ from ..backends import BackendModule
 from ..cache import Cache
 from ..cancel import CancelToken
 from ..config import Backend, Target
-from ..patchset.layout import Layout, get_layout
+from ..model.layout import Layout, get_layout
+from ..model.results import Cell, RecordStatus, VariantRecord
 from ..progress import Reporter
-from ..report.model import Cell, RecordStatus, VariantRecord
 from ..vcs.snapshots import SnapshotRepo, Worktree
 from .options import CellOptions
 

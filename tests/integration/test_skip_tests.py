@@ -9,9 +9,9 @@ from orchestrator import backends
 from orchestrator.backends.cpu import Cpu
 from orchestrator.cache import Cache
 from orchestrator.config import Backend, Target
-from orchestrator.patchset.layout import GATE_TEST, UPSTREAM_TEST
+from orchestrator.model.layout import GATE_TEST, UPSTREAM_TEST
+from orchestrator.model.results import Cell, CellStatus, Outcome, RecordStatus, Verdict
 from orchestrator.patchset.series import Series, parse_patch, unified_file_diff
-from orchestrator.report.model import Cell, CellStatus, Outcome, RecordStatus, Verdict
 from orchestrator.run import cell as cell_mod
 from orchestrator.run.cell import APPLY, MATRIX_STEPS, Tree
 from orchestrator.run.options import CellOptions
@@ -123,9 +123,8 @@ def test_the_result_cache_key_names_the_skips_only_where_there_are_some(skipping
     ctx.env = {}
     assert cache_inputs(ctx, tree.snap, tree.rendered)["skip_tests"] == {UPSTREAM_TEST: WHY}
     ctx.module = backends.get("cpu")
-    assert "skip_tests" not in cache_inputs(
-        ctx, tree.snap, tree.rendered
-    )  # every other backend keeps its key
+    # every other backend keeps its key
+    assert "skip_tests" not in cache_inputs(ctx, tree.snap, tree.rendered)
 
 
 class NoMutants(SkipsTestOpt):
@@ -133,8 +132,9 @@ class NoMutants(SkipsTestOpt):
 
 
 def test_a_backend_without_mutants_runs_and_records_none_and_keeps_its_key(skipping_cell):
-    """cpu-sanitize's mutants_skip_reason: no known-wrong fix applied, built or recorded there (the plain
-    cpu cell runs them); the cell passes on its control; the cache key ignores the mutants' text."""
+    """cpu-sanitize's mutants_skip_reason: no known-wrong fix applied, built or
+    recorded there (the plain cpu cell runs them); the cell passes on its
+    control; the cache key ignores the mutants' text."""
     from orchestrator.backends.cpu_sanitize import CpuSanitize
     from orchestrator.run.cell import cache_inputs
 
@@ -155,6 +155,5 @@ def test_a_backend_without_mutants_runs_and_records_none_and_keeps_its_key(skipp
     ctx.env = {}
     assert cache_inputs(ctx, tree.snap, tree.rendered)["mutants"] == {}
     ctx.module = SkipsTestOpt()
-    assert cache_inputs(ctx, tree.snap, tree.rendered)[
-        "mutants"
-    ]  # a backend that runs them has them in its key
+    # a backend that runs them has them in its key
+    assert cache_inputs(ctx, tree.snap, tree.rendered)["mutants"]
