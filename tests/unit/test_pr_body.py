@@ -356,7 +356,7 @@ def test_the_fine_tuning_verdicts_are_one_visible_line_with_the_plot():
         model={},
         data={},
         program={},
-        runs=[run("with_fix", [6.0, 5.5, 5.0]), run("without_fix", [6.0, 5.9, 5.8])],
+        runs=[run("patched", [6.0, 5.5, 5.0]), run("control", [6.0, 5.9, 5.8])],
     )
     line, plot = PB.finetune_summary(res)
     assert (
