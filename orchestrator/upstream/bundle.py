@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import platform
 import re
 import shutil
 import tempfile
@@ -33,10 +34,11 @@ from ..report.model import Cell, CellStatus, Outcome, Results, Verdict, load_res
 from ..run import toolchain
 from ..run.cell import tested_tree
 from ..vcs.snapshots import SnapshotRepo, Worktree
+from ..verdicts.competing import load_competing
 from ..verdicts.known_limits import as_json, load_known_limits
 from ..verdicts.related import load_related
 from ..verdicts.training import can_plot, plot
-from . import authorship, cover, documents, policy
+from . import authorship, cover, documents, issue_form, policy
 from .manifest import Durations, Manifest, Verification, VerifiedTest, read_manifest
 from .views import NOT_RUN, TRAINING_PLOT, Commit, one_line, training_cell
 
@@ -275,6 +277,19 @@ def _same(cells: list[Cell], what: str, get: Callable[[Cell], Optional[str]]) ->
     return str(values.pop())
 
 
+def _issue_form(repo, base: str, read) -> Optional[issue_form.IssueForm]:
+    """The target's bug form at the base (.github/ISSUE_TEMPLATE/*.yml); None without one. A file
+    that is no issue form is one line in the log and ISSUE.md falls back to plain fields."""
+    chosen = issue_form.pick_bug_form(repo.names_in(base, issue_form.FORM_DIR))
+    text = read(base, f"{issue_form.FORM_DIR}/{chosen}") if chosen else None
+    if text is None:
+        return None
+    try:
+        return issue_form.parse_form(f"{issue_form.FORM_DIR}/{chosen}", text)
+    except issue_form.FormError:
+        return None
+
+
 def _policy_reader(repo):
     """read_blob for the target's policy files: at most the policy cap, UTF-8 or one line."""
 
@@ -331,6 +346,7 @@ def bundle_target(
         read = _policy_reader(repo)
         files_at_base = {f: read(base, f) for f in (*policy.POLICY_FILES, *policy.TEMPLATE_FILES)}
         rules = policy.derive(target_name, base, files_at_base, target.upstream)
+        form = _issue_form(repo, base, read) if rules.takes_pull_request else None
         series_dir = Path(matrix.series_dir)
         cover_text = untrusted.read_optional(
             series_dir / cover.COVER_FILE, "cover", root=matrix.series_dir
@@ -373,6 +389,9 @@ def bundle_target(
             known_limits=known_limits,
             related=related,
             finetune=finetune,
+            issue_form=form,
+            competing=tuple(load_competing(matrix)),
+            host=(platform.system(), platform.machine()),
         )
     files_text: dict[str, str | bytes] = {**dict(patches), **docs.files}
     trained, plots = training_cell(results, target_name), rules.takes_pull_request and can_plot()

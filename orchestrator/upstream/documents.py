@@ -11,9 +11,10 @@ import unidiff
 
 from ..redact import redact
 from ..report.model import Results
+from . import comments, issue, pr_body, readiness
 from . import cover as C
+from . import issue_form as F
 from . import manifest as M
-from . import pr_body, readiness
 from . import views as B
 from .authorship import COMMITTER, Identity
 from .policy import Policy
@@ -69,11 +70,17 @@ def documents(
     known_limits: tuple = (),
     finetune=None,
     related: tuple = (),
+    issue_form: Optional[F.IssueForm] = None,
+    competing: tuple = (),
+    host: tuple[str, str] = ("Linux", ""),
 ) -> Documents:
-    """read_file(path): the target's file at its base commit, or None (the sync script); finetune: validated."""
+    """read_file(path): the target's file at its base commit, or None; finetune: validated;
+    issue_form: the target's bug form (None: none in its tree); competing: the ported fixes of
+    native_tests/competing/ (a COMMENT draft each); host: (OS, CPU) of the verifying machine."""
     names = [n for n, _ in patches]
     texts: dict[str, str] = {}
     cover_problems: list[str] = []
+    form_problems: list[str] = []
     if policy.takes_pull_request:
         repo = policy.repo.value if isinstance(policy.repo.value, str) else None
         data = pr_body.evidence(
@@ -86,11 +93,28 @@ def documents(
             repo,
             known_limits,
             finetune=finetune,
+            issue_ref=C.fixes_line(cover, repo),
+            machine=host[1],
         )
+        issue_text, missing = issue.issue_md(
+            issue_form,
+            results,
+            target,
+            commits,
+            names,
+            repo,
+            toolchain,
+            read_file,
+            host[0],
+            finetune,
+        )
+        form = issue_form.file if issue_form else "no bug form in the target's tree"
+        form_problems = [f"ISSUE.md: '{label}' ({form})" for label in missing]
         texts = {
             "PR_TITLE": B.pr_title(commits) + "\n",
             "PR_BODY.md": pr_body.body(policy.template, cover, data),
-            "ISSUE.md": pr_body.issue(results, target, commits, names, repo, finetune=finetune),
+            "ISSUE.md": issue_text,
+            **comments.drafts(list(competing), results, target, commits, names, repo),
         }
         cover_problems = C.problems(cover, policy.template)
     # a target verified through another's sync: what that sync script carries
@@ -101,7 +125,16 @@ def documents(
     report = compare(sync, canonical_paths, changed) if sync else None
     pr_cover = cover if policy.takes_pull_request else None
     ready = readiness.run(
-        policy, patches, texts, pr_cover, cover_problems, sync, report, script, related=related
+        policy,
+        patches,
+        texts,
+        pr_cover,
+        cover_problems,
+        sync,
+        report,
+        script,
+        related=related,
+        form_problems=tuple(form_problems),
     )
     reasons = cover_problems + [
         f"{c.name}: {c.detail}" + (f" ({c.where[0]})" if c.where else "") for c in ready.failed

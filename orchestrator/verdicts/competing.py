@@ -6,6 +6,12 @@ a header of one-line fields, a blank line, then a git diff in the series' layout
     Date: YYYY-MM or YYYY-MM-DD, or "unknown"
     Author's summary: <one line>
     Provenance: <one line, optional: how sure the attribution is, what was ported>
+    Discussed at: <optional: the URL of the PR or issue where that work is discussed, only when a
+        stored thread or the commit proves it>
+    To pass: <one line, optional: what it would take to pass the tests it fails>
+
+The bundle writes a draft comment for the place that work is discussed (COMMENT-NAME.md), never a
+judgment in the pull request.
 
 Judged against what the fix passes: equivalent (passes all of it), wrong (a test the fix passes
 fails: its first failing line), invalid (does not apply or build).
@@ -27,7 +33,7 @@ from ..report.model import CompetingJudged, CompetingVerdict, Outcome, TestRecor
 from .classify import gate_failure_line, strip_ansi
 
 REQUIRED = ("Competing fix", "URL", "Date", "Author's summary")
-OPTIONAL = ("Provenance",)
+OPTIONAL = ("Provenance", "Discussed at", "To pass")
 _FIELD = re.compile(r"^(?P<key>[A-Z][A-Za-z' ]*): (?P<value>\S.*)$")
 _URL = re.compile(r"^https://[A-Za-z0-9.-]+(/[^\s]*)?$")
 _DATE = re.compile(r"^(unknown|\d{4}-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)$")
@@ -42,6 +48,8 @@ class CompetingFix(DiffInLayout):
     summary: str
     provenance: str
     files: tuple[FileDiff, ...]  # the diff against the unfixed tree, in the series' layout
+    discussed_at: str = ""  # where a comment on it goes; "" when no stored evidence names one
+    to_pass: str = ""
 
 
 def parse_competing(name: str, text: str) -> CompetingFix:
@@ -75,6 +83,11 @@ def parse_competing(name: str, text: str) -> CompetingFix:
         raise ConfigError(
             f"{name}: URL: {fields['URL']!r} is not an https:// URL of the PR, commit or repository"
         )
+    discussed = fields.get("Discussed at", "")
+    if discussed and not _URL.match(discussed):
+        raise ConfigError(
+            f"{name}: Discussed at: {discussed!r} is not an https:// URL of a PR or issue"
+        )
     if not _DATE.match(fields["Date"]):
         raise ConfigError(
             f"{name}: Date: {fields['Date']!r}; expected YYYY-MM, YYYY-MM-DD or 'unknown'"
@@ -91,6 +104,8 @@ def parse_competing(name: str, text: str) -> CompetingFix:
         summary,
         fields.get("Provenance", ""),
         patch.files,
+        discussed,
+        fields.get("To pass", ""),
     )
 
 
