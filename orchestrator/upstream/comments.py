@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from .. import publish
 from ..patchset.layout import UPSTREAM_TEST
 from ..report.model import Results
 from ..verdicts.competing import CompetingFix
@@ -47,15 +48,16 @@ def draft(
     source = PB._source(results, target)
     version = source.upstream_commit or source.base_commit or PB.NONE
     where = fix.discussed_at or fix.url
-    text = PB.ascii_text  # every value from data goes through one function (ASCII, one place)
+    text = PB.inert  # every value from data goes through one function (ASCII, inert Markdown)
     out = [
         "<!--",
         "ggml-patch: a draft comment, for you to post or not, where this work is discussed:",
-        text(where),
+        PB.ascii_text(where).replace("--", "- -"),
         "It is data from one run; put it in your own words. The tool never posts it.",
         "-->",
         "",
-        f"I ported {text(fix.url)} to {text(repo or target)} at {version[:8]} "
+        f"I ported {publish.link(PB.ascii_text(fix.url), fix.url)} to {text(repo or target)} "
+        f"at {text(version[:8])} "
         f"({text(fix.title)}) and ran {UPSTREAM_TEST} with the per-step graph cases of a fix "
         "for the same bug.",
         "",
@@ -66,7 +68,7 @@ def draft(
         + ("fails:" if judged.failure_line else f"gives: {text(judged.reason)}"),
     ]
     if judged.failure_line:
-        out += ["", "```", text(test_line), "```"]
+        out += ["", "```", *PB.inert_lines([test_line]), "```"]
     tests = [n for c, n in zip(commits, patch_names, strict=True) if c.is_test]
     commands = [
         f"git checkout --detach {version}",
@@ -86,7 +88,8 @@ def draft(
             "graphs give the same weights as static graphs after every step).",
         ]
     port = "".join(f.text for f in fix.files)
-    out += PB._details(f"The port ({fix.name}.patch)", ["```diff", *port.splitlines(), "```"])
+    lines = PB.inert_lines(port.splitlines())
+    out += PB._details(f"The port ({text(fix.name)}.patch)", ["```diff", *lines, "```"])
     if fix.provenance:
         out += ["", f"Provenance of the port: {text(fix.provenance)}"]
     return "\n".join(out) + "\n"

@@ -85,12 +85,12 @@ def training_line(results: Results, target: str) -> Optional[str]:
 
 def version_lines(results: Results, target: str, repo: Optional[str], toolchain: dict) -> list:
     source = PB._source(results, target)
-    name = repo or target
+    name = PB.ascii_text(repo or target)  # matrix.yaml's (or the template's) repository
     if source.upstream_commit:
-        where = f"{name} at commit {source.upstream_commit[:8]}"
+        where = f"{name} at commit {PB.inert(source.upstream_commit[:8])}"
     else:
         where = f"{name} (the source carries no git metadata)"
-    described = PB.ascii_text(source.description) if source.description != PB.NONE else ""
+    described = PB.inert(source.description) if source.description != PB.NONE else ""
     out = [where + (f", as in {described}" if described else "")]
     compiler = PB.compiler_short(toolchain.get("cxx_compiler") or "")
     if compiler:
@@ -118,9 +118,12 @@ def values(
     if trained:
         steps += ["", PB.ascii_text(trained)]
     bug = PB.reproduce_bug(results, target, commits, patch_names)
-    lines = PB.before_fix_lines(results, target)
+    lines = PB.inert_lines(PB.before_fix_lines(results, target))
     if bug and lines:
-        steps += ["", "test-opt with the new cases of the fix's test patch (the command line above)"]
+        steps += [
+            "",
+            "test-opt with the new cases of the fix's test patch (the command line above)",
+        ]
         steps += ["fails without the fix:", "", "```", *lines, "```"]
     # libllama's training (llama_opt_epoch) is where the tree shows the mode in use
     modules = ["libllama"] if any("llama-context" in u for u in uses(read_file)) else []

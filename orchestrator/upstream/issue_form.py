@@ -11,6 +11,9 @@ from typing import Any, Optional
 
 import yaml
 
+from .. import publish
+from .pr_body import ascii_text
+
 FORM_DIR = ".github/ISSUE_TEMPLATE"
 NO_RESPONSE = "_No response_"  # what GitHub shows for an optional field left empty
 _INPUTS = ("input", "textarea", "dropdown", "checkboxes")
@@ -168,8 +171,8 @@ def render(form: IssueForm, values: dict[str, list[str]], title: str) -> str:
         source = "has the usual bug report fields: the target's tree has no issue form"
     out = [
         "<!--",
-        f"ggml-patch: ISSUE.md {source}.",
-        f"Title: {form.title}{title}",
+        _in_comment(f"ggml-patch: ISSUE.md {source}."),
+        _in_comment(f"Title: {form.title}{title}"),
         "The fields hold the run's data; the form asks you to write the report yourself:",
         "put it in your own words before you open the issue, then record its URL in",
         "patches/cover.md (a line `issue: URL` above the first heading).",
@@ -179,11 +182,11 @@ def render(form: IssueForm, values: dict[str, list[str]], title: str) -> str:
     for f in form.fields:
         role = role_of(f)
         lines = values.get(role or "", [])
-        out += [f"### {f.label}", ""]
+        out += [f"### {_inert(f.label)}", ""]
         if not lines:
             out += [NO_RESPONSE, ""]
         elif f.type == "dropdown":
-            out += [", ".join(lines), ""]
+            out += [", ".join(_inert(x) for x in lines), ""]
         elif role == "logs":
             out += [*_logs_value(f, lines), ""]
         elif f.render:
@@ -191,6 +194,17 @@ def render(form: IssueForm, values: dict[str, list[str]], title: str) -> str:
         else:
             out += [*lines, ""]
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _inert(value: str) -> str:
+    """The form's own text (the target's file: data) as inert ASCII Markdown."""
+    return publish.text(ascii_text(value))
+
+
+def _in_comment(line: str) -> str:
+    """One line inside an HTML comment, in ASCII: nothing in it can close the comment."""
+    flat = publish.one_line(ascii_text(line))
+    return flat.replace("--", "- -").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def missing_required(form: IssueForm, values: dict[str, list[str]]) -> list[str]:

@@ -9,6 +9,7 @@ import re
 import unicodedata
 from typing import Optional
 
+from .. import publish
 from ..finetune import results as ft
 from ..finetune.bundle import PLOT
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
@@ -37,6 +38,17 @@ def ascii_text(text: str) -> str:
     """The tool's own data in ASCII: the usual typographic characters by their ASCII equivalents
     (AGENTS.md's list), accents dropped, anything else as a visible \\uXXXX escape."""
     return "".join(ch if ch.isascii() else _ASCII.get(ch) or _unaccented(ch) for ch in text)
+
+
+def inert(value: object) -> str:
+    """A value from data (results, a target's file, a competing fix's header) as inert inline
+    Markdown in ASCII: the one way data joins the tool's text (publish.text)."""
+    return publish.text(ascii_text(str(value)))
+
+
+def inert_lines(lines: list[str]) -> list[str]:
+    """Lines from data for inside a ``` block the tool opens: ASCII, none closes the fence."""
+    return publish.lines_in_block([ascii_text(line) for line in lines])
 
 
 def _unaccented(ch: str) -> str:
@@ -176,7 +188,7 @@ def _device_short(c) -> str:
     if not devices:
         return ""
     name = devices[0].split(" (")[0].strip()
-    return _SOFTWARE_DEVICES.get(name.lower(), name)
+    return inert(_SOFTWARE_DEVICES.get(name.lower(), name))
 
 
 def tested_line(results: Results, target: str, toolchain: dict, machine: str = "") -> str:

@@ -2,7 +2,6 @@
 words come from patches/cover.md only, the tool's data sit under "Additional information" in
 ASCII; a cover with placeholders makes a draft; ISSUE.md holds the reproduction and nothing else."""
 
-
 import re
 
 from orchestrator.report.model import DeviceInfo, Results, TrainingComparison, load_results
@@ -293,15 +292,16 @@ def test_issue_md_is_the_bug_form_filled_with_the_reproduction_and_nothing_else(
         "Operating systems",
         "Which llama.cpp modules do you know to be affected?",
         "Command line",
-        "Problem description & steps to reproduce",
+        "Problem description &amp; steps to reproduce",  # inert: the form is data
         "First Bad Commit",
         "Relevant log output",
     ]
     assert f"follows the bug form {BUG_FORM} (Bug (misc.)); labels: bug-unconfirmed." in issue
     assert "Title: Misc. bug: zero gradient accumulators each period" in issue
-    assert "ggml-org/llama.cpp at commit 0c1e5709, as in llama-cpp-python==0.3.36" in issue
+    # the source's description is data: inert Markdown
+    assert "ggml-org/llama.cpp at commit 0c1e5709, as in llama\\-cpp\\-python\\=\\=0.3.36" in issue
     assert "### Operating systems\n\nLinux\n" in issue
-    modules = "libllama (core library), Other (Please specify in the next section)"
+    modules = "libllama \\(core library\\), Other \\(Please specify in the next section\\)"
     assert f"### Which llama.cpp modules do you know to be affected?\n\n{modules}\n" in issue
     assert "### First Bad Commit\n\n_No response_\n" in issue
     # what breaks, in upstream's words, and where upstream's own training uses that mode
@@ -343,7 +343,7 @@ def test_issue_md_without_a_form_has_the_usual_fields_and_names_the_missing_ones
     assert [ln[4:] for ln in issue.splitlines() if ln.startswith("### ")] == [
         "Name and Version",
         "Command line",
-        "Problem description & steps to reproduce",
+        "Problem description &amp; steps to reproduce",  # inert: the form is data
         "Relevant log output",
     ]
     assert "./build/bin/test-opt\n```" in issue
@@ -395,9 +395,12 @@ def test_the_body_s_visible_part_is_short_and_the_rest_is_folded():
     # the per-backend table is folded now: visible are the backends in one line, the failing line
     # before the fix and the passing line after it, the commands
     assert "| cell | device | test-opt (with the new cases) |" not in shown
-    assert "| cell | device | test-opt (with the new cases) |" in extra.split(
-        "<details><summary>Results per backend and device</summary>", 1
-    )[1].split("</details>", 1)[0]
+    assert (
+        "| cell | device | test-opt (with the new cases) |"
+        in extra.split("<details><summary>Results per backend and device</summary>", 1)[1].split(
+            "</details>", 1
+        )[0]
+    )
     assert "Reproduce:" in shown and "Tested on CPU (gcc 12)." in shown
     assert "Without the fix:" in shown and "With the fix:" in shown
     assert sum(len(ln.split()) for ln in PB.visible_lines(body)) <= 200

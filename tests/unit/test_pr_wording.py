@@ -164,3 +164,33 @@ def load_competing_shipped():
         == fix
     )
     return fix
+
+
+def test_data_in_the_drafts_and_the_issue_is_inert():
+    from orchestrator.upstream import issue_form as F
+
+    form = F.parse_form(
+        "f.yml",
+        "name: 'x --> <b>@team</b>'\ntitle: 'T: '\nbody:\n"
+        "  - type: textarea\n    id: version\n    attributes: {label: '<img src=x> @all'}\n",
+    )
+    text = F.render(form, {"version": ["v"]}, "t")
+    inside = text.split("\n-->\n", 1)[0]  # the comment the tool closes on a line of its own
+    assert "-->" not in inside and "<b" not in inside and "&lt;b&gt;" in inside
+    assert "### &lt;img src\\=x&gt; `@all`" in text
+    r = sample()
+    fix = load_competing_shipped()
+    rec = r.records_of("llama.cpp/cpu")["control"].model_copy(deep=True)
+    rec.variant = f"competing:{fix.name}"
+    rec.competing = CompetingInfo(
+        name=fix.name, title=fix.title, url=fix.url, date=fix.date, summary=fix.summary
+    )
+    rec.judged = CompetingJudged(
+        verdict="wrong", reason="r", failing_test="test-opt", failure_line="```\n@x <b>"
+    )
+    r.records.append(rec)
+    hostile = type(fix)(**{**fix.__dict__, "title": "<script>@maintainer</script>"})
+    [draft] = CM.drafts([hostile], r, "llama.cpp", COMMITS, NAMES, "o/r").values()
+    # shown literally in a code span: no HTML, no mention
+    assert draft.count("<script>") == draft.count("`<script>@maintainer</script>`") == 1
+    assert "\n    ``` @x <b>\n" in draft  # the failing line cannot close its fence
