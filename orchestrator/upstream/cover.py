@@ -38,7 +38,8 @@ def parse_cover(path: str, text: Optional[str]) -> Cover:
 
 @dataclass(frozen=True)
 class Disclosure:
-    status: str  # answered | unanswered | undescribed (YES without saying how) | no-line (the template has none)
+    # answered | unanswered | undescribed (YES without saying how) | no-line (the template has none)
+    status: str
     answer: str  # the contributor's words after the prefix, comments removed
     where: str  # cover.md:LINE, or the cover's path when there is no such line
 
@@ -67,7 +68,8 @@ def problems(cover: Cover, template: Optional[Template]) -> list[str]:
     """Why the cover keeps the bundle a draft ('' when the contributor has written it all)."""
     if cover.text is None:
         return [
-            f"{cover.path}: missing (write one section per heading of the target's pull request template)"
+            f"{cover.path}: missing (write one section per heading of the target's pull "
+            "request template)"
         ]
     if not visible(cover.text).strip():
         return [f"{cover.path}: empty (only placeholders)"]
@@ -78,7 +80,8 @@ def problems(cover: Cover, template: Optional[Template]) -> list[str]:
             continue
         if mine is None:
             found.append(
-                f"{cover.path}: no section '## {s.heading}' ({template.file if template else ''}:{s.line})"
+                f"{cover.path}: no section '## {s.heading}' "
+                f"({template.file if template else ''}:{s.line})"
             )
         elif not visible(mine.text).strip():
             found.append(

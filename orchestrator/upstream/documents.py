@@ -36,7 +36,8 @@ class Documents:
     def manifest_fields(
         self, author: Identity, assistant: Optional[str], bundle_commit: str
     ) -> dict[str, Any]:
-        """manifest.json's policy, readiness, draft, cover and authorship keys (upstream/manifest.py)."""
+        """manifest.json's policy, readiness, draft, cover and authorship keys
+        (upstream/manifest.py)."""
         cover = M.CoverInfo(path=self.cover.path, present=self.cover.text is not None)
         return {
             "policy": self.policy.to_json(),

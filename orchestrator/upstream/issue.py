@@ -1,8 +1,8 @@
-"""ISSUE.md's data, field by field of the target's bug form (issue_form.py): the version on the pinned
-base, the problem in upstream's own words (quoted from its tree with file:line), the reproduction
-with upstream's own programs first (llama-finetune's loss per epoch with and without the fix), then
-test-opt with the series' new cases and the line it fails with. No snapshot or sdist digest: those
-stay in manifest.json. Pure: the target's files come in through read_file."""
+"""ISSUE.md's data, field by field of the target's bug form (issue_form.py): the version on the
+pinned base, the problem in upstream's own words (quoted from its tree with file:line), the
+reproduction with upstream's own programs first (llama-finetune's loss per epoch with and without
+the fix), then test-opt with the series' new cases and the line it fails with. No snapshot or
+sdist digest: those stay in manifest.json. Pure: the target's files come in through read_file."""
 
 from __future__ import annotations
 

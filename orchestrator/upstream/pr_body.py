@@ -100,7 +100,8 @@ def base_rows(results: Results, target: str, repo: Optional[str]) -> list[str]:
         "|---|---|",
         f"| {where} | "
         + (f"`{upstream}` |" if upstream else "unknown: the source carries no git metadata |"),
-        f"| ggml-patch snapshot of {ascii_text(source.description)}{sdist} | `{source.base_commit or NONE}` |",
+        f"| ggml-patch snapshot of {ascii_text(source.description)}{sdist} "
+        f"| `{source.base_commit or NONE}` |",
         f"| the snapshot with this series applied | `{patched or NONE}` |",
     ]
 
@@ -108,7 +109,8 @@ def base_rows(results: Results, target: str, repo: Optional[str]) -> list[str]:
 def _commands(
     results: Results, target: str, applied: list[str], patch_names: list[str]
 ) -> list[str]:
-    """`applied` on the base, then the series' tests (the gate only when a patch adds it) built and run."""
+    """`applied` on the base, then the series' tests (the gate only when a patch adds it) built
+    and run."""
     cells = results.cells_of(target)
     option = "GGML_BUILD_TESTS" if cells and cells[0].layout == "ggml" else "LLAMA_BUILD_TESTS"
     tests = (
@@ -139,7 +141,8 @@ def _details(summary: str, lines: list[str]) -> list[str]:
 
 
 def before_fix_lines(results: Results, target: str) -> list[str]:
-    """The first failing line of each test with the fix reverted (test-opt's new cases, then the gate), once each."""
+    """The first failing line of each test with the fix reverted (test-opt's new cases, then the
+    gate), once each."""
     out = []
     for _, control in _controls(results, target):
         if control:
@@ -250,7 +253,10 @@ def before_after(
 
 def short_cell_table(results: Results, target: str) -> list[str]:
     """One row per cell (backend x device): test-opt with its new cases, the gate, the control."""
-    head = f"| cell | device | {UPSTREAM_TEST} (with the new cases) | gate ({GATE_TEST}) | control (fix reverted) |"
+    head = (
+        f"| cell | device | {UPSTREAM_TEST} (with the new cases) | gate ({GATE_TEST}) "
+        "| control (fix reverted) |"
+    )
     out = [head, "|---|---|---|---|---|"]
     for c in results.cells_of(target):
         recs = results.records_of(c.cell)
@@ -271,7 +277,8 @@ def short_cell_table(results: Results, target: str) -> list[str]:
 
 
 def kill_matrix_line(results: Results, target: str) -> Optional[str]:
-    """ "N known-wrong fixes: K killed by test-opt alone (...)", from the first cell that ran them."""
+    """ "N known-wrong fixes: K killed by test-opt alone (...)", from the first cell that ran
+    them."""
     for c in results.cells_of(target):
         t = c.mutants
         if t and t.total and t.killed_by and UPSTREAM_TEST in t.killed_by:
@@ -282,7 +289,8 @@ def kill_matrix_line(results: Results, target: str) -> Optional[str]:
 def case_table(results: Results, target: str) -> list[str]:
     """backend x device x test x case (named), with the fix and with it reverted."""
     out = [
-        "| backend | device | test | case | with the fix | fix reverted | first wrong step | w | expected |"
+        "| backend | device | test | case | with the fix | fix reverted | first wrong step "
+        "| w | expected |"
     ]
     out.append("|---|---|---|---|---|---|---|---|---|")
     for c in results.cells_of(target):
@@ -396,7 +404,8 @@ def evidence(
 
 
 def visible_lines(text: str) -> list[str]:
-    """The non-blank lines GitHub shows before anything is opened (a <details> block's summary line only)."""
+    """The non-blank lines GitHub shows before anything is opened (a <details> block's summary
+    line only)."""
     out, depth = [], 0
     for line in C.visible(text).split("\n"):
         opens, closes = line.count("<details"), line.count("</details>")
@@ -422,7 +431,8 @@ def banner(draft_reasons: list[str], warnings: list[str]) -> list[str]:
 
 
 def body(template: Optional[Template], cov: C.Cover, data: list[str]) -> str:
-    """PR_BODY.md without the banner: the template's sections filled from the cover (a fixed one as it is)."""
+    """PR_BODY.md without the banner: the template's sections filled from the cover (a fixed one
+    as it is)."""
     if template is None:  # no template: the cover as written, the data after it
         return "\n".join([(cov.text or "").rstrip("\n"), "", *data]).lstrip("\n") + "\n"
     out = list(template.preamble) + ([""] if template.preamble else [])
@@ -453,7 +463,7 @@ def body(template: Optional[Template], cov: C.Cover, data: list[str]) -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-# ---------------------------------------------------------------- the fine-tuning evidence (ggml-patch evidence)
+# ------------------------------------------------- the fine-tuning evidence (ggml-patch evidence)
 
 
 def _cell_text(value: str) -> str:
@@ -470,7 +480,11 @@ def finetune_summary(results: Optional[ft.FinetuneResults]) -> list[str]:
         for v in ft.verdicts(results)
     )
     floor = ft.noise_floor(results).floor
-    line = f"Fine-tuning (upstream llama-finetune, held-out eval loss, noise floor {floor:.3g}): {cases or 'no case with both builds'}."
+    found = cases or "no case with both builds"
+    line = (
+        "Fine-tuning (upstream llama-finetune, held-out eval loss, "
+        f"noise floor {floor:.3g}): {found}."
+    )
     return [ascii_text(line), f"Plot: `{PLOT}` in the bundle."]
 
 

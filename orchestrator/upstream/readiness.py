@@ -30,7 +30,7 @@ _HASH_FAMILY = (".cmake", ".py", ".sh", "cmakelists.txt")
 _SENTENCE_END = (".", ":", ";", "!", "?", ")", ",")
 
 
-# ---------------------------------------------------------------- the series, read from its patch files
+# ------------------------------------------------------- the series, read from its patch files
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,8 @@ class Added:
 
 
 def message_of(name: str, text: str) -> Message:
-    """The commit message of one `git format-patch` file: the decoded subject, then the body up to `---`."""
+    """The commit message of one `git format-patch` file: the decoded subject, then the body up
+    to `---`."""
     lines = text.splitlines()
     subject, subject_line, i = "", 0, 0
     while i < len(lines) and lines[i].strip():
@@ -120,7 +121,8 @@ def _listed(where: list[str]) -> tuple[str, ...]:
 def _verdict(
     policy: Policy, name: str, rule: str, where: list[str], ok: str, bad: str, why: str = ""
 ) -> Check:
-    """Pass when nothing is `where`; else fail, citing the policy line of `rule` (or ggml-patch's own standard)."""
+    """Pass when nothing is `where`; else fail, citing the policy line of `rule` (or
+    ggml-patch's own standard)."""
     evidence = policy.rule(rule).evidence
     if not where:
         return Check(name, PASS, ok, rule=evidence)
@@ -183,7 +185,8 @@ def _comment_text(line: str) -> str:
 
 
 def comment_blocks(added: list[Added]) -> list[list[Added]]:
-    """Runs of added full-line comments on consecutive lines of one file (a `/* */` block is one run)."""
+    """Runs of added full-line comments on consecutive lines of one file (a `/* */` block is one
+    run)."""
     blocks: list[list[Added]] = []
     prev: Optional[Added] = None
     in_block_comment = False
@@ -227,7 +230,8 @@ def check_comment_length(policy: Policy, added: list[Added]) -> Check:
 
 
 def hard_wrapped(block: list[Added]) -> list[Added]:
-    """Lines that stop mid-sentence at a fixed column while the next comment line goes on with it."""
+    """Lines that stop mid-sentence at a fixed column while the next comment line goes on with
+    it."""
     texts = [_comment_text(a.text) for a in block]
     return [
         block[i]
@@ -339,7 +343,10 @@ def check_pr_words(body: str) -> Check:
     if not where:
         return Check("pr-body-words", PASS, "the visible part uses none of the tool's terms")
     terms = ", ".join(FORBIDDEN_WORDS)
-    why = f"the visible part of PR_BODY.md uses the tool's terms ({terms}): say it in upstream's words"
+    why = (
+        f"the visible part of PR_BODY.md uses the tool's terms ({terms}): "
+        "say it in upstream's words"
+    )
     return Check("pr-body-words", FAIL, why, _listed(where))
 
 
@@ -419,7 +426,8 @@ def check_disclosure(policy: Policy, cov: C.Cover) -> Check:
         )
     if d.status == "no-line":
         why = (
-            f"the policy asks for disclosure ({rule[0].where}) but the template has no disclosure line: "
+            f"the policy asks for disclosure ({rule[0].where}) but the template has no "
+            "disclosure line: "
             "say it in the cover"
         )
         return Check("disclosure", WARN, why, (cov.path,), rule)
@@ -498,14 +506,18 @@ def check_sync(
         return Check("sync", FAIL, why, tuple(a for a, _ in report.mismatched), ev)
     left = sorted(set(report.not_carried) | set(report.target_only))
     if left:
-        why = f"{sync.script} carries {carried}; not {', '.join(left)} (those reach this target only by hand)"
+        why = (
+            f"{sync.script} carries {carried}; not {', '.join(left)} "
+            "(those reach this target only by hand)"
+        )
         return Check("sync", WARN, why, tuple(left), ev)
     return Check("sync", PASS, f"{sync.script} carries the whole series: {carried}", rule=ev)
 
 
 def check_related(policy: Policy, cov: C.Cover, related: tuple) -> Check:
     """Every open pull request of patches/related-upstream.yaml is referenced in cover.md (its URL
-    or #N): upstream asks a contributor to find an existing PR for the same change and talk there."""
+    or #N): upstream asks a contributor to find an existing PR for the same change and talk
+    there."""
     rule = policy.rule("existing_pr_first").evidence
     open_prs = [r for r in related if r.kind == "pr" and r.state == "open"]
     if not open_prs:
@@ -518,7 +530,8 @@ def check_related(policy: Policy, cov: C.Cover, related: tuple) -> Check:
         why = f"{cov.path} references {', '.join(f'#{r.number}' for r in open_prs)}"
         return Check("related-pr-referenced", PASS, why, rule=rule)
     cite = f" ({rule[0].where}: {shorten(rule[0].text.strip(), 100)})" if rule else ""
-    why = f"{cov.path} does not reference the open related PR(s) {', '.join(r.url for r in missing)}{cite}"
+    urls = ", ".join(r.url for r in missing)
+    why = f"{cov.path} does not reference the open related PR(s) {urls}{cite}"
     return Check("related-pr-referenced", WARN, why, (cov.path,), rule)
 
 
@@ -587,7 +600,8 @@ def run(
 
 
 def markdown(target: str, readiness: Readiness, draft_reasons: list[str], policy: Policy) -> str:
-    """READINESS.md: the checks as a table, then each check's locations and the policy lines behind it."""
+    """READINESS.md: the checks as a table, then each check's locations and the policy lines
+    behind it."""
     out = [
         f"# Readiness: {target}",
         "",

@@ -1,5 +1,6 @@
-"""Competing fixes (pure): fixes for the same bug proposed elsewhere (native_tests/competing/NAME.patch):
-a header of one-line fields, a blank line, then a git diff in the series' layout against the UNFIXED tree:
+"""Competing fixes (pure): fixes for the same bug proposed elsewhere
+(native_tests/competing/NAME.patch): a header of one-line fields, a blank line, then a git diff
+in the series' layout against the UNFIXED tree:
 
     Competing fix: <one-line title>
     URL: https://... (the PR, commit or repository it comes from)
@@ -53,7 +54,8 @@ class CompetingFix(DiffInLayout):
 
 
 def parse_competing(name: str, text: str) -> CompetingFix:
-    """A competing fix's file; one ConfigError line naming the file (and line) when it is malformed."""
+    """A competing fix's file; one ConfigError line naming the file (and line) when it is
+    malformed."""
     if not text.isascii():
         raise ConfigError(
             f"{name}: non-ASCII text; a competing fix is data that may go upstream (ASCII only)"
@@ -128,7 +130,8 @@ def judge(
     tests: Mapping[str, TestRecord],
     with_fix: Mapping[str, Optional[Outcome]],
 ) -> CompetingJudged:
-    """equivalent / wrong (its first failing test and case line) / invalid, against the tests the fix passes."""
+    """equivalent / wrong (its first failing test and case line) / invalid, against the tests
+    the fix passes."""
     invalid = CompetingVerdict.INVALID
     if apply_error is not None:
         return CompetingJudged(
@@ -165,5 +168,6 @@ def judge(
 
 
 def load_competing(matrix: Matrix) -> list[CompetingFix]:
-    """native_tests/competing/*.patch in name order (none without the folder); a malformed one a ConfigError."""
+    """native_tests/competing/*.patch in name order (none without the folder); a malformed one
+    a ConfigError."""
     return read_diff_files(matrix.native_tests_dir / "competing", "competing fix", parse_competing)

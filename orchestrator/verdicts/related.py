@@ -1,5 +1,6 @@
 """Related upstream work: pull requests and issues touching the code the series changes
-(patches/related-upstream.yaml); READINESS.md checks that cover.md references every open PR among them.
+(patches/related-upstream.yaml); READINESS.md checks that cover.md references every open PR
+among them.
 
     related:
       - url: https://github.com/OWNER/REPO/pull/N   # or .../issues/N
