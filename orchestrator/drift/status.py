@@ -20,9 +20,9 @@ import unidiff
 from pydantic import Field
 
 from ..errors import ExitCode
+from ..model.results import Provenance
 from ..patchset.series import FileDiff, Patch, Series
 from ..records import Record
-from ..report.model import Provenance
 
 APPLIES = "applies cleanly"
 THREE_WAY = "applies with 3-way merge"
@@ -72,9 +72,8 @@ class TargetStatus(Record):
 
     target: str
     layout: str = ""
-    source: Provenance = Field(
-        default_factory=lambda: Provenance(kind="")
-    )  # kind, description, provenance
+    # kind, description, provenance
+    source: Provenance = Field(default_factory=lambda: Provenance(kind=""))
     status: str
     detail: str = ""
     base: Optional[str] = None
@@ -102,7 +101,8 @@ def target_status(results: list[PatchResult]) -> tuple[str, str]:
 
 def short_name(patch_name: str) -> str:
     """0001-ggml-opt-zero-....patch -> 0001 (the table's width; JSON keeps the whole name)."""
-    return m.group(1) if (m := re.match(r"^(\d+)-", patch_name)) else patch_name
+    m = re.match(r"^(\d+)-", patch_name)
+    return m.group(1) if m else patch_name
 
 
 def exit_code(rows: list[TargetStatus]) -> ExitCode:
@@ -118,11 +118,12 @@ def exit_code(rows: list[TargetStatus]) -> ExitCode:
 def modified_fix_files(series: Series) -> list[str]:
     """Files the fix changes (outside tests/) that must exist before it: not the ones it creates."""
     fix = set(series.fix_paths())
-    return list(
-        dict.fromkeys(
-            f.path for p in series.patches for f in p.files if f.path in fix and not is_new_file(f)
-        )
-    )
+    changed: list[str] = []
+    for p in series.patches:
+        for f in p.files:
+            if f.path in fix and not is_new_file(f) and f.path not in changed:
+                changed.append(f.path)
+    return changed
 
 
 def not_applicable_reason(
@@ -157,12 +158,11 @@ def _file_present(f: FileDiff, current: Optional[str]) -> bool:
 
 def added_runs(f: FileDiff) -> list[list[str]]:
     """Each maximal run of added lines of a file diff, without the newlines."""
-    runs = [
-        [line.value.rstrip("\n") for line in run]
-        for hunk in unidiff.PatchSet(f.text)[0]
-        for added, run in itertools.groupby(hunk, key=lambda line: line.is_added)
-        if added
-    ]
+    runs = []
+    for hunk in unidiff.PatchSet(f.text)[0]:
+        for added, run in itertools.groupby(hunk, key=lambda line: line.is_added):
+            if added:
+                runs.append([line.value.rstrip("\n") for line in run])
     return [r for r in runs if any(x.strip() for x in r)]
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import publish
-from ..patchset.layout import UPSTREAM_TEST
-from ..report.model import Results
+from ..model.layout import UPSTREAM_TEST
+from ..model.results import Results
 from ..verdicts.competing import CompetingFix
-from . import pr_body as PB
+from . import pr_body
 
 PREFIX = "COMMENT-"
 
@@ -45,18 +45,18 @@ def draft(
         return None
     cell, rec = found
     judged = rec.judged
-    source = PB._source(results, target)
-    version = source.upstream_commit or source.base_commit or PB.NONE
+    source = pr_body._source(results, target)
+    version = source.upstream_commit or source.base_commit or pr_body.NONE
     where = fix.discussed_at or fix.url
-    text = PB.inert  # every value from data goes through one function (ASCII, inert Markdown)
+    text = pr_body.inert  # every value from data goes through one function (ASCII, inert Markdown)
     out = [
         "<!--",
         "ggml-patch: a draft comment, for you to post or not, where this work is discussed:",
-        PB.ascii_text(where).replace("--", "- -"),
+        pr_body.ascii_text(where).replace("--", "- -"),
         "It is data from one run; put it in your own words. The tool never posts it.",
         "-->",
         "",
-        f"I ported {publish.link(PB.ascii_text(fix.url), fix.url)} to {text(repo or target)} "
+        f"I ported {publish.link(pr_body.ascii_text(fix.url), fix.url)} to {text(repo or target)} "
         f"at {text(version[:8])} "
         f"({text(fix.title)}) and ran {UPSTREAM_TEST} with the per-step graph cases of a fix "
         "for the same bug.",
@@ -64,11 +64,11 @@ def draft(
     ]
     test_line = judged.failure_line or judged.reason
     out += [
-        f"On {PB.backend_name(cell.backend)}, {text(judged.failing_test or UPSTREAM_TEST)} "
+        f"On {pr_body.backend_name(cell.backend)}, {text(judged.failing_test or UPSTREAM_TEST)} "
         + ("fails:" if judged.failure_line else f"gives: {text(judged.reason)}"),
     ]
     if judged.failure_line:
-        out += ["", "```", *PB.inert_lines([test_line]), "```"]
+        out += ["", "```", *pr_body.inert_lines([test_line]), "```"]
     tests = [n for c, n in zip(commits, patch_names, strict=True) if c.is_test]
     commands = [
         f"git checkout --detach {version}",
@@ -88,8 +88,8 @@ def draft(
             "graphs give the same weights as static graphs after every step).",
         ]
     port = "".join(f.text for f in fix.files)
-    lines = PB.inert_lines(port.splitlines())
-    out += PB._details(f"The port ({text(fix.name)}.patch)", ["```diff", *lines, "```"])
+    lines = pr_body.inert_lines(port.splitlines())
+    out += pr_body._details(f"The port ({text(fix.name)}.patch)", ["```diff", *lines, "```"])
     if fix.provenance:
         out += ["", f"Provenance of the port: {text(fix.provenance)}"]
     return "\n".join(out) + "\n"

@@ -9,25 +9,25 @@ from typing import Any, Optional
 
 import unidiff
 
+from ..model.results import Results
 from ..redact import redact
-from ..report.model import Results
 from . import comments, issue, pr_body, readiness
-from . import cover as C
-from . import issue_form as F
-from . import manifest as M
-from . import views as B
 from .authorship import COMMITTER, Identity
-from .policy import Policy
+from .cover import Cover, fixes_line, problems
+from .issue_form import IssueForm
+from .manifest import CoverInfo, Readiness
+from .policy import DerivedPolicy
 from .sync import compare, parse_sync_script, sync_script_for
+from .views import pr_title
 
 
 @dataclass(frozen=True)
 class Documents:
     files: dict[str, str]
-    policy: Policy
-    readiness: M.Readiness
+    policy: DerivedPolicy
+    readiness: Readiness
     draft_reasons: list[str]
-    cover: C.Cover
+    cover: Cover
 
     @property
     def draft(self) -> bool:
@@ -38,7 +38,7 @@ class Documents:
     ) -> dict[str, Any]:
         """manifest.json's policy, readiness, draft, cover and authorship keys
         (upstream/manifest.py)."""
-        cover = M.CoverInfo(path=self.cover.path, present=self.cover.text is not None)
+        cover = CoverInfo(path=self.cover.path, present=self.cover.text is not None)
         return {
             "policy": self.policy.to_json(),
             "readiness": self.readiness.to_json(),
@@ -57,8 +57,8 @@ class Documents:
 
 def documents(
     *,
-    policy: Policy,
-    cover: C.Cover,
+    policy: DerivedPolicy,
+    cover: Cover,
     results: Results,
     results_sha256: str,
     target: str,
@@ -71,7 +71,7 @@ def documents(
     known_limits: tuple = (),
     finetune=None,
     related: tuple = (),
-    issue_form: Optional[F.IssueForm] = None,
+    issue_form: Optional[IssueForm] = None,
     competing: tuple = (),
     host: tuple[str, str] = ("Linux", ""),
 ) -> Documents:
@@ -94,7 +94,7 @@ def documents(
             repo,
             known_limits,
             finetune=finetune,
-            issue_ref=C.fixes_line(cover, repo),
+            issue_ref=fixes_line(cover, repo),
             machine=host[1],
         )
         issue_text, missing = issue.issue_md(
@@ -112,12 +112,12 @@ def documents(
         form = issue_form.file if issue_form else "no bug form in the target's tree"
         form_problems = [f"ISSUE.md: '{label}' ({form})" for label in missing]
         texts = {
-            "PR_TITLE": B.pr_title(commits) + "\n",
+            "PR_TITLE": pr_title(commits) + "\n",
             "PR_BODY.md": pr_body.body(policy.template, cover, data),
             "ISSUE.md": issue_text,
             **comments.drafts(list(competing), results, target, commits, names, repo),
         }
-        cover_problems = C.problems(cover, policy.template)
+        cover_problems = problems(cover, policy.template)
     # a target verified through another's sync: what that sync script carries
     script = None if policy.takes_pull_request else sync_script_for(policy.role_value.changes_go_to)
     text = read_file(script) if script else None

@@ -9,10 +9,9 @@ from __future__ import annotations
 import re
 from typing import Callable, Optional
 
-from ..finetune import results as ft
-from ..report.model import Results
-from . import issue_form as F
-from . import pr_body as PB
+from ..finetune import results as finetune_results
+from ..model.results import Results
+from . import issue_form, pr_body
 
 ReadFile = Callable[[str], Optional[str]]
 
@@ -77,22 +76,22 @@ def training_line(results: Results, target: str) -> Optional[str]:
     n = max(len(t.with_fix), len(t.without_fix))
     return (
         f"A training loop over ggml-opt's public API with per-step graphs "
-        f"({PB.backend_name(cells[0].backend)}, "
+        f"({pr_body.backend_name(cells[0].backend)}, "
         f"{n} epochs): train loss with the fix {span(t.with_fix)}, "
         f"without it {span(t.without_fix)}."
     )
 
 
 def version_lines(results: Results, target: str, repo: Optional[str], toolchain: dict) -> list:
-    source = PB._source(results, target)
-    name = PB.ascii_text(repo or target)  # matrix.yaml's (or the template's) repository
+    source = pr_body._source(results, target)
+    name = pr_body.ascii_text(repo or target)  # matrix.yaml's (or the template's) repository
     if source.upstream_commit:
-        where = f"{name} at commit {PB.inert(source.upstream_commit[:8])}"
+        where = f"{name} at commit {pr_body.inert(source.upstream_commit[:8])}"
     else:
         where = f"{name} (the source carries no git metadata)"
-    described = PB.inert(source.description) if source.description != PB.NONE else ""
+    described = pr_body.inert(source.description) if source.description != pr_body.NONE else ""
     out = [where + (f", as in {described}" if described else "")]
-    compiler = PB.compiler_short(toolchain.get("cxx_compiler") or "")
+    compiler = pr_body.compiler_short(toolchain.get("cxx_compiler") or "")
     if compiler:
         out.append(f"built from source with {compiler}")
     return out
@@ -107,18 +106,18 @@ def values(
     toolchain: dict,
     read_file: ReadFile,
     host_os: str,
-    finetune: Optional[ft.FinetuneResults] = None,
+    finetune: Optional[finetune_results.FinetuneResults] = None,
 ) -> dict[str, list[str]]:
     """role -> lines (issue_form.role_of): what the run can say for each field."""
     steps = problem_lines(read_file) + ["", "Steps to reproduce, on the version above:"]
-    tuned = PB.finetune_lines(finetune, "####")
+    tuned = pr_body.finetune_lines(finetune, "####")
     if tuned:
         steps += ["", "1. upstream's llama-finetune, with and without the fix:", "", *tuned]
     trained = training_line(results, target)
     if trained:
-        steps += ["", PB.ascii_text(trained)]
-    bug = PB.reproduce_bug(results, target, commits, patch_names)
-    lines = PB.inert_lines(PB.before_fix_lines(results, target))
+        steps += ["", pr_body.ascii_text(trained)]
+    bug = pr_body.reproduce_bug(results, target, commits, patch_names)
+    lines = pr_body.inert_lines(pr_body.before_fix_lines(results, target))
     if bug and lines:
         steps += [
             "",
@@ -137,13 +136,13 @@ def values(
     }
 
 
-def dropdown_values(form: F.IssueForm, vals: dict[str, list[str]]) -> dict[str, list[str]]:
+def dropdown_values(form: issue_form.IssueForm, vals: dict[str, list[str]]) -> dict[str, list[str]]:
     """A dropdown's lines as the form's own options (none matching: the field stays empty)."""
     out = dict(vals)
     for f in form.fields:
-        role = F.role_of(f)
+        role = issue_form.role_of(f)
         if f.type == "dropdown" and role in vals:
-            out[role] = F.chosen_options(f, vals[role])
+            out[role] = issue_form.chosen_options(f, vals[role])
     return out
 
 
@@ -154,7 +153,7 @@ def issue_title(commits: list) -> str:
 
 
 def issue_md(
-    form: Optional[F.IssueForm],
+    form: Optional[issue_form.IssueForm],
     results: Results,
     target: str,
     commits: list,
@@ -163,12 +162,14 @@ def issue_md(
     toolchain: dict,
     read_file: ReadFile,
     host_os: str,
-    finetune: Optional[ft.FinetuneResults] = None,
+    finetune: Optional[finetune_results.FinetuneResults] = None,
 ) -> tuple[str, list[str]]:
     """ISSUE.md and the required fields the run has no data for."""
-    used = form or F.DEFAULT_FORM
+    used = form or issue_form.DEFAULT_FORM
     vals = values(
         results, target, commits, patch_names, repo, toolchain, read_file, host_os, finetune
     )
     vals = dropdown_values(used, vals)
-    return F.render(used, vals, issue_title(commits)), F.missing_required(used, vals)
+    return issue_form.render(used, vals, issue_title(commits)), issue_form.missing_required(
+        used, vals
+    )

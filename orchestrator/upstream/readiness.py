@@ -11,9 +11,9 @@ from typing import Iterable, Optional
 
 import unidiff
 
-from . import cover as C
+from . import cover
 from .manifest import FAIL, PASS, WARN, Check, Readiness
-from .policy import Evidence, Policy, sections
+from .policy import DerivedPolicy, Evidence, Policy, sections
 from .pr_body import shorten
 from .sync import SyncMap, SyncReport
 
@@ -297,11 +297,11 @@ def check_trailers(policy: Policy, messages: list[Message]) -> Check:
     )
 
 
-def check_messages(policy: Policy, cov: C.Cover, messages: list[Message]) -> Check:
+def check_messages(policy: Policy, cov: cover.Cover, messages: list[Message]) -> Check:
     """The series' commit messages are ggml-patch's draft until the contributor says they are
     their own words (`messages: own` in cover.md), after rewriting them or not."""
     rule = policy.rule("ai_written_text_forbidden").evidence
-    own = C.messages_own(cov)
+    own = cover.messages_own(cov)
     if own:
         why = f"{len(messages)} commit message(s) confirmed as the contributor's own words"
         return Check("commit-messages", PASS, why, (own.where,), rule)
@@ -326,7 +326,7 @@ def visible_numbered(text: str) -> list[tuple[int, str]]:
     """(line number, line) of what GitHub shows before anything is opened: comments dropped,
     a <details> block's summary line only."""
     out, depth = [], 0
-    for n, line in enumerate(C.visible(text).split("\n"), 1):
+    for n, line in enumerate(cover.visible(text).split("\n"), 1):
         opens, closes = line.count("<details"), line.count("</details>")
         if depth == 0 and line.strip():
             out.append((n, line))
@@ -395,14 +395,14 @@ def check_new_tests(policy: Policy, new_files: list[tuple[str, str]]) -> Check:
     return Check("new-test-files", WARN, why, tuple(tests), rule.evidence)
 
 
-def check_issue(policy: Policy, cov: C.Cover) -> Check:
+def check_issue(policy: Policy, cov: cover.Cover) -> Check:
     rule = policy.rule("issue_first").evidence
-    recorded = C.recorded_issue(cov)
+    recorded = cover.recorded_issue(cov)
     if recorded:
         ev, _, number = recorded
         why = f"issue #{number} recorded ({ev.text}): PR_BODY.md says Fixes"
         return Check("issue-referenced", PASS, why, (ev.where,), rule)
-    ref = C.issue_reference(cov)
+    ref = cover.issue_reference(cov)
     if ref:
         return Check("issue-referenced", PASS, f"{ref.text}", (ref.where,), rule)
     cite = next((e for e in rule if "bug" in e.text.lower()), rule[0]) if rule else None
@@ -415,8 +415,8 @@ def check_issue(policy: Policy, cov: C.Cover) -> Check:
     )
 
 
-def check_disclosure(policy: Policy, cov: C.Cover) -> Check:
-    d = C.disclosure(cov, policy.template)
+def check_disclosure(policy: DerivedPolicy, cov: cover.Cover) -> Check:
+    d = cover.disclosure(cov, policy.template)
     rule = policy.rule("disclosure_required").evidence
     if d.status == "answered":
         return Check("disclosure", PASS, f"answered: {shorten(d.answer, 80)}", (d.where,), rule)
@@ -441,14 +441,14 @@ def check_disclosure(policy: Policy, cov: C.Cover) -> Check:
     return Check("disclosure", WARN, what + cited, (d.where,), rule + ((tline,) if tline else ()))
 
 
-def check_cover(cov: C.Cover, problems: list[str]) -> Check:
+def check_cover(cov: cover.Cover, problems: list[str]) -> Check:
     if not problems:
         return Check("cover-written", PASS, f"{cov.path}: every section written")
     why = f"{cov.path} not written yet: the bundle stays a draft (the words are the contributor's)"
     return Check("cover-written", WARN, why, _listed(problems))
 
 
-def check_headings(policy: Policy, body: str) -> Check:
+def check_headings(policy: DerivedPolicy, body: str) -> Check:
     t = policy.template
     want, got = t.headings if t else [], [heading for heading, _, _ in sections(body)[1]]
     if got != want:
@@ -514,7 +514,7 @@ def check_sync(
     return Check("sync", PASS, f"{sync.script} carries the whole series: {carried}", rule=ev)
 
 
-def check_related(policy: Policy, cov: C.Cover, related: tuple) -> Check:
+def check_related(policy: Policy, cov: cover.Cover, related: tuple) -> Check:
     """Every open pull request of patches/related-upstream.yaml is referenced in cover.md (its URL
     or #N): upstream asks a contributor to find an existing PR for the same change and talk
     there."""
@@ -524,7 +524,7 @@ def check_related(policy: Policy, cov: C.Cover, related: tuple) -> Check:
         return Check(
             "related-pr-referenced", PASS, "no open related pull request recorded", rule=rule
         )
-    text = C.visible(cov.text or "")
+    text = cover.visible(cov.text or "")
     missing = [r for r in open_prs if not r.referenced_in(text)]
     if not missing:
         why = f"{cov.path} references {', '.join(f'#{r.number}' for r in open_prs)}"
@@ -546,10 +546,10 @@ PR_ONLY = tuple(
 
 
 def run(
-    policy: Policy,
+    policy: DerivedPolicy,
     patches: list[tuple[str, str]],
     texts: dict[str, str],
-    cov: Optional[C.Cover],
+    cov: Optional[cover.Cover],
     cover_problems: list[str],
     sync: Optional[SyncMap] = None,
     sync_report: Optional[SyncReport] = None,

@@ -26,11 +26,11 @@ from typing import Mapping, Optional
 
 from ..config import Matrix
 from ..errors import ConfigError
+from ..model.layout import GATE_TEST
+from ..model.results import CompetingJudged, CompetingVerdict, Outcome, TestRecord
 from ..patchset.files import read_diff_files
-from ..patchset.layout import GATE_TEST
 from ..patchset.render import DiffInLayout
 from ..patchset.series import FileDiff, parse_patch
-from ..report.model import CompetingJudged, CompetingVerdict, Outcome, TestRecord
 from .classify import gate_failure_line, strip_ansi
 
 REQUIRED = ("Competing fix", "URL", "Date", "Author's summary")
@@ -94,9 +94,8 @@ def parse_competing(name: str, text: str) -> CompetingFix:
         raise ConfigError(
             f"{name}: Date: {fields['Date']!r}; expected YYYY-MM, YYYY-MM-DD or 'unknown'"
         )
-    patch = parse_patch(
-        name, text
-    )  # paths checked: a/ b/ prefixes, nothing escaping the tree, no binary
+    # paths checked: a/ b/ prefixes, nothing escaping the tree, no binary
+    patch = parse_patch(name, text)
     title, url, date, summary = (fields[k] for k in REQUIRED)
     return CompetingFix(
         name.removesuffix(".patch"),
@@ -116,9 +115,8 @@ def first_failing_line(test: str, output: str) -> Optional[str]:
     if test == GATE_TEST:
         return gate_failure_line(output)
     for line in strip_ansi(output).splitlines():
-        summary = (
-            line.lstrip().startswith("Backend ") or "backend*optimizer" in line
-        )  # a backend's or the total
+        # a backend's or the total
+        summary = line.lstrip().startswith("Backend ") or "backend*optimizer" in line
         if line.rstrip().endswith("FAIL") and not summary:
             return line.strip()
     return None

@@ -4,9 +4,9 @@ import pytest
 
 from orchestrator.config import load_matrix
 from orchestrator.errors import ConfigError
-from orchestrator.patchset.layout import GATE_TEST, UPSTREAM_TEST, get_layout
+from orchestrator.model.layout import GATE_TEST, UPSTREAM_TEST, get_layout
+from orchestrator.model.results import CompetingVerdict, Outcome, TestRecord
 from orchestrator.patchset.series import unified_file_diff
-from orchestrator.report.model import CompetingVerdict, Outcome, TestRecord
 from orchestrator.verdicts.competing import (
     first_failing_line,
     judge,
@@ -157,7 +157,8 @@ END_OF_ALLOC = "\n".join(
         "--- a/ggml/src/ggml-opt.cpp",
         "+++ b/ggml/src/ggml-opt.cpp",
         "@@ -776,6 +776,10 @@ void ggml_opt_alloc(ggml_opt_context_t opt_ctx, bool backward) {",
-        "     ggml_backend_sched_alloc_graph(opt_ctx->backend_sched, opt_ctx->allocated_graph_copy);",
+        "     ggml_backend_sched_alloc_graph("
+        "opt_ctx->backend_sched, opt_ctx->allocated_graph_copy);",
         "     opt_ctx->allocated_graph = graph;",
         " ",
         "+    if (!opt_ctx->static_graphs && backward && opt_ctx->opt_i == 0) {",

@@ -4,7 +4,7 @@ ASCII; a cover with placeholders makes a draft; ISSUE.md holds the reproduction 
 
 import re
 
-from orchestrator.report.model import DeviceInfo, Results, TrainingComparison, load_results
+from orchestrator.model.results import DeviceInfo, Results, TrainingComparison, load_results
 from orchestrator.upstream import bundle as B
 from orchestrator.upstream import cover as C
 from orchestrator.upstream import documents as D
@@ -59,7 +59,8 @@ TRAINING = {
     ],
     "diverges_as_predicted": True,
 }
-# a clean series (ASCII, a 1-line comment, `<module> : <title>`): its checks all pass, so drafts come from the cover
+# a clean series (ASCII, a 1-line comment, `<module> : <title>`): its
+# checks all pass, so drafts come from the cover
 CLEAN = [
     (
         "0001-ggml-opt-zero.patch",
@@ -169,9 +170,8 @@ def test_the_shipped_cover_is_the_template_s_headings_and_placeholders_only(repo
     assert shipped == C.blank_cover(
         P.parse_template(".github/pull_request_template.md", TEMPLATE_TEXT)
     )
-    assert (
-        shipped == TEMPLATE_TEXT
-    )  # llama.cpp's template has nothing but headings and placeholders
+    # llama.cpp's template has nothing but headings and placeholders
+    assert shipped == TEMPLATE_TEXT
     assert not C.visible(section(shipped, "Overview")).strip()  # no words of the tool's
 
 
@@ -277,9 +277,8 @@ def test_a_template_with_other_headings_gets_its_own_headings():
     body = d.files["PR_BODY.md"]
     assert headings(body) == ["Description", "Checklist"]
     assert section(body, "Checklist").startswith("\n- [ ] I ran the tests\n")
-    assert (
-        "<details><summary>ggml-patch data</summary>" in body
-    )  # no "Additional information": data at the end
+    # no "Additional information": data at the end
+    assert "<details><summary>ggml-patch data</summary>" in body
     assert not d.draft, d.draft_reasons
 
 

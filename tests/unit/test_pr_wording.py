@@ -5,7 +5,7 @@ a draft comment (never a judgment in the PR) for each ported fix."""
 
 import pytest
 
-from orchestrator.report.model import CompetingInfo, CompetingJudged, DeviceInfo
+from orchestrator.model.results import CompetingInfo, CompetingJudged, DeviceInfo
 from orchestrator.upstream import comments as CM
 from orchestrator.upstream import cover as C
 from orchestrator.upstream import pr_body as PB
