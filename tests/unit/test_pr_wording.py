@@ -194,3 +194,20 @@ def test_data_in_the_drafts_and_the_issue_is_inert():
     # shown literally in a code span: no HTML, no mention
     assert draft.count("<script>") == draft.count("`<script>@maintainer</script>`") == 1
     assert "\n    ``` @x <b>\n" in draft  # the failing line cannot close its fence
+
+
+def test_the_issue_and_the_body_show_test_opt_s_line_not_the_gate_s_when_it_has_one():
+    r = sample()
+    line = "test_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1): FAIL"
+    control = r.records_of("llama.cpp/cpu")["control"]
+    control.tests["test-opt"].outcome = "failed"
+    control.tests["test-opt"].failure_line = line
+    before, after = PB.before_after(r, "llama.cpp", NAMES)
+    assert (before, after) == ([line], ["2/2 backend*optimizer passed"])
+    from orchestrator.upstream import issue
+
+    text, missing = issue.issue_md(
+        None, r, "llama.cpp", COMMITS, NAMES, "o/r", TOOLCHAIN, lambda p: None, "Linux"
+    )
+    assert f"```\n{line}\n```" in text and "device=CPU opt_period=1: FAIL" not in text
+    assert missing == []
