@@ -144,12 +144,19 @@ def test_a_ported_fix_gets_a_draft_comment_and_no_word_in_the_pr():
     assert "git am 0002-tests-add.patch" in text and "./build/bin/test-opt" in text
     assert "What it would take to pass: the loss node's accumulator" in text
     assert "0eb92d8f033fbc86c7f2ec9bc32f61f75fed88d4" in text and text.isascii()
+    # the port as it is, indentation kept, in a folded block
+    assert "\n+        for (struct ggml_tensor * ga : opt_ctx->grad_accs) {\n" in text
     assert "**wrong**" not in text and "verdict" not in text.lower()
     body = PB.evidence(r, "f" * 64, "llama.cpp", COMMITS, NAMES, TOOLCHAIN, "ggml-org/llama.cpp")
     shown = "\n".join(body)
     assert fix.name not in shown and "**wrong**" not in shown, shown
     # no judged record of it for this target: no draft
     assert CM.drafts([fix], sample(), "llama.cpp", COMMITS, NAMES, None) == {}
+
+
+def test_code_lines_keep_whitespace_and_never_close_the_fence():
+    lines = ["+    if (x) {", " ```", "```", "    ```", "a\x1bb"]
+    assert PB.code_lines(lines) == ["+    if (x) {", "     ```", "    ```", "    ```", "a\\x1bb"]
 
 
 def load_competing_shipped():
