@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Iterable, Literal, Optional, TypeVar, Union
 
 import yaml
-from pydantic import Field, PrivateAttr, ValidationError, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic.json_schema import GenerateJsonSchema
 
 from . import backends, config_records, untrusted
 from .config_records import Backend, MatrixRecord, Named, Str
@@ -115,7 +116,10 @@ class Profile(MatrixRecord):
     __hash__ = MatrixRecord.__hash__
 
 
-class Series(MatrixRecord):
+# matrix.yaml's `series:` key: where the series lives, in which layout (patchset.series.Series is
+# the series itself). No docstring: it would become a description in the published schema.
+class SeriesConfig(MatrixRecord):
+    model_config = ConfigDict(title="Series")  # the schema's name for it, as published
     path: Str
     layout: Layout
     # the maintainers' approval of a new test file: the gate's own patch joins the series
@@ -130,7 +134,7 @@ class Ci(MatrixRecord):
 class Matrix(MatrixRecord):
     """matrix.yaml. Once loaded (`load_matrix`) it knows its file and the line of every key."""
 
-    series: Series
+    series: SeriesConfig
     native_tests: Str = "native_tests"
     ci: Ci = Ci()
     targets: Annotated[dict[Name, Target], Field(min_length=1, json_schema_extra=_NAMES_ONLY)]
@@ -206,9 +210,19 @@ def _named(path: Path, what: str, name: str, known: dict[str, R]) -> R:
     return known[name]
 
 
+class _MatrixSchema(GenerateJsonSchema):
+    """The schema's definitions named as published (a record's class may be named otherwise)."""
+
+    def normalize_name(self, name: str) -> str:
+        return super().normalize_name(_SCHEMA_NAMES.get(name, name))
+
+
+_SCHEMA_NAMES = {"SeriesConfig": "Series"}
+
+
 def schema() -> dict[str, Any]:
     """matrix.yaml's JSON Schema, from the records."""
-    return Matrix.model_json_schema()
+    return Matrix.model_json_schema(schema_generator=_MatrixSchema)
 
 
 def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], int]]:
