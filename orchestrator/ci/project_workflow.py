@@ -13,6 +13,8 @@ from .actions import DEFAULT_PINS, Pins
 
 PATH = ".github/workflows/ggml-patch-ci.yml"
 NAME = "ggml-patch CI"
+DEFAULT_BRANCH = "main"
+CONCURRENCY = "ggml-patch-ci-${{ github.head_ref && github.ref || github.run_id }}"
 PATHS = [
     "orchestrator/**",
     "patches/**",
@@ -61,9 +63,15 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
     ]
     return {
         "name": NAME,
-        "on": {"push": {"paths": PATHS}, "pull_request": {"paths": PATHS}},
+        # one run per change: a branch's pushes are tested by its pull request, main's by push
+        "on": {
+            "push": {"branches": [DEFAULT_BRANCH], "paths": PATHS},
+            "pull_request": {"paths": PATHS},
+        },
         "permissions": {},
-        "concurrency": {"group": "ggml-patch-ci-${{ github.ref }}", "cancel-in-progress": True},
+        # a pull request's newer push cancels its older run; a run on main is never cancelled
+        # (each has its own group: head_ref is empty there)
+        "concurrency": {"group": CONCURRENCY, "cancel-in-progress": True},
         "jobs": {
             "checks": C.job("Tests and workflow checks", 30, steps),
             "oldest-python": C.job(f"Install and unit tests on Python {OLDEST_PYTHON}", 15, oldest),

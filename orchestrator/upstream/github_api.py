@@ -322,7 +322,7 @@ def raise_for_answer(
         moved = redact(str(headers.get("Location") or "?"), (token,))
         raise GitHubError(
             f"{where}: {status} moved to {moved}: {wording.repo} was renamed or transferred; "
-            "use its new OWNER/NAME (--repo; matrix.yaml ci.repository, then `ggml-patch ci-workflow`)"
+            "use its new OWNER/NAME (--repo)"
         )
     if status == 404:
         raise GitHubError(

@@ -201,7 +201,7 @@ def seed_caches(store: Path, clone: Path, shared_downloads: Path, ccache: Path) 
                 os.symlink(f, store / "cache" / key / folder.name / f.name)
     ccache.mkdir(exist_ok=True)
     for t in matrix.profiles["default"][0]:
-        os.symlink(ccache, store / "cache" / f"ccache-default-{t}-cpu-Linux-seed")
+        os.symlink(ccache, store / "cache" / f"ccache-Linux-results+default+{t}+cpu+seed")
 
 
 def run_matrix_workflow(
