@@ -1,5 +1,5 @@
-"""What every generated workflow shares: its jobs' first steps, the scheduled-run guard, and the YAML
-writer (literal blocks for scripts, a version comment after every pinned action). Pure."""
+"""What every generated workflow shares: its jobs' first steps, the scheduled-run guard, and the
+YAML writer (literal blocks for scripts, a version comment after every pinned action). Pure."""
 
 from __future__ import annotations
 
@@ -72,10 +72,10 @@ def with_if(job: dict, condition: Optional[str]) -> dict:
 def first_steps(
     pins: Pins, extra: str = "", cache: str = "pip", python: str = PYTHON
 ) -> list[dict]:
-    """Check out, Python and the tool installed once at constraints.txt's versions, then called directly
-    (no nox: a second virtual environment and install per job for nothing). `cache` '' for a job that
-    must not restore what another job saved (one with a write permission), or must not save one (a
-    leg that builds a fork's code)."""
+    """Check out, Python and the tool installed once at constraints.txt's versions, then called
+    directly (no nox: a second virtual environment and install per job for nothing). `cache` ''
+    for a job that must not restore what another job saved (one with a write permission), or must
+    not save one (a leg that builds a fork's code)."""
     cached = {"cache": cache, "cache-dependency-path": "constraints.txt"} if cache else {}
     target = f"'.[{extra}]'" if extra else "."
     return [
@@ -144,7 +144,8 @@ def upload_step(what: str, when: str, artifact: str, path: str, pins: Pins, **mo
 def job(
     name: str, minutes: int, steps: list[dict], head: Optional[dict] = None, **tail: Any
 ) -> dict:
-    """A job on the hosted runner that reads the repository only, unless `tail` names its permissions."""
+    """A job on the hosted runner that reads the repository only, unless `tail` names its
+    permissions."""
     return {
         "name": name,
         **(head or {}),
@@ -159,9 +160,10 @@ def job(
 def issue_job(
     name: str, minutes: int, pins: Pins, steps: list[dict], env: dict, args: str, **head: Any
 ) -> dict:
-    """A job that writes the drift issue (`ggml-patch drift-issue` last, `args` adding to its arguments).
-    It restores no cache another job could have saved, and the jobs that write the issue (the matrix's
-    report, the daily drift job) take turns, so two never both find no issue open and both open one."""
+    """A job that writes the drift issue (`ggml-patch drift-issue` last, `args` adding to its
+    arguments). It restores no cache another job could have saved, and the jobs that write the
+    issue (the matrix's report, the daily drift job) take turns, so two never both find no issue
+    open and both open one."""
     token = {
         "GITHUB_TOKEN": "${{ github.token }}",
         "REPO": "${{ github.repository }}",

@@ -1,7 +1,8 @@
 """Every file `ggml-patch ci-workflow` writes, with the action pins the committed workflows carry.
 
 Beside a workflow in a `.github/workflows/` folder (the default): the drift and project-CI
-workflows, the self-hosted legs' workflow (where matrix.yaml names a self-hosted runner), `.github/actionlint.yaml` (matrix.yaml's self-hosted runner labels) and
+workflows, the self-hosted legs' workflow (where matrix.yaml names a self-hosted runner),
+`.github/actionlint.yaml` (matrix.yaml's self-hosted runner labels) and
 `.github/ggml-patch-cells.json` (the noxfile's cell sessions). A workflow written elsewhere
 (--output) stands alone.
 """

@@ -32,7 +32,8 @@ FAST_TESTS = 'python -m pytest -m "unit or integration" -ra\n'
 # requires-python's lowest version: constraints.txt must install there too (its markers), and the
 # unit tier pass
 OLDEST_PYTHON = "3.10"
-LINT = "ruff check orchestrator\nmypy\nruff format --check orchestrator\n"  # as in noxfile.py's lint session
+# as in noxfile.py's lint session
+LINT = "ruff check orchestrator\nmypy\nruff format --check orchestrator\n"
 # zizmor refuses an empty token: without one (the job run in act, offline) only its offline audits
 ZIZMOR = (
     'if [ -n "$GH_TOKEN" ]; then zizmor --format github .github\n'
@@ -54,7 +55,8 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
             "run": "ggml-patch ci-workflow --check\n",
         },
         {"name": "actionlint (with shellcheck)", "if": always, "run": "actionlint\n"},
-        # online audits too (impostor commits, the version comment of each pin), with the job's own token
+        # online audits too (impostor commits, the version comment of each pin), with the job's
+        # own token
         {"name": "zizmor", "if": always, "env": {"GH_TOKEN": "${{ github.token }}"}, "run": ZIZMOR},
     ]
     oldest = [

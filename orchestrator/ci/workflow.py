@@ -66,14 +66,16 @@ def cell_session(target: str, backend: str) -> str:
 
 
 def _labels(runs_on: str) -> list[str]:
-    """matrix.yaml's `runs_on`: one label, or a self-hosted runner's "self-hosted, linux, gpu" (all must match)."""
+    """matrix.yaml's `runs_on`: one label, or a self-hosted runner's "self-hosted, linux, gpu"
+    (all must match)."""
     return [s.strip() for s in runs_on.split(",") if s.strip()]
 
 
 def all_cells(
     matrix: Matrix, profiles: Optional[Iterable[str]] = None
 ) -> list[tuple[str, str, str]]:
-    """(profile, target, backend) for every cell of the given profiles (default: all), in matrix.yaml's order."""
+    """(profile, target, backend) for every cell of the given profiles (default: all), in
+    matrix.yaml's order."""
     names = list(profiles) if profiles else list(matrix.profiles)
     return [(p, t.name, b.name) for p in names for t, b in matrix.cells(p)]
 
@@ -114,7 +116,8 @@ def honesty(backend: str, runs_on: str) -> dict[str, Any]:
 
 
 def downloads_key(matrix: Matrix, target: str) -> str:
-    """A cache key that changes only with the target's pinned download (its sha256); '' for git, local."""
+    """A cache key that changes only with the target's pinned download (its sha256); '' for git,
+    local."""
     src = matrix.target(target).source
     return (
         f"ggml-patch-downloads-{src['sha256'][:32]}"
@@ -124,7 +127,8 @@ def downloads_key(matrix: Matrix, target: str) -> str:
 
 
 def runner_slug(runs_on: str) -> str:
-    """A runner's labels as one name-safe word ("self-hosted, linux, gpu" -> self-hosted-linux-gpu)."""
+    """A runner's labels as one name-safe word ("self-hosted, linux, gpu" ->
+    self-hosted-linux-gpu)."""
     return "-".join(re.sub(r"[^A-Za-z0-9._-]", "_", lab) for lab in _labels(runs_on))
 
 
@@ -186,7 +190,9 @@ def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[
 
 _PLAN = """pins=$(ggml-patch resolve-refs --out pins.json)
 echo "pins=$pins" >> "$GITHUB_OUTPUT"
-{ echo '### The commits this run builds'; echo; echo '```json'; cat pins.json; echo '```'; } >> "$GITHUB_STEP_SUMMARY"
+{
+  echo '### The commits this run builds'; echo; echo '```json'; cat pins.json; echo '```'
+} >> "$GITHUB_STEP_SUMMARY"
 """
 
 
@@ -206,7 +212,8 @@ def _plan_job(pins: Pins, guard: str = C.SCHEDULED_GUARD) -> dict:
     )
 
 
-_RUN_CELL = f"""args=(--pins "{C.PINS_FILE}" --profile "$PROFILE" --target "$TARGET" --backend "$BACKEND" --results "$RESULTS")
+_RUN_CELL = f"""args=(--pins "{C.PINS_FILE}" --profile "$PROFILE" --target "$TARGET"
+      --backend "$BACKEND" --results "$RESULTS")
 if [ -n "$REQUIRE_BACKEND" ]; then args+=(--require-backend "$REQUIRE_BACKEND"); fi
 if [ "$BUILD_ONLY" = true ]; then args+=(--build-only); fi
 ggml-patch matrix "${{args[@]}}"
@@ -228,16 +235,22 @@ CCACHE_ENV = {
     "CCACHE_BASEDIR": "${{ github.workspace }}",
 }
 # the job's start, so that the eviction below keeps exactly what this job's build used
+# A self-hosted runner without ccache and without passwordless sudo builds without it (warned),
+# rather than failing every leg over a cache.
 _INSTALL_CCACHE = """echo "CCACHE_JOB_START=$(date +%s)" >> "$GITHUB_ENV"
 if command -v ccache >/dev/null; then exit 0; fi
 if [ "$RUNNER_OS" = macOS ]; then brew install ccache
-else sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends ccache
+elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+  sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends ccache
+else
+  echo "::warning title=ccache::not installed and no passwordless sudo: building without ccache"
 fi
 """
 # ccache (4.4+) touches what a build hits: what this job did not use goes before the save,
 # so the saved cache never grows past one build's objects (ggml-org/ccache-action's
 # evict-old-files: job)
-_EVICT = """age=$(( $(date +%s) - CCACHE_JOB_START + 60 ))
+_EVICT = """if ! command -v ccache >/dev/null; then exit 0; fi
+age=$(( $(date +%s) - CCACHE_JOB_START + 60 ))
 ccache --evict-older-than "${age}s"
 ccache --show-stats
 """
@@ -288,7 +301,7 @@ def cuda_key() -> str:
     return f"cuda-pypi-${{{{ runner.os }}}}-{nvcc[1] if nvcc else 'nvcc'}-{digest}"
 
 
-_VULKAN_ENV = """# as llama.cpp's own llvmpipe job: lavapipe's f16 and cooperative-matrix paths are left out
+_VULKAN_ENV = """# as llama.cpp's own llvmpipe job: lavapipe's f16 and coopmat paths are left out
 echo "GGML_VK_DISABLE_F16=1" >> "$GITHUB_ENV"
 echo "GGML_VK_DISABLE_COOPMAT=1" >> "$GITHUB_ENV"
 """
@@ -310,7 +323,10 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
     hand_over = C.cache_step(
         "Hand the snapshots to the bundle", SNAPSHOTS_PATH, snapshots, pins, action="cache/save"
     )
-    summary = 'if [ -f "$RESULTS/summary.md" ]; then cat "$RESULTS/summary.md" >> "$GITHUB_STEP_SUMMARY"; fi\n'
+    summary = (
+        'if [ -f "$RESULTS/summary.md" ]; then '
+        'cat "$RESULTS/summary.md" >> "$GITHUB_STEP_SUMMARY"; fi\n'
+    )
     # no junit reporter: `ggml-patch matrix` annotates each failed cell itself (::error with
     # matrix.yaml's line); a second reporter would annotate every failure twice
     # LEG_RESULTS holds one folder, named as the artifact: downloads never collide
@@ -461,7 +477,10 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins, leg_list: list
         # the default profile's bundle also needs every leg done: a leg that uploaded nothing
         # (a timeout) is missing from the merge, not failed in it
         when = merged.replace(" }}", " && needs.cell.result == 'success' }}") if fatal else merged
-        run = f'ggml-patch bundle --pins "{C.PINS_FILE}" --results merged/{p} --out bundle/{p} {BUNDLE_AUTHOR}\n'
+        run = (
+            f'ggml-patch bundle --pins "{C.PINS_FILE}" --results merged/{p} --out bundle/{p} '
+            f"{BUNDLE_AUTHOR}\n"
+        )
         bundled_ok = f"${{{{ !cancelled() && steps.{bundle}.outcome == 'success' }}}}"
         steps.append({"name": f"Bundle ({p})", "id": bundle, "if": when, **soft, "run": run})
         steps.append(
@@ -619,7 +638,8 @@ def self_hosted_workflow(
 
 
 def actionlint_config(matrix: Matrix) -> str:
-    """.github/actionlint.yaml: matrix.yaml's custom runner labels, which actionlint rejects undeclared."""
+    """.github/actionlint.yaml: matrix.yaml's custom runner labels, which actionlint rejects
+    undeclared."""
     runners = (r for b in matrix.backends.values() for r in b.all_runners())
     labels = sorted({lab for r in runners for lab in _labels(r) if not _HOSTED.match(lab)})
     body = {"self-hosted-runner": {"labels": labels}}
@@ -627,7 +647,8 @@ def actionlint_config(matrix: Matrix) -> str:
 
 
 def nox_cells_json(matrix: Matrix) -> str:
-    """.github/ggml-patch-cells.json: the noxfile's `cell` sessions, readable with the standard library alone."""
+    """.github/ggml-patch-cells.json: the noxfile's `cell` sessions, readable with the standard
+    library alone."""
     once = dict.fromkeys((t, b) for _, t, b in all_cells(matrix))  # the `cell` session's params
     cells = [
         {

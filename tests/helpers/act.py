@@ -35,7 +35,8 @@ _DIRS = {
     "actions/download-artifact": "download-artifact",
 }
 LINT_TOOLS = ("ruff", "mypy", "actionlint", "shellcheck", "zizmor")
-OWNER_REPO = "ggml-patch/ggml-patch"  # matrix.yaml's ci.repository: the owner-only jobs run
+# github.repository as act takes it from the clone's origin: the fake GitHub API's repository
+OWNER_REPO = "ggml-patch/ggml-patch"
 MATRIX_WF = ".github/workflows/ggml-patch-matrix.yml"
 TOKEN = "act-token"  # the run's GITHUB_TOKEN, as the fake GitHub API expects it
 
@@ -164,6 +165,31 @@ def run_act(
     return subprocess.run(
         cmd, cwd=clone, capture_output=True, text=True, env=proc_env, timeout=timeout
     )
+
+
+def regenerate(clone: Path) -> None:
+    """The clone's workflows regenerated from its matrix.yaml by the clone's own `ci-workflow`."""
+    env = {**os.environ, "PYTHONPATH": str(clone)}
+    m = clone / "matrix.yaml"
+    subprocess.run(
+        [sys.executable, "-m", "orchestrator", "ci-workflow", "--matrix", str(m)],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
+
+
+def with_a_self_hosted_cpu_runner(clone: Path, sources: dict | None = None) -> None:
+    """The cpu backend on a GitHub-hosted runner and a self-hosted one that does not exist here
+    (as a GPU box away for the weekend), `sources` (target -> source) replaced, the workflows
+    regenerated."""
+    m = clone / "matrix.yaml"
+    data = yaml.safe_load(m.read_text())
+    data["backends"]["cpu"]["runs_on"] = ["ubuntu-24.04", "self-hosted, linux, gpu"]
+    for target, source in (sources or {}).items():
+        data["targets"][target]["source"] = source
+    m.write_text(yaml.safe_dump(data, sort_keys=False))
+    regenerate(clone)
 
 
 def default_cpu_only(clone: Path) -> None:
