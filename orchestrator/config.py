@@ -1,6 +1,6 @@
-"""matrix.yaml: load, validate and resolve into its pydantic records (declared once: here, and each source
-kind's options with its kind in sources/), from which its JSON Schema comes too. Every error is one line
-naming the file, the line and the key (from the YAML node marks)."""
+"""matrix.yaml: load, validate and resolve into its pydantic records (declared once: here, and each
+source kind's options with its kind in sources/), from which its JSON Schema comes too. Every error
+is one line naming the file, the line and the key (from the YAML node marks)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Iterable, Literal, Optional, TypeVar, Union
 
 import yaml
-from pydantic import AfterValidator, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
+from pydantic.json_schema import GenerateJsonSchema
 
-from . import backends, untrusted
-from . import config_records as rec
-from .config_records import Backend, MatrixRecord, Named, Str, matching
+from . import backends, config_records, untrusted
+from .config_records import Backend, MatrixRecord, Named, Str
 from .errors import ConfigError
-from .patchset.layout import GATE_TEST, LAYOUTS
+from .model.layout import GATE_TEST, LAYOUTS
+from .model.values import WORDS, Name, matching
 from .sources.git import GitSource
 from .sources.local import LocalSource
 from .sources.pypi_sdist import PypiSdist
@@ -49,10 +57,6 @@ _KINDS = {
 _KINDS.update(model="an object", model_attributes="an object", list="an array", tuple="an array")
 _SAID = {"union_tag_not_found": "missing required key 'kind'", "too_short": "must not be empty"}
 _SAID.update(greater_than="expected a positive number, got {value!r}")
-Name = Annotated[
-    str,
-    matching(r"[A-Za-z0-9][A-Za-z0-9._-]*", "is not a valid name (letters, digits, '.', '_', '-')"),
-]
 _REPO = r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+"  # OWNER/NAME
 Repo = Annotated[
     str,
@@ -71,7 +75,8 @@ Options = Annotated[
 
 
 class Upstream(MatrixRecord):
-    """Where the change goes and how it is submitted; `api` only for a fork the user owns, so it names it."""
+    """Where the change goes and how it is submitted; `api` only
+    for a fork the user owns, so it names it."""
 
     repo: Optional[Repo] = None
     submit: Optional[Literal["manual", "api", "none"]] = None
@@ -84,7 +89,7 @@ class Upstream(MatrixRecord):
     @model_validator(mode="after")
     def _api_names_the_fork(self) -> "Upstream":
         if self.submit == "api" and not self.repo:
-            raise rec.problem(rec.SCHEMA_ERROR, "missing required key 'repo'")
+            raise config_records.problem(config_records.SCHEMA_ERROR, "missing required key 'repo'")
         return self
 
 
@@ -92,18 +97,17 @@ class Target(Named):
     """matrix.yaml's `targets.NAME`."""
 
     layout: Layout
-    prefix: rec.RELPATH = ""
+    prefix: config_records.RELPATH = ""
     source: Options
-    description: rec.Text = ""
+    description: config_records.Text = ""
     upstream: Optional[Upstream] = None  # matrix.yaml's `upstream:`, when declared
-    __init__ = (
-        Named.__init__
-    )  # the name first (mypy's pydantic plugin would make one of the fields alone)
+    # the name first (mypy's pydantic plugin would make one of the fields alone)
+    __init__ = Named.__init__
 
 
 class Profile(MatrixRecord):
-    targets: Annotated[tuple[Name, ...], Field(min_length=1), rec.Unique]
-    backends: Annotated[tuple[Str, ...], Field(min_length=1), rec.Unique]
+    targets: Annotated[tuple[Name, ...], Field(min_length=1), config_records.Unique]
+    backends: Annotated[tuple[Str, ...], Field(min_length=1), config_records.Unique]
 
     # a profile is also its (targets, backends) pair
     def __getitem__(self, i: int) -> tuple[str, ...]:
@@ -119,7 +123,10 @@ class Profile(MatrixRecord):
     __hash__ = MatrixRecord.__hash__
 
 
-class Series(MatrixRecord):
+# matrix.yaml's `series:` key: where the series lives, in which layout (patchset.series.Series is
+# the series itself). No docstring: it would become a description in the published schema.
+class SeriesConfig(MatrixRecord):
+    model_config = ConfigDict(title="Series")  # the schema's name for it, as published
     path: Str
     layout: Layout
     # the maintainers' approval of a new test file: the gate's own patch joins the series
@@ -134,7 +141,7 @@ CI_REPOSITORY_GONE = (
 
 
 def _gone(value: Any) -> Any:
-    raise rec.problem(rec.SCHEMA_ERROR, CI_REPOSITORY_GONE)
+    raise config_records.problem(config_records.SCHEMA_ERROR, CI_REPOSITORY_GONE)
 
 
 class Ci(MatrixRecord):
@@ -146,7 +153,7 @@ class Ci(MatrixRecord):
 class Matrix(MatrixRecord):
     """matrix.yaml. Once loaded (`load_matrix`) it knows its file and the line of every key."""
 
-    series: Series
+    series: SeriesConfig
     native_tests: Str = "native_tests"
     ci: Ci = Ci()
     targets: Annotated[dict[Name, Target], Field(min_length=1, json_schema_extra=_NAMES_ONLY)]
@@ -156,8 +163,9 @@ class Matrix(MatrixRecord):
     _lines: dict[tuple[Any, ...], int] = PrivateAttr(default_factory=dict)
 
     def located(self, path: Path, lines: dict[tuple[Any, ...], int]) -> "Matrix":
-        """This matrix as read from `path`, its keys at `lines`: each target and backend named by its
-        key, each source knows its key path and that relative paths start at the file's folder."""
+        """This matrix as read from `path`, its keys at `lines`: each target and
+        backend named by its key, each source knows its key path and that
+        relative paths start at the file's folder."""
         self._path, self._lines = path, lines
         for name, b in self.backends.items():
             b._name = name
@@ -211,14 +219,25 @@ class Matrix(MatrixRecord):
 def _named(path: Path, what: str, name: str, known: dict[str, R]) -> R:
     if name not in known:
         raise ConfigError(
-            f"{path}: unknown {what} {name!r}{_did_you_mean(name, known)} ({what}s: {', '.join(known)})"
+            f"{path}: unknown {what} {name!r}{_did_you_mean(name, known)} "
+            f"({what}s: {', '.join(known)})"
         )
     return known[name]
 
 
+class _MatrixSchema(GenerateJsonSchema):
+    """The schema's definitions named as published (a record's class may be named otherwise)."""
+
+    def normalize_name(self, name: str) -> str:
+        return super().normalize_name(_SCHEMA_NAMES.get(name, name))
+
+
+_SCHEMA_NAMES = {"SeriesConfig": "Series"}
+
+
 def schema() -> dict[str, Any]:
     """matrix.yaml's JSON Schema, from the records."""
-    return Matrix.model_json_schema()
+    return Matrix.model_json_schema(schema_generator=_MatrixSchema)
 
 
 def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], int]]:
@@ -248,7 +267,8 @@ def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], 
             # PyYAML's SafeLoader would refuse the tag; building collections here must too
             raise refused(
                 n,
-                f"invalid YAML: {at}: the tag {n.tag} is not allowed (plain mappings and lists only)",
+                f"invalid YAML: {at}: the tag {n.tag} is not "
+                "allowed (plain mappings and lists only)",
             )
         if isinstance(n, yaml.MappingNode):
             out: dict[str, Any] = {}
@@ -293,7 +313,8 @@ def _check_depth(text: str, where: str) -> None:
             depth += 1
             if depth > MAX_DEPTH:
                 raise ConfigError(
-                    f"{where}:{ev.start_mark.line + 1}: invalid YAML: nested too deeply (more than {MAX_DEPTH} levels)"
+                    f"{where}:{ev.start_mark.line + 1}: invalid YAML: nested too "
+                    f"deeply (more than {MAX_DEPTH} levels)"
                 )
         elif isinstance(ev, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
             depth -= 1
@@ -345,7 +366,8 @@ def load_matrix(path: str | Path) -> Matrix:
 def _problems(
     e: ValidationError, data: dict[str, Any]
 ) -> list[tuple[bool, tuple[Any, ...], bool, tuple[Any, ...], str]]:
-    """Each error as (a value's problem, the key path it sorts by, a type's, the key path it names, what is wrong)."""
+    """Each error as (a value's problem, the key path it sorts by, a
+    type's, the key path it names, what is wrong)."""
     out = []
     for err in e.errors(include_url=False):
         kind, value, ctx = err["type"], err.get("input"), err.get("ctx") or {}
@@ -359,7 +381,10 @@ def _problems(
             msg = f"unknown key{_did_you_mean(key, allowed)} (allowed: {', '.join(allowed)})"
         elif kind == "literal_error" and err["loc"][-1] == "[key]":  # a backend's name
             allowed = _choices(ctx["expected"])
-            msg = f"unknown name {value!r}{_did_you_mean(value, allowed)} (expected one of {', '.join(allowed)})"
+            msg = (
+                f"unknown name {value!r}{_did_you_mean(value, allowed)} "
+                f"(expected one of {', '.join(allowed)})"
+            )
         elif kind == "literal_error":
             msg = f"{value!r} is not one of {', '.join(_choices(ctx['expected']))}"
         elif kind == "union_tag_invalid":
@@ -370,16 +395,20 @@ def _problems(
         elif kind in _SAID:
             msg = _SAID[kind].format(value=value)
         elif kind.removesuffix("_type") in _KINDS:
-            msg = f"expected {_KINDS[kind.removesuffix('_type')]}, got {type(value).__name__} {value!r}"
+            msg = (
+                f"expected {_KINDS[kind.removesuffix('_type')]}, "
+                f"got {type(value).__name__} {value!r}"
+            )
         elif kind == "string_pattern_mismatch":
-            msg = f"{value!r} {rec.WORDS[ctx['pattern']]}"
+            msg = f"{value!r} {WORDS[ctx['pattern']]}"
         else:  # SCHEMA_ERROR, VALUE_ERROR: the words are the type's
             msg = ctx.get("message", err["msg"])
         container = kind in ("missing", "unknown_key") or err["loc"][-1] == "[key]"
-        # a value's problems after its form's; a type after what the value is (one branch of a union)
+        # a value's problems after its form's; a type after
+        # what the value is (one branch of a union)
         out.append(
             (
-                kind == rec.VALUE_ERROR,
+                kind == config_records.VALUE_ERROR,
                 path[:-1] if container else path,
                 kind.endswith("_type"),
                 at,
@@ -426,16 +455,19 @@ def _check_profiles(matrix: Matrix) -> None:
                 if name not in known:
                     raise ConfigError(
                         f"{path}:{_line_for(lines, ('profiles', pname, what + 's', i))}: "
-                        f"profiles.{pname}.{what}s: unknown {what} {name!r}{_did_you_mean(name, known)}"
+                        f"profiles.{pname}.{what}s: unknown {what} "
+                        f"{name!r}{_did_you_mean(name, known)}"
                     )
     if "default" not in matrix.profiles:
         raise ConfigError(
-            f"{path}:{_line_for(lines, ('profiles',))}: profiles: missing required profile 'default'"
+            f"{path}:{_line_for(lines, ('profiles',))}: "
+            "profiles: missing required profile 'default'"
         )
 
 
 def require_native_tests(matrix: "Matrix") -> None:
-    """The harness every build needs; checked before any cell, so a bad path is one line up front."""
+    """The harness every build needs; checked before any
+    cell, so a bad path is one line up front."""
     missing = [
         n
         for n in ("CMakeLists.txt", f"{GATE_TEST}.cpp")

@@ -1,7 +1,8 @@
-"""The base of every record the tool reads or writes (results.json, the bundle manifest, `status --json`,
-patches/known-limits.yaml, ...): a pydantic v2 model declared once, from which serialisation, validation of
-untrusted input and the JSON Schema come. Untrusted input is validated strictly (JSON types, no coercion),
-unknown keys are refused, and an error is one line naming the key path (`error_line`)."""
+"""The base of every record the tool reads or writes (results.json, the bundle manifest,
+`status --json`, patches/known-limits.yaml, ...): a pydantic v2 model declared once, from
+which serialisation, validation of untrusted input and the JSON Schema come. Untrusted input
+is validated strictly (JSON types, no coercion), unknown keys are refused, and an error is
+one line naming the key path (`error_line`)."""
 
 from __future__ import annotations
 
@@ -22,9 +23,8 @@ _KINDS = dict(
     list="array",
     model="object",
 )
-Hint = Callable[
-    [tuple[Any, ...], str, Any], Optional[str]
-]  # (key path, error type, value) -> what, or None
+# (key path, error type, value) -> what, or None
+Hint = Callable[[tuple[Any, ...], str, Any], Optional[str]]
 
 
 class Record(BaseModel):
@@ -57,7 +57,12 @@ def dotted(loc: Iterable[Any]) -> str:
     """A key path as the messages write it: cells[1].status."""
     out = ""
     for p in loc:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif out:
+            out += f".{p}"
+        else:
+            out += str(p)
     return out
 
 
@@ -88,7 +93,8 @@ def error_line(e: ValidationError, hint: Optional[Hint] = None) -> str:
 
 
 def parse(kind: type[R], data: Any, where: str, what: str, hint: Optional[Hint] = None) -> R:
-    """A document's JSON data (or text) as `kind`, validated strictly; else one line naming `where` and the key."""
+    """A document's JSON data (or text) as `kind`, validated strictly;
+    else one line naming `where` and the key."""
     if not isinstance(data, (str, bytes)):
         if not isinstance(data, dict):
             raise ConfigError(f"{where}: expected a JSON object; not {what}")

@@ -29,11 +29,20 @@ from typing import Any, Literal, Optional
 import requests
 from pydantic import ValidationError
 
-from ..drift import status as S
+from ..drift.status import (
+    APPLIES,
+    CONFLICT,
+    NOT_APPLICABLE,
+    THREE_WAY,
+    UNAVAILABLE,
+    UNREACHABLE,
+    UPSTREAM,
+    StatusReport,
+)
 from ..errors import ConfigError, GitHubError
+from ..model.results import Results
 from ..records import Record, parse
 from ..redact import redact
-from ..report.model import Results
 from ..upstream.github_api import NoAnswer, Wording, github_message, raise_for_answer, send
 
 TITLE = "ggml-patch: the series drifted or a cell failed"
@@ -48,21 +57,21 @@ MARKER = "<!-- ggml-patch drift-issue: written by the tool, rewritten on every r
 BOT = "github-actions[bot]"
 UNPROVEN = "not yet proven on GitHub"
 _STATE = re.compile(r"<!-- ggml-patch-state: (?P<json>\{.*?\}) -->", re.S)
-RANK = {S.APPLIES: 0, S.UPSTREAM: 0, S.THREE_WAY: 1, S.NOT_APPLICABLE: 2, S.CONFLICT: 3}
+RANK = {APPLIES: 0, UPSTREAM: 0, THREE_WAY: 1, NOT_APPLICABLE: 2, CONFLICT: 3}
 NOT_KNOWN = (
-    S.UNREACHABLE,
-    S.UNAVAILABLE,
+    UNREACHABLE,
+    UNAVAILABLE,
 )  # the source could not be had: nothing learnt about the series
 STATUSES = (*RANK, *NOT_KNOWN)  # every status `ggml-patch status` writes
 STATUS_JSON = "the output of `ggml-patch status --json`"
 _DETAIL_MAX = 300
 _TODO = {
-    S.CONFLICT: "a patch does not merge: `ggml-patch status --profile {profile} --target "
+    CONFLICT: "a patch does not merge: `ggml-patch status --profile {profile} --target "
     "{target}` leaves `<cache>/status/{target}/resolve/` stopped at it; resolve, "
     "`git am --continue`, then `ggml-patch refresh {target}`",
-    S.THREE_WAY: "the series applies only with a 3-way merge (the code moved near the fix): "
+    THREE_WAY: "the series applies only with a 3-way merge (the code moved near the fix): "
     "`ggml-patch refresh {target}` so it applies as it is",
-    S.NOT_APPLICABLE: "a file the fix changes, or the per-step API it fixes, is gone: "
+    NOT_APPLICABLE: "a file the fix changes, or the per-step API it fixes, is gone: "
     "look at {target} by hand",
 }
 
@@ -114,7 +123,7 @@ Failing = tuple[
 
 def read_status(data: Any, where: str) -> Targets:
     """The rows of `ggml-patch status --json` (its data)."""
-    report = parse(S.StatusReport, data, where, STATUS_JSON)
+    report = parse(StatusReport, data, where, STATUS_JSON)
     for i, row in enumerate(report.targets):
         if row.status not in STATUSES:
             among = ", ".join(STATUSES)
@@ -198,7 +207,7 @@ def worsened(previous: Optional[State], state: State) -> list[str]:
     before_t = previous.targets if previous else {}
     before_c = previous.failing if previous else {}
     out = [
-        f"{t}: {getattr(before_t.get(t), 'status', S.APPLIES)} -> {r.status}"
+        f"{t}: {getattr(before_t.get(t), 'status', APPLIES)} -> {r.status}"
         for t, r in state.targets.items()
         if rank(r) > rank(before_t.get(t))
     ]
@@ -366,7 +375,8 @@ def issue_body(state: State, now: _dt.datetime, clean: bool = False) -> str:
 
 
 def _row(*cells: str) -> str:
-    """A Markdown table row, each cell safe in it (a pipe, backslash or newline would break the table)."""
+    """A Markdown table row, each cell safe in it (a pipe, backslash or newline would break the
+    table)."""
     return (
         "| "
         + " | ".join(c.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ") for c in cells)

@@ -13,8 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from . import common as C
-from . import drift_workflow, project_workflow
+from . import common, drift_workflow, project_workflow
 from .actions import Pins, current_pins
 from .workflow import (
     DEFAULT_PATH,
@@ -48,7 +47,9 @@ def generated(
         workflows[main.parent / Path(other.PATH).name] = partial(other.workflow_yaml, matrix)
     if beside and self_hosted_workflow(matrix, profiles) is not None:
         path = main.parent / Path(SELF_HOSTED_PATH).name
-        workflows[path] = lambda pins: C.dump(self_hosted_workflow(matrix, profiles, pins), pins)
+        workflows[path] = lambda pins: common.dump(
+            self_hosted_workflow(matrix, profiles, pins), pins
+        )
     pins = current_pins(_read(p) for p in workflows)  # what Dependabot bumped stays
     files = {path: make(pins) for path, make in workflows.items()}
     if beside:

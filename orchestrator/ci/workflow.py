@@ -29,8 +29,7 @@ import yaml
 
 from ..config import Matrix, _line_for
 from ..errors import ConfigError
-from . import common as C
-from . import proven as P
+from . import common, proven
 from .actions import DEFAULT_PINS, Pins, uses
 from .runners import retired_message
 
@@ -132,9 +131,9 @@ def runner_slug(runs_on: str) -> str:
     return "-".join(re.sub(r"[^A-Za-z0-9._-]", "_", lab) for lab in _labels(runs_on))
 
 
-def proven_record(matrix: Matrix) -> P.Proven:
+def proven_record(matrix: Matrix) -> proven.Proven:
     """.github/ggml-patch-proven.yaml beside matrix.yaml (none there: no leg proven)."""
-    return P.load(matrix.path.parent / P.PATH)
+    return proven.load(matrix.path.parent / proven.PATH)
 
 
 def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[str, Any]]:
@@ -155,7 +154,7 @@ def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[
                 f"first (e.g. [ubuntu-24.04, {b.all_runners()[0]!r}]): the self-hosted legs run "
                 f"in {SELF_HOSTED_PATH}, which the bundle and the drift report never wait for"
             )
-    proven = P.keys(proven_record(matrix))
+    proven_legs = proven.keys(proven_record(matrix))
     profiles = list(profiles) if profiles else None
     handing_over = bundle_legs(matrix, profiles)
     out = []
@@ -174,7 +173,7 @@ def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[
                 "backend": backend,
                 "runs-on": labels[0] if len(labels) == 1 else labels,
                 "required": profile == DEFAULT_PROFILE
-                and (profile, target, backend, runner) in proven,
+                and (profile, target, backend, runner) in proven_legs,
                 "self-hosted": self_hosted(runs_on),
                 **honesty(backend, runs_on),
                 "downloads-key": downloads_key(matrix, target),
@@ -196,14 +195,14 @@ echo "pins=$pins" >> "$GITHUB_OUTPUT"
 """
 
 
-def _plan_job(pins: Pins, guard: str = C.SCHEDULED_GUARD) -> dict:
+def _plan_job(pins: Pins, guard: str = common.SCHEDULED_GUARD) -> dict:
     # every other job needs the plan: where it is skipped, the whole run is
     head = {"if": guard}
     steps = [
-        *C.first_steps(pins),
+        *common.first_steps(pins),
         {"name": "Resolve every git ref to a commit", "id": "pins", "run": _PLAN},
     ]
-    return C.job(
+    return common.job(
         "Plan: one commit per git ref",
         15,
         steps,
@@ -212,7 +211,7 @@ def _plan_job(pins: Pins, guard: str = C.SCHEDULED_GUARD) -> dict:
     )
 
 
-_RUN_CELL = f"""args=(--pins "{C.PINS_FILE}" --profile "$PROFILE" --target "$TARGET"
+_RUN_CELL = f"""args=(--pins "{common.PINS_FILE}" --profile "$PROFILE" --target "$TARGET"
       --backend "$BACKEND" --results "$RESULTS")
 if [ -n "$REQUIRE_BACKEND" ]; then args+=(--require-backend "$REQUIRE_BACKEND"); fi
 if [ "$BUILD_ONLY" = true ]; then args+=(--build-only); fi
@@ -226,7 +225,7 @@ echo "$root/bin" >> "$GITHUB_PATH"
 
 CCACHE_DIR = "${{ github.workspace }}/.ccache"
 RUN_ID = "${{ github.run_id }}"
-DOWNLOADS_PATH = f"{C.WORKSPACE_CACHE}/downloads"
+DOWNLOADS_PATH = f"{common.WORKSPACE_CACHE}/downloads"
 # paths relative to the workspace: the aggregate's bundle builds (bundle/<target>/) hit the objects
 # of the cpu legs (cells/<target>-cpu/), whose ccache it restores
 CCACHE_ENV = {
@@ -269,7 +268,7 @@ def bundle_legs(
     return legs
 
 
-SNAPSHOTS_PATH = f"{C.WORKSPACE_CACHE}/snapshots.git"
+SNAPSHOTS_PATH = f"{common.WORKSPACE_CACHE}/snapshots.git"
 
 
 def snapshots_key(profile: str, target: str) -> str:
@@ -310,8 +309,8 @@ echo "GGML_VK_DISABLE_COOPMAT=1" >> "$GITHUB_ENV"
 def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
     ccache = ccache_key("${{ matrix.artifact }}")
     always = "${{ !cancelled() }}"
-    saves = f"${{{{ !cancelled() && {C.SAVES_CACHE} }}}}"
-    downloads = C.cache_step(
+    saves = f"${{{{ !cancelled() && {common.SAVES_CACHE} }}}}"
+    downloads = common.cache_step(
         "Source downloads", DOWNLOADS_PATH, "${{ matrix.downloads-key }}", pins, action="cache"
     )
     setup, cuda = "matrix.setup", "CUDA toolkit from PyPI (nvcc, cuBLAS; no GPU: build only)"
@@ -320,7 +319,7 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
     cell_env = {k.upper().replace("-", "_"): f"${{{{ matrix.{k} }}}}" for k in keys}
     # after the cell, for the aggregate's bundle: its snapshot repository, not imported again
     snapshots = snapshots_key("${{ matrix.profile }}", "${{ matrix.target }}")
-    hand_over = C.cache_step(
+    hand_over = common.cache_step(
         "Hand the snapshots to the bundle", SNAPSHOTS_PATH, snapshots, pins, action="cache/save"
     )
     summary = (
@@ -331,7 +330,7 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
     # matrix.yaml's line); a second reporter would annotate every failure twice
     # LEG_RESULTS holds one folder, named as the artifact: downloads never collide
     month = {"retention-days": 30}
-    upload = C.upload_step(
+    upload = common.upload_step(
         "the cell's results", always, "${{ matrix.artifact }}", LEG_RESULTS, pins, **month
     )
     return {
@@ -343,33 +342,35 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
         "continue-on-error": "${{ !matrix.required }}",
         "permissions": {"contents": "read"},
         "strategy": {"fail-fast": False, "matrix": {"include": leg_list}},
-        "env": {**C.CACHE_ENV, **CCACHE_ENV},
+        "env": {**common.CACHE_ENV, **CCACHE_ENV},
         "steps": [
             # a leg that builds a fork's code (git) neither restores nor saves the shared pip cache
-            *C.first_steps(pins, cache="${{ !matrix.git && 'pip' || '' }}"),
+            *common.first_steps(pins, cache="${{ !matrix.git && 'pip' || '' }}"),
             INSTALL_CCACHE,
             # Per leg: each cell compiles a different tree
-            C.cache_step("ccache", CCACHE_DIR, ccache + RUN_ID, pins, ccache),
-            C.with_if(downloads, "matrix.downloads-key != ''"),
-            C.restore_mirrors(pins, when="matrix.git"),
+            common.cache_step("ccache", CCACHE_DIR, ccache + RUN_ID, pins, ccache),
+            common.with_if(downloads, "matrix.downloads-key != ''"),
+            common.restore_mirrors(pins, when="matrix.git"),
             {
                 "name": "Vulkan (Mesa lavapipe)",
                 "if": f"{setup} == 'vulkan-lavapipe'",
                 "run": f"bash {VULKAN_SETUP}\n{_VULKAN_ENV}",
             },
-            C.with_if(
-                C.cache_step("CUDA wheels", CUDA_DIR, cuda_key(), pins, action="cache"),
+            common.with_if(
+                common.cache_step("CUDA wheels", CUDA_DIR, cuda_key(), pins, action="cache"),
                 f"{setup} == 'cuda-pypi'",
             ),
             {"name": cuda, "if": f"{setup} == 'cuda-pypi'", "run": _CUDA_SETUP},
-            C.PINS_FILE_STEP,
+            common.PINS_FILE_STEP,
             {"name": "Run the cell", "env": cell_env, "run": _RUN_CELL},
             {"name": "Keep only what this build used (ccache)", "if": saves, "run": _EVICT},
-            C.with_if(
-                C.cache_step("Save ccache", CCACHE_DIR, ccache + RUN_ID, pins, action="cache/save"),
+            common.with_if(
+                common.cache_step(
+                    "Save ccache", CCACHE_DIR, ccache + RUN_ID, pins, action="cache/save"
+                ),
                 saves,
             ),
-            C.with_if(hand_over, "matrix.hand-over"),
+            common.with_if(hand_over, "matrix.hand-over"),
             {
                 "name": "Job summary",
                 "if": always,
@@ -391,8 +392,8 @@ def _unproven_step(names: list[str]) -> dict:
     lines = [
         f"### Legs {P_UNPROVEN} (their failures do not fail the run)",
         "",
-        f"Recorded green runs on github.com are in `{P.PATH}`; until a leg has one, it runs with "
-        "`continue-on-error`.",
+        f"Recorded green runs on github.com are in `{proven.PATH}`; until a leg has one, it "
+        "runs with `continue-on-error`.",
         "",
         *(f"- {n}" for n in names),
     ]
@@ -409,7 +410,7 @@ P_UNPROVEN = "not yet proven on GitHub"
 
 def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins, leg_list: list[dict]) -> dict:
     profiles = list(dict.fromkeys(g.split(GROUP_SEP)[0] for g in groups))
-    steps: list[dict] = [*C.first_steps(pins, extra="plot")]  # the bundle's training-loss plot
+    steps: list[dict] = [*common.first_steps(pins, extra="plot")]  # the bundle's training-loss plot
     # each pinned target's cpu leg's ccache (the bundle's verification build hits its objects) and
     # snapshot repository (each sdist imported once per run: several legs' repositories merge, their
     # objects and refs named by content)
@@ -422,17 +423,19 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins, leg_list: list
         for t, (p, _) in bundled
     ]
     steps += [INSTALL_CCACHE] if ccache else []
-    steps += [C.cache_step(name, CCACHE_DIR, key + RUN_ID, pins, key) for name, key in ccache]
+    steps += [common.cache_step(name, CCACHE_DIR, key + RUN_ID, pins, key) for name, key in ccache]
     steps += [
-        C.cache_step(f"Snapshots (the {t}/cpu leg's)", SNAPSHOTS_PATH, snapshots_key(p, t), pins)
+        common.cache_step(
+            f"Snapshots (the {t}/cpu leg's)", SNAPSHOTS_PATH, snapshots_key(p, t), pins
+        )
         for t, (p, _) in bundled
     ]
     keys = dict.fromkeys(
         k for p in profiles for t, _ in matrix.cells(p) if (k := downloads_key(matrix, t.name))
     )
-    steps += [C.cache_step("Source downloads", DOWNLOADS_PATH, k, pins) for k in keys]
+    steps += [common.cache_step("Source downloads", DOWNLOADS_PATH, k, pins) for k in keys]
     if any(t.source.kind == "git" for p in profiles for t, _ in matrix.cells(p)):
-        steps.append(C.restore_mirrors(pins))
+        steps.append(common.restore_mirrors(pins))
     # every artifact holds one folder named as itself: merged into cells/ they never collide
     download = {
         "pattern": f"{ARTIFACT_PREFIX}{ARTIFACT_SEP}*",
@@ -440,7 +443,7 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins, leg_list: list
         "merge-multiple": True,
     }
     steps += [
-        C.PINS_FILE_STEP,
+        common.PINS_FILE_STEP,
         {
             "name": "Download every cell's results",
             "uses": uses("download-artifact", pins),
@@ -448,7 +451,7 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins, leg_list: list
         },
     ]
     for p in groups:
-        merge, bundle = C.step_id("merge", p), C.step_id("bundle", p)
+        merge, bundle = common.step_id("merge", p), common.step_id("bundle", p)
         extra, fatal = (
             GROUP_SEP in p,
             p == DEFAULT_PROFILE,
@@ -468,7 +471,7 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins, leg_list: list
             summary = f'cat merged/{p}/summary.md >> "$GITHUB_STEP_SUMMARY"\n'
             steps.append({"name": f"Summary ({p})", "if": merged, "run": summary})
         steps.append(
-            C.upload_step(
+            common.upload_step(
                 f"the merged results ({p})", merged, f"ggml-patch-results-{p}", f"merged/{p}", pins
             )
         )
@@ -478,13 +481,13 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins, leg_list: list
         # (a timeout) is missing from the merge, not failed in it
         when = merged.replace(" }}", " && needs.cell.result == 'success' }}") if fatal else merged
         run = (
-            f'ggml-patch bundle --pins "{C.PINS_FILE}" --results merged/{p} --out bundle/{p} '
+            f'ggml-patch bundle --pins "{common.PINS_FILE}" --results merged/{p} --out bundle/{p} '
             f"{BUNDLE_AUTHOR}\n"
         )
         bundled_ok = f"${{{{ !cancelled() && steps.{bundle}.outcome == 'success' }}}}"
         steps.append({"name": f"Bundle ({p})", "id": bundle, "if": when, **soft, "run": run})
         steps.append(
-            C.upload_step(
+            common.upload_step(
                 f"the bundle ({p})", bundled_ok, f"ggml-patch-bundle-{p}", f"bundle/{p}", pins
             )
         )
@@ -492,7 +495,7 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins, leg_list: list
         steps.append(_unproven_step(unproven))
     others = [p for p in groups if p != DEFAULT_PROFILE and GROUP_SEP not in p]
     if others:
-        ids = (C.step_id(k, p) for p in others for k in ("merge", "bundle"))
+        ids = (common.step_id(k, p) for p in others for k in ("merge", "bundle"))
         failed = " || ".join(f"steps.{i}.outcome == 'failure'" for i in ids)
         warning = (
             'echo "::warning title=ggml-patch::a merge or bundle of a profile other than '
@@ -508,8 +511,8 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins, leg_list: list
         "needs": ["plan", "cell"],
         "if": "${{ !cancelled() && needs.plan.result == 'success' }}",
     }
-    env = {**C.CACHE_ENV, **CCACHE_ENV} if ccache else C.CACHE_ENV
-    return C.job("Merge, summary and bundle per profile", 90, steps, head, env=env)
+    env = {**common.CACHE_ENV, **CCACHE_ENV} if ccache else common.CACHE_ENV
+    return common.job("Merge, summary and bundle per profile", 90, steps, head, env=env)
 
 
 def drift_profile(matrix: Matrix) -> str:
@@ -528,20 +531,20 @@ def _report_job(matrix: Matrix, pins: Pins) -> dict:
     profile = drift_profile(matrix)
     git = any(t.source.kind == "git" for t, _ in matrix.cells(profile))
     # the exact key the drift job wrote: a job with `issues: write` restores nothing by prefix
-    steps = C.restore_mirrors_exactly(pins) if git else []
+    steps = common.restore_mirrors_exactly(pins) if git else []
     merged = {"name": f"ggml-patch-results-{DEFAULT_PROFILE}", "path": f"merged/{DEFAULT_PROFILE}"}
     download = {"continue-on-error": True, "uses": uses("download-artifact", pins), "with": merged}
-    status = C.STATUS.format(f'--pins "{C.PINS_FILE}" --profile "{profile}" --json')
+    status = common.STATUS.format(f'--pins "{common.PINS_FILE}" --profile "{profile}" --json')
     steps += [
-        C.PINS_FILE_STEP,
+        common.PINS_FILE_STEP,
         {"name": f"The merged results ({DEFAULT_PROFILE})", **download},
         {"name": f"Status of the {profile} profile at the plan's commits", "run": status},
     ]
     # the plan ran: this is a manual run or an opted-in scheduled one
     run_if = "${{ !cancelled() && needs.plan.result == 'success' }}"
     head = {"needs": ["plan", "aggregate"], "if": run_if}
-    args = _REPORT_ISSUE.format(default=DEFAULT_PROFILE, proven=P.PATH)
-    return C.issue_job("Drift issue", 30, pins, steps, {}, args, **head)
+    args = _REPORT_ISSUE.format(default=DEFAULT_PROFILE, proven=proven.PATH)
+    return common.issue_job("Drift issue", 30, pins, steps, {}, args, **head)
 
 
 def workflow(
@@ -578,7 +581,7 @@ def _include(leg_list: list[dict]) -> list[dict]:
     return [{k: v for k, v in leg.items() if k not in ("group", "self-hosted")} for leg in leg_list]
 
 
-SELF_HOSTED_GUARD = f"vars.{C.SELF_HOSTED_VAR} == 'true'"
+SELF_HOSTED_GUARD = f"vars.{common.SELF_HOSTED_VAR} == 'true'"
 
 
 def self_hosted_workflow(
@@ -592,7 +595,7 @@ def self_hosted_workflow(
     leg_list = [leg for leg in legs(matrix, profiles) if leg["self-hosted"]]
     if not leg_list:
         return None
-    steps: list[dict] = [*C.first_steps(pins)]
+    steps: list[dict] = [*common.first_steps(pins)]
     download = {
         "pattern": f"{ARTIFACT_PREFIX}{ARTIFACT_SEP}*",
         "path": "cells",
@@ -606,20 +609,22 @@ def self_hosted_workflow(
         }
     )
     for g in dict.fromkeys(leg["group"] for leg in leg_list):
-        merge = C.step_id("merge", g)
+        merge = common.step_id("merge", g)
         artifacts = ARTIFACT_SEP.join((ARTIFACT_PREFIX, g, "*"))
         run = f"ggml-patch merge-results --out merged/{g} cells/{artifacts}\n"
         steps.append({"name": f"Merge ({g})", "id": merge, "if": "${{ !cancelled() }}", "run": run})
         merged = f"${{{{ !cancelled() && steps.{merge}.outcome == 'success' }}}}"
         summary = f'cat merged/{g}/summary.md >> "$GITHUB_STEP_SUMMARY"\n'
         steps.append({"name": f"Summary ({g})", "if": merged, "run": summary})
-        name = f"ggml-patch-results-{C.step_id('self-hosted', g)}"
-        steps.append(C.upload_step(f"the merged results ({g})", merged, name, f"merged/{g}", pins))
+        name = f"ggml-patch-results-{common.step_id('self-hosted', g)}"
+        steps.append(
+            common.upload_step(f"the merged results ({g})", merged, name, f"merged/{g}", pins)
+        )
     head = {
         "needs": ["plan", "cell"],
         "if": "${{ !cancelled() && needs.plan.result == 'success' }}",
     }
-    guard = f"({C.SCHEDULED_GUARD}) && {SELF_HOSTED_GUARD}"
+    guard = f"({common.SCHEDULED_GUARD}) && {SELF_HOSTED_GUARD}"
     return {
         "name": "ggml-patch self-hosted",
         "on": {"schedule": [{"cron": CRON}], "workflow_dispatch": None},
@@ -632,7 +637,7 @@ def self_hosted_workflow(
         "jobs": {
             "plan": _plan_job(pins, guard),
             "cell": _cell_job(_include(leg_list), pins),
-            "merge": C.job("Merge and summary per runner", 30, steps, head),
+            "merge": common.job("Merge and summary per runner", 30, steps, head),
         },
     }
 
@@ -643,7 +648,7 @@ def actionlint_config(matrix: Matrix) -> str:
     runners = (r for b in matrix.backends.values() for r in b.all_runners())
     labels = sorted({lab for r in runners for lab in _labels(r) if not _HOSTED.match(lab)})
     body = {"self-hosted-runner": {"labels": labels}}
-    return C.HEADER + "\n" + yaml.dump(body, sort_keys=False, default_flow_style=False)
+    return common.HEADER + "\n" + yaml.dump(body, sort_keys=False, default_flow_style=False)
 
 
 def nox_cells_json(matrix: Matrix) -> str:
@@ -669,4 +674,4 @@ def nox_cells_json(matrix: Matrix) -> str:
 def workflow_yaml(
     matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Optional[Pins] = None
 ) -> str:
-    return C.dump(workflow(matrix, profiles, pins), pins)
+    return common.dump(workflow(matrix, profiles, pins), pins)

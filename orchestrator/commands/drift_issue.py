@@ -48,8 +48,8 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--partial",
         action="store_true",
-        help="the status covers only some targets (or another profile): merge it into the issue's recorded "
-        "state instead of replacing it",
+        help="the status covers only some targets (or another profile): merge it into the "
+        "issue's recorded state instead of replacing it",
     )
     p.add_argument(
         "--dry-run",
@@ -73,9 +73,8 @@ def run_url(env=os.environ) -> str:
 
 def run(args, matrix, cache) -> ExitCode:
     from .. import untrusted
-    from ..ci import drift_issue as D
-    from ..ci import proven as P
-    from ..report.model import load_results
+    from ..ci import drift_issue, proven
+    from ..model.results import load_results
     from ..upstream import github
     from ..upstream.github_api import body_json
 
@@ -83,33 +82,33 @@ def run(args, matrix, cache) -> ExitCode:
     token = os.environ.get("GITHUB_TOKEN", "")
     if not args.dry_run and not token:
         raise ConfigError(
-            f"drift-issue needs GITHUB_TOKEN in the environment (a token that may write issues on {repo}); "
-            "--dry-run sends nothing and needs none"
+            "drift-issue needs GITHUB_TOKEN in the environment (a token that may write issues on "
+            f"{repo}); --dry-run sends nothing and needs none"
         )
     if not Path(args.status).exists():
-        raise ConfigError(f"{args.status}: no such file ({D.STATUS_JSON})")
-    status = D.read_status(untrusted.load_json(args.status, "status"), args.status)
+        raise ConfigError(f"{args.status}: no such file ({drift_issue.STATUS_JSON})")
+    status = drift_issue.read_status(untrusted.load_json(args.status, "status"), args.status)
     results = None
     if args.results:
         p = Path(args.results)
         loaded = load_results(p / "results.json" if p.is_dir() else p)[0]
-        proven = None
+        proven_cells = None
         if args.proven:
-            proven = P.cells(P.load(Path(args.proven)), loaded.profile or "")
-        results = D.read_results(loaded, proven)
-    client = D.IssuesClient(args.api_url, repo, token, args.timeout, args.bot)
+            proven_cells = proven.cells(proven.load(Path(args.proven)), loaded.profile or "")
+        results = drift_issue.read_results(loaded, proven_cells)
+    client = drift_issue.IssuesClient(args.api_url, repo, token, args.timeout, args.bot)
     if args.dry_run:
         print(
-            "dry run: nothing sent; without --dry-run (and with GITHUB_TOKEN set) these requests are made"
+            "dry run: nothing sent; without --dry-run (and with "
+            "GITHUB_TOKEN set) these requests are made"
         )
-    found = (
-        client.find() if token else None
-    )  # reading changes nothing (a dry run without a token: none)
-    action, _ = D.decide(
+    # reading changes nothing (a dry run without a token: none)
+    found = client.find() if token else None
+    action, _ = drift_issue.decide(
         found, status, results, run_url(), _dt.datetime.now(_dt.timezone.utc), args.partial
     )
     if args.dry_run:
-        for req in D.find_requests():
+        for req in drift_issue.find_requests():
             print(f"GET {client.url(req.path)}  (finds the issue by its marker, every page)")
         print(
             f"found: #{found.number} ({'open' if found.open else 'closed'})"
@@ -117,7 +116,7 @@ def run(args, matrix, cache) -> ExitCode:
             else "found: none"
         )
         print(f"decision: {action.kind}: {action.why}")
-        for req in D.requests_for(action):
+        for req in drift_issue.requests_for(action):
             print(
                 "\n"
                 + shown_request(req.method, client.url(req.path), token, body_json(req.payload)),

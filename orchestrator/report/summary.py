@@ -7,12 +7,8 @@ from typing import Optional
 
 from .. import untrusted
 from ..finetune import section as evidence_section
-from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
-from ..redact import redact, redact_data
-from ..verdicts.mutants import kill_line, tally_line
-from ..verdicts.training import table_markdown
-from .junit import junit_xml
-from .model import (
+from ..model.layout import GATE_TEST, UPSTREAM_TEST
+from ..model.results import (
     COMPETING_PREFIX,
     MUTANT_PREFIX,
     Cell,
@@ -26,6 +22,10 @@ from .model import (
     dump_results,
     results_of,
 )
+from ..redact import redact, redact_data
+from ..verdicts.mutants import kill_line, tally_line
+from ..verdicts.training import table_markdown
+from .junit import junit_xml
 
 _ICON = {
     CellStatus.PASSED: "✅",
@@ -43,20 +43,19 @@ def write_results(results: Results, directory: Path) -> list[Path]:
     json_path = dump_results(results, directory / "results.json")
     md_path = directory / "summary.md"
     # the fine-tuning evidence's section (`ggml-patch evidence`) survives a matrix run
-    old = untrusted.read_lenient(
-        md_path, "summary", root=directory
-    )  # only a regular file of ours is kept from
+    # only a regular file of ours is kept from
+    old = untrusted.read_lenient(md_path, "summary", root=directory)
     md_path.write_text(evidence_section.keep(old, summary_markdown(results)), encoding="utf-8")
     # logs are read only inside the results folder, and redacted like everything else written
     xml = junit_xml(results, lambda p: log_tail(p, root=directory))
-    (directory / "junit.xml").write_text(
-        redact(xml), encoding="utf-8"
-    )  # for CI systems' test views
+    # for CI systems' test views
+    (directory / "junit.xml").write_text(redact(xml), encoding="utf-8")
     return [json_path, md_path]
 
 
 def log_tail(path: str, lines: int = 30, root: Optional[Path] = None) -> Optional[str]:
-    """A log's last lines for junit.xml; None unless a regular file inside `root` (a results folder's own)."""
+    """A log's last lines for junit.xml; None unless a regular
+    file inside `root` (a results folder's own)."""
     text = untrusted.tail_text(path, root)  # a build log can be megabytes: only its end is read
     return None if text is None else "\n".join(text.splitlines()[-lines:]) or None
 
@@ -77,18 +76,19 @@ def _test_cell(rec: Optional[VariantRecord], test: str) -> str:
 def summary_markdown(results: Results) -> str:
     cells = results.cells
     good = sum(1 for c in cells if c.status == CellStatus.PASSED)
-    others = ", ".join(
-        f"{n} {st}"
-        for st in (CellStatus.FAILED, CellStatus.ERROR, CellStatus.BUILD_ONLY, CellStatus.SKIPPED)
-        if (n := sum(1 for c in cells if c.status == st))
-    )
+    counts = []
+    for st in (CellStatus.FAILED, CellStatus.ERROR, CellStatus.BUILD_ONLY, CellStatus.SKIPPED):
+        n = sum(1 for c in cells if c.status == st)
+        if n:
+            counts.append(f"{n} {st}")
+    others = ", ".join(counts)
     series = results.series
     out = [
         f"# ggml-patch matrix: {good}/{len(cells)} cells passed"
         + (f" ({others})" if others else ""),
         "",
-        f"Series: {len(series.patches)} patches in the {series.layout} layout "
-        f"(sha256 `{series.sha256[:16]}`), profile `{results.profile}`, exit code {results.exit_code}.",
+        f"Series: {len(series.patches)} patches in the {series.layout} layout (sha256 "
+        f"`{series.sha256[:16]}`), profile `{results.profile}`, exit code {results.exit_code}.",
         "",
         "| cell | status | with fix: test-opt | with fix: gate | control (fix reverted) "
         "| gate failure line without the fix |",
@@ -100,18 +100,24 @@ def summary_markdown(results: Results) -> str:
         line = control.failure_line if control else None
         verdict = (control.verdict if control else None) or "—"
         out.append(
-            f"| {c.cell} | {_ICON.get(c.status, '')} {c.status} | {_test_cell(patched, UPSTREAM_TEST)} | "
-            f"{_test_cell(patched, GATE_TEST)} | {verdict} | {f'`{line}`' if line else '—'} |"
+            f"| {c.cell} | {_ICON.get(c.status, '')} {c.status} | "
+            f"{_test_cell(patched, UPSTREAM_TEST)} | {_test_cell(patched, GATE_TEST)} | "
+            f"{verdict} | {f'`{line}`' if line else '—'} |"
         )
     out += ["", "## Why", "", *(f"- **{c.cell}**: {c.status} — {c.reason}" for c in cells)]
-    out += [*_not_run_section(results), *_device_section(results), *_attribution_section(cells)]
-    out += [*_mutants_section(results), *_competing_section(results), *_training_section(cells)]
-    sources = [
-        f"| {c.cell} | {s.description if s else '—'} | `{(s and s.base_commit or '')[:12]}` | "
-        f"`{(s and s.upstream_commit or '—')[:12]}` | `{(c.patched_commit or '')[:12]}` |"
-        for c in cells
-        for s in [c.source]
-    ]
+    out += _not_run_section(results)
+    out += _device_section(results)
+    out += _attribution_section(cells)
+    out += _mutants_section(results)
+    out += _competing_section(results)
+    out += _training_section(cells)
+    sources = []
+    for c in cells:
+        s = c.source
+        sources.append(
+            f"| {c.cell} | {s.description if s else '—'} | `{(s and s.base_commit or '')[:12]}` | "
+            f"`{(s and s.upstream_commit or '—')[:12]}` | `{(c.patched_commit or '')[:12]}` |"
+        )
     out += _table(
         "## Sources", "| cell | source | base commit | upstream commit | patched commit |", sources
     )
@@ -160,25 +166,29 @@ def _tally(rec: Optional[VariantRecord], test: str, device: str) -> str:
     rows = [r for r in t.rows if r.device == device]
     ok = sum(1 for r in rows if r.status == RowStatus.OK)
     skipped = sum(1 for r in rows if r.status == RowStatus.SKIPPED)
-    text = (
-        f"{ok}/{len(rows) - skipped}" + (f" ({skipped} skipped)" if skipped else "") if rows else ""
-    )
+    text = ""
+    if rows:
+        text = f"{ok}/{len(rows) - skipped}"
+        if skipped:
+            text += f" ({skipped} skipped)"
     if t.stopped_on == device:
-        text = (
-            text + ", " if text else ""
-        ) + f"**{t.outcome}{' (' + t.signal + ')' if t.signal else ''} here**"
+        signal = f" ({t.signal})" if t.signal else ""
+        here = f"**{t.outcome}{signal} here**"
+        text = f"{text}, {here}" if text else here
     return text or "—"
 
 
 def _first_fail(rec: Optional[VariantRecord], test: str, device: str) -> Optional[str]:
-    """The test's first FAIL line on that device (the gate's own line; test-opt's as "test-opt: sgd FAIL")."""
+    """The test's first FAIL line on that device (the gate's own
+    line; test-opt's as "test-opt: sgd FAIL")."""
     t = rec.test(test) if rec else None
-    fail = (
-        next((r for r in t.rows if r.device == device and r.status == RowStatus.FAIL), None)
-        if t
-        else None
-    )
-    return (fail.line or f"{test}: {fail.key} FAIL") if fail else None
+    if not t:
+        return None
+    fails = (r for r in t.rows if r.device == device and r.status == RowStatus.FAIL)
+    fail = next(fails, None)
+    if not fail:
+        return None
+    return fail.line or f"{test}: {fail.key} FAIL"
 
 
 def _device_section(results: Results) -> list[str]:
@@ -190,59 +200,68 @@ def _device_section(results: Results) -> list[str]:
             v for v in recs.values() if not v.variant.startswith((MUTANT_PREFIX, COMPETING_PREFIX))
         ]
         # every device a test printed a row for or stopped on, in the order met
-        met = (
-            d
-            for rec in ran
-            for t in rec.tests.values()
-            for d in [*(r.device for r in t.rows), t.stopped_on]
-        )
+        met: list[Optional[str]] = []
+        for done in ran:
+            for t in done.tests.values():
+                met += [r.device for r in t.rows]
+                met.append(t.stopped_on)
         for dev in dict.fromkeys(d for d in met if d):
             for variant, label in (("patched", "with fix"), ("control", "without fix")):
                 rec = recs.get(variant)
                 if rec is None:
                     continue
-                fails = [
-                    f for f in (_first_fail(rec, t, dev) for t in (UPSTREAM_TEST, GATE_TEST)) if f
-                ]
+                fails = []
+                for test in (UPSTREAM_TEST, GATE_TEST):
+                    first = _first_fail(rec, test, dev)
+                    if first:
+                        fails.append(first)
                 rows.append(
                     f"| {c.cell} | {dev} | {label} | {_tally(rec, UPSTREAM_TEST, dev)} | "
                     f"{_tally(rec, GATE_TEST, dev)} | {'; '.join(f'`{f}`' for f in fails) or '—'} |"
                 )
     header = f"| cell | device | variant | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line |"
-    intro = "Rows passed/total per device (skipped rows apart); the first FAIL line of each test. Every row: results.json."
+    intro = (
+        "Rows passed/total per device (skipped rows apart); the first FAIL "
+        "line of each test. Every row: results.json."
+    )
     return _table("## Per-device results", header, rows, intro) if rows else []
 
 
 def _not_run_section(results: Results) -> list[str]:
-    rows = [
-        f"| {c.cell} | {name} | {t.skipped or ''} |"
-        for c in results.cells
-        for rec in results.records_of(c.cell).values()
-        if rec.variant == "patched"
-        for name, t in rec.tests.items()
-        if t.outcome == Outcome.SKIPPED
-    ]
+    rows = []
+    for c in results.cells:
+        for rec in results.records_of(c.cell).values():
+            if rec.variant != "patched":
+                continue
+            for name, t in rec.tests.items():
+                if t.outcome == Outcome.SKIPPED:
+                    rows.append(f"| {c.cell} | {name} | {t.skipped or ''} |")
     intro = (
-        "Not run in any variant (with the fix, without it, with a mutant), and not built. Without test-opt the "
-        "control's verdict rests on the gate alone, and its reason says so."
+        "Not run in any variant (with the fix, without it, with a mutant), and not built. Without "
+        "test-opt the control's verdict rests on the gate alone, and its reason says so."
     )
     return _table("## Tests not run", "| cell | test | why |", rows, intro) if rows else []
 
 
 def _attribution_section(cells: list[Cell]) -> list[str]:
     rows = [
-        f"| {c.cell} | {e.test} | {e.device or '—'} | {e.with_fix} | {e.without_fix} | **{e.label}** |"
+        f"| {c.cell} | {e.test} | {e.device or '—'} | "
+        f"{e.with_fix} | {e.without_fix} | **{e.label}** |"
         for c in cells
         for e in c.attribution or []
     ]
     header = "| cell | test | device | with the fix | without the fix | attribution |"
-    intro = "Each test failing with the fix, compared with the same test and device without it (the control)."
+    intro = (
+        "Each test failing with the fix, compared with the same "
+        "test and device without it (the control)."
+    )
     return _table("## Failure attribution", header, rows, intro) if rows else []
 
 
 def _mutants_section(results: Results) -> list[str]:
-    """Each known-wrong fix per cell, each test judging it separately: which test kills it (test-opt's
-    new cases are what upstream keeps), and the first FAIL line (or, when it was not killed, why)."""
+    """Each known-wrong fix per cell, each test judging it separately: which
+    test kills it (test-opt's new cases are what upstream keeps), and the first
+    FAIL line (or, when it was not killed, why)."""
     tallies, table = [], []
     for c in results.cells:
         recs = results.mutants_of(c.cell)
@@ -250,23 +269,25 @@ def _mutants_section(results: Results) -> list[str]:
             by = (c.mutants.killed_by if c.mutants else None) or {}
             line = tally_line(c.mutants.total, by) if c.mutants and UPSTREAM_TEST in by else ""
             tallies.append(f"- **{c.cell}**: " + (line or kill_line([r.verdict for r in recs])))
-        for r in recs:
-            info, kills = r.mutant, r.kills or {}
-            killed = r.verdict == Verdict.KILLED and r.failure_line
-            why = (
-                f"`{r.failure_line}`"
-                if killed
-                else (r.verdict_reason or (info and info.skipped) or "")
-            )
-            table.append(
-                f"| {c.cell} | {info.name if info else r.variant} | **{r.verdict or r.status}** | "
-                f"{kills.get(UPSTREAM_TEST, '—')} | {kills.get(GATE_TEST, '—')} | {why} |"
-            )
+        table += [_mutant_row(c, r) for r in recs]
     header = (
         f"| cell | mutant | verdict | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line (or why) |"
     )
     return (
         _table("## Known-wrong fixes (mutants)", header, table, "\n".join(tallies)) if table else []
+    )
+
+
+def _mutant_row(c: Cell, r: VariantRecord) -> str:
+    """A known-wrong fix's row: its verdict, each test's kill, the first FAIL line or why not."""
+    info, kills = r.mutant, r.kills or {}
+    if r.verdict == Verdict.KILLED and r.failure_line:
+        why = f"`{r.failure_line}`"
+    else:
+        why = r.verdict_reason or (info and info.skipped) or ""
+    return (
+        f"| {c.cell} | {info.name if info else r.variant} | **{r.verdict or r.status}** | "
+        f"{kills.get(UPSTREAM_TEST, '—')} | {kills.get(GATE_TEST, '—')} | {why} |"
     )
 
 
@@ -277,11 +298,11 @@ def _competing_section(results: Results) -> list[str]:
         for r in results.competing_of(c.cell):
             info, j = r.competing, r.judged
             verdict = j.verdict if j else r.status
-            why = (
-                f"{j.failing_test}: `{j.failure_line}`"
-                if j and j.failure_line
-                else (j.reason if j else "")
-            )
+            why = ""
+            if j and j.failure_line:
+                why = f"{j.failing_test}: `{j.failure_line}`"
+            elif j:
+                why = j.reason
             if info and info.skipped:
                 why = info.skipped
             src = f"[{info.date}]({info.url})" if info else ""

@@ -25,11 +25,11 @@ from ..errors import (
     ConfigError,
     SeriesDoesNotApply,
 )
-from ..finetune import bundle as tuned
+from ..finetune import bundle as training_evidence
+from ..model.results import Cell, CellStatus, Outcome, Results, Verdict, load_results
 from ..patchset.files import load_series, write_patches
 from ..patchset.render import rendered_for_target
 from ..redact import redact_data
-from ..report.model import Cell, CellStatus, Outcome, Results, Verdict, load_results
 from ..run import toolchain
 from ..run.cell import tested_tree
 from ..vcs.snapshots import SnapshotRepo, Worktree
@@ -38,7 +38,7 @@ from ..verdicts.related import load_related
 from ..verdicts.training import can_plot, plot
 from . import authorship, cover, documents, policy
 from .manifest import Durations, Manifest, Verification, VerifiedTest, read_manifest
-from .views import NOT_RUN, TRAINING_PLOT, Commit, one_line, training_cell
+from .views import NOT_RUN, TRAINING_PLOT, SeriesCommit, one_line, training_cell
 
 MANIFEST = "manifest.json"
 
@@ -314,8 +314,8 @@ def bundle_target(
     base = _same(cells, "base commit", lambda c: c.source.base_commit if c.source else None)
     patched = _same(cells, "patched commit", lambda c: c.patched_commit)
     source = cells[0].source.to_json() if cells[0].source else {}
-    finetune = tuned.for_target(
-        tuned.load(opts.results_dir), target_name, base, results.series.sha256, opts.log
+    finetune = training_evidence.for_target(
+        training_evidence.load(opts.results_dir), target_name, base, results.series.sha256, opts.log
     )
     target = matrix.target(target_name)
     work = cache.root / "bundle" / slug(target_name)
@@ -350,7 +350,8 @@ def bundle_target(
         head = authorship.reauthor(str(repo.path), base, patched, opts.author, opts.assisted_by)
         patches = format_patch(repo, base, head)
         commits = [
-            Commit(subject, body, files) for _, subject, body, files in repo.commits(base, head)
+            SeriesCommit(subject, body, files)
+            for _, subject, body, files in repo.commits(base, head)
         ]
         opts.log(
             f"{target_name}: verifying {len(patches)} patches on a fresh copy of {base[:12]} "
@@ -383,7 +384,7 @@ def bundle_target(
                 t.with_fix, t.without_fix, Path(tmp) / TRAINING_PLOT, title
             ).read_bytes()
     if plots and finetune:
-        files_text[tuned.PLOT] = tuned.plot_png(finetune)
+        files_text[training_evidence.PLOT] = training_evidence.plot_png(finetune)
     files = {name: hashlib.sha256(_bytes(data)).hexdigest() for name, data in files_text.items()}
     man = manifest(
         target=target_name,
@@ -494,7 +495,14 @@ def verify(
     backend = opts.matrix.backends.get("cpu") or Backend("cpu")
     try:
         tested = tested_tree(
-            target, backend, opts.cache, opts.matrix.native_tests_dir, work, worktree
+            target,
+            backend,
+            opts.cache,
+            repo,
+            load_series(opts.matrix),
+            opts.matrix.native_tests_dir,
+            work,
+            worktree,
         )
     except BuildFailed as e:
         raise BuildFailed(f"{target.name}: bundle verification: {e}") from None

@@ -11,9 +11,19 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
+from pydantic import PrivateAttr
+
 from ..config import Upstream
-from . import manifest as M
-from .manifest import Evidence, Policy, Role, Rule  # declared once, as manifest.json holds them
+from .manifest import (  # declared once, as manifest.json holds them
+    PULL_REQUEST,
+    VERIFY_ONLY,
+    Evidence,
+    Heading,
+    Policy,
+    Role,
+    Rule,
+    TemplateInfo,
+)
 
 POLICY_FILES = ("AGENTS.md", "CONTRIBUTING.md")
 # where GitHub looks for a single pull request template, in its order
@@ -22,7 +32,6 @@ TEMPLATE_FILES = tuple(
     for d in (".github/", "", "docs/")
     for n in ("pull_request_template.md", "PULL_REQUEST_TEMPLATE.md")
 )
-DEFAULT_MAX_COMMENT_LINES = M.DEFAULT_MAX_COMMENT_LINES
 
 MAX_LINE = 2000  # characters of one line the rules look at: a rule is one short line, not a blob
 _FENCE = re.compile(r"^\s*(```|~~~)")
@@ -85,13 +94,24 @@ class Template:
     def headings(self) -> list[str]:
         return [s.heading for s in self.sections]
 
-    def record(self) -> M.TemplateInfo:
+    def record(self) -> TemplateInfo:
         """What manifest.json keeps of the template."""
-        headings = [M.Heading(text=s.heading, line=s.line) for s in self.sections]
+        headings = [Heading(text=s.heading, line=s.line) for s in self.sections]
         fixed = [s.heading for s in self.sections if s.fixed]
-        return M.TemplateInfo(
+        return TemplateInfo(
             file=self.file, headings=headings, fixed_sections=fixed, disclosure=self.disclosure
         )
+
+
+class DerivedPolicy(Policy):
+    """The policy derive() found at the base commit: the record manifest.json holds, and the
+    template parsed (in memory only, never written; None when the target has none)."""
+
+    _template: Optional[Template] = PrivateAttr(default=None)
+
+    @property
+    def template(self) -> Optional[Template]:
+        return self._template
 
 
 # ---------------------------------------------------------------- reading markdown
@@ -326,7 +346,7 @@ def _own_repo(template: Optional[Template], text: Optional[str]) -> Rule:
 
 def derive(
     target: str, base: str, files: dict[str, Optional[str]], declared: Optional[Upstream] = None
-) -> Policy:
+) -> DerivedPolicy:
     """The policy from the files read at the base commit (None: absent) and matrix.yaml's `upstream:`."""
     template_file = next((f for f in TEMPLATE_FILES if files.get(f) is not None), None)
     template_text = files.get(template_file) if template_file else None
@@ -348,14 +368,14 @@ def derive(
     else:  # never api by default: that is only for a fork the user declares
         submit = Rule("manual", rules["automated_submission_forbidden"].evidence)
     if submit.value == "none":
-        kind, evidence = M.VERIFY_ONLY, goes_to.evidence + submit.evidence
+        kind, evidence = VERIFY_ONLY, goes_to.evidence + submit.evidence
         text = (
             f"verified through {goes_to.value}'s sync"
             if goes_to.value
             else "verify only (submit: none)"
         )
     else:
-        kind, evidence = M.PULL_REQUEST, repo.evidence + submit.evidence
+        kind, evidence = PULL_REQUEST, repo.evidence + submit.evidence
         how = (
             "by hand"
             if submit.value == "manual"
@@ -372,7 +392,7 @@ def derive(
         f: files.get(f) is not None for f in (*POLICY_FILES, template_file or TEMPLATE_FILES[0])
     }
     info = template.record() if template else None
-    policy = Policy(
+    policy = DerivedPolicy(
         target=target,
         base_commit=base,
         files=present,

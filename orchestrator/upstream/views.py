@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..report.model import Cell, CellStatus, DeviceInfo, Outcome, Results
+from ..model.results import Cell, CellStatus, DeviceInfo, Outcome, Results
 
 WARNING_TITLE = "Incomplete evidence: this bundle was made with `--allow-incomplete`"
 NOT_RUN = (
@@ -20,7 +20,7 @@ def one_line(text: str) -> str:
 
 
 @dataclass(frozen=True)
-class Commit:
+class SeriesCommit:
     """One commit of the series, as git records it."""
 
     subject: str
@@ -34,7 +34,7 @@ class Commit:
         )
 
 
-def pr_title(commits: list[Commit]) -> str:
+def pr_title(commits: list[SeriesCommit]) -> str:
     """The fix's own subject line (the first commit that is not only tests)."""
     return ([c for c in commits if not c.is_test] or commits)[0].subject
 

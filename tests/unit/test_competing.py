@@ -4,9 +4,9 @@ import pytest
 
 from orchestrator.config import load_matrix
 from orchestrator.errors import ConfigError
-from orchestrator.patchset.layout import GATE_TEST, UPSTREAM_TEST, get_layout
+from orchestrator.model.layout import GATE_TEST, UPSTREAM_TEST, get_layout
+from orchestrator.model.results import CompetingVerdict, Outcome, TestRecord
 from orchestrator.patchset.series import unified_file_diff
-from orchestrator.report.model import CompetingVerdict, Outcome, TestRecord
 from orchestrator.verdicts.competing import (
     first_failing_line,
     judge,
@@ -106,11 +106,9 @@ def test_a_malformed_file_in_the_folder_is_named_with_its_folder(tmp_path):
 
 
 def _rec(outcome, output="", code=None):
-    return TestRecord(
-        outcome=outcome,
-        exit_code=code if code is not None else (0 if outcome == Outcome.PASSED else 1),
-        output=output,
-    )
+    if code is None:
+        code = 0 if outcome == Outcome.PASSED else 1
+    return TestRecord(outcome=outcome, exit_code=code, output=output)
 
 
 FIXED = {UPSTREAM_TEST: Outcome.PASSED, GATE_TEST: Outcome.PASSED}

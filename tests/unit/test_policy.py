@@ -10,6 +10,7 @@ import pytest
 from orchestrator.config import load_matrix
 from orchestrator.errors import ConfigError
 from orchestrator.upstream import policy as P
+from orchestrator.upstream.manifest import DEFAULT_MAX_COMMENT_LINES
 
 from ..helpers.samples import declared as upstream
 from ..helpers.tools import DATA as TOOLS_DATA
@@ -91,11 +92,8 @@ def test_llama_cpp_template_headings_and_disclosure_line():
     assert t.headings == ["Overview", "Additional information", "Requirements"]
     assert [s.line for s in t.sections] == [1, 5, 9]
     assert [s.fixed for s in t.sections] == [False, False, True]
-    assert [s.optional for s in t.sections] == [
-        False,
-        True,
-        False,
-    ]  # "Delete this section if not applicable"
+    # "Delete this section if not applicable"
+    assert [s.optional for s in t.sections] == [False, True, False]
     assert t.disclosure.where == ".github/pull_request_template.md:14"
     assert t.disclosure.text.startswith("- AI usage disclosure: <!--")
 
@@ -139,7 +137,7 @@ def test_ggml_is_verified_through_llama_cpp_s_sync():
         "new_test_files_need_approval",
     ):
         assert p.rule(rule).value is None and p.rule(rule).evidence == ()
-    assert p.max_comment_lines == P.DEFAULT_MAX_COMMENT_LINES
+    assert p.max_comment_lines == DEFAULT_MAX_COMMENT_LINES
     declared = P.derive(
         "ggml", "c" * 40, files_of(DATA / "ggml"), upstream("ggml-org/ggml", "none", "m.yaml:9")
     )
@@ -199,11 +197,13 @@ def test_a_policy_that_allows_automation():
 
 
 def test_a_prohibition_under_a_prohibited_heading_and_in_code_is_told_apart():
-    agents = "### Prohibited\n\n- Automated commits or PR submissions\n\n```sh\n# never run git push for users\n```\n"
+    agents = (
+        "### Prohibited\n\n- Automated commits or PR submissions\n\n```sh\n"
+        "# never run git push for users\n```\n"
+    )
     p = P.derive("x", "a" * 40, {"AGENTS.md": agents})
-    assert lines(p, "automated_submission_forbidden") == [
-        "AGENTS.md:3"
-    ]  # the fenced line is an example
+    # the fenced line is an example
+    assert lines(p, "automated_submission_forbidden") == ["AGENTS.md:3"]
 
 
 def test_look_alike_sentences_are_not_rules():
@@ -249,7 +249,8 @@ profiles: {default: {targets: [t], backends: [cpu]}}
         ),
         (
             "{repo: llama.cpp}",
-            "m.yaml:5: targets.t.upstream.repo: 'llama.cpp' is not a GitHub repository (expected OWNER/NAME",
+            "m.yaml:5: targets.t.upstream.repo: 'llama.cpp' is not "
+            "a GitHub repository (expected OWNER/NAME",
         ),
         ("{repo: a/b, push: yes}", "m.yaml:5: targets.t.upstream.push: unknown key"),
     ],
