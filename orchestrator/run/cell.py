@@ -202,7 +202,8 @@ def configure(ctx: CellContext) -> Configured:
 
 
 def build(ctx: CellContext) -> VariantRecord:
-    """The patched variant built (every target of the plan); a BuildFailed when it does not build."""
+    """The patched variant built (every target of the plan); a BuildFailed when it does not
+    build."""
     plan = ctx.got(CONFIGURE).plan
     rec = build_variant(ctx, "patched", plan.targets + plan.programs)
     if rec.build is None or not rec.build.ok:
@@ -423,7 +424,8 @@ def verdict_line(patched: Optional[VariantRecord], control: VariantRecord) -> st
 
 @contextmanager
 def fix_reverted(tree: Tree) -> Iterator[list[str]]:
-    """The worktree with only the fix reverted (the series' files outside tests/), put back whatever happens."""
+    """The worktree with only the fix reverted (the series' files outside tests/), put back whatever
+    happens."""
     fix_paths = tree.rendered.fix_paths()
     with files_kept(tree.worktree.path, fix_paths):
         tree.worktree.restore_from(tree.snap.commit, fix_paths)
@@ -432,8 +434,9 @@ def fix_reverted(tree: Tree) -> Iterator[list[str]]:
 
 @contextmanager
 def files_kept(root: Path, paths: list[str]) -> Iterator[None]:
-    """The files' bytes written back on the way out, whatever happens (one that did not exist removed):
-    no git process, the index untouched, an unchanged file not touched (nothing recompiles)."""
+    """The files' bytes written back on the way out, whatever happens (one that did not exist
+    removed): no git process, the index untouched, an unchanged file not touched (nothing
+    recompiles)."""
     kept = {p: (root / p).read_bytes() if (root / p).is_file() else None for p in paths}
     try:
         yield
@@ -574,8 +577,9 @@ def run_cell(
 def cell_action(
     no_toolchain: Optional[str], no_device: Optional[str], build_only_ok: bool, build_only: bool
 ) -> tuple[str, str]:
-    """("run" | "build-only" | "skip", why): a skip names everything missing; without the device, a cell is built
-    on request (--build-only) where that means something (CUDA), and never counts as passed."""
+    """("run" | "build-only" | "skip", why): a skip names everything missing; without the device, a
+    cell is built on request (--build-only) where that means something (CUDA), and never counts as
+    passed."""
     if no_toolchain:
         also = f"; {no_device}" if no_device and no_device not in no_toolchain else ""
         return "skip", no_toolchain + also
@@ -588,7 +592,8 @@ def cell_action(
 
 
 class CachedResult(Record):
-    """A result-cache entry: the finished cell and its records, log paths relative to the entry's logs."""
+    """A result-cache entry: the finished cell and its records, log paths relative to the entry's
+    logs."""
 
     cell: Cell
     records: list[VariantRecord]
@@ -658,7 +663,8 @@ def _map_logs(records: list[VariantRecord], fn: Callable[[str], str]) -> None:
 
 
 class TreeState(Record):
-    """The cell's state.json: the base and series its worktree holds, and the commit `git am` made."""
+    """The cell's state.json: the base and series its worktree holds, and the commit `git am`
+    made."""
 
     base: str
     series: str
@@ -666,7 +672,8 @@ class TreeState(Record):
 
 
 def apply_series(worktree: Worktree, base: str, rendered: Series, cell_dir: Path) -> str:
-    """The worktree on base + series; one already there left untouched (no file times change: nothing recompiles)."""
+    """The worktree on base + series; one already there left untouched (no file times change:
+    nothing recompiles)."""
     state_file = cell_dir / "state.json"
     try:
         state: Optional[TreeState] = TreeState.model_validate_json(state_file.read_text())
@@ -688,8 +695,8 @@ def harness_files(native_tests: Path) -> dict[str, str]:
 
 
 def harness(native_tests: Path, cell_dir: Path) -> Path:
-    """The CMake harness and the training program copied into the cell (unchanged files untouched): the build
-    tree does not depend on where this checkout lives, so a second clone reuses it."""
+    """The CMake harness and the training program copied into the cell (unchanged files untouched):
+    the build tree does not depend on where this checkout lives, so a second clone reuses it."""
     out = cell_dir / "harness"
     out.mkdir(parents=True, exist_ok=True)
     for name, text in harness_files(native_tests).items():
@@ -722,7 +729,8 @@ def build_variant(
 
 
 def _run_variant(ctx: CellContext, programs: tuple[str, ...], rec: VariantRecord) -> None:
-    """Both tests (one the backend skips recorded with why), then the training program, on a built variant."""
+    """Both tests (one the backend skips recorded with why), then the training program, on a built
+    variant."""
     for t in TESTS:
         why = ctx.skipped_tests.get(t)
         rec.tests[t] = (
@@ -761,8 +769,8 @@ def _run_test(ctx: CellContext, variant: str, test_name: str, log_name: str = ""
 
 
 def test_argv(binary: Path) -> list[str]:
-    """The test's command line, line-buffered through stdbuf where there is one: a test that crashes would
-    otherwise lose its buffered stdout, and with it the per-device rows that say where."""
+    """The test's command line, line-buffered through stdbuf where there is one: a test that crashes
+    would otherwise lose its buffered stdout, and with it the per-device rows that say where."""
     stdbuf = shutil.which("stdbuf")
     if stdbuf and sys.platform.startswith("linux") and binary.exists():
         return [stdbuf, "-oL", "-eL", str(binary)]
@@ -833,7 +841,8 @@ def _variant_tests(
     diff: Mutant | CompetingFix,
     rec: VariantRecord,
 ) -> Optional[str]:
-    """One diff applied to the tree as is, the tests that pass with the fix rebuilt, run, put back; an apply error."""
+    """One diff applied to the tree as is, the tests that pass with the fix rebuilt, run, put back;
+    an apply error."""
     name, kind, tests = (
         diff.name,
         "mutants" if isinstance(diff, Mutant) else "competing",
