@@ -23,7 +23,7 @@ PULL_REQUEST, VERIFY_ONLY = "pull-request", "verify-only"
 DEFAULT_MAX_COMMENT_LINES = 2  # ggml-patch's own standard where the target states none
 
 
-# ---------------------------------------------------------------- the target's policy (upstream/policy.py)
+# ---------------------------------------------------- the target's policy (upstream/policy.py)
 
 
 class Evidence(Record):
@@ -60,7 +60,8 @@ class Rule(Record):
     def __init__(
         self, value: Union[None, bool, int, str, Role] = None, evidence: tuple[Evidence, ...] = ()
     ) -> None:
-        # positional, as the policy code writes rules; a dict: mypy's pydantic plugin sees no fields on Record
+        # positional, as the policy code writes rules; a dict: mypy's pydantic plugin sees no
+        # fields on Record
         super().__init__(**{"value": value, "evidence": evidence})
 
     def cited(self, n: int = 2) -> str:
@@ -121,7 +122,8 @@ PASS, WARN, FAIL = "pass", "warn", "fail"
 
 
 class Check(Record):
-    """One readiness check (pass, warn or fail): where it applies and the policy lines it enforces."""
+    """One readiness check (pass, warn or fail): where it applies and the policy lines it
+    enforces."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -202,7 +204,8 @@ class Durations(Record):
 
 
 class Verification(Record):
-    """git am of the bundle on a fresh copy of its base, then configure, build and the tests there."""
+    """git am of the bundle on a fresh copy of its base, then configure, build and the tests
+    there."""
 
     applied_with: str = "git am"
     worktree: str
@@ -230,7 +233,8 @@ class Authorship(Record):
 
 
 class Manifest(Record):
-    """manifest.json. A hand-made or older one may hold only some keys: `target` and `files` always."""
+    """manifest.json. A hand-made or older one may hold only some keys: `target` and `files`
+    always."""
 
     NULLS = frozenset({"cover"})
 
@@ -261,7 +265,8 @@ class Manifest(Record):
 
     @property
     def takes_pull_request(self) -> bool:
-        """The bundle's target gets a pull request (a target verified through another's sync does not)."""
+        """The bundle's target gets a pull request (a target verified through another's sync
+        does not)."""
         return self.policy is None or self.policy.takes_pull_request
 
 
@@ -283,7 +288,8 @@ def _hint(loc: tuple[Any, ...], kind: str, value: Any) -> Optional[str]:
 
 
 def read_manifest(data: Any, mpath: Path) -> Manifest:
-    """The manifest if every field is what `ggml-patch bundle` writes; else one line naming the field."""
+    """The manifest if every field is what `ggml-patch bundle` writes; else one line naming the
+    field."""
     man = parse(Manifest, data, str(mpath), f"a ggml-patch bundle manifest; {_REFUSING}", _hint)
     url = man.base.source.url if man.base.source else None
     why = git_url_problem(url) if url is not None else None

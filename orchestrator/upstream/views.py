@@ -40,7 +40,8 @@ def pr_title(commits: list[SeriesCommit]) -> str:
 
 
 def skipped_tests(results: Results, target: str) -> list[tuple[str, str, str]]:
-    """(cell, test, why) for every test a cell's backend does not run (its patched variant's record)."""
+    """(cell, test, why) for every test a cell's backend does not run (its patched variant's
+    record)."""
     out = []
     for c in results.cells_of(target):
         patched = results.records_of(c.cell).get("patched")
