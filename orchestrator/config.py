@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Iterable, Literal, Optional, TypeVar, Union
 
 import yaml
-from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 from pydantic.json_schema import GenerateJsonSchema
 
 from . import backends, config_records, untrusted
@@ -126,9 +133,21 @@ class SeriesConfig(MatrixRecord):
     gate_approval: Annotated[str, matching(r"https://\S+", "is not an https:// URL")] = ""
 
 
+CI_REPOSITORY_GONE = (
+    "is gone: the scheduled workflows now run where the repository variable "
+    "GGML_PATCH_SCHEDULE is 'true' (README: Adopting the CI); delete the key, then "
+    "`ggml-patch ci-workflow`"
+)
+
+
+def _gone(value: Any) -> Any:
+    raise config_records.problem(config_records.SCHEMA_ERROR, CI_REPOSITORY_GONE)
+
+
 class Ci(MatrixRecord):
-    # the repository that owns the scheduled workflows: they run there only, never in forks
-    repository: Repo = ""
+    # `ci.repository` named the one repository the schedules ran in: a fork had to edit it,
+    # regenerate and commit. A repository variable opts in now; an old file is told so, once.
+    repository: Annotated[Optional[str], AfterValidator(_gone)] = None
 
 
 class Matrix(MatrixRecord):
@@ -175,10 +194,6 @@ class Matrix(MatrixRecord):
     @property
     def native_tests_dir(self) -> Path:
         return self.path.parent / self.native_tests
-
-    @property
-    def ci_repository(self) -> str:
-        return self.ci.repository
 
     def target(self, name: str) -> Target:
         return _named(self.path, "target", name, self.targets)

@@ -1,7 +1,7 @@
 """The GitHub REST API, one request at a time, for `pr` and `drift-issue`. The token travels only in
 the Authorization header (`_Bearer`), never in a URL, a file or a message (each goes through
-`redact`). Each failure the user can act on has its own error class and exit code (README, 22-26):
-401 and 403 without a rate limit (the token), 403/429 rate-limited (when to retry), 422
+`redact`). Each failure the user can act on has its own error class and exit code (README,
+22-26): 401 and 403 without a rate limit (the token), 403/429 rate-limited (when to retry), 422
 (refused)."""
 
 from __future__ import annotations
@@ -83,8 +83,8 @@ class _Retry(Retry):
     ):
         after = self.get_retry_after(response) if response is not None else None
         if after is not None and after > RETRY_AFTER_MAX:
-            # out of retries as far as urlopen knows: with raise_on_status False it returns
-            # this answer
+            # out of retries as far as urlopen knows: with raise_on_status False it returns this
+            # answer
             raise MaxRetryError(
                 _pool, url or "", ResponseError(f"Retry-After {after:g} s is too long to wait")
             )
@@ -301,8 +301,8 @@ def raise_for_answer(
     secondary = _SECONDARY.search(msg)
     if status == 401:
         raise GitHubAuthFailed(
-            f"GitHub rejected GITHUB_TOKEN (401 {msg or 'Unauthorized'}): use a valid token "
-            f"with {wording.access}"
+            f"GitHub rejected GITHUB_TOKEN (401 {msg or 'Unauthorized'}): "
+            f"use a valid token with {wording.access}"
         )
     if status == 429 or (
         status == 403
@@ -329,13 +329,12 @@ def raise_for_answer(
         moved = redact(str(headers.get("Location") or "?"), (token,))
         raise GitHubError(
             f"{where}: {status} moved to {moved}: {wording.repo} was renamed or transferred; "
-            "use its new OWNER/NAME (--repo; matrix.yaml ci.repository, "
-            "then `ggml-patch ci-workflow`)"
+            "use its new OWNER/NAME (--repo)"
         )
     if status == 404:
         raise GitHubError(
-            f"{where}: 404 {msg or 'Not Found'}: {wording.repo} does not exist "
-            "or the token cannot see it"
+            f"{where}: 404 {msg or 'Not Found'}: {wording.repo} does not exist or the token "
+            "cannot see it"
         )
     raise GitHubError(f"{where}: unexpected answer {status} {msg}".rstrip())
 
