@@ -51,6 +51,18 @@ def inert_lines(lines: list[str]) -> list[str]:
     return publish.lines_in_block([ascii_text(line) for line in lines])
 
 
+def code_lines(lines: list[str]) -> list[str]:
+    """Lines from data for inside a ``` block, whitespace kept (a diff): ASCII, control
+    characters shown, a line that could close the fence indented four more spaces."""
+    out = []
+    for line in lines:
+        flat = publish.plain(ascii_text(line))
+        indent = len(flat) - len(flat.lstrip(" "))
+        closes = indent < 4 and flat.lstrip(" ").startswith(("```", "~~~"))
+        out.append("    " + flat if closes else flat)
+    return out
+
+
 def _unaccented(ch: str) -> str:
     return (
         unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode() or f"\\u{ord(ch):04x}"
