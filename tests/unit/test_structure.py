@@ -396,13 +396,9 @@ def test_help_imports_no_record_library():
     assert out.strip() == "[]"
 
 
-# finetune's results module keeps its alias until the results.py split (issue 30 point 3) names
-# its new modules: an entry here is debt, to be removed with the split, never added to
-_ALIAS_DEBT = {
-    "orchestrator.finetune.runner": {"ft"},
-    "orchestrator.finetune.bundle": {"ft"},
-    "orchestrator.commands.evidence": {"ft"},
-}
+# a module still imported under an abbreviation: debt, never added to (empty since finetune's
+# readers import its concern modules' names)
+_ALIAS_DEBT: dict[str, set[str]] = {}
 
 
 def short_aliases(name: str, path: Path, mods: dict[str, Path]) -> set[str]:
