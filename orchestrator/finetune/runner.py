@@ -56,8 +56,7 @@ from ..run.testrun import TestRun, run_program
 from ..sources.base import Snapshot, sha256_of
 from ..vcs.snapshots import SnapshotRepo
 from ..verdicts.training import can_plot
-from . import section as evidence_section
-from . import tiny_model
+from . import section, tiny_model
 from .bundle import PLOT
 from .cases import Case
 from .commands import (
@@ -157,7 +156,7 @@ def llama_target(matrix: Matrix, name: str) -> Target:
 # ---------------------------------------------------------------- inputs: model, data, program, key
 
 
-def evidence_dir(cache: Cache) -> Path:
+def training_evidence_dir(cache: Cache) -> Path:
     """Where the models and texts the evidence makes are kept (by their sha256)."""
     return cache.root / "evidence"
 
@@ -165,7 +164,7 @@ def evidence_dir(cache: Cache) -> Path:
 def data_files(cache: Cache, files: list[tuple[str, bytes]]) -> tuple[DataInfo, tuple[Path, ...]]:
     """The training text (the tree's own files) copied once into the cache, by its digest."""
     digest = data_digest(files)
-    folder = evidence_dir(cache) / "data" / digest[:16]
+    folder = training_evidence_dir(cache) / "data" / digest[:16]
     paths = []
     for name, content in files:
         path = folder / name.replace("/", "_")
@@ -192,7 +191,7 @@ def model_file(
 ) -> tuple[RandomModel, Path]:
     """The tiny model for this vocab and seed, made once into the cache."""
     vocab_sha = hashlib.sha256(vocab).hexdigest()
-    path = evidence_dir(cache) / "models" / f"tiny-llama-{seed}-{vocab_sha[:12]}.gguf"
+    path = training_evidence_dir(cache) / "models" / f"tiny-llama-{seed}-{vocab_sha[:12]}.gguf"
     found = _made(path, RandomModel)
     if found is not None and found.gguf == version("gguf"):
         return found, path
@@ -467,7 +466,7 @@ def pretrained_model(ctx: CellContext, inputs: Inputs, binary: Path) -> tuple[Pr
     """The random model pre-trained with the patched build, once per pre-training key (see
     `_made`)."""
     key = inputs.pretrain_key()
-    path = evidence_dir(ctx.cache) / "models" / f"pretrained-{key[:16]}.gguf"
+    path = training_evidence_dir(ctx.cache) / "models" / f"pretrained-{key[:16]}.gguf"
     found = _made(path, Pretrained)
     if found is not None:
         return found, path
@@ -719,13 +718,13 @@ def write_outputs(
     else:
         png.unlink(missing_ok=True)  # an older run's plot would not match these numbers
         note = f"{NO_PLOT}. Data: {data}."
-    section = redact(summary_section(results, note))
+    markdown_section = redact(summary_section(results, note))
     md = out_dir / "finetune.md"
-    md.write_text(section, encoding="utf-8")
+    md.write_text(markdown_section, encoding="utf-8")
     summary = results_dir / "summary.md"
     old = None
     if summary.is_file():
         old = summary.read_text(encoding="utf-8", errors="replace")
-    spliced = evidence_section.splice(old, evidence_section.marked(section))
+    spliced = section.splice(old, section.marked(markdown_section))
     resultcache.write_atomic(summary, spliced.encode())
     return files + [md, summary], (f"plot {png}" if png in files else NO_PLOT)
