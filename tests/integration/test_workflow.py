@@ -926,7 +926,7 @@ def test_a_dependabot_bump_survives_check_and_regeneration(repo_root, tmp_path):
     assert all(f"actions/checkout@{newer} # v7.1.0" in (repo / p).read_text() for p in WORKFLOWS)
     # a pin without its version comment is not taken (the generator does not invent versions)
     text = (repo / DEFAULT_PATH).read_text()
-    assert A.pins_in(text)["actions/checkout"] == A.Pin(newer, "v7.1.0")
+    assert A.pins_in(text)["actions/checkout"] == A.ActionPin(newer, "v7.1.0")
     assert "actions/checkout" not in A.pins_in(text.replace(" # v7.1.0", ""))
 
 
