@@ -13,9 +13,8 @@ from . import results as ft
 
 FILE = Path("evidence") / "finetune.json"
 PLOT = "finetune-loss.png"
-MAX_BYTES = (
-    4 << 20
-)  # far above what the tool writes (about 10 KB a case): a larger file is not its own
+# far above what the tool writes (about 10 KB a case): a larger file is not its own
+MAX_BYTES = 4 << 20
 
 
 def load(results_dir: Path) -> Optional[ft.FinetuneResults]:

@@ -89,12 +89,10 @@ def _sed(expr: str) -> Optional[tuple[str, str]]:
 class SyncReport:
     carried: tuple[tuple[str, str], ...]  # (canonical path, path in the target)
     not_carried: tuple[str, ...]  # canonical paths the sync leaves out
-    target_only: tuple[
-        str, ...
-    ]  # files the target's series changes that the sync would not produce
-    mismatched: tuple[
-        tuple[str, str], ...
-    ]  # carried, but to a path the target's series does not change
+    # files the target's series changes that the sync would not produce
+    target_only: tuple[str, ...]
+    # carried, but to a path the target's series does not change
+    mismatched: tuple[tuple[str, str], ...]
 
 
 def compare(sync: SyncMap, canonical_paths: list[str], target_paths: list[str]) -> SyncReport:
