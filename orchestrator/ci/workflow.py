@@ -429,9 +429,12 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins, leg_list: list
         )
         for t, (p, _) in bundled
     ]
-    keys = dict.fromkeys(
-        k for p in profiles for t, _ in matrix.cells(p) if (k := downloads_key(matrix, t.name))
-    )
+    keys: list[str] = []
+    for p in profiles:
+        for t, _ in matrix.cells(p):
+            key = downloads_key(matrix, t.name)
+            if key and key not in keys:
+                keys.append(key)
     steps += [common.cache_step("Source downloads", DOWNLOADS_PATH, k, pins) for k in keys]
     if any(t.source.kind == "git" for p in profiles for t, _ in matrix.cells(p)):
         steps.append(common.restore_mirrors(pins))

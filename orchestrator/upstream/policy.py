@@ -317,13 +317,17 @@ def derive_rules(files: dict[str, Optional[str]]) -> dict[str, Rule]:
             line = full[:MAX_LINE]  # a longer line is not a rule's sentence: only its start is read
             heading = heading[:MAX_LINE]
             for rule, phrases in _RULES.items():
-                hit = next(((p, m) for p in phrases if (m := p.search(line, heading))), None)
-                if hit:
-                    found[rule].append((hit[0].value(hit[1]), name, n, full))
+                for phrase in phrases:
+                    m = phrase.search(line, heading)
+                    if m:  # the first phrase that matches gives the rule's value
+                        found[rule].append((phrase.value(m), name, n, full))
+                        break
     rules = {}
     for rule, hits in found.items():
         values = [v for v, *_ in hits]
-        value = (max(values) if rule == "max_comment_lines" else values[0]) if hits else None
+        value = None
+        if hits:
+            value = max(values) if rule == "max_comment_lines" else values[0]
         rules[rule] = Rule(
             value, tuple(Evidence(file=f, line=n, text=t.strip()[:MAX_LINE]) for _, f, n, t in hits)
         )

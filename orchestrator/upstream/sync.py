@@ -66,8 +66,13 @@ def parse_sync_script(path: str, text: str) -> Optional[SyncMap]:
             break
     if not specs:
         return None
-    seds = [(n, _sed(m[1])) for n, line in enumerate(lines, 1) if (m := re.search(_SED_ARG, line))]
-    return SyncMap(path, tuple(specs), tuple((*rule, n) for n, rule in seds if rule))
+    rules = []
+    for n, line in enumerate(lines, 1):
+        m = re.search(_SED_ARG, line)
+        rule = _sed(m[1]) if m else None
+        if rule:
+            rules.append((*rule, n))
+    return SyncMap(path, tuple(specs), tuple(rules))
 
 
 _SED_ARG = r"-e\s+'(s/.*/[a-z]*)'\s*\\?\s*$"
@@ -80,9 +85,9 @@ def _sed(expr: str) -> Optional[tuple[str, str]]:
     m = _SED.fullmatch(expr)
     if not m:
         return None
-    return m[1].replace(r"\/", "/").replace("[[:space:]]", r"\s"), m[2].replace(r"\/", "/").replace(
-        r"\.", "."
-    )
+    pattern = m[1].replace(r"\/", "/").replace("[[:space:]]", r"\s")
+    replacement = m[2].replace(r"\/", "/").replace(r"\.", ".")
+    return pattern, replacement
 
 
 @dataclass(frozen=True)
@@ -96,7 +101,11 @@ class SyncReport:
 
 
 def compare(sync: SyncMap, canonical_paths: list[str], target_paths: list[str]) -> SyncReport:
-    carried = [(p, to) for p in canonical_paths if (to := sync.carries(p)) is not None]
+    carried = []
+    for p in canonical_paths:
+        to = sync.carries(p)
+        if to is not None:
+            carried.append((p, to))
     produced = {to for _, to in carried}
     return SyncReport(
         tuple(carried),
