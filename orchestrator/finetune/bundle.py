@@ -14,9 +14,8 @@ from .record import FinetuneResults, staleness
 
 FILE = Path("evidence") / "finetune.json"
 PLOT = "finetune-loss.png"
-MAX_BYTES = (
-    4 << 20
-)  # far above what the tool writes (about 10 KB a case): a larger file is not its own
+# far above what the tool writes (about 10 KB a case): a larger file is not its own
+MAX_BYTES = 4 << 20
 
 
 def load(results_dir: Path) -> Optional[FinetuneResults]:

@@ -18,6 +18,7 @@ def test_llama_cpp_s_bug_form_gives_its_fields_labels_and_required_flags():
         "Misc. bug: ",
         ("bug-unconfirmed",),
     )
+    # the markdown element is text for the reporter, no field
     assert [(f.id, f.type, f.required) for f in form.fields] == [
         ("version", "textarea", True),
         ("operating-system", "dropdown", False),
@@ -26,7 +27,7 @@ def test_llama_cpp_s_bug_form_gives_its_fields_labels_and_required_flags():
         ("info", "textarea", True),
         ("first_bad_commit", "textarea", False),
         ("logs", "textarea", False),
-    ]  # the markdown element is text for the reporter, no field
+    ]
     os_field = form.fields[1]
     assert os_field.options[:2] == ("Linux", "Mac") and form.fields[3].render == "shell"
     assert "<summary>Logs</summary>" in form.fields[6].value
