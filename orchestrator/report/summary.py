@@ -114,9 +114,12 @@ def summary_markdown(results: Results) -> str:
     sources = []
     for c in cells:
         s = c.source
+        description = s.description if s else "—"
+        base = (s.base_commit if s else None) or ""
+        upstream = (s.upstream_commit if s else None) or "—"
+        head = c.patched_commit or ""
         sources.append(
-            f"| {c.cell} | {s.description if s else '—'} | `{(s and s.base_commit or '')[:12]}` | "
-            f"`{(s and s.upstream_commit or '—')[:12]}` | `{(c.patched_commit or '')[:12]}` |"
+            f"| {c.cell} | {description} | `{base[:12]}` | `{upstream[:12]}` | `{head[:12]}` |"
         )
     out += _table(
         "## Sources", "| cell | source | base commit | upstream commit | patched commit |", sources
