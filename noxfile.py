@@ -118,8 +118,9 @@ def workflows(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Speed benchmark against the by-hand route and the newcomer's fresh clone, quiet and under two
     busy loops and the matrix workflow in act against `nox -s matrix` (about 45 minutes on 2 cores;
-    `-- --only-newcomer`, `--only-ratios`, `--only-act`, `--loads 0` split it); writes
-    results/bench/. The test extra brings act."""
+    `-- --only-newcomer`, `--only-ratios`, `--only-act`, `--loads 0` split it; `-- --plan` checks
+    every route without building); writes bench-results/, outside the tool's results/ (the tool
+    refuses a results folder holding files it did not make). The test extra brings act."""
     _install(session, "test")
     session.run("python", "benchmarks/bench.py", *session.posargs)
 

@@ -53,6 +53,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -246,6 +247,40 @@ def tool(*args, env=None) -> tuple[float, subprocess.CompletedProcess]:
     return time.monotonic() - t0, p
 
 
+# The by-hand route builds what upstream builds (test-opt, changed by the series) and the gate the
+# way a contributor adds it by hand: native_tests/extra-programs.cmake as CMAKE_PROJECT_INCLUDE,
+# as the tool does for the ggml layout (the gate is not part of the upstream series).
+GATE_CMAKE = ROOT / "native_tests" / "extra-programs.cmake"
+BY_HAND_TESTS = ("test-opt", "test-opt-dynamic-accum")
+BY_HAND_TARGETS = ("llama.cpp", "ggml")  # matrix.yaml's targets the bench measures
+
+
+def by_hand_configure(layout: str, tree: Path, build: Path) -> list[str]:
+    """cmake's configure of the by-hand route: the layout's own test build, Release, no ccache."""
+    if layout == "llama.cpp":
+        flags = ["-DLLAMA_BUILD_TESTS=ON", "-DLLAMA_CURL=OFF"]
+    else:
+        flags = ["-DGGML_BUILD_TESTS=ON"]
+    return [
+        cmake_exe(),
+        "-G",
+        "Ninja",
+        "-S",
+        str(tree),
+        "-B",
+        str(build),
+        f"-DCMAKE_MAKE_PROGRAM={ninja_exe()}",
+        "-DCMAKE_BUILD_TYPE=Release",
+        "-DGGML_CCACHE=OFF",
+        f"-DCMAKE_PROJECT_INCLUDE={GATE_CMAKE}",
+        *flags,
+    ]
+
+
+def by_hand_build(build: Path) -> list[str]:
+    return [cmake_exe(), "--build", str(build), "-j", str(jobs()), "--target", *BY_HAND_TESTS]
+
+
 def by_hand(work: Path, matrix, cache: Cache, target_name: str) -> dict:
     """Clone the base, git am the series, configure/build/run the standard way; then the same
     again for a control tree with the fix reverted by hand, in its own build directory."""
@@ -275,43 +310,18 @@ def by_hand(work: Path, matrix, cache: Cache, target_name: str) -> dict:
                 ["git", "-C", str(tree), "apply", "-R"], input=diff, text=True, check=True
             )
         build = work / f"{target_name}-{variant}-build"
-        if target.layout == "llama.cpp":
-            flags = ["-DLLAMA_BUILD_TESTS=ON", "-DLLAMA_CURL=OFF"]
-        else:
-            flags = ["-DGGML_BUILD_TESTS=ON"]
         t_cfg = sh(
-            [
-                cmake_exe(),
-                "-G",
-                "Ninja",
-                "-S",
-                str(tree),
-                "-B",
-                str(build),
-                f"-DCMAKE_MAKE_PROGRAM={ninja_exe()}",
-                "-DCMAKE_BUILD_TYPE=Release",
-                "-DGGML_CCACHE=OFF",
-                *flags,
-            ],
+            by_hand_configure(target.layout, tree, build),
             env=NO_CCACHE,
             log=work / f"{target_name}-{variant}-configure.log",
         )
         t_build = sh(
-            [
-                cmake_exe(),
-                "--build",
-                str(build),
-                "-j",
-                str(jobs()),
-                "--target",
-                "test-opt",
-                "test-opt-dynamic-accum",
-            ],
+            by_hand_build(build),
             env=NO_CCACHE,
             log=work / f"{target_name}-{variant}-build.log",
         )
         t_run = 0.0
-        for test in ("test-opt", "test-opt-dynamic-accum"):
+        for test in BY_HAND_TESTS:
             t0 = time.monotonic()
             subprocess.run([str(build / "bin" / test)], capture_output=True, timeout=600)
             t_run += time.monotonic() - t0
@@ -330,20 +340,8 @@ def one_file_recompile(cache_dir: Path, cell: dict) -> float:
     src, build = cell_dir / "src", cell_dir / "build"
     fix = "ggml/src/ggml-opt.cpp" if cell["layout"] != "ggml" else "src/ggml-opt.cpp"
     (src / fix).touch()
-    t = sh(
-        [
-            cmake_exe(),
-            "--build",
-            str(build),
-            "-j",
-            str(jobs()),
-            "--target",
-            "test-opt",
-            "test-opt-dynamic-accum",
-        ],
-        env=NO_CCACHE,
-    )
-    for test in ("test-opt", "test-opt-dynamic-accum"):
+    t = sh(by_hand_build(build), env=NO_CCACHE)
+    for test in BY_HAND_TESTS:
         t0 = time.monotonic()
         subprocess.run([str(build / "bin" / test)], capture_output=True, timeout=600)
         t += time.monotonic() - t0
@@ -915,7 +913,14 @@ def act_vs_matrix(work: Path, loads: list[int], act_cpus: str, out_dir: Path) ->
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(ROOT / "results" / "bench"))
+    # outside results/: the tool's commands refuse a results folder holding files they did not make
+    ap.add_argument("--out", default=str(ROOT / "bench-results"))
+    ap.add_argument(
+        "--plan",
+        action="store_true",
+        help="resolve every route's commands, targets and paths without building; "
+        "exit 1 naming what no longer exists",
+    )
     ap.add_argument(
         "--skip-by-hand-llama", action="store_true", help="skip the 3-4 minute libllama build"
     )
@@ -969,8 +974,10 @@ def main() -> int:
     )
     args = ap.parse_args()
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     matrix = load_matrix(ROOT / "matrix.yaml")
+    if args.plan:
+        return main_plan(matrix, out)
+    out.mkdir(parents=True, exist_ok=True)
     report: dict = {
         "machine": {"cores": jobs(), "loadavg_start": list(os.getloadavg())},
         "goals": GOALS,
@@ -1030,9 +1037,7 @@ def finish(report: dict, out: Path) -> int:
 def measure_tool(report: dict, work: Path, matrix, args, loads: list[int]) -> None:
     """(a) to (g): the tool against the by-hand route, in the bench's own caches."""
     warm = Cache(default_cache_dir())  # the by-hand route starts from sources already on disk
-    targets = [
-        t for t in ("llama.cpp", "ggml") if not (args.skip_by_hand_llama and t == "llama.cpp")
-    ]
+    targets = [t for t in BY_HAND_TARGETS if not (args.skip_by_hand_llama and t == "llama.cpp")]
     if not args.only_ratios:
         print("bench: (a) by-hand builds:", ", ".join(targets), flush=True)
         report["by_hand"] = {t: by_hand(work / "byhand", matrix, warm, t) for t in targets}
@@ -1472,6 +1477,96 @@ def evidence_markdown(e: dict) -> list[str]:
         "| case | verdict |",
         "|---|---|",
     ] + [f"| {k} | {v} |" for k, v in e["verdicts"].items()]
+
+
+# ---------------------------------------------------------------- --plan: every route, unbuilt
+
+
+def _defines(cmake_file: Path, target: str) -> bool:
+    """Whether `cmake_file` defines the executable `target` (read, not configured)."""
+    return f"add_executable({target} " in cmake_file.read_text(encoding="utf-8")
+
+
+def _named_sources(cmake_file: Path) -> list[str]:
+    """The native_tests/ sources `cmake_file` compiles, by its `${GGML_PATCH_NATIVE_TESTS}/x`."""
+    text = cmake_file.read_text(encoding="utf-8")
+    return sorted(set(re.findall(r"\$\{GGML_PATCH_NATIVE_TESTS\}/([\w.-]+)", text)))
+
+
+def plan(matrix, out: Path) -> tuple[list[str], list[str]]:
+    """Every route's commands, targets and paths, resolved without building or configuring:
+    (what each route will run, what no longer exists). Checks the targets against the files
+    that define them and the files against this tree."""
+    from orchestrator.errors import ConfigError
+    from orchestrator.model.layout import GATE_TEST, TESTS, TRAINING_PROGRAM, get_layout
+    from orchestrator.patchset.files import load_series
+    from orchestrator.verdicts.competing import load_competing
+    from orchestrator.verdicts.mutants import load_mutants
+
+    lines: list[str] = []
+    missing: list[str] = []
+
+    def need(ok: bool, what: str) -> None:
+        if not ok:
+            missing.append(what)
+
+    # (a) by hand: upstream's test-opt (the series changes it) and the gate from native_tests/
+    need(GATE_CMAKE.is_file(), f"{GATE_CMAKE}: the by-hand route's CMAKE_PROJECT_INCLUDE")
+    if GATE_CMAKE.is_file():
+        for program in (GATE_TEST, TRAINING_PROGRAM):
+            need(_defines(GATE_CMAKE, program), f"{GATE_CMAKE}: no add_executable({program} ...)")
+        for name in _named_sources(GATE_CMAKE):
+            need((GATE_CMAKE.parent / name).is_file(), f"{GATE_CMAKE.parent / name}: missing")
+    need(set(BY_HAND_TESTS) == set(TESTS), f"by-hand tests {BY_HAND_TESTS} != the tool's {TESTS}")
+    try:
+        series = load_series(matrix)
+    except ConfigError as e:
+        series = None
+        missing.append(f"the series: {e}")
+    if series is not None:
+        series_layout = get_layout(series.layout)
+        upstream_test = f"{series_layout.tests_dir()}/test-opt.cpp"
+        need(upstream_test in series.paths(), f"the series no longer changes {upstream_test}")
+        fixes = [series_layout.to_ggml(f) for f in series.fix_paths()]
+        # (c) touches this file in the tool's trees: the series must still change it
+        need("src/ggml-opt.cpp" in fixes, "the series no longer changes ggml-opt.cpp")
+    for name in BY_HAND_TARGETS:
+        target = matrix.target(name)
+        tree, build = Path(f"<{name}-tree>"), Path(f"<{name}-build>")
+        lines.append(f"(a) {name}: {' '.join(by_hand_configure(target.layout, tree, build))}")
+        lines.append(f"(a) {name}: {' '.join(by_hand_build(build))}")
+    for exe in (cmake_exe(), ninja_exe()):
+        need(shutil.which(exe) is not None or Path(exe).is_file(), f"{exe}: not found")
+    # (f) and (i): the variants the tool runs, each rebuilt by hand with the tool's two tests
+    loaders = (("mutant", load_mutants), ("competing fix", load_competing))
+    for kind, load in loaders:
+        try:
+            found = load(matrix)
+        except ConfigError as e:
+            missing.append(f"{kind}s: {e}")
+            continue
+        lines.append(f"(f/i) {len(found)} {kind}(s): git apply, ninja {' '.join(TESTS)}, run")
+    # (j), (k), (h), (g): the files and sessions they name
+    for rel in (*CHECK_MODULES, "tests/helpers/act.py", "tests/integration/test_drift_issue.py"):
+        need((ROOT / rel).is_file(), f"{ROOT / rel}: missing")
+    noxfile = (ROOT / "noxfile.py").read_text(encoding="utf-8")
+    for session in ("matrix", "evidence", "bundle", "bench"):
+        need(f"def {session}(session" in noxfile, f"noxfile.py: no session {session!r}")
+    # the tool refuses a results folder holding files it did not make: the bench stays out
+    results = (ROOT / "results").resolve()
+    inside = out.resolve() == results or results in out.resolve().parents
+    need(not inside, f"--out {out}: inside {results}, which the tool's commands must own")
+    lines.append(f"out: {out}")
+    return lines, missing
+
+
+def main_plan(matrix, out: Path) -> int:
+    """`--plan`: print every route; exit 1 naming what no longer exists."""
+    lines, missing = plan(matrix, out)
+    print("\n".join(lines))
+    for m in missing:
+        print(f"bench: --plan: {m}", file=sys.stderr)
+    return 1 if missing else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,72 @@
+"""`benchmarks/bench.py --plan`: every route resolved without building, so a target or file a
+route names that no longer exists fails the suite instead of the bench's first step."""
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ..helpers.tools import ROOT
+
+BENCH = ROOT / "benchmarks" / "bench.py"
+
+
+def _bench_module():
+    spec = importlib.util.spec_from_file_location("bench_under_test", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return _bench_module()
+
+
+def test_plan_resolves_every_route_of_this_tree(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--plan", "--out", str(tmp_path / "bench")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    # the by-hand route asks for both tests, the gate added as native_tests/ adds it
+    assert "--target test-opt test-opt-dynamic-accum" in out
+    assert f"-DCMAKE_PROJECT_INCLUDE={ROOT / 'native_tests' / 'extra-programs.cmake'}" in out
+    assert "(a) llama.cpp: " in out and "(a) ggml: " in out
+    assert "mutant(s)" in out and "competing fix(s)" in out
+    # --plan writes nothing
+    assert not (tmp_path / "bench").exists()
+
+
+def test_plan_names_a_renamed_gate_target(tmp_path, bench, monkeypatch):
+    cmake = tmp_path / "extra-programs.cmake"
+    text = bench.GATE_CMAKE.read_text(encoding="utf-8")
+    cmake.write_text(text.replace("test-opt-dynamic-accum", "test-opt-renamed"))
+    monkeypatch.setattr(bench, "GATE_CMAKE", cmake)
+    matrix = bench.load_matrix(ROOT / "matrix.yaml")
+    _, missing = bench.plan(matrix, tmp_path / "bench")
+    assert any("no add_executable(test-opt-dynamic-accum" in m for m in missing), missing
+    # the sources the cmake file names are looked for beside it: none copied here
+    assert any(m.endswith("train-opt-dynamic.cpp: missing") for m in missing), missing
+
+
+def test_plan_names_a_missing_tool_file_and_exits_1(tmp_path, bench, monkeypatch, capsys):
+    monkeypatch.setattr(bench, "CHECK_MODULES", ("orchestrator/no-such-module.py",))
+    matrix = bench.load_matrix(ROOT / "matrix.yaml")
+    assert bench.main_plan(matrix, tmp_path / "bench") == 1
+    err = capsys.readouterr().err
+    assert "bench: --plan: " in err and "no-such-module.py: missing" in err
+
+
+def test_plan_refuses_an_out_folder_inside_results(tmp_path, bench):
+    matrix = bench.load_matrix(ROOT / "matrix.yaml")
+    _, missing = bench.plan(matrix, ROOT / "results" / "bench")
+    assert any("inside" in m and "results" in m for m in missing), missing
+    _, missing = bench.plan(matrix, Path(tmp_path / "elsewhere"))
+    assert missing == []
