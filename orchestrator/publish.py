@@ -37,8 +37,10 @@ _LINE_MAX = 2_000  # one inert value in a published line, at most (a longer one 
 # bidirectional overrides and isolates reorder what a reader sees: treated as control characters
 _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
 _BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
-# Markdown's punctuation that may start a construct anywhere in a line
-_MD_ESCAPE = frozenset("\\`*_{}[]()#+-!|~=>$")
+# Markdown's punctuation that may start a construct anywhere in a line (with `[` escaped, `!`
+# and `(` start nothing); and what starts a block only at the start of a line
+_MD_ESCAPE = frozenset("\\`*_[]|~$")
+_LINE_START = frozenset("#-+=>")
 _HTML = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
 # a word GitHub would act on: a URL or www. (linked), @name (a mention: GitHub finds those in
 # the rendered text, so an entity would not stop it; code spans are skipped), #123 and
@@ -90,8 +92,10 @@ def _escape_words(part: str) -> str:
     return "".join(out)
 
 
-def _leading_number(part: str) -> str:
-    # "1." or "1)" at the start of a line opens an ordered list
+def _line_start(part: str) -> str:
+    """A heading, list, quote or rule marker at the start made literal ("1." too)."""
+    if part[:1] in _LINE_START:
+        return "\\" + part
     m = re.match(r"^(\d{1,9})([.)])", part)
     return f"{m[1]}\\{m[2]}{part[m.end() :]}" if m else part
 
@@ -105,7 +109,7 @@ def text(value: object, limit: int = _LINE_MAX, in_table: bool = False) -> str:
             words.append(code(word, in_table=in_table))
         else:
             words.append(_escape_words(word))
-    return _leading_number(" ".join(words))
+    return _line_start(" ".join(words))
 
 
 def cell(value: object, limit: int = 300) -> str:

@@ -25,6 +25,7 @@ from typing import Any, Literal, Optional
 import requests
 from pydantic import ValidationError
 
+from .. import publish
 from ..drift import status as S
 from ..errors import ConfigError, GitHubError
 from ..records import Record, parse
@@ -39,7 +40,9 @@ _LABEL = {
     "description": "Opened, updated and closed by ggml-patch drift-issue",
 }
 MARKER = "<!-- ggml-patch drift-issue: written by the tool, rewritten on every run -->"
-_STATE = re.compile(r"<!-- ggml-patch-state: (?P<json>\{.*?\}) -->", re.S)
+# the state is the body's last non-blank line, the tool's own position: a line anywhere else (a
+# table cell, a detail someone edited in) is never taken for it
+_STATE = re.compile(r"<!-- ggml-patch-state: (?P<json>\{[^\n]*\}) -->")
 RANK = {S.APPLIES: 0, S.UPSTREAM: 0, S.THREE_WAY: 1, S.NOT_APPLICABLE: 2, S.CONFLICT: 3}
 NOT_KNOWN = (
     S.UNREACHABLE,
@@ -48,6 +51,8 @@ NOT_KNOWN = (
 STATUSES = (*RANK, *NOT_KNOWN)  # every status `ggml-patch status` writes
 STATUS_JSON = "the output of `ggml-patch status --json`"
 _DETAIL_MAX = 300
+# rows the state keeps (it lives in the body: with the tables it must stay under GitHub's limit)
+_ROWS_MAX = 60
 _TODO = {
     S.CONFLICT: "a patch does not merge: `ggml-patch status --profile {profile} --target {target}` leaves "
     "`<cache>/status/{target}/resolve/` stopped at it; resolve, `git am --continue`, then "
@@ -110,16 +115,16 @@ def read_status(data: Any, where: str) -> Targets:
             )
     rows = {
         r.target: TargetRow(status=r.status, detail=_short(r.detail), base=(r.base or "")[:12])
-        for r in report.targets
+        for r in report.targets[:_ROWS_MAX]
     }
     return report.profile or "?", rows
 
 
 def read_results(results: Results) -> Failing:
+    cells = [c for c in results.cells if c.status in ("failed", "error")]
     failing = {
         c.cell: FailingCell(status=str(c.status), reason=_short(c.reason))
-        for c in results.cells
-        if c.status in ("failed", "error")
+        for c in cells[:_ROWS_MAX]
     }
     return results.profile or "?", failing
 
@@ -144,6 +149,13 @@ def current_state(
             # the source could not be had today: the series' standing there is what it last was
             row = last.model_copy(update={"kept": f"{row.status} now: {row.detail}".strip(": ")})
         rows[name] = row
+    # the state lives in the body: a bounded number of rows, each detail bounded
+    rows = {
+        name: row.model_copy(
+            update={"detail": _short(row.detail), "kept": row.kept and _short(row.kept)}
+        )
+        for name, row in list(rows.items())[:_ROWS_MAX]
+    }
     if results is not None:
         cells_profile, failing, cells_run = *results, run
     elif previous:
@@ -154,6 +166,10 @@ def current_state(
         )
     else:
         cells_profile, failing, cells_run = "", {}, ""
+    failing = {
+        name: row.model_copy(update={"reason": _short(row.reason)})
+        for name, row in list(failing.items())[:_ROWS_MAX]
+    }
     return State(
         profile=profile,
         targets=rows,
@@ -198,11 +214,17 @@ class Found:
 
     @property
     def state(self) -> Optional[State]:
-        m = _STATE.search(self.body or "")
+        m = _STATE.fullmatch(_last_line(self.body or ""))
         try:
             return State.from_json(json.loads(m["json"])) if m else None
         except ValueError:  # not JSON
             return None
+
+
+def _last_line(body: str) -> str:
+    """The body's last non-blank line, where issue_body writes the state (nowhere else counts)."""
+    lines = [line for line in body.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
 
 
 @dataclass(frozen=True)
@@ -243,9 +265,7 @@ def decide(
                 n,
             ), state
         said = "worse than when it was closed" if worse else "the problems are back"
-        comment = f"Reopened{_at(run)}: {said}:\n\n" + "".join(
-            f"- {w}\n" for w in (worse or now_problems)
-        )
+        comment = f"Reopened{_at(run)}: {said}:\n\n" + _items(worse or now_problems)
         return Action("reopen", why, n, issue_body(state, now), comment), state
     if not now_problems:
         comment = f"All clean again{_at(run)}: every target's series applies as it is and no default cell fails. Closing."
@@ -254,11 +274,7 @@ def decide(
         ), state
     if previous is not None and not worse and same_but_for_time(previous, state):
         return Action("none", "the open issue already says this", n), state
-    comment = (
-        f"Worse since the last update{_at(run)}:\n\n" + "".join(f"- {w}\n" for w in worse)
-        if worse
-        else ""
-    )
+    comment = f"Worse since the last update{_at(run)}:\n\n" + _items(worse) if worse else ""
     return Action("update", why, n, issue_body(state, now), comment), state
 
 
@@ -281,12 +297,31 @@ def same_but_for_time(a: State, b: State) -> bool:
 
 
 def _at(run: str) -> str:
-    return f" ({run})" if run else ""
+    return f" ({_run_ref(run)})" if run else ""
+
+
+def _run_ref(run: str) -> str:
+    """The run's link as GitHub shows it (an https URL on an allowed host), else inert text."""
+    return run if publish.allowed_url(run) else publish.text(run, 300)
+
+
+def _item(line: str) -> str:
+    """`NAME: STATUS` or `NAME: BEFORE -> AFTER` (problems, worsened) with each part inert."""
+    name, _, change = line.partition(": ")
+    parts = [publish.text(p, 200) for p in change.split(" -> ")]
+    return f"{publish.text(name, 200)}: {' -> '.join(parts)}"
+
+
+def _items(lines: list[str]) -> str:
+    """A comment's list: each item inert, the whole bounded below GitHub's limit."""
+    rows = [f"- {_item(w)}" for w in lines]
+    kept = publish.bounded_rows(rows, publish.BODY_MAX - 1_000, "lines")
+    return "".join(f"{row}\n" for row in kept)
 
 
 def issue_body(state: State, now: _dt.datetime, clean: bool = False) -> str:
     when = now.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") + (
-        f" by {state.run}" if state.run else ""
+        f" by {_run_ref(state.run)}" if state.run else ""
     )
     headline = "The series no longer applies as it is on some target, or a default cell fails."
     lines = [
@@ -297,7 +332,7 @@ def issue_body(state: State, now: _dt.datetime, clean: bool = False) -> str:
         f"Last checked {when}.",
         "",
     ]
-    lines += [f"### Targets (profile `{state.profile}`)", ""]
+    lines += [f"### Targets (profile {publish.code(state.profile, 100)})", ""]
     lines += ["| target | status | base | detail |", "|---|---|---|---|"]
     for t, r in state.targets.items():
         shown, detail = (
@@ -309,7 +344,7 @@ def issue_body(state: State, now: _dt.datetime, clean: bool = False) -> str:
     lines += [
         "",
         "### Failing cells"
-        + (f" (profile `{state.cells_profile}`)" if state.cells_profile else ""),
+        + (f" (profile {publish.code(state.cells_profile, 100)})" if state.cells_profile else ""),
         "",
     ]
     if state.failing:
@@ -318,35 +353,36 @@ def issue_body(state: State, now: _dt.datetime, clean: bool = False) -> str:
         if state.cells_run:
             lines += [
                 "",
-                f"From {state.cells_run} (its summary and junit annotations have the details).",
+                f"From {_run_ref(state.cells_run)} (its summary and junit annotations "
+                "have the details).",
             ]
     else:
         lines.append(
-            f"None in {state.cells_run}."
+            f"None in {_run_ref(state.cells_run)}."
             if state.cells_run
             else "None known (no matrix results given yet)."
         )
     todo = [
-        _TODO[r.status].format(profile=state.profile, target=t)
+        _TODO[r.status].format(profile=publish.text(state.profile), target=publish.text(t))
         for t, r in state.targets.items()
         if r.status in _TODO
     ]
     if todo:
         lines += ["", "### What to do", ""] + [f"- {x}" for x in todo]
-    state_json = json.dumps(state.to_json(), sort_keys=True, ensure_ascii=True).replace(
-        "--", "-\\u002d"
-    )
-    lines += ["", f"<!-- ggml-patch-state: {state_json} -->", ""]
-    return "\n".join(lines)
+    # inside an HTML comment: no "--" (which could end it), no "<" or ">" (JSON escapes them)
+    state_json = json.dumps(state.to_json(), sort_keys=True, ensure_ascii=True)
+    for raw, escaped in (("--", "-\\u002d"), ("<", "\\u003c"), (">", "\\u003e")):
+        state_json = state_json.replace(raw, escaped)
+    # the state stays the last line: what is cut to keep the body under GitHub's limit is the
+    # tables' text (the state itself is bounded: 300 characters a detail)
+    room = max(10_000, publish.BODY_MAX - len(state_json) - 100)
+    shown = publish.bounded("\n".join(lines) + "\n", room)
+    return shown + f"\n<!-- ggml-patch-state: {state_json} -->\n"
 
 
 def _row(*cells: str) -> str:
-    """A Markdown table row, each cell safe in it (a pipe, backslash or newline would break the table)."""
-    return (
-        "| "
-        + " | ".join(c.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ") for c in cells)
-        + " |"
-    )
+    """A Markdown table row, each cell inert in it (publish.cell: no HTML, mention, pipe, line)."""
+    return "| " + " | ".join(publish.cell(c, 400) for c in cells) + " |"
 
 
 @dataclass(frozen=True)

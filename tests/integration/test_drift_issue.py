@@ -596,7 +596,8 @@ def test_the_state_survives_its_own_body():
     assert action.kind == "open"
     found = D.Found(1, action.body)
     assert found.state.to_json() == state.to_json()
-    assert "| --> a tricky -- detail \\| with a pipe |" in action.body  # the table cell, escaped
+    # the table cell, inert (publish.cell): the pipe escaped, ">" an entity, a leading "-" literal
+    assert "| \\--&gt; a tricky -- detail \\| with a pipe |" in action.body
     comment = action.body[action.body.index("<!-- ggml-patch-state: ") :]
     assert (
         comment.count("-->") == 1
