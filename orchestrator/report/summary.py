@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from .. import untrusted
+from .. import publish, untrusted
 from ..finetune import section as evidence_section
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..redact import redact, redact_data
@@ -88,7 +88,8 @@ def summary_markdown(results: Results) -> str:
         + (f" ({others})" if others else ""),
         "",
         f"Series: {len(series.patches)} patches in the {series.layout} layout "
-        f"(sha256 `{series.sha256[:16]}`), profile `{results.profile}`, exit code {results.exit_code}.",
+        f"(sha256 `{series.sha256[:16]}`), profile {publish.code(results.profile, 100)}, "
+        f"exit code {results.exit_code}.",
         "",
         "| cell | status | with fix: test-opt | with fix: gate | control (fix reverted) "
         "| gate failure line without the fix |",
@@ -100,15 +101,18 @@ def summary_markdown(results: Results) -> str:
         line = control.failure_line if control else None
         verdict = (control.verdict if control else None) or "—"
         out.append(
-            f"| {c.cell} | {_ICON.get(c.status, '')} {c.status} | {_test_cell(patched, UPSTREAM_TEST)} | "
-            f"{_test_cell(patched, GATE_TEST)} | {verdict} | {f'`{line}`' if line else '—'} |"
+            f"| {_c(c.cell)} | {_ICON.get(c.status, '')} {c.status} | "
+            f"{_test_cell(patched, UPSTREAM_TEST)} | "
+            f"{_test_cell(patched, GATE_TEST)} | {verdict} | {_k(line)} |"
         )
-    out += ["", "## Why", "", *(f"- **{c.cell}**: {c.status} — {c.reason}" for c in cells)]
+    why = [f"- **{publish.text(c.cell)}**: {c.status} — {publish.text(c.reason)}" for c in cells]
+    out += ["", "## Why", "", *publish.bounded_rows(why, 200_000, "cells")]
     out += [*_not_run_section(results), *_device_section(results), *_attribution_section(cells)]
     out += [*_mutants_section(results), *_competing_section(results), *_training_section(cells)]
     sources = [
-        f"| {c.cell} | {s.description if s else '—'} | `{(s and s.base_commit or '')[:12]}` | "
-        f"`{(s and s.upstream_commit or '—')[:12]}` | `{(c.patched_commit or '')[:12]}` |"
+        f"| {_c(c.cell)} | {_c(s.description if s else '—')} | "
+        f"{_k((s and s.base_commit or '')[:12])} | "
+        f"{_k((s and s.upstream_commit or '—')[:12])} | {_k((c.patched_commit or '')[:12])} |"
         for c in cells
         for s in [c.source]
     ]
@@ -116,11 +120,21 @@ def summary_markdown(results: Results) -> str:
         "## Sources", "| cell | source | base commit | upstream commit | patched commit |", sources
     )
     timings = [
-        f"| {c.cell} | " + " | ".join(str(c.timings.get(k, "—")) for k in _TIMINGS) + " |"
+        f"| {_c(c.cell)} | " + " | ".join(str(c.timings.get(k, "—")) for k in _TIMINGS) + " |"
         for c in cells
     ]
     out += _table("## Timings (s)", "| cell | " + " | ".join(_TIMINGS) + " |", timings)
-    return "\n".join(out) + "\n"
+    return publish.bounded("\n".join(out) + "\n", where="results.json")
+
+
+def _c(value: object) -> str:
+    """A value from the results in a table cell: inert (publish.cell)."""
+    return publish.cell(value, 400) if value not in (None, "") else "—"
+
+
+def _k(value: object) -> str:
+    """A value from the results shown literally in a table cell (a code span)."""
+    return publish.code(value, 400, in_table=True) if value else "—"
 
 
 def _table(title: str, header: str, rows: list[str], intro: str = "") -> list[str]:
@@ -205,8 +219,8 @@ def _device_section(results: Results) -> list[str]:
                     f for f in (_first_fail(rec, t, dev) for t in (UPSTREAM_TEST, GATE_TEST)) if f
                 ]
                 rows.append(
-                    f"| {c.cell} | {dev} | {label} | {_tally(rec, UPSTREAM_TEST, dev)} | "
-                    f"{_tally(rec, GATE_TEST, dev)} | {'; '.join(f'`{f}`' for f in fails) or '—'} |"
+                    f"| {_c(c.cell)} | {_c(dev)} | {label} | {_tally(rec, UPSTREAM_TEST, dev)} | "
+                    f"{_tally(rec, GATE_TEST, dev)} | {'; '.join(_k(f) for f in fails) or '—'} |"
                 )
     header = f"| cell | device | variant | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line |"
     intro = "Rows passed/total per device (skipped rows apart); the first FAIL line of each test. Every row: results.json."
@@ -215,7 +229,7 @@ def _device_section(results: Results) -> list[str]:
 
 def _not_run_section(results: Results) -> list[str]:
     rows = [
-        f"| {c.cell} | {name} | {t.skipped or ''} |"
+        f"| {_c(c.cell)} | {_c(name)} | {_c(t.skipped)} |"
         for c in results.cells
         for rec in results.records_of(c.cell).values()
         if rec.variant == "patched"
@@ -231,7 +245,8 @@ def _not_run_section(results: Results) -> list[str]:
 
 def _attribution_section(cells: list[Cell]) -> list[str]:
     rows = [
-        f"| {c.cell} | {e.test} | {e.device or '—'} | {e.with_fix} | {e.without_fix} | **{e.label}** |"
+        f"| {_c(c.cell)} | {_c(e.test)} | {_c(e.device)} | {_c(e.with_fix)} | "
+        f"{_c(e.without_fix)} | **{_c(e.label)}** |"
         for c in cells
         for e in c.attribution or []
     ]
@@ -249,18 +264,22 @@ def _mutants_section(results: Results) -> list[str]:
         if recs:
             by = (c.mutants.killed_by if c.mutants else None) or {}
             line = tally_line(c.mutants.total, by) if c.mutants and UPSTREAM_TEST in by else ""
-            tallies.append(f"- **{c.cell}**: " + (line or kill_line([r.verdict for r in recs])))
+            tallies.append(
+                f"- **{publish.text(c.cell)}**: " + (line or kill_line([r.verdict for r in recs]))
+            )
         for r in recs:
             info, kills = r.mutant, r.kills or {}
             killed = r.verdict == Verdict.KILLED and r.failure_line
             why = (
-                f"`{r.failure_line}`"
+                _k(r.failure_line)
                 if killed
-                else (r.verdict_reason or (info and info.skipped) or "")
+                else _c(r.verdict_reason or (info and info.skipped) or "")
             )
             table.append(
-                f"| {c.cell} | {info.name if info else r.variant} | **{r.verdict or r.status}** | "
-                f"{kills.get(UPSTREAM_TEST, '—')} | {kills.get(GATE_TEST, '—')} | {why} |"
+                f"| {_c(c.cell)} | {_c(info.name if info else r.variant)} | "
+                f"**{_c(r.verdict or r.status)}** | "
+                f"{_c(kills.get(UPSTREAM_TEST, '—'))} | {_c(kills.get(GATE_TEST, '—'))} | "
+                f"{why} |"
             )
     header = (
         f"| cell | mutant | verdict | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line (or why) |"
@@ -278,15 +297,16 @@ def _competing_section(results: Results) -> list[str]:
             info, j = r.competing, r.judged
             verdict = j.verdict if j else r.status
             why = (
-                f"{j.failing_test}: `{j.failure_line}`"
+                f"{_c(j.failing_test)}: {_k(j.failure_line)}"
                 if j and j.failure_line
-                else (j.reason if j else "")
+                else _c(j.reason if j else "")
             )
             if info and info.skipped:
-                why = info.skipped
-            src = f"[{info.date}]({info.url})" if info else ""
+                why = _c(info.skipped)
+            src = publish.link(info.date, info.url, in_table=True) if info else "—"
             out.append(
-                f"| {c.cell} | {info.name if info else r.variant} | {src} | **{verdict}** | {why} |"
+                f"| {_c(c.cell)} | {_c(info.name if info else r.variant)} | {src} | "
+                f"**{_c(verdict)}** | {why} |"
             )
     header = "| cell | fix | source | verdict | first failing line (or why) |"
     return (
@@ -302,5 +322,10 @@ def _training_section(cells: list[Cell]) -> list[str]:
     for c in cells:
         if t := c.training:
             table = table_markdown(t.with_fix, t.without_fix).rstrip("\n")
-            out += ["", f"### {c.cell}: {verdict[t.diverges_as_predicted]}", "", table]
+            out += [
+                "",
+                f"### {publish.text(c.cell)}: {verdict[t.diverges_as_predicted]}",
+                "",
+                table,
+            ]
     return (["", "## Training: loss per epoch with and without the fix"] + out) if out else []

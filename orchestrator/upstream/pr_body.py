@@ -9,6 +9,7 @@ import re
 import unicodedata
 from typing import Optional
 
+from .. import publish
 from ..finetune import results as ft
 from ..finetune.bundle import PLOT
 from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
@@ -48,16 +49,20 @@ def _unaccented(ch: str) -> str:
 # ---------------------------------------------------------------- data from results.json
 
 
-def _v(x) -> str:  # a number as results.json holds it, without a float's trailing ".0"
-    return (
-        NONE
-        if x is None or x == ""
-        else ascii_text(str(int(x)) if isinstance(x, float) and x.is_integer() else str(x))
+def _v(x) -> str:  # a value as results.json holds it (a float without its ".0"), one cell
+    if x is None or x == "":
+        return NONE
+    return publish.cell(
+        ascii_text(str(int(x)) if isinstance(x, float) and x.is_integer() else str(x))
     )
 
 
-def _code(x) -> str:
-    return f"`{ascii_text(str(x))}`" if x else NONE
+def _code(x) -> str:  # a value shown literally in a table cell
+    return publish.code(ascii_text(str(x)), 300, in_table=True) if x else NONE
+
+
+def _t(x) -> str:  # data in a line of the tool's own text: inert, ASCII
+    return publish.text(ascii_text(str(x)), 400)
 
 
 def _summary(rec, test: str) -> Optional[str]:
@@ -81,15 +86,16 @@ def base_rows(results: Results, target: str, repo: Optional[str]) -> list[str]:
     source = _source(results, target)
     upstream = source.upstream_commit
     patched = next((c.patched_commit for c in results.cells_of(target) if c.patched_commit), None)
-    sdist = f", sdist sha256 `{source.sdist_sha256}`" if source.sdist_sha256 else ""
-    where = ascii_text(repo or source.url or "upstream")
+    sdist = f", sdist sha256 {_code(source.sdist_sha256)}" if source.sdist_sha256 else ""
+    where = _v(repo or source.url or "upstream")
     return [
         "| | commit |",
         "|---|---|",
         f"| {where} | "
-        + (f"`{upstream}` |" if upstream else "unknown: the source carries no git metadata |"),
-        f"| ggml-patch snapshot of {ascii_text(source.description)}{sdist} | `{source.base_commit or NONE}` |",
-        f"| the snapshot with this series applied | `{patched or NONE}` |",
+        + (f"{_code(upstream)} |" if upstream else "unknown: the source carries no git metadata |"),
+        f"| ggml-patch snapshot of {_v(source.description)}{sdist} | "
+        f"{_code(source.base_commit or NONE)} |",
+        f"| the snapshot with this series applied | {_code(patched or NONE)} |",
     ]
 
 
@@ -136,7 +142,8 @@ def before_fix_lines(results: Results, target: str) -> list[str]:
                 (t.failure_line or first_failing_line(UPSTREAM_TEST, t.output or "")) if t else None
             )
             out += [ascii_text(x) for x in (line, control.failure_line) if x]
-    return list(dict.fromkeys(out))
+    # shown inside a ``` block: each one line, none able to close the block
+    return publish.lines_in_block(dict.fromkeys(out), 400)
 
 
 def short_cell_table(results: Results, target: str) -> list[str]:
@@ -154,7 +161,8 @@ def short_cell_table(results: Results, target: str) -> list[str]:
         elif c.status in B.NOT_RUN:
             ctl = f"{c.status}: {B.one_line(c.reason)[:80]}"
         out.append(
-            f"| {_v(c.cell)} | {_cell_text(device)[:60]} | {_code(_summary(patched, UPSTREAM_TEST))} | "
+            f"| {_v(c.cell)} | {_cell_text(device[:60])} | "
+            f"{_code(_summary(patched, UPSTREAM_TEST))} | "
             f"{_code(_summary(patched, GATE_TEST))} | {_cell_text(ctl)} |"
         )
     return out
@@ -176,10 +184,11 @@ def competing_table(results: Results, target: str) -> list[str]:
         for r in results.competing_of(c.cell):
             info, j = r.competing, r.judged
             if info and j and info.name not in seen:
-                line = f"`{ascii_text(j.failure_line)}`" if j.failure_line else _cell_text(j.reason)
+                line = _code(j.failure_line) if j.failure_line else _cell_text(j.reason)
+                title = publish.link(ascii_text(info.title), info.url, 70, in_table=True)
                 seen[info.name] = (
-                    f"| [{_cell_text(info.title)[:70]}]({info.url}) | {info.date} | **{j.verdict}** | "
-                    f"{j.failing_test or NONE} | {line} |"
+                    f"| {title} | {_v(info.date)} | **{_v(j.verdict)}** | "
+                    f"{_v(j.failing_test)} | {line} |"
                 )
     head = [
         "| competing fix | date | verdict | test | first failing line |",
@@ -262,37 +271,44 @@ def evidence(
         f"| run started | {_v(results.started_at)} |",
         f"| profile | {_v(results.profile)} |",
     ]
-    record += [f"| series sha256 | `{results.series.sha256}` |"]
-    # ascii_text maps each character alone: a whole note is the same as its values one by one
+    record += [f"| series sha256 | {_code(results.series.sha256)} |"]
+    # every value from results.json through _t: inert, ASCII
     notes = [
-        f"- {c.cell} device: {B.device_text(c.device)}" for c in cells if B.device_text(c.device)
+        f"- {_t(c.cell)} device: {_t(B.device_text(c.device))}"
+        for c in cells
+        if B.device_text(c.device)
     ]
     notes += [
-        f"- {c.cell} {c.status}: {B.one_line(c.reason)}" for c in cells if c.status in B.NOT_RUN
+        f"- {_t(c.cell)} {_t(c.status)}: {_t(B.one_line(c.reason))}"
+        for c in cells
+        if c.status in B.NOT_RUN
     ]
     skipped = B.skipped_tests(results, target)
     notes += [
-        f"- {cell}: {test} not run on this backend: {B.one_line(why)}"
+        f"- {_t(cell)}: {_t(test)} not run on this backend: {_t(B.one_line(why))}"
         for cell, test, why in skipped
     ]
     for c, control in _controls(results, target):
         if control:
-            reverted = ", ".join(f"`{p}`" for p in control.reverted or []) or NONE
-            notes.append(f"- {c.cell} control: reverted {reverted}; {control.verdict_reason}")
+            reverted = ", ".join(publish.code(ascii_text(p)) for p in control.reverted or [])
+            notes.append(
+                f"- {_t(c.cell)} control: reverted {reverted or NONE}; {_t(control.verdict_reason)}"
+            )
     notes += [
-        f"- other target {c.cell} ({c.layout or NONE} layout): {c.status}"
+        f"- other target {_t(c.cell)} ({_t(c.layout or NONE)} layout): {_t(c.status)}"
         for c in results.cells
         if c.target != target
     ]
-    notes = [ascii_text(line) for line in notes]
+    notes = publish.bounded_rows(notes, 20_000, "notes")
     out += _details("The run (ggml-patch results.json), cells and controls", [*record, "", *notes])
     if known_limits:
         table = [ascii_text(line) for line in limits.table(known_limits)]
+        table = publish.bounded_rows(table, 20_000, "known limits")
         out += _details(f"Known limits, not changed by this series (patches/{limits.FILE})", table)
     out += _details("Base commits", base_rows(results, target, repo))
     out += _details(
         "Toolchain",
-        [ascii_text(f"- {name}: {value}") for name, value in B.toolchain_lines(toolchain)],
+        [f"- {_t(name)}: {_t(value)}" for name, value in B.toolchain_lines(toolchain)],
     )
     return [
         redact(line) for line in out
@@ -321,7 +337,7 @@ def banner(draft_reasons: list[str], warnings: list[str]) -> list[str]:
         (["> [!WARNING]", f"> {B.WARNING_TITLE}:"], warnings),
     ):
         if items:
-            out += [*head, *(f"> - {ascii_text(B.one_line(x))}" for x in items), ""]
+            out += [*head, *(f"> - {_t(B.one_line(x))}" for x in items), ""]
     return out
 
 
@@ -390,8 +406,8 @@ def issue(
 
 
 def _cell_text(value: str) -> str:
-    """A value for one table cell: ASCII, one line, no column separator."""
-    return ascii_text(" ".join(str(value).split())).replace("|", "/")
+    """A value for one table cell: ASCII, one line, inert (publish.cell)."""
+    return publish.cell(ascii_text(" ".join(str(value).split())))
 
 
 def finetune_summary(results: Optional[ft.FinetuneResults]) -> list[str]:
@@ -409,4 +425,9 @@ def finetune_summary(results: Optional[ft.FinetuneResults]) -> list[str]:
 
 def finetune_lines(results: Optional[ft.FinetuneResults], level: str) -> list[str]:
     """results/evidence/finetune.json (validated) as data (finetune/results.py writes it), ASCII."""
-    return [ascii_text(line) for line in ft.pr_lines(results, level, _cell_text)]
+    return [ascii_text(line) for line in ft.pr_lines(results, level, _fine_cell)]
+
+
+def _fine_cell(value: str) -> str:
+    """A cell of the fine-tuning tables: its `code spans` kept, the rest inert."""
+    return publish.cell_with_code(ascii_text(str(value)))
