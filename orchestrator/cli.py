@@ -47,7 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--pins",
         metavar="FILE",
-        help="git targets pinned to commits (`ggml-patch resolve-refs --out FILE`): one commit per CI run",
+        help="git targets pinned to commits (`ggml-patch "
+        "resolve-refs --out FILE`): one commit per CI run",
     )
     repeatable(
         common,
@@ -55,7 +56,10 @@ def _parser() -> argparse.ArgumentParser:
         "pin one git target to a commit (repeatable; wins over --pins)",
         "TARGET=COMMIT",
     )
-    about = "Carry the ggml-opt per-step accumulator fix into ggml, llama.cpp and forks, and prove it on every backend."
+    about = (
+        "Carry the ggml-opt per-step accumulator fix into ggml, llama.cpp "
+        "and forks, and prove it on every backend."
+    )
     p = _Parser(prog="ggml-patch", description=about)
     p.add_argument("--version", action="version", version=f"ggml-patch {_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
@@ -115,17 +119,15 @@ def _dispatch(args: argparse.Namespace) -> ExitCode:
     from .config import load_matrix
     from .errors import ConfigError
     from .outdir import cache_problem, writable_dir
-    from .sources.pins import collect, pinned
+    from .pins import collect, pinned
 
     command = _command(args.command)
-    if not getattr(
-        command, "NEEDS_MATRIX", True
-    ):  # drift-issue reads only its own inputs: no matrix, no cache
+    # drift-issue reads only its own inputs: no matrix, no cache
+    if not getattr(command, "NEEDS_MATRIX", True):
         return command.run(args, None, None)
     # user errors first, before any work: the cache must be a folder we can write (not a file)
-    default = (
-        default_cache_dir()
-    )  # refuses GGML_PATCH_CACHE='' even with --cache: backends read it too
+    # refuses GGML_PATCH_CACHE='' even with --cache: backends read it too
+    default = default_cache_dir()
     option = "--cache" if args.cache else "GGML_PATCH_CACHE"
     root = writable_dir(args.cache or default, option)
     why = cache_problem(root)  # never a folder of the user's: the cache's tmp/ is cleaned below

@@ -29,8 +29,8 @@ from .. import outdir
 from ..cache import Cache, slug
 from ..config import Backend, Matrix, Target
 from ..errors import BuildFailed, ConfigError
+from ..model.layout import BuildPlan, get_layout
 from ..patchset.files import load_series
-from ..patchset.layout import BuildPlan, get_layout
 from ..patchset.render import render
 from ..progress import Reporter
 from ..redact import redact

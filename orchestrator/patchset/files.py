@@ -8,14 +8,15 @@ from typing import Callable, TypeVar
 from .. import untrusted
 from ..config import Matrix, _line_for, require_native_tests
 from ..errors import ConfigError
-from .layout import GATE_TEST
+from ..model.layout import GATE_TEST
 from .series import Series, parse_patch
 
 T = TypeVar("T")
 
 
 def read_diff_files(folder: Path, kind: str, parse: Callable[[str, str], T]) -> list[T]:
-    """folder/*.patch parsed by `parse(name, text)` in name order (none: no folder); errors name the file."""
+    """folder/*.patch parsed by `parse(name, text)` in name
+    order (none: no folder); errors name the file."""
     out = []
     for f in sorted(folder.glob("*.patch")) if folder.is_dir() else []:
         text = untrusted.read_text(f, kind, root=folder)
@@ -45,16 +46,13 @@ def load_series(matrix: Matrix) -> Series:
             f"{matrix.path}:{_line_for(matrix.lines, ('series', 'path'))}: series.path: "
             f"{matrix.series_dir}: the series directory does not exist"
         )
-    require_native_tests(
-        matrix
-    )  # the gate test the series must carry, and the harness every build uses
+    # the gate test the series must carry, and the harness every build uses
+    require_native_tests(matrix)
     series = read_series(matrix.series_dir, matrix.series_layout)
-    if (
-        matrix.series.gate_approval
-    ):  # maintainers approved the gate as a new test file: its own patch joins
-        gate_dir = (
-            matrix.native_tests_dir / "upstream-gate"
-        )  # native_tests/upstream-gate/*.patch, after the series
+    # maintainers approved the gate as a new test file: its own patch joins
+    if matrix.series.gate_approval:
+        # native_tests/upstream-gate/*.patch, after the series
+        gate_dir = matrix.native_tests_dir / "upstream-gate"
         gate = read_series(gate_dir, series.layout) if gate_dir.is_dir() else None
         if gate is None or not gate.patches:
             raise ConfigError(
@@ -83,7 +81,8 @@ def write_patches(series: Series, directory: Path) -> list[Path]:
 
 
 def write_series(directory: Path, series: Series) -> tuple[list[str], list[str]]:
-    """Write the patches whose bytes differ, remove *.patch files the series no longer has; (written, removed)."""
+    """Write the patches whose bytes differ, remove *.patch files the
+    series no longer has; (written, removed)."""
     written, removed = [], []
     for p in series.patches:
         data = p.text().encode("utf-8", "surrogateescape")

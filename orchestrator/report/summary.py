@@ -7,12 +7,8 @@ from typing import Optional
 
 from .. import publish, untrusted
 from ..finetune import section as evidence_section
-from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
-from ..redact import redact, redact_data
-from ..verdicts.mutants import kill_line, tally_line
-from ..verdicts.training import table_markdown
-from .junit import junit_xml
-from .model import (
+from ..model.layout import GATE_TEST, UPSTREAM_TEST
+from ..model.results import (
     COMPETING_PREFIX,
     MUTANT_PREFIX,
     Cell,
@@ -26,6 +22,10 @@ from .model import (
     dump_results,
     results_of,
 )
+from ..redact import redact, redact_data
+from ..verdicts.mutants import kill_line, tally_line
+from ..verdicts.training import table_markdown
+from .junit import junit_xml
 
 _ICON = {
     CellStatus.PASSED: "✅",
@@ -43,20 +43,19 @@ def write_results(results: Results, directory: Path) -> list[Path]:
     json_path = dump_results(results, directory / "results.json")
     md_path = directory / "summary.md"
     # the fine-tuning evidence's section (`ggml-patch evidence`) survives a matrix run
-    old = untrusted.read_lenient(
-        md_path, "summary", root=directory
-    )  # only a regular file of ours is kept from
+    # only a regular file of ours is kept from
+    old = untrusted.read_lenient(md_path, "summary", root=directory)
     md_path.write_text(evidence_section.keep(old, summary_markdown(results)), encoding="utf-8")
     # logs are read only inside the results folder, and redacted like everything else written
     xml = junit_xml(results, lambda p: log_tail(p, root=directory))
-    (directory / "junit.xml").write_text(
-        redact(xml), encoding="utf-8"
-    )  # for CI systems' test views
+    # for CI systems' test views
+    (directory / "junit.xml").write_text(redact(xml), encoding="utf-8")
     return [json_path, md_path]
 
 
 def log_tail(path: str, lines: int = 30, root: Optional[Path] = None) -> Optional[str]:
-    """A log's last lines for junit.xml; None unless a regular file inside `root` (a results folder's own)."""
+    """A log's last lines for junit.xml; None unless a regular
+    file inside `root` (a results folder's own)."""
     text = untrusted.tail_text(path, root)  # a build log can be megabytes: only its end is read
     return None if text is None else "\n".join(text.splitlines()[-lines:]) or None
 
@@ -185,7 +184,8 @@ def _tally(rec: Optional[VariantRecord], test: str, device: str) -> str:
 
 
 def _first_fail(rec: Optional[VariantRecord], test: str, device: str) -> Optional[str]:
-    """The test's first FAIL line on that device (the gate's own line; test-opt's as "test-opt: sgd FAIL")."""
+    """The test's first FAIL line on that device (the gate's own
+    line; test-opt's as "test-opt: sgd FAIL")."""
     t = rec.test(test) if rec else None
     fail = (
         next((r for r in t.rows if r.device == device and r.status == RowStatus.FAIL), None)
@@ -223,7 +223,10 @@ def _device_section(results: Results) -> list[str]:
                     f"{_tally(rec, GATE_TEST, dev)} | {'; '.join(_k(f) for f in fails) or '—'} |"
                 )
     header = f"| cell | device | variant | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line |"
-    intro = "Rows passed/total per device (skipped rows apart); the first FAIL line of each test. Every row: results.json."
+    intro = (
+        "Rows passed/total per device (skipped rows apart); the first FAIL "
+        "line of each test. Every row: results.json."
+    )
     return _table("## Per-device results", header, rows, intro) if rows else []
 
 
@@ -237,8 +240,8 @@ def _not_run_section(results: Results) -> list[str]:
         if t.outcome == Outcome.SKIPPED
     ]
     intro = (
-        "Not run in any variant (with the fix, without it, with a mutant), and not built. Without test-opt the "
-        "control's verdict rests on the gate alone, and its reason says so."
+        "Not run in any variant (with the fix, without it, with a mutant), and not built. Without "
+        "test-opt the control's verdict rests on the gate alone, and its reason says so."
     )
     return _table("## Tests not run", "| cell | test | why |", rows, intro) if rows else []
 
@@ -251,13 +254,17 @@ def _attribution_section(cells: list[Cell]) -> list[str]:
         for e in c.attribution or []
     ]
     header = "| cell | test | device | with the fix | without the fix | attribution |"
-    intro = "Each test failing with the fix, compared with the same test and device without it (the control)."
+    intro = (
+        "Each test failing with the fix, compared with the same "
+        "test and device without it (the control)."
+    )
     return _table("## Failure attribution", header, rows, intro) if rows else []
 
 
 def _mutants_section(results: Results) -> list[str]:
-    """Each known-wrong fix per cell, each test judging it separately: which test kills it (test-opt's
-    new cases are what upstream keeps), and the first FAIL line (or, when it was not killed, why)."""
+    """Each known-wrong fix per cell, each test judging it separately: which
+    test kills it (test-opt's new cases are what upstream keeps), and the first
+    FAIL line (or, when it was not killed, why)."""
     tallies, table = [], []
     for c in results.cells:
         recs = results.mutants_of(c.cell)

@@ -20,8 +20,7 @@ from ..cache import Cache, slug
 from ..cancel import CancelToken
 from ..config import Backend, Matrix, Target
 from ..errors import BuildFailed, ExitCode, GgmlPatchError, SeriesDoesNotApply
-from ..patchset.files import write_patches
-from ..patchset.layout import (
+from ..model.layout import (
     GATE_TEST,
     TESTS,
     UPSTREAM_TEST,
@@ -30,11 +29,7 @@ from ..patchset.layout import (
     build_plan,
     get_layout,
 )
-from ..patchset.render import render
-from ..patchset.series import Series
-from ..progress import Reporter
-from ..records import Record
-from ..report.model import (
+from ..model.results import (
     COMPETING_PREFIX,
     MUTANT_PREFIX,
     Build,
@@ -54,6 +49,11 @@ from ..report.model import (
     VariantRecord,
     Verdict,
 )
+from ..patchset.files import write_patches
+from ..patchset.render import render
+from ..patchset.series import Series
+from ..progress import Reporter
+from ..records import Record
 from ..vcs.runner import GitError
 from ..vcs.snapshots import SnapshotRepo, Worktree
 from ..verdicts import attribution, classify, training

@@ -12,9 +12,9 @@ from typing import Callable, Mapping, Optional, Sequence
 from .. import backends
 from ..cancel import CancelToken
 from ..config import Backend, Target
+from ..model.results import Cell, Parallel, Results, SeriesInfo, VariantRecord, overall_exit_code
 from ..patchset.files import load_series
 from ..progress import Reporter
-from ..report.model import Cell, Parallel, Results, SeriesInfo, VariantRecord, overall_exit_code
 from ..vcs.snapshots import SnapshotRepo
 from ..verdicts.competing import load_competing
 from ..verdicts.mutants import load_mutants

@@ -26,10 +26,10 @@ from ..errors import (
     SeriesDoesNotApply,
 )
 from ..finetune import bundle as tuned
+from ..model.results import Cell, CellStatus, Outcome, Results, Verdict, load_results
 from ..patchset.files import load_series, write_patches
 from ..patchset.render import rendered_for_target
 from ..redact import redact_data
-from ..report.model import Cell, CellStatus, Outcome, Results, Verdict, load_results
 from ..run import toolchain
 from ..run.cell import tested_tree
 from ..vcs.snapshots import SnapshotRepo, Worktree

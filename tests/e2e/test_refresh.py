@@ -123,14 +123,12 @@ def test_resolved_conflict_becomes_the_series(project):
     proc = _refresh(m, cache, "fork-conflict")
     assert proc.returncode == 0, proc.stderr
     fix, test = sorted(p.name for p in (ROOT / "patches").glob("*.patch"))
-    assert (
-        f"wrote {fix}" in proc.stdout and test not in proc.stdout
-    )  # the test patch did not change a byte
+    # the test patch did not change a byte
+    assert f"wrote {fix}" in proc.stdout and test not in proc.stdout
     new_fix = (m.parent / "patches" / fix).read_text()
     old_fix = (ROOT / "patches" / fix).read_text()
-    assert (
-        new_fix.split("\ndiff --git")[0] == old_fix.split("\ndiff --git")[0]
-    )  # mail header and message kept
+    # mail header and message kept
+    assert new_fix.split("\ndiff --git")[0] == old_fix.split("\ndiff --git")[0]
     assert FORK_LINE.strip() in new_fix  # the new hunk carries the fork's line as context
 
     # the refreshed series applies to the fork as is; the resolution worktree, fully captured, goes

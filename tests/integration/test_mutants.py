@@ -13,10 +13,8 @@ from orchestrator import backends
 from orchestrator.cache import Cache
 from orchestrator.config import Backend, Target
 from orchestrator.errors import ConfigError, ExitCode
-from orchestrator.patchset.layout import GATE_TEST, BuildPlan
-from orchestrator.patchset.series import Series, unified_file_diff
-from orchestrator.report.junit import junit_xml, mutant_case_name
-from orchestrator.report.model import (
+from orchestrator.model.layout import GATE_TEST, BuildPlan
+from orchestrator.model.results import (
     Build,
     Cell,
     CellStatus,
@@ -28,6 +26,8 @@ from orchestrator.report.model import (
     Verdict,
     results_of,
 )
+from orchestrator.patchset.series import Series, unified_file_diff
+from orchestrator.report.junit import junit_xml, mutant_case_name
 from orchestrator.report.summary import summary_markdown
 from orchestrator.run import cmake
 from orchestrator.run.cell import CellContext, CellProgress, Tree, conclude, run_mutants
@@ -49,12 +49,16 @@ FAIL_LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
 
 # ---- the mutants step, on a fake project ----
 
-FIXED = "#!/bin/sh\necho 'device=CPU opt_period=1: OK'\necho '1/1 device*opt_period passed, 0 skipped'\nexit 0\n"
+FIXED = (
+    "#!/bin/sh\necho 'device=CPU opt_period=1: OK'\necho '1/1 "
+    "device*opt_period passed, 0 skipped'\nexit 0\n"
+)
 FAKE_CMAKE = """cmake_minimum_required(VERSION 3.16)
 project(fake NONE)
 foreach(t test-opt test-opt-dynamic-accum)
   add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/bin/${t}
-    COMMAND ${CMAKE_COMMAND} -DSRC=${CMAKE_SOURCE_DIR}/src/ggml-opt.cpp -DOUT=${CMAKE_BINARY_DIR}/bin/${t}
+    COMMAND ${CMAKE_COMMAND} -DSRC=${CMAKE_SOURCE_DIR}/src/ggml-opt.cpp
+            -DOUT=${CMAKE_BINARY_DIR}/bin/${t}
             -P ${CMAKE_SOURCE_DIR}/make.cmake
     DEPENDS ${CMAKE_SOURCE_DIR}/src/ggml-opt.cpp ${CMAKE_SOURCE_DIR}/make.cmake)
   add_custom_target(${t} DEPENDS ${CMAKE_BINARY_DIR}/bin/${t})
@@ -101,7 +105,8 @@ def _mutants() -> list:
 
 def fake_project(tmp_path, ggml_opt: str):
     """The fake project with `ggml_opt` as its src/ggml-opt.cpp, imported as a snapshot, checked out
-    in a cell's worktree: (its source dir, the snapshot repo, the base commit, the cell dir, the worktree)."""
+    in a cell's worktree: (its source dir, the snapshot repo, the
+    base commit, the cell dir, the worktree)."""
     src = tmp_path / "tree"
     (src / "src").mkdir(parents=True)
     (src / "src" / "ggml-opt.cpp").write_text(ggml_opt)
@@ -117,8 +122,8 @@ def fake_project(tmp_path, ggml_opt: str):
 
 @pytest.fixture
 def fake_cell(tmp_path):
-    """A cell context on the fake project, configured, its patched variant passed (with the worktree,
-    the plan, the patched and control records the earlier steps would have returned)."""
+    """A cell context on the fake project, configured, its patched variant passed (with the
+    worktree, the plan, the patched and control records the earlier steps would have returned)."""
     src, repo, base, cell_dir, wt = fake_project(tmp_path, FIXED)
     target = Target(
         "fake", "ggml", source=LocalSource(kind="local", path=str(src)).at("targets.fake.source")
@@ -177,7 +182,8 @@ def test_each_mutant_gets_its_verdict_and_the_tree_is_put_back(fake_cell):
         and not got["05-does-not-build"].build.ok
     )
     assert "crashed (SIGSEGV)" in got["03-crashes"].verdict_reason
-    # each test the fix passes judges it on its own (here the gate alone: the fake test-opt is not run)
+    # each test the fix passes judges it on its own (here
+    # the gate alone: the fake test-opt is not run)
     assert got["04-hangs"].verdict_reason == f"{GATE_TEST}: the gate test timed out"
     assert got["01-killed"].kills == {GATE_TEST: Verdict.KILLED}
     assert got["01-killed"].failure_line == FAIL_LINE
@@ -250,8 +256,8 @@ def test_results_summary_and_junit_show_every_mutant(fake_cell):
     md = summary_markdown(again)
     assert "- **fake/cpu**: the gate kills 1/6 known-wrong fixes" in md
     assert (
-        f"| fake/cpu | 02-survives | **survived** | — | survived | {GATE_TEST}: the gate test passed with this "
-        "known-wrong fix"
+        f"| fake/cpu | 02-survives | **survived** | — | survived | {GATE_TEST}: the "
+        "gate test passed with this known-wrong fix"
     ) in md
     assert f"| fake/cpu | 01-killed | **killed** | — | killed | `{FAIL_LINE}` |" in md
     root = ET.fromstring(junit_xml(again))
@@ -324,14 +330,14 @@ def test_the_result_cache_key_covers_the_mutant_files_and_the_flag(fake_cell):
 
 
 def test_mutants_rebuild_the_gate_alone(fake_cell):
-    """test-opt is not run on a mutant, so it is never relinked with one: only the gate target is built."""
+    """test-opt is not run on a mutant, so it is never
+    relinked with one: only the gate target is built."""
     f, ctx = fake_cell, fake_cell.ctx
     ctx.mutant_files = [m for m in ctx.mutant_files if m.name in ("01-killed", "02-survives")]
     run_mutants(ctx, f.worktree, f.patched)
     assert (ctx.build_dir / "bin" / "test-opt").read_text() == FIXED  # as the patched build left it
-    assert (ctx.build_dir / "bin" / GATE_TEST).read_text() == WRONG[
-        "02-survives"
-    ]  # the last mutant's
+    # the last mutant's
+    assert (ctx.build_dir / "bin" / GATE_TEST).read_text() == WRONG["02-survives"]
     for name in ("01-killed", "02-survives"):
         log = (ctx.logs / f"build-mutant-{name}.log").read_text()
         assert (

@@ -9,9 +9,9 @@ from orchestrator import backends
 from orchestrator.backends.cpu import Cpu
 from orchestrator.cache import Cache
 from orchestrator.config import Backend, Target
-from orchestrator.patchset.layout import GATE_TEST, UPSTREAM_TEST
+from orchestrator.model.layout import GATE_TEST, UPSTREAM_TEST
+from orchestrator.model.results import Cell, CellStatus, Outcome, RecordStatus, Verdict
 from orchestrator.patchset.series import Series, parse_patch, unified_file_diff
-from orchestrator.report.model import Cell, CellStatus, Outcome, RecordStatus, Verdict
 from orchestrator.run import cell as cell_mod
 from orchestrator.run.cell import CellContext, CellProgress, Tree, configure, judge_tree
 from orchestrator.sources import Snapshot
@@ -82,7 +82,8 @@ def skipping_cell(tmp_path, monkeypatch):
 
 
 def configure_to_conclude(ctx, tree):
-    """The steps from configure to conclude on the fake tree (what apply would have made); the plan."""
+    """The steps from configure to conclude on the fake
+    tree (what apply would have made); the plan."""
     plan = configure(ctx, tree.worktree).plan
     judge_tree(ctx, tree, plan)
     return plan
@@ -119,9 +120,8 @@ def test_the_result_cache_key_names_the_skips_only_where_there_are_some(skipping
     ctx.env = {}
     assert cache_inputs(ctx, tree.snap, tree.rendered)["skip_tests"] == {UPSTREAM_TEST: WHY}
     ctx.module = backends.get("cpu")
-    assert "skip_tests" not in cache_inputs(
-        ctx, tree.snap, tree.rendered
-    )  # every other backend keeps its key
+    # every other backend keeps its key
+    assert "skip_tests" not in cache_inputs(ctx, tree.snap, tree.rendered)
 
 
 class NoMutants(SkipsTestOpt):
@@ -151,6 +151,5 @@ def test_a_backend_without_mutants_runs_and_records_none_and_keeps_its_key(skipp
     ctx.env = {}
     assert cache_inputs(ctx, tree.snap, tree.rendered)["mutants"] == {}
     ctx.module = SkipsTestOpt()
-    assert cache_inputs(ctx, tree.snap, tree.rendered)[
-        "mutants"
-    ]  # a backend that runs them has them in its key
+    # a backend that runs them has them in its key
+    assert cache_inputs(ctx, tree.snap, tree.rendered)["mutants"]

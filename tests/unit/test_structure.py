@@ -86,13 +86,14 @@ def _type_checking_only(tree: ast.AST) -> set[int]:
     return lines
 
 
-def import_graph() -> dict[str, set[str]]:
-    """module -> the orchestrator modules it imports at run time (at the top or inside a function)."""
+def import_graph(type_checking: bool = False) -> dict[str, set[str]]:
+    """module -> the orchestrator modules it imports at run time (at the top or inside a
+    function); with `type_checking`, those imported under `if TYPE_CHECKING:` too."""
     mods = _modules()
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for name, path in mods.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        skip = _type_checking_only(tree)
+        skip = set() if type_checking else _type_checking_only(tree)
         for node in ast.walk(tree):
             if getattr(node, "lineno", None) in skip:
                 continue
@@ -159,6 +160,79 @@ def test_the_cycle_check_finds_one():
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
+def package_of(module: str) -> str:
+    """A module's node in the package graph: orchestrator.X for anything in subpackage X; a
+    top-level module (orchestrator.config) is its own node."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph folded into packages: X -> Y when a module of X imports one of Y."""
+    out: dict[str, set[str]] = {package_of(m): set() for m in graph}
+    for module, imported in graph.items():
+        for target in imported:
+            if package_of(target) != package_of(module):
+                out[package_of(module)].add(package_of(target))
+    return out
+
+
+def test_no_package_import_cycles():
+    """Packages form layers: no two import each other, even through other packages or only for
+    the type checker (a cycle of packages needs no cycle of files)."""
+    found = cycles(package_graph(import_graph(type_checking=True)))
+    assert not found, "package import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_no_file_import_cycles_even_for_the_type_checker():
+    found = cycles(import_graph(type_checking=True))
+    assert not found, "import cycles (TYPE_CHECKING imports included): " + "; ".join(
+        " <-> ".join(c) for c in found
+    )
+
+
+def test_the_package_check_finds_a_cycle_no_file_cycle_shows():
+    graph = {
+        "orchestrator.a.x": {"orchestrator.b.y"},
+        "orchestrator.b.y": set(),
+        "orchestrator.b.z": {"orchestrator.a.w"},
+        "orchestrator.a.w": set(),
+        "orchestrator.top": {"orchestrator.a"},
+        "orchestrator.a": set(),
+    }
+    assert cycles(graph) == []
+    assert cycles(package_graph(graph)) == [["orchestrator.a", "orchestrator.b"]]
+    assert package_graph(graph)["orchestrator.top"] == {"orchestrator.a"}
+    del graph["orchestrator.b.z"]
+    assert cycles(package_graph(graph)) == []
+
+
+# the base modules the model may build on: they import only one another (checked below)
+_MODEL_BASE = {
+    "orchestrator.errors",
+    "orchestrator.records",
+    "orchestrator.redact",
+    "orchestrator.untrusted",
+}
+
+
+def test_the_model_is_a_leaf():
+    """orchestrator/model/ (the results records, the value types, the layouts) imports no package
+    of the tool, only the base modules; report/, verdicts/, backends/, upstream/ and progress.py
+    build on it."""
+    graph = import_graph(type_checking=True)
+    for module, imported in graph.items():
+        if package_of(module) == "orchestrator.model":
+            outside = {t for t in imported if package_of(t) != "orchestrator.model"}
+            assert outside <= _MODEL_BASE, f"{module} imports {sorted(outside - _MODEL_BASE)}"
+    for base in _MODEL_BASE:
+        assert graph[base] <= _MODEL_BASE, f"{base} imports {sorted(graph[base] - _MODEL_BASE)}"
+    users = {
+        package_of(m) for m, imported in graph.items() if "orchestrator.model.results" in imported
+    }
+    for user in ("report", "verdicts", "backends", "upstream", "progress"):
+        assert f"orchestrator.{user}" in users
+
+
 def _function_imports(tree: ast.AST) -> list[ast.stmt]:
     return [
         n
@@ -186,29 +260,34 @@ def test_an_import_inside_a_function_says_why():
 
 
 def test_a_step_that_returns_stop_ends_the_pipeline(monkeypatch):
-    """A cache hit ends the cell's pipeline by its return value (no flag on the context); a Tree from apply
-    runs the rest in order, each step given what the earlier ones returned."""
+    """A cache hit ends the cell's pipeline by its return value (no flag on the context); a Tree
+    from apply runs the rest in order, each step given what the earlier ones returned."""
     from types import SimpleNamespace
 
     from orchestrator.run import cell
 
     ran = []
-    for n in (
-        "fetch",
-        "apply",
-        "configure",
-        "judge_tree",
-        "store",
-    ):  # apply's None: the cached result
-        monkeypatch.setattr(cell, n, (lambda n: lambda *args: ran.append(n))(n))
+
+    def recording(name):
+        return lambda *args: ran.append(name)
+
+    # apply's None: the cached result
+    for n in ("fetch", "apply", "configure", "judge_tree", "store"):
+        monkeypatch.setattr(cell, n, recording(n))
     cell.run_steps(None)
     assert ran == ["fetch", "apply"]
     calls, tree, configured = [], SimpleNamespace(worktree="wt"), SimpleNamespace(plan="plan")
     returns = {"fetch": "snap", "apply": tree, "configure": configured}
+
+    def returning(name):
+        def step(*args):
+            calls.append((name, *args))
+            return returns.get(name)
+
+        return step
+
     for n in ("fetch", "apply", "configure", "judge_tree", "store"):
-        monkeypatch.setattr(
-            cell, n, (lambda n: lambda *args: calls.append((n, *args)) or returns.get(n))(n)
-        )
+        monkeypatch.setattr(cell, n, returning(n))
     cell.run_steps("ctx")
     assert calls == [
         ("fetch", "ctx"),
@@ -225,7 +304,10 @@ def test_help_imports_no_record_library():
     import subprocess
     import sys
 
-    code = "import sys; from orchestrator import cli; cli._parser(); print(sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic'))"
+    code = (
+        "import sys; from orchestrator import cli; cli._parser(); print(sorted(m for m in "
+        "sys.modules if m.split('.')[0] == 'pydantic'))"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout

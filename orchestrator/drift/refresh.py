@@ -12,14 +12,14 @@ from typing import Optional
 from .. import sources
 from ..cache import Cache
 from ..config import Matrix, Target
-from ..drift.check import attempt, series_base, status_dirs
-from ..drift.status import CONFLICTED, PRESENT
 from ..errors import ConfigError, SeriesDoesNotApply
+from ..model.layout import GATE_TEST, get_layout
+from ..patchset.files import read_series, write_patches, write_series
+from ..patchset.render import render
+from ..patchset.series import Series, parse_series
 from ..vcs.snapshots import SnapshotRepo, Worktree
-from .files import read_series, write_patches, write_series
-from .layout import GATE_TEST, get_layout
-from .render import render
-from .series import Series, parse_series
+from .check import attempt, series_base, status_dirs
+from .status import CONFLICTED, PRESENT
 
 
 @dataclass
@@ -43,7 +43,8 @@ def refresh(matrix: Matrix, cache: Cache, target: Target) -> Refreshed:
             files = wt.format_patch(snap.commit, Path(tmp))
             if not files:
                 raise ConfigError(
-                    f"{wt.path}: no commits on top of the base {snap.commit[:12]}; nothing to refresh from"
+                    f"{wt.path}: no commits on top of the base "
+                    f"{snap.commit[:12]}; nothing to refresh from"
                 )
             texts = [(f.name, f.read_bytes().decode("utf-8", "surrogateescape")) for f in files]
         new = parse_series(layout.name, texts)
@@ -57,8 +58,9 @@ def refresh(matrix: Matrix, cache: Cache, target: Target) -> Refreshed:
             new = render(new, layout, dst, read)
     if len(new.patches) < len(old.patches):  # e.g. a patch skipped as already upstream there
         raise ConfigError(
-            f"{wt.path}: {len(new.patches)} commits on the base for {len(old.patches)} patches; refreshing "
-            f"from {target.name} would drop a patch from the series (already upstream there?)"
+            f"{wt.path}: {len(new.patches)} commits on the base for "
+            f"{len(old.patches)} patches; refreshing from {target.name} would drop a "
+            "patch from the series (already upstream there?)"
         )
     written, removed = write_series(matrix.series_dir, new)
     return Refreshed(
@@ -69,23 +71,25 @@ def refresh(matrix: Matrix, cache: Cache, target: Target) -> Refreshed:
 def resolved_worktree(
     repo: SnapshotRepo, cache: Cache, target: Target, base: str, series: Series
 ) -> Worktree:
-    """The finished resolution worktree if there is one, else the series applied afresh in the trial worktree."""
+    """The finished resolution worktree if there is one, else the
+    series applied afresh in the trial worktree."""
     dirs = status_dirs(cache, target)
     if dirs.resolve.exists():
         wt = Worktree(repo, dirs.resolve)
         if wt.am_in_progress():
             raise ConfigError(
-                f"{wt.path}: git am is still in progress; resolve the conflict, `git add` the files, "
-                "`git am --continue`, then refresh"
+                f"{wt.path}: git am is still in progress; resolve the conflict, `git add` the "
+                "files, `git am --continue`, then refresh"
             )
         if not wt.is_clean():
             raise ConfigError(
-                f"{wt.path}: uncommitted changes; commit them (e.g. `git commit --amend`) before refresh"
+                f"{wt.path}: uncommitted changes; commit them "
+                "(e.g. `git commit --amend`) before refresh"
             )
         if not wt.descends_from(base):
             raise ConfigError(
-                f"{wt.path}: not based on {target.name}'s current base {base[:12]} (the source moved); "
-                "remove the worktree and run status again"
+                f"{wt.path}: not based on {target.name}'s current base {base[:12]} (the source "
+                "moved); remove the worktree and run status again"
             )
         return wt
     layout, src = get_layout(target.layout, target.prefix), get_layout(series.layout)
@@ -100,19 +104,21 @@ def resolved_worktree(
     present = [r.name for r in results if r.result == PRESENT]
     if present:
         raise ConfigError(
-            f"{target.name}: {present[0]} is already upstream there; refreshing from it would drop it"
+            f"{target.name}: {present[0]} is already upstream "
+            "there; refreshing from it would drop it"
         )
     assert not any(r.result == CONFLICTED for r in results)
     return trial
 
 
 def _canonical_base_reader(matrix: Matrix, cache: Cache, repo: SnapshotRepo, series: Series):
-    """Files of the base the canonical series was made on (to register the gate test in its convention)."""
+    """Files of the base the canonical series was made on (to
+    register the gate test in its convention)."""
     snap = series_base(matrix, cache, repo, series)
     if snap is None:
         raise ConfigError(
-            f"{matrix.path}: no pinned {series.layout} target whose files match the series' index lines; "
-            f"refresh from a {series.layout} target, or add the series' base to the matrix"
+            f"{matrix.path}: no pinned {series.layout} target whose files match the series' index "
+            f"lines; refresh from a {series.layout} target, or add the series' base to the matrix"
         )
     return lambda p: repo.read_blob(snap.commit, p)
 
