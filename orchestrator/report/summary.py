@@ -38,18 +38,19 @@ _ICON = {
 
 def write_results(results: Results, directory: Path) -> list[Path]:
     # no credential of a source URL and no GITHUB_TOKEN in any file written (the one redaction)
-    results = results_of(redact_data(results.to_json()))
+    results = results_of(redact_data(results.to_json()), ours=True)
     directory.mkdir(parents=True, exist_ok=True)
     json_path = dump_results(results, directory / "results.json")
     md_path = directory / "summary.md"
     # the fine-tuning evidence's section (`ggml-patch evidence`) survives a matrix run
     # only a regular file of ours is kept from
     old = untrusted.read_lenient(md_path, "summary", root=directory)
-    md_path.write_text(evidence_section.keep(old, summary_markdown(results)), encoding="utf-8")
+    # each entry replaced, never written through a symlink (untrusted.write_replacing)
+    untrusted.write_replacing(md_path, evidence_section.keep(old, summary_markdown(results)))
     # logs are read only inside the results folder, and redacted like everything else written
     xml = junit_xml(results, lambda p: log_tail(p, root=directory))
     # for CI systems' test views
-    (directory / "junit.xml").write_text(redact(xml), encoding="utf-8")
+    untrusted.write_replacing(directory / "junit.xml", redact(xml))
     return [json_path, md_path]
 
 
