@@ -27,7 +27,8 @@ def this_command(argv: Optional[list[str]] = None) -> str:
     argv = list(sys.argv if argv is None else argv)
     if argv and (argv[0].endswith(("__main__.py", "ggml-patch")) or argv[0] == "-m"):
         argv = ["ggml-patch", *argv[1:]]
-    return redact(shlex.join(argv))[:300]
+    # each word redacted before quoting: quotes around a password would hide it from the URL rule
+    return shlex.join(redact(word) for word in argv)[:300]
 
 
 class Holder(Record):

@@ -204,10 +204,12 @@ def copy_file(
     kind: str = "log",
     line: Optional[Callable[[str], str]] = None,
     overlap: int = 4 * KiB,
+    split: Optional[Callable[[bytes, int], int]] = None,
 ) -> None:
     """Copy a regular file inside `root` over `dst` line by line (cap of `kind`), each through
     `line` if given. A line longer than a block is taken a megabyte at a time, its last `overlap`
-    bytes held back for the next block, so no secret is split by a block's edge. `dst` is
+    bytes (or from its last blank) held back for the next block, and `split` (redact.safe_cut)
+    moves the edge before any secret it would cut, so redaction never sees half of one. `dst` is
     replaced (written beside it, then renamed): a symlink there is never written through."""
     f, limit = _opened(Path(src), kind, root)
     total = 0
@@ -222,10 +224,20 @@ def copy_file(
             chunk = held + chunk
             held = b""
             if not chunk.endswith(b"\n") and len(chunk) > overlap:
-                chunk, held = chunk[:-overlap], chunk[-overlap:]
+                cut = _cut(chunk, overlap, split)
+                chunk, held = chunk[:cut], chunk[cut:]
             out.write(_through(chunk, line))
         if held:
             out.write(_through(held, line))
+
+
+def _cut(chunk: bytes, overlap: int, split: Optional[Callable[[bytes, int], int]]) -> int:
+    """Where to split a block of a long line: after its last blank when there is one in its
+    second half (a URL with a password holds none), else `overlap` bytes from its end; then
+    moved before any secret it would split (`split`)."""
+    blank = max(chunk.rfind(b" "), chunk.rfind(b"\t"))
+    cut = blank + 1 if blank >= len(chunk) // 2 else len(chunk) - overlap
+    return split(chunk, cut) if split is not None else cut
 
 
 def _through(chunk: bytes, line: Optional[Callable[[str], str]]) -> bytes:

@@ -91,7 +91,7 @@ def _copy_logs(names: list[tuple[object, str]], src_dir: Path, out: Path) -> Non
     stand alone (a CI leg's absolute paths mean nothing once its artifact is downloaded). Only
     regular files inside the leg's folder are read (no symlink out of it, no FIFO or device)."""
     from .. import untrusted
-    from ..redact import redact
+    from ..redact import redact, safe_cut
 
     for entry, rel in names:
         src = untrusted.name_under(src_dir, rel, f"{src_dir}: log")
@@ -99,7 +99,7 @@ def _copy_logs(names: list[tuple[object, str]], src_dir: Path, out: Path) -> Non
         if untrusted.is_regular(src):
             dst.parent.mkdir(parents=True, exist_ok=True)
             # a leg's log may hold a secret
-            untrusted.copy_file(src, dst, root=src_dir, line=redact)
+            untrusted.copy_file(src, dst, root=src_dir, line=redact, split=safe_cut)
             entry.log = str(dst)  # type: ignore[attr-defined]
         else:
             entry.log = None  # type: ignore[attr-defined]  # absent here: named nowhere

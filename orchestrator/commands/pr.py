@@ -202,7 +202,9 @@ def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
             "shares that history; pass --onto COMMIT"
         )
     br = github.series_branch(workdir, local_onto, bundle.patch_files)
-    push_cmd = shlex.join(github.push_argv(workdir, remote, branch))
+    # each word redacted before quoting: a quoted password (one with "'") is no longer a URL
+    push_argv = github.push_argv(workdir, remote, branch)
+    push_cmd = shlex.join(github.redact(word, secrets) for word in push_argv)
     url = github.pulls_url(args.api_url, pr.repo)
     if not args.open:
         say("dry run: nothing pushed or sent; add --open (with GITHUB_TOKEN set) to do it")

@@ -64,7 +64,7 @@ def manual_steps(
         + "): nothing was pushed or sent.",
         "Run these yourself:",
         "",
-        *(f"  {shlex.join(argv)}" for argv in steps),
+        *(f"  {shlex.join(redact(word) for word in argv)}" for argv in steps),
         "",
         "then open the pull request in your browser:",
         "",
