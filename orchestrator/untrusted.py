@@ -26,6 +26,7 @@ CAPS: dict[str, int] = {
     "results": 64 * MiB,  # results.json of a big matrix, mutants included
     **dict.fromkeys(("manifest", "document"), 4 * MiB),
     **dict.fromkeys(("pins", "status", "matrix", "cover", "known-limits", "mutant"), 1 * MiB),
+    "pip-config": 1 * MiB,  # pip.conf, PIP_CONFIG_FILE: read for the index URLs only
     "policy": 1 * MiB,  # AGENTS.md, CONTRIBUTING.md, the pull request template
     **dict.fromkeys(("patch", "finetune", "summary"), 16 * MiB),
     "lock": 64 * KiB,

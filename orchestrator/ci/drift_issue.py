@@ -217,7 +217,7 @@ class Found:
         m = _STATE.fullmatch(_last_line(self.body or ""))
         try:
             return State.from_json(json.loads(m["json"])) if m else None
-        except ValueError:  # not JSON
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser
             return None
 
 
@@ -430,10 +430,15 @@ def ours(items: Any) -> list[Found]:
     """Our issues among a list-issues answer, oldest first: our marker in the body, not a pull request."""
     if not isinstance(items, list):
         raise GitHubError("the issues list is not a JSON list")
+    # an answer is untrusted: a field of the wrong type makes the item not ours
     mine = [
         i
         for i in items
-        if isinstance(i, dict) and "pull_request" not in i and isinstance(i.get("number"), int)
+        if isinstance(i, dict)
+        and "pull_request" not in i
+        and isinstance(i.get("number"), int)
+        and isinstance(i.get("body") or "", str)
+        and isinstance(i.get("html_url") or "", str)
     ]
     found = [
         Found(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple, Optional
 
-from .. import __version__, backends, sources
+from .. import __version__, backends, buildenv, sources
 from ..backends import BackendModule
 from ..cache import Cache, slug
 from ..cancel import CancelToken
@@ -684,6 +684,8 @@ def cache_inputs(ctx: CellContext, snap: sources.Snapshot, rendered: Series) -> 
         "mutants_enabled": not ctx.no_mutants,  # the key's name kept: cached results stay valid
         # only where a backend skips tests, so every other cell keeps its key
         **({"skip_tests": ctx.skipped_tests} if ctx.skipped_tests else {}),
+        # CC, CFLAGS, ... as set now (buildenv.BUILD_VARIABLES); none set: the key is unchanged
+        **({"build_env": build_env} if (build_env := buildenv.key_part()) else {}),
     }
 
 
