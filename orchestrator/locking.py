@@ -7,7 +7,6 @@ anyone; it only names who held the lock last."""
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 import time
 from contextlib import contextmanager, suppress
@@ -20,7 +19,7 @@ from pydantic import Field
 from . import untrusted
 from .errors import ConfigError, LockTimedOut
 from .records import Record
-from .redact import redact
+from .redact import redact, shell_line
 
 
 def this_command(argv: Optional[list[str]] = None) -> str:
@@ -28,7 +27,7 @@ def this_command(argv: Optional[list[str]] = None) -> str:
     if argv and (argv[0].endswith(("__main__.py", "ggml-patch")) or argv[0] == "-m"):
         argv = ["ggml-patch", *argv[1:]]
     # each word redacted before quoting: quotes around a password would hide it from the URL rule
-    return shlex.join(redact(word) for word in argv)[:300]
+    return shell_line(argv)[:300]
 
 
 class Holder(Record):

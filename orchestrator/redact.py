@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import shlex
 from typing import IO, Any, Iterable
 from urllib.parse import unquote
 
@@ -76,6 +77,18 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     if "://" in text:
         text = _AUTHORITY.sub(_userinfo, text)
     return _QUERY.sub(rf"\g<1>{REDACTED}", text) if "=" in text else text
+
+
+def shell_line(argv: Iterable[str], secrets: Iterable[str] = ()) -> str:
+    """A command as a shell line, each word redacted BEFORE quoting (quotes around a password
+    with "'" would hide it from the URL rule); a redacted word is shown as is, unquoted: with
+    *** in it, it is not the command to paste anyway."""
+    secrets = tuple(secrets)
+    words = []
+    for word in argv:
+        shown = redact(word, secrets)
+        words.append(shown if shown != word else shlex.quote(word))
+    return " ".join(words)
 
 
 class RedactingStream(io.TextIOBase):

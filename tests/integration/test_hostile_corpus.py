@@ -1259,16 +1259,16 @@ def test_secrets_resolve_refs_keeps_no_password_in_the_pins_file(world):
 
 
 def test_secrets_a_quoted_password_in_a_printed_command_is_redacted():
-    import shlex
-
     from orchestrator.locking import this_command
-    from orchestrator.redact import redact
+    from orchestrator.redact import shell_line
 
     url = f"https://u:{PASSWORD}@github.com/me/r.git"
     assert PASSWORD not in this_command(["ggml-patch", "pr", "--head-remote", url])
     # what pr's dry run prints: the words redacted, then quoted
-    line = shlex.join(redact(w) for w in ["git", "push", url, "HEAD:fix"])
+    line = shell_line(["git", "push", url, "HEAD:fix"])
     assert PASSWORD not in line and "pa)ss" not in line
+    assert line == "git push https://***@github.com/me/r.git HEAD:fix"
+    assert shell_line(["echo", "it's"]) == "echo 'it'\"'\"'s'"  # the others quoted
 
 
 # ---------------------------------------------------------------- a clean build environment
