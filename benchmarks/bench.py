@@ -722,9 +722,9 @@ def matrix_cells(clone: Path, dest: Path, env: dict) -> dict:
         "cells": {c["cell"]: c["status"] for c in cells},
         "ccache": ccache_stats(Path(env["CCACHE_DIR"])),
     }
-    # not part of the ratio: what the workflow's aggregate does on top (`nox -s
-    # bundle`), here in the run's own cache, where act's aggregate starts from
-    # a new one (its imports and checkouts again)
+    # not part of the ratio: what the workflow's aggregate does on top (`nox -s bundle`), here
+    # in the run's own cache, where act's aggregate starts from a new one (its imports and
+    # checkouts again)
     t, p = tool(
         "bundle",
         "--matrix",

@@ -12,10 +12,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Iterable, Literal, Optional, TypeVar, Union
 
 import yaml
-from pydantic import Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
+from pydantic.json_schema import GenerateJsonSchema
 
-from . import backends, untrusted
-from . import config_records as rec
+from . import backends, config_records, untrusted
 from .config_records import Backend, MatrixRecord, Named, Str
 from .errors import ConfigError
 from .model.layout import GATE_TEST, LAYOUTS
@@ -82,7 +89,7 @@ class Upstream(MatrixRecord):
     @model_validator(mode="after")
     def _api_names_the_fork(self) -> "Upstream":
         if self.submit == "api" and not self.repo:
-            raise rec.problem(rec.SCHEMA_ERROR, "missing required key 'repo'")
+            raise config_records.problem(config_records.SCHEMA_ERROR, "missing required key 'repo'")
         return self
 
 
@@ -90,17 +97,17 @@ class Target(Named):
     """matrix.yaml's `targets.NAME`."""
 
     layout: Layout
-    prefix: rec.RELPATH = ""
+    prefix: config_records.RELPATH = ""
     source: Options
-    description: rec.Text = ""
+    description: config_records.Text = ""
     upstream: Optional[Upstream] = None  # matrix.yaml's `upstream:`, when declared
     # the name first (mypy's pydantic plugin would make one of the fields alone)
     __init__ = Named.__init__
 
 
 class Profile(MatrixRecord):
-    targets: Annotated[tuple[Name, ...], Field(min_length=1), rec.Unique]
-    backends: Annotated[tuple[Str, ...], Field(min_length=1), rec.Unique]
+    targets: Annotated[tuple[Name, ...], Field(min_length=1), config_records.Unique]
+    backends: Annotated[tuple[Str, ...], Field(min_length=1), config_records.Unique]
 
     # a profile is also its (targets, backends) pair
     def __getitem__(self, i: int) -> tuple[str, ...]:
@@ -116,22 +123,37 @@ class Profile(MatrixRecord):
     __hash__ = MatrixRecord.__hash__
 
 
-class Series(MatrixRecord):
+# matrix.yaml's `series:` key: where the series lives, in which layout (patchset.series.Series is
+# the series itself). No docstring: it would become a description in the published schema.
+class SeriesConfig(MatrixRecord):
+    model_config = ConfigDict(title="Series")  # the schema's name for it, as published
     path: Str
     layout: Layout
     # the maintainers' approval of a new test file: the gate's own patch joins the series
     gate_approval: Annotated[str, matching(r"https://\S+", "is not an https:// URL")] = ""
 
 
+CI_REPOSITORY_GONE = (
+    "is gone: the scheduled workflows now run where the repository variable "
+    "GGML_PATCH_SCHEDULE is 'true' (README: Adopting the CI); delete the key, then "
+    "`ggml-patch ci-workflow`"
+)
+
+
+def _gone(value: Any) -> Any:
+    raise config_records.problem(config_records.SCHEMA_ERROR, CI_REPOSITORY_GONE)
+
+
 class Ci(MatrixRecord):
-    # the repository that owns the scheduled workflows: they run there only, never in forks
-    repository: Repo = ""
+    # `ci.repository` named the one repository the schedules ran in: a fork had to edit it,
+    # regenerate and commit. A repository variable opts in now; an old file is told so, once.
+    repository: Annotated[Optional[str], AfterValidator(_gone)] = None
 
 
 class Matrix(MatrixRecord):
     """matrix.yaml. Once loaded (`load_matrix`) it knows its file and the line of every key."""
 
-    series: Series
+    series: SeriesConfig
     native_tests: Str = "native_tests"
     ci: Ci = Ci()
     targets: Annotated[dict[Name, Target], Field(min_length=1, json_schema_extra=_NAMES_ONLY)]
@@ -173,10 +195,6 @@ class Matrix(MatrixRecord):
     def native_tests_dir(self) -> Path:
         return self.path.parent / self.native_tests
 
-    @property
-    def ci_repository(self) -> str:
-        return self.ci.repository
-
     def target(self, name: str) -> Target:
         return _named(self.path, "target", name, self.targets)
 
@@ -207,9 +225,19 @@ def _named(path: Path, what: str, name: str, known: dict[str, R]) -> R:
     return known[name]
 
 
+class _MatrixSchema(GenerateJsonSchema):
+    """The schema's definitions named as published (a record's class may be named otherwise)."""
+
+    def normalize_name(self, name: str) -> str:
+        return super().normalize_name(_SCHEMA_NAMES.get(name, name))
+
+
+_SCHEMA_NAMES = {"SeriesConfig": "Series"}
+
+
 def schema() -> dict[str, Any]:
     """matrix.yaml's JSON Schema, from the records."""
-    return Matrix.model_json_schema()
+    return Matrix.model_json_schema(schema_generator=_MatrixSchema)
 
 
 def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], int]]:
@@ -380,7 +408,7 @@ def _problems(
         # what the value is (one branch of a union)
         out.append(
             (
-                kind == rec.VALUE_ERROR,
+                kind == config_records.VALUE_ERROR,
                 path[:-1] if container else path,
                 kind.endswith("_type"),
                 at,

@@ -27,7 +27,7 @@ class BackendModule:
         str, str
     ] = {}  # test -> why this backend does not run it (the cell reports it skipped)
     # why this backend does not run the known-wrong fixes (None: it runs them)
-    no_mutants: Optional[str] = None
+    mutants_skip_reason: Optional[str] = None
     # how much a cell costs against a CPU cell (cold build
     # and tests): the run starts with the cheapest
     relative_cost = 1.0

@@ -54,7 +54,7 @@ class CpuSanitize(BackendModule):
         "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
     )
     skip_tests = {"test-opt": TEST_OPT_SKIP}
-    no_mutants = MUTANTS_SKIP
+    mutants_skip_reason = MUTANTS_SKIP
     default_env = {"ASAN_OPTIONS": ASAN_OPTIONS, "UBSAN_OPTIONS": UBSAN_OPTIONS}
 
     def missing_beyond_tools(self, backend: Backend) -> Optional[str]:

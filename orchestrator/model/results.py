@@ -25,11 +25,11 @@ from .values import (
     ExitStatus,
     HttpsUrl,
     IsoDate,
-    Line,
     Name,
     ProcessStatus,
     Seconds,
     Text,
+    TextLine,
 )
 
 SCHEMA_VERSION = 1
@@ -109,12 +109,14 @@ COMPETING_PREFIX = "competing:"  # a competing fix's variant: "competing:<file n
 class DeviceRow(Record):
     """One device x case row of a test's output (test-opt: x optimizer; the gate: x case)."""
 
-    device: Line
-    case: Optional[Line] = None  # the gate: "opt_period=1", "case=schedule-TTETT opt_period=2 ..."
-    optimizer: Optional[Line] = None  # test-opt
+    device: TextLine
+    case: Optional[TextLine] = (
+        None  # the gate: "opt_period=1", "case=schedule-TTETT opt_period=2 ..."
+    )
+    optimizer: Optional[TextLine] = None  # test-opt
     opt_period: Optional[Count] = None  # the gate, when the case has one
     status: RowStatus
-    line: Optional[Line] = None  # a FAIL row: the test's own line
+    line: Optional[TextLine] = None  # a FAIL row: the test's own line
     step: Optional[Count] = None  # a FAIL row at a step: the first wrong step, w and the expected w
     actual: Optional[float] = None
     expected: Optional[float] = None
@@ -133,16 +135,18 @@ class TestRecord(Record):
 
     outcome: Outcome
     exit_code: Optional[ProcessStatus] = None  # None: killed for the timeout
-    signal: Optional[Line] = None
+    signal: Optional[TextLine] = None
     duration_s: Seconds = 0.0
     log: str = ""
     output: Optional[str] = None  # the test's output while the cell runs; never stored
     rows: list[DeviceRow] = Field(default_factory=list)
     # its first failing case line (the gate: None when it printed none)
-    failure_line: Optional[Line] = None
-    stopped_on: Optional[Line] = None  # not passed: the device it was on when it stopped, if known
-    summary_line: Optional[Line] = None
-    skipped: Optional[Line] = None  # outcome skipped: why this backend does not run it
+    failure_line: Optional[TextLine] = None
+    stopped_on: Optional[TextLine] = (
+        None  # not passed: the device it was on when it stopped, if known
+    )
+    summary_line: Optional[TextLine] = None
+    skipped: Optional[TextLine] = None  # outcome skipped: why this backend does not run it
     # the gate test: results.json holds its failure_line
     gate: bool = Field(default=False, exclude=True)
 
@@ -205,31 +209,31 @@ class TrainingComparison(Record):
 class MutantInfo(Record):
     """A mutant's header, and why it was not run when it was not."""
 
-    name: Line
-    title: Line
-    why_wrong: Line
-    skipped: Optional[Line] = None
+    name: TextLine
+    title: TextLine
+    why_wrong: TextLine
+    skipped: Optional[TextLine] = None
 
 
 class CompetingInfo(Record):
     """A competing fix's header: where it comes from, and why it was not run when it was not."""
 
-    name: Line
-    title: Line
+    name: TextLine
+    title: TextLine
     url: HttpsUrl
     date: IsoDate
     summary: Text
     provenance: Text = ""
-    skipped: Optional[Line] = None
+    skipped: Optional[TextLine] = None
 
 
 class CompetingJudged(Record):
     """A competing fix's verdict against what the fix passes, and the first failing case line."""
 
     verdict: CompetingVerdict
-    reason: Line
-    failing_test: Optional[Line] = None
-    failure_line: Optional[Line] = None
+    reason: TextLine
+    failing_test: Optional[TextLine] = None
+    failure_line: Optional[TextLine] = None
 
 
 class MutantTally(Record):
@@ -241,7 +245,7 @@ class MutantTally(Record):
     killed: Count
     survived: list[str] = Field(default_factory=list)
     invalid: list[str] = Field(default_factory=list)
-    skipped: Optional[Line] = None  # why none ran
+    skipped: Optional[TextLine] = None  # why none ran
     # per test, how many mutants it kills on its own (test-opt's new cases: what upstream keeps)
     killed_by: Optional[dict[str, Count]] = None
 
@@ -273,7 +277,7 @@ class VariantRecord(_OfCell):
     reverted: Optional[list[str]] = None  # the control: the files reverted
     mutant: Optional[MutantInfo] = None
     verdict: Optional[Verdict] = None  # the control's (or a mutant's) verdict (its status too)
-    verdict_reason: Line = ""
+    verdict_reason: TextLine = ""
     failure_line: Optional[str] = None  # the gate's own failure line
     # a mutant: each test's verdict on it, run separately
     kills: Optional[dict[str, Verdict]] = None
@@ -314,10 +318,10 @@ class AttributionEntry(Record):
 
     test: str
     device: Optional[str] = None  # None: the failure cannot be pinned to one device
-    with_fix: Line = ""
-    without_fix: Line = ""
+    with_fix: TextLine = ""
+    without_fix: TextLine = ""
     label: AttributionLabel
-    reason: Line = ""
+    reason: TextLine = ""
 
 
 class Submodule(Record):
@@ -386,7 +390,7 @@ class Cell(_OfCell):
 
     layout: str = ""
     status: CellStatus = CellStatus.ERROR
-    reason: Line = ""
+    reason: TextLine = ""
     exit_code: ExitStatus = int(ExitCode.TOOL_ERROR)
     timings: dict[str, float] = Field(default_factory=dict)
     device: Optional[DeviceInfo] = None

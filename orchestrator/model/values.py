@@ -89,7 +89,7 @@ def _iso_date(value: str, info: ValidationInfo) -> str:
     return value
 
 
-Line = Annotated[str, AfterValidator(_text_rule(2_000, single=True))]
+TextLine = Annotated[str, AfterValidator(_text_rule(2_000, single=True))]
 Text = Annotated[str, AfterValidator(_text_rule(256 * 1024, single=False))]
 HttpsUrl = Annotated[str, AfterValidator(_https)]
 IsoDate = Annotated[str, AfterValidator(_iso_date)]

@@ -77,18 +77,19 @@ def _test_cell(rec: Optional[VariantRecord], test: str) -> str:
 def summary_markdown(results: Results) -> str:
     cells = results.cells
     good = sum(1 for c in cells if c.status == CellStatus.PASSED)
-    others = ", ".join(
-        f"{n} {st}"
-        for st in (CellStatus.FAILED, CellStatus.ERROR, CellStatus.BUILD_ONLY, CellStatus.SKIPPED)
-        if (n := sum(1 for c in cells if c.status == st))
-    )
+    counts = []
+    for st in (CellStatus.FAILED, CellStatus.ERROR, CellStatus.BUILD_ONLY, CellStatus.SKIPPED):
+        n = sum(1 for c in cells if c.status == st)
+        if n:
+            counts.append(f"{n} {st}")
+    others = ", ".join(counts)
     series = results.series
     out = [
         f"# ggml-patch matrix: {good}/{len(cells)} cells passed"
         + (f" ({others})" if others else ""),
         "",
-        f"Series: {len(series.patches)} patches in the {series.layout} layout "
-        f"(sha256 `{series.sha256[:16]}`), profile {publish.code(results.profile, 100)}, "
+        f"Series: {len(series.patches)} patches in the {series.layout} layout (sha256 "
+        f"`{series.sha256[:16]}`), profile {publish.code(results.profile, 100)}, "
         f"exit code {results.exit_code}.",
         "",
         "| cell | status | with fix: test-opt | with fix: gate | control (fix reverted) "
@@ -102,20 +103,28 @@ def summary_markdown(results: Results) -> str:
         verdict = (control.verdict if control else None) or "—"
         out.append(
             f"| {_c(c.cell)} | {_ICON.get(c.status, '')} {c.status} | "
-            f"{_test_cell(patched, UPSTREAM_TEST)} | "
-            f"{_test_cell(patched, GATE_TEST)} | {verdict} | {_k(line)} |"
+            f"{_test_cell(patched, UPSTREAM_TEST)} | {_test_cell(patched, GATE_TEST)} | "
+            f"{verdict} | {_k(line)} |"
         )
     why = [f"- **{publish.text(c.cell)}**: {c.status} — {publish.text(c.reason)}" for c in cells]
     out += ["", "## Why", "", *publish.bounded_rows(why, 200_000, "cells")]
-    out += [*_not_run_section(results), *_device_section(results), *_attribution_section(cells)]
-    out += [*_mutants_section(results), *_competing_section(results), *_training_section(cells)]
-    sources = [
-        f"| {_c(c.cell)} | {_c(s.description if s else '—')} | "
-        f"{_k((s and s.base_commit or '')[:12])} | "
-        f"{_k((s and s.upstream_commit or '—')[:12])} | {_k((c.patched_commit or '')[:12])} |"
-        for c in cells
-        for s in [c.source]
-    ]
+    out += _not_run_section(results)
+    out += _device_section(results)
+    out += _attribution_section(cells)
+    out += _mutants_section(results)
+    out += _competing_section(results)
+    out += _training_section(cells)
+    sources = []
+    for c in cells:
+        s = c.source
+        description = s.description if s else "—"
+        base = (s.base_commit if s else None) or ""
+        upstream = (s.upstream_commit if s else None) or "—"
+        head = c.patched_commit or ""
+        sources.append(
+            f"| {_c(c.cell)} | {_c(description)} | {_k(base[:12])} | {_k(upstream[:12])} | "
+            f"{_k(head[:12])} |"
+        )
     out += _table(
         "## Sources", "| cell | source | base commit | upstream commit | patched commit |", sources
     )
@@ -174,13 +183,15 @@ def _tally(rec: Optional[VariantRecord], test: str, device: str) -> str:
     rows = [r for r in t.rows if r.device == device]
     ok = sum(1 for r in rows if r.status == RowStatus.OK)
     skipped = sum(1 for r in rows if r.status == RowStatus.SKIPPED)
-    text = (
-        f"{ok}/{len(rows) - skipped}" + (f" ({skipped} skipped)" if skipped else "") if rows else ""
-    )
+    text = ""
+    if rows:
+        text = f"{ok}/{len(rows) - skipped}"
+        if skipped:
+            text += f" ({skipped} skipped)"
     if t.stopped_on == device:
-        text = (
-            text + ", " if text else ""
-        ) + f"**{t.outcome}{' (' + t.signal + ')' if t.signal else ''} here**"
+        signal = f" ({t.signal})" if t.signal else ""
+        here = f"**{t.outcome}{signal} here**"
+        text = f"{text}, {here}" if text else here
     return text or "—"
 
 
@@ -188,12 +199,13 @@ def _first_fail(rec: Optional[VariantRecord], test: str, device: str) -> Optiona
     """The test's first FAIL line on that device (the gate's own
     line; test-opt's as "test-opt: sgd FAIL")."""
     t = rec.test(test) if rec else None
-    fail = (
-        next((r for r in t.rows if r.device == device and r.status == RowStatus.FAIL), None)
-        if t
-        else None
-    )
-    return (fail.line or f"{test}: {fail.key} FAIL") if fail else None
+    if not t:
+        return None
+    fails = (r for r in t.rows if r.device == device and r.status == RowStatus.FAIL)
+    fail = next(fails, None)
+    if not fail:
+        return None
+    return fail.line or f"{test}: {fail.key} FAIL"
 
 
 def _device_section(results: Results) -> list[str]:
@@ -205,20 +217,21 @@ def _device_section(results: Results) -> list[str]:
             v for v in recs.values() if not v.variant.startswith((MUTANT_PREFIX, COMPETING_PREFIX))
         ]
         # every device a test printed a row for or stopped on, in the order met
-        met = (
-            d
-            for rec in ran
-            for t in rec.tests.values()
-            for d in [*(r.device for r in t.rows), t.stopped_on]
-        )
+        met: list[Optional[str]] = []
+        for done in ran:
+            for t in done.tests.values():
+                met += [r.device for r in t.rows]
+                met.append(t.stopped_on)
         for dev in dict.fromkeys(d for d in met if d):
             for variant, label in (("patched", "with fix"), ("control", "without fix")):
                 rec = recs.get(variant)
                 if rec is None:
                     continue
-                fails = [
-                    f for f in (_first_fail(rec, t, dev) for t in (UPSTREAM_TEST, GATE_TEST)) if f
-                ]
+                fails = []
+                for test in (UPSTREAM_TEST, GATE_TEST):
+                    first = _first_fail(rec, test, dev)
+                    if first:
+                        fails.append(first)
                 rows.append(
                     f"| {_c(c.cell)} | {_c(dev)} | {label} | {_tally(rec, UPSTREAM_TEST, dev)} | "
                     f"{_tally(rec, GATE_TEST, dev)} | {'; '.join(_k(f) for f in fails) or '—'} |"
@@ -232,14 +245,14 @@ def _device_section(results: Results) -> list[str]:
 
 
 def _not_run_section(results: Results) -> list[str]:
-    rows = [
-        f"| {_c(c.cell)} | {_c(name)} | {_c(t.skipped)} |"
-        for c in results.cells
-        for rec in results.records_of(c.cell).values()
-        if rec.variant == "patched"
-        for name, t in rec.tests.items()
-        if t.outcome == Outcome.SKIPPED
-    ]
+    rows = []
+    for c in results.cells:
+        for rec in results.records_of(c.cell).values():
+            if rec.variant != "patched":
+                continue
+            for name, t in rec.tests.items():
+                if t.outcome == Outcome.SKIPPED:
+                    rows.append(f"| {_c(c.cell)} | {_c(name)} | {_c(t.skipped)} |")
     intro = (
         "Not run in any variant (with the fix, without it, with a mutant), and not built. Without "
         "test-opt the control's verdict rests on the gate alone, and its reason says so."
@@ -249,8 +262,8 @@ def _not_run_section(results: Results) -> list[str]:
 
 def _attribution_section(cells: list[Cell]) -> list[str]:
     rows = [
-        f"| {_c(c.cell)} | {_c(e.test)} | {_c(e.device)} | {_c(e.with_fix)} | "
-        f"{_c(e.without_fix)} | **{_c(e.label)}** |"
+        f"| {_c(c.cell)} | {_c(e.test)} | {_c(e.device)} | "
+        f"{_c(e.with_fix)} | {_c(e.without_fix)} | **{_c(e.label)}** |"
         for c in cells
         for e in c.attribution or []
     ]
@@ -275,25 +288,26 @@ def _mutants_section(results: Results) -> list[str]:
             tallies.append(
                 f"- **{publish.text(c.cell)}**: " + (line or kill_line([r.verdict for r in recs]))
             )
-        for r in recs:
-            info, kills = r.mutant, r.kills or {}
-            killed = r.verdict == Verdict.KILLED and r.failure_line
-            why = (
-                _k(r.failure_line)
-                if killed
-                else _c(r.verdict_reason or (info and info.skipped) or "")
-            )
-            table.append(
-                f"| {_c(c.cell)} | {_c(info.name if info else r.variant)} | "
-                f"**{_c(r.verdict or r.status)}** | "
-                f"{_c(kills.get(UPSTREAM_TEST, '—'))} | {_c(kills.get(GATE_TEST, '—'))} | "
-                f"{why} |"
-            )
+        table += [_mutant_row(c, r) for r in recs]
     header = (
         f"| cell | mutant | verdict | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line (or why) |"
     )
     return (
         _table("## Known-wrong fixes (mutants)", header, table, "\n".join(tallies)) if table else []
+    )
+
+
+def _mutant_row(c: Cell, r: VariantRecord) -> str:
+    """A known-wrong fix's row: its verdict, each test's kill, the first FAIL line or why not."""
+    info, kills = r.mutant, r.kills or {}
+    if r.verdict == Verdict.KILLED and r.failure_line:
+        why = _k(r.failure_line)
+    else:
+        why = _c(r.verdict_reason or (info and info.skipped) or "")
+    return (
+        f"| {_c(c.cell)} | {_c(info.name if info else r.variant)} | "
+        f"**{_c(r.verdict or r.status)}** | "
+        f"{_c(kills.get(UPSTREAM_TEST, '—'))} | {_c(kills.get(GATE_TEST, '—'))} | {why} |"
     )
 
 
@@ -304,11 +318,11 @@ def _competing_section(results: Results) -> list[str]:
         for r in results.competing_of(c.cell):
             info, j = r.competing, r.judged
             verdict = j.verdict if j else r.status
-            why = (
-                f"{_c(j.failing_test)}: {_k(j.failure_line)}"
-                if j and j.failure_line
-                else _c(j.reason if j else "")
-            )
+            why = "—"
+            if j and j.failure_line:
+                why = f"{_c(j.failing_test)}: {_k(j.failure_line)}"
+            elif j:
+                why = _c(j.reason)
             if info and info.skipped:
                 why = _c(info.skipped)
             src = publish.link(info.date, info.url, in_table=True) if info else "—"
@@ -330,10 +344,6 @@ def _training_section(cells: list[Cell]) -> list[str]:
     for c in cells:
         if t := c.training:
             table = table_markdown(t.with_fix, t.without_fix).rstrip("\n")
-            out += [
-                "",
-                f"### {publish.text(c.cell)}: {verdict[t.diverges_as_predicted]}",
-                "",
-                table,
-            ]
+            heading = f"### {publish.text(c.cell)}: {verdict[t.diverges_as_predicted]}"
+            out += ["", heading, "", table]
     return (["", "## Training: loss per epoch with and without the fix"] + out) if out else []

@@ -1,7 +1,8 @@
 """The GitHub REST API, one request at a time, for `pr` and `drift-issue`. The token travels only in
 the Authorization header (`_Bearer`), never in a URL, a file or a message (each goes through
-`redact`). Each failure the user can act on has its own error class and exit code (README, 22-26):
-401 and 403 without a rate limit (the token), 403/429 rate-limited (when to retry), 422 (refused)."""
+`redact`). Each failure the user can act on has its own error class and exit code (README,
+22-26): 401 and 403 without a rate limit (the token), 403/429 rate-limited (when to retry), 422
+(refused)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,16 @@ BACKOFF_ENV = (
     "GGML_PATCH_HTTP_BACKOFF"  # another factor (seconds; 0: retry at once), e.g. for tests
 )
 RETRY_AFTER_MAX = 60.0  # a longer Retry-After is reported, not slept through
+# GitHub asks for at least a minute after a rate limit that does not say how long
+RATE_LIMIT_WAIT = 60.0
+# retried after a 5xx or a read timeout: sending them twice does what sending them once does.
+# A POST is not: it may have opened an issue whose answer was lost (the caller looks, then decides)
+IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "PATCH", "DELETE"})
+sleep: Callable[[float], None] = time.sleep  # every wait between tries; tests replace it
+
+
+class NoAnswer(GitHubUnreachable):
+    """The request was sent and no answer came in time: it may have been carried out."""
 
 
 class _Retry(Retry):
@@ -43,11 +54,27 @@ class _Retry(Retry):
         fresh.deadline = self.deadline
         return fresh
 
+    def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
+        # a rate-limited request was not carried out: any method may be sent again after the wait
+        if status_code == 429 or (status_code == 403 and has_retry_after):
+            return bool(self.total)
+        return super().is_retry(method, status_code, has_retry_after)
+
+    def wait(self, response=None) -> float:
+        """Seconds before the next try: Retry-After, else a minute after a rate limit, else the
+        backoff."""
+        after = self.get_retry_after(response) if response is not None else None
+        if after is not None:
+            return after
+        if response is not None and response.status == 429:
+            return RATE_LIMIT_WAIT
+        return self.get_backoff_time()
+
     def sleep(self, response=None) -> None:
+        seconds = self.wait(response)
         if self.deadline is not None:  # the wait itself is not the server's time
-            after = self.get_retry_after(response) if response is not None else None
-            self.deadline.restart(after if after is not None else self.get_backoff_time())
-        super().sleep(response)
+            self.deadline.restart(seconds)
+        sleep(seconds)
         if self.deadline is not None:
             self.deadline.restart()
 
@@ -56,7 +83,8 @@ class _Retry(Retry):
     ):
         after = self.get_retry_after(response) if response is not None else None
         if after is not None and after > RETRY_AFTER_MAX:
-            # out of retries as far as urlopen knows: with raise_on_status False it returns this answer
+            # out of retries as far as urlopen knows: with raise_on_status False it returns this
+            # answer
             raise MaxRetryError(
                 _pool, url or "", ResponseError(f"Retry-After {after:g} s is too long to wait")
             )
@@ -92,7 +120,7 @@ def retry_policy(deadline: Optional[_Deadline] = None) -> Retry:
         redirect=0,
         backoff_factor=_backoff(),
         status_forcelist=(429, 500, 502, 503, 504),
-        allowed_methods=None,  # POSTs too: a repeated comment is harmless, an issue is found by its marker
+        allowed_methods=IDEMPOTENT,  # a POST only after a rate limit (is_retry) or no connection
         raise_on_status=False,  # the last answer comes back and is reported as such
         raise_on_redirect=False,
     )
@@ -114,7 +142,8 @@ MAX_ANSWER_BYTES = 8 * 1024 * 1024  # an API answer larger than this is not GitH
 
 
 def body_json(payload: Any) -> str:
-    """The exact bytes sent (and shown by a dry run): redacted, so no token or URL password is sent."""
+    """The exact bytes sent (and shown by a dry run): redacted, so no token or URL password is
+    sent."""
     return json.dumps(redact_data(payload), indent=2, ensure_ascii=False) + "\n"
 
 
@@ -170,8 +199,11 @@ def send(
         )
     except requests.RequestException as e:
         retry = "check --api-url and the network, then retry"
-        if isinstance(e, requests.Timeout):
+        if isinstance(e, requests.Timeout) and not isinstance(e, requests.ConnectTimeout):
             why = f"no answer within {timeout:g} s (timed out); {retry}"
+            raise NoAnswer(redact(f"{api_url}: {why}", (token,))) from None
+        if isinstance(e, requests.Timeout):
+            why = f"no connection within {timeout:g} s (timed out); {retry}"
         elif isinstance(e, requests.ConnectionError):
             why = (
                 "connection refused" if "refused" in str(e).lower() else "cannot connect"
@@ -199,7 +231,8 @@ def _within(
     def work() -> None:
         try:
             resp = box["resp"] = call(session)
-            # the whole body into resp._content (what .text reads), inside the deadline, at most MAX_ANSWER_BYTES
+            # the whole body into resp._content (what .text reads), inside the deadline, at most
+            # MAX_ANSWER_BYTES
             chunks, total = [], 0
             for block in resp.iter_content(64 * 1024):
                 total += len(block)
@@ -268,7 +301,8 @@ def raise_for_answer(
     secondary = _SECONDARY.search(msg)
     if status == 401:
         raise GitHubAuthFailed(
-            f"GitHub rejected GITHUB_TOKEN (401 {msg or 'Unauthorized'}): use a valid token with {wording.access}"
+            f"GitHub rejected GITHUB_TOKEN (401 {msg or 'Unauthorized'}): "
+            f"use a valid token with {wording.access}"
         )
     if status == 429 or (
         status == 403
@@ -276,11 +310,13 @@ def raise_for_answer(
     ):
         kind = "secondary rate limit" if secondary else "rate limit"
         raise RateLimited(
-            f"GitHub API {kind} exceeded ({status} {msg or 'rate limited'}): {retry_when(headers, now())}"
+            f"GitHub API {kind} exceeded ({status} {msg or 'rate limited'}): "
+            f"{retry_when(headers, now())}"
         )
     if status == 403:
         raise GitHubAuthFailed(
-            f"GitHub refused the request (403 {msg or 'Forbidden'}): the token lacks {wording.forbidden}"
+            f"GitHub refused the request (403 {msg or 'Forbidden'}): "
+            f"the token lacks {wording.forbidden}"
         )
     if status == 422:
         raise GitHubRejected(f"{wording.rejected} (422 {msg or 'Unprocessable Entity'})")
@@ -293,11 +329,12 @@ def raise_for_answer(
         moved = redact(str(headers.get("Location") or "?"), (token,))
         raise GitHubError(
             f"{where}: {status} moved to {moved}: {wording.repo} was renamed or transferred; "
-            "use its new OWNER/NAME (--repo; matrix.yaml ci.repository, then `ggml-patch ci-workflow`)"
+            "use its new OWNER/NAME (--repo)"
         )
     if status == 404:
         raise GitHubError(
-            f"{where}: 404 {msg or 'Not Found'}: {wording.repo} does not exist or the token cannot see it"
+            f"{where}: 404 {msg or 'Not Found'}: {wording.repo} does not exist or the token "
+            "cannot see it"
         )
     raise GitHubError(f"{where}: unexpected answer {status} {msg}".rstrip())
 

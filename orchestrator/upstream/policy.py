@@ -14,8 +14,16 @@ from typing import Any, Callable, Optional, Sequence
 from pydantic import PrivateAttr
 
 from ..config import Upstream
-from . import manifest as M
-from .manifest import Evidence, Policy, Role, Rule  # declared once, as manifest.json holds them
+from .manifest import (  # declared once, as manifest.json holds them
+    PULL_REQUEST,
+    VERIFY_ONLY,
+    Evidence,
+    Heading,
+    Policy,
+    Role,
+    Rule,
+    TemplateInfo,
+)
 
 POLICY_FILES = ("AGENTS.md", "CONTRIBUTING.md")
 # where GitHub looks for a single pull request template, in its order
@@ -24,7 +32,6 @@ TEMPLATE_FILES = tuple(
     for d in (".github/", "", "docs/")
     for n in ("pull_request_template.md", "PULL_REQUEST_TEMPLATE.md")
 )
-DEFAULT_MAX_COMMENT_LINES = M.DEFAULT_MAX_COMMENT_LINES
 
 MAX_LINE = 2000  # characters of one line the rules look at: a rule is one short line, not a blob
 _FENCE = re.compile(r"^\s*(```|~~~)")
@@ -87,11 +94,11 @@ class Template:
     def headings(self) -> list[str]:
         return [s.heading for s in self.sections]
 
-    def record(self) -> M.TemplateInfo:
+    def record(self) -> TemplateInfo:
         """What manifest.json keeps of the template."""
-        headings = [M.Heading(text=s.heading, line=s.line) for s in self.sections]
+        headings = [Heading(text=s.heading, line=s.line) for s in self.sections]
         fixed = [s.heading for s in self.sections if s.fixed]
-        return M.TemplateInfo(
+        return TemplateInfo(
             file=self.file, headings=headings, fixed_sections=fixed, disclosure=self.disclosure
         )
 
@@ -139,7 +146,8 @@ def prose_lines(text: str) -> list[tuple[int, str, str]]:
 
 
 def sections(text: str) -> tuple[list[str], list[tuple[str, int, list[str]]]]:
-    """(lines before the first `## ` heading, [(heading, its line, lines below)]); fenced `## ` is text."""
+    """(lines before the first `## ` heading, [(heading, its line, lines below)]); fenced `## `
+    is text."""
     preamble: list[str] = []
     found: list[tuple[str, int, list[str]]] = []
     fenced = False
@@ -153,7 +161,8 @@ def sections(text: str) -> tuple[list[str], list[tuple[str, int, list[str]]]]:
 
 
 def parse_template(file: str, text: str) -> Template:
-    """Headings from the template's `## ` lines (outside code fences), each with the lines below it."""
+    """Headings from the template's `## ` lines (outside code fences), each with the lines below
+    it."""
     preamble, found = sections(text)
     secs = tuple(Section(h, n, tuple(_trim(lines))) for h, n, lines in found)
     numbered = [
@@ -192,7 +201,8 @@ def _disclosure_prefix(line: str) -> Optional[str]:
 @dataclass(frozen=True)
 class _Phrase:
     """Parts in this order within one sentence (or, `across`, anywhere later on the line), each
-    searched once from where the last ended: linear in the line (nested quantifiers took minutes)."""
+    searched once from where the last ended: linear in the line (nested quantifiers took
+    minutes)."""
 
     pattern: str | tuple[str, ...]
     needs_prohibition: bool = False  # the line, or the heading it sits under, must prohibit
@@ -340,7 +350,8 @@ def _own_repo(template: Optional[Template], text: Optional[str]) -> Rule:
 def derive(
     target: str, base: str, files: dict[str, Optional[str]], declared: Optional[Upstream] = None
 ) -> DerivedPolicy:
-    """The policy from the files read at the base commit (None: absent) and matrix.yaml's `upstream:`."""
+    """The policy from the files read at the base commit (None: absent) and matrix.yaml's
+    `upstream:`."""
     template_file = next((f for f in TEMPLATE_FILES if files.get(f) is not None), None)
     template_text = files.get(template_file) if template_file else None
     template = (
@@ -361,21 +372,22 @@ def derive(
     else:  # never api by default: that is only for a fork the user declares
         submit = Rule("manual", rules["automated_submission_forbidden"].evidence)
     if submit.value == "none":
-        kind, evidence = M.VERIFY_ONLY, goes_to.evidence + submit.evidence
+        kind, evidence = VERIFY_ONLY, goes_to.evidence + submit.evidence
         text = (
             f"verified through {goes_to.value}'s sync"
             if goes_to.value
             else "verify only (submit: none)"
         )
     else:
-        kind, evidence = M.PULL_REQUEST, repo.evidence + submit.evidence
+        kind, evidence = PULL_REQUEST, repo.evidence + submit.evidence
         how = (
             "by hand"
             if submit.value == "manual"
             else "through the GitHub API (the user's own fork)"
         )
         text = (
-            f"pull request to {repo.value or 'the repository given to `pr --repo`'}, submitted {how}"
+            f"pull request to {repo.value or 'the repository given to `pr --repo`'}, "
+            f"submitted {how}"
             f" (submit: {submit.value})"
         )
     role = Rule(
@@ -400,7 +412,8 @@ def derive(
 
 
 def _declared(declared: Upstream, key: str) -> Rule:
-    """matrix.yaml's `upstream.KEY`, cited at the `upstream:` line (line 0 where that is unknown)."""
+    """matrix.yaml's `upstream.KEY`, cited at the `upstream:` line (line 0 where that is
+    unknown)."""
     value = getattr(declared, key)
     file, _, line = declared.where.rpartition(":")
     cited = (file, int(line)) if line.isdigit() else (declared.where, 0)
