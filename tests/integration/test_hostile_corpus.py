@@ -1283,10 +1283,12 @@ def test_environment_cmake_and_tests_get_no_token_and_no_toolchain_file(world, t
     project = tmp_path / "proj"
     project.mkdir()
     (project / "CMakeLists.txt").write_text(
-        "cmake_minimum_required(VERSION 3.16)\nproject(p NONE)\n"
+        "cmake_minimum_required(VERSION 3.16)\nproject(p CXX)\n"
+        "add_executable(t t.cpp)\n"
         'file(WRITE "${CMAKE_BINARY_DIR}/seen.txt" '
         '"gh=$ENV{GITHUB_TOKEN} ghx=$ENV{GH_TOKEN} pw=$ENV{DB_PASSWORD} cflags=$ENV{CFLAGS}")\n'
     )
+    (project / "t.cpp").write_text("int main() { return 0; }\n")
     marker = tmp_path / "toolchain-ran"
     toolchain = tmp_path / "evil.cmake"
     toolchain.write_text(f'file(WRITE "{marker}" "ran")\n')
@@ -1297,6 +1299,10 @@ def test_environment_cmake_and_tests_get_no_token_and_no_toolchain_file(world, t
     proc = spawn(["cmake", "-S", str(project), "-B", str(build), "-G", "Ninja"], {})
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out
+    # the compiler is found and builds with what passes (PATH, HOME, CC, CFLAGS, ...)
+    ninja = spawn(["ninja", "-C", str(build)], {})
+    ninja_out, _ = ninja.communicate(timeout=120)
+    assert ninja.returncode == 0 and (build / "t").exists(), ninja_out
     seen = (build / "seen.txt").read_text()
     assert seen == "gh= ghx= pw= cflags=-O1", seen
     assert not marker.exists()
