@@ -36,7 +36,8 @@ from .classify import gate_failure_line, strip_ansi
 REQUIRED = ("Competing fix", "URL", "Date", "Author's summary")
 OPTIONAL = ("Provenance", "Discussed at", "To pass")
 _FIELD = re.compile(r"^(?P<key>[A-Z][A-Za-z' ]*): (?P<value>\S.*)$")
-_URL = re.compile(r"^https://[A-Za-z0-9.-]+(/[^\s]*)?$")
+# what results.json takes as a URL (model.values.HttpsUrl): no quote, bracket or backslash
+_URL = re.compile(r"^https://[A-Za-z0-9.-]+(/[^\s<>\"'`\\]*)?$")
 _DATE = re.compile(r"^(unknown|\d{4}-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)$")
 
 

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import AfterValidator, Field, StringConstraints, ValidationError
 
-from .. import untrusted
+from .. import publish, untrusted
 from ..config import _line_for, _load_with_lines
 from ..errors import ConfigError
 from ..records import Hint, R, Record, dotted, located
@@ -126,8 +126,16 @@ def table(limits: tuple[KnownLimit, ...]) -> list[str]:
         return []
     out = ["| id | file | function | what | status | confirmed |", "|---|---|---|---|---|---|"]
     for k in limits:
-        cells = [k.id, f"`{k.file}`", f"`{k.function}`", k.what, k.status, k.confirmed]
-        out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        # every value inert in its cell (publish): the file holds data, not Markdown
+        cells = [
+            publish.cell(k.id),
+            publish.code(k.file, in_table=True),
+            publish.code(k.function, in_table=True),
+            publish.cell(k.what, 2_000),
+            publish.cell(k.status),
+            publish.cell(k.confirmed),
+        ]
+        out.append("| " + " | ".join(cells) + " |")
     return out
 
 

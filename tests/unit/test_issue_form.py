@@ -75,7 +75,7 @@ def test_render_fills_each_field_by_role_and_leaves_the_others_no_response():
     assert "Title: Misc. bug: a title" in text and "labels: bug-unconfirmed" in text
     assert "### Name and Version\n\nx at commit 0c1e5709\n" in text
     assert "### Operating systems\n\nLinux\n" in text
-    assert "libllama \\(core library\\), Other \\(Please specify in the next section\\)" in text
+    assert "libllama (core library), Other (Please specify in the next section)" in text
     assert "### Command line\n\n```shell\n./build/bin/test-opt\n```\n" in text
     assert "### First Bad Commit\n\n_No response_\n" in text
     assert "### Problem description &amp; steps to reproduce\n" in text  # the form is data: inert

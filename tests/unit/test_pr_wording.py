@@ -184,7 +184,7 @@ def test_data_in_the_drafts_and_the_issue_is_inert():
     text = F.render(form, {"version": ["v"]}, "t")
     inside = text.split("\n-->\n", 1)[0]  # the comment the tool closes on a line of its own
     assert "-->" not in inside and "<b" not in inside and "&lt;b&gt;" in inside
-    assert "### &lt;img src\\=x&gt; `@all`" in text
+    assert "### &lt;img src=x&gt; `@all`" in text
     r = sample()
     fix = load_competing_shipped()
     rec = r.records_of("llama.cpp/cpu")["control"].model_copy(deep=True)
