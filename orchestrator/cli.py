@@ -55,7 +55,10 @@ def _parser() -> argparse.ArgumentParser:
         "pin one git target to a commit (repeatable; wins over --pins)",
         "TARGET=COMMIT",
     )
-    about = "Carry the ggml-opt per-step accumulator fix into ggml, llama.cpp and forks, and prove it on every backend."
+    about = (
+        "Carry a queue of fixes to ggml's optimizer into ggml, llama.cpp and forks, and prove "
+        "each on every backend."
+    )
     p = _Parser(prog="ggml-patch", description=about)
     p.add_argument("--version", action="version", version=f"ggml-patch {_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
@@ -132,6 +135,11 @@ def _dispatch(args: argparse.Namespace) -> ExitCode:
     if why:
         raise ConfigError(f"{option} {why}")
     matrix = pinned(load_matrix(args.matrix), collect(args.pins, args.pin))
+    if getattr(args, "topic", None):  # --topic: an unknown or inactive one is one line, exit 2
+        from .patchset.files import load_queue
+
+        load_queue(matrix).chosen(args.topic)
+        matrix.choose_topics(args.topic)
     cache = Cache(root, lock_timeout=args.lock_timeout)
     cache.clean_scratch()  # what a killed run left in <cache>/tmp/
     return command.run(args, matrix, cache)

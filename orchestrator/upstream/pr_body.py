@@ -241,7 +241,7 @@ def evidence(
     out += short_cell_table(results, target)
     kill = kill_matrix_line(results, target)
     if kill:
-        out += ["", f"Known-wrong fixes (native_tests/mutants/): {ascii_text(kill)}."]
+        out += ["", f"Known-wrong fixes (native_tests/<topic>/mutants/): {ascii_text(kill)}."]
     comp = competing_table(results, target)
     if comp:
         out += ["", "Fixes proposed elsewhere, applied to the unfixed tree:", "", *comp]

@@ -44,7 +44,7 @@ from ..helpers.forks import (
 )
 from ..helpers.tools import run_tool
 
-PATCHES = sorted((ROOT / "patches").glob("*.patch"))
+PATCHES = sorted((ROOT / "patches" / "accumulator-reset").glob("*.patch"))
 
 
 FIX, TEST = (p.name for p in PATCHES)

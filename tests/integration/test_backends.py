@@ -394,7 +394,7 @@ def test_metal_on_macos(monkeypatch, bare_path):
 # ---- matrix.yaml bad input for backends (one line, the file, the line and the key) ----
 
 MATRIX = """\
-series: {{path: {series}, layout: llama.cpp}}
+queue: {{path: {series}, layout: llama.cpp}}
 native_tests: {native}
 targets:
   ggml:

@@ -116,7 +116,7 @@ def llama_tree(path: Path, header: str, vocab: bool, finetune: bool = True) -> P
 def llama_matrix(tmp: Path, tree: Path) -> Path:
     m = tmp / "matrix.yaml"
     m.write_text(
-        f"series: {{path: '{ROOT / 'patches'}', layout: llama.cpp}}\n"
+        f"queue: {{path: '{ROOT / 'patches'}', layout: llama.cpp}}\n"
         f"native_tests: '{ROOT / 'native_tests'}'\n"
         f"targets:\n  old-llama:\n    layout: llama.cpp\n    source: {{kind: local, path: '{tree}'}}\n"
         "backends:\n  cpu: {}\n"

@@ -11,6 +11,7 @@ from orchestrator.drift.check import status_of_targets
 from orchestrator.drift.status import UNREACHABLE
 
 from ..helpers.forks import ROOT, git, write_matrix
+from ..helpers.patches import bare_queue
 from ..helpers.tools import run_tool
 
 HDR = "From: A <a@example.com>\nSubject: [PATCH] x\n\nbody\n\n"
@@ -43,8 +44,7 @@ def _one_line_error(proc, code=2) -> str:
 
 @pytest.mark.parametrize("case", [*sorted(BAD_PATCHES), "empty", "not-utf8"])
 def test_bad_series_is_refused_before_anything_is_touched(tmp_path, case):
-    series = tmp_path / "series"
-    series.mkdir()
+    series = bare_queue(tmp_path / "series")  # the bad patch in the queue's one topic
     if case == "empty":
         pass
     elif case == "not-utf8":

@@ -93,10 +93,14 @@ def test_the_shipped_competing_fixes_load_with_their_provenance():
 
 
 def test_a_malformed_file_in_the_folder_is_named_with_its_folder(tmp_path):
-    (tmp_path / "native_tests" / "competing").mkdir(parents=True)
+    import shutil
+
+    shutil.copytree(ROOT / "patches", tmp_path / "patches")
+    competing = tmp_path / "native_tests" / "accumulator-reset" / "competing"
+    competing.mkdir(parents=True)
     for n in ("CMakeLists.txt", f"{GATE_TEST}.cpp"):
         (tmp_path / "native_tests" / n).write_text("x\n")
-    (tmp_path / "native_tests" / "competing" / "bad.patch").write_text(
+    (competing / "bad.patch").write_text(
         "Competing fix: x\n\n" + DIFF
     )
     m = (ROOT / "matrix.yaml").read_text()
