@@ -13,7 +13,7 @@ from typing import Optional
 from ..untrusted import seconds_arg
 
 COMMANDS = (
-    "matrix queue export ci-workflow merge-results bundle pr status refresh drift-issue "
+    "matrix queue topic export ci-workflow merge-results bundle pr status refresh drift-issue "
     "resolve-refs evidence"
 ).split()
 

@@ -247,3 +247,29 @@ def test_two_topics_in_order_and_their_mutants(tmp_path):
     shutil.copy(first, mutants / first.name)  # the same name in two topics
     with pytest.raises(ConfigError, match=r"second/mutants/02-.*also topic 'accumulator-reset'"):
         load_mutants_names(matrix)
+
+
+# ---- `ggml-patch queue`: a target's status split back into the topics ----
+
+
+def test_a_targets_status_splits_into_its_topics():
+    from orchestrator.drift import status as S
+    from orchestrator.drift.topics import NOT_TRIED, split_by_topic
+
+    q = _queue(["a", "b", "c"], {}, {"b": "dropped"})  # two active topics, two patches each
+
+    def row(*results, status=S.APPLIES, detail=""):
+        names = [p.name for p in q.series().patches]
+        patches = [S.PatchResult(name=n, result=r) for n, r in zip(names, results, strict=False)]
+        return S.TargetStatus(target="t", status=status, detail=detail, patches=patches)
+
+    split = split_by_topic(q, row(S.CLEAN, S.CLEAN, S.PRESENT, S.PRESENT))
+    assert {n: s.status for n, s in split.items()} == {"a": S.APPLIES, "c": S.UPSTREAM}
+    split = split_by_topic(q, row(S.CLEAN, S.MERGED, S.CLEAN, S.PRESENT))
+    assert split["a"].status == S.THREE_WAY
+    assert (split["c"].status, split["c"].detail) == (S.APPLIES, "already upstream: 0002")
+    split = split_by_topic(q, row(S.CONFLICTED))
+    assert (split["a"].status, split["c"].status) == (S.CONFLICT, NOT_TRIED)
+    split = split_by_topic(q, row(status=S.NOT_APPLICABLE, detail="no ggml-opt.cpp"))
+    assert {s.status for s in split.values()} == {S.NOT_APPLICABLE}
+    assert split["c"].detail == "no ggml-opt.cpp"
