@@ -144,3 +144,23 @@ def test_unknown_profile_or_target_is_one_line(tmp_path):
         run_tool("refresh", "gml", "--matrix", m, "--cache", str(tmp_path))
     )
     assert not (tmp_path / "status").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status"],
+        ["matrix"],
+        ["export", "--target", "ggml", "--out", "OUT"],
+        ["refresh", "ggml"],
+        ["bundle"],
+    ],
+)
+def test_an_unknown_topic_is_one_line_before_anything_is_touched(tmp_path, argv):
+    m = str(ROOT / "matrix.yaml")
+    argv = [str(tmp_path / "out") if a == "OUT" else a for a in argv]
+    line = _one_line_error(
+        run_tool(*argv, "--topic", "nope", "--matrix", m, "--cache", str(tmp_path / "c"))
+    )
+    assert "--topic: unknown topic 'nope' (the queue: accumulator-reset)" in line
+    assert not (tmp_path / "c" / "status").exists() and not (tmp_path / "out").exists()
