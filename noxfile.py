@@ -86,17 +86,17 @@ def bundle(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The test suite, every tier: tests/unit, tests/integration, tests/e2e (the real CPU matrix end to
-    end). Args go to pytest, e.g. `nox -s tests -- -m unit`."""
-    _install(
-        session, "test,plot,lint"
-    )  # lint: the project CI's checks job runs ruff and mypy in act
+    """The test suite, every tier: tests/unit, tests/integration, tests/e2e (the real CPU matrix end
+    to end). Args go to pytest, e.g. `nox -s tests -- -m unit`."""
+    # lint: the project CI's checks job runs ruff and mypy in act
+    _install(session, "test,plot,lint")
     session.run("pytest", *session.posargs)
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check, mypy, then ruff format --check, on orchestrator/ (configured in pyproject.toml)."""
+    """ruff check, mypy, then ruff format --check, on
+    orchestrator/ (configured in pyproject.toml)."""
     _install(session, "lint")
     session.run("ruff", "check", "orchestrator")
     session.run("mypy")
@@ -114,18 +114,20 @@ def workflows(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Speed benchmark against the by-hand route and the newcomer's fresh clone, quiet and under two busy loops
-    and the matrix workflow in act against `nox -s matrix` (about 45 minutes on 2 cores; `-- --only-newcomer`,
-    `--only-ratios`, `--only-act`, `--loads 0` split it); writes results/bench/. The test extra brings act."""
+    """Speed benchmark against the by-hand route and the newcomer's fresh clone, quiet and under two
+    busy loops and the matrix workflow in act against `nox -s matrix` (about 45 minutes on 2 cores;
+    `-- --only-newcomer`, `--only-ratios`, `--only-act`, `--loads 0` split it); writes
+    results/bench/. The test extra brings act."""
     _install(session, "test")
     session.run("python", "benchmarks/bench.py", *session.posargs)
 
 
 @nox.session
 def evidence(session: nox.Session) -> None:
-    """Upstream's own llama-finetune with and without the fix, fine-tuning a pre-trained tiny llama model:
-    results/evidence/ (finetune.json, the plot) and a section of results/summary.md. Builds llama-finetune
-    (minutes the first time; a re-run with nothing changed is cached). Not part of the default sessions.
-    Args go to `ggml-patch evidence`, e.g. `nox -s evidence -- --case adamw:1e-5:2:8`."""
+    """Upstream's own llama-finetune with and without the fix, fine-tuning a pre-trained tiny
+    llama model: results/evidence/ (finetune.json, the plot) and a section of
+    results/summary.md. Builds llama-finetune (minutes the first time; a re-run with nothing
+    changed is cached). Not part of the default sessions. Args go to `ggml-patch evidence`, e.g.
+    `nox -s evidence -- --case adamw:1e-5:2:8`."""
     _install(session, "plot")
     session.run("ggml-patch", "evidence", *session.posargs)

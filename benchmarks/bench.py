@@ -3,7 +3,8 @@
 (a) by hand: each upstream project's own test build, configured the standard way (llama.cpp with
     LLAMA_BUILD_TESTS, so test-opt links libllama; ggml with GGML_BUILD_TESTS), built and run once
     for the patched tree and once for the control tree, each in its own build directory, no ccache;
-(b) the tool's cold run, empty cache, no ccache (its mutants step left out of the ratio: (f) has it);
+(b) the tool's cold run, empty cache, no ccache (its
+    mutants step left out of the ratio: (f) has it);
 (c) the control's marginal cost in the tool, against a one-file recompile + relink + test run by
     hand in the same build tree;
 (d) a re-run with nothing changed;
@@ -16,31 +17,35 @@
 (j) the untrusted-input checks (untrusted.py, outdir.py, redact.py) in a cached no-change run, from
     cProfile: every entry into those modules from outside them, cumulative.
 (g) the fine-tuning evidence (`ggml-patch evidence`, issues 17 and 25) in the cold run's cache: cold
-    (upstream's llama-finetune built in a new build tree without ccache, the model made and pre-trained,
-    every case run in both variants, the noise runs), then again with nothing changed (the cached result);
-    goals: cold under 15 minutes, the re-run under 1 s.
-(h) the newcomer (issue 24): a fresh `git clone` of this repository into a temporary folder, an empty
-    HOME (no tool cache, no ccache, no pip cache, no pip config: wheels and sdists from the package
-    index), a new virtual environment, `pip install nox && nox -s matrix` as the README says; wall time
-    to the first printed verdict (a cell's result with its control) and to the end, each cell's time,
-    then a re-run of `ggml-patch matrix` with nothing changed; once on the machine as it is and once
-    under a load of two busy loops of the bench's own, the load average recorded for each.
+    (upstream's llama-finetune built in a new build tree without ccache, the model made and
+    pre-trained, every case run in both variants, the noise runs), then again with nothing changed
+    (the cached result); goals: cold under 15 minutes, the re-run under 1 s.
+(h) the newcomer (issue 24): a fresh `git clone` of this repository into a temporary folder,
+    an empty HOME (no tool cache, no ccache, no pip cache, no pip config: wheels and sdists
+    from the package index), a new virtual environment, `pip install nox && nox -s matrix` as
+    the README says; wall time to the first printed verdict (a cell's result with its control)
+    and to the end, each cell's time, then a re-run of `ggml-patch matrix` with nothing
+    changed; once on the machine as it is and once under a load of two busy loops of the
+    bench's own, the load average recorded for each.
 (k) issue 21's cost: the generated matrix workflow in a real Actions engine (nektos/act, host mode,
-    offline, as tests/e2e/test_act_matrix.py runs it: tests/helpers/act.py) on the default profile's cpu
-    legs (plan, the legs, aggregate with its bundle, the drift report on a fake GitHub API) against
-    `ggml-patch matrix` (what `nox -s matrix` runs) on the same cells of the same clone, and against
-    `nox -s matrix -- <the same arguments>` as a user runs it in that clone (a new session venv, the
-    tool installed with constraints.txt; pip's own cache as it is); all with the pinned sdists already
-    downloaded, a tool cache otherwise new, and one ccache warmed by an untimed run of those cells
-    first; quiet, then under two busy loops.
-(c) and (f) are measured twice: as the machine is, then again (the tool re-run with --rerun in the same
-    trees, the by-hand floors after it) under two busy loops of the bench's own.
-Plus: the series' text changed (a nonce in a subject) re-runs every cell; one backend's flags changed re-runs only
-that backend's cells. Writes bench.json and bench.md with the ratios and the goals.
+    offline, as tests/e2e/test_act_matrix.py runs it: tests/helpers/act.py) on the default profile's
+    cpu legs (plan, the legs, aggregate with its bundle, the drift report on a fake GitHub API)
+    against `ggml-patch matrix` (what `nox -s matrix` runs) on the same cells of the same clone, and
+    against `nox -s matrix -- <the same arguments>` as a user runs it in that clone (a new session
+    venv, the tool installed with constraints.txt; pip's own cache as it is); all with the pinned
+    sdists already downloaded, a tool cache otherwise new, and one ccache warmed by an untimed run
+    of those cells first; quiet, then under two busy loops.
+(c) and (f) are measured twice: as the machine is, then again (the tool re-run with --rerun in the
+    same trees, the by-hand floors after it) under two busy loops of the bench's own.
+Plus: the series' text changed (a nonce in a subject) re-runs every cell;
+one backend's flags changed re-runs only that backend's cells. Writes
+bench.json and bench.md with the ratios and the goals.
 
-Usage: python benchmarks/bench.py [--out DIR] [--skip-by-hand-llama] [--skip-evidence] [--evidence-case CASE]...
-                                  [--only-evidence] [--skip-newcomer] [--only-newcomer] [--only-ratios]
-                                  [--loads N,...] [--only-act] [--skip-act] [--act-cpus LIST]
+Usage: python benchmarks/bench.py [--out DIR]
+[--skip-by-hand-llama] [--skip-evidence] [--evidence-case CASE]...
+                                  [--only-evidence] [--skip-newcomer] [--only-newcomer]
+                                  [--only-ratios] [--loads N,...] [--only-act]
+                                  [--skip-act] [--act-cpus LIST]
 """
 
 from __future__ import annotations
@@ -90,13 +95,13 @@ GOALS = {
 }
 NO_CCACHE = {"CCACHE_DISABLE": "1"}
 BUSY_LOOPS = 2  # the load of the loaded measures: one busy loop per core of a 2-core machine
-VERDICT = (
-    ": verdict: "  # the line a cell prints once its control is judged (progress.Reporter.verdict)
-)
+# the line a cell prints once its control is judged (progress.Reporter.verdict)
+VERDICT = ": verdict: "
 
 
 class BusyLoops:
-    """`n` processes spinning on a core each, for as long as the `with` lasts (the bench's own load)."""
+    """`n` processes spinning on a core each, for as long
+    as the `with` lasts (the bench's own load)."""
 
     def __init__(self, n: int):
         self.n, self.procs = n, []
@@ -118,8 +123,8 @@ def load_note(n_loops: int) -> dict:
 
 
 def newcomer_env(home: Path, venv: Path) -> dict:
-    """The environment of a new user: an empty HOME (no tool cache, ccache, pip cache or pip config),
-    nothing of this machine's tool settings, the new virtual environment first on PATH."""
+    """The environment of a new user: an empty HOME (no tool cache, ccache, pip cache or pip
+    config), nothing of this machine's tool settings, the new virtual environment first on PATH."""
     drop = (
         "GGML_PATCH_",
         "CCACHE_",
@@ -156,8 +161,8 @@ def timed_lines(argv, cwd, env) -> tuple[float, int, list[tuple[float, str]]]:
 
 
 def newcomer(work: Path, loops: int) -> dict:
-    """(h): a fresh clone, an empty HOME, `pip install nox && nox -s matrix`; times from the start of
-    `pip install nox`, then the tool's re-run with nothing changed."""
+    """(h): a fresh clone, an empty HOME, `pip install nox && nox -s matrix`; times from the start
+    of `pip install nox`, then the tool's re-run with nothing changed."""
     clone, home, venv = work / "clone", work / "home", work / "venv"
     home.mkdir(parents=True)
     sh(["git", "clone", "-q", str(ROOT), str(clone)])
@@ -176,7 +181,8 @@ def newcomer(work: Path, loops: int) -> dict:
             raise SystemExit(f"bench: newcomer: pip install nox failed: {lines[-3:]}")
         t_nox, rc, lines = timed_lines([str(venv / "bin" / "nox"), "-s", "matrix"], clone, env)
         out["load_end"] = load_note(loops)
-        # CPU seconds of the whole run (every process it started, not the busy loops): what a load cannot inflate
+        # CPU seconds of the whole run (every process it started, not
+        # the busy loops): what a load cannot inflate
         out["cpu_s"] = round(_children_cpu() - cpu0, 2)
     (work / "newcomer.log").write_text("\n".join(f"{s:8.2f} {line}" for s, line in lines) + "\n")
     if rc != 0:
@@ -184,9 +190,8 @@ def newcomer(work: Path, loops: int) -> dict:
             f"bench: newcomer: nox -s matrix failed ({rc}): {[x for _, x in lines[-15:]]}"
         )
     verdicts = [(s, line.strip()) for s, line in lines if VERDICT in line]
-    installed = next(
-        (s for s, line in lines if "ggml-patch matrix" in line), None
-    )  # nox prints the command
+    # nox prints the command
+    installed = next((s for s, line in lines if "ggml-patch matrix" in line), None)
     data = json.loads((clone / "results" / "results.json").read_text())
     ran = sorted(data["cells"], key=lambda c: c.get("timings", {}).get("total", 0.0))
     out.update(
@@ -346,11 +351,11 @@ def one_file_recompile(cache_dir: Path, cell: dict) -> float:
 
 
 def mutants_by_hand(cache_dir: Path, cell: dict, matrix) -> dict:
-    """Each mutant by hand in the cell's own tree (the bench's cache; a copied CMake tree would still
-    build the original's absolute paths): `git apply` it, ninja the two tests (the tool judges a
-    mutant by each test separately), run both; the file is put back afterwards, not timed. Seconds
-    per mutant, and each mutant's split."""
-    from orchestrator.patchset.layout import GATE_TEST, UPSTREAM_TEST, get_layout
+    """Each mutant by hand in the cell's own tree (the bench's cache; a copied CMake tree would
+    still build the original's absolute paths): `git apply` it, ninja the two tests (the tool
+    judges a mutant by each test separately), run both; the file is put back afterwards, not timed.
+    Seconds per mutant, and each mutant's split."""
+    from orchestrator.model.layout import GATE_TEST, UPSTREAM_TEST, get_layout
     from orchestrator.verdicts.mutants import load_mutants
 
     cell_dir = cache_dir / "cells" / cell["cell"].replace("/", "-")
@@ -389,7 +394,7 @@ def competing_by_hand(cache_dir: Path, cell: dict, matrix) -> dict:
     """Each competing fix by hand in the cell's own tree: the fix's files put back to the unfixed
     commit (not timed), `git apply` of the competing fix, ninja of both tests, both run (timed); the
     patched files put back afterwards (not timed). Seconds per competing fix."""
-    from orchestrator.patchset.layout import GATE_TEST, UPSTREAM_TEST, get_layout
+    from orchestrator.model.layout import GATE_TEST, UPSTREAM_TEST, get_layout
     from orchestrator.verdicts.competing import load_competing
 
     cell_dir = cache_dir / "cells" / cell["cell"].replace("/", "-")
@@ -495,7 +500,8 @@ def checks_cost(cold_args: list[str]) -> dict:
 
 
 def usable_backends(matrix, cache: Cache) -> list[str]:
-    """cpu first (its flags get changed), then the others this machine can run (Vulkan on lavapipe)."""
+    """cpu first (its flags get changed), then the others
+    this machine can run (Vulkan on lavapipe)."""
     from orchestrator import backends
 
     out = []
@@ -537,22 +543,20 @@ def reruns_after_change(base_cache: Path, work: Path, backends: list[str]) -> di
 
     def run(what: str) -> None:
         _, p = tool(*args)
-        if p.returncode not in (
-            0,
-            9,
-        ):  # 9: a backend required here could not run (its cell is failed, not stale)
+        # 9: a backend required here could not run (its cell is failed, not stale)
+        if p.returncode not in (0, 9):
             raise SystemExit(
                 f"bench: re-run after {what} failed ({p.returncode}): {p.stderr[-800:]}"
             )
 
     run("nothing changed")  # settle: everything cached for this matrix copy
-    # a change no earlier run made: the result cache is content-addressed, so a repeated edit would hit it
+    # a change no earlier run made: the result cache is
+    # content-addressed, so a repeated edit would hit it
     nonce = f"{time.time_ns():x}"
     p0 = sorted((tmp / "patches").glob("*.patch"))[0]
     text = p0.read_text()
-    edited = text.replace(
-        "gradient accumulators", f"gradient accumulators {nonce}", 1
-    )  # in the subject
+    # in the subject
+    edited = text.replace("gradient accumulators", f"gradient accumulators {nonce}", 1)
     if edited == text:
         raise SystemExit(f"bench: {p0.name} has no 'gradient accumulators' to change")
     p0.write_text(edited)
@@ -575,8 +579,9 @@ def reruns_after_change(base_cache: Path, work: Path, backends: list[str]) -> di
 
 
 def variant_ratios(cold_cache: Path, cold: dict, matrix) -> tuple[dict, dict]:
-    """(c) the control against a one-file rebuild by hand and (f) each mutant against git apply + gate
-    rebuild + gate run by hand, per cell of a tool run (`cold`: its results.json) in `cold_cache`."""
+    """(c) the control against a one-file rebuild by hand and (f) each mutant
+    against git apply + gate rebuild + gate run by hand, per cell of a tool run
+    (`cold`: its results.json) in `cold_cache`."""
     control = {}
     for c in cold["cells"]:
         recs = [r for r in cold["records"] if r["cell"] == c["cell"] and r["variant"] == "control"]
@@ -637,8 +642,8 @@ def cold_run(work: Path, targets: list[str]) -> tuple[float, list[str], dict]:
 
 
 def loaded_ratios(work: Path, cold_args: list[str], matrix, loops: int) -> dict:
-    """(c) and (f) again under `loops` busy loops: the tool re-run (--rerun) in the same trees, then the
-    by-hand floors, all under the same load."""
+    """(c) and (f) again under `loops` busy loops: the tool re-run (--rerun) in the same trees, then
+    the by-hand floors, all under the same load."""
     cache = Path(cold_args[cold_args.index("--cache") + 1])
     args = [a if a != str(work / "r-cold") else str(work / "r-loaded") for a in cold_args] + [
         "--rerun"
@@ -696,8 +701,8 @@ def zero_ccache(ccache: Path) -> None:
 
 
 def matrix_cells(clone: Path, dest: Path, env: dict) -> dict:
-    """`ggml-patch matrix` on the clone's matrix.yaml (its default profile, as `nox -s matrix`), in a
-    new tool cache holding only the downloads; wall time, the cells' statuses, ccache's hits."""
+    """`ggml-patch matrix` on the clone's matrix.yaml (its default profile, as `nox -s matrix`), in
+    a new tool cache holding only the downloads; wall time, the cells' statuses, ccache's hits."""
     zero_ccache(Path(env["CCACHE_DIR"]))
     t, p = tool(
         "matrix",
@@ -717,8 +722,9 @@ def matrix_cells(clone: Path, dest: Path, env: dict) -> dict:
         "cells": {c["cell"]: c["status"] for c in cells},
         "ccache": ccache_stats(Path(env["CCACHE_DIR"])),
     }
-    # not part of the ratio: what the workflow's aggregate does on top (`nox -s bundle`), here in the
-    # run's own cache, where act's aggregate starts from a new one (its imports and checkouts again)
+    # not part of the ratio: what the workflow's aggregate does on top (`nox -s
+    # bundle`), here in the run's own cache, where act's aggregate starts from
+    # a new one (its imports and checkouts again)
     t, p = tool(
         "bundle",
         "--matrix",
@@ -777,8 +783,8 @@ def nox_matrix_cells(clone: Path, dest: Path, env: dict, log: Path) -> dict:
 
 
 def nox_phases(lines: list[tuple[float, str]], total_s: float) -> dict:
-    """nox's session install (venv + `pip install`) and its `ggml-patch matrix`, split where nox prints
-    that command (`nox > ggml-patch matrix ...`); None each when nox never printed it."""
+    """nox's session install (venv + `pip install`) and its `ggml-patch matrix`, split where nox
+    prints that command (`nox > ggml-patch matrix ...`); None each when nox never printed it."""
     start = next((s for s, line in lines if line.startswith("nox > ggml-patch matrix")), None)
     if start is None:
         return {"install_s": None, "matrix_s": None}
@@ -834,7 +840,8 @@ def act_cells(clone: Path, dest: Path, env: dict, cpus: str, log: Path) -> dict:
 
 def act_job_seconds(log: str, step_prefix: str = "") -> dict:
     """Each job's seconds, the sum of its steps' times as act prints them
-    (`[WORKFLOW/JOB]   ✅  Success - Main STEP [1m2.5s]`); only steps named `step_prefix...` if given."""
+    (`[WORKFLOW/JOB]   ✅  Success - Main STEP [1m2.5s]`);
+    only steps named `step_prefix...` if given."""
     import re
 
     out: dict = {}
@@ -920,7 +927,8 @@ def main() -> int:
     ap.add_argument(
         "--only-evidence",
         action="store_true",
-        help="only (g), in a new cache whose downloads are linked from yours (a cold fetch, apply and build)",
+        help="only (g), in a new cache whose downloads are linked "
+        "from yours (a cold fetch, apply and build)",
     )
     ap.add_argument(
         "--evidence-case",
@@ -956,7 +964,8 @@ def main() -> int:
         "--loads",
         default=f"0,{BUSY_LOOPS}",
         metavar="N,...",
-        help=f"busy loops of the measures, comma-separated (default 0,{BUSY_LOOPS}: quiet, then loaded)",
+        help="busy loops of the measures, comma-separated "
+        f"(default 0,{BUSY_LOOPS}: quiet, then loaded)",
     )
     args = ap.parse_args()
     out = Path(args.out)
@@ -987,7 +996,8 @@ def main() -> int:
                 loops
             ) in loads:  # 0 before any other: the machine as it is, before the bench's own load
                 print(
-                    f"bench: (h) newcomer: fresh clone, empty HOME, nox -s matrix ({loops} busy loops)",
+                    "bench: (h) newcomer: fresh clone, empty "
+                    f"HOME, nox -s matrix ({loops} busy loops)",
                     flush=True,
                 )
                 report["newcomer"]["loaded" if loops else "quiet"] = newcomer(
@@ -1003,9 +1013,8 @@ def main() -> int:
 
 def finish(report: dict, out: Path) -> int:
     """The ratios against their goals into bench.json and bench.md; 0 when every goal is met."""
-    report["machine"]["loadavg_end"] = list(
-        os.getloadavg()
-    )  # another process's builds skew every number
+    # another process's builds skew every number
+    report["machine"]["loadavg_end"] = list(os.getloadavg())
     report["ratios"] = ratios(report)
     report["met"] = {
         k: report["ratios"][k] is not None and report["ratios"][k] <= GOALS[k]
@@ -1086,9 +1095,8 @@ def ratios(report: dict) -> dict:
     for name, prefix in (("quiet", ""), ("loaded", "loaded_")):
         if name in report.get("act", {}):
             r[f"{prefix}act_vs_matrix"] = report["act"][name]["ratio"]
-            if (
-                "ratio_vs_nox_matrix" in report["act"][name]
-            ):  # records before it have only the first
+            # records before it have only the first
+            if "ratio_vs_nox_matrix" in report["act"][name]:
                 r[f"{prefix}act_vs_nox_matrix"] = report["act"][name]["ratio_vs_nox_matrix"]
     if "evidence" in report:
         r["evidence_rerun_s"] = report["evidence"]["cached"]["wall_s"]
@@ -1106,7 +1114,8 @@ NAMES = {
     "cold_vs_by_hand": "cold tool run, mutants excluded / by-hand route",
     "control_vs_one_file": "control / one-file rebuild by hand",
     "mutant_vs_by_hand": "per mutant / git apply + gate rebuild + gate run by hand",
-    "competing_vs_by_hand": "per competing fix / git apply on the unfixed tree + both tests rebuilt and run by hand",
+    "competing_vs_by_hand": "per competing fix / git apply on the unfixed tree + "
+    "both tests rebuilt and run by hand",
     "checks_ms": "untrusted-input checks in that re-run (ms, cProfile, upper bound)",
     "rerun_s": "re-run with nothing changed (s)",
     "own_time_share": "orchestrator's own time / cold run",
@@ -1119,10 +1128,11 @@ NAMES = {
     "newcomer_loaded_total_s": "newcomer, 2 busy loops: whole run (s)",
     "loaded_control_vs_one_file": "2 busy loops: control / one-file rebuild by hand",
     "loaded_mutant_vs_by_hand": "2 busy loops: per mutant / by hand",
-    "act_vs_matrix": "the matrix workflow in act / `ggml-patch matrix`, default cpu legs, warm ccache",
+    "act_vs_matrix": "the matrix workflow in act / `ggml-patch "
+    "matrix`, default cpu legs, warm ccache",
     "loaded_act_vs_matrix": "2 busy loops: the matrix workflow in act / `ggml-patch matrix`",
-    "act_vs_nox_matrix": "the matrix workflow in act / `nox -s matrix` (its session install included), "
-    "default cpu legs, warm ccache",
+    "act_vs_nox_matrix": "the matrix workflow in act / `nox -s matrix` (its session "
+    "install included), default cpu legs, warm ccache",
     "loaded_act_vs_nox_matrix": "2 busy loops: the matrix workflow in act / `nox -s matrix`",
 }
 
@@ -1168,7 +1178,8 @@ def markdown(r: dict) -> str:
         lines += [
             "",
             f"Tool cold run: {r['tool_cold']['wall_s']} s wall, of which mutants "
-            f"{r['tool_cold'].get('mutants_s', 0.0)} s; orchestrator CPU {r['tool_cold']['orchestrator_cpu_s']} s.",
+            f"{r['tool_cold'].get('mutants_s', 0.0)} s; orchestrator CPU "
+            f"{r['tool_cold']['orchestrator_cpu_s']} s.",
         ]
         if "control" in r:
             lines += ratio_tables(r["control"], r["mutants"], "")
@@ -1177,12 +1188,14 @@ def markdown(r: dict) -> str:
                 "",
                 "## Competing fixes (s per fix, no ccache)",
                 "",
-                "| cell | fixes | tool, per fix | by hand: apply + both tests rebuilt and run | ratio |",
+                "| cell | fixes | tool, per fix | by hand: apply "
+                "+ both tests rebuilt and run | ratio |",
                 "|---|---|---|---|---|",
             ]
             for c, v in r["competing"].items():
                 lines.append(
-                    f"| {c} | {v['fixes']} | {v['tool_per_fix_s']} | {v['by_hand']['per_fix_s']} | {v['ratio']} |"
+                    f"| {c} | {v['fixes']} | {v['tool_per_fix_s']} | "
+                    f"{v['by_hand']['per_fix_s']} | {v['ratio']} |"
                 )
     if "loaded" in r:
         ld = r["loaded"]
@@ -1208,22 +1221,24 @@ def act_markdown(a: dict) -> list[str]:
         "",
         "## The matrix workflow in act against `ggml-patch matrix` (default cpu legs, warm ccache)",
         "",
-        "Both from a new tool cache holding only the downloaded sdists, one ccache warmed by an untimed "
-        f"`ggml-patch matrix` of the same cells ({a['warm_up']['wall_s']} s); act pinned to cores "
-        f"{a['act_cpus']}.",
+        "Both from a new tool cache holding only the downloaded sdists, one ccache warmed "
+        f"by an untimed `ggml-patch matrix` of the same cells ({a['warm_up']['wall_s']} "
+        f"s); act pinned to cores {a['act_cpus']}.",
         "",
-        "| run | load average start -> end | `ggml-patch matrix` (s) | ccache hits/misses | act (s) "
-        "| ccache hits/misses | act's jobs (s) | ratio |",
+        "| run | load average start -> end | `ggml-patch matrix` (s) | ccache hits/misses | act "
+        "(s) | ccache hits/misses | act's jobs (s) | ratio |",
         "|---|---|---|---|---|---|---|---|",
     ]
     tail = [
         "",
-        "Beyond the cells, act's run also bundles (its aggregate job, from a new tool cache holding the "
-        "downloads and the snapshot repositories the cpu legs hand over through the Actions cache: each base "
-        "checked out again, the series applied and verified by a build and both tests) and reports; "
-        "`ggml-patch bundle` after `ggml-patch matrix`, in that run's cache, for comparison:",
+        "Beyond the cells, act's run also bundles (its aggregate job, from a new tool cache "
+        "holding the downloads and the snapshot repositories the cpu legs hand over through "
+        "the Actions cache: each base checked out again, the series applied and verified by "
+        "a build and both tests) and reports; `ggml-patch bundle` after `ggml-patch "
+        "matrix`, in that run's cache, for comparison:",
         "",
-        "| run | `ggml-patch bundle` (s) | act's Bundle (default) step (s) | act / (matrix + bundle) |",
+        "| run | `ggml-patch bundle` (s) | act's Bundle "
+        "(default) step (s) | act / (matrix + bundle) |",
         "|---|---|---|---|",
     ]
     handed = []
@@ -1234,12 +1249,14 @@ def act_markdown(a: dict) -> list[str]:
         m, t = x["matrix"], x["act"]
         jobs_s = ", ".join(f"{k} {v}" for k, v in t["jobs_s"].items())
         lines.append(
-            f"| {name} ({x['load_start']['busy_loops']} busy loops) | {x['load_start']['loadavg']} -> "
-            f"{x['load_end']['loadavg']} | {m['wall_s']} | {m['ccache']['hits']}/{m['ccache']['misses']} | "
-            f"{t['wall_s']} | {t['ccache']['hits']}/{t['ccache']['misses']} | {jobs_s} | {x['ratio']} |"
+            f"| {name} ({x['load_start']['busy_loops']} busy loops) | {x['load_start']['loadavg']} "
+            f"-> {x['load_end']['loadavg']} | {m['wall_s']} | "
+            f"{m['ccache']['hits']}/{m['ccache']['misses']} | {t['wall_s']} | "
+            f"{t['ccache']['hits']}/{t['ccache']['misses']} | {jobs_s} | {x['ratio']} |"
         )
         tail.append(
-            f"| {name} | {m.get('bundle_s')} | {t.get('bundle_step_s')} | {x.get('ratio_with_bundle')} |"
+            f"| {name} | {m.get('bundle_s')} | "
+            f"{t.get('bundle_step_s')} | {x.get('ratio_with_bundle')} |"
         )
         if t.get("handover_s") or t.get("restores_s"):
             handed.append(
@@ -1262,18 +1279,20 @@ def _steps(by_job: dict | None) -> str:
 
 
 def nox_matrix_markdown(a: dict) -> list[str]:
-    """The `nox -s matrix` measure: its session install against its matrix, act's own install steps."""
+    """The `nox -s matrix` measure: its session install
+    against its matrix, act's own install steps."""
     runs = [name for name in ("quiet", "loaded") if "nox_matrix" in a.get(name, {})]
     if not runs:
         return []
     lines = [
         "",
-        "`nox -s matrix -- <the same arguments>` in the same clone, as a user runs it (a new session venv, "
-        "the tool installed with constraints.txt, pip's cache as it was); act's install steps are its "
-        "test stand-in (the tool comes from the bench's environment, offline), not a real `pip install`:",
+        "`nox -s matrix -- <the same arguments>` in the same clone, as a user runs it (a new "
+        "session venv, the tool installed with constraints.txt, pip's cache as it was); "
+        "act's install steps are its test stand-in (the tool comes from the bench's "
+        "environment, offline), not a real `pip install`:",
         "",
-        "| run | `nox -s matrix` (s) | its session install (s) | its `ggml-patch matrix` (s) | ccache hits/misses "
-        "| act's install steps (s) | act / `nox -s matrix` |",
+        "| run | `nox -s matrix` (s) | its session install (s) | its `ggml-patch matrix` (s) | "
+        "ccache hits/misses | act's install steps (s) | act / `nox -s matrix` |",
         "|---|---|---|---|---|---|---|",
     ]
     for name in runs:
@@ -1281,8 +1300,9 @@ def nox_matrix_markdown(a: dict) -> list[str]:
         n, steps = x["nox_matrix"], x["act"].get("install_steps_s") or {}
         installs = ", ".join(f"{k} {v}" for k, v in steps.items()) or "not in act's log"
         lines.append(
-            f"| {name} | {n['wall_s']} | {n['install_s']} | {n['matrix_s']} | "
-            f"{n['ccache']['hits']}/{n['ccache']['misses']} | {installs} | {x['ratio_vs_nox_matrix']} |"
+            f"| {name} | {n['wall_s']} | {n['install_s']} | {n['matrix_s']} "
+            f"| {n['ccache']['hits']}/{n['ccache']['misses']} | {installs} "
+            f"| {x['ratio_vs_nox_matrix']} |"
         )
     return lines
 
@@ -1306,7 +1326,8 @@ def ratio_tables(control: dict, mutants: dict, how: str) -> list[str]:
     ]
     for c, v in mutants.items():
         lines.append(
-            f"| {c} | {v['mutants']} | {v['tool_per_mutant_s']} | {v['by_hand']['per_mutant_s']} | {v['ratio']} |"
+            f"| {c} | {v['mutants']} | {v['tool_per_mutant_s']} | "
+            f"{v['by_hand']['per_mutant_s']} | {v['ratio']} |"
         )
     return lines
 
@@ -1314,29 +1335,32 @@ def ratio_tables(control: dict, mutants: dict, how: str) -> list[str]:
 def newcomer_markdown(n: dict) -> list[str]:
     lines = [
         "",
-        "## Newcomer: fresh clone, empty HOME, `pip install nox && nox -s matrix` (s from the start)",
+        "## Newcomer: fresh clone, empty HOME, `pip "
+        "install nox && nox -s matrix` (s from the start)",
         "",
-        "| run | load average start -> end | pip install nox | nox's own install done | first verdict | end "
-        "| CPU of the run | re-run, nothing changed |",
+        "| run | load average start -> end | pip install nox | nox's own install done | first "
+        "verdict | end | CPU of the run | re-run, nothing changed |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, x in n.items():
         lines.append(
-            f"| {name} ({x['load_start']['busy_loops']} busy loops) | {x['load_start']['loadavg']} -> "
-            f"{x['load_end']['loadavg']} | {x['pip_install_nox_s']} | {x['nox_install_s']} | "
+            f"| {name} ({x['load_start']['busy_loops']} busy loops) | {x['load_start']['loadavg']} "
+            f"-> {x['load_end']['loadavg']} | {x['pip_install_nox_s']} | {x['nox_install_s']} | "
             f"{x['first_verdict_s']} | {x['total_s']} | {x.get('cpu_s')} | {x['rerun_s']} |"
         )
     for name, x in n.items():
         cells = ", ".join(f"{c} {v['total_s']} s ({v['status']})" for c, v in x["cells"].items())
         lines += [
             "",
-            f"{name}: commit {x['commit'][:12]}; first verdict: `{x['first_verdict']}`; cells: {cells}.",
+            f"{name}: commit {x['commit'][:12]}; first verdict: "
+            f"`{x['first_verdict']}`; cells: {cells}.",
         ]
     return lines
 
 
 def only_evidence(report: dict, out: Path, cases: list[str]) -> int:
-    """(g) alone: a new cache, the pinned sdists linked from the user's (only read), nothing else."""
+    """(g) alone: a new cache, the pinned sdists linked
+    from the user's (only read), nothing else."""
     with tempfile.TemporaryDirectory(prefix="ggml-patch-bench-") as tmpdir:
         work = Path(tmpdir)
         cache = work / "cold-cache"
@@ -1372,16 +1396,16 @@ def only_evidence(report: dict, out: Path, cases: list[str]) -> int:
 
 
 def evidence(cache: Path, work: Path, cases: list[str]) -> dict:
-    """`ggml-patch evidence` cold (a new build tree, no ccache) in the cold run's cache (the sdist and
-    the cell's worktree are there), then with nothing changed. Its own timings come from finetune.json."""
+    """`ggml-patch evidence` cold (a new build tree, no ccache) in the cold run's
+    cache (the sdist and the cell's worktree are there), then with nothing
+    changed. Its own timings come from finetune.json."""
     results = work / "r-evidence"
     args = ["evidence", "--cache", str(cache), "--results", str(results)] + [
         a for c in cases for a in ("--case", c)
     ]
     shutil.rmtree(cache / "cells" / "llama.cpp-cpu" / "build-finetune", ignore_errors=True)
-    shutil.rmtree(
-        cache / "evidence" / "models", ignore_errors=True
-    )  # the model made and pre-trained again
+    # the model made and pre-trained again
+    shutil.rmtree(cache / "evidence" / "models", ignore_errors=True)
     r0 = _children_cpu()
     t_cold, p = tool(*args, env=NO_CCACHE)
     cpu_cold = _children_cpu() - r0
@@ -1436,8 +1460,10 @@ def evidence_markdown(e: dict) -> list[str]:
         "| | wall (s) | CPU (s) |",
         "|---|---|---|",
         f"| cold: everything (no ccache, new build tree) | {c['wall_s']} | {c['cpu_s']} |",
-        f"| cold: llama-finetune (libllama, llama-common, the example), with the fix | {t.get('build_with_fix_s')} | {t.get('build_with_fix_cpu_s')} |",
-        f"| cold: the fix reverted, rebuilt | {t.get('build_without_fix_s')} | {t.get('build_without_fix_cpu_s')} |",
+        "| cold: llama-finetune (libllama, llama-common, the example), with the fix | "
+        f"{t.get('build_with_fix_s')} | {t.get('build_with_fix_cpu_s')} |",
+        f"| cold: the fix reverted, rebuilt | {t.get('build_without_fix_s')} "
+        f"| {t.get('build_without_fix_cpu_s')} |",
         f"| cold: pre-training the tiny model (fixed build) | {t.get('pretrain_s')} | |",
         f"| cold: the runs | {t.get('runs_s')} | {t.get('runs_cpu_s')} |",
         f"| one epoch (CPU) | | {c['cpu_s_per_epoch']} |",

@@ -6,13 +6,14 @@ nothing to do), quiet and under two busy loops of its own, and reports the media
 
     ninja no-op (by hand)            ninja -C BUILD -j2 GATE
     cmake --build no-op (before)     cmake --build BUILD -j2 --target GATE
-    control revert+restore (before)  git diff BASE HEAD -- FIX | git apply -R; git checkout HEAD -- FIX
-    control revert+restore (after)   git restore --source=BASE --worktree -- FIX; the bytes written back
-    mutant restore (before)          git cat-file -e HEAD:FIX; git checkout HEAD -- FIX
-    mutant restore (after)           the bytes written back (after a change)
-    process start                    /bin/true
+    control revert+restore (before)  git diff BASE HEAD -- FIX | git apply -R; git checkout
+    HEAD -- FIX control revert+restore (after)   git restore --source=BASE --worktree -- FIX;
+    the bytes written back mutant restore (before)          git cat-file -e HEAD:FIX; git
+    checkout HEAD -- FIX mutant restore (after)           the bytes written back (after a
+    change) process start                    /bin/true
 
-Usage: python benchmarks/profile_variant.py CELL_DIR [--repeat N]   (CELL_DIR: <cache>/cells/ggml-cpu)
+Usage: python benchmarks/profile_variant.py CELL_DIR
+[--repeat N]   (CELL_DIR: <cache>/cells/ggml-cpu)
 """
 
 from __future__ import annotations

@@ -43,9 +43,8 @@ def slug(text: str) -> str:
 _HOST = slug(socket.gethostname()) or "host"
 # <what>-<host>-pid<pid>-<random>: whose a temporary entry is, to clean it once that process is gone
 _SCRATCH_ENTRY = re.compile(r"^[a-z]+-(?P<host>.+)-pid(?P<pid>\d+)-")
-_UNOWNED_AFTER_S = (
-    24 * 3600
-)  # entries of older versions (no pid in the name): a day is past any fetch
+# entries of older versions (no pid in the name): a day is past any fetch
+_UNOWNED_AFTER_S = 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -72,7 +71,8 @@ class Cache:
         return self._dir("tmp")
 
     def scratch_prefix(self, what: str) -> str:
-        """A temporary entry's prefix naming this host and process: clean_scratch removes it once they are gone."""
+        """A temporary entry's prefix naming this host and process:
+        clean_scratch removes it once they are gone."""
         return f"{what}-{_HOST}-pid{os.getpid()}-"
 
     @property
@@ -101,7 +101,8 @@ class Cache:
                     entry.unlink(missing_ok=True)
             except (OSError, ValueError, OverflowError) as e:
                 warn(
-                    f"ggml-patch: warning: left {entry} in the cache's tmp/ ({getattr(e, 'strerror', None) or e})"
+                    f"ggml-patch: warning: left {entry} in the cache's tmp/ "
+                    f"({getattr(e, 'strerror', None) or e})"
                 )
                 continue
             removed.append(entry)
@@ -112,7 +113,8 @@ class Cache:
         d.mkdir(parents=True, exist_ok=True)
         if not self.marked:
             (self.root / CACHE_MARKER).write_text(
-                "This folder is ggml-patch's cache (downloads, snapshots, builds); it may be deleted whole.\n"
+                "This folder is ggml-patch's cache (downloads, "
+                "snapshots, builds); it may be deleted whole.\n"
             )
         return d
 
@@ -135,9 +137,8 @@ def _stale(entry: Path) -> bool:
     if not m:
         return time.time() - entry.lstat().st_mtime >= _UNOWNED_AFTER_S
     pid = int(m.group("pid"))
-    if (
-        m.group("host") != _HOST or pid <= 0 or pid >= 2**31
-    ):  # another host's, or not a real pid: not ours to judge
+    # another host's, or not a real pid: not ours to judge
+    if m.group("host") != _HOST or pid <= 0 or pid >= 2**31:
         return False
     try:
         os.kill(pid, 0)

@@ -47,7 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--pins",
         metavar="FILE",
-        help="git targets pinned to commits (`ggml-patch resolve-refs --out FILE`): one commit per CI run",
+        help="git targets pinned to commits (`ggml-patch "
+        "resolve-refs --out FILE`): one commit per CI run",
     )
     repeatable(
         common,
@@ -118,17 +119,15 @@ def _dispatch(args: argparse.Namespace) -> ExitCode:
     from .config import load_matrix
     from .errors import ConfigError
     from .outdir import cache_problem, writable_dir
-    from .sources.pins import collect, pinned
+    from .pins import collect, pinned
 
     command = _command(args.command)
-    if not getattr(
-        command, "NEEDS_MATRIX", True
-    ):  # drift-issue reads only its own inputs: no matrix, no cache
+    # drift-issue reads only its own inputs: no matrix, no cache
+    if not getattr(command, "NEEDS_MATRIX", True):
         return command.run(args, None, None)
     # user errors first, before any work: the cache must be a folder we can write (not a file)
-    default = (
-        default_cache_dir()
-    )  # refuses GGML_PATCH_CACHE='' even with --cache: backends read it too
+    # refuses GGML_PATCH_CACHE='' even with --cache: backends read it too
+    default = default_cache_dir()
     option = "--cache" if args.cache else "GGML_PATCH_CACHE"
     root = writable_dir(args.cache or default, option)
     why = cache_problem(root)  # never a folder of the user's: the cache's tmp/ is cleaned below

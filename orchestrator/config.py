@@ -1,6 +1,6 @@
-"""matrix.yaml: load, validate and resolve into its pydantic records (declared once: here, and each source
-kind's options with its kind in sources/), from which its JSON Schema comes too. Every error is one line
-naming the file, the line and the key (from the YAML node marks)."""
+"""matrix.yaml: load, validate and resolve into its pydantic records (declared once: here, and each
+source kind's options with its kind in sources/), from which its JSON Schema comes too. Every error
+is one line naming the file, the line and the key (from the YAML node marks)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from pydantic import Field, PrivateAttr, ValidationError, model_validator
 
 from . import backends, untrusted
 from . import config_records as rec
-from .config_records import Backend, MatrixRecord, Named, Str, matching
+from .config_records import Backend, MatrixRecord, Named, Str
 from .errors import ConfigError
-from .patchset.layout import GATE_TEST, LAYOUTS
+from .model.layout import GATE_TEST, LAYOUTS
+from .model.values import WORDS, Name, matching
 from .sources.git import GitSource
 from .sources.local import LocalSource
 from .sources.pypi_sdist import PypiSdist
@@ -49,10 +50,6 @@ _KINDS = {
 _KINDS.update(model="an object", model_attributes="an object", list="an array", tuple="an array")
 _SAID = {"union_tag_not_found": "missing required key 'kind'", "too_short": "must not be empty"}
 _SAID.update(greater_than="expected a positive number, got {value!r}")
-Name = Annotated[
-    str,
-    matching(r"[A-Za-z0-9][A-Za-z0-9._-]*", "is not a valid name (letters, digits, '.', '_', '-')"),
-]
 _REPO = r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+"  # OWNER/NAME
 Repo = Annotated[
     str,
@@ -71,7 +68,8 @@ Options = Annotated[
 
 
 class Upstream(MatrixRecord):
-    """Where the change goes and how it is submitted; `api` only for a fork the user owns, so it names it."""
+    """Where the change goes and how it is submitted; `api` only
+    for a fork the user owns, so it names it."""
 
     repo: Optional[Repo] = None
     submit: Optional[Literal["manual", "api", "none"]] = None
@@ -96,9 +94,8 @@ class Target(Named):
     source: Options
     description: rec.Text = ""
     upstream: Optional[Upstream] = None  # matrix.yaml's `upstream:`, when declared
-    __init__ = (
-        Named.__init__
-    )  # the name first (mypy's pydantic plugin would make one of the fields alone)
+    # the name first (mypy's pydantic plugin would make one of the fields alone)
+    __init__ = Named.__init__
 
 
 class Profile(MatrixRecord):
@@ -149,8 +146,9 @@ class Matrix(MatrixRecord):
     _topics: tuple[str, ...] = PrivateAttr(())  # --topic: none means every active topic
 
     def located(self, path: Path, lines: dict[tuple[Any, ...], int]) -> "Matrix":
-        """This matrix as read from `path`, its keys at `lines`: each target and backend named by its
-        key, each source knows its key path and that relative paths start at the file's folder."""
+        """This matrix as read from `path`, its keys at `lines`: each target and
+        backend named by its key, each source knows its key path and that
+        relative paths start at the file's folder."""
         self._path, self._lines = path, lines
         for name, b in self.backends.items():
             b._name = name
@@ -225,7 +223,8 @@ class Matrix(MatrixRecord):
 def _named(path: Path, what: str, name: str, known: dict[str, R]) -> R:
     if name not in known:
         raise ConfigError(
-            f"{path}: unknown {what} {name!r}{_did_you_mean(name, known)} ({what}s: {', '.join(known)})"
+            f"{path}: unknown {what} {name!r}{_did_you_mean(name, known)} "
+            f"({what}s: {', '.join(known)})"
         )
     return known[name]
 
@@ -262,7 +261,8 @@ def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], 
             # PyYAML's SafeLoader would refuse the tag; building collections here must too
             raise refused(
                 n,
-                f"invalid YAML: {at}: the tag {n.tag} is not allowed (plain mappings and lists only)",
+                f"invalid YAML: {at}: the tag {n.tag} is not "
+                "allowed (plain mappings and lists only)",
             )
         if isinstance(n, yaml.MappingNode):
             out: dict[str, Any] = {}
@@ -310,7 +310,8 @@ def _check_depth(text: str, where: str) -> None:
             depth += 1
             if depth > MAX_DEPTH:
                 raise ConfigError(
-                    f"{where}:{ev.start_mark.line + 1}: invalid YAML: nested too deeply (more than {MAX_DEPTH} levels)"
+                    f"{where}:{ev.start_mark.line + 1}: invalid YAML: nested too "
+                    f"deeply (more than {MAX_DEPTH} levels)"
                 )
         elif isinstance(ev, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
             depth -= 1
@@ -362,7 +363,8 @@ def load_matrix(path: str | Path) -> Matrix:
 def _problems(
     e: ValidationError, data: dict[str, Any]
 ) -> list[tuple[bool, tuple[Any, ...], bool, tuple[Any, ...], str]]:
-    """Each error as (a value's problem, the key path it sorts by, a type's, the key path it names, what is wrong)."""
+    """Each error as (a value's problem, the key path it sorts by, a
+    type's, the key path it names, what is wrong)."""
     out = []
     for err in e.errors(include_url=False):
         kind, value, ctx = err["type"], err.get("input"), err.get("ctx") or {}
@@ -376,7 +378,10 @@ def _problems(
             msg = f"unknown key{_did_you_mean(key, allowed)} (allowed: {', '.join(allowed)})"
         elif kind == "literal_error" and err["loc"][-1] == "[key]":  # a backend's name
             allowed = _choices(ctx["expected"])
-            msg = f"unknown name {value!r}{_did_you_mean(value, allowed)} (expected one of {', '.join(allowed)})"
+            msg = (
+                f"unknown name {value!r}{_did_you_mean(value, allowed)} "
+                f"(expected one of {', '.join(allowed)})"
+            )
         elif kind == "literal_error":
             msg = f"{value!r} is not one of {', '.join(_choices(ctx['expected']))}"
         elif kind == "union_tag_invalid":
@@ -387,13 +392,17 @@ def _problems(
         elif kind in _SAID:
             msg = _SAID[kind].format(value=value)
         elif kind.removesuffix("_type") in _KINDS:
-            msg = f"expected {_KINDS[kind.removesuffix('_type')]}, got {type(value).__name__} {value!r}"
+            msg = (
+                f"expected {_KINDS[kind.removesuffix('_type')]}, "
+                f"got {type(value).__name__} {value!r}"
+            )
         elif kind == "string_pattern_mismatch":
-            msg = f"{value!r} {rec.WORDS[ctx['pattern']]}"
+            msg = f"{value!r} {WORDS[ctx['pattern']]}"
         else:  # SCHEMA_ERROR, VALUE_ERROR: the words are the type's
             msg = ctx.get("message", err["msg"])
         container = kind in ("missing", "unknown_key") or err["loc"][-1] == "[key]"
-        # a value's problems after its form's; a type after what the value is (one branch of a union)
+        # a value's problems after its form's; a type after
+        # what the value is (one branch of a union)
         out.append(
             (
                 kind == rec.VALUE_ERROR,
@@ -443,16 +452,19 @@ def _check_profiles(matrix: Matrix) -> None:
                 if name not in known:
                     raise ConfigError(
                         f"{path}:{_line_for(lines, ('profiles', pname, what + 's', i))}: "
-                        f"profiles.{pname}.{what}s: unknown {what} {name!r}{_did_you_mean(name, known)}"
+                        f"profiles.{pname}.{what}s: unknown {what} "
+                        f"{name!r}{_did_you_mean(name, known)}"
                     )
     if "default" not in matrix.profiles:
         raise ConfigError(
-            f"{path}:{_line_for(lines, ('profiles',))}: profiles: missing required profile 'default'"
+            f"{path}:{_line_for(lines, ('profiles',))}: "
+            "profiles: missing required profile 'default'"
         )
 
 
 def require_native_tests(matrix: "Matrix") -> None:
-    """The harness every build needs; checked before any cell, so a bad path is one line up front."""
+    """The harness every build needs; checked before any
+    cell, so a bad path is one line up front."""
     missing = [
         n
         for n in ("CMakeLists.txt", f"{GATE_TEST}.cpp")

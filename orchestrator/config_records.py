@@ -11,25 +11,17 @@ from typing import Annotated, Any, Callable, Optional, TypeVar, Union
 from pydantic import AfterValidator, ConfigDict, Field, PrivateAttr, Strict, model_validator
 from pydantic_core import PydanticCustomError
 
+from .model.values import matching
 from .records import Record
 
-SCHEMA_ERROR, VALUE_ERROR = (
-    "matrix_schema",
-    "matrix_value",
-)  # a value's form; what only code can say
-WORDS: dict[str, str] = {}  # a pattern -> what a string that does not match it is not
+# a value's form; what only code can say
+SCHEMA_ERROR, VALUE_ERROR = ("matrix_schema", "matrix_value")
 S = TypeVar("S", bound="Source")
 
 
 def problem(kind: str, message: str) -> PydanticCustomError:
     """An error whose words are the message (VALUE_ERRORs are reported after every SCHEMA_ERROR)."""
     return PydanticCustomError(kind, "{message}", {"message": message})
-
-
-def matching(pattern: str, what: str) -> Any:
-    """A string (strictly) matching `pattern` (in the schema too); "'VALUE' `what`" if not."""
-    WORDS[f"^{pattern}$"] = what
-    return Field(pattern=f"^{pattern}$", strict=True)
 
 
 def _inside(value: str) -> str:
@@ -49,9 +41,6 @@ def _unique(items: tuple[Any, ...]) -> tuple[Any, ...]:
 
 Text = Annotated[str, Strict()]
 Str = Annotated[str, Strict(), Field(min_length=1)]
-SHA256 = Annotated[
-    str, matching("[0-9a-f]{64}", "is not a sha256 (expected 64 lowercase hex digits)")
-]
 RELPATH = Annotated[str, Strict(), Field(min_length=1), AfterValidator(_inside)]
 Unique = AfterValidator(_unique)
 # POSIX: what a shell and execve accept
@@ -69,7 +58,8 @@ CMAKE_DEFINITION = Annotated[
 
 
 def checked(problem_of: Callable[[str], Optional[str]], sep: str = " ") -> AfterValidator:
-    """A string `problem_of` finds nothing wrong with; else "'VALUE'{sep}what is wrong" (a VALUE_ERROR)."""
+    """A string `problem_of` finds nothing wrong with; else
+    "'VALUE'{sep}what is wrong" (a VALUE_ERROR)."""
 
     def check(value: str) -> str:
         why = problem_of(value)
@@ -81,7 +71,8 @@ def checked(problem_of: Callable[[str], Optional[str]], sep: str = " ") -> After
 
 
 class MatrixRecord(Record):
-    """A record of matrix.yaml: frozen once loaded; an unknown key is named with the keys allowed."""
+    """A record of matrix.yaml: frozen once loaded; an
+    unknown key is named with the keys allowed."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -117,9 +108,8 @@ class Source(MatrixRecord):
 
     kind: str
     _key: str = PrivateAttr("")  # e.g. targets.ggml.source, for error messages
-    _base_dir: Optional[Path] = PrivateAttr(
-        None
-    )  # matrix.yaml's folder: a local source's relative path starts there
+    # matrix.yaml's folder: a local source's relative path starts there
+    _base_dir: Optional[Path] = PrivateAttr(None)
 
     @property
     def key(self) -> str:
@@ -156,9 +146,8 @@ class Backend(Named):
     timeout: Annotated[float, Strict(), Field(gt=0)] = 600.0
     # one runner (a label, or "self-hosted, linux, gpu"), or several: a leg each
     runs_on: Union[Str, Annotated[tuple[Str, ...], Field(min_length=1), Unique]] = "ubuntu-24.04"
-    __init__ = (
-        Named.__init__
-    )  # the name first (mypy's pydantic plugin would make one of the fields alone)
+    # the name first (mypy's pydantic plugin would make one of the fields alone)
+    __init__ = Named.__init__
 
     def all_runners(self) -> tuple[str, ...]:
         return (self.runs_on,) if isinstance(self.runs_on, str) else self.runs_on

@@ -16,25 +16,23 @@ class ExitCode(enum.IntEnum):
     EXPECTATIONS_NOT_MET = 6  # a patched test failed
     CONTROL_NOT_KILLED = 7  # the gate test did not fail without the fix
     TOOL_ERROR = 8  # the tool itself failed (a bug, or the environment)
-    BACKEND_MISSING = (
-        9  # a backend named by --require-backend could not run here (it would have been a skip)
-    )
-    LOCK_TIMED_OUT = (
-        10  # another run held a lock past --lock-timeout (not a source problem: CI fails on it)
-    )
-    # 20-29: the upstream bundle and the pull request (a block of their own: other commands add codes too)
-    BUNDLE_REFUSED = 20  # the results do not support a pull request (control survived, a cell failed, stale series)
+    # a backend named by --require-backend could not run here (it would have been a skip)
+    BACKEND_MISSING = 9
+    # another run held a lock past --lock-timeout (not a source problem: CI fails on it)
+    LOCK_TIMED_OUT = 10
+    # 20-29: the upstream bundle and the pull request (a block
+    # of their own: other commands add codes too)
+    # the results do not support a pull request (control survived, a cell failed, stale series)
+    BUNDLE_REFUSED = 20
     PUSH_FAILED = 21  # git push (or fetching the base) from/to the fork failed
     GITHUB_AUTH = 22  # 401 bad credentials, or 403 without a rate limit (missing permission)
-    PR_REJECTED = (
-        23  # 422: GitHub refused the request (pr: a pull request already exists for the branch)
-    )
+    # 422: GitHub refused the request (pr: a pull request already exists for the branch)
+    PR_REJECTED = 23
     RATE_LIMITED = 24  # 403/429 with the rate limit exhausted
     GITHUB_UNREACHABLE = 25  # connection refused, DNS failure or timeout
     GITHUB_ERROR = 26  # any other unexpected answer from the GitHub API
-    SUBMIT_MANUAL = (
-        27  # `pr --open` on a target whose submit is manual or none: the steps are printed instead
-    )
+    # `pr --open` on a target whose submit is manual or none: the steps are printed instead
+    SUBMIT_MANUAL = 27
     INTERRUPTED = 130
 
 

@@ -1,7 +1,8 @@
-"""Inter-process locks that say who holds them. The holder writes its pid, command and start time beside
-the lock; a run that has to wait prints one line naming them, and gives up after --lock-timeout seconds
-(exit 10) instead of waiting silently forever. The lock itself is an OS lock (filelock): released on any
-exit, kill -9 included, so a stale holder file never blocks anyone; it only names who held the lock last."""
+"""Inter-process locks that say who holds them. The holder writes its pid, command and start time
+beside the lock; a run that has to wait prints one line naming them, and gives up after
+--lock-timeout seconds (exit 10) instead of waiting silently forever. The lock itself is an OS
+lock (filelock): released on any exit, kill -9 included, so a stale holder file never blocks
+anyone; it only names who held the lock last."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def holder_path(lock_path: Path) -> Path:
 
 
 def describe_holder(lock_path: Path) -> str:
-    """'pid N (command) since TIME' from a holder file that is a valid Holder, else a plain phrase."""
+    """'pid N (command) since TIME' from a holder file
+    that is a valid Holder, else a plain phrase."""
     try:
         h = Holder.model_validate(untrusted.load_json(holder_path(lock_path), "lock"), strict=True)
     except (ConfigError, ValueError):  # pydantic's ValidationError is a ValueError
@@ -66,7 +68,8 @@ def hold(
     timeout: Optional[float] = None,
     notify: Callable[[str], None] = _stderr,
 ) -> Iterator[None]:
-    """Hold the lock; while another process holds it, say who once and wait `timeout` s (None: forever)."""
+    """Hold the lock; while another process holds it, say who
+    once and wait `timeout` s (None: forever)."""
     lock = filelock.FileLock(str(lock_path))
     try:
         lock.acquire(timeout=0)

@@ -1,8 +1,9 @@
 """Output folders: checked before any work, and written only when the tool owns them. `export --out`
-and `bundle --out` replace what they wrote before (old patches, an old bundle), so they write only into a
-folder that is new, empty, or marked by an earlier run of the tool with MARKER. Anything else holds a
-user's files: refused with exit 2 naming the folder, and nothing in it is touched. `--results` and
-`--cache` are checked up front for being writable folders, so a bad path never surfaces after the cells ran."""
+and `bundle --out` replace what they wrote before (old patches, an old bundle), so they write
+only into a folder that is new, empty, or marked by an earlier run of the tool with MARKER.
+Anything else holds a user's files: refused with exit 2 naming the folder, and nothing in it
+is touched. `--results` and `--cache` are checked up front for being writable folders, so a
+bad path never surfaces after the cells ran."""
 
 from __future__ import annotations
 
@@ -37,15 +38,14 @@ CACHE_ENTRIES = frozenset(
         "results",
         "pr",
     }
-    | {
-        "snapshots.git.lock",
-        "vulkan-sdk",
-    }  # vulkan-sdk: scripts/setup-vulkan-lavapipe.sh writes it there
+    # vulkan-sdk: scripts/setup-vulkan-lavapipe.sh writes it there
+    | {"snapshots.git.lock", "vulkan-sdk"}
 )
 
 
 def writable_dir(path: Path | str, option: str) -> Path:
-    """`path` (absolute) if it is, or can be created as, a folder that can be written; creates nothing."""
+    """`path` (absolute) if it is, or can be created as, a
+    folder that can be written; creates nothing."""
     path = Path(os.path.expanduser(str(path))).absolute()
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{option} {path}: not a folder (a file is there); name a folder")
@@ -82,7 +82,8 @@ def check(path: Path | str, option: str, legacy: Optional[Callable[[Path], bool]
 
 
 def claim(path: Path | str, option: str, legacy: Optional[Callable[[Path], bool]] = None) -> Path:
-    """The folder, created if needed and marked as the tool's own; refused like `check` otherwise."""
+    """The folder, created if needed and marked as the
+    tool's own; refused like `check` otherwise."""
     path = check(path, option, legacy)
     path.mkdir(parents=True, exist_ok=True)
     if not (path / MARKER).is_file():
@@ -110,19 +111,22 @@ def _document(path: Path, kind: str, root: Optional[Path] = None) -> Optional[di
 
 
 def replaceable_file(path: Path | str, option: str, made: Callable[[Path], bool]) -> Path:
-    """`path` (absolute) if writing there loses no user's file: absent, or one the tool wrote (`made`)."""
+    """`path` (absolute) if writing there loses no user's
+    file: absent, or one the tool wrote (`made`)."""
     path = writable_file(path, option)
     if (path.exists() or path.is_symlink()) and not (
         path.is_file() and not path.is_symlink() and made(path)
     ):
         raise ConfigError(
-            f"{option} {path}: a file ggml-patch did not write is there; name a new file (nothing is overwritten)"
+            f"{option} {path}: a file ggml-patch did not write is there; "
+            "name a new file (nothing is overwritten)"
         )
     return path
 
 
 def cache_problem(path: Path) -> Optional[str]:
-    """Why `path` cannot be the tool's cache (a user's files), or None: absent, empty, marked or cache-only."""
+    """Why `path` cannot be the tool's cache (a user's files), or
+    None: absent, empty, marked or cache-only."""
     if not path.is_dir() or (path / CACHE_MARKER).is_file():
         return None
     foreign = sorted({e.name for e in path.iterdir()} - CACHE_ENTRIES)
@@ -135,7 +139,8 @@ def cache_problem(path: Path) -> Optional[str]:
 
 
 def made_bundles(path: Path) -> bool:
-    """A bundle folder from before the marker: each entry a made_bundle, or an interrupted bundle's staging."""
+    """A bundle folder from before the marker: each entry a
+    made_bundle, or an interrupted bundle's staging."""
     return all(
         made_bundle(e) or (e.name.startswith(".") and e.name.endswith(".partial") and e.is_dir())
         for e in path.iterdir()
@@ -143,6 +148,7 @@ def made_bundles(path: Path) -> bool:
 
 
 def made_bundle(folder: Path) -> bool:
-    """`folder` holds a bundle ggml-patch wrote for the target it is named after (its manifest says so)."""
+    """`folder` holds a bundle ggml-patch wrote for the target
+    it is named after (its manifest says so)."""
     man = _document(folder / "manifest.json", "manifest", root=folder)
     return man is not None and man.get("tool") == "ggml-patch" and man.get("target") == folder.name

@@ -1,6 +1,7 @@
 """Progress for long work (display only: cancelling a run is cancel.py's), on stderr. Cells may run
 in parallel threads: each thread's cell and step live in thread-local state and every line names its
-cell. On a terminal each cell's build is a live bar (ninja's [done/total]); in CI logs a line every 10%."""
+cell. On a terminal each cell's build is a live bar (ninja's
+[done/total]); in CI logs a line every 10%."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from .model.results import CellStatus
 from .redact import redact
-from .report.model import CellStatus
 
 _COLOUR = {
     CellStatus.PASSED.value: "green",
@@ -35,7 +36,8 @@ def safe(text: str) -> str:
 
 
 class _Cell(threading.local):
-    """The cell this thread works on: its place in the run, its name, its step's start, its build's bar."""
+    """The cell this thread works on: its place in the run,
+    its name, its step's start, its build's bar."""
 
     index, name, t0, last_pct = 0, "", 0.0, -1
     task: Optional[TaskID] = None
@@ -58,9 +60,8 @@ class Reporter:
             )
             self._bars = Progress(*columns, console=self.console, transient=True)
         else:
-            self.console.soft_wrap = (
-                True  # a CI log: one line per message, never wrapped at 80 columns
-            )
+            # a CI log: one line per message, never wrapped at 80 columns
+            self.console.soft_wrap = True
 
     @property
     def _at(self) -> str:
@@ -125,7 +126,8 @@ class Reporter:
         colour = _COLOUR.get(str(status), "red")
         took = f" [dim]({seconds:.1f} s)[/dim]" if seconds is not None else ""
         self.console.print(
-            f"  [{colour}]{safe(self._local.name)}: {safe(status)}[/{colour}] - {safe(reason)}{took}"
+            f"  [{colour}]{safe(self._local.name)}: "
+            f"{safe(status)}[/{colour}] - {safe(reason)}{took}"
         )
 
     def cell_times(self, rows: list[tuple[str, str, float]]) -> None:
@@ -135,7 +137,8 @@ class Reporter:
 
 
 def cell_time_lines(rows: list[tuple[str, str, float]]) -> list[str]:
-    """The run's closing lines: each (cell, status, seconds) aligned, in the order they ran, then the total."""
+    """The run's closing lines: each (cell, status, seconds)
+    aligned, in the order they ran, then the total."""
     if not rows:
         return []
     width = max(len("all cells"), *(len(c) for c, _, _ in rows))

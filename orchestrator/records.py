@@ -1,7 +1,8 @@
-"""The base of every record the tool reads or writes (results.json, the bundle manifest, `status --json`,
-patches/known-limits.yaml, ...): a pydantic v2 model declared once, from which serialisation, validation of
-untrusted input and the JSON Schema come. Untrusted input is validated strictly (JSON types, no coercion),
-unknown keys are refused, and an error is one line naming the key path (`error_line`)."""
+"""The base of every record the tool reads or writes (results.json, the bundle manifest,
+`status --json`, patches/known-limits.yaml, ...): a pydantic v2 model declared once, from
+which serialisation, validation of untrusted input and the JSON Schema come. Untrusted input
+is validated strictly (JSON types, no coercion), unknown keys are refused, and an error is
+one line naming the key path (`error_line`)."""
 
 from __future__ import annotations
 
@@ -22,9 +23,8 @@ _KINDS = dict(
     list="array",
     model="object",
 )
-Hint = Callable[
-    [tuple[Any, ...], str, Any], Optional[str]
-]  # (key path, error type, value) -> what, or None
+# (key path, error type, value) -> what, or None
+Hint = Callable[[tuple[Any, ...], str, Any], Optional[str]]
 
 
 class Record(BaseModel):
@@ -88,7 +88,8 @@ def error_line(e: ValidationError, hint: Optional[Hint] = None) -> str:
 
 
 def parse(kind: type[R], data: Any, where: str, what: str, hint: Optional[Hint] = None) -> R:
-    """A document's JSON data (or text) as `kind`, validated strictly; else one line naming `where` and the key."""
+    """A document's JSON data (or text) as `kind`, validated strictly;
+    else one line naming `where` and the key."""
     if not isinstance(data, (str, bytes)):
         if not isinstance(data, dict):
             raise ConfigError(f"{where}: expected a JSON object; not {what}")

@@ -1,7 +1,8 @@
 """The one redaction function: every message, progress line, result and provenance record the tool
-writes passes through `redact` (errors when made, output when shown, results and bundles before written).
-It removes credentials in a URL of any scheme (`scheme://user:secret@host`), secret query parameters
-(`?access_token=...`), the tokens of SECRET_ENV wherever they appear, and any secret a caller names."""
+writes passes through `redact` (errors when made, output when shown, results and bundles
+before written). It removes credentials in a URL of any scheme
+(`scheme://user:secret@host`), secret query parameters (`?access_token=...`), the tokens of
+SECRET_ENV wherever they appear, and any secret a caller names."""
 
 from __future__ import annotations
 
@@ -47,7 +48,8 @@ def _userinfo(m: re.Match) -> str:
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """`text` without credentials in URLs, secret query parameters, GITHUB_TOKEN's value or `secrets`."""
+    """`text` without credentials in URLs, secret query
+    parameters, GITHUB_TOKEN's value or `secrets`."""
     text = str(text)
     for s in sorted(
         {*secrets, *(os.environ.get(k, "") for k in SECRET_ENV), *_SEEN}, key=len, reverse=True

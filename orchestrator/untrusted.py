@@ -1,10 +1,10 @@
-"""The one reader of untrusted files: documents (results.json, manifest.json, pins, status), the series
-(patches, cover.md, known limits, mutants), policy files, and logs named by documents. Rules, the same for
-every kind: only a regular file (a FIFO, a device or a folder is refused before anything is read: opened
-non-blocking, checked with fstat); a size cap per kind (read no further than the cap, whatever the file
-claims); UTF-8 text or one line saying where it is not; and, where a root is given, nothing outside it
-(no `..`, no absolute name, no symlink resolving elsewhere). Every refusal is a ConfigError: one line
-naming the file, exit 2."""
+"""The one reader of untrusted files: documents (results.json, manifest.json, pins, status), the
+series (patches, cover.md, known limits, mutants), policy files, and logs named by documents. Rules,
+the same for every kind: only a regular file (a FIFO, a device or a folder is refused before
+anything is read: opened non-blocking, checked with fstat); a size cap per kind (read no further
+than the cap, whatever the file claims); UTF-8 text or one line saying where it is not; and, where a
+root is given, nothing outside it (no `..`, no absolute name, no symlink resolving elsewhere). Every
+refusal is a ConfigError: one line naming the file, exit 2."""
 
 from __future__ import annotations
 
@@ -95,7 +95,8 @@ def cap_of(kind: str) -> int:
 def _opened(
     path: Path, kind: str, root: Optional[PathLike], cap: Optional[int] = None
 ) -> tuple[BinaryIO, int]:
-    """The regular file of `kind` open for (blocking) reads, and its cap; refused when it says it is larger."""
+    """The regular file of `kind` open for (blocking) reads, and
+    its cap; refused when it says it is larger."""
     limit = cap_of(kind) if cap is None else cap
     fd, st = _open(path, kind, root)
     if st.st_size > limit:
@@ -164,7 +165,8 @@ def read_optional(path: PathLike, kind: str, root: Optional[PathLike] = None) ->
 
 
 def read_lenient(path: PathLike, kind: str, root: Optional[PathLike] = None) -> Optional[str]:
-    """A file the tool wrote and reads back (summary.md): its text, bad bytes replaced; None when absent or refused."""
+    """A file the tool wrote and reads back (summary.md): its text, bad
+    bytes replaced; None when absent or refused."""
     try:
         return read_bytes(path, kind, root).decode("utf-8", errors="replace")
     except ConfigError:
@@ -196,7 +198,8 @@ def copy_file(
     kind: str = "log",
     line: Optional[Callable[[str], str]] = None,
 ) -> None:
-    """Copy a regular file inside `root` over `dst` line by line (cap of `kind`), each through `line` if given."""
+    """Copy a regular file inside `root` over `dst` line by line (cap
+    of `kind`), each through `line` if given."""
     f, limit = _opened(Path(src), kind, root)
     total = 0
     with f, open(dst, "wb") as out:
@@ -222,7 +225,8 @@ def is_regular(path: PathLike) -> bool:
 
 
 def seconds(text: str, zero: bool = False) -> Optional[float]:
-    """`text` as a finite number of seconds above 0 (`zero`: or 0), never `inf`, `nan` or `-1`; else None."""
+    """`text` as a finite number of seconds above 0 (`zero`: or
+    0), never `inf`, `nan` or `-1`; else None."""
     try:
         value = float(text)
     except ValueError:

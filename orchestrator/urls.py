@@ -13,7 +13,8 @@ GIT_SCHEMES = ("http", "https", "ssh", "git", "file", "git+ssh", "ssh+git")
 _SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)\Z", re.S)
 _SCP = re.compile(r"^(?:[^@/\s]+@)?(?P<host>[^/:\s]+):(?P<path>.*)\Z")
 _UNSAFE = re.compile(r"[\s\x00-\x1f\x7f]")
-# git check-ref-format's rules, loosely: no option, no space, no "..", none of ~^:?*[\ ; HEAD and ids pass
+# git check-ref-format's rules, loosely: no option, no
+# space, no "..", none of ~^:?*[\ ; HEAD and ids pass
 _REF = re.compile(r"^(?!-)(?!.*\.\.)(?!.*@\{)[^\s~^:?*\[\\\x00-\x1f\x7f]+\Z")
 _GITHUB_LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})\Z")
 
@@ -21,7 +22,8 @@ _GITHUB_LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})\Z")
 def git_url_problem(url: object) -> Optional[str]:
     """Why `url` is not a git remote git should fetch from, or None. Accepted: scheme://... for
     http(s), ssh, git and file; scp-like [user@]host:path; a local path. Refused: anything that
-    reads as an option, transport helpers (ext::, fd::), other schemes, spaces and control characters."""
+    reads as an option, transport helpers (ext::, fd::),
+    other schemes, spaces and control characters."""
     if not isinstance(url, str) or not url:
         return "expected a URL or a path"
     if url.startswith("-"):
@@ -31,7 +33,10 @@ def git_url_problem(url: object) -> Optional[str]:
     m = _SCHEME.match(url)
     if m:
         if m.group("scheme").lower() not in GIT_SCHEMES:
-            return f"scheme {m.group('scheme')}:// is not one git fetches with here ({', '.join(GIT_SCHEMES)})"
+            return (
+                f"scheme {m.group('scheme')}:// is not one git "
+                f"fetches with here ({', '.join(GIT_SCHEMES)})"
+            )
         if not m.group("rest") or m.group("rest").startswith("-"):
             return "has no host or path after the scheme"
         return None

@@ -2,8 +2,9 @@
 
 Tiers are folders; each test gets its folder's marker (so `-m unit`, `-m "not e2e"` select):
   unit/         pure, offline, no git or compilers
-  integration/  git, fake servers, small fixtures (a fake CMake project, tarballs made here); offline
-  e2e/          the pinned PyPI sdists and real builds of ggml (the only tier that may use the network)
+  integration/  git, fake servers, small fixtures (a fake CMake project, tarballs
+  made here); offline e2e/          the pinned PyPI sdists and real builds of
+  ggml (the only tier that may use the network)
 
 HOME and GGML_PATCH_CACHE point at temporary folders for the whole session and again for each
 test: no test reads or writes the user's cache. A test that needs the pinned sdists asks for

@@ -1,5 +1,6 @@
 """Backends behind one small interface (backends/base.py), one module each; `get(name, cache_root)`
-returns an instance bound to the tool's cache (the Vulkan module finds the private SDK the setup script put there)."""
+returns an instance bound to the tool's cache (the Vulkan module finds
+the private SDK the setup script put there)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:  # the record, with pydantic, loads with a matrix: not for `--help` (start-up)
     from ..config_records import Backend
-    from ..report.model import DeviceInfo
+    from ..model.results import DeviceInfo
 
 
 class BackendModule:
@@ -25,10 +25,10 @@ class BackendModule:
     skip_tests: dict[
         str, str
     ] = {}  # test -> why this backend does not run it (the cell reports it skipped)
-    no_mutants: Optional[str] = (
-        None  # why this backend does not run the known-wrong fixes (None: it runs them)
-    )
-    # how much a cell costs against a CPU cell (cold build and tests): the run starts with the cheapest
+    # why this backend does not run the known-wrong fixes (None: it runs them)
+    mutants_skip_reason: Optional[str] = None
+    # how much a cell costs against a CPU cell (cold build
+    # and tests): the run starts with the cheapest
     relative_cost = 1.0
 
     def __init__(self, cache_root: Optional[Path] = None):
@@ -46,7 +46,8 @@ class BackendModule:
         return f"{line}: {self.toolchain_hint}" if self.toolchain_hint else line
 
     def missing_beyond_tools(self, backend: Backend) -> Optional[str]:
-        """With every tool found: what else the build lacks (headers, libraries, a runtime), or None."""
+        """With every tool found: what else the build lacks
+        (headers, libraries, a runtime), or None."""
         return None
 
     def missing_device(self, backend: Backend) -> Optional[str]:
@@ -63,12 +64,13 @@ class BackendModule:
         return list(dict.fromkeys([*self.own_flags(backend), *backend.cmake_flags]))
 
     def test_env(self, backend: Backend) -> dict[str, str]:
-        """Environment for configure, build and tests: matrix.yaml's `env` wins over the module's."""
+        """Environment for configure, build and tests:
+        matrix.yaml's `env` wins over the module's."""
         return {**self.default_env, **backend.env}
 
     def device_info(self, backend: Backend) -> DeviceInfo:
         """What the tests will run on (driver, ICD, ...), recorded in results.json."""
-        from ..report.model import DeviceInfo  # pydantic: not at `--help` (start-up)
+        from ..model.results import DeviceInfo  # pydantic: not at `--help` (start-up)
 
         return DeviceInfo()
 

@@ -15,7 +15,7 @@ from ..config_records import Backend
 from .base import BackendModule, command_output
 
 if TYPE_CHECKING:
-    from ..report.model import DeviceInfo
+    from ..model.results import DeviceInfo
 
 TOOLKIT_HINT = (
     "install the CUDA toolkit (nvcc and cuBLAS), or pip install nvidia-cuda-nvcc nvidia-cublas"
@@ -56,9 +56,8 @@ class Cuda(BackendModule):
             head = ""
         if not head.startswith("#!"):
             return os.path.realpath(nvcc)
-        m = re.search(
-            r"(/\S+/bin/nvcc)\b", head
-        )  # the script's `exec /usr/local/cuda-13.0/bin/nvcc "$@"`
+        # the script's `exec /usr/local/cuda-13.0/bin/nvcc "$@"`
+        m = re.search(r"(/\S+/bin/nvcc)\b", head)
         return m[1] if m and Path(m[1]).is_file() else nvcc
 
     def toolkit_roots(self) -> list[Path]:
@@ -71,7 +70,8 @@ class Cuda(BackendModule):
         return list(dict.fromkeys(roots))
 
     def cublas(self) -> tuple[Optional[str], Optional[str], bool]:
-        """(libcublas, libcublasLt, from_pip): the toolkit's own first, then PyPI's nvidia-cublas."""
+        """(libcublas, libcublasLt, from_pip): the
+        toolkit's own first, then PyPI's nvidia-cublas."""
         for root in self.toolkit_roots():
             for lib in (
                 "lib64",
@@ -114,8 +114,8 @@ class Cuda(BackendModule):
             else "; `ggml-patch matrix --build-only` compiles them without one"
         )
         return (
-            "no CUDA device: nvidia-smi lists no GPU and /dev/nvidia0 does not exist (run the cuda cells on a "
-            f"machine with an NVIDIA GPU and its driver{hint})"
+            "no CUDA device: nvidia-smi lists no GPU and /dev/nvidia0 does not exist (run the "
+            f"cuda cells on a machine with an NVIDIA GPU and its driver{hint})"
         )
 
     def own_flags(self, backend: Backend) -> list[str]:
@@ -129,12 +129,13 @@ class Cuda(BackendModule):
         if self.devices():
             flags.append("-DCMAKE_CUDA_ARCHITECTURES=native")
         else:
-            # no driver to link against (no libcuda stub) and no GPU to ask: one architecture, no VMM
+            # no driver to link against (no libcuda stub) and
+            # no GPU to ask: one architecture, no VMM
             flags += ["-DGGML_CUDA_NO_VMM=ON", "-DCMAKE_CUDA_ARCHITECTURES=90"]
         return flags
 
     def device_info(self, backend: Backend) -> DeviceInfo:
-        from ..report.model import DeviceInfo  # pydantic: not at `--help` (start-up)
+        from ..model.results import DeviceInfo  # pydantic: not at `--help` (start-up)
 
         query = [
             "nvidia-smi",

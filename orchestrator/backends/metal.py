@@ -21,8 +21,9 @@ class Metal(BackendModule):
     def missing_toolchain(self, backend: Backend) -> Optional[str]:
         if sys.platform != "darwin":
             return (
-                f"Metal needs macOS (this machine runs {platform.system() or sys.platform}): run the metal cells "
-                f"on a Mac with the Xcode command line tools (matrix.yaml runs_on: {', '.join(backend.all_runners())})"
+                f"Metal needs macOS (this machine runs {platform.system() or sys.platform}): run "
+                "the metal cells on a Mac with the Xcode command line tools (matrix.yaml "
+                f"runs_on: {', '.join(backend.all_runners())})"
             )
         return super().missing_toolchain(backend)
 

@@ -1,7 +1,8 @@
 """Vulkan: ggml-vulkan, run for real on machines without a GPU through Mesa's lavapipe.
-scripts/setup-vulkan-lavapipe.sh writes <cache>/vulkan-sdk/env.json: the CMake flags for a private prefix
-(Debian 12: headers 1.4.x from trixie), and the test environment (a private ICD json naming Mesa 25's
-lavapipe by absolute path). Without it the system's own headers and ICDs are used when recent enough."""
+scripts/setup-vulkan-lavapipe.sh writes <cache>/vulkan-sdk/env.json: the CMake flags for
+a private prefix (Debian 12: headers 1.4.x from trixie), and the test environment (a
+private ICD json naming Mesa 25's lavapipe by absolute path). Without it the system's own
+headers and ICDs are used when recent enough."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from ..config_records import Backend
 from .base import BackendModule, command_output
 
 if TYPE_CHECKING:
-    from ..report.model import DeviceInfo
+    from ..model.results import DeviceInfo
 
 SETUP = "scripts/setup-vulkan-lavapipe.sh"
 MIN_HEADERS = (1, 4)  # 1.3.x lacks vk::LayerSettingEXT, which ggml-vulkan uses
@@ -57,7 +58,8 @@ def flag_value(flags: list[str] | tuple[str, ...], name: str) -> Optional[str]:
 
 
 def summary_values(vulkaninfo_summary: str, key: str) -> list[str]:
-    """The `key = value` values of `vulkaninfo --summary` (deviceName, driverInfo), one per device."""
+    """The `key = value` values of `vulkaninfo --summary`
+    (deviceName, driverInfo), one per device."""
     return [m.strip() for m in re.findall(rf"^\s*{key}\s*=\s*(.+)$", vulkaninfo_summary, re.M)]
 
 
@@ -95,9 +97,8 @@ class Vulkan(BackendModule):
         if icd := self._icd_override():
             env["VK_ICD_FILENAMES"] = icd
         if env.get("LD_LIBRARY_PATH") and os.environ.get("LD_LIBRARY_PATH"):
-            env["LD_LIBRARY_PATH"] += (
-                os.pathsep + os.environ["LD_LIBRARY_PATH"]
-            )  # the private libdrm first
+            # the private libdrm first
+            env["LD_LIBRARY_PATH"] += os.pathsep + os.environ["LD_LIBRARY_PATH"]
         return {**env, **backend.env}
 
     def missing_beyond_tools(self, backend: Backend) -> Optional[str]:
@@ -105,7 +106,10 @@ class Vulkan(BackendModule):
         include = flag_value(flags, "Vulkan_INCLUDE_DIR") or "/usr/include"
         core = Path(include) / "vulkan" / "vulkan_core.h"
         if not core.is_file():
-            return f"Vulkan headers not found ({core} missing): run {SETUP} (Debian 12/13), or install the Vulkan SDK"
+            return (
+                f"Vulkan headers not found ({core} missing): run {SETUP} "
+                "(Debian 12/13), or install the Vulkan SDK"
+            )
         version = header_version(core.read_text(encoding="utf-8", errors="replace"))
         if version is None or version[:2] < MIN_HEADERS:
             shown = ".".join(map(str, version)) if version else "of unknown version"
@@ -115,16 +119,21 @@ class Vulkan(BackendModule):
             )
         dirs = [spirv] if (spirv := flag_value(flags, "SPIRV-Headers_DIR")) else SPIRV_CONFIG_DIRS
         if not any((Path(d) / "SPIRV-HeadersConfig.cmake").is_file() for d in dirs):
-            return f"SPIRV-Headers (CMake config) not found: run {SETUP}, or apt-get install spirv-headers (Debian 13)"
-        lib = flag_value(
-            flags, "Vulkan_LIBRARY"
-        )  # else CMake's FindVulkan looks for the development link
+            return (
+                f"SPIRV-Headers (CMake config) not found: run {SETUP}, or "
+                "apt-get install spirv-headers (Debian 13)"
+            )
+        # else CMake's FindVulkan looks for the development link
+        lib = flag_value(flags, "Vulkan_LIBRARY")
         if not (
             Path(lib).is_file()
             if lib
             else any((Path(d) / "libvulkan.so").exists() for d in LOADER_DIRS)
         ):
-            return f"the Vulkan loader (libvulkan.so) was not found: apt-get install libvulkan1, or run {SETUP}"
+            return (
+                "the Vulkan loader (libvulkan.so) was not found: "
+                f"apt-get install libvulkan1, or run {SETUP}"
+            )
         return None
 
     def missing_device(self, backend: Backend) -> Optional[str]:
@@ -149,7 +158,7 @@ class Vulkan(BackendModule):
         return None
 
     def device_info(self, backend: Backend) -> DeviceInfo:
-        from ..report.model import DeviceInfo, VulkanSetup  # pydantic: not at `--help` (start-up)
+        from ..model.results import DeviceInfo, VulkanSetup  # pydantic: not at `--help` (start-up)
 
         env = self.test_env(backend)
         info = DeviceInfo(
@@ -160,9 +169,8 @@ class Vulkan(BackendModule):
                 **{k: None if sdk.get(k) is None else str(sdk[k]) for k in VulkanSetup.model_fields}
             )
         if self._icd_override():
-            info.icd_override = (
-                f"{ICD_OVERRIDE}={os.environ[ICD_OVERRIDE]}"  # not the setup's lavapipe
-            )
+            # not the setup's lavapipe
+            info.icd_override = f"{ICD_OVERRIDE}={os.environ[ICD_OVERRIDE]}"
         summary = (
             command_output(["vulkaninfo", "--summary"], env) if shutil.which("vulkaninfo") else None
         )

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
     from ..config import Matrix
-    from ..report.model import Results
+    from ..model.results import Results
 
 LEVELS = {"failed": "error", "error": "error", "skipped": "warning", "build-only": "notice"}
 

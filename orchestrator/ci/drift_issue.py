@@ -27,8 +27,8 @@ from pydantic import ValidationError
 
 from ..drift import status as S
 from ..errors import ConfigError, GitHubError
+from ..model.results import Results
 from ..records import Record, parse
-from ..report.model import Results
 from ..upstream.github_api import Wording, raise_for_answer, send
 
 TITLE = "ggml-patch: the series drifted or a cell failed"

@@ -1,8 +1,9 @@
 """One module per `ggml-patch` command, listed in COMMANDS: HELP (one line for --help),
-`add_arguments(parser)` and `run(args, matrix, cache) -> ExitCode`. cli.py adds `--matrix` and `--cache` to
-every command; the options several share come from the helpers below. A command imports its work inside
-`run()`: cli.py loads every command module to build `--help`, so what a module imports at its top costs
-every start-up (tests/unit/test_structure.py holds every other module to a reason per such import)."""
+`add_arguments(parser)` and `run(args, matrix, cache) -> ExitCode`. cli.py adds `--matrix` and
+`--cache` to every command; the options several share come from the helpers below. A command
+imports its work inside `run()`: cli.py loads every command module to build `--help`, so what
+a module imports at its top costs every start-up (tests/unit/test_structure.py holds every
+other module to a reason per such import)."""
 
 from __future__ import annotations
 

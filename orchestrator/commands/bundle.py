@@ -10,8 +10,8 @@ from ..errors import ExitCode
 from . import add_results, add_targets, add_topics
 
 HELP = (
-    "write a verified git format-patch series per target, authored by you, with PR_TITLE, PR_BODY.md and "
-    "ISSUE.md by the target's own policy, READINESS.md and manifest.json"
+    "write a verified git format-patch series per target, authored by you, with PR_TITLE, "
+    "PR_BODY.md and ISSUE.md by the target's own policy, READINESS.md and manifest.json"
 )
 
 
@@ -23,17 +23,20 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--allow-incomplete",
         action="store_true",
-        help="bundle even when the results do not prove the fix; PR_BODY.md then opens with a warning",
+        help="bundle even when the results do not prove the "
+        "fix; PR_BODY.md then opens with a warning",
     )
     p.add_argument(
         "--author",
         metavar='"NAME <EMAIL>"',
-        help="the identity the bundle's commits carry (default: git config user.name and user.email)",
+        help="the identity the bundle's commits carry (default: "
+        "git config user.name and user.email)",
     )
     p.add_argument(
         "--assisted-by",
         metavar="NAME",
-        help="add an `Assisted-by: NAME` trailer to each commit (an assistant helped; never Co-authored-by)",
+        help="add an `Assisted-by: NAME` trailer to each commit (an "
+        "assistant helped; never Co-authored-by)",
     )
 
 
@@ -45,7 +48,8 @@ def run(args, matrix, cache) -> ExitCode:
     from ..upstream.bundle import BundleOptions, make_bundles
 
     results = Path(args.results).absolute()
-    # the folder is checked now (never one holding a user's files), marked when the bundle is written
+    # the folder is checked now (never one holding a
+    # user's files), marked when the bundle is written
     out = outdir.check(args.out or results / "bundle", "--out", legacy=outdir.made_bundles)
     # whose commits these are, before anything is read or written: refused in one line when unknown
     author = authorship.resolve(
@@ -82,8 +86,9 @@ def run(args, matrix, cache) -> ExitCode:
         upstream = f", upstream {base.upstream_commit[:12]}" if base.upstream_commit else ""
         verify_s = man.verification.durations_s.total if man.verification else 0.0
         print(
-            f"{b.target}: {len(b.patch_files)} patches against base {(base.snapshot_commit or '')[:12]}{upstream}, "
-            f"verified in {verify_s:.1f} s (git am, build, test-opt, gate) -> {b.path}"
+            f"{b.target}: {len(b.patch_files)} patches against base "
+            f"{(base.snapshot_commit or '')[:12]}{upstream}, verified in {verify_s:.1f} s "
+            f"(git am, build, test-opt, gate) -> {b.path}"
         )
         draft = f"DRAFT ({len(man.draft_reasons)} reason(s), see {b.path}/READINESS.md)"
         role = submission.role_of(submission.policy_of(man, str(b.path))).text

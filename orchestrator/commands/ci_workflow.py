@@ -1,4 +1,5 @@
-"""ggml-patch ci-workflow: write (or --check) the GitHub Actions workflows generated from matrix.yaml."""
+"""ggml-patch ci-workflow: write (or --check) the GitHub
+Actions workflows generated from matrix.yaml."""
 
 from __future__ import annotations
 
@@ -10,20 +11,20 @@ from ..errors import ConfigError, ExitCode
 from . import repeatable
 
 HELP = (
-    "write the GitHub Actions workflows generated from matrix.yaml (matrix, drift, the project's CI; "
-    "--check: fail if the committed ones are stale)"
+    "write the GitHub Actions workflows generated from matrix.yaml (matrix, drift, the project's "
+    "CI; --check: fail if the committed ones are stale)"
 )
-_PIN = re.compile(
-    r"@[0-9a-f]{40}(?: # [^\n]*)?"
-)  # an action pinned to a commit, with its version comment
+# an action pinned to a commit, with its version comment
+_PIN = re.compile(r"@[0-9a-f]{40}(?: # [^\n]*)?")
 
 
 def add_arguments(p) -> None:
     p.add_argument(
         "--output",
         metavar="PATH",
-        help="where the matrix workflow goes (default: .github/workflows/ggml-patch-matrix.yml beside "
-        "matrix.yaml; the other files go beside it when it is in a .github/workflows/ folder)",
+        help="where the matrix workflow goes (default: "
+        ".github/workflows/ggml-patch-matrix.yml beside matrix.yaml; the other files go "
+        "beside it when it is in a .github/workflows/ folder)",
     )
     repeatable(p, "--profile", "only this profile's cells (repeatable; default: every profile)")
     p.add_argument(
@@ -32,7 +33,8 @@ def add_arguments(p) -> None:
 
 
 def regenerate_command(args) -> str:
-    """The command that reproduces this output, for the --check message (--matrix after the command's name)."""
+    """The command that reproduces this output, for the --check
+    message (--matrix after the command's name)."""
     words = ["ggml-patch", "ci-workflow"] + (
         ["--matrix", args.matrix] if args.matrix != "matrix.yaml" else []
     )
@@ -47,9 +49,8 @@ def run(args, matrix, cache) -> ExitCode:
     from ..ci.workflow import legs
     from ..outdir import writable_file
 
-    output = (
-        writable_file(args.output, "--output") if args.output else None
-    )  # a folder given: one line, exit 2
+    # a folder given: one line, exit 2
+    output = writable_file(args.output, "--output") if args.output else None
     files = generated(matrix, output, args.profile or None)
     out, *others = files
     n, also = len(legs(matrix, args.profile or None)), "".join(f"; {p}" for p in others)
@@ -87,7 +88,8 @@ def _stale(path, text: str, matrix_path) -> str:
 
 
 def unschedulable_targets(matrix, profiles=None) -> list[str]:
-    """Targets no GitHub runner can fetch (a `local` folder, a file:// URL): `source unavailable` on every run."""
+    """Targets no GitHub runner can fetch (a `local` folder, a
+    file:// URL): `source unavailable` on every run."""
     from ..ci.workflow import all_cells
 
     out = []
@@ -97,6 +99,7 @@ def unschedulable_targets(matrix, profiles=None) -> list[str]:
         if src.kind == "local" or url.startswith("file:") or (url and "://" not in url):
             where = f"{matrix.path}:{matrix.lines.get(('targets', name, 'source'), 1)}"
             out.append(
-                f"{where}: targets.{name}: a {src.kind} source on this machine; a GitHub runner cannot fetch it"
+                f"{where}: targets.{name}: a {src.kind} source on this "
+                "machine; a GitHub runner cannot fetch it"
             )
     return out

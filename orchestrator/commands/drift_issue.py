@@ -35,8 +35,8 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--partial",
         action="store_true",
-        help="the status covers only some targets (or another profile): merge it into the issue's recorded "
-        "state instead of replacing it",
+        help="the status covers only some targets (or another profile): merge it into the "
+        "issue's recorded state instead of replacing it",
     )
     p.add_argument(
         "--dry-run",
@@ -61,7 +61,7 @@ def run_url(env=os.environ) -> str:
 def run(args, matrix, cache) -> ExitCode:
     from .. import untrusted
     from ..ci import drift_issue as D
-    from ..report.model import load_results
+    from ..model.results import load_results
     from ..upstream import github
     from ..upstream.github_api import body_json
 
@@ -69,8 +69,8 @@ def run(args, matrix, cache) -> ExitCode:
     token = os.environ.get("GITHUB_TOKEN", "")
     if not args.dry_run and not token:
         raise ConfigError(
-            f"drift-issue needs GITHUB_TOKEN in the environment (a token that may write issues on {repo}); "
-            "--dry-run sends nothing and needs none"
+            "drift-issue needs GITHUB_TOKEN in the environment (a token that may write issues on "
+            f"{repo}); --dry-run sends nothing and needs none"
         )
     if not Path(args.status).exists():
         raise ConfigError(f"{args.status}: no such file ({D.STATUS_JSON})")
@@ -82,11 +82,11 @@ def run(args, matrix, cache) -> ExitCode:
     client = D.IssuesClient(args.api_url, repo, token, args.timeout)
     if args.dry_run:
         print(
-            "dry run: nothing sent; without --dry-run (and with GITHUB_TOKEN set) these requests are made"
+            "dry run: nothing sent; without --dry-run (and with "
+            "GITHUB_TOKEN set) these requests are made"
         )
-    found = (
-        client.find() if token else None
-    )  # reading changes nothing (a dry run without a token: none)
+    # reading changes nothing (a dry run without a token: none)
+    found = client.find() if token else None
     action, _ = D.decide(
         found, status, results, run_url(), _dt.datetime.now(_dt.timezone.utc), args.partial
     )

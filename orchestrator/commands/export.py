@@ -20,14 +20,13 @@ def run(args, matrix, cache) -> ExitCode:
     from ..patchset.render import rendered_for_target
 
     target = matrix.target(args.target)
-    out = outdir.check(
-        args.out, "--out"
-    )  # a folder holding a user's files is refused before any work
+    # a folder holding a user's files is refused before any work
+    out = outdir.check(args.out, "--out")
     rendered, snap = rendered_for_target(matrix, cache, target)
-    write_patches(
-        rendered, outdir.claim(out, "--out")
-    )  # replaces only *.patch in the tool's own folder
+    # replaces only *.patch in the tool's own folder
+    write_patches(rendered, outdir.claim(out, "--out"))
     print(
-        f"{len(rendered.patches)} patches for {target.name} ({target.layout} layout, base {snap.description}) in {out}"
+        f"{len(rendered.patches)} patches for {target.name} ({target.layout} "
+        f"layout, base {snap.description}) in {out}"
     )
     return ExitCode.OK

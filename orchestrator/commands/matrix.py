@@ -46,14 +46,15 @@ def add_arguments(p) -> None:
         "--parallel",
         type=int,
         metavar="N",
-        help="cells at once (default: one per core; compile jobs are split so the cores are never oversubscribed)",
+        help="cells at once (default: one per core; compile jobs are "
+        "split so the cores are never oversubscribed)",
     )
 
 
 def run(args, matrix, cache) -> ExitCode:
     from ..config import require_native_tests
+    from ..model.results import CellStatus
     from ..outdir import check, claim, made_results
-    from ..report.model import CellStatus
     from ..report.summary import write_results
     from ..run.matrix import RunOptions, run_matrix
 
@@ -62,9 +63,8 @@ def run(args, matrix, cache) -> ExitCode:
     if args.parallel is not None and args.parallel < 1:
         raise ConfigError(f"--parallel {args.parallel}: expected a positive number of cells")
     require_native_tests(matrix)
-    matrix.cells(
-        args.profile, args.target, args.backend
-    )  # unknown names: one line now, not after a build
+    # unknown names: one line now, not after a build
+    matrix.cells(args.profile, args.target, args.backend)
     opts = RunOptions(
         matrix=matrix,
         cache=cache,
@@ -78,9 +78,8 @@ def run(args, matrix, cache) -> ExitCode:
         parallel=args.parallel,
         require_backends=required_backends(matrix, args.require_backend),
     )
-    claim(
-        results_dir, "--results", legacy=made_results
-    )  # marked as the tool's before the first log
+    # marked as the tool's before the first log
+    claim(results_dir, "--results", legacy=made_results)
     results = run_matrix(opts)
     paths = write_results(results, results_dir)
     if os.environ.get("GITHUB_ACTIONS") == "true":  # failed and skipped cells on the run's page
@@ -102,8 +101,9 @@ def run(args, matrix, cache) -> ExitCode:
 
 
 def required_backends(matrix, names: list[str], env=os.environ) -> tuple[str, ...]:
-    """--require-backend (each a backend of matrix.yaml), then $GGML_PATCH_REQUIRE_BACKEND (comma-separated).
-    The variable describes the machine, not one matrix: a backend this matrix does not have is not asked of it."""
+    """--require-backend (each a backend of matrix.yaml), then
+    $GGML_PATCH_REQUIRE_BACKEND (comma-separated). The variable describes the machine,
+    not one matrix: a backend this matrix does not have is not asked of it."""
     from_env = [n.strip() for n in env.get(REQUIRE_ENV, "").split(",") if n.strip()]
     for n in from_env:
         if n not in backends.names():

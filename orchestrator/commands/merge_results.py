@@ -1,4 +1,5 @@
-"""ggml-patch merge-results: per-cell results (one CI leg each) into one results.json, summary.md, junit.xml."""
+"""ggml-patch merge-results: per-cell results (one CI leg each)
+into one results.json, summary.md, junit.xml."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ from pathlib import Path
 
 from ..errors import ConfigError, ExitCode
 
-HELP = "combine per-cell results directories (or results.json files) into one results.json, summary.md and junit.xml"
+HELP = (
+    "combine per-cell results directories (or results.json files) "
+    "into one results.json, summary.md and junit.xml"
+)
 
 
 def add_arguments(p) -> None:
@@ -15,8 +19,9 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--expect-profile",
         metavar="NAME",
-        help="every cell of this profile must be there: one that is not (its leg timed out or died before "
-        "uploading) is added as an error, and an input that is an unmatched glob (no leg reported) is skipped",
+        help="every cell of this profile must be there: one that is not (its leg timed out "
+        "or died before uploading) is added as an error, and an input that is an "
+        "unmatched glob (no leg reported) is skipped",
     )
     p.add_argument("inputs", nargs="+", metavar="RESULTS_DIR_OR_JSON")
 
@@ -48,8 +53,8 @@ def _log_names(results, where: Path) -> list[tuple[object, str]]:
             rel = parts[starts[-1] :] if starts else ()
             if len(rel) < 3 or ".." in rel:
                 raise ConfigError(
-                    f"{where}: {rec.cell} names the log {entry.log!r}, which is not inside its results folder "
-                    f"(expected .../logs/{slug(rec.cell)}/NAME)"
+                    f"{where}: {rec.cell} names the log {entry.log!r}, which is not inside its "
+                    f"results folder (expected .../logs/{slug(rec.cell)}/NAME)"
                 )
             out.append((entry, "/".join(rel)))
     return out
@@ -67,35 +72,31 @@ def _copy_logs(names: list[tuple[object, str]], src_dir: Path, out: Path) -> Non
         dst = untrusted.name_under(out, rel, f"{out}: log")
         if untrusted.is_regular(src):
             dst.parent.mkdir(parents=True, exist_ok=True)
-            untrusted.copy_file(
-                src, dst, root=src_dir, line=redact
-            )  # a leg's log may hold a secret
+            # a leg's log may hold a secret
+            untrusted.copy_file(src, dst, root=src_dir, line=redact)
             entry.log = str(dst)  # type: ignore[attr-defined]
         else:
             entry.log = None  # type: ignore[attr-defined]  # absent here: named nowhere
 
 
 def run(args, matrix, cache) -> ExitCode:
+    from ..model.results import CellStatus, load_results, overall_exit_code
     from ..outdir import check, claim, made_results
     from ..report.merge import merge_results
-    from ..report.model import CellStatus, load_results, overall_exit_code
     from ..report.summary import write_results
 
-    out = check(
-        args.out, "--out", legacy=made_results
-    )  # before anything is read or merged: no user's files
+    # before anything is read or merged: no user's files
+    out = check(args.out, "--out", legacy=made_results)
     inputs = args.inputs
     if args.expect_profile:
         matrix.cells(args.expect_profile)  # an unknown profile: one line, before anything is read
         inputs = [a for a in inputs if not ("*" in a and not Path(a).exists())]
     files = [_results_file(a) for a in inputs]
     parts = [(str(f), load_results(f)[0]) for f in files]
-    logs = [
-        _log_names(res, f) for f, (_, res) in zip(files, parts, strict=True)
-    ]  # refused before any write
-    order = [
-        f"{t.name}/{b.name}" for p in matrix.profiles for t, b in matrix.cells(p)
-    ]  # as one run lists them
+    # refused before any write
+    logs = [_log_names(res, f) for f, (_, res) in zip(files, parts, strict=True)]
+    # as one run lists them
+    order = [f"{t.name}/{b.name}" for p in matrix.profiles for t, b in matrix.cells(p)]
     merged = merge_results(parts, order)  # refuses before anything is written
     if args.expect_profile:
         merged.cells.extend(
@@ -109,16 +110,17 @@ def run(args, matrix, cache) -> ExitCode:
     n, total = Counter(c.status for c in merged.cells), len(merged.cells)
     passed, skipped = n[CellStatus.PASSED], n[CellStatus.SKIPPED]
     print(
-        f"merged {total} cells from {len(parts)} results: {passed} passed, {total - passed - skipped} failed, "
-        f"{skipped} skipped: " + ", ".join(map(str, paths))
+        f"merged {total} cells from {len(parts)} results: {passed} passed, "
+        f"{total - passed - skipped} failed, {skipped} skipped: " + ", ".join(map(str, paths))
     )
     return ExitCode.OK
 
 
 def never_reported(matrix, profile: str, present: set[str]) -> list:
-    """An error cell (the tool error: Cell's default exit code) for each cell of `profile` without results:
-    its leg timed out, was cancelled or died before uploading. Absent from a merge it would pass unnoticed."""
-    from ..report.model import Cell, CellStatus
+    """An error cell (the tool error: Cell's default exit code) for each cell of
+    `profile` without results: its leg timed out, was cancelled or died before uploading.
+    Absent from a merge it would pass unnoticed."""
+    from ..model.results import Cell, CellStatus
 
     why = "no results: its CI leg never reported (timed out, cancelled or died before uploading)"
     return [

@@ -1,4 +1,5 @@
-"""ggml-patch pr: push a bundle's branch to a fork and open the pull request (a dry run by default)."""
+"""ggml-patch pr: push a bundle's branch to a fork and
+open the pull request (a dry run by default)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from ..errors import BundleRefused, ConfigError, ExitCode, SubmissionNotAutomate
 from . import add_api_url, add_seconds, shown_request
 
 HELP = (
-    "push a bundle's series to a fork branch and open the pull request (dry run unless --open); where the "
-    "target's policy says submit manual or none, --open prints the steps instead (exit 27)"
+    "push a bundle's series to a fork branch and open the pull request (dry "
+    "run unless --open); where the target's policy says submit manual or "
+    "none, --open prints the steps instead (exit 27)"
 )
 
 
@@ -57,7 +59,8 @@ def add_arguments(p) -> None:
         p,
         "--timeout",
         30.0,
-        "bound on the whole API request: connect, each read and the total, in seconds (default: 30)",
+        "bound on the whole API request: connect, each read and "
+        "the total, in seconds (default: 30)",
     )
     add_seconds(
         p,
@@ -93,16 +96,17 @@ def run(args, matrix, cache) -> ExitCode:
     bundle = read_bundle(Path(args.bundle))
     policy = submission.policy_of(bundle.manifest, f"{bundle.path}/manifest.json")
     mode = str(policy.submit.value or "manual")
-    # the target's own rules first: nothing is pushed or sent where they say a person submits, or nobody
+    # the target's own rules first: nothing is pushed or
+    # sent where they say a person submits, or nobody
     if mode == "none":
         print("\n".join(submission.no_pull_request(policy, bundle.target)))
         raise SubmissionNotAutomated(
-            f"{bundle.target}: submit is none ({submission.role_of(policy).text}): no pull request from this bundle"
+            f"{bundle.target}: submit is none ({submission.role_of(policy).text}): "
+            "no pull request from this bundle"
         )
     if args.open and mode == "manual":
-        with cache.lock(
-            f"pr-{bundle.target}"
-        ):  # the steps to submit by hand: nothing touches the network
+        # the steps to submit by hand: nothing touches the network
+        with cache.lock(f"pr-{bundle.target}"):
             onto, workdir = _onto_and_workdir(args, cache, bundle)
             steps = submission.manual_steps(
                 policy,
@@ -145,14 +149,14 @@ def run(args, matrix, cache) -> ExitCode:
     pr = github.PullRequest(
         repo, bundle.title, bundle.body, f"{owner}:{branch}" if owner else branch, args.base
     )
-    with cache.lock(
-        f"pr-{bundle.target}"
-    ):  # one pr per target at a time: they share the work repository
+    # one pr per target at a time: they share the work repository
+    with cache.lock(f"pr-{bundle.target}"):
         return _push_and_open(args, cache, bundle, pr, token)
 
 
 def _onto_and_workdir(args, cache, bundle, snapshot_too: bool = False):
-    """The commit the series goes on (--onto, the upstream commit, the snapshot) and the work repository."""
+    """The commit the series goes on (--onto, the upstream
+    commit, the snapshot) and the work repository."""
     from ..cache import slug  # start-up: as every command module, imported when run
     from ..upstream import github
 
@@ -193,8 +197,9 @@ def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
             )
     if not upstream and not args.onto:
         notes.append(
-            f"the branch is based on the ggml-patch snapshot {snapshot[:12]}, not an upstream commit: "
-            "GitHub opens the pull request only if the fork shares that history; pass --onto COMMIT"
+            f"the branch is based on the ggml-patch snapshot {snapshot[:12]}, not "
+            "an upstream commit: GitHub opens the pull request only if the fork "
+            "shares that history; pass --onto COMMIT"
         )
     br = github.series_branch(workdir, local_onto, bundle.patch_files)
     push_cmd = shlex.join(github.push_argv(workdir, remote, branch))
@@ -202,8 +207,8 @@ def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
     if not args.open:
         say("dry run: nothing pushed or sent; add --open (with GITHUB_TOKEN set) to do it")
         say(
-            f"branch: {br.head} = {len(bundle.patch_files)} patches of {bundle.path} applied with git am on "
-            f"{local_onto}"
+            f"branch: {br.head} = {len(bundle.patch_files)} patches of "
+            f"{bundle.path} applied with git am on {local_onto}"
         )
     for n in notes:
         say(f"note: {n}")

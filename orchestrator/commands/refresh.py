@@ -16,7 +16,7 @@ def add_arguments(p) -> None:
 
 
 def run(args, matrix, cache) -> ExitCode:
-    from ..patchset.refresh import refresh
+    from ..drift.refresh import refresh
 
     r = refresh(matrix, cache, matrix.target(args.target))
     changed = r.written + r.removed

@@ -1,4 +1,5 @@
-"""ggml-patch resolve-refs: every git target's ref resolved to one commit, for a CI run's plan job."""
+"""ggml-patch resolve-refs: every git target's ref
+resolved to one commit, for a CI run's plan job."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from ..errors import ExitCode
 from . import add_targets, repeatable
 
 HELP = (
-    "resolve the branch, tag or HEAD of every git target to a commit (git ls-remote; nothing fetched) "
-    "and print the pins as JSON, for --pins"
+    "resolve the branch, tag or HEAD of every git target to a commit (git ls-remote; nothing "
+    "fetched) and print the pins as JSON, for --pins"
 )
 
 
@@ -23,14 +24,14 @@ def add_arguments(p) -> None:
 
 
 def run(args, matrix, cache) -> ExitCode:
+    from .. import pins
     from ..outdir import replaceable_file
-    from ..sources import pins as P
 
     # before any network: never over a file the tool did not write
-    out = replaceable_file(args.out, "--out", P.made_pins) if args.out else None
+    out = replaceable_file(args.out, "--out", pins.made_pins) if args.out else None
 
-    names = P.git_targets(matrix, args.profile or list(matrix.profiles), args.target)
-    resolved, gone = P.resolve_reachable(matrix, names)
+    names = pins.git_targets(matrix, args.profile or list(matrix.profiles), args.target)
+    resolved, gone = pins.resolve_reachable(matrix, names)
     for name, pin in resolved.items():
         print(f"{name}: {pin.ref} -> {pin.commit} ({pin.remote_ref})", file=sys.stderr)
     for name, why in gone.items():  # recorded, not fatal: its legs report `source unavailable`
@@ -40,7 +41,7 @@ def run(args, matrix, cache) -> ExitCode:
         )
     if not names:
         print("no git targets: nothing to pin", file=sys.stderr)
-    data = P.pins_json(resolved, gone)
+    data = pins.pins_json(resolved, gone)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")

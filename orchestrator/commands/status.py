@@ -1,4 +1,5 @@
-"""ggml-patch status: one table of where the series stands on every target of a profile. Builds nothing."""
+"""ggml-patch status: one table of where the series stands on
+every target of a profile. Builds nothing."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import sys
 from ..errors import ExitCode
 from . import add_targets, add_topics
 
-HELP = "where the series applies: cleanly, with a 3-way merge, in conflict, already upstream, not applicable"
+HELP = (
+    "where the series applies: cleanly, with a 3-way merge, "
+    "in conflict, already upstream, not applicable"
+)
 
 _STYLE = {
     "applies cleanly": "green",
@@ -35,9 +39,8 @@ def run(args, matrix, cache) -> ExitCode:
 
     rows = status_of_targets(matrix, cache, target_names(matrix, args.profile, args.target))
     if args.json:
-        report = StatusReport.model_construct(
-            profile=args.profile, targets=rows
-        )  # what was found, as found
+        # what was found, as found
+        report = StatusReport.model_construct(profile=args.profile, targets=rows)
         print(json.dumps(redact_data(report.to_json()), indent=2))
     else:
         print_table(rows, args.profile)
@@ -67,8 +70,8 @@ def print_table(rows, profile: str) -> None:
         why = f"; {safe(c.reason)}" if c.reason else ""
         action = "kept from an earlier run" if c.kept else "left for resolution"
         console.print(
-            f"{r.target}: conflict in {c.file or '?'} ({safe(c.hunk)}; lines {lines}){why}\n"
-            f"  worktree {action}: {c.worktree}\n"
-            f"  resolve, `git add`, `git am --continue` there, then `ggml-patch refresh {r.target}`",
+            f"{r.target}: conflict in {c.file or '?'} ({safe(c.hunk)}; lines {lines}){why}\n  "
+            f"worktree {action}: {c.worktree}\n  resolve, `git add`, `git am --continue` "
+            f"there, then `ggml-patch refresh {r.target}`",
             soft_wrap=True,
         )

@@ -36,9 +36,9 @@ def run(args, matrix, cache) -> ExitCode:
     from pathlib import Path
 
     from ..errors import ConfigError
+    from ..model.layout import LAYOUTS
     from ..patchset import topic_new as T
     from ..patchset.files import load_queue
-    from ..patchset.layout import LAYOUTS
     from ..patchset.queue import QUEUE_FILE
     from ..untrusted import read_optional
     from ..vcs.runner import GitError

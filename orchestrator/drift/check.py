@@ -21,11 +21,11 @@ from .. import sources
 from ..cache import Cache, slug
 from ..config import Matrix, Target
 from ..errors import ConfigError, SourceUnavailable
+from ..model.layout import get_layout, translate
+from ..model.results import Provenance
 from ..patchset.files import load_series, write_patches
-from ..patchset.layout import get_layout, translate
 from ..patchset.render import render
 from ..patchset.series import Series
-from ..report.model import Provenance
 from ..vcs.runner import error_line
 from ..vcs.snapshots import SnapshotRepo, Worktree
 from . import status as S
@@ -51,11 +51,11 @@ def target_names(matrix: Matrix, profile: str, names: list[str]) -> list[str]:
 
 
 def status_of_targets(matrix: Matrix, cache: Cache, names: list[str]) -> list[TargetStatus]:
-    series = load_series(
-        matrix
-    )  # a bad series is refused here, before anything is fetched or touched
+    # a bad series is refused here, before anything is fetched or touched
+    series = load_series(matrix)
     repo = SnapshotRepo(cache.snapshots_git)
-    # every source is resolved before any worktree is touched: a ref that does not exist stops the run here
+    # every source is resolved before any worktree is touched:
+    # a ref that does not exist stops the run here
     resolved = [(t, *_snapshot_or_reason(t, cache, repo)) for t in map(matrix.target, names)]
     # once, and only if some patch needs a 3-way merge
     before_merge = functools.cache(lambda: ensure_preimages(matrix, cache, repo, series))
@@ -131,7 +131,8 @@ def check_target(
 def attempt(
     wt: Worktree, base: str, rendered: Series, files: list[Path], before_merge: Thunk = lambda: None
 ) -> tuple[list[PatchResult], Optional[Conflict]]:
-    """Each patch in turn on base: as is, already there, or 3-way (after `before_merge`); stops at a conflict."""
+    """Each patch in turn on base: as is, already there, or 3-way
+    (after `before_merge`); stops at a conflict."""
     wt.ensure(base)
     results: list[PatchResult] = []
     for i, (patch, f) in enumerate(zip(rendered.patches, files, strict=True)):
@@ -149,7 +150,8 @@ def _try_patch(
     wt: Worktree, patch, f: Path, before_merge: Thunk
 ) -> tuple[str, str, Optional[Conflict]]:
     """(result, detail, conflict) of one patch on the worktree."""
-    # reverse first: a patch that only adds (new test cases) applies a second time on a tree that has it
+    # reverse first: a patch that only adds (new test cases)
+    # applies a second time on a tree that has it
     if wt.applies(f, reverse=True):
         return PRESENT, "the patch reverse-applies", None
     plain = wt.try_am(f)
@@ -227,8 +229,8 @@ def ensure_preimages(matrix: Matrix, cache: Cache, repo: SnapshotRepo, series: S
 def series_base(
     matrix: Matrix, cache: Cache, repo: SnapshotRepo, series: Series
 ) -> Optional[sources.Snapshot]:
-    """The snapshot the canonical series was made on: a pinned target in the series' own layout whose
-    files are the series' pre-images (index lines). None when the matrix has none."""
+    """The snapshot the canonical series was made on: a pinned target in the series' own layout
+    whose files are the series' pre-images (index lines). None when the matrix has none."""
     wanted = preimage_blobs(series)
     for t in matrix.targets.values():
         if t.layout != series.layout or t.prefix or not _pinned(t):

@@ -20,9 +20,9 @@ import unidiff
 from pydantic import Field
 
 from ..errors import ExitCode
+from ..model.results import Provenance
 from ..patchset.series import FileDiff, Patch, Series
 from ..records import Record
-from ..report.model import Provenance
 
 APPLIES = "applies cleanly"
 THREE_WAY = "applies with 3-way merge"
@@ -72,9 +72,8 @@ class TargetStatus(Record):
 
     target: str
     layout: str = ""
-    source: Provenance = Field(
-        default_factory=lambda: Provenance(kind="")
-    )  # kind, description, provenance
+    # kind, description, provenance
+    source: Provenance = Field(default_factory=lambda: Provenance(kind=""))
     status: str
     detail: str = ""
     base: Optional[str] = None

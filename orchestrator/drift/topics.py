@@ -80,7 +80,7 @@ def _own_names(results: list[PatchResult], topic: Topic) -> list[PatchResult]:
 
 def last_verdicts(results_dir: Path, topic: Topic) -> dict[str, str]:
     """cell -> status in results.json, when the run carried the topic's patches; else none."""
-    from ..report.model import Results  # the results model: only when there are results
+    from ..model.results import Results  # the results model: only when there are results
     from ..upstream.bundle import load_results_dir  # its loader, likewise
 
     if not (Path(results_dir) / "results.json").exists():

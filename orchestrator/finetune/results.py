@@ -17,6 +17,7 @@ from typing import Annotated, Any, Iterable, Literal, Optional, Sequence, Union
 
 from pydantic import ConfigDict, Field, StringConstraints, ValidationError
 
+from ..model.values import Sha256
 from ..records import Record, error_line
 from ..run import resultcache
 from .cases import MAX_EPOCHS, N_CTX, Case, number, parse_case, parse_cases  # noqa: F401 (parse_case(s): re-exported)
@@ -173,7 +174,6 @@ def parse_output(text: str) -> ProgramOutput:
 
 
 Text = Annotated[str, StringConstraints(max_length=4096)]
-Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")]
 # a plain relative path of the tree: never absolute, never "..", no option
 TreePath = Annotated[

@@ -19,32 +19,34 @@ import resource
 import shutil
 import tempfile
 import time
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 from .. import outdir
-from ..cache import Cache, slug
+from ..cache import Cache
 from ..config import Backend, Matrix, Target
 from ..errors import BuildFailed, ConfigError
+from ..model.layout import BuildPlan, get_layout
 from ..patchset.files import load_series
-from ..patchset.layout import BuildPlan, get_layout
 from ..patchset.render import render
 from ..progress import Reporter
 from ..redact import redact
-from ..run import cmake, resultcache, toolchain
+from ..run import resultcache, toolchain
 from ..run.cell import (
-    CellContext,
-    CellOptions,
+    APPLY,
+    CONFIGURE,
+    FETCH,
+    Planned,
     Tree,
-    apply,
     build_variant,
-    cell_context,
-    fetch,
     fix_reverted,
+    provenance_of,
 )
+from ..run.cell import results_cache_dir as cell_results_cache_dir
+from ..run.options import CellOptions
+from ..run.pipeline import CellContext, Step, new_context, run_steps
 from ..run.testrun import TestRun, run_program
 from ..sources.base import Snapshot, sha256_of
 from ..vcs.snapshots import SnapshotRepo
@@ -153,7 +155,7 @@ def data_files(cache: Cache, files: list[tuple[str, bytes]]) -> tuple[dict, tupl
     for name, content in files:
         path = folder / name.replace("/", "_")
         if not path.is_file() or path.read_bytes() != content:
-            _write_atomic(path, content)
+            resultcache.write_atomic(path, content)
         paths.append(path)
     return {"files": [n for n, _ in files], "sha256": digest}, tuple(paths)
 
@@ -201,7 +203,6 @@ def gather_inputs(
     """Model, texts, program, flags and toolchain, read from the snapshot repository (not the
     worktree: a cached result needs no worktree and no lock). One line (exit 2) when the tree has
     no llama_opt_epoch (llama.cpp's training API) or lacks a file the evidence needs."""
-    assert ctx.series is not None and ctx.repo is not None
     repo, commit, target, prefix = ctx.repo, snap.commit, ctx.target, ctx.layout.prefix
     if "llama_opt_epoch" not in (repo.read_blob(commit, f"{prefix}include/llama.h") or ""):
         raise ConfigError(
@@ -219,7 +220,10 @@ def gather_inputs(
         return data
 
     rendered = render(
-        ctx.series, get_layout(ctx.series.layout), ctx.layout, lambda p: repo.read_blob(commit, p)
+        ctx.options.series,
+        get_layout(ctx.options.series.layout),
+        ctx.layout,
+        lambda p: repo.read_blob(commit, p),
     )
     program = hashlib.sha256(blob(ft.PROGRAM_SOURCE)).hexdigest()
     pretrain, pretrain_paths = data_files(ctx.cache, [(f, blob(f)) for f in ft.PRETRAIN_FILES])
@@ -235,7 +239,7 @@ def gather_inputs(
     fix_diff = "\n".join(f.text for p in rendered.patches for f in p.files if f.path in fix_paths)
     return Inputs(
         base=commit,
-        series_sha256=ctx.series.sha256,
+        series_sha256=ctx.options.series.sha256,
         rendered_sha256=rendered.sha256,
         model=model,
         model_path=model_path,
@@ -253,46 +257,48 @@ def gather_inputs(
 # ---------------------------------------------------------------- build: both variants, under the cell's lock
 
 
-def build_variants(
-    ctx: CellContext, tree: Tree, timings: dict
-) -> tuple[dict[str, Path], dict[str, dict]]:
-    """{variant: llama-finetune copied out of the build tree} with the fix, then with only the fix reverted
-    (the control's tree; patched again on the way out), and what each was built from (`_sources`)."""
-    llama_dir = str(tree.worktree.path / ctx.layout.prefix).rstrip("/")
+class Built(NamedTuple):
+    """A variant's llama-finetune copied out of the build tree, what it was built from (`_sources`),
+    and what its build cost (wall and CPU seconds, the revert and restore included)."""
+
+    binary: Path
+    built_from: dict
+    seconds: float
+    cpu_seconds: float
+
+
+def training_plan(ctx: CellContext) -> Planned:
+    """llama.cpp's own CMake project (DEFINITIONS) in the cell's worktree, llama-finetune only."""
+    llama_dir = str(ctx.worktree.path / ctx.layout.prefix).rstrip("/")
     plan = BuildPlan(llama_dir, DEFINITIONS, (ft.PROGRAM,), programs=())
-    ctx.steps.step(
-        "configure", f"llama.cpp's own CMake project, target {ft.PROGRAM}, {ctx.build_subdir}"
-    )
-    t0 = time.monotonic()
-    step = cmake.configure(
-        plan,
-        ctx.build_dir,
-        ctx.module.configure_flags(ctx.backend),
-        ctx.logs / "configure.log",
-        ctx.env,
-    )
-    cmake.require(step, "cmake configure (fine-tuning evidence)")
-    timings["configure_s"] = round(time.monotonic() - t0, 2)
-    ctx.steps.done("reused" if step.skipped else "configured")
-    binaries, built_from = {}, {}
-    for variant in ft.VARIANTS:
-        t0, c0 = time.monotonic(), _children_cpu()
-        with fix_reverted(tree) if variant == "without_fix" else nullcontext(None) as reverted:
-            if reverted is not None:
-                ctx.steps.done(f"reverted {', '.join(reverted)}")
-            binaries[variant], built_from[variant] = (
-                _built(ctx, variant),
-                _sources(ctx, tree, variant),
-            )
-        timings[f"build_{variant}_s"] = round(time.monotonic() - t0, 2)
-        timings[f"build_{variant}_cpu_s"] = round(_children_cpu() - c0, 2)
-    return binaries, built_from
+    detail = f"llama.cpp's own CMake project, target {ft.PROGRAM}, {ctx.options.build_subdir}"
+    return Planned(plan, detail, "cmake configure (fine-tuning evidence)")
+
+
+def build_patched(ctx: CellContext) -> Built:
+    """llama-finetune with the fix, copied out of the build tree."""
+    t0, c0 = time.monotonic(), _children_cpu()
+    binary, built_from = _built(ctx, "with_fix"), _sources(ctx, ctx.got(APPLY), "with_fix")
+    return Built(binary, built_from, _since(t0), round(_children_cpu() - c0, 2))
+
+
+def build_control(ctx: CellContext) -> Built:
+    """llama-finetune with only the fix reverted (the control's tree; patched again after)."""
+    t0, c0 = time.monotonic(), _children_cpu()
+    tree = ctx.got(APPLY)
+    with fix_reverted(tree) as reverted:
+        ctx.steps.done(f"reverted {', '.join(reverted)}")
+        binary, built_from = _built(ctx, "without_fix"), _sources(ctx, tree, "without_fix")
+    return Built(binary, built_from, _since(t0), round(_children_cpu() - c0, 2))
+
+
+def _since(t0: float) -> float:
+    return round(time.monotonic() - t0, 2)
 
 
 def _sources(ctx: CellContext, tree: Tree, variant: str) -> dict:
     """Read right after a variant's build: the fix's files as blob ids in the tree and as expected (the
     patched commit's, or the base's), and the sha256 of the `<file>.o` each was compiled into."""
-    assert ctx.repo is not None
     paths = tree.rendered.fix_paths()
     rev = ctx.cell.patched_commit if variant == "with_fix" else tree.snap.commit
     objects = {p: sorted(ctx.build_dir.glob(f"**/{Path(p).name}.o")) for p in paths}
@@ -502,6 +508,71 @@ def plan_runs(cases: tuple[ft.Case, ...]) -> list[tuple[ft.Case, str, int, int]]
 # ---------------------------------------------------------------- the whole run
 
 
+def inputs_step(ctx: CellContext) -> Inputs:
+    ctx.steps.step("inputs", "model, data, program, toolchain")
+    return gather_inputs(ctx, ctx.got(FETCH), ctx.steps.done)
+
+
+def provenance_step(ctx: CellContext) -> dict[str, dict]:
+    """Each binary checked to hold (or lack) the fix before any run."""
+    patched, control = ctx.got(BUILD_PATCHED), ctx.got(BUILD_CONTROL)
+    binaries = {"with_fix": patched.binary, "without_fix": control.binary}
+    built_from = {"with_fix": patched.built_from, "without_fix": control.built_from}
+    ctx.steps.step("provenance", "each binary holds (or lacks) the fix")
+    provenance = check_provenance(binaries, ctx.got(INPUTS).markers, built_from)
+    said = ", ".join(
+        f"{v.replace('_', ' ')} {'holds' if p['holds_fix'] else 'lacks'} it"
+        for v, p in provenance.items()
+    )
+    said = f"checked: {said} (by the {' and the '.join(provenance['with_fix']['how'])})"
+    if not provenance["with_fix"]["checked"]:
+        said = "not checked: nothing to check it by"
+    ctx.steps.done(said)
+    return provenance
+
+
+def pretrain_step(ctx: CellContext) -> tuple[dict, Path]:
+    return pretrained_model(ctx, ctx.got(INPUTS), ctx.got(BUILD_PATCHED).binary)
+
+
+def runs_step(cases: tuple[ft.Case, ...]) -> Step[list[ft.Run]]:
+    """The step that runs `cases` (plan_runs' order) on the builds the earlier steps made."""
+
+    def run_all(ctx: CellContext) -> list[ft.Run]:
+        binaries = {"with_fix": ctx.got(BUILD_PATCHED), "without_fix": ctx.got(BUILD_CONTROL)}
+        model = ctx.got(PRETRAIN)[1]
+        inputs = ctx.got(INPUTS)
+        runs = []
+        for case, variant, threads, repeat in plan_runs(cases):
+            binary = binaries[variant].binary
+            runs.append(run_case(ctx, binary, model, inputs, case, variant, threads, repeat))
+        return runs
+
+    return Step("runs", run_all)
+
+
+INPUTS = Step("inputs", inputs_step)
+TRAINING_PLAN = Step("plan", training_plan)
+BUILD_PATCHED: Step[Built] = Step("build", build_patched)
+BUILD_CONTROL: Step[Built] = Step("control", build_control)
+PROVENANCE = Step("provenance", provenance_step)
+PRETRAIN = Step("pretrain", pretrain_step)
+
+# the training evidence's steps: what decides the result (its cache key), then under the cell's
+# lock the builds (the cell's apply and configure), then PROVENANCE, PRETRAIN and runs_step
+TRAINING_INPUT_STEPS: tuple[Step[Any], ...] = (FETCH, INPUTS)
+TRAINING_BUILD_STEPS: tuple[Step[Any], ...] = (
+    APPLY,
+    TRAINING_PLAN,
+    CONFIGURE,
+    BUILD_PATCHED,
+    BUILD_CONTROL,
+)
+
+
+# ---------------------------------------------------------------- the whole run
+
+
 def run_evidence(
     matrix: Matrix,
     cache: Cache,
@@ -511,123 +582,116 @@ def run_evidence(
     rerun: bool,
     reporter: Reporter,
 ) -> EvidenceRun:
-    """The evidence for `target` (llama_target's) in results_dir/evidence/ and a section of results_dir/summary.md."""
+    """The training evidence for `target` (llama_target's) in results_dir/evidence/ and a section
+    of results_dir/summary.md: its steps on the CPU cell's context, the result in the result
+    cache."""
     t_all = time.monotonic()
-    out_dir = outdir.claim(
-        results_dir / RESULTS_SUBDIR, "--results"
-    )  # never a folder of the user's files
+    # never a folder of the user's files
+    out_dir = outdir.claim(results_dir / RESULTS_SUBDIR, "--results")
     series = load_series(matrix)
     backend = matrix.backends.get("cpu") or Backend("cpu")
     cell_id = f"{target.name}/cpu"
     reporter.start_cell(f"{cell_id} fine-tuning evidence")
     repo = SnapshotRepo(cache.snapshots_git)
     # rerun: apply never stops at the matrix's cached cell result (the tree is needed)
-    options = CellOptions(
-        series=series, repo=repo, rerun=True, programs=False, build_subdir=BUILD_SUBDIR
-    )
-    logs = out_dir / "logs"
-    ctx = cell_context(
+    options = CellOptions(series=series, rerun=True, programs=False, build_subdir=BUILD_SUBDIR)
+    ctx = new_context(
         target,
         backend,
         cache,
+        repo,
         matrix.native_tests_dir,
         cache.cell_dir(cell_id),
-        logs,
+        out_dir / "logs",
         options,
-        reporter,
+        reporter=reporter,
     )
-    cached_dir = evidence_dir(cache) / "results"
+    cached_dir = results_cache_dir(cache)
     with cache.lock(f"evidence-{target.name}"):
-        snap = fetch(ctx)
-        ctx.steps.step("inputs", "model, data, program, toolchain")
-        inputs = gather_inputs(ctx, snap, ctx.steps.done)
+        run_steps(ctx, TRAINING_INPUT_STEPS)
+        inputs = ctx.got(INPUTS)
         key = inputs.key(cases)
         cached = None if rerun else _cached(cached_dir, key)
         if cached is not None:
             ctx.steps.done(
                 f"cached result, nothing changed (key {key[:12]}; --rerun to run it again)"
             )
-            files, note = write_outputs(
-                cached, cached_dir / key, out_dir, results_dir, copy_logs=True
-            )
+            resultcache.copy_logs(cached_dir, key, out_dir / "logs", replace=True)
+            files, note = write_outputs(cached, cached_dir / key, out_dir, results_dir)
             return EvidenceRun(cached, True, files, note, round(time.monotonic() - t_all, 3))
         ctx.steps.done(f"key {key[:12]}")
-        shutil.rmtree(
-            ctx.logs, ignore_errors=True
-        )  # this run's logs only (the folder is the tool's own)
-        timings: dict = {}
-        with cache.lock(
-            f"cell-{cell_id}"
-        ):  # the cell's worktree: never during a matrix run's control
-            t0 = time.monotonic()
-            tree = apply(ctx, snap)
-            assert tree is not None  # rerun: never the matrix's cached cell result
-            timings["apply_s"] = round(time.monotonic() - t0, 2)
-            binaries, built_from = build_variants(ctx, tree, timings)
-        ctx.steps.step("provenance", "each binary holds (or lacks) the fix")
-        provenance = check_provenance(binaries, inputs.markers, built_from)
-        said = ", ".join(
-            f"{v.replace('_', ' ')} {'holds' if p['holds_fix'] else 'lacks'} it"
-            for v, p in provenance.items()
-        )
-        said = f"checked: {said} (by the {' and the '.join(provenance['with_fix']['how'])})"
-        ctx.steps.done(
-            said if provenance["with_fix"]["checked"] else "not checked: nothing to check it by"
-        )
-        t0 = time.monotonic()
-        pre, pre_path = pretrained_model(ctx, inputs, binaries["with_fix"])
-        timings["pretrain_s"] = round(time.monotonic() - t0, 2)
-        t0, c0 = time.monotonic(), _children_cpu()
-        runs = [
-            run_case(ctx, binaries[v], pre_path, inputs, c, v, t, r)
-            for c, v, t, r in plan_runs(cases)
-        ]
-        timings["runs_s"], timings["runs_cpu_s"] = (
-            round(time.monotonic() - t0, 2),
-            round(_children_cpu() - c0, 2),
-        )
+        # this run's logs only (the folder is the tool's own)
+        shutil.rmtree(ctx.logs, ignore_errors=True)
+        # the cell's worktree: never during a matrix run's control
+        with cache.lock(f"cell-{cell_id}"):
+            run_steps(ctx, TRAINING_BUILD_STEPS)
+        runs = runs_step(cases)
+        c_runs = _children_cpu()
+        run_steps(ctx, (PROVENANCE, PRETRAIN, runs))
+        runs_cpu_s = round(_children_cpu() - c_runs, 2)
+        timings = {"apply_s": ctx.seconds[APPLY.name], "configure_s": ctx.seconds["configure"]}
+        for variant, step in (("with_fix", BUILD_PATCHED), ("without_fix", BUILD_CONTROL)):
+            built = ctx.got(step)
+            timings[f"build_{variant}_s"] = built.seconds
+            timings[f"build_{variant}_cpu_s"] = built.cpu_seconds
+        timings["pretrain_s"] = ctx.seconds[PRETRAIN.name]
+        timings["runs_s"] = ctx.seconds[runs.name]
+        timings["runs_cpu_s"] = runs_cpu_s
         timings["total_s"] = round(time.monotonic() - t_all, 2)
-        assert ctx.cell.source is not None
-        model = {
-            k: v for k, v in inputs.model.items() if k not in ("sha256", "gguf")
-        }  # the random model's
-        model |= {
-            "sha256": pre["sha256"],
-            "random_sha256": inputs.model["sha256"],
-            "pretrained": True,
-        }
-        model["pretrain"] = {k: pre[k] for k in ft.PretrainInfo.model_fields if k in pre}
-        sums = dict(sha256=inputs.series_sha256, rendered_sha256=inputs.rendered_sha256)
-        made = dict(
-            sums, patches=[p.name for p in series.patches], patched_commit=ctx.cell.patched_commit
-        )
-        results = ft.FinetuneResults(
-            target=target.name,
-            base=inputs.base,
-            model=model,
-            data=inputs.data,
-            program=dict(
-                name=ft.PROGRAM,
-                source=ft.PROGRAM_SOURCE,
-                sha256=inputs.program_sha256,
-                unmodified=True,
-            ),
-            provenance=provenance,
-            runs=runs,
-            cache_key=key,
-            source=ctx.cell.source.model_dump(include={"description", "upstream_commit", "kind"}),
-            series=made,
-            toolchain=inputs.toolchain,
-            timings=timings,
-        )
-        store(cached_dir, key, results, ctx.logs)
-        files, note = write_outputs(
-            results, cached_dir / key, out_dir, results_dir, copy_logs=False
-        )
+        results = assemble(ctx, key, timings, ctx.got(runs))
+        entry = json.loads(redact(results.to_json()))
+        resultcache.store_with_logs(cached_dir, key, entry, ctx.logs)
+        files, note = write_outputs(results, cached_dir / key, out_dir, results_dir)
     return EvidenceRun(results, False, files, note, round(time.monotonic() - t_all, 3))
 
 
+def assemble(ctx: CellContext, key: str, timings: dict, runs: list[ft.Run]) -> ft.FinetuneResults:
+    """finetune.json's record from what the steps returned."""
+    inputs, (pre, _) = ctx.got(INPUTS), ctx.got(PRETRAIN)
+    snap = ctx.got(FETCH)
+    # the random model's metadata, then the pre-trained checkpoint's
+    model = {k: v for k, v in inputs.model.items() if k not in ("sha256", "gguf")}
+    model |= {
+        "sha256": pre["sha256"],
+        "random_sha256": inputs.model["sha256"],
+        "pretrained": True,
+    }
+    model["pretrain"] = {k: pre[k] for k in ft.PretrainInfo.model_fields if k in pre}
+    series = ctx.options.series
+    made = dict(
+        sha256=inputs.series_sha256,
+        rendered_sha256=inputs.rendered_sha256,
+        patches=[p.name for p in series.patches],
+        patched_commit=ctx.got(APPLY).head,
+    )
+    source = provenance_of(ctx, snap)
+    return ft.FinetuneResults(
+        target=ctx.target.name,
+        base=inputs.base,
+        model=model,
+        data=inputs.data,
+        program=dict(
+            name=ft.PROGRAM,
+            source=ft.PROGRAM_SOURCE,
+            sha256=inputs.program_sha256,
+            unmodified=True,
+        ),
+        provenance=ctx.got(PROVENANCE),
+        runs=runs,
+        cache_key=key,
+        source=source.model_dump(include={"description", "upstream_commit", "kind"}),
+        series=made,
+        toolchain=inputs.toolchain,
+        timings=timings,
+    )
+
+
 # ---------------------------------------------------------------- the result cache and the outputs
+
+
+def results_cache_dir(cache: Cache) -> Path:
+    """The training evidence's results: in the one result cache, beside the cells' (run/cell.py)."""
+    return cell_results_cache_dir(cache)
 
 
 def _cached(directory: Path, key: str) -> Optional[ft.FinetuneResults]:
@@ -637,26 +701,14 @@ def _cached(directory: Path, key: str) -> Optional[ft.FinetuneResults]:
         return None  # absent, half-written or of another version: not a hit
 
 
-def store(directory: Path, key: str, results: ft.FinetuneResults, logs: Path) -> None:
-    """The finished result kept in the pipeline's result cache, the runs' logs beside it (first: a hit has them)."""
-    shutil.rmtree(directory / f"{key}-logs", ignore_errors=True)
-    if logs.is_dir():
-        shutil.copytree(logs, directory / f"{key}-logs")
-    resultcache.store(directory, key, json.loads(redact(results.to_json())))
-
-
 def write_outputs(
-    results: ft.FinetuneResults, entry: Path, out_dir: Path, results_dir: Path, copy_logs: bool
+    results: ft.FinetuneResults, entry: Path, out_dir: Path, results_dir: Path
 ) -> tuple[list[Path], str]:
     """results/evidence/ (finetune.json, .md, the plot with matplotlib, the logs) and the evidence section of
     results/summary.md (the rest untouched). `entry`: the result cache's `<key>` (.json, -logs, .png)."""
     json_path = out_dir / "finetune.json"
-    _write_atomic(json_path, redact(results.to_json()).encode())
+    resultcache.write_atomic(json_path, redact(results.to_json()).encode())
     files = [json_path]
-    if copy_logs:  # a cached result: its own logs, not an older run's
-        shutil.rmtree(out_dir / "logs", ignore_errors=True)
-        if Path(f"{entry}-logs").is_dir():
-            shutil.copytree(f"{entry}-logs", out_dir / "logs")
     png = out_dir / PLOT
     data = f"[{RESULTS_SUBDIR}/finetune.json]({RESULTS_SUBDIR}/finetune.json)"
     if can_plot():
@@ -676,14 +728,7 @@ def write_outputs(
     md.write_text(section, encoding="utf-8")
     summary = results_dir / "summary.md"
     old = summary.read_text(encoding="utf-8", errors="replace") if summary.is_file() else None
-    _write_atomic(summary, evidence_section.splice(old, evidence_section.marked(section)).encode())
+    resultcache.write_atomic(
+        summary, evidence_section.splice(old, evidence_section.marked(section)).encode()
+    )
     return files + [md, summary], (f"plot {png}" if png in files else NO_PLOT)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{slug(path.name)}.", suffix=".tmp", dir=path.parent)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)

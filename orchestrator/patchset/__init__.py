@@ -1,1 +1,2 @@
-"""The patch series: its model, the layouts it is rendered into, its files, its refresh."""
+"""The patch series: its model, its rendering into another layout (the layouts themselves are in
+model/layout.py), its files."""

@@ -8,7 +8,7 @@ from typing import Callable, Optional, Protocol, TypeVar
 from .. import untrusted
 from ..config import Matrix, _line_for, require_native_tests
 from ..errors import ConfigError
-from .layout import GATE_TEST
+from ..model.layout import GATE_TEST
 from .queue import QUEUE_FILE, TOPIC_FILE, Queue, build_queue, parse_queue_order
 from .series import Series, parse_patch
 
@@ -24,7 +24,8 @@ N = TypeVar("N", bound=_Named)
 
 
 def read_diff_files(folder: Path, kind: str, parse: Callable[[str, str], T]) -> list[T]:
-    """folder/*.patch parsed by `parse(name, text)` in name order (none: no folder); errors name the file."""
+    """folder/*.patch parsed by `parse(name, text)` in name
+    order (none: no folder); errors name the file."""
     out = []
     for f in sorted(folder.glob("*.patch")) if folder.is_dir() else []:
         text = untrusted.read_text(f, kind, root=folder)
@@ -166,7 +167,8 @@ def write_patches(series: Series, directory: Path) -> list[Path]:
 
 
 def write_series(directory: Path, series: Series) -> tuple[list[str], list[str]]:
-    """Write the patches whose bytes differ, remove *.patch files the series no longer has; (written, removed)."""
+    """Write the patches whose bytes differ, remove *.patch files the
+    series no longer has; (written, removed)."""
     written, removed = [], []
     for p in series.patches:
         data = p.text().encode("utf-8", "surrogateescape")

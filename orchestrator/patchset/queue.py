@@ -163,7 +163,7 @@ def _is_test_path(path: str) -> bool:
 
 
 def check_series_shape(where: str, series: Series) -> None:
-    """A topic's series: its source change first, then its test cases (patches under tests/ only)."""
+    """A topic's series: its source change first, then its test cases (patches in tests/ only)."""
     kinds = []
     for p in series.patches:
         tests_only = all(_is_test_path(f.path) for f in p.files)

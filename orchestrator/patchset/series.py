@@ -14,13 +14,14 @@ from typing import Optional
 import unidiff
 
 from ..errors import ConfigError
-from .layout import GATE_TEST
+from ..model.layout import GATE_TEST
 
 _DIFF_START = re.compile(r"^diff --git ", re.M)
 _SIGNATURE = re.compile(r"\n-- \n[0-9][^\n]*\n\s*\Z")
 _GIT_HEADER = re.compile(r"^diff --git a/\S+ b/\S+$")
 HEADER_PATH = re.compile(
-    r"^(diff --git a/)(\S+)( b/)(\S+)$|^(--- a/|\+\+\+ b/|rename from |rename to |copy from |copy to )(.+)$"
+    r"^(diff --git a/)(\S+)( b/)(\S+)$|^(--- a/|\+\+\+ b/|rename "
+    r"from |rename to |copy from |copy to )(.+)$"
 )
 
 
@@ -77,7 +78,8 @@ class Series:
         return sorted({f.path for p in self.patches for f in p.files})
 
     def fix_paths(self) -> list[str]:
-        """Files of the fix itself: everything outside tests/ (what the negative control reverts)."""
+        """Files of the fix itself: everything outside
+        tests/ (what the negative control reverts)."""
         return [p for p in self.paths() if not p.startswith("tests/") and "/tests/" not in p]
 
     def gate_test_source(self) -> Optional[str]:
@@ -101,8 +103,9 @@ def parse_patch(name: str, text: str) -> Patch:
         # (core.autocrlf, an editor). Refused rather than normalised: a CR inside a hunk is a
         # CRLF file's content and is kept byte for byte (git am --keep-cr), so no rewrite is safe.
         raise ConfigError(
-            f"{name}: CRLF line endings on git's own header lines (the patch was converted, e.g. by "
-            "core.autocrlf or an editor); restore the LF bytes git format-patch wrote (dos2unix)"
+            f"{name}: CRLF line endings on git's own header lines (the patch was "
+            "converted, e.g. by core.autocrlf or an editor); restore the LF "
+            "bytes git format-patch wrote (dos2unix)"
         )
     starts = [m.start() for m in _DIFF_START.finditer(text)]
     if not starts:
@@ -120,7 +123,8 @@ def _validated_path(name: str, chunk: str) -> str:
     first = chunk.split("\n", 1)[0]
     if not _GIT_HEADER.match(first):
         raise ConfigError(
-            f"{name}: '{first}' lacks git's a/ and b/ prefixes; make the series with git format-patch"
+            f"{name}: '{first}' lacks git's a/ and b/ "
+            "prefixes; make the series with git format-patch"
         )
     if "GIT binary patch" in chunk or re.search(r"^Binary files .* differ$", chunk, re.M):
         raise ConfigError(f"{name}: binary diff in '{first}'; the series must be text")
@@ -133,7 +137,8 @@ def _validated_path(name: str, chunk: str) -> str:
             raise ConfigError(f"{name}: path '{p}' escapes the source tree")
         if any(part.lower() == ".git" for part in pp.parts):
             raise ConfigError(
-                f"{name}: path '{p}' writes under .git (git's own metadata, hooks); a malformed series"
+                f"{name}: path '{p}' writes under .git (git's "
+                "own metadata, hooks); a malformed series"
             )
     pf = _parse_one(chunk, name)
     path = pf.path or first.split(" b/", 1)[-1]
@@ -171,9 +176,10 @@ def git_blob_id(text: str) -> str:
 
 
 def unified_file_diff(path: str, old: str, new: str) -> str:
-    """One modified text file's diff as `git diff --full-index` writes it (index line for 3-way merges,
-    git's hunk headers), so a registration regenerated here is byte-identical to git's in patches/
-    (an insertion that could slide over equal lines may sit elsewhere than git's: it applies the same)."""
+    """One modified text file's diff as `git diff --full-index` writes it (index line for
+    3-way merges, git's hunk headers), so a registration regenerated here is
+    byte-identical to git's in patches/ (an insertion that could slide over equal lines
+    may sit elsewhere than git's: it applies the same)."""
     head = (
         f"diff --git a/{path} b/{path}\nindex {git_blob_id(old)}..{git_blob_id(new)} 100644\n"
         f"--- a/{path}\n+++ b/{path}\n"
@@ -201,7 +207,8 @@ def _diff_line(mark: str, line: str) -> str:
 
 
 def _funcname(old_lines: list[str], hunk_start: int) -> str:
-    """git's default hunk-header context (xdiff's def_ff): the nearest line above starting with [A-Za-z_$]."""
+    """git's default hunk-header context (xdiff's def_ff): the
+    nearest line above starting with [A-Za-z_$]."""
     for line in reversed(old_lines[:hunk_start]):
         raw = line.encode()
         if raw[:1].isalpha() or raw[:1] in (b"_", b"$"):

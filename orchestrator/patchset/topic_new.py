@@ -15,7 +15,7 @@ import yaml
 
 from .. import untrusted
 from ..errors import ConfigError
-from .layout import get_layout
+from ..model.layout import get_layout
 from .queue import QUEUE_FILE, TOPIC_FILE, TOPIC_NAME, check_series_shape, parse_queue_order
 from .render import render
 from .series import FileDiff, Patch, Series, parse_patch

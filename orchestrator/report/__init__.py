@@ -1,2 +1,2 @@
-"""The run's record: the typed results model (results.json), summary.md, junit.xml, and merging
-per-cell results into one."""
+"""The run's record written: results.json (its model is in model/results.py), summary.md,
+junit.xml, and merging per-cell results into one."""

@@ -14,8 +14,8 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Callable, Optional, Sequence
 
-from ..patchset.layout import GATE_TEST, TESTS, UPSTREAM_TEST
-from .model import (
+from ..model.layout import GATE_TEST, TESTS, UPSTREAM_TEST
+from ..model.results import (
     AttributionEntry,
     Cell,
     CellStatus,
@@ -31,13 +31,15 @@ CONTROL_GATE_NAME = f"{GATE_TEST} (fix reverted: must fail)"
 LogTail = Callable[[str], Optional[str]]  # a log's path -> its last lines, or None
 
 
-# ANSI escape sequences (colours, cursor moves) and what XML 1.0 cannot hold: a log is anyone's bytes
+# ANSI escape sequences (colours, cursor moves) and
+# what XML 1.0 cannot hold: a log is anyone's bytes
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]{0,4096}(?:\x07|\x1b\\)?|[@-Z\\-_])")
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def xml_text(text: str) -> str:
-    """`text` as XML 1.0 can carry it: no ANSI codes, other control characters and lone surrogates as U+FFFD."""
+    """`text` as XML 1.0 can carry it: no ANSI codes, other control
+    characters and lone surrogates as U+FFFD."""
     return _NOT_XML.sub("\ufffd", _ANSI.sub("", text))
 
 
@@ -66,7 +68,8 @@ def _mark(case: ET.Element, kind: str, message: str, kind_type: str = "", text: 
 
 
 def _detail(t: TestRecord, log_tail: LogTail, attribution: Sequence[AttributionEntry] = ()) -> str:
-    """A failure's body: what the record says, the attribution of each failing device, the log's end."""
+    """A failure's body: what the record says, the
+    attribution of each failing device, the log's end."""
     said = (
         ("signal", t.signal),
         ("failure line", t.failure_line),
@@ -102,9 +105,8 @@ def _test_case(
         log = "\n".join(_log_lines(build.log if build else None, log_tail)) or "log: "
         _mark(case, "failure", message, "build-failed", log)
         return
-    if (
-        rec.status == RecordStatus.BUILT
-    ):  # --build-only: a device-less machine compiled it, ran nothing
+    # --build-only: a device-less machine compiled it, ran nothing
+    if rec.status == RecordStatus.BUILT:
         _mark(case, "skipped", f"built only, not run: {cell.reason}")
         return
     killed = variant == "control" and rec.verdict == Verdict.KILLED
@@ -135,9 +137,8 @@ def _test_case(
         entries = (
             [e for e in cell.attribution or [] if e.test == test] if variant == "patched" else []
         )
-        labels = ", ".join(
-            dict.fromkeys(str(e.label) for e in entries)
-        )  # " [regression]", " [pre-existing, unknown]"
+        # " [regression]", " [pre-existing, unknown]"
+        labels = ", ".join(dict.fromkeys(str(e.label) for e in entries))
         message = (f"{what}: {line}" if line else what) + (f" [{labels}]" if labels else "")
         _mark(case, "failure", message, str(t.outcome), _detail(t, log_tail, entries))
 
@@ -155,9 +156,8 @@ def _suite(parent: ET.Element, cell: Cell, results: Results, log_tail: LogTail) 
         if (rec := by_variant.get(variant)) is not None:
             _test_case(suite, cell, rec, test, log_tail)
             continue
-        case = _case(
-            suite, cell, variant, test
-        )  # no record: a skipped cell, or a cell that stopped early
+        # no record: a skipped cell, or a cell that stopped early
+        case = _case(suite, cell, variant, test)
         if cell.status == CellStatus.SKIPPED:
             _mark(case, "skipped", reason)
         elif variant == "control":

@@ -1,4 +1,5 @@
-"""Combining per-cell results (one CI leg each) into one Results, as one run would have made. Pure."""
+"""Combining per-cell results (one CI leg each) into one
+Results, as one run would have made. Pure."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import time
 from typing import Iterable, Optional, Sequence
 
 from ..errors import ConfigError
-from .model import Parallel, Results, overall_exit_code
+from ..model.results import Parallel, Results, overall_exit_code
 
 
 def merge_results(
@@ -29,7 +30,8 @@ def merge_results(
         for cell in res.cells:
             if cell.cell in seen:
                 raise ConfigError(
-                    f"{name}: cell {cell.cell} is also in {seen[cell.cell]}: a cell can be merged once"
+                    f"{name}: cell {cell.cell} is also in "
+                    f"{seen[cell.cell]}: a cell can be merged once"
                 )
             seen[cell.cell] = name
     cells = [c for _, res in parts for c in res.cells]

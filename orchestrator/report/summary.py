@@ -7,12 +7,8 @@ from typing import Optional
 
 from .. import untrusted
 from ..finetune import section as evidence_section
-from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
-from ..redact import redact, redact_data
-from ..verdicts.mutants import kill_line, tally_line
-from ..verdicts.training import table_markdown
-from .junit import junit_xml
-from .model import (
+from ..model.layout import GATE_TEST, UPSTREAM_TEST
+from ..model.results import (
     COMPETING_PREFIX,
     MUTANT_PREFIX,
     Cell,
@@ -26,6 +22,10 @@ from .model import (
     dump_results,
     results_of,
 )
+from ..redact import redact, redact_data
+from ..verdicts.mutants import kill_line, tally_line
+from ..verdicts.training import table_markdown
+from .junit import junit_xml
 
 _ICON = {
     CellStatus.PASSED: "✅",
@@ -43,20 +43,19 @@ def write_results(results: Results, directory: Path) -> list[Path]:
     json_path = dump_results(results, directory / "results.json")
     md_path = directory / "summary.md"
     # the fine-tuning evidence's section (`ggml-patch evidence`) survives a matrix run
-    old = untrusted.read_lenient(
-        md_path, "summary", root=directory
-    )  # only a regular file of ours is kept from
+    # only a regular file of ours is kept from
+    old = untrusted.read_lenient(md_path, "summary", root=directory)
     md_path.write_text(evidence_section.keep(old, summary_markdown(results)), encoding="utf-8")
     # logs are read only inside the results folder, and redacted like everything else written
     xml = junit_xml(results, lambda p: log_tail(p, root=directory))
-    (directory / "junit.xml").write_text(
-        redact(xml), encoding="utf-8"
-    )  # for CI systems' test views
+    # for CI systems' test views
+    (directory / "junit.xml").write_text(redact(xml), encoding="utf-8")
     return [json_path, md_path]
 
 
 def log_tail(path: str, lines: int = 30, root: Optional[Path] = None) -> Optional[str]:
-    """A log's last lines for junit.xml; None unless a regular file inside `root` (a results folder's own)."""
+    """A log's last lines for junit.xml; None unless a regular
+    file inside `root` (a results folder's own)."""
     text = untrusted.tail_text(path, root)  # a build log can be megabytes: only its end is read
     return None if text is None else "\n".join(text.splitlines()[-lines:]) or None
 
@@ -87,8 +86,8 @@ def summary_markdown(results: Results) -> str:
         f"# ggml-patch matrix: {good}/{len(cells)} cells passed"
         + (f" ({others})" if others else ""),
         "",
-        f"Series: {len(series.patches)} patches in the {series.layout} layout "
-        f"(sha256 `{series.sha256[:16]}`), profile `{results.profile}`, exit code {results.exit_code}.",
+        f"Series: {len(series.patches)} patches in the {series.layout} layout (sha256 "
+        f"`{series.sha256[:16]}`), profile `{results.profile}`, exit code {results.exit_code}.",
         "",
         "| cell | status | with fix: test-opt | with fix: gate | control (fix reverted) "
         "| gate failure line without the fix |",
@@ -100,8 +99,9 @@ def summary_markdown(results: Results) -> str:
         line = control.failure_line if control else None
         verdict = (control.verdict if control else None) or "—"
         out.append(
-            f"| {c.cell} | {_ICON.get(c.status, '')} {c.status} | {_test_cell(patched, UPSTREAM_TEST)} | "
-            f"{_test_cell(patched, GATE_TEST)} | {verdict} | {f'`{line}`' if line else '—'} |"
+            f"| {c.cell} | {_ICON.get(c.status, '')} {c.status} | "
+            f"{_test_cell(patched, UPSTREAM_TEST)} | {_test_cell(patched, GATE_TEST)} | "
+            f"{verdict} | {f'`{line}`' if line else '—'} |"
         )
     out += ["", "## Why", "", *(f"- **{c.cell}**: {c.status} — {c.reason}" for c in cells)]
     out += [*_not_run_section(results), *_device_section(results), *_attribution_section(cells)]
@@ -171,7 +171,8 @@ def _tally(rec: Optional[VariantRecord], test: str, device: str) -> str:
 
 
 def _first_fail(rec: Optional[VariantRecord], test: str, device: str) -> Optional[str]:
-    """The test's first FAIL line on that device (the gate's own line; test-opt's as "test-opt: sgd FAIL")."""
+    """The test's first FAIL line on that device (the gate's own
+    line; test-opt's as "test-opt: sgd FAIL")."""
     t = rec.test(test) if rec else None
     fail = (
         next((r for r in t.rows if r.device == device and r.status == RowStatus.FAIL), None)
@@ -209,7 +210,10 @@ def _device_section(results: Results) -> list[str]:
                     f"{_tally(rec, GATE_TEST, dev)} | {'; '.join(f'`{f}`' for f in fails) or '—'} |"
                 )
     header = f"| cell | device | variant | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line |"
-    intro = "Rows passed/total per device (skipped rows apart); the first FAIL line of each test. Every row: results.json."
+    intro = (
+        "Rows passed/total per device (skipped rows apart); the first FAIL "
+        "line of each test. Every row: results.json."
+    )
     return _table("## Per-device results", header, rows, intro) if rows else []
 
 
@@ -223,26 +227,31 @@ def _not_run_section(results: Results) -> list[str]:
         if t.outcome == Outcome.SKIPPED
     ]
     intro = (
-        "Not run in any variant (with the fix, without it, with a mutant), and not built. Without test-opt the "
-        "control's verdict rests on the gate alone, and its reason says so."
+        "Not run in any variant (with the fix, without it, with a mutant), and not built. Without "
+        "test-opt the control's verdict rests on the gate alone, and its reason says so."
     )
     return _table("## Tests not run", "| cell | test | why |", rows, intro) if rows else []
 
 
 def _attribution_section(cells: list[Cell]) -> list[str]:
     rows = [
-        f"| {c.cell} | {e.test} | {e.device or '—'} | {e.with_fix} | {e.without_fix} | **{e.label}** |"
+        f"| {c.cell} | {e.test} | {e.device or '—'} | "
+        f"{e.with_fix} | {e.without_fix} | **{e.label}** |"
         for c in cells
         for e in c.attribution or []
     ]
     header = "| cell | test | device | with the fix | without the fix | attribution |"
-    intro = "Each test failing with the fix, compared with the same test and device without it (the control)."
+    intro = (
+        "Each test failing with the fix, compared with the same "
+        "test and device without it (the control)."
+    )
     return _table("## Failure attribution", header, rows, intro) if rows else []
 
 
 def _mutants_section(results: Results) -> list[str]:
-    """Each known-wrong fix per cell, each test judging it separately: which test kills it (test-opt's
-    new cases are what upstream keeps), and the first FAIL line (or, when it was not killed, why)."""
+    """Each known-wrong fix per cell, each test judging it separately: which
+    test kills it (test-opt's new cases are what upstream keeps), and the first
+    FAIL line (or, when it was not killed, why)."""
     tallies, table = [], []
     for c in results.cells:
         recs = results.mutants_of(c.cell)

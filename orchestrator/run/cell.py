@@ -1,40 +1,27 @@
-"""One cell of the matrix as a pipeline of steps (run_steps): fetch, apply, configure, build, test, control,
-mutants, competing, training, conclude, store. Each takes the cell's context (`CellContext`: what the cell
-is, how it runs, what it records) and what earlier steps returned; apply's None (a cached result) ends it.
+"""One cell of the matrix as a list of steps (MATRIX_STEPS, run by run/pipeline.py's run_steps):
+fetch, apply, plan, configure, build, test, control, mutants, competing, training, conclude, store.
+Each takes the cell's context (CellContext: what the cell is, its CellOptions, what the earlier
+steps returned) and returns its typed result, which the context records; apply's Stop (a cached
+result) ends the list. The bundle's verification runs BUNDLE_STEPS on a tree it applied itself.
 A BuildFailed fails the cell, any other GgmlPatchError is its error; the other cells go on."""
 
 from __future__ import annotations
 
-import functools
 import shutil
 import sys
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, NamedTuple, Optional
+from typing import Any, Callable, Iterator, NamedTuple, Optional, Union
 
-from .. import __version__, backends, sources
-from ..backends import BackendModule
+from .. import __version__, sources
 from ..cache import Cache, slug
 from ..cancel import CancelToken
-from ..config import Backend, Matrix, Target
+from ..config import Backend, Target
 from ..errors import BuildFailed, ExitCode, GgmlPatchError, SeriesDoesNotApply
-from ..patchset.files import write_patches
-from ..patchset.layout import (
-    GATE_TEST,
-    TESTS,
-    UPSTREAM_TEST,
-    BuildPlan,
-    Layout,
-    build_plan,
-    get_layout,
-)
-from ..patchset.render import render
-from ..patchset.series import Series
-from ..progress import Reporter
-from ..records import Record
-from ..report.model import (
+from ..model.layout import GATE_TEST, TESTS, UPSTREAM_TEST, BuildPlan, build_plan, get_layout
+from ..model.results import (
     COMPETING_PREFIX,
     MUTANT_PREFIX,
     Build,
@@ -54,6 +41,11 @@ from ..report.model import (
     VariantRecord,
     Verdict,
 )
+from ..patchset.files import write_patches
+from ..patchset.render import render
+from ..patchset.series import Series
+from ..progress import Reporter
+from ..records import Record
 from ..vcs.runner import GitError
 from ..vcs.snapshots import SnapshotRepo, Worktree
 from ..verdicts import attribution, classify, training
@@ -61,7 +53,11 @@ from ..verdicts.competing import CompetingFix, first_failing_line
 from ..verdicts.competing import judge as judge_competing
 from ..verdicts.mutants import Mutant, overall_verdict, per_test_verdicts
 from . import cmake, resultcache, toolchain
+from .options import CellOptions, RunOptions
+from .pipeline import CellContext, CellProgress, Step, Stop, new_context, run_steps
 from .testrun import TestRun, run_program
+
+__all__ = ["CellContext", "CellOptions", "CellProgress", "RunOptions", "Step", "Stop", "run_steps"]
 
 # the gate test is built from here (extra-programs.cmake) unless the series carries it
 _HARNESS_FILES = (
@@ -72,122 +68,25 @@ _HARNESS_FILES = (
 )
 
 
-class CellProgress:
-    """Progress (where there is a reporter) and cancellation: a cancelled cell stops at its next step or build line."""
-
-    def __init__(self, reporter: Optional[Reporter] = None, cancel: Optional[CancelToken] = None):
-        self.reporter, self.cancel = reporter, cancel or CancelToken()
-
-    def step(self, name: str, detail: str = "") -> None:
-        self.cancel.check()
-        if self.reporter:
-            self.reporter.step(name, detail)
-
-    def done(self, what: str) -> None:
-        if self.reporter:
-            self.reporter.done(what)
-
-    def verdict(self, text: str) -> None:
-        if self.reporter:
-            self.reporter.verdict(text)
-
-    def build_progress(self, done: int, total: int) -> None:
-        self.cancel.check()
-        if self.reporter:
-            self.reporter.build_progress(done, total)
-
-
-@dataclass(kw_only=True)
-class CellOptions:
-    """How a cell runs: resolved once for a matrix run's cells (run_matrix), a bundle's tree or the evidence."""
-
-    series: Optional[Series] = (
-        None  # the canonical series (None: the tree is given, e.g. a bundle's)
-    )
-    repo: Optional[SnapshotRepo] = None
-    n_jobs: Optional[int] = None  # compile jobs (None: every core)
-    rerun: bool = False  # ignore a cached result
-    mutant_files: list[Mutant] = field(default_factory=list)  # native_tests/mutants/*.patch
-    no_mutants: bool = False  # --no-mutants (no competing fixes either)
-    competing_files: list[CompetingFix] = field(
-        default_factory=list
-    )  # native_tests/competing/*.patch
-    programs: bool = True  # build and run the training program beside the tests
-    build_subdir: str = (
-        "build"  # the build tree under cell_dir (the fine-tuning evidence has its own)
-    )
-
-
-@dataclass
-class CellContext(CellOptions):
-    """One cell: what it is, how it runs (its CellOptions), what it records (what a step finds, it returns)."""
-
-    target: Target
-    backend: Backend
-    module: BackendModule
-    cache: Cache
-    native_tests: Path  # native_tests/: the harness, the training program, mutants/
-    cell_dir: Path  # src/ (the worktree), build/, harness/, series/, state.json
-    logs: Path  # where this run's logs go
-    steps: CellProgress
-    cell: Cell
-    build_only_reason: Optional[str] = (
-        None  # --build-only on a machine without the device: build, run nothing
-    )
-    records: list[VariantRecord] = field(default_factory=list)
-
-    @functools.cached_property
-    def env(self) -> dict[str, str]:
-        """Configure's, the builds' and the tests' (the backend's module's, then matrix.yaml's)."""
-        return self.module.test_env(self.backend)
-
-    @property
-    def layout(self) -> Layout:
-        return get_layout(self.target.layout, self.target.prefix)
-
-    @property
-    def build_dir(self) -> Path:
-        return self.cell_dir / self.build_subdir
-
-    @property
-    def runs_tests(self) -> bool:
-        return self.build_only_reason is None
-
-    @property
-    def skipped_tests(self) -> dict[str, str]:
-        """test -> why this backend does not run it (its module's skip_tests): never built, never run."""
-        return dict(self.module.skip_tests)
-
-    @property
-    def key(self) -> str:
-        return self.cell.cache_key or ""
-
-    @contextmanager
-    def timing(self, name: str) -> Iterator[None]:
-        """The block's wall time in the cell's timings (not when it raises)."""
-        t0 = time.monotonic()
-        yield
-        self.cell.timings[name] = round(time.monotonic() - t0, 2)
-
-    def record(
-        self, variant: str, status: RecordStatus = RecordStatus.PENDING, **info: Any
-    ) -> VariantRecord:
-        """A new record of this cell (`info`: a mutant's or a competing fix's header)."""
-        c = self.cell
-        return VariantRecord(
-            cell=c.cell, target=c.target, backend=c.backend, variant=variant, status=status, **info
-        )
-
-
-# ---------------------------------------------------------------- the steps
+# ---------------------------------------------------------------- what the steps return
 
 
 class Tree(NamedTuple):
-    """What apply made: the worktree on the base (`snap`) with the series rendered for the target applied."""
+    """What apply made: the worktree on the base (`snap`) with the series rendered for the target
+    applied, and the commit `git am` made (`head`)."""
 
     snap: sources.Snapshot
     rendered: Series
     worktree: Worktree
+    head: str = ""
+
+
+class Planned(NamedTuple):
+    """What configure and the builds work from: the build plan and how the steps name it."""
+
+    plan: BuildPlan
+    detail: str  # configure's progress line
+    what: str  # configure's failure names it
 
 
 class Configured(NamedTuple):
@@ -195,104 +94,130 @@ class Configured(NamedTuple):
     reused: bool  # the build tree as it was: nothing changed
 
 
-def run_steps(ctx: CellContext) -> None:
-    """The cell's steps in order, each given what the earlier ones returned, until apply finds a cached result."""
-    tree = apply(ctx, fetch(ctx))
-    if tree is not None:
-        judge_tree(ctx, tree, configure(ctx, tree.worktree).plan)
-        store(ctx)
+class Variants(NamedTuple):
+    """The known-wrong fixes' tally (None: the cell has none) and their records."""
+
+    tally: Optional[MutantTally]
+    records: list[VariantRecord]
 
 
-def judge_tree(ctx: CellContext, tree: Tree, plan: BuildPlan) -> None:
-    """build -> test -> control -> mutants -> competing -> training -> conclude, on apply's tree as configured."""
-    patched = run_tests(ctx, plan, build(ctx, plan))
-    without = control(ctx, tree, plan, patched)
-    run_mutants(ctx, tree.worktree, patched)
-    run_competing(ctx, tree, patched)
-    compare_training(ctx, patched, without)
-    conclude(ctx, patched, without)
+class Conclusion(NamedTuple):
+    status: CellStatus
+    reason: str
+    exit_code: int
+
+
+# ---------------------------------------------------------------- the steps
 
 
 def fetch(ctx: CellContext) -> sources.Snapshot:
     ctx.steps.step("fetch", f"{ctx.target.source.kind} {ctx.target.source.key}")
-    assert ctx.repo is not None
     with ctx.timing("fetch"):
         snap = sources.snapshot(ctx.target.source, ctx.cache, ctx.repo)
-        ctx.cell.source = Provenance(
-            kind=ctx.target.source.kind,
-            description=snap.description,
-            **snap.provenance,
-            base_commit=snap.commit,
-        )
     ctx.steps.done(snap.description)
     return snap
 
 
-def apply(ctx: CellContext, snap: sources.Snapshot) -> Optional[Tree]:
-    """The series rendered into the target's layout, applied on the base; None: the cached result is the cell's."""
-    assert ctx.series is not None and ctx.repo is not None
-    repo = ctx.repo
-    ctx.steps.step("apply", f"{len(ctx.series.patches)} patches, layout {ctx.layout.name}")
+def provenance_of(ctx: CellContext, snap: sources.Snapshot) -> Provenance:
+    """Where the cell's base comes from, as results.json records it."""
+    return Provenance(
+        kind=ctx.target.source.kind,
+        description=snap.description,
+        **snap.provenance,
+        base_commit=snap.commit,
+    )
+
+
+def _record_source(ctx: CellContext, snap: sources.Snapshot) -> None:
+    ctx.cell.source = provenance_of(ctx, snap)
+
+
+def apply(ctx: CellContext) -> Union[Tree, Stop]:
+    """The series rendered into the target's layout, applied on the base; a Stop: the cached
+    result is the cell's."""
+    snap, series, repo = ctx.got(FETCH), ctx.options.series, ctx.repo
+    ctx.steps.step("apply", f"{len(series.patches)} patches, layout {ctx.layout.name}")
     with ctx.timing("apply"):
         rendered = render(
-            ctx.series,
-            get_layout(ctx.series.layout),
+            series,
+            get_layout(series.layout),
             ctx.layout,
             lambda p: repo.read_blob(snap.commit, p),
         )
         ctx.cell.cache_key = resultcache.cell_key(cache_inputs(ctx, snap, rendered))
-        if not ctx.rerun and reuse_cached(ctx):
+        if not ctx.options.rerun and reuse_cached(ctx):
             ctx.steps.done(
                 f"cached result, nothing changed (key {ctx.key[:12]}; --rerun to run it again)"
             )
-            return None
-        worktree = Worktree(repo, ctx.cell_dir / "src")
+            return Stop("cached result")
         try:
-            head = ctx.cell.patched_commit = apply_series(
-                worktree, snap.commit, rendered, ctx.cell_dir
-            )
+            head = apply_series(ctx.worktree, snap.commit, rendered, ctx.cell_dir)
         except SeriesDoesNotApply as e:
             raise SeriesDoesNotApply(
                 f"the series does not apply to {snap.description}: {e}"
             ) from None
     ctx.steps.done(f"patched commit {head[:12]}")
-    return Tree(snap, rendered, worktree)
+    return Tree(snap, rendered, ctx.worktree, head)
 
 
-def configure(ctx: CellContext, worktree: Worktree) -> Configured:
-    """The build tree configured for the plan (reused as it is when nothing changed)."""
-    plan = build_plan(ctx.layout, str(worktree.path), str(harness(ctx.native_tests, ctx.cell_dir)))
-    plan = replace(plan, targets=tuple(t for t in plan.targets if t not in ctx.skipped_tests))
-    plan = plan if ctx.programs else replace(plan, programs=())
-    ctx.steps.step("configure", f"cmake {ctx.module.name}")
+def _record_patched_commit(ctx: CellContext, tree: Tree) -> None:
+    ctx.cell.patched_commit = tree.head
+
+
+def plan(ctx: CellContext) -> Planned:
+    """The layout's build plan on the cell's worktree: the tests this backend runs, the training
+    program where the options ask for it."""
+    found = build_plan(
+        ctx.layout, str(ctx.worktree.path), str(harness(ctx.native_tests, ctx.cell_dir))
+    )
+    targets = tuple(t for t in found.targets if t not in ctx.skipped_tests)
+    found = replace(found, targets=targets)
+    if not ctx.options.programs:
+        found = replace(found, programs=())
+    return Planned(found, f"cmake {ctx.module.name}", "cmake configure")
+
+
+def configure(ctx: CellContext) -> Configured:
+    """The build tree configured for the plan step's plan (reused as it is when nothing changed)."""
+    planned = ctx.got(PLAN)
+    ctx.steps.step("configure", planned.detail)
     with ctx.timing("configure"):
         flags = ctx.module.configure_flags(ctx.backend)
-        step = cmake.configure(plan, ctx.build_dir, flags, ctx.logs / "configure.log", ctx.env)
-    cmake.require(step, "cmake configure")
+        log = ctx.logs / "configure.log"
+        step = cmake.configure(planned.plan, ctx.build_dir, flags, log, ctx.env)
+    cmake.require(step, planned.what)
     ctx.steps.done("reused" if step.skipped else "configured")
-    return Configured(plan, step.skipped)
+    return Configured(planned.plan, step.skipped)
 
 
-def build(ctx: CellContext, plan: BuildPlan) -> VariantRecord:
+def build(ctx: CellContext) -> VariantRecord:
+    """The patched variant built (every target of the plan); a BuildFailed when it does not build."""
+    plan = ctx.got(CONFIGURE).plan
     rec = build_variant(ctx, "patched", plan.targets + plan.programs)
-    if rec.status == RecordStatus.BUILD_FAILED:
-        assert rec.build is not None
-        raise BuildFailed(
-            f"{ctx.cell.cell}: build failed: {rec.build.error} (log: {rec.build.log})"
-        )
+    if rec.build is None or not rec.build.ok:
+        error = rec.build.error if rec.build else ""
+        log = rec.build.log if rec.build else ctx.logs
+        raise BuildFailed(f"{ctx.cell.cell}: build failed: {error} (log: {log})")
     return rec
 
 
-def run_tests(ctx: CellContext, plan: BuildPlan, patched: VariantRecord) -> VariantRecord:
+def run_tests(ctx: CellContext) -> VariantRecord:
+    """The patched variant's tests and training program run (none with --build-only)."""
+    patched = ctx.got(BUILD)
     if ctx.runs_tests:
-        _run_variant(ctx, plan.programs, patched)
-    ctx.records.append(patched)
+        _run_variant(ctx, ctx.got(CONFIGURE).plan.programs, patched)
     return patched
 
 
-def control(ctx: CellContext, tree: Tree, plan: BuildPlan, patched: VariantRecord) -> VariantRecord:
-    """The negative control: only the fix reverted (the tests kept) in the same tree, rebuilt (one translation
-    unit and the relinks), the tests run again, judged (killed, survived, invalid); the tree put back after."""
+def _add_record(ctx: CellContext, rec: VariantRecord) -> None:
+    ctx.records.append(rec)
+
+
+def control(ctx: CellContext) -> VariantRecord:
+    """The negative control: only the fix reverted (the tests kept) in the same tree, rebuilt (one
+    translation unit and the relinks), the tests run again, judged (killed, survived, invalid); the
+    tree put back after."""
+    tree, plan, patched = ctx.got(APPLY), ctx.got(CONFIGURE).plan, ctx.got(TEST)
     fix_paths = tree.rendered.fix_paths()
     ctx.steps.step("control", f"revert {', '.join(fix_paths)}, keep the test")
     # the control's whole marginal cost: revert, rebuild, tests, restore
@@ -304,8 +229,169 @@ def control(ctx: CellContext, tree: Tree, plan: BuildPlan, patched: VariantRecor
     if ctx.runs_tests:
         _judge_control(ctx, patched, rec)
         ctx.steps.verdict(verdict_line(patched, rec))
-    ctx.records.append(rec)
     return rec
+
+
+def run_mutants(ctx: CellContext) -> Variants:
+    """Each known-wrong fix on the patched tree: applied, the judged tests rebuilt, each run and
+    judged on its own (which test kills it), the files put back. Nothing is rebuilt after a
+    restore: no later step runs a binary, and the next build sees the restored file newer than its
+    object."""
+    mutant_files, patched = ctx.options.mutant_files, ctx.got(TEST)
+    if not mutant_files:
+        return Variants(None, [])
+    reason = ctx.module.mutants_skip_reason
+    if reason:  # none run, none recorded: the plain backend's cell has them
+        return Variants(MutantTally(total=0, killed=0, skipped=reason), [])
+    skipped = _why_mutants_are_skipped(ctx, patched)
+    if skipped:
+        recs = [_diff_record(ctx, m, RecordStatus.SKIPPED, skipped) for m in mutant_files]
+        return Variants(MutantTally(total=len(mutant_files), killed=0, skipped=skipped), recs)
+    with ctx.timing("mutants"):
+        recs = [_run_mutant(ctx, ctx.worktree, patched, m) for m in mutant_files]
+    killed_by = {}
+    for t in _judged_tests(patched):
+        killed_by[t] = sum(1 for r in recs if (r.kills or {}).get(t) == Verdict.KILLED)
+    tally = MutantTally(
+        total=len(recs),
+        killed=sum(1 for r in recs if r.verdict == Verdict.KILLED),
+        survived=[r.mutant.name for r in recs if r.verdict == Verdict.SURVIVED and r.mutant],
+        invalid=[r.mutant.name for r in recs if r.verdict == Verdict.INVALID and r.mutant],
+        killed_by=killed_by,
+    )
+    return Variants(tally, recs)
+
+
+def _record_mutants(ctx: CellContext, found: Variants) -> None:
+    ctx.records += found.records
+    if found.tally is not None:
+        ctx.cell.mutants = found.tally
+
+
+def run_competing(ctx: CellContext) -> list[VariantRecord]:
+    """Each competing fix on the UNFIXED tree (the control's): applied, rebuilt, run, judged, the
+    files put back."""
+    competing, patched = ctx.options.competing_files, ctx.got(TEST)
+    # as the mutants: the plain backend's cell has them
+    if not competing or ctx.module.mutants_skip_reason:
+        return []
+    skipped = _why_mutants_are_skipped(ctx, patched)
+    if skipped:
+        return [_diff_record(ctx, c, RecordStatus.SKIPPED, skipped) for c in competing]
+    tree = ctx.got(APPLY)
+    with ctx.timing("competing"), fix_reverted(tree):
+        return [_run_competing(ctx, tree.worktree, patched, c) for c in competing]
+
+
+def _add_records(ctx: CellContext, recs: list[VariantRecord]) -> None:
+    ctx.records += recs
+
+
+def compare_training(ctx: CellContext) -> Optional[TrainingComparison]:
+    """The training program's epochs with the fix against the control's (None: not run)."""
+    p, c = ctx.got(TEST), ctx.got(CONTROL)
+    if p.training is None or c.training is None:
+        return None
+    p_ep, c_ep = p.training.epochs, c.training.epochs
+    return TrainingComparison(
+        with_fix=p_ep,
+        without_fix=c_ep,
+        diverges_as_predicted=training.diverges_as_predicted(p_ep, c_ep),
+    )
+
+
+def _record_training(ctx: CellContext, found: Optional[TrainingComparison]) -> None:
+    if found is not None:
+        ctx.cell.training = found
+
+
+def conclude(ctx: CellContext) -> Conclusion:
+    """The cell's status, reason and exit code from the patched variant, the control and the
+    known-wrong fixes' tally."""
+    cell, patched, control = ctx.cell, ctx.got(TEST), ctx.got(CONTROL)
+    if not ctx.runs_tests:
+        if control.status == RecordStatus.BUILD_FAILED:
+            error = control.build.error if control.build else ""
+            reason = f"built with the fix, but the control (fix reverted) did not build: {error}"
+            return Conclusion(CellStatus.FAILED, reason, int(ExitCode.BUILD_FAILED))
+        reason = f"built with and without the fix; tests not run: {ctx.build_only_reason}"
+        return Conclusion(CellStatus.BUILD_ONLY, reason, 0)
+    outcomes = {n: t.outcome for n, t in patched.tests.items()}
+    built = bool(patched.build and patched.build.ok)
+    judged = None
+    if control.verdict:
+        judged = classify.GateVerdict(control.verdict, control.verdict_reason)
+    status, reason = classify.cell_status(
+        built, outcomes, judged, attribution.summary(cell.attribution or [])
+    )
+    code = ExitCode.OK
+    if status != CellStatus.PASSED:
+        if not built:
+            code = ExitCode.BUILD_FAILED
+        elif any(o not in (classify.PASSED, classify.SKIPPED) for o in outcomes.values()):
+            code = ExitCode.EXPECTATIONS_NOT_MET
+        else:
+            code = ExitCode.CONTROL_NOT_KILLED
+    survived = cell.mutants.survived if cell.mutants else []
+    if survived:  # the gate passes a known-wrong fix: it is not gate enough
+        reason += f"; {len(survived)} known-wrong fix(es) survived the gate: {', '.join(survived)}"
+        if status == CellStatus.PASSED:
+            status, code = CellStatus.FAILED, ExitCode.CONTROL_NOT_KILLED
+    return Conclusion(status, reason, int(code))
+
+
+def _record_conclusion(ctx: CellContext, found: Conclusion) -> None:
+    ctx.cell.status, ctx.cell.reason, ctx.cell.exit_code = found
+
+
+def store(ctx: CellContext) -> None:
+    """The finished cell and its logs in the result cache, log paths relative to the logs
+    directory."""
+    for rec in ctx.records:
+        for t in rec.tests.values():
+            t.output = None  # the tests' output is in their logs
+    records = [r.model_copy(deep=True) for r in ctx.records]  # copies: paths made relative below
+    # one not under this run's logs (never so today) kept as it is
+    _map_logs(
+        records,
+        lambda p: str(Path(p).relative_to(ctx.logs)) if Path(p).is_relative_to(ctx.logs) else p,
+    )
+    entry = CachedResult(cell=ctx.cell, records=records).to_json()
+    resultcache.store_with_logs(results_cache_dir(ctx.cache), ctx.key, entry, ctx.logs)
+
+
+# ---------------------------------------------------------------- the step lists
+
+FETCH = Step("fetch", fetch, _record_source)
+APPLY = Step("apply", apply, _record_patched_commit)
+PLAN = Step("plan", plan)
+CONFIGURE = Step("configure", configure)
+BUILD = Step("build", build)
+TEST = Step("test", run_tests, _add_record)
+CONTROL = Step("control", control, _add_record)
+MUTANTS = Step("mutants", run_mutants, _record_mutants)
+COMPETING = Step("competing", run_competing, _add_records)
+TRAINING = Step("training", compare_training, _record_training)
+CONCLUDE = Step("conclude", conclude, _record_conclusion)
+STORE = Step("store", store)
+
+# a matrix cell: the series applied, built, tested, controlled, judged, cached
+MATRIX_STEPS: tuple[Step[Any], ...] = (
+    FETCH,
+    APPLY,
+    PLAN,
+    CONFIGURE,
+    BUILD,
+    TEST,
+    CONTROL,
+    MUTANTS,
+    COMPETING,
+    TRAINING,
+    CONCLUDE,
+    STORE,
+)
+# a tree given as it is (the bundle's, applied with git am): configured, built, tested
+BUNDLE_STEPS: tuple[Step[Any], ...] = (PLAN, CONFIGURE, BUILD, TEST)
 
 
 def verdict_line(patched: Optional[VariantRecord], control: VariantRecord) -> str:
@@ -370,130 +456,6 @@ def _judge_control(ctx: CellContext, patched: VariantRecord, rec: VariantRecord)
     ctx.cell.failure_kind = attribution.failure_kind(entries)
 
 
-def run_mutants(
-    ctx: CellContext, worktree: Worktree, patched: VariantRecord
-) -> Optional[MutantTally]:
-    """Each known-wrong fix on the patched tree: applied, the judged tests rebuilt, each run and judged on its
-    own (which test kills it), the files put back. Nothing is rebuilt after a restore: no later step runs a
-    binary, and the next build sees the restored file newer than its object."""
-    if not ctx.mutant_files:
-        return None
-    if ctx.module.no_mutants:  # none run, none recorded: the plain backend's cell has them
-        ctx.cell.mutants = MutantTally(total=0, killed=0, skipped=ctx.module.no_mutants)
-        return ctx.cell.mutants
-    skipped = _why_mutants_are_skipped(ctx, patched)
-    if skipped:
-        ctx.records += [
-            _diff_record(ctx, m, RecordStatus.SKIPPED, skipped) for m in ctx.mutant_files
-        ]
-        ctx.cell.mutants = MutantTally(total=len(ctx.mutant_files), killed=0, skipped=skipped)
-        return ctx.cell.mutants
-    with ctx.timing("mutants"):
-        recs = [_run_mutant(ctx, worktree, patched, m) for m in ctx.mutant_files]
-    ctx.records += recs
-    ctx.cell.mutants = MutantTally(
-        total=len(recs),
-        killed=sum(1 for r in recs if r.verdict == Verdict.KILLED),
-        survived=[r.mutant.name for r in recs if r.verdict == Verdict.SURVIVED and r.mutant],
-        invalid=[r.mutant.name for r in recs if r.verdict == Verdict.INVALID and r.mutant],
-        killed_by={
-            t: sum(1 for r in recs if (r.kills or {}).get(t) == Verdict.KILLED)
-            for t in _judged_tests(patched)
-        },
-    )
-    return ctx.cell.mutants
-
-
-def run_competing(ctx: CellContext, tree: Tree, patched: VariantRecord) -> None:
-    """Each competing fix on the UNFIXED tree (the control's): applied, rebuilt, run, judged, the files put back."""
-    if (
-        not ctx.competing_files or ctx.module.no_mutants
-    ):  # as the mutants: the plain backend's cell has them
-        return
-    skipped = _why_mutants_are_skipped(ctx, patched)
-    if skipped:
-        ctx.records += [
-            _diff_record(ctx, c, RecordStatus.SKIPPED, skipped) for c in ctx.competing_files
-        ]
-        return
-    with ctx.timing("competing"), fix_reverted(tree):
-        ctx.records += [_run_competing(ctx, tree.worktree, patched, c) for c in ctx.competing_files]
-
-
-def compare_training(
-    ctx: CellContext, p: VariantRecord, c: VariantRecord
-) -> Optional[TrainingComparison]:
-    if p.training is None or c.training is None:
-        return None
-    p_ep, c_ep = p.training.epochs, c.training.epochs
-    ctx.cell.training = TrainingComparison(
-        with_fix=p_ep,
-        without_fix=c_ep,
-        diverges_as_predicted=training.diverges_as_predicted(p_ep, c_ep),
-    )
-    return ctx.cell.training
-
-
-def conclude(ctx: CellContext, patched: VariantRecord, control: VariantRecord) -> None:
-    cell = ctx.cell
-    if not ctx.runs_tests:
-        if control.status == RecordStatus.BUILD_FAILED:
-            error = control.build.error if control.build else ""
-            cell.status, cell.exit_code = CellStatus.FAILED, int(ExitCode.BUILD_FAILED)
-            cell.reason = (
-                f"built with the fix, but the control (fix reverted) did not build: {error}"
-            )
-        else:
-            cell.status, cell.exit_code = CellStatus.BUILD_ONLY, 0
-            cell.reason = f"built with and without the fix; tests not run: {ctx.build_only_reason}"
-        return
-    outcomes = {n: t.outcome for n, t in patched.tests.items()}
-    built = bool(patched.build and patched.build.ok)
-    judged = (
-        classify.GateVerdict(control.verdict, control.verdict_reason) if control.verdict else None
-    )
-    status, reason = classify.cell_status(
-        built, outcomes, judged, attribution.summary(cell.attribution or [])
-    )
-    code = ExitCode.OK
-    if status != CellStatus.PASSED:
-        if not built:
-            code = ExitCode.BUILD_FAILED
-        elif any(o not in (classify.PASSED, classify.SKIPPED) for o in outcomes.values()):
-            code = ExitCode.EXPECTATIONS_NOT_MET
-        else:
-            code = ExitCode.CONTROL_NOT_KILLED
-    survived = cell.mutants.survived if cell.mutants else []
-    if survived:  # the gate passes a known-wrong fix: it is not gate enough
-        reason += f"; {len(survived)} known-wrong fix(es) survived the gate: {', '.join(survived)}"
-        if status == CellStatus.PASSED:
-            status, code = CellStatus.FAILED, ExitCode.CONTROL_NOT_KILLED
-    cell.status, cell.reason, cell.exit_code = status, reason, int(code)
-
-
-def store(ctx: CellContext) -> None:
-    """The finished cell and its logs in the result cache, log paths relative to the logs directory."""
-    for rec in ctx.records:
-        for t in rec.tests.values():
-            t.output = None  # the tests' output is in their logs
-    entry_logs = results_cache_dir(ctx.cache) / f"{ctx.key}-logs"
-    if entry_logs.exists():
-        shutil.rmtree(entry_logs)
-    if ctx.logs.exists():
-        shutil.copytree(ctx.logs, entry_logs)
-    records = [r.model_copy(deep=True) for r in ctx.records]  # copies: paths made relative below
-    # one not under this run's logs (never so today) kept as it is
-    _map_logs(
-        records,
-        lambda p: str(Path(p).relative_to(ctx.logs)) if Path(p).is_relative_to(ctx.logs) else p,
-    )
-    resultcache.store(
-        results_cache_dir(ctx.cache),
-        ctx.key,
-        CachedResult(cell=ctx.cell, records=records).to_json(),
-    )
-
-
 class TreeTested(NamedTuple):
     patched: VariantRecord  # built, its tests run
     configure_reused: bool
@@ -506,115 +468,69 @@ def tested_tree(
     target: Target,
     backend: Backend,
     cache: Cache,
+    repo: SnapshotRepo,
+    series: Series,
     native_tests: Path,
     work: Path,
     worktree: Worktree,
 ) -> TreeTested:
-    """Configure, build and test on a tree given as it is (a bundle's, applied with git am), in `work`."""
-    ctx = cell_context(
-        target, backend, cache, native_tests, work, work / "logs", CellOptions(programs=False)
+    """BUNDLE_STEPS on a tree given as it is (a bundle's, applied with git am), in `work`."""
+    options = CellOptions(series=series, programs=False)
+    ctx = new_context(
+        target, backend, cache, repo, native_tests, work, work / "logs", options, worktree
     )
-    plan, reused = configure(ctx, worktree)
-    patched = build(ctx, plan)
-    t0 = time.monotonic()
-    run_tests(ctx, plan, patched)
+    run_steps(ctx, BUNDLE_STEPS)
     return TreeTested(
-        patched,
-        reused,
+        ctx.got(TEST),
+        ctx.got(CONFIGURE).reused,
         ctx.cell.timings.get("configure", 0.0),
-        round(time.monotonic() - t0, 2),
+        ctx.seconds[TEST.name],
         ctx.logs,
-    )
-
-
-def cell_context(
-    target: Target,
-    backend: Backend,
-    cache: Cache,
-    native_tests: Path,
-    cell_dir: Path,
-    logs: Path,
-    options: CellOptions,
-    reporter: Optional[Reporter] = None,
-    cancel: Optional[CancelToken] = None,
-) -> CellContext:
-    """A cell's context: its backend's module, a fresh Cell, progress on `reporter`, `options` as they are."""
-    cell = Cell(
-        cell=f"{target.name}/{backend.name}",
-        target=target.name,
-        backend=backend.name,
-        layout=target.layout,
-    )
-    steps = CellProgress(reporter, cancel)
-    module = backends.get(backend.name, cache.root)
-    # a CellContext is a CellOptions: every option field copied under its own name
-    return CellContext(
-        target, backend, module, cache, native_tests, cell_dir, logs, steps, cell, **vars(options)
     )
 
 
 # ---------------------------------------------------------------- one cell, start to end
 
 
-@dataclass(kw_only=True)
-class RunOptions:
-    """A matrix run's options (run/matrix.py); each cell reads its own from them."""
-
-    matrix: Matrix
-    cache: Cache
-    results_dir: Path
-    profile: str = "default"
-    targets: list[str] = field(default_factory=list)
-    backends: list[str] = field(default_factory=list)
-    build_only: bool = (
-        False  # build (not skip) cells whose toolchain is here but whose device is not
-    )
-    rerun: bool = False  # ignore cached cell results
-    no_mutants: bool = False  # --no-mutants: the known-wrong fixes of native_tests/mutants/ not run
-    parallel: Optional[int] = None  # cells at once (default: as many as cores, at most the cells)
-    require_backends: tuple[
-        str, ...
-    ] = ()  # a skip of these is a failure (a CI runner meant to have them)
-
-
 def run_cell(
     opts: RunOptions,
-    reporter: Reporter,
-    cancel: CancelToken,
     options: CellOptions,
     target: Target,
     backend: Backend,
+    repo: SnapshotRepo,
+    reporter: Reporter,
+    cancel: CancelToken,
 ) -> tuple[Cell, list[VariantRecord]]:
-    """One cell, start to end (`options`: the same for every cell of the run)."""
+    """One cell, start to end: MATRIX_STEPS under the cell's lock, unless it is skipped."""
     cell_id, cache, t0 = f"{target.name}/{backend.name}", opts.cache, time.monotonic()
     reporter.start_cell(cell_id)
     logs = opts.results_dir / "logs" / slug(cell_id)
-    ctx = cell_context(
+    ctx = new_context(
         target,
         backend,
         cache,
+        repo,
         opts.matrix.native_tests_dir,
         cache.cell_dir(cell_id),
         logs,
         options,
-        reporter,
-        cancel,
+        reporter=reporter,
+        cancel=cancel,
     )
     cell, module = ctx.cell, ctx.module
     action, why = cell_action(
         module.missing_toolchain(backend),
         module.missing_device(backend),
         module.build_only_ok,
-        opts.build_only,
+        options.build_only,
     )
-    required = backend.name in opts.require_backends
-    if action == "skip" and required:
-        why = f"{backend.name} is required here (--require-backend {backend.name}) but cannot run: {why}"
-        cell.status, cell.reason, cell.exit_code = (
-            CellStatus.FAILED,
-            why,
-            int(ExitCode.BACKEND_MISSING),
+    if action == "skip" and options.required:
+        why = (
+            f"{backend.name} is required here (--require-backend {backend.name}) "
+            f"but cannot run: {why}"
         )
+        cell.status, cell.reason = CellStatus.FAILED, why
+        cell.exit_code = int(ExitCode.BACKEND_MISSING)
     elif action == "skip":
         reporter.skip(why)
         cell.status, cell.reason, cell.exit_code = CellStatus.SKIPPED, why, 0
@@ -623,15 +539,14 @@ def run_cell(
         ctx.build_only_reason = why if action == "build-only" else None
         try:
             with opts.cache.lock(f"cell-{cell_id}"):
-                run_steps(ctx)
+                run_steps(ctx, MATRIX_STEPS)
         except BuildFailed as e:
             cell.status, cell.reason, cell.exit_code = CellStatus.FAILED, str(e), int(e.exit_code)
         except GgmlPatchError as e:
             cell.status, cell.reason, cell.exit_code = CellStatus.ERROR, str(e), int(e.exit_code)
-    cell.timings["total"] = round(
-        time.monotonic() - t0, 2
-    )  # skip probes and waiting for the lock included
-    if action != "skip" or required:  # a skip was reported as one
+    # skip probes and waiting for the lock included
+    cell.timings["total"] = round(time.monotonic() - t0, 2)
+    if action != "skip" or options.required:  # a skip was reported as one
         reporter.cell_result(cell.status, cell.reason, cell.timings["total"])
     return cell, ctx.records
 
@@ -661,7 +576,12 @@ class CachedResult(Record):
 
 def cache_inputs(ctx: CellContext, snap: sources.Snapshot, rendered: Series) -> dict:
     """Everything that decides the cell's result (its result-cache key hashes these)."""
-    return {
+    runs_mutants = not ctx.module.mutants_skip_reason
+    # a backend that runs no mutant keeps its key when they change
+    mutants = {}
+    if runs_mutants:
+        mutants = {m.name: [f.text for f in m.files] for m in ctx.options.mutant_files}
+    inputs = {
         "tool": __version__,
         "base": snap.commit,
         "series": rendered.sha256,
@@ -672,19 +592,17 @@ def cache_inputs(ctx: CellContext, snap: sources.Snapshot, rendered: Series) -> 
         "timeout": ctx.backend.timeout,
         "build_only": ctx.build_only_reason is not None,
         "toolchain": toolchain.versions(),
-        # a backend that runs no mutant keeps its key when they change
-        "mutants": {}
-        if ctx.module.no_mutants
-        else {m.name: [f.text for f in m.files] for m in ctx.mutant_files},
-        **(
-            {"competing": {c.name: [f.text for f in c.files] for c in ctx.competing_files}}
-            if ctx.competing_files and not ctx.module.no_mutants
-            else {}
-        ),
-        "mutants_enabled": not ctx.no_mutants,  # the key's name kept: cached results stay valid
-        # only where a backend skips tests, so every other cell keeps its key
-        **({"skip_tests": ctx.skipped_tests} if ctx.skipped_tests else {}),
+        "mutants": mutants,
+        # the key's name kept: cached results stay valid
+        "mutants_enabled": not ctx.options.no_mutants,
     }
+    competing = ctx.options.competing_files
+    if competing and runs_mutants:
+        inputs["competing"] = {c.name: [f.text for f in c.files] for c in competing}
+    # only where a backend skips tests, so every other cell keeps its key
+    if ctx.skipped_tests:
+        inputs["skip_tests"] = ctx.skipped_tests
+    return inputs
 
 
 def results_cache_dir(cache: Cache) -> Path:
@@ -698,9 +616,7 @@ def reuse_cached(ctx: CellContext) -> bool:
         found = CachedResult.model_validate(resultcache.load(results_cache_dir(ctx.cache), key))
     except ValueError:  # pydantic's ValidationError is one
         return False  # none, or an entry this version cannot read: not a hit
-    entry_logs = results_cache_dir(ctx.cache) / f"{key}-logs"
-    if entry_logs.exists():
-        shutil.copytree(entry_logs, ctx.logs, dirs_exist_ok=True)
+    resultcache.copy_logs(results_cache_dir(ctx.cache), key, ctx.logs)
     _map_logs(found.records, lambda p: str(ctx.logs / p) if p else p)
     timings = ctx.cell.timings  # this run's: the cached run's are kept apart
     for name in Cell.model_fields:
@@ -772,7 +688,9 @@ def build_variant(
     rec = ctx.record(variant)
     ctx.steps.step(f"build {variant}", f"targets {' '.join(targets)}")
     log = ctx.logs / f"build-{log_name or variant}.log"
-    step = cmake.build(ctx.build_dir, targets, log, ctx.env, ctx.steps.build_progress, ctx.n_jobs)
+    step = cmake.build(
+        ctx.build_dir, targets, log, ctx.env, ctx.steps.build_progress, ctx.options.n_jobs
+    )
     rec.build = Build(
         ok=step.ok, duration_s=round(step.duration_s, 2), log=step.log, error=step.error
     )
@@ -866,7 +784,7 @@ def _judged_tests(patched: VariantRecord) -> list[str]:
 
 
 def _why_mutants_are_skipped(ctx: CellContext, patched: VariantRecord) -> Optional[str]:
-    if ctx.no_mutants:
+    if ctx.options.no_mutants:
         return "--no-mutants"
     if not ctx.runs_tests:
         return f"tests not run: {ctx.build_only_reason}"
@@ -896,13 +814,12 @@ def _variant_tests(
     rec: VariantRecord,
 ) -> Optional[str]:
     """One diff applied to the tree as is, the tests that pass with the fix rebuilt, run, put back; an apply error."""
-    assert ctx.series is not None
     name, kind, tests = (
         diff.name,
         "mutants" if isinstance(diff, Mutant) else "competing",
         tuple(_judged_tests(patched)),
     )
-    src = get_layout(ctx.series.layout)
+    src = get_layout(ctx.options.series.layout)
     patch = ctx.cell_dir / kind / f"{name}.patch"
     patch.parent.mkdir(parents=True, exist_ok=True)
     patch.write_text(diff.rendered(src, ctx.layout), encoding="utf-8")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import BuildFailed
-from ..patchset.layout import BuildPlan
+from ..model.layout import BuildPlan
 from .testrun import spawn
 
 _NINJA_PROGRESS = re.compile(r"^\[(\d+)/(\d+)\] ")

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import concurrent.futures
-import functools
 import resource
 import time
 from typing import Callable, Mapping, Optional, Sequence
@@ -12,14 +11,17 @@ from typing import Callable, Mapping, Optional, Sequence
 from .. import backends
 from ..cancel import CancelToken
 from ..config import Backend, Target
+from ..model.results import Cell, Parallel, Results, SeriesInfo, VariantRecord, overall_exit_code
 from ..patchset.files import load_series
 from ..progress import Reporter
-from ..report.model import Cell, Parallel, Results, SeriesInfo, VariantRecord, overall_exit_code
 from ..vcs.snapshots import SnapshotRepo
 from ..verdicts.competing import load_competing
 from ..verdicts.mutants import load_mutants
 from . import cmake
-from .cell import CellOptions, RunOptions, run_cell
+from .cell import run_cell
+from .options import RunInputs, RunOptions
+
+__all__ = ["RunOptions", "run_matrix"]
 
 CellRan = tuple[Cell, list[VariantRecord]]
 
@@ -58,31 +60,26 @@ def run_matrix(
     # a malformed mutant or competing fix is refused here, before any cell runs
     mutant_files, competing_files = load_mutants(opts.matrix), load_competing(opts.matrix)
     matrix_cells = opts.matrix.cells(opts.profile, opts.targets, opts.backends)
-    order = cheapest_first(
-        matrix_cells, {b.name: backends.get(b.name).relative_cost for _, b in matrix_cells}
-    )
+    costs = {b.name: backends.get(b.name).relative_cost for _, b in matrix_cells}
+    order = cheapest_first(matrix_cells, costs)
     cells = [matrix_cells[i] for i in order]
-    reporter = reporter or Reporter(len(cells))
-    cancel = cancel or CancelToken()
+    progress = reporter or Reporter(len(cells))
+    token = cancel or CancelToken()
     repo = SnapshotRepo(opts.cache.snapshots_git)
     started, cpu0 = time.time(), _own_cpu_s()
     workers, n_jobs = plan_parallelism(len(cells), cmake.jobs(), opts.parallel)
-    options = CellOptions(
-        series=series,
-        repo=repo,
-        n_jobs=n_jobs,
-        rerun=opts.rerun,
-        mutant_files=mutant_files,
-        no_mutants=opts.no_mutants,
-        competing_files=competing_files,
-    )
-    one = functools.partial(run_cell, opts, reporter, cancel, options)
-    ran = (
-        [one(t, b) for t, b in cells]
-        if workers == 1
-        else _run_parallel(one, cells, cancel, workers)
-    )
-    reporter.cell_times([(c.cell, str(c.status), c.timings.get("total", 0.0)) for c, _ in ran])
+    inputs = RunInputs(series, tuple(mutant_files), tuple(competing_files), n_jobs)
+
+    def one(target: Target, backend: Backend) -> CellRan:
+        """The cell with the options it derives from the run's."""
+        options = opts.for_cell(target, backend, inputs)
+        return run_cell(opts, options, target, backend, repo, progress, token)
+
+    if workers == 1:
+        ran = [one(t, b) for t, b in cells]
+    else:
+        ran = _run_parallel(one, cells, token, workers)
+    progress.cell_times([(c.cell, str(c.status), c.timings.get("total", 0.0)) for c, _ in ran])
     done = [ran[order.index(i)] for i in range(len(ran))]  # results in the matrix's order
     cell_results = [c for c, _ in done]
     records = [r for _, recs in done for r in recs]
@@ -94,9 +91,8 @@ def run_matrix(
         profile=opts.profile,
         started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         duration_s=round(time.time() - started, 2),
-        orchestrator_cpu_s=round(
-            _own_cpu_s() - cpu0, 2
-        ),  # this process only: not git, cmake, compilers, tests
+        # this process only: not git, cmake, compilers, tests
+        orchestrator_cpu_s=round(_own_cpu_s() - cpu0, 2),
         parallel=Parallel(cells_at_once=workers, jobs_per_build=n_jobs),
         exit_code=int(overall_exit_code(cell_results)),
     )

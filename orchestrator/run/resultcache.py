@@ -1,18 +1,20 @@
-"""Cell results cached by a content hash of everything that decides them (cell.cache_inputs): a changed
-byte in the series re-runs every cell, a changed backend flag only that backend's cells."""
+"""The result cache: finished results kept by a content hash of everything that decides them
+(cell.cache_inputs, the training evidence's key): a changed byte in the series re-runs every cell,
+a changed backend flag only that backend's cells. An entry is `<key>.json` and its logs beside it
+(`<key>-logs/`). The matrix's cells and the training evidence both keep theirs here."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
-KEY_VERSION = (
-    2  # bump when the meaning of a cached result changes (2: log paths relative to the logs dir)
-)
+# bump when the meaning of a cached result changes (2: log paths relative to the logs dir)
+KEY_VERSION = 2
 
 
 def cell_key(parts: dict[str, Any]) -> str:
@@ -31,8 +33,32 @@ def load(directory: Path, key: str) -> Optional[dict]:
 
 
 def store(directory: Path, key: str, entry: dict) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(entry, f)
-    os.replace(tmp, directory / f"{key}.json")  # atomic: a reader sees all or nothing
+    write_atomic(directory / f"{key}.json", json.dumps(entry).encode())
+
+
+def store_with_logs(directory: Path, key: str, entry: dict, logs: Path) -> None:
+    """The entry and a copy of `logs` beside it (the logs first: a hit has them)."""
+    entry_logs = directory / f"{key}-logs"
+    shutil.rmtree(entry_logs, ignore_errors=True)
+    if logs.is_dir():
+        shutil.copytree(logs, entry_logs)
+    store(directory, key, entry)
+
+
+def copy_logs(directory: Path, key: str, dest: Path, replace: bool = False) -> None:
+    """An entry's logs copied to `dest` (`replace`: dest emptied first, so no older log stays)."""
+    if replace:
+        shutil.rmtree(dest, ignore_errors=True)
+    entry_logs = directory / f"{key}-logs"
+    if entry_logs.is_dir():
+        shutil.copytree(entry_logs, dest, dirs_exist_ok=True)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """`data` in `path`, atomically: a reader sees all or nothing (mode 0644, folders made)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:40]}.", suffix=".tmp", dir=path.parent)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)

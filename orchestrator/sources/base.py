@@ -51,7 +51,8 @@ def imported(
 
 
 def recorded(repo: SnapshotRepo, commit: str, *keys: str) -> dict[str, str]:
-    """The `key: value` lines of a snapshot's commit message, as provenance (upstream-commit: upstream_commit)."""
+    """The `key: value` lines of a snapshot's commit message, as
+    provenance (upstream-commit: upstream_commit)."""
     lines = (line.partition(": ") for line in repo.message(commit).splitlines())
     return {
         key.replace("-", "_"): value.strip() for key, sep, value in lines if sep and key in keys

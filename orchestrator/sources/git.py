@@ -1,4 +1,5 @@
-"""Source kind `git`: a repository URL and a branch, tag or commit (`ref`; "HEAD": the default branch).
+"""Source kind `git`: a repository URL and a branch, tag
+or commit (`ref`; "HEAD": the default branch).
 
 Fetched into a bare mirror in the cache, one per URL (a pinned commit already there needs no
 network), then copied with its history into the snapshot repository: at the repository's root the
@@ -48,8 +49,9 @@ class GitSource(Source):
 
 
 class Pinned(GitSource):
-    """A git source a run's plan pinned (sources/pins.py): `ref` is the commit, `pinned_from` the
-    ref matrix.yaml names; or `unreachable`, why the plan could not reach it. Never in matrix.yaml."""
+    """A git source a run's plan pinned (pins.py): `ref` is the commit, `pinned_from` the
+    ref matrix.yaml names; or `unreachable`, why the plan could not reach it.
+    Never in matrix.yaml."""
 
     pinned_from: str = ""
     pinned_ref: str = ""
@@ -86,12 +88,14 @@ def snapshot(source: GitSource, cache: Cache, repo: SnapshotRepo) -> Snapshot:
         sub_tree = repo.tree_of(tree, subdir)
         if sub_tree is None:
             raise ConfigError(
-                f"{source.key}.subdirectory: {subdir!r} is not a directory at {commit[:12]} of {url}"
+                f"{source.key}.subdirectory: {subdir!r} is not "
+                f"a directory at {commit[:12]} of {url}"
             )
         tree = sub_tree
     spec = hashlib.sha256(repr((subdir, submodules)).encode()).hexdigest()[:12]
     message = (
-        f"snapshot of {redact(url)} at {commit}\n\nupstream-commit: {commit}\nsubdirectory: {subdir or '.'}\n"
+        f"snapshot of {redact(url)} at {commit}\n\nupstream-commit: "
+        f"{commit}\nsubdirectory: {subdir or '.'}\n"
         + "".join(
             f"submodule: {p} {v['commit']}\n" for p, v in provenance.get("submodules", {}).items()
         )
@@ -110,7 +114,8 @@ def _tree(repo: SnapshotRepo, commit: str) -> str:
 def import_commit(
     cache: Cache, repo: SnapshotRepo, url: str, ref: str, key: str
 ) -> tuple[str, str]:
-    """(commit, the remote ref it came from): fetched into the mirror, then into the snapshot repository."""
+    """(commit, the remote ref it came from): fetched into the
+    mirror, then into the snapshot repository."""
     name = mirror_name(url)
     with cache.lock(f"mirror-{name}"):
         mirror = cache.root / "mirrors" / f"{name}.git"
@@ -174,7 +179,8 @@ def ls_remote(url: str, ref: str, key: str, mirror: Optional[Path] = None) -> tu
 
 
 def gitlink(repo: SnapshotRepo, commit: str, path: str, url: str, key: str) -> tuple[str, str]:
-    """(commit, url) of the submodule at `path` of a superproject commit, from its tree and .gitmodules."""
+    """(commit, url) of the submodule at `path` of a
+    superproject commit, from its tree and .gitmodules."""
     entry = repo.tree_entry(commit, path)
     if entry is None or entry[0] != "160000":
         raise ConfigError(
@@ -191,7 +197,8 @@ def gitlink(repo: SnapshotRepo, commit: str, path: str, url: str, key: str) -> t
 
 
 def checked_url(url: str, key: str) -> str:
-    """A URL from upstream content (.gitmodules) before it reaches git: never an option or a transport helper."""
+    """A URL from upstream content (.gitmodules) before it reaches
+    git: never an option or a transport helper."""
     why = git_url_problem(url)
     if why:
         raise ConfigError(f"{key}: {url!r} {why}")
@@ -199,7 +206,8 @@ def checked_url(url: str, key: str) -> str:
 
 
 def resolve_submodule_url(super_url: str, sub_url: str) -> str:
-    """A .gitmodules url as git resolves it: "../x" and "./x" are relative to the superproject's URL."""
+    """A .gitmodules url as git resolves it: "../x" and
+    "./x" are relative to the superproject's URL."""
     if not sub_url.startswith(("./", "../")):
         return sub_url
     base, rel = super_url.rstrip("/").removesuffix(".git"), sub_url
@@ -211,7 +219,8 @@ def resolve_submodule_url(super_url: str, sub_url: str) -> str:
 
 
 def _network(call: Callable[[], Optional[str]], url: str, ref: str, key: str) -> str:
-    """A network command's output, its failure worded: the ref is missing, or the remote unreachable."""
+    """A network command's output, its failure worded: the
+    ref is missing, or the remote unreachable."""
     try:
         return call() or ""
     except GitError as e:

@@ -43,7 +43,8 @@ def fetch(
     headers: Optional[dict] = None,
 ) -> tuple[requests.structures.CaseInsensitiveDict, str]:
     """GET `url`, its body to `sink` block by block; the response headers and final URL. A network
-    failure or a transfer unfinished at the deadline is SourceUnreachable; a refusal SourceUnavailable."""
+    failure or a transfer unfinished at the deadline is
+    SourceUnreachable; a refusal SourceUnavailable."""
     where, why = f"{what}: {redact(url)}", http_url_problem(url)
     if why:
         raise SourceUnavailable(f"{where} {why}")
@@ -120,7 +121,8 @@ class HttpStatus(SourceUnavailable):
 def download(
     url: str, sha256: str, cache: Cache, target: Path, what: str, key: str, shown: str
 ) -> Path:
-    """`url` (http(s), or a file:// regular file) into the cache, moved to `target` once its sha256 matches."""
+    """`url` (http(s), or a file:// regular file) into the cache,
+    moved to `target` once its sha256 matches."""
     h = hashlib.sha256()
     with tempfile.NamedTemporaryFile(
         prefix=cache.scratch_prefix("download"), dir=cache.scratch(), delete=False
@@ -133,9 +135,8 @@ def download(
 
         try:
             if urlsplit(url).scheme == "file":
-                sink(
-                    untrusted.read_bytes(url2pathname(urlsplit(url).path), "sdist")
-                )  # a regular file only
+                # a regular file only
+                sink(untrusted.read_bytes(url2pathname(urlsplit(url).path), "sdist"))
             else:
                 fetch(url, sink, what, MAX_ARCHIVE_BYTES, headers={"User-Agent": "ggml-patch"})
         except BaseException:

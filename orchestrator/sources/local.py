@@ -47,19 +47,24 @@ def snapshot(source: LocalSource, cache: Cache, repo: SnapshotRepo) -> Snapshot:
         raise ConfigError(f"{source.key}.subdirectory: {subdir!r} is not a directory in {root}")
     provenance = {"path": str(root), "head": head, "uncommitted_changes": dirty}
     state = f"HEAD {head[:12]}" if head else "no commits"
-    description = f"local {root}{'/' + subdir if subdir else ''} ({state}{', uncommitted changes' if dirty else ''})"
-    message = (
-        f"snapshot of local checkout {root}\n\nhead: {head or '-'}\nuncommitted-changes: {str(dirty).lower()}\n"
-        f"subdirectory: {subdir or '.'}\n"
+    description = (
+        f"local {root}{'/' + subdir if subdir else ''} "
+        f"({state}{', uncommitted changes' if dirty else ''})"
     )
-    ref = f"refs/snapshots/local/{slug(root.name)}-{hashlib.sha256(str(root).encode()).hexdigest()[:10]}"
+    message = (
+        f"snapshot of local checkout {root}\n\nhead: {head or '-'}\nuncommitted-changes: "
+        f"{str(dirty).lower()}\nsubdirectory: {subdir or '.'}\n"
+    )
+    root_hash = hashlib.sha256(str(root).encode()).hexdigest()[:10]
+    ref = f"refs/snapshots/local/{slug(root.name)}-{root_hash}"
     return Snapshot(repo.commit_tree(tree, ref, message), description, provenance)
 
 
 def checkout_tree(repo: SnapshotRepo, root: Path, key: str) -> tuple[str, str]:
     """(tree with populated submodules filled in, tree as `git commit -a` plus untracked files
     would record it, submodules as gitlinks: compared with HEAD's tree to tell a clean checkout)."""
-    try:  # a checkout another user owns is never read as a plain folder (its ignored files, no HEAD)
+    # a checkout another user owns is never read as a plain folder (its ignored files, no HEAD)
+    try:
         checkout = user_git.is_work_tree(root)
     except GitError:
         raise ConfigError(
@@ -87,7 +92,8 @@ def checkout_tree(repo: SnapshotRepo, root: Path, key: str) -> tuple[str, str]:
 
 
 def working_files(root: Path) -> tuple[list[str], list[tuple[str, str]]]:
-    """(tracked and untracked-not-ignored files, [(submodule path, recorded commit)]) by `git ls-files` only."""
+    """(tracked and untracked-not-ignored files, [(submodule path,
+    recorded commit)]) by `git ls-files` only."""
     staged = [
         (meta.split(), path)
         for meta, _, path in (r.partition("\t") for r in _listed(root, "--stage"))
@@ -131,9 +137,8 @@ def _is_file_or_link(path: Path) -> bool:
 def _walk(root: Path) -> list[str]:
     out = []
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [
-            d for d in dirnames if d != ".git"
-        ]  # a folder's own git metadata is not content
+        # a folder's own git metadata is not content
+        dirnames[:] = [d for d in dirnames if d != ".git"]
         paths = (Path(dirpath) / f for f in filenames if f != ".git")
         out += [p.relative_to(root).as_posix() for p in paths if _is_file_or_link(p)]
     return sorted(out)

@@ -30,8 +30,9 @@ import requests
 
 from .. import untrusted
 from ..cache import Cache, slug
-from ..config_records import RELPATH, SHA256, Source, Str, checked
+from ..config_records import RELPATH, Source, Str, checked
 from ..errors import SourceUnavailable
+from ..model.values import Sha256
 from ..urls import FULL_SHA
 from ..vcs.snapshots import SnapshotRepo
 from . import http
@@ -39,9 +40,8 @@ from .base import Snapshot, SourceUnreachable, imported, network_reason, recorde
 from .tarball import bounded_members, unpack, unpacked_cap
 
 PYPI_SIMPLE = "https://pypi.org/simple"
-SIMPLE_JSON = (
-    "application/vnd.pypi.simple.v1+json"  # PEP 691; the HTML form (PEP 503) is the fallback
-)
+# PEP 691; the HTML form (PEP 503) is the fallback
+SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
 
 # PyPI's project name rule (PEP 508 names); versions are exact PEP 440 versions (packaging)
 _PACKAGE = re.compile(r"^([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9])\Z")
@@ -51,7 +51,8 @@ def _package(package: str) -> Optional[str]:
     return (
         None
         if _PACKAGE.match(package)
-        else "is not a PyPI project name (letters, digits, '.', '_', '-'; starting and ending with a letter or digit)"
+        else "is not a PyPI project name (letters, digits, '.', '_', '-'; "
+        "starting and ending with a letter or digit)"
     )
 
 
@@ -66,12 +67,13 @@ def _version(version: str) -> Optional[str]:
 
 
 class PypiSdist(Source):
-    """matrix.yaml's keys: `package` by PyPI's name rules (never an option), `version` an exact PEP 440 one."""
+    """matrix.yaml's keys: `package` by PyPI's name rules (never
+    an option), `version` an exact PEP 440 one."""
 
     kind: Literal["pypi-sdist"]
     package: Annotated[Str, checked(_package)]
     version: Annotated[Str, checked(_version)]
-    sha256: SHA256
+    sha256: Sha256
     subdirectory: RELPATH = ""
 
 
@@ -79,7 +81,8 @@ def snapshot(source: PypiSdist, cache: Cache, repo: SnapshotRepo) -> Snapshot:
     package, version, sha256 = source.package, source.version, source.sha256
     subdir = source.subdirectory.strip("/")
     description = f"{package}=={version}" + (f" ({subdir})" if subdir else "")
-    ref = f"refs/snapshots/pypi/{slug(package)}-{slug(version)}-{sha256[:16]}-{slug(subdir) or 'root'}"
+    folder = slug(subdir) or "root"
+    ref = f"refs/snapshots/pypi/{slug(package)}-{slug(version)}-{sha256[:16]}-{folder}"
 
     def unpacked(tmp: Path) -> tuple[Path, Optional[str]]:
         return extract(
@@ -123,7 +126,8 @@ def _pip_config_files(environ) -> list[Path]:
 
 
 def index_urls(environ=None) -> list[str]:
-    """The indexes pip would use: index-url (PyPI's by default), then extra-index-url; from the env or pip.conf."""
+    """The indexes pip would use: index-url (PyPI's by default), then
+    extra-index-url; from the env or pip.conf."""
     environ = os.environ if environ is None else environ
     index: Optional[str] = None
     extra: list[str] = []
@@ -148,9 +152,8 @@ def index_urls(environ=None) -> list[str]:
 class IndexFile:
     filename: str
     url: str
-    sha256: Optional[
-        str
-    ]  # as the index lists it (None: not listed; the download is checked anyway)
+    # as the index lists it (None: not listed; the download is checked anyway)
+    sha256: Optional[str]
 
 
 class _Links(html.parser.HTMLParser):
@@ -258,7 +261,8 @@ def _project_page(index: str, package: str) -> tuple[Optional[str], str, str]:
 def fetch_sdist(
     package: str, version: str, sha256: str, cache: Cache, key: str, folder: Path
 ) -> Path:
-    """`package==version`'s sdist from the indexes, moved into `folder` once its sha256 matches. Nothing of it runs."""
+    """`package==version`'s sdist from the indexes, moved into `folder`
+    once its sha256 matches. Nothing of it runs."""
     indexes = index_urls()
     unreachable, refused, seen = [], [], []
     for index in indexes:
@@ -276,7 +280,8 @@ def fetch_sdist(
             if _is_the_sdist(f.filename, package, version) and _followable(page, f.url)
         ]
         seen += [f.filename for f in files]
-        # a file the index lists with the pinned hash first; one listed with another hash is never fetched
+        # a file the index lists with the pinned hash first; one
+        # listed with another hash is never fetched
         for f in sorted(files, key=lambda f: f.sha256 != sha256):
             if f.sha256 and f.sha256 != sha256:
                 refused.append(f"{index} lists {f.filename} with sha256 {f.sha256}")
@@ -336,8 +341,9 @@ def extract(archive: Path, subdir: str, dest: Path, key: str) -> tuple[Path, Opt
     dest.mkdir(parents=True, exist_ok=True)
     tar_exe = shutil.which("tar")
     if tar_exe:
-        # GNU tar refuses members with '..' or absolute names; the archive's sha256 was checked already.
-        # It reads the archive decompressed from a pipe, which stops at MAX_UNPACKED_BYTES (a bomb).
+        # GNU tar refuses members with '..' or absolute names; the archive's
+        # sha256 was checked already. It reads the archive decompressed from a
+        # pipe, which stops at MAX_UNPACKED_BYTES (a bomb).
         argv = [
             tar_exe,
             "-xf",

@@ -15,8 +15,9 @@ from urllib.parse import urlparse
 import requests
 
 from ..cache import Cache, slug
-from ..config_records import RELPATH, SHA256, Source, Str, checked
+from ..config_records import RELPATH, Source, Str, checked
 from ..errors import SourceUnavailable
+from ..model.values import Sha256
 from ..redact import redact
 from ..urls import FULL_SHA, http_url_problem
 from ..vcs.snapshots import SnapshotRepo
@@ -39,7 +40,7 @@ class TarballSource(Source):
 
     kind: Literal["tarball"]
     url: Annotated[Str, checked(http_url_problem, ": ")]
-    sha256: SHA256
+    sha256: Sha256
     subdirectory: RELPATH = ""
 
 
@@ -69,9 +70,8 @@ def download(url: str, sha256: str, cache: Cache, key: str) -> Path:
     if target.exists() and sha256_of(target) == sha256:
         return target
     try:
-        return http.download(
-            url, sha256, cache, target, f"{key}.url", key, url
-        )  # a byte cap and a deadline
+        # a byte cap and a deadline
+        return http.download(url, sha256, cache, target, f"{key}.url", key, url)
     except requests.RequestException as e:
         raise SourceUnreachable(f"{key}.url: {url} is unreachable: {network_reason(e)}") from None
 
@@ -139,7 +139,8 @@ def bounded_members(tar: tarfile.TarFile, name: str, key: str, cap: int) -> list
             total += max(0, m.size)
             if len(members) > MAX_MEMBERS or total > cap:
                 raise SourceUnavailable(
-                    f"{key}: {name} unpacks to more than {MAX_MEMBERS} entries or {cap} bytes; refused"
+                    f"{key}: {name} unpacks to more than "
+                    f"{MAX_MEMBERS} entries or {cap} bytes; refused"
                 )
     except (tarfile.TarError, OSError, EOFError) as e:
         raise SourceUnavailable(f"{key}: {name} is not a readable tar archive: {e}") from None

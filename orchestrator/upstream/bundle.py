@@ -26,10 +26,10 @@ from ..errors import (
     SeriesDoesNotApply,
 )
 from ..finetune import bundle as tuned
+from ..model.results import Cell, CellStatus, Outcome, Results, Verdict, load_results
 from ..patchset.files import documented_topic, load_series, write_patches
 from ..patchset.render import rendered_for_target
 from ..redact import redact_data
-from ..report.model import Cell, CellStatus, Outcome, Results, Verdict, load_results
 from ..run import toolchain
 from ..run.cell import tested_tree
 from ..vcs.snapshots import SnapshotRepo, Worktree
@@ -492,7 +492,14 @@ def verify(
     backend = opts.matrix.backends.get("cpu") or Backend("cpu")
     try:
         tested = tested_tree(
-            target, backend, opts.cache, opts.matrix.native_tests_dir, work, worktree
+            target,
+            backend,
+            opts.cache,
+            repo,
+            load_series(opts.matrix),
+            opts.matrix.native_tests_dir,
+            work,
+            worktree,
         )
     except BuildFailed as e:
         raise BuildFailed(f"{target.name}: bundle verification: {e}") from None

@@ -9,21 +9,21 @@ from typing import Any, Optional
 
 import unidiff
 
+from ..model.results import Results
 from ..redact import redact
-from ..report.model import Results
 from . import cover as C
 from . import manifest as M
 from . import pr_body, readiness
 from . import views as B
 from .authorship import COMMITTER, Identity
-from .policy import Policy
+from .policy import DerivedPolicy
 from .sync import compare, parse_sync_script, sync_script_for
 
 
 @dataclass(frozen=True)
 class Documents:
     files: dict[str, str]
-    policy: Policy
+    policy: DerivedPolicy
     readiness: M.Readiness
     draft_reasons: list[str]
     cover: C.Cover
@@ -55,7 +55,7 @@ class Documents:
 
 def documents(
     *,
-    policy: Policy,
+    policy: DerivedPolicy,
     cover: C.Cover,
     results: Results,
     results_sha256: str,

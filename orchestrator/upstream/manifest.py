@@ -7,21 +7,18 @@ stay inside the bundle folder, digests are sha256, URLs are URLs. One line on th
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional, Union
+from typing import Annotated, Any, Optional, Union
 
-from pydantic import ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, Field
 from pydantic import StringConstraints as Pattern
 
 from ..errors import ConfigError
+from ..model.results import Provenance
+from ..model.values import Commit, Name, Sha256
 from ..records import Record, parse
-from ..report.model import Commit, Name, Provenance
 from ..urls import git_url_problem
 from ..verdicts.known_limits import KnownLimit
 
-if TYPE_CHECKING:  # the parsed template: in memory only (policy.py imports this module)
-    from .policy import Template
-
-Sha256 = Annotated[str, Pattern(pattern=r"^[0-9a-f]{64}$")]
 Layout = Annotated[str, Pattern(pattern=r"^[A-Za-z0-9._-]+$")]
 PULL_REQUEST, VERIFY_ONLY = "pull-request", "verify-only"
 DEFAULT_MAX_COMMENT_LINES = 2  # ggml-patch's own standard where the target states none
@@ -86,7 +83,8 @@ class TemplateInfo(Record):
 
 
 class Policy(Record):
-    """A target's policy (policy.derive) as manifest.json holds it; `template`: parsed, None when read back."""
+    """A target's policy as manifest.json holds it (policy.DerivedPolicy adds the parsed template,
+    in memory only)."""
 
     NULLS = frozenset({"info"})
 
@@ -98,11 +96,6 @@ class Policy(Record):
     submit: Rule  # manual | api | none
     role: Rule  # Role
     rules: dict[str, Rule]
-    _template: Optional[Template] = PrivateAttr(default=None)
-
-    @property
-    def template(self) -> Optional[Template]:
-        return self._template
 
     @property
     def role_value(self) -> Role:

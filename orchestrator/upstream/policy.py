@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
+from pydantic import PrivateAttr
+
 from ..config import Upstream
 from . import manifest as M
 from .manifest import Evidence, Policy, Role, Rule  # declared once, as manifest.json holds them
@@ -92,6 +94,17 @@ class Template:
         return M.TemplateInfo(
             file=self.file, headings=headings, fixed_sections=fixed, disclosure=self.disclosure
         )
+
+
+class DerivedPolicy(Policy):
+    """The policy derive() found at the base commit: the record manifest.json holds, and the
+    template parsed (in memory only, never written; None when the target has none)."""
+
+    _template: Optional[Template] = PrivateAttr(default=None)
+
+    @property
+    def template(self) -> Optional[Template]:
+        return self._template
 
 
 # ---------------------------------------------------------------- reading markdown
@@ -326,7 +339,7 @@ def _own_repo(template: Optional[Template], text: Optional[str]) -> Rule:
 
 def derive(
     target: str, base: str, files: dict[str, Optional[str]], declared: Optional[Upstream] = None
-) -> Policy:
+) -> DerivedPolicy:
     """The policy from the files read at the base commit (None: absent) and matrix.yaml's `upstream:`."""
     template_file = next((f for f in TEMPLATE_FILES if files.get(f) is not None), None)
     template_text = files.get(template_file) if template_file else None
@@ -372,7 +385,7 @@ def derive(
         f: files.get(f) is not None for f in (*POLICY_FILES, template_file or TEMPLATE_FILES[0])
     }
     info = template.record() if template else None
-    policy = Policy(
+    policy = DerivedPolicy(
         target=target,
         base_commit=base,
         files=present,

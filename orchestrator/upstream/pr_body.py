@@ -11,9 +11,9 @@ from typing import Optional
 
 from ..finetune import results as ft
 from ..finetune.bundle import PLOT
-from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
+from ..model.layout import GATE_TEST, UPSTREAM_TEST
+from ..model.results import Provenance, Results
 from ..redact import redact
-from ..report.model import Provenance, Results
 from ..verdicts import known_limits as limits
 from ..verdicts.competing import first_failing_line
 from ..verdicts.mutants import tally_line

@@ -13,7 +13,7 @@ import unidiff
 
 from . import cover as C
 from .manifest import FAIL, PASS, WARN, Check, Readiness
-from .policy import Evidence, Policy, sections
+from .policy import DerivedPolicy, Evidence, Policy, sections
 from .sync import SyncMap, SyncReport
 
 MAX_LOCATIONS = 12  # listed per check; the count says how many more
@@ -317,7 +317,7 @@ def check_issue(policy: Policy, cov: C.Cover) -> Check:
     )
 
 
-def check_disclosure(policy: Policy, cov: C.Cover) -> Check:
+def check_disclosure(policy: DerivedPolicy, cov: C.Cover) -> Check:
     d = C.disclosure(cov, policy.template)
     rule = policy.rule("disclosure_required").evidence
     if d.status == "answered":
@@ -349,7 +349,7 @@ def check_cover(cov: C.Cover, problems: list[str]) -> Check:
     return Check("cover-written", WARN, why, _listed(problems))
 
 
-def check_headings(policy: Policy, body: str) -> Check:
+def check_headings(policy: DerivedPolicy, body: str) -> Check:
     t = policy.template
     want, got = t.headings if t else [], [heading for heading, _, _ in sections(body)[1]]
     if got != want:
@@ -439,7 +439,7 @@ PR_ONLY = tuple(
 
 
 def run(
-    policy: Policy,
+    policy: DerivedPolicy,
     patches: list[tuple[str, str]],
     texts: dict[str, str],
     cov: Optional[C.Cover],

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..report.model import Cell, CellStatus, DeviceInfo, Outcome, Results
+from ..model.results import Cell, CellStatus, DeviceInfo, Outcome, Results
 
 WARNING_TITLE = "Incomplete evidence: this bundle was made with `--allow-incomplete`"
 NOT_RUN = (

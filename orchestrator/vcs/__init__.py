@@ -1,1 +1,2 @@
-"""The one git layer: an isolated runner (one error type), the snapshot repository with its worktrees."""
+"""The one git layer: an isolated runner (one error type),
+the snapshot repository with its worktrees."""

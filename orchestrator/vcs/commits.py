@@ -23,9 +23,15 @@ def raw(git_dir: Path, sha: str) -> bytes:
 def with_trailer(git_dir: Path, message: bytes, trailer: str) -> bytes:
     """The message with the trailer added, unless the same trailer is already there."""
     return git_bytes(
-        "interpret-trailers", "--if-exists", "addIfDifferent", "--trailer", trailer, git_dir=git_dir, input=message,
+        "interpret-trailers",
+        "--if-exists",
+        "addIfDifferent",
+        "--trailer",
+        trailer,
+        git_dir=git_dir,
+        input=message,
         strip=False,
-    )  # fmt: skip
+    )
 
 
 def commit_tree(

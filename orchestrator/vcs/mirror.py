@@ -19,8 +19,17 @@ def has_commit(mirror: Path, sha: str) -> bool:
 
 
 def fetch(mirror: Path, url: str, refspec: str) -> None:
-    git("fetch", "--quiet", "--no-tags", "--end-of-options", url, refspec, git_dir=mirror, config=NETWORK_CONFIG,
-        timeout=FETCH_TIMEOUT_S)  # fmt: skip
+    git(
+        "fetch",
+        "--quiet",
+        "--no-tags",
+        "--end-of-options",
+        url,
+        refspec,
+        git_dir=mirror,
+        config=NETWORK_CONFIG,
+        timeout=FETCH_TIMEOUT_S,
+    )
 
 
 def ls_remote(
@@ -28,8 +37,16 @@ def ls_remote(
 ) -> str:
     """`git ls-remote` of `refs` at `url` (no repository needed: it talks to the remote only)."""
     options = ["--symref"] if symref else []
-    return git("ls-remote", *options, "--end-of-options", url, *refs, git_dir=mirror, config=NETWORK_CONFIG,
-               timeout=LS_REMOTE_TIMEOUT_S if mirror is None else FETCH_TIMEOUT_S)  # fmt: skip
+    return git(
+        "ls-remote",
+        *options,
+        "--end-of-options",
+        url,
+        *refs,
+        git_dir=mirror,
+        config=NETWORK_CONFIG,
+        timeout=LS_REMOTE_TIMEOUT_S if mirror is None else FETCH_TIMEOUT_S,
+    )
 
 
 def pin(mirror: Path, rev: str) -> str:

@@ -30,7 +30,8 @@ FIXED_IDENTITY = {
     **_COMMITTER,
     **_DATES,
 }
-# No user or system configuration, no prompt; a committer identity for the reflogs am and checkout write.
+# No user or system configuration, no prompt; a committer
+# identity for the reflogs am and checkout write.
 ISOLATED = {
     "GIT_CONFIG_NOSYSTEM": "1",
     "GIT_CONFIG_GLOBAL": os.devnull,
@@ -38,9 +39,8 @@ ISOLATED = {
     **_COMMITTER,
 }
 
-LOCAL_TIMEOUT_S = (
-    1800.0  # any git command without its own limit: a local one that takes longer has hung
-)
+# any git command without its own limit: a local one that takes longer has hung
+LOCAL_TIMEOUT_S = 1800.0
 # The caller's GIT_* variables kept: how to reach a remote over ssh and which CAs to trust (the
 # user's own transport setup); every other GIT_* variable is dropped.
 KEPT_GIT_ENV = ("GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSL_CAINFO", "GIT_SSL_CAPATH")
@@ -59,13 +59,15 @@ _LINE_PREFIXES = ("fatal:", "error:", "! [", "Patch failed at")
 
 
 def isolated_env(**extra: str) -> dict[str, str]:
-    """This process's environment without its GIT_* variables (but KEPT_GIT_ENV), isolated, plus `extra`."""
+    """This process's environment without its GIT_* variables
+    (but KEPT_GIT_ENV), isolated, plus `extra`."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in KEPT_GIT_ENV}
     return {**base, "LC_ALL": "C", "LANGUAGE": "C", **ISOLATED, **extra}
 
 
 def error_line(text: str, prefer: Sequence[str] = ()) -> str:
-    """git's own line: the first starting with one of `prefer`, then of _LINE_PREFIXES; else the last."""
+    """git's own line: the first starting with one of
+    `prefer`, then of _LINE_PREFIXES; else the last."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     for prefix in (*prefer, *_LINE_PREFIXES):
         for ln in lines:
@@ -75,8 +77,8 @@ def error_line(text: str, prefer: Sequence[str] = ()) -> str:
 
 
 class GitError(ToolError):
-    """A git command failed or timed out: `line` git's own line, `output` all it printed. The message
-    never holds the command line (it may hold a URL with credentials)."""
+    """A git command failed or timed out: `line` git's own line, `output` all it printed. The
+    message never holds the command line (it may hold a URL with credentials)."""
 
     def __init__(
         self,
@@ -88,9 +90,8 @@ class GitError(ToolError):
     ):
         self.stderr, self.stdout, self.output = stderr, stdout, f"{stderr}\n{stdout}"
         self.timed_out = timeout is not None
-        self.command = next(
-            (a for a in args if not a.startswith("-")), ""
-        )  # the subcommand: "am", "fetch"...
+        # the subcommand: "am", "fetch"...
+        self.command = next((a for a in args if not a.startswith("-")), "")
         self.line = (
             f"timed out after {timeout:g} s"
             if self.timed_out
@@ -117,7 +118,8 @@ def git_bytes(
     config: Sequence[str] = (),
     strip: bool = True,
 ) -> bytes:
-    """`git ARGS` isolated, its stdout (`strip`: less one final newline); GitError on failure or timeout."""
+    """`git ARGS` isolated, its stdout (`strip`: less one final
+    newline); GitError on failure or timeout."""
     timeout = LOCAL_TIMEOUT_S if timeout is None else timeout
     argv = [
         "git",

@@ -1,5 +1,6 @@
-"""The snapshot repository: every fetched source as a base commit, and worktrees on them. Base commits
-are deterministic (fixed identity and dates): the same source gives the same commit everywhere."""
+"""The snapshot repository: every fetched source as a base commit, and
+worktrees on them. Base commits are deterministic (fixed identity and dates):
+the same source gives the same commit everywhere."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ class SnapshotRepo:
         with self.lock:
             new = not (self.path / "HEAD").exists()
             init_bare(self.path)
-            if new:  # gc in the foreground: a CI leg hands this repository on (copied) right after its run
+            # gc in the foreground: a CI leg hands this repository on (copied) right after its run
+            if new:
                 self.git("config", "gc.autoDetach", "false")
 
     def git(self, *args: str, **options: Any) -> str:
@@ -61,7 +63,8 @@ class SnapshotRepo:
         return self.commit_tree(tree, ref, message)
 
     def commit_tree(self, tree: str, ref: str, message: str) -> str:
-        """A deterministic parentless commit of `tree` (fixed identity and date), stored as `ref`."""
+        """A deterministic parentless commit of `tree`
+        (fixed identity and date), stored as `ref`."""
         commit = self.git(
             "commit-tree", "-m", message, "--end-of-options", tree, env=FIXED_IDENTITY
         )
@@ -76,7 +79,8 @@ class SnapshotRepo:
         return self.rev(f"{rev}:{path}")
 
     def tree_of(self, rev: str, subdir: str = "") -> Optional[str]:
-        """The tree id of a commit, or of one of its directories (None when absent or not a tree)."""
+        """The tree id of a commit, or of one of its
+        directories (None when absent or not a tree)."""
         if subdir:
             oid = self.object_id(rev, subdir)
             return oid if oid and self.git("cat-file", "-t", oid) == "tree" else None
@@ -92,7 +96,8 @@ class SnapshotRepo:
             return self.git("write-tree", env=env)
 
     def tree_with_subtree(self, tree: str, path: str, subtree: str) -> str:
-        """`tree` with the entry at `path` (e.g. a submodule's gitlink) replaced by directory `subtree`."""
+        """`tree` with the entry at `path` (e.g. a submodule's
+        gitlink) replaced by directory `subtree`."""
         with tempfile.TemporaryDirectory(prefix="index-", dir=self.path) as tmp:
             # read-tree --prefix insists on a work tree; an empty one, never written (no -u)
             (Path(tmp) / "empty").mkdir()
@@ -114,7 +119,8 @@ class SnapshotRepo:
             return self.git("write-tree", env=env)
 
     def hash_blobs(self, directory: Path, paths: list[str]) -> list[str]:
-        """Blob ids of files under `directory`, written into this repository; the files are only read."""
+        """Blob ids of files under `directory`, written into
+        this repository; the files are only read."""
         if not paths:
             return []
         listing = "\n".join(paths).encode("utf-8", "surrogateescape") + b"\n"
@@ -129,7 +135,8 @@ class SnapshotRepo:
         return self.git("hash-object", "-w", "--stdin", input=data).strip()
 
     def fetch(self, source: str, refspec: str, timeout: Optional[float] = None) -> None:
-        """Copy a ref and its history from another repository (a mirror in the cache) into this one."""
+        """Copy a ref and its history from another
+        repository (a mirror in the cache) into this one."""
         self.git(
             "fetch", "--quiet", "--no-tags", "--end-of-options", source, refspec, timeout=timeout
         )
@@ -200,7 +207,8 @@ class SnapshotRepo:
         return n > 0 and self.git("merge-base", "--end-of-options", base, head) == base
 
     def format_patches(self, base: str, head: str, out_dir: Path) -> list[Path]:
-        """base..head as patch files in out_dir, no signature: the bytes do not depend on git's version."""
+        """base..head as patch files in out_dir, no signature:
+        the bytes do not depend on git's version."""
         names = self.git(
             "format-patch",
             "--no-signature",
@@ -246,9 +254,8 @@ class Worktree:
 
     def ensure(self, commit: str) -> None:
         """Exist and sit on `commit` exactly, whatever an interrupted run left behind."""
-        commit = (
-            self.repo.ref_commit(commit) or commit
-        )  # a commit id: `git checkout` has no --end-of-options
+        # a commit id: `git checkout` has no --end-of-options
+        commit = self.repo.ref_commit(commit) or commit
         if (self.path / ".git").exists():
             self.am_abort()  # whatever an interrupted run left; none in progress is the normal case
             if self.head() == commit and self.is_clean():
@@ -279,7 +286,8 @@ class Worktree:
         return self.head() or ""
 
     def restore_from(self, commit: str, paths: list[str]) -> None:
-        """The files as `commit` has them (one it lacks removed), in the work tree only: the index keeps HEAD's."""
+        """The files as `commit` has them (one it lacks removed), in the
+        work tree only: the index keeps HEAD's."""
         self.git("restore", f"--source={commit}", "--worktree", "--", *paths)
 
     def apply(self, patch_file: Path) -> None:
@@ -287,7 +295,8 @@ class Worktree:
 
     def try_am(self, *patch_files: Path, three_way: bool = False) -> Optional[str]:
         """For the drift status: None when the patches applied as commits; else git's output, with
-        the am left in progress (abort it, or leave it to resolve: fix, `git add`, `git am --continue`)."""
+        the am left in progress (abort it, or leave it to
+        resolve: fix, `git add`, `git am --continue`)."""
         try:
             self.git("am", *AM_FLAGS, *(["-3"] if three_way else []), "--", *map(str, patch_files))
         except GitError as e:
@@ -303,7 +312,8 @@ class Worktree:
         ).exists()
 
     def applies(self, patch_file: Path, reverse: bool = False) -> bool:
-        """Whether the patch applies to the files as they are (reverse: whether it is already there)."""
+        """Whether the patch applies to the files as they are
+        (reverse: whether it is already there)."""
         return succeeds(
             "apply", "--check", *(["-R"] if reverse else []), str(patch_file), cwd=self.path
         )
@@ -328,7 +338,8 @@ class Worktree:
         )
 
     def format_patch(self, base: str, out_dir: Path) -> list[Path]:
-        """base..HEAD as patch files in patches/' stable bytes (no commit ids, dates of the run, diffstat, version)."""
+        """base..HEAD as patch files in patches/' stable bytes (no commit
+        ids, dates of the run, diffstat, version)."""
         out_dir.mkdir(parents=True, exist_ok=True)
         stable = ("--zero-commit", "--full-index", "--no-signature", "--no-stat", "--no-color")
         names = self.git(

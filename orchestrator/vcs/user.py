@@ -1,5 +1,6 @@
-"""git as the user has it: their own configuration (name, email, safe.directory) and their checkouts,
-read only, which the tool's isolated git (runner.py) would hide. Every command has a timeout."""
+"""git as the user has it: their own configuration (name, email,
+safe.directory) and their checkouts, read only, which the tool's isolated git
+(runner.py) would hide. Every command has a timeout."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def version() -> str:
 
 
 def safe_directories() -> list[str]:
-    """The user's own safe.directory entries, as -c values: the tool's isolated git would drop them."""
+    """The user's own safe.directory entries, as -c
+    values: the tool's isolated git would drop them."""
     where = (
         "HOME",
         "XDG_CONFIG_HOME",
@@ -65,7 +67,8 @@ def _in_checkout(root: Path, *args: str) -> str:
 
 
 def is_work_tree(root: Path) -> bool:
-    """Whether git sees `root` as (inside) a work tree; GitError for another user's (dubious ownership)."""
+    """Whether git sees `root` as (inside) a work tree;
+    GitError for another user's (dubious ownership)."""
     try:
         return _in_checkout(root, "rev-parse", "--is-inside-work-tree") == "true"
     except GitError as e:
@@ -83,7 +86,8 @@ def head(root: Path, rev: str = "HEAD") -> Optional[str]:
 
 
 def ls_files(root: Path, *args: str) -> list[str]:
-    """`git ls-files -z ARGS` of the checkout (--stage: "<mode> <sha> <stage>\\t<path>"). Raises GitError."""
+    """`git ls-files -z ARGS` of the checkout (--stage: "<mode>
+    <sha> <stage>\\t<path>"). Raises GitError."""
     out = git_bytes(
         "ls-files", "-z", *args, cwd=root, env=_READ_ONLY, config=safe_directories(), strip=False
     )

@@ -11,7 +11,8 @@ from .runner import AM_FLAGS, GitError, git, succeeds
 
 
 def init(path: Path, objects_of: Path) -> None:
-    """`path` a repository (made once) whose objects include those of the repository `objects_of`."""
+    """`path` a repository (made once) whose objects
+    include those of the repository `objects_of`."""
     if not (path / ".git").exists():
         path.mkdir(parents=True, exist_ok=True)
         git("init", "-q", cwd=path)
@@ -32,8 +33,19 @@ def fetch_commit(
     timeout: float,
     config: Sequence[str] = (),
 ) -> None:
-    git("fetch", "-q", "--no-tags", "--depth=1", "--end-of-options", remote, commit, cwd=workdir, env=env,
-        timeout=timeout, config=config)  # fmt: skip
+    git(
+        "fetch",
+        "-q",
+        "--no-tags",
+        "--depth=1",
+        "--end-of-options",
+        remote,
+        commit,
+        cwd=workdir,
+        env=env,
+        timeout=timeout,
+        config=config,
+    )
 
 
 def abort_am(workdir: Path) -> None:
@@ -43,7 +55,8 @@ def abort_am(workdir: Path) -> None:
 
 
 def checkout_clean(workdir: Path, onto: str) -> str:
-    """The work tree on `onto` (a commit id or a ref), detached, with nothing else in it; its commit."""
+    """The work tree on `onto` (a commit id or a ref),
+    detached, with nothing else in it; its commit."""
     abort_am(workdir)
     # a commit id first: `git checkout` has no --end-of-options, and `onto` may come from --onto
     commit = git("rev-parse", "--verify", "--end-of-options", f"{onto}^{{commit}}", cwd=workdir)
@@ -53,7 +66,8 @@ def checkout_clean(workdir: Path, onto: str) -> str:
 
 
 def am(workdir: Path, patches: tuple[Path, ...]) -> str:
-    """HEAD after `git am` of the patches; GitError, nothing left half-applied, when one does not apply."""
+    """HEAD after `git am` of the patches; GitError, nothing
+    left half-applied, when one does not apply."""
     try:
         git("am", "-q", *AM_FLAGS, "--", *map(str, patches), cwd=workdir)
     except GitError:

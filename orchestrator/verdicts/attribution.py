@@ -1,15 +1,15 @@
-"""Failure attribution (pure): is a test that fails with the fix failing because of it? Compared device
-by device with the same test in the control (the fix's hunks reverted): "pre-existing" when it fails
-there too, "regression" when it passes there, "unknown" when the control cannot tell (it did not
-build, or never reached that device)."""
+"""Failure attribution (pure): is a test that fails with the fix failing because of it? Compared
+device by device with the same test in the control (the fix's hunks reverted): "pre-existing" when
+it fails there too, "regression" when it passes there, "unknown" when the control cannot tell (it
+did not build, or never reached that device)."""
 
 from __future__ import annotations
 
 import re
 from typing import Mapping, Optional
 
-from ..patchset.layout import GATE_TEST
-from ..report.model import AttributionEntry, AttributionLabel, RowStatus, TestRecord
+from ..model.layout import GATE_TEST
+from ..model.results import AttributionEntry, AttributionLabel, RowStatus, TestRecord
 from .classify import CRASHED, FAILED, PASSED, SKIPPED, strip_ansi
 
 PRE_EXISTING, REGRESSION, UNKNOWN = (
@@ -17,9 +17,8 @@ PRE_EXISTING, REGRESSION, UNKNOWN = (
     AttributionLabel.REGRESSION,
     AttributionLabel.UNKNOWN,
 )
-_DEVICE_HEADER = re.compile(
-    r"^Backend \d+/\d+: (?P<device>\S+)\s*$", re.M
-)  # test-opt, before each device
+# test-opt, before each device
+_DEVICE_HEADER = re.compile(r"^Backend \d+/\d+: (?P<device>\S+)\s*$", re.M)
 ANY_DEVICE = "(whole test)"  # the failure cannot be pinned to one device
 
 
@@ -35,8 +34,9 @@ def what_failed(test: Optional[TestRecord]) -> str:
 
 
 def crash_device(output: str) -> Optional[str]:
-    """The device a test was on when it stopped: the last "Backend i/n: DEV" header (test-opt) with no
-    result row after it. None when it finished every device it started (died in teardown) or has none."""
+    """The device a test was on when it stopped: the last "Backend i/n: DEV"
+    header (test-opt) with no result row after it. None when it finished every
+    device it started (died in teardown) or has none."""
     output = strip_ansi(output or "")
     headers = list(_DEVICE_HEADER.finditer(output))
     if not headers:
@@ -136,7 +136,10 @@ def _label(
     if device in c_fail or (device == ANY_DEVICE and control.outcome != PASSED):
         why = f"{where} fails without the fix too ({c_fail.get(device) or what_failed(control)})"
         if name == GATE_TEST:
-            why += "; the gate is meant to fail without the fix, so failing with it means the fix does not take effect there"
+            why += (
+                "; the gate is meant to fail without the fix, so failing with it "
+                "means the fix does not take effect there"
+            )
         return PRE_EXISTING, why
     if ANY_DEVICE in c_fail and what_failed(control) == what_failed(patched):
         return PRE_EXISTING, f"{where}: the test {what_failed(control)} without the fix too"
@@ -173,7 +176,8 @@ _KIND_MEANS = {PRE_EXISTING: "fails without the fix too", REGRESSION: "passes wi
 
 
 def summary(entries: list[AttributionEntry]) -> str:
-    """For a cell's reason: 'pre-existing, fails without the fix too: test-opt on Vulkan0 crashed ...'."""
+    """For a cell's reason: 'pre-existing, fails without the
+    fix too: test-opt on Vulkan0 crashed ...'."""
     kinds = {e.label for e in entries}
     if len(kinds) == 1:
         kind = kinds.pop()

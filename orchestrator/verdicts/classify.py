@@ -1,4 +1,5 @@
-"""Result classification (pure): test outcomes, per-device rows, the control's verdict, cell status."""
+"""Result classification (pure): test outcomes,
+per-device rows, the control's verdict, cell status."""
 
 from __future__ import annotations
 
@@ -6,14 +7,13 @@ import re
 import signal as _signal
 from typing import Mapping, NamedTuple, Optional
 
-from ..report.model import CellStatus, Outcome, Verdict
+from ..model.results import CellStatus, Outcome, Verdict
 
 # The words, as the results model spells them.
 PASSED, FAILED, CRASHED = Outcome.PASSED, Outcome.FAILED, Outcome.CRASHED
 TIMEOUT, NOT_BUILT = Outcome.TIMEOUT, Outcome.NOT_BUILT
-SKIPPED = (
-    Outcome.SKIPPED
-)  # a test the backend does not run (its module's skip_tests): neither passed nor failed
+# a test the backend does not run (its module's skip_tests): neither passed nor failed
+SKIPPED = Outcome.SKIPPED
 KILLED, SURVIVED, INVALID = Verdict.KILLED, Verdict.SURVIVED, Verdict.INVALID
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -56,7 +56,8 @@ def signal_name(exit_code: Optional[int]) -> Optional[str]:
 
 
 def gate_rows(output: str) -> list[dict]:
-    """The gate's rows, one per device x case, with its `opt_period` where it has one (older gates: all do)."""
+    """The gate's rows, one per device x case, with its
+    `opt_period` where it has one (older gates: all do)."""
     rows = []
     for m in GATE_ROW.finditer(strip_ansi(output)):
         case = m["case"].strip()
@@ -101,8 +102,9 @@ def gate_verdict(
     variant: str = "the control variant",
     passed: str = "the gate test passed without the fix: it is not a gate",
 ) -> GateVerdict:
-    """The gate on a tree without the (right) fix: killed only if the tree built and the gate failed by its own
-    check (a non-zero exit, not a signal or timeout) printing its failure line; survived if it passed; else invalid."""
+    """The gate on a tree without the (right) fix: killed only if the tree built and the gate
+    failed by its own check (a non-zero exit, not a signal or timeout) printing its failure
+    line; survived if it passed; else invalid."""
     if not build_ok:
         return GateVerdict(INVALID, f"{variant} did not build")
     if gate_outcome == PASSED:
@@ -133,10 +135,11 @@ def control_verdict(
     test_opt_pre_existing: Optional[str] = None,
     test_opt_skipped: Optional[str] = None,
 ) -> GateVerdict:
-    """The gate's verdict (gate_verdict), and test-opt's: it passes (an older series) or fails by its
-    own check (its per-step cases); a crash or timeout there means the control changed more than the
-    fix. Where test-opt fails with the fix too (`test_opt_pre_existing`: e.g. a driver crash) or is not
-    run (`test_opt_skipped`: why), the verdict rests on the gate alone, and the reason says so."""
+    """The gate's verdict (gate_verdict), and test-opt's: it passes (an older series) or
+    fails by its own check (its per-step cases); a crash or timeout there means the control
+    changed more than the fix. Where test-opt fails with the fix too
+    (`test_opt_pre_existing`: e.g. a driver crash) or is not run (`test_opt_skipped`: why),
+    the verdict rests on the gate alone, and the reason says so."""
     v = gate_verdict(build_ok, gate_outcome, gate_exit, gate_output)
     if v.verdict != KILLED or test_opt_outcome == PASSED:
         return v
@@ -145,11 +148,15 @@ def control_verdict(
     if test_opt_outcome == SKIPPED:
         alone = f"test-opt is not run on this backend: {test_opt_skipped or 'no reason recorded'}"
     elif test_opt_pre_existing:
-        alone = f"test-opt {test_opt_outcome} with and without the fix, pre-existing: {test_opt_pre_existing}"
+        alone = (
+            f"test-opt {test_opt_outcome} with and without the "
+            f"fix, pre-existing: {test_opt_pre_existing}"
+        )
     else:
         return GateVerdict(
             INVALID,
-            f"test-opt {test_opt_outcome} without the fix, so the control changed more than the fix",
+            f"test-opt {test_opt_outcome} without the fix, so the "
+            "control changed more than the fix",
         )
     return GateVerdict(KILLED, f"{v.reason} (verdict on the gate alone: {alone})")
 
@@ -160,8 +167,9 @@ def cell_status(
     verdict: Optional[GateVerdict],
     attribution: str = "",
 ) -> tuple[CellStatus, str]:
-    """(status, reason): passed only when every test that ran passes with the fix and the control was killed;
-    a skipped test is named, never counted as passed; `attribution`: do failing tests fail without the fix too."""
+    """(status, reason): passed only when every test that ran passes with the fix and the
+    control was killed; a skipped test is named, never counted as passed; `attribution`:
+    do failing tests fail without the fix too."""
     if not patched_build_ok:
         return CellStatus.FAILED, "the patched variant did not build"
     skipped = [name for name, o in patched.items() if o == SKIPPED]

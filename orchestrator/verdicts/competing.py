@@ -20,11 +20,11 @@ from typing import Mapping, Optional
 
 from ..config import Matrix
 from ..errors import ConfigError
+from ..model.layout import GATE_TEST
+from ..model.results import CompetingJudged, CompetingVerdict, Outcome, TestRecord
 from ..patchset.files import read_topic_diff_files
-from ..patchset.layout import GATE_TEST
 from ..patchset.render import DiffInLayout
 from ..patchset.series import FileDiff, parse_patch
-from ..report.model import CompetingJudged, CompetingVerdict, Outcome, TestRecord
 from .classify import gate_failure_line, strip_ansi
 
 REQUIRED = ("Competing fix", "URL", "Date", "Author's summary")
@@ -46,7 +46,8 @@ class CompetingFix(DiffInLayout):
 
 
 def parse_competing(name: str, text: str) -> CompetingFix:
-    """A competing fix's file; one ConfigError line naming the file (and line) when it is malformed."""
+    """A competing fix's file; one ConfigError line naming
+    the file (and line) when it is malformed."""
     if not text.isascii():
         raise ConfigError(
             f"{name}: non-ASCII text; a competing fix is data that may go upstream (ASCII only)"
@@ -80,9 +81,8 @@ def parse_competing(name: str, text: str) -> CompetingFix:
         raise ConfigError(
             f"{name}: Date: {fields['Date']!r}; expected YYYY-MM, YYYY-MM-DD or 'unknown'"
         )
-    patch = parse_patch(
-        name, text
-    )  # paths checked: a/ b/ prefixes, nothing escaping the tree, no binary
+    # paths checked: a/ b/ prefixes, nothing escaping the tree, no binary
+    patch = parse_patch(name, text)
     title, url, date, summary = (fields[k] for k in REQUIRED)
     return CompetingFix(
         name.removesuffix(".patch"),
@@ -100,9 +100,8 @@ def first_failing_line(test: str, output: str) -> Optional[str]:
     if test == GATE_TEST:
         return gate_failure_line(output)
     for line in strip_ansi(output).splitlines():
-        summary = (
-            line.lstrip().startswith("Backend ") or "backend*optimizer" in line
-        )  # a backend's or the total
+        # a backend's or the total
+        summary = line.lstrip().startswith("Backend ") or "backend*optimizer" in line
         if line.rstrip().endswith("FAIL") and not summary:
             return line.strip()
     return None
@@ -114,7 +113,8 @@ def judge(
     tests: Mapping[str, TestRecord],
     with_fix: Mapping[str, Optional[Outcome]],
 ) -> CompetingJudged:
-    """equivalent / wrong (its first failing test and case line) / invalid, against the tests the fix passes."""
+    """equivalent / wrong (its first failing test and case line) /
+    invalid, against the tests the fix passes."""
     invalid = CompetingVerdict.INVALID
     if apply_error is not None:
         return CompetingJudged(

@@ -1,5 +1,6 @@
-"""Known limits: what the series knowingly leaves as it is (patches/known-limits.yaml), carried into the
-bundle's PR_BODY.md ("Additional information") and manifest.json; not ISSUE.md (the reproduction only).
+"""Known limits: what the series knowingly leaves as it is
+(patches/known-limits.yaml), carried into the bundle's PR_BODY.md ("Additional
+information") and manifest.json; not ISSUE.md (the reproduction only).
 
     limits:
       - id: opt-i-advances-on-eval          # a slug: lowercase letters, digits, '-'
@@ -80,7 +81,8 @@ def _hint(loc: tuple[Any, ...], kind: str, value: Any) -> Optional[str]:
 def parse_yaml(
     kind: type[R], where: str, text: str, hint: Hint
 ) -> tuple[R, dict[tuple[Any, ...], int]]:
-    """A YAML file of patches/ as `kind` (strictly) and each key's line; else one ConfigError (file:line: key: why)."""
+    """A YAML file of patches/ as `kind` (strictly) and each key's line;
+    else one ConfigError (file:line: key: why)."""
     data, lines = _load_with_lines(text, where)
     try:
         return kind.model_validate(data, strict=True), lines
@@ -99,7 +101,8 @@ def read_yaml(series_dir: Path, file: str, what: str) -> Optional[tuple[str, str
 
 
 def parse_known_limits(where: str, text: str) -> tuple[KnownLimit, ...]:
-    """The file's limits, validated; one ConfigError line (file:line: key: what is wrong) when not."""
+    """The file's limits, validated; one ConfigError line
+    (file:line: key: what is wrong) when not."""
     doc, lines = parse_yaml(KnownLimits, where, text, _hint)
     seen: dict[str, int] = {}
     for i, item in enumerate(doc.limits):

@@ -1,8 +1,9 @@
 """Mutants (pure): known-wrong fixes the gate must catch
-(native_tests/<topic>/mutants/NN-name.patch): a header of `Mutant: <one-line title>` and
-`Why it is wrong: <one line>`, a blank line, then a git diff in the series' layout that turns the FIXED file into the wrong one. Verdicts: killed
-(a test fails by its own check), survived (the cell fails, exit 7), invalid (did not apply or build,
-crashed, timed out)."""
+(native_tests/<topic>/mutants/NN-name.patch): a header of `Mutant: <one-line title>` and `Why it
+is wrong: <one line>`, a blank line, then a git diff in the series' layout that turns the FIXED file
+into the wrong one. Verdicts: killed (a test fails by its own check), survived (the cell fails,
+exit 7), invalid (did not apply or build, crashed, timed out).
+"""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ from typing import Mapping, Optional
 
 from ..config import Matrix
 from ..errors import ConfigError
+from ..model.layout import GATE_TEST, UPSTREAM_TEST
+from ..model.results import Outcome, TestRecord, Verdict
 from ..patchset.files import read_topic_diff_files
-from ..patchset.layout import GATE_TEST, UPSTREAM_TEST
 from ..patchset.render import DiffInLayout
 from ..patchset.series import FileDiff, parse_patch
-from ..report.model import Outcome, TestRecord, Verdict
 from .classify import INVALID, KILLED, SURVIVED, GateVerdict, gate_verdict
 from .competing import first_failing_line
 
@@ -42,9 +43,8 @@ def parse_mutant(name: str, text: str) -> Mutant:
     for key in ("Mutant", "Why it is wrong"):
         if key not in fields:
             raise ConfigError(f"{name}: no '{key}: ...' line before the diff")
-    patch = parse_patch(
-        name, text
-    )  # paths checked: a/ b/ prefixes, nothing escaping the tree, no binary
+    # paths checked: a/ b/ prefixes, nothing escaping the tree, no binary
+    patch = parse_patch(name, text)
     return Mutant(
         name.removesuffix(".patch"), fields["Mutant"], fields["Why it is wrong"], patch.files
     )
@@ -69,11 +69,11 @@ def mutant_verdict(
 def test_opt_verdict(
     apply_error: Optional[str], build_ok: bool, test: Optional[TestRecord]
 ) -> GateVerdict:
-    """test-opt's verdict on one mutant: killed by its own check (a case's FAIL line), survived, or invalid."""
+    """test-opt's verdict on one mutant: killed by its own check
+    (a case's FAIL line), survived, or invalid."""
     if apply_error is not None or not build_ok:
-        return mutant_verdict(
-            apply_error, build_ok, None
-        )  # the gate's words: not applied, not built
+        # the gate's words: not applied, not built
+        return mutant_verdict(apply_error, build_ok, None)
     if test is None:
         return GateVerdict(INVALID, "test-opt did not run")
     if test.outcome == Outcome.PASSED:
@@ -102,7 +102,8 @@ def per_test_verdicts(
 
 
 def overall_verdict(per_test: Mapping[str, GateVerdict]) -> GateVerdict:
-    """killed when any test kills it (each reason kept), survived when every test passed, else invalid."""
+    """killed when any test kills it (each reason kept),
+    survived when every test passed, else invalid."""
     reasons = "; ".join(f"{t}: {v.reason}" for t, v in per_test.items())
     verdicts = {v.verdict for v in per_test.values()}
     if KILLED in verdicts:

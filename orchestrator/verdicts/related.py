@@ -1,5 +1,6 @@
 """Related upstream work: pull requests and issues touching the code the series changes
-(patches/related-upstream.yaml); READINESS.md checks that cover.md references every open PR among them.
+(patches/related-upstream.yaml); READINESS.md checks that
+cover.md references every open PR among them.
 
     related:
       - url: https://github.com/OWNER/REPO/pull/N   # or .../issues/N
@@ -50,7 +51,10 @@ def _hint(loc: tuple[Any, ...], kind: str, value: Any) -> Optional[str]:
         fields = RelatedFile.model_fields if len(loc) == 1 else RelatedWork.model_fields
         return f"unknown key (allowed: {', '.join(fields)})"
     if kind == "string_pattern_mismatch" and key == "url":
-        return f"{value!r} is not a GitHub pull request or issue URL (https://github.com/OWNER/REPO/pull/N)"
+        return (
+            f"{value!r} is not a GitHub pull request or issue "
+            "URL (https://github.com/OWNER/REPO/pull/N)"
+        )
     if kind == "string_pattern_mismatch":
         return "must be one line of printable ASCII"
     if kind == "literal_error":

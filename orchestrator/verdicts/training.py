@@ -1,5 +1,6 @@
 """Training evidence: loss per epoch with and without the fix (native_tests/train-opt-dynamic). Pure
-but the plot, made only where matplotlib is installed (the `plot` extra: pip install 'ggml-patch[plot]')."""
+but the plot, made only where matplotlib is installed (the
+`plot` extra: pip install 'ggml-patch[plot]')."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from ..report.model import EpochLoss
+from ..model.results import EpochLoss
 
 _EPOCH = re.compile(
     r"^epoch=(?P<epoch>\d+) train_loss=(?P<train>\S+) eval_loss=(?P<eval>\S+)\s*$", re.M
@@ -37,12 +38,14 @@ def diverges_as_predicted(patched: list[EpochLoss], control: list[EpochLoss]) ->
 
 
 def table_markdown(patched: list[EpochLoss], control: list[EpochLoss]) -> str:
-    """| epoch | train (fix) | eval (fix) | train (no fix) | eval (no fix) | — numbers as in results.json."""
+    """| epoch | train (fix) | eval (fix) | train (no fix) |
+    eval (no fix) | — numbers as in results.json."""
     by_epoch: dict[int, list[Optional[EpochLoss]]] = {e.epoch: [e, None] for e in patched}
     for e in control:
         by_epoch.setdefault(e.epoch, [None, None])[1] = e
     lines = [
-        "| epoch | train loss, with the fix | eval loss, with the fix | train loss, without | eval loss, without |",
+        "| epoch | train loss, with the fix | eval loss, with the fix | "
+        "train loss, without | eval loss, without |",
         "|---|---|---|---|---|",
     ]
     for n in sorted(by_epoch):

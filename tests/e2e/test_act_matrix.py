@@ -7,8 +7,9 @@ report (the drift issue on a fake GitHub API on 127.0.0.1 through GITHUB_API_URL
 Run 1 carries a regression (the series no longer applies): the default legs fail, the run fails,
 the live legs report `source unavailable`, the report job opens exactly one drift issue listing
 the failing cells. Run 2, after the fix, is green (its default legs only: act fails a job whose
-continue-on-error legs failed, GitHub does not): merged results, a bundle, the same issue closed. Slow: the two cpu cells build
-(about 8 minutes cold on 2 cores, much less with a warm ccache: the legs' ccache is the host's).
+continue-on-error legs failed, GitHub does not): merged results, a bundle, the same issue
+closed. Slow: the two cpu cells build (about 8 minutes cold on 2 cores, much less with a
+warm ccache: the legs' ccache is the host's).
 """
 
 import json

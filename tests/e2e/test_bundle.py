@@ -1,6 +1,7 @@
 """The bundle end to end: a real run bundled with the contributor's identity, its series applied
 with plain `git am` to a clean base, PR_BODY.md checked against results.json and the template,
-`pr --open` refused (exit 27) for llama.cpp (submit manual) and ggml (none), nothing sent or pushed."""
+`pr --open` refused (exit 27) for llama.cpp (submit
+manual) and ggml (none), nothing sent or pushed."""
 
 import hashlib
 import json
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.report.model import load_results
+from orchestrator.model.results import load_results
 
 from ..helpers.bundle_checks import check_body_against_results
 from ..helpers.samples import GATE, UPSTREAM, control_survived, results_dir
@@ -35,8 +36,8 @@ ASSISTANT = "Test Assistant"
 
 @pytest.fixture(scope="module")
 def real_run(repo_root, tool_cache, tmp_path_factory):
-    """The real CPU matrix once, then its bundle (the contributor's identity, an Assisted-by trailer),
-    with GITHUB_TOKEN set to a value scanned for later."""
+    """The real CPU matrix once, then its bundle (the contributor's identity, an Assisted-by
+    trailer), with GITHUB_TOKEN set to a value scanned for later."""
     results = tmp_path_factory.mktemp("bundle-e2e") / "results"
     matrix = str(repo_root / "matrix.yaml")
     run = run_tool(
@@ -89,7 +90,8 @@ def test_bundle_of_a_real_run(real_run):
     )
     if plot:
         assert (llama / "training-loss.png").read_bytes().startswith(b"\x89PNG")
-    # ggml is verified through llama.cpp's sync: its series in ggml's layout, no pull request of its own
+    # ggml is verified through llama.cpp's sync: its series
+    # in ggml's layout, no pull request of its own
     ggml = results / "bundle" / "ggml"
     assert sorted(p.name for p in ggml.iterdir()) == sorted(
         PATCHES + ["READINESS.md", "manifest.json"]
@@ -118,6 +120,7 @@ def test_the_series_applies_with_plain_git_am_to_a_clean_base_and_the_gate_passe
     assert man["base"]["upstream_commit"] == cell["source"].get("upstream_commit")
 
     clone = tmp_path / "clean"
+    # the snapshot repository has no HEAD: "empty" is expected
     subprocess.run(
         [
             "git",
@@ -130,7 +133,7 @@ def test_the_series_applies_with_plain_git_am_to_a_clean_base_and_the_gate_passe
         ],
         check=True,
         capture_output=True,
-    )  # the snapshot repository has no HEAD: "empty" is expected
+    )
     subprocess.run(["git", "-C", str(clone), "checkout", "-q", "--detach", base], check=True)
     env = {
         "PATH": os.environ["PATH"],
@@ -144,12 +147,15 @@ def test_the_series_applies_with_plain_git_am_to_a_clean_base_and_the_gate_passe
         ["git", "-C", str(clone), "am", *patches], capture_output=True, text=True, env=env
     )
     assert am.returncode == 0, am.stderr
-    tree = lambda rev, where: subprocess.run(
-        ["git", "-C", str(where), "rev-parse", f"{rev}^{{tree}}"],  # noqa: E731
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+
+    def tree(rev: str, where: Path) -> str:
+        return subprocess.run(
+            ["git", "-C", str(where), "rev-parse", f"{rev}^{{tree}}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+
     assert tree("HEAD", clone) == tree(patched, clone)  # exactly the tree the matrix proved
     # upstream's AGENTS.md: no new file under tests/; 0001 touches only the reset
     added = subprocess.run(
@@ -159,7 +165,8 @@ def test_the_series_applies_with_plain_git_am_to_a_clean_base_and_the_gate_passe
         check=True,
     ).stdout
     assert added == "", added
-    # the contributor's commits: their identity, the assistant named with Assisted-by, never Co-authored-by
+    # the contributor's commits: their identity, the assistant
+    # named with Assisted-by, never Co-authored-by
     log = subprocess.run(
         ["git", "-C", str(clone), "log", "--format=%an <%ae>%n%B%x00", f"{base}..HEAD"],
         capture_output=True,
@@ -277,8 +284,8 @@ def test_readiness_lists_only_the_contributor_s_words_as_open(real_run):
     assert "known-wrong fixes:" in body and "killed by test-opt alone" in body
     # the failing line of test-opt's new cases before the fix, visible
     assert (
-        "\ntest_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, subtest=weights, optimizer=adamw): "
-        "FAIL\n"
+        "\ntest_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, "
+        "subtest=weights, optimizer=adamw): FAIL\n"
     ) in body.split("<details>", 1)[0]
     assert "| competing fix | date | verdict | test | first failing line |" in body
 
@@ -315,8 +322,8 @@ def test_a_run_whose_control_survived_is_refused_then_bundled_with_a_warning(
     made = run_tool(*args, "--allow-incomplete", "--target", "llama.cpp", cwd=tmp_path)
     assert made.returncode == 0, made.stderr[-3000:]
     assert (
-        "warning: llama.cpp: incomplete evidence: llama.cpp/cpu: the negative control was not killed"
-        in made.stderr
+        "warning: llama.cpp: incomplete evidence: "
+        "llama.cpp/cpu: the negative control was not killed" in made.stderr
     )
     body = (edited / "bundle" / "llama.cpp" / "PR_BODY.md").read_text()
     assert "> [!WARNING]\n> Incomplete evidence" in body

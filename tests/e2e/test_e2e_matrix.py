@@ -127,9 +127,8 @@ def test_each_cell_prints_its_verdict_and_time_as_it_ends_and_the_run_its_times(
         )
         m = re.search(rf"^  {re.escape(cell)}: passed - .* \((\d+\.\d) s\)$", err, re.M)
         assert m and verdict < m.start(), err[-3000:]
-        assert (
-            err.index(f"{cell}: mutant ") < m.start()
-        )  # the verdict came before the mutants, the result after
+        # the verdict came before the mutants, the result after
+        assert err.index(f"{cell}: mutant ") < m.start()
         ends[cell] = m.start()
     assert ends["ggml/cpu"] < err.index("llama.cpp/cpu: fetch") < ends["llama.cpp/cpu"]
     times = err[err.index("time per cell:") :]
@@ -164,7 +163,8 @@ def test_each_target_patched_passes_and_control_is_killed(matrix_run, target):
     assert control["verdict"] == "killed"
     assert control["failure_line"] == FAILURE_LINE
     assert control["tests"]["test-opt-dynamic-accum"]["exit_code"] == 1
-    # test-opt's per-step cases (patch 0002, what upstream keeps) fail without the fix too, by their own check
+    # test-opt's per-step cases (patch 0002, what upstream keeps)
+    # fail without the fix too, by their own check
     assert (
         control["tests"]["test-opt"]["outcome"] == "failed"
         and control["tests"]["test-opt"]["exit_code"] == 1
@@ -221,9 +221,8 @@ def test_cuda_and_metal_are_skipped_with_their_reasons(matrix_run, target):
     assert re.search(r"no CUDA device|nvcc|cuBLAS", cuda["reason"]), cuda["reason"]
     assert metal["status"] == "skipped" and metal["reason"].startswith("Metal needs macOS"), metal
     assert cuda["exit_code"] == metal["exit_code"] == 0
-    assert not _recs(data, target, "cuda") and not _recs(
-        data, target, "metal"
-    )  # nothing built or run
+    # nothing built or run
+    assert not _recs(data, target, "cuda") and not _recs(data, target, "metal")
     summary = (results / "summary.md").read_text()
     assert f"**{target}/cuda**: skipped — {cuda['reason']}" in summary
     assert f"**{target}/metal**: skipped — {metal['reason']}" in summary
@@ -261,9 +260,8 @@ def test_vulkan_cell_passes_with_rows_for_both_devices(matrix_run, vulkan_missin
 
     control = recs["control"]
     assert control["verdict"] == "killed", control["verdict_reason"]
-    assert (
-        control["failure_line"] == VK_FAILURE_LINE
-    )  # the Vulkan device's own failure, not only the CPU's
+    # the Vulkan device's own failure, not only the CPU's
+    assert control["failure_line"] == VK_FAILURE_LINE
     vk_rows = [
         r for r in control["tests"]["test-opt-dynamic-accum"]["rows"] if r["device"] == "Vulkan0"
     ]
@@ -273,7 +271,8 @@ def test_vulkan_cell_passes_with_rows_for_both_devices(matrix_run, vulkan_missin
         (3, "FAIL"),
     ]
     assert vk_rows[0]["actual"] == 0.25 and vk_rows[0]["expected"] == 0.5
-    # test-opt's per-step cases (patch 0002, what upstream keeps) fail without the fix too, by their own check
+    # test-opt's per-step cases (patch 0002, what upstream keeps)
+    # fail without the fix too, by their own check
     assert (
         control["tests"]["test-opt"]["outcome"] == "failed"
         and control["tests"]["test-opt"]["exit_code"] == 1
@@ -283,9 +282,9 @@ def test_vulkan_cell_passes_with_rows_for_both_devices(matrix_run, vulkan_missin
     summary = (results / "summary.md").read_text()
     assert f"| {target}/vulkan | Vulkan0 | with fix | 2/2 | 29/29 | — |" in summary
     row = next(
-        l
-        for l in summary.splitlines()
-        if l.startswith(f"| {target}/vulkan | Vulkan0 | without fix |")
+        ln
+        for ln in summary.splitlines()
+        if ln.startswith(f"| {target}/vulkan | Vulkan0 | without fix |")
     )
     # without the fix test-opt's per-step cases fail too (0/2), then the gate's own line
     assert (
@@ -364,7 +363,8 @@ def test_debian12_system_lavapipe_crash_is_pre_existing(
     assert "pre-existing, fails without the fix too: test-opt on Vulkan0 crashed" in cell["reason"]
     gate = {v: recs[v]["tests"]["test-opt-dynamic-accum"] for v in ("patched", "control")}
     assert gate["patched"]["outcome"] == gate["control"]["outcome"] == "crashed"
-    # Where the driver crashes varies from run to run (3 and 7 cases seen): every case before it is OK.
+    # Where the driver crashes varies from run to run (3
+    # and 7 cases seen): every case before it is OK.
     statuses = [r["status"] for r in gate["patched"]["rows"]]
     assert len(statuses) >= 3 and set(statuses) == {"OK"}, statuses
     assert gate["control"]["rows"][0]["line"] == VK_FAILURE_LINE
@@ -384,7 +384,8 @@ def test_rerun_reuses_the_tree_and_the_exported_series_applies_with_plain_git_am
     matrix_run, repo_root, tool_cache, tmp_path
 ):
     """`ggml-patch export` writes the ggml-layout series; plain `git am` applies it to the
-    same snapshot checked out fresh, and the regression test there is the series' own cases in test-opt."""
+    same snapshot checked out fresh, and the regression test
+    there is the series' own cases in test-opt."""
     out = tmp_path / "series"
     proc = run_tool(
         "export",
@@ -470,9 +471,8 @@ def test_build_only_builds_both_variants_and_runs_nothing(
     recs = {r["variant"]: r for r in results["records"]}
     assert recs["patched"]["build"]["ok"] and recs["control"]["build"]["ok"]
     assert recs["patched"]["tests"] == {} and recs["control"]["tests"] == {}
-    assert "0/1 cells passed (1 build-only)" in summary_markdown(
-        run
-    )  # the results model, not its JSON
+    # the results model, not its JSON
+    assert "0/1 cells passed (1 build-only)" in summary_markdown(run)
     # without --build-only the same cell is a skip with the reason
     opts.build_only = False
     (cell,) = matrix.run_matrix(opts).to_json()["cells"]
@@ -572,8 +572,8 @@ def test_every_known_wrong_fix_is_killed(matrix_run, target, backend):
     )
     assert all(r["failure_line"].startswith("test_per_step_graphs(") for r in mutants)
     assert (
-        f"- **{target}/{backend}**: {N_MUTANTS} known-wrong fixes: {N_MUTANTS} killed by test-opt alone "
-        f"(test-opt-dynamic-accum: {N_MUTANTS})"
+        f"- **{target}/{backend}**: {N_MUTANTS} known-wrong fixes: {N_MUTANTS} killed by test-opt "
+        f"alone (test-opt-dynamic-accum: {N_MUTANTS})"
     ) in (results / "summary.md").read_text()
 
 
@@ -588,15 +588,15 @@ def test_competing_fixes_are_judged_on_the_unfixed_tree(matrix_run, target):
     }
     assert set(comp) == {"qlora-branch-alloc-zeroing", "fork-build-time-reset"}
     qlora = comp["qlora-branch-alloc-zeroing"]["judged"]
-    # it zeroes the loss seed too: w freezes after the first optimizer step, test-opt's first case fails
+    # it zeroes the loss seed too: w freezes after the first
+    # optimizer step, test-opt's first case fails
     assert qlora["verdict"] == "wrong" and qlora["failing_test"] == "test-opt", qlora
     assert qlora["failure_line"] == (
         "test_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, "
         "subtest=weights, optimizer=adamw): FAIL"
     )
-    fork = comp["fork-build-time-reset"][
-        "judged"
-    ]  # evals shift opt_i: a period starts without a reset
+    # evals shift opt_i: a period starts without a reset
+    fork = comp["fork-build-time-reset"]["judged"]
     assert (
         fork["verdict"] == "wrong" and "schedule=TTETTTETTT, opt_period=2" in fork["failure_line"]
     ), fork
@@ -607,6 +607,6 @@ def test_competing_fixes_are_judged_on_the_unfixed_tree(matrix_run, target):
     summary = (results / "summary.md").read_text()
     assert "## Competing fixes (proposed elsewhere, applied to the unfixed tree)" in summary
     assert (
-        f"| {target}/cpu | qlora-branch-alloc-zeroing | [2026-05](https://github.com/ggml-org/llama.cpp/pull/22705) | **wrong** |"
-        in summary
+        f"| {target}/cpu | qlora-branch-alloc-zeroing | "
+        "[2026-05](https://github.com/ggml-org/llama.cpp/pull/22705) | **wrong** |" in summary
     )

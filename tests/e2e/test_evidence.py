@@ -1,17 +1,18 @@
-"""End to end: `ggml-patch evidence` on the pinned llama.cpp (llama-cpp-python 0.3.36): upstream's own
-llama-finetune (examples/training/finetune.cpp, unmodified) built in the llama.cpp CPU cell's tree (the
-cell pipeline's fetch, apply and build_variant; a build tree of its own), each binary checked to hold
-(or lack) the fix before it runs, the tiny model pre-trained once with the fixed build, then one short
-case at finetune.cpp's defaults (AdamW lr 1e-5, -c = -b = -ub, opt_period 1, 2 epochs) with the fix,
-with its hunks reverted, and the noise-floor runs; then again with nothing changed: the cached result.
+"""End to end: `ggml-patch evidence` on the pinned llama.cpp (llama-cpp-python 0.3.36):
+upstream's own llama-finetune (examples/training/finetune.cpp, unmodified) built in the llama.cpp
+CPU cell's tree (the cell pipeline's fetch, apply and build_variant; a build tree of its own),
+each binary checked to hold (or lack) the fix before it runs, the tiny model pre-trained once
+with the fixed build, then one short case at finetune.cpp's defaults (AdamW lr 1e-5, -c = -b =
+-ub, opt_period 1, 2 epochs) with the fix, with its hunks reverted, and the noise-floor runs;
+then again with nothing changed: the cached result.
 
-It shares the session's tool cache (the sdist, the cell's worktree when the matrix test ran first) and
-ccache. Measured on 2 shared cores with a cold ccache (2026-12-01): 517 s in all; llama-finetune built
-with the fix 409 s wall (350 CPU s, 132 steps: ggml, libllama, llama-common, the example), the fix
-reverted and rebuilt 1.5 s, pre-training 64 s (8 epochs), the four 2-epoch runs 22 s; the re-run 0.73 s
-for the process, 0.08 s in the tool. With a warm ccache (main's series, the blob/object provenance):
-101 s (build 27 s, pre-training 29 s, runs 32 s). It replaces the custom-driver e2e (173 s cold, 60 s
-warm): +344 s for CI with a cold ccache.
+It shares the session's tool cache (the sdist, the cell's worktree when the matrix test ran first)
+and ccache. Measured on 2 shared cores with a cold ccache (2026-12-01): 517 s in all; llama-finetune
+built with the fix 409 s wall (350 CPU s, 132 steps: ggml, libllama, llama-common, the example), the
+fix reverted and rebuilt 1.5 s, pre-training 64 s (8 epochs), the four 2-epoch runs 22 s; the re-run
+0.73 s for the process, 0.08 s in the tool. With a warm ccache (main's series, the blob/object
+provenance): 101 s (build 27 s, pre-training 29 s, runs 32 s). It replaces the custom-driver e2e
+(173 s cold, 60 s warm): +344 s for CI with a cold ccache.
 """
 
 from __future__ import annotations
@@ -44,9 +45,8 @@ def evidence_run(repo_root, tool_cache, tmp_path_factory):
         *CASES,
     ]
     t0 = time.monotonic()
-    first = run_tool(
-        *args, "--rerun", cwd=results
-    )  # built and run for real, whatever the cache holds
+    # built and run for real, whatever the cache holds
+    first = run_tool(*args, "--rerun", cwd=results)
     cold_s = time.monotonic() - t0
     written = (
         (results / "evidence" / "finetune.json").read_bytes() if first.returncode == 0 else b""
@@ -90,7 +90,8 @@ def test_both_builds_of_llama_finetune_run_the_default_case_and_the_noise_runs(e
     pre = r.model["pretrain"]
     assert r.model["pretrained"] and pre["eval_loss"][-1] < pre["eval_loss"][0]
     assert r.runs[0].epochs[0].eval_loss < math.log(32000) - 1
-    # what the command printed is the verdict computed from these numbers, against the measured floor
+    # what the command printed is the verdict computed
+    # from these numbers, against the measured floor
     (v,) = ft.verdicts(r)
     assert f"adamw lr 1e-05 opt_period 1, 2 epochs: {v.label} (" in first.stdout
     assert f"noise floor {ft.noise_floor(r).floor:.5g} (2 same-build comparison(s))" in first.stdout
@@ -115,9 +116,8 @@ def test_each_binary_was_checked_for_the_fix_before_it_ran(evidence_run, tool_ca
     for variant in ft.VARIANTS:
         data = (variants / variant / ft.PROGRAM).read_bytes()
         assert hashlib.sha256(data).hexdigest() == p[variant]["sha256"]
-        for m in p["with_fix"][
-            "markers"
-        ]:  # when the fix adds a string literal, only its binary holds it
+        # when the fix adds a string literal, only its binary holds it
+        for m in p["with_fix"]["markers"]:
             assert (m.encode() in data) is (variant == "with_fix")
     assert "checked: with fix holds it, without fix lacks it" in first.stderr
     assert first.stderr.index("provenance") < first.stderr.index("run with fix")
@@ -180,9 +180,8 @@ def test_a_re_run_with_nothing_changed_is_the_cached_result(evidence_run):
     first, again, results, _, again_s = evidence_run
     assert again.returncode == first.returncode, again.stderr[-2000:]
     assert "cached result, nothing changed" in again.stderr and "build with_fix" not in again.stderr
-    assert (
-        again.stdout.splitlines()[:2] == first.stdout.splitlines()[:2]
-    )  # the same floor and verdict
+    # the same floor and verdict
+    assert again.stdout.splitlines()[:2] == first.stdout.splitlines()[:2]
     tool_s = float(again.stdout.split("cached result, key ")[1].split(" in ")[1].split(" s;")[0])
     print(f"evidence re-run: {again_s:.2f} s for the process, {tool_s:.2f} s in the tool")
     assert tool_s < 1.0 and again_s < 10

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.patchset.layout import (
+from orchestrator.model.layout import (
     GATE_TEST,
     LAYOUTS,
     build_plan,
@@ -73,7 +73,8 @@ def test_llama_ggml_llama_is_byte_identical(bases):
 
 
 def test_through_text_too(bases):
-    """ggml patch files written out and parsed back (what `export` hands a user) map back the same."""
+    """ggml patch files written out and parsed back (what
+    `export` hands a user) map back the same."""
     repo, base = bases
     as_ggml = render(_series(), LLAMA, GGML, _reader(repo, base["ggml"]))
     reparsed = parse_series("ggml", [(p.name, p.text()) for p in as_ggml.patches])
@@ -103,7 +104,8 @@ def test_whisper_without_a_test_harness_renders_and_maps_back(bases):
     repo, base = bases
     whisper_files = {"tests/CMakeLists.txt": WHISPER_TESTS_CMAKE}
     as_whisper = render(_series(), LLAMA, WHISPER, whisper_files.get)
-    # the fix unchanged (whisper.cpp uses llama.cpp's paths for ggml); the test added, not registered
+    # the fix unchanged (whisper.cpp uses llama.cpp's
+    # paths for ggml); the test added, not registered
     assert as_whisper.patches[0] == _series().patches[0]
     assert [f.path for f in as_whisper.patches[1].files] == [f"tests/{GATE_TEST}.cpp"]
     assert as_whisper.gate_test_source() == (ROOT / "native_tests" / f"{GATE_TEST}.cpp").read_text()
@@ -118,13 +120,11 @@ def test_whisper_is_built_through_the_native_tests_harness():
     plan = build_plan(WHISPER, "/w", "/harness")
     assert plan.source_dir == "/harness"
     assert dict(plan.definitions)["GGML_SOURCE_DIR"] == "/w/ggml"
-    assert (
-        dict(plan.definitions)["GGML_TESTS_DIR"] == "/w/tests"
-    )  # where the series adds the gate test
+    # where the series adds the gate test
+    assert dict(plan.definitions)["GGML_TESTS_DIR"] == "/w/tests"
     harness = (ROOT / "native_tests" / "CMakeLists.txt").read_text()
-    assert (
-        'if (EXISTS "${GGML_TESTS_DIR}/${test_name}.cpp")' in harness
-    )  # test-opt.cpp absent there: skipped
+    # test-opt.cpp absent there: skipped
+    assert 'if (EXISTS "${GGML_TESTS_DIR}/${test_name}.cpp")' in harness
 
 
 def test_registration_rules():

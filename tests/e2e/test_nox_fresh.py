@@ -24,9 +24,8 @@ def test_cells_listed_and_runnable_after_a_bare_pip_install_nox(tmp_path):
         [py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "nox==2026.10.20"],
         check=True,
     )
-    assert (
-        subprocess.run([py, "-c", "import yaml"], capture_output=True).returncode != 0
-    )  # nox brings no YAML
+    # nox brings no YAML
+    assert subprocess.run([py, "-c", "import yaml"], capture_output=True).returncode != 0
     nox = [py, "-m", "nox", "-f", str(ROOT / "noxfile.py"), "--envdir", str(tmp_path / "nox-envs")]
     listed = subprocess.run(
         [*nox, "--list", "--json", "-s", "cell"], capture_output=True, text=True, cwd=tmp_path
@@ -35,7 +34,8 @@ def test_cells_listed_and_runnable_after_a_bare_pip_install_nox(tmp_path):
     sessions = {s["session"] for s in json.loads(listed.stdout)}
     cells = json.loads((ROOT / ".github" / "ggml-patch-cells.json").read_text())["cells"]
     assert sessions == {c["session"] for c in cells} and len(sessions) >= 8
-    # the fine-tuning evidence is a session of its own, not part of the default `nox` (it builds libllama)
+    # the fine-tuning evidence is a session of its own, not
+    # part of the default `nox` (it builds libllama)
     default = subprocess.run(
         [*nox, "--list", "--json"], capture_output=True, text=True, cwd=tmp_path
     )

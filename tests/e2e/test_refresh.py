@@ -122,15 +122,14 @@ def test_resolved_conflict_becomes_the_series(project):
 
     proc = _refresh(m, cache, "fork-conflict")
     assert proc.returncode == 0, proc.stderr
-    fix, test = sorted(p.name for p in (ROOT / "patches" / "accumulator-reset").glob("*.patch"))
-    assert (
-        f"wrote accumulator-reset/{fix}" in proc.stdout and test not in proc.stdout
-    )  # the test patch did not change a byte
+    topic = ROOT / "patches" / "accumulator-reset"
+    fix, test = sorted(p.name for p in topic.glob("*.patch"))
+    # the test patch did not change a byte
+    assert f"wrote accumulator-reset/{fix}" in proc.stdout and test not in proc.stdout
     new_fix = (m.parent / "patches" / "accumulator-reset" / fix).read_text()
-    old_fix = (ROOT / "patches" / "accumulator-reset" / fix).read_text()
-    assert (
-        new_fix.split("\ndiff --git")[0] == old_fix.split("\ndiff --git")[0]
-    )  # mail header and message kept
+    old_fix = (topic / fix).read_text()
+    # mail header and message kept
+    assert new_fix.split("\ndiff --git")[0] == old_fix.split("\ndiff --git")[0]
     assert FORK_LINE.strip() in new_fix  # the new hunk carries the fork's line as context
 
     # the refreshed series applies to the fork as is; the resolution worktree, fully captured, goes

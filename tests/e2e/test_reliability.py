@@ -50,7 +50,8 @@ native_tests: {ROOT / "native_tests"}
 targets:
   ggml:
     layout: ggml
-    source: {{kind: pypi-sdist, package: ggml-python, version: "0.0.45", sha256: {GGML["sha256"]}, subdirectory: vendor/ggml}}
+    source: {{kind: pypi-sdist, package: ggml-python, version: "0.0.45",
+              sha256: {GGML["sha256"]}, subdirectory: vendor/ggml}}
 backends:
   cpu: {{cmake_flags: ["-DGGML_CPU=ON"], timeout: 120}}
 profiles:
@@ -213,7 +214,7 @@ def test_two_concurrent_runs_on_one_cache(setup, tmp_path):
         for i in range(2)
     ]
     outs = [p.communicate(timeout=600) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (_out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err[-2000:]
     for i in range(2):
         data = json.loads((tmp_path / f"r{i}" / "results.json").read_text())

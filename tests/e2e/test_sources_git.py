@@ -1,4 +1,5 @@
-"""Source kind git on the real llama.cpp snapshot: a fork vendored as a submodule of a superproject."""
+"""Source kind git on the real llama.cpp snapshot: a fork
+vendored as a submodule of a superproject."""
 
 import pytest
 
@@ -25,7 +26,8 @@ from ..helpers.tools import run_tool
 
 @pytest.fixture(scope="module")
 def superproject(tool_cache, tmp_path_factory):
-    """continuum-like: the llama.cpp fork (the real snapshot) as a submodule at core/vendor/llama.cpp."""
+    """continuum-like: the llama.cpp fork (the real
+    snapshot) as a submodule at core/vendor/llama.cpp."""
     tmp = tmp_path_factory.mktemp("super")
     fork = repo_from_snapshot(
         tmp / "llama.cpp", real_snapshot_refs(tool_cache)["llama.cpp"], tool_cache

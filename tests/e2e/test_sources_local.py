@@ -1,4 +1,5 @@
-"""Source kind local on a checkout of the real llama.cpp snapshot: status, export and refresh leave it byte-identical."""
+"""Source kind local on a checkout of the real llama.cpp snapshot: status,
+export and refresh leave it byte-identical."""
 
 import pytest
 
@@ -43,9 +44,8 @@ def test_dirty_checkout_status_export_refresh_leave_it_byte_identical(tool_cache
     head, index = (co / ".git" / "HEAD").read_bytes(), (co / ".git" / "index").read_bytes()
     proc = run_tool("status", "--json", "--matrix", str(m), "--cache", str(cache.root))
     assert proc.returncode == 0, proc.stderr
-    assert (
-        '"status": "applies with 3-way merge"' in proc.stdout
-    )  # the unstaged edit is two lines from the fix
+    # the unstaged edit is two lines from the fix
+    assert '"status": "applies with 3-way merge"' in proc.stdout
     proc = run_tool(
         "export",
         "--matrix",

@@ -92,7 +92,8 @@ def drift(tool_cache, tmp_path_factory):
         )
     targets["fork-tag"] = f"layout: llama.cpp\nsource: {{kind: git, url: '{fork}', ref: v-near}}\n"
     targets["offline"] = (
-        "layout: llama.cpp\nsource: {kind: git, url: 'http://127.0.0.1:9/llama.cpp.git', ref: master}\n"
+        "layout: llama.cpp\nsource: {kind: git, url: "
+        "'http://127.0.0.1:9/llama.cpp.git', ref: master}\n"
     )
     matrix_path = write_matrix(tmp, targets)
     cache = seeded_cache(tmp / "cache", tool_cache)
@@ -131,8 +132,8 @@ def test_conflict_names_file_hunk_lines_and_leaves_a_worktree(drift):
     c = row.conflict
     assert (c.patch, c.file) == (FIX, OPT)
     assert (
-        c.hunk
-        == "@@ -826,6 +826,11 @@ void ggml_opt_eval(ggml_opt_context_t opt_ctx, ggml_opt_result_t result) {"
+        c.hunk == "@@ -826,6 +826,11 @@ void ggml_opt_eval(ggml_opt_context_t "
+        "opt_ctx, ggml_opt_result_t result) {"
     )
     assert c.reason == f"CONFLICT (content): Merge conflict in {OPT}"
     assert c.lines and all(a < b for a, b in c.lines)
@@ -209,7 +210,9 @@ def test_command_table_and_json(drift):
     args = [f"--target={n}" for n in names]
     proc = run_tool("status", "--matrix", str(matrix.path), "--cache", str(cache.root), *args)
     assert proc.returncode == ExitCode.SOURCE_UNAVAILABLE, proc.stderr
-    for name, status in zip(names, [APPLIES, THREE_WAY, UPSTREAM, NOT_APPLICABLE, UNREACHABLE]):
+    for name, status in zip(
+        names, [APPLIES, THREE_WAY, UPSTREAM, NOT_APPLICABLE, UNREACHABLE], strict=True
+    ):
         line = next(ln for ln in proc.stdout.splitlines() if ln.startswith(f"│ {name} "))
         assert status in line, (name, line)
     proc = run_tool(
@@ -275,7 +278,8 @@ IK_LLAMA = (
 
 
 def test_ik_llama_cpp_is_not_applicable(tmp_path, tool_cache):
-    """The 42 MB sdist is fetched once into the default cache; nothing is tried, so no worktree is made there."""
+    """The 42 MB sdist is fetched once into the default cache;
+    nothing is tried, so no worktree is made there."""
     m = write_matrix(tmp_path, {"ik_llama.cpp": IK_LLAMA})
     proc = run_tool("status", "--json", "--matrix", str(m), "--cache", str(tool_cache))
     assert proc.returncode == 0, proc.stderr

@@ -7,9 +7,9 @@ else is the generated YAML as committed.
 The stand-ins: checkout (act already copied the clone), setup-python (puts this test's Python,
 where ggml-patch and its dependencies are installed, on PATH with the lint extra's tools: `pip
 install` would need the network), cache and cache/restore (what the test seeded in a folder
-store, by key, then restore-keys; cache/save stores into it), upload-/download-artifact (a folder store shared by the jobs;
-a second upload of a name without `overwrite: true` fails, as GitHub's 409).
-Git remotes go through a proxy on a closed port, so every live upstream is unreachable and
+store, by key, then restore-keys; cache/save stores into it), upload-/download-artifact (a folder
+store shared by the jobs; a second upload of a name without `overwrite: true` fails, as GitHub's
+409). Git remotes go through a proxy on a closed port, so every live upstream is unreachable and
 nothing leaves the machine; 127.0.0.1 (the fake GitHub API) is reached directly.
 """
 

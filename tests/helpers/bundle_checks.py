@@ -1,9 +1,11 @@
 """PR_BODY.md parsed back and checked against results.json, independently of the code under test:
-the checks read the results as results.json holds them (JSON data), not through the model's readers."""
+the checks read the results as results.json holds them
+(JSON data), not through the model's readers."""
 
 import re
+from typing import Any, Callable
 
-from orchestrator.report.model import Results
+from orchestrator.model.results import Results
 
 from .samples import GATE, UPSTREAM
 
@@ -17,7 +19,7 @@ def _table(body: str, heading: str) -> list[dict]:
     lines = [ln for ln in section.splitlines() if ln.startswith("|")]
     header = _cells(lines[0])
     assert set(lines[1].replace("|", "")) == {"-"}
-    return [dict(zip(header, _cells(ln))) for ln in lines[2:]]
+    return [dict(zip(header, _cells(ln), strict=True)) for ln in lines[2:]]
 
 
 def _value(text: str):
@@ -26,10 +28,16 @@ def _value(text: str):
     return text.strip("`")
 
 
+def _number(row: dict, column: str, kind: Callable[[str], Any]) -> Any:
+    """The column's value as `kind`, or None for a "-" cell."""
+    if _value(row[column]) is None:
+        return None
+    return kind(row[column])
+
+
 def parsed_outcomes(body: str) -> list[dict]:
     rows = []
     for r in _table(body, "<summary>Per-case results (backend x device x test x case)</summary>"):
-        num = lambda k, f: None if _value(r[k]) is None else f(r[k])  # noqa: E731
         rows.append(
             {
                 "backend": r["backend"],
@@ -38,9 +46,9 @@ def parsed_outcomes(body: str) -> list[dict]:
                 "case": _value(r["case"]),
                 "with_fix": r["with the fix"],
                 "reverted": _value(r["fix reverted"]),
-                "step": num("first wrong step", int),
-                "w": num("w", float),
-                "expected": num("expected", float),
+                "step": _number(r, "first wrong step", int),
+                "w": _number(r, "w", float),
+                "expected": _number(r, "expected", float),
             }
         )
     return rows
@@ -61,9 +69,8 @@ def expected_outcomes(results: Results, target: str) -> list[dict]:
         if "patched" not in recs:
             continue
         for test in (UPSTREAM, GATE):
-            for row in (
-                recs["patched"]["tests"].get(test, {}).get("rows", [])
-            ):  # none in a build-only cell
+            # none in a build-only cell
+            for row in recs["patched"]["tests"].get(test, {}).get("rows", []):
                 ctl = next(
                     x
                     for x in recs["control"]["tests"][test]["rows"]
@@ -120,7 +127,9 @@ def check_body_against_results(body: str, model: Results, target: str) -> None:
     results = model.to_json()
     table = "| cell | device |" + body.split("\n| cell | device |", 1)[1].split("\n\n", 1)[0]
     lines = table.splitlines()
-    cells = {r["cell"]: r for r in (dict(zip(_cells(lines[0]), _cells(ln))) for ln in lines[2:])}
+    header = _cells(lines[0])
+    rows = [dict(zip(header, _cells(ln), strict=True)) for ln in lines[2:]]
+    cells = {row["cell"]: row for row in rows}
     for c in (c for c in results["cells"] if c["target"] == target):
         row = cells[c["cell"]]
         recs = {r["variant"]: r for r in results["records"] if r["cell"] == c["cell"]}

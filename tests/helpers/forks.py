@@ -25,7 +25,8 @@ from .tools import ROOT
 OPT = "ggml/src/ggml-opt.cpp"
 OPT_HEADER = "ggml/include/ggml-opt.h"
 # A context line of the fix's hunk, two lines above where the fix inserts its reset (a fork editing
-# it needs a 3-way merge), and the lines after which the fix inserts (a fork inserting there conflicts).
+# it needs a 3-way merge), and the lines after which the
+# fix inserts (a fork inserting there conflicts).
 CONTEXT_LINE = "    opt_ctx->opt_i = (opt_ctx->opt_i + 1) % opt_ctx->opt_period;\n"
 INSERT_AFTER = CONTEXT_LINE + "\n    if (!opt_ctx->static_graphs) {\n"
 # what a fork puts where the fix inserts (the conflict of the status and refresh tests)
@@ -75,7 +76,8 @@ def real_snapshot_refs(pinned: Path) -> dict[str, str]:
 
 
 def seeded_cache(path: Path, pinned: Path) -> Cache:
-    """A fresh cache whose snapshot repository already holds the real pinned snapshots of `pinned`."""
+    """A fresh cache whose snapshot repository already
+    holds the real pinned snapshots of `pinned`."""
     cache = Cache(path)
     repo = SnapshotRepo(cache.snapshots_git)
     _borrow_objects(cache.snapshots_git, pinned)
@@ -89,14 +91,16 @@ def seeded_cache(path: Path, pinned: Path) -> Cache:
 
 
 def _borrow_objects(git_dir: Path, pinned: Path) -> None:
-    """Read the pinned cache's objects in place (git alternates) instead of copying 60 MB per test."""
+    """Read the pinned cache's objects in place (git
+    alternates) instead of copying 60 MB per test."""
     info = git_dir / "objects" / "info"
     info.mkdir(parents=True, exist_ok=True)
     (info / "alternates").write_text(str(pinned / "snapshots.git" / "objects") + "\n")
 
 
 def repo_from_snapshot(path: Path, snapshot_ref: str, pinned: Path) -> Path:
-    """A plain git repository whose master is the real snapshot commit (history the tests add on top)."""
+    """A plain git repository whose master is the real
+    snapshot commit (history the tests add on top)."""
     path.mkdir(parents=True)
     git(path, "init", "-q", "-b", "master")
     _borrow_objects(path / ".git", pinned)
@@ -109,7 +113,8 @@ def repo_from_snapshot(path: Path, snapshot_ref: str, pinned: Path) -> Path:
 def commit_change(
     repo: Path, branch: str, edits: dict[str, object], message: str, start: str = "master"
 ) -> str:
-    """A branch off `start` with one commit: path -> new text, a callable old -> new, or None to delete."""
+    """A branch off `start` with one commit: path -> new text,
+    a callable old -> new, or None to delete."""
     git(repo, "checkout", "-q", "-B", branch, start)
     for path, edit in edits.items():
         f = repo / path
@@ -172,20 +177,24 @@ def write_matrix(
 
 
 def pinned_targets(refs: dict[str, str]) -> dict[str, str]:
-    """matrix.yaml blocks for the real pinned targets (resolved from the seeded snapshot repository)."""
+    """matrix.yaml blocks for the real pinned targets
+    (resolved from the seeded snapshot repository)."""
     matrix = load_matrix(ROOT / "matrix.yaml")
     out = {}
     for name in refs:
         s = matrix.target(name).source
         out[name] = (
-            f"layout: {matrix.target(name).layout}\nsource: {{kind: pypi-sdist, package: {s['package']}, "
-            f'version: "{s["version"]}", sha256: {s["sha256"]}, subdirectory: {s["subdirectory"]}}}\n'
+            f"layout: {matrix.target(name).layout}\n"
+            f"source: {{kind: pypi-sdist, package: {s['package']}, "
+            f'version: "{s["version"]}", sha256: {s["sha256"]}, '
+            f"subdirectory: {s['subdirectory']}}}\n"
         )
     return out
 
 
 def tree_state(path: Path) -> dict[str, tuple]:
-    """Every file and link under `path`, .git included: bytes, mode and mtime (a checkout's whole state)."""
+    """Every file and link under `path`, .git included: bytes,
+    mode and mtime (a checkout's whole state)."""
     out = {}
     for dirpath, dirnames, filenames in os.walk(path):
         for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:

@@ -2,7 +2,7 @@
 
 import unidiff
 
-from orchestrator.patchset.layout import LAYOUTS, register_gate_test
+from orchestrator.model.layout import LAYOUTS, register_gate_test
 from orchestrator.patchset.series import FileDiff, Series, parse_series, unified_file_diff
 
 from .tools import ROOT
@@ -55,7 +55,8 @@ def real_series(layout: str = "llama.cpp") -> Series:
 
 
 def pre_image(fd: FileDiff) -> str:
-    """A file the diff applies to exactly: the hunks' old side at their line numbers, filler between."""
+    """A file the diff applies to exactly: the hunks' old
+    side at their line numbers, filler between."""
     pf = unidiff.PatchSet(fd.text)[0]
     out = []
     for hunk in pf:
@@ -65,6 +66,7 @@ def pre_image(fd: FileDiff) -> str:
     return "".join(out + ["// end of file\n"])
 
 
+# ggml's tests/CMakeLists.txt as upstream has it: its set_property lines are over 100 characters
 GGML_CMAKE = """\
 add_definitions(-UNDEBUG)
 
@@ -96,7 +98,7 @@ if (NOT GGML_BACKEND_DL)
     add_test(NAME ${TEST_TARGET} COMMAND $<TARGET_FILE:${TEST_TARGET}>)
     set_property(TEST ${TEST_TARGET} PROPERTY ENVIRONMENT "LLVM_PROFILE_FILE=${TEST_TARGET}.profraw")
 endif()
-"""
+"""  # noqa: E501
 
 
 class BaseFiles:

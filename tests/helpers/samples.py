@@ -4,7 +4,7 @@ do not prove the fix."""
 import json
 
 from orchestrator.config import Upstream
-from orchestrator.report.model import (
+from orchestrator.model.results import (
     CellStatus,
     DeviceRow,
     Outcome,

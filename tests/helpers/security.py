@@ -15,11 +15,11 @@ from typing import Optional
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout
-CLOSED_INDEX = (
-    "http://127.0.0.1:9/simple"  # nothing listens on port 9 (discard): never the internet
-)
+# nothing listens on port 9 (discard): never the internet
+CLOSED_INDEX = "http://127.0.0.1:9/simple"
 
-# ggml's own tests/CMakeLists.txt shape around test-opt: the series' registration hunk renders into it
+# ggml's own tests/CMakeLists.txt shape around test-opt:
+# the series' registration hunk renders into it
 TESTS_CMAKE = (
     "    #\n    # test-opt\n    set(TEST_TARGET test-opt)\n"
     "    add_executable(${TEST_TARGET} ${TEST_TARGET}.cpp)\n"
@@ -28,7 +28,8 @@ TESTS_CMAKE = (
 
 
 def isolated_env(tmp: Path, **extra: str) -> dict[str, str]:
-    """The environment a test runs the tool in: nothing of the real user's home, cache or pip index."""
+    """The environment a test runs the tool in: nothing of
+    the real user's home, cache or pip index."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -60,7 +61,8 @@ def isolated_env(tmp: Path, **extra: str) -> dict[str, str]:
 
 @pytest.fixture
 def isolated(tmp_path, monkeypatch) -> dict[str, str]:
-    """The same isolation for in-process calls: HOME, GGML_PATCH_CACHE and pip's index under tmp_path."""
+    """The same isolation for in-process calls: HOME,
+    GGML_PATCH_CACHE and pip's index under tmp_path."""
     env = isolated_env(tmp_path)
     for k in (
         "GITHUB_TOKEN",

@@ -62,13 +62,13 @@ def test_the_drift_workflow_keeps_its_one_issue(clone, tmp_path, api):
             clone, DRIFT_WF, tmp_path / f"run{run}", "-s", "GITHUB_TOKEN=act-token", env=env
         )
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    # every upstream unreachable: the conflict last seen is kept (marked), the same issue edited once
+    # every upstream unreachable: the conflict last seen
+    # is kept (marked), the same issue edited once
     assert list(gh.issues) == [1] and gh.issues[1]["state"] == "open"
     body = gh.issues[1]["body"]
     assert "| ggml-master | conflict (last known) |" in body and "source unreachable now" in body
-    assert [m for m, p in gh.sent() if m != "GET"] == [
-        "PATCH"
-    ]  # the second run found nothing new to say
+    # the second run found nothing new to say
+    assert [m for m, p in gh.sent() if m != "GET"] == ["PATCH"]
 
 
 def test_the_project_ci_oldest_python_job_runs(clone, tmp_path):
@@ -109,7 +109,6 @@ def test_the_project_ci_checks_job_runs(clone, tmp_path):
         "zizmor",
     ):
         assert re.search(rf"Success - Main {re.escape(step)}( \[|$)", out, flags=re.M), step
-    assert (
-        re.search(r"\d+ passed", out) and "Success: no issues found" in out
-    )  # the subset ran; mypy ran
+    # the subset ran; mypy ran
+    assert re.search(r"\d+ passed", out) and "Success: no issues found" in out
     assert "up to date" in out  # ci-workflow --check

@@ -16,9 +16,11 @@ from orchestrator.vcs.snapshots import FIXED_IDENTITY, SnapshotRepo, Worktree
 from ..helpers.tools import git, run_tool
 
 MESSAGES = [
-    "ggml-opt : zero gradient accumulators each period\n\nThe accumulators are never zeroed.\nSecond line.\n",
+    "ggml-opt : zero gradient accumulators each period\n\nThe "
+    "accumulators are never zeroed.\nSecond line.\n",
     # a body ending in a line that looks like "key: value" but is data, kept as it is
-    "tests : add test-x\n\nWithout the fix it fails:\n\n  device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5\n",
+    "tests : add test-x\n\nWithout the fix it fails:\n\n  device=CPU "
+    "opt_period=1: FAIL at step 2: w=0.25 expected 0.5\n",
 ]
 
 
@@ -64,12 +66,11 @@ def test_identity_and_trailer_land_in_the_am_able_series(tmp_path):
     git(clone, "am", "-q", *[str(tmp_path / n) for n, _ in patches])
     log = git(clone, "log", "--reverse", "--format=%an <%ae>%x00%B%x01", f"{base}..HEAD")
     entries = [e.strip("\n") for e in log.split("\x01") if e.strip()]
-    for entry, original in zip(entries, MESSAGES):
+    for entry, original in zip(entries, MESSAGES, strict=True):
         author, message = entry.split("\x00")
         assert author == "Ada Lovelace <ada@example.org>"
-        assert (
-            message == original.rstrip("\n") + "\n\nAssisted-by: Claude Sonnet"
-        )  # the rest byte for byte
+        # the rest byte for byte
+        assert message == original.rstrip("\n") + "\n\nAssisted-by: Claude Sonnet"
     assert git(clone, "rev-parse", "HEAD^{tree}").strip() == repo.git(
         "rev-parse", f"{patched}^{{tree}}"
     )
@@ -155,9 +156,8 @@ def test_bundle_without_any_identity_is_refused_in_one_line(tmp_path, repo_root)
         "ggml-patch: error: no author for the bundle's commits: pass "
         '--author "Name <email>" or set git config user.name and user.email'
     )
-    assert (
-        not (tmp_path / "cache").exists() and not (tmp_path / "results").exists()
-    )  # before anything
+    # before anything
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "results").exists()
 
 
 def test_bundle_rejects_a_malformed_author(tmp_path, repo_root):

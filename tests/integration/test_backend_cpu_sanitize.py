@@ -1,5 +1,5 @@
-"""The cpu-sanitize backend: ASan + UBSan flags, the sanitizer environment, the toolchain probe (a real
-compile and link with -fsanitize), and the tests it reports skipped with their reason."""
+"""The cpu-sanitize backend: ASan + UBSan flags, the sanitizer environment, the toolchain probe (a
+real compile and link with -fsanitize), and the tests it reports skipped with their reason."""
 
 import shutil
 import stat

@@ -47,9 +47,8 @@ def bare_path(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(bin_dir))
     for var in ("CUDA_HOME", "CUDA_PATH", vk.ICD_OVERRIDE, "GGML_PATCH_CACHE", "LD_LIBRARY_PATH"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv(
-        "XDG_CACHE_HOME", str(tmp_path / "xdg")
-    )  # no default cache with a real vulkan-sdk
+    # no default cache with a real vulkan-sdk
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     return bin_dir
 
 
@@ -101,22 +100,12 @@ def test_a_missing_required_tool_names_it_and_how_to_get_it(bare_path):
         (None, None, False, False, ("run", "")),
         (None, None, True, True, ("run", "")),  # a device present: --build-only changes nothing
         ("no nvcc", None, True, True, ("skip", "no nvcc")),
-        (
-            "no nvcc",
-            "no GPU",
-            True,
-            True,
-            ("skip", "no nvcc; no GPU"),
-        ),  # every missing thing is named
+        # every missing thing is named
+        ("no nvcc", "no GPU", True, True, ("skip", "no nvcc; no GPU")),
         (None, "no GPU", True, False, ("skip", "no GPU")),
         (None, "no GPU", True, True, ("build-only", "no GPU")),
-        (
-            None,
-            "no Metal",
-            False,
-            True,
-            ("skip", "no Metal"),
-        ),  # build-only means nothing for this backend
+        # build-only means nothing for this backend
+        (None, "no Metal", False, True, ("skip", "no Metal")),
         (
             "Metal needs macOS (Linux)",
             "Metal needs macOS",
@@ -181,9 +170,8 @@ def test_vulkan_flags_and_env_come_from_the_setup_scripts_env_file(tmp_path, bar
     m = backends.get("vulkan", cache)
     b = Backend("vulkan", ("-DGGML_VULKAN=ON", "-DX=1"), {"GGML_VK_VISIBLE_DEVICES": "0"})
     flags = m.configure_flags(b)
-    assert (
-        flags[0] == "-DGGML_VULKAN=ON" and flags[-1] == "-DX=1"
-    )  # matrix.yaml's flags come last, so they win
+    # matrix.yaml's flags come last, so they win
+    assert flags[0] == "-DGGML_VULKAN=ON" and flags[-1] == "-DX=1"
     assert any(f.startswith("-DVulkan_INCLUDE_DIR=") and "vulkan-sdk/root" in f for f in flags)
     env = m.test_env(b)
     assert env["GGML_VK_VISIBLE_DEVICES"] == "0"
@@ -215,9 +203,8 @@ def test_vulkan_private_libraries_come_before_the_users(tmp_path, bare_path, mon
 def test_vulkan_without_setup_uses_the_default_cache_env_file(tmp_path, bare_path, monkeypatch):
     cache = _sdk(tmp_path)
     monkeypatch.setenv("GGML_PATCH_CACHE", str(cache))
-    m = backends.get(
-        "vulkan", tmp_path / "another-cache"
-    )  # --cache elsewhere: the script wrote the default one
+    # --cache elsewhere: the script wrote the default one
+    m = backends.get("vulkan", tmp_path / "another-cache")
     assert m.env_file() == cache / "vulkan-sdk" / "env.json"
 
 
@@ -291,9 +278,8 @@ def test_cuda_gpu_names():
 def test_cuda_without_nvcc(bare_path, monkeypatch, tmp_path):
     reason = backends.get("cuda").missing_toolchain(Backend("cuda"))
     assert reason.startswith("nvcc not found") and "install the CUDA toolkit" in reason
-    monkeypatch.setattr(
-        cuda_mod, "DEVICE_NODE", tmp_path / "no-nvidia0"
-    )  # no GPU here, whatever this machine has
+    # no GPU here, whatever this machine has
+    monkeypatch.setattr(cuda_mod, "DEVICE_NODE", tmp_path / "no-nvidia0")
     # no toolkit: --build-only cannot help, so the device reason does not offer it
     assert "--build-only" not in backends.get("cuda").missing_device(Backend("cuda"))
 
@@ -321,9 +307,8 @@ def test_cuda_toolkit_with_and_without_a_device(tmp_path, bare_path, monkeypatch
         Backend("cuda", ("-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=89")),
     )
     assert m.missing_toolchain(b) is None
-    monkeypatch.setattr(
-        cuda_mod, "DEVICE_NODE", tmp_path / "no-nvidia0"
-    )  # no GPU here, whatever this machine has
+    # no GPU here, whatever this machine has
+    monkeypatch.setattr(cuda_mod, "DEVICE_NODE", tmp_path / "no-nvidia0")
     reason = m.missing_device(b)
     assert reason.startswith("no CUDA device") and "--build-only" in reason
     flags = m.configure_flags(b)
@@ -399,7 +384,8 @@ native_tests: {native}
 targets:
   ggml:
     layout: ggml
-    source: {{kind: pypi-sdist, package: ggml-python, version: "0.0.45", sha256: "{sha}", subdirectory: vendor/ggml}}
+    source: {{kind: pypi-sdist, package: ggml-python, version: "0.0.45", sha256: "{sha}",
+              subdirectory: vendor/ggml}}
 backends:
 {backends}
 profiles:

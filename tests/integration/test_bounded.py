@@ -119,9 +119,8 @@ def test_a_trickling_server_ends_within_the_timeout(tmp_path, trickle):
     )
     line = proc.error_line(25)
     assert "within 2 s" in line
-    assert (
-        proc.seconds < 12
-    )  # the push and the tool's start included; the trickle alone takes ~130 s
+    # the push and the tool's start included; the trickle alone takes ~130 s
+    assert proc.seconds < 12
     assert TOKEN not in proc.stdout + proc.stderr
 
 
@@ -182,9 +181,8 @@ def test_lock_timeout_expires_with_exit_10_naming_the_holder(tmp_path, holder):
         env=isolated_env(tmp_path),
         timeout=30,
     )
-    assert proc.returncode == 10, (
-        proc.stderr
-    )  # its own code: never taken for "a source is unavailable" (3)
+    # its own code: never taken for "a source is unavailable" (3)
+    assert proc.returncode == 10, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 2, proc.stderr
     waiting, error = lines
@@ -239,9 +237,8 @@ def test_no_message_when_the_lock_is_free(tmp_path):
     m = tiny_matrix(tmp_path)
     proc = tool("status", "--matrix", m, "--cache", tmp_path / "cache", env=isolated_env(tmp_path))
     assert proc.returncode == 0 and "waiting" not in proc.stderr
-    assert not [
-        f for f in (tmp_path / "cache" / "locks").iterdir() if f.suffix == ".json"
-    ]  # holder info removed
+    # holder info removed
+    assert not [f for f in (tmp_path / "cache" / "locks").iterdir() if f.suffix == ".json"]
 
 
 def test_lock_timeout_must_be_a_number(tmp_path):

@@ -22,7 +22,8 @@ AUTHOR = "Ada Contributor <ada@example.org>"  # HOME is the test's own: no git i
     [
         (
             control_survived,
-            "ggml/cpu: the negative control was not killed (survived: the gate test passed without the fix",
+            "ggml/cpu: the negative control was not killed "
+            "(survived: the gate test passed without the fix",
         ),
         (gate_regressed, f"llama.cpp/cpu: with the fix {GATE} failed"),
     ],

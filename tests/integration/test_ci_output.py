@@ -9,7 +9,7 @@ import pytest
 
 from orchestrator.ci.annotations import cell_annotations, escape_data, repo_path
 from orchestrator.config import load_matrix
-from orchestrator.report.model import Cell, Results, SeriesInfo
+from orchestrator.model.results import Cell, Results, SeriesInfo
 
 from ..helpers.tools import ROOT, run_tool
 
@@ -45,8 +45,8 @@ def test_annotations_under_github_actions_and_no_wrapping(tmp_path):
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("::"))
     target_line = load_matrix(ROOT / "matrix.yaml").lines[("targets", "llama.cpp")]
     assert line.startswith(
-        f"::warning file=matrix.yaml,line={target_line},title=ggml-patch llama.cpp/metal%3A skipped::"
-        "Metal needs macOS"
+        f"::warning file=matrix.yaml,line={target_line},title=ggml-patch "
+        "llama.cpp/metal%3A skipped::Metal needs macOS"
     )
     # the skip's reason (well over 80 characters) is one line of the log
     skip = next(ln for ln in proc.stderr.splitlines() if "skipped:" in ln)
@@ -75,7 +75,8 @@ def test_annotation_lines_escape_and_levels():
     lines = cell_annotations(results, m, workspace=str(ROOT))
     assert (
         lines[0]
-        == f"::error file=matrix.yaml,line={m.lines[('targets', 'ggml')]},title=ggml-patch ggml/cpu%3A failed::50%25 broke:%0Aline two"
+        == f"::error file=matrix.yaml,line={m.lines[('targets', 'ggml')]},title=ggml-patch "
+        "ggml/cpu%3A failed::50%25 broke:%0Aline two"
     )
     assert lines[1].startswith("::notice ") and lines[1].endswith("::no GPU")
     assert lines[2].startswith("::error ") and lines[2].endswith("::error")

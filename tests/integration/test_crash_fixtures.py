@@ -12,8 +12,10 @@ from orchestrator.verdicts import classify
 LINE = 'puts("device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"); fflush(stdout);'
 PROGRAMS = {
     "abort": f"#include <stdio.h>\n#include <stdlib.h>\nint main(void) {{ {LINE} abort(); }}\n",
-    "segfault": f"#include <stdio.h>\nint main(void) {{ {LINE} volatile int *p = 0; return *p; }}\n",
-    "hang": f"#include <stdio.h>\n#include <unistd.h>\nint main(void) {{ {LINE} for (;;) sleep(1); }}\n",
+    "segfault": f"#include <stdio.h>\nint main(void) {{ {LINE} "
+    "volatile int *p = 0; return *p; }\n",
+    "hang": "#include <stdio.h>\n#include <unistd.h>\nint "
+    f"main(void) {{ {LINE} for (;;) sleep(1); }}\n",
     "own-check": f"#include <stdio.h>\nint main(void) {{ {LINE} return 1; }}\n",
     "silent-fail": "int main(void) { return 1; }\n",
 }

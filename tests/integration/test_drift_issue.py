@@ -19,13 +19,12 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Response
 
 from orchestrator.ci import drift_issue as D
-from orchestrator.report.model import Cell, Results, SeriesInfo, dump_results
+from orchestrator.model.results import Cell, Results, SeriesInfo, dump_results
 
 from ..helpers.tools import ROOT
 
-TOKEN = (
-    "ghs_driftTEST_5eed9d4e21b7a3c0ffee"  # unique: must appear nowhere but the Authorization header
-)
+# unique: must appear nowhere but the Authorization header
+TOKEN = "ghs_driftTEST_5eed9d4e21b7a3c0ffee"
 REPO = "owner/proj"
 RUN = {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": REPO, "GITHUB_RUN_ID": "777"}
 
@@ -247,8 +246,8 @@ def test_opens_one_issue_then_updates_the_same_one(tmp_path, api, gh):
     assert issue["title"] == D.TITLE and [x["name"] for x in issue["labels"]] == [D.LABEL]
     body = issue["body"]
     assert (
-        "| cambriantech-llama.cpp | conflict | abababababab | cambriantech-llama.cpp detail -- with dashes |"
-        in body
+        "| cambriantech-llama.cpp | conflict | abababababab | "
+        "cambriantech-llama.cpp detail -- with dashes |" in body
     )
     assert "| llama.cpp-master | applies cleanly |" in body
     assert f"by https://github.com/{REPO}/actions/runs/777" in body
@@ -263,7 +262,8 @@ def test_opens_one_issue_then_updates_the_same_one(tmp_path, api, gh):
     )
     assert gh.sent() == [("GET", "/issues")]
     assert len(gh.issues) == 1 and gh.comments == [] and gh.issues[1]["body"] == body
-    # something besides the time changed (a detail): the same issue is edited, no comment (not worse)
+    # something besides the time changed (a detail): the
+    # same issue is edited, no comment (not worse)
     changed = status_json(
         tmp_path, **{**CLEAN, "cambriantech-llama.cpp": "conflict", "continuum": "applies cleanly"}
     )
@@ -343,7 +343,8 @@ def test_a_failing_default_cell_opens_it_and_is_remembered_without_results(tmp_p
         and "| ggml/cuda | error |" in body
     )
     assert "llama.cpp/cpu" not in body.split("### Failing cells")[1].split("<!--")[0]
-    # the daily drift job runs no cells: the failing cells the issue recorded stay (and keep it open)
+    # the daily drift job runs no cells: the failing
+    # cells the issue recorded stay (and keep it open)
     proc = drift(tmp_path, url, "--status", str(st), env_extra={"GITHUB_RUN_ID": "780"})
     assert proc.stdout.startswith(
         "drift-issue: nothing to send: the open issue already says this"
@@ -416,8 +417,8 @@ def test_dry_run_prints_the_requests_and_sends_nothing(tmp_path, api, gh):
     assert "found: none" in out
     assert "decision: open: ggml-master: conflict" in out
     assert (
-        f"POST {api.url_for('/repos/owner/proj/issues')}\nAuthorization: Bearer (GITHUB_TOKEN is not set)"
-        in out
+        f"POST {api.url_for('/repos/owner/proj/issues')}\nAuthorization: "
+        "Bearer (GITHUB_TOKEN is not set)" in out
     )
     assert '"title": "ggml-patch: the series drifted or a cell failed"' in out
     assert gh.requests == []
@@ -429,9 +430,8 @@ def test_dry_run_prints_the_requests_and_sends_nothing(tmp_path, api, gh):
     assert (
         "Authorization: Bearer ***" in with_token.stdout and "found: #3 (open)" in with_token.stdout
     )
-    assert "decision: update" in with_token.stdout and {m for m, _ in gh.sent()} == {
-        "GET"
-    }  # read, never written
+    # read, never written
+    assert "decision: update" in with_token.stdout and {m for m, _ in gh.sent()} == {"GET"}
 
 
 def test_needs_the_token_without_dry_run(tmp_path, api):
@@ -482,7 +482,8 @@ ERRORS = {
         {"X-RateLimit-Remaining": "4999"},
         {"message": "Resource not accessible by integration"},
         22,
-        "the token lacks permission to write issues on owner/proj (the job needs `permissions: issues: write`)",
+        "the token lacks permission to write issues on owner/proj "
+        "(the job needs `permissions: issues: write`)",
     ),
     "rate-limit": (
         403,
@@ -511,14 +512,16 @@ ERRORS = {
         {},
         {"message": "Issues are disabled for this repo"},
         26,
-        "410 Issues are disabled for this repo: enable Issues on owner/proj (Settings > General > Features > Issues",
+        "410 Issues are disabled for this repo: enable Issues on "
+        "owner/proj (Settings > General > Features > Issues",
     ),
     "301": (
         301,
         {"Location": "https://api.github.com/repositories/42/labels"},
         {"message": "Moved Permanently"},
         26,
-        "301 moved to https://api.github.com/repositories/42/labels: owner/proj was renamed or transferred",
+        "301 moved to https://api.github.com/repositories/42/labels: "
+        "owner/proj was renamed or transferred",
     ),
     "422": (
         422,
@@ -527,13 +530,8 @@ ERRORS = {
         23,
         "(422 Validation Failed: body is too long)",
     ),
-    "502": (
-        502,
-        {},
-        {"message": "Server Error"},
-        26,
-        "unexpected answer 502 Server Error",
-    ),  # after 3 retries
+    # after 3 retries
+    "502": (502, {}, {"message": "Server Error"}, 26, "unexpected answer 502 Server Error"),
 }
 
 
@@ -598,9 +596,8 @@ def test_the_state_survives_its_own_body():
     assert found.state.to_json() == state.to_json()
     assert "| --> a tricky -- detail \\| with a pipe |" in action.body  # the table cell, escaped
     comment = action.body[action.body.index("<!-- ggml-patch-state: ") :]
-    assert (
-        comment.count("-->") == 1
-    )  # "--" inside the state is escaped: the comment ends where it should
+    # "--" inside the state is escaped: the comment ends where it should
+    assert comment.count("-->") == 1
     again, _ = D.decide(found, status, None, "", NOW)
     assert again.kind == "none"  # the same body: nothing to send
 
@@ -635,7 +632,8 @@ def test_rank_and_worse():
     )
 
 
-# ---------------------------------------------------------------- one issue for life (issue 21 scenarios)
+# ----------------------------------------------------------------
+# one issue for life (issue 21 scenarios)
 
 CONFLICT = {**CLEAN, "ggml-master": "conflict"}
 
@@ -649,9 +647,8 @@ def _opened(tmp_path, gh, url) -> int:
 def test_closed_by_a_person_it_is_reopened_not_duplicated(tmp_path, api, gh):
     url = api.url_for("/").rstrip("/")
     n = _opened(tmp_path, gh, url)
-    gh.issues[n].update(
-        state="closed", state_reason="completed"
-    )  # closed by hand, still conflicting
+    # closed by hand, still conflicting
+    gh.issues[n].update(state="closed", state_reason="completed")
     proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **CONFLICT)))
     assert proc.stdout.startswith(f"drift-issue: reopened #{n}"), proc.stdout
     assert list(gh.issues) == [n] and gh.issues[n]["state"] == "open"
@@ -711,9 +708,8 @@ def test_150_newer_labelled_issues_over_two_pages(tmp_path, api, gh):
     )
     assert proc.stdout.startswith(f"drift-issue: updated #{n}"), proc.stdout
     assert gh.sent()[:3] == [("GET", "/issues"), ("GET", "/issues"), ("PATCH", f"/issues/{n}")]
-    assert (
-        "page=2" in gh.queries[1] and "labels=ggml-patch-drift" in gh.queries[1]
-    )  # the Link header's next page
+    # the Link header's next page
+    assert "page=2" in gh.queries[1] and "labels=ggml-patch-drift" in gh.queries[1]
     assert len(gh.issues) == 151
 
 

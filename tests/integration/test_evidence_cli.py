@@ -14,7 +14,8 @@ MATRIX = ROOT / "matrix.yaml"
 
 
 def error_after_fetch(proc) -> str:
-    """Found once the tree is fetched (what it holds decides): progress lines, then the one error line."""
+    """Found once the tree is fetched (what it holds
+    decides): progress lines, then the one error line."""
     assert proc.returncode == 2, (proc.stdout[-2000:], proc.stderr[-3000:])
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("ggml-patch: ")]
     assert (
@@ -47,8 +48,8 @@ def test_the_ggml_layout_has_no_training_api(tmp_path):
     line = proc.error_line(2)
     assert "--target ggml: the ggml layout has no libllama and no llama_opt_epoch" in line
     assert (
-        "runs on a llama.cpp target (llama.cpp, llama.cpp-master, cambriantech-llama.cpp, continuum)"
-        in line
+        "runs on a llama.cpp target (llama.cpp, "
+        "llama.cpp-master, cambriantech-llama.cpp, continuum)" in line
     )
     no_build(proc, tmp_path / "cache")
     assert not (tmp_path / "r").exists()
@@ -116,11 +117,10 @@ def llama_tree(path: Path, header: str, vocab: bool, finetune: bool = True) -> P
 def llama_matrix(tmp: Path, tree: Path) -> Path:
     m = tmp / "matrix.yaml"
     m.write_text(
-        f"queue: {{path: '{ROOT / 'patches'}', layout: llama.cpp}}\n"
-        f"native_tests: '{ROOT / 'native_tests'}'\n"
-        f"targets:\n  old-llama:\n    layout: llama.cpp\n    source: {{kind: local, path: '{tree}'}}\n"
-        "backends:\n  cpu: {}\n"
-        "profiles:\n  default: {targets: [old-llama], backends: [cpu]}\n"
+        f"queue: {{path: '{ROOT / 'patches'}', layout: llama.cpp}}\nnative_tests: "
+        f"'{ROOT / 'native_tests'}'\ntargets:\n  old-llama:\n    layout: llama.cpp\n    source: "
+        f"{{kind: local, path: '{tree}'}}\nbackends:\n  cpu: {{}}\nprofiles:\n  default: "
+        "{targets: [old-llama], backends: [cpu]}\n"
     )
     return m
 

@@ -22,9 +22,8 @@ from orchestrator.vcs.snapshots import FIXED_IDENTITY, SnapshotRepo, Worktree
 from ..helpers.samples import declared
 from ..helpers.tools import DATA, ROOT, git
 
-TOKEN = (
-    "ghp_prTEST_c0ffee5eed9d4e21b7a3"  # unique: must appear nowhere but the Authorization header
-)
+# unique: must appear nowhere but the Authorization header
+TOKEN = "ghp_prTEST_c0ffee5eed9d4e21b7a3"
 REPO = "ggml-org/ggml"
 PULLS = f"/repos/{REPO}/pulls"
 
@@ -58,7 +57,8 @@ class Tiny:
         self.repo = repo
 
     def write_bundle(self, upstream, submit="api", files_md=None, draft_reasons=()):
-        """A bundle as `bundle` writes it; by default for a fork the user owns (submit: api, repo REPO)."""
+        """A bundle as `bundle` writes it; by default for a fork
+        the user owns (submit: api, repo REPO)."""
         patches = B.format_patch(
             SnapshotRepo(self.cache / "snapshots.git"), self.base, self.patched
         )
@@ -184,8 +184,8 @@ def test_dry_run_prints_the_exact_push_and_json_and_sends_nothing(tiny, api):
     out = proc.stdout
     assert out.startswith("dry run: nothing pushed or sent")
     assert (
-        f"push: git -C {tiny.cache / 'pr' / 'tiny'} push --end-of-options {tiny.fork} HEAD:refs/heads/fix-accum\n"
-        in out
+        f"push: git -C {tiny.cache / 'pr' / 'tiny'} push "
+        f"--end-of-options {tiny.fork} HEAD:refs/heads/fix-accum\n" in out
     )
     assert f"POST {api.url_for(PULLS)}\n" in out
     assert "Authorization: Bearer ***\n" in out
@@ -195,9 +195,8 @@ def test_dry_run_prints_the_exact_push_and_json_and_sends_nothing(tiny, api):
         "head": "me:fix-accum",
         "base": "master",
     }
-    assert (
-        f"branch: {tiny.patched} = 2 patches" in out
-    )  # the series, applied on the base, is the tested commit
+    # the series, applied on the base, is the tested commit
+    assert f"branch: {tiny.patched} = 2 patches" in out
     assert api.log == [] and tiny.fork_git("for-each-ref") == ""
 
 
@@ -238,9 +237,8 @@ def test_open_pushes_the_branch_then_creates_the_pull_request(tiny, api):
     ((request, _),) = api.log
     assert request.headers["Authorization"] == f"Bearer {TOKEN}"  # the one place the token goes
     assert request.headers["X-GitHub-Api-Version"] == "2022-11-28"
-    assert request.get_data(as_text=True) == printed_json(
-        dry.stdout
-    )  # exactly what the dry run showed
+    # exactly what the dry run showed
+    assert request.get_data(as_text=True) == printed_json(dry.stdout)
     # the fork has the branch: the series on the base, the very tree the run proved
     assert tiny.fork_git("rev-parse", "refs/heads/fix-accum^{tree}") == tiny.tree
     assert tiny.fork_git("rev-parse", "refs/heads/fix-accum~2") == tiny.base
@@ -275,7 +273,8 @@ ERRORS = {
         {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "4102444800"},
         {"message": "API rate limit exceeded for user ID 1."},
         24,
-        "rate limit exceeded (403 API rate limit exceeded for user ID 1.): retry after 2100-01-01 00:00:00 UTC",
+        "rate limit exceeded (403 API rate limit exceeded for user "
+        "ID 1.): retry after 2100-01-01 00:00:00 UTC",
     ),
     "forbidden": (
         403,
@@ -302,9 +301,8 @@ def test_each_api_error_has_its_message_and_exit_code(tiny, api, case):
     )
     line = one_line_error(run_pr(tiny, "--open", api_url=api.url_for("/")), code)
     assert expected in line, line
-    assert len(api.log) == (
-        1 + RETRIES if status >= 500 else 1
-    )  # a 5xx is retried (urllib3 Retry), then reported
+    # a 5xx is retried (urllib3 Retry), then reported
+    assert len(api.log) == (1 + RETRIES if status >= 500 else 1)
 
 
 def _closed_port() -> int:
@@ -347,7 +345,8 @@ def test_a_token_in_the_remote_url_is_redacted(tiny, api):
     assert api.log == []
 
 
-# ---------------------------------------------------------------- the branch goes on the upstream commit
+# ----------------------------------------------------------------
+# the branch goes on the upstream commit
 
 
 def _fork_with_upstream(tiny: Tiny) -> str:
@@ -385,7 +384,8 @@ def test_an_upstream_commit_missing_from_the_fork_is_named(tiny, api):
     assert "--onto" in line and api.log == []
 
 
-# ---------------------------------------------------------------- the target's policy decides who submits
+# ----------------------------------------------------------------
+# the target's policy decides who submits
 
 LLAMA_POLICY = DATA / "upstream-policy" / "llama.cpp"
 
@@ -403,12 +403,10 @@ def _fork_refs(tiny: Tiny) -> str:
 
 def test_manual_submit_refuses_open_with_the_steps_and_sends_nothing(tiny, api, monkeypatch):
     tiny.write_bundle(upstream=None, submit="manual", files_md=_real_llama_files())
-    monkeypatch.setattr(
-        tiny, "bundle", tiny.bundle.relative_to(tiny.tmp)
-    )  # as typed, relative to the cwd
-    proc = run_pr(
-        tiny, "--open", api_url=api.url_for("/"), token=None
-    )  # no token needed to be told no
+    # as typed, relative to the cwd
+    monkeypatch.setattr(tiny, "bundle", tiny.bundle.relative_to(tiny.tmp))
+    # no token needed to be told no
+    proc = run_pr(tiny, "--open", api_url=api.url_for("/"), token=None)
     monkeypatch.undo()
     line = one_line_error(proc, 27)
     assert "submit is manual" in line and "nothing was pushed or sent" in line

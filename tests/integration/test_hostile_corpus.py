@@ -209,7 +209,8 @@ def test_paths_a_log_outside_its_results_folder_is_refused(world, log):
     assert not world.out.exists()
 
 
-LINKED_LOGS = {  # kind: how it is made, and the exit code (2: refused, resolves outside; 0: not copied)
+# kind: how it is made, and the exit code (2: refused, resolves outside; 0: not copied)
+LINKED_LOGS = {
     "symlink-to-environ": (lambda p, w: p.symlink_to("/proc/self/environ"), 2),
     "symlink-to-secret": (lambda p, w: p.symlink_to(w.tmp / "secret.txt"), 2),
     "symlink-to-dev-zero": (lambda p, w: p.symlink_to("/dev/zero"), 2),
@@ -262,9 +263,8 @@ def test_paths_a_regular_log_inside_is_copied_and_its_tail_is_well_formed_xml(wo
     )
     res = merge(world, leg)
     assert res.code == 0, res.err
-    root = ET.fromstring(
-        (world.out / "junit.xml").read_bytes()
-    )  # well-formed whatever the log held
+    # well-formed whatever the log held
+    root = ET.fromstring((world.out / "junit.xml").read_bytes())
     text = "".join(root.itertext())
     assert "FAILED" in text and "\x1b" not in text and TOKEN not in text
 
@@ -427,7 +427,8 @@ def test_secrets_drift_dry_run_prints_no_secret(world, api_url):
                         "layout": "ggml",
                         "source": {"kind": "git", "url": f"https://u:{PASSWORD}@h/x"},
                         "status": "conflict",
-                        "detail": f"git said {TOKEN} and {GH_TOKEN} at https://me:{PASSWORD}@host/r",
+                        "detail": f"git said {TOKEN} and {GH_TOKEN} at "
+                        f"https://me:{PASSWORD}@host/r",
                         "base": "ab" * 20,
                     }
                 ],

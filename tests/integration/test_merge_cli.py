@@ -1,4 +1,5 @@
-"""ggml-patch merge-results: directories and files merged with their logs; bad input refused in one line."""
+"""ggml-patch merge-results: directories and files merged with
+their logs; bad input refused in one line."""
 
 import json
 import xml.etree.ElementTree as ET
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.report.model import Results, results_json, results_of
+from orchestrator.model.results import Results, results_json, results_of
 
 from ..helpers.samples import sample as committed_sample
 from ..helpers.samples import split as _split

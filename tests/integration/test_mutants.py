@@ -5,6 +5,7 @@ crashes, times out, survives, is killed. The files are put back after each one."
 
 import json
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -13,10 +14,8 @@ from orchestrator import backends
 from orchestrator.cache import Cache
 from orchestrator.config import Backend, Target
 from orchestrator.errors import ConfigError, ExitCode
-from orchestrator.patchset.layout import GATE_TEST, BuildPlan
-from orchestrator.patchset.series import Series, unified_file_diff
-from orchestrator.report.junit import junit_xml, mutant_case_name
-from orchestrator.report.model import (
+from orchestrator.model.layout import GATE_TEST, BuildPlan
+from orchestrator.model.results import (
     Build,
     Cell,
     CellStatus,
@@ -28,9 +27,13 @@ from orchestrator.report.model import (
     Verdict,
     results_of,
 )
+from orchestrator.patchset.series import Series, unified_file_diff
+from orchestrator.report.junit import junit_xml, mutant_case_name
 from orchestrator.report.summary import summary_markdown
 from orchestrator.run import cmake
-from orchestrator.run.cell import CellContext, CellProgress, Tree, conclude, run_mutants
+from orchestrator.run.cell import APPLY, COMPETING, CONCLUDE, MUTANTS, TEST, Tree
+from orchestrator.run.options import CellOptions
+from orchestrator.run.pipeline import new_context, run_steps
 from orchestrator.sources.local import LocalSource
 from orchestrator.vcs.snapshots import SnapshotRepo, Worktree
 from orchestrator.verdicts.classify import FAILED, PASSED
@@ -49,12 +52,16 @@ FAIL_LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
 
 # ---- the mutants step, on a fake project ----
 
-FIXED = "#!/bin/sh\necho 'device=CPU opt_period=1: OK'\necho '1/1 device*opt_period passed, 0 skipped'\nexit 0\n"
+FIXED = (
+    "#!/bin/sh\necho 'device=CPU opt_period=1: OK'\necho '1/1 "
+    "device*opt_period passed, 0 skipped'\nexit 0\n"
+)
 FAKE_CMAKE = """cmake_minimum_required(VERSION 3.16)
 project(fake NONE)
 foreach(t test-opt test-opt-dynamic-accum)
   add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/bin/${t}
-    COMMAND ${CMAKE_COMMAND} -DSRC=${CMAKE_SOURCE_DIR}/src/ggml-opt.cpp -DOUT=${CMAKE_BINARY_DIR}/bin/${t}
+    COMMAND ${CMAKE_COMMAND} -DSRC=${CMAKE_SOURCE_DIR}/src/ggml-opt.cpp
+            -DOUT=${CMAKE_BINARY_DIR}/bin/${t}
             -P ${CMAKE_SOURCE_DIR}/make.cmake
     DEPENDS ${CMAKE_SOURCE_DIR}/src/ggml-opt.cpp ${CMAKE_SOURCE_DIR}/make.cmake)
   add_custom_target(${t} DEPENDS ${CMAKE_BINARY_DIR}/bin/${t})
@@ -101,7 +108,8 @@ def _mutants() -> list:
 
 def fake_project(tmp_path, ggml_opt: str):
     """The fake project with `ggml_opt` as its src/ggml-opt.cpp, imported as a snapshot, checked out
-    in a cell's worktree: (its source dir, the snapshot repo, the base commit, the cell dir, the worktree)."""
+    in a cell's worktree: (its source dir, the snapshot repo, the
+    base commit, the cell dir, the worktree)."""
     src = tmp_path / "tree"
     (src / "src").mkdir(parents=True)
     (src / "src" / "ggml-opt.cpp").write_text(ggml_opt)
@@ -117,8 +125,8 @@ def fake_project(tmp_path, ggml_opt: str):
 
 @pytest.fixture
 def fake_cell(tmp_path):
-    """A cell context on the fake project, configured, its patched variant passed (with the worktree,
-    the plan, the patched and control records the earlier steps would have returned)."""
+    """A cell context on the fake project, configured, its patched variant passed (with the
+    worktree, the plan, the patched and control records the earlier steps would have returned)."""
     src, repo, base, cell_dir, wt = fake_project(tmp_path, FIXED)
     target = Target(
         "fake", "ggml", source=LocalSource(kind="local", path=str(src)).at("targets.fake.source")
@@ -127,20 +135,20 @@ def fake_cell(tmp_path):
     cell = Cell(
         cell="fake/cpu", target="fake", backend="cpu", layout="ggml", status=CellStatus.ERROR
     )
-    ctx = CellContext(
+    options = CellOptions(series=Series("llama.cpp", ()), mutant_files=tuple(_mutants()))
+    ctx = new_context(
         target,
         backend,
-        backends.get("cpu"),
         Cache(tmp_path / "cache"),
+        repo,
         tmp_path,
         cell_dir,
         tmp_path / "logs",
-        CellProgress(),
-        cell,
-        series=Series("llama.cpp", ()),
-        repo=repo,
-        mutant_files=_mutants(),
+        options,
+        worktree=wt,
+        module=backends.get("cpu"),
     )
+    ctx.cell = cell
     plan = BuildPlan(str(wt.path), (), ("test-opt", GATE_TEST), ())
     assert cmake.configure(plan, ctx.build_dir, [], ctx.logs / "configure.log", {}).ok
     assert cmake.build(ctx.build_dir, plan.targets, ctx.logs / "build.log", {}).ok
@@ -163,12 +171,14 @@ def fake_cell(tmp_path):
         verdict=Verdict.KILLED,
         verdict_reason="killed",
     )
+    # what the test and control steps would have returned
+    ctx.results.update({TEST.name: patched, "control": control})
     return SimpleNamespace(ctx=ctx, worktree=wt, plan=plan, patched=patched, control=control)
 
 
 def test_each_mutant_gets_its_verdict_and_the_tree_is_put_back(fake_cell):
     f, ctx = fake_cell, fake_cell.ctx
-    run_mutants(ctx, f.worktree, f.patched)
+    run_steps(ctx, [MUTANTS])
     got = {r.mutant.name: r for r in ctx.records}
     assert {n: r.verdict for n, r in got.items()} == EXPECTED
     assert "did not apply" in got["06-does-not-apply"].verdict_reason
@@ -177,7 +187,8 @@ def test_each_mutant_gets_its_verdict_and_the_tree_is_put_back(fake_cell):
         and not got["05-does-not-build"].build.ok
     )
     assert "crashed (SIGSEGV)" in got["03-crashes"].verdict_reason
-    # each test the fix passes judges it on its own (here the gate alone: the fake test-opt is not run)
+    # each test the fix passes judges it on its own (here
+    # the gate alone: the fake test-opt is not run)
     assert got["04-hangs"].verdict_reason == f"{GATE_TEST}: the gate test timed out"
     assert got["01-killed"].kills == {GATE_TEST: Verdict.KILLED}
     assert got["01-killed"].failure_line == FAIL_LINE
@@ -193,7 +204,7 @@ def test_each_mutant_gets_its_verdict_and_the_tree_is_put_back(fake_cell):
     assert f.worktree.is_clean() and (f.worktree.path / "src/ggml-opt.cpp").read_text() == FIXED
     # a surviving mutant fails a cell that otherwise passed: exit 7
     ctx.cell.attribution = []
-    conclude(ctx, f.patched, f.control)
+    run_steps(ctx, [CONCLUDE])
     assert (
         ctx.cell.status == CellStatus.FAILED
         and ctx.cell.exit_code == ExitCode.CONTROL_NOT_KILLED == 7
@@ -203,21 +214,21 @@ def test_each_mutant_gets_its_verdict_and_the_tree_is_put_back(fake_cell):
 
 def test_the_tree_is_put_back_on_an_interrupt(fake_cell, monkeypatch):
     f, ctx = fake_cell, fake_cell.ctx
-    ctx.mutant_files = ctx.mutant_files[:1]
+    ctx.options = replace(ctx.options, mutant_files=ctx.options.mutant_files[:1])
 
     def interrupted(*a, **kw):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cmake, "build", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        run_mutants(ctx, f.worktree, f.patched)
+        run_steps(ctx, [MUTANTS])
     assert f.worktree.is_clean() and (f.worktree.path / "src/ggml-opt.cpp").read_text() == FIXED
 
 
 def test_no_mutants_are_skipped_with_the_reason_and_reported(fake_cell):
     f, ctx = fake_cell, fake_cell.ctx
-    ctx.no_mutants = True
-    run_mutants(ctx, f.worktree, f.patched)
+    ctx.options = replace(ctx.options, no_mutants=True)
+    run_steps(ctx, [MUTANTS])
     assert {r.status for r in ctx.records} == {RecordStatus.SKIPPED}
     assert ctx.cell.mutants.skipped == "--no-mutants" and not list(
         (ctx.logs).glob("build-mutant-*")
@@ -239,7 +250,7 @@ def test_no_mutants_are_skipped_with_the_reason_and_reported(fake_cell):
 
 def test_results_summary_and_junit_show_every_mutant(fake_cell):
     f, ctx = fake_cell, fake_cell.ctx
-    run_mutants(ctx, f.worktree, f.patched)
+    run_steps(ctx, [MUTANTS])
     results = Results(
         series=SeriesInfo(layout="llama.cpp", sha256="0" * 64, patches=[]),
         cells=[ctx.cell],
@@ -250,8 +261,8 @@ def test_results_summary_and_junit_show_every_mutant(fake_cell):
     md = summary_markdown(again)
     assert "- **fake/cpu**: the gate kills 1/6 known-wrong fixes" in md
     assert (
-        f"| fake/cpu | 02-survives | **survived** | — | survived | {GATE_TEST}: the gate test passed with this "
-        "known-wrong fix"
+        f"| fake/cpu | 02-survives | **survived** | — | survived | {GATE_TEST}: the "
+        "gate test passed with this known-wrong fix"
     ) in md
     assert f"| fake/cpu | 01-killed | **killed** | — | killed | `{FAIL_LINE}` |" in md
     root = ET.fromstring(junit_xml(again))
@@ -268,14 +279,14 @@ def test_results_summary_and_junit_show_every_mutant(fake_cell):
 def test_mutants_need_a_passing_gate_and_tests_that_run(fake_cell):
     f, ctx = fake_cell, fake_cell.ctx
     f.patched.tests[GATE_TEST] = TestRecord(outcome=FAILED, exit_code=1, gate=True)
-    run_mutants(ctx, f.worktree, f.patched)
+    run_steps(ctx, [MUTANTS])
     assert ctx.cell.mutants.skipped.startswith("no test passes with the fix")
 
 
 def test_no_mutant_files_records_nothing(fake_cell):
-    f, ctx = fake_cell, fake_cell.ctx
-    ctx.mutant_files = []
-    run_mutants(ctx, f.worktree, f.patched)
+    ctx = fake_cell.ctx
+    ctx.options = replace(ctx.options, mutant_files=())
+    run_steps(ctx, [MUTANTS])
     assert ctx.records == [] and ctx.cell.mutants is None
 
 
@@ -313,24 +324,24 @@ def test_the_result_cache_key_covers_the_mutant_files_and_the_flag(fake_cell):
     ctx.native_tests = ROOT / "native_tests"  # the harness is hashed too
     snap, rendered = Snapshot("c" * 40, "fake"), Series("ggml", ())
     key = cell_key(cache_inputs(ctx, snap, rendered))
-    ctx.no_mutants = True
+    ctx.options = replace(ctx.options, no_mutants=True)
     assert cell_key(cache_inputs(ctx, snap, rendered)) != key
-    ctx.no_mutants = False
-    ctx.mutant_files = ctx.mutant_files[:-1] + [
-        parse_mutant("06-does-not-apply.patch", mutant_text("06", "other\n", "OTHER\n"))
-    ]
+    changed = parse_mutant("06-does-not-apply.patch", mutant_text("06", "other\n", "OTHER\n"))
+    mutant_files = (*ctx.options.mutant_files[:-1], changed)
+    ctx.options = replace(ctx.options, no_mutants=False, mutant_files=mutant_files)
     assert cell_key(cache_inputs(ctx, snap, rendered)) != key
 
 
 def test_mutants_rebuild_the_gate_alone(fake_cell):
-    """test-opt is not run on a mutant, so it is never relinked with one: only the gate target is built."""
-    f, ctx = fake_cell, fake_cell.ctx
-    ctx.mutant_files = [m for m in ctx.mutant_files if m.name in ("01-killed", "02-survives")]
-    run_mutants(ctx, f.worktree, f.patched)
+    """test-opt is not run on a mutant, so it is never
+    relinked with one: only the gate target is built."""
+    ctx = fake_cell.ctx
+    kept = tuple(m for m in ctx.options.mutant_files if m.name in ("01-killed", "02-survives"))
+    ctx.options = replace(ctx.options, mutant_files=kept)
+    run_steps(ctx, [MUTANTS])
     assert (ctx.build_dir / "bin" / "test-opt").read_text() == FIXED  # as the patched build left it
-    assert (ctx.build_dir / "bin" / GATE_TEST).read_text() == WRONG[
-        "02-survives"
-    ]  # the last mutant's
+    # the last mutant's
+    assert (ctx.build_dir / "bin" / GATE_TEST).read_text() == WRONG["02-survives"]
     for name in ("01-killed", "02-survives"):
         log = (ctx.logs / f"build-mutant-{name}.log").read_text()
         assert (
@@ -359,7 +370,6 @@ def _competing(name: str, old: str, new: str) -> "CompetingFix":  # noqa: F821
 
 def test_competing_fixes_are_judged_on_the_unfixed_tree_and_the_tree_is_put_back(tmp_path):
     from orchestrator.patchset.series import parse_series
-    from orchestrator.run.cell import run_competing
     from orchestrator.sources.base import Snapshot
 
     src, repo, base, cell_dir, wt = fake_project(tmp_path, UNFIXED)
@@ -382,24 +392,25 @@ def test_competing_fixes_are_judged_on_the_unfixed_tree_and_the_tree_is_put_back
     cell = Cell(
         cell="fake/cpu", target="fake", backend="cpu", layout="ggml", status=CellStatus.ERROR
     )
-    ctx = CellContext(
+    competing_files = (
+        _competing("same-as-the-fix", UNFIXED, FIXED),
+        _competing("still-wrong", UNFIXED, UNFIXED.replace("step 2", "step 3")),
+        _competing("does-not-apply", "other\n", "OTHER\n"),
+    )
+    options = CellOptions(series=Series("llama.cpp", ()), competing_files=competing_files)
+    ctx = new_context(
         target,
         Backend("cpu", timeout=5),
-        backends.get("cpu"),
         Cache(tmp_path / "cache"),
+        repo,
         tmp_path,
         cell_dir,
         tmp_path / "logs",
-        CellProgress(),
-        cell,
-        series=Series("llama.cpp", ()),
-        repo=repo,
-        competing_files=[
-            _competing("same-as-the-fix", UNFIXED, FIXED),
-            _competing("still-wrong", UNFIXED, UNFIXED.replace("step 2", "step 3")),
-            _competing("does-not-apply", "other\n", "OTHER\n"),
-        ],
+        options,
+        worktree=wt,
+        module=backends.get("cpu"),
     )
+    ctx.cell = cell
     assert cmake.configure(
         BuildPlan(str(wt.path), (), ("test-opt", GATE_TEST), ()),
         ctx.build_dir,
@@ -417,7 +428,9 @@ def test_competing_fixes_are_judged_on_the_unfixed_tree_and_the_tree_is_put_back
         tests={t: TestRecord(outcome=PASSED, exit_code=0) for t in ("test-opt", GATE_TEST)},
     )
     patched = (wt.path / "src/ggml-opt.cpp").read_text()
-    run_competing(ctx, Tree(Snapshot(base, "fake"), fix, wt), patched_rec)
+    # what apply and the test step would have returned
+    ctx.results.update({APPLY.name: Tree(Snapshot(base, "fake"), fix, wt), TEST.name: patched_rec})
+    run_steps(ctx, [COMPETING])
     got = {r.competing.name: r for r in ctx.records}
     assert {n: str(r.judged.verdict) for n, r in got.items()} == {
         "same-as-the-fix": "equivalent",

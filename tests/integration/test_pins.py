@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator import pins as pinning
 from orchestrator import sources
 from orchestrator.cache import Cache
 from orchestrator.config import load_matrix
 from orchestrator.errors import ConfigError
-from orchestrator.sources import pins as P
 from orchestrator.vcs.snapshots import SnapshotRepo
 
 from ..helpers.forks import ROOT, git
@@ -40,7 +40,8 @@ def _matrix(tmp: Path, up: Path) -> Path:
     m = tmp / "matrix.yaml"
     m.write_text(f"""queue: {{path: patches, layout: llama.cpp}}
 targets:
-  pypi: {{layout: ggml, source: {{kind: pypi-sdist, package: x, version: "1", sha256: \"{"0" * 64}\"}}}}
+  pypi: {{layout: ggml, source: {{kind: pypi-sdist, package: x, version: "1",
+                                  sha256: \"{"0" * 64}\"}}}}
   tip: {{layout: ggml, source: {{kind: git, url: "{up}", ref: main}}}}
   dflt: {{layout: ggml, source: {{kind: git, url: "{up}", ref: HEAD}}}}
   tag: {{layout: ggml, source: {{kind: git, url: "{up}", ref: v1}}}}
@@ -65,12 +66,8 @@ def test_resolve_refs_prints_one_commit_per_git_target(tmp_path):
     assert printed["pins"] == {
         "tip": {"commit": first, "ref": "main", "remote_ref": "refs/heads/main", "url": str(up)},
         "dflt": {"commit": first, "ref": "HEAD", "remote_ref": "refs/heads/main", "url": str(up)},
-        "tag": {
-            "commit": first,
-            "ref": "v1",
-            "remote_ref": "refs/tags/v1",
-            "url": str(up),
-        },  # peeled, not the tag object
+        # peeled, not the tag object
+        "tag": {"commit": first, "ref": "v1", "remote_ref": "refs/tags/v1", "url": str(up)},
     }
     assert f"tip: main -> {first} (refs/heads/main)" in proc.stderr
     # --profile narrows: the default profile has no git target
@@ -83,17 +80,16 @@ def test_a_pinned_target_stays_on_its_commit_after_the_branch_moves(tmp_path):
     up = _upstream(tmp_path / "up")
     first = _head(up)
     m = _matrix(tmp_path, up)
-    pins = P.resolve_reachable(load_matrix(m), ["tip"])[0]
+    pins = pinning.resolve_reachable(load_matrix(m), ["tip"])[0]
     (up / "README").write_text("two\n")
     git(up, "commit", "-qam", "upstream moved on")
     second = _head(up)
     cache = Cache(tmp_path / "cache")
     repo = SnapshotRepo(cache.snapshots_git)
     matrix = load_matrix(m)
-    assert (
-        sources.snapshot(matrix.target("tip").source, cache, repo).commit == second
-    )  # unpinned: the tip
-    snap = sources.snapshot(P.pinned(matrix, pins).target("tip").source, cache, repo)
+    # unpinned: the tip
+    assert sources.snapshot(matrix.target("tip").source, cache, repo).commit == second
+    snap = sources.snapshot(pinning.pinned(matrix, pins).target("tip").source, cache, repo)
     assert snap.commit == first
     assert snap.provenance == {
         "url": str(up),
@@ -103,7 +99,7 @@ def test_a_pinned_target_stays_on_its_commit_after_the_branch_moves(tmp_path):
     }
     assert snap.description.endswith(f"main ({first[:12]})")
     # through the command line: --pins FILE and --pin TARGET=COMMIT, status sees the pinned commit
-    (tmp_path / "pins.json").write_text(json.dumps(P.pins_json(pins)))
+    (tmp_path / "pins.json").write_text(json.dumps(pinning.pins_json(pins)))
     for extra in (["--pins", str(tmp_path / "pins.json")], ["--pin", f"tip={first}"]):
         proc = run_tool(
             "status",
@@ -167,16 +163,14 @@ def test_missing_ref_and_unreachable_remote(tmp_path):
     with pytest.raises(
         ConfigError, match=r"targets.t.source.ref: 'nope' is not a branch, tag or full commit id"
     ):
-        P.ls_remote(str(up), "nope", "targets.t.source")
+        pinning.ls_remote(str(up), "nope", "targets.t.source")
     with pytest.raises(
         sources.SourceUnreachable, match=r"targets.t.source.url: .*/absent is unreachable"
     ):
-        P.ls_remote(str(tmp_path / "absent"), "main", "targets.t.source")
+        pinning.ls_remote(str(tmp_path / "absent"), "main", "targets.t.source")
     sha = "1" * 40
-    assert P.ls_remote("https://unreachable.invalid/x", sha, "k") == (
-        sha,
-        sha,
-    )  # a full commit needs no network
+    # a full commit needs no network
+    assert pinning.ls_remote("https://unreachable.invalid/x", sha, "k") == (sha, sha)
 
 
 def test_an_unreachable_target_is_recorded_and_its_cells_report_it(tmp_path):
@@ -190,7 +184,8 @@ def test_an_unreachable_target_is_recorded_and_its_cells_report_it(tmp_path):
         m.read_text()
         .replace(
             "  tag: {layout: ggml",
-            f'  gone: {{layout: ggml, source: {{kind: git, url: "{gone_url}", ref: main}}}}\n  tag: {{layout: ggml',
+            "  gone: {layout: ggml, source: {kind: git, url: "
+            f'"{gone_url}", ref: main}}}}\n  tag: {{layout: ggml',
         )
         .replace("targets: [tip, dflt, tag]", "targets: [tip, gone]")
     )
@@ -248,4 +243,4 @@ def test_an_unreachable_target_is_recorded_and_its_cells_report_it(tmp_path):
 def test_a_pins_file_with_a_malformed_unreachable_entry_is_refused(tmp_path):
     (tmp_path / "p.json").write_text(json.dumps({"pins": {}, "unreachable": {"x": "no reason"}}))
     with pytest.raises(ConfigError, match="unreachable: expected"):
-        P.read_pins_file(tmp_path / "p.json")
+        pinning.read_pins_file(tmp_path / "p.json")

@@ -26,7 +26,8 @@ JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 def evil_sdist(path: Path, pwned: Path) -> str:
     """evilpkg-1.0.tar.gz whose build backend writes `pwned` as soon as anything imports it."""
     files = {
-        "pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n',
+        "pyproject.toml": "[build-system]\nrequires = []\nbuild-backend = "
+        '"backend"\nbackend-path = ["."]\n',
         "backend.py": f"open({str(pwned)!r}, 'w').write('ran')\n"
         "def get_requires_for_build_wheel(config_settings=None):\n    return []\n",
         "PKG-INFO": "Metadata-Version: 2.1\nName: evilpkg\nVersion: 1.0\n",
@@ -63,7 +64,8 @@ def serve_html(index, sdist_path: Path, listed_sha: str | None):
     frag = f"#sha256={listed_sha}" if listed_sha else ""
     index.expect_request("/simple/evilpkg/").respond_with_data(
         f'<html><body><a href="/files/{sdist_path.name}{frag}">{sdist_path.name}</a>'
-        '<a href="/files/evilpkg-1.0-py3-none-any.whl">evilpkg-1.0-py3-none-any.whl</a></body></html>',
+        '<a href="/files/evilpkg-1.0-py3-none-any.whl">evilpkg-1.0-py3-none-any.whl</a>'
+        "</body></html>",
         content_type="text/html",
     )
     index.expect_request(f"/files/{sdist_path.name}").respond_with_data(

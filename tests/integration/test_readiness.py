@@ -53,7 +53,10 @@ def make_series(tmp: Path, commits: list[tuple[str, dict]]) -> list[tuple[str, s
     return [(Path(n).name, Path(n).read_text(encoding="utf-8")) for n in names]
 
 
-FIX = "int a = 0;\n\n// reset the accumulators at the start of each period\n// the loss seed is set to 1 again\nint b = 1;\n"
+FIX = (
+    "int a = 0;\n\n// reset the accumulators at the start of each period\n// "
+    "the loss seed is set to 1 again\nint b = 1;\n"
+)
 GOOD = [
     (
         "ggml-opt : reset the accumulators each period\n\nThe accumulators are never zeroed.\n",
@@ -84,7 +87,10 @@ def test_plain_ascii_short_comments_and_module_subjects_pass(tmp_path):
 
 
 def test_an_em_dash_in_a_commit_message_fails_with_its_line(tmp_path):
-    msg = "ggml-opt : reset the accumulators each period\n\nThe accumulators are never zeroed \u2014 ever.\n"
+    msg = (
+        "ggml-opt : reset the accumulators each period\n\nThe "
+        "accumulators are never zeroed \u2014 ever.\n"
+    )
     patches = make_series(tmp_path, [(msg, {"ggml/src/ggml-opt.cpp": FIX})])
     c = checks(llama(), patches)["ascii-commit-messages"]
     assert c.status == R.FAIL and "AGENTS.md:73" in c.detail
@@ -113,8 +119,8 @@ def test_a_four_line_comment_fails_with_file_and_line(tmp_path):
 
 def test_a_hard_wrapped_comment_fails(tmp_path):
     wrapped = (
-        "int a = 0;\n\n// With per-step graphs the accumulators outlive every graph, and the reset in\n"
-        "// ggml_opt_alloc runs before the build.\nint b = 1;\n"
+        "int a = 0;\n\n// With per-step graphs the accumulators outlive every graph, and the reset "
+        "in\n// ggml_opt_alloc runs before the build.\nint b = 1;\n"
     )
     c = checks(llama(), make_series(tmp_path, [(GOOD[0][0], {"ggml/src/ggml-opt.cpp": wrapped})]))[
         "comment-wrap"
@@ -125,8 +131,9 @@ def test_a_hard_wrapped_comment_fails(tmp_path):
 
 def test_two_sentences_on_two_lines_are_not_a_wrap(tmp_path):
     two = (
-        "int a = 0;\n\n// grad_accs is indexed by forward-graph node and was sized from the first graph:\n"
-        "// a per-step graph with a different node count would read past its end below.\nint b = 1;\n"
+        "int a = 0;\n\n// grad_accs is indexed by forward-graph node and was sized "
+        "from the first graph:\n// a per-step graph with a different node count "
+        "would read past its end below.\nint b = 1;\n"
     )
     got = checks(llama(), make_series(tmp_path, [(GOOD[0][0], {"ggml/src/ggml-opt.cpp": two})]))
     assert got["comment-wrap"].status == R.PASS and got["comment-length"].status == R.PASS
@@ -167,9 +174,8 @@ def test_a_new_file_under_tests_warns(tmp_path):
     assert c.status == R.WARN and c.where == (f"tests/test-x.cpp (new in {patches[1][0]})",)
     assert "AGENTS.md:87" in c.detail
     bare = checks(P.derive("x", "a" * 40, {}), patches)["new-test-files"]
-    assert (
-        bare.status == R.PASS and "state no approval rule" in bare.detail
-    )  # no rule: nothing to ask
+    # no rule: nothing to ask
+    assert bare.status == R.PASS and "state no approval rule" in bare.detail
 
 
 def test_pull_request_checks_need_a_written_cover(tmp_path):

@@ -14,7 +14,8 @@ SECRET = "s3cr3t-Pa55w0rd-9f8e7d"  # a password in a URL: not GITHUB_TOKEN, stil
 
 # ---------------------------------------------------------------- the function
 
-# ---------------------------------------------------------------- pr: --api-url, ssh remotes, git timeouts
+# ----------------------------------------------------------------
+# pr: --api-url, ssh remotes, git timeouts
 
 
 @pytest.fixture
@@ -114,7 +115,8 @@ def test_a_git_push_that_times_out_is_exit_21_without_the_secret(tiny, silent_po
     assert_absent(SECRET, proc, tiny.tmp)
 
 
-# ---------------------------------------------------------------- matrix URLs: messages, results, provenance
+# ----------------------------------------------------------------
+# matrix URLs: messages, results, provenance
 
 
 def test_credentials_in_a_git_source_url_reach_no_output_or_file(tmp_path):
@@ -129,10 +131,8 @@ def test_credentials_in_a_git_source_url_reach_no_output_or_file(tmp_path):
     )
     assert run.returncode == 3, run.stderr
     assert "http://***@127.0.0.1" in (tmp_path / "r" / "results.json").read_text()
-    for proc in (
-        status,
-        run,
-    ):  # everything the tool wrote (matrix.yaml, the user's input, holds it)
+    # everything the tool wrote (matrix.yaml, the user's input, holds it)
+    for proc in (status, run):
         assert_absent(SECRET, proc, tmp_path / "cache", tmp_path / "r", tmp_path / "home")
 
 

@@ -14,11 +14,12 @@ def test_commands_refuse_a_malformed_results_file_with_exit_2(tmp_path, repo_roo
     d = tmp_path / "r"
     d.mkdir()
     (d / "results.json").write_text(json.dumps(edited(lambda x: x["cells"][0].update(status=7))))
+    # HOME has no git identity
     args = (
         ["--out", str(tmp_path / "out"), str(d)]
         if command == "merge-results"
         else ["--results", str(d), "--author", "Ada Contributor <ada@example.org>"]
-    )  # HOME has no git identity
+    )
     proc = run_tool(
         command,
         "--matrix",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.patchset.layout import register_gate_test
+from orchestrator.model.layout import register_gate_test
 from orchestrator.patchset.render import render
 from orchestrator.patchset.series import git_blob_id, parse_patch, unified_file_diff
 

@@ -64,9 +64,8 @@ def test_lays_out_a_toolkit_and_installs_once(tmp_path, fake_python):
     ):
         assert pkg in call.split()
     arch = "sbsa-linux" if os.uname().machine == "aarch64" else "x86_64-linux"
-    assert (
-        os.readlink(root / "targets" / arch / "include") == "../../include"
-    )  # where nvcc.profile looks
+    # where nvcc.profile looks
+    assert os.readlink(root / "targets" / arch / "include") == "../../include"
     for lib in ("cudart", "cublas", "cublasLt"):  # the names CMake links
         assert os.readlink(root / "lib" / f"lib{lib}.so") == f"lib{lib}.so.13"
     again = _run(tmp_path / "cuda", fake_python, calls)

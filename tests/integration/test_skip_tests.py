@@ -9,11 +9,13 @@ from orchestrator import backends
 from orchestrator.backends.cpu import Cpu
 from orchestrator.cache import Cache
 from orchestrator.config import Backend, Target
-from orchestrator.patchset.layout import GATE_TEST, UPSTREAM_TEST
+from orchestrator.model.layout import GATE_TEST, UPSTREAM_TEST
+from orchestrator.model.results import Cell, CellStatus, Outcome, RecordStatus, Verdict
 from orchestrator.patchset.series import Series, parse_patch, unified_file_diff
-from orchestrator.report.model import Cell, CellStatus, Outcome, RecordStatus, Verdict
 from orchestrator.run import cell as cell_mod
-from orchestrator.run.cell import CellContext, CellProgress, Tree, configure, judge_tree
+from orchestrator.run.cell import APPLY, MATRIX_STEPS, Tree
+from orchestrator.run.options import CellOptions
+from orchestrator.run.pipeline import new_context, run_steps
 from orchestrator.sources import Snapshot
 from orchestrator.sources.local import LocalSource
 
@@ -54,21 +56,22 @@ def skipping_cell(tmp_path, monkeypatch):
         layout="ggml",
         status=CellStatus.ERROR,
     )
-    ctx = CellContext(
+    options = CellOptions(
+        series=Series("llama.cpp", ()), mutant_files=tuple(_mutants()[:1]), programs=False
+    )
+    ctx = new_context(
         target,
         backend,
-        SkipsTestOpt(),
         Cache(tmp_path / "cache"),
+        repo,
         ROOT / "native_tests",
         cell_dir,
         tmp_path / "logs",
-        CellProgress(),
-        c,
-        series=Series("llama.cpp", ()),
-        repo=repo,
-        mutant_files=_mutants()[:1],
-        programs=False,
+        options,
+        worktree=wt,
+        module=SkipsTestOpt(),
     )
+    ctx.cell = c
     tree = Tree(Snapshot(base, "fake base"), Series("ggml", (fix,)), wt)
     # the fake project is its own CMake source dir: the layout's plan pointed at it
     monkeypatch.setattr(
@@ -82,10 +85,11 @@ def skipping_cell(tmp_path, monkeypatch):
 
 
 def configure_to_conclude(ctx, tree):
-    """The steps from configure to conclude on the fake tree (what apply would have made); the plan."""
-    plan = configure(ctx, tree.worktree).plan
-    judge_tree(ctx, tree, plan)
-    return plan
+    """The steps from plan to conclude on the fake tree (what apply would have made); the plan."""
+    ctx.results[APPLY.name] = tree
+    names = [s.name for s in MATRIX_STEPS]
+    run_steps(ctx, MATRIX_STEPS[names.index("plan") : names.index("store")])
+    return ctx.results["configure"].plan
 
 
 def test_a_skipped_test_is_never_built_or_run_and_the_cell_passes(skipping_cell):
@@ -119,22 +123,21 @@ def test_the_result_cache_key_names_the_skips_only_where_there_are_some(skipping
     ctx.env = {}
     assert cache_inputs(ctx, tree.snap, tree.rendered)["skip_tests"] == {UPSTREAM_TEST: WHY}
     ctx.module = backends.get("cpu")
-    assert "skip_tests" not in cache_inputs(
-        ctx, tree.snap, tree.rendered
-    )  # every other backend keeps its key
+    # every other backend keeps its key
+    assert "skip_tests" not in cache_inputs(ctx, tree.snap, tree.rendered)
 
 
 class NoMutants(SkipsTestOpt):
-    no_mutants = "mutants run under the plain backend (test stand-in)"
+    mutants_skip_reason = "mutants run under the plain backend (test stand-in)"
 
 
 def test_a_backend_without_mutants_runs_and_records_none_and_keeps_its_key(skipping_cell):
-    """cpu-sanitize's no_mutants: no known-wrong fix applied, built or recorded there (the plain
+    """cpu-sanitize's mutants_skip_reason: no known-wrong fix applied, built or recorded there (the plain
     cpu cell runs them); the cell passes on its control; the cache key ignores the mutants' text."""
     from orchestrator.backends.cpu_sanitize import CpuSanitize
     from orchestrator.run.cell import cache_inputs
 
-    assert CpuSanitize.no_mutants  # the real backend declares it
+    assert CpuSanitize.mutants_skip_reason  # the real backend declares it
     ctx, tree = skipping_cell
     ctx.module = NoMutants()
     configure_to_conclude(ctx, tree)
@@ -145,12 +148,11 @@ def test_a_backend_without_mutants_runs_and_records_none_and_keeps_its_key(skipp
         "killed": 0,
         "survived": [],
         "invalid": [],
-        "skipped": NoMutants.no_mutants,
+        "skipped": NoMutants.mutants_skip_reason,
     }
     assert ctx.cell.status == CellStatus.PASSED, ctx.cell.reason
     ctx.env = {}
     assert cache_inputs(ctx, tree.snap, tree.rendered)["mutants"] == {}
     ctx.module = SkipsTestOpt()
-    assert cache_inputs(ctx, tree.snap, tree.rendered)[
-        "mutants"
-    ]  # a backend that runs them has them in its key
+    # a backend that runs them has them in its key
+    assert cache_inputs(ctx, tree.snap, tree.rendered)["mutants"]

@@ -61,9 +61,8 @@ def test_branch_tag_commit_and_head(tmp_path):
     assert git_snapshot(cache, up, "refs/heads/main").commit == second
     repo = SnapshotRepo(cache.snapshots_git)
     assert repo.read_blob(second, "README") == "two\n"
-    assert (
-        repo.git("rev-list", "--count", second) == "2"
-    )  # history came along (3-way merges need it)
+    # history came along (3-way merges need it)
+    assert repo.git("rev-list", "--count", second) == "2"
 
 
 def test_mirror_is_reused_and_a_pinned_commit_needs_no_network(tmp_path):
@@ -122,14 +121,15 @@ def test_unreachable_remote(tmp_path):
     with pytest.raises(sources.SourceUnreachable) as e:
         git_snapshot(Cache(tmp_path / "cache"), "http://127.0.0.1:9/x.git", "main")
     assert (
-        "is unreachable: unable to access 'http://127.0.0.1:9/x.git/': Failed to connect to 127.0.0.1 port 9"
-        in str(e.value)
+        "is unreachable: unable to access 'http://127.0.0.1:9/x.git/': "
+        "Failed to connect to 127.0.0.1 port 9" in str(e.value)
     )
     assert e.value.exit_code == ExitCode.SOURCE_UNAVAILABLE
 
 
 def test_an_unreachable_remotes_reason_is_the_same_every_run(tmp_path):
-    """curl's "after N ms" is dropped: the drift issue compares details and would edit its body for a timing."""
+    """curl's "after N ms" is dropped: the drift issue compares
+    details and would edit its body for a timing."""
     reasons = set()
     for i in range(2):
         with pytest.raises(sources.SourceUnreachable) as e:
@@ -200,10 +200,8 @@ def test_live_profile_targets_are_git_sources_of_the_real_upstreams():
         "https://github.com/ggml-org/ggml",
         "https://github.com/CambrianTech/llama.cpp",
     } <= urls
-    assert set(m.profiles["default"][0]) == {
-        "llama.cpp",
-        "ggml",
-    }  # the default stays offline-capable
+    # the default stays offline-capable
+    assert set(m.profiles["default"][0]) == {"llama.cpp", "ggml"}
 
 
 @pytest.mark.skipif(

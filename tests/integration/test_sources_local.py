@@ -97,9 +97,8 @@ def test_dirty_checkout_is_read_as_it_is(tmp_path):
         "untracked.txt",
     ]
     assert repo.read_blob(snap.commit, "tracked.txt") == "edited, not staged\n"
-    assert (
-        repo.read_blob(snap.commit, "staged.txt") == "staged, then edited again\n"
-    )  # the file, not the index
+    # the file, not the index
+    assert repo.read_blob(snap.commit, "staged.txt") == "staged, then edited again\n"
     assert repo.read_blob(snap.commit, "link") == "tracked.txt"
 
 
@@ -110,8 +109,9 @@ def test_subdirectory_and_relative_path(tmp_path):
     m = tmp_path / "m"
     m.mkdir()
     (m / "matrix.yaml").write_text(
-        "queue: {path: p, layout: llama.cpp}\ntargets:\n  t: {layout: ggml, source: {kind: local, path: ../co, "
-        "subdirectory: vendor/ggml}}\nbackends: {cpu: {}}\nprofiles: {default: {targets: [t], backends: [cpu]}}\n"
+        "queue: {path: p, layout: llama.cpp}\ntargets:\n  t: {layout: ggml, source: {kind: "
+        "local, path: ../co, subdirectory: vendor/ggml}}\nbackends: {cpu: {}}\nprofiles: "
+        "{default: {targets: [t], backends: [cpu]}}\n"
     )
     source = load_matrix(m / "matrix.yaml").target("t").source
     cache = Cache(tmp_path / "cache")
@@ -173,9 +173,8 @@ def test_populated_submodule_is_read(tmp_path):
         repo.read_blob(snap.commit, "core/vendor/llama.cpp/tracked.txt")
         == "edited inside the submodule\n"
     )
-    assert (
-        snap.provenance["uncommitted_changes"] is False
-    )  # the superproject's own files and gitlink are as committed
+    # the superproject's own files and gitlink are as committed
+    assert snap.provenance["uncommitted_changes"] is False
 
 
 # ---- a dirty user checkout of the real llama.cpp, through every command ----

@@ -63,10 +63,11 @@ def test_download_extract_and_cache(httpserver, tmp_path):
     # the server answered once: the snapshot and the download are both reused
     assert _snap(cache, url, sha, subdirectory="vendor/ggml").commit == snap.commit
     whole = _snap(cache, url, sha)
+    # the top folder dropped, .git skipped
     assert sorted(repo.git("ls-tree", "-r", "--name-only", whole.commit).splitlines()) == [
         "README",
         "vendor/ggml/src/ggml-opt.cpp",
-    ]  # the top folder dropped, .git skipped
+    ]
     httpserver.check_assertions()
 
 

@@ -1,5 +1,5 @@
-"""ggml-patch status and refresh at the command line: bad input refused in one line before anything is
-touched, an unreachable index a status of its own."""
+"""ggml-patch status and refresh at the command line: bad input refused in one line before anything
+is touched, an unreachable index a status of its own."""
 
 import os
 
@@ -18,11 +18,10 @@ HDR = "From: A <a@example.com>\nSubject: [PATCH] x\n\nbody\n\n"
 
 
 BAD_PATCHES = {
-    "dotdot": HDR
-    + "diff --git a/../etc/x b/../etc/x\nindex 1..2 100644\n--- a/../etc/x\n+++ b/../etc/x\n@@ -1 +1 @@\n-a\n+b\n",
-    "absolute": HDR
-    + "diff --git a//etc/passwd b//etc/passwd\nindex 1..2 100644\n--- a//etc/passwd\n+++ b//etc/passwd\n"
-    "@@ -1 +1 @@\n-a\n+b\n",
+    "dotdot": HDR + "diff --git a/../etc/x b/../etc/x\nindex 1..2 100644\n--- "
+    "a/../etc/x\n+++ b/../etc/x\n@@ -1 +1 @@\n-a\n+b\n",
+    "absolute": HDR + "diff --git a//etc/passwd b//etc/passwd\nindex 1..2 100644\n--- "
+    "a//etc/passwd\n+++ b//etc/passwd\n@@ -1 +1 @@\n-a\n+b\n",
     "binary": HDR
     + "diff --git a/ggml/x.bin b/ggml/x.bin\nnew file mode 100644\nindex 0000000..1234567\n"
     "GIT binary patch\nliteral 3\nKcmZ?wy0Hxa\n\nliteral 0\nHcmV?d00001\n\n",
@@ -108,7 +107,8 @@ def test_a_ref_that_does_not_exist_is_refused_before_anything_is_touched(tmp_pat
 
 
 def test_pypi_unreachable_is_a_status_too(tmp_path, monkeypatch):
-    """A package index that cannot be reached (not a missing package) makes a row "source unreachable"."""
+    """A package index that cannot be reached (not a missing
+    package) makes a row "source unreachable"."""
     monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")  # nothing listens there
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     m = write_matrix(

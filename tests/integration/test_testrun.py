@@ -19,7 +19,8 @@ def test_pass_fail_and_output(tmp_path):
     bad = run_program(
         "t",
         _py(
-            "import sys; print('device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5'); sys.exit(1)"
+            "import sys; print('device=CPU opt_period=1: FAIL at "
+            "step 2: w=0.25 expected 0.5'); sys.exit(1)"
         ),
         30,
         {},
@@ -34,7 +35,8 @@ def test_abort_is_a_crash_not_a_failure(tmp_path):
     r = run_program(
         "t",
         _py(
-            "import os; print('device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5', flush=True); os.abort()"
+            "import os; print('device=CPU opt_period=1: FAIL at step 2: "
+            "w=0.25 expected 0.5', flush=True); os.abort()"
         ),
         30,
         {},

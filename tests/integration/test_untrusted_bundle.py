@@ -16,9 +16,8 @@ from orchestrator.upstream import bundle as B
 from ..helpers.security import ROOT, isolated_env, tiny_matrix, tool, tree_snapshot
 from .test_github import REPO, TOKEN, Tiny
 
-UNKNOWN_UPSTREAM = (
-    "0c1e57098bba43ac29e6e3b677cdceebdd22334f"  # a real commit id the fork does not have
-)
+# a real commit id the fork does not have
+UNKNOWN_UPSTREAM = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
 
 
 @pytest.fixture
@@ -88,7 +87,8 @@ def test_upload_pack_as_onto_runs_nothing(tiny):
 
 
 def test_a_dotdot_target_leaves_the_cache_intact(tiny):
-    """`"target": ".."` used to make `pr` (even a dry run) git init, checkout and clean -fdx the cache root."""
+    """`"target": ".."` used to make `pr` (even a dry run) git
+    init, checkout and clean -fdx the cache root."""
     (tiny.cache / "downloads" / "pypi-x-1.0").mkdir(parents=True)
     (tiny.cache / "downloads" / "pypi-x-1.0" / "x-1.0.tar.gz").write_bytes(b"sdist bytes")
     (tiny.cache / "mirrors" / "m.git").mkdir(parents=True)

@@ -259,7 +259,8 @@ def test_malformed_results_files_are_one_line(tmp_path, case, command):
     assert "results.json" in line
 
 
-# ---------------------------------------------------------------- a checkout git refuses (ownership)
+# ----------------------------------------------------------------
+# a checkout git refuses (ownership)
 
 
 def foreign(path, env):
@@ -325,9 +326,8 @@ def test_the_fix_it_names_works(tmp_path):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    assert (
-        snap.provenance["head"] == head
-    )  # read as a git checkout: HEAD kept, ignored files left out
+    # read as a git checkout: HEAD kept, ignored files left out
+    assert snap.provenance["head"] == head
     repo = SnapshotRepo(tmp_path / "cache" / "snapshots.git")
     assert repo.read_blob(snap.commit, "build/ignored.o") is None
 
@@ -346,9 +346,10 @@ def series_copy(tmp_path):
 def test_a_series_writing_under_dot_git_is_a_malformed_series(tmp_path):
     d, patches = series_copy(tmp_path)
     evil = (
-        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: x <x@x>\n"
-        "Subject: [PATCH] hook\n\n---\ndiff --git a/.git/hooks/post-checkout b/.git/hooks/post-checkout\n"
-        "new file mode 100755\n--- /dev/null\n+++ b/.git/hooks/post-checkout\n@@ -0,0 +1 @@\n+touch /tmp/x\n"
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: x "
+        "<x@x>\nSubject: [PATCH] hook\n\n---\ndiff --git a/.git/hooks/post-checkout "
+        "b/.git/hooks/post-checkout\nnew file mode 100755\n--- /dev/null\n+++ "
+        "b/.git/hooks/post-checkout\n@@ -0,0 +1 @@\n+touch /tmp/x\n"
     )
     (d / "0003-hook.patch").write_text(evil)
     with pytest.raises(
@@ -382,9 +383,8 @@ def test_leftovers_of_a_killed_run_are_cleaned_at_the_next_start(tmp_path):
     dead_file.write_bytes(b"partial")
     live = tmp / f"{host}-pid{os.getpid()}-def456"  # this test's own process is alive
     live.mkdir()
-    foreign_host = (
-        tmp / f"extract-some-other-host-pid{dead_pid()}-ghi789"
-    )  # another machine's: not ours to judge
+    # another machine's: not ours to judge
+    foreign_host = tmp / f"extract-some-other-host-pid{dead_pid()}-ghi789"
     foreign_host.mkdir()
     m = tiny_matrix(tmp_path)
     proc = tool("status", "--matrix", m, "--cache", cache.root, env=isolated_env(tmp_path))

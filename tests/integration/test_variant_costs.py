@@ -59,7 +59,7 @@ def test_a_build_calls_ninja_itself(tmp_path):
         "cmake_minimum_required(VERSION 3.14)\nproject(t NONE)\n"
         "add_custom_target(a ALL COMMAND ${CMAKE_COMMAND} -E touch a.stamp)\n"
     )
-    from orchestrator.patchset.layout import BuildPlan
+    from orchestrator.model.layout import BuildPlan
 
     plan = BuildPlan(str(tmp_path / "src"), (), ("a",), ())
     build = tmp_path / "build"

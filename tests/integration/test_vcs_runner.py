@@ -21,17 +21,20 @@ from ..helpers.tools import git as plain_git
     [
         ("hint: x\nfatal: not a git repository\n", (), "fatal: not a git repository"),
         (
-            "error: patch failed: a.c:3\nerror: a.c: patch does not apply\nPatch failed at 0001 x\n",
+            "error: patch failed: a.c:3\nerror: a.c: patch does "
+            "not apply\nPatch failed at 0001 x\n",
             (),
             "error: patch failed: a.c:3",
         ),
         (
-            "To x\n ! [rejected]  HEAD -> b (non-fast-forward)\nerror: failed to push some refs to 'x'\n",
+            "To x\n ! [rejected]  HEAD -> b (non-fast-forward)\nerror: "
+            "failed to push some refs to 'x'\n",
             (),
             "error: failed to push some refs to 'x'",
         ),
         (
-            "Applying: x\nerror: sha1 information is lacking\nCONFLICT (content): Merge conflict in a.c\n",
+            "Applying: x\nerror: sha1 information is "
+            "lacking\nCONFLICT (content): Merge conflict in a.c\n",
             ("CONFLICT (",),
             "CONFLICT (content): Merge conflict in a.c",
         ),

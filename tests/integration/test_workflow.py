@@ -135,9 +135,8 @@ def test_the_legs_are_the_matrix_cells(matrix, wf):
         assert leg["runs-on"] == matrix.backend(leg["backend"]).runs_on
         assert leg["artifact"] == f"results+{leg['profile']}+{leg['target']}+{leg['backend']}"
         assert leg["results"] == f"ci-results/{leg['artifact']}"
-        assert leg["required"] is (
-            leg["profile"] == "default"
-        )  # a live leg may fail, a default one may not
+        # a live leg may fail, a default one may not
+        assert leg["required"] is (leg["profile"] == "default")
         assert leg["git"] is (matrix.target(leg["target"]).source.kind == "git")
     assert len({leg["artifact"] for leg in legs}) == len(legs)
     cell = wf["jobs"]["cell"]
@@ -194,7 +193,8 @@ def test_every_leg_runs_its_exact_command_and_never_skips_silently(wf, tmp_path)
         and '"$GITHUB_PATH"' in cuda["run"]
         and "CUDA_HOME=" in cuda["run"]
     )
-    # a failing cell's exit code fails the step (bash -e), e.g. 9 for a required backend that skipped
+    # a failing cell's exit code fails the step (bash
+    # -e), e.g. 9 for a required backend that skipped
     env = {k: _expand(v, _legs(wf)[0]) for k, v in run["env"].items()}
     assert _run_script(run["run"], env, tmp_path, exit_code=9)[0].returncode == 9
 
@@ -223,7 +223,8 @@ def test_the_leg_steps_report_where_people_look(wf):
         '"$RESULTS/summary.md"' in summary["run"]
         and summary["env"]["RESULTS"] == "${{ matrix.results }}"
     )
-    # each failure annotated once: by `ggml-patch matrix` itself (::error), no junit reporter beside it
+    # each failure annotated once: by `ggml-patch matrix`
+    # itself (::error), no junit reporter beside it
     assert not any("junit" in s.get("uses", "") for w in (cell,) for s in w["steps"])
     upload = cell["steps"][-1]
     assert (
@@ -257,10 +258,9 @@ def test_the_bundles_builds_reuse_the_cpu_legs_ccache(wf):
         "ccache (the llama.cpp/cpu leg's)",
         "ccache (the ggml/cpu leg's)",
     ]
-    for s, t in zip(restores, ("llama.cpp", "ggml")):
-        assert s["uses"].startswith(
-            "actions/cache/restore@"
-        )  # restored only: the legs' caches stay theirs
+    for s, t in zip(restores, ("llama.cpp", "ggml"), strict=True):
+        # restored only: the legs' caches stay theirs
+        assert s["uses"].startswith("actions/cache/restore@")
         assert s["with"] == {
             "path": "${{ github.workspace }}/.ccache",
             "key": f"ccache-default-{t}-cpu-${{{{ runner.os }}}}-${{{{ github.run_id }}}}",
@@ -269,8 +269,8 @@ def test_the_bundles_builds_reuse_the_cpu_legs_ccache(wf):
     # the leg saves under the same key (its profile, target, backend and OS, this run)
     leg_key = _step(cell, "ccache")["with"]["key"]
     assert (
-        leg_key
-        == "ccache-${{ matrix.profile }}-${{ matrix.target }}-${{ matrix.backend }}-${{ runner.os }}-${{ github.run_id }}"
+        leg_key == "ccache-${{ matrix.profile }}-${{ matrix.target }}-${{ matrix.backend "
+        "}}-${{ runner.os }}-${{ github.run_id }}"
     )
     assert not any(
         "master" in s["name"] or "cambriantech" in s["name"] or "continuum" in s["name"]
@@ -298,9 +298,8 @@ def test_each_pinned_targets_cpu_leg_hands_its_snapshots_to_the_bundle(wf):
         < names.index("Upload the cell's results")
     )
     assert save["uses"].startswith("actions/cache/save@") and save["if"] == "matrix.hand-over"
-    snapshots = (
-        cell["env"]["GGML_PATCH_CACHE"] + "/snapshots.git"
-    )  # the tool cache's snapshot repository
+    # the tool cache's snapshot repository
+    snapshots = cell["env"]["GGML_PATCH_CACHE"] + "/snapshots.git"
     assert (
         save["with"]["path"] == snapshots
         and agg["env"]["GGML_PATCH_CACHE"] == cell["env"]["GGML_PATCH_CACHE"]
@@ -324,7 +323,8 @@ def test_download_cache_keys_change_only_with_the_pinned_download(matrix, repo_r
     assert legs[("default", "ggml", "cpu")]["downloads-key"] == f"ggml-patch-downloads-{sha[:32]}"
     assert legs[("live", "ggml-master", "cpu")]["downloads-key"] == ""  # git: nothing downloaded
     assert "hashFiles" not in workflow_yaml(matrix)
-    # another edit of matrix.yaml (a flag, a description) keeps every key; a new sdist changes its own
+    # another edit of matrix.yaml (a flag, a description)
+    # keeps every key; a new sdist changes its own
     text = (repo_root / "matrix.yaml").read_text()
     edited = tmp_path / "matrix.yaml"
     edited.write_text(
@@ -382,13 +382,14 @@ def test_the_aggregate_keeps_profiles_apart(matrix, wf, tmp_path):
     for p in matrix.profiles:
         merge, bundle = by_id[f"merge-{p}"], by_id[f"bundle-{p}"]
         assert (
-            merge["run"]
-            == f"ggml-patch merge-results --expect-profile {p} --out merged/{p} cells/results+{p}+*\n"
+            merge["run"] == f"ggml-patch merge-results --expect-profile {p} "
+            f"--out merged/{p} cells/results+{p}+*\n"
         )
         assert merge["if"] == "${{ !cancelled() }}"  # every profile is merged whatever another did
         assert bundle["run"] == (
-            f'ggml-patch bundle --pins "$RUNNER_TEMP/pins.json" --results merged/{p} --out bundle/{p} '
-            '--author "$GITHUB_ACTOR <$GITHUB_ACTOR_ID+$GITHUB_ACTOR@users.noreply.github.com>"\n'
+            f'ggml-patch bundle --pins "$RUNNER_TEMP/pins.json" --results merged/{p} --out '
+            f'bundle/{p} --author "$GITHUB_ACTOR '
+            '<$GITHUB_ACTOR_ID+$GITHUB_ACTOR@users.noreply.github.com>"\n'
         )
         fatal = p == "default"
         assert ("continue-on-error" in merge) is not fatal and (
@@ -428,8 +429,8 @@ def test_the_report_job_writes_the_drift_issue(wf, tmp_path):
         == {"group": "ggml-patch-drift-issue", "cancel-in-progress": False}
     )
     assert (
-        report["if"]
-        == "${{ !cancelled() && needs.plan.result == 'success' && github.repository == 'ggml-patch/ggml-patch' }}"
+        report["if"] == "${{ !cancelled() && needs.plan.result == 'success' && "
+        "github.repository == 'ggml-patch/ggml-patch' }}"
     )
     status = _step(report, "Status of the live profile at the plan's commits")
     for code, ok in ((0, True), (3, True), (4, True), (2, False), (8, False)):
@@ -438,9 +439,8 @@ def test_the_report_job_writes_the_drift_issue(wf, tmp_path):
         assert calls == [
             ["status", "--pins", f"{tmp_path}/pins.json", "--profile", "live", "--json"]
         ]
-        assert (
-            json.loads((tmp_path / "status.json").read_text()) == {}
-        )  # stdout went to status.json
+        # stdout went to status.json
+        assert json.loads((tmp_path / "status.json").read_text()) == {}
     issue = _step(report, "Open, update or close the drift issue")
     assert issue["env"] == {
         "GITHUB_TOKEN": "${{ github.token }}",
@@ -511,10 +511,8 @@ def test_every_action_is_pinned_by_sha_with_its_version_and_checkouts_keep_no_cr
 
 def test_triggers_and_schedules(wf, drift_wf, ci_wf):
     minute, hour, dom, month, days = CRON.split()
-    assert [int(d) for d in days.split(",")] == [
-        1,
-        4,
-    ]  # never 7 days without a run: caches stay alive
+    # never 7 days without a run: caches stay alive
+    assert [int(d) for d in days.split(",")] == [1, 4]
     assert wf["on"]["schedule"] == [{"cron": CRON}] and "workflow_dispatch" in wf["on"]
     assert re.fullmatch(r"\d+ \d+ \* \* \*", drift_wf["on"]["schedule"][0]["cron"])  # daily
     inputs = drift_wf["on"]["workflow_dispatch"]["inputs"]
@@ -580,13 +578,11 @@ def test_the_drift_job(drift_wf, tmp_path):
     issue = _step(job, "Open, update or close the drift issue")
     proc, calls = _run_script(issue["run"], {"REPO": "o/n", "DRY_RUN": "true"}, tmp_path)
     assert calls == [["drift-issue", "--status", "status.json", "--repo", "o/n", "--dry-run"]]
-    proc, calls = _run_script(
-        issue["run"], {"REPO": "o/n", "DRY_RUN": ""}, tmp_path
-    )  # a scheduled run: no input
+    # a scheduled run: no input
+    proc, calls = _run_script(issue["run"], {"REPO": "o/n", "DRY_RUN": ""}, tmp_path)
     assert calls == [["drift-issue", "--status", "status.json", "--repo", "o/n"]]
-    mirrors = _step(
-        job, "Git mirrors"
-    )  # saved weekly here, restored by every other job that fetches git
+    # saved weekly here, restored by every other job that fetches git
+    mirrors = _step(job, "Git mirrors")
     assert (
         mirrors["uses"].startswith("actions/cache@")
         and mirrors["with"]["restore-keys"] == "ggml-patch-mirrors-"
@@ -732,9 +728,8 @@ def test_check_catches_an_edited_matrix_and_its_hint_works(repo_root, tmp_path):
     repo = _copy_repo(repo_root, tmp_path / "repo")
     m = repo / "matrix.yaml"
     assert run_tool("ci-workflow", "--matrix", str(m), "--check").returncode == 0
-    m.write_text(
-        m.read_text() + "  extra:\n    targets: [ggml]\n    backends: [cpu]\n"
-    )  # a new profile
+    # a new profile
+    m.write_text(m.read_text() + "  extra:\n    targets: [ggml]\n    backends: [cpu]\n")
     proc = run_tool("ci-workflow", "--matrix", str(m), "--check", cwd=tmp_path)
     assert proc.returncode == 2
     err = proc.stderr.strip()
@@ -815,7 +810,8 @@ def test_a_dependabot_bump_survives_check_and_regeneration(repo_root, tmp_path):
         (repo / p).write_text(_bump((repo / p).read_text(), "actions/cache", cache_sha, "v5.1.0"))
     assert run_tool("ci-workflow", "--matrix", str(m), "--check").returncode == 0
     assert f"actions/cache/restore@{cache_sha} # v5.1.0" in (repo / DEFAULT_PATH).read_text()
-    # a bump of one file only: --check says which files are stale; regenerating takes the newest everywhere
+    # a bump of one file only: --check says which files are
+    # stale; regenerating takes the newest everywhere
     newer = "89abcdef0123456789abcdef0123456789abcdef"
     (repo / DEFAULT_PATH).write_text(
         _bump((repo / DEFAULT_PATH).read_text(), "actions/checkout", newer, "v7.1.0")
@@ -851,7 +847,8 @@ def _schema() -> dict:
         ref = resources.files("check_jsonschema.builtin_schemas.vendor") / "github-workflows.json"
     except ModuleNotFoundError:
         pytest.skip(
-            "check-jsonschema (the test extra that ships SchemaStore's github-workflow schema) is not installed"
+            "check-jsonschema (the test extra that ships SchemaStore's "
+            "github-workflow schema) is not installed"
         )
     return json.loads(ref.read_text(encoding="utf-8"))
 
@@ -962,9 +959,8 @@ def test_the_linters_can_fail(repo_root, tmp_path):
     path.write_text(good.replace("${{ matrix.results }}", "${{ matrix.reslts }}", 1))
     lint = _lint(repo)
     assert lint.returncode != 0 and "reslts" in lint.stdout
-    path.write_text(
-        good.replace('cat "$RESULTS/summary.md"', "cat $RESULTS/summary.md")
-    )  # shellcheck's SC2086
+    # shellcheck's SC2086
+    path.write_text(good.replace('cat "$RESULTS/summary.md"', "cat $RESULTS/summary.md"))
     lint = _lint(repo)
     assert lint.returncode != 0 and "SC2086" in lint.stdout, lint.stdout
     path.write_text(good.replace("      with:\n        persist-credentials: false\n", ""))
@@ -1073,7 +1069,8 @@ def test_check_names_every_stale_file_and_a_pin_only_difference(repo_root, tmp_p
     err = proc.stderr.strip()
     assert proc.returncode == 2 and "\n" not in err
     assert f"{repo / project_workflow.PATH}: stale (does not match {m})" in err
-    # the newer pin in one file is taken for all: the others are named for their pins, not matrix.yaml
+    # the newer pin in one file is taken for all: the
+    # others are named for their pins, not matrix.yaml
     assert (
         f"{repo / DEFAULT_PATH}: its action pins differ" in err
         and f"{repo / drift_workflow.PATH}:" not in err

@@ -1,8 +1,9 @@
-"""Failure attribution: each test failing with the fix against the same test (and device) without it."""
+"""Failure attribution: each test failing with the fix
+against the same test (and device) without it."""
 
 import pytest
 
-from orchestrator.report.model import AttributionEntry, DeviceRow, TestRecord
+from orchestrator.model.results import AttributionEntry, DeviceRow, TestRecord
 from orchestrator.verdicts import attribution, classify
 from orchestrator.verdicts.attribution import (
     ANY_DEVICE,
@@ -32,15 +33,12 @@ GATE_FAIL = "device=Vulkan0 opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
 # test-opt on Debian 12's Mesa 22.3.6 lavapipe (trimmed from a real run through stdbuf -oL): the
 # driver aborts with a double free while Vulkan0 is under test, before its result row
 LAVAPIPE_CRASH = (
-    "ggml_vulkan: Found 1 Vulkan devices:\n"
-    "ggml_vulkan: 0 = llvmpipe (LLVM 15.0.6, 256 bits) (llvmpipe) | uma: 0 | fp16: 1 | bf16: 0\n"
-    "Testing 2 devices\n\n"
-    "Backend 1/2: Vulkan0\n"
-    "  Device description: llvmpipe (LLVM 15.0.6, 256 bits)\n"
-    "  Device memory: 2048 MB (2048 MB free)\n\n"
-    "  test_dataset(shuffle=no, ndata_shard=1, ndata_batch=1): \x1b[1;32mOK\x1b[0m\n"
-    "  test_idata_split(high_level=no, epoch=4, subtest=results_forward, optimizer=adamw): \x1b[1;32mOK\x1b[0m\n"
-    "double free or corruption (!prev)\n"
+    "ggml_vulkan: Found 1 Vulkan devices:\nggml_vulkan: 0 = llvmpipe (LLVM 15.0.6, 256 bits) "
+    "(llvmpipe) | uma: 0 | fp16: 1 | bf16: 0\nTesting 2 devices\n\nBackend 1/2: Vulkan0\n  Device "
+    "description: llvmpipe (LLVM 15.0.6, 256 bits)\n  Device memory: 2048 MB (2048 MB free)\n\n  "
+    "test_dataset(shuffle=no, ndata_shard=1, ndata_batch=1): \x1b[1;32mOK\x1b[0m\n  "
+    "test_idata_split(high_level=no, epoch=4, subtest=results_forward, optimizer=adamw): "
+    "\x1b[1;32mOK\x1b[0m\ndouble free or corruption (!prev)\n"
 )
 
 TEST_OPT_ALL_OK = (
@@ -169,9 +167,8 @@ def test_a_crash_on_another_device_without_the_fix_is_not_pre_existing_here():
 def test_a_device_the_control_never_reached_is_unknown():
     out = TEST_OPT_ALL_OK.rsplit("  Backend CPU sgd", 1)[0]
     patched = _test(CRASHED, out, signal="SIGSEGV", exit_code=-11)
-    entries = attribute(
-        {"test-opt": patched}, {"test-opt": _crash()}
-    )  # control died on Vulkan0, first
+    # control died on Vulkan0, first
+    entries = attribute({"test-opt": patched}, {"test-opt": _crash()})
     assert [(e.device, e.label) for e in entries] == [("CPU", UNKNOWN)]
     assert "before reaching CPU" in entries[0].reason
 
@@ -291,12 +288,12 @@ def test_real_mesa22_results_render_the_pre_existing_crash():
     assert "0/2 cells passed (2 failed)" in md
     assert (
         md.count(
-            "| test-opt | Vulkan0 | crashed (SIGABRT) while testing it | crashed (SIGABRT) while testing it "
-            "| **pre-existing** |"
+            "| test-opt | Vulkan0 | crashed (SIGABRT) while testing it | crashed "
+            "(SIGABRT) while testing it | **pre-existing** |"
         )
         == 2
     )
-    vk_rows = [l for l in md.splitlines() if "/vulkan | Vulkan0 | with fix |" in l]
+    vk_rows = [ln for ln in md.splitlines() if "/vulkan | Vulkan0 | with fix |" in ln]
     assert len(vk_rows) == 2 and all(
-        "| **crashed (SIGABRT) here** | 3/3 | — |" in l for l in vk_rows
+        "| **crashed (SIGABRT) here** | 3/3 | — |" in ln for ln in vk_rows
     )

@@ -116,8 +116,8 @@ def test_each_number_meets_or_misses_its_goal_and_the_report_says_which():
     )
     assert "| 2 busy loops: per mutant / by hand | 1.6 | <= 1.5 | NO |" in md
     assert (
-        "| quiet (0 busy loops) | [0.5, 0.4, 0.3] -> [2.1, 1.0, 0.5] | 4.0 | 30.0 | 70.0 | 250.0 | 300.0 | 0.6 |"
-        in md
+        "| quiet (0 busy loops) | [0.5, 0.4, 0.3] -> [2.1, 1.0, 0.5] | "
+        "4.0 | 30.0 | 70.0 | 250.0 | 300.0 | 0.6 |" in md
     )
     assert "## Control (s), under 2 busy loops (load average [2.0] -> [2.5])" in md
     assert "By hand" not in md  # not measured in this run: not reported
@@ -130,10 +130,8 @@ def test_the_goals_are_the_issues():
         240.0,
         1.0,
     )
-    assert (g["newcomer_loaded_first_verdict_s"], g["newcomer_loaded_total_s"]) == (
-        150.0,
-        480.0,
-    )  # within 2x
+    # within 2x
+    assert (g["newcomer_loaded_first_verdict_s"], g["newcomer_loaded_total_s"]) == (150.0, 480.0)
     assert (g["control_vs_one_file"], g["mutant_vs_by_hand"]) == (1.2, 1.2)
     assert (g["loaded_control_vs_one_file"], g["loaded_mutant_vs_by_hand"]) == (1.5, 1.5)
     assert Path(ROOT / "benchmarks" / "records").is_dir()
@@ -170,8 +168,8 @@ def test_a_competing_fix_is_measured_against_the_by_hand_route():
     report["ratios"], report["met"] = r, {k: r[k] <= bench.GOALS[k] for k in r}
     md = bench.markdown(report)
     assert (
-        "| per competing fix / git apply on the unfixed tree + both tests rebuilt and run by hand | 1.6 | <= 1.5 | NO |"
-        in md
+        "| per competing fix / git apply on the unfixed tree + both tests "
+        "rebuilt and run by hand | 1.6 | <= 1.5 | NO |" in md
     )
     assert "| ggml/cpu | 2 | 1.8 | 1.125 | 1.6 |" in md
 
@@ -194,9 +192,8 @@ def test_the_checks_cost_is_the_cumulative_time_of_the_entries_into_the_check_mo
 
     monkeypatch.setattr(bench.subprocess, "run", fake_run)
     got = bench.checks_cost(["matrix"])
-    assert got["entries"] == [
-        "redact.py:redact"
-    ]  # the entry from outside; redact's own helpers are inside it
+    # the entry from outside; redact's own helpers are inside it
+    assert got["entries"] == ["redact.py:redact"]
     assert got["checks_ms"] > 0
 
 
@@ -224,10 +221,8 @@ def _act_run(matrix_s, act_s, loops):
 
 def test_the_act_run_is_measured_against_the_same_cells_by_the_tool():
     bench = _bench()
-    assert (bench.GOALS["act_vs_matrix"], bench.GOALS["loaded_act_vs_matrix"]) == (
-        1.3,
-        1.3,
-    )  # issue 21
+    # issue 21
+    assert (bench.GOALS["act_vs_matrix"], bench.GOALS["loaded_act_vs_matrix"]) == (1.3, 1.3)
     report = {
         "machine": {"cores": 2, "loadavg_start": [0.1, 0.2, 0.3]},
         "goals": bench.GOALS,
@@ -244,8 +239,8 @@ def test_the_act_run_is_measured_against_the_same_cells_by_the_tool():
     report["met"] = {k: r[k] <= bench.GOALS[k] for k in r}
     md = bench.markdown(report)
     assert (
-        "| the matrix workflow in act / `ggml-patch matrix`, default cpu legs, warm ccache | 1.2 | <= 1.3 | yes |"
-        in md
+        "| the matrix workflow in act / `ggml-patch matrix`, default "
+        "cpu legs, warm ccache | 1.2 | <= 1.3 | yes |" in md
     )
     assert (
         "| 2 busy loops: the matrix workflow in act / `ggml-patch matrix` | 1.5 | <= 1.3 | NO |"
@@ -287,10 +282,11 @@ def test_acts_step_times_add_up_per_job():
         2e-06,
     ]
     log = (
-        "[ggml-patch matrix/Plan: one commit per git ref]   ✅  Success - Main Resolve every git ref [1.5s]\n"
-        "[ggml-patch matrix/llama.cpp/cpu (default)]   | a step's own output [2s]\n"
-        "[ggml-patch matrix/llama.cpp/cpu (default)]   ✅  Success - Main Run the cell [1m2s]\n"
-        "[ggml-patch matrix/llama.cpp/cpu (default)]   ❌  Failure - Main Job summary [300ms]\n"
+        "[ggml-patch matrix/Plan: one commit per git ref]   ✅  Success - Main Resolve "
+        "every git ref [1.5s]\n[ggml-patch matrix/llama.cpp/cpu (default)]   | a "
+        "step's own output [2s]\n[ggml-patch matrix/llama.cpp/cpu (default)]   ✅  "
+        "Success - Main Run the cell [1m2s]\n[ggml-patch matrix/llama.cpp/cpu "
+        "(default)]   ❌  Failure - Main Job summary [300ms]\n"
     )
     assert bench.act_job_seconds(log) == {
         "Plan: one commit per git ref": 1.5,
@@ -342,12 +338,12 @@ def test_the_act_run_is_also_measured_against_nox_s_matrix_beside_the_bare_tool(
     md = bench.markdown(report)
     # both measures reported, the bare one still missed
     assert (
-        "| the matrix workflow in act / `ggml-patch matrix`, default cpu legs, warm ccache | 2.5 | <= 1.3 | NO |"
-        in md
+        "| the matrix workflow in act / `ggml-patch matrix`, default "
+        "cpu legs, warm ccache | 2.5 | <= 1.3 | NO |" in md
     )
     assert (
-        "| the matrix workflow in act / `nox -s matrix` (its session install included), default cpu legs, "
-        "warm ccache | 1.25 | <= 1.3 | yes |"
+        "| the matrix workflow in act / `nox -s matrix` (its session install included), default "
+        "cpu legs, warm ccache | 1.25 | <= 1.3 | yes |"
     ) in md
     assert (
         "| 2 busy loops: the matrix workflow in act / `nox -s matrix` | 0.833 | <= 1.3 | yes |"
@@ -380,11 +376,11 @@ def test_nox_s_install_and_matrix_are_split_where_nox_prints_the_command():
 def test_acts_install_steps_are_summed_per_job():
     bench = _bench()
     log = (
-        "[ggml-patch matrix/Plan: one commit per git ref]   ✅  Success - Main Install ggml-patch [120ms]\n"
-        "[ggml-patch matrix/ggml/cpu (default)]   ✅  Success - Main Install ggml-patch [80ms]\n"
-        "[ggml-patch matrix/ggml/cpu (default)]   ✅  Success - Main Install ccache [2s]\n"
-        "[ggml-patch matrix/Merge, summary and bundle per profile]   ✅  Success - Main Install ggml-patch "
-        "with its plot extras [1.5s]\n"
+        "[ggml-patch matrix/Plan: one commit per git ref]   ✅  Success - Main Install ggml-patch "
+        "[120ms]\n[ggml-patch matrix/ggml/cpu (default)]   ✅  Success - Main Install ggml-patch "
+        "[80ms]\n[ggml-patch matrix/ggml/cpu (default)]   ✅  Success - Main Install ccache "
+        "[2s]\n[ggml-patch matrix/Merge, summary and bundle per profile]   ✅  Success - Main "
+        "Install ggml-patch with its plot extras [1.5s]\n"
     )
     assert bench.act_job_seconds(log, step_prefix="Install ggml-patch") == {
         "Plan: one commit per git ref": 0.12,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.report.model import (
+from orchestrator.model.results import (
     Build,
     Cell,
     CellStatus,
@@ -168,9 +168,8 @@ def test_the_body_check_catches_a_wrong_number():
     rec.tests[GATE].rows[0].actual = 0.125
     with pytest.raises(AssertionError):
         check_body_against_results(body, wrong, "ggml")
-    with pytest.raises(
-        AssertionError, match="numbers in PR_BODY.md"
-    ):  # a number outside the tables too
+    # a number outside the tables too
+    with pytest.raises(AssertionError, match="numbers in PR_BODY.md"):
         check_body_against_results(
             body.replace("\nReproduce:", "\n41 steps\n\nReproduce:"), r, "ggml"
         )
@@ -227,7 +226,8 @@ def test_a_bundle_changed_after_it_was_made_is_rejected(tmp_path):
 
 
 def test_the_body_keeps_the_loss_table_and_names_no_plot():
-    """The plot (when matplotlib is installed) lies beside PR_BODY.md; the body holds the numbers only."""
+    """The plot (when matplotlib is installed) lies beside
+    PR_BODY.md; the body holds the numbers only."""
     r = sample()
     r.cells[1].training = TrainingComparison.model_validate(
         {

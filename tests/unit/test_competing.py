@@ -4,9 +4,9 @@ import pytest
 
 from orchestrator.config import load_matrix
 from orchestrator.errors import ConfigError
-from orchestrator.patchset.layout import GATE_TEST, UPSTREAM_TEST, get_layout
+from orchestrator.model.layout import GATE_TEST, UPSTREAM_TEST, get_layout
+from orchestrator.model.results import CompetingVerdict, Outcome, TestRecord
 from orchestrator.patchset.series import unified_file_diff
-from orchestrator.report.model import CompetingVerdict, Outcome, TestRecord
 from orchestrator.verdicts.competing import (
     first_failing_line,
     judge,

@@ -1,4 +1,5 @@
-"""matrix.yaml: the real file loads; every malformed file is one line naming the file, the line and the key."""
+"""matrix.yaml: the real file loads; every malformed file is one
+line naming the file, the line and the key."""
 
 from pathlib import Path
 
@@ -184,12 +185,13 @@ def test_optional_keys_and_defaults(tmp_path):
     "source, options",
     [
         (
-            "    source:\n      kind: git\n      url: https://github.com/ggml-org/ggml\n      ref: v0.9.4\n",
+            "    source:\n      kind: git\n      url: "
+            "https://github.com/ggml-org/ggml\n      ref: v0.9.4\n",
             {"kind": "git", "url": "https://github.com/ggml-org/ggml", "ref": "v0.9.4"},
         ),
         (
-            f"    source:\n      kind: tarball\n      url: https://example.com/ggml.tar.gz\n      sha256: {SHA_GGML}\n"
-            "      subdirectory: ggml-0.9.4\n",
+            "    source:\n      kind: tarball\n      url: https://example.com/ggml.tar.gz\n      "
+            f"sha256: {SHA_GGML}\n      subdirectory: ggml-0.9.4\n",
             {
                 "kind": "tarball",
                 "url": "https://example.com/ggml.tar.gz",
@@ -858,6 +860,20 @@ def test_each_source_kind_owns_its_model_and_the_matrix_schema_composes_them():
         assert "kind" in kind["required"] and kind["additionalProperties"] is False
 
 
+def test_the_source_registry_names_each_kind_of_the_matrix_once():
+    """sources.KINDS maps each `kind:` to its model and its snapshot function (no lookup by
+    module name): the same kinds, in the same order, as the matrix's union of options."""
+    from orchestrator import sources
+    from orchestrator.config import Target
+
+    models = Target.model_fields["source"].annotation.__args__
+    assert [k.model for k in sources.KINDS.values()] == list(models)
+    for name, kind in sources.KINDS.items():
+        assert kind.model.model_fields["kind"].annotation.__args__ == (name,)
+        assert kind.snapshot.__module__ == kind.model.__module__
+        assert kind.snapshot.__name__ == "snapshot"
+
+
 # ---- the records: JSON and the published schema; hostile values ----
 
 
@@ -889,9 +905,8 @@ def test_the_matrix_goes_through_json_and_its_schema(tmp_path, which):
     )
     m = load_matrix(path)
     text = m.model_dump_json(exclude_unset=True)
-    assert json.loads(text) == yaml.safe_load(
-        path.read_text()
-    )  # what the file says, as the file says it
+    # what the file says, as the file says it
+    assert json.loads(text) == yaml.safe_load(path.read_text())
     jsonschema.validate(json.loads(text), schema())
     again = Matrix.model_validate_json(text).located(m.path, m.lines)
     assert again == m

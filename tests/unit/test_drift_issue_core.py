@@ -30,9 +30,8 @@ def test_a_partial_status_merges_and_a_full_one_replaces():
     assert part.targets == {"a": _row("conflict"), "b": _row("applies with 3-way merge")}
     assert part.failing == prev.failing and part.profile == "live"
     other = D.current_state(("default", {"ggml": _row("applies cleanly")}), None, prev, "r3")
-    assert (
-        set(other.targets) == {"a", "b", "ggml"} and other.profile == "live"
-    )  # another profile: merged
+    # another profile: merged
+    assert set(other.targets) == {"a", "b", "ggml"} and other.profile == "live"
     full = D.current_state(("live", {"b": _row("applies cleanly")}), None, prev, "r4")
     assert full.targets == {"b": _row("applies cleanly")}  # a full run of the same profile replaces
 
@@ -53,21 +52,20 @@ def test_ours_is_found_by_the_marker_and_the_open_one_wins():
         + [{"number": 2, "body": D.MARKER, "state": "closed", "state_reason": "not_planned"}]
     )
     one = D.the_one(closed)
-    assert (
-        one.number == 9 and not one.open and one.state_reason == "completed"
-    )  # the latest closed one
+    # the latest closed one
+    assert one.number == 9 and not one.open and one.state_reason == "completed"
     assert D.the_one([]) is None
 
 
 def test_next_page_follows_link_only_on_the_api_server():
     api = "https://api.github.com"
     good = {
-        "Link": f'<{api}/repos/o/n/issues?page=2>; rel="next", <{api}/repos/o/n/issues?page=5>; rel="last"'
+        "Link": f'<{api}/repos/o/n/issues?page=2>; rel="next", '
+        f'<{api}/repos/o/n/issues?page=5>; rel="last"'
     }
     assert D.next_page(good, api) == f"{api}/repos/o/n/issues?page=2"
-    assert (
-        D.next_page({"Link": '<https://evil.example/x?page=2>; rel="next"'}, api) is None
-    )  # the token stays home
+    # the token stays home
+    assert D.next_page({"Link": '<https://evil.example/x?page=2>; rel="next"'}, api) is None
     assert D.next_page({}, api) is None
 
 
@@ -113,9 +111,8 @@ def test_only_the_time_changing_is_no_edit():
         "https://x/runs/3",
         later,
     )
-    assert (
-        changed.kind == "update" and changed.comment == ""
-    )  # changed but not worse: an edit, no comment
+    # changed but not worse: an edit, no comment
+    assert changed.kind == "update" and changed.comment == ""
     assert D.same_but_for_time(
         state, D.State(profile=state.profile, targets=state.targets, run="other")
     )
@@ -144,6 +141,5 @@ def test_not_planned_is_respected_until_worse():
     ],
 )
 def test_a_state_edited_by_hand_is_no_state(bad):
-    assert (
-        D.State.from_json(bad) is None
-    )  # a person may edit the body: untrusted, refused as a whole
+    # a person may edit the body: untrusted, refused as a whole
+    assert D.State.from_json(bad) is None

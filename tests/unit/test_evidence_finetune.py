@@ -1,5 +1,5 @@
-"""llama-finetune's output parser, the noise floor, the verdict rule (on synthetic curves), the fix's
-provenance markers, stale-series detection, the run plan, the cache key, the plot."""
+"""llama-finetune's output parser, the noise floor, the verdict rule (on synthetic curves), the
+fix's provenance markers, stale-series detection, the run plan, the cache key, the plot."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ def bar(kind: str, i: int, n: int, loss: str, acc: str = "8.59") -> str:
     # ggml_opt_epoch_callback_progress_bar's format (ggml-opt.cpp), redrawn with \r
     head = "train: [" if kind == "train" else "val:   ["
     return (
-        f"{head}\u2588\u2588\u2588\u2589    ] data={i:07d}/{n:07d} loss={loss}\u00b10.01234 acc={acc}\u00b10.50% "
-        f"t=00:00:01 ETA=00:00:00 \r"
+        f"{head}\u2588\u2588\u2588\u2589    ] data={i:07d}/{n:07d} loss={loss}\u00b10.01234 "
+        f"acc={acc}\u00b10.50% t=00:00:01 ETA=00:00:00 \r"
     )
 
 
@@ -36,7 +36,8 @@ def epoch_text(train: str, val: str) -> str:
 
 def test_the_parser_reads_each_epoch_s_final_train_and_val_lines():
     text = (
-        "llama_context: n_ctx = 256\n0.00.075.783 W opt_init: the K and V projections will not receive gradients\n"
+        "llama_context: n_ctx = 256\n0.00.075.783 W opt_init: the K and "
+        "V projections will not receive gradients\n"
         + epoch_text("6.12345", "6.54321")
         + epoch_text("5.50000", "nan")
         + "llama_model_save_to_file: done\n"
@@ -50,9 +51,8 @@ def test_the_parser_reads_each_epoch_s_final_train_and_val_lines():
 
 
 def test_the_parser_on_a_truncated_run_and_on_noise():
-    text = (
-        epoch_text("6.1", "6.5") + bar("train", 2, 2, "5.0") + "\n"
-    )  # killed before epoch 2's val line
+    # killed before epoch 2's val line
+    text = epoch_text("6.1", "6.5") + bar("train", 2, 2, "5.0") + "\n"
     assert [e.epoch for e in ft.parse_output(text).epochs] == [1]
     assert ft.parse_output("loss=1 data=1/1\nrandom text\n").epochs == ()
 
@@ -68,7 +68,8 @@ def test_the_parser_on_a_real_llama_finetune_output():
     )
 
 
-# ---------------------------------------------------------------- the verdict rule on synthetic curves
+# ----------------------------------------------------------------
+# the verdict rule on synthetic curves
 
 
 def ep(evals, train=None):
@@ -132,13 +133,13 @@ def test_a_non_finite_end_without_the_fix_is_bug_visible_and_identical_curves_ar
 
 
 def test_the_verdict_compares_the_common_epochs_only():
-    v = ft.finetune_verdict(
-        "adamw", 1, 1e-5, FIXED, ep([5.9, 5.8, 6.5]), FLOOR
-    )  # stopped after 3 epochs
+    # stopped after 3 epochs
+    v = ft.finetune_verdict("adamw", 1, 1e-5, FIXED, ep([5.9, 5.8, 6.5]), FLOOR)
     assert v.epochs == 3 and v.label == "bug visible" and v.end_diff == pytest.approx(0.7)
 
 
-# ---------------------------------------------------------------- the noise floor, from the results' own runs
+# ----------------------------------------------------------------
+# the noise floor, from the results' own runs
 
 
 def run(variant, evals, threads=ft.THREADS, repeat=0, lr=1e-5, opt="adamw", period=1, outcome="ok"):

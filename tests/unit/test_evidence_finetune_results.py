@@ -69,7 +69,8 @@ def test_a_bad_case_is_one_line_naming_what_is_wrong(text, says):
 
 
 def test_the_default_cases_and_repeats():
-    # finetune.cpp's defaults (AdamW lr 1e-5, -c = -b = -ub), then n_ubatch < n_batch, then SGD at ~10x
+    # finetune.cpp's defaults (AdamW lr 1e-5, -c = -b =
+    # -ub), then n_ubatch < n_batch, then SGD at ~10x
     assert [c.name for c in ft.parse_cases([])] == [
         "adamw:1e-05:1:8",
         "adamw:1e-05:2:8",
@@ -166,7 +167,8 @@ def test_the_key_covers_base_series_model_data_program_flags_cases_and_toolchain
     assert len(keys) == len(changed) + 2 and k not in keys
 
 
-# ---------------------------------------------------------------- finetune.json: written, read back, validated
+# ----------------------------------------------------------------
+# finetune.json: written, read back, validated
 
 
 def run(variant, opt, period, epochs, lr=1e-3) -> ft.Run:
@@ -381,7 +383,8 @@ def test_the_bundle_says_in_one_line_what_is_wrong_with_a_file_too_big_or_not_ut
         UF.load(tmp_path)
     size = path.stat().st_size
     assert str(e.value) == (
-        f"{path}: {size} bytes, more than the 100 a finetune.json can have; re-run `ggml-patch evidence` (or remove the file)"
+        f"{path}: {size} bytes, more than the 100 a finetune.json can have; re-run "
+        "`ggml-patch evidence` (or remove the file)"
     )
 
 
@@ -389,15 +392,14 @@ def test_the_bundle_uses_the_evidence_only_for_its_target_base_and_series():
     said: list[str] = []
     r = sample()
     assert UF.for_target(r, "llama.cpp", BASE, SERIES, said.append) is r and not said
-    assert (
-        UF.for_target(r, "ggml", BASE, SERIES, said.append) is None and not said
-    )  # another target's: silent
+    # another target's: silent
+    assert UF.for_target(r, "ggml", BASE, SERIES, said.append) is None and not said
     assert UF.for_target(r, "llama.cpp", "0" * 40, SERIES, said.append) is None
     assert UF.for_target(r, "llama.cpp", BASE, "5" * 64, said.append) is None
     assert len(said) == 2 and "left out of the bundle: made on base 4f2c5210becd" in said[0]
     assert (
-        "left out of the bundle: STALE: made with series 6a6a6a6a6a6a, the current series is 555555555555"
-        in said[1]
+        "left out of the bundle: STALE: made with series "
+        "6a6a6a6a6a6a, the current series is 555555555555" in said[1]
     )
     assert "re-run `ggml-patch evidence`" in said[1]
     assert UF.for_target(None, "llama.cpp", BASE, SERIES, said.append) is None
@@ -421,15 +423,14 @@ def test_the_section_is_added_replaced_and_kept_by_a_matrix_run():
     again = S.splice(both, two)
     assert again == both.replace(one, two) and one not in again  # replaced, the rest untouched
     rewritten = "# ggml-patch matrix: 1/2 cells passed\n"
-    assert S.keep(again, rewritten) == S.splice(
-        rewritten, two
-    )  # a matrix run keeps the evidence section
+    # a matrix run keeps the evidence section
+    assert S.keep(again, rewritten) == S.splice(rewritten, two)
     assert S.keep(matrix, rewritten) == rewritten and S.keep(None, rewritten) == rewritten
     assert S.extract(f"{S.BEGIN} no end") is None
 
 
 def test_a_matrix_run_keeps_the_evidence_section_in_summary_md(tmp_path):
-    from orchestrator.report.model import load_results
+    from orchestrator.model.results import load_results
     from orchestrator.report.summary import write_results
 
     results, _ = load_results(Path(__file__).parents[1] / "data" / "results-cpu-sample.json")
@@ -454,9 +455,8 @@ def test_the_pr_data_are_ascii_tables_and_commands_from_validated_numbers():
         "#### Fine-tuning with upstream's llama-finetune: held-out eval loss per epoch with and "
         "without the fix"
     )
-    assert (
-        "| target | llama.cpp: llama.cpp - vendored / twice new line |" in text
-    )  # one cell, one line
+    # one cell, one line
+    assert "| target | llama.cpp: llama.cpp - vendored / twice new line |" in text
     assert "| adamw | 0.001 | 1 | 3 | **bug visible** | +1.50000 |" in text
     assert "| 3 | 6.12000 | 6.85000 | 6.52000 | 8.35000 |" in text
     assert (
@@ -469,17 +469,18 @@ def test_the_pr_data_are_ascii_tables_and_commands_from_validated_numbers():
         and "without fix: lacks the fix" in text
     )
     assert (
-        "\n./build/bin/llama-finetune -m pretrained.gguf -f $LLAMA_CPP/docs/docker.md -c 256 -b 256 -ub 128 "
-        "-opt sgd -lr 0.1 -epochs 3 -val-split 0.05 -t 2 -o finetuned.gguf\n"
+        "\n./build/bin/llama-finetune -m pretrained.gguf -f $LLAMA_CPP/docs/docker.md -c 256 -b "
+        "256 -ub 128 -opt sgd -lr 0.1 -epochs 3 -val-split 0.05 -t 2 -o finetuned.gguf\n"
     ) in text
     assert (
         "```sh\ncmake -S $LLAMA_CPP -B build -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF "
-        "-DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF "
-        "-DLLAMA_OPENSSL=OFF\ncmake --build build --target llama-finetune\n"
-        "python -m orchestrator.finetune.tiny_model $LLAMA_CPP/models/ggml-vocab-llama-spm.gguf "
-        "tiny-llama-20261130.gguf --seed 20261130\n"
-        "./build/bin/llama-finetune -m tiny-llama-20261130.gguf -f $LLAMA_CPP/CONTRIBUTING.md -c 256 -b 256 "
-        "-ub 256 -opt adamw -lr 0.001 -epochs 8 -val-split 0.05 -t 2 -o pretrained.gguf\n"
+        "-DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF "
+        "-DLLAMA_BUILD_SERVER=OFF -DLLAMA_OPENSSL=OFF\ncmake --build build --target "
+        "llama-finetune\npython -m orchestrator.finetune.tiny_model "
+        "$LLAMA_CPP/models/ggml-vocab-llama-spm.gguf tiny-llama-20261130.gguf --seed "
+        "20261130\n./build/bin/llama-finetune -m tiny-llama-20261130.gguf -f "
+        "$LLAMA_CPP/CONTRIBUTING.md -c 256 -b 256 -ub 256 -opt adamw -lr 0.001 -epochs 8 "
+        "-val-split 0.05 -t 2 -o pretrained.gguf\n"
     ) in text
     assert "/c/bin" not in text and "/c/m.gguf" not in text  # no path of the machine that ran it
     assert PB.finetune_lines(None, "##") == []
@@ -490,9 +491,9 @@ def test_pr_body_and_issue_carry_the_evidence_when_given():
     from orchestrator.upstream import documents as D
 
     from .test_pr_body import CLEAN, COMMITS, TOOLCHAIN, WRITTEN, llama_policy
-    from .test_pr_body import (
-        sample as results_sample,
-    )  # the real llama.cpp template, a sample results.json
+
+    # the real llama.cpp template, a sample results.json
+    from .test_pr_body import sample as results_sample
 
     def docs(finetune):
         return D.documents(
@@ -520,14 +521,14 @@ def test_pr_body_and_issue_carry_the_evidence_when_given():
     assert body.isascii() and issue.isascii()
 
 
-# ---------------------------------------------------------------- how a run ended, what the command exits with
+# ----------------------------------------------------------------
+# how a run ended, what the command exits with
 
 
 def test_a_run_s_outcome():
     assert ft.run_outcome(0, False, True) == "ok"
-    assert (
-        ft.run_outcome(0, False, False) == "failed"
-    )  # exit 0 without its last line: not a whole run
+    # exit 0 without its last line: not a whole run
+    assert ft.run_outcome(0, False, False) == "failed"
     assert ft.run_outcome(2, False, False) == "failed"
     assert ft.run_outcome(-6, False, False) == "crashed"  # SIGABRT: a GGML_ASSERT
     assert ft.run_outcome(None, True, False) == "timed out"
@@ -542,6 +543,5 @@ def test_unfinished_runs_and_a_control_that_changed_nothing():
         runs=[run("with_fix", "adamw", 1, FIXED), run("without_fix", "adamw", 1, list(FIXED))]
     )
     assert ft.no_case_differs(same)
-    assert not ft.no_case_differs(
-        sample(runs=[run("with_fix", "adamw", 1, FIXED)])
-    )  # no pair: no verdict
+    # no pair: no verdict
+    assert not ft.no_case_differs(sample(runs=[run("with_fix", "adamw", 1, FIXED)]))

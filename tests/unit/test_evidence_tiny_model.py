@@ -18,7 +18,8 @@ N_VOCAB = 300
 
 @pytest.fixture(scope="module")
 def vocab_file(tmp_path_factory) -> Path:
-    """A vocab-only GGUF shaped like models/ggml-vocab-llama-spm.gguf, with non-ASCII token bytes."""
+    """A vocab-only GGUF shaped like
+    models/ggml-vocab-llama-spm.gguf, with non-ASCII token bytes."""
     path = tmp_path_factory.mktemp("vocab") / "ggml-vocab-test.gguf"
     w = gguf.GGUFWriter(path, "llama")
     w.add_uint32("llama.vocab_size", N_VOCAB)
@@ -95,7 +96,7 @@ def test_content_is_a_pure_function_of_the_seed(vocab_file):
     m1, m2 = tm.tiny_model(v, DIMS, 3), tm.tiny_model(v, DIMS, 3)
     assert m1.kv == m2.kv
     assert [n for n, _ in m1.tensors] == [n for n, _ in m2.tensors]
-    assert all(np.array_equal(x, y) for (_, x), (_, y) in zip(m1.tensors, m2.tensors))
+    assert all(np.array_equal(x, y) for (_, x), (_, y) in zip(m1.tensors, m2.tensors, strict=True))
     assert v.n_vocab == N_VOCAB and len(v.source_sha256) == 64
 
 

@@ -6,8 +6,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from orchestrator.model.results import results_of
 from orchestrator.report.junit import CONTROL_GATE_NAME, junit_xml
-from orchestrator.report.model import results_of
 from orchestrator.report.summary import write_results
 
 LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
@@ -235,13 +235,15 @@ def test_a_failure_carries_its_attribution_and_the_last_lines_of_its_log(sample,
 
 def test_test_opt_failing_in_the_killed_control_is_a_pass_with_its_line(sample):
     """test-opt's per-step cases fail without the fix by their own check: what they are for."""
-    opt_line = "test_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, subtest=weights, optimizer=adamw): FAIL"
+    opt_line = (
+        "test_per_step_graphs(high_level=no, schedule=TTTTTT, "
+        "opt_period=1, subtest=weights, optimizer=adamw): FAIL"
+    )
     control = _record(sample, "ggml/cpu", "control")
     control["tests"]["test-opt"].update(outcome="failed", exit_code=1, failure_line=opt_line)
     case = _cases(sample)[("ggml-patch/ggml/cpu/control", "test-opt")]
     assert case.find("failure") is None and opt_line in case.find("system-out").text
     assert ET.fromstring(junit_xml(results_of(sample))).get("failures") == "0"
-    control.update(
-        status="invalid", verdict="invalid", verdict_reason="x"
-    )  # not killed: a failure again
+    # not killed: a failure again
+    control.update(status="invalid", verdict="invalid", verdict_reason="x")
     assert _cases(sample)[("ggml-patch/ggml/cpu/control", "test-opt")].find("failure") is not None

@@ -53,7 +53,8 @@ def test_no_file_no_limits(tmp_path):
         ),
         (
             lambda t: t.replace(STATUS, "fixed here"),
-            "patches/known-limits.yaml:6: limits[0].status: 'fixed here' is not 'not changed by this series'",
+            "patches/known-limits.yaml:6: limits[0].status: 'fixed "
+            "here' is not 'not changed by this series'",
         ),
         (
             lambda t: t.replace("zeroes nothing", "zeroes nothing \u2014 ever"),
@@ -65,7 +66,8 @@ def test_no_file_no_limits(tmp_path):
         ),
         (
             lambda t: t.replace("function: ggml_opt_reset", "function: ggml_opt_reset()"),
-            "patches/known-limits.yaml:4: limits[0].function: 'ggml_opt_reset()' is not a C identifier",
+            "patches/known-limits.yaml:4: limits[0].function: "
+            "'ggml_opt_reset()' is not a C identifier",
         ),
         (
             lambda t: t.replace("file: ggml/src/ggml-opt.cpp", "file: ../ggml-opt.cpp"),
@@ -105,12 +107,12 @@ def test_the_body_carries_them_under_additional_information_and_issue_md_does_no
     )
     extra = section(d.files["PR_BODY.md"], "Additional information")
     assert (
-        "<details><summary>Known limits, not changed by this series (patches/known-limits.yaml)</summary>"
-        in extra
+        "<details><summary>Known limits, not changed by this "
+        "series (patches/known-limits.yaml)</summary>" in extra
     )
     assert (
-        "| opt-reset-no-op-per-step | `ggml/src/ggml-opt.cpp` | `ggml_opt_reset` | zeroes nothing with per-step "
-        "graphs | not changed by this series | a probe |"
+        "| opt-reset-no-op-per-step | `ggml/src/ggml-opt.cpp` | `ggml_opt_reset` | zeroes nothing "
+        "with per-step graphs | not changed by this series | a probe |"
     ) in extra
     assert "opt-reset-no-op-per-step" not in d.files["ISSUE.md"]
     assert not d.draft, d.draft_reasons  # data, not a readiness problem

@@ -1,11 +1,14 @@
-"""Layouts: the llama.cpp <-> ggml path map, gate-test registration in each convention, build plans."""
+"""Layouts: the llama.cpp <-> ggml path map, gate-test
+registration in each convention, build plans."""
+
+import dataclasses
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from orchestrator.errors import ConfigError, ExitCode
-from orchestrator.patchset.layout import (
+from orchestrator.model.layout import (
     GATE_TEST,
     LAYOUTS,
     TESTS,
@@ -220,7 +223,7 @@ GGML_GATE_BLOCK = """
     target_link_libraries(${TEST_TARGET} PRIVATE ggml)
     add_test(NAME ${TEST_TARGET} COMMAND $<TARGET_FILE:${TEST_TARGET}>)
     set_property(TEST ${TEST_TARGET} PROPERTY ENVIRONMENT "LLVM_PROFILE_FILE=${TEST_TARGET}.profraw")
-"""
+"""  # noqa: E501 (upstream's own set_property line, as register_gate_test writes it)
 
 _OPT_SET_PROPERTY = (
     "    set(TEST_TARGET test-opt)\n"
@@ -258,7 +261,8 @@ def test_register_llama_keeps_indentation(indent):
 def test_register_llama_trailing_whitespace_on_anchor():
     text = "llama_build_and_test(test-opt.cpp)  \nx\n"
     assert register_gate_test(LLAMA, text) == (
-        "llama_build_and_test(test-opt.cpp)  \nllama_build_and_test(test-opt-dynamic-accum.cpp)\nx\n"
+        "llama_build_and_test(test-opt.cpp)  "
+        "\nllama_build_and_test(test-opt-dynamic-accum.cpp)\nx\n"
     )
 
 
@@ -290,12 +294,16 @@ def test_register_ggml_top_level_block():
         "add_executable(${TEST_TARGET} ${TEST_TARGET}.cpp)\n"
         "target_link_libraries(${TEST_TARGET} PRIVATE ggml)\n"
         "add_test(NAME ${TEST_TARGET} COMMAND $<TARGET_FILE:${TEST_TARGET}>)\n"
-        'set_property(TEST ${TEST_TARGET} PROPERTY ENVIRONMENT "LLVM_PROFILE_FILE=${TEST_TARGET}.profraw")\n'
+        "set_property(TEST ${TEST_TARGET} PROPERTY ENVIRONMENT "
+        '"LLVM_PROFILE_FILE=${TEST_TARGET}.profraw")\n'
         "\n#\n# test-quantize-fns\n"
     )
     out = register_gate_test(GGML, text)
     block = GGML_GATE_BLOCK.replace("\n    ", "\n")
-    anchor = 'set_property(TEST ${TEST_TARGET} PROPERTY ENVIRONMENT "LLVM_PROFILE_FILE=${TEST_TARGET}.profraw")\n'
+    anchor = (
+        "set_property(TEST ${TEST_TARGET} PROPERTY ENVIRONMENT "
+        '"LLVM_PROFILE_FILE=${TEST_TARGET}.profraw")\n'
+    )
     assert out == text.replace(anchor, anchor + block, 1)
     assert out.index("set(TEST_TARGET test-opt-dynamic-accum)") < out.index("# test-quantize-fns")
 
@@ -338,10 +346,8 @@ def test_register_already_registered_is_unchanged(layout, text):
         (LLAMA, GGML_CMAKE),  # a ggml-style file handed to the llama.cpp convention
         (GGML, ""),
         (GGML, LLAMA_CMAKE),  # a llama.cpp-style file handed to the ggml convention
-        (
-            GGML,
-            "set(TEST_TARGET test-opt)\nadd_executable(${TEST_TARGET} ${TEST_TARGET}.cpp)\n",
-        ),  # no set_property
+        # no set_property
+        (GGML, "set(TEST_TARGET test-opt)\nadd_executable(${TEST_TARGET} ${TEST_TARGET}.cpp)\n"),
     ],
 )
 def test_register_missing_anchor(layout, text):
@@ -402,6 +408,6 @@ def test_build_plan_llama_prefixed():
 
 
 def test_layout_is_frozen():
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         GGML.name = "x"  # type: ignore[misc]
     assert Layout("ggml", "", "own-tests") == GGML

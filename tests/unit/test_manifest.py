@@ -7,7 +7,7 @@ import json
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.report.model import load_results
+from orchestrator.model.results import load_results
 from orchestrator.upstream import bundle as B
 from orchestrator.upstream import manifest as M
 from orchestrator.upstream import policy as P

@@ -82,9 +82,8 @@ def test_carriage_returns_inside_hunks_are_kept_byte_for_byte(tmp_path):
     marker = b"+static"
     i = text.index(marker)
     j = text.index(b"\n", i)
-    patches[1].write_bytes(
-        text[:j] + b"\r" + text[j:]
-    )  # one added line of a CRLF file: content, kept
+    # one added line of a CRLF file: content, kept
+    patches[1].write_bytes(text[:j] + b"\r" + text[j:])
     series = read_series(d, "llama.cpp")
     assert series.patches[1].text().encode() == patches[1].read_bytes()
 
@@ -94,8 +93,8 @@ def test_dot_git_in_any_case_anywhere(tmp_path, path):
     from orchestrator.patchset.series import parse_patch
 
     text = (
-        f"Subject: x\n\ndiff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
-        "@@ -0,0 +1 @@\n+x\n"
+        f"Subject: x\n\ndiff --git a/{path} b/{path}\nnew file mode 100644\n--- "
+        f"/dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+x\n"
     )
     with pytest.raises(ConfigError, match=r"\.git"):
         parse_patch("0001-x.patch", text)

@@ -4,8 +4,8 @@ the same cells; different series and duplicate cells refused."""
 import pytest
 
 from orchestrator.errors import ConfigError
+from orchestrator.model.results import Parallel, Results
 from orchestrator.report.merge import merge_results
-from orchestrator.report.model import Parallel, Results
 
 from ..helpers.samples import sample as committed_sample
 from ..helpers.samples import split as _split

@@ -1,11 +1,12 @@
-"""Mutants, pure: the file format (header and git diff, rendered into each layout) and the verdicts."""
+"""Mutants, pure: the file format (header and git diff,
+rendered into each layout) and the verdicts."""
 
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.patchset.layout import get_layout
+from orchestrator.model.layout import get_layout
+from orchestrator.model.results import TestRecord, Verdict
 from orchestrator.patchset.series import unified_file_diff
-from orchestrator.report.model import TestRecord, Verdict
 from orchestrator.verdicts.classify import CRASHED, FAILED, PASSED, TIMEOUT
 from orchestrator.verdicts.mutants import kill_line, mutant_verdict, parse_mutant
 
@@ -21,7 +22,8 @@ def test_a_mutant_file_is_a_header_and_a_git_diff():
     assert m.paths(llama, ggml) == ["src/ggml-opt.cpp"]
     assert m.rendered(llama, ggml).startswith("diff --git a/src/ggml-opt.cpp b/src/ggml-opt.cpp\n")
     assert m.rendered(llama, get_layout("llama.cpp", "vendor/llama.cpp")).startswith(
-        "diff --git a/vendor/llama.cpp/ggml/src/ggml-opt.cpp b/vendor/llama.cpp/ggml/src/ggml-opt.cpp\n"
+        "diff --git a/vendor/llama.cpp/ggml/src/ggml-opt.cpp "
+        "b/vendor/llama.cpp/ggml/src/ggml-opt.cpp\n"
     )
 
 
@@ -84,7 +86,10 @@ def test_kill_line_counts_the_mutants_that_ran():
 def test_each_test_judges_a_mutant_on_its_own_and_any_kill_is_a_kill():
     from orchestrator.verdicts.mutants import overall_verdict, per_test_verdicts, tally_line
 
-    opt_fail = "  test_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, subtest=weights, optimizer=sgd): FAIL"
+    opt_fail = (
+        "  test_per_step_graphs(high_level=no, schedule=TTTTTT, "
+        "opt_period=1, subtest=weights, optimizer=sgd): FAIL"
+    )
     tests = {
         "test-opt": TestRecord(outcome=FAILED, exit_code=1, output=f"    step 2: x\n{opt_fail}\n"),
         "test-opt-dynamic-accum": TestRecord(outcome=PASSED, exit_code=0, output=""),

@@ -35,7 +35,8 @@ def test_check_writes_nothing(tmp_path):
 
 
 def test_a_bundle_folder_an_older_version_made_is_recognised(tmp_path):
-    """Bundles made before the marker existed: every entry a target folder with a ggml-patch manifest."""
+    """Bundles made before the marker existed: every entry a
+    target folder with a ggml-patch manifest."""
     out = tmp_path / "bundle"
     (out / "ggml").mkdir(parents=True)
     (out / "ggml" / "manifest.json").write_text(
@@ -82,7 +83,7 @@ def test_scratch_is_cleaned_only_in_a_marked_cache(tmp_path):
     old.write_text("x")
     os.utime(old, (0, 0))
     assert cache.clean_scratch() == [] and old.exists()
-    cache.downloads  # the first folder the tool makes marks the cache
+    assert cache.downloads.is_dir()  # the first folder the tool makes marks the cache
     assert cache.marked and cache.clean_scratch() == [old]
 
 

@@ -1,11 +1,12 @@
-"""The pins file as a record: what resolve-refs writes it may replace; anything else it refuses to."""
+"""The pins file as a record: what resolve-refs writes
+it may replace; anything else it refuses to."""
 
 import json
 
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.sources.pins import PinsFile, Unreachable, made_pins, read_pins_file
+from orchestrator.pins import PinsFile, Unreachable, made_pins, read_pins_file
 
 SHA = "a" * 40
 OWN = {

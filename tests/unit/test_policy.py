@@ -91,11 +91,8 @@ def test_llama_cpp_template_headings_and_disclosure_line():
     assert t.headings == ["Overview", "Additional information", "Requirements"]
     assert [s.line for s in t.sections] == [1, 5, 9]
     assert [s.fixed for s in t.sections] == [False, False, True]
-    assert [s.optional for s in t.sections] == [
-        False,
-        True,
-        False,
-    ]  # "Delete this section if not applicable"
+    # "Delete this section if not applicable"
+    assert [s.optional for s in t.sections] == [False, True, False]
     assert t.disclosure.where == ".github/pull_request_template.md:14"
     assert t.disclosure.text.startswith("- AI usage disclosure: <!--")
 
@@ -199,11 +196,13 @@ def test_a_policy_that_allows_automation():
 
 
 def test_a_prohibition_under_a_prohibited_heading_and_in_code_is_told_apart():
-    agents = "### Prohibited\n\n- Automated commits or PR submissions\n\n```sh\n# never run git push for users\n```\n"
+    agents = (
+        "### Prohibited\n\n- Automated commits or PR "
+        "submissions\n\n```sh\n# never run git push for users\n```\n"
+    )
     p = P.derive("x", "a" * 40, {"AGENTS.md": agents})
-    assert lines(p, "automated_submission_forbidden") == [
-        "AGENTS.md:3"
-    ]  # the fenced line is an example
+    # the fenced line is an example
+    assert lines(p, "automated_submission_forbidden") == ["AGENTS.md:3"]
 
 
 def test_look_alike_sentences_are_not_rules():
@@ -249,7 +248,8 @@ profiles: {default: {targets: [t], backends: [cpu]}}
         ),
         (
             "{repo: llama.cpp}",
-            "m.yaml:5: targets.t.upstream.repo: 'llama.cpp' is not a GitHub repository (expected OWNER/NAME",
+            "m.yaml:5: targets.t.upstream.repo: 'llama.cpp' is not "
+            "a GitHub repository (expected OWNER/NAME",
         ),
         ("{repo: a/b, push: yes}", "m.yaml:5: targets.t.upstream.push: unknown key"),
     ],

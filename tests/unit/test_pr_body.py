@@ -2,8 +2,7 @@
 words come from patches/cover.md only, the tool's data sit under "Additional information" in
 ASCII; a cover with placeholders makes a draft; ISSUE.md holds the reproduction and nothing else."""
 
-
-from orchestrator.report.model import DeviceInfo, Results, TrainingComparison, load_results
+from orchestrator.model.results import DeviceInfo, Results, TrainingComparison, load_results
 from orchestrator.upstream import bundle as B
 from orchestrator.upstream import cover as C
 from orchestrator.upstream import documents as D
@@ -54,7 +53,8 @@ TRAINING = {
     ],
     "diverges_as_predicted": True,
 }
-# a clean series (ASCII, a 1-line comment, `<module> : <title>`): its checks all pass, so drafts come from the cover
+# a clean series (ASCII, a 1-line comment, `<module> : <title>`): its
+# checks all pass, so drafts come from the cover
 CLEAN = [
     (
         "0001-ggml-opt-zero.patch",
@@ -149,9 +149,8 @@ def test_the_shipped_cover_is_the_template_s_headings_and_placeholders_only(repo
     assert shipped == C.blank_cover(
         P.parse_template(".github/pull_request_template.md", TEMPLATE_TEXT)
     )
-    assert (
-        shipped == TEMPLATE_TEXT
-    )  # llama.cpp's template has nothing but headings and placeholders
+    # llama.cpp's template has nothing but headings and placeholders
+    assert shipped == TEMPLATE_TEXT
     assert not C.visible(section(shipped, "Overview")).strip()  # no words of the tool's
 
 
@@ -253,9 +252,8 @@ def test_a_template_with_other_headings_gets_its_own_headings():
     body = d.files["PR_BODY.md"]
     assert headings(body) == ["Description", "Checklist"]
     assert section(body, "Checklist").startswith("\n- [ ] I ran the tests\n")
-    assert (
-        "<details><summary>ggml-patch data</summary>" in body
-    )  # no "Additional information": data at the end
+    # no "Additional information": data at the end
+    assert "<details><summary>ggml-patch data</summary>" in body
     assert not d.draft, d.draft_reasons
 
 
@@ -272,13 +270,11 @@ def test_issue_md_is_the_reproduction_and_nothing_else():
     )
     assert "./build/bin/test-opt\n```" in issue
     assert "```\ndevice=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5\n```" in issue
-    assert (
-        "Per-step training" not in issue and "Overview" not in issue
-    )  # no prose, not even the cover's
+    # no prose, not even the cover's
+    assert "Per-step training" not in issue and "Overview" not in issue
     assert issue.isascii()
-    assert (
-        "| 2 | 0.5 | 0.625 | 41.5 | 60.25 |" not in issue
-    )  # the toy table stays in results and summary.md
+    # the toy table stays in results and summary.md
+    assert "| 2 | 0.5 | 0.625 | 41.5 | 60.25 |" not in issue
 
 
 def test_a_verify_only_target_gets_no_pull_request_documents():
@@ -325,9 +321,8 @@ def test_the_body_s_visible_part_is_short_and_the_rest_is_folded():
         assert f"<details><summary>{summary}</summary>" in extra
     shown = "\n".join(visible)
     assert "| cell | device | test-opt (with the new cases) |" in shown and "Reproduce:" in shown
-    assert (
-        "Training: loss per epoch" not in body
-    )  # the toy linear-regression table is not in the body
+    # the toy linear-regression table is not in the body
+    assert "Training: loss per epoch" not in body
     assert "0c1e57098bba43ac29e6e3b677cdceebdd22334f" not in shown.split("git checkout")[0]
 
 

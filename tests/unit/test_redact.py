@@ -4,12 +4,13 @@ progress lines, GitHub's error text). The routes end to end: tests/integration/t
 
 import io
 import json
+from types import SimpleNamespace
 
 import pytest
 
 from orchestrator import sources
+from orchestrator.model.results import load_results
 from orchestrator.redact import REDACTED, redact, redact_data
-from orchestrator.report.model import load_results
 from orchestrator.upstream import bundle as B
 
 from ..helpers.security import ROOT
@@ -68,8 +69,9 @@ def test_provenance_is_redacted_where_every_source_kind_returns_it(monkeypatch, 
             },
         )
 
-    monkeypatch.setattr(sources, "_kind", lambda source: fake_kind)
-    snap = sources.snapshot(None, None, None)
+    source = SimpleNamespace(kind="git")
+    monkeypatch.setitem(sources.KINDS, "git", sources.Kind(type(source), fake_kind))
+    snap = sources.snapshot(source, None, None)
     assert SECRET not in json.dumps([snap.description, snap.provenance])
     assert snap.provenance["url"] == "https://***@h/x"
 
@@ -128,7 +130,8 @@ def test_github_errors_given_as_a_string_are_one_message():
     assert G.github_message(text) == "Validation Failed: head branch is missing"
 
 
-# ---------------------------------------------------------------- issue 23: parsed userinfo, the edge
+# ----------------------------------------------------------------
+# issue 23: parsed userinfo, the edge
 
 import pytest  # noqa: E402
 

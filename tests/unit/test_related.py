@@ -41,7 +41,8 @@ def test_the_shipped_file_lists_the_qlora_line_and_the_symptom_reports():
         ("related: []\n", "related-upstream.yaml:1: related: must not be empty"),
         (
             "related:\n  - url: http://example.com/x\n    kind: pr\n    state: open\n    what: x\n",
-            "related-upstream.yaml:2: related[0].url: 'http://example.com/x' is not a GitHub pull request or issue URL",
+            "related-upstream.yaml:2: related[0].url: 'http://example.com/x' "
+            "is not a GitHub pull request or issue URL",
         ),
         (
             f"related:\n  - url: {OPEN}\n    kind: commit\n    state: open\n    what: x\n",
@@ -66,7 +67,8 @@ def test_readiness_warns_until_cover_references_every_open_related_pr_citing_con
     c = R.check_related(pol, cov, related)
     assert c.status == R.WARN and OPEN in c.detail and "CONTRIBUTING.md:" in c.detail
     assert any("existing PR" in e.text for e in c.rule)
-    # referenced as #N (not inside a longer number), or by URL, it passes; an HTML comment does not count
+    # referenced as #N (not inside a longer number), or by
+    # URL, it passes; an HTML comment does not count
     assert (
         R.check_related(
             pol, C.parse_cover("c.md", "See #22705 for the QLoRA work.\n"), related

@@ -2,7 +2,7 @@
 
 import json
 
-from orchestrator.report.model import results_of
+from orchestrator.model.results import results_of
 from orchestrator.report.summary import summary_markdown, write_results
 
 LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
@@ -75,7 +75,7 @@ def _results(control_verdict="killed"):
 def test_summary_table(tmp_path):
     md = summary_markdown(results_of(_results()))
     assert "1/2 cells passed" in md
-    row = next(l for l in md.splitlines() if l.startswith("| ggml/cpu |") and "killed" in l)
+    row = next(ln for ln in md.splitlines() if ln.startswith("| ggml/cpu |") and "killed" in ln)
     assert "passed (2/2)" in row and "passed (3/3)" in row and LINE in row
     assert "Metal needs macOS" in md  # a skip is shown with its reason
 

@@ -1,4 +1,4 @@
-"""The results model (report/model.py): results.json read and written with today's keys and
+"""The results model (model/results.py): results.json read and written with today's keys and
 meanings, every record through JSON and its published schema, an unknown key or a malformed file
 refused in one line."""
 
@@ -8,8 +8,8 @@ import json
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.report import model as M
-from orchestrator.report.model import (
+from orchestrator.model import results as M
+from orchestrator.model.results import (
     AttributionLabel,
     CellStatus,
     Outcome,
@@ -52,9 +52,8 @@ def test_the_older_sample_keeps_every_key_and_value():
     again = results_of(data).to_json()
     assert key_paths(again) >= key_paths(data)
 
-    def without_added(
-        x,
-    ):  # what the model adds to an older file: a failing test's stopped_on (null)
+    # what the model adds to an older file: a failing test's stopped_on (null)
+    def without_added(x):
         if isinstance(x, dict):
             return {
                 k: without_added(v) for k, v in x.items() if not (k == "stopped_on" and v is None)
@@ -215,7 +214,8 @@ def test_unreadable_results_are_one_line(tmp_path, text, phrase):
 
 
 def test_status_json_and_known_limits_go_through_json_and_their_schemas():
-    """`status --json` and patches/known-limits.yaml are records too: declared once, schema from them."""
+    """`status --json` and patches/known-limits.yaml are
+    records too: declared once, schema from them."""
     jsonschema = pytest.importorskip("jsonschema")
     from orchestrator.drift.status import Conflict, PatchResult, StatusReport, TargetStatus
     from orchestrator.verdicts.known_limits import KnownLimit, KnownLimits

@@ -1,6 +1,6 @@
-"""Issue 24: the matrix's cells run cheapest complete verdict first, one at a time with every core by
-default; each cell's verdict prints once its control is judged, and the run ends with the time each
-cell took."""
+"""Issue 24: the matrix's cells run cheapest complete verdict first, one at a time
+with every core by default; each cell's verdict prints once its control is judged, and
+the run ends with the time each cell took."""
 
 import io
 
@@ -8,8 +8,8 @@ from rich.console import Console
 
 from orchestrator import backends
 from orchestrator.config import load_matrix
+from orchestrator.model.results import RecordStatus, VariantRecord, Verdict
 from orchestrator.progress import Reporter, cell_time_lines
-from orchestrator.report.model import RecordStatus, VariantRecord, Verdict
 from orchestrator.run.cell import verdict_line
 from orchestrator.run.matrix import cheapest_first, plan_parallelism
 

@@ -1,4 +1,5 @@
-"""The patch series: parse the real patches/, round trip, re-target to the ggml layout, bad input, diffs.
+"""The patch series: parse the real patches/, round trip,
+re-target to the ggml layout, bad input, diffs.
 
 Real git runs in temporary directories (no network, no builds).
 """
@@ -12,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.errors import ConfigError, ExitCode
-from orchestrator.patchset.layout import RegistrationError, get_layout, register_gate_test
+from orchestrator.model.layout import RegistrationError, get_layout, register_gate_test
 from orchestrator.patchset.render import render
 from orchestrator.patchset.series import (
     Series,
@@ -177,7 +178,8 @@ def test_render_to_ggml_maps_paths():
     head, _, body = fix.text.partition("\n@@")
     assert head.splitlines() == [
         "diff --git a/src/ggml-opt.cpp b/src/ggml-opt.cpp",
-        "index 53903defa8f419069f3046b960f2f057e06e6263..4301e29b7602c796a902f650b4efbd6d82f8f671 100644",
+        "index 53903defa8f419069f3046b960f2f057e06e6263..4301e29b7602c796a902f650b4efbd6d82f8f671 "
+        "100644",
         "--- a/src/ggml-opt.cpp",
         "+++ b/src/ggml-opt.cpp",
     ]
@@ -217,16 +219,18 @@ def test_render_same_layout_is_identity():
     base = BaseFiles({})
     assert render(s, LLAMA, LLAMA, base) is s
     assert render(s, LLAMA, get_layout("llama.cpp"), base) is s
-    assert (
-        base.calls == ["tests/CMakeLists.txt"] * 2
-    )  # only to see it is the file the hunk was made for
+    # only to see it is the file the hunk was made for
+    assert base.calls == ["tests/CMakeLists.txt"] * 2
 
 
 def test_render_same_layout_regenerates_a_registration_made_for_another_file():
     """Upstream moved the lines around test-opt: the registration follows the layout's rule
     instead of failing on stale context; the fix's hunks stay as they are."""
     s = _real_series()
-    moved = "# tests\nif (NOT LLAMA_SANITIZE_ADDRESS)\n    llama_build_and_test(test-opt.cpp)\nendif()\n"
+    moved = (
+        "# tests\nif (NOT LLAMA_SANITIZE_ADDRESS)\n    "
+        "llama_build_and_test(test-opt.cpp)\nendif()\n"
+    )
     r = render(s, LLAMA, LLAMA, BaseFiles({"tests/CMakeLists.txt": moved}))
     reg = next(f for f in r.patches[1].files if f.path == "tests/CMakeLists.txt")
     assert "+    llama_build_and_test(test-opt-dynamic-accum.cpp)\n" in reg.text
@@ -238,7 +242,8 @@ def test_render_same_project_other_prefix_keeps_the_registration_hunk():
     base = BaseFiles({})
     dst = get_layout("llama.cpp", "core/vendor/llama.cpp/")
     r = render(s, LLAMA, dst, base)
-    # same convention, no other file to compare with: the series' own hunk is mapped, not regenerated
+    # same convention, no other file to compare with: the
+    # series' own hunk is mapped, not regenerated
     assert base.calls == ["core/vendor/llama.cpp/tests/CMakeLists.txt"]
     assert r.paths() == ["core/vendor/llama.cpp/" + p for p in s.paths()]
     reg = r.patches[1].files[0]
@@ -323,11 +328,11 @@ def test_render_maps_rename_headers():
 
 def test_render_new_and_deleted_files_keep_dev_null():
     text = (
-        "Subject: [PATCH] ggml : add and remove\n\n"
-        "diff --git a/ggml/include/new.h b/ggml/include/new.h\nnew file mode 100644\n"
-        "index 0000000..1111111\n--- /dev/null\n+++ b/ggml/include/new.h\n@@ -0,0 +1 @@\n+#pragma once\n"
-        "diff --git a/ggml/src/gone.c b/ggml/src/gone.c\ndeleted file mode 100644\n"
-        "index 1111111..0000000\n--- a/ggml/src/gone.c\n+++ /dev/null\n@@ -1 +0,0 @@\n-int x;\n"
+        "Subject: [PATCH] ggml : add and remove\n\ndiff --git a/ggml/include/new.h "
+        "b/ggml/include/new.h\nnew file mode 100644\nindex 0000000..1111111\n--- /dev/null\n+++ "
+        "b/ggml/include/new.h\n@@ -0,0 +1 @@\n+#pragma once\ndiff --git a/ggml/src/gone.c "
+        "b/ggml/src/gone.c\ndeleted file mode 100644\nindex 1111111..0000000\n--- "
+        "a/ggml/src/gone.c\n+++ /dev/null\n@@ -1 +0,0 @@\n-int x;\n"
     )
     s = parse_series("llama.cpp", [("0001-x.patch", text)])
     r = render(s, LLAMA, GGML, BaseFiles({}))
@@ -423,8 +428,8 @@ def test_bad_patch(case):
 @pytest.mark.parametrize("path", ["../x", "/etc/passwd"])
 def test_no_prefix_escaping_path_is_rejected(path):
     text = (
-        HDR
-        + f"diff --git {path} {path}\nindex 1..2 100644\n--- {path}\n+++ {path}\n@@ -1 +1 @@\n-a\n+b\n"
+        HDR + f"diff --git {path} {path}\nindex 1..2 100644\n--- "
+        f"{path}\n+++ {path}\n@@ -1 +1 @@\n-a\n+b\n"
     )
     with pytest.raises(ConfigError, match="escapes the source tree|lacks git's a/ and b/ prefixes"):
         parse_patch("0001-x.patch", text)
@@ -432,8 +437,8 @@ def test_no_prefix_escaping_path_is_rejected(path):
 
 def test_no_prefix_patch_is_rejected_or_retargeted():
     text = HDR + (
-        "diff --git ggml/src/x.c ggml/src/x.c\nindex 1..2 100644\n--- ggml/src/x.c\n+++ ggml/src/x.c\n"
-        "@@ -1 +1 @@\n-a\n+b\n"
+        "diff --git ggml/src/x.c ggml/src/x.c\nindex 1..2 100644\n--- "
+        "ggml/src/x.c\n+++ ggml/src/x.c\n@@ -1 +1 @@\n-a\n+b\n"
     )
     try:
         s = parse_series("llama.cpp", [("0001-x.patch", text)])
@@ -456,10 +461,10 @@ def test_removed_dash_space_line_is_not_a_trailer():
 @pytest.mark.parametrize(
     "diff",
     [
-        "diff --git a/ggml/src/empty.h b/ggml/src/empty.h\nnew file mode 100644\n"
-        "index 0000000000000000000000000000000000000000..e69de29bb2d1d6434b8b29ae775ad8c2e48c5391\n",
-        "diff --git a/ggml/src/a.c b/ggml/src/b.c\nsimilarity index 100%\nrename from ggml/src/a.c\n"
-        "rename to ggml/src/b.c\n",
+        "diff --git a/ggml/src/empty.h b/ggml/src/empty.h\nnew file mode 100644\nindex "
+        "0000000000000000000000000000000000000000..e69de29bb2d1d6434b8b29ae775ad8c2e48c5391\n",
+        "diff --git a/ggml/src/a.c b/ggml/src/b.c\nsimilarity index 100%\nrename "
+        "from ggml/src/a.c\nrename to ggml/src/b.c\n",
     ],
     ids=["new-empty-file", "pure-rename"],
 )
@@ -518,14 +523,16 @@ def _file_diff(draw, path):
     if kind == "new":
         lines = draw(st.lists(_CONTENT_LINE, min_size=1, max_size=8))
         return (
-            f"diff --git a/{path} b/{path}\nnew file mode 100644\nindex 0000000..{draw(_hex7())}\n"
-            f"--- /dev/null\n+++ b/{path}\n@@ -0,0 +1{',' + str(len(lines)) if len(lines) != 1 else ''} @@\n"
+            f"diff --git a/{path} b/{path}\nnew file mode 100644\nindex "
+            f"0000000..{draw(_hex7())}\n--- /dev/null\n+++ b/{path}\n@@ -0,0 "
+            f"+1{',' + str(len(lines)) if len(lines) != 1 else ''} @@\n"
             + "".join(f"+{line}\n" for line in lines)
         )
     if kind == "delete":
         return (
-            f"diff --git a/{path} b/{path}\ndeleted file mode 100644\nindex {draw(_hex7())}..0000000\n"
-            f"--- a/{path}\n+++ /dev/null\n@@ -1{',' + str(len(old)) if len(old) != 1 else ''} +0,0 @@\n"
+            f"diff --git a/{path} b/{path}\ndeleted file mode 100644\nindex "
+            f"{draw(_hex7())}..0000000\n--- a/{path}\n+++ /dev/null\n@@ "
+            f"-1{',' + str(len(old)) if len(old) != 1 else ''} +0,0 @@\n"
             + "".join(f"-{line}\n" for line in old)
         )
     new = list(old)
@@ -565,7 +572,8 @@ def _patch_text(draw):
             else "",
             f"From: {draw(_WORD)} <{draw(_WORD)}@example.com>\n",
             "Date: Mon, 30 Nov 2026 00:00:00 +0000\n",
-            f"Subject: [PATCH{draw(st.sampled_from(['', ' 1/2', ' v2 3/9']))}] {draw(_HEADER_LINE)}\n",
+            f"Subject: [PATCH{draw(st.sampled_from(['', ' 1/2', ' v2 3/9']))}] "
+            f"{draw(_HEADER_LINE)}\n",
             "\n",
             "".join(line + "\n" for line in draw(st.lists(_HEADER_LINE, max_size=5))),
             "---\n" + "".join(f" {p} | 2 +-\n" for p in paths) + "\n"

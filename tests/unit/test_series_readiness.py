@@ -1,6 +1,7 @@
 """The series' own text passes every readiness check on it (issue 13: commit messages and added
 lines) under the pinned llama.cpp's rules: ASCII, comments of at most 2 lines not hard-wrapped,
-`<module> : <title>` subjects, no Co-authored-by. The e2e bundle test checks the same on a real bundle."""
+`<module> : <title>` subjects, no Co-authored-by. The e2e
+bundle test checks the same on a real bundle."""
 
 from orchestrator.upstream import policy as P
 from orchestrator.upstream import readiness as R

@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from orchestrator.model.results import Outcome, TestRecord, results_of
 from orchestrator.report.junit import CONTROL_GATE_NAME, junit_xml
-from orchestrator.report.model import Outcome, TestRecord, results_of
 from orchestrator.report.summary import summary_markdown
 from orchestrator.upstream import bundle as B
 from orchestrator.upstream import pr_body, views
@@ -114,9 +114,8 @@ def test_summary_lists_the_tests_not_run_with_the_reason():
     md = summary_markdown(with_sanitize_cell(sample()))
     assert "## Tests not run" in md
     assert f"| ggml/cpu-sanitize | test-opt | {SANITIZE_SKIP} |" in md
-    assert (
-        "3/3 cells passed" in md
-    )  # the sample's cells, and the sanitize cell: passed, not "skipped"
+    # the sample's cells, and the sanitize cell: passed, not "skipped"
+    assert "3/3 cells passed" in md
 
 
 def test_a_skipped_test_is_no_bundle_problem_and_the_body_names_the_reason():

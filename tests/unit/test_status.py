@@ -147,7 +147,8 @@ def test_content_present_needs_every_added_run_and_created_file():
     assert not content_present(fix, {OPT: added.split("\n", 1)[1]}.get)
     new_test = test.files[1]
     files = {
-        "tests/CMakeLists.txt": "llama_build_and_test(test-opt.cpp)\n  llama_build_and_test(test-opt-dynamic-accum.cpp)\n",
+        "tests/CMakeLists.txt": "llama_build_and_test(test-opt.cpp)\n  "
+        "llama_build_and_test(test-opt-dynamic-accum.cpp)\n",
         new_test.path: new_test.added_content,
     }
     assert content_present(test, files.get)
@@ -158,7 +159,10 @@ def test_content_present_needs_every_added_run_and_created_file():
 
 def test_failed_hunk_from_git_messages():
     fix = _series().patches[0]
-    hdr = "@@ -826,6 +826,11 @@ void ggml_opt_eval(ggml_opt_context_t opt_ctx, ggml_opt_result_t result) {"
+    hdr = (
+        "@@ -826,6 +826,11 @@ void ggml_opt_eval(ggml_opt_context_t "
+        "opt_ctx, ggml_opt_result_t result) {"
+    )
     assert hunk_header(fix, OPT, 826) == hdr
     assert failed_hunk(
         fix, f"Applying: x\nerror: patch failed: {OPT}:826\nerror: {OPT}: patch does not apply\n"

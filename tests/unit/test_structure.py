@@ -86,13 +86,14 @@ def _type_checking_only(tree: ast.AST) -> set[int]:
     return lines
 
 
-def import_graph() -> dict[str, set[str]]:
-    """module -> the orchestrator modules it imports at run time (at the top or inside a function)."""
+def import_graph(type_checking: bool = False) -> dict[str, set[str]]:
+    """module -> the orchestrator modules it imports at run time (at the top or inside a
+    function); with `type_checking`, those imported under `if TYPE_CHECKING:` too."""
     mods = _modules()
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for name, path in mods.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        skip = _type_checking_only(tree)
+        skip = set() if type_checking else _type_checking_only(tree)
         for node in ast.walk(tree):
             if getattr(node, "lineno", None) in skip:
                 continue
@@ -159,6 +160,79 @@ def test_the_cycle_check_finds_one():
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
+def package_of(module: str) -> str:
+    """A module's node in the package graph: orchestrator.X for anything in subpackage X; a
+    top-level module (orchestrator.config) is its own node."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph folded into packages: X -> Y when a module of X imports one of Y."""
+    out: dict[str, set[str]] = {package_of(m): set() for m in graph}
+    for module, imported in graph.items():
+        for target in imported:
+            if package_of(target) != package_of(module):
+                out[package_of(module)].add(package_of(target))
+    return out
+
+
+def test_no_package_import_cycles():
+    """Packages form layers: no two import each other, even through other packages or only for
+    the type checker (a cycle of packages needs no cycle of files)."""
+    found = cycles(package_graph(import_graph(type_checking=True)))
+    assert not found, "package import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_no_file_import_cycles_even_for_the_type_checker():
+    found = cycles(import_graph(type_checking=True))
+    assert not found, "import cycles (TYPE_CHECKING imports included): " + "; ".join(
+        " <-> ".join(c) for c in found
+    )
+
+
+def test_the_package_check_finds_a_cycle_no_file_cycle_shows():
+    graph = {
+        "orchestrator.a.x": {"orchestrator.b.y"},
+        "orchestrator.b.y": set(),
+        "orchestrator.b.z": {"orchestrator.a.w"},
+        "orchestrator.a.w": set(),
+        "orchestrator.top": {"orchestrator.a"},
+        "orchestrator.a": set(),
+    }
+    assert cycles(graph) == []
+    assert cycles(package_graph(graph)) == [["orchestrator.a", "orchestrator.b"]]
+    assert package_graph(graph)["orchestrator.top"] == {"orchestrator.a"}
+    del graph["orchestrator.b.z"]
+    assert cycles(package_graph(graph)) == []
+
+
+# the base modules the model may build on: they import only one another (checked below)
+_MODEL_BASE = {
+    "orchestrator.errors",
+    "orchestrator.records",
+    "orchestrator.redact",
+    "orchestrator.untrusted",
+}
+
+
+def test_the_model_is_a_leaf():
+    """orchestrator/model/ (the results records, the value types, the layouts) imports no package
+    of the tool, only the base modules; report/, verdicts/, backends/, upstream/ and progress.py
+    build on it."""
+    graph = import_graph(type_checking=True)
+    for module, imported in graph.items():
+        if package_of(module) == "orchestrator.model":
+            outside = {t for t in imported if package_of(t) != "orchestrator.model"}
+            assert outside <= _MODEL_BASE, f"{module} imports {sorted(outside - _MODEL_BASE)}"
+    for base in _MODEL_BASE:
+        assert graph[base] <= _MODEL_BASE, f"{base} imports {sorted(graph[base] - _MODEL_BASE)}"
+    users = {
+        package_of(m) for m, imported in graph.items() if "orchestrator.model.results" in imported
+    }
+    for user in ("report", "verdicts", "backends", "upstream", "progress"):
+        assert f"orchestrator.{user}" in users
+
+
 def _function_imports(tree: ast.AST) -> list[ast.stmt]:
     return [
         n
@@ -185,38 +259,123 @@ def test_an_import_inside_a_function_says_why():
     assert not silent, f"imports inside functions without a reason: {silent}"
 
 
-def test_a_step_that_returns_stop_ends_the_pipeline(monkeypatch):
-    """A cache hit ends the cell's pipeline by its return value (no flag on the context); a Tree from apply
-    runs the rest in order, each step given what the earlier ones returned."""
+MATRIX_ORDER = [
+    "fetch",
+    "apply",
+    "plan",
+    "configure",
+    "build",
+    "test",
+    "control",
+    "mutants",
+    "competing",
+    "training",
+    "conclude",
+    "store",
+]
+
+
+def test_a_step_that_returns_stop_ends_the_pipeline():
+    """A cache hit ends the cell's steps by apply's return value (a Stop, no flag on the context);
+    otherwise every step runs in the declared order, each result recorded (in ctx.results and by
+    the step's own `record`) before the next step runs, so a later step reads it."""
     from types import SimpleNamespace
 
     from orchestrator.run import cell
+    from orchestrator.run.pipeline import Step, Stop, run_steps
 
-    ran = []
-    for n in (
-        "fetch",
-        "apply",
-        "configure",
-        "judge_tree",
-        "store",
-    ):  # apply's None: the cached result
-        monkeypatch.setattr(cell, n, (lambda n: lambda *args: ran.append(n))(n))
-    cell.run_steps(None)
-    assert ran == ["fetch", "apply"]
-    calls, tree, configured = [], SimpleNamespace(worktree="wt"), SimpleNamespace(plan="plan")
-    returns = {"fetch": "snap", "apply": tree, "configure": configured}
-    for n in ("fetch", "apply", "configure", "judge_tree", "store"):
-        monkeypatch.setattr(
-            cell, n, (lambda n: lambda *args: calls.append((n, *args)) or returns.get(n))(n)
-        )
-    cell.run_steps("ctx")
-    assert calls == [
-        ("fetch", "ctx"),
-        ("apply", "ctx", "snap"),
-        ("configure", "ctx", "wt"),
-        ("judge_tree", "ctx", tree, "plan"),
-        ("store", "ctx"),
+    assert [s.name for s in cell.MATRIX_STEPS] == MATRIX_ORDER
+    assert [s.name for s in cell.BUNDLE_STEPS] == ["plan", "configure", "build", "test"]
+
+    def fake(name, returns):
+        def run(ctx):
+            ran.append((name, dict(ctx.results)))
+            return returns
+
+        def record(ctx, result):
+            recorded.append((name, result))
+
+        return Step(name, run, record)
+
+    ran, recorded = [], []
+    steps = [
+        fake(s.name, Stop("cached") if s.name == "apply" else s.name) for s in cell.MATRIX_STEPS
     ]
+    ctx = SimpleNamespace(results={}, seconds={})
+    assert run_steps(ctx, steps) == Stop("cached")
+    assert [n for n, _ in ran] == ["fetch", "apply"]
+    assert ctx.results == {"fetch": "fetch"} and recorded == [("fetch", "fetch")]
+    ran, recorded = [], []
+    steps = [fake(s.name, f"{s.name} result") for s in cell.MATRIX_STEPS]
+    ctx = SimpleNamespace(results={}, seconds={})
+    assert run_steps(ctx, steps) is None
+    assert [n for n, _ in ran] == MATRIX_ORDER
+    # each step saw every earlier step's result and none of the later ones
+    for i, (name, seen) in enumerate(ran):
+        assert seen == {n: f"{n} result" for n in MATRIX_ORDER[:i]}, name
+    assert recorded == [(n, f"{n} result") for n in MATRIX_ORDER]
+    assert set(ctx.seconds) == set(MATRIX_ORDER)
+
+
+def option_asserts(source: str) -> list[int]:
+    """Lines of `source` with an `assert X is not None` on an option (an attribute of ctx,
+    options or opts, or a field of CellOptions or RunOptions), or with `**vars(`."""
+    from dataclasses import fields
+
+    from orchestrator.run.options import CellOptions, RunOptions
+
+    names = {f.name for f in (*fields(CellOptions), *fields(RunOptions))}
+    found = [n for n, line in enumerate(source.splitlines(), 1) if "**vars(" in line]
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Assert):
+            continue
+        for test in ast.walk(node.test):
+            if not isinstance(test, ast.Compare) or not isinstance(test.ops[0], ast.IsNot):
+                continue
+            subject = test.left
+            if not isinstance(subject, ast.Attribute):
+                continue
+            base = subject.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            on_options = isinstance(base, ast.Name) and base.id in ("ctx", "options", "opts")
+            if subject.attr in names or on_options:
+                found.append(node.lineno)
+    return sorted(found)
+
+
+def test_no_assert_on_options_and_no_vars_spread():
+    """Options are derived whole, once per cell (RunOptions.for_cell): nothing asserts an option
+    into being, and no record is filled from another's fields with **vars()."""
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        lines = option_asserts(path.read_text(encoding="utf-8"))
+        found += [f"{path.relative_to(ROOT.parent)}:{n}" for n in lines]
+    assert not found, f"asserts on options or **vars(...): {found}"
+
+
+def test_the_option_assert_check_finds_them():
+    source = (
+        "def f(ctx, options):\n"
+        "    assert ctx.repo is not None\n"
+        "    assert options.n_jobs is not None and True\n"
+        "    assert rec.series is not None\n"
+        "    assert rec.build is not None\n"
+        "    return C(**vars(options))\n"
+    )
+    assert option_asserts(source) == [2, 3, 4, 6]
+
+
+def test_the_training_evidence_has_no_configure_or_cache_of_its_own():
+    """finetune/ runs the cell's configure step and keeps its results in run/resultcache.py: no
+    cmake configure, no result-cache writer, no atomic write of its own."""
+    own = []
+    for path in sorted((ROOT / "finetune").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        for needle in ("cmake.configure(", "def store(", "def _write_atomic(", "mkstemp("):
+            if needle in text:
+                own.append(f"{path.name}: {needle}")
+    assert not own, f"finetune/ has its own configure or cache: {own}"
 
 
 def test_help_imports_no_record_library():
@@ -225,7 +384,10 @@ def test_help_imports_no_record_library():
     import subprocess
     import sys
 
-    code = "import sys; from orchestrator import cli; cli._parser(); print(sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic'))"
+    code = (
+        "import sys; from orchestrator import cli; cli._parser(); print(sorted(m for m in "
+        "sys.modules if m.split('.')[0] == 'pydantic'))"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout

@@ -1,10 +1,10 @@
-"""summary.md stays readable with the 29-case gate: one row per cell x device x variant (passed/total
-per test, the first FAIL line only), every row still in results.json; the mutants table names each
-known-wrong fix, its verdict and the gate's first FAIL line."""
+"""summary.md stays readable with the 29-case gate: one row per cell x device x variant
+(passed/total per test, the first FAIL line only), every row still in results.json; the mutants
+table names each known-wrong fix, its verdict and the gate's first FAIL line."""
 
 import copy
 
-from orchestrator.report.model import results_of
+from orchestrator.model.results import results_of
 from orchestrator.report.summary import summary_markdown
 
 from ..helpers.samples import GATE, sample, with_sanitize_cell
@@ -92,7 +92,8 @@ def test_the_mutants_table_names_verdict_and_first_fail_line():
             "variant": "mutant:02-x",
             "status": "survived",
             "verdict": "survived",
-            "verdict_reason": "the gate test passed with this known-wrong fix: it does not catch it",
+            "verdict_reason": "the gate test passed with this "
+            "known-wrong fix: it does not catch it",
             "failure_line": None,
             "mutant": {"name": "02-x", "title": "x", "why_wrong": "y"},
             "tests": {},
@@ -102,8 +103,8 @@ def test_the_mutants_table_names_verdict_and_first_fail_line():
     assert "- **ggml/cpu**: the gate kills 1/2 known-wrong fixes" in md
     assert f"| ggml/cpu | 01-no-reset | **killed** | survived | killed | `{FIRST}` |" in md
     assert (
-        "| ggml/cpu | 02-x | **survived** | — | — | the gate test passed with this known-wrong fix: it does not catch it |"
-        in md
+        "| ggml/cpu | 02-x | **survived** | — | — | the gate test passed with "
+        "this known-wrong fix: it does not catch it |" in md
     )
     # mutants have no rows of their own in the per-device table
     assert "mutant:" not in md.split("## Per-device results", 1)[1].split("\n## ", 1)[0]
@@ -156,11 +157,11 @@ def test_the_kill_matrix_line_says_what_test_opt_kills_alone_and_competing_fixes
     )
     md = summary_markdown(results_of(d))
     assert (
-        "- **ggml/cpu**: 11 known-wrong fixes: 11 killed by test-opt alone (test-opt-dynamic-accum: 11)"
-        in md
+        "- **ggml/cpu**: 11 known-wrong fixes: 11 killed by "
+        "test-opt alone (test-opt-dynamic-accum: 11)" in md
     )
     assert (
-        "| ggml/cpu | qlora | [2026-05](https://github.com/o/r/pull/1) | **wrong** | test-opt: `L2` |"
-        in md
+        "| ggml/cpu | qlora | [2026-05](https://github.com/o/r/pull/1) "
+        "| **wrong** | test-opt: `L2` |" in md
     )
     assert "competing:" not in md.split("## Per-device results", 1)[1].split("\n## ", 1)[0]

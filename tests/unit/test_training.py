@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from orchestrator.report.model import EpochLoss
+from orchestrator.model.results import EpochLoss
 from orchestrator.verdicts.training import (
     diverges_as_predicted,
     epochs,
@@ -69,6 +69,5 @@ def test_plot_has_both_curves_and_labelled_axes(tmp_path):
     png = plot(epochs(FIXED), epochs(BUGGY), tmp_path / "p.png", "t")
     data = png.read_bytes()
     assert data.startswith(b"\x89PNG") and len(data) > 5000
-    assert (
-        plot(epochs(FIXED), epochs(BUGGY), tmp_path / "q.png", "t").read_bytes() == data
-    )  # reproducible
+    # reproducible
+    assert plot(epochs(FIXED), epochs(BUGGY), tmp_path / "q.png", "t").read_bytes() == data

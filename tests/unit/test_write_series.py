@@ -1,8 +1,9 @@
-"""refresh's writing of patches/: only the files whose bytes differ are written, stale ones removed."""
+"""refresh's writing of patches/: only the files whose
+bytes differ are written, stale ones removed."""
 
 import shutil
 
-from orchestrator.patchset.refresh import write_series
+from orchestrator.drift.refresh import write_series
 from orchestrator.patchset.series import parse_series
 
 from ..helpers.forks import ROOT
@@ -23,7 +24,8 @@ def test_write_series_writes_only_what_differs_and_removes_stale_patches(tmp_pat
     first = series.patches[0].name
     (d / first).write_text("edited\n")
     assert write_series(d, series) == ([first], ["0003-stale.patch"])
-    # other files stay: the README, cover.md (the contributor's words), known-limits.yaml and related-upstream.yaml (their data)
+    # other files stay: the README, cover.md (the contributor's words),
+    # known-limits.yaml and related-upstream.yaml (their data)
     assert sorted(p.name for p in d.iterdir()) == sorted(
         [p.name for p in series.patches]
         + ["README", "cover.md", "known-limits.yaml", "related-upstream.yaml", "topic.yaml"]

@@ -13,14 +13,14 @@ from typing import Optional
 from .. import sources
 from ..cache import Cache
 from ..config import Matrix, Target
-from ..drift.check import attempt, series_base, status_dirs
-from ..drift.status import CONFLICTED, PRESENT
 from ..errors import ConfigError, SeriesDoesNotApply
+from ..model.layout import GATE_TEST, get_layout
+from ..patchset.files import load_queue, write_patches, write_series
+from ..patchset.render import render
+from ..patchset.series import Patch, Series, parse_series
 from ..vcs.snapshots import SnapshotRepo, Worktree
-from .files import load_queue, write_patches, write_series
-from .layout import GATE_TEST, get_layout
-from .render import render
-from .series import Patch, Series, parse_series
+from .check import attempt, series_base, status_dirs
+from .status import CONFLICTED, PRESENT
 
 
 @dataclass
@@ -104,23 +104,25 @@ def _numbered(patches: tuple[Patch, ...]) -> tuple[Patch, ...]:
 def resolved_worktree(
     repo: SnapshotRepo, cache: Cache, target: Target, base: str, series: Series
 ) -> Worktree:
-    """The finished resolution worktree if there is one, else the series applied afresh in the trial worktree."""
+    """The finished resolution worktree if there is one, else the
+    series applied afresh in the trial worktree."""
     dirs = status_dirs(cache, target)
     if dirs.resolve.exists():
         wt = Worktree(repo, dirs.resolve)
         if wt.am_in_progress():
             raise ConfigError(
-                f"{wt.path}: git am is still in progress; resolve the conflict, `git add` the files, "
-                "`git am --continue`, then refresh"
+                f"{wt.path}: git am is still in progress; resolve the conflict, `git add` the "
+                "files, `git am --continue`, then refresh"
             )
         if not wt.is_clean():
             raise ConfigError(
-                f"{wt.path}: uncommitted changes; commit them (e.g. `git commit --amend`) before refresh"
+                f"{wt.path}: uncommitted changes; commit them "
+                "(e.g. `git commit --amend`) before refresh"
             )
         if not wt.descends_from(base):
             raise ConfigError(
-                f"{wt.path}: not based on {target.name}'s current base {base[:12]} (the source moved); "
-                "remove the worktree and run status again"
+                f"{wt.path}: not based on {target.name}'s current base {base[:12]} (the source "
+                "moved); remove the worktree and run status again"
             )
         return wt
     layout, src = get_layout(target.layout, target.prefix), get_layout(series.layout)
@@ -135,19 +137,21 @@ def resolved_worktree(
     present = [r.name for r in results if r.result == PRESENT]
     if present:
         raise ConfigError(
-            f"{target.name}: {present[0]} is already upstream there; refreshing from it would drop it"
+            f"{target.name}: {present[0]} is already upstream "
+            "there; refreshing from it would drop it"
         )
     assert not any(r.result == CONFLICTED for r in results)
     return trial
 
 
 def _canonical_base_reader(matrix: Matrix, cache: Cache, repo: SnapshotRepo, series: Series):
-    """Files of the base the canonical series was made on (to register the gate test in its convention)."""
+    """Files of the base the canonical series was made on (to
+    register the gate test in its convention)."""
     snap = series_base(matrix, cache, repo, series)
     if snap is None:
         raise ConfigError(
-            f"{matrix.path}: no pinned {series.layout} target whose files match the series' index lines; "
-            f"refresh from a {series.layout} target, or add the series' base to the matrix"
+            f"{matrix.path}: no pinned {series.layout} target whose files match the series' index "
+            f"lines; refresh from a {series.layout} target, or add the series' base to the matrix"
         )
     return lambda p: repo.read_blob(snap.commit, p)
 

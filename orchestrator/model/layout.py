@@ -25,8 +25,9 @@ class Layout:
     ggml_root: str  # where ggml's own tree starts: "" (ggml) or "ggml/" (llama.cpp, whisper.cpp)
     build: str  # "own-tests": the layout's own test build is cheap; "harness": native_tests/
     prefix: str = ""  # the project's place inside a superproject, e.g. "core/vendor/llama.cpp/"
-    # "required": the project builds ggml's tests (llama.cpp, ggml): the gate test registered next to
-    # test-opt. "optional": maybe no test harness (whisper.cpp): added unregistered, built by native_tests/.
+    # "required": the project builds ggml's tests (llama.cpp, ggml): the gate test
+    # registered next to test-opt. "optional": maybe no test harness (whisper.cpp):
+    # added unregistered, built by native_tests/.
     registration: str = "required"
 
     def to_ggml(self, path: str) -> str:
@@ -55,7 +56,8 @@ class Layout:
         return self.prefix + self.ggml_root + path
 
     def ggml_dir(self) -> str:
-        """Directory (relative, no trailing slash; "" for the root) holding ggml's CMakeLists.txt."""
+        """Directory (relative, no trailing slash; "" for
+        the root) holding ggml's CMakeLists.txt."""
         return (self.prefix + self.ggml_root).rstrip("/")
 
     def tests_dir(self) -> str:
@@ -122,13 +124,15 @@ def register_gate_test(layout: Layout, cmakelists: str) -> str:
         f"{ind}add_executable(${{TEST_TARGET}} ${{TEST_TARGET}}.cpp)\n"
         f"{ind}target_link_libraries(${{TEST_TARGET}} PRIVATE ggml)\n"
         f"{ind}add_test(NAME ${{TEST_TARGET}} COMMAND $<TARGET_FILE:${{TEST_TARGET}}>)\n"
-        f'{ind}set_property(TEST ${{TEST_TARGET}} PROPERTY ENVIRONMENT "LLVM_PROFILE_FILE=${{TEST_TARGET}}.profraw")\n'
+        f"{ind}set_property(TEST ${{TEST_TARGET}} PROPERTY ENVIRONMENT "
+        '"LLVM_PROFILE_FILE=${TEST_TARGET}.profraw")\n'
     )
     return cmakelists[:end] + block + cmakelists[end:]
 
 
 def registered(layout: Layout, cmakelists: Optional[str]) -> Optional[str]:
-    """tests/CMakeLists.txt text (None: absent) registered; None where the layout has no harness to register in."""
+    """tests/CMakeLists.txt text (None: absent) registered; None where
+    the layout has no harness to register in."""
     if layout.registration == "optional":
         if cmakelists is None or (
             GATE_TEST not in cmakelists and not _LLAMA_ANCHOR.search(cmakelists)
@@ -136,7 +140,8 @@ def registered(layout: Layout, cmakelists: Optional[str]) -> Optional[str]:
             return None
     if cmakelists is None:
         raise RegistrationError(
-            f"{layout.tests_dir()}/CMakeLists.txt: missing in the {layout.name} base; cannot register {GATE_TEST}"
+            f"{layout.tests_dir()}/CMakeLists.txt: missing in the "
+            f"{layout.name} base; cannot register {GATE_TEST}"
         )
     return register_gate_test(layout, cmakelists)
 
@@ -149,9 +154,8 @@ class BuildPlan:
     source_dir: str  # CMake source directory, absolute
     definitions: tuple[tuple[str, str], ...]
     targets: tuple[str, ...]  # the tests
-    programs: tuple[str, ...] = (
-        TRAINING_PROGRAM,
-    )  # built and run beside the tests in each variant
+    # built and run beside the tests in each variant
+    programs: tuple[str, ...] = (TRAINING_PROGRAM,)
 
 
 def build_plan(layout: Layout, worktree: str, harness_dir: str) -> BuildPlan:

@@ -11,14 +11,14 @@ import enum
 import hashlib
 import json
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Optional
+from typing import Any, Iterable, Optional
 
 from pydantic import Field, model_serializer, model_validator
-from pydantic import StringConstraints as Pattern
 
 from .. import untrusted
 from ..errors import ConfigError, ExitCode
 from ..records import Record, parse
+from .values import CellId, Commit, Name, Seconds
 
 SCHEMA_VERSION = 1
 
@@ -44,7 +44,8 @@ class Outcome(Word):
     CRASHED = "crashed"  # a signal
     TIMEOUT = "timeout"
     NOT_BUILT = "not-built"
-    SKIPPED = "skipped"  # not run on this backend (its module's skip_tests): the record's `skipped` says why
+    # not run on this backend (its module's skip_tests): the record's `skipped` says why
+    SKIPPED = "skipped"
 
 
 class Verdict(Word):
@@ -92,12 +93,6 @@ class RecordStatus(Word):
 MUTANT_PREFIX = "mutant:"  # a mutant's variant: "mutant:<file name without .patch>"
 COMPETING_PREFIX = "competing:"  # a competing fix's variant: "competing:<file name without .patch>"
 
-# names become folders (a bundle's out/<target>) and commits reach git: never a path or an option
-Name = Annotated[str, Pattern(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
-CellId = Annotated[str, Pattern(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")]
-Commit = Annotated[str, Pattern(pattern=r"^[0-9a-f]{40}$")]
-Seconds = Annotated[float, Field(ge=0)]
-
 
 class DeviceRow(Record):
     """One device x case row of a test's output (test-opt: x optimizer; the gate: x case)."""
@@ -131,15 +126,13 @@ class TestRecord(Record):
     log: str = ""
     output: Optional[str] = None  # the test's output while the cell runs; never stored
     rows: list[DeviceRow] = Field(default_factory=list)
-    failure_line: Optional[str] = (
-        None  # its first failing case line (the gate: None when it printed none)
-    )
+    # its first failing case line (the gate: None when it printed none)
+    failure_line: Optional[str] = None
     stopped_on: Optional[str] = None  # not passed: the device it was on when it stopped, if known
     summary_line: Optional[str] = None
     skipped: Optional[str] = None  # outcome skipped: why this backend does not run it
-    gate: bool = Field(
-        default=False, exclude=True
-    )  # the gate test: results.json holds its failure_line
+    # the gate test: results.json holds its failure_line
+    gate: bool = Field(default=False, exclude=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -257,7 +250,8 @@ class _OfCell(Record):
 
 
 class VariantRecord(_OfCell):
-    """One variant of one cell: the patched tree, or the control (the fix reverted, the test kept)."""
+    """One variant of one cell: the patched tree, or the
+    control (the fix reverted, the test kept)."""
 
     variant: str  # "patched", "control", MUTANT_PREFIX + name or COMPETING_PREFIX + name
     status: RecordStatus = RecordStatus.PENDING
@@ -269,9 +263,8 @@ class VariantRecord(_OfCell):
     verdict: Optional[Verdict] = None  # the control's (or a mutant's) verdict (its status too)
     verdict_reason: str = ""
     failure_line: Optional[str] = None  # the gate's own failure line
-    kills: Optional[dict[str, Verdict]] = (
-        None  # a mutant: each test's verdict on it, run separately
-    )
+    # a mutant: each test's verdict on it, run separately
+    kills: Optional[dict[str, Verdict]] = None
     competing: Optional[CompetingInfo] = None
     judged: Optional[CompetingJudged] = None  # a competing fix's verdict
 
@@ -321,7 +314,8 @@ class Submodule(Record):
 
 
 class Provenance(Record):
-    """Where a cell's base came from: what the source recorded, and the base commit the series applied to."""
+    """Where a cell's base came from: what the source recorded,
+    and the base commit the series applied to."""
 
     kind: str
     description: str = ""
@@ -348,7 +342,8 @@ class VulkanSetup(Record):
 
 
 class DeviceInfo(Record):
-    """What a backend module recorded about the device (driver, ICD, ...): each key it set, null or not."""
+    """What a backend module recorded about the device
+    (driver, ICD, ...): each key it set, null or not."""
 
     icd: Optional[str] = None  # vulkan
     visible_devices: Optional[str] = None
@@ -427,9 +422,8 @@ class Results(Record):
     series: SeriesInfo
     started_at: str = ""
     duration_s: Seconds = 0.0
-    orchestrator_cpu_s: Optional[float] = (
-        None  # this process only: not git, cmake, compilers, tests
-    )
+    # this process only: not git, cmake, compilers, tests
+    orchestrator_cpu_s: Optional[float] = None
     parallel: Optional[Parallel] = None
     exit_code: int = 0
     cells: list[Cell] = Field(default_factory=list)

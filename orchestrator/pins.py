@@ -1,5 +1,5 @@
-"""Pins: a git target's branch, tag or HEAD replaced by one commit, so every job of a CI run works on
-the same upstream commit even when the branch moves during the run.
+"""Pins: a git target's branch, tag or HEAD replaced by one commit, so every job of a CI run works
+on the same upstream commit even when the branch moves during the run.
 
 `resolve-refs` asks each remote once (`git ls-remote`) and writes a PinsFile that `--pins FILE`
 reads; `--pin TARGET=COMMIT` gives one by hand. A target the plan could not reach is recorded, not
@@ -14,13 +14,13 @@ from typing import Any, Iterable, Literal, Mapping, Optional, Union
 from pydantic import field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from .. import untrusted
-from ..config import Matrix
-from ..errors import ConfigError
-from ..records import Record, parse
-from ..urls import FULL_SHA
-from . import SourceUnreachable
-from .git import Pinned, ls_remote
+from . import untrusted
+from .config import Matrix
+from .errors import ConfigError
+from .records import Record, parse
+from .sources import SourceUnreachable
+from .sources.git import Pinned, ls_remote
+from .urls import FULL_SHA
 
 
 class Pin(Record):
@@ -72,14 +72,13 @@ def read_pins_file(path: Path) -> dict[str, Union[Pin, Unreachable]]:
             f"{path}: no such pins file (write one with `ggml-patch resolve-refs --out FILE`)"
         )
     data = parse(PinsFile, untrusted.read_text(path, "pins"), str(path), "a pins file")
-    return {
-        **(data.unreachable or {}),
-        **data.pins,
-    }  # a target both pinned and unreachable: the pin wins
+    # a target both pinned and unreachable: the pin wins
+    return {**(data.unreachable or {}), **data.pins}
 
 
 def made_pins(path: Path) -> bool:
-    """An existing --out file `resolve-refs` may replace: a pins file it wrote (with its version)."""
+    """An existing --out file `resolve-refs` may
+    replace: a pins file it wrote (with its version)."""
     try:
         return (
             "version"
@@ -105,7 +104,8 @@ def collect(
 
 
 def pinned(matrix: Matrix, pins: Mapping[str, Union[Pin, Unreachable]]) -> Matrix:
-    """The matrix with each pinned git target's ref replaced by its commit (matrix.yaml's kept as pinned_from)."""
+    """The matrix with each pinned git target's ref replaced by its
+    commit (matrix.yaml's kept as pinned_from)."""
     if not pins:
         return matrix
     targets = dict(matrix.targets)
@@ -117,9 +117,8 @@ def pinned(matrix: Matrix, pins: Mapping[str, Union[Pin, Unreachable]]) -> Matri
                 "only git sources take a pin"
             )
         o = t.source.options
-        if isinstance(
-            pin, Unreachable
-        ):  # the plan could not reach it: its cells report that, without a retry
+        # the plan could not reach it: its cells report that, without a retry
+        if isinstance(pin, Unreachable):
             o["unreachable"] = pin.reason
         else:
             o.update(ref=pin.commit, pinned_from=o["ref"], pinned_ref=pin.remote_ref or "")
@@ -130,7 +129,8 @@ def pinned(matrix: Matrix, pins: Mapping[str, Union[Pin, Unreachable]]) -> Matri
 
 
 def git_targets(matrix: Matrix, profiles: Iterable[str], names: Iterable[str] = ()) -> list[str]:
-    """The git targets of the given profiles (or just `names`), each once, in matrix.yaml's order."""
+    """The git targets of the given profiles (or just
+    `names`), each once, in matrix.yaml's order."""
     wanted = list(names)
     for n in wanted:
         matrix.target(n)
@@ -142,7 +142,8 @@ def git_targets(matrix: Matrix, profiles: Iterable[str], names: Iterable[str] = 
 def resolve_reachable(
     matrix: Matrix, names: list[str]
 ) -> tuple[dict[str, Pin], dict[str, Unreachable]]:
-    """(pins of the targets that resolved, those that did not: a remote down, gone or private, a ref gone)."""
+    """(pins of the targets that resolved, those that did not: a
+    remote down, gone or private, a ref gone)."""
     out, gone = {}, {}
     for name in names:
         src = matrix.target(name).source

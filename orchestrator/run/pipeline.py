@@ -1,0 +1,200 @@
+"""The cell pipeline's parts: a Step (a name, what it runs, where its result goes), the context
+every step takes (CellContext: what the cell is, its CellOptions, what the earlier steps
+returned) and run_steps, which runs a list of steps in order. The matrix's, the bundle's and the training
+evidence's step lists are declared where their steps are (run/cell.py, finetune/runner.py)."""
+
+from __future__ import annotations
+
+import functools
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Generic, Iterator, NamedTuple, Optional, Sequence, TypeVar, Union
+
+from .. import backends
+from ..backends import BackendModule
+from ..cache import Cache
+from ..cancel import CancelToken
+from ..config import Backend, Target
+from ..model.layout import Layout, get_layout
+from ..model.results import Cell, RecordStatus, VariantRecord
+from ..progress import Reporter
+from ..vcs.snapshots import SnapshotRepo, Worktree
+from .options import CellOptions
+
+T = TypeVar("T")
+
+
+class CellProgress:
+    """Progress (where there is a reporter) and cancellation: a cancelled cell stops at its next
+    step or build line."""
+
+    def __init__(self, reporter: Optional[Reporter] = None, cancel: Optional[CancelToken] = None):
+        self.reporter = reporter
+        self.cancel = cancel or CancelToken()
+
+    def step(self, name: str, detail: str = "") -> None:
+        self.cancel.check()
+        if self.reporter:
+            self.reporter.step(name, detail)
+
+    def done(self, what: str) -> None:
+        if self.reporter:
+            self.reporter.done(what)
+
+    def verdict(self, text: str) -> None:
+        if self.reporter:
+            self.reporter.verdict(text)
+
+    def build_progress(self, done: int, total: int) -> None:
+        self.cancel.check()
+        if self.reporter:
+            self.reporter.build_progress(done, total)
+
+
+class Stop(NamedTuple):
+    """A step's result that ends the cell's steps there (e.g. a cached result is the cell's)."""
+
+    why: str
+
+
+@dataclass(frozen=True)
+class Step(Generic[T]):
+    """One step of a cell: `run` takes the context and returns the step's result (or a Stop);
+    `record` writes that result where the cell keeps it (the Cell, the records)."""
+
+    name: str
+    run: Callable[[CellContext], Union[T, Stop]]
+    record: Optional[Callable[[CellContext, T], None]] = None
+
+
+@dataclass
+class CellContext:
+    """One cell: what it is, how it runs (its CellOptions, held), what its steps returned."""
+
+    target: Target
+    backend: Backend
+    module: BackendModule
+    cache: Cache
+    repo: SnapshotRepo
+    native_tests: Path  # native_tests/: the harness, the training program, mutants/
+    cell_dir: Path  # src/ (the worktree), build/, harness/, series/, state.json
+    worktree: Worktree  # the tree the cell builds (apply puts the series on it)
+    logs: Path  # where this run's logs go
+    options: CellOptions
+    steps: CellProgress
+    cell: Cell
+    # --build-only on a machine without the device: build, run nothing
+    build_only_reason: Optional[str] = None
+    records: list[VariantRecord] = field(default_factory=list)
+    results: dict[str, Any] = field(default_factory=dict)  # step name -> what it returned
+    seconds: dict[str, float] = field(default_factory=dict)  # step name -> its wall time
+
+    def got(self, step: Step[T]) -> T:
+        """What `step` returned in this cell (it ran before the step asking)."""
+        if step.name not in self.results:
+            raise LookupError(f"{self.cell.cell}: step {step.name!r} has not run in this cell")
+        found: T = self.results[step.name]
+        return found
+
+    @functools.cached_property
+    def env(self) -> dict[str, str]:
+        """Configure's, the builds' and the tests' (the backend's module's, then matrix.yaml's)."""
+        return self.module.test_env(self.backend)
+
+    @property
+    def layout(self) -> Layout:
+        return get_layout(self.target.layout, self.target.prefix)
+
+    @property
+    def build_dir(self) -> Path:
+        return self.cell_dir / self.options.build_subdir
+
+    @property
+    def runs_tests(self) -> bool:
+        return self.build_only_reason is None
+
+    @property
+    def skipped_tests(self) -> dict[str, str]:
+        """test -> why this backend does not run it (its module's skip_tests): never built or
+        run."""
+        return dict(self.module.skip_tests)
+
+    @property
+    def key(self) -> str:
+        return self.cell.cache_key or ""
+
+    @contextmanager
+    def timing(self, name: str) -> Iterator[None]:
+        """The block's wall time in the cell's timings (not when it raises)."""
+        t0 = time.monotonic()
+        yield
+        self.cell.timings[name] = round(time.monotonic() - t0, 2)
+
+    def record(
+        self, variant: str, status: RecordStatus = RecordStatus.PENDING, **info: Any
+    ) -> VariantRecord:
+        """A new record of this cell (`info`: a mutant's or a competing fix's header)."""
+        c = self.cell
+        return VariantRecord(
+            cell=c.cell,
+            target=c.target,
+            backend=c.backend,
+            variant=variant,
+            status=status,
+            **info,
+        )
+
+
+def run_steps(ctx: CellContext, steps: Sequence[Step[Any]]) -> Optional[Stop]:
+    """`steps` in order on `ctx`, each result recorded before the next step runs; the Stop that
+    ended them early, or None when every step ran."""
+    for step in steps:
+        t0 = time.monotonic()
+        result = step.run(ctx)
+        ctx.seconds[step.name] = round(time.monotonic() - t0, 2)
+        if isinstance(result, Stop):
+            return result
+        ctx.results[step.name] = result
+        if step.record is not None:
+            step.record(ctx, result)
+    return None
+
+
+def new_context(
+    target: Target,
+    backend: Backend,
+    cache: Cache,
+    repo: SnapshotRepo,
+    native_tests: Path,
+    cell_dir: Path,
+    logs: Path,
+    options: CellOptions,
+    worktree: Optional[Worktree] = None,
+    reporter: Optional[Reporter] = None,
+    cancel: Optional[CancelToken] = None,
+    module: Optional[BackendModule] = None,
+) -> CellContext:
+    """A cell's context: a fresh Cell, its backend's module (unless given), progress on `reporter`,
+    the worktree at cell_dir/src unless one is given."""
+    cell = Cell(
+        cell=f"{target.name}/{backend.name}",
+        target=target.name,
+        backend=backend.name,
+        layout=target.layout,
+    )
+    return CellContext(
+        target=target,
+        backend=backend,
+        module=module or backends.get(backend.name, cache.root),
+        cache=cache,
+        repo=repo,
+        native_tests=native_tests,
+        cell_dir=cell_dir,
+        worktree=worktree or Worktree(repo, cell_dir / "src"),
+        logs=logs,
+        options=options,
+        steps=CellProgress(reporter, cancel),
+        cell=cell,
+    )
