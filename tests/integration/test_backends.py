@@ -378,14 +378,18 @@ def test_metal_on_macos(monkeypatch, bare_path):
 
 # ---- matrix.yaml bad input for backends (one line, the file, the line and the key) ----
 
+# one line of matrix.yaml: the tests below name its line numbers
+GGML_SOURCE = (
+    '{kind: pypi-sdist, package: ggml-python, version: "0.0.45", sha256: "{sha}", '
+    "subdirectory: vendor/ggml}"
+)
 MATRIX = """\
 queue: {{path: {series}, layout: llama.cpp}}
 native_tests: {native}
 targets:
   ggml:
     layout: ggml
-    source: {{kind: pypi-sdist, package: ggml-python, version: "0.0.45", sha256: "{sha}",
-              subdirectory: vendor/ggml}}
+    source: {source}
 backends:
 {backends}
 profiles:
@@ -399,7 +403,7 @@ def _matrix(tmp_path, backends_yaml: str, names: str) -> Path:
         MATRIX.format(
             series=ROOT / "patches",
             native=ROOT / "native_tests",
-            sha="1" * 64,
+            source=GGML_SOURCE.replace("{sha}", "1" * 64),
             backends=backends_yaml,
             names=names,
         )
