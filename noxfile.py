@@ -19,6 +19,8 @@ CELLS = HERE / ".github" / "ggml-patch-cells.json"
 nox.options.sessions = ["matrix"]
 nox.options.reuse_existing_virtualenvs = True
 CONSTRAINTS = str(Path(__file__).parent / "constraints.txt")  # the versions CI tested
+# what `nox -s lint` runs ruff on (scripts/ holds shell only)
+LINTED = ("orchestrator", "tests", "benchmarks", "noxfile.py")
 
 
 def _install(session: nox.Session, extras: str = "") -> None:
@@ -95,12 +97,12 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check, mypy, then ruff format --check, on
-    orchestrator/ (configured in pyproject.toml)."""
+    """ruff check, mypy, then ruff format --check (configured in pyproject.toml): the tool, its
+    tests, the bench and this file."""
     _install(session, "lint")
-    session.run("ruff", "check", "orchestrator")
+    session.run("ruff", "check", *LINTED)
     session.run("mypy")
-    session.run("ruff", "format", "--check", "orchestrator")
+    session.run("ruff", "format", "--check", *LINTED)
 
 
 @nox.session

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Iterable, Literal, Optional, T
 import yaml
 from pydantic import Field, PrivateAttr, ValidationError, model_validator
 
-from . import backends, untrusted
-from . import config_records as rec
+from . import backends, config_records, untrusted
 from .config_records import Backend, MatrixRecord, Named, Str
 from .errors import ConfigError
 from .model.layout import GATE_TEST, LAYOUTS
@@ -82,7 +81,7 @@ class Upstream(MatrixRecord):
     @model_validator(mode="after")
     def _api_names_the_fork(self) -> "Upstream":
         if self.submit == "api" and not self.repo:
-            raise rec.problem(rec.SCHEMA_ERROR, "missing required key 'repo'")
+            raise config_records.problem(config_records.SCHEMA_ERROR, "missing required key 'repo'")
         return self
 
 
@@ -90,17 +89,17 @@ class Target(Named):
     """matrix.yaml's `targets.NAME`."""
 
     layout: Layout
-    prefix: rec.RELPATH = ""
+    prefix: config_records.RELPATH = ""
     source: Options
-    description: rec.Text = ""
+    description: config_records.Text = ""
     upstream: Optional[Upstream] = None  # matrix.yaml's `upstream:`, when declared
     # the name first (mypy's pydantic plugin would make one of the fields alone)
     __init__ = Named.__init__
 
 
 class Profile(MatrixRecord):
-    targets: Annotated[tuple[Name, ...], Field(min_length=1), rec.Unique]
-    backends: Annotated[tuple[Str, ...], Field(min_length=1), rec.Unique]
+    targets: Annotated[tuple[Name, ...], Field(min_length=1), config_records.Unique]
+    backends: Annotated[tuple[Str, ...], Field(min_length=1), config_records.Unique]
 
     # a profile is also its (targets, backends) pair
     def __getitem__(self, i: int) -> tuple[str, ...]:
@@ -405,7 +404,7 @@ def _problems(
         # what the value is (one branch of a union)
         out.append(
             (
-                kind == rec.VALUE_ERROR,
+                kind == config_records.VALUE_ERROR,
                 path[:-1] if container else path,
                 kind.endswith("_type"),
                 at,

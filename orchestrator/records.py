@@ -57,7 +57,12 @@ def dotted(loc: Iterable[Any]) -> str:
     """A key path as the messages write it: cells[1].status."""
     out = ""
     for p in loc:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif out:
+            out += f".{p}"
+        else:
+            out += str(p)
     return out
 
 

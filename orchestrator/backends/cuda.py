@@ -41,8 +41,14 @@ class Cuda(BackendModule):
     toolchain_hint = TOOLKIT_HINT
 
     def nvcc(self) -> Optional[str]:
-        found = (str(p) for r in _env_roots() if (p := Path(r) / "bin" / "nvcc").is_file())
-        return shutil.which("nvcc") or next(found, None)
+        on_path = shutil.which("nvcc")
+        if on_path:
+            return on_path
+        for root in _env_roots():
+            candidate = Path(root) / "bin" / "nvcc"
+            if candidate.is_file():
+                return str(candidate)
+        return None
 
     def real_nvcc(self) -> Optional[str]:
         """nvcc itself, not a wrapper script: CMake finds the toolkit next to it."""
@@ -91,7 +97,11 @@ class Cuda(BackendModule):
 
     def devices(self) -> list[str]:
         out = command_output(["nvidia-smi", "-L"]) if shutil.which("nvidia-smi") else None
-        return gpu_names(out) if out else [str(DEVICE_NODE)] if DEVICE_NODE.exists() else []
+        if out:
+            return gpu_names(out)
+        if DEVICE_NODE.exists():
+            return [str(DEVICE_NODE)]
+        return []
 
     def missing_beyond_tools(self, backend: Backend) -> Optional[str]:
         nvcc = self.nvcc()

@@ -53,8 +53,13 @@ def header_version(vulkan_core_h: str) -> Optional[tuple[int, int, int]]:
 
 def flag_value(flags: list[str] | tuple[str, ...], name: str) -> Optional[str]:
     """The value of -D<name>=... (or -D<name>:TYPE=...) in a flag list; the last one wins."""
-    values = [m[1] for f in flags if (m := re.match(rf"^-D{re.escape(name)}(?::[A-Z]+)?=(.*)$", f))]
-    return values[-1] if values else None
+    pattern = re.compile(rf"^-D{re.escape(name)}(?::[A-Z]+)?=(.*)$")
+    value = None
+    for flag in flags:
+        m = pattern.match(flag)
+        if m:
+            value = m[1]
+    return value
 
 
 def summary_values(vulkaninfo_summary: str, key: str) -> list[str]:
@@ -74,10 +79,13 @@ class Vulkan(BackendModule):
 
     def env_file(self) -> Optional[Path]:
         """<cache>/vulkan-sdk/env.json of the cache in use, else of the default cache."""
-        roots = [r for r in (self.cache_root, default_cache_dir()) if r is not None]
-        return next(
-            (f for r in roots if (f := Path(r) / "vulkan-sdk" / "env.json").is_file()), None
-        )
+        for root in (self.cache_root, default_cache_dir()):
+            if root is None:
+                continue
+            env_json = Path(root) / "vulkan-sdk" / "env.json"
+            if env_json.is_file():
+                return env_json
+        return None
 
     def sdk(self) -> dict:
         """What the setup script wrote (env_file), or {}."""
@@ -117,7 +125,8 @@ class Vulkan(BackendModule):
                 f"Vulkan headers {shown} in {include} are too old for ggml-vulkan (need >= 1.4): "
                 f"run {SETUP} (on Debian 12 it unpacks trixie's 1.4 headers into the tool's cache)"
             )
-        dirs = [spirv] if (spirv := flag_value(flags, "SPIRV-Headers_DIR")) else SPIRV_CONFIG_DIRS
+        spirv = flag_value(flags, "SPIRV-Headers_DIR")
+        dirs = [spirv] if spirv else SPIRV_CONFIG_DIRS
         if not any((Path(d) / "SPIRV-HeadersConfig.cmake").is_file() for d in dirs):
             return (
                 f"SPIRV-Headers (CMake config) not found: run {SETUP}, or "

@@ -8,10 +8,13 @@ which also gets a comment (an edited body notifies nobody). An unfetchable sourc
 about the series: its last known status is kept, marked. Without --results the failing cells are
 the recorded ones (the daily drift job runs no cells).
 
-One issue per repository for its whole life, found by its hidden MARKER among open and closed
-issues (every page), labelled or not: a closed one is reopened rather than a new one opened,
-unless the maintainers closed it as not planned and nothing got worse since. The body is edited
-only when something other than the time and the run's link changed.
+One issue per repository for its whole life, found among the open and closed issues carrying its
+LABEL (every page): ours only if the tool's bot account wrote it and it holds the MARKER (anyone can
+write the marker; an outsider's issue with it is ignored and named once in the log). A closed one
+is reopened rather than a new one opened, unless the maintainers closed it as not planned and
+nothing got worse since. The body is edited only when something other than the time and the run's
+link changed. A POST whose answer was lost (5xx, no answer in time) is not sent again blindly: the
+tool looks whether GitHub carried it out, then decides.
 """
 
 from __future__ import annotations
@@ -19,17 +22,28 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any, Literal, Optional
 
 import requests
 from pydantic import ValidationError
 
-from ..drift import status as S
+from ..drift.status import (
+    APPLIES,
+    CONFLICT,
+    NOT_APPLICABLE,
+    THREE_WAY,
+    UNAVAILABLE,
+    UNREACHABLE,
+    UPSTREAM,
+    StatusReport,
+)
 from ..errors import ConfigError, GitHubError
 from ..model.results import Results
 from ..records import Record, parse
-from ..upstream.github_api import Wording, raise_for_answer, send
+from ..redact import redact
+from ..upstream.github_api import NoAnswer, Wording, github_message, raise_for_answer, send
 
 TITLE = "ggml-patch: the series drifted or a cell failed"
 LABEL = "ggml-patch-drift"
@@ -39,22 +53,25 @@ _LABEL = {
     "description": "Opened, updated and closed by ggml-patch drift-issue",
 }
 MARKER = "<!-- ggml-patch drift-issue: written by the tool, rewritten on every run -->"
+# the account the workflows' GITHUB_TOKEN writes as; another one (a GitHub App's) with --bot
+BOT = "github-actions[bot]"
+UNPROVEN = "not yet proven on GitHub"
 _STATE = re.compile(r"<!-- ggml-patch-state: (?P<json>\{.*?\}) -->", re.S)
-RANK = {S.APPLIES: 0, S.UPSTREAM: 0, S.THREE_WAY: 1, S.NOT_APPLICABLE: 2, S.CONFLICT: 3}
+RANK = {APPLIES: 0, UPSTREAM: 0, THREE_WAY: 1, NOT_APPLICABLE: 2, CONFLICT: 3}
 NOT_KNOWN = (
-    S.UNREACHABLE,
-    S.UNAVAILABLE,
+    UNREACHABLE,
+    UNAVAILABLE,
 )  # the source could not be had: nothing learnt about the series
 STATUSES = (*RANK, *NOT_KNOWN)  # every status `ggml-patch status` writes
 STATUS_JSON = "the output of `ggml-patch status --json`"
 _DETAIL_MAX = 300
 _TODO = {
-    S.CONFLICT: "a patch does not merge: `ggml-patch status --profile {profile} --target {target}` leaves "
+    CONFLICT: "a patch does not merge: `ggml-patch status --profile {profile} --target {target}` leaves "
     "`<cache>/status/{target}/resolve/` stopped at it; resolve, `git am --continue`, then "
     "`ggml-patch refresh {target}`",
-    S.THREE_WAY: "the series applies only with a 3-way merge (the code moved near the fix): "
+    THREE_WAY: "the series applies only with a 3-way merge (the code moved near the fix): "
     "`ggml-patch refresh {target}` so it applies as it is",
-    S.NOT_APPLICABLE: "a file the fix changes, or the per-step API it fixes, is gone: look at {target} by hand",
+    NOT_APPLICABLE: "a file the fix changes, or the per-step API it fixes, is gone: look at {target} by hand",
 }
 
 
@@ -72,6 +89,8 @@ class TargetRow(Record):
 class FailingCell(Record):
     status: str
     reason: str = ""
+    # its leg has no recorded green run on github.com (.github/ggml-patch-proven.yaml)
+    unproven: bool = False
 
 
 class State(Record):
@@ -102,7 +121,7 @@ Failing = tuple[
 
 def read_status(data: Any, where: str) -> Targets:
     """The rows of `ggml-patch status --json` (its data)."""
-    report = parse(S.StatusReport, data, where, STATUS_JSON)
+    report = parse(StatusReport, data, where, STATUS_JSON)
     for i, row in enumerate(report.targets):
         if row.status not in STATUSES:
             raise ConfigError(
@@ -115,9 +134,15 @@ def read_status(data: Any, where: str) -> Targets:
     return report.profile or "?", rows
 
 
-def read_results(results: Results) -> Failing:
+def read_results(results: Results, proven: Optional[set[str]] = None) -> Failing:
+    """The failing cells; with `proven` (the cells with a recorded green run on github.com), each
+    other one is marked not yet proven."""
     failing = {
-        c.cell: FailingCell(status=str(c.status), reason=_short(c.reason))
+        c.cell: FailingCell(
+            status=str(c.status),
+            reason=_short(c.reason),
+            unproven=proven is not None and c.cell not in proven,
+        )
         for c in results.cells
         if c.status in ("failed", "error")
     }
@@ -179,7 +204,7 @@ def worsened(previous: Optional[State], state: State) -> list[str]:
     before_t = previous.targets if previous else {}
     before_c = previous.failing if previous else {}
     out = [
-        f"{t}: {getattr(before_t.get(t), 'status', S.APPLIES)} -> {r.status}"
+        f"{t}: {getattr(before_t.get(t), 'status', APPLIES)} -> {r.status}"
         for t, r in state.targets.items()
         if rank(r) > rank(before_t.get(t))
     ]
@@ -314,7 +339,9 @@ def issue_body(state: State, now: _dt.datetime, clean: bool = False) -> str:
     ]
     if state.failing:
         lines += ["| cell | status | reason |", "|---|---|---|"]
-        lines += [_row(c, r.status, r.reason) for c, r in state.failing.items()]
+        for c, cell in state.failing.items():
+            shown = f"{cell.status} ({UNPROVEN})" if cell.unproven else cell.status
+            lines.append(_row(c, shown, cell.reason))
         if state.cells_run:
             lines += [
                 "",
@@ -363,11 +390,8 @@ MAX_PAGES = (
 
 
 def find_requests() -> list[Request]:
-    """Where our issue is looked for, every page of each: the labelled issues, then (label removed) all."""
-    return [
-        Request("GET", f"/issues?state=all&labels={LABEL}&per_page=100"),
-        Request("GET", "/issues?state=all&sort=created&direction=desc&per_page=100"),
-    ]
+    """Where our issue is looked for, every page: the issues carrying our label (ours carries it)."""
+    return [Request("GET", f"/issues?state=all&labels={LABEL}&per_page=100")]
 
 
 def requests_for(action: Action) -> list[Request]:
@@ -390,27 +414,40 @@ def requests_for(action: Action) -> list[Request]:
     )
 
 
-def ours(items: Any) -> list[Found]:
-    """Our issues among a list-issues answer, oldest first: our marker in the body, not a pull request."""
+def _login(item: dict) -> str:
+    user = item.get("user")
+    return str(user.get("login") or "") if isinstance(user, dict) else ""
+
+
+def _labelled(item: dict) -> bool:
+    labels = item.get("labels")
+    names = [x.get("name") if isinstance(x, dict) else x for x in labels or []]
+    return LABEL in names
+
+
+def ours(items: Any, bot: str = BOT) -> tuple[list[Found], list[str]]:
+    """Our issues among a list-issues answer, oldest first: not a pull request, our marker in the
+    body, written by `bot`, carrying our label. And the others with the marker ("#N by LOGIN"):
+    anyone can write the marker, so those are ignored, never read or rewritten."""
     if not isinstance(items, list):
         raise GitHubError("the issues list is not a JSON list")
-    mine = [
+    issues = [
         i
         for i in items
         if isinstance(i, dict) and "pull_request" not in i and isinstance(i.get("number"), int)
     ]
-    found = [
-        Found(
-            int(i["number"]),
-            body,
-            i.get("html_url") or "",
-            i.get("state") != "closed",
-            str(i.get("state_reason") or ""),
-        )
-        for i in mine
-        if MARKER in (body := i.get("body") or "")
-    ]
-    return sorted(found, key=lambda f: f.number)
+    found, ignored = [], []
+    for i in issues:
+        body = i.get("body") or ""
+        if MARKER not in body:
+            continue
+        if _login(i) != bot or not _labelled(i):
+            ignored.append(f"#{i['number']} by {_login(i) or '?'}")
+            continue
+        is_open = i.get("state") != "closed"
+        reason = str(i.get("state_reason") or "")
+        found.append(Found(int(i["number"]), body, i.get("html_url") or "", is_open, reason))
+    return sorted(found, key=lambda f: f.number), ignored
 
 
 def the_one(found: list[Found]) -> Optional[Found]:
@@ -430,13 +467,13 @@ def next_page(headers: Any, api_url: str) -> Optional[str]:
 class IssuesClient:
     """The REST calls for one repository (token in the Authorization header only)."""
 
-    def __init__(self, api_url: str, repo: str, token: str, timeout: float):
-        self.api_url, self.repo, self.token, self.timeout = (
-            api_url.rstrip("/"),
-            repo,
-            token,
-            timeout,
-        )
+    def __init__(self, api_url: str, repo: str, token: str, timeout: float, bot: str = BOT):
+        self.api_url = api_url.rstrip("/")
+        self.repo = repo
+        self.token = token
+        self.timeout = timeout
+        self.bot = bot
+        self.named: set[str] = set()  # the outsiders' marker issues already named in the log
 
     def url(self, path: str) -> str:
         return f"{self.api_url}/repos/{self.repo}{path}"
@@ -446,6 +483,9 @@ class IssuesClient:
         got = send(req.method, self.api_url, url, self.token, self.timeout, req.payload)
         if got.status in req.ok_if:
             return got
+        if got.status >= 500 and req.method == "POST":
+            said = redact(f"{url}: unexpected answer {got.status} {github_message(got.text)}")
+            raise Unclear(f"{said.rstrip()} (GitHub may have carried it out)")
         need = f"{self.repo} (the job needs `permissions: issues: write`)"
         wording = Wording(
             access=f"issues write access to {need}",
@@ -456,26 +496,77 @@ class IssuesClient:
         raise_for_answer(got, url, self.token, wording)
         return got
 
+    def pages(self, req: Request):
+        """Every item of a list answer, following its Link headers (at most MAX_PAGES)."""
+        url: Optional[str] = self.url(req.path)
+        for _ in range(MAX_PAGES):
+            if not url:
+                return
+            got = self.send(req, url)
+            yield got.json()
+            url = next_page(got.headers, self.api_url)
+
     def find(self) -> Optional[Found]:
-        """Our issue, open or closed, labelled or not (every page, Link headers)."""
+        """Our issue, open or closed (every page of the labelled issues, Link headers)."""
         for req in find_requests():
             found: list[Found] = []
-            url: Optional[str] = self.url(req.path)
-            for _ in range(MAX_PAGES):
-                if not url:
-                    break
-                got = self.send(req, url)
-                found += ours(got.json())
-                url = next_page(got.headers, self.api_url)
+            for page in self.pages(req):
+                mine, ignored = ours(page, self.bot)
+                found += mine
+                self.name_ignored(ignored)
             if found:
                 return the_one(found)
         return None
+
+    def name_ignored(self, ignored: list[str]) -> None:
+        for issue in ignored:
+            if issue not in self.named:
+                self.named.add(issue)
+                print(
+                    f"drift-issue: ignored {issue}: it carries the marker but was not written "
+                    f"by {self.bot} with the label {LABEL}",
+                    file=sys.stderr,
+                )
 
     def carry_out(self, action: Action) -> Optional[str]:
         """Send the action's requests; the issue's URL."""
         url = None
         for req in requests_for(action):
-            data = self.send(req).json()
+            data = self.send_once(req, action)
             if isinstance(data, dict) and req.path in ("/issues", f"/issues/{action.number}"):
                 url = data.get("html_url") or url
         return url
+
+    def send_once(self, req: Request, action: Action) -> Any:
+        """The request's answer. A POST without a clear answer (5xx, none in time) may have been
+        carried out: look, and send it again (once) only if it was not."""
+        try:
+            return self.send(req).json()
+        except (Unclear, NoAnswer) as e:
+            if req.method != "POST":
+                raise
+            print(f"drift-issue: {e}; looking before sending it again")
+        done = self.carried_out(req, action)
+        if done is not None:
+            print(f"drift-issue: it was carried out: {req.method} {req.path} not sent again")
+            return done
+        return self.send(req).json()
+
+    def carried_out(self, req: Request, action: Action) -> Optional[dict]:
+        """What a lost POST created, if GitHub carried it out; None if it did not."""
+        if req.path == "/labels":
+            return {}  # sent again it answers 422 when the first one made it: fine either way
+        if req.path == "/issues":
+            found = self.find()  # there was none before (the action is "open")
+            return {"html_url": found.html_url, "number": found.number} if found else None
+        comments = Request("GET", f"{req.path}?per_page=100")
+        body = (req.payload or {}).get("body")
+        for page in self.pages(comments):
+            for c in page if isinstance(page, list) else []:
+                if isinstance(c, dict) and c.get("body") == body and _login(c) == self.bot:
+                    return c
+        return None
+
+
+class Unclear(GitHubError):
+    """A POST answered with a server error: GitHub may have carried it out."""

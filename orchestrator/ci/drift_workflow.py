@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from . import common as C
+from . import common
 from .actions import DEFAULT_PINS, Pins
 from .workflow import drift_profile
 
@@ -21,7 +21,7 @@ CRON = "43 5 * * *"  # daily, off the hour, after the matrix's 04:17 start
 _STATUS = """args=(--profile "$PROFILE" --json)
 read -r -a targets <<< "$TARGETS"
 for t in "${targets[@]}"; do args+=(--target "$t"); done
-""" + C.STATUS.format('"${args[@]}"')
+""" + common.STATUS.format('"${args[@]}"')
 _ISSUE = """if [ "$DRY_RUN" = true ]; then args+=(--dry-run); fi
 # a dispatch for some targets or another profile adds to the issue's state, never replaces it
 if [ "$PARTIAL" = true ]; then args+=(--partial); fi
@@ -48,7 +48,7 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
         }
     }
     # one entry a week, restored and used every day: an incremental fetch, never evicted
-    week = C.MIRRORS_KEY + "${{ steps.week.outputs.week }}"
+    week = common.MIRRORS_KEY + "${{ steps.week.outputs.week }}"
     status_env = {
         "PROFILE": f"${{{{ inputs.profile || '{profile}' }}}}",
         "TARGETS": "${{ inputs.targets }}",
@@ -61,22 +61,24 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
             "id": "week",
             "run": 'echo "week=$(date -u +%G-W%V)" >> "$GITHUB_OUTPUT"\n',
         },
-        C.cache_step("Git mirrors", C.MIRRORS_PATH, week, pins, C.MIRRORS_KEY, action="cache"),
+        common.cache_step(
+            "Git mirrors", common.MIRRORS_PATH, week, pins, common.MIRRORS_KEY, action="cache"
+        ),
         {"name": "Status", "env": status_env, "run": _STATUS},
-        C.upload_step(
+        common.upload_step(
             "the status", "${{ !cancelled() }}", "ggml-patch-status", "status.json", pins, **kept
         ),
     ]
     issue_env = {"DRY_RUN": "${{ inputs.dry-run }}", "PARTIAL": partial}
-    job = C.issue_job("Drift of the series", 60, pins, steps, issue_env, _ISSUE)
+    job = common.issue_job("Drift of the series", 60, pins, steps, issue_env, _ISSUE)
     return {
         "name": NAME,
         "on": on,
         "permissions": {},
         "concurrency": {"group": "ggml-patch-drift", "cancel-in-progress": False},
-        "jobs": {"drift": C.with_if(job, C.owner_only(matrix))},
+        "jobs": {"drift": common.with_if(job, common.owner_only(matrix))},
     }
 
 
 def workflow_yaml(matrix, pins: Optional[Pins] = None) -> str:
-    return C.dump(workflow(matrix, pins), pins)
+    return common.dump(workflow(matrix, pins), pins)

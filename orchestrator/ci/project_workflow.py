@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from . import common as C
+from . import common
 from .actions import DEFAULT_PINS, Pins
 
 PATH = ".github/workflows/ggml-patch-ci.yml"
@@ -43,7 +43,7 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
     pins = pins or DEFAULT_PINS
     always = "${{ !cancelled() }}"  # each check reports, whatever the one before it did
     steps = [
-        *C.first_steps(pins, extra="test,lint"),
+        *common.first_steps(pins, extra="test,lint"),
         {"name": "Fast tests", "run": FAST_TESTS},
         {"name": "Lint (nox -s lint's commands)", "if": always, "run": LINT},
         {
@@ -56,7 +56,7 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
         {"name": "zizmor", "if": always, "env": {"GH_TOKEN": "${{ github.token }}"}, "run": ZIZMOR},
     ]
     oldest = [
-        *C.first_steps(pins, extra="test,plot,lint", python=OLDEST_PYTHON),
+        *common.first_steps(pins, extra="test,plot,lint", python=OLDEST_PYTHON),
         {"name": "Unit tests", "run": "python -m pytest -m unit -q\n"},
     ]
     return {
@@ -65,11 +65,13 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
         "permissions": {},
         "concurrency": {"group": "ggml-patch-ci-${{ github.ref }}", "cancel-in-progress": True},
         "jobs": {
-            "checks": C.job("Tests and workflow checks", 30, steps),
-            "oldest-python": C.job(f"Install and unit tests on Python {OLDEST_PYTHON}", 15, oldest),
+            "checks": common.job("Tests and workflow checks", 30, steps),
+            "oldest-python": common.job(
+                f"Install and unit tests on Python {OLDEST_PYTHON}", 15, oldest
+            ),
         },
     }
 
 
 def workflow_yaml(matrix, pins: Optional[Pins] = None) -> str:
-    return C.dump(workflow(matrix, pins), pins)
+    return common.dump(workflow(matrix, pins), pins)

@@ -20,7 +20,7 @@ import yaml
 
 from ..config import Matrix, _line_for
 from ..errors import ConfigError
-from . import common as C
+from . import common
 from .actions import DEFAULT_PINS, Pins, uses
 from .runners import retired_message
 
@@ -155,15 +155,15 @@ echo "pins=$pins" >> "$GITHUB_OUTPUT"
 
 
 def _plan_job(matrix: Matrix, pins: Pins) -> dict:
-    guard = C.owner_only(
+    guard = common.owner_only(
         matrix
     )  # scheduled runs only where the schedule belongs; manual runs anywhere
     head = {"if": f"github.event_name != 'schedule' || {guard}"} if guard else None
     steps = [
-        *C.first_steps(pins),
+        *common.first_steps(pins),
         {"name": "Resolve every git ref to a commit", "id": "pins", "run": _PLAN},
     ]
-    return C.job(
+    return common.job(
         "Plan: one commit per git ref",
         15,
         steps,
@@ -172,7 +172,7 @@ def _plan_job(matrix: Matrix, pins: Pins) -> dict:
     )
 
 
-_RUN_CELL = f"""args=(--pins "{C.PINS_FILE}" --profile "$PROFILE" --target "$TARGET" --backend "$BACKEND" --results "$RESULTS")
+_RUN_CELL = f"""args=(--pins "{common.PINS_FILE}" --profile "$PROFILE" --target "$TARGET" --backend "$BACKEND" --results "$RESULTS")
 if [ -n "$REQUIRE_BACKEND" ]; then args+=(--require-backend "$REQUIRE_BACKEND"); fi
 if [ "$BUILD_ONLY" = true ]; then args+=(--build-only); fi
 ggml-patch matrix "${{args[@]}}"
@@ -185,7 +185,7 @@ echo "$root/bin" >> "$GITHUB_PATH"
 
 CCACHE_DIR = "${{ github.workspace }}/.ccache"
 RUN_ID = "${{ github.run_id }}"
-DOWNLOADS_PATH = f"{C.WORKSPACE_CACHE}/downloads"
+DOWNLOADS_PATH = f"{common.WORKSPACE_CACHE}/downloads"
 # paths relative to the workspace: the aggregate's bundle builds (bundle/<target>/) hit the objects
 # of the cpu legs (cells/<target>-cpu/), whose ccache it restores
 CCACHE_ENV = {
@@ -213,7 +213,7 @@ def bundle_legs(
     return legs
 
 
-SNAPSHOTS_PATH = f"{C.WORKSPACE_CACHE}/snapshots.git"
+SNAPSHOTS_PATH = f"{common.WORKSPACE_CACHE}/snapshots.git"
 
 
 def snapshots_key(profile: str, target: str) -> str:
@@ -230,7 +230,7 @@ def ccache_key(profile: str, target: str, backend: str) -> str:
 def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
     ccache = ccache_key("${{ matrix.profile }}", "${{ matrix.target }}", "${{ matrix.backend }}")
     always = "${{ !cancelled() }}"
-    downloads = C.cache_step(
+    downloads = common.cache_step(
         "Source downloads", DOWNLOADS_PATH, "${{ matrix.downloads-key }}", pins, action="cache"
     )
     setup, cuda = "matrix.setup", "CUDA toolkit from PyPI (nvcc, cuBLAS; no GPU: build only)"
@@ -239,7 +239,7 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
     cell_env = {k.upper().replace("-", "_"): f"${{{{ matrix.{k} }}}}" for k in keys}
     # after the cell, for the aggregate's bundle: its snapshot repository, not imported again
     snapshots = snapshots_key("${{ matrix.profile }}", "${{ matrix.target }}")
-    hand_over = C.cache_step(
+    hand_over = common.cache_step(
         "Hand the snapshots to the bundle", SNAPSHOTS_PATH, snapshots, pins, action="cache/save"
     )
     summary = 'if [ -f "$RESULTS/summary.md" ]; then cat "$RESULTS/summary.md" >> "$GITHUB_STEP_SUMMARY"; fi\n'
@@ -247,7 +247,7 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
     # matrix.yaml's line); a second reporter would annotate every failure twice
     # LEG_RESULTS holds one folder, named as the artifact: downloads never collide
     month = {"retention-days": 30}
-    upload = C.upload_step(
+    upload = common.upload_step(
         "the cell's results", always, "${{ matrix.artifact }}", LEG_RESULTS, pins, **month
     )
     return {
@@ -259,24 +259,24 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
         "continue-on-error": "${{ !matrix.required }}",
         "permissions": {"contents": "read"},
         "strategy": {"fail-fast": False, "matrix": {"include": leg_list}},
-        "env": {**C.CACHE_ENV, **CCACHE_ENV},
+        "env": {**common.CACHE_ENV, **CCACHE_ENV},
         "steps": [
             # a leg that builds a fork's code (git) neither restores nor saves the shared pip cache
-            *C.first_steps(pins, cache="${{ !matrix.git && 'pip' || '' }}"),
+            *common.first_steps(pins, cache="${{ !matrix.git && 'pip' || '' }}"),
             INSTALL_CCACHE,
             # Per leg: each cell compiles a different tree
-            C.cache_step("ccache", CCACHE_DIR, ccache + RUN_ID, pins, ccache, action="cache"),
-            C.with_if(downloads, "matrix.downloads-key != ''"),
-            C.restore_mirrors(pins, when="matrix.git"),
+            common.cache_step("ccache", CCACHE_DIR, ccache + RUN_ID, pins, ccache, action="cache"),
+            common.with_if(downloads, "matrix.downloads-key != ''"),
+            common.restore_mirrors(pins, when="matrix.git"),
             {
                 "name": "Vulkan (Mesa lavapipe)",
                 "if": f"{setup} == 'vulkan-lavapipe'",
                 "run": f"bash {VULKAN_SETUP}",
             },
             {"name": cuda, "if": f"{setup} == 'cuda-pypi'", "run": _CUDA_SETUP},
-            C.PINS_FILE_STEP,
+            common.PINS_FILE_STEP,
             {"name": "Run the cell", "env": cell_env, "run": _RUN_CELL},
-            C.with_if(hand_over, "matrix.hand-over"),
+            common.with_if(hand_over, "matrix.hand-over"),
             {
                 "name": "Job summary",
                 "if": always,
@@ -294,24 +294,26 @@ BUNDLE_AUTHOR = '--author "$GITHUB_ACTOR <$GITHUB_ACTOR_ID+$GITHUB_ACTOR@users.n
 
 def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
     profiles = list(dict.fromkeys(g.split(GROUP_SEP)[0] for g in groups))
-    steps: list[dict] = [*C.first_steps(pins, extra="plot")]  # the bundle's training-loss plot
+    steps: list[dict] = [*common.first_steps(pins, extra="plot")]  # the bundle's training-loss plot
     # each pinned target's cpu leg's ccache (the bundle's verification build hits its objects) and
     # snapshot repository (each sdist imported once per run: several legs' repositories merge, their
     # objects and refs named by content)
     bundled = bundle_legs(matrix, profiles).items()
     ccache = [(f"ccache (the {t}/cpu leg's)", ccache_key(p, t, "cpu")) for t, (p, _) in bundled]
     steps += [INSTALL_CCACHE] if ccache else []
-    steps += [C.cache_step(name, CCACHE_DIR, key + RUN_ID, pins, key) for name, key in ccache]
+    steps += [common.cache_step(name, CCACHE_DIR, key + RUN_ID, pins, key) for name, key in ccache]
     steps += [
-        C.cache_step(f"Snapshots (the {t}/cpu leg's)", SNAPSHOTS_PATH, snapshots_key(p, t), pins)
+        common.cache_step(
+            f"Snapshots (the {t}/cpu leg's)", SNAPSHOTS_PATH, snapshots_key(p, t), pins
+        )
         for t, (p, _) in bundled
     ]
     keys = dict.fromkeys(
         k for p in profiles for t, _ in matrix.cells(p) if (k := downloads_key(matrix, t.name))
     )
-    steps += [C.cache_step("Source downloads", DOWNLOADS_PATH, k, pins) for k in keys]
+    steps += [common.cache_step("Source downloads", DOWNLOADS_PATH, k, pins) for k in keys]
     if any(t.source.kind == "git" for p in profiles for t, _ in matrix.cells(p)):
-        steps.append(C.restore_mirrors(pins))
+        steps.append(common.restore_mirrors(pins))
     # every artifact holds one folder named as itself: merged into cells/ they never collide
     download = {
         "pattern": f"{ARTIFACT_PREFIX}{ARTIFACT_SEP}*",
@@ -319,7 +321,7 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
         "merge-multiple": True,
     }
     steps += [
-        C.PINS_FILE_STEP,
+        common.PINS_FILE_STEP,
         {
             "name": "Download every cell's results",
             "uses": uses("download-artifact", pins),
@@ -327,7 +329,7 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
         },
     ]
     for p in groups:
-        merge, bundle = C.step_id("merge", p), C.step_id("bundle", p)
+        merge, bundle = common.step_id("merge", p), common.step_id("bundle", p)
         extra, fatal = (
             GROUP_SEP in p,
             p == DEFAULT_PROFILE,
@@ -347,7 +349,7 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
             summary = f'cat merged/{p}/summary.md >> "$GITHUB_STEP_SUMMARY"\n'
             steps.append({"name": f"Summary ({p})", "if": merged, "run": summary})
         steps.append(
-            C.upload_step(
+            common.upload_step(
                 f"the merged results ({p})", merged, f"ggml-patch-results-{p}", f"merged/{p}", pins
             )
         )
@@ -356,17 +358,17 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
         # the default profile's bundle also needs every leg done: a leg that uploaded nothing
         # (a timeout) is missing from the merge, not failed in it
         when = merged.replace(" }}", " && needs.cell.result == 'success' }}") if fatal else merged
-        run = f'ggml-patch bundle --pins "{C.PINS_FILE}" --results merged/{p} --out bundle/{p} {BUNDLE_AUTHOR}\n'
+        run = f'ggml-patch bundle --pins "{common.PINS_FILE}" --results merged/{p} --out bundle/{p} {BUNDLE_AUTHOR}\n'
         bundled_ok = f"${{{{ !cancelled() && steps.{bundle}.outcome == 'success' }}}}"
         steps.append({"name": f"Bundle ({p})", "id": bundle, "if": when, **soft, "run": run})
         steps.append(
-            C.upload_step(
+            common.upload_step(
                 f"the bundle ({p})", bundled_ok, f"ggml-patch-bundle-{p}", f"bundle/{p}", pins
             )
         )
     others = [p for p in groups if p != DEFAULT_PROFILE and GROUP_SEP not in p]
     if others:
-        ids = (C.step_id(k, p) for p in others for k in ("merge", "bundle"))
+        ids = (common.step_id(k, p) for p in others for k in ("merge", "bundle"))
         failed = " || ".join(f"steps.{i}.outcome == 'failure'" for i in ids)
         warning = (
             'echo "::warning title=ggml-patch::a merge or bundle of a profile other than '
@@ -382,8 +384,8 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
         "needs": ["plan", "cell"],
         "if": "${{ !cancelled() && needs.plan.result == 'success' }}",
     }
-    env = {**C.CACHE_ENV, **CCACHE_ENV} if ccache else C.CACHE_ENV
-    return C.job("Merge, summary and bundle per profile", 90, steps, head, env=env)
+    env = {**common.CACHE_ENV, **CCACHE_ENV} if ccache else common.CACHE_ENV
+    return common.job("Merge, summary and bundle per profile", 90, steps, head, env=env)
 
 
 def drift_profile(matrix: Matrix) -> str:
@@ -397,25 +399,25 @@ _REPORT_ISSUE = (
 
 
 def _report_job(matrix: Matrix, pins: Pins) -> Optional[dict]:
-    if not (guard := C.owner_only(matrix)):
+    if not (guard := common.owner_only(matrix)):
         return None  # no owning repository named: no issue is ever written
     profile = drift_profile(matrix)
     steps = (
-        [C.restore_mirrors(pins)]
+        [common.restore_mirrors(pins)]
         if any(t.source.kind == "git" for t, _ in matrix.cells(profile))
         else []
     )
     merged = {"name": f"ggml-patch-results-{DEFAULT_PROFILE}", "path": f"merged/{DEFAULT_PROFILE}"}
     download = {"continue-on-error": True, "uses": uses("download-artifact", pins), "with": merged}
-    status = C.STATUS.format(f'--pins "{C.PINS_FILE}" --profile "{profile}" --json')
+    status = common.STATUS.format(f'--pins "{common.PINS_FILE}" --profile "{profile}" --json')
     steps += [
-        C.PINS_FILE_STEP,
+        common.PINS_FILE_STEP,
         {"name": f"The merged results ({DEFAULT_PROFILE})", **download},
         {"name": f"Status of the {profile} profile at the plan's commits", "run": status},
     ]
     run_if = f"${{{{ !cancelled() && needs.plan.result == 'success' && {guard} }}}}"
     head = {"needs": ["plan", "aggregate"], "if": run_if}
-    return C.issue_job(
+    return common.issue_job(
         "Drift issue", 30, pins, steps, {}, _REPORT_ISSUE.format(default=DEFAULT_PROFILE), **head
     )
 
@@ -457,7 +459,7 @@ def actionlint_config(matrix: Matrix) -> str:
     runners = (r for b in matrix.backends.values() for r in b.all_runners())
     labels = sorted({lab for r in runners for lab in _labels(r) if not _HOSTED.match(lab)})
     body = {"self-hosted-runner": {"labels": labels}}
-    return C.HEADER + "\n" + yaml.dump(body, sort_keys=False, default_flow_style=False)
+    return common.HEADER + "\n" + yaml.dump(body, sort_keys=False, default_flow_style=False)
 
 
 def nox_cells_json(matrix: Matrix) -> str:
@@ -482,4 +484,4 @@ def nox_cells_json(matrix: Matrix) -> str:
 def workflow_yaml(
     matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Optional[Pins] = None
 ) -> str:
-    return C.dump(workflow(matrix, profiles, pins), pins)
+    return common.dump(workflow(matrix, profiles, pins), pins)

@@ -57,9 +57,11 @@ def run(args, matrix, cache) -> ExitCode:
     for warning in unschedulable_targets(matrix, args.profile or None):
         print(f"ggml-patch: warning: {warning}", file=sys.stderr)
     if args.check:
-        stale = [
-            problem for path, text in files.items() if (problem := _stale(path, text, matrix.path))
-        ]
+        stale = []
+        for path, text in files.items():
+            problem = _stale(path, text, matrix.path)
+            if problem:
+                stale.append(problem)
         if stale:
             verb = "generate" if all(p.endswith(": missing") for p in stale) else "regenerate"
             raise ConfigError("; ".join(stale) + f"; {verb} it with `{regenerate_command(args)}`")

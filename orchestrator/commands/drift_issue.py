@@ -30,6 +30,19 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--repo", required=True, metavar="OWNER/NAME", help="the repository the issue lives in"
     )
+    p.add_argument(
+        "--bot",
+        metavar="LOGIN",
+        default="github-actions[bot]",
+        help="the account the token writes as: only an issue it wrote (with the tool's label) is "
+        "the drift issue (default: github-actions[bot], the workflows' GITHUB_TOKEN)",
+    )
+    p.add_argument(
+        "--proven",
+        metavar="FILE",
+        help="the record of legs proven on github.com (.github/ggml-patch-proven.yaml): a "
+        "failing cell without a proven leg is marked not yet proven on GitHub",
+    )
     add_api_url(p)
     add_seconds(p, "--timeout", 30.0, "API timeout in seconds (default: 30)")
     p.add_argument(
@@ -60,7 +73,7 @@ def run_url(env=os.environ) -> str:
 
 def run(args, matrix, cache) -> ExitCode:
     from .. import untrusted
-    from ..ci import drift_issue as D
+    from ..ci import drift_issue, proven
     from ..model.results import load_results
     from ..upstream import github
     from ..upstream.github_api import body_json
@@ -73,13 +86,17 @@ def run(args, matrix, cache) -> ExitCode:
             f"{repo}); --dry-run sends nothing and needs none"
         )
     if not Path(args.status).exists():
-        raise ConfigError(f"{args.status}: no such file ({D.STATUS_JSON})")
-    status = D.read_status(untrusted.load_json(args.status, "status"), args.status)
+        raise ConfigError(f"{args.status}: no such file ({drift_issue.STATUS_JSON})")
+    status = drift_issue.read_status(untrusted.load_json(args.status, "status"), args.status)
     results = None
     if args.results:
         p = Path(args.results)
-        results = D.read_results(load_results(p / "results.json" if p.is_dir() else p)[0])
-    client = D.IssuesClient(args.api_url, repo, token, args.timeout)
+        loaded = load_results(p / "results.json" if p.is_dir() else p)[0]
+        proven_cells = None
+        if args.proven:
+            proven_cells = proven.cells(proven.load(Path(args.proven)), loaded.profile or "")
+        results = drift_issue.read_results(loaded, proven_cells)
+    client = drift_issue.IssuesClient(args.api_url, repo, token, args.timeout, args.bot)
     if args.dry_run:
         print(
             "dry run: nothing sent; without --dry-run (and with "
@@ -87,11 +104,11 @@ def run(args, matrix, cache) -> ExitCode:
         )
     # reading changes nothing (a dry run without a token: none)
     found = client.find() if token else None
-    action, _ = D.decide(
+    action, _ = drift_issue.decide(
         found, status, results, run_url(), _dt.datetime.now(_dt.timezone.utc), args.partial
     )
     if args.dry_run:
-        for req in D.find_requests():
+        for req in drift_issue.find_requests():
             print(f"GET {client.url(req.path)}  (finds the issue by its marker, every page)")
         print(
             f"found: #{found.number} ({'open' if found.open else 'closed'})"
@@ -99,7 +116,7 @@ def run(args, matrix, cache) -> ExitCode:
             else "found: none"
         )
         print(f"decision: {action.kind}: {action.why}")
-        for req in D.requests_for(action):
+        for req in drift_issue.requests_for(action):
             print(
                 "\n"
                 + shown_request(req.method, client.url(req.path), token, body_json(req.payload)),

@@ -123,15 +123,19 @@ def never_reported(matrix, profile: str, present: set[str]) -> list:
     from ..model.results import Cell, CellStatus
 
     why = "no results: its CI leg never reported (timed out, cancelled or died before uploading)"
-    return [
-        Cell(
-            cell=c,
-            target=t.name,
-            backend=b.name,
-            layout=t.layout,
-            status=CellStatus.ERROR,
-            reason=why,
+    missing = []
+    for t, b in matrix.cells(profile):
+        name = f"{t.name}/{b.name}"
+        if name in present:
+            continue
+        missing.append(
+            Cell(
+                cell=name,
+                target=t.name,
+                backend=b.name,
+                layout=t.layout,
+                status=CellStatus.ERROR,
+                reason=why,
+            )
         )
-        for t, b in matrix.cells(profile)
-        if (c := f"{t.name}/{b.name}") not in present
-    ]
+    return missing

@@ -37,7 +37,7 @@ def run(args, matrix, cache) -> ExitCode:
 
     from ..errors import ConfigError
     from ..model.layout import LAYOUTS
-    from ..patchset import topic_new as T
+    from ..patchset import topic_new
     from ..patchset.files import load_queue
     from ..patchset.queue import QUEUE_FILE
     from ..untrusted import read_optional
@@ -46,7 +46,7 @@ def run(args, matrix, cache) -> ExitCode:
 
     queue = load_queue(matrix)  # a broken queue is refused before anything is written
     queue_file = matrix.queue_dir / QUEUE_FILE
-    T.check_name(args.name, matrix.queue_dir, queue.names())
+    topic_new.check_name(args.name, matrix.queue_dir, queue.names())
     for i, dep in enumerate(args.after):
         queue.topic(dep, where=f"--after[{i}]")
     layout = args.layout or matrix.series_layout
@@ -61,33 +61,36 @@ def run(args, matrix, cache) -> ExitCode:
             change = change_of(root, args.rev)
         except GitError as e:
             raise ConfigError(f"--from {args.rev!r}: {e.reason} (in {root})") from None
-        commits = [T.Commit(*c) for c in change.commits]
+        commits = [topic_new.Commit(*c) for c in change.commits]
         if not commits:
             raise ConfigError(f"--from {args.rev!r}: no commit in that range")
         where = f"--from {args.rev}"
         diff = change.diff
         url = remote_url(root)
-        shown = T.without_credentials(url) if url else str(root)
+        shown = topic_new.without_credentials(url) if url else str(root)
         origin = f"{shown} {change.head}" if len(commits) == 1 else f"{shown} {args.rev}"
     else:
         path = Path(args.from_diff).expanduser()
         if not path.is_file():
             raise ConfigError(f"--from-diff: {path}: no such file")
-        diff = T.read_diff_file(path)
+        diff = topic_new.read_diff_file(path)
         header = diff.split("diff --git ", 1)[0]
-        subject = T.parse_subject(header) or f"apply {path.name}"
+        subject = topic_new.parse_subject(header) or f"apply {path.name}"
         author = (
-            T.parse_author(header) or "ggml-patch topic new <ggml-patch@users.noreply.github.com>"
+            topic_new.parse_author(header)
+            or "ggml-patch topic new <ggml-patch@users.noreply.github.com>"
         )
         date = today.strftime("%a, %d %b %Y 00:00:00 +0000")
-        commits = [T.Commit(T.NO_SHA, author, date, subject, "")]
+        commits = [topic_new.Commit(topic_new.NO_SHA, author, date, subject, "")]
         where = str(path)
         origin = f"diff file {path.name}"
-    series = T.make_series(where, diff, commits, layout, matrix.series_layout)
-    summary = T.one_line(args.summary or commits[0].subject)
-    meta = T.topic_yaml(summary, T.one_line(args.origin or origin), list(args.after), today)
+    series = topic_new.make_series(where, diff, commits, layout, matrix.series_layout)
+    summary = topic_new.one_line(args.summary or commits[0].subject)
+    meta = topic_new.topic_yaml(
+        summary, topic_new.one_line(args.origin or origin), list(args.after), today
+    )
     listed = read_optional(queue_file, "queue", root=matrix.queue_dir)
-    d = T.write_topic(matrix.queue_dir, args.name, series, meta, listed)
+    d = topic_new.write_topic(matrix.queue_dir, args.name, series, meta, listed)
     load_queue(matrix)  # what was written reads back as a valid queue
     print(f"topic {args.name} (local): {d}")
     for p in series.patches:

@@ -28,8 +28,26 @@ from ..patchset.render import render
 from ..patchset.series import Series
 from ..vcs.runner import error_line
 from ..vcs.snapshots import SnapshotRepo, Worktree
-from . import status as S
-from .status import CLEAN, CONFLICTED, MERGED, PRESENT, Conflict, PatchResult, TargetStatus
+from .status import (
+    CLEAN,
+    CONFLICTED,
+    MERGED,
+    NOT_APPLICABLE,
+    NOT_TRIED,
+    OPT_HEADER,
+    PRESENT,
+    UNAVAILABLE,
+    UNREACHABLE,
+    Conflict,
+    PatchResult,
+    TargetStatus,
+    conflict_regions,
+    content_present,
+    failed_hunk,
+    modified_fix_files,
+    not_applicable_reason,
+    target_status,
+)
 
 Thunk = Callable[[], None]
 
@@ -78,9 +96,9 @@ def _snapshot_or_reason(target: Target, cache: Cache, repo: SnapshotRepo):
     try:
         return sources.snapshot(target.source, cache, repo), None, None
     except sources.SourceUnreachable as e:
-        return None, S.UNREACHABLE, str(e)
+        return None, UNREACHABLE, str(e)
     except SourceUnavailable as e:
-        return None, S.UNAVAILABLE, str(e)
+        return None, UNAVAILABLE, str(e)
 
 
 def check_target(
@@ -97,12 +115,12 @@ def check_target(
         target=target.name,
         layout=layout_name,
         source=source,
-        status=S.NOT_APPLICABLE,
+        status=NOT_APPLICABLE,
         base=snap.commit,
     )
     read_base = lambda p: repo.read_blob(snap.commit, p)  # noqa: E731
-    fix_files = [translate(p, src, layout) for p in S.modified_fix_files(series)]
-    reason = S.not_applicable_reason(fix_files, layout.from_ggml(S.OPT_HEADER), read_base)
+    fix_files = [translate(p, src, layout) for p in modified_fix_files(series)]
+    reason = not_applicable_reason(fix_files, layout.from_ggml(OPT_HEADER), read_base)
     if reason:
         row.detail = reason
         return row
@@ -118,7 +136,7 @@ def check_target(
     trial = Worktree(repo, dirs.trial)
     results, conflict = attempt(trial, snap.commit, rendered, files, before_merge)
     row.patches = results
-    row.status, row.detail = S.target_status(results)
+    row.status, row.detail = target_status(results)
     if conflict:
         row.conflict = leave_for_resolution(
             repo, dirs.resolve, snap.commit, results, files, conflict
@@ -140,7 +158,7 @@ def attempt(
         results.append(PatchResult(name=patch.name, result=result, detail=detail))
         if conflict:
             results += [
-                PatchResult(name=p.name, result=S.NOT_TRIED) for p in rendered.patches[i + 1 :]
+                PatchResult(name=p.name, result=NOT_TRIED) for p in rendered.patches[i + 1 :]
             ]
             return results, conflict
     return results, None
@@ -158,7 +176,7 @@ def _try_patch(
     if plain is None:
         return CLEAN, "", None
     wt.am_abort()
-    if S.content_present(patch, wt.read_file):
+    if content_present(patch, wt.read_file):
         return PRESENT, "its content is already there", None
     before_merge()
     merged = wt.try_am(f, three_way=True)
@@ -177,11 +195,11 @@ def _try_patch(
 
 
 def _conflict(wt: Worktree, patch, plain_output: str, merged_output: str) -> Conflict:
-    path, hunk = S.failed_hunk(patch, plain_output)
+    path, hunk = failed_hunk(patch, plain_output)
     conflicted = wt.conflicted_files()
     if conflicted and path not in conflicted:  # the merge stopped elsewhere than the plain apply
         path, hunk = conflicted[0], "3-way merge conflict"
-    lines = tuple(S.conflict_regions((wt.read_file(path) if path else None) or ""))
+    lines = tuple(conflict_regions((wt.read_file(path) if path else None) or ""))
     # why the 3-way merge stopped: the conflict, or the blobs it lacked, in git's own words
     reason = error_line(merged_output, prefer=("CONFLICT (", "error: sha1 information is lacking"))
     return Conflict(patch=patch.name, file=path or "", hunk=hunk, lines=lines, reason=reason)
@@ -206,7 +224,7 @@ def leave_for_resolution(
             wt.am_abort()  # it applied in the trial worktree a moment ago; leave a clean stop
     wt.try_am(*files[k:], three_way=True)
     text = wt.read_file(conflict.file) if conflict.file else None
-    lines = tuple(S.conflict_regions(text or "")) or conflict.lines
+    lines = tuple(conflict_regions(text or "")) or conflict.lines
     return conflict.model_copy(update={"worktree": str(path), "lines": lines})
 
 

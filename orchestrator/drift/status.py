@@ -101,7 +101,8 @@ def target_status(results: list[PatchResult]) -> tuple[str, str]:
 
 def short_name(patch_name: str) -> str:
     """0001-ggml-opt-zero-....patch -> 0001 (the table's width; JSON keeps the whole name)."""
-    return m.group(1) if (m := re.match(r"^(\d+)-", patch_name)) else patch_name
+    m = re.match(r"^(\d+)-", patch_name)
+    return m.group(1) if m else patch_name
 
 
 def exit_code(rows: list[TargetStatus]) -> ExitCode:
@@ -117,11 +118,12 @@ def exit_code(rows: list[TargetStatus]) -> ExitCode:
 def modified_fix_files(series: Series) -> list[str]:
     """Files the fix changes (outside tests/) that must exist before it: not the ones it creates."""
     fix = set(series.fix_paths())
-    return list(
-        dict.fromkeys(
-            f.path for p in series.patches for f in p.files if f.path in fix and not is_new_file(f)
-        )
-    )
+    changed: list[str] = []
+    for p in series.patches:
+        for f in p.files:
+            if f.path in fix and not is_new_file(f) and f.path not in changed:
+                changed.append(f.path)
+    return changed
 
 
 def not_applicable_reason(
@@ -156,12 +158,11 @@ def _file_present(f: FileDiff, current: Optional[str]) -> bool:
 
 def added_runs(f: FileDiff) -> list[list[str]]:
     """Each maximal run of added lines of a file diff, without the newlines."""
-    runs = [
-        [line.value.rstrip("\n") for line in run]
-        for hunk in unidiff.PatchSet(f.text)[0]
-        for added, run in itertools.groupby(hunk, key=lambda line: line.is_added)
-        if added
-    ]
+    runs = []
+    for hunk in unidiff.PatchSet(f.text)[0]:
+        for added, run in itertools.groupby(hunk, key=lambda line: line.is_added):
+            if added:
+                runs.append([line.value.rstrip("\n") for line in run])
     return [r for r in runs if any(x.strip() for x in r)]
 
 

@@ -14,9 +14,8 @@ from ..config import Matrix
 from ..patchset.files import load_queue
 from ..patchset.queue import Queue, Topic
 from ..records import Record
-from . import status as S
 from .check import status_of_targets
-from .status import PatchResult, TargetStatus
+from .status import PatchResult, TargetStatus, target_status
 
 NOT_TRIED = "not tried"  # an earlier topic conflicts there: git am stopped before this one
 NOT_APPLIED = "not applied"  # merged upstream or dropped: the queue does not carry it
@@ -67,8 +66,8 @@ def split_by_topic(queue: Queue, row: TargetStatus) -> dict[str, TopicOnTarget]:
                 status=NOT_TRIED, detail="an earlier topic's patch conflicts there"
             )
         else:
-            status, detail = S.target_status(_own_names(mine, t))
-            out[t.name] = TopicOnTarget(status=status, detail=detail)
+            word, detail = target_status(_own_names(mine, t))
+            out[t.name] = TopicOnTarget(status=word, detail=detail)
     return out
 
 

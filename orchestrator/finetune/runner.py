@@ -53,7 +53,7 @@ from ..vcs.snapshots import SnapshotRepo
 from ..verdicts.training import can_plot
 from . import results as ft
 from . import section as evidence_section
-from . import tiny_model as tm
+from . import tiny_model
 from .bundle import PLOT
 
 BUILD_SUBDIR = "build-finetune"
@@ -187,7 +187,7 @@ def model_file(
         prefix=cache.scratch_prefix("vocab"), dir=cache.scratch()
     ) as scratch:
         (Path(scratch) / Path(vocab_name).name).write_bytes(vocab)
-        made = tm.make(Path(scratch) / Path(vocab_name).name, path, seed)
+        made = tiny_model.make(Path(scratch) / Path(vocab_name).name, path, seed)
     meta = {k: v for k, v in asdict(made).items() if k != "path"} | {
         "vocab_file": vocab_name,
         "gguf": version("gguf"),
@@ -198,7 +198,10 @@ def model_file(
 
 
 def gather_inputs(
-    ctx: CellContext, snap: Snapshot, log: Callable[[str], None], seed: int = tm.DEFAULT_SEED
+    ctx: CellContext,
+    snap: Snapshot,
+    log: Callable[[str], None],
+    seed: int = tiny_model.DEFAULT_SEED,
 ) -> Inputs:
     """Model, texts, program, flags and toolchain, read from the snapshot repository (not the
     worktree: a cached result needs no worktree and no lock). One line (exit 2) when the tree has
@@ -228,7 +231,9 @@ def gather_inputs(
     program = hashlib.sha256(blob(ft.PROGRAM_SOURCE)).hexdigest()
     pretrain, pretrain_paths = data_files(ctx.cache, [(f, blob(f)) for f in ft.PRETRAIN_FILES])
     data, data_paths = data_files(ctx.cache, [(f, blob(f)) for f in ft.DATA_FILES])
-    model, model_path = model_file(ctx.cache, tm.DEFAULT_VOCAB, blob(tm.DEFAULT_VOCAB), seed, log)
+    model, model_path = model_file(
+        ctx.cache, tiny_model.DEFAULT_VOCAB, blob(tiny_model.DEFAULT_VOCAB), seed, log
+    )
     flags = {
         "definitions": [list(d) for d in DEFINITIONS],
         "cmake": ctx.module.configure_flags(ctx.backend),

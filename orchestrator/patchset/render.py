@@ -26,11 +26,9 @@ def render(
     one that registers its tests adds the registration again, before the file adding the test."""
     registration, dst_registration = src.prefix + REGISTRATION_FILE, dst.prefix + REGISTRATION_FILE
     other_project = src.name != dst.name
-    regs = (
-        []
-        if other_project
-        else [f for p in series.patches for f in p.files if f.path == registration]
-    )
+    regs = []
+    if not other_project:
+        regs = [f for p in series.patches for f in p.files if f.path == registration]
     base_text = base_file(dst_registration) if regs else None
     stale = {f.path for f in regs if _made_for_another_file(f, base_text)}
     if src == dst and not stale:

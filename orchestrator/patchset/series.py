@@ -20,8 +20,8 @@ _DIFF_START = re.compile(r"^diff --git ", re.M)
 _SIGNATURE = re.compile(r"\n-- \n[0-9][^\n]*\n\s*\Z")
 _GIT_HEADER = re.compile(r"^diff --git a/\S+ b/\S+$")
 HEADER_PATH = re.compile(
-    r"^(diff --git a/)(\S+)( b/)(\S+)$|^(--- a/|\+\+\+ b/|rename "
-    r"from |rename to |copy from |copy to )(.+)$"
+    r"^(diff --git a/)(\S+)( b/)(\S+)$"
+    r"|^(--- a/|\+\+\+ b/|rename from |rename to |copy from |copy to )(.+)$"
 )
 
 
@@ -36,11 +36,9 @@ class FileDiff:
     def added_content(self) -> Optional[str]:
         """The whole file, when the diff creates it; else None."""
         pf = _parse_one(self.text, self.path)
-        return (
-            "".join(line.value for hunk in pf for line in hunk if line.is_added)
-            if pf.is_added_file
-            else None
-        )
+        if not pf.is_added_file:
+            return None
+        return "".join(line.value for hunk in pf for line in hunk if line.is_added)
 
 
 @dataclass(frozen=True)
@@ -83,13 +81,11 @@ class Series:
         return [p for p in self.paths() if not p.startswith("tests/") and "/tests/" not in p]
 
     def gate_test_source(self) -> Optional[str]:
-        files = (
-            f
-            for p in self.patches
-            for f in p.files
-            if PurePosixPath(f.path).name == f"{GATE_TEST}.cpp"
-        )
-        return next((f.added_content for f in files), None)
+        for p in self.patches:
+            for f in p.files:
+                if PurePosixPath(f.path).name == f"{GATE_TEST}.cpp":
+                    return f.added_content
+        return None
 
 
 _CONVERTED = re.compile(
@@ -129,9 +125,18 @@ def _validated_path(name: str, chunk: str) -> str:
     if "GIT binary patch" in chunk or re.search(r"^Binary files .* differ$", chunk, re.M):
         raise ConfigError(f"{name}: binary diff in '{first}'; the series must be text")
     header = itertools.takewhile(lambda line: not line.startswith("@@"), chunk.split("\n"))
-    found = [m for line in header if (m := HEADER_PATH.match(line))]
-    paths = [p for m in found for p in ((m.group(2), m.group(4)) if m.group(1) else (m.group(6),))]
-    for p in (p for p in paths if p != "/dev/null"):
+    paths = []
+    for line in header:
+        m = HEADER_PATH.match(line)
+        if m is None:
+            continue
+        if m.group(1):  # diff --git a/X b/Y
+            paths += [m.group(2), m.group(4)]
+        else:  # ---, +++, rename or copy
+            paths.append(m.group(6))
+    for p in paths:
+        if p == "/dev/null":
+            continue
         pp = PurePosixPath(p)
         if pp.is_absolute() or ".." in pp.parts or p.startswith("/"):
             raise ConfigError(f"{name}: path '{p}' escapes the source tree")

@@ -54,9 +54,10 @@ def _case(
     name = CONTROL_GATE_NAME if (variant == "control" and test == GATE_TEST) else test
     classname = "/".join(("ggml-patch", cell.target, cell.backend, variant))
     attrs = {"classname": classname, "name": name, "time": f"{duration or 0:.3f}"}
-    return ET.SubElement(
-        suite, "testcase", {**attrs, **({"file": file} if (file := suite.get("file")) else {})}
-    )
+    file = suite.get("file")
+    if file:
+        attrs["file"] = file
+    return ET.SubElement(suite, "testcase", attrs)
 
 
 def _mark(case: ET.Element, kind: str, message: str, kind_type: str = "", text: str = "") -> None:
@@ -134,12 +135,14 @@ def _test_case(
     if t.outcome != Outcome.PASSED:
         line = t.failure_line or t.summary_line or ""
         what = f"{test} {t.outcome}" + (" without the fix" if variant == "control" else "")
-        entries = (
-            [e for e in cell.attribution or [] if e.test == test] if variant == "patched" else []
-        )
+        entries = []
+        if variant == "patched":
+            entries = [e for e in cell.attribution or [] if e.test == test]
         # " [regression]", " [pre-existing, unknown]"
         labels = ", ".join(dict.fromkeys(str(e.label) for e in entries))
-        message = (f"{what}: {line}" if line else what) + (f" [{labels}]" if labels else "")
+        message = f"{what}: {line}" if line else what
+        if labels:
+            message += f" [{labels}]"
         _mark(case, "failure", message, str(t.outcome), _detail(t, log_tail, entries))
 
 

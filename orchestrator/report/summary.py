@@ -76,11 +76,12 @@ def _test_cell(rec: Optional[VariantRecord], test: str) -> str:
 def summary_markdown(results: Results) -> str:
     cells = results.cells
     good = sum(1 for c in cells if c.status == CellStatus.PASSED)
-    others = ", ".join(
-        f"{n} {st}"
-        for st in (CellStatus.FAILED, CellStatus.ERROR, CellStatus.BUILD_ONLY, CellStatus.SKIPPED)
-        if (n := sum(1 for c in cells if c.status == st))
-    )
+    counts = []
+    for st in (CellStatus.FAILED, CellStatus.ERROR, CellStatus.BUILD_ONLY, CellStatus.SKIPPED):
+        n = sum(1 for c in cells if c.status == st)
+        if n:
+            counts.append(f"{n} {st}")
+    others = ", ".join(counts)
     series = results.series
     out = [
         f"# ggml-patch matrix: {good}/{len(cells)} cells passed"
@@ -106,12 +107,13 @@ def summary_markdown(results: Results) -> str:
     out += ["", "## Why", "", *(f"- **{c.cell}**: {c.status} — {c.reason}" for c in cells)]
     out += [*_not_run_section(results), *_device_section(results), *_attribution_section(cells)]
     out += [*_mutants_section(results), *_competing_section(results), *_training_section(cells)]
-    sources = [
-        f"| {c.cell} | {s.description if s else '—'} | `{(s and s.base_commit or '')[:12]}` | "
-        f"`{(s and s.upstream_commit or '—')[:12]}` | `{(c.patched_commit or '')[:12]}` |"
-        for c in cells
-        for s in [c.source]
-    ]
+    sources = []
+    for c in cells:
+        s = c.source
+        sources.append(
+            f"| {c.cell} | {s.description if s else '—'} | `{(s and s.base_commit or '')[:12]}` | "
+            f"`{(s and s.upstream_commit or '—')[:12]}` | `{(c.patched_commit or '')[:12]}` |"
+        )
     out += _table(
         "## Sources", "| cell | source | base commit | upstream commit | patched commit |", sources
     )
@@ -160,13 +162,15 @@ def _tally(rec: Optional[VariantRecord], test: str, device: str) -> str:
     rows = [r for r in t.rows if r.device == device]
     ok = sum(1 for r in rows if r.status == RowStatus.OK)
     skipped = sum(1 for r in rows if r.status == RowStatus.SKIPPED)
-    text = (
-        f"{ok}/{len(rows) - skipped}" + (f" ({skipped} skipped)" if skipped else "") if rows else ""
-    )
+    text = ""
+    if rows:
+        text = f"{ok}/{len(rows) - skipped}"
+        if skipped:
+            text += f" ({skipped} skipped)"
     if t.stopped_on == device:
-        text = (
-            text + ", " if text else ""
-        ) + f"**{t.outcome}{' (' + t.signal + ')' if t.signal else ''} here**"
+        signal = f" ({t.signal})" if t.signal else ""
+        here = f"**{t.outcome}{signal} here**"
+        text = f"{text}, {here}" if text else here
     return text or "—"
 
 
@@ -174,12 +178,13 @@ def _first_fail(rec: Optional[VariantRecord], test: str, device: str) -> Optiona
     """The test's first FAIL line on that device (the gate's own
     line; test-opt's as "test-opt: sgd FAIL")."""
     t = rec.test(test) if rec else None
-    fail = (
-        next((r for r in t.rows if r.device == device and r.status == RowStatus.FAIL), None)
-        if t
-        else None
-    )
-    return (fail.line or f"{test}: {fail.key} FAIL") if fail else None
+    if not t:
+        return None
+    fails = (r for r in t.rows if r.device == device and r.status == RowStatus.FAIL)
+    fail = next(fails, None)
+    if not fail:
+        return None
+    return fail.line or f"{test}: {fail.key} FAIL"
 
 
 def _device_section(results: Results) -> list[str]:
@@ -191,20 +196,21 @@ def _device_section(results: Results) -> list[str]:
             v for v in recs.values() if not v.variant.startswith((MUTANT_PREFIX, COMPETING_PREFIX))
         ]
         # every device a test printed a row for or stopped on, in the order met
-        met = (
-            d
-            for rec in ran
-            for t in rec.tests.values()
-            for d in [*(r.device for r in t.rows), t.stopped_on]
-        )
+        met: list[Optional[str]] = []
+        for done in ran:
+            for t in done.tests.values():
+                met += [r.device for r in t.rows]
+                met.append(t.stopped_on)
         for dev in dict.fromkeys(d for d in met if d):
             for variant, label in (("patched", "with fix"), ("control", "without fix")):
                 rec = recs.get(variant)
                 if rec is None:
                     continue
-                fails = [
-                    f for f in (_first_fail(rec, t, dev) for t in (UPSTREAM_TEST, GATE_TEST)) if f
-                ]
+                fails = []
+                for test in (UPSTREAM_TEST, GATE_TEST):
+                    first = _first_fail(rec, test, dev)
+                    if first:
+                        fails.append(first)
                 rows.append(
                     f"| {c.cell} | {dev} | {label} | {_tally(rec, UPSTREAM_TEST, dev)} | "
                     f"{_tally(rec, GATE_TEST, dev)} | {'; '.join(f'`{f}`' for f in fails) or '—'} |"
@@ -218,14 +224,14 @@ def _device_section(results: Results) -> list[str]:
 
 
 def _not_run_section(results: Results) -> list[str]:
-    rows = [
-        f"| {c.cell} | {name} | {t.skipped or ''} |"
-        for c in results.cells
-        for rec in results.records_of(c.cell).values()
-        if rec.variant == "patched"
-        for name, t in rec.tests.items()
-        if t.outcome == Outcome.SKIPPED
-    ]
+    rows = []
+    for c in results.cells:
+        for rec in results.records_of(c.cell).values():
+            if rec.variant != "patched":
+                continue
+            for name, t in rec.tests.items():
+                if t.outcome == Outcome.SKIPPED:
+                    rows.append(f"| {c.cell} | {name} | {t.skipped or ''} |")
     intro = (
         "Not run in any variant (with the fix, without it, with a mutant), and not built. Without "
         "test-opt the control's verdict rests on the gate alone, and its reason says so."
@@ -286,11 +292,11 @@ def _competing_section(results: Results) -> list[str]:
         for r in results.competing_of(c.cell):
             info, j = r.competing, r.judged
             verdict = j.verdict if j else r.status
-            why = (
-                f"{j.failing_test}: `{j.failure_line}`"
-                if j and j.failure_line
-                else (j.reason if j else "")
-            )
+            why = ""
+            if j and j.failure_line:
+                why = f"{j.failing_test}: `{j.failure_line}`"
+            elif j:
+                why = j.reason
             if info and info.skipped:
                 why = info.skipped
             src = f"[{info.date}]({info.url})" if info else ""

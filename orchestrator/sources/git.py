@@ -94,8 +94,8 @@ def snapshot(source: GitSource, cache: Cache, repo: SnapshotRepo) -> Snapshot:
         tree = sub_tree
     spec = hashlib.sha256(repr((subdir, submodules)).encode()).hexdigest()[:12]
     message = (
-        f"snapshot of {redact(url)} at {commit}\n\nupstream-commit: "
-        f"{commit}\nsubdirectory: {subdir or '.'}\n"
+        f"snapshot of {redact(url)} at {commit}\n\nupstream-commit: {commit}\n"
+        f"subdirectory: {subdir or '.'}\n"
         + "".join(
             f"submodule: {p} {v['commit']}\n" for p, v in provenance.get("submodules", {}).items()
         )

@@ -52,8 +52,8 @@ def snapshot(source: LocalSource, cache: Cache, repo: SnapshotRepo) -> Snapshot:
         f"({state}{', uncommitted changes' if dirty else ''})"
     )
     message = (
-        f"snapshot of local checkout {root}\n\nhead: {head or '-'}\nuncommitted-changes: "
-        f"{str(dirty).lower()}\nsubdirectory: {subdir or '.'}\n"
+        f"snapshot of local checkout {root}\n\nhead: {head or '-'}\n"
+        f"uncommitted-changes: {str(dirty).lower()}\nsubdirectory: {subdir or '.'}\n"
     )
     root_hash = hashlib.sha256(str(root).encode()).hexdigest()[:10]
     ref = f"refs/snapshots/local/{slug(root.name)}-{root_hash}"

@@ -396,7 +396,13 @@ def _tar_capped(argv: list[str], archive: Path, key: str) -> subprocess.Complete
         assert proc.stdin is not None
         try:
             with gzip.open(archive, "rb") as src:
-                while (block := src.read(1 << 20)) and (total := total + len(block)) <= cap:
+                while True:
+                    block = src.read(1 << 20)
+                    if not block:
+                        break
+                    total += len(block)
+                    if total > cap:
+                        break
                     proc.stdin.write(block)
         except BrokenPipeError:
             pass  # tar stopped reading: its exit status says why

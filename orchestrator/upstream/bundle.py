@@ -25,7 +25,7 @@ from ..errors import (
     ConfigError,
     SeriesDoesNotApply,
 )
-from ..finetune import bundle as tuned
+from ..finetune import bundle as training_evidence
 from ..model.results import Cell, CellStatus, Outcome, Results, Verdict, load_results
 from ..patchset.files import documented_topic, load_series, write_patches
 from ..patchset.render import rendered_for_target
@@ -313,8 +313,8 @@ def bundle_target(
     base = _same(cells, "base commit", lambda c: c.source.base_commit if c.source else None)
     patched = _same(cells, "patched commit", lambda c: c.patched_commit)
     source = cells[0].source.to_json() if cells[0].source else {}
-    finetune = tuned.for_target(
-        tuned.load(opts.results_dir), target_name, base, results.series.sha256, opts.log
+    finetune = training_evidence.for_target(
+        training_evidence.load(opts.results_dir), target_name, base, results.series.sha256, opts.log
     )
     target = matrix.target(target_name)
     work = cache.root / "bundle" / slug(target_name)
@@ -381,7 +381,7 @@ def bundle_target(
                 t.with_fix, t.without_fix, Path(tmp) / TRAINING_PLOT, title
             ).read_bytes()
     if plots and finetune:
-        files_text[tuned.PLOT] = tuned.plot_png(finetune)
+        files_text[training_evidence.PLOT] = training_evidence.plot_png(finetune)
     files = {name: hashlib.sha256(_bytes(data)).hexdigest() for name, data in files_text.items()}
     man = manifest(
         target=target_name,

@@ -11,22 +11,22 @@ import unidiff
 
 from ..model.results import Results
 from ..redact import redact
-from . import cover as C
-from . import manifest as M
 from . import pr_body, readiness
-from . import views as B
 from .authorship import COMMITTER, Identity
+from .cover import Cover, problems
+from .manifest import CoverInfo, Readiness
 from .policy import DerivedPolicy
 from .sync import compare, parse_sync_script, sync_script_for
+from .views import pr_title
 
 
 @dataclass(frozen=True)
 class Documents:
     files: dict[str, str]
     policy: DerivedPolicy
-    readiness: M.Readiness
+    readiness: Readiness
     draft_reasons: list[str]
-    cover: C.Cover
+    cover: Cover
 
     @property
     def draft(self) -> bool:
@@ -36,7 +36,7 @@ class Documents:
         self, author: Identity, assistant: Optional[str], bundle_commit: str
     ) -> dict[str, Any]:
         """manifest.json's policy, readiness, draft, cover and authorship keys (upstream/manifest.py)."""
-        cover = M.CoverInfo(path=self.cover.path, present=self.cover.text is not None)
+        cover = CoverInfo(path=self.cover.path, present=self.cover.text is not None)
         return {
             "policy": self.policy.to_json(),
             "readiness": self.readiness.to_json(),
@@ -56,7 +56,7 @@ class Documents:
 def documents(
     *,
     policy: DerivedPolicy,
-    cover: C.Cover,
+    cover: Cover,
     results: Results,
     results_sha256: str,
     target: str,
@@ -88,11 +88,11 @@ def documents(
             finetune=finetune,
         )
         texts = {
-            "PR_TITLE": B.pr_title(commits) + "\n",
+            "PR_TITLE": pr_title(commits) + "\n",
             "PR_BODY.md": pr_body.body(policy.template, cover, data),
             "ISSUE.md": pr_body.issue(results, target, commits, names, repo, finetune=finetune),
         }
-        cover_problems = C.problems(cover, policy.template)
+        cover_problems = problems(cover, policy.template)
     # a target verified through another's sync: what that sync script carries
     script = None if policy.takes_pull_request else sync_script_for(policy.role_value.changes_go_to)
     text = read_file(script) if script else None

@@ -29,6 +29,16 @@ BACKOFF_ENV = (
     "GGML_PATCH_HTTP_BACKOFF"  # another factor (seconds; 0: retry at once), e.g. for tests
 )
 RETRY_AFTER_MAX = 60.0  # a longer Retry-After is reported, not slept through
+# GitHub asks for at least a minute after a rate limit that does not say how long
+RATE_LIMIT_WAIT = 60.0
+# retried after a 5xx or a read timeout: sending them twice does what sending them once does.
+# A POST is not: it may have opened an issue whose answer was lost (the caller looks, then decides)
+IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "PATCH", "DELETE"})
+sleep: Callable[[float], None] = time.sleep  # every wait between tries; tests replace it
+
+
+class NoAnswer(GitHubUnreachable):
+    """The request was sent and no answer came in time: it may have been carried out."""
 
 
 class _Retry(Retry):
@@ -43,11 +53,27 @@ class _Retry(Retry):
         fresh.deadline = self.deadline
         return fresh
 
+    def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
+        # a rate-limited request was not carried out: any method may be sent again after the wait
+        if status_code == 429 or (status_code == 403 and has_retry_after):
+            return bool(self.total)
+        return super().is_retry(method, status_code, has_retry_after)
+
+    def wait(self, response=None) -> float:
+        """Seconds before the next try: Retry-After, else a minute after a rate limit, else the
+        backoff."""
+        after = self.get_retry_after(response) if response is not None else None
+        if after is not None:
+            return after
+        if response is not None and response.status == 429:
+            return RATE_LIMIT_WAIT
+        return self.get_backoff_time()
+
     def sleep(self, response=None) -> None:
+        seconds = self.wait(response)
         if self.deadline is not None:  # the wait itself is not the server's time
-            after = self.get_retry_after(response) if response is not None else None
-            self.deadline.restart(after if after is not None else self.get_backoff_time())
-        super().sleep(response)
+            self.deadline.restart(seconds)
+        sleep(seconds)
         if self.deadline is not None:
             self.deadline.restart()
 
@@ -92,7 +118,7 @@ def retry_policy(deadline: Optional[_Deadline] = None) -> Retry:
         redirect=0,
         backoff_factor=_backoff(),
         status_forcelist=(429, 500, 502, 503, 504),
-        allowed_methods=None,  # POSTs too: a repeated comment is harmless, an issue is found by its marker
+        allowed_methods=IDEMPOTENT,  # a POST only after a rate limit (is_retry) or no connection
         raise_on_status=False,  # the last answer comes back and is reported as such
         raise_on_redirect=False,
     )
@@ -170,8 +196,11 @@ def send(
         )
     except requests.RequestException as e:
         retry = "check --api-url and the network, then retry"
-        if isinstance(e, requests.Timeout):
+        if isinstance(e, requests.Timeout) and not isinstance(e, requests.ConnectTimeout):
             why = f"no answer within {timeout:g} s (timed out); {retry}"
+            raise NoAnswer(redact(f"{api_url}: {why}", (token,))) from None
+        if isinstance(e, requests.Timeout):
+            why = f"no connection within {timeout:g} s (timed out); {retry}"
         elif isinstance(e, requests.ConnectionError):
             why = (
                 "connection refused" if "refused" in str(e).lower() else "cannot connect"

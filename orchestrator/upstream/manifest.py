@@ -9,8 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Optional, Union
 
-from pydantic import ConfigDict, Field
-from pydantic import StringConstraints as Pattern
+from pydantic import ConfigDict, Field, StringConstraints
 
 from ..errors import ConfigError
 from ..model.results import Provenance
@@ -19,7 +18,7 @@ from ..records import Record, parse
 from ..urls import git_url_problem
 from ..verdicts.known_limits import KnownLimit
 
-Layout = Annotated[str, Pattern(pattern=r"^[A-Za-z0-9._-]+$")]
+Layout = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]+$")]
 PULL_REQUEST, VERIFY_ONLY = "pull-request", "verify-only"
 DEFAULT_MAX_COMMENT_LINES = 2  # ggml-patch's own standard where the target states none
 

@@ -14,8 +14,16 @@ from typing import Any, Callable, Optional, Sequence
 from pydantic import PrivateAttr
 
 from ..config import Upstream
-from . import manifest as M
-from .manifest import Evidence, Policy, Role, Rule  # declared once, as manifest.json holds them
+from .manifest import (  # declared once, as manifest.json holds them
+    PULL_REQUEST,
+    VERIFY_ONLY,
+    Evidence,
+    Heading,
+    Policy,
+    Role,
+    Rule,
+    TemplateInfo,
+)
 
 POLICY_FILES = ("AGENTS.md", "CONTRIBUTING.md")
 # where GitHub looks for a single pull request template, in its order
@@ -24,7 +32,6 @@ TEMPLATE_FILES = tuple(
     for d in (".github/", "", "docs/")
     for n in ("pull_request_template.md", "PULL_REQUEST_TEMPLATE.md")
 )
-DEFAULT_MAX_COMMENT_LINES = M.DEFAULT_MAX_COMMENT_LINES
 
 MAX_LINE = 2000  # characters of one line the rules look at: a rule is one short line, not a blob
 _FENCE = re.compile(r"^\s*(```|~~~)")
@@ -87,11 +94,11 @@ class Template:
     def headings(self) -> list[str]:
         return [s.heading for s in self.sections]
 
-    def record(self) -> M.TemplateInfo:
+    def record(self) -> TemplateInfo:
         """What manifest.json keeps of the template."""
-        headings = [M.Heading(text=s.heading, line=s.line) for s in self.sections]
+        headings = [Heading(text=s.heading, line=s.line) for s in self.sections]
         fixed = [s.heading for s in self.sections if s.fixed]
-        return M.TemplateInfo(
+        return TemplateInfo(
             file=self.file, headings=headings, fixed_sections=fixed, disclosure=self.disclosure
         )
 
@@ -361,14 +368,14 @@ def derive(
     else:  # never api by default: that is only for a fork the user declares
         submit = Rule("manual", rules["automated_submission_forbidden"].evidence)
     if submit.value == "none":
-        kind, evidence = M.VERIFY_ONLY, goes_to.evidence + submit.evidence
+        kind, evidence = VERIFY_ONLY, goes_to.evidence + submit.evidence
         text = (
             f"verified through {goes_to.value}'s sync"
             if goes_to.value
             else "verify only (submit: none)"
         )
     else:
-        kind, evidence = M.PULL_REQUEST, repo.evidence + submit.evidence
+        kind, evidence = PULL_REQUEST, repo.evidence + submit.evidence
         how = (
             "by hand"
             if submit.value == "manual"

@@ -9,7 +9,7 @@ import re
 import unicodedata
 from typing import Optional
 
-from ..finetune import results as ft
+from ..finetune import results as finetune_results
 from ..finetune.bundle import PLOT
 from ..model.layout import GATE_TEST, UPSTREAM_TEST
 from ..model.results import Provenance, Results
@@ -17,9 +17,9 @@ from ..redact import redact
 from ..verdicts import known_limits as limits
 from ..verdicts.competing import first_failing_line
 from ..verdicts.mutants import tally_line
-from . import cover as C
-from . import views as B
+from . import cover
 from .policy import Template, _disclosure_prefix, strip_blank
+from .views import NOT_RUN, WARNING_TITLE, device_text, one_line, skipped_tests, toolchain_lines
 
 DATA_HEADING = re.compile(r"^additional information$", re.I)
 _ASCII = dict(
@@ -146,13 +146,13 @@ def short_cell_table(results: Results, target: str) -> list[str]:
     for c in results.cells_of(target):
         recs = results.records_of(c.cell)
         patched, control = recs.get("patched"), recs.get("control")
-        device = B.device_text(c.device) or NONE
+        device = device_text(c.device) or NONE
         ctl = NONE
         if control and control.verdict:
             failing = [t for t in (UPSTREAM_TEST, GATE_TEST) if control.outcome(t) == "failed"]
             ctl = f"{control.verdict}" + (f" ({', '.join(failing)} fail)" if failing else "")
-        elif c.status in B.NOT_RUN:
-            ctl = f"{c.status}: {B.one_line(c.reason)[:80]}"
+        elif c.status in NOT_RUN:
+            ctl = f"{c.status}: {one_line(c.reason)[:80]}"
         out.append(
             f"| {_v(c.cell)} | {_cell_text(device)[:60]} | {_code(_summary(patched, UPSTREAM_TEST))} | "
             f"{_code(_summary(patched, GATE_TEST))} | {_cell_text(ctl)} |"
@@ -223,7 +223,7 @@ def evidence(
     toolchain: dict,
     repo: Optional[str],
     known_limits: tuple[limits.KnownLimit, ...] = (),
-    finetune: Optional[ft.FinetuneResults] = None,
+    finetune: Optional[finetune_results.FinetuneResults] = None,
 ) -> list[str]:
     """Everything the tool puts under "Additional information", ASCII: what a reviewer needs first
     visible, the rest in <details> blocks. `known_limits`: patches/known-limits.yaml."""
@@ -264,16 +264,11 @@ def evidence(
     ]
     record += [f"| series sha256 | `{results.series.sha256}` |"]
     # ascii_text maps each character alone: a whole note is the same as its values one by one
-    notes = [
-        f"- {c.cell} device: {B.device_text(c.device)}" for c in cells if B.device_text(c.device)
-    ]
+    notes = [f"- {c.cell} device: {device_text(c.device)}" for c in cells if device_text(c.device)]
+    notes += [f"- {c.cell} {c.status}: {one_line(c.reason)}" for c in cells if c.status in NOT_RUN]
+    skipped = skipped_tests(results, target)
     notes += [
-        f"- {c.cell} {c.status}: {B.one_line(c.reason)}" for c in cells if c.status in B.NOT_RUN
-    ]
-    skipped = B.skipped_tests(results, target)
-    notes += [
-        f"- {cell}: {test} not run on this backend: {B.one_line(why)}"
-        for cell, test, why in skipped
+        f"- {cell}: {test} not run on this backend: {one_line(why)}" for cell, test, why in skipped
     ]
     for c, control in _controls(results, target):
         if control:
@@ -292,7 +287,7 @@ def evidence(
     out += _details("Base commits", base_rows(results, target, repo))
     out += _details(
         "Toolchain",
-        [ascii_text(f"- {name}: {value}") for name, value in B.toolchain_lines(toolchain)],
+        [ascii_text(f"- {name}: {value}") for name, value in toolchain_lines(toolchain)],
     )
     return [
         redact(line) for line in out
@@ -302,7 +297,7 @@ def evidence(
 def visible_lines(text: str) -> list[str]:
     """The non-blank lines GitHub shows before anything is opened (a <details> block's summary line only)."""
     out, depth = [], 0
-    for line in C.visible(text).split("\n"):
+    for line in cover.visible(text).split("\n"):
         opens, closes = line.count("<details"), line.count("</details>")
         if depth == 0 and line.strip():
             out.append(line)
@@ -318,14 +313,14 @@ def banner(draft_reasons: list[str], warnings: list[str]) -> list[str]:
     out: list[str] = []
     for head, items in (
         (caution, draft_reasons),
-        (["> [!WARNING]", f"> {B.WARNING_TITLE}:"], warnings),
+        (["> [!WARNING]", f"> {WARNING_TITLE}:"], warnings),
     ):
         if items:
-            out += [*head, *(f"> - {ascii_text(B.one_line(x))}" for x in items), ""]
+            out += [*head, *(f"> - {ascii_text(one_line(x))}" for x in items), ""]
     return out
 
 
-def body(template: Optional[Template], cov: C.Cover, data: list[str]) -> str:
+def body(template: Optional[Template], cov: cover.Cover, data: list[str]) -> str:
     """PR_BODY.md without the banner: the template's sections filled from the cover (a fixed one as it is)."""
     if template is None:  # no template: the cover as written, the data after it
         return "\n".join([(cov.text or "").rstrip("\n"), "", *data]).lstrip("\n") + "\n"
@@ -333,7 +328,7 @@ def body(template: Optional[Template], cov: C.Cover, data: list[str]) -> str:
     # the template's disclosure line gets the contributor's answer in place of its placeholder
     disclosure, answer = (
         template.disclosure and template.disclosure.text,
-        C.disclosure(cov, template).answer,
+        cover.disclosure(cov, template).answer,
     )
     for s in template.sections:
         out += [f"## {s.heading}", ""]
@@ -345,7 +340,7 @@ def body(template: Optional[Template], cov: C.Cover, data: list[str]) -> str:
                     for ln in s.lines
                 ]
             )
-        elif mine is not None and C.visible(mine.text).strip():
+        elif mine is not None and cover.visible(mine.text).strip():
             out += [mine.text]
         elif not data_here:
             out += strip_blank(s.lines)  # the template's placeholder, as the template has it
@@ -363,7 +358,7 @@ def issue(
     commits: list,
     patch_names: list[str],
     repo: Optional[str],
-    finetune: Optional[ft.FinetuneResults] = None,
+    finetune: Optional[finetune_results.FinetuneResults] = None,
 ) -> str:
     """ISSUE.md: the reproduction on the pinned base, nothing else (the toy training table stays in summary.md)."""
     out = ["## Reproduction", ""] + base_rows(results, target, repo)[:-1]
@@ -394,19 +389,19 @@ def _cell_text(value: str) -> str:
     return ascii_text(" ".join(str(value).split())).replace("|", "/")
 
 
-def finetune_summary(results: Optional[ft.FinetuneResults]) -> list[str]:
+def finetune_summary(results: Optional[finetune_results.FinetuneResults]) -> list[str]:
     """The fine-tuning verdicts in one visible line, with the plot's file name (tables folded)."""
     if results is None or not results.runs:
         return []
     cases = "; ".join(
         f"{v.optimizer} lr {v.lr:g} opt_period {v.opt_period}: {v.label}"
-        for v in ft.verdicts(results)
+        for v in finetune_results.verdicts(results)
     )
-    floor = ft.noise_floor(results).floor
+    floor = finetune_results.noise_floor(results).floor
     line = f"Fine-tuning (upstream llama-finetune, held-out eval loss, noise floor {floor:.3g}): {cases or 'no case with both builds'}."
     return [ascii_text(line), f"Plot: `{PLOT}` in the bundle."]
 
 
-def finetune_lines(results: Optional[ft.FinetuneResults], level: str) -> list[str]:
+def finetune_lines(results: Optional[finetune_results.FinetuneResults], level: str) -> list[str]:
     """results/evidence/finetune.json (validated) as data (finetune/results.py writes it), ASCII."""
-    return [ascii_text(line) for line in ft.pr_lines(results, level, _cell_text)]
+    return [ascii_text(line) for line in finetune_results.pr_lines(results, level, _cell_text)]

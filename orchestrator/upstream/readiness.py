@@ -11,7 +11,7 @@ from typing import Iterable, Optional
 
 import unidiff
 
-from . import cover as C
+from . import cover
 from .manifest import FAIL, PASS, WARN, Check, Readiness
 from .policy import DerivedPolicy, Evidence, Policy, sections
 from .sync import SyncMap, SyncReport
@@ -305,8 +305,8 @@ def check_new_tests(policy: Policy, new_files: list[tuple[str, str]]) -> Check:
     return Check("new-test-files", WARN, why, tuple(tests), rule.evidence)
 
 
-def check_issue(policy: Policy, cov: C.Cover) -> Check:
-    ref = C.issue_reference(cov)
+def check_issue(policy: Policy, cov: cover.Cover) -> Check:
+    ref = cover.issue_reference(cov)
     rule = policy.rule("issue_first").evidence
     if ref:
         return Check("issue-referenced", PASS, f"{ref.text}", (ref.where,), rule)
@@ -317,8 +317,8 @@ def check_issue(policy: Policy, cov: C.Cover) -> Check:
     )
 
 
-def check_disclosure(policy: DerivedPolicy, cov: C.Cover) -> Check:
-    d = C.disclosure(cov, policy.template)
+def check_disclosure(policy: DerivedPolicy, cov: cover.Cover) -> Check:
+    d = cover.disclosure(cov, policy.template)
     rule = policy.rule("disclosure_required").evidence
     if d.status == "answered":
         return Check("disclosure", PASS, f"answered: {d.answer[:80]}", (d.where,), rule)
@@ -342,7 +342,7 @@ def check_disclosure(policy: DerivedPolicy, cov: C.Cover) -> Check:
     return Check("disclosure", WARN, what + cited, (d.where,), rule + ((tline,) if tline else ()))
 
 
-def check_cover(cov: C.Cover, problems: list[str]) -> Check:
+def check_cover(cov: cover.Cover, problems: list[str]) -> Check:
     if not problems:
         return Check("cover-written", PASS, f"{cov.path}: every section written")
     why = f"{cov.path} not written yet: the bundle stays a draft (the words are the contributor's)"
@@ -412,7 +412,7 @@ def check_sync(
     return Check("sync", PASS, f"{sync.script} carries the whole series: {carried}", rule=ev)
 
 
-def check_related(policy: Policy, cov: C.Cover, related: tuple) -> Check:
+def check_related(policy: Policy, cov: cover.Cover, related: tuple) -> Check:
     """Every open pull request of patches/related-upstream.yaml is referenced in cover.md (its URL
     or #N): upstream asks a contributor to find an existing PR for the same change and talk there."""
     rule = policy.rule("existing_pr_first").evidence
@@ -421,7 +421,7 @@ def check_related(policy: Policy, cov: C.Cover, related: tuple) -> Check:
         return Check(
             "related-pr-referenced", PASS, "no open related pull request recorded", rule=rule
         )
-    text = C.visible(cov.text or "")
+    text = cover.visible(cov.text or "")
     missing = [r for r in open_prs if not r.referenced_in(text)]
     if not missing:
         why = f"{cov.path} references {', '.join(f'#{r.number}' for r in open_prs)}"
@@ -442,7 +442,7 @@ def run(
     policy: DerivedPolicy,
     patches: list[tuple[str, str]],
     texts: dict[str, str],
-    cov: Optional[C.Cover],
+    cov: Optional[cover.Cover],
     cover_problems: list[str],
     sync: Optional[SyncMap] = None,
     sync_report: Optional[SyncReport] = None,

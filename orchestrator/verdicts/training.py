@@ -50,11 +50,10 @@ def table_markdown(patched: list[EpochLoss], control: list[EpochLoss]) -> str:
     ]
     for n in sorted(by_epoch):
         # the program prints %.6g: :g gives back exactly what results.json holds
-        cols = [
-            f"{getattr(e, k):g}" if e else "—"
-            for e in by_epoch[n]
-            for k in ("train_loss", "eval_loss")
-        ]
+        cols = []
+        for epoch in by_epoch[n]:
+            for k in ("train_loss", "eval_loss"):
+                cols.append(f"{getattr(epoch, k):g}" if epoch else "—")
         lines.append(f"| {n} | " + " | ".join(cols) + " |")
     return "\n".join(lines) + "\n"
 

@@ -284,7 +284,8 @@ def test_readiness_lists_only_the_contributor_s_words_as_open(real_run):
     assert "known-wrong fixes:" in body and "killed by test-opt alone" in body
     # the failing line of test-opt's new cases before the fix, visible
     assert (
-        "\ntest_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, "
+        "\n"
+        "test_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, "
         "subtest=weights, optimizer=adamw): FAIL\n"
     ) in body.split("<details>", 1)[0]
     assert "| competing fix | date | verdict | test | first failing line |" in body

@@ -92,8 +92,8 @@ def drift(tool_cache, tmp_path_factory):
         )
     targets["fork-tag"] = f"layout: llama.cpp\nsource: {{kind: git, url: '{fork}', ref: v-near}}\n"
     targets["offline"] = (
-        "layout: llama.cpp\nsource: {kind: git, url: "
-        "'http://127.0.0.1:9/llama.cpp.git', ref: master}\n"
+        "layout: llama.cpp\n"
+        "source: {kind: git, url: 'http://127.0.0.1:9/llama.cpp.git', ref: master}\n"
     )
     matrix_path = write_matrix(tmp, targets)
     cache = seeded_cache(tmp / "cache", tool_cache)
@@ -243,8 +243,9 @@ def test_command_prints_the_conflict_with_its_worktree(drift):
 
 
 def test_queue_shows_each_topic_where_status_finds_it_and_its_last_verdicts(drift, tmp_path):
-    """`ggml-patch queue`: the queue's one topic on a target it applies to, one that merged it and
-    one without ggml-opt (the same words as `status`); its last verdict per cell from results.json."""
+    """`ggml-patch queue`: the queue's one topic on a target it applies to, one that merged it
+    and one without ggml-opt (the same words as `status`); its last verdict per cell from
+    results.json."""
     from ..helpers.samples import results_dir, sample
 
     _, cache, matrix, _ = drift

@@ -16,11 +16,11 @@ from orchestrator.vcs.snapshots import FIXED_IDENTITY, SnapshotRepo, Worktree
 from ..helpers.tools import git, run_tool
 
 MESSAGES = [
-    "ggml-opt : zero gradient accumulators each period\n\nThe "
-    "accumulators are never zeroed.\nSecond line.\n",
+    "ggml-opt : zero gradient accumulators each period\n\nThe accumulators are never zeroed.\n"
+    "Second line.\n",
     # a body ending in a line that looks like "key: value" but is data, kept as it is
-    "tests : add test-x\n\nWithout the fix it fails:\n\n  device=CPU "
-    "opt_period=1: FAIL at step 2: w=0.25 expected 0.5\n",
+    "tests : add test-x\n\nWithout the fix it fails:\n\n"
+    "  device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5\n",
 ]
 
 

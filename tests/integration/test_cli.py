@@ -102,8 +102,8 @@ def test_unknown_target_and_backend(repo_root, tmp_path):
 def test_malformed_matrix_names_file_line_and_key(tmp_path):
     m = tmp_path / "matrix.yaml"
     m.write_text(
-        "queue: {path: patches, layout: llama.cpp}\ntargets: "
-        "{}\nbackends:\n  cpu: {timeout: -1}\nprofiles: {}\n"
+        "queue: {path: patches, layout: llama.cpp}\ntargets: {}\nbackends:\n  cpu: {timeout: -1}\n"
+        "profiles: {}\n"
     )
     line = _one_line_error(_run("matrix", "--matrix", str(m)), 2)
     assert f"{m}:" in line

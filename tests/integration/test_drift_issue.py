@@ -30,10 +30,11 @@ RUN = {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": REPO, "GI
 
 
 class FakeGitHub:
-    """Just enough of the issues API, with state: issues (open and closed, state_reason), labels,
-    comments; list issues as GitHub does (state, optional labels, per_page capped at 100, pages
-    with a Link header, newest first); faults to inject (answered once each, in order); every
-    request recorded."""
+    """Just enough of the issues API, with state: issues (open and closed, state_reason, the
+    author: the token's bot), labels, comments; list issues as GitHub does (state, optional labels,
+    per_page capped at 100, pages with a Link header, newest first); faults to inject (answered
+    once each, in order; `carried_out` ones after the request took effect, as a lost answer);
+    every request recorded."""
 
     def __init__(self, server: HTTPServer, repo: str = REPO, token: str = TOKEN):
         self.server, self.issues, self.labels, self.comments, self.requests = (
@@ -45,12 +46,14 @@ class FakeGitHub:
         )
         self.repo, self.token = repo, token
         self.faults: list[tuple[str, str, Response]] = []  # (method, path, answer), each used once
+        self.carried_out: list[tuple[str, str, Response]] = []  # answered after doing the request
+        self.bot = D.BOT  # the account the token writes as
         self.queries: list[str] = []
         server.expect_request(re.compile(rf"^/repos/{re.escape(repo)}/.*")).respond_with_handler(
             self.handle
         )
 
-    def add(self, number: int, body: str, labels=(D.LABEL,), state="open", **more) -> None:
+    def add(self, number: int, body: str, labels=(D.LABEL,), state="open", user="", **more) -> None:
         self.issues[number] = {
             "number": number,
             "title": D.TITLE,
@@ -59,6 +62,7 @@ class FakeGitHub:
             "state_reason": None,
             "labels": [{"name": n} for n in labels],
             "html_url": f"https://github.com/{self.repo}/issues/{number}",
+            "user": {"login": user or self.bot},
             **more,
         }
 
@@ -73,6 +77,14 @@ class FakeGitHub:
                 return answer
         if request.headers.get("Authorization") != f"Bearer {self.token}":
             return _json({"message": "Bad credentials"}, 401)
+        answer = self.answer(request, path, body)
+        for i, (method, where, lost) in enumerate(self.carried_out):
+            if method == request.method and where == path:
+                del self.carried_out[i]
+                return lost
+        return answer
+
+    def answer(self, request, path, body):
         if (request.method, path) == ("GET", "/issues"):
             return self.list_issues(request)
         if (request.method, path) == ("POST", "/labels"):
@@ -91,7 +103,10 @@ class FakeGitHub:
             issue = self.issues[int(m[1])]
             if m[2] and request.method == "POST":
                 self.comments.append((issue["number"], body["body"]))
-                return _json({"body": body["body"]}, 201)
+                return _json({"body": body["body"], "user": {"login": self.bot}}, 201)
+            if m[2] and request.method == "GET":
+                on_it = [b for n, b in self.comments if n == issue["number"]]
+                return _json([{"body": b, "user": {"login": self.bot}} for b in on_it])
             if request.method == "PATCH":
                 issue.update(
                     {k: v for k, v in body.items() if k in ("body", "state", "state_reason")}
@@ -235,13 +250,13 @@ def test_opens_one_issue_then_updates_the_same_one(tmp_path, api, gh):
     assert first.stdout.startswith(
         f"drift-issue: opened https://github.com/{REPO}/issues/1 (cambriantech-llama.cpp: conflict)"
     )
-    # looked for among the labelled issues, then all issues (the label may have been removed)
+    # looked for among the labelled issues only: ours carries the label
     assert gh.sent() == [
-        ("GET", "/issues"),
         ("GET", "/issues"),
         ("POST", "/labels"),
         ("POST", "/issues"),
     ]
+    assert "labels=ggml-patch-drift" in gh.queries[0]
     issue = gh.issues[1]
     assert issue["title"] == D.TITLE and [x["name"] for x in issue["labels"]] == [D.LABEL]
     body = issue["body"]
@@ -353,6 +368,28 @@ def test_a_failing_default_cell_opens_it_and_is_remembered_without_results(tmp_p
     assert f"From https://github.com/{REPO}/actions/runs/777" in gh.issues[1]["body"]
 
 
+def test_a_failing_cell_without_a_proven_leg_is_marked_not_yet_proven(tmp_path, api, gh):
+    proven = tmp_path / "proven.yaml"
+    proven.write_text(
+        "proven:\n"
+        "  - {profile: default, target: ggml, backend: vulkan, runs_on: ubuntu-24.04,\n"
+        "     run: 'https://github.com/o/p/actions/runs/9', date: '2026-12-01'}\n"
+    )
+    res = results_dir(tmp_path, **{"ggml/vulkan": "failed", "ggml/cuda": "error"})
+    st = str(status_json(tmp_path, **CLEAN))
+    url = api.url_for("/").rstrip("/")
+    proc = drift(tmp_path, url, "--status", st, "--results", str(res), "--proven", str(proven))
+    assert proc.returncode == 0, proc.stderr
+    body = gh.issues[1]["body"]
+    assert "| ggml/vulkan | failed | ggml/vulkan: failed here |" in body  # proven: required
+    assert "| ggml/cuda | error (not yet proven on GitHub) |" in body
+    proven.write_text("proven:\n  - {profile: default, date: yesterday}\n")
+    line = one_line_error(
+        drift(tmp_path, url, "--status", st, "--results", str(res), "--proven", str(proven)), 2
+    )
+    assert f"{proven}: " in line and "proven" in line, line
+
+
 def test_an_unreachable_source_keeps_its_last_known_status(tmp_path, api, gh):
     url = api.url_for("/").rstrip("/")
     drift(
@@ -417,8 +454,8 @@ def test_dry_run_prints_the_requests_and_sends_nothing(tmp_path, api, gh):
     assert "found: none" in out
     assert "decision: open: ggml-master: conflict" in out
     assert (
-        f"POST {api.url_for('/repos/owner/proj/issues')}\nAuthorization: "
-        "Bearer (GITHUB_TOKEN is not set)" in out
+        f"POST {api.url_for('/repos/owner/proj/issues')}\n"
+        "Authorization: Bearer (GITHUB_TOKEN is not set)" in out
     )
     assert '"title": "ggml-patch: the series drifted or a cell failed"' in out
     assert gh.requests == []
@@ -679,18 +716,110 @@ def test_closed_as_not_planned_is_left_alone_until_it_gets_worse(tmp_path, api, 
     )
 
 
-def test_with_its_label_removed_it_is_still_found_by_its_marker(tmp_path, api, gh):
+def test_with_its_label_removed_it_is_no_longer_ours(tmp_path, api, gh):
+    """The label is half of what makes the issue ours (the other half: the bot wrote it): an
+    unlabelled one is never rewritten; a new one is opened, and the old one named in the log."""
     url = api.url_for("/").rstrip("/")
     n = _opened(tmp_path, gh, url)
     gh.issues[n]["labels"] = []
+    before = gh.issues[n]["body"]
     proc = drift(
         tmp_path,
         url,
         "--status",
         str(status_json(tmp_path, **{**CONFLICT, "continuum": "conflict"})),
     )
-    assert proc.stdout.startswith(f"drift-issue: updated #{n}"), proc.stdout
+    assert proc.stdout.startswith(f"drift-issue: opened https://github.com/{REPO}/issues/{n + 1}")
+    assert len(gh.issues) == 2 and gh.issues[n]["body"] == before
+    assert ("PATCH", f"/issues/{n}") not in gh.sent()
+
+
+def _outsiders_issue(gh: FakeGitHub, number: int) -> None:
+    """Someone else's issue with the marker and a fake state, closed as not planned: taken as
+    ours, it would silence the drift issue for good."""
+    fake = D.State(profile="live", targets={"ggml-master": {"status": "conflict"}})
+    body = D.issue_body(fake, dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc))
+    gh.add(number, body, state="closed", user="mallory", state_reason="not_planned")
+
+
+def test_an_outsiders_marker_issue_is_ignored_and_named_once(tmp_path, api, gh):
+    _outsiders_issue(gh, 3)
+    gh.add(4, D.MARKER + " open, by someone else", user="mallory")
+    url = api.url_for("/").rstrip("/")
+    proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **CONFLICT)))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"drift-issue: opened https://github.com/{REPO}/issues/5")
+    assert gh.issues[5]["user"]["login"] == D.BOT and gh.issues[5]["state"] == "open"
+    assert gh.issues[3]["state"] == "closed" and gh.issues[4]["body"].endswith("someone else")
+    assert not [p for m, p in gh.sent() if m == "PATCH"]
+    named = [ln for ln in proc.stderr.splitlines() if "ignored #" in ln]
+    assert len(named) == 2 and "ignored #3 by mallory" in named[0] + named[1], proc.stderr
+    assert f"not written by {D.BOT} with the label {D.LABEL}" in named[0]
+
+
+def test_another_bot_login_is_configurable(tmp_path, api, gh):
+    gh.bot = "my-app[bot]"
+    url = api.url_for("/").rstrip("/")
+    n = _opened(tmp_path, gh, url)  # written as my-app[bot]: not github-actions[bot]'s
+    st = str(status_json(tmp_path, **{**CONFLICT, "continuum": "conflict"}))
+    proc = drift(tmp_path, url, "--status", st, "--bot", "my-app[bot]")
+    assert proc.stdout.startswith(f"drift-issue: updated #{n}"), proc.stdout + proc.stderr
     assert len(gh.issues) == 1
+
+
+def test_a_502_on_the_issue_post_leaves_exactly_one_issue(tmp_path, api, gh):
+    """GitHub opened the issue but the answer was lost (502): the tool looks again, finds it, and
+    never sends the POST a second time."""
+    gh.carried_out.append(("POST", "/issues", _json({"message": "Server Error"}, 502)))
+    url = api.url_for("/").rstrip("/")
+    proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **CONFLICT)))
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        "unexpected answer 502" in proc.stdout and "looking before sending it again" in proc.stdout
+    )
+    assert "it was carried out: POST /issues not sent again" in proc.stdout
+    assert gh.sent().count(("POST", "/issues")) == 1 and list(gh.issues) == [1]
+
+
+def test_a_502_on_a_post_not_carried_out_is_sent_again_once(tmp_path, api, gh):
+    gh.faults.append(("POST", "/issues", _json({"message": "Server Error"}, 502)))
+    url = api.url_for("/").rstrip("/")
+    proc = drift(tmp_path, url, "--status", str(status_json(tmp_path, **CONFLICT)))
+    assert proc.returncode == 0, proc.stderr
+    assert gh.sent().count(("POST", "/issues")) == 2 and list(gh.issues) == [1]
+
+
+def test_a_lost_comment_is_not_posted_twice(tmp_path, api, gh):
+    url = api.url_for("/").rstrip("/")
+    n = _opened(tmp_path, gh, url)
+    path = f"/issues/{n}/comments"
+    gh.carried_out.append(("POST", path, _json({"message": "Server Error"}, 502)))
+    worse = status_json(tmp_path, **{**CONFLICT, "llama.cpp-master": "not applicable"})
+    proc = drift(tmp_path, url, "--status", str(worse))
+    assert proc.returncode == 0, proc.stderr
+    assert gh.sent().count(("POST", path)) == 1 and ("GET", path) in gh.sent()
+    assert len(gh.comments) == 1 and "Worse since the last update" in gh.comments[0][1]
+
+
+def test_no_answer_in_time_to_the_issue_post_leaves_exactly_one_issue(tmp_path, api):
+    """The POST took effect, its answer came too late (a read timeout): looked for, found."""
+    import time
+
+    def slow(request):
+        answer = gh.handle(request)
+        time.sleep(1.5)  # past --timeout 1; the server answers nothing else meanwhile
+        return answer
+
+    # registered first, so matched before the fake's own handler
+    api.expect_request("/repos/owner/proj/issues", method="POST").respond_with_handler(slow)
+    gh = FakeGitHub(api)
+    url = api.url_for("/").rstrip("/")
+    proc = drift(
+        tmp_path, url, "--status", str(status_json(tmp_path, **CONFLICT)), "--timeout", "1"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "timed out" in proc.stdout and "not sent again" in proc.stdout
+    assert list(gh.issues) == [1]
 
 
 def test_150_newer_labelled_issues_over_two_pages(tmp_path, api, gh):

@@ -117,10 +117,10 @@ def llama_tree(path: Path, header: str, vocab: bool, finetune: bool = True) -> P
 def llama_matrix(tmp: Path, tree: Path) -> Path:
     m = tmp / "matrix.yaml"
     m.write_text(
-        f"queue: {{path: '{ROOT / 'patches'}', layout: llama.cpp}}\nnative_tests: "
-        f"'{ROOT / 'native_tests'}'\ntargets:\n  old-llama:\n    layout: llama.cpp\n    source: "
-        f"{{kind: local, path: '{tree}'}}\nbackends:\n  cpu: {{}}\nprofiles:\n  default: "
-        "{targets: [old-llama], backends: [cpu]}\n"
+        f"queue: {{path: '{ROOT / 'patches'}', layout: llama.cpp}}\n"
+        f"native_tests: '{ROOT / 'native_tests'}'\ntargets:\n  old-llama:\n    layout: llama.cpp\n"
+        f"    source: {{kind: local, path: '{tree}'}}\nbackends:\n  cpu: {{}}\nprofiles:\n"
+        "  default: {targets: [old-llama], backends: [cpu]}\n"
     )
     return m
 

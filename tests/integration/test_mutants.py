@@ -53,8 +53,8 @@ FAIL_LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
 # ---- the mutants step, on a fake project ----
 
 FIXED = (
-    "#!/bin/sh\necho 'device=CPU opt_period=1: OK'\necho '1/1 "
-    "device*opt_period passed, 0 skipped'\nexit 0\n"
+    "#!/bin/sh\necho 'device=CPU opt_period=1: OK'\n"
+    "echo '1/1 device*opt_period passed, 0 skipped'\nexit 0\n"
 )
 FAKE_CMAKE = """cmake_minimum_required(VERSION 3.16)
 project(fake NONE)

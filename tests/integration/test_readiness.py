@@ -54,8 +54,8 @@ def make_series(tmp: Path, commits: list[tuple[str, dict]]) -> list[tuple[str, s
 
 
 FIX = (
-    "int a = 0;\n\n// reset the accumulators at the start of each period\n// "
-    "the loss seed is set to 1 again\nint b = 1;\n"
+    "int a = 0;\n\n// reset the accumulators at the start of each period\n"
+    "// the loss seed is set to 1 again\nint b = 1;\n"
 )
 GOOD = [
     (
@@ -88,8 +88,8 @@ def test_plain_ascii_short_comments_and_module_subjects_pass(tmp_path):
 
 def test_an_em_dash_in_a_commit_message_fails_with_its_line(tmp_path):
     msg = (
-        "ggml-opt : reset the accumulators each period\n\nThe "
-        "accumulators are never zeroed \u2014 ever.\n"
+        "ggml-opt : reset the accumulators each period\n\n"
+        "The accumulators are never zeroed \u2014 ever.\n"
     )
     patches = make_series(tmp_path, [(msg, {"ggml/src/ggml-opt.cpp": FIX})])
     c = checks(llama(), patches)["ascii-commit-messages"]
@@ -119,8 +119,9 @@ def test_a_four_line_comment_fails_with_file_and_line(tmp_path):
 
 def test_a_hard_wrapped_comment_fails(tmp_path):
     wrapped = (
-        "int a = 0;\n\n// With per-step graphs the accumulators outlive every graph, and the reset "
-        "in\n// ggml_opt_alloc runs before the build.\nint b = 1;\n"
+        "int a = 0;\n\n"
+        "// With per-step graphs the accumulators outlive every graph, and the reset in\n"
+        "// ggml_opt_alloc runs before the build.\nint b = 1;\n"
     )
     c = checks(llama(), make_series(tmp_path, [(GOOD[0][0], {"ggml/src/ggml-opt.cpp": wrapped})]))[
         "comment-wrap"
@@ -131,9 +132,10 @@ def test_a_hard_wrapped_comment_fails(tmp_path):
 
 def test_two_sentences_on_two_lines_are_not_a_wrap(tmp_path):
     two = (
-        "int a = 0;\n\n// grad_accs is indexed by forward-graph node and was sized "
-        "from the first graph:\n// a per-step graph with a different node count "
-        "would read past its end below.\nint b = 1;\n"
+        "int a = 0;\n\n"
+        "// grad_accs is indexed by forward-graph node and was sized from the first graph:\n"
+        "// a per-step graph with a different node count would read past its end below.\n"
+        "int b = 1;\n"
     )
     got = checks(llama(), make_series(tmp_path, [(GOOD[0][0], {"ggml/src/ggml-opt.cpp": two})]))
     assert got["comment-wrap"].status == R.PASS and got["comment-length"].status == R.PASS

@@ -56,9 +56,10 @@ def test_exit_codes_and_signals(tmp_path):
 def test_the_timeout_kills_the_program_and_its_children(tmp_path):
     pid_file = tmp_path / "child.pid"
     body = (
-        "import subprocess\np = subprocess.Popen([sys.executable, '-c', 'import time; "
-        f"time.sleep(60)'])\nopen({str(pid_file)!r}, "
-        "'w').write(str(p.pid))\nprint('started', flush=True)\ntime.sleep(60)"
+        "import subprocess\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(p.pid))\nprint('started', flush=True)\n"
+        "time.sleep(60)"
     )
     t0 = time.monotonic()
     run = run_program("prog", script(tmp_path, body), 1.5, {}, tmp_path / "d.log")

@@ -132,8 +132,9 @@ class NoMutants(SkipsTestOpt):
 
 
 def test_a_backend_without_mutants_runs_and_records_none_and_keeps_its_key(skipping_cell):
-    """cpu-sanitize's mutants_skip_reason: no known-wrong fix applied, built or recorded there (the plain
-    cpu cell runs them); the cell passes on its control; the cache key ignores the mutants' text."""
+    """cpu-sanitize's mutants_skip_reason: no known-wrong fix applied, built or
+    recorded there (the plain cpu cell runs them); the cell passes on its
+    control; the cache key ignores the mutants' text."""
     from orchestrator.backends.cpu_sanitize import CpuSanitize
     from orchestrator.run.cell import cache_inputs
 

@@ -109,9 +109,9 @@ def test_subdirectory_and_relative_path(tmp_path):
     m = tmp_path / "m"
     m.mkdir()
     (m / "matrix.yaml").write_text(
-        "queue: {path: p, layout: llama.cpp}\ntargets:\n  t: {layout: ggml, source: {kind: "
-        "local, path: ../co, subdirectory: vendor/ggml}}\nbackends: {cpu: {}}\nprofiles: "
-        "{default: {targets: [t], backends: [cpu]}}\n"
+        "queue: {path: p, layout: llama.cpp}\ntargets:\n"
+        "  t: {layout: ggml, source: {kind: local, path: ../co, subdirectory: vendor/ggml}}\n"
+        "backends: {cpu: {}}\nprofiles: {default: {targets: [t], backends: [cpu]}}\n"
     )
     source = load_matrix(m / "matrix.yaml").target("t").source
     cache = Cache(tmp_path / "cache")

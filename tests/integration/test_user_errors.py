@@ -346,10 +346,10 @@ def series_copy(tmp_path):
 def test_a_series_writing_under_dot_git_is_a_malformed_series(tmp_path):
     d, patches = series_copy(tmp_path)
     evil = (
-        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: x "
-        "<x@x>\nSubject: [PATCH] hook\n\n---\ndiff --git a/.git/hooks/post-checkout "
-        "b/.git/hooks/post-checkout\nnew file mode 100755\n--- /dev/null\n+++ "
-        "b/.git/hooks/post-checkout\n@@ -0,0 +1 @@\n+touch /tmp/x\n"
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: x <x@x>\n"
+        "Subject: [PATCH] hook\n\n---\n"
+        "diff --git a/.git/hooks/post-checkout b/.git/hooks/post-checkout\nnew file mode 100755\n"
+        "--- /dev/null\n+++ b/.git/hooks/post-checkout\n@@ -0,0 +1 @@\n+touch /tmp/x\n"
     )
     (d / "0003-hook.patch").write_text(evil)
     with pytest.raises(

@@ -27,14 +27,14 @@ from ..helpers.tools import git as plain_git
             "error: patch failed: a.c:3",
         ),
         (
-            "To x\n ! [rejected]  HEAD -> b (non-fast-forward)\nerror: "
-            "failed to push some refs to 'x'\n",
+            "To x\n ! [rejected]  HEAD -> b (non-fast-forward)\n"
+            "error: failed to push some refs to 'x'\n",
             (),
             "error: failed to push some refs to 'x'",
         ),
         (
-            "Applying: x\nerror: sha1 information is "
-            "lacking\nCONFLICT (content): Merge conflict in a.c\n",
+            "Applying: x\nerror: sha1 information is lacking\n"
+            "CONFLICT (content): Merge conflict in a.c\n",
             ("CONFLICT (",),
             "CONFLICT (content): Merge conflict in a.c",
         ),

@@ -33,12 +33,15 @@ GATE_FAIL = "device=Vulkan0 opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
 # test-opt on Debian 12's Mesa 22.3.6 lavapipe (trimmed from a real run through stdbuf -oL): the
 # driver aborts with a double free while Vulkan0 is under test, before its result row
 LAVAPIPE_CRASH = (
-    "ggml_vulkan: Found 1 Vulkan devices:\nggml_vulkan: 0 = llvmpipe (LLVM 15.0.6, 256 bits) "
-    "(llvmpipe) | uma: 0 | fp16: 1 | bf16: 0\nTesting 2 devices\n\nBackend 1/2: Vulkan0\n  Device "
-    "description: llvmpipe (LLVM 15.0.6, 256 bits)\n  Device memory: 2048 MB (2048 MB free)\n\n  "
-    "test_dataset(shuffle=no, ndata_shard=1, ndata_batch=1): \x1b[1;32mOK\x1b[0m\n  "
-    "test_idata_split(high_level=no, epoch=4, subtest=results_forward, optimizer=adamw): "
-    "\x1b[1;32mOK\x1b[0m\ndouble free or corruption (!prev)\n"
+    "ggml_vulkan: Found 1 Vulkan devices:\n"
+    "ggml_vulkan: 0 = llvmpipe (LLVM 15.0.6, 256 bits) (llvmpipe) | uma: 0 | fp16: 1 | bf16: 0\n"
+    "Testing 2 devices\n\nBackend 1/2: Vulkan0\n"
+    "  Device description: llvmpipe (LLVM 15.0.6, 256 bits)\n"
+    "  Device memory: 2048 MB (2048 MB free)\n\n"
+    "  test_dataset(shuffle=no, ndata_shard=1, ndata_batch=1): \x1b[1;32mOK\x1b[0m\n"
+    "  test_idata_split(high_level=no, epoch=4, "
+    "subtest=results_forward, optimizer=adamw): \x1b[1;32mOK\x1b[0m\n"
+    "double free or corruption (!prev)\n"
 )
 
 TEST_OPT_ALL_OK = (

@@ -282,11 +282,11 @@ def test_acts_step_times_add_up_per_job():
         2e-06,
     ]
     log = (
-        "[ggml-patch matrix/Plan: one commit per git ref]   ✅  Success - Main Resolve "
-        "every git ref [1.5s]\n[ggml-patch matrix/llama.cpp/cpu (default)]   | a "
-        "step's own output [2s]\n[ggml-patch matrix/llama.cpp/cpu (default)]   ✅  "
-        "Success - Main Run the cell [1m2s]\n[ggml-patch matrix/llama.cpp/cpu "
-        "(default)]   ❌  Failure - Main Job summary [300ms]\n"
+        "[ggml-patch matrix/Plan: one commit per git ref]   ✅  "
+        "Success - Main Resolve every git ref [1.5s]\n"
+        "[ggml-patch matrix/llama.cpp/cpu (default)]   | a step's own output [2s]\n"
+        "[ggml-patch matrix/llama.cpp/cpu (default)]   ✅  Success - Main Run the cell [1m2s]\n"
+        "[ggml-patch matrix/llama.cpp/cpu (default)]   ❌  Failure - Main Job summary [300ms]\n"
     )
     assert bench.act_job_seconds(log) == {
         "Plan: one commit per git ref": 1.5,
@@ -376,10 +376,11 @@ def test_nox_s_install_and_matrix_are_split_where_nox_prints_the_command():
 def test_acts_install_steps_are_summed_per_job():
     bench = _bench()
     log = (
-        "[ggml-patch matrix/Plan: one commit per git ref]   ✅  Success - Main Install ggml-patch "
-        "[120ms]\n[ggml-patch matrix/ggml/cpu (default)]   ✅  Success - Main Install ggml-patch "
-        "[80ms]\n[ggml-patch matrix/ggml/cpu (default)]   ✅  Success - Main Install ccache "
-        "[2s]\n[ggml-patch matrix/Merge, summary and bundle per profile]   ✅  Success - Main "
+        "[ggml-patch matrix/Plan: one commit per git ref]   ✅  "
+        "Success - Main Install ggml-patch [120ms]\n"
+        "[ggml-patch matrix/ggml/cpu (default)]   ✅  Success - Main Install ggml-patch [80ms]\n"
+        "[ggml-patch matrix/ggml/cpu (default)]   ✅  Success - Main Install ccache [2s]\n"
+        "[ggml-patch matrix/Merge, summary and bundle per profile]   ✅  Success - Main "
         "Install ggml-patch with its plot extras [1.5s]\n"
     )
     assert bench.act_job_seconds(log, step_prefix="Install ggml-patch") == {

@@ -28,19 +28,21 @@ FAIL_LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
 # what test-opt-dynamic-accum prints without the fix (CPU
 # fails, a Vulkan device without SGD is skipped)
 GATE_OUTPUT_UNFIXED = (
-    "test-opt-dynamic-accum: per-step graphs, SGD lr=0.5, x=0.5, loss SUM, 3 optimizer steps "
-    f"per opt_period\n{FAIL_LINE}\ndevice=CPU opt_period=2: OK (6 micro-steps)\ndevice=CPU "
-    "opt_period=3: FAIL at step 6: w=-0.5 expected 0.25\ndevice=Vulkan0 opt_period=1: "
-    "SKIPPED (OPT_STEP_SGD not supported)\ndevice=Vulkan0 opt_period=2: SKIPPED "
-    "(OPT_STEP_SGD not supported)\ndevice=Vulkan0 opt_period=3: SKIPPED (OPT_STEP_SGD not "
-    "supported)\n1/6 device*opt_period passed, 3 skipped\n"
+    "test-opt-dynamic-accum: per-step graphs, SGD lr=0.5, x=0.5, "
+    f"loss SUM, 3 optimizer steps per opt_period\n{FAIL_LINE}\n"
+    "device=CPU opt_period=2: OK (6 micro-steps)\n"
+    "device=CPU opt_period=3: FAIL at step 6: w=-0.5 expected 0.25\n"
+    "device=Vulkan0 opt_period=1: SKIPPED (OPT_STEP_SGD not supported)\n"
+    "device=Vulkan0 opt_period=2: SKIPPED (OPT_STEP_SGD not supported)\n"
+    "device=Vulkan0 opt_period=3: SKIPPED (OPT_STEP_SGD not supported)\n"
+    "1/6 device*opt_period passed, 3 skipped\n"
 )
 
 GATE_OUTPUT_FIXED = (
-    "test-opt-dynamic-accum: per-step graphs, SGD lr=0.5, x=0.5, loss SUM, 3 optimizer "
-    "steps per opt_period\ndevice=CPU opt_period=1: OK (3 micro-steps)\ndevice=CPU "
-    "opt_period=2: OK (6 micro-steps)\ndevice=CPU opt_period=3: OK (9 "
-    "micro-steps)\n3/3 device*opt_period passed, 0 skipped\n"
+    "test-opt-dynamic-accum: per-step graphs, SGD lr=0.5, x=0.5, "
+    "loss SUM, 3 optimizer steps per opt_period\ndevice=CPU opt_period=1: OK (3 micro-steps)\n"
+    "device=CPU opt_period=2: OK (6 micro-steps)\ndevice=CPU opt_period=3: OK (9 micro-steps)\n"
+    "3/3 device*opt_period passed, 0 skipped\n"
 )
 
 # what test-opt prints (ANSI colours included, as it writes them)
@@ -142,10 +144,10 @@ def test_gate_rows_real_output():
 def test_gate_rows_named_cases():
     """The shared gate format: CASE is key=value pairs; opt_period is kept when the case has it."""
     out = (
-        "device=CPU case=schedule-TTETT opt_period=2 optimizer=adamw: FAIL at step 3: "
-        "w=1.5 expected 2 (x)\ndevice=CPU case=eval-only: OK\ndevice=Vulkan0 "
-        "case=schedule-TTETT opt_period=2 optimizer=adamw: SKIPPED (no adamw "
-        "here)\ndevice=CUDA0 opt_period=1: FAIL could not initialise the device\n"
+        "device=CPU case=schedule-TTETT opt_period=2 "
+        "optimizer=adamw: FAIL at step 3: w=1.5 expected 2 (x)\ndevice=CPU case=eval-only: OK\n"
+        "device=Vulkan0 case=schedule-TTETT opt_period=2 optimizer=adamw: SKIPPED (no adamw here)\n"
+        "device=CUDA0 opt_period=1: FAIL could not initialise the device\n"
     )
     rows = gate_rows(out)
     assert rows[0] == {

@@ -100,9 +100,7 @@ def test_a_malformed_file_in_the_folder_is_named_with_its_folder(tmp_path):
     competing.mkdir(parents=True)
     for n in ("CMakeLists.txt", f"{GATE_TEST}.cpp"):
         (tmp_path / "native_tests" / n).write_text("x\n")
-    (competing / "bad.patch").write_text(
-        "Competing fix: x\n\n" + DIFF
-    )
+    (competing / "bad.patch").write_text("Competing fix: x\n\n" + DIFF)
     m = (ROOT / "matrix.yaml").read_text()
     (tmp_path / "matrix.yaml").write_text(m)
     with pytest.raises(ConfigError, match=r"competing/bad.patch: no 'URL: \.\.\.' line"):

@@ -185,13 +185,13 @@ def test_optional_keys_and_defaults(tmp_path):
     "source, options",
     [
         (
-            "    source:\n      kind: git\n      url: "
-            "https://github.com/ggml-org/ggml\n      ref: v0.9.4\n",
+            "    source:\n      kind: git\n      url: https://github.com/ggml-org/ggml\n"
+            "      ref: v0.9.4\n",
             {"kind": "git", "url": "https://github.com/ggml-org/ggml", "ref": "v0.9.4"},
         ),
         (
-            "    source:\n      kind: tarball\n      url: https://example.com/ggml.tar.gz\n      "
-            f"sha256: {SHA_GGML}\n      subdirectory: ggml-0.9.4\n",
+            "    source:\n      kind: tarball\n      url: https://example.com/ggml.tar.gz\n"
+            f"      sha256: {SHA_GGML}\n      subdirectory: ggml-0.9.4\n",
             {
                 "kind": "tarball",
                 "url": "https://example.com/ggml.tar.gz",

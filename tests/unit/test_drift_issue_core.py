@@ -36,20 +36,31 @@ def test_a_partial_status_merges_and_a_full_one_replaces():
     assert full.targets == {"b": _row("applies cleanly")}  # a full run of the same profile replaces
 
 
+BOT = {"user": {"login": D.BOT}, "labels": [{"name": D.LABEL}]}
+
+
 def test_ours_is_found_by_the_marker_and_the_open_one_wins():
     items = [
-        {"number": 9, "body": D.MARKER, "state": "closed", "state_reason": "completed"},
-        {"number": 4, "body": "x " + D.MARKER, "state": "open"},
-        {"number": 7, "body": D.MARKER, "state": "open"},
-        {"number": 8, "body": "not ours", "state": "open"},
-        {"number": 10, "body": D.MARKER, "state": "open", "pull_request": {}},
+        {"number": 9, "body": D.MARKER, "state": "closed", "state_reason": "completed", **BOT},
+        {"number": 4, "body": "x " + D.MARKER, "state": "open", **BOT},
+        {"number": 7, "body": D.MARKER, "state": "open", **BOT},
+        {"number": 8, "body": "not ours", "state": "open", **BOT},
+        {"number": 10, "body": D.MARKER, "state": "open", "pull_request": {}, **BOT},
     ]
-    found = D.ours(items)
-    assert [f.number for f in found] == [4, 7, 9]
+    found, ignored = D.ours(items)
+    assert [f.number for f in found] == [4, 7, 9] and ignored == []
     assert D.the_one(found).number == 4
-    closed = D.ours(
+    closed, _ = D.ours(
         [i for i in items if i["state"] == "closed"]
-        + [{"number": 2, "body": D.MARKER, "state": "closed", "state_reason": "not_planned"}]
+        + [
+            {
+                "number": 2,
+                "body": D.MARKER,
+                "state": "closed",
+                "state_reason": "not_planned",
+                **BOT,
+            }
+        ]
     )
     one = D.the_one(closed)
     # the latest closed one
@@ -71,13 +82,14 @@ def test_next_page_follows_link_only_on_the_api_server():
 
 def test_the_retry_policy():
     r = G.retry_policy()
-    assert r.total == G.RETRIES == 3 and r.respect_retry_after_header and r.allowed_methods is None
+    assert r.total == G.RETRIES == 3 and r.respect_retry_after_header
+    assert r.allowed_methods == G.IDEMPOTENT and "POST" not in G.IDEMPOTENT
     assert (
         set(r.status_forcelist) == {429, 500, 502, 503, 504}
         and r.raise_on_status is False
         and r.redirect == 0
     )
-    assert r.is_retry("POST", 502) and r.is_retry("GET", 429)
+    assert r.is_retry("PATCH", 502) and r.is_retry("GET", 429)
     assert r.is_retry("GET", 403, has_retry_after=True)  # a secondary rate limit that says when
     assert not r.is_retry("GET", 403) and not r.is_retry("GET", 404) and not r.is_retry("GET", 410)
 
@@ -143,3 +155,56 @@ def test_not_planned_is_respected_until_worse():
 def test_a_state_edited_by_hand_is_no_state(bad):
     # a person may edit the body: untrusted, refused as a whole
     assert D.State.from_json(bad) is None
+
+
+def test_ours_needs_the_bot_as_author_and_the_label():
+    """Anyone can write the marker: an outsider's issue with it, or the bot's without the label,
+    is named as ignored, never taken."""
+    outsider = {"user": {"login": "mallory"}, "labels": [{"name": D.LABEL}]}
+    unlabelled = {"user": {"login": D.BOT}, "labels": []}
+    items = [
+        {
+            "number": 3,
+            "body": D.MARKER,
+            "state": "closed",
+            "state_reason": "not_planned",
+            **outsider,
+        },
+        {"number": 4, "body": D.MARKER, "state": "open", **unlabelled},
+        {"number": 5, "body": D.MARKER, "state": "open", "labels": [D.LABEL]},  # no user
+        {"number": 6, "body": D.MARKER, "state": "open", **BOT},
+    ]
+    found, ignored = D.ours(items)
+    assert [f.number for f in found] == [6]
+    assert ignored == ["#3 by mallory", f"#4 by {D.BOT}", "#5 by ?"]
+    # another bot account (a GitHub App's token) is configurable
+    app = {"user": {"login": "my-app[bot]"}, "labels": [{"name": D.LABEL}]}
+    found, ignored = D.ours([{"number": 8, "body": D.MARKER, **app}], bot="my-app[bot]")
+    assert [f.number for f in found] == [8] and ignored == []
+
+
+def test_only_idempotent_requests_are_retried_after_a_server_error():
+    r = G.retry_policy()
+    assert not r.is_retry("POST", 502) and not r.is_retry("POST", 500)
+    assert r.is_retry("PATCH", 502) and r.is_retry("GET", 504)
+    # a rate-limited POST was not carried out: it is sent again after the wait
+    assert r.is_retry("POST", 429) and r.is_retry("POST", 403, has_retry_after=True)
+    assert not r.is_retry("POST", 403)
+
+
+class _Answer:
+    def __init__(self, status, headers=None):
+        self.status, self.headers = status, headers or {}
+
+
+def test_a_rate_limit_waits_as_github_asks(monkeypatch):
+    waited = []
+    monkeypatch.setattr(G, "sleep", waited.append)  # the wait is injectable: no minute slept here
+    r = G.retry_policy()
+    r.sleep(_Answer(429))  # no Retry-After: at least a minute
+    r.sleep(_Answer(429, {"Retry-After": "7"}))
+    r.sleep(_Answer(403, {"Retry-After": "30"}))
+    assert waited == [G.RATE_LIMIT_WAIT, 7, 30] and G.RATE_LIMIT_WAIT >= 60
+    # above the bound the answer is reported, not waited out
+    with pytest.raises(G.MaxRetryError):
+        r.increment("POST", "/x", response=_Answer(429, {"Retry-After": "3600"}))

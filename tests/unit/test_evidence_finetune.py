@@ -36,8 +36,8 @@ def epoch_text(train: str, val: str) -> str:
 
 def test_the_parser_reads_each_epoch_s_final_train_and_val_lines():
     text = (
-        "llama_context: n_ctx = 256\n0.00.075.783 W opt_init: the K and "
-        "V projections will not receive gradients\n"
+        "llama_context: n_ctx = 256\n"
+        "0.00.075.783 W opt_init: the K and V projections will not receive gradients\n"
         + epoch_text("6.12345", "6.54321")
         + epoch_text("5.50000", "nan")
         + "llama_model_save_to_file: done\n"

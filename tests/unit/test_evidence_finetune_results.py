@@ -469,16 +469,19 @@ def test_the_pr_data_are_ascii_tables_and_commands_from_validated_numbers():
         and "without fix: lacks the fix" in text
     )
     assert (
-        "\n./build/bin/llama-finetune -m pretrained.gguf -f $LLAMA_CPP/docs/docker.md -c 256 -b "
-        "256 -ub 128 -opt sgd -lr 0.1 -epochs 3 -val-split 0.05 -t 2 -o finetuned.gguf\n"
+        "\n"
+        "./build/bin/llama-finetune -m pretrained.gguf -f $LLAMA_CPP/docs/docker.md -c 256 -b 256 "
+        "-ub 128 -opt sgd -lr 0.1 -epochs 3 -val-split 0.05 -t 2 -o finetuned.gguf\n"
     ) in text
     assert (
-        "```sh\ncmake -S $LLAMA_CPP -B build -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF "
+        "```sh\n"
+        "cmake -S $LLAMA_CPP -B build -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF "
         "-DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF "
-        "-DLLAMA_BUILD_SERVER=OFF -DLLAMA_OPENSSL=OFF\ncmake --build build --target "
-        "llama-finetune\npython -m orchestrator.finetune.tiny_model "
-        "$LLAMA_CPP/models/ggml-vocab-llama-spm.gguf tiny-llama-20261130.gguf --seed "
-        "20261130\n./build/bin/llama-finetune -m tiny-llama-20261130.gguf -f "
+        "-DLLAMA_BUILD_SERVER=OFF -DLLAMA_OPENSSL=OFF\n"
+        "cmake --build build --target llama-finetune\n"
+        "python -m orchestrator.finetune.tiny_model $LLAMA_CPP/models/ggml-vocab-llama-spm.gguf "
+        "tiny-llama-20261130.gguf --seed 20261130\n"
+        "./build/bin/llama-finetune -m tiny-llama-20261130.gguf -f "
         "$LLAMA_CPP/CONTRIBUTING.md -c 256 -b 256 -ub 256 -opt adamw -lr 0.001 -epochs 8 "
         "-val-split 0.05 -t 2 -o pretrained.gguf\n"
     ) in text

@@ -261,8 +261,8 @@ def test_register_llama_keeps_indentation(indent):
 def test_register_llama_trailing_whitespace_on_anchor():
     text = "llama_build_and_test(test-opt.cpp)  \nx\n"
     assert register_gate_test(LLAMA, text) == (
-        "llama_build_and_test(test-opt.cpp)  "
-        "\nllama_build_and_test(test-opt-dynamic-accum.cpp)\nx\n"
+        "llama_build_and_test(test-opt.cpp)  \nllama_build_and_test(test-opt-dynamic-accum.cpp)\n"
+        "x\n"
     )
 
 

@@ -93,8 +93,8 @@ def test_dot_git_in_any_case_anywhere(tmp_path, path):
     from orchestrator.patchset.series import parse_patch
 
     text = (
-        f"Subject: x\n\ndiff --git a/{path} b/{path}\nnew file mode 100644\n--- "
-        f"/dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+x\n"
+        f"Subject: x\n\ndiff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n"
+        f"+++ b/{path}\n@@ -0,0 +1 @@\n+x\n"
     )
     with pytest.raises(ConfigError, match=r"\.git"):
         parse_patch("0001-x.patch", text)

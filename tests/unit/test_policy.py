@@ -10,6 +10,7 @@ import pytest
 from orchestrator.config import load_matrix
 from orchestrator.errors import ConfigError
 from orchestrator.upstream import policy as P
+from orchestrator.upstream.manifest import DEFAULT_MAX_COMMENT_LINES
 
 from ..helpers.samples import declared as upstream
 from ..helpers.tools import DATA as TOOLS_DATA
@@ -136,7 +137,7 @@ def test_ggml_is_verified_through_llama_cpp_s_sync():
         "new_test_files_need_approval",
     ):
         assert p.rule(rule).value is None and p.rule(rule).evidence == ()
-    assert p.max_comment_lines == P.DEFAULT_MAX_COMMENT_LINES
+    assert p.max_comment_lines == DEFAULT_MAX_COMMENT_LINES
     declared = P.derive(
         "ggml", "c" * 40, files_of(DATA / "ggml"), upstream("ggml-org/ggml", "none", "m.yaml:9")
     )
@@ -197,8 +198,8 @@ def test_a_policy_that_allows_automation():
 
 def test_a_prohibition_under_a_prohibited_heading_and_in_code_is_told_apart():
     agents = (
-        "### Prohibited\n\n- Automated commits or PR "
-        "submissions\n\n```sh\n# never run git push for users\n```\n"
+        "### Prohibited\n\n- Automated commits or PR submissions\n\n```sh\n"
+        "# never run git push for users\n```\n"
     )
     p = P.derive("x", "a" * 40, {"AGENTS.md": agents})
     # the fenced line is an example

@@ -228,8 +228,8 @@ def test_render_same_layout_regenerates_a_registration_made_for_another_file():
     instead of failing on stale context; the fix's hunks stay as they are."""
     s = _real_series()
     moved = (
-        "# tests\nif (NOT LLAMA_SANITIZE_ADDRESS)\n    "
-        "llama_build_and_test(test-opt.cpp)\nendif()\n"
+        "# tests\nif (NOT LLAMA_SANITIZE_ADDRESS)\n    llama_build_and_test(test-opt.cpp)\n"
+        "endif()\n"
     )
     r = render(s, LLAMA, LLAMA, BaseFiles({"tests/CMakeLists.txt": moved}))
     reg = next(f for f in r.patches[1].files if f.path == "tests/CMakeLists.txt")
@@ -328,11 +328,11 @@ def test_render_maps_rename_headers():
 
 def test_render_new_and_deleted_files_keep_dev_null():
     text = (
-        "Subject: [PATCH] ggml : add and remove\n\ndiff --git a/ggml/include/new.h "
-        "b/ggml/include/new.h\nnew file mode 100644\nindex 0000000..1111111\n--- /dev/null\n+++ "
-        "b/ggml/include/new.h\n@@ -0,0 +1 @@\n+#pragma once\ndiff --git a/ggml/src/gone.c "
-        "b/ggml/src/gone.c\ndeleted file mode 100644\nindex 1111111..0000000\n--- "
-        "a/ggml/src/gone.c\n+++ /dev/null\n@@ -1 +0,0 @@\n-int x;\n"
+        "Subject: [PATCH] ggml : add and remove\n\n"
+        "diff --git a/ggml/include/new.h b/ggml/include/new.h\nnew file mode 100644\n"
+        "index 0000000..1111111\n--- /dev/null\n+++ b/ggml/include/new.h\n@@ -0,0 +1 @@\n"
+        "+#pragma once\ndiff --git a/ggml/src/gone.c b/ggml/src/gone.c\ndeleted file mode 100644\n"
+        "index 1111111..0000000\n--- a/ggml/src/gone.c\n+++ /dev/null\n@@ -1 +0,0 @@\n-int x;\n"
     )
     s = parse_series("llama.cpp", [("0001-x.patch", text)])
     r = render(s, LLAMA, GGML, BaseFiles({}))
@@ -437,8 +437,8 @@ def test_no_prefix_escaping_path_is_rejected(path):
 
 def test_no_prefix_patch_is_rejected_or_retargeted():
     text = HDR + (
-        "diff --git ggml/src/x.c ggml/src/x.c\nindex 1..2 100644\n--- "
-        "ggml/src/x.c\n+++ ggml/src/x.c\n@@ -1 +1 @@\n-a\n+b\n"
+        "diff --git ggml/src/x.c ggml/src/x.c\nindex 1..2 100644\n--- ggml/src/x.c\n"
+        "+++ ggml/src/x.c\n@@ -1 +1 @@\n-a\n+b\n"
     )
     try:
         s = parse_series("llama.cpp", [("0001-x.patch", text)])
@@ -463,8 +463,8 @@ def test_removed_dash_space_line_is_not_a_trailer():
     [
         "diff --git a/ggml/src/empty.h b/ggml/src/empty.h\nnew file mode 100644\nindex "
         "0000000000000000000000000000000000000000..e69de29bb2d1d6434b8b29ae775ad8c2e48c5391\n",
-        "diff --git a/ggml/src/a.c b/ggml/src/b.c\nsimilarity index 100%\nrename "
-        "from ggml/src/a.c\nrename to ggml/src/b.c\n",
+        "diff --git a/ggml/src/a.c b/ggml/src/b.c\nsimilarity index 100%\n"
+        "rename from ggml/src/a.c\nrename to ggml/src/b.c\n",
     ],
     ids=["new-empty-file", "pure-rename"],
 )
@@ -523,16 +523,16 @@ def _file_diff(draw, path):
     if kind == "new":
         lines = draw(st.lists(_CONTENT_LINE, min_size=1, max_size=8))
         return (
-            f"diff --git a/{path} b/{path}\nnew file mode 100644\nindex "
-            f"0000000..{draw(_hex7())}\n--- /dev/null\n+++ b/{path}\n@@ -0,0 "
-            f"+1{',' + str(len(lines)) if len(lines) != 1 else ''} @@\n"
+            f"diff --git a/{path} b/{path}\nnew file mode 100644\nindex 0000000..{draw(_hex7())}\n"
+            f"--- /dev/null\n+++ b/{path}\n"
+            f"@@ -0,0 +1{',' + str(len(lines)) if len(lines) != 1 else ''} @@\n"
             + "".join(f"+{line}\n" for line in lines)
         )
     if kind == "delete":
         return (
-            f"diff --git a/{path} b/{path}\ndeleted file mode 100644\nindex "
-            f"{draw(_hex7())}..0000000\n--- a/{path}\n+++ /dev/null\n@@ "
-            f"-1{',' + str(len(old)) if len(old) != 1 else ''} +0,0 @@\n"
+            f"diff --git a/{path} b/{path}\ndeleted file mode 100644\n"
+            f"index {draw(_hex7())}..0000000\n--- a/{path}\n+++ /dev/null\n"
+            f"@@ -1{',' + str(len(old)) if len(old) != 1 else ''} +0,0 @@\n"
             + "".join(f"-{line}\n" for line in old)
         )
     new = list(old)
