@@ -2,6 +2,7 @@
 what is expected), the series' shape (source change first, then its tests), the order `after:`
 gives, and the queue read from a patches/ folder."""
 
+import datetime
 import shutil
 
 import pytest
@@ -273,3 +274,64 @@ def test_a_targets_status_splits_into_its_topics():
     split = split_by_topic(q, row(status=S.NOT_APPLICABLE, detail="no ggml-opt.cpp"))
     assert {s.status for s in split.values()} == {S.NOT_APPLICABLE}
     assert split["c"].detail == "no ggml-opt.cpp"
+
+
+# ---- `ggml-patch topic new`: the split (pure) ----
+
+
+def _diff(*paths: str) -> str:
+    from orchestrator.patchset.series import unified_file_diff
+
+    return "".join(unified_file_diff(p, "a\n", "b\n") for p in paths)
+
+
+def test_topic_new_splits_source_first_then_tests():
+    from orchestrator.patchset import topic_new
+
+    commit = topic_new.Commit(
+        "1" * 40, "A <a@x>", "Mon, 1 Dec 2026 00:00:00 +0000", "fix: it", "Why."
+    )
+    diff = _diff("tests/test-opt.cpp", "ggml/src/ggml-opt.cpp", "ggml/include/ggml-opt.h")
+    series = topic_new.make_series("d", diff, [commit], "llama.cpp", "llama.cpp")
+    fix, test = series.patches
+    assert [f.path for f in fix.files] == ["ggml/src/ggml-opt.cpp", "ggml/include/ggml-opt.h"]
+    assert [f.path for f in test.files] == ["tests/test-opt.cpp"]
+    assert (fix.name, fix.subject, fix.author) == ("0001-fix-it.patch", "fix: it", "A <a@x>")
+    assert "\n\nWhy.\n\n" in fix.header and test.subject == "tests : add the cases of fix: it"
+    # the ggml layout's paths re-targeted to the queue's (llama.cpp)
+    ggml = topic_new.make_series(
+        "d", _diff("src/ggml-opt.cpp", "tests/t.cpp"), [commit], "ggml", "llama.cpp"
+    )
+    assert [f.path for p in ggml.patches for f in p.files] == [
+        "ggml/src/ggml-opt.cpp",
+        "tests/t.cpp",
+    ]
+    with pytest.raises(ConfigError, match=r"^d: the change has no test under tests/"):
+        topic_new.make_series(
+            "d", _diff("ggml/src/ggml-opt.cpp"), [commit], "llama.cpp", "llama.cpp"
+        )
+    with pytest.raises(ConfigError, match=r"^d: the change touches only tests/"):
+        topic_new.make_series("d", _diff("tests/t.cpp"), [commit], "llama.cpp", "llama.cpp")
+    with pytest.raises(ConfigError, match=r"^d: no 'diff --git' section"):
+        topic_new.make_series("d", "", [commit], "llama.cpp", "llama.cpp")
+
+
+def test_topic_new_names_queue_and_origin(tmp_path):
+    from orchestrator.patchset import topic_new
+
+    with pytest.raises(ConfigError, match=r"'Bad' is not a topic name"):
+        topic_new.check_name("Bad", tmp_path, [])
+    with pytest.raises(ConfigError, match=r"exists: the topic 'a' is there"):
+        topic_new.check_name("a", tmp_path, ["a"])
+    text = "# the order\ntopics: [a]\n"
+    assert topic_new.queue_with(tmp_path / "q", text, "b") == "# the order\ntopics:\n  - a\n  - b\n"
+    url = "https://user:tok3n@example.org/o/r.git"
+    assert topic_new.without_credentials(url) == "https://example.org/o/r.git"
+    meta_text = topic_new.topic_yaml("s", "o", ["a"], datetime.date(2026, 12, 2))
+    meta, _ = parse_topic_meta("t.yaml", meta_text)
+    assert (meta.state, meta.after, meta.last_update, meta.bug) == (
+        "local",
+        ["a"],
+        "2026-12-02",
+        None,
+    )
