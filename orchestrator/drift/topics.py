@@ -85,7 +85,9 @@ def last_verdicts(results_dir: Path, topic: Topic) -> dict[str, str]:
     if not (Path(results_dir) / "results.json").exists():
         return {}
     results: Results = load_results_dir(results_dir)[0]
-    subjects = {p.subject for p in results.series.patches}
+    if results.series.topics is not None and topic.name not in results.series.topics:
+        return {}
+    subjects = {p.subject for p in results.series.patches}  # older results: by the subjects
     if not all(p.subject in subjects for p in topic.series.patches):
         return {}
     return {c.cell: str(c.status) for c in results.cells}

@@ -230,13 +230,14 @@ class Queue:
         """The chosen topics' series as one, in order: each patch numbered by its place in the
         whole (the topic's own names otherwise: two topics may both have a 0001)."""
         patches = []
-        for t in self.chosen(names):
+        chosen = self.chosen(names)
+        for t in chosen:
             patches += list(t.series.patches)
         renamed = []
         for i, p in enumerate(patches, 1):
             rest = re.sub(r"^\d{4}-", "", p.name)
             renamed.append(type(p)(f"{i:04d}-{rest}", p.header, p.files, p.trailer))
-        return Series(self.layout, tuple(renamed))
+        return Series(self.layout, tuple(renamed), tuple(t.name for t in chosen))
 
 
 def order_topics(where: str, order: QueueOrder, topics: dict[str, Topic]) -> list[Topic]:
