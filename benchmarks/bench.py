@@ -553,7 +553,7 @@ def reruns_after_change(base_cache: Path, work: Path, backends: list[str]) -> di
     # a change no earlier run made: the result cache is
     # content-addressed, so a repeated edit would hit it
     nonce = f"{time.time_ns():x}"
-    p0 = sorted((tmp / "patches").glob("*.patch"))[0]
+    p0 = sorted((tmp / "patches" / "accumulator-reset").glob("*.patch"))[0]
     text = p0.read_text()
     # in the subject
     edited = text.replace("gradient accumulators", f"gradient accumulators {nonce}", 1)
@@ -722,9 +722,9 @@ def matrix_cells(clone: Path, dest: Path, env: dict) -> dict:
         "cells": {c["cell"]: c["status"] for c in cells},
         "ccache": ccache_stats(Path(env["CCACHE_DIR"])),
     }
-    # not part of the ratio: what the workflow's aggregate does on top (`nox -s
-    # bundle`), here in the run's own cache, where act's aggregate starts from
-    # a new one (its imports and checkouts again)
+    # not part of the ratio: what the workflow's aggregate does on top (`nox -s bundle`), here
+    # in the run's own cache, where act's aggregate starts from a new one (its imports and
+    # checkouts again)
     t, p = tool(
         "bundle",
         "--matrix",

@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Iterable, Literal, Optional, TypeVar, Union
 
 import yaml
-from pydantic import Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
+from pydantic.json_schema import GenerateJsonSchema
 
 from . import backends, config_records, untrusted
 from .config_records import Backend, MatrixRecord, Named, Str
@@ -115,10 +123,11 @@ class Profile(MatrixRecord):
     __hash__ = MatrixRecord.__hash__
 
 
-class Queue(MatrixRecord):
-    """matrix.yaml's `queue:`: the folder of the topics (patches/queue.yaml gives their order),
-    and the layout every topic's series is written in."""
-
+# matrix.yaml's `queue:` key: the folder of the topics (patches/queue.yaml gives their order) and
+# the layout every topic's series is written in. No docstring: it would become a description in
+# the published schema.
+class QueueConfig(MatrixRecord):
+    model_config = ConfigDict(title="Queue")  # the schema's name for it, as published
     path: Str
     layout: Layout
     # the maintainers' approval of a new test file: the gate's own patch
@@ -126,15 +135,27 @@ class Queue(MatrixRecord):
     gate_approval: Annotated[str, matching(r"https://\S+", "is not an https:// URL")] = ""
 
 
+CI_REPOSITORY_GONE = (
+    "is gone: the scheduled workflows now run where the repository variable "
+    "GGML_PATCH_SCHEDULE is 'true' (README: Adopting the CI); delete the key, then "
+    "`ggml-patch ci-workflow`"
+)
+
+
+def _gone(value: Any) -> Any:
+    raise config_records.problem(config_records.SCHEMA_ERROR, CI_REPOSITORY_GONE)
+
+
 class Ci(MatrixRecord):
-    # the repository that owns the scheduled workflows: they run there only, never in forks
-    repository: Repo = ""
+    # `ci.repository` named the one repository the schedules ran in: a fork had to edit it,
+    # regenerate and commit. A repository variable opts in now; an old file is told so, once.
+    repository: Annotated[Optional[str], AfterValidator(_gone)] = None
 
 
 class Matrix(MatrixRecord):
     """matrix.yaml. Once loaded (`load_matrix`) it knows its file and the line of every key."""
 
-    queue: Queue
+    queue: QueueConfig
     native_tests: Str = "native_tests"
     ci: Ci = Ci()
     targets: Annotated[dict[Name, Target], Field(min_length=1, json_schema_extra=_NAMES_ONLY)]
@@ -194,10 +215,6 @@ class Matrix(MatrixRecord):
     def native_tests_dir(self) -> Path:
         return self.path.parent / self.native_tests
 
-    @property
-    def ci_repository(self) -> str:
-        return self.ci.repository
-
     def target(self, name: str) -> Target:
         return _named(self.path, "target", name, self.targets)
 
@@ -228,9 +245,19 @@ def _named(path: Path, what: str, name: str, known: dict[str, R]) -> R:
     return known[name]
 
 
+class _MatrixSchema(GenerateJsonSchema):
+    """The schema's definitions named as published (a record's class may be named otherwise)."""
+
+    def normalize_name(self, name: str) -> str:
+        return super().normalize_name(_SCHEMA_NAMES.get(name, name))
+
+
+_SCHEMA_NAMES = {"QueueConfig": "Queue"}
+
+
 def schema() -> dict[str, Any]:
     """matrix.yaml's JSON Schema, from the records."""
-    return Matrix.model_json_schema()
+    return Matrix.model_json_schema(schema_generator=_MatrixSchema)
 
 
 def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], int]]:

@@ -53,7 +53,8 @@ def pins_in(text: str) -> Pins:
 
 
 def current_pins(texts: Iterable[str]) -> Pins:
-    """The defaults, overridden by the committed workflows' pins (the highest version where they differ)."""
+    """The defaults, overridden by the committed workflows' pins (the highest version where
+    they differ)."""
     found = pins_in("\n".join(texts))
     return {repo: found.get(repo, pin) for repo, pin in DEFAULT_PINS.items()}
 

@@ -1,5 +1,5 @@
-"""What every generated workflow shares: its jobs' first steps, the scheduled-run guard, and the YAML
-writer (literal blocks for scripts, a version comment after every pinned action). Pure."""
+"""What every generated workflow shares: its jobs' first steps, the scheduled-run guard, and the
+YAML writer (literal blocks for scripts, a version comment after every pinned action). Pure."""
 
 from __future__ import annotations
 
@@ -15,8 +15,15 @@ RUNNER = "ubuntu-24.04"
 WORKSPACE_CACHE = "${{ github.workspace }}/.ggml-patch-cache"
 CACHE_ENV = {"GGML_PATCH_CACHE": WORKSPACE_CACHE}
 MIRRORS_PATH = f"{WORKSPACE_CACHE}/mirrors"
-# + the ISO week: saved by the daily drift job, restored by every job that fetches git
+# + the ISO week: saved by the daily drift job, restored by every job that fetches git (the
+# jobs that write the issue: only this week's exact key, never a prefix another job could plant)
 MIRRORS_KEY = "ggml-patch-mirrors-"
+MIRRORS_WEEK_KEY = MIRRORS_KEY + "${{ steps.week.outputs.week }}"
+WEEK_STEP = {
+    "name": "This week",
+    "id": "week",
+    "run": 'echo "week=$(date -u +%G-W%V)" >> "$GITHUB_OUTPUT"\n',
+}
 PINS_FILE = "$RUNNER_TEMP/pins.json"
 # Through env, not ${{ }} inside the script: the value stays data, never shell code.
 PINS_FILE_STEP = {
@@ -39,9 +46,20 @@ HEADER = (
 )
 
 
-def owner_only(matrix) -> Optional[str]:
-    """The condition that keeps a job to matrix.yaml's ci.repository, never a fork; None without one."""
-    return f"github.repository == '{matrix.ci_repository}'" if matrix.ci_repository else None
+# The repository variables an adopter sets (Settings > Secrets and variables > Actions >
+# Variables). Variables are not copied to forks: a fork runs nothing on schedule until it opts in.
+SCHEDULE_VAR = "GGML_PATCH_SCHEDULE"  # 'true': the scheduled runs happen
+SELF_HOSTED_VAR = "GGML_PATCH_SELF_HOSTED"  # 'true': the self-hosted legs' workflow runs
+BOT_VAR = "GGML_PATCH_BOT_LOGIN"  # the account a token other than GITHUB_TOKEN writes as
+OPTED_IN = f"vars.{SCHEDULE_VAR} == 'true'"
+# a manual run anywhere; a scheduled one only where the repository opted in
+SCHEDULED_GUARD = f"github.event_name != 'schedule' || {OPTED_IN}"
+# what may write a cache others restore: the default branch's own scheduled or push runs, never a
+# pull request's or a manual run on another branch
+SAVES_CACHE = (
+    "(github.event_name == 'schedule' || github.event_name == 'push') && "
+    "github.ref_name == github.event.repository.default_branch"
+)
 
 
 def with_if(job: dict, condition: Optional[str]) -> dict:
@@ -54,10 +72,10 @@ def with_if(job: dict, condition: Optional[str]) -> dict:
 def first_steps(
     pins: Pins, extra: str = "", cache: str = "pip", python: str = PYTHON
 ) -> list[dict]:
-    """Check out, Python and the tool installed once at constraints.txt's versions, then called directly
-    (no nox: a second virtual environment and install per job for nothing). `cache` '' for a job that
-    must not restore what another job saved (one with a write permission), or must not save one (a
-    leg that builds a fork's code)."""
+    """Check out, Python and the tool installed once at constraints.txt's versions, then called
+    directly (no nox: a second virtual environment and install per job for nothing). `cache` ''
+    for a job that must not restore what another job saved (one with a write permission), or must
+    not save one (a leg that builds a fork's code)."""
     cached = {"cache": cache, "cache-dependency-path": "constraints.txt"} if cache else {}
     target = f"'.[{extra}]'" if extra else "."
     return [
@@ -93,12 +111,17 @@ def cache_step(
 
 
 def restore_mirrors(pins: Pins, when: str = "") -> dict:
-    """The git mirrors the daily drift job keeps (an incremental fetch instead of whole histories)."""
+    """The git mirrors the daily drift job keeps (an incremental fetch instead of whole
+    histories), its latest by prefix: for jobs without a write permission."""
     key = MIRRORS_KEY + "${{ github.run_id }}"
-    return with_if(
-        cache_step("Git mirrors (the drift job's, restored)", MIRRORS_PATH, key, pins, MIRRORS_KEY),
-        when,
-    )
+    name = "Git mirrors (the drift job's, restored)"
+    return with_if(cache_step(name, MIRRORS_PATH, key, pins, MIRRORS_KEY), when)
+
+
+def restore_mirrors_exactly(pins: Pins) -> list[dict]:
+    """This week's git mirrors, the exact key the drift job writes: for a job that writes issues."""
+    name = "Git mirrors (this week's, exact key)"
+    return [WEEK_STEP, cache_step(name, MIRRORS_PATH, MIRRORS_WEEK_KEY, pins)]
 
 
 def upload_step(what: str, when: str, artifact: str, path: str, pins: Pins, **more: Any) -> dict:
@@ -121,7 +144,8 @@ def upload_step(what: str, when: str, artifact: str, path: str, pins: Pins, **mo
 def job(
     name: str, minutes: int, steps: list[dict], head: Optional[dict] = None, **tail: Any
 ) -> dict:
-    """A job on the hosted runner that reads the repository only, unless `tail` names its permissions."""
+    """A job on the hosted runner that reads the repository only, unless `tail` names its
+    permissions."""
     return {
         "name": name,
         **(head or {}),
@@ -136,12 +160,19 @@ def job(
 def issue_job(
     name: str, minutes: int, pins: Pins, steps: list[dict], env: dict, args: str, **head: Any
 ) -> dict:
-    """A job that writes the drift issue (`ggml-patch drift-issue` last, `args` adding to its arguments).
-    It restores no cache another job could have saved, and the jobs that write the issue (the matrix's
-    report, the daily drift job) take turns, so two never both find no issue open and both open one."""
-    token = {"GITHUB_TOKEN": "${{ github.token }}", "REPO": "${{ github.repository }}"}
+    """A job that writes the drift issue (`ggml-patch drift-issue` last, `args` adding to its
+    arguments). It restores no cache another job could have saved, and the jobs that write the
+    issue (the matrix's report, the daily drift job) take turns, so two never both find no issue
+    open and both open one."""
+    token = {
+        "GITHUB_TOKEN": "${{ github.token }}",
+        "REPO": "${{ github.repository }}",
+        "BOT_LOGIN": f"${{{{ vars.{BOT_VAR} }}}}",
+    }
     script = (
-        f'args=(--status status.json --repo "$REPO")\n{args}ggml-patch drift-issue "${{args[@]}}"\n'
+        'args=(--status status.json --repo "$REPO")\n'
+        'if [ -n "$BOT_LOGIN" ]; then args+=(--bot "$BOT_LOGIN"); fi\n'
+        f'{args}ggml-patch drift-issue "${{args[@]}}"\n'
     )
     issue = {
         "name": "Open, update or close the drift issue",

@@ -66,12 +66,13 @@ STATUSES = (*RANK, *NOT_KNOWN)  # every status `ggml-patch status` writes
 STATUS_JSON = "the output of `ggml-patch status --json`"
 _DETAIL_MAX = 300
 _TODO = {
-    CONFLICT: "a patch does not merge: `ggml-patch status --profile {profile} --target {target}` leaves "
-    "`<cache>/status/{target}/resolve/` stopped at it; resolve, `git am --continue`, then "
-    "`ggml-patch refresh {target}`",
+    CONFLICT: "a patch does not merge: `ggml-patch status --profile {profile} --target "
+    "{target}` leaves `<cache>/status/{target}/resolve/` stopped at it; resolve, "
+    "`git am --continue`, then `ggml-patch refresh {target}`",
     THREE_WAY: "the series applies only with a 3-way merge (the code moved near the fix): "
     "`ggml-patch refresh {target}` so it applies as it is",
-    NOT_APPLICABLE: "a file the fix changes, or the per-step API it fixes, is gone: look at {target} by hand",
+    NOT_APPLICABLE: "a file the fix changes, or the per-step API it fixes, is gone: "
+    "look at {target} by hand",
 }
 
 
@@ -106,7 +107,8 @@ class State(Record):
 
     @classmethod
     def from_json(cls, d: Any) -> Optional["State"]:
-        """The state an issue body holds; None when it is not one (edited by hand, another version)."""
+        """The state an issue body holds; None when it is not one (edited by hand, another
+        version)."""
         try:
             return cls.model_validate(d)
         except ValidationError:
@@ -124,8 +126,9 @@ def read_status(data: Any, where: str) -> Targets:
     report = parse(StatusReport, data, where, STATUS_JSON)
     for i, row in enumerate(report.targets):
         if row.status not in STATUSES:
+            among = ", ".join(STATUSES)
             raise ConfigError(
-                f'{where}: targets[{i}]: expected "target" and a "status" among {", ".join(STATUSES)}'
+                f'{where}: targets[{i}]: expected "target" and a "status" among {among}'
             )
     rows = {
         r.target: TargetRow(status=r.status, detail=_short(r.detail), base=(r.base or "")[:12])
@@ -273,7 +276,10 @@ def decide(
         )
         return Action("reopen", why, n, issue_body(state, now), comment), state
     if not now_problems:
-        comment = f"All clean again{_at(run)}: every target's series applies as it is and no default cell fails. Closing."
+        comment = (
+            f"All clean again{_at(run)}: every target's series applies as it is and no default "
+            "cell fails. Closing."
+        )
         return Action(
             "close", "all clean again", n, issue_body(state, now, clean=True), comment
         ), state
@@ -291,7 +297,8 @@ _EPOCH = _dt.datetime(2000, 1, 1, tzinfo=_dt.timezone.utc)
 
 
 def same_but_for_time(a: State, b: State) -> bool:
-    """The two states' bodies differ at most in the time and the runs' links (what every run changes)."""
+    """The two states' bodies differ at most in the time and the runs' links (what every run
+    changes)."""
 
     def plain(
         x: State,
@@ -368,7 +375,8 @@ def issue_body(state: State, now: _dt.datetime, clean: bool = False) -> str:
 
 
 def _row(*cells: str) -> str:
-    """A Markdown table row, each cell safe in it (a pipe, backslash or newline would break the table)."""
+    """A Markdown table row, each cell safe in it (a pipe, backslash or newline would break the
+    table)."""
     return (
         "| "
         + " | ".join(c.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ") for c in cells)
@@ -390,7 +398,7 @@ MAX_PAGES = (
 
 
 def find_requests() -> list[Request]:
-    """Where our issue is looked for, every page: the issues carrying our label (ours carries it)."""
+    """Where our issue is looked for, every page: the issues carrying our label (ours has it)."""
     return [Request("GET", f"/issues?state=all&labels={LABEL}&per_page=100")]
 
 

@@ -2,8 +2,11 @@
 live profile, then `ggml-patch drift-issue`, which opens, updates or closes the one issue.
 
 Cheap (no build), so it runs every day; it also keeps the git mirrors cache fresh and in use
-(GitHub evicts a cache unused for 7 days), which every job fetching git restores.
-Scheduled runs happen only in matrix.yaml's `ci.repository`; without one, on demand only.
+(GitHub evicts a cache unused for 7 days), which every job fetching git restores. It restores only
+this week's exact key (a job that writes issues reads no cache another job could have planted):
+the first run of a week fetches whole histories once.
+Scheduled runs happen where the repository variable GGML_PATCH_SCHEDULE is 'true'; on demand
+anywhere.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ if [ "$PARTIAL" = true ]; then args+=(--partial); fi
 def workflow(matrix, pins: Optional[Pins] = None) -> dict:
     pins = pins or DEFAULT_PINS
     profile = drift_profile(matrix)
-    on: dict = {"schedule": [{"cron": CRON}]} if matrix.ci_repository else {}
+    on: dict = {"schedule": [{"cron": CRON}]}
     inputs = {
         "profile": ("the matrix.yaml profile whose targets are checked", "string", profile),
         "targets": (
@@ -48,22 +51,17 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
         }
     }
     # one entry a week, restored and used every day: an incremental fetch, never evicted
-    week = common.MIRRORS_KEY + "${{ steps.week.outputs.week }}"
+    week = common.MIRRORS_WEEK_KEY
     status_env = {
         "PROFILE": f"${{{{ inputs.profile || '{profile}' }}}}",
         "TARGETS": "${{ inputs.targets }}",
     }
     kept = {"if-no-files-found": "warn", "retention-days": 14}
-    partial = f"${{{{ inputs.targets != '' || (inputs.profile != '' && inputs.profile != '{profile}') }}}}"
+    other = f"inputs.profile != '' && inputs.profile != '{profile}'"
+    partial = f"${{{{ inputs.targets != '' || ({other}) }}}}"
     steps = [
-        {
-            "name": "This week",
-            "id": "week",
-            "run": 'echo "week=$(date -u +%G-W%V)" >> "$GITHUB_OUTPUT"\n',
-        },
-        common.cache_step(
-            "Git mirrors", common.MIRRORS_PATH, week, pins, common.MIRRORS_KEY, action="cache"
-        ),
+        common.WEEK_STEP,
+        common.cache_step("Git mirrors", common.MIRRORS_PATH, week, pins, action="cache"),
         {"name": "Status", "env": status_env, "run": _STATUS},
         common.upload_step(
             "the status", "${{ !cancelled() }}", "ggml-patch-status", "status.json", pins, **kept
@@ -76,7 +74,7 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
         "on": on,
         "permissions": {},
         "concurrency": {"group": "ggml-patch-drift", "cancel-in-progress": False},
-        "jobs": {"drift": common.with_if(job, common.owner_only(matrix))},
+        "jobs": {"drift": common.with_if(job, common.SCHEDULED_GUARD)},
     }
 
 

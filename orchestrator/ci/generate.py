@@ -1,7 +1,8 @@
 """Every file `ggml-patch ci-workflow` writes, with the action pins the committed workflows carry.
 
 Beside a workflow in a `.github/workflows/` folder (the default): the drift and project-CI
-workflows, `.github/actionlint.yaml` (matrix.yaml's self-hosted runner labels) and
+workflows, the self-hosted legs' workflow (where matrix.yaml names a self-hosted runner),
+`.github/actionlint.yaml` (matrix.yaml's self-hosted runner labels) and
 `.github/ggml-patch-cells.json` (the noxfile's cell sessions). A workflow written elsewhere
 (--output) stands alone.
 """
@@ -12,9 +13,16 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from . import drift_workflow, project_workflow
+from . import common, drift_workflow, project_workflow
 from .actions import Pins, current_pins
-from .workflow import DEFAULT_PATH, actionlint_config, nox_cells_json, workflow_yaml
+from .workflow import (
+    DEFAULT_PATH,
+    SELF_HOSTED_PATH,
+    actionlint_config,
+    nox_cells_json,
+    self_hosted_workflow,
+    workflow_yaml,
+)
 
 CELLS_JSON = ".github/ggml-patch-cells.json"
 
@@ -37,6 +45,11 @@ def generated(
     beside = main.parent.name == "workflows" and main.parent.parent.name == ".github"
     for other in (drift_workflow, project_workflow) if beside else ():
         workflows[main.parent / Path(other.PATH).name] = partial(other.workflow_yaml, matrix)
+    if beside and self_hosted_workflow(matrix, profiles) is not None:
+        path = main.parent / Path(SELF_HOSTED_PATH).name
+        workflows[path] = lambda pins: common.dump(
+            self_hosted_workflow(matrix, profiles, pins), pins
+        )
     pins = current_pins(_read(p) for p in workflows)  # what Dependabot bumped stays
     files = {path: make(pins) for path, make in workflows.items()}
     if beside:

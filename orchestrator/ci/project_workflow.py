@@ -13,6 +13,8 @@ from .actions import DEFAULT_PINS, Pins
 
 PATH = ".github/workflows/ggml-patch-ci.yml"
 NAME = "ggml-patch CI"
+DEFAULT_BRANCH = "main"
+CONCURRENCY = "ggml-patch-ci-${{ github.head_ref && github.ref || github.run_id }}"
 PATHS = [
     "orchestrator/**",
     "patches/**",
@@ -30,7 +32,8 @@ FAST_TESTS = 'python -m pytest -m "unit or integration" -ra\n'
 # requires-python's lowest version: constraints.txt must install there too (its markers), and the
 # unit tier pass
 OLDEST_PYTHON = "3.10"
-LINT = "ruff check orchestrator\nmypy\nruff format --check orchestrator\n"  # as in noxfile.py's lint session
+# as in noxfile.py's lint session
+LINT = "ruff check orchestrator\nmypy\nruff format --check orchestrator\n"
 # zizmor refuses an empty token: without one (the job run in act, offline) only its offline audits
 ZIZMOR = (
     'if [ -n "$GH_TOKEN" ]; then zizmor --format github .github\n'
@@ -52,7 +55,8 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
             "run": "ggml-patch ci-workflow --check\n",
         },
         {"name": "actionlint (with shellcheck)", "if": always, "run": "actionlint\n"},
-        # online audits too (impostor commits, the version comment of each pin), with the job's own token
+        # online audits too (impostor commits, the version comment of each pin), with the job's
+        # own token
         {"name": "zizmor", "if": always, "env": {"GH_TOKEN": "${{ github.token }}"}, "run": ZIZMOR},
     ]
     oldest = [
@@ -61,9 +65,15 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
     ]
     return {
         "name": NAME,
-        "on": {"push": {"paths": PATHS}, "pull_request": {"paths": PATHS}},
+        # one run per change: a branch's pushes are tested by its pull request, main's by push
+        "on": {
+            "push": {"branches": [DEFAULT_BRANCH], "paths": PATHS},
+            "pull_request": {"paths": PATHS},
+        },
         "permissions": {},
-        "concurrency": {"group": "ggml-patch-ci-${{ github.ref }}", "cancel-in-progress": True},
+        # a pull request's newer push cancels its older run; a run on main is never cancelled
+        # (each has its own group: head_ref is empty there)
+        "concurrency": {"group": CONCURRENCY, "cancel-in-progress": True},
         "jobs": {
             "checks": common.job("Tests and workflow checks", 30, steps),
             "oldest-python": common.job(

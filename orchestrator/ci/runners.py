@@ -37,4 +37,7 @@ def retired_message(where: str, label: str) -> Optional[str]:
     """One line naming the label, when it went, its successor and the source; None if current."""
     if (r := retired(label)) is None:
         return None
-    return f"{where}: runner {label!r} was retired by GitHub on {r.since} ({r.source}); use {r.successor!r} instead"
+    return (
+        f"{where}: runner {label!r} was retired by GitHub on {r.since} ({r.source}); "
+        f"use {r.successor!r} instead"
+    )

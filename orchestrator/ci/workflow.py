@@ -3,28 +3,38 @@
 Pure: a Matrix in, a workflow dict and its YAML text out. Jobs:
   plan       every git ref resolved to one commit (its `pins` output), so a branch moving during
              the run changes nothing
-  cell       one leg per (profile, target, backend) cell; honest: on a runner meant to have its
-             backend a skip is a failure, a hosted CUDA leg only builds. Only `default` legs must pass
+  cell       one leg per (profile, target, backend) cell on a GitHub-hosted runner; honest: on a
+             runner meant to have its backend a skip is a failure, a hosted CUDA leg only builds.
+             Only `default` legs with a recorded green run on github.com (ci/proven.py) must pass;
+             the others run with continue-on-error and are reported "not yet proven on GitHub"
   aggregate  per profile: merge, summary, upload, bundle, upload; each upload guarded by its own
              step's outcome, so a failing live profile never costs the default one its artifacts
   report     the drift issue (ci/drift_issue.py): the one job with `issues: write`
+Scheduled runs happen where the repository variable GGML_PATCH_SCHEDULE is 'true'.
+
+Self-hosted runners' legs run in a workflow of their own (SELF_HOSTED_PATH), gated on the
+variable GGML_PATCH_SELF_HOSTED: a missing runner leaves a job pending there, never holding this
+workflow's aggregate, bundle or drift report.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+from pathlib import Path
 from typing import Any, Iterable, Optional
 
 import yaml
 
 from ..config import Matrix, _line_for
 from ..errors import ConfigError
-from . import common
+from . import common, proven
 from .actions import DEFAULT_PINS, Pins, uses
 from .runners import retired_message
 
 DEFAULT_PATH = ".github/workflows/ggml-patch-matrix.yml"
+SELF_HOSTED_PATH = ".github/workflows/ggml-patch-self-hosted.yml"
 # Monday and Thursday 04:17 UTC: off the hour, when scheduled jobs pile up; never 7 days apart,
 # so the legs' ccache and download caches are used before GitHub evicts them (7 days unused).
 CRON = "17 4 * * 1,4"
@@ -55,16 +65,25 @@ def cell_session(target: str, backend: str) -> str:
 
 
 def _labels(runs_on: str) -> list[str]:
-    """matrix.yaml's `runs_on`: one label, or a self-hosted runner's "self-hosted, linux, gpu" (all must match)."""
+    """matrix.yaml's `runs_on`: one label, or a self-hosted runner's "self-hosted, linux, gpu"
+    (all must match)."""
     return [s.strip() for s in runs_on.split(",") if s.strip()]
 
 
 def all_cells(
     matrix: Matrix, profiles: Optional[Iterable[str]] = None
 ) -> list[tuple[str, str, str]]:
-    """(profile, target, backend) for every cell of the given profiles (default: all), in matrix.yaml's order."""
+    """(profile, target, backend) for every cell of the given profiles (default: all), in
+    matrix.yaml's order."""
     names = list(profiles) if profiles else list(matrix.profiles)
     return [(p, t.name, b.name) for p in names for t, b in matrix.cells(p)]
+
+
+def self_hosted(runs_on: str) -> bool:
+    """Not one GitHub-hosted image label (ubuntu-24.04, macos-15): a runner of the adopter's own."""
+    labels = [lab.lower() for lab in _labels(runs_on)]
+    hosted = len(labels) == 1 and labels[0].startswith(("ubuntu-", "macos-", "windows-"))
+    return not hosted
 
 
 def honesty(backend: str, runs_on: str) -> dict[str, Any]:
@@ -96,7 +115,8 @@ def honesty(backend: str, runs_on: str) -> dict[str, Any]:
 
 
 def downloads_key(matrix: Matrix, target: str) -> str:
-    """A cache key that changes only with the target's pinned download (its sha256); '' for git, local."""
+    """A cache key that changes only with the target's pinned download (its sha256); '' for git,
+    local."""
     src = matrix.target(target).source
     return (
         f"ggml-patch-downloads-{src['sha256'][:32]}"
@@ -106,19 +126,35 @@ def downloads_key(matrix: Matrix, target: str) -> str:
 
 
 def runner_slug(runs_on: str) -> str:
-    """A runner's labels as one name-safe word ("self-hosted, linux, gpu" -> self-hosted-linux-gpu)."""
+    """A runner's labels as one name-safe word ("self-hosted, linux, gpu" ->
+    self-hosted-linux-gpu)."""
     return "-".join(re.sub(r"[^A-Za-z0-9._-]", "_", lab) for lab in _labels(runs_on))
 
 
+def proven_record(matrix: Matrix) -> proven.Proven:
+    """.github/ggml-patch-proven.yaml beside matrix.yaml (none there: no leg proven)."""
+    return proven.load(matrix.path.parent / proven.PATH)
+
+
 def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[str, Any]]:
-    """One strategy.matrix.include entry per cell and runner. A backend's first runner's legs form the
-    profile's results; each further runner's legs are merged apart (`group`): a cell is merged once.
-    A runner label GitHub has retired is refused: every run on it would fail."""
+    """One strategy.matrix.include entry per cell and runner. A backend's first runner's legs form
+    the profile's results; each further runner's legs are merged apart (`group`): a cell is merged
+    once. The first runner must be GitHub-hosted (a self-hosted one's legs run in a workflow of
+    their own, which nothing waits for). A runner label GitHub has retired is refused: every run
+    on it would fail. `required`: a default leg with a recorded green run on github.com."""
     for b in matrix.backends.values():
-        where = f"{matrix.path}:{_line_for(matrix.lines, ('backends', b.name, 'runs_on'))}: backends.{b.name}.runs_on"
+        line = _line_for(matrix.lines, ("backends", b.name, "runs_on"))
+        where = f"{matrix.path}:{line}: backends.{b.name}.runs_on"
         for label in (lab for runs_on in b.all_runners() for lab in _labels(runs_on)):
             if msg := retired_message(where, label):
                 raise ConfigError(msg)
+        if self_hosted(b.all_runners()[0]):
+            raise ConfigError(
+                f"{where}: {b.all_runners()[0]!r} is self-hosted; name a GitHub-hosted runner "
+                f"first (e.g. [ubuntu-24.04, {b.all_runners()[0]!r}]): the self-hosted legs run "
+                f"in {SELF_HOSTED_PATH}, which the bundle and the drift report never wait for"
+            )
+    proven_legs = proven.keys(proven_record(matrix))
     profiles = list(profiles) if profiles else None
     handing_over = bundle_legs(matrix, profiles)
     out = []
@@ -126,6 +162,7 @@ def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[
         runners = matrix.backend(backend).all_runners()
         for i, runs_on in enumerate(runners):
             group = profile if i == 0 else f"{profile}{GROUP_SEP}{runner_slug(runs_on)}"
+            runner = ", ".join(_labels(runs_on))
             artifact = ARTIFACT_SEP.join((ARTIFACT_PREFIX, group, target, backend))
             on = f" on {runner_slug(runs_on)}" if len(runners) > 1 else ""
             labels = _labels(runs_on)
@@ -135,7 +172,9 @@ def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[
                 "target": target,
                 "backend": backend,
                 "runs-on": labels[0] if len(labels) == 1 else labels,
-                "required": profile == DEFAULT_PROFILE,
+                "required": profile == DEFAULT_PROFILE
+                and (profile, target, backend, runner) in proven_legs,
+                "self-hosted": self_hosted(runs_on),
                 **honesty(backend, runs_on),
                 "downloads-key": downloads_key(matrix, target),
                 "git": matrix.target(target).source.kind == "git",
@@ -150,15 +189,15 @@ def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[
 
 _PLAN = """pins=$(ggml-patch resolve-refs --out pins.json)
 echo "pins=$pins" >> "$GITHUB_OUTPUT"
-{ echo '### The commits this run builds'; echo; echo '```json'; cat pins.json; echo '```'; } >> "$GITHUB_STEP_SUMMARY"
+{
+  echo '### The commits this run builds'; echo; echo '```json'; cat pins.json; echo '```'
+} >> "$GITHUB_STEP_SUMMARY"
 """
 
 
-def _plan_job(matrix: Matrix, pins: Pins) -> dict:
-    guard = common.owner_only(
-        matrix
-    )  # scheduled runs only where the schedule belongs; manual runs anywhere
-    head = {"if": f"github.event_name != 'schedule' || {guard}"} if guard else None
+def _plan_job(pins: Pins, guard: str = common.SCHEDULED_GUARD) -> dict:
+    # every other job needs the plan: where it is skipped, the whole run is
+    head = {"if": guard}
     steps = [
         *common.first_steps(pins),
         {"name": "Resolve every git ref to a commit", "id": "pins", "run": _PLAN},
@@ -172,7 +211,8 @@ def _plan_job(matrix: Matrix, pins: Pins) -> dict:
     )
 
 
-_RUN_CELL = f"""args=(--pins "{common.PINS_FILE}" --profile "$PROFILE" --target "$TARGET" --backend "$BACKEND" --results "$RESULTS")
+_RUN_CELL = f"""args=(--pins "{common.PINS_FILE}" --profile "$PROFILE" --target "$TARGET"
+      --backend "$BACKEND" --results "$RESULTS")
 if [ -n "$REQUIRE_BACKEND" ]; then args+=(--require-backend "$REQUIRE_BACKEND"); fi
 if [ "$BUILD_ONLY" = true ]; then args+=(--build-only); fi
 ggml-patch matrix "${{args[@]}}"
@@ -190,13 +230,28 @@ DOWNLOADS_PATH = f"{common.WORKSPACE_CACHE}/downloads"
 # of the cpu legs (cells/<target>-cpu/), whose ccache it restores
 CCACHE_ENV = {
     "CCACHE_DIR": CCACHE_DIR,
-    "CCACHE_MAXSIZE": "2G",
+    "CCACHE_MAXSIZE": "1G",  # a cold CUDA leg's objects fit; most legs need far less
     "CCACHE_BASEDIR": "${{ github.workspace }}",
 }
-_INSTALL_CCACHE = """if command -v ccache >/dev/null; then exit 0; fi
+# the job's start, so that the eviction below keeps exactly what this job's build used
+# A self-hosted runner without ccache and without passwordless sudo builds without it (warned),
+# rather than failing every leg over a cache.
+_INSTALL_CCACHE = """echo "CCACHE_JOB_START=$(date +%s)" >> "$GITHUB_ENV"
+if command -v ccache >/dev/null; then exit 0; fi
 if [ "$RUNNER_OS" = macOS ]; then brew install ccache
-else sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends ccache
+elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+  sudo apt-get update -qq && sudo apt-get install -y -qq --no-install-recommends ccache
+else
+  echo "::warning title=ccache::not installed and no passwordless sudo: building without ccache"
 fi
+"""
+# ccache (4.4+) touches what a build hits: what this job did not use goes before the save,
+# so the saved cache never grows past one build's objects (ggml-org/ccache-action's
+# evict-old-files: job)
+_EVICT = """if ! command -v ccache >/dev/null; then exit 0; fi
+age=$(( $(date +%s) - CCACHE_JOB_START + 60 ))
+ccache --evict-older-than "${age}s"
+ccache --show-stats
 """
 INSTALL_CCACHE = {"name": "Install ccache", "run": _INSTALL_CCACHE}
 
@@ -222,14 +277,39 @@ def snapshots_key(profile: str, target: str) -> str:
     return f"ggml-patch-snapshots-{profile}-{target}-${{{{ runner.os }}}}-{RUN_ID}"
 
 
-def ccache_key(profile: str, target: str, backend: str) -> str:
-    """A leg's ccache key, less this run's id (a new key each run, the latest one restored)."""
-    return f"ccache-{profile}-{target}-{backend}-${{{{ runner.os }}}}-"
+def ccache_key(artifact: str) -> str:
+    """A leg's ccache key (one per leg: its artifact's name), less this run's id (a new key on
+    each saving run, the latest one restored; saved only by the default branch's scheduled runs,
+    so GitHub's 7-day eviction keeps about two per leg)."""
+    return f"ccache-${{{{ runner.os }}}}-{artifact}{ARTIFACT_SEP}"  # '+' ends the name: no prefix
+
+
+CUDA_DIR = "${{ runner.temp }}/cuda"
+
+
+def cuda_key() -> str:
+    """The CUDA wheels' cache key: nvcc's version and a digest of every pinned wheel, read from
+    the setup script (which the workflows run from this repository), so a new pin is a new key."""
+    script = Path(__file__).resolve().parents[2] / CUDA_SETUP
+    found = re.search(r"^packages=\((.*?)\)", script.read_text(encoding="utf-8"), re.M | re.S)
+    if not found:
+        raise ConfigError(f"{script}: no `packages=(...)` line: the CUDA wheels are not pinned")
+    wheels = " ".join(found[1].split())
+    nvcc = re.search(r"nvidia-cuda-nvcc==(\S+)", wheels)
+    digest = hashlib.sha256(wheels.encode()).hexdigest()[:12]
+    return f"cuda-pypi-${{{{ runner.os }}}}-{nvcc[1] if nvcc else 'nvcc'}-{digest}"
+
+
+_VULKAN_ENV = """# as llama.cpp's own llvmpipe job: lavapipe's f16 and coopmat paths are left out
+echo "GGML_VK_DISABLE_F16=1" >> "$GITHUB_ENV"
+echo "GGML_VK_DISABLE_COOPMAT=1" >> "$GITHUB_ENV"
+"""
 
 
 def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
-    ccache = ccache_key("${{ matrix.profile }}", "${{ matrix.target }}", "${{ matrix.backend }}")
+    ccache = ccache_key("${{ matrix.artifact }}")
     always = "${{ !cancelled() }}"
+    saves = f"${{{{ !cancelled() && {common.SAVES_CACHE} }}}}"
     downloads = common.cache_step(
         "Source downloads", DOWNLOADS_PATH, "${{ matrix.downloads-key }}", pins, action="cache"
     )
@@ -242,7 +322,10 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
     hand_over = common.cache_step(
         "Hand the snapshots to the bundle", SNAPSHOTS_PATH, snapshots, pins, action="cache/save"
     )
-    summary = 'if [ -f "$RESULTS/summary.md" ]; then cat "$RESULTS/summary.md" >> "$GITHUB_STEP_SUMMARY"; fi\n'
+    summary = (
+        'if [ -f "$RESULTS/summary.md" ]; then '
+        'cat "$RESULTS/summary.md" >> "$GITHUB_STEP_SUMMARY"; fi\n'
+    )
     # no junit reporter: `ggml-patch matrix` annotates each failed cell itself (::error with
     # matrix.yaml's line); a second reporter would annotate every failure twice
     # LEG_RESULTS holds one folder, named as the artifact: downloads never collide
@@ -265,17 +348,28 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
             *common.first_steps(pins, cache="${{ !matrix.git && 'pip' || '' }}"),
             INSTALL_CCACHE,
             # Per leg: each cell compiles a different tree
-            common.cache_step("ccache", CCACHE_DIR, ccache + RUN_ID, pins, ccache, action="cache"),
+            common.cache_step("ccache", CCACHE_DIR, ccache + RUN_ID, pins, ccache),
             common.with_if(downloads, "matrix.downloads-key != ''"),
             common.restore_mirrors(pins, when="matrix.git"),
             {
                 "name": "Vulkan (Mesa lavapipe)",
                 "if": f"{setup} == 'vulkan-lavapipe'",
-                "run": f"bash {VULKAN_SETUP}",
+                "run": f"bash {VULKAN_SETUP}\n{_VULKAN_ENV}",
             },
+            common.with_if(
+                common.cache_step("CUDA wheels", CUDA_DIR, cuda_key(), pins, action="cache"),
+                f"{setup} == 'cuda-pypi'",
+            ),
             {"name": cuda, "if": f"{setup} == 'cuda-pypi'", "run": _CUDA_SETUP},
             common.PINS_FILE_STEP,
             {"name": "Run the cell", "env": cell_env, "run": _RUN_CELL},
+            {"name": "Keep only what this build used (ccache)", "if": saves, "run": _EVICT},
+            common.with_if(
+                common.cache_step(
+                    "Save ccache", CCACHE_DIR, ccache + RUN_ID, pins, action="cache/save"
+                ),
+                saves,
+            ),
             common.with_if(hand_over, "matrix.hand-over"),
             {
                 "name": "Job summary",
@@ -292,14 +386,42 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
 BUNDLE_AUTHOR = '--author "$GITHUB_ACTOR <$GITHUB_ACTOR_ID+$GITHUB_ACTOR@users.noreply.github.com>"'
 
 
-def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
+def _unproven_step(names: list[str]) -> dict:
+    """The legs that ran with continue-on-error, named in the run's summary (known when the
+    workflow is generated: leg names are matrix.yaml's names, which hold no shell or Markdown)."""
+    lines = [
+        f"### Legs {P_UNPROVEN} (their failures do not fail the run)",
+        "",
+        f"Recorded green runs on github.com are in `{proven.PATH}`; until a leg has one, it "
+        "runs with `continue-on-error`.",
+        "",
+        *(f"- {n}" for n in names),
+    ]
+    text = "".join(f"{ln}\n" for ln in lines)
+    return {
+        "name": f"Legs {P_UNPROVEN}",
+        "if": "${{ !cancelled() }}",
+        "run": f"cat >> \"$GITHUB_STEP_SUMMARY\" <<'EOF'\n{text}EOF\n",
+    }
+
+
+P_UNPROVEN = "not yet proven on GitHub"
+
+
+def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins, leg_list: list[dict]) -> dict:
     profiles = list(dict.fromkeys(g.split(GROUP_SEP)[0] for g in groups))
     steps: list[dict] = [*common.first_steps(pins, extra="plot")]  # the bundle's training-loss plot
     # each pinned target's cpu leg's ccache (the bundle's verification build hits its objects) and
     # snapshot repository (each sdist imported once per run: several legs' repositories merge, their
     # objects and refs named by content)
     bundled = bundle_legs(matrix, profiles).items()
-    ccache = [(f"ccache (the {t}/cpu leg's)", ccache_key(p, t, "cpu")) for t, (p, _) in bundled]
+    ccache = [
+        (
+            f"ccache (the {t}/cpu leg's)",
+            ccache_key(ARTIFACT_SEP.join((ARTIFACT_PREFIX, p, t, "cpu"))),
+        )
+        for t, (p, _) in bundled
+    ]
     steps += [INSTALL_CCACHE] if ccache else []
     steps += [common.cache_step(name, CCACHE_DIR, key + RUN_ID, pins, key) for name, key in ccache]
     steps += [
@@ -358,7 +480,10 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
         # the default profile's bundle also needs every leg done: a leg that uploaded nothing
         # (a timeout) is missing from the merge, not failed in it
         when = merged.replace(" }}", " && needs.cell.result == 'success' }}") if fatal else merged
-        run = f'ggml-patch bundle --pins "{common.PINS_FILE}" --results merged/{p} --out bundle/{p} {BUNDLE_AUTHOR}\n'
+        run = (
+            f'ggml-patch bundle --pins "{common.PINS_FILE}" --results merged/{p} --out bundle/{p} '
+            f"{BUNDLE_AUTHOR}\n"
+        )
         bundled_ok = f"${{{{ !cancelled() && steps.{bundle}.outcome == 'success' }}}}"
         steps.append({"name": f"Bundle ({p})", "id": bundle, "if": when, **soft, "run": run})
         steps.append(
@@ -366,6 +491,8 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins) -> dict:
                 f"the bundle ({p})", bundled_ok, f"ggml-patch-bundle-{p}", f"bundle/{p}", pins
             )
         )
+    if unproven := [leg["name"] for leg in leg_list if not leg["required"]]:
+        steps.append(_unproven_step(unproven))
     others = [p for p in groups if p != DEFAULT_PROFILE and GROUP_SEP not in p]
     if others:
         ids = (common.step_id(k, p) for p in others for k in ("merge", "bundle"))
@@ -394,19 +521,17 @@ def drift_profile(matrix: Matrix) -> str:
 
 
 _REPORT_ISSUE = (
-    "if [ -f merged/{default}/results.json ]; then args+=(--results merged/{default}); fi\n"
+    "if [ -f merged/{default}/results.json ]; then\n"
+    "  args+=(--results merged/{default} --proven {proven})\n"
+    "fi\n"
 )
 
 
-def _report_job(matrix: Matrix, pins: Pins) -> Optional[dict]:
-    if not (guard := common.owner_only(matrix)):
-        return None  # no owning repository named: no issue is ever written
+def _report_job(matrix: Matrix, pins: Pins) -> dict:
     profile = drift_profile(matrix)
-    steps = (
-        [common.restore_mirrors(pins)]
-        if any(t.source.kind == "git" for t, _ in matrix.cells(profile))
-        else []
-    )
+    git = any(t.source.kind == "git" for t, _ in matrix.cells(profile))
+    # the exact key the drift job wrote: a job with `issues: write` restores nothing by prefix
+    steps = common.restore_mirrors_exactly(pins) if git else []
     merged = {"name": f"ggml-patch-results-{DEFAULT_PROFILE}", "path": f"merged/{DEFAULT_PROFILE}"}
     download = {"continue-on-error": True, "uses": uses("download-artifact", pins), "with": merged}
     status = common.STATUS.format(f'--pins "{common.PINS_FILE}" --profile "{profile}" --json')
@@ -415,32 +540,29 @@ def _report_job(matrix: Matrix, pins: Pins) -> Optional[dict]:
         {"name": f"The merged results ({DEFAULT_PROFILE})", **download},
         {"name": f"Status of the {profile} profile at the plan's commits", "run": status},
     ]
-    run_if = f"${{{{ !cancelled() && needs.plan.result == 'success' && {guard} }}}}"
+    # the plan ran: this is a manual run or an opted-in scheduled one
+    run_if = "${{ !cancelled() && needs.plan.result == 'success' }}"
     head = {"needs": ["plan", "aggregate"], "if": run_if}
-    return common.issue_job(
-        "Drift issue", 30, pins, steps, {}, _REPORT_ISSUE.format(default=DEFAULT_PROFILE), **head
-    )
+    args = _REPORT_ISSUE.format(default=DEFAULT_PROFILE, proven=proven.PATH)
+    return common.issue_job("Drift issue", 30, pins, steps, {}, args, **head)
 
 
 def workflow(
     matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Optional[Pins] = None
 ) -> dict:
     pins = pins or DEFAULT_PINS
-    leg_list = legs(matrix, profiles)
+    all_legs = legs(matrix, profiles)
+    leg_list = [leg for leg in all_legs if not leg["self-hosted"]]
     used = list(dict.fromkeys(leg["group"] for leg in leg_list))
     if not leg_list:
         raise ConfigError(f"{matrix.path}: no cells to put in the workflow")
     jobs = {
-        "plan": _plan_job(matrix, pins),
-        "cell": _cell_job(
-            [{k: v for k, v in leg.items() if k != "group"} for leg in leg_list], pins
-        ),
-        "aggregate": _aggregate_job(matrix, used, pins),
+        "plan": _plan_job(pins),
+        "cell": _cell_job(_include(leg_list), pins),
+        "aggregate": _aggregate_job(matrix, used, pins, leg_list),
+        "report": _report_job(matrix, pins),
     }
-    if report := _report_job(matrix, pins):
-        jobs["report"] = report
-    on: dict[str, Any] = {"schedule": [{"cron": CRON}]} if matrix.ci_repository else {}
-    on["workflow_dispatch"] = None
+    on: dict[str, Any] = {"schedule": [{"cron": CRON}], "workflow_dispatch": None}
     return {
         "name": "ggml-patch matrix",
         "on": on,
@@ -454,8 +576,75 @@ def workflow(
     }
 
 
+def _include(leg_list: list[dict]) -> list[dict]:
+    """strategy.matrix.include: what a leg's steps read (not how it is grouped or placed)."""
+    return [{k: v for k, v in leg.items() if k not in ("group", "self-hosted")} for leg in leg_list]
+
+
+SELF_HOSTED_GUARD = f"vars.{common.SELF_HOSTED_VAR} == 'true'"
+
+
+def self_hosted_workflow(
+    matrix: Matrix, profiles: Optional[Iterable[str]] = None, pins: Optional[Pins] = None
+) -> Optional[dict]:
+    """The self-hosted runners' legs, apart: plan, the legs, a merge per runner (no bundle, no
+    issue). Gated on GGML_PATCH_SELF_HOSTED: a fork without the runners never queues a job for
+    them, and a runner that is away leaves a job pending here (for up to a day), not in the
+    matrix workflow. None where matrix.yaml names no self-hosted runner."""
+    pins = pins or DEFAULT_PINS
+    leg_list = [leg for leg in legs(matrix, profiles) if leg["self-hosted"]]
+    if not leg_list:
+        return None
+    steps: list[dict] = [*common.first_steps(pins)]
+    download = {
+        "pattern": f"{ARTIFACT_PREFIX}{ARTIFACT_SEP}*",
+        "path": "cells",
+        "merge-multiple": True,
+    }
+    steps.append(
+        {
+            "name": "Download every leg's results",
+            "uses": uses("download-artifact", pins),
+            "with": download,
+        }
+    )
+    for g in dict.fromkeys(leg["group"] for leg in leg_list):
+        merge = common.step_id("merge", g)
+        artifacts = ARTIFACT_SEP.join((ARTIFACT_PREFIX, g, "*"))
+        run = f"ggml-patch merge-results --out merged/{g} cells/{artifacts}\n"
+        steps.append({"name": f"Merge ({g})", "id": merge, "if": "${{ !cancelled() }}", "run": run})
+        merged = f"${{{{ !cancelled() && steps.{merge}.outcome == 'success' }}}}"
+        summary = f'cat merged/{g}/summary.md >> "$GITHUB_STEP_SUMMARY"\n'
+        steps.append({"name": f"Summary ({g})", "if": merged, "run": summary})
+        name = f"ggml-patch-results-{common.step_id('self-hosted', g)}"
+        steps.append(
+            common.upload_step(f"the merged results ({g})", merged, name, f"merged/{g}", pins)
+        )
+    head = {
+        "needs": ["plan", "cell"],
+        "if": "${{ !cancelled() && needs.plan.result == 'success' }}",
+    }
+    guard = f"({common.SCHEDULED_GUARD}) && {SELF_HOSTED_GUARD}"
+    return {
+        "name": "ggml-patch self-hosted",
+        "on": {"schedule": [{"cron": CRON}], "workflow_dispatch": None},
+        "permissions": {},
+        # its own group: a pending leg (its runner away) holds this workflow only
+        "concurrency": {
+            "group": "ggml-patch-self-hosted-${{ github.ref }}",
+            "cancel-in-progress": False,
+        },
+        "jobs": {
+            "plan": _plan_job(pins, guard),
+            "cell": _cell_job(_include(leg_list), pins),
+            "merge": common.job("Merge and summary per runner", 30, steps, head),
+        },
+    }
+
+
 def actionlint_config(matrix: Matrix) -> str:
-    """.github/actionlint.yaml: matrix.yaml's custom runner labels, which actionlint rejects undeclared."""
+    """.github/actionlint.yaml: matrix.yaml's custom runner labels, which actionlint rejects
+    undeclared."""
     runners = (r for b in matrix.backends.values() for r in b.all_runners())
     labels = sorted({lab for r in runners for lab in _labels(r) if not _HOSTED.match(lab)})
     body = {"self-hosted-runner": {"labels": labels}}
@@ -463,7 +652,8 @@ def actionlint_config(matrix: Matrix) -> str:
 
 
 def nox_cells_json(matrix: Matrix) -> str:
-    """.github/ggml-patch-cells.json: the noxfile's `cell` sessions, readable with the standard library alone."""
+    """.github/ggml-patch-cells.json: the noxfile's `cell` sessions, readable with the standard
+    library alone."""
     once = dict.fromkeys((t, b) for _, t, b in all_cells(matrix))  # the `cell` session's params
     cells = [
         {

@@ -1,5 +1,6 @@
-"""ggml-patch evidence: upstream's own llama-finetune, built with the fix and with it reverted,
-fine-tunes a pre-trained tiny llama model; held-out eval loss per epoch, a noise floor, verdicts."""
+"""ggml-patch evidence: the training evidence. Upstream's own llama-finetune, built with the fix
+(patched) and with it reverted (control), fine-tunes a pre-trained tiny llama model; held-out eval
+loss per epoch, a noise floor, verdicts."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from ..errors import ConfigError, ExitCode
 from . import add_results, repeatable
 
 HELP = (
-    "upstream's llama-finetune with and without the fix, fine-tuning a pre-trained tiny llama "
-    "model, per optimizer, lr and opt_period, with a measured noise floor: "
+    "the training evidence: upstream's llama-finetune with and without the fix, fine-tuning a "
+    "pre-trained tiny llama model, per optimizer, lr and opt_period, with a measured noise floor: "
     "results/evidence/finetune.json, a plot, a section of summary.md"
 )
 
@@ -26,8 +27,8 @@ def add_arguments(p) -> None:
         "results folder: evidence/ goes in it, and a section of its summary.md (default: results/)",
     )
     case_help = (
-        "a case to run in both variants (repeatable; "
-        "opt_period 1, 2 or 4, epochs default 8); default: "
+        "a case to run in both variants (repeatable; opt_period 1, 2 or 4, epochs default 8); "
+        "default: "
     )
     repeatable(p, "--case", case_help + " ".join(ft.DEFAULT_CASES), ft.CASE_FORMAT)
     rerun_help = "build and run again even when a cached result for exactly these inputs exists"
@@ -36,7 +37,7 @@ def add_arguments(p) -> None:
 
 def run(args, matrix, cache) -> ExitCode:
     from ..finetune import results as ft
-    from ..finetune.runner import llama_target, run_evidence
+    from ..finetune.runner import llama_target, run_training_evidence
     from ..outdir import check, made_results
     from ..progress import Reporter
     from ..redact import redact
@@ -49,28 +50,29 @@ def run(args, matrix, cache) -> ExitCode:
     except ValueError as e:
         raise ConfigError(str(e)) from None
     target = llama_target(matrix, args.target)
-    done = run_evidence(matrix, cache, results_dir, target, cases, args.rerun, Reporter(1))
+    done = run_training_evidence(matrix, cache, results_dir, target, cases, args.rerun, Reporter(1))
     res = done.results
     noise = ft.noise_floor(res)
     print(
-        f"noise floor {noise.floor:.5g} ({len(noise.pairs)} same-build "
-        "comparison(s)); bug visible = the unfixed run's last eval loss higher by "
-        f"more than the floor and by >= {ft.MIN_EFFECT:.0%}"
+        f"noise floor {noise.floor:.5g} ({len(noise.pairs)} same-build comparison(s)); "
+        "bug visible = the unfixed run's last eval loss higher by more than the floor and by "
+        f">= {ft.MIN_EFFECT:.0%}"
     )
     for v in ft.verdicts(res):
         print(
-            f"{v.optimizer} lr {v.lr:g} opt_period {v.opt_period}, {v.epochs} epochs: "
-            f"{v.label} (last eval loss without - with {v.end_diff:+.5f}, "
-            f"{v.end_diff_rel:+.3%}; max abs. diff {v.max_abs_diff:.5f}; epochs better/worse "
-            f"without {v.better_epochs}/{v.worse_epochs})"
+            f"{v.optimizer} lr {v.lr:g} opt_period {v.opt_period}, {v.epochs} epochs: {v.label} "
+            f"(last eval loss without - with {v.end_diff:+.5f}, {v.end_diff_rel:+.3%}; "
+            f"max abs. diff {v.max_abs_diff:.5f}; "
+            f"epochs better/worse without {v.better_epochs}/{v.worse_epochs})"
         )
     how = f"cached result, key {res.cache_key[:12]}" if done.cached else "built and run"
     files = ", ".join(str(p) for p in done.files)
     print(redact(f"evidence: {how} in {done.seconds:.2f} s; {done.plot_note}; results in {files}"))
-    if failed := ft.unfinished(res):
+    failed = ft.unfinished(res)
+    if failed:
         runs = "; ".join(
-            f"{r.variant.replace('_', ' ')} {r.optimizer} lr {r.lr:g} opt_period "
-            f"{r.opt_period}: {r.outcome} (exit {r.exit_code})"
+            f"{ft.VARIANT_LABELS[r.variant]} {r.optimizer} lr {r.lr:g} "
+            f"opt_period {r.opt_period}: {r.outcome} (exit {r.exit_code})"
             for r in failed
         )
         logs = results_dir / "evidence" / "logs"
@@ -78,9 +80,9 @@ def run(args, matrix, cache) -> ExitCode:
         return ExitCode.EXPECTATIONS_NOT_MET
     if ft.no_case_differs(res):
         print(
-            "ggml-patch: evidence: the curves with and without the fix do not differ "
-            "beyond the noise floor in any case: reverting the fix changed nothing "
-            "measurable on llama.cpp's training path",
+            "ggml-patch: evidence: the curves with and without the fix do not differ beyond the "
+            "noise floor in any case: reverting the fix changed nothing measurable on llama.cpp's "
+            "training path",
             file=sys.stderr,
         )
         return ExitCode.CONTROL_NOT_KILLED

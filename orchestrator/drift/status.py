@@ -137,7 +137,9 @@ def not_applicable_reason(
     header = read(header_path)
     if header is None:
         return f"{header_path} is absent: no per-step API ({PER_STEP_API})"
-    return None if PER_STEP_API in header else f"{header_path} has no per-step API ({PER_STEP_API})"
+    if PER_STEP_API not in header:
+        return f"{header_path} has no per-step API ({PER_STEP_API})"
+    return None
 
 
 def content_present(patch: Patch, read: Callable[[str], Optional[str]]) -> bool:
@@ -180,22 +182,24 @@ def failed_hunk(patch: Patch, git_output: str) -> tuple[Optional[str], str]:
 def hunk_header(patch: Patch, path: str, old_line: int) -> Optional[str]:
     """The '@@ ... @@' line of the hunk of `path` starting at `old_line` (git apply's report)."""
     f = next((f for f in patch.files if f.path == path), None)
-    hunk = (
-        next((h for h in unidiff.PatchSet(f.text)[0] if h.source_start == old_line), None)
-        if f
-        else None
-    )
-    if f is None or hunk is None:
+    if f is None:
         return None
-    made = (
-        f"@@ -{hunk.source_start},{hunk.source_length} +{hunk.target_start},{hunk.target_length} @@"
-    )
-    given = (
-        x
-        for x in f.text.splitlines()
-        if x.startswith(f"@@ -{hunk.source_start}") and x.count("@@") >= 2
-    )
-    return next(given, made)
+    hunks = unidiff.PatchSet(f.text)[0]
+    hunk = next((h for h in hunks if h.source_start == old_line), None)
+    if hunk is None:
+        return None
+    return _header_line(f.text, hunk)
+
+
+def _header_line(text: str, hunk: unidiff.Hunk) -> str:
+    """The hunk's '@@' line as the diff has it (with its function context), else made anew."""
+    prefix = f"@@ -{hunk.source_start}"
+    for line in text.splitlines():
+        if line.startswith(prefix) and line.count("@@") >= 2:
+            return line
+    old = f"-{hunk.source_start},{hunk.source_length}"
+    new = f"+{hunk.target_start},{hunk.target_length}"
+    return f"@@ {old} {new} @@"
 
 
 def conflict_regions(text: str) -> tuple[tuple[int, int], ...]:

@@ -1,4 +1,6 @@
-"""The fine-tuning evidence (`ggml-patch evidence`): upstream's own llama-finetune run with and without
-the fix on a pre-trained tiny llama model. cases (`--case`), results (command lines, output, the
-results model, verdicts, tables, plot), tiny_model, runner (on the cell pipeline), section (of
-summary.md), bundle (the evidence read back for an upstream bundle)."""
+"""The training evidence (`ggml-patch evidence`): upstream's own llama-finetune run in the patched
+and the control build on a pre-trained tiny llama model. cases (`--case`), commands (command
+lines), output (the parser), record (finetune.json, the inputs, the cache key), verdict (noise
+floor, verdicts), provenance (which binary holds the fix), markdown and plot (the rendering),
+results (all of these for their readers), tiny_model, runner (its step lists on the cell
+pipeline), section (of summary.md), bundle (the training evidence read back for a bundle)."""

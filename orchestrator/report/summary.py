@@ -105,14 +105,21 @@ def summary_markdown(results: Results) -> str:
             f"{verdict} | {f'`{line}`' if line else '—'} |"
         )
     out += ["", "## Why", "", *(f"- **{c.cell}**: {c.status} — {c.reason}" for c in cells)]
-    out += [*_not_run_section(results), *_device_section(results), *_attribution_section(cells)]
-    out += [*_mutants_section(results), *_competing_section(results), *_training_section(cells)]
+    out += _not_run_section(results)
+    out += _device_section(results)
+    out += _attribution_section(cells)
+    out += _mutants_section(results)
+    out += _competing_section(results)
+    out += _training_section(cells)
     sources = []
     for c in cells:
         s = c.source
+        description = s.description if s else "—"
+        base = (s.base_commit if s else None) or ""
+        upstream = (s.upstream_commit if s else None) or "—"
+        head = c.patched_commit or ""
         sources.append(
-            f"| {c.cell} | {s.description if s else '—'} | `{(s and s.base_commit or '')[:12]}` | "
-            f"`{(s and s.upstream_commit or '—')[:12]}` | `{(c.patched_commit or '')[:12]}` |"
+            f"| {c.cell} | {description} | `{base[:12]}` | `{upstream[:12]}` | `{head[:12]}` |"
         )
     out += _table(
         "## Sources", "| cell | source | base commit | upstream commit | patched commit |", sources
@@ -265,23 +272,25 @@ def _mutants_section(results: Results) -> list[str]:
             by = (c.mutants.killed_by if c.mutants else None) or {}
             line = tally_line(c.mutants.total, by) if c.mutants and UPSTREAM_TEST in by else ""
             tallies.append(f"- **{c.cell}**: " + (line or kill_line([r.verdict for r in recs])))
-        for r in recs:
-            info, kills = r.mutant, r.kills or {}
-            killed = r.verdict == Verdict.KILLED and r.failure_line
-            why = (
-                f"`{r.failure_line}`"
-                if killed
-                else (r.verdict_reason or (info and info.skipped) or "")
-            )
-            table.append(
-                f"| {c.cell} | {info.name if info else r.variant} | **{r.verdict or r.status}** | "
-                f"{kills.get(UPSTREAM_TEST, '—')} | {kills.get(GATE_TEST, '—')} | {why} |"
-            )
+        table += [_mutant_row(c, r) for r in recs]
     header = (
         f"| cell | mutant | verdict | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line (or why) |"
     )
     return (
         _table("## Known-wrong fixes (mutants)", header, table, "\n".join(tallies)) if table else []
+    )
+
+
+def _mutant_row(c: Cell, r: VariantRecord) -> str:
+    """A known-wrong fix's row: its verdict, each test's kill, the first FAIL line or why not."""
+    info, kills = r.mutant, r.kills or {}
+    if r.verdict == Verdict.KILLED and r.failure_line:
+        why = f"`{r.failure_line}`"
+    else:
+        why = r.verdict_reason or (info and info.skipped) or ""
+    return (
+        f"| {c.cell} | {info.name if info else r.variant} | **{r.verdict or r.status}** | "
+        f"{kills.get(UPSTREAM_TEST, '—')} | {kills.get(GATE_TEST, '—')} | {why} |"
     )
 
 

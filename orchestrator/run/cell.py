@@ -396,12 +396,10 @@ BUNDLE_STEPS: tuple[Step[Any], ...] = (PLAN, CONFIGURE, BUILD, TEST)
 
 def verdict_line(patched: Optional[VariantRecord], control: VariantRecord) -> str:
     """The cell's answer once its control is judged: the fix's tests, the control's verdict."""
-    with_fix = (
-        "every test passes" if patched and patched.status == RecordStatus.PASSED else "a test fails"
-    )
-    return (
-        f"with the fix {with_fix}; the control (fix reverted): {control.verdict or control.status}"
-    )
+    passed = patched is not None and patched.status == RecordStatus.PASSED
+    says = "every test passes" if passed else "a test fails"
+    judged = control.verdict or control.status
+    return f"with the fix {says}; the control (fix reverted): {judged}"
 
 
 @contextmanager
@@ -868,9 +866,9 @@ def _run_competing(
     rec = _diff_record(ctx, c, RecordStatus.PENDING)
     ctx.steps.step(f"competing fix {c.name}", c.title)
     apply_error = _variant_tests(ctx, worktree, patched, c, rec)
-    with_fix = {t: patched.outcome(t) for t in TESTS}
+    patched_outcomes = {t: patched.outcome(t) for t in TESTS}
     j = rec.judged = judge_competing(
-        apply_error, bool(rec.build and rec.build.ok), rec.tests, with_fix
+        apply_error, bool(rec.build and rec.build.ok), rec.tests, patched_outcomes
     )
     as_status = {
         CompetingVerdict.EQUIVALENT: RecordStatus.PASSED,

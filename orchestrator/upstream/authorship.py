@@ -73,7 +73,8 @@ def resolve(author: Optional[str], config: tuple[Optional[str], Optional[str]]) 
 
 
 def reauthor(git_dir: str, base: str, patched: str, who: Identity, assistant: Optional[str]) -> str:
-    """base..patched again, same trees, dates and messages, authored by `who` (+ Assisted-by); the head."""
+    """base..patched again, same trees, dates and messages, authored by `who` (+ Assisted-by);
+    the head."""
     repo, parent = Path(git_dir), base
     for sha in commits.ids(repo, base, patched):
         head, _, message = commits.raw(repo, sha).partition(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import platform
 import re
 import shutil
 import tempfile
@@ -33,12 +34,13 @@ from ..redact import redact_data
 from ..run import toolchain
 from ..run.cell import tested_tree
 from ..vcs.snapshots import SnapshotRepo, Worktree
+from ..verdicts.competing import load_competing
 from ..verdicts.known_limits import as_json, load_known_limits
 from ..verdicts.related import load_related
 from ..verdicts.training import can_plot, plot
-from . import authorship, cover, documents, policy
+from . import authorship, cover, documents, issue_form, policy
 from .manifest import Durations, Manifest, Verification, VerifiedTest, read_manifest
-from .views import NOT_RUN, TRAINING_PLOT, Commit, one_line, training_cell
+from .views import NOT_RUN, TRAINING_PLOT, SeriesCommit, one_line, training_cell
 
 MANIFEST = "manifest.json"
 
@@ -66,7 +68,10 @@ def problems(results: Results, current_series_sha256: str) -> list[Problem]:
     """Everything that stops these results from backing a pull request; empty when they do."""
     found, ran, now = [], results.series.sha256, current_series_sha256
     if ran != now:
-        stale = f"results.json was made from series {ran[:12]}, the series in patches/ is now {now[:12]}"
+        stale = (
+            f"results.json was made from series {ran[:12]}, "
+            f"the series in patches/ is now {now[:12]}"
+        )
         found.append(Problem(None, f"{stale}: re-run `ggml-patch matrix`"))
     for target in results.targets():
         cells = results.cells_of(target)
@@ -103,7 +108,8 @@ def _cell_problems(results: Results, cell: Cell) -> list[str]:
         found.append(f"{cid}: the negative control did not run")
     elif control is not None and control.verdict != Verdict.KILLED:
         found.append(
-            f"{cid}: the negative control was not killed ({control.verdict}: {one_line(control.verdict_reason)})"
+            f"{cid}: the negative control was not killed "
+            f"({control.verdict}: {one_line(control.verdict_reason)})"
         )
     if not found and cell.status != CellStatus.PASSED:
         found.append(f"{cid}: {cell.status}: {one_line(cell.reason)}")
@@ -134,7 +140,8 @@ def manifest(
     warnings: list[str],
     **more: Any,
 ) -> dict[str, Any]:
-    """manifest.json's data (upstream/manifest.py), redacted; `more`: the policy's keys and the rest."""
+    """manifest.json's data (upstream/manifest.py), redacted; `more`: the policy's keys and the
+    rest."""
     data = {
         "schema_version": 1,
         "tool": "ggml-patch",
@@ -193,7 +200,8 @@ def read_bundle(directory: Path) -> Bundle:
     mpath = directory / MANIFEST
     if not mpath.exists() and not mpath.is_symlink():
         raise ConfigError(
-            f"{mpath}: missing; --bundle must name one target's directory made by `ggml-patch bundle`"
+            f"{mpath}: missing; --bundle must name one target's directory made by "
+            "`ggml-patch bundle`"
         )
     # untrusted: every field checked before any is used
     man = read_manifest(untrusted.load_json(mpath, "manifest", root=directory), mpath)
@@ -205,7 +213,8 @@ def read_bundle(directory: Path) -> Bundle:
         kind = "patch" if name.endswith(".patch") else "document"
         if hashlib.sha256(untrusted.read_bytes(f, kind, root=directory)).hexdigest() != digest:
             raise ConfigError(
-                f"{f}: changed since the bundle was made (sha256 differs from {MANIFEST}); re-run `ggml-patch bundle`"
+                f"{f}: changed since the bundle was made (sha256 differs from {MANIFEST}); "
+                "re-run `ggml-patch bundle`"
             )
     patches = tuple(sorted(directory / n for n in files if n.endswith(".patch")))
     if not patches:
@@ -233,7 +242,8 @@ class BundleOptions:
 
 
 def make_bundles(opts: BundleOptions) -> tuple[list[Bundle], list[str]]:
-    """Every bundle the results allow, and the targets left out (why); none unless they prove the fix."""
+    """Every bundle the results allow, and the targets left out (why); none unless they prove
+    the fix."""
     results, results_sha = load_results_dir(opts.results_dir)
     present = results.targets()
     for t in opts.targets:
@@ -272,6 +282,19 @@ def _same(cells: list[Cell], what: str, get: Callable[[Cell], Optional[str]]) ->
             f"{cells[0].target}: the cells of this target record {len(values)} different {what}s"
         )
     return str(values.pop())
+
+
+def _issue_form(repo, base: str, read) -> Optional[issue_form.IssueForm]:
+    """The target's bug form at the base (.github/ISSUE_TEMPLATE/*.yml); None without one. A file
+    that is no issue form is one line in the log and ISSUE.md falls back to plain fields."""
+    chosen = issue_form.pick_bug_form(repo.names_in(base, issue_form.FORM_DIR))
+    text = read(base, f"{issue_form.FORM_DIR}/{chosen}") if chosen else None
+    if text is None:
+        return None
+    try:
+        return issue_form.parse_form(f"{issue_form.FORM_DIR}/{chosen}", text)
+    except issue_form.FormError:
+        return None
 
 
 def _policy_reader(repo):
@@ -330,6 +353,7 @@ def bundle_target(
         read = _policy_reader(repo)
         files_at_base = {f: read(base, f) for f in (*policy.POLICY_FILES, *policy.TEMPLATE_FILES)}
         rules = policy.derive(target_name, base, files_at_base, target.upstream)
+        form = _issue_form(repo, base, read) if rules.takes_pull_request else None
         topic_dir = documented_topic(matrix)
         cover_text = untrusted.read_optional(topic_dir / cover.COVER_FILE, "cover", root=topic_dir)
         where = f"{topic_dir.parent.name}/{topic_dir.name}/{cover.COVER_FILE}"
@@ -341,14 +365,16 @@ def bundle_target(
             worktree.ensure(base)
             if (again := worktree.am(series_files)) != patched:
                 raise BundleRefused(
-                    f"the commit results.json records ({patched[:12]}) is gone from the cache and the "
-                    f"series in patches/ now gives {again[:12]}: re-run `ggml-patch matrix`"
+                    f"the commit results.json records ({patched[:12]}) is gone from the cache "
+                    f"and the series in patches/ now gives {again[:12]}: "
+                    "re-run `ggml-patch matrix`"
                 )
         # the contributor's commits: the tested trees and messages, their identity (and Assisted-by)
         head = authorship.reauthor(str(repo.path), base, patched, opts.author, opts.assisted_by)
         patches = format_patch(repo, base, head)
         commits = [
-            Commit(subject, body, files) for _, subject, body, files in repo.commits(base, head)
+            SeriesCommit(subject, body, files)
+            for _, subject, body, files in repo.commits(base, head)
         ]
         opts.log(
             f"{target_name}: verifying {len(patches)} patches on a fresh copy of {base[:12]} "
@@ -371,6 +397,9 @@ def bundle_target(
             known_limits=known_limits,
             related=related,
             finetune=finetune,
+            issue_form=form,
+            competing=tuple(load_competing(matrix)),
+            host=(platform.system(), platform.machine()),
         )
     files_text: dict[str, str | bytes] = {**dict(patches), **docs.files}
     trained, plots = training_cell(results, target_name), rules.takes_pull_request and can_plot()
@@ -410,8 +439,9 @@ def bundle_target(
 
 
 def _write_dir(dest: Path, files: dict[str, str | bytes]) -> None:
-    """Replace `dest` whole (no earlier patch is left beside the new ones), only when it is an earlier
-    bundle or empty, through a staging folder of its own (a user's `.NAME.partial/` is never touched)."""
+    """Replace `dest` whole (no earlier patch is left beside the new ones), only when it is an
+    earlier bundle or empty, through a staging folder of its own (a user's `.NAME.partial/` is
+    never touched)."""
     earlier = dest.is_dir() and (
         not any(dest.iterdir()) or outdir.made_bundle(dest)
     )  # or an empty folder
@@ -460,8 +490,8 @@ def verify(
     patches: list[tuple[str, str]],
 ) -> Verification:
     """git am the bundle's files on a fresh copy of the base, then the cell pipeline's configure,
-    build and tests (CPU). `patched` is the bundle's head: the tested tree, the contributor's commits.
-    Its trees persist in the cache: a repeat costs seconds."""
+    build and tests (CPU). `patched` is the bundle's head: the tested tree, the contributor's
+    commits. Its trees persist in the cache: a repeat costs seconds."""
     t_all = time.monotonic()
     series_dir = work / "bundle-series"
     if series_dir.exists():
@@ -478,7 +508,8 @@ def verify(
         worktree.am(files)
     except SeriesDoesNotApply as e:
         raise SeriesDoesNotApply(
-            f"{target.name}: the bundle's series does not apply with git am to a fresh copy of {base[:12]}: {e}"
+            f"{target.name}: the bundle's series does not apply with git am to a fresh copy "
+            f"of {base[:12]}: {e}"
         ) from None
     head = worktree.head()
     tree = repo.tree_of(head)

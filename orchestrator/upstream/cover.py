@@ -38,7 +38,8 @@ def parse_cover(path: str, text: Optional[str]) -> Cover:
 
 @dataclass(frozen=True)
 class Disclosure:
-    status: str  # answered | unanswered | undescribed (YES without saying how) | no-line (the template has none)
+    # answered | unanswered | undescribed (YES without saying how) | no-line (the template has none)
+    status: str
     answer: str  # the contributor's words after the prefix, comments removed
     where: str  # cover.md:LINE, or the cover's path when there is no such line
 
@@ -67,7 +68,8 @@ def problems(cover: Cover, template: Optional[Template]) -> list[str]:
     """Why the cover keeps the bundle a draft ('' when the contributor has written it all)."""
     if cover.text is None:
         return [
-            f"{cover.path}: missing (write one section per heading of the target's pull request template)"
+            f"{cover.path}: missing (write one section per heading of the target's pull "
+            "request template)"
         ]
     if not visible(cover.text).strip():
         return [f"{cover.path}: empty (only placeholders)"]
@@ -78,7 +80,8 @@ def problems(cover: Cover, template: Optional[Template]) -> list[str]:
             continue
         if mine is None:
             found.append(
-                f"{cover.path}: no section '## {s.heading}' ({template.file if template else ''}:{s.line})"
+                f"{cover.path}: no section '## {s.heading}' "
+                f"({template.file if template else ''}:{s.line})"
             )
         elif not visible(mine.text).strip():
             found.append(
@@ -113,3 +116,45 @@ def blank_cover(template: Template) -> str:
     """The cover.md to ship: the template's headings and its placeholders, nothing else."""
     out = [line for s in template.sections for line in (f"## {s.heading}", *s.lines, "")]
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+# ---------------------------------------------------------------- the contributor's metadata lines
+# Lines above the first heading of cover.md (never copied into PR_BODY.md), one `key: value` each:
+#   issue: https://github.com/OWNER/REPO/issues/N   the issue opened first (PR_BODY says Fixes #N)
+#   messages: own                                   the commit messages are my own words
+
+_META = re.compile(r"^(?P<key>[a-z][a-z-]*)\s*:\s*(?P<value>\S.*?)\s*$", re.I)
+_ISSUE_URL = re.compile(r"^https://github\.com/(?P<repo>[\w.-]+/[\w.-]+)/issues/(?P<n>\d+)$")
+
+
+def metadata(cover: Cover, key: str) -> Optional[Evidence]:
+    """The first `key: value` line above cover.md's first heading (comments skipped)."""
+    for n, line in enumerate(visible(cover.text or "").splitlines(), 1):
+        if line.startswith("## "):
+            return None
+        m = _META.match(line.strip())
+        if m and m["key"].lower() == key:
+            return Evidence(file=cover.path, line=n, text=m["value"])
+    return None
+
+
+def recorded_issue(cover: Cover) -> Optional[tuple[Evidence, str, int]]:
+    """The `issue: URL` line, its repository and number; None without one or with another URL."""
+    found = metadata(cover, "issue")
+    m = _ISSUE_URL.match(found.text) if found else None
+    return (found, m["repo"], int(m["n"])) if found and m else None
+
+
+def fixes_line(cover: Cover, repo: Optional[str]) -> Optional[str]:
+    """`Fixes #N` for the recorded issue (its URL when it is another repository's)."""
+    found = recorded_issue(cover)
+    if found is None:
+        return None
+    ev, issue_repo, number = found
+    return f"Fixes #{number}" if repo and issue_repo.lower() == repo.lower() else f"Fixes {ev.text}"
+
+
+def messages_own(cover: Cover) -> Optional[Evidence]:
+    """The `messages: own` line: the contributor says the commit messages are their own words."""
+    found = metadata(cover, "messages")
+    return found if found and found.text.strip().lower() == "own" else None

@@ -11,9 +11,10 @@ import unidiff
 
 from ..model.results import Results
 from ..redact import redact
-from . import pr_body, readiness
+from . import comments, issue, pr_body, readiness
 from .authorship import COMMITTER, Identity
-from .cover import Cover, problems
+from .cover import Cover, fixes_line, problems
+from .issue_form import IssueForm
 from .manifest import CoverInfo, Readiness
 from .policy import DerivedPolicy
 from .sync import compare, parse_sync_script, sync_script_for
@@ -35,7 +36,8 @@ class Documents:
     def manifest_fields(
         self, author: Identity, assistant: Optional[str], bundle_commit: str
     ) -> dict[str, Any]:
-        """manifest.json's policy, readiness, draft, cover and authorship keys (upstream/manifest.py)."""
+        """manifest.json's policy, readiness, draft, cover and authorship keys
+        (upstream/manifest.py)."""
         cover = CoverInfo(path=self.cover.path, present=self.cover.text is not None)
         return {
             "policy": self.policy.to_json(),
@@ -69,11 +71,17 @@ def documents(
     known_limits: tuple = (),
     finetune=None,
     related: tuple = (),
+    issue_form: Optional[IssueForm] = None,
+    competing: tuple = (),
+    host: tuple[str, str] = ("Linux", ""),
 ) -> Documents:
-    """read_file(path): the target's file at its base commit, or None (the sync script); finetune: validated."""
+    """read_file(path): the target's file at its base commit, or None; finetune: validated;
+    issue_form: the target's bug form (None: none in its tree); competing: the ported fixes of
+    native_tests/competing/ (a COMMENT draft each); host: (OS, CPU) of the verifying machine."""
     names = [n for n, _ in patches]
     texts: dict[str, str] = {}
     cover_problems: list[str] = []
+    form_problems: list[str] = []
     if policy.takes_pull_request:
         repo = policy.repo.value if isinstance(policy.repo.value, str) else None
         data = pr_body.evidence(
@@ -86,11 +94,28 @@ def documents(
             repo,
             known_limits,
             finetune=finetune,
+            issue_ref=fixes_line(cover, repo),
+            machine=host[1],
         )
+        issue_text, missing = issue.issue_md(
+            issue_form,
+            results,
+            target,
+            commits,
+            names,
+            repo,
+            toolchain,
+            read_file,
+            host[0],
+            finetune,
+        )
+        form = issue_form.file if issue_form else "no bug form in the target's tree"
+        form_problems = [f"ISSUE.md: '{label}' ({form})" for label in missing]
         texts = {
             "PR_TITLE": pr_title(commits) + "\n",
             "PR_BODY.md": pr_body.body(policy.template, cover, data),
-            "ISSUE.md": pr_body.issue(results, target, commits, names, repo, finetune=finetune),
+            "ISSUE.md": issue_text,
+            **comments.drafts(list(competing), results, target, commits, names, repo),
         }
         cover_problems = problems(cover, policy.template)
     # a target verified through another's sync: what that sync script carries
@@ -101,7 +126,16 @@ def documents(
     report = compare(sync, canonical_paths, changed) if sync else None
     pr_cover = cover if policy.takes_pull_request else None
     ready = readiness.run(
-        policy, patches, texts, pr_cover, cover_problems, sync, report, script, related=related
+        policy,
+        patches,
+        texts,
+        pr_cover,
+        cover_problems,
+        sync,
+        report,
+        script,
+        related=related,
+        form_problems=tuple(form_problems),
     )
     reasons = cover_problems + [
         f"{c.name}: {c.detail}" + (f" ({c.where[0]})" if c.where else "") for c in ready.failed

@@ -1,6 +1,7 @@
 """Opening the pull request: the branch pushed to a fork, then POST /repos/{owner}/{repo}/pulls. The
 token travels only in the Authorization header (the API) or through GIT_ASKPASS (git): never in a
-URL, an argument list, a file or a message. Every message that could carry a URL goes through `redact`."""
+URL, an argument list, a file or a message. Every message that could carry a URL goes through
+`redact`."""
 
 from __future__ import annotations
 
@@ -63,7 +64,8 @@ def check_branch(name: str, option: str = "--branch") -> str:
 
 
 def owner_from_remote(url: str) -> Optional[str]:
-    """The fork's owner from its remote URL (https://host/OWNER/NAME(.git), git@host:OWNER/NAME.git)."""
+    """The fork's owner from its remote URL (https://host/OWNER/NAME(.git),
+    git@host:OWNER/NAME.git)."""
     m = re.match(r"^[a-z][a-z0-9+.-]*://[^/]+/(?P<owner>[^/]+)/[^/]+?/?$", url, re.I) or re.match(
         r"^[^/@:\s]+@[^/:\s]+:(?P<owner>[^/]+)/[^/]+$", url
     )
@@ -180,7 +182,8 @@ class Branch:
 
 
 def work_repo(path: Path, snapshots_git: Path) -> Path:
-    """A repository of its own (a shallow fetch never touches the snapshots') borrowing their objects."""
+    """A repository of its own (a shallow fetch never touches the snapshots') borrowing their
+    objects."""
     try:
         workrepo.init(path, snapshots_git)
     except GitError as e:
@@ -193,7 +196,8 @@ push_argv = workrepo.push_argv
 
 
 def _remote_failed(e: GitError, what: str, secrets: tuple[str, ...], otherwise: str) -> PushFailed:
-    """A git fetch or push to the fork that stalled (--git-timeout) or failed (`otherwise`), redacted."""
+    """A git fetch or push to the fork that stalled (--git-timeout) or failed (`otherwise`),
+    redacted."""
     if e.timed_out:
         stalled = (
             f"{what} {e.line} (--git-timeout); check the remote URL and the network, then retry"
@@ -216,7 +220,8 @@ def fetch_commit(
         )
     except GitError as e:
         missing = (
-            f"the fork {remote} does not have commit {commit[:12]}, the upstream base of this bundle ({e.line}): "
+            f"the fork {remote} does not have commit {commit[:12]}, the upstream base of this "
+            f"bundle ({e.line}): "
             "sync the fork with upstream, or pass --onto a commit of the fork with the same tree"
         )
         raise _remote_failed(e, f"git fetch from {remote}", secrets, missing) from None

@@ -1,7 +1,8 @@
 """The GitHub REST API, one request at a time, for `pr` and `drift-issue`. The token travels only in
 the Authorization header (`_Bearer`), never in a URL, a file or a message (each goes through
-`redact`). Each failure the user can act on has its own error class and exit code (README, 22-26):
-401 and 403 without a rate limit (the token), 403/429 rate-limited (when to retry), 422 (refused)."""
+`redact`). Each failure the user can act on has its own error class and exit code (README,
+22-26): 401 and 403 without a rate limit (the token), 403/429 rate-limited (when to retry), 422
+(refused)."""
 
 from __future__ import annotations
 
@@ -82,7 +83,8 @@ class _Retry(Retry):
     ):
         after = self.get_retry_after(response) if response is not None else None
         if after is not None and after > RETRY_AFTER_MAX:
-            # out of retries as far as urlopen knows: with raise_on_status False it returns this answer
+            # out of retries as far as urlopen knows: with raise_on_status False it returns this
+            # answer
             raise MaxRetryError(
                 _pool, url or "", ResponseError(f"Retry-After {after:g} s is too long to wait")
             )
@@ -140,7 +142,8 @@ MAX_ANSWER_BYTES = 8 * 1024 * 1024  # an API answer larger than this is not GitH
 
 
 def body_json(payload: Any) -> str:
-    """The exact bytes sent (and shown by a dry run): redacted, so no token or URL password is sent."""
+    """The exact bytes sent (and shown by a dry run): redacted, so no token or URL password is
+    sent."""
     return json.dumps(redact_data(payload), indent=2, ensure_ascii=False) + "\n"
 
 
@@ -228,7 +231,8 @@ def _within(
     def work() -> None:
         try:
             resp = box["resp"] = call(session)
-            # the whole body into resp._content (what .text reads), inside the deadline, at most MAX_ANSWER_BYTES
+            # the whole body into resp._content (what .text reads), inside the deadline, at most
+            # MAX_ANSWER_BYTES
             chunks, total = [], 0
             for block in resp.iter_content(64 * 1024):
                 total += len(block)
@@ -297,7 +301,8 @@ def raise_for_answer(
     secondary = _SECONDARY.search(msg)
     if status == 401:
         raise GitHubAuthFailed(
-            f"GitHub rejected GITHUB_TOKEN (401 {msg or 'Unauthorized'}): use a valid token with {wording.access}"
+            f"GitHub rejected GITHUB_TOKEN (401 {msg or 'Unauthorized'}): "
+            f"use a valid token with {wording.access}"
         )
     if status == 429 or (
         status == 403
@@ -305,11 +310,13 @@ def raise_for_answer(
     ):
         kind = "secondary rate limit" if secondary else "rate limit"
         raise RateLimited(
-            f"GitHub API {kind} exceeded ({status} {msg or 'rate limited'}): {retry_when(headers, now())}"
+            f"GitHub API {kind} exceeded ({status} {msg or 'rate limited'}): "
+            f"{retry_when(headers, now())}"
         )
     if status == 403:
         raise GitHubAuthFailed(
-            f"GitHub refused the request (403 {msg or 'Forbidden'}): the token lacks {wording.forbidden}"
+            f"GitHub refused the request (403 {msg or 'Forbidden'}): "
+            f"the token lacks {wording.forbidden}"
         )
     if status == 422:
         raise GitHubRejected(f"{wording.rejected} (422 {msg or 'Unprocessable Entity'})")
@@ -322,11 +329,12 @@ def raise_for_answer(
         moved = redact(str(headers.get("Location") or "?"), (token,))
         raise GitHubError(
             f"{where}: {status} moved to {moved}: {wording.repo} was renamed or transferred; "
-            "use its new OWNER/NAME (--repo; matrix.yaml ci.repository, then `ggml-patch ci-workflow`)"
+            "use its new OWNER/NAME (--repo)"
         )
     if status == 404:
         raise GitHubError(
-            f"{where}: 404 {msg or 'Not Found'}: {wording.repo} does not exist or the token cannot see it"
+            f"{where}: 404 {msg or 'Not Found'}: {wording.repo} does not exist or the token "
+            "cannot see it"
         )
     raise GitHubError(f"{where}: unexpected answer {status} {msg}".rstrip())
 

@@ -18,12 +18,12 @@ from ..records import Record, parse
 from ..urls import git_url_problem
 from ..verdicts.known_limits import KnownLimit
 
-Layout = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]+$")]
+LayoutName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]+$")]
 PULL_REQUEST, VERIFY_ONLY = "pull-request", "verify-only"
 DEFAULT_MAX_COMMENT_LINES = 2  # ggml-patch's own standard where the target states none
 
 
-# ---------------------------------------------------------------- the target's policy (upstream/policy.py)
+# ---------------------------------------------------- the target's policy (upstream/policy.py)
 
 
 class Evidence(Record):
@@ -60,7 +60,8 @@ class Rule(Record):
     def __init__(
         self, value: Union[None, bool, int, str, Role] = None, evidence: tuple[Evidence, ...] = ()
     ) -> None:
-        # positional, as the policy code writes rules; a dict: mypy's pydantic plugin sees no fields on Record
+        # positional, as the policy code writes rules; a dict: mypy's pydantic plugin sees no
+        # fields on Record
         super().__init__(**{"value": value, "evidence": evidence})
 
     def cited(self, n: int = 2) -> str:
@@ -121,7 +122,8 @@ PASS, WARN, FAIL = "pass", "warn", "fail"
 
 
 class Check(Record):
-    """One readiness check (pass, warn or fail): where it applies and the policy lines it enforces."""
+    """One readiness check (pass, warn or fail): where it applies and the policy lines it
+    enforces."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -202,7 +204,8 @@ class Durations(Record):
 
 
 class Verification(Record):
-    """git am of the bundle on a fresh copy of its base, then configure, build and the tests there."""
+    """git am of the bundle on a fresh copy of its base, then configure, build and the tests
+    there."""
 
     applied_with: str = "git am"
     worktree: str
@@ -230,14 +233,15 @@ class Authorship(Record):
 
 
 class Manifest(Record):
-    """manifest.json. A hand-made or older one may hold only some keys: `target` and `files` always."""
+    """manifest.json. A hand-made or older one may hold only some keys: `target` and `files`
+    always."""
 
     NULLS = frozenset({"cover"})
 
     schema_version: Optional[int] = Field(default=None, ge=1, le=1)
     tool: Optional[str] = None
     target: Name
-    layout: Optional[Layout] = None
+    layout: Optional[LayoutName] = None
     base: Base = Field(default_factory=Base)
     patched_commit: Optional[Commit] = None
     series: Optional[SeriesDigest] = None
@@ -261,7 +265,8 @@ class Manifest(Record):
 
     @property
     def takes_pull_request(self) -> bool:
-        """The bundle's target gets a pull request (a target verified through another's sync does not)."""
+        """The bundle's target gets a pull request (a target verified through another's sync
+        does not)."""
         return self.policy is None or self.policy.takes_pull_request
 
 
@@ -283,7 +288,8 @@ def _hint(loc: tuple[Any, ...], kind: str, value: Any) -> Optional[str]:
 
 
 def read_manifest(data: Any, mpath: Path) -> Manifest:
-    """The manifest if every field is what `ggml-patch bundle` writes; else one line naming the field."""
+    """The manifest if every field is what `ggml-patch bundle` writes; else one line naming the
+    field."""
     man = parse(Manifest, data, str(mpath), f"a ggml-patch bundle manifest; {_REFUSING}", _hint)
     url = man.base.source.url if man.base.source else None
     why = git_url_problem(url) if url is not None else None

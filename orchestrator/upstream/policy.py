@@ -146,7 +146,8 @@ def prose_lines(text: str) -> list[tuple[int, str, str]]:
 
 
 def sections(text: str) -> tuple[list[str], list[tuple[str, int, list[str]]]]:
-    """(lines before the first `## ` heading, [(heading, its line, lines below)]); fenced `## ` is text."""
+    """(lines before the first `## ` heading, [(heading, its line, lines below)]); fenced `## `
+    is text."""
     preamble: list[str] = []
     found: list[tuple[str, int, list[str]]] = []
     fenced = False
@@ -160,7 +161,8 @@ def sections(text: str) -> tuple[list[str], list[tuple[str, int, list[str]]]]:
 
 
 def parse_template(file: str, text: str) -> Template:
-    """Headings from the template's `## ` lines (outside code fences), each with the lines below it."""
+    """Headings from the template's `## ` lines (outside code fences), each with the lines below
+    it."""
     preamble, found = sections(text)
     secs = tuple(Section(h, n, tuple(_trim(lines))) for h, n, lines in found)
     numbered = [
@@ -199,7 +201,8 @@ def _disclosure_prefix(line: str) -> Optional[str]:
 @dataclass(frozen=True)
 class _Phrase:
     """Parts in this order within one sentence (or, `across`, anywhere later on the line), each
-    searched once from where the last ended: linear in the line (nested quantifiers took minutes)."""
+    searched once from where the last ended: linear in the line (nested quantifiers took
+    minutes)."""
 
     pattern: str | tuple[str, ...]
     needs_prohibition: bool = False  # the line, or the heading it sits under, must prohibit
@@ -347,7 +350,8 @@ def _own_repo(template: Optional[Template], text: Optional[str]) -> Rule:
 def derive(
     target: str, base: str, files: dict[str, Optional[str]], declared: Optional[Upstream] = None
 ) -> DerivedPolicy:
-    """The policy from the files read at the base commit (None: absent) and matrix.yaml's `upstream:`."""
+    """The policy from the files read at the base commit (None: absent) and matrix.yaml's
+    `upstream:`."""
     template_file = next((f for f in TEMPLATE_FILES if files.get(f) is not None), None)
     template_text = files.get(template_file) if template_file else None
     template = (
@@ -382,7 +386,8 @@ def derive(
             else "through the GitHub API (the user's own fork)"
         )
         text = (
-            f"pull request to {repo.value or 'the repository given to `pr --repo`'}, submitted {how}"
+            f"pull request to {repo.value or 'the repository given to `pr --repo`'}, "
+            f"submitted {how}"
             f" (submit: {submit.value})"
         )
     role = Rule(
@@ -407,7 +412,8 @@ def derive(
 
 
 def _declared(declared: Upstream, key: str) -> Rule:
-    """matrix.yaml's `upstream.KEY`, cited at the `upstream:` line (line 0 where that is unknown)."""
+    """matrix.yaml's `upstream.KEY`, cited at the `upstream:` line (line 0 where that is
+    unknown)."""
     value = getattr(declared, key)
     file, _, line = declared.where.rpartition(":")
     cited = (file, int(line)) if line.isdigit() else (declared.where, 0)

@@ -9,10 +9,11 @@ import re
 import unicodedata
 from typing import Optional
 
+from .. import publish
 from ..finetune import results as finetune_results
 from ..finetune.bundle import PLOT
 from ..model.layout import GATE_TEST, UPSTREAM_TEST
-from ..model.results import Provenance, Results
+from ..model.results import Outcome, Provenance, Results
 from ..redact import redact
 from ..verdicts import known_limits as limits
 from ..verdicts.competing import first_failing_line
@@ -37,6 +38,17 @@ def ascii_text(text: str) -> str:
     """The tool's own data in ASCII: the usual typographic characters by their ASCII equivalents
     (AGENTS.md's list), accents dropped, anything else as a visible \\uXXXX escape."""
     return "".join(ch if ch.isascii() else _ASCII.get(ch) or _unaccented(ch) for ch in text)
+
+
+def inert(value: object) -> str:
+    """A value from data (results, a target's file, a competing fix's header) as inert inline
+    Markdown in ASCII: the one way data joins the tool's text (publish.text)."""
+    return publish.text(ascii_text(str(value)))
+
+
+def inert_lines(lines: list[str]) -> list[str]:
+    """Lines from data for inside a ``` block the tool opens: ASCII, none closes the fence."""
+    return publish.lines_in_block([ascii_text(line) for line in lines])
 
 
 def _unaccented(ch: str) -> str:
@@ -88,7 +100,8 @@ def base_rows(results: Results, target: str, repo: Optional[str]) -> list[str]:
         "|---|---|",
         f"| {where} | "
         + (f"`{upstream}` |" if upstream else "unknown: the source carries no git metadata |"),
-        f"| ggml-patch snapshot of {ascii_text(source.description)}{sdist} | `{source.base_commit or NONE}` |",
+        f"| ggml-patch snapshot of {ascii_text(source.description)}{sdist} "
+        f"| `{source.base_commit or NONE}` |",
         f"| the snapshot with this series applied | `{patched or NONE}` |",
     ]
 
@@ -96,7 +109,8 @@ def base_rows(results: Results, target: str, repo: Optional[str]) -> list[str]:
 def _commands(
     results: Results, target: str, applied: list[str], patch_names: list[str]
 ) -> list[str]:
-    """`applied` on the base, then the series' tests (the gate only when a patch adds it) built and run."""
+    """`applied` on the base, then the series' tests (the gate only when a patch adds it) built
+    and run."""
     cells = results.cells_of(target)
     option = "GGML_BUILD_TESTS" if cells and cells[0].layout == "ggml" else "LLAMA_BUILD_TESTS"
     tests = (
@@ -127,7 +141,8 @@ def _details(summary: str, lines: list[str]) -> list[str]:
 
 
 def before_fix_lines(results: Results, target: str) -> list[str]:
-    """The first failing line of each test with the fix reverted (test-opt's new cases, then the gate), once each."""
+    """The first failing line of each test with the fix reverted (test-opt's new cases, then the
+    gate), once each."""
     out = []
     for _, control in _controls(results, target):
         if control:
@@ -139,9 +154,109 @@ def before_fix_lines(results: Results, target: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def shorten(text: str, width: int) -> str:
+    """`text` cut to at most `width` characters at a word boundary, " ..." marking the cut:
+    never a word cut in two."""
+    if len(text) <= width:
+        return text
+    words, out = text.split(" "), ""
+    for w in words:
+        if len(out) + len(w) + 1 + len(" ...") > width:
+            break
+        out = f"{out} {w}" if out else w
+    return (out or words[0]) + " ..."
+
+
+_BACKEND_NAMES = {"cpu": "CPU", "cuda": "CUDA", "vulkan": "Vulkan", "metal": "Metal"}
+_BACKEND_NAMES |= {"hip": "HIP", "sycl": "SYCL", "opencl": "OpenCL", "musa": "MUSA"}
+# the device name Vulkan reports for Mesa's software driver, and the driver's own name
+_SOFTWARE_DEVICES = {"llvmpipe": "lavapipe"}
+
+
+def backend_name(backend: str) -> str:
+    return _BACKEND_NAMES.get(backend.lower(), backend)
+
+
+def compiler_short(compiler: str) -> str:
+    """ "GNU 12.2.0 (/usr/bin/c++)" -> "gcc 12"; "Clang 17.0.6 (...)" -> "clang 17"; else as is."""
+    m = re.match(r"^(GNU|Clang|AppleClang|MSVC)\s+(\d+)", compiler)
+    if not m:
+        return compiler.split(" (")[0]
+    names = {"GNU": "gcc", "Clang": "clang", "AppleClang": "Apple clang", "MSVC": "MSVC"}
+    return f"{names[m[1]]} {m[2]}"
+
+
+def _device_short(c) -> str:
+    devices = (c.device.devices or []) if c.device else []
+    if not devices:
+        return ""
+    name = devices[0].split(" (")[0].strip()
+    return inert(_SOFTWARE_DEVICES.get(name.lower(), name))
+
+
+def tested_line(results: Results, target: str, toolchain: dict, machine: str = "") -> str:
+    """ "Tested on CPU (x86_64, gcc 12) and Vulkan (lavapipe); CUDA and Metal not run." from
+    the cells: a backend is tested when its cell ran the tests, not run when it was skipped."""
+    tested: dict[str, str] = {}
+    not_run: list[str] = []
+    compiler = compiler_short(toolchain.get("cxx_compiler") or "")
+    for c in results.cells_of(target):
+        name = backend_name(c.backend)
+        if c.status in NOT_RUN:
+            not_run.append(name)
+            continue
+        if c.backend == "cpu":
+            detail = ", ".join(x for x in (machine, compiler) if x)
+        else:
+            detail = _device_short(c)
+        tested.setdefault(name, f"{name} ({detail})" if detail else name)
+    not_run = [n for n in dict.fromkeys(not_run) if n not in tested]
+    if not tested:
+        return ""
+    line = f"Tested on {_and(list(tested.values()))}"
+    if not_run:
+        line += f"; {_and(not_run)} not run"
+    return ascii_text(line + ".")
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def before_after(
+    results: Results, target: str, patch_names: list[str]
+) -> tuple[list[str], list[str]]:
+    """test-opt's first failing line without the fix and its passing line with it (the first cell
+    that has both); the series' own gate test too, only when a patch adds it."""
+    series_gate = any(GATE_TEST in n for n in patch_names)
+    before: list[str] = []
+    after: list[str] = []
+    # upstream's test first; the gate only when the series adds it or test-opt shows nothing
+    for tests in ([UPSTREAM_TEST] + ([GATE_TEST] if series_gate else []), [GATE_TEST]):
+        for c, control in _controls(results, target):
+            patched = results.records_of(c.cell).get("patched")
+            for test in tests:
+                t = control.test(test) if control else None
+                ok = patched.test(test) if patched else None
+                if t is None or ok is None or ok.outcome != Outcome.PASSED:
+                    continue
+                line = t.failure_line or first_failing_line(test, t.output or "")
+                if line and ok.summary_line:
+                    before.append(ascii_text(line))
+                    after.append(ascii_text(ok.summary_line))
+            if before:
+                break
+        if before:
+            break
+    return list(dict.fromkeys(before)), list(dict.fromkeys(after))
+
+
 def short_cell_table(results: Results, target: str) -> list[str]:
     """One row per cell (backend x device): test-opt with its new cases, the gate, the control."""
-    head = f"| cell | device | {UPSTREAM_TEST} (with the new cases) | gate ({GATE_TEST}) | control (fix reverted) |"
+    head = (
+        f"| cell | device | {UPSTREAM_TEST} (with the new cases) | gate ({GATE_TEST}) "
+        "| control (fix reverted) |"
+    )
     out = [head, "|---|---|---|---|---|"]
     for c in results.cells_of(target):
         recs = results.records_of(c.cell)
@@ -152,16 +267,18 @@ def short_cell_table(results: Results, target: str) -> list[str]:
             failing = [t for t in (UPSTREAM_TEST, GATE_TEST) if control.outcome(t) == "failed"]
             ctl = f"{control.verdict}" + (f" ({', '.join(failing)} fail)" if failing else "")
         elif c.status in NOT_RUN:
-            ctl = f"{c.status}: {one_line(c.reason)[:80]}"
+            ctl = shorten(f"{c.status}: {one_line(c.reason)}", 80)
         out.append(
-            f"| {_v(c.cell)} | {_cell_text(device)[:60]} | {_code(_summary(patched, UPSTREAM_TEST))} | "
+            f"| {_v(c.cell)} | {shorten(_cell_text(device), 60)} | "
+            f"{_code(_summary(patched, UPSTREAM_TEST))} | "
             f"{_code(_summary(patched, GATE_TEST))} | {_cell_text(ctl)} |"
         )
     return out
 
 
 def kill_matrix_line(results: Results, target: str) -> Optional[str]:
-    """ "N known-wrong fixes: K killed by test-opt alone (...)", from the first cell that ran them."""
+    """ "N known-wrong fixes: K killed by test-opt alone (...)", from the first cell that ran
+    them."""
     for c in results.cells_of(target):
         t = c.mutants
         if t and t.total and t.killed_by and UPSTREAM_TEST in t.killed_by:
@@ -169,29 +286,11 @@ def kill_matrix_line(results: Results, target: str) -> Optional[str]:
     return None
 
 
-def competing_table(results: Results, target: str) -> list[str]:
-    """Each competing fix (proposed elsewhere) on the unfixed tree, from the first cell that judged it."""
-    seen: dict[str, str] = {}
-    for c in results.cells_of(target):
-        for r in results.competing_of(c.cell):
-            info, j = r.competing, r.judged
-            if info and j and info.name not in seen:
-                line = f"`{ascii_text(j.failure_line)}`" if j.failure_line else _cell_text(j.reason)
-                seen[info.name] = (
-                    f"| [{_cell_text(info.title)[:70]}]({info.url}) | {info.date} | **{j.verdict}** | "
-                    f"{j.failing_test or NONE} | {line} |"
-                )
-    head = [
-        "| competing fix | date | verdict | test | first failing line |",
-        "|---|---|---|---|---|",
-    ]
-    return [*head, *seen.values()] if seen else []
-
-
 def case_table(results: Results, target: str) -> list[str]:
     """backend x device x test x case (named), with the fix and with it reverted."""
     out = [
-        "| backend | device | test | case | with the fix | fix reverted | first wrong step | w | expected |"
+        "| backend | device | test | case | with the fix | fix reverted | first wrong step "
+        "| w | expected |"
     ]
     out.append("|---|---|---|---|---|---|---|---|---|")
     for c in results.cells_of(target):
@@ -224,36 +323,43 @@ def evidence(
     repo: Optional[str],
     known_limits: tuple[limits.KnownLimit, ...] = (),
     finetune: Optional[finetune_results.FinetuneResults] = None,
+    issue_ref: Optional[str] = None,
+    machine: str = "",
 ) -> list[str]:
-    """Everything the tool puts under "Additional information", ASCII: what a reviewer needs first
-    visible, the rest in <details> blocks. `known_limits`: patches/known-limits.yaml."""
+    """Everything the tool puts under "Additional information", ASCII. Visible: `Fixes #N` once
+    the issue is recorded, the backends tested and not run in one line, test-opt's failing line
+    before the fix and its passing line after, the commands; the rest in <details> blocks.
+    `known_limits`: patches/known-limits.yaml; `machine`: the verifying host's CPU (x86_64)."""
     cells, out = results.cells_of(target), []
-    lines = before_fix_lines(results, target)
-    if lines:
-        out += [
-            "Before the fix (the series' tests with the fix reverted):",
-            "",
-            "```",
-            *lines,
-            "```",
-            "",
-        ]
-    out += short_cell_table(results, target)
+    if issue_ref:
+        out += [issue_ref, ""]
+    tested = tested_line(results, target, toolchain, machine)
+    if tested:
+        out += [tested, ""]
+    before, after = before_after(results, target, patch_names)
+    if before:
+        out += ["Without the fix:", "", "```", *before, "```"]
+        out += [""]
+    if after:
+        out += ["With the fix:", "", "```", *after, "```", ""]
+    fixed = _commands(results, target, patch_names, patch_names)  # what the cells did with the fix
+    out += ["Reproduce:", "", "```sh", *fixed, "```"]
+    # the rest folded: GitHub shows each block's summary line only
+    out += _details("Results per backend and device", short_cell_table(results, target))
     kill = kill_matrix_line(results, target)
     if kill:
-        out += ["", f"Known-wrong fixes (native_tests/<topic>/mutants/): {ascii_text(kill)}."]
-    comp = competing_table(results, target)
-    if comp:
-        out += ["", "Fixes proposed elsewhere, applied to the unfixed tree:", "", *comp]
-    fixed = _commands(results, target, patch_names, patch_names)  # what the cells did with the fix
-    out += ["", "Reproduce:", "", "```sh", *fixed, "```"]
+        out += _details(
+            "Known-wrong fixes tried", [f"native_tests/<topic>/mutants/: {ascii_text(kill)}."]
+        )
     bug = reproduce_bug(results, target, commits, patch_names)
-    if bug:
-        out += _details("Without the fix", ["```sh", *bug, "```"])
+    every = before_fix_lines(results, target)  # each test's first failing line, the gate's too
+    folded = (["```sh", *bug, "```"] if bug else []) + (["", "```", *every, "```"] if every else [])
+    if folded:
+        out += _details("Without the fix", folded)
     tuned = finetune_lines(finetune, "####")
     if tuned:
-        out += ["", *finetune_summary(finetune)]
-        out += _details("Fine-tuning with llama-finetune, with and without the fix", tuned)
+        title = "Fine-tuning with llama-finetune, with and without the fix"
+        out += _details(title, [*finetune_summary(finetune), "", *tuned])
     out += _details(
         "Per-case results (backend x device x test x case)", case_table(results, target)
     )
@@ -280,7 +386,7 @@ def evidence(
         if c.target != target
     ]
     notes = [ascii_text(line) for line in notes]
-    out += _details("The run (ggml-patch results.json), cells and controls", [*record, "", *notes])
+    out += _details("The run (ggml-patch results.json)", [*record, "", *notes])
     if known_limits:
         table = [ascii_text(line) for line in limits.table(known_limits)]
         out += _details(f"Known limits, not changed by this series (patches/{limits.FILE})", table)
@@ -295,7 +401,8 @@ def evidence(
 
 
 def visible_lines(text: str) -> list[str]:
-    """The non-blank lines GitHub shows before anything is opened (a <details> block's summary line only)."""
+    """The non-blank lines GitHub shows before anything is opened (a <details> block's summary
+    line only)."""
     out, depth = [], 0
     for line in cover.visible(text).split("\n"):
         opens, closes = line.count("<details"), line.count("</details>")
@@ -321,7 +428,8 @@ def banner(draft_reasons: list[str], warnings: list[str]) -> list[str]:
 
 
 def body(template: Optional[Template], cov: cover.Cover, data: list[str]) -> str:
-    """PR_BODY.md without the banner: the template's sections filled from the cover (a fixed one as it is)."""
+    """PR_BODY.md without the banner: the template's sections filled from the cover (a fixed one
+    as it is)."""
     if template is None:  # no template: the cover as written, the data after it
         return "\n".join([(cov.text or "").rstrip("\n"), "", *data]).lstrip("\n") + "\n"
     out = list(template.preamble) + ([""] if template.preamble else [])
@@ -352,36 +460,7 @@ def body(template: Optional[Template], cov: cover.Cover, data: list[str]) -> str
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-def issue(
-    results: Results,
-    target: str,
-    commits: list,
-    patch_names: list[str],
-    repo: Optional[str],
-    finetune: Optional[finetune_results.FinetuneResults] = None,
-) -> str:
-    """ISSUE.md: the reproduction on the pinned base, nothing else (the toy training table stays in summary.md)."""
-    out = ["## Reproduction", ""] + base_rows(results, target, repo)[:-1]
-    bug = reproduce_bug(results, target, commits, patch_names)
-    if bug:
-        out += ["", "```sh", *bug, "```"]
-    lines = before_fix_lines(results, target)
-    if lines:
-        out += [
-            "",
-            "## Output on the base (the series' tests, the fix reverted)",
-            "",
-            "```",
-            *lines,
-            "```",
-        ]
-    tuned = finetune_lines(finetune, "##")
-    if tuned:
-        out += [""] + tuned
-    return "\n".join(out) + "\n"
-
-
-# ---------------------------------------------------------------- the fine-tuning evidence (ggml-patch evidence)
+# ------------------------------------------------- the fine-tuning evidence (ggml-patch evidence)
 
 
 def _cell_text(value: str) -> str:
@@ -398,7 +477,11 @@ def finetune_summary(results: Optional[finetune_results.FinetuneResults]) -> lis
         for v in finetune_results.verdicts(results)
     )
     floor = finetune_results.noise_floor(results).floor
-    line = f"Fine-tuning (upstream llama-finetune, held-out eval loss, noise floor {floor:.3g}): {cases or 'no case with both builds'}."
+    found = cases or "no case with both builds"
+    line = (
+        "Fine-tuning (upstream llama-finetune, held-out eval loss, "
+        f"noise floor {floor:.3g}): {found}."
+    )
     return [ascii_text(line), f"Plot: `{PLOT}` in the bundle."]
 
 

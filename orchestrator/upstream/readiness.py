@@ -14,6 +14,7 @@ import unidiff
 from . import cover
 from .manifest import FAIL, PASS, WARN, Check, Readiness
 from .policy import DerivedPolicy, Evidence, Policy, sections
+from .pr_body import shorten
 from .sync import SyncMap, SyncReport
 
 MAX_LOCATIONS = 12  # listed per check; the count says how many more
@@ -29,7 +30,7 @@ _HASH_FAMILY = (".cmake", ".py", ".sh", "cmakelists.txt")
 _SENTENCE_END = (".", ":", ";", "!", "?", ")", ",")
 
 
-# ---------------------------------------------------------------- the series, read from its patch files
+# ------------------------------------------------------- the series, read from its patch files
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,8 @@ class Added:
 
 
 def message_of(name: str, text: str) -> Message:
-    """The commit message of one `git format-patch` file: the decoded subject, then the body up to `---`."""
+    """The commit message of one `git format-patch` file: the decoded subject, then the body up
+    to `---`."""
     lines = text.splitlines()
     subject, subject_line, i = "", 0, 0
     while i < len(lines) and lines[i].strip():
@@ -119,7 +121,8 @@ def _listed(where: list[str]) -> tuple[str, ...]:
 def _verdict(
     policy: Policy, name: str, rule: str, where: list[str], ok: str, bad: str, why: str = ""
 ) -> Check:
-    """Pass when nothing is `where`; else fail, citing the policy line of `rule` (or ggml-patch's own standard)."""
+    """Pass when nothing is `where`; else fail, citing the policy line of `rule` (or
+    ggml-patch's own standard)."""
     evidence = policy.rule(rule).evidence
     if not where:
         return Check(name, PASS, ok, rule=evidence)
@@ -182,7 +185,8 @@ def _comment_text(line: str) -> str:
 
 
 def comment_blocks(added: list[Added]) -> list[list[Added]]:
-    """Runs of added full-line comments on consecutive lines of one file (a `/* */` block is one run)."""
+    """Runs of added full-line comments on consecutive lines of one file (a `/* */` block is one
+    run)."""
     blocks: list[list[Added]] = []
     prev: Optional[Added] = None
     in_block_comment = False
@@ -226,7 +230,8 @@ def check_comment_length(policy: Policy, added: list[Added]) -> Check:
 
 
 def hard_wrapped(block: list[Added]) -> list[Added]:
-    """Lines that stop mid-sentence at a fixed column while the next comment line goes on with it."""
+    """Lines that stop mid-sentence at a fixed column while the next comment line goes on with
+    it."""
     texts = [_comment_text(a.text) for a in block]
     return [
         block[i]
@@ -276,7 +281,11 @@ def check_trailers(policy: Policy, messages: list[Message]) -> Check:
         for n, t in m.body
         if t.lower().startswith("co-authored-by:")
     ]
-    ok = "no Co-authored-by trailer (an assistant is named with Assisted-by)"
+    assisted = [m for m in messages if any(t.lower().startswith("assisted-by:") for _, t in m.body)]
+    if assisted:
+        ok = f"no Co-authored-by; Assisted-by in {len(assisted)} of {len(messages)} commit(s)"
+    else:
+        ok = "no Co-authored-by and no Assisted-by trailer"
     return _verdict(
         policy,
         "trailers",
@@ -286,6 +295,87 @@ def check_trailers(policy: Policy, messages: list[Message]) -> Check:
         "Co-authored-by trailer",
         "use Assisted-by",
     )
+
+
+def check_messages(policy: Policy, cov: cover.Cover, messages: list[Message]) -> Check:
+    """The series' commit messages are ggml-patch's draft until the contributor says they are
+    their own words (`messages: own` in cover.md), after rewriting them or not."""
+    rule = policy.rule("ai_written_text_forbidden").evidence
+    own = cover.messages_own(cov)
+    if own:
+        why = f"{len(messages)} commit message(s) confirmed as the contributor's own words"
+        return Check("commit-messages", PASS, why, (own.where,), rule)
+    why = (
+        f"the {len(messages)} commit message(s) are ggml-patch's draft: write them in your own "
+        f"words (in patches/*.patch), then add a line `messages: own` above the first heading "
+        f"of {cov.path}"
+    )
+    where = tuple(f"{m.patch}:{m.subject_line}: {m.subject}" for m in messages)
+    return Check("commit-messages", FAIL, why, _listed(list(where)), rule)
+
+
+# the tool's own terms: a reader upstream does not know them (the visible part of PR_BODY.md)
+FORBIDDEN_WORDS = ("cell", "gate", "killed", "mutant", "control", "verdict", "competing")
+_FORBIDDEN = re.compile(r"\b(cells?|gates?|killed|mutants?|controls?|verdicts?|competing)\b", re.I)
+# a word cut short: letters glued to an ellipsis ("buil...", "...ding"); shorten() leaves " ..."
+_CUT = re.compile(r"[A-Za-z](?:\.\.\.|\u2026)(?![.\w])|(?<![.\w])(?:\.\.\.|\u2026)[A-Za-z]")
+MAX_VISIBLE_WORDS = 200
+
+
+def visible_numbered(text: str) -> list[tuple[int, str]]:
+    """(line number, line) of what GitHub shows before anything is opened: comments dropped,
+    a <details> block's summary line only."""
+    out, depth = [], 0
+    for n, line in enumerate(cover.visible(text).split("\n"), 1):
+        opens, closes = line.count("<details"), line.count("</details>")
+        if depth == 0 and line.strip():
+            out.append((n, line))
+        depth = max(0, depth + opens - closes)
+    return out
+
+
+def check_pr_words(body: str) -> Check:
+    where = [
+        f"PR_BODY.md:{n}: '{m[0]}'"
+        for n, line in visible_numbered(body)
+        for m in _FORBIDDEN.finditer(line)
+    ]
+    if not where:
+        return Check("pr-body-words", PASS, "the visible part uses none of the tool's terms")
+    terms = ", ".join(FORBIDDEN_WORDS)
+    why = (
+        f"the visible part of PR_BODY.md uses the tool's terms ({terms}): "
+        "say it in upstream's words"
+    )
+    return Check("pr-body-words", FAIL, why, _listed(where))
+
+
+def check_pr_length(body: str) -> Check:
+    words = sum(len(line.split()) for _, line in visible_numbered(body) if "```" not in line)
+    if words <= MAX_VISIBLE_WORDS:
+        return Check("pr-body-length", PASS, f"{words} words visible (at most {MAX_VISIBLE_WORDS})")
+    why = f"{words} words visible, more than {MAX_VISIBLE_WORDS}: fold the rest into <details>"
+    return Check("pr-body-length", WARN, why, ("PR_BODY.md",))
+
+
+def check_cut_words(texts: dict[str, str]) -> Check:
+    where = [
+        f"{name}:{n}: '{m[0]}'"
+        for name, text in texts.items()
+        for n, line in enumerate(text.splitlines(), 1)
+        for m in _CUT.finditer(line)
+    ]
+    if not where:
+        return Check("cut-words", PASS, f"{', '.join(texts)}: no word cut short")
+    why = "words cut short: shorten whole words or wrap the line"
+    return Check("cut-words", FAIL, why, _listed(where))
+
+
+def check_issue_form(form_problems: list[str]) -> Check:
+    if not form_problems:
+        return Check("issue-form", PASS, "ISSUE.md has every field the bug form requires")
+    why = "ISSUE.md: fill in what the run has no data for before opening the issue"
+    return Check("issue-form", WARN, why, _listed(form_problems))
 
 
 def check_new_tests(policy: Policy, new_files: list[tuple[str, str]]) -> Check:
@@ -306,12 +396,20 @@ def check_new_tests(policy: Policy, new_files: list[tuple[str, str]]) -> Check:
 
 
 def check_issue(policy: Policy, cov: cover.Cover) -> Check:
-    ref = cover.issue_reference(cov)
     rule = policy.rule("issue_first").evidence
+    recorded = cover.recorded_issue(cov)
+    if recorded:
+        ev, _, number = recorded
+        why = f"issue #{number} recorded ({ev.text}): PR_BODY.md says Fixes"
+        return Check("issue-referenced", PASS, why, (ev.where,), rule)
+    ref = cover.issue_reference(cov)
     if ref:
         return Check("issue-referenced", PASS, f"{ref.text}", (ref.where,), rule)
     cite = next((e for e in rule if "bug" in e.text.lower()), rule[0]) if rule else None
-    why = f"no `Fixes #N` or `Refs #N` in {cov.path}: open the issue first (ISSUE.md has its data)"
+    why = (
+        "no issue recorded: open the issue first with ISSUE.md (the target's bug form), then add "
+        f"a line `issue: URL` above the first heading of {cov.path} (PR_BODY.md then says Fixes #N)"
+    )
     return Check(
         "issue-referenced", WARN, why + (f" ({cite.where})" if cite else ""), (cov.path,), rule
     )
@@ -321,14 +419,15 @@ def check_disclosure(policy: DerivedPolicy, cov: cover.Cover) -> Check:
     d = cover.disclosure(cov, policy.template)
     rule = policy.rule("disclosure_required").evidence
     if d.status == "answered":
-        return Check("disclosure", PASS, f"answered: {d.answer[:80]}", (d.where,), rule)
+        return Check("disclosure", PASS, f"answered: {shorten(d.answer, 80)}", (d.where,), rule)
     if d.status == "no-line" and not rule:
         return Check(
             "disclosure", PASS, "the template has no disclosure line and the files ask for none"
         )
     if d.status == "no-line":
         why = (
-            f"the policy asks for disclosure ({rule[0].where}) but the template has no disclosure line: "
+            f"the policy asks for disclosure ({rule[0].where}) but the template has no "
+            "disclosure line: "
             "say it in the cover"
         )
         return Check("disclosure", WARN, why, (cov.path,), rule)
@@ -338,7 +437,7 @@ def check_disclosure(policy: DerivedPolicy, cov: cover.Cover) -> Check:
     tline = (
         policy.template.disclosure if policy.template else None
     )  # not None: disclosure() says "no-line" then
-    cited = f": {tline.text.strip()[:60]} ({tline.where})" if tline else ""
+    cited = f": {shorten(tline.text.strip(), 60)} ({tline.where})" if tline else ""
     return Check("disclosure", WARN, what + cited, (d.where,), rule + ((tline,) if tline else ()))
 
 
@@ -407,14 +506,18 @@ def check_sync(
         return Check("sync", FAIL, why, tuple(a for a, _ in report.mismatched), ev)
     left = sorted(set(report.not_carried) | set(report.target_only))
     if left:
-        why = f"{sync.script} carries {carried}; not {', '.join(left)} (those reach this target only by hand)"
+        why = (
+            f"{sync.script} carries {carried}; not {', '.join(left)} "
+            "(those reach this target only by hand)"
+        )
         return Check("sync", WARN, why, tuple(left), ev)
     return Check("sync", PASS, f"{sync.script} carries the whole series: {carried}", rule=ev)
 
 
 def check_related(policy: Policy, cov: cover.Cover, related: tuple) -> Check:
     """Every open pull request of patches/related-upstream.yaml is referenced in cover.md (its URL
-    or #N): upstream asks a contributor to find an existing PR for the same change and talk there."""
+    or #N): upstream asks a contributor to find an existing PR for the same change and talk
+    there."""
     rule = policy.rule("existing_pr_first").evidence
     open_prs = [r for r in related if r.kind == "pr" and r.state == "open"]
     if not open_prs:
@@ -426,15 +529,19 @@ def check_related(policy: Policy, cov: cover.Cover, related: tuple) -> Check:
     if not missing:
         why = f"{cov.path} references {', '.join(f'#{r.number}' for r in open_prs)}"
         return Check("related-pr-referenced", PASS, why, rule=rule)
-    cite = f" ({rule[0].where}: {rule[0].text.strip()[:100]})" if rule else ""
-    why = f"{cov.path} does not reference the open related PR(s) {', '.join(r.url for r in missing)}{cite}"
+    cite = f" ({rule[0].where}: {shorten(rule[0].text.strip(), 100)})" if rule else ""
+    urls = ", ".join(r.url for r in missing)
+    why = f"{cov.path} does not reference the open related PR(s) {urls}{cite}"
     return Check("related-pr-referenced", WARN, why, (cov.path,), rule)
 
 
 # ---------------------------------------------------------------- all of them
 
 PR_ONLY = tuple(
-    "ascii-pr-text pr-body-headings cover-written disclosure issue-referenced related-pr-referenced".split()
+    (
+        "ascii-pr-text pr-body-headings pr-body-words pr-body-length cut-words issue-form "
+        "cover-written disclosure issue-referenced related-pr-referenced commit-messages"
+    ).split()
 )
 
 
@@ -448,8 +555,10 @@ def run(
     sync_report: Optional[SyncReport] = None,
     sync_script: Optional[str] = None,
     related: tuple = (),
+    form_problems: tuple[str, ...] = (),
 ) -> Readiness:
-    """texts: PR_TITLE, PR_BODY.md and ISSUE.md as written (none for a target that takes no pull request)."""
+    """texts: PR_TITLE, PR_BODY.md, ISSUE.md and the COMMENT drafts as written (none for a target
+    that takes no pull request); form_problems: ISSUE.md's required fields without data."""
     messages = [message_of(n, t) for n, t in patches]
     parsed = [(n, *added_lines(n, t)) for n, t in patches]
     added = [a for _, lines, _ in parsed for a in lines]
@@ -469,10 +578,15 @@ def run(
         checks += [
             check_ascii_texts(policy, texts),
             check_headings(policy, texts.get("PR_BODY.md", "")),
+            check_pr_words(texts.get("PR_BODY.md", "")),
+            check_pr_length(texts.get("PR_BODY.md", "")),
+            check_cut_words(texts),
+            check_issue_form(list(form_problems)),
             check_cover(cov, cover_problems),
             check_disclosure(policy, cov),
             check_issue(policy, cov),
             check_related(policy, cov, related),
+            check_messages(policy, cov, messages),
         ]
     else:
         not_applicable = {
@@ -486,7 +600,8 @@ def run(
 
 
 def markdown(target: str, readiness: Readiness, draft_reasons: list[str], policy: Policy) -> str:
-    """READINESS.md: the checks as a table, then each check's locations and the policy lines behind it."""
+    """READINESS.md: the checks as a table, then each check's locations and the policy lines
+    behind it."""
     out = [
         f"# Readiness: {target}",
         "",

@@ -51,8 +51,9 @@ def manual_steps(
     fetch: bool,
     owner: Optional[str],
 ) -> list[str]:
-    """What the contributor runs for `pr`, in order: the branch made from the bundle, pushed to their
-    fork (`remote` redacted), and the compare page where they open the pull request themselves."""
+    """What the contributor runs for `pr`, in order: the branch made from the bundle, pushed to
+    their fork (`remote` redacted), and the compare page where they open the pull request
+    themselves."""
     paths = [str(p.resolve()) for p in patches]  # `git -C` elsewhere: absolute paths
     head, where = f"{owner or 'OWNER'}:{branch}", bundle.resolve()
     steps = workrepo.by_hand(workdir, redact(remote), onto, paths, branch, fetch)
@@ -68,7 +69,8 @@ def manual_steps(
         "",
         "then open the pull request in your browser:",
         "",
-        f"  {web_url(api_url)}/{repo}/compare/{quote(base, safe='')}...{quote(head, safe=':/')}?expand=1",
+        f"  {web_url(api_url)}/{repo}/compare/{quote(base, safe='')}..."
+        f"{quote(head, safe=':/')}?expand=1",
         "",
         f"title: {where}/PR_TITLE",
         f"description: {where}/PR_BODY.md",
@@ -85,6 +87,7 @@ def no_pull_request(policy: Policy, target: str) -> list[str]:
     out = [f"{target} takes no pull request: {role.text}" + (f" ({cited})" if cited else "") + "."]
     if goes:
         out.append(
-            f"Its changes go to {goes}: submit the bundle of the target whose upstream.repo is {goes}."
+            f"Its changes go to {goes}: submit the bundle of the target whose upstream.repo "
+            f"is {goes}."
         )
     return out

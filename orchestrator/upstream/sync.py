@@ -43,7 +43,8 @@ def sync_script_for(changes_go_to: Optional[str]) -> Optional[str]:
 
 
 def parse_sync_script(path: str, text: str) -> Optional[SyncMap]:
-    """The pathspecs of its `git format-patch ... -- PATHS` and its sed renames; None when it has none."""
+    """The pathspecs of its `git format-patch ... -- PATHS` and its sed renames; None when it has
+    none."""
     lines = text.splitlines()
     specs: list[tuple[str, int]] = []
     for i in (i for i, line in enumerate(lines) if "git format-patch" in line):

@@ -20,7 +20,7 @@ def one_line(text: str) -> str:
 
 
 @dataclass(frozen=True)
-class Commit:
+class SeriesCommit:
     """One commit of the series, as git records it."""
 
     subject: str
@@ -34,13 +34,14 @@ class Commit:
         )
 
 
-def pr_title(commits: list[Commit]) -> str:
+def pr_title(commits: list[SeriesCommit]) -> str:
     """The fix's own subject line (the first commit that is not only tests)."""
     return ([c for c in commits if not c.is_test] or commits)[0].subject
 
 
 def skipped_tests(results: Results, target: str) -> list[tuple[str, str, str]]:
-    """(cell, test, why) for every test a cell's backend does not run (its patched variant's record)."""
+    """(cell, test, why) for every test a cell's backend does not run (its patched variant's
+    record)."""
     out = []
     for c in results.cells_of(target):
         patched = results.records_of(c.cell).get("patched")

@@ -86,6 +86,11 @@ class SnapshotRepo:
             return oid if oid and self.git("cat-file", "-t", oid) == "tree" else None
         return self.rev(f"{rev}^{{tree}}")
 
+    def names_in(self, rev: str, path: str) -> list[str]:
+        """The names in one directory of a commit (none when it is absent)."""
+        tree = self.tree_of(rev, path)
+        return self.git("ls-tree", "--name-only", tree).splitlines() if tree else []
+
     def tree_from_entries(self, entries: list[tuple[str, str, str]]) -> str:
         data = "".join(f"{mode} {sha}\t{path}\0" for mode, sha, path in entries).encode(
             "utf-8", "surrogateescape"

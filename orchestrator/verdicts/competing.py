@@ -7,6 +7,12 @@ diff in the series' layout against the UNFIXED tree:
     Date: YYYY-MM or YYYY-MM-DD, or "unknown"
     Author's summary: <one line>
     Provenance: <one line, optional: how sure the attribution is, what was ported>
+    Discussed at: <optional: the URL of the PR or issue where that work is discussed, only when a
+        stored thread or the commit proves it>
+    To pass: <one line, optional: what it would take to pass the tests it fails>
+
+The bundle writes a draft comment for the place that work is discussed (COMMENT-NAME.md), never a
+judgment in the pull request.
 
 Judged against what the fix passes: equivalent (passes all of it), wrong (a test the fix passes
 fails: its first failing line), invalid (does not apply or build).
@@ -28,7 +34,7 @@ from ..patchset.series import FileDiff, parse_patch
 from .classify import gate_failure_line, strip_ansi
 
 REQUIRED = ("Competing fix", "URL", "Date", "Author's summary")
-OPTIONAL = ("Provenance",)
+OPTIONAL = ("Provenance", "Discussed at", "To pass")
 _FIELD = re.compile(r"^(?P<key>[A-Z][A-Za-z' ]*): (?P<value>\S.*)$")
 _URL = re.compile(r"^https://[A-Za-z0-9.-]+(/[^\s]*)?$")
 _DATE = re.compile(r"^(unknown|\d{4}-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)$")
@@ -43,11 +49,13 @@ class CompetingFix(DiffInLayout):
     summary: str
     provenance: str
     files: tuple[FileDiff, ...]  # the diff against the unfixed tree, in the series' layout
+    discussed_at: str = ""  # where a comment on it goes; "" when no stored evidence names one
+    to_pass: str = ""
 
 
 def parse_competing(name: str, text: str) -> CompetingFix:
-    """A competing fix's file; one ConfigError line naming
-    the file (and line) when it is malformed."""
+    """A competing fix's file; one ConfigError line naming the file (and line) when it is
+    malformed."""
     if not text.isascii():
         raise ConfigError(
             f"{name}: non-ASCII text; a competing fix is data that may go upstream (ASCII only)"
@@ -77,6 +85,11 @@ def parse_competing(name: str, text: str) -> CompetingFix:
         raise ConfigError(
             f"{name}: URL: {fields['URL']!r} is not an https:// URL of the PR, commit or repository"
         )
+    discussed = fields.get("Discussed at", "")
+    if discussed and not _URL.match(discussed):
+        raise ConfigError(
+            f"{name}: Discussed at: {discussed!r} is not an https:// URL of a PR or issue"
+        )
     if not _DATE.match(fields["Date"]):
         raise ConfigError(
             f"{name}: Date: {fields['Date']!r}; expected YYYY-MM, YYYY-MM-DD or 'unknown'"
@@ -92,6 +105,8 @@ def parse_competing(name: str, text: str) -> CompetingFix:
         summary,
         fields.get("Provenance", ""),
         patch.files,
+        discussed,
+        fields.get("To pass", ""),
     )
 
 
@@ -113,8 +128,8 @@ def judge(
     tests: Mapping[str, TestRecord],
     with_fix: Mapping[str, Optional[Outcome]],
 ) -> CompetingJudged:
-    """equivalent / wrong (its first failing test and case line) /
-    invalid, against the tests the fix passes."""
+    """equivalent / wrong (its first failing test and case line) / invalid, against the tests
+    the fix passes."""
     invalid = CompetingVerdict.INVALID
     if apply_error is not None:
         return CompetingJudged(

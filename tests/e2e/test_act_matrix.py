@@ -97,7 +97,9 @@ def test_the_matrix_workflow_end_to_end_in_act(tmp_path, api, shared_downloads):
     assert all(c["reason"].startswith("source unavailable") for c in live["cells"])
     assert not (work1 / "store" / "artifacts" / "ggml-patch-bundle-default").exists()
     assert list(gh.issues) == [1] and gh.issues[1]["state"] == "open"
-    assert f"| llama.cpp/cpu | {got['llama.cpp/cpu']} |" in gh.issues[1]["body"]
+    # no leg is recorded green on github.com yet (.github/ggml-patch-proven.yaml): marked so
+    unproven = f"| llama.cpp/cpu | {got['llama.cpp/cpu']} (not yet proven on GitHub) |"
+    assert unproven in gh.issues[1]["body"]
 
     (sorted((clone / "patches" / "accumulator-reset").glob("0001-*.patch"))[0]).write_text(good)
     git(clone, "commit", "-qam", "the fix")

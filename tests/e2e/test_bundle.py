@@ -86,7 +86,9 @@ def test_bundle_of_a_real_run(real_run):
 
     plot = ["training-loss.png"] if can_plot() else []  # matplotlib is the `plot` extra
     assert sorted(p.name for p in llama.iterdir()) == sorted(
-        PATCHES + ["ISSUE.md", "PR_BODY.md", "PR_TITLE", "READINESS.md", "manifest.json", *plot]
+        PATCHES
+        + ["ISSUE.md", "PR_BODY.md", "PR_TITLE", "READINESS.md", "manifest.json", *plot]
+        + ["COMMENT-qlora-branch-alloc-zeroing.md"]  # the draft for the ported fix's own thread
     )
     if plot:
         assert (llama / "training-loss.png").read_bytes().startswith(b"\x89PNG")
@@ -266,7 +268,13 @@ def test_readiness_has_no_fail_for_the_series_own_text(real_run):
         assert {k: got[k] for k in SERIES_OWN_TEXT} == {k: "pass" for k in SERIES_OWN_TEXT}, got
 
 
-CONTRIBUTORS_WORDS = {"cover-written", "disclosure", "issue-referenced", "related-pr-referenced"}
+CONTRIBUTORS_WORDS = {
+    "cover-written",
+    "disclosure",
+    "issue-referenced",
+    "related-pr-referenced",
+    "commit-messages",  # the series' messages are the project's draft until `messages: own`
+}
 
 
 def test_readiness_lists_only_the_contributor_s_words_as_open(real_run):
@@ -275,6 +283,9 @@ def test_readiness_lists_only_the_contributor_s_words_as_open(real_run):
     got = {c["name"]: c["status"] for c in man["readiness"]["checks"]}
     assert {n for n, st in got.items() if st != "pass"} <= CONTRIBUTORS_WORDS, got
     assert got["new-test-files"] == "pass" and got["related-pr-referenced"] == "warn"
+    assert got["commit-messages"] == "fail" and got["issue-referenced"] == "warn"
+    for name in ("pr-body-words", "pr-body-length", "cut-words", "issue-form"):
+        assert got[name] == "pass", (name, got)
     readiness = (results / "bundle" / "llama.cpp" / "READINESS.md").read_text()
     assert (
         "https://github.com/ggml-org/llama.cpp/pull/22705" in readiness
@@ -288,7 +299,29 @@ def test_readiness_lists_only_the_contributor_s_words_as_open(real_run):
         "test_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, "
         "subtest=weights, optimizer=adamw): FAIL\n"
     ) in body.split("<details>", 1)[0]
-    assert "| competing fix | date | verdict | test | first failing line |" in body
+    shown = body.split("<details>", 1)[0]
+    assert re.search(r"^Tested on CPU \(\w+, gcc \d+\)[;.]", shown, re.M), shown
+    assert "\nWith the fix:\n\n```\n2/2 backend*optimizer passed\n```\n" in shown
+    # other people's fixes: never judged in the PR or the issue, a draft comment for their thread
+    issue = (results / "bundle" / "llama.cpp" / "ISSUE.md").read_text()
+    for text in (body, issue):
+        assert "| competing fix |" not in text and "qlora" not in text and "**wrong**" not in text
+    comment = results / "bundle" / "llama.cpp" / "COMMENT-qlora-branch-alloc-zeroing.md"
+    comment_text = comment.read_text()
+    assert (
+        "```\ntest_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, subtest=weights, "
+        "optimizer=adamw): FAIL\n```"
+    ) in comment_text
+    assert "0eb92d8f033fbc86c7f2ec9bc32f61f75fed88d4" in comment_text
+    # ISSUE.md: upstream's bug form from the pinned tree, upstream's words by file:line, no digest
+    assert "follows the bug form .github/ISSUE_TEMPLATE/019-bug-misc.yml" in issue
+    assert "### Problem description & steps to reproduce" in issue
+    assert '`ggml/include/ggml-opt.h:114`: "by default the forward graph' in issue
+    assert "(llama_opt_epoch)" in issue and "(ggml_opt_prepare_alloc)" in issue
+    data = json.loads((results / "results.json").read_text())
+    cell = next(c for c in data["cells"] if c["target"] == "llama.cpp")
+    assert cell["source"]["base_commit"] not in issue
+    assert cell["source"]["sdist_sha256"] not in issue
 
 
 def test_the_token_appears_nowhere(real_run, tool_cache):

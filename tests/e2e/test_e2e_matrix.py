@@ -586,20 +586,23 @@ def test_competing_fixes_are_judged_on_the_unfixed_tree(matrix_run, target):
         for r in _recs(data, target, "cpu").values()
         if r["variant"].startswith("competing:")
     }
-    assert set(comp) == {"qlora-branch-alloc-zeroing", "fork-build-time-reset"}
+    assert set(comp) == {"qlora-branch-alloc-zeroing"}  # the fork's reset is mutant 02 now
     qlora = comp["qlora-branch-alloc-zeroing"]["judged"]
-    # it zeroes the loss seed too: w freezes after the first
-    # optimizer step, test-opt's first case fails
+    # placed as its original (start of alloc): it zeroes the loss seed from the second period on,
+    # so test-opt's first per-step case fails at step 2
     assert qlora["verdict"] == "wrong" and qlora["failing_test"] == "test-opt", qlora
     assert qlora["failure_line"] == (
         "test_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, "
         "subtest=weights, optimizer=adamw): FAIL"
     )
-    # evals shift opt_i: a period starts without a reset
-    fork = comp["fork-build-time-reset"]["judged"]
+    log = Path(comp["qlora-branch-alloc-zeroing"]["tests"]["test-opt"]["log"]).read_text()
+    assert "step 2: weights=2.83299 with per-step graphs, 2.93661 with static graphs" in log
+    # the fork's reconstructed reset, as mutant 02: evals shift opt_i, a period starts unreset
+    fork = _recs(data, target, "cpu")["mutant:02-reset-at-build-when-opt-i-zero"]
+    fork_line = fork["tests"]["test-opt"]["failure_line"]
     assert (
-        fork["verdict"] == "wrong" and "schedule=TTETTTETTT, opt_period=2" in fork["failure_line"]
-    ), fork
+        fork["kills"]["test-opt"] == "killed" and "schedule=TTETTTETTT, opt_period=2" in fork_line
+    )
     # the fix was reverted for them and put back: the tree is the patched one again
     assert (
         comp["qlora-branch-alloc-zeroing"]["tests"]["test-opt-dynamic-accum"]["outcome"] == "failed"
@@ -607,6 +610,7 @@ def test_competing_fixes_are_judged_on_the_unfixed_tree(matrix_run, target):
     summary = (results / "summary.md").read_text()
     assert "## Competing fixes (proposed elsewhere, applied to the unfixed tree)" in summary
     assert (
-        f"| {target}/cpu | qlora-branch-alloc-zeroing | "
-        "[2026-05](https://github.com/ggml-org/llama.cpp/pull/22705) | **wrong** |" in summary
+        f"| {target}/cpu | qlora-branch-alloc-zeroing | [unknown]"
+        "(https://github.com/ggml-org/llama.cpp/commit/0eb92d8f033fbc86c7f2ec9bc32f61f75fed88d4)"
+        " | **wrong** |" in summary
     )

@@ -69,10 +69,10 @@ def test_both_builds_of_llama_finetune_run_the_default_case_and_the_noise_runs(e
     assert first.returncode in (0, 7), first.stderr[-3000:] + first.stdout[-2000:]
     r = loaded(results)
     assert [(run.variant, run.threads, run.repeat) for run in r.runs] == [
-        ("with_fix", 2, 0),
-        ("without_fix", 2, 0),
-        ("with_fix", 2, 1),
-        ("with_fix", 1, 0),
+        ("patched", 2, 0),
+        ("control", 2, 0),
+        ("patched", 2, 1),
+        ("patched", 1, 0),
     ]
     for run in r.runs:
         assert (run.optimizer, run.lr, run.opt_period, run.n_batch, run.n_ubatch) == (
@@ -87,8 +87,8 @@ def test_both_builds_of_llama_finetune_run_the_default_case_and_the_noise_runs(e
         ), run
         assert all(math.isfinite(e.train_loss) and math.isfinite(e.eval_loss) for e in run.epochs)
     # the model was pre-trained: fine-tuning starts below a random model's ln(32000) by a margin
-    pre = r.model["pretrain"]
-    assert r.model["pretrained"] and pre["eval_loss"][-1] < pre["eval_loss"][0]
+    pre = r.model.pretrain
+    assert r.model.pretrained and pre.eval_loss[-1] < pre.eval_loss[0]
     assert r.runs[0].epochs[0].eval_loss < math.log(32000) - 1
     # what the command printed is the verdict computed
     # from these numbers, against the measured floor
@@ -103,22 +103,20 @@ def test_each_binary_was_checked_for_the_fix_before_it_ran(evidence_run, tool_ca
     r = loaded(results)
     p = r.provenance
     assert (
-        p["with_fix"]["checked"]
-        and p["with_fix"]["holds_fix"] is True
-        and p["without_fix"]["holds_fix"] is False
+        p["patched"].checked and p["patched"].holds_fix is True and p["control"].holds_fix is False
     )
-    assert p["with_fix"]["sha256"] != p["without_fix"]["sha256"]
-    fixed, unfixed = p["with_fix"]["sources"], p["without_fix"]["sources"]
-    assert fixed["blobs"] == fixed["expected"] and unfixed["blobs"] == unfixed["expected"]
-    assert fixed["blobs"] != unfixed["blobs"] and fixed["objects"] != unfixed["objects"]
-    assert list(fixed["blobs"]) == ["ggml/src/ggml-opt.cpp"]
+    assert p["patched"].sha256 != p["control"].sha256
+    fixed, unfixed = p["patched"].sources, p["control"].sources
+    assert fixed.blobs == fixed.expected and unfixed.blobs == unfixed.expected
+    assert fixed.blobs != unfixed.blobs and fixed.objects != unfixed.objects
+    assert list(fixed.blobs) == ["ggml/src/ggml-opt.cpp"]
     variants = tool_cache / "cells" / "llama.cpp-cpu" / "build-finetune" / "variants"
     for variant in ft.VARIANTS:
         data = (variants / variant / ft.PROGRAM).read_bytes()
-        assert hashlib.sha256(data).hexdigest() == p[variant]["sha256"]
+        assert hashlib.sha256(data).hexdigest() == p[variant].sha256
         # when the fix adds a string literal, only its binary holds it
-        for m in p["with_fix"]["markers"]:
-            assert (m.encode() in data) is (variant == "with_fix")
+        for m in p["patched"].markers:
+            assert (m.encode() in data) is (variant == "patched")
     assert "checked: with fix holds it, without fix lacks it" in first.stderr
     assert first.stderr.index("provenance") < first.stderr.index("run with fix")
 
@@ -127,31 +125,24 @@ def test_the_records_name_the_program_model_data_and_series(evidence_run, tool_c
     _, _, results, _, _ = evidence_run
     r = loaded(results)
     assert (
-        r.program["name"] == "llama-finetune"
-        and r.program["source"] == "examples/training/finetune.cpp"
+        r.program.name == "llama-finetune" and r.program.source == "examples/training/finetune.cpp"
     )
     model = next(
-        (tool_cache / "evidence" / "models").glob(
-            f"pretrained-{r.model['pretrain']['key'][:16]}.gguf"
-        )
+        (tool_cache / "evidence" / "models").glob(f"pretrained-{r.model.pretrain.key[:16]}.gguf")
     )
-    assert (
-        hashlib.sha256(model.read_bytes()).hexdigest()
-        == r.model["sha256"]
-        != r.model["random_sha256"]
-    )
-    assert r.data["files"] == list(ft.DATA_FILES) and pre_files(r) == list(ft.PRETRAIN_FILES)
-    assert r.series["patches"] == sorted(
+    assert hashlib.sha256(model.read_bytes()).hexdigest() == r.model.sha256 != r.model.random_sha256
+    assert r.data.files == list(ft.DATA_FILES) and pre_files(r) == list(ft.PRETRAIN_FILES)
+    assert r.series.patches == sorted(
         p.name for p in (repo_root / "patches" / "accumulator-reset").glob("*.patch")
     )
-    with_fix = r.run("with_fix", "adamw", 1).command
-    without = r.run("without_fix", "adamw", 1).command
-    assert with_fix[0].endswith("variants/with_fix/llama-finetune") and with_fix[1:] == without[1:]
-    assert with_fix[with_fix.index("-ub") + 1] == with_fix[with_fix.index("-b") + 1] == "256"
+    patched = r.run("patched", "adamw", 1).command
+    without = r.run("control", "adamw", 1).command
+    assert patched[0].endswith("variants/patched/llama-finetune") and patched[1:] == without[1:]
+    assert patched[patched.index("-ub") + 1] == patched[patched.index("-b") + 1] == "256"
 
 
 def pre_files(r):
-    return r.model["pretrain"]["files"]
+    return r.model.pretrain.files
 
 
 def test_the_cell_s_tree_is_left_patched(evidence_run, tool_cache):
@@ -179,7 +170,7 @@ def test_summary_md_has_the_section_and_the_plot_is_there_with_matplotlib(eviden
 def test_a_re_run_with_nothing_changed_is_the_cached_result(evidence_run):
     first, again, results, _, again_s = evidence_run
     assert again.returncode == first.returncode, again.stderr[-2000:]
-    assert "cached result, nothing changed" in again.stderr and "build with_fix" not in again.stderr
+    assert "cached result, nothing changed" in again.stderr and "build patched" not in again.stderr
     # the same floor and verdict
     assert again.stdout.splitlines()[:2] == first.stdout.splitlines()[:2]
     tool_s = float(again.stdout.split("cached result, key ")[1].split(" in ")[1].split(" s;")[0])

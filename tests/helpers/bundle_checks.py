@@ -115,11 +115,13 @@ def numbers_of(results) -> set[float]:
 
 
 def evidence_section(body: str) -> str:
-    """The run's data, up to the reproduce commands (commands, then folded blocks of per-case rows,
-    the run's record, known limits, base commits and tool versions)."""
-    start = "Before the fix (the series' tests with the fix reverted):"
-    data = body.split(start if start in body else "\n| cell | device |", 1)[1]
-    return data.split("Reproduce:", 1)[0]
+    """The run's data: the visible lines before and after the fix (up to the reproduce commands),
+    then the folded per-backend table."""
+    start = "\nWithout the fix:\n"
+    shown = body.split(start, 1)[1] if start in body else ""
+    table = "<details><summary>Results per backend and device</summary>"
+    folded = body.split(table, 1)[1].split("</details>", 1)[0] if table in body else ""
+    return shown.split("Reproduce:", 1)[0] + folded
 
 
 def check_body_against_results(body: str, model: Results, target: str) -> None:

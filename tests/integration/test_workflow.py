@@ -27,6 +27,7 @@ from orchestrator.ci.workflow import (
     DEFAULT_PATH,
     actionlint_config,
     cell_session,
+    self_hosted_workflow,
     workflow,
     workflow_yaml,
 )
@@ -135,8 +136,9 @@ def test_the_legs_are_the_matrix_cells(matrix, wf):
         assert leg["runs-on"] == matrix.backend(leg["backend"]).runs_on
         assert leg["artifact"] == f"results+{leg['profile']}+{leg['target']}+{leg['backend']}"
         assert leg["results"] == f"ci-results/{leg['artifact']}"
-        # a live leg may fail, a default one may not
-        assert leg["required"] is (leg["profile"] == "default")
+        # no leg has a recorded green run on github.com yet (.github/ggml-patch-proven.yaml):
+        # every one may fail without failing the run; a proven default one may not (below)
+        assert leg["required"] is False
         assert leg["git"] is (matrix.target(leg["target"]).source.kind == "git")
     assert len({leg["artifact"] for leg in legs}) == len(legs)
     cell = wf["jobs"]["cell"]
@@ -199,20 +201,71 @@ def test_every_leg_runs_its_exact_command_and_never_skips_silently(wf, tmp_path)
     assert _run_script(run["run"], env, tmp_path, exit_code=9)[0].returncode == 9
 
 
-def test_a_self_hosted_gpu_runner_runs_cuda_for_real(live_matrix):
+PROVEN_GGML_CPU = """proven:
+  - profile: default
+    target: ggml
+    backend: cpu
+    runs_on: ubuntu-24.04
+    run: https://github.com/o/p/actions/runs/12345
+    date: "2026-12-01"
+"""
+
+
+def test_only_a_proven_default_leg_is_required(live_matrix):
+    record = live_matrix.path.parent / ".github" / "ggml-patch-proven.yaml"
+    record.parent.mkdir()
+    record.write_text(PROVEN_GGML_CPU)
+    wf = workflow(load_matrix(live_matrix.path))
+    required = [(g["profile"], g["target"], g["backend"]) for g in _legs(wf) if g["required"]]
+    assert required == [("default", "ggml", "cpu")]
+    # the others are named in the run's summary
+    unproven = _step(wf["jobs"]["aggregate"], "Legs not yet proven on GitHub")
+    assert "- llama.cpp/cpu (default)\n" in unproven[
+        "run"
+    ] and "ggml/cpu (default)" not in unproven["run"].replace("llama.cpp/cpu", "")
+    assert unproven["if"] == "${{ !cancelled() }}" and "$GITHUB_STEP_SUMMARY" in unproven["run"]
+    # the report marks the failing cells of unproven legs in the drift issue
+    report = wf["jobs"]["report"]["steps"][-1]["run"]
+    assert "--proven .github/ggml-patch-proven.yaml" in report
+    record.write_text(PROVEN_GGML_CPU.replace('"2026-12-01"', "someday"))
+    proc = run_tool("ci-workflow", "--check", "--matrix", str(live_matrix.path))
+    assert proc.returncode == 2 and "ggml-patch-proven.yaml: proven[0].date: " in proc.stderr, (
+        proc.stderr
+    )
+
+
+def test_a_self_hosted_gpu_runner_runs_cuda_for_real_in_its_own_workflow(live_matrix):
     text = live_matrix.path.read_text().replace(
         "timeout: 900\n    runs_on: ubuntu-24.04",
-        'timeout: 900\n    runs_on: "self-hosted, linux, gpu"',
+        'timeout: 900\n    runs_on: [ubuntu-24.04, "self-hosted, linux, gpu"]',
     )
     live_matrix.path.write_text(text)
-    cuda = [
-        leg for leg in _legs(workflow(load_matrix(live_matrix.path))) if leg["backend"] == "cuda"
-    ]
+    m = load_matrix(live_matrix.path)
+    own = self_hosted_workflow(m)
+    cuda = [leg for leg in _legs(own) if leg["backend"] == "cuda"]
     assert cuda and all(
         (leg["setup"], leg["require-backend"], leg["build-only"]) == ("", "cuda", False)
         for leg in cuda
     )
     assert cuda[0]["runs-on"] == ["self-hosted", "linux", "gpu"]
+    # never in the matrix workflow: its aggregate, bundle and drift report never wait for them
+    assert all(leg["runs-on"] != ["self-hosted", "linux", "gpu"] for leg in _legs(workflow(m)))
+    assert own["jobs"]["plan"]["if"] == (
+        "(github.event_name != 'schedule' || vars.GGML_PATCH_SCHEDULE == 'true') "
+        "&& vars.GGML_PATCH_SELF_HOSTED == 'true'"
+    )
+    assert set(own["jobs"]) == {"plan", "cell", "merge"}  # no bundle, no issue
+    assert own["concurrency"]["group"] != workflow(m)["concurrency"]["group"]
+    merge = own["jobs"]["merge"]
+    assert merge["needs"] == ["plan", "cell"] and "permissions" in merge
+    assert merge["permissions"] == {"contents": "read"}
+    # a self-hosted runner first would put it in the matrix workflow: refused, one line
+    first = text.replace('[ubuntu-24.04, "self-hosted, linux, gpu"]', '"self-hosted, linux, gpu"')
+    live_matrix.path.write_text(first)
+    proc = run_tool("ci-workflow", "--check", "--matrix", str(live_matrix.path))
+    line = proc.stderr.strip()
+    assert proc.returncode == 2 and len(line.splitlines()) == 1, proc.stderr
+    assert "backends.cuda.runs_on: 'self-hosted, linux, gpu' is self-hosted" in line
 
 
 def test_the_leg_steps_report_where_people_look(wf):
@@ -239,8 +292,36 @@ def test_the_leg_steps_report_where_people_look(wf):
         "overwrite": True,
     }
     ccache = _step(cell, "ccache")
-    for key in ("matrix.profile", "matrix.target", "matrix.backend"):  # one cache per leg
-        assert key in ccache["with"]["key"] and key in ccache["with"]["restore-keys"]
+    # one cache per leg: its artifact's name (profile, runner group, target, backend)
+    assert "matrix.artifact" in ccache["with"]["key"]
+    assert "matrix.artifact" in ccache["with"]["restore-keys"]
+    assert ccache["uses"].startswith("actions/cache/restore@")  # restored by every run...
+    # ...saved only by the default branch's scheduled or push runs, after an eviction of what
+    # this build did not use (ccache 4.4+: --evict-older-than the job's age)
+    evict, save = _step(cell, "Keep only what this build used (ccache)"), _step(cell, "Save ccache")
+    only = (
+        "${{ !cancelled() && (github.event_name == 'schedule' || github.event_name == 'push') "
+        "&& github.ref_name == github.event.repository.default_branch }}"
+    )
+    assert evict["if"] == save["if"] == only
+    assert 'ccache --evict-older-than "${age}s"' in evict["run"]
+    assert "CCACHE_JOB_START" in _step(cell, "Install ccache")["run"]
+    assert save["uses"].startswith("actions/cache/save@") and save["with"] == {
+        "path": ccache["with"]["path"],
+        "key": ccache["with"]["key"],
+    }
+    steps = [x.get("name") for x in cell["steps"]]
+    assert steps.index("Run the cell") < steps.index(evict["name"]) < steps.index(save["name"])
+    # the CUDA wheels: one cache per pinned toolkit, restored before the setup that installs them
+    wheels = _step(cell, "CUDA wheels")
+    assert wheels["if"] == "matrix.setup == 'cuda-pypi'"
+    assert re.fullmatch(
+        r"cuda-pypi-\$\{\{ runner.os \}\}-13\.0\.88-[0-9a-f]{12}", wheels["with"]["key"]
+    )
+    assert wheels["with"]["path"] == "${{ runner.temp }}/cuda"
+    # lavapipe as llama.cpp's own llvmpipe job runs it
+    vulkan = _step(cell, "Vulkan (Mesa lavapipe)")["run"]
+    assert "GGML_VK_DISABLE_F16=1" in vulkan and "GGML_VK_DISABLE_COOPMAT=1" in vulkan
 
 
 def test_the_bundles_builds_reuse_the_cpu_legs_ccache(wf):
@@ -263,15 +344,13 @@ def test_the_bundles_builds_reuse_the_cpu_legs_ccache(wf):
         assert s["uses"].startswith("actions/cache/restore@")
         assert s["with"] == {
             "path": "${{ github.workspace }}/.ccache",
-            "key": f"ccache-default-{t}-cpu-${{{{ runner.os }}}}-${{{{ github.run_id }}}}",
-            "restore-keys": f"ccache-default-{t}-cpu-${{{{ runner.os }}}}-",
+            "key": f"ccache-${{{{ runner.os }}}}-results+default+{t}+cpu+${{{{ github.run_id }}}}",
+            "restore-keys": f"ccache-${{{{ runner.os }}}}-results+default+{t}+cpu+",
         }
-    # the leg saves under the same key (its profile, target, backend and OS, this run)
-    leg_key = _step(cell, "ccache")["with"]["key"]
-    assert (
-        leg_key == "ccache-${{ matrix.profile }}-${{ matrix.target }}-${{ matrix.backend "
-        "}}-${{ runner.os }}-${{ github.run_id }}"
-    )
+    # the leg saves under the same key (its artifact's name: profile, target, backend; the OS;
+    # this run), which ends in '+' before the run: no other leg's name is a prefix of it
+    leg_key = _step(cell, "Save ccache")["with"]["key"]
+    assert leg_key == "ccache-${{ runner.os }}-${{ matrix.artifact }}+${{ github.run_id }}"
     assert not any(
         "master" in s["name"] or "cambriantech" in s["name"] or "continuum" in s["name"]
         for s in restores
@@ -352,10 +431,7 @@ def test_the_plan_pins_every_git_ref_once_and_every_later_job_uses_it(wf, tmp_pa
     )
     assert proc.returncode == 0, proc.stderr
     assert calls == [["resolve-refs", "--out", "pins.json"]] and out.read_text() == "pins={}\n"
-    assert (
-        plan["if"]
-        == "github.event_name != 'schedule' || github.repository == 'ggml-patch/ggml-patch'"
-    )
+    assert plan["if"] == "github.event_name != 'schedule' || vars.GGML_PATCH_SCHEDULE == 'true'"
     for name in ("cell", "aggregate", "report"):
         job = wf["jobs"][name]
         assert "plan" in ([job["needs"]] if isinstance(job["needs"], str) else job["needs"])
@@ -428,10 +504,14 @@ def test_the_report_job_writes_the_drift_issue(wf, tmp_path):
         ]
         == {"group": "ggml-patch-drift-issue", "cancel-in-progress": False}
     )
-    assert (
-        report["if"] == "${{ !cancelled() && needs.plan.result == 'success' && "
-        "github.repository == 'ggml-patch/ggml-patch' }}"
-    )
+    # the plan ran (a manual run, or a scheduled one where GGML_PATCH_SCHEDULE is 'true')
+    assert report["if"] == "${{ !cancelled() && needs.plan.result == 'success' }}"
+    # it writes issues: the git mirrors only under this week's exact key, never by prefix
+    mirrors = _step(report, "Git mirrors (this week's, exact key)")
+    assert mirrors["uses"].startswith("actions/cache/restore@")
+    assert mirrors["with"]["key"] == "ggml-patch-mirrors-${{ steps.week.outputs.week }}"
+    assert "restore-keys" not in mirrors["with"]
+    assert not any("restore-keys" in x.get("with", {}) for x in report["steps"])
     status = _step(report, "Status of the live profile at the plan's commits")
     for code, ok in ((0, True), (3, True), (4, True), (2, False), (8, False)):
         proc, calls = _run_script(status["run"], {}, tmp_path, exit_code=code)
@@ -445,14 +525,27 @@ def test_the_report_job_writes_the_drift_issue(wf, tmp_path):
     assert issue["env"] == {
         "GITHUB_TOKEN": "${{ github.token }}",
         "REPO": "${{ github.repository }}",
+        "BOT_LOGIN": "${{ vars.GGML_PATCH_BOT_LOGIN }}",
     }
-    proc, calls = _run_script(issue["run"], {"REPO": "o/n"}, tmp_path)
+    proc, calls = _run_script(issue["run"], {"REPO": "o/n", "BOT_LOGIN": ""}, tmp_path)
     assert calls == [["drift-issue", "--status", "status.json", "--repo", "o/n"]]
     (tmp_path / "merged" / "default").mkdir(parents=True)
     (tmp_path / "merged" / "default" / "results.json").write_text("{}")
-    proc, calls = _run_script(issue["run"], {"REPO": "o/n"}, tmp_path)
+    proc, calls = _run_script(issue["run"], {"REPO": "o/n", "BOT_LOGIN": "app[bot]"}, tmp_path)
     assert calls == [
-        ["drift-issue", "--status", "status.json", "--repo", "o/n", "--results", "merged/default"]
+        [
+            "drift-issue",
+            "--status",
+            "status.json",
+            "--repo",
+            "o/n",
+            "--bot",
+            "app[bot]",
+            "--results",
+            "merged/default",
+            "--proven",
+            ".github/ggml-patch-proven.yaml",
+        ]
     ]
 
 
@@ -517,7 +610,18 @@ def test_triggers_and_schedules(wf, drift_wf, ci_wf):
     assert re.fullmatch(r"\d+ \d+ \* \* \*", drift_wf["on"]["schedule"][0]["cron"])  # daily
     inputs = drift_wf["on"]["workflow_dispatch"]["inputs"]
     assert inputs["profile"]["default"] == "live" and inputs["targets"]["default"] == ""
-    assert drift_wf["jobs"]["drift"]["if"] == "github.repository == 'ggml-patch/ggml-patch'"
+    guard = "github.event_name != 'schedule' || vars.GGML_PATCH_SCHEDULE == 'true'"
+    assert drift_wf["jobs"]["drift"]["if"] == guard
+    # one run per change: main's pushes, every branch's pull request (never both for one push)
+    assert (
+        ci_wf["on"]["push"]["branches"] == ["main"]
+        and "branches" not in ci_wf["on"]["pull_request"]
+    )
+    # a pull request's newer push cancels its older run; main's runs each have their own group
+    assert ci_wf["concurrency"] == {
+        "group": "ggml-patch-ci-${{ github.head_ref && github.ref || github.run_id }}",
+        "cancel-in-progress": True,
+    }
     paths = ci_wf["on"]["push"]["paths"]
     assert ci_wf["on"]["pull_request"]["paths"] == paths
     for p in (
@@ -531,31 +635,25 @@ def test_triggers_and_schedules(wf, drift_wf, ci_wf):
         assert p in paths
 
 
-def test_without_an_owning_repository_nothing_is_scheduled(live_matrix):
-    text = re.sub(r"\nci:\n  repository: \S+\n", "\n", live_matrix.path.read_text())
+def test_nothing_in_matrix_yaml_names_a_repository(live_matrix):
+    """The schedules are the same in every repository: a fork opts in with a variable (not copied
+    to forks), never by editing matrix.yaml, regenerating and committing."""
+    assert not re.search(r"^\s*repository:", live_matrix.path.read_text(), re.M)
+    w, d = workflow(live_matrix), drift_workflow.workflow(live_matrix)
+    assert "schedule" in w["on"] and "schedule" in d["on"] and "report" in w["jobs"]
+    assert "github.repository ==" not in json.dumps(w) + json.dumps(d)
+
+
+def test_an_old_ci_repository_key_is_a_one_line_error(live_matrix):
+    text = live_matrix.path.read_text().replace(
+        "\ntargets:\n", "\nci:\n  repository: ggml-patch/ggml-patch\ntargets:\n", 1
+    )
     live_matrix.path.write_text(text)
-    m = load_matrix(live_matrix.path)
-    assert m.ci_repository == ""
-    w, d = workflow(m), drift_workflow.workflow(m)
-    assert "schedule" not in w["on"] and "schedule" not in d["on"]
-    assert (
-        "report" not in w["jobs"]
-        and "if" not in w["jobs"]["plan"]
-        and "if" not in d["jobs"]["drift"]
-    )
-
-
-def test_a_bad_repository_is_a_one_line_error(live_matrix):
-    live_matrix.path.write_text(
-        live_matrix.path.read_text().replace(
-            "repository: ggml-patch/ggml-patch", "repository: nope"
-        )
-    )
     proc = run_tool("ci-workflow", "--matrix", str(live_matrix.path), "--check")
-    assert (
-        proc.returncode == 2
-        and "ci.repository: 'nope' is not a GitHub repository (expected OWNER/NAME" in proc.stderr
-    )
+    line = proc.stderr.strip()
+    assert proc.returncode == 2 and len(line.splitlines()) == 1, proc.stderr
+    assert f"{live_matrix.path}:" in line and "ci.repository: is gone" in line
+    assert "GGML_PATCH_SCHEDULE" in line and "delete the key" in line
 
 
 def test_the_drift_job(drift_wf, tmp_path):
@@ -583,11 +681,13 @@ def test_the_drift_job(drift_wf, tmp_path):
     assert calls == [["drift-issue", "--status", "status.json", "--repo", "o/n"]]
     # saved weekly here, restored by every other job that fetches git
     mirrors = _step(job, "Git mirrors")
-    assert (
-        mirrors["uses"].startswith("actions/cache@")
-        and mirrors["with"]["restore-keys"] == "ggml-patch-mirrors-"
-    )
+    # it writes issues: this week's exact key only, never another job's by prefix
+    assert mirrors["uses"].startswith("actions/cache@") and "restore-keys" not in mirrors["with"]
     assert mirrors["with"]["key"] == "ggml-patch-mirrors-${{ steps.week.outputs.week }}"
+    proc, calls = _run_script(issue["run"], {"REPO": "o/n", "BOT_LOGIN": "app[bot]"}, tmp_path)
+    assert calls == [
+        ["drift-issue", "--status", "status.json", "--repo", "o/n", "--bot", "app[bot]"]
+    ]
 
 
 def test_the_projects_own_ci(ci_wf, tmp_path):
@@ -696,13 +796,13 @@ def test_the_noxfile_needs_nothing_but_nox_and_the_standard_library(repo_root):
 
 def test_self_hosted_labels_are_declared_to_actionlint(live_matrix):
     text = live_matrix.path.read_text().replace(
-        "runs_on: ubuntu-24.04", 'runs_on: "self-hosted, linux, big-box"', 1
+        "runs_on: ubuntu-24.04", 'runs_on: [ubuntu-24.04, "self-hosted, linux, big-box"]', 1
     )
     live_matrix.path.write_text(text)
     m = load_matrix(live_matrix.path)
     labels = yaml.safe_load(actionlint_config(m))["self-hosted-runner"]["labels"]
     assert "big-box" in labels and "linux" not in labels and "ubuntu-24.04" not in labels
-    runs_on = [leg["runs-on"] for leg in _legs(workflow(m))]
+    runs_on = [leg["runs-on"] for leg in _legs(self_hosted_workflow(m))]
     assert ["self-hosted", "linux", "big-box"] in runs_on
 
 
@@ -1021,21 +1121,30 @@ def test_a_backend_with_two_runners_gets_a_leg_on_each(live_matrix):
     )
     live_matrix.path.write_text(text)
     m = load_matrix(live_matrix.path)
-    wf = workflow(m)
-    cuda = [leg for leg in _legs(wf) if leg["backend"] == "cuda" and leg["target"] == "llama.cpp"]
+    wf, own = workflow(m), self_hosted_workflow(m)
+    # the hosted leg in the matrix workflow, the self-hosted one in its own workflow
+    both = _legs(wf) + _legs(own)
+    cuda = [leg for leg in both if leg["backend"] == "cuda" and leg["target"] == "llama.cpp"]
     assert [leg["runs-on"] for leg in cuda] == ["ubuntu-24.04", ["self-hosted", "linux", "gpu"]]
     assert [leg["build-only"] for leg in cuda] == [True, False]
     assert cuda[0]["artifact"] == "results+default+llama.cpp+cuda"
     assert cuda[1]["artifact"] == "results+default@self-hosted-linux-gpu+llama.cpp+cuda"
-    assert len({leg["artifact"] for leg in _legs(wf)}) == len(_legs(wf))
-    assert len({leg["name"] for leg in _legs(wf)}) == len(_legs(wf))
+    assert cuda[0] in _legs(wf) and cuda[1] in _legs(own)
+    assert len({leg["artifact"] for leg in both}) == len(both)
+    assert len({leg["name"] for leg in both}) == len(both)
     # the GPU leg is merged apart (a cell may appear once in a merge), never in the default's glob
     agg = wf["jobs"]["aggregate"]
     merges = {s["name"]: s["run"] for s in agg["steps"] if s.get("name", "").startswith("Merge (")}
     assert "cells/results+default+*" in merges["Merge (default)"]
+    assert "Merge (default@self-hosted-linux-gpu)" not in merges
+    own_merges = {
+        s["name"]: s["run"]
+        for s in own["jobs"]["merge"]["steps"]
+        if s.get("name", "").startswith("Merge (")
+    }
     assert (
         "cells/results+default@self-hosted-linux-gpu+*"
-        in merges["Merge (default@self-hosted-linux-gpu)"]
+        in own_merges["Merge (default@self-hosted-linux-gpu)"]
     )
     assert "gpu" in yaml.safe_load(actionlint_config(m))["self-hosted-runner"]["labels"]
 

@@ -101,12 +101,12 @@ def test_the_refusal_is_one_line_naming_the_way_out():
 # ---------------------------------------------------------------- pure: PR_TITLE and PR_BODY.md
 
 COMMITS = [
-    B.Commit(
+    B.SeriesCommit(
         "ggml-opt : zero gradient accumulators each period with per-step graphs",
         "The accumulators are never zeroed.",
         ("ggml/src/ggml-opt.cpp",),
     ),
-    B.Commit(
+    B.SeriesCommit(
         "tests : add test-opt-dynamic-accum for per-step gradient accumulation",
         "The new test.",
         ("tests/CMakeLists.txt", "tests/test-opt-dynamic-accum.cpp"),

@@ -82,14 +82,124 @@ def test_a_malformed_competing_fix_is_one_line_naming_the_file(text, phrase):
 def test_the_shipped_competing_fixes_load_with_their_provenance():
     fixes = load_competing(load_matrix(ROOT / "matrix.yaml"))
     by_name = {c.name: c for c in fixes}
-    assert set(by_name) == {"fork-build-time-reset", "qlora-branch-alloc-zeroing"}
+    # the fork's reconstructed reset is no port of anyone's code: it is mutant 02 (NOTES.md)
+    assert set(by_name) == {"qlora-branch-alloc-zeroing"}
+    assert (
+        ROOT
+        / "native_tests"
+        / "accumulator-reset"
+        / "mutants"
+        / "02-reset-at-build-when-opt-i-zero.patch"
+    ).is_file()
     qlora = by_name["qlora-branch-alloc-zeroing"]
-    assert "pull/22705" in qlora.url and "not confirmed" in qlora.provenance
-    assert "CambrianTech/llama.cpp" in by_name["fork-build-time-reset"].url
+    # its provenance is the stored commit, never a PR no stored evidence ties it to
+    assert qlora.url == f"https://github.com/ggml-org/llama.cpp/commit/{ORIGINAL_COMMIT}"
+    assert ORIGINAL_COMMIT in qlora.provenance and "22705" not in qlora.provenance + qlora.url
+    assert qlora.discussed_at == "" and "seed" in qlora.to_pass
     for c in fixes:  # diffs against the UNFIXED file: they add, they never remove the series' reset
         assert [f.path for f in c.files] == ["ggml/src/ggml-opt.cpp"]
         assert "allocated_graph == opt_ctx->gb_opt) {\n+" not in c.files[0].text
         assert "\n-" not in c.files[0].text.split("@@", 1)[1]
+
+
+ORIGINAL_COMMIT = "0eb92d8f033fbc86c7f2ec9bc32f61f75fed88d4"
+
+
+def _original(path):
+    """(header fields, context lines before the added block, context lines after it)."""
+    fields, before, after, seen = {}, [], [], False
+    for line in path.read_text(encoding="ascii").splitlines():
+        if line.startswith("# ") and ": " in line and not before:
+            key, value = line[2:].split(": ", 1)
+            fields[key] = value
+        elif line.startswith("#"):
+            continue
+        elif line == "@@ added @@":
+            seen = True
+        else:
+            (after if seen else before).append(line)
+    return fields, before, after
+
+
+def _port_context(text):
+    """(context lines before the port's added block, after it, its added non-blank lines)."""
+    [diff] = parse_competing("port.patch", text).files
+    hunks = diff.text.split("\n@@ ")[1:]
+    assert len(hunks) == 1 and "ggml_opt_alloc(" in hunks[0].splitlines()[0]
+    lines = hunks[0].splitlines()[1:]
+    added = [i for i, ln in enumerate(lines) if ln.startswith("+")]
+    assert added == list(range(added[0], added[-1] + 1))  # one block of added lines
+    before = [ln[1:] for ln in lines[: added[0]]]
+    after = [ln[1:] for ln in lines[added[-1] + 1 :]]
+    return before, after, [ln[1:].strip() for ln in lines if ln.startswith("+") and ln[1:].strip()]
+
+
+def test_the_qlora_port_sits_where_the_stored_original_puts_its_hunk():
+    """The port's hunk has the original's context lines around its added lines: at the start of
+    ggml_opt_alloc, before the graph is built (not at its end, where it zeroed the loss seed)."""
+    folder = ROOT / "native_tests" / "accumulator-reset" / "competing"
+    fields, before, after = _original(folder / "qlora-branch-alloc-zeroing.original")
+    assert fields["commit"] == ORIGINAL_COMMIT and fields["function"] == "ggml_opt_alloc"
+    text = (folder / "qlora-branch-alloc-zeroing.patch").read_text(encoding="ascii")
+    assert [f.path for f in parse_competing("port.patch", text).files] == [fields["file"]]
+    port_before, port_after, code = _port_context(text)
+    assert (port_before, port_after) == (before, after)
+    assert code[1:] == [  # the original's code, its comment paraphrased in one line
+        "if (!opt_ctx->static_graphs && backward && opt_ctx->opt_i == 0) {",
+        "for (struct ggml_tensor * ga : opt_ctx->grad_accs) {",
+        "if (ga) {",
+        "ggml_set_zero(ga);",
+        "}",
+        "}",
+        "}",
+    ]
+    assert code[0].startswith("//")
+
+
+# the earlier, unfaithful port: the same lines at the end of ggml_opt_alloc, after the build
+END_OF_ALLOC = "\n".join(
+    [
+        "diff --git a/ggml/src/ggml-opt.cpp b/ggml/src/ggml-opt.cpp",
+        "--- a/ggml/src/ggml-opt.cpp",
+        "+++ b/ggml/src/ggml-opt.cpp",
+        "@@ -776,6 +776,10 @@ void ggml_opt_alloc(ggml_opt_context_t opt_ctx, bool backward) {",
+        "     ggml_backend_sched_alloc_graph("
+        "opt_ctx->backend_sched, opt_ctx->allocated_graph_copy);",
+        "     opt_ctx->allocated_graph = graph;",
+        " ",
+        "+    if (!opt_ctx->static_graphs && backward && opt_ctx->opt_i == 0) {",
+        "+        ggml_set_zero(opt_ctx->grad_accs[0]);",
+        "+    }",
+        "+",
+        "     opt_ctx->eval_ready = true;",
+        " }",
+        " ",
+        "",
+    ]
+)
+
+
+def test_the_port_check_fails_on_the_port_at_the_end_of_alloc():
+    _, before, after = _original(
+        ROOT
+        / "native_tests"
+        / "accumulator-reset"
+        / "competing"
+        / "qlora-branch-alloc-zeroing.original"
+    )
+    port_before, port_after, _ = _port_context(HEADER + END_OF_ALLOC)
+    assert port_before != before and port_after != after
+
+
+def test_discussed_at_and_to_pass_are_optional_header_fields():
+    text = HEADER + "Discussed at: https://github.com/o/r/pull/1\nTo pass: keep the seed\n\n" + DIFF
+    c = parse_competing("x.patch", text.replace("\n\nDiscussed", "\nDiscussed"))
+    assert (c.discussed_at, c.to_pass) == ("https://github.com/o/r/pull/1", "keep the seed")
+    bad = text.replace("https://github.com/o/r/pull/1", "#1").replace(
+        "\n\nDiscussed", "\nDiscussed"
+    )
+    with pytest.raises(ConfigError, match="x.patch: Discussed at: '#1' is not an https:// URL"):
+        parse_competing("x.patch", bad)
 
 
 def test_a_malformed_file_in_the_folder_is_named_with_its_folder(tmp_path):
@@ -108,11 +218,9 @@ def test_a_malformed_file_in_the_folder_is_named_with_its_folder(tmp_path):
 
 
 def _rec(outcome, output="", code=None):
-    return TestRecord(
-        outcome=outcome,
-        exit_code=code if code is not None else (0 if outcome == Outcome.PASSED else 1),
-        output=output,
-    )
+    if code is None:
+        code = 0 if outcome == Outcome.PASSED else 1
+    return TestRecord(outcome=outcome, exit_code=code, output=output)
 
 
 FIXED = {UPSTREAM_TEST: Outcome.PASSED, GATE_TEST: Outcome.PASSED}

@@ -890,13 +890,11 @@ def test_the_matrix_goes_through_json_and_its_schema(tmp_path, which):
         CPU_BACKEND,
         CPU_BACKEND + '    env: {GGML_X: "1"}\n    tools: [cc]\n    runs_on: [a, "b, c"]\n',
     )
-    every_key = (
-        sub(
-            "    layout: ggml\n",
-            "    layout: ggml\n    prefix: vendor/ggml\n    upstream: {repo: a/b, submit: api}\n",
-            every_key,
-        )
-        + "ci: {repository: me/ggml-patch}\n"
+    # (`ci: {repository: ...}` is gone: a repository variable opts in to the schedules now)
+    every_key = sub(
+        "    layout: ggml\n",
+        "    layout: ggml\n    prefix: vendor/ggml\n    upstream: {repo: a/b, submit: api}\n",
+        every_key,
     )
     path = (
         ROOT / "matrix.yaml"

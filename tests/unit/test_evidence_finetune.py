@@ -169,10 +169,10 @@ def test_the_noise_floor_is_the_largest_same_build_difference_never_below_the_pr
     evals = [6.0, 5.9, 5.8]
     r = results(
         [
-            run("with_fix", evals),
-            run("without_fix", [6.0, 5.9, 5.9]),
-            run("with_fix", evals, repeat=1),
-            run("with_fix", [6.0, 5.903, 5.8], threads=1),
+            run("patched", evals),
+            run("control", [6.0, 5.9, 5.9]),
+            run("patched", evals, repeat=1),
+            run("patched", [6.0, 5.903, 5.8], threads=1),
         ]
     )
     n = ft.noise_floor(r)
@@ -183,11 +183,11 @@ def test_the_noise_floor_is_the_largest_same_build_difference_never_below_the_pr
     # the noise runs are not compared as cases; the verdict uses the floor
     (v,) = ft.verdicts(r)
     assert v.floor == n.floor and v.label == "bug visible"  # 0.1 worse at the end: > floor, > 1 %
-    assert ft.noise_floor(results([run("with_fix", evals)])) == ft.Noise(
-        ft.PRINT_RESOLUTION, None, ()
+    assert ft.noise_floor(results([run("patched", evals)])) == ft.Noise(
+        floor=ft.PRINT_RESOLUTION, measured=None, pairs=()
     )
     failed = results(
-        [run("with_fix", evals), run("with_fix", [9, 9, 9], threads=1, outcome="crashed")]
+        [run("patched", evals), run("patched", [9, 9, 9], threads=1, outcome="crashed")]
     )
     assert ft.noise_floor(failed).measured is None  # an unfinished run measures nothing
 
@@ -196,7 +196,7 @@ def test_the_run_plan_is_fixed_before_any_result():
     cases = tuple(ft.parse_cases([]))
     plan = [(c.name, v, t, rep) for c, v, t, rep in plan_runs(cases)]
     assert plan[:6] == [(c.name, v, 2, 0) for c in cases for v in ft.VARIANTS]
-    assert plan[6:] == [(cases[0].name, "with_fix", 2, 1), (cases[0].name, "with_fix", 1, 0)]
+    assert plan[6:] == [(cases[0].name, "patched", 2, 1), (cases[0].name, "patched", 1, 0)]
     assert cases[0] == ft.Case("adamw", 1e-5, 1, 8)  # finetune.cpp's defaults are the first case
     assert plan_runs(()) == []
 
@@ -231,62 +231,62 @@ def test_a_binary_holds_the_fix_when_it_has_every_marker():
 
 def test_check_provenance_refuses_swapped_or_unfixed_binaries(tmp_path):
     from orchestrator.errors import BuildFailed
-    from orchestrator.finetune.runner import check_provenance
+    from orchestrator.finetune.provenance import check_provenance
 
     marker = "per-step graph node count differs from the graph"
     fixed, unfixed = tmp_path / "a", tmp_path / "b"
     fixed.write_bytes(b"\0" + marker.encode())
     unfixed.write_bytes(b"\0plain")
-    got = check_provenance({"with_fix": fixed, "without_fix": unfixed}, (marker,))
-    assert got["with_fix"]["holds_fix"] is True and got["without_fix"]["holds_fix"] is False
-    assert got["with_fix"]["checked"] and len(got["with_fix"]["sha256"]) == 64
+    got = check_provenance({"patched": fixed, "control": unfixed}, (marker,))
+    assert got["patched"].holds_fix is True and got["control"].holds_fix is False
+    assert got["patched"].checked and len(got["patched"].sha256) == 64
     with pytest.raises(BuildFailed, match="the with fix binary lacks the fix"):
-        check_provenance({"with_fix": unfixed, "without_fix": fixed}, (marker,))
+        check_provenance({"patched": unfixed, "control": fixed}, (marker,))
     with pytest.raises(BuildFailed, match="the without fix binary holds the fix"):
-        check_provenance({"with_fix": fixed, "without_fix": fixed}, (marker,))
+        check_provenance({"patched": fixed, "control": fixed}, (marker,))
 
 
 def built(blob, expected, obj):
     f = "ggml/src/ggml-opt.cpp"
-    return {"blobs": {f: blob}, "expected": {f: expected}, "objects": {f: obj}}
+    return ft.BuiltFrom(blobs={f: blob}, expected={f: expected}, objects={f: obj})
 
 
 def test_check_provenance_by_the_fix_s_files_when_the_fix_adds_no_string(tmp_path):
     """patches/0001 adds no string literal: the sources each build was made from are checked."""
     from orchestrator.errors import BuildFailed
-    from orchestrator.finetune.runner import check_provenance
+    from orchestrator.finetune.provenance import check_provenance
 
     a, b = tmp_path / "a", tmp_path / "b"
     a.write_bytes(b"fixed")
     b.write_bytes(b"unfixed")
-    ok = {"with_fix": built("p1", "p1", "o1"), "without_fix": built("b1", "b1", "o2")}
-    got = check_provenance({"with_fix": a, "without_fix": b}, (), ok)
-    assert got["with_fix"]["holds_fix"] is True and got["without_fix"]["holds_fix"] is False
-    assert got["with_fix"]["how"] == ["fix's files at build time"] and got["without_fix"]["checked"]
-    wrong = {**ok, "without_fix": built("p1", "b1", "o2")}  # the revert did not happen
+    ok = {"patched": built("p1", "p1", "o1"), "control": built("b1", "b1", "o2")}
+    got = check_provenance({"patched": a, "control": b}, (), ok)
+    assert got["patched"].holds_fix is True and got["control"].holds_fix is False
+    assert got["patched"].how == ["fix's files at build time"] and got["control"].checked
+    wrong = {**ok, "control": built("p1", "b1", "o2")}  # the revert did not happen
     with pytest.raises(
         BuildFailed, match="the without fix binary was built from ggml/src/ggml-opt.cpp as neither"
     ):
-        check_provenance({"with_fix": a, "without_fix": b}, (), wrong)
-    same = {**ok, "without_fix": built("b1", "b1", "o1")}  # the same object: nothing was recompiled
+        check_provenance({"patched": a, "control": b}, (), wrong)
+    same = {**ok, "control": built("b1", "b1", "o1")}  # the same object: nothing was recompiled
     with pytest.raises(BuildFailed, match="reverting the fix changed nothing that was compiled"):
-        check_provenance({"with_fix": a, "without_fix": b}, (), same)
+        check_provenance({"patched": a, "control": b}, (), same)
     with pytest.raises(BuildFailed, match="the same"):
-        check_provenance({"with_fix": a, "without_fix": a}, (), ok)
-    unchecked = check_provenance({"with_fix": a, "without_fix": b}, ())
-    assert not unchecked["with_fix"]["checked"] and unchecked["with_fix"]["holds_fix"] is None
+        check_provenance({"patched": a, "control": a}, (), ok)
+    unchecked = check_provenance({"patched": a, "control": b}, ())
+    assert not unchecked["patched"].checked and unchecked["patched"].holds_fix is None
 
 
 def test_stale_series_detection():
-    r = results([run("with_fix", [6.0])])
-    r.series = {"sha256": "6a" * 32}
+    r = results([run("patched", [6.0])])
+    r.series = ft.SeriesInfo(sha256="6a" * 32)
     assert ft.staleness(r, "0c1e5709", "6a" * 32) is None
     why = ft.staleness(r, "0c1e5709", "b7" * 32)
     assert why is not None and why.startswith(
         "STALE: made with series 6a6a6a6a6a6a, the current series is b7b7b7b7b7b7"
     )
     assert "made on base 0c1e5709" in ft.staleness(r, "1111111", "6a" * 32)
-    r.series = {}
+    r.series = ft.SeriesInfo()
     assert "(none recorded)" in ft.staleness(r, "0c1e5709", "6a" * 32)
 
 
@@ -338,10 +338,10 @@ def test_plot_writes_a_png_with_one_panel_per_case_and_same_bytes_twice(tmp_path
     pytest.importorskip("matplotlib", reason="the [plot] extra is not installed")
     r = results(
         [
-            run("with_fix", [6, 5.9]),
-            run("without_fix", [6, 5.8]),
-            run("with_fix", [6, 5.9], opt="sgd", lr=1e-4, period=2),
-            run("with_fix", [6, 5.9], threads=1),
+            run("patched", [6, 5.9]),
+            run("control", [6, 5.8]),
+            run("patched", [6, 5.9], opt="sgd", lr=1e-4, period=2),
+            run("patched", [6, 5.9], threads=1),
         ]
     )
     p1 = ft.plot(r, tmp_path / "a" / "finetune-loss.png")

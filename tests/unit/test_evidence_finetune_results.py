@@ -14,8 +14,8 @@ from orchestrator.errors import ConfigError
 from orchestrator.finetune import bundle as UF
 from orchestrator.finetune import results as ft
 from orchestrator.finetune import section as S
+from orchestrator.finetune.record import Inputs
 from orchestrator.finetune.results import Epoch
-from orchestrator.finetune.runner import Inputs
 from orchestrator.upstream import pr_body as PB
 
 BASE = "4f2c5210becd5d7cc7bbb1b66faedb92498fef98"
@@ -126,19 +126,32 @@ def test_the_program_s_command_line():
 # ---------------------------------------------------------------- the cache key of a run's inputs
 
 
+def random_model(sha256: str) -> ft.RandomModel:
+    return ft.RandomModel(
+        sha256=sha256,
+        seed=1,
+        dims={},
+        n_vocab=8,
+        vocab_sha256="0" * 64,
+        n_params=8,
+        vocab_file="models/v.gguf",
+        gguf="0.19.0",
+    )
+
+
 def inputs(**changed) -> Inputs:
     parts = dict(
         base=BASE,
         series_sha256=SERIES,
         rendered_sha256="r" * 64,
-        model={"sha256": "m" * 64},
+        model=random_model("1" * 64),
         model_path=Path("/c/m.gguf"),
-        pretrain_data={"sha256": "c" * 64},
+        pretrain_data=ft.DataInfo(sha256="3" * 64),
         pretrain_paths=(Path("/d/CONTRIBUTING.md"),),
-        data={"sha256": "d" * 64},
+        data=ft.DataInfo(sha256="5" * 64),
         data_paths=(Path("/d/LICENSE"),),
         program_sha256="p" * 64,
-        flags={"cmake": ["-DGGML_CPU=ON"], "program": ft.program_options()},
+        flags=ft.BuildFlags(cmake=["-DGGML_CPU=ON"], program=ft.program_options()),
         toolchain={"cxx": "c++ 12.2.0"},
     )
     return Inputs(**{**parts, **changed})
@@ -155,11 +168,11 @@ def test_the_key_covers_base_series_model_data_program_flags_cases_and_toolchain
     changed = [
         inputs(base="0" * 40),
         inputs(rendered_sha256="s" * 64),
-        inputs(model={"sha256": "n" * 64}),
-        inputs(data={"sha256": "e" * 64}),
+        inputs(model=random_model("2" * 64)),
+        inputs(data=ft.DataInfo(sha256="6" * 64)),
         inputs(program_sha256="q" * 64),
-        inputs(pretrain_data={"sha256": "f" * 64}),
-        inputs(flags={"cmake": ["-DGGML_CPU=ON", "-DX=1"], "program": ft.program_options()}),
+        inputs(pretrain_data=ft.DataInfo(sha256="4" * 64)),
+        inputs(flags=ft.BuildFlags(cmake=["-DGGML_CPU=ON", "-DX=1"], program=ft.program_options())),
         inputs(toolchain={"cxx": "c++ 13.1.0"}),
     ]
     keys = {i.key(cases) for i in changed}
@@ -224,8 +237,8 @@ def sample(**changed) -> ft.FinetuneResults:
         data={"files": ["docs/docker.md"], "sha256": "7e" * 32},
         program={"name": ft.PROGRAM, "source": ft.PROGRAM_SOURCE, "sha256": "eb" * 32},
         provenance={
-            "with_fix": {"sha256": "01" * 32, "holds_fix": True},
-            "without_fix": {"sha256": "02" * 32, "holds_fix": False},
+            "patched": {"sha256": "01" * 32, "holds_fix": True},
+            "control": {"sha256": "02" * 32, "holds_fix": False},
         },
         source={
             "description": "llama-cpp-python==0.3.36 (vendor/llama.cpp)",
@@ -239,10 +252,10 @@ def sample(**changed) -> ft.FinetuneResults:
         toolchain={"cxx": "c++ (Debian 12.2.0-14) 12.2.0"},
         timings={"total_s": 60.5},
         runs=[
-            run("with_fix", "adamw", 1, FIXED),
-            run("without_fix", "adamw", 1, UNFIXED),
-            run("with_fix", "sgd", 2, FIXED, 0.1),
-            run("without_fix", "sgd", 2, ep([9, 30, math.inf], [8, 40, math.nan]), 0.1),
+            run("patched", "adamw", 1, FIXED),
+            run("control", "adamw", 1, UNFIXED),
+            run("patched", "sgd", 2, FIXED, 0.1),
+            run("control", "sgd", 2, ep([9, 30, math.inf], [8, 40, math.nan]), 0.1),
         ],
     )
     return ft.FinetuneResults(**{**parts, **changed})
@@ -250,9 +263,9 @@ def sample(**changed) -> ft.FinetuneResults:
 
 def test_finetune_json_round_trips_with_the_verdicts_computed():
     r = sample()
-    text = r.to_json()
+    text = ft.finetune_json(r)
     back = ft.FinetuneResults.from_json(text)
-    assert back.to_json() == text
+    assert ft.finetune_json(back) == text
     d = json.loads(text)
     assert [v["label"] for v in d["verdicts"]] == ["bug visible", "bug visible"]
     assert back.runs[3].epochs[2].train_loss == math.inf and math.isnan(
@@ -261,22 +274,22 @@ def test_finetune_json_round_trips_with_the_verdicts_computed():
 
 
 def test_stored_verdicts_are_never_trusted():
-    d = json.loads(sample().to_json())
+    d = json.loads(ft.finetune_json(sample()))
     d["verdicts"] = [{"label": "no difference"}]
     back = ft.FinetuneResults.from_json(json.dumps(d))
     assert [v.label for v in ft.verdicts(back)] == ["bug visible", "bug visible"]
 
 
 def test_a_file_without_the_optional_objects_reads():
-    d = json.loads(sample().to_json())
+    d = json.loads(ft.finetune_json(sample()))
     for k in ("source", "series", "toolchain", "timings", "provenance"):
         d.pop(k)
     back = ft.FinetuneResults.from_json(json.dumps(d))
-    assert back.series.get("sha256") is None and back.runs[0].epochs == FIXED
+    assert back.series.sha256 is None and back.runs[0].epochs == FIXED
 
 
 def edited(fn) -> str:
-    d = json.loads(sample().to_json())
+    d = json.loads(ft.finetune_json(sample()))
     fn(d)
     return json.dumps(d)
 
@@ -291,7 +304,7 @@ def edited(fn) -> str:
         (lambda d: d.update(written_by="a later version"), "unknown key 'written_by'"),
         (
             lambda d: d["runs"][0].update(variant="maybe"),
-            "runs[0].variant: 'maybe' is not one of 'with_fix' or 'without_fix'",
+            "runs[0].variant: 'maybe' is not one of 'patched' or 'control'",
         ),
         (
             lambda d: d["runs"][0].update(optimizer="lion"),
@@ -320,7 +333,7 @@ def edited(fn) -> str:
         ),
         (
             lambda d: d["runs"].append(dict(d["runs"][0])),
-            "runs[4]: a second with_fix run of adamw lr 0.001 opt_period 1 at 2",
+            "runs[4]: a second patched run of adamw lr 0.001 opt_period 1 at 2",
         ),
         (
             lambda d: d["runs"][0].update(threads=0),
@@ -335,7 +348,7 @@ def edited(fn) -> str:
             lambda d: d["runs"][0].update(command=["x"] * 65),
             "runs[0].command: list should have at most 64 items",
         ),
-        (lambda d: d.update(schema_version=1), "schema_version 1, expected 2"),
+        (lambda d: d.update(schema_version=1), "schema_version 1, expected 3"),
     ],
 )
 def test_a_tampered_file_is_refused_naming_the_field(edit, says):
@@ -355,7 +368,7 @@ def test_the_bundle_reads_the_file_as_untrusted_input(tmp_path):
     assert UF.load(tmp_path) is None  # no evidence run: nothing, no error
     (tmp_path / "evidence").mkdir()
     path = tmp_path / "evidence" / "finetune.json"
-    path.write_text(sample().to_json())
+    path.write_text(ft.finetune_json(sample()))
     assert UF.load(tmp_path).runs[0].epochs == FIXED
     path.write_text(edited(lambda d: d["runs"][0].update(optimizer="lion")))
     with pytest.raises(
@@ -377,7 +390,7 @@ def test_the_bundle_says_in_one_line_what_is_wrong_with_a_file_too_big_or_not_ut
     with pytest.raises(ConfigError) as e:
         UF.load(tmp_path)
     assert str(e.value) == f"{path}: not UTF-8 text; not a finetune.json of `ggml-patch evidence`"
-    path.write_text(sample().to_json())
+    path.write_text(ft.finetune_json(sample()))
     monkeypatch.setattr(UF, "MAX_BYTES", 100)
     with pytest.raises(ConfigError) as e:
         UF.load(tmp_path)
@@ -446,7 +459,7 @@ def test_a_matrix_run_keeps_the_evidence_section_in_summary_md(tmp_path):
 
 
 def test_the_pr_data_are_ascii_tables_and_commands_from_validated_numbers():
-    d = json.loads(sample().to_json())
+    d = json.loads(ft.finetune_json(sample()))
     d["source"]["description"] = "llama.cpp \u2014 vendored | twice\nnew line"
     lines = PB.finetune_lines(ft.FinetuneResults.from_json(json.dumps(d)), "####")
     text = "\n".join(lines)
@@ -542,9 +555,7 @@ def test_unfinished_runs_and_a_control_that_changed_nothing():
     assert ft.unfinished(r) == [] and not ft.no_case_differs(r)
     r.runs[1].outcome = "crashed"
     assert ft.unfinished(r) == [r.runs[1]]
-    same = sample(
-        runs=[run("with_fix", "adamw", 1, FIXED), run("without_fix", "adamw", 1, list(FIXED))]
-    )
+    same = sample(runs=[run("patched", "adamw", 1, FIXED), run("control", "adamw", 1, list(FIXED))])
     assert ft.no_case_differs(same)
     # no pair: no verdict
-    assert not ft.no_case_differs(sample(runs=[run("with_fix", "adamw", 1, FIXED)]))
+    assert not ft.no_case_differs(sample(runs=[run("patched", "adamw", 1, FIXED)]))

@@ -2,10 +2,13 @@
 words come from patches/cover.md only, the tool's data sit under "Additional information" in
 ASCII; a cover with placeholders makes a draft; ISSUE.md holds the reproduction and nothing else."""
 
+import re
+
 from orchestrator.model.results import DeviceInfo, Results, TrainingComparison, load_results
 from orchestrator.upstream import bundle as B
 from orchestrator.upstream import cover as C
 from orchestrator.upstream import documents as D
+from orchestrator.upstream import issue_form as F
 from orchestrator.upstream import policy as P
 from orchestrator.upstream import pr_body as PB
 
@@ -15,12 +18,12 @@ from ..helpers.tools import DATA
 LLAMA = DATA / "upstream-policy" / "llama.cpp"
 TEMPLATE_TEXT = (LLAMA / ".github" / "pull_request_template.md").read_text(encoding="utf-8")
 COMMITS = [
-    B.Commit(
+    B.SeriesCommit(
         "ggml-opt : zero gradient accumulators each period with per-step graphs",
         "The accumulators are never zeroed.",
         ("ggml/src/ggml-opt.cpp",),
     ),
-    B.Commit(
+    B.SeriesCommit(
         "tests : add test-opt-dynamic-accum for per-step gradient accumulation",
         "The new test.",
         ("tests/CMakeLists.txt", "tests/test-opt-dynamic-accum.cpp"),
@@ -28,7 +31,10 @@ COMMITS = [
 ]
 NAMES = ["0001-ggml-opt-zero.patch", "0002-tests-add.patch"]  # as in CLEAN
 TOOLCHAIN = {"cmake": "cmake version 4.4.5", "cxx_compiler": "GNU 12.2.0 (/usr/bin/c++)"}
-WRITTEN = """## Overview
+# the contributor's metadata line above the first heading: the commit messages are their own words
+WRITTEN = """messages: own
+
+## Overview
 
 Per-step training never zeroed the gradient accumulators. Fixes #4242
 
@@ -120,7 +126,21 @@ def llama_policy() -> P.Policy:
     )
 
 
-def docs(cover_text, policy=None, warnings=()) -> D.Documents:
+BUG_FORM = ".github/ISSUE_TEMPLATE/019-bug-misc.yml"
+# the lines of the target's tree ISSUE.md quotes (upstream's words, cited by file:line)
+TREE = {
+    "ggml/include/ggml-opt.h": "    struct ggml_opt_params {\n"
+    "        // by default the forward graph needs to be reconstructed for each eval\n",
+    "examples/training/finetune.cpp": "\n" * 84 + "        llama_opt_epoch(ctx, dataset);\n",
+    "src/llama-context.cpp": "\n" * 3675 + "    ggml_opt_prepare_alloc(opt_ctx, ctx, gf);\n",
+}
+
+
+def bug_form() -> F.IssueForm:
+    return F.parse_form(BUG_FORM, (LLAMA / BUG_FORM).read_text(encoding="utf-8"))
+
+
+def docs(cover_text, policy=None, warnings=(), form=None) -> D.Documents:
     return D.documents(
         policy=policy or llama_policy(),
         cover=C.parse_cover("patches/cover.md", cover_text),
@@ -132,7 +152,8 @@ def docs(cover_text, policy=None, warnings=()) -> D.Documents:
         toolchain=TOOLCHAIN,
         warnings=list(warnings),
         canonical_paths=[],
-        read_file=lambda p: None,
+        read_file=TREE.get,
+        issue_form=form,
     )
 
 
@@ -174,8 +195,12 @@ def test_a_written_cover_gives_the_template_in_order_with_the_disclosure_answere
     ]
     assert req.strip("\n").splitlines() == want
     extra = section(body, "Additional information")
+    # the contributor's words, then the backends in one line, the failing line before the fix and
+    # the passing line after it
     assert extra.startswith(
-        "\nFound while fine-tuning.\n\nBefore the fix (the series' tests with the fix reverted):"
+        "\nFound while fine-tuning.\n\nTested on CPU (gcc 12).\n\nWithout the fix:\n\n```\n"
+        "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5\n```\n\n"
+        "With the fix:\n\n```\n3/3 device*opt_period passed, 0 skipped\n```\n"
     )
     assert "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5" in extra
     assert "| ggml-org/llama.cpp | `0c1e57098bba43ac29e6e3b677cdceebdd22334f` |" in extra
@@ -248,7 +273,7 @@ def test_a_template_with_other_headings_gets_its_own_headings():
         {".github/pull_request_template.md": template},
         declared("me/x", "manual", "m:1"),
     )
-    d = docs("## Description\n\nThe fix.\n", policy=pol)
+    d = docs("messages: own\n\n## Description\n\nThe fix.\n", policy=pol)
     body = d.files["PR_BODY.md"]
     assert headings(body) == ["Description", "Checklist"]
     assert section(body, "Checklist").startswith("\n- [ ] I ran the tests\n")
@@ -257,24 +282,70 @@ def test_a_template_with_other_headings_gets_its_own_headings():
     assert not d.draft, d.draft_reasons
 
 
-def test_issue_md_is_the_reproduction_and_nothing_else():
-    d = docs(WRITTEN)
+def test_issue_md_is_the_bug_form_filled_with_the_reproduction_and_nothing_else():
+    d = docs(WRITTEN, form=bug_form())
     issue = d.files["ISSUE.md"]
-    assert headings(issue) == [
-        "Reproduction",
-        "Output on the base (the series' tests, the fix reverted)",
+    # the fields of upstream's bug form, in its order, as GitHub shows a filed form
+    assert [ln[4:] for ln in issue.splitlines() if ln.startswith("### ")] == [
+        "Name and Version",
+        "Operating systems",
+        "Which llama.cpp modules do you know to be affected?",
+        "Command line",
+        "Problem description &amp; steps to reproduce",  # inert: the form is data
+        "First Bad Commit",
+        "Relevant log output",
     ]
+    assert f"follows the bug form {BUG_FORM} (Bug (misc.)); labels: bug-unconfirmed." in issue
+    assert "Title: Misc. bug: zero gradient accumulators each period" in issue
+    # the source's description is data: inert Markdown
+    assert "ggml-org/llama.cpp at commit 0c1e5709, as in llama\\-cpp\\-python\\=\\=0.3.36" in issue
+    assert "### Operating systems\n\nLinux\n" in issue
+    modules = "libllama \\(core library\\), Other \\(Please specify in the next section\\)"
+    assert f"### Which llama.cpp modules do you know to be affected?\n\n{modules}\n" in issue
+    assert "### First Bad Commit\n\n_No response_\n" in issue
+    # what breaks, in upstream's words, and where upstream's own training uses that mode
     assert (
-        "```sh\ngit checkout --detach 0c1e57098bba43ac29e6e3b677cdceebdd22334f\ngit am 0002-"
+        '`ggml/include/ggml-opt.h:2`: "by default the forward graph needs to be reconstructed '
+        'for each eval"' in issue
+    )
+    assert "`examples/training/finetune.cpp:85` (llama_opt_epoch)" in issue
+    assert "`src/llama-context.cpp:3676` (ggml_opt_prepare_alloc)" in issue
+    # the training symptom, then test-opt's reproduction (the test patch alone) and its line
+    assert "train loss with the fix 3.5 -> 0.5, without it 3.5 -> 41.5" in issue
+    assert (
+        "```shell\ngit checkout --detach 0c1e57098bba43ac29e6e3b677cdceebdd22334f\ngit am 0002-"
         in issue
     )
     assert "./build/bin/test-opt\n```" in issue
     assert "```\ndevice=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5\n```" in issue
-    # no prose, not even the cover's
-    assert "Per-step training" not in issue and "Overview" not in issue
+    # the log in the form's own <details> block
+    logs = issue.split("### Relevant log output\n", 1)[1]
+    assert "<summary>Logs</summary>" in logs and "```console\ndevice=CPU opt_period=1" in logs
+    assert (
+        "Per-step training" not in issue and "Overview" not in issue
+    )  # no prose, not even the cover's
     assert issue.isascii()
-    # the toy table stays in results and summary.md
-    assert "| 2 | 0.5 | 0.625 | 41.5 | 60.25 |" not in issue
+    assert (
+        "| 2 | 0.5 | 0.625 | 41.5 | 60.25 |" not in issue
+    )  # the toy table stays in results and summary.md
+    # no digest in what GitHub shows: not the sdist's, not the snapshot's commit
+    shown = PB.visible_lines(issue)
+    assert not [ln for ln in shown if re.search(r"\b[0-9a-f]{64}\b", ln)]
+    assert not [ln for ln in shown if "4f2c5210" in ln or "sdist" in ln]
+    assert not [c for c in d.readiness.checks if c.name == "issue-form" and c.status != "pass"]
+
+
+def test_issue_md_without_a_form_has_the_usual_fields_and_names_the_missing_ones():
+    d = docs(WRITTEN)
+    issue = d.files["ISSUE.md"]
+    assert "the target's tree has no issue form" in issue
+    assert [ln[4:] for ln in issue.splitlines() if ln.startswith("### ")] == [
+        "Name and Version",
+        "Command line",
+        "Problem description &amp; steps to reproduce",  # inert: the form is data
+        "Relevant log output",
+    ]
+    assert "./build/bin/test-opt\n```" in issue
 
 
 def test_a_verify_only_target_gets_no_pull_request_documents():
@@ -320,9 +391,22 @@ def test_the_body_s_visible_part_is_short_and_the_rest_is_folded():
     ):
         assert f"<details><summary>{summary}</summary>" in extra
     shown = "\n".join(visible)
-    assert "| cell | device | test-opt (with the new cases) |" in shown and "Reproduce:" in shown
-    # the toy linear-regression table is not in the body
-    assert "Training: loss per epoch" not in body
+    # the per-backend table is folded now: visible are the backends in one line, the failing line
+    # before the fix and the passing line after it, the commands
+    assert "| cell | device | test-opt (with the new cases) |" not in shown
+    assert (
+        "| cell | device | test-opt (with the new cases) |"
+        in extra.split("<details><summary>Results per backend and device</summary>", 1)[1].split(
+            "</details>", 1
+        )[0]
+    )
+    assert "Reproduce:" in shown and "Tested on CPU (gcc 12)." in shown
+    assert "Without the fix:" in shown and "With the fix:" in shown
+    assert sum(len(ln.split()) for ln in PB.visible_lines(body)) <= 200
+    assert not re.search(r"(?i)\b(cells?|gates?|killed|mutants?|controls?|verdicts?)\b", shown)
+    assert (
+        "Training: loss per epoch" not in body
+    )  # the toy linear-regression table is not in the body
     assert "0c1e57098bba43ac29e6e3b677cdceebdd22334f" not in shown.split("git checkout")[0]
 
 
@@ -356,7 +440,7 @@ def test_the_fine_tuning_verdicts_are_one_visible_line_with_the_plot():
         model={},
         data={},
         program={},
-        runs=[run("with_fix", [6.0, 5.5, 5.0]), run("without_fix", [6.0, 5.9, 5.8])],
+        runs=[run("patched", [6.0, 5.5, 5.0]), run("control", [6.0, 5.9, 5.8])],
     )
     line, plot = PB.finetune_summary(res)
     assert (

@@ -83,7 +83,7 @@ def test_pr_body_and_manifest_carry_no_credentials():
     target = results.cells[0].target
     from orchestrator.upstream import pr_body
 
-    commits = [B.Commit("s", "b", ("src/x.c",))]
+    commits = [B.SeriesCommit("s", "b", ("src/x.c",))]
     body = "\n".join(
         pr_body.evidence(results, "0" * 64, target, commits, ["0001-s.patch"], {}, None)
     )

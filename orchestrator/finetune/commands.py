@@ -1,0 +1,82 @@
+"""The training evidence's command lines: upstream's unmodified `llama-finetune`
+(examples/training/finetune.cpp), its fixed options, the pre-training run, the build commands a
+reader runs, and how a run ended. Pure."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional, Sequence
+
+from .cases import N_CTX, Case
+
+PROGRAM = "llama-finetune"  # the target's own examples/training/finetune.cpp, unmodified
+PROGRAM_SOURCE = "examples/training/finetune.cpp"
+# the two builds, as the matrix names them: with the fix, and with only the fix reverted
+Variant = Literal["patched", "control"]
+VARIANTS: tuple[Variant, Variant] = ("patched", "control")
+# how the progress lines and the tables say them
+VARIANT_LABELS: dict[Variant, str] = {"patched": "with fix", "control": "without fix"}
+
+# The texts, shipped in the llama.cpp tree (paths relative to its root): the model is pre-trained
+# on one and fine-tuned on the other, so fine-tuning starts from a model that has learned something.
+PRETRAIN_FILES = ("CONTRIBUTING.md",)
+DATA_FILES = ("docs/docker.md",)
+# finetune.cpp's other defaults (the cases, n_ctx and the limits: finetune/cases.py, light for
+# `--help`)
+VAL_SPLIT = 0.05
+THREADS = 2
+# Pre-training (once per model, data and build, cached by a content hash): the fixed build, AdamW
+# at ggml-opt's own default step 1e-3, -c = -b = -ub.
+PRETRAIN = Case("adamw", 1e-3, 1, 8)
+# The noise floor: the same fixed build and case run again (run to run) and at other thread
+# counts (summation order); the first case is measured so, before any verdict is drawn.
+NOISE_THREADS = (1, 2)
+PRETRAINED = "pretrained.gguf"
+TREE = "$LLAMA_CPP"  # the llama.cpp tree, in the commands a reader runs
+BINARY = f"./build/bin/{PROGRAM}"  # ... and the program built from it
+
+# llama-finetune built from a llama.cpp tree as the evidence builds it (only that target)
+BUILD_COMMANDS = (
+    f"cmake -S {TREE} -B build -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF "
+    "-DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF "
+    "-DLLAMA_BUILD_SERVER=OFF -DLLAMA_OPENSSL=OFF",
+    f"cmake --build build --target {PROGRAM}",
+)
+
+
+def command(
+    binary: str, model: str, data: Sequence[str], case: Case, threads: int = THREADS, out: str = ""
+) -> list[str]:
+    """llama-finetune's command line for a case: -c = -b = 256, -ub = 256 / opt_period; -f takes
+    one file."""
+    if len(data) != 1:
+        raise ValueError("llama-finetune reads one -f file")
+    opts = {
+        "-m": model,
+        "-f": data[0],
+        "-c": N_CTX,
+        "-b": N_CTX,
+        "-ub": case.n_ubatch,
+        "-opt": case.optimizer,
+        "-lr": f"{case.lr:g}",
+        "-epochs": case.epochs,
+        "-val-split": f"{VAL_SPLIT:g}",
+        "-t": threads,
+        "-o": out or "/dev/null",
+    }
+    argv = [binary]
+    for option, value in opts.items():
+        argv += [option, str(value)]
+    return argv
+
+
+def pretrain_command(binary: str, model: str, data: Sequence[str], out: str) -> list[str]:
+    return command(binary, model, data, PRETRAIN, THREADS, out)
+
+
+def run_outcome(exit_code: Optional[int], timed_out: bool, complete: bool) -> str:
+    """How a run ended: ok (exit 0 and its last line), timed out, crashed (a signal), or failed."""
+    if timed_out:
+        return "timed out"
+    if exit_code is not None and exit_code < 0:
+        return "crashed"
+    return "ok" if exit_code == 0 and complete else "failed"

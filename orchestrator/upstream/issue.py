@@ -1,0 +1,175 @@
+"""ISSUE.md's data, field by field of the target's bug form (issue_form.py): the version on the
+pinned base, the problem in upstream's own words (quoted from its tree with file:line), the
+reproduction with upstream's own programs first (llama-finetune's loss per epoch with and without
+the fix), then test-opt with the series' new cases and the line it fails with. No snapshot or
+sdist digest: those stay in manifest.json. Pure: the target's files come in through read_file."""
+
+from __future__ import annotations
+
+import re
+from typing import Callable, Optional
+
+from ..finetune import results as finetune_results
+from ..model.results import Results
+from . import issue_form, pr_body
+
+ReadFile = Callable[[str], Optional[str]]
+
+# where upstream says what the default mode is and where its own training uses that mode
+_HEADER = ("ggml/include/ggml-opt.h", "include/ggml-opt.h")
+_DEFAULT_MODE = "by default the forward graph needs to be reconstructed"
+_USES = (
+    ("examples/training/finetune.cpp", "llama_opt_epoch("),
+    ("src/llama-context.cpp", "ggml_opt_prepare_alloc("),
+)
+_OS = {"Linux": "Linux", "Darwin": "Mac", "Windows": "Windows", "FreeBSD": "BSD"}
+
+
+def find_line(read_file: ReadFile, paths: tuple[str, ...], needle: str) -> Optional[tuple]:
+    """(path, line number, the line stripped) of the first line holding `needle`."""
+    for path in paths:
+        text = read_file(path)
+        for n, line in enumerate((text or "").splitlines(), 1):
+            if needle in line:
+                return path, n, line.strip()
+    return None
+
+
+def uses(read_file: ReadFile) -> list[str]:
+    """Where upstream's own training takes this mode: `path:line` (the call), in call order."""
+    found = []
+    for path, needle in _USES:
+        hit = find_line(read_file, (path,), needle)
+        if hit:
+            found.append(f"`{path}:{hit[1]}` ({needle.rstrip('(')})")
+    return found
+
+
+def problem_lines(read_file: ReadFile) -> list[str]:
+    """What breaks, quoting upstream's header; who uses that mode, by file:line."""
+    said = find_line(read_file, _HEADER, _DEFAULT_MODE)
+    mode = "non-static graphs (`ctx_compute` not set in `ggml_opt_params`)"
+    if said:
+        quote = said[2].lstrip("/ ").strip()
+        mode += f', the default mode (`{said[0]}:{said[1]}`: "{quote}")'
+    out = [
+        f"With {mode}, ggml-opt never resets the gradient accumulators after an optimizer step:",
+        "every step applies the sum of all earlier gradients, so training diverges.",
+    ]
+    used = uses(read_file)
+    if used:
+        out += ["", f"llama-finetune uses this mode: {', '.join(used)}."]
+    return out
+
+
+def training_line(results: Results, target: str) -> Optional[str]:
+    """The training record's loss, first -> last epoch, with and without the fix (summary.md's)."""
+    cells = [c for c in results.cells_of(target) if c.training and c.training.with_fix]
+    cells.sort(key=lambda c: c.backend != "cpu")
+    if not cells or not cells[0].training or not cells[0].training.without_fix:
+        return None
+    t = cells[0].training
+
+    def span(epochs) -> str:
+        return f"{epochs[0].train_loss:.4g} -> {epochs[-1].train_loss:.4g}"
+
+    n = max(len(t.with_fix), len(t.without_fix))
+    return (
+        f"A training loop over ggml-opt's public API with per-step graphs "
+        f"({pr_body.backend_name(cells[0].backend)}, "
+        f"{n} epochs): train loss with the fix {span(t.with_fix)}, "
+        f"without it {span(t.without_fix)}."
+    )
+
+
+def version_lines(results: Results, target: str, repo: Optional[str], toolchain: dict) -> list:
+    source = pr_body._source(results, target)
+    name = pr_body.ascii_text(repo or target)  # matrix.yaml's (or the template's) repository
+    if source.upstream_commit:
+        where = f"{name} at commit {pr_body.inert(source.upstream_commit[:8])}"
+    else:
+        where = f"{name} (the source carries no git metadata)"
+    described = pr_body.inert(source.description) if source.description != pr_body.NONE else ""
+    out = [where + (f", as in {described}" if described else "")]
+    compiler = pr_body.compiler_short(toolchain.get("cxx_compiler") or "")
+    if compiler:
+        out.append(f"built from source with {compiler}")
+    return out
+
+
+def values(
+    results: Results,
+    target: str,
+    commits: list,
+    patch_names: list[str],
+    repo: Optional[str],
+    toolchain: dict,
+    read_file: ReadFile,
+    host_os: str,
+    finetune: Optional[finetune_results.FinetuneResults] = None,
+) -> dict[str, list[str]]:
+    """role -> lines (issue_form.role_of): what the run can say for each field."""
+    steps = problem_lines(read_file) + ["", "Steps to reproduce, on the version above:"]
+    tuned = pr_body.finetune_lines(finetune, "####")
+    if tuned:
+        steps += ["", "1. upstream's llama-finetune, with and without the fix:", "", *tuned]
+    trained = training_line(results, target)
+    if trained:
+        steps += ["", pr_body.ascii_text(trained)]
+    bug = pr_body.reproduce_bug(results, target, commits, patch_names)
+    lines = pr_body.inert_lines(pr_body.before_fix_lines(results, target))
+    if bug and lines:
+        steps += [
+            "",
+            "test-opt with the new cases of the fix's test patch (the command line above)",
+        ]
+        steps += ["fails without the fix:", "", "```", *lines, "```"]
+    # libllama's training (llama_opt_epoch) is where the tree shows the mode in use
+    modules = ["libllama"] if any("llama-context" in u for u in uses(read_file)) else []
+    return {
+        "version": version_lines(results, target, repo, toolchain),
+        "os": [_OS.get(host_os, "Other")],
+        "module": modules + ["Other"],
+        "command": bug or [],
+        "problem": steps,
+        "logs": lines,
+    }
+
+
+def dropdown_values(form: issue_form.IssueForm, vals: dict[str, list[str]]) -> dict[str, list[str]]:
+    """A dropdown's lines as the form's own options (none matching: the field stays empty)."""
+    out = dict(vals)
+    for f in form.fields:
+        role = issue_form.role_of(f)
+        if f.type == "dropdown" and role in vals:
+            out[role] = issue_form.chosen_options(f, vals[role])
+    return out
+
+
+def issue_title(commits: list) -> str:
+    """The fix's subject without its `module : ` prefix (the form gives its own title prefix)."""
+    subject = ([c for c in commits if not c.is_test] or commits)[0].subject
+    return re.sub(r"^[^:]+ : ", "", subject)
+
+
+def issue_md(
+    form: Optional[issue_form.IssueForm],
+    results: Results,
+    target: str,
+    commits: list,
+    patch_names: list[str],
+    repo: Optional[str],
+    toolchain: dict,
+    read_file: ReadFile,
+    host_os: str,
+    finetune: Optional[finetune_results.FinetuneResults] = None,
+) -> tuple[str, list[str]]:
+    """ISSUE.md and the required fields the run has no data for."""
+    used = form or issue_form.DEFAULT_FORM
+    vals = values(
+        results, target, commits, patch_names, repo, toolchain, read_file, host_os, finetune
+    )
+    vals = dropdown_values(used, vals)
+    return issue_form.render(used, vals, issue_title(commits)), issue_form.missing_required(
+        used, vals
+    )
