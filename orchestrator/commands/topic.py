@@ -61,7 +61,7 @@ def run(args, matrix, cache) -> ExitCode:
             change = change_of(root, args.rev)
         except GitError as e:
             raise ConfigError(f"--from {args.rev!r}: {e.reason} (in {root})") from None
-        commits = [topic_new.Commit(*c) for c in change.commits]
+        commits = [topic_new.ForkCommit(*c) for c in change.commits]
         if not commits:
             raise ConfigError(f"--from {args.rev!r}: no commit in that range")
         where = f"--from {args.rev}"
@@ -81,7 +81,7 @@ def run(args, matrix, cache) -> ExitCode:
             or "ggml-patch topic new <ggml-patch@users.noreply.github.com>"
         )
         date = today.strftime("%a, %d %b %Y 00:00:00 +0000")
-        commits = [topic_new.Commit(topic_new.NO_SHA, author, date, subject, "")]
+        commits = [topic_new.ForkCommit(topic_new.NO_SHA, author, date, subject, "")]
         where = str(path)
         origin = f"diff file {path.name}"
     series = topic_new.make_series(where, diff, commits, layout, matrix.series_layout)

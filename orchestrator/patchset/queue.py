@@ -44,9 +44,9 @@ ACTIVE = ("local", "forwarded")  # the states whose series the queue applies
 TOPIC_NAME = r"^[a-z0-9][a-z0-9-]*$"
 
 TopicName = Annotated[str, StringConstraints(pattern=TOPIC_NAME)]
-Line = Annotated[str, StringConstraints(pattern=r"^[\x20-\x7e]+$")]  # one line, printable ASCII
+OneLine = Annotated[str, StringConstraints(pattern=r"^[\x20-\x7e]+$")]  # one line, printable ASCII
 Url = Annotated[str, StringConstraints(pattern=r"^https://\S+$")]
-Commit = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")]
+UpstreamCommit = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")]
 
 
 def _iso_date(value: Any) -> Any:
@@ -78,11 +78,11 @@ class TopicMeta(Record):
 
     NULLS = frozenset({"bug", "forwarded", "applied_upstream"})
 
-    summary: Line
-    origin: Line
+    summary: OneLine
+    origin: OneLine
     bug: Optional[Url] = None
     forwarded: Optional[Url] = None
-    applied_upstream: Optional[Commit] = None
+    applied_upstream: Optional[UpstreamCommit] = None
     last_update: IsoDate
     state: Literal["local", "forwarded", "merged-upstream", "dropped"]
     after: list[TopicName] = Field(default_factory=list)

@@ -43,7 +43,7 @@ NO_SHA = "0" * 40  # format-patch's first line names the commit; a split patch h
 
 
 @dataclass(frozen=True)
-class Commit:
+class ForkCommit:
     sha: str
     author: str  # Name <email>
     date: str  # RFC 2822
@@ -91,7 +91,7 @@ def _slug(subject: str) -> str:
     return re.sub(r"-+", "-", s)[:52].rstrip("-.") or "change"
 
 
-def _patch(n: int, total: int, commit: Commit, subject: str, body: str, files: list[FileDiff]):
+def _patch(n: int, total: int, commit: ForkCommit, subject: str, body: str, files: list[FileDiff]):
     header = (
         f"From {NO_SHA} Mon Sep 17 00:00:00 2001\n"
         f"From: {commit.author}\n"
@@ -103,7 +103,7 @@ def _patch(n: int, total: int, commit: Commit, subject: str, body: str, files: l
 
 
 def make_series(
-    where: str, diff: str, commits: list[Commit], layout: str, queue_layout: str
+    where: str, diff: str, commits: list[ForkCommit], layout: str, queue_layout: str
 ) -> Series:
     """The change as a topic's series in the queue's layout: 0001 the source change (the first
     commit's subject and message), 0002 its test cases."""

@@ -288,7 +288,7 @@ def _diff(*paths: str) -> str:
 def test_topic_new_splits_source_first_then_tests():
     from orchestrator.patchset import topic_new
 
-    commit = topic_new.Commit(
+    commit = topic_new.ForkCommit(
         "1" * 40, "A <a@x>", "Mon, 1 Dec 2026 00:00:00 +0000", "fix: it", "Why."
     )
     diff = _diff("tests/test-opt.cpp", "ggml/src/ggml-opt.cpp", "ggml/include/ggml-opt.h")
