@@ -25,7 +25,7 @@ def test_write_series_writes_only_what_differs_and_removes_stale_patches(tmp_pat
     (d / first).write_text("edited\n")
     assert write_series(d, series) == ([first], ["0003-stale.patch"])
     # other files stay: the README, cover.md (the contributor's words),
-    # known-limits.yaml and related-upstream.yaml (their data)
+    # known-limits.yaml and related-upstream.yaml (their data), topic.yaml
     assert sorted(p.name for p in d.iterdir()) == sorted(
         [p.name for p in series.patches]
         + ["README", "cover.md", "known-limits.yaml", "related-upstream.yaml", "topic.yaml"]
