@@ -162,5 +162,5 @@ def test_an_unknown_topic_is_one_line_before_anything_is_touched(tmp_path, argv)
     line = _one_line_error(
         run_tool(*argv, "--topic", "nope", "--matrix", m, "--cache", str(tmp_path / "c"))
     )
-    assert "--topic: unknown topic 'nope' (the queue: accumulator-reset)" in line
+    assert "--topic: unknown topic 'nope' (the queue: accumulator-reset" in line
     assert not (tmp_path / "c" / "status").exists() and not (tmp_path / "out").exists()

@@ -289,16 +289,18 @@ def test_the_gate_joins_the_series_only_once_maintainers_approval_is_recorded(tm
         shutil.copytree(ROOT / d, tmp_path / d)
     text = (ROOT / "matrix.yaml").read_text()
     (tmp_path / "matrix.yaml").write_text(text)
-    assert [p.name[:4] for p in load_series(load_matrix(tmp_path / "matrix.yaml")).patches] == [
-        "0001",
-        "0002",
-    ]
+    topic = ["accumulator-reset"]  # the gate is topic 1's
+    series = load_series(load_matrix(tmp_path / "matrix.yaml"), topic)
+    assert [p.name[:4] for p in series.patches] == ["0001", "0002"]
     approved = text.replace(
         "  layout: llama.cpp\n",
         "  layout: llama.cpp\n  gate_approval: https://github.com/ggml-org/llama.cpp/pull/1#c\n",
         1,
     )
     (tmp_path / "matrix.yaml").write_text(approved)
-    series = load_series(load_matrix(tmp_path / "matrix.yaml"))
+    series = load_series(load_matrix(tmp_path / "matrix.yaml"), topic)
     assert [p.name[:4] for p in series.patches] == ["0001", "0002", "0003"]
+    # in the whole queue the gate patch follows topic 1's series, before the next topic's
+    whole = load_series(load_matrix(tmp_path / "matrix.yaml"))
+    assert "test-opt-dynamic-accum" in whole.patches[2].name
     assert series.gate_test_source() == (ROOT / "native_tests" / f"{GATE_TEST}.cpp").read_text()

@@ -189,16 +189,34 @@ def _project(tmp_path):
     return tmp_path / "matrix.yaml"
 
 
-def test_the_real_queue_is_topic_one_alone_with_the_same_series():
+def test_the_real_queue_is_topic_one_with_the_same_series():
     matrix = load_matrix(ROOT / "matrix.yaml")
     queue = load_queue(matrix)
     assert queue.names() == ["accumulator-reset"]
     series = load_series(matrix)
     assert series.sha256 == upstream_series().sha256  # the same bytes and names as before
+    assert series.topics == ("accumulator-reset",)
     assert load_mutants_names(matrix)[:2] == [
         "02-reset-at-build-when-opt-i-zero",
         "03-reset-gb-opt-zeroes-momenta",
     ]
+
+
+def test_the_three_topics_in_patches_make_a_valid_queue(tmp_path):
+    """grad-acc-non-static and reset-non-static (s6-cxx's): valid topic.yaml, series source first
+    then tests, their mutants read per topic, in order after topic 1 (not yet listed)."""
+    m = _project(tmp_path)
+    names = ["accumulator-reset", "grad-acc-non-static", "reset-non-static"]
+    (tmp_path / "patches" / "queue.yaml").write_text(f"topics: [{', '.join(names)}]\n")
+    matrix = load_matrix(m)
+    queue = load_queue(matrix)
+    assert queue.names() == names and [t.meta.state for t in queue.active()] == ["local"] * 3
+    whole = load_series(matrix)
+    assert [p.name[:4] for p in whole.patches] == ["0001", "0002", "0003", "0004", "0005", "0006"]
+    assert whole.topics == tuple(names)
+    assert load_series(matrix, ["accumulator-reset"]).sha256 == upstream_series().sha256
+    mutants = load_mutants_names(matrix)
+    assert len(mutants) == 19 and mutants[-1] == "04-restart-period"
 
 
 def test_missing_files_are_one_line(tmp_path):
