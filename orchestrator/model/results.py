@@ -416,6 +416,7 @@ class SeriesInfo(Record):
     layout: str
     sha256: str
     patches: list[SeriesPatch]
+    topics: Optional[list[str]] = None  # the queue's topics the run applied, in order
 
 
 class Parallel(Record):

@@ -363,7 +363,9 @@ def evidence(
     out += _details("Results per backend and device", short_cell_table(results, target))
     kill = kill_matrix_line(results, target)
     if kill:
-        out += _details("Known-wrong fixes tried", [f"native_tests/mutants/: {ascii_text(kill)}."])
+        out += _details(
+            "Known-wrong fixes tried", [f"native_tests/<topic>/mutants/: {ascii_text(kill)}."]
+        )
     bug = reproduce_bug(results, target, commits, patch_names)
     every = before_fix_lines(results, target)  # each test's first failing line, the gate's too
     folded = (["```sh", *bug, "```"] if bug else []) + (["", "```", *every, "```"] if every else [])

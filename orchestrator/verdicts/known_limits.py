@@ -96,7 +96,8 @@ def parse_yaml(
 def read_yaml(series_dir: Path, file: str, what: str) -> Optional[tuple[str, str]]:
     """(where, text) of a file beside the series; None when it is not there."""
     text = untrusted.read_optional(Path(series_dir) / file, what, root=series_dir)
-    return None if text is None else (f"{Path(series_dir).name}/{file}", text)
+    shown = f"{Path(series_dir).parent.name}/{Path(series_dir).name}/{file}"  # patches/<topic>/...
+    return None if text is None else (shown, text)
 
 
 def parse_known_limits(where: str, text: str) -> tuple[KnownLimit, ...]:

@@ -166,7 +166,7 @@ def section(text: str, heading: str) -> str:
 
 
 def test_the_shipped_cover_is_the_template_s_headings_and_placeholders_only(repo_root):
-    shipped = (repo_root / "patches" / "cover.md").read_text(encoding="utf-8")
+    shipped = (repo_root / "patches" / "accumulator-reset" / "cover.md").read_text(encoding="utf-8")
     assert shipped == C.blank_cover(
         P.parse_template(".github/pull_request_template.md", TEMPLATE_TEXT)
     )

@@ -166,7 +166,9 @@ def load_competing_shipped():
     assert (
         parse_competing(
             f"{fix.name}.patch",
-            (ROOT / "native_tests" / "competing" / f"{fix.name}.patch").read_text(),
+            (
+                ROOT / "native_tests" / "accumulator-reset" / "competing" / f"{fix.name}.patch"
+            ).read_text(),
         )
         == fix
     )
