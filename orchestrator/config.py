@@ -99,7 +99,7 @@ class Target(Named):
     layout: Layout
     prefix: config_records.RELPATH = ""
     source: Options
-    description: config_records.Text = ""
+    description: config_records.StrictText = ""
     upstream: Optional[Upstream] = None  # matrix.yaml's `upstream:`, when declared
     # the name first (mypy's pydantic plugin would make one of the fields alone)
     __init__ = Named.__init__

@@ -58,7 +58,7 @@ def _iso_date(value: Any) -> Any:
     return value
 
 
-IsoDate = Annotated[
+Day = Annotated[  # a calendar day, YYYY-MM-DD (topic.yaml's last_update)
     str, BeforeValidator(_iso_date), StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}$")
 ]
 _EXPECTED = {
@@ -83,7 +83,7 @@ class TopicMeta(Record):
     bug: Optional[Url] = None
     forwarded: Optional[Url] = None
     applied_upstream: Optional[UpstreamCommit] = None
-    last_update: IsoDate
+    last_update: Day
     state: Literal["local", "forwarded", "merged-upstream", "dropped"]
     after: list[TopicName] = Field(default_factory=list)
 
