@@ -105,6 +105,9 @@ BUSY_LOOPS = 2  # the load of the loaded measures: one busy loop per core of a 2
 VERDICT = ": verdict: "
 # the README's first command installs nox with uv: the sessions' installs then take seconds
 NEWCOMER_NOX = "nox[uv]"
+# outside results/: the tool's commands refuse a results folder holding files they did not make,
+# so `nox -s matrix`, `evidence` and `bundle` run before or after the bench in any order
+DEFAULT_OUT = ROOT / "bench-results"
 
 
 class BusyLoops:
@@ -945,8 +948,7 @@ def act_vs_matrix(work: Path, loads: list[int], act_cpus: str, out_dir: Path) ->
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    # outside results/: the tool's commands refuse a results folder holding files they did not make
-    ap.add_argument("--out", default=str(ROOT / "bench-results"))
+    ap.add_argument("--out", default=str(DEFAULT_OUT))
     ap.add_argument(
         "--plan",
         action="store_true",
