@@ -586,7 +586,7 @@ def reruns_after_change(base_cache: Path, work: Path, backends: list[str]) -> di
     # a change no earlier run made: the result cache is
     # content-addressed, so a repeated edit would hit it
     nonce = f"{time.time_ns():x}"
-    p0 = sorted((tmp / "patches").glob("*.patch"))[0]
+    p0 = sorted((tmp / "patches" / "accumulator-reset").glob("*.patch"))[0]
     text = p0.read_text()
     # in the subject
     edited = text.replace("gradient accumulators", f"gradient accumulators {nonce}", 1)

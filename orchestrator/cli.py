@@ -57,8 +57,8 @@ def _parser() -> argparse.ArgumentParser:
         "TARGET=COMMIT",
     )
     about = (
-        "Carry the ggml-opt per-step accumulator fix into ggml, llama.cpp "
-        "and forks, and prove it on every backend."
+        "Carry a queue of fixes to ggml's optimizer into ggml, llama.cpp and forks, and prove "
+        "each on every backend."
     )
     p = _Parser(prog="ggml-patch", description=about)
     p.add_argument("--version", action="version", version=f"ggml-patch {_version()}")
@@ -134,6 +134,11 @@ def _dispatch(args: argparse.Namespace) -> ExitCode:
     if why:
         raise ConfigError(f"{option} {why}")
     matrix = pinned(load_matrix(args.matrix), collect(args.pins, args.pin))
+    if getattr(args, "topic", None):  # --topic: an unknown or inactive one is one line, exit 2
+        from .patchset.files import load_queue
+
+        load_queue(matrix).chosen(args.topic)
+        matrix.choose_topics(args.topic)
     cache = Cache(root, lock_timeout=args.lock_timeout)
     cache.clean_scratch()  # what a killed run left in <cache>/tmp/
     return command.run(args, matrix, cache)

@@ -99,7 +99,7 @@ class Target(Named):
     layout: Layout
     prefix: config_records.RELPATH = ""
     source: Options
-    description: config_records.Text = ""
+    description: config_records.StrictText = ""
     upstream: Optional[Upstream] = None  # matrix.yaml's `upstream:`, when declared
     # the name first (mypy's pydantic plugin would make one of the fields alone)
     __init__ = Named.__init__
@@ -123,13 +123,15 @@ class Profile(MatrixRecord):
     __hash__ = MatrixRecord.__hash__
 
 
-# matrix.yaml's `series:` key: where the series lives, in which layout (patchset.series.Series is
-# the series itself). No docstring: it would become a description in the published schema.
-class SeriesConfig(MatrixRecord):
-    model_config = ConfigDict(title="Series")  # the schema's name for it, as published
+# matrix.yaml's `queue:` key: the folder of the topics (patches/queue.yaml gives their order) and
+# the layout every topic's series is written in. No docstring: it would become a description in
+# the published schema.
+class QueueConfig(MatrixRecord):
+    model_config = ConfigDict(title="Queue")  # the schema's name for it, as published
     path: Str
     layout: Layout
-    # the maintainers' approval of a new test file: the gate's own patch joins the series
+    # the maintainers' approval of a new test file: the gate's own patch
+    # (native_tests/<topic>/upstream-gate/) joins its topic's series
     gate_approval: Annotated[str, matching(r"https://\S+", "is not an https:// URL")] = ""
 
 
@@ -153,7 +155,7 @@ class Ci(MatrixRecord):
 class Matrix(MatrixRecord):
     """matrix.yaml. Once loaded (`load_matrix`) it knows its file and the line of every key."""
 
-    series: SeriesConfig
+    queue: QueueConfig
     native_tests: Str = "native_tests"
     ci: Ci = Ci()
     targets: Annotated[dict[Name, Target], Field(min_length=1, json_schema_extra=_NAMES_ONLY)]
@@ -161,6 +163,7 @@ class Matrix(MatrixRecord):
     profiles: Annotated[dict[Name, Profile], Field(min_length=1, json_schema_extra=_NAMES_ONLY)]
     _path: Path = PrivateAttr(Path("matrix.yaml"))
     _lines: dict[tuple[Any, ...], int] = PrivateAttr(default_factory=dict)
+    _topics: tuple[str, ...] = PrivateAttr(())  # --topic: none means every active topic
 
     def located(self, path: Path, lines: dict[tuple[Any, ...], int]) -> "Matrix":
         """This matrix as read from `path`, its keys at `lines`: each target and
@@ -184,12 +187,29 @@ class Matrix(MatrixRecord):
         return self._lines
 
     @property
-    def series_dir(self) -> Path:
-        return self.path.parent / self.series.path
+    def queue_dir(self) -> Path:
+        return self.path.parent / self.queue.path
 
     @property
     def series_layout(self) -> str:
-        return self.series.layout
+        return self.queue.layout
+
+    @property
+    def topics(self) -> list[str]:
+        """The topics --topic chose (checked by the CLI against the queue); [] for all active."""
+        return list(self._topics)
+
+    def choose_topics(self, names: Iterable[str]) -> "Matrix":
+        self._topics = tuple(names)
+        return self
+
+    def topic_dir(self, topic: str) -> Path:
+        """patches/<topic>/: the topic's series, topic.yaml, cover.md, known limits."""
+        return self.queue_dir / topic
+
+    def topic_native_dir(self, topic: str) -> Path:
+        """native_tests/<topic>/: the topic's mutants, competing fixes and upstream gate patch."""
+        return self.native_tests_dir / topic
 
     @property
     def native_tests_dir(self) -> Path:
@@ -232,7 +252,7 @@ class _MatrixSchema(GenerateJsonSchema):
         return super().normalize_name(_SCHEMA_NAMES.get(name, name))
 
 
-_SCHEMA_NAMES = {"SeriesConfig": "Series"}
+_SCHEMA_NAMES = {"QueueConfig": "Queue"}
 
 
 def schema() -> dict[str, Any]:
@@ -283,7 +303,10 @@ def _load_with_lines(text: str, where: str) -> tuple[Any, dict[tuple[Any, ...], 
             return out
         if isinstance(n, yaml.SequenceNode):
             return [build(v, path + (i,)) for i, v in enumerate(n.value)]
-        value = yaml.SafeLoader("").construct_object(n, deep=True)
+        try:
+            value = yaml.SafeLoader("").construct_object(n, deep=True)
+        except ValueError:  # a timestamp that is no date (2026-13-01): PyYAML's own ValueError
+            raise refused(n, f"{at}: {n.value!r} is not a valid value (a date?)") from None
         if isinstance(value, float) and not math.isfinite(value):
             raise refused(n, f"{at}: expected a finite number, got {n.value!r}")
         return value
@@ -346,7 +369,7 @@ def load_matrix(path: str | Path) -> Matrix:
     data, lines = _load_with_lines(text, str(path))
     if data is None:
         raise ConfigError(
-            f"{path}:1: the matrix is empty; expected keys series, targets, backends, profiles"
+            f"{path}:1: the matrix is empty; expected keys queue, targets, backends, profiles"
         )
     if not isinstance(data, dict):
         raise ConfigError(

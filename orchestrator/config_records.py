@@ -39,7 +39,7 @@ def _unique(items: tuple[Any, ...]) -> tuple[Any, ...]:
     return items
 
 
-Text = Annotated[str, Strict()]
+StrictText = Annotated[str, Strict()]
 Str = Annotated[str, Strict(), Field(min_length=1)]
 RELPATH = Annotated[str, Strict(), Field(min_length=1), AfterValidator(_inside)]
 Unique = AfterValidator(_unique)
@@ -141,7 +141,7 @@ class Backend(Named):
     """matrix.yaml's `backends.NAME`."""
 
     cmake_flags: tuple[CMAKE_DEFINITION, ...] = ()
-    env: dict[EnvName, Text] = {}
+    env: dict[EnvName, StrictText] = {}
     tools: tuple[Str, ...] = ()
     timeout: Annotated[float, Strict(), Field(gt=0)] = 600.0
     # one runner (a label, or "self-hosted, linux, gpu"), or several: a leg each

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 
+from .publish import plain
 from .redact import redact
 
 
@@ -43,7 +44,8 @@ class GgmlPatchError(Exception):
     exit_code = ExitCode.TOOL_ERROR
 
     def __init__(self, message: object = "", *args: object):
-        super().__init__(redact(str(message)), *args)
+        # control characters shown (\x1b), not sent to the terminal; line breaks kept
+        super().__init__(plain(redact(str(message)), newlines=True), *args)
 
 
 class ConfigError(GgmlPatchError):

@@ -7,7 +7,6 @@ anyone; it only names who held the lock last."""
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 import time
 from contextlib import contextmanager, suppress
@@ -20,14 +19,15 @@ from pydantic import Field
 from . import untrusted
 from .errors import ConfigError, LockTimedOut
 from .records import Record
-from .redact import redact
+from .redact import redact, shell_line
 
 
 def this_command(argv: Optional[list[str]] = None) -> str:
     argv = list(sys.argv if argv is None else argv)
     if argv and (argv[0].endswith(("__main__.py", "ggml-patch")) or argv[0] == "-m"):
         argv = ["ggml-patch", *argv[1:]]
-    return redact(shlex.join(argv))[:300]
+    # each word redacted before quoting: quotes around a password would hide it from the URL rule
+    return shell_line(argv)[:300]
 
 
 class Holder(Record):

@@ -96,9 +96,11 @@ def made_results(path: Path) -> bool:
     `merge-results` and `evidence` write), and its results.json, when there, is ggml-patch's."""
     if not all(e.name in RESULTS_ENTRIES for e in path.iterdir()):
         return False
-    res = path / "results.json"
-    data = _document(res, "results") if res.exists() else {"tool": "ggml-patch"}
-    return data is not None and str(data.get("tool", "ggml-patch")).startswith("ggml-patch")
+    # its results.json says it is ggml-patch's: a folder of a summary.md alone, or a results.json
+    # without the "tool" key, may be anyone's
+    data = _document(path / "results.json", "results", root=path)
+    tool = data.get("tool") if data is not None else None
+    return isinstance(tool, str) and tool.startswith("ggml-patch")
 
 
 def _document(path: Path, kind: str, root: Optional[Path] = None) -> Optional[dict]:

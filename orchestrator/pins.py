@@ -151,10 +151,21 @@ def resolve_reachable(
         try:
             commit, remote_ref = ls_remote(url, ref, src.key)
         except (SourceUnreachable, ConfigError) as e:
-            gone[name] = Unreachable(url=url, ref=ref, reason=str(e))
+            gone[name] = Unreachable(url=public_url(url), ref=ref, reason=str(e))
             continue
-        out[name] = Pin(commit=commit, ref=ref, remote_ref=remote_ref, url=url)
+        out[name] = Pin(commit=commit, ref=ref, remote_ref=remote_ref, url=public_url(url))
     return out, gone
+
+
+def public_url(url: str) -> str:
+    """`url` without its userinfo (`https://user:secret@host/x` -> `https://host/x`): a pins file
+    is shared (a CI job output, an artifact) and names the remote, never its credentials."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    authority = rest[:end]
+    return f"{scheme}://{authority.rpartition('@')[2]}{rest[end:]}"
 
 
 def pins_json(

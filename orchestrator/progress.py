@@ -21,6 +21,7 @@ from rich.progress import (
 )
 
 from .model.results import CellStatus
+from .publish import plain
 from .redact import redact
 
 _COLOUR = {
@@ -31,8 +32,9 @@ _COLOUR = {
 
 
 def safe(text: str) -> str:
-    """A value for a progress line: no secret (the one redaction), no rich markup of its own."""
-    return escape(redact(str(text)))
+    """A value for a progress line: no secret (the one redaction), no rich markup of its own,
+    no control character (an escape sequence from a title would act on the terminal)."""
+    return escape(redact(plain(str(text))))
 
 
 class _Cell(threading.local):

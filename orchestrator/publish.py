@@ -37,8 +37,10 @@ _LINE_MAX = 2_000  # one inert value in a published line, at most (a longer one 
 # bidirectional overrides and isolates reorder what a reader sees: treated as control characters
 _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
 _BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
-# Markdown's punctuation that may start a construct anywhere in a line
-_MD_ESCAPE = frozenset("\\`*_{}[]()#+-!|~=>$")
+# Markdown's punctuation that may start a construct anywhere in a line (with `[` escaped, `!`
+# and `(` start nothing); and what starts a block only at the start of a line
+_MD_ESCAPE = frozenset("\\`*_[]|~$")
+_LINE_START = frozenset("#-+=>")
 _HTML = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
 # a word GitHub would act on: a URL or www. (linked), @name (a mention: GitHub finds those in
 # the rendered text, so an entity would not stop it; code spans are skipped), #123 and
@@ -90,27 +92,49 @@ def _escape_words(part: str) -> str:
     return "".join(out)
 
 
-def _leading_number(part: str) -> str:
-    # "1." or "1)" at the start of a line opens an ordered list
-    m = re.match(r"^(\d{1,9})([.)])", part)
+def _line_start(part: str) -> str:
+    """A heading, list, quote or rule marker at the start made literal ("1." too)."""
+    if part[:1] in _LINE_START:
+        return "\\" + part
+    m = re.match(r"^(\d{1,9})([.)])(?= |$)", part)
     return f"{m[1]}\\{m[2]}{part[m.end() :]}" if m else part
 
 
-def text(value: object, limit: int = _LINE_MAX, in_table: bool = False) -> str:
+def text(value: object, limit: int = _LINE_MAX, in_table: bool = False, start: bool = True) -> str:
     """Untrusted text as inert inline Markdown: one line, nothing active (see the module); a word
-    GitHub would link or act on is shown as code."""
+    GitHub would link or act on is shown as code. `start`: the value may begin a line (a bullet's
+    text does); False where the tool's own text precedes it on the line."""
     words = []
     for word in one_line(value, limit).split(" "):
         if _ACTIVE_WORD.search(word):
             words.append(code(word, in_table=in_table))
         else:
             words.append(_escape_words(word))
-    return _leading_number(" ".join(words))
+    joined = " ".join(words)
+    # a table cell is inline: only a value that may open a line can open a block
+    return joined if in_table or not start else _line_start(joined)
 
 
 def cell(value: object, limit: int = 300) -> str:
     """Untrusted text for one table cell: `text`, never empty (a lone cell would collapse)."""
     return text(value, limit, in_table=True) or "-"
+
+
+def cell_with_code(value: object, limit: int = 2_000) -> str:
+    """A table cell written by the tool with `code spans` around data: each span kept as code
+    (its content shown literally), the text between inert (`cell`)."""
+    parts = one_line(value, limit).split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: nothing is code
+        return cell(value, limit)
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2:
+            out.append(code(part, limit, in_table=True))
+        else:  # the spaces around a code span are kept
+            lead = " " if part.startswith(" ") else ""
+            trail = " " if part.endswith(" ") and part.strip() else ""
+            out.append(lead + text(part, limit, in_table=True) + trail)
+    return "".join(out) or "-"
 
 
 def code(value: object, limit: int = _LINE_MAX, in_table: bool = False) -> str:

@@ -82,7 +82,14 @@ def located(e: ValidationError, hint: Optional[Hint] = None) -> tuple[tuple[Any,
         return where, f"{value!r} is not one of {err.get('ctx', {}).get('expected', '')}"
     if kind.endswith("_type") and kind.split("_")[0] in _KINDS:
         return where, f"expected {_KINDS[kind.split('_')[0]]}, got {type(value).__name__}"
-    return where, f"{err['msg'][:1].lower()}{err['msg'][1:]} (got {value!r})"
+    msg = err["msg"].removeprefix("Value error, ")
+    return where, f"{msg[:1].lower()}{msg[1:]} (got {_shown(value)})"
+
+
+def _shown(value: Any) -> str:
+    """A value in an error line: its repr (control characters escaped), at most 80 characters."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def error_line(e: ValidationError, hint: Optional[Hint] = None) -> str:
@@ -92,14 +99,27 @@ def error_line(e: ValidationError, hint: Optional[Hint] = None) -> str:
     return f"{at}: {what}" if at else what
 
 
-def parse(kind: type[R], data: Any, where: str, what: str, hint: Optional[Hint] = None) -> R:
+def parse(
+    kind: type[R],
+    data: Any,
+    where: str,
+    what: str,
+    hint: Optional[Hint] = None,
+    ours: bool = False,
+) -> R:
     """A document's JSON data (or text) as `kind`, validated strictly;
-    else one line naming `where` and the key."""
+    else one line naming `where` and the key. `ours`: data the tool made in this run (about to be
+    written): free text is made safe (control characters shown) instead of refused."""
     if not isinstance(data, (str, bytes)):
         if not isinstance(data, dict):
             raise ConfigError(f"{where}: expected a JSON object; not {what}")
-        data = json.dumps(data)
+        try:
+            data = json.dumps(data)
+        except (RecursionError, ValueError):
+            raise ConfigError(f"{where}: nested too deeply or not JSON data; not {what}") from None
     try:
-        return kind.model_validate_json(data, strict=True)
+        # context: the values' validators refuse (not repair) what breaks their rules
+        context = {"untrusted": not ours}
+        return kind.model_validate_json(data, strict=True, context=context)
     except ValidationError as e:
         raise ConfigError(f"{where}: {error_line(e, hint)}; not {what}") from None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import shlex
 from typing import IO, Any, Iterable
 from urllib.parse import unquote
 
@@ -47,18 +48,47 @@ def _userinfo(m: re.Match) -> str:
     return f"{m.group(1)}{REDACTED}{authority[at:]}"
 
 
+def known_secrets(secrets: Iterable[str] = ()) -> list[str]:
+    """Every value `redact` replaces wherever it appears, longest first."""
+    found = {*secrets, *(os.environ.get(k, "") for k in SECRET_ENV), *_SEEN}
+    kept = [s for s in found if s and len(s.strip()) >= _MIN_SECRET]
+    return sorted(kept, key=len, reverse=True)
+
+
+def safe_cut(data: bytes, cut: int) -> int:
+    """A place at or before `cut` to split `data` so that no known secret is split: the text is
+    redacted a piece at a time (a long log line), and half a token matches nothing."""
+    for s in (x.encode("utf-8", "surrogateescape") for x in known_secrets()):
+        start = data.find(s, max(0, cut - len(s) + 1))
+        while 0 <= start < cut:
+            if start + len(s) > cut:
+                cut = start
+                break
+            start = data.find(s, start + 1)
+    return cut
+
+
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
     """`text` without credentials in URLs, secret query
     parameters, GITHUB_TOKEN's value or `secrets`."""
     text = str(text)
-    for s in sorted(
-        {*secrets, *(os.environ.get(k, "") for k in SECRET_ENV), *_SEEN}, key=len, reverse=True
-    ):
-        if s and len(s.strip()) >= _MIN_SECRET:
-            text = text.replace(s, REDACTED)
+    for s in known_secrets(secrets):
+        text = text.replace(s, REDACTED)
     if "://" in text:
         text = _AUTHORITY.sub(_userinfo, text)
     return _QUERY.sub(rf"\g<1>{REDACTED}", text) if "=" in text else text
+
+
+def shell_line(argv: Iterable[str], secrets: Iterable[str] = ()) -> str:
+    """A command as a shell line, each word redacted BEFORE quoting (quotes around a password
+    with "'" would hide it from the URL rule); a redacted word is shown as is, unquoted: with
+    *** in it, it is not the command to paste anyway."""
+    secrets = tuple(secrets)
+    words = []
+    for word in argv:
+        shown = redact(word, secrets)
+        words.append(shown if shown != word else shlex.quote(word))
+    return " ".join(words)
 
 
 class RedactingStream(io.TextIOBase):

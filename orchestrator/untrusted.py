@@ -9,12 +9,14 @@ refusal is a ConfigError: one line naming the file, exit 2."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import stat
+import tempfile
 from pathlib import Path, PurePath
-from typing import Any, BinaryIO, Callable, Optional, Union
+from typing import Any, BinaryIO, Callable, Iterator, Optional, Union
 
 from .errors import ConfigError
 
@@ -24,6 +26,7 @@ CAPS: dict[str, int] = {
     "results": 64 * MiB,  # results.json of a big matrix, mutants included
     **dict.fromkeys(("manifest", "document"), 4 * MiB),
     **dict.fromkeys(("pins", "status", "matrix", "cover", "known-limits", "mutant"), 1 * MiB),
+    "pip-config": 1 * MiB,  # pip.conf, PIP_CONFIG_FILE: read for the index URLs only
     "policy": 1 * MiB,  # AGENTS.md, CONTRIBUTING.md, the pull request template
     **dict.fromkeys(("patch", "finetune", "summary"), 16 * MiB),
     "lock": 64 * KiB,
@@ -42,6 +45,8 @@ _KINDS = {
 _KINDS[stat.S_ISBLK] = "a device"
 
 PathLike = Union[str, "os.PathLike[str]"]
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
 
 
 def name_under(root: PathLike, name: object, what: str) -> Path:
@@ -152,6 +157,8 @@ def parse_json(text: str, where: object, kind: str) -> Any:
         ) from None
     except RecursionError:
         raise ConfigError(f"{where}: JSON nested too deeply; not a {kind} file") from None
+    except ValueError as e:  # an integer of thousands of digits (Python's conversion limit)
+        raise ConfigError(f"{where}: not a {kind} file: {str(e)[:120]}") from None
 
 
 def load_json(path: PathLike, kind: str, root: Optional[PathLike] = None) -> Any:
@@ -197,23 +204,72 @@ def copy_file(
     root: PathLike,
     kind: str = "log",
     line: Optional[Callable[[str], str]] = None,
+    overlap: int = 4 * KiB,
+    split: Optional[Callable[[bytes, int], int]] = None,
 ) -> None:
-    """Copy a regular file inside `root` over `dst` line by line (cap
-    of `kind`), each through `line` if given."""
+    """Copy a regular file inside `root` over `dst` line by line (cap of `kind`), each through
+    `line` if given. A line longer than a block is taken a megabyte at a time, its last `overlap`
+    bytes (or from its last blank) held back for the next block, and `split` (redact.safe_cut)
+    moves the edge before any secret it would cut, so redaction never sees half of one. `dst` is
+    replaced (written beside it, then renamed): a symlink there is never written through."""
     f, limit = _opened(Path(src), kind, root)
     total = 0
-    with f, open(dst, "wb") as out:
-        while chunk := f.readline(1 * MiB):  # a line without end is taken a megabyte at a time
+    held = b""
+    with f, replacing(dst) as out:
+        while chunk := f.readline(1 * MiB):
             total += len(chunk)
             if total > limit:
                 raise ConfigError(
                     f"{src}: more than the {limit} bytes a {kind} file may hold; refused"
                 )
-            if line is not None:
-                chunk = line(chunk.decode("utf-8", "surrogateescape")).encode(
-                    "utf-8", "surrogateescape"
-                )
-            out.write(chunk)
+            chunk = held + chunk
+            held = b""
+            if not chunk.endswith(b"\n") and len(chunk) > overlap:
+                cut = _cut(chunk, overlap, split)
+                chunk, held = chunk[:cut], chunk[cut:]
+            out.write(_through(chunk, line))
+        if held:
+            out.write(_through(held, line))
+
+
+def _cut(chunk: bytes, overlap: int, split: Optional[Callable[[bytes, int], int]]) -> int:
+    """Where to split a block of a long line: after its last blank when there is one in its
+    second half (a URL with a password holds none), else `overlap` bytes from its end; then
+    moved before any secret it would split (`split`)."""
+    blank = max(chunk.rfind(b" "), chunk.rfind(b"\t"))
+    cut = blank + 1 if blank >= len(chunk) // 2 else len(chunk) - overlap
+    return split(chunk, cut) if split is not None else cut
+
+
+def _through(chunk: bytes, line: Optional[Callable[[str], str]]) -> bytes:
+    if line is None:
+        return chunk
+    return line(chunk.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+
+
+@contextlib.contextmanager
+def replacing(path: PathLike) -> Iterator[BinaryIO]:
+    """A binary file to write that replaces `path` when done: written to a new file beside it,
+    then renamed over it, so a symlink (or a hard link) at `path` is replaced, never written
+    through; on an error nothing at `path` changes."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # as an ordinary new file would be
+        with os.fdopen(fd, "wb") as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_replacing(path: PathLike, text: Union[str, bytes]) -> Path:
+    """`text` (UTF-8) as the new file at `path`, replacing what is there (see `replacing`)."""
+    with replacing(path) as f:
+        f.write(text.encode("utf-8") if isinstance(text, str) else text)
+    return Path(path)
 
 
 def is_regular(path: PathLike) -> bool:

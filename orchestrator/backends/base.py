@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
+
+from ..buildenv import clean_env
 
 if TYPE_CHECKING:  # the record, with pydantic, loads with a matrix: not for `--help` (start-up)
     from ..config_records import Backend
@@ -86,7 +87,7 @@ def command_output(
             text=True,
             errors="replace",
             timeout=timeout,
-            env={**os.environ, **(env or {})},
+            env=clean_env(env),  # a probe gets what a build gets, no token
         )
     except (OSError, subprocess.TimeoutExpired):
         return None

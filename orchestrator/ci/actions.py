@@ -13,20 +13,20 @@ import re
 from typing import Iterable, NamedTuple
 
 
-class Pin(NamedTuple):
+class ActionPin(NamedTuple):
     sha: str
     version: str
 
 
-Pins = dict[str, Pin]  # owner/repo -> pin
+Pins = dict[str, ActionPin]  # owner/repo -> pin
 # each the newest release tag of the action's repository when written (the commit the tag points
 # to, peeled), all on the node24 runtime
 DEFAULT_PINS: Pins = {
-    "actions/checkout": Pin("3d3c42e5aac5ba805825da76410c181273ba90b1", "v7.0.1"),
-    "actions/setup-python": Pin("5fda3b95a4ea91299a34e894583c3862153e4b97", "v7.0.0"),
-    "actions/cache": Pin("27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
-    "actions/upload-artifact": Pin("bbbca2ddaa5d8feaa63e36b76fdaad77386f024f", "v7.0.0"),
-    "actions/download-artifact": Pin("3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c", "v8.0.1"),
+    "actions/checkout": ActionPin("3d3c42e5aac5ba805825da76410c181273ba90b1", "v7.0.1"),
+    "actions/setup-python": ActionPin("5fda3b95a4ea91299a34e894583c3862153e4b97", "v7.0.0"),
+    "actions/cache": ActionPin("27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
+    "actions/upload-artifact": ActionPin("bbbca2ddaa5d8feaa63e36b76fdaad77386f024f", "v7.0.0"),
+    "actions/download-artifact": ActionPin("3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c", "v8.0.1"),
 }
 _USES = re.compile(
     r"^\s*(?:-\s+)?uses:\s*['\"]?(?P<path>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_./-]+)?)"
@@ -46,7 +46,7 @@ def pins_in(text: str) -> Pins:
     found: Pins = {}
     for m in _USES.finditer(text):
         repo = repo_of(m["path"])
-        pin = Pin(m["sha"], m["version"])
+        pin = ActionPin(m["sha"], m["version"])
         if repo not in found or _version_key(pin.version) > _version_key(found[repo].version):
             found[repo] = pin
     return found

@@ -29,6 +29,7 @@ from typing import Any, Literal, Optional
 import requests
 from pydantic import ValidationError
 
+from .. import publish
 from ..drift.status import (
     APPLIES,
     CONFLICT,
@@ -56,7 +57,9 @@ MARKER = "<!-- ggml-patch drift-issue: written by the tool, rewritten on every r
 # the account the workflows' GITHUB_TOKEN writes as; another one (a GitHub App's) with --bot
 BOT = "github-actions[bot]"
 UNPROVEN = "not yet proven on GitHub"
-_STATE = re.compile(r"<!-- ggml-patch-state: (?P<json>\{.*?\}) -->", re.S)
+# the state is the body's last non-blank line, the tool's own position: a line anywhere else (a
+# table cell, a detail someone edited in) is never taken for it
+_STATE = re.compile(r"<!-- ggml-patch-state: (?P<json>\{[^\n]*\}) -->")
 RANK = {APPLIES: 0, UPSTREAM: 0, THREE_WAY: 1, NOT_APPLICABLE: 2, CONFLICT: 3}
 NOT_KNOWN = (
     UNREACHABLE,
@@ -65,6 +68,8 @@ NOT_KNOWN = (
 STATUSES = (*RANK, *NOT_KNOWN)  # every status `ggml-patch status` writes
 STATUS_JSON = "the output of `ggml-patch status --json`"
 _DETAIL_MAX = 300
+# rows the state keeps (it lives in the body: with the tables it must stay under GitHub's limit)
+_ROWS_MAX = 60
 _TODO = {
     CONFLICT: "a patch does not merge: `ggml-patch status --profile {profile} --target "
     "{target}` leaves `<cache>/status/{target}/resolve/` stopped at it; resolve, "
@@ -132,22 +137,22 @@ def read_status(data: Any, where: str) -> Targets:
             )
     rows = {
         r.target: TargetRow(status=r.status, detail=_short(r.detail), base=(r.base or "")[:12])
-        for r in report.targets
+        for r in report.targets[:_ROWS_MAX]
     }
     return report.profile or "?", rows
 
 
 def read_results(results: Results, proven: Optional[set[str]] = None) -> Failing:
-    """The failing cells; with `proven` (the cells with a recorded green run on github.com), each
-    other one is marked not yet proven."""
+    """The failing cells (at most _ROWS_MAX: the state lives in the body); with `proven` (the
+    cells with a recorded green run on github.com), each other one is marked not yet proven."""
+    cells = [c for c in results.cells if c.status in ("failed", "error")]
     failing = {
         c.cell: FailingCell(
             status=str(c.status),
             reason=_short(c.reason),
             unproven=proven is not None and c.cell not in proven,
         )
-        for c in results.cells
-        if c.status in ("failed", "error")
+        for c in cells[:_ROWS_MAX]
     }
     return results.profile or "?", failing
 
@@ -172,6 +177,13 @@ def current_state(
             # the source could not be had today: the series' standing there is what it last was
             row = last.model_copy(update={"kept": f"{row.status} now: {row.detail}".strip(": ")})
         rows[name] = row
+    # the state lives in the body: a bounded number of rows, each detail bounded
+    rows = {
+        name: row.model_copy(
+            update={"detail": _short(row.detail), "kept": row.kept and _short(row.kept)}
+        )
+        for name, row in list(rows.items())[:_ROWS_MAX]
+    }
     if results is not None:
         cells_profile, failing, cells_run = *results, run
     elif previous:
@@ -182,6 +194,10 @@ def current_state(
         )
     else:
         cells_profile, failing, cells_run = "", {}, ""
+    failing = {
+        name: row.model_copy(update={"reason": _short(row.reason)})
+        for name, row in list(failing.items())[:_ROWS_MAX]
+    }
     return State(
         profile=profile,
         targets=rows,
@@ -226,11 +242,17 @@ class Found:
 
     @property
     def state(self) -> Optional[State]:
-        m = _STATE.search(self.body or "")
+        m = _STATE.fullmatch(_last_line(self.body or ""))
         try:
             return State.from_json(json.loads(m["json"])) if m else None
-        except ValueError:  # not JSON
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser
             return None
+
+
+def _last_line(body: str) -> str:
+    """The body's last non-blank line, where issue_body writes the state (nowhere else counts)."""
+    lines = [line for line in body.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
 
 
 @dataclass(frozen=True)
@@ -271,9 +293,7 @@ def decide(
                 n,
             ), state
         said = "worse than when it was closed" if worse else "the problems are back"
-        comment = f"Reopened{_at(run)}: {said}:\n\n" + "".join(
-            f"- {w}\n" for w in (worse or now_problems)
-        )
+        comment = f"Reopened{_at(run)}: {said}:\n\n" + _items(worse or now_problems)
         return Action("reopen", why, n, issue_body(state, now), comment), state
     if not now_problems:
         comment = (
@@ -285,11 +305,7 @@ def decide(
         ), state
     if previous is not None and not worse and same_but_for_time(previous, state):
         return Action("none", "the open issue already says this", n), state
-    comment = (
-        f"Worse since the last update{_at(run)}:\n\n" + "".join(f"- {w}\n" for w in worse)
-        if worse
-        else ""
-    )
+    comment = f"Worse since the last update{_at(run)}:\n\n" + _items(worse) if worse else ""
     return Action("update", why, n, issue_body(state, now), comment), state
 
 
@@ -313,12 +329,31 @@ def same_but_for_time(a: State, b: State) -> bool:
 
 
 def _at(run: str) -> str:
-    return f" ({run})" if run else ""
+    return f" ({_run_ref(run)})" if run else ""
+
+
+def _run_ref(run: str) -> str:
+    """The run's link as GitHub shows it (an https URL on an allowed host), else inert text."""
+    return run if publish.allowed_url(run) else publish.text(run, 300)
+
+
+def _item(line: str) -> str:
+    """`NAME: STATUS` or `NAME: BEFORE -> AFTER` (problems, worsened) with each part inert."""
+    name, _, change = line.partition(": ")
+    parts = [publish.text(p, 200) for p in change.split(" -> ")]
+    return f"{publish.text(name, 200)}: {' -> '.join(parts)}"
+
+
+def _items(lines: list[str]) -> str:
+    """A comment's list: each item inert, the whole bounded below GitHub's limit."""
+    rows = [f"- {_item(w)}" for w in lines]
+    kept = publish.bounded_rows(rows, publish.BODY_MAX - 1_000, "lines")
+    return "".join(f"{row}\n" for row in kept)
 
 
 def issue_body(state: State, now: _dt.datetime, clean: bool = False) -> str:
     when = now.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") + (
-        f" by {state.run}" if state.run else ""
+        f" by {_run_ref(state.run)}" if state.run else ""
     )
     headline = "The series no longer applies as it is on some target, or a default cell fails."
     lines = [
@@ -329,7 +364,7 @@ def issue_body(state: State, now: _dt.datetime, clean: bool = False) -> str:
         f"Last checked {when}.",
         "",
     ]
-    lines += [f"### Targets (profile `{state.profile}`)", ""]
+    lines += [f"### Targets (profile {publish.code(state.profile, 100)})", ""]
     lines += ["| target | status | base | detail |", "|---|---|---|---|"]
     for t, r in state.targets.items():
         shown, detail = (
@@ -341,7 +376,7 @@ def issue_body(state: State, now: _dt.datetime, clean: bool = False) -> str:
     lines += [
         "",
         "### Failing cells"
-        + (f" (profile `{state.cells_profile}`)" if state.cells_profile else ""),
+        + (f" (profile {publish.code(state.cells_profile, 100)})" if state.cells_profile else ""),
         "",
     ]
     if state.failing:
@@ -352,36 +387,36 @@ def issue_body(state: State, now: _dt.datetime, clean: bool = False) -> str:
         if state.cells_run:
             lines += [
                 "",
-                f"From {state.cells_run} (its summary and junit annotations have the details).",
+                f"From {_run_ref(state.cells_run)} (its summary and junit annotations "
+                "have the details).",
             ]
     else:
         lines.append(
-            f"None in {state.cells_run}."
+            f"None in {_run_ref(state.cells_run)}."
             if state.cells_run
             else "None known (no matrix results given yet)."
         )
     todo = [
-        _TODO[r.status].format(profile=state.profile, target=t)
+        _TODO[r.status].format(profile=publish.text(state.profile), target=publish.text(t))
         for t, r in state.targets.items()
         if r.status in _TODO
     ]
     if todo:
         lines += ["", "### What to do", ""] + [f"- {x}" for x in todo]
-    state_json = json.dumps(state.to_json(), sort_keys=True, ensure_ascii=True).replace(
-        "--", "-\\u002d"
-    )
-    lines += ["", f"<!-- ggml-patch-state: {state_json} -->", ""]
-    return "\n".join(lines)
+    # inside an HTML comment: no "--" (which could end it), no "<" or ">" (JSON escapes them)
+    state_json = json.dumps(state.to_json(), sort_keys=True, ensure_ascii=True)
+    for raw, escaped in (("--", "-\\u002d"), ("<", "\\u003c"), (">", "\\u003e")):
+        state_json = state_json.replace(raw, escaped)
+    # the state stays the last line: what is cut to keep the body under GitHub's limit is the
+    # tables' text (the state itself is bounded: 300 characters a detail)
+    room = max(10_000, publish.BODY_MAX - len(state_json) - 100)
+    shown = publish.bounded("\n".join(lines) + "\n", room)
+    return shown + f"\n<!-- ggml-patch-state: {state_json} -->\n"
 
 
 def _row(*cells: str) -> str:
-    """A Markdown table row, each cell safe in it (a pipe, backslash or newline would break the
-    table)."""
-    return (
-        "| "
-        + " | ".join(c.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ") for c in cells)
-        + " |"
-    )
+    """A Markdown table row, each cell inert in it (publish.cell: no HTML, mention, pipe, line)."""
+    return "| " + " | ".join(publish.cell(c, 400) for c in cells) + " |"
 
 
 @dataclass(frozen=True)
@@ -429,7 +464,9 @@ def _login(item: dict) -> str:
 
 def _labelled(item: dict) -> bool:
     labels = item.get("labels")
+    # an answer is untrusted: labels that are not a list are no labels
     names = [x.get("name") if isinstance(x, dict) else x for x in labels or []]
+    names = names if isinstance(labels, list) else []
     return LABEL in names
 
 
@@ -439,10 +476,15 @@ def ours(items: Any, bot: str = BOT) -> tuple[list[Found], list[str]]:
     anyone can write the marker, so those are ignored, never read or rewritten."""
     if not isinstance(items, list):
         raise GitHubError("the issues list is not a JSON list")
+    # an answer is untrusted: a field of the wrong type makes the item not ours
     issues = [
         i
         for i in items
-        if isinstance(i, dict) and "pull_request" not in i and isinstance(i.get("number"), int)
+        if isinstance(i, dict)
+        and "pull_request" not in i
+        and isinstance(i.get("number"), int)
+        and isinstance(i.get("body") or "", str)
+        and isinstance(i.get("html_url") or "", str)
     ]
     found, ignored = [], []
     for i in issues:

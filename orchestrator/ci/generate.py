@@ -57,3 +57,15 @@ def generated(
         files[github / "actionlint.yaml"] = actionlint_config(matrix)
         files[github / Path(CELLS_JSON).name] = nox_cells_json(matrix)
     return files
+
+
+def orphans(matrix, output: Optional[Path] = None) -> list[Path]:
+    """Generated files that must not exist any more: the self-hosted legs' workflow once
+    matrix.yaml names no self-hosted runner (left, it would queue jobs for runners now gone)."""
+    main = Path(output) if output else matrix.path.parent / DEFAULT_PATH
+    if main.parent.name != "workflows" or main.parent.parent.name != ".github":
+        return []
+    path = main.parent / Path(SELF_HOSTED_PATH).name
+    if path.is_file() and self_hosted_workflow(matrix) is None:
+        return [path]
+    return []

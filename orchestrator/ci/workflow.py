@@ -94,9 +94,8 @@ def honesty(backend: str, runs_on: str) -> dict[str, Any]:
     on_hosted = len(labels) == 1 and labels[0].startswith(("ubuntu-", "macos-", "windows-"))
     linux = (on_hosted and labels[0].startswith("ubuntu-")) or "linux" in labels
     mac = (on_hosted and labels[0].startswith("macos-")) or "macos" in labels
-    build_only = (
-        backend == "cuda" and on_hosted and linux
-    )  # no GPU: compile it with PyPI's toolkit, run nothing
+    # no GPU: compile it with PyPI's toolkit, run nothing
+    build_only = backend == "cuda" and on_hosted and linux
     # a self-hosted Vulkan runner brings its driver, a self-hosted CUDA one its GPU
     required = build_only or {"vulkan": linux, "metal": mac, "cuda": "self-hosted" in labels}.get(
         backend, False
@@ -430,9 +429,12 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins, leg_list: list
         )
         for t, (p, _) in bundled
     ]
-    keys = dict.fromkeys(
-        k for p in profiles for t, _ in matrix.cells(p) if (k := downloads_key(matrix, t.name))
-    )
+    keys: list[str] = []
+    for p in profiles:
+        for t, _ in matrix.cells(p):
+            key = downloads_key(matrix, t.name)
+            if key and key not in keys:
+                keys.append(key)
     steps += [common.cache_step("Source downloads", DOWNLOADS_PATH, k, pins) for k in keys]
     if any(t.source.kind == "git" for p in profiles for t, _ in matrix.cells(p)):
         steps.append(common.restore_mirrors(pins))
@@ -452,13 +454,11 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins, leg_list: list
     ]
     for p in groups:
         merge, bundle = common.step_id("merge", p), common.step_id("bundle", p)
-        extra, fatal = (
-            GROUP_SEP in p,
-            p == DEFAULT_PROFILE,
-        )  # extra: a further runner's legs, merged apart
-        soft = (
-            {} if fatal else {"continue-on-error": True}
-        )  # only the default profile's legs must pass
+        # extra: a further runner's legs, merged apart
+        extra = GROUP_SEP in p
+        # only the default profile's legs must pass
+        fatal = p == DEFAULT_PROFILE
+        soft = {} if fatal else {"continue-on-error": True}
         merged = f"${{{{ !cancelled() && steps.{merge}.outcome == 'success' }}}}"
         expect = "" if extra else f"--expect-profile {p} "
         # a leg that never uploaded (timed out, died) is listed as an error, not left out

@@ -14,13 +14,22 @@ from typing import Optional
 from ..untrusted import seconds_arg
 
 COMMANDS = (
-    "matrix export ci-workflow merge-results bundle pr "
-    "status refresh drift-issue resolve-refs evidence"
+    "matrix queue topic export ci-workflow merge-results bundle pr status refresh drift-issue "
+    "resolve-refs evidence"
 ).split()
 
 
 def repeatable(p, flag: str, help: str, metavar: str = "NAME") -> None:
     p.add_argument(flag, action="append", default=[], metavar=metavar, help=help)
+
+
+def add_topics(p) -> None:
+    repeatable(
+        p,
+        "--topic",
+        "only this topic of the queue and those it follows (repeatable; "
+        "default: every active topic)",
+    )
 
 
 def add_targets(p) -> None:

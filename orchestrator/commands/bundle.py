@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from ..errors import ExitCode
-from . import add_results, add_targets
+from . import add_results, add_targets, add_topics
 
 HELP = (
     "write a verified git format-patch series per target, authored by you, with PR_TITLE, "
@@ -19,6 +19,7 @@ def add_arguments(p) -> None:
     add_results(p, "the matrix run to draw the evidence from (default: results/)")
     p.add_argument("--out", metavar="DIR", help="where the bundles go (default: RESULTS/bundle)")
     add_targets(p)
+    add_topics(p)
     p.add_argument(
         "--allow-incomplete",
         action="store_true",

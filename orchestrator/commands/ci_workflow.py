@@ -45,7 +45,7 @@ def regenerate_command(args) -> str:
 
 
 def run(args, matrix, cache) -> ExitCode:
-    from ..ci.generate import generated
+    from ..ci.generate import generated, orphans
     from ..ci.workflow import legs
     from ..outdir import writable_file
 
@@ -62,6 +62,8 @@ def run(args, matrix, cache) -> ExitCode:
             problem = _stale(path, text, matrix.path)
             if problem:
                 stale.append(problem)
+        for path in orphans(matrix, output):
+            stale.append(f"{path}: generated for a self-hosted runner matrix.yaml no longer names")
         if stale:
             verb = "generate" if all(p.endswith(": missing") for p in stale) else "regenerate"
             raise ConfigError("; ".join(stale) + f"; {verb} it with `{regenerate_command(args)}`")
@@ -70,6 +72,9 @@ def run(args, matrix, cache) -> ExitCode:
     for path, text in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
+    for path in orphans(matrix, output):
+        path.unlink()  # ours (generated), for runners matrix.yaml no longer names
+        also += f"; {path} removed (no self-hosted runner)"
     print(f"{out}: {n} legs written from {matrix.path}{also}")
     return ExitCode.OK
 

@@ -79,6 +79,7 @@ def run(args, matrix, cache) -> ExitCode:
     from ..upstream.github_api import body_json
 
     repo = github.check_repo(args.repo)
+    github.check_api_url(args.api_url)  # an http(s) URL, like `pr`: file:// and the rest exit 2
     token = os.environ.get("GITHUB_TOKEN", "")
     if not args.dry_run and not token:
         raise ConfigError(

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from ..errors import ExitCode
+from . import add_topics
 
 HELP = "write the series rendered for one target's layout"
 
 
 def add_arguments(p) -> None:
+    add_topics(p)
     p.add_argument("--target", required=True, metavar="NAME")
     p.add_argument("--out", required=True, metavar="DIR")
 

@@ -7,7 +7,7 @@ from collections import Counter
 
 from .. import backends
 from ..errors import ConfigError, ExitCode
-from . import add_results, add_targets, repeatable
+from . import add_results, add_targets, add_topics, repeatable
 
 HELP = "apply, build, test and control every cell of the matrix"
 REQUIRE_ENV = "GGML_PATCH_REQUIRE_BACKEND"
@@ -17,6 +17,7 @@ def add_arguments(p) -> None:
     add_results(p, "where results go (default: results/)")
     p.add_argument("--profile", default="default", help="matrix.yaml profile (default: default)")
     add_targets(p)
+    add_topics(p)
     repeatable(p, "--backend", "only this backend (repeatable)")
     p.add_argument(
         "--build-only",
@@ -38,7 +39,7 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--no-mutants",
         action="store_true",
-        help="skip the known-wrong fixes of native_tests/mutants/ "
+        help="skip the known-wrong fixes of native_tests/<topic>/mutants/ "
         "(shown as skipped, with the reason)",
     )
     p.add_argument(

@@ -60,12 +60,38 @@ def _log_names(results, where: Path) -> list[tuple[object, str]]:
     return out
 
 
+def _not_an_input(out: Path, files: list[Path]) -> None:
+    """--out may not be an input's folder, inside one, or hold one: writing there would
+    truncate the logs it is about to copy (`merge-results --out LEG LEG`)."""
+    where = out.resolve()
+    for f in files:
+        leg = f.parent.resolve()
+        if where == leg or where.is_relative_to(leg) or leg.is_relative_to(where):
+            raise ConfigError(
+                f"--out {out}: also an input ({f}); give a new folder for the merged results"
+            )
+
+
+def _within_caps(names: list[tuple[object, str]], src_dir: Path) -> None:
+    """Every log to copy is under the log cap, checked before --out is claimed."""
+    from .. import untrusted
+
+    cap = untrusted.cap_of("log")
+    for _, rel in names:
+        src = untrusted.name_under(src_dir, rel, f"{src_dir}: log")
+        if untrusted.is_regular(src) and src.stat().st_size > cap:
+            raise ConfigError(
+                f"{src}: {src.stat().st_size} bytes, more than the {cap} a log file may hold; "
+                "refused"
+            )
+
+
 def _copy_logs(names: list[tuple[object, str]], src_dir: Path, out: Path) -> None:
     """Bring each record's logs along and point the record at the copy, so the merged results
     stand alone (a CI leg's absolute paths mean nothing once its artifact is downloaded). Only
     regular files inside the leg's folder are read (no symlink out of it, no FIFO or device)."""
     from .. import untrusted
-    from ..redact import redact
+    from ..redact import redact, safe_cut
 
     for entry, rel in names:
         src = untrusted.name_under(src_dir, rel, f"{src_dir}: log")
@@ -73,7 +99,7 @@ def _copy_logs(names: list[tuple[object, str]], src_dir: Path, out: Path) -> Non
         if untrusted.is_regular(src):
             dst.parent.mkdir(parents=True, exist_ok=True)
             # a leg's log may hold a secret
-            untrusted.copy_file(src, dst, root=src_dir, line=redact)
+            untrusted.copy_file(src, dst, root=src_dir, line=redact, split=safe_cut)
             entry.log = str(dst)  # type: ignore[attr-defined]
         else:
             entry.log = None  # type: ignore[attr-defined]  # absent here: named nowhere
@@ -92,9 +118,12 @@ def run(args, matrix, cache) -> ExitCode:
         matrix.cells(args.expect_profile)  # an unknown profile: one line, before anything is read
         inputs = [a for a in inputs if not ("*" in a and not Path(a).exists())]
     files = [_results_file(a) for a in inputs]
+    _not_an_input(out, files)
     parts = [(str(f), load_results(f)[0]) for f in files]
     # refused before any write
     logs = [_log_names(res, f) for f, (_, res) in zip(files, parts, strict=True)]
+    for f, names in zip(files, logs, strict=True):
+        _within_caps(names, f.parent)
     # as one run lists them
     order = [f"{t.name}/{b.name}" for p in matrix.profiles for t, b in matrix.cells(p)]
     merged = merge_results(parts, order)  # refuses before anything is written

@@ -4,10 +4,10 @@ open the pull request (a dry run by default)."""
 from __future__ import annotations
 
 import os
-import shlex
 from pathlib import Path
 
 from ..errors import BundleRefused, ConfigError, ExitCode, SubmissionNotAutomated
+from ..redact import shell_line
 from . import add_api_url, add_seconds, shown_request
 
 HELP = (
@@ -202,7 +202,9 @@ def _push_and_open(args, cache, bundle, pr, token: str) -> ExitCode:
             "shares that history; pass --onto COMMIT"
         )
     br = github.series_branch(workdir, local_onto, bundle.patch_files)
-    push_cmd = shlex.join(github.push_argv(workdir, remote, branch))
+    # each word redacted before quoting: a quoted password (one with "'") is no longer a URL
+    push_argv = github.push_argv(workdir, remote, branch)
+    push_cmd = shell_line(push_argv, secrets)
     url = github.pulls_url(args.api_url, pr.repo)
     if not args.open:
         say("dry run: nothing pushed or sent; add --open (with GITHUB_TOKEN set) to do it")

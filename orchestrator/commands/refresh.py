@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from ..errors import ExitCode
+from . import add_topics
 
-HELP = "regenerate the series in patches/ from a target's resolved worktree (stable bytes)"
+HELP = "regenerate the topics' series in patches/ from a target's resolved worktree (stable bytes)"
 
 
 def add_arguments(p) -> None:
+    add_topics(p)
     p.add_argument(
         "target", metavar="TARGET", help="the target whose worktree holds the series to keep"
     )
@@ -19,7 +21,7 @@ def run(args, matrix, cache) -> ExitCode:
     r = refresh(matrix, cache, matrix.target(args.target))
     changed = r.written + r.removed
     print(
-        f"refreshed {matrix.series_dir} from {r.worktree} ({r.layout} layout): "
+        f"refreshed {matrix.queue_dir} from {r.worktree} ({r.layout} layout): "
         + (f"{len(r.written)} written, {len(r.removed)} removed" if changed else "no byte changed")
         + (f"; {r.native_test} updated to the series' gate test" if r.native_test else "")
     )

@@ -7,7 +7,7 @@ import json
 import sys
 
 from ..errors import ExitCode
-from . import add_targets
+from . import add_targets, add_topics
 
 HELP = (
     "where the series applies: cleanly, with a 3-way merge, "
@@ -28,6 +28,7 @@ _STYLE = {
 def add_arguments(p) -> None:
     p.add_argument("--profile", default="default", help="matrix.yaml profile (default: default)")
     add_targets(p)
+    add_topics(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
 
 

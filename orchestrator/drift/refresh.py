@@ -4,6 +4,7 @@ conflict and someone finished, or else the series applied afresh (clean or 3-way
 
 from __future__ import annotations
 
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,9 +15,9 @@ from ..cache import Cache
 from ..config import Matrix, Target
 from ..errors import ConfigError, SeriesDoesNotApply
 from ..model.layout import GATE_TEST, get_layout
-from ..patchset.files import read_series, write_patches, write_series
+from ..patchset.files import load_queue, write_patches, write_series
 from ..patchset.render import render
-from ..patchset.series import Series, parse_series
+from ..patchset.series import Patch, Series, parse_series
 from ..vcs.snapshots import SnapshotRepo, Worktree
 from .check import attempt, series_base, status_dirs
 from .status import CONFLICTED, PRESENT
@@ -31,8 +32,15 @@ class Refreshed:
     native_test: Optional[str]  # native_tests/ gate test rewritten to the series' own
 
 
-def refresh(matrix: Matrix, cache: Cache, target: Target) -> Refreshed:
-    old = read_series(matrix.series_dir, matrix.series_layout)
+def refresh(
+    matrix: Matrix, cache: Cache, target: Target, topics: Optional[list[str]] = None
+) -> Refreshed:
+    """The chosen topics (the active ones by default) rewritten from the target's worktree: its
+    commits split back into the topics in queue order, each topic as many as it had."""
+    queue = load_queue(matrix, with_gate=False)
+    topics = topics or matrix.topics
+    chosen = queue.chosen(topics)
+    old = queue.series(topics)
     repo = SnapshotRepo(cache.snapshots_git)
     snap = sources.snapshot(target.source, cache, repo)
     layout = get_layout(target.layout, target.prefix)
@@ -43,8 +51,8 @@ def refresh(matrix: Matrix, cache: Cache, target: Target) -> Refreshed:
             files = wt.format_patch(snap.commit, Path(tmp))
             if not files:
                 raise ConfigError(
-                    f"{wt.path}: no commits on top of the base "
-                    f"{snap.commit[:12]}; nothing to refresh from"
+                    f"{wt.path}: no commits on top of the base {snap.commit[:12]}; "
+                    "nothing to refresh from"
                 )
             texts = [(f.name, f.read_bytes().decode("utf-8", "surrogateescape")) for f in files]
         new = parse_series(layout.name, texts)
@@ -58,14 +66,39 @@ def refresh(matrix: Matrix, cache: Cache, target: Target) -> Refreshed:
             new = render(new, layout, dst, read)
     if len(new.patches) < len(old.patches):  # e.g. a patch skipped as already upstream there
         raise ConfigError(
-            f"{wt.path}: {len(new.patches)} commits on the base for "
-            f"{len(old.patches)} patches; refreshing from {target.name} would drop a "
-            "patch from the series (already upstream there?)"
+            f"{wt.path}: {len(new.patches)} commits on the base for {len(old.patches)} patches; "
+            f"refreshing from {target.name} would drop a patch from the queue "
+            "(already upstream there?)"
         )
-    written, removed = write_series(matrix.series_dir, new)
+    if len(chosen) > 1 and len(new.patches) != len(old.patches):
+        raise ConfigError(
+            f"{wt.path}: {len(new.patches)} commits on the base for {len(old.patches)} patches of "
+            f"{len(chosen)} topics; cannot tell which topic the extra ones belong to "
+            "(refresh one topic with --topic NAME)"
+        )
+    written: list[str] = []
+    removed: list[str] = []
+    start = 0
+    for i, t in enumerate(chosen):
+        last = i == len(chosen) - 1
+        count = len(new.patches) - start if last else len(t.series.patches)
+        part = _numbered(new.patches[start : start + count])
+        start += count
+        w, r = write_series(matrix.topic_dir(t.name), Series(new.layout, part))
+        written += [f"{t.name}/{name}" for name in w]
+        removed += [f"{t.name}/{name}" for name in r]
     return Refreshed(
         str(wt.path), layout.name, written, removed, _sync_native_test(matrix.native_tests_dir, new)
     )
+
+
+def _numbered(patches: tuple[Patch, ...]) -> tuple[Patch, ...]:
+    """A topic's patches numbered from 0001 (format-patch numbers the whole queue)."""
+    out = []
+    for i, p in enumerate(patches, 1):
+        rest = re.sub(r"^\d{4}-", "", p.name)
+        out.append(Patch(f"{i:04d}-{rest}", p.header, p.files, p.trailer))
+    return tuple(out)
 
 
 def resolved_worktree(

@@ -9,16 +9,16 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import ConfigError
-from . import results as ft
+from .plot import plot
+from .record import FinetuneResults, staleness
 
 FILE = Path("evidence") / "finetune.json"
 PLOT = "finetune-loss.png"
-MAX_BYTES = (
-    4 << 20
-)  # far above what the tool writes (about 10 KB a case): a larger file is not its own
+# far above what the tool writes (about 10 KB a case): a larger file is not its own
+MAX_BYTES = 4 << 20
 
 
-def load(results_dir: Path) -> Optional[ft.FinetuneResults]:
+def load(results_dir: Path) -> Optional[FinetuneResults]:
     """RESULTS/evidence/finetune.json validated, or None when there is none; one line (exit 2) when
     it is there but not what `ggml-patch evidence` writes."""
     path = Path(results_dir) / FILE
@@ -30,7 +30,7 @@ def load(results_dir: Path) -> Optional[ft.FinetuneResults]:
         with path.open(
             "rb"
         ) as f:  # never more than the cap read, should the file grow after the check
-            return ft.FinetuneResults.from_json(f.read(MAX_BYTES + 1).decode("utf-8"))
+            return FinetuneResults.from_json(f.read(MAX_BYTES + 1).decode("utf-8"))
     except UnicodeDecodeError:
         raise ConfigError(
             f"{path}: not UTF-8 text; not a finetune.json of `ggml-patch evidence`"
@@ -44,22 +44,22 @@ def load(results_dir: Path) -> Optional[ft.FinetuneResults]:
 
 
 def for_target(
-    found: Optional[ft.FinetuneResults],
+    found: Optional[FinetuneResults],
     target: str,
     base: str,
     series_sha256: str,
     log: Callable[[str], None],
-) -> Optional[ft.FinetuneResults]:
+) -> Optional[FinetuneResults]:
     """The evidence when it was made on this target's base with this series; else None, said in one
     line."""
     if found is None or found.target != target:
         return None
-    if why := ft.staleness(found, base, series_sha256):
+    if why := staleness(found, base, series_sha256):
         log(f"{target}: {FILE} left out of the bundle: {why} (re-run `ggml-patch evidence`)")
         return None
     return found
 
 
-def plot_png(results: ft.FinetuneResults) -> bytes:
+def plot_png(results: FinetuneResults) -> bytes:
     with tempfile.TemporaryDirectory() as tmp:
-        return ft.plot(results, Path(tmp) / PLOT).read_bytes()
+        return plot(results, Path(tmp) / PLOT).read_bytes()

@@ -22,7 +22,7 @@ from .commands import NOISE_THREADS, PRETRAIN, PRETRAIN_FILES, THREADS, VAL_SPLI
 FINETUNE_SCHEMA_VERSION = 3
 FINETUNE_KEY_VERSION = 3  # bump when the meaning of a cached finetune result changes
 
-Text = Annotated[str, StringConstraints(max_length=4096)]
+BoundedText = Annotated[str, StringConstraints(max_length=4096)]
 Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")]
 # a plain relative path of the tree: never absolute, never "..", no option
 TreePath = Annotated[
@@ -186,7 +186,7 @@ class DataInfo(Record):
 
 
 class ProgramInfo(Record):
-    name: Optional[Text] = None
+    name: Optional[BoundedText] = None
     source: Optional[TreePath] = None  # its path in the tree
     sha256: Optional[Sha256] = None  # of that source in the tree
     unmodified: Optional[bool] = None
@@ -195,15 +195,15 @@ class ProgramInfo(Record):
 class SourceInfo(Record):
     """The target's source: what it is, and the upstream commit where one is known."""
 
-    description: Optional[Text] = None
+    description: Optional[BoundedText] = None
     upstream_commit: Optional[Hex] = None
-    kind: Optional[Text] = None
+    kind: Optional[BoundedText] = None
 
 
 class SeriesInfo(Record):
     sha256: Optional[Sha256] = None  # canonical, as results.json records it
     rendered_sha256: Optional[Sha256] = None
-    patches: Optional[Annotated[list[Text], Field(max_length=64)]] = None
+    patches: Optional[Annotated[list[BoundedText], Field(max_length=64)]] = None
     patched_commit: Optional[Hex] = None
 
 
@@ -227,9 +227,9 @@ class BinaryCheck(Record):
 
     sha256: Optional[Sha256] = None
     holds_fix: Optional[bool] = None
-    how: Annotated[list[Text], Field(max_length=8)] = []
+    how: Annotated[list[BoundedText], Field(max_length=8)] = []
     checked: bool = False
-    markers: Annotated[list[Text], Field(max_length=64)] = []
+    markers: Annotated[list[BoundedText], Field(max_length=64)] = []
     sources: Optional[BuiltFrom] = None
 
 
@@ -243,7 +243,7 @@ class Run(Record):
     n_batch: Annotated[int, Field(ge=1)]
     n_ubatch: Annotated[int, Field(ge=1)]
     lr: LearningRate
-    command: Annotated[list[Text], Field(max_length=64)]
+    command: Annotated[list[BoundedText], Field(max_length=64)]
     epochs: Annotated[list[Epoch], Field(max_length=MAX_EPOCHS)] = []
     exit_code: Optional[int] = None
     seconds: Optional[Seconds] = None
@@ -252,7 +252,7 @@ class Run(Record):
     cpu_seconds: Optional[Seconds] = None
     threads: Annotated[int, Field(ge=1, le=256)] = THREADS
     repeat: Annotated[int, Field(ge=0, le=16)] = 0
-    warnings: Annotated[list[Text], Field(max_length=20)] = []
+    warnings: Annotated[list[BoundedText], Field(max_length=20)] = []
 
     @property
     def case(self) -> tuple[str, int, float]:
@@ -284,7 +284,7 @@ class FinetuneResults(Record):
     series: SeriesInfo = SeriesInfo()
     # per variant: the binary's sha256, whether it holds the fix
     provenance: Annotated[dict[Variant, BinaryCheck], Field(max_length=2)] = {}
-    toolchain: Annotated[dict[str, Text], Field(max_length=32)] = {}
+    toolchain: Annotated[dict[str, BoundedText], Field(max_length=32)] = {}
     # seconds of the run that made these results
     timings: Annotated[dict[str, Seconds], Field(max_length=32)] = {}
 

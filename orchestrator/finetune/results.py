@@ -1,5 +1,5 @@
-"""The training evidence's pure parts in one place, for its readers (`from ..finetune import
-results as ft`): the cases (cases.py), the command lines (commands.py), the output parser
+"""The training evidence's pure parts in one place, for readers that want them all (the PR body,
+the tests): the cases (cases.py), the command lines (commands.py), the output parser
 (output.py), the record (record.py), the noise floor and verdicts (verdict.py), the provenance
 check (provenance.py), the Markdown (markdown.py) and the plot (plot.py). Nothing is defined here.
 """

@@ -56,10 +56,49 @@ from ..run.testrun import TestRun, run_program
 from ..sources.base import Snapshot, sha256_of
 from ..vcs.snapshots import SnapshotRepo
 from ..verdicts.training import can_plot
-from . import results as ft
 from . import section, tiny_model
 from .bundle import PLOT
-from .record import ModelDims
+from .cases import Case
+from .commands import (
+    DATA_FILES,
+    NOISE_THREADS,
+    PRETRAIN_FILES,
+    PROGRAM,
+    PROGRAM_SOURCE,
+    THREADS,
+    VARIANT_LABELS,
+    VARIANTS,
+    Variant,
+    command,
+    pretrain_command,
+    run_outcome,
+)
+from .commands import PRETRAIN as PRETRAIN_CASE
+from .markdown import summary_section
+from .output import ProgramOutput, parse_output
+from .plot import plot
+from .provenance import check_provenance, fix_markers
+from .record import (
+    BinaryCheck,
+    BuildFlags,
+    BuiltFrom,
+    DataInfo,
+    FinetuneResults,
+    Inputs,
+    ModelDims,
+    ModelInfo,
+    Pretrained,
+    PretrainInfo,
+    ProgramInfo,
+    RandomModel,
+    Run,
+    SeriesInfo,
+    SourceInfo,
+    data_digest,
+    pretrain_options,
+    program_options,
+)
+from .verdict import finetune_json
 
 BUILD_SUBDIR = "build-finetune"
 RESULTS_SUBDIR = "evidence"
@@ -91,7 +130,7 @@ M = TypeVar("M", bound=Record)
 class TrainingEvidence:
     """What `ggml-patch evidence` made: the record, whether it was the cached one, the files."""
 
-    results: ft.FinetuneResults
+    results: FinetuneResults
     cached: bool
     files: list[Path]  # what was written, finetune.json first
     plot_note: str  # where the plot is, or why there is none
@@ -122,11 +161,9 @@ def training_evidence_dir(cache: Cache) -> Path:
     return cache.root / "evidence"
 
 
-def data_files(
-    cache: Cache, files: list[tuple[str, bytes]]
-) -> tuple[ft.DataInfo, tuple[Path, ...]]:
+def data_files(cache: Cache, files: list[tuple[str, bytes]]) -> tuple[DataInfo, tuple[Path, ...]]:
     """The training text (the tree's own files) copied once into the cache, by its digest."""
-    digest = ft.data_digest(files)
+    digest = data_digest(files)
     folder = training_evidence_dir(cache) / "data" / digest[:16]
     paths = []
     for name, content in files:
@@ -134,7 +171,7 @@ def data_files(
         if not path.is_file() or path.read_bytes() != content:
             resultcache.write_atomic(path, content)
         paths.append(path)
-    return ft.DataInfo(files=[n for n, _ in files], sha256=digest), tuple(paths)
+    return DataInfo(files=[n for n, _ in files], sha256=digest), tuple(paths)
 
 
 def _made(path: Path, kind: type[M]) -> Optional[M]:
@@ -151,11 +188,11 @@ def _made(path: Path, kind: type[M]) -> Optional[M]:
 
 def model_file(
     cache: Cache, vocab_name: str, vocab: bytes, seed: int, log: Callable[[str], None]
-) -> tuple[ft.RandomModel, Path]:
+) -> tuple[RandomModel, Path]:
     """The tiny model for this vocab and seed, made once into the cache."""
     vocab_sha = hashlib.sha256(vocab).hexdigest()
     path = training_evidence_dir(cache) / "models" / f"tiny-llama-{seed}-{vocab_sha[:12]}.gguf"
-    found = _made(path, ft.RandomModel)
+    found = _made(path, RandomModel)
     if found is not None and found.gguf == version("gguf"):
         return found, path
     t0 = time.monotonic()
@@ -166,7 +203,7 @@ def model_file(
         vocab_path = Path(scratch) / Path(vocab_name).name
         vocab_path.write_bytes(vocab)
         made = tiny_model.make(vocab_path, path, seed)
-    model = ft.RandomModel(
+    model = RandomModel(
         sha256=made.sha256,
         seed=made.seed,
         dims=ModelDims.model_validate(made.dims, from_attributes=True),
@@ -186,7 +223,7 @@ def gather_inputs(
     snap: Snapshot,
     log: Callable[[str], None],
     seed: int = tiny_model.DEFAULT_SEED,
-) -> ft.Inputs:
+) -> Inputs:
     """Model, texts, program, flags and toolchain, read from the snapshot repository (not the
     worktree: a cached result needs no worktree and no lock). One line (exit 2) when the tree has
     no llama_opt_epoch (llama.cpp's training API) or lacks a file the evidence needs."""
@@ -213,21 +250,21 @@ def gather_inputs(
         ctx.layout,
         lambda p: repo.read_blob(commit, p),
     )
-    program = hashlib.sha256(blob(ft.PROGRAM_SOURCE)).hexdigest()
-    pretrain, pretrain_paths = data_files(ctx.cache, [(f, blob(f)) for f in ft.PRETRAIN_FILES])
-    data, data_paths = data_files(ctx.cache, [(f, blob(f)) for f in ft.DATA_FILES])
+    program = hashlib.sha256(blob(PROGRAM_SOURCE)).hexdigest()
+    pretrain, pretrain_paths = data_files(ctx.cache, [(f, blob(f)) for f in PRETRAIN_FILES])
+    data, data_paths = data_files(ctx.cache, [(f, blob(f)) for f in DATA_FILES])
     vocab = blob(tiny_model.DEFAULT_VOCAB)
     model, model_path = model_file(ctx.cache, tiny_model.DEFAULT_VOCAB, vocab, seed, log)
-    flags = ft.BuildFlags(
+    flags = BuildFlags(
         definitions=[list(d) for d in DEFINITIONS],
         cmake=ctx.module.configure_flags(ctx.backend),
         env=ctx.module.test_env(ctx.backend),
-        program=ft.program_options(),
+        program=program_options(),
         ccache=bool(shutil.which("ccache")),
     )
     fix_paths = set(rendered.fix_paths())
     fix_files = [f.text for p in rendered.patches for f in p.files if f.path in fix_paths]
-    return ft.Inputs(
+    return Inputs(
         base=commit,
         series_sha256=series.sha256,
         rendered_sha256=rendered.sha256,
@@ -240,11 +277,11 @@ def gather_inputs(
         program_sha256=program,
         flags=flags,
         toolchain=toolchain.versions(),
-        markers=tuple(ft.fix_markers("\n".join(fix_files))),
+        markers=tuple(fix_markers("\n".join(fix_files))),
     )
 
 
-def inputs_step(ctx: CellContext) -> ft.Inputs:
+def inputs_step(ctx: CellContext) -> Inputs:
     ctx.steps.step("inputs", "model, data, program, toolchain")
     return gather_inputs(ctx, ctx.got(FETCH), ctx.steps.done)
 
@@ -257,7 +294,7 @@ class Built(NamedTuple):
     its build cost (wall and CPU seconds, the revert and restore included)."""
 
     binary: Path
-    built_from: ft.BuiltFrom
+    built_from: BuiltFrom
     seconds: float
     cpu_seconds: float
 
@@ -265,8 +302,8 @@ class Built(NamedTuple):
 def training_plan(ctx: CellContext) -> Planned:
     """llama.cpp's own CMake project (DEFINITIONS) in the cell's worktree, llama-finetune only."""
     llama_dir = str(ctx.worktree.path / ctx.layout.prefix).rstrip("/")
-    plan = BuildPlan(llama_dir, DEFINITIONS, (ft.PROGRAM,), programs=())
-    detail = f"llama.cpp's own CMake project, target {ft.PROGRAM}, {ctx.options.build_subdir}"
+    plan = BuildPlan(llama_dir, DEFINITIONS, (PROGRAM,), programs=())
+    detail = f"llama.cpp's own CMake project, target {PROGRAM}, {ctx.options.build_subdir}"
     return Planned(plan, detail, "cmake configure (fine-tuning evidence)")
 
 
@@ -293,7 +330,7 @@ def _since(t0: float) -> float:
     return round(time.monotonic() - t0, 2)
 
 
-def _sources(ctx: CellContext, tree: Tree, variant: ft.Variant) -> ft.BuiltFrom:
+def _sources(ctx: CellContext, tree: Tree, variant: Variant) -> BuiltFrom:
     """Read right after a variant's build: the fix's files as blob ids in the tree and as
     expected (the patched commit's, or the base's), and the sha256 of the `<file>.o` each was
     compiled into."""
@@ -304,26 +341,26 @@ def _sources(ctx: CellContext, tree: Tree, variant: ft.Variant) -> ft.BuiltFrom:
     for p in paths:
         found = sorted(ctx.build_dir.glob(f"**/{Path(p).name}.o"))
         objects[p] = hashlib.sha256(found[0].read_bytes()).hexdigest() if found else None
-    return ft.BuiltFrom(
+    return BuiltFrom(
         blobs=dict(zip(paths, blobs, strict=True)),
         expected={p: (ctx.repo.object_id(rev, p) if rev else None) for p in paths},
         objects=objects,
     )
 
 
-def _built(ctx: CellContext, variant: ft.Variant) -> Path:
-    rec = build_variant(ctx, variant, (ft.PROGRAM,))
+def _built(ctx: CellContext, variant: Variant) -> Path:
+    rec = build_variant(ctx, variant, (PROGRAM,))
     if not (rec.build and rec.build.ok):
         error = rec.build.error if rec.build else ""
         log = rec.build.log if rec.build else ctx.logs
         raise BuildFailed(
-            f"{ctx.target.name}: {ft.PROGRAM} {ft.VARIANT_LABELS[variant]}: build failed: "
+            f"{ctx.target.name}: {PROGRAM} {VARIANT_LABELS[variant]}: build failed: "
             f"{error} (log: {log})"
         )
-    dst = ctx.build_dir / "variants" / variant / ft.PROGRAM
+    dst = ctx.build_dir / "variants" / variant / PROGRAM
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = dst.with_name(dst.name + ".tmp")
-    shutil.copy2(ctx.build_dir / "bin" / ft.PROGRAM, tmp)
+    shutil.copy2(ctx.build_dir / "bin" / PROGRAM, tmp)
     os.replace(tmp, dst)
     return dst
 
@@ -333,19 +370,19 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def provenance_step(ctx: CellContext) -> dict[ft.Variant, ft.BinaryCheck]:
+def provenance_step(ctx: CellContext) -> dict[Variant, BinaryCheck]:
     """Each binary checked to hold (or lack) the fix before any run."""
     patched, control = ctx.got(BUILD_PATCHED), ctx.got(BUILD_CONTROL)
-    binaries: dict[ft.Variant, Path] = {"patched": patched.binary, "control": control.binary}
-    built_from: dict[ft.Variant, ft.BuiltFrom] = {
+    binaries: dict[Variant, Path] = {"patched": patched.binary, "control": control.binary}
+    built_from: dict[Variant, BuiltFrom] = {
         "patched": patched.built_from,
         "control": control.built_from,
     }
     ctx.steps.step("provenance", "each binary holds (or lacks) the fix")
-    provenance = ft.check_provenance(binaries, ctx.got(INPUTS).markers, built_from)
+    provenance = check_provenance(binaries, ctx.got(INPUTS).markers, built_from)
     said = []
     for variant, check in provenance.items():
-        said.append(f"{ft.VARIANT_LABELS[variant]} {'holds' if check.holds_fix else 'lacks'} it")
+        said.append(f"{VARIANT_LABELS[variant]} {'holds' if check.holds_fix else 'lacks'} it")
     how = " and the ".join(provenance["patched"].how)
     if provenance["patched"].checked:
         ctx.steps.done(f"checked: {', '.join(said)} (by the {how})")
@@ -361,7 +398,7 @@ class ProgramRun(NamedTuple):
     """One run of the program: how it ran, what it printed, its CPU seconds, how it ended."""
 
     run: TestRun
-    output: ft.ProgramOutput
+    output: ProgramOutput
     cpu_seconds: float
     outcome: str
 
@@ -372,10 +409,10 @@ def _run(ctx: CellContext, argv: list[str], epochs: int, log: str) -> ProgramRun
     # far above the ~7 CPU s an epoch costs: a loaded machine
     timeout_s = 60.0 + 120.0 * epochs
     run = run_program(
-        ft.PROGRAM, argv, timeout_s, ctx.env, ctx.logs / log, lambda line: ctx.steps.cancel.check()
+        PROGRAM, argv, timeout_s, ctx.env, ctx.logs / log, lambda line: ctx.steps.cancel.check()
     )
-    out = ft.parse_output(run.output)
-    outcome = ft.run_outcome(run.exit_code, run.timed_out, out.complete(epochs))
+    out = parse_output(run.output)
+    outcome = run_outcome(run.exit_code, run.timed_out, out.complete(epochs))
     return ProgramRun(run, out, _children_cpu() - c0, outcome)
 
 
@@ -383,19 +420,19 @@ def run_case(
     ctx: CellContext,
     binary: Path,
     model: Path,
-    inputs: ft.Inputs,
-    case: ft.Case,
-    variant: ft.Variant,
+    inputs: Inputs,
+    case: Case,
+    variant: Variant,
     threads: int,
     repeat: int,
-) -> ft.Run:
+) -> Run:
     """One case in one variant at a thread count (repeat: the same again, for the noise floor)."""
     # llama-finetune always saves one; not kept
     out_model = ctx.cell_dir / "finetune-out" / "finetuned.gguf"
     out_model.parent.mkdir(parents=True, exist_ok=True)
     data = [str(p) for p in inputs.data_paths]
-    argv = ft.command(str(binary), str(model), data, case, threads, str(out_model))
-    label = ft.VARIANT_LABELS[variant]
+    argv = command(str(binary), str(model), data, case, threads, str(out_model))
+    label = VARIANT_LABELS[variant]
     ctx.steps.step(f"run {label}", f"{case.label()}, {case.epochs} epochs, {threads} threads")
     again = f"-r{repeat}" if repeat else ""
     log = f"{variant}-{case.optimizer}-lr{case.lr:g}-p{case.opt_period}-t{threads}{again}.log"
@@ -406,7 +443,7 @@ def run_case(
     if ran.outcome != "ok":
         said += f" (exit {ran.run.exit_code}; log {ran.run.log})"
     ctx.steps.done(ran.outcome + said)
-    return ft.Run(
+    return Run(
         variant=variant,
         optimizer=case.optimizer,
         opt_period=case.opt_period,
@@ -425,21 +462,19 @@ def run_case(
     )
 
 
-def pretrained_model(
-    ctx: CellContext, inputs: ft.Inputs, binary: Path
-) -> tuple[ft.Pretrained, Path]:
+def pretrained_model(ctx: CellContext, inputs: Inputs, binary: Path) -> tuple[Pretrained, Path]:
     """The random model pre-trained with the patched build, once per pre-training key (see
     `_made`)."""
     key = inputs.pretrain_key()
     path = training_evidence_dir(ctx.cache) / "models" / f"pretrained-{key[:16]}.gguf"
-    found = _made(path, ft.Pretrained)
+    found = _made(path, Pretrained)
     if found is not None:
         return found, path
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.parent.mkdir(parents=True, exist_ok=True)
     pre_data = [str(p) for p in inputs.pretrain_paths]
-    argv = ft.pretrain_command(str(binary), str(inputs.model_path), pre_data, str(tmp))
-    pre = ft.PRETRAIN
+    argv = pretrain_command(str(binary), str(inputs.model_path), pre_data, str(tmp))
+    pre = PRETRAIN_CASE
     how = f"{pre.optimizer} lr {pre.lr:g}, {pre.epochs} epochs, with the fix"
     ctx.steps.step("pre-train", how)
     ran = _run(ctx, argv, pre.epochs, "pretrain.log")
@@ -450,8 +485,8 @@ def pretrained_model(
             f"(exit {ran.run.exit_code}; log {ran.run.log})"
         )
     os.replace(tmp, path)
-    options = ft.pretrain_options()
-    made = ft.Pretrained(
+    options = pretrain_options()
+    made = Pretrained(
         sha256=sha256_of(path),
         key=key,
         random_sha256=inputs.model.sha256,
@@ -471,26 +506,26 @@ def pretrained_model(
     return made, path
 
 
-def pretrain_step(ctx: CellContext) -> tuple[ft.Pretrained, Path]:
+def pretrain_step(ctx: CellContext) -> tuple[Pretrained, Path]:
     return pretrained_model(ctx, ctx.got(INPUTS), ctx.got(BUILD_PATCHED).binary)
 
 
-def plan_runs(cases: tuple[ft.Case, ...]) -> list[tuple[ft.Case, ft.Variant, int, int]]:
+def plan_runs(cases: tuple[Case, ...]) -> list[tuple[Case, Variant, int, int]]:
     """(case, variant, threads, repeat) in order, fixed before any result: every case in both
     variants, then the first case's patched build again and at the other thread counts (noise
     floor)."""
-    runs = [(c, v, ft.THREADS, 0) for c in cases for v in ft.VARIANTS]
+    runs = [(c, v, THREADS, 0) for c in cases for v in VARIANTS]
     if cases:
-        runs.append((cases[0], "patched", ft.THREADS, 1))
-        others = [t for t in ft.NOISE_THREADS if t != ft.THREADS]
+        runs.append((cases[0], "patched", THREADS, 1))
+        others = [t for t in NOISE_THREADS if t != THREADS]
         runs += [(cases[0], "patched", t, 0) for t in others]
     return runs
 
 
-def runs_step(cases: tuple[ft.Case, ...]) -> Step[list[ft.Run]]:
+def runs_step(cases: tuple[Case, ...]) -> Step[list[Run]]:
     """The step that runs `cases` (plan_runs' order) on the builds the earlier steps made."""
 
-    def run_all(ctx: CellContext) -> list[ft.Run]:
+    def run_all(ctx: CellContext) -> list[Run]:
         binaries = {"patched": ctx.got(BUILD_PATCHED), "control": ctx.got(BUILD_CONTROL)}
         model = ctx.got(PRETRAIN)[1]
         inputs = ctx.got(INPUTS)
@@ -532,7 +567,7 @@ def run_training_evidence(
     cache: Cache,
     results_dir: Path,
     target: Target,
-    cases: tuple[ft.Case, ...],
+    cases: tuple[Case, ...],
     rerun: bool,
     reporter: Reporter,
 ) -> TrainingEvidence:
@@ -592,19 +627,19 @@ def run_training_evidence(
         timings["runs_cpu_s"] = round(_children_cpu() - c_runs, 2)
         timings["total_s"] = _since(t_all)
         results = assemble(ctx, key, timings, ctx.got(runs))
-        entry = json.loads(redact(ft.finetune_json(results)))
+        entry = json.loads(redact(finetune_json(results)))
         resultcache.store_with_logs(cached_dir, key, entry, ctx.logs)
         files, note = write_outputs(results, cached_dir / key, out_dir, results_dir)
     return TrainingEvidence(results, False, files, note, round(time.monotonic() - t_all, 3))
 
 
 def assemble(
-    ctx: CellContext, key: str, timings: dict[str, float], runs: list[ft.Run]
-) -> ft.FinetuneResults:
+    ctx: CellContext, key: str, timings: dict[str, float], runs: list[Run]
+) -> FinetuneResults:
     """finetune.json's record from what the steps returned."""
     inputs, (pre, _) = ctx.got(INPUTS), ctx.got(PRETRAIN)
     random = inputs.model
-    model = ft.ModelInfo(
+    model = ModelInfo(
         sha256=pre.sha256,
         random_sha256=random.sha256,
         vocab_sha256=random.vocab_sha256,
@@ -613,24 +648,24 @@ def assemble(
         n_params=random.n_params,
         vocab_file=random.vocab_file,
         pretrained=True,
-        pretrain=ft.PretrainInfo.model_validate(pre, from_attributes=True),
+        pretrain=PretrainInfo.model_validate(pre, from_attributes=True),
         dims=random.dims,
     )
     series = ctx.options.series
-    made = ft.SeriesInfo(
+    made = SeriesInfo(
         sha256=inputs.series_sha256,
         rendered_sha256=inputs.rendered_sha256,
         patches=[p.name for p in series.patches],
         patched_commit=ctx.got(APPLY).head,
     )
     source = provenance_of(ctx, ctx.got(FETCH))
-    program = ft.ProgramInfo(
-        name=ft.PROGRAM,
-        source=ft.PROGRAM_SOURCE,
+    program = ProgramInfo(
+        name=PROGRAM,
+        source=PROGRAM_SOURCE,
         sha256=inputs.program_sha256,
         unmodified=True,
     )
-    return ft.FinetuneResults(
+    return FinetuneResults(
         target=ctx.target.name,
         base=inputs.base,
         model=model,
@@ -639,7 +674,7 @@ def assemble(
         provenance=ctx.got(PROVENANCE),
         runs=runs,
         cache_key=key,
-        source=ft.SourceInfo.model_validate(source, from_attributes=True),
+        source=SourceInfo.model_validate(source, from_attributes=True),
         series=made,
         toolchain=inputs.toolchain,
         timings=timings,
@@ -654,21 +689,21 @@ def results_cache_dir(cache: Cache) -> Path:
     return cell_results_cache_dir(cache)
 
 
-def _cached(directory: Path, key: str) -> Optional[ft.FinetuneResults]:
+def _cached(directory: Path, key: str) -> Optional[FinetuneResults]:
     try:
-        return ft.FinetuneResults.from_json(json.dumps(resultcache.load(directory, key)))
+        return FinetuneResults.from_json(json.dumps(resultcache.load(directory, key)))
     except (ValueError, TypeError):
         return None  # absent, half-written or of another version: not a hit
 
 
 def write_outputs(
-    results: ft.FinetuneResults, entry: Path, out_dir: Path, results_dir: Path
+    results: FinetuneResults, entry: Path, out_dir: Path, results_dir: Path
 ) -> tuple[list[Path], str]:
     """results/evidence/ (finetune.json, .md, the plot with matplotlib) and the evidence section
     of results/summary.md (the rest untouched). `entry`: the result cache's `<key>` (.json,
     -logs, .png)."""
     json_path = out_dir / "finetune.json"
-    resultcache.write_atomic(json_path, redact(ft.finetune_json(results)).encode())
+    resultcache.write_atomic(json_path, redact(finetune_json(results)).encode())
     files = [json_path]
     png = out_dir / PLOT
     data = f"[{RESULTS_SUBDIR}/finetune.json]({RESULTS_SUBDIR}/finetune.json)"
@@ -676,14 +711,14 @@ def write_outputs(
         made = Path(f"{entry}.png")
         # a cached result made where matplotlib was not installed: plotted now
         if not made.is_file():
-            ft.plot(results, made)
+            plot(results, made)
         shutil.copyfile(made, png)
         files.append(png)
         note = f"Plot: [{RESULTS_SUBDIR}/{PLOT}]({RESULTS_SUBDIR}/{PLOT}); data: {data}."
     else:
         png.unlink(missing_ok=True)  # an older run's plot would not match these numbers
         note = f"{NO_PLOT}. Data: {data}."
-    markdown_section = redact(ft.summary_section(results, note))
+    markdown_section = redact(summary_section(results, note))
     md = out_dir / "finetune.md"
     md.write_text(markdown_section, encoding="utf-8")
     summary = results_dir / "summary.md"

@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from ..sources.base import sha256_of
 
-if (
-    TYPE_CHECKING
-):  # numpy is imported where the weights are made: a cached evidence run never needs it
+# numpy is imported where the weights are made: a cached evidence run never needs it
+if TYPE_CHECKING:
     import numpy as np
 
 ARCH = "llama"
@@ -195,9 +194,8 @@ def model_tensors(dims: Dims, n_vocab: int, seed: int) -> tuple[tuple[str, np.nd
     order."""
     import numpy as np  # gguf and numpy: heavy, loaded only when a model is written
 
-    rng = np.random.RandomState(
-        seed
-    )  # legacy generator: its stream is frozen across numpy versions
+    # legacy generator: its stream is frozen across numpy versions
+    rng = np.random.RandomState(seed)
     out = []
     for name, shape in tensor_shapes(dims, n_vocab):
         t = np.ones(shape) if len(shape) == 1 else rng.standard_normal(shape) * dims.init_std

@@ -18,7 +18,19 @@ from pydantic import Field, model_serializer, model_validator
 from .. import untrusted
 from ..errors import ConfigError, ExitCode
 from ..records import Record, parse
-from .values import CellId, Commit, Name, Seconds
+from .values import (
+    CellId,
+    Commit,
+    Count,
+    ExitStatus,
+    HttpsUrl,
+    IsoDate,
+    Name,
+    ProcessStatus,
+    Seconds,
+    Text,
+    TextLine,
+)
 
 SCHEMA_VERSION = 1
 
@@ -97,13 +109,15 @@ COMPETING_PREFIX = "competing:"  # a competing fix's variant: "competing:<file n
 class DeviceRow(Record):
     """One device x case row of a test's output (test-opt: x optimizer; the gate: x case)."""
 
-    device: str
-    case: Optional[str] = None  # the gate: "opt_period=1", "case=schedule-TTETT opt_period=2 ..."
-    optimizer: Optional[str] = None  # test-opt
-    opt_period: Optional[int] = None  # the gate, when the case has one
+    device: TextLine
+    case: Optional[TextLine] = (
+        None  # the gate: "opt_period=1", "case=schedule-TTETT opt_period=2 ..."
+    )
+    optimizer: Optional[TextLine] = None  # test-opt
+    opt_period: Optional[Count] = None  # the gate, when the case has one
     status: RowStatus
-    line: Optional[str] = None  # a FAIL row: the test's own line
-    step: Optional[int] = None  # a FAIL row at a step: the first wrong step, w and the expected w
+    line: Optional[TextLine] = None  # a FAIL row: the test's own line
+    step: Optional[Count] = None  # a FAIL row at a step: the first wrong step, w and the expected w
     actual: Optional[float] = None
     expected: Optional[float] = None
 
@@ -120,17 +134,19 @@ class TestRecord(Record):
     __test__ = False  # not a pytest class
 
     outcome: Outcome
-    exit_code: Optional[int] = None  # None: killed for the timeout
-    signal: Optional[str] = None
+    exit_code: Optional[ProcessStatus] = None  # None: killed for the timeout
+    signal: Optional[TextLine] = None
     duration_s: Seconds = 0.0
     log: str = ""
     output: Optional[str] = None  # the test's output while the cell runs; never stored
     rows: list[DeviceRow] = Field(default_factory=list)
     # its first failing case line (the gate: None when it printed none)
-    failure_line: Optional[str] = None
-    stopped_on: Optional[str] = None  # not passed: the device it was on when it stopped, if known
-    summary_line: Optional[str] = None
-    skipped: Optional[str] = None  # outcome skipped: why this backend does not run it
+    failure_line: Optional[TextLine] = None
+    stopped_on: Optional[TextLine] = (
+        None  # not passed: the device it was on when it stopped, if known
+    )
+    summary_line: Optional[TextLine] = None
+    skipped: Optional[TextLine] = None  # outcome skipped: why this backend does not run it
     # the gate test: results.json holds its failure_line
     gate: bool = Field(default=False, exclude=True)
 
@@ -159,13 +175,13 @@ class Build(Record):
     ok: bool
     duration_s: Seconds = 0.0
     log: str = ""
-    error: str = ""
+    error: Text = ""
 
 
 class EpochLoss(Record):
     """One epoch of the training program: its train and eval loss (nan/inf kept)."""
 
-    epoch: int
+    epoch: Count
     train_loss: float
     eval_loss: float
 
@@ -193,31 +209,31 @@ class TrainingComparison(Record):
 class MutantInfo(Record):
     """A mutant's header, and why it was not run when it was not."""
 
-    name: str
-    title: str
-    why_wrong: str
-    skipped: Optional[str] = None
+    name: TextLine
+    title: TextLine
+    why_wrong: TextLine
+    skipped: Optional[TextLine] = None
 
 
 class CompetingInfo(Record):
     """A competing fix's header: where it comes from, and why it was not run when it was not."""
 
-    name: str
-    title: str
-    url: str
-    date: str
-    summary: str
-    provenance: str = ""
-    skipped: Optional[str] = None
+    name: TextLine
+    title: TextLine
+    url: HttpsUrl
+    date: IsoDate
+    summary: Text
+    provenance: Text = ""
+    skipped: Optional[TextLine] = None
 
 
 class CompetingJudged(Record):
     """A competing fix's verdict against what the fix passes, and the first failing case line."""
 
     verdict: CompetingVerdict
-    reason: str
-    failing_test: Optional[str] = None
-    failure_line: Optional[str] = None
+    reason: TextLine
+    failing_test: Optional[TextLine] = None
+    failure_line: Optional[TextLine] = None
 
 
 class MutantTally(Record):
@@ -225,13 +241,13 @@ class MutantTally(Record):
 
     NULLS = frozenset({"skipped"})
 
-    total: int = Field(ge=0)
-    killed: int = Field(ge=0)
+    total: Count
+    killed: Count
     survived: list[str] = Field(default_factory=list)
     invalid: list[str] = Field(default_factory=list)
-    skipped: Optional[str] = None  # why none ran
+    skipped: Optional[TextLine] = None  # why none ran
     # per test, how many mutants it kills on its own (test-opt's new cases: what upstream keeps)
-    killed_by: Optional[dict[str, int]] = None
+    killed_by: Optional[dict[str, Count]] = None
 
 
 class _OfCell(Record):
@@ -261,7 +277,7 @@ class VariantRecord(_OfCell):
     reverted: Optional[list[str]] = None  # the control: the files reverted
     mutant: Optional[MutantInfo] = None
     verdict: Optional[Verdict] = None  # the control's (or a mutant's) verdict (its status too)
-    verdict_reason: str = ""
+    verdict_reason: TextLine = ""
     failure_line: Optional[str] = None  # the gate's own failure line
     # a mutant: each test's verdict on it, run separately
     kills: Optional[dict[str, Verdict]] = None
@@ -302,10 +318,10 @@ class AttributionEntry(Record):
 
     test: str
     device: Optional[str] = None  # None: the failure cannot be pinned to one device
-    with_fix: str = ""
-    without_fix: str = ""
+    with_fix: TextLine = ""
+    without_fix: TextLine = ""
     label: AttributionLabel
-    reason: str = ""
+    reason: TextLine = ""
 
 
 class Submodule(Record):
@@ -374,8 +390,8 @@ class Cell(_OfCell):
 
     layout: str = ""
     status: CellStatus = CellStatus.ERROR
-    reason: str = ""
-    exit_code: int = int(ExitCode.TOOL_ERROR)
+    reason: TextLine = ""
+    exit_code: ExitStatus = int(ExitCode.TOOL_ERROR)
     timings: dict[str, float] = Field(default_factory=dict)
     device: Optional[DeviceInfo] = None
     source: Optional[Provenance] = None
@@ -400,6 +416,7 @@ class SeriesInfo(Record):
     layout: str
     sha256: str
     patches: list[SeriesPatch]
+    topics: Optional[list[str]] = None  # the queue's topics the run applied, in order
 
 
 class Parallel(Record):
@@ -420,12 +437,12 @@ class Results(Record):
     matrix: Optional[str] = None
     profile: str = ""
     series: SeriesInfo
-    started_at: str = ""
+    started_at: IsoDate = ""
     duration_s: Seconds = 0.0
     # this process only: not git, cmake, compilers, tests
     orchestrator_cpu_s: Optional[float] = None
     parallel: Optional[Parallel] = None
-    exit_code: int = 0
+    exit_code: ExitStatus = 0
     cells: list[Cell] = Field(default_factory=list)
     records: list[VariantRecord] = Field(default_factory=list)
 
@@ -455,14 +472,19 @@ class Results(Record):
 def overall_exit_code(cells: Iterable[Cell]) -> ExitCode:
     """The run's exit code: the lowest non-zero cell exit code (0 when every cell is fine)."""
     codes = [c.exit_code for c in cells if c.exit_code]
-    return ExitCode(min(codes)) if codes else ExitCode.OK
+    if not codes:
+        return ExitCode.OK
+    low = min(codes)
+    # a code the tool does not document (a results file from elsewhere) counts as its own failure
+    return ExitCode(low) if low in ExitCode._value2member_map_ else ExitCode.TOOL_ERROR
 
 
 RESULTS = "a ggml-patch results.json"
 
 
-def results_of(data: Any, where: str = "results") -> Results:  # data or text
-    return parse(Results, data, where, RESULTS)
+def results_of(data: Any, where: str = "results", ours: bool = False) -> Results:
+    """Results from data or text; `ours`: this run's own, about to be written (records.parse)."""
+    return parse(Results, data, where, RESULTS, ours=ours)
 
 
 def load_results(path: Path) -> tuple[Results, str]:
@@ -480,5 +502,5 @@ def results_json(results: Results) -> str:
 
 def dump_results(results: Results, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(results_json(results), encoding="utf-8")
-    return path
+    # replaced, never written through a symlink someone left there
+    return untrusted.write_replacing(path, results_json(results))

@@ -1,17 +1,26 @@
-"""Reading the series from patches/ (the one place the series touches the file system)."""
+"""Reading the queue from patches/ (the one place the series touches the file system)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Callable, Optional, Protocol, TypeVar
 
 from .. import untrusted
 from ..config import Matrix, _line_for, require_native_tests
 from ..errors import ConfigError
 from ..model.layout import GATE_TEST
+from .queue import QUEUE_FILE, TOPIC_FILE, Queue, build_queue, parse_queue_order
 from .series import Series, parse_patch
 
 T = TypeVar("T")
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+N = TypeVar("N", bound=_Named)
 
 
 def read_diff_files(folder: Path, kind: str, parse: Callable[[str, str], T]) -> list[T]:
@@ -27,6 +36,31 @@ def read_diff_files(folder: Path, kind: str, parse: Callable[[str, str], T]) -> 
     return out
 
 
+def read_topic_diff_files(
+    matrix: Matrix,
+    topics: Optional[list[str]],
+    folder: str,
+    kind: str,
+    parse: Callable[[str, str], N],
+) -> list[N]:
+    """native_tests/<topic>/<folder>/*.patch of the chosen topics (the active ones by default), in
+    queue order; a name two topics share is refused (results name a variant by it)."""
+    out: list[N] = []
+    seen: dict[str, str] = {}
+    for t in load_queue(matrix).chosen(topics or matrix.topics):
+        where = matrix.topic_native_dir(t.name) / folder
+        for item in read_diff_files(where, kind, parse):
+            name = item.name
+            if name in seen:
+                raise ConfigError(
+                    f"{where}/{name}.patch: the {kind} {name!r} is also topic {seen[name]!r}'s; "
+                    "rename one (results name a variant by it)"
+                )
+            seen[name] = t.name
+            out.append(item)
+    return out
+
+
 def read_series(directory: Path, layout: str) -> Series:
     if not directory.is_dir():
         raise ConfigError(f"{directory}: the series directory does not exist")
@@ -38,27 +72,63 @@ def read_series(directory: Path, layout: str) -> Series:
     return Series(layout, tuple(patches))
 
 
-def load_series(matrix: Matrix) -> Series:
-    """The series named by matrix.yaml, checked against native_tests/: the test the series
-    adds must be the gate test's source, byte for byte."""
-    if not matrix.series_dir.is_dir():
+def load_queue(matrix: Matrix, with_gate: bool = True) -> Queue:
+    """The queue matrix.yaml names (`queue.path`): patches/queue.yaml's topics, each its folder's
+    topic.yaml and series (with its upstream-gate patch once the gate is approved)."""
+    qdir = matrix.queue_dir
+    if not qdir.is_dir():
         raise ConfigError(
-            f"{matrix.path}:{_line_for(matrix.lines, ('series', 'path'))}: series.path: "
-            f"{matrix.series_dir}: the series directory does not exist"
+            f"{matrix.path}:{_line_for(matrix.lines, ('queue', 'path'))}: queue.path: "
+            f"{qdir}: the queue directory does not exist"
         )
-    # the gate test the series must carry, and the harness every build uses
-    require_native_tests(matrix)
-    series = read_series(matrix.series_dir, matrix.series_layout)
-    # maintainers approved the gate as a new test file: its own patch joins
-    if matrix.series.gate_approval:
-        # native_tests/upstream-gate/*.patch, after the series
-        gate_dir = matrix.native_tests_dir / "upstream-gate"
-        gate = read_series(gate_dir, series.layout) if gate_dir.is_dir() else None
-        if gate is None or not gate.patches:
+    order_file = qdir / QUEUE_FILE
+    order_text = untrusted.read_optional(order_file, "queue", root=qdir)
+    if order_text is None:
+        raise ConfigError(
+            f"{order_file}: missing; expected `topics: [NAME, ...]`, the topics in the order "
+            "they apply (each a folder beside it)"
+        )
+    order = parse_queue_order(str(order_file), order_text)
+    files = {}
+    for i, name in enumerate(order.topics):
+        tdir = matrix.topic_dir(name)
+        meta_file = tdir / TOPIC_FILE
+        text = untrusted.read_optional(meta_file, "topic", root=qdir) if tdir.is_dir() else None
+        if text is None:
+            what = "has no topic.yaml" if tdir.is_dir() else "is not a folder"
             raise ConfigError(
-                f"{matrix.path}: series.gate_approval is set but {gate_dir} holds no gate patch"
+                f"{order_file}: topics[{i}]: {tdir} {what}; run `ggml-patch topic new`"
             )
-        series = Series(series.layout, series.patches + gate.patches)
+        series = read_series(tdir, matrix.series_layout)
+        if with_gate and matrix.queue.gate_approval:
+            series = _with_gate_patch(matrix, name, series)
+        files[name] = (str(meta_file), text, series)
+    return build_queue(str(order_file), matrix.series_layout, order_text, files)
+
+
+def _with_gate_patch(matrix: Matrix, topic: str, series: Series) -> Series:
+    """Maintainers approved the gate as a new test file: its own patch
+    (native_tests/<topic>/upstream-gate/*.patch) joins the topic's series, after it."""
+    gate_dir = matrix.topic_native_dir(topic) / "upstream-gate"
+    if not gate_dir.is_dir():
+        return series
+    gate = read_series(gate_dir, series.layout)
+    return Series(series.layout, series.patches + gate.patches)
+
+
+def load_series(matrix: Matrix, topics: Optional[list[str]] = None) -> Series:
+    """The series of the queue's active topics (or those named, with what they follow) as one,
+    checked against native_tests/: the gate test a series adds must be the gate test's source,
+    byte for byte."""
+    require_native_tests(matrix)  # the gate test and the harness every build uses
+    queue = load_queue(matrix)
+    series = queue.series(topics or matrix.topics)
+    if matrix.queue.gate_approval and series.gate_test_source() is None:
+        raise ConfigError(
+            f"{matrix.path}:{_line_for(matrix.lines, ('queue', 'gate_approval'))}: "
+            "queue.gate_approval is set but no topic's native_tests/<topic>/upstream-gate/ "
+            "holds a gate patch"
+        )
     native = matrix.native_tests_dir / f"{GATE_TEST}.cpp"
     in_series = series.gate_test_source()
     if (
@@ -67,10 +137,26 @@ def load_series(matrix: Matrix) -> Series:
         and native.read_text(encoding="utf-8") != in_series
     ):
         raise ConfigError(
-            f"{matrix.series_dir}: the series' {GATE_TEST}.cpp differs from {native}; "
+            f"{matrix.queue_dir}: the series' {GATE_TEST}.cpp differs from {native}; "
             "regenerate the series from native_tests/"
         )
     return series
+
+
+def documented_topic(matrix: Matrix) -> Path:
+    """patches/<topic>/ of the topic a bundle documents (its cover.md, known limits, related
+    work): the one --topic names, else the queue's only active topic."""
+    queue = load_queue(matrix)
+    if len(matrix.topics) == 1:
+        return matrix.topic_dir(queue.topic(matrix.topics[0]).name)
+    chosen = queue.chosen(matrix.topics)
+    if len(chosen) != 1:
+        names = ", ".join(t.name for t in chosen) or "none"
+        raise ConfigError(
+            f"{matrix.queue_dir}: a bundle documents one topic and {len(chosen)} are chosen "
+            f"({names}); pass --topic NAME"
+        )
+    return matrix.topic_dir(chosen[0].name)
 
 
 def write_patches(series: Series, directory: Path) -> list[Path]:

@@ -66,6 +66,7 @@ class Patch:
 class Series:
     layout: str
     patches: tuple[Patch, ...]
+    topics: tuple[str, ...] = ()  # the queue's topics it carries, in order (for results.json)
 
     @property
     def sha256(self) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from .. import untrusted
+from .. import publish, untrusted
 from ..finetune import section as evidence_section
 from ..model.layout import GATE_TEST, UPSTREAM_TEST
 from ..model.results import (
@@ -38,18 +38,19 @@ _ICON = {
 
 def write_results(results: Results, directory: Path) -> list[Path]:
     # no credential of a source URL and no GITHUB_TOKEN in any file written (the one redaction)
-    results = results_of(redact_data(results.to_json()))
+    results = results_of(redact_data(results.to_json()), ours=True)
     directory.mkdir(parents=True, exist_ok=True)
     json_path = dump_results(results, directory / "results.json")
     md_path = directory / "summary.md"
     # the fine-tuning evidence's section (`ggml-patch evidence`) survives a matrix run
     # only a regular file of ours is kept from
     old = untrusted.read_lenient(md_path, "summary", root=directory)
-    md_path.write_text(evidence_section.keep(old, summary_markdown(results)), encoding="utf-8")
+    # each entry replaced, never written through a symlink (untrusted.write_replacing)
+    untrusted.write_replacing(md_path, evidence_section.keep(old, summary_markdown(results)))
     # logs are read only inside the results folder, and redacted like everything else written
     xml = junit_xml(results, lambda p: log_tail(p, root=directory))
     # for CI systems' test views
-    (directory / "junit.xml").write_text(redact(xml), encoding="utf-8")
+    untrusted.write_replacing(directory / "junit.xml", redact(xml))
     return [json_path, md_path]
 
 
@@ -88,7 +89,8 @@ def summary_markdown(results: Results) -> str:
         + (f" ({others})" if others else ""),
         "",
         f"Series: {len(series.patches)} patches in the {series.layout} layout (sha256 "
-        f"`{series.sha256[:16]}`), profile `{results.profile}`, exit code {results.exit_code}.",
+        f"`{series.sha256[:16]}`), profile {publish.code(results.profile, 100)}, "
+        f"exit code {results.exit_code}.",
         "",
         "| cell | status | with fix: test-opt | with fix: gate | control (fix reverted) "
         "| gate failure line without the fix |",
@@ -100,11 +102,12 @@ def summary_markdown(results: Results) -> str:
         line = control.failure_line if control else None
         verdict = (control.verdict if control else None) or "—"
         out.append(
-            f"| {c.cell} | {_ICON.get(c.status, '')} {c.status} | "
+            f"| {_c(c.cell)} | {_ICON.get(c.status, '')} {c.status} | "
             f"{_test_cell(patched, UPSTREAM_TEST)} | {_test_cell(patched, GATE_TEST)} | "
-            f"{verdict} | {f'`{line}`' if line else '—'} |"
+            f"{verdict} | {_k(line)} |"
         )
-    out += ["", "## Why", "", *(f"- **{c.cell}**: {c.status} — {c.reason}" for c in cells)]
+    why = [f"- **{publish.text(c.cell)}**: {c.status} — {publish.text(c.reason)}" for c in cells]
+    out += ["", "## Why", "", *publish.bounded_rows(why, 200_000, "cells")]
     out += _not_run_section(results)
     out += _device_section(results)
     out += _attribution_section(cells)
@@ -119,17 +122,28 @@ def summary_markdown(results: Results) -> str:
         upstream = (s.upstream_commit if s else None) or "—"
         head = c.patched_commit or ""
         sources.append(
-            f"| {c.cell} | {description} | `{base[:12]}` | `{upstream[:12]}` | `{head[:12]}` |"
+            f"| {_c(c.cell)} | {_c(description)} | {_k(base[:12])} | {_k(upstream[:12])} | "
+            f"{_k(head[:12])} |"
         )
     out += _table(
         "## Sources", "| cell | source | base commit | upstream commit | patched commit |", sources
     )
     timings = [
-        f"| {c.cell} | " + " | ".join(str(c.timings.get(k, "—")) for k in _TIMINGS) + " |"
+        f"| {_c(c.cell)} | " + " | ".join(str(c.timings.get(k, "—")) for k in _TIMINGS) + " |"
         for c in cells
     ]
     out += _table("## Timings (s)", "| cell | " + " | ".join(_TIMINGS) + " |", timings)
-    return "\n".join(out) + "\n"
+    return publish.bounded("\n".join(out) + "\n", where="results.json")
+
+
+def _c(value: object) -> str:
+    """A value from the results in a table cell: inert (publish.cell)."""
+    return publish.cell(value, 400) if value not in (None, "") else "—"
+
+
+def _k(value: object) -> str:
+    """A value from the results shown literally in a table cell (a code span)."""
+    return publish.code(value, 400, in_table=True) if value else "—"
 
 
 def _table(title: str, header: str, rows: list[str], intro: str = "") -> list[str]:
@@ -219,8 +233,8 @@ def _device_section(results: Results) -> list[str]:
                     if first:
                         fails.append(first)
                 rows.append(
-                    f"| {c.cell} | {dev} | {label} | {_tally(rec, UPSTREAM_TEST, dev)} | "
-                    f"{_tally(rec, GATE_TEST, dev)} | {'; '.join(f'`{f}`' for f in fails) or '—'} |"
+                    f"| {_c(c.cell)} | {_c(dev)} | {label} | {_tally(rec, UPSTREAM_TEST, dev)} | "
+                    f"{_tally(rec, GATE_TEST, dev)} | {'; '.join(_k(f) for f in fails) or '—'} |"
                 )
     header = f"| cell | device | variant | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line |"
     intro = (
@@ -238,7 +252,7 @@ def _not_run_section(results: Results) -> list[str]:
                 continue
             for name, t in rec.tests.items():
                 if t.outcome == Outcome.SKIPPED:
-                    rows.append(f"| {c.cell} | {name} | {t.skipped or ''} |")
+                    rows.append(f"| {_c(c.cell)} | {_c(name)} | {_c(t.skipped)} |")
     intro = (
         "Not run in any variant (with the fix, without it, with a mutant), and not built. Without "
         "test-opt the control's verdict rests on the gate alone, and its reason says so."
@@ -248,8 +262,8 @@ def _not_run_section(results: Results) -> list[str]:
 
 def _attribution_section(cells: list[Cell]) -> list[str]:
     rows = [
-        f"| {c.cell} | {e.test} | {e.device or '—'} | "
-        f"{e.with_fix} | {e.without_fix} | **{e.label}** |"
+        f"| {_c(c.cell)} | {_c(e.test)} | {_c(e.device)} | "
+        f"{_c(e.with_fix)} | {_c(e.without_fix)} | **{_c(e.label)}** |"
         for c in cells
         for e in c.attribution or []
     ]
@@ -271,7 +285,9 @@ def _mutants_section(results: Results) -> list[str]:
         if recs:
             by = (c.mutants.killed_by if c.mutants else None) or {}
             line = tally_line(c.mutants.total, by) if c.mutants and UPSTREAM_TEST in by else ""
-            tallies.append(f"- **{c.cell}**: " + (line or kill_line([r.verdict for r in recs])))
+            tallies.append(
+                f"- **{publish.text(c.cell)}**: " + (line or kill_line([r.verdict for r in recs]))
+            )
         table += [_mutant_row(c, r) for r in recs]
     header = (
         f"| cell | mutant | verdict | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line (or why) |"
@@ -285,12 +301,13 @@ def _mutant_row(c: Cell, r: VariantRecord) -> str:
     """A known-wrong fix's row: its verdict, each test's kill, the first FAIL line or why not."""
     info, kills = r.mutant, r.kills or {}
     if r.verdict == Verdict.KILLED and r.failure_line:
-        why = f"`{r.failure_line}`"
+        why = _k(r.failure_line)
     else:
-        why = r.verdict_reason or (info and info.skipped) or ""
+        why = _c(r.verdict_reason or (info and info.skipped) or "")
     return (
-        f"| {c.cell} | {info.name if info else r.variant} | **{r.verdict or r.status}** | "
-        f"{kills.get(UPSTREAM_TEST, '—')} | {kills.get(GATE_TEST, '—')} | {why} |"
+        f"| {_c(c.cell)} | {_c(info.name if info else r.variant)} | "
+        f"**{_c(r.verdict or r.status)}** | "
+        f"{_c(kills.get(UPSTREAM_TEST, '—'))} | {_c(kills.get(GATE_TEST, '—'))} | {why} |"
     )
 
 
@@ -301,16 +318,17 @@ def _competing_section(results: Results) -> list[str]:
         for r in results.competing_of(c.cell):
             info, j = r.competing, r.judged
             verdict = j.verdict if j else r.status
-            why = ""
+            why = "—"
             if j and j.failure_line:
-                why = f"{j.failing_test}: `{j.failure_line}`"
+                why = f"{_c(j.failing_test)}: {_k(j.failure_line)}"
             elif j:
-                why = j.reason
+                why = _c(j.reason)
             if info and info.skipped:
-                why = info.skipped
-            src = f"[{info.date}]({info.url})" if info else ""
+                why = _c(info.skipped)
+            src = publish.link(info.date, info.url, in_table=True) if info else "—"
             out.append(
-                f"| {c.cell} | {info.name if info else r.variant} | {src} | **{verdict}** | {why} |"
+                f"| {_c(c.cell)} | {_c(info.name if info else r.variant)} | {src} | "
+                f"**{_c(verdict)}** | {why} |"
             )
     header = "| cell | fix | source | verdict | first failing line (or why) |"
     return (
@@ -326,5 +344,6 @@ def _training_section(cells: list[Cell]) -> list[str]:
     for c in cells:
         if t := c.training:
             table = table_markdown(t.with_fix, t.without_fix).rstrip("\n")
-            out += ["", f"### {c.cell}: {verdict[t.diverges_as_predicted]}", "", table]
+            heading = f"### {publish.text(c.cell)}: {verdict[t.diverges_as_predicted]}"
+            out += ["", heading, "", table]
     return (["", "## Training: loss per epoch with and without the fix"] + out) if out else []

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple, Optional, Union
 
-from .. import __version__, sources
+from .. import __version__, buildenv, sources
 from ..cache import Cache, slug
 from ..cancel import CancelToken
 from ..config import Backend, Target
@@ -627,6 +627,10 @@ def cache_inputs(ctx: CellContext, snap: sources.Snapshot, rendered: Series) -> 
     # only where a backend skips tests, so every other cell keeps its key
     if ctx.skipped_tests:
         inputs["skip_tests"] = ctx.skipped_tests
+    # CC, CFLAGS, ... as set now (buildenv.BUILD_VARIABLES); none set: the key is unchanged
+    build_env = buildenv.key_part()
+    if build_env:
+        inputs["build_env"] = build_env
     return inputs
 
 

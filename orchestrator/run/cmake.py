@@ -156,4 +156,8 @@ def _first_error(log: Path) -> str:
     except OSError:
         return ""
     patterns = (r"\berror\b:", r"CMake Error", r"FAILED:")  # the most telling first
-    return next((ln.strip()[:300] for p in patterns for ln in lines if re.search(p, ln)), "")
+    for pattern in patterns:
+        for ln in lines:
+            if re.search(pattern, ln):
+                return ln.strip()[:300]
+    return ""

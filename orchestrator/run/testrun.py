@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..buildenv import clean_env
 from ..verdicts.classify import signal_name
 
 
@@ -94,6 +95,6 @@ def spawn(argv: list[str], env: dict[str, str], own_session: bool = True) -> sub
         stderr=subprocess.STDOUT,
         text=True,
         errors="replace",
-        env={**os.environ, **env},
+        env=clean_env(env),  # listed variables only: no token reaches a build or a test
         start_new_session=own_session,
     )

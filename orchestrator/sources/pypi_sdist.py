@@ -31,7 +31,7 @@ import requests
 from .. import untrusted
 from ..cache import Cache, slug
 from ..config_records import RELPATH, Source, Str, checked
-from ..errors import SourceUnavailable
+from ..errors import ConfigError, SourceUnavailable
 from ..model.values import Sha256
 from ..urls import FULL_SHA
 from ..vcs.snapshots import SnapshotRepo
@@ -125,17 +125,35 @@ def _pip_config_files(environ) -> list[Path]:
     return [*files, Path(sys.prefix) / "pip.conf", *own]
 
 
+def _pip_config_text(path: Path, named: str) -> Optional[str]:
+    """A pip configuration file's text, read by the one reader (a regular file, 1 MiB at most,
+    UTF-8: /dev/zero or a FIFO is refused at once, never read); None when absent. A file
+    PIP_CONFIG_FILE names that breaks those rules is one line, exit 2; another is skipped."""
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        return untrusted.read_text(path, "pip-config")
+    except ConfigError as e:
+        if named and str(path) == named:
+            raise ConfigError(f"PIP_CONFIG_FILE: {e}") from None
+        return None
+
+
 def index_urls(environ=None) -> list[str]:
     """The indexes pip would use: index-url (PyPI's by default), then
     extra-index-url; from the env or pip.conf."""
     environ = os.environ if environ is None else environ
     index: Optional[str] = None
     extra: list[str] = []
+    named = environ.get("PIP_CONFIG_FILE") or ""
     for f in _pip_config_files(environ):
         parser = configparser.RawConfigParser()
+        text = _pip_config_text(f, named)
+        if text is None:
+            continue
         try:
-            parser.read(f, encoding="utf-8")
-        except (configparser.Error, OSError, UnicodeDecodeError):
+            parser.read_string(text, str(f))
+        except configparser.Error:
             continue  # pip would complain about its own file; the default index still works
         for section in ("global", "download"):
             if parser.has_option(section, "index-url"):

@@ -77,13 +77,11 @@ def reauthor(git_dir: str, base: str, patched: str, who: Identity, assistant: Op
     the head."""
     repo, parent = Path(git_dir), base
     for sha in commits.ids(repo, base, patched):
-        head, _, message = commits.raw(repo, sha).partition(
-            b"\n\n"
-        )  # the message's exact bytes after the headers
+        # the message's exact bytes after the headers
+        head, _, message = commits.raw(repo, sha).partition(b"\n\n")
         lines = (ln.partition(b" ") for ln in head.split(b"\n"))
-        headers = {
-            key.decode(): value for key, _, value in lines if key in (b"tree", b"author")
-        }  # one each
+        # one each
+        headers = {key.decode(): value for key, _, value in lines if key in (b"tree", b"author")}
         when = b" ".join(
             headers["author"].rsplit(b" ", 2)[-2:]
         ).decode()  # "<seconds> <zone>" after "Name <email>"

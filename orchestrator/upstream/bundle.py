@@ -28,7 +28,7 @@ from ..errors import (
 )
 from ..finetune import bundle as training_evidence
 from ..model.results import Cell, CellStatus, Outcome, Results, Verdict, load_results
-from ..patchset.files import load_series, write_patches
+from ..patchset.files import documented_topic, load_series, write_patches
 from ..patchset.render import rendered_for_target
 from ..redact import redact_data
 from ..run import toolchain
@@ -253,10 +253,9 @@ def make_bundles(opts: BundleOptions) -> tuple[list[Bundle], list[str]]:
                 f"(targets in this run: {', '.join(present) or 'none'})"
             )
     chosen = [t for t in present if not opts.targets or t in opts.targets]
-    limits = load_known_limits(
-        Path(opts.matrix.series_dir)
-    )  # malformed: one line, exit 2, before any work
-    related = load_related(Path(opts.matrix.series_dir))  # likewise
+    topic_dir = documented_topic(opts.matrix)  # patches/<topic>/: what the bundle documents
+    limits = load_known_limits(topic_dir)  # malformed: one line, exit 2, before any work
+    related = load_related(topic_dir)  # likewise
     found = [
         p for p in problems(results, load_series(opts.matrix).sha256) if p.target in (None, *chosen)
     ]
@@ -355,11 +354,10 @@ def bundle_target(
         files_at_base = {f: read(base, f) for f in (*policy.POLICY_FILES, *policy.TEMPLATE_FILES)}
         rules = policy.derive(target_name, base, files_at_base, target.upstream)
         form = _issue_form(repo, base, read) if rules.takes_pull_request else None
-        series_dir = Path(matrix.series_dir)
-        cover_text = untrusted.read_optional(
-            series_dir / cover.COVER_FILE, "cover", root=matrix.series_dir
-        )
-        cov = cover.parse_cover(f"{series_dir.name}/{cover.COVER_FILE}", cover_text)
+        topic_dir = documented_topic(matrix)
+        cover_text = untrusted.read_optional(topic_dir / cover.COVER_FILE, "cover", root=topic_dir)
+        where = f"{topic_dir.parent.name}/{topic_dir.name}/{cover.COVER_FILE}"
+        cov = cover.parse_cover(where, cover_text)
         worktree = Worktree(repo, work / "src")
         if repo.ref_commit(patched) != patched:  # a pruned cache: the series recreates it exactly
             opts.log(f"{target_name}: recreating the tested commit {patched[:12]} from the series")

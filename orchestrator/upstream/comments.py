@@ -56,7 +56,8 @@ def draft(
         "It is data from one run; put it in your own words. The tool never posts it.",
         "-->",
         "",
-        f"I ported {publish.link(pr_body.ascii_text(fix.url), fix.url)} to {text(repo or target)} "
+        f"I ported {publish.link(fix.url.removeprefix('https://github.com/'), fix.url)} "
+        f"to {text(repo or target)} "
         f"at {text(version[:8])} "
         f"({text(fix.title)}) and ran {UPSTREAM_TEST} with the per-step graph cases of a fix "
         "for the same bug.",
@@ -88,7 +89,7 @@ def draft(
             "graphs give the same weights as static graphs after every step).",
         ]
     port = "".join(f.text for f in fix.files)
-    lines = pr_body.inert_lines(port.splitlines())
+    lines = pr_body.code_lines(port.splitlines())
     out += pr_body._details(f"The port ({text(fix.name)}.patch)", ["```diff", *lines, "```"])
     if fix.provenance:
         out += ["", f"Provenance of the port: {text(fix.provenance)}"]

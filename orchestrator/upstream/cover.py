@@ -54,8 +54,12 @@ def disclosure(cover: Cover, template: Optional[Template]) -> Disclosure:
         if mine and _norm(mine) == key:
             answer = " ".join(visible(line[len(mine) :]).split())
             m = _YES_NO.match(answer)
-            undescribed = m and m["answer"].lower() == "yes" and not m["how"].strip()
-            status = "unanswered" if not m else "undescribed" if undescribed else "answered"
+            if not m:
+                status = "unanswered"
+            elif m["answer"].lower() == "yes" and not m["how"].strip():
+                status = "undescribed"
+            else:
+                status = "answered"
             return Disclosure(status, answer, f"{cover.path}:{n}")
     return Disclosure("unanswered", "", cover.path)
 
@@ -104,12 +108,11 @@ def problems(cover: Cover, template: Optional[Template]) -> list[str]:
 
 def issue_reference(cover: Cover) -> Optional[Evidence]:
     """The first `Fixes #N` / `Refs #N` (or an issue URL) the contributor wrote."""
-    hits = [
-        (n, m[0])
-        for n, line in enumerate(visible(cover.text or "").splitlines(), 1)
-        if (m := _ISSUE.search(line))
-    ]
-    return Evidence(file=cover.path, line=hits[0][0], text=hits[0][1]) if hits else None
+    for n, line in enumerate(visible(cover.text or "").splitlines(), 1):
+        m = _ISSUE.search(line)
+        if m:
+            return Evidence(file=cover.path, line=n, text=m[0])
+    return None
 
 
 def blank_cover(template: Template) -> str:

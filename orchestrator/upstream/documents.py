@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 import unidiff
 
+from .. import publish
 from ..model.results import Results
 from ..redact import redact
 from . import comments, issue, pr_body, readiness
@@ -147,6 +148,6 @@ def documents(
             + texts["PR_BODY.md"]
         )
     texts["READINESS.md"] = readiness.markdown(target, ready, reasons, policy)
-    # the run's records may name URLs: never their credentials
-    texts = {name: redact(text) for name, text in texts.items()}
+    # the run's records may name URLs: never their credentials; each body below GitHub's limit
+    texts = {name: publish.bounded(redact(text), where=name) for name, text in texts.items()}
     return Documents(texts, policy, ready, reasons, cover)

@@ -112,7 +112,7 @@ def answer(
     if status == 201:
         data = got.json()
         html = data.get("html_url") if isinstance(data, dict) else None
-        if not html:
+        if not html or not isinstance(html, str):
             raise GitHubError(f"{url}: 201 Created but no html_url in the answer")
         return redact(html, (token,))
     wording = Wording(

@@ -167,7 +167,7 @@ class Answer:
     def json(self) -> Any:
         try:
             return json.loads(self.text)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser
             return None
 
 
@@ -262,8 +262,8 @@ def github_message(text: str) -> str:
     """GitHub's own words: "message", then each errors[].message."""
     try:
         data = json.loads(text)
-    except ValueError:
-        return " ".join(text.split())[:200]
+    except (ValueError, RecursionError):
+        return " ".join(text[:4000].split())[:200]
     if not isinstance(data, dict):
         return ""
     parts = [str(data.get("message", ""))]
@@ -344,12 +344,18 @@ _SECONDARY = re.compile(r"secondary rate limit|abuse detection", re.I)
 
 
 def retry_when(headers, now: float) -> str:
-    reset = headers.get("X-RateLimit-Reset")
-    if reset and reset.strip().isdigit():
+    reset = str(headers.get("X-RateLimit-Reset") or "").strip()
+    # a time this century or the next: a huge number is no time (and would overflow a date)
+    if reset.isdigit() and len(reset) <= 11:
         at = int(reset)
-        when = _dt.datetime.fromtimestamp(at, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-        return f"retry after {when} (in {max(0, at - int(now))} s; X-RateLimit-Reset {at})"
-    after = headers.get("Retry-After")
-    if after and after.strip().isdigit():
+        try:
+            stamp = _dt.datetime.fromtimestamp(at, _dt.timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            stamp = None
+        if stamp is not None:
+            when = stamp.strftime("%Y-%m-%d %H:%M:%S UTC")
+            return f"retry after {when} (in {max(0, at - int(now))} s; X-RateLimit-Reset {at})"
+    after = str(headers.get("Retry-After") or "").strip()
+    if after.isdigit() and len(after) <= 9:
         return f"retry in {int(after)} s (Retry-After)"
     return "retry later"

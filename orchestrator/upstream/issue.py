@@ -117,7 +117,8 @@ def values(
     if trained:
         steps += ["", pr_body.ascii_text(trained)]
     bug = pr_body.reproduce_bug(results, target, commits, patch_names)
-    lines = pr_body.inert_lines(pr_body.before_fix_lines(results, target))
+    # the lines of the tests the reader builds (test-opt; the gate only when the series adds it)
+    lines, _ = pr_body.before_after(results, target, patch_names)
     if bug and lines:
         steps += [
             "",

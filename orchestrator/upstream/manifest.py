@@ -174,9 +174,8 @@ class Base(Record):
 class SeriesDigest(Record):
     sha256: Optional[Sha256] = None
     results_series_sha256: Optional[str] = None
-    patches: list[Name] = Field(
-        default_factory=list
-    )  # file names (Name: never a path, an option, hidden)
+    # file names (Name: never a path, an option, hidden)
+    patches: list[Name] = Field(default_factory=list)
 
 
 class ResultsRef(Record):

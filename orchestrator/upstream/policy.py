@@ -56,9 +56,8 @@ class Section:
 
     heading: str
     line: int
-    lines: tuple[
-        str, ...
-    ]  # every line below the heading (a template's: trailing blank lines dropped)
+    # every line below the heading (a template's: trailing blank lines dropped)
+    lines: tuple[str, ...]
 
     @property
     def text(self) -> str:
@@ -86,9 +85,8 @@ class Template:
     file: str
     preamble: tuple[str, ...]  # lines before the first heading
     sections: tuple[Section, ...]
-    disclosure: Optional[
-        Evidence
-    ]  # the line the contributor answers (e.g. "- AI usage disclosure: ...")
+    # the line the contributor answers (e.g. "- AI usage disclosure: ...")
+    disclosure: Optional[Evidence]
 
     @property
     def headings(self) -> list[str]:
@@ -165,9 +163,8 @@ def parse_template(file: str, text: str) -> Template:
     it."""
     preamble, found = sections(text)
     secs = tuple(Section(h, n, tuple(_trim(lines))) for h, n, lines in found)
-    numbered = [
-        (s.line + 1 + i, ln) for s in secs for i, ln in enumerate(s.lines)
-    ]  # lines[i]: i+1 below the heading
+    # lines[i]: i+1 below the heading
+    numbered = [(s.line + 1 + i, ln) for s in secs for i, ln in enumerate(s.lines)]
     disclosure = next(
         (Evidence(file=file, line=n, text=ln) for n, ln in numbered if _disclosure_prefix(ln)), None
     )
@@ -311,9 +308,8 @@ _RULES: dict[str, tuple[_Phrase, ...]] = {
 
 def derive_rules(files: dict[str, Optional[str]]) -> dict[str, Rule]:
     """Every rule, from the lines of the files present (code fences skipped)."""
-    found: dict[str, list[tuple[Any, str, int, str]]] = {
-        k: [] for k in _RULES
-    }  # value, file, line, text
+    # value, file, line, text
+    found: dict[str, list[tuple[Any, str, int, str]]] = {k: [] for k in _RULES}
     for name, text in files.items():
         if text is None:
             continue
@@ -321,13 +317,17 @@ def derive_rules(files: dict[str, Optional[str]]) -> dict[str, Rule]:
             line = full[:MAX_LINE]  # a longer line is not a rule's sentence: only its start is read
             heading = heading[:MAX_LINE]
             for rule, phrases in _RULES.items():
-                hit = next(((p, m) for p in phrases if (m := p.search(line, heading))), None)
-                if hit:
-                    found[rule].append((hit[0].value(hit[1]), name, n, full))
+                for phrase in phrases:
+                    m = phrase.search(line, heading)
+                    if m:  # the first phrase that matches gives the rule's value
+                        found[rule].append((phrase.value(m), name, n, full))
+                        break
     rules = {}
     for rule, hits in found.items():
         values = [v for v, *_ in hits]
-        value = (max(values) if rule == "max_comment_lines" else values[0]) if hits else None
+        value = None
+        if hits:
+            value = max(values) if rule == "max_comment_lines" else values[0]
         rules[rule] = Rule(
             value, tuple(Evidence(file=f, line=n, text=t.strip()[:MAX_LINE]) for _, f, n, t in hits)
         )

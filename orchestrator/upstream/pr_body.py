@@ -51,6 +51,18 @@ def inert_lines(lines: list[str]) -> list[str]:
     return publish.lines_in_block([ascii_text(line) for line in lines])
 
 
+def code_lines(lines: list[str]) -> list[str]:
+    """Lines from data for inside a ``` block, whitespace kept (a diff): ASCII, control
+    characters shown, a line that could close the fence indented four more spaces."""
+    out = []
+    for line in lines:
+        flat = publish.plain(ascii_text(line))
+        indent = len(flat) - len(flat.lstrip(" "))
+        closes = indent < 4 and flat.lstrip(" ").startswith(("```", "~~~"))
+        out.append("    " + flat if closes else flat)
+    return out
+
+
 def _unaccented(ch: str) -> str:
     return (
         unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode() or f"\\u{ord(ch):04x}"
@@ -60,16 +72,16 @@ def _unaccented(ch: str) -> str:
 # ---------------------------------------------------------------- data from results.json
 
 
-def _v(x) -> str:  # a number as results.json holds it, without a float's trailing ".0"
-    return (
-        NONE
-        if x is None or x == ""
-        else ascii_text(str(int(x)) if isinstance(x, float) and x.is_integer() else str(x))
+def _v(x) -> str:  # a value as results.json holds it (a float without its ".0"), one cell
+    if x is None or x == "":
+        return NONE
+    return publish.cell(
+        ascii_text(str(int(x)) if isinstance(x, float) and x.is_integer() else str(x))
     )
 
 
-def _code(x) -> str:
-    return f"`{ascii_text(str(x))}`" if x else NONE
+def _code(x) -> str:  # a value shown literally in a table cell
+    return publish.code(ascii_text(str(x)), 300, in_table=True) if x else NONE
 
 
 def _summary(rec, test: str) -> Optional[str]:
@@ -93,16 +105,16 @@ def base_rows(results: Results, target: str, repo: Optional[str]) -> list[str]:
     source = _source(results, target)
     upstream = source.upstream_commit
     patched = next((c.patched_commit for c in results.cells_of(target) if c.patched_commit), None)
-    sdist = f", sdist sha256 `{source.sdist_sha256}`" if source.sdist_sha256 else ""
-    where = ascii_text(repo or source.url or "upstream")
+    sdist = f", sdist sha256 {_code(source.sdist_sha256)}" if source.sdist_sha256 else ""
+    where = _v(repo or source.url or "upstream")
     return [
         "| | commit |",
         "|---|---|",
         f"| {where} | "
-        + (f"`{upstream}` |" if upstream else "unknown: the source carries no git metadata |"),
-        f"| ggml-patch snapshot of {ascii_text(source.description)}{sdist} "
-        f"| `{source.base_commit or NONE}` |",
-        f"| the snapshot with this series applied | `{patched or NONE}` |",
+        + (f"{_code(upstream)} |" if upstream else "unknown: the source carries no git metadata |"),
+        f"| ggml-patch snapshot of {_v(source.description)}{sdist} "
+        f"| {_code(source.base_commit or NONE)} |",
+        f"| the snapshot with this series applied | {_code(patched or NONE)} |",
     ]
 
 
@@ -151,7 +163,8 @@ def before_fix_lines(results: Results, target: str) -> list[str]:
                 (t.failure_line or first_failing_line(UPSTREAM_TEST, t.output or "")) if t else None
             )
             out += [ascii_text(x) for x in (line, control.failure_line) if x]
-    return list(dict.fromkeys(out))
+    # shown inside a ``` block: each one line, none able to close the block
+    return publish.lines_in_block(dict.fromkeys(out), 400)
 
 
 def shorten(text: str, width: int) -> str:
@@ -248,7 +261,9 @@ def before_after(
                 break
         if before:
             break
-    return list(dict.fromkeys(before)), list(dict.fromkeys(after))
+    # shown inside ``` blocks: each one line, none able to close the block
+    shown_before = publish.lines_in_block(dict.fromkeys(before), 400)
+    return shown_before, publish.lines_in_block(dict.fromkeys(after), 400)
 
 
 def short_cell_table(results: Results, target: str) -> list[str]:
@@ -269,7 +284,7 @@ def short_cell_table(results: Results, target: str) -> list[str]:
         elif c.status in NOT_RUN:
             ctl = shorten(f"{c.status}: {one_line(c.reason)}", 80)
         out.append(
-            f"| {_v(c.cell)} | {shorten(_cell_text(device), 60)} | "
+            f"| {_v(c.cell)} | {_cell_text(shorten(device, 60))} | "
             f"{_code(_summary(patched, UPSTREAM_TEST))} | "
             f"{_code(_summary(patched, GATE_TEST))} | {_cell_text(ctl)} |"
         )
@@ -348,7 +363,9 @@ def evidence(
     out += _details("Results per backend and device", short_cell_table(results, target))
     kill = kill_matrix_line(results, target)
     if kill:
-        out += _details("Known-wrong fixes tried", [f"native_tests/mutants/: {ascii_text(kill)}."])
+        out += _details(
+            "Known-wrong fixes tried", [f"native_tests/<topic>/mutants/: {ascii_text(kill)}."]
+        )
     bug = reproduce_bug(results, target, commits, patch_names)
     every = before_fix_lines(results, target)  # each test's first failing line, the gate's too
     folded = (["```sh", *bug, "```"] if bug else []) + (["", "```", *every, "```"] if every else [])
@@ -366,32 +383,45 @@ def evidence(
         f"| run started | {_v(results.started_at)} |",
         f"| profile | {_v(results.profile)} |",
     ]
-    record += [f"| series sha256 | `{results.series.sha256}` |"]
-    # ascii_text maps each character alone: a whole note is the same as its values one by one
-    notes = [f"- {c.cell} device: {device_text(c.device)}" for c in cells if device_text(c.device)]
-    notes += [f"- {c.cell} {c.status}: {one_line(c.reason)}" for c in cells if c.status in NOT_RUN]
+    record += [f"| series sha256 | {_code(results.series.sha256)} |"]
+    # every value from results.json through inert: ASCII, no Markdown or HTML of its own
+    notes = [
+        f"- {inert(c.cell)} device: {inert(device_text(c.device))}"
+        for c in cells
+        if device_text(c.device)
+    ]
+    notes += [
+        f"- {inert(c.cell)} {inert(c.status)}: {inert(one_line(c.reason))}"
+        for c in cells
+        if c.status in NOT_RUN
+    ]
     skipped = skipped_tests(results, target)
     notes += [
-        f"- {cell}: {test} not run on this backend: {one_line(why)}" for cell, test, why in skipped
+        f"- {inert(cell)}: {inert(test)} not run on this backend: {inert(one_line(why))}"
+        for cell, test, why in skipped
     ]
     for c, control in _controls(results, target):
         if control:
-            reverted = ", ".join(f"`{p}`" for p in control.reverted or []) or NONE
-            notes.append(f"- {c.cell} control: reverted {reverted}; {control.verdict_reason}")
+            reverted = ", ".join(publish.code(ascii_text(p)) for p in control.reverted or [])
+            notes.append(
+                f"- {inert(c.cell)} control: reverted {reverted or NONE}; "
+                f"{inert(control.verdict_reason)}"
+            )
     notes += [
-        f"- other target {c.cell} ({c.layout or NONE} layout): {c.status}"
+        f"- other target {inert(c.cell)} ({inert(c.layout or NONE)} layout): {inert(c.status)}"
         for c in results.cells
         if c.target != target
     ]
-    notes = [ascii_text(line) for line in notes]
+    notes = publish.bounded_rows(notes, 20_000, "notes")
     out += _details("The run (ggml-patch results.json)", [*record, "", *notes])
     if known_limits:
         table = [ascii_text(line) for line in limits.table(known_limits)]
+        table = publish.bounded_rows(table, 20_000, "known limits")
         out += _details(f"Known limits, not changed by this series (patches/{limits.FILE})", table)
     out += _details("Base commits", base_rows(results, target, repo))
     out += _details(
         "Toolchain",
-        [ascii_text(f"- {name}: {value}") for name, value in toolchain_lines(toolchain)],
+        [f"- {inert(name)}: {inert(value)}" for name, value in toolchain_lines(toolchain)],
     )
     return [
         redact(line) for line in out
@@ -421,7 +451,7 @@ def banner(draft_reasons: list[str], warnings: list[str]) -> list[str]:
         (["> [!WARNING]", f"> {WARNING_TITLE}:"], warnings),
     ):
         if items:
-            out += [*head, *(f"> - {ascii_text(one_line(x))}" for x in items), ""]
+            out += [*head, *(f"> - {inert(one_line(x))}" for x in items), ""]
     return out
 
 
@@ -462,8 +492,8 @@ def body(template: Optional[Template], cov: cover.Cover, data: list[str]) -> str
 
 
 def _cell_text(value: str) -> str:
-    """A value for one table cell: ASCII, one line, no column separator."""
-    return ascii_text(" ".join(str(value).split())).replace("|", "/")
+    """A value for one table cell: ASCII, one line, inert (publish.cell)."""
+    return publish.cell(ascii_text(" ".join(str(value).split())))
 
 
 def finetune_summary(results: Optional[finetune_results.FinetuneResults]) -> list[str]:
@@ -485,4 +515,9 @@ def finetune_summary(results: Optional[finetune_results.FinetuneResults]) -> lis
 
 def finetune_lines(results: Optional[finetune_results.FinetuneResults], level: str) -> list[str]:
     """results/evidence/finetune.json (validated) as data (finetune/results.py writes it), ASCII."""
-    return [ascii_text(line) for line in finetune_results.pr_lines(results, level, _cell_text)]
+    return [ascii_text(line) for line in finetune_results.pr_lines(results, level, _fine_cell)]
+
+
+def _fine_cell(value: str) -> str:
+    """A cell of the fine-tuning tables: its `code spans` kept, the rest inert."""
+    return publish.cell_with_code(ascii_text(str(value)))

@@ -11,6 +11,7 @@ from typing import Iterable, Optional
 
 import unidiff
 
+from .. import publish
 from . import cover
 from .manifest import FAIL, PASS, WARN, Check, Readiness
 from .policy import DerivedPolicy, Evidence, Policy, sections
@@ -602,23 +603,32 @@ def run(
 def markdown(target: str, readiness: Readiness, draft_reasons: list[str], policy: Policy) -> str:
     """READINESS.md: the checks as a table, then each check's locations and the policy lines
     behind it."""
+    # the target's own files (AGENTS.md lines, patch texts) are data here: every value inert
     out = [
-        f"# Readiness: {target}",
+        f"# Readiness: {publish.text(target, 200)}",
         "",
-        f"- role: {policy.role_value.text}",
+        f"- role: {publish.text(policy.role_value.text)}",
         f"- draft: {'yes' if draft_reasons else 'no'}",
     ]
-    out += [f"  - {r}" for r in draft_reasons]
+    out += [f"  - {publish.text(r)}" for r in draft_reasons]
     out += ["", "| check | status | detail |", "|---|---|---|"]
-    out += [f"| {c.name} | {c.status} | {c.detail.replace('|', '/')} |" for c in readiness.checks]
     out += [
-        f"| {name} | not applicable | {why} |" for name, why in readiness.not_applicable.items()
+        f"| {publish.cell(c.name)} | {publish.cell(c.status)} | {publish.cell(c.detail, 2_000)} |"
+        for c in readiness.checks
+    ]
+    out += [
+        f"| {publish.cell(name)} | not applicable | {publish.cell(why, 2_000)} |"
+        for name, why in readiness.not_applicable.items()
     ]
     for c in readiness.checks:
         if c.where or c.rule:
-            out += ["", f"## {c.name}: {c.status}"]
+            out += ["", f"## {publish.text(c.name, 200)}: {publish.text(c.status, 50)}"]
             if c.where:
-                out += [""] + [f"- {w}" for w in c.where]
+                out += [""] + [f"- {publish.text(w)}" for w in c.where]
             if c.rule:
-                out += ["", "Policy lines:"] + [f"- {e.where}: {e.text}" for e in c.rule]
-    return "\n".join(out) + "\n"
+                rules = [
+                    f"- {publish.text(e.where)}: {publish.text(e.text, start=False)}"
+                    for e in c.rule
+                ]
+                out += ["", "Policy lines:", *rules]
+    return publish.bounded("\n".join(out) + "\n", where="READINESS.md")

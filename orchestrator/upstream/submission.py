@@ -4,13 +4,12 @@ or not at all (`none`: a target verified through another's sync). Pure."""
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import Optional
 from urllib.parse import quote, urlsplit
 
 from ..errors import ConfigError
-from ..redact import redact
+from ..redact import redact, shell_line
 from ..vcs import workrepo
 from .manifest import Manifest, Policy, Role
 
@@ -65,7 +64,7 @@ def manual_steps(
         + "): nothing was pushed or sent.",
         "Run these yourself:",
         "",
-        *(f"  {shlex.join(argv)}" for argv in steps),
+        *(f"  {shell_line(argv)}" for argv in steps),
         "",
         "then open the pull request in your browser:",
         "",

@@ -66,8 +66,13 @@ def parse_sync_script(path: str, text: str) -> Optional[SyncMap]:
             break
     if not specs:
         return None
-    seds = [(n, _sed(m[1])) for n, line in enumerate(lines, 1) if (m := re.search(_SED_ARG, line))]
-    return SyncMap(path, tuple(specs), tuple((*rule, n) for n, rule in seds if rule))
+    rules = []
+    for n, line in enumerate(lines, 1):
+        m = re.search(_SED_ARG, line)
+        rule = _sed(m[1]) if m else None
+        if rule:
+            rules.append((*rule, n))
+    return SyncMap(path, tuple(specs), tuple(rules))
 
 
 _SED_ARG = r"-e\s+'(s/.*/[a-z]*)'\s*\\?\s*$"
@@ -80,25 +85,27 @@ def _sed(expr: str) -> Optional[tuple[str, str]]:
     m = _SED.fullmatch(expr)
     if not m:
         return None
-    return m[1].replace(r"\/", "/").replace("[[:space:]]", r"\s"), m[2].replace(r"\/", "/").replace(
-        r"\.", "."
-    )
+    pattern = m[1].replace(r"\/", "/").replace("[[:space:]]", r"\s")
+    replacement = m[2].replace(r"\/", "/").replace(r"\.", ".")
+    return pattern, replacement
 
 
 @dataclass(frozen=True)
 class SyncReport:
     carried: tuple[tuple[str, str], ...]  # (canonical path, path in the target)
     not_carried: tuple[str, ...]  # canonical paths the sync leaves out
-    target_only: tuple[
-        str, ...
-    ]  # files the target's series changes that the sync would not produce
-    mismatched: tuple[
-        tuple[str, str], ...
-    ]  # carried, but to a path the target's series does not change
+    # files the target's series changes that the sync would not produce
+    target_only: tuple[str, ...]
+    # carried, but to a path the target's series does not change
+    mismatched: tuple[tuple[str, str], ...]
 
 
 def compare(sync: SyncMap, canonical_paths: list[str], target_paths: list[str]) -> SyncReport:
-    carried = [(p, to) for p in canonical_paths if (to := sync.carries(p)) is not None]
+    carried = []
+    for p in canonical_paths:
+        to = sync.carries(p)
+        if to is not None:
+            carried.append((p, to))
     produced = {to for _, to in carried}
     return SyncReport(
         tuple(carried),

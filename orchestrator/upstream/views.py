@@ -9,10 +9,8 @@ from typing import Optional
 from ..model.results import Cell, CellStatus, DeviceInfo, Outcome, Results
 
 WARNING_TITLE = "Incomplete evidence: this bundle was made with `--allow-incomplete`"
-NOT_RUN = (
-    CellStatus.SKIPPED,
-    CellStatus.BUILD_ONLY,
-)  # cells that prove nothing either way: shown, never counted
+# cells that prove nothing either way: shown, never counted
+NOT_RUN = (CellStatus.SKIPPED, CellStatus.BUILD_ONLY)
 
 
 def one_line(text: str) -> str:

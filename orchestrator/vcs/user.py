@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -91,3 +92,61 @@ def ls_files(root: Path, *args: str) -> list[str]:
         "ls-files", "-z", *args, cwd=root, env=_READ_ONLY, config=safe_directories(), strip=False
     )
     return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
+
+
+@dataclass(frozen=True)
+class Change:
+    """A commit or a range of the user's checkout: its diff and its commits, oldest first."""
+
+    base: str
+    head: str
+    diff: str  # `git diff --full-index base head`, a/ and b/ prefixes whatever the user's config
+    commits: tuple[tuple[str, str, str, str, str], ...]  # (sha, author, date, subject, body)
+
+
+def change_of(root: Path, rev: str) -> Change:
+    """REV (a commit: its own change; A..B: the range) of the checkout at `root`, read only.
+    GitError when git cannot resolve it or `root` is no checkout."""
+    if ".." in rev:
+        first, last = rev.split("..", 1)
+        base = _in_checkout(
+            root, "rev-parse", "--verify", "--end-of-options", f"{first}^{{commit}}"
+        )
+    else:
+        last = rev
+        base = ""
+    head = _in_checkout(root, "rev-parse", "--verify", "--end-of-options", f"{last}^{{commit}}")
+    if not base:
+        base = _in_checkout(root, "rev-parse", "--verify", "--end-of-options", f"{head}^")
+    diff = git_bytes(
+        "diff",
+        "--full-index",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-renames",
+        "--src-prefix=a/",
+        "--dst-prefix=b/",
+        base,
+        head,
+        cwd=root,
+        env=_READ_ONLY,
+        config=safe_directories(),
+        strip=False,
+    ).decode("utf-8", "surrogateescape")
+    fmt = "%H%x00%an <%ae>%x00%aD%x00%s%x00%b%x1e"
+    log = _in_checkout(root, "log", "--reverse", f"--format={fmt}", f"{base}..{head}")
+    commits = []
+    for entry in log.split("\x1e"):
+        fields = entry.strip("\n").split("\x00")
+        if len(fields) == 5:
+            sha, author, date, subject, body = fields
+            commits.append((sha, author, date, subject, body.strip()))
+    return Change(base, head, diff, tuple(commits))
+
+
+def remote_url(root: Path) -> Optional[str]:
+    """The checkout's `origin` URL, or None (read from its own configuration, read only)."""
+    try:
+        return _in_checkout(root, "config", "--get", "remote.origin.url") or None
+    except GitError:
+        return None

@@ -1,6 +1,6 @@
 """Competing fixes (pure): fixes for the same bug proposed elsewhere
-(native_tests/competing/NAME.patch): a header of one-line fields, a blank line, then a git diff
-in the series' layout against the UNFIXED tree:
+(native_tests/<topic>/competing/NAME.patch): a header of one-line fields, a blank line, then a git
+diff in the series' layout against the UNFIXED tree:
 
     Competing fix: <one-line title>
     URL: https://... (the PR, commit or repository it comes from)
@@ -28,7 +28,7 @@ from ..config import Matrix
 from ..errors import ConfigError
 from ..model.layout import GATE_TEST
 from ..model.results import CompetingJudged, CompetingVerdict, Outcome, TestRecord
-from ..patchset.files import read_diff_files
+from ..patchset.files import read_topic_diff_files
 from ..patchset.render import DiffInLayout
 from ..patchset.series import FileDiff, parse_patch
 from .classify import gate_failure_line, strip_ansi
@@ -36,7 +36,8 @@ from .classify import gate_failure_line, strip_ansi
 REQUIRED = ("Competing fix", "URL", "Date", "Author's summary")
 OPTIONAL = ("Provenance", "Discussed at", "To pass")
 _FIELD = re.compile(r"^(?P<key>[A-Z][A-Za-z' ]*): (?P<value>\S.*)$")
-_URL = re.compile(r"^https://[A-Za-z0-9.-]+(/[^\s]*)?$")
+# what results.json takes as a URL (model.values.HttpsUrl): no quote, bracket or backslash
+_URL = re.compile(r"^https://[A-Za-z0-9.-]+(/[^\s<>\"'`\\]*)?$")
 _DATE = re.compile(r"^(unknown|\d{4}-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)$")
 
 
@@ -165,7 +166,7 @@ def judge(
     )
 
 
-def load_competing(matrix: Matrix) -> list[CompetingFix]:
-    """native_tests/competing/*.patch in name order (none without the folder); a malformed one
-    a ConfigError."""
-    return read_diff_files(matrix.native_tests_dir / "competing", "competing fix", parse_competing)
+def load_competing(matrix: Matrix, topics: Optional[list[str]] = None) -> list[CompetingFix]:
+    """native_tests/<topic>/competing/*.patch of each chosen topic (the active ones by default),
+    in queue order, each folder in name order; a malformed one a ConfigError."""
+    return read_topic_diff_files(matrix, topics, "competing", "competing fix", parse_competing)

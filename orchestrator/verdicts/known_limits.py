@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import AfterValidator, Field, StringConstraints, ValidationError
 
-from .. import untrusted
+from .. import publish, untrusted
 from ..config import _line_for, _load_with_lines
 from ..errors import ConfigError
 from ..records import Hint, R, Record, dotted, located
@@ -96,7 +96,8 @@ def parse_yaml(
 def read_yaml(series_dir: Path, file: str, what: str) -> Optional[tuple[str, str]]:
     """(where, text) of a file beside the series; None when it is not there."""
     text = untrusted.read_optional(Path(series_dir) / file, what, root=series_dir)
-    return None if text is None else (f"{Path(series_dir).name}/{file}", text)
+    shown = f"{Path(series_dir).parent.name}/{Path(series_dir).name}/{file}"  # patches/<topic>/...
+    return None if text is None else (shown, text)
 
 
 def parse_known_limits(where: str, text: str) -> tuple[KnownLimit, ...]:
@@ -126,8 +127,16 @@ def table(limits: tuple[KnownLimit, ...]) -> list[str]:
         return []
     out = ["| id | file | function | what | status | confirmed |", "|---|---|---|---|---|---|"]
     for k in limits:
-        cells = [k.id, f"`{k.file}`", f"`{k.function}`", k.what, k.status, k.confirmed]
-        out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        # every value inert in its cell (publish): the file holds data, not Markdown
+        cells = [
+            publish.cell(k.id),
+            publish.code(k.file, in_table=True),
+            publish.code(k.function, in_table=True),
+            publish.cell(k.what, 2_000),
+            publish.cell(k.status),
+            publish.cell(k.confirmed),
+        ]
+        out.append("| " + " | ".join(cells) + " |")
     return out
 
 

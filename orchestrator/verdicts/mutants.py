@@ -1,6 +1,6 @@
 """Mutants (pure): known-wrong fixes the gate must catch
-(native_tests/mutants/NN-short-name.patch): a header of `Mutant: <one-line title>` and `Why it is
-wrong: <one line>`, a blank line, then a git diff in the series' layout that turns the FIXED file
+(native_tests/<topic>/mutants/NN-name.patch): a header of `Mutant: <one-line title>` and `Why it
+is wrong: <one line>`, a blank line, then a git diff in the series' layout that turns the FIXED file
 into the wrong one. Verdicts: killed (a test fails by its own check), survived (the cell fails,
 exit 7), invalid (did not apply or build, crashed, timed out).
 """
@@ -15,7 +15,7 @@ from ..config import Matrix
 from ..errors import ConfigError
 from ..model.layout import GATE_TEST, UPSTREAM_TEST
 from ..model.results import Outcome, TestRecord, Verdict
-from ..patchset.files import read_diff_files
+from ..patchset.files import read_topic_diff_files
 from ..patchset.render import DiffInLayout
 from ..patchset.series import FileDiff, parse_patch
 from .classify import INVALID, KILLED, SURVIVED, GateVerdict, gate_verdict
@@ -129,7 +129,7 @@ def kill_line(verdicts: list[Optional[Verdict]]) -> str:
     )
 
 
-def load_mutants(matrix: Matrix) -> list[Mutant]:
-    """native_tests/mutants/*.patch in name order (none without
-    the folder); a malformed one a ConfigError."""
-    return read_diff_files(matrix.native_tests_dir / "mutants", "mutant", parse_mutant)
+def load_mutants(matrix: Matrix, topics: Optional[list[str]] = None) -> list[Mutant]:
+    """native_tests/<topic>/mutants/*.patch of each chosen topic (the active ones by default), in
+    queue order, each folder in name order (none without it); a malformed one a ConfigError."""
+    return read_topic_diff_files(matrix, topics, "mutants", "mutant", parse_mutant)

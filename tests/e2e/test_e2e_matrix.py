@@ -1,8 +1,8 @@
 """End to end: the real default matrix on both pinned upstream targets (real sdists, CMake, tests):
 CPU always, Vulkan through lavapipe where scripts/setup-vulkan-lavapipe.sh has run, CUDA and Metal
-skipped with their reasons on a machine without them. Every known-wrong fix (native_tests/mutants/)
-is killed on both layouts. Then the `sanitize` profile (cpu-sanitize on both layouts), named as a
-user names it.
+skipped with their reasons on a machine without them. Every known-wrong fix
+(native_tests/<topic>/mutants/) is killed on both layouts. Then the `sanitize` profile
+(cpu-sanitize on both layouts), named as a user names it.
 
 Slow (about a minute cold on 2 cores for CPU, about 200 s more per target for Vulkan; the sdists
 are fetched once into the tool's cache). cpu-sanitize runs on both layouts: a cell with an empty
@@ -29,9 +29,8 @@ VK_FAILURE_LINE = "device=Vulkan0 opt_period=1: FAIL at step 2: w=0.25 expected 
 TARGETS = ["llama.cpp", "ggml"]
 BACKENDS = ["cpu", "vulkan", "cuda", "metal"]  # the default profile, in order
 N_CELLS = len(TARGETS) * len(BACKENDS)
-N_MUTANTS = len(
-    list((Path(__file__).resolve().parents[2] / "native_tests" / "mutants").glob("*.patch"))
-)
+MUTANTS = Path(__file__).resolve().parents[2] / "native_tests" / "accumulator-reset" / "mutants"
+N_MUTANTS = len(list(MUTANTS.glob("*.patch")))
 
 
 def _vulkan_missing(matrix_path: Path, cache: Path):

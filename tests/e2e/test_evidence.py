@@ -132,7 +132,9 @@ def test_the_records_name_the_program_model_data_and_series(evidence_run, tool_c
     )
     assert hashlib.sha256(model.read_bytes()).hexdigest() == r.model.sha256 != r.model.random_sha256
     assert r.data.files == list(ft.DATA_FILES) and pre_files(r) == list(ft.PRETRAIN_FILES)
-    assert r.series.patches == sorted(p.name for p in (repo_root / "patches").glob("*.patch"))
+    assert r.series.patches == sorted(
+        p.name for p in (repo_root / "patches" / "accumulator-reset").glob("*.patch")
+    )
     patched = r.run("patched", "adamw", 1).command
     without = r.run("control", "adamw", 1).command
     assert patched[0].endswith("variants/patched/llama-finetune") and patched[1:] == without[1:]

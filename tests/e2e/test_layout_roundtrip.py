@@ -28,8 +28,8 @@ LLAMA, GGML, WHISPER = LAYOUTS["llama.cpp"], LAYOUTS["ggml"], LAYOUTS["whisper.c
 NESTED = get_layout("llama.cpp", "core/vendor/llama.cpp")
 GGML_NESTED = get_layout("ggml", "third_party/ggml")
 PATCHES = [
-    *sorted((ROOT / "patches").glob("0001-*.patch")),
-    *sorted((ROOT / "native_tests" / "upstream-gate").glob("*.patch")),
+    *sorted((ROOT / "patches" / "accumulator-reset").glob("0001-*.patch")),
+    *sorted((ROOT / "native_tests" / "accumulator-reset" / "upstream-gate").glob("*.patch")),
 ]
 # whisper.cpp's tests/CMakeLists.txt has its own tests and none of ggml's (no test-opt.cpp)
 WHISPER_TESTS_CMAKE = """\

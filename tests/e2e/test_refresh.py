@@ -75,8 +75,8 @@ def _refresh(matrix: Path, cache, target: str):
 
 def test_series_copy_is_the_real_one(project):
     m, _ = project
-    for p in (ROOT / "patches").glob("*.patch"):
-        assert (m.parent / "patches" / p.name).read_bytes() == p.read_bytes()
+    for p in (ROOT / "patches" / "accumulator-reset").glob("*.patch"):
+        assert (m.parent / "patches" / "accumulator-reset" / p.name).read_bytes() == p.read_bytes()
 
 
 @pytest.mark.parametrize("target", ["llama.cpp", "ggml"])
@@ -122,11 +122,12 @@ def test_resolved_conflict_becomes_the_series(project):
 
     proc = _refresh(m, cache, "fork-conflict")
     assert proc.returncode == 0, proc.stderr
-    fix, test = sorted(p.name for p in (ROOT / "patches").glob("*.patch"))
+    topic = ROOT / "patches" / "accumulator-reset"
+    fix, test = sorted(p.name for p in topic.glob("*.patch"))
     # the test patch did not change a byte
-    assert f"wrote {fix}" in proc.stdout and test not in proc.stdout
-    new_fix = (m.parent / "patches" / fix).read_text()
-    old_fix = (ROOT / "patches" / fix).read_text()
+    assert f"wrote accumulator-reset/{fix}" in proc.stdout and test not in proc.stdout
+    new_fix = (m.parent / "patches" / "accumulator-reset" / fix).read_text()
+    old_fix = (topic / fix).read_text()
     # mail header and message kept
     assert new_fix.split("\ndiff --git")[0] == old_fix.split("\ndiff --git")[0]
     assert FORK_LINE.strip() in new_fix  # the new hunk carries the fork's line as context

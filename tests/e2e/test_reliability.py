@@ -45,7 +45,7 @@ def setup(tmp_path, ggml_sdist):
     d.mkdir(parents=True)
     shutil.copy(ggml_sdist, d / ggml_sdist.name)
     m = tmp_path / "matrix.yaml"
-    m.write_text(f"""series: {{path: {ROOT / "patches"}, layout: llama.cpp}}
+    m.write_text(f"""queue: {{path: {ROOT / "patches"}, layout: llama.cpp}}
 native_tests: {ROOT / "native_tests"}
 targets:
   ggml:

@@ -23,6 +23,7 @@ from orchestrator.drift.status import (
     UPSTREAM,
 )
 from orchestrator.errors import ExitCode
+from orchestrator.patchset.series import parse_patch
 from orchestrator.vcs.snapshots import SnapshotRepo, Worktree
 
 from ..helpers.forks import (
@@ -44,7 +45,7 @@ from ..helpers.forks import (
 )
 from ..helpers.tools import run_tool
 
-PATCHES = sorted((ROOT / "patches").glob("*.patch"))
+PATCHES = sorted((ROOT / "patches" / "accumulator-reset").glob("*.patch"))
 
 
 FIX, TEST = (p.name for p in PATCHES)
@@ -239,6 +240,35 @@ def test_command_prints_the_conflict_with_its_worktree(drift):
     assert f"fork-conflict: conflict in {OPT} (@@ -826,6 +826,10 @@" in out
     assert str(status_dirs(cache, matrix.target("fork-conflict")).resolve) in out
     assert "ggml-patch refresh fork-conflict" in out
+
+
+def test_queue_shows_each_topic_where_status_finds_it_and_its_last_verdicts(drift, tmp_path):
+    """`ggml-patch queue`: the queue's one topic on a target it applies to, one that merged it
+    and one without ggml-opt (the same words as `status`); its last verdict per cell from
+    results.json."""
+    from ..helpers.samples import results_dir, sample
+
+    _, cache, matrix, _ = drift
+    r = sample()
+    for p, mine in zip(r.series.patches, PATCHES, strict=True):
+        p.subject = parse_patch(mine.name, mine.read_text()).subject  # a run of today's topic
+    results = results_dir(tmp_path, r)
+    names = ["llama.cpp", "fork-merged", "fork-no-opt"]
+    argv = ["--matrix", str(matrix.path), "--cache", str(cache.root), "--results", str(results)]
+    proc = run_tool("queue", "--json", *argv, *(x for n in names for x in ("--target", n)))
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["results"] == str(results / "results.json")
+    (topic,) = data["topics"]
+    assert (topic["topic"], topic["state"], topic["after"]) == ("accumulator-reset", "local", [])
+    assert topic["patches"] == [FIX, TEST] and topic["bug"] is None
+    where = {t: v["status"] for t, v in topic["targets"].items()}
+    assert where == {"llama.cpp": APPLIES, "fork-merged": UPSTREAM, "fork-no-opt": NOT_APPLICABLE}
+    assert topic["last_verdicts"] == {"llama.cpp/cpu": "passed", "ggml/cpu": "passed"}
+    table = run_tool("queue", *argv, "--target", "llama.cpp", "--results", str(tmp_path / "none"))
+    assert table.returncode == 0, table.stderr
+    assert "accumulator-reset" in table.stdout and APPLIES in table.stdout
+    assert "no results.json" in table.stdout
 
 
 IK_LLAMA = (

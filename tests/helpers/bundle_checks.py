@@ -2,6 +2,7 @@
 the checks read the results as results.json holds them
 (JSON data), not through the model's readers."""
 
+import html
 import re
 from typing import Any, Callable
 
@@ -11,7 +12,10 @@ from .samples import GATE, UPSTREAM
 
 
 def _cells(line: str) -> list[str]:
-    return [c.strip() for c in line.strip().strip("|").split("|")]
+    """A table row's cells as a reader sees them: Markdown's backslash escapes and HTML entities
+    (orchestrator/publish.py writes data that way) undone."""
+    cells = re.split(r"(?<!\\)\|", line.strip().removeprefix("|").removesuffix("|"))
+    return [html.unescape(re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", c)).strip() for c in cells]
 
 
 def _table(body: str, heading: str) -> list[dict]:

@@ -132,7 +132,10 @@ def commit_change(
 
 
 def apply_series(
-    repo: Path, branch: str, start: str = "master", patches: Path = ROOT / "patches"
+    repo: Path,
+    branch: str,
+    start: str = "master",
+    patches: Path = ROOT / "patches" / "accumulator-reset",
 ) -> str:
     """`branch`: the series applied with git am on `start` (upstream merging the fix)."""
     git(repo, "checkout", "-q", "-B", branch, start)
@@ -166,7 +169,7 @@ def write_matrix(
     names = ", ".join(profile_targets or targets)
     m = directory / "matrix.yaml"
     m.write_text(
-        f"series: {{path: {series_dir}, layout: llama.cpp}}\nnative_tests: native_tests\n"
+        f"queue: {{path: {series_dir}, layout: llama.cpp}}\nnative_tests: native_tests\n"
         f'targets:\n{blocks}backends:\n  cpu: {{cmake_flags: ["-DGGML_CPU=ON"]}}\n'
         f"profiles:\n  default: {{targets: [{names}], backends: [cpu]}}\n"
     )

@@ -7,7 +7,7 @@ from orchestrator.patchset.series import FileDiff, Series, parse_series, unified
 
 from .tools import ROOT
 
-PATCH_DIR = ROOT / "patches"
+PATCH_DIR = ROOT / "patches" / "accumulator-reset"  # topic 1 of the queue
 
 
 NATIVE_TEST = ROOT / "native_tests" / "test-opt-dynamic-accum.cpp"
@@ -29,6 +29,7 @@ def read_patch(name: str) -> str:
 GATE_PATCH = (
     ROOT
     / "native_tests"
+    / "accumulator-reset"
     / "upstream-gate"
     / "0003-tests-add-test-opt-dynamic-accum-for-per-step-gradie.patch"
 )
@@ -141,3 +142,21 @@ def mutant_text(name: str, old: str, new: str, title: str = "no reset", path: st
     return f"Mutant: {title}\nWhy it is wrong: {name} is wrong on purpose\n\n" + unified_file_diff(
         path, old, new
     )
+
+
+TOPIC_YAML = """\
+summary: a test topic
+origin: tests
+last_update: 2026-12-02
+state: local
+"""
+
+
+def bare_queue(directory, topic: str = "t"):
+    """A queue of one topic at `directory` (queue.yaml, the topic's topic.yaml): the topic's folder,
+    for a test to put its patches in."""
+    d = directory / topic
+    d.mkdir(parents=True, exist_ok=True)
+    (directory / "queue.yaml").write_text(f"topics: [{topic}]\n")
+    (d / "topic.yaml").write_text(TOPIC_YAML)
+    return d

@@ -131,7 +131,7 @@ def tiny_matrix(
         source = f"{{kind: local, path: '{tree}'}}"
     m = tmp / name
     m.write_text(
-        f"series: {{path: '{ROOT / 'patches'}', layout: llama.cpp}}\n"
+        f"queue: {{path: '{ROOT / 'patches'}', layout: llama.cpp}}\n"
         f"native_tests: '{ROOT / 'native_tests'}'\n"
         f"targets:\n  tiny:\n    layout: ggml\n    source: {source}\n"
         f"backends:\n{backends}"

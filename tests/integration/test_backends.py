@@ -384,7 +384,7 @@ GGML_SOURCE = (
     "subdirectory: vendor/ggml}"
 )
 MATRIX = """\
-series: {{path: {series}, layout: llama.cpp}}
+queue: {{path: {series}, layout: llama.cpp}}
 native_tests: {native}
 targets:
   ggml:

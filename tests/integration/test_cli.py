@@ -40,7 +40,7 @@ def _sdist(path: Path, files: dict[str, str]) -> str:
 
 def _matrix(tmp: Path, repo_root: Path, sha: str, series_dir: str = "patches") -> Path:
     m = tmp / "matrix.yaml"
-    m.write_text(f"""series: {{path: {series_dir}, layout: llama.cpp}}
+    m.write_text(f"""queue: {{path: {series_dir}, layout: llama.cpp}}
 native_tests: {repo_root / "native_tests"}
 targets:
   tiny:
@@ -102,7 +102,7 @@ def test_unknown_target_and_backend(repo_root, tmp_path):
 def test_malformed_matrix_names_file_line_and_key(tmp_path):
     m = tmp_path / "matrix.yaml"
     m.write_text(
-        "series: {path: patches, layout: llama.cpp}\ntargets: {}\nbackends:\n  cpu: {timeout: -1}\n"
+        "queue: {path: patches, layout: llama.cpp}\ntargets: {}\nbackends:\n  cpu: {timeout: -1}\n"
         "profiles: {}\n"
     )
     line = _one_line_error(_run("matrix", "--matrix", str(m)), 2)

@@ -631,7 +631,8 @@ def test_the_state_survives_its_own_body():
     assert action.kind == "open"
     found = D.Found(1, action.body)
     assert found.state.to_json() == state.to_json()
-    assert "| --> a tricky -- detail \\| with a pipe |" in action.body  # the table cell, escaped
+    # the table cell, inert (publish.cell): the pipe escaped, ">" an entity
+    assert "| --&gt; a tricky -- detail \\| with a pipe |" in action.body
     comment = action.body[action.body.index("<!-- ggml-patch-state: ") :]
     # "--" inside the state is escaped: the comment ends where it should
     assert comment.count("-->") == 1

@@ -117,7 +117,7 @@ def llama_tree(path: Path, header: str, vocab: bool, finetune: bool = True) -> P
 def llama_matrix(tmp: Path, tree: Path) -> Path:
     m = tmp / "matrix.yaml"
     m.write_text(
-        f"series: {{path: '{ROOT / 'patches'}', layout: llama.cpp}}\n"
+        f"queue: {{path: '{ROOT / 'patches'}', layout: llama.cpp}}\n"
         f"native_tests: '{ROOT / 'native_tests'}'\ntargets:\n  old-llama:\n    layout: llama.cpp\n"
         f"    source: {{kind: local, path: '{tree}'}}\nbackends:\n  cpu: {{}}\nprofiles:\n"
         "  default: {targets: [old-llama], backends: [cpu]}\n"

@@ -1076,3 +1076,354 @@ def test_environment_never_reaches_git(world, kind):
     assert "conflict" not in res.out.lower() or "applies" in res.out.lower()
     assert not (world.tmp / "pwned").exists()
     assert not (world.tmp / "elsewhere.git").exists()
+
+
+# ================================================================ issue 36: published, validated,
+# owned per entry, redacted in pieces, built in a clean environment
+
+
+def _competing_record(d: dict, **info) -> None:
+    rec = json.loads(json.dumps(d["records"][0]))
+    rec["variant"] = "competing:evil"
+    rec["competing"] = {
+        "name": "evil",
+        "title": "a fix",
+        "url": "https://github.com/o/r/pull/1",
+        "date": "2026-01-02",
+        "summary": "s",
+        **info,
+    }
+    rec["judged"] = {"verdict": "wrong", "reason": "r"}
+    d["records"].append(rec)
+
+
+RESULTS_VALUES = {
+    "url-javascript": lambda d: _competing_record(d, url="javascript:alert(1)"),
+    "url-http": lambda d: _competing_record(d, url="http://github.com/o/r"),
+    "date-with-a-heading": lambda d: _competing_record(d, date="2026-01-02\n## owned @org/team"),
+    "date-not-a-date": lambda d: _competing_record(d, date="yesterday"),
+    "title-with-terminal-escapes": lambda d: _competing_record(d, title="\x1b]0;x\x07\x1b[2J t"),
+    "title-two-lines": lambda d: _competing_record(d, title="a\nb"),
+    "reason-with-escape": _sample_edit(["cells", 0, "reason"], "\x1b[2Jcleared"),
+    "reason-huge": _sample_edit(["cells", 0, "reason"], "x" * 100_000),
+    "exit-code-12345": _sample_edit(["cells", 0, "exit_code"], 12345),
+    "run-exit-code-negative": _sample_edit(["exit_code"], -1),
+    "started-at-not-iso": _sample_edit(["started_at"], "<img src=x>"),
+}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", list(RESULTS_VALUES))
+def test_types_a_results_value_breaking_its_rule_is_one_line(world, name):
+    line = merge(world, world.leg_results(RESULTS_VALUES[name])).one_line(2)
+    assert "\x1b" not in line and len(line) < 600
+    assert not world.out.exists()
+
+
+@pytest.mark.integration
+def test_types_a_5000_digit_integer_is_one_line(world):
+    text = json.dumps(world.data).replace(
+        '"exit_code": ', '"exit_code": ' + "9" * 5000 + ', "x": ', 1
+    )
+    merge(world, world.leg_results(text=text)).one_line(2)
+
+
+# ---------------------------------------------------------------- ownership per entry
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    "files",
+    [{"summary.md": "# my notes\n"}, {"results.json": '{"mine": 1}'}, {"junit.xml": "<x/>"}],
+    ids=["summary-only", "results-without-tool", "junit-only"],
+)
+@pytest.mark.parametrize("command", ["merge-results", "matrix"])
+def test_ownership_a_folder_without_our_marker_or_tool_key_is_refused(world, files, command):
+    mine = world.tmp / "mine"
+    kept = _fill(mine, files)
+    if command == "merge-results":
+        args = ["merge-results", "--matrix", MATRIX, "--out", mine, world.leg_results()]
+    else:
+        args = ["matrix", "--matrix", tiny_matrix(world.tmp), "--results", mine]
+    world.run(*args, "--cache", world.cache).one_line(2)
+    _intact(mine, kept)
+
+
+@pytest.mark.integration
+def test_ownership_entries_of_a_marked_folder_are_replaced_not_written_through(world):
+    first = merge(world, world.leg_results())
+    assert first.code == 0, first.err
+    victims = {}
+    for name in ("summary.md", "results.json", "junit.xml"):
+        victim = world.tmp / f"victim-{name}"
+        victim.write_text("the user's file\n")
+        (world.out / name).unlink()
+        (world.out / name).symlink_to(victim)
+        victims[name] = victim
+    again = merge(world, world.leg_results())
+    assert again.code == 0, again.err
+    for name, victim in victims.items():
+        assert victim.read_text() == "the user's file\n", name
+        assert (world.out / name).is_file() and not (world.out / name).is_symlink()
+
+
+@pytest.mark.integration
+def test_ownership_merge_out_that_is_an_input_is_refused(world):
+    def with_log(d):
+        _set_log(d, f"/ci/{CELL_LOGS}/build-patched.log")
+
+    leg = world.leg_results(with_log)
+    log = leg / CELL_LOGS / "build-patched.log"
+    log.write_text("the leg's log\n")
+    (leg / ".ggml-patch-output").write_text("marked\n")
+    res = world.run(
+        "merge-results",
+        "--matrix",
+        MATRIX,
+        "--cache",
+        world.cache,
+        "--out",
+        leg,
+        leg,
+        may_write=(world.tmp / "none",),
+    )
+    assert "also an input" in res.one_line(2)
+    assert log.read_text() == "the leg's log\n"
+
+
+@pytest.mark.integration
+def test_ownership_a_log_over_the_cap_is_refused_before_out_is_claimed(world, monkeypatch):
+    from orchestrator import untrusted
+
+    monkeypatch.setitem(untrusted.CAPS, "log", 1024)
+
+    def two_logs(d):
+        _set_log(d, f"/ci/{CELL_LOGS}/build-patched.log")
+        next(iter(d["records"][0]["tests"].values()))["log"] = f"/ci/{CELL_LOGS}/test.log"
+
+    leg = world.leg_results(two_logs)
+    (leg / CELL_LOGS / "build-patched.log").write_text("small\n")
+    (leg / CELL_LOGS / "test.log").write_text("x" * 4096)
+    assert "more than the 1024" in merge(world, leg).one_line(2)
+    assert not world.out.exists()
+
+
+# ---------------------------------------------------------------- redaction in pieces
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("secret", [TOKEN, GH_TOKEN])
+def test_secrets_a_token_across_the_block_edge_of_a_long_line_is_redacted(world, secret):
+    def with_log(d):
+        _set_log(d, f"/ci/{CELL_LOGS}/build-patched.log")
+
+    leg = world.leg_results(with_log)
+    mib = 1024 * 1024
+    # the token straddles the 1 MiB block edge, and the 4 KiB hold-back edge too
+    for at in (mib - 10, mib - 4096 - 10):
+        line = b"a" * at + secret.encode() + b"b" * 100 + b"\n"
+        (leg / CELL_LOGS / "build-patched.log").write_bytes(line * 2)
+        shutil_rmtree(world.out)
+        res = merge(world, leg)
+        assert res.code == 0, res.err  # World.run checks every file written for the secret
+        assert (world.out / CELL_LOGS / "build-patched.log").stat().st_size > 2 * at
+
+
+def shutil_rmtree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.integration
+def test_secrets_resolve_refs_keeps_no_password_in_the_pins_file(world):
+    m = tiny_matrix(
+        world.tmp,
+        source=f"{{kind: git, url: {yq(f'https://u:{PASSWORD}@127.0.0.1:9/r.git')}, ref: main}}",
+    )
+    pins = world.tmp / "pins-out" / "pins.json"
+    res = world.run(
+        "resolve-refs",
+        "--matrix",
+        m,
+        "--cache",
+        world.cache,
+        "--out",
+        pins,
+        may_write=(pins.parent,),
+        bound=30,
+    )
+    assert res.code == 0, res.err
+    data = json.loads(pins.read_text())
+    assert data["unreachable"]["tiny"]["url"] == "https://127.0.0.1:9/r.git"
+
+
+def test_secrets_a_quoted_password_in_a_printed_command_is_redacted():
+    from orchestrator.locking import this_command
+    from orchestrator.redact import shell_line
+
+    url = f"https://u:{PASSWORD}@github.com/me/r.git"
+    assert PASSWORD not in this_command(["ggml-patch", "pr", "--head-remote", url])
+    # what pr's dry run prints: the words redacted, then quoted
+    line = shell_line(["git", "push", url, "HEAD:fix"])
+    assert PASSWORD not in line and "pa)ss" not in line
+    assert line == "git push https://***@github.com/me/r.git HEAD:fix"
+    assert shell_line(["echo", "it's"]) == "echo 'it'\"'\"'s'"  # the others quoted
+
+
+# ---------------------------------------------------------------- a clean build environment
+
+
+@pytest.mark.integration
+def test_environment_cmake_and_tests_get_no_token_and_no_toolchain_file(world, tmp_path):
+    """A real CMake configure through the tool's spawn: the target's CMake code cannot read a
+    token, and a CMAKE_TOOLCHAIN_FILE of the caller's environment never runs."""
+    from orchestrator.run.testrun import spawn
+
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.16)\nproject(p CXX)\n"
+        "add_executable(t t.cpp)\n"
+        'file(WRITE "${CMAKE_BINARY_DIR}/seen.txt" '
+        '"gh=$ENV{GITHUB_TOKEN} ghx=$ENV{GH_TOKEN} pw=$ENV{DB_PASSWORD} cflags=$ENV{CFLAGS}")\n'
+    )
+    (project / "t.cpp").write_text("int main() { return 0; }\n")
+    marker = tmp_path / "toolchain-ran"
+    toolchain = tmp_path / "evil.cmake"
+    toolchain.write_text(f'file(WRITE "{marker}" "ran")\n')
+    world.mp.setenv("CMAKE_TOOLCHAIN_FILE", str(toolchain))
+    world.mp.setenv("DB_PASSWORD", PASSWORD)
+    world.mp.setenv("CFLAGS", "-O1")
+    build = tmp_path / "build"
+    proc = spawn(["cmake", "-S", str(project), "-B", str(build), "-G", "Ninja"], {})
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    # the compiler is found and builds with what passes (PATH, HOME, CC, CFLAGS, ...)
+    ninja = spawn(["ninja", "-C", str(build)], {})
+    ninja_out, _ = ninja.communicate(timeout=120)
+    assert ninja.returncode == 0 and (build / "t").exists(), ninja_out
+    seen = (build / "seen.txt").read_text()
+    assert seen == "gh= ghx= pw= cflags=-O1", seen
+    assert not marker.exists()
+    env_proc = spawn(["env"], {"GGML_VK_VISIBLE_DEVICES": "0"})
+    env_out, _ = env_proc.communicate(timeout=10)
+    assert TOKEN not in env_out and GH_TOKEN not in env_out and PASSWORD not in env_out
+    assert "GGML_VK_VISIBLE_DEVICES=0" in env_out and "CMAKE_TOOLCHAIN_FILE" not in env_out
+
+
+def test_environment_build_variables_are_part_of_the_cache_key(monkeypatch):
+    from orchestrator import buildenv
+
+    monkeypatch.delenv("CFLAGS", raising=False)
+    before = buildenv.key_part()
+    monkeypatch.setenv("CFLAGS", "-O0")
+    assert buildenv.key_part() == {**before, "CFLAGS": "-O0"}
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    assert TOKEN not in json.dumps(buildenv.key_part())
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo"])
+def test_environment_pip_config_that_is_a_device_or_fifo_is_one_line(world, kind):
+    if kind == "fifo":
+        fifo = world.tmp / "pip.fifo"
+        os.mkfifo(fifo)
+        world.mp.setenv("PIP_CONFIG_FILE", str(fifo))
+    else:
+        world.mp.setenv("PIP_CONFIG_FILE", "/dev/zero")
+    from orchestrator.errors import ConfigError
+    from orchestrator.sources.pypi_sdist import index_urls
+
+    t0 = time.monotonic()
+    with pytest.raises(ConfigError) as e:
+        index_urls()
+    assert "PIP_CONFIG_FILE" in str(e.value) and "\n" not in str(e.value)
+    assert time.monotonic() - t0 < 2
+
+
+# ---------------------------------------------------------------- exit codes of API answers
+
+
+class Api(http.server.BaseHTTPRequestHandler):
+    answer: tuple[int, dict, bytes] = (200, {}, b"[]")
+
+    def do_GET(self):  # noqa: N802
+        status, headers, body = Api.answer
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = do_PATCH = do_GET  # noqa: N815
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.fixture(scope="module")
+def api():
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+    srv.server_close()
+
+
+def _status_file(world: World) -> Path:
+    status = world.tmp / "status.json"
+    row = {"target": "t", "layout": "ggml", "status": "conflict", "detail": "d", "base": "ab"}
+    status.write_text(json.dumps({"profile": "live", "targets": [row]}))
+    return status
+
+
+API_ANSWERS = {
+    "nested-json": ((200, {}, b"[" * 100000 + b"]" * 100000), 26),
+    "an-object-not-a-list": ((200, {}, b'{"items": []}'), 26),
+    "a-body-that-is-an-object": ((200, {}, b'[{"number": 1, "body": {"x": 1}}]'), 0),
+    "huge-rate-limit-reset": (
+        (403, {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "9" * 5000}, b"{}"),
+        24,
+    ),
+    "huge-retry-after": ((429, {"Retry-After": "9" * 40}, b"{}"), 24),
+}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", list(API_ANSWERS))
+def test_exit_codes_odd_api_answers_are_documented_codes(world, api, name, monkeypatch):
+    monkeypatch.setenv("GGML_PATCH_API_BACKOFF_S", "0")
+    Api.answer, code = API_ANSWERS[name]
+    res = world.run(
+        "drift-issue",
+        "--repo",
+        "o/r",
+        "--api-url",
+        api,
+        "--status",
+        _status_file(world),
+        "--dry-run",
+        "--timeout",
+        "5",
+        bound=20,
+    )
+    if code:
+        res.one_line(code)
+    else:
+        assert res.code == 0, res.err
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("command", ["drift-issue", "pr"])
+def test_exit_codes_a_file_api_url_is_2_for_both_commands(world, command):
+    if command == "drift-issue":
+        args = ["--status", _status_file(world), "--repo", "o/r", "--dry-run"]
+    else:
+        args = ["--matrix", MATRIX, "--cache", world.cache, "--bundle", world.tmp / "b"]
+        args += ["--repo", "o/r", "--branch", "x"]
+        args += ["--head-remote", "https://github.com/me/r.git"]
+    res = world.run(command, *args, "--api-url", "file:///etc/passwd")
+    assert "--api-url" in res.one_line(2)

@@ -12,7 +12,7 @@ AUTHOR = "Ada Contributor <ada@example.org>"
 def test_a_malformed_known_limits_file_stops_bundle_before_any_work(tmp_path, repo_root):
     patches = tmp_path / "patches"
     shutil.copytree(repo_root / "patches", patches)
-    limits = patches / "known-limits.yaml"
+    limits = patches / "accumulator-reset" / "known-limits.yaml"
     limits.write_text(
         limits.read_text().replace("status: not changed by this series", "status: fixed", 1)
     )
@@ -42,7 +42,7 @@ def test_a_malformed_known_limits_file_stops_bundle_before_any_work(tmp_path, re
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1
     assert (
-        "patches/known-limits.yaml:" in lines[0]
+        "patches/accumulator-reset/known-limits.yaml:" in lines[0]
         and ".status: 'fixed' is not 'not changed by this series'" in lines[0]
     )
     assert not (results / "bundle").exists() and not (tmp_path / "cache").exists()

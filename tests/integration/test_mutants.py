@@ -290,7 +290,7 @@ def test_no_mutant_files_records_nothing(fake_cell):
     assert ctx.records == [] and ctx.cell.mutants is None
 
 
-def test_mutant_files_come_from_native_tests_mutants(tmp_path):
+def test_mutant_files_come_from_the_topics_native_tests_mutants(tmp_path):
     from orchestrator.config import load_matrix
     from orchestrator.verdicts.mutants import load_mutants
 
@@ -300,18 +300,17 @@ def test_mutant_files_come_from_native_tests_mutants(tmp_path):
     native.mkdir()
     m = tmp_path / "matrix.yaml"
     m.write_text(
-        f"series: {{path: {root / 'patches'}, layout: llama.cpp}}\nnative_tests: {native}\n"
+        f"queue: {{path: {root / 'patches'}, layout: llama.cpp}}\nnative_tests: {native}\n"
         + (root / "matrix.yaml").read_text().split("targets:", 1)[1].join(["targets:", ""])
     )
     assert load_mutants(load_matrix(m)) == []  # no mutants/ folder: none
-    (native / "mutants").mkdir()
-    (native / "mutants" / "02-b.patch").write_text(mutant_text("02", "a\n", "b\n"))
-    (native / "mutants" / "01-a.patch").write_text(mutant_text("01", "a\n", "c\n"))
-    (native / "mutants" / "notes.txt").write_text("not a mutant")
+    mutants = native / "accumulator-reset" / "mutants"  # the topic's own folder
+    mutants.mkdir(parents=True)
+    (mutants / "02-b.patch").write_text(mutant_text("02", "a\n", "b\n"))
+    (mutants / "01-a.patch").write_text(mutant_text("01", "a\n", "c\n"))
+    (mutants / "notes.txt").write_text("not a mutant")
     assert [x.name for x in load_mutants(load_matrix(m))] == ["01-a", "02-b"]
-    (native / "mutants" / "03-c.patch").write_text(
-        "Mutant: c\n\n" + unified_file_diff(OPT, "a\n", "b\n")
-    )
+    (mutants / "03-c.patch").write_text("Mutant: c\n\n" + unified_file_diff(OPT, "a\n", "b\n"))
     with pytest.raises(ConfigError, match=r"mutants/03-c.patch: no 'Why it is wrong: ...' line"):
         load_mutants(load_matrix(m))
 

@@ -38,7 +38,7 @@ def _matrix(tmp: Path, up: Path) -> Path:
         shutil.copytree(ROOT / "patches", tmp / "patches")
         shutil.copytree(ROOT / "native_tests", tmp / "native_tests")
     m = tmp / "matrix.yaml"
-    m.write_text(f"""series: {{path: patches, layout: llama.cpp}}
+    m.write_text(f"""queue: {{path: patches, layout: llama.cpp}}
 targets:
   pypi: {{layout: ggml, source: {{kind: pypi-sdist, package: x, version: "1",
                                   sha256: \"{"0" * 64}\"}}}}

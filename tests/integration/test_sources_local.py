@@ -109,7 +109,7 @@ def test_subdirectory_and_relative_path(tmp_path):
     m = tmp_path / "m"
     m.mkdir()
     (m / "matrix.yaml").write_text(
-        "series: {path: p, layout: llama.cpp}\ntargets:\n"
+        "queue: {path: p, layout: llama.cpp}\ntargets:\n"
         "  t: {layout: ggml, source: {kind: local, path: ../co, subdirectory: vendor/ggml}}\n"
         "backends: {cpu: {}}\nprofiles: {default: {targets: [t], backends: [cpu]}}\n"
     )

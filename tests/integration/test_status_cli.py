@@ -11,6 +11,7 @@ from orchestrator.drift.check import status_of_targets
 from orchestrator.drift.status import UNREACHABLE
 
 from ..helpers.forks import ROOT, git, write_matrix
+from ..helpers.patches import bare_queue
 from ..helpers.tools import run_tool
 
 HDR = "From: A <a@example.com>\nSubject: [PATCH] x\n\nbody\n\n"
@@ -42,8 +43,7 @@ def _one_line_error(proc, code=2) -> str:
 
 @pytest.mark.parametrize("case", [*sorted(BAD_PATCHES), "empty", "not-utf8"])
 def test_bad_series_is_refused_before_anything_is_touched(tmp_path, case):
-    series = tmp_path / "series"
-    series.mkdir()
+    series = bare_queue(tmp_path / "series")  # the bad patch in the queue's one topic
     if case == "empty":
         pass
     elif case == "not-utf8":
@@ -144,3 +144,23 @@ def test_unknown_profile_or_target_is_one_line(tmp_path):
         run_tool("refresh", "gml", "--matrix", m, "--cache", str(tmp_path))
     )
     assert not (tmp_path / "status").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status"],
+        ["matrix"],
+        ["export", "--target", "ggml", "--out", "OUT"],
+        ["refresh", "ggml"],
+        ["bundle"],
+    ],
+)
+def test_an_unknown_topic_is_one_line_before_anything_is_touched(tmp_path, argv):
+    m = str(ROOT / "matrix.yaml")
+    argv = [str(tmp_path / "out") if a == "OUT" else a for a in argv]
+    line = _one_line_error(
+        run_tool(*argv, "--topic", "nope", "--matrix", m, "--cache", str(tmp_path / "c"))
+    )
+    assert "--topic: unknown topic 'nope' (the queue: accumulator-reset" in line
+    assert not (tmp_path / "c" / "status").exists() and not (tmp_path / "out").exists()

@@ -336,8 +336,10 @@ def test_the_fix_it_names_works(tmp_path):
 
 
 def series_copy(tmp_path):
-    d = tmp_path / "series"
-    shutil.copytree(ROOT / "patches", d)
+    """A copy of the queue; the folder of its topic 1 and that topic's patches."""
+    q = tmp_path / "series"
+    shutil.copytree(ROOT / "patches", q)
+    d = q / "accumulator-reset"
     return d, sorted(d.glob("*.patch"))
 
 
@@ -355,7 +357,7 @@ def test_a_series_writing_under_dot_git_is_a_malformed_series(tmp_path):
     ):
         read_series(d, "llama.cpp")
     m = tiny_matrix(tmp_path)
-    m.write_text(m.read_text().replace(str(ROOT / "patches"), str(d)))
+    m.write_text(m.read_text().replace(str(ROOT / "patches"), str(d.parent)))
     assert ".git" in tool(
         "status", "--matrix", m, "--cache", tmp_path / "c", env=isolated_env(tmp_path)
     ).error_line(2)

@@ -926,7 +926,7 @@ def test_a_dependabot_bump_survives_check_and_regeneration(repo_root, tmp_path):
     assert all(f"actions/checkout@{newer} # v7.1.0" in (repo / p).read_text() for p in WORKFLOWS)
     # a pin without its version comment is not taken (the generator does not invent versions)
     text = (repo / DEFAULT_PATH).read_text()
-    assert A.pins_in(text)["actions/checkout"] == A.Pin(newer, "v7.1.0")
+    assert A.pins_in(text)["actions/checkout"] == A.ActionPin(newer, "v7.1.0")
     assert "actions/checkout" not in A.pins_in(text.replace(" # v7.1.0", ""))
 
 
@@ -1221,3 +1221,27 @@ def test_project_ci_covers_constraints_and_the_oldest_python(ci_wf, repo_root):
     )[1]
     assert _step(oldest, "Python")["with"]["python-version"] == claimed
     assert any("-c constraints.txt" in s.get("run", "") for s in oldest["steps"])
+
+
+def test_the_self_hosted_workflow_goes_with_its_last_runner(repo_root, tmp_path):
+    """Written while matrix.yaml names a self-hosted runner; once none is named, `--check` names
+    the file and `ci-workflow` deletes it (left, it would queue jobs for runners now gone)."""
+    repo = _copy_repo(repo_root, tmp_path / "repo")
+    m = repo / "matrix.yaml"
+    plain = m.read_text()
+    hosted = "timeout: 900\n    runs_on: ubuntu-24.04"
+    m.write_text(plain.replace(hosted, hosted.replace("ubuntu-24.04", SELF_HOSTED_RUNNERS)))
+    own = repo / ".github" / "workflows" / "ggml-patch-self-hosted.yml"
+    assert run_tool("ci-workflow", "--matrix", str(m)).returncode == 0 and own.is_file()
+    assert run_tool("ci-workflow", "--matrix", str(m), "--check").returncode == 0
+    m.write_text(plain)
+    proc = run_tool("ci-workflow", "--matrix", str(m), "--check")
+    assert proc.returncode == 2 and f"{own}: generated for a self-hosted runner" in proc.stderr
+    assert own.is_file()  # --check writes nothing
+    proc = run_tool("ci-workflow", "--matrix", str(m))
+    assert proc.returncode == 0 and f"{own} removed (no self-hosted runner)" in proc.stdout
+    assert not own.exists()
+    assert run_tool("ci-workflow", "--matrix", str(m), "--check").returncode == 0
+
+
+SELF_HOSTED_RUNNERS = '[ubuntu-24.04, "self-hosted, linux, gpu"]'

@@ -84,7 +84,13 @@ def test_the_shipped_competing_fixes_load_with_their_provenance():
     by_name = {c.name: c for c in fixes}
     # the fork's reconstructed reset is no port of anyone's code: it is mutant 02 (NOTES.md)
     assert set(by_name) == {"qlora-branch-alloc-zeroing"}
-    assert (ROOT / "native_tests" / "mutants" / "02-reset-at-build-when-opt-i-zero.patch").is_file()
+    assert (
+        ROOT
+        / "native_tests"
+        / "accumulator-reset"
+        / "mutants"
+        / "02-reset-at-build-when-opt-i-zero.patch"
+    ).is_file()
     qlora = by_name["qlora-branch-alloc-zeroing"]
     # its provenance is the stored commit, never a PR no stored evidence ties it to
     assert qlora.url == f"https://github.com/ggml-org/llama.cpp/commit/{ORIGINAL_COMMIT}"
@@ -131,7 +137,7 @@ def _port_context(text):
 def test_the_qlora_port_sits_where_the_stored_original_puts_its_hunk():
     """The port's hunk has the original's context lines around its added lines: at the start of
     ggml_opt_alloc, before the graph is built (not at its end, where it zeroed the loss seed)."""
-    folder = ROOT / "native_tests" / "competing"
+    folder = ROOT / "native_tests" / "accumulator-reset" / "competing"
     fields, before, after = _original(folder / "qlora-branch-alloc-zeroing.original")
     assert fields["commit"] == ORIGINAL_COMMIT and fields["function"] == "ggml_opt_alloc"
     text = (folder / "qlora-branch-alloc-zeroing.patch").read_text(encoding="ascii")
@@ -175,7 +181,11 @@ END_OF_ALLOC = "\n".join(
 
 def test_the_port_check_fails_on_the_port_at_the_end_of_alloc():
     _, before, after = _original(
-        ROOT / "native_tests" / "competing" / "qlora-branch-alloc-zeroing.original"
+        ROOT
+        / "native_tests"
+        / "accumulator-reset"
+        / "competing"
+        / "qlora-branch-alloc-zeroing.original"
     )
     port_before, port_after, _ = _port_context(HEADER + END_OF_ALLOC)
     assert port_before != before and port_after != after
@@ -193,12 +203,14 @@ def test_discussed_at_and_to_pass_are_optional_header_fields():
 
 
 def test_a_malformed_file_in_the_folder_is_named_with_its_folder(tmp_path):
-    (tmp_path / "native_tests" / "competing").mkdir(parents=True)
+    import shutil
+
+    shutil.copytree(ROOT / "patches", tmp_path / "patches")
+    competing = tmp_path / "native_tests" / "accumulator-reset" / "competing"
+    competing.mkdir(parents=True)
     for n in ("CMakeLists.txt", f"{GATE_TEST}.cpp"):
         (tmp_path / "native_tests" / n).write_text("x\n")
-    (tmp_path / "native_tests" / "competing" / "bad.patch").write_text(
-        "Competing fix: x\n\n" + DIFF
-    )
+    (competing / "bad.patch").write_text("Competing fix: x\n\n" + DIFF)
     m = (ROOT / "matrix.yaml").read_text()
     (tmp_path / "matrix.yaml").write_text(m)
     with pytest.raises(ConfigError, match=r"competing/bad.patch: no 'URL: \.\.\.' line"):
@@ -277,16 +289,18 @@ def test_the_gate_joins_the_series_only_once_maintainers_approval_is_recorded(tm
         shutil.copytree(ROOT / d, tmp_path / d)
     text = (ROOT / "matrix.yaml").read_text()
     (tmp_path / "matrix.yaml").write_text(text)
-    assert [p.name[:4] for p in load_series(load_matrix(tmp_path / "matrix.yaml")).patches] == [
-        "0001",
-        "0002",
-    ]
+    topic = ["accumulator-reset"]  # the gate is topic 1's
+    series = load_series(load_matrix(tmp_path / "matrix.yaml"), topic)
+    assert [p.name[:4] for p in series.patches] == ["0001", "0002"]
     approved = text.replace(
         "  layout: llama.cpp\n",
         "  layout: llama.cpp\n  gate_approval: https://github.com/ggml-org/llama.cpp/pull/1#c\n",
         1,
     )
     (tmp_path / "matrix.yaml").write_text(approved)
-    series = load_series(load_matrix(tmp_path / "matrix.yaml"))
+    series = load_series(load_matrix(tmp_path / "matrix.yaml"), topic)
     assert [p.name[:4] for p in series.patches] == ["0001", "0002", "0003"]
+    # in the whole queue the gate patch follows topic 1's series, before the next topic's
+    whole = load_series(load_matrix(tmp_path / "matrix.yaml"))
+    assert "test-opt-dynamic-accum" in whole.patches[2].name
     assert series.gate_test_source() == (ROOT / "native_tests" / f"{GATE_TEST}.cpp").read_text()

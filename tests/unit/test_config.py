@@ -18,7 +18,7 @@ SHA_GGML = "10aac52075cf3c7ef2b00d6c35b1c23f7b018dbeff8ae8df67339b4be1166f05"
 # A copy of matrix.yaml's shape, owned by these tests (the real file may grow).
 BASE = f"""\
 # test matrix
-series:
+queue:
   path: patches
   layout: llama.cpp
 native_tests: native_tests
@@ -70,7 +70,7 @@ CPU_BACKEND = """\
 TARGETS_SECTION = BASE[BASE.index("targets:\n") : BASE.index("backends:\n")]
 BACKENDS_SECTION = BASE[BASE.index("backends:\n") : BASE.index("profiles:\n")]
 PROFILES_SECTION = BASE[BASE.index("profiles:\n") :]
-SERIES_SECTION = BASE[BASE.index("series:\n") : BASE.index("native_tests:")]
+SERIES_SECTION = BASE[BASE.index("queue:\n") : BASE.index("native_tests:")]
 
 
 def sub(old: str, new: str, text: str = BASE) -> str:
@@ -105,7 +105,7 @@ def test_real_matrix_loads():
     assert m.profiles["sanitize"] == (("llama.cpp", "ggml"), ("cpu-sanitize",))
     # the default profile needs nothing but package registries
     assert all(m.targets[t].source.kind == "pypi-sdist" for t in m.profiles["default"][0])
-    assert m.series_dir == ROOT / "patches" and m.series_layout == "llama.cpp"
+    assert m.queue_dir == ROOT / "patches" and m.series_layout == "llama.cpp"
     assert m.native_tests_dir == ROOT / "native_tests"
     llama, ggml = m.targets["llama.cpp"], m.targets["ggml"]
     assert (llama.layout, ggml.layout) == ("llama.cpp", "ggml")
@@ -139,7 +139,7 @@ def test_real_matrix_cells():
 def test_base_matrix_resolves(tmp_path):
     m = load_matrix(_write(tmp_path, BASE))
     assert m.path == tmp_path / "matrix.yaml"
-    assert m.series_dir == tmp_path / "patches"
+    assert m.queue_dir == tmp_path / "patches"
     assert m.native_tests_dir == tmp_path / "native_tests"
     assert m.backends["cpu"] == Backend("cpu", ("-DGGML_CPU=ON",), {}, (), 300.0, "ubuntu-24.04")
     assert m.targets["ggml"].source.options == {
@@ -278,23 +278,23 @@ _CASES = {
         sub(SERIES_SECTION, ""),
         ("native_tests: native_tests",),
         "(top level)",
-        "missing required key 'series'",
+        "missing required key 'queue'",
     ),
     "missing-targets": (
         sub(TARGETS_SECTION, ""),
-        ("series:",),
+        ("queue:",),
         "(top level)",
         "missing required key 'targets'",
     ),
     "missing-backends": (
         sub(BACKENDS_SECTION, ""),
-        ("series:",),
+        ("queue:",),
         "(top level)",
         "missing required key 'backends'",
     ),
     "missing-profiles": (
         sub(PROFILES_SECTION, ""),
-        ("series:",),
+        ("queue:",),
         "(top level)",
         "missing required key 'profiles'",
     ),
@@ -307,20 +307,20 @@ _CASES = {
     # series
     "series-missing-layout": (
         sub("  layout: llama.cpp\nnative", "native"),
-        ("series:",),
-        "series",
+        ("queue:",),
+        "queue",
         "missing required key 'layout'",
     ),
     "series-missing-path": (
         sub("  path: patches\n", ""),
-        ("series:",),
-        "series",
+        ("queue:",),
+        "queue",
         "missing required key 'path'",
     ),
     "series-unknown-layout": (
         sub("  layout: llama.cpp\nnative", "  layout: llama\nnative"),
         ("  layout: llama",),
-        "series.layout",
+        "queue.layout",
         "'llama' is not one of ggml, llama.cpp, whisper.cpp",
     ),
     # targets

@@ -208,3 +208,44 @@ def test_a_rate_limit_waits_as_github_asks(monkeypatch):
     # above the bound the answer is reported, not waited out
     with pytest.raises(G.MaxRetryError):
         r.increment("POST", "/x", response=_Answer(429, {"Retry-After": "3600"}))
+
+
+def test_a_hostile_detail_is_inert_and_cannot_plant_the_state():
+    """A status detail with HTML, a mention, a <details> breakout and a forged state comment: the
+    body shows it as text, and the state read back is the tool's own (the last line)."""
+    forged = D.State(profile="live", targets={"a": _row("conflict")}).to_json()
+    import json
+
+    evil = (
+        "</details> @org/team <img src=https://t.example/p.png> <!-- "
+        f"<!-- ggml-patch-state: {json.dumps(forged)} -->\n## heading | x"
+    )
+    status = ("live", {"a": D.TargetRow(status="applies cleanly", detail=evil, base="ab")})
+    act, state = D.decide(None, ("live", {"b": _row("conflict")}), None, "", NOW)
+    body = D.issue_body(D.current_state(status, None, state, ""), NOW)
+    shown = body.splitlines()[:-1]
+    assert not any("<!--" in line for line in shown[1:])  # only the marker, first
+    assert "<img" not in body and "</details>" not in body and "\n## heading" not in body
+    assert "`@org/team`" in body
+    found = D.Found(1, body)
+    assert found.state is not None and found.state.targets["a"].status == "applies cleanly"
+    # a state comment anywhere but the last line is not the state
+    moved = D.Found(1, body.rstrip("\n") + "\nedited by hand\n")
+    assert moved.state is None
+
+
+def test_the_body_and_comments_stay_under_githubs_limit():
+    many = {
+        f"t{i}": D.TargetRow(status="conflict", detail="x" * 400, base="ab") for i in range(900)
+    }
+    act, state = D.decide(None, ("live", many), None, "run", NOW)
+    assert len(act.body) < 65_536
+    assert D.Found(1, act.body).state == state
+    worse = D.decide(
+        D.Found(1, D.issue_body(D.State(profile="live", targets={}), NOW)),
+        ("live", many),
+        None,
+        "run",
+        NOW,
+    )[0]
+    assert len(worse.comment) < 65_536

@@ -18,6 +18,7 @@ def test_llama_cpp_s_bug_form_gives_its_fields_labels_and_required_flags():
         "Misc. bug: ",
         ("bug-unconfirmed",),
     )
+    # the markdown element is text for the reporter, no field
     assert [(f.id, f.type, f.required) for f in form.fields] == [
         ("version", "textarea", True),
         ("operating-system", "dropdown", False),
@@ -26,7 +27,7 @@ def test_llama_cpp_s_bug_form_gives_its_fields_labels_and_required_flags():
         ("info", "textarea", True),
         ("first_bad_commit", "textarea", False),
         ("logs", "textarea", False),
-    ]  # the markdown element is text for the reporter, no field
+    ]
     os_field = form.fields[1]
     assert os_field.options[:2] == ("Linux", "Mac") and form.fields[3].render == "shell"
     assert "<summary>Logs</summary>" in form.fields[6].value
@@ -74,7 +75,7 @@ def test_render_fills_each_field_by_role_and_leaves_the_others_no_response():
     assert "Title: Misc. bug: a title" in text and "labels: bug-unconfirmed" in text
     assert "### Name and Version\n\nx at commit 0c1e5709\n" in text
     assert "### Operating systems\n\nLinux\n" in text
-    assert "libllama \\(core library\\), Other \\(Please specify in the next section\\)" in text
+    assert "libllama (core library), Other (Please specify in the next section)" in text
     assert "### Command line\n\n```shell\n./build/bin/test-opt\n```\n" in text
     assert "### First Bad Commit\n\n_No response_\n" in text
     assert "### Problem description &amp; steps to reproduce\n" in text  # the form is data: inert

@@ -23,7 +23,7 @@ JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 
 def series_copy(tmp_path):
     d = tmp_path / "series"
-    shutil.copytree(ROOT / "patches", d)
+    shutil.copytree(ROOT / "patches" / "accumulator-reset", d)
     return d, sorted(d.glob("*.patch"))
 
 
@@ -33,7 +33,7 @@ def test_paths_are_absolute_once_loaded(tmp_path, monkeypatch):
     matrix = load_matrix("matrix.yaml")
     assert (
         matrix.path.is_absolute()
-        and matrix.series_dir.is_absolute()
+        and matrix.queue_dir.is_absolute()
         and matrix.native_tests_dir.is_absolute()
     )
     assert Cache("rel").root == tmp_path / "rel"
@@ -197,7 +197,7 @@ def test_a_few_aliases_are_fine(tmp_path):
 
 def test_deep_nesting_is_one_line(tmp_path):
     m = tmp_path / "matrix.yaml"
-    m.write_text("series: " + "[" * 5000 + "]" * 5000 + "\n")
+    m.write_text("queue: " + "[" * 5000 + "]" * 5000 + "\n")
     t0 = time.monotonic()
     with pytest.raises(ConfigError, match="nested"):
         load_matrix(m)

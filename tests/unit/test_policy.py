@@ -228,7 +228,7 @@ def test_the_policy_goes_into_the_manifest_as_json():
 
 # ---------------------------------------------------------------- matrix.yaml's upstream:
 
-MATRIX = """series: {path: patches, layout: llama.cpp}
+MATRIX = """queue: {path: patches, layout: llama.cpp}
 targets:
   t:
     layout: llama.cpp

@@ -166,7 +166,7 @@ def section(text: str, heading: str) -> str:
 
 
 def test_the_shipped_cover_is_the_template_s_headings_and_placeholders_only(repo_root):
-    shipped = (repo_root / "patches" / "cover.md").read_text(encoding="utf-8")
+    shipped = (repo_root / "patches" / "accumulator-reset" / "cover.md").read_text(encoding="utf-8")
     assert shipped == C.blank_cover(
         P.parse_template(".github/pull_request_template.md", TEMPLATE_TEXT)
     )
@@ -298,9 +298,9 @@ def test_issue_md_is_the_bug_form_filled_with_the_reproduction_and_nothing_else(
     assert f"follows the bug form {BUG_FORM} (Bug (misc.)); labels: bug-unconfirmed." in issue
     assert "Title: Misc. bug: zero gradient accumulators each period" in issue
     # the source's description is data: inert Markdown
-    assert "ggml-org/llama.cpp at commit 0c1e5709, as in llama\\-cpp\\-python\\=\\=0.3.36" in issue
+    assert "ggml-org/llama.cpp at commit 0c1e5709, as in llama-cpp-python==0.3.36" in issue
     assert "### Operating systems\n\nLinux\n" in issue
-    modules = "libllama \\(core library\\), Other \\(Please specify in the next section\\)"
+    modules = "libllama (core library), Other (Please specify in the next section)"
     assert f"### Which llama.cpp modules do you know to be affected?\n\n{modules}\n" in issue
     assert "### First Bad Commit\n\n_No response_\n" in issue
     # what breaks, in upstream's words, and where upstream's own training uses that mode

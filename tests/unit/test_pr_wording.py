@@ -144,12 +144,19 @@ def test_a_ported_fix_gets_a_draft_comment_and_no_word_in_the_pr():
     assert "git am 0002-tests-add.patch" in text and "./build/bin/test-opt" in text
     assert "What it would take to pass: the loss node's accumulator" in text
     assert "0eb92d8f033fbc86c7f2ec9bc32f61f75fed88d4" in text and text.isascii()
+    # the port as it is, indentation kept, in a folded block
+    assert "\n+        for (struct ggml_tensor * ga : opt_ctx->grad_accs) {\n" in text
     assert "**wrong**" not in text and "verdict" not in text.lower()
     body = PB.evidence(r, "f" * 64, "llama.cpp", COMMITS, NAMES, TOOLCHAIN, "ggml-org/llama.cpp")
     shown = "\n".join(body)
     assert fix.name not in shown and "**wrong**" not in shown, shown
     # no judged record of it for this target: no draft
     assert CM.drafts([fix], sample(), "llama.cpp", COMMITS, NAMES, None) == {}
+
+
+def test_code_lines_keep_whitespace_and_never_close_the_fence():
+    lines = ["+    if (x) {", " ```", "```", "    ```", "a\x1bb"]
+    assert PB.code_lines(lines) == ["+    if (x) {", "     ```", "    ```", "    ```", "a\\x1bb"]
 
 
 def load_competing_shipped():
@@ -159,7 +166,9 @@ def load_competing_shipped():
     assert (
         parse_competing(
             f"{fix.name}.patch",
-            (ROOT / "native_tests" / "competing" / f"{fix.name}.patch").read_text(),
+            (
+                ROOT / "native_tests" / "accumulator-reset" / "competing" / f"{fix.name}.patch"
+            ).read_text(),
         )
         == fix
     )
@@ -177,7 +186,7 @@ def test_data_in_the_drafts_and_the_issue_is_inert():
     text = F.render(form, {"version": ["v"]}, "t")
     inside = text.split("\n-->\n", 1)[0]  # the comment the tool closes on a line of its own
     assert "-->" not in inside and "<b" not in inside and "&lt;b&gt;" in inside
-    assert "### &lt;img src\\=x&gt; `@all`" in text
+    assert "### &lt;img src=x&gt; `@all`" in text
     r = sample()
     fix = load_competing_shipped()
     rec = r.records_of("llama.cpp/cpu")["control"].model_copy(deep=True)
@@ -194,3 +203,20 @@ def test_data_in_the_drafts_and_the_issue_is_inert():
     # shown literally in a code span: no HTML, no mention
     assert draft.count("<script>") == draft.count("`<script>@maintainer</script>`") == 1
     assert "\n    ``` @x <b>\n" in draft  # the failing line cannot close its fence
+
+
+def test_the_issue_and_the_body_show_test_opt_s_line_not_the_gate_s_when_it_has_one():
+    r = sample()
+    line = "test_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1): FAIL"
+    control = r.records_of("llama.cpp/cpu")["control"]
+    control.tests["test-opt"].outcome = "failed"
+    control.tests["test-opt"].failure_line = line
+    before, after = PB.before_after(r, "llama.cpp", NAMES)
+    assert (before, after) == ([line], ["2/2 backend*optimizer passed"])
+    from orchestrator.upstream import issue
+
+    text, missing = issue.issue_md(
+        None, r, "llama.cpp", COMMITS, NAMES, "o/r", TOOLCHAIN, lambda p: None, "Linux"
+    )
+    assert f"```\n{line}\n```" in text and "device=CPU opt_period=1: FAIL" not in text
+    assert missing == []

@@ -37,9 +37,10 @@ from ..helpers.forks import OPT, OPT_HEADER, ROOT
 
 # the fix and the gate test's own patch (a new file and its registration)
 PATCHES = [
-    *sorted((ROOT / "patches").glob("0001-*.patch")),
+    *sorted((ROOT / "patches" / "accumulator-reset").glob("0001-*.patch")),
     ROOT
     / "native_tests"
+    / "accumulator-reset"
     / "upstream-gate"
     / "0003-tests-add-test-opt-dynamic-accum-for-per-step-gradie.patch",
 ]

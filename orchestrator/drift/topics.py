@@ -1,0 +1,127 @@
+"""`ggml-patch queue`: each topic of the queue, its lifecycle, where it stands on every target (the
+status check `ggml-patch status` runs, once for the whole queue, its patches' results split back
+into the topics) and the last verdict per cell of results.json when there is one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from pydantic import Field
+
+from ..cache import Cache
+from ..config import Matrix
+from ..patchset.files import load_queue
+from ..patchset.queue import Queue, Topic
+from ..records import Record
+from .check import status_of_targets
+from .status import PatchResult, TargetStatus, target_status
+
+NOT_TRIED = "not tried"  # an earlier topic conflicts there: git am stopped before this one
+NOT_APPLIED = "not applied"  # merged upstream or dropped: the queue does not carry it
+
+
+class TopicOnTarget(Record):
+    status: str
+    detail: str = ""
+
+
+class TopicRow(Record):
+    """One topic of `ggml-patch queue --json`."""
+
+    NULLS = frozenset({"bug", "forwarded", "applied_upstream"})
+
+    topic: str
+    state: str
+    summary: str
+    after: list[str] = Field(default_factory=list)
+    bug: Optional[str] = None
+    forwarded: Optional[str] = None
+    applied_upstream: Optional[str] = None
+    last_update: str
+    patches: list[str] = Field(default_factory=list)
+    targets: dict[str, TopicOnTarget] = Field(default_factory=dict)
+    last_verdicts: dict[str, str] = Field(default_factory=dict)  # cell -> its status
+
+
+class QueueReport(Record):
+    profile: str
+    results: Optional[str] = None  # the results.json the verdicts come from
+    topics: list[TopicRow]
+
+
+def split_by_topic(queue: Queue, row: TargetStatus) -> dict[str, TopicOnTarget]:
+    """A target's status row as one status per active topic: its own patches' results (they
+    come in queue order, as many per topic as its series has)."""
+    out = {}
+    start = 0
+    for t in queue.active():
+        count = len(t.series.patches)
+        mine = row.patches[start : start + count]
+        start += count
+        if not row.patches:  # not applicable, unreachable: the same for every topic
+            out[t.name] = TopicOnTarget(status=row.status, detail=row.detail)
+        elif not mine:
+            out[t.name] = TopicOnTarget(
+                status=NOT_TRIED, detail="an earlier topic's patch conflicts there"
+            )
+        else:
+            word, detail = target_status(_own_names(mine, t))
+            out[t.name] = TopicOnTarget(status=word, detail=detail)
+    return out
+
+
+def _own_names(results: list[PatchResult], topic: Topic) -> list[PatchResult]:
+    """The results under the topic's own patch names (the queue numbers them as a whole)."""
+    names = [p.name for p in topic.series.patches]
+    return [r.model_copy(update={"name": n}) for r, n in zip(results, names, strict=False)]
+
+
+def last_verdicts(results_dir: Path, topic: Topic) -> dict[str, str]:
+    """cell -> status in results.json, when the run carried the topic's patches; else none."""
+    from ..model.results import Results  # the results model: only when there are results
+    from ..upstream.bundle import load_results_dir  # its loader, likewise
+
+    if not (Path(results_dir) / "results.json").exists():
+        return {}
+    results: Results = load_results_dir(results_dir)[0]
+    if results.series.topics is not None and topic.name not in results.series.topics:
+        return {}
+    subjects = {p.subject for p in results.series.patches}  # older results: by the subjects
+    if not all(p.subject in subjects for p in topic.series.patches):
+        return {}
+    return {c.cell: str(c.status) for c in results.cells}
+
+
+def queue_report(
+    matrix: Matrix, cache: Cache, targets: list[str], profile: str, results_dir: Optional[Path]
+) -> QueueReport:
+    queue = load_queue(matrix)
+    rows = status_of_targets(matrix, cache, targets) if queue.active() else []
+    on_targets = {r.target: split_by_topic(queue, r) for r in rows}
+    found = results_dir is not None and (Path(results_dir) / "results.json").exists()
+    out = []
+    for t in queue.topics:
+        meta = t.meta
+        if t.active:
+            where = {name: per[t.name] for name, per in on_targets.items()}
+        else:
+            shown = TopicOnTarget(status=NOT_APPLIED, detail=meta.state)
+            where = dict.fromkeys(targets, shown)
+        out.append(
+            TopicRow(
+                topic=t.name,
+                state=meta.state,
+                summary=meta.summary,
+                after=list(meta.after),
+                bug=meta.bug,
+                forwarded=meta.forwarded,
+                applied_upstream=meta.applied_upstream,
+                last_update=meta.last_update,
+                patches=[p.name for p in t.series.patches],
+                targets=where,
+                last_verdicts=last_verdicts(results_dir, t) if found and results_dir else {},
+            )
+        )
+    shown_results = str(Path(results_dir) / "results.json") if found and results_dir else None
+    return QueueReport(profile=profile, results=shown_results, topics=out)

@@ -1,0 +1,296 @@
+"""The patch queue: several topics, each a git am-able series of its own under patches/<topic>/,
+applied in the order patches/queue.yaml gives, each after the topics its `after:` names.
+
+    patches/queue.yaml                  topics: [accumulator-reset, grad-acc-non-static]
+    patches/<topic>/topic.yaml          what it fixes and where it stands (DEP-3's fields, below)
+    patches/<topic>/NNNN-*.patch        the source change first, then its test cases (tests/)
+    patches/<topic>/cover.md, known-limits.yaml, related-upstream.yaml
+    native_tests/<topic>/mutants/, competing/, upstream-gate/
+
+topic.yaml (DEP-3's Origin, Bug, Forwarded, Applied-Upstream, Last-Update, and a lifecycle):
+
+    summary: one line, what the topic fixes
+    origin: where it comes from (a fork's commit URL, "local", ...)
+    bug: https://github.com/OWNER/REPO/issues/N or null
+    forwarded: https://github.com/OWNER/REPO/pull/N or null
+    applied_upstream: an upstream commit (hex) or null
+    last_update: 2026-12-02
+    state: local | forwarded | merged-upstream | dropped
+    after: [topics it must follow: they touch the same lines]
+
+Pure: texts in, records out (the file system is files.py's). Every error is one line naming the
+file, the line and the key.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import BeforeValidator, Field, StringConstraints, ValidationError
+
+from ..config import _line_for, _load_with_lines
+from ..errors import ConfigError
+from ..records import Record, dotted, located
+from .series import Series
+
+QUEUE_FILE = "queue.yaml"
+TOPIC_FILE = "topic.yaml"
+STATES = ("local", "forwarded", "merged-upstream", "dropped")
+ACTIVE = ("local", "forwarded")  # the states whose series the queue applies
+TOPIC_NAME = r"^[a-z0-9][a-z0-9-]*$"
+
+TopicName = Annotated[str, StringConstraints(pattern=TOPIC_NAME)]
+OneLine = Annotated[str, StringConstraints(pattern=r"^[\x20-\x7e]+$")]  # one line, printable ASCII
+Url = Annotated[str, StringConstraints(pattern=r"^https://\S+$")]
+UpstreamCommit = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")]
+
+
+def _iso_date(value: Any) -> Any:
+    """YAML reads 2026-12-02 as a date, "2026-12-02" as a string: both are the same day."""
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        return value.isoformat()
+    if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        datetime.date.fromisoformat(value)  # a ValueError (2026-13-01) is the key's error
+    return value
+
+
+Day = Annotated[  # a calendar day, YYYY-MM-DD (topic.yaml's last_update)
+    str, BeforeValidator(_iso_date), StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}$")
+]
+_EXPECTED = {
+    "summary": "one line of printable ASCII",
+    "origin": "one line of printable ASCII",
+    "bug": "an https:// URL of the upstream issue, or null",
+    "forwarded": "an https:// URL of the pull request, or null",
+    "applied_upstream": "an upstream commit id (7-64 lowercase hex digits), or null",
+    "last_update": "a date, YYYY-MM-DD",
+    "after": "a topic name (lowercase letters, digits, '-')",
+    "topics": "a topic name (lowercase letters, digits, '-')",
+}
+
+
+class TopicMeta(Record):
+    """patches/<topic>/topic.yaml."""
+
+    NULLS = frozenset({"bug", "forwarded", "applied_upstream"})
+
+    summary: OneLine
+    origin: OneLine
+    bug: Optional[Url] = None
+    forwarded: Optional[Url] = None
+    applied_upstream: Optional[UpstreamCommit] = None
+    last_update: Day
+    state: Literal["local", "forwarded", "merged-upstream", "dropped"]
+    after: list[TopicName] = Field(default_factory=list)
+
+
+class QueueOrder(Record):
+    """patches/queue.yaml: the topics, in the order they apply (`after:` may move one later)."""
+
+    topics: list[TopicName] = Field(min_length=1)
+
+
+def _hint(model: type[Record], loc: tuple[Any, ...], kind: str, value: Any) -> Optional[str]:
+    key = next((str(p) for p in reversed(loc) if isinstance(p, str)), "")
+    if kind == "extra_forbidden":
+        return f"unknown key (allowed: {', '.join(model.model_fields)})"
+    if kind == "literal_error":
+        return f"{value!r} is not a state (expected one of: {', '.join(STATES)})"
+    if kind == "missing":
+        return f"missing required key {loc[-1]!r}"
+    if kind == "too_short":
+        return "must not be empty (list the topics in the order they apply)"
+    if key in _EXPECTED and kind != "list_type":
+        return f"{value!r} is not {_EXPECTED[key]}"
+    return None
+
+
+def _parse(kind: type[Any], where: str, text: str) -> tuple[Any, dict[tuple[Any, ...], int]]:
+    data, lines = _load_with_lines(text, where)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}:1: (top level): expected a mapping of keys")
+    try:
+        return kind.model_validate(data, strict=True), lines
+    except ValidationError as e:
+        path, what = located(e, lambda loc, k, v: _hint(kind, loc, k, v))
+        raise ConfigError(
+            f"{where}:{_line_for(lines, path)}: {dotted(path) or '(top level)'}: {what}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    meta: TopicMeta
+    series: Series
+    where: str  # patches/<topic>/topic.yaml, as messages name it
+    lines: dict[tuple[Any, ...], int]
+
+    @property
+    def active(self) -> bool:
+        return self.meta.state in ACTIVE
+
+    def line(self, *key: Any) -> int:
+        return _line_for(self.lines, key)
+
+
+def parse_topic_meta(where: str, text: str) -> tuple[TopicMeta, dict[tuple[Any, ...], int]]:
+    meta, lines = _parse(TopicMeta, where, text)
+    for i, name in enumerate(meta.after):
+        if name in meta.after[:i]:
+            raise ConfigError(
+                f"{where}:{_line_for(lines, ('after', i))}: after[{i}]: {name!r} twice"
+            )
+    return meta, lines
+
+
+def parse_queue_order(where: str, text: str) -> QueueOrder:
+    order, lines = _parse(QueueOrder, where, text)
+    for i, name in enumerate(order.topics):
+        if name in order.topics[:i]:
+            raise ConfigError(
+                f"{where}:{_line_for(lines, ('topics', i))}: topics[{i}]: {name!r} is listed twice"
+            )
+    return order
+
+
+def _is_test_path(path: str) -> bool:
+    return path.startswith("tests/") or "/tests/" in path
+
+
+def check_series_shape(where: str, series: Series) -> None:
+    """A topic's series: its source change first, then its test cases (patches in tests/ only)."""
+    kinds = []
+    for p in series.patches:
+        tests_only = all(_is_test_path(f.path) for f in p.files)
+        kinds.append("test" if tests_only else "source")
+    if kinds[0] != "source":
+        raise ConfigError(
+            f"{where}/{series.patches[0].name}: the series must start with the source change "
+            "(a patch outside tests/), then its test cases"
+        )
+    if "test" not in kinds:
+        raise ConfigError(
+            f"{where}: the series has no test patch (its cases in upstream's tests/, after the "
+            "source change); a fix without its test is not a topic"
+        )
+    first_test = kinds.index("test")
+    if "source" in kinds[first_test:]:
+        late = series.patches[first_test + kinds[first_test:].index("source")]
+        raise ConfigError(
+            f"{where}/{late.name}: a source change after the test patches; the series must be "
+            "the source change first, then its test cases"
+        )
+
+
+@dataclass(frozen=True)
+class Queue:
+    """The topics in the order they apply (queue.yaml's, each moved after its `after:`)."""
+
+    layout: str
+    topics: tuple[Topic, ...]
+
+    def names(self) -> list[str]:
+        return [t.name for t in self.topics]
+
+    def active(self) -> list[Topic]:
+        return [t for t in self.topics if t.active]
+
+    def topic(self, name: str, where: str = "--topic") -> Topic:
+        for t in self.topics:
+            if t.name == name:
+                return t
+        raise ConfigError(f"{where}: unknown topic {name!r} (the queue: {', '.join(self.names())})")
+
+    def chosen(self, names: Optional[list[str]] = None) -> list[Topic]:
+        """The topics to apply: the active ones, or those named with the active topics they
+        follow (`after:`), in queue order. A named topic that is not active is refused."""
+        if not names:
+            return self.active()
+        wanted: set[str] = set()
+        todo = [self.topic(n) for n in names]
+        for t in todo:
+            if not t.active:
+                raise ConfigError(
+                    f"--topic: {t.name!r} is {t.meta.state}; only local and forwarded topics apply"
+                )
+        while todo:
+            t = todo.pop()
+            if t.name in wanted:
+                continue
+            wanted.add(t.name)
+            todo += [d for d in (self.topic(a) for a in t.meta.after) if d.active]
+        return [t for t in self.topics if t.name in wanted]
+
+    def series(self, names: Optional[list[str]] = None) -> Series:
+        """The chosen topics' series as one, in order: each patch numbered by its place in the
+        whole (the topic's own names otherwise: two topics may both have a 0001)."""
+        patches = []
+        chosen = self.chosen(names)
+        for t in chosen:
+            patches += list(t.series.patches)
+        renamed = []
+        for i, p in enumerate(patches, 1):
+            rest = re.sub(r"^\d{4}-", "", p.name)
+            renamed.append(type(p)(f"{i:04d}-{rest}", p.header, p.files, p.trailer))
+        return Series(self.layout, tuple(renamed), tuple(t.name for t in chosen))
+
+
+def order_topics(where: str, order: QueueOrder, topics: dict[str, Topic]) -> list[Topic]:
+    """queue.yaml's order, each topic moved after those its `after:` names (a stable topological
+    sort). An unknown `after:` or a cycle is one line naming the topic.yaml and its line."""
+    for t in topics.values():
+        for i, dep in enumerate(t.meta.after):
+            if dep not in topics:
+                raise ConfigError(
+                    f"{t.where}:{t.line('after', i)}: after[{i}]: unknown topic {dep!r} "
+                    f"(expected one listed in {where}: {', '.join(order.topics)})"
+                )
+            if dep == t.name:
+                raise ConfigError(f"{t.where}:{t.line('after', i)}: after[{i}]: the topic itself")
+    placed: list[Topic] = []
+    left = list(order.topics)
+    while left:
+        ready = [
+            n for n in left if all(d in {p.name for p in placed} for d in topics[n].meta.after)
+        ]
+        if not ready:
+            cycle = _a_cycle(left, topics)
+            first = topics[cycle[0]]
+            raise ConfigError(
+                f"{first.where}:{first.line('after')}: after: a cycle "
+                f"({' -> '.join(cycle)}); one of them must not wait for the other"
+            )
+        placed.append(topics[ready[0]])
+        left.remove(ready[0])
+    return placed
+
+
+def _a_cycle(left: list[str], topics: dict[str, Topic]) -> list[str]:
+    """A cycle among the topics left (each waits for one of them): followed from the first."""
+    path = [left[0]]
+    while True:
+        waits = [d for d in topics[path[-1]].meta.after if d in left]
+        nxt = waits[0]
+        if nxt in path:
+            return path[path.index(nxt) :] + [nxt]
+        path.append(nxt)
+
+
+def build_queue(
+    where: str, layout: str, order_text: str, topic_files: dict[str, tuple[str, str, Series]]
+) -> Queue:
+    """The queue from queue.yaml's text and, per listed topic, (topic.yaml's name, its text, its
+    series). A listed topic with no entry is refused by the caller (it knows the folder)."""
+    order = parse_queue_order(where, order_text)
+    topics = {}
+    for name in order.topics:
+        meta_where, text, series = topic_files[name]
+        meta, lines = parse_topic_meta(meta_where, text)
+        check_series_shape(str(PurePosixPath(meta_where).parent), series)
+        topics[name] = Topic(name, meta, series, meta_where, lines)
+    return Queue(layout, tuple(order_topics(where, order, topics)))
