@@ -86,9 +86,8 @@ def added_lines(name: str, text: str) -> tuple[list[Added], list[str]]:
     for f in unidiff.PatchSet(text):
         if f.is_added_file:
             new_files.append(f.path)
-        for ln in (
-            ln for hunk in f for ln in hunk if ln.is_added
-        ):  # an added line has both numbers
+        # an added line has both numbers
+        for ln in (ln for hunk in f for ln in hunk if ln.is_added):
             added.append(
                 Added(
                     name,
@@ -435,9 +434,8 @@ def check_disclosure(policy: DerivedPolicy, cov: cover.Cover) -> Check:
     what = (
         "YES without how AI was used" if d.status == "undescribed" else "not answered (YES or NO)"
     )
-    tline = (
-        policy.template.disclosure if policy.template else None
-    )  # not None: disclosure() says "no-line" then
+    # not None: disclosure() says "no-line" then
+    tline = policy.template.disclosure if policy.template else None
     cited = f": {shorten(tline.text.strip(), 60)} ({tline.where})" if tline else ""
     return Check("disclosure", WARN, what + cited, (d.where,), rule + ((tline,) if tline else ()))
 
