@@ -86,17 +86,14 @@ def added_lines(name: str, text: str) -> tuple[list[Added], list[str]]:
     for f in unidiff.PatchSet(text):
         if f.is_added_file:
             new_files.append(f.path)
-        # an added line has both numbers
-        for ln in (ln for hunk in f for ln in hunk if ln.is_added):
-            added.append(
-                Added(
-                    name,
-                    ln.diff_line_no or 0,
-                    f.path,
-                    ln.target_line_no or 0,
-                    ln.value.rstrip("\n"),
-                )
-            )
+        for hunk in f:
+            for ln in hunk:
+                if not ln.is_added:
+                    continue
+                # an added line has both numbers
+                diff_line = ln.diff_line_no or 0
+                file_line = ln.target_line_no or 0
+                added.append(Added(name, diff_line, f.path, file_line, ln.value.rstrip("\n")))
     return added, new_files
 
 
@@ -173,7 +170,11 @@ def check_ascii_texts(policy: Policy, texts: dict[str, str]) -> Check:
 
 def _comment_style(path: str) -> Optional[str]:
     low = path.lower()
-    return "//" if low.endswith(_C_FAMILY) else "#" if low.endswith(_HASH_FAMILY) else None
+    if low.endswith(_C_FAMILY):
+        return "//"
+    if low.endswith(_HASH_FAMILY):
+        return "#"
+    return None
 
 
 def _comment_text(line: str) -> str:
