@@ -291,7 +291,7 @@ def test_issue_md_is_the_bug_form_filled_with_the_reproduction_and_nothing_else(
         "Operating systems",
         "Which llama.cpp modules do you know to be affected?",
         "Command line",
-        "Problem description &amp; steps to reproduce",  # inert: the form is data
+        "Problem description & steps to reproduce",  # a lone & starts no entity: kept
         "First Bad Commit",
         "Relevant log output",
     ]
@@ -340,7 +340,7 @@ def test_issue_md_without_a_form_has_the_usual_fields_and_names_the_missing_ones
     assert [ln[4:] for ln in issue.splitlines() if ln.startswith("### ")] == [
         "Name and Version",
         "Command line",
-        "Problem description &amp; steps to reproduce",  # inert: the form is data
+        "Problem description & steps to reproduce",  # a lone & starts no entity: kept
         "Relevant log output",
     ]
     assert "./build/bin/test-opt\n```" in issue
