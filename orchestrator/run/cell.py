@@ -616,7 +616,8 @@ def cache_inputs(ctx: CellContext, snap: sources.Snapshot, rendered: Series) -> 
         "env": ctx.env,
         "timeout": ctx.backend.timeout,
         "build_only": ctx.build_only_reason is not None,
-        "toolchain": toolchain.versions(),
+        # probed again only when an executable changed: a no-change re-run starts none of them
+        "toolchain": toolchain.versions(results_cache_dir(ctx.cache)),
         "mutants": mutants,
         # the key's name kept: cached results stay valid
         "mutants_enabled": not ctx.options.no_mutants,
