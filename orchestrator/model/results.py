@@ -275,6 +275,7 @@ class VariantRecord(_OfCell):
     tests: dict[str, TestRecord] = Field(default_factory=dict)
     training: Optional[TrainingRun] = None
     reverted: Optional[list[str]] = None  # the control: the files reverted
+    topic: Optional[str] = None  # a control's or a mutant's topic in the queue
     mutant: Optional[MutantInfo] = None
     verdict: Optional[Verdict] = None  # the control's (or a mutant's) verdict (its status too)
     verdict_reason: TextLine = ""
