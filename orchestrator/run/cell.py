@@ -23,6 +23,7 @@ from ..errors import BuildFailed, ExitCode, GgmlPatchError, SeriesDoesNotApply
 from ..model.layout import GATE_TEST, TESTS, UPSTREAM_TEST, BuildPlan, build_plan, get_layout
 from ..model.results import (
     COMPETING_PREFIX,
+    CONTROL_PREFIX,
     MUTANT_PREFIX,
     AttributionEntry,
     AttributionLabel,
@@ -264,37 +265,41 @@ def control(ctx: CellContext) -> Controlled:
     return Controlled(rec, entries, attribution.failure_kind(entries), tuple(others))
 
 
-CONTROL_PREFIX = "control-"  # a later topic's control: "control-" + the topic's name
-
-
 def _topic_control(
     ctx: CellContext, tree: Tree, targets: tuple[str, ...], topic: str, variant: str
 ) -> VariantRecord:
-    """The whole queue with only `topic`'s source hunks reverted (`git apply -R` of them), built,
-    its tests run, the files put back; a record judged invalid when they do not revert."""
+    """The whole queue with only `topic`'s source hunks reverted, built, its tests run, the files
+    put back; a record judged invalid when they do not revert."""
+    paths = sorted({f.path for f in tree.rendered.topic_fix_diffs(topic)})
+    ctx.steps.step(f"control {topic}", f"revert its hunks in {', '.join(paths)}, keep the tests")
+    try:
+        with topic_reverted(ctx, tree, topic):
+            ctx.steps.done("reverted")
+            rec = build_variant(ctx, variant, targets)
+            if ctx.runs_tests and rec.status != RecordStatus.BUILD_FAILED:
+                programs = tuple(t for t in targets if t not in TESTS)
+                _run_variant(ctx, programs, rec)
+    except GitError as e:
+        rec = ctx.record(variant, RecordStatus.INVALID)
+        rec.verdict = Verdict.INVALID
+        rec.verdict_reason = f"its hunks do not revert on the whole queue: {e.line}"
+        ctx.steps.done(rec.verdict_reason)
+    rec.reverted, rec.topic = paths, topic
+    return rec
+
+
+@contextmanager
+def topic_reverted(ctx: CellContext, tree: Tree, topic: str) -> Iterator[list[str]]:
+    """The worktree with only `topic`'s source hunks reverted (`git apply -R` of them on the whole
+    queue), put back whatever happens; a GitError when they do not revert."""
     diffs = tree.rendered.topic_fix_diffs(topic)
     paths = sorted({f.path for f in diffs})
-    ctx.steps.step(f"control {topic}", f"revert its hunks in {', '.join(paths)}, keep the tests")
     patch = ctx.cell_dir / "controls" / f"{topic}.patch"
     patch.parent.mkdir(parents=True, exist_ok=True)
     patch.write_text("".join(f.text for f in diffs), encoding="utf-8")
     with files_kept(tree.worktree.path, paths):
-        try:
-            tree.worktree.unapply(patch)
-        except GitError as e:
-            rec = ctx.record(variant, RecordStatus.INVALID)
-            rec.verdict = Verdict.INVALID
-            rec.verdict_reason = f"its hunks do not revert on the whole queue: {e.line}"
-            ctx.steps.done(rec.verdict_reason)
-            rec.reverted, rec.topic = paths, topic
-            return rec
-        ctx.steps.done("reverted")
-        rec = build_variant(ctx, variant, targets)
-        if ctx.runs_tests and rec.status != RecordStatus.BUILD_FAILED:
-            programs = tuple(t for t in targets if t not in TESTS)
-            _run_variant(ctx, programs, rec)
-    rec.reverted, rec.topic = paths, topic
-    return rec
+        tree.worktree.unapply(patch)
+        yield paths
 
 
 def _judge_topic_control(ctx: CellContext, series: Series, rec: VariantRecord) -> None:
@@ -371,8 +376,16 @@ def run_competing(ctx: CellContext) -> list[VariantRecord]:
     if skipped:
         return [_diff_record(ctx, c, RecordStatus.SKIPPED, skipped) for c in competing]
     tree = ctx.got(APPLY)
-    with ctx.timing("competing"), fix_reverted(tree):
-        return [_run_competing(ctx, tree.worktree, patched, c) for c in competing]
+    if len(tree.rendered.topics) < 2:
+        with ctx.timing("competing"), fix_reverted(tree):
+            return [_run_competing(ctx, tree.worktree, patched, c) for c in competing]
+    # a queue: each on the whole queue with only its own topic's hunks reverted
+    recs = []
+    with ctx.timing("competing"):
+        for c in competing:
+            with topic_reverted(ctx, tree, c.topic or tree.rendered.topics[0]):
+                recs.append(_run_competing(ctx, tree.worktree, patched, c))
+    return recs
 
 
 def _add_records(ctx: CellContext, recs: list[VariantRecord]) -> None:
