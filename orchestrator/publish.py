@@ -91,8 +91,10 @@ def one_line(value: object, limit: int = _LINE_MAX) -> str:
 
 def _escape_words(part: str) -> str:
     out = []
-    for ch in part:
-        if ch in _HTML:
+    for i, ch in enumerate(part):
+        # a lone & ("A & B") starts no entity: kept, so a heading reads as written
+        lone_amp = ch == "&" and not part[i + 1 : i + 2].isalnum() and part[i + 1 : i + 2] != "#"
+        if ch in _HTML and not lone_amp:
             out.append(_HTML[ch])
         elif ch in _MD_ESCAPE:
             out.append("\\" + ch)

@@ -61,10 +61,8 @@ UNPROVEN = "not yet proven on GitHub"
 # table cell, a detail someone edited in) is never taken for it
 _STATE = re.compile(r"<!-- ggml-patch-state: (?P<json>\{[^\n]*\}) -->")
 RANK = {APPLIES: 0, UPSTREAM: 0, THREE_WAY: 1, NOT_APPLICABLE: 2, CONFLICT: 3}
-NOT_KNOWN = (
-    UNREACHABLE,
-    UNAVAILABLE,
-)  # the source could not be had: nothing learnt about the series
+# the source could not be had: nothing learnt about the series
+NOT_KNOWN = (UNREACHABLE, UNAVAILABLE)
 STATUSES = (*RANK, *NOT_KNOWN)  # every status `ggml-patch status` writes
 STATUS_JSON = "the output of `ggml-patch status --json`"
 _DETAIL_MAX = 300
@@ -87,9 +85,8 @@ class TargetRow(Record):
     status: str
     detail: str = ""
     base: str = ""
-    kept: Optional[str] = (
-        None  # the source could not be had now: why the last known status is shown
-    )
+    # the source could not be had now: why the last known status is shown
+    kept: Optional[str] = None
 
 
 class FailingCell(Record):
@@ -121,9 +118,8 @@ class State(Record):
 
 
 Targets = tuple[str, dict[str, TargetRow]]  # (profile, target -> row): a status file
-Failing = tuple[
-    str, dict[str, FailingCell]
-]  # (profile, cell -> why): the failing cells of a results.json
+# (profile, cell -> why): the failing cells of a results.json
+Failing = tuple[str, dict[str, FailingCell]]
 
 
 def read_status(data: Any, where: str) -> Targets:
@@ -281,9 +277,8 @@ def decide(
     if found is None:
         return Action("open", why, None, issue_body(state, now)), state
     n = found.number
-    if (
-        not found.open
-    ):  # reopened when there are problems, unless closed as not planned and nothing got worse since
+    # reopened when there are problems, unless closed as not planned and nothing got worse since
+    if not found.open:
         if not now_problems:
             return Action("none", f"all clean; #{n} stays closed", n), state
         if found.state_reason == "not_planned" and not worse:
@@ -427,9 +422,8 @@ class Request:
     ok_if: tuple[int, ...] = ()  # answers that are fine though not 2xx (e.g. the label exists: 422)
 
 
-MAX_PAGES = (
-    20  # of 100 issues each, when the issue lost its label: the newest 2,000 issues are looked at
-)
+# of 100 issues each, when the issue lost its label: the newest 2,000 issues are looked at
+MAX_PAGES = 20
 
 
 def find_requests() -> list[Request]:

@@ -33,7 +33,9 @@ FAST_TESTS = 'python -m pytest -m "unit or integration" -ra\n'
 # unit tier pass
 OLDEST_PYTHON = "3.10"
 # as in noxfile.py's lint session
-LINT = "ruff check orchestrator\nmypy\nruff format --check orchestrator\n"
+# what noxfile.py's lint session checks (LINTED there)
+LINTED = "orchestrator tests benchmarks noxfile.py"
+LINT = f"ruff check {LINTED}\nmypy\nruff format --check {LINTED}\n"
 # zizmor refuses an empty token: without one (the job run in act, offline) only its offline audits
 ZIZMOR = (
     'if [ -n "$GH_TOKEN" ]; then zizmor --format github .github\n'

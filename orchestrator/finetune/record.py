@@ -12,6 +12,7 @@ from typing import Annotated, Any, Iterable, Literal, Optional, Union
 
 from pydantic import ConfigDict, Field, StringConstraints, ValidationError
 
+from .. import buildenv
 from ..model.values import Seconds, Sha256
 from ..records import Record, error_line
 from ..run import resultcache
@@ -379,6 +380,9 @@ class Inputs(Record):
     flags: BuildFlags
     toolchain: dict[str, str]
     markers: tuple[str, ...] = ()  # string literals the fix adds (provenance check)
+    # CC, CFLAGS, ... as set when the inputs were gathered (buildenv.BUILD_VARIABLES): the
+    # builds see them, so a change in one re-trains instead of reusing a stale result
+    build_env: dict[str, str] = Field(default_factory=buildenv.key_part)
 
     def pretrain_key(self) -> str:
         """The pre-trained model's cache key: the random model, the text, how, and the fixed
@@ -394,6 +398,8 @@ class Inputs(Record):
             "flags": self.flags.cmake,
             "toolchain": self.toolchain,
         }
+        if self.build_env:  # none set: the key (and every cached result) is unchanged
+            parts["build_env"] = self.build_env
         blob = json.dumps(parts, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()
 
@@ -408,6 +414,7 @@ class Inputs(Record):
             cases=[c.key() for c in cases],
             toolchain=self.toolchain,
             pretrain=self.pretrain_key(),
+            build_env=self.build_env,
         )
 
 
@@ -431,10 +438,11 @@ def cache_key(
     cases: list[dict[str, Any]],
     toolchain: dict[str, Any],
     pretrain: str = "",
+    build_env: Optional[dict[str, str]] = None,
 ) -> str:
     """A stable sha256 of all that decides the results (pure): series is the rendered series'
     digest, model the random model's, data the training text's, program finetune.cpp's, pretrain
-    the pre-training's key."""
+    the pre-training's key, build_env the build-relevant variables set (buildenv.key_part)."""
     parts: dict[str, Any] = {
         "base": base,
         "series": series,
@@ -448,4 +456,6 @@ def cache_key(
         "v": FINETUNE_KEY_VERSION,
         "kind": "finetune",
     }
+    if build_env:  # none set: the key (and every cached result) is unchanged
+        parts["build_env"] = build_env
     return resultcache.cell_key(parts)

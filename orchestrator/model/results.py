@@ -103,6 +103,8 @@ class RecordStatus(Word):
 
 
 MUTANT_PREFIX = "mutant:"  # a mutant's variant: "mutant:<file name without .patch>"
+# a later topic's control: "control-<topic>" (the first topic's is "control", as before the queue)
+CONTROL_PREFIX = "control-"
 COMPETING_PREFIX = "competing:"  # a competing fix's variant: "competing:<file name without .patch>"
 
 
@@ -275,6 +277,7 @@ class VariantRecord(_OfCell):
     tests: dict[str, TestRecord] = Field(default_factory=dict)
     training: Optional[TrainingRun] = None
     reverted: Optional[list[str]] = None  # the control: the files reverted
+    topic: Optional[str] = None  # a control's or a mutant's topic in the queue
     mutant: Optional[MutantInfo] = None
     verdict: Optional[Verdict] = None  # the control's (or a mutant's) verdict (its status too)
     verdict_reason: TextLine = ""
@@ -455,6 +458,15 @@ class Results(Record):
         return [
             r for r in self.records if r.cell == cell_id and r.variant.startswith(MUTANT_PREFIX)
         ]
+
+    def controls_of(self, cell_id: str) -> list[VariantRecord]:
+        """The cell's controls that name their topic (a queue's), in queue order."""
+        out = []
+        for r in self.records:
+            is_control = r.variant == "control" or r.variant.startswith(CONTROL_PREFIX)
+            if r.cell == cell_id and is_control and r.topic:
+                out.append(r)
+        return out
 
     def competing_of(self, cell_id: str) -> list[VariantRecord]:
         return [

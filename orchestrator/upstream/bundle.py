@@ -425,9 +425,8 @@ def bundle_target(
         verification=verification,
         toolchain=tools,
         warnings=warnings,
-        known_limits=as_json(
-            known_limits
-        ),  # patches/known-limits.yaml: what the series leaves as it is
+        # patches/known-limits.yaml: what the series leaves as it is
+        known_limits=as_json(known_limits),
         **docs.manifest_fields(opts.author, opts.assisted_by, head),
     )
     files_text[MANIFEST] = json.dumps(man, indent=2) + "\n"  # the whole manifest, redacted
@@ -442,9 +441,8 @@ def _write_dir(dest: Path, files: dict[str, str | bytes]) -> None:
     """Replace `dest` whole (no earlier patch is left beside the new ones), only when it is an
     earlier bundle or empty, through a staging folder of its own (a user's `.NAME.partial/` is
     never touched)."""
-    earlier = dest.is_dir() and (
-        not any(dest.iterdir()) or outdir.made_bundle(dest)
-    )  # or an empty folder
+    # an empty folder, or a bundle the tool wrote before
+    earlier = dest.is_dir() and (not any(dest.iterdir()) or outdir.made_bundle(dest))
     if dest.is_symlink() or (dest.exists() and not earlier):
         raise ConfigError(
             f"{dest}: holds files ggml-patch did not write; move them away or name another --out"

@@ -26,9 +26,8 @@ from ..redact import redact, redact_data
 API_VERSION = "2022-11-28"
 RETRIES = 3  # after the first try: 4 answers at most
 BACKOFF = 2.0  # urllib3: no wait before the first retry, then 4 s, 8 s (2 * 2**(n-1))
-BACKOFF_ENV = (
-    "GGML_PATCH_HTTP_BACKOFF"  # another factor (seconds; 0: retry at once), e.g. for tests
-)
+# another factor (seconds; 0: retry at once), e.g. for tests
+BACKOFF_ENV = "GGML_PATCH_HTTP_BACKOFF"
 RETRY_AFTER_MAX = 60.0  # a longer Retry-After is reported, not slept through
 # GitHub asks for at least a minute after a rate limit that does not say how long
 RATE_LIMIT_WAIT = 60.0

@@ -423,9 +423,8 @@ def evidence(
         "Toolchain",
         [f"- {inert(name)}: {inert(value)}" for name, value in toolchain_lines(toolchain)],
     )
-    return [
-        redact(line) for line in out
-    ]  # the run's records may name URLs: never their credentials
+    # the run's records may name URLs: never their credentials
+    return [redact(line) for line in out]
 
 
 def visible_lines(text: str) -> list[str]:

@@ -86,18 +86,14 @@ def added_lines(name: str, text: str) -> tuple[list[Added], list[str]]:
     for f in unidiff.PatchSet(text):
         if f.is_added_file:
             new_files.append(f.path)
-        for ln in (
-            ln for hunk in f for ln in hunk if ln.is_added
-        ):  # an added line has both numbers
-            added.append(
-                Added(
-                    name,
-                    ln.diff_line_no or 0,
-                    f.path,
-                    ln.target_line_no or 0,
-                    ln.value.rstrip("\n"),
-                )
-            )
+        for hunk in f:
+            for ln in hunk:
+                if not ln.is_added:
+                    continue
+                # an added line has both numbers
+                diff_line = ln.diff_line_no or 0
+                file_line = ln.target_line_no or 0
+                added.append(Added(name, diff_line, f.path, file_line, ln.value.rstrip("\n")))
     return added, new_files
 
 
@@ -174,7 +170,11 @@ def check_ascii_texts(policy: Policy, texts: dict[str, str]) -> Check:
 
 def _comment_style(path: str) -> Optional[str]:
     low = path.lower()
-    return "//" if low.endswith(_C_FAMILY) else "#" if low.endswith(_HASH_FAMILY) else None
+    if low.endswith(_C_FAMILY):
+        return "//"
+    if low.endswith(_HASH_FAMILY):
+        return "#"
+    return None
 
 
 def _comment_text(line: str) -> str:
@@ -435,9 +435,8 @@ def check_disclosure(policy: DerivedPolicy, cov: cover.Cover) -> Check:
     what = (
         "YES without how AI was used" if d.status == "undescribed" else "not answered (YES or NO)"
     )
-    tline = (
-        policy.template.disclosure if policy.template else None
-    )  # not None: disclosure() says "no-line" then
+    # not None: disclosure() says "no-line" then
+    tline = policy.template.disclosure if policy.template else None
     cited = f": {shorten(tline.text.strip(), 60)} ({tline.where})" if tline else ""
     return Check("disclosure", WARN, what + cited, (d.where,), rule + ((tline,) if tline else ()))
 

@@ -52,6 +52,7 @@ class CompetingFix(DiffInLayout):
     files: tuple[FileDiff, ...]  # the diff against the unfixed tree, in the series' layout
     discussed_at: str = ""  # where a comment on it goes; "" when no stored evidence names one
     to_pass: str = ""
+    topic: str = ""  # the queue's topic whose native_tests/<topic>/competing/ holds it
 
 
 def parse_competing(name: str, text: str) -> CompetingFix:

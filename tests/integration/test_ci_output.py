@@ -76,7 +76,8 @@ def test_annotation_lines_escape_and_levels():
     assert (
         lines[0]
         == f"::error file=matrix.yaml,line={m.lines[('targets', 'ggml')]},title=ggml-patch "
-        "ggml/cpu%3A failed::50%25 broke:%0Aline two"
+        # a reason is one line in the model (issue 36): the newline is a space before it gets here
+        "ggml/cpu%3A failed::50%25 broke: line two"
     )
     assert lines[1].startswith("::notice ") and lines[1].endswith("::no GPU")
     assert lines[2].startswith("::error ") and lines[2].endswith("::error")

@@ -1323,6 +1323,53 @@ def test_environment_build_variables_are_part_of_the_cache_key(monkeypatch):
     assert TOKEN not in json.dumps(buildenv.key_part())
 
 
+def test_environment_build_variables_are_part_of_the_training_cache_key(monkeypatch):
+    """A changed CC/CXX/CFLAGS re-trains: the training evidence's key (and its pre-training's)
+    holds them as the cell's key does; no token is part of it."""
+    from orchestrator.finetune import results as ft
+    from orchestrator.finetune.record import Inputs
+
+    for name in ("CC", "CXX", "CFLAGS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    model = ft.RandomModel(
+        sha256="1" * 64,
+        seed=1,
+        dims={},
+        n_vocab=8,
+        vocab_sha256="0" * 64,
+        n_params=8,
+        vocab_file="models/v.gguf",
+        gguf="0.19.0",
+    )
+
+    def gathered() -> Inputs:
+        return Inputs(
+            base="a" * 40,
+            series_sha256="b" * 64,
+            rendered_sha256="c" * 64,
+            model=model,
+            model_path=Path("/c/m.gguf"),
+            pretrain_data=ft.DataInfo(sha256="3" * 64),
+            pretrain_paths=(),
+            data=ft.DataInfo(sha256="5" * 64),
+            data_paths=(),
+            program_sha256="d" * 64,
+            flags=ft.BuildFlags(cmake=["-DGGML_CPU=ON"], program=ft.program_options()),
+            toolchain={"cxx": "c++ 12.2.0"},
+        )
+
+    cases = tuple(ft.parse_cases([]))
+    keys = {gathered().key(cases)}
+    pretrain_keys = {gathered().pretrain_key()}
+    for name, value in (("CC", "clang"), ("CXX", "clang++"), ("CFLAGS", "-O0")):
+        monkeypatch.setenv(name, value)
+        keys.add(gathered().key(cases))
+        pretrain_keys.add(gathered().pretrain_key())
+    assert len(keys) == 4 and len(pretrain_keys) == 4
+    assert TOKEN not in json.dumps(gathered().build_env)
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("kind", ["dev-zero", "fifo"])
 def test_environment_pip_config_that_is_a_device_or_fifo_is_one_line(world, kind):

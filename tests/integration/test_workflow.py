@@ -697,7 +697,11 @@ def test_the_projects_own_ci(ci_wf, tmp_path):
         "python -m pip install --disable-pip-version-check -c constraints.txt '.[test,lint]'"
         in runs
     )
-    assert "ruff check orchestrator\nmypy\nruff format --check orchestrator" in runs
+    # the paths nox -s lint checks, read from the noxfile itself
+    noxfile = (ROOT / "noxfile.py").read_text(encoding="utf-8")
+    linted = re.search(r"^LINTED = \((.*)\)$", noxfile, re.M)[1].replace('"', "").split(", ")
+    paths = " ".join(linted)
+    assert f"ruff check {paths}\nmypy\nruff format --check {paths}" in runs
     assert 'python -m pytest -m "unit or integration" -ra' in runs
     assert "ggml-patch ci-workflow --check" in runs and "actionlint" in runs
     for s in steps[4:]:

@@ -559,3 +559,27 @@ def test_unfinished_runs_and_a_control_that_changed_nothing():
     assert ft.no_case_differs(same)
     # no pair: no verdict
     assert not ft.no_case_differs(sample(runs=[run("patched", "adamw", 1, FIXED)]))
+
+
+def test_the_key_covers_the_build_variables_so_a_changed_compiler_retrains(monkeypatch):
+    """CC, CXX, CFLAGS, ... (buildenv.BUILD_VARIABLES) reach both builds: a change in one gives
+    other keys (training's and pre-training's), so no stale training result is reused; none
+    set gives the key of before (cached results stay valid); a token is never part of it."""
+    cases = tuple(ft.parse_cases([]))
+    for name in ("CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_not_in_the_key")
+    plain = inputs()
+    assert plain.build_env == {}
+    assert plain.key(cases) == inputs(build_env={}).key(cases)
+    monkeypatch.setenv("CFLAGS", "-O0")
+    with_cflags = inputs()
+    assert with_cflags.build_env == {"CFLAGS": "-O0"}
+    assert with_cflags.key(cases) != plain.key(cases)
+    assert with_cflags.pretrain_key() != plain.pretrain_key()
+    monkeypatch.setenv("CC", "clang")
+    with_cc = inputs()
+    assert with_cc.key(cases) not in (plain.key(cases), with_cflags.key(cases))
+    monkeypatch.setenv("CXX", "clang++")
+    assert inputs().key(cases) not in (plain.key(cases), with_cc.key(cases))
+    assert "ghp_not_in_the_key" not in json.dumps(inputs().build_env)

@@ -291,7 +291,7 @@ def test_issue_md_is_the_bug_form_filled_with_the_reproduction_and_nothing_else(
         "Operating systems",
         "Which llama.cpp modules do you know to be affected?",
         "Command line",
-        "Problem description &amp; steps to reproduce",  # inert: the form is data
+        "Problem description & steps to reproduce",  # a lone & starts no entity: kept
         "First Bad Commit",
         "Relevant log output",
     ]
@@ -321,13 +321,11 @@ def test_issue_md_is_the_bug_form_filled_with_the_reproduction_and_nothing_else(
     # the log in the form's own <details> block
     logs = issue.split("### Relevant log output\n", 1)[1]
     assert "<summary>Logs</summary>" in logs and "```console\ndevice=CPU opt_period=1" in logs
-    assert (
-        "Per-step training" not in issue and "Overview" not in issue
-    )  # no prose, not even the cover's
+    # no prose, not even the cover's
+    assert "Per-step training" not in issue and "Overview" not in issue
     assert issue.isascii()
-    assert (
-        "| 2 | 0.5 | 0.625 | 41.5 | 60.25 |" not in issue
-    )  # the toy table stays in results and summary.md
+    # the toy table stays in results and summary.md
+    assert "| 2 | 0.5 | 0.625 | 41.5 | 60.25 |" not in issue
     # no digest in what GitHub shows: not the sdist's, not the snapshot's commit
     shown = PB.visible_lines(issue)
     assert not [ln for ln in shown if re.search(r"\b[0-9a-f]{64}\b", ln)]
@@ -342,7 +340,7 @@ def test_issue_md_without_a_form_has_the_usual_fields_and_names_the_missing_ones
     assert [ln[4:] for ln in issue.splitlines() if ln.startswith("### ")] == [
         "Name and Version",
         "Command line",
-        "Problem description &amp; steps to reproduce",  # inert: the form is data
+        "Problem description & steps to reproduce",  # a lone & starts no entity: kept
         "Relevant log output",
     ]
     assert "./build/bin/test-opt\n```" in issue
@@ -404,9 +402,8 @@ def test_the_body_s_visible_part_is_short_and_the_rest_is_folded():
     assert "Without the fix:" in shown and "With the fix:" in shown
     assert sum(len(ln.split()) for ln in PB.visible_lines(body)) <= 200
     assert not re.search(r"(?i)\b(cells?|gates?|killed|mutants?|controls?|verdicts?)\b", shown)
-    assert (
-        "Training: loss per epoch" not in body
-    )  # the toy linear-regression table is not in the body
+    # the toy linear-regression table is not in the body
+    assert "Training: loss per epoch" not in body
     assert "0c1e57098bba43ac29e6e3b677cdceebdd22334f" not in shown.split("git checkout")[0]
 
 
