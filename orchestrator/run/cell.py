@@ -317,7 +317,12 @@ def _judge_topic_control(ctx: CellContext, series: Series, rec: VariantRecord) -
     )
     rec.status, rec.verdict, rec.verdict_reason = RecordStatus(v.verdict.value), v.verdict, v.reason
     if opt and v.verdict == Verdict.KILLED:
-        rec.failure_line = first_failing_line(UPSTREAM_TEST, opt.output or "")
+        output = opt.output or ""
+        # a crash has no FAIL line: the case line it died after names where
+        if opt.outcome == classify.CRASHED:
+            rec.failure_line = classify.last_case_line(output)
+        else:
+            rec.failure_line = first_failing_line(UPSTREAM_TEST, output)
     ctx.steps.verdict(f"the control of {topic} (its hunks reverted): {v.verdict} ({v.reason})")
 
 
@@ -415,9 +420,12 @@ def conclude(ctx: CellContext) -> Conclusion:
     known-wrong fixes' tally."""
     cell, patched, control = ctx.cell, ctx.got(TEST), ctx.got(CONTROL).record
     if not ctx.runs_tests:
-        if control.status == RecordStatus.BUILD_FAILED:
-            error = control.build.error if control.build else ""
-            reason = f"built with the fix, but the control (fix reverted) did not build: {error}"
+        for rec in (control, *ctx.got(CONTROL).topics):
+            if rec.status != RecordStatus.BUILD_FAILED:
+                continue
+            error = rec.build.error if rec.build else ""
+            which = "the control" if rec is control else f"the control of {rec.topic}"
+            reason = f"built with the fix, but {which} (fix reverted) did not build: {error}"
             return Conclusion(CellStatus.FAILED, reason, int(ExitCode.BUILD_FAILED))
         reason = f"built with and without the fix; tests not run: {ctx.build_only_reason}"
         return Conclusion(CellStatus.BUILD_ONLY, reason, 0)

@@ -209,6 +209,15 @@ def _case_of(line: str, ending: str = "") -> Optional[str]:
     return m.group(1)
 
 
+def last_case_line(output: str) -> Optional[str]:
+    """The last line test-opt printed that names a case (stripped), or None."""
+    found = None
+    for line in strip_ansi(output).splitlines():
+        if _case_of(line):
+            found = line.strip()
+    return found
+
+
 def last_case(output: str) -> Optional[str]:
     """The test-opt case that printed last (its function's name): where a crash stopped it."""
     found = None

@@ -50,6 +50,7 @@ def real_run(repo_root, tool_cache, tmp_path_factory):
         str(tool_cache),
         "--backend",
         "cpu",
+        *TOPIC_1,
         cwd=results.parent,
     )
     assert run.returncode == 0, run.stderr[-3000:]
@@ -67,6 +68,7 @@ def real_run(repo_root, tool_cache, tmp_path_factory):
             AUTHOR,
             "--assisted-by",
             ASSISTANT,
+            *TOPIC_1,
             cwd=results.parent,
         )
     finally:
@@ -74,6 +76,8 @@ def real_run(repo_root, tool_cache, tmp_path_factory):
     return results, proc
 
 
+# a bundle documents one topic, and the queue has three active: the run and the bundle name topic 1
+TOPIC_1 = ("--topic", "accumulator-reset")
 PATCHES = sorted(p.name for p in (ROOT / "patches" / "accumulator-reset").glob("*.patch"))
 
 
@@ -345,6 +349,7 @@ def test_a_run_whose_control_survived_is_refused_then_bundled_with_a_warning(
         str(tool_cache),
         "--author",
         AUTHOR,
+        *TOPIC_1,
     ]
     refused = run_tool(*args, cwd=tmp_path)
     assert (

@@ -142,6 +142,7 @@ def test_each_topic_is_judged_by_its_own_cases_and_none_hides_another(queue_cell
     by_topic = {r.topic: r for r in ctx.records}
     assert "crash: SIGSEGV in its own case test_b" in by_topic["topic-b"].verdict_reason
     assert by_topic["topic-b"].reverted == [OPT]
+    assert by_topic["topic-b"].failure_line == "test_b(schedule=T): running"  # where it died
     # the tree is the whole queue again, nothing left reverted
     assert (queue_cell.worktree.path / OPT).read_text() == STATES[-1]
     # topic-c's control survived: the cell fails (exit 7), and says which topic
