@@ -11,11 +11,11 @@ import enum
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Literal, Optional
 
 from pydantic import Field, model_serializer, model_validator
 
-from .. import untrusted
+from .. import publish, untrusted
 from ..errors import ConfigError, ExitCode
 from ..records import Record, parse
 from .values import (
@@ -32,7 +32,9 @@ from .values import (
     TextLine,
 )
 
-SCHEMA_VERSION = 1
+# 2: the two builds are "patched" and "control" (the training comparison and the attribution
+# entries said with_fix and without_fix); an older file is refused, not read half right
+SCHEMA_VERSION = 2
 
 
 class Word(str, enum.Enum):
@@ -203,8 +205,8 @@ class TrainingComparison(Record):
 
     NULLS = frozenset({"diverges_as_predicted"})
 
-    with_fix: list[EpochLoss]
-    without_fix: list[EpochLoss]
+    patched: list[EpochLoss]
+    control: list[EpochLoss]
     diverges_as_predicted: Optional[bool] = None  # None: too few epochs to tell
 
 
@@ -321,8 +323,8 @@ class AttributionEntry(Record):
 
     test: str
     device: Optional[str] = None  # None: the failure cannot be pinned to one device
-    with_fix: TextLine = ""
-    without_fix: TextLine = ""
+    patched: TextLine = ""
+    control: TextLine = ""
     label: AttributionLabel
     reason: TextLine = ""
 
@@ -435,7 +437,7 @@ class Results(Record):
 
     NULLS = frozenset({"matrix"})
 
-    schema_version: int = SCHEMA_VERSION
+    schema_version: Literal[2] = 2  # SCHEMA_VERSION
     tool: str = "ggml-patch"
     matrix: Optional[str] = None
     profile: str = ""
@@ -505,7 +507,21 @@ def load_results(path: Path) -> tuple[Results, str]:
         raise ConfigError(f"{path}: no such results file")
     data = untrusted.read_bytes(path, "results")
     parsed = untrusted.parse_json(untrusted.decode(data, path, "results"), path, "results")
+    # no version at all is no ggml-patch file: the model names its first bad key instead
+    if isinstance(parsed, dict) and "schema_version" in parsed:
+        _current_schema(parsed["schema_version"], path)
     return results_of(parsed, str(path)), hashlib.sha256(data).hexdigest()
+
+
+def _current_schema(version: Any, path: Path) -> None:
+    """One line for a results file of another schema (a CI leg's from an older ggml-patch,
+    merge-results' input): its keys mean other things, so the run is made again."""
+    if version != SCHEMA_VERSION:
+        found = publish.one_line(repr(version), 40)
+        raise ConfigError(
+            f"{path}: schema_version {found}, expected {SCHEMA_VERSION} "
+            "(another ggml-patch version wrote it); re-run `ggml-patch matrix`"
+        )
 
 
 def results_json(results: Results) -> str:

@@ -264,7 +264,7 @@ def _not_run_section(results: Results) -> list[str]:
 def _attribution_section(cells: list[Cell]) -> list[str]:
     rows = [
         f"| {_c(c.cell)} | {_c(e.test)} | {_c(e.device)} | "
-        f"{_c(e.with_fix)} | {_c(e.without_fix)} | **{_c(e.label)}** |"
+        f"{_c(e.patched)} | {_c(e.control)} | **{_c(e.label)}** |"
         for c in cells
         for e in c.attribution or []
     ]
@@ -361,7 +361,7 @@ def _training_section(cells: list[Cell]) -> list[str]:
     out = []
     for c in cells:
         if t := c.training:
-            table = table_markdown(t.with_fix, t.without_fix).rstrip("\n")
+            table = table_markdown(t.patched, t.control).rstrip("\n")
             heading = f"### {publish.text(c.cell)}: {verdict[t.diverges_as_predicted]}"
             out += ["", heading, "", table]
     return (["", "## Training: loss per epoch with and without the fix"] + out) if out else []

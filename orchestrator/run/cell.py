@@ -404,8 +404,8 @@ def compare_training(ctx: CellContext) -> Optional[TrainingComparison]:
         return None
     p_ep, c_ep = p.training.epochs, c.training.epochs
     return TrainingComparison(
-        with_fix=p_ep,
-        without_fix=c_ep,
+        patched=p_ep,
+        control=c_ep,
         diverges_as_predicted=training.diverges_as_predicted(p_ep, c_ep),
     )
 

@@ -128,7 +128,7 @@ def judge(
     apply_error: Optional[str],
     build_ok: bool,
     tests: Mapping[str, TestRecord],
-    with_fix: Mapping[str, Optional[Outcome]],
+    patched: Mapping[str, Optional[Outcome]],
 ) -> CompetingJudged:
     """equivalent / wrong (its first failing test and case line) / invalid, against the tests
     the fix passes."""
@@ -139,7 +139,7 @@ def judge(
         )
     if not build_ok:
         return CompetingJudged(verdict=invalid, reason="does not build")
-    judged = [t for t, o in with_fix.items() if o == Outcome.PASSED]
+    judged = [t for t, o in patched.items() if o == Outcome.PASSED]
     if not judged:
         return CompetingJudged(
             verdict=invalid, reason="no test passes with the fix here, so nothing to judge against"

@@ -511,13 +511,13 @@ def test_training_evidence_for_both_variants(matrix_run):
     for target in ("llama.cpp", "ggml"):
         cell = next(c for c in data["cells"] if c["cell"] == f"{target}/cpu")
         t = cell["training"]
-        assert len(t["with_fix"]) == len(t["without_fix"]) == 6
+        assert len(t["patched"]) == len(t["control"]) == 6
         assert t["diverges_as_predicted"] is True
-        assert t["with_fix"][-1]["train_loss"] < t["with_fix"][0]["train_loss"] / 10
-        assert t["without_fix"][-1]["train_loss"] > t["without_fix"][0]["train_loss"]
+        assert t["patched"][-1]["train_loss"] < t["patched"][0]["train_loss"] / 10
+        assert t["control"][-1]["train_loss"] > t["control"][0]["train_loss"]
         recs = {r["variant"]: r for r in data["records"] if r["cell"] == cell["cell"]}
-        assert recs["patched"]["training"]["epochs"] == t["with_fix"]
-        assert recs["control"]["training"]["epochs"] == t["without_fix"]
+        assert recs["patched"]["training"]["epochs"] == t["patched"]
+        assert recs["control"]["training"]["epochs"] == t["control"]
         assert recs["patched"]["training"]["duration_s"] < 60
     assert "## Training: loss per epoch" in (results / "summary.md").read_text()
 

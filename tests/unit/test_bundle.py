@@ -231,11 +231,11 @@ def test_the_body_keeps_the_loss_table_and_names_no_plot():
     r = sample()
     r.cells[1].training = TrainingComparison.model_validate(
         {
-            "with_fix": [
+            "patched": [
                 {"epoch": 0, "train_loss": 2.5, "eval_loss": 2.25},
                 {"epoch": 1, "train_loss": 0.5, "eval_loss": 0.25},
             ],
-            "without_fix": [
+            "control": [
                 {"epoch": 0, "train_loss": 2.5, "eval_loss": 2.25},
                 {"epoch": 1, "train_loss": 9.5, "eval_loss": 8.5},
             ],

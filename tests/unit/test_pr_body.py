@@ -49,11 +49,11 @@ Found while fine-tuning.
 
 
 TRAINING = {
-    "with_fix": [
+    "patched": [
         {"epoch": 1, "train_loss": 3.5, "eval_loss": 3.25},
         {"epoch": 2, "train_loss": 0.5, "eval_loss": 0.625},
     ],
-    "without_fix": [
+    "control": [
         {"epoch": 1, "train_loss": 3.5, "eval_loss": 4.75},
         {"epoch": 2, "train_loss": 41.5, "eval_loss": 60.25},
     ],
