@@ -143,7 +143,7 @@ def manifest(
     """manifest.json's data (upstream/manifest.py), redacted; `more`: the policy's keys and the
     rest."""
     data = {
-        "schema_version": 1,
+        "schema_version": 2,
         "tool": "ggml-patch",
         "target": target,
         "layout": layout,

@@ -8,7 +8,7 @@ from typing import Optional
 
 from ..model.results import Cell, CellStatus, DeviceInfo, Outcome, Results
 
-WARNING_TITLE = "Incomplete evidence: this bundle was made with `--allow-incomplete`"
+WARNING_TITLE = "Incomplete results: this bundle was made with `--allow-incomplete`"
 # cells that prove nothing either way: shown, never counted
 NOT_RUN = (CellStatus.SKIPPED, CellStatus.BUILD_ONLY)
 

@@ -130,7 +130,7 @@ COVER = C.parse_cover(
 def body_of(results: Results, target: str, warnings=()) -> str:
     """PR_BODY.md as the bundle writes it for a pull-request target (the llama.cpp template)."""
     repo = "ggml-org/llama.cpp" if target == "llama.cpp" else None
-    data = PB.evidence(results, "f" * 64, target, COMMITS, NAMES, TOOLCHAIN, repo)
+    data = PB.additional_information(results, "f" * 64, target, COMMITS, NAMES, TOOLCHAIN, repo)
     top = PB.banner([], list(warnings))
     return "\n".join(top) + ("\n" if top else "") + PB.body(TEMPLATE, COVER, data)
 

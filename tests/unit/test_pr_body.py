@@ -215,7 +215,7 @@ def test_the_tool_s_data_are_ascii_even_when_results_are_not():
     r.cells[0].device = DeviceInfo(
         devices=["llvmpipe \u2014 LLVM \u00d7 15"], drivers=["Mesa 25.0.7\u2026"]
     )
-    data = PB.evidence(r, "f" * 64, "llama.cpp", COMMITS, NAMES, TOOLCHAIN, None)
+    data = PB.additional_information(r, "f" * 64, "llama.cpp", COMMITS, NAMES, TOOLCHAIN, None)
     text = "\n".join(data)
     assert text.isascii() and "llvmpipe - LLVM x 15" in text and "Mesa 25.0.7..." in text
     assert "<summary>Per-case results (backend x device x test x case)</summary>" in text

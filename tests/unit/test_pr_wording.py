@@ -149,7 +149,9 @@ def test_a_ported_fix_gets_a_draft_comment_and_no_word_in_the_pr():
     # the port as it is, indentation kept, in a folded block
     assert "\n+        for (struct ggml_tensor * ga : opt_ctx->grad_accs) {\n" in text
     assert "**wrong**" not in text and "verdict" not in text.lower()
-    body = PB.evidence(r, "f" * 64, "llama.cpp", COMMITS, NAMES, TOOLCHAIN, "ggml-org/llama.cpp")
+    body = PB.additional_information(
+        r, "f" * 64, "llama.cpp", COMMITS, NAMES, TOOLCHAIN, "ggml-org/llama.cpp"
+    )
     shown = "\n".join(body)
     assert fix.name not in shown and "**wrong**" not in shown, shown
     # no judged record of it for this target: no draft
