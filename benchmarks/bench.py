@@ -1510,9 +1510,9 @@ def evidence_markdown(e: dict) -> list[str]:
         "|---|---|---|",
         f"| cold: everything (no ccache, new build tree) | {c['wall_s']} | {c['cpu_s']} |",
         "| cold: llama-finetune (libllama, llama-common, the example), with the fix | "
-        f"{t.get('build_with_fix_s')} | {t.get('build_with_fix_cpu_s')} |",
-        f"| cold: the fix reverted, rebuilt | {t.get('build_without_fix_s')} "
-        f"| {t.get('build_without_fix_cpu_s')} |",
+        f"{t.get('build_patched_s')} | {t.get('build_patched_cpu_s')} |",
+        f"| cold: the fix reverted, rebuilt | {t.get('build_control_s')} "
+        f"| {t.get('build_control_cpu_s')} |",
         f"| cold: pre-training the tiny model (fixed build) | {t.get('pretrain_s')} | |",
         f"| cold: the runs | {t.get('runs_s')} | {t.get('runs_cpu_s')} |",
         f"| one epoch (CPU) | | {c['cpu_s_per_epoch']} |",

@@ -61,8 +61,12 @@ def _shown(ch: str) -> str:
 def plain(value: object, newlines: bool = False) -> str:
     """`value` with every control character shown as `\\xNN` (ESC, BEL, CR, DEL, C1, bidi
     controls): safe on a terminal and in a results file. `newlines`: keep \\n (and tabs)."""
+    text = str(value)
+    if text.isascii() and text.isprintable():
+        # nothing to show (the common case): no per-character loop, thousands of times a run
+        return text
     out = []
-    for ch in str(value):
+    for ch in text:
         if newlines and ch in "\n\t":
             out.append(ch)
         elif is_control(ch):
@@ -75,15 +79,22 @@ def plain(value: object, newlines: bool = False) -> str:
 def one_line(value: object, limit: int = _LINE_MAX) -> str:
     """`value` on one line (line breaks and tabs as spaces, runs of blanks as one), control
     characters shown, at most `limit` characters (a cut one ends with `...`)."""
-    spaced = "".join(" " if ch in _BREAKS or ch == "\t" else ch for ch in str(value))
-    flat = plain(" ".join(spaced.split()))
+    text = str(value)
+    if text.isascii() and text.isprintable():
+        # no break, tab or control character in it: only the runs of blanks to fold
+        flat = " ".join(text.split())
+    else:
+        spaced = "".join(" " if ch in _BREAKS or ch == "\t" else ch for ch in text)
+        flat = plain(" ".join(spaced.split()))
     return flat if len(flat) <= limit else flat[: max(0, limit - 3)] + "..."
 
 
 def _escape_words(part: str) -> str:
     out = []
-    for ch in part:
-        if ch in _HTML:
+    for i, ch in enumerate(part):
+        # a lone & ("A & B") starts no entity: kept, so a heading reads as written
+        lone_amp = ch == "&" and not part[i + 1 : i + 2].isalnum() and part[i + 1 : i + 2] != "#"
+        if ch in _HTML and not lone_amp:
             out.append(_HTML[ch])
         elif ch in _MD_ESCAPE:
             out.append("\\" + ch)

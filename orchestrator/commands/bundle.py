@@ -80,7 +80,7 @@ def run(args, matrix, cache) -> ExitCode:
         man, base = b.manifest, b.manifest.base
         for w in man.warnings or []:
             print(
-                redact(f"ggml-patch: warning: {b.target}: incomplete evidence: {w}"),
+                redact(f"ggml-patch: warning: {b.target}: incomplete results: {w}"),
                 file=sys.stderr,
             )
         upstream = f", upstream {base.upstream_commit[:12]}" if base.upstream_commit else ""

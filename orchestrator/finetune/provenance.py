@@ -82,7 +82,7 @@ def check_provenance(
         same_binary = out["patched"].sha256 == out["control"].sha256
         if same_binary or (objects[0] and objects[0] == objects[1]):
             raise BuildFailed(
-                "the with-fix and without-fix builds of llama-finetune are the same (binary or "
+                "the patched and control builds of llama-finetune are the same (binary or "
                 "the fix's objects): reverting the fix changed nothing that was compiled; not run"
             )
     return out

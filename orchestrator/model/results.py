@@ -11,11 +11,11 @@ import enum
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Literal, Optional
 
 from pydantic import Field, model_serializer, model_validator
 
-from .. import untrusted
+from .. import publish, untrusted
 from ..errors import ConfigError, ExitCode
 from ..records import Record, parse
 from .values import (
@@ -33,7 +33,9 @@ from .values import (
     TextLine,
 )
 
-SCHEMA_VERSION = 1
+# 2: the two builds are "patched" and "control" (the training comparison and the attribution
+# entries said with_fix and without_fix); an older file is refused, not read half right
+SCHEMA_VERSION = 2
 
 
 class Word(str, enum.Enum):
@@ -104,6 +106,8 @@ class RecordStatus(Word):
 
 
 MUTANT_PREFIX = "mutant:"  # a mutant's variant: "mutant:<file name without .patch>"
+# a later topic's control: "control-<topic>" (the first topic's is "control", as before the queue)
+CONTROL_PREFIX = "control-"
 COMPETING_PREFIX = "competing:"  # a competing fix's variant: "competing:<file name without .patch>"
 
 
@@ -202,8 +206,8 @@ class TrainingComparison(Record):
 
     NULLS = frozenset({"diverges_as_predicted"})
 
-    with_fix: list[EpochLoss]
-    without_fix: list[EpochLoss]
+    patched: list[EpochLoss]
+    control: list[EpochLoss]
     diverges_as_predicted: Optional[bool] = None  # None: too few epochs to tell
 
 
@@ -276,6 +280,7 @@ class VariantRecord(_OfCell):
     tests: dict[str, TestRecord] = Field(default_factory=dict)
     training: Optional[TrainingRun] = None
     reverted: Optional[list[str]] = None  # the control: the files reverted
+    topic: Optional[str] = None  # a control's or a mutant's topic in the queue
     mutant: Optional[MutantInfo] = None
     verdict: Optional[Verdict] = None  # the control's (or a mutant's) verdict (its status too)
     verdict_reason: TextLine = ""
@@ -319,8 +324,8 @@ class AttributionEntry(Record):
 
     test: str
     device: Optional[str] = None  # None: the failure cannot be pinned to one device
-    with_fix: TextLine = ""
-    without_fix: TextLine = ""
+    patched: TextLine = ""
+    control: TextLine = ""
     label: AttributionLabel
     reason: TextLine = ""
 
@@ -434,7 +439,7 @@ class Results(Record):
 
     NULLS = frozenset({"matrix"})
 
-    schema_version: int = SCHEMA_VERSION
+    schema_version: Literal[2] = 2  # SCHEMA_VERSION
     tool: str = "ggml-patch"
     matrix: Optional[str] = None
     profile: str = ""
@@ -457,6 +462,15 @@ class Results(Record):
         return [
             r for r in self.records if r.cell == cell_id and r.variant.startswith(MUTANT_PREFIX)
         ]
+
+    def controls_of(self, cell_id: str) -> list[VariantRecord]:
+        """The cell's controls that name their topic (a queue's), in queue order."""
+        out = []
+        for r in self.records:
+            is_control = r.variant == "control" or r.variant.startswith(CONTROL_PREFIX)
+            if r.cell == cell_id and is_control and r.topic:
+                out.append(r)
+        return out
 
     def competing_of(self, cell_id: str) -> list[VariantRecord]:
         return [
@@ -495,7 +509,21 @@ def load_results(path: Path) -> tuple[Results, str]:
         raise ConfigError(f"{path}: no such results file")
     data = untrusted.read_bytes(path, "results")
     parsed = untrusted.parse_json(untrusted.decode(data, path, "results"), path, "results")
+    # no version at all is no ggml-patch file: the model names its first bad key instead
+    if isinstance(parsed, dict) and "schema_version" in parsed:
+        _current_schema(parsed["schema_version"], path)
     return results_of(parsed, str(path)), hashlib.sha256(data).hexdigest()
+
+
+def _current_schema(version: Any, path: Path) -> None:
+    """One line for a results file of another schema (a CI leg's from an older ggml-patch,
+    merge-results' input): its keys mean other things, so the run is made again."""
+    if version != SCHEMA_VERSION:
+        found = publish.one_line(repr(version), 40)
+        raise ConfigError(
+            f"{path}: schema_version {found}, expected {SCHEMA_VERSION} "
+            "(another ggml-patch version wrote it); re-run `ggml-patch matrix`"
+        )
 
 
 def results_json(results: Results) -> str:

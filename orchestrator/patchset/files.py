@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Callable, Optional, Protocol, TypeVar
 
@@ -57,6 +58,9 @@ def read_topic_diff_files(
                     "rename one (results name a variant by it)"
                 )
             seen[name] = t.name
+            if "topic" in getattr(item, "__dataclass_fields__", {}):
+                # the records name the topic a mutant belongs to
+                item = dataclasses.replace(item, topic=t.name)  # type: ignore[type-var]
             out.append(item)
     return out
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import datetime
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal, Optional
 
@@ -89,6 +89,9 @@ class TopicMeta(Record):
     last_update: Day
     state: Literal["local", "forwarded", "merged-upstream", "dropped"]
     after: list[TopicName] = Field(default_factory=list)
+    # the topic's bug is a crash (e.g. a NULL dereference): its control may die by a signal in
+    # its own cases, and that counts as killed; one line, why
+    control_crash: Optional[OneLine] = None
 
 
 class QueueOrder(Record):
@@ -241,12 +244,13 @@ class Queue:
         patches = []
         chosen = self.chosen(names)
         for t in chosen:
-            patches += list(t.series.patches)
+            patches += [replace(p, topic=t.name) for p in t.series.patches]
         renamed = []
         for i, p in enumerate(patches, 1):
             rest = re.sub(r"^\d{4}-", "", p.name)
-            renamed.append(type(p)(f"{i:04d}-{rest}", p.header, p.files, p.trailer))
-        return Series(self.layout, tuple(renamed), tuple(t.name for t in chosen))
+            renamed.append(replace(p, name=f"{i:04d}-{rest}"))
+        crash = tuple((t.name, t.meta.control_crash) for t in chosen if t.meta.control_crash)
+        return Series(self.layout, tuple(renamed), tuple(t.name for t in chosen), crash)
 
 
 def order_topics(where: str, order: QueueOrder, topics: dict[str, Topic]) -> list[Topic]:

@@ -51,7 +51,7 @@ def render(
                 files.append(retarget(f, src, dst))
         if files:  # a patch that only registered the test has nothing left where nothing registers
             patches.append(replace(p, files=tuple(files)))
-    return Series(dst.name, tuple(patches), series.topics)
+    return replace(series, layout=dst.name, patches=tuple(patches))
 
 
 def _made_for_another_file(f: FileDiff, base_text: Optional[str]) -> bool:

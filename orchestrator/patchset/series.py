@@ -47,6 +47,7 @@ class Patch:
     header: str  # mail header and commit message, up to the first "diff --git"
     files: tuple[FileDiff, ...]
     trailer: str = ""  # a "-- \n2.x" signature, if any
+    topic: str = ""  # the queue's topic it belongs to ("": a series outside a queue)
 
     @property
     def subject(self) -> str:
@@ -67,6 +68,8 @@ class Series:
     layout: str
     patches: tuple[Patch, ...]
     topics: tuple[str, ...] = ()  # the queue's topics it carries, in order (for results.json)
+    # (topic, why) of each topic whose control is expected to crash in its own cases
+    control_crash: tuple[tuple[str, str], ...] = ()
 
     @property
     def sha256(self) -> str:
@@ -79,7 +82,29 @@ class Series:
     def fix_paths(self) -> list[str]:
         """Files of the fix itself: everything outside
         tests/ (what the negative control reverts)."""
-        return [p for p in self.paths() if not p.startswith("tests/") and "/tests/" not in p]
+        return [p for p in self.paths() if not _is_test_file(p)]
+
+    def topic_fix_diffs(self, topic: str) -> list[FileDiff]:
+        """The topic's own source hunks (its patches' files outside tests/), in order: what its
+        control reverts."""
+        out = []
+        for p in self.patches:
+            if p.topic != topic:
+                continue
+            out += [f for f in p.files if not _is_test_file(f.path)]
+        return out
+
+    def topic_cases(self, topic: str) -> list[str]:
+        """The test functions the topic's patches add (`static ... test_NAME(`): its own cases,
+        as test-opt prints them."""
+        names: list[str] = []
+        for p in self.patches:
+            if p.topic != topic:
+                continue
+            for f in p.files:
+                if _is_test_file(f.path):
+                    names += [n for n in _ADDED_CASE.findall(f.text) if n not in names]
+        return names
 
     def gate_test_source(self) -> Optional[str]:
         for p in self.patches:
@@ -87,6 +112,13 @@ class Series:
                 if PurePosixPath(f.path).name == f"{GATE_TEST}.cpp":
                     return f.added_content
         return None
+
+
+_ADDED_CASE = re.compile(r"^\+static [^(\n]*\b(test_\w+)\(", re.M)
+
+
+def _is_test_file(path: str) -> bool:
+    return path.startswith("tests/") or "/tests/" in path
 
 
 _CONVERTED = re.compile(

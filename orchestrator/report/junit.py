@@ -172,12 +172,26 @@ def _suite(parent: ET.Element, cell: Cell, results: Results, log_tail: LogTail) 
                 reason,
                 str(cell.status),
             )
+    for rec in results.controls_of(cell.cell):
+        _topic_control_case(suite, cell, rec)
     for rec in results.mutants_of(cell.cell):
         _mutant_case(suite, cell, rec, log_tail)
     for rec in results.competing_of(cell.cell):
         _competing_case(suite, cell, rec)
     _count(suite)
     return suite
+
+
+def _topic_control_case(suite: ET.Element, cell: Cell, rec: VariantRecord) -> None:
+    """A topic's control (its hunks reverted on the whole queue): passes when it was killed."""
+    case = _case(suite, cell, "topic-control", f"control of {rec.topic}")
+    if rec.verdict == Verdict.KILLED:
+        ET.SubElement(case, "system-out").text = f"killed: {rec.verdict_reason}"
+    elif rec.verdict is None:
+        _mark(case, "skipped", f"the control of {rec.topic} was not judged: {rec.status}")
+    else:
+        message = f"the control of {rec.topic} {rec.verdict}: {rec.verdict_reason}"
+        _mark(case, "failure", message, str(rec.verdict))
 
 
 def _mutant_case(suite: ET.Element, cell: Cell, rec: VariantRecord, log_tail: LogTail) -> None:

@@ -109,6 +109,7 @@ def summary_markdown(results: Results) -> str:
     why = [f"- **{publish.text(c.cell)}**: {c.status} — {publish.text(c.reason)}" for c in cells]
     out += ["", "## Why", "", *publish.bounded_rows(why, 200_000, "cells")]
     out += _not_run_section(results)
+    out += _controls_section(results)
     out += _device_section(results)
     out += _attribution_section(cells)
     out += _mutants_section(results)
@@ -263,7 +264,7 @@ def _not_run_section(results: Results) -> list[str]:
 def _attribution_section(cells: list[Cell]) -> list[str]:
     rows = [
         f"| {_c(c.cell)} | {_c(e.test)} | {_c(e.device)} | "
-        f"{_c(e.with_fix)} | {_c(e.without_fix)} | **{_c(e.label)}** |"
+        f"{_c(e.patched)} | {_c(e.control)} | **{_c(e.label)}** |"
         for c in cells
         for e in c.attribution or []
     ]
@@ -273,6 +274,23 @@ def _attribution_section(cells: list[Cell]) -> list[str]:
         "test and device without it (the control)."
     )
     return _table("## Failure attribution", header, rows, intro) if rows else []
+
+
+def _controls_section(results: Results) -> list[str]:
+    """A queue's controls, one row per topic: the whole queue with only that topic's source hunks
+    reverted, judged by its own cases."""
+    rows = []
+    for c in results.cells:
+        for r in results.controls_of(c.cell):
+            rows.append(
+                f"| {_c(c.cell)} | {_c(r.topic)} | **{r.verdict or r.status}** | "
+                f"{_c(r.verdict_reason)} | {_k(r.failure_line)} |"
+            )
+    if not rows:
+        return []
+    header = "| cell | topic | control | why | first FAIL line |"
+    intro = "Each topic's source hunks reverted on the whole queue, its tests kept."
+    return _table("## Controls per topic", header, rows, intro)
 
 
 def _mutants_section(results: Results) -> list[str]:
@@ -343,7 +361,7 @@ def _training_section(cells: list[Cell]) -> list[str]:
     out = []
     for c in cells:
         if t := c.training:
-            table = table_markdown(t.with_fix, t.without_fix).rstrip("\n")
+            table = table_markdown(t.patched, t.control).rstrip("\n")
             heading = f"### {publish.text(c.cell)}: {verdict[t.diverges_as_predicted]}"
             out += ["", heading, "", table]
     return (["", "## Training: loss per epoch with and without the fix"] + out) if out else []

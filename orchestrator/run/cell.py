@@ -23,6 +23,7 @@ from ..errors import BuildFailed, ExitCode, GgmlPatchError, SeriesDoesNotApply
 from ..model.layout import GATE_TEST, TESTS, UPSTREAM_TEST, BuildPlan, build_plan, get_layout
 from ..model.results import (
     COMPETING_PREFIX,
+    CONTROL_PREFIX,
     MUTANT_PREFIX,
     AttributionEntry,
     AttributionLabel,
@@ -93,11 +94,13 @@ class Planned(NamedTuple):
 
 
 class Controlled(NamedTuple):
-    """The control's record and, where its tests ran, each failing test's attribution."""
+    """The control's record (the first topic's, judged by the gate and test-opt) and, where its
+    tests ran, each failing test's attribution; `topics`: each later topic's control."""
 
     record: VariantRecord
     attribution: Optional[list[AttributionEntry]] = None
     failure_kind: Optional[AttributionLabel] = None
+    topics: tuple[VariantRecord, ...] = ()
 
 
 class Configured(NamedTuple):
@@ -226,27 +229,106 @@ def _add_record(ctx: CellContext, rec: VariantRecord) -> None:
 
 
 def control(ctx: CellContext) -> Controlled:
-    """The negative control: only the fix reverted (the tests kept) in the same tree, rebuilt (one
-    translation unit and the relinks), the tests run again, judged (killed, survived, invalid); the
-    tree put back after."""
+    """The negative controls, in the same tree: with one topic (or a plain series) the fix reverted
+    (the tests kept); with a queue, for each topic the whole queue with only that topic's source
+    hunks reverted. Each rebuilt (one translation unit and the relinks), the tests run again,
+    judged (killed, survived, invalid); the tree put back after each. The first topic's control
+    is judged by the gate and test-opt (as before the queue), each later one by test-opt's cases
+    its own test patch adds."""
     tree, plan, patched = ctx.got(APPLY), ctx.got(CONFIGURE).plan, ctx.got(TEST)
-    fix_paths = tree.rendered.fix_paths()
-    ctx.steps.step("control", f"revert {', '.join(fix_paths)}, keep the test")
-    # the control's whole marginal cost: revert, rebuild, tests, restore
-    with ctx.timing("control"), fix_reverted(tree):
-        rec = build_variant(ctx, "control", plan.targets + plan.programs)
-        if ctx.runs_tests and rec.status != RecordStatus.BUILD_FAILED:
-            _run_variant(ctx, plan.programs, rec)
-    rec.reverted = fix_paths
+    topics = tree.rendered.topics
+    if len(topics) < 2:
+        fix_paths = tree.rendered.fix_paths()
+        ctx.steps.step("control", f"revert {', '.join(fix_paths)}, keep the test")
+        # the control's whole marginal cost: revert, rebuild, tests, restore
+        with ctx.timing("control"), fix_reverted(tree):
+            rec = build_variant(ctx, "control", plan.targets + plan.programs)
+            if ctx.runs_tests and rec.status != RecordStatus.BUILD_FAILED:
+                _run_variant(ctx, plan.programs, rec)
+        rec.reverted = fix_paths
+        rec.topic = topics[0] if topics else None
+    else:
+        with ctx.timing("control"):
+            rec = _topic_control(ctx, tree, plan.targets + plan.programs, topics[0], "control")
+    others = []
+    for topic in topics[1:]:
+        variant = f"{CONTROL_PREFIX}{topic}"
+        with ctx.timing(f"control_{topic}"):
+            other = _topic_control(ctx, tree, plan.targets, topic, variant)
+        if ctx.runs_tests and other.verdict is None:
+            _judge_topic_control(ctx, tree.rendered, other)
+        others.append(other)
     if not ctx.runs_tests:
-        return Controlled(rec)
-    entries = _judge_control(ctx, patched, rec)
+        return Controlled(rec, topics=tuple(others))
+    entries = _judge_control(ctx, patched, rec) if rec.verdict is None else []
     ctx.steps.verdict(verdict_line(patched, rec))
-    return Controlled(rec, entries, attribution.failure_kind(entries))
+    return Controlled(rec, entries, attribution.failure_kind(entries), tuple(others))
+
+
+def _topic_control(
+    ctx: CellContext, tree: Tree, targets: tuple[str, ...], topic: str, variant: str
+) -> VariantRecord:
+    """The whole queue with only `topic`'s source hunks reverted, built, its tests run, the files
+    put back; a record judged invalid when they do not revert."""
+    paths = sorted({f.path for f in tree.rendered.topic_fix_diffs(topic)})
+    ctx.steps.step(f"control {topic}", f"revert its hunks in {', '.join(paths)}, keep the tests")
+    try:
+        with topic_reverted(ctx, tree, topic):
+            ctx.steps.done("reverted")
+            rec = build_variant(ctx, variant, targets)
+            if ctx.runs_tests and rec.status != RecordStatus.BUILD_FAILED:
+                programs = tuple(t for t in targets if t not in TESTS)
+                _run_variant(ctx, programs, rec)
+    except GitError as e:
+        rec = ctx.record(variant, RecordStatus.INVALID)
+        rec.verdict = Verdict.INVALID
+        rec.verdict_reason = f"its hunks do not revert on the whole queue: {e.line}"
+        ctx.steps.done(rec.verdict_reason)
+    rec.reverted, rec.topic = paths, topic
+    return rec
+
+
+@contextmanager
+def topic_reverted(ctx: CellContext, tree: Tree, topic: str) -> Iterator[list[str]]:
+    """The worktree with only `topic`'s source hunks reverted (`git apply -R` of them on the whole
+    queue), put back whatever happens; a GitError when they do not revert."""
+    diffs = tree.rendered.topic_fix_diffs(topic)
+    paths = sorted({f.path for f in diffs})
+    patch = ctx.cell_dir / "controls" / f"{topic}.patch"
+    patch.parent.mkdir(parents=True, exist_ok=True)
+    patch.write_text("".join(f.text for f in diffs), encoding="utf-8")
+    with files_kept(tree.worktree.path, paths):
+        tree.worktree.unapply(patch)
+        yield paths
+
+
+def _judge_topic_control(ctx: CellContext, series: Series, rec: VariantRecord) -> None:
+    """A later topic's control judged by test-opt and the cases its own test patch adds."""
+    topic = rec.topic or ""
+    opt = rec.test(UPSTREAM_TEST)
+    crash = dict(series.control_crash).get(topic)
+    v = classify.topic_control_verdict(
+        bool(rec.build and rec.build.ok),
+        rec.outcome(UPSTREAM_TEST),
+        opt.exit_code if opt else None,
+        (opt.output or "") if opt else "",
+        series.topic_cases(topic),
+        crash,
+    )
+    rec.status, rec.verdict, rec.verdict_reason = RecordStatus(v.verdict.value), v.verdict, v.reason
+    if opt and v.verdict == Verdict.KILLED:
+        output = opt.output or ""
+        # a crash has no FAIL line: the case line it died after names where
+        if opt.outcome == classify.CRASHED:
+            rec.failure_line = classify.last_case_line(output)
+        else:
+            rec.failure_line = first_failing_line(UPSTREAM_TEST, output)
+    ctx.steps.verdict(f"the control of {topic} (its hunks reverted): {v.verdict} ({v.reason})")
 
 
 def _record_control(ctx: CellContext, found: Controlled) -> None:
     ctx.records.append(found.record)
+    ctx.records += found.topics
     if found.attribution is not None:
         ctx.cell.attribution = found.attribution
         ctx.cell.failure_kind = found.failure_kind
@@ -299,8 +381,16 @@ def run_competing(ctx: CellContext) -> list[VariantRecord]:
     if skipped:
         return [_diff_record(ctx, c, RecordStatus.SKIPPED, skipped) for c in competing]
     tree = ctx.got(APPLY)
-    with ctx.timing("competing"), fix_reverted(tree):
-        return [_run_competing(ctx, tree.worktree, patched, c) for c in competing]
+    if len(tree.rendered.topics) < 2:
+        with ctx.timing("competing"), fix_reverted(tree):
+            return [_run_competing(ctx, tree.worktree, patched, c) for c in competing]
+    # a queue: each on the whole queue with only its own topic's hunks reverted
+    recs = []
+    with ctx.timing("competing"):
+        for c in competing:
+            with topic_reverted(ctx, tree, c.topic or tree.rendered.topics[0]):
+                recs.append(_run_competing(ctx, tree.worktree, patched, c))
+    return recs
 
 
 def _add_records(ctx: CellContext, recs: list[VariantRecord]) -> None:
@@ -314,8 +404,8 @@ def compare_training(ctx: CellContext) -> Optional[TrainingComparison]:
         return None
     p_ep, c_ep = p.training.epochs, c.training.epochs
     return TrainingComparison(
-        with_fix=p_ep,
-        without_fix=c_ep,
+        patched=p_ep,
+        control=c_ep,
         diverges_as_predicted=training.diverges_as_predicted(p_ep, c_ep),
     )
 
@@ -330,9 +420,12 @@ def conclude(ctx: CellContext) -> Conclusion:
     known-wrong fixes' tally."""
     cell, patched, control = ctx.cell, ctx.got(TEST), ctx.got(CONTROL).record
     if not ctx.runs_tests:
-        if control.status == RecordStatus.BUILD_FAILED:
-            error = control.build.error if control.build else ""
-            reason = f"built with the fix, but the control (fix reverted) did not build: {error}"
+        for rec in (control, *ctx.got(CONTROL).topics):
+            if rec.status != RecordStatus.BUILD_FAILED:
+                continue
+            error = rec.build.error if rec.build else ""
+            which = "the control" if rec is control else f"the control of {rec.topic}"
+            reason = f"built with the fix, but {which} (fix reverted) did not build: {error}"
             return Conclusion(CellStatus.FAILED, reason, int(ExitCode.BUILD_FAILED))
         reason = f"built with and without the fix; tests not run: {ctx.build_only_reason}"
         return Conclusion(CellStatus.BUILD_ONLY, reason, 0)
@@ -352,6 +445,13 @@ def conclude(ctx: CellContext) -> Conclusion:
             code = ExitCode.EXPECTATIONS_NOT_MET
         else:
             code = ExitCode.CONTROL_NOT_KILLED
+    for other in ctx.got(CONTROL).topics:
+        if other.verdict == Verdict.KILLED:
+            continue
+        # one topic's control not killed fails the cell; the others' verdicts stay recorded
+        reason += f"; the control of {other.topic} was {other.verdict}: {other.verdict_reason}"
+        if status == CellStatus.PASSED:
+            status, code = CellStatus.FAILED, ExitCode.CONTROL_NOT_KILLED
     survived = cell.mutants.survived if cell.mutants else []
     if survived:  # the gate passes a known-wrong fix: it is not gate enough
         reason += f"; {len(survived)} known-wrong fix(es) survived the gate: {', '.join(survived)}"
@@ -616,7 +716,8 @@ def cache_inputs(ctx: CellContext, snap: sources.Snapshot, rendered: Series) -> 
         "env": ctx.env,
         "timeout": ctx.backend.timeout,
         "build_only": ctx.build_only_reason is not None,
-        "toolchain": toolchain.versions(),
+        # probed again only when an executable changed: a no-change re-run starts none of them
+        "toolchain": toolchain.versions(results_cache_dir(ctx.cache)),
         "mutants": mutants,
         # the key's name kept: cached results stay valid
         "mutants_enabled": not ctx.options.no_mutants,
@@ -831,7 +932,9 @@ def _diff_record(
     """A mutant's or a competing fix's record, its header (and why it is skipped) in it."""
     if isinstance(d, Mutant):
         mutant = MutantInfo(name=d.name, title=d.title, why_wrong=d.why, skipped=skipped)
-        return ctx.record(f"{MUTANT_PREFIX}{d.name}", status, mutant=mutant)
+        rec = ctx.record(f"{MUTANT_PREFIX}{d.name}", status, mutant=mutant)
+        rec.topic = d.topic or None
+        return rec
     info = CompetingInfo.model_validate(d, from_attributes=True).model_copy(
         update={"skipped": skipped}
     )

@@ -10,8 +10,6 @@ from pathlib import Path
 from typing import Callable, Optional
 from urllib.parse import urlparse
 
-import requests
-
 from ..cache import Cache
 from ..errors import SourceUnavailable
 from ..vcs.snapshots import SnapshotRepo
@@ -67,7 +65,7 @@ def sha256_of(path: Path) -> str:
     return h.hexdigest()
 
 
-def network_reason(e: requests.RequestException) -> str:
+def network_reason(e: OSError) -> str:
     """requests' long exception text -> the part a person needs."""
     text = str(e)
     request = getattr(e, "request", None)

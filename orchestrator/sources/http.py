@@ -15,11 +15,9 @@ import threading
 import time
 from contextlib import suppress
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
-
-import requests
 
 from .. import untrusted
 from ..cache import Cache
@@ -41,7 +39,7 @@ def fetch(
     what: str,
     max_bytes: int,
     headers: Optional[dict] = None,
-) -> tuple[requests.structures.CaseInsensitiveDict, str]:
+) -> tuple[Mapping[str, str], str]:
     """GET `url`, its body to `sink` block by block; the response headers and final URL. A network
     failure or a transfer unfinished at the deadline is
     SourceUnreachable; a refusal SourceUnavailable."""
@@ -56,6 +54,8 @@ def fetch(
         )
     box: dict = {}
     stop, done = threading.Event(), threading.Event()
+    import requests  # only where a transfer happens: a cached run never loads it
+
     session = requests.Session()
 
     def work() -> None:

@@ -26,8 +26,6 @@ from typing import Annotated, Literal, Optional
 from urllib.parse import urljoin, urlsplit
 from urllib.request import url2pathname
 
-import requests
-
 from .. import untrusted
 from ..cache import Cache, slug
 from ..config_records import RELPATH, Source, Str, checked
@@ -281,6 +279,8 @@ def fetch_sdist(
 ) -> Path:
     """`package==version`'s sdist from the indexes, moved into `folder`
     once its sha256 matches. Nothing of it runs."""
+    import requests  # only where a transfer happens: a cached run never loads it
+
     indexes = index_urls()
     unreachable, refused, seen = [], [], []
     for index in indexes:

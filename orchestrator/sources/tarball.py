@@ -12,8 +12,6 @@ from pathlib import Path, PurePosixPath
 from typing import Annotated, Literal, Optional
 from urllib.parse import urlparse
 
-import requests
-
 from ..cache import Cache, slug
 from ..config_records import RELPATH, Source, Str, checked
 from ..errors import SourceUnavailable
@@ -69,6 +67,8 @@ def download(url: str, sha256: str, cache: Cache, key: str) -> Path:
     target = cache.downloads / f"tarball-{sha256[:16]}" / _file_name(url)
     if target.exists() and sha256_of(target) == sha256:
         return target
+    import requests  # only where a transfer happens: a cached run never loads it
+
     try:
         # a byte cap and a deadline
         return http.download(url, sha256, cache, target, f"{key}.url", key, url)

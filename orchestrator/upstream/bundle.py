@@ -143,7 +143,7 @@ def manifest(
     """manifest.json's data (upstream/manifest.py), redacted; `more`: the policy's keys and the
     rest."""
     data = {
-        "schema_version": 1,
+        "schema_version": 2,
         "tool": "ggml-patch",
         "target": target,
         "layout": layout,
@@ -407,7 +407,7 @@ def bundle_target(
         title, t = f"{trained.cell}: train-opt-dynamic, per-step graphs, SGD", trained.training
         with tempfile.TemporaryDirectory() as tmp:
             files_text[TRAINING_PLOT] = plot(
-                t.with_fix, t.without_fix, Path(tmp) / TRAINING_PLOT, title
+                t.patched, t.control, Path(tmp) / TRAINING_PLOT, title
             ).read_bytes()
     if plots and finetune:
         files_text[training_evidence.PLOT] = training_evidence.plot_png(finetune)

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from .policy import Evidence, Section, Template, _disclosure_prefix, sections, visible
+from .policy import Citation, Section, Template, _disclosure_prefix, sections, visible
 
 COVER_FILE = "cover.md"
 _ISSUE = re.compile(
@@ -106,12 +106,12 @@ def problems(cover: Cover, template: Optional[Template]) -> list[str]:
     return found
 
 
-def issue_reference(cover: Cover) -> Optional[Evidence]:
+def issue_reference(cover: Cover) -> Optional[Citation]:
     """The first `Fixes #N` / `Refs #N` (or an issue URL) the contributor wrote."""
     for n, line in enumerate(visible(cover.text or "").splitlines(), 1):
         m = _ISSUE.search(line)
         if m:
-            return Evidence(file=cover.path, line=n, text=m[0])
+            return Citation(file=cover.path, line=n, text=m[0])
     return None
 
 
@@ -130,18 +130,18 @@ _META = re.compile(r"^(?P<key>[a-z][a-z-]*)\s*:\s*(?P<value>\S.*?)\s*$", re.I)
 _ISSUE_URL = re.compile(r"^https://github\.com/(?P<repo>[\w.-]+/[\w.-]+)/issues/(?P<n>\d+)$")
 
 
-def metadata(cover: Cover, key: str) -> Optional[Evidence]:
+def metadata(cover: Cover, key: str) -> Optional[Citation]:
     """The first `key: value` line above cover.md's first heading (comments skipped)."""
     for n, line in enumerate(visible(cover.text or "").splitlines(), 1):
         if line.startswith("## "):
             return None
         m = _META.match(line.strip())
         if m and m["key"].lower() == key:
-            return Evidence(file=cover.path, line=n, text=m["value"])
+            return Citation(file=cover.path, line=n, text=m["value"])
     return None
 
 
-def recorded_issue(cover: Cover) -> Optional[tuple[Evidence, str, int]]:
+def recorded_issue(cover: Cover) -> Optional[tuple[Citation, str, int]]:
     """The `issue: URL` line, its repository and number; None without one or with another URL."""
     found = metadata(cover, "issue")
     m = _ISSUE_URL.match(found.text) if found else None
@@ -157,7 +157,7 @@ def fixes_line(cover: Cover, repo: Optional[str]) -> Optional[str]:
     return f"Fixes #{number}" if repo and issue_repo.lower() == repo.lower() else f"Fixes {ev.text}"
 
 
-def messages_own(cover: Cover) -> Optional[Evidence]:
+def messages_own(cover: Cover) -> Optional[Citation]:
     """The `messages: own` line: the contributor says the commit messages are their own words."""
     found = metadata(cover, "messages")
     return found if found and found.text.strip().lower() == "own" else None

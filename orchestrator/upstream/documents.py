@@ -85,7 +85,7 @@ def documents(
     form_problems: list[str] = []
     if policy.takes_pull_request:
         repo = policy.repo.value if isinstance(policy.repo.value, str) else None
-        data = pr_body.evidence(
+        data = pr_body.additional_information(
             results,
             results_sha256,
             target,

@@ -64,21 +64,21 @@ def problem_lines(read_file: ReadFile) -> list[str]:
 
 def training_line(results: Results, target: str) -> Optional[str]:
     """The training record's loss, first -> last epoch, with and without the fix (summary.md's)."""
-    cells = [c for c in results.cells_of(target) if c.training and c.training.with_fix]
+    cells = [c for c in results.cells_of(target) if c.training and c.training.patched]
     cells.sort(key=lambda c: c.backend != "cpu")
-    if not cells or not cells[0].training or not cells[0].training.without_fix:
+    if not cells or not cells[0].training or not cells[0].training.control:
         return None
     t = cells[0].training
 
     def span(epochs) -> str:
         return f"{epochs[0].train_loss:.4g} -> {epochs[-1].train_loss:.4g}"
 
-    n = max(len(t.with_fix), len(t.without_fix))
+    n = max(len(t.patched), len(t.control))
     return (
         f"A training loop over ggml-opt's public API with per-step graphs "
         f"({pr_body.backend_name(cells[0].backend)}, "
-        f"{n} epochs): train loss with the fix {span(t.with_fix)}, "
-        f"without it {span(t.without_fix)}."
+        f"{n} epochs): train loss with the fix {span(t.patched)}, "
+        f"without it {span(t.control)}."
     )
 
 

@@ -37,10 +37,10 @@ DEFAULT_MAX_COMMENT_LINES = 2  # ggml-patch's own standard where the target stat
 # ---------------------------------------------------- the target's policy (upstream/policy.py)
 
 
-class Evidence(Record):
+class Citation(Record):
     """A policy file's line a rule cites (or matrix.yaml's `upstream:` line)."""
 
-    model_config = ConfigDict(frozen=True)  # hashable: rules' evidence is deduplicated
+    model_config = ConfigDict(frozen=True)  # hashable: a rule's citations are deduplicated
 
     file: TextLine
     line: Count
@@ -67,21 +67,21 @@ class Rule(Record):
 
     # None or False: the files state no such rule
     value: Union[None, bool, Count, TextLine, Role] = None
-    evidence: tuple[Evidence, ...] = ()
+    citations: tuple[Citation, ...] = ()
 
     def __init__(
-        self, value: Union[None, bool, int, str, Role] = None, evidence: tuple[Evidence, ...] = ()
+        self, value: Union[None, bool, int, str, Role] = None, citations: tuple[Citation, ...] = ()
     ) -> None:
         # positional, as the policy code writes rules; a dict: mypy's pydantic plugin sees no
         # fields on Record
-        super().__init__(**{"value": value, "evidence": evidence})
+        super().__init__(**{"value": value, "citations": citations})
 
     # data (a manifest read back) is validated as a plain record, not through __init__, so the
     # values' rules see the read's context and refuse what they would repair (model.values)
     __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
     def cited(self, n: int = 2) -> str:
-        return ", ".join(f"{e.file}:{e.line}" for e in self.evidence[:n])
+        return ", ".join(f"{e.file}:{e.line}" for e in self.citations[:n])
 
 
 class Heading(Record):
@@ -95,7 +95,7 @@ class TemplateInfo(Record):
     file: TextLine
     headings: list[Heading]
     fixed_sections: list[TextLine]
-    disclosure: Optional[Evidence] = None
+    disclosure: Optional[Citation] = None
 
 
 class Policy(Record):
@@ -147,7 +147,7 @@ class Check(Record):
     status: TextLine
     detail: Text
     where: tuple[TextLine, ...]  # required in a manifest; () by default in memory (__init__)
-    rule: tuple[Evidence, ...]
+    rule: tuple[Citation, ...]
 
     def __init__(
         self,
@@ -155,7 +155,7 @@ class Check(Record):
         status: str,
         detail: str,
         where: tuple[str, ...] = (),
-        rule: tuple[Evidence, ...] = (),
+        rule: tuple[Citation, ...] = (),
     ) -> None:
         # positional, as the checks write it (see Rule.__init__)
         super().__init__(
@@ -255,7 +255,8 @@ class Manifest(Record):
 
     NULLS = frozenset({"cover"})
 
-    schema_version: Optional[int] = Field(default=None, ge=1, le=1)
+    # 2: a rule's cited lines are `citations` (were `evidence`)
+    schema_version: Optional[int] = Field(default=None, ge=1, le=2)
     tool: Optional[TextLine] = None
     target: Name
     layout: Optional[LayoutName] = None

@@ -1,8 +1,8 @@
 """A target's contribution policy, read from its own tree at the base commit: its AGENTS.md,
 CONTRIBUTING.md and pull request template, where present. Every rule comes from one explicit phrase
-on one line, and it keeps that line as evidence (file, line number, text). A rule without a matching
-line is recorded as absent; nothing is assumed. matrix.yaml's `upstream:` (repo, submit) may declare
-or override where the change goes and how it is submitted. Pure."""
+on one line, and it keeps that line as a citation (file, line number, text). A rule without a
+matching line is recorded as absent; nothing is assumed. matrix.yaml's `upstream:` (repo, submit)
+may declare or override where the change goes and how it is submitted. Pure."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from ..config import Upstream
 from .manifest import (  # declared once, as manifest.json holds them
     PULL_REQUEST,
     VERIFY_ONLY,
-    Evidence,
+    Citation,
     Heading,
     Policy,
     Role,
@@ -86,7 +86,7 @@ class Template:
     preamble: tuple[str, ...]  # lines before the first heading
     sections: tuple[Section, ...]
     # the line the contributor answers (e.g. "- AI usage disclosure: ...")
-    disclosure: Optional[Evidence]
+    disclosure: Optional[Citation]
 
     @property
     def headings(self) -> list[str]:
@@ -166,7 +166,7 @@ def parse_template(file: str, text: str) -> Template:
     # lines[i]: i+1 below the heading
     numbered = [(s.line + 1 + i, ln) for s in secs for i, ln in enumerate(s.lines)]
     disclosure = next(
-        (Evidence(file=file, line=n, text=ln) for n, ln in numbered if _disclosure_prefix(ln)), None
+        (Citation(file=file, line=n, text=ln) for n, ln in numbered if _disclosure_prefix(ln)), None
     )
     return Template(file, tuple(_trim(preamble)), secs, disclosure)
 
@@ -329,7 +329,7 @@ def derive_rules(files: dict[str, Optional[str]]) -> dict[str, Rule]:
         if hits:
             value = max(values) if rule == "max_comment_lines" else values[0]
         rules[rule] = Rule(
-            value, tuple(Evidence(file=f, line=n, text=t.strip()[:MAX_LINE]) for _, f, n, t in hits)
+            value, tuple(Citation(file=f, line=n, text=t.strip()[:MAX_LINE]) for _, f, n, t in hits)
         )
     return rules
 
@@ -343,7 +343,7 @@ def _own_repo(template: Optional[Template], text: Optional[str]) -> Rule:
         if "contributing guidelines](" in line.lower() and (
             m := _OWN_GUIDELINES.search(line[:MAX_LINE])
         ):
-            return Rule(m.group(1), (Evidence(file=template.file, line=n, text=line.strip()),))
+            return Rule(m.group(1), (Citation(file=template.file, line=n, text=line.strip()),))
     return Rule(None)
 
 
@@ -368,18 +368,18 @@ def derive(
     if declared and declared.submit:
         submit = _declared(declared, "submit")
     elif goes_to.value and goes_to.value != repo.value:
-        submit = Rule("none", goes_to.evidence)
+        submit = Rule("none", goes_to.citations)
     else:  # never api by default: that is only for a fork the user declares
-        submit = Rule("manual", rules["automated_submission_forbidden"].evidence)
+        submit = Rule("manual", rules["automated_submission_forbidden"].citations)
     if submit.value == "none":
-        kind, evidence = VERIFY_ONLY, goes_to.evidence + submit.evidence
+        kind, citations = VERIFY_ONLY, goes_to.citations + submit.citations
         text = (
             f"verified through {goes_to.value}'s sync"
             if goes_to.value
             else "verify only (submit: none)"
         )
     else:
-        kind, evidence = PULL_REQUEST, repo.evidence + submit.evidence
+        kind, citations = PULL_REQUEST, repo.citations + submit.citations
         how = (
             "by hand"
             if submit.value == "manual"
@@ -391,7 +391,7 @@ def derive(
             f" (submit: {submit.value})"
         )
     role = Rule(
-        Role(kind=kind, text=text, changes_go_to=goes_to.value), tuple(dict.fromkeys(evidence))
+        Role(kind=kind, text=text, changes_go_to=goes_to.value), tuple(dict.fromkeys(citations))
     )
     present = {
         f: files.get(f) is not None for f in (*POLICY_FILES, template_file or TEMPLATE_FILES[0])
@@ -417,4 +417,4 @@ def _declared(declared: Upstream, key: str) -> Rule:
     value = getattr(declared, key)
     file, _, line = declared.where.rpartition(":")
     cited = (file, int(line)) if line.isdigit() else (declared.where, 0)
-    return Rule(value, (Evidence(file=cited[0], line=cited[1], text=f"upstream.{key}: {value}"),))
+    return Rule(value, (Citation(file=cited[0], line=cited[1], text=f"upstream.{key}: {value}"),))

@@ -328,7 +328,7 @@ def case_table(results: Results, target: str) -> list[str]:
     return out
 
 
-def evidence(
+def additional_information(
     results: Results,
     results_sha256: str,
     target: str,

@@ -14,7 +14,7 @@ import unidiff
 from .. import publish
 from . import cover
 from .manifest import FAIL, PASS, WARN, Check, Readiness
-from .policy import DerivedPolicy, Evidence, Policy, sections
+from .policy import Citation, DerivedPolicy, Policy, sections
 from .pr_body import shorten
 from .sync import SyncMap, SyncReport
 
@@ -120,16 +120,16 @@ def _verdict(
 ) -> Check:
     """Pass when nothing is `where`; else fail, citing the policy line of `rule` (or
     ggml-patch's own standard)."""
-    evidence = policy.rule(rule).evidence
+    citations = policy.rule(rule).citations
     if not where:
-        return Check(name, PASS, ok, rule=evidence)
+        return Check(name, PASS, ok, rule=citations)
     source = (
-        evidence[0].where
-        if evidence
+        citations[0].where
+        if citations
         else "ggml-patch's standard (the target's files state no such rule)"
     )
     return Check(
-        name, FAIL, f"{bad} ({why or len(where)}; rule: {source})", _listed(where), evidence
+        name, FAIL, f"{bad} ({why or len(where)}; rule: {source})", _listed(where), citations
     )
 
 
@@ -301,7 +301,7 @@ def check_trailers(policy: Policy, messages: list[Message]) -> Check:
 def check_messages(policy: Policy, cov: cover.Cover, messages: list[Message]) -> Check:
     """The series' commit messages are ggml-patch's draft until the contributor says they are
     their own words (`messages: own` in cover.md), after rewriting them or not."""
-    rule = policy.rule("ai_written_text_forbidden").evidence
+    rule = policy.rule("ai_written_text_forbidden").citations
     own = cover.messages_own(cov)
     if own:
         why = f"{len(messages)} commit message(s) confirmed as the contributor's own words"
@@ -388,16 +388,16 @@ def check_new_tests(policy: Policy, new_files: list[tuple[str, str]]) -> Check:
     ]
     rule = policy.rule("new_test_files_need_approval")
     if not tests:
-        return Check("new-test-files", PASS, "no new file under tests/", rule=rule.evidence)
+        return Check("new-test-files", PASS, "no new file under tests/", rule=rule.citations)
     if not rule.value:
         why = "new files under tests/; the target's files state no approval rule"
         return Check("new-test-files", PASS, why, tuple(tests))
-    why = f"new files under tests/ need the maintainers' approval ({rule.evidence[0].where})"
-    return Check("new-test-files", WARN, why, tuple(tests), rule.evidence)
+    why = f"new files under tests/ need the maintainers' approval ({rule.citations[0].where})"
+    return Check("new-test-files", WARN, why, tuple(tests), rule.citations)
 
 
 def check_issue(policy: Policy, cov: cover.Cover) -> Check:
-    rule = policy.rule("issue_first").evidence
+    rule = policy.rule("issue_first").citations
     recorded = cover.recorded_issue(cov)
     if recorded:
         ev, _, number = recorded
@@ -418,7 +418,7 @@ def check_issue(policy: Policy, cov: cover.Cover) -> Check:
 
 def check_disclosure(policy: DerivedPolicy, cov: cover.Cover) -> Check:
     d = cover.disclosure(cov, policy.template)
-    rule = policy.rule("disclosure_required").evidence
+    rule = policy.rule("disclosure_required").citations
     if d.status == "answered":
         return Check("disclosure", PASS, f"answered: {shorten(d.answer, 80)}", (d.where,), rule)
     if d.status == "no-line" and not rule:
@@ -459,7 +459,7 @@ def check_headings(policy: DerivedPolicy, body: str) -> Check:
             ("PR_BODY.md",),
         )
     cited = (
-        tuple(Evidence(file=t.file, line=s.line, text=f"## {s.heading}") for s in t.sections)
+        tuple(Citation(file=t.file, line=s.line, text=f"## {s.heading}") for s in t.sections)
         if t
         else ()
     )
@@ -470,20 +470,20 @@ def check_headings(policy: DerivedPolicy, body: str) -> Check:
 def check_role(policy: Policy) -> Check:
     role, submit, repo = policy.role_value, policy.submit.value, policy.repo.value
     forbidden, own = policy.rule("automated_submission_forbidden"), policy.rule("own_repo").value
-    submitted_at = tuple(e.where for e in policy.submit.evidence)
+    submitted_at = tuple(e.where for e in policy.submit.citations)
     if submit == "api" and forbidden.value and (repo == own or own is None):
         why = (
             f"submit: api opens the pull request on {repo} through the API, and the target's "
-            f"policy forbids automated submissions ({forbidden.evidence[0].where}): use submit: "
+            f"policy forbids automated submissions ({forbidden.citations[0].where}): use submit: "
             "manual, or api with your own fork as upstream.repo"
         )
-        return Check("role", FAIL, why, submitted_at, forbidden.evidence)
+        return Check("role", FAIL, why, submitted_at, forbidden.citations)
     goes = role.changes_go_to
     if role.kind == "pull-request" and goes and goes != repo:
-        ev = policy.rule("changes_go_to").evidence
+        ev = policy.rule("changes_go_to").citations
         why = f"{role.text}; but the target's files send changes to {goes} ({ev[0].where})"
         return Check("role", WARN, why, submitted_at, ev)
-    return Check("role", PASS, role.text, rule=policy.role.evidence)
+    return Check("role", PASS, role.text, rule=policy.role.citations)
 
 
 def check_sync(
@@ -498,7 +498,7 @@ def check_sync(
             f"target's tree: cannot tell what {goes_to}'s sync carries"
         )
         return Check("sync", WARN, why, ())
-    ev = (Evidence(file=sync.script, line=sync.line, text="git format-patch ... -- PATHS"),)
+    ev = (Citation(file=sync.script, line=sync.line, text="git format-patch ... -- PATHS"),)
     carried = ", ".join(f"{a} -> {b}" for a, b in report.carried) or "nothing"
     if report.mismatched:
         written = ", ".join(b for _, b in report.mismatched)
@@ -518,7 +518,7 @@ def check_related(policy: Policy, cov: cover.Cover, related: tuple) -> Check:
     """Every open pull request of patches/related-upstream.yaml is referenced in cover.md (its URL
     or #N): upstream asks a contributor to find an existing PR for the same change and talk
     there."""
-    rule = policy.rule("existing_pr_first").evidence
+    rule = policy.rule("existing_pr_first").citations
     open_prs = [r for r in related if r.kind == "pr" and r.state == "open"]
     if not open_prs:
         return Check(

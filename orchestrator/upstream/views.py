@@ -8,7 +8,7 @@ from typing import Optional
 
 from ..model.results import Cell, CellStatus, DeviceInfo, Outcome, Results
 
-WARNING_TITLE = "Incomplete evidence: this bundle was made with `--allow-incomplete`"
+WARNING_TITLE = "Incomplete results: this bundle was made with `--allow-incomplete`"
 # cells that prove nothing either way: shown, never counted
 NOT_RUN = (CellStatus.SKIPPED, CellStatus.BUILD_ONLY)
 
@@ -62,7 +62,7 @@ TRAINING_PLOT = "training-loss.png"
 
 def training_cell(results: Results, target: str) -> Optional[Cell]:
     """The cell whose training run the PR body shows: the CPU cell where there is one."""
-    cells = [c for c in results.cells_of(target) if c.training and c.training.with_fix]
+    cells = [c for c in results.cells_of(target) if c.training and c.training.patched]
     cells.sort(key=lambda c: c.backend != "cpu")
     return cells[0] if cells else None
 

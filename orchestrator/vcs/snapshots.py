@@ -298,6 +298,10 @@ class Worktree:
     def apply(self, patch_file: Path) -> None:
         self.git("apply", "--", str(patch_file))
 
+    def unapply(self, patch_file: Path) -> None:
+        """The patch's hunks reverted in the work tree (`git apply -R`): a topic's control."""
+        self.git("apply", "-R", "--", str(patch_file))
+
     def try_am(self, *patch_files: Path, three_way: bool = False) -> Optional[str]:
         """For the drift status: None when the patches applied as commits; else git's output, with
         the am left in progress (abort it, or leave it to

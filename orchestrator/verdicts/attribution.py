@@ -94,8 +94,8 @@ def attribute(
                 AttributionEntry(
                     test=name,
                     device=on,
-                    with_fix=detail,
-                    without_fix=without,
+                    patched=detail,
+                    control=without,
                     label=label,
                     reason=why,
                 )
@@ -166,7 +166,7 @@ def failure_kind(entries: list[AttributionEntry]) -> Optional[AttributionLabel]:
 def describe(entries: list[AttributionEntry], labels: bool = True) -> str:
     """'test-opt on Vulkan0 crashed (SIGABRT) while testing it: pre-existing' joined by '; '."""
     return "; ".join(
-        f"{e.test}{' on ' + e.device if e.device else ''} {e.with_fix}"
+        f"{e.test}{' on ' + e.device if e.device else ''} {e.patched}"
         + (f": {e.label}" if labels else "")
         for e in entries
     )

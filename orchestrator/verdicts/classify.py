@@ -196,3 +196,73 @@ def cell_status(
             "backend); the gate fails without it"
         )
     return CellStatus.PASSED, "all tests pass with the fix; the gate fails without it"
+
+
+_CASE_CALL = re.compile(r"\b(test_\w+)\(")
+
+
+def _case_of(line: str, ending: str = "") -> Optional[str]:
+    """The case function a test-opt line names (one ending with `ending`, if given)."""
+    m = _CASE_CALL.search(line)
+    if m is None or not line.rstrip().endswith(ending):
+        return None
+    return m.group(1)
+
+
+def last_case_line(output: str) -> Optional[str]:
+    """The last line test-opt printed that names a case (stripped), or None."""
+    found = None
+    for line in strip_ansi(output).splitlines():
+        if _case_of(line):
+            found = line.strip()
+    return found
+
+
+def last_case(output: str) -> Optional[str]:
+    """The test-opt case that printed last (its function's name): where a crash stopped it."""
+    found = None
+    for line in strip_ansi(output).splitlines():
+        found = _case_of(line) or found
+    return found
+
+
+def topic_control_verdict(
+    build_ok: bool,
+    test_opt_outcome: Optional[str],
+    test_opt_exit: Optional[int],
+    output: str,
+    cases: list[str],
+    control_crash: Optional[str],
+) -> GateVerdict:
+    """The verdict of one topic's control (its hunks reverted, the other topics kept) by test-opt
+    and the topic's own `cases`: killed when a case of its own fails by its own check; killed
+    (crash) when it dies by a signal inside one of its own cases and the topic declares its bug a
+    crash (`control_crash`: why); survived when test-opt passes; invalid otherwise (did not build,
+    timed out, failed or crashed outside its own cases, a crash the topic does not declare)."""
+    if not build_ok:
+        return GateVerdict(INVALID, "the control did not build")
+    if test_opt_outcome == PASSED:
+        return GateVerdict(SURVIVED, "test-opt passes with the topic's hunks reverted")
+    if test_opt_outcome == CRASHED:
+        sig = signal_name(test_opt_exit) or "a signal"
+        where = last_case(output)
+        if where not in cases:
+            return GateVerdict(
+                INVALID, f"test-opt died by {sig} outside the topic's cases (last case: {where})"
+            )
+        if not control_crash:
+            return GateVerdict(
+                INVALID,
+                f"test-opt died by {sig} in {where}, and topic.yaml declares no control_crash",
+            )
+        return GateVerdict(
+            KILLED, f"crash: {sig} in its own case {where}, as declared ({control_crash})"
+        )
+    if test_opt_outcome == FAILED:
+        failing = [ln.strip() for ln in strip_ansi(output).splitlines() if _case_of(ln, "FAIL")]
+        own = [ln for ln in failing if _case_of(ln, "FAIL") in cases]
+        if own:
+            return GateVerdict(KILLED, f"test-opt fails by its own check in {own[0]}")
+        first = failing[0] if failing else "no case line says FAIL"
+        return GateVerdict(INVALID, f"test-opt fails outside the topic's cases: {first}")
+    return GateVerdict(INVALID, f"test-opt {test_opt_outcome or 'not run'} without the topic")

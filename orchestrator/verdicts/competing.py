@@ -52,6 +52,7 @@ class CompetingFix(DiffInLayout):
     files: tuple[FileDiff, ...]  # the diff against the unfixed tree, in the series' layout
     discussed_at: str = ""  # where a comment on it goes; "" when no stored evidence names one
     to_pass: str = ""
+    topic: str = ""  # the queue's topic whose native_tests/<topic>/competing/ holds it
 
 
 def parse_competing(name: str, text: str) -> CompetingFix:
@@ -127,7 +128,7 @@ def judge(
     apply_error: Optional[str],
     build_ok: bool,
     tests: Mapping[str, TestRecord],
-    with_fix: Mapping[str, Optional[Outcome]],
+    patched: Mapping[str, Optional[Outcome]],
 ) -> CompetingJudged:
     """equivalent / wrong (its first failing test and case line) / invalid, against the tests
     the fix passes."""
@@ -138,7 +139,7 @@ def judge(
         )
     if not build_ok:
         return CompetingJudged(verdict=invalid, reason="does not build")
-    judged = [t for t, o in with_fix.items() if o == Outcome.PASSED]
+    judged = [t for t, o in patched.items() if o == Outcome.PASSED]
     if not judged:
         return CompetingJudged(
             verdict=invalid, reason="no test passes with the fix here, so nothing to judge against"

@@ -30,6 +30,7 @@ class Mutant(DiffInLayout):
     title: str
     why: str
     files: tuple[FileDiff, ...]  # the diff, in the series' layout
+    topic: str = ""  # the queue's topic whose native_tests/<topic>/mutants/ holds it
 
 
 def parse_mutant(name: str, text: str) -> Mutant:

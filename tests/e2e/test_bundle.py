@@ -50,6 +50,7 @@ def real_run(repo_root, tool_cache, tmp_path_factory):
         str(tool_cache),
         "--backend",
         "cpu",
+        *TOPIC_1,
         cwd=results.parent,
     )
     assert run.returncode == 0, run.stderr[-3000:]
@@ -67,6 +68,7 @@ def real_run(repo_root, tool_cache, tmp_path_factory):
             AUTHOR,
             "--assisted-by",
             ASSISTANT,
+            *TOPIC_1,
             cwd=results.parent,
         )
     finally:
@@ -74,6 +76,8 @@ def real_run(repo_root, tool_cache, tmp_path_factory):
     return results, proc
 
 
+# a bundle documents one topic, and the queue has three active: the run and the bundle name topic 1
+TOPIC_1 = ("--topic", "accumulator-reset")
 PATCHES = sorted(p.name for p in (ROOT / "patches" / "accumulator-reset").glob("*.patch"))
 
 
@@ -223,7 +227,7 @@ def test_body_title_issue_and_manifest_come_from_the_run_and_the_template(real_r
     man = json.loads((d / "manifest.json").read_text())
     assert man["draft"] is True and any("cover.md" in r for r in man["draft_reasons"])
     assert man["policy"]["submit"]["value"] == "manual"
-    assert man["policy"]["rules"]["automated_submission_forbidden"]["evidence"][0] == {
+    assert man["policy"]["rules"]["automated_submission_forbidden"]["citations"][0] == {
         "file": "AGENTS.md",
         "line": 49,
         "text": "- Automated commits or PR submissions (may result in contributor ban)",
@@ -345,6 +349,7 @@ def test_a_run_whose_control_survived_is_refused_then_bundled_with_a_warning(
         str(tool_cache),
         "--author",
         AUTHOR,
+        *TOPIC_1,
     ]
     refused = run_tool(*args, cwd=tmp_path)
     assert (
@@ -356,11 +361,11 @@ def test_a_run_whose_control_survived_is_refused_then_bundled_with_a_warning(
     made = run_tool(*args, "--allow-incomplete", "--target", "llama.cpp", cwd=tmp_path)
     assert made.returncode == 0, made.stderr[-3000:]
     assert (
-        "warning: llama.cpp: incomplete evidence: "
+        "warning: llama.cpp: incomplete results: "
         "llama.cpp/cpu: the negative control was not killed" in made.stderr
     )
     body = (edited / "bundle" / "llama.cpp" / "PR_BODY.md").read_text()
-    assert "> [!WARNING]\n> Incomplete evidence" in body
+    assert "> [!WARNING]\n> Incomplete results" in body
     check_body_against_results(body, r, "llama.cpp")
     man = json.loads((edited / "bundle" / "llama.cpp" / "manifest.json").read_text())
     assert man["incomplete"] is True and "survived" in man["warnings"][0]

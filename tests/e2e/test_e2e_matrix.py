@@ -29,8 +29,18 @@ VK_FAILURE_LINE = "device=Vulkan0 opt_period=1: FAIL at step 2: w=0.25 expected 
 TARGETS = ["llama.cpp", "ggml"]
 BACKENDS = ["cpu", "vulkan", "cuda", "metal"]  # the default profile, in order
 N_CELLS = len(TARGETS) * len(BACKENDS)
-MUTANTS = Path(__file__).resolve().parents[2] / "native_tests" / "accumulator-reset" / "mutants"
-N_MUTANTS = len(list(MUTANTS.glob("*.patch")))
+NATIVE = Path(__file__).resolve().parents[2] / "native_tests"
+TOPICS = ["accumulator-reset", "grad-acc-non-static", "reset-non-static"]  # patches/queue.yaml
+# each topic's known-wrong fixes; the gate (topic 1's test) kills topic 1's only
+TOPIC_MUTANTS = {t: len(list((NATIVE / t / "mutants").glob("*.patch"))) for t in TOPICS}
+N_MUTANTS = sum(TOPIC_MUTANTS.values())
+N_GATE_KILLS = TOPIC_MUTANTS["accumulator-reset"]
+# the case each topic's test patch adds to test-opt: what kills its control and its mutants
+OWN_CASE = {
+    "accumulator-reset": "test_per_step_graphs",
+    "grad-acc-non-static": "test_grad_non_static",
+    "reset-non-static": "test_reset_non_static",
+}
 
 
 def _vulkan_missing(matrix_path: Path, cache: Path):
@@ -176,6 +186,21 @@ def test_each_target_patched_passes_and_control_is_killed(matrix_run, target):
     # the control reused the patched build tree: only the reverted file and the relinks were rebuilt
     steps = re.findall(r"^\[(\d+)/(\d+)\]", Path(control["build"]["log"]).read_text(), re.M)
     assert steps and int(steps[-1][1]) <= 6, steps
+    # one control per topic, each killed by its own cases (topic 2's by a crash it declares)
+    assert control["topic"] == "accumulator-reset"
+    for topic in TOPICS[1:]:
+        other = recs[f"control-{topic}"]
+        assert other["topic"] == topic and other["verdict"] == "killed", other["verdict_reason"]
+        assert OWN_CASE[topic] in other["verdict_reason"]
+        assert other["reverted"] == control["reverted"]
+        steps = re.findall(r"^\[(\d+)/(\d+)\]", Path(other["build"]["log"]).read_text(), re.M)
+        assert steps and int(steps[-1][1]) <= 6, steps
+    crash = recs["control-grad-acc-non-static"]["verdict_reason"]
+    assert crash.startswith("crash: SIGSEGV in its own case test_grad_non_static"), crash
+    summary = (results / "summary.md").read_text()
+    assert "## Controls per topic" in summary
+    for topic in TOPICS:
+        assert f"| {target}/cpu | {topic} | **killed** |" in summary
 
 
 def test_results_json_keeps_every_key_of_the_committed_sample(matrix_run):
@@ -486,13 +511,13 @@ def test_training_evidence_for_both_variants(matrix_run):
     for target in ("llama.cpp", "ggml"):
         cell = next(c for c in data["cells"] if c["cell"] == f"{target}/cpu")
         t = cell["training"]
-        assert len(t["with_fix"]) == len(t["without_fix"]) == 6
+        assert len(t["patched"]) == len(t["control"]) == 6
         assert t["diverges_as_predicted"] is True
-        assert t["with_fix"][-1]["train_loss"] < t["with_fix"][0]["train_loss"] / 10
-        assert t["without_fix"][-1]["train_loss"] > t["without_fix"][0]["train_loss"]
+        assert t["patched"][-1]["train_loss"] < t["patched"][0]["train_loss"] / 10
+        assert t["control"][-1]["train_loss"] > t["control"][0]["train_loss"]
         recs = {r["variant"]: r for r in data["records"] if r["cell"] == cell["cell"]}
-        assert recs["patched"]["training"]["epochs"] == t["with_fix"]
-        assert recs["control"]["training"]["epochs"] == t["without_fix"]
+        assert recs["patched"]["training"]["epochs"] == t["patched"]
+        assert recs["control"]["training"]["epochs"] == t["control"]
         assert recs["patched"]["training"]["duration_s"] < 60
     assert "## Training: loss per epoch" in (results / "summary.md").read_text()
 
@@ -552,14 +577,15 @@ def test_every_known_wrong_fix_is_killed(matrix_run, target, backend):
     _, results = matrix_run
     data = json.loads((results / "results.json").read_text())
     cell = _cell(data, target, backend)
-    # each test judged on its own: test-opt's new cases alone kill every one (and so does the gate)
+    # each test judged on its own: test-opt's new cases alone kill every one, each topic's by its
+    # own cases; the gate (topic 1's test) kills topic 1's
     assert cell["mutants"] == {
         "total": N_MUTANTS,
         "killed": N_MUTANTS,
         "survived": [],
         "invalid": [],
         "skipped": None,
-        "killed_by": {"test-opt": N_MUTANTS, "test-opt-dynamic-accum": N_MUTANTS},
+        "killed_by": {"test-opt": N_MUTANTS, "test-opt-dynamic-accum": N_GATE_KILLS},
     }, cell["mutants"]
     mutants = [
         r for r in _recs(data, target, backend).values() if r["variant"].startswith("mutant:")
@@ -567,13 +593,22 @@ def test_every_known_wrong_fix_is_killed(matrix_run, target, backend):
     assert len(mutants) == N_MUTANTS and all(
         r["verdict"] == "killed" and r["failure_line"] for r in mutants
     )
-    assert all(
-        r["kills"] == {"test-opt": "killed", "test-opt-dynamic-accum": "killed"} for r in mutants
-    )
-    assert all(r["failure_line"].startswith("test_per_step_graphs(") for r in mutants)
+    assert {t: sum(r["topic"] == t for r in mutants) for t in TOPICS} == TOPIC_MUTANTS
+    for r in mutants:
+        gate = "killed" if r["topic"] == "accumulator-reset" else "survived"
+        assert r["kills"] == {"test-opt": "killed", "test-opt-dynamic-accum": gate}, r
+    # topic 1's: its per-step cases fail (the first FAIL line may be topic 2's case, which runs
+    # before them in test-opt and also reads the accumulators)
+    for r in mutants:
+        if r["topic"] == "accumulator-reset":
+            log = Path(r["tests"]["test-opt"]["log"]).read_text()
+            assert re.search(r"^\s*test_per_step_graphs\(.*FAIL", log, re.M), r["variant"]
+    for r in mutants:
+        if r["topic"] != "accumulator-reset":
+            assert r["failure_line"].startswith(OWN_CASE[r["topic"]] + "("), r
     assert (
         f"- **{target}/{backend}**: {N_MUTANTS} known-wrong fixes: {N_MUTANTS} killed by test-opt "
-        f"alone (test-opt-dynamic-accum: {N_MUTANTS})"
+        f"alone (test-opt-dynamic-accum: {N_GATE_KILLS})"
     ) in (results / "summary.md").read_text()
 
 

@@ -1031,13 +1031,13 @@ MANIFEST_VALUES = {
         ["readiness", "checks", 0, "detail"], "\x1b]8;;https://evil/\x07x"
     ),
     "readiness-count-negative": _manifest_edit(["readiness", "summary", "warn"], -1),
-    "evidence-line-huge": _manifest_edit(["readiness", "checks", 0, "rule", 0, "line"], 10**15),
+    "citation-line-huge": _manifest_edit(["readiness", "checks", 0, "rule", 0, "line"], 10**15),
     "duration-negative": _manifest_edit(["verification", "durations_s", "total"], -1.0),
     "base-description-two-lines": _manifest_edit(["base", "description"], "a\n## b"),
     "toolchain-with-escape": _manifest_edit(["toolchain", "cmake"], "3.25\x1b[2J"),
     "rule-value-two-lines": _manifest_edit(["policy", "submit", "value"], "manual\n## x"),
-    "rule-evidence-with-escape": _manifest_edit(
-        ["policy", "repo", "evidence", 0, "text"], "\x1b[2Jx"
+    "rule-citation-with-escape": _manifest_edit(
+        ["policy", "repo", "citations", 0, "text"], "\x1b[2Jx"
     ),
 }
 

@@ -92,6 +92,32 @@ def test_cli_refuses_bad_input_in_one_line(sample, tmp_path, repo_root, case):
     assert not out.exists()  # refused before anything was written
 
 
+def test_cli_refuses_a_leg_from_an_older_ggml_patch_saying_re_run(sample, tmp_path, repo_root):
+    """A CI leg's results.json of schema 1 (its builds were with_fix/without_fix): one line
+    naming the file and what to do, nothing written."""
+    a = _write(tmp_path / "a", _split(sample, "ggml/cpu"))
+    older = _split(sample, "llama.cpp/cpu").to_json()
+    older["schema_version"] = 1
+    b = _write(tmp_path / "b", older)
+    out = tmp_path / "out"
+    proc = run_tool(
+        "merge-results",
+        "--matrix",
+        str(repo_root / "matrix.yaml"),
+        "--out",
+        str(out),
+        str(a),
+        str(b),
+    )
+    assert proc.returncode == 2, proc.stderr
+    err = proc.stderr.strip()
+    assert err == (
+        f"ggml-patch: error: {b / 'results.json'}: schema_version 1, expected 2 "
+        "(another ggml-patch version wrote it); re-run `ggml-patch matrix`"
+    ), err
+    assert not out.exists()
+
+
 def test_a_leg_that_never_reported_is_an_error_in_the_merge_and_the_drift_issue(
     sample, tmp_path, repo_root
 ):

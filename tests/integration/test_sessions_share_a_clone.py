@@ -73,6 +73,9 @@ def _bundle(clone, cache):
         str(cache),
         "--author",
         AUTHOR,
+        # a bundle documents one topic of the queue
+        "--topic",
+        "accumulator-reset",
         cwd=clone,
     )
     assert LOCKED not in proc.stderr, proc.stderr

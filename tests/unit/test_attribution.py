@@ -136,8 +136,8 @@ def test_the_lavapipe_crash_in_both_variants_is_pre_existing():
     assert len(entries) == 1  # the gate passed with the fix: nothing to attribute
     e = entries[0]
     assert (e.test, e.device, e.label) == ("test-opt", "Vulkan0", PRE_EXISTING)
-    assert e.with_fix == "crashed (SIGABRT) while testing it"
-    assert e.without_fix == "crashed (SIGSEGV) while testing it"
+    assert e.patched == "crashed (SIGABRT) while testing it"
+    assert e.control == "crashed (SIGSEGV) while testing it"
     assert "fails without the fix too" in e.reason
     assert pre_existing_only(entries, "test-opt") and failure_kind(entries) == PRE_EXISTING
 
@@ -151,7 +151,7 @@ def test_a_failure_that_passes_without_the_fix_is_a_regression():
         exit_code=1,
     )
     entries = attribute({"test-opt": failing}, {"test-opt": _ok_opt()})
-    assert [(e.device, e.label, e.with_fix, e.without_fix) for e in entries] == [
+    assert [(e.device, e.label, e.patched, e.control) for e in entries] == [
         ("Vulkan0", REGRESSION, "FAIL sgd", "passed")
     ]
     assert "the fix breaks it" in entries[0].reason
@@ -179,7 +179,7 @@ def test_a_device_the_control_never_reached_is_unknown():
 def test_no_control_build_is_unknown():
     entries = attribute({"test-opt": _crash()}, {}, control_built=False)
     assert [e.label for e in entries] == [UNKNOWN]
-    assert "did not build" in entries[0].reason and entries[0].without_fix == "did not run"
+    assert "did not build" in entries[0].reason and entries[0].control == "did not run"
 
 
 def test_the_same_device_less_failure_in_both_is_pre_existing():
@@ -260,10 +260,10 @@ def test_module_constants():
 
 def test_summary_of_mixed_and_uniform_labels():
     pre = AttributionEntry(
-        test="test-opt", device="Vulkan0", with_fix="crashed (SIGABRT)", label=PRE_EXISTING
+        test="test-opt", device="Vulkan0", patched="crashed (SIGABRT)", label=PRE_EXISTING
     )
     reg = AttributionEntry(
-        test="test-opt-dynamic-accum", device="CPU", with_fix="FAIL opt_period=1", label=REGRESSION
+        test="test-opt-dynamic-accum", device="CPU", patched="FAIL opt_period=1", label=REGRESSION
     )
     assert (
         attribution.summary([reg])

@@ -130,7 +130,7 @@ COVER = C.parse_cover(
 def body_of(results: Results, target: str, warnings=()) -> str:
     """PR_BODY.md as the bundle writes it for a pull-request target (the llama.cpp template)."""
     repo = "ggml-org/llama.cpp" if target == "llama.cpp" else None
-    data = PB.evidence(results, "f" * 64, target, COMMITS, NAMES, TOOLCHAIN, repo)
+    data = PB.additional_information(results, "f" * 64, target, COMMITS, NAMES, TOOLCHAIN, repo)
     top = PB.banner([], list(warnings))
     return "\n".join(top) + ("\n" if top else "") + PB.body(TEMPLATE, COVER, data)
 
@@ -231,11 +231,11 @@ def test_the_body_keeps_the_loss_table_and_names_no_plot():
     r = sample()
     r.cells[1].training = TrainingComparison.model_validate(
         {
-            "with_fix": [
+            "patched": [
                 {"epoch": 0, "train_loss": 2.5, "eval_loss": 2.25},
                 {"epoch": 1, "train_loss": 0.5, "eval_loss": 0.25},
             ],
-            "without_fix": [
+            "control": [
                 {"epoch": 0, "train_loss": 2.5, "eval_loss": 2.25},
                 {"epoch": 1, "train_loss": 9.5, "eval_loss": 8.5},
             ],

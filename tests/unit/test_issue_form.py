@@ -78,7 +78,7 @@ def test_render_fills_each_field_by_role_and_leaves_the_others_no_response():
     assert "libllama (core library), Other (Please specify in the next section)" in text
     assert "### Command line\n\n```shell\n./build/bin/test-opt\n```\n" in text
     assert "### First Bad Commit\n\n_No response_\n" in text
-    assert "### Problem description &amp; steps to reproduce\n" in text  # the form is data: inert
+    assert "### Problem description & steps to reproduce\n" in text  # the form is data: inert
     logs = text.split("### Relevant log output\n", 1)[1]
     assert "<details>\n<summary>Logs</summary>\n\n```console\nstep 2: FAIL\n```\n</details>" in logs
     assert F.missing_required(form, values) == []

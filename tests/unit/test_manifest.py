@@ -112,8 +112,8 @@ def test_a_verify_only_policy_takes_no_pull_request():
             "manifest.json: results.exit_code: expected integer, got str",
         ),
         (
-            lambda m: m.update(schema_version=2),
-            "manifest.json: schema_version: input should be less than or equal to 1",
+            lambda m: m.update(schema_version=3),
+            "manifest.json: schema_version: input should be less than or equal to 2",
         ),
         (lambda m: m["policy"]["submit"].update(value=[]), "manifest.json: policy.submit.value"),
         (

@@ -35,17 +35,19 @@ def llama() -> P.Policy:
 
 
 def lines(p: P.Policy, rule: str) -> list[str]:
-    return [e.where for e in p.rule(rule).evidence]
+    return [e.where for e in p.rule(rule).citations]
 
 
 def test_every_evidence_line_is_the_files_own_line():
-    """Evidence is never paraphrased: each one is the file's line, at that line number."""
+    """Citation is never paraphrased: each one is the file's line, at that line number."""
     for name, pol in (
         ("llama.cpp", llama()),
         ("ggml", P.derive("ggml", "c" * 40, files_of(DATA / "ggml"))),
     ):
-        evidence = [e for r in pol.rules.values() for e in r.evidence]
-        evidence += [e for e in pol.role.evidence + pol.submit.evidence if e.file != "matrix.yaml"]
+        evidence = [e for r in pol.rules.values() for e in r.citations]
+        evidence += [
+            e for e in pol.role.citations + pol.submit.citations if e.file != "matrix.yaml"
+        ]
         assert evidence
         for e in evidence:
             assert (DATA / name / e.file).read_text(encoding="utf-8").splitlines()[
@@ -107,11 +109,11 @@ def test_llama_cpp_is_a_pull_request_submitted_by_hand():
         p.role.value.text
         == "pull request to ggml-org/llama.cpp, submitted by hand (submit: manual)"
     )
-    assert [e.where for e in p.submit.evidence] == ["matrix.yaml:14"]
+    assert [e.where for e in p.submit.citations] == ["matrix.yaml:14"]
     # undeclared, the tool still never chooses api: manual, on the policy's own lines
     bare = P.derive("llama.cpp", "b" * 40, files_of(DATA / "llama.cpp"))
     assert bare.submit.value == "manual" and bare.repo.value == "ggml-org/llama.cpp"
-    assert [e.where for e in bare.submit.evidence][:2] == ["AGENTS.md:49", "AGENTS.md:95"]
+    assert [e.where for e in bare.submit.citations][:2] == ["AGENTS.md:49", "AGENTS.md:95"]
 
 
 def test_ggml_is_verified_through_llama_cpp_s_sync():
@@ -136,12 +138,12 @@ def test_ggml_is_verified_through_llama_cpp_s_sync():
         "max_comment_lines",
         "new_test_files_need_approval",
     ):
-        assert p.rule(rule).value is None and p.rule(rule).evidence == ()
+        assert p.rule(rule).value is None and p.rule(rule).citations == ()
     assert p.max_comment_lines == DEFAULT_MAX_COMMENT_LINES
     declared = P.derive(
         "ggml", "c" * 40, files_of(DATA / "ggml"), upstream("ggml-org/ggml", "none", "m.yaml:9")
     )
-    assert [e.where for e in declared.submit.evidence] == [
+    assert [e.where for e in declared.submit.citations] == [
         "m.yaml:9"
     ] and not declared.takes_pull_request
 
@@ -223,7 +225,7 @@ def test_the_policy_goes_into_the_manifest_as_json():
     j = json.loads(json.dumps(llama().to_json()))
     assert j["submit"]["value"] == "manual" and j["role"]["value"]["kind"] == "pull-request"
     assert j["template"]["headings"][0] == {"text": "Overview", "line": 1}
-    assert j["rules"]["ascii_only"]["evidence"][0]["file"] == "AGENTS.md"
+    assert j["rules"]["ascii_only"]["citations"][0]["file"] == "AGENTS.md"
 
 
 # ---------------------------------------------------------------- matrix.yaml's upstream:

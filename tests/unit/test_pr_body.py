@@ -49,11 +49,11 @@ Found while fine-tuning.
 
 
 TRAINING = {
-    "with_fix": [
+    "patched": [
         {"epoch": 1, "train_loss": 3.5, "eval_loss": 3.25},
         {"epoch": 2, "train_loss": 0.5, "eval_loss": 0.625},
     ],
-    "without_fix": [
+    "control": [
         {"epoch": 1, "train_loss": 3.5, "eval_loss": 4.75},
         {"epoch": 2, "train_loss": 41.5, "eval_loss": 60.25},
     ],
@@ -215,7 +215,7 @@ def test_the_tool_s_data_are_ascii_even_when_results_are_not():
     r.cells[0].device = DeviceInfo(
         devices=["llvmpipe \u2014 LLVM \u00d7 15"], drivers=["Mesa 25.0.7\u2026"]
     )
-    data = PB.evidence(r, "f" * 64, "llama.cpp", COMMITS, NAMES, TOOLCHAIN, None)
+    data = PB.additional_information(r, "f" * 64, "llama.cpp", COMMITS, NAMES, TOOLCHAIN, None)
     text = "\n".join(data)
     assert text.isascii() and "llvmpipe - LLVM x 15" in text and "Mesa 25.0.7..." in text
     assert "<summary>Per-case results (backend x device x test x case)</summary>" in text
@@ -291,7 +291,7 @@ def test_issue_md_is_the_bug_form_filled_with_the_reproduction_and_nothing_else(
         "Operating systems",
         "Which llama.cpp modules do you know to be affected?",
         "Command line",
-        "Problem description &amp; steps to reproduce",  # inert: the form is data
+        "Problem description & steps to reproduce",  # a lone & starts no entity: kept
         "First Bad Commit",
         "Relevant log output",
     ]
@@ -340,7 +340,7 @@ def test_issue_md_without_a_form_has_the_usual_fields_and_names_the_missing_ones
     assert [ln[4:] for ln in issue.splitlines() if ln.startswith("### ")] == [
         "Name and Version",
         "Command line",
-        "Problem description &amp; steps to reproduce",  # inert: the form is data
+        "Problem description & steps to reproduce",  # a lone & starts no entity: kept
         "Relevant log output",
     ]
     assert "./build/bin/test-opt\n```" in issue

@@ -116,3 +116,12 @@ def test_bounded_rows_say_how_many_were_left_out():
     assert len("\n".join(out)) < 200
     assert out[-1].startswith("... ") and "known limits left out" in out[-1]
     assert str(1000 - (len(out) - 1)) in out[-1]
+
+
+def test_a_lone_ampersand_stays_and_an_entity_is_shown_literally():
+    """`A & B` starts no entity (a heading of upstream's form reads as written); `&lt;`, `&#60;`
+    and `a&b` could, so they are escaped or shown as code and read as typed."""
+    assert publish.text("Problem description & steps") == "Problem description & steps"
+    assert publish.text("&lt;b&gt;") == "&amp;lt;b&amp;gt;"
+    assert publish.text("&#60;") == "`&#60;`"  # "#6" could cross-reference: shown as code
+    assert publish.text("a&b x&") == "a&amp;b x&"

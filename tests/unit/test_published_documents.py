@@ -55,7 +55,9 @@ def _limit(i: int, what: str) -> KL.KnownLimit:
 def test_2400_hostile_known_limits_make_a_bounded_inert_body():
     limits = tuple(_limit(i, EVIL.replace("\x1b]0;title\x07", "")) for i in range(2400))
     d = docs(WRITTEN)
-    data = PB.evidence(sample(), "f" * 64, "llama.cpp", [], [], {}, None, known_limits=limits)
+    data = PB.additional_information(
+        sample(), "f" * 64, "llama.cpp", [], [], {}, None, known_limits=limits
+    )
     body = PB.body(llama_policy().template, d.cover, data)
     shown = publish.bounded(body, where="PR_BODY.md")
     assert len(shown) < publish.GITHUB_BODY_MAX
@@ -101,14 +103,14 @@ def test_readiness_quoting_a_hostile_agents_md_line_is_inert():
     d = docs(WRITTEN)
     from orchestrator.upstream import readiness as R
     from orchestrator.upstream.manifest import FAIL, Check, Readiness
-    from orchestrator.upstream.policy import Evidence
+    from orchestrator.upstream.policy import Citation
 
     check = Check(
         name="comment-length",
         status=FAIL,
         detail=EVIL,
         where=(EVIL,),
-        rule=(Evidence(file="AGENTS.md", line=75, text=EVIL),),
+        rule=(Citation(file="AGENTS.md", line=75, text=EVIL),),
     )
     ready = Readiness(checks=(check,), not_applicable={}, summary={FAIL: 1})
     md = R.markdown("llama.cpp", ready, [EVIL], d.policy)

@@ -189,13 +189,18 @@ def _project(tmp_path):
     return tmp_path / "matrix.yaml"
 
 
-def test_the_real_queue_is_topic_one_with_the_same_series():
+def test_the_real_queue_is_three_topics_topic_one_with_the_same_series():
     matrix = load_matrix(ROOT / "matrix.yaml")
     queue = load_queue(matrix)
-    assert queue.names() == ["accumulator-reset"]
-    series = load_series(matrix)
+    names = ["accumulator-reset", "grad-acc-non-static", "reset-non-static"]
+    assert queue.names() == names
+    series = load_series(matrix, ["accumulator-reset"])
     assert series.sha256 == upstream_series().sha256  # the same bytes and names as before
     assert series.topics == ("accumulator-reset",)
+    assert load_series(matrix).topics == tuple(names)
+    # topic 2's bug is a crash: its control may die by a signal in its own cases
+    assert queue.topic("grad-acc-non-static").meta.control_crash
+    assert queue.topic("accumulator-reset").meta.control_crash is None
     assert load_mutants_names(matrix)[:2] == [
         "02-reset-at-build-when-opt-i-zero",
         "03-reset-gb-opt-zeroes-momenta",

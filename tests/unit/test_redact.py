@@ -85,7 +85,9 @@ def test_pr_body_and_manifest_carry_no_credentials():
 
     commits = [B.SeriesCommit("s", "b", ("src/x.c",))]
     body = "\n".join(
-        pr_body.evidence(results, "0" * 64, target, commits, ["0001-s.patch"], {}, None)
+        pr_body.additional_information(
+            results, "0" * 64, target, commits, ["0001-s.patch"], {}, None
+        )
     )
     assert SECRET not in body and "https://***@github.com/me/ggml.git" in body
     man = B.manifest(

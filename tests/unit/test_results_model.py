@@ -121,7 +121,7 @@ def _records():
         ),
         M.Build(ok=True, duration_s=1.0, log="b.log"),
         M.TrainingRun(program="train-opt-dynamic", outcome=Outcome.PASSED, epochs=epochs),
-        M.TrainingComparison(with_fix=epochs, without_fix=epochs),
+        M.TrainingComparison(patched=epochs, control=epochs),
         M.MutantInfo(name="01-x", title="t", why_wrong="w", skipped="--no-mutants"),
         M.MutantTally(total=2, killed=1, survived=["02-y"]),
         M.AttributionEntry(test="test-opt", label=AttributionLabel.UNKNOWN),
@@ -195,6 +195,51 @@ def test_a_malformed_results_file_is_one_line_naming_the_key(tmp_path, data, phr
         load_results(f)
     msg = str(e.value)
     assert msg.startswith(f"{f}: ") and phrase in msg and "\n" not in msg, msg
+
+
+def _as_written_by_schema_1(data: dict) -> dict:
+    """A results.json as ggml-patch wrote it before schema 2: the builds' keys were with_fix and
+    without_fix in the training comparison and the attribution entries."""
+    data["schema_version"] = 1
+    for cell in data["cells"]:
+        for entry in cell.get("attribution") or []:
+            entry["with_fix"] = entry.pop("patched")
+            entry["without_fix"] = entry.pop("control")
+    return data
+
+
+@pytest.mark.parametrize(
+    "data, phrase",
+    [
+        (_as_written_by_schema_1(json.loads(VULKAN.read_text())), "schema_version 1, expected 2"),
+        (edited(lambda d: d.update(schema_version="3\x1b[2J" * 30)), "schema_version '3\\x1b"),
+    ],
+    ids=["schema-1", "odd-version"],
+)
+def test_a_results_file_of_another_schema_is_refused_in_one_line_saying_re_run(
+    tmp_path, data, phrase
+):
+    f = tmp_path / "results.json"
+    f.write_text(json.dumps(data))
+    with pytest.raises(ConfigError) as e:
+        load_results(f)
+    msg = str(e.value)
+    assert msg.startswith(f"{f}: ") and phrase in msg and "\n" not in msg, msg
+    assert msg.endswith("re-run `ggml-patch matrix`"), msg
+    assert "\x1b" not in msg and len(msg) < len(str(f)) + 150, msg
+
+
+def test_schema_2_names_the_builds_patched_and_control():
+    data = json.loads(VULKAN.read_text())
+    entry = data["cells"][0]["attribution"][0]
+    assert (entry["patched"], entry["control"]) == (
+        "crashed (SIGABRT) while testing it",
+        "crashed (SIGABRT) while testing it",
+    )
+    # the old key under today's version is an unknown key, never read as the new one
+    entry["with_fix"] = entry.pop("patched")
+    with pytest.raises(ConfigError, match=r"attribution\[0\]: unknown key 'with_fix'"):
+        results_of(data, "r.json")
 
 
 @pytest.mark.parametrize(

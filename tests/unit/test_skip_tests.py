@@ -122,7 +122,7 @@ def test_a_skipped_test_is_no_bundle_problem_and_the_body_names_the_reason():
     r = results_of(with_sanitize_cell(sample()).to_json())
     assert B._cell_problems(r, r.cells[-1]) == []
     assert views.skipped_tests(r, "ggml") == [("ggml/cpu-sanitize", UPSTREAM, SANITIZE_SKIP)]
-    body = "\n".join(pr_body.evidence(r, "0" * 64, "ggml", [], [], {}, None))
+    body = "\n".join(pr_body.additional_information(r, "0" * 64, "ggml", [], [], {}, None))
     assert f"- ggml/cpu-sanitize: test-opt not run on this backend: {SANITIZE_SKIP}" in body
     row = next(ln for ln in body.splitlines() if ln.startswith("| ggml/cpu-sanitize | "))
     assert "| `skipped` |" in row  # the cells table: test-opt not run there

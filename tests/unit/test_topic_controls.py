@@ -1,0 +1,87 @@
+"""Per-topic controls: the verdict rule (classify.topic_control_verdict) and what a queue's series
+knows of each topic (its source hunks, its own cases, a declared crash)."""
+
+import pytest
+
+from orchestrator.config import load_matrix
+from orchestrator.errors import ConfigError
+from orchestrator.model.results import Verdict
+from orchestrator.patchset.files import load_series
+from orchestrator.patchset.queue import parse_topic_meta
+from orchestrator.verdicts.classify import last_case, topic_control_verdict
+
+from ..helpers.tools import ROOT
+
+pytestmark = pytest.mark.unit
+
+CASES = ["test_grad_non_static"]
+WHY = "ggml_opt_grad_acc dereferences a NULL gb_opt (SIGSEGV)"
+OTHERS_OK = "  test_per_step_graphs(high_level=no, subtest=weights, optimizer=sgd): OK\n"
+OWN_RUNNING = "  test_grad_non_static(schedule=TTTTTT): running\n"
+
+
+def _verdict(outcome, exit_code, output, crash=WHY, build_ok=True):
+    return topic_control_verdict(build_ok, outcome, exit_code, output, CASES, crash)
+
+
+def test_a_crash_in_its_own_case_is_killed_only_for_the_declaring_topic():
+    declared = _verdict("crashed", -11, OTHERS_OK + OWN_RUNNING)
+    assert declared.verdict == Verdict.KILLED
+    assert "SIGSEGV" in declared.reason and "test_grad_non_static" in declared.reason
+    undeclared = _verdict("crashed", -11, OTHERS_OK + OWN_RUNNING, crash=None)
+    assert undeclared.verdict == Verdict.INVALID
+    assert "declares no control_crash" in undeclared.reason
+
+
+def test_a_crash_outside_its_own_cases_is_invalid_even_when_declared():
+    v = _verdict("crashed", -11, OWN_RUNNING + OTHERS_OK)  # the last case is another topic's
+    assert v.verdict == Verdict.INVALID
+    assert "outside the topic's cases" in v.reason and "test_per_step_graphs" in v.reason
+    assert _verdict("crashed", -11, "").verdict == Verdict.INVALID  # no case printed at all
+
+
+def test_a_build_failure_or_a_timeout_stays_invalid_whatever_the_topic_declares():
+    assert _verdict("crashed", -11, OWN_RUNNING, build_ok=False).verdict == Verdict.INVALID
+    assert _verdict("timeout", None, OWN_RUNNING).verdict == Verdict.INVALID
+
+
+def test_a_failure_is_killed_only_by_its_own_cases():
+    own_fail = "  test_grad_non_static(high_level=no, schedule=TETTET, subtest=grads): FAIL\n"
+    other_fail = "  test_per_step_graphs(high_level=no, subtest=weights): \x1b[1;31mFAIL\x1b[0m\n"
+    v = _verdict("failed", 1, OTHERS_OK + own_fail)
+    assert v.verdict == Verdict.KILLED and "test_grad_non_static" in v.reason
+    v = _verdict("failed", 1, other_fail)
+    assert v.verdict == Verdict.INVALID and "outside the topic's cases" in v.reason
+    assert _verdict("passed", 0, OTHERS_OK).verdict == Verdict.SURVIVED
+
+
+def test_last_case_is_the_last_case_line_printed():
+    assert last_case(OTHERS_OK + OWN_RUNNING) == "test_grad_non_static"
+    assert last_case("Backend CPU sgd: OK\n") is None
+
+
+def test_control_crash_is_one_line_in_topic_yaml():
+    base = (
+        "summary: s\norigin: o\nlast_update: 2026-12-02\nstate: local\n"
+        "control_crash: a NULL dereference\n"
+    )
+    meta, _ = parse_topic_meta("patches/t/topic.yaml", base)
+    assert meta.control_crash == "a NULL dereference"
+    with pytest.raises(ConfigError, match="patches/t/topic.yaml:5"):
+        parse_topic_meta("patches/t/topic.yaml", base.replace("a NULL", "[1, 2]"))
+
+
+def test_the_queue_series_knows_each_topics_hunks_cases_and_declared_crash():
+    series = load_series(load_matrix(ROOT / "matrix.yaml"))
+    assert series.topics == ("accumulator-reset", "grad-acc-non-static", "reset-non-static")
+    expected_cases = {
+        "accumulator-reset": ["test_per_step_graphs"],
+        "grad-acc-non-static": ["test_grad_non_static"],
+        "reset-non-static": ["test_reset_non_static"],
+    }
+    for topic in series.topics:
+        assert [f.path for f in series.topic_fix_diffs(topic)] == ["ggml/src/ggml-opt.cpp"]
+        assert series.topic_cases(topic) == expected_cases[topic]
+    own = {p.topic for p in series.patches}
+    assert own == set(series.topics)  # every patch is one topic's
+    assert [t for t, _ in series.control_crash] == ["grad-acc-non-static"]
