@@ -16,6 +16,9 @@ from ..helpers.tools import run_tool
 
 AUTHOR = "Ada Contributor <ada@example.org>"  # HOME is the test's own: no git identity there
 
+# a bundle documents one topic; the queue has three active (patches/queue.yaml)
+TOPIC_1 = ("--topic", "accumulator-reset")
+
 
 @pytest.mark.parametrize(
     "edit, expected",
@@ -42,6 +45,7 @@ def test_bundle_refuses_results_that_do_not_prove_the_fix(tmp_path, repo_root, e
         str(tmp_path / "cache"),
         "--author",
         AUTHOR,
+        *TOPIC_1,
         cwd=tmp_path,
     )
     assert proc.returncode == ExitCode.BUNDLE_REFUSED == 20, proc.stderr
@@ -68,6 +72,7 @@ def test_bundle_refuses_results_of_another_series(tmp_path, repo_root):
         str(tmp_path / "cache"),
         "--author",
         AUTHOR,
+        *TOPIC_1,
         cwd=tmp_path,
     )
     assert proc.returncode == 20, proc.stderr
@@ -92,6 +97,7 @@ def test_bundle_names_an_unknown_target(tmp_path, repo_root):
         str(tmp_path / "cache"),
         "--author",
         AUTHOR,
+        *TOPIC_1,
         cwd=tmp_path,
     )
     assert proc.returncode == 2 and "no cells for target 'whisper.cpp'" in proc.stderr
