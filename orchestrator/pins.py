@@ -17,6 +17,7 @@ from pydantic_core import PydanticCustomError
 from . import untrusted
 from .config import Matrix
 from .errors import ConfigError
+from .model.values import Name, TextLine
 from .records import Record, parse
 from .sources import SourceUnreachable
 from .sources.git import Pinned, ls_remote
@@ -27,9 +28,9 @@ class Pin(Record):
     """What a ref named when the plan asked (a bare commit id is accepted for a pin too)."""
 
     commit: str
-    ref: Optional[str] = None
-    remote_ref: Optional[str] = None
-    url: Optional[str] = None
+    ref: Optional[TextLine] = None
+    remote_ref: Optional[TextLine] = None
+    url: Optional[TextLine] = None  # any git URL (a local path too), without its userinfo
 
     @model_validator(mode="before")
     @classmethod
@@ -43,17 +44,18 @@ class Pin(Record):
 class Unreachable(Record):
     """A target whose remote the plan could not reach (down, gone or private), and why."""
 
-    url: Optional[str] = None  # declared first: the file keeps the order resolve-refs always wrote
-    ref: Optional[str] = None
-    reason: str
+    # declared first: the file keeps the order resolve-refs always wrote
+    url: Optional[TextLine] = None
+    ref: Optional[TextLine] = None
+    reason: TextLine
 
 
 class PinsFile(Record):
     """The file `resolve-refs` writes and `--pins` reads."""
 
     version: Literal[1] = 1
-    pins: dict[str, Pin]
-    unreachable: Optional[dict[str, Unreachable]] = None
+    pins: dict[Name, Pin]  # target -> its pin
+    unreachable: Optional[dict[Name, Unreachable]] = None
 
     @field_validator("unreachable", mode="before")
     @classmethod

@@ -21,6 +21,7 @@ from pydantic import Field
 
 from ..errors import ExitCode
 from ..model.results import Provenance
+from ..model.values import Count, Name, TextLine
 from ..patchset.series import FileDiff, Patch, Series
 from ..records import Record
 
@@ -50,18 +51,18 @@ _NO_FILE = re.compile(r"error: (?P<path>.+): does not exist in (?:index|working 
 
 
 class PatchResult(Record, frozen=True):
-    name: str
-    result: str  # CLEAN, MERGED, PRESENT, CONFLICTED or NOT_TRIED
-    detail: str = ""
+    name: TextLine
+    result: TextLine  # CLEAN, MERGED, PRESENT, CONFLICTED or NOT_TRIED
+    detail: TextLine = ""
 
 
 class Conflict(Record, frozen=True):
-    patch: str
-    file: str  # the file (target layout) where it stopped
-    hunk: str  # the patch's hunk header there, or what failed ("new file", ...)
-    lines: tuple[tuple[int, int], ...] = ()  # conflict-marker line ranges in the worktree's file
-    worktree: str = ""  # left with `git am -3` stopped at this patch
-    reason: str = ""  # git's own line (e.g. no blobs for a 3-way merge)
+    patch: TextLine
+    file: TextLine  # the file (target layout) where it stopped
+    hunk: TextLine  # the patch's hunk header there, or what failed ("new file", ...)
+    lines: tuple[tuple[Count, Count], ...] = ()  # conflict-marker line ranges in the file
+    worktree: TextLine = ""  # left with `git am -3` stopped at this patch
+    reason: TextLine = ""  # git's own line (e.g. no blobs for a 3-way merge)
     kept: bool = False  # an earlier run's resolution worktree, left as it was
 
 
@@ -70,13 +71,13 @@ class TargetStatus(Record):
 
     NULLS = frozenset({"base", "conflict"})
 
-    target: str
-    layout: str = ""
+    target: Name
+    layout: TextLine = ""
     # kind, description, provenance
     source: Provenance = Field(default_factory=lambda: Provenance(kind=""))
-    status: str
-    detail: str = ""
-    base: Optional[str] = None
+    status: TextLine
+    detail: TextLine = ""
+    base: Optional[TextLine] = None
     patches: list[PatchResult] = Field(default_factory=list)
     conflict: Optional[Conflict] = None
 
@@ -84,7 +85,7 @@ class TargetStatus(Record):
 class StatusReport(Record):
     """`ggml-patch status --json`: the profile and every target's row."""
 
-    profile: str = "?"
+    profile: TextLine = "?"
     targets: list[TargetStatus] = Field(min_length=1)
 
 

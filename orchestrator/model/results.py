@@ -28,6 +28,7 @@ from .values import (
     Name,
     ProcessStatus,
     Seconds,
+    Sha256,
     Text,
     TextLine,
 )
@@ -330,23 +331,24 @@ class AttributionEntry(Record):
 
 
 class Submodule(Record):
-    url: str
-    commit: str
+    url: TextLine
+    commit: TextLine
 
 
 class Provenance(Record):
     """Where a cell's base came from: what the source recorded,
     and the base commit the series applied to."""
 
-    kind: str
-    description: str = ""
-    sdist_sha256: Optional[str] = None  # pypi-sdist
-    url: Optional[str] = None  # git, tarball
-    sha256: Optional[str] = None  # tarball
-    ref: Optional[str] = None  # git: the ref asked for, and what it resolved to
-    resolved_ref: Optional[str] = None
-    path: Optional[str] = None  # local: the checkout, its HEAD, whether it had uncommitted changes
-    head: Optional[str] = None
+    kind: TextLine
+    description: TextLine = ""
+    sdist_sha256: Optional[Sha256] = None  # pypi-sdist
+    url: Optional[TextLine] = None  # git (any git URL, checked where used), tarball
+    sha256: Optional[Sha256] = None  # tarball
+    ref: Optional[TextLine] = None  # git: the ref asked for, and what it resolved to
+    resolved_ref: Optional[TextLine] = None
+    # local: the checkout, its HEAD, whether it had uncommitted changes
+    path: Optional[TextLine] = None
+    head: Optional[TextLine] = None
     uncommitted_changes: Optional[bool] = None
     upstream_commit: Optional[Commit] = None
     submodules: Optional[dict[str, Submodule]] = None  # git: path -> the submodule's URL and commit

@@ -34,6 +34,7 @@ from pydantic import BeforeValidator, Field, StringConstraints, ValidationError
 
 from ..config import _line_for, _load_with_lines
 from ..errors import ConfigError
+from ..model.values import HttpsUrl
 from ..records import Record, dotted, located
 from .series import Series
 
@@ -43,9 +44,11 @@ STATES = ("local", "forwarded", "merged-upstream", "dropped")
 ACTIVE = ("local", "forwarded")  # the states whose series the queue applies
 TOPIC_NAME = r"^[a-z0-9][a-z0-9-]*$"
 
-TopicName = Annotated[str, StringConstraints(pattern=TOPIC_NAME)]
-OneLine = Annotated[str, StringConstraints(pattern=r"^[\x20-\x7e]+$")]  # one line, printable ASCII
-Url = Annotated[str, StringConstraints(pattern=r"^https://\S+$")]
+TopicName = Annotated[str, StringConstraints(pattern=TOPIC_NAME, max_length=100)]
+# one line of printable ASCII (no control character), bounded
+OneLine = Annotated[str, StringConstraints(pattern=r"^[\x20-\x7e]+$", max_length=500)]
+# https only, one line, no quote, bracket or backslash (model.values.HttpsUrl's rule), bounded
+Url = Annotated[HttpsUrl, StringConstraints(pattern=r"^https://[\x21-\x7e]+$")]
 UpstreamCommit = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")]
 
 
@@ -62,8 +65,8 @@ Day = Annotated[  # a calendar day, YYYY-MM-DD (topic.yaml's last_update)
     str, BeforeValidator(_iso_date), StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}$")
 ]
 _EXPECTED = {
-    "summary": "one line of printable ASCII",
-    "origin": "one line of printable ASCII",
+    "summary": "one line of printable ASCII (at most 500 characters)",
+    "origin": "one line of printable ASCII (at most 500 characters)",
     "bug": "an https:// URL of the upstream issue, or null",
     "forwarded": "an https:// URL of the pull request, or null",
     "applied_upstream": "an upstream commit id (7-64 lowercase hex digits), or null",
@@ -108,8 +111,14 @@ def _hint(model: type[Record], loc: tuple[Any, ...], kind: str, value: Any) -> O
     if kind == "too_short":
         return "must not be empty (list the topics in the order they apply)"
     if key in _EXPECTED and kind != "list_type":
-        return f"{value!r} is not {_EXPECTED[key]}"
+        return f"{_shown(value)} is not {_EXPECTED[key]}"
     return None
+
+
+def _shown(value: Any) -> str:
+    """A value in an error line: its repr, at most 80 characters (a line stays a line)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _parse(kind: type[Any], where: str, text: str) -> tuple[Any, dict[tuple[Any, ...], int]]:

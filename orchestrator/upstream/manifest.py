@@ -13,7 +13,18 @@ from pydantic import ConfigDict, Field, StringConstraints
 
 from ..errors import ConfigError
 from ..model.results import Provenance
-from ..model.values import Commit, Name, Sha256
+from ..model.values import (
+    Commit,
+    Count,
+    ExitStatus,
+    IsoDate,
+    Name,
+    ProcessStatus,
+    Seconds,
+    Sha256,
+    Text,
+    TextLine,
+)
 from ..records import Record, parse
 from ..urls import git_url_problem
 from ..verdicts.known_limits import KnownLimit
@@ -31,9 +42,9 @@ class Citation(Record):
 
     model_config = ConfigDict(frozen=True)  # hashable: a rule's citations are deduplicated
 
-    file: str
-    line: int
-    text: str
+    file: TextLine
+    line: Count
+    text: TextLine
 
     @property
     def where(self) -> str:
@@ -43,9 +54,9 @@ class Citation(Record):
 class Role(Record):
     NULLS = frozenset({"changes_go_to"})
 
-    kind: str  # pull-request | verify-only
-    text: str
-    changes_go_to: Optional[str] = None
+    kind: TextLine  # pull-request | verify-only
+    text: Text
+    changes_go_to: Optional[TextLine] = None
 
 
 class Rule(Record):
@@ -54,7 +65,8 @@ class Rule(Record):
     model_config = ConfigDict(frozen=True)
     NULLS = frozenset({"value"})
 
-    value: Union[None, bool, int, str, Role] = None  # None or False: the files state no such rule
+    # None or False: the files state no such rule
+    value: Union[None, bool, Count, TextLine, Role] = None
     citations: tuple[Citation, ...] = ()
 
     def __init__(
@@ -64,21 +76,25 @@ class Rule(Record):
         # fields on Record
         super().__init__(**{"value": value, "citations": citations})
 
+    # data (a manifest read back) is validated as a plain record, not through __init__, so the
+    # values' rules see the read's context and refuse what they would repair (model.values)
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
     def cited(self, n: int = 2) -> str:
         return ", ".join(f"{e.file}:{e.line}" for e in self.citations[:n])
 
 
 class Heading(Record):
-    text: str
-    line: int
+    text: TextLine
+    line: Count
 
 
 class TemplateInfo(Record):
     NULLS = frozenset({"disclosure"})
 
-    file: str
+    file: TextLine
     headings: list[Heading]
-    fixed_sections: list[str]
+    fixed_sections: list[TextLine]
     disclosure: Optional[Citation] = None
 
 
@@ -88,9 +104,9 @@ class Policy(Record):
 
     NULLS = frozenset({"info"})
 
-    target: str
-    base_commit: str
-    files: dict[str, bool]  # each policy file looked for: present or not
+    target: TextLine
+    base_commit: TextLine
+    files: dict[TextLine, bool]  # each policy file looked for: present or not
     info: Optional[TemplateInfo] = Field(default=None, alias="template")
     repo: Rule  # OWNER/NAME the pull request goes to
     submit: Rule  # manual | api | none
@@ -127,10 +143,10 @@ class Check(Record):
 
     model_config = ConfigDict(frozen=True)
 
-    name: str
-    status: str
-    detail: str
-    where: tuple[str, ...]  # required in a manifest; () by default in memory (__init__)
+    name: TextLine
+    status: TextLine
+    detail: Text
+    where: tuple[TextLine, ...]  # required in a manifest; () by default in memory (__init__)
     rule: tuple[Citation, ...]
 
     def __init__(
@@ -146,13 +162,15 @@ class Check(Record):
             **{"name": name, "status": status, "detail": detail, "where": where, "rule": rule}
         )
 
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]  # as Rule's
+
 
 class Readiness(Record):
     model_config = ConfigDict(frozen=True)
 
     checks: tuple[Check, ...]
-    not_applicable: dict[str, str]  # check name -> why it does not apply
-    summary: dict[str, int]  # status -> how many checks have it
+    not_applicable: dict[TextLine, TextLine]  # check name -> why it does not apply
+    summary: dict[TextLine, Count]  # status -> how many checks have it
 
     @property
     def failed(self) -> list[Check]:
@@ -167,68 +185,68 @@ class Base(Record):
 
     snapshot_commit: Optional[Commit] = None
     upstream_commit: Optional[Commit] = None
-    description: Optional[str] = None
+    description: Optional[TextLine] = None
     source: Optional[Provenance] = None
 
 
 class SeriesDigest(Record):
     sha256: Optional[Sha256] = None
-    results_series_sha256: Optional[str] = None
+    results_series_sha256: Optional[Sha256] = None
     # file names (Name: never a path, an option, hidden)
     patches: list[Name] = Field(default_factory=list)
 
 
 class ResultsRef(Record):
-    path: str
-    sha256: str
-    started_at: str
-    exit_code: int
+    path: TextLine
+    sha256: Sha256
+    started_at: IsoDate
+    exit_code: ExitStatus
 
 
 class VerifiedTest(Record):
     NULLS = frozenset({"exit_code", "summary_line"})
 
-    outcome: str
-    exit_code: Optional[int] = None
-    summary_line: Optional[str] = None
-    log: str = ""
+    outcome: TextLine
+    exit_code: Optional[ProcessStatus] = None
+    summary_line: Optional[TextLine] = None
+    log: TextLine = ""
 
 
 class Durations(Record):
-    apply: float
-    configure: float
-    build: float
-    tests: float
-    total: float
+    apply: Seconds
+    configure: Seconds
+    build: Seconds
+    tests: Seconds
+    total: Seconds
 
 
 class Verification(Record):
     """git am of the bundle on a fresh copy of its base, then configure, build and the tests
     there."""
 
-    applied_with: str = "git am"
-    worktree: str
+    applied_with: TextLine = "git am"
+    worktree: TextLine
     head: Commit
     head_is_bundle_commit: bool  # the contributor's commits, exactly
     tree_is_patched_tree: bool
     configure_reused: bool
-    build_log: str
-    tests: dict[str, VerifiedTest]
+    build_log: TextLine
+    tests: dict[TextLine, VerifiedTest]
     durations_s: Durations
 
 
 class CoverInfo(Record):
-    path: str
+    path: TextLine
     present: bool
 
 
 class Authorship(Record):
     NULLS = frozenset({"assisted_by"})
 
-    author: str
-    from_: str = Field(alias="from")  # where the identity came from (--author, git config)
-    assisted_by: Optional[str] = None
-    committer: str
+    author: TextLine
+    from_: TextLine = Field(alias="from")  # where the identity came from (--author, git config)
+    assisted_by: Optional[TextLine] = None
+    committer: TextLine
 
 
 class Manifest(Record):
@@ -239,7 +257,7 @@ class Manifest(Record):
 
     # 2: a rule's cited lines are `citations` (were `evidence`)
     schema_version: Optional[int] = Field(default=None, ge=1, le=2)
-    tool: Optional[str] = None
+    tool: Optional[TextLine] = None
     target: Name
     layout: Optional[LayoutName] = None
     base: Base = Field(default_factory=Base)
@@ -247,14 +265,14 @@ class Manifest(Record):
     series: Optional[SeriesDigest] = None
     results: Optional[ResultsRef] = None
     incomplete: Optional[bool] = None
-    warnings: Optional[list[str]] = None
+    warnings: Optional[list[TextLine]] = None
     verification: Optional[Verification] = None
-    toolchain: Optional[dict[str, str]] = None
+    toolchain: Optional[dict[TextLine, TextLine]] = None
     files: dict[Name, Sha256]  # none: read_bundle says the bundle lacks patches
     policy: Optional[Policy] = None
     readiness: Optional[Readiness] = None
     draft: bool = False
-    draft_reasons: list[str] = Field(default_factory=list)
+    draft_reasons: list[TextLine] = Field(default_factory=list)
     cover: Optional[CoverInfo] = None  # None: the target takes no pull request
     authorship: Optional[Authorship] = None
     bundle_commit: Optional[Commit] = None

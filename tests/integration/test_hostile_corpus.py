@@ -929,6 +929,164 @@ def test_types_a_bad_status_file_is_one_line(world, text):
     ).one_line(2)
 
 
+# the values of the records read back besides results.json (issue 36, point 2): each breaks a
+# rule of its field (one line, no control character, bounded, https, ISO 8601, bounded integer)
+_PIN = {"commit": "a" * 40, "ref": "master", "url": "https://github.com/o/r"}
+PINS_VALUES = {  # name -> (the file's entries, the key its error line names)
+    "reason-with-terminal-escapes": (
+        {"unreachable": {"t": {"reason": "\x1b]0;x\x07\x1b[2J"}}},
+        "unreachable.t.reason: a control character",
+    ),
+    "reason-two-lines": (
+        {"unreachable": {"t": {"reason": "down\n## owned @org/team"}}},
+        "unreachable.t.reason: a line break",
+    ),
+    "reason-huge": (
+        {"unreachable": {"t": {"reason": "x" * 100_000}}},
+        "unreachable.t.reason: 100000 characters",
+    ),
+    "target-a-path": ({"pins": {"../x": _PIN}}, "pins.../x.[key]: string should match pattern"),
+    "ref-with-escape": (
+        {"pins": {"t": {**_PIN, "ref": "main\x1b[2J"}}},
+        "pins.t.ref: a control character",
+    ),
+    "url-two-lines": (
+        {"pins": {"t": {**_PIN, "url": "https://github.com/o/r\nx"}}},
+        "pins.t.url: a line break",
+    ),
+}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", list(PINS_VALUES))
+def test_types_a_pins_value_breaking_its_rule_is_one_line(world, name):
+    entries, said = PINS_VALUES[name]
+    f = world.tmp / "pins.json"
+    f.write_text(json.dumps({"version": 1, "pins": {}, **entries}))
+    line = world.run(
+        "resolve-refs", "--matrix", MATRIX, "--cache", world.cache, "--pins", f
+    ).one_line(2)
+    assert f"pins.json: {said}" in line, line
+    assert "\x1b" not in line and len(line) < 600
+
+
+_ROW = {"target": "ggml", "status": "applies cleanly"}
+STATUS_VALUES = {
+    "detail-with-a-heading": {**_ROW, "detail": "a\n## owned @org/team <!--"},
+    "detail-with-terminal-escapes": {**_ROW, "detail": "\x1b]0;x\x07\x1b[2J"},
+    "detail-huge": {**_ROW, "detail": "x" * 100_000},
+    "target-a-path": {**_ROW, "target": "../x"},
+    "patch-name-two-lines": {**_ROW, "patches": [{"name": "a\nb", "result": "CLEAN"}]},
+    "conflict-line-huge": {
+        **_ROW,
+        "conflict": {"patch": "p", "file": "f", "hunk": "h", "lines": [[1, 10**15]]},
+    },
+    "source-description-with-escape": {
+        **_ROW,
+        "source": {"kind": "git", "description": "\x1b[2Jx"},
+    },
+}
+
+
+@pytest.mark.integration
+def test_types_a_valid_status_file_reads_back():
+    """The control of the cases below: the same row without the bad value is taken."""
+    from orchestrator.ci.drift_issue import read_status
+
+    profile, rows = read_status({"profile": "default", "targets": [_ROW]}, "status.json")
+    assert profile == "default" and list(rows) == ["ggml"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", list(STATUS_VALUES))
+def test_types_a_status_value_breaking_its_rule_is_one_line(world, name):
+    f = world.tmp / "status.json"
+    f.write_text(json.dumps({"profile": "default", "targets": [STATUS_VALUES[name]]}))
+    args = ("--repo", "o/r", "--dry-run", "--status", f)
+    line = world.run("drift-issue", "--matrix", MATRIX, "--cache", world.cache, *args).one_line(2)
+    assert "\x1b" not in line and len(line) < 600
+
+
+def _manifest_edit(path: list, value) -> Callable[[dict], None]:
+    def edit(m: dict) -> None:
+        at = m
+        for key in path[:-1]:
+            at = at[key]
+        at[path[-1]] = value
+
+    return edit
+
+
+MANIFEST_VALUES = {
+    "warning-with-a-heading": _manifest_edit(["warnings"], ["a\n## owned @org/team"]),
+    "draft-reason-with-escapes": _manifest_edit(["draft_reasons"], ["\x1b]0;x\x07"]),
+    "results-exit-code-12345": _manifest_edit(["results", "exit_code"], 12345),
+    "results-started-at-not-iso": _manifest_edit(["results", "started_at"], "<img src=x>"),
+    "results-sha256-not-hex": _manifest_edit(["results", "sha256"], "x"),
+    "summary-line-huge": _manifest_edit(
+        ["verification", "tests", "test-opt", "summary_line"], "x" * 100_000
+    ),
+    "author-with-escape": _manifest_edit(["authorship", "author"], "A \x1b[2J <a@b.org>"),
+    "check-detail-with-escape": _manifest_edit(
+        ["readiness", "checks", 0, "detail"], "\x1b]8;;https://evil/\x07x"
+    ),
+    "readiness-count-negative": _manifest_edit(["readiness", "summary", "warn"], -1),
+    "citation-line-huge": _manifest_edit(["readiness", "checks", 0, "rule", 0, "line"], 10**15),
+    "duration-negative": _manifest_edit(["verification", "durations_s", "total"], -1.0),
+    "base-description-two-lines": _manifest_edit(["base", "description"], "a\n## b"),
+    "toolchain-with-escape": _manifest_edit(["toolchain", "cmake"], "3.25\x1b[2J"),
+    "rule-value-two-lines": _manifest_edit(["policy", "submit", "value"], "manual\n## x"),
+    "rule-citation-with-escape": _manifest_edit(
+        ["policy", "repo", "citations", 0, "text"], "\x1b[2Jx"
+    ),
+}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", list(MANIFEST_VALUES))
+def test_types_a_manifest_value_breaking_its_rule_is_one_line(tmp_path, name):
+    from orchestrator.errors import ConfigError, ExitCode
+    from orchestrator.upstream.manifest import read_manifest
+
+    from ..unit.test_manifest import written
+
+    data = written()
+    assert read_manifest(json.dumps(data), tmp_path / "manifest.json")  # what bundle writes
+    MANIFEST_VALUES[name](data)
+    t0 = time.monotonic()
+    with pytest.raises(ConfigError) as e:
+        read_manifest(json.dumps(data), tmp_path / "manifest.json")
+    line = str(e.value)
+    assert e.value.exit_code == ExitCode.CONFIG == 2 and time.monotonic() - t0 < 1
+    assert "\n" not in line and "\x1b" not in line and len(line) < 600, line
+
+
+_TOPIC = "summary: s\norigin: local\nlast_update: 2026-12-02\nstate: local\n"
+TOPIC_VALUES = {
+    "bug-breaking-out-of-a-link": "bug: 'https://github.com/o/r/issues/1\"><img/src=x>'\n",
+    "forwarded-with-a-bidi-override": 'forwarded: "https://github.com/o/r/pull/1\\u202e"\n',
+    "bug-huge": "bug: https://github.com/" + "a" * 3000 + "\n",
+    "summary-huge": "summary: " + "x" * 100_000 + "\n",
+}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", list(TOPIC_VALUES))
+def test_types_a_topic_yaml_value_breaking_its_rule_is_one_line(name):
+    from orchestrator.errors import ConfigError, ExitCode
+    from orchestrator.patchset.queue import parse_topic_meta
+
+    where = "patches/t/topic.yaml"
+    assert parse_topic_meta(where, _TOPIC)[0].summary == "s"  # the control
+    bad = TOPIC_VALUES[name]
+    kept = [line for line in _TOPIC.splitlines(True) if line.split(":")[0] != bad.split(":")[0]]
+    with pytest.raises(ConfigError) as e:
+        parse_topic_meta(where, "".join(kept) + bad)
+    line = str(e.value)
+    assert e.value.exit_code == ExitCode.CONFIG == 2
+    assert line.startswith(where) and "\n" not in line and len(line) < 600, line
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize(
     "option, value",

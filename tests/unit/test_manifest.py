@@ -129,3 +129,22 @@ def test_an_untrusted_manifest_is_refused_in_one_line(edit, where):
         M.read_manifest(json.dumps(data), "manifest.json")
     line = str(e.value)
     assert line.startswith(where) and "\n" not in line, line
+
+
+def test_hostile_text_the_tool_writes_reads_back_and_the_same_text_in_a_file_is_refused():
+    """Text the tool takes from elsewhere (a readiness detail from a policy file, a warning, a
+    toolchain's version) is written safe (control characters shown, one line where one line is
+    the rule), so `pr` reads its own manifest back; the raw text in a file is refused (36)."""
+    data = written()
+    said = "line one\n\x1b]0;title\x07## heading"
+    data["warnings"] = [said]
+    data["draft_reasons"] = [said]
+    data["toolchain"] = {"cmake": said}
+    data["readiness"]["checks"][0]["detail"] = said
+    made = B.Manifest.model_validate(data).to_json()  # how bundle.manifest builds it
+    back = M.read_manifest(json.dumps(made), "manifest.json")
+    assert "\n" not in back.warnings[0] and "\x1b" not in back.warnings[0]
+    assert "\x1b" not in back.readiness.checks[0].detail
+    with pytest.raises(ConfigError) as e:
+        M.read_manifest(json.dumps(data), "manifest.json")
+    assert str(e.value).startswith("manifest.json: warnings[0]: a line break")

@@ -52,3 +52,23 @@ def test_a_bad_commit_is_one_line_naming_the_file(tmp_path):
     with pytest.raises(ConfigError) as e:
         read_pins_file(f)
     assert str(f) in str(e.value) and "\n" not in str(e.value) and "40-hex" in str(e.value)
+
+
+def test_what_resolve_refs_writes_from_gits_own_words_reads_back(tmp_path):
+    """git's message (several lines, a terminal escape from a hostile remote) is written as one
+    safe line, so the file reads back; the same text in a file is refused (issue 36)."""
+    from orchestrator.pins import Pin, pins_json
+
+    said = "fatal: unable to access\nremote: \x1b[2Jgone"
+    gone = Unreachable(url="https://github.com/o/r", ref="main", reason=said)
+    data = pins_json({"ggml": Pin(commit=SHA, ref="master")}, {"fork": gone})
+    f = tmp_path / "pins.json"
+    f.write_text(json.dumps(data))
+    back = read_pins_file(f)
+    reason = back["fork"].reason
+    assert "\n" not in reason and "\x1b" not in reason and "gone" in reason
+    data["unreachable"]["fork"]["reason"] = said
+    f.write_text(json.dumps(data))
+    with pytest.raises(ConfigError) as e:
+        read_pins_file(f)
+    assert "unreachable.fork.reason: a line break" in str(e.value)

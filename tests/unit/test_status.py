@@ -192,3 +192,28 @@ def test_conflict_regions():
 
 
 # ---- a real fork without ggml-opt: ik_llama.cpp as vendored by ik-llama-cpp-python 0.1.5 ----
+
+
+def test_what_status_json_writes_from_gits_own_words_reads_back():
+    """A row the tool builds (git's message: several lines, a terminal escape) is written as one
+    safe line per value and reads back (drift-issue --status); the raw text is refused."""
+    import json
+
+    from orchestrator.ci.drift_issue import read_status
+    from orchestrator.drift.status import Conflict, StatusReport
+    from orchestrator.errors import ConfigError
+
+    said = "error: patch failed\n\x1b[2Jhunk #1"
+    row = TargetStatus(
+        target="ggml",
+        status=CONFLICT,
+        detail=said,
+        patches=[PatchResult(name="0001-x.patch", result=CONFLICTED, detail=said)],
+        conflict=Conflict(patch="0001-x.patch", file="src/x.c", hunk="@@ -1 +1 @@", reason=said),
+    )
+    text = json.dumps(StatusReport(profile="default", targets=[row]).to_json())
+    _, rows = read_status(text, "status.json")
+    assert "\n" not in rows["ggml"].detail and "\x1b" not in rows["ggml"].detail
+    with pytest.raises(ConfigError) as e:
+        read_status(text.replace("\\\\x1b", "\\u001b"), "status.json")
+    assert "targets[0].detail: a control character" in str(e.value)
