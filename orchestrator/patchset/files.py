@@ -158,7 +158,7 @@ def documented_topic(matrix: Matrix) -> Path:
         names = ", ".join(t.name for t in chosen) or "none"
         raise ConfigError(
             f"{matrix.queue_dir}: a bundle documents one topic and {len(chosen)} are chosen "
-            f"({names}); pass --topic NAME"
+            f"({names}); pass --topic NAME, after `ggml-patch matrix --topic NAME`"
         )
     return matrix.topic_dir(chosen[0].name)
 

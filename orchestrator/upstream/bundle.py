@@ -64,10 +64,24 @@ def load_results_dir(results_dir: Path) -> tuple[Results, str]:
     return load_results(path)
 
 
-def problems(results: Results, current_series_sha256: str) -> list[Problem]:
-    """Everything that stops these results from backing a pull request; empty when they do."""
+def problems(
+    results: Results, current_series_sha256: str, topics: Optional[list[str]] = None
+) -> list[Problem]:
+    """Everything that stops these results from backing a pull request; empty when they do.
+    `topics`: the topics the bundle carries (a run of other topics cannot back it)."""
     found, ran, now = [], results.series.sha256, current_series_sha256
-    if ran != now:
+    run_topics = results.series.topics
+    if ran != now and topics and run_topics and run_topics != topics:
+        # a bundle carries only its topic's commits: the run must have tested exactly those
+        wanted = " ".join(f"--topic {t}" for t in topics)
+        found.append(
+            Problem(
+                None,
+                f"results.json was made from the topics {', '.join(run_topics)}; a bundle of "
+                f"{', '.join(topics)} needs a run of it: `ggml-patch matrix {wanted}`",
+            )
+        )
+    elif ran != now:
         stale = (
             f"results.json was made from series {ran[:12]}, "
             f"the series in patches/ is now {now[:12]}"
@@ -256,9 +270,9 @@ def make_bundles(opts: BundleOptions) -> tuple[list[Bundle], list[str]]:
     topic_dir = documented_topic(opts.matrix)  # patches/<topic>/: what the bundle documents
     limits = load_known_limits(topic_dir)  # malformed: one line, exit 2, before any work
     related = load_related(topic_dir)  # likewise
-    found = [
-        p for p in problems(results, load_series(opts.matrix).sha256) if p.target in (None, *chosen)
-    ]
+    bundled = [topic_dir.name]
+    current = load_series(opts.matrix).sha256
+    found = [p for p in problems(results, current, bundled) if p.target in (None, *chosen)]
     if found and not opts.allow_incomplete:
         raise BundleRefused(refusal_message(found))
     made, left_out = [], []

@@ -50,6 +50,23 @@ def test_a_regressed_cell_and_a_stale_series_are_problems():
     assert f"llama.cpp/cpu: with the fix {GATE} failed" in texts
 
 
+def test_a_run_of_the_whole_queue_cannot_back_one_topic_s_bundle():
+    """A bundle carries one topic's commits: results of a run of other topics name the run to
+    make; results of the same topics with another series are plainly stale."""
+    r = sample()
+    r.series.topics = ["accumulator-reset", "grad-acc-non-static", "reset-non-static"]
+    texts = [p.text for p in B.problems(r, "0" * 64, ["accumulator-reset"])]
+    assert texts[0] == (
+        "results.json was made from the topics accumulator-reset, grad-acc-non-static, "
+        "reset-non-static; a bundle of accumulator-reset needs a run of it: "
+        "`ggml-patch matrix --topic accumulator-reset`"
+    )
+    r.series.topics = ["accumulator-reset"]
+    texts = [p.text for p in B.problems(r, "0" * 64, ["accumulator-reset"])]
+    assert texts[0].startswith("results.json was made from series ")
+    assert B.problems(r, r.series.sha256, ["accumulator-reset"]) == []
+
+
 def test_a_target_whose_cells_were_all_skipped_proves_nothing():
     r = sample()
     for c in r.cells:
