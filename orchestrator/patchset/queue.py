@@ -2,6 +2,7 @@
 applied in the order patches/queue.yaml gives, each after the topics its `after:` names.
 
     patches/queue.yaml                  topics: [accumulator-reset, grad-acc-non-static]
+                                        default: [accumulator-reset]   (optional)
     patches/<topic>/topic.yaml          what it fixes and where it stands (DEP-3's fields, below)
     patches/<topic>/NNNN-*.patch        the source change first, then its test cases (tests/)
     patches/<topic>/cover.md, known-limits.yaml, related-upstream.yaml
@@ -98,6 +99,8 @@ class QueueOrder(Record):
     """patches/queue.yaml: the topics, in the order they apply (`after:` may move one later)."""
 
     topics: list[TopicName] = Field(min_length=1)
+    # the topics a run applies without --topic (with those they follow); absent: every active one
+    default: Optional[list[TopicName]] = Field(default=None, min_length=1)
 
 
 def _hint(model: type[Record], loc: tuple[Any, ...], kind: str, value: Any) -> Optional[str]:
@@ -205,6 +208,7 @@ class Queue:
 
     layout: str
     topics: tuple[Topic, ...]
+    default: tuple[str, ...] = ()  # queue.yaml's `default:`; empty: every active topic
 
     def names(self) -> list[str]:
         return [t.name for t in self.topics]
@@ -221,8 +225,10 @@ class Queue:
     def chosen(self, names: Optional[list[str]] = None) -> list[Topic]:
         """The topics to apply: the active ones, or those named with the active topics they
         follow (`after:`), in queue order. A named topic that is not active is refused."""
-        if not names:
+        if not names and not self.default:
             return self.active()
+        if not names:
+            names = [n for n in self.default if self.topic(n, "queue.yaml: default").active]
         wanted: set[str] = set()
         todo = [self.topic(n) for n in names]
         for t in todo:
@@ -306,4 +312,8 @@ def build_queue(
         meta, lines = parse_topic_meta(meta_where, text)
         check_series_shape(str(PurePosixPath(meta_where).parent), series)
         topics[name] = Topic(name, meta, series, meta_where, lines)
-    return Queue(layout, tuple(order_topics(where, order, topics)))
+    for name in order.default or []:
+        if name not in topics:
+            raise ConfigError(f"{where}: default: {name!r} is not one of the queue's topics")
+    default = tuple(order.default or ())
+    return Queue(layout, tuple(order_topics(where, order, topics)), default)

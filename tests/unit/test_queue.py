@@ -95,7 +95,7 @@ def test_topic_errors_are_one_line_naming_file_line_and_key(edits, expected):
         ("topics: []\n", "q.yaml:1: topics: must not be empty"),
         ("topics: [a, b, a]\n", "q.yaml:1: topics[2]: 'a' is listed twice"),
         ("topics: [a, 'b c']\n", "q.yaml:1: topics[1]: 'b c' is not a topic name"),
-        ("topics: [a]\norder: [a]\n", "q.yaml:2: order: unknown key (allowed: topics)"),
+        ("topics: [a]\norder: [a]\n", "q.yaml:2: order: unknown key (allowed: topics, default)"),
         ("- a\n", "q.yaml:1: (top level): expected a mapping"),
         ("topics: [a\n", "q.yaml:2: invalid YAML"),
     ],
@@ -197,7 +197,9 @@ def test_the_real_queue_is_three_topics_topic_one_with_the_same_series():
     series = load_series(matrix, ["accumulator-reset"])
     assert series.sha256 == upstream_series().sha256  # the same bytes and names as before
     assert series.topics == ("accumulator-reset",)
-    assert load_series(matrix).topics == tuple(names)
+    # without --topic a run applies queue.yaml's default (topic 1) until bundles go per topic
+    assert load_series(matrix).topics == ("accumulator-reset",)
+    assert load_series(matrix, names).topics == tuple(names)
     # topic 2's bug is a crash: its control may die by a signal in its own cases
     assert queue.topic("grad-acc-non-static").meta.control_crash
     assert queue.topic("accumulator-reset").meta.control_crash is None
@@ -358,3 +360,15 @@ def test_topic_new_names_queue_and_origin(tmp_path):
         "2026-12-02",
         None,
     )
+
+
+def test_the_default_topics_are_what_a_run_without_topic_applies():
+    """queue.yaml's `default:` picks what a run applies without --topic (with what they
+    follow); a name outside the queue is one line."""
+    text = "topics: [a, b]\ndefault: [b]\n"
+    files = {n: (f"{n}/topic.yaml", meta(), _series("fix", "test")) for n in ("a", "b")}
+    queue = build_queue("q.yaml", "llama.cpp", text, files)
+    assert [t.name for t in queue.chosen()] == ["b"]
+    assert [t.name for t in queue.chosen(["a"])] == ["a"]
+    with pytest.raises(ConfigError, match=r"^q.yaml: default: 'c' is not one of the queue"):
+        build_queue("q.yaml", "llama.cpp", "topics: [a, b]\ndefault: [c]\n", files)
