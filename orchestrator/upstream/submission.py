@@ -28,7 +28,8 @@ def role_of(policy: Policy) -> Role:
 
 
 def web_url(api_url: str) -> str:
-    """https://api.github.com -> https://github.com; https://HOST/api/v3 (Enterprise) -> https://HOST."""
+    """https://api.github.com -> https://github.com;
+    https://HOST/api/v3 (Enterprise) -> https://HOST."""
     parts = urlsplit(api_url.rstrip("/"))
     if parts.netloc != "api.github.com" and parts.path.endswith("/api/v3"):
         return f"{parts.scheme}://{parts.netloc}{parts.path.removesuffix('/api/v3')}"
