@@ -332,6 +332,23 @@ def _policy_reader(repo):
     return read
 
 
+def live_of(matrix, target_name: str) -> tuple[str, ...]:
+    """The targets that follow the same upstream repository's branch (git sources, e.g.
+    llama.cpp-master for llama.cpp): where ISSUE.md reproduces on current master."""
+    target = matrix.target(target_name)
+    repo = target.upstream.repo if target.upstream else None
+    if not repo:
+        return ()
+    return tuple(
+        name
+        for name, other in matrix.targets.items()
+        if name != target_name
+        and other.upstream is not None
+        and other.upstream.repo == repo
+        and other.source.kind == "git"
+    )
+
+
 def bundle_target(
     opts: BundleOptions,
     results: Results,
@@ -414,6 +431,7 @@ def bundle_target(
             issue_form=form,
             competing=tuple(load_competing(matrix)),
             host=(platform.system(), platform.machine()),
+            live=live_of(matrix, target_name),
         )
     files_text: dict[str, str | bytes] = {**dict(patches), **docs.files}
     trained, plots = training_cell(results, target_name), rules.takes_pull_request and can_plot()

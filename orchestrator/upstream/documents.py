@@ -75,6 +75,7 @@ def documents(
     issue_form: Optional[IssueForm] = None,
     competing: tuple = (),
     host: tuple[str, str] = ("Linux", ""),
+    live: tuple[str, ...] = (),
 ) -> Documents:
     """read_file(path): the target's file at its base commit, or None; finetune: validated;
     issue_form: the target's bug form (None: none in its tree); competing: the ported fixes of
@@ -109,6 +110,7 @@ def documents(
             read_file,
             host[0],
             finetune,
+            live,
         )
         form = issue_form.file if issue_form else "no bug form in the target's tree"
         form_problems = [f"ISSUE.md: '{label}' ({form})" for label in missing]

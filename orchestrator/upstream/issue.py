@@ -107,8 +107,11 @@ def values(
     read_file: ReadFile,
     host_os: str,
     finetune: Optional[finetune_results.FinetuneResults] = None,
+    live: tuple[str, ...] = (),
 ) -> dict[str, list[str]]:
-    """role -> lines (issue_form.role_of): what the run can say for each field."""
+    """role -> lines (issue_form.role_of): what the run can say for each field. `live`: targets
+    of the same upstream that follow its branch (matrix.yaml's live profile), when this run has
+    their cells: the reproduction on current master too."""
     steps = problem_lines(read_file) + ["", "Steps to reproduce, on the version above:"]
     tuned = pr_body.finetune_lines(finetune, "####")
     if tuned:
@@ -125,6 +128,7 @@ def values(
             "test-opt with the new cases of the fix's test patch (the command line above)",
         ]
         steps += ["fails without the fix:", "", "```", *lines, "```"]
+    steps += master_lines(results, live, patch_names)
     # libllama's training (llama_opt_epoch) is where the tree shows the mode in use
     modules = ["libllama"] if any("llama-context" in u for u in uses(read_file)) else []
     return {
@@ -135,6 +139,25 @@ def values(
         "problem": steps,
         "logs": lines,
     }
+
+
+def master_lines(results: Results, live: tuple[str, ...], patch_names: list[str]) -> list[str]:
+    """The same test-opt cases on current master, for each live target this run has cells of:
+    its commit and the line it fails with (a master that passes says so: fixed there)."""
+    out: list[str] = []
+    for name in live:
+        commits = [c.source.upstream_commit for c in results.cells_of(name) if c.source]
+        known = [c for c in commits if c]
+        if not known:
+            continue
+        commit = pr_body.inert(known[0][:8])
+        lines, _ = pr_body.before_after(results, name, patch_names)
+        out += ["", f"On current master ({commit}), the same cases without the fix:"]
+        if lines:
+            out += ["", "```", *lines, "```"]
+        else:
+            out += ["", "no failing line was recorded (see the run's summary.md)"]
+    return out
 
 
 def dropdown_values(form: issue_form.IssueForm, vals: dict[str, list[str]]) -> dict[str, list[str]]:
@@ -164,11 +187,12 @@ def issue_md(
     read_file: ReadFile,
     host_os: str,
     finetune: Optional[finetune_results.FinetuneResults] = None,
+    live: tuple[str, ...] = (),
 ) -> tuple[str, list[str]]:
     """ISSUE.md and the required fields the run has no data for."""
     used = form or issue_form.DEFAULT_FORM
     vals = values(
-        results, target, commits, patch_names, repo, toolchain, read_file, host_os, finetune
+        results, target, commits, patch_names, repo, toolchain, read_file, host_os, finetune, live
     )
     vals = dropdown_values(used, vals)
     return issue_form.render(used, vals, issue_title(commits)), issue_form.missing_required(

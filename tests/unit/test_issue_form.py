@@ -91,3 +91,24 @@ def test_render_fills_each_field_by_role_and_leaves_the_others_no_response():
 def test_an_option_the_form_does_not_offer_is_never_invented():
     form = F.parse_form(FORM, TEXT)
     assert F.chosen_options(form.fields[1], ["Plan 9"]) == []
+
+
+def test_issue_md_reproduces_on_current_master_when_the_run_has_its_cells():
+    """A live target of the same upstream (llama.cpp-master for llama.cpp) adds its commit and
+    failing line; a run without its cells adds nothing."""
+    from orchestrator.config import load_matrix
+    from orchestrator.upstream import bundle, issue
+
+    from ..helpers.samples import sample
+    from ..helpers.tools import ROOT
+
+    matrix = load_matrix(ROOT / "matrix.yaml")
+    assert bundle.live_of(matrix, "llama.cpp") == ("llama.cpp-master",)
+    assert bundle.live_of(matrix, "ggml") == ("ggml-master",)
+    results = sample()
+    names = ["0001-fix.patch", "0002-tests.patch"]
+    assert issue.master_lines(results, ("llama.cpp-master",), names) == []
+    # the sample's own llama.cpp cells stand in for a live target's (they carry an upstream commit)
+    lines = issue.master_lines(results, ("llama.cpp",), names)
+    assert lines[:2] == ["", "On current master (0c1e5709), the same cases without the fix:"]
+    assert "```" in lines and any("FAIL" in ln for ln in lines), lines
