@@ -1,5 +1,6 @@
-"""The fine-tuning evidence in a bundle: results/evidence/finetune.json (from `ggml-patch evidence`),
-read as untrusted input, used only when it is of the bundle's target, base and series."""
+"""The fine-tuning evidence in a bundle: results/evidence/finetune.json (from `ggml-patch
+evidence`), read as untrusted input, used only when it is of the bundle's target, base and
+series."""
 
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ def for_target(
     series_sha256: str,
     log: Callable[[str], None],
 ) -> Optional[ft.FinetuneResults]:
-    """The evidence when it was made on this target's base with this series; else None, said in one line."""
+    """The evidence when it was made on this target's base with this series; else None, said in one
+    line."""
     if found is None or found.target != target:
         return None
     if why := ft.staleness(found, base, series_sha256):

@@ -82,7 +82,8 @@ def parse_case(text: str, default_epochs: int = 8) -> Case:
     epochs = int(epochs_text) if epochs_text.isdigit() else None
     if epochs is None or not 1 <= epochs <= MAX_EPOCHS:
         raise ValueError(
-            f"--case {text!r}: epochs {epochs_text!r}: expected a whole number from 1 to {MAX_EPOCHS}"
+            f"--case {text!r}: epochs {epochs_text!r}: "
+            f"expected a whole number from 1 to {MAX_EPOCHS}"
         )
     return Case(opt, lr, period, epochs)
 

@@ -57,8 +57,7 @@ from ..sources.base import Snapshot, sha256_of
 from ..vcs.snapshots import SnapshotRepo
 from ..verdicts.training import can_plot
 from . import results as ft
-from . import section as evidence_section
-from . import tiny_model
+from . import section, tiny_model
 from .bundle import PLOT
 from .record import ModelDims
 
@@ -118,7 +117,7 @@ def llama_target(matrix: Matrix, name: str) -> Target:
 # ---------------------------------------------------------------- inputs: model, data, program, key
 
 
-def evidence_dir(cache: Cache) -> Path:
+def training_evidence_dir(cache: Cache) -> Path:
     """Where the models and texts the evidence makes are kept (by their sha256)."""
     return cache.root / "evidence"
 
@@ -128,7 +127,7 @@ def data_files(
 ) -> tuple[ft.DataInfo, tuple[Path, ...]]:
     """The training text (the tree's own files) copied once into the cache, by its digest."""
     digest = ft.data_digest(files)
-    folder = evidence_dir(cache) / "data" / digest[:16]
+    folder = training_evidence_dir(cache) / "data" / digest[:16]
     paths = []
     for name, content in files:
         path = folder / name.replace("/", "_")
@@ -155,7 +154,7 @@ def model_file(
 ) -> tuple[ft.RandomModel, Path]:
     """The tiny model for this vocab and seed, made once into the cache."""
     vocab_sha = hashlib.sha256(vocab).hexdigest()
-    path = evidence_dir(cache) / "models" / f"tiny-llama-{seed}-{vocab_sha[:12]}.gguf"
+    path = training_evidence_dir(cache) / "models" / f"tiny-llama-{seed}-{vocab_sha[:12]}.gguf"
     found = _made(path, ft.RandomModel)
     if found is not None and found.gguf == version("gguf"):
         return found, path
@@ -432,7 +431,7 @@ def pretrained_model(
     """The random model pre-trained with the patched build, once per pre-training key (see
     `_made`)."""
     key = inputs.pretrain_key()
-    path = evidence_dir(ctx.cache) / "models" / f"pretrained-{key[:16]}.gguf"
+    path = training_evidence_dir(ctx.cache) / "models" / f"pretrained-{key[:16]}.gguf"
     found = _made(path, ft.Pretrained)
     if found is not None:
         return found, path
@@ -684,13 +683,13 @@ def write_outputs(
     else:
         png.unlink(missing_ok=True)  # an older run's plot would not match these numbers
         note = f"{NO_PLOT}. Data: {data}."
-    section = redact(ft.summary_section(results, note))
+    markdown_section = redact(ft.summary_section(results, note))
     md = out_dir / "finetune.md"
-    md.write_text(section, encoding="utf-8")
+    md.write_text(markdown_section, encoding="utf-8")
     summary = results_dir / "summary.md"
     old = None
     if summary.is_file():
         old = summary.read_text(encoding="utf-8", errors="replace")
-    spliced = evidence_section.splice(old, evidence_section.marked(section))
+    spliced = section.splice(old, section.marked(markdown_section))
     resultcache.write_atomic(summary, spliced.encode())
     return files + [md, summary], (f"plot {png}" if png in files else NO_PLOT)

@@ -11,7 +11,8 @@ END = "<!-- ggml-patch evidence: end -->"
 
 
 def extract(text: Optional[str]) -> Optional[str]:
-    """The marked section of `text`, markers included (None: there is none, or it is unterminated)."""
+    """The marked section of `text`, markers included (None: there is none, or it is
+    unterminated)."""
     text = text or ""
     start = text.find(BEGIN)
     end = text.find(END, start + len(BEGIN)) if start >= 0 else -1

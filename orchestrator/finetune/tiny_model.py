@@ -1,10 +1,9 @@
-"""A tiny llama-architecture model made from scratch, deterministically, for the fine-tuning evidence:
-the tokenizer metadata copied byte for byte from one of the tree's vocab-only GGUF files
+"""A tiny llama-architecture model made from scratch, deterministically, for the fine-tuning
+evidence: the tokenizer metadata copied byte for byte from one of the tree's vocab-only GGUF files
 (`models/ggml-vocab-*.gguf`), F32 weights from a seeded generator; pure but for the two files.
 
 Same seed, vocab file and gguf-py: same bytes. numpy's legacy `RandomState` stream is frozen by its
-compatibility policy (NEP 19); gguf-py writes in the order given, fixed alignment, no timestamps.
-"""
+compatibility policy (NEP 19); gguf-py writes in the order given, fixed alignment, no timestamps."""
 
 from __future__ import annotations
 
@@ -28,7 +27,8 @@ DEFAULT_SEED = 20261130
 
 @dataclass(frozen=True)
 class Dims:
-    """Model dimensions. n_ctx 256 is the smallest context llama_context accepts (it pads to 256)."""
+    """Model dimensions. n_ctx 256 is the smallest context llama_context accepts (it pads to
+    256)."""
 
     n_layer: int = 2
     n_embd: int = 64
@@ -61,7 +61,8 @@ class Dims:
 
 @dataclass(frozen=True)
 class KV:
-    """One GGUF metadata entry: key, value, value type and (for arrays) element type (gguf enums)."""
+    """One GGUF metadata entry: key, value, value type and (for arrays) element type (gguf
+    enums)."""
 
     key: str
     value: Any
@@ -80,7 +81,8 @@ class Vocab:
 
 @dataclass(frozen=True)
 class TinyModel:
-    """The content of a model: metadata in write order and (name, F32 array) tensors in write order."""
+    """The content of a model: metadata in write order and (name, F32 array) tensors in write
+    order."""
 
     kv: tuple[KV, ...]
     tensors: tuple[tuple[str, np.ndarray], ...] = field(repr=False)
@@ -98,7 +100,8 @@ class WrittenModel:
 
 
 def read_vocab(path: Path) -> Vocab:
-    """The `tokenizer.*` metadata of a GGUF file, values as raw as gguf-py gives them (strings as bytes)."""
+    """The `tokenizer.*` metadata of a GGUF file, values as raw as gguf-py gives them (strings as
+    bytes)."""
     import gguf  # gguf and numpy: heavy, loaded only when a model is written
 
     reader = gguf.GGUFReader(path)
@@ -188,7 +191,8 @@ def tensor_shapes(dims: Dims, n_vocab: int) -> list[tuple[str, Shape]]:
 
 
 def model_tensors(dims: Dims, n_vocab: int, seed: int) -> tuple[tuple[str, np.ndarray], ...]:
-    """F32 weights for a seed: norms are ones, every matrix is N(0, init_std) drawn in write order."""
+    """F32 weights for a seed: norms are ones, every matrix is N(0, init_std) drawn in write
+    order."""
     import numpy as np  # gguf and numpy: heavy, loaded only when a model is written
 
     rng = np.random.RandomState(
@@ -211,7 +215,8 @@ def tiny_model(vocab: Vocab, dims: Dims = Dims(), seed: int = DEFAULT_SEED) -> T
 
 
 def write_gguf(model: TinyModel, path: Path) -> str:
-    """Write the model to `path` atomically (this process's temporary file, then a rename): its sha256."""
+    """Write the model to `path` atomically (this process's temporary file, then a rename): its
+    sha256."""
     import gguf  # gguf and numpy: heavy, loaded only when a model is written
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -252,7 +257,8 @@ def make(
 
 
 def cli(argv: Optional[list[str]] = None) -> int:
-    """`python -m orchestrator.finetune.tiny_model VOCAB.gguf OUT.gguf [--seed N]`: prints the sha256."""
+    """`python -m orchestrator.finetune.tiny_model VOCAB.gguf OUT.gguf [--seed N]`: prints the
+    sha256."""
     import argparse  # only when run as a script
 
     p = argparse.ArgumentParser(

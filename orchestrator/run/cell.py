@@ -24,6 +24,8 @@ from ..model.layout import GATE_TEST, TESTS, UPSTREAM_TEST, BuildPlan, build_pla
 from ..model.results import (
     COMPETING_PREFIX,
     MUTANT_PREFIX,
+    AttributionEntry,
+    AttributionLabel,
     Build,
     CachedFrom,
     Cell,
@@ -79,6 +81,7 @@ class Tree(NamedTuple):
     rendered: Series
     worktree: Worktree
     head: str = ""
+    key: str = ""  # the result cache's key of the cell's inputs
 
 
 class Planned(NamedTuple):
@@ -87,6 +90,14 @@ class Planned(NamedTuple):
     plan: BuildPlan
     detail: str  # configure's progress line
     what: str  # configure's failure names it
+
+
+class Controlled(NamedTuple):
+    """The control's record and, where its tests ran, each failing test's attribution."""
+
+    record: VariantRecord
+    attribution: Optional[list[AttributionEntry]] = None
+    failure_kind: Optional[AttributionLabel] = None
 
 
 class Configured(NamedTuple):
@@ -144,10 +155,10 @@ def apply(ctx: CellContext) -> Union[Tree, Stop]:
             ctx.layout,
             lambda p: repo.read_blob(snap.commit, p),
         )
-        ctx.cell.cache_key = resultcache.cell_key(cache_inputs(ctx, snap, rendered))
-        if not ctx.options.rerun and reuse_cached(ctx):
+        key = resultcache.cell_key(cache_inputs(ctx, snap, rendered))
+        if not ctx.options.rerun and reuse_cached(ctx, key):
             ctx.steps.done(
-                f"cached result, nothing changed (key {ctx.key[:12]}; --rerun to run it again)"
+                f"cached result, nothing changed (key {key[:12]}; --rerun to run it again)"
             )
             return Stop("cached result")
         try:
@@ -157,11 +168,11 @@ def apply(ctx: CellContext) -> Union[Tree, Stop]:
                 f"the series does not apply to {snap.description}: {e}"
             ) from None
     ctx.steps.done(f"patched commit {head[:12]}")
-    return Tree(snap, rendered, ctx.worktree, head)
+    return Tree(snap, rendered, ctx.worktree, head, key)
 
 
-def _record_patched_commit(ctx: CellContext, tree: Tree) -> None:
-    ctx.cell.patched_commit = tree.head
+def _record_tree(ctx: CellContext, tree: Tree) -> None:
+    ctx.cell.cache_key, ctx.cell.patched_commit = tree.key, tree.head
 
 
 def plan(ctx: CellContext) -> Planned:
@@ -191,7 +202,8 @@ def configure(ctx: CellContext) -> Configured:
 
 
 def build(ctx: CellContext) -> VariantRecord:
-    """The patched variant built (every target of the plan); a BuildFailed when it does not build."""
+    """The patched variant built (every target of the plan); a BuildFailed when it does not
+    build."""
     plan = ctx.got(CONFIGURE).plan
     rec = build_variant(ctx, "patched", plan.targets + plan.programs)
     if rec.build is None or not rec.build.ok:
@@ -213,7 +225,7 @@ def _add_record(ctx: CellContext, rec: VariantRecord) -> None:
     ctx.records.append(rec)
 
 
-def control(ctx: CellContext) -> VariantRecord:
+def control(ctx: CellContext) -> Controlled:
     """The negative control: only the fix reverted (the tests kept) in the same tree, rebuilt (one
     translation unit and the relinks), the tests run again, judged (killed, survived, invalid); the
     tree put back after."""
@@ -226,10 +238,18 @@ def control(ctx: CellContext) -> VariantRecord:
         if ctx.runs_tests and rec.status != RecordStatus.BUILD_FAILED:
             _run_variant(ctx, plan.programs, rec)
     rec.reverted = fix_paths
-    if ctx.runs_tests:
-        _judge_control(ctx, patched, rec)
-        ctx.steps.verdict(verdict_line(patched, rec))
-    return rec
+    if not ctx.runs_tests:
+        return Controlled(rec)
+    entries = _judge_control(ctx, patched, rec)
+    ctx.steps.verdict(verdict_line(patched, rec))
+    return Controlled(rec, entries, attribution.failure_kind(entries))
+
+
+def _record_control(ctx: CellContext, found: Controlled) -> None:
+    ctx.records.append(found.record)
+    if found.attribution is not None:
+        ctx.cell.attribution = found.attribution
+        ctx.cell.failure_kind = found.failure_kind
 
 
 def run_mutants(ctx: CellContext) -> Variants:
@@ -289,7 +309,7 @@ def _add_records(ctx: CellContext, recs: list[VariantRecord]) -> None:
 
 def compare_training(ctx: CellContext) -> Optional[TrainingComparison]:
     """The training program's epochs with the fix against the control's (None: not run)."""
-    p, c = ctx.got(TEST), ctx.got(CONTROL)
+    p, c = ctx.got(TEST), ctx.got(CONTROL).record
     if p.training is None or c.training is None:
         return None
     p_ep, c_ep = p.training.epochs, c.training.epochs
@@ -308,7 +328,7 @@ def _record_training(ctx: CellContext, found: Optional[TrainingComparison]) -> N
 def conclude(ctx: CellContext) -> Conclusion:
     """The cell's status, reason and exit code from the patched variant, the control and the
     known-wrong fixes' tally."""
-    cell, patched, control = ctx.cell, ctx.got(TEST), ctx.got(CONTROL)
+    cell, patched, control = ctx.cell, ctx.got(TEST), ctx.got(CONTROL).record
     if not ctx.runs_tests:
         if control.status == RecordStatus.BUILD_FAILED:
             error = control.build.error if control.build else ""
@@ -363,12 +383,12 @@ def store(ctx: CellContext) -> None:
 # ---------------------------------------------------------------- the step lists
 
 FETCH = Step("fetch", fetch, _record_source)
-APPLY = Step("apply", apply, _record_patched_commit)
+APPLY = Step("apply", apply, _record_tree)
 PLAN = Step("plan", plan)
 CONFIGURE = Step("configure", configure)
 BUILD = Step("build", build)
 TEST = Step("test", run_tests, _add_record)
-CONTROL = Step("control", control, _add_record)
+CONTROL = Step("control", control, _record_control)
 MUTANTS = Step("mutants", run_mutants, _record_mutants)
 COMPETING = Step("competing", run_competing, _add_records)
 TRAINING = Step("training", compare_training, _record_training)
@@ -404,7 +424,8 @@ def verdict_line(patched: Optional[VariantRecord], control: VariantRecord) -> st
 
 @contextmanager
 def fix_reverted(tree: Tree) -> Iterator[list[str]]:
-    """The worktree with only the fix reverted (the series' files outside tests/), put back whatever happens."""
+    """The worktree with only the fix reverted (the series' files outside tests/), put back whatever
+    happens."""
     fix_paths = tree.rendered.fix_paths()
     with files_kept(tree.worktree.path, fix_paths):
         tree.worktree.restore_from(tree.snap.commit, fix_paths)
@@ -413,8 +434,9 @@ def fix_reverted(tree: Tree) -> Iterator[list[str]]:
 
 @contextmanager
 def files_kept(root: Path, paths: list[str]) -> Iterator[None]:
-    """The files' bytes written back on the way out, whatever happens (one that did not exist removed):
-    no git process, the index untouched, an unchanged file not touched (nothing recompiles)."""
+    """The files' bytes written back on the way out, whatever happens (one that did not exist
+    removed): no git process, the index untouched, an unchanged file not touched (nothing
+    recompiles)."""
     kept = {p: (root / p).read_bytes() if (root / p).is_file() else None for p in paths}
     try:
         yield
@@ -427,10 +449,13 @@ def files_kept(root: Path, paths: list[str]) -> Iterator[None]:
                 f.write_bytes(data)
 
 
-def _judge_control(ctx: CellContext, patched: VariantRecord, rec: VariantRecord) -> None:
+def _judge_control(
+    ctx: CellContext, patched: VariantRecord, rec: VariantRecord
+) -> list[AttributionEntry]:
+    """The control's verdict in its record; each failing test's attribution returned."""
     built = bool(rec.build and rec.build.ok)
     # each test failing with the fix, against the same test (and device) without it
-    entries = ctx.cell.attribution = attribution.attribute(patched.tests, rec.tests, built)
+    entries = attribution.attribute(patched.tests, rec.tests, built)
     opt_pre = attribution.pre_existing_only(entries, UPSTREAM_TEST)
     pre = (
         attribution.describe([e for e in entries if e.test == UPSTREAM_TEST], labels=False)
@@ -451,7 +476,7 @@ def _judge_control(ctx: CellContext, patched: VariantRecord, rec: VariantRecord)
     )
     rec.status, rec.verdict, rec.verdict_reason = RecordStatus(v.verdict.value), v.verdict, v.reason
     rec.failure_line = classify.gate_failure_line(gate_output)
-    ctx.cell.failure_kind = attribution.failure_kind(entries)
+    return entries
 
 
 class TreeTested(NamedTuple):
@@ -552,8 +577,9 @@ def run_cell(
 def cell_action(
     no_toolchain: Optional[str], no_device: Optional[str], build_only_ok: bool, build_only: bool
 ) -> tuple[str, str]:
-    """("run" | "build-only" | "skip", why): a skip names everything missing; without the device, a cell is built
-    on request (--build-only) where that means something (CUDA), and never counts as passed."""
+    """("run" | "build-only" | "skip", why): a skip names everything missing; without the device, a
+    cell is built on request (--build-only) where that means something (CUDA), and never counts as
+    passed."""
     if no_toolchain:
         also = f"; {no_device}" if no_device and no_device not in no_toolchain else ""
         return "skip", no_toolchain + also
@@ -566,7 +592,8 @@ def cell_action(
 
 
 class CachedResult(Record):
-    """A result-cache entry: the finished cell and its records, log paths relative to the entry's logs."""
+    """A result-cache entry: the finished cell and its records, log paths relative to the entry's
+    logs."""
 
     cell: Cell
     records: list[VariantRecord]
@@ -607,9 +634,9 @@ def results_cache_dir(cache: Cache) -> Path:
     return cache.root / "results"
 
 
-def reuse_cached(ctx: CellContext) -> bool:
-    """The cached result of exactly these inputs, its logs copied into this run's, if there is one."""
-    key = ctx.key
+def reuse_cached(ctx: CellContext, key: str) -> bool:
+    """The cached result of exactly these inputs (`key`), its logs copied into this run's, if
+    there is one."""
     try:
         found = CachedResult.model_validate(resultcache.load(results_cache_dir(ctx.cache), key))
     except ValueError:  # pydantic's ValidationError is one
@@ -636,7 +663,8 @@ def _map_logs(records: list[VariantRecord], fn: Callable[[str], str]) -> None:
 
 
 class TreeState(Record):
-    """The cell's state.json: the base and series its worktree holds, and the commit `git am` made."""
+    """The cell's state.json: the base and series its worktree holds, and the commit `git am`
+    made."""
 
     base: str
     series: str
@@ -644,7 +672,8 @@ class TreeState(Record):
 
 
 def apply_series(worktree: Worktree, base: str, rendered: Series, cell_dir: Path) -> str:
-    """The worktree on base + series; one already there left untouched (no file times change: nothing recompiles)."""
+    """The worktree on base + series; one already there left untouched (no file times change:
+    nothing recompiles)."""
     state_file = cell_dir / "state.json"
     try:
         state: Optional[TreeState] = TreeState.model_validate_json(state_file.read_text())
@@ -666,8 +695,8 @@ def harness_files(native_tests: Path) -> dict[str, str]:
 
 
 def harness(native_tests: Path, cell_dir: Path) -> Path:
-    """The CMake harness and the training program copied into the cell (unchanged files untouched): the build
-    tree does not depend on where this checkout lives, so a second clone reuses it."""
+    """The CMake harness and the training program copied into the cell (unchanged files untouched):
+    the build tree does not depend on where this checkout lives, so a second clone reuses it."""
     out = cell_dir / "harness"
     out.mkdir(parents=True, exist_ok=True)
     for name, text in harness_files(native_tests).items():
@@ -700,7 +729,8 @@ def build_variant(
 
 
 def _run_variant(ctx: CellContext, programs: tuple[str, ...], rec: VariantRecord) -> None:
-    """Both tests (one the backend skips recorded with why), then the training program, on a built variant."""
+    """Both tests (one the backend skips recorded with why), then the training program, on a built
+    variant."""
     for t in TESTS:
         why = ctx.skipped_tests.get(t)
         rec.tests[t] = (
@@ -739,8 +769,8 @@ def _run_test(ctx: CellContext, variant: str, test_name: str, log_name: str = ""
 
 
 def test_argv(binary: Path) -> list[str]:
-    """The test's command line, line-buffered through stdbuf where there is one: a test that crashes would
-    otherwise lose its buffered stdout, and with it the per-device rows that say where."""
+    """The test's command line, line-buffered through stdbuf where there is one: a test that crashes
+    would otherwise lose its buffered stdout, and with it the per-device rows that say where."""
     stdbuf = shutil.which("stdbuf")
     if stdbuf and sys.platform.startswith("linux") and binary.exists():
         return [stdbuf, "-oL", "-eL", str(binary)]
@@ -811,7 +841,8 @@ def _variant_tests(
     diff: Mutant | CompetingFix,
     rec: VariantRecord,
 ) -> Optional[str]:
-    """One diff applied to the tree as is, the tests that pass with the fix rebuilt, run, put back; an apply error."""
+    """One diff applied to the tree as is, the tests that pass with the fix rebuilt, run, put back;
+    an apply error."""
     name, kind, tests = (
         diff.name,
         "mutants" if isinstance(diff, Mutant) else "competing",

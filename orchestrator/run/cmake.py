@@ -107,7 +107,8 @@ def build(
     progress: Optional[ProgressFn] = None,
     n_jobs: Optional[int] = None,
 ) -> BuildStep:
-    # ninja itself, as configured (CMAKE_MAKE_PROGRAM): `cmake --build` would add a process that only starts it
+    # ninja itself, as configured (CMAKE_MAKE_PROGRAM): `cmake --build` would add a process
+    # that only starts it
     args = [ninja_exe(), "-C", str(build_dir), "-j", str(n_jobs or jobs()), *targets]
     return _run_logged("build", args, log, env, progress)
 
@@ -120,7 +121,8 @@ def require(step: BuildStep, what: str) -> None:
 def _run_logged(
     what: str, args: list[str], log: Path, env: dict[str, str], progress: Optional[ProgressFn]
 ) -> BuildStep:
-    """The command run, its output in the log; failed, the log's first error line (or its exit code)."""
+    """The command run, its output in the log; failed, the log's first error line (or its exit
+    code)."""
     t0 = time.monotonic()
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w", encoding="utf-8", errors="replace") as out:

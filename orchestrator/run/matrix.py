@@ -104,8 +104,9 @@ def _run_parallel(
     cancel: CancelToken,
     workers: int,
 ) -> list[CellRan]:
-    """Independent cells overlap (one fetches or links while another compiles), results in the given order.
-    On Ctrl-C or SIGTERM the others stop at their next step or build line: compilers killed, trees put back."""
+    """Independent cells overlap (one fetches or links while another compiles), results in the given
+    order. On Ctrl-C or SIGTERM the others stop at their next step or build line: compilers killed,
+    trees put back."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(one, t, b) for t, b in cells]
         try:

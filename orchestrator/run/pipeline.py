@@ -1,6 +1,6 @@
 """The cell pipeline's parts: a Step (a name, what it runs, where its result goes), the context
-every step takes (CellContext: what the cell is, its CellOptions, what the earlier steps
-returned) and run_steps, which runs a list of steps in order. The matrix's, the bundle's and the training
+every step takes (CellContext: what the cell is, its CellOptions, what the earlier steps returned)
+and run_steps, which runs a list of steps in order. The matrix's, the bundle's and the training
 evidence's step lists are declared where their steps are (run/cell.py, finetune/runner.py)."""
 
 from __future__ import annotations

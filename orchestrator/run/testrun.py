@@ -1,4 +1,5 @@
-"""Running one test binary or program: a timeout, and the whole process group killed when it hangs."""
+"""Running one test binary or program: a timeout, and the whole process group killed when it
+hangs."""
 
 from __future__ import annotations
 
@@ -36,8 +37,9 @@ def run_program(
     log: Path,
     on_line: Optional[Callable[[str], None]] = None,
 ) -> TestRun:
-    """The program run, its output read line by line (each to `on_line`: a long program's progress), its whole
-    process group killed after `timeout` seconds or on an interrupt; the log: command, output, how it ended."""
+    """The program run, its output read line by line (each to `on_line`: a long program's progress),
+    its whole process group killed after `timeout` seconds or on an interrupt; the log: command,
+    output, how it ended."""
     t0 = time.monotonic()
     if not Path(argv[0]).exists():
         return TestRun(name, 127, 0.0, f"{argv[0]}: not built\n", log=str(log))
@@ -84,7 +86,8 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def spawn(argv: list[str], env: dict[str, str], own_session: bool = True) -> subprocess.Popen:
-    """The program, output merged; in a session of its own unless told (its group is what a timeout kills)."""
+    """The program, output merged; in a session of its own unless told (its group is what a timeout
+    kills)."""
     return subprocess.Popen(
         argv,
         stdout=subprocess.PIPE,

@@ -31,7 +31,7 @@ from orchestrator.patchset.series import Series, unified_file_diff
 from orchestrator.report.junit import junit_xml, mutant_case_name
 from orchestrator.report.summary import summary_markdown
 from orchestrator.run import cmake
-from orchestrator.run.cell import APPLY, COMPETING, CONCLUDE, MUTANTS, TEST, Tree
+from orchestrator.run.cell import APPLY, COMPETING, CONCLUDE, MUTANTS, TEST, Controlled, Tree
 from orchestrator.run.options import CellOptions
 from orchestrator.run.pipeline import new_context, run_steps
 from orchestrator.sources.local import LocalSource
@@ -172,7 +172,7 @@ def fake_cell(tmp_path):
         verdict_reason="killed",
     )
     # what the test and control steps would have returned
-    ctx.results.update({TEST.name: patched, "control": control})
+    ctx.results.update({TEST.name: patched, "control": Controlled(control)})
     return SimpleNamespace(ctx=ctx, worktree=wt, plan=plan, patched=patched, control=control)
 
 
