@@ -66,7 +66,9 @@ def project(setup, tmp_path):
 
 
 def _snapshot(directory: Path) -> dict:
-    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(directory.iterdir())}
+    """Every file under the directory (topic folders included): bytes and mtime."""
+    files = sorted(p for p in directory.rglob("*") if p.is_file())
+    return {str(p.relative_to(directory)): (p.read_bytes(), p.stat().st_mtime_ns) for p in files}
 
 
 def _refresh(matrix: Path, cache, target: str):
