@@ -40,7 +40,7 @@ def run(args, matrix, cache) -> ExitCode:
     from ..finetune.commands import VARIANT_LABELS
     from ..finetune.runner import llama_target, run_training_evidence
     from ..finetune.verdict import MIN_EFFECT, no_case_differs, noise_floor, unfinished, verdicts
-    from ..outdir import check, made_results
+    from ..outdir import check, claim, made_results
     from ..progress import Reporter
     from ..redact import redact
 
@@ -52,6 +52,9 @@ def run(args, matrix, cache) -> ExitCode:
     except ValueError as e:
         raise ConfigError(str(e)) from None
     target = llama_target(matrix, args.target)
+    # marked as ours before anything is written into it (summary.md's section, evidence/), so a
+    # re-run finds the folder the tool made
+    claim(results_dir, "--results", legacy=made_results)
     done = run_training_evidence(matrix, cache, results_dir, target, cases, args.rerun, Reporter(1))
     res = done.results
     noise = noise_floor(res)
