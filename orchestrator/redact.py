@@ -30,8 +30,8 @@ _MIN_SECRET = 4  # shorter values are not real tokens; replacing them would garb
 # password with ')' or "'" (both legal there) is removed whole. Linear: one pass, no backtracking.
 _AUTHORITY = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/?#\s\"<>{}\[\]\\^`|]*)")
 _QUERY = re.compile(
-    r"(?i)([?&;](?:access_token|private_token|token|auth|password|passwd|pwd|secret|api_key|apikey|key|"
-    r"client_secret|sig|signature|code|jwt|session)=)[^&#\s\"'<>]+"
+    r"(?i)([?&;](?:access_token|private_token|token|auth|password|passwd|pwd|secret|"
+    r"api_key|apikey|key|client_secret|sig|signature|code|jwt|session)=)[^&#\s\"'<>]+"
 )
 _SEEN: set[str] = set()  # passwords met in URLs: removed wherever they appear later, decoded too
 

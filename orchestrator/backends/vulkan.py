@@ -39,8 +39,8 @@ SPIRV_CONFIG_DIRS = tuple(
 # which crashes in test-opt) instead of the private one; any other value is an ICD json path.
 ICD_OVERRIDE = "GGML_PATCH_VULKAN_ICD"
 _HEADER_VERSION = re.compile(
-    r"#define\s+VK_HEADER_VERSION_COMPLETE\s+VK_MAKE_API_VERSION\(\s*\d+\s*,\s*(\d+)\s*,\s*(\d+)\s*,"
-    r"\s*VK_HEADER_VERSION\s*\)"
+    r"#define\s+VK_HEADER_VERSION_COMPLETE\s+VK_MAKE_API_VERSION\("
+    r"\s*\d+\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*VK_HEADER_VERSION\s*\)"
 )
 _HEADER_PATCH = re.compile(r"#define\s+VK_HEADER_VERSION\s+(\d+)")
 

@@ -14,7 +14,8 @@ from .cases import number
 from .record import Epoch
 
 _BAR = re.compile(
-    r"^(?P<kind>train|val):\s*\[[^\]]*\]\s*data=(?P<i>\d+)/(?P<n>\d+)\s+loss=(?P<loss>[^±\s]+)±\S+"
+    r"^(?P<kind>train|val):\s*\[[^\]]*\]\s*data=(?P<i>\d+)/(?P<n>\d+)"
+    r"\s+loss=(?P<loss>[^±\s]+)±\S+"
     r"\s+acc=(?P<acc>[^±\s]+)±"
 )
 WARNING = re.compile(r"(?i)\bwarn|will not receive gradients")

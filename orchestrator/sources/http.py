@@ -101,7 +101,8 @@ def fetch(
         # wake the worker's blocked read by shutting its socket down (closing the response from here
         # would wait for the worker's buffered-reader lock, as long as the server trickles)
         with suppress(AttributeError, OSError):
-            box.get("resp").raw._connection.sock.shutdown(socket.SHUT_RDWR)  # type: ignore[union-attr]
+            sock = box.get("resp").raw._connection.sock  # type: ignore[union-attr]
+            sock.shutdown(socket.SHUT_RDWR)
         took = time.monotonic() - t0
         raise SourceUnreachable(
             f"{where} did not finish within {took:.0f} s (GGML_PATCH_HTTP_DEADLINE_S); stopped"
