@@ -262,8 +262,8 @@ class Queue:
             renamed.append(replace(p, name=f"{i:04d}-{rest}"))
         crash = tuple((t.name, t.meta.control_crash) for t in chosen if t.meta.control_crash)
         gate = next((t.name for t in chosen if t.meta.gate_test), None)
-        names = tuple(t.name for t in chosen)
-        return Series(self.layout, tuple(renamed), names, crash, gate_topic=gate)
+        carried = tuple(t.name for t in chosen)
+        return Series(self.layout, tuple(renamed), carried, crash, gate_topic=gate)
 
 
 def order_topics(where: str, order: QueueOrder, topics: dict[str, Topic]) -> list[Topic]:
