@@ -68,6 +68,7 @@ Day = Annotated[  # a calendar day, YYYY-MM-DD (topic.yaml's last_update)
 ]
 _EXPECTED = {
     "summary": "one line of printable ASCII (at most 500 characters)",
+    "problem": "one line of printable ASCII (at most 500 characters)",
     "origin": "one line of printable ASCII (at most 500 characters)",
     "bug": "an https:// URL of the upstream issue, or null",
     "forwarded": "an https:// URL of the pull request, or null",
@@ -85,6 +86,8 @@ class TopicMeta(Record):
     NULLS = frozenset({"bug", "forwarded", "applied_upstream"})
 
     summary: OneLine
+    # what goes wrong without the fix, in the mode it fixes (ISSUE.md's problem line); optional
+    problem: Optional[OneLine] = None
     origin: OneLine
     bug: Optional[Url] = None
     forwarded: Optional[Url] = None

@@ -277,6 +277,7 @@ class TopicInputs:
     known_limits: tuple
     related: tuple
     competing: tuple
+    problem: Optional[str]  # topic.yaml's `problem:`: what breaks without the fix, one line
 
     @property
     def follows(self) -> tuple[str, ...]:
@@ -295,6 +296,7 @@ def topic_inputs(matrix: Matrix, queue: Queue, name: str) -> TopicInputs:
         known_limits=load_known_limits(folder),  # malformed: one line, exit 2, before any work
         related=load_related(folder),  # likewise
         competing=tuple(load_competing(matrix, [name])),
+        problem=topic.meta.problem,
     )
 
 
@@ -501,6 +503,7 @@ def bundle_target(
             finetune=finetune,
             issue_form=form,
             competing=topic.competing,
+            problem=topic.problem,
             host=(platform.system(), platform.machine()),
             live=live_of(matrix, target_name),
         )
