@@ -271,6 +271,9 @@ def control(ctx: CellContext) -> Controlled:
         others.append(other)
     if not ctx.runs_tests:
         return Controlled(rec, topics=tuple(others))
+    if rec.verdict is None and not tree.rendered.judged_by_gate(rec.topic):
+        # a run without the gate's topic: its first topic's control is judged as the others are
+        _judge_topic_control(ctx, tree.rendered, rec)
     entries = _judge_control(ctx, patched, rec) if rec.verdict is None else []
     ctx.steps.verdict(verdict_line(patched, rec))
     return Controlled(rec, entries, attribution.failure_kind(entries), tuple(others))
@@ -445,8 +448,13 @@ def conclude(ctx: CellContext) -> Conclusion:
     judged = None
     if control.verdict:
         judged = classify.GateVerdict(control.verdict, control.verdict_reason)
+    gate_why = ctx.options.series.gate_skip_reason()
     status, reason = classify.cell_status(
-        built, outcomes, judged, attribution.summary(cell.attribution or [])
+        built,
+        outcomes,
+        judged,
+        attribution.summary(cell.attribution or []),
+        {GATE_TEST: gate_why} if gate_why else None,
     )
     code = ExitCode.OK
     if status != CellStatus.PASSED:
