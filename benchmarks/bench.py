@@ -37,6 +37,12 @@
     venv, the tool installed with constraints.txt; pip's own cache as it is); all with the pinned
     sdists already downloaded, a tool cache otherwise new, and one ccache warmed by an untimed run
     of those cells first; quiet, then under two busy loops.
+(l) issue 31's cost per topic, in the cold run's cells (the whole queue applied): each topic's
+    control, each of its known-wrong fixes and each of its competing fixes in the tool against the
+    same variant by hand in the same tree (`git apply` of it, or `git apply -R` of the topic's
+    source hunks for its control, + ninja of both tests + both run).
+(m) issue 31's cost of the queue: the default run (every active topic: the cold run (b)) against a
+    run of one topic (`--topic accumulator-reset`) on the same cells, new cache, no ccache.
 (c) and (f) are measured twice: as the machine is, then again (the tool re-run with --rerun in the
     same trees, the by-hand floors after it) under two busy loops of the bench's own.
 Plus: the series' text changed (a nonce in a subject) re-runs every cell;
@@ -47,7 +53,7 @@ Usage: python benchmarks/bench.py [--out DIR]
 [--skip-by-hand-llama] [--skip-evidence] [--evidence-case CASE]...
                                   [--only-evidence] [--skip-newcomer] [--only-newcomer]
                                   [--only-ratios] [--loads N,...] [--only-act]
-                                  [--skip-act] [--act-cpus LIST]
+                                  [--skip-act] [--act-cpus LIST] [--only-topics]
 """
 
 from __future__ import annotations
@@ -98,6 +104,12 @@ GOALS = {
     # the same, literally as the issue names it: `nox -s matrix` with its own session install
     "act_vs_nox_matrix": 1.3,
     "loaded_act_vs_nox_matrix": 1.3,
+    # issue 31: a topic's control, known-wrong fix and competing fix against the same variant by
+    # hand, and the default run of the whole queue against a run of its first topic alone
+    "topic_control_vs_by_hand": 1.2,
+    "topic_mutant_vs_by_hand": 1.2,
+    "topic_competing_vs_by_hand": 1.2,
+    "three_topics_vs_one": 1.3,
 }
 NO_CCACHE = {"CCACHE_DISABLE": "1"}
 BUSY_LOOPS = 2  # the load of the loaded measures: one busy loop per core of a 2-core machine
@@ -414,6 +426,7 @@ def mutants_by_hand(cache_dir: Path, cell: dict, matrix) -> dict:
         each.append(
             {
                 "mutant": m.name,
+                "topic": m.topic,
                 "apply_s": round(t_apply, 3),
                 "build_s": round(t_build, 3),
                 "gate_s": round(t_gate, 3),
@@ -433,18 +446,14 @@ def competing_by_hand(cache_dir: Path, cell: dict, matrix) -> dict:
     cell_dir = cache_dir / "cells" / cell["cell"].replace("/", "-")
     src, build = cell_dir / "src", cell_dir / "build"
     series_layout, layout = get_layout(matrix.series_layout), get_layout(cell["layout"])
+    rendered, _ = rendered_for_target(matrix, Cache(cache_dir), matrix.target(cell["target"]))
     each = []
     for c in load_competing(matrix):
-        paths = c.paths(series_layout, layout)
-        fixed_in = subprocess.run(
-            ["git", "-C", str(src), "rev-list", "-1", "HEAD", "--", *paths],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        subprocess.run(
-            ["git", "-C", str(src), "checkout", f"{fixed_in}^", "--", *paths], check=True
-        )
+        # the whole queue with only the fix's own topic reverted, as the tool judges it
+        topic = c.topic or rendered.topics[0]
+        fix = topic_fix_patch(cell_dir, rendered, topic)
+        paths = sorted({*c.paths(series_layout, layout), *topic_paths(rendered, topic)})
+        subprocess.run(["git", "-C", str(src), "apply", "-R", "--", str(fix)], check=True)
         patch = cell_dir / f"bench-{c.name}.patch"
         patch.write_text(c.rendered(series_layout, layout))
         try:
@@ -460,6 +469,7 @@ def competing_by_hand(cache_dir: Path, cell: dict, matrix) -> dict:
         each.append(
             {
                 "competing": c.name,
+                "topic": topic,
                 "apply_s": round(t_apply, 3),
                 "build_s": round(t_build, 3),
                 "tests_s": round(t_tests, 3),
@@ -467,6 +477,143 @@ def competing_by_hand(cache_dir: Path, cell: dict, matrix) -> dict:
         )
     total = sum(e["apply_s"] + e["build_s"] + e["tests_s"] for e in each)
     return {"per_fix_s": round(total / len(each), 3) if each else None, "fixes": each}
+
+
+def topic_fix_patch(cell_dir: Path, rendered, topic: str) -> Path:
+    """The topic's own source hunks as one patch file (what its control reverts)."""
+    patch = cell_dir / f"bench-control-{topic}.patch"
+    patch.write_text("".join(f.text for f in rendered.topic_fix_diffs(topic)), encoding="utf-8")
+    return patch
+
+
+def topic_paths(rendered, topic: str) -> list[str]:
+    return sorted({f.path for f in rendered.topic_fix_diffs(topic)})
+
+
+def topic_controls_by_hand(cache_dir: Path, cell: dict, matrix) -> dict:
+    """(l) each topic's control by hand in the cell's own tree (the whole queue applied): `git
+    apply -R` of the topic's source hunks, ninja of both tests, both run (timed); the files put
+    back afterwards (not timed). Seconds per topic."""
+    cell_dir = cache_dir / "cells" / cell["cell"].replace("/", "-")
+    src, build = cell_dir / "src", cell_dir / "build"
+    rendered, _ = rendered_for_target(matrix, Cache(cache_dir), matrix.target(cell["target"]))
+    out = {}
+    for topic in rendered.topics:
+        patch = topic_fix_patch(cell_dir, rendered, topic)
+        try:
+            t = sh(["git", "-C", str(src), "apply", "-R", "--", str(patch)])
+            t += sh(by_hand_build(build), env=NO_CCACHE)
+            for test in BY_HAND_TESTS:
+                t0 = time.monotonic()
+                subprocess.run([str(build / "bin" / test)], capture_output=True, timeout=600)
+                t += time.monotonic() - t0
+        finally:
+            paths = topic_paths(rendered, topic)
+            subprocess.run(["git", "-C", str(src), "checkout", "HEAD", "--", *paths], check=True)
+            patch.unlink()
+        out[topic] = round(t, 3)
+    return out
+
+
+def _per_topic(entries: list[dict], keys: tuple[str, ...]) -> dict[str, float]:
+    """Seconds per variant of each topic, from by-hand entries (each with its topic)."""
+    sums: dict[str, list[float]] = {}
+    for e in entries:
+        sums.setdefault(e["topic"], []).append(sum(e[k] for k in keys))
+    return {t: round(sum(v) / len(v), 3) for t, v in sums.items()}
+
+
+def _ratio(tool_s, hand_s):
+    return round(tool_s / hand_s, 2) if tool_s is not None and hand_s else None
+
+
+def topic_costs(cold_cache: Path, cold: dict, matrix) -> dict:
+    """(l) issue 31's cost: per cell and topic, its control, each of its known-wrong fixes and
+    each of its competing fixes in the tool (the cell's timings: control / control_TOPIC,
+    mutants_TOPIC, competing_TOPIC over the variants run) against the same variant by hand in the
+    same tree (`git apply` + ninja + its tests)."""
+    from orchestrator.verdicts.competing import load_competing
+    from orchestrator.verdicts.mutants import load_mutants
+
+    # a variant's topic, by its record's name
+    topic_of = {f"mutant:{m.name}": m.topic for m in load_mutants(matrix)}
+    topic_of.update({f"competing:{c.name}": c.topic for c in load_competing(matrix)})
+    out: dict = {}
+    for c in cold["cells"]:
+        if c["status"] == "skipped" or not c["timings"].get("control"):
+            continue
+        recs = [r for r in cold["records"] if r["cell"] == c["cell"]]
+        timings = c["timings"]
+        controls = topic_controls_by_hand(cold_cache, c, matrix)
+        mutants = _per_topic(
+            mutants_by_hand(cold_cache, c, matrix)["mutants"], ("apply_s", "build_s", "gate_s")
+        )
+        competing = _per_topic(
+            competing_by_hand(cold_cache, c, matrix)["fixes"], ("apply_s", "build_s", "tests_s")
+        )
+        first = next((r.get("topic") for r in recs if r["variant"] == "control"), None)
+        row: dict = {}
+        for topic, hand_s in controls.items():
+            tool_s = timings.get("control" if topic == first else f"control_{topic}")
+            row[topic] = {"control": {"tool_s": tool_s, "by_hand_s": hand_s}}
+            row[topic]["control"]["ratio"] = _ratio(tool_s, hand_s)
+        for kind, prefix, hand in (
+            ("mutants", "mutant:", mutants),
+            ("competing", "competing:", competing),
+        ):
+            for topic, hand_each in hand.items():
+                ran = [
+                    r
+                    for r in recs
+                    if r["variant"].startswith(prefix)
+                    and r.get("status") != "skipped"
+                    and topic_of.get(r["variant"]) == topic
+                ]
+                step_s = timings.get(f"{kind}_{topic}")
+                tool_each = step_s / len(ran) if ran and step_s else None
+                row.setdefault(topic, {})[kind] = {
+                    "variants": len(ran),
+                    "tool_per_variant_s": round(tool_each, 3) if tool_each else None,
+                    "by_hand_per_variant_s": hand_each,
+                    "ratio": _ratio(tool_each, hand_each),
+                }
+        out[c["cell"]] = row
+    return out
+
+
+def _max_topic_ratio(topics: dict, kind: str):
+    found = [
+        row[kind]["ratio"]
+        for cell in topics.values()
+        for row in cell.values()
+        if kind in row and row[kind]["ratio"] is not None
+    ]
+    return max(found) if found else None
+
+
+# the topic a one-topic run applies (m): the queue's first, the one that goes upstream first
+ONE_TOPIC = "accumulator-reset"
+
+
+def topics_vs_one(work: Path, targets: list[str], three_topics_s: float) -> dict:
+    """(m) issue 31's cost: the default run (every active topic: the cold run (b)) against a run of
+    one topic (`--topic accumulator-reset`), the same cells in a new cache, no ccache."""
+    cache = linked_downloads(work / "one-topic-cache")
+    args = ["matrix", "--cache", str(cache), "--results", str(work / "r-one-topic")]
+    args += ["--backend", "cpu", "--topic", ONE_TOPIC]
+    for t in targets:
+        args += ["--target", t]
+    start = load_note(0)
+    t_one, p = tool(*args, env=NO_CCACHE)
+    if p.returncode != 0:
+        raise SystemExit(f"bench: one-topic run failed ({p.returncode}): {p.stderr[-800:]}")
+    return {
+        "load_start": start,
+        "load_end": load_note(0),
+        "one_topic_s": round(t_one, 2),
+        "default_s": round(three_topics_s, 2),
+        "ratio": round(three_topics_s / t_one, 3),
+    }
 
 
 def competing_ratios(cold_cache: Path, cold: dict, matrix) -> dict:
@@ -498,16 +645,47 @@ CHECK_MODULES = ("orchestrator/untrusted.py", "orchestrator/outdir.py", "orchest
 
 
 def checks_cost(cold_args: list[str]) -> dict:
-    """(j) issue 23: the untrusted-input checks in a cached no-change run, from cProfile: the
-    cumulative time of every entry into untrusted.py, outdir.py and redact.py from outside them (an
-    upper bound: it includes the reads and the JSON parsing those checks wrap)."""
+    """(j) issue 23: the untrusted-input checks in a cached no-change run, from cProfile: the time
+    spent in untrusted.py, outdir.py and redact.py entered from outside them, each function's
+    time counted per outside caller (a recursive one such as redact_data counts too; before issue
+    35 it was left out). Wall time (cProfile's clock, what a load stretches) and, from a second
+    profile with a CPU clock, CPU time; the modules' own imports (their `<module>`: json,
+    tempfile, ... loaded first there) apart, as `imports_ms`."""
+    wall = _profiled(cold_args, "")
+    cpu = _profiled(cold_args, "cpu")
+    return {
+        "profiled_wall_s": wall["wall_s"],
+        "checks_ms": wall["checks_ms"],
+        "checks_cpu_ms": cpu["checks_ms"],
+        "imports_ms": wall["imports_ms"],
+        "entries": wall["entries"],
+    }
+
+
+# a profile on the process's CPU clock (`-m cProfile` has no option for it): `-o OUT ARGS...`
+_CPU_PROFILE = (
+    "import cProfile, runpy, sys, time; out = sys.argv[2]; sys.argv = ['ggml-patch', *sys.argv[3:]]"
+    "; p = cProfile.Profile(time.process_time); p.enable(); code = 0\n"
+    "try: runpy.run_module('orchestrator', run_name='__main__', alter_sys=True)\n"
+    "except SystemExit as e: code = e.code\n"
+    "p.disable(); p.dump_stats(out); sys.exit(code)"
+)
+
+
+def _profiled(cold_args: list[str], clock: str) -> dict:
+    """One profiled re-run: its wall time and the checks' time (see checks_cost)."""
     import pstats
 
     with tempfile.TemporaryDirectory(prefix="ggml-patch-bench-prof-") as d:
         prof = Path(d) / "run.prof"
+        if clock == "cpu":
+            argv = [sys.executable, "-c", _CPU_PROFILE, "-o", str(prof), *cold_args]
+        else:
+            argv = [sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "orchestrator"]
+            argv += cold_args
         t0 = time.monotonic()
         p = subprocess.run(
-            [sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "orchestrator", *cold_args],
+            argv,
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -518,17 +696,23 @@ def checks_cost(cold_args: list[str]) -> dict:
             raise SystemExit(f"bench: profiled re-run failed ({p.returncode}): {p.stderr[-800:]}")
         stats = pstats.Stats(str(prof)).stats  # type: ignore[attr-defined]
     ours = {f for f in stats if f[0].endswith(CHECK_MODULES)}
-    # public functions entered from outside (a private one is reached through them, even via re.sub)
-    entries = [
-        f
-        for f in ours
-        if not f[2].startswith("_") and not any(caller in ours for caller in stats[f][4])
-    ]
-    checks_s = sum(stats[f][3] for f in entries)
+    checks, imports, entries = 0.0, 0.0, set()
+    for f in ours:
+        # (calls, primitive calls, own time, cumulative time) per caller: outside ones only
+        outside = sum(v[3] for caller, v in stats[f][4].items() if caller not in ours)
+        # a private one is reached through a public one (even via re.sub): counted there
+        if not outside or (f[2].startswith("_") and f[2] != "<module>"):
+            continue
+        entries.add(f"{Path(f[0]).name}:{f[2]}")
+        if f[2] == "<module>":
+            imports += outside
+        else:
+            checks += outside
     return {
-        "profiled_wall_s": round(wall, 3),
-        "checks_ms": round(checks_s * 1000, 1),
-        "entries": sorted(f"{Path(f[0]).name}:{f[2]}" for f in entries),
+        "wall_s": round(wall, 3),
+        "checks_ms": round(checks * 1000, 1),
+        "imports_ms": round(imports * 1000, 1),
+        "entries": sorted(entries),
     }
 
 
@@ -994,6 +1178,12 @@ def main() -> int:
     )
     ap.add_argument("--skip-act", action="store_true", help="skip (k) (about 10 minutes)")
     ap.add_argument(
+        "--only-topics",
+        action="store_true",
+        help="only (b), (l) and (m): the cold run of every topic, each topic's variants against "
+        "the same by hand, and a run of one topic",
+    )
+    ap.add_argument(
         "--act-cpus",
         default="0",
         metavar="LIST",
@@ -1022,6 +1212,9 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="ggml-patch-bench-") as tmpdir:
         work = Path(tmpdir)
+        if args.only_topics:
+            only_topics(report, work, matrix, args)
+            return finish(report, out)
         if args.only_act:
             print("bench: (k) the matrix workflow in act against ggml-patch matrix", flush=True)
             report["act"] = act_vs_matrix(work, loads, args.act_cpus, out)
@@ -1092,6 +1285,7 @@ def measure_tool(report: dict, work: Path, matrix, args, loads: list[int]) -> No
     report["control"], report["mutants"] = variant_ratios(work / "cold-cache", cold, matrix)
     print("bench: (i) competing fixes: per fix in the tool and by hand", flush=True)
     report["competing"] = competing_ratios(work / "cold-cache", cold, matrix)
+    measure_topics(report, work, matrix, targets, t_cold, cold)
     if BUSY_LOOPS in loads:
         print(f"bench: (c) and (f) again under {BUSY_LOOPS} busy loops", flush=True)
         report["loaded"] = loaded_ratios(work, cold_args, matrix, BUSY_LOOPS)
@@ -1109,6 +1303,28 @@ def measure_tool(report: dict, work: Path, matrix, args, loads: list[int]) -> No
     if not args.skip_evidence:
         print("bench: (g) fine-tuning evidence, cold then cached", flush=True)
         report["evidence"] = evidence(work / "cold-cache", work, args.evidence_case)
+
+
+def measure_topics(report: dict, work: Path, matrix, targets, t_cold: float, cold: dict) -> None:
+    """(l) and (m) on the cold run (b) of every topic: its trees, its wall time."""
+    print("bench: (l) each topic's control, known-wrong and competing fixes, tool and by hand")
+    report["topics"] = topic_costs(work / "cold-cache", cold, matrix)
+    print(f"bench: (m) the default run (every topic) against --topic {ONE_TOPIC}", flush=True)
+    report["topics_vs_one"] = topics_vs_one(work, targets, t_cold)
+
+
+def only_topics(report: dict, work: Path, matrix, args) -> None:
+    """--only-topics: (b), then (l) and (m)."""
+    targets = [t for t in BY_HAND_TARGETS if not (args.skip_by_hand_llama and t == "llama.cpp")]
+    print("bench: (b) tool cold run, every topic", flush=True)
+    start = load_note(0)
+    t_cold, _, cold = cold_run(work, targets)
+    report["topics_cold"] = {
+        "load_start": start,
+        "wall_s": round(t_cold, 2),
+        "cells": {c["cell"]: c["timings"] for c in cold["cells"]},
+    }
+    measure_topics(report, work, matrix, targets, t_cold, cold)
 
 
 def ratios(report: dict) -> dict:
@@ -1137,6 +1353,12 @@ def ratios(report: dict) -> dict:
             # records before it have only the first
             if "ratio_vs_nox_matrix" in report["act"][name]:
                 r[f"{prefix}act_vs_nox_matrix"] = report["act"][name]["ratio_vs_nox_matrix"]
+    if "topics" in report:
+        r["topic_control_vs_by_hand"] = _max_topic_ratio(report["topics"], "control")
+        r["topic_mutant_vs_by_hand"] = _max_topic_ratio(report["topics"], "mutants")
+        r["topic_competing_vs_by_hand"] = _max_topic_ratio(report["topics"], "competing")
+    if "topics_vs_one" in report:
+        r["three_topics_vs_one"] = report["topics_vs_one"]["ratio"]
     if "evidence" in report:
         r["evidence_rerun_s"] = report["evidence"]["cached"]["wall_s"]
         r["evidence_cold_s"] = report["evidence"]["cold"]["wall_s"]
@@ -1154,7 +1376,7 @@ NAMES = {
     "mutant_vs_by_hand": "per mutant / git apply + gate rebuild + gate run by hand",
     "competing_vs_by_hand": "per competing fix / git apply on the unfixed tree + "
     "both tests rebuilt and run by hand",
-    "checks_ms": "untrusted-input checks in that re-run (ms, cProfile, upper bound)",
+    "checks_ms": "untrusted-input checks in that re-run (ms, cProfile wall, imports apart)",
     "rerun_s": "re-run with nothing changed (s)",
     "own_time_share": "orchestrator's own time / cold run",
     "evidence_rerun_s": "evidence re-run with nothing changed (s)",
@@ -1176,6 +1398,13 @@ NAMES = {
     "act_vs_nox_matrix": "the matrix workflow in act / `nox -s matrix` (its session "
     "install included), default cpu legs, warm ccache",
     "loaded_act_vs_nox_matrix": "2 busy loops: the matrix workflow in act / `nox -s matrix`",
+    "topic_control_vs_by_hand": "a topic's control / git apply -R of its hunks + both tests "
+    "rebuilt and run by hand (worst topic and cell)",
+    "topic_mutant_vs_by_hand": "a topic's known-wrong fix / git apply + both tests rebuilt "
+    "and run by hand (worst topic and cell)",
+    "topic_competing_vs_by_hand": "a topic's competing fix / the same by hand (worst topic "
+    "and cell)",
+    "three_topics_vs_one": f"the default run (every topic), cold / --topic {ONE_TOPIC}, cold",
 }
 
 
@@ -1200,6 +1429,14 @@ def markdown(r: dict) -> str:
         lines.append(
             f"| {NAMES[k]} | {r['ratios'][k]} | <= {goal} | {'yes' if r['met'][k] else 'NO'} |"
         )
+    if "checks" in r:
+        c = r["checks"]
+        lines += [
+            "",
+            f"Untrusted-input checks in a cached re-run (cProfile): {c['checks_ms']} ms wall, "
+            f"{c.get('checks_cpu_ms')} ms CPU; their modules' own imports apart: "
+            f"{c.get('imports_ms')} ms wall.",
+        ]
     if "newcomer" in r:
         lines += newcomer_markdown(r["newcomer"])
     if "by_hand" in r:
@@ -1251,11 +1488,47 @@ def markdown(r: dict) -> str:
         lines += ["", "## Re-runs after a change", ""]
         for k, v in r["invalidation"].items():
             lines.append(f"- {k.replace('_', ' ')}: {', '.join(v) or 'none'}")
+    if "topics" in r:
+        lines += topics_markdown(r["topics"], r.get("topics_vs_one"))
     if "act" in r:
         lines += act_markdown(r["act"])
     if "evidence" in r:
         lines += evidence_markdown(r["evidence"])
     return "\n".join(lines) + "\n"
+
+
+def topics_markdown(topics: dict, vs_one) -> list[str]:
+    """(l) per cell and topic, (m) in one line."""
+    lines = [
+        "",
+        "## Per topic: the tool against the same variant by hand (s, no ccache)",
+        "",
+        "| cell | topic | control: tool / by hand (ratio) | known-wrong fixes: n, tool / by "
+        "hand per fix (ratio) | competing fixes: n, tool / by hand per fix (ratio) |",
+        "|---|---|---|---|---|",
+    ]
+    for cell, rows in topics.items():
+        for topic, row in rows.items():
+            cols = []
+            c = row.get("control")
+            cols.append(f"{c['tool_s']} / {c['by_hand_s']} ({c['ratio']})" if c else "-")
+            for kind in ("mutants", "competing"):
+                v = row.get(kind)
+                cols.append(
+                    f"{v['variants']}, {v['tool_per_variant_s']} / {v['by_hand_per_variant_s']} "
+                    f"({v['ratio']})"
+                    if v
+                    else "-"
+                )
+            lines.append(f"| {cell} | {topic} | {' | '.join(cols)} |")
+    if vs_one:
+        lines += [
+            "",
+            f"The default run (every topic) {vs_one['default_s']} s against `--topic "
+            f"{ONE_TOPIC}` {vs_one['one_topic_s']} s, cold, same cells: {vs_one['ratio']}x "
+            f"(load average {vs_one['load_start']['loadavg']} -> {vs_one['load_end']['loadavg']}).",
+        ]
+    return lines
 
 
 def act_markdown(a: dict) -> list[str]:
@@ -1574,6 +1847,21 @@ def plan(matrix, out: Path) -> tuple[list[str], list[str]]:
         fixes = [series_layout.to_ggml(f) for f in series.fix_paths()]
         # (c) touches this file in the tool's trees: the series must still change it
         need("src/ggml-opt.cpp" in fixes, "the series no longer changes ggml-opt.cpp")
+        # (l): each topic's control by hand reverts its own source hunks
+        for topic in series.topics:
+            paths = sorted({f.path for f in series.topic_fix_diffs(topic)})
+            need(bool(paths), f"(l) topic {topic!r}: no source hunks for its control to revert")
+            lines.append(
+                f"(l) {topic}: git apply -R of its hunks in {', '.join(paths)}; "
+                f"ninja {' '.join(BY_HAND_TESTS)}; run both"
+            )
+        # (m): the one-topic run names a topic the default run applies, among others
+        need(ONE_TOPIC in series.topics, f"(m) --topic {ONE_TOPIC}: not a topic the default runs")
+        need(len(series.topics) > 1, "(m) the default run applies one topic: nothing to compare")
+        lines.append(
+            f"(m) ggml-patch matrix --backend cpu (topics {', '.join(series.topics)}) "
+            f"against --topic {ONE_TOPIC}"
+        )
     for name in BY_HAND_TARGETS:
         target = matrix.target(name)
         tree, build = Path(f"<{name}-tree>"), Path(f"<{name}-build>")

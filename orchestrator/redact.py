@@ -149,13 +149,33 @@ class _Redactor:
             self.found, self.seen = known_secrets(self.secrets), len(_SEEN)
         return _redact(text, self.found)
 
+    def plain(self) -> bool:
+        """No secret known (a URL's password met since included): a string without a URL or a
+        query has nothing to remove."""
+        return not self.found and len(_SEEN) == self.seen
+
     def data(self, data: Any) -> Any:
         if isinstance(data, str):
             return self.text(data)
         if isinstance(data, dict):
-            return {
-                self.text(k) if isinstance(k, str) else k: self.data(v) for k, v in data.items()
-            }
+            # key, value, key, ... in order: a password met in one is removed from the next
+            flat = self.members([x for pair in data.items() for x in pair])
+            return dict(zip(flat[0::2], flat[1::2], strict=True))
         if isinstance(data, (list, tuple)):
-            return type(data)(self.data(v) for v in data)
+            return type(data)(self.members(list(data)))
         return data
+
+    def members(self, values: list[Any]) -> list[Any]:
+        """A container's members redacted, the plain strings (most of a results.json's thousands)
+        checked here rather than in a call each."""
+        plain = self.plain()
+        for i, v in enumerate(values):
+            if isinstance(v, str):
+                if plain and "://" not in v and "=" not in v:
+                    continue
+                values[i] = self.text(v)
+                plain = self.plain()  # a password met in a URL: every later string is checked
+            elif isinstance(v, (dict, list, tuple)):
+                values[i] = self.data(v)
+                plain = self.plain()
+        return values

@@ -71,10 +71,11 @@ def name_under(root: PathLike, name: object, what: str) -> Path:
 def _open(path: Path, kind: str, root: Optional[PathLike]) -> tuple[int, os.stat_result]:
     flags = _FLAGS
     if root is not None:
-        if not path.resolve().is_relative_to(Path(root).resolve()):
+        resolved = path.resolve()  # once: each resolve is a system call per part of the path
+        if not resolved.is_relative_to(Path(root).resolve()):
             raise ConfigError(f"{path}: resolves outside {root} (a symlink); refused")
         flags |= _NOFOLLOW  # checked above; not swapped for a link in between
-        path = path.resolve()
+        path = resolved
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:

@@ -43,12 +43,14 @@ def read_topic_diff_files(
     folder: str,
     kind: str,
     parse: Callable[[str, str], N],
+    queue: Optional[Queue] = None,
 ) -> list[N]:
     """native_tests/<topic>/<folder>/*.patch of the chosen topics (the active ones by default), in
-    queue order; a name two topics share is refused (results name a variant by it)."""
+    queue order; a name two topics share is refused (results name a variant by it). `queue`: the
+    matrix's, already loaded (a run reads it once)."""
     out: list[N] = []
     seen: dict[str, str] = {}
-    for t in load_queue(matrix).chosen(topics or matrix.topics):
+    for t in (queue or load_queue(matrix)).chosen(topics or matrix.topics):
         where = matrix.topic_native_dir(t.name) / folder
         for item in read_diff_files(where, kind, parse):
             name = item.name
@@ -120,12 +122,14 @@ def _with_gate_patch(matrix: Matrix, topic: str, series: Series) -> Series:
     return Series(series.layout, series.patches + gate.patches)
 
 
-def load_series(matrix: Matrix, topics: Optional[list[str]] = None) -> Series:
+def load_series(
+    matrix: Matrix, topics: Optional[list[str]] = None, queue: Optional[Queue] = None
+) -> Series:
     """The series of the queue's active topics (or those named, with what they follow) as one,
     checked against native_tests/: the gate test a series adds must be the gate test's source,
-    byte for byte."""
+    byte for byte. `queue`: the matrix's, already loaded."""
     require_native_tests(matrix)  # the gate test and the harness every build uses
-    queue = load_queue(matrix)
+    queue = queue or load_queue(matrix)
     series = queue.series(topics or matrix.topics)
     if matrix.queue.gate_approval and series.gate_test_source() is None:
         raise ConfigError(

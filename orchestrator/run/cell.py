@@ -9,6 +9,7 @@ other GgmlPatchError is its error; the other cells go on."""
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import sys
 import time
@@ -363,8 +364,12 @@ def run_mutants(ctx: CellContext) -> Variants:
     if skipped:
         recs = [_diff_record(ctx, m, RecordStatus.SKIPPED, skipped) for m in mutant_files]
         return Variants(MutantTally(total=len(mutant_files), killed=0, skipped=skipped), recs)
+    recs = []
     with ctx.timing("mutants"):
-        recs = [_run_mutant(ctx, ctx.worktree, patched, m) for m in mutant_files]
+        # each topic's share too (the bench's cost per topic): they come in queue order
+        for topic, group in itertools.groupby(mutant_files, key=lambda m: m.topic):
+            with ctx.timing(f"mutants_{topic}"):
+                recs += [_run_mutant(ctx, ctx.worktree, patched, m) for m in group]
     killed_by = {}
     for t in _judged_tests(patched):
         killed_by[t] = sum(1 for r in recs if (r.kills or {}).get(t) == Verdict.KILLED)
@@ -401,9 +406,11 @@ def run_competing(ctx: CellContext) -> list[VariantRecord]:
     # a queue: each on the whole queue with only its own topic's hunks reverted
     recs = []
     with ctx.timing("competing"):
-        for c in competing:
-            with topic_reverted(ctx, tree, c.topic or tree.rendered.topics[0]):
-                recs.append(_run_competing(ctx, tree.worktree, patched, c))
+        for topic, group in itertools.groupby(competing, key=lambda c: c.topic):
+            with ctx.timing(f"competing_{topic}"):
+                for c in group:
+                    with topic_reverted(ctx, tree, c.topic or tree.rendered.topics[0]):
+                        recs.append(_run_competing(ctx, tree.worktree, patched, c))
     return recs
 
 

@@ -14,7 +14,7 @@ from .. import backends
 from ..cancel import CancelToken
 from ..config import Backend, Target
 from ..model.results import Parallel, Results, SeriesInfo, overall_exit_code
-from ..patchset.files import load_series
+from ..patchset.files import load_queue, load_series
 from ..progress import Reporter
 from ..vcs.snapshots import SnapshotRepo
 from ..verdicts.competing import load_competing
@@ -56,9 +56,11 @@ def cheapest_first(
 def run_matrix(
     opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Optional[CancelToken] = None
 ) -> Results:
-    series = load_series(opts.matrix)
+    queue = load_queue(opts.matrix)  # read once: the series, the mutants, the competing fixes
+    series = load_series(opts.matrix, queue=queue)
     # a malformed mutant or competing fix is refused here, before any cell runs
-    mutant_files, competing_files = load_mutants(opts.matrix), load_competing(opts.matrix)
+    mutant_files = load_mutants(opts.matrix, queue=queue)
+    competing_files = load_competing(opts.matrix, queue=queue)
     matrix_cells = opts.matrix.cells(opts.profile, opts.targets, opts.backends)
     costs = {b.name: backends.get(b.name).relative_cost for _, b in matrix_cells}
     order = cheapest_first(matrix_cells, costs)

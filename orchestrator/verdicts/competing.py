@@ -29,6 +29,7 @@ from ..errors import ConfigError
 from ..model.layout import GATE_TEST
 from ..model.results import CompetingJudged, CompetingVerdict, Outcome, TestRecord
 from ..patchset.files import read_topic_diff_files
+from ..patchset.queue import Queue
 from ..patchset.render import DiffInLayout
 from ..patchset.series import FileDiff, parse_patch
 from .classify import gate_failure_line, strip_ansi
@@ -167,7 +168,12 @@ def judge(
     )
 
 
-def load_competing(matrix: Matrix, topics: Optional[list[str]] = None) -> list[CompetingFix]:
+def load_competing(
+    matrix: Matrix, topics: Optional[list[str]] = None, queue: Optional[Queue] = None
+) -> list[CompetingFix]:
     """native_tests/<topic>/competing/*.patch of each chosen topic (the active ones by default),
-    in queue order, each folder in name order; a malformed one a ConfigError."""
-    return read_topic_diff_files(matrix, topics, "competing", "competing fix", parse_competing)
+    in queue order, each folder in name order; a malformed one a ConfigError. `queue`: the
+    matrix's, already loaded."""
+    return read_topic_diff_files(
+        matrix, topics, "competing", "competing fix", parse_competing, queue
+    )

@@ -16,6 +16,7 @@ from ..errors import ConfigError
 from ..model.layout import GATE_TEST, UPSTREAM_TEST
 from ..model.results import Outcome, TestRecord, Verdict
 from ..patchset.files import read_topic_diff_files
+from ..patchset.queue import Queue
 from ..patchset.render import DiffInLayout
 from ..patchset.series import FileDiff, parse_patch
 from .classify import INVALID, KILLED, SURVIVED, GateVerdict, gate_verdict
@@ -130,7 +131,10 @@ def kill_line(verdicts: list[Optional[Verdict]]) -> str:
     )
 
 
-def load_mutants(matrix: Matrix, topics: Optional[list[str]] = None) -> list[Mutant]:
+def load_mutants(
+    matrix: Matrix, topics: Optional[list[str]] = None, queue: Optional[Queue] = None
+) -> list[Mutant]:
     """native_tests/<topic>/mutants/*.patch of each chosen topic (the active ones by default), in
-    queue order, each folder in name order (none without it); a malformed one a ConfigError."""
-    return read_topic_diff_files(matrix, topics, "mutants", "mutant", parse_mutant)
+    queue order, each folder in name order (none without it); a malformed one a ConfigError.
+    `queue`: the matrix's, already loaded."""
+    return read_topic_diff_files(matrix, topics, "mutants", "mutant", parse_mutant, queue)

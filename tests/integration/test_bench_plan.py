@@ -40,6 +40,11 @@ def test_plan_resolves_every_route_of_this_tree(tmp_path):
     assert f"-DCMAKE_PROJECT_INCLUDE={ROOT / 'native_tests' / 'extra-programs.cmake'}" in out
     assert "(a) llama.cpp: " in out and "(a) ggml: " in out
     assert "mutant(s)" in out and "competing fix(s)" in out
+    # issue 31's costs: each topic's control reverts its own hunks; the queue against one topic
+    for topic in ("accumulator-reset", "grad-acc-non-static", "reset-non-static"):
+        assert f"(l) {topic}: git apply -R of its hunks in ggml/src/ggml-opt.cpp" in out
+    assert "(m) ggml-patch matrix --backend cpu (topics accumulator-reset, " in out
+    assert out.rstrip().endswith(f"out: {tmp_path / 'bench'}")
     # --plan writes nothing
     assert not (tmp_path / "bench").exists()
 
@@ -70,3 +75,19 @@ def test_plan_refuses_an_out_folder_inside_results(tmp_path, bench):
     assert any("inside" in m and "results" in m for m in missing), missing
     _, missing = bench.plan(matrix, Path(tmp_path / "elsewhere"))
     assert missing == []
+
+
+def test_plan_names_a_one_topic_run_of_a_topic_the_queue_does_not_apply(
+    tmp_path, bench, monkeypatch
+):
+    monkeypatch.setattr(bench, "ONE_TOPIC", "no-such-topic")
+    matrix = bench.load_matrix(ROOT / "matrix.yaml")
+    _, missing = bench.plan(matrix, tmp_path / "bench")
+    assert missing == ["(m) --topic no-such-topic: not a topic the default runs"], missing
+
+
+def test_plan_names_a_queue_of_one_topic_as_nothing_to_compare(tmp_path, bench):
+    matrix = bench.load_matrix(ROOT / "matrix.yaml")
+    matrix.choose_topics(["accumulator-reset"])  # what `--topic accumulator-reset` does
+    _, missing = bench.plan(matrix, tmp_path / "bench")
+    assert missing == ["(m) the default run applies one topic: nothing to compare"], missing

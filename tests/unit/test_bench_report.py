@@ -218,6 +218,34 @@ def test_the_checks_cost_is_the_cumulative_time_of_the_entries_into_the_check_mo
     assert got["checks_ms"] > 0
 
 
+def test_a_recursive_check_entered_from_outside_counts_and_the_imports_apart(monkeypatch):
+    """Issue 35: redact_data calls itself; it was left out of the checks' cost when any of its
+    callers was inside the check modules. Both profiles (wall and CPU clock) are read."""
+    import cProfile
+    import subprocess
+
+    from orchestrator import redact
+
+    bench = _bench()
+    nested = {"a": [{"b": "https://u:p@h/", "c": ["x=1", {"d": "y"}]}] * 50}
+    clocks = []
+
+    def caller():
+        for _ in range(20):
+            redact.redact_data(nested)
+
+    def fake_run(argv, **kw):
+        clocks.append("cpu" if "-c" in argv else "wall")
+        cProfile.runctx("caller()", {}, {"caller": caller}, argv[argv.index("-o") + 1])
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(bench.subprocess, "run", fake_run)
+    got = bench.checks_cost(["matrix"])
+    assert clocks == ["wall", "cpu"]
+    assert got["entries"] == ["redact.py:redact_data"]
+    assert got["checks_ms"] > 0 and got["checks_cpu_ms"] > 0 and got["imports_ms"] == 0
+
+
 def _act_run(matrix_s, act_s, loops):
     return {
         "load_start": {"busy_loops": loops, "loadavg": [0.2]},

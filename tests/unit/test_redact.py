@@ -55,9 +55,19 @@ def test_redact_data_removes_a_password_met_in_an_earlier_url_and_the_token_set_
     """Issue 35: the secrets are gathered once per document, yet a URL's password met in one
     string is removed from every later one, and a token set after an earlier call is known."""
     password = "0nly-in-this-test-9c1d"
-    data = {"a": f"git://u:{password}@h/r", "b": [f"log: {password} again"], "c": TOKEN}
+    data = {
+        "a": f"git://u:{password}@h/r",
+        f"key {password}": (1, f"{password}"),
+        "b": [f"log: {password} again"],
+        "c": TOKEN,
+    }
     monkeypatch.setenv("GH_TOKEN", TOKEN)
-    assert redact_data(data) == {"a": "git://***@h/r", "b": [f"log: {REDACTED} again"], "c": "***"}
+    assert redact_data(data) == {
+        "a": "git://***@h/r",
+        f"key {REDACTED}": (1, REDACTED),
+        "b": [f"log: {REDACTED} again"],
+        "c": "***",
+    }
     monkeypatch.setenv("GH_TOKEN", "")
     assert redact_data({"c": TOKEN}) == {"c": TOKEN}
 
