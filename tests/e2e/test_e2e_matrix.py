@@ -72,23 +72,18 @@ def _recs(data, target, backend):
     }
 
 
-WHOLE_QUEUE = (
-    *("--topic", "accumulator-reset"),
-    *("--topic", "grad-acc-non-static"),
-    *("--topic", "reset-non-static"),
-)
+WHOLE_QUEUE = ("accumulator-reset", "grad-acc-non-static", "reset-non-static")
 
 
 @pytest.fixture(scope="module")
 def matrix_run(repo_root, tool_cache, tmp_path_factory):
     results = tmp_path_factory.mktemp("results")
-    # --rerun: build and test for real even where the tool cache holds this exact result; the
-    # whole queue by name (queue.yaml's default is topic 1 until bundles go per topic)
+    # --rerun: build and test for real even where the tool cache holds this exact result; no
+    # --topic: the default run carries every active topic (WHOLE_QUEUE)
     proc = run_tool(
         "matrix",
         "--matrix",
         str(repo_root / "matrix.yaml"),
-        *WHOLE_QUEUE,
         "--rerun",
         "--results",
         str(results),
@@ -124,6 +119,9 @@ def test_matrix_exits_zero_and_writes_results(matrix_run, vulkan_missing):
     proc, results = matrix_run
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
     assert (results / "results.json").exists() and (results / "summary.md").exists()
+    # without --topic the run carried the whole queue, in order
+    data = json.loads((results / "results.json").read_text())
+    assert data["series"]["topics"] == list(WHOLE_QUEUE)
     # CUDA and Metal are skipped here (no GPU, not macOS); Vulkan runs wherever its setup ran
     expected = (
         "2 passed, 0 failed, 6 skipped" if vulkan_missing else "4 passed, 0 failed, 4 skipped"
