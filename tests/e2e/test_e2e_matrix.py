@@ -204,6 +204,14 @@ def test_each_target_patched_passes_and_control_is_killed(matrix_run, target):
         assert steps and int(steps[-1][1]) <= 6, steps
     crash = recs["control-grad-acc-non-static"]["verdict_reason"]
     assert crash.startswith("crash: SIGSEGV in its own case test_grad_non_static"), crash
+    # killed by its own cases and by no other topic's: each failing case of test-opt is its own
+    # (topic 2's control stops at its own crash, so the others' cases do not run there)
+    for variant, topic in (("control", TOPICS[0]), (f"control-{TOPICS[2]}", TOPICS[2])):
+        log = Path(recs[variant]["tests"]["test-opt"]["log"]).read_text()
+        failed = set(re.findall(r"^\s*(test_\w+)\(.*FAIL", log, re.M))
+        assert failed == {OWN_CASE[topic]}, (variant, failed)
+        others = [OWN_CASE[t] for t in TOPICS if t != topic]
+        assert all(re.search(rf"^\s*{case}\(.*OK", log, re.M) for case in others), variant
     summary = (results / "summary.md").read_text()
     assert "## Controls per topic" in summary
     for topic in TOPICS:
