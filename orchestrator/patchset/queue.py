@@ -26,6 +26,7 @@ file, the line and the key.
 from __future__ import annotations
 
 import datetime
+import functools
 import re
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
@@ -132,6 +133,10 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+# one parse per text: a run reads the queue for its series, its mutants and its competing fixes
+# (PyYAML's pure-Python parser is most of a no-change re-run's own CPU time); nothing mutates
+# the records or the lines
+@functools.lru_cache(maxsize=64)
 def _parse(kind: type[Any], where: str, text: str) -> tuple[Any, dict[tuple[Any, ...], int]]:
     data, lines = _load_with_lines(text, where)
     if not isinstance(data, dict):

@@ -133,11 +133,12 @@ def test_matrix_exits_zero_and_writes_results(matrix_run, vulkan_missing):
 
 
 def test_each_cell_prints_its_verdict_and_time_as_it_ends_and_the_run_its_times(matrix_run):
-    """The verdict as soon as a cell's control is judged, the cell's result with its time when it
-    ends (before the next cell starts: one cell at a time), and the time per cell at the end."""
+    """The verdict as soon as a cell's control is judged, every cell's verdict before any cell's
+    known-wrong fixes (issue 35: two phases), the cell's result with its time when it ends, and
+    the time per cell at the end."""
     proc, _ = matrix_run
     err = proc.stderr
-    ends = {}
+    ends, verdicts = {}, {}
     for cell in ("ggml/cpu", "llama.cpp/cpu"):
         verdict = err.index(
             f"  {cell}: verdict: with the fix every test passes; the control (fix reverted): killed"
@@ -146,8 +147,13 @@ def test_each_cell_prints_its_verdict_and_time_as_it_ends_and_the_run_its_times(
         assert m and verdict < m.start(), err[-3000:]
         # the verdict came before the mutants, the result after
         assert err.index(f"{cell}: mutant ") < m.start()
-        ends[cell] = m.start()
-    assert ends["ggml/cpu"] < err.index("llama.cpp/cpu: fetch") < ends["llama.cpp/cpu"]
+        ends[cell], verdicts[cell] = m.start(), verdict
+    # phase 1 in every cell (the cheapest first), then phase 2: the last verdict before any mutant
+    fetch = err.index("llama.cpp/cpu: fetch")
+    first_mutant = min(err.index(f"{cell}: mutant ") for cell in verdicts)
+    assert verdicts["ggml/cpu"] < fetch < verdicts["llama.cpp/cpu"] < first_mutant
+    assert err.index("phase 2/2: known-wrong and competing fixes") < first_mutant
+    assert ends["ggml/cpu"] < ends["llama.cpp/cpu"]
     times = err[err.index("time per cell:") :]
     assert err.index("time per cell:") > max(ends.values())
     rows = re.findall(r"^  (\S+)\s+(\d+\.\d) s  (\w[\w-]*)$", times, re.M)
