@@ -5,7 +5,7 @@ backend's configure and ccache as a cell's) and run. The verdict is status.py's.
 
     <cache>/status/behaviour/<layout>/  src/ (one worktree per layout: switching targets
                                         recompiles only the files that differ), build/,
-                                        harness/, logs/
+                                        harness/, logs/<target>/<topic>/
     <cache>/status/<target>/behaviour/<topic>.json  the last result and the key of its tree
 
 The key is the tree's content (the base commit and the rendered test patches) and what builds it
@@ -99,7 +99,10 @@ def check_topic(
         file=sys.stderr,
     )
     with cache.lock(f"behaviour-{_layout_id(layout)}"):  # one tree per layout
-        found = _build_and_run(matrix, root, repo, snap, layout, rendered, module, backend, flags)
+        logs = root / "logs" / slug(target.name) / slug(topic.name)
+        found = _build_and_run(
+            matrix, root, logs, repo, snap, layout, rendered, module, backend, flags
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(Checked(key=key, behaviour=found).to_json(), indent=2) + "\n")
     return found
@@ -108,6 +111,7 @@ def check_topic(
 def _build_and_run(
     matrix: Matrix,
     root: Path,
+    logs: Path,
     repo: SnapshotRepo,
     snap: sources.Snapshot,
     layout: Layout,
@@ -128,7 +132,7 @@ def _build_and_run(
             )
     plan = build_plan(layout, str(wt.path), str(cell.harness(matrix.native_tests_dir, root)))
     env = module.test_env(backend)
-    logs, build_dir = root / "logs", root / "build"
+    build_dir = root / "build"
     step = cmake.configure(plan, build_dir, flags, logs / "configure.log", env)
     if step.ok:
         jobs = min(MAX_JOBS, cmake.jobs())
