@@ -72,23 +72,18 @@ def _recs(data, target, backend):
     }
 
 
-WHOLE_QUEUE = (
-    *("--topic", "accumulator-reset"),
-    *("--topic", "grad-acc-non-static"),
-    *("--topic", "reset-non-static"),
-)
+WHOLE_QUEUE = ("accumulator-reset", "grad-acc-non-static", "reset-non-static")
 
 
 @pytest.fixture(scope="module")
 def matrix_run(repo_root, tool_cache, tmp_path_factory):
     results = tmp_path_factory.mktemp("results")
-    # --rerun: build and test for real even where the tool cache holds this exact result; the
-    # whole queue by name (queue.yaml's default is topic 1 until bundles go per topic)
+    # --rerun: build and test for real even where the tool cache holds this exact result; no
+    # --topic: the default run carries every active topic (WHOLE_QUEUE)
     proc = run_tool(
         "matrix",
         "--matrix",
         str(repo_root / "matrix.yaml"),
-        *WHOLE_QUEUE,
         "--rerun",
         "--results",
         str(results),
@@ -124,6 +119,9 @@ def test_matrix_exits_zero_and_writes_results(matrix_run, vulkan_missing):
     proc, results = matrix_run
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
     assert (results / "results.json").exists() and (results / "summary.md").exists()
+    # without --topic the run carried the whole queue, in order
+    data = json.loads((results / "results.json").read_text())
+    assert data["series"]["topics"] == list(WHOLE_QUEUE)
     # CUDA and Metal are skipped here (no GPU, not macOS); Vulkan runs wherever its setup ran
     expected = (
         "2 passed, 0 failed, 6 skipped" if vulkan_missing else "4 passed, 0 failed, 4 skipped"
@@ -212,6 +210,14 @@ def test_each_target_patched_passes_and_control_is_killed(matrix_run, target):
         assert steps and int(steps[-1][1]) <= 6, steps
     crash = recs["control-grad-acc-non-static"]["verdict_reason"]
     assert crash.startswith("crash: SIGSEGV in its own case test_grad_non_static"), crash
+    # killed by its own cases and by no other topic's: each failing case of test-opt is its own
+    # (topic 2's control stops at its own crash, so the others' cases do not run there)
+    for variant, topic in (("control", TOPICS[0]), (f"control-{TOPICS[2]}", TOPICS[2])):
+        log = Path(recs[variant]["tests"]["test-opt"]["log"]).read_text()
+        failed = set(re.findall(r"^\s*(test_\w+)\(.*FAIL", log, re.M))
+        assert failed == {OWN_CASE[topic]}, (variant, failed)
+        others = [OWN_CASE[t] for t in TOPICS if t != topic]
+        assert all(re.search(rf"^\s*{case}\(.*OK", log, re.M) for case in others), variant
     summary = (results / "summary.md").read_text()
     assert "## Controls per topic" in summary
     for topic in TOPICS:
