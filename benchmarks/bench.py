@@ -41,8 +41,9 @@
     control, each of its known-wrong fixes and each of its competing fixes in the tool against the
     same variant by hand in the same tree (`git apply` of it, or `git apply -R` of the topic's
     source hunks for its control, + ninja of both tests + both run).
-(m) issue 31's cost of the queue: the default run (every active topic: the cold run (b)) against a
-    run of one topic (`--topic accumulator-reset`) on the same cells, new cache, no ccache.
+(m) issue 31's cost of the queue: the default run (every active topic) against a run of one topic
+    (`--topic accumulator-reset`) on the same cpu cells, each in a new cache holding only the
+    downloaded sources, no ccache, one after the other.
 (c) and (f) are measured twice: as the machine is, then again (the tool re-run with --rerun in the
     same trees, the by-hand floors after it) under two busy loops of the bench's own.
 Plus: the series' text changed (a nonce in a subject) re-runs every cell;
@@ -595,25 +596,33 @@ def _max_topic_ratio(topics: dict, kind: str):
 ONE_TOPIC = "accumulator-reset"
 
 
-def topics_vs_one(work: Path, targets: list[str], three_topics_s: float) -> dict:
-    """(m) issue 31's cost: the default run (every active topic: the cold run (b)) against a run of
-    one topic (`--topic accumulator-reset`), the same cells in a new cache, no ccache."""
-    cache = linked_downloads(work / "one-topic-cache")
-    args = ["matrix", "--cache", str(cache), "--results", str(work / "r-one-topic")]
-    args += ["--backend", "cpu", "--topic", ONE_TOPIC]
-    for t in targets:
-        args += ["--target", t]
-    start = load_note(0)
-    t_one, p = tool(*args, env=NO_CCACHE)
-    if p.returncode != 0:
-        raise SystemExit(f"bench: one-topic run failed ({p.returncode}): {p.stderr[-800:]}")
-    return {
+def topics_vs_one(work: Path, targets: list[str]) -> tuple[dict, Path, dict]:
+    """(m) issue 31's cost of the queue: the default run (every active topic) against a run of one
+    topic (`--topic accumulator-reset`), the same cells, each in a new cache holding only the
+    downloaded sources, no ccache, one after the other. Also the default run's cache and
+    results.json, whose trees (l) measures in."""
+    walls, data, start = {}, {}, load_note(0)
+    for name, topics in (("default", []), ("one_topic", ["--topic", ONE_TOPIC])):
+        cache = linked_downloads(work / f"{name}-cache")
+        results = work / f"r-{name}"
+        args = ["matrix", "--cache", str(cache), "--results", str(results), "--backend", "cpu"]
+        for t in targets:
+            args += ["--target", t]
+        t_run, p = tool(*args, *topics, env=NO_CCACHE)
+        if p.returncode != 0:
+            raise SystemExit(f"bench: (m) {name} run failed ({p.returncode}): {p.stderr[-800:]}")
+        walls[name] = t_run
+        data[name] = json.loads((results / "results.json").read_text())
+    out = {
         "load_start": start,
         "load_end": load_note(0),
-        "one_topic_s": round(t_one, 2),
-        "default_s": round(three_topics_s, 2),
-        "ratio": round(three_topics_s / t_one, 3),
+        "default_s": round(walls["default"], 2),
+        "one_topic_s": round(walls["one_topic"], 2),
+        "ratio": round(walls["default"] / walls["one_topic"], 3),
+        # each cell's steps: where the difference goes
+        "cells": {name: {c["cell"]: c["timings"] for c in d["cells"]} for name, d in data.items()},
     }
+    return out, work / "default-cache", data["default"]
 
 
 def competing_ratios(cold_cache: Path, cold: dict, matrix) -> dict:
@@ -1180,8 +1189,8 @@ def main() -> int:
     ap.add_argument(
         "--only-topics",
         action="store_true",
-        help="only (b), (l) and (m): the cold run of every topic, each topic's variants against "
-        "the same by hand, and a run of one topic",
+        help="only (m) and (l): the default run (every topic) against a run of one topic, then "
+        "each topic's variants in its trees against the same by hand",
     )
     ap.add_argument(
         "--act-cpus",
@@ -1285,7 +1294,7 @@ def measure_tool(report: dict, work: Path, matrix, args, loads: list[int]) -> No
     report["control"], report["mutants"] = variant_ratios(work / "cold-cache", cold, matrix)
     print("bench: (i) competing fixes: per fix in the tool and by hand", flush=True)
     report["competing"] = competing_ratios(work / "cold-cache", cold, matrix)
-    measure_topics(report, work, matrix, targets, t_cold, cold)
+    measure_topics(report, work, matrix, targets, cold)
     if BUSY_LOOPS in loads:
         print(f"bench: (c) and (f) again under {BUSY_LOOPS} busy loops", flush=True)
         report["loaded"] = loaded_ratios(work, cold_args, matrix, BUSY_LOOPS)
@@ -1305,26 +1314,21 @@ def measure_tool(report: dict, work: Path, matrix, args, loads: list[int]) -> No
         report["evidence"] = evidence(work / "cold-cache", work, args.evidence_case)
 
 
-def measure_topics(report: dict, work: Path, matrix, targets, t_cold: float, cold: dict) -> None:
-    """(l) and (m) on the cold run (b) of every topic: its trees, its wall time."""
-    print("bench: (l) each topic's control, known-wrong and competing fixes, tool and by hand")
-    report["topics"] = topic_costs(work / "cold-cache", cold, matrix)
+def measure_topics(report: dict, work: Path, matrix, targets, cold: dict | None) -> None:
+    """(m), then (l) in the cold run (b)'s trees (`cold`: its results.json), or in (m)'s default
+    run's without one."""
     print(f"bench: (m) the default run (every topic) against --topic {ONE_TOPIC}", flush=True)
-    report["topics_vs_one"] = topics_vs_one(work, targets, t_cold)
+    report["topics_vs_one"], cache, default = topics_vs_one(work, targets)
+    if cold is not None:
+        cache, default = work / "cold-cache", cold
+    print("bench: (l) each topic's control, known-wrong and competing fixes, tool and by hand")
+    report["topics"] = topic_costs(cache, default, matrix)
 
 
 def only_topics(report: dict, work: Path, matrix, args) -> None:
-    """--only-topics: (b), then (l) and (m)."""
+    """--only-topics: (m), then (l) in the trees of (m)'s default run."""
     targets = [t for t in BY_HAND_TARGETS if not (args.skip_by_hand_llama and t == "llama.cpp")]
-    print("bench: (b) tool cold run, every topic", flush=True)
-    start = load_note(0)
-    t_cold, _, cold = cold_run(work, targets)
-    report["topics_cold"] = {
-        "load_start": start,
-        "wall_s": round(t_cold, 2),
-        "cells": {c["cell"]: c["timings"] for c in cold["cells"]},
-    }
-    measure_topics(report, work, matrix, targets, t_cold, cold)
+    measure_topics(report, work, matrix, targets, None)
 
 
 def ratios(report: dict) -> dict:
