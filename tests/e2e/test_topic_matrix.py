@@ -148,3 +148,39 @@ def test_the_cell_runs_and_the_topics_control_is_killed_by_its_own_case(run):
     assert "test_empty_result_loss(" in control["verdict_reason"]
     assert control["reverted"] == ["src/ggml-opt.cpp"]
     assert recs["control"]["verdict"] == "killed"  # accumulator-reset's, by the gate
+
+
+def test_its_bundle_carries_only_its_own_commits_after_the_topic_it_follows(run):
+    """`after: [accumulator-reset]`: the topic's bundle goes on the base with that topic applied
+    first; the bundle holds only the topic's own two commits and the manifest names what it
+    follows; the verification (git am of both, build, tests) passes."""
+    _, ran, results, project = run
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    made = run_tool(
+        "bundle",
+        "--topic",
+        NAME,
+        "--target",
+        "ggml",
+        "--results",
+        str(results),
+        "--matrix",
+        str(project / "matrix.yaml"),
+        "--cache",
+        str(project.parent / "cache"),
+        "--author",
+        "Ada Contributor <ada@example.org>",
+        cwd=project.parent,
+    )
+    assert made.returncode == 0, made.stderr[-3000:]
+    out = results / "bundle" / NAME / "ggml"
+    patches = sorted(p.name for p in out.glob("*.patch"))
+    own = sorted(p.name for p in (project / "patches" / NAME).glob("*.patch"))
+    assert len(patches) == len(own) == 2
+    texts = [(out / p).read_text() for p in patches]
+    assert "an empty result has no loss" in texts[0] and "test_empty_result_loss" in texts[1]
+    assert not any("reset gradient accumulators" in t for t in texts)
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["topic"] == NAME and man["after"] == ["accumulator-reset"]
+    assert man["verification"]["tests"]["test-opt"]["outcome"] == "passed"
+    assert not (results / "bundle" / "accumulator-reset").exists()  # only the topic asked for
