@@ -10,7 +10,6 @@ from .cases import N_CTX, Case
 from .commands import (
     BINARY,
     BUILD_COMMANDS,
-    PRETRAINED,
     PROGRAM,
     PROGRAM_SOURCE,
     THREADS,
@@ -226,17 +225,20 @@ def _model_text(results: FinetuneResults) -> str:
     for x in results.models or [m]:
         curve = (x.pretrain.eval_loss if x.pretrain else None) or []
         if curve:
-            curves.append(f"seed {x.seed}: {curve[0]:.4f} -> {curve[-1]:.4f}")
+            curves.append(
+                f"seed {x.seed}: eval loss {curve[0]:.4f} after epoch 1, {curve[-1]:.4f} after "
+                f"epoch {len(curve)}"
+            )
     pre_files = " + ".join((pre.files if pre else None) or [])
     pre_how = (
         f"{_or_dash(pre.optimizer if pre else None)} lr {_or_dash(pre.lr if pre else None)}, "
         f"{_or_dash(pre.epochs if pre else None)} epochs"
     )
     return (
-        f"tiny llama PRE-TRAINED here from {len(seeds)} seed(s) "
-        f"({', '.join(map(str, seeds))}): random F32 weights ({model}, n_vocab "
-        f"{_or_dash(m.n_vocab)}, {_or_dash(m.n_params)} parameters) trained with the fixed build "
-        f"on {pre_files} ({pre_how}; eval loss {'; '.join(curves) or '—'}). Upstream keeps token "
+        f"tiny llama PRE-TRAINED here, sha256 `{_or_dash(m.sha256)}` (the first seed's), from "
+        f"{len(seeds)} seed(s) ({', '.join(map(str, seeds))}): random F32 weights ({model}, "
+        f"n_vocab {_or_dash(m.n_vocab)}, {_or_dash(m.n_params)} parameters) trained with the "
+        f"fixed build on {pre_files} ({pre_how}; {'; '.join(curves) or '—'}). Upstream keeps token "
         "embeddings frozen (tok_embd is never a parameter), so most of what trains is the output "
         "matrix."
     )
@@ -309,7 +311,7 @@ def reproduce_commands(results: FinetuneResults) -> list[str]:
         return []
     case = Case(run.optimizer, run.lr, run.opt_period, len(run.epochs))
     real = results.model.real
-    model = F32 if real else PRETRAINED
+    model = F32 if real else f"pretrained-{run.seed or results.model.seed}.gguf"
     argv = command(BINARY, model, data, case, run.threads, "finetuned.gguf")
     build = " && ".join(BUILD_COMMANDS)
     fetch = " && ".join(READER_COMMANDS) if real else ""
@@ -333,11 +335,12 @@ def pr_lines(results: Optional[FinetuneResults], level: str, cell: Cell = str) -
     for r in results.runs:
         if r.primary:
             case = Case(r.optimizer, r.lr, r.opt_period, len(r.epochs))
-            model = F32 if results.model.real else f"pretrained-{r.seed}.gguf"
+            seed = r.seed or results.model.seed
+            model = F32 if results.model.real else f"pretrained-{seed}.gguf"
             argv = command(BINARY, model, data, case, r.threads, "finetuned.gguf")
             commands.append(" ".join(argv))
     made = []
-    for m in results.models:
+    for m in [] if results.model.real else results.models or [results.model]:
         pre = m.pretrain
         vocab = m.vocab_file or ""
         random = f"tiny-llama-{m.seed}.gguf"

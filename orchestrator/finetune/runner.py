@@ -719,7 +719,9 @@ def run_training_evidence(
     )
     cached_dir = results_cache_dir(cache)
     real = case_set == "real"
-    with cache.lock(f"evidence-{target.name}"):
+    # one run per target and case set at a time (the two sets share only the builds, under the
+    # cell's lock)
+    with cache.lock(f"evidence-{target.name}" + ("-real" if real else "")):
         run_steps(ctx, (FETCH, inputs_step(seeds, real)))
         key = ctx.got(INPUTS).key(cases)
         cached = None if rerun else _cached(cached_dir, key)

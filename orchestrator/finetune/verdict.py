@@ -11,7 +11,7 @@ seed; its seed spread is max - min over the seeds (0 with one seed). A differenc
 - "bug visible": the mean effect is above the floor, above the seed spread and at least
   MIN_EFFECT of the patched loss (or the control's loss is not finite while the patched one is);
 - "control lower": the same with the sign reversed (the unfixed build ends lower);
-- "differs within the seed spread": some epoch differs by more than the floor, but the mean
+- "differs, no clear effect": some epoch differs by more than the floor, but the mean
   effect does not exceed the floor, the spread and MIN_EFFECT;
 - "no difference": every epoch within the floor;
 - "undecided": the runs have no epoch in common.
@@ -196,7 +196,7 @@ def case_verdict(
     elif beyond:
         label = "control lower"
     elif max_diff > floor:
-        label = "differs within the seed spread"
+        label = "differs, no clear effect"
     else:
         label = "no difference"
     return FinetuneVerdict(
