@@ -163,8 +163,7 @@ def predictions_markdown(compared: Optional[list[dict]]) -> list[str]:
             out.append(f"| {row['case']} | — | no prediction for this case | — | — |")
         for c in row["checks"]:
             out.append(
-                f"| {row['case']} | {c['key']} | {c['predicted']} | {c['observed']} | "
-                f"{c['held']} |"
+                f"| {row['case']} | {c['key']} | {c['predicted']} | {c['observed']} | {c['held']} |"
             )
     return out
 
@@ -307,7 +306,7 @@ def reproduce_commands(results: FinetuneResults) -> list[str]:
     real model): build both variants, fetch the model, run."""
     data = [f"{TREE}/{f}" for f in results.data.files or []]
     run = next((r for r in results.runs if r.primary), None)
-    if run is None:
+    if run is None or len(data) != 1:  # llama-finetune reads one text
         return []
     case = Case(run.optimizer, run.lr, run.opt_period, len(run.epochs))
     real = results.model.real

@@ -33,7 +33,7 @@ ONE_SEED_MARGIN = 1e-4  # the file's rule: "or by 1e-4 where there is one seed"
 MAX_BYTES = 1 << 16
 
 
-class Outcome(Record):
+class PredictedOutcome(Record):
     """What a case's runs show, in the terms of the predictions."""
 
     model_config = ConfigDict(frozen=True)
@@ -51,8 +51,8 @@ class Outcome(Record):
 
 def outcome(
     patched: Sequence[Sequence[Any]], control: Sequence[Sequence[Any]], floor: float
-) -> Outcome:
-    """The Outcome of (patched, control) epoch lists, one of each per seed (pure)."""
+) -> PredictedOutcome:
+    """The PredictedOutcome of (patched, control) epoch lists, one of each per seed (pure)."""
     f, u = mean_curve(patched), mean_curve(control)
     one = len(patched) == 1
     both = zip(spread_curve(patched), spread_curve(control), strict=False)
@@ -68,7 +68,7 @@ def outcome(
     epoch1 = []
     for p, c in zip(patched, control, strict=True):
         epoch1.append((c[0].held_out - p[0].held_out) / p[0].held_out)
-    return Outcome(
+    return PredictedOutcome(
         epochs=len(f),
         seeds=len(patched),
         lower=tuple(lower),
@@ -99,7 +99,7 @@ def _turns(text: str, found: Optional[int], other: Optional[int]) -> Optional[bo
     return None
 
 
-def _lower(text: str, o: Outcome) -> Optional[bool]:
+def _lower(text: str, o: PredictedOutcome) -> Optional[bool]:
     if not o.lower:
         return None
     if text == "control at every epoch":
@@ -117,7 +117,7 @@ def _lower(text: str, o: Outcome) -> Optional[bool]:
     return None
 
 
-def check(key: str, text: str, o: Outcome) -> Optional[bool]:
+def check(key: str, text: str, o: PredictedOutcome) -> Optional[bool]:
     """Whether one prediction held (None: not a shape the rule decides)."""
     text = " ".join(str(text).split())
     if key == "lower":
@@ -135,7 +135,7 @@ def check(key: str, text: str, o: Outcome) -> Optional[bool]:
     return None
 
 
-def observed(key: str, o: Outcome) -> str:
+def observed(key: str, o: PredictedOutcome) -> str:
     """What the runs show for one key, in words."""
     if key == "lower":
         return ", ".join(f"{k}: {x}" for k, x in enumerate(o.lower, 1))

@@ -107,6 +107,7 @@ BUILD_SUBDIR = "build-finetune"
 RESULTS_SUBDIR = "evidence"
 # --case-set real: its own folder (its own finetune.json and plot); summary.md keeps the tiny set's
 REAL_SUBDIR = "evidence-real"
+EVIDENCE_TOPIC = "accumulator-reset"
 NO_PLOT = (
     "no plot: matplotlib is not installed (pip install 'ggml-patch[plot]'); "
     "the tables are all there is"
@@ -699,7 +700,8 @@ def run_training_evidence(
     # never a folder of the user's files
     subdir = REAL_SUBDIR if case_set == "real" else RESULTS_SUBDIR
     out_dir = outdir.claim(results_dir / subdir, "--results")
-    series = load_series(matrix)
+    # the evidence is about the accumulator reset's fix alone, whatever the queue's default topics
+    series = load_series(matrix, [EVIDENCE_TOPIC])
     backend = matrix.backends.get("cpu") or Backend("cpu")
     cell_id = f"{target.name}/cpu"
     reporter.start_cell(f"{cell_id} fine-tuning evidence")
@@ -731,9 +733,7 @@ def run_training_evidence(
             )
             # a cached result: its own logs, not an older run's
             resultcache.copy_logs(cached_dir, key, out_dir / "logs", replace=True)
-            files, note = write_outputs(
-                cached, cached_dir / key, out_dir, results_dir, predicted
-            )
+            files, note = write_outputs(cached, cached_dir / key, out_dir, results_dir, predicted)
             return TrainingEvidence(cached, True, files, note, _since(t_all))
         ctx.steps.done(f"key {key[:12]}")
         # this run's logs only (the folder is the tool's own)

@@ -482,15 +482,17 @@ def test_the_pr_data_are_ascii_tables_and_commands_from_validated_numbers():
         "tiny llama PRE-TRAINED here, sha256 `" + "3b" * 32 + "`" in text
         and "eval loss 9.5000 after epoch 1" in text
     )
-    assert "Determinism floor 1e-05 (largest same-build, same-seed difference measured: none" in text
+    assert (
+        "Determinism floor 1e-05 (largest same-build, same-seed difference measured: none" in text
+    )
     assert (
         "with fix: holds the fix (binary sha256 `0101" in text
         and "without fix: lacks the fix" in text
     )
     assert (
         "\n"
-        "./build/bin/llama-finetune -m pretrained-20261130.gguf -f $LLAMA_CPP/docs/docker.md -c 256 "
-        "-b 256 -ub 128 -opt sgd -lr 0.1 -epochs 3 -val-split 0.3 -t 2 -o finetuned.gguf\n"
+        "./build/bin/llama-finetune -m pretrained-20261130.gguf -f $LLAMA_CPP/docs/docker.md "
+        "-c 256 -b 256 -ub 128 -opt sgd -lr 0.1 -epochs 3 -val-split 0.3 -t 2 -o finetuned.gguf\n"
     ) in text
     assert (
         "```sh\n"
