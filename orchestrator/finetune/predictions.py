@@ -130,8 +130,9 @@ def check(key: str, text: str, o: PredictedOutcome) -> Optional[bool]:
         return o.ends_higher == text if text in ("control", "patched") else None
     if key == "sign_of_effect" and (m := _SIGN.match(text)):
         want = 1 if m[1] == "positive" else -1
-        right = int(m[2]) == o.epochs and int(m[3]) == o.seeds
-        return right and all(math.copysign(1, e) == want and e != 0 for e in o.effects_rel)
+        if int(m[2]) != o.epochs or int(m[3]) != o.seeds:
+            return None  # predicted for other runs than these: not decided, never guessed
+        return all(math.copysign(1, e) == want and e != 0 for e in o.effects_rel)
     return None
 
 

@@ -243,6 +243,10 @@ def test_the_real_model_entry_matches_the_real_case_set_and_unknown_shapes_are_n
     # one seed: a difference counts beyond 1e-4 (the file's rule)
     o = P.outcome([ep([3.0, 2.9])], [ep([3.00005, 2.8])], 1e-5)
     assert o.lower == ("neither", "control")
+    # a sign predicted for 3 seeds is not decided by 1 seed's run (nor failed)
+    assert P.check("sign_of_effect", "negative at epoch 2 for all 3 seeds", o) is None
+    assert P.check("sign_of_effect", "negative at epoch 2 for all 1 seeds", o) is True
+    assert P.check("sign_of_effect", "positive at epoch 2 for all 1 seeds", o) is False
 
 
 def test_predictions_yaml_that_is_not_a_list_of_cases_is_one_line(tmp_path):
