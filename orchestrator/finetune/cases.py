@@ -60,7 +60,7 @@ CASE_FORMAT = "OPTIMIZER:LR:OPT_PERIOD[:EPOCHS]"
 SEEDS = (20261130, 20261201, 20261202)
 MAX_SEEDS = len(SEEDS)
 # --case-set: "tiny" (the default: DEFAULT_CASES on SEEDS tiny models) or "real" (REAL_CASES on
-# SmolLM2-135M-Instruct, one run per variant: opt-in, about half an hour on 2 cores)
+# SmolLM2-135M-Instruct, one run per variant: opt-in, minutes per epoch on 2 cores)
 CASE_SETS = ("tiny", "real")
 # finetune.cpp's defaults (AdamW lr 1e-5, opt_period 1), 3 epochs as the original report ran
 REAL_CASES = ("adamw:1e-5:1:3",)
