@@ -34,11 +34,16 @@ from ..drift.status import (
     APPLIES,
     CONFLICT,
     NOT_APPLICABLE,
+    REDERIVE,
+    REFRESH,
+    RESOLVE,
+    RETIRE,
     THREE_WAY,
     UNAVAILABLE,
     UNREACHABLE,
     UPSTREAM,
     StatusReport,
+    topic_action,
 )
 from ..errors import ConfigError, GitHubError
 from ..model.results import Results
@@ -79,6 +84,27 @@ _TODO = {
 }
 
 
+# what to do with a topic, per target (status.topic_action says which)
+_TOPIC_TODO = {
+    RETIRE: "`{topic}` is merged upstream on {target} ({status}): retire it, `state: "
+    "merged-upstream` and `applied_upstream: {base}` in patches/{topic}/topic.yaml",
+    REFRESH: "`{topic}` applies to {target} only with a 3-way merge: refresh it, "
+    "`ggml-patch refresh {target} --topic {topic}`",
+    REDERIVE: "`{topic}` conflicts on {target} and its own test cases fail there (the bug is "
+    "still there): re-derive its fix for {target}'s code",
+    RESOLVE: "`{topic}` conflicts on {target} and its behaviour was not checked: resolve the "
+    "conflict (see {target} above)",
+}
+
+
+class TopicLine(Record):
+    """A topic's standing on a target, and what to do with it (retire, refresh, re-derive)."""
+
+    # no detail: the state lives in the body, and `ggml-patch status --json` has it
+    status: str
+    action: str = ""
+
+
 class TargetRow(Record):
     """A target's line in the issue."""
 
@@ -87,6 +113,7 @@ class TargetRow(Record):
     base: str = ""
     # the source could not be had now: why the last known status is shown
     kept: Optional[str] = None
+    topics: dict[str, TopicLine] = {}
 
 
 class FailingCell(Record):
@@ -131,10 +158,16 @@ def read_status(data: Any, where: str) -> Targets:
             raise ConfigError(
                 f'{where}: targets[{i}]: expected "target" and a "status" among {among}'
             )
-    rows = {
-        r.target: TargetRow(status=r.status, detail=_short(r.detail), base=(r.base or "")[:12])
-        for r in report.targets[:_ROWS_MAX]
-    }
+    rows = {}
+    for r in report.targets[:_ROWS_MAX]:
+        topics = {
+            name: TopicLine(status=on.status, action=topic_action(on) or "")
+            for name, on in r.topics.items()
+        }
+        base = (r.base or "")[:12]
+        rows[r.target] = TargetRow(
+            status=r.status, detail=_short(r.detail), base=base, topics=topics
+        )
     return report.profile or "?", rows
 
 
@@ -209,9 +242,31 @@ def rank(row: Optional[TargetRow]) -> int:
 
 
 def problems(state: State) -> list[str]:
-    """One line per problem: a target whose series does not apply as it is, a failing cell."""
+    """One line per problem: a target whose series does not apply as it is, a topic to retire
+    (merged upstream by its text or its behaviour), a failing cell."""
     out = [f"{t}: {r.status}" for t, r in state.targets.items() if rank(r) > 0]
+    for t, r in state.targets.items():
+        out += [f"{t}/{name}: {RETIRE}" for name, on in r.topics.items() if on.action == RETIRE]
     return out + [f"{c}: {r.status}" for c, r in state.failing.items()]
+
+
+def topic_todo(state: State) -> list[str]:
+    """What to do per topic and target: retire, refresh, re-derive, resolve."""
+    out = []
+    for t, r in state.targets.items():
+        if r.kept:  # the source could not be had: the topics' standing is not known today
+            continue
+        for name, on in r.topics.items():
+            if on.action in _TOPIC_TODO:
+                out.append(
+                    _TOPIC_TODO[on.action].format(
+                        topic=publish.text(name, 100),
+                        target=publish.text(t, 100),
+                        status=publish.text(on.status, 100),
+                        base=publish.text(r.base or "BASE", 40),
+                    )
+                )
+    return out
 
 
 def worsened(previous: Optional[State], state: State) -> list[str]:
@@ -398,6 +453,9 @@ def issue_body(state: State, now: _dt.datetime, clean: bool = False) -> str:
     ]
     if todo:
         lines += ["", "### What to do", ""] + [f"- {x}" for x in todo]
+    per_topic = topic_todo(state)
+    if per_topic:
+        lines += ["", "### Per topic", ""] + [f"- {x}" for x in per_topic]
     # inside an HTML comment: no "--" (which could end it), no "<" or ">" (JSON escapes them)
     state_json = json.dumps(state.to_json(), sort_keys=True, ensure_ascii=True)
     for raw, escaped in (("--", "-\\u002d"), ("<", "\\u003c"), (">", "\\u003e")):

@@ -32,6 +32,15 @@ def add_topics(p) -> None:
     )
 
 
+def add_no_behaviour(p) -> None:
+    p.add_argument(
+        "--no-behaviour",
+        action="store_true",
+        help="do not build and run a topic's test cases on a target where it conflicts or is "
+        "already upstream (the check that finds it fixed upstream by its behaviour)",
+    )
+
+
 def add_targets(p) -> None:
     repeatable(p, "--target", "only this target (repeatable)")
 

@@ -7,7 +7,7 @@ import json
 import sys
 
 from ..errors import ExitCode
-from . import add_results, add_targets
+from . import add_no_behaviour, add_results, add_targets
 
 HELP = "the patch queue: each topic's state, per-target status and last verdicts"
 
@@ -16,6 +16,7 @@ def add_arguments(p) -> None:
     p.add_argument("--profile", default="default", help="matrix.yaml profile (default: default)")
     add_targets(p)
     add_results(p, "the results folder whose results.json gives the last verdicts")
+    add_no_behaviour(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
 
 
@@ -27,7 +28,9 @@ def run(args, matrix, cache) -> ExitCode:
     from ..redact import redact_data
 
     names = target_names(matrix, args.profile, args.target)
-    report = queue_report(matrix, cache, names, args.profile, Path(args.results))
+    report = queue_report(
+        matrix, cache, names, args.profile, Path(args.results), not args.no_behaviour
+    )
     if args.json:
         print(json.dumps(redact_data(report.to_json()), indent=2))
     else:
@@ -54,5 +57,12 @@ def print_table(report, targets: list[str]) -> None:
         verdicts = ", ".join(f"{c}: {v}" for c, v in row.last_verdicts.items()) or "-"
         table.add_row(row.topic, row.state, safe(row.summary), *where, safe(verdicts))
     console.print(table)
+    for row in report.topics:
+        for t in targets:
+            on = row.targets.get(t)
+            if on is not None and on.behaviour is not None:
+                console.print(
+                    f"{row.topic} on {t}: {safe(on.status)}: {safe(on.detail)}", soft_wrap=True
+                )
     if report.results is None:
         console.print("no results.json: run `ggml-patch matrix` for the verdicts")

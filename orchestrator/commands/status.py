@@ -7,11 +7,11 @@ import json
 import sys
 
 from ..errors import ExitCode
-from . import add_targets, add_topics
+from . import add_no_behaviour, add_targets, add_topics
 
 HELP = (
-    "where the series applies: cleanly, with a 3-way merge, "
-    "in conflict, already upstream, not applicable"
+    "where the series applies: cleanly, with a 3-way merge, in conflict, already upstream, "
+    "fixed upstream (behaviour), not applicable"
 )
 
 _STYLE = {
@@ -19,6 +19,7 @@ _STYLE = {
     "applies with 3-way merge": "yellow",
     "conflict": "bold red",
     "already upstream": "cyan",
+    "fixed upstream (behaviour)": "cyan",
     "not applicable": "dim",
     "source unreachable": "magenta",
     "source unavailable": "magenta",
@@ -29,6 +30,7 @@ def add_arguments(p) -> None:
     p.add_argument("--profile", default="default", help="matrix.yaml profile (default: default)")
     add_targets(p)
     add_topics(p)
+    add_no_behaviour(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
 
 
@@ -37,7 +39,8 @@ def run(args, matrix, cache) -> ExitCode:
     from ..drift.status import StatusReport, exit_code
     from ..redact import redact_data
 
-    rows = status_of_targets(matrix, cache, target_names(matrix, args.profile, args.target))
+    names = target_names(matrix, args.profile, args.target)
+    rows = status_of_targets(matrix, cache, names, behaviour=not args.no_behaviour)
     if args.json:
         # what was found, as found
         report = StatusReport.model_construct(profile=args.profile, targets=rows)
@@ -75,3 +78,13 @@ def print_table(rows, profile: str) -> None:
             f"there, then `ggml-patch refresh {r.target}`",
             soft_wrap=True,
         )
+    for r in rows:
+        checked = {name: on for name, on in r.topics.items() if on.behaviour is not None}
+        if not checked:
+            continue
+        console.print(
+            f"{r.target}: the topics' own test cases on the target as it is", soft_wrap=True
+        )
+        for name, on in checked.items():
+            style = _STYLE.get(on.status, "")
+            console.print(f"  {name}: [{style}]{on.status}[/]: {safe(on.detail)}", soft_wrap=True)

@@ -1,5 +1,7 @@
 """The drift check's effects: fetch every target's base, render the series into its layout and
-try it patch by patch in a worktree of the tool's cache. Nothing is built. Statuses: status.py.
+try it patch by patch in a worktree of the tool's cache; then, per topic in conflict or already
+upstream, its behaviour (behaviour.py: only test-opt is built, once per tree). Statuses and
+verdicts: status.py.
 
 Per target, under <cache>/status/<target>/:
   try/      scratch worktree: every attempt starts from the base, whatever was left there
@@ -23,30 +25,38 @@ from ..config import Matrix, Target
 from ..errors import ConfigError, SourceUnavailable
 from ..model.layout import get_layout, translate
 from ..model.results import Provenance
-from ..patchset.files import load_series, write_patches
+from ..patchset.files import load_queue, load_series, write_patches
+from ..patchset.queue import Topic
 from ..patchset.render import render
 from ..patchset.series import Series
 from ..vcs.runner import error_line
 from ..vcs.snapshots import SnapshotRepo, Worktree
+from .behaviour import check_topic
 from .status import (
     CLEAN,
     CONFLICTED,
     MERGED,
+    NEEDS_BEHAVIOUR,
     NOT_APPLICABLE,
     NOT_TRIED,
     OPT_HEADER,
     PRESENT,
+    SKIPPED,
     UNAVAILABLE,
     UNREACHABLE,
+    Behaviour,
     Conflict,
     PatchResult,
     TargetStatus,
+    TopicOnTarget,
     conflict_regions,
     content_present,
     failed_hunk,
     modified_fix_files,
     not_applicable_reason,
+    split_topics,
     target_status,
+    with_behaviour,
 )
 
 Thunk = Callable[[], None]
@@ -68,9 +78,19 @@ def target_names(matrix: Matrix, profile: str, names: list[str]) -> list[str]:
     return list(names) if names else list(matrix.profiles[profile][0])
 
 
-def status_of_targets(matrix: Matrix, cache: Cache, names: list[str]) -> list[TargetStatus]:
+def status_of_targets(
+    matrix: Matrix,
+    cache: Cache,
+    names: list[str],
+    topics: Optional[list[str]] = None,
+    behaviour: bool = True,
+) -> list[TargetStatus]:
+    """Each target's row: the chosen topics' series (`topics`, else --topic's, else the queue's
+    default) tried patch by patch, split back into the topics; a topic in conflict or already
+    upstream gets its behaviour checked (behaviour.py) unless `behaviour` is False."""
     # a bad series is refused here, before anything is fetched or touched
-    series = load_series(matrix)
+    series = load_series(matrix, topics)
+    chosen = load_queue(matrix).chosen(topics or matrix.topics)
     repo = SnapshotRepo(cache.snapshots_git)
     # every source is resolved before any worktree is touched:
     # a ref that does not exist stops the run here
@@ -81,15 +101,44 @@ def status_of_targets(matrix: Matrix, cache: Cache, names: list[str]) -> list[Ta
     for target, snap, status, reason in resolved:
         if snap is None:
             layout, source = _layout_name(target), _source_info(target, None)
-            rows.append(
-                TargetStatus(
-                    target=target.name, layout=layout, source=source, status=status, detail=reason
-                )
+            row = TargetStatus(
+                target=target.name, layout=layout, source=source, status=status, detail=reason
             )
         else:
             with cache.lock(f"status-{target.name}"):  # one run at a time in a target's worktrees
-                rows.append(check_target(cache, repo, series, target, snap, before_merge))
+                row = check_target(cache, repo, series, target, snap, before_merge)
+        row.topics = split_topics(own_patches(chosen), row)
+        if snap is not None:
+            for t in chosen:
+                found = _behaviour(
+                    matrix, cache, repo, target, snap, t, row.topics[t.name], behaviour
+                )
+                row.topics[t.name] = with_behaviour(row.topics[t.name], found)
+        rows.append(row)
     return rows
+
+
+def _behaviour(
+    matrix: Matrix,
+    cache: Cache,
+    repo: SnapshotRepo,
+    target: Target,
+    snap: sources.Snapshot,
+    topic: Topic,
+    text: TopicOnTarget,
+    wanted: bool,
+) -> Optional[Behaviour]:
+    """The topic's behaviour on the target where its status needs it (None: it does not)."""
+    if text.status not in NEEDS_BEHAVIOUR:
+        return None
+    if not wanted:
+        return Behaviour(outcome=SKIPPED, detail="skipped (--no-behaviour)")
+    return check_topic(matrix, cache, repo, target, snap, topic)
+
+
+def own_patches(topics: list[Topic]) -> list[tuple[str, list[str]]]:
+    """Each topic's name and its own patch names, as split_topics takes them."""
+    return [(t.name, [p.name for p in t.series.patches]) for t in topics]
 
 
 def _snapshot_or_reason(target: Target, cache: Cache, repo: SnapshotRepo):

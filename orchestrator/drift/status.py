@@ -8,13 +8,22 @@ A target's status, by precedence:
                     and a worktree left for resolution
   already upstream  every patch is already there (it reverse-applies, or its content is present)
   applies with 3-way merge / applies cleanly
+
+Per topic (the row's patches split back into the queue's topics), a topic in conflict or already
+upstream also gets its behaviour checked (check.py, behaviour.py): its own test cases built and
+run on the target as it is. `with_behaviour` is the verdict, `topic_action` what the drift issue
+asks for:
+  text status       behaviour passed              failed / not checked / skipped
+  conflict          fixed upstream (behaviour)    conflict (detail says which, and why)
+  already upstream  already upstream (confirmed)  already upstream (detail says which)
+  any other         unchanged: no behaviour check
 """
 
 from __future__ import annotations
 
 import itertools
 import re
-from typing import Callable, Optional
+from typing import Callable, Literal, Optional
 
 import unidiff
 from pydantic import Field
@@ -32,6 +41,19 @@ UPSTREAM = "already upstream"
 NOT_APPLICABLE = "not applicable"
 UNREACHABLE = "source unreachable"
 UNAVAILABLE = "source unavailable"
+# a topic whose patch does not apply (or is already there) but whose own test cases pass on the
+# target as it is: upstream fixed it, whatever its text
+FIXED_BEHAVIOUR = "fixed upstream (behaviour)"
+TOPIC_NOT_TRIED = "not tried"  # an earlier topic conflicts there: git am stopped before this one
+# the topic statuses whose behaviour is checked: the patch cannot tell whether the fix is there
+NEEDS_BEHAVIOUR = (CONFLICT, UPSTREAM)
+
+# the behaviour check's outcomes
+PASSED, FAILED, NOT_CHECKED, SKIPPED = "passed", "failed", "not checked", "skipped"
+BehaviourOutcome = Literal["passed", "failed", "not checked", "skipped"]
+
+# what the drift issue asks for a topic on a target
+RETIRE, REFRESH, REDERIVE, RESOLVE = "retire", "refresh", "re-derive", "resolve"
 
 # one patch's result
 CLEAN, MERGED, PRESENT, CONFLICTED, NOT_TRIED = (
@@ -66,6 +88,26 @@ class Conflict(Record, frozen=True):
     kept: bool = False  # an earlier run's resolution worktree, left as it was
 
 
+class Behaviour(Record, frozen=True):
+    """The behaviour check of one topic on one target: its own test cases (only its test patches,
+    rendered for the target) on the target as it is, test-opt built and run."""
+
+    outcome: BehaviourOutcome
+    detail: TextLine = ""  # why not checked or skipped, or the first failing line
+    log: TextLine = ""  # the run's (or the failed build's) log
+    cached: bool = False  # the same tree as the last check: its result, nothing built
+
+
+class TopicOnTarget(Record):
+    """Where one topic stands on one target (its part of the target's row)."""
+
+    NULLS = frozenset({"behaviour"})
+
+    status: TextLine
+    detail: TextLine = ""
+    behaviour: Optional[Behaviour] = None  # None: the status needs no behaviour check
+
+
 class TargetStatus(Record):
     """One target's row of `ggml-patch status --json`."""
 
@@ -80,6 +122,8 @@ class TargetStatus(Record):
     base: Optional[TextLine] = None
     patches: list[PatchResult] = Field(default_factory=list)
     conflict: Optional[Conflict] = None
+    # topic -> where it stands (its own patches' results, its behaviour where checked)
+    topics: dict[Name, TopicOnTarget] = Field(default_factory=dict)
 
 
 class StatusReport(Record):
@@ -98,6 +142,63 @@ def target_status(results: list[PatchResult]) -> tuple[str, str]:
         return UPSTREAM, "; ".join(f"{short_name(r.name)}: {r.detail}" for r in results if r.detail)
     status = THREE_WAY if any(r.result == MERGED for r in results) else APPLIES
     return status, (f"already upstream: {', '.join(present)}" if present else "")
+
+
+def split_topics(
+    topics: list[tuple[str, list[str]]], row: TargetStatus
+) -> dict[str, TopicOnTarget]:
+    """A target's row as one status per topic, `topics` being each topic's name and its own patch
+    names, in the order the row's patches come (as many per topic as its series has)."""
+    out = {}
+    start = 0
+    for name, own in topics:
+        mine = row.patches[start : start + len(own)]
+        start += len(own)
+        if not row.patches:  # not applicable, unreachable: the same for every topic
+            out[name] = TopicOnTarget(status=row.status, detail=row.detail)
+        elif all(r.result == NOT_TRIED for r in mine):  # git am stopped before it (or none)
+            detail = "an earlier topic's patch conflicts there"
+            out[name] = TopicOnTarget(status=TOPIC_NOT_TRIED, detail=detail)
+        else:
+            # the results under the topic's own patch names (the queue numbers them as a whole)
+            named = [r.model_copy(update={"name": n}) for r, n in zip(mine, own, strict=False)]
+            word, detail = target_status(named)
+            out[name] = TopicOnTarget(status=word, detail=detail)
+    return out
+
+
+def with_behaviour(text: TopicOnTarget, found: Optional[Behaviour]) -> TopicOnTarget:
+    """The topic's status once its behaviour is known (the verdict table in the module's doc)."""
+    if found is None or text.status not in NEEDS_BEHAVIOUR:
+        return text
+    shown = f"{text.status}: {text.detail}" if text.detail else text.status
+    if found.outcome == PASSED and text.status == CONFLICT:
+        detail = f"its test cases pass on the target as it is (the patch: {shown})"
+        return TopicOnTarget(status=FIXED_BEHAVIOUR, detail=detail, behaviour=found)
+    if found.outcome == PASSED:
+        said = "its test cases pass on the target as it is"
+    elif found.outcome == FAILED:
+        said = "its test cases fail on the target as it is"
+        said += f": {found.detail}" if found.detail else ""
+    else:
+        said = f"behaviour not checked: {found.detail}"
+    detail = f"{text.detail}; {said}" if text.detail else said
+    return TopicOnTarget(status=text.status, detail=detail, behaviour=found)
+
+
+def topic_action(on: TopicOnTarget) -> Optional[str]:
+    """What to do with the topic for this target: retire it (merged upstream, by its text or by
+    its behaviour), refresh it (it applies only with a 3-way merge), re-derive it (it conflicts
+    and its cases fail there: the bug is there, the fix must be written anew), resolve the
+    conflict (its behaviour was not checked); None: nothing."""
+    if on.status in (UPSTREAM, FIXED_BEHAVIOUR):
+        return RETIRE
+    if on.status == THREE_WAY:
+        return REFRESH
+    if on.status == CONFLICT:
+        failed = on.behaviour is not None and on.behaviour.outcome == FAILED
+        return REDERIVE if failed else RESOLVE
+    return None
 
 
 def short_name(patch_name: str) -> str:

@@ -14,16 +14,13 @@ from ..config import Matrix
 from ..patchset.files import load_queue
 from ..patchset.queue import Queue, Topic
 from ..records import Record
-from .check import status_of_targets
-from .status import PatchResult, TargetStatus, target_status
+from .check import own_patches, status_of_targets
+from .status import TOPIC_NOT_TRIED as NOT_TRIED
+from .status import TargetStatus, TopicOnTarget, split_topics
 
-NOT_TRIED = "not tried"  # an earlier topic conflicts there: git am stopped before this one
+__all__ = ["NOT_TRIED", "queue_report", "split_by_topic"]
+
 NOT_APPLIED = "not applied"  # merged upstream or dropped: the queue does not carry it
-
-
-class TopicOnTarget(Record):
-    status: str
-    detail: str = ""
 
 
 class TopicRow(Record):
@@ -51,30 +48,8 @@ class QueueReport(Record):
 
 
 def split_by_topic(queue: Queue, row: TargetStatus) -> dict[str, TopicOnTarget]:
-    """A target's status row as one status per active topic: its own patches' results (they
-    come in queue order, as many per topic as its series has)."""
-    out = {}
-    start = 0
-    for t in queue.active():
-        count = len(t.series.patches)
-        mine = row.patches[start : start + count]
-        start += count
-        if not row.patches:  # not applicable, unreachable: the same for every topic
-            out[t.name] = TopicOnTarget(status=row.status, detail=row.detail)
-        elif not mine:
-            out[t.name] = TopicOnTarget(
-                status=NOT_TRIED, detail="an earlier topic's patch conflicts there"
-            )
-        else:
-            word, detail = target_status(_own_names(mine, t))
-            out[t.name] = TopicOnTarget(status=word, detail=detail)
-    return out
-
-
-def _own_names(results: list[PatchResult], topic: Topic) -> list[PatchResult]:
-    """The results under the topic's own patch names (the queue numbers them as a whole)."""
-    names = [p.name for p in topic.series.patches]
-    return [r.model_copy(update={"name": n}) for r, n in zip(results, names, strict=False)]
+    """A target's status row as one status per active topic (status.split_topics)."""
+    return split_topics(own_patches(queue.active()), row)
 
 
 def last_verdicts(results_dir: Path, topic: Topic) -> dict[str, str]:
@@ -94,11 +69,19 @@ def last_verdicts(results_dir: Path, topic: Topic) -> dict[str, str]:
 
 
 def queue_report(
-    matrix: Matrix, cache: Cache, targets: list[str], profile: str, results_dir: Optional[Path]
+    matrix: Matrix,
+    cache: Cache,
+    targets: list[str],
+    profile: str,
+    results_dir: Optional[Path],
+    behaviour: bool = True,
 ) -> QueueReport:
+    """Every topic of the queue: an active one where the status check (every active topic at
+    once, behaviour included unless `behaviour` is False) finds it, the others not applied."""
     queue = load_queue(matrix)
-    rows = status_of_targets(matrix, cache, targets) if queue.active() else []
-    on_targets = {r.target: split_by_topic(queue, r) for r in rows}
+    active = [t.name for t in queue.active()]
+    rows = status_of_targets(matrix, cache, targets, active, behaviour) if active else []
+    on_targets = {r.target: r.topics for r in rows}
     found = results_dir is not None and (Path(results_dir) / "results.json").exists()
     out = []
     for t in queue.topics:

@@ -298,6 +298,10 @@ class Worktree:
     def apply(self, patch_file: Path) -> None:
         self.git("apply", "--", str(patch_file))
 
+    def apply_3way(self, patch_file: Path) -> None:
+        """`git apply --3way`: the hunks placed by their pre-image blobs where the text moved."""
+        self.git("apply", "--3way", "--", str(patch_file))
+
     def unapply(self, patch_file: Path) -> None:
         """The patch's hunks reverted in the work tree (`git apply -R`): a topic's control."""
         self.git("apply", "-R", "--", str(patch_file))

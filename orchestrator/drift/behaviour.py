@@ -1,0 +1,195 @@
+"""The behaviour check's effects: a topic whose patch does not apply to a target (conflict) or is
+already there gets its OWN test cases (its test patches only, rendered for the target's layout)
+applied to the target as it is; test-opt alone is built (CPU, Ninja, at most 2 jobs, the
+backend's configure and ccache as a cell's) and run. The verdict is status.py's.
+
+    <cache>/status/behaviour/<layout>/  src/ (one worktree per layout: switching targets
+                                        recompiles only the files that differ), build/,
+                                        harness/, logs/<target>/<topic>/
+    <cache>/status/<target>/behaviour/<topic>.json  the last result and the key of its tree
+
+The key is the tree's content (the base commit and the rendered test patches) and what builds it
+(flags, harness, tool version): a re-run with nothing changed builds nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+from .. import __version__, backends, sources
+from ..cache import Cache, slug
+from ..config import Backend, Matrix, Target
+from ..errors import ConfigError
+from ..model.layout import Layout, build_plan, get_layout
+from ..patchset.files import write_patches
+from ..patchset.queue import Topic
+from ..patchset.render import render
+from ..patchset.series import Patch, Series
+from ..records import Record
+from ..run import cell, cmake
+from ..run.testrun import run_program
+from ..vcs.runner import GitError
+from ..vcs.snapshots import SnapshotRepo, Worktree
+from ..verdicts import classify
+from ..verdicts.competing import first_failing_line
+from .status import FAILED, NOT_CHECKED, PASSED, Behaviour, short_name
+
+TEST_OPT = "test-opt"  # upstream's own test, where every topic's cases live
+BACKEND = "cpu"  # the check's backend: every machine has it
+MAX_JOBS = 2  # a status run shares the machine: never more compile jobs than this
+
+
+class Checked(Record):
+    """<cache>/status/<target>/behaviour/<topic>.json."""
+
+    key: str
+    behaviour: Behaviour
+
+
+def is_test_patch(p: Patch) -> bool:
+    """A patch that only touches tests/ (a topic's test cases, after its source change)."""
+    return all(f.path.startswith("tests/") or "/tests/" in f.path for f in p.files)
+
+
+def result_file(cache: Cache, target: Target, topic: str) -> Path:
+    return cache.root / "status" / slug(target.name) / "behaviour" / f"{slug(topic)}.json"
+
+
+def check_topic(
+    matrix: Matrix,
+    cache: Cache,
+    repo: SnapshotRepo,
+    target: Target,
+    snap: sources.Snapshot,
+    topic: Topic,
+) -> Behaviour:
+    """The topic's test cases on the target as it is: passed, failed (the first failing line),
+    or not checked (why)."""
+    src, layout = get_layout(matrix.series_layout), get_layout(target.layout, target.prefix)
+    tests = [p for p in topic.series.patches if is_test_patch(p)]
+    if not tests:
+        return Behaviour(outcome=NOT_CHECKED, detail="the topic has no test patch")
+    try:
+        rendered = render(
+            Series(src.name, tuple(tests)), src, layout, lambda p: repo.read_blob(snap.commit, p)
+        )
+    except ConfigError as e:
+        return Behaviour(outcome=NOT_CHECKED, detail=f"its test patches: {e}")
+    backend = matrix.backends.get(BACKEND)
+    if backend is None:
+        return Behaviour(outcome=NOT_CHECKED, detail=f"matrix.yaml has no {BACKEND} backend")
+    module = backends.get(BACKEND, cache.root)
+    missing = module.missing_toolchain(backend)
+    if missing:
+        return Behaviour(outcome=NOT_CHECKED, detail=f"cannot build {TEST_OPT}: {missing}")
+    flags = module.configure_flags(backend)
+    harness = cell.harness_files(matrix.native_tests_dir)
+    key = _key(snap.commit, layout, rendered, flags, harness)
+    out = result_file(cache, target, topic.name)
+    last = _last(out)
+    if last is not None and last.key == key:
+        return last.behaviour.model_copy(update={"cached": True})
+    root = cache.root / "status" / "behaviour" / slug(_layout_id(layout))
+    print(
+        f"behaviour: {topic.name} on {target.name}: building {TEST_OPT} with its test cases",
+        file=sys.stderr,
+    )
+    with cache.lock(f"behaviour-{_layout_id(layout)}"):  # one tree per layout
+        logs = root / "logs" / slug(target.name) / slug(topic.name)
+        found = _build_and_run(
+            matrix, root, logs, repo, snap, layout, rendered, module, backend, flags
+        )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(Checked(key=key, behaviour=found).to_json(), indent=2) + "\n")
+    return found
+
+
+def _build_and_run(
+    matrix: Matrix,
+    root: Path,
+    logs: Path,
+    repo: SnapshotRepo,
+    snap: sources.Snapshot,
+    layout: Layout,
+    rendered: Series,
+    module: backends.BackendModule,
+    backend: Backend,
+    flags: list[str],
+) -> Behaviour:
+    wt = Worktree(repo, root / "src")
+    wt.ensure(snap.commit)
+    files = write_patches(rendered, root / "series")
+    for patch, f in zip(rendered.patches, files, strict=True):
+        why = _apply(wt, f)
+        if why:
+            return Behaviour(
+                outcome=NOT_CHECKED,
+                detail=f"its test patch {short_name(patch.name)} does not apply there: {why}",
+            )
+    plan = build_plan(layout, str(wt.path), str(cell.harness(matrix.native_tests_dir, root)))
+    env = module.test_env(backend)
+    build_dir = root / "build"
+    step = cmake.configure(plan, build_dir, flags, logs / "configure.log", env)
+    if step.ok:
+        jobs = min(MAX_JOBS, cmake.jobs())
+        step = cmake.build(build_dir, (TEST_OPT,), logs / "build.log", env, None, jobs)
+    if not step.ok:
+        detail = f"{TEST_OPT} with its test cases does not build there: {step.error}"
+        return Behaviour(outcome=NOT_CHECKED, detail=detail, log=step.log)
+    binary = build_dir / "bin" / TEST_OPT
+    run = run_program(
+        TEST_OPT, cell.test_argv(binary), backend.timeout, env, logs / f"{TEST_OPT}.log"
+    )
+    if classify.outcome(run.exit_code, run.timed_out) == classify.PASSED:
+        return Behaviour(outcome=PASSED, log=run.log)
+    if run.timed_out:
+        said = f"timed out after {backend.timeout:g} s"
+    elif run.signal:
+        said = f"crashed ({run.signal})"
+    else:
+        said = first_failing_line(TEST_OPT, run.output) or f"exit code {run.exit_code}"
+    return Behaviour(outcome=FAILED, detail=said, log=run.log)
+
+
+def _apply(wt: Worktree, f: Path) -> Optional[str]:
+    """Apply one test patch to the tree as it is (already there: nothing to do); git's reason why
+    it does not apply, or None."""
+    if wt.applies(f, reverse=True):
+        return None
+    try:
+        wt.apply(f)
+        return None
+    except GitError as plain:
+        try:  # upstream moved test-opt.cpp's code around the cases: a 3-way merge may place them
+            wt.apply_3way(f)
+            return None
+        except GitError:
+            wt.ensure(wt.head() or "HEAD")  # no half-merged file left for the next topic
+            return plain.line
+
+
+def _layout_id(layout: Layout) -> str:
+    return layout.name + (f"-{layout.prefix.strip('/')}" if layout.prefix else "")
+
+
+def _key(base: str, layout: Layout, rendered: Series, flags: list[str], harness: dict) -> str:
+    data = {
+        "base": base,
+        "layout": _layout_id(layout),
+        "patches": [p.text() for p in rendered.patches],
+        "flags": flags,
+        "harness": harness,
+        "version": __version__,
+    }
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def _last(path: Path) -> Optional[Checked]:
+    try:
+        return Checked.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # none yet, or unreadable: checked again
