@@ -130,10 +130,11 @@ def bench(session: nox.Session) -> None:
 
 @nox.session
 def evidence(session: nox.Session) -> None:
-    """Upstream's own llama-finetune with and without the fix, fine-tuning a pre-trained tiny
-    llama model: results/evidence/ (finetune.json, the plot) and a section of
-    results/summary.md. Builds llama-finetune (minutes the first time; a re-run with nothing
-    changed is cached). Not part of the default sessions. Args go to `ggml-patch evidence`, e.g.
-    `nox -s evidence -- --case adamw:1e-5:2:8`."""
+    """Upstream's own llama-finetune with and without the fix, fine-tuning pre-trained tiny llama
+    models (3 seeds; the cases of training-evidence/predictions.yaml): results/evidence/
+    (finetune.json, the plot) and a section of results/summary.md. Builds llama-finetune (minutes
+    the first time; a re-run with nothing changed is cached). Not part of the default sessions.
+    Args go to `ggml-patch evidence`, e.g. `nox -s evidence -- --case adamw:1e-5:2:8`; the real
+    model (SmolLM2-135M, opt-in): `nox -s evidence -- --case-set real`."""
     _install(session, "plot")
     session.run("ggml-patch", "evidence", *session.posargs)

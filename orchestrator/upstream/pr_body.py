@@ -374,8 +374,10 @@ def additional_information(
         out += _details("Without the fix", folded)
     tuned = finetune_lines(finetune, "####")
     if tuned:
-        title = "Fine-tuning with llama-finetune, with and without the fix"
-        out += _details(title, [*finetune_summary(finetune), "", *tuned])
+        # the signed lines, the plot and 2-3 commands visible; the tables folded
+        out += ["", *finetune_summary(finetune)]
+        title = "Fine-tuning with llama-finetune, with and without the fix: the tables"
+        out += _details(title, tuned)
     out += _details(
         "Per-case results (backend x device x test x case)", case_table(results, target)
     )
@@ -497,20 +499,18 @@ def _cell_text(value: str) -> str:
 
 
 def finetune_summary(results: Optional[finetune_results.FinetuneResults]) -> list[str]:
-    """The fine-tuning verdicts in one visible line, with the plot's file name (tables folded)."""
+    """The fine-tuning evidence visible: one signed line per case (direction and size), the
+    plot's file name and the 2-3 commands that reproduce it with llama.cpp alone (the tables
+    and every other command folded)."""
     if results is None or not results.runs:
         return []
-    cases = "; ".join(
-        f"{v.optimizer} lr {v.lr:g} opt_period {v.opt_period}: {v.label}"
-        for v in finetune_results.verdicts(results)
-    )
-    floor = finetune_results.noise_floor(results).floor
-    found = cases or "no case with both builds"
-    line = (
-        "Fine-tuning (upstream llama-finetune, held-out eval loss, "
-        f"noise floor {floor:.3g}): {found}."
-    )
-    return [ascii_text(line), f"Plot: `{PLOT}` in the bundle."]
+    lines = finetune_results.signed_lines(results) or ["- no case with both builds"]
+    head = "Fine-tuning (upstream llama-finetune, held-out eval loss, fixed vs unfixed build):"
+    commands = finetune_results.reproduce_commands(results)
+    out = [head, "", *lines, "", f"Plot: `{PLOT}` in the bundle (both curves per case)."]
+    if commands:
+        out += ["", "```sh", *commands, "```"]
+    return [ascii_text(line) for line in out]
 
 
 def finetune_lines(results: Optional[finetune_results.FinetuneResults], level: str) -> list[str]:

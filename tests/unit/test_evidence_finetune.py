@@ -89,11 +89,12 @@ def label(unfixed, fixed=FIXED, floor=FLOOR):
 
 
 def test_better_at_every_epoch_but_one_is_not_bug_visible():
-    # the old rule called this "bug visible" (one uptick); it ends better, so no harm is shown
+    # the old rule called this "bug visible" (one uptick); it ends better: the signed verdict says
+    # the control ends lower (it was "differs, no harm shown" before the verdicts had a sign)
     u = ep([5.90, 5.80, 5.95, 5.60, 5.50, 5.40])
     v = ft.finetune_verdict("adamw", 1, 1e-5, FIXED, u, FLOOR)
     assert (
-        v.label == "differs, no harm shown"
+        v.label == "control lower"
         and v.better_epochs == 5
         and v.worse_epochs == 1
         and v.end_diff < 0
@@ -112,7 +113,7 @@ def test_worse_at_the_end_by_more_than_the_floor_and_the_minimum_effect_is_bug_v
 
 def test_worse_at_the_end_beyond_the_floor_but_below_the_minimum_effect_is_no_harm_shown():
     u = ep([6.00, 5.90, 5.80, 5.70, 5.60, 5.50 + 0.5 * ft.MIN_EFFECT * 5.50])
-    assert label(u) == "differs, no harm shown"
+    assert label(u) == "differs, no clear effect"
 
 
 def test_a_difference_within_the_floor_is_no_difference():
@@ -139,7 +140,7 @@ def test_the_verdict_compares_the_common_epochs_only():
 
 
 # ----------------------------------------------------------------
-# the noise floor, from the results' own runs
+# the determinism floor, from the results' own runs
 
 
 def run(variant, evals, threads=ft.THREADS, repeat=0, lr=1e-5, opt="adamw", period=1, outcome="ok"):
@@ -165,7 +166,7 @@ def results(runs) -> ft.FinetuneResults:
     )
 
 
-def test_the_noise_floor_is_the_largest_same_build_difference_never_below_the_print_resolution():
+def test_the_determinism_floor_is_the_largest_same_build_difference_never_below_print_resolution():
     evals = [6.0, 5.9, 5.8]
     r = results(
         [
@@ -175,29 +176,34 @@ def test_the_noise_floor_is_the_largest_same_build_difference_never_below_the_pr
             run("patched", [6.0, 5.903, 5.8], threads=1),
         ]
     )
-    n = ft.noise_floor(r)
+    n = ft.determinism_floor(r)
     assert (
         n.floor == pytest.approx(0.003) and n.measured == pytest.approx(0.003) and len(n.pairs) == 2
     )
     assert "t2 vs t1" in n.pairs[1] and "repeat 1" in n.pairs[0]
-    # the noise runs are not compared as cases; the verdict uses the floor
+    # the determinism runs are not compared as cases; the verdict uses the floor
     (v,) = ft.verdicts(r)
     assert v.floor == n.floor and v.label == "bug visible"  # 0.1 worse at the end: > floor, > 1 %
-    assert ft.noise_floor(results([run("patched", evals)])) == ft.Noise(
+    assert ft.determinism_floor(results([run("patched", evals)])) == ft.Determinism(
         floor=ft.PRINT_RESOLUTION, measured=None, pairs=()
     )
     failed = results(
         [run("patched", evals), run("patched", [9, 9, 9], threads=1, outcome="crashed")]
     )
-    assert ft.noise_floor(failed).measured is None  # an unfinished run measures nothing
+    assert ft.determinism_floor(failed).measured is None  # an unfinished run measures nothing
 
 
 def test_the_run_plan_is_fixed_before_any_result():
     cases = tuple(ft.parse_cases([]))
-    plan = [(c.name, v, t, rep) for c, v, t, rep in plan_runs(cases)]
-    assert plan[:6] == [(c.name, v, 2, 0) for c in cases for v in ft.VARIANTS]
-    assert plan[6:] == [(cases[0].name, "patched", 2, 1), (cases[0].name, "patched", 1, 0)]
+    seeds = ft.SEEDS
+    plan = [(c.name, v, t, rep, s) for c, v, t, rep, s in plan_runs(cases, seeds)]
+    # every case from every seed's model in both variants, then the determinism runs
+    both = [(c.name, v, 2, 0, s) for c in cases for s in seeds for v in ft.VARIANTS]
+    assert plan[: len(both)] == both and len(both) == 2 * 3 * 2
+    first = (cases[0].name, "patched")
+    assert plan[len(both) :] == [(*first, 2, 1, seeds[0]), (*first, 1, 0, seeds[0])]
     assert cases[0] == ft.Case("adamw", 1e-5, 1, 8)  # finetune.cpp's defaults are the first case
+    assert cases[1] == ft.Case("adamw", 1e-4, 1, 16)  # the overshoot regime (predictions.yaml)
     assert plan_runs(()) == []
 
 
@@ -349,6 +355,8 @@ def test_plot_writes_a_png_with_one_panel_per_case_and_same_bytes_twice(tmp_path
     data = p1.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and data == p2.read_bytes()
     fig = ft.figure(r)
-    assert len(fig.axes) == 4  # 2 optimizers x 2 periods, the missing panels empty
+    # one panel per case, none empty (it was a grid of optimizers x periods with empty panels)
+    assert len(fig.axes) == 2
     assert fig.axes[0].get_title() == "adamw lr 1e-05, opt_period 1"
-    assert len(fig.axes[0].lines) == 4 and len(fig.axes[1].lines) == 0
+    # each variant: its seed's run and the mean; the sgd case has a patched run only
+    assert len(fig.axes[0].lines) == 4 and len(fig.axes[1].lines) == 2

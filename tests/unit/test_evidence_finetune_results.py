@@ -69,13 +69,16 @@ def test_a_bad_case_is_one_line_naming_what_is_wrong(text, says):
 
 
 def test_the_default_cases_and_repeats():
-    # finetune.cpp's defaults (AdamW lr 1e-5, -c = -b =
-    # -ub), then n_ubatch < n_batch, then SGD at ~10x
+    # finetune.cpp's defaults (AdamW lr 1e-5, -c = -b = -ub), then the overshoot regime (lr 1e-4,
+    # 16 epochs), as training-evidence/predictions.yaml pre-registered them (issue 34; the earlier
+    # defaults adamw:1e-5:2:8 and sgd:1e-4:1:8 run with --case)
     assert [c.name for c in ft.parse_cases([])] == [
         "adamw:1e-05:1:8",
-        "adamw:1e-05:2:8",
-        "sgd:0.0001:1:8",
+        "adamw:0.0001:1:16",
     ]
+    assert [c.name for c in ft.parse_cases([], "real")] == ["adamw:1e-05:1:3"]
+    with pytest.raises(ValueError, match="--case-set 'huge': expected one of tiny, real"):
+        ft.parse_cases([], "huge")
     assert [c.name for c in ft.parse_cases(["sgd:0.1:1:2", "sgd:1e-1:1:2"])] == ["sgd:0.1:1:2"]
     with pytest.raises(ValueError, match="the same case with two epoch counts"):
         ft.parse_cases(["sgd:0.1:1:2", "sgd:0.1:1:3"])
@@ -109,13 +112,15 @@ def test_the_program_s_command_line():
         "-epochs",
         "3",
         "-val-split",
-        "0.05",
+        "0.3",
         "-t",
         "1",
         "-o",
         "/o.gguf",
     ]
     pre = ft.pretrain_command("/b/llama-finetune", "/c/r.gguf", ["/d/CONTRIBUTING.md"], "/c/p.gguf")
+    # the cases' split is 0.3 (>= 8 held-out windows); the pre-training keeps finetune.cpp's 0.05
+    assert pre[pre.index("-val-split") + 1] == "0.05"
     assert (
         pre[pre.index("-ub") + 1] == "256"
         and pre[pre.index("-lr") + 1] == "0.001"
@@ -348,7 +353,7 @@ def edited(fn) -> str:
             lambda d: d["runs"][0].update(command=["x"] * 65),
             "runs[0].command: list should have at most 64 items",
         ),
-        (lambda d: d.update(schema_version=1), "schema_version 1, expected 3"),
+        (lambda d: d.update(schema_version=1), "schema_version 1, expected 4"),
     ],
 )
 def test_a_tampered_file_is_refused_naming_the_field(edit, says):
@@ -425,7 +430,7 @@ def test_the_section_is_added_replaced_and_kept_by_a_matrix_run():
     one = S.marked(ft.summary_section(sample(), "Plot: evidence/finetune-loss.png."))
     assert one.startswith(S.BEGIN) and one.endswith(S.END)
     assert (
-        "| adamw | 0.001 | 1 | 3 | **bug visible** |" in one
+        "| adamw:0.001:1:3 | 1 | **bug visible** |" in one
         and "| model | tiny llama PRE-TRAINED here" in one
     )
     assert S.splice(None, one) == one + "\n"  # no summary yet: the section alone
@@ -470,33 +475,36 @@ def test_the_pr_data_are_ascii_tables_and_commands_from_validated_numbers():
     )
     # one cell, one line: the pipe escaped (publish.cell), shown as written
     assert "| target | llama.cpp: llama.cpp - vendored \\| twice new line |" in text
-    assert "| adamw | 0.001 | 1 | 3 | **bug visible** | +1.50000 |" in text
-    assert "| 3 | 6.12000 | 6.85000 | 6.52000 | 8.35000 |" in text
+    assert "| adamw:0.001:1:3 | 1 | **bug visible** | +1.50000 |" in text
+    # the loss tables: held-out eval loss per epoch, with and without the fix, per seed
+    assert "| 3 | 6.85000 | 8.35000 |" in text
     assert (
         "tiny llama PRE-TRAINED here, sha256 `" + "3b" * 32 + "`" in text
         and "eval loss 9.5000 after epoch 1" in text
     )
-    assert "Noise floor 1e-05 (largest same-build difference measured: none measured" in text
+    assert (
+        "Determinism floor 1e-05 (largest same-build, same-seed difference measured: none" in text
+    )
     assert (
         "with fix: holds the fix (binary sha256 `0101" in text
         and "without fix: lacks the fix" in text
     )
     assert (
         "\n"
-        "./build/bin/llama-finetune -m pretrained.gguf -f $LLAMA_CPP/docs/docker.md -c 256 -b 256 "
-        "-ub 128 -opt sgd -lr 0.1 -epochs 3 -val-split 0.05 -t 2 -o finetuned.gguf\n"
+        "./build/bin/llama-finetune -m pretrained-20261130.gguf -f $LLAMA_CPP/docs/docker.md "
+        "-c 256 -b 256 -ub 128 -opt sgd -lr 0.1 -epochs 3 -val-split 0.3 -t 2 -o finetuned.gguf\n"
     ) in text
     assert (
         "```sh\n"
         "cmake -S $LLAMA_CPP -B build -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF "
-        "-DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF "
+        "-DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=ON "
         "-DLLAMA_BUILD_SERVER=OFF -DLLAMA_OPENSSL=OFF\n"
-        "cmake --build build --target llama-finetune\n"
+        "cmake --build build --target llama-finetune llama-quantize\n"
         "python -m orchestrator.finetune.tiny_model $LLAMA_CPP/models/ggml-vocab-llama-spm.gguf "
         "tiny-llama-20261130.gguf --seed 20261130\n"
         "./build/bin/llama-finetune -m tiny-llama-20261130.gguf -f "
         "$LLAMA_CPP/CONTRIBUTING.md -c 256 -b 256 -ub 256 -opt adamw -lr 0.001 -epochs 8 "
-        "-val-split 0.05 -t 2 -o pretrained.gguf\n"
+        "-val-split 0.05 -t 2 -o pretrained-20261130.gguf\n"
     ) in text
     assert "/c/bin" not in text and "/c/m.gguf" not in text  # no path of the machine that ran it
     assert PB.finetune_lines(None, "##") == []

@@ -412,7 +412,7 @@ def test_visible_lines_skip_details_blocks_comments_and_blanks():
     assert PB.visible_lines(text) == ["a", "<details><summary>s</summary>", "b"]
 
 
-def test_the_fine_tuning_verdicts_are_one_visible_line_with_the_plot():
+def test_the_fine_tuning_evidence_is_one_signed_visible_line_per_case_with_the_plot():
     from orchestrator.finetune import results as ft
 
     def run(variant, evals):
@@ -439,10 +439,12 @@ def test_the_fine_tuning_verdicts_are_one_visible_line_with_the_plot():
         program={},
         runs=[run("patched", [6.0, 5.5, 5.0]), run("control", [6.0, 5.9, 5.8])],
     )
-    line, plot = PB.finetune_summary(res)
-    assert (
-        line.startswith("Fine-tuning (upstream llama-finetune")
-        and "adamw lr 1e-05 opt_period 1: bug visible" in line
-    )
-    assert "finetune-loss.png" in plot and line.isascii()
+    lines = PB.finetune_summary(res)
+    # a head line, then one signed line per case with direction and size (it was one line of
+    # unsigned verdicts), then the plot (no data file recorded here: no commands)
+    head, _, signed, _, plot = lines
+    assert head.startswith("Fine-tuning (upstream llama-finetune")
+    assert signed.startswith("- finetune.cpp's defaults on the tiny llama (1 seed(s)), 3 epochs")
+    assert "ends 16.00% higher than the fixed build's: **bug visible**" in signed
+    assert "finetune-loss.png" in plot and all(line.isascii() for line in lines)
     assert PB.finetune_summary(None) == []
