@@ -61,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
         "each on every backend."
     )
     p = _Parser(prog="ggml-patch", description=about)
-    p.add_argument("--version", action="version", version=f"ggml-patch {_version()}")
+    p.add_argument("--version", action=_Version, help="show the version and exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
         mod = _command(name)
@@ -108,6 +108,18 @@ def _version() -> str:
         return version("ggml-patch")
     except PackageNotFoundError:  # run from a source tree that was never installed
         return "(not installed)"
+
+
+class _Version(argparse.Action):
+    """--version, the installed version looked up only when asked (importlib.metadata is a
+    noticeable share of every other command's start-up)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"ggml-patch {_version()}")  # on stdout, as argparse's own version action
+        parser.exit()
 
 
 def _one_line(text: str) -> str:

@@ -70,7 +70,9 @@ def hold(
 ) -> Iterator[None]:
     """Hold the lock; while another process holds it, say who
     once and wait `timeout` s (None: forever)."""
-    lock = filelock.FileLock(str(lock_path))
+    # not thread-local: a matrix cell's lock is taken in its first phase and released after its
+    # last, each phase possibly on another of the run's threads (--parallel)
+    lock = filelock.FileLock(str(lock_path), thread_local=False)
     try:
         lock.acquire(timeout=0)
     except filelock.Timeout:

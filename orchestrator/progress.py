@@ -70,13 +70,32 @@ class Reporter:
         """The start of this thread's cell lines: its place in the run and its name."""
         return f"  [{self._local.index}/{self.total}] {safe(self._local.name)}"
 
-    def start_cell(self, cell_id: str) -> None:
+    def phase(self, number: int, total: int, name: str, steps: list[str]) -> None:
+        """A phase of the run starts: its steps run in every cell before the next phase."""
+        self.console.print(
+            f"[bold]phase {number}/{total}: {safe(name)}[/bold] "
+            f"[dim]({safe(', '.join(steps))}, in every cell)[/dim]"
+        )
+
+    def start_cell(self, cell_id: str) -> int:
+        """This thread's cell from now on, its header printed; its place in the run."""
         with self._lock:
             self._next += 1
-            self._local.index = self._next
-        self._local.name = cell_id
+            index = self._next
+        self._enter(index, cell_id)
+        self.console.print(f"[bold]\\[{index}/{self.total}] {safe(cell_id)}[/bold]")
+        return index
+
+    def resume_cell(self, index: int, cell_id: str, phase: str) -> None:
+        """A cell started earlier goes on in `phase` (in this thread)."""
+        self._enter(index, cell_id)
+        self.console.print(
+            f"[bold]\\[{index}/{self.total}] {safe(cell_id)}[/bold] [dim]({safe(phase)})[/dim]"
+        )
+
+    def _enter(self, index: int, cell_id: str) -> None:
+        self._local.index, self._local.name = index, cell_id
         self._local.task = None
-        self.console.print(f"[bold]\\[{self._local.index}/{self.total}] {safe(cell_id)}[/bold]")
 
     def step(self, name: str, detail: str = "") -> None:
         self._local.t0 = time.monotonic()

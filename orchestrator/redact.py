@@ -71,8 +71,12 @@ def safe_cut(data: bytes, cut: int) -> int:
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
     """`text` without credentials in URLs, secret query
     parameters, GITHUB_TOKEN's value or `secrets`."""
-    text = str(text)
-    for s in known_secrets(secrets):
+    return _redact(str(text), known_secrets(secrets))
+
+
+def _redact(text: str, found: list[str]) -> str:
+    """redact with the secrets already gathered (`found`: known_secrets' list)."""
+    for s in found:
         text = text.replace(s, REDACTED)
     if "://" in text:
         text = _AUTHORITY.sub(_userinfo, text)
@@ -128,15 +132,30 @@ class RedactingStream(io.TextIOBase):
 
 
 def redact_data(data: Any, secrets: Iterable[str] = ()) -> Any:
-    """A copy of JSON-like data (dicts, lists, strings, numbers) with every string redacted."""
-    secrets = tuple(secrets)
-    if isinstance(data, str):
-        return redact(data, secrets)
-    if isinstance(data, dict):
-        return {
-            redact(k, secrets) if isinstance(k, str) else k: redact_data(v, secrets)
-            for k, v in data.items()
-        }
-    if isinstance(data, (list, tuple)):
-        return type(data)(redact_data(v, secrets) for v in data)
-    return data
+    """A copy of JSON-like data (dicts, lists, strings, numbers) with every string redacted. The
+    secrets are gathered once for the whole document (a results.json has thousands of strings),
+    and again only after a URL's password joined them (it is removed from later strings too)."""
+    return _Redactor(tuple(secrets)).data(data)
+
+
+class _Redactor:
+    def __init__(self, secrets: tuple[str, ...]):
+        self.secrets = secrets
+        self.found = known_secrets(secrets)
+        self.seen = len(_SEEN)
+
+    def text(self, text: str) -> str:
+        if len(_SEEN) != self.seen:  # a password met in a URL since: removed wherever it appears
+            self.found, self.seen = known_secrets(self.secrets), len(_SEEN)
+        return _redact(text, self.found)
+
+    def data(self, data: Any) -> Any:
+        if isinstance(data, str):
+            return self.text(data)
+        if isinstance(data, dict):
+            return {
+                self.text(k) if isinstance(k, str) else k: self.data(v) for k, v in data.items()
+            }
+        if isinstance(data, (list, tuple)):
+            return type(data)(self.data(v) for v in data)
+        return data

@@ -71,11 +71,14 @@ def run(args, matrix, cache) -> ExitCode:
         log=log,
         author=author,
         assisted_by=assisted,
+        topics=list(args.topic or []),
     )
     t0 = time.monotonic()
-    made, left_out = make_bundles(opts)
+    made, left_out, refused = make_bundles(opts)
     for why in left_out:
         print(redact(f"ggml-patch: warning: not bundled: {why}"), file=sys.stderr)
+    for why in refused:  # one topic's refusal never hides the others' bundles
+        print(redact(f"ggml-patch: error: not bundled: {why}"), file=sys.stderr)
     for b in made:
         man, base = b.manifest, b.manifest.base
         for w in man.warnings or []:
@@ -85,13 +88,14 @@ def run(args, matrix, cache) -> ExitCode:
             )
         upstream = f", upstream {base.upstream_commit[:12]}" if base.upstream_commit else ""
         verify_s = man.verification.durations_s.total if man.verification else 0.0
+        which = f"{man.topic} on {b.target}" if man.topic else b.target
         print(
-            f"{b.target}: {len(b.patch_files)} patches against base "
+            f"{which}: {len(b.patch_files)} patches against base "
             f"{(base.snapshot_commit or '')[:12]}{upstream}, verified in {verify_s:.1f} s "
-            f"(git am, build, test-opt, gate) -> {b.path}"
+            f"(git am, build, tests) -> {b.path}"
         )
         draft = f"DRAFT ({len(man.draft_reasons)} reason(s), see {b.path}/READINESS.md)"
         role = submission.role_of(submission.policy_of(man, str(b.path))).text
-        print(f"{b.target}: {role}; " + (draft if man.draft_reasons else "ready (READINESS.md)"))
+        print(f"{which}: {role}; " + (draft if man.draft_reasons else "ready (READINESS.md)"))
     print(f"{len(made)} bundle(s) in {out} ({time.monotonic() - t0:.1f} s)")
-    return ExitCode.OK
+    return ExitCode.BUNDLE_REFUSED if refused else ExitCode.OK

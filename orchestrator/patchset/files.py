@@ -147,22 +147,6 @@ def load_series(matrix: Matrix, topics: Optional[list[str]] = None) -> Series:
     return series
 
 
-def documented_topic(matrix: Matrix) -> Path:
-    """patches/<topic>/ of the topic a bundle documents (its cover.md, known limits, related
-    work): the one --topic names, else the queue's only active topic."""
-    queue = load_queue(matrix)
-    if len(matrix.topics) == 1:
-        return matrix.topic_dir(queue.topic(matrix.topics[0]).name)
-    chosen = queue.chosen(matrix.topics)
-    if len(chosen) != 1:
-        names = ", ".join(t.name for t in chosen) or "none"
-        raise ConfigError(
-            f"{matrix.queue_dir}: a bundle documents one topic and {len(chosen)} are chosen "
-            f"({names}); pass --topic NAME, after `ggml-patch matrix --topic NAME`"
-        )
-    return matrix.topic_dir(chosen[0].name)
-
-
 def write_patches(series: Series, directory: Path) -> list[Path]:
     """The series as *.patch files in `directory`, and none other; the paths, in order."""
     directory.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,7 @@ file, the line and the key.
 from __future__ import annotations
 
 import datetime
+import functools
 import re
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
@@ -35,6 +36,7 @@ from pydantic import BeforeValidator, Field, StringConstraints, ValidationError
 
 from ..config import _line_for, _load_with_lines
 from ..errors import ConfigError
+from ..model.layout import GATE_TEST
 from ..model.values import HttpsUrl
 from ..records import Record, dotted, located
 from .series import Series
@@ -67,6 +69,7 @@ Day = Annotated[  # a calendar day, YYYY-MM-DD (topic.yaml's last_update)
 ]
 _EXPECTED = {
     "summary": "one line of printable ASCII (at most 500 characters)",
+    "problem": "one line of printable ASCII (at most 500 characters)",
     "origin": "one line of printable ASCII (at most 500 characters)",
     "bug": "an https:// URL of the upstream issue, or null",
     "forwarded": "an https:// URL of the pull request, or null",
@@ -74,6 +77,7 @@ _EXPECTED = {
     "last_update": "a date, YYYY-MM-DD",
     "after": "a topic name (lowercase letters, digits, '-')",
     "topics": "a topic name (lowercase letters, digits, '-')",
+    "gate_test": f"{GATE_TEST} (the one test native_tests/ adds), or absent",
 }
 
 
@@ -83,6 +87,8 @@ class TopicMeta(Record):
     NULLS = frozenset({"bug", "forwarded", "applied_upstream"})
 
     summary: OneLine
+    # what goes wrong without the fix, in the mode it fixes (ISSUE.md's problem line); optional
+    problem: Optional[OneLine] = None
     origin: OneLine
     bug: Optional[Url] = None
     forwarded: Optional[Url] = None
@@ -93,6 +99,9 @@ class TopicMeta(Record):
     # the topic's bug is a crash (e.g. a NULL dereference): its control may die by a signal in
     # its own cases, and that counts as killed; one line, why
     control_crash: Optional[OneLine] = None
+    # the project's own test of this topic's fix (native_tests/), built and run only in runs
+    # that carry the topic: another topic's fix alone does not pass it
+    gate_test: Optional[Literal["test-opt-dynamic-accum"]] = None
 
 
 class QueueOrder(Record):
@@ -107,7 +116,7 @@ def _hint(model: type[Record], loc: tuple[Any, ...], kind: str, value: Any) -> O
     key = next((str(p) for p in reversed(loc) if isinstance(p, str)), "")
     if kind == "extra_forbidden":
         return f"unknown key (allowed: {', '.join(model.model_fields)})"
-    if kind == "literal_error":
+    if kind == "literal_error" and key == "state":
         return f"{value!r} is not a state (expected one of: {', '.join(STATES)})"
     if kind == "missing":
         return f"missing required key {loc[-1]!r}"
@@ -124,6 +133,10 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+# one parse per text: a run reads the queue for its series, its mutants and its competing fixes
+# (PyYAML's pure-Python parser is most of a no-change re-run's own CPU time); nothing mutates
+# the records or the lines
+@functools.lru_cache(maxsize=64)
 def _parse(kind: type[Any], where: str, text: str) -> tuple[Any, dict[tuple[Any, ...], int]]:
     data, lines = _load_with_lines(text, where)
     if not isinstance(data, dict):
@@ -256,7 +269,9 @@ class Queue:
             rest = re.sub(r"^\d{4}-", "", p.name)
             renamed.append(replace(p, name=f"{i:04d}-{rest}"))
         crash = tuple((t.name, t.meta.control_crash) for t in chosen if t.meta.control_crash)
-        return Series(self.layout, tuple(renamed), tuple(t.name for t in chosen), crash)
+        gate = next((t.name for t in chosen if t.meta.gate_test), None)
+        carried = tuple(t.name for t in chosen)
+        return Series(self.layout, tuple(renamed), carried, crash, gate_topic=gate)
 
 
 def order_topics(where: str, order: QueueOrder, topics: dict[str, Topic]) -> list[Topic]:

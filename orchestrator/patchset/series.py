@@ -70,6 +70,9 @@ class Series:
     topics: tuple[str, ...] = ()  # the queue's topics it carries, in order (for results.json)
     # (topic, why) of each topic whose control is expected to crash in its own cases
     control_crash: tuple[tuple[str, str], ...] = ()
+    # the carried topic whose own test the gate test is (topic.yaml `gate_test:`); None in a
+    # queue's series without it, where the gate test is neither built nor run
+    gate_topic: Optional[str] = None
 
     @property
     def sha256(self) -> str:
@@ -105,6 +108,19 @@ class Series:
                 if _is_test_file(f.path):
                     names += [n for n in _ADDED_CASE.findall(f.text) if n not in names]
         return names
+
+    def gate_skip_reason(self) -> Optional[str]:
+        """Why the gate test is not run on this series (a queue's topics without the one it tests);
+        None where it runs (a plain series, or one that carries its topic)."""
+        if not self.topics or self.gate_topic is not None:
+            return None
+        carried = ", ".join(self.topics)
+        return f"{GATE_TEST} tests a topic this run does not carry (it carries {carried})"
+
+    def judged_by_gate(self, topic: Optional[str]) -> bool:
+        """Whether `topic`'s control is judged by the gate test and test-opt (the gate's own topic,
+        or a plain series), rather than by the cases the topic's test patch adds."""
+        return not self.topics or topic == self.gate_topic
 
     def gate_test_source(self) -> Optional[str]:
         for p in self.patches:

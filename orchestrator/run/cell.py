@@ -2,15 +2,17 @@
 fetch, apply, plan, configure, build, test, control, mutants, competing, training, conclude, store.
 Each takes the cell's context (CellContext: what the cell is, its CellOptions, what the earlier
 steps returned) and returns its typed result, which the context records; apply's Stop (a cached
-result) ends the list. The bundle's verification runs BUNDLE_STEPS on a tree it applied itself.
-A BuildFailed fails the cell, any other GgmlPatchError is its error; the other cells go on."""
+result) ends the list. The matrix runs them in two phases (MATRIX_PHASES, cut after control):
+every cell's first verdict, then every cell's known-wrong and competing fixes. The bundle's
+verification runs BUNDLE_STEPS on a tree it applied itself. A BuildFailed fails the cell, any
+other GgmlPatchError is its error; the other cells go on."""
 
 from __future__ import annotations
 
 import shutil
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple, Optional, Union
@@ -57,7 +59,16 @@ from ..verdicts.competing import judge as judge_competing
 from ..verdicts.mutants import Mutant, overall_verdict, per_test_verdicts
 from . import cmake, resultcache, toolchain
 from .options import CellOptions, RunOptions
-from .pipeline import CellContext, CellProgress, Step, Stop, new_context, run_steps
+from .pipeline import (
+    CellContext,
+    CellProgress,
+    Phase,
+    Step,
+    Stop,
+    new_context,
+    phases,
+    run_steps,
+)
 from .testrun import TestRun, run_program
 
 __all__ = ["CellContext", "CellOptions", "CellProgress", "RunOptions", "Step", "Stop", "run_steps"]
@@ -260,6 +271,9 @@ def control(ctx: CellContext) -> Controlled:
         others.append(other)
     if not ctx.runs_tests:
         return Controlled(rec, topics=tuple(others))
+    if rec.verdict is None and not tree.rendered.judged_by_gate(rec.topic):
+        # a run without the gate's topic: its first topic's control is judged as the others are
+        _judge_topic_control(ctx, tree.rendered, rec)
     entries = _judge_control(ctx, patched, rec) if rec.verdict is None else []
     ctx.steps.verdict(verdict_line(patched, rec))
     return Controlled(rec, entries, attribution.failure_kind(entries), tuple(others))
@@ -434,8 +448,13 @@ def conclude(ctx: CellContext) -> Conclusion:
     judged = None
     if control.verdict:
         judged = classify.GateVerdict(control.verdict, control.verdict_reason)
+    gate_why = ctx.options.series.gate_skip_reason()
     status, reason = classify.cell_status(
-        built, outcomes, judged, attribution.summary(cell.attribution or [])
+        built,
+        outcomes,
+        judged,
+        attribution.summary(cell.attribution or []),
+        {GATE_TEST: gate_why} if gate_why else None,
     )
     code = ExitCode.OK
     if status != CellStatus.PASSED:
@@ -488,12 +507,12 @@ PLAN = Step("plan", plan)
 CONFIGURE = Step("configure", configure)
 BUILD = Step("build", build)
 TEST = Step("test", run_tests, _add_record)
-CONTROL = Step("control", control, _record_control)
+CONTROL = Step("control", control, _record_control, ends_phase="first verdicts")
 MUTANTS = Step("mutants", run_mutants, _record_mutants)
 COMPETING = Step("competing", run_competing, _add_records)
 TRAINING = Step("training", compare_training, _record_training)
 CONCLUDE = Step("conclude", conclude, _record_conclusion)
-STORE = Step("store", store)
+STORE = Step("store", store, ends_phase="known-wrong and competing fixes")
 
 # a matrix cell: the series applied, built, tested, controlled, judged, cached
 MATRIX_STEPS: tuple[Step[Any], ...] = (
@@ -510,6 +529,9 @@ MATRIX_STEPS: tuple[Step[Any], ...] = (
     CONCLUDE,
     STORE,
 )
+# the matrix runs every cell to its first verdict (the fix's tests, its control judged) before
+# any cell's known-wrong and competing fixes: the last cell's answer is not behind the first's
+MATRIX_PHASES = phases(MATRIX_STEPS)
 # a tree given as it is (the bundle's, applied with git am): configured, built, tested
 BUNDLE_STEPS: tuple[Step[Any], ...] = (PLAN, CONFIGURE, BUILD, TEST)
 
@@ -612,66 +634,124 @@ def tested_tree(
     )
 
 
-# ---------------------------------------------------------------- one cell, start to end
+# ---------------------------------------------------------------- one cell, phase by phase
 
 
-def run_cell(
-    opts: RunOptions,
-    options: CellOptions,
-    target: Target,
-    backend: Backend,
-    repo: SnapshotRepo,
-    reporter: Reporter,
-    cancel: CancelToken,
-) -> tuple[Cell, list[VariantRecord]]:
-    """One cell, start to end: MATRIX_STEPS under the cell's lock, unless it is skipped."""
-    cell_id, cache, t0 = f"{target.name}/{backend.name}", opts.cache, time.monotonic()
-    reporter.start_cell(cell_id)
-    logs = opts.results_dir / "logs" / slug(cell_id)
-    ctx = new_context(
-        target,
-        backend,
-        cache,
-        repo,
-        opts.matrix.native_tests_dir,
-        cache.cell_dir(cell_id),
-        logs,
-        options,
-        reporter=reporter,
-        cancel=cancel,
-    )
-    cell, module = ctx.cell, ctx.module
-    action, why = cell_action(
-        module.missing_toolchain(backend),
-        module.missing_device(backend),
-        module.build_only_ok,
-        options.build_only,
-    )
-    if action == "skip" and options.required:
-        why = (
-            f"{backend.name} is required here (--require-backend {backend.name}) "
-            f"but cannot run: {why}"
+class CellRun:
+    """One cell of a matrix run, taken through MATRIX_PHASES one phase at a time (run/matrix.py
+    runs every cell's first phase before any cell's second): skipped, or its steps run under the
+    cell's lock, held from its first phase to its end. A Stop (a cached result), a failure or the
+    last phase ends it; its result line is printed then."""
+
+    def __init__(
+        self,
+        opts: RunOptions,
+        options: CellOptions,
+        target: Target,
+        backend: Backend,
+        repo: SnapshotRepo,
+        reporter: Reporter,
+        cancel: CancelToken,
+    ):
+        self.id = f"{target.name}/{backend.name}"
+        self.opts, self.options, self.reporter = opts, options, reporter
+        self.ctx = new_context(
+            target,
+            backend,
+            opts.cache,
+            repo,
+            opts.matrix.native_tests_dir,
+            opts.cache.cell_dir(self.id),
+            opts.results_dir / "logs" / slug(self.id),
+            options,
+            reporter=reporter,
+            cancel=cancel,
         )
-        cell.status, cell.reason = CellStatus.FAILED, why
-        cell.exit_code = int(ExitCode.BACKEND_MISSING)
-    elif action == "skip":
-        reporter.skip(why)
-        cell.status, cell.reason, cell.exit_code = CellStatus.SKIPPED, why, 0
-    else:
+        self.index = 0  # its place in the run's progress lines
+        self.ended = False
+        self._seconds = 0.0  # its phases' wall time: skip probes and waiting for the lock included
+        self._reported = True  # a skip is reported as one, not with a result line
+        self._lock = ExitStack()
+        self._locked = False
+
+    @property
+    def cell(self) -> Cell:
+        return self.ctx.cell
+
+    @property
+    def records(self) -> list[VariantRecord]:
+        return self.ctx.records
+
+    def run_phase(self, number: int, phase: Phase, last: bool) -> None:
+        """The phase's steps; the first phase starts the cell (skipped, or run)."""
+        t0 = time.monotonic()
+        try:
+            if number == 0:
+                self.index = self.reporter.start_cell(self.id)
+                going = self._start()
+            else:
+                self.reporter.resume_cell(self.index, self.id, phase.name)
+                going = True
+            going = going and self._run(phase.steps) and not last
+        except BaseException:  # Ctrl-C, a bug: the lock released, the run ends
+            self.close()
+            raise
+        self._seconds += time.monotonic() - t0
+        if not going:
+            self._end()
+
+    def close(self) -> None:
+        """The cell's lock released (again: a no-op)."""
+        self._lock.close()
+
+    def _start(self) -> bool:
+        """Whether the cell runs (or builds only); a skip is recorded (and reported) here."""
+        ctx, cell, module = self.ctx, self.ctx.cell, self.ctx.module
+        backend, options = ctx.backend, self.options
+        action, why = cell_action(
+            module.missing_toolchain(backend),
+            module.missing_device(backend),
+            module.build_only_ok,
+            options.build_only,
+        )
+        if action == "skip" and options.required:
+            why = (
+                f"{backend.name} is required here (--require-backend {backend.name}) "
+                f"but cannot run: {why}"
+            )
+            cell.status, cell.reason = CellStatus.FAILED, why
+            cell.exit_code = int(ExitCode.BACKEND_MISSING)
+            return False
+        if action == "skip":
+            self.reporter.skip(why)
+            cell.status, cell.reason, cell.exit_code = CellStatus.SKIPPED, why, 0
+            self._reported = False
+            return False
         cell.device = module.device_info(backend)
         ctx.build_only_reason = why if action == "build-only" else None
+        return True
+
+    def _run(self, steps: tuple[Step[Any], ...]) -> bool:
+        """`steps` under the cell's lock (taken at its first step); False: the cell ended."""
+        cell = self.ctx.cell
         try:
-            with opts.cache.lock(f"cell-{cell_id}"):
-                run_steps(ctx, MATRIX_STEPS)
+            if not self._locked:
+                self._lock.enter_context(self.opts.cache.lock(f"cell-{self.id}"))
+                self._locked = True
+            return run_steps(self.ctx, steps) is None
         except BuildFailed as e:
             cell.status, cell.reason, cell.exit_code = CellStatus.FAILED, str(e), int(e.exit_code)
         except GgmlPatchError as e:
             cell.status, cell.reason, cell.exit_code = CellStatus.ERROR, str(e), int(e.exit_code)
-    # skip probes and waiting for the lock included
-    cell.timings["total"] = round(time.monotonic() - t0, 2)
-    if action != "skip" or options.required:  # a skip was reported as one
-        reporter.cell_result(cell.status, cell.reason, cell.timings["total"])
-    return cell, ctx.records
+        return False
+
+    def _end(self) -> None:
+        self.close()
+        self.ended = True
+        cell = self.ctx.cell
+        cell.timings["total"] = round(self._seconds, 2)
+        if self._reported:
+            self.reporter.cell_result(cell.status, cell.reason, cell.timings["total"])
 
 
 def cell_action(

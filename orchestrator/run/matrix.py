@@ -1,9 +1,11 @@
-"""The matrix run: every target x backend cell of a profile, one after another or in parallel
-(cell.py runs one). Errors in one cell are recorded; the others go on."""
+"""The matrix run: every target x backend cell of a profile, one after another or in parallel,
+phase by phase (cell.py's MATRIX_PHASES): every cell's first verdict before any cell's known-wrong
+and competing fixes. Errors in one cell are recorded; the others go on."""
 
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import resource
 import time
 from typing import Callable, Mapping, Optional, Sequence
@@ -11,19 +13,17 @@ from typing import Callable, Mapping, Optional, Sequence
 from .. import backends
 from ..cancel import CancelToken
 from ..config import Backend, Target
-from ..model.results import Cell, Parallel, Results, SeriesInfo, VariantRecord, overall_exit_code
+from ..model.results import Parallel, Results, SeriesInfo, overall_exit_code
 from ..patchset.files import load_series
 from ..progress import Reporter
 from ..vcs.snapshots import SnapshotRepo
 from ..verdicts.competing import load_competing
 from ..verdicts.mutants import load_mutants
 from . import cmake
-from .cell import run_cell
+from .cell import MATRIX_PHASES, CellRun
 from .options import RunInputs, RunOptions
 
 __all__ = ["RunOptions", "run_matrix"]
-
-CellRan = tuple[Cell, list[VariantRecord]]
 
 
 def plan_parallelism(n_cells: int, cores: int, parallel: Optional[int]) -> tuple[int, int]:
@@ -70,19 +70,14 @@ def run_matrix(
     workers, n_jobs = plan_parallelism(len(cells), cmake.jobs(), opts.parallel)
     inputs = RunInputs(series, tuple(mutant_files), tuple(competing_files), n_jobs)
 
-    def one(target: Target, backend: Backend) -> CellRan:
-        """The cell with the options it derives from the run's."""
-        options = opts.for_cell(target, backend, inputs)
-        return run_cell(opts, options, target, backend, repo, progress, token)
-
-    if workers == 1:
-        ran = [one(t, b) for t, b in cells]
-    else:
-        ran = _run_parallel(one, cells, token, workers)
-    progress.cell_times([(c.cell, str(c.status), c.timings.get("total", 0.0)) for c, _ in ran])
-    done = [ran[order.index(i)] for i in range(len(ran))]  # results in the matrix's order
-    cell_results = [c for c, _ in done]
-    records = [r for _, recs in done for r in recs]
+    runs = [
+        CellRun(opts, opts.for_cell(t, b, inputs), t, b, repo, progress, token) for t, b in cells
+    ]
+    _run_phases(runs, progress, token, workers)
+    progress.cell_times([(r.id, str(r.cell.status), r.cell.timings["total"]) for r in runs])
+    done = [runs[order.index(i)] for i in range(len(runs))]  # results in the matrix's order
+    cell_results = [r.cell for r in done]
+    records = [rec for r in done for rec in r.records]
     return Results(
         series=SeriesInfo.model_validate(series, from_attributes=True),
         cells=cell_results,
@@ -98,19 +93,39 @@ def run_matrix(
     )
 
 
+def _run_phases(runs: list[CellRun], progress: Reporter, cancel: CancelToken, workers: int) -> None:
+    """Every cell through MATRIX_PHASES, a phase in every cell still going before the next phase
+    in any; every lock released at the end, whatever happens."""
+    try:
+        for number, phase in enumerate(MATRIX_PHASES):
+            going = [r for r in runs if not r.ended]
+            if not going:
+                return
+            total = len(MATRIX_PHASES)
+            progress.phase(number + 1, total, phase.name, [s.name for s in phase.steps])
+            one = functools.partial(
+                CellRun.run_phase, number=number, phase=phase, last=number + 1 == total
+            )
+            if workers == 1:
+                for r in going:
+                    one(r)
+            else:
+                _run_parallel(one, going, cancel, workers)
+    finally:
+        for r in runs:
+            r.close()  # one still held (an interrupt): released
+
+
 def _run_parallel(
-    one: Callable[[Target, Backend], CellRan],
-    cells: list[tuple[Target, Backend]],
-    cancel: CancelToken,
-    workers: int,
-) -> list[CellRan]:
-    """Independent cells overlap (one fetches or links while another compiles), results in the given
-    order. On Ctrl-C or SIGTERM the others stop at their next step or build line: compilers killed,
-    trees put back."""
+    one: Callable[[CellRun], None], runs: list[CellRun], cancel: CancelToken, workers: int
+) -> None:
+    """Independent cells overlap (one fetches or links while another compiles). On Ctrl-C or
+    SIGTERM the others stop at their next step or build line: compilers killed, trees put back."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(one, t, b) for t, b in cells]
+        futures = [pool.submit(one, r) for r in runs]
         try:
-            return [f.result() for f in futures]
+            for f in futures:
+                f.result()
         except BaseException:
             cancel.cancel()
             for f in futures:

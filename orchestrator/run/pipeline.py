@@ -1,7 +1,9 @@
 """The cell pipeline's parts: a Step (a name, what it runs, where its result goes), the context
 every step takes (CellContext: what the cell is, its CellOptions, what the earlier steps returned)
 and run_steps, which runs a list of steps in order. The matrix's, the bundle's and the training
-evidence's step lists are declared where their steps are (run/cell.py, finetune/runner.py)."""
+evidence's step lists are declared where their steps are (run/cell.py, finetune/runner.py). A
+step may end a phase (`ends_phase`): the matrix runs every cell through one phase before any cell
+starts the next (phases), so each cell's first verdict comes before any cell's known-wrong fixes."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from ..backends import BackendModule
 from ..cache import Cache
 from ..cancel import CancelToken
 from ..config import Backend, Target
-from ..model.layout import Layout, get_layout
+from ..model.layout import GATE_TEST, Layout, get_layout
 from ..model.results import Cell, RecordStatus, VariantRecord
 from ..progress import Reporter
 from ..vcs.snapshots import SnapshotRepo, Worktree
@@ -67,6 +69,30 @@ class Step(Generic[T]):
     name: str
     run: Callable[[CellContext], Union[T, Stop]]
     record: Optional[Callable[[CellContext, T], None]] = None
+    # the name of the phase this step ends (progress shows it); "": the phase goes on
+    ends_phase: str = ""
+
+
+class Phase(NamedTuple):
+    """Consecutive steps of one list that every cell runs before any cell runs the next phase."""
+
+    name: str
+    steps: tuple[Step[Any], ...]
+
+
+def phases(steps: Sequence[Step[Any]]) -> list[Phase]:
+    """`steps` cut after each step that ends a phase, in order; steps after the last such step
+    are a phase of their own, named after its first step."""
+    out: list[Phase] = []
+    current: list[Step[Any]] = []
+    for step in steps:
+        current.append(step)
+        if step.ends_phase:
+            out.append(Phase(step.ends_phase, tuple(current)))
+            current = []
+    if current:
+        out.append(Phase(current[0].name, tuple(current)))
+    return out
 
 
 @dataclass
@@ -117,9 +143,13 @@ class CellContext:
 
     @property
     def skipped_tests(self) -> dict[str, str]:
-        """test -> why this backend does not run it (its module's skip_tests): never built or
-        run."""
-        return dict(self.module.skip_tests)
+        """test -> why it is not run here (the backend's module's skip_tests, or the gate test in a
+        run without the topic it tests): never built or run."""
+        skipped = dict(self.module.skip_tests)
+        gate_why = self.options.series.gate_skip_reason()
+        if gate_why and GATE_TEST not in skipped:
+            skipped[GATE_TEST] = gate_why
+        return skipped
 
     @property
     def key(self) -> str:

@@ -46,12 +46,24 @@ def store_with_logs(directory: Path, key: str, entry: dict, logs: Path) -> None:
 
 
 def copy_logs(directory: Path, key: str, dest: Path, replace: bool = False) -> None:
-    """An entry's logs copied to `dest` (`replace`: dest emptied first, so no older log stays)."""
+    """An entry's logs copied to `dest` (`replace`: dest emptied first, so no older log stays). A
+    log `dest` already holds from the same entry (same size and time: copies keep the time) is
+    not copied again: a re-run into the same results writes nothing it does not change."""
     if replace:
         shutil.rmtree(dest, ignore_errors=True)
     entry_logs = directory / f"{key}-logs"
     if entry_logs.is_dir():
-        shutil.copytree(entry_logs, dest, dirs_exist_ok=True)
+        shutil.copytree(entry_logs, dest, dirs_exist_ok=True, copy_function=_copy_if_changed)
+
+
+def _copy_if_changed(src: str, dst: str) -> None:
+    try:
+        there, here = os.stat(dst), os.stat(src)
+    except OSError:
+        there = None
+    if there is not None and (there.st_size, there.st_mtime_ns) == (here.st_size, here.st_mtime_ns):
+        return
+    shutil.copy2(src, dst)
 
 
 def write_atomic(path: Path, data: bytes) -> None:

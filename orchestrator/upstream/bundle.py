@@ -28,8 +28,10 @@ from ..errors import (
 )
 from ..finetune import bundle as training_evidence
 from ..model.results import Cell, CellStatus, Outcome, Results, Verdict, load_results
-from ..patchset.files import documented_topic, load_series, write_patches
+from ..patchset.files import load_queue, load_series, write_patches
+from ..patchset.queue import Queue
 from ..patchset.render import rendered_for_target
+from ..patchset.series import Series
 from ..redact import redact_data
 from ..run import toolchain
 from ..run.cell import tested_tree
@@ -40,7 +42,14 @@ from ..verdicts.related import load_related
 from ..verdicts.training import can_plot, plot
 from . import authorship, cover, documents, issue_form, policy
 from .manifest import Durations, Manifest, Verification, VerifiedTest, read_manifest
-from .views import NOT_RUN, TRAINING_PLOT, SeriesCommit, one_line, training_cell
+from .views import (
+    NOT_RUN,
+    TRAINING_PLOT,
+    SeriesCommit,
+    one_line,
+    topic_results,
+    training_cell,
+)
 
 MANIFEST = "manifest.json"
 
@@ -65,20 +74,20 @@ def load_results_dir(results_dir: Path) -> tuple[Results, str]:
 
 
 def problems(
-    results: Results, current_series_sha256: str, topics: Optional[list[str]] = None
+    results: Results, current_series_sha256: str, topic: Optional[str] = None
 ) -> list[Problem]:
     """Everything that stops these results from backing a pull request; empty when they do.
-    `topics`: the topics the bundle carries (a run of other topics cannot back it)."""
+    `current_series_sha256`: the series of the run's topics as patches/ gives it now; `topic`:
+    the topic the bundle carries (the run must have carried it; `results` is then that topic's
+    view of the run, views.topic_results)."""
     found, ran, now = [], results.series.sha256, current_series_sha256
     run_topics = results.series.topics
-    if ran != now and topics and run_topics and run_topics != topics:
-        # a bundle carries only its topic's commits: the run must have tested exactly those
-        wanted = " ".join(f"--topic {t}" for t in topics)
+    if topic and run_topics and topic not in run_topics:
         found.append(
             Problem(
                 None,
                 f"results.json was made from the topics {', '.join(run_topics)}; a bundle of "
-                f"{', '.join(topics)} needs a run of it: `ggml-patch matrix {wanted}`",
+                f"{topic} needs a run that carries it: `ggml-patch matrix --topic {topic}`",
             )
         )
     elif ran != now:
@@ -130,9 +139,10 @@ def _cell_problems(results: Results, cell: Cell) -> list[str]:
     return found
 
 
-def refusal_message(found: list[Problem]) -> str:
+def refusal_message(found: list[Problem], topic: str = "") -> str:
     anyway = "--allow-incomplete bundles anyway, with a warning at the top of PR_BODY.md"
-    return f"refusing to bundle: {'; '.join(p.text for p in found)} ({anyway})"
+    which = f" {topic}" if topic else ""
+    return f"refusing to bundle{which}: {'; '.join(p.text for p in found)} ({anyway})"
 
 
 # ---------------------------------------------------------------- PR_TITLE, PR_BODY.md, manifest
@@ -253,11 +263,56 @@ class BundleOptions:
     log: Callable[[str], None] = lambda msg: None  # progress, one line each
     author: Optional[authorship.Identity] = None  # the contributor the commits carry
     assisted_by: Optional[str] = None  # the assistant named in an Assisted-by: trailer
+    topics: list[str] = field(default_factory=list)  # --topic; none: every forwardable one
 
 
-def make_bundles(opts: BundleOptions) -> tuple[list[Bundle], list[str]]:
-    """Every bundle the results allow, and the targets left out (why); none unless they prove
-    the fix."""
+@dataclass(frozen=True)
+class TopicInputs:
+    """What one topic's bundles are made from, read (and checked) before any work."""
+
+    name: str
+    series: Series  # its series alone: the topics it follows first (`after:`), then its own
+    own: int  # how many of the series' last patches are the topic's own (the bundle's)
+    folder: Path  # patches/<topic>/: cover.md, known-limits.yaml, related-upstream.yaml
+    known_limits: tuple
+    related: tuple
+    competing: tuple
+    problem: Optional[str]  # topic.yaml's `problem:`: what breaks without the fix, one line
+
+    @property
+    def follows(self) -> tuple[str, ...]:
+        return tuple(t for t in self.series.topics if t != self.name)
+
+
+def topic_inputs(matrix: Matrix, queue: Queue, name: str) -> TopicInputs:
+    topic = queue.topic(name)
+    series = load_series(matrix, [name])
+    folder = matrix.topic_dir(name)
+    return TopicInputs(
+        name=name,
+        series=series,
+        own=len(topic.series.patches),
+        folder=folder,
+        known_limits=load_known_limits(folder),  # malformed: one line, exit 2, before any work
+        related=load_related(folder),  # likewise
+        competing=tuple(load_competing(matrix, [name])),
+        problem=topic.meta.problem,
+    )
+
+
+def bundled_topics(queue: Queue, asked: list[str], run_topics: list[str]) -> list[str]:
+    """The topics to bundle: those --topic names, else every forwardable (active) topic the run
+    carried, in queue order."""
+    if asked:
+        for name in asked:
+            queue.topic(name)  # an unknown name: one line naming the queue
+        return [t.name for t in queue.topics if t.name in asked]
+    return [t.name for t in queue.active() if t.name in run_topics]
+
+
+def make_bundles(opts: BundleOptions) -> tuple[list[Bundle], list[str], list[str]]:
+    """Every bundle the results allow: one per topic and target, from one run of the queue; the
+    targets left out (why); the topics refused (why: their results do not prove their fix)."""
     results, results_sha = load_results_dir(opts.results_dir)
     present = results.targets()
     for t in opts.targets:
@@ -267,26 +322,39 @@ def make_bundles(opts: BundleOptions) -> tuple[list[Bundle], list[str]]:
                 f"(targets in this run: {', '.join(present) or 'none'})"
             )
     chosen = [t for t in present if not opts.targets or t in opts.targets]
-    topic_dir = documented_topic(opts.matrix)  # patches/<topic>/: what the bundle documents
-    limits = load_known_limits(topic_dir)  # malformed: one line, exit 2, before any work
-    related = load_related(topic_dir)  # likewise
-    bundled = [topic_dir.name]
-    current = load_series(opts.matrix).sha256
-    found = [p for p in problems(results, current, bundled) if p.target in (None, *chosen)]
-    if found and not opts.allow_incomplete:
-        raise BundleRefused(refusal_message(found))
-    made, left_out = [], []
-    for target in chosen:
-        if not any(c.patched_commit for c in results.cells_of(target)):
-            left_out.append(
-                f"{target}: the series was never applied in this run, so there is nothing to send"
-            )
+    queue = load_queue(opts.matrix)
+    # older results name no topics: they carried the queue's default
+    run_topics = results.series.topics or [t.name for t in queue.chosen()]
+    ran = load_series(opts.matrix, run_topics)  # the run's series as patches/ gives it now
+    topics = [
+        topic_inputs(opts.matrix, queue, n) for n in bundled_topics(queue, opts.topics, run_topics)
+    ]
+    if not topics:
+        raise BundleRefused(
+            f"nothing to bundle: the run carried {', '.join(run_topics)}, none of them forwardable"
+        )
+    made, left_out, refused = [], [], []
+    for topic in topics:
+        competing = frozenset(c.name for c in topic.competing)
+        view = topic_results(results, topic.name, competing, ran.gate_topic)
+        found = [p for p in problems(view, ran.sha256, topic.name) if p.target in (None, *chosen)]
+        if found and not opts.allow_incomplete:
+            refused.append(refusal_message(found, topic.name))
             continue
-        warnings = [p.text for p in found if p.target in (None, target)]
-        made.append(bundle_target(opts, results, results_sha, target, warnings, limits, related))
+        for target in chosen:
+            if not any(c.patched_commit for c in view.cells_of(target)):
+                left_out.append(
+                    f"{topic.name} on {target}: the queue was never applied in this run, so "
+                    "there is nothing to send"
+                )
+                continue
+            warnings = [p.text for p in found if p.target in (None, target)]
+            made.append(bundle_target(opts, view, results_sha, target, warnings, topic))
+    if not made and len(refused) == 1 and not left_out:
+        raise BundleRefused(refused[0])
     if not made:
-        raise BundleRefused("nothing to bundle: " + "; ".join(left_out))
-    return made, left_out
+        raise BundleRefused("nothing to bundle: " + "; ".join(refused + left_out))
+    return made, left_out, refused
 
 
 def _same(cells: list[Cell], what: str, get: Callable[[Cell], Optional[str]]) -> str:
@@ -355,9 +423,10 @@ def bundle_target(
     results_sha: str,
     target_name: str,
     warnings: list[str],
-    known_limits: tuple = (),
-    related: tuple = (),
+    topic: TopicInputs,
 ) -> Bundle:
+    """One topic's bundle for one target: its own commits on the target's base (after the topics
+    it follows), verified alone; `results`: the topic's view of the run."""
     matrix, cache = opts.matrix, opts.cache
     if opts.author is None:
         raise ConfigError(
@@ -365,15 +434,20 @@ def bundle_target(
         )
     cells = [c for c in results.cells_of(target_name) if c.patched_commit]
     base = _same(cells, "base commit", lambda c: c.source.base_commit if c.source else None)
-    patched = _same(cells, "patched commit", lambda c: c.patched_commit)
     source = cells[0].source.to_json() if cells[0].source else {}
-    finetune = training_evidence.for_target(
-        training_evidence.load(opts.results_dir), target_name, base, results.series.sha256, opts.log
-    )
+    finetune = None
+    if topic.series.gate_topic == topic.name:  # the training evidence is of the gate's topic
+        finetune = training_evidence.for_target(
+            training_evidence.load(opts.results_dir),
+            target_name,
+            base,
+            topic.series.sha256,
+            opts.log,
+        )
     target = matrix.target(target_name)
     work = cache.root / "bundle" / slug(target_name)
     with cache.lock(f"bundle-{target_name}"):
-        rendered, snap = rendered_for_target(matrix, cache, target)
+        rendered, snap = rendered_for_target(matrix, cache, target, topic.series)
         if snap.commit != base:
             raise BundleRefused(
                 f"{target_name}: results.json's base commit {base[:12]} is not the base "
@@ -385,33 +459,32 @@ def bundle_target(
         files_at_base = {f: read(base, f) for f in (*policy.POLICY_FILES, *policy.TEMPLATE_FILES)}
         rules = policy.derive(target_name, base, files_at_base, target.upstream)
         form = _issue_form(repo, base, read) if rules.takes_pull_request else None
-        topic_dir = documented_topic(matrix)
-        cover_text = untrusted.read_optional(topic_dir / cover.COVER_FILE, "cover", root=topic_dir)
-        where = f"{topic_dir.parent.name}/{topic_dir.name}/{cover.COVER_FILE}"
+        folder = topic.folder
+        cover_text = untrusted.read_optional(folder / cover.COVER_FILE, "cover", root=folder)
+        where = f"{folder.parent.name}/{folder.name}/{cover.COVER_FILE}"
         cov = cover.parse_cover(where, cover_text)
         worktree = Worktree(repo, work / "src")
-        if repo.ref_commit(patched) != patched:  # a pruned cache: the series recreates it exactly
-            opts.log(f"{target_name}: recreating the tested commit {patched[:12]} from the series")
-            series_files = write_patches(rendered, work / "series")
-            worktree.ensure(base)
-            if (again := worktree.am(series_files)) != patched:
-                raise BundleRefused(
-                    f"the commit results.json records ({patched[:12]}) is gone from the cache "
-                    f"and the series in patches/ now gives {again[:12]}: "
-                    "re-run `ggml-patch matrix`"
-                )
-        # the contributor's commits: the tested trees and messages, their identity (and Assisted-by)
-        head = authorship.reauthor(str(repo.path), base, patched, opts.author, opts.assisted_by)
-        patches = format_patch(repo, base, head)
+        # the topic's commits on the base, alone (after the topics it follows): the tested trees'
+        # messages, deterministic (the same series gives the same commits)
+        series_files = write_patches(rendered, work / "series")
+        worktree.ensure(base)
+        patched = worktree.am(series_files)
+        prior = series_files[: len(series_files) - topic.own]
+        start = repo.commits(base, patched)[len(prior) - 1][0] if prior else base
+        # the contributor's commits: their identity (and Assisted-by)
+        head = authorship.reauthor(str(repo.path), start, patched, opts.author, opts.assisted_by)
+        patches = format_patch(repo, start, head)
         commits = [
             SeriesCommit(subject, body, files)
-            for _, subject, body, files in repo.commits(base, head)
+            for _, subject, body, files in repo.commits(start, head)
         ]
         opts.log(
-            f"{target_name}: verifying {len(patches)} patches on a fresh copy of {base[:12]} "
-            "(git am, build, test-opt, gate)"
+            f"{topic.name} on {target_name}: verifying {len(patches)} patches on a fresh copy of "
+            f"{base[:12]} (git am, build, tests)"
         )
-        verification = verify(opts, target, repo, worktree, work, base, head, patches)
+        verification = verify(
+            opts, target, repo, worktree, work, base, head, patches, topic.series, prior
+        )
         tools = toolchain_of(cache, cells, work / "build")
         docs = documents.documents(
             policy=rules,
@@ -423,13 +496,14 @@ def bundle_target(
             patches=patches,
             toolchain=tools,
             warnings=warnings,
-            canonical_paths=load_series(matrix).paths(),
+            canonical_paths=topic.series.paths(),
             read_file=lambda path: repo.read_blob(base, path),
-            known_limits=known_limits,
-            related=related,
+            known_limits=topic.known_limits,
+            related=topic.related,
             finetune=finetune,
             issue_form=form,
-            competing=tuple(load_competing(matrix)),
+            competing=topic.competing,
+            problem=topic.problem,
             host=(platform.system(), platform.machine()),
             live=live_of(matrix, target_name),
         )
@@ -458,13 +532,16 @@ def bundle_target(
         toolchain=tools,
         warnings=warnings,
         # patches/known-limits.yaml: what the series leaves as it is
-        known_limits=as_json(known_limits),
+        known_limits=as_json(topic.known_limits),
+        topic=topic.name,
+        after=list(topic.follows) or None,
         **docs.manifest_fields(opts.author, opts.assisted_by, head),
     )
     files_text[MANIFEST] = json.dumps(man, indent=2) + "\n"  # the whole manifest, redacted
 
     # only into a folder the tool made (or a new or empty one): _write_dir replaces dest whole
-    dest = outdir.claim(opts.out_dir, "--out", legacy=outdir.made_bundles) / target_name
+    claimed = outdir.claim(opts.out_dir, "--out", legacy=outdir.made_bundles)
+    dest = claimed / topic.name / target_name
     _write_dir(dest, files_text)
     return read_bundle(dest)  # what `pr` reads: the bundle as written, checked
 
@@ -518,10 +595,13 @@ def verify(
     base: str,
     patched: str,
     patches: list[tuple[str, str]],
+    series: Series,
+    prior: list[Path],
 ) -> Verification:
-    """git am the bundle's files on a fresh copy of the base, then the cell pipeline's configure,
-    build and tests (CPU). `patched` is the bundle's head: the tested tree, the contributor's
-    commits. Its trees persist in the cache: a repeat costs seconds."""
+    """git am the bundle's files on a fresh copy of the base (after `prior`: the patches of the
+    topics it follows), then the cell pipeline's configure, build and tests (CPU) of `series`.
+    `patched` is the bundle's head: the contributor's commits. Its trees persist in the cache: a
+    repeat costs seconds."""
     t_all = time.monotonic()
     series_dir = work / "bundle-series"
     if series_dir.exists():
@@ -535,6 +615,8 @@ def verify(
     worktree.ensure(base)  # exactly the base, untracked files cleaned: a fresh copy
     try:
         # the same `git am` as the matrix's own: the same commit comes out
+        if prior:
+            worktree.am(prior)
         worktree.am(files)
     except SeriesDoesNotApply as e:
         raise SeriesDoesNotApply(
@@ -557,7 +639,7 @@ def verify(
             backend,
             opts.cache,
             repo,
-            load_series(opts.matrix),
+            series,
             opts.matrix.native_tests_dir,
             work,
             worktree,

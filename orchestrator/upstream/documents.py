@@ -76,6 +76,7 @@ def documents(
     competing: tuple = (),
     host: tuple[str, str] = ("Linux", ""),
     live: tuple[str, ...] = (),
+    problem: Optional[str] = None,
 ) -> Documents:
     """read_file(path): the target's file at its base commit, or None; finetune: validated;
     issue_form: the target's bug form (None: none in its tree); competing: the ported fixes of
@@ -111,6 +112,8 @@ def documents(
             host[0],
             finetune,
             live,
+            problem,
+            cover.path,
         )
         form = issue_form.file if issue_form else "no bug form in the target's tree"
         form_problems = [f"ISSUE.md: '{label}' ({form})" for label in missing]

@@ -45,17 +45,15 @@ def uses(read_file: ReadFile) -> list[str]:
     return found
 
 
-def problem_lines(read_file: ReadFile) -> list[str]:
-    """What breaks, quoting upstream's header; who uses that mode, by file:line."""
+def problem_lines(read_file: ReadFile, problem: Optional[str] = None) -> list[str]:
+    """What breaks (`problem`: the topic's own line, topic.yaml `problem:`), quoting upstream's
+    header on the mode; who uses that mode, by file:line."""
     said = find_line(read_file, _HEADER, _DEFAULT_MODE)
     mode = "non-static graphs (`ctx_compute` not set in `ggml_opt_params`)"
     if said:
         quote = said[2].lstrip("/ ").strip()
         mode += f', the default mode (`{said[0]}:{said[1]}`: "{quote}")'
-    out = [
-        f"With {mode}, ggml-opt never resets the gradient accumulators after an optimizer step:",
-        "every step applies the sum of all earlier gradients, so training diverges.",
-    ]
+    out = [f"With {mode}, {pr_body.ascii_text(problem)}" if problem else f"Affected: {mode}."]
     used = uses(read_file)
     if used:
         out += ["", f"llama-finetune uses this mode: {', '.join(used)}."]
@@ -108,11 +106,12 @@ def values(
     host_os: str,
     finetune: Optional[finetune_results.FinetuneResults] = None,
     live: tuple[str, ...] = (),
+    problem: Optional[str] = None,
 ) -> dict[str, list[str]]:
     """role -> lines (issue_form.role_of): what the run can say for each field. `live`: targets
     of the same upstream that follow its branch (matrix.yaml's live profile), when this run has
     their cells: the reproduction on current master too."""
-    steps = problem_lines(read_file) + ["", "Steps to reproduce, on the version above:"]
+    steps = problem_lines(read_file, problem) + ["", "Steps to reproduce, on the version above:"]
     tuned = pr_body.finetune_lines(finetune, "####")
     if tuned:
         steps += ["", "1. upstream's llama-finetune, with and without the fix:", "", *tuned]
@@ -188,13 +187,25 @@ def issue_md(
     host_os: str,
     finetune: Optional[finetune_results.FinetuneResults] = None,
     live: tuple[str, ...] = (),
+    problem: Optional[str] = None,
+    cover_path: str = "patches/cover.md",
 ) -> tuple[str, list[str]]:
-    """ISSUE.md and the required fields the run has no data for."""
+    """ISSUE.md and the required fields the run has no data for. `problem`: the topic's line of
+    what breaks; `cover_path`: its cover.md."""
     used = form or issue_form.DEFAULT_FORM
     vals = values(
-        results, target, commits, patch_names, repo, toolchain, read_file, host_os, finetune, live
+        results,
+        target,
+        commits,
+        patch_names,
+        repo,
+        toolchain,
+        read_file,
+        host_os,
+        finetune,
+        live,
+        problem,
     )
     vals = dropdown_values(used, vals)
-    return issue_form.render(used, vals, issue_title(commits)), issue_form.missing_required(
-        used, vals
-    )
+    text = issue_form.render(used, vals, issue_title(commits), cover_path)
+    return text, issue_form.missing_required(used, vals)

@@ -161,9 +161,12 @@ def _logs_value(f: FormField, lines: list[str]) -> list[str]:
     return [*kept[: fence + 1], *body, *after[close:]]
 
 
-def render(form: IssueForm, values: dict[str, list[str]], title: str) -> str:
+def render(
+    form: IssueForm, values: dict[str, list[str]], title: str, cover_path: str = "patches/cover.md"
+) -> str:
     """ISSUE.md: a comment for the contributor (form, labels, title), then each field as GitHub
-    shows a filed form. values: role -> lines (a dropdown's: the chosen options)."""
+    shows a filed form. values: role -> lines (a dropdown's: the chosen options); cover_path: the
+    topic's cover.md, where the issue's URL goes."""
     if form.file:
         labels = ", ".join(form.labels) or "none"
         source = f"follows the bug form {form.file} ({form.name}); labels: {labels}"
@@ -175,7 +178,7 @@ def render(form: IssueForm, values: dict[str, list[str]], title: str) -> str:
         _in_comment(f"Title: {form.title}{title}"),
         "The fields hold the run's data; the form asks you to write the report yourself:",
         "put it in your own words before you open the issue, then record its URL in",
-        "patches/cover.md (a line `issue: URL` above the first heading).",
+        f"{cover_path} (a line `issue: URL` above the first heading).",
         "-->",
         "",
     ]

@@ -276,7 +276,9 @@ class Manifest(Record):
     cover: Optional[CoverInfo] = None  # None: the target takes no pull request
     authorship: Optional[Authorship] = None
     bundle_commit: Optional[Commit] = None
-    known_limits: Optional[list[KnownLimit]] = None  # patches/known-limits.yaml
+    known_limits: Optional[list[KnownLimit]] = None  # patches/<topic>/known-limits.yaml
+    topic: Optional[Name] = None  # the queue's topic the bundle carries
+    after: Optional[list[Name]] = None  # the topics it follows: applied first, not in the bundle
 
     def kept_nulls(self) -> frozenset[str]:
         return self.NULLS if "cover" in self.model_fields_set else frozenset()

@@ -267,26 +267,27 @@ def before_after(
 
 
 def short_cell_table(results: Results, target: str) -> list[str]:
-    """One row per cell (backend x device): test-opt with its new cases, the gate, the control."""
-    head = (
-        f"| cell | device | {UPSTREAM_TEST} (with the new cases) | gate ({GATE_TEST}) "
-        "| control (fix reverted) |"
-    )
-    out = [head, "|---|---|---|---|---|"]
-    for c in results.cells_of(target):
-        recs = results.records_of(c.cell)
-        patched, control = recs.get("patched"), recs.get("control")
+    """One row per cell (backend x device): test-opt with its new cases, the gate (where the
+    topic has one), the control."""
+    cells = results.cells_of(target)
+    patched_of = {c.cell: results.records_of(c.cell).get("patched") for c in cells}
+    gate = any(p is not None and GATE_TEST in p.tests for p in patched_of.values())
+    tests = (UPSTREAM_TEST, GATE_TEST) if gate else (UPSTREAM_TEST,)
+    head = f"| cell | device | {UPSTREAM_TEST} (with the new cases) | "
+    head += f"gate ({GATE_TEST}) | " if gate else ""
+    out = [head + "control (fix reverted) |", "|---|---|" + "---|" * len(tests) + "---|"]
+    for c in cells:
+        patched, control = patched_of[c.cell], results.records_of(c.cell).get("control")
         device = device_text(c.device) or NONE
         ctl = NONE
         if control and control.verdict:
-            failing = [t for t in (UPSTREAM_TEST, GATE_TEST) if control.outcome(t) == "failed"]
+            failing = [t for t in tests if control.outcome(t) == "failed"]
             ctl = f"{control.verdict}" + (f" ({', '.join(failing)} fail)" if failing else "")
         elif c.status in NOT_RUN:
             ctl = shorten(f"{c.status}: {one_line(c.reason)}", 80)
+        shown = "".join(f"{_code(_summary(patched, t))} | " for t in tests)
         out.append(
-            f"| {_v(c.cell)} | {_cell_text(shorten(device, 60))} | "
-            f"{_code(_summary(patched, UPSTREAM_TEST))} | "
-            f"{_code(_summary(patched, GATE_TEST))} | {_cell_text(ctl)} |"
+            f"| {_v(c.cell)} | {_cell_text(shorten(device, 60))} | {shown}{_cell_text(ctl)} |"
         )
     return out
 

@@ -6,7 +6,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..model.results import Cell, CellStatus, DeviceInfo, Outcome, Results
+from ..model.layout import GATE_TEST
+from ..model.results import (
+    COMPETING_PREFIX,
+    CONTROL_PREFIX,
+    MUTANT_PREFIX,
+    Cell,
+    CellStatus,
+    DeviceInfo,
+    MutantTally,
+    Outcome,
+    Results,
+    VariantRecord,
+    Verdict,
+)
 
 WARNING_TITLE = "Incomplete results: this bundle was made with `--allow-incomplete`"
 # cells that prove nothing either way: shown, never counted
@@ -35,6 +48,96 @@ class SeriesCommit:
 def pr_title(commits: list[SeriesCommit]) -> str:
     """The fix's own subject line (the first commit that is not only tests)."""
     return ([c for c in commits if not c.is_test] or commits)[0].subject
+
+
+def topic_results(
+    results: Results, topic: str, competing: frozenset[str], gate_topic: Optional[str]
+) -> Results:
+    """A whole-queue run as one topic's bundle reads it: the patched records, the topic's own
+    control (named "control"), its known-wrong fixes and its competing fixes (`competing`: their
+    names); the gate test and the training run only where the topic is the gate's
+    (`gate_topic`). Each cell's status is the topic's: another topic's failed control does not
+    hide this one's result, and this one's is never hidden by another's."""
+    own = topic == gate_topic
+    first = (results.series.topics or [topic])[0]  # older results: "control" names no topic
+    records = []
+    for r in results.records:
+        kept = _topic_record(r, topic, competing, own, r.topic or first)
+        if kept is not None:
+            records.append(kept)
+    cells = [_topic_cell(c, records, own) for c in results.cells]
+    return results.model_copy(update={"cells": cells, "records": records})
+
+
+def _topic_record(
+    r: VariantRecord, topic: str, competing: frozenset[str], own: bool, of: str
+) -> Optional[VariantRecord]:
+    """`of`: the record's topic (a control or a known-wrong fix's)."""
+    v = r.variant
+    if v == "patched":
+        tests = {n: t for n, t in r.tests.items() if own or n != GATE_TEST}
+        return r.model_copy(update={"tests": tests})
+    if v == "control" or v.startswith(CONTROL_PREFIX):
+        return r.model_copy(update={"variant": "control"}) if of == topic else None
+    if v.startswith(MUTANT_PREFIX) and of == topic:
+        if own:
+            return r
+        tests = {n: t for n, t in r.tests.items() if n != GATE_TEST}
+        kills = {n: k for n, k in (r.kills or {}).items() if n != GATE_TEST}
+        return r.model_copy(update={"tests": tests, "kills": kills if r.kills else r.kills})
+    if v.startswith(COMPETING_PREFIX):
+        return r if v.removeprefix(COMPETING_PREFIX) in competing else None
+    return None
+
+
+def _topic_cell(cell: Cell, records: list[VariantRecord], own: bool) -> Cell:
+    mine = [r for r in records if r.cell == cell.cell]
+    control = next((r for r in mine if r.variant == "control"), None)
+    mutants = [r for r in mine if r.variant.startswith(MUTANT_PREFIX)]
+    update: dict = {"mutants": _topic_tally(cell.mutants, mutants, own)}
+    if not own:
+        # the gate's attribution and the training program belong to the gate's topic
+        update.update(attribution=None, failure_kind=None, training=None)
+    patched = next((r for r in mine if r.variant == "patched"), None)
+    passed = (
+        cell.status in (CellStatus.PASSED, CellStatus.FAILED)
+        and patched is not None
+        and bool(patched.build and patched.build.ok)
+        and all(t.outcome in (Outcome.PASSED, Outcome.SKIPPED) for t in patched.tests.values())
+        and any(t.outcome == Outcome.PASSED for t in patched.tests.values())
+        and control is not None
+        and control.verdict == Verdict.KILLED
+        and not (update["mutants"] and update["mutants"].survived)
+    )
+    if passed and control is not None and cell.status != CellStatus.PASSED:
+        reason = f"every test run passes with the queue; its control: {control.verdict_reason}"
+        update.update(status=CellStatus.PASSED, reason=reason, exit_code=0)
+    elif not passed and cell.status == CellStatus.PASSED and control is None:
+        update.update(status=CellStatus.FAILED, reason="this topic's control did not run")
+    return cell.model_copy(update=update)
+
+
+def _topic_tally(
+    whole: Optional[MutantTally], mine: list[VariantRecord], own: bool
+) -> Optional[MutantTally]:
+    """The cell's tally counted again over the topic's own known-wrong fixes (by the tests the
+    topic's bundle shows)."""
+    if whole is None:
+        return None
+    if whole.skipped is not None:
+        return whole.model_copy(update={"total": len(mine)}) if mine else whole
+    killed_by = {
+        t: sum(1 for r in mine if (r.kills or {}).get(t) == Verdict.KILLED)
+        for t in whole.killed_by or {}
+        if own or t != GATE_TEST
+    }
+    return MutantTally(
+        total=len(mine),
+        killed=sum(1 for r in mine if r.verdict == Verdict.KILLED),
+        survived=[r.mutant.name for r in mine if r.verdict == Verdict.SURVIVED and r.mutant],
+        invalid=[r.mutant.name for r in mine if r.verdict == Verdict.INVALID and r.mutant],
+        killed_by=killed_by if whole.killed_by is not None else None,
+    )
 
 
 def skipped_tests(results: Results, target: str) -> list[tuple[str, str, str]]:

@@ -166,10 +166,12 @@ def cell_status(
     patched: Mapping[str, str],
     verdict: Optional[GateVerdict],
     attribution: str = "",
+    skip_reasons: Optional[Mapping[str, str]] = None,
 ) -> tuple[CellStatus, str]:
     """(status, reason): passed only when every test that ran passes with the fix and the
     control was killed; a skipped test is named, never counted as passed; `attribution`:
-    do failing tests fail without the fix too."""
+    do failing tests fail without the fix too; `skip_reasons`: why a test was not run, where it
+    is not the backend (the gate test in a run without its topic)."""
     if not patched_build_ok:
         return CellStatus.FAILED, "the patched variant did not build"
     skipped = [name for name, o in patched.items() if o == SKIPPED]
@@ -190,6 +192,11 @@ def cell_status(
         return CellStatus.FAILED, "the negative control did not run"
     if verdict.verdict != KILLED:
         return CellStatus.FAILED, f"negative control {verdict.verdict}: {verdict.reason}"
+    why = skip_reasons or {}
+    if skipped and any(name in why for name in skipped):
+        shown = "; ".join(f"{name} not run: {why.get(name, 'the backend')}" for name in skipped)
+        passes = f"every test run passes with the fix ({shown})"
+        return CellStatus.PASSED, f"{passes}; the control without it: {verdict.reason}"
     if skipped:
         return CellStatus.PASSED, (
             f"every test run passes with the fix ({', '.join(skipped)} not run on this "

@@ -50,7 +50,6 @@ def real_run(repo_root, tool_cache, tmp_path_factory):
         str(tool_cache),
         "--backend",
         "cpu",
-        *TOPIC_1,
         cwd=results.parent,
     )
     assert run.returncode == 0, run.stderr[-3000:]
@@ -68,7 +67,6 @@ def real_run(repo_root, tool_cache, tmp_path_factory):
             AUTHOR,
             "--assisted-by",
             ASSISTANT,
-            *TOPIC_1,
             cwd=results.parent,
         )
     finally:
@@ -76,16 +74,25 @@ def real_run(repo_root, tool_cache, tmp_path_factory):
     return results, proc
 
 
-# a bundle documents one topic, and the queue has three active: the run and the bundle name topic 1
+# one run of the whole queue (three active topics), one bundle per topic and target from it
 TOPIC_1 = ("--topic", "accumulator-reset")
+TOPICS = ("accumulator-reset", "grad-acc-non-static", "reset-non-static")
 PATCHES = sorted(p.name for p in (ROOT / "patches" / "accumulator-reset").glob("*.patch"))
+
+
+def own_patches(topic: str) -> list[str]:
+    return sorted(p.name for p in (ROOT / "patches" / topic).glob("*.patch"))
+
+
+def bundle_of(results: Path, target: str, topic: str = TOPICS[0]) -> Path:
+    return results / "bundle" / topic / target
 
 
 def test_bundle_of_a_real_run(real_run):
     results, proc = real_run
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "2 bundle(s) in" in proc.stdout
-    llama = results / "bundle" / "llama.cpp"
+    assert "6 bundle(s) in" in proc.stdout
+    llama = bundle_of(results, "llama.cpp")
     from orchestrator.verdicts.training import can_plot
 
     plot = ["training-loss.png"] if can_plot() else []  # matplotlib is the `plot` extra
@@ -98,31 +105,43 @@ def test_bundle_of_a_real_run(real_run):
         assert (llama / "training-loss.png").read_bytes().startswith(b"\x89PNG")
     # ggml is verified through llama.cpp's sync: its series
     # in ggml's layout, no pull request of its own
-    ggml = results / "bundle" / "ggml"
+    ggml = bundle_of(results, "ggml")
     assert sorted(p.name for p in ggml.iterdir()) == sorted(
         PATCHES + ["READINESS.md", "manifest.json"]
     )
-    assert "ggml: verified through ggml-org/llama.cpp's sync" in proc.stdout
-    for target in ("llama.cpp", "ggml"):
-        # the verification time, for the record (warm cache: a second or two)
-        print(
-            re.search(rf"^{re.escape(target)}: .*verified in [\d.]+ s.*$", proc.stdout, re.M).group(
-                0
-            )
+    assert "accumulator-reset on ggml: verified through ggml-org/llama.cpp's sync" in proc.stdout
+    # the other topics: each its own two commits, its own documents, no training plot or comment
+    for topic in TOPICS[1:]:
+        other = sorted(p.name for p in bundle_of(results, "llama.cpp", topic).iterdir())
+        assert other == sorted(
+            own_patches(topic)
+            + ["ISSUE.md", "PR_BODY.md", "PR_TITLE", "READINESS.md", "manifest.json"]
         )
+        assert len(own_patches(topic)) == 2
+    for topic in TOPICS:
+        for target in ("llama.cpp", "ggml"):
+            # the verification time, for the record (warm cache: a second or two)
+            found = re.search(
+                rf"^{topic} on {re.escape(target)}: .*verified in [\d.]+ s.*$", proc.stdout, re.M
+            )
+            assert found, proc.stdout
+            print(found.group(0))
 
 
+@pytest.mark.parametrize("topic", TOPICS)
 @pytest.mark.parametrize("target", ["llama.cpp", "ggml"])
 def test_the_series_applies_with_plain_git_am_to_a_clean_base_and_the_gate_passed_there(
-    real_run, tool_cache, tmp_path, target
+    real_run, tool_cache, tmp_path, target, topic
 ):
+    """Each topic's bundle alone on the clean base: its own commits, its tree, its tests."""
     results, _ = real_run
-    d = results / "bundle" / target
+    d = bundle_of(results, target, topic)
     man = json.loads((d / "manifest.json").read_text())
     data = json.loads((results / "results.json").read_text())
     cell = next(c for c in data["cells"] if c["target"] == target)
-    base, patched = cell["source"]["base_commit"], cell["patched_commit"]
-    assert man["base"]["snapshot_commit"] == base and man["patched_commit"] == patched
+    base, patched = cell["source"]["base_commit"], man["patched_commit"]
+    assert man["base"]["snapshot_commit"] == base and man["topic"] == topic
+    assert patched != cell["patched_commit"]  # the topic alone, not the whole queue the run tested
     assert man["base"]["upstream_commit"] == cell["source"].get("upstream_commit")
 
     clone = tmp_path / "clean"
@@ -197,13 +216,20 @@ def test_the_series_applies_with_plain_git_am_to_a_clean_base_and_the_gate_passe
         and v["tree_is_patched_tree"]
         and v["head"] == man["bundle_commit"]
     )
-    assert v["tests"][GATE]["outcome"] == "passed" and v["tests"][UPSTREAM]["outcome"] == "passed"
-    assert "29/29 device*case passed" in Path(v["tests"][GATE]["log"]).read_text()
+    assert v["tests"][UPSTREAM]["outcome"] == "passed"
+    if topic == TOPICS[0]:  # the gate test is topic 1's own
+        assert v["tests"][GATE]["outcome"] == "passed"
+        assert "29/29 device*case passed" in Path(v["tests"][GATE]["log"]).read_text()
+    else:
+        assert v["tests"][GATE]["outcome"] == "skipped"
+    # test-opt's cases of the topic ran in the bundle's own verification
+    ran = Path(v["tests"][UPSTREAM]["log"]).read_text()
+    assert {TOPICS[1]: "test_grad_non_static", TOPICS[2]: "test_reset"}.get(topic, "") in ran
 
 
 def test_body_title_issue_and_manifest_come_from_the_run_and_the_template(real_run, repo_root):
     results, _ = real_run
-    d = results / "bundle" / "llama.cpp"
+    d = bundle_of(results, "llama.cpp")
     data = json.loads((results / "results.json").read_text())
     body = (d / "PR_BODY.md").read_text()
     check_body_against_results(body, load_results(results / "results.json")[0], "llama.cpp")
@@ -248,7 +274,7 @@ def test_body_title_issue_and_manifest_come_from_the_run_and_the_template(real_r
         "| cover-written | warn |" in readiness
         and "| role | pass | pull request to ggml-org/llama.cpp" in readiness
     )
-    ggml = json.loads((results / "bundle" / "ggml" / "manifest.json").read_text())
+    ggml = json.loads((bundle_of(results, "ggml") / "manifest.json").read_text())
     assert ggml["policy"]["role"]["value"]["text"] == "verified through ggml-org/llama.cpp's sync"
     sync = next(c for c in ggml["readiness"]["checks"] if c["name"] == "sync")
     assert sync["rule"][0]["file"] == "scripts/sync-llama-am.sh"
@@ -266,10 +292,12 @@ SERIES_OWN_TEXT = (
 
 def test_readiness_has_no_fail_for_the_series_own_text(real_run):
     results, _ = real_run
-    for target in ("llama.cpp", "ggml"):
-        man = json.loads((results / "bundle" / target / "manifest.json").read_text())
-        got = {c["name"]: c["status"] for c in man["readiness"]["checks"]}
-        assert {k: got[k] for k in SERIES_OWN_TEXT} == {k: "pass" for k in SERIES_OWN_TEXT}, got
+    for topic in TOPICS:
+        for target in ("llama.cpp", "ggml"):
+            man = json.loads((bundle_of(results, target, topic) / "manifest.json").read_text())
+            got = {c["name"]: c["status"] for c in man["readiness"]["checks"]}
+            wanted = {k: "pass" for k in SERIES_OWN_TEXT}
+            assert {k: got[k] for k in SERIES_OWN_TEXT} == wanted, (topic, target, got)
 
 
 CONTRIBUTORS_WORDS = {
@@ -283,19 +311,19 @@ CONTRIBUTORS_WORDS = {
 
 def test_readiness_lists_only_the_contributor_s_words_as_open(real_run):
     results, _ = real_run
-    man = json.loads((results / "bundle" / "llama.cpp" / "manifest.json").read_text())
+    man = json.loads((bundle_of(results, "llama.cpp") / "manifest.json").read_text())
     got = {c["name"]: c["status"] for c in man["readiness"]["checks"]}
     assert {n for n, st in got.items() if st != "pass"} <= CONTRIBUTORS_WORDS, got
     assert got["new-test-files"] == "pass" and got["related-pr-referenced"] == "warn"
     assert got["commit-messages"] == "fail" and got["issue-referenced"] == "warn"
     for name in ("pr-body-words", "pr-body-length", "cut-words", "issue-form"):
         assert got[name] == "pass", (name, got)
-    readiness = (results / "bundle" / "llama.cpp" / "READINESS.md").read_text()
+    readiness = (bundle_of(results, "llama.cpp") / "READINESS.md").read_text()
     assert (
         "https://github.com/ggml-org/llama.cpp/pull/22705" in readiness
         and "CONTRIBUTING.md:" in readiness
     )
-    body = (results / "bundle" / "llama.cpp" / "PR_BODY.md").read_text()
+    body = (bundle_of(results, "llama.cpp") / "PR_BODY.md").read_text()
     assert "known-wrong fixes:" in body and "killed by test-opt alone" in body
     # the failing line of test-opt's new cases before the fix, visible
     assert (
@@ -307,10 +335,10 @@ def test_readiness_lists_only_the_contributor_s_words_as_open(real_run):
     assert re.search(r"^Tested on CPU \(\w+, gcc \d+\)[;.]", shown, re.M), shown
     assert "\nWith the fix:\n\n```\n2/2 backend*optimizer passed\n```\n" in shown
     # other people's fixes: never judged in the PR or the issue, a draft comment for their thread
-    issue = (results / "bundle" / "llama.cpp" / "ISSUE.md").read_text()
+    issue = (bundle_of(results, "llama.cpp") / "ISSUE.md").read_text()
     for text in (body, issue):
         assert "| competing fix |" not in text and "qlora" not in text and "**wrong**" not in text
-    comment = results / "bundle" / "llama.cpp" / "COMMENT-qlora-branch-alloc-zeroing.md"
+    comment = bundle_of(results, "llama.cpp") / "COMMENT-qlora-branch-alloc-zeroing.md"
     comment_text = comment.read_text()
     assert (
         "```\ntest_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, subtest=weights, "
@@ -326,6 +354,13 @@ def test_readiness_lists_only_the_contributor_s_words_as_open(real_run):
     cell = next(c for c in data["cells"] if c["target"] == "llama.cpp")
     assert cell["source"]["base_commit"] not in issue
     assert cell["source"]["sdist_sha256"] not in issue
+    # each other topic's ISSUE.md says its own problem, never topic 1's, and names its cover.md
+    for topic in TOPICS[1:]:
+        other = (bundle_of(results, "llama.cpp", topic) / "ISSUE.md").read_text()
+        assert "never resets the gradient accumulators" not in other
+        assert f"patches/{topic}/cover.md" in other
+        other_body = (bundle_of(results, "llama.cpp", topic) / "PR_BODY.md").read_text()
+        assert GATE not in other_body and "killed by test-opt alone" in other_body
 
 
 def test_the_token_appears_nowhere(real_run, tool_cache):
@@ -364,12 +399,12 @@ def test_a_run_whose_control_survived_is_refused_then_bundled_with_a_warning(
         "warning: llama.cpp: incomplete results: "
         "llama.cpp/cpu: the negative control was not killed" in made.stderr
     )
-    body = (edited / "bundle" / "llama.cpp" / "PR_BODY.md").read_text()
+    body = (bundle_of(edited, "llama.cpp") / "PR_BODY.md").read_text()
     assert "> [!WARNING]\n> Incomplete results" in body
     check_body_against_results(body, r, "llama.cpp")
-    man = json.loads((edited / "bundle" / "llama.cpp" / "manifest.json").read_text())
+    man = json.loads((bundle_of(edited, "llama.cpp") / "manifest.json").read_text())
     assert man["incomplete"] is True and "survived" in man["warnings"][0]
-    assert not (edited / "bundle" / "ggml").exists()
+    assert not bundle_of(edited, "ggml").exists()
 
 
 @pytest.mark.parametrize("target", ["llama.cpp", "ggml"])
@@ -379,7 +414,7 @@ def test_pr_open_on_the_real_bundle_exits_27_sending_and_pushing_nothing(
     from pytest_httpserver import HTTPServer
 
     results, _ = real_run
-    d = results / "bundle" / target
+    d = bundle_of(results, target)
     fork = tmp_path / "fork.git"
     subprocess.run(["git", "init", "-q", "--bare", str(fork)], check=True)
     api = HTTPServer(host="127.0.0.1", port=0)

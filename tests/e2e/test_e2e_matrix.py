@@ -72,23 +72,18 @@ def _recs(data, target, backend):
     }
 
 
-WHOLE_QUEUE = (
-    *("--topic", "accumulator-reset"),
-    *("--topic", "grad-acc-non-static"),
-    *("--topic", "reset-non-static"),
-)
+WHOLE_QUEUE = ("accumulator-reset", "grad-acc-non-static", "reset-non-static")
 
 
 @pytest.fixture(scope="module")
 def matrix_run(repo_root, tool_cache, tmp_path_factory):
     results = tmp_path_factory.mktemp("results")
-    # --rerun: build and test for real even where the tool cache holds this exact result; the
-    # whole queue by name (queue.yaml's default is topic 1 until bundles go per topic)
+    # --rerun: build and test for real even where the tool cache holds this exact result; no
+    # --topic: the default run carries every active topic (WHOLE_QUEUE)
     proc = run_tool(
         "matrix",
         "--matrix",
         str(repo_root / "matrix.yaml"),
-        *WHOLE_QUEUE,
         "--rerun",
         "--results",
         str(results),
@@ -124,6 +119,9 @@ def test_matrix_exits_zero_and_writes_results(matrix_run, vulkan_missing):
     proc, results = matrix_run
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
     assert (results / "results.json").exists() and (results / "summary.md").exists()
+    # without --topic the run carried the whole queue, in order
+    data = json.loads((results / "results.json").read_text())
+    assert data["series"]["topics"] == list(WHOLE_QUEUE)
     # CUDA and Metal are skipped here (no GPU, not macOS); Vulkan runs wherever its setup ran
     expected = (
         "2 passed, 0 failed, 6 skipped" if vulkan_missing else "4 passed, 0 failed, 4 skipped"
@@ -135,11 +133,12 @@ def test_matrix_exits_zero_and_writes_results(matrix_run, vulkan_missing):
 
 
 def test_each_cell_prints_its_verdict_and_time_as_it_ends_and_the_run_its_times(matrix_run):
-    """The verdict as soon as a cell's control is judged, the cell's result with its time when it
-    ends (before the next cell starts: one cell at a time), and the time per cell at the end."""
+    """The verdict as soon as a cell's control is judged, every cell's verdict before any cell's
+    known-wrong fixes (issue 35: two phases), the cell's result with its time when it ends, and
+    the time per cell at the end."""
     proc, _ = matrix_run
     err = proc.stderr
-    ends = {}
+    ends, verdicts = {}, {}
     for cell in ("ggml/cpu", "llama.cpp/cpu"):
         verdict = err.index(
             f"  {cell}: verdict: with the fix every test passes; the control (fix reverted): killed"
@@ -148,8 +147,13 @@ def test_each_cell_prints_its_verdict_and_time_as_it_ends_and_the_run_its_times(
         assert m and verdict < m.start(), err[-3000:]
         # the verdict came before the mutants, the result after
         assert err.index(f"{cell}: mutant ") < m.start()
-        ends[cell] = m.start()
-    assert ends["ggml/cpu"] < err.index("llama.cpp/cpu: fetch") < ends["llama.cpp/cpu"]
+        ends[cell], verdicts[cell] = m.start(), verdict
+    # phase 1 in every cell (the cheapest first), then phase 2: the last verdict before any mutant
+    fetch = err.index("llama.cpp/cpu: fetch")
+    first_mutant = min(err.index(f"{cell}: mutant ") for cell in verdicts)
+    assert verdicts["ggml/cpu"] < fetch < verdicts["llama.cpp/cpu"] < first_mutant
+    assert err.index("phase 2/2: known-wrong and competing fixes") < first_mutant
+    assert ends["ggml/cpu"] < ends["llama.cpp/cpu"]
     times = err[err.index("time per cell:") :]
     assert err.index("time per cell:") > max(ends.values())
     rows = re.findall(r"^  (\S+)\s+(\d+\.\d) s  (\w[\w-]*)$", times, re.M)
@@ -206,6 +210,14 @@ def test_each_target_patched_passes_and_control_is_killed(matrix_run, target):
         assert steps and int(steps[-1][1]) <= 6, steps
     crash = recs["control-grad-acc-non-static"]["verdict_reason"]
     assert crash.startswith("crash: SIGSEGV in its own case test_grad_non_static"), crash
+    # killed by its own cases and by no other topic's: each failing case of test-opt is its own
+    # (topic 2's control stops at its own crash, so the others' cases do not run there)
+    for variant, topic in (("control", TOPICS[0]), (f"control-{TOPICS[2]}", TOPICS[2])):
+        log = Path(recs[variant]["tests"]["test-opt"]["log"]).read_text()
+        failed = set(re.findall(r"^\s*(test_\w+)\(.*FAIL", log, re.M))
+        assert failed == {OWN_CASE[topic]}, (variant, failed)
+        others = [OWN_CASE[t] for t in TOPICS if t != topic]
+        assert all(re.search(rf"^\s*{case}\(.*OK", log, re.M) for case in others), variant
     summary = (results / "summary.md").read_text()
     assert "## Controls per topic" in summary
     for topic in TOPICS:

@@ -294,9 +294,11 @@ def test_interrupted_bundle_leaves_nothing_half_made(setup, tmp_path, monkeypatc
     monkeypatch.undo()
     assert not out.exists() or not any(out.iterdir()), "a half-made bundle was left"
     _assert_no_lock_held(cache)
-    made, _ = bundle.make_bundles(opts)
-    assert [b.target for b in made] == ["ggml"]
-    man = json.loads((out / "ggml" / "manifest.json").read_text())
+    made, _, refused = bundle.make_bundles(opts)
+    topics = ["accumulator-reset", "grad-acc-non-static", "reset-non-static"]
+    assert [(b.manifest.topic, b.target) for b in made] == [(t, "ggml") for t in topics]
+    assert refused == []
+    man = json.loads((out / "accumulator-reset" / "ggml" / "manifest.json").read_text())
     # what went in is the tested patched tree, never the control's reverted one
     assert man["verification"]["tree_is_patched_tree"] is True
 

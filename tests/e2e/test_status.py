@@ -278,7 +278,7 @@ def test_queue_shows_each_topic_where_status_finds_it_and_its_last_verdicts(drif
     assert data["results"] == str(results / "results.json")
     topics = {t["topic"]: t for t in data["topics"]}
     assert list(topics) == ["accumulator-reset", "grad-acc-non-static", "reset-non-static"]
-    topic = topics["accumulator-reset"]  # the topic a run applies without --topic
+    topic = topics["accumulator-reset"]  # the first topic of the queue
     assert (topic["topic"], topic["state"], topic["after"]) == ("accumulator-reset", "local", [])
     assert topic["patches"] == [FIX, TEST] and topic["bug"] is None
     where = {t: v["status"] for t, v in topic["targets"].items()}

@@ -50,9 +50,9 @@ def test_bundle_refuses_results_that_do_not_prove_the_fix(tmp_path, repo_root, e
     )
     assert proc.returncode == ExitCode.BUNDLE_REFUSED == 20, proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ggml-patch: error: refusing to bundle: "), (
-        proc.stderr
-    )
+    assert len(lines) == 1 and lines[0].startswith(
+        "ggml-patch: error: refusing to bundle accumulator-reset: "
+    ), proc.stderr
     assert expected in lines[0]
     assert not (results / "bundle").exists()
     assert not (tmp_path / "cache").exists()  # refused before touching anything

@@ -75,7 +75,7 @@ def queue_series(crash: tuple[tuple[str, str], ...]) -> Series:
         patches.append(
             Patch(f"{2 * i + 2:04d}-test.patch", "", (_case_patch(topic, case),), topic=topic)
         )
-    return Series("ggml", tuple(patches), TOPICS, crash)
+    return Series("ggml", tuple(patches), TOPICS, crash, gate_topic=TOPICS[0])
 
 
 @pytest.fixture

@@ -9,12 +9,17 @@ import pytest
 
 from orchestrator.errors import ConfigError
 from orchestrator.model.results import (
+    CONTROL_PREFIX,
+    MUTANT_PREFIX,
     Build,
     Cell,
     CellStatus,
+    MutantTally,
+    RecordStatus,
     Results,
     TrainingComparison,
     VariantRecord,
+    Verdict,
 )
 from orchestrator.upstream import bundle as B
 from orchestrator.upstream import cover as C
@@ -50,21 +55,91 @@ def test_a_regressed_cell_and_a_stale_series_are_problems():
     assert f"llama.cpp/cpu: with the fix {GATE} failed" in texts
 
 
-def test_a_run_of_the_whole_queue_cannot_back_one_topic_s_bundle():
-    """A bundle carries one topic's commits: results of a run of other topics name the run to
-    make; results of the same topics with another series are plainly stale."""
+TOPICS = ["accumulator-reset", "grad-acc-non-static"]
+
+
+def queue_sample(second_verdict: Verdict = Verdict.KILLED) -> Results:
+    """The sample as a run of two topics: its control is topic 1's; topic 2's control (the queue
+    with only topic 2's hunks reverted) has `second_verdict`, a mutant of each topic killed."""
     r = sample()
-    r.series.topics = ["accumulator-reset", "grad-acc-non-static", "reset-non-static"]
-    texts = [p.text for p in B.problems(r, "0" * 64, ["accumulator-reset"])]
-    assert texts[0] == (
-        "results.json was made from the topics accumulator-reset, grad-acc-non-static, "
-        "reset-non-static; a bundle of accumulator-reset needs a run of it: "
-        "`ggml-patch matrix --topic accumulator-reset`"
+    r.series.topics = list(TOPICS)
+    for c in list(r.cells):
+        recs = r.records_of(c.cell)
+        recs["control"].topic = TOPICS[0]
+        second = VariantRecord(
+            cell=c.cell,
+            variant=f"{CONTROL_PREFIX}{TOPICS[1]}",
+            topic=TOPICS[1],
+            status=RecordStatus(second_verdict.value),
+            verdict=second_verdict,
+            verdict_reason=f"test-opt {second_verdict} in its own case test_grad_non_static",
+        )
+        r.records.append(second)
+        for topic in TOPICS:
+            r.records.append(
+                VariantRecord(
+                    cell=c.cell,
+                    variant=f"{MUTANT_PREFIX}{topic}-m1",
+                    topic=topic,
+                    status=RecordStatus.KILLED,
+                    verdict=Verdict.KILLED,
+                    kills={"test-opt": Verdict.KILLED, GATE: Verdict.KILLED},
+                )
+            )
+        c.mutants = MutantTally(total=2, killed=2, killed_by={"test-opt": 2, GATE: 2})
+        if second_verdict != Verdict.KILLED:
+            c.status = CellStatus.FAILED
+            c.reason = f"all tests pass; the control of {TOPICS[1]} was {second_verdict}"
+    return r
+
+
+def test_one_run_of_the_queue_backs_each_topic_s_bundle():
+    """Each topic's bundle reads its own view of the run: its control as "control", its own
+    known-wrong fixes, the gate test and the training run only for the gate's topic."""
+    r = queue_sample()
+    first = views.topic_results(r, TOPICS[0], frozenset(), TOPICS[0])
+    second = views.topic_results(r, TOPICS[1], frozenset(), TOPICS[0])
+    assert B.problems(first, r.series.sha256, TOPICS[0]) == []
+    assert B.problems(second, r.series.sha256, TOPICS[1]) == []
+    for view, topic in ((first, TOPICS[0]), (second, TOPICS[1])):
+        recs = view.records_of("ggml/cpu")
+        assert recs["control"].topic == topic
+        assert [v for v in recs if v.startswith(MUTANT_PREFIX)] == [f"{MUTANT_PREFIX}{topic}-m1"]
+        assert view.cells_of("ggml")[0].mutants.total == 1
+    assert GATE in first.records_of("ggml/cpu")["patched"].tests
+    assert GATE not in second.records_of("ggml/cpu")["patched"].tests
+    assert second.cells_of("ggml")[0].mutants.killed_by == {"test-opt": 1}
+    # the run's own records are left as they were
+    assert f"{CONTROL_PREFIX}{TOPICS[1]}" in r.records_of("ggml/cpu")
+
+
+def test_one_topic_s_failed_control_does_not_hide_another_s_result():
+    r = queue_sample(Verdict.SURVIVED)
+    assert all(c.status == CellStatus.FAILED for c in r.cells)
+    first = views.topic_results(r, TOPICS[0], frozenset(), TOPICS[0])
+    second = views.topic_results(r, TOPICS[1], frozenset(), TOPICS[0])
+    assert B.problems(first, r.series.sha256, TOPICS[0]) == []
+    assert all(c.status == CellStatus.PASSED for c in first.cells)
+    texts = [p.text for p in B.problems(second, r.series.sha256, TOPICS[1])]
+    assert "ggml/cpu: the negative control was not killed (survived: test-opt survived" in (
+        " ".join(texts)
     )
-    r.series.topics = ["accumulator-reset"]
-    texts = [p.text for p in B.problems(r, "0" * 64, ["accumulator-reset"])]
+
+
+def test_a_run_without_the_topic_or_of_another_series_cannot_back_its_bundle():
+    r = queue_sample()
+    r.series.topics = [TOPICS[0]]
+    view = views.topic_results(r, TOPICS[1], frozenset(), TOPICS[0])
+    texts = [p.text for p in B.problems(view, r.series.sha256, TOPICS[1])]
+    assert texts[0] == (
+        "results.json was made from the topics accumulator-reset; a bundle of "
+        "grad-acc-non-static needs a run that carries it: "
+        "`ggml-patch matrix --topic grad-acc-non-static`"
+    )
+    r.series.topics = list(TOPICS)
+    view = views.topic_results(r, TOPICS[0], frozenset(), TOPICS[0])
+    texts = [p.text for p in B.problems(view, "0" * 64, TOPICS[0])]
     assert texts[0].startswith("results.json was made from series ")
-    assert B.problems(r, r.series.sha256, ["accumulator-reset"]) == []
 
 
 def test_a_target_whose_cells_were_all_skipped_proves_nothing():

@@ -12,6 +12,7 @@ from orchestrator.verdicts.classify import (
     KILLED,
     NOT_BUILT,
     PASSED,
+    SKIPPED,
     SURVIVED,
     TIMEOUT,
     GateVerdict,
@@ -401,3 +402,14 @@ def test_constants_are_distinct():
     ]
     assert len(set(names)) == len(names)
     assert len({KILLED, SURVIVED, INVALID}) == 3
+
+
+def test_cell_passed_names_why_a_test_was_not_run():
+    # the gate test in a run without its topic: the reason is the run's, not the backend's
+    outcomes = {"test-opt": PASSED, "test-opt-dynamic-accum": SKIPPED}
+    why = {"test-opt-dynamic-accum": "it tests a topic this run does not carry"}
+    status, reason = cell_status(True, outcomes, KILLED_V, "", why)
+    assert status == PASSED
+    assert "test-opt-dynamic-accum not run: it tests a topic this run does not carry" in reason
+    assert "on this backend" not in reason
+    assert reason.endswith(KILLED_V.reason)

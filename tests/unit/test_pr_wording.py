@@ -223,3 +223,31 @@ def test_the_issue_and_the_body_show_test_opt_s_line_not_the_gate_s_when_it_has_
     )
     assert f"```\n{line}\n```" in text and "device=CPU opt_period=1: FAIL" not in text
     assert missing == []
+
+
+def test_the_issue_says_the_topic_s_own_problem_and_names_its_cover():
+    """Each topic's ISSUE.md: its own topic.yaml `problem:` line after the mode, and the
+    contributor pointed at that topic's cover.md (never another topic's words)."""
+    from orchestrator.upstream import issue
+
+    problem = "ggml_opt_grad_acc passes a NULL gb_opt to ggml_graph_get_grad_acc and crashes."
+    text, _ = issue.issue_md(
+        None,
+        sample(),
+        "llama.cpp",
+        COMMITS,
+        NAMES,
+        "o/r",
+        TOOLCHAIN,
+        lambda p: None,
+        "Linux",
+        problem=problem,
+        cover_path="patches/grad-acc-non-static/cover.md",
+    )
+    assert f"`ggml_opt_params`), {problem}" in text
+    assert "never resets the gradient accumulators" not in text
+    assert "patches/grad-acc-non-static/cover.md (a line `issue: URL`" in text
+    unsaid, _ = issue.issue_md(
+        None, sample(), "llama.cpp", COMMITS, NAMES, "o/r", TOOLCHAIN, lambda p: None, "Linux"
+    )
+    assert "Affected: non-static graphs" in unsaid and problem not in unsaid

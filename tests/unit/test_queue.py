@@ -77,12 +77,17 @@ def test_a_good_topic_and_a_quoted_date():
         ({"last_update": "yesterday"}, "t.yaml:6: last_update: 'yesterday' is not a date"),
         ({"after": "[Bad_Name]"}, "t.yaml:8: after[0]: 'Bad_Name' is not a topic name"),
         ({"after": "[a, a]"}, "t.yaml:8: after[1]: 'a' twice"),
-        ({"notes": "x"}, "t.yaml:9: notes: unknown key (allowed: summary, origin"),
+        (
+            {"gate_test": "test-opt"},
+            "t.yaml:9: gate_test: 'test-opt' is not test-opt-dynamic-accum (the one test",
+        ),
+        ({"notes": "x"}, "t.yaml:9: notes: unknown key (allowed: summary, problem, origin"),
         ({"summary": '"two\\nlines"'}, "t.yaml:1: summary: 'two\\nlines' is not one line"),
     ],
 )
 def test_topic_errors_are_one_line_naming_file_line_and_key(edits, expected):
-    text = meta(**edits) + ("notes: x\n" if "notes" in edits else "")
+    extra = {k: v for k, v in edits.items() if k in ("notes", "gate_test")}
+    text = meta(**edits) + "".join(f"{k}: {v}\n" for k, v in extra.items())
     with pytest.raises(ConfigError) as e:
         parse_topic_meta("t.yaml", text)
     assert str(e.value).startswith(expected), str(e.value)
@@ -197,9 +202,21 @@ def test_the_real_queue_is_three_topics_topic_one_with_the_same_series():
     series = load_series(matrix, ["accumulator-reset"])
     assert series.sha256 == upstream_series().sha256  # the same bytes and names as before
     assert series.topics == ("accumulator-reset",)
-    # without --topic a run applies queue.yaml's default (topic 1) until bundles go per topic
-    assert load_series(matrix).topics == ("accumulator-reset",)
+    # without --topic a run applies every active topic
+    assert load_series(matrix).topics == tuple(names)
     assert load_series(matrix, names).topics == tuple(names)
+    # the gate test is topic 1's own: run where topic 1 is, skipped (with why) where it is not
+    assert load_series(matrix).gate_topic == "accumulator-reset"
+    assert load_series(matrix).gate_skip_reason() is None
+    alone = load_series(matrix, ["grad-acc-non-static"])
+    assert alone.gate_topic is None
+    assert alone.gate_skip_reason() == (
+        "test-opt-dynamic-accum tests a topic this run does not carry "
+        "(it carries grad-acc-non-static)"
+    )
+    assert alone.judged_by_gate("grad-acc-non-static") is False
+    assert load_series(matrix).judged_by_gate("accumulator-reset") is True
+    assert load_series(matrix).judged_by_gate("reset-non-static") is False
     # topic 2's bug is a crash: its control may die by a signal in its own cases
     assert queue.topic("grad-acc-non-static").meta.control_crash
     assert queue.topic("accumulator-reset").meta.control_crash is None

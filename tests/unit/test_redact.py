@@ -51,6 +51,17 @@ def test_redact_the_tokens_value_wherever_it_appears(monkeypatch):
     assert redact_data(data) == {"url": "https://***@h/x", "list": [REDACTED, 3, None], "n": 1.5}
 
 
+def test_redact_data_removes_a_password_met_in_an_earlier_url_and_the_token_set_now(monkeypatch):
+    """Issue 35: the secrets are gathered once per document, yet a URL's password met in one
+    string is removed from every later one, and a token set after an earlier call is known."""
+    password = "0nly-in-this-test-9c1d"
+    data = {"a": f"git://u:{password}@h/r", "b": [f"log: {password} again"], "c": TOKEN}
+    monkeypatch.setenv("GH_TOKEN", TOKEN)
+    assert redact_data(data) == {"a": "git://***@h/r", "b": [f"log: {REDACTED} again"], "c": "***"}
+    monkeypatch.setenv("GH_TOKEN", "")
+    assert redact_data({"c": TOKEN}) == {"c": TOKEN}
+
+
 def test_errors_are_redacted_when_made(monkeypatch):
     from orchestrator.errors import ConfigError
 

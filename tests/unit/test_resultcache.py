@@ -1,9 +1,11 @@
 """Result-cache keys: any input change changes the key; storage is atomic."""
 
+import time
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.run.resultcache import cell_key, load, store
+from orchestrator.run.resultcache import cell_key, copy_logs, load, store, store_with_logs
 
 BASE = {
     "base": "a" * 40,
@@ -32,3 +34,23 @@ def test_store_and_load(tmp_path):
     (tmp_path / "half.json").write_text('{"cell": ')  # what an interrupted writer could leave
     assert load(tmp_path, "half") is None
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_copy_logs_writes_only_what_the_results_do_not_already_hold(tmp_path):
+    """Issue 35: a no-change re-run into the same results copies no log it already has (each copy
+    costs two opens, which a loaded machine stretches); a changed or missing log is copied."""
+    logs, cache, dest = tmp_path / "logs", tmp_path / "cache", tmp_path / "results"
+    (logs / "sub").mkdir(parents=True)
+    (logs / "build.log").write_text("built\n")
+    (logs / "sub" / "test.log").write_text("passed\n")
+    store_with_logs(cache, "k", {"x": 1}, logs)
+    copy_logs(cache, "k", dest)
+    changed = [dest / "build.log", dest / "sub" / "test.log"]
+    written = [f.stat().st_ctime_ns for f in changed]
+    time.sleep(0.05)  # past the file system's clock tick: a rewrite would show
+    copy_logs(cache, "k", dest)
+    assert [f.stat().st_ctime_ns for f in changed] == written
+    (dest / "sub" / "test.log").write_text("edited\n")
+    (dest / "build.log").unlink()
+    copy_logs(cache, "k", dest)
+    assert [f.read_text() for f in changed] == ["built\n", "passed\n"]
