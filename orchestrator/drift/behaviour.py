@@ -100,11 +100,14 @@ def check_topic(
     )
     with cache.lock(f"behaviour-{_layout_id(layout)}"):  # one tree per layout
         logs = root / "logs" / slug(target.name) / slug(topic.name)
-        found = _build_and_run(
+        found, lasting = _build_and_run(
             matrix, root, logs, repo, snap, layout, rendered, module, backend, flags
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(Checked(key=key, behaviour=found).to_json(), indent=2) + "\n")
+    if lasting:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(Checked(key=key, behaviour=found).to_json(), indent=2) + "\n")
+    else:  # this machine's trouble, not the tree's: the next run checks again
+        out.unlink(missing_ok=True)
     return found
 
 
@@ -119,40 +122,43 @@ def _build_and_run(
     module: backends.BackendModule,
     backend: Backend,
     flags: list[str],
-) -> Behaviour:
+) -> tuple[Behaviour, bool]:
+    """The behaviour, and whether it is the tree's (kept for the next run with the same key) or
+    this machine's trouble (CMake did not configure, the run timed out)."""
     wt = Worktree(repo, root / "src")
     wt.ensure(snap.commit)
     files = write_patches(rendered, root / "series")
     for patch, f in zip(rendered.patches, files, strict=True):
         why = _apply(wt, f)
         if why:
-            return Behaviour(
-                outcome=NOT_CHECKED,
-                detail=f"its test patch {short_name(patch.name)} does not apply there: {why}",
-            )
+            detail = f"its test patch {short_name(patch.name)} does not apply there: {why}"
+            return Behaviour(outcome=NOT_CHECKED, detail=detail), True
     plan = build_plan(layout, str(wt.path), str(cell.harness(matrix.native_tests_dir, root)))
     env = module.test_env(backend)
     build_dir = root / "build"
     step = cmake.configure(plan, build_dir, flags, logs / "configure.log", env)
-    if step.ok:
-        jobs = min(MAX_JOBS, cmake.jobs())
-        step = cmake.build(build_dir, (TEST_OPT,), logs / "build.log", env, None, jobs)
+    if not step.ok:
+        detail = f"CMake does not configure {TEST_OPT} there: {step.error}"
+        return Behaviour(outcome=NOT_CHECKED, detail=detail, log=step.log), False
+    jobs = min(MAX_JOBS, cmake.jobs())
+    step = cmake.build(build_dir, (TEST_OPT,), logs / "build.log", env, None, jobs)
     if not step.ok:
         detail = f"{TEST_OPT} with its test cases does not build there: {step.error}"
-        return Behaviour(outcome=NOT_CHECKED, detail=detail, log=step.log)
+        return Behaviour(outcome=NOT_CHECKED, detail=detail, log=step.log), True
     binary = build_dir / "bin" / TEST_OPT
     run = run_program(
         TEST_OPT, cell.test_argv(binary), backend.timeout, env, logs / f"{TEST_OPT}.log"
     )
     if classify.outcome(run.exit_code, run.timed_out) == classify.PASSED:
-        return Behaviour(outcome=PASSED, log=run.log)
-    if run.timed_out:
-        said = f"timed out after {backend.timeout:g} s"
-    elif run.signal:
-        said = f"crashed ({run.signal})"
+        return Behaviour(outcome=PASSED, log=run.log), True
+    if run.timed_out:  # a hang tells nothing about the fix
+        detail = f"{TEST_OPT} timed out after {backend.timeout:g} s"
+        return Behaviour(outcome=NOT_CHECKED, detail=detail, log=run.log), False
+    if run.signal:  # a crash in its cases is a bug there (e.g. a NULL dereference)
+        said = f"crashed ({run.signal}) in {classify.last_case(run.output) or 'test-opt'}"
     else:
         said = first_failing_line(TEST_OPT, run.output) or f"exit code {run.exit_code}"
-    return Behaviour(outcome=FAILED, detail=said, log=run.log)
+    return Behaviour(outcome=FAILED, detail=said, log=run.log), True
 
 
 def _apply(wt: Worktree, f: Path) -> Optional[str]:
