@@ -1,7 +1,8 @@
 """The behaviour check's effects: a topic whose patch does not apply to a target (conflict) or is
 already there gets its OWN test cases (its test patches only, rendered for the target's layout)
-applied to the target as it is; test-opt alone is built (CPU, Ninja, at most 2 jobs, the
-backend's configure and ccache as a cell's) and run. The verdict is status.py's.
+applied to the target as it is; test-opt is built and run by the cell pipeline's own steps for a
+given tree (run/cell.py tested_tree: CPU, the backend's configure and ccache as a cell's; the gate
+test not built: test-opt's cases judge). The verdict is status.py's.
 
     <cache>/status/behaviour/<layout>/  src/ (one worktree per layout: switching targets
                                         recompiles only the files that differ), build/,
@@ -23,15 +24,14 @@ from typing import Optional
 from .. import __version__, backends, sources
 from ..cache import Cache, slug
 from ..config import Backend, Matrix, Target
-from ..errors import ConfigError
-from ..model.layout import Layout, build_plan, get_layout
+from ..errors import ConfigError, GgmlPatchError
+from ..model.layout import Layout, get_layout
 from ..patchset.files import write_patches
 from ..patchset.queue import Topic
 from ..patchset.render import render
 from ..patchset.series import Patch, Series
 from ..records import Record
-from ..run import cell, cmake
-from ..run.testrun import run_program
+from ..run import cell
 from ..vcs.runner import GitError
 from ..vcs.snapshots import SnapshotRepo, Worktree
 from ..verdicts import classify
@@ -40,7 +40,6 @@ from .status import FAILED, NOT_CHECKED, PASSED, Behaviour, short_name
 
 TEST_OPT = "test-opt"  # upstream's own test, where every topic's cases live
 BACKEND = "cpu"  # the check's backend: every machine has it
-MAX_JOBS = 2  # a status run shares the machine: never more compile jobs than this
 
 
 class Checked(Record):
@@ -74,9 +73,9 @@ def check_topic(
     if not tests:
         return Behaviour(outcome=NOT_CHECKED, detail="the topic has no test patch")
     try:
-        rendered = render(
-            Series(src.name, tuple(tests)), src, layout, lambda p: repo.read_blob(snap.commit, p)
-        )
+        # its topic named: the gate test (another topic's, or this one's fix) is not run
+        own = Series(src.name, tuple(tests), (topic.name,))
+        rendered = render(own, src, layout, lambda p: repo.read_blob(snap.commit, p))
     except ConfigError as e:
         return Behaviour(outcome=NOT_CHECKED, detail=f"its test patches: {e}")
     backend = matrix.backends.get(BACKEND)
@@ -101,30 +100,31 @@ def check_topic(
     with cache.lock(f"behaviour-{_layout_id(layout)}"):  # one tree per layout
         logs = root / "logs" / slug(target.name) / slug(topic.name)
         found, lasting = _build_and_run(
-            matrix, root, logs, repo, snap, layout, rendered, module, backend, flags
+            matrix, cache, root, logs, repo, target, snap, rendered, backend
         )
     if lasting:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(Checked(key=key, behaviour=found).to_json(), indent=2) + "\n")
-    else:  # this machine's trouble, not the tree's: the next run checks again
+    else:  # perhaps this machine's trouble, not the tree's: the next run checks again
         out.unlink(missing_ok=True)
     return found
 
 
 def _build_and_run(
     matrix: Matrix,
+    cache: Cache,
     root: Path,
     logs: Path,
     repo: SnapshotRepo,
+    target: Target,
     snap: sources.Snapshot,
-    layout: Layout,
     rendered: Series,
-    module: backends.BackendModule,
     backend: Backend,
-    flags: list[str],
 ) -> tuple[Behaviour, bool]:
-    """The behaviour, and whether it is the tree's (kept for the next run with the same key) or
-    this machine's trouble (CMake did not configure, the run timed out)."""
+    """The test patches on the target as it is, then the cell pipeline's own steps for a given
+    tree (cell.tested_tree: plan, configure, build, test), test-opt's outcome read back; and
+    whether the result is the tree's (kept for a run with the same key) or may be this machine's
+    (configure or build failed, the run timed out: checked again next time)."""
     wt = Worktree(repo, root / "src")
     wt.ensure(snap.commit)
     files = write_patches(rendered, root / "series")
@@ -133,31 +133,24 @@ def _build_and_run(
         if why:
             detail = f"its test patch {short_name(patch.name)} does not apply there: {why}"
             return Behaviour(outcome=NOT_CHECKED, detail=detail), True
-    plan = build_plan(layout, str(wt.path), str(cell.harness(matrix.native_tests_dir, root)))
-    env = module.test_env(backend)
-    build_dir = root / "build"
-    step = cmake.configure(plan, build_dir, flags, logs / "configure.log", env)
-    if not step.ok:
-        detail = f"CMake does not configure {TEST_OPT} there: {step.error}"
-        return Behaviour(outcome=NOT_CHECKED, detail=detail, log=step.log), False
-    jobs = min(MAX_JOBS, cmake.jobs())
-    step = cmake.build(build_dir, (TEST_OPT,), logs / "build.log", env, None, jobs)
-    if not step.ok:
-        detail = f"{TEST_OPT} with its test cases does not build there: {step.error}"
-        return Behaviour(outcome=NOT_CHECKED, detail=detail, log=step.log), True
-    binary = build_dir / "bin" / TEST_OPT
-    run = run_program(
-        TEST_OPT, cell.test_argv(binary), backend.timeout, env, logs / f"{TEST_OPT}.log"
-    )
-    if classify.outcome(run.exit_code, run.timed_out) == classify.PASSED:
+    try:
+        tested = cell.tested_tree(
+            target, backend, cache, repo, rendered, matrix.native_tests_dir, root, wt, logs
+        )
+    except GgmlPatchError as e:  # configure or build failed: the cases cannot be judged there
+        detail = f"{TEST_OPT} with its test cases does not build there: {e}"
+        return Behaviour(outcome=NOT_CHECKED, detail=detail), False
+    run = tested.patched.tests[TEST_OPT]
+    if run.outcome == classify.PASSED:
         return Behaviour(outcome=PASSED, log=run.log), True
-    if run.timed_out:  # a hang tells nothing about the fix
+    if run.outcome == classify.TIMEOUT:  # a hang tells nothing about the fix
         detail = f"{TEST_OPT} timed out after {backend.timeout:g} s"
         return Behaviour(outcome=NOT_CHECKED, detail=detail, log=run.log), False
     if run.signal:  # a crash in its cases is a bug there (e.g. a NULL dereference)
-        said = f"crashed ({run.signal}) in {classify.last_case(run.output) or 'test-opt'}"
+        where = classify.last_case(run.output or "") or TEST_OPT
+        said = f"crashed ({run.signal}) in {where}"
     else:
-        said = first_failing_line(TEST_OPT, run.output) or f"exit code {run.exit_code}"
+        said = first_failing_line(TEST_OPT, run.output or "") or f"exit code {run.exit_code}"
     return Behaviour(outcome=FAILED, detail=said, log=run.log), True
 
 

@@ -618,12 +618,13 @@ def tested_tree(
     native_tests: Path,
     work: Path,
     worktree: Worktree,
+    logs: Optional[Path] = None,
 ) -> TreeTested:
-    """BUNDLE_STEPS on a tree given as it is (a bundle's, applied with git am), in `work`."""
+    """BUNDLE_STEPS on a tree given as it is (a bundle's, applied with git am), in `work`; the
+    logs in `logs` (default work/logs)."""
     options = CellOptions(series=series, programs=False)
-    ctx = new_context(
-        target, backend, cache, repo, native_tests, work, work / "logs", options, worktree
-    )
+    logs = logs or work / "logs"
+    ctx = new_context(target, backend, cache, repo, native_tests, work, logs, options, worktree)
     run_steps(ctx, BUNDLE_STEPS)
     return TreeTested(
         ctx.got(TEST),

@@ -643,6 +643,8 @@ def verify(
             opts.matrix.native_tests_dir,
             work,
             worktree,
+            # the build tree is the target's, shared by its topics; the logs are each topic's
+            work / "logs" / (series.topics[-1] if series.topics else "series"),
         )
     except BuildFailed as e:
         raise BuildFailed(f"{target.name}: bundle verification: {e}") from None

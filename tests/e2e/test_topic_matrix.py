@@ -2,8 +2,9 @@
 for a fork maintainer): a git repository holding the pinned ggml tree gets one commit with a small
 source change (an empty result's loss without its uncertainty: no write through a NULL pointer)
 and its test-opt case; `ggml-patch topic new NAME --from REV` splits it into the topic's series, and
-`ggml-patch matrix --topic NAME` runs it on one CPU cell: the cell passes and the topic's control
-(its source hunks reverted) is killed in its own case (a crash, which its topic.yaml declares)."""
+`ggml-patch matrix --topic NAME` runs it (after accumulator-reset, which it declares it follows)
+on one CPU cell: the cell passes and the topic's control (its source hunks reverted) is killed in
+its own case (a crash, which its topic.yaml declares); its bundle carries only its own commits."""
 
 import json
 
@@ -82,14 +83,27 @@ def run(tool_cache, tmp_path_factory):
         fork,
         "empty-loss",
         {OPT: replace_once(EMPTY, EMPTY_FIXED), TEST: _test_edit},
-        "ggml-opt : ggml_opt_result_loss of an empty result with no unc\n\nIt wrote the "
-        "uncertainty of a result with no batch through unc,\nwhich callers may pass as NULL.",
+        "ggml-opt : the loss of an empty result without its uncertainty\n\n"
+        "ggml_opt_result_loss wrote the uncertainty of a result with no batch\n"
+        "through unc, which callers may pass as NULL.",
     )
     matrix = write_matrix(tmp / "project", {"ggml": pinned_targets(refs)["ggml"]})
     cache = seeded_cache(tmp / "cache", tool_cache)
     where = ("--matrix", str(matrix), "--cache", str(cache.root))
+    # --after: the topic follows accumulator-reset (its bundle goes on top of that topic)
     made = run_tool(
-        "topic", "new", NAME, "--from", rev, "--repo", str(fork), "--layout", "ggml", *where
+        "topic",
+        "new",
+        NAME,
+        "--from",
+        rev,
+        "--repo",
+        str(fork),
+        "--layout",
+        "ggml",
+        "--after",
+        "accumulator-reset",
+        *where,
     )
     # its bug is a NULL dereference: the control dies in its own case, as topic.yaml declares
     topic_yaml = matrix.parent / "patches" / NAME / "topic.yaml"
@@ -128,7 +142,7 @@ def test_the_cell_runs_and_the_topics_control_is_killed_by_its_own_case(run):
     _, ran, results, _ = run
     assert ran.returncode == 0, ran.stderr[-3000:] + ran.stdout[-2000:]
     data = json.loads((results / "results.json").read_text())
-    assert data["series"]["topics"] == [NAME]  # the topic alone: it follows no other
+    assert data["series"]["topics"] == ["accumulator-reset", NAME]  # with what it follows
     (cell,) = data["cells"]
     assert (cell["cell"], cell["status"]) == ("ggml/cpu", "passed"), cell
     recs = {r["variant"]: r for r in data["records"]}
@@ -136,10 +150,46 @@ def test_the_cell_runs_and_the_topics_control_is_killed_by_its_own_case(run):
     assert patched["tests"]["test-opt"]["outcome"] == "passed"
     log = open(patched["tests"]["test-opt"]["log"], encoding="utf-8").read()
     assert "test_empty_result_loss(adamw): \x1b[1;32mOK" in log  # its case passed with the fix
-    # the gate test is accumulator-reset's: not run without that topic, and said so
-    assert patched["tests"]["test-opt-dynamic-accum"]["outcome"] == "skipped"
-    control = recs["control"]
+    control = recs[f"control-{NAME}"]
     assert control["topic"] == NAME and control["verdict"] == "killed", control["verdict_reason"]
     reason = control["verdict_reason"]
     assert reason.startswith("crash: SIGSEGV in its own case test_empty_result_loss"), reason
     assert control["reverted"] == ["src/ggml-opt.cpp"]
+    assert recs["control"]["verdict"] == "killed"  # accumulator-reset's, by the gate
+
+
+def test_its_bundle_carries_only_its_own_commits_after_the_topic_it_follows(run):
+    """`after: [accumulator-reset]`: the topic's bundle goes on the base with that topic applied
+    first; the bundle holds only the topic's own two commits and the manifest names what it
+    follows; the verification (git am of both, build, tests) passes."""
+    _, ran, results, project = run
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    made = run_tool(
+        "bundle",
+        "--topic",
+        NAME,
+        "--target",
+        "ggml",
+        "--results",
+        str(results),
+        "--matrix",
+        str(project / "matrix.yaml"),
+        "--cache",
+        str(project.parent / "cache"),
+        "--author",
+        "Ada Contributor <ada@example.org>",
+        cwd=project.parent,
+    )
+    assert made.returncode == 0, made.stderr[-3000:]
+    out = results / "bundle" / NAME / "ggml"
+    patches = sorted(p.name for p in out.glob("*.patch"))
+    own = sorted(p.name for p in (project / "patches" / NAME).glob("*.patch"))
+    assert len(patches) == len(own) == 2
+    texts = [(out / p).read_text() for p in patches]
+    assert "an empty result without its uncertainty" in texts[0]
+    assert "test_empty_result_loss" in texts[1]
+    assert not any("reset gradient accumulators" in t for t in texts)
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["topic"] == NAME and man["after"] == ["accumulator-reset"]
+    assert man["verification"]["tests"]["test-opt"]["outcome"] == "passed"
+    assert not (results / "bundle" / "accumulator-reset").exists()  # only the topic asked for
