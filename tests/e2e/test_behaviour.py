@@ -139,7 +139,7 @@ def test_the_same_target_without_the_fix_is_not(targets):
 def test_queue_and_status_report_it_and_a_rerun_builds_nothing(targets):
     _, cache, matrix = targets
     logs = cache.root / "status" / "behaviour" / "ggml" / "logs"
-    build_log = logs / "ggml-fixed" / TOPIC / "build.log"
+    build_log = logs / "ggml-fixed" / TOPIC / "build-patched.log"
     built = build_log.stat().st_mtime_ns
     proc = _tool(cache, matrix, "queue", "--json", "--results", str(cache.root / "none"))
     assert proc.returncode == 0, proc.stderr
