@@ -4,9 +4,11 @@ date while that lasts and closed when all is clean again. It keeps its last stat
 body, in an HTML comment. Pure core, then `IssuesClient` (REST through upstream/github_api.py).
 
 A target whose status RANKs above 0 is a problem; one that rose since the last record is worse,
-which also gets a comment (an edited body notifies nobody). An unfetchable source says nothing
-about the series: its last known status is kept, marked. Without --results the failing cells are
-the recorded ones (the daily drift job runs no cells).
+which also gets a comment (an edited body notifies nobody). Per topic (the status rows' `topics`)
+the issue says what to do (status.topic_action): retire, refresh, re-derive, resolve; a topic to
+retire (merged upstream, by its text or its behaviour) is a problem of its own. An unfetchable
+source says nothing about the series: its last known status is kept, marked. Without --results
+the failing cells are the recorded ones (the daily drift job runs no cells).
 
 One issue per repository for its whole life, found among the open and closed issues carrying its
 LABEL (every page): ours only if the tool's bot account wrote it and it holds the MARKER (anyone can

@@ -99,9 +99,14 @@ def check_topic(
     )
     with cache.lock(f"behaviour-{_layout_id(layout)}"):  # one tree per layout
         logs = root / "logs" / slug(target.name) / slug(topic.name)
-        found = _build_and_run(matrix, cache, root, logs, repo, target, snap, rendered, backend)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(Checked(key=key, behaviour=found).to_json(), indent=2) + "\n")
+        found, lasting = _build_and_run(
+            matrix, cache, root, logs, repo, target, snap, rendered, backend
+        )
+    if lasting:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(Checked(key=key, behaviour=found).to_json(), indent=2) + "\n")
+    else:  # perhaps this machine's trouble, not the tree's: the next run checks again
+        out.unlink(missing_ok=True)
     return found
 
 
@@ -115,36 +120,38 @@ def _build_and_run(
     snap: sources.Snapshot,
     rendered: Series,
     backend: Backend,
-) -> Behaviour:
+) -> tuple[Behaviour, bool]:
     """The test patches on the target as it is, then the cell pipeline's own steps for a given
-    tree (cell.tested_tree: plan, configure, build, test), test-opt's outcome read back."""
+    tree (cell.tested_tree: plan, configure, build, test), test-opt's outcome read back; and
+    whether the result is the tree's (kept for a run with the same key) or may be this machine's
+    (configure or build failed, the run timed out: checked again next time)."""
     wt = Worktree(repo, root / "src")
     wt.ensure(snap.commit)
     files = write_patches(rendered, root / "series")
     for patch, f in zip(rendered.patches, files, strict=True):
         why = _apply(wt, f)
         if why:
-            return Behaviour(
-                outcome=NOT_CHECKED,
-                detail=f"its test patch {short_name(patch.name)} does not apply there: {why}",
-            )
+            detail = f"its test patch {short_name(patch.name)} does not apply there: {why}"
+            return Behaviour(outcome=NOT_CHECKED, detail=detail), True
     try:
         tested = cell.tested_tree(
             target, backend, cache, repo, rendered, matrix.native_tests_dir, root, wt, logs
         )
     except GgmlPatchError as e:  # configure or build failed: the cases cannot be judged there
         detail = f"{TEST_OPT} with its test cases does not build there: {e}"
-        return Behaviour(outcome=NOT_CHECKED, detail=detail)
+        return Behaviour(outcome=NOT_CHECKED, detail=detail), False
     run = tested.patched.tests[TEST_OPT]
     if run.outcome == classify.PASSED:
-        return Behaviour(outcome=PASSED, log=run.log)
-    if run.outcome == classify.TIMEOUT:
-        said = f"timed out after {backend.timeout:g} s"
-    elif run.signal:
-        said = f"crashed ({run.signal})"
+        return Behaviour(outcome=PASSED, log=run.log), True
+    if run.outcome == classify.TIMEOUT:  # a hang tells nothing about the fix
+        detail = f"{TEST_OPT} timed out after {backend.timeout:g} s"
+        return Behaviour(outcome=NOT_CHECKED, detail=detail, log=run.log), False
+    if run.signal:  # a crash in its cases is a bug there (e.g. a NULL dereference)
+        where = classify.last_case(run.output or "") or TEST_OPT
+        said = f"crashed ({run.signal}) in {where}"
     else:
         said = first_failing_line(TEST_OPT, run.output or "") or f"exit code {run.exit_code}"
-    return Behaviour(outcome=FAILED, detail=said, log=run.log)
+    return Behaviour(outcome=FAILED, detail=said, log=run.log), True
 
 
 def _apply(wt: Worktree, f: Path) -> Optional[str]:

@@ -74,20 +74,27 @@ OTHER_FIX = (
 )
 
 
-def _checkout(tmp, name: str, ref: str, tool_cache, edit) -> str:
-    """A checkout of the pinned ggml tree with ggml-opt.cpp edited (uncommitted: the local
-    source takes the files as they are); its matrix.yaml block."""
+def _checkout(tmp, name: str, ref: str, tool_cache, edit, layout: str = "ggml") -> str:
+    """A checkout of a pinned tree with ggml-opt.cpp edited (uncommitted: the local source takes
+    the files as they are); its matrix.yaml block."""
     co = repo_from_snapshot(tmp / name, ref, tool_cache)
-    (co / OPT).write_text(edit((co / OPT).read_text()))
-    return f"layout: ggml\nsource: {{kind: local, path: {co}}}\n"
+    opt = co / (OPT if layout == "ggml" else f"ggml/{OPT}")
+    opt.write_text(edit(opt.read_text()))
+    return f"layout: {layout}\nsource: {{kind: local, path: {co}}}\n"
 
 
 @pytest.fixture(scope="module")
 def targets(tool_cache, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("behaviour")
-    ref = real_snapshot_refs(tool_cache)["ggml"]
+    refs = real_snapshot_refs(tool_cache)
+    ref = refs["ggml"]
+    other_fix = replace_once(BEFORE, OTHER_FIX)
     blocks = {
-        "ggml-fixed": _checkout(tmp, "fixed", ref, tool_cache, replace_once(BEFORE, OTHER_FIX)),
+        "ggml-fixed": _checkout(tmp, "fixed", ref, tool_cache, other_fix),
+        # the other layout: llama.cpp's ggml-opt.cpp is byte-identical, the build is the harness
+        "llama.cpp-fixed": _checkout(
+            tmp, "llama.cpp", refs["llama.cpp"], tool_cache, other_fix, "llama.cpp"
+        ),
         "ggml-bug": _checkout(
             tmp, "bug", ref, tool_cache, replace_once(INSERT_AFTER, INSERT_AFTER + FORK_LINE)
         ),
@@ -115,6 +122,12 @@ def test_a_fix_written_differently_is_fixed_upstream_by_behaviour(targets):
     assert "test_per_step_graphs" in log and "FAIL" not in log.replace("FAILED", "")
 
 
+def test_the_llama_cpp_layout_too(targets):
+    on = targets[0]["llama.cpp-fixed"].topics[TOPIC]
+    assert (on.status, on.behaviour.outcome) == (FIXED_BEHAVIOUR, PASSED), on
+    assert "/status/behaviour/llama.cpp/" in on.behaviour.log  # its own tree and build
+
+
 def test_the_same_target_without_the_fix_is_not(targets):
     on = targets[0]["ggml-bug"].topics[TOPIC]
     assert on.status == CONFLICT, on
@@ -126,7 +139,7 @@ def test_the_same_target_without_the_fix_is_not(targets):
 def test_queue_and_status_report_it_and_a_rerun_builds_nothing(targets):
     _, cache, matrix = targets
     logs = cache.root / "status" / "behaviour" / "ggml" / "logs"
-    build_log = logs / "ggml-fixed" / TOPIC / "build.log"
+    build_log = logs / "ggml-fixed" / TOPIC / "build-patched.log"
     built = build_log.stat().st_mtime_ns
     proc = _tool(cache, matrix, "queue", "--json", "--results", str(cache.root / "none"))
     assert proc.returncode == 0, proc.stderr

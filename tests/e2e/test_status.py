@@ -14,9 +14,11 @@ from orchestrator.drift.status import (
     CLEAN,
     CONFLICT,
     CONFLICTED,
+    FAILED,
     MERGED,
     NOT_APPLICABLE,
     NOT_TRIED,
+    PASSED,
     PRESENT,
     THREE_WAY,
     UNREACHABLE,
@@ -179,6 +181,21 @@ def test_upstream_that_merged_the_fix_and_moved_on(drift):
         (PRESENT, "its content is already there"),
         (PRESENT, "the patch reverse-applies"),
     ]
+
+
+def test_the_topics_behaviour_where_its_patch_cannot_tell(drift):
+    """The llama.cpp layout's behaviour check: the fork whose line sits where the fix goes has the
+    bug (its test cases fail there); the fork that merged the fix passes them; a target where the
+    patch applies is not checked."""
+    rows = drift[0]
+    on = rows["fork-conflict"].topics["accumulator-reset"]
+    assert (on.status, on.behaviour.outcome) == (CONFLICT, FAILED), on
+    assert "its test cases fail on the target as it is: test_per_step_graphs(" in on.detail
+    for name in ("fork-merged", "fork-merged-moved"):
+        on = rows[name].topics["accumulator-reset"]
+        assert (on.status, on.behaviour.outcome) == (UPSTREAM, PASSED), on
+    assert rows["llama.cpp"].topics["accumulator-reset"].behaviour is None
+    assert rows["fork-near"].topics["accumulator-reset"].behaviour is None
 
 
 @pytest.mark.parametrize(
