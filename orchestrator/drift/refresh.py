@@ -16,6 +16,7 @@ from ..config import Matrix, Target
 from ..errors import ConfigError, SeriesDoesNotApply
 from ..model.layout import GATE_TEST, get_layout
 from ..patchset.files import load_queue, write_patches, write_series
+from ..patchset.queue import Queue, Topic
 from ..patchset.render import render
 from ..patchset.series import Patch, Series, parse_series
 from ..vcs.snapshots import SnapshotRepo, Worktree
@@ -46,50 +47,111 @@ def refresh(
     layout = get_layout(target.layout, target.prefix)
     with cache.lock(f"status-{target.name}"):  # status must not reset the worktree under us
         wt = resolved_worktree(repo, cache, target, snap.commit, old)
-        # base..HEAD of the worktree, written by git format-patch, in the canonical layout
-        with tempfile.TemporaryDirectory(prefix="refresh-") as tmp:
-            files = wt.format_patch(snap.commit, Path(tmp))
-            if not files:
-                raise ConfigError(
-                    f"{wt.path}: no commits on top of the base {snap.commit[:12]}; "
-                    "nothing to refresh from"
-                )
-            texts = [(f.name, f.read_bytes().decode("utf-8", "surrogateescape")) for f in files]
-        new = parse_series(layout.name, texts)
-        dst = get_layout(old.layout)
-        if layout != dst:
-            read = (
-                _canonical_base_reader(matrix, cache, repo, old)
-                if layout.name != dst.name
-                else (lambda p: None)
+        head = wt.head() or ""
+        stack = [c[0] for c in repo.commits(snap.commit, head)]
+        if not stack:
+            raise ConfigError(
+                f"{wt.path}: no commits on top of the base {snap.commit[:12]}; "
+                "nothing to refresh from"
             )
-            new = render(new, layout, dst, read)
-    if len(new.patches) < len(old.patches):  # e.g. a patch skipped as already upstream there
-        raise ConfigError(
-            f"{wt.path}: {len(new.patches)} commits on the base for {len(old.patches)} patches; "
-            f"refreshing from {target.name} would drop a patch from the queue "
-            "(already upstream there?)"
-        )
-    if len(chosen) > 1 and len(new.patches) != len(old.patches):
-        raise ConfigError(
-            f"{wt.path}: {len(new.patches)} commits on the base for {len(old.patches)} patches of "
-            f"{len(chosen)} topics; cannot tell which topic the extra ones belong to "
-            "(refresh one topic with --topic NAME)"
-        )
+        _check_count(wt.path, target.name, len(stack), old, len(chosen))
+        ranges = _topic_ranges(chosen, snap.commit, stack)
+        read = _reader(matrix, cache, repo, old, layout)
+        with tempfile.TemporaryDirectory(prefix="refresh-") as tmp:
+            if len(chosen) == 1:  # base..HEAD of the worktree as it is
+                texts = {chosen[0].name: _texts(wt.format_patch(snap.commit, Path(tmp)))}
+            else:  # each topic alone on the base, after the topics it follows
+                scratch = Worktree(repo, status_dirs(cache, target).trial.parent / "topic")
+                texts = {
+                    t.name: _alone(repo, scratch, snap.commit, queue, t, ranges, Path(tmp))
+                    for t in chosen
+                }
     written: list[str] = []
     removed: list[str] = []
-    start = 0
-    for i, t in enumerate(chosen):
-        last = i == len(chosen) - 1
-        count = len(new.patches) - start if last else len(t.series.patches)
-        part = _numbered(new.patches[start : start + count])
-        start += count
+    whole: list[Patch] = []
+    for t in chosen:
+        new = parse_series(layout.name, texts[t.name])
+        if read is not None:
+            new = render(new, layout, get_layout(old.layout), read)
+        part = _numbered(new.patches)
+        whole += part
         w, r = write_series(matrix.topic_dir(t.name), Series(new.layout, part))
         written += [f"{t.name}/{name}" for name in w]
         removed += [f"{t.name}/{name}" for name in r]
-    return Refreshed(
-        str(wt.path), layout.name, written, removed, _sync_native_test(matrix.native_tests_dir, new)
-    )
+    synced = _sync_native_test(matrix.native_tests_dir, Series(old.layout, tuple(whole)))
+    return Refreshed(str(wt.path), layout.name, written, removed, synced)
+
+
+def _check_count(where: Path, target: str, commits: int, old: Series, topics: int) -> None:
+    if commits < len(old.patches):  # e.g. a patch skipped as already upstream there
+        raise ConfigError(
+            f"{where}: {commits} commits on the base for {len(old.patches)} patches; "
+            f"refreshing from {target} would drop a patch from the queue "
+            "(already upstream there?)"
+        )
+    if topics > 1 and commits != len(old.patches):
+        raise ConfigError(
+            f"{where}: {commits} commits on the base for {len(old.patches)} patches of "
+            f"{topics} topics; cannot tell which topic the extra ones belong to "
+            "(refresh one topic with --topic NAME)"
+        )
+
+
+def _topic_ranges(chosen: list[Topic], base: str, stack: list[str]) -> dict[str, tuple[str, str]]:
+    """Each topic's (first parent, last commit) in the worktree's stack, in queue order, each as
+    many commits as it has patches (the last topic: the rest)."""
+    out, start = {}, 0
+    for i, t in enumerate(chosen):
+        count = len(stack) - start if i == len(chosen) - 1 else len(t.series.patches)
+        parent = stack[start - 1] if start else base
+        out[t.name] = (parent, stack[start + count - 1])
+        start += count
+    return out
+
+
+def _alone(
+    repo: SnapshotRepo,
+    scratch: Worktree,
+    base: str,
+    queue: Queue,
+    topic: Topic,
+    ranges: dict[str, tuple[str, str]],
+    tmp: Path,
+) -> list[tuple[str, str]]:
+    """The topic's commits replayed on the base after only the topics it follows (`after:`), then
+    written by format-patch: its own patches, numbered and indexed as a series of its own (what
+    its bundle carries)."""
+    follows = [t.name for t in queue.chosen([topic.name]) if t.name != topic.name]
+    scratch.ensure(base)
+    start = base
+    for name in (*follows, topic.name):
+        first, last = ranges[name]
+        files = repo.format_patches(first, last, tmp / "stack" / name)
+        try:
+            scratch.am(files)
+        except SeriesDoesNotApply as e:
+            raise ConfigError(
+                f"{topic.name}: its commits do not apply on the base without the topics before "
+                f"it ({e}); name those it needs in `after:` of its topic.yaml"
+            ) from None
+        if name != topic.name:
+            start = scratch.head() or base
+    return _texts(scratch.format_patch(start, tmp / "alone" / topic.name))
+
+
+def _texts(files: list[Path]) -> list[tuple[str, str]]:
+    return [(f.name, f.read_bytes().decode("utf-8", "surrogateescape")) for f in files]
+
+
+def _reader(matrix: Matrix, cache: Cache, repo: SnapshotRepo, old: Series, layout):
+    """What rendering the target's patches back into the canonical layout reads (None: the target
+    is in that layout already)."""
+    dst = get_layout(old.layout)
+    if layout == dst:
+        return None
+    if layout.name != dst.name:
+        return _canonical_base_reader(matrix, cache, repo, old)
+    return lambda p: None
 
 
 def _numbered(patches: tuple[Patch, ...]) -> tuple[Patch, ...]:
