@@ -237,9 +237,9 @@ def _model_text(results: FinetuneResults) -> str:
         f"tiny llama PRE-TRAINED here, sha256 `{_or_dash(m.sha256)}` (the first seed's), from "
         f"{len(seeds)} seed(s) ({', '.join(map(str, seeds))}): random F32 weights ({model}, "
         f"n_vocab {_or_dash(m.n_vocab)}, {_or_dash(m.n_params)} parameters) trained with the "
-        f"fixed build on {pre_files} ({pre_how}; {'; '.join(curves) or '—'}). Upstream keeps token "
-        "embeddings frozen (tok_embd is never a parameter), so most of what trains is the output "
-        "matrix."
+        f"fixed build on {pre_files} ({pre_how}; {'; '.join(curves) or '—'}). "
+        "Upstream keeps token embeddings frozen (tok_embd is never a parameter), so most of what "
+        "trains is the output matrix."
     )
 
 
