@@ -188,7 +188,8 @@ def _topic_control_case(suite: ET.Element, cell: Cell, rec: VariantRecord) -> No
     if rec.verdict == Verdict.KILLED:
         ET.SubElement(case, "system-out").text = f"killed: {rec.verdict_reason}"
     elif rec.verdict is None:
-        _mark(case, "skipped", f"the control of {rec.topic} was not judged: {rec.status}")
+        why = rec.verdict_reason or str(rec.status)
+        _mark(case, "skipped", f"the control of {rec.topic} was not judged: {why}")
     else:
         message = f"the control of {rec.topic} {rec.verdict}: {rec.verdict_reason}"
         _mark(case, "failure", message, str(rec.verdict))

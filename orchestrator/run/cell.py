@@ -263,8 +263,13 @@ def control(ctx: CellContext) -> Controlled:
         with ctx.timing("control"):
             rec = _topic_control(ctx, tree, plan.targets + plan.programs, topics[0], "control")
     others = []
+    opt_skipped = ctx.skipped_tests.get(UPSTREAM_TEST)
     for topic in topics[1:]:
         variant = f"{CONTROL_PREFIX}{topic}"
+        if opt_skipped and not tree.rendered.judged_by_gate(topic):
+            # its own cases are in test-opt: nothing here could judge it, so it is not built
+            others.append(_unjudged_control(ctx, variant, topic, opt_skipped))
+            continue
         with ctx.timing(f"control_{topic}"):
             other = _topic_control(ctx, tree, plan.targets, topic, variant)
         if ctx.runs_tests and other.verdict is None:
@@ -278,6 +283,15 @@ def control(ctx: CellContext) -> Controlled:
     entries = _judge_control(ctx, patched, rec) if rec.verdict is None else []
     ctx.steps.verdict(verdict_line(patched, rec))
     return Controlled(rec, entries, attribution.failure_kind(entries), tuple(others))
+
+
+def _unjudged_control(ctx: CellContext, variant: str, topic: str, why: str) -> VariantRecord:
+    """A topic's control on a backend that does not run test-opt: skipped, with why."""
+    rec = ctx.record(variant, RecordStatus.SKIPPED)
+    rec.topic = topic
+    rec.verdict_reason = f"not run: its cases are in test-opt, not run on this backend ({why})"
+    ctx.steps.verdict(f"the control of {topic}: {rec.verdict_reason}")
+    return rec
 
 
 def _topic_control(
@@ -473,6 +487,9 @@ def conclude(ctx: CellContext) -> Conclusion:
             code = ExitCode.CONTROL_NOT_KILLED
     for other in ctx.got(CONTROL).topics:
         if other.verdict == Verdict.KILLED:
+            continue
+        if other.status == RecordStatus.SKIPPED:  # the backend runs none of its cases: named
+            reason += f"; the control of {other.topic} {other.verdict_reason}"
             continue
         # one topic's control not killed fails the cell; the others' verdicts stay recorded
         reason += f"; the control of {other.topic} was {other.verdict}: {other.verdict_reason}"

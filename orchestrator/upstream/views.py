@@ -16,6 +16,7 @@ from ..model.results import (
     DeviceInfo,
     MutantTally,
     Outcome,
+    RecordStatus,
     Results,
     VariantRecord,
     Verdict,
@@ -99,6 +100,10 @@ def _topic_cell(cell: Cell, records: list[VariantRecord], own: bool) -> Cell:
         # the gate's attribution and the training program belong to the gate's topic
         update.update(attribution=None, failure_kind=None, training=None)
     patched = next((r for r in mine if r.variant == "patched"), None)
+    if control is not None and control.status == RecordStatus.SKIPPED:
+        # the backend runs none of the topic's cases: the cell proves nothing for it, either way
+        update.update(status=CellStatus.SKIPPED, reason=control.verdict_reason)
+        return cell.model_copy(update=update)
     passed = (
         cell.status in (CellStatus.PASSED, CellStatus.FAILED)
         and patched is not None

@@ -84,7 +84,7 @@ def queue_cell(tmp_path):
     patched variant passed."""
     src, repo, base, cell_dir, wt = fake_project(tmp_path, STATES[-1])
 
-    def context(crash):
+    def context(crash, backend="cpu"):
         series = queue_series(crash)
         target = Target(
             "fake", "ggml", source=LocalSource(kind="local", path=str(src)).at("t.fake.source")
@@ -99,7 +99,7 @@ def queue_cell(tmp_path):
             tmp_path / "logs",
             CellOptions(series=series),
             worktree=wt,
-            module=backends.get("cpu"),
+            module=backends.get(backend),
         )
         ctx.cell = Cell(
             cell="fake/cpu", target="fake", backend="cpu", layout="ggml", status=CellStatus.ERROR
@@ -172,3 +172,22 @@ def test_a_crash_counts_only_for_the_topic_that_declares_it(queue_cell):
     assert "declares no control_crash" in got["topic-b"].verdict_reason
     assert got["topic-a"].verdict == Verdict.KILLED  # topic-a's own control is unaffected
     assert (queue_cell.worktree.path / OPT).read_text() == STATES[-1]
+
+
+def test_a_backend_without_test_opt_skips_the_controls_it_cannot_judge(queue_cell):
+    """cpu-sanitize runs no test-opt: the gate's topic is judged by the gate alone, every other
+    topic's control is skipped with why (never built), and the cell still passes, saying so."""
+    ctx = queue_cell.context((), backend="cpu-sanitize")
+    skipped = TestRecord.not_run("too slow under the sanitizers")
+    ctx.results[TEST.name].tests["test-opt"] = skipped
+    run_steps(ctx, [CONTROL])
+    got = {r.topic: r for r in ctx.records if r.variant != "patched"}
+    assert got["topic-a"].verdict == Verdict.KILLED
+    for topic in ("topic-b", "topic-c"):
+        rec = got[topic]
+        assert (rec.status, rec.verdict, rec.build) == (RecordStatus.SKIPPED, None, None)
+        assert rec.verdict_reason.startswith("not run: its cases are in test-opt, not run on")
+    ctx.cell.attribution = []
+    run_steps(ctx, [CONCLUDE])
+    assert ctx.cell.status == CellStatus.PASSED, ctx.cell.reason
+    assert "the control of topic-c not run: its cases are in test-opt" in ctx.cell.reason

@@ -338,3 +338,22 @@ def test_the_body_keeps_the_loss_table_and_names_no_plot():
     body = body_of(r, target)
     check_body_against_results(body, r, target)
     assert "training-loss.png" not in body
+
+
+def test_a_cell_that_runs_none_of_a_topic_s_cases_proves_nothing_for_it():
+    """cpu-sanitize runs no test-opt: topic 2's control there is skipped, so that cell is not run
+    for topic 2's bundle (never a refusal), while topic 1's view keeps it."""
+    r = queue_sample()
+    second = r.records_of("ggml/cpu")[f"{CONTROL_PREFIX}{TOPICS[1]}"]
+    second.status, second.verdict = RecordStatus.SKIPPED, None
+    second.verdict_reason = "not run: its cases are in test-opt, not run on this backend (slow)"
+    view = views.topic_results(r, TOPICS[1], frozenset(), TOPICS[0])
+    cell = view.cells_of("ggml")[0]
+    assert (cell.status, cell.reason) == (CellStatus.SKIPPED, second.verdict_reason)
+    assert B.problems(view, r.series.sha256, TOPICS[1]) == [
+        B.Problem(
+            "ggml", "ggml: no cell ran its tests (skipped or build-only), so nothing was proven"
+        )
+    ]
+    first = views.topic_results(r, TOPICS[0], frozenset(), TOPICS[0])
+    assert first.cells_of("ggml")[0].status == CellStatus.PASSED
