@@ -37,12 +37,37 @@ def store(directory: Path, key: str, entry: dict) -> None:
 
 
 def store_with_logs(directory: Path, key: str, entry: dict, logs: Path) -> None:
-    """The entry and a copy of `logs` beside it (the logs first: a hit has them)."""
+    """The entry and a copy of `logs` beside it (the logs first: a hit has them). Two cells with
+    the same inputs have the same key and may store at once: the logs are copied aside and
+    renamed into place, so neither writer trips over the other and a reader never sees half."""
     entry_logs = directory / f"{key}-logs"
-    shutil.rmtree(entry_logs, ignore_errors=True)
     if logs.is_dir():
-        shutil.copytree(logs, entry_logs)
+        directory.mkdir(parents=True, exist_ok=True)
+        fresh = Path(tempfile.mkdtemp(prefix=f".{key[:16]}-logs.", dir=directory))
+        shutil.copytree(logs, fresh, dirs_exist_ok=True)
+        _swap_in(fresh, entry_logs)
+    else:
+        shutil.rmtree(entry_logs, ignore_errors=True)
     store(directory, key, entry)
+
+
+def _swap_in(fresh: Path, entry_logs: Path) -> None:
+    """`fresh` renamed to `entry_logs`, the older copy moved aside first and removed after. When
+    another writer of the same key gets there in between, its copy (same inputs) stands."""
+    for _ in range(3):
+        old = fresh.with_name(fresh.name + ".old")
+        try:
+            os.rename(entry_logs, old)
+        except FileNotFoundError:
+            pass
+        try:
+            os.rename(fresh, entry_logs)
+        except OSError:  # another writer's copy landed after ours moved aside: try again
+            continue
+        finally:
+            shutil.rmtree(old, ignore_errors=True)
+        return
+    shutil.rmtree(fresh, ignore_errors=True)
 
 
 def copy_logs(directory: Path, key: str, dest: Path, replace: bool = False) -> None:

@@ -1,5 +1,6 @@
 """Result-cache keys: any input change changes the key; storage is atomic."""
 
+import threading
 import time
 
 from hypothesis import given
@@ -54,3 +55,33 @@ def test_copy_logs_writes_only_what_the_results_do_not_already_hold(tmp_path):
     (dest / "build.log").unlink()
     copy_logs(cache, "k", dest)
     assert [f.read_text() for f in changed] == ["built\n", "passed\n"]
+
+
+def test_two_writers_of_one_key_at_once_both_succeed(tmp_path):
+    """Two cells with the same inputs share a key and may store at the same moment (the CI run
+    of test_reliability's two-target matrix did): neither raises, and the entry's logs are whole
+    with no temporary copy left behind."""
+    logs, cache = tmp_path / "logs", tmp_path / "cache"
+    (logs / "sub").mkdir(parents=True)
+    for i in range(40):
+        (logs / "sub" / f"{i}.log").write_text(f"line {i}\n" * 50)
+    errors: list[BaseException] = []
+
+    def write(n: int) -> None:
+        try:
+            for _ in range(15):
+                store_with_logs(cache, "k", {"writer": n}, logs)
+        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+            errors.append(e)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(p.name for p in (cache / "k-logs" / "sub").iterdir()) == sorted(
+        f"{i}.log" for i in range(40)
+    )
+    assert [p.name for p in cache.iterdir() if p.name.startswith(".")] == []
+    assert load(cache, "k")["writer"] in range(6)
