@@ -435,14 +435,10 @@ def bundle_target(
     cells = [c for c in results.cells_of(target_name) if c.patched_commit]
     base = _same(cells, "base commit", lambda c: c.source.base_commit if c.source else None)
     source = cells[0].source.to_json() if cells[0].source else {}
-    finetune = None
+    finetune: tuple = ()
     if topic.series.gate_topic == topic.name:  # the training evidence is of the gate's topic
-        finetune = training_evidence.for_target(
-            training_evidence.load(opts.results_dir),
-            target_name,
-            base,
-            topic.series.sha256,
-            opts.log,
+        finetune = training_evidence.of_target(
+            opts.results_dir, target_name, base, topic.series.sha256, opts.log
         )
     target = matrix.target(target_name)
     work = cache.root / "bundle" / slug(target_name)
@@ -515,8 +511,8 @@ def bundle_target(
             files_text[TRAINING_PLOT] = plot(
                 t.patched, t.control, Path(tmp) / TRAINING_PLOT, title
             ).read_bytes()
-    if plots and finetune:
-        files_text[training_evidence.PLOT] = training_evidence.plot_png(finetune)
+    for tuned in finetune if plots else ():
+        files_text[training_evidence.plot_name(tuned)] = training_evidence.plot_png(tuned)
     files = {name: hashlib.sha256(_bytes(data)).hexdigest() for name, data in files_text.items()}
     man = manifest(
         target=target_name,

@@ -70,7 +70,7 @@ def documents(
     canonical_paths: list[str],
     read_file,
     known_limits: tuple = (),
-    finetune=None,
+    finetune: tuple = (),
     related: tuple = (),
     issue_form: Optional[IssueForm] = None,
     competing: tuple = (),
@@ -78,7 +78,8 @@ def documents(
     live: tuple[str, ...] = (),
     problem: Optional[str] = None,
 ) -> Documents:
-    """read_file(path): the target's file at its base commit, or None; finetune: validated;
+    """read_file(path): the target's file at its base commit, or None; finetune: the training
+    evidence, validated, one record per case set (finetune/bundle.of_target);
     issue_form: the target's bug form (None: none in its tree); competing: the ported fixes of
     native_tests/competing/ (a COMMENT draft each); host: (OS, CPU) of the verifying machine."""
     names = [n for n, _ in patches]

@@ -104,7 +104,7 @@ def values(
     toolchain: dict,
     read_file: ReadFile,
     host_os: str,
-    finetune: Optional[finetune_results.FinetuneResults] = None,
+    finetune: tuple[finetune_results.FinetuneResults, ...] = (),
     live: tuple[str, ...] = (),
     problem: Optional[str] = None,
 ) -> dict[str, list[str]]:
@@ -112,7 +112,7 @@ def values(
     of the same upstream that follow its branch (matrix.yaml's live profile), when this run has
     their cells: the reproduction on current master too."""
     steps = problem_lines(read_file, problem) + ["", "Steps to reproduce, on the version above:"]
-    tuned = pr_body.finetune_lines(finetune, "####")
+    tuned = [line for record in finetune for line in pr_body.finetune_lines(record, "####")]
     if tuned:
         steps += ["", "1. upstream's llama-finetune, with and without the fix:", "", *tuned]
     trained = training_line(results, target)
@@ -185,7 +185,7 @@ def issue_md(
     toolchain: dict,
     read_file: ReadFile,
     host_os: str,
-    finetune: Optional[finetune_results.FinetuneResults] = None,
+    finetune: tuple[finetune_results.FinetuneResults, ...] = (),
     live: tuple[str, ...] = (),
     problem: Optional[str] = None,
     cover_path: str = "patches/cover.md",

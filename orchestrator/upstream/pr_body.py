@@ -11,7 +11,7 @@ from typing import Optional
 
 from .. import publish
 from ..finetune import results as finetune_results
-from ..finetune.bundle import PLOT
+from ..finetune.bundle import plot_name
 from ..model.layout import GATE_TEST, UPSTREAM_TEST
 from ..model.results import Outcome, Provenance, Results
 from ..redact import redact
@@ -338,14 +338,15 @@ def additional_information(
     toolchain: dict,
     repo: Optional[str],
     known_limits: tuple[limits.KnownLimit, ...] = (),
-    finetune: Optional[finetune_results.FinetuneResults] = None,
+    finetune: tuple[finetune_results.FinetuneResults, ...] = (),
     issue_ref: Optional[str] = None,
     machine: str = "",
 ) -> list[str]:
     """Everything the tool puts under "Additional information", ASCII. Visible: `Fixes #N` once
     the issue is recorded, the backends tested and not run in one line, test-opt's failing line
     before the fix and its passing line after, the commands; the rest in <details> blocks.
-    `known_limits`: patches/known-limits.yaml; `machine`: the verifying host's CPU (x86_64)."""
+    `known_limits`: patches/known-limits.yaml; `finetune`: the training evidence, one record per
+    case set; `machine`: the verifying host's CPU (x86_64)."""
     cells, out = results.cells_of(target), []
     if issue_ref:
         out += [issue_ref, ""]
@@ -372,11 +373,15 @@ def additional_information(
     folded = (["```sh", *bug, "```"] if bug else []) + (["", "```", *every, "```"] if every else [])
     if folded:
         out += _details("Without the fix", folded)
-    tuned = finetune_lines(finetune, "####")
-    if tuned:
+    for evidence in finetune:
+        tuned = finetune_lines(evidence, "####")
+        if not tuned:
+            continue
         # the signed lines, the plot and 2-3 commands visible; the tables folded
-        out += ["", *finetune_summary(finetune)]
+        out += ["", *finetune_summary(evidence)]
         title = "Fine-tuning with llama-finetune, with and without the fix: the tables"
+        if len(finetune) > 1:
+            title += f" ({_model_words(evidence)})"
         out += _details(title, tuned)
     out += _details(
         "Per-case results (backend x device x test x case)", case_table(results, target)
@@ -507,10 +512,17 @@ def finetune_summary(results: Optional[finetune_results.FinetuneResults]) -> lis
     lines = finetune_results.signed_lines(results) or ["- no case with both builds"]
     head = "Fine-tuning (upstream llama-finetune, held-out eval loss, fixed vs unfixed build):"
     commands = finetune_results.reproduce_commands(results)
-    out = [head, "", *lines, "", f"Plot: `{PLOT}` in the bundle (both curves per case)."]
+    shown = plot_name(results)
+    out = [head, "", *lines, "", f"Plot: `{shown}` in the bundle (both curves per case)."]
     if commands:
         out += ["", "```sh", *commands, "```"]
     return [ascii_text(line) for line in out]
+
+
+def _model_words(results: finetune_results.FinetuneResults) -> str:
+    """Which models a record's runs are on, in a title's words (the name is the record's: inert)."""
+    real = results.model.real
+    return inert(real.name) if real else "tiny llama models"
 
 
 def finetune_lines(results: Optional[finetune_results.FinetuneResults], level: str) -> list[str]:

@@ -535,9 +535,9 @@ def test_pr_body_and_issue_carry_the_evidence_when_given():
             finetune=finetune,
         )
 
-    plain = docs(None)
+    plain = docs(())
     assert "llama-finetune" not in plain.files["PR_BODY.md"] + plain.files["ISSUE.md"]
-    d = docs(sample())
+    d = docs((sample(),))
     body, issue = d.files["PR_BODY.md"], d.files["ISSUE.md"]
     info = body.split("## Additional information\n", 1)[1].split("\n## ", 1)[0]
     assert "#### Fine-tuning with upstream's llama-finetune" in info and "**bug visible**" in info

@@ -327,3 +327,71 @@ def test_the_reproduce_commands_need_only_llama_cpp_and_the_wheel():
     (line,) = ft.signed_lines(r)
     assert line.startswith("- finetune.cpp's defaults on SmolLM2-135M-Instruct, 3 epochs:")
     assert "never turns up and ends 1.75% lower than the fixed build's" in line
+
+
+def _real_record(series_sha256, base):
+    from orchestrator.finetune import real_model as R
+
+    real = {
+        "name": R.NAME,
+        "package": R.PACKAGE,
+        "wheel": R.WHEEL,
+        "wheel_sha256": R.WHEEL_SHA256,
+        "member": R.MEMBER,
+        "gguf_sha256": "ab" * 32,
+        "f32_sha256": "cd" * 32,
+    }
+    runs = [
+        run("patched", [3.0, 2.9, 2.85], 0, lr=1e-5),
+        run("control", [2.95, 2.86, 2.8], 0, lr=1e-5),
+    ]
+    return ft.FinetuneResults(
+        target="llama.cpp",
+        base=base,
+        model={"real": real},
+        data={"files": ["docs/docker.md"]},
+        program={},
+        runs=runs,
+        case_set="real",
+        series={"sha256": series_sha256},
+    )
+
+
+def test_the_bundle_carries_the_real_model_record_beside_the_tiny_one(tmp_path):
+    """Issue 34: `--case-set real` writes results/evidence-real/finetune.json; the bundle reads it
+    beside results/evidence/finetune.json, and the PR shows each record's signed lines, its own
+    plot and its tables (the tiny models first). A record of another series stays out, said."""
+    from orchestrator.finetune import bundle as B
+    from orchestrator.finetune.verdict import finetune_json
+    from orchestrator.upstream import pr_body as PB
+
+    from .test_evidence_finetune_results import BASE, SERIES
+    from .test_evidence_finetune_results import sample as tiny_record
+    from .test_pr_body import COMMITS, NAMES, TOOLCHAIN, sample
+
+    for record in (tiny_record(), _real_record(SERIES, BASE)):
+        path = tmp_path / B.FILES[record.case_set]
+        path.parent.mkdir(parents=True)
+        path.write_text(finetune_json(record))
+    said: list[str] = []
+    found = B.of_target(tmp_path, "llama.cpp", BASE, SERIES, said.append)
+    assert [f.case_set for f in found] == ["tiny", "real"] and said == []
+    assert [B.plot_name(f) for f in found] == ["finetune-loss.png", "finetune-loss-real.png"]
+    body = "\n".join(
+        PB.additional_information(
+            sample(), "f" * 64, "llama.cpp", COMMITS, NAMES, TOOLCHAIN, None, finetune=found
+        )
+    )
+    tiny_line = body.index("on the tiny llama (1 seed(s))")
+    real_line = body.index("- finetune.cpp's defaults on SmolLM2-135M-Instruct, 3 epochs:")
+    assert tiny_line < real_line
+    assert "Plot: `finetune-loss.png`" in body and "Plot: `finetune-loss-real.png`" in body
+    assert "the tables (tiny llama models)</summary>" in body
+    assert "the tables (SmolLM2-135M-Instruct)</summary>" in body
+    assert body.isascii()
+
+    (tmp_path / B.FILES["real"]).write_text(finetune_json(_real_record("77" * 32, BASE)))
+    found = B.of_target(tmp_path, "llama.cpp", BASE, SERIES, said.append)
+    assert [f.case_set for f in found] == ["tiny"]
+    (line,) = said
+    assert line.startswith("llama.cpp: evidence-real/finetune.json left out of the bundle: STALE")
