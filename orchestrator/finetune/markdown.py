@@ -44,6 +44,18 @@ def _signed(rel: float) -> str:
     return f"{abs(rel):.2%} {'lower' if rel < 0 else 'higher'}"
 
 
+def _turns_up_words(per_seed: list[Optional[int]]) -> str:
+    """Where the unfixed build's eval loss turns up, one epoch per seed: with several seeds, in
+    how many of them (a turn in one seed is not the case's)."""
+    turned = [t for t in per_seed if t]
+    if not turned:
+        return "never turns up" + (f" in {len(per_seed)} seeds" if len(per_seed) > 1 else "")
+    if len(per_seed) == 1:
+        return f"turns up at epoch {turned[0]}"
+    epochs = ", ".join(map(str, sorted(turned)))
+    return f"turns up in {len(turned)} of {len(per_seed)} seeds (epoch {epochs})"
+
+
 def signed_lines(results: FinetuneResults) -> list[str]:
     """One signed line per case: the unfixed build's held-out eval loss against the fixed one's,
     direction and size, where it turns up, and the verdict (data only)."""
@@ -55,10 +67,7 @@ def signed_lines(results: FinetuneResults) -> list[str]:
     for v in verdicts(results):
         name = f"{v.optimizer}:{v.lr:g}:{v.opt_period}:{v.epochs}"
         control = [s for s in summaries if s.case == name and s.variant == "control"]
-        turned = sorted({s.turns_up for s in control if s.turns_up})
-        how = "never turns up"
-        if turned:
-            how = f"turns up at epoch {', '.join(map(str, turned))}"
+        how = _turns_up_words([s.turns_up for s in control])
         spread = ""
         if v.seeds > 1:
             lo, hi = min(v.effects_rel), max(v.effects_rel)

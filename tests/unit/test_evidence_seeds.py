@@ -374,3 +374,32 @@ def test_the_bundle_carries_the_real_model_record_beside_the_tiny_one(tmp_path):
     assert [f.case_set for f in found] == ["tiny"]
     (line,) = said
     assert line.startswith("llama.cpp: evidence-real/finetune.json left out of the bundle: STALE")
+
+
+def test_the_signed_line_says_in_how_many_seeds_the_unfixed_run_turns_up():
+    """Issue 34: "turns up at epoch 6, 9" read as one run turning up twice; with seeds the line
+    says in how many of them it turned up, and at which epoch in each."""
+    runs = [
+        run("patched", [3.0, 2.8, 2.6, 2.5], 0),
+        run("control", [3.0, 2.7, 2.9, 3.1], 0),  # turns up at epoch 3
+        run("patched", [3.0, 2.8, 2.6, 2.5], 1),
+        run("control", [3.0, 2.7, 2.6, 2.8], 1),  # at epoch 4
+        run("patched", [3.0, 2.8, 2.6, 2.5], 2),
+        run("control", [3.0, 2.7, 2.5, 2.4], 2),  # never
+    ]
+    r = ft.FinetuneResults(
+        target="llama.cpp",
+        base="0c1e5709",
+        model={},
+        data={"files": ["CONTRIBUTING.md"]},
+        program={},
+        runs=runs,
+    )
+    (line,) = ft.signed_lines(r)
+    assert "held-out eval loss turns up in 2 of 3 seeds (epoch 3, 4) and ends" in line
+    one = ft.FinetuneResults(**{**r.model_dump(), "runs": runs[:2]})
+    (line,) = ft.signed_lines(one)
+    assert "held-out eval loss turns up at epoch 3 and ends" in line
+    calm = ft.FinetuneResults(**{**r.model_dump(), "runs": runs[4:]})
+    (line,) = ft.signed_lines(calm)
+    assert "held-out eval loss never turns up and ends" in line
