@@ -111,6 +111,8 @@ GOALS = {
     "topic_mutant_vs_by_hand": 1.2,
     "topic_competing_vs_by_hand": 1.2,
     "three_topics_vs_one": 1.3,
+    # the ratio holds on a loaded machine too: both runs under the same two busy loops
+    "loaded_three_topics_vs_one": 1.3,
 }
 NO_CCACHE = {"CCACHE_DISABLE": "1"}
 BUSY_LOOPS = 2  # the load of the loaded measures: one busy loop per core of a 2-core machine
@@ -596,26 +598,30 @@ def _max_topic_ratio(topics: dict, kind: str):
 ONE_TOPIC = "accumulator-reset"
 
 
-def topics_vs_one(work: Path, targets: list[str]) -> tuple[dict, Path, dict]:
+def topics_vs_one(work: Path, targets: list[str], loops: int = 0) -> tuple[dict, Path, dict]:
     """(m) issue 31's cost of the queue: the default run (every active topic) against a run of one
     topic (`--topic accumulator-reset`), the same cells, each in a new cache holding only the
-    downloaded sources, no ccache, one after the other. Also the default run's cache and
-    results.json, whose trees (l) measures in."""
-    walls, data, start = {}, {}, load_note(0)
-    for name, topics in (("default", []), ("one_topic", ["--topic", ONE_TOPIC])):
-        cache = linked_downloads(work / f"{name}-cache")
-        results = work / f"r-{name}"
-        args = ["matrix", "--cache", str(cache), "--results", str(results), "--backend", "cpu"]
-        for t in targets:
-            args += ["--target", t]
-        t_run, p = tool(*args, *topics, env=NO_CCACHE)
-        if p.returncode != 0:
-            raise SystemExit(f"bench: (m) {name} run failed ({p.returncode}): {p.stderr[-800:]}")
-        walls[name] = t_run
-        data[name] = json.loads((results / "results.json").read_text())
+    downloaded sources, no ccache, one after the other, under `loops` busy loops. Also the default
+    run's cache and results.json, whose trees (l) measures in."""
+    walls, data = {}, {}
+    with BusyLoops(loops):
+        start = load_note(loops)
+        for name, topics in (("default", []), ("one_topic", ["--topic", ONE_TOPIC])):
+            cache = linked_downloads(work / f"{name}-cache")
+            results = work / f"r-{name}"
+            args = ["matrix", "--cache", str(cache), "--results", str(results), "--backend", "cpu"]
+            for t in targets:
+                args += ["--target", t]
+            t_run, p = tool(*args, *topics, env=NO_CCACHE)
+            if p.returncode != 0:
+                why = f"({p.returncode}): {p.stderr[-800:]}"
+                raise SystemExit(f"bench: (m) {name} run failed {why}")
+            walls[name] = t_run
+            data[name] = json.loads((results / "results.json").read_text())
+        end = load_note(loops)
     out = {
         "load_start": start,
-        "load_end": load_note(0),
+        "load_end": end,
         "default_s": round(walls["default"], 2),
         "one_topic_s": round(walls["one_topic"], 2),
         "ratio": round(walls["default"] / walls["one_topic"], 3),
@@ -1222,7 +1228,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ggml-patch-bench-") as tmpdir:
         work = Path(tmpdir)
         if args.only_topics:
-            only_topics(report, work, matrix, args)
+            only_topics(report, work, matrix, args, loads)
             return finish(report, out)
         if args.only_act:
             print("bench: (k) the matrix workflow in act against ggml-patch matrix", flush=True)
@@ -1294,7 +1300,7 @@ def measure_tool(report: dict, work: Path, matrix, args, loads: list[int]) -> No
     report["control"], report["mutants"] = variant_ratios(work / "cold-cache", cold, matrix)
     print("bench: (i) competing fixes: per fix in the tool and by hand", flush=True)
     report["competing"] = competing_ratios(work / "cold-cache", cold, matrix)
-    measure_topics(report, work, matrix, targets, cold)
+    measure_topics(report, work, matrix, targets, cold, loads)
     if BUSY_LOOPS in loads:
         print(f"bench: (c) and (f) again under {BUSY_LOOPS} busy loops", flush=True)
         report["loaded"] = loaded_ratios(work, cold_args, matrix, BUSY_LOOPS)
@@ -1314,21 +1320,27 @@ def measure_tool(report: dict, work: Path, matrix, args, loads: list[int]) -> No
         report["evidence"] = evidence(work / "cold-cache", work, args.evidence_case)
 
 
-def measure_topics(report: dict, work: Path, matrix, targets, cold: dict | None) -> None:
+def measure_topics(
+    report: dict, work: Path, matrix, targets, cold: dict | None, loads: list[int]
+) -> None:
     """(m), then (l) in the cold run (b)'s trees (`cold`: its results.json), or in (m)'s default
-    run's without one."""
+    run's without one; then (m) again under two busy loops when `loads` has them."""
     print(f"bench: (m) the default run (every topic) against --topic {ONE_TOPIC}", flush=True)
     report["topics_vs_one"], cache, default = topics_vs_one(work, targets)
     if cold is not None:
         cache, default = work / "cold-cache", cold
     print("bench: (l) each topic's control, known-wrong and competing fixes, tool and by hand")
     report["topics"] = topic_costs(cache, default, matrix)
+    if BUSY_LOOPS in loads:
+        print(f"bench: (m) again under {BUSY_LOOPS} busy loops", flush=True)
+        loaded, _, _ = topics_vs_one(work / "loaded-topics", targets, BUSY_LOOPS)
+        report["topics_vs_one_loaded"] = loaded
 
 
-def only_topics(report: dict, work: Path, matrix, args) -> None:
+def only_topics(report: dict, work: Path, matrix, args, loads: list[int]) -> None:
     """--only-topics: (m), then (l) in the trees of (m)'s default run."""
     targets = [t for t in BY_HAND_TARGETS if not (args.skip_by_hand_llama and t == "llama.cpp")]
-    measure_topics(report, work, matrix, targets, None)
+    measure_topics(report, work, matrix, targets, None, loads)
 
 
 def ratios(report: dict) -> dict:
@@ -1363,6 +1375,8 @@ def ratios(report: dict) -> dict:
         r["topic_competing_vs_by_hand"] = _max_topic_ratio(report["topics"], "competing")
     if "topics_vs_one" in report:
         r["three_topics_vs_one"] = report["topics_vs_one"]["ratio"]
+    if "topics_vs_one_loaded" in report:
+        r["loaded_three_topics_vs_one"] = report["topics_vs_one_loaded"]["ratio"]
     if "evidence" in report:
         r["evidence_rerun_s"] = report["evidence"]["cached"]["wall_s"]
         r["evidence_cold_s"] = report["evidence"]["cold"]["wall_s"]
@@ -1409,6 +1423,8 @@ NAMES = {
     "topic_competing_vs_by_hand": "a topic's competing fix / the same by hand (worst topic "
     "and cell)",
     "three_topics_vs_one": f"the default run (every topic), cold / --topic {ONE_TOPIC}, cold",
+    "loaded_three_topics_vs_one": f"2 busy loops: the default run, cold / --topic {ONE_TOPIC}, "
+    "cold",
 }
 
 
@@ -1493,7 +1509,7 @@ def markdown(r: dict) -> str:
         for k, v in r["invalidation"].items():
             lines.append(f"- {k.replace('_', ' ')}: {', '.join(v) or 'none'}")
     if "topics" in r:
-        lines += topics_markdown(r["topics"], r.get("topics_vs_one"))
+        lines += topics_markdown(r["topics"], r.get("topics_vs_one"), r.get("topics_vs_one_loaded"))
     if "act" in r:
         lines += act_markdown(r["act"])
     if "evidence" in r:
@@ -1501,8 +1517,8 @@ def markdown(r: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def topics_markdown(topics: dict, vs_one) -> list[str]:
-    """(l) per cell and topic, (m) in one line."""
+def topics_markdown(topics: dict, vs_one, vs_one_loaded=None) -> list[str]:
+    """(l) per cell and topic, (m) in one line (and one more under busy loops)."""
     lines = [
         "",
         "## Per topic: the tool against the same variant by hand (s, no ccache)",
@@ -1531,6 +1547,14 @@ def topics_markdown(topics: dict, vs_one) -> list[str]:
             f"The default run (every topic) {vs_one['default_s']} s against `--topic "
             f"{ONE_TOPIC}` {vs_one['one_topic_s']} s, cold, same cells: {vs_one['ratio']}x "
             f"(load average {vs_one['load_start']['loadavg']} -> {vs_one['load_end']['loadavg']}).",
+        ]
+    if vs_one_loaded:
+        v = vs_one_loaded
+        lines += [
+            "",
+            f"Under {v['load_start']['busy_loops']} busy loops: {v['default_s']} s against "
+            f"{v['one_topic_s']} s: {v['ratio']}x (load average {v['load_start']['loadavg']} -> "
+            f"{v['load_end']['loadavg']}).",
         ]
     return lines
 
