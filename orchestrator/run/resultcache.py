@@ -13,6 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
+import filelock
+
 # bump when the meaning of a cached result changes (2: log paths relative to the logs dir)
 KEY_VERSION = 2
 
@@ -38,36 +40,23 @@ def store(directory: Path, key: str, entry: dict) -> None:
 
 def store_with_logs(directory: Path, key: str, entry: dict, logs: Path) -> None:
     """The entry and a copy of `logs` beside it (the logs first: a hit has them). Two cells with
-    the same inputs have the same key and may store at once: the logs are copied aside and
-    renamed into place, so neither writer trips over the other and a reader never sees half."""
+    the same inputs have the same key and may store or read it at once: the key's lock orders
+    them, and the logs are copied aside and renamed in, so an interrupted copy is never the
+    entry's."""
     entry_logs = directory / f"{key}-logs"
-    if logs.is_dir():
-        directory.mkdir(parents=True, exist_ok=True)
-        fresh = Path(tempfile.mkdtemp(prefix=f".{key[:16]}-logs.", dir=directory))
-        shutil.copytree(logs, fresh, dirs_exist_ok=True)
-        _swap_in(fresh, entry_logs)
-    else:
-        shutil.rmtree(entry_logs, ignore_errors=True)
-    store(directory, key, entry)
-
-
-def _swap_in(fresh: Path, entry_logs: Path) -> None:
-    """`fresh` renamed to `entry_logs`, the older copy moved aside first and removed after. When
-    another writer of the same key gets there in between, its copy (same inputs) stands."""
-    for _ in range(3):
-        old = fresh.with_name(fresh.name + ".old")
-        try:
-            os.rename(entry_logs, old)
-        except FileNotFoundError:
-            pass
-        try:
+    directory.mkdir(parents=True, exist_ok=True)
+    with _key_lock(directory, key):
+        if logs.is_dir():
+            fresh = Path(tempfile.mkdtemp(prefix=f".{key[:16]}-logs.", dir=directory))
+            shutil.copytree(logs, fresh, dirs_exist_ok=True)
+            old = fresh.with_name(fresh.name + ".old")
+            if entry_logs.is_dir():
+                os.rename(entry_logs, old)
             os.rename(fresh, entry_logs)
-        except OSError:  # another writer's copy landed after ours moved aside: try again
-            continue
-        finally:
             shutil.rmtree(old, ignore_errors=True)
-        return
-    shutil.rmtree(fresh, ignore_errors=True)
+        else:
+            shutil.rmtree(entry_logs, ignore_errors=True)
+        store(directory, key, entry)
 
 
 def copy_logs(directory: Path, key: str, dest: Path, replace: bool = False) -> None:
@@ -77,8 +66,16 @@ def copy_logs(directory: Path, key: str, dest: Path, replace: bool = False) -> N
     if replace:
         shutil.rmtree(dest, ignore_errors=True)
     entry_logs = directory / f"{key}-logs"
-    if entry_logs.is_dir():
-        shutil.copytree(entry_logs, dest, dirs_exist_ok=True, copy_function=_copy_if_changed)
+    if not entry_logs.is_dir():
+        return
+    with _key_lock(directory, key):  # not while another cell of the same key stores it
+        if entry_logs.is_dir():
+            shutil.copytree(entry_logs, dest, dirs_exist_ok=True, copy_function=_copy_if_changed)
+
+
+def _key_lock(directory: Path, key: str) -> filelock.FileLock:
+    """One entry's lock (an OS lock: released on any exit); held for a copy of logs only."""
+    return filelock.FileLock(str(directory / f"{key}.lock"), thread_local=False)
 
 
 def _copy_if_changed(src: str, dst: str) -> None:

@@ -59,8 +59,8 @@ def test_copy_logs_writes_only_what_the_results_do_not_already_hold(tmp_path):
 
 def test_two_writers_of_one_key_at_once_both_succeed(tmp_path):
     """Two cells with the same inputs share a key and may store at the same moment (the CI run
-    of test_reliability's two-target matrix did): neither raises, and the entry's logs are whole
-    with no temporary copy left behind."""
+    of test_reliability's two-target matrix did), and a third may read the entry meanwhile: none
+    raises, and the entry's logs are whole with no temporary copy left behind."""
     logs, cache = tmp_path / "logs", tmp_path / "cache"
     (logs / "sub").mkdir(parents=True)
     for i in range(40):
@@ -69,12 +69,21 @@ def test_two_writers_of_one_key_at_once_both_succeed(tmp_path):
 
     def write(n: int) -> None:
         try:
-            for _ in range(15):
+            for _ in range(10):
                 store_with_logs(cache, "k", {"writer": n}, logs)
         except BaseException as e:  # noqa: BLE001 - reported by the assertion below
             errors.append(e)
 
-    threads = [threading.Thread(target=write, args=(n,)) for n in range(6)]
+    def read(n: int) -> None:
+        try:
+            for _ in range(10):
+                copy_logs(cache, "k", tmp_path / f"reader-{n}")
+        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+            errors.append(e)
+
+    store_with_logs(cache, "k", {"writer": 0}, logs)
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+    threads += [threading.Thread(target=read, args=(n,)) for n in range(2)]
     for t in threads:
         t.start()
     for t in threads:
@@ -84,4 +93,5 @@ def test_two_writers_of_one_key_at_once_both_succeed(tmp_path):
         f"{i}.log" for i in range(40)
     )
     assert [p.name for p in cache.iterdir() if p.name.startswith(".")] == []
-    assert load(cache, "k")["writer"] in range(6)
+    assert load(cache, "k")["writer"] in range(4)
+    assert len(list((tmp_path / "reader-0" / "sub").iterdir())) == 40
