@@ -403,3 +403,20 @@ def test_the_signed_line_says_in_how_many_seeds_the_unfixed_run_turns_up():
     calm = ft.FinetuneResults(**{**r.model_dump(), "runs": runs[4:]})
     (line,) = ft.signed_lines(calm)
     assert "held-out eval loss never turns up and ends" in line
+
+
+def test_the_committed_records_hold_what_the_issue_checks():
+    """Issue 34's check on a fresh clone: the tiny record has the default and the overshoot case
+    from 3 seeds, the real record SmolLM2 on a held-out split of at least 8 windows; both validate
+    as `ggml-patch bundle` reads a finetune.json and carry their comparison with the predictions."""
+    root = PREDICTIONS.parent
+    texts = {name: (root / name / "finetune.json").read_text() for name in ("tiny", "smollm2")}
+    tiny, real = (ft.FinetuneResults.from_json(texts[n]) for n in ("tiny", "smollm2"))
+    cases = {f"{o}:{lr:g}:{p}:{len(r.epochs)}" for r in tiny.runs for o, p, lr in [r.case]}
+    assert cases == {"adamw:1e-05:1:8", "adamw:0.0001:1:16"}
+    assert len(tiny.seeds()) == 3
+    assert real.case_set == "real" and real.model.real is not None
+    for name, record in (("tiny", tiny), ("smollm2", real)):
+        assert json.loads(texts[name])["predictions"], f"{name}: compared with predictions.yaml"
+        for run in record.runs:
+            assert all((e.heldout_windows or 0) >= 8 for e in run.epochs), (name, run.variant)
