@@ -1,5 +1,6 @@
 """One cell of the matrix as a list of steps (MATRIX_STEPS, run by run/pipeline.py's run_steps):
-fetch, apply, plan, configure, build, test, control, mutants, competing, training, conclude, store.
+fetch, apply, plan, configure, test-opt controls, build, test, control, mutants, competing,
+training, conclude, store.
 Each takes the cell's context (CellContext: what the cell is, its CellOptions, what the earlier
 steps returned) and returns its typed result, which the context records; apply's Stop (a cached
 result) ends the list. The matrix runs them in two phases (MATRIX_PHASES, cut after control):
@@ -216,6 +217,34 @@ def configure(ctx: CellContext) -> Configured:
     return Configured(planned.plan, step.skipped)
 
 
+def early_controls(ctx: CellContext) -> dict[str, VariantRecord]:
+    """The controls test-opt alone judges (a queue's topics but the gate's), first: the fixed
+    tree's test-opt built and run, then each such topic's hunks reverted, test-opt rebuilt (one
+    translation unit), run and judged, the files put back. The cheapest complete verdicts come
+    before anything they do not need is built (the gate, the training program: the build step's,
+    after). Each topic's control record, by topic; none where test-opt is not run here."""
+    tree, plan = ctx.got(APPLY), ctx.got(CONFIGURE).plan
+    topics = tree.rendered.topics
+    early = [t for t in topics if not tree.rendered.judged_by_gate(t)] if len(topics) > 1 else []
+    if not early or UPSTREAM_TEST not in plan.targets:
+        return {}
+    with ctx.timing("build_patched_first"):
+        first = build_variant(ctx, "patched", (UPSTREAM_TEST,), "patched-first", timed=False)
+    if first.build is None or not first.build.ok:
+        return {}  # the build step builds it again and says why it fails
+    if ctx.runs_tests:
+        _run_test(ctx, "patched", UPSTREAM_TEST, "patched-first")
+    found = {}
+    for topic in early:
+        variant = "control" if topic == topics[0] else f"{CONTROL_PREFIX}{topic}"
+        with ctx.timing("control" if topic == topics[0] else f"control_{topic}"):
+            rec = _topic_control(ctx, tree, (UPSTREAM_TEST,), topic, variant)
+        if ctx.runs_tests and rec.verdict is None:
+            _judge_topic_control(ctx, tree.rendered, rec)
+        found[topic] = rec
+    return found
+
+
 def build(ctx: CellContext) -> VariantRecord:
     """The patched variant built (every target of the plan); a BuildFailed when it does not
     build."""
@@ -249,7 +278,10 @@ def control(ctx: CellContext) -> Controlled:
     its own test patch adds."""
     tree, plan, patched = ctx.got(APPLY), ctx.got(CONFIGURE).plan, ctx.got(TEST)
     topics = tree.rendered.topics
-    if len(topics) < 2:
+    early = ctx.got(EARLY_CONTROLS)
+    if topics and topics[0] in early:
+        rec = early[topics[0]]
+    elif len(topics) < 2:
         fix_paths = tree.rendered.fix_paths()
         ctx.steps.step("control", f"revert {', '.join(fix_paths)}, keep the test")
         # the control's whole marginal cost: revert, rebuild, tests, restore
@@ -266,6 +298,9 @@ def control(ctx: CellContext) -> Controlled:
     opt_skipped = ctx.skipped_tests.get(UPSTREAM_TEST)
     for topic in topics[1:]:
         variant = f"{CONTROL_PREFIX}{topic}"
+        if topic in early:
+            others.append(early[topic])
+            continue
         if opt_skipped and not tree.rendered.judged_by_gate(topic):
             # its own cases are in test-opt: nothing here could judge it, so it is not built
             others.append(_unjudged_control(ctx, variant, topic, opt_skipped))
@@ -307,7 +342,7 @@ def _topic_control(
             rec = build_variant(ctx, variant, targets)
             if ctx.runs_tests and rec.status != RecordStatus.BUILD_FAILED:
                 programs = tuple(t for t in targets if t not in TESTS)
-                _run_variant(ctx, programs, rec)
+                _run_variant(ctx, programs, rec, tuple(t for t in TESTS if t in targets))
     except GitError as e:
         rec = ctx.record(variant, RecordStatus.INVALID)
         rec.verdict = Verdict.INVALID
@@ -529,6 +564,7 @@ FETCH = Step("fetch", fetch, _record_source)
 APPLY = Step("apply", apply, _record_tree)
 PLAN = Step("plan", plan)
 CONFIGURE = Step("configure", configure)
+EARLY_CONTROLS = Step("test-opt controls", early_controls)
 BUILD = Step("build", build)
 TEST = Step("test", run_tests, _add_record)
 CONTROL = Step("control", control, _record_control, ends_phase="first verdicts")
@@ -544,6 +580,7 @@ MATRIX_STEPS: tuple[Step[Any], ...] = (
     APPLY,
     PLAN,
     CONFIGURE,
+    EARLY_CONTROLS,
     BUILD,
     TEST,
     CONTROL,
@@ -707,9 +744,14 @@ class CellRun:
     def records(self) -> list[VariantRecord]:
         return self.ctx.records
 
-    def run_phase(self, number: int, phase: Phase, last: bool) -> None:
-        """The phase's steps; the first phase starts the cell (skipped, or run)."""
+    def run_phase(
+        self, number: int, phase: Phase, last: bool, n_jobs: Optional[int] = None
+    ) -> None:
+        """The phase's steps (`n_jobs`: its compile jobs, where not the cell's own); the first phase
+        starts the cell (skipped, or run)."""
         t0 = time.monotonic()
+        if n_jobs is not None:
+            self.ctx.options = replace(self.ctx.options, n_jobs=n_jobs)
         try:
             if number == 0:
                 self.index = self.reporter.start_cell(self.id)
@@ -920,7 +962,7 @@ def harness(native_tests: Path, cell_dir: Path) -> Path:
 
 
 def build_variant(
-    ctx: CellContext, variant: str, targets: tuple[str, ...], log_name: str = ""
+    ctx: CellContext, variant: str, targets: tuple[str, ...], log_name: str = "", timed: bool = True
 ) -> VariantRecord:
     rec = ctx.record(variant)
     ctx.steps.step(f"build {variant}", f"targets {' '.join(targets)}")
@@ -931,17 +973,19 @@ def build_variant(
     rec.build = Build(
         ok=step.ok, duration_s=round(step.duration_s, 2), log=step.log, error=step.error
     )
-    if not variant.startswith(MUTANT_PREFIX):
+    if timed and not variant.startswith(MUTANT_PREFIX):
         ctx.cell.timings[f"build_{variant}"] = round(step.duration_s, 2)
     rec.status = RecordStatus.BUILT if step.ok else RecordStatus.BUILD_FAILED
     ctx.steps.done("built" if step.ok else f"build failed: {step.error}")
     return rec
 
 
-def _run_variant(ctx: CellContext, programs: tuple[str, ...], rec: VariantRecord) -> None:
-    """Both tests (one the backend skips recorded with why), then the training program, on a built
-    variant."""
-    for t in TESTS:
+def _run_variant(
+    ctx: CellContext, programs: tuple[str, ...], rec: VariantRecord, tests: tuple[str, ...] = TESTS
+) -> None:
+    """The tests (both unless `tests` says; one the backend skips recorded with why), then the
+    training program, on a built variant."""
+    for t in tests:
         why = ctx.skipped_tests.get(t)
         rec.tests[t] = (
             _run_test(ctx, rec.variant, t)

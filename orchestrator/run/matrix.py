@@ -26,12 +26,22 @@ from .options import RunInputs, RunOptions
 __all__ = ["RunOptions", "run_matrix"]
 
 
-def plan_parallelism(n_cells: int, cores: int, parallel: Optional[int]) -> tuple[int, int]:
+def plan_parallelism(
+    n_cells: int, cores: int, parallel: Optional[int], default: int = 1
+) -> tuple[int, int]:
     """(cells at once, compile jobs per cell): never more compile jobs than cores in all. By default
-    one cell at a time with every core, cheapest first: the first verdict comes soonest (two cells
-    at -j1 each finish together, later), and the whole run takes about as long (builds dominate)."""
-    workers = max(1, min(parallel or 1, n_cells, cores))
+    (`default` 1, the first verdicts) one cell at a time with every core, cheapest first: the first
+    verdict comes soonest (two cells at -j1 each finish together, later), and the phase takes about
+    as long (cold builds dominate)."""
+    workers = max(1, min(parallel or default, n_cells, cores))
     return workers, max(1, cores // workers)
+
+
+def plan_second_phase(n_cells: int, cores: int, parallel: Optional[int]) -> tuple[int, int]:
+    """The known-wrong and competing fixes' (cells at once, jobs per cell): by default a cell per
+    core. Each fix rebuilds one translation unit and relinks, work for one core: run one cell at a
+    time, the other core would idle through the phase."""
+    return plan_parallelism(n_cells, cores, parallel, default=cores)
 
 
 # ggml's tree is a part of llama.cpp's: less to fetch, import and check out
@@ -69,13 +79,16 @@ def run_matrix(
     token = cancel or CancelToken()
     repo = SnapshotRepo(opts.cache.snapshots_git)
     started, cpu0 = time.time(), _own_cpu_s()
-    workers, n_jobs = plan_parallelism(len(cells), cmake.jobs(), opts.parallel)
+    cores = cmake.jobs()
+    workers, n_jobs = plan_parallelism(len(cells), cores, opts.parallel)
     inputs = RunInputs(series, tuple(mutant_files), tuple(competing_files), n_jobs)
 
     runs = [
         CellRun(opts, opts.for_cell(t, b, inputs), t, b, repo, progress, token) for t, b in cells
     ]
-    _run_phases(runs, progress, token, workers)
+    later = _run_phases(
+        runs, progress, token, workers, lambda n: plan_second_phase(n, cores, opts.parallel)
+    )
     progress.cell_times([(r.id, str(r.cell.status), r.cell.timings["total"]) for r in runs])
     done = [runs[order.index(i)] for i in range(len(runs))]  # results in the matrix's order
     cell_results = [r.cell for r in done]
@@ -90,23 +103,45 @@ def run_matrix(
         duration_s=round(time.time() - started, 2),
         # this process only: not git, cmake, compilers, tests
         orchestrator_cpu_s=round(_own_cpu_s() - cpu0, 2),
-        parallel=Parallel(cells_at_once=workers, jobs_per_build=n_jobs),
+        parallel=Parallel(
+            cells_at_once=workers,
+            jobs_per_build=n_jobs,
+            later_cells_at_once=later[0] if later else None,
+            later_jobs_per_build=later[1] if later else None,
+        ),
         exit_code=int(overall_exit_code(cell_results)),
     )
 
 
-def _run_phases(runs: list[CellRun], progress: Reporter, cancel: CancelToken, workers: int) -> None:
+def _run_phases(
+    runs: list[CellRun],
+    progress: Reporter,
+    cancel: CancelToken,
+    workers: int,
+    later_plan: Callable[[int], tuple[int, int]],
+) -> Optional[tuple[int, int]]:
     """Every cell through MATRIX_PHASES, a phase in every cell still going before the next phase
-    in any; every lock released at the end, whatever happens."""
+    in any; the first phase `workers` cells at once, each later one as `later_plan` says for the
+    cells still going (returned, None where no cell got that far); every lock released at the
+    end, whatever happens."""
+    later = None
     try:
         for number, phase in enumerate(MATRIX_PHASES):
             going = [r for r in runs if not r.ended]
             if not going:
-                return
+                return later
+            n_jobs = None
+            if number > 0:
+                later = later_plan(len(going))
+                workers, n_jobs = later
             total = len(MATRIX_PHASES)
             progress.phase(number + 1, total, phase.name, [s.name for s in phase.steps])
             one = functools.partial(
-                CellRun.run_phase, number=number, phase=phase, last=number + 1 == total
+                CellRun.run_phase,
+                number=number,
+                phase=phase,
+                last=number + 1 == total,
+                n_jobs=n_jobs,
             )
             if workers == 1:
                 for r in going:
@@ -116,6 +151,7 @@ def _run_phases(runs: list[CellRun], progress: Reporter, cancel: CancelToken, wo
     finally:
         for r in runs:
             r.close()  # one still held (an interrupt): released
+    return later
 
 
 def _run_parallel(

@@ -330,4 +330,9 @@ def test_interrupt_stops_parallel_cells_and_rerun_succeeds(setup, tmp_path):
     from orchestrator.run.cmake import jobs
 
     if jobs() >= 2:
-        assert results["parallel"] == {"cells_at_once": 2, "jobs_per_build": jobs() // 2}
+        assert results["parallel"] == {
+            "cells_at_once": 2,
+            "jobs_per_build": jobs() // 2,
+            "later_cells_at_once": 2,
+            "later_jobs_per_build": jobs() // 2,
+        }

@@ -11,7 +11,7 @@ from orchestrator.config import load_matrix
 from orchestrator.model.results import RecordStatus, VariantRecord, Verdict
 from orchestrator.progress import Reporter, cell_time_lines
 from orchestrator.run.cell import verdict_line
-from orchestrator.run.matrix import cheapest_first, plan_parallelism
+from orchestrator.run.matrix import cheapest_first, plan_parallelism, plan_second_phase
 
 from ..helpers.tools import ROOT
 
@@ -73,6 +73,14 @@ def test_one_cell_at_a_time_with_every_core_unless_asked():
     assert plan_parallelism(8, 2, 2) == (2, 1)
     assert plan_parallelism(8, 2, 5) == (2, 1)  # never more cells than cores
     assert plan_parallelism(1, 8, 4) == (1, 8)  # never more cells than there are
+
+
+def test_the_known_wrong_fixes_run_a_cell_per_core_unless_asked():
+    # each fix rebuilds one translation unit: one cell at a time would leave a core idle
+    assert plan_second_phase(2, 2, None) == (2, 1)
+    assert plan_second_phase(1, 2, None) == (1, 2)  # one cell left: every core for it
+    assert plan_second_phase(8, 4, None) == (4, 1)
+    assert plan_second_phase(8, 2, 1) == (1, 2)  # --parallel 1 holds for every phase
 
 
 def test_cell_time_lines_are_aligned_in_run_order_with_the_total():

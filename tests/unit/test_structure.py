@@ -267,6 +267,7 @@ MATRIX_ORDER = [
     "apply",
     "plan",
     "configure",
+    "test-opt controls",
     "build",
     "test",
     "control",
