@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from rich.console import Console
 from rich.markup import escape
@@ -92,6 +92,12 @@ class Reporter:
         self.console.print(
             f"[bold]\\[{index}/{self.total}] {safe(cell_id)}[/bold] [dim]({safe(phase)})[/dim]"
         )
+
+    def carry(self) -> Callable[[], None]:
+        """For a worker thread of this thread's cell: called there first, its lines are the
+        cell's (each thread times its own steps)."""
+        index, name = self._local.index, self._local.name
+        return lambda: self._enter(index, name)
 
     def _enter(self, index: int, cell_id: str) -> None:
         self._local.index, self._local.name = index, cell_id

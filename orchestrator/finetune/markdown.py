@@ -261,6 +261,8 @@ def provenance_rows(results: FinetuneResults) -> dict[str, str]:
     upstream, series = results.source.upstream_commit, results.series.sha256
     description = results.source.description or ""
     program = results.program
+    # the compared runs' (records made before 2026-12-02 compared 2-thread runs)
+    threads = next((r.threads for r in results.runs if r.primary), THREADS)
     epochs = sum(len(r.epochs) for r in runs)
     wall = sum(r.seconds or 0 for r in runs)
     return {
@@ -269,7 +271,7 @@ def provenance_rows(results: FinetuneResults) -> dict[str, str]:
         "upstream commit": f"`{upstream}`" if upstream else "—",
         "series sha256": f"`{series}`" if series else "—",
         "program": f"upstream's `{PROGRAM}` ({program.source or PROGRAM_SOURCE} of the tree, "
-        f"unmodified, sha256 `{str(program.sha256 or '—')[:16]}`), CPU, {THREADS} threads, "
+        f"unmodified, sha256 `{str(program.sha256 or '—')[:16]}`), CPU, {threads} threads, "
         f"-c = -b = {N_CTX}, -ub = {N_CTX} / opt_period, val-split {VAL_SPLIT:g}, wd 0",
         "fix in each binary": _fix_checks(results) or "not checked",
         "model": _model_text(results),

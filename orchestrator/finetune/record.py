@@ -19,7 +19,15 @@ from ..model.values import Seconds, Sha256
 from ..records import Record, error_line
 from ..run import resultcache
 from .cases import MAX_EPOCHS, N_CTX, Case
-from .commands import DETERMINISM_THREADS, PRETRAIN, PRETRAIN_FILES, THREADS, VAL_SPLIT, Variant
+from .commands import (
+    DETERMINISM_THREADS,
+    LEGACY_THREADS,
+    PRETRAIN,
+    PRETRAIN_FILES,
+    THREADS,
+    VAL_SPLIT,
+    Variant,
+)
 
 # 3: the variants are "patched" and "control" (were with_fix and without_fix)
 # 4: model seeds (Run.seed, models), held-out eval loss per epoch (the first eval window left
@@ -296,6 +304,8 @@ class Run(Record):
     threads: Annotated[int, Field(ge=1, le=256)] = THREADS
     repeat: Annotated[int, Field(ge=0, le=16)] = 0
     warnings: Annotated[list[BoundedText], Field(max_length=20)] = []
+    # a run the verdict compares; None in a record made before the field (its 2-thread runs were)
+    compared: Optional[bool] = None
 
     @property
     def case(self) -> tuple[str, int, float]:
@@ -304,7 +314,9 @@ class Run(Record):
     @property
     def primary(self) -> bool:
         """A run the verdict compares (the others measure the determinism floor)."""
-        return self.threads == THREADS and self.repeat == 0
+        if self.compared is not None:
+            return self.compared
+        return self.threads == LEGACY_THREADS and self.repeat == 0
 
 
 # written for the reader, recomputed on reading, never trusted

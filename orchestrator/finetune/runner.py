@@ -18,6 +18,7 @@ released. Models and texts are cached by sha256; the result is in the one result
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -32,6 +33,7 @@ from typing import Any, Callable, NamedTuple, Optional, TypeVar
 
 from .. import outdir
 from ..cache import Cache
+from ..cancel import CancelToken
 from ..config import Backend, Matrix, Target
 from ..errors import BuildFailed, ConfigError
 from ..model.layout import BuildPlan, get_layout
@@ -40,7 +42,7 @@ from ..patchset.render import render
 from ..progress import Reporter
 from ..records import Record
 from ..redact import redact
-from ..run import resultcache, toolchain
+from ..run import cmake, resultcache, toolchain
 from ..run.cell import (
     APPLY,
     CONFIGURE,
@@ -485,8 +487,12 @@ def run_case(
 ) -> Run:
     """One case in one variant at a thread count from one seed's model (repeat: the same again,
     for the determinism floor)."""
-    # llama-finetune always saves one; not kept
-    out_model = ctx.cell_dir / "finetune-out" / "finetuned.gguf"
+    again = f"-r{repeat}" if repeat else ""
+    seeded = f"-s{seed}" if seed else ""
+    case_part = f"{case.optimizer}-lr{case.lr:g}-p{case.opt_period}"
+    name = f"{variant}-{case_part}-t{threads}{again}{seeded}"
+    # llama-finetune always saves one; not kept (one per run: two run side by side)
+    out_model = ctx.cell_dir / "finetune-out" / f"{name}.gguf"
     out_model.parent.mkdir(parents=True, exist_ok=True)
     data = [str(p) for p in inputs.data_paths]
     argv = command(str(binary), str(model), data, case, threads, str(out_model))
@@ -494,11 +500,7 @@ def run_case(
     from_seed = f", seed {seed}" if seed else ""
     how = f"{case.label()}, {case.epochs} epochs, {threads} threads{from_seed}"
     ctx.steps.step(f"run {label}", how)
-    again = f"-r{repeat}" if repeat else ""
-    seeded = f"-s{seed}" if seed else ""
-    case_part = f"{case.optimizer}-lr{case.lr:g}-p{case.opt_period}"
-    log = f"{variant}-{case_part}-t{threads}{again}{seeded}.log"
-    ran = _run(ctx, argv, case.epochs, log, case, real=inputs.real is not None)
+    ran = _run(ctx, argv, case.epochs, f"{name}.log", case, real=inputs.real is not None)
     out_model.unlink(missing_ok=True)
     last = ran.output.epochs[-1] if ran.output.epochs else None
     said = f": eval loss {last.eval_loss:.5f} after epoch {last.epoch}" if last else ""
@@ -522,6 +524,7 @@ def run_case(
         repeat=repeat,
         seed=seed,
         warnings=list(ran.output.warnings),
+        compared=threads == THREADS and repeat == 0,
     )
 
 
@@ -646,15 +649,49 @@ def runs_step(cases: tuple[Case, ...]) -> Step[list[Run]]:
         binaries = {"patched": ctx.got(BUILD_PATCHED), "control": ctx.got(BUILD_CONTROL)}
         models = ctx.got(PRETRAIN).paths
         inputs = ctx.got(INPUTS)
-        runs = []
-        for case, variant, threads, repeat, seed in plan_runs(cases, tuple(models)):
-            binary = binaries[variant].binary
-            model = models[seed]
-            ran = run_case(ctx, binary, model, inputs, case, variant, threads, repeat, seed)
-            runs.append(ran)
-        return runs
+        carry = ctx.steps.carry()
+
+        def one(planned: PlannedRun) -> Run:
+            carry()  # in a worker thread: its lines are the cell's
+            case, variant, threads, repeat, seed = planned
+            binary, model = binaries[variant].binary, models[seed]
+            return run_case(ctx, binary, model, inputs, case, variant, threads, repeat, seed)
+
+        return side_by_side(plan_runs(cases, tuple(models)), one, cmake.jobs(), ctx.steps.cancel)
 
     return Step("runs", run_all)
+
+
+PlannedRun = tuple[Case, Variant, int, int, int]  # case, variant, threads, repeat, seed
+
+
+def side_by_side(
+    planned: list[PlannedRun],
+    one: Callable[[PlannedRun], Run],
+    cores: int,
+    cancel: CancelToken,
+) -> list[Run]:
+    """`one` over the planned runs, their results in plan order: the runs on THREADS threads as
+    many at once as the cores hold, the longest first; each other run alone, after them. The
+    cores are never oversubscribed (ggml's threads spin at each barrier). On an error or an
+    interrupt the others stop at their next line of output."""
+    found: dict[int, Run] = {}
+    narrow = [i for i, p in enumerate(planned) if p[2] == THREADS]
+    narrow.sort(key=lambda i: -planned[i][0].epochs)  # stable: plan order among equals
+    slots = max(1, cores // THREADS)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=slots) as pool:
+        futures = {i: pool.submit(one, planned[i]) for i in narrow}
+        try:
+            for i, f in futures.items():
+                found[i] = f.result()
+        except BaseException:
+            cancel.cancel()
+            concurrent.futures.wait(futures.values())
+            raise
+    for i, p in enumerate(planned):
+        if i not in found:
+            found[i] = one(p)
+    return [found[i] for i in range(len(planned))]
 
 
 # ---------------------------------------------------------------- the step lists

@@ -49,6 +49,10 @@ class CellProgress:
         if self.reporter:
             self.reporter.verdict(text)
 
+    def carry(self) -> Callable[[], None]:
+        """Called first in a worker thread of this cell: its lines are the cell's."""
+        return self.reporter.carry() if self.reporter else lambda: None
+
     def build_progress(self, done: int, total: int) -> None:
         self.cancel.check()
         if self.reporter:

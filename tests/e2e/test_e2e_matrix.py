@@ -153,7 +153,8 @@ def test_each_cell_prints_its_verdict_and_time_as_it_ends_and_the_run_its_times(
     first_mutant = min(err.index(f"{cell}: mutant ") for cell in verdicts)
     assert verdicts["ggml/cpu"] < fetch < verdicts["llama.cpp/cpu"] < first_mutant
     assert err.index("phase 2/2: known-wrong and competing fixes") < first_mutant
-    assert ends["ggml/cpu"] < ends["llama.cpp/cpu"]
+    # phase 2 runs a cell per core: they end in either order, both after every first verdict
+    assert min(ends.values()) > first_mutant
     times = err[err.index("time per cell:") :]
     assert err.index("time per cell:") > max(ends.values())
     rows = re.findall(r"^  (\S+)\s+(\d+\.\d) s  (\w[\w-]*)$", times, re.M)

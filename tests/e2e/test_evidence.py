@@ -71,11 +71,12 @@ def test_both_builds_run_the_default_case_and_the_determinism_runs(evidence_run)
     first, _, results, cold_s, _ = evidence_run
     assert first.returncode in (0, 7), first.stderr[-3000:] + first.stdout[-2000:]
     r = loaded(results)
-    assert [(run.variant, run.threads, run.repeat) for run in r.runs] == [
-        ("patched", 2, 0),
-        ("control", 2, 0),
-        ("patched", 2, 1),
-        ("patched", 1, 0),
+    # the compared runs on one thread each, side by side; the floor's last run on two, alone
+    assert [(run.variant, run.threads, run.repeat, run.compared) for run in r.runs] == [
+        ("patched", 1, 0, True),
+        ("control", 1, 0, True),
+        ("patched", 1, 1, False),
+        ("patched", 2, 0, False),
     ]
     for run in r.runs:
         assert (run.optimizer, run.lr, run.opt_period, run.n_batch, run.n_ubatch) == (

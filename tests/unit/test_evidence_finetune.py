@@ -157,7 +157,11 @@ def run(variant, evals, threads=ft.THREADS, repeat=0, lr=1e-5, opt="adamw", peri
         outcome=outcome,
         threads=threads,
         repeat=repeat,
+        compared=threads == ft.THREADS and repeat == 0,
     )
+
+
+OTHER_THREADS = 2  # the determinism floor's other thread count
 
 
 def results(runs) -> ft.FinetuneResults:
@@ -173,14 +177,14 @@ def test_the_determinism_floor_is_the_largest_same_build_difference_never_below_
             run("patched", evals),
             run("control", [6.0, 5.9, 5.9]),
             run("patched", evals, repeat=1),
-            run("patched", [6.0, 5.903, 5.8], threads=1),
+            run("patched", [6.0, 5.903, 5.8], threads=OTHER_THREADS),
         ]
     )
     n = ft.determinism_floor(r)
     assert (
         n.floor == pytest.approx(0.003) and n.measured == pytest.approx(0.003) and len(n.pairs) == 2
     )
-    assert "t2 vs t1" in n.pairs[1] and "repeat 1" in n.pairs[0]
+    assert "t1 vs t2" in n.pairs[1] and "repeat 1" in n.pairs[0]
     # the determinism runs are not compared as cases; the verdict uses the floor
     (v,) = ft.verdicts(r)
     assert v.floor == n.floor and v.label == "bug visible"  # 0.1 worse at the end: > floor, > 1 %
@@ -188,9 +192,20 @@ def test_the_determinism_floor_is_the_largest_same_build_difference_never_below_
         floor=ft.PRINT_RESOLUTION, measured=None, pairs=()
     )
     failed = results(
-        [run("patched", evals), run("patched", [9, 9, 9], threads=1, outcome="crashed")]
+        [run("patched", evals), run("patched", [9, 9, 9], threads=OTHER_THREADS, outcome="crashed")]
     )
     assert ft.determinism_floor(failed).measured is None  # an unfinished run measures nothing
+
+
+def test_a_record_made_before_the_compared_field_compares_its_two_thread_runs():
+    """Records of schema 4 without `compared` (training-evidence/ before 2026-12-02) compared their
+    2-thread runs; the 1-thread run measured the floor."""
+    legacy = [
+        r.model_copy(update={"compared": None})
+        for r in (run("patched", [6.0], threads=2), run("patched", [6.0], threads=1))
+    ]
+    assert [r.primary for r in legacy] == [True, False]
+    assert run("patched", [6.0]).primary and not run("patched", [6.0], threads=2).primary
 
 
 def test_the_run_plan_is_fixed_before_any_result():
@@ -198,13 +213,48 @@ def test_the_run_plan_is_fixed_before_any_result():
     seeds = ft.SEEDS
     plan = [(c.name, v, t, rep, s) for c, v, t, rep, s in plan_runs(cases, seeds)]
     # every case from every seed's model in both variants, then the determinism runs
-    both = [(c.name, v, 2, 0, s) for c in cases for s in seeds for v in ft.VARIANTS]
+    both = [(c.name, v, 1, 0, s) for c in cases for s in seeds for v in ft.VARIANTS]
     assert plan[: len(both)] == both and len(both) == 2 * 3 * 2
     first = (cases[0].name, "patched")
-    assert plan[len(both) :] == [(*first, 2, 1, seeds[0]), (*first, 1, 0, seeds[0])]
+    assert plan[len(both) :] == [(*first, 1, 1, seeds[0]), (*first, 2, 0, seeds[0])]
     assert cases[0] == ft.Case("adamw", 1e-5, 1, 8)  # finetune.cpp's defaults are the first case
     assert cases[1] == ft.Case("adamw", 1e-4, 1, 16)  # the overshoot regime (predictions.yaml)
     assert plan_runs(()) == []
+
+
+def test_the_one_thread_runs_go_two_at_a_time_longest_first_and_the_others_alone_after():
+    """On 2 cores: never more threads than cores at once; results in plan order whatever order
+    they ran in."""
+    import threading
+    import time
+
+    from orchestrator.cancel import CancelToken
+    from orchestrator.finetune.runner import side_by_side
+
+    cases = tuple(ft.parse_cases(["adamw:1e-5:1:2", "adamw:1e-4:1:4"]))
+    plan = plan_runs(cases, (1, 2))
+    lock, busy, peak, started = threading.Lock(), [0], [0], []
+
+    def one(p):
+        case, variant, threads, repeat, seed = p
+        with lock:
+            busy[0] += threads
+            peak[0] = max(peak[0], busy[0])
+            started.append((case.epochs, threads))
+        time.sleep(0.02)
+        with lock:
+            busy[0] -= threads
+        return run(variant, [6.0] * case.epochs, threads=threads, repeat=repeat)
+
+    got = side_by_side(plan, one, 2, CancelToken())
+    assert peak[0] == 2  # two 1-thread runs at once, the 2-thread run alone
+    assert [(len(r.epochs), r.threads, r.repeat) for r in got] == [
+        (c.epochs, t, rep) for c, _, t, rep, _ in plan
+    ]
+    assert started[0][0] == 4 and started[-1] == (2, 2)  # the longest first; the wide one last
+    one_core = []
+    side_by_side(plan, lambda p: one_core.append(p) or one(p), 1, CancelToken())
+    assert peak[0] == 2 and len(one_core) == len(plan)  # one core: one at a time (2: alone)
 
 
 # ---------------------------------------------------------------- provenance and staleness
@@ -347,7 +397,7 @@ def test_plot_writes_a_png_with_one_panel_per_case_and_same_bytes_twice(tmp_path
             run("patched", [6, 5.9]),
             run("control", [6, 5.8]),
             run("patched", [6, 5.9], opt="sgd", lr=1e-4, period=2),
-            run("patched", [6, 5.9], threads=1),
+            run("patched", [6, 5.9], threads=OTHER_THREADS),
         ]
     )
     p1 = ft.plot(r, tmp_path / "a" / "finetune-loss.png")

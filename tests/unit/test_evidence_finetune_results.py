@@ -202,6 +202,7 @@ def run(variant, opt, period, epochs, lr=1e-3) -> ft.Run:
         exit_code=0,
         seconds=12.5,
         cpu_seconds=12.2,
+        compared=True,
     )
 
 
@@ -338,7 +339,7 @@ def edited(fn) -> str:
         ),
         (
             lambda d: d["runs"].append(dict(d["runs"][0])),
-            "runs[4]: a second patched run of adamw lr 0.001 opt_period 1 at 2",
+            "runs[4]: a second patched run of adamw lr 0.001 opt_period 1 at 1",
         ),
         (
             lambda d: d["runs"][0].update(threads=0),
@@ -492,7 +493,7 @@ def test_the_pr_data_are_ascii_tables_and_commands_from_validated_numbers():
     assert (
         "\n"
         "./build/bin/llama-finetune -m pretrained-20261130.gguf -f $LLAMA_CPP/docs/docker.md "
-        "-c 256 -b 256 -ub 128 -opt sgd -lr 0.1 -epochs 3 -val-split 0.3 -t 2 -o finetuned.gguf\n"
+        "-c 256 -b 256 -ub 128 -opt sgd -lr 0.1 -epochs 3 -val-split 0.3 -t 1 -o finetuned.gguf\n"
     ) in text
     assert (
         "```sh\n"

@@ -129,6 +129,7 @@ def run(variant, evals, seed, lr=1e-4, epochs_train=22):
         command=[],
         epochs=epochs,
         seed=seed,
+        compared=True,
     )
 
 

@@ -361,7 +361,11 @@ def test_register_missing_anchor(layout, text):
 
 # ---- build plans ----
 
-COMMON = (("CMAKE_BUILD_TYPE", "Release"), ("BUILD_SHARED_LIBS", "OFF"))
+COMMON = (
+    ("CMAKE_BUILD_TYPE", "Release"),
+    ("BUILD_SHARED_LIBS", "ON"),
+    ("CMAKE_LINK_DEPENDS_NO_SHARED", "ON"),
+)
 
 
 def test_build_plan_ggml_builds_its_own_tests():

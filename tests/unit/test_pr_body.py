@@ -429,6 +429,7 @@ def test_the_fine_tuning_evidence_is_one_signed_visible_line_per_case_with_the_p
             outcome="ok",
             threads=ft.THREADS,
             repeat=0,
+            compared=True,
         )
 
     res = ft.FinetuneResults(
