@@ -342,7 +342,9 @@ def _topic_control(
             rec = build_variant(ctx, variant, targets)
             if ctx.runs_tests and rec.status != RecordStatus.BUILD_FAILED:
                 programs = tuple(t for t in targets if t not in TESTS)
-                _run_variant(ctx, programs, rec, tuple(t for t in TESTS if t in targets))
+                # what it built, and what this backend skips (recorded with why)
+                tests = tuple(t for t in TESTS if t in targets or t in ctx.skipped_tests)
+                _run_variant(ctx, programs, rec, tests)
     except GitError as e:
         rec = ctx.record(variant, RecordStatus.INVALID)
         rec.verdict = Verdict.INVALID
