@@ -148,7 +148,12 @@ def test_the_records_name_the_program_model_data_and_series(evidence_run, tool_c
     )
     patched = r.run("patched", "adamw", 1).command
     without = r.run("control", "adamw", 1).command
-    assert patched[0].endswith("variants/patched/llama-finetune") and patched[1:] == without[1:]
+    # the same options but the binary and where each writes its (discarded) model: the two run
+    # side by side
+    out = patched.index("-o")
+    assert patched[0].endswith("variants/patched/llama-finetune")
+    assert patched[1:out] == without[1:out] and patched[out + 2 :] == without[out + 2 :]
+    assert Path(patched[out + 1]).name != Path(without[out + 1]).name
     assert patched[patched.index("-ub") + 1] == patched[patched.index("-b") + 1] == "256"
 
 
