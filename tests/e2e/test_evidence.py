@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+from pathlib import Path
 
 import pytest
 
