@@ -462,7 +462,6 @@ def _run(
     ctx: CellContext, argv: list[str], epochs: int, log: str, case: Case, real: bool = False
 ) -> ProgramRun:
     """The program run, cancellable at each line of output."""
-    c0 = _children_cpu()
     # far above the ~7 CPU s an epoch of the tiny model costs (the real one: minutes) on a loaded
     # machine
     timeout_s = 60.0 + (3600.0 if real else 120.0) * epochs
@@ -471,7 +470,7 @@ def _run(
     )
     out = parse_output(run.output, case.opt_period)
     outcome = run_outcome(run.exit_code, run.timed_out, out.complete(epochs))
-    return ProgramRun(run, out, _children_cpu() - c0, outcome)
+    return ProgramRun(run, out, run.cpu_s or 0.0, outcome)
 
 
 def run_case(

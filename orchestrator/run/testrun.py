@@ -24,6 +24,7 @@ class TestRun:
     output: str
     timed_out: bool = False
     log: str = ""
+    cpu_s: Optional[float] = None  # the program's own user + system CPU, where it was reaped here
 
     @property
     def signal(self) -> Optional[str]:
@@ -61,7 +62,7 @@ def run_program(
             lines.append(line)
             if on_line:
                 on_line(line.rstrip("\n"))
-        proc.wait()
+        cpu_s = _reaped(proc)
     except BaseException:
         _kill_group(proc)
         proc.wait()
@@ -75,8 +76,19 @@ def run_program(
         f"$ {' '.join(argv)}\n{output}\n[{status} after {seconds:.2f} s]\n", encoding="utf-8"
     )
     return TestRun(
-        name, None if timed_out else proc.returncode, seconds, output, timed_out, str(log)
+        name, None if timed_out else proc.returncode, seconds, output, timed_out, str(log), cpu_s
     )
+
+
+def _reaped(proc: subprocess.Popen) -> Optional[float]:
+    """Wait for the program; its own CPU seconds (the kernel's rusage of that child: with two
+    programs at once, the process-wide children's total would count the other's too)."""
+    if not hasattr(os, "wait4"):
+        proc.wait()
+        return None
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

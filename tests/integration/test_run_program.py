@@ -77,3 +77,29 @@ def test_the_timeout_kills_the_program_and_its_children(tmp_path):
         time.sleep(0.1)
     else:
         raise AssertionError(f"child {child} still runs after the timeout")
+
+
+def test_each_program_gets_its_own_cpu_seconds_when_two_run_at_once(tmp_path):
+    """The evidence runs two programs side by side: each run's CPU is its own child's rusage, not
+    the process-wide children's total (which counts whichever other child ended meanwhile)."""
+    import threading
+
+    busy = "t0 = time.process_time()\nwhile time.process_time() - t0 < {s}: pass"
+    runs = {}
+
+    def go(name, seconds, delay):
+        time.sleep(delay)
+        argv = script(tmp_path / name, busy.format(s=seconds))
+        runs[name] = run_program(name, argv, 60, {}, tmp_path / f"{name}.log")
+
+    (tmp_path / "long").mkdir()
+    (tmp_path / "short").mkdir()
+    threads = [
+        threading.Thread(target=go, args=("long", 1.2, 0.0)),
+        threading.Thread(target=go, args=("short", 0.3, 0.2)),  # starts and ends within the long
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert 1.1 < runs["long"].cpu_s < 1.45 and 0.25 < runs["short"].cpu_s < 0.5, runs
