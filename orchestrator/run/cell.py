@@ -275,7 +275,7 @@ def control(ctx: CellContext) -> Controlled:
     hunks reverted. Each rebuilt (one translation unit and the relinks), the tests run again,
     judged (killed, survived, invalid); the tree put back after each. The first topic's control
     is judged by the gate and test-opt (as before the queue), each later one by test-opt's cases
-    its own test patch adds."""
+    its own test patch adds: those the test-opt controls step ran already are taken from it."""
     tree, plan, patched = ctx.got(APPLY), ctx.got(CONFIGURE).plan, ctx.got(TEST)
     topics = tree.rendered.topics
     early = ctx.got(EARLY_CONTROLS)
