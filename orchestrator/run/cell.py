@@ -226,7 +226,7 @@ def early_controls(ctx: CellContext) -> dict[str, VariantRecord]:
     tree, plan = ctx.got(APPLY), ctx.got(CONFIGURE).plan
     topics = tree.rendered.topics
     early = [t for t in topics if not tree.rendered.judged_by_gate(t)] if len(topics) > 1 else []
-    if not early or UPSTREAM_TEST not in plan.targets:
+    if not early or UPSTREAM_TEST not in plan.targets or UPSTREAM_TEST in ctx.skipped_tests:
         return {}
     with ctx.timing("build_patched_first"):
         first = build_variant(ctx, "patched", (UPSTREAM_TEST,), "patched-first", timed=False)

@@ -28,7 +28,16 @@ from orchestrator.patchset.series import FileDiff, Patch, Series, unified_file_d
 from orchestrator.report.junit import junit_xml
 from orchestrator.report.summary import summary_markdown
 from orchestrator.run import cmake
-from orchestrator.run.cell import APPLY, CONCLUDE, CONFIGURE, CONTROL, TEST, Configured, Tree
+from orchestrator.run.cell import (
+    APPLY,
+    CONCLUDE,
+    CONFIGURE,
+    CONTROL,
+    EARLY_CONTROLS,
+    TEST,
+    Configured,
+    Tree,
+)
 from orchestrator.run.options import CellOptions
 from orchestrator.run.pipeline import new_context, run_steps
 from orchestrator.sources.local import LocalSource
@@ -133,7 +142,7 @@ def _verdicts(ctx):
 
 def test_each_topic_is_judged_by_its_own_cases_and_none_hides_another(queue_cell):
     ctx = queue_cell.context((("topic-b", "its bug is a NULL dereference"),))
-    run_steps(ctx, [CONTROL])
+    run_steps(ctx, [EARLY_CONTROLS, CONTROL])  # as the matrix runs them
     assert _verdicts(ctx) == {
         "topic-a": ("control", Verdict.KILLED),
         "topic-b": ("control-topic-b", Verdict.KILLED),
@@ -166,7 +175,7 @@ def test_each_topic_is_judged_by_its_own_cases_and_none_hides_another(queue_cell
 
 def test_a_crash_counts_only_for_the_topic_that_declares_it(queue_cell):
     ctx = queue_cell.context(())  # no topic declares a crash
-    run_steps(ctx, [CONTROL])
+    run_steps(ctx, [EARLY_CONTROLS, CONTROL])  # as the matrix runs them
     got = {r.topic: r for r in ctx.records}
     assert got["topic-b"].verdict == Verdict.INVALID
     assert "declares no control_crash" in got["topic-b"].verdict_reason
@@ -180,7 +189,7 @@ def test_a_backend_without_test_opt_skips_the_controls_it_cannot_judge(queue_cel
     ctx = queue_cell.context((), backend="cpu-sanitize")
     skipped = TestRecord.not_run("too slow under the sanitizers")
     ctx.results[TEST.name].tests["test-opt"] = skipped
-    run_steps(ctx, [CONTROL])
+    run_steps(ctx, [EARLY_CONTROLS, CONTROL])  # as the matrix runs them
     got = {r.topic: r for r in ctx.records if r.variant != "patched"}
     assert got["topic-a"].verdict == Verdict.KILLED
     for topic in ("topic-b", "topic-c"):
