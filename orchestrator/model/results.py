@@ -428,12 +428,15 @@ class SeriesInfo(Record):
 
 class Parallel(Record):
     """How a run was spread: cells at once and jobs per build (the first verdicts' phase; `later_`:
-    the known-wrong and competing fixes' phase), or the CI legs merged."""
+    the known-wrong and competing fixes' phase), the cores the cells shared, or the CI legs
+    merged."""
 
     cells_at_once: Optional[int] = Field(default=None, ge=1)
     jobs_per_build: Optional[int] = Field(default=None, ge=1)
     later_cells_at_once: Optional[int] = Field(default=None, ge=1)
     later_jobs_per_build: Optional[int] = Field(default=None, ge=1)
+    # the default schedule: every cell drew from these cores (a jobserver), none of the above
+    shared_cores: Optional[int] = Field(default=None, ge=1)
     legs: Optional[int] = Field(default=None, ge=1)
 
 

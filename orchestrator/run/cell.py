@@ -770,8 +770,15 @@ class CellRun:
             self._end()
 
     def close(self) -> None:
-        """The cell's lock released (again: a no-op)."""
+        """The cell's lock released (again: a no-op); nothing waits on its milestones."""
         self._lock.close()
+        self.pass_milestones()
+
+    def pass_milestones(self) -> None:
+        """Its first build and first verdict counted as done, whether or not it had them (a
+        build-only cell has no verdict): the cells that wait for them go on."""
+        self.ctx.steps.first_build.set()
+        self.ctx.steps.first_verdict.set()
 
     def _start(self) -> bool:
         """Whether the cell runs (or builds only); a skip is recorded (and reported) here."""
@@ -969,9 +976,17 @@ def build_variant(
     rec = ctx.record(variant)
     ctx.steps.step(f"build {variant}", f"targets {' '.join(targets)}")
     log = ctx.logs / f"build-{log_name or variant}.log"
+    options = ctx.options
     step = cmake.build(
-        ctx.build_dir, targets, log, ctx.env, ctx.steps.build_progress, ctx.options.n_jobs
+        ctx.build_dir,
+        targets,
+        log,
+        ctx.env,
+        ctx.steps.build_progress,
+        options.n_jobs,
+        options.makeflags,
     )
+    ctx.steps.built()
     rec.build = Build(
         ok=step.ok, duration_s=round(step.duration_s, 2), log=step.log, error=step.error
     )

@@ -118,10 +118,16 @@ def build(
     env: dict[str, str],
     progress: Optional[ProgressFn] = None,
     n_jobs: Optional[int] = None,
+    makeflags: Optional[str] = None,
 ) -> BuildStep:
+    """`makeflags`: a jobserver's (run/cores.py) that ninja joins instead of its own -j."""
     # ninja itself, as configured (CMAKE_MAKE_PROGRAM): `cmake --build` would add a process
     # that only starts it
-    args = [ninja_exe(), "-C", str(build_dir), "-j", str(n_jobs or jobs()), *targets]
+    if makeflags:
+        args = [ninja_exe(), "-C", str(build_dir), *targets]  # an explicit -j leaves the jobserver
+        env = {**env, "MAKEFLAGS": makeflags}
+    else:
+        args = [ninja_exe(), "-C", str(build_dir), "-j", str(n_jobs or jobs()), *targets]
     return _run_logged("build", args, log, env, progress)
 
 

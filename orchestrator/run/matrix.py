@@ -1,14 +1,17 @@
-"""The matrix run: every target x backend cell of a profile, one after another or in parallel,
-phase by phase (cell.py's MATRIX_PHASES): every cell's first verdict before any cell's known-wrong
-and competing fixes. Errors in one cell are recorded; the others go on."""
+"""The matrix run: every target x backend cell of a profile, phase by phase (cell.py's
+MATRIX_PHASES): every cell's first verdict before any cell's known-wrong and competing fixes. By
+default the cells share the cores through a jobserver (run/cores.py); --parallel N (or a ninja
+that cannot join one) runs N cells at once with fixed compile jobs. Errors in one cell are
+recorded; the others go on."""
 
 from __future__ import annotations
 
 import concurrent.futures
 import functools
 import resource
+import threading
 import time
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence, TypeVar
 
 from .. import backends
 from ..cancel import CancelToken
@@ -21,9 +24,12 @@ from ..verdicts.competing import load_competing
 from ..verdicts.mutants import load_mutants
 from . import cmake
 from .cell import MATRIX_PHASES, CellRun
+from .cores import CoreTokens
 from .options import RunInputs, RunOptions
 
 __all__ = ["RunOptions", "run_matrix"]
+
+T = TypeVar("T")
 
 
 def plan_parallelism(
@@ -81,14 +87,29 @@ def run_matrix(
     started, cpu0 = time.time(), _own_cpu_s()
     cores = cmake.jobs()
     workers, n_jobs = plan_parallelism(len(cells), cores, opts.parallel)
-    inputs = RunInputs(series, tuple(mutant_files), tuple(competing_files), n_jobs)
+    # the default schedule shares the cores through a jobserver where ninja joins one; --parallel
+    # (or an older ninja) keeps the plan of fixed cells and jobs
+    tokens = None
+    if opts.parallel is None and len(cells) > 1:
+        scratch = opts.cache.scratch()
+        prefix = opts.cache.scratch_prefix("cores")
+        tokens = CoreTokens.for_run(cores, scratch, prefix, cmake.ninja_exe())
+    makeflags = tokens.makeflags if tokens else None
+    inputs = RunInputs(series, tuple(mutant_files), tuple(competing_files), n_jobs, makeflags)
 
     runs = [
         CellRun(opts, opts.for_cell(t, b, inputs), t, b, repo, progress, token) for t, b in cells
     ]
-    later = _run_phases(
-        runs, progress, token, workers, lambda n: plan_second_phase(n, cores, opts.parallel)
-    )
+    later: Optional[tuple[int, int]] = None
+    if tokens is not None:
+        try:
+            _run_sharing_cores(runs, progress, token, tokens)
+        finally:
+            tokens.close()
+    else:
+        later = _run_phases(
+            runs, progress, token, workers, lambda n: plan_second_phase(n, cores, opts.parallel)
+        )
     progress.cell_times([(r.id, str(r.cell.status), r.cell.timings["total"]) for r in runs])
     done = [runs[order.index(i)] for i in range(len(runs))]  # results in the matrix's order
     cell_results = [r.cell for r in done]
@@ -103,12 +124,7 @@ def run_matrix(
         duration_s=round(time.time() - started, 2),
         # this process only: not git, cmake, compilers, tests
         orchestrator_cpu_s=round(_own_cpu_s() - cpu0, 2),
-        parallel=Parallel(
-            cells_at_once=workers,
-            jobs_per_build=n_jobs,
-            later_cells_at_once=later[0] if later else None,
-            later_jobs_per_build=later[1] if later else None,
-        ),
+        parallel=_parallel_record(workers, n_jobs, later, tokens),
         exit_code=int(overall_exit_code(cell_results)),
     )
 
@@ -154,8 +170,84 @@ def _run_phases(
     return later
 
 
+def _parallel_record(
+    workers: int, n_jobs: int, later: Optional[tuple[int, int]], tokens: Optional[CoreTokens]
+) -> Parallel:
+    if tokens is not None:
+        return Parallel(shared_cores=tokens.cores)
+    return Parallel(
+        cells_at_once=workers,
+        jobs_per_build=n_jobs,
+        later_cells_at_once=later[0] if later else None,
+        later_jobs_per_build=later[1] if later else None,
+    )
+
+
+def _run_sharing_cores(
+    runs: list[CellRun], progress: Reporter, cancel: CancelToken, tokens: CoreTokens
+) -> None:
+    """Every cell through MATRIX_PHASES, each phase's steps holding one of the run's cores (the
+    builds take more while they are free). A cell starts once the cell before it has built (its
+    cold build had every core; what follows, its controls, recompiles one file at a time, and
+    the next cell fetches and builds beside them); a later phase starts once every cell's first
+    verdict is out, so the known-wrong and competing fixes never delay one. The cheapest cell's
+    first verdict comes as soon as with one cell at a time; no core idles while another cell has
+    work. Every lock released at the end, whatever happens."""
+    total = len(MATRIX_PHASES)
+    first = MATRIX_PHASES[0]
+    progress.phase(1, total, first.name, [s.name for s in first.steps])
+    later_started = _Once()
+
+    def one(i: int) -> None:
+        run = runs[i]
+        if i > 0:
+            _wait(runs[i - 1].ctx.steps.first_build, cancel)
+        with tokens.core(cancel):
+            run.run_phase(number=0, phase=first, last=total == 1)
+        run.pass_milestones()
+        for number in range(1, total):
+            if run.ended:
+                return
+            for other in runs:
+                _wait(other.ctx.steps.first_verdict, cancel)
+            phase = MATRIX_PHASES[number]
+            steps = [s.name for s in phase.steps]
+            later_started.do(
+                number, functools.partial(progress.phase, number + 1, total, phase.name, steps)
+            )
+            with tokens.core(cancel):
+                run.run_phase(number=number, phase=phase, last=number + 1 == total)
+
+    try:
+        _run_parallel(one, list(range(len(runs))), cancel, len(runs))
+    finally:
+        for r in runs:
+            r.close()  # one still held (an interrupt): released
+
+
+class _Once:
+    """Each key's action done once, by the first thread that gets there."""
+
+    def __init__(self) -> None:
+        self._done: set[int] = set()
+        self._lock = threading.Lock()
+
+    def do(self, key: int, action: Callable[[], None]) -> None:
+        with self._lock:
+            if key in self._done:
+                return
+            self._done.add(key)
+            action()
+
+
+def _wait(event: threading.Event, cancel: CancelToken) -> None:
+    """Until `event` is set; an interrupt ends the wait."""
+    while not event.wait(0.2):
+        cancel.check()
+
+
 def _run_parallel(
-    one: Callable[[CellRun], None], runs: list[CellRun], cancel: CancelToken, workers: int
+    one: Callable[[T], None], runs: list[T], cancel: CancelToken, workers: int
 ) -> None:
     """Independent cells overlap (one fetches or links while another compiles). On Ctrl-C or
     SIGTERM the others stop at their next step or build line: compilers killed, trees put back."""

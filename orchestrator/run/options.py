@@ -25,6 +25,7 @@ class CellOptions:
 
     series: Series  # the canonical series (rendered into the target's layout by apply)
     n_jobs: Optional[int] = None  # compile jobs (None: every core, cmake's own choice)
+    makeflags: Optional[str] = None  # the run's jobserver (run/cores.py): set, n_jobs is unused
     rerun: bool = False  # ignore a cached result
     mutant_files: tuple[Mutant, ...] = ()  # native_tests/mutants/*.patch
     no_mutants: bool = False  # --no-mutants (no competing fixes either)
@@ -43,6 +44,7 @@ class RunInputs:
     mutant_files: tuple[Mutant, ...]
     competing_files: tuple[CompetingFix, ...]
     n_jobs: int  # compile jobs per cell (run/matrix.py's plan_parallelism)
+    makeflags: Optional[str] = None  # the cells share the cores through this jobserver
 
 
 @dataclass(kw_only=True)
@@ -68,6 +70,7 @@ class RunOptions:
         return CellOptions(
             series=inputs.series,
             n_jobs=inputs.n_jobs,
+            makeflags=inputs.makeflags,
             rerun=self.rerun,
             mutant_files=inputs.mutant_files,
             no_mutants=self.no_mutants,

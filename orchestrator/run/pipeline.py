@@ -8,6 +8,7 @@ starts the next (phases), so each cell's first verdict comes before any cell's k
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -35,6 +36,10 @@ class CellProgress:
     def __init__(self, reporter: Optional[Reporter] = None, cancel: Optional[CancelToken] = None):
         self.reporter = reporter
         self.cancel = cancel or CancelToken()
+        # what the matrix's schedule waits for (run/matrix.py): the cell's first build over (its
+        # cold build: the cores are free again), its first verdict printed
+        self.first_build = threading.Event()
+        self.first_verdict = threading.Event()
 
     def step(self, name: str, detail: str = "") -> None:
         self.cancel.check()
@@ -48,6 +53,10 @@ class CellProgress:
     def verdict(self, text: str) -> None:
         if self.reporter:
             self.reporter.verdict(text)
+        self.first_verdict.set()
+
+    def built(self) -> None:
+        self.first_build.set()
 
     def carry(self) -> Callable[[], None]:
         """Called first in a worker thread of this cell: its lines are the cell's."""

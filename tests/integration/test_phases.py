@@ -15,6 +15,7 @@ from orchestrator.config import load_matrix
 from orchestrator.errors import BuildFailed
 from orchestrator.progress import Reporter
 from orchestrator.run import cell as cell_mod
+from orchestrator.run import cores as cores_mod
 from orchestrator.run import matrix as matrix_mod
 from orchestrator.run.pipeline import Step, Stop, phases
 
@@ -62,6 +63,8 @@ def _stand_ins(ran, fail=None, cached=None):
                 return Stop("cached result")
             if name == "build" and cell == fail:
                 raise BuildFailed(f"{cell}: build failed: stand-in")
+            if name == "build":
+                ctx.steps.built()
             if name == "control":
                 ctx.steps.verdict("with the fix every test passes; the control: killed")
             if name == "mutants":
@@ -167,3 +170,27 @@ def test_a_cell_holds_its_lock_from_its_first_phase_to_its_end(run, tmp_path, mo
     monkeypatch.setattr(matrix_mod.CellRun, "run_phase", probe)
     run()
     assert sorted(held) == sorted([(CELLS[0], True), (CELLS[1], True)])  # phase 2: either order
+
+
+def test_by_default_the_cells_share_the_cores_and_the_next_starts_after_a_build(run, monkeypatch):
+    """Two cores, a ninja that joins a jobserver: the cells draw from one; the second cell starts
+    once the first has built (its cold build had both cores), not once its phase is over."""
+    if not cores_mod.ninja_joins_jobserver(matrix_mod.cmake.ninja_exe()):
+        pytest.skip("this ninja predates jobservers (< 1.13): the fixed plan runs")
+    monkeypatch.setattr(matrix_mod.cmake, "jobs", lambda: 2)
+    made = []
+    real = cores_mod.CoreTokens.__init__
+
+    def spy(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(cores_mod.CoreTokens, "__init__", spy)
+    results, ran, text = run()
+    assert results.parallel.shared_cores == 2 and results.parallel.cells_at_once is None
+    assert ran.index(("llama.cpp/cpu", "fetch")) > ran.index(("ggml/cpu", "build"))
+    verdicts = [ran.index((c, "control")) for c in CELLS]
+    assert max(verdicts) < min(ran.index((c, "mutants")) for c in CELLS)
+    assert [c.status for c in results.cells] == ["passed", "passed"]
+    # the jobserver's fifo is gone with the run
+    assert len(made) == 1 and not made[0].path.exists()
