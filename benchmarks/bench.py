@@ -63,6 +63,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -186,10 +187,10 @@ def timed_lines(argv, cwd, env) -> tuple[float, int, list[tuple[float, str]]]:
     return time.monotonic() - t0, rc, lines
 
 
-def newcomer(work: Path, loops: int) -> dict:
+def newcomer(work: Path, loops: int, matrix_args: tuple[str, ...] = ()) -> dict:
     """(h): a fresh clone, an empty HOME, `pip install 'nox[uv]' && nox -s matrix` (the README's
-    first command); times from the start of the pip install, then the tool's re-run with nothing
-    changed."""
+    first command; `matrix_args` after `--`, e.g. one topic); times from the start of the pip
+    install, then the tool's re-run with nothing changed."""
     clone, home, venv = work / "clone", work / "home", work / "venv"
     home.mkdir(parents=True)
     sh(["git", "clone", "-q", str(ROOT), str(clone)])
@@ -198,7 +199,7 @@ def newcomer(work: Path, loops: int) -> dict:
     ).stdout.strip()
     sh([sys.executable, "-m", "venv", str(venv)])
     env = newcomer_env(home, venv)
-    out: dict = {"commit": commit, "load_start": load_note(loops)}
+    out: dict = {"commit": commit, "load_start": load_note(loops), "matrix_args": list(matrix_args)}
     with BusyLoops(loops):
         cpu0 = _children_cpu()
         t_pip, rc, lines = timed_lines(
@@ -206,7 +207,9 @@ def newcomer(work: Path, loops: int) -> dict:
         )
         if rc != 0:
             raise SystemExit(f"bench: newcomer: pip install {NEWCOMER_NOX} failed: {lines[-3:]}")
-        t_nox, rc, lines = timed_lines([str(venv / "bin" / "nox"), "-s", "matrix"], clone, env)
+        argv = [str(venv / "bin" / "nox"), "-s", "matrix"]
+        argv += ["--", *matrix_args] if matrix_args else []
+        t_nox, rc, lines = timed_lines(argv, clone, env)
         out["load_end"] = load_note(loops)
         # CPU seconds of the whole run (every process it started, not
         # the busy loops): what a load cannot inflate
@@ -237,7 +240,7 @@ def newcomer(work: Path, loops: int) -> dict:
     )
     tool_exe = clone / ".nox" / "matrix" / "bin" / "ggml-patch"
     with BusyLoops(loops):
-        t_rerun, rc, lines = timed_lines([str(tool_exe), "matrix"], clone, env)
+        t_rerun, rc, lines = timed_lines([str(tool_exe), "matrix", *matrix_args], clone, env)
     if rc != 0 or "cached result" not in "\n".join(x for _, x in lines):
         raise SystemExit(
             f"bench: newcomer: the re-run was not the cached result ({rc}): {lines[-5:]}"
@@ -246,7 +249,9 @@ def newcomer(work: Path, loops: int) -> dict:
     return out
 
 
-def newcomer_with_reference(work: Path, matrix, loops: int) -> dict:
+def newcomer_with_reference(
+    work: Path, matrix, loops: int, matrix_args: tuple[str, ...] = ()
+) -> dict:
     """(h) with its reference under the same load: the by-hand first answer (the pinned ggml tree,
     patched, cmake Release + ninja test-opt + run it, no ccache), then the newcomer; the
     newcomer's first verdict and total as ratios to it."""
@@ -254,7 +259,7 @@ def newcomer_with_reference(work: Path, matrix, loops: int) -> dict:
         hand = by_hand(
             work / "byhand", matrix, Cache(default_cache_dir()), "ggml", ("patched",), ("test-opt",)
         )
-    out = newcomer(work, loops)
+    out = newcomer(work, loops, matrix_args)
     out["by_hand_first_answer"] = hand
     t_hand = hand["total_s"]
     for key in ("first_verdict", "total"):
@@ -1182,6 +1187,13 @@ def main() -> int:
     )
     ap.add_argument("--only-newcomer", action="store_true", help="only (h), quiet then loaded")
     ap.add_argument(
+        "--newcomer-args",
+        default="",
+        metavar="ARGS",
+        help="(h) runs `nox -s matrix -- ARGS` (e.g. '--topic accumulator-reset': one topic's "
+        "variants); default: the README's command as it is",
+    )
+    ap.add_argument(
         "--only-ratios",
         action="store_true",
         help="only (b) without the by-hand builds, (c) and (f) quiet and loaded, and (d)",
@@ -1249,8 +1261,9 @@ def main() -> int:
                     f"HOME, nox -s matrix ({loops} busy loops)",
                     flush=True,
                 )
+                matrix_args = tuple(shlex.split(args.newcomer_args))
                 report["newcomer"]["loaded" if loops else "quiet"] = newcomer_with_reference(
-                    work / f"newcomer-{loops}", matrix, loops
+                    work / f"newcomer-{loops}", matrix, loops, matrix_args
                 )
                 shutil.copy(
                     work / f"newcomer-{loops}" / "newcomer.log",
@@ -1693,10 +1706,12 @@ def newcomer_markdown(n: dict) -> list[str]:
         )
     for name, x in n.items():
         cells = ", ".join(f"{c} {v['total_s']} s ({v['status']})" for c, v in x["cells"].items())
+        args = " ".join(x.get("matrix_args") or [])
         lines += [
             "",
-            f"{name}: commit {x['commit'][:12]}; first verdict: "
-            f"`{x['first_verdict']}`; cells: {cells}.",
+            f"{name}: commit {x['commit'][:12]}"
+            + (f"; ran `nox -s matrix -- {args}`" if args else "")
+            + f"; first verdict: `{x['first_verdict']}`; cells: {cells}.",
         ]
         hand = x.get("by_hand_first_answer")
         if hand:  # records before issue 35 have no reference
