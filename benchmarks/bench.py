@@ -80,7 +80,7 @@ from orchestrator.patchset.render import rendered_for_target  # noqa: E402
 from orchestrator.run.cmake import cmake_exe, jobs, ninja_exe  # noqa: E402
 
 GOALS = {
-    "cold_vs_by_hand": 0.3,
+    "cold_vs_by_hand": 0.15,  # issue 35 (issue 24's 0.3 before: the 0.13x measured then kept)
     "control_vs_one_file": 1.2,
     "mutant_vs_by_hand": 1.2,
     "rerun_s": 1.0,
@@ -1299,7 +1299,12 @@ def measure_tool(report: dict, work: Path, matrix, args, loads: list[int]) -> No
     print("bench: (b) tool cold run", flush=True)
     t_cold, cold_args, cold = cold_run(work, targets)
     # the by-hand route has no mutants: they are measured on their own in (f)
-    t_mutants = sum(c["timings"].get("mutants", 0.0) for c in cold["cells"])
+    per_cell = [c["timings"].get("mutants", 0.0) for c in cold["cells"]]
+    # where the cells' mutants ran side by side (a cell per core, or sharing the cores), their
+    # wall time is about the longest cell's, not the sum
+    par = cold.get("parallel") or {}
+    side_by_side = bool(par.get("shared_cores")) or (par.get("later_cells_at_once") or 1) > 1
+    t_mutants = max(per_cell, default=0.0) if side_by_side else sum(per_cell)
     report["tool_cold"] = {
         "wall_s": round(t_cold, 2),
         "mutants_s": round(t_mutants, 2),

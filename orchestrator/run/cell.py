@@ -986,7 +986,6 @@ def build_variant(
         options.n_jobs,
         options.makeflags,
     )
-    ctx.steps.built()
     rec.build = Build(
         ok=step.ok, duration_s=round(step.duration_s, 2), log=step.log, error=step.error
     )
@@ -994,6 +993,7 @@ def build_variant(
         ctx.cell.timings[f"build_{variant}"] = round(step.duration_s, 2)
     rec.status = RecordStatus.BUILT if step.ok else RecordStatus.BUILD_FAILED
     ctx.steps.done("built" if step.ok else f"build failed: {step.error}")
+    ctx.steps.built()  # after its line: the next cell's lines come after this build's
     return rec
 
 

@@ -148,10 +148,14 @@ def test_each_cell_prints_its_verdict_and_time_as_it_ends_and_the_run_its_times(
         # the verdict came before the mutants, the result after
         assert err.index(f"{cell}: mutant ") < m.start()
         ends[cell], verdicts[cell] = m.start(), verdict
-    # phase 1 in every cell (the cheapest first), then phase 2: the last verdict before any mutant
+    # phase 1: the cheapest cell builds first, with every core; the next starts once it has built
+    # (beside the first cell's controls); phase 2: every cell's first verdict before any mutant
+    built = err.index("    ggml/cpu: built (")
     fetch = err.index("llama.cpp/cpu: fetch")
     first_mutant = min(err.index(f"{cell}: mutant ") for cell in verdicts)
-    assert verdicts["ggml/cpu"] < fetch < verdicts["llama.cpp/cpu"] < first_mutant
+    first_verdicts = [err.index(f"  {cell}: verdict: ") for cell in verdicts]
+    assert built < fetch < first_verdicts[1] <= verdicts["llama.cpp/cpu"]
+    assert max(first_verdicts) < first_mutant
     assert err.index("phase 2/2: known-wrong and competing fixes") < first_mutant
     # phase 2 runs a cell per core: they end in either order, both after every first verdict
     assert min(ends.values()) > first_mutant
@@ -577,8 +581,9 @@ def test_cpu_sanitize_passes_with_test_opt_skipped_and_the_verdict_on_the_gate_a
     )
     # test-opt is never built there
     build_log = Path(recs["patched"]["build"]["log"]).read_text()
-    cmd = build_log.splitlines()[0].split()  # `$ ninja -C BUILD -j N TARGET...`
-    assert "test-opt-dynamic-accum" in cmd[6:] and "test-opt" not in cmd, cmd
+    # `$ ninja -C BUILD [-j N] TARGET...` (no -j where the run's jobserver sets the jobs)
+    cmd = build_log.splitlines()[0].split()
+    assert "test-opt-dynamic-accum" in cmd[4:] and "test-opt" not in cmd, cmd
     # the known-wrong fixes run under the plain cpu cell only
     assert cell["mutants"]["skipped"] == MUTANTS_SKIP and cell["mutants"]["total"] == 0
     assert not [r for r in recs.values() if r["variant"].startswith("mutant:")]
