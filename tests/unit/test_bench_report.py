@@ -220,7 +220,8 @@ def test_each_topics_variants_and_the_queue_against_one_topic_meet_issue_31s_goa
 
 def test_a_competing_fix_is_measured_against_the_by_hand_route():
     bench = _bench()
-    assert bench.GOALS["competing_vs_by_hand"] == 1.5  # issue 20: about one mutant
+    # issue 35: as a control or a known-wrong fix (issue 20 asked 1.5: about one mutant)
+    assert bench.GOALS["competing_vs_by_hand"] == 1.2
     report = {
         "machine": {"cores": 2, "loadavg_start": [0.1, 0.2, 0.3]},
         "goals": bench.GOALS,
@@ -250,7 +251,7 @@ def test_a_competing_fix_is_measured_against_the_by_hand_route():
     md = bench.markdown(report)
     assert (
         "| per competing fix / git apply on the unfixed tree + both tests "
-        "rebuilt and run by hand | 1.6 | <= 1.5 | NO |" in md
+        "rebuilt and run by hand | 1.6 | <= 1.2 | NO |" in md
     )
     assert "| ggml/cpu | 2 | 1.8 | 1.125 | 1.6 |" in md
 
