@@ -101,6 +101,7 @@ GOALS = {
     "newcomer_loaded_rerun_s": 2.0,
     "loaded_control_vs_one_file": 1.5,
     "loaded_mutant_vs_by_hand": 1.5,
+    "loaded_competing_vs_by_hand": 1.5,
     # issue 21: the workflow in act costs little more than the same cells by `nox -s matrix`
     "act_vs_matrix": 1.3,
     "loaded_act_vs_matrix": 1.3,
@@ -302,6 +303,7 @@ def tool(*args, env=None) -> tuple[float, subprocess.CompletedProcess]:
 GATE_CMAKE = ROOT / "native_tests" / "extra-programs.cmake"
 BY_HAND_TESTS = ("test-opt", "test-opt-dynamic-accum")
 BY_HAND_TARGETS = ("llama.cpp", "ggml")  # matrix.yaml's targets the bench measures
+LOADED_RERUN_ARGS = ("--parallel", "1")  # the loaded per-variant measure: one cell at a time
 
 
 def by_hand_configure(layout: str, tree: Path, build: Path) -> list[str]:
@@ -881,11 +883,12 @@ def cold_run(work: Path, targets: list[str]) -> tuple[float, list[str], dict]:
 
 def loaded_ratios(work: Path, cold_args: list[str], matrix, loops: int) -> dict:
     """(c) and (f) again under `loops` busy loops: the tool re-run (--rerun) in the same trees, then
-    the by-hand floors, all under the same load."""
+    the by-hand floors, all under the same load. The re-run takes one cell at a time
+    (`--parallel 1`): by hand, one variant competes with the loops; in the default run two cells'
+    variants would compete with each other too, a cost of sharing the machine, not of the tool."""
     cache = Path(cold_args[cold_args.index("--cache") + 1])
-    args = [a if a != str(work / "r-cold") else str(work / "r-loaded") for a in cold_args] + [
-        "--rerun"
-    ]
+    args = [a if a != str(work / "r-cold") else str(work / "r-loaded") for a in cold_args]
+    args += ["--rerun", *LOADED_RERUN_ARGS]
     with BusyLoops(loops):
         start = load_note(loops)
         t, p = tool(*args, env=NO_CCACHE)
@@ -893,13 +896,16 @@ def loaded_ratios(work: Path, cold_args: list[str], matrix, loops: int) -> dict:
             raise SystemExit(f"bench: loaded re-run failed ({p.returncode}): {p.stderr[-800:]}")
         run = json.loads((work / "r-loaded" / "results.json").read_text())
         control, mutants = variant_ratios(cache, run, matrix)
+        competing = competing_ratios(cache, run, matrix)
         end = load_note(loops)
     return {
         "load_start": start,
         "load_end": end,
+        "tool_args": list(LOADED_RERUN_ARGS),
         "tool_wall_s": round(t, 2),
         "control": control,
         "mutants": mutants,
+        "competing": competing,
     }
 
 
@@ -1382,6 +1388,8 @@ def ratios(report: dict) -> dict:
     if "loaded" in report:
         r["loaded_control_vs_one_file"] = _max_ratio(report["loaded"]["control"])
         r["loaded_mutant_vs_by_hand"] = _max_ratio(report["loaded"]["mutants"])
+        if report["loaded"].get("competing"):
+            r["loaded_competing_vs_by_hand"] = _max_ratio(report["loaded"]["competing"])
     for name, prefix in (("quiet", ""), ("loaded", "loaded_")):
         if name in report.get("act", {}):
             r[f"{prefix}act_vs_matrix"] = report["act"][name]["ratio"]
@@ -1429,6 +1437,7 @@ NAMES = {
     "newcomer_loaded_rerun_s": "newcomer, 2 busy loops: nothing changed re-run (s)",
     "loaded_control_vs_one_file": "2 busy loops: control / one-file rebuild by hand",
     "loaded_mutant_vs_by_hand": "2 busy loops: per mutant / by hand",
+    "loaded_competing_vs_by_hand": "2 busy loops: per competing fix / by hand",
     "act_vs_matrix": "the matrix workflow in act / `ggml-patch "
     "matrix`, default cpu legs, warm ccache",
     "loaded_act_vs_matrix": "2 busy loops: the matrix workflow in act / `ggml-patch matrix`",
@@ -1502,27 +1511,17 @@ def markdown(r: dict) -> str:
         if "control" in r:
             lines += ratio_tables(r["control"], r["mutants"], "")
         if r.get("competing"):
-            lines += [
-                "",
-                "## Competing fixes (s per fix, no ccache)",
-                "",
-                "| cell | fixes | tool, per fix | by hand: apply "
-                "+ both tests rebuilt and run | ratio |",
-                "|---|---|---|---|---|",
-            ]
-            for c, v in r["competing"].items():
-                lines.append(
-                    f"| {c} | {v['fixes']} | {v['tool_per_fix_s']} | "
-                    f"{v['by_hand']['per_fix_s']} | {v['ratio']} |"
-                )
+            lines += competing_table(r["competing"], "")
     if "loaded" in r:
         ld = r["loaded"]
-        lines += ratio_tables(
-            ld["control"],
-            ld["mutants"],
+        how = (
             f", under {ld['load_start']['busy_loops']} busy loops "
-            f"(load average {ld['load_start']['loadavg']} -> {ld['load_end']['loadavg']})",
+            f"(load average {ld['load_start']['loadavg']} -> {ld['load_end']['loadavg']}; "
+            f"the tool re-run with {' '.join(ld.get('tool_args', [])) or 'no options'})"
         )
+        lines += ratio_tables(ld["control"], ld["mutants"], how)
+        if ld.get("competing"):
+            lines += competing_table(ld["competing"], how)
     if "invalidation" in r:
         lines += ["", "## Re-runs after a change", ""]
         for k, v in r["invalidation"].items():
@@ -1665,6 +1664,22 @@ def nox_matrix_markdown(a: dict) -> list[str]:
             f"| {name} | {n['wall_s']} | {n['install_s']} | {n['matrix_s']} "
             f"| {n['ccache']['hits']}/{n['ccache']['misses']} | {installs} "
             f"| {x['ratio_vs_nox_matrix']} |"
+        )
+    return lines
+
+
+def competing_table(competing: dict, how: str) -> list[str]:
+    lines = [
+        "",
+        f"## Competing fixes (s per fix, no ccache){how}",
+        "",
+        "| cell | fixes | tool, per fix | by hand: apply + both tests rebuilt and run | ratio |",
+        "|---|---|---|---|---|",
+    ]
+    for c, v in competing.items():
+        lines.append(
+            f"| {c} | {v['fixes']} | {v['tool_per_fix_s']} | "
+            f"{v['by_hand']['per_fix_s']} | {v['ratio']} |"
         )
     return lines
 

@@ -79,6 +79,7 @@ def test_each_number_meets_or_misses_its_goal_and_the_report_says_which():
         "loaded": {
             "load_start": {"busy_loops": 2, "loadavg": [2.0]},
             "load_end": {"busy_loops": 2, "loadavg": [2.5]},
+            "tool_args": ["--parallel", "1"],
             "tool_wall_s": 100.0,
             "control": {"ggml/cpu": {"tool_s": 3.0, "one_file_by_hand_s": 2.5, "ratio": 1.2}},
             "mutants": {
@@ -89,12 +90,21 @@ def test_each_number_meets_or_misses_its_goal_and_the_report_says_which():
                     "by_hand": {"per_mutant_s": 1.25},
                 }
             },
+            "competing": {
+                "ggml/cpu": {
+                    "fixes": 1,
+                    "tool_per_fix_s": 1.4,
+                    "ratio": 1.4,
+                    "by_hand": {"per_fix_s": 1.0},
+                }
+            },
         },
     }
     r = bench.ratios(report)
     assert r == {
         "loaded_control_vs_one_file": 1.2,
         "loaded_mutant_vs_by_hand": 1.6,
+        "loaded_competing_vs_by_hand": 1.4,
         "newcomer_first_verdict_vs_by_hand": 1.25,
         "newcomer_total_vs_by_hand": 4.464,
         "newcomer_rerun_s": 0.6,
@@ -107,6 +117,7 @@ def test_each_number_meets_or_misses_its_goal_and_the_report_says_which():
     assert report["met"] == {
         "loaded_control_vs_one_file": True,
         "loaded_mutant_vs_by_hand": False,
+        "loaded_competing_vs_by_hand": True,
         "newcomer_first_verdict_vs_by_hand": True,
         "newcomer_total_vs_by_hand": False,
         "newcomer_rerun_s": True,
@@ -135,7 +146,11 @@ def test_each_number_meets_or_misses_its_goal_and_the_report_says_which():
         "| quiet (0 busy loops) | [0.5, 0.4, 0.3] -> [2.1, 1.0, 0.5] | "
         "4.0 | 30.0 | 70.0 | 250.0 | 300.0 | 0.6 |" in md
     )
-    assert "## Control (s), under 2 busy loops (load average [2.0] -> [2.5])" in md
+    how = ", under 2 busy loops (load average [2.0] -> [2.5]; the tool re-run with --parallel 1)"
+    assert f"## Control (s){how}" in md
+    assert f"## Competing fixes (s per fix, no ccache){how}" in md
+    assert "| ggml/cpu | 1 | 1.4 | 1.0 | 1.4 |" in md
+    assert "| 2 busy loops: per competing fix / by hand | 1.4 | <= 1.5 | yes |" in md
     assert "By hand" not in md  # not measured in this run: not reported
 
 
@@ -155,6 +170,7 @@ def test_the_goals_are_the_issues():
     ) == (1.95, 5.25, 2.0)
     assert (g["control_vs_one_file"], g["mutant_vs_by_hand"]) == (1.2, 1.2)
     assert (g["loaded_control_vs_one_file"], g["loaded_mutant_vs_by_hand"]) == (1.5, 1.5)
+    assert (g["competing_vs_by_hand"], g["loaded_competing_vs_by_hand"]) == (1.2, 1.5)
     assert Path(ROOT / "benchmarks" / "records").is_dir()
 
 
