@@ -147,6 +147,7 @@ def registered(layout: Layout, cmakelists: Optional[str]) -> Optional[str]:
 
 
 TRAINING_PROGRAM = "train-opt-dynamic"  # native_tests/: evidence, not part of the series
+PRECOMPILE_CMAKE = "precompile-fix-file.cmake"  # native_tests/: build speed (GGML_PATCH_PRECOMPILE)
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,8 @@ def build_plan(layout: Layout, worktree: str, harness_dir: str) -> BuildPlan:
             ("GGML_BUILD_TESTS", "ON"),
             ("GGML_BUILD_EXAMPLES", "OFF"),
             ("CMAKE_PROJECT_INCLUDE", extra),
+            # ggml's project(ggml): its own build gets what the harness includes
+            ("CMAKE_PROJECT_ggml_INCLUDE", f"{harness_dir}/{PRECOMPILE_CMAKE}"),
         )
         return BuildPlan(ggml_dir, common + own, TESTS)
     harness = (

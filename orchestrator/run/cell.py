@@ -24,7 +24,15 @@ from ..cache import Cache, slug
 from ..cancel import CancelToken
 from ..config import Backend, Target
 from ..errors import BuildFailed, ExitCode, GgmlPatchError, SeriesDoesNotApply
-from ..model.layout import GATE_TEST, TESTS, UPSTREAM_TEST, BuildPlan, build_plan, get_layout
+from ..model.layout import (
+    GATE_TEST,
+    PRECOMPILE_CMAKE,
+    TESTS,
+    UPSTREAM_TEST,
+    BuildPlan,
+    build_plan,
+    get_layout,
+)
 from ..model.results import (
     COMPETING_PREFIX,
     CONTROL_PREFIX,
@@ -79,6 +87,7 @@ __all__ = ["CellContext", "CellOptions", "CellProgress", "RunOptions", "Step", "
 _HARNESS_FILES = (
     "CMakeLists.txt",
     "extra-programs.cmake",
+    PRECOMPILE_CMAKE,
     "train-opt-dynamic.cpp",
     f"{GATE_TEST}.cpp",
 )

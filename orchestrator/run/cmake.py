@@ -67,10 +67,15 @@ class BuildStep:
 
 
 def configure_args(plan: BuildPlan, build_dir: Path, flags: list[str]) -> list[str]:
+    has_ccache = bool(shutil.which("ccache"))
     ninja, ccache = (
         f"-DCMAKE_MAKE_PROGRAM={ninja_exe()}",
-        f"-DGGML_CCACHE={'ON' if shutil.which('ccache') else 'OFF'}",
+        f"-DGGML_CCACHE={'ON' if has_ccache else 'OFF'}",
     )
+    # ggml-opt.cpp recompiles once per variant: its standard headers precompiled
+    # (native_tests/precompile-fix-file.cmake); not with ccache, which caches whole compiles
+    # and passes over one that uses a precompiled header
+    precompile = f"-DGGML_PATCH_PRECOMPILE={'OFF' if has_ccache else 'ON'}"
     defs = [f"-D{k}={v}" for k, v in plan.definitions]
     return [
         cmake_exe(),
@@ -83,6 +88,7 @@ def configure_args(plan: BuildPlan, build_dir: Path, flags: list[str]) -> list[s
         ninja,
         *defs,
         ccache,
+        precompile,
         *flags,
     ]
 

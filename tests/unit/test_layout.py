@@ -370,7 +370,8 @@ COMMON = (
 
 def test_build_plan_ggml_builds_its_own_tests():
     plan = build_plan(GGML, "/w/src", "/repo/native_tests")
-    # the training program joins ggml's own build through a project include (not the series)
+    # the training program joins ggml's own build through a project include (not the series),
+    # and so does the precompiled header of the fix file (build speed only)
     assert plan == BuildPlan(
         "/w/src",
         COMMON
@@ -378,6 +379,7 @@ def test_build_plan_ggml_builds_its_own_tests():
             ("GGML_BUILD_TESTS", "ON"),
             ("GGML_BUILD_EXAMPLES", "OFF"),
             ("CMAKE_PROJECT_INCLUDE", "/repo/native_tests/extra-programs.cmake"),
+            ("CMAKE_PROJECT_ggml_INCLUDE", "/repo/native_tests/precompile-fix-file.cmake"),
         ),
         TESTS,
     )

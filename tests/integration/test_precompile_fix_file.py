@@ -1,0 +1,141 @@
+"""Issue 35: a run recompiles ggml-opt.cpp once per control, known-wrong and competing fix; with
+native_tests/precompile-fix-file.cmake the standard headers it includes are precompiled once per
+build tree. A real CMake project shaped like ggml (a `ggml-base` library in a subdirectory, with
+ggml-opt.cpp, another C++ file and a C file), configured and built with the real cmake and ninja
+as the tool configures ggml's own build (CMAKE_PROJECT_ggml_INCLUDE)."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from orchestrator.run import cmake
+
+NATIVE = Path(__file__).resolve().parents[2] / "native_tests"
+
+TOP = """cmake_minimum_required(VERSION 3.14)
+project("ggml" C CXX)
+add_subdirectory(src)
+"""
+SRC = """add_library(ggml-base ggml-opt.cpp other.cpp plain.c ../include/ggml.h)
+target_include_directories(ggml-base PUBLIC ../include)
+"""
+OPT = """#include "ggml.h"
+#include <algorithm>
+#include <map>
+#include <vector>
+
+int ggml_opt_answer() {
+    std::vector<int> v = {3, 1, 2};
+    std::map<int, int> m;
+    m[1] = *std::max_element(v.begin(), v.end());
+    return m[1] + GGML_ANSWER;
+}
+"""
+OTHER = """#include "ggml.h"
+#include <string>
+int other_answer() { return (int) std::string("ab").size(); }
+"""
+PLAIN = "int plain_answer(void) { return 1; }\n"
+
+
+def _project(root: Path) -> Path:
+    (root / "src").mkdir(parents=True)
+    (root / "include").mkdir()
+    (root / "CMakeLists.txt").write_text(TOP)
+    (root / "src" / "CMakeLists.txt").write_text(SRC)
+    (root / "src" / "ggml-opt.cpp").write_text(OPT)
+    (root / "src" / "other.cpp").write_text(OTHER)
+    (root / "src" / "plain.c").write_text(PLAIN)
+    (root / "include" / "ggml.h").write_text("#define GGML_ANSWER 40\n")
+    return root
+
+
+def _configure(src: Path, build: Path, precompile: str) -> None:
+    subprocess.run(
+        [
+            cmake.cmake_exe(),
+            "-G",
+            "Ninja",
+            "-S",
+            str(src),
+            "-B",
+            str(build),
+            f"-DCMAKE_MAKE_PROGRAM={cmake.ninja_exe()}",
+            f"-DCMAKE_PROJECT_ggml_INCLUDE={NATIVE / 'precompile-fix-file.cmake'}",
+            f"-DGGML_PATCH_PRECOMPILE={precompile}",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+
+
+def _command(build: Path, obj: str) -> str:
+    out = subprocess.run(
+        [cmake.ninja_exe(), "-C", str(build), "-t", "commands", obj],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return out.strip().splitlines()[-1]
+
+
+def _obj(name: str) -> str:
+    return f"src/CMakeFiles/ggml-base.dir/{name}.o"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    src = _project(tmp_path_factory.mktemp("ggml"))
+    build = src.parent / "build-on"
+    _configure(src, build, "ON")
+    subprocess.run([cmake.ninja_exe(), "-C", str(build)], check=True, capture_output=True)
+    return src, build
+
+
+def test_only_the_fix_file_uses_a_header_of_its_own_standard_includes(built):
+    _, build = built
+    assert "cmake_pch.hxx" in _command(build, _obj("ggml-opt.cpp"))
+    assert "cmake_pch" not in _command(build, _obj("other.cpp"))
+    assert "cmake_pch" not in _command(build, _obj("plain.c"))
+    pch = (build / "src" / "CMakeFiles" / "ggml-base.dir" / "cmake_pch.hxx").read_text()
+    # its own `#include <...>` lines, in its order; nothing of ggml's own headers
+    found = [ln.split()[-1] for ln in pch.splitlines() if ln.startswith("#include <")]
+    assert found == ["<algorithm>", "<map>", "<vector>"]
+    assert "ggml.h" not in pch
+    assert not list(build.rglob("cmake_pch.h"))  # no C header: plain.c is as upstream builds it
+
+
+def test_a_changed_fix_file_recompiles_alone_with_the_header_kept(built):
+    src, build = built
+    text = (src / "src" / "ggml-opt.cpp").read_text()
+    (src / "src" / "ggml-opt.cpp").write_text(text.replace("+ GGML_ANSWER", "+ GGML_ANSWER + 1"))
+    out = subprocess.run(
+        [cmake.ninja_exe(), "-C", str(build), "-n", "-d", "explain"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    steps = [ln for ln in out.splitlines() if ln.startswith("[")]
+    assert "ggml-opt.cpp.o" in steps[0]
+    assert not any("cmake_pch" in s or "other.cpp" in s for s in steps)
+
+
+def test_off_builds_every_file_as_upstream_does(tmp_path):
+    src = _project(tmp_path / "ggml")
+    build = tmp_path / "build-off"
+    _configure(src, build, "OFF")
+    assert "cmake_pch" not in _command(build, _obj("ggml-opt.cpp"))
+    assert not list(build.rglob("cmake_pch.hxx"))
+
+
+def test_the_tool_precompiles_only_without_ccache(monkeypatch, tmp_path):
+    from orchestrator.model.layout import BuildPlan
+
+    plan = BuildPlan(str(tmp_path), (), ())
+    monkeypatch.setattr(cmake.shutil, "which", lambda name: None)
+    assert "-DGGML_PATCH_PRECOMPILE=ON" in cmake.configure_args(plan, tmp_path / "b", [])
+    monkeypatch.setattr(cmake.shutil, "which", lambda name: f"/usr/bin/{name}")
+    args = cmake.configure_args(plan, tmp_path / "b", [])
+    assert {"-DGGML_PATCH_PRECOMPILE=OFF", "-DGGML_CCACHE=ON"} <= set(args)
