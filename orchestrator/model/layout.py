@@ -157,6 +157,8 @@ class BuildPlan:
     targets: tuple[str, ...]  # the tests
     # built and run beside the tests in each variant
     programs: tuple[str, ...] = (TRAINING_PROGRAM,)
+    # the build includes native_tests/PRECOMPILE_CMAKE (GGML_PATCH_PRECOMPILE then means something)
+    precompiles: bool = False
 
 
 def build_plan(layout: Layout, worktree: str, harness_dir: str) -> BuildPlan:
@@ -179,9 +181,9 @@ def build_plan(layout: Layout, worktree: str, harness_dir: str) -> BuildPlan:
             # ggml's project(ggml): its own build gets what the harness includes
             ("CMAKE_PROJECT_ggml_INCLUDE", f"{harness_dir}/{PRECOMPILE_CMAKE}"),
         )
-        return BuildPlan(ggml_dir, common + own, TESTS)
+        return BuildPlan(ggml_dir, common + own, TESTS, precompiles=True)
     harness = (
         ("GGML_SOURCE_DIR", ggml_dir),
         ("GGML_TESTS_DIR", f"{worktree}/{layout.tests_dir()}"),
     )
-    return BuildPlan(harness_dir, common + harness, TESTS)
+    return BuildPlan(harness_dir, common + harness, TESTS, precompiles=True)

@@ -75,7 +75,9 @@ def configure_args(plan: BuildPlan, build_dir: Path, flags: list[str]) -> list[s
     # ggml-opt.cpp recompiles once per variant: its standard headers precompiled
     # (native_tests/precompile-fix-file.cmake); not with ccache, which caches whole compiles
     # and passes over one that uses a precompiled header
-    precompile = f"-DGGML_PATCH_PRECOMPILE={'OFF' if has_ccache else 'ON'}"
+    precompile = [f"-DGGML_PATCH_PRECOMPILE={'OFF' if has_ccache else 'ON'}"]
+    if not plan.precompiles:
+        precompile = []  # a build without the harness (the evidence's): not a variable of it
     defs = [f"-D{k}={v}" for k, v in plan.definitions]
     return [
         cmake_exe(),
@@ -88,7 +90,7 @@ def configure_args(plan: BuildPlan, build_dir: Path, flags: list[str]) -> list[s
         ninja,
         *defs,
         ccache,
-        precompile,
+        *precompile,
         *flags,
     ]
 

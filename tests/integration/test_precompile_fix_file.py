@@ -133,9 +133,24 @@ def test_off_builds_every_file_as_upstream_does(tmp_path):
 def test_the_tool_precompiles_only_without_ccache(monkeypatch, tmp_path):
     from orchestrator.model.layout import BuildPlan
 
-    plan = BuildPlan(str(tmp_path), (), ())
+    plan = BuildPlan(str(tmp_path), (), (), precompiles=True)
     monkeypatch.setattr(cmake.shutil, "which", lambda name: None)
     assert "-DGGML_PATCH_PRECOMPILE=ON" in cmake.configure_args(plan, tmp_path / "b", [])
     monkeypatch.setattr(cmake.shutil, "which", lambda name: f"/usr/bin/{name}")
     args = cmake.configure_args(plan, tmp_path / "b", [])
     assert {"-DGGML_PATCH_PRECOMPILE=OFF", "-DGGML_CCACHE=ON"} <= set(args)
+    # a build without the harness (the fine-tuning evidence's llama-finetune) is not told
+    other = BuildPlan(str(tmp_path), (), ())
+    assert not any("PRECOMPILE" in a for a in cmake.configure_args(other, tmp_path / "b", []))
+
+
+def test_every_cell_build_plan_includes_it():
+    from orchestrator.model.layout import PRECOMPILE_CMAKE, build_plan, get_layout
+
+    for name in ("ggml", "llama.cpp"):
+        assert build_plan(get_layout(name), "/w/src", "/h").precompiles, name
+    assert (NATIVE / PRECOMPILE_CMAKE).is_file()
+    assert (
+        f"include(${{CMAKE_CURRENT_LIST_DIR}}/{PRECOMPILE_CMAKE})"
+        in (NATIVE / "CMakeLists.txt").read_text()
+    )

@@ -382,6 +382,7 @@ def test_build_plan_ggml_builds_its_own_tests():
             ("CMAKE_PROJECT_ggml_INCLUDE", "/repo/native_tests/precompile-fix-file.cmake"),
         ),
         TESTS,
+        precompiles=True,
     )
     assert plan.targets == ("test-opt", "test-opt-dynamic-accum")
     assert plan.programs == ("train-opt-dynamic",)
@@ -400,6 +401,7 @@ def test_build_plan_llama_uses_the_harness(layout):
         "/repo/native_tests",
         COMMON + (("GGML_SOURCE_DIR", "/w/src/ggml"), ("GGML_TESTS_DIR", "/w/src/tests")),
         TESTS,
+        precompiles=True,
     )
     defs = dict(plan.definitions)
     assert "GGML_BUILD_TESTS" not in defs and "LLAMA_BUILD_TESTS" not in defs
