@@ -80,7 +80,13 @@ def _redact(text: str, found: list[str]) -> str:
         text = text.replace(s, REDACTED)
     if "://" in text:
         text = _AUTHORITY.sub(_userinfo, text)
-    return _QUERY.sub(rf"\g<1>{REDACTED}", text) if "=" in text else text
+    return _QUERY.sub(rf"\g<1>{REDACTED}", text) if _may_hold_query(text) else text
+
+
+def _may_hold_query(text: str) -> bool:
+    """Whether _QUERY can match: a `key=` after ?, & or ; (a results.json's many `-DX=Y` words
+    cannot, and skipping them halves the redaction of a results document)."""
+    return "=" in text and ("?" in text or "&" in text or ";" in text)
 
 
 def shell_line(argv: Iterable[str], secrets: Iterable[str] = ()) -> str:
@@ -171,7 +177,7 @@ class _Redactor:
         plain = self.plain()
         for i, v in enumerate(values):
             if isinstance(v, str):
-                if plain and "://" not in v and "=" not in v:
+                if plain and "://" not in v and ("=" not in v or not _may_hold_query(v)):
                     continue
                 values[i] = self.text(v)
                 plain = self.plain()  # a password met in a URL: every later string is checked

@@ -216,7 +216,7 @@ def copy_file(
     f, limit = _opened(Path(src), kind, root)
     total = 0
     held = b""
-    with f, replacing(dst) as out:
+    with f, _replacing(dst) as out:
         while chunk := f.readline(1 * MiB):
             total += len(chunk)
             if total > limit:
@@ -249,7 +249,7 @@ def _through(chunk: bytes, line: Optional[Callable[[str], str]]) -> bytes:
 
 
 @contextlib.contextmanager
-def replacing(path: PathLike) -> Iterator[BinaryIO]:
+def _replacing(path: PathLike) -> Iterator[BinaryIO]:
     """A binary file to write that replaces `path` when done: written to a new file beside it,
     then renamed over it, so a symlink (or a hard link) at `path` is replaced, never written
     through; on an error nothing at `path` changes."""
@@ -267,8 +267,8 @@ def replacing(path: PathLike) -> Iterator[BinaryIO]:
 
 
 def write_replacing(path: PathLike, text: Union[str, bytes]) -> Path:
-    """`text` (UTF-8) as the new file at `path`, replacing what is there (see `replacing`)."""
-    with replacing(path) as f:
+    """`text` (UTF-8) as the new file at `path`, replacing what is there (see `_replacing`)."""
+    with _replacing(path) as f:
         f.write(text.encode("utf-8") if isinstance(text, str) else text)
     return Path(path)
 
