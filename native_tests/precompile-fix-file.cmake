@@ -2,9 +2,10 @@
 # known-wrong and competing fix (dozens), and a quarter of each recompile is parsing the standard
 # headers it includes. With GGML_PATCH_PRECOMPILE=ON those headers (its own `#include <...>`
 # lines, in its order) are precompiled once per build tree. The code compiled is the same; the
-# other sources of ggml-base are left as they are. The tool turns it off where ccache caches
-# whole compiles. Included by the harness, or through CMAKE_PROJECT_ggml_INCLUDE into ggml's own
-# build, where it runs once ggml's targets exist (deferred to the end of the top-level directory).
+# other sources of ggml-base are left as they are. With ccache the tool sets the sloppiness
+# (pch_defines,time_macros) ccache needs to cache these compiles. Included by the harness, or
+# through CMAKE_PROJECT_ggml_INCLUDE into ggml's own build, where it runs once ggml's targets
+# exist (deferred to the end of the top-level directory).
 include_guard(GLOBAL)
 
 option(GGML_PATCH_PRECOMPILE "precompile the standard headers ggml-opt.cpp includes" OFF)

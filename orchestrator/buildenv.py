@@ -76,10 +76,23 @@ def clean_env(
         # ccache's depend mode (4.0+) reads the -MD file ninja's compiles write: a miss costs no
         # preprocessor run, so a cold build with ccache takes what one without it does (6 % less)
         env["CCACHE_DEPEND"] = "1"
+    env["CCACHE_SLOPPINESS"] = pch_sloppiness(env.get("CCACHE_SLOPPINESS", ""))
     for k, v in (extra or {}).items():
         if not is_credential(k):
             env[k] = v
     return env
+
+
+# ggml-opt.cpp compiles with a precompiled header (native_tests/precompile-fix-file.cmake); ccache
+# caches such a compile only with these (its manual, "Precompiled headers"); neither target uses
+# __DATE__ or __TIME__, which time_macros would let a cached object keep
+PCH_SLOPPINESS = ("pch_defines", "time_macros")
+
+
+def pch_sloppiness(value: str) -> str:
+    """The caller's CCACHE_SLOPPINESS (comma- or space-separated) with PCH_SLOPPINESS added."""
+    kept = [v for v in value.replace(",", " ").split() if v]
+    return ",".join([*kept, *(v for v in PCH_SLOPPINESS if v not in kept)])
 
 
 def key_part(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:

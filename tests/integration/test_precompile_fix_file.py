@@ -4,11 +4,13 @@ build tree. A real CMake project shaped like ggml (a `ggml-base` library in a su
 ggml-opt.cpp, another C++ file and a C file), configured and built with the real cmake and ninja
 as the tool configures ggml's own build (CMAKE_PROJECT_ggml_INCLUDE)."""
 
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from orchestrator import buildenv
 from orchestrator.run import cmake
 
 NATIVE = Path(__file__).resolve().parents[2] / "native_tests"
@@ -130,7 +132,7 @@ def test_off_builds_every_file_as_upstream_does(tmp_path):
     assert not list(build.rglob("cmake_pch.hxx"))
 
 
-def test_the_tool_precompiles_only_without_ccache(monkeypatch, tmp_path):
+def test_the_tool_precompiles_with_and_without_ccache(monkeypatch, tmp_path):
     from orchestrator.model.layout import BuildPlan
 
     plan = BuildPlan(str(tmp_path), (), (), precompiles=True)
@@ -138,10 +140,54 @@ def test_the_tool_precompiles_only_without_ccache(monkeypatch, tmp_path):
     assert "-DGGML_PATCH_PRECOMPILE=ON" in cmake.configure_args(plan, tmp_path / "b", [])
     monkeypatch.setattr(cmake.shutil, "which", lambda name: f"/usr/bin/{name}")
     args = cmake.configure_args(plan, tmp_path / "b", [])
-    assert {"-DGGML_PATCH_PRECOMPILE=OFF", "-DGGML_CCACHE=ON"} <= set(args)
+    assert {"-DGGML_PATCH_PRECOMPILE=ON", "-DGGML_CCACHE=ON"} <= set(args)
     # a build without the harness (the fine-tuning evidence's llama-finetune) is not told
     other = BuildPlan(str(tmp_path), (), ())
     assert not any("PRECOMPILE" in a for a in cmake.configure_args(other, tmp_path / "b", []))
+
+
+def _ccache_stats(env: dict) -> dict[str, int]:
+    out = subprocess.run(
+        ["ccache", "--print-stats"], env=env, check=True, capture_output=True, text=True
+    ).stdout
+    return {k: int(v) for k, v in (ln.split("\t") for ln in out.splitlines() if "\t" in ln)}
+
+
+@pytest.mark.skipif(not shutil.which("ccache"), reason="ccache is not installed")
+@pytest.mark.parametrize("sloppy", [True, False])
+def test_ccache_caches_the_precompiled_compile_only_with_the_tools_sloppiness(sloppy, tmp_path):
+    """A variant's ggml-opt.cpp restored (the fix after a control) is a ccache hit in the
+    environment the tool builds in (buildenv.clean_env); without the sloppiness ccache passes
+    over a compile that uses a precompiled header."""
+    src = _project(tmp_path / "ggml")
+    build = tmp_path / "build"
+    env = {**buildenv.clean_env(), "CCACHE_DIR": str(tmp_path / "ccache")}
+    if not sloppy:
+        env["CCACHE_SLOPPINESS"] = ""  # none, whatever a ccache.conf says
+    subprocess.run(
+        [
+            cmake.cmake_exe(),
+            "-G",
+            "Ninja",
+            "-S",
+            str(src),
+            "-B",
+            str(build),
+            f"-DCMAKE_MAKE_PROGRAM={cmake.ninja_exe()}",
+            f"-DCMAKE_PROJECT_ggml_INCLUDE={NATIVE / 'precompile-fix-file.cmake'}",
+            "-DGGML_PATCH_PRECOMPILE=ON",
+            "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    fix = src / "src" / "ggml-opt.cpp"
+    for text in (OPT, OPT.replace("+ GGML_ANSWER", "+ GGML_ANSWER + 1"), OPT):
+        fix.write_text(text)
+        subprocess.run([cmake.ninja_exe(), "-C", str(build)], env=env, check=True)
+    hits = _ccache_stats(env).get("direct_cache_hit", 0)
+    assert (hits >= 1) == sloppy
 
 
 def test_every_cell_build_plan_includes_it():

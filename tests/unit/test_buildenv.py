@@ -19,3 +19,9 @@ def test_ccache_runs_in_depend_mode_unless_the_user_set_it():
     assert clean_env(environ={"PATH": "/bin"})["CCACHE_DEPEND"] == "1"
     assert clean_env(environ={"CCACHE_DEPEND": "0"})["CCACHE_DEPEND"] == "0"
     assert "CCACHE_DEPEND" not in clean_env(environ={"CCACHE_NODEPEND": "1"})
+
+
+def test_ccache_may_cache_a_compile_with_a_precompiled_header_the_users_sloppiness_kept():
+    assert clean_env(environ={})["CCACHE_SLOPPINESS"] == "pch_defines,time_macros"
+    env = clean_env(environ={"CCACHE_SLOPPINESS": "include_file_mtime time_macros"})
+    assert env["CCACHE_SLOPPINESS"] == "include_file_mtime,time_macros,pch_defines"
