@@ -53,7 +53,9 @@ def _project(root: Path) -> Path:
     return root
 
 
-def _configure(src: Path, build: Path, precompile: str) -> None:
+def _configure(
+    src: Path, build: Path, precompile: str, extra: tuple[str, ...] = (), env=None
+) -> None:
     subprocess.run(
         [
             cmake.cmake_exe(),
@@ -66,7 +68,9 @@ def _configure(src: Path, build: Path, precompile: str) -> None:
             f"-DCMAKE_MAKE_PROGRAM={cmake.ninja_exe()}",
             f"-DCMAKE_PROJECT_ggml_INCLUDE={NATIVE / 'precompile-fix-file.cmake'}",
             f"-DGGML_PATCH_PRECOMPILE={precompile}",
+            *extra,
         ],
+        env=env,
         check=True,
         capture_output=True,
         text=True,
@@ -164,24 +168,7 @@ def test_ccache_caches_the_precompiled_compile_only_with_the_tools_sloppiness(sl
     env = {**buildenv.clean_env(), "CCACHE_DIR": str(tmp_path / "ccache")}
     if not sloppy:
         env["CCACHE_SLOPPINESS"] = ""  # none, whatever a ccache.conf says
-    subprocess.run(
-        [
-            cmake.cmake_exe(),
-            "-G",
-            "Ninja",
-            "-S",
-            str(src),
-            "-B",
-            str(build),
-            f"-DCMAKE_MAKE_PROGRAM={cmake.ninja_exe()}",
-            f"-DCMAKE_PROJECT_ggml_INCLUDE={NATIVE / 'precompile-fix-file.cmake'}",
-            "-DGGML_PATCH_PRECOMPILE=ON",
-            "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache",
-        ],
-        env=env,
-        check=True,
-        capture_output=True,
-    )
+    _configure(src, build, "ON", ("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache",), env)
     fix = src / "src" / "ggml-opt.cpp"
     for text in (OPT, OPT.replace("+ GGML_ANSWER", "+ GGML_ANSWER + 1"), OPT):
         fix.write_text(text)
