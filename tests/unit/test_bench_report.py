@@ -128,7 +128,7 @@ def test_each_number_meets_or_misses_its_goal_and_the_report_says_which():
     md = bench.markdown(report)
     assert (
         "| newcomer, quiet: first verdict / by hand (ggml patched, cmake Release + ninja test-opt "
-        "+ run, no ccache), same load | 1.25 | <= 1.3 | yes |"
+        "+ run, no ccache; the mean of before and after), same load | 1.25 | <= 1.3 | yes |"
     ) in md
     assert (
         "| newcomer, quiet: whole `pip install 'nox[uv]' && nox -s matrix` / by hand "
@@ -152,6 +152,25 @@ def test_each_number_meets_or_misses_its_goal_and_the_report_says_which():
     assert "| ggml/cpu | 1 | 1.4 | 1.0 | 1.4 |" in md
     assert "| 2 busy loops: per competing fix / by hand | 1.4 | <= 1.5 | yes |" in md
     assert "By hand" not in md  # not measured in this run: not reported
+
+
+def test_the_newcomers_reference_is_the_mean_of_the_by_hand_answer_before_and_after_it():
+    bench = _bench()
+    n = _newcomer(44.0, 120.0, 0.6, 0, 36.0)
+    n["by_hand_first_answer_after"] = {"patched": {"build_s": 43.0}, "total_s": 44.0}
+    # the host got busier during the run: the reference follows it
+    assert bench.newcomer_ratios(n) == {
+        "by_hand_reference_s": 40.0,
+        "first_verdict_vs_by_hand": 1.1,
+        "total_vs_by_hand": 3.0,
+    }
+    n.update(bench.newcomer_ratios(n))
+    md = "\n".join(bench.newcomer_markdown({"quiet": n}))
+    assert "no ccache) 36.0 s before, 44.0 s after, mean 40.0 s: first verdict 1.1x" in md
+    # a record from before the second measure: its one reference, as it was
+    del n["by_hand_first_answer_after"]
+    assert bench.newcomer_ratios(n)["first_verdict_vs_by_hand"] == round(44.0 / 36.0, 3)
+    assert bench.by_hand_reference_s({"first_verdict_s": 44.0}) is None
 
 
 def test_the_goals_are_the_issues():
