@@ -150,7 +150,6 @@ def _dispatch(args: argparse.Namespace) -> ExitCode:
         from .patchset.files import load_queue
 
         load_queue(matrix).chosen(args.topic)
-        matrix.choose_topics(args.topic)
     cache = Cache(root, lock_timeout=args.lock_timeout)
     cache.clean_scratch()  # what a killed run left in <cache>/tmp/
     return command.run(args, matrix, cache)

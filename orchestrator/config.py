@@ -163,7 +163,6 @@ class Matrix(MatrixRecord):
     profiles: Annotated[dict[Name, Profile], Field(min_length=1, json_schema_extra=_NAMES_ONLY)]
     _path: Path = PrivateAttr(Path("matrix.yaml"))
     _lines: dict[tuple[Any, ...], int] = PrivateAttr(default_factory=dict)
-    _topics: tuple[str, ...] = PrivateAttr(())  # --topic: none means every active topic
 
     def located(self, path: Path, lines: dict[tuple[Any, ...], int]) -> "Matrix":
         """This matrix as read from `path`, its keys at `lines`: each target and
@@ -193,15 +192,6 @@ class Matrix(MatrixRecord):
     @property
     def series_layout(self) -> str:
         return self.queue.layout
-
-    @property
-    def topics(self) -> list[str]:
-        """The topics --topic chose (checked by the CLI against the queue); [] for all active."""
-        return list(self._topics)
-
-    def choose_topics(self, names: Iterable[str]) -> "Matrix":
-        self._topics = tuple(names)
-        return self
 
     def topic_dir(self, topic: str) -> Path:
         """patches/<topic>/: the topic's series, topic.yaml, cover.md, known limits."""

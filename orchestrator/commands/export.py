@@ -16,13 +16,14 @@ def add_arguments(p) -> None:
 
 def run(args, matrix, cache) -> ExitCode:
     from .. import outdir
-    from ..patchset.files import write_patches
+    from ..patchset.files import load_series, write_patches
     from ..patchset.render import rendered_for_target
 
     target = matrix.target(args.target)
     # a folder holding a user's files is refused before any work
     out = outdir.check(args.out, "--out")
-    rendered, snap = rendered_for_target(matrix, cache, target)
+    series = load_series(matrix, list(args.topic or []))
+    rendered, snap = rendered_for_target(matrix, cache, target, series)
     # replaces only *.patch in the tool's own folder
     write_patches(rendered, outdir.claim(out, "--out"))
     print(

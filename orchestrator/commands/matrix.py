@@ -72,6 +72,7 @@ def run(args, matrix, cache) -> ExitCode:
         profile=args.profile,
         targets=args.target,
         backends=args.backend,
+        topics=list(args.topic or []),
         build_only=args.build_only,
         rerun=args.rerun,
         no_mutants=args.no_mutants,

@@ -18,7 +18,7 @@ def add_arguments(p) -> None:
 def run(args, matrix, cache) -> ExitCode:
     from ..drift.refresh import refresh
 
-    r = refresh(matrix, cache, matrix.target(args.target))
+    r = refresh(matrix, cache, matrix.target(args.target), list(args.topic or []))
     changed = r.written + r.removed
     print(
         f"refreshed {matrix.queue_dir} from {r.worktree} ({r.layout} layout): "

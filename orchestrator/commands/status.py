@@ -40,7 +40,8 @@ def run(args, matrix, cache) -> ExitCode:
     from ..redact import redact_data
 
     names = target_names(matrix, args.profile, args.target)
-    rows = status_of_targets(matrix, cache, names, behaviour=not args.no_behaviour)
+    topics = list(args.topic or [])
+    rows = status_of_targets(matrix, cache, names, topics, behaviour=not args.no_behaviour)
     if args.json:
         # what was found, as found
         report = StatusReport.model_construct(profile=args.profile, targets=rows)

@@ -29,6 +29,12 @@ def add_arguments(p) -> None:
     p.add_argument("--summary", metavar="TEXT", help="what it fixes, one line (default: subject)")
     p.add_argument("--origin", metavar="TEXT", help="where it comes from (default: from --from)")
     repeatable(p, "--after", "a topic this one must follow (it touches the same lines)", "TOPIC")
+    repeatable(
+        p,
+        "--test",
+        "a test that judges it, with its arguments (default: those whose sources it touches)",
+        "'PROGRAM [ARGS]'",
+    )
 
 
 def run(args, matrix, cache) -> ExitCode:
@@ -37,6 +43,7 @@ def run(args, matrix, cache) -> ExitCode:
 
     from ..errors import ConfigError
     from ..model.layout import LAYOUTS
+    from ..model.testspec import TestSpec
     from ..patchset import topic_new
     from ..patchset.files import load_queue
     from ..patchset.queue import QUEUE_FILE
@@ -86,13 +93,26 @@ def run(args, matrix, cache) -> ExitCode:
         origin = f"diff file {path.name}"
     series = topic_new.make_series(where, diff, commits, layout, matrix.series_layout)
     summary = topic_new.one_line(args.summary or commits[0].subject)
+    tests = list(args.test) or topic_new.tests_of_change(series)
+    if not tests:
+        raise ConfigError(
+            f"{where}: the change touches no test source (tests/test-*.cpp), so nothing would "
+            f"judge it; name its test: --test 'test-NAME [ARGS]' (topic.yaml: tests: [test-NAME])"
+        )
+    for t in tests:
+        try:
+            TestSpec.parse(t)
+        except ConfigError as e:
+            raise ConfigError(f"--test: {e}") from None
     meta = topic_new.topic_yaml(
-        summary, topic_new.one_line(args.origin or origin), list(args.after), today
+        summary, topic_new.one_line(args.origin or origin), list(args.after), today, tests
     )
     listed = read_optional(queue_file, "queue", root=matrix.queue_dir)
     d = topic_new.write_topic(matrix.queue_dir, args.name, series, meta, listed)
     load_queue(matrix)  # what was written reads back as a valid queue
     print(f"topic {args.name} (local): {d}")
+    how = "as asked (--test)" if args.test else "from the test sources it touches"
+    print(f"  judged by {', '.join(tests)} ({how}; topic.yaml `tests:`)")
     for p in series.patches:
         print(f"  {p.name}")
     print(

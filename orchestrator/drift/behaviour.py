@@ -32,13 +32,13 @@ from ..patchset.render import render
 from ..patchset.series import Patch, Series
 from ..records import Record
 from ..run import cell
+from ..run.tree import harness_files, native_programs
 from ..vcs.runner import GitError
 from ..vcs.snapshots import SnapshotRepo, Worktree
 from ..verdicts import classify
 from ..verdicts.competing import first_failing_line
 from .status import FAILED, NOT_CHECKED, PASSED, Behaviour, short_name
 
-TEST_OPT = "test-opt"  # upstream's own test, where every topic's cases live
 BACKEND = "cpu"  # the check's backend: every machine has it
 
 
@@ -73,8 +73,14 @@ def check_topic(
     if not tests:
         return Behaviour(outcome=NOT_CHECKED, detail="the topic has no test patch")
     try:
-        # its topic named: the gate test (another topic's, or this one's fix) is not run
-        own = Series(src.name, tuple(tests), (topic.name,))
+        # its upstream tests only: the project's own (native_tests/) are not upstream's to pass
+        natives = native_programs(matrix.native_tests_dir)
+        upstream = tuple(t for t in topic.meta.test_specs() if t.program not in natives)
+        if not upstream:
+            why = "its tests are the project's own (native_tests/), which the target does not have"
+            return Behaviour(outcome=NOT_CHECKED, detail=why)
+        own = Series(src.name, tuple(tests), (topic.name,), topic_tests=((topic.name, upstream),))
+        names = ", ".join(t.name for t in upstream)
         rendered = render(own, src, layout, lambda p: repo.read_blob(snap.commit, p))
     except ConfigError as e:
         return Behaviour(outcome=NOT_CHECKED, detail=f"its test patches: {e}")
@@ -84,9 +90,9 @@ def check_topic(
     module = backends.get(BACKEND, cache.root)
     missing = module.missing_toolchain(backend)
     if missing:
-        return Behaviour(outcome=NOT_CHECKED, detail=f"cannot build {TEST_OPT}: {missing}")
+        return Behaviour(outcome=NOT_CHECKED, detail=f"cannot build {names}: {missing}")
     flags = module.configure_flags(backend)
-    harness = cell.harness_files(matrix.native_tests_dir)
+    harness = harness_files(matrix.native_tests_dir)
     key = _key(snap.commit, layout, rendered, flags, harness)
     out = result_file(cache, target, topic.name)
     last = _last(out)
@@ -94,7 +100,7 @@ def check_topic(
         return last.behaviour.model_copy(update={"cached": True})
     root = cache.root / "status" / "behaviour" / slug(_layout_id(layout))
     print(
-        f"behaviour: {topic.name} on {target.name}: building {TEST_OPT} with its test cases",
+        f"behaviour: {topic.name} on {target.name}: building {names} with its test cases",
         file=sys.stderr,
     )
     with cache.lock(f"behaviour-{_layout_id(layout)}"):  # one tree per layout
@@ -138,19 +144,24 @@ def _build_and_run(
             target, backend, cache, repo, rendered, matrix.native_tests_dir, root, wt, logs
         )
     except GgmlPatchError as e:  # configure or build failed: the cases cannot be judged there
-        detail = f"{TEST_OPT} with its test cases does not build there: {e}"
+        names = ", ".join(t.name for t in rendered.tests())
+        detail = f"{names} with its test cases does not build there: {e}"
         return Behaviour(outcome=NOT_CHECKED, detail=detail), False
-    run = tested.patched.tests[TEST_OPT]
-    if run.outcome == classify.PASSED:
-        return Behaviour(outcome=PASSED, log=run.log), True
-    if run.outcome == classify.TIMEOUT:  # a hang tells nothing about the fix
-        detail = f"{TEST_OPT} timed out after {backend.timeout:g} s"
+    runs = tested.patched.tests
+    bad = [(n, r) for n, r in runs.items() if r.outcome != classify.PASSED]
+    if runs and not bad:
+        return Behaviour(outcome=PASSED, log=next(iter(runs.values())).log), True
+    if not bad:
+        return Behaviour(outcome=NOT_CHECKED, detail="no test ran"), False
+    name, run = bad[0]
+    if run.outcome in (classify.TIMEOUT, classify.SKIPPED):  # a hang tells nothing about the fix
+        detail = f"{name} {run.outcome} ({run.skipped or f'after {backend.timeout:g} s'})"
         return Behaviour(outcome=NOT_CHECKED, detail=detail, log=run.log), False
     if run.signal:  # a crash in its cases is a bug there (e.g. a NULL dereference)
-        where = classify.last_case(run.output or "") or TEST_OPT
-        said = f"crashed ({run.signal}) in {where}"
+        where = classify.last_case(run.output or "") or name
+        said = f"{name} crashed ({run.signal}) in {where}"
     else:
-        said = first_failing_line(TEST_OPT, run.output or "") or f"exit code {run.exit_code}"
+        said = first_failing_line(name, run.output or "") or f"{name}: exit code {run.exit_code}"
     return Behaviour(outcome=FAILED, detail=said, log=run.log), True
 
 
@@ -180,6 +191,7 @@ def _key(base: str, layout: Layout, rendered: Series, flags: list[str], harness:
         "base": base,
         "layout": _layout_id(layout),
         "patches": [p.text() for p in rendered.patches],
+        "tests": [t.name for t in rendered.tests()],
         "flags": flags,
         "harness": harness,
         "version": __version__,

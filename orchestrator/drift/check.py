@@ -90,7 +90,7 @@ def status_of_targets(
     upstream gets its behaviour checked (behaviour.py) unless `behaviour` is False."""
     # a bad series is refused here, before anything is fetched or touched
     series = load_series(matrix, topics)
-    chosen = load_queue(matrix).chosen(topics or matrix.topics)
+    chosen = load_queue(matrix).chosen(topics)
     repo = SnapshotRepo(cache.snapshots_git)
     # every source is resolved before any worktree is touched:
     # a ref that does not exist stops the run here

@@ -39,7 +39,6 @@ def refresh(
     """The chosen topics (the active ones by default) rewritten from the target's worktree: its
     commits split back into the topics in queue order, each topic as many as it had."""
     queue = load_queue(matrix, with_gate=False)
-    topics = topics or matrix.topics
     chosen = queue.chosen(topics)
     old = queue.series(topics)
     repo = SnapshotRepo(cache.snapshots_git)

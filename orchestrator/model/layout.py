@@ -12,7 +12,6 @@ from ..errors import ConfigError
 
 GATE_TEST = "test-opt-dynamic-accum"
 UPSTREAM_TEST = "test-opt"
-TESTS = (UPSTREAM_TEST, GATE_TEST)
 REGISTRATION_FILE = "tests/CMakeLists.txt"
 
 # Paths under these ggml-layout prefixes belong to the ggml library itself.
@@ -146,7 +145,6 @@ def registered(layout: Layout, cmakelists: Optional[str]) -> Optional[str]:
     return register_gate_test(layout, cmakelists)
 
 
-TRAINING_PROGRAM = "train-opt-dynamic"  # native_tests/: evidence, not part of the series
 PRECOMPILE_CMAKE = "precompile-fix-file.cmake"  # native_tests/: build speed (GGML_PATCH_PRECOMPILE)
 
 
@@ -154,15 +152,24 @@ PRECOMPILE_CMAKE = "precompile-fix-file.cmake"  # native_tests/: build speed (GG
 class BuildPlan:
     source_dir: str  # CMake source directory, absolute
     definitions: tuple[tuple[str, str], ...]
-    targets: tuple[str, ...]  # the tests
-    # built and run beside the tests in each variant
-    programs: tuple[str, ...] = (TRAINING_PROGRAM,)
+    targets: tuple[str, ...]  # the test programs the topics declare
+    # the training programs the topics declare, built and run beside the tests
+    programs: tuple[str, ...] = ()
     # the build includes native_tests/PRECOMPILE_CMAKE (GGML_PATCH_PRECOMPILE then means something)
     precompiles: bool = False
 
 
-def build_plan(layout: Layout, worktree: str, harness_dir: str) -> BuildPlan:
-    """Only the ggml libraries and the two tests: never libllama or the examples."""
+def build_plan(
+    layout: Layout,
+    worktree: str,
+    harness_dir: str,
+    targets: tuple[str, ...] = (),
+    programs: tuple[str, ...] = (),
+    native: tuple[str, ...] = (),
+) -> BuildPlan:
+    """Only the ggml libraries and the declared test programs (`targets`; `native`: those of
+    native_tests/, which extra-programs.cmake adds) and training `programs`: never libllama or
+    the examples."""
     ggml_dir = f"{worktree}/{layout.ggml_dir()}".rstrip("/")
     # upstream's default shared libraries (a cold build 4 % faster than static), and the tests not
     # relinked when only a library changed: a control or a known-wrong fix rebuilds one object
@@ -181,9 +188,11 @@ def build_plan(layout: Layout, worktree: str, harness_dir: str) -> BuildPlan:
             # ggml's project(ggml): its own build gets what the harness includes
             ("CMAKE_PROJECT_ggml_INCLUDE", f"{harness_dir}/{PRECOMPILE_CMAKE}"),
         )
-        return BuildPlan(ggml_dir, common + own, TESTS, precompiles=True)
+        return BuildPlan(ggml_dir, common + own, targets, programs, precompiles=True)
+    upstream = ";".join(t for t in targets if t not in native)
     harness = (
         ("GGML_SOURCE_DIR", ggml_dir),
         ("GGML_TESTS_DIR", f"{worktree}/{layout.tests_dir()}"),
+        ("HARNESS_TESTS", upstream),
     )
-    return BuildPlan(harness_dir, common + harness, TESTS, precompiles=True)
+    return BuildPlan(harness_dir, common + harness, targets, programs, precompiles=True)

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Literal, Optional
 
-from pydantic import Field, model_serializer, model_validator
+from pydantic import Field, field_validator, model_serializer, model_validator
 
 from .. import publish, untrusted
 from ..errors import ConfigError, ExitCode
@@ -33,9 +33,9 @@ from .values import (
     TextLine,
 )
 
-# 2: the two builds are "patched" and "control" (the training comparison and the attribution
-# entries said with_fix and without_fix); an older file is refused, not read half right
-SCHEMA_VERSION = 2
+# 3: every topic's control is "control:<topic>" (2 named the first topic's "control" and the
+# others "control-<topic>"); an older file is refused, not read half right
+SCHEMA_VERSION = 3
 
 
 class Word(str, enum.Enum):
@@ -106,8 +106,7 @@ class RecordStatus(Word):
 
 
 MUTANT_PREFIX = "mutant:"  # a mutant's variant: "mutant:<file name without .patch>"
-# a later topic's control: "control-<topic>" (the first topic's is "control", as before the queue)
-CONTROL_PREFIX = "control-"
+CONTROL_PREFIX = "control:"  # a topic's control: "control:<topic>", for every topic
 COMPETING_PREFIX = "competing:"  # a competing fix's variant: "competing:<file name without .patch>"
 
 
@@ -270,11 +269,17 @@ class _OfCell(Record):
         return {"target": target, "backend": backend, **data}
 
 
-class VariantRecord(_OfCell):
-    """One variant of one cell: the patched tree, or the
-    control (the fix reverted, the test kept)."""
+def control_name(topic: str) -> str:
+    """The variant name of `topic`'s control."""
+    return CONTROL_PREFIX + topic
 
-    variant: str  # "patched", "control", MUTANT_PREFIX + name or COMPETING_PREFIX + name
+
+class VariantRecord(_OfCell):
+    """One variant of one cell: the patched tree, a topic's control (its source hunks reverted,
+    every test kept), a known-wrong or a competing fix."""
+
+    # "patched", CONTROL_PREFIX + topic, MUTANT_PREFIX + name or COMPETING_PREFIX + name
+    variant: str
     status: RecordStatus = RecordStatus.PENDING
     build: Optional[Build] = None  # results.json: {} when not built
     tests: dict[str, TestRecord] = Field(default_factory=dict)
@@ -424,6 +429,20 @@ class SeriesInfo(Record):
     sha256: str
     patches: list[SeriesPatch]
     topics: Optional[list[str]] = None  # the queue's topics the run applied, in order
+    # each topic's declared tests (topic.yaml `tests:`), in queue order
+    topic_tests: Optional[dict[str, list[str]]] = None
+
+    @field_validator("topic_tests", mode="before")
+    @classmethod
+    def _pairs(cls, v: Any) -> Any:
+        """The series' (topic, tests) pairs as a mapping of names."""
+        if isinstance(v, (tuple, list)):
+            return {topic: [str(t) for t in tests] for topic, tests in v}
+        return v
+
+    def tests(self) -> list[str]:
+        """Every declared test, each once, in queue order."""
+        return list(dict.fromkeys(t for ts in (self.topic_tests or {}).values() for t in ts))
 
 
 class Parallel(Record):
@@ -445,7 +464,7 @@ class Results(Record):
 
     NULLS = frozenset({"matrix"})
 
-    schema_version: Literal[2] = 2  # SCHEMA_VERSION
+    schema_version: Literal[3] = 3  # SCHEMA_VERSION
     tool: str = "ggml-patch"
     matrix: Optional[str] = None
     profile: str = ""
@@ -470,13 +489,17 @@ class Results(Record):
         ]
 
     def controls_of(self, cell_id: str) -> list[VariantRecord]:
-        """The cell's controls that name their topic (a queue's), in queue order."""
-        out = []
-        for r in self.records:
-            is_control = r.variant == "control" or r.variant.startswith(CONTROL_PREFIX)
-            if r.cell == cell_id and is_control and r.topic:
-                out.append(r)
-        return out
+        """The cell's controls (one per topic), in queue order."""
+        return [
+            r for r in self.records if r.cell == cell_id and r.variant.startswith(CONTROL_PREFIX)
+        ]
+
+    def control_of(self, cell_id: str, topic: Optional[str] = None) -> Optional[VariantRecord]:
+        """`topic`'s control in the cell (None: the first topic's), if it has one."""
+        controls = self.controls_of(cell_id)
+        if topic is None:
+            return controls[0] if controls else None
+        return next((r for r in controls if r.topic == topic), None)
 
     def competing_of(self, cell_id: str) -> list[VariantRecord]:
         return [

@@ -50,7 +50,7 @@ def read_topic_diff_files(
     matrix's, already loaded (a run reads it once)."""
     out: list[N] = []
     seen: dict[str, str] = {}
-    for t in (queue or load_queue(matrix)).chosen(topics or matrix.topics):
+    for t in (queue or load_queue(matrix)).chosen(topics):
         where = matrix.topic_native_dir(t.name) / folder
         for item in read_diff_files(where, kind, parse):
             name = item.name
@@ -130,7 +130,7 @@ def load_series(
     byte for byte. `queue`: the matrix's, already loaded."""
     require_native_tests(matrix)  # the gate test and the harness every build uses
     queue = queue or load_queue(matrix)
-    series = queue.series(topics or matrix.topics)
+    series = queue.series(topics)
     if matrix.queue.gate_approval and series.gate_test_source() is None:
         raise ConfigError(
             f"{matrix.path}:{_line_for(matrix.lines, ('queue', 'gate_approval'))}: "

@@ -18,6 +18,8 @@ topic.yaml (DEP-3's Origin, Bug, Forwarded, Applied-Upstream, Last-Update, and a
     last_update: 2026-12-02
     state: local | forwarded | merged-upstream | dropped
     after: [topics it must follow: they touch the same lines]
+    tests: [the test programs that judge it, with their arguments: test-opt, ...]
+    training: a training program of native_tests/ that shows its bug (optional)
 
 Pure: texts in, records out (the file system is files.py's). Every error is one line naming the
 file, the line and the key.
@@ -36,7 +38,7 @@ from pydantic import BeforeValidator, Field, StringConstraints, ValidationError
 
 from ..config import _line_for, _load_with_lines
 from ..errors import ConfigError
-from ..model.layout import GATE_TEST
+from ..model.testspec import TestSpec
 from ..model.values import HttpsUrl
 from ..records import Record, dotted, located
 from .series import Series
@@ -53,6 +55,22 @@ OneLine = Annotated[str, StringConstraints(pattern=r"^[\x20-\x7e]+$", max_length
 # https only, one line, no quote, bracket or backslash (model.values.HttpsUrl's rule), bounded
 Url = Annotated[HttpsUrl, StringConstraints(pattern=r"^https://[\x21-\x7e]+$")]
 UpstreamCommit = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")]
+ProgramName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=100)]
+
+
+def _test_line(value: Any) -> Any:
+    """A declared test: parsed once to refuse a bad one (kept as its text)."""
+    if isinstance(value, str):
+        try:
+            TestSpec.parse(value)
+        except ConfigError as e:
+            raise ValueError(str(e)) from None
+    return value
+
+
+TestLine = Annotated[
+    str, StringConstraints(max_length=200), BeforeValidator(_test_line)
+]
 
 
 def _iso_date(value: Any) -> Any:
@@ -77,7 +95,8 @@ _EXPECTED = {
     "last_update": "a date, YYYY-MM-DD",
     "after": "a topic name (lowercase letters, digits, '-')",
     "topics": "a topic name (lowercase letters, digits, '-')",
-    "gate_test": f"{GATE_TEST} (the one test native_tests/ adds), or absent",
+    "tests": "a test program and its arguments, e.g. 'test-opt' or 'test-backend-ops -o ADD'",
+    "training": "a program of native_tests/ (e.g. train-opt-dynamic), or absent",
 }
 
 
@@ -99,9 +118,15 @@ class TopicMeta(Record):
     # the topic's bug is a crash (e.g. a NULL dereference): its control may die by a signal in
     # its own cases, and that counts as killed; one line, why
     control_crash: Optional[OneLine] = None
-    # the project's own test of this topic's fix (native_tests/), built and run only in runs
-    # that carry the topic: another topic's fix alone does not pass it
-    gate_test: Optional[Literal["test-opt-dynamic-accum"]] = None
+    # the tests that judge the topic (its control must fail them; its known-wrong fixes too):
+    # upstream test programs (tests/test-*.cpp) or the project's own (native_tests/test-*.cpp),
+    # with their arguments; built and run only in runs that carry the topic
+    tests: list[TestLine] = Field(min_length=1)
+    # a training program of native_tests/ run with the fix and in the topic's control
+    training: Optional[ProgramName] = None
+
+    def test_specs(self) -> tuple[TestSpec, ...]:
+        return tuple(TestSpec.parse(t) for t in self.tests)
 
 
 class QueueOrder(Record):
@@ -269,9 +294,10 @@ class Queue:
             rest = re.sub(r"^\d{4}-", "", p.name)
             renamed.append(replace(p, name=f"{i:04d}-{rest}"))
         crash = tuple((t.name, t.meta.control_crash) for t in chosen if t.meta.control_crash)
-        gate = next((t.name for t in chosen if t.meta.gate_test), None)
         carried = tuple(t.name for t in chosen)
-        return Series(self.layout, tuple(renamed), carried, crash, gate_topic=gate)
+        tests = tuple((t.name, t.meta.test_specs()) for t in chosen)
+        training = tuple((t.name, t.meta.training) for t in chosen if t.meta.training)
+        return Series(self.layout, tuple(renamed), carried, crash, tests, training)
 
 
 def order_topics(where: str, order: QueueOrder, topics: dict[str, Topic]) -> list[Topic]:

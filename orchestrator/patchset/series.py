@@ -15,6 +15,7 @@ import unidiff
 
 from ..errors import ConfigError
 from ..model.layout import GATE_TEST
+from ..model.testspec import TestSpec, programs
 
 _DIFF_START = re.compile(r"^diff --git ", re.M)
 _SIGNATURE = re.compile(r"\n-- \n[0-9][^\n]*\n\s*\Z")
@@ -70,9 +71,10 @@ class Series:
     topics: tuple[str, ...] = ()  # the queue's topics it carries, in order (for results.json)
     # (topic, why) of each topic whose control is expected to crash in its own cases
     control_crash: tuple[tuple[str, str], ...] = ()
-    # the carried topic whose own test the gate test is (topic.yaml `gate_test:`); None in a
-    # queue's series without it, where the gate test is neither built nor run
-    gate_topic: Optional[str] = None
+    # (topic, its declared tests) of each carried topic, in order (topic.yaml `tests:`)
+    topic_tests: tuple[tuple[str, tuple[TestSpec, ...]], ...] = ()
+    # (topic, its training program) of each carried topic that declares one
+    training: tuple[tuple[str, str], ...] = ()
 
     @property
     def sha256(self) -> str:
@@ -109,18 +111,26 @@ class Series:
                     names += [n for n in _ADDED_CASE.findall(f.text) if n not in names]
         return names
 
-    def gate_skip_reason(self) -> Optional[str]:
-        """Why the gate test is not run on this series (a queue's topics without the one it tests);
-        None where it runs (a plain series, or one that carries its topic)."""
-        if not self.topics or self.gate_topic is not None:
-            return None
-        carried = ", ".join(self.topics)
-        return f"{GATE_TEST} tests a topic this run does not carry (it carries {carried})"
+    def tests(self) -> tuple[TestSpec, ...]:
+        """Every carried topic's declared tests, each once, in queue order: what a cell builds
+        and runs with the fix."""
+        return tuple(dict.fromkeys(t for _, specs in self.topic_tests for t in specs))
 
-    def judged_by_gate(self, topic: Optional[str]) -> bool:
-        """Whether `topic`'s control is judged by the gate test and test-opt (the gate's own topic,
-        or a plain series), rather than by the cases the topic's test patch adds."""
-        return not self.topics or topic == self.gate_topic
+    def tests_of(self, topic: Optional[str]) -> tuple[TestSpec, ...]:
+        """The tests that judge `topic` (its control, its known-wrong and competing fixes)."""
+        return dict(self.topic_tests).get(topic or "", ())
+
+    def programs(self) -> tuple[str, ...]:
+        """The test programs a cell builds: those of the declared tests, each once."""
+        return programs(self.tests())
+
+    def training_of(self, topic: Optional[str]) -> tuple[str, ...]:
+        """The training program `topic` declares (run with the fix and in its control), if any."""
+        found = dict(self.training).get(topic or "")
+        return (found,) if found else ()
+
+    def training_programs(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(p for _, p in self.training))
 
     def gate_test_source(self) -> Optional[str]:
         for p in self.patches:

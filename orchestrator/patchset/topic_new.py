@@ -125,7 +125,19 @@ def make_series(
     return series
 
 
-def topic_yaml(summary: str, origin: str, after: list[str], today: datetime.date) -> str:
+_TEST_SOURCE = re.compile(r"(?:^|/)tests/(test-[a-z0-9][a-z0-9_-]*)\.cpp$")
+
+
+def tests_of_change(series: Series) -> list[str]:
+    """The test programs whose sources the change touches (tests/test-NAME.cpp -> test-NAME), in
+    order: what judges it unless --test says otherwise."""
+    found = (_TEST_SOURCE.search(f.path) for p in series.patches for f in p.files)
+    return list(dict.fromkeys(m.group(1) for m in found if m))
+
+
+def topic_yaml(
+    summary: str, origin: str, after: list[str], today: datetime.date, tests: list[str]
+) -> str:
     data = {
         "summary": summary,
         "origin": origin,
@@ -135,6 +147,7 @@ def topic_yaml(summary: str, origin: str, after: list[str], today: datetime.date
         "last_update": today.isoformat(),
         "state": "local",
         "after": after,
+        "tests": tests,
     }
     head = (
         "# made by `ggml-patch topic new`; state: local | forwarded | merged-upstream | dropped\n"

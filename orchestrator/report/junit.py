@@ -14,8 +14,8 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Callable, Optional, Sequence
 
-from ..model.layout import GATE_TEST, TESTS, UPSTREAM_TEST
 from ..model.results import (
+    CONTROL_PREFIX,
     AttributionEntry,
     Cell,
     CellStatus,
@@ -25,9 +25,9 @@ from ..model.results import (
     TestRecord,
     VariantRecord,
     Verdict,
+    control_name,
 )
 
-CONTROL_GATE_NAME = f"{GATE_TEST} (fix reverted: must fail)"
 LogTail = Callable[[str], Optional[str]]  # a log's path -> its last lines, or None
 
 
@@ -43,15 +43,30 @@ def xml_text(text: str) -> str:
     return _NOT_XML.sub("\ufffd", _ANSI.sub("", text))
 
 
-def mutant_case_name(name: str) -> str:
-    return f"{GATE_TEST} with mutant {name} (must fail)"
+def control_gate_name(test: str) -> str:
+    """A control's gate test's case name."""
+    return f"{test} (fix reverted: must fail)"
+
+
+def mutant_case_name(name: str, test: str) -> str:
+    """A known-wrong fix's case, named by the test that judges it first (its gate, if any)."""
+    return f"{test} with mutant {name} (must fail)"
+
+
+def _is_control(variant: str) -> bool:
+    return variant.startswith(CONTROL_PREFIX)
 
 
 def _case(
-    suite: ET.Element, cell: Cell, variant: str, test: str, duration: Optional[float] = None
+    suite: ET.Element,
+    cell: Cell,
+    variant: str,
+    test: str,
+    duration: Optional[float] = None,
+    gate: bool = False,
 ) -> ET.Element:
-    """A testcase of the cell's suite (the control's gate under its own name)."""
-    name = CONTROL_GATE_NAME if (variant == "control" and test == GATE_TEST) else test
+    """A testcase of the cell's suite (a control's gate under its own name)."""
+    name = control_gate_name(test) if (_is_control(variant) and gate) else test
     classname = "/".join(("ggml-patch", cell.target, cell.backend, variant))
     attrs = {"classname": classname, "name": name, "time": f"{duration or 0:.3f}"}
     file = suite.get("file")
@@ -97,7 +112,8 @@ def _test_case(
 ) -> None:
     variant = rec.variant
     t = rec.test(test)
-    case = _case(suite, cell, variant, test, t.duration_s if t else None)
+    gate = t is not None and t.gate
+    case = _case(suite, cell, variant, test, t.duration_s if t else None, gate)
     build = rec.build
     if rec.status == RecordStatus.BUILD_FAILED or (build is not None and not build.ok):
         message = f"the {variant} variant did not build: {build.error if build else ''}".rstrip(
@@ -110,12 +126,12 @@ def _test_case(
     if rec.status == RecordStatus.BUILT:
         _mark(case, "skipped", f"built only, not run: {cell.reason}")
         return
-    killed = variant == "control" and rec.verdict == Verdict.KILLED
-    if killed and test == UPSTREAM_TEST and t and t.outcome == Outcome.FAILED:
-        # test-opt's per-step cases fail without the fix by their own check: what they are for
+    killed = _is_control(variant) and rec.verdict == Verdict.KILLED
+    if killed and not gate and t and t.outcome == Outcome.FAILED:
+        # an upstream test's cases fail without the fix by their own check: what they are for
         ET.SubElement(case, "system-out").text = f"killed: {t.failure_line or t.summary_line or ''}"
         return
-    if variant == "control" and test == GATE_TEST:
+    if _is_control(variant) and gate:
         if rec.verdict == Verdict.KILLED:
             ET.SubElement(case, "system-out").text = f"killed: {rec.failure_line or ''}"
         else:
@@ -134,7 +150,7 @@ def _test_case(
         return
     if t.outcome != Outcome.PASSED:
         line = t.failure_line or t.summary_line or ""
-        what = f"{test} {t.outcome}" + (" without the fix" if variant == "control" else "")
+        what = f"{test} {t.outcome}" + (" without the fix" if _is_control(variant) else "")
         entries = []
         if variant == "patched":
             entries = [e for e in cell.attribution or [] if e.test == test]
@@ -153,25 +169,19 @@ def _suite(parent: ET.Element, cell: Cell, results: Results, log_tail: LogTail) 
         "file": results.matrix,
     }
     suite = ET.SubElement(parent, "testsuite", {k: v for k, v in attrs.items() if v})
-    by_variant = results.records_of(cell.cell)
-    reason = cell.reason or str(cell.status)
-    for variant, test in ((v, t) for v in ("patched", "control") for t in TESTS):
-        if (rec := by_variant.get(variant)) is not None:
-            _test_case(suite, cell, rec, test, log_tail)
-            continue
-        # no record: a skipped cell, or a cell that stopped early
-        case = _case(suite, cell, variant, test)
-        if cell.status == CellStatus.SKIPPED:
-            _mark(case, "skipped", reason)
-        elif variant == "control":
-            _mark(case, "skipped", f"the negative control did not run: {reason}")
-        else:
-            _mark(
-                case,
-                "error" if cell.status == CellStatus.ERROR else "failure",
-                reason,
-                str(cell.status),
-            )
+    patched = results.records_of(cell.cell).get("patched")
+    first = results.control_of(cell.cell)
+    for rec in (patched, first):
+        if rec is not None:
+            for test in rec.tests:
+                _test_case(suite, cell, rec, test, log_tail)
+    if patched is None:
+        _not_run_cases(suite, cell, "patched", results.series.tests() or ["tests"])
+    if first is None:
+        topics = results.series.topics or []
+        control = control_name(topics[0]) if topics else f"{CONTROL_PREFIX}?"
+        tests = (results.series.topic_tests or {}).get(topics[0] if topics else "", ["tests"])
+        _not_run_cases(suite, cell, control, tests)
     for rec in results.controls_of(cell.cell):
         _topic_control_case(suite, cell, rec)
     for rec in results.mutants_of(cell.cell):
@@ -180,6 +190,20 @@ def _suite(parent: ET.Element, cell: Cell, results: Results, log_tail: LogTail) 
         _competing_case(suite, cell, rec)
     _count(suite)
     return suite
+
+
+def _not_run_cases(suite: ET.Element, cell: Cell, variant: str, tests: list[str]) -> None:
+    """No record: a skipped cell, or a cell that stopped early."""
+    reason = cell.reason or str(cell.status)
+    for test in tests:
+        case = _case(suite, cell, variant, test)
+        if cell.status == CellStatus.SKIPPED:
+            _mark(case, "skipped", reason)
+        elif _is_control(variant):
+            _mark(case, "skipped", f"the negative control did not run: {reason}")
+        else:
+            kind = "error" if cell.status == CellStatus.ERROR else "failure"
+            _mark(case, kind, reason, str(cell.status))
 
 
 def _topic_control_case(suite: ET.Element, cell: Cell, rec: VariantRecord) -> None:
@@ -199,8 +223,10 @@ def _mutant_case(suite: ET.Element, cell: Cell, rec: VariantRecord, log_tail: Lo
     """A known-wrong fix: passes when the gate killed it; survived or invalid is the failure."""
     info = rec.mutant
     name = info.name if info else rec.variant
-    t = rec.test(GATE_TEST)
-    case = _case(suite, cell, "mutant", mutant_case_name(name), t.duration_s if t else None)
+    judged = sorted(rec.tests, key=lambda n: not rec.tests[n].gate)  # its gate first
+    test = judged[0] if judged else "tests"
+    t = rec.test(test)
+    case = _case(suite, cell, "mutant", mutant_case_name(name, test), t.duration_s if t else None)
     if rec.status == RecordStatus.SKIPPED:
         _mark(case, "skipped", f"mutant not run: {info.skipped if info and info.skipped else ''}")
     elif rec.verdict == Verdict.KILLED:

@@ -7,7 +7,7 @@ from typing import Optional
 
 from .. import publish, untrusted
 from ..finetune import section as evidence_section
-from ..model.layout import GATE_TEST, UPSTREAM_TEST
+from ..model.layout import UPSTREAM_TEST
 from ..model.results import (
     COMPETING_PREFIX,
     MUTANT_PREFIX,
@@ -84,6 +84,7 @@ def summary_markdown(results: Results) -> str:
             counts.append(f"{n} {st}")
     others = ", ".join(counts)
     series = results.series
+    tests = run_tests(results)
     out = [
         f"# ggml-patch matrix: {good}/{len(cells)} cells passed"
         + (f" ({others})" if others else ""),
@@ -92,19 +93,20 @@ def summary_markdown(results: Results) -> str:
         f"`{series.sha256[:16]}`), profile {publish.code(results.profile, 100)}, "
         f"exit code {results.exit_code}.",
         "",
-        "| cell | status | with fix: test-opt | with fix: gate | control (fix reverted) "
-        "| gate failure line without the fix |",
-        "|---|---|---|---|---|---|",
+        "| cell | status | "
+        + "".join(f"with fix: {publish.text(t)} | " for t in tests)
+        + "control (fix reverted) | failure line without the fix |",
+        "|---|---|" + "---|" * len(tests) + "---|---|",
     ]
     for c in cells:
-        recs = results.records_of(c.cell)
-        patched, control = recs.get("patched"), recs.get("control")
+        patched = results.records_of(c.cell).get("patched")
+        control = results.control_of(c.cell)
         line = control.failure_line if control else None
         verdict = (control.verdict if control else None) or "—"
         out.append(
             f"| {_c(c.cell)} | {_ICON.get(c.status, '')} {c.status} | "
-            f"{_test_cell(patched, UPSTREAM_TEST)} | {_test_cell(patched, GATE_TEST)} | "
-            f"{verdict} | {_k(line)} |"
+            + "".join(f"{_test_cell(patched, t)} | " for t in tests)
+            + f"{verdict} | {_k(line)} |"
         )
     why = [f"- **{publish.text(c.cell)}**: {c.status} — {publish.text(c.reason)}" for c in cells]
     out += ["", "## Why", "", *publish.bounded_rows(why, 200_000, "cells")]
@@ -129,11 +131,12 @@ def summary_markdown(results: Results) -> str:
     out += _table(
         "## Sources", "| cell | source | base commit | upstream commit | patched commit |", sources
     )
+    keys = _timing_keys(cells)
     timings = [
-        f"| {_c(c.cell)} | " + " | ".join(str(c.timings.get(k, "—")) for k in _TIMINGS) + " |"
+        f"| {_c(c.cell)} | " + " | ".join(str(c.timings.get(k, "—")) for k in keys) + " |"
         for c in cells
     ]
-    out += _table("## Timings (s)", "| cell | " + " | ".join(_TIMINGS) + " |", timings)
+    out += _table("## Timings (s)", "| cell | " + " | ".join(keys) + " |", timings)
     return publish.bounded("\n".join(out) + "\n", where="results.json")
 
 
@@ -159,16 +162,22 @@ def _table(title: str, header: str, rows: list[str], intro: str = "") -> list[st
     ]
 
 
-_TIMINGS = (
-    "fetch",
-    "apply",
-    "configure",
-    "build_patched",
-    "build_control",
-    "control",
-    "mutants",
-    "total",
-)
+_TIMINGS = ("fetch", "apply", "configure", "build_patched")
+
+
+def _timing_keys(cells: list[Cell]) -> list[str]:
+    """The timings shown: the steps', each topic's control, the known-wrong fixes', the total."""
+    controls = dict.fromkeys(k for c in cells for k in c.timings if k.startswith("control_"))
+    return [*_TIMINGS, *controls, "mutants", "total"]
+
+
+def run_tests(results: Results) -> list[str]:
+    """The tests the run declared (each once, in queue order), else those its records name."""
+    declared = results.series.tests()
+    if declared:
+        return declared
+    names = (n for r in results.records if r.variant == "patched" for n in r.tests)
+    return list(dict.fromkeys(names))
 
 
 def _tally(rec: Optional[VariantRecord], test: str, device: str) -> str:
@@ -211,7 +220,7 @@ def _first_fail(rec: Optional[VariantRecord], test: str, device: str) -> Optiona
 
 def _device_section(results: Results) -> list[str]:
     """Per device and variant, so a Vulkan cell shows the Vulkan device's own results."""
-    rows = []
+    rows, tests = [], run_tests(results)
     for c in results.cells:
         recs = results.records_of(c.cell)
         ran = [
@@ -224,20 +233,21 @@ def _device_section(results: Results) -> list[str]:
                 met += [r.device for r in t.rows]
                 met.append(t.stopped_on)
         for dev in dict.fromkeys(d for d in met if d):
-            for variant, label in (("patched", "with fix"), ("control", "without fix")):
-                rec = recs.get(variant)
+            pair = ((recs.get("patched"), "with fix"), (results.control_of(c.cell), "without fix"))
+            for rec, label in pair:
                 if rec is None:
                     continue
-                fails = []
-                for test in (UPSTREAM_TEST, GATE_TEST):
-                    first = _first_fail(rec, test, dev)
-                    if first:
-                        fails.append(first)
+                fails = [f for f in (_first_fail(rec, t, dev) for t in tests) if f]
                 rows.append(
-                    f"| {_c(c.cell)} | {_c(dev)} | {label} | {_tally(rec, UPSTREAM_TEST, dev)} | "
-                    f"{_tally(rec, GATE_TEST, dev)} | {'; '.join(_k(f) for f in fails) or '—'} |"
+                    f"| {_c(c.cell)} | {_c(dev)} | {label} | "
+                    + "".join(f"{_tally(rec, t, dev)} | " for t in tests)
+                    + f"{'; '.join(_k(f) for f in fails) or '—'} |"
                 )
-    header = f"| cell | device | variant | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line |"
+    header = (
+        "| cell | device | variant | "
+        + "".join(f"{publish.text(t)} | " for t in tests)
+        + "first FAIL line |"
+    )
     intro = (
         "Rows passed/total per device (skipped rows apart); the first FAIL "
         "line of each test. Every row: results.json."
@@ -298,6 +308,9 @@ def _mutants_section(results: Results) -> list[str]:
     test kills it (test-opt's new cases are what upstream keeps), and the first
     FAIL line (or, when it was not killed, why)."""
     tallies, table = [], []
+    tests = list(
+        dict.fromkeys(t for c in results.cells if c.mutants for t in c.mutants.killed_by or {})
+    )
     for c in results.cells:
         recs = results.mutants_of(c.cell)
         if recs:
@@ -306,16 +319,18 @@ def _mutants_section(results: Results) -> list[str]:
             tallies.append(
                 f"- **{publish.text(c.cell)}**: " + (line or kill_line([r.verdict for r in recs]))
             )
-        table += [_mutant_row(c, r) for r in recs]
+        table += [_mutant_row(c, r, tests) for r in recs]
     header = (
-        f"| cell | mutant | verdict | {UPSTREAM_TEST} | {GATE_TEST} | first FAIL line (or why) |"
+        "| cell | mutant | verdict | "
+        + "".join(f"{publish.text(t)} | " for t in tests)
+        + "first FAIL line (or why) |"
     )
     return (
         _table("## Known-wrong fixes (mutants)", header, table, "\n".join(tallies)) if table else []
     )
 
 
-def _mutant_row(c: Cell, r: VariantRecord) -> str:
+def _mutant_row(c: Cell, r: VariantRecord, tests: list[str]) -> str:
     """A known-wrong fix's row: its verdict, each test's kill, the first FAIL line or why not."""
     info, kills = r.mutant, r.kills or {}
     if r.verdict == Verdict.KILLED and r.failure_line:
@@ -325,7 +340,8 @@ def _mutant_row(c: Cell, r: VariantRecord) -> str:
     return (
         f"| {_c(c.cell)} | {_c(info.name if info else r.variant)} | "
         f"**{_c(r.verdict or r.status)}** | "
-        f"{_c(kills.get(UPSTREAM_TEST, '—'))} | {_c(kills.get(GATE_TEST, '—'))} | {why} |"
+        + "".join(f"{_c(kills.get(t, '—'))} | " for t in tests)
+        + f"{why} |"
     )
 
 

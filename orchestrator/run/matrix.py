@@ -23,7 +23,8 @@ from ..vcs.snapshots import SnapshotRepo
 from ..verdicts.competing import load_competing
 from ..verdicts.mutants import load_mutants
 from . import cmake
-from .cell import MATRIX_PHASES, CellRun
+from .cell import MATRIX_PHASES
+from .cellrun import CellRun
 from .cores import CoreTokens
 from .options import RunInputs, RunOptions
 
@@ -73,10 +74,10 @@ def run_matrix(
     opts: RunOptions, reporter: Optional[Reporter] = None, cancel: Optional[CancelToken] = None
 ) -> Results:
     queue = load_queue(opts.matrix)  # read once: the series, the mutants, the competing fixes
-    series = load_series(opts.matrix, queue=queue)
+    series = load_series(opts.matrix, opts.topics, queue=queue)
     # a malformed mutant or competing fix is refused here, before any cell runs
-    mutant_files = load_mutants(opts.matrix, queue=queue)
-    competing_files = load_competing(opts.matrix, queue=queue)
+    mutant_files = load_mutants(opts.matrix, opts.topics, queue=queue)
+    competing_files = load_competing(opts.matrix, opts.topics, queue=queue)
     matrix_cells = opts.matrix.cells(opts.profile, opts.targets, opts.backends)
     costs = {b.name: backends.get(b.name).relative_cost for _, b in matrix_cells}
     order = cheapest_first(matrix_cells, costs)

@@ -57,6 +57,7 @@ class RunOptions:
     profile: str = "default"
     targets: list[str] = field(default_factory=list)
     backends: list[str] = field(default_factory=list)
+    topics: list[str] = field(default_factory=list)  # --topic: [] for every active topic
     # build (not skip) cells whose toolchain is here but whose device is not
     build_only: bool = False
     rerun: bool = False  # ignore cached cell results

@@ -20,11 +20,12 @@ from ..backends import BackendModule
 from ..cache import Cache
 from ..cancel import CancelToken
 from ..config import Backend, Target
-from ..model.layout import GATE_TEST, Layout, get_layout
+from ..model.layout import Layout, get_layout
 from ..model.results import Cell, RecordStatus, VariantRecord
 from ..progress import Reporter
 from ..vcs.snapshots import SnapshotRepo, Worktree
 from .options import CellOptions
+from .tree import native_programs
 
 T = TypeVar("T")
 
@@ -156,13 +157,14 @@ class CellContext:
 
     @property
     def skipped_tests(self) -> dict[str, str]:
-        """test -> why it is not run here (the backend's module's skip_tests, or the gate test in a
-        run without the topic it tests): never built or run."""
-        skipped = dict(self.module.skip_tests)
-        gate_why = self.options.series.gate_skip_reason()
-        if gate_why and GATE_TEST not in skipped:
-            skipped[GATE_TEST] = gate_why
-        return skipped
+        """test program -> why this backend does not run it (its module's skip_tests): never
+        built or run."""
+        return dict(self.module.skip_tests)
+
+    @functools.cached_property
+    def native_programs(self) -> tuple[str, ...]:
+        """The programs native_tests/ holds (a topic's gate test, training programs)."""
+        return native_programs(self.native_tests)
 
     @property
     def key(self) -> str:

@@ -113,7 +113,7 @@ def problems(
 def _cell_problems(results: Results, cell: Cell) -> list[str]:
     cid = cell.cell
     recs = results.records_of(cid)
-    patched, control = recs.get("patched"), recs.get("control")
+    patched, control = recs.get("patched"), results.control_of(cid)
     found = []
     if patched is None:
         found.append(f"{cid}: nothing was tested ({cell.status}: {one_line(cell.reason)})")
@@ -336,7 +336,10 @@ def make_bundles(opts: BundleOptions) -> tuple[list[Bundle], list[str], list[str
     made, left_out, refused = [], [], []
     for topic in topics:
         competing = frozenset(c.name for c in topic.competing)
-        view = topic_results(results, topic.name, competing, ran.gate_topic)
+        own_tests = frozenset(t.name for t in ran.tests_of(topic.name))
+        # the training run and the gate's attribution are the topic's that declares training
+        own = bool(ran.training_of(topic.name))
+        view = topic_results(results, topic.name, competing, own_tests, own)
         found = [p for p in problems(view, ran.sha256, topic.name) if p.target in (None, *chosen)]
         if found and not opts.allow_incomplete:
             refused.append(refusal_message(found, topic.name))
@@ -436,7 +439,7 @@ def bundle_target(
     base = _same(cells, "base commit", lambda c: c.source.base_commit if c.source else None)
     source = cells[0].source.to_json() if cells[0].source else {}
     finetune: tuple = ()
-    if topic.series.gate_topic == topic.name:  # the training evidence is of the gate's topic
+    if topic.series.training_of(topic.name):  # the training evidence is of its own topic
         finetune = training_evidence.of_target(
             opts.results_dir, target_name, base, topic.series.sha256, opts.log
         )

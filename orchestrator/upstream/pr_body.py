@@ -92,7 +92,7 @@ def _summary(rec, test: str) -> Optional[str]:
 
 
 def _controls(results: Results, target: str) -> list:
-    return [(c, results.records_of(c.cell).get("control")) for c in results.cells_of(target)]
+    return [(c, results.control_of(c.cell)) for c in results.cells_of(target)]
 
 
 def _source(results: Results, target: str) -> Provenance:
@@ -277,7 +277,7 @@ def short_cell_table(results: Results, target: str) -> list[str]:
     head += f"gate ({GATE_TEST}) | " if gate else ""
     out = [head + "control (fix reverted) |", "|---|---|" + "---|" * len(tests) + "---|"]
     for c in cells:
-        patched, control = patched_of[c.cell], results.records_of(c.cell).get("control")
+        patched, control = patched_of[c.cell], results.control_of(c.cell)
         device = device_text(c.device) or NONE
         ctl = NONE
         if control and control.verdict:
@@ -311,7 +311,7 @@ def case_table(results: Results, target: str) -> list[str]:
     out.append("|---|---|---|---|---|---|---|---|---|")
     for c in results.cells_of(target):
         recs = results.records_of(c.cell)
-        patched, control = recs.get("patched"), recs.get("control")
+        patched, control = recs.get("patched"), results.control_of(c.cell)
         for test in (UPSTREAM_TEST, GATE_TEST):
             control_test = control.test(test) if control else None
             reverted = {(r.device, r.key): r for r in (control_test.rows if control_test else [])}

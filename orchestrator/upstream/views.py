@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..model.layout import GATE_TEST
 from ..model.results import (
     COMPETING_PREFIX,
     CONTROL_PREFIX,
@@ -52,50 +51,49 @@ def pr_title(commits: list[SeriesCommit]) -> str:
 
 
 def topic_results(
-    results: Results, topic: str, competing: frozenset[str], gate_topic: Optional[str]
+    results: Results, topic: str, competing: frozenset[str], tests: frozenset[str], own: bool
 ) -> Results:
-    """A whole-queue run as one topic's bundle reads it: the patched records, the topic's own
-    control (named "control"), its known-wrong fixes and its competing fixes (`competing`: their
-    names); the gate test and the training run only where the topic is the gate's
-    (`gate_topic`). Each cell's status is the topic's: another topic's failed control does not
-    hide this one's result, and this one's is never hidden by another's."""
-    own = topic == gate_topic
-    first = (results.series.topics or [topic])[0]  # older results: "control" names no topic
+    """A whole-queue run as one topic's bundle reads it: the patched records with the topic's own
+    `tests`, the topic's own control (the view's only one), its known-wrong fixes and its
+    competing fixes (`competing`: their names); the gate's attribution and the training run only
+    where they are the topic's (`own`: it declares a gate or a training program). Each cell's
+    status is the topic's: another topic's failed control does not hide this one's result, and
+    this one's is never hidden by another's."""
     records = []
     for r in results.records:
-        kept = _topic_record(r, topic, competing, own, r.topic or first)
+        kept = _topic_record(r, topic, competing, tests, r.topic)
         if kept is not None:
             records.append(kept)
-    cells = [_topic_cell(c, records, own) for c in results.cells]
+    cells = [_topic_cell(c, records, own, tests) for c in results.cells]
     return results.model_copy(update={"cells": cells, "records": records})
 
 
 def _topic_record(
-    r: VariantRecord, topic: str, competing: frozenset[str], own: bool, of: str
+    r: VariantRecord, topic: str, competing: frozenset[str], own: frozenset[str], of: Optional[str]
 ) -> Optional[VariantRecord]:
-    """`of`: the record's topic (a control or a known-wrong fix's)."""
+    """`of`: the record's topic (a control or a known-wrong fix's); `own`: the topic's tests."""
     v = r.variant
     if v == "patched":
-        tests = {n: t for n, t in r.tests.items() if own or n != GATE_TEST}
+        tests = {n: t for n, t in r.tests.items() if n in own}
         return r.model_copy(update={"tests": tests})
-    if v == "control" or v.startswith(CONTROL_PREFIX):
-        return r.model_copy(update={"variant": "control"}) if of == topic else None
+    if v.startswith(CONTROL_PREFIX):
+        return r if of == topic else None
     if v.startswith(MUTANT_PREFIX) and of == topic:
-        if own:
-            return r
-        tests = {n: t for n, t in r.tests.items() if n != GATE_TEST}
-        kills = {n: k for n, k in (r.kills or {}).items() if n != GATE_TEST}
+        tests = {n: t for n, t in r.tests.items() if n in own}
+        kills = {n: k for n, k in (r.kills or {}).items() if n in own}
         return r.model_copy(update={"tests": tests, "kills": kills if r.kills else r.kills})
     if v.startswith(COMPETING_PREFIX):
         return r if v.removeprefix(COMPETING_PREFIX) in competing else None
     return None
 
 
-def _topic_cell(cell: Cell, records: list[VariantRecord], own: bool) -> Cell:
+def _topic_cell(
+    cell: Cell, records: list[VariantRecord], own: bool, tests: frozenset[str]
+) -> Cell:
     mine = [r for r in records if r.cell == cell.cell]
-    control = next((r for r in mine if r.variant == "control"), None)
+    control = next((r for r in mine if r.variant.startswith(CONTROL_PREFIX)), None)
     mutants = [r for r in mine if r.variant.startswith(MUTANT_PREFIX)]
-    update: dict = {"mutants": _topic_tally(cell.mutants, mutants, own)}
+    update: dict = {"mutants": _topic_tally(cell.mutants, mutants, tests)}
     if not own:
         # the gate's attribution and the training program belong to the gate's topic
         update.update(attribution=None, failure_kind=None, training=None)
@@ -123,7 +121,7 @@ def _topic_cell(cell: Cell, records: list[VariantRecord], own: bool) -> Cell:
 
 
 def _topic_tally(
-    whole: Optional[MutantTally], mine: list[VariantRecord], own: bool
+    whole: Optional[MutantTally], mine: list[VariantRecord], tests: frozenset[str]
 ) -> Optional[MutantTally]:
     """The cell's tally counted again over the topic's own known-wrong fixes (by the tests the
     topic's bundle shows)."""
@@ -134,7 +132,7 @@ def _topic_tally(
     killed_by = {
         t: sum(1 for r in mine if (r.kills or {}).get(t) == Verdict.KILLED)
         for t in whole.killed_by or {}
-        if own or t != GATE_TEST
+        if t in tests
     }
     return MutantTally(
         total=len(mine),

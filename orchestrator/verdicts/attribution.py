@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 from typing import Mapping, Optional
 
-from ..model.layout import GATE_TEST
 from ..model.results import AttributionEntry, AttributionLabel, RowStatus, TestRecord
 from .classify import CRASHED, FAILED, PASSED, SKIPPED, strip_ansi
 
@@ -135,7 +134,7 @@ def _label(
         return UNKNOWN, f"{where}: the test did not run without the fix"
     if device in c_fail or (device == ANY_DEVICE and control.outcome != PASSED):
         why = f"{where} fails without the fix too ({c_fail.get(device) or what_failed(control)})"
-        if name == GATE_TEST:
+        if control.gate:
             why += (
                 "; the gate is meant to fail without the fix, so failing with it "
                 "means the fix does not take effect there"

@@ -273,3 +273,27 @@ def topic_control_verdict(
         first = failing[0] if failing else "no case line says FAIL"
         return GateVerdict(INVALID, f"test-opt fails outside the topic's cases: {first}")
     return GateVerdict(INVALID, f"test-opt {test_opt_outcome or 'not run'} without the topic")
+
+
+def test_verdict(
+    build_ok: bool, name: str, outcome: Optional[str], exit_code: Optional[int], output: str
+) -> GateVerdict:
+    """An upstream test's verdict on a topic's control where its cases do not name themselves
+    (test-backend-ops, test-quantize-fns, ...): killed when it fails by its own check (a non-zero
+    exit with a FAIL line), survived when it passes, invalid otherwise (did not build, crashed,
+    timed out, failed without saying where)."""
+    if not build_ok:
+        return GateVerdict(INVALID, "the control did not build")
+    if outcome == PASSED:
+        return GateVerdict(SURVIVED, f"{name} passes with the topic's hunks reverted")
+    if outcome == FAILED:
+        line = next(
+            (ln.strip() for ln in strip_ansi(output).splitlines() if ln.rstrip().endswith("FAIL")),
+            None,
+        )
+        if line:
+            return GateVerdict(KILLED, f"{name} fails by its own check: {line}")
+        return GateVerdict(INVALID, f"{name} exited {exit_code} without a FAIL line")
+    if outcome == CRASHED:
+        return GateVerdict(INVALID, f"{name} died by {signal_name(exit_code) or 'a signal'}")
+    return GateVerdict(INVALID, f"{name} {outcome or 'not run'} without the topic")

@@ -26,7 +26,6 @@ from typing import Mapping, Optional
 
 from ..config import Matrix
 from ..errors import ConfigError
-from ..model.layout import GATE_TEST
 from ..model.results import CompetingJudged, CompetingVerdict, Outcome, TestRecord
 from ..patchset.files import read_topic_diff_files
 from ..patchset.queue import Queue
@@ -113,9 +112,10 @@ def parse_competing(name: str, text: str) -> CompetingFix:
     )
 
 
-def first_failing_line(test: str, output: str) -> Optional[str]:
-    """The first line a test prints for a failing case (the gate's row, or test-opt's FAIL line)."""
-    if test == GATE_TEST:
+def first_failing_line(test: str, output: str, gate: bool = False) -> Optional[str]:
+    """The first line a test prints for a failing case (the gate's row, `gate`: a native test of
+    the project's; else a FAIL line, as test-opt and test-backend-ops print them)."""
+    if gate:
         return gate_failure_line(output)
     for line in strip_ansi(output).splitlines():
         # a backend's or the total
@@ -150,7 +150,7 @@ def judge(
         if rec is None or rec.outcome == Outcome.PASSED:
             continue
         line = (
-            first_failing_line(t, rec.output or "")
+            first_failing_line(t, rec.output or "", rec.gate)
             or f"{t} {rec.outcome} (exit code {rec.exit_code})"
         )
         return CompetingJudged(

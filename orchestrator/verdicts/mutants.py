@@ -13,7 +13,7 @@ from typing import Mapping, Optional
 
 from ..config import Matrix
 from ..errors import ConfigError
-from ..model.layout import GATE_TEST, UPSTREAM_TEST
+from ..model.layout import UPSTREAM_TEST
 from ..model.results import Outcome, TestRecord, Verdict
 from ..patchset.files import read_topic_diff_files
 from ..patchset.queue import Queue
@@ -69,26 +69,30 @@ def mutant_verdict(
 
 
 def test_opt_verdict(
-    apply_error: Optional[str], build_ok: bool, test: Optional[TestRecord]
+    apply_error: Optional[str], build_ok: bool, test: Optional[TestRecord], name: str = "test-opt"
 ) -> GateVerdict:
-    """test-opt's verdict on one mutant: killed by its own check
-    (a case's FAIL line), survived, or invalid."""
+    """An upstream test's verdict (`name`'s, test-opt's by default) on one mutant: killed by its
+    own check (a case's FAIL line), survived, or invalid."""
     if apply_error is not None or not build_ok:
         # the gate's words: not applied, not built
         return mutant_verdict(apply_error, build_ok, None)
     if test is None:
-        return GateVerdict(INVALID, "test-opt did not run")
+        return GateVerdict(INVALID, f"{name} did not run")
     if test.outcome == Outcome.PASSED:
         return GateVerdict(
-            SURVIVED, "test-opt passed with this known-wrong fix: its cases do not catch it"
+            SURVIVED, f"{name} passed with this known-wrong fix: its cases do not catch it"
         )
-    line = first_failing_line(UPSTREAM_TEST, test.output or "")
+    line = first_failing_line(name, test.output or "")
     if test.outcome != Outcome.FAILED or not line:
         return GateVerdict(
             INVALID,
-            f"test-opt {test.outcome} (exit code {test.exit_code}) without a failing case line",
+            f"{name} {test.outcome} (exit code {test.exit_code}) without a failing case line",
         )
-    return GateVerdict(KILLED, f"test-opt failed by its own check: {line}")
+    return GateVerdict(KILLED, f"{name} failed by its own check: {line}")
+
+
+def _is_gate(test: Optional[TestRecord]) -> bool:
+    return test is not None and test.gate
 
 
 def per_test_verdicts(
@@ -96,8 +100,10 @@ def per_test_verdicts(
 ) -> dict[str, GateVerdict]:
     """Each test's verdict on one mutant, run separately (only the tests that pass with the fix)."""
     return {
-        t: (mutant_verdict if t == GATE_TEST else test_opt_verdict)(
-            apply_error, build_ok, tests.get(t)
+        t: (
+            mutant_verdict(apply_error, build_ok, tests.get(t))
+            if _is_gate(tests.get(t))
+            else test_opt_verdict(apply_error, build_ok, tests.get(t), t)
         )
         for t in judged
     }

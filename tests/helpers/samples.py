@@ -60,7 +60,7 @@ def split(results: Results, cell: str) -> Results:
 def control_survived(results: Results, cell: str = "ggml/cpu") -> Results:
     """The run as it would be if the gate passed without the fix (it would not be a gate)."""
     r = results.model_copy(deep=True)
-    rec = r.records_of(cell)["control"]
+    rec = r.control_of(cell)
     gate = rec.tests[GATE]
     n = len(gate.rows)
     gate.outcome, gate.exit_code, gate.failure_line = Outcome.PASSED, 0, None

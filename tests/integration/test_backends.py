@@ -17,7 +17,7 @@ from orchestrator.cache import Cache
 from orchestrator.config import Backend, load_matrix
 from orchestrator.errors import ConfigError
 from orchestrator.report.summary import summary_markdown
-from orchestrator.run.cell import cell_action
+from orchestrator.run.cellrun import cell_action
 from orchestrator.run.matrix import RunOptions, run_matrix
 
 from ..helpers.tools import ROOT  # noqa: E402

@@ -316,7 +316,7 @@ def test_mutant_files_come_from_the_topics_native_tests_mutants(tmp_path):
 
 
 def test_the_result_cache_key_covers_the_mutant_files_and_the_flag(fake_cell):
-    from orchestrator.run.cell import cache_inputs
+    from orchestrator.run.cellcache import cache_inputs
     from orchestrator.run.resultcache import cell_key
     from orchestrator.sources import Snapshot
 

@@ -117,7 +117,7 @@ def test_a_skipped_test_is_never_built_or_run_and_the_cell_passes(skipping_cell)
 
 
 def test_the_result_cache_key_names_the_skips_only_where_there_are_some(skipping_cell):
-    from orchestrator.run.cell import cache_inputs
+    from orchestrator.run.cellcache import cache_inputs
 
     ctx, tree = skipping_cell
     ctx.env = {}
@@ -136,7 +136,7 @@ def test_a_backend_without_mutants_runs_and_records_none_and_keeps_its_key(skipp
     recorded there (the plain cpu cell runs them); the cell passes on its
     control; the cache key ignores the mutants' text."""
     from orchestrator.backends.cpu_sanitize import CpuSanitize
-    from orchestrator.run.cell import cache_inputs
+    from orchestrator.run.cellcache import cache_inputs
 
     assert CpuSanitize.mutants_skip_reason  # the real backend declares it
     ctx, tree = skipping_cell

@@ -256,7 +256,7 @@ def test_the_body_check_catches_a_wrong_number():
     r = sample()
     body = body_of(r, "ggml")
     wrong = r.model_copy(deep=True)
-    rec = wrong.records_of("ggml/cpu")["control"]
+    rec = wrong.control_of("ggml/cpu")
     rec.tests[GATE].rows[0].actual = 0.125
     with pytest.raises(AssertionError):
         check_body_against_results(body, wrong, "ggml")

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from orchestrator.model.results import results_of
-from orchestrator.report.junit import CONTROL_GATE_NAME, junit_xml
+from orchestrator.report.junit import control_gate_name, junit_xml
 from orchestrator.report.summary import write_results
 
 LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
@@ -36,8 +36,8 @@ def test_one_testcase_per_cell_variant_test_and_all_pass(sample):
         for variant in ("patched", "control"):
             cls = f"ggml-patch/{target}/cpu/{variant}"
             assert (cls, "test-opt") in cases
-            assert (cls, CONTROL_GATE_NAME if variant == "control" else GATE) in cases
-    assert CONTROL_GATE_NAME == "test-opt-dynamic-accum (fix reverted: must fail)"
+            assert (cls, control_gate_name("test-opt-dynamic-accum") if variant == "control" else GATE) in cases
+    assert control_gate_name("test-opt-dynamic-accum") == "test-opt-dynamic-accum (fix reverted: must fail)"
     assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) == (
         "8",
         "0",
@@ -46,7 +46,7 @@ def test_one_testcase_per_cell_variant_test_and_all_pass(sample):
     )
     assert [s.get("name") for s in root.iter("testsuite")] == ["llama.cpp/cpu", "ggml/cpu"]
     # the killed control is a pass that still shows its evidence
-    killed = cases[("ggml-patch/ggml/cpu/control", CONTROL_GATE_NAME)]
+    killed = cases[("ggml-patch/ggml/cpu/control:accumulator-reset", control_gate_name("test-opt-dynamic-accum"))]
     assert killed.find("failure") is None and LINE in killed.find("system-out").text
     assert float(cases[("ggml-patch/ggml/cpu/patched", "test-opt")].get("time")) == pytest.approx(
         0.023
@@ -62,7 +62,7 @@ def test_a_survived_control_is_a_failure(sample):
         verdict_reason="the gate test passed without the fix: it is not a gate",
     )
     control["tests"][GATE].update(outcome="passed", exit_code=0, failure_line=None)
-    case = _cases(sample)[("ggml-patch/ggml/cpu/control", CONTROL_GATE_NAME)]
+    case = _cases(sample)[("ggml-patch/ggml/cpu/control:accumulator-reset", control_gate_name("test-opt-dynamic-accum"))]
     failure = case.find("failure")
     assert failure is not None and failure.get("type") == "survived"
     assert "not a gate" in failure.get("message")
@@ -116,7 +116,7 @@ def test_a_cell_that_did_not_build_fails_and_its_control_is_not_run(sample):
     cases = _cases(sample)
     patched = cases[("ggml-patch/ggml/cpu/patched", GATE)].find("failure")
     assert patched is not None and "ninja exited 1" in patched.get("message")
-    assert "did not run" in cases[("ggml-patch/ggml/cpu/control", "test-opt")].find("skipped").get(
+    assert "did not run" in cases[("ggml-patch/ggml/cpu/control:accumulator-reset", "test-opt")].find("skipped").get(
         "message"
     )
 
@@ -135,8 +135,8 @@ def test_a_control_that_did_not_build_is_a_failure(sample):
         },
     )
     cases = _cases(sample)
-    for name in ("test-opt", CONTROL_GATE_NAME):
-        failure = cases[("ggml-patch/ggml/cpu/control", name)].find("failure")
+    for name in ("test-opt", control_gate_name("test-opt-dynamic-accum")):
+        failure = cases[("ggml-patch/ggml/cpu/control:accumulator-reset", name)].find("failure")
         assert failure.get("type") == "build-failed" and "ninja exited 1" in failure.get("message")
 
 
@@ -241,9 +241,9 @@ def test_test_opt_failing_in_the_killed_control_is_a_pass_with_its_line(sample):
     )
     control = _record(sample, "ggml/cpu", "control")
     control["tests"]["test-opt"].update(outcome="failed", exit_code=1, failure_line=opt_line)
-    case = _cases(sample)[("ggml-patch/ggml/cpu/control", "test-opt")]
+    case = _cases(sample)[("ggml-patch/ggml/cpu/control:accumulator-reset", "test-opt")]
     assert case.find("failure") is None and opt_line in case.find("system-out").text
     assert ET.fromstring(junit_xml(results_of(sample))).get("failures") == "0"
     # not killed: a failure again
     control.update(status="invalid", verdict="invalid", verdict_reason="x")
-    assert _cases(sample)[("ggml-patch/ggml/cpu/control", "test-opt")].find("failure") is not None
+    assert _cases(sample)[("ggml-patch/ggml/cpu/control:accumulator-reset", "test-opt")].find("failure") is not None

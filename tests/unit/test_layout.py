@@ -11,7 +11,6 @@ from orchestrator.errors import ConfigError, ExitCode
 from orchestrator.model.layout import (
     GATE_TEST,
     LAYOUTS,
-    TESTS,
     BuildPlan,
     Layout,
     RegistrationError,
@@ -368,8 +367,14 @@ COMMON = (
 )
 
 
+TESTS = ("test-opt", "test-opt-dynamic-accum")  # as a topic declares them
+NATIVE = ("test-opt-dynamic-accum", "train-opt-dynamic")
+
+
 def test_build_plan_ggml_builds_its_own_tests():
-    plan = build_plan(GGML, "/w/src", "/repo/native_tests")
+    plan = build_plan(
+        GGML, "/w/src", "/repo/native_tests", TESTS, ("train-opt-dynamic",), NATIVE
+    )
     # the training program joins ggml's own build through a project include (not the series),
     # and so does the precompiled header of the fix file (build speed only)
     assert plan == BuildPlan(
@@ -382,6 +387,7 @@ def test_build_plan_ggml_builds_its_own_tests():
             ("CMAKE_PROJECT_ggml_INCLUDE", "/repo/native_tests/precompile-fix-file.cmake"),
         ),
         TESTS,
+        ("train-opt-dynamic",),
         precompiles=True,
     )
     assert plan.targets == ("test-opt", "test-opt-dynamic-accum")
@@ -396,10 +402,16 @@ def test_build_plan_ggml_prefixed():
 
 @pytest.mark.parametrize("layout", [LLAMA, WHISPER])
 def test_build_plan_llama_uses_the_harness(layout):
-    plan = build_plan(layout, "/w/src", "/repo/native_tests")
+    plan = build_plan(layout, "/w/src", "/repo/native_tests", TESTS, (), NATIVE)
+    # the harness builds the upstream tests the topics declare; native_tests/ adds its own
     assert plan == BuildPlan(
         "/repo/native_tests",
-        COMMON + (("GGML_SOURCE_DIR", "/w/src/ggml"), ("GGML_TESTS_DIR", "/w/src/tests")),
+        COMMON
+        + (
+            ("GGML_SOURCE_DIR", "/w/src/ggml"),
+            ("GGML_TESTS_DIR", "/w/src/tests"),
+            ("HARNESS_TESTS", "test-opt"),
+        ),
         TESTS,
         precompiles=True,
     )

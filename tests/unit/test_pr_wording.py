@@ -122,7 +122,7 @@ def test_trailers_are_described_as_they_are():
 
 def test_a_ported_fix_gets_a_draft_comment_and_no_word_in_the_pr():
     r = sample()
-    rec = r.records_of("llama.cpp/cpu")["control"].model_copy(deep=True)
+    rec = r.control_of("llama.cpp/cpu").model_copy(deep=True)
     fix = load_competing_shipped()
     line = (
         "test_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, subtest=weights, "
@@ -192,7 +192,7 @@ def test_data_in_the_drafts_and_the_issue_is_inert():
     assert "### &lt;img src=x&gt; `@all`" in text
     r = sample()
     fix = load_competing_shipped()
-    rec = r.records_of("llama.cpp/cpu")["control"].model_copy(deep=True)
+    rec = r.control_of("llama.cpp/cpu").model_copy(deep=True)
     rec.variant = f"competing:{fix.name}"
     rec.competing = CompetingInfo(
         name=fix.name, title=fix.title, url=fix.url, date=fix.date, summary=fix.summary
@@ -211,7 +211,7 @@ def test_data_in_the_drafts_and_the_issue_is_inert():
 def test_the_issue_and_the_body_show_test_opt_s_line_not_the_gate_s_when_it_has_one():
     r = sample()
     line = "test_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1): FAIL"
-    control = r.records_of("llama.cpp/cpu")["control"]
+    control = r.control_of("llama.cpp/cpu")
     control.tests["test-opt"].outcome = "failed"
     control.tests["test-opt"].failure_line = line
     before, after = PB.before_after(r, "llama.cpp", NAMES)

@@ -31,6 +31,7 @@ applied_upstream: null
 last_update: 2026-12-02
 state: forwarded
 after: []
+tests: [test-opt]
 """
 
 
@@ -78,15 +79,17 @@ def test_a_good_topic_and_a_quoted_date():
         ({"after": "[Bad_Name]"}, "t.yaml:8: after[0]: 'Bad_Name' is not a topic name"),
         ({"after": "[a, a]"}, "t.yaml:8: after[1]: 'a' twice"),
         (
-            {"gate_test": "test-opt"},
-            "t.yaml:9: gate_test: 'test-opt' is not test-opt-dynamic-accum (the one test",
+            {"tests": "[opt]"},
+            "t.yaml:9: tests[0]: 'opt' is not a test program and its arguments, e.g. 'test-opt'",
         ),
-        ({"notes": "x"}, "t.yaml:9: notes: unknown key (allowed: summary, problem, origin"),
+        ({"tests": "[]"}, "t.yaml:9: tests: "),
+        ({"tests": None}, "t.yaml:1: (top level): missing required key 'tests'"),
+        ({"notes": "x"}, "t.yaml:10: notes: unknown key (allowed: summary, problem, origin"),
         ({"summary": '"two\\nlines"'}, "t.yaml:1: summary: 'two\\nlines' is not one line"),
     ],
 )
 def test_topic_errors_are_one_line_naming_file_line_and_key(edits, expected):
-    extra = {k: v for k, v in edits.items() if k in ("notes", "gate_test")}
+    extra = {k: v for k, v in edits.items() if k in ("notes",)}
     text = meta(**edits) + "".join(f"{k}: {v}\n" for k, v in extra.items())
     with pytest.raises(ConfigError) as e:
         parse_topic_meta("t.yaml", text)
@@ -205,18 +208,16 @@ def test_the_real_queue_is_three_topics_topic_one_with_the_same_series():
     # without --topic a run applies every active topic
     assert load_series(matrix).topics == tuple(names)
     assert load_series(matrix, names).topics == tuple(names)
-    # the gate test is topic 1's own: run where topic 1 is, skipped (with why) where it is not
-    assert load_series(matrix).gate_topic == "accumulator-reset"
-    assert load_series(matrix).gate_skip_reason() is None
+    # each topic's tests are its topic.yaml's: the gate test is topic 1's declared test, built
+    # and run only where topic 1 is carried
+    whole = load_series(matrix)
+    for t in queue.topics:
+        assert [s.name for s in whole.tests_of(t.name)] == t.meta.tests
+    assert "test-opt-dynamic-accum" in [s.name for s in whole.tests()]
     alone = load_series(matrix, ["grad-acc-non-static"])
-    assert alone.gate_topic is None
-    assert alone.gate_skip_reason() == (
-        "test-opt-dynamic-accum tests a topic this run does not carry "
-        "(it carries grad-acc-non-static)"
-    )
-    assert alone.judged_by_gate("grad-acc-non-static") is False
-    assert load_series(matrix).judged_by_gate("accumulator-reset") is True
-    assert load_series(matrix).judged_by_gate("reset-non-static") is False
+    assert [s.name for s in alone.tests()] == ["test-opt"]
+    assert alone.training_programs() == ()
+    assert whole.training_of("accumulator-reset") == ("train-opt-dynamic",)
     # topic 2's bug is a crash: its control may die by a signal in its own cases
     assert queue.topic("grad-acc-non-static").meta.control_crash
     assert queue.topic("accumulator-reset").meta.control_crash is None
@@ -369,7 +370,7 @@ def test_topic_new_names_queue_and_origin(tmp_path):
     assert topic_new.queue_with(tmp_path / "q", text, "b") == "# the order\ntopics:\n  - a\n  - b\n"
     url = "https://user:tok3n@example.org/o/r.git"
     assert topic_new.without_credentials(url) == "https://example.org/o/r.git"
-    meta_text = topic_new.topic_yaml("s", "o", ["a"], datetime.date(2026, 12, 2))
+    meta_text = topic_new.topic_yaml("s", "o", ["a"], datetime.date(2026, 12, 2), ["test-opt"])
     meta, _ = parse_topic_meta("t.yaml", meta_text)
     assert (meta.state, meta.after, meta.last_update, meta.bug) == (
         "local",

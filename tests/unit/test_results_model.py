@@ -43,7 +43,7 @@ def test_a_results_json_of_today_is_written_back_byte_for_byte(tmp_path):
     assert sha == hashlib.sha256(VULKAN.read_bytes()).hexdigest()
     cell = results.cells[0]
     assert cell.status is CellStatus.FAILED and cell.failure_kind is AttributionLabel.PRE_EXISTING
-    control = results.records_of(cell.cell)["control"]
+    control = results.control_of(cell.cell)
     assert control.verdict is Verdict.KILLED and control.tests["test-opt"].stopped_on == "Vulkan0"
 
 

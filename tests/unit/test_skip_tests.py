@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from orchestrator.model.results import Outcome, TestRecord, results_of
-from orchestrator.report.junit import CONTROL_GATE_NAME, junit_xml
+from orchestrator.report.junit import control_gate_name, junit_xml
 from orchestrator.report.summary import summary_markdown
 from orchestrator.upstream import bundle as B
 from orchestrator.upstream import pr_body, views
@@ -103,7 +103,7 @@ def test_junit_marks_it_skipped_with_the_reason_in_both_variants():
         assert skipped is not None
         assert skipped.get("message") == f"test-opt not run on cpu-sanitize: {SANITIZE_SKIP}"
     assert (
-        cases[("ggml-patch/ggml/cpu-sanitize/control", CONTROL_GATE_NAME)].find("failure") is None
+        cases[("ggml-patch/ggml/cpu-sanitize/control:accumulator-reset", control_gate_name("test-opt-dynamic-accum"))].find("failure") is None
     )
     assert cases[("ggml-patch/ggml/cpu-sanitize/patched", GATE)].find("failure") is None
     suite = next(s for s in root.iter("testsuite") if s.get("name") == "ggml/cpu-sanitize")
