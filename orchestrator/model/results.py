@@ -151,15 +151,14 @@ class TestRecord(Record):
     )
     summary_line: Optional[TextLine] = None
     skipped: Optional[TextLine] = None  # outcome skipped: why this backend does not run it
-    # the gate test: results.json holds its failure_line
-    gate: bool = Field(default=False, exclude=True)
+    # a native test of the project's (a topic's gate): written as `"gate": true`, absent else;
+    # results.json holds its failure_line even when it printed none
+    gate: Optional[bool] = None
 
-    @model_validator(mode="before")
+    @field_validator("gate", mode="after")
     @classmethod
-    def _gate_from_keys(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "failure_line" in data and "gate" not in data:
-            return {**data, "gate": True}
-        return data
+    def _only_true(cls, v: Optional[bool]) -> Optional[bool]:
+        return True if v else None
 
     def kept_nulls(self) -> frozenset[str]:
         keep = {"exit_code", "signal", "summary_line"}

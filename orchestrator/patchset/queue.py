@@ -68,9 +68,7 @@ def _test_line(value: Any) -> Any:
     return value
 
 
-TestLine = Annotated[
-    str, StringConstraints(max_length=200), BeforeValidator(_test_line)
-]
+TestLine = Annotated[str, StringConstraints(max_length=200), BeforeValidator(_test_line)]
 
 
 def _iso_date(value: Any) -> Any:

@@ -112,7 +112,7 @@ def _test_case(
 ) -> None:
     variant = rec.variant
     t = rec.test(test)
-    gate = t is not None and t.gate
+    gate = t is not None and bool(t.gate)
     case = _case(suite, cell, variant, test, t.duration_s if t else None, gate)
     build = rec.build
     if rec.status == RecordStatus.BUILD_FAILED or (build is not None and not build.ok):
@@ -173,7 +173,7 @@ def _suite(parent: ET.Element, cell: Cell, results: Results, log_tail: LogTail) 
     first = results.control_of(cell.cell)
     for rec in (patched, first):
         if rec is not None:
-            for test in rec.tests:
+            for test in _tests_of(results, rec):
                 _test_case(suite, cell, rec, test, log_tail)
     if patched is None:
         _not_run_cases(suite, cell, "patched", results.series.tests() or ["tests"])
@@ -190,6 +190,15 @@ def _suite(parent: ET.Element, cell: Cell, results: Results, log_tail: LogTail) 
         _competing_case(suite, cell, rec)
     _count(suite)
     return suite
+
+
+def _tests_of(results: Results, rec: VariantRecord) -> list[str]:
+    """The tests a record ran, else those its run declared for it (a build-only cell's)."""
+    if rec.tests:
+        return list(rec.tests)
+    if rec.topic is not None:
+        return (results.series.topic_tests or {}).get(rec.topic, ["tests"])
+    return results.series.tests() or ["tests"]
 
 
 def _not_run_cases(suite: ET.Element, cell: Cell, variant: str, tests: list[str]) -> None:

@@ -308,9 +308,7 @@ def _mutants_section(results: Results) -> list[str]:
     test kills it (test-opt's new cases are what upstream keeps), and the first
     FAIL line (or, when it was not killed, why)."""
     tallies, table = [], []
-    tests = list(
-        dict.fromkeys(t for c in results.cells if c.mutants for t in c.mutants.killed_by or {})
-    )
+    tests = run_tests(results)
     for c in results.cells:
         recs = results.mutants_of(c.cell)
         if recs:

@@ -175,7 +175,6 @@ def _record_tree(ctx: CellContext, tree: Tree) -> None:
     ctx.cell.cache_key, ctx.cell.patched_commit = tree.key, tree.head
 
 
-
 def _patched(ctx: CellContext) -> Variant:
     """The patched tree's variant: every declared test, the training programs where asked."""
     series = ctx.options.series
@@ -304,9 +303,7 @@ def primary_control(
 ) -> Optional[VariantRecord]:
     """The control the cell's status rests on: the first whose topic declares a gate (a native
     test), else the first."""
-    gated = [
-        r for r in recs if any(t.program in natives for t in series.tests_of(r.topic))
-    ]
+    gated = [r for r in recs if any(t.program in natives for t in series.tests_of(r.topic))]
     found = gated or list(recs)
     return found[0] if found else None
 
@@ -565,8 +562,6 @@ def verdict_line(patched: Optional[VariantRecord], control: VariantRecord) -> st
     says = "every test passes" if passed else "a test fails"
     judged = control.verdict or control.status
     return f"with the fix {says}; the control (fix reverted): {judged}"
-
-
 
 
 class TreeTested(NamedTuple):

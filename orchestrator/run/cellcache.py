@@ -89,8 +89,6 @@ def _map_logs(records: list[VariantRecord], fn: Callable[[str], str]) -> None:
                 r.log = fn(r.log)
 
 
-
-
 def store(ctx: CellContext) -> None:
     """The finished cell and its logs in the result cache, log paths relative to the logs
     directory."""

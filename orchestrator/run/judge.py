@@ -192,7 +192,7 @@ def _known_wrong(
     killer = next((t for t, pv in per_test.items() if pv.verdict == Verdict.KILLED), None)
     if killer:
         t = rec.tests[killer]
-        rec.failure_line = first_failing_line(killer, t.output or "", t.gate)
+        rec.failure_line = first_failing_line(killer, t.output or "", bool(t.gate))
     return settle(rec, RecordStatus(v.verdict.value), v)
 
 

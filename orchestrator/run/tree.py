@@ -102,7 +102,7 @@ def files_kept(root: Path, paths: list[str]) -> Iterator[None]:
                 f.write_bytes(data)
 
 
-class Change(NamedTuple):
+class TreeChange(NamedTuple):
     """How a variant differs from the patched tree: the source hunks it reverts (a topic's, or the
     whole series'), and a diff it applies on top (a known-wrong or competing fix), with the paths
     that diff touches."""
@@ -117,13 +117,13 @@ class Change(NamedTuple):
         return sorted({f.path for f in self.reverts} | set(self.diff_paths))
 
 
-class Changed(NamedTuple):
+class TreeChanged(NamedTuple):
     reverted: list[str]  # the paths whose hunks were reverted
     error: Optional[str]  # the diff did not apply (git's line); None: it did
 
 
 @contextmanager
-def changed(worktree: Worktree, cell_dir: Path, change: Change) -> Iterator[Changed]:
+def changed(worktree: Worktree, cell_dir: Path, change: TreeChange) -> Iterator[TreeChanged]:
     """The worktree as `change` says, the files put back on the way out whatever happens; a
     GitError when the reverted hunks do not revert (the variant is then invalid). The one way any
     variant changes the tree."""
@@ -143,7 +143,7 @@ def changed(worktree: Worktree, cell_dir: Path, change: Change) -> Iterator[Chan
                 worktree.apply(patch)
             except GitError as e:
                 error = e.line
-        yield Changed(reverted, error)
+        yield TreeChanged(reverted, error)
 
 
 def whole_fix(series: Series) -> tuple[FileDiff, ...]:
@@ -155,6 +155,6 @@ def whole_fix(series: Series) -> tuple[FileDiff, ...]:
 def fix_reverted(tree: Tree) -> Iterator[list[str]]:
     """The worktree with the whole fix reverted (every source hunk of the series), the tests
     kept, put back whatever happens (the training evidence's control)."""
-    change = Change(reverts=whole_fix(tree.rendered), name="whole-fix")
+    change = TreeChange(reverts=whole_fix(tree.rendered), name="whole-fix")
     with changed(tree.worktree, tree.worktree.path.parent, change) as done:
         yield done.reverted

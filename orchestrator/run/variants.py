@@ -36,7 +36,7 @@ from . import cmake
 from .judge import judge
 from .pipeline import CellContext
 from .testrun import TestRun, run_program
-from .tree import Change, Tree, changed
+from .tree import Tree, TreeChange, changed
 
 Kind = Literal["patched", "control", "mutant", "competing"]
 
@@ -121,14 +121,14 @@ def skipped_record(ctx: CellContext, v: Variant, why: str) -> VariantRecord:
     return rec
 
 
-def change_of(ctx: CellContext, tree: Tree, v: Variant) -> Change:
+def change_of(ctx: CellContext, tree: Tree, v: Variant) -> TreeChange:
     """How `v` changes the patched tree."""
     reverts = tuple(tree.rendered.topic_fix_diffs(v.reverts)) if v.reverts is not None else ()
     diff, paths = "", tuple[str, ...]()
     if v.diff is not None:
         src = get_layout(tree.rendered.layout)
         diff, paths = v.diff.rendered(src, ctx.layout), tuple(v.diff.paths(src, ctx.layout))
-    return Change(reverts, diff, paths, v.logs_as)
+    return TreeChange(reverts, diff, paths, v.logs_as)
 
 
 def run_variant(

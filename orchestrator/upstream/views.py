@@ -87,9 +87,7 @@ def _topic_record(
     return None
 
 
-def _topic_cell(
-    cell: Cell, records: list[VariantRecord], own: bool, tests: frozenset[str]
-) -> Cell:
+def _topic_cell(cell: Cell, records: list[VariantRecord], own: bool, tests: frozenset[str]) -> Cell:
     mine = [r for r in records if r.cell == cell.cell]
     control = next((r for r in mine if r.variant.startswith(CONTROL_PREFIX)), None)
     mutants = [r for r in mine if r.variant.startswith(MUTANT_PREFIX)]

@@ -150,7 +150,7 @@ def judge(
         if rec is None or rec.outcome == Outcome.PASSED:
             continue
         line = (
-            first_failing_line(t, rec.output or "", rec.gate)
+            first_failing_line(t, rec.output or "", bool(rec.gate))
             or f"{t} {rec.outcome} (exit code {rec.exit_code})"
         )
         return CompetingJudged(

@@ -92,7 +92,7 @@ def test_opt_verdict(
 
 
 def _is_gate(test: Optional[TestRecord]) -> bool:
-    return test is not None and test.gate
+    return test is not None and bool(test.gate)
 
 
 def per_test_verdicts(

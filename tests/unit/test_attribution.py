@@ -191,7 +191,7 @@ def test_the_same_device_less_failure_in_both_is_pre_existing():
 
 
 def test_a_gate_failing_with_and_without_the_fix_is_pre_existing():
-    gate = _test(FAILED, GATE_FAIL + "\n", exit_code=1)
+    gate = _test(FAILED, GATE_FAIL + "\n", exit_code=1).model_copy(update={"gate": True})
     entries = attribute({"test-opt-dynamic-accum": gate}, {"test-opt-dynamic-accum": gate})
     assert [(e.test, e.device, e.label) for e in entries] == [
         ("test-opt-dynamic-accum", "Vulkan0", PRE_EXISTING)

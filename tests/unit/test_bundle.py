@@ -58,14 +58,20 @@ def test_a_regressed_cell_and_a_stale_series_are_problems():
 TOPICS = ["accumulator-reset", "grad-acc-non-static"]
 
 
+def _view(r: Results, topic: str, competing: frozenset) -> Results:
+    """The topic's view, as the bundle takes it: its declared tests, the training run for the
+    topic that declares it (the first)."""
+    tests = frozenset((r.series.topic_tests or {}).get(topic, []))
+    return views.topic_results(r, topic, competing, tests, topic == TOPICS[0])
+
+
 def queue_sample(second_verdict: Verdict = Verdict.KILLED) -> Results:
     """The sample as a run of two topics: its control is topic 1's; topic 2's control (the queue
     with only topic 2's hunks reverted) has `second_verdict`, a mutant of each topic killed."""
     r = sample()
     r.series.topics = list(TOPICS)
+    r.series.topic_tests = {TOPICS[0]: ["test-opt", GATE], TOPICS[1]: ["test-opt"]}
     for c in list(r.cells):
-        recs = r.records_of(c.cell)
-        recs["control"].topic = TOPICS[0]
         second = VariantRecord(
             cell=c.cell,
             variant=f"{CONTROL_PREFIX}{TOPICS[1]}",
@@ -97,13 +103,13 @@ def test_one_run_of_the_queue_backs_each_topic_s_bundle():
     """Each topic's bundle reads its own view of the run: its control as "control", its own
     known-wrong fixes, the gate test and the training run only for the gate's topic."""
     r = queue_sample()
-    first = views.topic_results(r, TOPICS[0], frozenset(), TOPICS[0])
-    second = views.topic_results(r, TOPICS[1], frozenset(), TOPICS[0])
+    first = _view(r, TOPICS[0], frozenset())
+    second = _view(r, TOPICS[1], frozenset())
     assert B.problems(first, r.series.sha256, TOPICS[0]) == []
     assert B.problems(second, r.series.sha256, TOPICS[1]) == []
     for view, topic in ((first, TOPICS[0]), (second, TOPICS[1])):
         recs = view.records_of("ggml/cpu")
-        assert recs["control"].topic == topic
+        assert view.control_of("ggml/cpu").topic == topic
         assert [v for v in recs if v.startswith(MUTANT_PREFIX)] == [f"{MUTANT_PREFIX}{topic}-m1"]
         assert view.cells_of("ggml")[0].mutants.total == 1
     assert GATE in first.records_of("ggml/cpu")["patched"].tests
@@ -116,8 +122,8 @@ def test_one_run_of_the_queue_backs_each_topic_s_bundle():
 def test_one_topic_s_failed_control_does_not_hide_another_s_result():
     r = queue_sample(Verdict.SURVIVED)
     assert all(c.status == CellStatus.FAILED for c in r.cells)
-    first = views.topic_results(r, TOPICS[0], frozenset(), TOPICS[0])
-    second = views.topic_results(r, TOPICS[1], frozenset(), TOPICS[0])
+    first = _view(r, TOPICS[0], frozenset())
+    second = _view(r, TOPICS[1], frozenset())
     assert B.problems(first, r.series.sha256, TOPICS[0]) == []
     assert all(c.status == CellStatus.PASSED for c in first.cells)
     texts = [p.text for p in B.problems(second, r.series.sha256, TOPICS[1])]
@@ -129,7 +135,7 @@ def test_one_topic_s_failed_control_does_not_hide_another_s_result():
 def test_a_run_without_the_topic_or_of_another_series_cannot_back_its_bundle():
     r = queue_sample()
     r.series.topics = [TOPICS[0]]
-    view = views.topic_results(r, TOPICS[1], frozenset(), TOPICS[0])
+    view = _view(r, TOPICS[1], frozenset())
     texts = [p.text for p in B.problems(view, r.series.sha256, TOPICS[1])]
     assert texts[0] == (
         "results.json was made from the topics accumulator-reset; a bundle of "
@@ -137,7 +143,7 @@ def test_a_run_without_the_topic_or_of_another_series_cannot_back_its_bundle():
         "`ggml-patch matrix --topic grad-acc-non-static`"
     )
     r.series.topics = list(TOPICS)
-    view = views.topic_results(r, TOPICS[0], frozenset(), TOPICS[0])
+    view = _view(r, TOPICS[0], frozenset())
     texts = [p.text for p in B.problems(view, "0" * 64, TOPICS[0])]
     assert texts[0].startswith("results.json was made from series ")
 
@@ -347,7 +353,7 @@ def test_a_cell_that_runs_none_of_a_topic_s_cases_proves_nothing_for_it():
     second = r.records_of("ggml/cpu")[f"{CONTROL_PREFIX}{TOPICS[1]}"]
     second.status, second.verdict = RecordStatus.SKIPPED, None
     second.verdict_reason = "not run: its cases are in test-opt, not run on this backend (slow)"
-    view = views.topic_results(r, TOPICS[1], frozenset(), TOPICS[0])
+    view = _view(r, TOPICS[1], frozenset())
     cell = view.cells_of("ggml")[0]
     assert (cell.status, cell.reason) == (CellStatus.SKIPPED, second.verdict_reason)
     assert B.problems(view, r.series.sha256, TOPICS[1]) == [
@@ -355,5 +361,5 @@ def test_a_cell_that_runs_none_of_a_topic_s_cases_proves_nothing_for_it():
             "ggml", "ggml: no cell ran its tests (skipped or build-only), so nothing was proven"
         )
     ]
-    first = views.topic_results(r, TOPICS[0], frozenset(), TOPICS[0])
+    first = _view(r, TOPICS[0], frozenset())
     assert first.cells_of("ggml")[0].status == CellStatus.PASSED

@@ -217,10 +217,10 @@ def test_a_malformed_file_in_the_folder_is_named_with_its_folder(tmp_path):
         load_competing(load_matrix(tmp_path / "matrix.yaml"))
 
 
-def _rec(outcome, output="", code=None):
+def _rec(outcome, output="", code=None, gate=False):
     if code is None:
         code = 0 if outcome == Outcome.PASSED else 1
-    return TestRecord(outcome=outcome, exit_code=code, output=output)
+    return TestRecord(outcome=outcome, exit_code=code, output=output, gate=gate)
 
 
 FIXED = {UPSTREAM_TEST: Outcome.PASSED, GATE_TEST: Outcome.PASSED}
@@ -238,7 +238,7 @@ def test_verdict_wrong_names_the_first_failing_case_line():
         UPSTREAM_TEST: _rec(
             Outcome.FAILED, f"    step 1: x\n{OPT_FAIL}\n  Backend CPU adamw: FAIL\n"
         ),
-        GATE_TEST: _rec(Outcome.FAILED, GATE_FAIL + "\n"),
+        GATE_TEST: _rec(Outcome.FAILED, GATE_FAIL + "\n", gate=True),
     }
     v = judge(None, True, tests, FIXED)
     assert v.verdict == CompetingVerdict.WRONG and v.failing_test == UPSTREAM_TEST

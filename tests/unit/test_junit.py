@@ -12,6 +12,7 @@ from orchestrator.report.summary import write_results
 
 LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
 GATE = "test-opt-dynamic-accum"
+CONTROL = "control:accumulator-reset"  # the sample's one topic's control
 
 
 @pytest.fixture
@@ -31,22 +32,24 @@ def _record(results: dict, cell: str, variant: str) -> dict:
 def test_one_testcase_per_cell_variant_test_and_all_pass(sample):
     root = ET.fromstring(junit_xml(results_of(sample)))
     cases = _cases(sample)
-    assert len(cases) == 2 * 2 * 2
+    # per cell: each variant's two tests, and the topic's control as one case of its own
+    assert len(cases) == 2 * (2 * 2 + 1)
     for target in ("llama.cpp", "ggml"):
-        for variant in ("patched", "control"):
+        for variant in ("patched", CONTROL):
             cls = f"ggml-patch/{target}/cpu/{variant}"
             assert (cls, "test-opt") in cases
-            assert (cls, control_gate_name("test-opt-dynamic-accum") if variant == "control" else GATE) in cases
-    assert control_gate_name("test-opt-dynamic-accum") == "test-opt-dynamic-accum (fix reverted: must fail)"
+            assert (cls, control_gate_name(GATE) if variant == CONTROL else GATE) in cases
+        assert (f"ggml-patch/{target}/cpu/topic-control", "control of accumulator-reset") in cases
+    assert control_gate_name(GATE) == "test-opt-dynamic-accum (fix reverted: must fail)"
     assert (root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")) == (
-        "8",
+        "10",
         "0",
         "0",
         "0",
     )
     assert [s.get("name") for s in root.iter("testsuite")] == ["llama.cpp/cpu", "ggml/cpu"]
     # the killed control is a pass that still shows its evidence
-    killed = cases[("ggml-patch/ggml/cpu/control:accumulator-reset", control_gate_name("test-opt-dynamic-accum"))]
+    killed = cases[("ggml-patch/ggml/cpu/" + CONTROL, control_gate_name("test-opt-dynamic-accum"))]
     assert killed.find("failure") is None and LINE in killed.find("system-out").text
     assert float(cases[("ggml-patch/ggml/cpu/patched", "test-opt")].get("time")) == pytest.approx(
         0.023
@@ -54,7 +57,7 @@ def test_one_testcase_per_cell_variant_test_and_all_pass(sample):
 
 
 def test_a_survived_control_is_a_failure(sample):
-    control = _record(sample, "ggml/cpu", "control")
+    control = _record(sample, "ggml/cpu", CONTROL)
     control.update(
         status="survived",
         verdict="survived",
@@ -62,11 +65,14 @@ def test_a_survived_control_is_a_failure(sample):
         verdict_reason="the gate test passed without the fix: it is not a gate",
     )
     control["tests"][GATE].update(outcome="passed", exit_code=0, failure_line=None)
-    case = _cases(sample)[("ggml-patch/ggml/cpu/control:accumulator-reset", control_gate_name("test-opt-dynamic-accum"))]
+    case = _cases(sample)[
+        ("ggml-patch/ggml/cpu/" + CONTROL, control_gate_name("test-opt-dynamic-accum"))
+    ]
     failure = case.find("failure")
     assert failure is not None and failure.get("type") == "survived"
     assert "not a gate" in failure.get("message")
-    assert ET.fromstring(junit_xml(results_of(sample))).get("failures") == "1"
+    # the gate's case, and the topic's control's own case
+    assert ET.fromstring(junit_xml(results_of(sample))).get("failures") == "2"
 
 
 def test_a_patched_failure_carries_the_failure_line_and_outcome(sample):
@@ -106,7 +112,7 @@ def test_a_skipped_cell_is_skipped_with_its_reason(sample):
     assert all(
         c.find("skipped").get("message") == "Metal needs macOS (this is Linux)" for c in metal
     )
-    assert (root.get("tests"), root.get("skipped"), root.get("failures")) == ("12", "4", "0")
+    assert (root.get("tests"), root.get("skipped"), root.get("failures")) == ("14", "4", "0")
 
 
 def test_a_cell_that_did_not_build_fails_and_its_control_is_not_run(sample):
@@ -116,13 +122,13 @@ def test_a_cell_that_did_not_build_fails_and_its_control_is_not_run(sample):
     cases = _cases(sample)
     patched = cases[("ggml-patch/ggml/cpu/patched", GATE)].find("failure")
     assert patched is not None and "ninja exited 1" in patched.get("message")
-    assert "did not run" in cases[("ggml-patch/ggml/cpu/control:accumulator-reset", "test-opt")].find("skipped").get(
-        "message"
-    )
+    assert "did not run" in cases[("ggml-patch/ggml/cpu/" + CONTROL, "test-opt")].find(
+        "skipped"
+    ).get("message")
 
 
 def test_a_control_that_did_not_build_is_a_failure(sample):
-    control = _record(sample, "ggml/cpu", "control")
+    control = _record(sample, "ggml/cpu", CONTROL)
     control.update(
         status="invalid",
         verdict="invalid",
@@ -135,8 +141,9 @@ def test_a_control_that_did_not_build_is_a_failure(sample):
         },
     )
     cases = _cases(sample)
-    for name in ("test-opt", control_gate_name("test-opt-dynamic-accum")):
-        failure = cases[("ggml-patch/ggml/cpu/control:accumulator-reset", name)].find("failure")
+    # no test ran: the cases are the topic's declared tests
+    for name in ("test-opt", GATE):
+        failure = cases[("ggml-patch/ggml/cpu/" + CONTROL, name)].find("failure")
         assert failure.get("type") == "build-failed" and "ninja exited 1" in failure.get("message")
 
 
@@ -150,7 +157,9 @@ def test_build_only_cells_are_skipped_not_passed(sample):
     )
     root = ET.fromstring(junit_xml(results_of(sample)))
     ggml = [c for c in root.iter("testcase") if "/ggml/cpu/" in c.get("classname")]
-    assert len(ggml) == 4 and all("no GPU" in c.find("skipped").get("message") for c in ggml)
+    # each variant's declared tests, and the control's own case, each skipped with why
+    assert len(ggml) == 5 and all(c.find("skipped") is not None for c in ggml)
+    assert sum("no GPU" in c.find("skipped").get("message") for c in ggml) == 4
 
 
 def test_messages_are_escaped(sample):
@@ -173,7 +182,7 @@ def test_messages_are_escaped(sample):
 def test_every_run_writes_junit_xml(sample, tmp_path):
     write_results(results_of(sample), tmp_path)
     assert (tmp_path / "junit.xml").read_text() == junit_xml(results_of(sample))
-    assert ET.parse(tmp_path / "junit.xml").getroot().get("tests") == "8"
+    assert ET.parse(tmp_path / "junit.xml").getroot().get("tests") == "10"
 
 
 def test_cells_without_target_keys_are_named_from_their_id(sample):
@@ -239,11 +248,13 @@ def test_test_opt_failing_in_the_killed_control_is_a_pass_with_its_line(sample):
         "test_per_step_graphs(high_level=no, schedule=TTTTTT, "
         "opt_period=1, subtest=weights, optimizer=adamw): FAIL"
     )
-    control = _record(sample, "ggml/cpu", "control")
+    control = _record(sample, "ggml/cpu", CONTROL)
     control["tests"]["test-opt"].update(outcome="failed", exit_code=1, failure_line=opt_line)
-    case = _cases(sample)[("ggml-patch/ggml/cpu/control:accumulator-reset", "test-opt")]
+    case = _cases(sample)[("ggml-patch/ggml/cpu/" + CONTROL, "test-opt")]
     assert case.find("failure") is None and opt_line in case.find("system-out").text
     assert ET.fromstring(junit_xml(results_of(sample))).get("failures") == "0"
     # not killed: a failure again
     control.update(status="invalid", verdict="invalid", verdict_reason="x")
-    assert _cases(sample)[("ggml-patch/ggml/cpu/control:accumulator-reset", "test-opt")].find("failure") is not None
+    assert (
+        _cases(sample)[("ggml-patch/ggml/cpu/" + CONTROL, "test-opt")].find("failure") is not None
+    )

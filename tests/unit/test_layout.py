@@ -372,9 +372,7 @@ NATIVE = ("test-opt-dynamic-accum", "train-opt-dynamic")
 
 
 def test_build_plan_ggml_builds_its_own_tests():
-    plan = build_plan(
-        GGML, "/w/src", "/repo/native_tests", TESTS, ("train-opt-dynamic",), NATIVE
-    )
+    plan = build_plan(GGML, "/w/src", "/repo/native_tests", TESTS, ("train-opt-dynamic",), NATIVE)
     # the training program joins ggml's own build through a project include (not the series),
     # and so does the precompiled header of the fix file (build speed only)
     assert plan == BuildPlan(

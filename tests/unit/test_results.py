@@ -62,7 +62,8 @@ def _results(control_verdict="killed"):
             },
             {
                 "cell": "ggml/cpu",
-                "variant": "control",
+                "variant": "control:accumulator-reset",
+                "topic": "accumulator-reset",
                 "status": control_verdict,
                 "verdict": control_verdict,
                 "failure_line": LINE,

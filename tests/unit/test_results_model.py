@@ -211,7 +211,7 @@ def _as_written_by_schema_1(data: dict) -> dict:
 @pytest.mark.parametrize(
     "data, phrase",
     [
-        (_as_written_by_schema_1(json.loads(VULKAN.read_text())), "schema_version 1, expected 2"),
+        (_as_written_by_schema_1(json.loads(VULKAN.read_text())), "schema_version 1, expected 3"),
         (edited(lambda d: d.update(schema_version="3\x1b[2J" * 30)), "schema_version '3\\x1b"),
     ],
     ids=["schema-1", "odd-version"],

@@ -267,7 +267,7 @@ MATRIX_ORDER = [
     "apply",
     "plan",
     "configure",
-    "test-opt controls",
+    "early controls",
     "build",
     "test",
     "control",

@@ -55,7 +55,9 @@ def test_one_row_per_device_and_variant_with_counts_and_the_first_fail_line():
         "| ggml/cpu | CPU | with fix | 2/2 | 29/29 | — |",
         f"| ggml/cpu | CPU | without fix | 2/2 | 9/29 | `{FIRST}` |",
     ]
-    assert md.count("FAIL at step") == 2 + 2  # the first FAIL line per cell, and the cells table's
+    # the first FAIL line per cell, the cells table's, and the controls per topic's (its reason
+    # and its line)
+    assert md.count("FAIL at step") == 2 + 2 + 2 * 2
     assert "opt_period=2: FAIL" not in md  # the other 19 FAIL rows stay in results.json only
 
 

@@ -63,7 +63,7 @@ def test_last_case_is_the_last_case_line_printed():
 def test_control_crash_is_one_line_in_topic_yaml():
     base = (
         "summary: s\norigin: o\nlast_update: 2026-12-02\nstate: local\n"
-        "control_crash: a NULL dereference\n"
+        "control_crash: a NULL dereference\ntests: [test-opt]\n"
     )
     meta, _ = parse_topic_meta("patches/t/topic.yaml", base)
     assert meta.control_crash == "a NULL dereference"
