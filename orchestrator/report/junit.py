@@ -232,7 +232,9 @@ def _mutant_case(suite: ET.Element, cell: Cell, rec: VariantRecord, log_tail: Lo
     """A known-wrong fix: passes when the gate killed it; survived or invalid is the failure."""
     info = rec.mutant
     name = info.name if info else rec.variant
-    judged = sorted(rec.tests, key=lambda n: not rec.tests[n].gate)  # its gate first
+    # the tests that judged it (those it ran, else its verdicts'), its gate first
+    judged = list(rec.tests) or list(rec.kills or {})
+    judged.sort(key=lambda n: not (n in rec.tests and rec.tests[n].gate))
     test = judged[0] if judged else "tests"
     t = rec.test(test)
     case = _case(suite, cell, "mutant", mutant_case_name(name, test), t.duration_s if t else None)

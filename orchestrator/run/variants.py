@@ -86,7 +86,8 @@ def known_wrong(series: Series, m: Mutant, tests: tuple[TestSpec, ...]) -> Varia
 
 def competing(series: Series, c: CompetingFix, tests: tuple[TestSpec, ...]) -> Variant:
     """A competing fix applied on the tree without its topic's fix, judged by `tests`."""
-    topic = c.topic or (series.topics[0] if series.topics else None)
+    # a plain series (no queue): the whole fix reverted (its patches are topic "")
+    topic = c.topic or (series.topics[0] if series.topics else "")
     return Variant(
         f"{COMPETING_PREFIX}{c.name}",
         "competing",
@@ -126,7 +127,7 @@ def change_of(ctx: CellContext, tree: Tree, v: Variant) -> TreeChange:
     reverts = tuple(tree.rendered.topic_fix_diffs(v.reverts)) if v.reverts is not None else ()
     diff, paths = "", tuple[str, ...]()
     if v.diff is not None:
-        src = get_layout(tree.rendered.layout)
+        src = get_layout(ctx.options.series.layout)  # the diff is in the queue's layout
         diff, paths = v.diff.rendered(src, ctx.layout), tuple(v.diff.paths(src, ctx.layout))
     return TreeChange(reverts, diff, paths, v.logs_as)
 
@@ -183,13 +184,15 @@ def _describe(v: Variant, paths: list[str]) -> str:
 
 
 def build_into(ctx: CellContext, v: Variant, rec: VariantRecord, timed: bool = True) -> None:
-    """`v`'s targets built; the build's record in `rec` (its wall time in the cell's timings)."""
-    ctx.steps.step(f"build {v.name}", f"targets {' '.join(v.targets)}")
+    """`v`'s targets built (but those this backend skips: never built); the build's record in
+    `rec` (its wall time in the cell's timings)."""
+    targets = tuple(t for t in v.targets if t not in ctx.skipped_tests)
+    ctx.steps.step(f"build {v.name}", f"targets {' '.join(targets)}")
     log = ctx.logs / f"build-{v.logs_as}.log"
     options = ctx.options
     step = cmake.build(
         ctx.build_dir,
-        v.targets,
+        targets,
         log,
         ctx.env,
         ctx.steps.build_progress,

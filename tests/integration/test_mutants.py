@@ -27,6 +27,7 @@ from orchestrator.model.results import (
     Verdict,
     results_of,
 )
+from orchestrator.model.testspec import TestSpec
 from orchestrator.patchset.series import Series, unified_file_diff
 from orchestrator.report.junit import junit_xml, mutant_case_name
 from orchestrator.report.summary import summary_markdown
@@ -34,6 +35,7 @@ from orchestrator.run import cmake
 from orchestrator.run.cell import APPLY, COMPETING, CONCLUDE, MUTANTS, TEST, Controlled, Tree
 from orchestrator.run.options import CellOptions
 from orchestrator.run.pipeline import new_context, run_steps
+from orchestrator.sources.base import Snapshot
 from orchestrator.sources.local import LocalSource
 from orchestrator.vcs.snapshots import SnapshotRepo, Worktree
 from orchestrator.verdicts.classify import FAILED, PASSED
@@ -123,6 +125,10 @@ def fake_project(tmp_path, ggml_opt: str):
     return src, repo, base, cell_dir, wt
 
 
+# a plain series (no queue) that declares the tests: what judges its known-wrong fixes
+JUDGED = Series("llama.cpp", (), topic_tests=(("", (TestSpec("test-opt"), TestSpec(GATE_TEST))),))
+
+
 @pytest.fixture
 def fake_cell(tmp_path):
     """A cell context on the fake project, configured, its patched variant passed (with the
@@ -135,7 +141,8 @@ def fake_cell(tmp_path):
     cell = Cell(
         cell="fake/cpu", target="fake", backend="cpu", layout="ggml", status=CellStatus.ERROR
     )
-    options = CellOptions(series=Series("llama.cpp", ()), mutant_files=tuple(_mutants()))
+    options = CellOptions(series=JUDGED, mutant_files=tuple(_mutants()))
+    (tmp_path / f"{GATE_TEST}.cpp").write_text("// the gate: a program of native_tests/\n")
     ctx = new_context(
         target,
         backend,
@@ -165,14 +172,18 @@ def fake_cell(tmp_path):
         cell=cell.cell,
         target="fake",
         backend="cpu",
-        variant="control",
+        variant="control:t",
+        topic="t",
         status=RecordStatus.KILLED,
         build=Build(ok=True),
         verdict=Verdict.KILLED,
         verdict_reason="killed",
     )
     # what the test and control steps would have returned
-    ctx.results.update({TEST.name: patched, "control": Controlled(control)})
+    tree = Tree(Snapshot(base, "fake"), JUDGED, wt)
+    ctx.results.update(
+        {APPLY.name: tree, TEST.name: patched, "control": Controlled((control,), control)}
+    )
     return SimpleNamespace(ctx=ctx, worktree=wt, plan=plan, patched=patched, control=control)
 
 
@@ -252,7 +263,12 @@ def test_results_summary_and_junit_show_every_mutant(fake_cell):
     f, ctx = fake_cell, fake_cell.ctx
     run_steps(ctx, [MUTANTS])
     results = Results(
-        series=SeriesInfo(layout="llama.cpp", sha256="0" * 64, patches=[]),
+        series=SeriesInfo(
+            layout="llama.cpp",
+            sha256="0" * 64,
+            patches=[],
+            topic_tests={"t": ["test-opt", GATE_TEST]},
+        ),
         cells=[ctx.cell],
         records=[f.patched, f.control, *ctx.records],
     )
@@ -271,9 +287,9 @@ def test_results_summary_and_junit_show_every_mutant(fake_cell):
         for c in root.iter("testcase")
         if c.get("classname") == "ggml-patch/fake/cpu/mutant"
     }
-    assert cases[mutant_case_name("01-killed")].find("failure") is None
+    assert cases[mutant_case_name("01-killed", GATE_TEST)].find("failure") is None
     for name in ("02-survives", "03-crashes", "04-hangs", "05-does-not-build", "06-does-not-apply"):
-        assert cases[mutant_case_name(name)].find("failure") is not None, name
+        assert cases[mutant_case_name(name, GATE_TEST)].find("failure") is not None, name
 
 
 def test_mutants_need_a_passing_gate_and_tests_that_run(fake_cell):
@@ -397,7 +413,9 @@ def test_competing_fixes_are_judged_on_the_unfixed_tree_and_the_tree_is_put_back
         _competing("still-wrong", UNFIXED, UNFIXED.replace("step 2", "step 3")),
         _competing("does-not-apply", "other\n", "OTHER\n"),
     )
-    options = CellOptions(series=Series("llama.cpp", ()), competing_files=competing_files)
+    options = CellOptions(series=JUDGED, competing_files=competing_files)
+    (tmp_path / f"{GATE_TEST}.cpp").write_text("// the gate: a program of native_tests/\n")
+    fix = replace(fix, topic_tests=JUDGED.topic_tests)
     ctx = new_context(
         target,
         Backend("cpu", timeout=5),

@@ -3,6 +3,8 @@ mutants, conclude) on the fake project of test_mutants.py (CMake and Ninja, no c
 skipped test is never built and never run in any variant, recorded skipped with its reason in
 each; the control's verdict rests on the gate alone and says so; the cell passes."""
 
+from dataclasses import replace
+
 import pytest
 
 from orchestrator import backends
@@ -11,6 +13,7 @@ from orchestrator.cache import Cache
 from orchestrator.config import Backend, Target
 from orchestrator.model.layout import GATE_TEST, UPSTREAM_TEST
 from orchestrator.model.results import Cell, CellStatus, Outcome, RecordStatus, Verdict
+from orchestrator.model.testspec import TestSpec
 from orchestrator.patchset.series import Series, parse_patch, unified_file_diff
 from orchestrator.run import cell as cell_mod
 from orchestrator.run.cell import APPLY, MATRIX_STEPS, Tree
@@ -45,6 +48,8 @@ def skipping_cell(tmp_path, monkeypatch):
     }
     wt.git("commit", "-q", "-am", "fix", env=env)
     fix = parse_patch("0001-fix.patch", unified_file_diff("src/ggml-opt.cpp", UNFIXED, FIXED))
+    fix = replace(fix, topic="t")
+    tests = (("t", (TestSpec(UPSTREAM_TEST), TestSpec(GATE_TEST))),)
     target = Target(
         "fake", "ggml", source=LocalSource(kind="local", path=str(src)).at("targets.fake.source")
     )
@@ -57,7 +62,9 @@ def skipping_cell(tmp_path, monkeypatch):
         status=CellStatus.ERROR,
     )
     options = CellOptions(
-        series=Series("llama.cpp", ()), mutant_files=tuple(_mutants()[:1]), programs=False
+        series=Series("llama.cpp", (), ("t",), topic_tests=tests),
+        mutant_files=tuple(_mutants()[:1]),
+        programs=False,
     )
     ctx = new_context(
         target,
@@ -72,13 +79,13 @@ def skipping_cell(tmp_path, monkeypatch):
         module=SkipsTestOpt(),
     )
     ctx.cell = c
-    tree = Tree(Snapshot(base, "fake base"), Series("ggml", (fix,)), wt)
+    tree = Tree(Snapshot(base, "fake base"), Series("ggml", (fix,), ("t",), topic_tests=tests), wt)
     # the fake project is its own CMake source dir: the layout's plan pointed at it
     monkeypatch.setattr(
         cell_mod,
         "build_plan",
-        lambda layout, worktree, harness: cell_mod.BuildPlan(
-            worktree, (), (UPSTREAM_TEST, GATE_TEST), ()
+        lambda layout, worktree, harness, targets, programs, native: cell_mod.BuildPlan(
+            worktree, (), targets, programs
         ),
     )
     return ctx, tree
@@ -99,12 +106,12 @@ def test_a_skipped_test_is_never_built_or_run_and_the_cell_passes(skipping_cell)
     assert not (ctx.build_dir / "bin" / UPSTREAM_TEST).exists()  # never built
     assert not list(ctx.logs.glob(f"*-{UPSTREAM_TEST}.log"))  # never run
     recs = {r.variant: r for r in ctx.records}
-    for variant in ("patched", "control"):
+    for variant in ("patched", "control:t"):
         t = recs[variant].tests[UPSTREAM_TEST]
         assert t.outcome is Outcome.SKIPPED and t.skipped == WHY and t.exit_code is None
     assert recs["patched"].status == RecordStatus.PASSED
     assert recs["patched"].tests[GATE_TEST].outcome is Outcome.PASSED
-    control = recs["control"]
+    control = recs["control:t"]
     assert control.verdict is Verdict.KILLED and control.failure_line == FAIL_LINE
     assert control.verdict_reason.endswith(
         f"(verdict on the gate alone: test-opt is not run on this backend: {WHY})"
@@ -142,7 +149,7 @@ def test_a_backend_without_mutants_runs_and_records_none_and_keeps_its_key(skipp
     ctx, tree = skipping_cell
     ctx.module = NoMutants()
     configure_to_conclude(ctx, tree)
-    assert [r.variant for r in ctx.records] == ["patched", "control"]
+    assert [r.variant for r in ctx.records] == ["patched", "control:t"]
     assert not list(ctx.logs.glob("*mutant*"))
     assert ctx.cell.mutants.to_json() == {
         "total": 0,

@@ -24,6 +24,7 @@ from orchestrator.model.results import (
     VariantRecord,
     Verdict,
 )
+from orchestrator.model.testspec import TestSpec
 from orchestrator.patchset.series import FileDiff, Patch, Series, unified_file_diff
 from orchestrator.report.junit import junit_xml
 from orchestrator.report.summary import summary_markdown
@@ -34,9 +35,11 @@ from orchestrator.run.cell import (
     CONFIGURE,
     CONTROL,
     EARLY_CONTROLS,
+    MUTANTS,
     TEST,
     Configured,
     Tree,
+    Variants,
 )
 from orchestrator.run.options import CellOptions
 from orchestrator.run.pipeline import new_context, run_steps
@@ -84,7 +87,17 @@ def queue_series(crash: tuple[tuple[str, str], ...]) -> Series:
         patches.append(
             Patch(f"{2 * i + 2:04d}-test.patch", "", (_case_patch(topic, case),), topic=topic)
         )
-    return Series("ggml", tuple(patches), TOPICS, crash, gate_topic=TOPICS[0])
+    # topic-a is judged by the gate (a native test) and test-opt, the others by test-opt's cases
+    tests = tuple(
+        (
+            t,
+            (TestSpec("test-opt"), TestSpec(GATE_TEST))
+            if t == TOPICS[0]
+            else (TestSpec("test-opt"),),
+        )
+        for t in TOPICS
+    )
+    return Series("ggml", tuple(patches), TOPICS, crash, tests)
 
 
 @pytest.fixture
@@ -92,6 +105,9 @@ def queue_cell(tmp_path):
     """A cell on the fake project with the whole queue in its worktree, configured, built, its
     patched variant passed."""
     src, repo, base, cell_dir, wt = fake_project(tmp_path, STATES[-1])
+    native = tmp_path / "native_tests"
+    native.mkdir()
+    (native / f"{GATE_TEST}.cpp").write_text("// the gate: a program of native_tests/\n")
 
     def context(crash, backend="cpu"):
         series = queue_series(crash)
@@ -103,7 +119,7 @@ def queue_cell(tmp_path):
             Backend("cpu", timeout=5),
             Cache(tmp_path / "cache"),
             repo,
-            tmp_path,
+            native,
             cell_dir,
             tmp_path / "logs",
             CellOptions(series=series),
@@ -128,7 +144,12 @@ def queue_cell(tmp_path):
         )
         tree = Tree(SimpleNamespace(commit=base), series, wt)
         ctx.results.update(
-            {APPLY.name: tree, CONFIGURE.name: Configured(plan, False), TEST.name: patched}
+            {
+                APPLY.name: tree,
+                CONFIGURE.name: Configured(plan, False),
+                TEST.name: patched,
+                MUTANTS.name: Variants(None, []),
+            }
         )
         ctx.records.append(patched)
         return ctx
@@ -144,9 +165,9 @@ def test_each_topic_is_judged_by_its_own_cases_and_none_hides_another(queue_cell
     ctx = queue_cell.context((("topic-b", "its bug is a NULL dereference"),))
     run_steps(ctx, [EARLY_CONTROLS, CONTROL])  # as the matrix runs them
     assert _verdicts(ctx) == {
-        "topic-a": ("control", Verdict.KILLED),
-        "topic-b": ("control-topic-b", Verdict.KILLED),
-        "topic-c": ("control-topic-c", Verdict.SURVIVED),
+        "topic-a": ("control:topic-a", Verdict.KILLED),
+        "topic-b": ("control:topic-b", Verdict.KILLED),
+        "topic-c": ("control:topic-c", Verdict.SURVIVED),
     }
     by_topic = {r.topic: r for r in ctx.records}
     assert "crash: SIGSEGV in its own case test_b" in by_topic["topic-b"].verdict_reason
@@ -195,8 +216,8 @@ def test_a_backend_without_test_opt_skips_the_controls_it_cannot_judge(queue_cel
     for topic in ("topic-b", "topic-c"):
         rec = got[topic]
         assert (rec.status, rec.verdict, rec.build) == (RecordStatus.SKIPPED, None, None)
-        assert rec.verdict_reason.startswith("not run: its cases are in test-opt, not run on")
+        assert rec.verdict_reason.startswith("not run: its tests (test-opt) are not run on this")
     ctx.cell.attribution = []
     run_steps(ctx, [CONCLUDE])
     assert ctx.cell.status == CellStatus.PASSED, ctx.cell.reason
-    assert "the control of topic-c not run: its cases are in test-opt" in ctx.cell.reason
+    assert "the control of topic-c not run: its tests (test-opt) are not run" in ctx.cell.reason
