@@ -25,7 +25,7 @@ from pydantic.json_schema import GenerateJsonSchema
 from . import backends, config_records, untrusted
 from .config_records import Backend, MatrixRecord, Named, Str
 from .errors import ConfigError
-from .model.layout import GATE_TEST, LAYOUTS
+from .model.layout import LAYOUTS
 from .model.values import WORDS, Name, matching
 from .sources.git import GitSource
 from .sources.local import LocalSource
@@ -483,7 +483,7 @@ def require_native_tests(matrix: "Matrix") -> None:
     cell, so a bad path is one line up front."""
     missing = [
         n
-        for n in ("CMakeLists.txt", f"{GATE_TEST}.cpp")
+        for n in ("CMakeLists.txt", "extra-programs.cmake")
         if not (matrix.native_tests_dir / n).is_file()
     ]
     if missing:

@@ -514,7 +514,7 @@ def conclude(ctx: CellContext) -> Conclusion:
 
 
 def _record_conclusion(ctx: CellContext, found: Conclusion) -> None:
-    ctx.cell.status, ctx.cell.reason, ctx.cell.exit_code = found
+    ctx.conclude(*found)
 
 
 # ---------------------------------------------------------------- the step lists

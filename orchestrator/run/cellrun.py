@@ -113,12 +113,11 @@ class CellRun:
                 f"{backend.name} is required here (--require-backend {backend.name}) "
                 f"but cannot run: {why}"
             )
-            cell.status, cell.reason = CellStatus.FAILED, why
-            cell.exit_code = int(ExitCode.BACKEND_MISSING)
+            ctx.conclude(CellStatus.FAILED, why, int(ExitCode.BACKEND_MISSING))
             return False
         if action == "skip":
             self.reporter.skip(why)
-            cell.status, cell.reason, cell.exit_code = CellStatus.SKIPPED, why, 0
+            ctx.conclude(CellStatus.SKIPPED, why, 0)
             self._reported = False
             return False
         cell.device = module.device_info(backend)
@@ -127,23 +126,22 @@ class CellRun:
 
     def _run(self, steps: tuple[Step[Any], ...]) -> bool:
         """`steps` under the cell's lock (taken at its first step); False: the cell ended."""
-        cell = self.ctx.cell
         try:
             if not self._locked:
                 self._lock.enter_context(self.opts.cache.lock(f"cell-{self.id}"))
                 self._locked = True
             return run_steps(self.ctx, steps) is None
         except BuildFailed as e:
-            cell.status, cell.reason, cell.exit_code = CellStatus.FAILED, str(e), int(e.exit_code)
+            self.ctx.conclude(CellStatus.FAILED, str(e), int(e.exit_code))
         except GgmlPatchError as e:
-            cell.status, cell.reason, cell.exit_code = CellStatus.ERROR, str(e), int(e.exit_code)
+            self.ctx.conclude(CellStatus.ERROR, str(e), int(e.exit_code))
         return False
 
     def _end(self) -> None:
         self.close()
         self.ended = True
         cell = self.ctx.cell
-        cell.timings["total"] = round(self._seconds, 2)
+        self.ctx.took("total", self._seconds)
         if self._reported:
             self.reporter.cell_result(cell.status, cell.reason, cell.timings["total"])
 

@@ -21,13 +21,14 @@ from ..cache import Cache
 from ..cancel import CancelToken
 from ..config import Backend, Target
 from ..model.layout import Layout, get_layout
-from ..model.results import Cell, RecordStatus, VariantRecord
+from ..model.results import Cell, CellStatus, RecordStatus, VariantRecord
 from ..progress import Reporter
 from ..vcs.snapshots import SnapshotRepo, Worktree
 from .options import CellOptions
 from .tree import native_programs
 
 T = TypeVar("T")
+_STEP = "step "  # a step's wall time in the cell's timings: "step <name>"
 
 
 class CellProgress:
@@ -129,7 +130,6 @@ class CellContext:
     build_only_reason: Optional[str] = None
     records: list[VariantRecord] = field(default_factory=list)
     results: dict[str, Any] = field(default_factory=dict)  # step name -> what it returned
-    seconds: dict[str, float] = field(default_factory=dict)  # step name -> its wall time
 
     def got(self, step: Step[T]) -> T:
         """What `step` returned in this cell (it ran before the step asking)."""
@@ -175,7 +175,21 @@ class CellContext:
         """The block's wall time in the cell's timings (not when it raises)."""
         t0 = time.monotonic()
         yield
-        self.cell.timings[name] = round(time.monotonic() - t0, 2)
+        self.took(name, time.monotonic() - t0)
+
+    def took(self, name: str, seconds: float) -> None:
+        """The one way a time reaches the cell's timings (a step's is "step <name>")."""
+        self.cell.timings[name] = round(seconds, 2)
+
+    @property
+    def seconds(self) -> dict[str, float]:
+        """Each step's wall time in this cell, by step name (from the cell's timings)."""
+        t = self.cell.timings
+        return {k.removeprefix(_STEP): v for k, v in t.items() if k.startswith(_STEP)}
+
+    def conclude(self, status: CellStatus, reason: str, exit_code: int) -> None:
+        """The one way the cell's status, reason and exit code are set."""
+        self.cell.status, self.cell.reason, self.cell.exit_code = status, reason, exit_code
 
     def record(
         self, variant: str, status: RecordStatus = RecordStatus.PENDING, **info: Any
@@ -198,7 +212,7 @@ def run_steps(ctx: CellContext, steps: Sequence[Step[Any]]) -> Optional[Stop]:
     for step in steps:
         t0 = time.monotonic()
         result = step.run(ctx)
-        ctx.seconds[step.name] = round(time.monotonic() - t0, 2)
+        ctx.took(_STEP + step.name, time.monotonic() - t0)
         if isinstance(result, Stop):
             return result
         ctx.results[step.name] = result

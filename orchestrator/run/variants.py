@@ -203,7 +203,7 @@ def build_into(ctx: CellContext, v: Variant, rec: VariantRecord, timed: bool = T
         ok=step.ok, duration_s=round(step.duration_s, 2), log=step.log, error=step.error
     )
     if timed and v.kind in ("patched", "control"):
-        ctx.cell.timings[f"build_{v.name.replace(':', '_')}"] = round(step.duration_s, 2)
+        ctx.took(f"build_{v.name.replace(':', '_')}", step.duration_s)
     ctx.steps.done("built" if step.ok else f"build failed: {step.error}")
     ctx.steps.built()  # after its line: the next cell's lines come after this build's
 
