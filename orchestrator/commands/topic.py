@@ -29,6 +29,13 @@ def add_arguments(p) -> None:
     p.add_argument("--summary", metavar="TEXT", help="what it fixes, one line (default: subject)")
     p.add_argument("--origin", metavar="TEXT", help="where it comes from (default: from --from)")
     repeatable(p, "--after", "a topic this one must follow (it touches the same lines)", "TOPIC")
+    repeatable(
+        p,
+        "--test",
+        "a test that judges it, e.g. 'test-backend-ops -o SOFT_MAX' (repeatable; "
+        "default: inferred from the test files the change touches)",
+        "LINE",
+    )
 
 
 def run(args, matrix, cache) -> ExitCode:
@@ -85,9 +92,10 @@ def run(args, matrix, cache) -> ExitCode:
         where = str(path)
         origin = f"diff file {path.name}"
     series = topic_new.make_series(where, diff, commits, layout, matrix.series_layout)
+    tests = _tests(where, diff, args.test)
     summary = topic_new.one_line(args.summary or commits[0].subject)
     meta = topic_new.topic_yaml(
-        summary, topic_new.one_line(args.origin or origin), list(args.after), today
+        summary, topic_new.one_line(args.origin or origin), list(args.after), today, tests.lines
     )
     listed = read_optional(queue_file, "queue", root=matrix.queue_dir)
     d = topic_new.write_topic(matrix.queue_dir, args.name, series, meta, listed)
@@ -95,8 +103,21 @@ def run(args, matrix, cache) -> ExitCode:
     print(f"topic {args.name} (local): {d}")
     for p in series.patches:
         print(f"  {p.name}")
+    print(f"  {tests.explanation}")
     print(
         f"  topic.yaml, cover.md; next: `ggml-patch status --topic {args.name}`, then "
         f"`ggml-patch matrix --topic {args.name}`"
     )
     return ExitCode.OK
+
+
+def _tests(where: str, diff: str, given: list[str]):
+    """topic.yaml's `tests:`: the --test lines, else those the diff's test files imply."""
+    from ..patchset.infer_tests import InferredTests, infer_tests, parse_test_line
+
+    if not given:
+        return infer_tests(where, diff)
+    for i, line in enumerate(given):
+        parse_test_line(f"--test[{i}]", line)
+    shown = ", ".join(f"`{line}`" for line in given)
+    return InferredTests(tuple(given), f"tests: {shown} (as --test gives them)")

@@ -21,6 +21,8 @@ from ..errors import ConfigError
 
 # a test program's name: an upstream CMake target under tests/ (the core's TestSpec rule)
 TEST_PROGRAM = re.compile(r"^test-[a-z0-9][a-z0-9_-]*$")
+# a whole line as topic.yaml holds it: the program, then its arguments (printable ASCII)
+TEST_LINE = r"^test-[a-z0-9][a-z0-9_-]*( [\x20-\x7e]+)?$"
 BACKEND_OPS = "test-backend-ops"
 _SOURCE = re.compile(r"^(test-[a-z0-9][a-z0-9_-]*)\.(?:c|cc|cpp)$")
 _OP_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
@@ -71,10 +73,11 @@ def parse_test_line(where: str, line: str) -> tuple[str, tuple[str, ...]]:
         words = shlex.split(line)
     except ValueError as e:
         raise ConfigError(f"{where}: {line!r}: {e}") from None
-    if not words or not TEST_PROGRAM.match(words[0]):
+    if not words or not TEST_PROGRAM.match(words[0]) or not re.match(TEST_LINE, line):
         raise ConfigError(
             f"{where}: {line!r}: the first word must be a test program (test-NAME: lowercase "
-            "letters, digits, '-', '_'), e.g. test-opt or test-backend-ops -o SOFT_MAX"
+            "letters, digits, '-', '_'), then its arguments, one line of printable ASCII; "
+            "e.g. test-opt or test-backend-ops -o SOFT_MAX"
         )
     return words[0], tuple(words[1:])
 

@@ -39,6 +39,7 @@ from ..errors import ConfigError
 from ..model.layout import GATE_TEST
 from ..model.values import HttpsUrl
 from ..records import Record, dotted, located
+from .infer_tests import TEST_LINE
 from .series import Series
 
 QUEUE_FILE = "queue.yaml"
@@ -53,6 +54,8 @@ OneLine = Annotated[str, StringConstraints(pattern=r"^[\x20-\x7e]+$", max_length
 # https only, one line, no quote, bracket or backslash (model.values.HttpsUrl's rule), bounded
 Url = Annotated[HttpsUrl, StringConstraints(pattern=r"^https://[\x21-\x7e]+$")]
 UpstreamCommit = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")]
+# an upstream test program and its arguments, shell words (patchset/infer_tests.py's rule)
+TestLine = Annotated[str, StringConstraints(pattern=TEST_LINE, max_length=500)]
 
 
 def _iso_date(value: Any) -> Any:
@@ -78,6 +81,8 @@ _EXPECTED = {
     "after": "a topic name (lowercase letters, digits, '-')",
     "topics": "a topic name (lowercase letters, digits, '-')",
     "gate_test": f"{GATE_TEST} (the one test native_tests/ adds), or absent",
+    "tests": "a test line: an upstream test program and its arguments "
+    "(e.g. test-opt, test-backend-ops -o SOFT_MAX)",
 }
 
 
@@ -102,6 +107,9 @@ class TopicMeta(Record):
     # the project's own test of this topic's fix (native_tests/), built and run only in runs
     # that carry the topic: another topic's fix alone does not pass it
     gate_test: Optional[Literal["test-opt-dynamic-accum"]] = None
+    # the upstream tests that judge the topic (`topic new` infers them from the test files the
+    # change touches): each `PROGRAM [ARGS]`
+    tests: list[TestLine] = Field(default_factory=list)
 
 
 class QueueOrder(Record):

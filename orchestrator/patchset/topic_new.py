@@ -125,7 +125,9 @@ def make_series(
     return series
 
 
-def topic_yaml(summary: str, origin: str, after: list[str], today: datetime.date) -> str:
+def topic_yaml(
+    summary: str, origin: str, after: list[str], today: datetime.date, tests: tuple[str, ...] = ()
+) -> str:
     data = {
         "summary": summary,
         "origin": origin,
@@ -135,6 +137,7 @@ def topic_yaml(summary: str, origin: str, after: list[str], today: datetime.date
         "last_update": today.isoformat(),
         "state": "local",
         "after": after,
+        "tests": list(tests),
     }
     head = (
         "# made by `ggml-patch topic new`; state: local | forwarded | merged-upstream | dropped\n"
