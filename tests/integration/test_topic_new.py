@@ -142,6 +142,7 @@ def test_the_tests_the_change_implies_are_written_and_said(project, tmp_path):
     # the fork's commit above touches tests/test-opt.cpp
     fork = project[1]
     proc = _new(matrix, "momenta", "--from", "HEAD~2..HEAD", "--repo", str(fork))
+    assert proc.returncode == 0, proc.stderr
     assert load_queue(load_matrix(matrix)).topic("momenta").meta.tests == ["test-opt"]
 
 

@@ -209,3 +209,23 @@ def test_a_bad_test_line_is_one_line_naming_it(line, why):
     with pytest.raises(ConfigError) as e:
         parse_test_line("topic.yaml", line)
     assert why in str(e.value) and "topic.yaml" in str(e.value)
+
+
+TOPIC = """summary: s
+origin: o
+last_update: 2026-12-07
+state: local
+tests:
+  - test-opt
+  - {line}
+"""
+
+
+def test_topic_yaml_holds_test_lines_and_a_bad_one_is_one_line_naming_it():
+    from orchestrator.patchset.queue import parse_topic_meta
+
+    meta, _ = parse_topic_meta("t/topic.yaml", TOPIC.format(line="test-backend-ops -o CONCAT"))
+    assert meta.tests == ["test-opt", "test-backend-ops -o CONCAT"]
+    with pytest.raises(ConfigError) as e:
+        parse_topic_meta("t/topic.yaml", TOPIC.format(line="make check"))
+    assert str(e.value).startswith("t/topic.yaml:7: tests[1]: 'make check' is not a test line")
