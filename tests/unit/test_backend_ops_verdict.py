@@ -5,6 +5,8 @@
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from orchestrator.verdicts.backend_ops import backend_args, judge, parse
 
@@ -136,3 +138,31 @@ def test_on_another_backend_a_surviving_control_fails_unless_cases_went_unsuppor
 def test_a_cell_names_its_backend_unless_the_line_does():
     assert backend_args(("-o", "CONCAT"), "CPU") == ("-o", "CONCAT", "-b", "CPU")
     assert backend_args(("-b", "Vulkan0", "-o", "X"), "CPU") == ("-b", "Vulkan0", "-o", "X")
+
+
+_LINES = st.sampled_from(
+    [
+        "Testing 2 devices",
+        "Backend 1/2: CPU",
+        "Backend 2/2: Vulkan0",
+        "  Skipping CPU backend",
+        "  CONCAT(type=f32,ne=[1,2,3,4]): \x1b[1;32mOK\x1b[0m",
+        "[CONCAT] ERR = 1.0 > 0.1   CONCAT(type=q4_0): FAIL",
+        "  SOFT_MAX(type=f32): not supported [Vulkan0] ",
+        "  CONCAT(type=f32): ",
+        "  3/4 tests passed",
+        "Failing tests:",
+        "  Backend Vulkan0: FAIL",
+        "1/2 backends passed",
+        "FAIL",
+    ]
+)
+
+
+@settings(max_examples=200)
+@given(st.lists(st.one_of(_LINES, st.text(max_size=40)), max_size=30), st.integers(-15, 2))
+def test_any_output_reads_and_judges_without_an_error(lines, code):
+    """The target's output is untrusted: every text is read, every backend judged."""
+    r = parse("\n".join(lines), code)
+    for backend in ("CPU", "Vulkan0"):
+        assert judge(r, r, backend).outcome in ("proven", "cannot-judge", "failed")

@@ -3,6 +3,8 @@ naming the line to write when they cannot be told. The diffs are written here, i
 writes (hunk headers with the enclosing function as git's default funcname finds it)."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from orchestrator.errors import ConfigError
 from orchestrator.patchset.infer_tests import (
@@ -229,3 +231,35 @@ def test_topic_yaml_holds_test_lines_and_a_bad_one_is_one_line_naming_it():
     with pytest.raises(ConfigError) as e:
         parse_topic_meta("t/topic.yaml", TOPIC.format(line="make check"))
     assert str(e.value).startswith("t/topic.yaml:7: tests[1]: 'make check' is not a test line")
+
+
+@settings(max_examples=150)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "    test_cases.emplace_back(new test_concat(type, ne, 7, 0, 0));",
+                "    test_cases.emplace_back(new test_unary(GGML_UNARY_OP_GELU, type));",
+                "    test_cases.emplace_back(new test_bin_bcast(op, type, ne, nr));",
+                "struct test_x : public test_case {",
+                '        return "X_OP";',
+                "    for (int dim : {0, 1}) {",
+                "    }",
+                "",
+            ]
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    st.sampled_from([EVAL, PERF, "struct test_mul_mat : public test_case {", ""]),
+)
+def test_any_cases_give_lines_that_read_back_or_one_refusal(added, section):
+    try:
+        inferred = infer_tests("x.diff", FIX + cases(*added, section=section))
+    except NoTestsInferred as e:
+        assert parse_test_line("tests", e.line)[0].startswith("test-")
+        return
+    for line in inferred.lines:
+        program, args = parse_test_line("tests", line)
+        assert program == "test-backend-ops" and args[0] == "-o"
+        assert all(op.isupper() or "_" in op for op in args[1].split(","))
