@@ -32,8 +32,9 @@ def add_arguments(p) -> None:
     repeatable(
         p,
         "--test",
-        "a test that judges it, with its arguments (default: those whose sources it touches)",
-        "'PROGRAM [ARGS]'",
+        "a test that judges it, e.g. 'test-backend-ops -o SOFT_MAX' (repeatable; "
+        "default: inferred from the test files the change touches)",
+        "LINE",
     )
 
 
@@ -43,7 +44,6 @@ def run(args, matrix, cache) -> ExitCode:
 
     from ..errors import ConfigError
     from ..model.layout import LAYOUTS
-    from ..model.testspec import TestSpec
     from ..patchset import topic_new
     from ..patchset.files import load_queue
     from ..patchset.queue import QUEUE_FILE
@@ -92,31 +92,32 @@ def run(args, matrix, cache) -> ExitCode:
         where = str(path)
         origin = f"diff file {path.name}"
     series = topic_new.make_series(where, diff, commits, layout, matrix.series_layout)
+    tests = _tests(where, diff, args.test)
     summary = topic_new.one_line(args.summary or commits[0].subject)
-    tests = list(args.test) or topic_new.tests_of_change(series)
-    if not tests:
-        raise ConfigError(
-            f"{where}: the change touches no test source (tests/test-*.cpp), so nothing would "
-            f"judge it; name its test: --test 'test-NAME [ARGS]' (topic.yaml: tests: [test-NAME])"
-        )
-    for t in tests:
-        try:
-            TestSpec.parse(t)
-        except ConfigError as e:
-            raise ConfigError(f"--test: {e}") from None
     meta = topic_new.topic_yaml(
-        summary, topic_new.one_line(args.origin or origin), list(args.after), today, tests
+        summary, topic_new.one_line(args.origin or origin), list(args.after), today, tests.lines
     )
     listed = read_optional(queue_file, "queue", root=matrix.queue_dir)
     d = topic_new.write_topic(matrix.queue_dir, args.name, series, meta, listed)
     load_queue(matrix)  # what was written reads back as a valid queue
     print(f"topic {args.name} (local): {d}")
-    how = "as asked (--test)" if args.test else "from the test sources it touches"
-    print(f"  judged by {', '.join(tests)} ({how}; topic.yaml `tests:`)")
     for p in series.patches:
         print(f"  {p.name}")
+    print(f"  {tests.explanation}")
     print(
         f"  topic.yaml, cover.md; next: `ggml-patch status --topic {args.name}`, then "
         f"`ggml-patch matrix --topic {args.name}`"
     )
     return ExitCode.OK
+
+
+def _tests(where: str, diff: str, given: list[str]):
+    """topic.yaml's `tests:`: the --test lines, else those the diff's test files imply."""
+    from ..patchset.infer_tests import InferredTests, infer_tests, parse_test_line
+
+    if not given:
+        return infer_tests(where, diff)
+    for i, line in enumerate(given):
+        parse_test_line(f"--test[{i}]", line)
+    shown = ", ".join(f"`{line}`" for line in given)
+    return InferredTests(tuple(given), f"tests: {shown} (as --test gives them)")

@@ -9,7 +9,7 @@ import datetime
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 import yaml
 
@@ -125,18 +125,8 @@ def make_series(
     return series
 
 
-_TEST_SOURCE = re.compile(r"(?:^|/)tests/(test-[a-z0-9][a-z0-9_-]*)\.cpp$")
-
-
-def tests_of_change(series: Series) -> list[str]:
-    """The test programs whose sources the change touches (tests/test-NAME.cpp -> test-NAME), in
-    order: what judges it unless --test says otherwise."""
-    found = (_TEST_SOURCE.search(f.path) for p in series.patches for f in p.files)
-    return list(dict.fromkeys(m.group(1) for m in found if m))
-
-
 def topic_yaml(
-    summary: str, origin: str, after: list[str], today: datetime.date, tests: list[str]
+    summary: str, origin: str, after: list[str], today: datetime.date, tests: Sequence[str] = ()
 ) -> str:
     data = {
         "summary": summary,
@@ -147,7 +137,7 @@ def topic_yaml(
         "last_update": today.isoformat(),
         "state": "local",
         "after": after,
-        "tests": tests,
+        "tests": list(tests),
     }
     head = (
         "# made by `ggml-patch topic new`; state: local | forwarded | merged-upstream | dropped\n"

@@ -108,3 +108,69 @@ def test_bad_input_is_one_line_and_writes_nothing(project, args, expected):
     line = _one_line(_new(matrix, *args, "--repo", str(fork)))
     assert expected in line, line
     assert (matrix.parent / "patches" / "queue.yaml").read_text() == before
+
+
+def _op_fix(tmp_path: Path, cases: str) -> Path:
+    """A diff fixing a CPU op whose cases are in tests/test-backend-ops.cpp (ggml's layout)."""
+    ops = "tests/test-backend-ops.cpp"
+    diff = tmp_path / "op-fix.diff"
+    diff.write_text(
+        "diff --git a/src/ggml-cpu/ops.cpp b/src/ggml-cpu/ops.cpp\n"
+        "--- a/src/ggml-cpu/ops.cpp\n+++ b/src/ggml-cpu/ops.cpp\n"
+        "@@ -1,3 +1,3 @@ static void ggml_compute_forward_concat_any(\n"
+        "     int a;\n-    int o = 1;\n+    int o = 2;\n     int c;\n"
+        f"diff --git a/{ops} b/{ops}\n--- a/{ops}\n+++ b/{ops}\n"
+        "@@ -10,2 +10,3 @@ static std::vector<std::unique_ptr<test_case>> "
+        "make_test_cases_eval() {\n"
+        f"     }}\n+{cases}\n \n"
+    )
+    return diff
+
+
+def test_the_tests_the_change_implies_are_written_and_said(project, tmp_path):
+    matrix, _ = project
+    diff = _op_fix(tmp_path, "    test_cases.emplace_back(new test_concat(type, ne, 7, 0, 0));")
+    proc = _new(matrix, "op-fix", "--from-diff", str(diff), "--layout", "ggml")
+    assert proc.returncode == 0, proc.stderr
+    said = [line for line in proc.stdout.splitlines() if "tests:" in line]
+    assert said == [
+        "  tests: `test-backend-ops -o CONCAT` (from tests/test-backend-ops.cpp: cases of "
+        "test_concat)"
+    ]
+    meta = load_queue(load_matrix(matrix)).topic("op-fix").meta
+    assert meta.tests == ["test-backend-ops -o CONCAT"]
+    # the fork's commit above touches tests/test-opt.cpp
+    fork = project[1]
+    proc = _new(matrix, "momenta", "--from", "HEAD~2..HEAD", "--repo", str(fork))
+    assert proc.returncode == 0, proc.stderr
+    assert load_queue(load_matrix(matrix)).topic("momenta").meta.tests == ["test-opt"]
+
+
+def test_tests_that_cannot_be_told_are_refused_with_the_line_and_given_by_test(project, tmp_path):
+    matrix, _ = project
+    loop = (
+        "    for (int op = 0; op < GGML_UNARY_OP_COUNT; op++) new test_unary((ggml_unary_op) op);"
+    )
+    diff = _op_fix(tmp_path, loop)
+    before = (matrix.parent / "patches" / "queue.yaml").read_text()
+    line = _one_line(_new(matrix, "op-fix", "--from-diff", str(diff), "--layout", "ggml"))
+    assert "test_unary cases do not name their op" in line
+    assert "--test 'test-backend-ops -o OP'" in line
+    assert not (matrix.parent / "patches" / "op-fix").exists()
+    assert (matrix.parent / "patches" / "queue.yaml").read_text() == before
+    bad = _one_line(_new(matrix, "op-fix", "--from-diff", str(diff), "--test", "backend -o X"))
+    assert bad.startswith("ggml-patch: error: --test[0]: 'backend -o X': the first word")
+    proc = _new(
+        matrix,
+        "op-fix",
+        "--from-diff",
+        str(diff),
+        "--layout",
+        "ggml",
+        "--test",
+        "test-backend-ops -o GELU,SILU",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "tests: `test-backend-ops -o GELU,SILU` (as --test gives them)" in proc.stdout
+    meta = load_queue(load_matrix(matrix)).topic("op-fix").meta
+    assert meta.tests == ["test-backend-ops -o GELU,SILU"]
