@@ -18,6 +18,9 @@ class BackendModule:
     """What every backend module provides. The defaults suit a backend needing nothing extra."""
 
     name = ""
+    # the device test-backend-ops compares with the CPU reference on this backend's cells
+    # (`-b NAME`): its first device of the kind
+    ops_device = "CPU"
     cmake_flags: tuple[str, ...] = ()  # what the backend always needs, before matrix.yaml's flags
     tool_hints: dict[str, str] = {}  # tool -> how to get it, for skip reasons
     toolchain_hint = ""  # how to get the whole toolchain, after a missing tool's reason

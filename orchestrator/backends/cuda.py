@@ -35,6 +35,7 @@ DEVICE_NODE = Path("/dev/nvidia0")  # the first GPU's device file, where the dri
 
 class Cuda(BackendModule):
     name = "cuda"
+    ops_device = "CUDA0"  # test-backend-ops -b CUDA0
     relative_cost = 30.0  # 139 .cu objects: 17-18 minutes at -j2
     cmake_flags = ("-DGGML_CUDA=ON",)
     build_only_ok = True

@@ -13,6 +13,7 @@ from .base import BackendModule, command_output
 
 class Metal(BackendModule):
     name = "metal"
+    ops_device = "MTL0"  # test-backend-ops -b MTL0
     relative_cost = 4.0
     # the shader library is embedded in the binary: no offline `metal` compiler (full Xcode) needed
     cmake_flags = ("-DGGML_METAL=ON", "-DGGML_METAL_EMBED_LIBRARY=ON")

@@ -70,6 +70,7 @@ def summary_values(vulkaninfo_summary: str, key: str) -> list[str]:
 
 class Vulkan(BackendModule):
     name = "vulkan"
+    ops_device = "Vulkan0"  # test-backend-ops -b Vulkan0
     relative_cost = 6.0  # ggml-vulkan.cpp alone about 82 s, shaders not cached by ccache
     cmake_flags = ("-DGGML_VULKAN=ON",)
     tool_hints = {

@@ -98,6 +98,8 @@ def run(args, matrix, cache) -> ExitCode:
         f"{passed} passed, {failed} failed, {skipped} skipped{also}: results in "
         + ", ".join(map(str, paths))
     )
+    for topic in results.judged_nowhere():
+        print(f"{topic}: judged nowhere in this run (its control was killed in no cell)")
     return ExitCode(results.exit_code)
 
 

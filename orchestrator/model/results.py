@@ -493,6 +493,15 @@ class Results(Record):
             r for r in self.records if r.cell == cell_id and r.variant.startswith(CONTROL_PREFIX)
         ]
 
+    def judged_nowhere(self) -> list[str]:
+        """The run's topics whose control was killed in no cell (proven nowhere), in order."""
+        killed = {
+            r.topic
+            for r in self.records
+            if r.variant.startswith(CONTROL_PREFIX) and r.verdict == Verdict.KILLED
+        }
+        return [t for t in self.series.topics or [] if t not in killed]
+
     def control_of(self, cell_id: str, topic: Optional[str] = None) -> Optional[VariantRecord]:
         """`topic`'s control in the cell (None: the first topic's), if it has one."""
         controls = self.controls_of(cell_id)

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 
+# upstream's cross-backend check: each backend's ops against the CPU reference
+BACKEND_OPS = "test-backend-ops"
 PROGRAM = re.compile(r"^test-[a-z0-9][a-z0-9_-]*$")
 # an argument: printable ASCII without quotes (it is never given to a shell, but it is shown)
 _ARG = re.compile(r"^[\x21-\x7e]+$")

@@ -17,9 +17,8 @@ from typing import Optional
 import unidiff
 
 from ..errors import ConfigError
-from ..model.testspec import TestSpec
+from ..model.testspec import BACKEND_OPS, TestSpec
 
-BACKEND_OPS = "test-backend-ops"
 _SOURCE = re.compile(r"^(test-[a-z0-9][a-z0-9_-]*)\.(?:c|cc|cpp)$")
 _OP_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 

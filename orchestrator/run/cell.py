@@ -302,9 +302,10 @@ def primary_control(
     series: Series, natives: tuple[str, ...], recs: tuple[VariantRecord, ...]
 ) -> Optional[VariantRecord]:
     """The control the cell's status rests on: the first whose topic declares a gate (a native
-    test), else the first."""
+    test), else the first judged here, else the first."""
     gated = [r for r in recs if any(t.program in natives for t in series.tests_of(r.topic))]
-    found = gated or list(recs)
+    judged = [r for r in recs if r.status != RecordStatus.SKIPPED]
+    found = gated or judged or list(recs)
     return found[0] if found else None
 
 
@@ -472,6 +473,20 @@ def _built_only(found: Controlled, why: Optional[str]) -> Conclusion:
     return Conclusion(CellStatus.BUILD_ONLY, reason, 0)
 
 
+def _unjudged(patched_rec: VariantRecord, found: Controlled) -> Conclusion:
+    """No topic's control can be judged here (its tests compare nothing on this backend, or are
+    not run here): neither passed nor failed, and said so; a test failing with the fix fails."""
+    bad = [f"{n} {t.outcome}" for n, t in patched_rec.tests.items() if t.outcome not in _FINE]
+    if bad:
+        reason = "with the fix: " + ", ".join(bad)
+        return Conclusion(CellStatus.FAILED, reason, int(ExitCode.EXPECTATIONS_NOT_MET))
+    why = "; ".join(f"{r.topic}: {r.verdict_reason}" for r in found.records)
+    return Conclusion(CellStatus.SKIPPED, f"cannot be judged here: {why}", 0)
+
+
+_FINE = (classify.PASSED, classify.SKIPPED)
+
+
 def conclude(ctx: CellContext) -> Conclusion:
     """The cell's status, reason and exit code from the patched variant, the controls and the
     known-wrong fixes' tally."""
@@ -481,6 +496,8 @@ def conclude(ctx: CellContext) -> Conclusion:
     outcomes = {n: t.outcome for n, t in patched_rec.tests.items()}
     built = bool(patched_rec.build and patched_rec.build.ok)
     primary, judged = found.primary, None
+    if primary is not None and primary.status == RecordStatus.SKIPPED and patched_rec.tests:
+        return _unjudged(patched_rec, found)
     if primary is not None and primary.verdict:
         judged = classify.GateVerdict(primary.verdict, primary.verdict_reason)
     status, reason = classify.cell_status(

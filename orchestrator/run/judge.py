@@ -15,8 +15,9 @@ from ..model.results import (
     VariantRecord,
     Verdict,
 )
+from ..model.testspec import BACKEND_OPS
 from ..patchset.series import Series
-from ..verdicts import attribution, classify
+from ..verdicts import attribution, backend_ops, classify
 from ..verdicts.classify import GateVerdict
 from ..verdicts.competing import first_failing_line
 from ..verdicts.competing import judge as judge_competing
@@ -116,10 +117,26 @@ def _control(
     topic = rec.topic or ""
     cases, crash = series.topic_cases(topic), dict(series.control_crash).get(topic)
     built = bool(rec.build and rec.build.ok)
-    verdicts = {n: _by_own_cases(n, t, built, cases, crash) for n, t in rec.tests.items()}
+    verdicts: dict[str, Optional[GateVerdict]] = {}
+    unjudged = []
+    for name, t in rec.tests.items():
+        if t.outcome == classify.SKIPPED:
+            continue
+        if name.split()[0] == BACKEND_OPS:
+            v, why = _by_backend_ops(ctx, patched.tests.get(name), t, built, crash)
+            if why is not None:
+                unjudged.append(f"{name}: {why}")
+                continue
+            verdicts[name] = v
+        else:
+            verdicts[name] = _by_own_cases(name, t, built, cases, crash)
     found = [v for v in verdicts.values() if v is not None]
     if not found:
-        return settle(rec, RecordStatus.INVALID, GateVerdict(Verdict.INVALID, "no test ran"))
+        why = "; ".join(unjudged) or "no test ran"
+        if unjudged:  # honest: neither passed nor failed, and said so
+            rec.verdict_reason = why
+            return settle(rec, RecordStatus.SKIPPED)
+        return settle(rec, RecordStatus.INVALID, GateVerdict(Verdict.INVALID, why))
     killer = next((n for n, v in verdicts.items() if v and v.verdict == Verdict.KILLED), None)
     if killer is not None:
         v = verdicts[killer]
@@ -130,6 +147,35 @@ def _control(
     else:
         v = next(v for v in found if v.verdict == Verdict.INVALID)
     return settle(rec, RecordStatus(v.verdict.value), v)
+
+
+def _by_backend_ops(
+    ctx: CellContext,
+    fixed: Optional[TestRecord],
+    t: TestRecord,
+    built: bool,
+    crash: Optional[str],
+) -> tuple[Optional[GateVerdict], Optional[str]]:
+    """test-backend-ops's verdict on a topic's control on this cell's device (its output with
+    the fix against without it, verdicts/backend_ops.py): (verdict, None), or (None, why it
+    cannot be judged here)."""
+    if not built:
+        return GateVerdict(Verdict.INVALID, "the control did not build"), None
+    if fixed is None:
+        return GateVerdict(Verdict.INVALID, "test-backend-ops did not run with the fix"), None
+    device = ctx.module.ops_device
+    j = backend_ops.judge(
+        backend_ops.parse(fixed.output or "", fixed.exit_code),
+        backend_ops.parse(t.output or "", t.exit_code),
+        device,
+        crash_kills=crash is not None,
+    )
+    if j.outcome == "cannot-judge":
+        return None, j.text
+    if j.outcome == "proven":
+        return GateVerdict(Verdict.KILLED, j.reason), None
+    survived = "survived" in j.reason
+    return GateVerdict(Verdict.SURVIVED if survived else Verdict.INVALID, j.reason), None
 
 
 def _by_own_cases(

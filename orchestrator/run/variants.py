@@ -26,10 +26,10 @@ from ..model.results import (
     VariantRecord,
     control_name,
 )
-from ..model.testspec import TestSpec, programs
+from ..model.testspec import BACKEND_OPS, TestSpec, programs
 from ..patchset.series import Series
 from ..vcs.runner import GitError
-from ..verdicts import attribution, classify, training
+from ..verdicts import attribution, backend_ops, classify, training
 from ..verdicts.competing import CompetingFix, first_failing_line
 from ..verdicts.mutants import Mutant
 from . import cmake
@@ -232,7 +232,10 @@ def run_tests(ctx: CellContext, v: Variant, rec: VariantRecord) -> None:
 
 def run_test(ctx: CellContext, v: Variant, t: TestSpec, log_name: str = "") -> TestRecord:
     log = f"{log_name or v.logs_as}-{'-'.join((t.program, *t.args))}.log"
-    run = _run_binary(ctx, f"test {v.name}", [t.program, *t.args], log)
+    args = t.args
+    if t.program == BACKEND_OPS:  # the cell's backend compared with the CPU reference
+        args = backend_ops.backend_args(args, ctx.module.ops_device)
+    run = _run_binary(ctx, f"test {v.name}", [t.program, *args], log)
     rec = record_of_run(run, t.program in ctx.native_programs)
     ctx.steps.done(str(rec.outcome))
     return rec

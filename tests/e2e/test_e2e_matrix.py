@@ -31,6 +31,7 @@ BACKENDS = ["cpu", "vulkan", "cuda", "metal"]  # the default profile, in order
 N_CELLS = len(TARGETS) * len(BACKENDS)
 NATIVE = Path(__file__).resolve().parents[2] / "native_tests"
 TOPICS = ["accumulator-reset", "grad-acc-non-static", "reset-non-static"]  # patches/queue.yaml
+CONTROL = f"control:{TOPICS[0]}"  # the gate's topic's control
 # each topic's known-wrong fixes; the gate (topic 1's test) kills topic 1's only
 TOPIC_MUTANTS = {t: len(list((NATIVE / t / "mutants").glob("*.patch"))) for t in TOPICS}
 N_MUTANTS = sum(TOPIC_MUTANTS.values())
@@ -187,7 +188,7 @@ def test_each_target_patched_passes_and_control_is_killed(matrix_run, target):
     assert [r["case"] for r in gate["rows"][:3]] == ["opt_period=1", "opt_period=2", "opt_period=3"]
     assert len(gate["rows"]) == 29 and {r["status"] for r in gate["rows"]} == {"OK"}
 
-    control = recs["control"]
+    control = recs[CONTROL]
     assert control["verdict"] == "killed"
     assert control["failure_line"] == FAILURE_LINE
     assert control["tests"]["test-opt-dynamic-accum"]["exit_code"] == 1
@@ -207,17 +208,17 @@ def test_each_target_patched_passes_and_control_is_killed(matrix_run, target):
     # one control per topic, each killed by its own cases (topic 2's by a crash it declares)
     assert control["topic"] == "accumulator-reset"
     for topic in TOPICS[1:]:
-        other = recs[f"control-{topic}"]
+        other = recs[f"control:{topic}"]
         assert other["topic"] == topic and other["verdict"] == "killed", other["verdict_reason"]
         assert OWN_CASE[topic] in other["verdict_reason"]
         assert other["reverted"] == control["reverted"]
         steps = re.findall(r"^\[(\d+)/(\d+)\]", Path(other["build"]["log"]).read_text(), re.M)
         assert steps and int(steps[-1][1]) <= 6, steps
-    crash = recs["control-grad-acc-non-static"]["verdict_reason"]
+    crash = recs["control:grad-acc-non-static"]["verdict_reason"]
     assert crash.startswith("crash: SIGSEGV in its own case test_grad_non_static"), crash
     # killed by its own cases and by no other topic's: each failing case of test-opt is its own
     # (topic 2's control stops at its own crash, so the others' cases do not run there)
-    for variant, topic in (("control", TOPICS[0]), (f"control-{TOPICS[2]}", TOPICS[2])):
+    for variant, topic in ((CONTROL, TOPICS[0]), (f"control:{TOPICS[2]}", TOPICS[2])):
         log = Path(recs[variant]["tests"]["test-opt"]["log"]).read_text()
         failed = set(re.findall(r"^\s*(test_\w+)\(.*FAIL", log, re.M))
         assert failed == {OWN_CASE[topic]}, (variant, failed)
@@ -312,7 +313,7 @@ def test_vulkan_cell_passes_with_rows_for_both_devices(matrix_run, vulkan_missin
     } == {"OK"}
     assert len(gate["rows"]) == 2 * 29
 
-    control = recs["control"]
+    control = recs[CONTROL]
     assert control["verdict"] == "killed", control["verdict_reason"]
     # the Vulkan device's own failure, not only the CPU's
     assert control["failure_line"] == VK_FAILURE_LINE
@@ -415,14 +416,14 @@ def test_debian12_system_lavapipe_crash_is_pre_existing(
         ("test-opt-dynamic-accum", "pre-existing"),
     }
     assert "pre-existing, fails without the fix too: test-opt on Vulkan0 crashed" in cell["reason"]
-    gate = {v: recs[v]["tests"]["test-opt-dynamic-accum"] for v in ("patched", "control")}
-    assert gate["patched"]["outcome"] == gate["control"]["outcome"] == "crashed"
+    gate = {v: recs[v]["tests"]["test-opt-dynamic-accum"] for v in ("patched", CONTROL)}
+    assert gate["patched"]["outcome"] == gate[CONTROL]["outcome"] == "crashed"
     # Where the driver crashes varies from run to run (3
     # and 7 cases seen): every case before it is OK.
     statuses = [r["status"] for r in gate["patched"]["rows"]]
     assert len(statuses) >= 3 and set(statuses) == {"OK"}, statuses
-    assert gate["control"]["rows"][0]["line"] == VK_FAILURE_LINE
-    assert recs["control"]["verdict"] == "invalid"
+    assert gate[CONTROL]["rows"][0]["line"] == VK_FAILURE_LINE
+    assert recs[CONTROL]["verdict"] == "invalid"
     summary = (results / "summary.md").read_text()
     assert "## Failure attribution" in summary and "**pre-existing**" in summary
 
@@ -526,8 +527,8 @@ def test_build_only_builds_both_variants_and_runs_nothing(
     )
     assert cell["exit_code"] == 0 and results["exit_code"] == 0
     recs = {r["variant"]: r for r in results["records"]}
-    assert recs["patched"]["build"]["ok"] and recs["control"]["build"]["ok"]
-    assert recs["patched"]["tests"] == {} and recs["control"]["tests"] == {}
+    assert recs["patched"]["build"]["ok"] and recs[CONTROL]["build"]["ok"]
+    assert recs["patched"]["tests"] == {} and recs[CONTROL]["tests"] == {}
     # the results model, not its JSON
     assert "0/1 cells passed (1 build-only)" in summary_markdown(run)
     # without --build-only the same cell is a skip with the reason
@@ -549,7 +550,7 @@ def test_training_evidence_for_both_variants(matrix_run):
         assert t["control"][-1]["train_loss"] > t["control"][0]["train_loss"]
         recs = {r["variant"]: r for r in data["records"] if r["cell"] == cell["cell"]}
         assert recs["patched"]["training"]["epochs"] == t["patched"]
-        assert recs["control"]["training"]["epochs"] == t["control"]
+        assert recs[CONTROL]["training"]["epochs"] == t["control"]
         assert recs["patched"]["training"]["duration_s"] < 60
     assert "## Training: loss per epoch" in (results / "summary.md").read_text()
 
@@ -570,11 +571,11 @@ def test_cpu_sanitize_passes_with_test_opt_skipped_and_the_verdict_on_the_gate_a
     assert "test-opt not run on this backend" in cell["reason"]
     assert cell["device"]["sanitizers"] == ["address", "undefined"]
     recs = _recs(data, target, "cpu-sanitize")
-    for variant in ("patched", "control"):
+    for variant in ("patched", CONTROL):
         t = recs[variant]["tests"]["test-opt"]
         assert (t["outcome"], t["skipped"], t["exit_code"]) == ("skipped", TEST_OPT_SKIP, None)
     assert recs["patched"]["tests"]["test-opt-dynamic-accum"]["outcome"] == "passed"
-    control = recs["control"]
+    control = recs[CONTROL]
     assert control["verdict"] == "killed" and control["failure_line"] == FAILURE_LINE
     assert control["verdict_reason"].endswith(
         f"(verdict on the gate alone: test-opt is not run on this backend: {TEST_OPT_SKIP})"

@@ -96,7 +96,7 @@ def _assert_passes(m, cache, tmp_path):
     results = _run(m, cache, tmp_path / "again")
     cell = results["cells"][0]
     assert cell["status"] == "passed", cell
-    control = next(r for r in results["records"] if r["variant"] == "control")
+    control = next(r for r in results["records"] if r["variant"].startswith("control:"))
     assert control["verdict"] == "killed"
     return results
 
@@ -219,7 +219,7 @@ def test_two_concurrent_runs_on_one_cache(setup, tmp_path):
     for i in range(2):
         data = json.loads((tmp_path / f"r{i}" / "results.json").read_text())
         assert data["cells"][0]["status"] == "passed"
-        control = next(r for r in data["records"] if r["variant"] == "control")
+        control = next(r for r in data["records"] if r["variant"].startswith("control:"))
         assert (
             control["failure_line"]
             == "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"

@@ -150,12 +150,12 @@ def test_the_cell_runs_and_the_topics_control_is_killed_by_its_own_case(run):
     assert patched["tests"]["test-opt"]["outcome"] == "passed"
     log = open(patched["tests"]["test-opt"]["log"], encoding="utf-8").read()
     assert "test_empty_result_loss(adamw): \x1b[1;32mOK" in log  # its case passed with the fix
-    control = recs[f"control-{NAME}"]
+    control = recs[f"control:{NAME}"]
     assert control["topic"] == NAME and control["verdict"] == "killed", control["verdict_reason"]
     reason = control["verdict_reason"]
     assert reason.startswith("crash: SIGSEGV in its own case test_empty_result_loss"), reason
     assert control["reverted"] == ["src/ggml-opt.cpp"]
-    assert recs["control"]["verdict"] == "killed"  # accumulator-reset's, by the gate
+    assert recs["control:accumulator-reset"]["verdict"] == "killed"  # by the gate
 
 
 def test_its_bundle_carries_only_its_own_commits_after_the_topic_it_follows(run):
