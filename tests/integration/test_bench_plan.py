@@ -7,7 +7,9 @@ from pathlib import Path
 
 from benchmarks.speed import routes
 from orchestrator.config import load_matrix
+from orchestrator.patchset.files import load_series
 
+from ..helpers.patches import queue_topics
 from ..helpers.tools import ROOT
 
 BENCH = ROOT / "benchmarks" / "bench.py"
@@ -28,9 +30,13 @@ def test_plan_resolves_every_route_of_this_tree(tmp_path):
     assert "(a) llama.cpp: " in out and "(a) ggml: " in out
     assert "mutant(s)" in out and "competing fix(s)" in out
     # issue 31's costs: each topic's control reverts its own hunks; the queue against one topic
-    for topic in ("accumulator-reset", "grad-acc-non-static", "reset-non-static"):
-        assert f"(l) {topic}: git apply -R of its hunks in ggml/src/ggml-opt.cpp" in out
-    assert "(m) ggml-patch matrix --backend cpu (topics accumulator-reset, " in out
+    series = load_series(load_matrix(ROOT / "matrix.yaml"))
+    assert series.topics == tuple(queue_topics())  # patches/queue.yaml's, however many
+    for topic in series.topics:
+        paths = ", ".join(sorted({f.path for f in series.topic_fix_diffs(topic)}))
+        assert f"(l) {topic}: git apply -R of its hunks in {paths}; " in out
+    assert "(l) accumulator-reset: git apply -R of its hunks in ggml/src/ggml-opt.cpp; " in out
+    assert f"(m) ggml-patch matrix --backend cpu (topics {', '.join(series.topics)}) " in out
     assert out.rstrip().endswith(f"out: {tmp_path / 'bench'}")
     # --plan writes nothing
     assert not (tmp_path / "bench").exists()
@@ -73,6 +79,6 @@ def test_plan_names_a_one_topic_run_of_a_topic_the_queue_does_not_apply(tmp_path
 
 def test_plan_names_a_queue_of_one_topic_as_nothing_to_compare(tmp_path):
     matrix = load_matrix(ROOT / "matrix.yaml")
-    matrix.choose_topics(["accumulator-reset"])  # what `--topic accumulator-reset` does
+    matrix.choose_topics([routes.ONE_TOPIC])  # what `--topic accumulator-reset` does
     _, missing = routes.plan(matrix, tmp_path / "bench")
     assert missing == ["(m) the default run applies one topic: nothing to compare"], missing
