@@ -32,13 +32,14 @@ BACKENDS = ["cpu", "vulkan", "cuda", "metal"]  # the default profile, in order
 N_CELLS = len(TARGETS) * len(BACKENDS)
 NATIVE = Path(__file__).resolve().parents[2] / "native_tests"
 TOPICS = queue_topics()  # patches/queue.yaml, as a run without --topic applies it
+QUEUE_SERIES = real_series_of_queue()
 # each topic's known-wrong fixes; the gate (topic 1's test) kills topic 1's only
 TOPIC_MUTANTS = {t: len(list((NATIVE / t / "mutants").glob("*.patch"))) for t in TOPICS}
 N_MUTANTS = sum(TOPIC_MUTANTS.values())
 N_GATE_KILLS = TOPIC_MUTANTS["accumulator-reset"]
 # the case each topic's test patch adds to test-opt (its first): what kills its control and its
 # mutants (tests/unit/test_topic_controls.py pins the shipped topics' cases)
-OWN_CASE = {t: real_series_of_queue().topic_cases(t)[0] for t in TOPICS}
+OWN_CASE = {t: c[0] for t in TOPICS if (c := QUEUE_SERIES.topic_cases(t))}
 
 
 def _vulkan_missing(matrix_path: Path, cache: Path):
