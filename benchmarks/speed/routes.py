@@ -20,14 +20,8 @@ from .common import CHECK_MODULES, NEWCOMER_NOX, NO_CCACHE, ONE_TOPIC, ROOT, sh
 # way a contributor adds it by hand: native_tests/extra-programs.cmake as CMAKE_PROJECT_INCLUDE,
 # as the tool does for the ggml layout (the gate is not part of the upstream series).
 GATE_CMAKE = ROOT / "native_tests" / "extra-programs.cmake"
-
-
 BY_HAND_TESTS = ("test-opt", "test-opt-dynamic-accum")
-
-
 BY_HAND_TARGETS = ("llama.cpp", "ggml")  # matrix.yaml's targets the bench measures
-
-
 LOADED_RERUN_ARGS = ("--parallel", "1")  # the loaded per-variant measure: one cell at a time
 
 
