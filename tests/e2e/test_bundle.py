@@ -15,6 +15,7 @@ import pytest
 from orchestrator.model.results import load_results
 
 from ..helpers.bundle_checks import check_body_against_results
+from ..helpers.patches import queue_topics
 from ..helpers.samples import GATE, UPSTREAM, control_survived, results_dir
 from ..helpers.tools import DATA, ROOT, run_tool
 
@@ -76,7 +77,7 @@ def real_run(repo_root, tool_cache, tmp_path_factory):
 
 # one run of the whole queue (three active topics), one bundle per topic and target from it
 TOPIC_1 = ("--topic", "accumulator-reset")
-TOPICS = ("accumulator-reset", "grad-acc-non-static", "reset-non-static")
+TOPICS = tuple(queue_topics())  # patches/queue.yaml's
 PATCHES = sorted(p.name for p in (ROOT / "patches" / "accumulator-reset").glob("*.patch"))
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from ..helpers.patches import queue_topics, real_series_of_queue
 from ..helpers.tools import run_tool
 
 FAILURE_LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
@@ -30,18 +31,16 @@ TARGETS = ["llama.cpp", "ggml"]
 BACKENDS = ["cpu", "vulkan", "cuda", "metal"]  # the default profile, in order
 N_CELLS = len(TARGETS) * len(BACKENDS)
 NATIVE = Path(__file__).resolve().parents[2] / "native_tests"
-TOPICS = ["accumulator-reset", "grad-acc-non-static", "reset-non-static"]  # patches/queue.yaml
+TOPICS = queue_topics()  # patches/queue.yaml, as a run without --topic applies it
+QUEUE_SERIES = real_series_of_queue()
 CONTROL = f"control:{TOPICS[0]}"  # the gate's topic's control
 # each topic's known-wrong fixes; the gate (topic 1's test) kills topic 1's only
 TOPIC_MUTANTS = {t: len(list((NATIVE / t / "mutants").glob("*.patch"))) for t in TOPICS}
 N_MUTANTS = sum(TOPIC_MUTANTS.values())
 N_GATE_KILLS = TOPIC_MUTANTS["accumulator-reset"]
-# the case each topic's test patch adds to test-opt: what kills its control and its mutants
-OWN_CASE = {
-    "accumulator-reset": "test_per_step_graphs",
-    "grad-acc-non-static": "test_grad_non_static",
-    "reset-non-static": "test_reset_non_static",
-}
+# the case each topic's test patch adds to test-opt (its first): what kills its control and its
+# mutants (tests/unit/test_topic_controls.py pins the shipped topics' cases)
+OWN_CASE = {t: c[0] for t in TOPICS if (c := QUEUE_SERIES.topic_cases(t))}
 
 
 def _vulkan_missing(matrix_path: Path, cache: Path):
@@ -73,7 +72,7 @@ def _recs(data, target, backend):
     }
 
 
-WHOLE_QUEUE = ("accumulator-reset", "grad-acc-non-static", "reset-non-static")
+WHOLE_QUEUE = tuple(TOPICS)
 
 
 @pytest.fixture(scope="module")

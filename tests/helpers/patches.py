@@ -2,7 +2,10 @@
 
 import unidiff
 
+from orchestrator.config import load_matrix
 from orchestrator.model.layout import LAYOUTS, register_gate_test
+from orchestrator.patchset.files import load_queue, load_series
+from orchestrator.patchset.queue import Queue
 from orchestrator.patchset.series import FileDiff, Series, parse_series, unified_file_diff
 
 from .tools import ROOT
@@ -20,6 +23,23 @@ LLAMA = LAYOUTS["llama.cpp"]
 
 
 WHISPER = LAYOUTS["whisper.cpp"]
+
+
+def real_queue() -> Queue:
+    """patches/queue.yaml as the tool reads it. Tests take the queue's topics from here, never from
+    a list of names: a topic added with `ggml-patch topic new` breaks none of them."""
+    return load_queue(load_matrix(ROOT / "matrix.yaml"))
+
+
+def queue_topics() -> list[str]:
+    """The topics a run without --topic applies (the queue's active ones, or its `default:`), in
+    the order they apply."""
+    return [t.name for t in real_queue().chosen()]
+
+
+def real_series_of_queue() -> Series:
+    """The series a run without --topic applies (every topic's patches, in queue order)."""
+    return load_series(load_matrix(ROOT / "matrix.yaml"))
 
 
 def read_patch(name: str) -> str:

@@ -1,29 +1,18 @@
 """`benchmarks/bench.py --plan`: every route resolved without building, so a target or file a
 route names that no longer exists fails the suite instead of the bench's first step."""
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from benchmarks.speed import routes
+from orchestrator.config import load_matrix
+from orchestrator.patchset.files import load_series
 
+from ..helpers.patches import queue_topics
 from ..helpers.tools import ROOT
 
 BENCH = ROOT / "benchmarks" / "bench.py"
-
-
-def _bench_module():
-    spec = importlib.util.spec_from_file_location("bench_under_test", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def bench():
-    return _bench_module()
 
 
 def test_plan_resolves_every_route_of_this_tree(tmp_path):
@@ -41,53 +30,55 @@ def test_plan_resolves_every_route_of_this_tree(tmp_path):
     assert "(a) llama.cpp: " in out and "(a) ggml: " in out
     assert "mutant(s)" in out and "competing fix(s)" in out
     # issue 31's costs: each topic's control reverts its own hunks; the queue against one topic
-    for topic in ("accumulator-reset", "grad-acc-non-static", "reset-non-static"):
-        assert f"(l) {topic}: git apply -R of its hunks in ggml/src/ggml-opt.cpp" in out
-    assert "(m) ggml-patch matrix --backend cpu (topics accumulator-reset, " in out
+    series = load_series(load_matrix(ROOT / "matrix.yaml"))
+    assert series.topics == tuple(queue_topics())  # patches/queue.yaml's, however many
+    for topic in series.topics:
+        paths = ", ".join(sorted({f.path for f in series.topic_fix_diffs(topic)}))
+        assert f"(l) {topic}: git apply -R of its hunks in {paths}; " in out
+    assert "(l) accumulator-reset: git apply -R of its hunks in ggml/src/ggml-opt.cpp; " in out
+    assert f"(m) ggml-patch matrix --backend cpu (topics {', '.join(series.topics)}) " in out
     assert out.rstrip().endswith(f"out: {tmp_path / 'bench'}")
     # --plan writes nothing
     assert not (tmp_path / "bench").exists()
 
 
-def test_plan_names_a_renamed_gate_target(tmp_path, bench, monkeypatch):
+def test_plan_names_a_renamed_gate_target(tmp_path, monkeypatch):
     cmake = tmp_path / "extra-programs.cmake"
-    text = bench.GATE_CMAKE.read_text(encoding="utf-8")
+    text = routes.GATE_CMAKE.read_text(encoding="utf-8")
     cmake.write_text(text.replace("test-opt-dynamic-accum", "test-opt-renamed"))
-    monkeypatch.setattr(bench, "GATE_CMAKE", cmake)
-    matrix = bench.load_matrix(ROOT / "matrix.yaml")
-    _, missing = bench.plan(matrix, tmp_path / "bench")
+    monkeypatch.setattr(routes, "GATE_CMAKE", cmake)
+    matrix = load_matrix(ROOT / "matrix.yaml")
+    _, missing = routes.plan(matrix, tmp_path / "bench")
     assert any("no add_executable(test-opt-dynamic-accum" in m for m in missing), missing
     # the sources the cmake file names are looked for beside it: none copied here
     assert any(m.endswith("train-opt-dynamic.cpp: missing") for m in missing), missing
 
 
-def test_plan_names_a_missing_tool_file_and_exits_1(tmp_path, bench, monkeypatch, capsys):
-    monkeypatch.setattr(bench, "CHECK_MODULES", ("orchestrator/no-such-module.py",))
-    matrix = bench.load_matrix(ROOT / "matrix.yaml")
-    assert bench.main_plan(matrix, tmp_path / "bench") == 1
+def test_plan_names_a_missing_tool_file_and_exits_1(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(routes, "CHECK_MODULES", ("orchestrator/no-such-module.py",))
+    matrix = load_matrix(ROOT / "matrix.yaml")
+    assert routes.main_plan(matrix, tmp_path / "bench") == 1
     err = capsys.readouterr().err
     assert "bench: --plan: " in err and "no-such-module.py: missing" in err
 
 
-def test_plan_refuses_an_out_folder_inside_results(tmp_path, bench):
-    matrix = bench.load_matrix(ROOT / "matrix.yaml")
-    _, missing = bench.plan(matrix, ROOT / "results" / "bench")
+def test_plan_refuses_an_out_folder_inside_results(tmp_path):
+    matrix = load_matrix(ROOT / "matrix.yaml")
+    _, missing = routes.plan(matrix, ROOT / "results" / "bench")
     assert any("inside" in m and "results" in m for m in missing), missing
-    _, missing = bench.plan(matrix, Path(tmp_path / "elsewhere"))
+    _, missing = routes.plan(matrix, Path(tmp_path / "elsewhere"))
     assert missing == []
 
 
-def test_plan_names_a_one_topic_run_of_a_topic_the_queue_does_not_apply(
-    tmp_path, bench, monkeypatch
-):
-    monkeypatch.setattr(bench, "ONE_TOPIC", "no-such-topic")
-    matrix = bench.load_matrix(ROOT / "matrix.yaml")
-    _, missing = bench.plan(matrix, tmp_path / "bench")
+def test_plan_names_a_one_topic_run_of_a_topic_the_queue_does_not_apply(tmp_path, monkeypatch):
+    monkeypatch.setattr(routes, "ONE_TOPIC", "no-such-topic")
+    matrix = load_matrix(ROOT / "matrix.yaml")
+    _, missing = routes.plan(matrix, tmp_path / "bench")
     assert missing == ["(m) --topic no-such-topic: not a topic the default runs"], missing
 
 
-def test_plan_names_a_queue_of_one_topic_as_nothing_to_compare(tmp_path, bench):
-    matrix = bench.load_matrix(ROOT / "matrix.yaml")
-    matrix.choose_topics(["accumulator-reset"])  # what `--topic accumulator-reset` does
-    _, missing = bench.plan(matrix, tmp_path / "bench")
+def test_plan_names_a_queue_of_one_topic_as_nothing_to_compare(tmp_path):
+    matrix = load_matrix(ROOT / "matrix.yaml")
+    # what `--topic accumulator-reset` does
+    _, missing = routes.plan(matrix, tmp_path / "bench", [routes.ONE_TOPIC])
     assert missing == ["(m) the default run applies one topic: nothing to compare"], missing

@@ -2,7 +2,8 @@
 `evidence` and `bundle` run in any order on one clone: each with its default folders (the tool's
 results/ in the working directory, the bench's own folder), on its cheapest setting, no builds."""
 
-import importlib.util
+from benchmarks.speed import report as bench_report
+from benchmarks.speed.common import DEFAULT_OUT
 
 from ..helpers.tools import ROOT, run_tool
 
@@ -10,22 +11,15 @@ AUTHOR = "Ada Contributor <ada@example.org>"
 LOCKED = "holds files ggml-patch did not create"
 
 
-def _bench():
-    spec = importlib.util.spec_from_file_location(
-        "bench_sessions", ROOT / "benchmarks" / "bench.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _bench_writes(bench, clone):
+def _bench_writes(clone):
     """What `nox -s bench` leaves behind (bench.json, bench.md), at its default place in `clone`."""
-    out = clone / bench.DEFAULT_OUT.relative_to(ROOT)
+    out = clone / DEFAULT_OUT.relative_to(ROOT)
     out.mkdir(parents=True, exist_ok=True)
-    report = {"machine": {"cores": 2, "loadavg_start": [0.0, 0.0, 0.0]}, "goals": bench.GOALS}
-    bench.finish(report, out)
+    report = {
+        "machine": {"cores": 2, "loadavg_start": [0.0, 0.0, 0.0]},
+        "goals": bench_report.GOALS,
+    }
+    bench_report.finish(report, out)
     assert (out / "bench.json").is_file() and (out / "bench.md").is_file()
 
 
@@ -83,14 +77,13 @@ def _bundle(clone, cache):
 
 
 def test_bench_matrix_evidence_and_bundle_run_in_any_order_on_one_clone(tmp_path):
-    bench = _bench()
     clone, cache = tmp_path / "clone", tmp_path / "cache"
     clone.mkdir()
-    _bench_writes(bench, clone)
+    _bench_writes(clone)
     _matrix(clone, cache)
     _evidence(clone, cache)
     _bundle(clone, cache)
-    _bench_writes(bench, clone)
+    _bench_writes(clone)
     _evidence(clone, cache)
     _matrix(clone, cache)
-    _bench_writes(bench, clone)
+    _bench_writes(clone)

@@ -1,23 +1,18 @@
-"""benchmarks/bench.py's pure parts (issue 24): the newcomer's environment, each number against its
-goal, the report's tables. No measurement here: the bench itself measures (nox -s bench)."""
+"""The bench's pure parts (benchmarks/speed/, issue 24): the newcomer's environment, each number
+against its goal, the report's tables. No measurement here: the bench itself measures (nox -s
+bench)."""
 
-import importlib.util
 from pathlib import Path
 
+from benchmarks.speed import act, measures, newcomer
+from benchmarks.speed import report as bench_report
+
 from ..helpers.tools import ROOT
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("bench", ROOT / "benchmarks" / "bench.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_the_newcomer_has_an_empty_home_and_none_of_this_machines_tool_settings(
     monkeypatch, tmp_path
 ):
-    bench = _bench()
     for k, v in {
         "GGML_PATCH_CACHE": "/c",
         "CCACHE_DIR": "/cc",
@@ -30,7 +25,7 @@ def test_the_newcomer_has_an_empty_home_and_none_of_this_machines_tool_settings(
         "PATH": "/usr/bin",
     }.items():
         monkeypatch.setenv(k, v)
-    env = bench.newcomer_env(tmp_path / "home", tmp_path / "venv")
+    env = newcomer.newcomer_env(tmp_path / "home", tmp_path / "venv")
     assert env["HOME"] == str(tmp_path / "home")
     assert env["PATH"] == f"{tmp_path / 'venv' / 'bin'}:/usr/bin"
     for gone in (
@@ -68,10 +63,9 @@ def _newcomer(first, total, rerun, loops, hand):
 
 
 def test_each_number_meets_or_misses_its_goal_and_the_report_says_which():
-    bench = _bench()
     report = {
         "machine": {"cores": 2, "loadavg_start": [0.1, 0.2, 0.3]},
-        "goals": bench.GOALS,
+        "goals": bench_report.GOALS,
         "newcomer": {
             "quiet": _newcomer(70.0, 250.0, 0.6, 0, 56.0),
             "loaded": _newcomer(160.0, 400.0, 2.5, 2, 80.0),
@@ -100,7 +94,7 @@ def test_each_number_meets_or_misses_its_goal_and_the_report_says_which():
             },
         },
     }
-    r = bench.ratios(report)
+    r = bench_report.ratios(report)
     assert r == {
         "loaded_control_vs_one_file": 1.2,
         "loaded_mutant_vs_by_hand": 1.6,
@@ -113,7 +107,7 @@ def test_each_number_meets_or_misses_its_goal_and_the_report_says_which():
         "newcomer_loaded_rerun_s": 2.5,
     }
     report["ratios"] = r
-    report["met"] = {k: r[k] <= bench.GOALS[k] for k in r}
+    report["met"] = {k: r[k] <= bench_report.GOALS[k] for k in r}
     assert report["met"] == {
         "loaded_control_vs_one_file": True,
         "loaded_mutant_vs_by_hand": False,
@@ -125,7 +119,7 @@ def test_each_number_meets_or_misses_its_goal_and_the_report_says_which():
         "newcomer_loaded_total_vs_by_hand": True,
         "newcomer_loaded_rerun_s": False,
     }
-    md = bench.markdown(report)
+    md = bench_report.markdown(report)
     assert (
         "| newcomer, quiet: first verdict / by hand (ggml patched, cmake Release + ninja test-opt "
         "+ run, no ccache; the mean of before and after), same load | 1.25 | <= 1.3 | yes |"
@@ -155,26 +149,25 @@ def test_each_number_meets_or_misses_its_goal_and_the_report_says_which():
 
 
 def test_the_newcomers_reference_is_the_mean_of_the_by_hand_answer_before_and_after_it():
-    bench = _bench()
     n = _newcomer(44.0, 120.0, 0.6, 0, 36.0)
     n["by_hand_first_answer_after"] = {"patched": {"build_s": 43.0}, "total_s": 44.0}
     # the host got busier during the run: the reference follows it
-    assert bench.newcomer_ratios(n) == {
+    assert newcomer.newcomer_ratios(n) == {
         "by_hand_reference_s": 40.0,
         "first_verdict_vs_by_hand": 1.1,
         "total_vs_by_hand": 3.0,
     }
-    n.update(bench.newcomer_ratios(n))
-    md = "\n".join(bench.newcomer_markdown({"quiet": n}))
+    n.update(newcomer.newcomer_ratios(n))
+    md = "\n".join(bench_report.newcomer_markdown({"quiet": n}))
     assert "no ccache) 36.0 s before, 44.0 s after, mean 40.0 s: first verdict 1.1x" in md
     # a record from before the second measure: its one reference, as it was
     del n["by_hand_first_answer_after"]
-    assert bench.newcomer_ratios(n)["first_verdict_vs_by_hand"] == round(44.0 / 36.0, 3)
-    assert bench.by_hand_reference_s({"first_verdict_s": 44.0}) is None
+    assert newcomer.newcomer_ratios(n)["first_verdict_vs_by_hand"] == round(44.0 / 36.0, 3)
+    assert newcomer.by_hand_reference_s({"first_verdict_s": 44.0}) is None
 
 
 def test_the_goals_are_the_issues():
-    g = _bench().GOALS
+    g = bench_report.GOALS
     # issue 35: ratios to the by-hand first answer of the same run, no longer absolute seconds
     assert (
         g["newcomer_first_verdict_vs_by_hand"],
@@ -194,8 +187,7 @@ def test_the_goals_are_the_issues():
 
 
 def test_each_topics_variants_and_the_queue_against_one_topic_meet_issue_31s_goals():
-    bench = _bench()
-    g = bench.GOALS
+    g = bench_report.GOALS
     assert (g["topic_control_vs_by_hand"], g["topic_mutant_vs_by_hand"]) == (1.2, 1.2)
     assert (g["topic_competing_vs_by_hand"], g["three_topics_vs_one"]) == (1.2, 1.3)
     load = {"busy_loops": 0, "loadavg": [0.5, 0.4, 0.3]}
@@ -220,7 +212,7 @@ def test_each_topics_variants_and_the_queue_against_one_topic_meet_issue_31s_goa
             "load_end": load,
         },
     }
-    r = bench.ratios(report)
+    r = bench_report.ratios(report)
     assert r == {
         "topic_control_vs_by_hand": 1.2,
         "topic_mutant_vs_by_hand": 1.3,
@@ -229,7 +221,7 @@ def test_each_topics_variants_and_the_queue_against_one_topic_meet_issue_31s_goa
     }
     report["ratios"] = r
     report["met"] = {k: r[k] is not None and r[k] <= g[k] for k in r}
-    md = bench.markdown(report)
+    md = bench_report.markdown(report)
     assert "| ggml/cpu | reset-x | 3.0 / 2.5 (1.2) | 4, 2.6 / 2.0 (1.3) | - |" in md
     assert "| ggml/cpu | accumulator-reset | 3.0 / 2.5 (1.2) | - | - |" in md
     assert "(worst topic and cell) | 1.3 | <= 1.2 | NO |" in md
@@ -243,23 +235,22 @@ def test_each_topics_variants_and_the_queue_against_one_topic_meet_issue_31s_goa
         "load_start": busy,
         "load_end": busy,
     }
-    r = bench.ratios(report)
+    r = bench_report.ratios(report)
     assert r["loaded_three_topics_vs_one"] == 1.4 and g["loaded_three_topics_vs_one"] == 1.3
     report["ratios"] = r
     report["met"] = {k: r[k] is not None and r[k] <= g[k] for k in r}
-    md = bench.markdown(report)
+    md = bench_report.markdown(report)
     assert "Under 2 busy loops: 280.0 s against 200.0 s: 1.4x" in md
     row = "2 busy loops: the default run, cold / --topic accumulator-reset, cold | 1.4 | <= 1.3 |"
     assert row + " NO |" in md
 
 
 def test_a_competing_fix_is_measured_against_the_by_hand_route():
-    bench = _bench()
     # issue 35: as a control or a known-wrong fix (issue 20 asked 1.5: about one mutant)
-    assert bench.GOALS["competing_vs_by_hand"] == 1.2
+    assert bench_report.GOALS["competing_vs_by_hand"] == 1.2
     report = {
         "machine": {"cores": 2, "loadavg_start": [0.1, 0.2, 0.3]},
-        "goals": bench.GOALS,
+        "goals": bench_report.GOALS,
         "tool_cold": {"wall_s": 100.0, "mutants_s": 20.0, "orchestrator_cpu_s": 0.3, "cells": {}},
         "control": {"ggml/cpu": {"tool_s": 3.0, "one_file_by_hand_s": 2.5, "ratio": 1.2}},
         "mutants": {
@@ -280,10 +271,10 @@ def test_a_competing_fix_is_measured_against_the_by_hand_route():
         },
         "rerun_s": 0.5,
     }
-    r = bench.ratios(report)
+    r = bench_report.ratios(report)
     assert r["competing_vs_by_hand"] == 1.6
-    report["ratios"], report["met"] = r, {k: r[k] <= bench.GOALS[k] for k in r}
-    md = bench.markdown(report)
+    report["ratios"], report["met"] = r, {k: r[k] <= bench_report.GOALS[k] for k in r}
+    md = bench_report.markdown(report)
     assert (
         "| per competing fix / git apply on the unfixed tree + both tests "
         "rebuilt and run by hand | 1.6 | <= 1.2 | NO |" in md
@@ -297,8 +288,6 @@ def test_the_checks_cost_is_the_cumulative_time_of_the_entries_into_the_check_mo
 
     from orchestrator import redact
 
-    bench = _bench()
-
     def caller():
         for _ in range(200):
             redact.redact("x https://u:p@h/ y")
@@ -307,8 +296,8 @@ def test_the_checks_cost_is_the_cumulative_time_of_the_entries_into_the_check_mo
         cProfile.runctx("caller()", {}, {"caller": caller}, argv[argv.index("-o") + 1])
         return subprocess.CompletedProcess(argv, 0, "", "")
 
-    monkeypatch.setattr(bench.subprocess, "run", fake_run)
-    got = bench.checks_cost(["matrix"])
+    monkeypatch.setattr(measures.subprocess, "run", fake_run)
+    got = measures.checks_cost(["matrix"])
     # the entry from outside; redact's own helpers are inside it
     assert got["entries"] == ["redact.py:redact"]
     assert got["checks_ms"] > 0
@@ -322,7 +311,6 @@ def test_a_recursive_check_entered_from_outside_counts_and_the_imports_apart(mon
 
     from orchestrator import redact
 
-    bench = _bench()
     nested = {"a": [{"b": "https://u:p@h/", "c": ["x=1", {"d": "y"}]}] * 50}
     clocks = []
 
@@ -335,8 +323,8 @@ def test_a_recursive_check_entered_from_outside_counts_and_the_imports_apart(mon
         cProfile.runctx("caller()", {}, {"caller": caller}, argv[argv.index("-o") + 1])
         return subprocess.CompletedProcess(argv, 0, "", "")
 
-    monkeypatch.setattr(bench.subprocess, "run", fake_run)
-    got = bench.checks_cost(["matrix"])
+    monkeypatch.setattr(measures.subprocess, "run", fake_run)
+    got = measures.checks_cost(["matrix"])
     assert clocks == ["wall", "cpu"]
     assert got["entries"] == ["redact.py:redact_data"]
     assert got["checks_ms"] > 0 and got["checks_cpu_ms"] > 0 and got["imports_ms"] == 0
@@ -365,12 +353,14 @@ def _act_run(matrix_s, act_s, loops):
 
 
 def test_the_act_run_is_measured_against_the_same_cells_by_the_tool():
-    bench = _bench()
     # issue 21
-    assert (bench.GOALS["act_vs_matrix"], bench.GOALS["loaded_act_vs_matrix"]) == (1.3, 1.3)
+    assert (bench_report.GOALS["act_vs_matrix"], bench_report.GOALS["loaded_act_vs_matrix"]) == (
+        1.3,
+        1.3,
+    )
     report = {
         "machine": {"cores": 2, "loadavg_start": [0.1, 0.2, 0.3]},
-        "goals": bench.GOALS,
+        "goals": bench_report.GOALS,
         "act": {
             "act_cpus": "0",
             "warm_up": {"wall_s": 150.0},
@@ -378,11 +368,11 @@ def test_the_act_run_is_measured_against_the_same_cells_by_the_tool():
             "loaded": _act_run(80.0, 120.0, 2),
         },
     }
-    r = bench.ratios(report)
+    r = bench_report.ratios(report)
     assert r == {"act_vs_matrix": 1.2, "loaded_act_vs_matrix": 1.5}
     report["ratios"] = r
-    report["met"] = {k: r[k] <= bench.GOALS[k] for k in r}
-    md = bench.markdown(report)
+    report["met"] = {k: r[k] <= bench_report.GOALS[k] for k in r}
+    md = bench_report.markdown(report)
     assert (
         "| the matrix workflow in act / `ggml-patch matrix`, default "
         "cpu legs, warm ccache | 1.2 | <= 1.3 | yes |" in md
@@ -401,26 +391,24 @@ def test_the_act_run_is_measured_against_the_same_cells_by_the_tool():
 def test_the_snapshot_hand_over_is_reported_with_its_own_cost():
     """The legs' cache saves and the aggregate's restores (what the bundle no longer imports) are
     shown beside the Bundle step; a log without them (an older workflow) adds no table."""
-    bench = _bench()
     run = _act_run(50.0, 60.0, 0)
     run["act"]["handover_s"] = {"ggml/cpu (default)": 0.4}
     run["act"]["restores_s"] = {"Merge, summary and bundle per profile": 1.1}
     report = {
         "machine": {"cores": 2, "loadavg_start": [0.1]},
-        "goals": bench.GOALS,
+        "goals": bench_report.GOALS,
         "act": {"act_cpus": "0", "warm_up": {"wall_s": 1.0}, "quiet": run},
     }
-    report["ratios"] = bench.ratios(report)
-    report["met"] = {k: report["ratios"][k] <= bench.GOALS[k] for k in report["ratios"]}
-    md = bench.markdown(report)
+    report["ratios"] = bench_report.ratios(report)
+    report["met"] = {k: report["ratios"][k] <= bench_report.GOALS[k] for k in report["ratios"]}
+    md = bench_report.markdown(report)
     assert "| quiet | ggml/cpu (default) 0.4 | Merge, summary and bundle per profile 1.1 |" in md
     report["act"]["quiet"] = _act_run(50.0, 60.0, 0)
-    assert "the legs' saves" not in bench.markdown(report)
+    assert "the legs' saves" not in bench_report.markdown(report)
 
 
 def test_acts_step_times_add_up_per_job():
-    bench = _bench()
-    assert [bench.go_duration_s(t) for t in ("1m2.5s", "850ms", "1h0m1s", "2µs")] == [
+    assert [act.go_duration_s(t) for t in ("1m2.5s", "850ms", "1h0m1s", "2µs")] == [
         62.5,
         0.85,
         3601.0,
@@ -433,13 +421,13 @@ def test_acts_step_times_add_up_per_job():
         "[ggml-patch matrix/llama.cpp/cpu (default)]   ✅  Success - Main Run the cell [1m2s]\n"
         "[ggml-patch matrix/llama.cpp/cpu (default)]   ❌  Failure - Main Job summary [300ms]\n"
     )
-    assert bench.act_job_seconds(log) == {
+    assert act.act_job_seconds(log) == {
         "Plan: one commit per git ref": 1.5,
         "llama.cpp/cpu (default)": 62.3,
     }
     assert (
-        bench.act_step_seconds(log, "Run the cell") == 62.0
-        and bench.act_step_seconds(log, "Bundle") is None
+        act.act_step_seconds(log, "Run the cell") == 62.0
+        and act.act_step_seconds(log, "Bundle") is None
     )
 
 
@@ -458,12 +446,14 @@ def _act_and_nox_run(matrix_s, act_s, nox_s, loops):
 
 
 def test_the_act_run_is_also_measured_against_nox_s_matrix_beside_the_bare_tool():
-    bench = _bench()
-    assert (bench.GOALS["act_vs_nox_matrix"], bench.GOALS["loaded_act_vs_nox_matrix"]) == (1.3, 1.3)
-    assert bench.GOALS["act_vs_matrix"] == 1.3  # the bare tool's measure keeps its goal
+    assert (
+        bench_report.GOALS["act_vs_nox_matrix"],
+        bench_report.GOALS["loaded_act_vs_nox_matrix"],
+    ) == (1.3, 1.3)
+    assert bench_report.GOALS["act_vs_matrix"] == 1.3  # the bare tool's measure keeps its goal
     report = {
         "machine": {"cores": 2, "loadavg_start": [0.1, 0.2, 0.3]},
-        "goals": bench.GOALS,
+        "goals": bench_report.GOALS,
         "act": {
             "act_cpus": "0",
             "warm_up": {"wall_s": 150.0},
@@ -471,7 +461,7 @@ def test_the_act_run_is_also_measured_against_nox_s_matrix_beside_the_bare_tool(
             "loaded": _act_and_nox_run(40.0, 50.0, 60.0, 2),
         },
     }
-    r = bench.ratios(report)
+    r = bench_report.ratios(report)
     assert r == {
         "act_vs_matrix": 2.5,
         "act_vs_nox_matrix": 1.25,
@@ -479,8 +469,8 @@ def test_the_act_run_is_also_measured_against_nox_s_matrix_beside_the_bare_tool(
         "loaded_act_vs_nox_matrix": 0.833,
     }
     report["ratios"] = r
-    report["met"] = {k: r[k] <= bench.GOALS[k] for k in r}
-    md = bench.markdown(report)
+    report["met"] = {k: r[k] <= bench_report.GOALS[k] for k in r}
+    md = bench_report.markdown(report)
     # both measures reported, the bare one still missed
     assert (
         "| the matrix workflow in act / `ggml-patch matrix`, default "
@@ -498,14 +488,12 @@ def test_the_act_run_is_also_measured_against_nox_s_matrix_beside_the_bare_tool(
 
 
 def test_a_record_without_the_nox_measure_reports_only_the_bare_ratio():
-    bench = _bench()
     report = {"act": {"quiet": _act_run(50.0, 60.0, 0)}}
-    assert bench.ratios(report) == {"act_vs_matrix": 1.2}
-    assert bench.nox_matrix_markdown(report["act"]) == []
+    assert bench_report.ratios(report) == {"act_vs_matrix": 1.2}
+    assert bench_report.nox_matrix_markdown(report["act"]) == []
 
 
 def test_nox_s_install_and_matrix_are_split_where_nox_prints_the_command():
-    bench = _bench()
     lines = [
         (0.4, "nox > Running session matrix"),
         (0.5, "nox > Creating virtual environment (virtualenv) using python3"),
@@ -514,12 +502,11 @@ def test_nox_s_install_and_matrix_are_split_where_nox_prints_the_command():
         (30.0, "ggml/cpu: verdict: passed"),
         (31.0, "nox > Session matrix was successful in 31 seconds."),
     ]
-    assert bench.nox_phases(lines, 31.5) == {"install_s": 18.25, "matrix_s": 13.25}
-    assert bench.nox_phases(lines[:3], 2.0) == {"install_s": None, "matrix_s": None}
+    assert act.nox_phases(lines, 31.5) == {"install_s": 18.25, "matrix_s": 13.25}
+    assert act.nox_phases(lines[:3], 2.0) == {"install_s": None, "matrix_s": None}
 
 
 def test_acts_install_steps_are_summed_per_job():
-    bench = _bench()
     log = (
         "[ggml-patch matrix/Plan: one commit per git ref]   ✅  "
         "Success - Main Install ggml-patch [120ms]\n"
@@ -528,9 +515,9 @@ def test_acts_install_steps_are_summed_per_job():
         "[ggml-patch matrix/Merge, summary and bundle per profile]   ✅  Success - Main "
         "Install ggml-patch with its plot extras [1.5s]\n"
     )
-    assert bench.act_job_seconds(log, step_prefix="Install ggml-patch") == {
+    assert act.act_job_seconds(log, step_prefix="Install ggml-patch") == {
         "Plan: one commit per git ref": 0.12,
         "ggml/cpu (default)": 0.08,
         "Merge, summary and bundle per profile": 1.5,
     }
-    assert bench.act_job_seconds(log)["ggml/cpu (default)"] == 2.08
+    assert act.act_job_seconds(log)["ggml/cpu (default)"] == 2.08

@@ -10,6 +10,7 @@ from orchestrator.patchset.files import load_series
 from orchestrator.patchset.queue import parse_topic_meta
 from orchestrator.verdicts.classify import last_case, topic_control_verdict
 
+from ..helpers.patches import queue_topics, real_queue
 from ..helpers.tools import ROOT
 
 pytestmark = pytest.mark.unit
@@ -72,17 +73,23 @@ def test_control_crash_is_one_line_in_topic_yaml():
 
 
 def test_the_queue_series_knows_each_topics_hunks_cases_and_declared_crash():
-    names = ["accumulator-reset", "grad-acc-non-static", "reset-non-static"]
-    series = load_series(load_matrix(ROOT / "matrix.yaml"), names)
-    assert series.topics == tuple(names)
+    queue = real_queue()  # patches/queue.yaml: every topic it lists, however many
+    series = load_series(load_matrix(ROOT / "matrix.yaml"), queue_topics())
+    assert series.topics == tuple(queue_topics())
+    for topic in series.topics:  # each topic's own source hunks: what its control reverts
+        assert [f.path for f in series.topic_fix_diffs(topic)], topic
+    # the cases the shipped topics add to test-opt: what kills each one's control
     expected_cases = {
         "accumulator-reset": ["test_per_step_graphs"],
         "grad-acc-non-static": ["test_grad_non_static"],
         "reset-non-static": ["test_reset_non_static"],
     }
-    for topic in series.topics:
+    for topic, cases in expected_cases.items():
         assert [f.path for f in series.topic_fix_diffs(topic)] == ["ggml/src/ggml-opt.cpp"]
-        assert series.topic_cases(topic) == expected_cases[topic]
+        assert series.topic_cases(topic) == cases
     own = {p.topic for p in series.patches}
     assert own == set(series.topics)  # every patch is one topic's
-    assert [t for t, _ in series.control_crash] == ["grad-acc-non-static"]
+    # a crash is declared in topic.yaml (grad-acc-non-static's: a NULL dereference)
+    declared = [t for t in series.topics if queue.topic(t).meta.control_crash]
+    assert [t for t, _ in series.control_crash] == declared
+    assert "grad-acc-non-static" in declared and "accumulator-reset" not in declared
