@@ -305,20 +305,27 @@ def test_a_step_that_returns_stop_ends_the_pipeline():
     steps = [
         fake(s.name, Stop("cached") if s.name == "apply" else s.name) for s in cell.MATRIX_STEPS
     ]
-    ctx = SimpleNamespace(results={}, seconds={})
+    def context():
+        """Enough of a CellContext: its results, and its one timing channel."""
+        timings: dict = {}
+        return SimpleNamespace(
+            results={}, timings=timings, took=lambda name, s: timings.__setitem__(name, s)
+        )
+
+    ctx = context()
     assert run_steps(ctx, steps) == Stop("cached")
     assert [n for n, _ in ran] == ["fetch", "apply"]
     assert ctx.results == {"fetch": "fetch"} and recorded == [("fetch", "fetch")]
     ran, recorded = [], []
     steps = [fake(s.name, f"{s.name} result") for s in cell.MATRIX_STEPS]
-    ctx = SimpleNamespace(results={}, seconds={})
+    ctx = context()
     assert run_steps(ctx, steps) is None
     assert [n for n, _ in ran] == MATRIX_ORDER
     # each step saw every earlier step's result and none of the later ones
     for i, (name, seen) in enumerate(ran):
         assert seen == {n: f"{n} result" for n in MATRIX_ORDER[:i]}, name
     assert recorded == [(n, f"{n} result") for n in MATRIX_ORDER]
-    assert set(ctx.seconds) == set(MATRIX_ORDER)
+    assert set(ctx.timings) == {f"step {n}" for n in MATRIX_ORDER}
 
 
 def option_asserts(source: str) -> list[int]:
