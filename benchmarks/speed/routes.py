@@ -331,7 +331,7 @@ def plan(matrix, out: Path, topics: Optional[list[str]] = None) -> tuple[list[st
     # (a) by hand: upstream's test-opt (the series changes it) and the gate from native_tests/
     need(GATE_CMAKE.is_file(), f"{GATE_CMAKE}: the by-hand route's CMAKE_PROJECT_INCLUDE")
     if GATE_CMAKE.is_file():
-        natives = native_programs(GATE_CMAKE.parent)
+        natives = native_programs(matrix.native_tests_dir)
         for program in (*(t for t in tests if t in natives), *training):
             need(_defines(GATE_CMAKE, program), f"{GATE_CMAKE}: no add_executable({program} ...)")
         for name in _named_sources(GATE_CMAKE):
