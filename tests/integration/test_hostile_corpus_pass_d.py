@@ -5,11 +5,16 @@ Real git (the bundle's own reauthor, format-patch and `git am`), the real docume
 from __future__ import annotations
 
 import html
+import os
+import time
+from pathlib import Path
 
 import pytest
 
 from orchestrator import publish
-from orchestrator.errors import BundleRefused, ExitCode
+from orchestrator.drift import confined
+from orchestrator.drift.status import NOT_CHECKED
+from orchestrator.errors import BundleRefused, ConfigError, ExitCode
 from orchestrator.upstream import authorship as A
 from orchestrator.upstream import bundle as B
 from orchestrator.upstream import cover as C
@@ -159,3 +164,155 @@ def test_escaping_never_turns_a_live_token_into_one_redaction_misses(live_token)
             publish.link(value, URL),
         ]
         scan({"shown": "\n".join(shown)})
+
+
+# ================================================================ target code confined (point 5)
+
+PROBES = "tests.helpers.confined_probes"
+
+
+def _alive(marker: str) -> list[int]:
+    """The processes whose command line holds `marker` (a sleep's unique length)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+            state = Path(f"/proc/{name}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmdline and state != b"Z":
+            found.append(int(name))
+    return found
+
+
+def _gone(marker: str, within: float = 5.0) -> bool:
+    t0 = time.monotonic()
+    while _alive(marker) and time.monotonic() - t0 < within:
+        time.sleep(0.1)
+    return not _alive(marker)
+
+
+@pytest.fixture
+def work(tmp_path):
+    root = tmp_path / "work"
+    root.mkdir()
+    return root
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_a_target_whose_cmake_sleeps_is_stopped_at_the_deadline_with_its_sleep(tmp_path, work):
+    marker = f"600.{os.getpid()}1"
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "CMakeLists.txt").write_text(
+        f"cmake_minimum_required(VERSION 3.16)\nproject(p NONE)\n"
+        f"execute_process(COMMAND sleep {marker})\n"
+    )
+    t0 = time.monotonic()
+    inputs = {"project": str(project), "build": str(tmp_path / "build")}
+    found, kept = confined.run(f"{PROBES}:configure", inputs, work, 3)
+    seconds = time.monotonic() - t0
+    assert found.outcome == NOT_CHECKED and not kept
+    assert "ran past its 3 s deadline (GGML_PATCH_BEHAVIOUR_DEADLINE_S)" in found.detail
+    assert 3 <= seconds < 15, seconds
+    assert _gone(marker), "the CMake's sleep kept running"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_a_test_in_its_own_session_and_its_daemons_are_killed_at_the_deadline(tmp_path, work):
+    """run_program starts a test in a session of its own; the test starts a child, a daemon in
+    yet another session, then hangs: the deadline kills all three."""
+    marker = f"61{os.getpid()}"
+    script = tmp_path / "t.sh"
+    script.write_text(
+        f"sleep {marker}.1 &\nsetsid sleep {marker}.2 >/dev/null 2>&1 &\nexec sleep {marker}.3\n"
+    )
+    inputs = {"script": str(script), "log": str(tmp_path / "t.log")}
+    found, kept = confined.run(f"{PROBES}:run_test_program", inputs, work, 3)
+    assert found.outcome == NOT_CHECKED and not kept and "deadline" in found.detail
+    assert _gone(marker), _alive(marker)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_a_daemon_left_behind_by_a_check_that_ended_is_killed(work):
+    marker = f"62{os.getpid()}.5"
+    found, kept = confined.run(f"{PROBES}:orphan", {"marker": marker}, work, 60)
+    assert (found.outcome, found.detail, kept) == ("passed", "left a daemon", True)
+    assert _gone(marker), _alive(marker)
+
+
+def test_target_code_sees_no_secret_and_its_homes_in_its_work_folder(tmp_path, work, monkeypatch):
+    user_home = tmp_path / "user-home"
+    user_home.mkdir()
+    secrets = {
+        "GITHUB_TOKEN": TOKEN,
+        "GH_TOKEN": "gho_" + "k" * 36,
+        "ACTIONS_RUNTIME_TOKEN": "actions-runtime-9f8e",
+        "ACTIONS_ID_TOKEN_REQUEST_URL": "https://x.example/?sig=abcd1234",
+        "DB_PASSWORD": PASSWORD,
+        "MY_API_SECRET": "api-secret-77aa",
+        "NPM_TOKEN": "npm-token-55bb",
+    }
+    for k, v in {**secrets, "HOME": str(user_home), "CCACHE_DIR": str(tmp_path / "cc")}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    out = tmp_path / "seen.txt"
+    found, kept = confined.run(f"{PROBES}:environment", {"out": str(out)}, work, 60)
+    assert found.outcome == "passed" and kept
+    seen = out.read_text()
+    for name, value in secrets.items():
+        assert value not in seen and f"{name}=" not in seen, name
+    spawned, confined_own = seen.split("\n---\n", 1)
+    for part in (spawned, confined_own):
+        assert f"HOME={work / 'home'}\n" in part
+        assert f"CCACHE_DIR={tmp_path / 'cc'}\n" in part  # the compile cache, named explicitly
+    assert f"XDG_CACHE_HOME={work / 'home' / '.cache'}\n" in confined_own
+    assert f"TMPDIR={work / 'tmp'}\n" in confined_own
+    assert not any(user_home.iterdir())  # nothing written to the user's home
+
+
+def test_the_default_ccache_folder_is_the_callers_named_explicitly(tmp_path, work):
+    env = confined.confined_env(work, {"HOME": str(tmp_path / "u"), "PATH": "/bin"})
+    assert env["CCACHE_DIR"] == str(tmp_path / "u" / ".cache" / "ccache")
+    assert env["HOME"] == str(work / "home") and (work / "home").is_dir()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0", "soon"])
+def test_a_bad_deadline_is_one_line_exit_2(value, monkeypatch):
+    monkeypatch.setenv(confined.DEADLINE_ENV, value)
+    with pytest.raises(ConfigError) as e:
+        confined.deadline()
+    assert e.value.exit_code == ExitCode.CONFIG == 2
+    assert str(e.value).startswith(f"{confined.DEADLINE_ENV}=")
+    monkeypatch.setenv(confined.DEADLINE_ENV, "12.5")
+    assert confined.deadline() == 12.5
+
+
+def test_the_real_check_runs_in_the_confined_process(tmp_path, monkeypatch):
+    """status's own behaviour check on a tiny target, through the confined process: its inputs
+    (the matrix, the target, the snapshot, the rendered series) cross to it, its answer comes
+    back validated and is kept."""
+    from orchestrator import sources
+    from orchestrator.cache import Cache
+    from orchestrator.config import load_matrix
+    from orchestrator.drift.behaviour import check_topic, result_file
+    from orchestrator.patchset.files import load_queue
+
+    from ..helpers.security import tiny_matrix
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    matrix = load_matrix(tiny_matrix(tmp_path))
+    cache = Cache(tmp_path / "cache")
+    repo = SnapshotRepo(cache.snapshots_git)
+    target = matrix.target("tiny")
+    snap = sources.snapshot(target.source, cache, repo)
+    topic = load_queue(matrix).chosen(None)[0]
+    found = check_topic(matrix, cache, repo, target, snap, topic)
+    assert found.outcome == NOT_CHECKED
+    assert found.detail.startswith("its test patch 0002 does not apply there: ")
+    assert result_file(cache, target, topic.name).is_file()  # the tree's answer: kept
+    home = cache.root / "status" / "behaviour" / "ggml" / "home"
+    assert home.is_dir()  # the confined process's HOME, in its work folder
