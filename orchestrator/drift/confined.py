@@ -83,7 +83,8 @@ def confined_env(root: Path, environ: Mapping[str, str] = os.environ) -> dict[st
         path.mkdir(parents=True, exist_ok=True)
     env.update({k: str(v) for k, v in dirs.items()})
     env["CCACHE_DIR"] = ccache
-    env["PYTHONPATH"] = _package_root()  # the child imports this very tool
+    # the child imports this very tool (first), and what the caller's path adds
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [_package_root(), env.get("PYTHONPATH")]))
     return env
 
 
