@@ -5,6 +5,7 @@ Real git (the bundle's own reauthor, format-patch and `git am`), the real docume
 from __future__ import annotations
 
 import html
+import json
 import os
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 from orchestrator import publish
 from orchestrator.drift import confined
+from orchestrator.drift import status as S
 from orchestrator.drift.status import NOT_CHECKED
 from orchestrator.errors import BundleRefused, ConfigError, ExitCode
 from orchestrator.upstream import authorship as A
@@ -23,6 +25,7 @@ from orchestrator.upstream import leaks
 from orchestrator.vcs.snapshots import FIXED_IDENTITY, SnapshotRepo, Worktree
 
 from ..helpers.tools import git
+from ..unit.test_drift_issue_inert import assert_inert
 from ..unit.test_pr_body import TOOLCHAIN, TREE, WRITTEN, llama_policy, sample
 
 TOKEN = "ghp_passD_LIVE_0123456789abcdef"  # the run's own GITHUB_TOKEN: `_` in it, as in every one
@@ -316,3 +319,87 @@ def test_the_real_check_runs_in_the_confined_process(tmp_path, monkeypatch):
     assert result_file(cache, target, topic.name).is_file()  # the tree's answer: kept
     home = cache.root / "status" / "behaviour" / "ggml" / "home"
     assert home.is_dir()  # the confined process's HOME, in its work folder
+
+
+# ================================================================ the command line (point 6)
+# the corpus's World: the command in this process, live tokens set, a time bound, no secret in
+# any output or file written, nothing written outside the command's folders
+
+
+@pytest.fixture
+def world(tmp_path, monkeypatch):
+    from .test_hostile_corpus import World
+
+    return World(tmp_path, monkeypatch)
+
+
+def _payloads(out: str) -> list[dict]:
+    """The JSON bodies a dry run prints after each request line."""
+    found, decoder = [], json.JSONDecoder()
+    for i, line in enumerate(out.splitlines(keepends=True)):
+        if line == "{\n":
+            start = sum(len(x) for x in out.splitlines(keepends=True)[:i])
+            found.append(decoder.raw_decode(out[start:])[0])
+    return found
+
+
+@pytest.mark.parametrize("topics", [8, 2000])
+def test_drift_issue_dry_run_of_a_hostile_status_is_inert_and_bounded(world, topics):
+    """A status whose profile is a team mention, whose base holds backticks and a mention, with
+    up to 2,000 topics: exit 0, and the issue body the dry run would send renders inert and stays
+    at most 65,000 characters, one line saying what was left out."""
+    from .test_hostile_corpus import MATRIX
+
+    world.mp.delenv("GITHUB_TOKEN")  # a dry run without it contacts nothing
+    kinds = [S.UPSTREAM, S.THREE_WAY, S.CONFLICT, S.CLEAN]
+    status = world.tmp / "status.json"
+    row = {
+        "target": "ggml-live",
+        "status": S.CONFLICT,
+        "detail": f"git said @octocat <b>x</b> [l](https://evil.example) {TOKEN}",
+        "base": "a`b`` @octocat ```",
+        "topics": {f"topic-{i:04d}": {"status": kinds[i % 4]} for i in range(topics)},
+    }
+    status.write_text(json.dumps({"profile": "@ggml-org/maintainers", "targets": [row]}))
+    res = world.run(
+        "drift-issue",
+        "--matrix",
+        MATRIX,
+        "--cache",
+        world.cache,
+        "--repo",
+        "o/r",
+        "--dry-run",
+        "--status",
+        status,
+        bound=30,
+    )
+    assert res.code == 0, res.err
+    bodies = [p["body"] for p in _payloads(res.out) if "body" in p]
+    assert len(bodies) == 1
+    body = bodies[0]
+    assert len(body) <= publish.BODY_MAX
+    assert_inert(body)
+    cut = [line for line in body.splitlines() if "left out of this issue" in line]
+    assert len(cut) == (1 if topics == 2000 else 0), cut
+
+
+def test_status_with_a_bad_behaviour_deadline_is_one_line_exit_2(world):
+    from ..helpers.security import tiny_matrix
+
+    world.mp.setenv(confined.DEADLINE_ENV, "forever")
+    res = world.run("status", "--matrix", tiny_matrix(world.tmp), "--cache", world.cache)
+    line = res.one_line(ExitCode.CONFIG)
+    assert f"{confined.DEADLINE_ENV}='forever': expected a number of seconds above 0" in line
+    # --no-behaviour runs no check: the deadline is not read
+    res = world.run(
+        "status",
+        "--matrix",
+        tiny_matrix(world.tmp),
+        "--cache",
+        world.cache,
+        "--no-behaviour",
+        may_write=(world.cache,),
+        bound=60,
+    )
+    assert res.code in (0, 4), res.err
