@@ -115,7 +115,7 @@ def _without_secrets(message: bytes, number: int, notice: Callable[[str], None])
     if clean == text:
         return message
     notice(
-        f"commit {number}'s message held a secret (a token or a URL's password): "
+        f"commit {number}'s message held a secret (a token, a URL's credentials): "
         f"written as {REDACTED} in patch {number:04d}"
     )
     return clean.encode("utf-8", "surrogateescape")

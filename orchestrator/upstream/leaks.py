@@ -7,11 +7,14 @@ redaction cannot remove without changing the tested tree: the bundle is refused.
 from __future__ import annotations
 
 import html
+import os
 from typing import Iterable, Optional
 
 from .. import publish
 from ..errors import BundleRefused
-from ..redact import github_token_in, known_secrets
+from ..redact import SECRET_ENV, github_token_in, known_secrets
+
+_STRONG = 8
 
 
 def forms(secret: str) -> set[str]:
@@ -29,13 +32,21 @@ def _unescaped(text: str) -> str:
     return html.unescape(text.replace("\\_", "_").replace("\\*", "*"))
 
 
+def _strong(secrets: Iterable[str]) -> list[str]:
+    """The secrets a file is refused for: the run's tokens and any of _STRONG characters or more.
+    A shorter URL password met somewhere ("pass") is still redacted wherever it appears, but a
+    change may hold the word: refusing for it would refuse every bundle."""
+    tokens = {os.environ.get(k, "") for k in SECRET_ENV}
+    return [s for s in known_secrets(secrets) if s in tokens or len(s) >= _STRONG]
+
+
 def leak(data: str | bytes, secrets: Iterable[str] = ()) -> Optional[str]:
-    """What secret `data` holds ("GITHUB_TOKEN's value", "a GitHub token"), or None. Never the
-    secret itself: the answer is printed."""
+    """What secret `data` holds ("a token or a credential this run holds", "a GitHub token"), or
+    None. Never the secret itself: the answer is printed."""
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    for s in known_secrets(secrets):
+    for s in _strong(secrets):
         if any(f in text for f in forms(s)):
-            return "a token or password this run holds"
+            return "a token or a credential this run holds"
     if github_token_in(text) or github_token_in(_unescaped(text)):
         return "a GitHub token"
     return None

@@ -32,9 +32,10 @@ TOKEN = "ghp_passD_LIVE_0123456789abcdef"  # the run's own GITHUB_TOKEN: `_` in 
 OTHER = "ghp_" + "Q7x" * 12  # a GitHub token that is not this run's (a commit quoting one)
 PASSWORD = "s3cr_et-Pa55"  # a URL's password, `_` in it too
 URL = f"https://bob:{PASSWORD}@git.example.org/fork.git"
+PLAIN_URL = "https://user:pass@host/x.git"  # the shape the issue names: a short password
 MESSAGES = [
     f"ggml-opt : zero the accumulators {TOKEN}\n\nPushed from {URL} with {TOKEN}.\n",
-    f"tests : add test-x\n\nThe old token was {OTHER}; see {URL}\n",
+    f"tests : add test-x\n\nThe old token was {OTHER}; see {URL} and {PLAIN_URL}\n",
 ]
 
 
@@ -52,12 +53,13 @@ def escaped_forms(secret: str) -> set[str]:
 def scan(files: dict[str, str | bytes]) -> None:
     for name, data in files.items():
         text = data if isinstance(data, str) else data.decode("utf-8", "replace")
-        for secret in (TOKEN, OTHER, PASSWORD):
+        # "pass" alone is a word a file may hold; its URL is what must not be there
+        for secret in (TOKEN, OTHER, PASSWORD, "user:pass@"):
             for form in escaped_forms(secret):
                 assert form not in text, (name, form)
 
 
-def _series(tmp_path, messages=MESSAGES, content=("int a = 1;\n", "int a = 2;\n")):
+def _series(tmp_path, messages=MESSAGES, content=("int a = 1; // passes\n", "int a = 2;\n")):
     repo = SnapshotRepo(tmp_path / "snapshots.git")
     tree = tmp_path / "tree"
     (tree / "src").mkdir(parents=True)
@@ -109,9 +111,9 @@ def test_secrets_in_commit_messages_reach_no_bundle_file_raw_or_escaped(tmp_path
     leaks.refuse_leaks(files, "t/llama.cpp")  # nothing left to refuse
     # one notice a commit, naming the patch, never the secret
     assert notices == [
-        "commit 1's message held a secret (a token or a URL's password): "
+        "commit 1's message held a secret (a token, a URL's credentials): "
         "written as *** in patch 0001",
-        "commit 2's message held a secret (a token or a URL's password): "
+        "commit 2's message held a secret (a token, a URL's credentials): "
         "written as *** in patch 0002",
     ]
     first = files[sorted(n for n in files if n.endswith(".patch"))[0]]
