@@ -213,15 +213,17 @@ def test_a_target_whose_cmake_sleeps_is_stopped_at_the_deadline_with_its_sleep(t
     project.mkdir()
     (project / "CMakeLists.txt").write_text(
         f"cmake_minimum_required(VERSION 3.16)\nproject(p NONE)\n"
+        f'file(WRITE "{tmp_path}/started" "")\n'
         f"execute_process(COMMAND sleep {marker})\n"
     )
     t0 = time.monotonic()
     inputs = {"project": str(project), "build": str(tmp_path / "build")}
-    found, kept = confined.run(f"{PROBES}:configure", inputs, work, 3)
+    found, kept = confined.run(f"{PROBES}:configure", inputs, work, 6)
     seconds = time.monotonic() - t0
     assert found.outcome == NOT_CHECKED and not kept
-    assert "ran past its 3 s deadline (GGML_PATCH_BEHAVIOUR_DEADLINE_S)" in found.detail
-    assert 3 <= seconds < 15, seconds
+    assert "ran past its 6 s deadline (GGML_PATCH_BEHAVIOUR_DEADLINE_S)" in found.detail
+    assert 6 <= seconds < 20, seconds
+    assert (tmp_path / "started").exists()  # the sleep had begun
     assert _gone(marker), "the CMake's sleep kept running"
 
 
@@ -232,11 +234,13 @@ def test_a_test_in_its_own_session_and_its_daemons_are_killed_at_the_deadline(tm
     marker = f"61{os.getpid()}"
     script = tmp_path / "t.sh"
     script.write_text(
-        f"sleep {marker}.1 &\nsetsid sleep {marker}.2 >/dev/null 2>&1 &\nexec sleep {marker}.3\n"
+        f"sleep {marker}.1 &\nsetsid sleep {marker}.2 >/dev/null 2>&1 &\n"
+        f": > {tmp_path}/started\nexec sleep {marker}.3\n"
     )
     inputs = {"script": str(script), "log": str(tmp_path / "t.log")}
-    found, kept = confined.run(f"{PROBES}:run_test_program", inputs, work, 3)
+    found, kept = confined.run(f"{PROBES}:run_test_program", inputs, work, 6)
     assert found.outcome == NOT_CHECKED and not kept and "deadline" in found.detail
+    assert (tmp_path / "started").exists()
     assert _gone(marker), _alive(marker)
 
 
@@ -405,3 +409,73 @@ def test_status_with_a_bad_behaviour_deadline_is_one_line_exit_2(world):
         bound=60,
     )
     assert res.code in (0, 4), res.err
+
+
+def _conflicting_tiny(world, cmake: str) -> Path:
+    """A tiny ggml-layout target where the first topic's fix conflicts (its code is not there),
+    the per-step API is, and its test patch applies: `status` runs the behaviour check, which
+    configures the target's own (hostile) CMakeLists.txt."""
+    from ..helpers.security import ROOT, TESTS_CMAKE, tiny_matrix
+
+    tree = world.tmp / "tiny"
+    for d in ("src", "tests", "include"):
+        (tree / d).mkdir(parents=True)
+    (tree / "src" / "ggml-opt.cpp").write_text("// not the code the fix changes\n")
+    (tree / "include" / "ggml-opt.h").write_text(f"void {S.PER_STEP_API}(void);\n")
+    (tree / "tests" / "CMakeLists.txt").write_text(TESTS_CMAKE)
+    # test-opt.cpp: what the topic's test patch expects around each of its hunks
+    patch = next((ROOT / "patches" / TOPIC).glob("0002-*.patch")).read_text()
+    text, hunk = "", False
+    for line in patch.splitlines():
+        if line.startswith("@@"):
+            text, hunk = text + "// upstream's own lines\n" * 5, True
+        elif hunk and line[:1] in (" ", "-"):
+            text += line[1:] + "\n"
+        elif line.startswith("--"):
+            hunk = False
+    (tree / "tests" / "test-opt.cpp").write_text(text)
+    (tree / "CMakeLists.txt").write_text(cmake)
+    return tiny_matrix(world.tmp)
+
+
+TOPIC = "accumulator-reset"
+
+
+def test_status_stops_a_target_whose_cmake_sleeps_and_keeps_it_out_of_home(world):
+    """The review's repro through the command line: the behaviour check configures a target
+    whose CMake writes into $HOME, reads the token and sleeps. `status` ends at the deadline
+    (exit 4: the conflict), says why, nothing of the target's code is left running, the user's
+    HOME is untouched and no file holds the token."""
+    marker = f"63{os.getpid()}.7"
+    matrix = _conflicting_tiny(
+        world,
+        "cmake_minimum_required(VERSION 3.16)\nproject(p NONE)\n"
+        'file(WRITE "$ENV{HOME}/pwned" "token=$ENV{GITHUB_TOKEN}")\n'
+        f"execute_process(COMMAND sleep {marker})\n",
+    )
+    world.mp.setenv(confined.DEADLINE_ENV, "10")  # room for the check to reach the CMake
+    t0 = time.monotonic()
+    res = world.run(
+        "status",
+        "--matrix",
+        matrix,
+        "--cache",
+        world.cache,
+        "--json",
+        "--topic",
+        TOPIC,
+        may_write=(world.cache,),
+        bound=90,
+    )
+    assert res.code == ExitCode.SERIES_DOES_NOT_APPLY == 4, res.err
+    assert time.monotonic() - t0 < 60
+    on = json.loads(res.out)["targets"][0]["topics"][TOPIC]
+    assert on["status"] == S.CONFLICT
+    assert on["behaviour"]["outcome"] == NOT_CHECKED
+    assert "ran past its 10 s deadline" in on["behaviour"]["detail"]
+    # the CMake ran (it wrote before it slept): in its own home, without the token
+    planted = list(world.cache.rglob("pwned"))
+    assert len(planted) == 1 and planted[0].read_text() == "token=", planted
+    assert planted[0].parent.name == "home"
+    assert _gone(marker), _alive(marker)
+    assert not any(world.home.iterdir())  # the user's HOME: nothing written
