@@ -479,3 +479,30 @@ def test_status_stops_a_target_whose_cmake_sleeps_and_keeps_it_out_of_home(world
     assert planted[0].parent.name == "home"
     assert _gone(marker), _alive(marker)
     assert not any(world.home.iterdir())  # the user's HOME: nothing written
+
+
+def test_junit_xml_redacts_a_log_tail_before_escaping_it(tmp_path, monkeypatch):
+    """A password with `&` met in a source URL, then alone in a failing test's log: junit.xml
+    (whose XML escaping would write `&amp;`) holds neither form."""
+    from orchestrator import redact as redact_module
+    from orchestrator.model.results import results_of
+    from orchestrator.report.summary import write_results
+
+    from ..helpers.tools import DATA
+
+    secret = "pa&ss'w0rd9"  # legal in a URL's userinfo; XML writes & as &amp;
+    monkeypatch.setattr(redact_module, "_SEEN", set())
+    data = json.loads((DATA / "results-cpu-sample.json").read_text())
+    data["cells"][0]["source"]["description"] = f"git https://u:{secret}@host/r"
+    out = tmp_path / "r"
+    (out / "logs").mkdir(parents=True)
+    log = out / "logs" / "gate.log"
+    log.write_text(f"the server said {secret}\nFAIL\n")
+    record = next(r for r in data["records"] if r["variant"] == "patched")
+    gate = record["tests"]["test-opt-dynamic-accum"]
+    gate.update(outcome="failed", exit_code=1, failure_line="FAIL", log=str(log))
+    write_results(results_of(data), out)
+    xml = (out / "junit.xml").read_text()
+    assert "the server said ***" in xml
+    for form in (secret, html.escape(secret), html.escape(secret, quote=False)):
+        assert form not in xml, form
