@@ -7,6 +7,8 @@ Inert means: one line, no control characters (shown as `\\xNN`), no HTML (`<`, `
 entities), no @mention (`@` as `&#64;`), no Markdown of its own (headings, lists, links, images,
 emphasis, table pipes and code fences escaped), no bare URL GitHub would link (shown as code).
 A link is made only for an https URL on ALLOWED_HOSTS; any other URL is shown as code.
+Each value is redacted (redact.redact) BEFORE it is escaped: an escaped secret is no longer
+the text the redaction looks for, yet renders as the secret.
 
 `plain` (control characters out, for a terminal and results), `text` (inline Markdown), `cell`
 (a table cell), `code` (a code span), `link`, `lines_in_block` (lines inside a ``` block),
@@ -18,6 +20,8 @@ import re
 import unicodedata
 from typing import Iterable
 from urllib.parse import urlsplit
+
+from .redact import redact
 
 # GitHub refuses an issue, pull request or comment body over 65,536 characters; the note that
 # says what was left out fits in the margin.
@@ -89,6 +93,13 @@ def one_line(value: object, limit: int = _LINE_MAX) -> str:
     return flat if len(flat) <= limit else flat[: max(0, limit - 3)] + "..."
 
 
+def _inert_source(value: object, limit: int = _LINE_MAX) -> str:
+    """`value` redacted, THEN on one line: every escaping below starts here, so a secret is
+    removed while it is still the text it was (escaped, `ghp_x` would be `ghp\\_x`, which no
+    redaction recognises, and rendered it is the token again)."""
+    return one_line(redact(str(value)), limit)
+
+
 def _escape_words(part: str) -> str:
     out = []
     for i, ch in enumerate(part):
@@ -116,7 +127,7 @@ def text(value: object, limit: int = _LINE_MAX, in_table: bool = False, start: b
     GitHub would link or act on is shown as code. `start`: the value may begin a line (a bullet's
     text does); False where the tool's own text precedes it on the line."""
     words = []
-    for word in one_line(value, limit).split(" "):
+    for word in _inert_source(value, limit).split(" "):
         if _ACTIVE_WORD.search(word):
             words.append(code(word, in_table=in_table))
         else:
@@ -134,7 +145,7 @@ def cell(value: object, limit: int = 300) -> str:
 def cell_with_code(value: object, limit: int = 2_000) -> str:
     """A table cell written by the tool with `code spans` around data: each span kept as code
     (its content shown literally), the text between inert (`cell`)."""
-    parts = one_line(value, limit).split("`")
+    parts = _inert_source(value, limit).split("`")
     if len(parts) % 2 == 0:  # an unpaired backtick: nothing is code
         return cell(value, limit)
     out = []
@@ -151,7 +162,7 @@ def cell_with_code(value: object, limit: int = 2_000) -> str:
 def code(value: object, limit: int = _LINE_MAX, in_table: bool = False) -> str:
     """A code span showing `value` literally (one line): its fence is longer than any run of
     backticks inside. `in_table`: a pipe is written `\\|` (GitHub's table rule, even in code)."""
-    flat = one_line(value, limit)
+    flat = _inert_source(value, limit)
     if not flat:
         return "-"
     longest = max((len(r) for r in re.findall(r"`+", flat)), default=0)
@@ -192,14 +203,14 @@ def lines_in_block(lines: Iterable[object], limit: int = _LINE_MAX) -> list[str]
     (a closing fence may be indented by three)."""
     out = []
     for line in lines:
-        flat = one_line(line, limit)
+        flat = _inert_source(line, limit)
         out.append("    " + flat if flat.startswith(("```", "~~~")) else flat)
     return out
 
 
 def inert_block(value: object, limit: int = 20_000) -> list[str]:
     """Untrusted multi-line text as inert Markdown lines (each line through `text`)."""
-    kept = plain(value, newlines=True)[:limit]
+    kept = plain(redact(str(value)), newlines=True)[:limit]
     return [text(line) for line in kept.split("\n")]
 
 

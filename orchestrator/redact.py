@@ -2,7 +2,8 @@
 writes passes through `redact` (errors when made, output when shown, results and bundles
 before written). It removes credentials in a URL of any scheme
 (`scheme://user:secret@host`), secret query parameters (`?access_token=...`), the tokens of
-SECRET_ENV wherever they appear, and any secret a caller names."""
+SECRET_ENV wherever they appear, anything shaped like a GitHub token, and any secret a caller
+names."""
 
 from __future__ import annotations
 
@@ -32,6 +33,11 @@ _AUTHORITY = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/?#\s\"<>{}\[\]\\^`|]*)
 _QUERY = re.compile(
     r"(?i)([?&;](?:access_token|private_token|token|auth|password|passwd|pwd|secret|"
     r"api_key|apikey|key|client_secret|sig|signature|code|jwt|session)=)[^&#\s\"'<>]+"
+)
+# GitHub's own token shapes (classic, OAuth, user-to-server, server-to-server, refresh, and
+# fine-grained): removed even when the token is not this run's own (a commit message quoting one)
+_GITHUB_TOKEN = re.compile(
+    r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})"
 )
 _SEEN: set[str] = set()  # passwords met in URLs: removed wherever they appear later, decoded too
 
@@ -78,9 +84,21 @@ def _redact(text: str, found: list[str]) -> str:
     """redact with the secrets already gathered (`found`: known_secrets' list)."""
     for s in found:
         text = text.replace(s, REDACTED)
+    if _may_hold_token(text):
+        text = _GITHUB_TOKEN.sub(REDACTED, text)
     if "://" in text:
         text = _AUTHORITY.sub(_userinfo, text)
     return _QUERY.sub(rf"\g<1>{REDACTED}", text) if _may_hold_query(text) else text
+
+
+def github_token_in(text: str) -> bool:
+    """Whether `text` holds something shaped like a GitHub token."""
+    return _may_hold_token(text) and _GITHUB_TOKEN.search(text) is not None
+
+
+def _may_hold_token(text: str) -> bool:
+    """Whether _GITHUB_TOKEN can match (every shape has "gh" and "_")."""
+    return "gh" in text and "_" in text
 
 
 def _may_hold_query(text: str) -> bool:
@@ -177,7 +195,12 @@ class _Redactor:
         plain = self.plain()
         for i, v in enumerate(values):
             if isinstance(v, str):
-                if plain and "://" not in v and ("=" not in v or not _may_hold_query(v)):
+                if (
+                    plain
+                    and "://" not in v
+                    and not _may_hold_token(v)
+                    and ("=" not in v or not _may_hold_query(v))
+                ):
                     continue
                 values[i] = self.text(v)
                 plain = self.plain()  # a password met in a URL: every later string is checked

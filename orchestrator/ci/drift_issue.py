@@ -36,9 +36,6 @@ from ..drift.status import (
     APPLIES,
     CONFLICT,
     NOT_APPLICABLE,
-    REDERIVE,
-    REFRESH,
-    RESOLVE,
     RETIRE,
     THREE_WAY,
     UNAVAILABLE,
@@ -52,6 +49,8 @@ from ..model.results import Results
 from ..records import Record, parse
 from ..redact import redact
 from ..upstream.github_api import NoAnswer, Wording, github_message, raise_for_answer, send
+from .drift_wording import left_out_note, run_ref, target_todo
+from .drift_wording import topic_todo as topic_words
 
 TITLE = "ggml-patch: the series drifted or a cell failed"
 LABEL = "ggml-patch-drift"
@@ -75,28 +74,9 @@ STATUS_JSON = "the output of `ggml-patch status --json`"
 _DETAIL_MAX = 300
 # rows the state keeps (it lives in the body: with the tables it must stay under GitHub's limit)
 _ROWS_MAX = 60
-_TODO = {
-    CONFLICT: "a patch does not merge: `ggml-patch status --profile {profile} --target "
-    "{target}` leaves `<cache>/status/{target}/resolve/` stopped at it; resolve, "
-    "`git am --continue`, then `ggml-patch refresh {target}`",
-    THREE_WAY: "the series applies only with a 3-way merge (the code moved near the fix): "
-    "`ggml-patch refresh {target}` so it applies as it is",
-    NOT_APPLICABLE: "a file the fix changes, or the per-step API it fixes, is gone: "
-    "look at {target} by hand",
-}
-
-
-# what to do with a topic, per target (status.topic_action says which)
-_TOPIC_TODO = {
-    RETIRE: "`{topic}` is merged upstream on {target} ({status}): retire it, `state: "
-    "merged-upstream` and `applied_upstream: {base}` in patches/{topic}/topic.yaml",
-    REFRESH: "`{topic}` applies to {target} only with a 3-way merge: refresh it, "
-    "`ggml-patch refresh {target} --topic {topic}`",
-    REDERIVE: "`{topic}` conflicts on {target} and its own test cases fail there (the bug is "
-    "still there): re-derive its fix for {target}'s code",
-    RESOLVE: "`{topic}` conflicts on {target} and its behaviour was not checked: resolve the "
-    "conflict (see {target} above)",
-}
+# the state's JSON at most (the body's last line); the tables get the rest of BODY_MAX
+_STATE_MAX = 30_000
+_LIST_MAX = 12_000  # each list of what to do, in characters (then one line says how many more)
 
 
 class TopicLine(Record):
@@ -135,6 +115,8 @@ class State(Record):
     cells_profile: str = ""
     cells_run: str = ""  # the run whose results gave `failing`
     run: str = ""  # the run that wrote this state
+    # what the bounds left out (status --json and results.json have it all)
+    left_out: dict[str, int] = {}
 
     @classmethod
     def from_json(cls, d: Any) -> Optional["State"]:
@@ -161,7 +143,7 @@ def read_status(data: Any, where: str) -> Targets:
                 f'{where}: targets[{i}]: expected "target" and a "status" among {among}'
             )
     rows = {}
-    for r in report.targets[:_ROWS_MAX]:
+    for r in report.targets:  # current_state bounds them, and says how many it left out
         topics = {
             name: TopicLine(status=on.status, action=topic_action(on) or "")
             for name, on in r.topics.items()
@@ -183,7 +165,7 @@ def read_results(results: Results, proven: Optional[set[str]] = None) -> Failing
             reason=_short(c.reason),
             unproven=proven is not None and c.cell not in proven,
         )
-        for c in cells[:_ROWS_MAX]
+        for c in cells  # current_state bounds them, and says how many it left out
     }
     return results.profile or "?", failing
 
@@ -209,6 +191,7 @@ def current_state(
             row = last.model_copy(update={"kept": f"{row.status} now: {row.detail}".strip(": ")})
         rows[name] = row
     # the state lives in the body: a bounded number of rows, each detail bounded
+    left_out = {"targets": max(0, len(rows) - _ROWS_MAX)}
     rows = {
         name: row.model_copy(
             update={"detail": _short(row.detail), "kept": row.kept and _short(row.kept)}
@@ -225,11 +208,12 @@ def current_state(
         )
     else:
         cells_profile, failing, cells_run = "", {}, ""
+    left_out["failing cells"] = max(0, len(failing) - _ROWS_MAX)
     failing = {
         name: row.model_copy(update={"reason": _short(row.reason)})
         for name, row in list(failing.items())[:_ROWS_MAX]
     }
-    return State(
+    state = State(
         profile=profile,
         targets=rows,
         failing=failing,
@@ -237,6 +221,53 @@ def current_state(
         cells_run=cells_run,
         run=run,
     )
+    return _bounded(state, left_out)
+
+
+def _bounded(state: State, left_out: dict[str, int]) -> State:
+    """`state` with its JSON at most _STATE_MAX characters (it is the body's last line): the
+    topics that need nothing done go first, then the largest topic lists are halved, then rows
+    from the end; `left_out` says how many of each."""
+    left_out = {"topics": 0, **left_out}
+    targets, failing = dict(state.targets), dict(state.failing)
+
+    def fits() -> bool:
+        now = state.model_copy(update={"targets": targets, "failing": failing})
+        return len(state_json(now)) <= _STATE_MAX
+
+    def keep(name: str, kept: dict[str, TopicLine]) -> None:
+        left_out["topics"] += len(targets[name].topics) - len(kept)
+        targets[name] = targets[name].model_copy(update={"topics": kept})
+
+    if not fits():
+        for name, row in list(targets.items()):
+            keep(name, {k: on for k, on in row.topics.items() if on.action})
+    while not fits() and any(r.topics for r in targets.values()):
+        name = max(targets, key=lambda n: len(targets[n].topics))
+        topics = list(targets[name].topics.items())
+        keep(name, dict(topics[: len(topics) // 2]))
+    while not fits() and (targets or failing):
+        rows: dict = targets if len(targets) >= len(failing) else failing
+        rows.pop(list(rows)[-1])
+        left_out["targets" if rows is targets else "failing cells"] += 1
+    counts = {k: n for k, n in left_out.items() if n}
+    return state.model_copy(update={"targets": targets, "failing": failing, "left_out": counts})
+
+
+def state_json(state: State) -> str:
+    """The state as the body's last line holds it: inside an HTML comment, so no "--" (which
+    could end it), no "<" or ">", and no "@" or "#" GitHub could take for a mention or a
+    reference (JSON escapes them all; they read back the same)."""
+    text = json.dumps(state.to_json(), sort_keys=True, ensure_ascii=True)
+    for raw, escaped in (
+        ("--", "-\\u002d"),
+        ("<", "\\u003c"),
+        (">", "\\u003e"),
+        ("@", "\\u0040"),
+        ("#", "\\u0023"),
+    ):
+        text = text.replace(raw, escaped)
+    return text
 
 
 def rank(row: Optional[TargetRow]) -> int:
@@ -259,15 +290,8 @@ def topic_todo(state: State) -> list[str]:
         if r.kept:  # the source could not be had: the topics' standing is not known today
             continue
         for name, on in r.topics.items():
-            if on.action in _TOPIC_TODO:
-                out.append(
-                    _TOPIC_TODO[on.action].format(
-                        topic=publish.text(name, 100),
-                        target=publish.text(t, 100),
-                        status=publish.text(on.status, 100),
-                        base=publish.text(r.base or "BASE", 40),
-                    )
-                )
+            line = topic_words(on.action, name, t, on.status, r.base[:40])
+            out += [line] if line else []
     return out
 
 
@@ -381,12 +405,7 @@ def same_but_for_time(a: State, b: State) -> bool:
 
 
 def _at(run: str) -> str:
-    return f" ({_run_ref(run)})" if run else ""
-
-
-def _run_ref(run: str) -> str:
-    """The run's link as GitHub shows it (an https URL on an allowed host), else inert text."""
-    return run if publish.allowed_url(run) else publish.text(run, 300)
+    return f" ({run_ref(run)})" if run else ""
 
 
 def _item(line: str) -> str:
@@ -405,7 +424,7 @@ def _items(lines: list[str]) -> str:
 
 def issue_body(state: State, now: _dt.datetime, clean: bool = False) -> str:
     when = now.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") + (
-        f" by {_run_ref(state.run)}" if state.run else ""
+        f" by {run_ref(state.run)}" if state.run else ""
     )
     headline = "The series no longer applies as it is on some target, or a default cell fails."
     lines = [
@@ -415,6 +434,7 @@ def issue_body(state: State, now: _dt.datetime, clean: bool = False) -> str:
         "",
         f"Last checked {when}.",
         "",
+        *left_out_note(state.left_out),
     ]
     lines += [f"### Targets (profile {publish.code(state.profile, 100)})", ""]
     lines += ["| target | status | base | detail |", "|---|---|---|---|"]
@@ -439,34 +459,25 @@ def issue_body(state: State, now: _dt.datetime, clean: bool = False) -> str:
         if state.cells_run:
             lines += [
                 "",
-                f"From {_run_ref(state.cells_run)} (its summary and junit annotations "
+                f"From {run_ref(state.cells_run)} (its summary and junit annotations "
                 "have the details).",
             ]
     else:
         lines.append(
-            f"None in {_run_ref(state.cells_run)}."
+            f"None in {run_ref(state.cells_run)}."
             if state.cells_run
             else "None known (no matrix results given yet)."
         )
-    todo = [
-        _TODO[r.status].format(profile=publish.text(state.profile), target=publish.text(t))
-        for t, r in state.targets.items()
-        if r.status in _TODO
-    ]
-    if todo:
-        lines += ["", "### What to do", ""] + [f"- {x}" for x in todo]
-    per_topic = topic_todo(state)
-    if per_topic:
-        lines += ["", "### Per topic", ""] + [f"- {x}" for x in per_topic]
-    # inside an HTML comment: no "--" (which could end it), no "<" or ">" (JSON escapes them)
-    state_json = json.dumps(state.to_json(), sort_keys=True, ensure_ascii=True)
-    for raw, escaped in (("--", "-\\u002d"), ("<", "\\u003c"), (">", "\\u003e")):
-        state_json = state_json.replace(raw, escaped)
+    todo = [target_todo(r.status, state.profile, t) for t, r in state.targets.items()]
+    for title, items in (("What to do", [x for x in todo if x]), ("Per topic", topic_todo(state))):
+        rows = publish.bounded_rows([f"- {x}" for x in items], _LIST_MAX, "lines")
+        lines += ["", f"### {title}", "", *rows] if rows else []
+    saved = state_json(state)
     # the state stays the last line: what is cut to keep the body under GitHub's limit is the
-    # tables' text (the state itself is bounded: 300 characters a detail)
-    room = max(10_000, publish.BODY_MAX - len(state_json) - 100)
+    # tables' text (the state itself is bounded: _STATE_MAX)
+    room = max(10_000, publish.BODY_MAX - len(saved) - 100)
     shown = publish.bounded("\n".join(lines) + "\n", room)
-    return shown + f"\n<!-- ggml-patch-state: {state_json} -->\n"
+    return shown + f"\n<!-- ggml-patch-state: {saved} -->\n"
 
 
 def _row(*cells: str) -> str:

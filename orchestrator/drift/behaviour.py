@@ -37,9 +37,11 @@ from ..vcs.runner import GitError
 from ..vcs.snapshots import SnapshotRepo, Worktree
 from ..verdicts import classify
 from ..verdicts.competing import first_failing_line
+from . import confined
 from .status import FAILED, NOT_CHECKED, PASSED, Behaviour, short_name
 
 BACKEND = "cpu"  # the check's backend: every machine has it
+BUILD_AND_RUN = f"{__name__}:build_and_run"  # what the confined process runs
 
 
 class Checked(Record):
@@ -105,9 +107,11 @@ def check_topic(
     )
     with cache.lock(f"behaviour-{_layout_id(layout)}"):  # one tree per layout
         logs = root / "logs" / slug(target.name) / slug(topic.name)
-        found, lasting = _build_and_run(
-            matrix, cache, root, logs, repo, target, snap, rendered, backend
-        )
+        # the target's own code runs in it: confined (a process of its own, one deadline, no
+        # secret, its homes in its folder)
+        inputs = dict(matrix=matrix, cache=cache, root=root, logs=logs, repo_path=repo.path)
+        inputs |= dict(target=target, snap=snap, rendered=rendered, backend=backend)
+        found, lasting = confined.run(BUILD_AND_RUN, inputs, root, confined.deadline())
     if lasting:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(Checked(key=key, behaviour=found).to_json(), indent=2) + "\n")
@@ -116,12 +120,12 @@ def check_topic(
     return found
 
 
-def _build_and_run(
+def build_and_run(
     matrix: Matrix,
     cache: Cache,
     root: Path,
     logs: Path,
-    repo: SnapshotRepo,
+    repo_path: Path,
     target: Target,
     snap: sources.Snapshot,
     rendered: Series,
@@ -130,7 +134,9 @@ def _build_and_run(
     """The test patches on the target as it is, then the cell pipeline's own steps for a given
     tree (cell.tested_tree: plan, configure, build, test), test-opt's outcome read back; and
     whether the result is the tree's (kept for a run with the same key) or may be this machine's
-    (configure or build failed, the run timed out: checked again next time)."""
+    (configure or build failed, the run timed out: checked again next time). In the confined
+    process (confined.py); `repo_path`: the snapshots repository's folder."""
+    repo = SnapshotRepo(repo_path)
     wt = Worktree(repo, root / "src")
     wt.ensure(snap.commit)
     files = write_patches(rendered, root / "series")

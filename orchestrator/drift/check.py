@@ -31,6 +31,7 @@ from ..patchset.render import render
 from ..patchset.series import Series
 from ..vcs.runner import error_line
 from ..vcs.snapshots import SnapshotRepo, Worktree
+from . import confined
 from .behaviour import check_topic
 from .status import (
     CLEAN,
@@ -88,8 +89,10 @@ def status_of_targets(
     """Each target's row: the chosen topics' series (`topics`, else --topic's, else the queue's
     default) tried patch by patch, split back into the topics; a topic in conflict or already
     upstream gets its behaviour checked (behaviour.py) unless `behaviour` is False."""
-    # a bad series is refused here, before anything is fetched or touched
+    # a bad series is refused here, before anything is fetched or touched; a bad deadline too
     series = load_series(matrix, topics)
+    if behaviour:
+        confined.deadline()
     chosen = load_queue(matrix).chosen(topics)
     repo = SnapshotRepo(cache.snapshots_git)
     # every source is resolved before any worktree is touched:

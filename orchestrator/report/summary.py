@@ -36,6 +36,10 @@ _ICON = {
 }
 
 
+def _redacted(text: Optional[str]) -> Optional[str]:
+    return None if text is None else redact(text)
+
+
 def write_results(results: Results, directory: Path) -> list[Path]:
     # no credential of a source URL and no GITHUB_TOKEN in any file written (the one redaction)
     results = results_of(redact_data(results.to_json()), ours=True)
@@ -47,8 +51,9 @@ def write_results(results: Results, directory: Path) -> list[Path]:
     old = untrusted.read_lenient(md_path, "summary", root=directory)
     # each entry replaced, never written through a symlink (untrusted.write_replacing)
     untrusted.write_replacing(md_path, evidence_section.keep(old, summary_markdown(results)))
-    # logs are read only inside the results folder, and redacted like everything else written
-    xml = junit_xml(results, lambda p: log_tail(p, root=directory))
+    # logs are read only inside the results folder, and redacted like everything else written:
+    # each tail before XML escapes it (an escaped secret is no longer what redaction finds)
+    xml = junit_xml(results, lambda p: _redacted(log_tail(p, root=directory)))
     # for CI systems' test views
     untrusted.write_replacing(directory / "junit.xml", redact(xml))
     return [json_path, md_path]

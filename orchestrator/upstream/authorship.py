@@ -1,6 +1,7 @@
 """Who the bundle's commits belong to: the contributor (`--author`, else git's user.name and
 user.email), with an `Assisted-by:` trailer when asked; never `Co-authored-by:`. The messages
-are otherwise the series' own, byte for byte."""
+are otherwise the series' own, byte for byte, except a secret in one (a token, a URL's
+password): redacted as `***`, and the caller told which commits held one."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from ..errors import ConfigError
+from ..redact import REDACTED, redact
 from ..vcs import commits
 from ..vcs import user as user_git
 
@@ -72,13 +74,22 @@ def resolve(author: Optional[str], config: tuple[Optional[str], Optional[str]]) 
 # ---------------------------------------------------------------- the commits, re-made
 
 
-def reauthor(git_dir: str, base: str, patched: str, who: Identity, assistant: Optional[str]) -> str:
+def reauthor(
+    git_dir: str,
+    base: str,
+    patched: str,
+    who: Identity,
+    assistant: Optional[str],
+    notice: Callable[[str], None] = lambda line: None,
+) -> str:
     """base..patched again, same trees, dates and messages, authored by `who` (+ Assisted-by);
-    the head."""
+    the head. A message holding a secret is redacted, and `notice` told in one line: the
+    bundle's patches are made from these commits, so none carries it."""
     repo, parent = Path(git_dir), base
-    for sha in commits.ids(repo, base, patched):
+    for number, sha in enumerate(commits.ids(repo, base, patched), 1):
         # the message's exact bytes after the headers
         head, _, message = commits.raw(repo, sha).partition(b"\n\n")
+        message = _without_secrets(message, number, notice)
         lines = (ln.partition(b" ") for ln in head.split(b"\n"))
         # one each
         headers = {key.decode(): value for key, _, value in lines if key in (b"tree", b"author")}
@@ -95,3 +106,16 @@ def reauthor(git_dir: str, base: str, patched: str, who: Identity, assistant: Op
             message = commits.with_trailer(repo, message, f"Assisted-by: {assistant}")
         parent = commits.commit_tree(repo, headers["tree"].decode(), parent, message, env)
     return parent
+
+
+def _without_secrets(message: bytes, number: int, notice: Callable[[str], None]) -> bytes:
+    """`message` with any secret redacted (the bytes kept as they are otherwise)."""
+    text = message.decode("utf-8", "surrogateescape")
+    clean = redact(text)
+    if clean == text:
+        return message
+    notice(
+        f"commit {number}'s message held a secret (a token, a URL's credentials): "
+        f"written as {REDACTED} in patch {number:04d}"
+    )
+    return clean.encode("utf-8", "surrogateescape")

@@ -40,7 +40,7 @@ from ..verdicts.competing import load_competing
 from ..verdicts.known_limits import as_json, load_known_limits
 from ..verdicts.related import load_related
 from ..verdicts.training import can_plot, plot
-from . import authorship, cover, documents, issue_form, policy
+from . import authorship, cover, documents, issue_form, leaks, policy
 from .manifest import Durations, Manifest, Verification, VerifiedTest, read_manifest
 from .views import (
     NOT_RUN,
@@ -471,7 +471,10 @@ def bundle_target(
         prior = series_files[: len(series_files) - topic.own]
         start = repo.commits(base, patched)[len(prior) - 1][0] if prior else base
         # the contributor's commits: their identity (and Assisted-by)
-        head = authorship.reauthor(str(repo.path), start, patched, opts.author, opts.assisted_by)
+        said = lambda line: opts.log(f"{topic.name} on {target_name}: {line}")  # noqa: E731
+        head = authorship.reauthor(
+            str(repo.path), start, patched, opts.author, opts.assisted_by, said
+        )
         patches = format_patch(repo, start, head)
         commits = [
             SeriesCommit(subject, body, files)
@@ -538,6 +541,7 @@ def bundle_target(
     )
     files_text[MANIFEST] = json.dumps(man, indent=2) + "\n"  # the whole manifest, redacted
 
+    leaks.refuse_leaks(files_text, f"{topic.name}/{target_name}")  # before anything is written
     # only into a folder the tool made (or a new or empty one): _write_dir replaces dest whole
     claimed = outdir.claim(opts.out_dir, "--out", legacy=outdir.made_bundles)
     dest = claimed / topic.name / target_name

@@ -214,3 +214,14 @@ def test_redact_data_agrees_with_redact_on_every_string(strings):
         for name in redact_module.SECRET_ENV:
             mp.delenv(name, raising=False)
         assert redact_data({"a": strings}) == {"a": [redact(s) for s in strings]}
+
+
+def test_a_github_token_shape_is_removed_whoever_it_belongs_to(monkeypatch):
+    for name in redact_module.SECRET_ENV:
+        monkeypatch.delenv(name, raising=False)
+    classic, fine = "ghp_" + "aZ9" * 12, "github_pat_" + "11AB_cd" * 8
+    assert redact(f"x {classic}_tail {fine}.") == "x ***_tail ***."
+    assert redact(f"(gho_{'b' * 36})") == "(***)"
+    # words that only look a little like one stay
+    for word in ("ghp_short", "high_value_numbers", "xghp_" + "a" * 36, "the ghost_in"):
+        assert redact(word) == word
