@@ -18,6 +18,8 @@ topic.yaml (DEP-3's Origin, Bug, Forwarded, Applied-Upstream, Last-Update, and a
     last_update: 2026-12-02
     state: local | forwarded | merged-upstream | dropped
     after: [topics it must follow: they touch the same lines]
+    retired: {TARGET: upstream commit or URL}   (optional: upstream on those targets only; the
+                                                 topic stays active on every other target)
 
 Pure: texts in, records out (the file system is files.py's). Every error is one line naming the
 file, the line and the key.
@@ -30,7 +32,7 @@ import functools
 import re
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BeforeValidator, Field, StringConstraints, ValidationError
 
@@ -53,6 +55,10 @@ OneLine = Annotated[str, StringConstraints(pattern=r"^[\x20-\x7e]+$", max_length
 # https only, one line, no quote, bracket or backslash (model.values.HttpsUrl's rule), bounded
 Url = Annotated[HttpsUrl, StringConstraints(pattern=r"^https://[\x21-\x7e]+$")]
 UpstreamCommit = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")]
+# a matrix target's name (config.py's rule), as topic.yaml's `retired:` keys name one
+TargetKey = Annotated[
+    str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=100)
+]
 
 
 def _iso_date(value: Any) -> Any:
@@ -78,6 +84,7 @@ _EXPECTED = {
     "after": "a topic name (lowercase letters, digits, '-')",
     "topics": "a topic name (lowercase letters, digits, '-')",
     "gate_test": f"{GATE_TEST} (the one test native_tests/ adds), or absent",
+    "retired": "an upstream commit id (7-64 lowercase hex digits) or an https:// URL",
 }
 
 
@@ -102,6 +109,9 @@ class TopicMeta(Record):
     # the project's own test of this topic's fix (native_tests/), built and run only in runs
     # that carry the topic: another topic's fix alone does not pass it
     gate_test: Optional[Literal["test-opt-dynamic-accum"]] = None
+    # the targets where the fix is upstream (`topic retire NAME --target T`): not applied there,
+    # still applied on every other target (an older base that still needs it)
+    retired: dict[TargetKey, Union[UpstreamCommit, Url]] = Field(default_factory=dict)
 
 
 class QueueOrder(Record):
@@ -161,6 +171,10 @@ class Topic:
     @property
     def active(self) -> bool:
         return self.meta.state in ACTIVE
+
+    def active_on(self, target: Optional[str]) -> bool:
+        """Active, and not retired on `target` (None: on no target in particular)."""
+        return self.active and (target is None or target not in self.meta.retired)
 
     def line(self, *key: Any) -> int:
         return _line_for(self.lines, key)
@@ -226,8 +240,8 @@ class Queue:
     def names(self) -> list[str]:
         return [t.name for t in self.topics]
 
-    def active(self) -> list[Topic]:
-        return [t for t in self.topics if t.active]
+    def active(self, target: Optional[str] = None) -> list[Topic]:
+        return [t for t in self.topics if t.active_on(target)]
 
     def topic(self, name: str, where: str = "--topic") -> Topic:
         for t in self.topics:
@@ -235,9 +249,14 @@ class Queue:
                 return t
         raise ConfigError(f"{where}: unknown topic {name!r} (the queue: {', '.join(self.names())})")
 
-    def chosen(self, names: Optional[list[str]] = None) -> list[Topic]:
+    def chosen(
+        self, names: Optional[list[str]] = None, target: Optional[str] = None
+    ) -> list[Topic]:
         """The topics to apply: the active ones, or those named with the active topics they
-        follow (`after:`), in queue order. A named topic that is not active is refused."""
+        follow (`after:`), in queue order. A named topic that is not active is refused. On a
+        `target`, a topic retired there (upstream has it) is left out, named or not."""
+        if target is not None:
+            return [t for t in self.chosen(names) if t.active_on(target)]
         if not names and not self.default:
             return self.active()
         if not names:
@@ -257,11 +276,12 @@ class Queue:
             todo += [d for d in (self.topic(a) for a in t.meta.after) if d.active]
         return [t for t in self.topics if t.name in wanted]
 
-    def series(self, names: Optional[list[str]] = None) -> Series:
+    def series(self, names: Optional[list[str]] = None, target: Optional[str] = None) -> Series:
         """The chosen topics' series as one, in order: each patch numbered by its place in the
-        whole (the topic's own names otherwise: two topics may both have a 0001)."""
+        whole (the topic's own names otherwise: two topics may both have a 0001). On a `target`:
+        without the topics retired there."""
         patches = []
-        chosen = self.chosen(names)
+        chosen = self.chosen(names, target)
         for t in chosen:
             patches += [replace(p, topic=t.name) for p in t.series.patches]
         renamed = []
