@@ -211,7 +211,8 @@ def write_queue(root: Path, plan: QueueWrite) -> None:
     whole (written beside it, then renamed over it). queue.yaml is the caller's last file: a
     queue never names a topic before its folder is there."""
     for src, dst in plan.moves:
-        check_replaceable(src, root)
+        if src.is_symlink() or not src.is_dir():  # a folder moved, never what a link names
+            raise ConfigError(f"{src}: not a folder (or a symlink); refused")
         if dst.exists() or dst.is_symlink():
             raise ConfigError(f"{dst}: exists; refused (a topic's folder is never replaced)")
     for path, _ in plan.files:
@@ -220,4 +221,5 @@ def write_queue(root: Path, plan: QueueWrite) -> None:
         src.rename(dst)
     for path, text in plan.files:
         path.parent.mkdir(parents=True, exist_ok=True)
-        untrusted.write_replacing(path, text)
+        # a patch's bytes as read (surrogateescape): a commit's non-UTF-8 line stays as it was
+        untrusted.write_replacing(path, text.encode("utf-8", "surrogateescape"))

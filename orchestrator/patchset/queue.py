@@ -111,7 +111,8 @@ class TopicMeta(Record):
     gate_test: Optional[Literal["test-opt-dynamic-accum"]] = None
     # the targets where the fix is upstream (`topic retire NAME --target T`): not applied there,
     # still applied on every other target (an older base that still needs it)
-    retired: dict[TargetKey, Union[UpstreamCommit, Url]] = Field(default_factory=dict)
+    # (null: upstream there, the commit not named)
+    retired: dict[TargetKey, Optional[Union[UpstreamCommit, Url]]] = Field(default_factory=dict)
 
 
 class QueueOrder(Record):
