@@ -31,6 +31,7 @@ from ..patchset.render import render
 from ..patchset.series import Series
 from ..vcs.runner import error_line
 from ..vcs.snapshots import SnapshotRepo, Worktree
+from .alone import try_alone
 from .behaviour import check_topic
 from .status import (
     CLEAN,
@@ -41,6 +42,7 @@ from .status import (
     NOT_TRIED,
     OPT_HEADER,
     PRESENT,
+    RETIRED_HERE,
     SKIPPED,
     UNAVAILABLE,
     UNREACHABLE,
@@ -89,8 +91,10 @@ def status_of_targets(
     default) tried patch by patch, split back into the topics; a topic in conflict or already
     upstream gets its behaviour checked (behaviour.py) unless `behaviour` is False."""
     # a bad series is refused here, before anything is fetched or touched
-    series = load_series(matrix, topics)
-    chosen = load_queue(matrix).chosen(topics or matrix.topics)
+    queue = load_queue(matrix)
+    series = load_series(matrix, topics, queue=queue)
+    chosen = queue.chosen(topics or matrix.topics)
+    follows = _follows(chosen)
     repo = SnapshotRepo(cache.snapshots_git)
     # every source is resolved before any worktree is touched:
     # a ref that does not exist stops the run here
@@ -99,23 +103,54 @@ def status_of_targets(
     before_merge = functools.cache(lambda: ensure_preimages(matrix, cache, repo, series))
     rows = []
     for target, snap, status, reason in resolved:
-        if snap is None:
+        # the topics retired on this target (upstream has them there) are not applied there
+        here = [t for t in chosen if t.active_on(target.name)]
+        retired = [t for t in chosen if not t.active_on(target.name)]
+        mine = series if not retired else load_series(matrix, topics, queue, target.name)
+        if snap is None or not here:
             layout, source = _layout_name(target), _source_info(target, None)
             row = TargetStatus(
-                target=target.name, layout=layout, source=source, status=status, detail=reason
+                target=target.name,
+                layout=layout,
+                source=source if snap is None else _source_info(target, snap),
+                status=status if snap is None else NOT_APPLICABLE,
+                detail=reason if snap is None else "every topic is retired on this target",
             )
         else:
             with cache.lock(f"status-{target.name}"):  # one run at a time in a target's worktrees
-                row = check_target(cache, repo, series, target, snap, before_merge)
-        row.topics = split_topics(own_patches(chosen), row)
+                row = check_target(cache, repo, mine, target, snap, before_merge, follows)
+        row.topics = split_topics(own_patches(here), row)
+        for t in retired:
+            row.topics[t.name] = _retired_here(t, target.name)
         if snap is not None:
-            for t in chosen:
+            for t in here:
                 found = _behaviour(
                     matrix, cache, repo, target, snap, t, row.topics[t.name], behaviour
                 )
                 row.topics[t.name] = with_behaviour(row.topics[t.name], found)
         rows.append(row)
     return rows
+
+
+def _retired_here(topic: Topic, target: str) -> TopicOnTarget:
+    upstream = topic.meta.retired.get(target)
+    said = f"topic.yaml retired: {target}" + (f" (upstream: {upstream})" if upstream else "")
+    return TopicOnTarget(status=RETIRED_HERE, detail=said)
+
+
+def _follows(chosen: list[Topic]) -> dict[str, set[str]]:
+    """Each topic's `after:` at any depth (the topics it cannot be tried without)."""
+    direct = {t.name: set(t.meta.after) for t in chosen}
+    out: dict[str, set[str]] = {}
+    for name in direct:
+        seen, todo = set(), list(direct[name])
+        while todo:
+            d = todo.pop()
+            if d not in seen:
+                seen.add(d)
+                todo += direct.get(d, set())
+        out[name] = seen
+    return out
 
 
 def _behaviour(
@@ -157,6 +192,7 @@ def check_target(
     target: Target,
     snap: sources.Snapshot,
     before_merge: Thunk,
+    follows: Optional[dict[str, set[str]]] = None,
 ) -> TargetStatus:
     src, layout = get_layout(series.layout), get_layout(target.layout, target.prefix)
     layout_name, source = _layout_name(target), _source_info(target, snap)
@@ -184,6 +220,12 @@ def check_target(
     files = write_patches(rendered, dirs.series)
     trial = Worktree(repo, dirs.trial)
     results, conflict = attempt(trial, snap.commit, rendered, files, before_merge)
+    if conflict and follows is not None:  # the later topics that do not need the stuck one
+
+        def alone(sub: Series, sub_files: list[Path]) -> list[PatchResult]:
+            return attempt(trial, snap.commit, sub, sub_files, before_merge)[0]
+
+        results = try_alone(rendered, files, results, follows, alone)
     row.patches = results
     row.status, row.detail = target_status(results)
     if conflict:
