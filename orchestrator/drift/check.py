@@ -31,6 +31,7 @@ from ..patchset.render import render
 from ..patchset.series import Series
 from ..vcs.runner import error_line
 from ..vcs.snapshots import SnapshotRepo, Worktree
+from . import resolution
 from .alone import try_alone
 from .behaviour import check_topic
 from .status import (
@@ -230,10 +231,18 @@ def check_target(
     row.status, row.detail = target_status(results)
     if conflict:
         row.conflict = leave_for_resolution(
-            repo, dirs.resolve, snap.commit, results, files, conflict
+            repo, dirs.resolve, snap.commit, results, files, conflict, series
         )
     else:
         drop_captured_resolution(repo, dirs.resolve, trial)
+        if dirs.resolve.exists():  # an earlier conflict's worktree, no longer this series'
+            why = resolution.stale_reason(dirs.resolve, snap.commit, series) or (
+                "made by an earlier run for a conflict this series no longer has"
+            )
+            said = f"stale resolution worktree {dirs.resolve} ({why}); discard it: " + (
+                resolution.discard_command(repo, dirs.resolve)
+            )
+            row.detail = f"{row.detail}; {said}" if row.detail else said
     return row
 
 
@@ -303,12 +312,19 @@ def leave_for_resolution(
     results: list[PatchResult],
     files: list[Path],
     conflict: Conflict,
+    series: Optional[Series] = None,
 ) -> Conflict:
-    """A worktree with the patches before the conflict applied and `git am -3` stopped at it."""
+    """A worktree with the patches before the conflict applied and `git am -3` stopped at it,
+    recorded as made for `base` and `series` (resolution.py). One already there is kept (someone
+    may be resolving there: never reset), named stale where it was made for another."""
     wt = Worktree(repo, path)
-    if path.exists():  # someone may be resolving there: never reset it
-        return conflict.model_copy(update={"worktree": str(path), "kept": True})
+    if path.exists():
+        why = resolution.stale_reason(path, base, series) if series else None
+        stale = f"{why}; discard it: {resolution.discard_command(repo, path)}" if why else ""
+        return conflict.model_copy(update={"worktree": str(path), "kept": True, "stale": stale})
     wt.ensure(base)
+    if series is not None:
+        resolution.record(path, base, series)
     k = next(i for i, r in enumerate(results) if r.result == CONFLICTED)
     for r, f in zip(results[:k], files[:k], strict=True):
         if r.result in (CLEAN, MERGED) and wt.try_am(f, three_way=r.result == MERGED) is not None:

@@ -90,6 +90,8 @@ class Conflict(Record, frozen=True):
     worktree: TextLine = ""  # left with `git am -3` stopped at this patch
     reason: TextLine = ""  # git's own line (e.g. no blobs for a 3-way merge)
     kept: bool = False  # an earlier run's resolution worktree, left as it was
+    # a kept worktree made for another base or series: why, and the command that discards it
+    stale: TextLine = ""
 
 
 class Behaviour(Record, frozen=True):

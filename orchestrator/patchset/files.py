@@ -127,14 +127,15 @@ def load_series(
     topics: Optional[list[str]] = None,
     queue: Optional[Queue] = None,
     target: Optional[str] = None,
+    any_state: bool = False,
 ) -> Series:
     """The series of the queue's active topics (or those named, with what they follow) as one,
     checked against native_tests/: the gate test a series adds must be the gate test's source,
     byte for byte. `queue`: the matrix's, already loaded; `target`: the series applied there
-    (without the topics retired on it)."""
+    (without the topics retired on it); `any_state`: `topics` whatever their state (a run's)."""
     require_native_tests(matrix)  # the gate test and the harness every build uses
     queue = queue or load_queue(matrix)
-    series = queue.series(topics or matrix.topics, target)
+    series = queue.series(topics or matrix.topics, target, any_state)
     if matrix.queue.gate_approval and series.gate_test_source() is None:
         raise ConfigError(
             f"{matrix.path}:{_line_for(matrix.lines, ('queue', 'gate_approval'))}: "

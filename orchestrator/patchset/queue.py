@@ -251,13 +251,17 @@ class Queue:
         raise ConfigError(f"{where}: unknown topic {name!r} (the queue: {', '.join(self.names())})")
 
     def chosen(
-        self, names: Optional[list[str]] = None, target: Optional[str] = None
+        self,
+        names: Optional[list[str]] = None,
+        target: Optional[str] = None,
+        any_state: bool = False,
     ) -> list[Topic]:
         """The topics to apply: the active ones, or those named with the active topics they
-        follow (`after:`), in queue order. A named topic that is not active is refused. On a
-        `target`, a topic retired there (upstream has it) is left out, named or not."""
+        follow (`after:`), in queue order. A named topic that is not active is refused (unless
+        `any_state`: an earlier run's topics, some retired since). On a `target`, a topic
+        retired there (upstream has it) is left out, named or not."""
         if target is not None:
-            return [t for t in self.chosen(names) if t.active_on(target)]
+            return [t for t in self.chosen(names, any_state=any_state) if t.active_on(target)]
         if not names and not self.default:
             return self.active()
         if not names:
@@ -265,7 +269,7 @@ class Queue:
         wanted: set[str] = set()
         todo = [self.topic(n) for n in names]
         for t in todo:
-            if not t.active:
+            if not t.active and not any_state:
                 raise ConfigError(
                     f"--topic: {t.name!r} is {t.meta.state}; only local and forwarded topics apply"
                 )
@@ -277,12 +281,17 @@ class Queue:
             todo += [d for d in (self.topic(a) for a in t.meta.after) if d.active]
         return [t for t in self.topics if t.name in wanted]
 
-    def series(self, names: Optional[list[str]] = None, target: Optional[str] = None) -> Series:
+    def series(
+        self,
+        names: Optional[list[str]] = None,
+        target: Optional[str] = None,
+        any_state: bool = False,
+    ) -> Series:
         """The chosen topics' series as one, in order: each patch numbered by its place in the
         whole (the topic's own names otherwise: two topics may both have a 0001). On a `target`:
-        without the topics retired there."""
+        without the topics retired there; `any_state`: the named topics whatever their state."""
         patches = []
-        chosen = self.chosen(names, target)
+        chosen = self.chosen(names, target, any_state)
         for t in chosen:
             patches += [replace(p, topic=t.name) for p in t.series.patches]
         renamed = []

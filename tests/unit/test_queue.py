@@ -183,6 +183,9 @@ def test_a_chosen_topic_brings_the_active_topics_it_follows():
     q = _queue(["a", "b"], {}, {"a": "dropped"})
     with pytest.raises(ConfigError, match=r"^--topic: 'a' is dropped; only local and forwarded"):
         q.chosen(["a"])
+    # an earlier run's topics (bundle after a retire): named ones whatever their state
+    assert [t.name for t in q.chosen(["a", "b"], any_state=True)] == ["a", "b"]
+    assert q.series(["a", "b"], any_state=True).topics == ("a", "b")
 
 
 # ---- the queue on disk ----
