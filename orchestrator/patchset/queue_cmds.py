@@ -85,10 +85,12 @@ def move(matrix: Matrix, queue: Queue, name: str, other: str, before: bool) -> E
     new_text = queue_edit.queue_move(str(texts.queue_file), texts.queue_text, name, other, before)
     moved = _checked(queue, texts, new_text, texts.topics).names()
     if (moved.index(name) < moved.index(other)) != before:
-        first, then = (topic, peer) if before else (peer, topic)
+        # moving before: its own `after:` keeps it later; moving after: the other's keeps it
+        then = topic if before else peer
         raise ConfigError(
-            f"{then.where}:{then.line('after')}: after: {then.name!r} follows {first.name!r}; "
-            f"{name!r} cannot move {'before' if before else 'after'} {other!r} (edit after: first)"
+            f"{then.where}:{then.line('after')}: after: {then.name!r} follows "
+            f"{', '.join(then.meta.after)} (at any depth); {name!r} cannot move "
+            f"{'before' if before else 'after'} {other!r} (edit after: first)"
         )
     said = (f"topic {name}: now {'before' if before else 'after'} {other}: {', '.join(moved)}",)
     return Edit(QueueWrite(_changed(texts, new_text, texts.topics)), said)
