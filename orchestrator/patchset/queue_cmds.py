@@ -134,6 +134,10 @@ def rename(matrix: Matrix, queue: Queue, old: str, new: str) -> Edit:
     native = matrix.topic_native_dir(old)
     if native.exists() or native.is_symlink():
         moves.append((native, matrix.topic_native_dir(new)))
+    for folder, _ in moves:  # a moved link would name another file, or none
+        link = next((p for p in sorted(folder.rglob("*")) if p.is_symlink()), None)
+        if link is not None:
+            raise ConfigError(f"{link}: a symlink; a topic's folder is moved only with plain files")
     files = tuple((p, t) for p, t in _changed(texts, new_text, edited) if p != edited[new][0])
     said = (f"topic {old}: renamed {new} ({', '.join(str(d) for _, d in moves)})",)
     return Edit(QueueWrite(files, tuple(moves)), said)

@@ -204,3 +204,26 @@ def test_the_checkouts_textconv_does_not_run(project, tmp_path):
     git(fork, "config", "diff.external", f"sh -c 'touch {marker}'")
     _ok(_tool(matrix, "import", "HEAD~2..HEAD", "--repo", str(fork)))
     assert not marker.exists()
+
+
+def test_no_write_goes_through_a_symlink(project, tmp_path):
+    """A symlink where the tool used to write its temporary queue.yaml, or in a topic's folder,
+    is never written through: the file it names stays as it was."""
+    matrix, fork = project
+    outside = tmp_path / "outside.txt"
+    outside.write_text("mine\n")
+    folder = matrix.parent / "patches"
+    (folder / ".queue.yaml.tmp").symlink_to(outside)
+    _ok(_tool(matrix, "import", "HEAD~2..HEAD", "--repo", str(fork)))
+    assert outside.read_text() == "mine\n"
+    first = load_queue(load_matrix(matrix)).names()[0]
+    (folder / first / "cover.md").unlink()
+    (folder / first / "cover.md").symlink_to(outside)
+    _ok(_tool(matrix, "drop", first))  # cover.md is not one of the files drop writes
+    assert outside.read_text() == "mine\n"
+    before = _snapshot(matrix.parent)
+    (folder / first / "topic.yaml").rename(folder / first / "real.yaml")
+    (folder / first / "topic.yaml").symlink_to(folder / first / "real.yaml")
+    line = _one_line(_tool(matrix, "rename", first, "other-name"))
+    assert f"patches/{first}/" in line, line
+    assert (folder / first / "real.yaml").read_bytes() == before[f"patches/{first}/topic.yaml"]
