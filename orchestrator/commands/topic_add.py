@@ -127,6 +127,7 @@ def _edit(args, matrix, queue: Queue, topics: list[Imported], layout: str, today
     text = read_optional(queue_file, "queue", root=qdir)
     for t in topics:
         text = queue_edit.queue_append(str(queue_file), text, t.name)
+    assert text is not None  # queue_append always returns the whole queue.yaml
     listed = {n: (matrix.topic_dir(n) / TOPIC_FILE, None) for n in queue.names()}
     shown = {
         n: (str(p), read_optional(p, "topic", root=qdir) or "") for n, (p, _) in listed.items()

@@ -34,7 +34,9 @@ def made_for(resolve: Path) -> Optional[dict]:
         made = json.loads(text) if text else None
     except ValueError:
         return None
-    ok = isinstance(made, dict) and all(isinstance(made.get(k), str) for k in ("base", "series"))
+    if not isinstance(made, dict):
+        return None
+    ok = all(isinstance(made.get(k), str) for k in ("base", "series"))
     return made if ok and isinstance(made.get("topics"), list) else None
 
 

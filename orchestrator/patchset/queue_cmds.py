@@ -197,7 +197,9 @@ def retire(
             "whole queue on every target"
         )
     if not targets:
-        for t in queue.topics:
-            if name in t.meta.after and t.active:
-                said.append(f"  note: {t.name} follows {name} (after:); it now applies without it")
+        for other in queue.topics:
+            if name in other.meta.after and other.active:
+                said.append(
+                    f"  note: {other.name} follows {name} (after:); it now applies without it"
+                )
     return Edit(QueueWrite(_changed(texts, texts.queue_text, edited)), tuple(said))

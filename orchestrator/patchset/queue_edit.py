@@ -122,7 +122,9 @@ def topic_update(where: str, text: str, today: datetime.date, **values: Any) -> 
     return dump(data)
 
 
-def topic_retire_on(where: str, text: str, target: str, upstream: str, today: datetime.date) -> str:
+def topic_retire_on(
+    where: str, text: str, target: str, upstream: Optional[str], today: datetime.date
+) -> str:
     """topic.yaml with `retired: {target: upstream}` (the topic is upstream on that target only:
     it stays active on every other)."""
     data = load(where, text)
@@ -139,7 +141,7 @@ def topic_after_renamed(where: str, text: str, old: str, new: str) -> Optional[s
     """topic.yaml with `old` renamed `new` in its `after:`; None when it does not name `old`."""
     data = load(where, text)
     after = data.get("after")
-    if not isinstance(after, list) or old not in after:
+    if not isinstance(after, CommentedSeq) or old not in after:
         return None
     set_list(after, [new if n == old else n for n in _names(data, "after")])
     return dump(data)
