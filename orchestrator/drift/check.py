@@ -119,7 +119,8 @@ def status_of_targets(
             )
         else:
             with cache.lock(f"status-{target.name}"):  # one run at a time in a target's worktrees
-                row = check_target(cache, repo, mine, target, snap, before_merge, follows)
+                carried = {t.name for t in queue.active(target.name)}
+                row = check_target(cache, repo, mine, target, snap, before_merge, follows, carried)
         row.topics = split_topics(own_patches(here), row)
         for t in retired:
             row.topics[t.name] = _retired_here(t, target.name)
@@ -194,6 +195,7 @@ def check_target(
     snap: sources.Snapshot,
     before_merge: Thunk,
     follows: Optional[dict[str, set[str]]] = None,
+    carried: Optional[set[str]] = None,
 ) -> TargetStatus:
     src, layout = get_layout(series.layout), get_layout(target.layout, target.prefix)
     layout_name, source = _layout_name(target), _source_info(target, snap)
@@ -231,17 +233,12 @@ def check_target(
     row.status, row.detail = target_status(results)
     if conflict:
         row.conflict = leave_for_resolution(
-            repo, dirs.resolve, snap.commit, results, files, conflict, series
+            repo, dirs.resolve, snap.commit, results, files, conflict, series, carried
         )
     else:
         drop_captured_resolution(repo, dirs.resolve, trial)
         if dirs.resolve.exists():  # an earlier conflict's worktree, no longer this series'
-            why = resolution.stale_reason(dirs.resolve, snap.commit, series) or (
-                "made by an earlier run for a conflict this series no longer has"
-            )
-            said = f"stale resolution worktree {dirs.resolve} ({why}); discard it: " + (
-                resolution.discard_command(repo, dirs.resolve)
-            )
+            said = _kept_worktree(repo, dirs.resolve, snap.commit, series, carried)
             row.detail = f"{row.detail}; {said}" if row.detail else said
     return row
 
@@ -313,13 +310,14 @@ def leave_for_resolution(
     files: list[Path],
     conflict: Conflict,
     series: Optional[Series] = None,
+    carried: Optional[set[str]] = None,
 ) -> Conflict:
     """A worktree with the patches before the conflict applied and `git am -3` stopped at it,
     recorded as made for `base` and `series` (resolution.py). One already there is kept (someone
     may be resolving there: never reset), named stale where it was made for another."""
     wt = Worktree(repo, path)
     if path.exists():
-        why = resolution.stale_reason(path, base, series) if series else None
+        why = resolution.stale_reason(path, base, series, carried) if series else None
         stale = f"{why}; discard it: {resolution.discard_command(repo, path)}" if why else ""
         return conflict.model_copy(update={"worktree": str(path), "kept": True, "stale": stale})
     wt.ensure(base)
@@ -333,6 +331,25 @@ def leave_for_resolution(
     text = wt.read_file(conflict.file) if conflict.file else None
     lines = tuple(conflict_regions(text or "")) or conflict.lines
     return conflict.model_copy(update={"worktree": str(path), "lines": lines})
+
+
+def _kept_worktree(
+    repo: SnapshotRepo, path: Path, base: str, series: Series, carried: Optional[set[str]]
+) -> str:
+    """What status says of a resolution worktree kept where this series has no conflict: stale
+    (why, and the command that discards it), or made for another choice of topics."""
+    why = resolution.stale_reason(path, base, series, carried)
+    made = resolution.made_for(path)
+    if why is None and made is not None:
+        topics = ", ".join(str(t) for t in made["topics"])
+        return (
+            f"resolution worktree {path} kept for {topics} (another choice of topics; refresh "
+            f"with those topics uses it; discard it: {resolution.discard_command(repo, path)})"
+        )
+    why = why or "made by an earlier run for a conflict this series no longer has"
+    return f"stale resolution worktree {path} ({why}); discard it: " + (
+        resolution.discard_command(repo, path)
+    )
 
 
 def drop_captured_resolution(repo: SnapshotRepo, path: Path, trial: Worktree) -> None:

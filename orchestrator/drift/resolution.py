@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Iterable, Optional
 
 from .. import untrusted
 from ..patchset.series import Series
@@ -40,17 +40,26 @@ def made_for(resolve: Path) -> Optional[dict]:
     return made if ok and isinstance(made.get("topics"), list) else None
 
 
-def stale_reason(resolve: Path, base: str, series: Series) -> Optional[str]:
-    """Why the worktree at `resolve` is not for this base and series (None: it is, or nothing
-    says what it was made for)."""
+def stale_reason(
+    resolve: Path, base: str, series: Series, carried: Optional[Iterable[str]] = None
+) -> Optional[str]:
+    """Why the worktree at `resolve` is stale for this base and series: made on another base, for
+    a topic the target no longer carries (`carried`: the queue's active topics there), or for the
+    same topics before patches/ changed. None: it is not (one made for another choice of topics,
+    `--topic`, is another run's, not stale), or nothing says what it was made for."""
     made = made_for(resolve)
     if made is None:
         return None
+    topics = [str(t) for t in made["topics"]]
     if made["base"] != base:
         return f"made on base {made['base'][:12]}; the target's base is now {base[:12]}"
-    if made["series"] != series.sha256:
-        topics = ", ".join(str(t) for t in made["topics"]) or "the queue"
-        return f"made for another series of {topics} (patches/ changed since, or other topics)"
+    gone = [t for t in topics if carried is not None and t not in set(carried)]
+    if gone:
+        return f"made for {', '.join(topics)}; {', '.join(gone)} no longer applied on this target"
+    if topics == list(series.topics) and made["series"] != series.sha256:
+        return (
+            f"made for an earlier series of {', '.join(topics) or 'the queue'} (patches/ changed)"
+        )
     return None
 
 
