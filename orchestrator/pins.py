@@ -21,7 +21,7 @@ from .model.values import Name, TextLine
 from .records import Record, parse
 from .sources import SourceUnreachable
 from .sources.git import Pinned, ls_remote
-from .urls import FULL_SHA
+from .urls import FULL_SHA, strip_credentials
 
 
 class Pin(Record):
@@ -160,14 +160,10 @@ def resolve_reachable(
 
 
 def public_url(url: str) -> str:
-    """`url` without its userinfo (`https://user:secret@host/x` -> `https://host/x`): a pins file
-    is shared (a CI job output, an artifact) and names the remote, never its credentials."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url
-    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
-    authority = rest[:end]
-    return f"{scheme}://{authority.rpartition('@')[2]}{rest[end:]}"
+    """`url` without its userinfo (`https://user:secret@host/x` -> `https://host/x`, a '/' in the
+    password included) and secret query parameters: a pins file is shared (a CI job output, an
+    artifact) and names the remote, never its credentials. A local path stays as it is."""
+    return strip_credentials(url)
 
 
 def pins_json(

@@ -77,3 +77,52 @@ def login_problem(name: object) -> Optional[str]:
     if not isinstance(name, str) or not _GITHUB_LOGIN.match(name):
         return "is not a GitHub user or organisation name (letters, digits and '-')"
     return None
+
+
+# a query parameter whose name says it holds a secret (redact.py's names, and any *token*,
+# *secret*, *pass*, *auth* or *key*)
+_SECRET_PARAM = re.compile(
+    r"(?i)^(?:.*(?:token|secret|pass|pwd|auth|key|sig|jwt|session|credential).*|code)$"
+)
+
+
+def strip_credentials(url: str) -> str:
+    """`url` as a record may keep it: without its userinfo whatever it holds (a '/' or '@' in a
+    password included), without secret-looking query parameters and the fragment; anything else
+    (an scp-like user@host:path, whose user is ssh's login, a local path) as it is."""
+    m = _SCHEME.match(url)
+    if m is None:
+        return url
+    rest = m.group("rest")
+    at = rest.rfind("@")
+    before = rest[:at].split("/", 1)[0]
+    # userinfo: all before the last '@' when no '/' precedes it, or when a ':' comes before the
+    # first '/': "user:pa/ss@host" is a password with a '/' ("host:8080/a@b" reads the same way:
+    # the doubt is settled for secrecy), "host/a@b" a path
+    if at >= 0 and ("/" not in rest[:at] or ":" in before):
+        rest = rest[at + 1 :]
+    cut = min([i for i in (rest.find("?"), rest.find("#")) if i >= 0], default=len(rest))
+    head, query = rest[:cut], rest[cut:].split("#", 1)[0].lstrip("?")
+    kept = [p for p in query.split("&") if p and not _SECRET_PARAM.match(p.split("=", 1)[0])]
+    return f"{m.group('scheme')}://{head}" + (f"?{'&'.join(kept)}" if kept else "")
+
+
+def public_remote(url: object) -> Optional[str]:
+    """A remote URL as a record may keep it (a topic's origin): strip_credentials's, and None for
+    a local path, a file:// URL or what is no URL: a record never names a folder of the machine
+    it was made on."""
+    if not isinstance(url, str) or not url.strip() or _UNSAFE.search(url.strip()):
+        return None
+    url = url.strip()
+    m = _SCHEME.match(url)
+    if m is None:
+        scp = _SCP.match(url)
+        if scp is None or "::" in url.split("/", 1)[0] or len(scp.group("host")) < 2:
+            return None  # a local path (C:\\... included)
+        return url
+    scheme = m.group("scheme").lower()
+    if scheme == "file" or scheme not in GIT_SCHEMES:
+        return None
+    shown = strip_credentials(url)
+    rest = shown.split("://", 1)[1]
+    return None if not rest or rest.startswith(("/", "-")) else shown

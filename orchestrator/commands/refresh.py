@@ -29,4 +29,6 @@ def run(args, matrix, cache) -> ExitCode:
         print(f"  wrote {name}")
     for name in r.removed:
         print(f"  removed {name}")
+    for note in r.notes:
+        print(f"  note: {note}")
     return ExitCode.OK

@@ -73,10 +73,14 @@ def print_table(rows, profile: str) -> None:
         lines = ", ".join(f"{a}-{b}" for a, b in c.lines) or "no conflict markers"
         why = f"; {safe(c.reason)}" if c.reason else ""
         action = "kept from an earlier run" if c.kept else "left for resolution"
+        todo = (
+            f"resolve, `git add`, `git am --continue` there, then `ggml-patch refresh {r.target}`"
+        )
+        if c.stale:  # made for another base or queue: what to do is to discard it
+            action, todo = "STALE, kept from an earlier run", safe(c.stale)
         console.print(
             f"{r.target}: conflict in {c.file or '?'} ({safe(c.hunk)}; lines {lines}){why}\n  "
-            f"worktree {action}: {c.worktree}\n  resolve, `git add`, `git am --continue` "
-            f"there, then `ggml-patch refresh {r.target}`",
+            f"worktree {action}: {c.worktree}\n  {todo}",
             soft_wrap=True,
         )
     for r in rows:

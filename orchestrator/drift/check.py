@@ -31,7 +31,8 @@ from ..patchset.render import render
 from ..patchset.series import Series
 from ..vcs.runner import error_line
 from ..vcs.snapshots import SnapshotRepo, Worktree
-from . import confined
+from . import confined, resolution
+from .alone import try_alone
 from .behaviour import check_topic
 from .status import (
     CLEAN,
@@ -42,6 +43,7 @@ from .status import (
     NOT_TRIED,
     OPT_HEADER,
     PRESENT,
+    RETIRED_HERE,
     SKIPPED,
     UNAVAILABLE,
     UNREACHABLE,
@@ -90,10 +92,12 @@ def status_of_targets(
     default) tried patch by patch, split back into the topics; a topic in conflict or already
     upstream gets its behaviour checked (behaviour.py) unless `behaviour` is False."""
     # a bad series is refused here, before anything is fetched or touched; a bad deadline too
-    series = load_series(matrix, topics)
+    queue = load_queue(matrix)
+    series = load_series(matrix, topics, queue=queue)
     if behaviour:
         confined.deadline()
-    chosen = load_queue(matrix).chosen(topics)
+    chosen = queue.chosen(topics)
+    follows = _follows(chosen)
     repo = SnapshotRepo(cache.snapshots_git)
     # every source is resolved before any worktree is touched:
     # a ref that does not exist stops the run here
@@ -102,23 +106,55 @@ def status_of_targets(
     before_merge = functools.cache(lambda: ensure_preimages(matrix, cache, repo, series))
     rows = []
     for target, snap, status, reason in resolved:
-        if snap is None:
+        # the topics retired on this target (upstream has them there) are not applied there
+        here = [t for t in chosen if t.active_on(target.name)]
+        retired = [t for t in chosen if not t.active_on(target.name)]
+        mine = series if not retired else load_series(matrix, topics, queue, target.name)
+        if snap is None or not here:
             layout, source = _layout_name(target), _source_info(target, None)
             row = TargetStatus(
-                target=target.name, layout=layout, source=source, status=status, detail=reason
+                target=target.name,
+                layout=layout,
+                source=source if snap is None else _source_info(target, snap),
+                status=status if snap is None else NOT_APPLICABLE,
+                detail=reason if snap is None else "every topic is retired on this target",
             )
         else:
             with cache.lock(f"status-{target.name}"):  # one run at a time in a target's worktrees
-                row = check_target(cache, repo, series, target, snap, before_merge)
-        row.topics = split_topics(own_patches(chosen), row)
+                carried = {t.name for t in queue.active(target.name)}
+                row = check_target(cache, repo, mine, target, snap, before_merge, follows, carried)
+        row.topics = split_topics(own_patches(here), row)
+        for t in retired:
+            row.topics[t.name] = _retired_here(t, target.name)
         if snap is not None:
-            for t in chosen:
+            for t in here:
                 found = _behaviour(
                     matrix, cache, repo, target, snap, t, row.topics[t.name], behaviour
                 )
                 row.topics[t.name] = with_behaviour(row.topics[t.name], found)
         rows.append(row)
     return rows
+
+
+def _retired_here(topic: Topic, target: str) -> TopicOnTarget:
+    upstream = topic.meta.retired.get(target)
+    said = f"topic.yaml retired: {target}" + (f" (upstream: {upstream})" if upstream else "")
+    return TopicOnTarget(status=RETIRED_HERE, detail=said)
+
+
+def _follows(chosen: list[Topic]) -> dict[str, set[str]]:
+    """Each topic's `after:` at any depth (the topics it cannot be tried without)."""
+    direct = {t.name: set(t.meta.after) for t in chosen}
+    out: dict[str, set[str]] = {}
+    for name in direct:
+        seen, todo = set(), list(direct[name])
+        while todo:
+            d = todo.pop()
+            if d not in seen:
+                seen.add(d)
+                todo += direct.get(d, set())
+        out[name] = seen
+    return out
 
 
 def _behaviour(
@@ -160,6 +196,8 @@ def check_target(
     target: Target,
     snap: sources.Snapshot,
     before_merge: Thunk,
+    follows: Optional[dict[str, set[str]]] = None,
+    carried: Optional[set[str]] = None,
 ) -> TargetStatus:
     src, layout = get_layout(series.layout), get_layout(target.layout, target.prefix)
     layout_name, source = _layout_name(target), _source_info(target, snap)
@@ -187,14 +225,23 @@ def check_target(
     files = write_patches(rendered, dirs.series)
     trial = Worktree(repo, dirs.trial)
     results, conflict = attempt(trial, snap.commit, rendered, files, before_merge)
+    if conflict and follows is not None:  # the later topics that do not need the stuck one
+
+        def alone(sub: Series, sub_files: list[Path]) -> list[PatchResult]:
+            return attempt(trial, snap.commit, sub, sub_files, before_merge)[0]
+
+        results = try_alone(rendered, files, results, follows, alone)
     row.patches = results
     row.status, row.detail = target_status(results)
     if conflict:
         row.conflict = leave_for_resolution(
-            repo, dirs.resolve, snap.commit, results, files, conflict
+            repo, dirs.resolve, snap.commit, results, files, conflict, series, carried
         )
     else:
         drop_captured_resolution(repo, dirs.resolve, trial)
+        if dirs.resolve.exists():  # an earlier conflict's worktree, no longer this series'
+            said = _kept_worktree(repo, dirs.resolve, snap.commit, series, carried)
+            row.detail = f"{row.detail}; {said}" if row.detail else said
     return row
 
 
@@ -264,12 +311,20 @@ def leave_for_resolution(
     results: list[PatchResult],
     files: list[Path],
     conflict: Conflict,
+    series: Optional[Series] = None,
+    carried: Optional[set[str]] = None,
 ) -> Conflict:
-    """A worktree with the patches before the conflict applied and `git am -3` stopped at it."""
+    """A worktree with the patches before the conflict applied and `git am -3` stopped at it,
+    recorded as made for `base` and `series` (resolution.py). One already there is kept (someone
+    may be resolving there: never reset), named stale where it was made for another."""
     wt = Worktree(repo, path)
-    if path.exists():  # someone may be resolving there: never reset it
-        return conflict.model_copy(update={"worktree": str(path), "kept": True})
+    if path.exists():
+        why = resolution.stale_reason(path, base, series, carried) if series else None
+        stale = f"{why}; discard it: {resolution.discard_command(repo, path)}" if why else ""
+        return conflict.model_copy(update={"worktree": str(path), "kept": True, "stale": stale})
     wt.ensure(base)
+    if series is not None:
+        resolution.record(path, base, series)
     k = next(i for i, r in enumerate(results) if r.result == CONFLICTED)
     for r, f in zip(results[:k], files[:k], strict=True):
         if r.result in (CLEAN, MERGED) and wt.try_am(f, three_way=r.result == MERGED) is not None:
@@ -278,6 +333,25 @@ def leave_for_resolution(
     text = wt.read_file(conflict.file) if conflict.file else None
     lines = tuple(conflict_regions(text or "")) or conflict.lines
     return conflict.model_copy(update={"worktree": str(path), "lines": lines})
+
+
+def _kept_worktree(
+    repo: SnapshotRepo, path: Path, base: str, series: Series, carried: Optional[set[str]]
+) -> str:
+    """What status says of a resolution worktree kept where this series has no conflict: stale
+    (why, and the command that discards it), or made for another choice of topics."""
+    why = resolution.stale_reason(path, base, series, carried)
+    made = resolution.made_for(path)
+    if why is None and made is not None:
+        topics = ", ".join(str(t) for t in made["topics"])
+        return (
+            f"resolution worktree {path} kept for {topics} (another choice of topics; refresh "
+            f"with those topics uses it; discard it: {resolution.discard_command(repo, path)})"
+        )
+    why = why or "made by an earlier run for a conflict this series no longer has"
+    return f"stale resolution worktree {path} ({why}); discard it: " + (
+        resolution.discard_command(repo, path)
+    )
 
 
 def drop_captured_resolution(repo: SnapshotRepo, path: Path, trial: Worktree) -> None:

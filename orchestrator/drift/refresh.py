@@ -20,6 +20,7 @@ from ..patchset.queue import Queue, Topic
 from ..patchset.render import render
 from ..patchset.series import Patch, Series, parse_series
 from ..vcs.snapshots import SnapshotRepo, Worktree
+from . import resolution
 from .check import attempt, series_base, status_dirs
 from .status import CONFLICTED, PRESENT
 
@@ -31,6 +32,7 @@ class Refreshed:
     written: list[str]
     removed: list[str]
     native_test: Optional[str]  # native_tests/ gate test rewritten to the series' own
+    notes: tuple[str, ...] = ()  # a stale resolution worktree passed by
 
 
 def refresh(
@@ -39,13 +41,15 @@ def refresh(
     """The chosen topics (the active ones by default) rewritten from the target's worktree: its
     commits split back into the topics in queue order, each topic as many as it had."""
     queue = load_queue(matrix, with_gate=False)
-    chosen = queue.chosen(topics)
-    old = queue.series(topics)
+    # a topic retired on this target (upstream has it there) is not refreshed from it
+    chosen = queue.chosen(topics, target.name)
+    old = queue.series(topics, target.name)
     repo = SnapshotRepo(cache.snapshots_git)
     snap = sources.snapshot(target.source, cache, repo)
     layout = get_layout(target.layout, target.prefix)
     with cache.lock(f"status-{target.name}"):  # status must not reset the worktree under us
-        wt = resolved_worktree(repo, cache, target, snap.commit, old)
+        notes: list[str] = []
+        wt = resolved_worktree(repo, cache, target, snap.commit, old, notes)
         head = wt.head() or ""
         stack = [c[0] for c in repo.commits(snap.commit, head)]
         if not stack:
@@ -78,7 +82,7 @@ def refresh(
         written += [f"{t.name}/{name}" for name in w]
         removed += [f"{t.name}/{name}" for name in r]
     synced = _sync_native_test(matrix.native_tests_dir, Series(old.layout, tuple(whole)))
-    return Refreshed(str(wt.path), layout.name, written, removed, synced)
+    return Refreshed(str(wt.path), layout.name, written, removed, synced, tuple(notes))
 
 
 def _check_count(where: Path, target: str, commits: int, old: Series, topics: int) -> None:
@@ -120,7 +124,9 @@ def _alone(
     """The topic's commits replayed on the base after only the topics it follows (`after:`), then
     written by format-patch: its own patches, numbered and indexed as a series of its own (what
     its bundle carries)."""
-    follows = [t.name for t in queue.chosen([topic.name]) if t.name != topic.name]
+    # those it follows that this refresh carries (one retired on the target is in its base)
+    follows = [t.name for t in queue.chosen([topic.name]) if t.name in ranges]
+    follows = [n for n in follows if n != topic.name]
     scratch.ensure(base)
     start = base
     for name in (*follows, topic.name):
@@ -163,12 +169,25 @@ def _numbered(patches: tuple[Patch, ...]) -> tuple[Patch, ...]:
 
 
 def resolved_worktree(
-    repo: SnapshotRepo, cache: Cache, target: Target, base: str, series: Series
+    repo: SnapshotRepo,
+    cache: Cache,
+    target: Target,
+    base: str,
+    series: Series,
+    notes: Optional[list[str]] = None,
 ) -> Worktree:
-    """The finished resolution worktree if there is one, else the
-    series applied afresh in the trial worktree."""
+    """The finished resolution worktree if there is one made for this base and these topics,
+    else the series applied afresh in the trial worktree (a stale one is passed by, named in
+    `notes`: it never blocks another topic's refresh)."""
     dirs = status_dirs(cache, target)
-    if dirs.resolve.exists():
+    mine = resolution.for_topics(dirs.resolve, base, list(series.topics))
+    if dirs.resolve.exists() and mine is False:
+        if notes is not None:
+            notes.append(
+                f"{dirs.resolve}: a resolution worktree made for another base or other topics, "
+                f"passed by; discard it: {resolution.discard_command(repo, dirs.resolve)}"
+            )
+    elif dirs.resolve.exists():
         wt = Worktree(repo, dirs.resolve)
         if wt.am_in_progress():
             raise ConfigError(

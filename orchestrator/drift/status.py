@@ -44,6 +44,10 @@ UNAVAILABLE = "source unavailable"
 # a topic whose patch does not apply (or is already there) but whose own test cases pass on the
 # target as it is: upstream fixed it, whatever its text
 FIXED_BEHAVIOUR = "fixed upstream (behaviour)"
+# topic.yaml's `retired:` names the target: upstream has the fix there, the queue does not apply it
+RETIRED_HERE = "retired on this target"
+# a later topic's patches tried without the conflicting one (drift/alone.py): it does not need it
+ALONE = "tried on its own (an earlier topic conflicts there)"
 TOPIC_NOT_TRIED = "not tried"  # an earlier topic conflicts there: git am stopped before this one
 # the topic statuses whose behaviour is checked: the patch cannot tell whether the fix is there
 NEEDS_BEHAVIOUR = (CONFLICT, UPSTREAM)
@@ -86,6 +90,8 @@ class Conflict(Record, frozen=True):
     worktree: TextLine = ""  # left with `git am -3` stopped at this patch
     reason: TextLine = ""  # git's own line (e.g. no blobs for a 3-way merge)
     kept: bool = False  # an earlier run's resolution worktree, left as it was
+    # a kept worktree made for another base or series: why, and the command that discards it
+    stale: TextLine = ""
 
 
 class Behaviour(Record, frozen=True):
@@ -163,8 +169,17 @@ def split_topics(
             # the results under the topic's own patch names (the queue numbers them as a whole)
             named = [r.model_copy(update={"name": n}) for r, n in zip(mine, own, strict=False)]
             word, detail = target_status(named)
+            detail = alone_detail(mine, detail) or detail
             out[name] = TopicOnTarget(status=word, detail=detail)
     return out
+
+
+def alone_detail(mine: list[PatchResult], detail: str) -> Optional[str]:
+    """A topic's detail on the target when it was tried on its own: said first."""
+    if not any(r.detail.startswith(ALONE) for r in mine):
+        return None
+    rest = detail.replace(f"{ALONE}; ", "").replace(ALONE, "").strip("; ")
+    return f"{ALONE}; {rest}" if rest else ALONE
 
 
 def with_behaviour(text: TopicOnTarget, found: Optional[Behaviour]) -> TopicOnTarget:

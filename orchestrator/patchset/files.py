@@ -123,14 +123,19 @@ def _with_gate_patch(matrix: Matrix, topic: str, series: Series) -> Series:
 
 
 def load_series(
-    matrix: Matrix, topics: Optional[list[str]] = None, queue: Optional[Queue] = None
+    matrix: Matrix,
+    topics: Optional[list[str]] = None,
+    queue: Optional[Queue] = None,
+    target: Optional[str] = None,
+    any_state: bool = False,
 ) -> Series:
     """The series of the queue's active topics (or those named, with what they follow) as one,
     checked against native_tests/: the gate test a series adds must be the gate test's source,
-    byte for byte. `queue`: the matrix's, already loaded."""
+    byte for byte. `queue`: the matrix's, already loaded; `target`: the series applied there
+    (without the topics retired on it); `any_state`: `topics` whatever their state (a run's)."""
     require_native_tests(matrix)  # the gate test and the harness every build uses
     queue = queue or load_queue(matrix)
-    series = queue.series(topics)
+    series = queue.series(topics, target, any_state)
     if matrix.queue.gate_approval and series.gate_test_source() is None:
         raise ConfigError(
             f"{matrix.path}:{_line_for(matrix.lines, ('queue', 'gate_approval'))}: "
@@ -176,3 +181,46 @@ def write_series(directory: Path, series: Series) -> tuple[list[str], list[str]]
             f.unlink()
             removed.append(f.name)
     return written, removed
+
+
+def check_replaceable(path: Path, root: Path) -> None:
+    """`path` may be (re)written by the tool: a regular file or none, with no symlink at it or in
+    a folder between it and `root` (patches/): the tool never writes through a symlink."""
+    p = path
+    while True:
+        if p.is_symlink():
+            raise ConfigError(f"{path}: {p} is a symlink; refused (never written through)")
+        if p == root or p.parent == p:
+            break
+        p = p.parent
+    if path.exists() and not untrusted.is_regular(path):
+        raise ConfigError(f"{path}: not a regular file; refused")
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueWrite:
+    """What a queue command writes, all checked before the first byte: new folders (`moves`:
+    a topic's folder renamed), then files (each replaced, never written through)."""
+
+    files: tuple[tuple[Path, str], ...]
+    moves: tuple[tuple[Path, Path], ...] = ()
+
+
+def write_queue(root: Path, plan: QueueWrite) -> None:
+    """`plan` applied under `root` (patches/): every target checked first (no symlink, a regular
+    file or none, a renamed folder's new name free); folders renamed, then each file replaced
+    whole (written beside it, then renamed over it). queue.yaml is the caller's last file: a
+    queue never names a topic before its folder is there."""
+    for src, dst in plan.moves:
+        if src.is_symlink() or not src.is_dir():  # a folder moved, never what a link names
+            raise ConfigError(f"{src}: not a folder (or a symlink); refused")
+        if dst.exists() or dst.is_symlink():
+            raise ConfigError(f"{dst}: exists; refused (a topic's folder is never replaced)")
+    for path, _ in plan.files:
+        check_replaceable(path, root)
+    for src, dst in plan.moves:
+        src.rename(dst)
+    for path, text in plan.files:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # a patch's bytes as read (surrogateescape): a commit's non-UTF-8 line stays as it was
+        untrusted.write_replacing(path, text.encode("utf-8", "surrogateescape"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence
 
 import unidiff
 
@@ -209,3 +209,11 @@ def infer_tests(where: str, diff: str) -> InferredTests:
         parse_test_line(where, line)  # what is written reads back
     shown = ", ".join(f"`{line}`" for line in lines)
     return InferredTests(tuple(lines), f"tests: {shown} (from {'; '.join(read)})")
+
+
+def given_tests(lines: Sequence[str]) -> InferredTests:
+    """The --test lines as given (each checked: one line naming the bad one)."""
+    for i, line in enumerate(lines):
+        parse_test_line(f"--test[{i}]", line)
+    shown = ", ".join(f"`{line}`" for line in lines)
+    return InferredTests(tuple(lines), f"tests: {shown} (as --test gives them)")

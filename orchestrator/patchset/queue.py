@@ -20,6 +20,8 @@ topic.yaml (DEP-3's Origin, Bug, Forwarded, Applied-Upstream, Last-Update, and a
     after: [topics it must follow: they touch the same lines]
     tests: [the test programs that judge it, with their arguments: test-opt, ...]
     training: a training program of native_tests/ that shows its bug (optional)
+    retired: {TARGET: upstream commit or URL}   (optional: upstream on those targets only; the
+                                                 topic stays active on every other target)
 
 Pure: texts in, records out (the file system is files.py's). Every error is one line naming the
 file, the line and the key.
@@ -32,7 +34,7 @@ import functools
 import re
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BeforeValidator, Field, StringConstraints, ValidationError
 
@@ -69,6 +71,10 @@ def _test_line(value: Any) -> Any:
 
 
 TestLine = Annotated[str, StringConstraints(max_length=200), BeforeValidator(_test_line)]
+# a matrix target's name (config.py's rule), as topic.yaml's `retired:` keys name one
+TargetKey = Annotated[
+    str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=100)
+]
 
 
 def _iso_date(value: Any) -> Any:
@@ -95,6 +101,7 @@ _EXPECTED = {
     "topics": "a topic name (lowercase letters, digits, '-')",
     "tests": "a test program and its arguments, e.g. 'test-opt' or 'test-backend-ops -o ADD'",
     "training": "a program of native_tests/ (e.g. train-opt-dynamic), or absent",
+    "retired": "an upstream commit id (7-64 lowercase hex digits) or an https:// URL",
 }
 
 
@@ -122,6 +129,10 @@ class TopicMeta(Record):
     tests: list[TestLine] = Field(min_length=1)
     # a training program of native_tests/ run with the fix and in the topic's control
     training: Optional[ProgramName] = None
+    # the targets where the fix is upstream (`topic retire NAME --target T`): not applied there,
+    # still applied on every other target (an older base that still needs it)
+    # (null: upstream there, the commit not named)
+    retired: dict[TargetKey, Optional[Union[UpstreamCommit, Url]]] = Field(default_factory=dict)
 
     def test_specs(self) -> tuple[TestSpec, ...]:
         return tuple(TestSpec.parse(t) for t in self.tests)
@@ -184,6 +195,10 @@ class Topic:
     @property
     def active(self) -> bool:
         return self.meta.state in ACTIVE
+
+    def active_on(self, target: Optional[str]) -> bool:
+        """Active, and not retired on `target` (None: on no target in particular)."""
+        return self.active and (target is None or target not in self.meta.retired)
 
     def line(self, *key: Any) -> int:
         return _line_for(self.lines, key)
@@ -249,8 +264,8 @@ class Queue:
     def names(self) -> list[str]:
         return [t.name for t in self.topics]
 
-    def active(self) -> list[Topic]:
-        return [t for t in self.topics if t.active]
+    def active(self, target: Optional[str] = None) -> list[Topic]:
+        return [t for t in self.topics if t.active_on(target)]
 
     def topic(self, name: str, where: str = "--topic") -> Topic:
         for t in self.topics:
@@ -258,9 +273,18 @@ class Queue:
                 return t
         raise ConfigError(f"{where}: unknown topic {name!r} (the queue: {', '.join(self.names())})")
 
-    def chosen(self, names: Optional[list[str]] = None) -> list[Topic]:
+    def chosen(
+        self,
+        names: Optional[list[str]] = None,
+        target: Optional[str] = None,
+        any_state: bool = False,
+    ) -> list[Topic]:
         """The topics to apply: the active ones, or those named with the active topics they
-        follow (`after:`), in queue order. A named topic that is not active is refused."""
+        follow (`after:`), in queue order. A named topic that is not active is refused (unless
+        `any_state`: an earlier run's topics, some retired since). On a `target`, a topic
+        retired there (upstream has it) is left out, named or not."""
+        if target is not None:
+            return [t for t in self.chosen(names, any_state=any_state) if t.active_on(target)]
         if not names and not self.default:
             return self.active()
         if not names:
@@ -268,7 +292,7 @@ class Queue:
         wanted: set[str] = set()
         todo = [self.topic(n) for n in names]
         for t in todo:
-            if not t.active:
+            if not t.active and not any_state:
                 raise ConfigError(
                     f"--topic: {t.name!r} is {t.meta.state}; only local and forwarded topics apply"
                 )
@@ -280,11 +304,17 @@ class Queue:
             todo += [d for d in (self.topic(a) for a in t.meta.after) if d.active]
         return [t for t in self.topics if t.name in wanted]
 
-    def series(self, names: Optional[list[str]] = None) -> Series:
+    def series(
+        self,
+        names: Optional[list[str]] = None,
+        target: Optional[str] = None,
+        any_state: bool = False,
+    ) -> Series:
         """The chosen topics' series as one, in order: each patch numbered by its place in the
-        whole (the topic's own names otherwise: two topics may both have a 0001)."""
+        whole (the topic's own names otherwise: two topics may both have a 0001). On a `target`:
+        without the topics retired there; `any_state`: the named topics whatever their state."""
         patches = []
-        chosen = self.chosen(names)
+        chosen = self.chosen(names, target, any_state)
         for t in chosen:
             patches += [replace(p, topic=t.name) for p in t.series.patches]
         renamed = []

@@ -20,7 +20,7 @@ from ..cache import Cache, slug
 from ..config_records import RELPATH, Source, Str, Unique, checked
 from ..errors import ConfigError, ToolError
 from ..redact import redact
-from ..urls import FULL_SHA, git_url_problem, ref_problem
+from ..urls import FULL_SHA, git_url_problem, ref_problem, strip_credentials
 from ..vcs import mirror as remote
 from ..vcs.runner import GitError, init_bare
 from ..vcs.snapshots import SnapshotRepo
@@ -70,7 +70,7 @@ def snapshot(source: GitSource, cache: Cache, repo: SnapshotRepo) -> Snapshot:
     if pin and pin.pinned_from:
         resolved = pin.pinned_ref or resolved
     provenance: dict[str, Any] = {
-        "url": url,
+        "url": strip_credentials(url),  # a record names the remote, never its credentials
         "ref": asked,
         "resolved_ref": resolved,
         "upstream_commit": commit,

@@ -325,15 +325,22 @@ def make_bundles(opts: BundleOptions) -> tuple[list[Bundle], list[str], list[str
     queue = load_queue(opts.matrix)
     # older results name no topics: they carried the queue's default
     run_topics = results.series.topics or [t.name for t in queue.chosen()]
-    ran = load_series(opts.matrix, run_topics)  # the run's series as patches/ gives it now
+    # the run's series as patches/ gives it now, a topic retired or dropped since included
+    ran = load_series(opts.matrix, run_topics, any_state=True)
+    left_out = [
+        f"{t.name}: the run carried it, topic.yaml now says {t.meta.state}; not bundled"
+        for t in queue.chosen(run_topics, any_state=True)
+        if not t.active and not opts.topics
+    ]
     topics = [
         topic_inputs(opts.matrix, queue, n) for n in bundled_topics(queue, opts.topics, run_topics)
     ]
     if not topics:
         raise BundleRefused(
             f"nothing to bundle: the run carried {', '.join(run_topics)}, none of them forwardable"
+            + (f" ({'; '.join(left_out)})" if left_out else "")
         )
-    made, left_out, refused = [], [], []
+    made, refused = [], []
     for topic in topics:
         competing = frozenset(c.name for c in topic.competing)
         own_tests = frozenset(t.name for t in ran.tests_of(topic.name))
@@ -345,6 +352,9 @@ def make_bundles(opts: BundleOptions) -> tuple[list[Bundle], list[str], list[str
             refused.append(refusal_message(found, topic.name))
             continue
         for target in chosen:
+            if not queue.topic(topic.name).active_on(target):
+                left_out.append(f"{topic.name} on {target}: retired there (topic.yaml retired:)")
+                continue
             if not any(c.patched_commit for c in view.cells_of(target)):
                 left_out.append(
                     f"{topic.name} on {target}: the queue was never applied in this run, so "

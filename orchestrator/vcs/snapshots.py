@@ -4,6 +4,7 @@ the same source gives the same commit everywhere."""
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import tempfile
 from pathlib import Path
@@ -151,6 +152,12 @@ class SnapshotRepo:
             if Path(path).exists():
                 self.git("worktree", "remove", "--force", "--force", "--end-of-options", str(path))
             self.git("worktree", "prune")
+
+    def remove_worktree_line(self, path: Path) -> str:
+        """The command a person runs to discard a worktree the tool keeps (what remove_worktree
+        runs), as one shell line."""
+        argv = ["git", f"--git-dir={self.path}", "worktree", "remove", "--force", "--force"]
+        return shlex.join([*argv, str(path)])
 
     def blob_size(self, commit: str, path: str) -> Optional[int]:
         """A file's size in bytes at a commit (None when absent or not a file)."""

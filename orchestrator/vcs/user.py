@@ -62,8 +62,17 @@ def _safe_dirs(where: tuple[Optional[str], ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(ln.strip() for ln in out.splitlines() if ln.strip()))
 
 
+# a checkout's own configuration runs nothing while the tool reads it: no textconv or external
+# diff (a diff driver's command), no filter, no hook (runner.SAFE_CONFIG has the rest)
+_INERT = ("diff.external=", "core.attributesFile=/dev/null", "core.hooksPath=/dev/null")
+
+
+def _read_config() -> list[str]:
+    return [*safe_directories(), *_INERT]
+
+
 def _in_checkout(root: Path, *args: str) -> str:
-    return git(*args, cwd=root, env=_READ_ONLY, config=safe_directories()).strip()
+    return git(*args, cwd=root, env=_READ_ONLY, config=_read_config()).strip()
 
 
 def is_work_tree(root: Path) -> bool:
@@ -123,6 +132,7 @@ def change_of(root: Path, rev: str) -> Change:
         "--full-index",
         "--no-color",
         "--no-ext-diff",
+        "--no-textconv",
         "--no-renames",
         "--src-prefix=a/",
         "--dst-prefix=b/",
@@ -130,7 +140,7 @@ def change_of(root: Path, rev: str) -> Change:
         head,
         cwd=root,
         env=_READ_ONLY,
-        config=safe_directories(),
+        config=_read_config(),
         strip=False,
     ).decode("utf-8", "surrogateescape")
     fmt = "%H%x00%an <%ae>%x00%aD%x00%s%x00%b%x1e"

@@ -70,7 +70,9 @@ def test_a_fork_range_becomes_a_topic_that_git_am_applies(project):
     assert queue.names() == [*shipped, "momenta-reset"]
     meta = queue.topic("momenta-reset").meta
     assert meta.state == "local" and meta.summary == "ggml-opt : reset the momenta too"
-    assert meta.origin == "https://example.org/fork/llama.cpp.git HEAD~2..HEAD"  # no credentials
+    # the remote without credentials and the commits, never the checkout's folder
+    base, head = (git(fork, "rev-parse", r).strip() for r in ("HEAD~2", "HEAD"))
+    assert meta.origin == f"https://example.org/fork/llama.cpp.git commits {base}..{head}"
     assert "s3cret" not in proc.stdout + proc.stderr + (topic / "topic.yaml").read_text()
     # the series, git am'd on the range's base, gives the fork's tree
     git(fork, "checkout", "-q", "-b", "replay", "HEAD~2")

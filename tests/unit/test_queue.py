@@ -10,6 +10,7 @@ import yaml
 
 from orchestrator.config import load_matrix
 from orchestrator.errors import ConfigError
+from orchestrator.patchset import queue_edit
 from orchestrator.patchset.files import load_queue, load_series
 from orchestrator.patchset.queue import (
     build_queue,
@@ -186,6 +187,9 @@ def test_a_chosen_topic_brings_the_active_topics_it_follows():
     q = _queue(["a", "b"], {}, {"a": "dropped"})
     with pytest.raises(ConfigError, match=r"^--topic: 'a' is dropped; only local and forwarded"):
         q.chosen(["a"])
+    # an earlier run's topics (bundle after a retire): named ones whatever their state
+    assert [t.name for t in q.chosen(["a", "b"], any_state=True)] == ["a", "b"]
+    assert q.series(["a", "b"], any_state=True).topics == ("a", "b")
 
 
 # ---- the queue on disk ----
@@ -371,10 +375,15 @@ def test_topic_new_names_queue_and_origin(tmp_path):
         topic_new.check_name("Bad", tmp_path, [])
     with pytest.raises(ConfigError, match=r"exists: the topic 'a' is there"):
         topic_new.check_name("a", tmp_path, ["a"])
-    text = "# the order\ntopics: [a]\n"
-    assert topic_new.queue_with(tmp_path / "q", text, "b") == "# the order\ntopics:\n  - a\n  - b\n"
+    with pytest.raises(ConfigError, match=r"is not a topic name .*at most 100 characters"):
+        topic_new.check_name("a" * 150, tmp_path, [])
+    text = "# the order\ntopics: [a]\ndefault: [a]\n# trailing\n"
+    out = queue_edit.queue_append("q", text, "b")
+    assert out == "# the order\ntopics: [a, b]\ndefault: [a]\n# trailing\n"
     url = "https://user:tok3n@example.org/o/r.git"
-    assert topic_new.without_credentials(url) == "https://example.org/o/r.git"
+    assert topic_new.origin_of(url, "commit 0abc") == "https://example.org/o/r.git commit 0abc"
+    assert topic_new.origin_of(None, "commit 0abc") == "commit 0abc"
+    assert topic_new.origin_of("/home/me/fork", "commit 0abc") == "commit 0abc"
     meta_text = topic_new.topic_yaml("s", "o", ["a"], datetime.date(2026, 12, 2), ["test-opt"])
     meta, _ = parse_topic_meta("t.yaml", meta_text)
     assert (meta.state, meta.after, meta.last_update, meta.bug) == (
