@@ -242,14 +242,14 @@ def early_controls(ctx: CellContext) -> dict[str, VariantRecord]:
     if first.build is None or not first.build.ok:
         return {}  # the build step builds it again and says why it fails
     if ctx.runs_tests:
-        _run_test(ctx, "patched", UPSTREAM_TEST, "patched-first")
+        reference = _run_test(ctx, "patched", UPSTREAM_TEST, "patched-first").output or ""
     found = {}
     for topic in early:
         variant = "control" if topic == topics[0] else f"{CONTROL_PREFIX}{topic}"
         with ctx.timing("control" if topic == topics[0] else f"control_{topic}"):
             rec = _topic_control(ctx, tree, (UPSTREAM_TEST,), topic, variant)
         if ctx.runs_tests and rec.verdict is None:
-            _judge_topic_control(ctx, tree.rendered, rec)
+            _judge_topic_control(ctx, tree.rendered, rec, reference)
         found[topic] = rec
     return found
 
@@ -317,13 +317,13 @@ def control(ctx: CellContext) -> Controlled:
         with ctx.timing(f"control_{topic}"):
             other = _topic_control(ctx, tree, plan.targets, topic, variant)
         if ctx.runs_tests and other.verdict is None:
-            _judge_topic_control(ctx, tree.rendered, other)
+            _judge_topic_control(ctx, tree.rendered, other, _opt_output(patched))
         others.append(other)
     if not ctx.runs_tests:
         return Controlled(rec, topics=tuple(others))
     if rec.verdict is None and not tree.rendered.judged_by_gate(rec.topic):
         # a run without the gate's topic: its first topic's control is judged as the others are
-        _judge_topic_control(ctx, tree.rendered, rec)
+        _judge_topic_control(ctx, tree.rendered, rec, _opt_output(patched))
     entries = _judge_control(ctx, patched, rec) if rec.verdict is None else []
     ctx.steps.verdict(verdict_line(patched, rec))
     return Controlled(rec, entries, attribution.failure_kind(entries), tuple(others))
@@ -377,8 +377,16 @@ def topic_reverted(ctx: CellContext, tree: Tree, topic: str) -> Iterator[list[st
         yield paths
 
 
-def _judge_topic_control(ctx: CellContext, series: Series, rec: VariantRecord) -> None:
-    """A later topic's control judged by test-opt and the cases its own test patch adds."""
+def _opt_output(rec: VariantRecord) -> str:
+    opt = rec.test(UPSTREAM_TEST)
+    return (opt.output or "") if opt else ""
+
+
+def _judge_topic_control(
+    ctx: CellContext, series: Series, rec: VariantRecord, reference: str = ""
+) -> None:
+    """A later topic's control judged by test-opt and the cases its own test patch adds (where a
+    crash stopped it: from `reference`, the fixed tree's test-opt output)."""
     topic = rec.topic or ""
     opt = rec.test(UPSTREAM_TEST)
     crash = dict(series.control_crash).get(topic)
@@ -389,13 +397,14 @@ def _judge_topic_control(ctx: CellContext, series: Series, rec: VariantRecord) -
         (opt.output or "") if opt else "",
         series.topic_cases(topic),
         crash,
+        reference,
     )
     rec.status, rec.verdict, rec.verdict_reason = RecordStatus(v.verdict.value), v.verdict, v.reason
     if opt and v.verdict == Verdict.KILLED:
         output = opt.output or ""
-        # a crash has no FAIL line: the case line it died after names where
+        # a crash has no FAIL line: its signal and the case it died in say what went wrong
         if opt.outcome == classify.CRASHED:
-            rec.failure_line = classify.last_case_line(output)
+            rec.failure_line = classify.crash_line(opt.exit_code, output, reference)
         else:
             rec.failure_line = first_failing_line(UPSTREAM_TEST, output)
     ctx.steps.verdict(f"the control of {topic} (its hunks reverted): {v.verdict} ({v.reason})")
