@@ -328,7 +328,7 @@ def test_readiness_lists_only_the_contributor_s_words_as_open(real_run):
     # the failing line of test-opt's new cases before the fix, visible
     assert (
         "\n"
-        "test_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, "
+        "test_opt_period_non_static(high_level=no, schedule=TTTTTT, opt_period=1, "
         "subtest=weights, optimizer=adamw): FAIL\n"
     ) in body.split("<details>", 1)[0]
     shown = body.split("<details>", 1)[0]
@@ -341,8 +341,8 @@ def test_readiness_lists_only_the_contributor_s_words_as_open(real_run):
     comment = bundle_of(results, "llama.cpp") / "COMMENT-qlora-branch-alloc-zeroing.md"
     comment_text = comment.read_text()
     assert (
-        "```\ntest_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, subtest=weights, "
-        "optimizer=adamw): FAIL\n```"
+        "```\ntest_opt_period_non_static(high_level=no, schedule=TTTTTT, opt_period=1, "
+        "subtest=weights, optimizer=adamw): FAIL\n```"
     ) in comment_text
     assert "0eb92d8f033fbc86c7f2ec9bc32f61f75fed88d4" in comment_text
     # ISSUE.md: upstream's bug form from the pinned tree, upstream's words by file:line, no digest
