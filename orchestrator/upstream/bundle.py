@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
+import re
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,7 +30,7 @@ from ..verdicts.competing import load_competing
 from ..verdicts.known_limits import as_json, load_known_limits
 from ..verdicts.related import load_related
 from ..verdicts.training import can_plot, plot
-from . import authorship, cover, documents, issue_form, policy
+from . import authorship, cover, documents, issue_form, plan, policy
 from .bundle_dir import MANIFEST, Bundle, _bytes, _write_dir, manifest, read_bundle
 from .bundle_options import BundleOptions
 from .manifest import Manifest, Verification
@@ -72,6 +73,9 @@ class TopicInputs:
     related: tuple
     competing: tuple
     problem: Optional[str]  # topic.yaml's `problem:`: what breaks without the fix, one line
+    symptom: Optional[str] = None  # topic.yaml's `symptom:`: ISSUE.md's title
+    api: Optional[str] = None  # topic.yaml's `api:`: the one public function the bug is in
+    other_prs: tuple[str, ...] = ()  # the PR body's lines naming the other PRs of the set
 
     @property
     def follows(self) -> tuple[str, ...]:
@@ -91,6 +95,8 @@ def topic_inputs(matrix: Matrix, queue: Queue, name: str) -> TopicInputs:
         related=load_related(folder),  # likewise
         competing=tuple(load_competing(matrix, [name])),
         problem=topic.meta.problem,
+        symptom=topic.meta.symptom,
+        api=topic.meta.api,
     )
 
 
@@ -127,6 +133,8 @@ def make_bundles(opts: BundleOptions) -> tuple[list[Bundle], list[str], list[str
         raise BundleRefused(
             f"nothing to bundle: the run carried {', '.join(run_topics)}, none of them forwardable"
         )
+    planned = _planned(queue, topics)
+    topics = [replace(t, other_prs=tuple(plan.other_prs_lines(planned, t.name))) for t in topics]
     made, left_out, refused = [], [], []
     for topic in topics:
         competing = frozenset(c.name for c in topic.competing)
@@ -148,7 +156,66 @@ def make_bundles(opts: BundleOptions) -> tuple[list[Bundle], list[str], list[str
         raise BundleRefused(refused[0])
     if not made:
         raise BundleRefused("nothing to bundle: " + "; ".join(refused + left_out))
+    _write_plan(opts, made, planned)
     return made, left_out, refused
+
+
+def _planned(queue: Queue, topics: list[TopicInputs]) -> list[plan.PlannedPR]:
+    """The bundled topics as pull requests, in the order they apply (after:), each titled by
+    what it fixes."""
+    out = []
+    for t in topics:
+        meta = queue.topic(t.name).meta
+        title = t.symptom or (t.problem or meta.summary).split(": ", 1)[0]
+        out.append(plan.PlannedPR(t.name, title, tuple(f for f in t.follows)))
+    return out
+
+
+def _write_plan(opts: BundleOptions, made: list[Bundle], planned: list[plan.PlannedPR]) -> None:
+    """SUBMISSION.md at the top of the bundle set: one section per target that takes pull
+    requests, from its own CONTRIBUTING.md and CODEOWNERS at the base."""
+    repo = SnapshotRepo(opts.cache.snapshots_git)
+    sections = []
+    for target in dict.fromkeys(b.target for b in made if b.manifest.takes_pull_request):
+        first = next(b for b in made if b.target == target)
+        base = first.manifest.base.snapshot_commit or ""
+        read = _policy_reader(repo)
+        owners_file = next((f for f in plan.CODEOWNERS_PATHS if read(base, f) is not None), None)
+        paths = _fix_paths(made, target)
+        owners = plan.code_owners(read(base, owners_file) if owners_file else None, paths)
+        upstream = opts.matrix.target(target).upstream
+        sections.append(
+            plan.plan_markdown(
+                target,
+                upstream.repo if upstream and upstream.repo else target,
+                [
+                    p
+                    for p in planned
+                    if any(b.target == target and b.manifest.topic == p.topic for b in made)
+                ],
+                owners,
+                owners_file,
+                plan.asks(read(base, "CONTRIBUTING.md")),
+            )
+        )
+    if sections:
+        claimed = outdir.claim(opts.out_dir, "--out", legacy=outdir.made_bundles)
+        text = "# Submission plan\n\n" + "\n".join(sections)
+        untrusted.name_under(claimed, plan.PLAN_FILE, "bundle file").write_text(text)
+
+
+def _fix_paths(made: list[Bundle], target: str) -> list[str]:
+    """The source files (not tests) the target's bundles change, from their patches."""
+    paths: dict[str, None] = {}
+    for b in made:
+        if b.target != target:
+            continue
+        for f in b.patch_files:
+            for line in f.read_text(encoding="utf-8").splitlines():
+                m = re.match(r"^\+\+\+ b/(\S+)$", line)
+                if m and not m.group(1).startswith("tests/"):
+                    paths[m.group(1)] = None
+    return list(paths)
 
 
 def _same(cells: list[Cell], what: str, get: Callable[[Cell], Optional[str]]) -> str:
@@ -313,6 +380,9 @@ def _with_documents(
         issue_form=form,
         competing=topic.competing,
         problem=topic.problem,
+        symptom=topic.symptom,
+        api=topic.api,
+        related_prs=list(topic.other_prs),
         host=(platform.system(), platform.machine()),
         live=live_of(opts.matrix, target_name),
     )

@@ -77,6 +77,9 @@ def documents(
     host: tuple[str, str] = ("Linux", ""),
     live: tuple[str, ...] = (),
     problem: Optional[str] = None,
+    symptom: Optional[str] = None,
+    api: Optional[str] = None,
+    related_prs: list[str] | None = None,
 ) -> Documents:
     """read_file(path): the target's file at its base commit, or None; finetune: the training
     evidence, validated, one record per case set (finetune/bundle.of_target);
@@ -100,6 +103,8 @@ def documents(
             finetune=finetune,
             issue_ref=fixes_line(cover, repo),
             machine=host[1],
+            related=related_prs,
+            notes=comments.neutral_lines(list(competing), results, target),
         )
         issue_text, missing = issue.issue_md(
             issue_form,
@@ -115,6 +120,8 @@ def documents(
             live,
             problem,
             cover.path,
+            symptom=symptom,
+            api=api,
         )
         form = issue_form.file if issue_form else "no bug form in the target's tree"
         form_problems = [f"ISSUE.md: '{label}' ({form})" for label in missing]

@@ -35,28 +35,37 @@ def find_line(read_file: ReadFile, paths: tuple[str, ...], needle: str) -> Optio
     return None
 
 
-def uses(read_file: ReadFile) -> list[str]:
-    """Where upstream's own training takes this mode: `path:line` (the call), in call order."""
+def uses(read_file: ReadFile, api: Optional[str] = None) -> list[str]:
+    """Where upstream's own training takes this mode: `path:line` (the call), in call order. With
+    `api` (the one public function the bug is in): where those files call that function instead,
+    so no caller is claimed that the tree does not have."""
     found = []
     for path, needle in _USES:
+        needle = f"{api}(" if api else needle
         hit = find_line(read_file, (path,), needle)
         if hit:
             found.append(f"`{path}:{hit[1]}` ({needle.rstrip('(')})")
     return found
 
 
-def problem_lines(read_file: ReadFile, problem: Optional[str] = None) -> list[str]:
+def problem_lines(
+    read_file: ReadFile, problem: Optional[str] = None, api: Optional[str] = None
+) -> list[str]:
     """What breaks (`problem`: the topic's own line, topic.yaml `problem:`), quoting upstream's
-    header on the mode; who uses that mode, by file:line."""
+    header on the mode; who uses that mode (or, with `api`, that function), by file:line."""
     said = find_line(read_file, _HEADER, _DEFAULT_MODE)
     mode = "non-static graphs (`ctx_compute` not set in `ggml_opt_params`)"
     if said:
         quote = said[2].lstrip("/ ").strip()
         mode += f', the default mode (`{said[0]}:{said[1]}`: "{quote}")'
     out = [f"With {mode}, {pr_body.ascii_text(problem)}" if problem else f"Affected: {mode}."]
-    used = uses(read_file)
+    used = uses(read_file, api)
     if used:
-        out += ["", f"llama-finetune uses this mode: {', '.join(used)}."]
+        what = f"`{api}`" if api else "this mode"
+        out += ["", f"llama-finetune uses {what}: {', '.join(used)}."]
+    elif api:
+        files = " and ".join(f"`{path}`" for path, _ in _USES)
+        out += ["", f"`{api}` is public API; upstream's own training ({files}) does not call it."]
     return out
 
 
@@ -73,7 +82,7 @@ def training_line(results: Results, target: str) -> Optional[str]:
 
     n = max(len(t.patched), len(t.control))
     return (
-        f"A training loop over ggml-opt's public API with per-step graphs "
+        f"A training loop over ggml-opt's public API with non-static graphs "
         f"({pr_body.backend_name(cells[0].backend)}, "
         f"{n} epochs): train loss with the fix {span(t.patched)}, "
         f"without it {span(t.control)}."
@@ -107,11 +116,16 @@ def values(
     finetune: tuple[finetune_results.FinetuneResults, ...] = (),
     live: tuple[str, ...] = (),
     problem: Optional[str] = None,
+    api: Optional[str] = None,
 ) -> dict[str, list[str]]:
     """role -> lines (issue_form.role_of): what the run can say for each field. `live`: targets
     of the same upstream that follow its branch (matrix.yaml's live profile), when this run has
-    their cells: the reproduction on current master too."""
-    steps = problem_lines(read_file, problem) + ["", "Steps to reproduce, on the version above:"]
+    their cells: the reproduction on current master too. The steps always hold the commands that
+    show the bug, and the log the line they print."""
+    steps = problem_lines(read_file, problem, api) + [
+        "",
+        "Steps to reproduce, on the version above:",
+    ]
     tuned = [line for record in finetune for line in pr_body.finetune_lines(record, "####")]
     if tuned:
         steps += ["", "1. upstream's llama-finetune, with and without the fix:", "", *tuned]
@@ -121,15 +135,15 @@ def values(
     bug = pr_body.reproduce_bug(results, target, commits, patch_names)
     # the lines of the tests the reader builds (test-opt; the gate only when the series adds it)
     lines, _ = pr_body.before_after(results, target, patch_names)
+    if bug:
+        steps += ["", "Apply the test commit of the fix alone, build test-opt and run it:"]
+        steps += ["", "```sh", *bug, "```"]
     if bug and lines:
-        steps += [
-            "",
-            "test-opt with the new cases of the fix's test patch (the command line above)",
-        ]
-        steps += ["fails without the fix:", "", "```", *lines, "```"]
+        steps += ["", "test-opt then prints (the whole output: Relevant log output):"]
+        steps += ["", "```", *lines, "```"]
     steps += master_lines(results, live, patch_names)
     # libllama's training (llama_opt_epoch) is where the tree shows the mode in use
-    modules = ["libllama"] if any("llama-context" in u for u in uses(read_file)) else []
+    modules = ["libllama"] if any("llama-context" in u for u in uses(read_file, api)) else []
     return {
         "version": version_lines(results, target, repo, toolchain),
         "os": [_OS.get(host_os, "Other")],
@@ -169,8 +183,14 @@ def dropdown_values(form: issue_form.IssueForm, vals: dict[str, list[str]]) -> d
     return out
 
 
-def issue_title(commits: list) -> str:
-    """The fix's subject without its `module : ` prefix (the form gives its own title prefix)."""
+def issue_title(commits: list, symptom: Optional[str] = None, problem: Optional[str] = None) -> str:
+    """What a user sees, as a bug's title says it: topic.yaml's `symptom:`; else its `problem:`
+    up to the first colon; the fix's subject (without its `module : ` prefix) only without
+    either (the form gives its own title prefix)."""
+    if symptom:
+        return pr_body.ascii_text(symptom)
+    if problem:
+        return pr_body.ascii_text(problem.split(": ", 1)[0].rstrip("."))
     subject = ([c for c in commits if not c.is_test] or commits)[0].subject
     return re.sub(r"^[^:]+ : ", "", subject)
 
@@ -189,6 +209,8 @@ def issue_md(
     live: tuple[str, ...] = (),
     problem: Optional[str] = None,
     cover_path: str = "patches/cover.md",
+    symptom: Optional[str] = None,
+    api: Optional[str] = None,
 ) -> tuple[str, list[str]]:
     """ISSUE.md and the required fields the run has no data for. `problem`: the topic's line of
     what breaks; `cover_path`: its cover.md."""
@@ -205,7 +227,14 @@ def issue_md(
         finetune,
         live,
         problem,
+        api,
     )
     vals = dropdown_values(used, vals)
-    text = issue_form.render(used, vals, issue_title(commits), cover_path)
-    return text, issue_form.missing_required(used, vals)
+    text = issue_form.render(used, vals, issue_title(commits, symptom, problem), cover_path)
+    missing = issue_form.missing_required(used, vals)
+    # a bug report without its reproduction or its output is not ready, whatever the form requires
+    if not vals.get("command"):
+        missing.append("steps to reproduce (no commit of the series is only tests)")
+    if not vals.get("logs"):
+        missing.append("relevant log output (no test-opt line without the fix in this run)")
+    return text, missing

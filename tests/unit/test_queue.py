@@ -81,7 +81,10 @@ def test_a_good_topic_and_a_quoted_date():
             {"gate_test": "test-opt"},
             "t.yaml:9: gate_test: 'test-opt' is not test-opt-dynamic-accum (the one test",
         ),
-        ({"notes": "x"}, "t.yaml:9: notes: unknown key (allowed: summary, problem, origin"),
+        (
+            {"notes": "x"},
+            "t.yaml:9: notes: unknown key (allowed: summary, problem, symptom, api, origin",
+        ),
         ({"summary": '"two\\nlines"'}, "t.yaml:1: summary: 'two\\nlines' is not one line"),
     ],
 )
