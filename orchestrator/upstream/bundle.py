@@ -383,6 +383,7 @@ def _with_documents(
         symptom=topic.symptom,
         api=topic.api,
         related_prs=list(topic.other_prs),
+        follows=topic.follows,
         host=(platform.system(), platform.machine()),
         live=live_of(opts.matrix, target_name),
     )

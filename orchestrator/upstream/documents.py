@@ -80,12 +80,15 @@ def documents(
     symptom: Optional[str] = None,
     api: Optional[str] = None,
     related_prs: list[str] | None = None,
+    follows: tuple[str, ...] = (),
 ) -> Documents:
     """read_file(path): the target's file at its base commit, or None; finetune: the training
     evidence, validated, one record per case set (finetune/bundle.of_target);
     issue_form: the target's bug form (None: none in its tree); competing: the ported fixes of
     native_tests/competing/ (a COMMENT draft each); host: (OS, CPU) of the verifying machine."""
     names = [n for n, _ in patches]
+    # the patches of the pull requests this one follows, from their bundles beside this one
+    prior = tuple(f"../../{t}/{target}/*.patch" for t in follows)
     texts: dict[str, str] = {}
     cover_problems: list[str] = []
     form_problems: list[str] = []
@@ -105,6 +108,7 @@ def documents(
             machine=host[1],
             related=related_prs,
             notes=comments.neutral_lines(list(competing), results, target),
+            prior=prior,
         )
         issue_text, missing = issue.issue_md(
             issue_form,
@@ -122,6 +126,7 @@ def documents(
             cover.path,
             symptom=symptom,
             api=api,
+            prior=prior,
         )
         form = issue_form.file if issue_form else "no bug form in the target's tree"
         form_problems = [f"ISSUE.md: '{label}' ({form})" for label in missing]

@@ -117,6 +117,7 @@ def values(
     live: tuple[str, ...] = (),
     problem: Optional[str] = None,
     api: Optional[str] = None,
+    prior: tuple[str, ...] = (),
 ) -> dict[str, list[str]]:
     """role -> lines (issue_form.role_of): what the run can say for each field. `live`: targets
     of the same upstream that follow its branch (matrix.yaml's live profile), when this run has
@@ -132,7 +133,7 @@ def values(
     trained = training_line(results, target)
     if trained:
         steps += ["", pr_body.ascii_text(trained)]
-    bug = pr_body.reproduce_bug(results, target, commits, patch_names)
+    bug = pr_body.reproduce_bug(results, target, commits, patch_names, prior)
     # the lines of the tests the reader builds (test-opt; the gate only when the series adds it)
     lines, _ = pr_body.before_after(results, target, patch_names)
     if bug:
@@ -211,6 +212,7 @@ def issue_md(
     cover_path: str = "patches/cover.md",
     symptom: Optional[str] = None,
     api: Optional[str] = None,
+    prior: tuple[str, ...] = (),
 ) -> tuple[str, list[str]]:
     """ISSUE.md and the required fields the run has no data for. `problem`: the topic's line of
     what breaks; `cover_path`: its cover.md."""
@@ -228,6 +230,7 @@ def issue_md(
         live,
         problem,
         api,
+        prior,
     )
     vals = dropdown_values(used, vals)
     text = issue_form.render(used, vals, issue_title(commits, symptom, problem), cover_path)

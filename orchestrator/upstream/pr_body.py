@@ -102,10 +102,14 @@ def _source(results: Results, target: str) -> Provenance:
 
 
 def _commands(
-    results: Results, target: str, applied: list[str], patch_names: list[str]
+    results: Results,
+    target: str,
+    applied: list[str],
+    patch_names: list[str],
+    prior: tuple[str, ...] = (),
 ) -> list[str]:
-    """`applied` on the base, then the series' tests (the gate only when a patch adds it) built
-    and run."""
+    """`applied` on the base (after `prior`: the patches of the pull requests it follows), then
+    the series' tests (the gate only when a patch adds it) built and run."""
     cells = results.cells_of(target)
     option = "GGML_BUILD_TESTS" if cells and cells[0].layout == "ggml" else "LLAMA_BUILD_TESTS"
     tests = (
@@ -114,6 +118,7 @@ def _commands(
     source = _source(results, target)
     return [
         f"git checkout --detach {source.upstream_commit or source.base_commit or NONE}",
+        *([f"git am {' '.join(prior)}  # the pull requests this one follows"] if prior else []),
         f"git am {' '.join(applied)}",
         f"cmake -B build -D{option}=ON",
         f"cmake --build build --target {' '.join(tests)}",
@@ -122,12 +127,16 @@ def _commands(
 
 
 def reproduce_bug(
-    results: Results, target: str, commits: list, patch_names: list[str]
+    results: Results,
+    target: str,
+    commits: list,
+    patch_names: list[str],
+    prior: tuple[str, ...] = (),
 ) -> Optional[list[str]]:
     """Only the test commits on the base: the tests fail with the lines above. None when no commit
     of the series is only tests (the test cannot go in without the fix)."""
     tests = [name for c, name in zip(commits, patch_names, strict=True) if c.is_test]
-    return _commands(results, target, tests, patch_names) if tests else None
+    return _commands(results, target, tests, patch_names, prior) if tests else None
 
 
 def _details(summary: str, lines: list[str]) -> list[str]:
@@ -301,6 +310,7 @@ def additional_information(
     machine: str = "",
     related: list[str] | None = None,
     notes: list[str] | None = None,
+    prior: tuple[str, ...] = (),
 ) -> list[str]:
     """Everything the tool puts under "Additional information", ASCII, only what the PR's own
     commands print. Visible: `Fixes #N` once the issue is recorded, the other PRs of the set
@@ -322,9 +332,9 @@ def additional_information(
         out += ["Without the fix (its test commit alone):", "", "```", *before, "```", ""]
     if after:
         out += ["With the fix:", "", "```", *after, "```", ""]
-    fixed = _commands(results, target, patch_names, patch_names)
+    fixed = _commands(results, target, patch_names, patch_names, prior)
     out += ["Reproduce:", "", "```sh", *fixed, "```"]
-    bug = reproduce_bug(results, target, commits, patch_names)
+    bug = reproduce_bug(results, target, commits, patch_names, prior)
     every = before_fix_lines(results, target)
     folded = (["```sh", *bug, "```"] if bug else []) + (["", "```", *every, "```"] if every else [])
     if folded:

@@ -122,3 +122,25 @@ def test_llama_cpp_s_own_contributing_gives_the_order():
         "CONTRIBUTING.md:39 (new contributors keep one pull request open at a time)",
         "CONTRIBUTING.md:50 (one pull request per fix)",
     ]
+
+
+def test_a_pr_that_follows_another_reproduces_on_top_of_it():
+    from orchestrator.upstream import pr_body as PB
+
+    from ..helpers.samples import sample
+
+    prior = ("../../accumulator-reset/llama.cpp/*.patch",)
+    bug = PB.reproduce_bug(sample(), "llama.cpp", [_Commit(True)], ["0002-t.patch"], prior)
+    assert (
+        bug[1]
+        == "git am ../../accumulator-reset/llama.cpp/*.patch  # the pull requests this one follows"
+    )
+    assert bug[2] == "git am 0002-t.patch"
+    assert PB.reproduce_bug(sample(), "llama.cpp", [_Commit(True)], ["0002-t.patch"])[1] == (
+        "git am 0002-t.patch"
+    )
+
+
+class _Commit:
+    def __init__(self, is_test: bool):
+        self.is_test = is_test
