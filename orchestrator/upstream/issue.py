@@ -69,26 +69,6 @@ def problem_lines(
     return out
 
 
-def training_line(results: Results, target: str) -> Optional[str]:
-    """The training record's loss, first -> last epoch, with and without the fix (summary.md's)."""
-    cells = [c for c in results.cells_of(target) if c.training and c.training.patched]
-    cells.sort(key=lambda c: c.backend != "cpu")
-    if not cells or not cells[0].training or not cells[0].training.control:
-        return None
-    t = cells[0].training
-
-    def span(epochs) -> str:
-        return f"{epochs[0].train_loss:.4g} -> {epochs[-1].train_loss:.4g}"
-
-    n = max(len(t.patched), len(t.control))
-    return (
-        f"A training loop over ggml-opt's public API with non-static graphs "
-        f"({pr_body.backend_name(cells[0].backend)}, "
-        f"{n} epochs): train loss with the fix {span(t.patched)}, "
-        f"without it {span(t.control)}."
-    )
-
-
 def version_lines(results: Results, target: str, repo: Optional[str], toolchain: dict) -> list:
     source = pr_body._source(results, target)
     name = pr_body.ascii_text(repo or target)  # matrix.yaml's (or the template's) repository
@@ -130,9 +110,8 @@ def values(
     tuned = [line for record in finetune for line in pr_body.finetune_lines(record, "####")]
     if tuned:
         steps += ["", "1. upstream's llama-finetune, with and without the fix:", "", *tuned]
-    trained = training_line(results, target)
-    if trained:
-        steps += ["", pr_body.ascii_text(trained)]
+    # the project's own training program (train-opt-dynamic) is not the reader's to run: its
+    # loss stays in summary.md; the steps are upstream's programs and the PR's test commit
     bug = pr_body.reproduce_bug(results, target, commits, patch_names, prior)
     # the lines of the tests the reader builds (test-opt; the gate only when the series adds it)
     lines, _ = pr_body.before_after(results, target, patch_names)
@@ -140,7 +119,7 @@ def values(
         steps += ["", "Apply the test commit of the fix alone, build test-opt and run it:"]
         steps += ["", "```sh", *bug, "```"]
     if bug and lines:
-        steps += ["", "test-opt then prints (the whole output: Relevant log output):"]
+        steps += ["", "Result without the fix (also under Relevant log output):"]
         steps += ["", "```", *lines, "```"]
     steps += master_lines(results, live, patch_names)
     # libllama's training (llama_opt_epoch) is where the tree shows the mode in use

@@ -332,7 +332,8 @@ def test_issue_md_is_the_bug_form_filled_with_the_reproduction_and_nothing_else(
     assert "`examples/training/finetune.cpp:85` (llama_opt_epoch)" in issue
     assert "`src/llama-context.cpp:3676` (ggml_opt_prepare_alloc)" in issue
     # the training symptom, then test-opt's reproduction (the test patch alone) and its line
-    assert "train loss with the fix 3.5 -> 0.5, without it 3.5 -> 41.5" in issue
+    # the project's own training program is not the reader's to run: its loss stays out
+    assert "train loss with the fix" not in issue
     assert (
         "```shell\ngit checkout --detach 0c1e57098bba43ac29e6e3b677cdceebdd22334f\ngit am 0002-"
         in issue
