@@ -126,4 +126,3 @@ def run(args, matrix, cache) -> ExitCode:
     for line in edit.said:
         print(line)
     return ExitCode.OK
-

@@ -92,6 +92,8 @@ Day = Annotated[  # a calendar day, YYYY-MM-DD (topic.yaml's last_update)
 _EXPECTED = {
     "summary": "one line of printable ASCII (at most 500 characters)",
     "problem": "one line of printable ASCII (at most 500 characters)",
+    "symptom": "one line of printable ASCII (at most 500 characters)",
+    "api": "one line of printable ASCII (at most 500 characters)",
     "origin": "one line of printable ASCII (at most 500 characters)",
     "bug": "an https:// URL of the upstream issue, or null",
     "forwarded": "an https:// URL of the pull request, or null",
@@ -113,6 +115,11 @@ class TopicMeta(Record):
     summary: OneLine
     # what goes wrong without the fix, in the mode it fixes (ISSUE.md's problem line); optional
     problem: Optional[OneLine] = None
+    # what a user sees without the fix, as an issue title says it (ISSUE.md's title); optional
+    symptom: Optional[OneLine] = None
+    # the public function the bug is in, when it is one function rather than the mode as a whole:
+    # ISSUE.md then names upstream's callers of that function, not the mode's
+    api: Optional[OneLine] = None
     origin: OneLine
     bug: Optional[Url] = None
     forwarded: Optional[Url] = None

@@ -129,7 +129,8 @@ def _control(
                 continue
             verdicts[name] = v
         else:
-            verdicts[name] = _by_own_cases(name, t, built, cases, crash)
+            reference = patched.tests.get(name)
+            verdicts[name] = _by_own_cases(name, t, built, cases, crash, reference)
     found = [v for v in verdicts.values() if v is not None]
     if not found:
         why = "; ".join(unjudged) or "no test ran"
@@ -141,7 +142,7 @@ def _control(
     if killer is not None:
         v = verdicts[killer]
         assert v is not None
-        rec.failure_line = _failure_line_of(killer, rec.tests[killer])
+        rec.failure_line = _failure_line_of(killer, rec.tests[killer], patched.tests.get(killer))
     elif all(v.verdict == Verdict.SURVIVED for v in found):
         v = found[0]
     else:
@@ -179,23 +180,33 @@ def _by_backend_ops(
 
 
 def _by_own_cases(
-    name: str, t: TestRecord, built: bool, cases: list[str], crash: Optional[str]
+    name: str,
+    t: TestRecord,
+    built: bool,
+    cases: list[str],
+    crash: Optional[str],
+    reference: Optional[TestRecord] = None,
 ) -> Optional[GateVerdict]:
-    """One upstream test's verdict on a topic's control (None: not run on this backend)."""
+    """One upstream test's verdict on a topic's control (None: not run on this backend);
+    `reference`: the same test with the fix (where a crash stopped it: the case it printed next)."""
     if t.outcome == classify.SKIPPED:
         return None
     if name == _CASES_BY_NAME:
+        ref = (reference.output or "") if reference else ""
         return classify.topic_control_verdict(
-            built, t.outcome, t.exit_code, t.output or "", cases, crash
+            built, t.outcome, t.exit_code, t.output or "", cases, crash, ref
         )
     return classify.test_verdict(built, name, t.outcome, t.exit_code, t.output or "")
 
 
-def _failure_line_of(name: str, t: TestRecord) -> Optional[str]:
+def _failure_line_of(
+    name: str, t: TestRecord, reference: Optional[TestRecord] = None
+) -> Optional[str]:
     output = t.output or ""
-    # a crash has no FAIL line: the case line it died after names where
+    # a crash has no FAIL line: its signal and the case it died in say what went wrong
     if t.outcome == classify.CRASHED:
-        return classify.last_case_line(output)
+        ref = (reference.output or "") if reference else ""
+        return classify.crash_line(t.exit_code, output, ref)
     return first_failing_line(name, output)
 
 

@@ -1,14 +1,13 @@
 """COMMENT-<name>.md: for each fix proposed elsewhere that the project ported
-(native_tests/competing/NAME.patch) and ran, a draft comment for the place where that work is
-discussed: the reproduction, the line test-opt fails with, what it would take to pass. Never part of
-PR_BODY.md or ISSUE.md (upstream's way is to comment on the other work, not to rule on it in one's
-own pull request); the contributor posts it or not. Pure."""
+(native_tests/competing/NAME.patch) and ran, and whose discussion thread is known (`Discussed at:`),
+the facts for a comment there: the reproduction and the line test-opt prints, for the contributor
+to word (upstream forbids AI-written posts). Without a known thread: one neutral line in the PR's
+details instead (neutral_lines), no draft. Never a ruling in PR_BODY.md or ISSUE.md. Pure."""
 
 from __future__ import annotations
 
 from typing import Optional
 
-from .. import publish
 from ..model.layout import UPSTREAM_TEST
 from ..model.results import Results
 from ..verdicts.competing import CompetingFix
@@ -31,6 +30,20 @@ def _judged(results: Results, target: str, name: str):
     return None
 
 
+def _reproduction(fix: CompetingFix, cell, version: str, commits: list, names: list[str]):
+    """The commands that show what test-opt prints with the other work in place of the fix: the
+    port is the diff in the draft itself (saved as its file), the test commit of the series."""
+    tests = [n for c, n in zip(commits, names, strict=True) if c.is_test]
+    return [
+        f"git checkout --detach {version}",
+        f"git apply {fix.name}.patch  # the diff below, saved under that name",
+        *([f"git am {' '.join(tests)}"] if tests else []),
+        f"cmake -B build -D{'GGML' if cell.layout == 'ggml' else 'LLAMA'}_BUILD_TESTS=ON",
+        f"cmake --build build --target {UPSTREAM_TEST}",
+        f"./build/bin/{UPSTREAM_TEST}",
+    ]
+
+
 def draft(
     fix: CompetingFix,
     results: Results,
@@ -39,61 +52,58 @@ def draft(
     patch_names: list[str],
     repo: Optional[str],
 ) -> Optional[str]:
-    """The draft for one ported fix; None when no cell of this target judged it."""
+    """The facts for one ported fix, for the thread where that work is discussed (its
+    `Discussed at:`), for the contributor to put in their own words; None without a known thread
+    or when no cell of this target judged it."""
     found = _judged(results, target, fix.name)
-    if found is None:
+    if found is None or not fix.discussed_at:
         return None
     cell, rec = found
     judged = rec.judged
     source = pr_body._source(results, target)
     version = source.upstream_commit or source.base_commit or pr_body.NONE
-    where = fix.discussed_at or fix.url
     text = pr_body.inert  # every value from data goes through one function (ASCII, inert Markdown)
     out = [
         "<!--",
-        "ggml-patch: a draft comment, for you to post or not, where this work is discussed:",
-        pr_body.ascii_text(where).replace("--", "- -"),
-        "It is data from one run; put it in your own words. The tool never posts it.",
+        "ggml-patch: facts for a comment in this thread, not a text to post:",
+        pr_body.ascii_text(fix.discussed_at).replace("--", "- -"),
+        "Write the comment yourself (CONTRIBUTING.md: no AI-written posts); the tool never posts.",
         "-->",
         "",
-        f"I ported {publish.link(fix.url.removeprefix('https://github.com/'), fix.url)} "
-        f"to {text(repo or target)} "
-        f"at {text(version[:8])} "
-        f"({text(fix.title)}) and ran {UPSTREAM_TEST} with the per-step graph cases of a fix "
-        "for the same bug.",
-        "",
-    ]
-    test_line = judged.failure_line or judged.reason
-    out += [
-        f"On {pr_body.backend_name(cell.backend)}, {text(judged.failing_test or UPSTREAM_TEST)} "
-        + ("fails:" if judged.failure_line else f"gives: {text(judged.reason)}"),
+        f"- Thread: {text(fix.discussed_at)}",
+        f"- The other work: {text(fix.url)} ({text(fix.title)})",
+        f"- Tried on: {text(repo or target)} at {text(version[:8])}, "
+        f"{pr_body.backend_name(cell.backend)}, with the test commit of this series",
+        f"- {text(judged.failing_test or UPSTREAM_TEST)} "
+        + ("prints:" if judged.failure_line else f"gives: {text(judged.reason)}"),
     ]
     if judged.failure_line:
-        out += ["", "```", *pr_body.inert_lines([test_line]), "```"]
-    tests = [n for c, n in zip(commits, patch_names, strict=True) if c.is_test]
-    commands = [
-        f"git checkout --detach {version}",
-        f"git apply {fix.name}.patch",
-        *([f"git am {' '.join(tests)}"] if tests else []),
-        f"cmake -B build -D{'GGML' if cell.layout == 'ggml' else 'LLAMA'}_BUILD_TESTS=ON",
-        f"cmake --build build --target {UPSTREAM_TEST}",
-        f"./build/bin/{UPSTREAM_TEST}",
-    ]
-    out += ["", "To reproduce:", "", "```sh", *commands, "```"]
+        out += ["", "```", *pr_body.inert_lines([judged.failure_line]), "```", ""]
     if fix.to_pass:
-        out += ["", f"What it would take to pass: {text(fix.to_pass)}"]
-    else:
-        out += [
-            "",
-            f"What it would take to pass: every case of {UPSTREAM_TEST} prints OK (per-step "
-            "graphs give the same weights as static graphs after every step).",
-        ]
+        out.append(f"- What would pass: {text(fix.to_pass)}")
+    commands = _reproduction(fix, cell, version, commits, patch_names)
+    out += ["", "Reproduction:", "", "```sh", *commands, "```"]
     port = "".join(f.text for f in fix.files)
     lines = pr_body.code_lines(port.splitlines())
-    out += pr_body._details(f"The port ({text(fix.name)}.patch)", ["```diff", *lines, "```"])
-    if fix.provenance:
-        out += ["", f"Provenance of the port: {text(fix.provenance)}"]
+    out += pr_body._details(f"{text(fix.name)}.patch", ["```diff", *lines, "```"])
     return "\n".join(out) + "\n"
+
+
+def neutral_lines(fixes: list[CompetingFix], results: Results, target: str) -> list[str]:
+    """One neutral line for the PR's details per ported fix without a known thread: where the
+    other work is and what test-opt prints with it in place of this fix; no judgment."""
+    out = []
+    for fix in fixes:
+        found = _judged(results, target, fix.name)
+        if found is None or fix.discussed_at:
+            continue
+        judged = found[1].judged
+        shows = judged.failure_line or judged.reason
+        out.append(
+            f"{fix.url} also changes this code; with it in place of this fix, "
+            f"{judged.failing_test or UPSTREAM_TEST} prints: {shows}"
+        )
+    return out
 
 
 def drafts(

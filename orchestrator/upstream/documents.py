@@ -77,54 +77,145 @@ def documents(
     host: tuple[str, str] = ("Linux", ""),
     live: tuple[str, ...] = (),
     problem: Optional[str] = None,
+    symptom: Optional[str] = None,
+    api: Optional[str] = None,
+    related_prs: list[str] | None = None,
+    follows: tuple[str, ...] = (),
 ) -> Documents:
     """read_file(path): the target's file at its base commit, or None; finetune: the training
     evidence, validated, one record per case set (finetune/bundle.of_target);
     issue_form: the target's bug form (None: none in its tree); competing: the ported fixes of
     native_tests/competing/ (a COMMENT draft each); host: (OS, CPU) of the verifying machine."""
     names = [n for n, _ in patches]
+    # the patches of the pull requests this one follows, from their bundles beside this one
+    prior = tuple(f"../../{t}/{target}/*.patch" for t in follows)
     texts: dict[str, str] = {}
     cover_problems: list[str] = []
     form_problems: list[str] = []
     if policy.takes_pull_request:
-        repo = policy.repo.value if isinstance(policy.repo.value, str) else None
-        data = pr_body.additional_information(
-            results,
-            results_sha256,
-            target,
-            commits,
-            names,
-            toolchain,
-            repo,
-            known_limits,
+        texts, form_problems = _pull_request_texts(
+            policy=policy,
+            cover=cover,
+            results=results,
+            results_sha256=results_sha256,
+            target=target,
+            commits=commits,
+            names=names,
+            toolchain=toolchain,
+            read_file=read_file,
+            known_limits=known_limits,
             finetune=finetune,
-            issue_ref=fixes_line(cover, repo),
-            machine=host[1],
+            issue_form=issue_form,
+            competing=competing,
+            host=host,
+            live=live,
+            problem=problem,
+            symptom=symptom,
+            api=api,
+            related_prs=related_prs,
+            prior=prior,
         )
-        issue_text, missing = issue.issue_md(
-            issue_form,
-            results,
-            target,
-            commits,
-            names,
-            repo,
-            toolchain,
-            read_file,
-            host[0],
-            finetune,
-            live,
-            problem,
-            cover.path,
-        )
-        form = issue_form.file if issue_form else "no bug form in the target's tree"
-        form_problems = [f"ISSUE.md: '{label}' ({form})" for label in missing]
-        texts = {
-            "PR_TITLE": pr_title(commits) + "\n",
-            "PR_BODY.md": pr_body.body(policy.template, cover, data),
-            "ISSUE.md": issue_text,
-            **comments.drafts(list(competing), results, target, commits, names, repo),
-        }
         cover_problems = problems(cover, policy.template)
+    return _checked(
+        policy,
+        cover,
+        target,
+        patches,
+        texts,
+        cover_problems,
+        form_problems,
+        warnings,
+        canonical_paths,
+        read_file,
+        related,
+    )
+
+
+def _pull_request_texts(
+    *,
+    policy: DerivedPolicy,
+    cover: Cover,
+    results: Results,
+    results_sha256: str,
+    target: str,
+    commits: list,
+    names: list[str],
+    toolchain: dict,
+    read_file,
+    known_limits: tuple,
+    finetune: tuple,
+    issue_form: Optional[IssueForm],
+    competing: tuple,
+    host: tuple[str, str],
+    live: tuple[str, ...],
+    problem: Optional[str],
+    symptom: Optional[str],
+    api: Optional[str],
+    related_prs: list[str] | None,
+    prior: tuple[str, ...],
+) -> tuple[dict[str, str], list[str]]:
+    """PR_TITLE, PR_BODY.md (without its banner), ISSUE.md and the COMMENT drafts of a
+    pull-request target, and the bug form's fields the run cannot fill."""
+    repo = policy.repo.value if isinstance(policy.repo.value, str) else None
+    data = pr_body.additional_information(
+        results,
+        results_sha256,
+        target,
+        commits,
+        names,
+        toolchain,
+        repo,
+        known_limits,
+        finetune=finetune,
+        issue_ref=fixes_line(cover, repo),
+        machine=host[1],
+        related=related_prs,
+        notes=comments.neutral_lines(list(competing), results, target),
+        prior=prior,
+    )
+    issue_text, missing = issue.issue_md(
+        issue_form,
+        results,
+        target,
+        commits,
+        names,
+        repo,
+        toolchain,
+        read_file,
+        host[0],
+        finetune,
+        live,
+        problem,
+        cover.path,
+        symptom=symptom,
+        api=api,
+        prior=prior,
+    )
+    form = issue_form.file if issue_form else "no bug form in the target's tree"
+    form_problems = [f"ISSUE.md: '{label}' ({form})" for label in missing]
+    return {
+        "PR_TITLE": pr_title(commits) + "\n",
+        "PR_BODY.md": pr_body.body(policy.template, cover, data),
+        "ISSUE.md": issue_text,
+        **comments.drafts(list(competing), results, target, commits, names, repo),
+    }, form_problems
+
+
+def _checked(
+    policy: DerivedPolicy,
+    cover: Cover,
+    target: str,
+    patches: list[tuple[str, str]],
+    texts: dict[str, str],
+    cover_problems: list[str],
+    form_problems: list[str],
+    warnings: list[str],
+    canonical_paths: list[str],
+    read_file,
+    related: tuple,
+) -> Documents:
+    """The readiness checks over the texts, READINESS.md, the banner on PR_BODY.md; every text
+    redacted and bounded."""
     # a target verified through another's sync: what that sync script carries
     script = None if policy.takes_pull_request else sync_script_for(policy.role_value.changes_go_to)
     text = read_file(script) if script else None

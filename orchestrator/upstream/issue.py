@@ -35,49 +35,38 @@ def find_line(read_file: ReadFile, paths: tuple[str, ...], needle: str) -> Optio
     return None
 
 
-def uses(read_file: ReadFile) -> list[str]:
-    """Where upstream's own training takes this mode: `path:line` (the call), in call order."""
+def uses(read_file: ReadFile, api: Optional[str] = None) -> list[str]:
+    """Where upstream's own training takes this mode: `path:line` (the call), in call order. With
+    `api` (the one public function the bug is in): where those files call that function instead,
+    so no caller is claimed that the tree does not have."""
     found = []
     for path, needle in _USES:
+        needle = f"{api}(" if api else needle
         hit = find_line(read_file, (path,), needle)
         if hit:
             found.append(f"`{path}:{hit[1]}` ({needle.rstrip('(')})")
     return found
 
 
-def problem_lines(read_file: ReadFile, problem: Optional[str] = None) -> list[str]:
+def problem_lines(
+    read_file: ReadFile, problem: Optional[str] = None, api: Optional[str] = None
+) -> list[str]:
     """What breaks (`problem`: the topic's own line, topic.yaml `problem:`), quoting upstream's
-    header on the mode; who uses that mode, by file:line."""
+    header on the mode; who uses that mode (or, with `api`, that function), by file:line."""
     said = find_line(read_file, _HEADER, _DEFAULT_MODE)
     mode = "non-static graphs (`ctx_compute` not set in `ggml_opt_params`)"
     if said:
         quote = said[2].lstrip("/ ").strip()
         mode += f', the default mode (`{said[0]}:{said[1]}`: "{quote}")'
     out = [f"With {mode}, {pr_body.ascii_text(problem)}" if problem else f"Affected: {mode}."]
-    used = uses(read_file)
+    used = uses(read_file, api)
     if used:
-        out += ["", f"llama-finetune uses this mode: {', '.join(used)}."]
+        what = f"`{api}`" if api else "this mode"
+        out += ["", f"llama-finetune uses {what}: {', '.join(used)}."]
+    elif api:
+        files = " and ".join(f"`{path}`" for path, _ in _USES)
+        out += ["", f"`{api}` is public API; upstream's own training ({files}) does not call it."]
     return out
-
-
-def training_line(results: Results, target: str) -> Optional[str]:
-    """The training record's loss, first -> last epoch, with and without the fix (summary.md's)."""
-    cells = [c for c in results.cells_of(target) if c.training and c.training.patched]
-    cells.sort(key=lambda c: c.backend != "cpu")
-    if not cells or not cells[0].training or not cells[0].training.control:
-        return None
-    t = cells[0].training
-
-    def span(epochs) -> str:
-        return f"{epochs[0].train_loss:.4g} -> {epochs[-1].train_loss:.4g}"
-
-    n = max(len(t.patched), len(t.control))
-    return (
-        f"A training loop over ggml-opt's public API with per-step graphs "
-        f"({pr_body.backend_name(cells[0].backend)}, "
-        f"{n} epochs): train loss with the fix {span(t.patched)}, "
-        f"without it {span(t.control)}."
-    )
 
 
 def version_lines(results: Results, target: str, repo: Optional[str], toolchain: dict) -> list:
@@ -107,29 +96,34 @@ def values(
     finetune: tuple[finetune_results.FinetuneResults, ...] = (),
     live: tuple[str, ...] = (),
     problem: Optional[str] = None,
+    api: Optional[str] = None,
+    prior: tuple[str, ...] = (),
 ) -> dict[str, list[str]]:
     """role -> lines (issue_form.role_of): what the run can say for each field. `live`: targets
     of the same upstream that follow its branch (matrix.yaml's live profile), when this run has
-    their cells: the reproduction on current master too."""
-    steps = problem_lines(read_file, problem) + ["", "Steps to reproduce, on the version above:"]
+    their cells: the reproduction on current master too. The steps always hold the commands that
+    show the bug, and the log the line they print."""
+    steps = problem_lines(read_file, problem, api) + [
+        "",
+        "Steps to reproduce, on the version above:",
+    ]
     tuned = [line for record in finetune for line in pr_body.finetune_lines(record, "####")]
     if tuned:
         steps += ["", "1. upstream's llama-finetune, with and without the fix:", "", *tuned]
-    trained = training_line(results, target)
-    if trained:
-        steps += ["", pr_body.ascii_text(trained)]
-    bug = pr_body.reproduce_bug(results, target, commits, patch_names)
+    # the project's own training program (train-opt-dynamic) is not the reader's to run: its
+    # loss stays in summary.md; the steps are upstream's programs and the PR's test commit
+    bug = pr_body.reproduce_bug(results, target, commits, patch_names, prior)
     # the lines of the tests the reader builds (test-opt; the gate only when the series adds it)
     lines, _ = pr_body.before_after(results, target, patch_names)
+    if bug:
+        steps += ["", "Apply the test commit of the fix alone, build test-opt and run it:"]
+        steps += ["", "```sh", *bug, "```"]
     if bug and lines:
-        steps += [
-            "",
-            "test-opt with the new cases of the fix's test patch (the command line above)",
-        ]
-        steps += ["fails without the fix:", "", "```", *lines, "```"]
+        steps += ["", "Result without the fix (also under Relevant log output):"]
+        steps += ["", "```", *lines, "```"]
     steps += master_lines(results, live, patch_names)
     # libllama's training (llama_opt_epoch) is where the tree shows the mode in use
-    modules = ["libllama"] if any("llama-context" in u for u in uses(read_file)) else []
+    modules = ["libllama"] if any("llama-context" in u for u in uses(read_file, api)) else []
     return {
         "version": version_lines(results, target, repo, toolchain),
         "os": [_OS.get(host_os, "Other")],
@@ -169,8 +163,14 @@ def dropdown_values(form: issue_form.IssueForm, vals: dict[str, list[str]]) -> d
     return out
 
 
-def issue_title(commits: list) -> str:
-    """The fix's subject without its `module : ` prefix (the form gives its own title prefix)."""
+def issue_title(commits: list, symptom: Optional[str] = None, problem: Optional[str] = None) -> str:
+    """What a user sees, as a bug's title says it: topic.yaml's `symptom:`; else its `problem:`
+    up to the first colon; the fix's subject (without its `module : ` prefix) only without
+    either (the form gives its own title prefix)."""
+    if symptom:
+        return pr_body.ascii_text(symptom)
+    if problem:
+        return pr_body.ascii_text(problem.split(": ", 1)[0].rstrip("."))
     subject = ([c for c in commits if not c.is_test] or commits)[0].subject
     return re.sub(r"^[^:]+ : ", "", subject)
 
@@ -189,6 +189,9 @@ def issue_md(
     live: tuple[str, ...] = (),
     problem: Optional[str] = None,
     cover_path: str = "patches/cover.md",
+    symptom: Optional[str] = None,
+    api: Optional[str] = None,
+    prior: tuple[str, ...] = (),
 ) -> tuple[str, list[str]]:
     """ISSUE.md and the required fields the run has no data for. `problem`: the topic's line of
     what breaks; `cover_path`: its cover.md."""
@@ -205,7 +208,15 @@ def issue_md(
         finetune,
         live,
         problem,
+        api,
+        prior,
     )
     vals = dropdown_values(used, vals)
-    text = issue_form.render(used, vals, issue_title(commits), cover_path)
-    return text, issue_form.missing_required(used, vals)
+    text = issue_form.render(used, vals, issue_title(commits, symptom, problem), cover_path)
+    missing = issue_form.missing_required(used, vals)
+    # a bug report without its reproduction or its output is not ready, whatever the form requires
+    if not vals.get("command"):
+        missing.append("steps to reproduce (no commit of the series is only tests)")
+    if not vals.get("logs"):
+        missing.append("relevant log output (no test-opt line without the fix in this run)")
+    return text, missing

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any, Callable, Optional, Sequence
 
 from pydantic import PrivateAttr
@@ -416,5 +417,8 @@ def _declared(declared: Upstream, key: str) -> Rule:
     unknown)."""
     value = getattr(declared, key)
     file, _, line = declared.where.rpartition(":")
-    cited = (file, int(line)) if line.isdigit() else (declared.where, 0)
+    # the file's name only: the checkout's absolute path is this machine's, not the bundle's
+    cited = (
+        (PurePath(file).name, int(line)) if line.isdigit() else (PurePath(declared.where).name, 0)
+    )
     return Rule(value, (Citation(file=cited[0], line=cited[1], text=f"upstream.{key}: {value}"),))

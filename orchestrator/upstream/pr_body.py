@@ -20,7 +20,7 @@ from ..verdicts.competing import first_failing_line
 from ..verdicts.mutants import tally_line
 from . import cover
 from .policy import Template, _disclosure_prefix, strip_blank
-from .views import NOT_RUN, WARNING_TITLE, device_text, one_line, skipped_tests, toolchain_lines
+from .views import NOT_RUN, WARNING_TITLE, device_text, one_line
 
 DATA_HEADING = re.compile(r"^additional information$", re.I)
 _ASCII = dict(
@@ -101,28 +101,15 @@ def _source(results: Results, target: str) -> Provenance:
     )
 
 
-def base_rows(results: Results, target: str, repo: Optional[str]) -> list[str]:
-    source = _source(results, target)
-    upstream = source.upstream_commit
-    patched = next((c.patched_commit for c in results.cells_of(target) if c.patched_commit), None)
-    sdist = f", sdist sha256 {_code(source.sdist_sha256)}" if source.sdist_sha256 else ""
-    where = _v(repo or source.url or "upstream")
-    return [
-        "| | commit |",
-        "|---|---|",
-        f"| {where} | "
-        + (f"{_code(upstream)} |" if upstream else "unknown: the source carries no git metadata |"),
-        f"| ggml-patch snapshot of {_v(source.description)}{sdist} "
-        f"| {_code(source.base_commit or NONE)} |",
-        f"| the snapshot with this series applied | {_code(patched or NONE)} |",
-    ]
-
-
 def _commands(
-    results: Results, target: str, applied: list[str], patch_names: list[str]
+    results: Results,
+    target: str,
+    applied: list[str],
+    patch_names: list[str],
+    prior: tuple[str, ...] = (),
 ) -> list[str]:
-    """`applied` on the base, then the series' tests (the gate only when a patch adds it) built
-    and run."""
+    """`applied` on the base (after `prior`: the patches of the pull requests it follows), then
+    the series' tests (the gate only when a patch adds it) built and run."""
     cells = results.cells_of(target)
     option = "GGML_BUILD_TESTS" if cells and cells[0].layout == "ggml" else "LLAMA_BUILD_TESTS"
     tests = (
@@ -131,6 +118,7 @@ def _commands(
     source = _source(results, target)
     return [
         f"git checkout --detach {source.upstream_commit or source.base_commit or NONE}",
+        *([f"git am {' '.join(prior)}  # the pull requests this one follows"] if prior else []),
         f"git am {' '.join(applied)}",
         f"cmake -B build -D{option}=ON",
         f"cmake --build build --target {' '.join(tests)}",
@@ -139,12 +127,16 @@ def _commands(
 
 
 def reproduce_bug(
-    results: Results, target: str, commits: list, patch_names: list[str]
+    results: Results,
+    target: str,
+    commits: list,
+    patch_names: list[str],
+    prior: tuple[str, ...] = (),
 ) -> Optional[list[str]]:
     """Only the test commits on the base: the tests fail with the lines above. None when no commit
     of the series is only tests (the test cannot go in without the fix)."""
     tests = [name for c, name in zip(commits, patch_names, strict=True) if c.is_test]
-    return _commands(results, target, tests, patch_names) if tests else None
+    return _commands(results, target, tests, patch_names, prior) if tests else None
 
 
 def _details(summary: str, lines: list[str]) -> list[str]:
@@ -152,17 +144,26 @@ def _details(summary: str, lines: list[str]) -> list[str]:
     return ["", f"<details><summary>{summary}</summary>", "", *lines, "", "</details>"]
 
 
+def _without_fix_line(control, test: str) -> Optional[str]:
+    """The line `test` shows without the fix: its first failing line, or for a crash of test-opt
+    the signal and the case it died in (the control's, classify.crash_line)."""
+    t = control.test(test) if control else None
+    if t is None:
+        return None
+    line = t.failure_line or first_failing_line(test, t.output or "")
+    crash = control.failure_line or ""
+    if not line and test == UPSTREAM_TEST and t.outcome == Outcome.CRASHED:
+        line = crash if crash.startswith(f"{UPSTREAM_TEST}: ") else f"{UPSTREAM_TEST}: crashed"
+    return line
+
+
 def before_fix_lines(results: Results, target: str) -> list[str]:
-    """The first failing line of each test with the fix reverted (test-opt's new cases, then the
-    gate), once each."""
+    """test-opt's line without the fix on each backend that ran it, once each: what the PR's own
+    test commit prints there."""
     out = []
     for _, control in _controls(results, target):
-        if control:
-            t = control.test(UPSTREAM_TEST)
-            line = (
-                (t.failure_line or first_failing_line(UPSTREAM_TEST, t.output or "")) if t else None
-            )
-            out += [ascii_text(x) for x in (line, control.failure_line) if x]
+        line = _without_fix_line(control, UPSTREAM_TEST) if control else None
+        out += [ascii_text(line)] if line else []
     # shown inside a ``` block: each one line, none able to close the block
     return publish.lines_in_block(dict.fromkeys(out), 400)
 
@@ -244,16 +245,15 @@ def before_after(
     series_gate = any(GATE_TEST in n for n in patch_names)
     before: list[str] = []
     after: list[str] = []
-    # upstream's test first; the gate only when the series adds it or test-opt shows nothing
-    for tests in ([UPSTREAM_TEST] + ([GATE_TEST] if series_gate else []), [GATE_TEST]):
+    # upstream's test; the gate only when the series adds it (a reader has no other gate to run)
+    for tests in ([UPSTREAM_TEST] + ([GATE_TEST] if series_gate else []),):
         for c, control in _controls(results, target):
             patched = results.records_of(c.cell).get("patched")
             for test in tests:
-                t = control.test(test) if control else None
                 ok = patched.test(test) if patched else None
-                if t is None or ok is None or ok.outcome != Outcome.PASSED:
+                if ok is None or ok.outcome != Outcome.PASSED:
                     continue
-                line = t.failure_line or first_failing_line(test, t.output or "")
+                line = _without_fix_line(control, test)
                 if line and ok.summary_line:
                     before.append(ascii_text(line))
                     after.append(ascii_text(ok.summary_line))
@@ -266,30 +266,24 @@ def before_after(
     return shown_before, publish.lines_in_block(dict.fromkeys(after), 400)
 
 
-def short_cell_table(results: Results, target: str) -> list[str]:
-    """One row per cell (backend x device): test-opt with its new cases, the gate (where the
-    topic has one), the control."""
-    cells = results.cells_of(target)
-    patched_of = {c.cell: results.records_of(c.cell).get("patched") for c in cells}
-    gate = any(p is not None and GATE_TEST in p.tests for p in patched_of.values())
-    tests = (UPSTREAM_TEST, GATE_TEST) if gate else (UPSTREAM_TEST,)
-    head = f"| cell | device | {UPSTREAM_TEST} (with the new cases) | "
-    head += f"gate ({GATE_TEST}) | " if gate else ""
-    out = [head + "control (fix reverted) |", "|---|---|" + "---|" * len(tests) + "---|"]
-    for c in cells:
-        patched, control = patched_of[c.cell], results.control_of(c.cell)
-        device = device_text(c.device) or NONE
-        ctl = NONE
-        if control and control.verdict:
-            failing = [t for t in tests if control.outcome(t) == "failed"]
-            ctl = f"{control.verdict}" + (f" ({', '.join(failing)} fail)" if failing else "")
-        elif c.status in NOT_RUN:
-            ctl = shorten(f"{c.status}: {one_line(c.reason)}", 80)
-        shown = "".join(f"{_code(_summary(patched, t))} | " for t in tests)
+def backend_table(results: Results, target: str) -> list[str]:
+    """One row per backend that ran test-opt: its device and the line test-opt prints with the fix
+    and with only the test commit (nothing of this machine's setup)."""
+    out = [
+        f"| backend | device | {UPSTREAM_TEST} with the fix | without the fix |",
+        "|---|---|---|---|",
+    ]
+    for c, control in _controls(results, target):
+        patched = results.records_of(c.cell).get("patched")
+        if c.status in NOT_RUN or patched is None or patched.test(UPSTREAM_TEST) is None:
+            continue
+        device = _cell_text(shorten(device_text(c.device) or NONE, 60))
+        before = _without_fix_line(control, UPSTREAM_TEST) if control else None
         out.append(
-            f"| {_v(c.cell)} | {_cell_text(shorten(device, 60))} | {shown}{_cell_text(ctl)} |"
+            f"| {backend_name(c.backend)} | {device} | {_code(_summary(patched, UPSTREAM_TEST))} "
+            f"| {_code(ascii_text(before) if before else None)} |"
         )
-    return out
+    return out if len(out) > 2 else []
 
 
 def kill_matrix_line(results: Results, target: str) -> Optional[str]:
@@ -300,33 +294,6 @@ def kill_matrix_line(results: Results, target: str) -> Optional[str]:
         if t and t.total and t.killed_by and UPSTREAM_TEST in t.killed_by:
             return tally_line(t.total, t.killed_by)
     return None
-
-
-def case_table(results: Results, target: str) -> list[str]:
-    """backend x device x test x case (named), with the fix and with it reverted."""
-    out = [
-        "| backend | device | test | case | with the fix | fix reverted | first wrong step "
-        "| w | expected |"
-    ]
-    out.append("|---|---|---|---|---|---|---|---|---|")
-    for c in results.cells_of(target):
-        recs = results.records_of(c.cell)
-        patched, control = recs.get("patched"), results.control_of(c.cell)
-        for test in (UPSTREAM_TEST, GATE_TEST):
-            control_test = control.test(test) if control else None
-            reverted = {(r.device, r.key): r for r in (control_test.rows if control_test else [])}
-            patched_test = patched.test(test) if patched else None
-            for r in patched_test.rows if patched_test else []:
-                ctl = reverted.get((r.device, r.key))
-                case = (
-                    r.case
-                    or r.optimizer
-                    or (f"opt_period={r.opt_period}" if r.opt_period else None)
-                )
-                vals: list = [c.backend, r.device, test, case, str(r.status)]
-                vals += [str(ctl.status), ctl.step, ctl.actual, ctl.expected] if ctl else [None] * 4
-                out.append("| " + " | ".join(_v(v) for v in vals) + " |")
-    return out
 
 
 def additional_information(
@@ -341,38 +308,40 @@ def additional_information(
     finetune: tuple[finetune_results.FinetuneResults, ...] = (),
     issue_ref: Optional[str] = None,
     machine: str = "",
+    related: list[str] | None = None,
+    notes: list[str] | None = None,
+    prior: tuple[str, ...] = (),
 ) -> list[str]:
-    """Everything the tool puts under "Additional information", ASCII. Visible: `Fixes #N` once
-    the issue is recorded, the backends tested and not run in one line, test-opt's failing line
-    before the fix and its passing line after, the commands; the rest in <details> blocks.
-    `known_limits`: patches/known-limits.yaml; `finetune`: the training evidence, one record per
-    case set; `machine`: the verifying host's CPU (x86_64)."""
-    cells, out = results.cells_of(target), []
+    """Everything the tool puts under "Additional information", ASCII, only what the PR's own
+    commands print. Visible: `Fixes #N` once the issue is recorded, the other PRs of the set
+    (`related`), the backends tested in one line, test-opt's line with only the test commit (a
+    crash: its signal and the case) and its passing line with the fix, the commands. Folded: the
+    commands without the fix and test-opt's line per backend, the training evidence, `notes`
+    (e.g. one neutral line on other work on the same code). `results_sha256` and `known_limits`
+    stay in manifest.json."""
+    out: list[str] = []
     if issue_ref:
         out += [issue_ref, ""]
+    if related:
+        out += [*related, ""]
     tested = tested_line(results, target, toolchain, machine)
     if tested:
         out += [tested, ""]
     before, after = before_after(results, target, patch_names)
     if before:
-        out += ["Without the fix:", "", "```", *before, "```"]
-        out += [""]
+        out += ["Without the fix (its test commit alone):", "", "```", *before, "```", ""]
     if after:
         out += ["With the fix:", "", "```", *after, "```", ""]
-    fixed = _commands(results, target, patch_names, patch_names)  # what the cells did with the fix
+    fixed = _commands(results, target, patch_names, patch_names, prior)
     out += ["Reproduce:", "", "```sh", *fixed, "```"]
-    # the rest folded: GitHub shows each block's summary line only
-    out += _details("Results per backend and device", short_cell_table(results, target))
-    kill = kill_matrix_line(results, target)
-    if kill:
-        out += _details(
-            "Known-wrong fixes tried", [f"native_tests/<topic>/mutants/: {ascii_text(kill)}."]
-        )
-    bug = reproduce_bug(results, target, commits, patch_names)
-    every = before_fix_lines(results, target)  # each test's first failing line, the gate's too
+    bug = reproduce_bug(results, target, commits, patch_names, prior)
+    every = before_fix_lines(results, target)
     folded = (["```sh", *bug, "```"] if bug else []) + (["", "```", *every, "```"] if every else [])
     if folded:
         out += _details("Without the fix", folded)
+    table = backend_table(results, target)
+    if table:
+        out += _details(f"{UPSTREAM_TEST} per backend", table)
     for evidence in finetune:
         tuned = finetune_lines(evidence, "####")
         if not tuned:
@@ -383,54 +352,9 @@ def additional_information(
         if len(finetune) > 1:
             title += f" ({_model_words(evidence)})"
         out += _details(title, tuned)
-    out += _details(
-        "Per-case results (backend x device x test x case)", case_table(results, target)
-    )
-    record = ["| | |", "|---|---|", f"| results.json sha256 | `{results_sha256}` |"]
-    record += [
-        f"| run started | {_v(results.started_at)} |",
-        f"| profile | {_v(results.profile)} |",
-    ]
-    record += [f"| series sha256 | {_code(results.series.sha256)} |"]
-    # every value from results.json through inert: ASCII, no Markdown or HTML of its own
-    notes = [
-        f"- {inert(c.cell)} device: {inert(device_text(c.device))}"
-        for c in cells
-        if device_text(c.device)
-    ]
-    notes += [
-        f"- {inert(c.cell)} {inert(c.status)}: {inert(one_line(c.reason))}"
-        for c in cells
-        if c.status in NOT_RUN
-    ]
-    skipped = skipped_tests(results, target)
-    notes += [
-        f"- {inert(cell)}: {inert(test)} not run on this backend: {inert(one_line(why))}"
-        for cell, test, why in skipped
-    ]
-    for c, control in _controls(results, target):
-        if control:
-            reverted = ", ".join(publish.code(ascii_text(p)) for p in control.reverted or [])
-            notes.append(
-                f"- {inert(c.cell)} control: reverted {reverted or NONE}; "
-                f"{inert(control.verdict_reason)}"
-            )
-    notes += [
-        f"- other target {inert(c.cell)} ({inert(c.layout or NONE)} layout): {inert(c.status)}"
-        for c in results.cells
-        if c.target != target
-    ]
-    notes = publish.bounded_rows(notes, 20_000, "notes")
-    out += _details("The run (ggml-patch results.json)", [*record, "", *notes])
-    if known_limits:
-        table = [ascii_text(line) for line in limits.table(known_limits)]
-        table = publish.bounded_rows(table, 20_000, "known limits")
-        out += _details(f"Known limits, not changed by this series (patches/{limits.FILE})", table)
-    out += _details("Base commits", base_rows(results, target, repo))
-    out += _details(
-        "Toolchain",
-        [f"- {inert(name)}: {inert(value)}" for name, value in toolchain_lines(toolchain)],
-    )
+    if notes:
+        shown = publish.bounded_rows([inert(n) for n in notes], 20_000, "notes")
+        out += _details("Other work on the same code", shown)
     # the run's records may name URLs: never their credentials
     return [redact(line) for line in out]
 

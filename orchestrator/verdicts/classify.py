@@ -233,6 +233,24 @@ def last_case(output: str) -> Optional[str]:
     return found
 
 
+def crashed_in(output: str, reference: str = "") -> Optional[str]:
+    """The test-opt case a crashed run died in: the case the passing run of the same cases
+    (`reference`) printed next after the crashed run's last case line, since a case prints its
+    line only once it is done; without a reference that the crashed run followed, the last case
+    it printed."""
+    done = [ln.strip() for ln in strip_ansi(output).splitlines() if _case_of(ln)]
+    ref = [ln.strip() for ln in strip_ansi(reference).splitlines() if _case_of(ln)]
+    if len(ref) > len(done) and ref[: len(done)] == done:
+        return _case_of(ref[len(done)])
+    return _case_of(done[-1]) if done else None
+
+
+def crash_line(exit_code: Optional[int], output: str, reference: str = "") -> str:
+    """What a crashed test-opt run shows, in one line: its signal and the case it died in."""
+    where = crashed_in(output, reference)
+    return f"test-opt: {signal_name(exit_code) or 'a signal'}" + (f" in {where}" if where else "")
+
+
 def topic_control_verdict(
     build_ok: bool,
     test_opt_outcome: Optional[str],
@@ -240,19 +258,21 @@ def topic_control_verdict(
     output: str,
     cases: list[str],
     control_crash: Optional[str],
+    reference: str = "",
 ) -> GateVerdict:
     """The verdict of one topic's control (its hunks reverted, the other topics kept) by test-opt
     and the topic's own `cases`: killed when a case of its own fails by its own check; killed
     (crash) when it dies by a signal inside one of its own cases and the topic declares its bug a
-    crash (`control_crash`: why); survived when test-opt passes; invalid otherwise (did not build,
-    timed out, failed or crashed outside its own cases, a crash the topic does not declare)."""
+    crash (`control_crash`: why; where, from `reference`: crashed_in); survived when test-opt
+    passes; invalid otherwise (did not build, timed out, failed or crashed outside its own cases, a
+    crash the topic does not declare)."""
     if not build_ok:
         return GateVerdict(INVALID, "the control did not build")
     if test_opt_outcome == PASSED:
         return GateVerdict(SURVIVED, "test-opt passes with the topic's hunks reverted")
     if test_opt_outcome == CRASHED:
         sig = signal_name(test_opt_exit) or "a signal"
-        where = last_case(output)
+        where = crashed_in(output, reference)
         if where not in cases:
             return GateVerdict(
                 INVALID, f"test-opt died by {sig} outside the topic's cases (last case: {where})"

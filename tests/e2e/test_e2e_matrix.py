@@ -638,7 +638,7 @@ def test_every_known_wrong_fix_is_killed(matrix_run, target, backend):
     for r in mutants:
         if r["topic"] == "accumulator-reset":
             log = Path(r["tests"]["test-opt"]["log"]).read_text()
-            assert re.search(r"^\s*test_per_step_graphs\(.*FAIL", log, re.M), r["variant"]
+            assert re.search(r"^\s*test_opt_period_non_static\(.*FAIL", log, re.M), r["variant"]
     for r in mutants:
         if r["topic"] != "accumulator-reset":
             assert r["failure_line"].startswith(OWN_CASE[r["topic"]] + "("), r
@@ -663,11 +663,11 @@ def test_competing_fixes_are_judged_on_the_unfixed_tree(matrix_run, target):
     # so test-opt's first per-step case fails at step 2
     assert qlora["verdict"] == "wrong" and qlora["failing_test"] == "test-opt", qlora
     assert qlora["failure_line"] == (
-        "test_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, "
+        "test_opt_period_non_static(high_level=no, schedule=TTTTTT, opt_period=1, "
         "subtest=weights, optimizer=adamw): FAIL"
     )
     log = Path(comp["qlora-branch-alloc-zeroing"]["tests"]["test-opt"]["log"]).read_text()
-    assert "step 2: weights=2.83299 with per-step graphs, 2.93661 with static graphs" in log
+    assert "step 2: weights=2.83299 with non-static graphs, 2.93661 with static graphs" in log
     # the fork's reconstructed reset, as mutant 02: evals shift opt_i, a period starts unreset
     fork = _recs(data, target, "cpu")["mutant:02-reset-at-build-when-opt-i-zero"]
     fork_line = fork["tests"]["test-opt"]["failure_line"]

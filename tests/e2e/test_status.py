@@ -194,7 +194,7 @@ def test_the_topics_behaviour_where_its_patch_cannot_tell(drift):
     rows = drift[0]
     on = rows["fork-conflict"].topics["accumulator-reset"]
     assert (on.status, on.behaviour.outcome) == (CONFLICT, FAILED), on
-    assert "its test cases fail on the target as it is: test_per_step_graphs(" in on.detail
+    assert "its test cases fail on the target as it is: test_opt_period_non_static(" in on.detail
     for name in ("fork-merged", "fork-merged-moved"):
         on = rows[name].topics["accumulator-reset"]
         assert (on.status, on.behaviour.outcome) == (UPSTREAM, PASSED), on

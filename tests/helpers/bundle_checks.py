@@ -39,61 +39,40 @@ def _number(row: dict, column: str, kind: Callable[[str], Any]) -> Any:
     return kind(row[column])
 
 
-def parsed_outcomes(body: str) -> list[dict]:
-    rows = []
-    for r in _table(body, "<summary>Per-case results (backend x device x test x case)</summary>"):
-        rows.append(
-            {
-                "backend": r["backend"],
-                "device": r["device"],
-                "test": _value(r["test"]),
-                "case": _value(r["case"]),
-                "patched": r["with the fix"],
-                "control": _value(r["fix reverted"]),
-                "step": _number(r, "first wrong step", int),
-                "w": _number(r, "w", float),
-                "expected": _number(r, "expected", float),
-            }
-        )
-    return rows
+def _without_fix(recs: dict) -> str | None:
+    """What test-opt shows with only the test commit, straight from results.json: its first FAIL
+    line, or for a crash the control's line (signal and case)."""
+    control = recs.get("control") or {}
+    t = control.get("tests", {}).get(UPSTREAM)
+    if not t:
+        return None
+    if t.get("failure_line"):
+        return t["failure_line"]
+    line = control.get("failure_line") or ""
+    return line if t.get("outcome") == "crashed" and line.startswith(f"{UPSTREAM}: ") else None
 
 
-def _row_key(row: dict) -> str:
-    """What a row is about on its device: test-opt's optimizer, the gate's case (29 of them, several
-    sharing an opt_period; older results name only the opt_period)."""
-    return row.get("optimizer") or row.get("case") or f"opt_period={row.get('opt_period')}"
+def parsed_backends(body: str) -> dict[str, dict]:
+    """The folded per-backend table: backend -> its row."""
+    rows = _table(body, f"<summary>{UPSTREAM} per backend</summary>")
+    return {r["backend"]: r for r in rows}
 
 
-def expected_outcomes(results: Results, target: str) -> list[dict]:
-    """Straight from results.json, independently of the code under test."""
-    results = results.to_json()
-    rows = []
-    for cell in (c for c in results["cells"] if c["target"] == target):
-        recs = _by_variant(results, cell["cell"])
-        if "patched" not in recs:
+def expected_backends(results: Results, target: str) -> dict[str, tuple]:
+    """backend -> (test-opt's line with the fix, its line without), from results.json."""
+    data = results.to_json()
+    out = {}
+    names = {"cpu": "CPU", "cuda": "CUDA", "vulkan": "Vulkan", "metal": "Metal"}
+    for cell in (c for c in data["cells"] if c["target"] == target):
+        recs = _by_variant(data, cell["cell"])
+        opt = recs.get("patched", {}).get("tests", {}).get(UPSTREAM)
+        if not opt or cell["status"] in ("skipped", "build-only", "error"):
             continue
-        for test in (UPSTREAM, GATE):
-            # none in a build-only cell
-            for row in recs["patched"]["tests"].get(test, {}).get("rows", []):
-                ctl = next(
-                    x
-                    for x in recs["control"]["tests"][test]["rows"]
-                    if x["device"] == row["device"] and _row_key(x) == _row_key(row)
-                )
-                rows.append(
-                    {
-                        "backend": cell["backend"],
-                        "device": row["device"],
-                        "test": test,
-                        "case": _row_key(row),
-                        "patched": row["status"],
-                        "control": ctl["status"],
-                        "step": ctl.get("step"),
-                        "w": ctl.get("actual"),
-                        "expected": ctl.get("expected"),
-                    }
-                )
-    return rows
+        out[names.get(cell["backend"], cell["backend"])] = (
+            opt.get("summary_line"),
+            _without_fix(recs),
+        )
+    return out
 
 
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
@@ -121,42 +100,31 @@ def numbers_of(results) -> set[float]:
 def evidence_section(body: str) -> str:
     """The run's data: the visible lines before and after the fix (up to the reproduce commands),
     then the folded per-backend table."""
-    start = "\nWithout the fix:\n"
+    start = "\nWithout the fix (its test commit alone):\n"
     shown = body.split(start, 1)[1] if start in body else ""
-    table = "<details><summary>Results per backend and device</summary>"
+    table = f"<details><summary>{UPSTREAM} per backend</summary>"
     folded = body.split(table, 1)[1].split("</details>", 1)[0] if table in body else ""
     return shown.split("Reproduce:", 1)[0] + folded
 
 
 def check_body_against_results(body: str, model: Results, target: str) -> None:
-    assert parsed_outcomes(body) == expected_outcomes(model, target)
-    results = model.to_json()
-    table = "| cell | device |" + body.split("\n| cell | device |", 1)[1].split("\n\n", 1)[0]
-    lines = table.splitlines()
-    header = _cells(lines[0])
-    rows = [dict(zip(header, _cells(ln), strict=True)) for ln in lines[2:]]
-    cells = {row["cell"]: row for row in rows}
-    for c in (c for c in results["cells"] if c["target"] == target):
-        row = cells[c["cell"]]
-        recs = _by_variant(results, c["cell"])
-        verdict = recs.get("control", {}).get("verdict")
-        ctl = _value(row["control (fix reverted)"])
-        assert (ctl is None and verdict is None) or (ctl or "").split(" ")[0] == (
-            verdict or c["status"] + ":"
-        )
-        assert _value(row["test-opt (with the new cases)"]) == recs.get("patched", {}).get(
-            "tests", {}
-        ).get(UPSTREAM, {}).get("summary_line")
-        assert _value(row["gate (test-opt-dynamic-accum)"]) == recs.get("patched", {}).get(
-            "tests", {}
-        ).get(GATE, {}).get("summary_line")
-        control = recs.get("control")
-        if control and control.get("failure_line"):
-            assert f"\n{control['failure_line']}\n" in body
-    stray = numbers_in(evidence_section(body)) - numbers_of(results)
+    """Every line of test-opt in the body is the one results.json holds, and the body carries
+    nothing of the tool's own record (no digest, no snapshot commit, no gate line)."""
+    expected = expected_backends(model, target)
+    rows = parsed_backends(body) if expected else {}
+    assert set(rows) == set(expected), (rows, expected)
+    for backend, (with_fix, without) in expected.items():
+        assert _value(rows[backend][f"{UPSTREAM} with the fix"]) == with_fix
+        assert _value(rows[backend]["without the fix"]) == without
+        if without:
+            assert f"\n{without}\n" in body
+    stray = numbers_in(evidence_section(body)) - numbers_of(model.to_json())
     assert not stray, f"numbers in PR_BODY.md's evidence that results.json does not hold: {stray}"
-    sha = next(c for c in results["cells"] if c["target"] == target)["source"]["base_commit"]
-    assert f"`{sha}`" in body
+    data = model.to_json()
+    for c in (c for c in data["cells"] if c["target"] == target):
+        if c["source"].get("upstream_commit"):  # else the snapshot is the only base to name
+            assert c["source"]["base_commit"] not in body  # the tool's snapshot: manifest.json's
+    assert "sha256" not in body and GATE not in body
     check_training_table(body, model, target)
 
 

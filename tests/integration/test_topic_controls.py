@@ -55,15 +55,16 @@ FAIL_LINE = "device=CPU opt_period=1: FAIL at step 2: w=0.25 expected 0.5"
 
 def script(a: int, b: int, c: int) -> str:
     """The fake test program: topic a's bug fails the gate's row, b's crashes inside its own case
-    (after naming it), c's is never noticed (its control survives)."""
+    (which, like test-opt's, prints its line only once it is done), c's is never noticed (its
+    control survives)."""
     return (
         "#!/bin/sh\n"
         + f"fix_a={a}\n{FILLER}fix_b={b}\n{FILLER}fix_c={c}\n{FILLER}"
-        + "echo '  test_a(schedule=T): running'\n"
         + f"[ $fix_a = 1 ] || {{ echo '{FAIL_LINE}'; exit 1; }}\n"
         + "echo 'device=CPU opt_period=1: OK'\n"
-        + "echo '  test_b(schedule=T): running'\n"
+        + "echo '  test_a(schedule=T): OK'\n"
         + "[ $fix_b = 1 ] || kill -SEGV $$\n"
+        + "echo '  test_b(schedule=T): OK'\n"
         + "echo '  test_c(schedule=T): OK'\n"
         + "echo '1/1 device*opt_period passed, 0 skipped'\nexit 0\n"
     )
@@ -172,7 +173,8 @@ def test_each_topic_is_judged_by_its_own_cases_and_none_hides_another(queue_cell
     by_topic = {r.topic: r for r in ctx.records}
     assert "crash: SIGSEGV in its own case test_b" in by_topic["topic-b"].verdict_reason
     assert by_topic["topic-b"].reverted == [OPT]
-    assert by_topic["topic-b"].failure_line == "test_b(schedule=T): running"  # where it died
+    # where it died: the case the passing run printed after the last line it printed
+    assert by_topic["topic-b"].failure_line == "test-opt: SIGSEGV in test_b"
     # the tree is the whole queue again, nothing left reverted
     assert (queue_cell.worktree.path / OPT).read_text() == STATES[-1]
     # topic-c's control survived: the cell fails (exit 7), and says which topic

@@ -28,7 +28,7 @@ from orchestrator.upstream import pr_body as PB
 from orchestrator.upstream import views
 
 from ..helpers.bundle_checks import check_body_against_results
-from ..helpers.samples import GATE, control_survived, gate_regressed, sample
+from ..helpers.samples import GATE, UPSTREAM, control_survived, gate_regressed, sample
 from ..helpers.tools import DATA
 
 # ---------------------------------------------------------------- pure: refusals
@@ -188,7 +188,8 @@ def test_build_only_cells_are_shown_but_neither_evidence_nor_failure():
     assert B.problems(r, r.series.sha256) == []
     body = body_of(r, "ggml")
     check_body_against_results(body, r, "ggml")
-    assert "- ggml/cuda build-only: built with and without the fix; tests not run: no GPU" in body
+    # a backend that ran no test is named in the tested line, never with this machine's reason
+    assert "CUDA not run" in body and "no GPU" not in body
 
 
 def test_the_refusal_is_one_line_naming_the_way_out():
@@ -248,13 +249,14 @@ def test_every_number_in_the_body_is_the_one_in_results_json(target):
         "## Additional information",
         "## Requirements",
     ]
-    assert "- CMake: cmake version 4.4.5" in body and "- C++ compiler: GNU 12.2.0" in body
+    # the compiler in the tested line; no tool version list, no machine path
+    assert "gcc 12" in body and "cmake version" not in body and "/usr/" not in body
     assert body.isascii()
     if target == "llama.cpp":
-        assert "| ggml-org/llama.cpp | `0c1e57098bba43ac29e6e3b677cdceebdd22334f` |" in body
+        assert "git checkout --detach 0c1e57098bba43ac29e6e3b677cdceebdd22334f" in body
         assert "-DLLAMA_BUILD_TESTS=ON" in body
     else:
-        assert "| upstream | unknown" in body and "-DGGML_BUILD_TESTS=ON" in body
+        assert "-DGGML_BUILD_TESTS=ON" in body
 
 
 def test_the_body_check_catches_a_wrong_number():
@@ -262,14 +264,19 @@ def test_the_body_check_catches_a_wrong_number():
     r = sample()
     body = body_of(r, "ggml")
     wrong = r.model_copy(deep=True)
-    rec = wrong.control_of("ggml/cpu")
-    rec.tests[GATE].rows[0].actual = 0.125
+    rec = wrong.records_of("ggml/cpu")["patched"]
+    rec.tests[UPSTREAM].summary_line = "1/2 backend*optimizer passed"
     with pytest.raises(AssertionError):
         check_body_against_results(body, wrong, "ggml")
     # a number outside the tables too
     with pytest.raises(AssertionError, match="numbers in PR_BODY.md"):
         check_body_against_results(
-            body.replace("\nReproduce:", "\n41 steps\n\nReproduce:"), r, "ggml"
+            body.replace(
+                "\nReproduce:",
+                "\nWithout the fix (its test commit alone):\n\n41 steps\n\nReproduce:",
+            ),
+            r,
+            "ggml",
         )
 
 

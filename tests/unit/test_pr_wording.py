@@ -4,6 +4,7 @@ messages the contributor's own words only once they say so, trailers described a
 a draft comment (never a judgment in the PR) for each ported fix."""
 
 import dataclasses
+import re
 
 import pytest
 
@@ -120,14 +121,8 @@ def test_trailers_are_described_as_they_are():
     assert check.detail == "no Co-authored-by; Assisted-by in 1 of 1 commit(s)"
 
 
-def test_a_ported_fix_gets_a_draft_comment_and_no_word_in_the_pr():
-    r = sample()
+def _judged_port(r, fix, line):
     rec = r.control_of("llama.cpp/cpu").model_copy(deep=True)
-    fix = load_competing_shipped()
-    line = (
-        "test_per_step_graphs(high_level=no, schedule=TTTTTT, opt_period=1, subtest=weights, "
-        "optimizer=adamw): FAIL"
-    )
     rec.variant = f"competing:{fix.name}"
     rec.competing = CompetingInfo(
         name=fix.name, title=fix.title, url=fix.url, date=fix.date, summary=fix.summary
@@ -139,21 +134,49 @@ def test_a_ported_fix_gets_a_draft_comment_and_no_word_in_the_pr():
         failure_line=line,
     )
     r.records.append(rec)
+    return r
+
+
+def test_a_ported_fix_without_a_known_thread_is_one_neutral_line_and_no_draft():
+    fix = load_competing_shipped()
+    assert not fix.discussed_at  # no stored PR or issue names the commit
+    line = (
+        "test_opt_period_non_static(high_level=no, schedule=TTTTTT, opt_period=1, "
+        "subtest=weights, optimizer=adamw): FAIL"
+    )
+    r = _judged_port(sample(), fix, line)
+    # a comment on a bare commit page helps no one: no draft
+    assert CM.drafts([fix], r, "llama.cpp", COMMITS, NAMES, "ggml-org/llama.cpp") == {}
+    [note] = CM.neutral_lines([fix], r, "llama.cpp")
+    assert note.startswith(fix.url) and note.endswith(line) and "wrong" not in note
+    body = PB.additional_information(
+        r, "f" * 64, "llama.cpp", COMMITS, NAMES, TOOLCHAIN, "ggml-org/llama.cpp", notes=[note]
+    )
+    text = "\n".join(body)
+    folded = text.split("<details><summary>Other work on the same code</summary>", 1)[1]
+    assert "0eb92d8f033fbc86c7f2ec9bc32f61f75fed88d4" in folded
+    assert "0eb92d8f" not in "\n".join(PB.visible_lines(text))
+    assert fix.name not in text and "**wrong**" not in text
+
+
+def test_a_ported_fix_with_a_known_thread_gets_facts_not_prose():
+    fix = load_competing_shipped()
+    fix = type(fix)(
+        **{**fix.__dict__, "discussed_at": "https://github.com/ggml-org/llama.cpp/pull/1"}
+    )
+    line = "test_opt_period_non_static(high_level=no, schedule=TTTTTT): FAIL"
+    r = _judged_port(sample(), fix, line)
     texts = CM.drafts([fix], r, "llama.cpp", COMMITS, NAMES, "ggml-org/llama.cpp")
-    assert list(texts) == ["COMMENT-qlora-branch-alloc-zeroing.md"]
     text = texts["COMMENT-qlora-branch-alloc-zeroing.md"]
+    assert "- Thread: `https://github.com/ggml-org/llama.cpp/pull/1`" in text
     assert f"```\n{line}\n```" in text and "git apply qlora-branch-alloc-zeroing.patch" in text
     assert "git am 0002-tests-add.patch" in text and "./build/bin/test-opt" in text
-    assert "What it would take to pass: the loss node's accumulator" in text
-    assert "0eb92d8f033fbc86c7f2ec9bc32f61f75fed88d4" in text and text.isascii()
-    # the port as it is, indentation kept, in a folded block
+    # the file it applies is the diff the draft carries
+    assert "<summary>qlora-branch-alloc-zeroing.patch</summary>" in text
     assert "\n+        for (struct ggml_tensor * ga : opt_ctx->grad_accs) {\n" in text
-    assert "**wrong**" not in text and "verdict" not in text.lower()
-    body = PB.additional_information(
-        r, "f" * 64, "llama.cpp", COMMITS, NAMES, TOOLCHAIN, "ggml-org/llama.cpp"
-    )
-    shown = "\n".join(body)
-    assert fix.name not in shown and "**wrong**" not in shown, shown
+    # facts for the contributor to word: no first person, no ruling
+    assert not re.search(r"\b(I|I'm|I've|my|we)\b", text.split("-->", 1)[1])
+    assert "**wrong**" not in text and "verdict" not in text.lower() and text.isascii()
     # no judged record of it for this target: no draft
     assert CM.drafts([fix], sample(), "llama.cpp", COMMITS, NAMES, None) == {}
 
@@ -201,7 +224,13 @@ def test_data_in_the_drafts_and_the_issue_is_inert():
         verdict="wrong", reason="r", failing_test="test-opt", failure_line="```\n@x <b>"
     )
     r.records.append(rec)
-    hostile = type(fix)(**{**fix.__dict__, "title": "<script>@maintainer</script>"})
+    hostile = type(fix)(
+        **{
+            **fix.__dict__,
+            "title": "<script>@maintainer</script>",
+            "discussed_at": "https://x.org/t",
+        }
+    )
     [draft] = CM.drafts([hostile], r, "llama.cpp", COMMITS, NAMES, "o/r").values()
     # shown literally in a code span: no HTML, no mention
     assert draft.count("<script>") == draft.count("`<script>@maintainer</script>`") == 1

@@ -52,16 +52,14 @@ def _limit(i: int, what: str) -> KL.KnownLimit:
     )
 
 
-def test_2400_hostile_known_limits_make_a_bounded_inert_body():
-    limits = tuple(_limit(i, EVIL.replace("\x1b]0;title\x07", "")) for i in range(2400))
+def test_2400_hostile_notes_make_a_bounded_inert_body():
+    notes = [EVIL.replace("\x1b]0;title\x07", "") + f" {i}" for i in range(2400)]
     d = docs(WRITTEN)
-    data = PB.additional_information(
-        sample(), "f" * 64, "llama.cpp", [], [], {}, None, known_limits=limits
-    )
+    data = PB.additional_information(sample(), "f" * 64, "llama.cpp", [], [], {}, None, notes=notes)
     body = PB.body(llama_policy().template, d.cover, data)
     shown = publish.bounded(body, where="PR_BODY.md")
     assert len(shown) < publish.GITHUB_BODY_MAX
-    assert "known limits left out" in shown
+    assert "notes left out" in shown
     _assert_inert(shown)
     html = _render(shown)
     assert html.count("<details>") == html.count("</details>")

@@ -130,6 +130,7 @@ def test_a_skipped_test_is_no_bundle_problem_and_the_body_names_the_reason():
     assert B._cell_problems(r, r.cells[-1]) == []
     assert views.skipped_tests(r, "ggml") == [("ggml/cpu-sanitize", UPSTREAM, SANITIZE_SKIP)]
     body = "\n".join(pr_body.additional_information(r, "0" * 64, "ggml", [], [], {}, None))
-    assert f"- ggml/cpu-sanitize: test-opt not run on this backend: {SANITIZE_SKIP}" in body
-    row = next(ln for ln in body.splitlines() if ln.startswith("| ggml/cpu-sanitize | "))
-    assert "| `skipped` |" in row  # the cells table: test-opt not run there
+    # this machine's reason stays in summary.md: the body says only that test-opt did not run there
+    assert SANITIZE_SKIP not in body
+    row = next(ln for ln in body.splitlines() if ln.startswith("| cpu-sanitize | "))
+    assert "| `skipped` |" in row

@@ -160,7 +160,7 @@ def test_content_present_needs_every_added_run_and_created_file():
 def test_failed_hunk_from_git_messages():
     fix = _series().patches[0]
     hdr = (
-        "@@ -826,6 +826,10 @@ void ggml_opt_eval(ggml_opt_context_t "
+        "@@ -826,6 +836,8 @@ void ggml_opt_eval(ggml_opt_context_t "
         "opt_ctx, ggml_opt_result_t result) {"
     )
     assert hunk_header(fix, OPT, 826) == hdr

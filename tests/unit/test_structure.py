@@ -305,6 +305,7 @@ def test_a_step_that_returns_stop_ends_the_pipeline():
     steps = [
         fake(s.name, Stop("cached") if s.name == "apply" else s.name) for s in cell.MATRIX_STEPS
     ]
+
     def context():
         """Enough of a CellContext: its results, and its one timing channel."""
         timings: dict = {}

@@ -8,7 +8,12 @@ from orchestrator.errors import ConfigError
 from orchestrator.model.results import Verdict
 from orchestrator.patchset.files import load_series
 from orchestrator.patchset.queue import parse_topic_meta
-from orchestrator.verdicts.classify import last_case, topic_control_verdict
+from orchestrator.verdicts.classify import (
+    crash_line,
+    crashed_in,
+    last_case,
+    topic_control_verdict,
+)
 
 from ..helpers.patches import queue_topics, real_queue
 from ..helpers.tools import ROOT
@@ -17,38 +22,61 @@ pytestmark = pytest.mark.unit
 
 CASES = ["test_grad_non_static"]
 WHY = "ggml_opt_grad_acc dereferences a NULL gb_opt (SIGSEGV)"
-OTHERS_OK = "  test_per_step_graphs(high_level=no, subtest=weights, optimizer=sgd): OK\n"
-OWN_RUNNING = "  test_grad_non_static(schedule=TTTTTT): running\n"
+OTHERS_OK = "  test_opt_period_non_static(high_level=no, subtest=weights, optimizer=sgd): OK\n"
+OWN_OK = (
+    "  test_grad_non_static(high_level=no, schedule=TTTTTT, opt_period=2, subtest=grads, "
+    "optimizer=sgd): \x1b[1;32mOK\x1b[0m\n"
+)
+OWN_OK_2 = OWN_OK.replace("opt_period=2", "opt_period=3")
+LAST_OK = "  test_regression(subtest=weights, optimizer=sgd): OK\n"
+# the passing run of the same test-opt: each case prints its line once it is done
+REFERENCE = "Backend 1/1: CPU\n" + OTHERS_OK + OWN_OK + OWN_OK_2 + LAST_OK + "2/2 passed\n"
 
 
-def _verdict(outcome, exit_code, output, crash=WHY, build_ok=True):
-    return topic_control_verdict(build_ok, outcome, exit_code, output, CASES, crash)
+def _verdict(outcome, exit_code, output, crash=WHY, build_ok=True, reference=REFERENCE):
+    return topic_control_verdict(build_ok, outcome, exit_code, output, CASES, crash, reference)
 
 
 def test_a_crash_in_its_own_case_is_killed_only_for_the_declaring_topic():
-    declared = _verdict("crashed", -11, OTHERS_OK + OWN_RUNNING)
+    # it died after the other topic's line: in the case the passing run printed next, its own
+    declared = _verdict("crashed", -11, "Backend 1/1: CPU\n" + OTHERS_OK)
     assert declared.verdict == Verdict.KILLED
     assert "SIGSEGV" in declared.reason and "test_grad_non_static" in declared.reason
-    undeclared = _verdict("crashed", -11, OTHERS_OK + OWN_RUNNING, crash=None)
+    undeclared = _verdict("crashed", -11, OTHERS_OK, crash=None)
     assert undeclared.verdict == Verdict.INVALID
     assert "declares no control_crash" in undeclared.reason
 
 
 def test_a_crash_outside_its_own_cases_is_invalid_even_when_declared():
-    v = _verdict("crashed", -11, OWN_RUNNING + OTHERS_OK)  # the last case is another topic's
+    v = _verdict("crashed", -11, OTHERS_OK + OWN_OK + OWN_OK_2)  # next: another topic's case
     assert v.verdict == Verdict.INVALID
-    assert "outside the topic's cases" in v.reason and "test_per_step_graphs" in v.reason
-    assert _verdict("crashed", -11, "").verdict == Verdict.INVALID  # no case printed at all
+    assert "outside the topic's cases" in v.reason and "test_regression" in v.reason
+    # without a reference the case it died in is unknown: the last one printed stands for it
+    v = _verdict("crashed", -11, OTHERS_OK, reference="")
+    assert v.verdict == Verdict.INVALID and "test_opt_period_non_static" in v.reason
+    assert _verdict("crashed", -11, "", reference="").verdict == Verdict.INVALID
+
+
+def test_crashed_in_follows_the_passing_run_and_says_the_line():
+    assert crashed_in(OTHERS_OK + OWN_OK, REFERENCE) == "test_grad_non_static"  # its 2nd case
+    assert crashed_in("", REFERENCE) == "test_opt_period_non_static"  # before any line
+    # a run that printed other lines than the reference: the last case it printed
+    assert crashed_in(OWN_OK_2, REFERENCE) == "test_grad_non_static"
+    assert crashed_in(OWN_OK_2 + LAST_OK, REFERENCE) == "test_regression"
+    assert crash_line(-11, OTHERS_OK, REFERENCE) == "test-opt: SIGSEGV in test_grad_non_static"
+    assert crash_line(-6, "", "") == "test-opt: SIGABRT"
 
 
 def test_a_build_failure_or_a_timeout_stays_invalid_whatever_the_topic_declares():
-    assert _verdict("crashed", -11, OWN_RUNNING, build_ok=False).verdict == Verdict.INVALID
-    assert _verdict("timeout", None, OWN_RUNNING).verdict == Verdict.INVALID
+    assert _verdict("crashed", -11, OTHERS_OK, build_ok=False).verdict == Verdict.INVALID
+    assert _verdict("timeout", None, OTHERS_OK).verdict == Verdict.INVALID
 
 
 def test_a_failure_is_killed_only_by_its_own_cases():
     own_fail = "  test_grad_non_static(high_level=no, schedule=TETTET, subtest=grads): FAIL\n"
-    other_fail = "  test_per_step_graphs(high_level=no, subtest=weights): \x1b[1;31mFAIL\x1b[0m\n"
+    other_fail = (
+        "  test_opt_period_non_static(high_level=no, subtest=weights): \x1b[1;31mFAIL\x1b[0m\n"
+    )
     v = _verdict("failed", 1, OTHERS_OK + own_fail)
     assert v.verdict == Verdict.KILLED and "test_grad_non_static" in v.reason
     v = _verdict("failed", 1, other_fail)
@@ -57,7 +85,7 @@ def test_a_failure_is_killed_only_by_its_own_cases():
 
 
 def test_last_case_is_the_last_case_line_printed():
-    assert last_case(OTHERS_OK + OWN_RUNNING) == "test_grad_non_static"
+    assert last_case(OTHERS_OK + OWN_OK) == "test_grad_non_static"
     assert last_case("Backend CPU sgd: OK\n") is None
 
 
@@ -80,7 +108,7 @@ def test_the_queue_series_knows_each_topics_hunks_cases_and_declared_crash():
         assert [f.path for f in series.topic_fix_diffs(topic)], topic
     # the cases the shipped topics add to test-opt: what kills each one's control
     expected_cases = {
-        "accumulator-reset": ["test_per_step_graphs"],
+        "accumulator-reset": ["test_opt_period_non_static"],
         "grad-acc-non-static": ["test_grad_non_static"],
         "reset-non-static": ["test_reset_non_static"],
     }
