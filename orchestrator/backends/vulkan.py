@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Optional
 
 from ..cache import default_cache_dir
 from ..config_records import Backend
-from .base import BackendModule, command_output
+from .base import BackendModule, CiLeg, CiSetup, NoCiLeg, Runner, command_output
 
 if TYPE_CHECKING:
     from ..model.results import DeviceInfo
@@ -68,6 +68,19 @@ def summary_values(vulkaninfo_summary: str, key: str) -> list[str]:
     return [m.strip() for m in re.findall(rf"^\s*{key}\s*=\s*(.+)$", vulkaninfo_summary, re.M)]
 
 
+# the hosted Linux legs' setup (ci/workflow.py runs it where a leg names it)
+CI_LAVAPIPE = CiSetup(
+    name="vulkan-lavapipe",
+    title="Vulkan (Mesa lavapipe)",
+    run=(
+        f"bash {SETUP}\n"
+        "# as llama.cpp's own llvmpipe job: lavapipe's f16 and coopmat paths are left out\n"
+        'echo "GGML_VK_DISABLE_F16=1" >> "$GITHUB_ENV"\n'
+        'echo "GGML_VK_DISABLE_COOPMAT=1" >> "$GITHUB_ENV"\n'
+    ),
+)
+
+
 class Vulkan(BackendModule):
     name = "vulkan"
     relative_cost = 6.0  # ggml-vulkan.cpp alone about 82 s, shaders not cached by ccache
@@ -76,6 +89,16 @@ class Vulkan(BackendModule):
         "glslc": f"apt-get install glslc, or run {SETUP}",
         "vulkaninfo": f"apt-get install vulkan-tools, or run {SETUP}",
     }
+
+    def ci_leg(self, runner: Runner) -> CiLeg:
+        if runner.hosted and not runner.linux:
+            raise NoCiLeg(
+                f"{runner.labels[0]} has no Vulkan driver; a GitHub-hosted leg runs Mesa's "
+                "lavapipe, set up on Linux: name an ubuntu runner (e.g. ubuntu-24.04)"
+            )
+        # a hosted Linux runner gets lavapipe (a real Vulkan device on the CPU); a self-hosted
+        # one brings its own driver, and one without fails the leg (--require-backend)
+        return CiLeg(setup=CI_LAVAPIPE if runner.hosted else None)
 
     def env_file(self) -> Optional[Path]:
         """<cache>/vulkan-sdk/env.json of the cache in use, else of the default cache."""

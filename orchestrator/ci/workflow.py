@@ -3,8 +3,9 @@
 Pure: a Matrix in, a workflow dict and its YAML text out. Jobs:
   plan       every git ref resolved to one commit (its `pins` output), so a branch moving during
              the run changes nothing
-  cell       one leg per (profile, target, backend) cell on a GitHub-hosted runner; honest: on a
-             runner meant to have its backend a skip is a failure, a hosted CUDA leg only builds.
+  cell       one leg per (profile, target, backend) cell on a GitHub-hosted runner; honest: every
+             leg requires its backend (a skip is a failure); its setup and build-only are the
+             backend module's (ci_leg), which refuses a runner that can never run it.
              Only `default` legs with a recorded green run on github.com (ci/proven.py) must pass;
              the others run with continue-on-error and are reported "not yet proven on GitHub"
   aggregate  per profile: merge, summary, upload, bundle, upload; each upload guarded by its own
@@ -19,14 +20,14 @@ workflow's aggregate, bundle or drift report.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-from pathlib import Path
 from typing import Any, Iterable, Optional
 
 import yaml
 
+from ..backends import get as backend_module
+from ..backends.base import BackendModule, CiSetup, NoCiLeg, Runner
 from ..config import Matrix, _line_for
 from ..errors import ConfigError
 from . import common, proven
@@ -39,8 +40,6 @@ SELF_HOSTED_PATH = ".github/workflows/ggml-patch-self-hosted.yml"
 # so the legs' ccache and download caches are used before GitHub evicts them (7 days unused).
 CRON = "17 4 * * 1,4"
 LEG_TIMEOUT_MIN = 120  # a cold CUDA compile alone is ~18 min at -j2; Vulkan ~4 min
-VULKAN_SETUP = "scripts/setup-vulkan-lavapipe.sh"
-CUDA_SETUP = "scripts/setup-cuda-pypi.sh"
 DEFAULT_PROFILE = "default"  # its legs must pass; other profiles' legs report, never fail the run
 # '+' cannot appear in a profile, target or backend name (config._NAME), so an artifact's
 # name splits back into its cell unambiguously and one profile's glob never matches another's.
@@ -81,36 +80,22 @@ def all_cells(
 
 def self_hosted(runs_on: str) -> bool:
     """Not one GitHub-hosted image label (ubuntu-24.04, macos-15): a runner of the adopter's own."""
-    labels = [lab.lower() for lab in _labels(runs_on)]
-    hosted = len(labels) == 1 and labels[0].startswith(("ubuntu-", "macos-", "windows-"))
-    return not hosted
+    return not Runner.of(runs_on).hosted
 
 
-def honesty(backend: str, runs_on: str) -> dict[str, Any]:
-    """What a leg of this backend does on this runner so that it can never pass by skipping:
-    the setup it runs, the backend it requires (its skip is then a failure), build-only."""
-    labels = [lab.lower() for lab in _labels(runs_on)]
-    # a GitHub-hosted runner: one label such as ubuntu-24.04 or macos-14
-    on_hosted = len(labels) == 1 and labels[0].startswith(("ubuntu-", "macos-", "windows-"))
-    linux = (on_hosted and labels[0].startswith("ubuntu-")) or "linux" in labels
-    mac = (on_hosted and labels[0].startswith("macos-")) or "macos" in labels
-    # no GPU: compile it with PyPI's toolkit, run nothing
-    build_only = backend == "cuda" and on_hosted and linux
-    # a self-hosted Vulkan runner brings its driver, a self-hosted CUDA one its GPU
-    required = build_only or {"vulkan": linux, "metal": mac, "cuda": "self-hosted" in labels}.get(
-        backend, False
-    )
-    # Mesa's lavapipe on hosted Linux runners
-    setup = (
-        {"vulkan": "vulkan-lavapipe", "cuda": "cuda-pypi"}.get(backend, "")
-        if required and on_hosted
-        else ""
-    )
-    return {
-        "setup": setup,
-        "require-backend": backend if required else "",
-        "build-only": build_only,
+def leg_facts(module: BackendModule, runs_on: str) -> tuple[dict[str, Any], Optional[CiSetup]]:
+    """What a leg of this backend does on this runner, as the backend module says (ci_leg): the
+    setup it runs first, build-only, and always --require-backend, so that its skip is a failure
+    and no leg can pass by skipping. NoCiLeg where the module refuses the runner."""
+    leg = module.ci_leg(Runner.of(runs_on))
+    if leg.build_only and not module.build_only_ok:
+        raise NoCiLeg(f"{module.name} cannot be built without its device (build_only_ok)")
+    facts = {
+        "setup": leg.setup.name if leg.setup else "",
+        "require-backend": module.name,
+        "build-only": leg.build_only,
     }
+    return facts, leg.setup
 
 
 def downloads_key(matrix: Matrix, target: str) -> str:
@@ -160,6 +145,7 @@ def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[
     for profile, target, backend in all_cells(matrix, profiles):
         runners = matrix.backend(backend).all_runners()
         for i, runs_on in enumerate(runners):
+            facts, setup = _facts(matrix, backend, runs_on)
             group = profile if i == 0 else f"{profile}{GROUP_SEP}{runner_slug(runs_on)}"
             runner = ", ".join(_labels(runs_on))
             artifact = ARTIFACT_SEP.join((ARTIFACT_PREFIX, group, target, backend))
@@ -174,16 +160,28 @@ def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[
                 "required": profile == DEFAULT_PROFILE
                 and (profile, target, backend, runner) in proven_legs,
                 "self-hosted": self_hosted(runs_on),
-                **honesty(backend, runs_on),
+                **facts,
                 "downloads-key": downloads_key(matrix, target),
                 "git": matrix.target(target).source.kind == "git",
                 "hand-over": i == 0 and handing_over.get(target) == (profile, backend),
                 "results": f"{LEG_RESULTS}/{artifact}",
                 "artifact": artifact,
                 "group": group,
+                "ci-setup": setup,  # its steps, once per workflow (not a matrix value)
             }
             out.append(leg)
     return out
+
+
+def _facts(matrix: Matrix, backend: str, runs_on: str) -> tuple[dict, Optional[CiSetup]]:
+    """leg_facts, a refusal as one line naming matrix.yaml's runs_on."""
+    try:
+        return leg_facts(backend_module(backend), runs_on)
+    except NoCiLeg as why:
+        line = _line_for(matrix.lines, ("backends", backend, "runs_on"))
+        raise ConfigError(
+            f"{matrix.path}:{line}: backends.{backend}.runs_on: {runs_on!r}: {why}"
+        ) from None
 
 
 _PLAN = """pins=$(ggml-patch resolve-refs --out pins.json)
@@ -215,10 +213,6 @@ _RUN_CELL = f"""args=(--pins "{common.PINS_FILE}" --profile "$PROFILE" --target 
 if [ -n "$REQUIRE_BACKEND" ]; then args+=(--require-backend "$REQUIRE_BACKEND"); fi
 if [ "$BUILD_ONLY" = true ]; then args+=(--build-only); fi
 ggml-patch matrix "${{args[@]}}"
-"""
-_CUDA_SETUP = f"""root=$(bash {CUDA_SETUP} "$RUNNER_TEMP/cuda")
-echo "CUDA_HOME=$root" >> "$GITHUB_ENV"
-echo "$root/bin" >> "$GITHUB_PATH"
 """
 
 
@@ -283,26 +277,19 @@ def ccache_key(artifact: str) -> str:
     return f"ccache-${{{{ runner.os }}}}-{artifact}{ARTIFACT_SEP}"  # '+' ends the name: no prefix
 
 
-CUDA_DIR = "${{ runner.temp }}/cuda"
-
-
-def cuda_key() -> str:
-    """The CUDA wheels' cache key: nvcc's version and a digest of every pinned wheel, read from
-    the setup script (which the workflows run from this repository), so a new pin is a new key."""
-    script = Path(__file__).resolve().parents[2] / CUDA_SETUP
-    found = re.search(r"^packages=\((.*?)\)", script.read_text(encoding="utf-8"), re.M | re.S)
-    if not found:
-        raise ConfigError(f"{script}: no `packages=(...)` line: the CUDA wheels are not pinned")
-    wheels = " ".join(found[1].split())
-    nvcc = re.search(r"nvidia-cuda-nvcc==(\S+)", wheels)
-    digest = hashlib.sha256(wheels.encode()).hexdigest()[:12]
-    return f"cuda-pypi-${{{{ runner.os }}}}-{nvcc[1] if nvcc else 'nvcc'}-{digest}"
-
-
-_VULKAN_ENV = """# as llama.cpp's own llvmpipe job: lavapipe's f16 and coopmat paths are left out
-echo "GGML_VK_DISABLE_F16=1" >> "$GITHUB_ENV"
-echo "GGML_VK_DISABLE_COOPMAT=1" >> "$GITHUB_ENV"
-"""
+def _setup_steps(leg_list: list[dict], pins: Pins) -> list[dict]:
+    """Each backend's setup (its module's CiSetup), once, run by the legs that name it."""
+    steps = []
+    setups = {leg["ci-setup"].name: leg["ci-setup"] for leg in leg_list if leg["ci-setup"]}
+    for setup in setups.values():
+        when = f"matrix.setup == '{setup.name}'"
+        if setup.cache_path:
+            cache = common.cache_step(
+                setup.cache_title, setup.cache_path, setup.cache_key, pins, action="cache"
+            )
+            steps.append(common.with_if(cache, when))
+        steps.append({"name": setup.title, "if": when, "run": setup.run})
+    return steps
 
 
 def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
@@ -312,7 +299,6 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
     downloads = common.cache_step(
         "Source downloads", DOWNLOADS_PATH, "${{ matrix.downloads-key }}", pins, action="cache"
     )
-    setup, cuda = "matrix.setup", "CUDA toolkit from PyPI (nvcc, cuBLAS; no GPU: build only)"
     # Through env, not ${{ }} inside the script: the values stay data, never shell code.
     keys = ("profile", "target", "backend", "results", "require-backend", "build-only")
     cell_env = {k.upper().replace("-", "_"): f"${{{{ matrix.{k} }}}}" for k in keys}
@@ -340,7 +326,7 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
         # a live profile's leg (a diverged fork is expected to fail) is reported, never fatal
         "continue-on-error": "${{ !matrix.required }}",
         "permissions": {"contents": "read"},
-        "strategy": {"fail-fast": False, "matrix": {"include": leg_list}},
+        "strategy": {"fail-fast": False, "matrix": {"include": _include(leg_list)}},
         "env": {**common.CACHE_ENV, **CCACHE_ENV},
         "steps": [
             # a leg that builds a fork's code (git) neither restores nor saves the shared pip cache
@@ -350,16 +336,7 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
             common.cache_step("ccache", CCACHE_DIR, ccache + RUN_ID, pins, ccache),
             common.with_if(downloads, "matrix.downloads-key != ''"),
             common.restore_mirrors(pins, when="matrix.git"),
-            {
-                "name": "Vulkan (Mesa lavapipe)",
-                "if": f"{setup} == 'vulkan-lavapipe'",
-                "run": f"bash {VULKAN_SETUP}\n{_VULKAN_ENV}",
-            },
-            common.with_if(
-                common.cache_step("CUDA wheels", CUDA_DIR, cuda_key(), pins, action="cache"),
-                f"{setup} == 'cuda-pypi'",
-            ),
-            {"name": cuda, "if": f"{setup} == 'cuda-pypi'", "run": _CUDA_SETUP},
+            *_setup_steps(leg_list, pins),
             common.PINS_FILE_STEP,
             {"name": "Run the cell", "env": cell_env, "run": _RUN_CELL},
             {"name": "Keep only what this build used (ccache)", "if": saves, "run": _EVICT},
@@ -558,7 +535,7 @@ def workflow(
         raise ConfigError(f"{matrix.path}: no cells to put in the workflow")
     jobs = {
         "plan": _plan_job(pins),
-        "cell": _cell_job(_include(leg_list), pins),
+        "cell": _cell_job(leg_list, pins),
         "aggregate": _aggregate_job(matrix, used, pins, leg_list),
         "report": _report_job(matrix, pins),
     }
@@ -578,7 +555,8 @@ def workflow(
 
 def _include(leg_list: list[dict]) -> list[dict]:
     """strategy.matrix.include: what a leg's steps read (not how it is grouped or placed)."""
-    return [{k: v for k, v in leg.items() if k not in ("group", "self-hosted")} for leg in leg_list]
+    apart = ("group", "self-hosted", "ci-setup")
+    return [{k: v for k, v in leg.items() if k not in apart} for leg in leg_list]
 
 
 SELF_HOSTED_GUARD = f"vars.{common.SELF_HOSTED_VAR} == 'true'"
@@ -636,7 +614,7 @@ def self_hosted_workflow(
         },
         "jobs": {
             "plan": _plan_job(pins, guard),
-            "cell": _cell_job(_include(leg_list), pins),
+            "cell": _cell_job(leg_list, pins),
             "merge": common.job("Merge and summary per runner", 30, steps, head),
         },
     }

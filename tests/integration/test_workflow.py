@@ -147,11 +147,11 @@ def test_the_legs_are_the_matrix_cells(matrix, wf):
 
 
 HONEST = {  # backend -> (setup, --require-backend, --build-only) on its matrix.yaml runner
-    "cpu": ("", "", False),
+    "cpu": ("", "cpu", False),
     "vulkan": ("vulkan-lavapipe", "vulkan", False),  # lavapipe on a hosted runner
     "cuda": ("cuda-pypi", "cuda", True),  # a hosted runner: no GPU, PyPI's toolkit, build only
     "metal": ("", "metal", False),
-    "cpu-sanitize": ("", "", False),  # ASan and UBSan need no device
+    "cpu-sanitize": ("", "cpu-sanitize", False),  # ASan and UBSan need no device
 }
 
 
