@@ -33,7 +33,7 @@ def gpu_names(nvidia_smi_list: str) -> list[str]:
 
 
 DEVICE_NODE = Path("/dev/nvidia0")
-PYPI_SETUP = "scripts/setup-cuda-pypi.sh"
+PYPI_SETUP = "orchestrator/scripts/setup-cuda-pypi.sh"
 # after the setup script, its prefix is this job's toolkit
 _CI_SETUP = f"""root=$(bash {PYPI_SETUP} "$RUNNER_TEMP/cuda")
 echo "CUDA_HOME=$root" >> "$GITHUB_ENV"
@@ -42,14 +42,21 @@ echo "$root/bin" >> "$GITHUB_PATH"
 
 
 def pypi_setup_script() -> Path:
-    return Path(__file__).resolve().parents[2] / PYPI_SETUP
+    """The script as installed (package data): the same file the workflow runs from the checkout."""
+    return Path(__file__).resolve().parents[1] / "scripts" / Path(PYPI_SETUP).name
 
 
 def pypi_wheels_key() -> str:
     """The CUDA wheels' cache key: nvcc's version and a digest of every pinned wheel, read from
-    the setup script (which the workflows run from this repository), so a new pin is a new key."""
+    the setup script, so a new pin is a new key."""
     script = pypi_setup_script()
-    found = re.search(r"^packages=\((.*?)\)", script.read_text(encoding="utf-8"), re.M | re.S)
+    try:
+        text = script.read_text(encoding="utf-8")
+    except OSError as e:  # package data left out of an install
+        raise ConfigError(
+            f"{script}: cannot read it ({e.strerror}): reinstall ggml-patch"
+        ) from None
+    found = re.search(r"^packages=\((.*?)\)", text, re.M | re.S)
     if not found:
         raise ConfigError(f"{script}: no `packages=(...)` line: the CUDA wheels are not pinned")
     wheels = " ".join(found[1].split())

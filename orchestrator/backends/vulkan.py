@@ -1,6 +1,6 @@
 """Vulkan: ggml-vulkan, run for real on machines without a GPU through Mesa's lavapipe.
-scripts/setup-vulkan-lavapipe.sh writes <cache>/vulkan-sdk/env.json: the CMake flags for
-a private prefix (Debian 12: headers 1.4.x from trixie), and the test environment (a
+orchestrator/scripts/setup-vulkan-lavapipe.sh writes <cache>/vulkan-sdk/env.json: the CMake flags
+for a private prefix (Debian 12: headers 1.4.x from trixie), and the test environment (a
 private ICD json naming Mesa 25's lavapipe by absolute path). Without it the system's own
 headers and ICDs are used when recent enough."""
 
@@ -20,7 +20,7 @@ from .base import BackendModule, CiLeg, CiSetup, NoCiLeg, Runner, command_output
 if TYPE_CHECKING:
     from ..model.results import DeviceInfo
 
-SETUP = "scripts/setup-vulkan-lavapipe.sh"
+SETUP = "orchestrator/scripts/setup-vulkan-lavapipe.sh"
 MIN_HEADERS = (1, 4)  # 1.3.x lacks vk::LayerSettingEXT, which ggml-vulkan uses
 ICD_DIRS = ("/usr/share/vulkan/icd.d", "/usr/local/share/vulkan/icd.d", "/etc/vulkan/icd.d")
 LOADER_DIRS = (

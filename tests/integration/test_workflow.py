@@ -566,7 +566,7 @@ def test_no_always_anywhere_and_least_privilege(wf, drift_wf, ci_wf):
         ("matrix", "report"): {"contents": "read", "issues": "write"},
         ("drift", "drift"): {"contents": "read", "issues": "write"},
         ("ci", "checks"): {"contents": "read"},
-        ("ci", "oldest-python"): {"contents": "read"},
+        ("ci", "pythons"): {"contents": "read"},
     }
 
 
@@ -1216,15 +1216,23 @@ def test_the_jobs_that_write_issues_restore_no_pip_cache_and_fork_legs_share_non
     assert cell_py["with"]["cache"] == "${{ !matrix.git && 'pip' || '' }}"
 
 
-def test_project_ci_covers_constraints_and_the_oldest_python(ci_wf, repo_root):
+def test_project_ci_covers_constraints_and_the_oldest_and_newest_python(ci_wf, repo_root):
     for event in ("push", "pull_request"):
         assert "constraints.txt" in ci_wf["on"][event]["paths"]
-    oldest = ci_wf["jobs"]["oldest-python"]
+    pythons = ci_wf["jobs"]["pythons"]
     claimed = re.search(
         r'requires-python = ">=([0-9.]+)"', (repo_root / "pyproject.toml").read_text()
     )[1]
-    assert _step(oldest, "Python")["with"]["python-version"] == claimed
-    assert any("-c constraints.txt" in s.get("run", "") for s in oldest["steps"])
+    versions = pythons["strategy"]["matrix"]["python"]
+    assert versions[0] == claimed and versions == sorted(
+        versions, key=lambda v: tuple(map(int, v.split(".")))
+    )
+    assert len(versions) == 2 and versions[1] != claimed
+    assert _step(pythons, "Python")["with"]["python-version"] == "${{ matrix.python }}"
+    assert any("-c constraints.txt" in s.get("run", "") for s in pythons["steps"])
+    assert (
+        _step(pythons, "Fast tests")["run"] == _step(ci_wf["jobs"]["checks"], "Fast tests")["run"]
+    )
 
 
 def test_the_self_hosted_workflow_goes_with_its_last_runner(repo_root, tmp_path):
