@@ -10,7 +10,10 @@ Pure: a Matrix in, a workflow dict and its YAML text out. Jobs:
              the others run with continue-on-error and are reported "not yet proven on GitHub"
   aggregate  per profile: merge, summary, upload, bundle, upload; each upload guarded by its own
              step's outcome, so a failing live profile never costs the default one its artifacts
-  report     the drift issue (ci/drift_issue.py): the one job with `issues: write`
+  status     `ggml-patch status` of the drift profile (it runs the targets' code): read-only, its
+             status.json uploaded
+  report     the drift issue (ci/drift_issue.py) from that artifact: the one job with `issues:
+             write`, and it runs no target's code
 Scheduled runs happen where the repository variable GGML_PATCH_SCHEDULE is 'true'.
 
 Self-hosted runners' legs run in a workflow of their own (SELF_HOSTED_PATH), gated on the
@@ -504,24 +507,29 @@ _REPORT_ISSUE = (
 )
 
 
-def _report_job(matrix: Matrix, pins: Pins) -> dict:
+def _status_job(matrix: Matrix, pins: Pins) -> dict:
+    """`ggml-patch status` of the drift profile at the plan's commits: it fetches the targets and
+    runs their code (the behaviour check), so it holds no write token; it uploads status.json."""
     profile = drift_profile(matrix)
     git = any(t.source.kind == "git" for t, _ in matrix.cells(profile))
-    # the exact key the drift job wrote: a job with `issues: write` restores nothing by prefix
-    steps = common.restore_mirrors_exactly(pins) if git else []
+    steps = [*common.first_steps(pins), *([common.restore_mirrors(pins)] if git else [])]
+    status = common.STATUS.format(f'--pins "{common.PINS_FILE}" --profile "{profile}" --json')
+    steps += [common.PINS_FILE_STEP, *common.status_steps(pins, status)]
+    head = {"needs": "plan", "if": "${{ !cancelled() && needs.plan.result == 'success' }}"}
+    name = f"Status of the {profile} profile at the plan's commits (read-only)"
+    return common.job(name, 30, steps, head, env=common.CACHE_ENV)
+
+
+def _report_job(matrix: Matrix, pins: Pins) -> dict:
+    """The drift issue from the status job's artifact and the default profile's merged results:
+    no target's code runs here."""
     merged = {"name": f"ggml-patch-results-{DEFAULT_PROFILE}", "path": f"merged/{DEFAULT_PROFILE}"}
     download = {"continue-on-error": True, "uses": uses("download-artifact", pins), "with": merged}
-    status = common.STATUS.format(f'--pins "{common.PINS_FILE}" --profile "{profile}" --json')
-    steps += [
-        common.PINS_FILE_STEP,
-        {"name": f"The merged results ({DEFAULT_PROFILE})", **download},
-        {"name": f"Status of the {profile} profile at the plan's commits", "run": status},
-    ]
-    # the plan ran: this is a manual run or an opted-in scheduled one
-    run_if = "${{ !cancelled() && needs.plan.result == 'success' }}"
-    head = {"needs": ["plan", "aggregate"], "if": run_if}
+    steps = [{"name": f"The merged results ({DEFAULT_PROFILE})", **download}]
+    run_if = "${{ !cancelled() && needs.status.result == 'success' }}"
+    head = {"needs": ["plan", "aggregate", "status"], "if": run_if}
     args = _REPORT_ISSUE.format(default=DEFAULT_PROFILE, proven=proven.PATH)
-    return common.issue_job("Drift issue", 30, pins, steps, {}, args, **head)
+    return common.issue_job("Drift issue", 15, pins, steps, {}, args, **head)
 
 
 def workflow(
@@ -537,6 +545,7 @@ def workflow(
         "plan": _plan_job(pins),
         "cell": _cell_job(leg_list, pins),
         "aggregate": _aggregate_job(matrix, used, pins, leg_list),
+        "status": _status_job(matrix, pins),
         "report": _report_job(matrix, pins),
     }
     on: dict[str, Any] = {"schedule": [{"cron": CRON}], "workflow_dispatch": None}
