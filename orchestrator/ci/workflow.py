@@ -295,6 +295,17 @@ def _setup_steps(leg_list: list[dict], pins: Pins) -> list[dict]:
     return steps
 
 
+# What the leg's own cell step did (success, failure; skipped when a setup failed), uploaded with
+# its results: GitHub reports a failed continue-on-error leg as a success to later jobs (act does
+# not), so the aggregate reads this instead of needs.cell.result.
+OUTCOME_FILE = "outcome"
+# Beside results.json only: a leg that wrote none uploads nothing (the merge lists it as missing).
+_OUTCOME = f"""if [ -f "$RESULTS/results.json" ]; then
+  printf '%s\\n' "${{OUTCOME:-skipped}}" > "$RESULTS/{OUTCOME_FILE}"
+fi
+"""
+
+
 def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
     ccache = ccache_key("${{ matrix.artifact }}")
     always = "${{ !cancelled() }}"
@@ -341,7 +352,13 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
             common.restore_mirrors(pins, when="matrix.git"),
             *_setup_steps(leg_list, pins),
             common.PINS_FILE_STEP,
-            {"name": "Run the cell", "env": cell_env, "run": _RUN_CELL},
+            {"name": "Run the cell", "id": "cell", "env": cell_env, "run": _RUN_CELL},
+            {
+                "name": "The leg's outcome, for the aggregate",
+                "if": always,
+                "env": {"OUTCOME": "${{ steps.cell.outcome }}", "RESULTS": "${{ matrix.results }}"},
+                "run": _OUTCOME,
+            },
             {"name": "Keep only what this build used (ccache)", "if": saves, "run": _EVICT},
             common.with_if(
                 common.cache_step(
@@ -385,6 +402,50 @@ def _unproven_step(names: list[str]) -> dict:
 
 
 P_UNPROVEN = "not yet proven on GitHub"
+BUNDLED = "bundled"  # bundled/<profile>: the merge of the legs the bundle takes
+_OUTCOMES = f"""passed=(); failed=(); missing=()
+for leg in $LEGS; do
+  if [ "$(cat "cells/$leg/{OUTCOME_FILE}" 2>/dev/null)" = success ]; then passed+=("cells/$leg")
+  else failed+=("$leg"); fi
+done
+for leg in "${{failed[@]}}"; do
+  case " $REQUIRED " in *" $leg "*) missing+=("$leg") ;; esac
+done
+if [ "${{#failed[@]}}" -gt "${{#missing[@]}}" ]; then
+  {{ echo "### Legs {P_UNPROVEN} that failed ($PROFILE: left out of its bundle)"; echo
+     for leg in "${{failed[@]}}"; do
+       case " $REQUIRED " in *" $leg "*) continue ;; esac
+       IFS={ARTIFACT_SEP} read -r _ _ target backend <<< "$leg"; echo "- $target/$backend"
+     done; }} >> "$GITHUB_STEP_SUMMARY"
+fi
+if [ "${{#missing[@]}}" -gt 0 ]; then
+  echo "::error title=ggml-patch::proven leg(s) did not pass: ${{missing[*]}}"; exit 1
+fi
+if [ "${{#passed[@]}}" -eq 0 ]; then
+  echo "::warning title=ggml-patch::no leg of $PROFILE passed: no bundle"; exit 0
+fi
+ggml-patch merge-results --out "{BUNDLED}/$PROFILE" "${{passed[@]}}"
+echo "bundle=true" >> "$GITHUB_OUTPUT"
+"""
+
+
+def _outcomes_step(profile: str, leg_list: list[dict]) -> dict:
+    """The profile's legs by their uploaded outcomes: a proven leg that did not pass fails the
+    step (and the bundle is not made); the unproven legs that failed are listed in the summary;
+    the legs that passed are merged for the bundle."""
+    legs = [leg for leg in leg_list if leg["group"] == profile]
+    required = [leg["artifact"] for leg in legs if leg["required"]]
+    return {
+        "name": f"The legs' outcomes ({profile})",
+        "id": common.step_id("outcomes", profile),
+        "if": "${{ !cancelled() }}",
+        "env": {
+            "PROFILE": profile,
+            "LEGS": " ".join(leg["artifact"] for leg in legs),
+            "REQUIRED": " ".join(required),
+        },
+        "run": _OUTCOMES,
+    }
 
 
 def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins, leg_list: list[dict]) -> dict:
@@ -457,11 +518,16 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins, leg_list: list
         )
         if extra:
             continue
-        # the default profile's bundle also needs every leg done: a leg that uploaded nothing
-        # (a timeout) is missing from the merge, not failed in it
-        when = merged.replace(" }}", " && needs.cell.result == 'success' }}") if fatal else merged
+        when, results = merged, f"merged/{p}"
+        if fatal:
+            # from the legs' own outcomes: the proven legs must all pass, the others' failures
+            # are listed and left out of the bundle's results
+            steps.append(_outcomes_step(p, leg_list))
+            outcomes = common.step_id("outcomes", p)
+            when = f"${{{{ !cancelled() && steps.{outcomes}.outputs.bundle == 'true' }}}}"
+            results = f"{BUNDLED}/{p}"
         run = (
-            f'ggml-patch bundle --pins "{common.PINS_FILE}" --results merged/{p} --out bundle/{p} '
+            f'ggml-patch bundle --pins "{common.PINS_FILE}" --results {results} --out bundle/{p} '
             f"{BUNDLE_AUTHOR}\n"
         )
         bundled_ok = f"${{{{ !cancelled() && steps.{bundle}.outcome == 'success' }}}}"

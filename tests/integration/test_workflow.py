@@ -14,6 +14,7 @@ import subprocess
 import sys
 from importlib import resources
 from pathlib import Path
+from typing import Optional
 
 import jsonschema
 import pytest
@@ -469,8 +470,9 @@ def test_the_aggregate_keeps_profiles_apart(matrix, wf, tmp_path):
             f"--out merged/{p} cells/results+{p}+*\n"
         )
         assert merge["if"] == "${{ !cancelled() }}"  # every profile is merged whatever another did
+        fed = "bundled" if p == "default" else "merged"  # default: the legs that passed
         assert bundle["run"] == (
-            f'ggml-patch bundle --pins "$RUNNER_TEMP/pins.json" --results merged/{p} --out '
+            f'ggml-patch bundle --pins "$RUNNER_TEMP/pins.json" --results {fed}/{p} --out '
             f'bundle/{p} --author "$GITHUB_ACTOR '
             '<$GITHUB_ACTOR_ID+$GITHUB_ACTOR@users.noreply.github.com>"\n'
         )
@@ -494,8 +496,12 @@ def test_the_aggregate_keeps_profiles_apart(matrix, wf, tmp_path):
         assert uploads[f"ggml-patch-results-{p}"]["with"]["path"] == f"merged/{p}"
         summary = _step(agg, f"Summary ({p})")
         assert summary["run"] == f'cat merged/{p}/summary.md >> "$GITHUB_STEP_SUMMARY"\n'
-    assert "needs.cell.result == 'success'" in by_id["bundle-default"]["if"]
-    assert "needs.cell" not in by_id["bundle-live"]["if"]
+    # from the legs' own uploaded outcomes, never needs.cell.result (GitHub says success for a
+    # failed continue-on-error leg)
+    assert by_id["bundle-default"]["if"] == (
+        "${{ !cancelled() && steps.outcomes-default.outputs.bundle == 'true' }}"
+    )
+    assert "needs.cell" not in json.dumps(agg)
     warn = _step(agg, "Report the other profiles' failures (not fatal)")
     assert "steps.merge-live.outcome == 'failure'" in warn["if"] and "::warning" in warn["run"]
 
@@ -1326,3 +1332,60 @@ def test_the_mirrors_are_saved_once_a_week_complete_and_bounded(drift_wf, tmp_pa
     out.write_text("")
     proc, _ = _run_script(keep["run"], env, tmp_path)
     assert proc.returncode == 0 and out.read_text() == "save=true\n"
+
+
+def _leg_dir(root: Path, leg: str, outcome: Optional[str]) -> None:
+    (root / "cells" / leg).mkdir(parents=True)
+    (root / "cells" / leg / "results.json").write_text("{}")
+    if outcome:
+        (root / "cells" / leg / "outcome").write_text(outcome + "\n")
+
+
+def test_the_bundle_takes_the_legs_that_passed_and_lists_the_unproven_that_failed(wf, tmp_path):
+    cell, agg = wf["jobs"]["cell"], wf["jobs"]["aggregate"]
+    # each leg writes what its cell step did beside its results.json, which it uploads
+    mark = _step(cell, "The leg's outcome, for the aggregate")
+    assert mark["env"]["OUTCOME"] == "${{ steps.cell.outcome }}" and mark["if"] == (
+        "${{ !cancelled() }}"
+    )
+    assert _step(cell, "Run the cell")["id"] == "cell"
+    leg = tmp_path / "leg"
+    (leg / "r").mkdir(parents=True)
+    (leg / "r" / "results.json").write_text("{}")
+    assert _run_script(mark["run"], {"OUTCOME": "failure", "RESULTS": "r"}, leg)[0].returncode == 0
+    assert (leg / "r" / "outcome").read_text() == "failure\n"
+    (leg / "none").mkdir()  # no results.json: nothing written (the leg uploads nothing)
+    assert _run_script(mark["run"], {"OUTCOME": "", "RESULTS": "none"}, leg)[0].returncode == 0
+    assert not (leg / "none" / "outcome").exists()
+
+    step = _step(agg, "The legs' outcomes (default)")
+    legs = step["env"]["LEGS"].split()
+    assert legs == [x["artifact"] for x in _legs(wf) if x["profile"] == "default"]
+    ok, bad, gone = legs[0], legs[1], legs[2]
+    runs = tmp_path / "runs"
+    for name, outcome in ((ok, "success"), (bad, "failure")):
+        _leg_dir(runs, name, outcome)
+    summary = runs / "summary.md"
+    env = {**step["env"], "GITHUB_STEP_SUMMARY": str(summary)}
+    env["GITHUB_OUTPUT"] = str(runs / "out")
+    # no leg proven: the unproven failures are listed, the bundle made from the one that passed
+    proc, calls = _run_script(step["run"], {**env, "REQUIRED": ""}, runs)
+    assert proc.returncode == 0, proc.stderr
+    assert calls == [["merge-results", "--out", "bundled/default", f"cells/{ok}"]]
+    assert (runs / "out").read_text() == "bundle=true\n"
+    listed = summary.read_text()
+    for name in (bad, gone):
+        target, backend = name.split("+")[2:]
+        assert f"- {target}/{backend}\n" in listed
+    assert "not yet proven on GitHub that failed" in listed
+    # a proven leg that failed, or never uploaded: the step fails, no bundle
+    for proven_leg in (bad, gone):
+        (runs / "out").write_text("")
+        proc, calls = _run_script(step["run"], {**env, "REQUIRED": f"{ok} {proven_leg}"}, runs)
+        assert proc.returncode == 1 and calls == [] and (runs / "out").read_text() == ""
+        assert f"proven leg(s) did not pass: {proven_leg}" in proc.stdout
+    # nothing passed: no bundle, not a failure of the run
+    (runs / "cells" / ok / "outcome").write_text("failure\n")
+    (runs / "out").write_text("")
+    proc, calls = _run_script(step["run"], {**env, "REQUIRED": ""}, runs)
+    assert proc.returncode == 0 and calls == [] and (runs / "out").read_text() == ""
