@@ -87,6 +87,9 @@ class BackendModule:
     # how much a cell costs against a CPU cell (cold build
     # and tests): the run starts with the cheapest
     relative_cost = 1.0
+    # a hosted CI leg's typical billed minutes (cold ccache to warm), for README's cost estimate
+    # (ci/cost.py); its worst case is the leg's timeout
+    ci_minutes: tuple[int, int] = (4, 6)
 
     def __init__(self, cache_root: Optional[Path] = None):
         self.cache_root = cache_root

@@ -80,6 +80,7 @@ def ci_pypi_setup() -> CiSetup:
 class Cuda(BackendModule):
     name = "cuda"
     relative_cost = 30.0  # 139 .cu objects: 17-18 minutes at -j2
+    ci_minutes = (15, 20)  # a cold compile is about 18 minutes at -j2
     cmake_flags = ("-DGGML_CUDA=ON",)
     build_only_ok = True
     toolchain_hint = TOOLKIT_HINT

@@ -17,6 +17,7 @@ class Metal(BackendModule):
     # the shader library is embedded in the binary: no offline `metal` compiler (full Xcode) needed
     cmake_flags = ("-DGGML_METAL=ON", "-DGGML_METAL_EMBED_LIBRARY=ON")
     toolchain_hint = "install the Xcode command line tools (xcode-select --install)"
+    ci_minutes = (7, 10)
 
     def ci_leg(self, runner: Runner) -> CiLeg:
         if not runner.mac:

@@ -84,6 +84,7 @@ CI_LAVAPIPE = CiSetup(
 class Vulkan(BackendModule):
     name = "vulkan"
     relative_cost = 6.0  # ggml-vulkan.cpp alone about 82 s, shaders not cached by ccache
+    ci_minutes = (8, 12)  # lavapipe setup, ggml-vulkan and its shaders
     cmake_flags = ("-DGGML_VULKAN=ON",)
     tool_hints = {
         "glslc": f"apt-get install glslc, or run {SETUP}",

@@ -1389,3 +1389,21 @@ def test_the_bundle_takes_the_legs_that_passed_and_lists_the_unproven_that_faile
     (runs / "out").write_text("")
     proc, calls = _run_script(step["run"], {**env, "REQUIRED": ""}, runs)
     assert proc.returncode == 0 and calls == [] and (runs / "out").read_text() == ""
+
+
+def test_a_tool_vendored_in_a_subdirectory_is_refused_in_one_line(repo_root, tmp_path):
+    """The jobs run at the repository's root (pip install ., constraints.txt, matrix.yaml) and
+    GitHub reads only the root's .github/: nothing is written, one line says why."""
+    (tmp_path / ".git").mkdir()  # the superproject's root
+    tools = tmp_path / "vendor" / "ggml-patch"
+    tools.mkdir(parents=True)
+    for name in ("matrix.yaml", "patches", "native_tests"):
+        src = repo_root / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, tools / name)
+    for where in ([], ["--output", str(tmp_path / ".github" / "workflows" / "m.yml")]):
+        proc = run_tool("ci-workflow", "--matrix", str(tools / "matrix.yaml"), *where)
+        line = proc.stderr.strip()
+        assert proc.returncode == 2 and len(line.splitlines()) == 1, proc.stderr
+        assert line.startswith(f"ggml-patch: error: {tools / 'matrix.yaml'}: ")
+        assert "vendoring ggml-patch in a subdirectory is not supported" in line
+    assert not (tools / ".github").exists() and not (tmp_path / ".github").exists()
