@@ -6,6 +6,7 @@ wheel (no build isolation), pip installs it with --no-index, and the fresh envir
 this one's dependencies by a .pth line, which adds their folder after its own (never this
 checkout, never an editable install's finder)."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -84,3 +85,18 @@ def test_the_installed_tool_checks_the_workflows_and_answers_help(installed, tmp
     for command in ("matrix", "bundle"):
         proc = _run([tool, command, "--help"], tmp_path, env)
         assert proc.returncode == 0 and f"usage: ggml-patch {command}" in proc.stdout, proc.stderr
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="Metal runs on macOS: the cell would build")
+def test_the_installed_tool_runs_a_matrix_and_writes_its_results(installed, tmp_path):
+    """A real `matrix` run from the wheel, one cell that needs no build here (Metal off macOS:
+    skipped with its reason): the records, summary and junit writers work from the install."""
+    _, venv, env = installed
+    results = tmp_path / "results"
+    argv = [str(venv / "bin" / "ggml-patch"), "matrix", "--matrix", str(ROOT / "matrix.yaml")]
+    argv += ["--results", str(results), "--target", "ggml", "--backend", "metal"]
+    proc = _run(argv, tmp_path, {**env, "GGML_PATCH_REQUIRE_BACKEND": ""})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cell = json.loads((results / "results.json").read_text())["cells"][0]
+    assert cell["status"] == "skipped" and "Metal needs macOS" in cell["reason"]
+    assert (results / "summary.md").is_file() and (results / "junit.xml").is_file()
