@@ -51,6 +51,8 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
         *common.first_steps(pins, extra="test,lint"),
         {"name": "Fast tests", "run": FAST_TESTS},
         {"name": "Lint (nox -s lint's commands)", "if": always, "run": LINT},
+        # the installed `ggml-patch` (pip built and installed a wheel, not an editable install):
+        # what the tool reads of itself must ship in it (tests/integration/test_wheel.py)
         {
             "name": "The generated workflows are current",
             "if": always,
