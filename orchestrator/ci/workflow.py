@@ -35,6 +35,7 @@ from ..config import Matrix, _line_for
 from ..errors import ConfigError
 from . import common, proven
 from .actions import DEFAULT_PINS, Pins, uses
+from .outcomes import BUNDLED, OUTCOME_SCRIPT, outcomes_step, unproven_step
 from .runners import retired_message
 
 DEFAULT_PATH = ".github/workflows/ggml-patch-matrix.yml"
@@ -295,17 +296,6 @@ def _setup_steps(leg_list: list[dict], pins: Pins) -> list[dict]:
     return steps
 
 
-# What the leg's own cell step did (success, failure; skipped when a setup failed), uploaded with
-# its results: GitHub reports a failed continue-on-error leg as a success to later jobs (act does
-# not), so the aggregate reads this instead of needs.cell.result.
-OUTCOME_FILE = "outcome"
-# Beside results.json only: a leg that wrote none uploads nothing (the merge lists it as missing).
-_OUTCOME = f"""if [ -f "$RESULTS/results.json" ]; then
-  printf '%s\\n' "${{OUTCOME:-skipped}}" > "$RESULTS/{OUTCOME_FILE}"
-fi
-"""
-
-
 def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
     ccache = ccache_key("${{ matrix.artifact }}")
     always = "${{ !cancelled() }}"
@@ -357,7 +347,7 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
                 "name": "The leg's outcome, for the aggregate",
                 "if": always,
                 "env": {"OUTCOME": "${{ steps.cell.outcome }}", "RESULTS": "${{ matrix.results }}"},
-                "run": _OUTCOME,
+                "run": OUTCOME_SCRIPT,
             },
             {"name": "Keep only what this build used (ccache)", "if": saves, "run": _EVICT},
             common.with_if(
@@ -380,72 +370,6 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
 
 # the bundle's commits carry an identity: the user who started the run (GitHub's no-reply address)
 BUNDLE_AUTHOR = '--author "$GITHUB_ACTOR <$GITHUB_ACTOR_ID+$GITHUB_ACTOR@users.noreply.github.com>"'
-
-
-def _unproven_step(names: list[str]) -> dict:
-    """The legs that ran with continue-on-error, named in the run's summary (known when the
-    workflow is generated: leg names are matrix.yaml's names, which hold no shell or Markdown)."""
-    lines = [
-        f"### Legs {P_UNPROVEN} (their failures do not fail the run)",
-        "",
-        f"Recorded green runs on github.com are in `{proven.PATH}`; until a leg has one, it "
-        "runs with `continue-on-error`.",
-        "",
-        *(f"- {n}" for n in names),
-    ]
-    text = "".join(f"{ln}\n" for ln in lines)
-    return {
-        "name": f"Legs {P_UNPROVEN}",
-        "if": "${{ !cancelled() }}",
-        "run": f"cat >> \"$GITHUB_STEP_SUMMARY\" <<'EOF'\n{text}EOF\n",
-    }
-
-
-P_UNPROVEN = "not yet proven on GitHub"
-BUNDLED = "bundled"  # bundled/<profile>: the merge of the legs the bundle takes
-_OUTCOMES = f"""passed=(); failed=(); missing=()
-for leg in $LEGS; do
-  if [ "$(cat "cells/$leg/{OUTCOME_FILE}" 2>/dev/null)" = success ]; then passed+=("cells/$leg")
-  else failed+=("$leg"); fi
-done
-for leg in "${{failed[@]}}"; do
-  case " $REQUIRED " in *" $leg "*) missing+=("$leg") ;; esac
-done
-if [ "${{#failed[@]}}" -gt "${{#missing[@]}}" ]; then
-  {{ echo "### Legs {P_UNPROVEN} that failed ($PROFILE: left out of its bundle)"; echo
-     for leg in "${{failed[@]}}"; do
-       case " $REQUIRED " in *" $leg "*) continue ;; esac
-       IFS={ARTIFACT_SEP} read -r _ _ target backend <<< "$leg"; echo "- $target/$backend"
-     done; }} >> "$GITHUB_STEP_SUMMARY"
-fi
-if [ "${{#missing[@]}}" -gt 0 ]; then
-  echo "::error title=ggml-patch::proven leg(s) did not pass: ${{missing[*]}}"; exit 1
-fi
-if [ "${{#passed[@]}}" -eq 0 ]; then
-  echo "::warning title=ggml-patch::no leg of $PROFILE passed: no bundle"; exit 0
-fi
-ggml-patch merge-results --out "{BUNDLED}/$PROFILE" "${{passed[@]}}"
-echo "bundle=true" >> "$GITHUB_OUTPUT"
-"""
-
-
-def _outcomes_step(profile: str, leg_list: list[dict]) -> dict:
-    """The profile's legs by their uploaded outcomes: a proven leg that did not pass fails the
-    step (and the bundle is not made); the unproven legs that failed are listed in the summary;
-    the legs that passed are merged for the bundle."""
-    legs = [leg for leg in leg_list if leg["group"] == profile]
-    required = [leg["artifact"] for leg in legs if leg["required"]]
-    return {
-        "name": f"The legs' outcomes ({profile})",
-        "id": common.step_id("outcomes", profile),
-        "if": "${{ !cancelled() }}",
-        "env": {
-            "PROFILE": profile,
-            "LEGS": " ".join(leg["artifact"] for leg in legs),
-            "REQUIRED": " ".join(required),
-        },
-        "run": _OUTCOMES,
-    }
 
 
 def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins, leg_list: list[dict]) -> dict:
@@ -522,7 +446,7 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins, leg_list: list
         if fatal:
             # from the legs' own outcomes: the proven legs must all pass, the others' failures
             # are listed and left out of the bundle's results
-            steps.append(_outcomes_step(p, leg_list))
+            steps.append(outcomes_step(p, leg_list, ARTIFACT_SEP))
             outcomes = common.step_id("outcomes", p)
             when = f"${{{{ !cancelled() && steps.{outcomes}.outputs.bundle == 'true' }}}}"
             results = f"{BUNDLED}/{p}"
@@ -538,7 +462,7 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins, leg_list: list
             )
         )
     if unproven := [leg["name"] for leg in leg_list if not leg["required"]]:
-        steps.append(_unproven_step(unproven))
+        steps.append(unproven_step(unproven))
     others = [p for p in groups if p != DEFAULT_PROFILE and GROUP_SEP not in p]
     if others:
         ids = (common.step_id(k, p) for p in others for k in ("merge", "bundle"))
