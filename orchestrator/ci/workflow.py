@@ -372,6 +372,55 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
 BUNDLE_AUTHOR = '--author "$GITHUB_ACTOR <$GITHUB_ACTOR_ID+$GITHUB_ACTOR@users.noreply.github.com>"'
 
 
+def _group_steps(p: str, pins: Pins, leg_list: list[dict]) -> list[dict]:
+    """One group's merge, summary and upload; a profile's (not a further runner's) bundle too."""
+    steps: list[dict] = []
+    merge, bundle = common.step_id("merge", p), common.step_id("bundle", p)
+    # extra: a further runner's legs, merged apart
+    extra = GROUP_SEP in p
+    # only the default profile's legs must pass
+    fatal = p == DEFAULT_PROFILE
+    soft = {} if fatal else {"continue-on-error": True}
+    merged = f"${{{{ !cancelled() && steps.{merge}.outcome == 'success' }}}}"
+    expect = "" if extra else f"--expect-profile {p} "
+    # a leg that never uploaded (timed out, died) is listed as an error, not left out
+    artifacts = ARTIFACT_SEP.join((ARTIFACT_PREFIX, p, "*"))
+    run = f"ggml-patch merge-results {expect}--out merged/{p} cells/{artifacts}\n"
+    steps.append(
+        {"name": f"Merge ({p})", "id": merge, "if": "${{ !cancelled() }}", **soft, "run": run}
+    )
+    if not extra:
+        summary = f'cat merged/{p}/summary.md >> "$GITHUB_STEP_SUMMARY"\n'
+        steps.append({"name": f"Summary ({p})", "if": merged, "run": summary})
+    steps.append(
+        common.upload_step(
+            f"the merged results ({p})", merged, f"ggml-patch-results-{p}", f"merged/{p}", pins
+        )
+    )
+    if extra:
+        return steps
+    when, results = merged, f"merged/{p}"
+    if fatal:
+        # from the legs' own outcomes: the proven legs must all pass, the others' failures
+        # are listed and left out of the bundle's results
+        steps.append(outcomes_step(p, leg_list, ARTIFACT_SEP))
+        outcomes = common.step_id("outcomes", p)
+        when = f"${{{{ !cancelled() && steps.{outcomes}.outputs.bundle == 'true' }}}}"
+        results = f"{BUNDLED}/{p}"
+    run = (
+        f'ggml-patch bundle --pins "{common.PINS_FILE}" --results {results} --out bundle/{p} '
+        f"{BUNDLE_AUTHOR}\n"
+    )
+    bundled_ok = f"${{{{ !cancelled() && steps.{bundle}.outcome == 'success' }}}}"
+    steps.append({"name": f"Bundle ({p})", "id": bundle, "if": when, **soft, "run": run})
+    steps.append(
+        common.upload_step(
+            f"the bundle ({p})", bundled_ok, f"ggml-patch-bundle-{p}", f"bundle/{p}", pins
+        )
+    )
+    return steps
+
+
 def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins, leg_list: list[dict]) -> dict:
     profiles = list(dict.fromkeys(g.split(GROUP_SEP)[0] for g in groups))
     steps: list[dict] = [*common.first_steps(pins, extra="plot")]  # the bundle's training-loss plot
@@ -418,49 +467,7 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins, leg_list: list
         },
     ]
     for p in groups:
-        merge, bundle = common.step_id("merge", p), common.step_id("bundle", p)
-        # extra: a further runner's legs, merged apart
-        extra = GROUP_SEP in p
-        # only the default profile's legs must pass
-        fatal = p == DEFAULT_PROFILE
-        soft = {} if fatal else {"continue-on-error": True}
-        merged = f"${{{{ !cancelled() && steps.{merge}.outcome == 'success' }}}}"
-        expect = "" if extra else f"--expect-profile {p} "
-        # a leg that never uploaded (timed out, died) is listed as an error, not left out
-        artifacts = ARTIFACT_SEP.join((ARTIFACT_PREFIX, p, "*"))
-        run = f"ggml-patch merge-results {expect}--out merged/{p} cells/{artifacts}\n"
-        steps.append(
-            {"name": f"Merge ({p})", "id": merge, "if": "${{ !cancelled() }}", **soft, "run": run}
-        )
-        if not extra:
-            summary = f'cat merged/{p}/summary.md >> "$GITHUB_STEP_SUMMARY"\n'
-            steps.append({"name": f"Summary ({p})", "if": merged, "run": summary})
-        steps.append(
-            common.upload_step(
-                f"the merged results ({p})", merged, f"ggml-patch-results-{p}", f"merged/{p}", pins
-            )
-        )
-        if extra:
-            continue
-        when, results = merged, f"merged/{p}"
-        if fatal:
-            # from the legs' own outcomes: the proven legs must all pass, the others' failures
-            # are listed and left out of the bundle's results
-            steps.append(outcomes_step(p, leg_list, ARTIFACT_SEP))
-            outcomes = common.step_id("outcomes", p)
-            when = f"${{{{ !cancelled() && steps.{outcomes}.outputs.bundle == 'true' }}}}"
-            results = f"{BUNDLED}/{p}"
-        run = (
-            f'ggml-patch bundle --pins "{common.PINS_FILE}" --results {results} --out bundle/{p} '
-            f"{BUNDLE_AUTHOR}\n"
-        )
-        bundled_ok = f"${{{{ !cancelled() && steps.{bundle}.outcome == 'success' }}}}"
-        steps.append({"name": f"Bundle ({p})", "id": bundle, "if": when, **soft, "run": run})
-        steps.append(
-            common.upload_step(
-                f"the bundle ({p})", bundled_ok, f"ggml-patch-bundle-{p}", f"bundle/{p}", pins
-            )
-        )
+        steps += _group_steps(p, pins, leg_list)
     if unproven := [leg["name"] for leg in leg_list if not leg["required"]]:
         steps.append(unproven_step(unproven))
     others = [p for p in groups if p != DEFAULT_PROFILE and GROUP_SEP not in p]
