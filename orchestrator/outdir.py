@@ -38,7 +38,7 @@ CACHE_ENTRIES = frozenset(
         "results",
         "pr",
     }
-    # vulkan-sdk: scripts/setup-vulkan-lavapipe.sh writes it there
+    # vulkan-sdk: orchestrator/scripts/setup-vulkan-lavapipe.sh writes it there
     | {"snapshots.git.lock", "vulkan-sdk"}
 )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -12,6 +13,61 @@ from ..buildenv import clean_env
 if TYPE_CHECKING:  # the record, with pydantic, loads with a matrix: not for `--help` (start-up)
     from ..config_records import Backend
     from ..model.results import DeviceInfo
+
+
+@dataclass(frozen=True)
+class Runner:
+    """A CI runner as matrix.yaml names it (`runs_on`): its labels, lower-cased. GitHub-hosted:
+    one image label (ubuntu-24.04, macos-15); anything else is a runner of the adopter's own."""
+
+    labels: tuple[str, ...]
+
+    @classmethod
+    def of(cls, runs_on: str) -> Runner:
+        """ "ubuntu-24.04" or a self-hosted runner's "self-hosted, linux, gpu" (all must match)."""
+        return cls(tuple(s.strip().lower() for s in runs_on.split(",") if s.strip()))
+
+    @property
+    def hosted(self) -> bool:
+        one = self.labels[0] if len(self.labels) == 1 else ""
+        return one.startswith(("ubuntu-", "macos-", "windows-"))
+
+    @property
+    def linux(self) -> bool:
+        return (self.hosted and self.labels[0].startswith("ubuntu-")) or "linux" in self.labels
+
+    @property
+    def mac(self) -> bool:
+        return (self.hosted and self.labels[0].startswith("macos-")) or "macos" in self.labels
+
+
+@dataclass(frozen=True)
+class CiSetup:
+    """What a leg runs before the cell (the generated workflow's step `title`, its bash `run`),
+    after restoring `cache_path` under `cache_key` when it names one (a download kept between
+    runs). `name` is the leg's `setup` value the steps are conditioned on."""
+
+    name: str
+    title: str
+    run: str
+    cache_title: str = ""
+    cache_path: str = ""
+    cache_key: str = ""
+
+
+@dataclass(frozen=True)
+class CiLeg:
+    """How a backend's CI leg on one runner proves itself. Every leg requires its backend
+    (`--require-backend`: a skip fails the leg), so no leg can go green by skipping; `setup` what
+    it installs first (None: nothing), `build_only` no device on that runner (`--build-only`:
+    built, tests not run, and the cell says so)."""
+
+    setup: Optional[CiSetup] = None
+    build_only: bool = False
+
+
+class NoCiLeg(Exception):
+    """This backend cannot prove anything on that runner (the generator refuses the leg)."""
 
 
 class BackendModule:
@@ -34,6 +90,9 @@ class BackendModule:
     # how much a cell costs against a CPU cell (cold build
     # and tests): the run starts with the cheapest
     relative_cost = 1.0
+    # a hosted CI leg's typical billed minutes (cold ccache to warm), for README's cost estimate
+    # (ci/cost.py); its worst case is the leg's timeout
+    ci_minutes: tuple[int, int] = (4, 6)
 
     def __init__(self, cache_root: Optional[Path] = None):
         self.cache_root = cache_root
@@ -77,6 +136,12 @@ class BackendModule:
         from ..model.results import DeviceInfo  # pydantic: not at `--help` (start-up)
 
         return DeviceInfo()
+
+    def ci_leg(self, runner: Runner) -> CiLeg:
+        """This backend's CI leg on `runner` (ci/workflow.py asks; it holds no table of backends).
+        The default needs no setup and no device beyond the runner itself. Raise NoCiLeg(why)
+        where the runner can never run the backend: the generator refuses that leg in one line."""
+        return CiLeg()
 
 
 def command_output(

@@ -45,6 +45,7 @@ _PROBE = "int main(void) { return 0; }\n"
 
 class CpuSanitize(BackendModule):
     name = "cpu-sanitize"
+    ci_minutes = (5, 8)  # the instrumented build and tests
     relative_cost = 3.0  # instrumented build, RelWithDebInfo: 110-130 s cold against about 40
     # after the plan's Release: the later -D wins
     cmake_flags = (

@@ -4,6 +4,7 @@ where just the toolkit is; skipped with the reason otherwise."""
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import re
 import shutil
@@ -12,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from ..config_records import Backend
-from .base import BackendModule, command_output
+from ..errors import ConfigError
+from .base import BackendModule, CiLeg, CiSetup, NoCiLeg, Runner, command_output
 
 if TYPE_CHECKING:
     from ..model.results import DeviceInfo
@@ -30,16 +32,69 @@ def gpu_names(nvidia_smi_list: str) -> list[str]:
     ]
 
 
-DEVICE_NODE = Path("/dev/nvidia0")  # the first GPU's device file, where the driver is loaded
+DEVICE_NODE = Path("/dev/nvidia0")
+PYPI_SETUP = "orchestrator/scripts/setup-cuda-pypi.sh"
+# after the setup script, its prefix is this job's toolkit
+_CI_SETUP = f"""root=$(bash {PYPI_SETUP} "$RUNNER_TEMP/cuda")
+echo "CUDA_HOME=$root" >> "$GITHUB_ENV"
+echo "$root/bin" >> "$GITHUB_PATH"
+"""
+
+
+def pypi_setup_script() -> Path:
+    """The script as installed (package data): the same file the workflow runs from the checkout."""
+    return Path(__file__).resolve().parents[1] / "scripts" / Path(PYPI_SETUP).name
+
+
+def pypi_wheels_key() -> str:
+    """The CUDA wheels' cache key: nvcc's version and a digest of every pinned wheel, read from
+    the setup script, so a new pin is a new key."""
+    script = pypi_setup_script()
+    try:
+        text = script.read_text(encoding="utf-8")
+    except OSError as e:  # package data left out of an install
+        raise ConfigError(
+            f"{script}: cannot read it ({e.strerror}): reinstall ggml-patch"
+        ) from None
+    found = re.search(r"^packages=\((.*?)\)", text, re.M | re.S)
+    if not found:
+        raise ConfigError(f"{script}: no `packages=(...)` line: the CUDA wheels are not pinned")
+    wheels = " ".join(found[1].split())
+    nvcc = re.search(r"nvidia-cuda-nvcc==(\S+)", wheels)
+    digest = hashlib.sha256(wheels.encode()).hexdigest()[:12]
+    return f"cuda-pypi-${{{{ runner.os }}}}-{nvcc[1] if nvcc else 'nvcc'}-{digest}"
+
+
+def ci_pypi_setup() -> CiSetup:
+    """A hosted Linux leg's toolkit: PyPI's CUDA wheels, kept between runs under their pins' key."""
+    return CiSetup(
+        name="cuda-pypi",
+        title="CUDA toolkit from PyPI (nvcc, cuBLAS; no GPU: build only)",
+        run=_CI_SETUP,
+        cache_title="CUDA wheels",
+        cache_path="${{ runner.temp }}/cuda",
+        cache_key=pypi_wheels_key(),
+    )  # the first GPU's device file, where the driver is loaded
 
 
 class Cuda(BackendModule):
     name = "cuda"
     ops_device = "CUDA0"  # test-backend-ops -b CUDA0
     relative_cost = 30.0  # 139 .cu objects: 17-18 minutes at -j2
+    ci_minutes = (15, 20)  # a cold compile is about 18 minutes at -j2
     cmake_flags = ("-DGGML_CUDA=ON",)
     build_only_ok = True
     toolchain_hint = TOOLKIT_HINT
+
+    def ci_leg(self, runner: Runner) -> CiLeg:
+        if runner.hosted and not runner.linux:
+            raise NoCiLeg(
+                f"{runner.labels[0]} has no CUDA toolkit or GPU: name ubuntu-24.04 (built there "
+                "with PyPI's toolkit) or a self-hosted GPU runner"
+            )
+        # a hosted Linux runner has no GPU: it compiles with PyPI's toolkit and runs nothing;
+        # a self-hosted one brings its GPU, and one without fails the leg (--require-backend)
+        return CiLeg(setup=ci_pypi_setup(), build_only=True) if runner.hosted else CiLeg()
 
     def nvcc(self) -> Optional[str]:
         on_path = shutil.which("nvcc")

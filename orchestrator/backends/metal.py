@@ -8,7 +8,7 @@ import sys
 from typing import Optional
 
 from ..config_records import Backend
-from .base import BackendModule, command_output
+from .base import BackendModule, CiLeg, NoCiLeg, Runner, command_output
 
 
 class Metal(BackendModule):
@@ -18,6 +18,12 @@ class Metal(BackendModule):
     # the shader library is embedded in the binary: no offline `metal` compiler (full Xcode) needed
     cmake_flags = ("-DGGML_METAL=ON", "-DGGML_METAL_EMBED_LIBRARY=ON")
     toolchain_hint = "install the Xcode command line tools (xcode-select --install)"
+    ci_minutes = (7, 10)
+
+    def ci_leg(self, runner: Runner) -> CiLeg:
+        if not runner.mac:
+            raise NoCiLeg("Metal runs on macOS only: name a macOS runner (e.g. macos-15)")
+        return CiLeg()
 
     def missing_toolchain(self, backend: Backend) -> Optional[str]:
         if sys.platform != "darwin":

@@ -1,6 +1,6 @@
 """Vulkan: ggml-vulkan, run for real on machines without a GPU through Mesa's lavapipe.
-scripts/setup-vulkan-lavapipe.sh writes <cache>/vulkan-sdk/env.json: the CMake flags for
-a private prefix (Debian 12: headers 1.4.x from trixie), and the test environment (a
+orchestrator/scripts/setup-vulkan-lavapipe.sh writes <cache>/vulkan-sdk/env.json: the CMake flags
+for a private prefix (Debian 12: headers 1.4.x from trixie), and the test environment (a
 private ICD json naming Mesa 25's lavapipe by absolute path). Without it the system's own
 headers and ICDs are used when recent enough."""
 
@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Optional
 
 from ..cache import default_cache_dir
 from ..config_records import Backend
-from .base import BackendModule, command_output
+from .base import BackendModule, CiLeg, CiSetup, NoCiLeg, Runner, command_output
 
 if TYPE_CHECKING:
     from ..model.results import DeviceInfo
 
-SETUP = "scripts/setup-vulkan-lavapipe.sh"
+SETUP = "orchestrator/scripts/setup-vulkan-lavapipe.sh"
 MIN_HEADERS = (1, 4)  # 1.3.x lacks vk::LayerSettingEXT, which ggml-vulkan uses
 ICD_DIRS = ("/usr/share/vulkan/icd.d", "/usr/local/share/vulkan/icd.d", "/etc/vulkan/icd.d")
 LOADER_DIRS = (
@@ -68,15 +68,39 @@ def summary_values(vulkaninfo_summary: str, key: str) -> list[str]:
     return [m.strip() for m in re.findall(rf"^\s*{key}\s*=\s*(.+)$", vulkaninfo_summary, re.M)]
 
 
+# the hosted Linux legs' setup (ci/workflow.py runs it where a leg names it)
+CI_LAVAPIPE = CiSetup(
+    name="vulkan-lavapipe",
+    title="Vulkan (Mesa lavapipe)",
+    run=(
+        f"bash {SETUP}\n"
+        "# as llama.cpp's own llvmpipe job: lavapipe's f16 and coopmat paths are left out\n"
+        'echo "GGML_VK_DISABLE_F16=1" >> "$GITHUB_ENV"\n'
+        'echo "GGML_VK_DISABLE_COOPMAT=1" >> "$GITHUB_ENV"\n'
+    ),
+)
+
+
 class Vulkan(BackendModule):
     name = "vulkan"
     ops_device = "Vulkan0"  # test-backend-ops -b Vulkan0
     relative_cost = 6.0  # ggml-vulkan.cpp alone about 82 s, shaders not cached by ccache
+    ci_minutes = (8, 12)  # lavapipe setup, ggml-vulkan and its shaders
     cmake_flags = ("-DGGML_VULKAN=ON",)
     tool_hints = {
         "glslc": f"apt-get install glslc, or run {SETUP}",
         "vulkaninfo": f"apt-get install vulkan-tools, or run {SETUP}",
     }
+
+    def ci_leg(self, runner: Runner) -> CiLeg:
+        if runner.hosted and not runner.linux:
+            raise NoCiLeg(
+                f"{runner.labels[0]} has no Vulkan driver; a GitHub-hosted leg runs Mesa's "
+                "lavapipe, set up on Linux: name an ubuntu runner (e.g. ubuntu-24.04)"
+            )
+        # a hosted Linux runner gets lavapipe (a real Vulkan device on the CPU); a self-hosted
+        # one brings its own driver, and one without fails the leg (--require-backend)
+        return CiLeg(setup=CI_LAVAPIPE if runner.hosted else None)
 
     def env_file(self) -> Optional[Path]:
         """<cache>/vulkan-sdk/env.json of the cache in use, else of the default cache."""

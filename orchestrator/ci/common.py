@@ -15,10 +15,14 @@ RUNNER = "ubuntu-24.04"
 WORKSPACE_CACHE = "${{ github.workspace }}/.ggml-patch-cache"
 CACHE_ENV = {"GGML_PATCH_CACHE": WORKSPACE_CACHE}
 MIRRORS_PATH = f"{WORKSPACE_CACHE}/mirrors"
-# + the ISO week: saved by the daily drift job, restored by every job that fetches git (the
-# jobs that write the issue: only this week's exact key, never a prefix another job could plant)
+# + the ISO week: saved by the drift status job (read-only), at most once a week, restored by
+# prefix (the latest week's) by every job that fetches git: a new week's first run fetches only
+# what is new since then
 MIRRORS_KEY = "ggml-patch-mirrors-"
 MIRRORS_WEEK_KEY = MIRRORS_KEY + "${{ steps.week.outputs.week }}"
+# GitHub keeps 10 GB per repository: the mirrors (whole histories of every git target) never take
+# more than this, and the legs' ccaches keep the rest
+MIRRORS_CAP_MB = 4096
 WEEK_STEP = {
     "name": "This week",
     "id": "week",
@@ -34,6 +38,7 @@ PINS_FILE_STEP = {
 # `ggml-patch status WORDS` into status.json, for the drift issue
 STATUS = """code=0
 ggml-patch status {} > status.json || code=$?
+echo "code=$code" >> "$GITHUB_OUTPUT"
 # 3 (a source unreachable) and 4 (a conflict) are what the issue reports; anything else is a failure
 case $code in 0|3|4) ;; *) exit "$code" ;; esac
 """
@@ -54,11 +59,15 @@ BOT_VAR = "GGML_PATCH_BOT_LOGIN"  # the account a token other than GITHUB_TOKEN 
 OPTED_IN = f"vars.{SCHEDULE_VAR} == 'true'"
 # a manual run anywhere; a scheduled one only where the repository opted in
 SCHEDULED_GUARD = f"github.event_name != 'schedule' || {OPTED_IN}"
-# what may write a cache others restore: the default branch's own scheduled or push runs, never a
-# pull request's or a manual run on another branch
+# What may write a cache others restore: the default branch's scheduled runs (GitHub runs them on
+# the default branch only, and their payload names no repository, so no condition on
+# github.event.repository holds there) and manual runs started on that branch (which branch that
+# is: the repository variable GGML_PATCH_DEFAULT_BRANCH, else main). Never a pull request's.
+DEFAULT_BRANCH_VAR = "GGML_PATCH_DEFAULT_BRANCH"
+ON_DEFAULT_BRANCH = f"github.ref == format('refs/heads/{{0}}', vars.{DEFAULT_BRANCH_VAR} || 'main')"
 SAVES_CACHE = (
-    "(github.event_name == 'schedule' || github.event_name == 'push') && "
-    "github.ref_name == github.event.repository.default_branch"
+    f"(github.event_name == 'schedule' || "
+    f"(github.event_name == 'workflow_dispatch' && {ON_DEFAULT_BRANCH}))"
 )
 
 
@@ -118,10 +127,68 @@ def restore_mirrors(pins: Pins, when: str = "") -> dict:
     return with_if(cache_step(name, MIRRORS_PATH, key, pins, MIRRORS_KEY), when)
 
 
-def restore_mirrors_exactly(pins: Pins) -> list[dict]:
-    """This week's git mirrors, the exact key the drift job writes: for a job that writes issues."""
-    name = "Git mirrors (this week's, exact key)"
-    return [WEEK_STEP, cache_step(name, MIRRORS_PATH, MIRRORS_WEEK_KEY, pins)]
+def restore_weekly_mirrors(pins: Pins) -> list[dict]:
+    """This week's mirrors, else the latest by prefix (id `mirrors`: its cache-hit says whether
+    this week's were there): for the read-only job that saves them."""
+    name = "Git mirrors (this week's, else the latest)"
+    restore = cache_step(name, MIRRORS_PATH, MIRRORS_WEEK_KEY, pins, MIRRORS_KEY)
+    return [WEEK_STEP, {"id": "mirrors", **restore}]
+
+
+STATUS_ARTIFACT = "ggml-patch-status"
+
+
+def status_steps(pins: Pins, run: str, env: Optional[dict] = None) -> list[dict]:
+    """`ggml-patch status` (id `status`; it fetches and may build a target's code) and the upload
+    of its status.json, which the issue job reads: run in a job that holds no write token."""
+    kept = {"if-no-files-found": "error", "retention-days": 14}
+    status = {"name": "Status", "id": "status", **({"env": env} if env else {}), "run": run}
+    upload = upload_step(
+        "the status", "${{ !cancelled() }}", STATUS_ARTIFACT, "status.json", pins, **kept
+    )
+    return [status, upload]
+
+
+def download_status(pins: Pins) -> dict:
+    """The status job's status.json, into the workspace (the issue job reads nothing else of it)."""
+    return {
+        "name": "The status (the read-only job's)",
+        "uses": uses("download-artifact", pins),
+        "with": {"name": STATUS_ARTIFACT, "path": "."},
+    }
+
+
+_KEEP_MIRRORS = f"""if [ -z "$(ls -A "$MIRRORS" 2>/dev/null)" ]; then
+  echo "::warning title=git mirrors::none fetched: not saved"; exit 0
+fi
+size=$(du -sm "$MIRRORS" | cut -f1)
+if [ "$size" -gt {MIRRORS_CAP_MB} ]; then
+  echo "::warning title=git mirrors::$size MB, over the {MIRRORS_CAP_MB} MB cap: not saved"; exit 0
+fi
+echo "save=true" >> "$GITHUB_OUTPUT"
+"""
+
+
+def save_mirrors(pins: Pins, restored: str, status: str) -> list[dict]:
+    """This week's mirrors, saved once: only where they were not restored under this week's key,
+    by a run that may save caches, when every source was reached (`ggml-patch status` exit 3
+    leaves some unfetched) and within MIRRORS_CAP_MB. `restored`/`status`: the ids of the
+    restore and status steps."""
+    complete = (
+        f"!cancelled() && steps.{status}.outputs.code != '3' && "
+        f"steps.{restored}.outputs.cache-hit != 'true' && {SAVES_CACHE}"
+    )
+    keep = {
+        "name": "Git mirrors complete and within the cap",
+        "id": "keep-mirrors",
+        "if": f"${{{{ {complete} }}}}",
+        "env": {"MIRRORS": MIRRORS_PATH},
+        "run": _KEEP_MIRRORS,
+    }
+    save = cache_step(
+        "Save the git mirrors", MIRRORS_PATH, MIRRORS_WEEK_KEY, pins, action="cache/save"
+    )
+    return [keep, with_if(save, "${{ !cancelled() && steps.keep-mirrors.outputs.save == 'true' }}")]
 
 
 def upload_step(what: str, when: str, artifact: str, path: str, pins: Pins, **more: Any) -> dict:
@@ -161,9 +228,10 @@ def issue_job(
     name: str, minutes: int, pins: Pins, steps: list[dict], env: dict, args: str, **head: Any
 ) -> dict:
     """A job that writes the drift issue (`ggml-patch drift-issue` last, `args` adding to its
-    arguments). It restores no cache another job could have saved, and the jobs that write the
-    issue (the matrix's report, the daily drift job) take turns, so two never both find no issue
-    open and both open one."""
+    arguments). It runs no code of a target: it reads the status a read-only job uploaded
+    (status_steps) and `steps`' artifacts, and restores no cache. The jobs that write the issue
+    (the matrix's report, the daily drift job) take turns, so two never both find no issue open
+    and both open one."""
     token = {
         "GITHUB_TOKEN": "${{ github.token }}",
         "REPO": "${{ github.repository }}",
@@ -182,7 +250,7 @@ def issue_job(
     return job(
         name,
         minutes,
-        [*first_steps(pins, cache=""), *steps, issue],
+        [*first_steps(pins, cache=""), download_status(pins), *steps, issue],
         head,
         permissions={"contents": "read", "issues": "write"},
         concurrency={"group": "ggml-patch-drift-issue", "cancel-in-progress": False},

@@ -1,10 +1,11 @@
 """The daily drift workflow (.github/workflows/ggml-patch-drift.yml): `ggml-patch status` of the
 live profile, then `ggml-patch drift-issue`, which opens, updates or closes the one issue.
 
-Cheap (no build), so it runs every day; it also keeps the git mirrors cache fresh and in use
-(GitHub evicts a cache unused for 7 days), which every job fetching git restores. It restores only
-this week's exact key (a job that writes issues reads no cache another job could have planted):
-the first run of a week fetches whole histories once.
+Two jobs: `status` (read-only: it fetches the targets and runs their code) uploads status.json;
+`issue` (the one with `issues: write`) reads only that artifact. Cheap (no build), so it runs
+every day; the status job also keeps the git mirrors cache fresh and in use (GitHub evicts a
+cache unused for 7 days), which every job fetching git restores: this week's, else the latest,
+saved once a week (common.save_mirrors: complete and within the cap).
 Scheduled runs happen where the repository variable GGML_PATCH_SCHEDULE is 'true'; on demand
 anywhere.
 """
@@ -50,31 +51,29 @@ def workflow(matrix, pins: Optional[Pins] = None) -> dict:
             for k, (d, t, v) in inputs.items()
         }
     }
-    # one entry a week, restored and used every day: an incremental fetch, never evicted
-    week = common.MIRRORS_WEEK_KEY
     status_env = {
         "PROFILE": f"${{{{ inputs.profile || '{profile}' }}}}",
         "TARGETS": "${{ inputs.targets }}",
     }
-    kept = {"if-no-files-found": "warn", "retention-days": 14}
     other = f"inputs.profile != '' && inputs.profile != '{profile}'"
     partial = f"${{{{ inputs.targets != '' || ({other}) }}}}"
+    # the status fetches the targets and runs their code (the behaviour check): no write token
     steps = [
-        common.WEEK_STEP,
-        common.cache_step("Git mirrors", common.MIRRORS_PATH, week, pins, action="cache"),
-        {"name": "Status", "env": status_env, "run": _STATUS},
-        common.upload_step(
-            "the status", "${{ !cancelled() }}", "ggml-patch-status", "status.json", pins, **kept
-        ),
+        *common.first_steps(pins),
+        *common.restore_weekly_mirrors(pins),
+        *common.status_steps(pins, _STATUS, status_env),
+        *common.save_mirrors(pins, "mirrors", "status"),
     ]
+    status = common.job("Status of the series (read-only)", 60, steps, env=common.CACHE_ENV)
     issue_env = {"DRY_RUN": "${{ inputs.dry-run }}", "PARTIAL": partial}
-    job = common.issue_job("Drift of the series", 60, pins, steps, issue_env, _ISSUE)
+    head = {"needs": "status", "if": "${{ !cancelled() && needs.status.result == 'success' }}"}
+    issue = common.issue_job("Drift issue", 15, pins, [], issue_env, _ISSUE, **head)
     return {
         "name": NAME,
         "on": on,
         "permissions": {},
         "concurrency": {"group": "ggml-patch-drift", "cancel-in-progress": False},
-        "jobs": {"drift": common.with_if(job, common.SCHEDULED_GUARD)},
+        "jobs": {"status": common.with_if(status, common.SCHEDULED_GUARD), "issue": issue},
     }
 
 

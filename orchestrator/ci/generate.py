@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
+from ..errors import ConfigError
 from . import common, drift_workflow, project_workflow
 from .actions import Pins, current_pins
 from .workflow import (
@@ -34,6 +35,28 @@ def _read(path: Path) -> str:
         return ""
 
 
+def _git_root(start: Path) -> Optional[Path]:
+    """The nearest folder at or above `start` holding .git (a folder, or a worktree's file)."""
+    for folder in (start, *start.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
+def refuse_subdirectory(matrix, github: Path) -> None:
+    """The generated jobs run at the repository's root (`pip install .`, constraints.txt,
+    matrix.yaml, orchestrator/scripts/), and GitHub reads workflows from the root's .github/
+    only: a tool vendored in a subdirectory is refused in one line, before anything is written."""
+    home = matrix.path.parent.resolve()
+    root = _git_root(home) or home
+    if github.resolve().parent != home or root != home:
+        raise ConfigError(
+            f"{matrix.path}: the generated workflows run from the root of the repository that "
+            f"holds .github/ ({root}), and need matrix.yaml there: vendoring ggml-patch in a "
+            "subdirectory is not supported (keep it at the root of a repository of its own)"
+        )
+
+
 def generated(
     matrix, output: Optional[Path] = None, profiles: Optional[Iterable[str]] = None
 ) -> dict[Path, str]:
@@ -43,6 +66,8 @@ def generated(
         main: lambda pins: workflow_yaml(matrix, profiles, pins)
     }
     beside = main.parent.name == "workflows" and main.parent.parent.name == ".github"
+    if beside:
+        refuse_subdirectory(matrix, main.parent.parent)
     for other in (drift_workflow, project_workflow) if beside else ():
         workflows[main.parent / Path(other.PATH).name] = partial(other.workflow_yaml, matrix)
     if beside and self_hosted_workflow(matrix, profiles) is not None:

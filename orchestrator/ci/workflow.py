@@ -3,13 +3,17 @@
 Pure: a Matrix in, a workflow dict and its YAML text out. Jobs:
   plan       every git ref resolved to one commit (its `pins` output), so a branch moving during
              the run changes nothing
-  cell       one leg per (profile, target, backend) cell on a GitHub-hosted runner; honest: on a
-             runner meant to have its backend a skip is a failure, a hosted CUDA leg only builds.
+  cell       one leg per (profile, target, backend) cell on a GitHub-hosted runner; honest: every
+             leg requires its backend (a skip is a failure); its setup and build-only are the
+             backend module's (ci_leg), which refuses a runner that can never run it.
              Only `default` legs with a recorded green run on github.com (ci/proven.py) must pass;
              the others run with continue-on-error and are reported "not yet proven on GitHub"
   aggregate  per profile: merge, summary, upload, bundle, upload; each upload guarded by its own
              step's outcome, so a failing live profile never costs the default one its artifacts
-  report     the drift issue (ci/drift_issue.py): the one job with `issues: write`
+  status     `ggml-patch status` of the drift profile (it runs the targets' code): read-only, its
+             status.json uploaded
+  report     the drift issue (ci/drift_issue.py) from that artifact: the one job with `issues:
+             write`, and it runs no target's code
 Scheduled runs happen where the repository variable GGML_PATCH_SCHEDULE is 'true'.
 
 Self-hosted runners' legs run in a workflow of their own (SELF_HOSTED_PATH), gated on the
@@ -19,18 +23,19 @@ workflow's aggregate, bundle or drift report.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-from pathlib import Path
 from typing import Any, Iterable, Optional
 
 import yaml
 
+from ..backends import get as backend_module
+from ..backends.base import BackendModule, CiSetup, NoCiLeg, Runner
 from ..config import Matrix, _line_for
 from ..errors import ConfigError
 from . import common, proven
 from .actions import DEFAULT_PINS, Pins, uses
+from .outcomes import BUNDLED, OUTCOME_SCRIPT, outcomes_step, unproven_step
 from .runners import retired_message
 
 DEFAULT_PATH = ".github/workflows/ggml-patch-matrix.yml"
@@ -39,8 +44,6 @@ SELF_HOSTED_PATH = ".github/workflows/ggml-patch-self-hosted.yml"
 # so the legs' ccache and download caches are used before GitHub evicts them (7 days unused).
 CRON = "17 4 * * 1,4"
 LEG_TIMEOUT_MIN = 120  # a cold CUDA compile alone is ~18 min at -j2; Vulkan ~4 min
-VULKAN_SETUP = "scripts/setup-vulkan-lavapipe.sh"
-CUDA_SETUP = "scripts/setup-cuda-pypi.sh"
 DEFAULT_PROFILE = "default"  # its legs must pass; other profiles' legs report, never fail the run
 # '+' cannot appear in a profile, target or backend name (config._NAME), so an artifact's
 # name splits back into its cell unambiguously and one profile's glob never matches another's.
@@ -81,36 +84,22 @@ def all_cells(
 
 def self_hosted(runs_on: str) -> bool:
     """Not one GitHub-hosted image label (ubuntu-24.04, macos-15): a runner of the adopter's own."""
-    labels = [lab.lower() for lab in _labels(runs_on)]
-    hosted = len(labels) == 1 and labels[0].startswith(("ubuntu-", "macos-", "windows-"))
-    return not hosted
+    return not Runner.of(runs_on).hosted
 
 
-def honesty(backend: str, runs_on: str) -> dict[str, Any]:
-    """What a leg of this backend does on this runner so that it can never pass by skipping:
-    the setup it runs, the backend it requires (its skip is then a failure), build-only."""
-    labels = [lab.lower() for lab in _labels(runs_on)]
-    # a GitHub-hosted runner: one label such as ubuntu-24.04 or macos-14
-    on_hosted = len(labels) == 1 and labels[0].startswith(("ubuntu-", "macos-", "windows-"))
-    linux = (on_hosted and labels[0].startswith("ubuntu-")) or "linux" in labels
-    mac = (on_hosted and labels[0].startswith("macos-")) or "macos" in labels
-    # no GPU: compile it with PyPI's toolkit, run nothing
-    build_only = backend == "cuda" and on_hosted and linux
-    # a self-hosted Vulkan runner brings its driver, a self-hosted CUDA one its GPU
-    required = build_only or {"vulkan": linux, "metal": mac, "cuda": "self-hosted" in labels}.get(
-        backend, False
-    )
-    # Mesa's lavapipe on hosted Linux runners
-    setup = (
-        {"vulkan": "vulkan-lavapipe", "cuda": "cuda-pypi"}.get(backend, "")
-        if required and on_hosted
-        else ""
-    )
-    return {
-        "setup": setup,
-        "require-backend": backend if required else "",
-        "build-only": build_only,
+def leg_facts(module: BackendModule, runs_on: str) -> tuple[dict[str, Any], Optional[CiSetup]]:
+    """What a leg of this backend does on this runner, as the backend module says (ci_leg): the
+    setup it runs first, build-only, and always --require-backend, so that its skip is a failure
+    and no leg can pass by skipping. NoCiLeg where the module refuses the runner."""
+    leg = module.ci_leg(Runner.of(runs_on))
+    if leg.build_only and not module.build_only_ok:
+        raise NoCiLeg(f"{module.name} cannot be built without its device (build_only_ok)")
+    facts = {
+        "setup": leg.setup.name if leg.setup else "",
+        "require-backend": module.name,
+        "build-only": leg.build_only,
     }
+    return facts, leg.setup
 
 
 def downloads_key(matrix: Matrix, target: str) -> str:
@@ -160,6 +149,7 @@ def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[
     for profile, target, backend in all_cells(matrix, profiles):
         runners = matrix.backend(backend).all_runners()
         for i, runs_on in enumerate(runners):
+            facts, setup = _facts(matrix, backend, runs_on)
             group = profile if i == 0 else f"{profile}{GROUP_SEP}{runner_slug(runs_on)}"
             runner = ", ".join(_labels(runs_on))
             artifact = ARTIFACT_SEP.join((ARTIFACT_PREFIX, group, target, backend))
@@ -174,16 +164,28 @@ def legs(matrix: Matrix, profiles: Optional[Iterable[str]] = None) -> list[dict[
                 "required": profile == DEFAULT_PROFILE
                 and (profile, target, backend, runner) in proven_legs,
                 "self-hosted": self_hosted(runs_on),
-                **honesty(backend, runs_on),
+                **facts,
                 "downloads-key": downloads_key(matrix, target),
                 "git": matrix.target(target).source.kind == "git",
                 "hand-over": i == 0 and handing_over.get(target) == (profile, backend),
                 "results": f"{LEG_RESULTS}/{artifact}",
                 "artifact": artifact,
                 "group": group,
+                "ci-setup": setup,  # its steps, once per workflow (not a matrix value)
             }
             out.append(leg)
     return out
+
+
+def _facts(matrix: Matrix, backend: str, runs_on: str) -> tuple[dict, Optional[CiSetup]]:
+    """leg_facts, a refusal as one line naming matrix.yaml's runs_on."""
+    try:
+        return leg_facts(backend_module(backend), runs_on)
+    except NoCiLeg as why:
+        line = _line_for(matrix.lines, ("backends", backend, "runs_on"))
+        raise ConfigError(
+            f"{matrix.path}:{line}: backends.{backend}.runs_on: {runs_on!r}: {why}"
+        ) from None
 
 
 _PLAN = """pins=$(ggml-patch resolve-refs --out pins.json)
@@ -215,10 +217,6 @@ _RUN_CELL = f"""args=(--pins "{common.PINS_FILE}" --profile "$PROFILE" --target 
 if [ -n "$REQUIRE_BACKEND" ]; then args+=(--require-backend "$REQUIRE_BACKEND"); fi
 if [ "$BUILD_ONLY" = true ]; then args+=(--build-only); fi
 ggml-patch matrix "${{args[@]}}"
-"""
-_CUDA_SETUP = f"""root=$(bash {CUDA_SETUP} "$RUNNER_TEMP/cuda")
-echo "CUDA_HOME=$root" >> "$GITHUB_ENV"
-echo "$root/bin" >> "$GITHUB_PATH"
 """
 
 
@@ -283,26 +281,19 @@ def ccache_key(artifact: str) -> str:
     return f"ccache-${{{{ runner.os }}}}-{artifact}{ARTIFACT_SEP}"  # '+' ends the name: no prefix
 
 
-CUDA_DIR = "${{ runner.temp }}/cuda"
-
-
-def cuda_key() -> str:
-    """The CUDA wheels' cache key: nvcc's version and a digest of every pinned wheel, read from
-    the setup script (which the workflows run from this repository), so a new pin is a new key."""
-    script = Path(__file__).resolve().parents[2] / CUDA_SETUP
-    found = re.search(r"^packages=\((.*?)\)", script.read_text(encoding="utf-8"), re.M | re.S)
-    if not found:
-        raise ConfigError(f"{script}: no `packages=(...)` line: the CUDA wheels are not pinned")
-    wheels = " ".join(found[1].split())
-    nvcc = re.search(r"nvidia-cuda-nvcc==(\S+)", wheels)
-    digest = hashlib.sha256(wheels.encode()).hexdigest()[:12]
-    return f"cuda-pypi-${{{{ runner.os }}}}-{nvcc[1] if nvcc else 'nvcc'}-{digest}"
-
-
-_VULKAN_ENV = """# as llama.cpp's own llvmpipe job: lavapipe's f16 and coopmat paths are left out
-echo "GGML_VK_DISABLE_F16=1" >> "$GITHUB_ENV"
-echo "GGML_VK_DISABLE_COOPMAT=1" >> "$GITHUB_ENV"
-"""
+def _setup_steps(leg_list: list[dict], pins: Pins) -> list[dict]:
+    """Each backend's setup (its module's CiSetup), once, run by the legs that name it."""
+    steps = []
+    setups = {leg["ci-setup"].name: leg["ci-setup"] for leg in leg_list if leg["ci-setup"]}
+    for setup in setups.values():
+        when = f"matrix.setup == '{setup.name}'"
+        if setup.cache_path:
+            cache = common.cache_step(
+                setup.cache_title, setup.cache_path, setup.cache_key, pins, action="cache"
+            )
+            steps.append(common.with_if(cache, when))
+        steps.append({"name": setup.title, "if": when, "run": setup.run})
+    return steps
 
 
 def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
@@ -312,7 +303,6 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
     downloads = common.cache_step(
         "Source downloads", DOWNLOADS_PATH, "${{ matrix.downloads-key }}", pins, action="cache"
     )
-    setup, cuda = "matrix.setup", "CUDA toolkit from PyPI (nvcc, cuBLAS; no GPU: build only)"
     # Through env, not ${{ }} inside the script: the values stay data, never shell code.
     keys = ("profile", "target", "backend", "results", "require-backend", "build-only")
     cell_env = {k.upper().replace("-", "_"): f"${{{{ matrix.{k} }}}}" for k in keys}
@@ -340,7 +330,7 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
         # a live profile's leg (a diverged fork is expected to fail) is reported, never fatal
         "continue-on-error": "${{ !matrix.required }}",
         "permissions": {"contents": "read"},
-        "strategy": {"fail-fast": False, "matrix": {"include": leg_list}},
+        "strategy": {"fail-fast": False, "matrix": {"include": _include(leg_list)}},
         "env": {**common.CACHE_ENV, **CCACHE_ENV},
         "steps": [
             # a leg that builds a fork's code (git) neither restores nor saves the shared pip cache
@@ -350,18 +340,15 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
             common.cache_step("ccache", CCACHE_DIR, ccache + RUN_ID, pins, ccache),
             common.with_if(downloads, "matrix.downloads-key != ''"),
             common.restore_mirrors(pins, when="matrix.git"),
-            {
-                "name": "Vulkan (Mesa lavapipe)",
-                "if": f"{setup} == 'vulkan-lavapipe'",
-                "run": f"bash {VULKAN_SETUP}\n{_VULKAN_ENV}",
-            },
-            common.with_if(
-                common.cache_step("CUDA wheels", CUDA_DIR, cuda_key(), pins, action="cache"),
-                f"{setup} == 'cuda-pypi'",
-            ),
-            {"name": cuda, "if": f"{setup} == 'cuda-pypi'", "run": _CUDA_SETUP},
+            *_setup_steps(leg_list, pins),
             common.PINS_FILE_STEP,
-            {"name": "Run the cell", "env": cell_env, "run": _RUN_CELL},
+            {"name": "Run the cell", "id": "cell", "env": cell_env, "run": _RUN_CELL},
+            {
+                "name": "The leg's outcome, for the aggregate",
+                "if": always,
+                "env": {"OUTCOME": "${{ steps.cell.outcome }}", "RESULTS": "${{ matrix.results }}"},
+                "run": OUTCOME_SCRIPT,
+            },
             {"name": "Keep only what this build used (ccache)", "if": saves, "run": _EVICT},
             common.with_if(
                 common.cache_step(
@@ -385,26 +372,53 @@ def _cell_job(leg_list: list[dict], pins: Pins) -> dict:
 BUNDLE_AUTHOR = '--author "$GITHUB_ACTOR <$GITHUB_ACTOR_ID+$GITHUB_ACTOR@users.noreply.github.com>"'
 
 
-def _unproven_step(names: list[str]) -> dict:
-    """The legs that ran with continue-on-error, named in the run's summary (known when the
-    workflow is generated: leg names are matrix.yaml's names, which hold no shell or Markdown)."""
-    lines = [
-        f"### Legs {P_UNPROVEN} (their failures do not fail the run)",
-        "",
-        f"Recorded green runs on github.com are in `{proven.PATH}`; until a leg has one, it "
-        "runs with `continue-on-error`.",
-        "",
-        *(f"- {n}" for n in names),
-    ]
-    text = "".join(f"{ln}\n" for ln in lines)
-    return {
-        "name": f"Legs {P_UNPROVEN}",
-        "if": "${{ !cancelled() }}",
-        "run": f"cat >> \"$GITHUB_STEP_SUMMARY\" <<'EOF'\n{text}EOF\n",
-    }
-
-
-P_UNPROVEN = "not yet proven on GitHub"
+def _group_steps(p: str, pins: Pins, leg_list: list[dict]) -> list[dict]:
+    """One group's merge, summary and upload; a profile's (not a further runner's) bundle too."""
+    steps: list[dict] = []
+    merge, bundle = common.step_id("merge", p), common.step_id("bundle", p)
+    # extra: a further runner's legs, merged apart
+    extra = GROUP_SEP in p
+    # only the default profile's legs must pass
+    fatal = p == DEFAULT_PROFILE
+    soft = {} if fatal else {"continue-on-error": True}
+    merged = f"${{{{ !cancelled() && steps.{merge}.outcome == 'success' }}}}"
+    expect = "" if extra else f"--expect-profile {p} "
+    # a leg that never uploaded (timed out, died) is listed as an error, not left out
+    artifacts = ARTIFACT_SEP.join((ARTIFACT_PREFIX, p, "*"))
+    run = f"ggml-patch merge-results {expect}--out merged/{p} cells/{artifacts}\n"
+    steps.append(
+        {"name": f"Merge ({p})", "id": merge, "if": "${{ !cancelled() }}", **soft, "run": run}
+    )
+    if not extra:
+        summary = f'cat merged/{p}/summary.md >> "$GITHUB_STEP_SUMMARY"\n'
+        steps.append({"name": f"Summary ({p})", "if": merged, "run": summary})
+    steps.append(
+        common.upload_step(
+            f"the merged results ({p})", merged, f"ggml-patch-results-{p}", f"merged/{p}", pins
+        )
+    )
+    if extra:
+        return steps
+    when, results = merged, f"merged/{p}"
+    if fatal:
+        # from the legs' own outcomes: the proven legs must all pass, the others' failures
+        # are listed and left out of the bundle's results
+        steps.append(outcomes_step(p, leg_list, ARTIFACT_SEP))
+        outcomes = common.step_id("outcomes", p)
+        when = f"${{{{ !cancelled() && steps.{outcomes}.outputs.bundle == 'true' }}}}"
+        results = f"{BUNDLED}/{p}"
+    run = (
+        f'ggml-patch bundle --pins "{common.PINS_FILE}" --results {results} --out bundle/{p} '
+        f"{BUNDLE_AUTHOR}\n"
+    )
+    bundled_ok = f"${{{{ !cancelled() && steps.{bundle}.outcome == 'success' }}}}"
+    steps.append({"name": f"Bundle ({p})", "id": bundle, "if": when, **soft, "run": run})
+    steps.append(
+        common.upload_step(
+            f"the bundle ({p})", bundled_ok, f"ggml-patch-bundle-{p}", f"bundle/{p}", pins
+        )
+    )
+    return steps
 
 
 def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins, leg_list: list[dict]) -> dict:
@@ -453,46 +467,9 @@ def _aggregate_job(matrix: Matrix, groups: list[str], pins: Pins, leg_list: list
         },
     ]
     for p in groups:
-        merge, bundle = common.step_id("merge", p), common.step_id("bundle", p)
-        # extra: a further runner's legs, merged apart
-        extra = GROUP_SEP in p
-        # only the default profile's legs must pass
-        fatal = p == DEFAULT_PROFILE
-        soft = {} if fatal else {"continue-on-error": True}
-        merged = f"${{{{ !cancelled() && steps.{merge}.outcome == 'success' }}}}"
-        expect = "" if extra else f"--expect-profile {p} "
-        # a leg that never uploaded (timed out, died) is listed as an error, not left out
-        artifacts = ARTIFACT_SEP.join((ARTIFACT_PREFIX, p, "*"))
-        run = f"ggml-patch merge-results {expect}--out merged/{p} cells/{artifacts}\n"
-        steps.append(
-            {"name": f"Merge ({p})", "id": merge, "if": "${{ !cancelled() }}", **soft, "run": run}
-        )
-        if not extra:
-            summary = f'cat merged/{p}/summary.md >> "$GITHUB_STEP_SUMMARY"\n'
-            steps.append({"name": f"Summary ({p})", "if": merged, "run": summary})
-        steps.append(
-            common.upload_step(
-                f"the merged results ({p})", merged, f"ggml-patch-results-{p}", f"merged/{p}", pins
-            )
-        )
-        if extra:
-            continue
-        # the default profile's bundle also needs every leg done: a leg that uploaded nothing
-        # (a timeout) is missing from the merge, not failed in it
-        when = merged.replace(" }}", " && needs.cell.result == 'success' }}") if fatal else merged
-        run = (
-            f'ggml-patch bundle --pins "{common.PINS_FILE}" --results merged/{p} --out bundle/{p} '
-            f"{BUNDLE_AUTHOR}\n"
-        )
-        bundled_ok = f"${{{{ !cancelled() && steps.{bundle}.outcome == 'success' }}}}"
-        steps.append({"name": f"Bundle ({p})", "id": bundle, "if": when, **soft, "run": run})
-        steps.append(
-            common.upload_step(
-                f"the bundle ({p})", bundled_ok, f"ggml-patch-bundle-{p}", f"bundle/{p}", pins
-            )
-        )
+        steps += _group_steps(p, pins, leg_list)
     if unproven := [leg["name"] for leg in leg_list if not leg["required"]]:
-        steps.append(_unproven_step(unproven))
+        steps.append(unproven_step(unproven))
     others = [p for p in groups if p != DEFAULT_PROFILE and GROUP_SEP not in p]
     if others:
         ids = (common.step_id(k, p) for p in others for k in ("merge", "bundle"))
@@ -527,24 +504,29 @@ _REPORT_ISSUE = (
 )
 
 
-def _report_job(matrix: Matrix, pins: Pins) -> dict:
+def _status_job(matrix: Matrix, pins: Pins) -> dict:
+    """`ggml-patch status` of the drift profile at the plan's commits: it fetches the targets and
+    runs their code (the behaviour check), so it holds no write token; it uploads status.json."""
     profile = drift_profile(matrix)
     git = any(t.source.kind == "git" for t, _ in matrix.cells(profile))
-    # the exact key the drift job wrote: a job with `issues: write` restores nothing by prefix
-    steps = common.restore_mirrors_exactly(pins) if git else []
+    steps = [*common.first_steps(pins), *([common.restore_mirrors(pins)] if git else [])]
+    status = common.STATUS.format(f'--pins "{common.PINS_FILE}" --profile "{profile}" --json')
+    steps += [common.PINS_FILE_STEP, *common.status_steps(pins, status)]
+    head = {"needs": "plan", "if": "${{ !cancelled() && needs.plan.result == 'success' }}"}
+    name = f"Status of the {profile} profile at the plan's commits (read-only)"
+    return common.job(name, 30, steps, head, env=common.CACHE_ENV)
+
+
+def _report_job(matrix: Matrix, pins: Pins) -> dict:
+    """The drift issue from the status job's artifact and the default profile's merged results:
+    no target's code runs here."""
     merged = {"name": f"ggml-patch-results-{DEFAULT_PROFILE}", "path": f"merged/{DEFAULT_PROFILE}"}
     download = {"continue-on-error": True, "uses": uses("download-artifact", pins), "with": merged}
-    status = common.STATUS.format(f'--pins "{common.PINS_FILE}" --profile "{profile}" --json')
-    steps += [
-        common.PINS_FILE_STEP,
-        {"name": f"The merged results ({DEFAULT_PROFILE})", **download},
-        {"name": f"Status of the {profile} profile at the plan's commits", "run": status},
-    ]
-    # the plan ran: this is a manual run or an opted-in scheduled one
-    run_if = "${{ !cancelled() && needs.plan.result == 'success' }}"
-    head = {"needs": ["plan", "aggregate"], "if": run_if}
+    steps = [{"name": f"The merged results ({DEFAULT_PROFILE})", **download}]
+    run_if = "${{ !cancelled() && needs.status.result == 'success' }}"
+    head = {"needs": ["plan", "aggregate", "status"], "if": run_if}
     args = _REPORT_ISSUE.format(default=DEFAULT_PROFILE, proven=proven.PATH)
-    return common.issue_job("Drift issue", 30, pins, steps, {}, args, **head)
+    return common.issue_job("Drift issue", 15, pins, steps, {}, args, **head)
 
 
 def workflow(
@@ -558,8 +540,9 @@ def workflow(
         raise ConfigError(f"{matrix.path}: no cells to put in the workflow")
     jobs = {
         "plan": _plan_job(pins),
-        "cell": _cell_job(_include(leg_list), pins),
+        "cell": _cell_job(leg_list, pins),
         "aggregate": _aggregate_job(matrix, used, pins, leg_list),
+        "status": _status_job(matrix, pins),
         "report": _report_job(matrix, pins),
     }
     on: dict[str, Any] = {"schedule": [{"cron": CRON}], "workflow_dispatch": None}
@@ -578,7 +561,8 @@ def workflow(
 
 def _include(leg_list: list[dict]) -> list[dict]:
     """strategy.matrix.include: what a leg's steps read (not how it is grouped or placed)."""
-    return [{k: v for k, v in leg.items() if k not in ("group", "self-hosted")} for leg in leg_list]
+    apart = ("group", "self-hosted", "ci-setup")
+    return [{k: v for k, v in leg.items() if k not in apart} for leg in leg_list]
 
 
 SELF_HOSTED_GUARD = f"vars.{common.SELF_HOSTED_VAR} == 'true'"
@@ -636,7 +620,7 @@ def self_hosted_workflow(
         },
         "jobs": {
             "plan": _plan_job(pins, guard),
-            "cell": _cell_job(_include(leg_list), pins),
+            "cell": _cell_job(leg_list, pins),
             "merge": common.job("Merge and summary per runner", 30, steps, head),
         },
     }

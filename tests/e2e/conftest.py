@@ -1,6 +1,6 @@
 """The e2e tier's tool cache: one per session, its downloads (and the Vulkan SDK, when
-scripts/setup-vulkan-lavapipe.sh has run) linked from the user's cache, only read; whatever is
-missing is fetched into the session's own cache."""
+orchestrator/scripts/setup-vulkan-lavapipe.sh has run) linked from the user's cache, only read;
+whatever is missing is fetched into the session's own cache."""
 
 import os
 

@@ -1,6 +1,6 @@
 """End to end: the real default matrix on both pinned upstream targets (real sdists, CMake, tests):
-CPU always, Vulkan through lavapipe where scripts/setup-vulkan-lavapipe.sh has run, CUDA and Metal
-skipped with their reasons on a machine without them. Every known-wrong fix
+CPU always, Vulkan through lavapipe where orchestrator/scripts/setup-vulkan-lavapipe.sh has run,
+CUDA and Metal skipped with their reasons on a machine without them. Every known-wrong fix
 (native_tests/<topic>/mutants/) is killed on both layouts. Then the `sanitize` profile
 (cpu-sanitize on both layouts), named as a user names it.
 
@@ -290,7 +290,7 @@ def test_cuda_and_metal_are_skipped_with_their_reasons(matrix_run, target):
     assert f"**{target}/metal**: skipped — {publish.text(metal['reason'])}" in summary
 
 
-# ---- Vulkan through lavapipe (scripts/setup-vulkan-lavapipe.sh; .ci/run runs it) ----
+# ---- Vulkan through lavapipe (orchestrator/scripts/setup-vulkan-lavapipe.sh; .ci/run runs it) ----
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -85,11 +85,20 @@ def test_the_drift_workflow_keeps_its_one_issue(clone, tmp_path, api):
     assert [m for m, p in gh.sent() if m != "GET"] == ["PATCH"]
 
 
-def test_the_project_ci_oldest_python_job_runs(clone, tmp_path):
-    """The project CI's own workflow, its quick job (install with constraints.txt, the unit tier):
-    the stand-in Python is this test's, so this proves the job's steps, not Python 3.10 itself."""
+def test_the_project_ci_python_versions_job_runs(clone, tmp_path):
+    """The project CI's job per admitted Python (install with constraints.txt, the fast tiers),
+    its oldest version's leg: the stand-in Python is this test's, so this proves the job's steps,
+    not Python 3.10 itself. A small subset of the tests, as in the checks job below."""
     proc = run_act(
-        clone, ".github/workflows/ggml-patch-ci.yml", tmp_path, "-j", "oldest-python", event="push"
+        clone,
+        ".github/workflows/ggml-patch-ci.yml",
+        tmp_path,
+        "-j",
+        "pythons",
+        "--matrix",
+        "python:3.10",
+        env={"PYTEST_ADDOPTS": CHECKS_SUBSET},
+        event="push",
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "Job succeeded" in proc.stdout and re.search(r"\d+ passed", proc.stdout)

@@ -84,7 +84,7 @@ def test_cpu_needs_nothing():
 def test_a_missing_required_tool_names_it_and_how_to_get_it(bare_path):
     reason = backends.get("vulkan").missing_toolchain(Backend("vulkan", tools=("glslc",)))
     assert reason.startswith("required tool(s) not found on PATH: glslc")
-    assert "scripts/setup-vulkan-lavapipe.sh" in reason
+    assert "orchestrator/scripts/setup-vulkan-lavapipe.sh" in reason
     assert (
         backends.get("cpu").missing_toolchain(Backend("cpu", tools=("no-such-tool-x",)))
         == "required tool(s) not found on PATH: no-such-tool-x"
@@ -123,7 +123,7 @@ def test_cell_action(toolchain, device, ok, flag, expected):
 
 
 def _sdk(tmp_path, core=VK_CORE_1_4, spirv=True, loader=True, icd=True, extra=None) -> Path:
-    """A fake private prefix + env.json as scripts/setup-vulkan-lavapipe.sh writes them."""
+    """A fake private prefix + env.json as the Vulkan setup script writes them."""
     cache = tmp_path / "cache"
     root = cache / "vulkan-sdk" / "root"
     (root / "usr/include/vulkan").mkdir(parents=True)
@@ -218,7 +218,7 @@ def test_vulkan_without_setup_uses_the_default_cache_env_file(tmp_path, bare_pat
 )
 def test_vulkan_toolchain_problems_name_the_fix(tmp_path, bare_path, kwargs, expected):
     reason = backends.get("vulkan", _sdk(tmp_path, **kwargs)).missing_toolchain(Backend("vulkan"))
-    assert reason.startswith(expected) and "scripts/setup-vulkan-lavapipe.sh" in reason
+    assert reason.startswith(expected) and "orchestrator/scripts/setup-vulkan-lavapipe.sh" in reason
     assert "\n" not in reason
 
 

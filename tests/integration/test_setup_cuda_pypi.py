@@ -1,4 +1,4 @@
-"""scripts/setup-cuda-pypi.sh, the hosted CUDA leg's toolkit from PyPI's nvidia-* wheels: run
+"""orchestrator/scripts/setup-cuda-pypi.sh, the hosted CUDA leg's toolkit from PyPI's wheels: run
 against a stand-in `python -m pip` that lays out what the wheels hold (nvidia/cu13/bin/nvcc,
 lib/libcublas.so.13, ...; checked by hand with `pip download --no-deps`), so no test downloads
 500 MB. It pins one toolkit release, makes the layout nvcc and CMake expect, prints the prefix,
@@ -13,7 +13,7 @@ import pytest
 
 from ..helpers.tools import ROOT
 
-SCRIPT = ROOT / "scripts" / "setup-cuda-pypi.sh"
+SCRIPT = ROOT / "orchestrator" / "scripts" / "setup-cuda-pypi.sh"
 FAKE_PIP = r"""#!/usr/bin/env bash
 # python -m pip install ... --target DIR PKG...: record the call, lay out the cu13 wheels' files
 echo "$*" >> "$CALLS"

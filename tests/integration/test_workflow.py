@@ -14,6 +14,7 @@ import subprocess
 import sys
 from importlib import resources
 from pathlib import Path
+from typing import Optional
 
 import jsonschema
 import pytest
@@ -113,7 +114,12 @@ def _run_script(
         f'echo "{{}}"\nexit {exit_code}\n'
     )
     (fake / "ggml-patch").chmod(0o755)
-    full = {"PATH": f"{fake}:{os.environ['PATH']}", "RUNNER_TEMP": str(tmp), **env}
+    full = {
+        "PATH": f"{fake}:{os.environ['PATH']}",
+        "RUNNER_TEMP": str(tmp),
+        "GITHUB_OUTPUT": str(tmp / "github_output"),
+        **env,
+    }
     proc = subprocess.run(
         ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
         env=full,
@@ -147,11 +153,11 @@ def test_the_legs_are_the_matrix_cells(matrix, wf):
 
 
 HONEST = {  # backend -> (setup, --require-backend, --build-only) on its matrix.yaml runner
-    "cpu": ("", "", False),
+    "cpu": ("", "cpu", False),
     "vulkan": ("vulkan-lavapipe", "vulkan", False),  # lavapipe on a hosted runner
     "cuda": ("cuda-pypi", "cuda", True),  # a hosted runner: no GPU, PyPI's toolkit, build only
     "metal": ("", "metal", False),
-    "cpu-sanitize": ("", "", False),  # ASan and UBSan need no device
+    "cpu-sanitize": ("", "cpu-sanitize", False),  # ASan and UBSan need no device
 }
 
 
@@ -296,12 +302,14 @@ def test_the_leg_steps_report_where_people_look(wf):
     assert "matrix.artifact" in ccache["with"]["key"]
     assert "matrix.artifact" in ccache["with"]["restore-keys"]
     assert ccache["uses"].startswith("actions/cache/restore@")  # restored by every run...
-    # ...saved only by the default branch's scheduled or push runs, after an eviction of what
-    # this build did not use (ccache 4.4+: --evict-older-than the job's age)
+    # ...saved only by scheduled runs (on the default branch by GitHub's rule) and manual runs
+    # on the default branch, after an eviction of what this build did not use (ccache 4.4+:
+    # --evict-older-than the job's age)
     evict, save = _step(cell, "Keep only what this build used (ccache)"), _step(cell, "Save ccache")
     only = (
-        "${{ !cancelled() && (github.event_name == 'schedule' || github.event_name == 'push') "
-        "&& github.ref_name == github.event.repository.default_branch }}"
+        "${{ !cancelled() && (github.event_name == 'schedule' || "
+        "(github.event_name == 'workflow_dispatch' && github.ref == "
+        "format('refs/heads/{0}', vars.GGML_PATCH_DEFAULT_BRANCH || 'main'))) }}"
     )
     assert evict["if"] == save["if"] == only
     assert 'ccache --evict-older-than "${age}s"' in evict["run"]
@@ -432,7 +440,7 @@ def test_the_plan_pins_every_git_ref_once_and_every_later_job_uses_it(wf, tmp_pa
     assert proc.returncode == 0, proc.stderr
     assert calls == [["resolve-refs", "--out", "pins.json"]] and out.read_text() == "pins={}\n"
     assert plan["if"] == "github.event_name != 'schedule' || vars.GGML_PATCH_SCHEDULE == 'true'"
-    for name in ("cell", "aggregate", "report"):
+    for name in ("cell", "aggregate", "status"):
         job = wf["jobs"][name]
         assert "plan" in ([job["needs"]] if isinstance(job["needs"], str) else job["needs"])
         pins_step = _step(job, "The plan's commits")
@@ -462,8 +470,9 @@ def test_the_aggregate_keeps_profiles_apart(matrix, wf, tmp_path):
             f"--out merged/{p} cells/results+{p}+*\n"
         )
         assert merge["if"] == "${{ !cancelled() }}"  # every profile is merged whatever another did
+        fed = "bundled" if p == "default" else "merged"  # default: the legs that passed
         assert bundle["run"] == (
-            f'ggml-patch bundle --pins "$RUNNER_TEMP/pins.json" --results merged/{p} --out '
+            f'ggml-patch bundle --pins "$RUNNER_TEMP/pins.json" --results {fed}/{p} --out '
             f'bundle/{p} --author "$GITHUB_ACTOR '
             '<$GITHUB_ACTOR_ID+$GITHUB_ACTOR@users.noreply.github.com>"\n'
         )
@@ -487,40 +496,51 @@ def test_the_aggregate_keeps_profiles_apart(matrix, wf, tmp_path):
         assert uploads[f"ggml-patch-results-{p}"]["with"]["path"] == f"merged/{p}"
         summary = _step(agg, f"Summary ({p})")
         assert summary["run"] == f'cat merged/{p}/summary.md >> "$GITHUB_STEP_SUMMARY"\n'
-    assert "needs.cell.result == 'success'" in by_id["bundle-default"]["if"]
-    assert "needs.cell" not in by_id["bundle-live"]["if"]
+    # from the legs' own uploaded outcomes, never needs.cell.result (GitHub says success for a
+    # failed continue-on-error leg)
+    assert by_id["bundle-default"]["if"] == (
+        "${{ !cancelled() && steps.outcomes-default.outputs.bundle == 'true' }}"
+    )
+    assert "needs.cell" not in json.dumps(agg)
     warn = _step(agg, "Report the other profiles' failures (not fatal)")
     assert "steps.merge-live.outcome == 'failure'" in warn["if"] and "::warning" in warn["run"]
 
 
-def test_the_report_job_writes_the_drift_issue(wf, tmp_path):
-    report = wf["jobs"]["report"]
-    assert report["needs"] == ["plan", "aggregate"]
+def test_the_report_job_writes_the_drift_issue(wf, drift_wf, tmp_path):
+    report, status_job = wf["jobs"]["report"], wf["jobs"]["status"]
+    assert report["needs"] == ["plan", "aggregate", "status"]
     # the two jobs that write the issue take turns (never two "no issue open, open one" at once)
     assert (
         report["concurrency"]
-        == _load(drift_workflow.workflow_yaml(load_matrix(ROOT / "matrix.yaml")))["jobs"]["drift"][
-            "concurrency"
-        ]
+        == drift_wf["jobs"]["issue"]["concurrency"]
         == {"group": "ggml-patch-drift-issue", "cancel-in-progress": False}
     )
-    # the plan ran (a manual run, or a scheduled one where GGML_PATCH_SCHEDULE is 'true')
-    assert report["if"] == "${{ !cancelled() && needs.plan.result == 'success' }}"
-    # it writes issues: the git mirrors only under this week's exact key, never by prefix
-    mirrors = _step(report, "Git mirrors (this week's, exact key)")
+    # the status ran (after the plan: a manual run, or a scheduled one where opted in)
+    assert report["if"] == "${{ !cancelled() && needs.status.result == 'success' }}"
+    assert status_job["needs"] == "plan"
+    assert status_job["if"] == "${{ !cancelled() && needs.plan.result == 'success' }}"
+    # the job with the write token runs no target's code: it restores no cache and reads the
+    # read-only status job's artifact
+    assert not any(x.get("uses", "").startswith("actions/cache") for x in report["steps"])
+    assert _step(report, "The status (the read-only job's)")["with"] == {
+        "name": "ggml-patch-status",
+        "path": ".",
+    }
+    assert not any("ggml-patch status" in x.get("run", "") for x in report["steps"])
+    upload = _step(status_job, "Upload the status")
+    assert upload["with"]["name"] == "ggml-patch-status" and upload["with"]["path"] == "status.json"
+    mirrors = _step(status_job, "Git mirrors (the drift job's, restored)")
     assert mirrors["uses"].startswith("actions/cache/restore@")
-    assert mirrors["with"]["key"] == "ggml-patch-mirrors-${{ steps.week.outputs.week }}"
-    assert "restore-keys" not in mirrors["with"]
-    assert not any("restore-keys" in x.get("with", {}) for x in report["steps"])
-    status = _step(report, "Status of the live profile at the plan's commits")
+    status = _step(status_job, "Status")
     for code, ok in ((0, True), (3, True), (4, True), (2, False), (8, False)):
         proc, calls = _run_script(status["run"], {}, tmp_path, exit_code=code)
         assert (proc.returncode == 0) is ok, code
         assert calls == [
             ["status", "--pins", f"{tmp_path}/pins.json", "--profile", "live", "--json"]
         ]
-        # stdout went to status.json
+        # stdout went to status.json, the exit code to the step's output
         assert json.loads((tmp_path / "status.json").read_text()) == {}
+        assert (tmp_path / "github_output").read_text().splitlines()[-1] == f"code={code}"
     issue = _step(report, "Open, update or close the drift issue")
     assert issue["env"] == {
         "GITHUB_TOKEN": "${{ github.token }}",
@@ -563,10 +583,12 @@ def test_no_always_anywhere_and_least_privilege(wf, drift_wf, ci_wf):
         ("matrix", "plan"): {"contents": "read"},
         ("matrix", "cell"): {"contents": "read"},
         ("matrix", "aggregate"): {"contents": "read"},
+        ("matrix", "status"): {"contents": "read"},
         ("matrix", "report"): {"contents": "read", "issues": "write"},
-        ("drift", "drift"): {"contents": "read", "issues": "write"},
+        ("drift", "status"): {"contents": "read"},
+        ("drift", "issue"): {"contents": "read", "issues": "write"},
         ("ci", "checks"): {"contents": "read"},
-        ("ci", "oldest-python"): {"contents": "read"},
+        ("ci", "pythons"): {"contents": "read"},
     }
 
 
@@ -611,7 +633,8 @@ def test_triggers_and_schedules(wf, drift_wf, ci_wf):
     inputs = drift_wf["on"]["workflow_dispatch"]["inputs"]
     assert inputs["profile"]["default"] == "live" and inputs["targets"]["default"] == ""
     guard = "github.event_name != 'schedule' || vars.GGML_PATCH_SCHEDULE == 'true'"
-    assert drift_wf["jobs"]["drift"]["if"] == guard
+    assert drift_wf["jobs"]["status"]["if"] == guard
+    assert drift_wf["jobs"]["issue"]["needs"] == "status"
     # one run per change: main's pushes, every branch's pull request (never both for one push)
     assert (
         ci_wf["on"]["push"]["branches"] == ["main"]
@@ -657,7 +680,7 @@ def test_an_old_ci_repository_key_is_a_one_line_error(live_matrix):
 
 
 def test_the_drift_job(drift_wf, tmp_path):
-    job = drift_wf["jobs"]["drift"]
+    job, issue_job = drift_wf["jobs"]["status"], drift_wf["jobs"]["issue"]
     status = _step(job, "Status")
     assert status["env"] == {
         "PROFILE": "${{ inputs.profile || 'live' }}",
@@ -673,17 +696,26 @@ def test_the_drift_job(drift_wf, tmp_path):
     assert proc.returncode == 2 and calls == [
         ["status", "--profile", "default", "--json", "--target", "a", "--target", "b"]
     ]
-    issue = _step(job, "Open, update or close the drift issue")
+    issue = _step(issue_job, "Open, update or close the drift issue")
+    # the job with the write token reads the status job's artifact, runs no `ggml-patch status`
+    assert not any("ggml-patch status" in x.get("run", "") for x in issue_job["steps"])
+    assert not any(x.get("uses", "").startswith("actions/cache") for x in issue_job["steps"])
+    assert _step(issue_job, "The status (the read-only job's)")["with"]["name"] == (
+        "ggml-patch-status"
+    )
     proc, calls = _run_script(issue["run"], {"REPO": "o/n", "DRY_RUN": "true"}, tmp_path)
     assert calls == [["drift-issue", "--status", "status.json", "--repo", "o/n", "--dry-run"]]
     # a scheduled run: no input
     proc, calls = _run_script(issue["run"], {"REPO": "o/n", "DRY_RUN": ""}, tmp_path)
     assert calls == [["drift-issue", "--status", "status.json", "--repo", "o/n"]]
-    # saved weekly here, restored by every other job that fetches git
-    mirrors = _step(job, "Git mirrors")
-    # it writes issues: this week's exact key only, never another job's by prefix
-    assert mirrors["uses"].startswith("actions/cache@") and "restore-keys" not in mirrors["with"]
-    assert mirrors["with"]["key"] == "ggml-patch-mirrors-${{ steps.week.outputs.week }}"
+    # this week's mirrors, else the latest: the read-only job fetches only what is new
+    mirrors = _step(job, "Git mirrors (this week's, else the latest)")
+    assert mirrors["uses"].startswith("actions/cache/restore@") and mirrors["id"] == "mirrors"
+    assert mirrors["with"] == {
+        "path": "${{ github.workspace }}/.ggml-patch-cache/mirrors",
+        "key": "ggml-patch-mirrors-${{ steps.week.outputs.week }}",
+        "restore-keys": "ggml-patch-mirrors-",
+    }
     proc, calls = _run_script(issue["run"], {"REPO": "o/n", "BOT_LOGIN": "app[bot]"}, tmp_path)
     assert calls == [
         ["drift-issue", "--status", "status.json", "--repo", "o/n", "--bot", "app[bot]"]
@@ -1209,22 +1241,30 @@ def test_targets_a_runner_cannot_fetch_are_named(live_matrix, tmp_path):
 
 
 def test_the_jobs_that_write_issues_restore_no_pip_cache_and_fork_legs_share_none(wf, drift_wf):
-    for job in (wf["jobs"]["report"], drift_wf["jobs"]["drift"]):
+    for job in (wf["jobs"]["report"], drift_wf["jobs"]["issue"]):
         py = _step(job, "Python")
         assert "cache" not in py["with"], job["name"]
     cell_py = _step(wf["jobs"]["cell"], "Python")
     assert cell_py["with"]["cache"] == "${{ !matrix.git && 'pip' || '' }}"
 
 
-def test_project_ci_covers_constraints_and_the_oldest_python(ci_wf, repo_root):
+def test_project_ci_covers_constraints_and_the_oldest_and_newest_python(ci_wf, repo_root):
     for event in ("push", "pull_request"):
         assert "constraints.txt" in ci_wf["on"][event]["paths"]
-    oldest = ci_wf["jobs"]["oldest-python"]
+    pythons = ci_wf["jobs"]["pythons"]
     claimed = re.search(
         r'requires-python = ">=([0-9.]+)"', (repo_root / "pyproject.toml").read_text()
     )[1]
-    assert _step(oldest, "Python")["with"]["python-version"] == claimed
-    assert any("-c constraints.txt" in s.get("run", "") for s in oldest["steps"])
+    versions = pythons["strategy"]["matrix"]["python"]
+    assert versions[0] == claimed and versions == sorted(
+        versions, key=lambda v: tuple(map(int, v.split(".")))
+    )
+    assert len(versions) == 2 and versions[1] != claimed
+    assert _step(pythons, "Python")["with"]["python-version"] == "${{ matrix.python }}"
+    assert any("-c constraints.txt" in s.get("run", "") for s in pythons["steps"])
+    assert (
+        _step(pythons, "Fast tests")["run"] == _step(ci_wf["jobs"]["checks"], "Fast tests")["run"]
+    )
 
 
 def test_the_self_hosted_workflow_goes_with_its_last_runner(repo_root, tmp_path):
@@ -1249,3 +1289,121 @@ def test_the_self_hosted_workflow_goes_with_its_last_runner(repo_root, tmp_path)
 
 
 SELF_HOSTED_RUNNERS = '[ubuntu-24.04, "self-hosted, linux, gpu"]'
+
+
+def test_no_cache_save_hangs_on_the_event_payload(wf, drift_wf, ci_wf):
+    """A scheduled run's payload has no `repository`: a save gated on
+    github.event.repository.default_branch never happens there (every scheduled run cold)."""
+    for w in (wf, drift_wf, ci_wf):
+        assert "github.event.repository" not in json.dumps(w)
+
+
+def test_the_mirrors_are_saved_once_a_week_complete_and_bounded(drift_wf, tmp_path):
+    job = drift_wf["jobs"]["status"]
+    names = [x.get("name") for x in job["steps"]]
+    keep = _step(job, "Git mirrors complete and within the cap")
+    save = _step(job, "Save the git mirrors")
+    assert names.index("Status") < names.index(keep["name"]) < names.index(save["name"])
+    assert keep["if"] == (
+        "${{ !cancelled() && steps.status.outputs.code != '3' && "
+        "steps.mirrors.outputs.cache-hit != 'true' && (github.event_name == 'schedule' || "
+        "(github.event_name == 'workflow_dispatch' && github.ref == "
+        "format('refs/heads/{0}', vars.GGML_PATCH_DEFAULT_BRANCH || 'main'))) }}"
+    )
+    assert save["uses"].startswith("actions/cache/save@")
+    assert save["if"] == "${{ !cancelled() && steps.keep-mirrors.outputs.save == 'true' }}"
+    assert save["with"]["key"] == "ggml-patch-mirrors-${{ steps.week.outputs.week }}"
+    mirrors, out = tmp_path / "mirrors", tmp_path / "github_output"
+    env = {"MIRRORS": str(mirrors)}
+    for made, script, full in (
+        (False, keep["run"], False),  # never fetched
+        (True, keep["run"], False),  # an empty folder
+        (True, keep["run"].replace("4096", "0"), True),  # over the cap (du -sm says 1 at least)
+    ):
+        mirrors.mkdir(exist_ok=True) if made else None
+        if full:
+            (mirrors / "a.git").mkdir()
+            (mirrors / "a.git" / "HEAD").write_text("ref: refs/heads/master\n")
+        out.write_text("")
+        proc, _ = _run_script(script, env, tmp_path)
+        assert proc.returncode == 0 and "::warning title=git mirrors::" in proc.stdout
+        assert "save=true" not in out.read_text()
+    assert "over the 0 MB cap" in proc.stdout
+    out.write_text("")
+    proc, _ = _run_script(keep["run"], env, tmp_path)
+    assert proc.returncode == 0 and out.read_text() == "save=true\n"
+
+
+def _leg_dir(root: Path, leg: str, outcome: Optional[str]) -> None:
+    (root / "cells" / leg).mkdir(parents=True)
+    (root / "cells" / leg / "results.json").write_text("{}")
+    if outcome:
+        (root / "cells" / leg / "outcome").write_text(outcome + "\n")
+
+
+def test_the_bundle_takes_the_legs_that_passed_and_lists_the_unproven_that_failed(wf, tmp_path):
+    cell, agg = wf["jobs"]["cell"], wf["jobs"]["aggregate"]
+    # each leg writes what its cell step did beside its results.json, which it uploads
+    mark = _step(cell, "The leg's outcome, for the aggregate")
+    assert mark["env"]["OUTCOME"] == "${{ steps.cell.outcome }}" and mark["if"] == (
+        "${{ !cancelled() }}"
+    )
+    assert _step(cell, "Run the cell")["id"] == "cell"
+    leg = tmp_path / "leg"
+    (leg / "r").mkdir(parents=True)
+    (leg / "r" / "results.json").write_text("{}")
+    assert _run_script(mark["run"], {"OUTCOME": "failure", "RESULTS": "r"}, leg)[0].returncode == 0
+    assert (leg / "r" / "outcome").read_text() == "failure\n"
+    (leg / "none").mkdir()  # no results.json: nothing written (the leg uploads nothing)
+    assert _run_script(mark["run"], {"OUTCOME": "", "RESULTS": "none"}, leg)[0].returncode == 0
+    assert not (leg / "none" / "outcome").exists()
+
+    step = _step(agg, "The legs' outcomes (default)")
+    legs = step["env"]["LEGS"].split()
+    assert legs == [x["artifact"] for x in _legs(wf) if x["profile"] == "default"]
+    ok, bad, gone = legs[0], legs[1], legs[2]
+    runs = tmp_path / "runs"
+    for name, outcome in ((ok, "success"), (bad, "failure")):
+        _leg_dir(runs, name, outcome)
+    summary = runs / "summary.md"
+    env = {**step["env"], "GITHUB_STEP_SUMMARY": str(summary)}
+    env["GITHUB_OUTPUT"] = str(runs / "out")
+    # no leg proven: the unproven failures are listed, the bundle made from the one that passed
+    proc, calls = _run_script(step["run"], {**env, "REQUIRED": ""}, runs)
+    assert proc.returncode == 0, proc.stderr
+    assert calls == [["merge-results", "--out", "bundled/default", f"cells/{ok}"]]
+    assert (runs / "out").read_text() == "bundle=true\n"
+    listed = summary.read_text()
+    for name in (bad, gone):
+        target, backend = name.split("+")[2:]
+        assert f"- {target}/{backend}\n" in listed
+    assert "not yet proven on GitHub that failed" in listed
+    # a proven leg that failed, or never uploaded: the step fails, no bundle
+    for proven_leg in (bad, gone):
+        (runs / "out").write_text("")
+        proc, calls = _run_script(step["run"], {**env, "REQUIRED": f"{ok} {proven_leg}"}, runs)
+        assert proc.returncode == 1 and calls == [] and (runs / "out").read_text() == ""
+        assert f"proven leg(s) did not pass: {proven_leg}" in proc.stdout
+    # nothing passed: no bundle, not a failure of the run
+    (runs / "cells" / ok / "outcome").write_text("failure\n")
+    (runs / "out").write_text("")
+    proc, calls = _run_script(step["run"], {**env, "REQUIRED": ""}, runs)
+    assert proc.returncode == 0 and calls == [] and (runs / "out").read_text() == ""
+
+
+def test_a_tool_vendored_in_a_subdirectory_is_refused_in_one_line(repo_root, tmp_path):
+    """The jobs run at the repository's root (pip install ., constraints.txt, matrix.yaml) and
+    GitHub reads only the root's .github/: nothing is written, one line says why."""
+    (tmp_path / ".git").mkdir()  # the superproject's root
+    tools = tmp_path / "vendor" / "ggml-patch"
+    tools.mkdir(parents=True)
+    for name in ("matrix.yaml", "patches", "native_tests"):
+        src = repo_root / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, tools / name)
+    for where in ([], ["--output", str(tmp_path / ".github" / "workflows" / "m.yml")]):
+        proc = run_tool("ci-workflow", "--matrix", str(tools / "matrix.yaml"), *where)
+        line = proc.stderr.strip()
+        assert proc.returncode == 2 and len(line.splitlines()) == 1, proc.stderr
+        assert line.startswith(f"ggml-patch: error: {tools / 'matrix.yaml'}: ")
+        assert "vendoring ggml-patch in a subdirectory is not supported" in line
+    assert not (tools / ".github").exists() and not (tmp_path / ".github").exists()

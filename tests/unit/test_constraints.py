@@ -1,6 +1,6 @@
 """constraints.txt pins one version of each package on every Python that requires-python claims
 (environment markers pick the 3.10 versions where the tested ones have no 3.10 release). Whether
-those versions install is checked where a Python 3.10 exists: the project CI's oldest-python job."""
+those versions install is checked where a Python 3.10 exists: the project CI's pythons job."""
 
 import re
 from collections import Counter

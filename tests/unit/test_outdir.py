@@ -67,7 +67,7 @@ def test_a_cache_the_vulkan_setup_script_made_first_is_the_tool_s(tmp_path):
 
     (
         tmp_path / "vulkan-sdk"
-    ).mkdir()  # scripts/setup-vulkan-lavapipe.sh writes <cache>/vulkan-sdk before any run
+    ).mkdir()  # the Vulkan setup script writes <cache>/vulkan-sdk before any run
     (tmp_path / "snapshots.git.lock").write_text("")
     assert cache_problem(tmp_path) is None
 

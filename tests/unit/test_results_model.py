@@ -296,3 +296,17 @@ def test_status_json_and_known_limits_go_through_json_and_their_schemas():
         assert json.dumps(type(doc).model_validate_json(text, strict=True).to_json()) == text
         jsonschema.validate(json.loads(text), type(doc).model_json_schema())
     assert report.to_json()["targets"][0]["conflict"]["lines"] == [[1, 5]]
+
+
+def test_a_utc_timestamp_with_z_reads_on_every_admitted_python():
+    """The tool writes `...Z`; Python 3.10's fromisoformat takes only `+00:00` (3.11 both):
+    requires-python admits 3.10, so both spellings mean the same instant there too."""
+    import datetime as dt
+
+    from orchestrator.model.values import parse_datetime
+
+    utc = dt.datetime(2026, 11, 30, 0, 39, 51, tzinfo=dt.timezone.utc)
+    assert parse_datetime("2026-11-30T00:39:51Z") == utc
+    assert parse_datetime("2026-11-30T00:39:51+00:00") == utc
+    with pytest.raises(ValueError):
+        parse_datetime("2026-11-30T00:39:51ZZ")

@@ -2,7 +2,7 @@
 # The CUDA toolkit for a build-only CUDA cell, from PyPI's nvidia-* wheels: nvcc, the runtime,
 # CCCL and cuBLAS, laid out as a toolkit prefix. No GPU, driver or root needed; nothing is
 # installed system-wide. Prints the prefix (CUDA_HOME; nvcc is in its bin/).
-#   usage: scripts/setup-cuda-pypi.sh DIR     (idempotent: a second run installs nothing)
+#   usage: orchestrator/scripts/setup-cuda-pypi.sh DIR     (idempotent: a second run installs nothing)
 set -euo pipefail
 
 dest=${1:?usage: setup-cuda-pypi.sh DIR}

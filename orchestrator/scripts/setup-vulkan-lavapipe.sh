@@ -13,7 +13,7 @@
 # CMake flags, the test environment (VK_ICD_FILENAMES -> a private ICD json with an absolute
 # library path) and what was installed. Idempotent: a second run downloads nothing.
 #
-# Usage: scripts/setup-vulkan-lavapipe.sh [--check]   (--check: report only, change nothing)
+# Usage: orchestrator/scripts/setup-vulkan-lavapipe.sh [--check]   (--check: report only, change nothing)
 set -euo pipefail
 
 CACHE="${GGML_PATCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ggml-patch}"
