@@ -1061,7 +1061,7 @@ def test_types_a_manifest_value_breaking_its_rule_is_one_line(tmp_path, name):
     assert "\n" not in line and "\x1b" not in line and len(line) < 600, line
 
 
-_TOPIC = "summary: s\norigin: local\nlast_update: 2026-12-02\nstate: local\n"
+_TOPIC = "summary: s\norigin: local\nlast_update: 2026-12-02\nstate: local\ntests: [test-opt]\n"
 TOPIC_VALUES = {
     "bug-breaking-out-of-a-link": "bug: 'https://github.com/o/r/issues/1\"><img/src=x>'\n",
     "forwarded-with-a-bidi-override": 'forwarded: "https://github.com/o/r/pull/1\\u202e"\n',

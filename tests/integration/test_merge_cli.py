@@ -52,7 +52,8 @@ def test_cli_merges_directories_and_files_and_brings_the_logs(sample, tmp_path, 
     merged = json.loads((out / "results.json").read_text())
     assert [c["cell"] for c in merged["cells"]] == ORDER
     assert "2/2 cells passed" in (out / "summary.md").read_text()
-    assert ET.parse(out / "junit.xml").getroot().get("tests") == "8"
+    # per cell: each variant's two tests and the topic's control as its own case
+    assert ET.parse(out / "junit.xml").getroot().get("tests") == "10"
     log = merged["records"][0]["build"]["log"]
     assert log == str(out / "logs/llama.cpp-cpu/build-patched.log") and Path(
         log
@@ -112,7 +113,7 @@ def test_cli_refuses_a_leg_from_an_older_ggml_patch_saying_re_run(sample, tmp_pa
     assert proc.returncode == 2, proc.stderr
     err = proc.stderr.strip()
     assert err == (
-        f"ggml-patch: error: {b / 'results.json'}: schema_version 1, expected 2 "
+        f"ggml-patch: error: {b / 'results.json'}: schema_version 1, expected 3 "
         "(another ggml-patch version wrote it); re-run `ggml-patch matrix`"
     ), err
     assert not out.exists()
