@@ -17,8 +17,9 @@ from ..verdicts.training import can_plot
 from . import predictions, section
 from .bundle import PLOT
 from .markdown import summary_section
-from .plot import plot
+from .plot import SWEEP_PLOT, plot, plot_sweep
 from .record import FinetuneResults
+from .sweep import sweep
 from .verdict import finetune_json
 
 RESULTS_SUBDIR = "evidence"
@@ -54,8 +55,16 @@ def write_outputs(
     -logs, .png)."""
     json_path = out_dir / "finetune.json"
     compared = predictions.compare(predicted, results) if predicted is not None else None
-    resultcache.write_atomic(json_path, redact(finetune_json(results, compared)).encode())
+    across = sweep(results)
+    dumped = across.model_dump() if across else None
+    resultcache.write_atomic(json_path, redact(finetune_json(results, compared, dumped)).encode())
     files = [json_path]
+    swept = out_dir / SWEEP_PLOT
+    swept.unlink(missing_ok=True)  # an older run's would not match these numbers
+    if across is not None and can_plot():
+        upstream = results.source.upstream_commit
+        where = results.target + (f", upstream {upstream[:12]}" if upstream else "")
+        files.append(plot_sweep(across, where, swept))
     png = out_dir / PLOT
     sub = out_dir.name
     data = f"[{sub}/finetune.json]({sub}/finetune.json)"
@@ -67,6 +76,8 @@ def write_outputs(
         shutil.copyfile(made, png)
         files.append(png)
         note = f"Plot: [{sub}/{PLOT}]({sub}/{PLOT}); data: {data}."
+        if swept in files:
+            note += f" Across rates: [{sub}/{SWEEP_PLOT}]({sub}/{SWEEP_PLOT})."
     else:
         png.unlink(missing_ok=True)  # an older run's plot would not match these numbers
         note = f"{NO_PLOT}. Data: {data}."
