@@ -80,7 +80,7 @@ def sweep_figure(s: Sweep, where: str) -> Any:
     """The final held-out eval loss against the learning rate (log), one line per build (mean
     over seeds; each seed a dot), the best rate of each build ringed."""
     Figure, _ = _matplotlib()
-    fig = Figure(figsize=(6.0, 4.0), dpi=110)
+    fig = Figure(figsize=(7.0, 4.2), dpi=110)
     ax = fig.subplots(1, 1)
     for variant, points in (("patched", s.patched), ("control", s.control)):
         colour, label = _STYLES[variant]
@@ -98,8 +98,8 @@ def sweep_figure(s: Sweep, where: str) -> Any:
     ax.legend(fontsize=7)
     k = f"; k = {s.k:.2f}" if s.k is not None else ""
     title = f"{s.optimizer}, opt_period {s.opt_period}, {s.epochs} epochs, "
-    title += f"{s.seeds} seed(s): best rate per build (ringed){k}"
-    _title(fig, 6.0, "upstream llama-finetune across learning rates", title, where)
+    title += f"{s.seeds} seed(s): best rate per build ringed{k}"
+    _title(fig, 7.0, "upstream llama-finetune across learning rates", title, where)
     fig.tight_layout()
     return fig
 
