@@ -156,14 +156,15 @@ def _matches(entry: dict, results: FinetuneResults, case: tuple[str, int, float]
     if SWEEP in entry:
         return False  # across rates (sweep.py), never one case's
     epochs = len(results.seed_runs("patched", case)[0].epochs)
-    if entry.get("model") != "tiny":
-        return results.case_set == "real"
+    real = entry.get("model") != "tiny"
+    if results.case_set != ("real" if real else "tiny"):
+        return False
     try:
         c = parse_case(str(entry.get("case", "")), default_epochs=0)
     except ValueError:
-        return False
-    same = (c.optimizer, c.opt_period, c.lr, c.epochs) == (*case, epochs)
-    return results.case_set == "tiny" and same
+        # a real model's entry named, not a case: any case of the real set (the first file's)
+        return real
+    return (c.optimizer, c.opt_period, c.lr, c.epochs) == (*case, epochs)
 
 
 def compare(entries: list[dict], results: FinetuneResults) -> list[dict]:

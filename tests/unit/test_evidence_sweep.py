@@ -185,3 +185,31 @@ def test_no_topic_problem_line_says_training_diverges():
     for topic in topics:
         meta = yaml.safe_load((patches / topic / "topic.yaml").read_text())
         assert "diverge" not in str(meta.get("problem", "")), topic
+
+
+def test_a_real_model_entry_with_a_case_matches_only_that_case():
+    """Issue 50's SmolLM2 run has a 1-epoch case first (the determinism runs): an entry that
+    names its case is that case's alone; an entry named otherwise still matches any real case."""
+    entries = [
+        {"case": "adamw:2e-4:1:2", "model": "SmolLM2-135M-Instruct", "predict": {}},
+        {"case": "smollm2-135m-defaults", "model": "SmolLM2-135M-Instruct", "predict": {}},
+    ]
+    runs = [run(v, lr, 0, [3.0, 2.9][:n]) for lr, n in ((1e-5, 1), (2e-4, 2)) for v in VARIANTS]
+    r = ft.FinetuneResults(
+        target="llama.cpp",
+        base="0c1e5709",
+        model={},
+        data={},
+        program={},
+        runs=runs,
+        case_set="real",
+    )
+    rows = {row["case"]: row["prediction"] for row in P.compare(entries, r)}
+    assert rows == {
+        "adamw:1e-05:1:1": "smollm2-135m-defaults",
+        "adamw:0.0002:1:2": "adamw:2e-4:1:2",
+    }
+    assert [row["prediction"] for row in P.compare(entries[:1], sweep_results())][:1] == [None]
+
+
+VARIANTS = ("patched", "control")
