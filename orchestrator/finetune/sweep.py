@@ -167,9 +167,9 @@ def _seed_ratio(
     return SeedRatio(seed=seed, k=k, points=len(logs))
 
 
-def _at_k(k: float, rates: list[float], curves: dict, w: int) -> list[AtK]:
+def _at_k(k: float, rates: list[float], curves: dict, w: int, least: float) -> list[AtK]:
     """The unfixed build at each rate x against the fixed one at k x. curves: variant -> [rate]
-    -> (mean curve, spread curve)."""
+    -> (mean curve, spread curve); least: the smallest margin (the floor, 1e-4 for one seed)."""
     out = []
     for i, x in enumerate(rates):
         kx = k * x
@@ -184,10 +184,10 @@ def _at_k(k: float, rates: list[float], curves: dict, w: int) -> list[AtK]:
                 break
             at = _interp(rates, pm[e], kx)
             diffs.append(abs(cm[e] - at))
-            margins.append(max(cs[e], _interp(rates, ps[e], kx)))
+            margins.append(max(least, cs[e], _interp(rates, ps[e], kx)))
         last = len(cm) - 1
         final_diff = cm[last] - _interp(rates, pm[last], kx)
-        final_margin = max(cs[last], _interp(rates, ps[last], kx))
+        final_margin = max(least, cs[last], _interp(rates, ps[last], kx))
         early = max(diffs) if diffs else None
         margin = max(margins) if margins else None
         out.append(
@@ -240,6 +240,7 @@ def sweep(results: FinetuneResults) -> Optional[Sweep]:
     bp = min(points["patched"], key=lambda q: q.final)
     bc = min(points["control"], key=lambda q: q.final)
     one = n == 1
+    least = max(floor, ONE_SEED_MARGIN) if one else floor
     return Sweep(
         optimizer=cases[0][0],
         opt_period=cases[0][1],
@@ -254,7 +255,7 @@ def sweep(results: FinetuneResults) -> Optional[Sweep]:
         best_margin=max(floor, ONE_SEED_MARGIN if one else max(bp.spread, bc.spread)),
         k=k,
         k_seeds=tuple(per_seed),
-        at_k=tuple(_at_k(k, rates, curves, w) if k else ()),
+        at_k=tuple(_at_k(k, rates, curves, w, least) if k else ()),
     )
 
 
@@ -342,4 +343,3 @@ def compare(entry: dict, s: Optional[Sweep]) -> Optional[dict]:
             {"key": key, "predicted": str(text), "observed": observed(key, s), "held": word}
         )
     return {"case": name, "prediction": "sweep", "outcome": s.model_dump(), "checks": checks}
-
