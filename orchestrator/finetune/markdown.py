@@ -211,8 +211,8 @@ def predictions_markdown(compared: Optional[list[dict]]) -> list[str]:
     if not compared:
         return []
     out = [
-        "Pre-registered predictions (training-evidence/predictions.yaml, committed before the "
-        "runs) against the outcome, by the file's rule:",
+        "Pre-registered predictions (`--predictions`, training-evidence/predictions.yaml by "
+        "default; committed before the runs) against the outcome, by the file's rule:",
         "",
         "| case | prediction | predicted | observed | held |",
         "|---|---|---|---|---|",

@@ -310,9 +310,11 @@ def observed(key: str, s: Sweep) -> str:
     if key == "ends_higher_at_k":
         return (
             "; ".join(
-                f"x {a.lr:g}: {a.final_diff:+.4f} (spread {a.final_margin:.4f})" for a in s.at_k
+                f"x {a.lr:g}: {a.final_diff:+.4f} (spread {a.final_margin:.4f})"
+                for a in s.at_k
+                if a.lr * s.steps_per_epoch * s.epochs >= 2 * ONSET  # the rule's rates
             )
-            or "no rate with k x in the grid"
+            or "no rate with x * steps >= 0.024 at the end and k x in the grid"
         )
     if key == "patched_falls_with_rate":
         return ", ".join(f"{q.lr:g}: {q.final:.4f}" for q in s.patched)
