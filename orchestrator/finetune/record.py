@@ -320,7 +320,7 @@ class Run(Record):
 
 
 # written for the reader, recomputed on reading, never trusted
-COMPUTED = ("determinism", "thresholds", "verdicts", "variants", "predictions")
+COMPUTED = ("determinism", "thresholds", "verdicts", "variants", "predictions", "sweep")
 
 
 class FinetuneResults(Record):

@@ -330,9 +330,14 @@ def verdicts(results: FinetuneResults) -> list[FinetuneVerdict]:
     return out
 
 
-def finetune_json(results: FinetuneResults, predictions: Optional[list[dict]] = None) -> str:
+def finetune_json(
+    results: FinetuneResults,
+    predictions: Optional[list[dict]] = None,
+    sweep: Optional[dict] = None,
+) -> str:
     """finetune.json's text: the record, with the determinism floor, thresholds, verdicts,
-    per-variant summaries and the comparison with the predictions (a reader recomputes them)."""
+    per-variant summaries, the comparison with the predictions and the one across rates
+    (sweep.py's; a reader recomputes them)."""
     plain = results.to_json()
     plain["determinism"] = determinism_floor(results).model_dump()
     plain["thresholds"] = THRESHOLDS
@@ -340,4 +345,6 @@ def finetune_json(results: FinetuneResults, predictions: Optional[list[dict]] = 
     plain["variants"] = [v.model_dump() for v in variant_summaries(results)]
     if predictions is not None:
         plain["predictions"] = predictions
+    if sweep is not None:
+        plain["sweep"] = sweep
     return json.dumps(plain, indent=2, sort_keys=True, allow_nan=True) + "\n"

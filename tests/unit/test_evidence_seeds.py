@@ -332,9 +332,12 @@ def test_the_reproduce_commands_need_only_llama_cpp_and_the_wheel():
     assert train.startswith(f"./build/bin/llama-finetune -m {R.F32} -f $LLAMA_CPP/docs/docker.md")
     assert "-epochs 3" in train and "-lr 1e-05" in train
     assert "orchestrator" not in build + fetch + train
-    (line,) = ft.signed_lines(r)
-    assert line.startswith("- finetune.cpp's defaults on SmolLM2-135M-Instruct, 3 epochs:")
-    assert "never turns up and ends 1.75% lower than the fixed build's" in line
+    *_, line = ft.signed_lines(r)
+    assert line.startswith(
+        "- adamw lr 1e-05 on SmolLM2-135M-Instruct (dequantized Q4_1, output matrix frozen), "
+        "3 epochs (`-c 256`, val-split 0.3): without the fix"
+    )
+    assert "never turns up and ends 1.75% lower than with it" in line
 
 
 def test_the_bundle_carries_the_real_model_record_beside_the_tiny_one(tmp_path):
@@ -363,7 +366,7 @@ def test_the_bundle_carries_the_real_model_record_beside_the_tiny_one(tmp_path):
         )
     )
     tiny_line = body.index("on the tiny llama (1 seed(s))")
-    real_line = body.index("- finetune.cpp's defaults on SmolLM2-135M-Instruct, 3 epochs:")
+    real_line = body.index("- adamw lr 1e-05 on SmolLM2-135M-Instruct (dequantized Q4_1")
     assert tiny_line < real_line
     assert "Plot: `finetune-loss.png`" in body and "Plot: `finetune-loss-real.png`" in body
     assert "the tables (tiny llama models)</summary>" in body
@@ -396,13 +399,13 @@ def test_the_signed_line_says_in_how_many_seeds_the_unfixed_run_turns_up():
         program={},
         runs=runs,
     )
-    (line,) = ft.signed_lines(r)
+    *_, line = ft.signed_lines(r)
     assert "held-out eval loss turns up in 2 of 3 seeds (epoch 3, 4) and ends" in line
     one = ft.FinetuneResults(**{**r.model_dump(), "runs": runs[:2]})
-    (line,) = ft.signed_lines(one)
+    *_, line = ft.signed_lines(one)
     assert "held-out eval loss turns up at epoch 3 and ends" in line
     calm = ft.FinetuneResults(**{**r.model_dump(), "runs": runs[4:]})
-    (line,) = ft.signed_lines(calm)
+    *_, line = ft.signed_lines(calm)
     assert "held-out eval loss never turns up and ends" in line
 
 

@@ -458,11 +458,14 @@ def test_the_fine_tuning_evidence_is_one_signed_visible_line_per_case_with_the_p
         runs=[run("patched", [6.0, 5.5, 5.0]), run("control", [6.0, 5.9, 5.8])],
     )
     lines = PB.finetune_summary(res)
-    # a head line, then one signed line per case with direction and size (it was one line of
-    # unsigned verdicts), then the plot (no data file recorded here: no commands)
-    head, _, signed, _, plot = lines
+    # a head line, why the fix is right, the effective step (no sweep here: no k), then one
+    # signed line per case with direction and size, then the plot (no data file recorded here:
+    # no commands)
+    head, _, why, step, signed, _, plot = lines
     assert head.startswith("Fine-tuning (upstream llama-finetune")
-    assert signed.startswith("- finetune.cpp's defaults on the tiny llama (1 seed(s)), 3 epochs")
-    assert "ends 16.00% higher than the fixed build's: **bug visible**" in signed
+    assert why.startswith("- Why the fix is right: with it, llama-finetune's per-step graphs")
+    assert step.startswith("- Without the fix llama-finetune's AdamW steps are larger than")
+    assert signed.startswith("- adamw lr 1e-05 on the tiny llama (1 seed(s)), 3 epochs (`-c 256`")
+    assert "ends 16.00% higher than with it: higher without the fix by more than" in signed
     assert "finetune-loss.png" in plot and all(line.isascii() for line in lines)
     assert PB.finetune_summary(None) == []
