@@ -53,6 +53,7 @@ from .variants import (
     new_record,
     patched,
     record_of_run,
+    run_built,
     run_test,
     run_variant,
     skipped_record,
@@ -275,7 +276,7 @@ def build(ctx: CellContext) -> VariantRecord:
 
 def run_tests(ctx: CellContext) -> VariantRecord:
     """The patched variant's tests and training programs run (none with --build-only), judged."""
-    return run_variant(ctx, ctx.got(APPLY), _patched(ctx), built=ctx.got(BUILD))
+    return run_built(ctx, _patched(ctx), ctx.got(BUILD))
 
 
 def _add_record(ctx: CellContext, rec: VariantRecord) -> None:

@@ -132,21 +132,23 @@ def change_of(ctx: CellContext, tree: Tree, v: Variant) -> TreeChange:
     return TreeChange(reverts, diff, paths, v.logs_as)
 
 
+def run_built(ctx: CellContext, v: Variant, rec: VariantRecord) -> VariantRecord:
+    """The runner's second half on a variant built already (the patched tree, on a tree the
+    cell applied or one given as it is): its tests and training run, judged."""
+    if ctx.runs_tests and rec.build and rec.build.ok:
+        run_tests(ctx, v, rec)
+    return judge(rec, v.kind, ctx=ctx, series=ctx.options.series)
+
+
 def run_variant(
     ctx: CellContext,
     tree: Tree,
     v: Variant,
     patched_rec: Optional[VariantRecord] = None,
-    built: Optional[VariantRecord] = None,
 ) -> VariantRecord:
-    """The one runner: the tree changed as `v` says, its targets built (unless `built` is its
-    record, built already), its tests and training run, the tree put back; then judged (against
-    `patched_rec`, the patched tree's record, where its kind needs it)."""
-    if built is not None:
-        rec = built
-        if ctx.runs_tests and rec.build and rec.build.ok:
-            run_tests(ctx, v, rec)
-        return judge(rec, v.kind, ctx=ctx, series=tree.rendered, patched=patched_rec)
+    """The one runner: the tree changed as `v` says, its targets built, its tests and training
+    run, the tree put back; then judged (against `patched_rec`, the patched tree's record, where
+    its kind needs it)."""
     rec = new_record(ctx, v, RecordStatus.PENDING)
     change = change_of(ctx, tree, v)
     if change.paths:
