@@ -134,10 +134,14 @@ def test_move_drop_rename_retire_keep_default_and_comments(project):
     folder = matrix.parent / "patches"
     names = load_queue(load_matrix(matrix)).names()
     first, last = names[0], names[-1]
-    _ok(_tool(matrix, "move", last, "--before", first))
-    assert load_queue(load_matrix(matrix)).names()[0] == last
-    _ok(_tool(matrix, "move", last, "--after", names[1]))
-    assert load_queue(load_matrix(matrix)).names() == names[:2] + [last] + names[2:-1]
+    # the last topic moved before the one it does not follow, then back (after: is respected)
+    queue = load_queue(load_matrix(matrix))
+    free = next(n for n in reversed(names[:-1]) if n not in queue.topic(last).meta.after)
+    at = names.index(free)
+    _ok(_tool(matrix, "move", last, "--before", free))
+    assert load_queue(load_matrix(matrix)).names() == names[:at] + [last] + names[at:-1]
+    _ok(_tool(matrix, "move", last, "--after", names[-2]))
+    assert load_queue(load_matrix(matrix)).names() == names
     _ok(_tool(matrix, "retire", first, "--target", "ggml-master", "--upstream", "0123abcd"))
     queue = load_queue(load_matrix(matrix))
     assert queue.topic(first).meta.retired == {"ggml-master": "0123abcd"}

@@ -136,7 +136,7 @@ def test_the_tests_the_change_implies_are_written_and_said(project, tmp_path):
     assert proc.returncode == 0, proc.stderr
     said = [line for line in proc.stdout.splitlines() if "tests:" in line]
     assert said == [
-        "  tests: `test-backend-ops -o CONCAT` (from tests/test-backend-ops.cpp: cases of "
+        "  op-fix: tests: `test-backend-ops -o CONCAT` (from tests/test-backend-ops.cpp: cases of "
         "test_concat)"
     ]
     meta = load_queue(load_matrix(matrix)).topic("op-fix").meta
@@ -161,7 +161,7 @@ def test_tests_that_cannot_be_told_are_refused_with_the_line_and_given_by_test(p
     assert not (matrix.parent / "patches" / "op-fix").exists()
     assert (matrix.parent / "patches" / "queue.yaml").read_text() == before
     bad = _one_line(_new(matrix, "op-fix", "--from-diff", str(diff), "--test", "backend -o X"))
-    assert bad.startswith("ggml-patch: error: --test[0]: 'backend -o X': the first word")
+    assert bad.startswith("ggml-patch: error: --test[0]: 'backend' is not a test program")
     proc = _new(
         matrix,
         "op-fix",
