@@ -169,6 +169,17 @@ def test_the_series_applies_with_plain_git_am_to_a_clean_base_and_the_gate_passe
         "GIT_COMMITTER_NAME": "maintainer",
         "GIT_COMMITTER_EMAIL": "m@example.org",
     }
+    # a topic that follows others (topic.yaml after:) applies on theirs: their bundles first, as
+    # its PR's own commands say
+    for dep in man.get("after") or []:
+        earlier = sorted(str(p) for p in bundle_of(results, target, dep).glob("*.patch"))
+        am = subprocess.run(
+            ["git", "-C", str(clone), "am", *earlier], capture_output=True, text=True, env=env
+        )
+        assert am.returncode == 0, am.stderr
+    start = subprocess.run(
+        ["git", "-C", str(clone), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     patches = sorted(str(p) for p in d.glob("*.patch"))
     am = subprocess.run(
         ["git", "-C", str(clone), "am", *patches], capture_output=True, text=True, env=env
@@ -195,7 +206,7 @@ def test_the_series_applies_with_plain_git_am_to_a_clean_base_and_the_gate_passe
     # the contributor's commits: their identity, the assistant
     # named with Assisted-by, never Co-authored-by
     log = subprocess.run(
-        ["git", "-C", str(clone), "log", "--format=%an <%ae>%n%B%x00", f"{base}..HEAD"],
+        ["git", "-C", str(clone), "log", "--format=%an <%ae>%n%B%x00", f"{start}..HEAD"],
         capture_output=True,
         text=True,
         check=True,
