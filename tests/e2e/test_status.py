@@ -138,13 +138,13 @@ def test_conflict_names_file_hunk_lines_and_leaves_a_worktree(drift):
     c = row.conflict
     assert (c.patch, c.file) == (FIX, OPT)
     assert (
-        c.hunk == "@@ -826,6 +826,10 @@ void ggml_opt_eval(ggml_opt_context_t "
+        c.hunk == "@@ -826,6 +836,8 @@ void ggml_opt_eval(ggml_opt_context_t "
         "opt_ctx, ggml_opt_result_t result) {"
     )
     assert c.reason == f"CONFLICT (content): Merge conflict in {OPT}"
     assert c.lines and all(a < b for a, b in c.lines)
     assert [p.result for p in row.patches] == [CONFLICTED, NOT_TRIED]
-    assert row.detail.startswith(f"0001: {OPT}, @@ -826,6 +826,10 @@")
+    assert row.detail.startswith(f"0001: {OPT}, @@ -826,6 +836,8 @@")
     wt = Worktree(SnapshotRepo(cache.snapshots_git), Path(c.worktree))
     assert Path(c.worktree) == status_dirs(cache, matrix.target("fork-conflict")).resolve
     assert wt.am_in_progress() and wt.conflicted_files() == [OPT]
@@ -257,7 +257,7 @@ def test_command_prints_the_conflict_with_its_worktree(drift):
     )
     assert proc.returncode == ExitCode.SERIES_DOES_NOT_APPLY, proc.stderr
     out = proc.stdout
-    assert f"fork-conflict: conflict in {OPT} (@@ -826,6 +826,10 @@" in out
+    assert f"fork-conflict: conflict in {OPT} (@@ -826,6 +836,8 @@" in out
     assert str(status_dirs(cache, matrix.target("fork-conflict")).resolve) in out
     assert "ggml-patch refresh fork-conflict" in out
 

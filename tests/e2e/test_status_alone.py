@@ -3,6 +3,8 @@ tried on their own (their own state, not "not tried"); a topic retired on that t
 retire NAME --target T`) is not applied there and still is on every other target. The real
 llama.cpp snapshot and a fork of it, through git sources (file paths, no network)."""
 
+import pytest
+
 from orchestrator.config import load_matrix
 from orchestrator.drift.check import status_of_targets
 from orchestrator.drift.status import ALONE, APPLIES, CONFLICT, RETIRED_HERE, TOPIC_NOT_TRIED
@@ -19,10 +21,28 @@ from ..helpers.forks import (
     seeded_cache,
     write_matrix,
 )
-from ..helpers.tools import run_tool
+from ..helpers.tools import ROOT, run_tool
+
+
+def _independent_later_topics() -> list[str]:
+    """The real queue's later topics that neither follow its first nor touch its lines: what these
+    tests need. Since issue 49, topics 2 and 3 follow accumulator-reset (their cases use its test
+    helper), so the real queue may have none; the rule itself is tested on synthetic queues in
+    tests/unit/test_alone.py and tests/unit/test_resolution.py."""
+    queue = load_queue(load_matrix(ROOT / "matrix.yaml"))
+    first = queue.names()[0]
+    return [t.name for t in queue.topics[1:] if first not in t.meta.after]
+
+
+def _need_an_independent_topic() -> None:
+    if not _independent_later_topics():
+        pytest.skip(
+            "the real queue has no later topic independent of its first (all follow it: after:)"
+        )
 
 
 def test_later_topics_are_tried_on_their_own_and_retire_is_per_target(tool_cache, tmp_path):
+    _need_an_independent_topic()
     refs = real_snapshot_refs(tool_cache)
     fork = repo_from_snapshot(tmp_path / "fork", refs["llama.cpp"], tool_cache)
     commit_change(
@@ -72,6 +92,7 @@ def test_a_stale_resolution_worktree_is_named_and_blocks_no_refresh(tool_cache, 
     """status leaves a resolution worktree on fork-conflict for the whole queue; once the first
     topic is retired there, that worktree is stale: status names it with the command that
     discards it, and refresh of the other topics passes it by."""
+    _need_an_independent_topic()
     refs = real_snapshot_refs(tool_cache)
     fork = repo_from_snapshot(tmp_path / "fork", refs["llama.cpp"], tool_cache)
     commit_change(
