@@ -154,7 +154,7 @@ def test_conflict_names_file_hunk_lines_and_leaves_a_worktree(drift):
     assert lines[first - 1].startswith("<<<<<<< ") and lines[last - 1].startswith(">>>>>>> ")
     assert (
         "GGML_ASSERT(opt_ctx->gf != nullptr);" in text
-        and "non-static graphs: reset gradient accumulators after an optimizer step" in text
+        and "the accumulators outlive the graphs: reset them in the next ggml_opt_alloc" in text
     )
 
 
