@@ -70,7 +70,8 @@ class InterruptAt(Reporter):
 
     def step(self, name, detail=""):
         super().step(name, detail)
-        if name == self.at:
+        # "build control" is every topic's control build ("build control:<topic>"): the first
+        if name == self.at or name.startswith(f"{self.at}:"):
             if not self.during_build:
                 raise KeyboardInterrupt
             self.armed = True
