@@ -25,6 +25,9 @@ SECRET_ENV = (
     "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
 )
 _MIN_SECRET = 4  # shorter values are not real tokens; replacing them would garble every message
+# a value shorter than this ("pass" in a URL) is replaced only where it stands as a word of its
+# own: inside "passed" it is not the secret, and replacing it there would garble every verdict
+_WORD_ONLY_BELOW = 12
 
 # scheme://AUTHORITY: the authority ends where RFC 3986 says (/ ? #) or at a character no URL
 # holds unescaped (space, quotes, brackets); the userinfo is everything before its last '@', so a
@@ -83,7 +86,10 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
 def _redact(text: str, found: list[str]) -> str:
     """redact with the secrets already gathered (`found`: known_secrets' list)."""
     for s in found:
-        text = text.replace(s, REDACTED)
+        if len(s) >= _WORD_ONLY_BELOW:
+            text = text.replace(s, REDACTED)
+        elif s in text:
+            text = re.sub(rf"(?<![A-Za-z0-9_]){re.escape(s)}(?![A-Za-z0-9_])", REDACTED, text)
     if _may_hold_token(text):
         text = _GITHUB_TOKEN.sub(REDACTED, text)
     if "://" in text:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator import redact as redact_module
 from orchestrator.cache import default_cache_dir
 
 from .helpers.tools import ROOT
@@ -43,7 +44,7 @@ def _isolate(mp: pytest.MonkeyPatch, home: Path, ccache_dir: Path) -> None:
     mp.setenv("HOME", str(home))
     mp.setenv("GGML_PATCH_CACHE", str(home / "ggml-patch-cache"))
     mp.setenv("CCACHE_DIR", str(ccache_dir))
-    for var in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "GITHUB_TOKEN"):
+    for var in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", *redact_module.SECRET_ENV):
         mp.delenv(var, raising=False)
 
 
@@ -63,8 +64,11 @@ def isolated_session(tmp_path_factory, ccache_dir):
 
 @pytest.fixture(autouse=True)
 def isolated_test(tmp_path_factory, monkeypatch, ccache_dir):
-    """Each test: a HOME and a tool cache of its own."""
+    """Each test: a HOME and a tool cache of its own, and no URL password met by an earlier
+    test (the redaction remembers them for the process: one test's "user:pass@" would else be
+    removed from every later test's output)."""
     _isolate(monkeypatch, tmp_path_factory.mktemp("home"), ccache_dir)
+    monkeypatch.setattr(redact_module, "_SEEN", set())
 
 
 @pytest.fixture(scope="session")

@@ -225,3 +225,14 @@ def test_a_github_token_shape_is_removed_whoever_it_belongs_to(monkeypatch):
     # words that only look a little like one stay
     for word in ("ghp_short", "high_value_numbers", "xghp_" + "a" * 36, "the ghost_in"):
         assert redact(word) == word
+
+
+def test_a_short_password_met_in_a_url_is_removed_as_a_word_not_inside_words(monkeypatch):
+    """A URL's password "pass" is removed wherever it stands alone later, but not from
+    "passed" or "/etc/passwd": the verdicts would read "***ed" (what CI printed once a test's
+    user:pass@ URL had been seen). A long one goes wherever it appears."""
+    monkeypatch.setattr(redact_module, "_SEEN", set())
+    assert redact("https://u:pass@example.org/x") == "https://***@example.org/x"
+    assert redact("passed: pass, /etc/passwd") == "passed: ***, /etc/passwd"
+    redact("https://u:Zq8vLm2pXr7tW4@example.org/x")
+    assert redact("aZq8vLm2pXr7tW4b") == "a***b"
