@@ -31,7 +31,7 @@ from ..patchset.render import render
 from ..patchset.series import Series
 from ..vcs.runner import error_line
 from ..vcs.snapshots import SnapshotRepo, Worktree
-from . import confined, resolution
+from . import confined, proofs, resolution
 from .alone import try_alone
 from .behaviour import check_topic
 from .status import (
@@ -131,7 +131,9 @@ def status_of_targets(
                 found = _behaviour(
                     matrix, cache, repo, target, snap, t, row.topics[t.name], behaviour
                 )
-                row.topics[t.name] = with_behaviour(row.topics[t.name], found)
+                proof = proofs.proof_of(cache, target.layout, t) if found else None
+                proven = f"(control:{t.name} killed on {proof.cell})" if proof else None
+                row.topics[t.name] = with_behaviour(row.topics[t.name], found, proven, t.name)
         rows.append(row)
     return rows
 

@@ -14,9 +14,12 @@ upstream also gets its behaviour checked (check.py, behaviour.py): its own test 
 run on the target as it is. `with_behaviour` is the verdict, `topic_action` what the drift issue
 asks for:
   text status       behaviour passed              failed / not checked / skipped
-  conflict          fixed upstream (behaviour)    conflict (detail says which, and why)
+  conflict          fixed upstream (behaviour)*   conflict (detail says which, and why)
   already upstream  already upstream (confirmed)  already upstream (detail says which)
   any other         unchanged: no behaviour check
+* only where the topic's control was killed in the target's layout (proofs.py: in this run or a
+  recorded one): else "conflict; the topic's tests cannot tell whether upstream fixed it here",
+  whose action is to resolve, never to retire
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ RETIRED_HERE = "retired on this target"
 # a later topic's patches tried without the conflicting one (drift/alone.py): it does not need it
 ALONE = "tried on its own (an earlier topic conflicts there)"
 TOPIC_NOT_TRIED = "not tried"  # an earlier topic conflicts there: git am stopped before this one
+# a conflict whose tests pass on the target but never killed the topic's control in its layout
+CANNOT_TELL = "the topic's tests cannot tell whether upstream fixed it here"
 # the topic statuses whose behaviour is checked: the patch cannot tell whether the fix is there
 NEEDS_BEHAVIOUR = (CONFLICT, UPSTREAM)
 
@@ -182,14 +187,26 @@ def alone_detail(mine: list[PatchResult], detail: str) -> Optional[str]:
     return f"{ALONE}; {rest}" if rest else ALONE
 
 
-def with_behaviour(text: TopicOnTarget, found: Optional[Behaviour]) -> TopicOnTarget:
-    """The topic's status once its behaviour is known (the verdict table in the module's doc)."""
+def with_behaviour(
+    text: TopicOnTarget, found: Optional[Behaviour], proven: Optional[str] = None, name: str = ""
+) -> TopicOnTarget:
+    """The topic's status once its behaviour is known (the verdict table in the module's doc).
+    `proven`: where its control was killed in the target's layout (proofs.py), None: nowhere on
+    record; passing tests that were never seen failing without the fix cannot say it is fixed.
+    `name`: the topic's, for the command that would prove them."""
     if found is None or text.status not in NEEDS_BEHAVIOUR:
         return text
     shown = f"{text.status}: {text.detail}" if text.detail else text.status
-    if found.outcome == PASSED and text.status == CONFLICT:
-        detail = f"its test cases pass on the target as it is (the patch: {shown})"
+    if found.outcome == PASSED and text.status == CONFLICT and proven:
+        detail = f"its test cases pass on the target as it is, and caught the bug {proven}"
+        detail += f" (the patch: {shown})"
         return TopicOnTarget(status=FIXED_BEHAVIOUR, detail=detail, behaviour=found)
+    if found.outcome == PASSED and text.status == CONFLICT:
+        detail = f"{CANNOT_TELL} (they pass on the target as it is, but were never seen failing "
+        detail += f"without the fix in this layout: `ggml-patch matrix --topic {name or 'NAME'}` "
+        detail += "on a target of this layout shows whether they can)"
+        detail = f"{text.detail}; {detail}" if text.detail else detail
+        return TopicOnTarget(status=CONFLICT, detail=detail, behaviour=found)
     if found.outcome == PASSED:
         said = "its test cases pass on the target as it is"
     elif found.outcome == FAILED:

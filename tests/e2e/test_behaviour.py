@@ -1,9 +1,11 @@
 """Fixed upstream by behaviour (issue 31 point 4), for real: local targets (`path:` sources, the
 ggml layout) made from the pinned ggml sdist's tree. One has topic 1's fix written differently
 (its own loop zeroing the accumulators, at the place the patch inserts its reset, so the patch
-conflicts): `status` and `queue` report accumulator-reset "fixed upstream (behaviour)" there. One
-has a fork's line at that place and no fix: the same conflict, and its test cases fail. A re-run
-with nothing changed builds nothing; --no-behaviour skips the check and says so."""
+conflicts): its test cases pass there, but `status` says "fixed upstream (behaviour)" only once a
+matrix run has killed the topic's control in that layout (issue 46 point 5): before it, and in
+the llama.cpp layout where no run killed it, "the topic's tests cannot tell". One has a fork's
+line at that place and no fix: the same conflict, and its test cases fail. A re-run with nothing
+changed builds nothing; --no-behaviour skips the check and says so."""
 
 import json
 from pathlib import Path
@@ -15,6 +17,7 @@ from orchestrator.drift.behaviour import result_file
 from orchestrator.drift.check import status_of_targets
 from orchestrator.drift.status import (
     ALONE,
+    CANNOT_TELL,
     CONFLICT,
     FAILED,
     FIXED_BEHAVIOUR,
@@ -28,6 +31,7 @@ from ..helpers.forks import (
     CONTEXT_LINE,
     FORK_LINE,
     INSERT_AFTER,
+    pinned_targets,
     real_snapshot_refs,
     replace_once,
     repo_from_snapshot,
@@ -100,11 +104,34 @@ def targets(tool_cache, tmp_path_factory):
             tmp, "bug", ref, tool_cache, replace_once(INSERT_AFTER, INSERT_AFTER + FORK_LINE)
         ),
     }
-    matrix_path = write_matrix(tmp, blocks)
+    # the pinned ggml tree as it is: where a matrix run shows the topic's tests catch the bug
+    matrix_path = write_matrix(tmp, {**blocks, **pinned_targets({"ggml": ref})})
     cache = seeded_cache(tmp / "cache", tool_cache)
     matrix = load_matrix(matrix_path)
+    before = {r.target: r for r in status_of_targets(matrix, cache, list(blocks), [TOPIC])}
+    proc = _tool(
+        cache,
+        matrix,
+        "matrix",
+        "--topic",
+        TOPIC,
+        "--target",
+        "ggml",
+        "--no-mutants",
+        "--results",
+        str(tmp / "results"),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
     rows = {r.target: r for r in status_of_targets(matrix, cache, list(blocks), [TOPIC])}
-    return rows, cache, matrix
+    return rows, cache, matrix, before
+
+
+def test_passing_tests_never_seen_failing_cannot_tell(targets):
+    """Before any run killed its control in the ggml layout, the same passing check is a conflict
+    the tests cannot judge: resolve it, never retire it."""
+    on = targets[3]["ggml-fixed"].topics[TOPIC]
+    assert on.status == CONFLICT and on.behaviour.outcome == PASSED, on
+    assert CANNOT_TELL in on.detail and f"ggml-patch matrix --topic {TOPIC}" in on.detail
 
 
 def _tool(cache, matrix, *args):
@@ -117,15 +144,22 @@ def test_a_fix_written_differently_is_fixed_upstream_by_behaviour(targets):
     assert row.status == CONFLICT, row  # the patch's text does not merge there
     on = row.topics[TOPIC]
     assert on.status == FIXED_BEHAVIOUR, on
-    assert on.behaviour.outcome == PASSED and not on.behaviour.cached
-    assert on.detail.startswith("its test cases pass on the target as it is (the patch: conflict")
+    # checked once, before the matrix run; the status after it reuses that check
+    assert not targets[3]["ggml-fixed"].topics[TOPIC].behaviour.cached
+    assert on.behaviour.outcome == PASSED and on.behaviour.cached
+    assert on.detail.startswith(
+        f"its test cases pass on the target as it is, and caught the bug (control:{TOPIC} "
+        "killed on ggml/cpu) (the patch: conflict"
+    )
     log = open(on.behaviour.log, encoding="utf-8").read()
     assert "test_opt_period_non_static" in log and "FAIL" not in log.replace("FAILED", "")
 
 
-def test_the_llama_cpp_layout_too(targets):
+def test_the_llama_cpp_layout_needs_its_own_proof(targets):
+    """Its tests pass there too, but no run killed the control in the llama.cpp layout."""
     on = targets[0]["llama.cpp-fixed"].topics[TOPIC]
-    assert (on.status, on.behaviour.outcome) == (FIXED_BEHAVIOUR, PASSED), on
+    assert (on.status, on.behaviour.outcome) == (CONFLICT, PASSED), on
+    assert CANNOT_TELL in on.detail
     assert "/status/behaviour/llama.cpp/" in on.behaviour.log  # its own tree and build
 
 
@@ -140,7 +174,7 @@ def test_the_same_target_without_the_fix_is_not(targets):
 
 
 def test_queue_and_status_report_it_and_a_rerun_builds_nothing(targets):
-    _, cache, matrix = targets
+    _, cache, matrix, _ = targets
     logs = cache.root / "status" / "behaviour" / "ggml" / "logs"
     build_log = logs / "ggml-fixed" / TOPIC / "build-patched.log"
     built = build_log.stat().st_mtime_ns
@@ -172,7 +206,7 @@ def test_queue_and_status_report_it_and_a_rerun_builds_nothing(targets):
 
 
 def test_no_behaviour_skips_the_check_and_says_so(targets):
-    _, cache, matrix = targets
+    _, cache, matrix, _ = targets
     proc = _tool(cache, matrix, "status", "--json", "--no-behaviour", "--topic", TOPIC)
     assert proc.returncode == ExitCode.SERIES_DOES_NOT_APPLY, proc.stderr
     rows = {r["target"]: r for r in json.loads(proc.stdout)["targets"]}
@@ -184,7 +218,7 @@ def test_no_behaviour_skips_the_check_and_says_so(targets):
 def test_a_changed_tree_is_checked_again(targets):
     """The key is the tree's content: an edit in the target's ggml-opt.cpp and the check runs
     again (last: it changes the fixed target's checkout)."""
-    _, cache, matrix = targets
+    _, cache, matrix, _ = targets
     target = matrix.target("ggml-fixed")
     key = json.loads(result_file(cache, target, TOPIC).read_text())["key"]
     opt = Path(str(target.source["path"])) / OPT

@@ -32,12 +32,16 @@ OUTCOMES = {
     ),
     S.SKIPPED: S.Behaviour(outcome=S.SKIPPED, detail="skipped (--no-behaviour)"),
 }
-# (text status, outcome) -> (status, the detail's text after the patch's own detail)
+PROVEN = "(control:accumulator-reset killed on ggml/cpu)"  # proofs.py's record, as check.py says
+UNPROVEN = (
+    f"{S.CANNOT_TELL} (they pass on the target as it is, but were never seen failing without the "
+    "fix in this layout: `ggml-patch matrix --topic NAME` on a target of this layout shows "
+    "whether they can)"
+)
+# (text status, outcome) -> (status, the detail's text after the patch's own detail), with no
+# killed control on record (a passing conflict then cannot be called fixed: issue 46 point 5)
 TABLE = {
-    (S.CONFLICT, S.PASSED): (
-        S.FIXED_BEHAVIOUR,
-        f"its test cases pass on the target as it is (the patch: conflict: {TEXT[S.CONFLICT]})",
-    ),
+    (S.CONFLICT, S.PASSED): (S.CONFLICT, f"{TEXT[S.CONFLICT]}; {UNPROVEN}"),
     (S.CONFLICT, S.FAILED): (
         S.CONFLICT,
         f"{TEXT[S.CONFLICT]}; its test cases fail on the target as it is: "
@@ -99,8 +103,27 @@ def test_an_empty_text_detail_gives_the_behaviour_alone():
     assert found.detail == "its test cases fail on the target as it is: " + (
         "test_per_step_graphs(...): FAIL"
     )
-    found = S.with_behaviour(S.TopicOnTarget(status=S.CONFLICT), OUTCOMES[S.PASSED])
-    assert found.detail == "its test cases pass on the target as it is (the patch: conflict)"
+    found = S.with_behaviour(S.TopicOnTarget(status=S.CONFLICT), OUTCOMES[S.PASSED], PROVEN)
+    assert found.detail == (
+        f"its test cases pass on the target as it is, and caught the bug {PROVEN} "
+        "(the patch: conflict)"
+    )
+
+
+@pytest.mark.parametrize("outcome", list(OUTCOMES))
+def test_fixed_upstream_only_where_the_control_was_killed_in_that_layout(outcome):
+    """Passing tests say "fixed" only if they were seen failing without the fix (its control
+    killed) in the target's layout; a proof changes nothing for the other outcomes."""
+    text = S.TopicOnTarget(status=S.CONFLICT, detail=TEXT[S.CONFLICT])
+    proven = S.with_behaviour(text, OUTCOMES[outcome], PROVEN, "accumulator-reset")
+    unproven = S.with_behaviour(text, OUTCOMES[outcome], None, "accumulator-reset")
+    if outcome != S.PASSED:
+        assert proven == unproven == S.with_behaviour(text, OUTCOMES[outcome])
+        return
+    assert proven.status == S.FIXED_BEHAVIOUR and PROVEN in proven.detail
+    assert S.topic_action(proven) == S.RETIRE
+    assert unproven.status == S.CONFLICT and S.topic_action(unproven) == S.RESOLVE
+    assert unproven.detail.endswith(UNPROVEN.replace("NAME", "accumulator-reset"))
 
 
 @pytest.mark.parametrize(
@@ -109,7 +132,7 @@ def test_an_empty_text_detail_gives_the_behaviour_alone():
         (S.UPSTREAM, S.PASSED, S.RETIRE),
         (S.UPSTREAM, S.FAILED, S.RETIRE),  # its text is there: upstream has it
         (S.UPSTREAM, S.SKIPPED, S.RETIRE),
-        (S.CONFLICT, S.PASSED, S.RETIRE),  # fixed upstream (behaviour)
+        (S.CONFLICT, S.PASSED, S.RESOLVE),  # no killed control on record: cannot tell
         (S.CONFLICT, S.FAILED, S.REDERIVE),
         (S.CONFLICT, S.NOT_CHECKED, S.RESOLVE),
         (S.CONFLICT, S.SKIPPED, S.RESOLVE),
@@ -165,7 +188,7 @@ def _status(topics: dict[str, S.TopicOnTarget], status=S.CONFLICT):
 
 def test_the_drift_issue_says_per_topic_what_to_do():
     fixed = S.with_behaviour(
-        S.TopicOnTarget(status=S.CONFLICT, detail="0001: x"), OUTCOMES[S.PASSED]
+        S.TopicOnTarget(status=S.CONFLICT, detail="0001: x"), OUTCOMES[S.PASSED], PROVEN
     )
     failing = S.with_behaviour(
         S.TopicOnTarget(status=S.CONFLICT, detail="0003: y"), OUTCOMES[S.FAILED]
@@ -208,3 +231,18 @@ def test_a_topic_to_retire_on_an_upstream_target_is_a_problem_of_its_own():
     assert D.problems(state) == ["ggml-x/accumulator-reset: retire"]
     without_topics = D.read_status(_status({}, S.UPSTREAM), "status.json")
     assert D.problems(D.current_state(without_topics, None, None, "")) == []
+
+
+def test_the_drift_issue_never_says_retire_on_an_unproven_check():
+    """Passing cases with no killed control on record: the issue asks to resolve, not retire."""
+    unproven = S.with_behaviour(
+        S.TopicOnTarget(status=S.CONFLICT, detail="0001: x"), OUTCOMES[S.PASSED], None, "t1"
+    )
+    status = D.read_status(_status({"accumulator-reset": unproven}), "status.json")
+    action, state = D.decide(None, status, None, "", NOW)
+    assert not any(p.endswith(": retire") for p in D.problems(state))
+    assert "retire it" not in action.body and "merged upstream" not in action.body
+    assert (
+        "`accumulator-reset` conflicts on ggml-x and its own test cases cannot tell whether "
+        "upstream fixed it there: resolve the conflict" in action.body
+    )
