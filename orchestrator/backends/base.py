@@ -13,6 +13,7 @@ from ..buildenv import clean_env
 if TYPE_CHECKING:  # the record, with pydantic, loads with a matrix: not for `--help` (start-up)
     from ..config_records import Backend
     from ..model.results import DeviceInfo
+    from .device import DeviceRecord
 
 
 @dataclass(frozen=True)
@@ -131,11 +132,19 @@ class BackendModule:
         matrix.yaml's `env` wins over the module's."""
         return {**self.default_env, **backend.env}
 
-    def device_info(self, backend: Backend) -> DeviceInfo:
-        """What the tests will run on (driver, ICD, ...), recorded in results.json."""
+    def device_info(self, backend: Backend) -> DeviceRecord:
+        """What the tests will run on (driver, ICD, ...): the module's own record (its `Device`,
+        a DeviceRecord). The base records nothing."""
+        from .device import DeviceRecord  # pydantic: not at `--help` (start-up)
+
+        return DeviceRecord()
+
+    def recorded_device(self, backend: Backend) -> DeviceInfo:
+        """device_info as the cell records it in results.json: each key the record set, its
+        value validated (one line naming the key if the module's record breaks the shapes)."""
         from ..model.results import DeviceInfo  # pydantic: not at `--help` (start-up)
 
-        return DeviceInfo()
+        return DeviceInfo.of(self.device_info(backend), f"backend {self.name}: device record")
 
     def ci_leg(self, runner: Runner) -> CiLeg:
         """This backend's CI leg on `runner` (ci/workflow.py asks; it holds no table of backends).

@@ -13,13 +13,11 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from ..config_records import Backend
 from .base import BackendModule
-
-if TYPE_CHECKING:
-    from ..model.results import DeviceInfo
+from .device import DeviceRecord
 
 ASAN_OPTIONS = "detect_leaks=1:abort_on_error=1:verify_asan_link_order=0"
 UBSAN_OPTIONS = "halt_on_error=1:abort_on_error=1:print_stacktrace=1"
@@ -43,6 +41,15 @@ MUTANTS_SKIP = (
 _PROBE = "int main(void) { return 0; }\n"
 
 
+class SanitizeDevice(DeviceRecord):
+    """What a sanitized cell ran under, as results.json's `device` holds it."""
+
+    sanitizers: Optional[list[str]] = None
+    ASAN_OPTIONS: Optional[str] = None  # the tests' environment: matrix.yaml's env wins
+    UBSAN_OPTIONS: Optional[str] = None
+    skipped_tests: Optional[dict[str, str]] = None  # test -> why this backend does not run it
+
+
 class CpuSanitize(BackendModule):
     name = "cpu-sanitize"
     ci_minutes = (5, 8)  # the instrumented build and tests
@@ -61,11 +68,9 @@ class CpuSanitize(BackendModule):
     def missing_beyond_tools(self, backend: Backend) -> Optional[str]:
         return sanitizer_link_error(os.environ.get("CC") or "cc")
 
-    def device_info(self, backend: Backend) -> DeviceInfo:
-        from ..model.results import DeviceInfo  # pydantic: not at `--help` (start-up)
-
+    def device_info(self, backend: Backend) -> SanitizeDevice:
         env = self.test_env(backend)
-        return DeviceInfo(
+        return SanitizeDevice(
             sanitizers=["address", "undefined"],
             ASAN_OPTIONS=env["ASAN_OPTIONS"],
             UBSAN_OPTIONS=env["UBSAN_OPTIONS"],

@@ -10,14 +10,12 @@ import re
 import shutil
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from ..config_records import Backend
 from ..errors import ConfigError
 from .base import BackendModule, CiLeg, CiSetup, NoCiLeg, Runner, command_output
-
-if TYPE_CHECKING:
-    from ..model.results import DeviceInfo
+from .device import DeviceRecord
 
 TOOLKIT_HINT = (
     "install the CUDA toolkit (nvcc and cuBLAS), or pip install nvidia-cuda-nvcc nvidia-cublas"
@@ -75,6 +73,15 @@ def ci_pypi_setup() -> CiSetup:
         cache_path="${{ runner.temp }}/cuda",
         cache_key=pypi_wheels_key(),
     )  # the first GPU's device file, where the driver is loaded
+
+
+class CudaDevice(DeviceRecord):
+    """What a CUDA cell ran on, as results.json's `device` holds it."""
+
+    devices: Optional[list[str]] = None  # nvidia-smi -L's names, or the device node
+    nvcc: Optional[str] = None  # the nvcc found (None: none)
+    # nvidia-smi's name, driver and memory per GPU: written only when it answered
+    nvidia_smi: Optional[list[str]] = None
 
 
 class Cuda(BackendModule):
@@ -200,16 +207,14 @@ class Cuda(BackendModule):
             flags += ["-DGGML_CUDA_NO_VMM=ON", "-DCMAKE_CUDA_ARCHITECTURES=90"]
         return flags
 
-    def device_info(self, backend: Backend) -> DeviceInfo:
-        from ..model.results import DeviceInfo  # pydantic: not at `--help` (start-up)
-
+    def device_info(self, backend: Backend) -> CudaDevice:
         query = [
             "nvidia-smi",
             "--query-gpu=name,driver_version,memory.total",
             "--format=csv,noheader",
         ]
-        info = DeviceInfo(devices=self.devices(), nvcc=self.nvcc())
-        if out := command_output(query):  # a key written only when set (DeviceInfo keeps set nulls)
+        info = CudaDevice(devices=self.devices(), nvcc=self.nvcc())
+        if out := command_output(query):  # a key written only when set (set nulls are kept)
             info.nvidia_smi = out.strip().splitlines()
         return info
 

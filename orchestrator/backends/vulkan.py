@@ -11,14 +11,13 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from ..cache import default_cache_dir
 from ..config_records import Backend
+from ..records import Record
 from .base import BackendModule, CiLeg, CiSetup, NoCiLeg, Runner, command_output
-
-if TYPE_CHECKING:
-    from ..model.results import DeviceInfo
+from .device import DeviceRecord
 
 SETUP = "orchestrator/scripts/setup-vulkan-lavapipe.sh"
 MIN_HEADERS = (1, 4)  # 1.3.x lacks vk::LayerSettingEXT, which ggml-vulkan uses
@@ -66,6 +65,28 @@ def summary_values(vulkaninfo_summary: str, key: str) -> list[str]:
     """The `key = value` values of `vulkaninfo --summary`
     (deviceName, driverInfo), one per device."""
     return [m.strip() for m in re.findall(rf"^\s*{key}\s*=\s*(.+)$", vulkaninfo_summary, re.M)]
+
+
+class VulkanSetup(Record):
+    """What the setup script wrote (env.json): each key kept, null when it did not say."""
+
+    NULLS = frozenset({"debian", "mode", "mesa", "glslc"})
+
+    debian: Optional[str] = None
+    mode: Optional[str] = None
+    mesa: Optional[str] = None
+    glslc: Optional[str] = None
+
+
+class VulkanDevice(DeviceRecord):
+    """What a Vulkan cell ran on, as results.json's `device` holds it."""
+
+    icd: Optional[str] = None  # VK_ICD_FILENAMES (None: the loader's own search)
+    visible_devices: Optional[str] = None  # GGML_VK_VISIBLE_DEVICES
+    setup: Optional[VulkanSetup] = None  # the private SDK's env.json, when there is one
+    icd_override: Optional[str] = None  # GGML_PATCH_VULKAN_ICD=..., when set
+    devices: Optional[list[str]] = None  # vulkaninfo --summary: deviceName, driverInfo
+    drivers: Optional[list[str]] = None
 
 
 # the hosted Linux legs' setup (ci/workflow.py runs it where a leg names it)
@@ -191,11 +212,9 @@ class Vulkan(BackendModule):
             )
         return None
 
-    def device_info(self, backend: Backend) -> DeviceInfo:
-        from ..model.results import DeviceInfo, VulkanSetup  # pydantic: not at `--help` (start-up)
-
+    def device_info(self, backend: Backend) -> VulkanDevice:
         env = self.test_env(backend)
-        info = DeviceInfo(
+        info = VulkanDevice(
             icd=env.get("VK_ICD_FILENAMES"), visible_devices=env.get("GGML_VK_VISIBLE_DEVICES")
         )
         if sdk := self.sdk():

@@ -10,10 +10,20 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import re
 from pathlib import Path
-from typing import Any, Iterable, Literal, Optional
+from typing import Annotated, Any, Iterable, Literal, Optional, TypeVar, Union
 
-from pydantic import Field, field_validator, model_serializer, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    PlainValidator,
+    WithJsonSchema,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from .. import publish, untrusted
 from ..errors import ConfigError, ExitCode
@@ -359,34 +369,83 @@ class Provenance(Record):
     base_commit: Optional[Commit] = None
 
 
-class VulkanSetup(Record):
-    NULLS = frozenset({"debian", "mode", "mesa", "glslc"})
+# a device key: a field name of a backend module's own record (backends/device.py)
+_DEVICE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_DEVICE_SHAPES = "a string, a list of strings, an object of strings (or nulls), or null"
 
-    debian: Optional[str] = None
-    mode: Optional[str] = None
-    mesa: Optional[str] = None
-    glslc: Optional[str] = None
+
+def _device_value(value: Any) -> Any:
+    """What a backend may record under a key: a string, a list of strings, an object of strings
+    or nulls (a nested record, e.g. Vulkan's setup), or null; no other object."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    if isinstance(value, dict) and all(
+        isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in value.items()
+    ):
+        return dict(value)
+    raise PydanticCustomError("device_value", "expected " + _DEVICE_SHAPES)
+
+
+_STRING = {"type": "string"}
+DeviceValue = Annotated[
+    Union[str, list[str], dict[str, Optional[str]], None],
+    PlainValidator(_device_value),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                _STRING,
+                {"type": "array", "items": _STRING},
+                {"type": "object", "additionalProperties": {"anyOf": [_STRING, {"type": "null"}]}},
+                {"type": "null"},
+            ]
+        }
+    ),
+]
+R = TypeVar("R", bound=Record)
 
 
 class DeviceInfo(Record):
-    """What a backend module recorded about the device
-    (driver, ICD, ...): each key it set, null or not."""
+    """What a backend module recorded about the device (driver, ICD, ...): each key its own
+    record (a backends/device.py DeviceRecord, declared in its module) set, null or not. The
+    model knows no backend's keys, only the shapes a value may take (DeviceValue)."""
 
-    icd: Optional[str] = None  # vulkan
-    visible_devices: Optional[str] = None
-    setup: Optional[VulkanSetup] = None
-    icd_override: Optional[str] = None
-    devices: Optional[list[str]] = None  # vulkan, cuda
-    drivers: Optional[list[str]] = None
-    nvcc: Optional[str] = None  # cuda
-    nvidia_smi: Optional[list[str]] = None
-    sanitizers: Optional[list[str]] = None  # cpu-sanitize
-    ASAN_OPTIONS: Optional[str] = None
-    UBSAN_OPTIONS: Optional[str] = None
-    skipped_tests: Optional[dict[str, str]] = None
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, DeviceValue] = Field(init=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keys(cls, data: Any) -> Any:
+        for key in data if isinstance(data, dict) else ():
+            if not (isinstance(key, str) and _DEVICE_KEY.fullmatch(key)):
+                raise PydanticCustomError(
+                    "device_key",
+                    "key {key} is not a device key (a name: letters, digits, '_')",
+                    {"key": publish.one_line(repr(key), 80)},
+                )
+        return data
+
+    @classmethod
+    def of(cls, record: Record, where: str) -> DeviceInfo:
+        """A backend module's own record as results.json holds it (validated: `where` names it)."""
+        return parse(cls, record.to_json(), where, "a device record", ours=True)
+
+    def as_record(self, kind: type[R], where: str = "device") -> R:
+        """The recorded keys read back as a backend's own record `kind` (validated)."""
+        return parse(kind, self.to_json(), where, f"a {kind.__name__} record")
+
+    def recorded(self) -> dict[str, Any]:
+        """Each recorded key and its value, in the order the backend's record wrote them."""
+        return dict(self.model_extra or {})
+
+    def strings(self, key: str) -> list[str]:
+        """A recorded list of strings (a string: that one), or [] when the key holds none."""
+        value = self.recorded().get(key)
+        return [value] if isinstance(value, str) else value if isinstance(value, list) else []
 
     def kept_nulls(self) -> frozenset[str]:
-        return frozenset(self.model_fields_set)
+        return frozenset(self.recorded())
 
 
 class CachedFrom(Record):

@@ -120,7 +120,7 @@ class CellRun:
             ctx.conclude(CellStatus.SKIPPED, why, 0)
             self._reported = False
             return False
-        cell.device = module.device_info(backend)
+        cell.device = module.recorded_device(backend)
         ctx.build_only_reason = why if action == "build-only" else None
         return True
 

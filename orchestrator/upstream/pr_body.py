@@ -201,7 +201,7 @@ def compiler_short(compiler: str) -> str:
 
 
 def _device_short(c) -> str:
-    devices = (c.device.devices or []) if c.device else []
+    devices = c.device.strings("devices") if c.device else []
     if not devices:
         return ""
     name = devices[0].split(" (")[0].strip()

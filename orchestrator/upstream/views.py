@@ -157,8 +157,9 @@ def device_text(device: Optional[DeviceInfo]) -> str:
     """What a cell ran on, as its backend module recorded it (e.g. Vulkan's device and driver)."""
     if device is None:
         return ""
-    parts = [", ".join(device.devices)] if device.devices else []
-    return "; ".join(parts + (["driver " + ", ".join(device.drivers)] if device.drivers else []))
+    devices, drivers = device.strings("devices"), device.strings("drivers")
+    parts = [", ".join(devices)] if devices else []
+    return "; ".join(parts + (["driver " + ", ".join(drivers)] if drivers else []))
 
 
 TRAINING_PLOT = "training-loss.png"

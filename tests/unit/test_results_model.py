@@ -132,7 +132,7 @@ def _records():
             submodules={"a": M.Submodule(url="u", commit="c")},
             base_commit="a" * 40,
         ),
-        M.DeviceInfo(icd=None, devices=["llvmpipe"], setup=M.VulkanSetup(mesa="25")),
+        M.DeviceInfo(icd=None, devices=["llvmpipe"], setup={"mesa": "25", "glslc": None}),
         M.CachedFrom(key="k", timings_of_the_run={"fetch": 1.0}),
         M.Parallel(cells_at_once=2, jobs_per_build=1),
         M.SeriesInfo(
