@@ -116,6 +116,7 @@ def summary_markdown(results: Results) -> str:
     why = [f"- **{publish.text(c.cell)}**: {c.status} — {publish.text(c.reason)}" for c in cells]
     out += ["", "## Why", "", *publish.bounded_rows(why, 200_000, "cells")]
     out += _not_run_section(results)
+    out += _topics_section(results)
     out += _controls_section(results)
     out += _device_section(results)
     out += _attribution_section(cells)
@@ -289,6 +290,54 @@ def _attribution_section(cells: list[Cell]) -> list[str]:
         "test and device without it (the control)."
     )
     return _table("## Failure attribution", header, rows, intro) if rows else []
+
+
+PROVEN, CANNOT_JUDGE, FAILED, NOT_RUN = "proven", "cannot be judged", "failed", "not run"
+
+
+def topic_outcome(results: Results, cell: Cell, topic: str) -> tuple[str, str]:
+    """Where `topic` stands on `cell`: proven (the fix passes its tests and its control was
+    killed by them), cannot be judged (the reason: its tests cannot see the bug on this device),
+    failed (the fix fails a test, or its control survived or was invalid), not run (why)."""
+    patched = results.records_of(cell.cell).get("patched")
+    control = results.control_of(cell.cell, topic)
+    if patched is not None and patched.status == RecordStatus.FAILED:
+        return FAILED, "a test fails with the fix"
+    if control is None:
+        return NOT_RUN, cell.reason or str(cell.status)
+    if control.status == RecordStatus.SKIPPED:
+        return CANNOT_JUDGE, control.verdict_reason
+    if control.verdict == Verdict.KILLED:
+        return PROVEN, control.verdict_reason
+    if control.verdict in (Verdict.SURVIVED, Verdict.INVALID):
+        return FAILED, f"its control {control.verdict}: {control.verdict_reason}"
+    return NOT_RUN, control.verdict_reason or str(control.status)
+
+
+def _topics_section(results: Results) -> list[str]:
+    """Per topic and cell (target/backend): proven, cannot be judged (why), failed (why) or not
+    run; never passed on a control that was not killed."""
+    topics, cells = results.series.topics or [], results.cells
+    if not topics or not cells:
+        return []
+    counts: dict[str, int] = {}
+    rows = []
+    for topic in topics:
+        shown = []
+        for c in cells:
+            word, why = topic_outcome(results, c, topic)
+            counts[word] = counts.get(word, 0) + 1
+            shown.append(f"**{word}**" + (f": {_c(why)}" if why and word != PROVEN else ""))
+        rows.append(f"| {_c(topic)} | " + " | ".join(shown) + " |")
+    header = "| topic | " + " | ".join(_c(c.cell) for c in cells) + " |"
+    order = (PROVEN, CANNOT_JUDGE, FAILED, NOT_RUN)
+    intro = (
+        "A topic is proven on a cell only where its fix passes its own tests and its control "
+        "(its source hunks reverted) fails them: "
+        + ", ".join(f"{counts.get(w, 0)} {w}" for w in order)
+        + "."
+    )
+    return _table("## Topics per backend", header, rows, intro)
 
 
 def _controls_section(results: Results) -> list[str]:

@@ -1,0 +1,50 @@
+"""Issue 46 points 3-4: summary.md shows, per topic and cell (target/backend), proven / cannot be
+judged (why) / failed (why) / not run, counted; a control that was not killed is never shown as
+proven."""
+
+import pytest
+
+from orchestrator.model.results import RecordStatus
+from orchestrator.report.summary import summary_markdown, topic_outcome
+
+from ..helpers.samples import control_survived, sample
+
+pytestmark = pytest.mark.unit
+
+WHY = "cannot be judged on CPU: the CPU is compared with its own reference path"
+
+
+def _section(text: str) -> str:
+    start = text.index("## Topics per backend")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def test_each_outcome_is_shown_and_counted():
+    results = control_survived(sample(), "ggml/cpu")
+    rec = results.control_of("llama.cpp/cpu")
+    rec.status, rec.verdict, rec.verdict_reason = RecordStatus.SKIPPED, None, WHY
+    topic = results.series.topics[0]
+    cells = {c.cell: c for c in results.cells}
+    assert topic_outcome(results, cells["llama.cpp/cpu"], topic) == ("cannot be judged", WHY)
+    word, why = topic_outcome(results, cells["ggml/cpu"], topic)
+    assert word == "failed" and why.startswith("its control survived")
+    section = _section(summary_markdown(results))
+    assert "0 proven, 1 cannot be judged, 1 failed, 0 not run." in section
+    assert f"**cannot be judged**: {WHY}" in section
+    assert "**proven**" not in section
+
+
+def test_a_fix_that_fails_its_tests_proves_nothing():
+    results = sample()
+    patched = results.records_of("ggml/cpu")["patched"]
+    patched.status = RecordStatus.FAILED
+    cell = next(c for c in results.cells if c.cell == "ggml/cpu")
+    assert topic_outcome(results, cell, results.series.topics[0])[0] == "failed"
+
+
+def test_a_cell_without_its_control_says_why_not_run():
+    results = sample()
+    results.records = [r for r in results.records if r.cell != "ggml/cpu"]
+    cell = next(c for c in results.cells if c.cell == "ggml/cpu")
+    cell.reason = "no Vulkan device"
+    assert topic_outcome(results, cell, results.series.topics[0]) == ("not run", "no Vulkan device")
