@@ -3,8 +3,11 @@
 
 edit: a worktree (default <cache>/edit/<topic>/, or --dir DIR, a folder that does not exist yet)
 on the base refresh and status use for the series' own layout (a pinned target whose files are
-the series' pre-images), the queue's active topics before it applied as commits, then the topic's
-own patches (`git am`). Its start (the commit after the topics before it), the base and the queue
+the series' pre-images), the active topics it follows (`after:`, at any depth) applied as commits,
+then the topic's own patches (`git am`): the tree refresh writes a topic's series from (each
+topic indexed as a series of its own, after only those it follows, what its bundle carries), so
+a save with nothing changed changes no byte. Its start (the commit after the topics it follows),
+the base and the queue
 it was made for are recorded in <cache>/edit/<topic>.json (outside the worktree: it never
 dirties it). A worktree already there is never reset: the same one is named again, or, made for
 another base or queue, named stale with the one command that discards it.
@@ -87,9 +90,9 @@ def _write_record(cache: Cache, topic: str, made: dict) -> None:
 
 
 def _before(queue: Queue, topic: Topic) -> list[Topic]:
-    """The active topics queue order puts before it: its base in the queue."""
-    names = queue.names()
-    return [t for t in queue.active() if names.index(t.name) < names.index(topic.name)]
+    """The active topics it follows (`after:`, at any depth), in queue order: what it is written
+    on (refresh's `_alone`); a dropped one is not applied, as nowhere else."""
+    return [t for t in queue.chosen([topic.name], any_state=True) if t.name != topic.name]
 
 
 def _queue_sha(topics: list[Topic]) -> str:
@@ -124,7 +127,7 @@ def stale_reason(made: dict, base: str, queue_sha: str, own_sha: str) -> Optiona
     if made["base"] != base:
         return f"made on base {made['base'][:12]}; the series' base is now {base[:12]}"
     if made["queue"] != queue_sha:
-        return "made for another queue before it (a topic before it changed, moved or was added)"
+        return "made for other topics under it (one it follows changed, was dropped or added)"
     if made["topic"] != own_sha:
         return (
             f"made for an earlier series of {made.get('name', 'the topic')} (its patches changed)"
@@ -179,7 +182,7 @@ def edit(matrix: Matrix, cache: Cache, name: str, folder: Optional[Path] = None)
                 repo.remove_worktree(wanted)  # the tool's own, just made: nothing of anyone's
                 raise ConfigError(
                     f"{matrix.topic_dir(t.name)}: does not apply on {target}'s base after the "
-                    f"topics before it ({e})"
+                    f"topics it follows ({e})"
                 ) from None
     record = {
         "worktree": str(wanted),
@@ -243,7 +246,7 @@ def _check_worktree(wt: Worktree, start: str) -> None:
         )
     if not wt.descends_from(start) or wt.head() == start:
         raise ConfigError(
-            f"{wt.path}: no commits on top of the topics before it ({start[:12]}); nothing "
+            f"{wt.path}: no commits on top of the topics it follows ({start[:12]}); nothing "
             "written (`ggml-patch topic drop` drops a topic)"
         )
 

@@ -26,7 +26,7 @@ QUEUE = (
 )
 TOPIC = (
     "# hand-written\nsummary: {summary}\norigin: https://example.org/fork commit 0123abc\n"
-    "state: local  # kept\nlast_update: 2026-11-01\n# the tests that judge it\n"
+    "state: local  # kept\n{after}last_update: 2026-11-01\n# the tests that judge it\n"
     "tests:\n  - test-opt\n"
 )
 
@@ -65,7 +65,8 @@ def project(tmp_path):
     for name, rng, summary in (("first", f"{b0}..{b1}", "f3"), ("second", f"{b1}..{b2}", "f30")):
         (series / name).mkdir(parents=True)
         git(fork, "format-patch", *STABLE, "-q", "-o", str(series / name), rng)
-        (series / name / "topic.yaml").write_text(TOPIC.format(summary=summary))
+        after = "after: [first]  # its base\n" if name == "second" else ""
+        (series / name / "topic.yaml").write_text(TOPIC.format(summary=summary, after=after))
     (series / "queue.yaml").write_text(QUEUE)
     target = f"layout: llama.cpp\nsource: {{kind: git, url: {fork}, ref: {base}}}\n"
     matrix = write_matrix(proj, {"fork": target}, series_dir="series")
@@ -112,7 +113,7 @@ def test_edit_amend_save_writes_the_change_and_keeps_every_other_key(project):
     series = matrix.parent / "series"
     before = _files(series)
     wt = _edit(matrix, cache, "second")
-    # the first topic applied under it, then its own two commits
+    # the topic it follows (after:) applied under it, then its own two commits
     log = _wgit(wt, "log", "--format=%s", "-5").splitlines()
     assert log[:4] == ["tests : call f30", "ggml-opt : f30 returns 3030", "tests : call f3"] + [
         "ggml-opt : f3 returns 33"
@@ -145,6 +146,7 @@ def test_edit_amend_save_writes_the_change_and_keeps_every_other_key(project):
     meta = after["second/topic.yaml"].decode()
     assert meta.startswith("# hand-written\nsummary: f30\n") and "state: local  # kept" in meta
     assert "# the tests that judge it\ntests:\n  - test-opt\n" in meta
+    assert "after: [first]  # its base\n" in meta
     assert "last_update: 2026-11-01" not in meta
     queue = load_queue(load_matrix(matrix))
     assert queue.names() == ["first", "second"] and list(queue.default) == ["first", "second"]
@@ -181,7 +183,7 @@ def test_bad_states_are_refused_in_one_line_writing_nothing(project):
     assert "do not apply as a series" in line and "nothing written" in line
     _wgit(wt, "reset", "-q", "--hard", "HEAD~1")
     assert _files(series) == before
-    # the queue before it changed (the first topic dropped): stale, with the command discarding it
+    # the topic it follows dropped: stale, with the command that discards it
     _ok(_tool(matrix, cache, "drop", "first"))
     dropped = _files(series)
     for action in ("edit", "save"):
