@@ -14,10 +14,12 @@ from rich.console import Console
 
 from orchestrator.cache import Cache
 from orchestrator.config import load_matrix
-from orchestrator.model.results import CONTROL_PREFIX
+from orchestrator.drift.topics import last_verdicts
+from orchestrator.model.results import CONTROL_PREFIX, CellStatus
 from orchestrator.patchset.files import load_queue
 from orchestrator.patchset.series import Series
 from orchestrator.progress import Reporter
+from orchestrator.report.summary import write_results
 from orchestrator.run import cell as cell_mod
 from orchestrator.run import matrix as matrix_mod
 from orchestrator.run.cell import CONTROL, EARLY_CONTROLS
@@ -65,7 +67,7 @@ def _recording(given):
                     {c.topic for c in o.competing_files},
                 )
             if name == "conclude":
-                ctx.cell.status, ctx.cell.reason = "passed", "stand-in"
+                ctx.cell.status, ctx.cell.reason = CellStatus.PASSED, "stand-in"
             return name
 
         return run
@@ -109,6 +111,11 @@ def test_a_cell_of_the_target_a_topic_is_retired_on_leaves_it_out(project, tmp_p
     assert [c.cell for c in view.cells] == [f"{KEPT_ON}/cpu"]
     view = topic_results(results, retired[0][0], frozenset(), frozenset(), False)
     assert len(view.cells) == 2
+    # `ggml-patch queue`'s last verdicts of the retired topic: the cells that carried it
+    write_results(results, tmp_path / "results")
+    shown = last_verdicts(tmp_path / "results", queue.topic(first))
+    assert shown == {f"{KEPT_ON}/cpu": "passed"}, shown
+    assert len(last_verdicts(tmp_path / "results", queue.topic(retired[0][0]))) == 2
 
 
 def test_a_target_every_topic_of_the_run_is_retired_on_is_skipped_saying_so(project, tmp_path):
