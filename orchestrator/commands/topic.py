@@ -1,4 +1,4 @@
-"""ggml-patch topic new|import|move|drop|rename|retire: the queue's daily jobs as commands.
+"""ggml-patch topic new|import|move|drop|rename|retire|edit|save: the queue's daily jobs.
 
 new NAME --from REV|--from-diff FILE    a commit, a range (squashed) or a diff as one new topic
 import A..B [--squash NAME]             a fork's range, one topic per commit (author, date, message)
@@ -6,6 +6,8 @@ move NAME --before|--after OTHER        its place in queue.yaml
 drop NAME                               state: dropped (its folder kept)
 rename NAME NEW                         its folders, queue.yaml and every `after:` naming it
 retire NAME [--target T] [--upstream X] upstream on those targets (or everywhere)
+edit NAME [--dir DIR]                   a worktree with its commits on its base (drift/topic_edit)
+save NAME                               that worktree's commits written back as its series
 
 Each rewrites queue.yaml and topic.yaml as round trips (every other key and comment kept) and
 writes nothing when an input or the result is invalid."""
@@ -16,9 +18,10 @@ from ..errors import ExitCode
 from . import repeatable
 
 HELP = (
-    "the queue's topics: new, import A..B (one per commit), move, drop, rename, retire (per target)"
+    "the queue's topics: new, import A..B (one per commit), move, drop, rename, retire (per "
+    "target), edit (a worktree of its commits) and save (them back as its series)"
 )
-ACTIONS = ("new", "import", "move", "drop", "rename", "retire")
+ACTIONS = ("new", "import", "move", "drop", "rename", "retire", "edit", "save")
 # the options each action takes (any other given is refused in one line)
 _TAKES = {
     "new": {"rev", "from_diff", "repo", "layout", "summary", "origin", "after", "test"},
@@ -27,6 +30,8 @@ _TAKES = {
     "drop": set(),
     "rename": set(),
     "retire": {"target", "upstream"},
+    "edit": {"dir"},
+    "save": set(),
 }
 _FLAGS = {
     "rev": "--from",
@@ -41,6 +46,7 @@ _FLAGS = {
     "target": "--target",
     "upstream": "--upstream",
     "test": "--test",
+    "dir": "--dir",
 }
 
 
@@ -72,6 +78,11 @@ def add_arguments(p) -> None:
     )
     repeatable(p, "--target", "retire: only on this target (repeatable; default: everywhere)", "T")
     p.add_argument("--upstream", metavar="X", help="retire: the upstream commit id or its URL")
+    p.add_argument(
+        "--dir",
+        metavar="DIR",
+        help="edit: the worktree's folder, one that does not exist yet (default: in the cache)",
+    )
     repeatable(
         p,
         "--test",
@@ -106,6 +117,8 @@ def run(args, matrix, cache) -> ExitCode:
     from ..patchset.files import load_queue, write_queue
 
     _check_options(args)
+    if args.action in ("edit", "save"):
+        return _edit_or_save(args, matrix, cache)
     queue = load_queue(matrix)  # a broken queue is refused before anything is written
     today = datetime.datetime.now(datetime.timezone.utc).date()
     if args.action in ("new", "import"):
@@ -125,4 +138,37 @@ def run(args, matrix, cache) -> ExitCode:
     load_queue(matrix)  # what was written reads back as a valid queue
     for line in edit.said:
         print(line)
+    return ExitCode.OK
+
+
+def _edit_or_save(args, matrix, cache) -> ExitCode:
+    import datetime
+    from pathlib import Path
+
+    from ..drift import topic_edit
+
+    if args.action == "save":
+        today = datetime.datetime.now(datetime.timezone.utc).date()
+        saved = topic_edit.save(matrix, cache, args.name, today)
+        changed = [*saved.written, *saved.removed]
+        print(
+            f"topic {args.name}: saved from {saved.path}: "
+            + (f"{len(saved.written)} written, {len(saved.removed)} removed" if changed else "")
+            + ("" if changed else "no byte changed")
+        )
+        for name in saved.written:
+            print(f"  wrote {name}")
+        for name in saved.removed:
+            print(f"  removed {name}")
+        return ExitCode.OK
+    folder = Path(args.dir).expanduser() if args.dir else None
+    opened = topic_edit.edit(matrix, cache, args.name, folder)
+    under = f" on {', '.join(opened.before)}" if opened.before else " on its base"
+    print(opened.path)
+    print(
+        f"topic {args.name}: {'the edit worktree made earlier' if opened.kept else 'its commits'}"
+        f"{under} ({opened.start[:12]}..HEAD); edit there (`git commit --amend`, "
+        f"`git rebase -i {opened.start[:12]}`), commit everything, then "
+        f"`ggml-patch topic save {args.name}`"
+    )
     return ExitCode.OK

@@ -65,7 +65,10 @@ def last_verdicts(results_dir: Path, topic: Topic) -> dict[str, str]:
     subjects = {p.subject for p in results.series.patches}  # older results: by the subjects
     if not all(p.subject in subjects for p in topic.series.patches):
         return {}
-    return {c.cell: str(c.status) for c in results.cells}
+    # a cell of a target the topic is retired on did not carry it: no verdict of it there
+    return {
+        c.cell: str(c.status) for c in results.cells if c.topics is None or topic.name in c.topics
+    }
 
 
 def queue_report(

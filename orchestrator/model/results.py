@@ -472,6 +472,9 @@ class Cell(_OfCell):
     training: Optional[TrainingComparison] = None
     failure_kind: Optional[AttributionLabel] = None
     mutants: Optional[MutantTally] = None
+    # the queue's topics the cell applied, in order: the run's, less those retired on its target
+    # (topic.yaml `retired:`); each has its control in the cell, no other topic has one
+    topics: Optional[list[str]] = None
 
 
 class SeriesPatch(Record):

@@ -191,11 +191,6 @@ def retire(
         else ("everywhere (state: merged-upstream)")
     )
     said = [f"topic {name}: retired {where}"]
-    if targets:  # what reads `retired:` today (the matrix run's series is the queue's, one)
-        said.append(
-            "  status, refresh and bundle leave it out there; a `matrix` run still applies the "
-            "whole queue on every target"
-        )
     if not targets:
         for other in queue.topics:
             if name in other.meta.after and other.active:

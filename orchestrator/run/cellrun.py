@@ -102,6 +102,12 @@ class CellRun:
         """Whether the cell runs (or builds only); a skip is recorded (and reported) here."""
         ctx, cell, module = self.ctx, self.ctx.cell, self.ctx.module
         backend, options = ctx.backend, self.options
+        if not options.series.patches:  # every topic of the run is upstream on this target
+            why = f"every topic of the run is retired on {ctx.target.name} (topic.yaml retired:)"
+            self.reporter.skip(why)
+            ctx.conclude(CellStatus.SKIPPED, why, 0)
+            self._reported = False
+            return False
         action, why = cell_action(
             module.missing_toolchain(backend),
             module.missing_device(backend),

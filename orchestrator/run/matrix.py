@@ -18,6 +18,8 @@ from ..cancel import CancelToken
 from ..config import Backend, Target
 from ..model.results import Parallel, Results, SeriesInfo, overall_exit_code
 from ..patchset.files import load_queue, load_series
+from ..patchset.queue import Queue
+from ..patchset.series import Series
 from ..progress import Reporter
 from ..vcs.snapshots import SnapshotRepo
 from ..verdicts.competing import load_competing
@@ -96,7 +98,14 @@ def run_matrix(
         prefix = opts.cache.scratch_prefix("cores")
         tokens = CoreTokens.for_run(cores, scratch, prefix, cmake.ninja_exe())
     makeflags = tokens.makeflags if tokens else None
-    inputs = RunInputs(series, tuple(mutant_files), tuple(competing_files), n_jobs, makeflags)
+    inputs = RunInputs(
+        series,
+        tuple(mutant_files),
+        tuple(competing_files),
+        n_jobs,
+        makeflags,
+        series_by_target(opts, queue, series, [t for t, _ in cells]),
+    )
 
     runs = [
         CellRun(opts, opts.for_cell(t, b, inputs), t, b, repo, progress, token) for t, b in cells
@@ -128,6 +137,27 @@ def run_matrix(
         parallel=_parallel_record(workers, n_jobs, later, tokens),
         exit_code=int(overall_exit_code(cell_results)),
     )
+
+
+def series_by_target(
+    opts: RunOptions, queue: Queue, series: Series, targets: Sequence[Target]
+) -> dict[str, Series]:
+    """Each target's own series where a topic of the run is retired there (topic.yaml
+    `retired:`: upstream has it on that target): the run's without it, as status, refresh and
+    bundle leave it out there (empty where every topic of the run is)."""
+    out: dict[str, Series] = {}
+    for t in targets:
+        if t.name in out:
+            continue
+        here = queue.chosen(opts.topics or None, t.name)
+        if [x.name for x in here] == list(series.topics):
+            continue
+        out[t.name] = (
+            load_series(opts.matrix, opts.topics or None, queue, t.name)
+            if here
+            else Series(series.layout, ())
+        )
+    return out
 
 
 def _run_phases(

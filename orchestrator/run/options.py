@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Mapping, Optional
 
 if TYPE_CHECKING:  # the records load with a matrix: not for `--help` (start-up)
     from ..cache import Cache
@@ -45,6 +45,24 @@ class RunInputs:
     competing_files: tuple[CompetingFix, ...]
     n_jobs: int  # compile jobs per cell (run/matrix.py's plan_parallelism)
     makeflags: Optional[str] = None  # the cells share the cores through this jobserver
+    # a target's own series where it differs from `series`: without the topics retired there
+    # (topic.yaml `retired:`; empty where every topic is)
+    by_target: Mapping[str, Series] = field(default_factory=dict)
+
+    def for_target(
+        self, target: str
+    ) -> tuple[Series, tuple[Mutant, ...], tuple[CompetingFix, ...]]:
+        """The series, known-wrong and competing fixes a cell of `target` carries: only those of
+        the topics applied there."""
+        series = self.by_target.get(target)
+        if series is None:
+            return self.series, self.mutant_files, self.competing_files
+        carried = set(series.topics)
+        return (
+            series,
+            tuple(m for m in self.mutant_files if m.topic in carried),
+            tuple(c for c in self.competing_files if c.topic in carried),
+        )
 
 
 @dataclass(kw_only=True)
@@ -68,14 +86,15 @@ class RunOptions:
 
     def for_cell(self, target: Target, backend: Backend, inputs: RunInputs) -> CellOptions:
         """The options of the cell `target` x `backend` (`inputs`: what the run loaded once)."""
+        series, mutants, competing = inputs.for_target(target.name)
         return CellOptions(
-            series=inputs.series,
+            series=series,
             n_jobs=inputs.n_jobs,
             makeflags=inputs.makeflags,
             rerun=self.rerun,
-            mutant_files=inputs.mutant_files,
+            mutant_files=mutants,
             no_mutants=self.no_mutants,
-            competing_files=inputs.competing_files,
+            competing_files=competing,
             build_only=self.build_only,
             required=backend.name in self.require_backends,
         )

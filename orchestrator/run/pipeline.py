@@ -242,6 +242,7 @@ def new_context(
         target=target.name,
         backend=backend.name,
         layout=target.layout,
+        topics=list(options.series.topics) or None,
     )
     return CellContext(
         target=target,

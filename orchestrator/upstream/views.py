@@ -59,12 +59,16 @@ def topic_results(
     where they are the topic's (`own`: it declares a gate or a training program). Each cell's
     status is the topic's: another topic's failed control does not hide this one's result, and
     this one's is never hidden by another's."""
+    # a cell that did not carry the topic (retired on its target: upstream has it there) proves
+    # nothing of it, and needs nothing of it
+    carried = {c.cell for c in results.cells if c.topics is None or topic in c.topics}
+    carried = carried or {c.cell for c in results.cells}  # carried nowhere: unproven, as before
     records = []
     for r in results.records:
         kept = _topic_record(r, topic, competing, tests, r.topic)
-        if kept is not None:
+        if kept is not None and r.cell in carried:
             records.append(kept)
-    cells = [_topic_cell(c, records, own, tests) for c in results.cells]
+    cells = [_topic_cell(c, records, own, tests) for c in results.cells if c.cell in carried]
     return results.model_copy(update={"cells": cells, "records": records})
 
 
