@@ -245,10 +245,13 @@ def crashed_in(output: str, reference: str = "") -> Optional[str]:
     return _case_of(done[-1]) if done else None
 
 
-def crash_line(exit_code: Optional[int], output: str, reference: str = "") -> str:
-    """What a crashed test-opt run shows, in one line: its signal and the case it died in."""
+def crash_line(
+    exit_code: Optional[int], output: str, reference: str = "", test: str = "test-opt"
+) -> str:
+    """What a crashed run of `test` (test-opt unless named) shows, in one line: its signal and
+    the case it died in."""
     where = crashed_in(output, reference)
-    return f"test-opt: {signal_name(exit_code) or 'a signal'}" + (f" in {where}" if where else "")
+    return f"{test}: {signal_name(exit_code) or 'a signal'}" + (f" in {where}" if where else "")
 
 
 def topic_control_verdict(
