@@ -501,8 +501,13 @@ def conclude(ctx: CellContext) -> Conclusion:
         return _unjudged(patched_rec, found)
     if primary is not None and primary.verdict:
         judged = classify.GateVerdict(primary.verdict, primary.verdict_reason)
+    gated = any(t.gate for t in patched_rec.tests.values())
     status, reason = classify.cell_status(
-        built, outcomes, judged, attribution.summary(found.attribution or [])
+        built,
+        outcomes,
+        judged,
+        attribution.summary(found.attribution or []),
+        without=classify.GATE_KILLS if gated else classify.OWN_TESTS_KILL,
     )
     code = ExitCode.OK
     if status != CellStatus.PASSED:

@@ -47,6 +47,11 @@ def cache_inputs(ctx: CellContext, snap: sources.Snapshot, rendered: Series) -> 
         # the key's name kept: cached results stay valid
         "mutants_enabled": not ctx.options.no_mutants,
     }
+    # topic.yaml's tests, control_crash and training judge the run, not the patches: an edit of
+    # one (a crash bug declared after a first run) is a new key, never the old verdict reused
+    judged_by = _judged_by(ctx.options.series)
+    if judged_by:
+        inputs["judged_by"] = judged_by
     competing = ctx.options.competing_files
     if competing and runs_mutants:
         inputs["competing"] = {c.name: [f.text for f in c.files] for c in competing}
@@ -58,6 +63,19 @@ def cache_inputs(ctx: CellContext, snap: sources.Snapshot, rendered: Series) -> 
     if build_env:
         inputs["build_env"] = build_env
     return inputs
+
+
+def _judged_by(series: Series) -> dict:
+    """What topic.yaml says judges each carried topic, as data the key can hash."""
+    return {
+        name: value
+        for name, value in (
+            ("tests", [[t, [s.name for s in specs]] for t, specs in series.topic_tests]),
+            ("control_crash", [list(c) for c in series.control_crash]),
+            ("training", [list(t) for t in series.training]),
+        )
+        if value
+    }
 
 
 def results_cache_dir(cache: Cache) -> Path:

@@ -206,7 +206,7 @@ def _failure_line_of(
     # a crash has no FAIL line: its signal and the case it died in say what went wrong
     if t.outcome == classify.CRASHED:
         ref = (reference.output or "") if reference else ""
-        return classify.crash_line(t.exit_code, output, ref)
+        return classify.crash_line(t.exit_code, output, ref, name)
     return first_failing_line(name, output)
 
 

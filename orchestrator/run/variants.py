@@ -261,7 +261,12 @@ def test_argv(binary: Path) -> list[str]:
 def record_of_run(run: TestRun, gate: bool) -> TestRecord:
     """One test run as the results model records it (its output kept while the cell runs);
     `gate`: a native test of the project's (its rows and failure line read as the gate's)."""
-    rows = classify.gate_rows(run.output) if gate else classify.test_opt_rows(run.output)
+    if gate:
+        rows = classify.gate_rows(run.output)
+    elif run.name == BACKEND_OPS:  # one row per case and device
+        rows = backend_ops.device_rows(run.output)
+    else:
+        rows = classify.test_opt_rows(run.output)
     outcome = classify.outcome(run.exit_code, run.timed_out)
     return TestRecord(
         outcome=outcome,

@@ -132,6 +132,29 @@ def parse(output: str, exit_code: Optional[int]) -> BackendOpsRun:
     return run
 
 
+# a case's status as a per-device row (results.json, summary.md's per-device table)
+_ROW = {"ok": "OK", "fail": "FAIL", "not-supported": "SKIPPED", "skipped": "SKIPPED"}
+
+
+def device_rows(output: str) -> list[dict]:
+    """One row per case each compared backend printed (an unfinished case, where the process
+    died, has none: the record's stopped_on says where): the results model's DeviceRow fields."""
+    rows = []
+    for b in parse(output, None).backends:
+        for c in b.cases:
+            if c.status in _ROW:
+                line = f"{c.op}({c.params}): FAIL" + (f" {c.detail}" if c.detail else "")
+                rows.append(
+                    {
+                        "device": b.name,
+                        "case": f"{c.op}({c.params})",
+                        "status": _ROW[c.status],
+                        "line": line if c.status == "fail" else None,
+                    }
+                )
+    return rows
+
+
 Outcome = Literal["proven", "cannot-judge", "failed"]
 
 

@@ -161,17 +161,24 @@ def control_verdict(
     return GateVerdict(KILLED, f"{v.reason} (verdict on the gate alone: {alone})")
 
 
+# what a passed cell says kills its control: the gate, or (no gate ran) each topic's own tests
+GATE_KILLS = "the gate fails without it"
+OWN_TESTS_KILL = "each topic's control is killed by its own tests"
+
+
 def cell_status(
     patched_build_ok: bool,
     patched: Mapping[str, str],
     verdict: Optional[GateVerdict],
     attribution: str = "",
     skip_reasons: Optional[Mapping[str, str]] = None,
+    without: str = GATE_KILLS,
 ) -> tuple[CellStatus, str]:
     """(status, reason): passed only when every test that ran passes with the fix and the
     control was killed; a skipped test is named, never counted as passed; `attribution`:
     do failing tests fail without the fix too; `skip_reasons`: why a test was not run, where it
-    is not the backend (the gate test in a run without its topic)."""
+    is not the backend (the gate test in a run without its topic); `without`: what kills the
+    control (OWN_TESTS_KILL where no gate ran)."""
     if not patched_build_ok:
         return CellStatus.FAILED, "the patched variant did not build"
     skipped = [name for name, o in patched.items() if o == SKIPPED]
@@ -200,9 +207,9 @@ def cell_status(
     if skipped:
         return CellStatus.PASSED, (
             f"every test run passes with the fix ({', '.join(skipped)} not run on this "
-            "backend); the gate fails without it"
+            f"backend); {without}"
         )
-    return CellStatus.PASSED, "all tests pass with the fix; the gate fails without it"
+    return CellStatus.PASSED, f"all tests pass with the fix; {without}"
 
 
 _CASE_CALL = re.compile(r"\b(test_\w+)\(")
@@ -245,10 +252,13 @@ def crashed_in(output: str, reference: str = "") -> Optional[str]:
     return _case_of(done[-1]) if done else None
 
 
-def crash_line(exit_code: Optional[int], output: str, reference: str = "") -> str:
-    """What a crashed test-opt run shows, in one line: its signal and the case it died in."""
+def crash_line(
+    exit_code: Optional[int], output: str, reference: str = "", test: str = "test-opt"
+) -> str:
+    """What a crashed run of `test` (test-opt unless named) shows, in one line: its signal and
+    the case it died in."""
     where = crashed_in(output, reference)
-    return f"test-opt: {signal_name(exit_code) or 'a signal'}" + (f" in {where}" if where else "")
+    return f"{test}: {signal_name(exit_code) or 'a signal'}" + (f" in {where}" if where else "")
 
 
 def topic_control_verdict(

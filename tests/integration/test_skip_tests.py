@@ -134,6 +134,24 @@ def test_the_result_cache_key_names_the_skips_only_where_there_are_some(skipping
     assert "skip_tests" not in cache_inputs(ctx, tree.snap, tree.rendered)
 
 
+def test_the_result_cache_key_follows_what_judges_each_topic(skipping_cell):
+    """topic.yaml's control_crash declared after a first run (the README's test-backend-ops
+    walk): a new key, so the first run's verdict is not reused; the same inputs, the same key."""
+    from orchestrator.run.cellcache import cache_inputs
+    from orchestrator.run.resultcache import cell_key
+
+    ctx, tree = skipping_cell
+    ctx.env = {}
+    before = cache_inputs(ctx, tree.snap, tree.rendered)
+    assert before["judged_by"] == {"tests": [["t", [UPSTREAM_TEST, GATE_TEST]]]}
+    assert cell_key(cache_inputs(ctx, tree.snap, tree.rendered)) == cell_key(before)
+    crash = replace(ctx.options.series, control_crash=(("t", "a NULL dereference"),))
+    ctx.options = replace(ctx.options, series=crash)
+    after = cache_inputs(ctx, tree.snap, tree.rendered)
+    assert after["judged_by"]["control_crash"] == [["t", "a NULL dereference"]]
+    assert cell_key(after) != cell_key(before)
+
+
 class NoMutants(SkipsTestOpt):
     mutants_skip_reason = "mutants run under the plain backend (test stand-in)"
 

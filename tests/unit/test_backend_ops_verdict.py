@@ -8,10 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.verdicts.backend_ops import backend_args, judge, parse
+from orchestrator.model.results import DeviceRow
+from orchestrator.verdicts.backend_ops import backend_args, device_rows, judge, parse
 
 DATA = Path(__file__).parent / "data" / "backend-ops"
 SIGABRT, SIGSEGV = -6, -11
+
+
+def _text(name: str) -> str:
+    return (DATA / f"{name}.out").read_text(encoding="utf-8")
 
 
 def run(name: str, exit_code: int):
@@ -73,6 +78,25 @@ def test_cases_a_backend_does_not_support_are_not_compared():
     assert cpu is not None and cpu.state == "passed"
     unsupported = [c for c in cpu.cases if c.status == "not-supported"]
     assert len(unsupported) == 24 and len(cpu.compared) == cpu.tests_total == 24
+
+
+def test_each_case_is_a_device_row_for_the_per_device_table():
+    """results.json's rows: one per case a backend printed (passed/total per device in
+    summary.md), a compare failure with its own line; a case not run is a skipped row."""
+    rows = [DeviceRow.model_validate(r) for r in device_rows(_text("cpu-concat-fixed"))]
+    assert len(rows) == 132 and {(r.device, r.status) for r in rows} == {("CPU", "OK")}
+    assert rows[-1].case == "CONCAT(type=q8_0,ne_a=[128,12,13,14],ne_b_d=7,dim=3,v=0)"
+    failed = [r for r in device_rows(_text("cpu-concat-compare-fail")) if r["status"] == "FAIL"]
+    assert len(failed) == 23
+    assert failed[0]["line"].startswith(
+        "CONCAT(type=f32,ne_a=[11,12,13,14],ne_b_d=7,dim=0,v=0): FAIL [CONCAT] ERR = 0.000076169"
+    )
+    skipped = [r for r in device_rows(_text("cpu-some-not-supported")) if r["status"] == "SKIPPED"]
+    assert len(skipped) == 24
+    # the case it died in printed no verdict: no row (stopped_on says where)
+    died = device_rows(_text("cpu-concat-control-sigsegv"))
+    assert not any("q4_0" in r["case"] for r in died)
+    assert device_rows(_text("cpu-without-b")) == []  # the CPU skipped: nothing compared
 
 
 def test_usage_is_no_run():

@@ -11,6 +11,7 @@ from orchestrator.verdicts.classify import (
     INVALID,
     KILLED,
     NOT_BUILT,
+    OWN_TESTS_KILL,
     PASSED,
     SKIPPED,
     SURVIVED,
@@ -351,6 +352,12 @@ def test_cell_passed():
     assert cell_status(True, ALL_PASS, KILLED_V) == (
         PASSED,
         "all tests pass with the fix; the gate fails without it",
+    )
+    # no gate ran (a topic judged by test-backend-ops alone): the gate is not named
+    ops = {"test-backend-ops -o CONCAT": PASSED}
+    assert cell_status(True, ops, KILLED_V, without=OWN_TESTS_KILL) == (
+        PASSED,
+        "all tests pass with the fix; each topic's control is killed by its own tests",
     )
 
 

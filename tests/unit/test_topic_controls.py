@@ -65,6 +65,9 @@ def test_crashed_in_follows_the_passing_run_and_says_the_line():
     assert crashed_in(OWN_OK_2 + LAST_OK, REFERENCE) == "test_regression"
     assert crash_line(-11, OTHERS_OK, REFERENCE) == "test-opt: SIGSEGV in test_grad_non_static"
     assert crash_line(-6, "", "") == "test-opt: SIGABRT"
+    # another program's crash is named as that program (never "test-opt")
+    ops = "test-backend-ops -o CONCAT"
+    assert crash_line(-11, "  CONCAT(type=i64): OK\n", "", ops) == f"{ops}: SIGSEGV"
 
 
 def test_a_build_failure_or_a_timeout_stays_invalid_whatever_the_topic_declares():
