@@ -556,13 +556,20 @@ class Results(Record):
         ]
 
     def judged_nowhere(self) -> list[str]:
-        """The run's topics whose control was killed in no cell (proven nowhere), in order."""
+        """The run's topics whose control was killed in no cell that carried them (proven
+        nowhere), in order; a topic no cell carried (retired on every target run) is not one."""
         killed = {
             r.topic
             for r in self.records
             if r.variant.startswith(CONTROL_PREFIX) and r.verdict == Verdict.KILLED
         }
-        return [t for t in self.series.topics or [] if t not in killed]
+        carried = {t for c in self.cells for t in (c.topics or [])}
+        recorded = all(c.topics is not None for c in self.cells)
+        return [
+            t
+            for t in self.series.topics or []
+            if t not in killed and (t in carried or not recorded)
+        ]
 
     def control_of(self, cell_id: str, topic: Optional[str] = None) -> Optional[VariantRecord]:
         """`topic`'s control in the cell (None: the first topic's), if it has one."""

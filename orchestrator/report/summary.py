@@ -301,6 +301,8 @@ def topic_outcome(results: Results, cell: Cell, topic: str) -> tuple[str, str]:
     failed (the fix fails a test, or its control survived or was invalid), not run (why)."""
     patched = results.records_of(cell.cell).get("patched")
     control = results.control_of(cell.cell, topic)
+    if cell.topics is not None and topic not in cell.topics:
+        return NOT_RUN, "not carried on this target (retired there)"
     if patched is not None and patched.status == RecordStatus.FAILED:
         return FAILED, "a test fails with the fix"
     if control is None:

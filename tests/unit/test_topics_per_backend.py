@@ -48,3 +48,19 @@ def test_a_cell_without_its_control_says_why_not_run():
     cell = next(c for c in results.cells if c.cell == "ggml/cpu")
     cell.reason = "no Vulkan device"
     assert topic_outcome(results, cell, results.series.topics[0]) == ("not run", "no Vulkan device")
+
+
+def test_a_topic_retired_on_a_target_is_not_run_there_and_not_judged_nowhere():
+    results = sample()
+    topic = results.series.topics[0]
+    for c in results.cells:
+        c.topics = []  # every target run retired it
+    cell = results.cells[0]
+    assert topic_outcome(results, cell, topic) == (
+        "not run",
+        "not carried on this target (retired there)",
+    )
+    results.records = [r for r in results.records if not r.variant.startswith("control:")]
+    assert topic not in results.judged_nowhere()
+    results.cells[0].topics = [topic]  # carried once, its control killed nowhere
+    assert results.judged_nowhere() == [topic]
