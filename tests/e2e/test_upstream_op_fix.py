@@ -142,24 +142,27 @@ def run(tool_cache, tmp_path_factory):
     if made.returncode == 0:  # its bug overflows the heap: the control dies, as declared
         topic_yaml.write_text(topic_yaml.read_text() + f"control_crash: {CRASH}\n")
     results = tmp / "results"
-    ran = run_tool(
-        "matrix",
-        "--topic",
-        NAME,
-        "--target",
-        "ggml",
-        "--backend",
-        "cpu",
-        "--no-mutants",
-        "--results",
-        str(results),
-        *where,
-        cwd=tmp,
-    )
-    status = run_tool("status", "--topic", NAME, "--target", "ggml", "--target", "fork", *where)
-    as_json = run_tool(
-        "status", "--topic", NAME, "--target", "ggml", "--target", "fork", "--json", *where
-    )
+    with pytest.MonkeyPatch.context() as mp:
+        # paths relative to this folder in ccache's keys: the status check's own build of
+        # test-backend-ops (another build tree in the same cache) reuses the cell's compiles
+        mp.setenv("CCACHE_BASEDIR", str(tmp))
+        ran = run_tool(
+            "matrix",
+            "--topic",
+            NAME,
+            "--target",
+            "ggml",
+            "--backend",
+            "cpu",
+            "--no-mutants",
+            "--results",
+            str(results),
+            *where,
+            cwd=tmp,
+        )
+        on = ("--topic", NAME, "--target", "ggml", "--target", "fork", *where)
+        status = run_tool("status", *on)
+        as_json = run_tool("status", *on, "--json")
     return made, ran, results, status, as_json, diff
 
 
