@@ -164,8 +164,8 @@ def build_and_run(
         detail = f"{name} {run.outcome} ({run.skipped or f'after {backend.timeout:g} s'})"
         return Behaviour(outcome=NOT_CHECKED, detail=detail, log=run.log), False
     if run.signal:  # a crash in its cases is a bug there (e.g. a NULL dereference)
-        where = classify.last_case(run.output or "") or name
-        said = f"{name} crashed ({run.signal}) in {where}"
+        case = classify.last_case(run.output or "")  # test-opt names its cases; others may not
+        said = f"{name} crashed ({run.signal})" + (f" in {case}" if case else "")
     else:
         said = first_failing_line(name, run.output or "") or f"{name}: exit code {run.exit_code}"
     return Behaviour(outcome=FAILED, detail=said, log=run.log), True

@@ -23,6 +23,8 @@ def tool_cache(tmp_path_factory, shared_downloads):
     if sdk.is_dir():
         os.symlink(sdk, cache / "vulkan-sdk")
     with pytest.MonkeyPatch.context() as mp:
-        # a new cache path each session: ccache hashes paths relative to it, so builds still hit
-        mp.setenv("CCACHE_BASEDIR", str(cache))
+        # a new cache path each session, and tests that build in caches of their own (seeded
+        # ones): ccache hashes paths relative to the session's whole temporary folder, so the
+        # same tree built in any of them hits
+        mp.setenv("CCACHE_BASEDIR", str(tmp_path_factory.getbasetemp()))
         yield cache
