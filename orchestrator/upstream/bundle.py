@@ -466,7 +466,7 @@ def bundle_target(
         c = commits
         shown = _shown(opts, c, topic)
         verification = verify(
-            opts, c.target, c.repo, c.worktree, c.work, base, c.head, c.patches, shown, c.prior
+            c.target, c.repo, c.worktree, c.work, base, c.head, c.patches, shown, c.prior
         )
         tools = toolchain_of(opts.cache, cells, c.work / "contributor-build")
         made = _Made(c.patched, c.head, c.patches, verification, tools, None, False)

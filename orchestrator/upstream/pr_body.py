@@ -380,8 +380,8 @@ def additional_information(
             title += f" ({_model_words(evidence)})"
         out += _details(title, tuned)
     if notes:
-        shown = publish.bounded_rows([inert(n) for n in notes], 20_000, "notes")
-        out += _details("Other work on the same code", shown)
+        noted = publish.bounded_rows([inert(n) for n in notes], 20_000, "notes")
+        out += _details("Other work on the same code", noted)
     # the run's records may name URLs: never their credentials
     return [redact(line) for line in out]
 

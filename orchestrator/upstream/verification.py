@@ -20,7 +20,6 @@ from ..model.testspec import TestSpec
 from ..run import toolchain
 from ..vcs.snapshots import SnapshotRepo, Worktree
 from . import contributor, contributor_run
-from .bundle_options import BundleOptions
 from .manifest import CommandRun, Durations, Verification, VerifiedTest
 
 
@@ -93,7 +92,6 @@ class Shown:
 
 
 def verify(
-    opts: BundleOptions,
     target,
     repo,
     worktree,
