@@ -433,7 +433,7 @@ def _shown(opts: BundleOptions, c: _Commits, topic: TopicInputs) -> Shown:
     tests = contributor.shown_tests(topic.series.tests_of(topic.name), names, natives)
     commits = [SeriesCommit(s, b, files) for _, s, b, files in c.repo.commits(c.start, c.head)]
     test_only = tuple(n for commit, n in zip(commits, names, strict=True) if commit.is_test)
-    return Shown(tests, test_only, c.target.layout, natives)
+    return Shown(tests, test_only, c.target.layout, natives, topic.name)
 
 
 def bundle_target(

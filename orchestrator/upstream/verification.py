@@ -83,12 +83,14 @@ def _am_on_fresh_copy(
 class Shown:
     """What the bundle's documents show a contributor to run (contributor.py): the tests, the
     patch files of the test commits alone (the reproduction; none: no such commit), the layout
-    whose CMake builds them, the native programs (their failing lines are the gate's rows)."""
+    whose CMake builds them, the native programs (their failing lines are the gate's rows), the
+    topic whose bundle it is (its logs' folder: the build folder is the target's, shared)."""
 
     tests: tuple[TestSpec, ...]
     test_only: tuple[str, ...]
     layout: str
     natives: tuple[str, ...] = ()
+    topic: str = "series"
 
 
 def verify(
@@ -116,14 +118,18 @@ def verify(
     seconds = contributor_run.deadline()
     keep = work / "contributor-build"
     reused = keep.exists()
-    logs = work / "logs" / "contributor"
-    fixed = contributor_run.run_lines(lines, worktree.path, keep, work, logs / "fix", seconds)
+    logs = work / "logs" / shown.topic
+    fixed = contributor_run.run_lines(
+        lines, worktree.path, keep, work, logs / "with-the-fix", seconds
+    )
     commands = _checked_fix(target.name, base, lines, fixed)
     reproduction: list[CommandRun] = []
     if shown.test_only:
         left = seconds - (time.monotonic() - t_all)
         _am_test_commits(target.name, worktree, work, base, patches, shown.test_only, prior)
-        ran = contributor_run.run_lines(lines, worktree.path, keep, work, logs / "bug", left)
+        ran = contributor_run.run_lines(
+            lines, worktree.path, keep, work, logs / "tests-alone", left
+        )
         reference = next((r.run.output for r in fixed if r.is_test), "")
         reproduction = _checked_bug(target.name, base, ran, shown.natives, reference)
     tests = {
