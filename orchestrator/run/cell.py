@@ -6,9 +6,10 @@ steps returned) and returns its typed result, which the context records; apply's
 result) ends the list. Every variant (the patched tree, each topic's control, each known-wrong and
 competing fix) is a Variant run by run/variants.py's one runner. The matrix runs the steps in two
 phases (MATRIX_PHASES, cut after control): every cell's first verdict, then every cell's
-known-wrong and competing fixes. The bundle's verification runs BUNDLE_STEPS on a tree it applied
-itself. A BuildFailed fails the cell, any other GgmlPatchError is its error; the other cells go
-on."""
+known-wrong and competing fixes. The drift behaviour check runs BUNDLE_STEPS on a tree it applied
+itself (the bundle's verification runs the bundle's own shown commands instead:
+upstream/contributor.py). A BuildFailed fails the cell, any other GgmlPatchError is its error;
+the other cells go on."""
 
 from __future__ import annotations
 

@@ -38,6 +38,7 @@ def run_program(
     env: dict[str, str],
     log: Path,
     on_line: Optional[Callable[[str], None]] = None,
+    cwd: Optional[Path] = None,
 ) -> TestRun:
     """The program run, its output read line by line (each to `on_line`: a long program's progress),
     its whole process group killed after `timeout` seconds or on an interrupt; the log: command,
@@ -45,7 +46,7 @@ def run_program(
     t0 = time.monotonic()
     if not Path(argv[0]).exists():
         return TestRun(name, 127, 0.0, f"{argv[0]}: not built\n", log=str(log))
-    proc = spawn(argv, env)
+    proc = spawn(argv, env, cwd=cwd)
     expired = threading.Event()
 
     def expire() -> None:
@@ -98,9 +99,11 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def spawn(argv: list[str], env: dict[str, str], own_session: bool = True) -> subprocess.Popen:
+def spawn(
+    argv: list[str], env: dict[str, str], own_session: bool = True, cwd: Optional[Path] = None
+) -> subprocess.Popen:
     """The program, output merged; in a session of its own unless told (its group is what a timeout
-    kills)."""
+    kills); in `cwd` where given (a contributor's command runs in the worktree)."""
     return subprocess.Popen(
         argv,
         stdout=subprocess.PIPE,
@@ -109,4 +112,5 @@ def spawn(argv: list[str], env: dict[str, str], own_session: bool = True) -> sub
         errors="replace",
         env=clean_env(env),  # listed variables only: no token reaches a build or a test
         start_new_session=own_session,
+        cwd=cwd,
     )

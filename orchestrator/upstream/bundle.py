@@ -25,17 +25,18 @@ from ..patchset.files import load_queue, load_series, write_patches
 from ..patchset.queue import Queue
 from ..patchset.render import rendered_for_target
 from ..patchset.series import Series
+from ..run.tree import native_programs
 from ..vcs.snapshots import SnapshotRepo, Worktree
 from ..verdicts.competing import load_competing
 from ..verdicts.known_limits import as_json, load_known_limits
 from ..verdicts.related import load_related
 from ..verdicts.training import can_plot, plot
-from . import authorship, cover, documents, issue_form, leaks, plan, policy
+from . import authorship, contributor, cover, documents, issue_form, leaks, plan, policy
 from .bundle_dir import MANIFEST, Bundle, _bytes, _write_dir, manifest, read_bundle
 from .bundle_options import BundleOptions
 from .manifest import Manifest, Verification
 from .proof import Problem, _cell_problems, load_results_dir, problems, refusal_message
-from .verification import compiler_info, format_patch, toolchain_of, verify
+from .verification import Shown, compiler_info, format_patch, toolchain_of, verify
 from .views import TRAINING_PLOT, SeriesCommit, topic_results, training_cell
 
 __all__ = [  # what callers and tests reach through this module
@@ -362,6 +363,7 @@ def _with_documents(
     warnings: list[str],
     topic: TopicInputs,
     finetune: tuple,
+    tests: tuple = (),
 ) -> _Made:
     """`made` with the documents the target's policy asks for (its own files at the base and the
     contributor's cover.md, each checked for size and UTF-8 before use)."""
@@ -400,6 +402,8 @@ def _with_documents(
         follows=topic.follows,
         host=(platform.system(), platform.machine()),
         live=live_of(opts.matrix, target_name),
+        tests=tests,
+        verified=made.verification,
     )
     return replace(made, docs=docs, takes_pull_request=rules.takes_pull_request)
 
@@ -419,6 +423,17 @@ def _files_of(made: _Made, results: Results, target_name: str, finetune: tuple) 
     for tuned in finetune if plots else ():
         files_text[training_evidence.plot_name(tuned)] = training_evidence.plot_png(tuned)
     return files_text
+
+
+def _shown(opts: BundleOptions, c: _Commits, topic: TopicInputs) -> Shown:
+    """The tests the documents show and the verification runs (contributor.shown_tests), and the
+    patch files of the test commits alone (the reproduction)."""
+    names = [n for n, _ in c.patches]
+    natives = native_programs(opts.matrix.native_tests_dir)
+    tests = contributor.shown_tests(topic.series.tests_of(topic.name), names, natives)
+    commits = [SeriesCommit(s, b, files) for _, s, b, files in c.repo.commits(c.start, c.head)]
+    test_only = tuple(n for commit, n in zip(commits, names, strict=True) if commit.is_test)
+    return Shown(tests, test_only, c.target.layout, natives, topic.name)
 
 
 def bundle_target(
@@ -449,21 +464,15 @@ def bundle_target(
             f"copy of {base[:12]} (git am, build, tests)"
         )
         c = commits
+        shown = _shown(opts, c, topic)
         verification = verify(
-            opts,
-            c.target,
-            c.repo,
-            c.worktree,
-            c.work,
-            base,
-            c.head,
-            c.patches,
-            topic.series,
-            c.prior,
+            c.target, c.repo, c.worktree, c.work, base, c.head, c.patches, shown, c.prior
         )
-        tools = toolchain_of(opts.cache, cells, c.work / "build")
+        tools = toolchain_of(opts.cache, cells, c.work / "contributor-build")
         made = _Made(c.patched, c.head, c.patches, verification, tools, None, False)
-        made = _with_documents(opts, made, c, results, results_sha, warnings, topic, finetune)
+        made = _with_documents(
+            opts, made, c, results, results_sha, warnings, topic, finetune, shown.tests
+        )
     files_text = _files_of(made, results, target_name, finetune)
     assert made.docs is not None
     man = manifest(

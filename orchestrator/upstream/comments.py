@@ -10,8 +10,9 @@ from typing import Optional
 
 from ..model.layout import UPSTREAM_TEST
 from ..model.results import Results
+from ..model.testspec import TestSpec
 from ..verdicts.competing import CompetingFix
-from . import pr_body
+from . import contributor, pr_body
 
 PREFIX = "COMMENT-"
 
@@ -34,13 +35,13 @@ def _reproduction(fix: CompetingFix, cell, version: str, commits: list, names: l
     """The commands that show what test-opt prints with the other work in place of the fix: the
     port is the diff in the draft itself (saved as its file), the test commit of the series."""
     tests = [n for c, n in zip(commits, names, strict=True) if c.is_test]
+    # the build and test lines as the bundle's own (contributor.py), test-opt judging the port
+    shown = contributor.commands(cell.layout, version, [], (TestSpec(UPSTREAM_TEST),))
     return [
         f"git checkout --detach {version}",
         f"git apply {fix.name}.patch  # the diff below, saved under that name",
         *([f"git am {' '.join(tests)}"] if tests else []),
-        f"cmake -B build -D{'GGML' if cell.layout == 'ggml' else 'LLAMA'}_BUILD_TESTS=ON",
-        f"cmake --build build --target {UPSTREAM_TEST}",
-        f"./build/bin/{UPSTREAM_TEST}",
+        *shown.run_lines,
     ]
 
 

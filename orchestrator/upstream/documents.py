@@ -16,7 +16,7 @@ from . import comments, issue, pr_body, readiness
 from .authorship import COMMITTER, Identity
 from .cover import Cover, fixes_line, problems
 from .issue_form import IssueForm
-from .manifest import CoverInfo, Readiness
+from .manifest import CoverInfo, Readiness, Verification
 from .policy import DerivedPolicy
 from .sync import compare, parse_sync_script, sync_script_for
 from .views import pr_title
@@ -81,11 +81,15 @@ def documents(
     api: Optional[str] = None,
     related_prs: list[str] | None = None,
     follows: tuple[str, ...] = (),
+    tests: tuple = (),
+    verified: Optional[Verification] = None,
 ) -> Documents:
     """read_file(path): the target's file at its base commit, or None; finetune: the training
     evidence, validated, one record per case set (finetune/bundle.of_target);
     issue_form: the target's bug form (None: none in its tree); competing: the ported fixes of
-    native_tests/competing/ (a COMMENT draft each); host: (OS, CPU) of the verifying machine."""
+    native_tests/competing/ (a COMMENT draft each); host: (OS, CPU) of the verifying machine;
+    tests: the tests a contributor runs (contributor.shown_tests); verified: the verification
+    that ran them, whose output lines the documents quote."""
     names = [n for n, _ in patches]
     # the patches of the pull requests this one follows, from their bundles beside this one
     prior = tuple(f"../../{t}/{target}/*.patch" for t in follows)
@@ -114,6 +118,7 @@ def documents(
             api=api,
             related_prs=related_prs,
             prior=prior,
+            shown=pr_body.ShownRun(tests, verified),
         )
         cover_problems = problems(cover, policy.template)
     return _checked(
@@ -153,6 +158,7 @@ def _pull_request_texts(
     api: Optional[str],
     related_prs: list[str] | None,
     prior: tuple[str, ...],
+    shown: pr_body.ShownRun,
 ) -> tuple[dict[str, str], list[str]]:
     """PR_TITLE, PR_BODY.md (without its banner), ISSUE.md and the COMMENT drafts of a
     pull-request target, and the bug form's fields the run cannot fill."""
@@ -172,6 +178,7 @@ def _pull_request_texts(
         related=related_prs,
         notes=comments.neutral_lines(list(competing), results, target),
         prior=prior,
+        shown=shown,
     )
     issue_text, missing = issue.issue_md(
         issue_form,
@@ -190,6 +197,7 @@ def _pull_request_texts(
         symptom=symptom,
         api=api,
         prior=prior,
+        shown=shown,
     )
     form = issue_form.file if issue_form else "no bug form in the target's tree"
     form_problems = [f"ISSUE.md: '{label}' ({form})" for label in missing]

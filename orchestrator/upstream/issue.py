@@ -98,11 +98,13 @@ def values(
     problem: Optional[str] = None,
     api: Optional[str] = None,
     prior: tuple[str, ...] = (),
+    shown: pr_body.ShownRun = pr_body.NOT_VERIFIED,
 ) -> dict[str, list[str]]:
     """role -> lines (issue_form.role_of): what the run can say for each field. `live`: targets
     of the same upstream that follow its branch (matrix.yaml's live profile), when this run has
     their cells: the reproduction on current master too. The steps always hold the commands that
-    show the bug, and the log the line they print."""
+    show the bug, and the log the line they print (`shown`: the tests and the verification that
+    ran those commands, whose lines are quoted)."""
     steps = problem_lines(read_file, problem, api) + [
         "",
         "Steps to reproduce, on the version above:",
@@ -112,11 +114,11 @@ def values(
         steps += ["", "1. upstream's llama-finetune, with and without the fix:", "", *tuned]
     # the project's own training program (train-opt-dynamic) is not the reader's to run: its
     # loss stays in summary.md; the steps are upstream's programs and the PR's test commit
-    bug = pr_body.reproduce_bug(results, target, commits, patch_names, prior)
-    # the lines of the tests the reader builds (test-opt; the gate only when the series adds it)
-    lines, _ = pr_body.before_after(results, target, patch_names)
+    bug = pr_body.reproduce_bug(results, target, commits, patch_names, prior, shown.tests)
+    # the lines of the tests the reader builds (the topic's; the gate only when the series adds it)
+    lines, _ = pr_body.before_after(results, target, patch_names, shown.verified)
     if bug:
-        steps += ["", "Apply the test commit of the fix alone, build test-opt and run it:"]
+        steps += ["", "Apply the test commit of the fix alone, build its tests and run them:"]
         steps += ["", "```sh", *bug, "```"]
     if bug and lines:
         steps += ["", "Result without the fix (also under Relevant log output):"]
@@ -192,6 +194,7 @@ def issue_md(
     symptom: Optional[str] = None,
     api: Optional[str] = None,
     prior: tuple[str, ...] = (),
+    shown: pr_body.ShownRun = pr_body.NOT_VERIFIED,
 ) -> tuple[str, list[str]]:
     """ISSUE.md and the required fields the run has no data for. `problem`: the topic's line of
     what breaks; `cover_path`: its cover.md."""
@@ -210,6 +213,7 @@ def issue_md(
         problem,
         api,
         prior,
+        shown,
     )
     vals = dropdown_values(used, vals)
     text = issue_form.render(used, vals, issue_title(commits, symptom, problem), cover_path)
@@ -218,5 +222,5 @@ def issue_md(
     if not vals.get("command"):
         missing.append("steps to reproduce (no commit of the series is only tests)")
     if not vals.get("logs"):
-        missing.append("relevant log output (no test-opt line without the fix in this run)")
+        missing.append("relevant log output (no failing test line without the fix in this run)")
     return text, missing

@@ -220,9 +220,23 @@ class Durations(Record):
     total: Seconds
 
 
+class CommandRun(Record):
+    """One line of the contributor's commands (contributor.py), as the verification ran it."""
+
+    NULLS = frozenset({"exit_code", "shown"})
+
+    line: TextLine
+    exit_code: Optional[ProcessStatus] = None  # None: stopped at the verification's deadline
+    duration_s: Seconds
+    log: TextLine = ""
+    # a test line's output line the documents quote: its passing line with the fix, its failing
+    # (or crash) line in the reproduction
+    shown: Optional[TextLine] = None
+
+
 class Verification(Record):
-    """git am of the bundle on a fresh copy of its base, then configure, build and the tests
-    there."""
+    """git am of the bundle on a fresh copy of its base, then the contributor's commands there
+    (`commands`), and with the test commits alone (`reproduction`)."""
 
     applied_with: TextLine = "git am"
     worktree: TextLine
@@ -233,6 +247,8 @@ class Verification(Record):
     build_log: TextLine
     tests: dict[TextLine, VerifiedTest]
     durations_s: Durations
+    commands: list[CommandRun] = Field(default_factory=list)
+    reproduction: list[CommandRun] = Field(default_factory=list)
 
 
 class CoverInfo(Record):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from dataclasses import dataclass
 from typing import Optional
 
 from .. import publish
@@ -14,11 +15,13 @@ from ..finetune import results as finetune_results
 from ..finetune.bundle import plot_name
 from ..model.layout import GATE_TEST, UPSTREAM_TEST
 from ..model.results import Outcome, Provenance, Results
+from ..model.testspec import TestSpec
 from ..redact import redact
 from ..verdicts import known_limits as limits
 from ..verdicts.competing import first_failing_line
 from ..verdicts.mutants import tally_line
-from . import cover
+from . import contributor, cover
+from .manifest import Verification
 from .policy import Template, _disclosure_prefix, strip_blank
 from .views import NOT_RUN, WARNING_TITLE, device_text, one_line
 
@@ -101,29 +104,35 @@ def _source(results: Results, target: str) -> Provenance:
     )
 
 
+@dataclass(frozen=True)
+class ShownRun:
+    """The tests a contributor runs (contributor.shown_tests; none: test-opt, and the gate where
+    a patch adds it) and the verification that ran them, whose output lines the documents quote
+    (None: not verified; the lines come from the matrix's results)."""
+
+    tests: tuple[TestSpec, ...] = ()
+    verified: Optional[Verification] = None
+
+
+NOT_VERIFIED = ShownRun()
+
+
 def _commands(
     results: Results,
     target: str,
     applied: list[str],
     patch_names: list[str],
     prior: tuple[str, ...] = (),
+    tests: tuple[TestSpec, ...] = (),
 ) -> list[str]:
     """`applied` on the base (after `prior`: the patches of the pull requests it follows), then
-    the series' tests (the gate only when a patch adds it) built and run."""
+    the tests built and run: contributor.commands, the lines the verification runs."""
     cells = results.cells_of(target)
-    option = "GGML_BUILD_TESTS" if cells and cells[0].layout == "ggml" else "LLAMA_BUILD_TESTS"
-    tests = (
-        (UPSTREAM_TEST, GATE_TEST) if any(GATE_TEST in n for n in patch_names) else (UPSTREAM_TEST,)
-    )
+    layout = cells[0].layout if cells else "llama.cpp"
     source = _source(results, target)
-    return [
-        f"git checkout --detach {source.upstream_commit or source.base_commit or NONE}",
-        *([f"git am {' '.join(prior)}  # the pull requests this one follows"] if prior else []),
-        f"git am {' '.join(applied)}",
-        f"cmake -B build -D{option}=ON",
-        f"cmake --build build --target {' '.join(tests)}",
-        *[f"./build/bin/{t}" for t in tests],
-    ]
+    base = source.upstream_commit or source.base_commit or NONE
+    shown = tests or contributor.shown_tests((), patch_names)
+    return contributor.commands(layout, base, applied, shown, prior).lines
 
 
 def reproduce_bug(
@@ -132,11 +141,24 @@ def reproduce_bug(
     commits: list,
     patch_names: list[str],
     prior: tuple[str, ...] = (),
+    tests: tuple[TestSpec, ...] = (),
 ) -> Optional[list[str]]:
     """Only the test commits on the base: the tests fail with the lines above. None when no commit
     of the series is only tests (the test cannot go in without the fix)."""
-    tests = [name for c, name in zip(commits, patch_names, strict=True) if c.is_test]
-    return _commands(results, target, tests, patch_names, prior) if tests else None
+    only = [name for c, name in zip(commits, patch_names, strict=True) if c.is_test]
+    return _commands(results, target, only, patch_names, prior, tests) if only else None
+
+
+def verified_lines(verified: Verification) -> tuple[list[str], list[str]]:
+    """The lines the verification's own run of the shown commands printed: each failing test's
+    line with the test commits alone, each test's passing line with the fix."""
+    before = [ascii_text(c.shown) for c in verified.reproduction if c.shown]
+    after = [ascii_text(c.shown) for c in verified.commands if c.shown]
+    # shown inside ``` blocks: each one line, none able to close the block
+    return (
+        publish.lines_in_block(list(dict.fromkeys(before)), 400),
+        publish.lines_in_block(list(dict.fromkeys(after)), 400),
+    )
 
 
 def _details(summary: str, lines: list[str]) -> list[str]:
@@ -238,10 +260,13 @@ def _and(items: list[str]) -> str:
 
 
 def before_after(
-    results: Results, target: str, patch_names: list[str]
+    results: Results, target: str, patch_names: list[str], verified: Optional[Verification] = None
 ) -> tuple[list[str], list[str]]:
-    """test-opt's first failing line without the fix and its passing line with it (the first cell
-    that has both); the series' own gate test too, only when a patch adds it."""
+    """The lines `verified` (the bundle's verification) printed running the shown commands;
+    without one, test-opt's first failing line without the fix and its passing line with it (the
+    first cell that has both), the series' own gate test too, only when a patch adds it."""
+    if verified is not None and verified.commands:
+        return verified_lines(verified)
     series_gate = any(GATE_TEST in n for n in patch_names)
     before: list[str] = []
     after: list[str] = []
@@ -311,6 +336,7 @@ def additional_information(
     related: list[str] | None = None,
     notes: list[str] | None = None,
     prior: tuple[str, ...] = (),
+    shown: ShownRun = NOT_VERIFIED,
 ) -> list[str]:
     """Everything the tool puts under "Additional information", ASCII, only what the PR's own
     commands print. Visible: `Fixes #N` once the issue is recorded, the other PRs of the set
@@ -318,7 +344,8 @@ def additional_information(
     crash: its signal and the case) and its passing line with the fix, the commands. Folded: the
     commands without the fix and test-opt's line per backend, the training evidence, `notes`
     (e.g. one neutral line on other work on the same code). `results_sha256` and `known_limits`
-    stay in manifest.json."""
+    stay in manifest.json. `shown`: the tests and the verification that ran them (its lines are
+    the ones quoted)."""
     out: list[str] = []
     if issue_ref:
         out += [issue_ref, ""]
@@ -327,14 +354,14 @@ def additional_information(
     tested = tested_line(results, target, toolchain, machine)
     if tested:
         out += [tested, ""]
-    before, after = before_after(results, target, patch_names)
+    before, after = before_after(results, target, patch_names, shown.verified)
     if before:
         out += ["Without the fix (its test commit alone):", "", "```", *before, "```", ""]
     if after:
         out += ["With the fix:", "", "```", *after, "```", ""]
-    fixed = _commands(results, target, patch_names, patch_names, prior)
+    fixed = _commands(results, target, patch_names, patch_names, prior, shown.tests)
     out += ["Reproduce:", "", "```sh", *fixed, "```"]
-    bug = reproduce_bug(results, target, commits, patch_names, prior)
+    bug = reproduce_bug(results, target, commits, patch_names, prior, shown.tests)
     every = before_fix_lines(results, target)
     folded = (["```sh", *bug, "```"] if bug else []) + (["", "```", *every, "```"] if every else [])
     if folded:
@@ -353,8 +380,8 @@ def additional_information(
             title += f" ({_model_words(evidence)})"
         out += _details(title, tuned)
     if notes:
-        shown = publish.bounded_rows([inert(n) for n in notes], 20_000, "notes")
-        out += _details("Other work on the same code", shown)
+        noted = publish.bounded_rows([inert(n) for n in notes], 20_000, "notes")
+        out += _details("Other work on the same code", noted)
     # the run's records may name URLs: never their credentials
     return [redact(line) for line in out]
 

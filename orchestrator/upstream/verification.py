@@ -1,6 +1,7 @@
 """A bundle verified as a contributor would check it: its `git format-patch` files `git am`ed on a
-fresh copy of the base, then the cell pipeline's configure, build and tests; the toolchain that
-did it."""
+fresh copy of the base, then exactly the build and test lines its documents show
+(contributor.py, run by contributor_run.py), and its test commits alone, which must fail; the
+toolchain that did it."""
 
 from __future__ import annotations
 
@@ -8,18 +9,18 @@ import re
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from ..cache import Cache
-from ..config import Backend
-from ..errors import BuildFailed, BundleRefused, BundleVerificationFailed, SeriesDoesNotApply
+from ..errors import BundleRefused, BundleVerificationFailed, SeriesDoesNotApply
 from ..model.results import Cell, Outcome
-from ..patchset.series import Series
+from ..model.testspec import TestSpec
 from ..run import toolchain
-from ..run.cell import tested_tree
 from ..vcs.snapshots import SnapshotRepo, Worktree
-from .bundle_options import BundleOptions
-from .manifest import Durations, Verification, VerifiedTest
+from . import contributor, contributor_run
+from .manifest import CommandRun, Durations, Verification, VerifiedTest
 
 
 def format_patch(repo: SnapshotRepo, base: str, patched: str) -> list[tuple[str, str]]:
@@ -78,8 +79,21 @@ def _am_on_fresh_copy(
     return head, apply_s
 
 
+@dataclass(frozen=True)
+class Shown:
+    """What the bundle's documents show a contributor to run (contributor.py): the tests, the
+    patch files of the test commits alone (the reproduction; none: no such commit), the layout
+    whose CMake builds them, the native programs (their failing lines are the gate's rows), the
+    topic whose bundle it is (its logs' folder: the build folder is the target's, shared)."""
+
+    tests: tuple[TestSpec, ...]
+    test_only: tuple[str, ...]
+    layout: str
+    natives: tuple[str, ...] = ()
+    topic: str = "series"
+
+
 def verify(
-    opts: BundleOptions,
     target,
     repo,
     worktree,
@@ -87,68 +101,156 @@ def verify(
     base: str,
     patched: str,
     patches: list[tuple[str, str]],
-    series: Series,
+    shown: Shown,
     prior: list[Path],
 ) -> Verification:
     """git am the bundle's files on a fresh copy of the base (after `prior`: the patches of the
-    topics it follows), then the cell pipeline's configure, build and tests (CPU) of `series`.
-    `patched` is the bundle's head: the contributor's commits. Its trees persist in the cache: a
-    repeat costs seconds."""
+    topics it follows), then the build and test lines the bundle's documents show, exactly (each
+    must pass and print its passing line); then, where the series has test commits, those alone
+    on the base, whose tests must fail with the line the documents show. `patched` is the
+    bundle's head: the contributor's commits. The build folder persists in the cache: a repeat
+    rebuilds what changed."""
     t_all = time.monotonic()
     head, apply_s = _am_on_fresh_copy(
         target.name, repo, worktree, work, base, patched, patches, prior
     )
-
-    backend = opts.matrix.backends.get("cpu") or Backend("cpu")
-    try:
-        tested = tested_tree(
-            target,
-            backend,
-            opts.cache,
-            repo,
-            series,
-            opts.matrix.native_tests_dir,
-            work,
-            worktree,
-            # the build tree is the target's, shared by its topics; the logs are each topic's
-            work / "logs" / (series.topics[-1] if series.topics else "series"),
+    lines = contributor.commands(shown.layout, base, [], shown.tests).run_lines
+    seconds = contributor_run.deadline()
+    keep = work / "contributor-build"
+    reused = keep.exists()
+    logs = work / "logs" / shown.topic
+    fixed = contributor_run.run_lines(
+        lines, worktree.path, keep, work, logs / "with-the-fix", seconds
+    )
+    commands = _checked_fix(target.name, base, lines, fixed)
+    reproduction: list[CommandRun] = []
+    if shown.test_only:
+        left = seconds - (time.monotonic() - t_all)
+        _am_test_commits(target.name, worktree, work, base, patches, shown.test_only, prior)
+        ran = contributor_run.run_lines(
+            lines, worktree.path, keep, work, logs / "tests-alone", left
         )
-    except BuildFailed as e:
-        raise BuildFailed(f"{target.name}: bundle verification: {e}") from None
-    rec = tested.patched
-    assert rec.build is not None
+        reference = next((r.run.output for r in fixed if r.is_test), "")
+        reproduction = _checked_bug(target.name, base, ran, shown.natives, reference)
     tests = {
-        name: VerifiedTest(
-            outcome=str(t.outcome), exit_code=t.exit_code, summary_line=t.summary_line, log=t.log
+        # the test as results name it: its program and arguments
+        r.line[len(contributor.BIN_PREFIX) :]: VerifiedTest(
+            outcome=str(r.outcome), exit_code=r.run.exit_code, summary_line=c.shown, log=r.run.log
         )
-        for name, t in rec.tests.items()
+        for r, c in zip(fixed, commands, strict=True)
+        if r.is_test
     }
-    failed = [
-        f"{n} {t.outcome}"
-        for n, t in tests.items()
-        if t.outcome not in (Outcome.PASSED, Outcome.SKIPPED)
-    ]
-    if failed:
-        raise BundleVerificationFailed(
-            f"{target.name}: with the bundle applied to a fresh copy of the base: "
-            f"{', '.join(failed)} (logs: {tested.logs})"
-        )
+    build_runs = [r for r in fixed if not r.is_test]
     return Verification(
         worktree=str(worktree.path),
         head=head,
         head_is_bundle_commit=head == patched,
         tree_is_patched_tree=True,
-        configure_reused=tested.configure_reused,
-        build_log=rec.build.log,
+        configure_reused=reused,
+        build_log=build_runs[-1].run.log if build_runs else "",
         tests=tests,
         durations_s=Durations(
             apply=round(apply_s, 2),
-            configure=tested.configure_s,
-            build=rec.build.duration_s,
-            tests=tested.tests_s,
+            configure=round(build_runs[0].run.duration_s, 2) if build_runs else 0.0,
+            build=round(sum(r.run.duration_s for r in build_runs[1:]), 2),
+            tests=round(sum(r.run.duration_s for r in fixed if r.is_test), 2),
             total=round(time.monotonic() - t_all, 2),
         ),
+        commands=commands,
+        reproduction=reproduction,
     )
+
+
+def _record(r: contributor_run.LineRun, shown: Optional[str] = None) -> CommandRun:
+    return CommandRun(
+        line=r.line,
+        exit_code=r.run.exit_code,
+        duration_s=round(r.run.duration_s, 3),
+        log=r.run.log,
+        shown=shown,
+    )
+
+
+def _checked_fix(
+    name: str, base: str, lines: list[str], ran: list[contributor_run.LineRun]
+) -> list[CommandRun]:
+    """Each line passed, each test printed its passing line; else one line naming the first
+    that did not (and its log)."""
+    where = f"{name}: with the bundle applied to a fresh copy of {base[:12]}"
+    out = []
+    for r in ran:
+        if r.outcome != Outcome.PASSED:
+            raise BundleVerificationFailed(
+                f"{where}: `{r.line}` failed ({r.how()}; log: {r.run.log})"
+            )
+        shown = contributor_run.passing_line(r) if r.is_test else None
+        if r.is_test and not shown:
+            raise BundleVerificationFailed(
+                f"{where}: `{r.line}` printed no line saying 'passed' to show (log: {r.run.log})"
+            )
+        out.append(_record(r, shown))
+    if len(out) != len(lines):
+        raise BundleVerificationFailed(f"{where}: `{lines[len(out)]}` was not run")
+    return out
+
+
+def _checked_bug(
+    name: str,
+    base: str,
+    ran: list[contributor_run.LineRun],
+    natives: tuple[str, ...],
+    reference: str,
+) -> list[CommandRun]:
+    """With the test commits alone the build lines pass and the tests fail, each failing one
+    with a line to show; else one line naming what did not."""
+    where = f"{name}: the test commits alone on {base[:12]}"
+    out = []
+    for r in ran:
+        if not r.is_test:
+            if r.outcome != Outcome.PASSED:
+                raise BundleVerificationFailed(
+                    f"{where}: `{r.line}` failed ({r.how()}; log: {r.run.log})"
+                )
+            out.append(_record(r))
+            continue
+        shown = None
+        if r.outcome != Outcome.PASSED:
+            shown = contributor_run.failing_line(r, natives, reference)
+            if not shown:
+                raise BundleVerificationFailed(
+                    f"{where}: `{r.line}` failed ({r.how()}) without a failing line to show "
+                    f"(log: {r.run.log})"
+                )
+        out.append(_record(r, shown))
+    if not any(c.shown for c in out):
+        raise BundleVerificationFailed(
+            f"{where}: every test passes without the fix (the reproduction shows no failure)"
+        )
+    return out
+
+
+def _am_test_commits(
+    target_name: str,
+    worktree: Worktree,
+    work: Path,
+    base: str,
+    patches: list[tuple[str, str]],
+    test_only: tuple[str, ...],
+    prior: list[Path],
+) -> None:
+    """The bundle's test commits alone `git am`ed on a fresh copy of the base (after `prior`),
+    as the documents' reproduction does."""
+    files = [work / "bundle-series" / n for n, _ in patches if n in test_only]
+    worktree.ensure(base)
+    try:
+        if prior:
+            worktree.am(prior)
+        worktree.am(files)
+    except SeriesDoesNotApply as e:
+        raise SeriesDoesNotApply(
+            f"{target_name}: the bundle's test commits alone do not apply with git am to a "
+            f"fresh copy of {base[:12]}: {e}"
+        ) from None
 
 
 _SET = re.compile(r'^set\((CMAKE_(?:C|CXX)_COMPILER(?:_ID|_VERSION)?) "([^"]*)"\)', re.M)
