@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 from typing import Mapping, Optional
 
 # what a build reads and a user may set on purpose: part of the result-cache key
@@ -99,3 +100,24 @@ def key_part(environ: Optional[Mapping[str, str]] = None) -> dict[str, str]:
     """The build-relevant variables set now: a change in one of them re-runs the cell."""
     source = os.environ if environ is None else environ
     return {k: source[k] for k in BUILD_VARIABLES if k in source}
+
+
+def own_homes(root: Path, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """HOME, the XDG folders and TMPDIR of target code run confined, made in `root`, and the
+    caller's compile cache (CCACHE_DIR, named before HOME moves): the behaviour check's and the
+    bundle verification's one recipe."""
+    home = root / "home"
+    caller_home = Path(environ.get("HOME") or Path.home())
+    ccache = environ.get("CCACHE_DIR") or str(
+        Path(environ.get("XDG_CACHE_HOME") or caller_home / ".cache") / "ccache"
+    )
+    dirs = {
+        "HOME": home,
+        "XDG_CACHE_HOME": home / ".cache",
+        "XDG_CONFIG_HOME": home / ".config",
+        "XDG_DATA_HOME": home / ".local" / "share",
+        "TMPDIR": root / "tmp",
+    }
+    for path in dirs.values():
+        path.mkdir(parents=True, exist_ok=True)
+    return {**{k: str(v) for k, v in dirs.items()}, "CCACHE_DIR": ccache}

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from ..buildenv import is_credential
+from ..buildenv import is_credential, own_homes
 from ..errors import ConfigError
 from ..records import Record
 from ..redact import SECRET_ENV, redact
@@ -67,22 +67,7 @@ def is_secret(name: str) -> bool:
 def confined_env(root: Path, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """The check's environment: the caller's without secrets, its homes and caches in `root`."""
     env = {k: v for k, v in environ.items() if not is_secret(k)}
-    home = root / "home"
-    home_of_caller = Path(environ.get("HOME") or Path.home())
-    ccache = environ.get("CCACHE_DIR") or str(
-        Path(environ.get("XDG_CACHE_HOME") or home_of_caller / ".cache") / "ccache"
-    )
-    dirs = {
-        "HOME": home,
-        "XDG_CACHE_HOME": home / ".cache",
-        "XDG_CONFIG_HOME": home / ".config",
-        "XDG_DATA_HOME": home / ".local" / "share",
-        "TMPDIR": root / "tmp",
-    }
-    for path in dirs.values():
-        path.mkdir(parents=True, exist_ok=True)
-    env.update({k: str(v) for k, v in dirs.items()})
-    env["CCACHE_DIR"] = ccache
+    env.update(own_homes(root, environ))
     # the child imports this very tool (first), and what the caller's path adds
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [_package_root(), env.get("PYTHONPATH")]))
     return env

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
 
-from ..buildenv import is_credential
+from ..buildenv import is_credential, own_homes
 from ..errors import ConfigError
 from ..run.cmake import cmake_exe, jobs
 from ..run.testrun import TestRun, run_program
@@ -70,23 +70,7 @@ def deadline(environ: Mapping[str, str] = os.environ) -> float:
 def environment(root: Path) -> dict[str, str]:
     """What the lines run with on top of buildenv's listed variables (testrun.spawn adds those):
     their own homes in `root`, the caller's ccache, CMake's parallel build level."""
-    # the homes as drift/confined.confined_env makes them (upstream/ may not import drift/)
-    home = root / "home"
-    caller_home = Path(os.environ.get("HOME") or Path.home())
-    ccache = os.environ.get("CCACHE_DIR") or str(
-        Path(os.environ.get("XDG_CACHE_HOME") or caller_home / ".cache") / "ccache"
-    )
-    dirs = {
-        "HOME": home,
-        "XDG_CACHE_HOME": home / ".cache",
-        "XDG_CONFIG_HOME": home / ".config",
-        "XDG_DATA_HOME": home / ".local" / "share",
-        "TMPDIR": root / "tmp",
-    }
-    for path in dirs.values():
-        path.mkdir(parents=True, exist_ok=True)
-    env = {k: str(v) for k, v in dirs.items()}
-    env["CCACHE_DIR"] = ccache  # the matrix's compile cache, named before HOME moves
+    env = own_homes(root)
     # `cmake --build` is serial by default with Makefiles: the matrix's -j, through CMake's own
     # variable, so the line stays as a contributor types it
     env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(jobs())
