@@ -57,17 +57,7 @@ def _am_on_fresh_copy(
         f.write_text(text, encoding="utf-8")
 
     t0 = time.monotonic()
-    worktree.ensure(base)  # exactly the base, untracked files cleaned: a fresh copy
-    try:
-        # the same `git am` as the matrix's own: the same commit comes out
-        if prior:
-            worktree.am(prior)
-        worktree.am(files)
-    except SeriesDoesNotApply as e:
-        raise SeriesDoesNotApply(
-            f"{target_name}: the bundle's series does not apply with git am to a fresh copy "
-            f"of {base[:12]}: {e}"
-        ) from None
+    _am_fresh(worktree, base, prior, files, f"{target_name}: the bundle's series does not apply")
     head = worktree.head()
     tree = (repo.tree_of(head) if head else None) or ""
     if not head or tree != repo.tree_of(patched):
@@ -241,6 +231,13 @@ def _am_test_commits(
     """The bundle's test commits alone `git am`ed on a fresh copy of the base (after `prior`),
     as the documents' reproduction does."""
     files = [work / "bundle-series" / n for n, _ in patches if n in test_only]
+    what = f"{target_name}: the bundle's test commits alone do not apply"
+    _am_fresh(worktree, base, prior, files, what)
+
+
+def _am_fresh(worktree: Worktree, base: str, prior: list[Path], files: list[Path], what: str):
+    """`files` `git am`ed on exactly the base (untracked files cleaned: a fresh copy), after
+    `prior`, as the matrix's own `git am` does (the same commit comes out)."""
     worktree.ensure(base)
     try:
         if prior:
@@ -248,8 +245,7 @@ def _am_test_commits(
         worktree.am(files)
     except SeriesDoesNotApply as e:
         raise SeriesDoesNotApply(
-            f"{target_name}: the bundle's test commits alone do not apply with git am to a "
-            f"fresh copy of {base[:12]}: {e}"
+            f"{what} with git am to a fresh copy of {base[:12]}: {e}"
         ) from None
 
 
