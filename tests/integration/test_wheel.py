@@ -50,7 +50,11 @@ def installed(tmp_path_factory):
     )
     ours = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
     (Path(site.stdout.strip()) / "borrowed-deps.pth").write_text("\n".join(sorted(ours)) + "\n")
-    pip = [str(python), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)]
+    # --ignore-installed: where the tests run from an install (nox's session, not editable), the
+    # borrowed folder holds ggml-patch too, and pip would call it already satisfied, installing
+    # nothing (the venv then imported the session's copy and had no `ggml-patch` script)
+    pip = [str(python), "-m", "pip", "install", "-q", "--no-index", "--no-deps"]
+    pip += ["--ignore-installed", str(wheel)]
     done = _run(pip, tmp, {**env, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     env["GGML_PATCH_CACHE"] = str(tmp / "cache")
