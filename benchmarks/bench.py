@@ -41,6 +41,9 @@
     control, each of its known-wrong fixes and each of its competing fixes in the tool against the
     same variant by hand in the same tree (`git apply` of it, or `git apply -R` of the topic's
     source hunks for its control, + ninja of both tests + both run).
+(n) issue 46's cost of a test-backend-ops topic (benchmarks/speed/op_topic.py, --only-op-topic):
+    the real op fix of tests/e2e/test_upstream_op_fix.py as a topic, its ggml/cpu cell cold against
+    cmake + ninja test-backend-ops + its CONCAT cases by hand, no ccache on either side.
 (m) issue 31's cost of the queue: the default run (every active topic) against a run of one topic
     (`--topic accumulator-reset`) on the same cpu cells, each in a new cache holding only the
     downloaded sources, no ccache, one after the other.
@@ -55,6 +58,7 @@ Usage: python benchmarks/bench.py [--out DIR]
                                   [--only-evidence] [--skip-newcomer] [--only-newcomer]
                                   [--only-ratios] [--loads N,...] [--only-act]
                                   [--skip-act] [--act-cpus LIST] [--only-topics]
+                                  [--only-op-topic]
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ from benchmarks.speed.act import act_vs_matrix  # noqa: E402
 from benchmarks.speed.common import BUSY_LOOPS, DEFAULT_OUT  # noqa: E402
 from benchmarks.speed.measures import measure_tool, only_evidence, only_topics  # noqa: E402
 from benchmarks.speed.newcomer import newcomers  # noqa: E402
+from benchmarks.speed.op_topic import op_topic  # noqa: E402
 from benchmarks.speed.report import GOALS, finish  # noqa: E402
 from benchmarks.speed.routes import main_plan  # noqa: E402
 from orchestrator.config import load_matrix  # noqa: E402
@@ -121,6 +126,11 @@ def add_scope_options(ap: argparse.ArgumentParser) -> None:
         help="skip (h), the newcomer's fresh clone (about 10 minutes)",
     )
     ap.add_argument("--only-newcomer", action="store_true", help="only (h), quiet then loaded")
+    ap.add_argument(
+        "--only-op-topic",
+        action="store_true",
+        help="only (n): a test-backend-ops topic's cell against test-backend-ops by hand",
+    )
     ap.add_argument(
         "--newcomer-args",
         default="",
@@ -180,6 +190,9 @@ def main() -> int:
         if args.only_topics:
             only_topics(report, work, matrix, args, loads)
             return finish(report, out)
+        if args.only_op_topic:  # writes op-topic.md and .json of its own
+            op_topic(work, out)
+            return 0
         if args.only_act:
             print("bench: (k) the matrix workflow in act against ggml-patch matrix", flush=True)
             report["act"] = act_vs_matrix(work, loads, args.act_cpus, out)
