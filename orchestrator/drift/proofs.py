@@ -12,13 +12,15 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Optional
 
 from ..cache import Cache, slug
 from ..model.results import Results, Verdict
 from ..model.values import Name, TextLine
-from ..patchset.queue import Topic
 from ..records import Record
+
+if TYPE_CHECKING:  # the queue's parser: loaded only where a proof is written or read
+    from ..patchset.queue import Topic
 
 
 class Proof(Record):
@@ -74,6 +76,18 @@ def killed_controls(results: Results, topics: Iterable[Topic]) -> list[Proof]:
             line=(r.failure_line or "").partition("\n")[0],
         )
     return list(out.values())
+
+
+def unrecorded(cache: Cache, results: Results) -> bool:
+    """Whether a control the run killed has no record yet (a cell reused from the result cache
+    was recorded when it ran; a topic whose tests changed is a new result, never a reused one)."""
+    layouts = {c.cell: c.layout for c in results.cells}
+    return any(
+        not _file(cache, layouts.get(r.cell, ""), r.topic).is_file()
+        for c in results.cells
+        for r in results.controls_of(c.cell)
+        if r.verdict == Verdict.KILLED and r.topic
+    )
 
 
 def record(cache: Cache, results: Results, topics: Iterable[Topic]) -> None:

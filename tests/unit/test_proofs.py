@@ -62,3 +62,11 @@ def test_the_key_follows_the_cases_not_the_index_lines():
     assert proofs.tests_key(reindexed) == key
     more = _with_tests(topic, lambda t: t + "+    // one more line of a case\n")
     assert proofs.tests_key(more) != key
+
+
+def test_a_rerun_with_every_proof_on_record_records_nothing(tmp_path):
+    results, topics = sample(), real_queue().topics
+    cache = Cache(tmp_path)
+    assert proofs.unrecorded(cache, results)
+    proofs.record(cache, results, topics)
+    assert not proofs.unrecorded(cache, results)
