@@ -37,3 +37,16 @@ def run_tool(*args: str, cwd=None) -> subprocess.CompletedProcess:
         cwd=cwd,
         env=env,
     )
+
+
+def one_line_error(proc: subprocess.CompletedProcess) -> str:
+    """The tool's refusal: exit 2, one line on stderr, no traceback; that line."""
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return lines[0]
+
+
+def file_bytes(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` and its bytes (what an edit may not change)."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}

@@ -14,7 +14,7 @@ from orchestrator.config import load_matrix
 from orchestrator.patchset.files import load_queue
 
 from ..helpers.forks import ROOT, git
-from ..helpers.tools import run_tool
+from ..helpers.tools import file_bytes, one_line_error, run_tool
 
 OPT = "ggml/src/ggml-opt.cpp"
 TEST = "tests/test-opt.cpp"
@@ -77,17 +77,6 @@ def _ok(proc):
     return proc.stdout
 
 
-def _one_line(proc) -> str:
-    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    return lines[0]
-
-
-def _snapshot(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
-
-
 def test_a_range_by_two_authors_becomes_two_topics(project):
     matrix, fork = project
     out = _ok(_tool(matrix, "import", "HEAD~2..HEAD", "--repo", str(fork)))
@@ -106,7 +95,7 @@ def test_a_range_by_two_authors_becomes_two_topics(project):
     sha = git(fork, "rev-parse", "HEAD~1").strip()
     assert a.meta.origin == f"https://example.org/fork/llama.cpp.git commit {sha}"
     folder = matrix.parent / "patches"
-    every = b"".join(_snapshot(folder).values())
+    every = b"".join(file_bytes(folder).values())
     assert b"pa/ss" not in every and b"t0k" not in every and str(fork).encode() not in every
     # the diff in Alice's message is her words, not a hunk: her series holds the tree diff only
     assert [f.path for p in a.series.patches for f in p.files] == [OPT, TEST]
@@ -181,12 +170,12 @@ def test_move_drop_rename_retire_keep_default_and_comments(project):
 def test_bad_input_is_one_line_and_writes_nothing(project, args, expected):
     matrix, fork = project
     names = load_queue(load_matrix(matrix)).names()
-    before = _snapshot(matrix.parent)
+    before = file_bytes(matrix.parent)
     args = [a.format(*names) for a in args]
     repo = ["--repo", str(fork)] if args[0] in ("new", "import") else []
-    line = _one_line(_tool(matrix, *args, *repo))
+    line = one_line_error(_tool(matrix, *args, *repo))
     assert expected in line, line
-    assert _snapshot(matrix.parent) == before
+    assert file_bytes(matrix.parent) == before
 
 
 def test_a_symlink_in_the_change_is_refused(project):
@@ -194,10 +183,10 @@ def test_a_symlink_in_the_change_is_refused(project):
     (fork / "tests" / "passwd").symlink_to("/etc/passwd")
     (fork / OPT).write_text((fork / OPT).read_text() + "int g(void) { return 0; }\n")
     _commit(fork, ALICE, "ggml-opt : g", "2026-11-04T10:00:00+00:00")
-    before = _snapshot(matrix.parent)
-    line = _one_line(_tool(matrix, "import", "HEAD~1..HEAD", "--repo", str(fork)))
+    before = file_bytes(matrix.parent)
+    line = one_line_error(_tool(matrix, "import", "HEAD~1..HEAD", "--repo", str(fork)))
     assert "tests/passwd" in line and "a symlink" in line, line
-    assert _snapshot(matrix.parent) == before
+    assert file_bytes(matrix.parent) == before
 
 
 def test_the_checkouts_textconv_does_not_run(project, tmp_path):
@@ -225,9 +214,9 @@ def test_no_write_goes_through_a_symlink(project, tmp_path):
     (folder / first / "cover.md").symlink_to(outside)
     _ok(_tool(matrix, "drop", first))  # cover.md is not one of the files drop writes
     assert outside.read_text() == "mine\n"
-    before = _snapshot(matrix.parent)
+    before = file_bytes(matrix.parent)
     (folder / first / "topic.yaml").rename(folder / first / "real.yaml")
     (folder / first / "topic.yaml").symlink_to(folder / first / "real.yaml")
-    line = _one_line(_tool(matrix, "rename", first, "other-name"))
+    line = one_line_error(_tool(matrix, "rename", first, "other-name"))
     assert f"patches/{first}/" in line, line
     assert (folder / first / "real.yaml").read_bytes() == before[f"patches/{first}/topic.yaml"]

@@ -15,7 +15,7 @@ from orchestrator.config import load_matrix
 from orchestrator.patchset.files import load_queue
 
 from ..helpers.forks import GIT_ENV, git, write_matrix
-from ..helpers.tools import run_tool
+from ..helpers.tools import file_bytes, one_line_error, run_tool
 
 OPT = "ggml/src/ggml-opt.cpp"
 TEST = "tests/test-opt.cpp"
@@ -82,17 +82,6 @@ def _ok(proc) -> str:
     return proc.stdout
 
 
-def _one_line(proc) -> str:
-    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    return lines[0]
-
-
-def _files(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
-
-
 def _wgit(wt: Path, *args: str) -> str:
     proc = subprocess.run(
         ["git", *args], cwd=wt, capture_output=True, text=True, env={**GIT_ENV, "PATH": "/usr/bin"}
@@ -111,7 +100,7 @@ def _edit(matrix: Path, cache: Path, name: str, *more: str) -> Path:
 def test_edit_amend_save_writes_the_change_and_keeps_every_other_key(project):
     matrix, cache = project
     series = matrix.parent / "series"
-    before = _files(series)
+    before = file_bytes(series)
     wt = _edit(matrix, cache, "second")
     # the topic it follows (after:) applied under it, then its own two commits
     log = _wgit(wt, "log", "--format=%s", "-5").splitlines()
@@ -120,7 +109,7 @@ def test_edit_amend_save_writes_the_change_and_keeps_every_other_key(project):
     ]
     # saved at once: the same bytes (the writer is the one the series was written with)
     out = _ok(_tool(matrix, cache, "save", "second"))
-    assert "no byte changed" in out and _files(series) == before, out
+    assert "no byte changed" in out and file_bytes(series) == before, out
     # amend the topic's source commit (its message and a line), then replay its test on top
     test_commit = _wgit(wt, "rev-parse", "HEAD").strip()
     _wgit(wt, "checkout", "-q", "--detach", "HEAD~1")
@@ -130,7 +119,7 @@ def test_edit_amend_save_writes_the_change_and_keeps_every_other_key(project):
     _wgit(wt, "cherry-pick", test_commit)
     out = _ok(_tool(matrix, cache, "save", "second"))
     assert "wrote 0001-" in out, out
-    after = _files(series)
+    after = file_bytes(series)
     changed = sorted(k for k in after if after[k] != before.get(k))
     new_fix = "second/0001-ggml-opt-f30-returns-3031.patch"
     assert changed == [new_fix, "second/topic.yaml"], changed
@@ -162,34 +151,34 @@ def test_edit_amend_save_writes_the_change_and_keeps_every_other_key(project):
 def test_bad_states_are_refused_in_one_line_writing_nothing(project):
     matrix, cache = project
     series = matrix.parent / "series"
-    before = _files(series)
-    assert "no edit worktree of 'second'" in _one_line(_tool(matrix, cache, "save", "second"))
+    before = file_bytes(series)
+    assert "no edit worktree of 'second'" in one_line_error(_tool(matrix, cache, "save", "second"))
     # a folder the tool did not make is never written into
     mine = matrix.parent / "mine"
     mine.mkdir()
     (mine / "keep.txt").write_text("mine")
-    line = _one_line(_tool(matrix, cache, "edit", "second", "--dir", str(mine)))
+    line = one_line_error(_tool(matrix, cache, "edit", "second", "--dir", str(mine)))
     assert "not an edit worktree the tool made" in line
     assert sorted(p.name for p in mine.iterdir()) == ["keep.txt"]
     wt = _edit(matrix, cache, "second", "--dir", str(matrix.parent / "edit-here"))
     assert wt == matrix.parent / "edit-here"
     assert _edit(matrix, cache, "second") == wt  # the same one, named again, never reset
     (wt / OPT).write_text("changed\n")
-    line = _one_line(_tool(matrix, cache, "save", "second"))
+    line = one_line_error(_tool(matrix, cache, "save", "second"))
     assert "uncommitted changes" in line and "nothing written" in line
     _wgit(wt, "checkout", "--", ".")
     _wgit(wt, "commit", "-q", "--allow-empty", "-m", "empty")
-    line = _one_line(_tool(matrix, cache, "save", "second"))
+    line = one_line_error(_tool(matrix, cache, "save", "second"))
     assert "do not apply as a series" in line and "nothing written" in line
     _wgit(wt, "reset", "-q", "--hard", "HEAD~1")
-    assert _files(series) == before
+    assert file_bytes(series) == before
     # the topic it follows dropped: stale, with the command that discards it
     _ok(_tool(matrix, cache, "drop", "first"))
-    dropped = _files(series)
+    dropped = file_bytes(series)
     for action in ("edit", "save"):
-        line = _one_line(_tool(matrix, cache, action, "second"))
+        line = one_line_error(_tool(matrix, cache, action, "second"))
         assert "a stale edit worktree of 'second'" in line and "worktree remove" in line, line
-    assert _files(series) == dropped
+    assert file_bytes(series) == dropped
     discard = line.split("discard it: ", 1)[1]
     subprocess.run(shlex.split(discard), check=True, capture_output=True)
     assert not wt.exists()
