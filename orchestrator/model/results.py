@@ -316,7 +316,9 @@ class VariantRecord(_OfCell):
         d = handler(self)
         d["build"] = d["build"] or {}
         if self.verdict is None:
-            del d["verdict_reason"], d["failure_line"]
+            del d["failure_line"]
+            if not self.verdict_reason:  # a control not judged here keeps why (no verdict)
+                del d["verdict_reason"]
         return {
             k: v
             for k, v in d.items()

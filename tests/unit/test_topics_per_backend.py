@@ -4,8 +4,8 @@ proven."""
 
 import pytest
 
-from orchestrator.model.results import RecordStatus
-from orchestrator.report.summary import summary_markdown, topic_outcome
+from orchestrator.model.results import RecordStatus, results_of
+from orchestrator.report.summary import summary_markdown, topic_outcome, write_results
 
 from ..helpers.samples import control_survived, sample
 
@@ -32,6 +32,20 @@ def test_each_outcome_is_shown_and_counted():
     assert "0 proven, 1 cannot be judged, 1 failed, 0 not run." in section
     assert f"**cannot be judged**: {WHY}" in section
     assert "**proven**" not in section
+
+
+def test_why_a_control_cannot_be_judged_survives_results_json(tmp_path):
+    # summary.md is written from the record as results.json holds it: a control with a reason
+    # and no verdict (not judged here) kept its reason only in memory before (found on a real
+    # Vulkan cell: the table said "cannot be judged" without why)
+    results = sample()
+    rec = results.control_of("llama.cpp/cpu")
+    rec.status, rec.verdict, rec.verdict_reason = RecordStatus.SKIPPED, None, WHY
+    again = results_of(results.to_json())
+    assert again.control_of("llama.cpp/cpu").verdict_reason == WHY
+    write_results(results, tmp_path)
+    section = _section((tmp_path / "summary.md").read_text())
+    assert f"**cannot be judged**: {WHY}" in section
 
 
 def test_a_fix_that_fails_its_tests_proves_nothing():
