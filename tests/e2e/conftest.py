@@ -28,3 +28,16 @@ def tool_cache(tmp_path_factory, shared_downloads):
         # same tree built in any of them hits
         mp.setenv("CCACHE_BASEDIR", str(tmp_path_factory.getbasetemp()))
         yield cache
+
+
+@pytest.fixture(scope="session")
+def vulkan_missing(repo_root, tool_cache):
+    """Why the vulkan cells cannot run here, or None. A machine meant to run Vulkan sets
+    GGML_PATCH_REQUIRE_BACKEND=vulkan (the tool's own --require-backend): a matrix run there then
+    fails (exit 9) instead of skipping it."""
+    from orchestrator import backends
+    from orchestrator.config import load_matrix
+
+    backend = load_matrix(repo_root / "matrix.yaml").backend("vulkan")
+    module = backends.get("vulkan", tool_cache)
+    return module.missing_toolchain(backend) or module.missing_device(backend)

@@ -43,23 +43,6 @@ N_GATE_KILLS = TOPIC_MUTANTS["accumulator-reset"]
 OWN_CASE = {t: c[0] for t in TOPICS if (c := QUEUE_SERIES.topic_cases(t))}
 
 
-def _vulkan_missing(matrix_path: Path, cache: Path):
-    """Why the vulkan cells cannot run here, or None."""
-    from orchestrator import backends
-    from orchestrator.config import load_matrix
-
-    backend = load_matrix(matrix_path).backend("vulkan")
-    module = backends.get("vulkan", cache)
-    return module.missing_toolchain(backend) or module.missing_device(backend)
-
-
-@pytest.fixture(scope="module")
-def vulkan_missing(repo_root, tool_cache):
-    # A machine meant to run Vulkan sets GGML_PATCH_REQUIRE_BACKEND=vulkan (the tool's own
-    # --require-backend): the matrix run below then fails (exit 9) instead of skipping it.
-    return _vulkan_missing(repo_root / "matrix.yaml", tool_cache)
-
-
 def _cell(data, target, backend):
     return next(c for c in data["cells"] if c["target"] == target and c["backend"] == backend)
 

@@ -119,8 +119,12 @@ def upstream_fix(tool_cache: Path, tmp: Path) -> Path:
     return out
 
 
+def _records(data: dict, cell: str) -> dict:
+    return {r["variant"]: r for r in data["records"] if f"{r['target']}/{r['backend']}" == cell}
+
+
 @pytest.fixture(scope="module")
-def run(tool_cache, tmp_path_factory):
+def run(tool_cache, tmp_path_factory, vulkan_missing):
     tmp = tmp_path_factory.mktemp("upstream-op-fix")
     diff = upstream_fix(tool_cache, tmp)
     refs = real_snapshot_refs(tool_cache)
@@ -132,7 +136,8 @@ def run(tool_cache, tmp_path_factory):
         "ggml": pinned_targets(refs)["ggml"],
         "fork": f"layout: ggml\nsource: {{kind: git, url: '{fork}', ref: concat-note}}\n",
     }
-    matrix = write_matrix(tmp / "project", targets)
+    backends = ("cpu",) if vulkan_missing else ("cpu", "vulkan")
+    matrix = write_matrix(tmp / "project", targets, backends=backends)
     cache = seeded_cache(tmp / "cache", tool_cache)
     where = ("--matrix", str(matrix), "--cache", str(cache.root))
     # the diff's paths are llama.cpp's (the sdists vendor llama.cpp): the queue's own layout
@@ -152,8 +157,7 @@ def run(tool_cache, tmp_path_factory):
             NAME,
             "--target",
             "ggml",
-            "--backend",
-            "cpu",
+            *(a for b in backends for a in ("--backend", b)),
             "--no-mutants",
             "--results",
             str(results),
@@ -187,9 +191,8 @@ def test_the_cell_runs_test_backend_ops_and_the_control_dies_in_the_quantized_ca
     data = json.loads((results / "results.json").read_text())
     assert data["series"]["topics"] == [NAME]
     assert data["series"]["topic_tests"] == {NAME: [TEST_LINE]}
-    (cell,) = data["cells"]
-    assert cell["cell"] == "ggml/cpu"
-    recs = {r["variant"]: r for r in data["records"]}
+    cell = next(c for c in data["cells"] if c["cell"] == "ggml/cpu")
+    recs = _records(data, "ggml/cpu")
     patched = recs["patched"]["tests"]
     assert list(patched) == [TEST_LINE] and patched[TEST_LINE]["outcome"] == "passed"
     log = Path(patched[TEST_LINE]["log"]).read_text(encoding="utf-8")
@@ -216,6 +219,48 @@ def test_the_cell_runs_test_backend_ops_and_the_control_dies_in_the_quantized_ca
         assert "own reference path" in control["verdict_reason"], control["verdict_reason"]
         assert cell["status"] == "skipped", cell  # neither passed nor failed
         assert cell["reason"].startswith("cannot be judged here: "), cell
+
+
+def test_the_vulkan_cell_compares_with_the_cpu_reference_and_says_what_it_can_judge(
+    run, vulkan_missing
+):
+    # issue 46 point 4: the same topic on a second backend's cell. Vulkan0 is compared with the
+    # CPU reference; ggml 0.15.3's Vulkan does not support quantized CONCAT (its supports_op),
+    # so the 20 cases that catch the bug are not run there: "cannot be judged", never passed.
+    if vulkan_missing:
+        pytest.skip(f"Vulkan is not set up here: {vulkan_missing}")
+    _, ran, results, _, _, _ = run
+    assert ran.returncode == 0, ran.stderr[-3000:] + ran.stdout[-3000:]
+    data = json.loads((results / "results.json").read_text())
+    cell = next(c for c in data["cells"] if c["cell"] == "ggml/vulkan")
+    recs = _records(data, "ggml/vulkan")
+    patched = recs["patched"]["tests"][TEST_LINE]
+    assert patched["outcome"] == "passed", patched["outcome"]
+    devices = {r["device"] for r in patched["rows"]}
+    assert devices == {"Vulkan0"}, devices  # Vulkan's rows, each compared with the CPU's
+    unsupported = [r["case"] for r in patched["rows"] if r["status"] == "SKIPPED"]
+    control = recs[f"control:{NAME}"]
+    assert control["reverted"] == ["src/ggml-cpu/ops.cpp"]
+    summary = (results / "summary.md").read_text()
+    row = next(line for line in summary.splitlines() if line.startswith(f"| {NAME} |"))
+    if control.get("verdict") == "killed":  # a Vulkan that runs them: the CPU reference dies
+        assert cell["status"] == "passed", cell
+        assert row.endswith("| **proven** |"), row
+        return
+    assert control["status"] == "skipped", control  # neither passed nor failed
+    assert "verdict" not in control, control
+    assert all(case.startswith("CONCAT(type=q") for case in unsupported), unsupported
+    compared = len(patched["rows"]) - len(unsupported)
+    why = (
+        f"cannot be judged on Vulkan0: the control passes the {compared} cases compared there; "
+        f"{len(unsupported)} are not supported there"
+    )
+    assert len(unsupported) == 20 and control["verdict_reason"] == f"{TEST_LINE}: {why}", control
+    assert cell["status"] == "skipped" and cell["reason"].endswith(why), cell
+    assert f"| **cannot be judged**: {TEST_LINE}: {why} |" in row, row
+    cpu = _records(data, "ggml/cpu")[f"control:{NAME}"]
+    if cpu["verdict"] == "killed":  # the table's two columns: proven on the CPU, not here
+        assert row.startswith(f"| {NAME} | **proven** | **cannot be judged**: "), row
 
 
 def test_status_on_a_fork_that_keeps_the_bug_never_says_fixed_upstream(run):

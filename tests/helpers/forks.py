@@ -8,11 +8,14 @@ test writes into another's worktrees.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import textwrap
 from pathlib import Path
+
+import yaml
 
 from orchestrator import sources
 from orchestrator.cache import Cache
@@ -77,7 +80,7 @@ def real_snapshot_refs(pinned: Path) -> dict[str, str]:
 
 def seeded_cache(path: Path, pinned: Path) -> Cache:
     """A fresh cache whose snapshot repository already
-    holds the real pinned snapshots of `pinned`."""
+    holds the real pinned snapshots of `pinned` (and its Vulkan SDK, linked)."""
     cache = Cache(path)
     repo = SnapshotRepo(cache.snapshots_git)
     _borrow_objects(cache.snapshots_git, pinned)
@@ -87,6 +90,8 @@ def seeded_cache(path: Path, pinned: Path) -> Cache:
     ).splitlines():
         sha, ref = line.split()
         repo.git("update-ref", ref, sha)
+    if (pinned / "vulkan-sdk").is_dir():  # the private Vulkan SDK, where set up: only read
+        os.symlink(pinned / "vulkan-sdk", path / "vulkan-sdk")
     return cache
 
 
@@ -154,10 +159,15 @@ def replace_once(old: str, new: str):
 
 
 def write_matrix(
-    directory: Path, targets: dict[str, str], profile_targets=None, series_dir: str = "patches"
+    directory: Path,
+    targets: dict[str, str],
+    profile_targets=None,
+    series_dir: str = "patches",
+    backends: tuple[str, ...] = ("cpu",),
 ) -> Path:
     """A matrix.yaml in `directory` with the given target blocks, a copy of the series (unless
-    series_dir names another folder) and the native tests."""
+    series_dir names another folder) and the native tests; `backends`: cpu, and others as the
+    project's matrix.yaml declares them."""
     if series_dir == "patches" and not (directory / "patches").exists():
         shutil.copytree(ROOT / "patches", directory / "patches")
     if not (directory / "native_tests").exists():
@@ -167,11 +177,13 @@ def write_matrix(
         for name, body in targets.items()
     )
     names = ", ".join(profile_targets or targets)
+    declared = yaml.safe_load((ROOT / "matrix.yaml").read_text())["backends"]
+    others = "".join(f"  {b}: {json.dumps(declared[b])}\n" for b in backends if b != "cpu")
     m = directory / "matrix.yaml"
     m.write_text(
         f"queue: {{path: {series_dir}, layout: llama.cpp}}\nnative_tests: native_tests\n"
-        f'targets:\n{blocks}backends:\n  cpu: {{cmake_flags: ["-DGGML_CPU=ON"]}}\n'
-        f"profiles:\n  default: {{targets: [{names}], backends: [cpu]}}\n"
+        f'targets:\n{blocks}backends:\n  cpu: {{cmake_flags: ["-DGGML_CPU=ON"]}}\n{others}'
+        f"profiles:\n  default: {{targets: [{names}], backends: [{', '.join(backends)}]}}\n"
     )
     return m
 
