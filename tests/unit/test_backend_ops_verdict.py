@@ -159,6 +159,25 @@ def test_on_another_backend_a_surviving_control_fails_unless_cases_went_unsuppor
     assert j.outcome == "cannot-judge" and "24 are not supported" in j.reason
 
 
+def test_the_concat_topic_cannot_be_judged_on_a_real_vulkan_cell():
+    # recorded on lavapipe: ggml 0.15.3's Vulkan does not support quantized CONCAT, so the 20
+    # cases that catch the bug are not run there and the rest pass without the fix too
+    fixed, control = run("vulkan-concat-fixed", 0), run("vulkan-concat-control", 0)
+    vulkan = fixed.backend("Vulkan0")
+    assert vulkan is not None and vulkan.state == "passed"
+    assert len(vulkan.compared) == 112
+    unsupported = [c for c in vulkan.cases if c.status == "not-supported"]
+    assert len(unsupported) == 20 and all(c.params.startswith("type=q") for c in unsupported)
+    j = judge(fixed, control, "Vulkan0")
+    assert j.outcome == "cannot-judge", j
+    assert j.text == (
+        "cannot be judged on Vulkan0: the control passes the 112 cases compared there; "
+        "20 are not supported there"
+    )
+    # the CPU is the reference there, never a backend of its own: nothing judged on it
+    assert judge(fixed, control, "CPU").outcome == "cannot-judge"
+
+
 def test_a_cell_names_its_backend_unless_the_line_does():
     assert backend_args(("-o", "CONCAT"), "CPU") == ("-o", "CONCAT", "-b", "CPU")
     assert backend_args(("-b", "Vulkan0", "-o", "X"), "CPU") == ("-b", "Vulkan0", "-o", "X")
