@@ -8,10 +8,11 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from ..errors import BuildFailed
 from ..model.layout import BuildPlan
@@ -136,6 +137,33 @@ def build(
     else:
         args = [ninja_exe(), "-C", str(build_dir), "-j", str(n_jobs or jobs()), *targets]
     return _run_logged("build", args, log, env, progress)
+
+
+def read_by_build(build_dir: Path, targets: Sequence[str]) -> Optional[frozenset[Path]]:
+    """Every file the last build of `targets` read: their sources (`ninja -t inputs`) and the
+    headers each object included when it was compiled (`ninja -t deps`, every object's: more
+    than the targets', never less). None where ninja cannot say: nothing is concluded then."""
+    found: set[Path] = set()
+    for tool in (["-t", "inputs", *targets], ["-t", "deps"]):
+        try:  # ninja reads its own files here: nothing is built, nothing of the target runs
+            out = subprocess.run(
+                [ninja_exe(), "-C", str(build_dir), *tool],
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=120,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if out.returncode != 0:
+            return None
+        for line in out.stdout.splitlines():
+            if tool[1] == "deps" and not line.startswith((" ", "\t")):
+                continue  # an object's own line; its headers follow, indented
+            if line.strip():
+                found.add((build_dir / line.strip()).resolve())
+    return frozenset(found)
 
 
 def require(step: BuildStep, what: str) -> None:

@@ -33,7 +33,7 @@ from ..verdicts import attribution, backend_ops, classify, training
 from ..verdicts.competing import CompetingFix, first_failing_line
 from ..verdicts.mutants import Mutant
 from . import cmake
-from .judge import judge
+from .judge import judge, tests_pass
 from .pipeline import CellContext
 from .testrun import TestRun, run_program
 from .tree import Tree, TreeChange, changed
@@ -162,6 +162,9 @@ def run_variant(
                 build_into(ctx, v, rec)
                 if ctx.runs_tests and rec.build and rec.build.ok:
                     run_tests(ctx, v, rec)
+                    # its tests pass: asked only then (a failure shows the change was built)
+                    if tests_pass(rec) and (why := _not_built_here(ctx, tree, v, change.paths)):
+                        return judge(rec, v.kind, skipped=why)
             else:
                 ctx.steps.done(f"did not apply: {done.error}")
     except GitError as e:  # the hunks do not revert on the whole queue
@@ -176,6 +179,25 @@ def run_variant(
         apply_error=done.error,
         judged=[t.name for t in v.tests],
     )
+
+
+def _not_built_here(ctx: CellContext, tree: Tree, v: Variant, paths: list[str]) -> Optional[str]:
+    """Why `v` cannot be judged on this cell: none of the files it changes is read by the build
+    of its targets here (another backend's sources, say: a CUDA fix on a Vulkan cell), so its
+    programs are the patched tree's own and its tests could only pass. None: some file is."""
+    if not paths:
+        return None
+    ctx.steps.step(f"check {v.name}", f"does its build read {', '.join(paths)}?")
+    read = cmake.read_by_build(ctx.build_dir, v.targets)
+    if read is None or any((tree.worktree.path / p).resolve() in read for p in paths):
+        ctx.steps.done("yes" if read is not None else "ninja cannot say")
+        return None
+    why = (
+        f"{', '.join(paths)} not compiled into {' '.join(v.targets)} here (the "
+        f"{ctx.backend.name} build): its programs are the fix's own"
+    )
+    ctx.steps.done(f"no: cannot be judged here: {why}")
+    return why
 
 
 def _describe(v: Variant, paths: list[str]) -> str:
